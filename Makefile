@@ -1,0 +1,134 @@
+# aibox: one GNU Makefile for the library, the tools, the guest init, the tests.
+#
+# Knobs (make VAR=value):
+#   V=1          print every command
+#   SANITIZE=1   build with AddressSanitizer and UndefinedBehaviorSanitizer
+#   CC, CFLAGS, LDFLAGS   the usual; CFLAGS defaults to -O2 -g
+#   PREFIX       where `make install` puts things (default /usr/local)
+#   DESTDIR      staging root for `make install`
+#   FUZZ_SECONDS how long each fuzzer runs in `make fuzz-run` (default 60)
+#
+# Targets:
+#   all (default)  build/libaibox.a, build/aibox and every build/aibox-* tool
+#   check          build, then run the test suite (t/run), ending "N passed, N failed"
+#   deps           install the Debian packages listed in packages.txt (needs root)
+#   install        aibox into PREFIX/bin, the tools into PREFIX/libexec/aibox,
+#                  man pages into PREFIX/share/man, data into PREFIX/share/aibox
+#   fuzz           build the libFuzzer targets in fuzz/ (clang)
+#   fuzz-run       run each fuzzer for FUZZ_SECONDS on its corpus
+#   format         clang-format every C file
+#   clean
+
+VERSION = 0.1.0
+PREFIX ?= /usr/local
+B = build
+
+CC ?= cc
+CFLAGS ?= -O2 -g
+PKGS = libgit2 yaml-0.1 openssl libssh2 libseccomp jansson zlib
+
+WARNINGS = -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wformat-security \
+	-Wstrict-prototypes -Wmissing-prototypes -Wold-style-definition \
+	-Wpointer-arith -Wvla -Wundef -Wno-unused-parameter -Wno-missing-field-initializers
+
+SAN_FLAGS =
+ifeq ($(SANITIZE),1)
+SAN_FLAGS = -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+endif
+
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+
+ALL_CFLAGS = -std=gnu11 -D_GNU_SOURCE -DAIBOX_VERSION='"$(VERSION)"' -Icommon \
+	$(WARNINGS) $(PKG_CFLAGS) $(SAN_FLAGS) -fstack-protector-strong \
+	-D_FORTIFY_SOURCE=2 $(CFLAGS)
+ALL_LDFLAGS = $(SAN_FLAGS) -Wl,--as-needed -Wl,-z,relro,-z,now $(LDFLAGS)
+LIBS = $(PKG_LIBS) -lz
+
+ifneq ($(V),1)
+Q = @
+QCC = @echo '   CC   ' $@;
+QLD = @echo '   LINK ' $@;
+QAR = @echo '   AR   ' $@;
+endif
+
+LIB_SRC := $(sort $(wildcard common/*.c))
+LIB_OBJ := $(LIB_SRC:%.c=$(B)/%.o)
+TOOL_SRC := $(sort $(wildcard tools/aibox-*.c))
+TOOLS := $(TOOL_SRC:tools/%.c=$(B)/%)
+IMAGE_SRC := $(sort $(wildcard image/aibox-*.c))
+IMAGE_PROGS := $(IMAGE_SRC:image/%.c=$(B)/%)
+HELPER_SRC := $(sort $(wildcard t/helper/test-*.c))
+HELPERS := $(HELPER_SRC:t/helper/%.c=$(B)/%)
+FUZZ_SRC := $(sort $(wildcard fuzz/fuzz-*.c))
+FUZZERS := $(FUZZ_SRC:fuzz/%.c=$(B)/fuzz/%)
+MANS := $(sort $(wildcard docs/man/*.1))
+
+all: $(B)/aibox $(TOOLS) $(IMAGE_PROGS) $(HELPERS)
+
+# Rebuild everything when the flags change (git's GIT-CFLAGS).
+$(B)/.flags: FORCE
+	@mkdir -p $(B)
+	@echo '$(ALL_CFLAGS) $(ALL_LDFLAGS)' | cmp -s - $@ || echo '$(ALL_CFLAGS) $(ALL_LDFLAGS)' > $@
+
+$(B)/%.o: %.c $(B)/.flags
+	@mkdir -p $(dir $@)
+	$(QCC)$(CC) $(ALL_CFLAGS) -MMD -MP -c -o $@ $<
+
+$(B)/libaibox.a: $(LIB_OBJ)
+	$(QAR)rm -f $@ && ar rcs $@ $^
+
+$(B)/aibox: $(B)/bin/aibox.o $(B)/libaibox.a
+	$(QLD)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
+
+$(B)/aibox-%: $(B)/tools/aibox-%.o $(B)/libaibox.a
+	$(QLD)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
+
+$(IMAGE_PROGS): $(B)/%: $(B)/image/%.o $(B)/libaibox.a
+	$(QLD)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
+
+$(B)/test-%: $(B)/t/helper/test-%.o $(B)/libaibox.a
+	$(QLD)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
+
+FUZZ_CC = clang
+FUZZ_CFLAGS = -std=gnu11 -D_GNU_SOURCE -DAIBOX_VERSION='"$(VERSION)"' -Icommon -g -O1 \
+	-fsanitize=fuzzer,address,undefined $(PKG_CFLAGS)
+$(B)/fuzz/%: fuzz/%.c $(LIB_SRC) $(wildcard common/*.h)
+	@mkdir -p $(dir $@)
+	$(QLD)$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< $(LIB_SRC) $(LIBS)
+
+fuzz: $(FUZZERS)
+
+FUZZ_SECONDS ?= 60
+fuzz-run: fuzz
+	$(Q)for f in $(FUZZERS); do n=$$(basename $$f); mkdir -p $(B)/fuzz/corpus-$$n; \
+		$$f -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -print_final_stats=0 \
+		$(B)/fuzz/corpus-$$n fuzz/corpus/$$n || exit 1; done
+
+check: all
+	$(Q)t/run
+
+deps:
+	$(Q)grep -v '^#' packages.txt | xargs -r sh -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$$@"' deps
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/libexec/aibox \
+		$(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/aibox
+	install -m 755 $(B)/aibox $(DESTDIR)$(PREFIX)/bin/aibox
+	install -m 755 $(TOOLS) $(IMAGE_PROGS) $(DESTDIR)$(PREFIX)/libexec/aibox/
+	$(if $(MANS),install -m 644 $(MANS) $(DESTDIR)$(PREFIX)/share/man/man1/)
+	cp -R share/. $(DESTDIR)$(PREFIX)/share/aibox/
+	$(if $(wildcard image/*),cp -R image $(DESTDIR)$(PREFIX)/share/aibox/)
+	rm -f $(DESTDIR)$(PREFIX)/share/aibox/image/*.c
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h')
+
+clean:
+	rm -rf $(B)
+
+FORCE:
+.PHONY: all check deps install fuzz fuzz-run format clean FORCE
+.DELETE_ON_ERROR:
+
+-include $(shell find $(B) -name '*.d' 2>/dev/null)

@@ -1,0 +1,168 @@
+/*
+ * aibox: the front command.  `aibox tasks clean ...` execs aibox-tasks-clean,
+ * `aibox task ...` execs aibox-task, found beside this program (build tree)
+ * or in PREFIX/libexec/aibox (git.c's dispatch).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "buf.h"
+#include "err.h"
+#include "paths.h"
+#include "strvec.h"
+#include "banned.h"
+
+static const char usage_text[] =
+	"usage: aibox <command> [<subcommand>] [<args>]\n"
+	"       aibox help [<command> [<subcommand>]]\n"
+	"       aibox --version\n";
+
+/* Guest-side programs live in libexec too but are not commands. */
+static int is_command(const char *name)
+{
+	return strncmp(name, "aibox-", 6) == 0 && strcmp(name, "aibox-init") != 0 &&
+	       !strchr(name, '.');
+}
+
+static int tool_exists(const char *name, struct buf *path)
+{
+	struct stat st;
+
+	buf_reset(path);
+	buf_addf(path, "%s/%s", libexec_dir(), name);
+	return stat(path->buf, &st) == 0 && S_ISREG(st.st_mode) && access(path->buf, X_OK) == 0;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static void list_commands(struct strvec *out)
+{
+	DIR *d = opendir(libexec_dir());
+	struct dirent *de;
+	struct buf path = BUF_INIT;
+
+	if (!d)
+		return;
+	while ((de = readdir(d)))
+		if (is_command(de->d_name) && tool_exists(de->d_name, &path))
+			strvec_push(out, de->d_name);
+	closedir(d);
+	buf_release(&path);
+	qsort(out->v, out->nr, sizeof(*out->v), cmp_str);
+}
+
+static void print_commands(FILE *f)
+{
+	struct strvec cmds = STRVEC_INIT;
+
+	list_commands(&cmds);
+	fprintf(f, "commands:\n");
+	for (size_t i = 0; i < cmds.nr; i++) {
+		char *words = xstrdup(cmds.v[i] + 6);
+
+		for (char *p = words; *p; p++)
+			if (*p == '-')
+				*p = ' ';
+		fprintf(f, "   %s\n", words);
+		free(words);
+	}
+	strvec_clear(&cmds);
+}
+
+/*
+ * Resolve words to a tool: "a b" is aibox-a-b when that exists (b not an
+ * option), else aibox-a.  Returns how many words the tool name used (1 or 2),
+ * or 0 when neither exists; path gets the tool's path.
+ */
+static int resolve(int argc, char **argv, struct buf *path)
+{
+	struct buf name = BUF_INIT;
+	int used = 0;
+
+	if (argc >= 2 && argv[1][0] != '-') {
+		buf_addf(&name, "aibox-%s-%s", argv[0], argv[1]);
+		if (!strchr(argv[0], '/') && !strchr(argv[1], '/') && tool_exists(name.buf, path))
+			used = 2;
+	}
+	if (!used && !strchr(argv[0], '/')) {
+		buf_reset(&name);
+		buf_addf(&name, "aibox-%s", argv[0]);
+		if (tool_exists(name.buf, path))
+			used = 1;
+	}
+	buf_release(&name);
+	return used;
+}
+
+static void unknown(const char *cmd)
+{
+	fprintf(stderr, "aibox: '%s' is not an aibox command, see 'aibox help'\n", cmd);
+	print_commands(stderr);
+	exit(EXIT_ERROR);
+}
+
+static int help(int argc, char **argv)
+{
+	struct buf path = BUF_INIT, man = BUF_INIT;
+	const char *base;
+	int used;
+
+	if (argc == 0) {
+		fputs(usage_text, stdout);
+		print_commands(stdout);
+		return 0;
+	}
+	used = resolve(argc, argv, &path);
+	if (!used)
+		unknown(argv[0]);
+	base = strrchr(path.buf, '/') + 1;
+	/* The man page: installed, or the build tree's docs/man. */
+	buf_addf(&man, "%s/docs/man/%s.1", data_dir(), base);
+	if (access(man.buf, R_OK) == 0 && isatty(1)) {
+		execlp("man", "man", "-l", man.buf, (char *)NULL);
+	}
+	if (isatty(1))
+		execlp("man", "man", base, (char *)NULL);
+	execl(path.buf, base, "--help", (char *)NULL);
+	die_errno("cannot run '%s'", path.buf);
+}
+
+int main(int argc, char **argv)
+{
+	struct buf path = BUF_INIT;
+	struct strvec args = STRVEC_INIT;
+	int used;
+
+	tool_init(argc, argv);
+	progname = "aibox";
+	argc--;
+	argv++;
+	if (argc == 0)
+		usage_die(usage_text);
+	if (!strcmp(argv[0], "--version") || !strcmp(argv[0], "version")) {
+		printf("aibox version %s\n", AIBOX_VERSION);
+		return 0;
+	}
+	if (!strcmp(argv[0], "help") || !strcmp(argv[0], "--help") || !strcmp(argv[0], "-h"))
+		return help(argc - 1, argv + 1);
+	if (argv[0][0] == '-') {
+		error("unknown option '%s'", argv[0]);
+		usage_die(usage_text);
+	}
+	used = resolve(argc, argv, &path);
+	if (!used)
+		unknown(argv[0]);
+	strvec_push(&args, strrchr(path.buf, '/') + 1);
+	for (int i = used; i < argc; i++)
+		strvec_push(&args, argv[i]);
+	execv(path.buf, (char *const *)args.v);
+	die_errno("cannot run '%s'", path.buf);
+}

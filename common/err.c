@@ -1,0 +1,155 @@
+#include "err.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "banned.h"
+
+const char *progname = "aibox";
+
+static void vreport(const char *prefix, const char *fmt, va_list ap, int err)
+{
+	char msg[4096];
+
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	if (err)
+		fprintf(stderr, "%s: %s%s: %s\n", progname, prefix, msg, strerror(err));
+	else
+		fprintf(stderr, "%s: %s%s\n", progname, prefix, msg);
+	fflush(stderr);
+}
+
+void die(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vreport("", fmt, ap, 0);
+	va_end(ap);
+	exit(EXIT_ERROR);
+}
+
+void die_errno(const char *fmt, ...)
+{
+	int err = errno;
+	va_list ap;
+
+	va_start(ap, fmt);
+	vreport("", fmt, ap, err);
+	va_end(ap);
+	exit(EXIT_ERROR);
+}
+
+void die_err(int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vreport("", fmt, ap, err < 0 ? -err : err);
+	va_end(ap);
+	exit(EXIT_ERROR);
+}
+
+int error(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vreport("", fmt, ap, 0);
+	va_end(ap);
+	return -1;
+}
+
+void warning(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vreport("warning: ", fmt, ap, 0);
+	va_end(ap);
+}
+
+void usage_die(const char *usage)
+{
+	fputs(usage, stderr);
+	exit(EXIT_ERROR);
+}
+
+static void oom(size_t n)
+{
+	/* No allocation here: we are out of memory. */
+	char msg[] = "out of memory\n";
+
+	(void)n;
+	if (write(2, msg, sizeof(msg) - 1) < 0) {
+		/* nothing left to report to */
+	}
+	abort();
+}
+
+void *xmalloc(size_t n)
+{
+	void *p = malloc(n ? n : 1);
+
+	if (!p)
+		oom(n);
+	return p;
+}
+
+void *xcalloc(size_t nmemb, size_t size)
+{
+	void *p = calloc(nmemb ? nmemb : 1, size ? size : 1);
+
+	if (!p)
+		oom(nmemb * size);
+	return p;
+}
+
+void *xrealloc(void *p, size_t n)
+{
+	void *q = realloc(p, n ? n : 1);
+
+	if (!q)
+		oom(n);
+	return q;
+}
+
+char *xstrdup(const char *s)
+{
+	char *p = strdup(s);
+
+	if (!p)
+		oom(strlen(s));
+	return p;
+}
+
+char *xstrndup(const char *s, size_t n)
+{
+	char *p = strndup(s, n);
+
+	if (!p)
+		oom(n);
+	return p;
+}
+
+void tool_init(int argc, char **argv)
+{
+	const char *slash;
+	int fd;
+
+	if (argc > 0 && argv[0]) {
+		slash = strrchr(argv[0], '/');
+		progname = slash ? slash + 1 : argv[0];
+	}
+	/* OpenSSH's sanitise_stdfd: a closed 0-2 would be taken by our next open. */
+	while ((fd = open("/dev/null", O_RDWR | O_CLOEXEC)) >= 0 && fd <= 2)
+		fcntl(fd, F_SETFD, 0);
+	if (fd > 2)
+		close(fd);
+	signal(SIGPIPE, SIG_IGN);
+}

@@ -1,0 +1,24 @@
+/*
+ * Where aibox's own files are, for the build tree and for an install.
+ *
+ * In the build tree every executable sits in build/ and the data is the
+ * source tree above it.  Installed, `aibox` is in PREFIX/bin, the tools in
+ * PREFIX/libexec/aibox and the data in PREFIX/share/aibox.  Both are found
+ * from /proc/self/exe, so nothing depends on the current directory.
+ */
+#ifndef AIBOX_PATHS_H
+#define AIBOX_PATHS_H
+
+/* The folder holding this executable, without a trailing '/'.  Never NULL. */
+const char *exe_dir(void);
+
+/* The folder holding the aibox-* tools (build/ or PREFIX/libexec/aibox). */
+const char *libexec_dir(void);
+
+/* The folder holding image/, the presets and other data (source tree or PREFIX/share/aibox). */
+const char *data_dir(void);
+
+/* $AIBOX_HOME, or ~/.aibox.  Never NULL; "/.aibox" relative to "/" without HOME. */
+const char *aibox_home(void);
+
+#endif

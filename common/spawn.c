@@ -1,0 +1,326 @@
+#include "spawn.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "buf.h"
+#include "err.h"
+#include "banned.h"
+
+extern char **environ;
+
+void spawn_give_fd(struct spawn *sp, int from, int to)
+{
+	if (sp->ngive >= SPAWN_MAX_FDS || to < 3)
+		die("spawn_give_fd: bad request (%d -> %d)", from, to);
+	sp->give[sp->ngive].from = from;
+	sp->give[sp->ngive].to = to;
+	sp->ngive++;
+}
+
+int fd_set_cloexec(int fd, int on)
+{
+	int fl = fcntl(fd, F_GETFD);
+
+	if (fl < 0)
+		return -errno;
+	fl = on ? (fl | FD_CLOEXEC) : (fl & ~FD_CLOEXEC);
+	return fcntl(fd, F_SETFD, fl) < 0 ? -errno : 0;
+}
+
+int fd_set_nonblock(int fd, int on)
+{
+	int fl = fcntl(fd, F_GETFL);
+
+	if (fl < 0)
+		return -errno;
+	fl = on ? (fl | O_NONBLOCK) : (fl & ~O_NONBLOCK);
+	return fcntl(fd, F_SETFL, fl) < 0 ? -errno : 0;
+}
+
+/* Find the program in PATH, in the parent: nothing after fork may allocate. */
+static char *find_program(const char *name)
+{
+	const char *path = getenv("PATH");
+	struct buf b = BUF_INIT;
+
+	if (strchr(name, '/'))
+		return xstrdup(name);
+	if (!path)
+		path = "/usr/local/bin:/usr/bin:/bin";
+	while (*path) {
+		const char *end = strchrnul(path, ':');
+
+		buf_reset(&b);
+		if (end == path)
+			buf_addch(&b, '.');
+		else
+			buf_add(&b, path, (size_t)(end - path));
+		buf_addch(&b, '/');
+		buf_addstr(&b, name);
+		if (access(b.buf, X_OK) == 0)
+			return buf_detach(&b, NULL);
+		path = *end ? end + 1 : end;
+	}
+	buf_release(&b);
+	return NULL;
+}
+
+static int env_matches(const char *entry, const char *name, size_t n)
+{
+	return !strncmp(entry, name, n) && (entry[n] == '=' || entry[n] == '\0');
+}
+
+/* The child's environment: ours (unless replaced) with sp->env applied. */
+static void build_env(struct spawn *sp, struct strvec *out)
+{
+	if (!sp->env_replace)
+		for (char **e = environ; *e; e++) {
+			size_t n = strcspn(*e, "=");
+			int overridden = 0;
+
+			for (size_t i = 0; i < sp->env.nr; i++)
+				if (env_matches(sp->env.v[i], *e, n) &&
+				    strcspn(sp->env.v[i], "=") == n)
+					overridden = 1;
+			if (!overridden)
+				strvec_push(out, *e);
+		}
+	for (size_t i = 0; i < sp->env.nr; i++)
+		if (strchr(sp->env.v[i], '='))
+			strvec_push(out, sp->env.v[i]);
+}
+
+static void child_fail(int errfd, int err)
+{
+	/* async-signal-safe: write and _exit only */
+	ssize_t w = write(errfd, &err, sizeof(err));
+
+	(void)w;
+	_exit(127);
+}
+
+/* Move fd to a number >= floor, clear of 0-2 and every target fd. */
+static int lift_fd(int fd, int floor)
+{
+	return fcntl(fd, F_DUPFD, floor);
+}
+
+int spawn_start(struct spawn *sp)
+{
+	int in_pipe[2] = { -1, -1 }, out_pipe[2] = { -1, -1 }, err_pipe[2] = { -1, -1 };
+	int status_pipe[2] = { -1, -1 };
+	struct strvec envp = STRVEC_INIT;
+	char *prog = NULL;
+	int ret = 0, child_err = 0;
+	int devnull = -1;
+	ssize_t n;
+	pid_t pid;
+
+	if (!sp->args.nr)
+		return -EINVAL;
+	prog = find_program(sp->args.v[0]);
+	if (!prog)
+		return -ENOENT;
+	build_env(sp, &envp);
+
+	if ((sp->in == SPAWN_PIPE && pipe2(in_pipe, O_CLOEXEC) < 0) ||
+	    (sp->out == SPAWN_PIPE && pipe2(out_pipe, O_CLOEXEC) < 0) ||
+	    (sp->err == SPAWN_PIPE && pipe2(err_pipe, O_CLOEXEC) < 0) ||
+	    pipe2(status_pipe, O_CLOEXEC) < 0) {
+		ret = -errno;
+		goto out;
+	}
+	if (sp->in == SPAWN_NULL || sp->out == SPAWN_NULL || sp->err == SPAWN_NULL) {
+		devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+		if (devnull < 0) {
+			ret = -errno;
+			goto out;
+		}
+	}
+
+	pid = fork();
+	if (pid < 0) {
+		ret = -errno;
+		goto out;
+	}
+	if (pid == 0) {
+		int src[3], lifted[SPAWN_MAX_FDS], floor = 10, lo;
+		int sfd = status_pipe[1];
+		sigset_t all;
+
+		/* Signals the parent ignored or blocked must not reach the program so. */
+		sigemptyset(&all);
+		sigprocmask(SIG_SETMASK, &all, NULL);
+		signal(SIGPIPE, SIG_DFL);
+
+		if (sp->new_session)
+			setsid();
+		if (sp->pdeathsig) {
+			prctl(PR_SET_PDEATHSIG, sp->pdeathsig);
+			if (getppid() == 1)
+				_exit(127);
+		}
+		for (int i = 0; i < sp->ngive; i++)
+			if (sp->give[i].to >= floor)
+				floor = sp->give[i].to + 1;
+		lo = floor;
+		if (sfd < floor) {
+			sfd = fcntl(sfd, F_DUPFD_CLOEXEC, floor);
+			if (sfd < 0)
+				_exit(127);
+			floor = sfd + 1;
+		}
+
+		src[0] = sp->in == SPAWN_PIPE ? in_pipe[0] : sp->in == SPAWN_NULL ? devnull : sp->in;
+		src[1] = sp->out == SPAWN_PIPE ? out_pipe[1] : sp->out == SPAWN_NULL ? devnull : sp->out;
+		src[2] = sp->err == SPAWN_PIPE ? err_pipe[1] : sp->err == SPAWN_NULL ? devnull : sp->err;
+		/* Lift every source out of the way first, so no dup2 clobbers another. */
+		for (int i = 0; i < 3; i++)
+			if (src[i] >= 0 && (src[i] = lift_fd(src[i], floor)) < 0)
+				child_fail(sfd, errno);
+		for (int i = 0; i < sp->ngive; i++)
+			if ((lifted[i] = lift_fd(sp->give[i].from, floor)) < 0)
+				child_fail(sfd, errno);
+		for (int i = 0; i < 3; i++)
+			if (src[i] >= 0 && dup2(src[i], i) < 0)
+				child_fail(sfd, errno);
+		for (int i = 0; i < sp->ngive; i++)
+			if (dup2(lifted[i], sp->give[i].to) < 0)
+				child_fail(sfd, errno);
+		/* Close everything else, keeping the status pipe until exec. */
+		for (int fd = 3; fd < lo; fd++) {
+			int keep = 0;
+
+			for (int i = 0; i < sp->ngive; i++)
+				if (sp->give[i].to == fd)
+					keep = 1;
+			if (!keep)
+				close(fd);
+		}
+		if (sfd > lo)
+			syscall(SYS_close_range, lo, sfd - 1, 0);
+		syscall(SYS_close_range, sfd + 1, ~0U, 0);
+		if (sp->dir && chdir(sp->dir) < 0)
+			child_fail(sfd, errno);
+		execve(prog, (char *const *)sp->args.v, (char *const *)envp.v);
+		child_fail(sfd, errno);
+	}
+
+	sp->pid = pid;
+	close(status_pipe[1]);
+	status_pipe[1] = -1;
+	do
+		n = read(status_pipe[0], &child_err, sizeof(child_err));
+	while (n < 0 && errno == EINTR);
+	if (n == sizeof(child_err)) {
+		/* The exec failed: reap the child and report. */
+		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+			;
+		sp->pid = -1;
+		ret = -child_err;
+		goto out;
+	}
+	if (sp->in == SPAWN_PIPE) {
+		sp->in_fd = in_pipe[1];
+		in_pipe[1] = -1;
+	}
+	if (sp->out == SPAWN_PIPE) {
+		sp->out_fd = out_pipe[0];
+		out_pipe[0] = -1;
+	}
+	if (sp->err == SPAWN_PIPE) {
+		sp->err_fd = err_pipe[0];
+		err_pipe[0] = -1;
+	}
+
+out:
+	for (int i = 0; i < 2; i++) {
+		if (in_pipe[i] >= 0)
+			close(in_pipe[i]);
+		if (out_pipe[i] >= 0)
+			close(out_pipe[i]);
+		if (err_pipe[i] >= 0)
+			close(err_pipe[i]);
+		if (status_pipe[i] >= 0)
+			close(status_pipe[i]);
+	}
+	if (devnull >= 0)
+		close(devnull);
+	free(prog);
+	strvec_clear(&envp);
+	return ret;
+}
+
+static void close_ends(struct spawn *sp)
+{
+	if (sp->in_fd >= 0)
+		close(sp->in_fd);
+	if (sp->out_fd >= 0)
+		close(sp->out_fd);
+	if (sp->err_fd >= 0)
+		close(sp->err_fd);
+	sp->in_fd = sp->out_fd = sp->err_fd = -1;
+}
+
+int spawn_wait(struct spawn *sp)
+{
+	int status;
+
+	close_ends(sp);
+	if (sp->pid < 0)
+		return -ECHILD;
+	while (waitpid(sp->pid, &status, 0) < 0)
+		if (errno != EINTR)
+			return -errno;
+	sp->pid = -1;
+	if (WIFEXITED(status))
+		return WEXITSTATUS(status);
+	return 128 + WTERMSIG(status);
+}
+
+void spawn_clear(struct spawn *sp)
+{
+	close_ends(sp);
+	strvec_clear(&sp->args);
+	strvec_clear(&sp->env);
+}
+
+int spawn_run(struct spawn *sp)
+{
+	int ret;
+
+	if (sp->in == SPAWN_INHERIT)
+		sp->in = SPAWN_NULL;
+	ret = spawn_start(sp);
+	if (ret < 0)
+		return ret;
+	return spawn_wait(sp);
+}
+
+int spawn_capture(struct spawn *sp, struct buf *out, size_t max)
+{
+	ssize_t n;
+	int ret;
+
+	if (sp->in == SPAWN_INHERIT)
+		sp->in = SPAWN_NULL;
+	sp->out = SPAWN_PIPE;
+	ret = spawn_start(sp);
+	if (ret < 0)
+		return ret;
+	n = buf_read_fd(out, sp->out_fd, max);
+	if (n < 0) {
+		kill(sp->pid, SIGKILL);
+		spawn_wait(sp);
+		return (int)n;
+	}
+	return spawn_wait(sp);
+}

@@ -1,0 +1,62 @@
+#!/usr/bin/env bats
+# The common library's base: spawn, capped reads, numbers, the seccomp lockdown.
+load lib-common
+
+@test "common: spawn gives the child exactly 0-2 and the fd it was given" {
+	run test-common spawn-fds
+	assert_success
+	assert_line --index 0 "0 1 2 3 5 "
+	assert_line --index 1 "via-fd-5"
+	assert_line --index 2 "status 0"
+}
+
+@test "common: spawn reports exec failures, exit codes and signals to the parent" {
+	run test-common spawn-missing
+	assert_success
+	assert_line --index 0 "-2 No such file or directory"
+	assert_line --index 1 "-8 Exec format error"
+	assert_line --index 2 "exit 7"
+	assert_line --index 3 "signal 143"
+}
+
+@test "common: a capped read refuses more than the cap and keeps what fits" {
+	run bash -c 'head -c 100 /dev/zero | test-common read-capped 50'
+	assert_output "error File too large, kept 50"
+	run bash -c 'head -c 100 /dev/zero | test-common read-capped 100'
+	assert_output "read 100"
+}
+
+@test "common: numbers are parsed whole and range-checked" {
+	run test-common parse-long 1 64 8
+	assert_output "8"
+	run test-common parse-long 1 64 65
+	assert_output "error Numerical result out of range"
+	run test-common parse-long 1 64 8x
+	assert_output "error Invalid argument"
+	run test-common parse-long 1 64 " 8"
+	assert_output "error Invalid argument"
+	run test-common parse-long 1 64 ""
+	assert_output "error Invalid argument"
+}
+
+@test "common: after the lockdown, opening, creating and exec fail" {
+	run test-common sandbox
+	assert_success
+	assert_line "open: Permission denied"
+	assert_line "create: Permission denied"
+	assert_line "exec: Permission denied"
+	assert_line "socket: ok"
+	assert_file_not_exists sandbox-created
+}
+
+@test "common: the lockdown can also forbid new sockets" {
+	run test-common sandbox --no-sockets
+	assert_line "socket: Operation not permitted"
+}
+
+@test "common: the null sandbox backend changes nothing" {
+	run test-common sandbox --none
+	assert_line "open: ok"
+	assert_line "create: ok"
+	assert_line "exec: ok"
+}

@@ -1,0 +1,49 @@
+# Shared by every t/*.bats: load with `load lib-common`.
+#
+# Each test runs in its own folder, $T, removed afterwards; $AIBOX_HOME and
+# $HOME point inside it, so no test sees another's projects or caches
+# (except the image cache, which is shared on purpose: see lib-vm.bash).
+
+bats_load_library bats-support 2>/dev/null || load /usr/lib/bats/bats-support/load.bash
+bats_load_library bats-assert 2>/dev/null || load /usr/lib/bats/bats-assert/load.bash
+bats_load_library bats-file 2>/dev/null || load /usr/lib/bats/bats-file/load.bash
+
+TOP=$(cd "$BATS_TEST_DIRNAME/.." && pwd)
+BUILD=$TOP/build
+export PATH="$BUILD:$PATH"
+
+common_setup() {
+	T=$(mktemp -d "${TMPDIR:-/tmp}/aibox-t.XXXXXX")
+	export REAL_HOME=${REAL_HOME:-$HOME}
+	export HOME=$T/home
+	export AIBOX_HOME=$T/home/.aibox
+	mkdir -p "$HOME"
+	export GIT_CONFIG_NOSYSTEM=1
+	git config --global user.name "Test User"
+	git config --global user.email "test@example.com"
+	git config --global init.defaultBranch main
+	cd "$T" || return 1
+}
+
+common_teardown() {
+	cd /
+	[ -n "${T:-}" ] && chmod -R u+rwX "$T" 2>/dev/null
+	[ -n "${T:-}" ] && rm -rf "$T"
+}
+
+setup() { common_setup; }
+teardown() { common_teardown; }
+
+# make_repo DIR: a git repository with two commits.
+make_repo() {
+	local dir=$1
+	git init -q "$dir"
+	(
+		cd "$dir" || exit 1
+		echo "hello" >README.md
+		git add README.md
+		git commit -q -m "first"
+		echo "world" >>README.md
+		git commit -q -am "second"
+	)
+}
