@@ -39,7 +39,7 @@ endif
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
-ALL_CFLAGS = -std=gnu11 -D_GNU_SOURCE -DAIBOX_VERSION='"$(VERSION)"' -Icommon \
+ALL_CFLAGS = -std=gnu11 -D_GNU_SOURCE -DAIBOX_VERSION='"$(VERSION)"' -Icommon -Iimage/init \
 	$(WARNINGS) $(PKG_CFLAGS) $(SAN_FLAGS) -fstack-protector-strong \
 	-D_FORTIFY_SOURCE=2 $(CFLAGS)
 ALL_LDFLAGS = $(SAN_FLAGS) -Wl,--as-needed -Wl,-z,relro,-z,now $(LDFLAGS)
@@ -58,6 +58,9 @@ TOOL_SRC := $(sort $(wildcard tools/aibox-*.c))
 TOOLS := $(TOOL_SRC:tools/%.c=$(B)/%)
 IMAGE_SRC := $(sort $(wildcard image/aibox-*.c))
 IMAGE_PROGS := $(IMAGE_SRC:image/%.c=$(B)/%)
+# The guest init's parts: image/init/*.c, linked into build/aibox-init only.
+INIT_SRC := $(sort $(wildcard image/init/*.c))
+INIT_OBJ := $(INIT_SRC:%.c=$(B)/%.o)
 HELPER_SRC := $(sort $(wildcard t/helper/test-*.c))
 HELPERS := $(HELPER_SRC:t/helper/%.c=$(B)/%)
 FUZZ_SRC := $(sort $(wildcard fuzz/fuzz-*.c))
@@ -85,7 +88,9 @@ $(B)/aibox-%: $(B)/tools/aibox-%.o $(B)/libaibox.a
 	$(QLD)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
 
 $(IMAGE_PROGS): $(B)/%: $(B)/image/%.o $(B)/libaibox.a
-	$(QLD)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
+	$(QLD)$(CC) $(ALL_LDFLAGS) -o $@ $(filter-out $(B)/libaibox.a,$^) $(B)/libaibox.a $(LIBS)
+
+$(B)/aibox-init: $(INIT_OBJ)
 
 $(B)/test-%: $(B)/t/helper/test-%.o $(B)/libaibox.a
 	$(QLD)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
@@ -119,7 +124,7 @@ install: all
 	$(if $(MANS),install -m 644 $(MANS) $(DESTDIR)$(PREFIX)/share/man/man1/)
 	cp -R share/. $(DESTDIR)$(PREFIX)/share/aibox/
 	$(if $(wildcard image/*),cp -R image $(DESTDIR)$(PREFIX)/share/aibox/)
-	rm -f $(DESTDIR)$(PREFIX)/share/aibox/image/*.c
+	rm -rf $(DESTDIR)$(PREFIX)/share/aibox/image/*.c $(DESTDIR)$(PREFIX)/share/aibox/image/init
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
