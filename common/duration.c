@@ -57,7 +57,7 @@ int duration_parse(const char *s, int64_t *ms, struct buf *why)
 		}
 		for (; is_digit(*s); s++, digits++) {
 			if (whole > (INT64_MAX - 9) / 10)
-				return refuse(why, -ERANGE, "too large (over 292 million years)");
+				return refuse(why, -ERANGE, "too large (the limit is about 292 years)");
 			whole = whole * 10 + (*s - '0');
 		}
 		if (*s == '.') {
@@ -94,7 +94,7 @@ int duration_parse(const char *s, int64_t *ms, struct buf *why)
 			return -EINVAL;
 		}
 		if (whole > INT64_MAX / u->ms)
-			return refuse(why, -ERANGE, "too large (over 292 million years)");
+			return refuse(why, -ERANGE, "too large (the limit is about 292 years)");
 		part = whole * u->ms;
 		if (frac) {
 			/* frac/scale of a unit, exact to the millisecond or refused. */
@@ -103,13 +103,15 @@ int duration_parse(const char *s, int64_t *ms, struct buf *why)
 			if (f % scale)
 				return refuse(why, -EINVAL, "finer than a millisecond");
 			if (part > INT64_MAX - (int64_t)(f / scale))
-				return refuse(why, -ERANGE, "too large (over 292 million years)");
+				return refuse(why, -ERANGE, "too large (the limit is about 292 years)");
 			part += (int64_t)(f / scale);
 		}
 		if (total > INT64_MAX - part)
-			return refuse(why, -ERANGE, "too large (over 292 million years)");
+			return refuse(why, -ERANGE, "too large (the limit is about 292 years)");
 		total += part;
 	}
+	if (total > DURATION_MAX_MS)
+		return refuse(why, -ERANGE, "too large (the limit is about 292 years)");
 	*ms = total;
 	return 0;
 }

@@ -16,8 +16,8 @@
 
 struct buf;
 
-/* About 292 million years: every total up to it fits in an int64_t of ms. */
-#define DURATION_MAX_MS INT64_MAX
+/* Go's limit, 2562047h47m16.854s (about 292 years): INT64_MAX nanoseconds. */
+#define DURATION_MAX_MS 9223372036854LL
 
 /*
  * Parse s into milliseconds.  Returns 0 with *ms set, -EINVAL for a malformed
