@@ -17,7 +17,7 @@
 #include "banned.h"
 
 const char config_default_text[] =
-	"# aibox project config: docs/config.md (or `man aibox-config`) has every key.\n"
+	"# aibox project config.  docs/config.md in aibox describes every key.\n"
 	"# Keys left out, or commented out, keep their defaults.\n"
 	"\n"
 	"# Hosts the VM may reach, through aibox's proxy; nothing else is reachable.\n"
