@@ -381,10 +381,9 @@ static int want_string(struct ctx *c, const struct node *n, const char *key)
 static int want_list(struct ctx *c, const struct node *n, const char *key, size_t max,
 		     const char *example, size_t *nr)
 {
-	if (is_null(n)) {
-		*nr = 0;
+	*nr = 0;
+	if (is_null(n))
 		return 0;
-	}
 	if (n->kind != NODE_SEQ)
 		return fail(c, n, key, "must be a list, like %s, not %s", example, kind_name(n));
 	if (n->nr > max)
@@ -537,7 +536,7 @@ ok:
 static int check_allow(struct ctx *c, const struct node *v, struct config *cfg)
 {
 	struct buf key = BUF_INIT;
-	size_t nr;
+	size_t nr = 0;
 	int ret = want_list(c, v, "allow", CONFIG_MAX_ALLOW, "[api.anthropic.com]", &nr);
 
 	for (size_t i = 0; !ret && i < nr; i++) {
@@ -653,7 +652,7 @@ static int check_mounts(struct ctx *c, const struct node *v, struct config *cfg,
 			const struct node *path_node)
 {
 	struct buf key = BUF_INIT;
-	size_t nr;
+	size_t nr = 0;
 	int ret = want_list(c, v, "mounts", CONFIG_MAX_MOUNTS, "[{host: ~/data, vm: /data}]", &nr);
 	const struct node **vm_nodes = xcalloc(nr + 1, sizeof(*vm_nodes));
 
@@ -791,7 +790,7 @@ static int is_proxy_var(const char *s)
 static int check_env(struct ctx *c, const struct node *v, struct config *cfg)
 {
 	struct buf key = BUF_INIT;
-	size_t nr;
+	size_t nr = 0;
 	const struct node *base_url = NULL, *api_key = NULL;
 	int ret = want_list(c, v, "env", CONFIG_MAX_ENV, "[ANTHROPIC_API_KEY]", &nr);
 
@@ -1049,7 +1048,7 @@ static int check_git_entry(struct ctx *c, const struct node *e, struct buf *key,
 		} else if (!strcmp(kn->str, "fetch")) {
 			ret = want_bool(c, vn, key->buf, &g->fetch);
 		} else {
-			size_t nr;
+			size_t nr = 0;
 
 			if ((ret = want_list(c, vn, key->buf, CONFIG_MAX_PUSH, "[aibox/*]", &nr)))
 				break;
@@ -1082,7 +1081,7 @@ static int check_git_entry(struct ctx *c, const struct node *e, struct buf *key,
 static int check_git(struct ctx *c, const struct node *v, struct config *cfg)
 {
 	struct buf key = BUF_INIT;
-	size_t nr;
+	size_t nr = 0;
 	int ret = want_list(c, v, "git", CONFIG_MAX_GIT,
 			    "[{url: https://github.com/you/repo.git, token: GITHUB_TOKEN}]", &nr);
 
