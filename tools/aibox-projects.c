@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "buf.h"
+#include "config.h"
 #include "err.h"
 #include "paths.h"
 #include "project.h"
@@ -25,16 +26,18 @@ static const char usage_text[] =
 	"usage: aibox projects [list]\n"
 	"       aibox projects path\n"
 	"       aibox projects remove NAME\n"
+	"       aibox projects check [NAME]\n"
 	"\n"
 	"    list         the projects: name, tasks, running tasks, checkout, folder\n"
 	"    path         print the folder of the current checkout's project, making it\n"
 	"                 (with the default config) when it is new\n"
 	"    remove NAME  remove the project's folder, its config, home and tasks; a\n"
 	"                 project in use by a task or aibox run is left alone\n"
+	"    check [NAME] check the config of the current checkout's project, or of NAME\n"
 	"    -h, --help   show this help\n"
 	"\n"
-	"Exit status: 0 done, 1 the project was left alone or not all removed, 2 usage\n"
-	"or error.\n";
+	"Exit status: 0 done, 1 the project was left alone or not all removed, or its\n"
+	"config is refused, 2 usage or error.\n";
 
 /* Control characters in a path would reach the terminal: show them as '?'. */
 static char *printable(const char *s)
@@ -176,6 +179,60 @@ static int cmd_path(void)
 	return 0;
 }
 
+static void find_current(struct project *p)
+{
+	struct buf checkout = BUF_INIT;
+	int ret = project_checkout(".", &checkout);
+
+	if (ret == -ENOENT)
+		die("not in a git checkout: a project is the checkout of a git repository");
+	if (ret == -ENOTDIR)
+		die("a bare repository has no checkout, so no project");
+	if (ret < 0)
+		die_err(ret, "cannot find the git checkout of the current folder");
+	ret = project_find(checkout.buf, p);
+	if (ret == -ENOENT)
+		die("this checkout has no project yet (`aibox projects path` makes it)");
+	if (ret < 0)
+		die_err(ret, "cannot read the projects in '%s/projects'", aibox_home());
+	buf_release(&checkout);
+}
+
+static int cmd_check(const char *name)
+{
+	struct project p = PROJECT_INIT;
+	struct buf path = BUF_INIT, err = BUF_INIT;
+	struct config cfg;
+	int ret;
+
+	if (name) {
+		if (!project_name_valid(name))
+			die("'%s' is not a project name (see `aibox projects`)", name);
+		ret = project_by_name(name, &p);
+		if (ret == -ENOENT)
+			die("no project '%s' (see `aibox projects`)", name);
+		if (ret < 0)
+			die_err(ret, "cannot read project '%s'", name);
+	} else {
+		find_current(&p);
+	}
+	buf_addf(&path, "%s/config.yaml", p.dir);
+	ret = config_load(&cfg, path.buf, &err);
+	if (ret == -EINVAL) {
+		fprintf(stderr, "%s\n", err.buf);
+		ret = EXIT_REFUSED;
+	} else if (ret < 0) {
+		die("%s", err.buf);
+	} else {
+		printf("%s: fine\n", path.buf);
+	}
+	config_release(&cfg);
+	project_release(&p);
+	buf_release(&path);
+	buf_release(&err);
+	return ret;
+}
+
 /* 1 when a task of the project runs (its own lock held), as a second check. */
 static int any_task_running(const char *dir)
 {
@@ -249,6 +306,8 @@ int main(int argc, char **argv)
 		return cmd_list();
 	if (argc == 2 && !strcmp(argv[1], "path"))
 		return cmd_path();
+	if (!strcmp(argv[1], "check") && argc <= 3)
+		return cmd_check(argc == 3 ? argv[2] : NULL);
 	if (!strcmp(argv[1], "remove")) {
 		if (argc != 3) {
 			error("remove takes one project name");
