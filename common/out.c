@@ -151,8 +151,12 @@ void out_sanitize(struct buf *out, const char *s, size_t n)
 static void add_prefix(struct buf *out, const struct tm *tm, const char *source, const char *id)
 {
 	buf_addf(out, "%02d:%02d:%02d %s", tm->tm_hour, tm->tm_min, tm->tm_sec, source);
-	if (id && *id)
-		buf_addf(out, "[%.6s]", id);
+	if (id && *id) {
+		size_t len = strlen(id);
+
+		/* the end of the id: a folder name "20261007-170916-259e07" gives 259e07 */
+		buf_addf(out, "[%s]", id + (len > 6 ? len - 6 : 0));
+	}
 	buf_addstr(out, ": ");
 }
 

@@ -3,7 +3,8 @@
  *
  * Everything aibox shows on stderr is a line "HH:MM:SS source[id6]: text"
  * (local time; source "aibox" for the host's own lines, "vm" for what came
- * from the VM; id6 the first 6 characters of the task id).  The text always
+ * from the VM; id6 the last 6 characters of the task id, which is all of a
+ * 6-hex id and its end in a task folder's name).  The text always
  * goes through out_sanitize() first, whoever wrote it, so a line from the VM
  * can never move the cursor, retitle the terminal, recolour it, hide text, or
  * start a new line that pretends to be from aibox: every line break in the

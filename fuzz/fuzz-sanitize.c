@@ -48,7 +48,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	check_clean(clean.buf, clean.len);
 
 	setenv("TZ", "UTC", 1);
-	out_format(&lines, 0, "vm", "abcdef0123", (const char *)data, size);
+	out_format(&lines, 0, "vm", "0123abcdef", (const char *)data, size);
 	check_clean(lines.buf, lines.len);
 	if (!lines.len || lines.buf[lines.len - 1] != '\n')
 		abort();

@@ -13,9 +13,9 @@ no_controls() {
 }
 
 @test "out: lines are HH:MM:SS source[id6]: text in local time" {
-	run bash -c 'printf "hello" | TZ=UTC test-prompt lines vm 0123456789abcdef 0'
+	run bash -c 'printf "hello" | TZ=UTC test-prompt lines vm 20261007-170916-259e07 0'
 	assert_success
-	assert_output "00:00:00 vm[012345]: hello"
+	assert_output "00:00:00 vm[259e07]: hello"
 	run bash -c 'printf "hello" | TZ=UTC-2 test-prompt lines aibox abc 3661'
 	assert_output "03:01:01 aibox[abc]: hello"
 	run bash -c 'printf "no id" | TZ=UTC test-prompt lines aibox - 0'
@@ -114,4 +114,12 @@ no_controls() {
 	! no_controls bad
 	printf 'a\xffb' >bad
 	! no_controls bad
+}
+
+@test "out: each line goes out in one write, so lines of several writers do not mix" {
+	command -v strace >/dev/null || skip "strace is not installed"
+	printf 'one\ntwo\nthree' >in
+	strace -o trace -e trace=write test-prompt lines vm abcdef <in >out 2>/dev/null
+	[ "$(grep -c '^write(1, ' trace)" -eq 3 ]
+	grep -q '^write(1, "[0-9:]* vm\[abcdef\]: two\\n", 25) *= 25$' trace
 }
