@@ -26,9 +26,12 @@
 #include "strvec.h"
 #include "banned.h"
 
-static int fail(int ret, const struct buf *err)
+/* Print the error as "ENAME: message", free the buffers, return 1. */
+static int fail(int ret, struct buf *err, struct buf *other)
 {
 	fprintf(stderr, "%s: %s\n", strerrorname_np(-ret) ? strerrorname_np(-ret) : "?", err->buf);
+	buf_release(err);
+	buf_release(other);
 	return 1;
 }
 
@@ -64,7 +67,7 @@ static int cmd_read(int argc, char **argv)
 	ret = prompt_read(&o, &out, &err);
 	strvec_clear(&files);
 	if (ret < 0)
-		return fail(ret, &err);
+		return fail(ret, &err, &out);
 	if (write_all(1, out.buf, out.len) < 0)
 		die_errno("write");
 	buf_release(&out);
@@ -88,13 +91,14 @@ static int cmd_open(int argc, char **argv)
 		die("usage: test-prompt open [--no-openat2] PATH");
 	fd = prompt_open(argv[0], flags, &err);
 	if (fd < 0)
-		return fail(fd, &err);
+		return fail(fd, &err, &data);
 	n = buf_read_fd(&data, fd, 1 << 24);
 	close(fd);
 	if (n < 0)
 		die_err((int)n, "read");
 	printf("ok %zu\n", data.len);
 	buf_release(&data);
+	buf_release(&err);
 	return 0;
 }
 
