@@ -71,7 +71,7 @@ start_fake_api() {
 	"$TOP/t/fake-api" --listen 127.0.0.1:0 --ready-file "$T/fake-api.port" \
 		--script "$script" --record "$T/rec" "$@" 2>"$T/fake-api.log" &
 	FAKE_API_PID=$!
-	for i in $(seq 1 100); do
+	for i in $(seq 1 200); do
 		[ -s "$T/fake-api.port" ] && break
 		kill -0 "$FAKE_API_PID" 2>/dev/null || break
 		sleep 0.05
