@@ -103,7 +103,7 @@ static void skip_escape(struct scan *sc)
 
 void out_sanitize(struct buf *out, const char *s, size_t n)
 {
-	struct scan sc = { (const unsigned char *)s, n, 0 };
+	struct scan sc = {(const unsigned char *)s, n, 0};
 	size_t col = 0;
 
 	while (sc.i < sc.n) {
@@ -160,8 +160,8 @@ static void add_prefix(struct buf *out, const struct tm *tm, const char *source,
 	buf_addstr(out, ": ");
 }
 
-void out_format(struct buf *out, time_t when, const char *source, const char *id,
-		const char *s, size_t n)
+void out_format(struct buf *out, time_t when, const char *source, const char *id, const char *s,
+                size_t n)
 {
 	struct buf clean = BUF_INIT;
 	struct tm tm;

@@ -49,8 +49,8 @@ void out_sanitize(struct buf *out, const char *s, size_t n);
  * one line with an empty text.  source and id are the caller's own
  * (trusted) strings.
  */
-void out_format(struct buf *out, time_t when, const char *source, const char *id,
-		const char *s, size_t n);
+void out_format(struct buf *out, time_t when, const char *source, const char *id, const char *s,
+                size_t n);
 
 /*
  * out_format() for now, written to fd with one write per line (so lines from
@@ -60,7 +60,7 @@ void out_format(struct buf *out, time_t when, const char *source, const char *id
 int out_write(int fd, const char *source, const char *id, const char *s, size_t n);
 
 /* out_write() of a printf-formatted text. */
-__attribute__((format(printf, 4, 5))) int out_printf(int fd, const char *source,
-						      const char *id, const char *fmt, ...);
+__attribute__((format(printf, 4, 5))) int out_printf(int fd, const char *source, const char *id,
+                                                     const char *fmt, ...);
 
 #endif

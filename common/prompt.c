@@ -18,7 +18,7 @@
 #define MAX_LINKS 40
 
 static const char rule_beneath[] =
-	"a relative path, and every link in it, must stay inside the current folder";
+    "a relative path, and every link in it, must stay inside the current folder";
 
 static long sys_openat2(int dirfd, const char *path, struct open_how *how)
 {
@@ -35,7 +35,7 @@ int prompt_have_openat2(void)
 	static int have = -1;
 
 	if (have < 0) {
-		struct open_how how = { .flags = O_PATH | O_CLOEXEC, .resolve = RESOLVE_BENEATH };
+		struct open_how how = {.flags = O_PATH | O_CLOEXEC, .resolve = RESOLVE_BENEATH};
 		long fd = sys_openat2(AT_FDCWD, ".", &how);
 
 		if (fd >= 0) {
@@ -69,7 +69,7 @@ static const char *type_name(mode_t m)
 static int refuse_type(const char *path, mode_t m, struct buf *err)
 {
 	buf_addf(err, "'%s': is %s; the file must be a plain file%s", path, type_name(m),
-		 S_ISFIFO(m) ? " (for a pipe, use --file -)" : "");
+	         S_ISFIFO(m) ? " (for a pipe, use --file -)" : "");
 	return S_ISDIR(m) ? -EISDIR : -EINVAL;
 }
 
@@ -115,7 +115,7 @@ static int walk_beneath(const char *path, int *parent, struct buf *last, struct 
 		if (!strcmp(comp.buf, "..")) {
 			if (depth == 0) {
 				buf_addf(err, "'%s': %s ('..' leaves it%s)", path, rule_beneath,
-					 via.buf);
+				         via.buf);
 				ret = -EXDEV;
 				goto out;
 			}
@@ -158,8 +158,10 @@ static int walk_beneath(const char *path, int *parent, struct buf *last, struct 
 				goto out;
 			}
 			if (target[0] == '/') {
-				buf_addf(err, "'%s': %s (the link '%s' points to the absolute path '%s')",
-					 path, rule_beneath, comp.buf, target);
+				buf_addf(
+				    err,
+				    "'%s': %s (the link '%s' points to the absolute path '%s')",
+				    path, rule_beneath, comp.buf, target);
 				ret = -EXDEV;
 				goto out;
 			}
@@ -276,8 +278,8 @@ int prompt_open(const char *path, unsigned flags, struct buf *err)
 
 	if (!(flags & PROMPT_NO_OPENAT2) && prompt_have_openat2()) {
 		struct open_how how = {
-			.flags = O_PATH | O_CLOEXEC,
-			.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
+		    .flags = O_PATH | O_CLOEXEC,
+		    .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
 		};
 		long fd = sys_openat2(AT_FDCWD, path, &how);
 
@@ -331,7 +333,7 @@ int prompt_open(const char *path, unsigned flags, struct buf *err)
 			ret = refuse_type(path, st.st_mode, err);
 		else
 			ret = reopen_checked(pathfd, openat(parent, last.buf, rdflags | O_NOFOLLOW),
-					     path, err);
+			                     path, err);
 		close(parent);
 		buf_release(&last);
 	}
@@ -343,8 +345,10 @@ out:
 
 static int bad_text(const char *name, const char *what, size_t off, struct buf *err)
 {
-	buf_addf(err, "%s: %s at byte %zu; the prompt must be UTF-8 text (or UTF-16 with a byte order mark)",
-		 name, what, off);
+	buf_addf(
+	    err,
+	    "%s: %s at byte %zu; the prompt must be UTF-8 text (or UTF-16 with a byte order mark)",
+	    name, what, off);
 	return -EILSEQ;
 }
 
@@ -362,12 +366,13 @@ static int check_utf8(const char *s, size_t n, size_t base, const char *name, st
 }
 
 static int decode_utf16(const unsigned char *s, size_t n, int big, const char *name,
-			struct buf *out, struct buf *err)
+                        struct buf *out, struct buf *err)
 {
 	if (n % 2)
 		return bad_text(name, "UTF-16 with an odd number of bytes", n - 1 + 2, err);
 	for (size_t i = 0; i < n; i += 2) {
-		uint32_t u = big ? (uint32_t)(s[i] << 8 | s[i + 1]) : (uint32_t)(s[i + 1] << 8 | s[i]);
+		uint32_t u =
+		    big ? (uint32_t)(s[i] << 8 | s[i + 1]) : (uint32_t)(s[i + 1] << 8 | s[i]);
 
 		if (u >= 0xD800 && u <= 0xDBFF) {
 			uint32_t l;
@@ -375,7 +380,7 @@ static int decode_utf16(const unsigned char *s, size_t n, int big, const char *n
 			if (i + 2 >= n)
 				return bad_text(name, "an unpaired UTF-16 surrogate", i + 2, err);
 			l = big ? (uint32_t)(s[i + 2] << 8 | s[i + 3])
-				: (uint32_t)(s[i + 3] << 8 | s[i + 2]);
+			        : (uint32_t)(s[i + 3] << 8 | s[i + 2]);
 			if (l < 0xDC00 || l > 0xDFFF)
 				return bad_text(name, "an unpaired UTF-16 surrogate", i + 2, err);
 			u = 0x10000 + ((u - 0xD800) << 10) + (l - 0xDC00);
@@ -390,8 +395,7 @@ static int decode_utf16(const unsigned char *s, size_t n, int big, const char *n
 	return 0;
 }
 
-int prompt_decode(const char *data, size_t n, const char *name, struct buf *out,
-		  struct buf *err)
+int prompt_decode(const char *data, size_t n, const char *name, struct buf *out, struct buf *err)
 {
 	const unsigned char *s = (const unsigned char *)data;
 
@@ -423,13 +427,13 @@ int prompt_decode(const char *data, size_t n, const char *name, struct buf *out,
 static int too_big(size_t max, struct buf *err)
 {
 	buf_addf(err, "the prompt is over %zu bytes (%s), arguments and files together, as saved",
-		 max, max == PROMPT_MAX ? "1 MiB" : "the limit");
+	         max, max == PROMPT_MAX ? "1 MiB" : "the limit");
 	return -EFBIG;
 }
 
 /* Read one source (file or stdin) within the budget, decode it, append it. */
 static int add_source(int fd, const char *name, size_t *used, size_t max, struct buf *out,
-		      struct buf *err)
+                      struct buf *err)
 {
 	struct buf raw = BUF_INIT;
 	ssize_t n;
@@ -478,7 +482,8 @@ int prompt_read(const struct prompt_opts *o, struct buf *out, struct buf *err)
 	}
 
 	if (!o->nargs && !o->nfiles && isatty(o->stdin_fd)) {
-		buf_addf(err, "no prompt: give it as arguments, with --file, or on stdin (stdin is a terminal)");
+		buf_addf(err, "no prompt: give it as arguments, with --file, or on stdin (stdin is "
+		              "a terminal)");
 		ret = -ENOTTY;
 		goto out;
 	}

@@ -51,9 +51,9 @@ struct prompt_opts {
 	size_t nargs;
 	const char **files; /* --file arguments in order; "-" is stdin */
 	size_t nfiles;
-	int stdin_fd;	  /* what "stdin" is (normally 0) */
-	size_t max;	  /* 0 means PROMPT_MAX */
-	unsigned flags;	  /* PROMPT_NO_OPENAT2 */
+	int stdin_fd;   /* what "stdin" is (normally 0) */
+	size_t max;     /* 0 means PROMPT_MAX */
+	unsigned flags; /* PROMPT_NO_OPENAT2 */
 };
 
 /*
@@ -80,8 +80,7 @@ int prompt_open(const char *path, unsigned flags, struct buf *err);
  * then check that the result is UTF-8 without NUL.  `name` is used in the
  * message.  Appends to `out`; returns 0, or -EILSEQ with a message in `err`.
  */
-int prompt_decode(const char *data, size_t n, const char *name, struct buf *out,
-		  struct buf *err);
+int prompt_decode(const char *data, size_t n, const char *name, struct buf *out, struct buf *err);
 
 /* Does this kernel (and seccomp filter) let us use openat2()?  Cached. */
 int prompt_have_openat2(void);

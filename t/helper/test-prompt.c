@@ -37,7 +37,7 @@ static int fail(int ret, struct buf *err, struct buf *other)
 
 static int cmd_read(int argc, char **argv)
 {
-	struct prompt_opts o = { .stdin_fd = 0 };
+	struct prompt_opts o = {.stdin_fd = 0};
 	struct strvec files = STRVEC_INIT;
 	struct buf out = BUF_INIT, err = BUF_INIT;
 	int i, ret, dashdash = 0, nwords = 0;
