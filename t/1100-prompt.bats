@@ -285,3 +285,25 @@ refused() {
 	refused --file bom.txt
 	assert_output --partial EFBIG
 }
+
+@test "prompt: without openat2 (old kernel, or a filter that forbids it) the same rules hold" {
+	echo TOP-SECRET-CONTENT >secret.txt
+	mkdir work
+	cd work
+	echo inside >plan.md
+	ln -s plan.md link
+	ln -s ../secret.txt out
+	for e in ENOSYS EPERM; do
+		run test-prompt deny-openat2 $e have-openat2
+		assert_output no
+		run test-prompt deny-openat2 $e read --file link
+		assert_success
+		assert_output inside
+		run test-prompt deny-openat2 $e read --file out
+		assert_failure 1
+		assert_output --partial "EXDEV: 'out': a relative path, and every link in it, must stay inside the current folder"
+		run test-prompt deny-openat2 $e read --file ../secret.txt
+		assert_failure 1
+		assert_output --partial "EXDEV: '../secret.txt'"
+	done
+}

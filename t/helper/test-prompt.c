@@ -7,12 +7,16 @@
  *       "ENAME: message" on stderr and exit 1
  *   test-prompt open [--no-openat2] PATH    prompt_open(): "ok N" (bytes) or as above
  *   test-prompt have-openat2                "yes" or "no"
+ *   test-prompt deny-openat2 ENOSYS|EPERM CMD ...
+ *       run CMD with a seccomp filter that fails openat2 with that error, as an
+ *       old kernel or a container's filter would
  *   test-prompt sanitize < text             out_sanitize() of stdin to stdout
  *   test-prompt lines SOURCE ID [EPOCH] < text
  *       out_write() (or out_format() at EPOCH, written as one block) to stdout;
  *       ID "-" means none
  */
 #include <errno.h>
+#include <seccomp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,11 +114,29 @@ static void read_stdin(struct buf *in)
 		die_err((int)n, "read stdin");
 }
 
+/* A filter that makes openat2 fail as on an old kernel or in a strict container. */
+static void deny_openat2(int e)
+{
+	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+
+	if (!ctx)
+		die("seccomp_init failed");
+	if (seccomp_rule_add(ctx, SCMP_ACT_ERRNO((unsigned)e), SCMP_SYS(openat2), 0) < 0 ||
+	    seccomp_load(ctx) < 0)
+		die("cannot load the seccomp filter");
+	seccomp_release(ctx);
+}
+
 int main(int argc, char **argv)
 {
 	tool_init(argc, argv);
 	if (argc < 2)
-		die("usage: test-prompt read|open|have-openat2|sanitize|lines ...");
+		die("usage: test-prompt read|open|have-openat2|deny-openat2|sanitize|lines ...");
+	if (!strcmp(argv[1], "deny-openat2") && argc >= 4) {
+		deny_openat2(!strcmp(argv[2], "EPERM") ? EPERM : ENOSYS);
+		argv += 2;
+		argc -= 2;
+	}
 	if (!strcmp(argv[1], "read"))
 		return cmd_read(argc - 2, argv + 2);
 	if (!strcmp(argv[1], "open"))
