@@ -57,7 +57,14 @@ install_claude() {
 }
 
 # need_claude: install_claude, or skip the test saying why.
+# (npm is Debian's npm package or the one node.js ships with; it is not in
+# packages.txt because NodeSource's nodejs, which provides npm, conflicts with
+# Debian's npm package.)
 need_claude() {
+	if [ -z "$(find "$(claude_cache_dir)/node_modules/@anthropic-ai/claude-code-linux-x64" \
+		-maxdepth 1 -name claude -perm -u+x 2>/dev/null)" ] && ! command -v npm >/dev/null; then
+		skip "npm is not installed, and Claude Code $CLAUDE_VERSION is not in the cache"
+	fi
 	install_claude || skip "cannot install Claude Code $CLAUDE_VERSION with npm"
 }
 
