@@ -57,7 +57,14 @@ install_claude() {
 }
 
 # need_claude: install_claude, or skip the test saying why.
+# (npm is Debian's npm package or the one node.js ships with; it is not in
+# packages.txt because NodeSource's nodejs, which provides npm, conflicts with
+# Debian's npm package.)
 need_claude() {
+	if [ -z "$(find "$(claude_cache_dir)/node_modules/@anthropic-ai/claude-code-linux-x64" \
+		-maxdepth 1 -name claude -perm -u+x 2>/dev/null)" ] && ! command -v npm >/dev/null; then
+		skip "npm is not installed, and Claude Code $CLAUDE_VERSION is not in the cache"
+	fi
 	install_claude || skip "cannot install Claude Code $CLAUDE_VERSION with npm"
 }
 
@@ -71,7 +78,7 @@ start_fake_api() {
 	"$TOP/t/fake-api" --listen 127.0.0.1:0 --ready-file "$T/fake-api.port" \
 		--script "$script" --record "$T/rec" "$@" 2>"$T/fake-api.log" &
 	FAKE_API_PID=$!
-	for i in $(seq 1 100); do
+	for i in $(seq 1 200); do
 		[ -s "$T/fake-api.port" ] && break
 		kill -0 "$FAKE_API_PID" 2>/dev/null || break
 		sleep 0.05
