@@ -23,21 +23,21 @@
 #include "banned.h"
 
 static const char usage_text[] =
-	"usage: aibox projects [list]\n"
-	"       aibox projects path\n"
-	"       aibox projects remove NAME\n"
-	"       aibox projects check [NAME]\n"
-	"\n"
-	"    list         the projects: name, tasks, running tasks, checkout, folder\n"
-	"    path         print the folder of the current checkout's project, making it\n"
-	"                 (with the default config) when it is new\n"
-	"    remove NAME  remove the project's folder, its config, home and tasks; a\n"
-	"                 project in use by a task or aibox run is left alone\n"
-	"    check [NAME] check the config of the current checkout's project, or of NAME\n"
-	"    -h, --help   show this help\n"
-	"\n"
-	"Exit status: 0 done, 1 the project was left alone or not all removed, or its\n"
-	"config is refused, 2 usage or error.\n";
+    "usage: aibox projects [list]\n"
+    "       aibox projects path\n"
+    "       aibox projects remove NAME\n"
+    "       aibox projects check [NAME]\n"
+    "\n"
+    "    list         the projects: name, tasks, running tasks, checkout, folder\n"
+    "    path         print the folder of the current checkout's project, making it\n"
+    "                 (with the default config) when it is new\n"
+    "    remove NAME  remove the project's folder, its config, home and tasks; a\n"
+    "                 project in use by a task or aibox run is left alone\n"
+    "    check [NAME] check the config of the current checkout's project, or of NAME\n"
+    "    -h, --help   show this help\n"
+    "\n"
+    "Exit status: 0 done, 1 the project was left alone or not all removed, or its\n"
+    "config is refused, 2 usage or error.\n";
 
 /* Control characters in a path would reach the terminal: show them as '?'. */
 static char *printable(const char *s)
@@ -103,16 +103,17 @@ static void add_count(struct strvec *col, long n)
 static int cmd_list(void)
 {
 	struct strvec names = STRVEC_INIT;
-	struct strvec cols[5] = { STRVEC_INIT, STRVEC_INIT, STRVEC_INIT, STRVEC_INIT, STRVEC_INIT };
-	static const char *const heads[5] = { "NAME", "TASKS", "RUNNING", "CHECKOUT", "FOLDER" };
+	struct strvec cols[5] = {STRVEC_INIT, STRVEC_INIT, STRVEC_INIT, STRVEC_INIT, STRVEC_INIT};
+	static const char *const heads[5] = {"NAME", "TASKS", "RUNNING", "CHECKOUT", "FOLDER"};
 	size_t width[5];
 	int ret = projects_list(&names);
 
 	if (ret < 0)
 		die_err(ret, "cannot read '%s/projects'", aibox_home());
 	if (!names.nr) {
-		fprintf(stderr, "%s: no projects yet; `aibox projects path` in a checkout makes one\n",
-			progname);
+		fprintf(stderr,
+		        "%s: no projects yet; `aibox projects path` in a checkout makes one\n",
+		        progname);
 		return 0;
 	}
 	for (int k = 0; k < 5; k++)
@@ -169,8 +170,8 @@ static int cmd_path(void)
 		die_err(ret, "cannot find the git checkout of the current folder");
 	ret = project_open(checkout.buf, &p, &created);
 	if (ret < 0)
-		die_err(ret, "cannot make the project folder for '%s' in '%s/projects'", checkout.buf,
-			aibox_home());
+		die_err(ret, "cannot make the project folder for '%s' in '%s/projects'",
+		        checkout.buf, aibox_home());
 	if (created)
 		fprintf(stderr, "%s: made project '%s' for %s\n", progname, p.name, checkout.buf);
 	printf("%s\n", p.dir);
@@ -245,7 +246,7 @@ static int any_task_running(const char *dir)
 static int cmd_remove(const char *name)
 {
 	struct project p = PROJECT_INIT;
-	struct rmtree_stats st = { 0 };
+	struct rmtree_stats st = {0};
 	struct buf where = BUF_INIT, pdir = BUF_INIT, size = BUF_INIT;
 	int lock, pfd, ret;
 
@@ -282,8 +283,8 @@ static int cmd_remove(const char *name)
 	format_bytes(&size, st.bytes);
 	if (ret < 0) {
 		error("cannot remove '%s/%s': %s", pdir.buf, where.buf, strerror(-ret));
-		error("project '%s' is partly removed (%s freed); fix that and run this again", name,
-		      size.buf);
+		error("project '%s' is partly removed (%s freed); fix that and run this again",
+		      name, size.buf);
 		ret = EXIT_REFUSED;
 	} else {
 		printf("removed project '%s' (%s, freed %s)\n", name, p.dir, size.buf);

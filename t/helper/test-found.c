@@ -36,7 +36,9 @@
 
 static const char *claude_kind(const struct config_claude *c)
 {
-	return c->kind == CONFIG_CLAUDE_NONE ? "none" : c->kind == CONFIG_CLAUDE_PATH ? c->path : "default";
+	return c->kind == CONFIG_CLAUDE_NONE   ? "none"
+	       : c->kind == CONFIG_CLAUDE_PATH ? c->path
+	                                       : "default";
 }
 
 static int cmd_config(const char *file)
@@ -218,7 +220,7 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (!strcmp(cmd, "rmtree") && argc == 4) {
-		struct rmtree_stats st = { 0 };
+		struct rmtree_stats st = {0};
 		struct buf where = BUF_INIT;
 		int dfd = open(argv[2], O_RDONLY | O_DIRECTORY), ret;
 
