@@ -255,3 +255,24 @@ teardown() { lock_teardown; }
 	assert_failure 2
 	assert_output --partial "not in a git checkout"
 }
+
+@test "projects path: several at once in a new checkout make one project" {
+	for i in 1 2 3 4 5 6; do
+		aibox projects path >"$T/out.$i" 2>/dev/null 3>&- &
+	done
+	wait
+	[ "$(ls "$AIBOX_HOME/projects")" = my-repo ]
+	for i in 1 2 3 4 5 6; do
+		[ "$(cat "$T/out.$i")" = "$AIBOX_HOME/projects/my-repo" ]
+	done
+}
+
+@test "projects remove: a task folder it cannot check keeps the project" {
+	P=$(aibox projects path 2>/dev/null)
+	mkdir "$P/tasks/20200101-000000-aaaaaa"
+	chmod 000 "$P/tasks/20200101-000000-aaaaaa"
+	run aibox projects remove my-repo
+	assert_failure 1
+	assert_output "aibox-projects: cannot tell whether the tasks of project 'my-repo' run: left alone"
+	assert_file_exists "$P/config.yaml"
+}

@@ -234,13 +234,13 @@ static int cmd_check(const char *name)
 	return ret;
 }
 
-/* 1 when a task of the project runs (its own lock held), as a second check. */
+/* 1 when a task of the project runs (its own lock held), -1 when that cannot be told. */
 static int any_task_running(const char *dir)
 {
 	long tasks, running;
 
 	count_tasks(dir, &tasks, &running);
-	return running != 0;
+	return running < 0 ? -1 : running > 0;
 }
 
 static int cmd_remove(const char *name)
@@ -267,8 +267,12 @@ static int cmd_remove(const char *name)
 		die("project '%s' was removed meanwhile", name);
 	if (lock < 0)
 		die_err(lock, "cannot lock project '%s'", name);
-	if (any_task_running(p.dir)) {
-		error("project '%s' has a running task: left alone", name);
+	ret = any_task_running(p.dir);
+	if (ret) {
+		if (ret < 0)
+			error("cannot tell whether the tasks of project '%s' run: left alone", name);
+		else
+			error("project '%s' has a running task: left alone", name);
 		close(lock);
 		project_release(&p);
 		return EXIT_REFUSED;
