@@ -4,12 +4,15 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <git2.h>
+#include <openssl/evp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "buf.h"
 #include "err.h"
@@ -127,7 +130,7 @@ static size_t parse_line_oid(struct bundle_header *h, const char *s, size_t len,
 	while (n < len && s[n] != ' ')
 		n++;
 	if (!bundle_oid_parse(s, n, out) || n != want) {
-		if (n == 40 || n == 64)
+		if (bundle_oid_parse(s, n, out))
 			refuse(h->reason, "line %zu: object id is not %s", lineno,
 			       bundle_oid_format_name(h->oid_format));
 		else
@@ -196,6 +199,9 @@ int bundle_header_parse(struct bundle_header *h, const char *data, size_t len)
 			return refuse(h->reason, "header ends before the blank line (truncated)");
 		}
 		nl = memchr(line, '\n', avail < BUNDLE_LINE_MAX + 1 ? avail : BUNDLE_LINE_MAX + 1);
+		if (!nl && avail > BUNDLE_LINE_MAX)
+			return refuse(h->reason, "line %zu: longer than %d bytes", lineno,
+				      BUNDLE_LINE_MAX);
 		n = nl ? (size_t)(nl - line) : avail;
 		if (n >= 4 && !memcmp(line, "PACK", 4) && lineno > 1)
 			return refuse(h->reason, "line %zu: pack starts without the blank line",
@@ -206,9 +212,6 @@ int bundle_header_parse(struct bundle_header *h, const char *data, size_t len)
 			return refuse(h->reason, "line %zu: carriage return in header (CRLF?)",
 				      lineno);
 		if (!nl) {
-			if (n > BUNDLE_LINE_MAX)
-				return refuse(h->reason, "line %zu: longer than %d bytes", lineno,
-					      BUNDLE_LINE_MAX);
 			if (len == BUNDLE_HEADER_MAX)
 				return refuse(h->reason, "header larger than %d bytes",
 					      BUNDLE_HEADER_MAX);
@@ -366,7 +369,208 @@ out:
 
 /* Pack verification, with libgit2's indexer. */
 
-static void remove_tree(const char *dir)
+static uint32_t be32(const unsigned char *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* libgit2's last message, made printable, with a plainer text for the usual ones. */
+static int libgit2_reason(struct bundle_pack_result *res)
+{
+	const git_error *e = git_error_last();
+	const char *msg = e && e->message ? e->message : "unknown error";
+	char clean[256];
+	size_t i;
+
+	if (strstr(msg, "thin pack"))
+		return refuse(res->reason, "pack: a delta's base is not in the pack "
+					   "(a thin pack: give --repo)");
+	for (i = 0; msg[i] && i < sizeof(clean) - 1; i++)
+		clean[i] = ((unsigned char)msg[i] < 0x20 || msg[i] == 0x7f) ? ' ' : msg[i];
+	clean[i] = '\0';
+	return refuse(res->reason, "pack: %s", clean);
+}
+
+/* The largest object we accept; git's own limit is the address space. */
+#define PACK_OBJECT_MAX ((uint64_t)4 << 30)
+
+/*
+ * Our own walk over the pack, before libgit2 sees it: the header, each
+ * object's type and size, that each inflates to exactly its stated size and
+ * ends where the next begins, the count, and the trailing SHA-1.  Gives a
+ * plain reason for each fault (libgit2 misses a wrong size and words the
+ * rest for its own developers).
+ */
+static int walk_pack(const unsigned char *p, size_t len, struct bundle_pack_result *res)
+{
+	unsigned char sum[EVP_MAX_MD_SIZE], *out = NULL;
+	const size_t out_size = 64 * 1024;
+	size_t pos = 12, end, *offs = NULL, nr_offs = 0, alloc_offs = 0;
+	unsigned int sumlen = 0;
+	z_stream z;
+	int ret = 0, zinit = 0;
+
+	if (len < 4 || memcmp(p, "PACK", 4))
+		return refuse(res->reason, len < 4 ? "pack: missing (the bundle ends after its header)" :
+						     "pack: no pack signature");
+	if (len < 12)
+		return refuse(res->reason, "pack: truncated in its header");
+	res->version = be32(p + 4);
+	if (res->version != 2 && res->version != 3)
+		return refuse(res->reason, "pack: unsupported version %u", (unsigned)res->version);
+	res->objects = be32(p + 8);
+	if (len < 12 + 20)
+		return refuse(res->reason, "pack: truncated (no checksum)");
+	end = len - 20;
+
+	memset(&z, 0, sizeof(z));
+	if (inflateInit(&z) != Z_OK)
+		return -ENOMEM;
+	zinit = 1;
+	out = xmalloc(out_size);
+	for (uint32_t i = 0; i < res->objects; i++) {
+		size_t start = pos;
+		unsigned type, shift = 4;
+		uint64_t size;
+		unsigned char c;
+
+		if (pos >= end) {
+			ret = refuse(res->reason, "pack: ends after %u of %u objects (truncated?)",
+				     (unsigned)i, (unsigned)res->objects);
+			goto out;
+		}
+		c = p[pos++];
+		type = (c >> 4) & 7;
+		size = c & 15;
+		while (c & 0x80) {
+			if (pos >= end || shift > 60) {
+				ret = refuse(res->reason, "pack: object %u: bad size", (unsigned)i);
+				goto out;
+			}
+			c = p[pos++];
+			size |= (uint64_t)(c & 0x7f) << shift;
+			shift += 7;
+		}
+		if (size > PACK_OBJECT_MAX) {
+			ret = refuse(res->reason, "pack: object %u: larger than %llu bytes",
+				     (unsigned)i, (unsigned long long)PACK_OBJECT_MAX);
+			goto out;
+		}
+		if (type == 0 || type == 5) {
+			ret = refuse(res->reason, "pack: object %u: unknown type %u", (unsigned)i,
+				     type);
+			goto out;
+		}
+		if (type == 6) { /* OFS_DELTA: the base is this many bytes back */
+			uint64_t back;
+			size_t lo = 0, hi = nr_offs;
+
+			if (pos >= end)
+				goto trunc;
+			c = p[pos++];
+			back = c & 0x7f;
+			while (c & 0x80) {
+				if (pos >= end || back > (UINT64_MAX >> 8))
+					goto trunc;
+				c = p[pos++];
+				back = ((back + 1) << 7) | (c & 0x7f);
+			}
+			if (back == 0 || back > start - 12) {
+				ret = refuse(res->reason, "pack: object %u: delta base out of the pack",
+					     (unsigned)i);
+				goto out;
+			}
+			while (lo < hi) { /* the base must be where an object starts */
+				size_t mid = lo + (hi - lo) / 2;
+
+				if (offs[mid] < start - back)
+					lo = mid + 1;
+				else
+					hi = mid;
+			}
+			if (lo == nr_offs || offs[lo] != start - back) {
+				ret = refuse(res->reason, "pack: object %u: delta base is not an object",
+					     (unsigned)i);
+				goto out;
+			}
+		} else if (type == 7) { /* REF_DELTA: the base's id */
+			if (end - pos < 20)
+				goto trunc;
+			pos += 20;
+		}
+		ALLOC_GROW(offs, nr_offs + 1, alloc_offs);
+		offs[nr_offs++] = start;
+
+		/* Inflate, counting what comes out. */
+		{
+			uint64_t got = 0;
+			int zr;
+
+			inflateReset(&z);
+			z.next_in = (unsigned char *)(uintptr_t)(p + pos);
+			z.avail_in = end - pos > UINT32_MAX ? UINT32_MAX : (uInt)(end - pos);
+			do {
+				z.next_out = out;
+				z.avail_out = out_size;
+				zr = inflate(&z, Z_NO_FLUSH);
+				got += out_size - z.avail_out;
+				if (got > size)
+					break;
+			} while (zr == Z_OK && (z.avail_out == 0 || z.avail_in > 0));
+			if (got > size || (zr == Z_STREAM_END && got != size)) {
+				ret = refuse(res->reason,
+					     "pack: object %u: inflates to %s%llu bytes, not %llu",
+					     (unsigned)i, got > size ? "more than " : "",
+					     (unsigned long long)(got > size ? size : got),
+					     (unsigned long long)size);
+				goto out;
+			}
+			if (zr != Z_STREAM_END) {
+				if (zr == Z_BUF_ERROR || (zr == Z_OK && z.avail_in == 0))
+					goto trunc_obj;
+				ret = refuse(res->reason, "pack: object %u does not inflate (%s)",
+					     (unsigned)i, z.msg ? z.msg : "zlib error");
+				goto out;
+			}
+			pos += (size_t)((const unsigned char *)z.next_in - (p + pos));
+			continue;
+		trunc_obj:
+			ret = refuse(res->reason, "pack: object %u: its data ends early (truncated?)",
+				     (unsigned)i);
+			goto out;
+		}
+	trunc:
+		ret = refuse(res->reason, "pack: object %u: truncated", (unsigned)i);
+		goto out;
+	}
+	if (pos != end) {
+		ret = refuse(res->reason,
+			     "pack: %zu bytes after the last of %u objects (wrong object count?)",
+			     end - pos, (unsigned)res->objects);
+		goto out;
+	}
+	if (!EVP_Digest(p, end, sum, &sumlen, EVP_sha1(), NULL) || sumlen != 20) {
+		ret = -EIO;
+		goto out;
+	}
+	if (memcmp(sum, p + end, 20)) {
+		ret = refuse(res->reason, "pack: checksum mismatch");
+		goto out;
+	}
+	for (int k = 0; k < 20; k++) {
+		res->checksum[2 * k] = "0123456789abcdef"[sum[k] >> 4];
+		res->checksum[2 * k + 1] = "0123456789abcdef"[sum[k] & 15];
+	}
+	res->checksum[40] = '\0';
+out:
+	if (zinit)
+		inflateEnd(&z);
+	free(out);
+	free(offs);
+	return ret;
+}
+
+static void remove_tmp(const char *dir)
 {
 	DIR *d = opendir(dir);
 	struct dirent *e;
@@ -386,185 +590,60 @@ static void remove_tree(const char *dir)
 	rmdir(dir);
 }
 
-struct pack_state {
-	git_indexer *idx;
-	git_indexer_progress stats;
-	unsigned char head[12];
-	size_t nhead;
-	uint64_t total;
-	struct bundle_pack_result *res;
-	int failed;
-};
-
-static uint32_t be32(const unsigned char *p)
-{
-	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
-static int libgit2_reason(struct bundle_pack_result *res, const char *what)
-{
-	const git_error *e = git_error_last();
-	const char *msg = e && e->message ? e->message : "unknown error";
-	char clean[256];
-	size_t i;
-
-	for (i = 0; msg[i] && i < sizeof(clean) - 1; i++)
-		clean[i] = ((unsigned char)msg[i] < 0x20 || msg[i] == 0x7f) ? ' ' : msg[i];
-	clean[i] = '\0';
-	return refuse(res->reason, "pack: %s: %s", what, clean);
-}
-
-/* Check the pack's 12-byte header ourselves, for a plain reason. */
-static int check_pack_head(struct pack_state *st)
-{
-	const unsigned char *p = st->head;
-
-	if (memcmp(p, "PACK", 4))
-		return refuse(st->res->reason, "pack: no pack signature");
-	st->res->version = be32(p + 4);
-	if (st->res->version != 2 && st->res->version != 3)
-		return refuse(st->res->reason, "pack: unsupported version %u",
-			      (unsigned)st->res->version);
-	st->res->objects = be32(p + 8);
-	return 0;
-}
-
-static int pack_feed(struct pack_state *st, const unsigned char *data, size_t len)
-{
-	if (st->failed)
-		return BUNDLE_REFUSED;
-	if (st->nhead < sizeof(st->head)) {
-		size_t take = sizeof(st->head) - st->nhead;
-
-		if (take > len)
-			take = len;
-		memcpy(st->head + st->nhead, data, take);
-		st->nhead += take;
-		if (st->nhead == sizeof(st->head) && check_pack_head(st)) {
-			st->failed = 1;
-			return BUNDLE_REFUSED;
-		}
-	}
-	st->total += len;
-	if (git_indexer_append(st->idx, data, len, &st->stats) < 0) {
-		st->failed = 1;
-		return libgit2_reason(st->res, "bad data");
-	}
-	return 0;
-}
-
-static int pack_finish(struct pack_state *st)
-{
-	struct bundle_pack_result *res = st->res;
-	const git_oid *sum;
-
-	if (st->failed)
-		return BUNDLE_REFUSED;
-	if (st->nhead < sizeof(st->head))
-		return refuse(res->reason, "pack: truncated (%zu bytes)", st->nhead);
-	/* Each object takes at least 2 bytes, the trailer 20: a claim beyond is a lie. */
-	if ((uint64_t)res->objects > (st->total - 12) / 2)
-		return refuse(res->reason, "pack: claims %u objects in %llu bytes",
-			      (unsigned)res->objects, (unsigned long long)st->total);
-	if (git_indexer_commit(st->idx, &st->stats) < 0) {
-		res->indexed = st->stats.indexed_objects;
-		return libgit2_reason(res, "rejected");
-	}
-	res->indexed = st->stats.indexed_objects;
-	if (res->indexed != res->objects)
-		return refuse(res->reason, "pack: %u objects indexed, %u claimed",
-			      (unsigned)res->indexed, (unsigned)res->objects);
-	sum = git_indexer_hash(st->idx);
-	if (sum)
-		git_oid_tostr(res->checksum, sizeof(res->checksum), sum);
-	return 0;
-}
-
-static int make_tmpdir(const char *parent, struct buf *dir)
-{
-	if (!parent)
-		parent = getenv("TMPDIR");
-	if (!parent || !*parent)
-		parent = "/tmp";
-	buf_addf(dir, "%s/aibox-pack.XXXXXX", parent);
-	if (!mkdtemp(dir->buf))
-		return -errno;
-	return 0;
-}
-
-/* Open the indexer, with the odb of repo_dir for thin-pack bases. */
-static int pack_start(struct pack_state *st, const char *repo_dir, const char *tmp,
-		      git_repository **repo, git_odb **odb)
+/* Let libgit2's indexer resolve every delta (bases from repo_dir if given). */
+static int index_pack(const unsigned char *p, size_t len, const char *repo_dir,
+		      const char *tmp_parent, struct bundle_pack_result *res)
 {
 	git_indexer_options opts = GIT_INDEXER_OPTIONS_INIT;
+	git_indexer_progress stats = { 0 };
+	git_repository *repo = NULL;
+	git_indexer *idx = NULL;
+	git_odb *odb = NULL;
+	struct buf tmp = BUF_INIT;
+	int ret = 0;
 
-	git_libgit2_init();
-	if (repo_dir) {
-		if (git_repository_open_ext(repo, repo_dir, GIT_REPOSITORY_OPEN_NO_SEARCH, NULL) <
-			    0 ||
-		    git_repository_odb(odb, *repo) < 0)
-			return -ENOENT;
+	if (!tmp_parent)
+		tmp_parent = getenv("TMPDIR");
+	if (!tmp_parent || !*tmp_parent)
+		tmp_parent = "/tmp";
+	buf_addf(&tmp, "%s/aibox-pack.XXXXXX", tmp_parent);
+	if (!mkdtemp(tmp.buf)) {
+		ret = -errno;
+		buf_release(&tmp);
+		return ret;
 	}
-	if (git_indexer_new(&st->idx, tmp, 0600, *odb, &opts) < 0)
-		return -EIO;
-	return 0;
-}
+	git_libgit2_init();
+	if (repo_dir &&
+	    (git_repository_open_ext(&repo, repo_dir, GIT_REPOSITORY_OPEN_NO_SEARCH, NULL) < 0 ||
+	     git_repository_odb(&odb, repo) < 0)) {
+		ret = -ENOENT;
+		goto out;
+	}
+	if (git_indexer_new(&idx, tmp.buf, 0600, odb, &opts) < 0) {
+		ret = -EIO;
+		goto out;
+	}
+	/* In slices: the indexer copies what it is given. */
+	for (size_t off = 0; off < len;) {
+		size_t n = len - off > (1 << 20) ? (1 << 20) : len - off;
 
-static void pack_end(struct pack_state *st, git_repository *repo, git_odb *odb)
-{
-	if (st->idx)
-		git_indexer_free(st->idx);
+		if (git_indexer_append(idx, p + off, n, &stats) < 0) {
+			ret = libgit2_reason(res);
+			goto out;
+		}
+		off += n;
+	}
+	if (git_indexer_commit(idx, &stats) < 0) {
+		ret = libgit2_reason(res);
+		goto out;
+	}
+	res->indexed = stats.indexed_objects;
+out:
+	git_indexer_free(idx);
 	git_odb_free(odb);
 	git_repository_free(repo);
 	git_libgit2_shutdown();
-}
-
-int bundle_pack_verify_fd(int fd, const char *repo_dir, const char *tmp_parent,
-			  uint64_t max_bytes, struct bundle_pack_result *res)
-{
-	struct pack_state st = { 0 };
-	struct buf tmp = BUF_INIT;
-	git_repository *repo = NULL;
-	git_odb *odb = NULL;
-	unsigned char *chunk = NULL;
-	const size_t chunk_size = 1 << 20;
-	int ret;
-
-	memset(res, 0, sizeof(*res));
-	st.res = res;
-	ret = make_tmpdir(tmp_parent, &tmp);
-	if (ret < 0)
-		goto out_notmp;
-	ret = pack_start(&st, repo_dir, tmp.buf, &repo, &odb);
-	if (ret < 0)
-		goto out;
-	chunk = xmalloc(chunk_size);
-	for (;;) {
-		ssize_t n = read(fd, chunk, chunk_size);
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			ret = -errno;
-			goto out;
-		}
-		if (n == 0)
-			break;
-		if (st.total + (uint64_t)n > max_bytes) {
-			ret = refuse(res->reason, "pack: larger than %llu bytes",
-				     (unsigned long long)max_bytes);
-			goto out;
-		}
-		ret = pack_feed(&st, chunk, (size_t)n);
-		if (ret)
-			goto out;
-	}
-	ret = pack_finish(&st);
-out:
-	pack_end(&st, repo, odb);
-	remove_tree(tmp.buf);
-out_notmp:
-	free(chunk);
+	remove_tmp(tmp.buf);
 	buf_release(&tmp);
 	return ret;
 }
@@ -572,26 +651,55 @@ out_notmp:
 int bundle_pack_verify_buf(const void *data, size_t len, const char *repo_dir,
 			   const char *tmp_parent, struct bundle_pack_result *res)
 {
-	struct pack_state st = { 0 };
-	struct buf tmp = BUF_INIT;
-	git_repository *repo = NULL;
-	git_odb *odb = NULL;
 	int ret;
 
 	memset(res, 0, sizeof(*res));
-	st.res = res;
-	ret = make_tmpdir(tmp_parent, &tmp);
-	if (ret < 0) {
-		buf_release(&tmp);
+	ret = walk_pack(data, len, res);
+	if (ret)
+		return ret;
+	return index_pack(data, len, repo_dir, tmp_parent, res);
+}
+
+int bundle_pack_verify_fd(int fd, const char *repo_dir, const char *tmp_parent,
+			  uint64_t max_bytes, struct bundle_pack_result *res)
+{
+	struct stat st;
+	off_t here;
+	int ret;
+
+	memset(res, 0, sizeof(*res));
+	here = lseek(fd, 0, SEEK_CUR);
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && here >= 0 && st.st_size >= here) {
+		/* A file: map it, whatever its size, rather than copy it. */
+		long page = sysconf(_SC_PAGESIZE);
+		off_t base = here - here % page;
+		uint64_t len = (uint64_t)(st.st_size - here);
+		void *map;
+
+		if (len > max_bytes)
+			return refuse(res->reason, "pack: larger than %llu bytes",
+				      (unsigned long long)max_bytes);
+		if (len == 0)
+			return bundle_pack_verify_buf("", 0, repo_dir, tmp_parent, res);
+		map = mmap(NULL, (size_t)(st.st_size - base), PROT_READ, MAP_PRIVATE, fd, base);
+		if (map == MAP_FAILED)
+			return -errno;
+		ret = bundle_pack_verify_buf((const char *)map + (here - base), (size_t)len,
+					     repo_dir, tmp_parent, res);
+		munmap(map, (size_t)(st.st_size - base));
+		return ret;
+	} else {
+		struct buf b = BUF_INIT;
+		ssize_t n = buf_read_fd(&b, fd, max_bytes > SIZE_MAX ? SIZE_MAX : (size_t)max_bytes);
+
+		if (n == -EFBIG)
+			ret = refuse(res->reason, "pack: larger than %llu bytes",
+				     (unsigned long long)max_bytes);
+		else if (n < 0)
+			ret = (int)n;
+		else
+			ret = bundle_pack_verify_buf(b.buf, b.len, repo_dir, tmp_parent, res);
+		buf_release(&b);
 		return ret;
 	}
-	ret = pack_start(&st, repo_dir, tmp.buf, &repo, &odb);
-	if (ret == 0 && len)
-		ret = pack_feed(&st, data, len);
-	if (ret == 0)
-		ret = pack_finish(&st);
-	pack_end(&st, repo, odb);
-	remove_tree(tmp.buf);
-	buf_release(&tmp);
-	return ret;
 }

@@ -256,8 +256,15 @@ int main(int argc, char **argv)
 		if (lseek(fd, (off_t)c.h.pack_offset, SEEK_SET) < 0)
 			die_errno("cannot seek in '%s'", c.file);
 		c.pack_checked = 1;
-		c.pack_ret = bundle_pack_verify_fd(fd, c.repo, NULL,
+		if (c.h.oid_format == BUNDLE_SHA256) {
+			/* libgit2 1.5 and our walk know SHA-1 packs only. */
+			c.pack_ret = BUNDLE_REFUSED;
+			snprintf(c.pr.reason, sizeof(c.pr.reason),
+				 "pack: sha256 packs cannot be verified (only sha1)");
+		} else {
+			c.pack_ret = bundle_pack_verify_fd(fd, c.repo, NULL,
 						   (uint64_t)st.st_size - c.h.pack_offset, &c.pr);
+		}
 		if (c.pack_ret == -ENOENT && c.repo)
 			die("cannot open repository '%s'", c.repo);
 		if (c.pack_ret < 0)
