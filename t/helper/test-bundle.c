@@ -10,7 +10,8 @@
  *	prints "ok" or "bad" (bundle_refname_ok)
  *   test-bundle header FILE
  *	parse a header from a file descriptor; prints version, format, refs,
- *	prerequisites and the pack offset, or "refused: <reason>"
+ *	prerequisites and the pack offset, or "refused: <reason>"; then how
+ *	far into the file it read
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -46,12 +47,12 @@ static int cmd_write(int argc, char **argv)
 	o.rev = argv[i + 1];
 	o.out_path = argv[i + 2];
 	ret = bundle_write_start(&o, oid, &err);
-	if (ret < 0) {
+	if (ret < 0)
 		fprintf(stderr, "test-bundle: %s\n", err.buf);
-		return ret == -EINTR ? 3 : 1;
-	}
-	printf("%s\n", oid);
-	return 0;
+	else
+		printf("%s\n", oid);
+	buf_release(&err);
+	return ret == -EINTR ? 3 : ret < 0 ? 1 : 0;
 }
 
 static int cmd_resolve(int argc, char **argv)
@@ -66,12 +67,12 @@ static int cmd_resolve(int argc, char **argv)
 	o.repo_dir = argv[0];
 	o.rev = argv[1];
 	ret = bundle_resolve_start(&o, oid, &err);
-	if (ret < 0) {
+	if (ret < 0)
 		fprintf(stderr, "test-bundle: %s\n", err.buf);
-		return 1;
-	}
-	printf("%s\n", oid);
-	return 0;
+	else
+		printf("%s\n", oid);
+	buf_release(&err);
+	return ret < 0 ? 1 : 0;
 }
 
 static int cmd_header(int argc, char **argv)
@@ -97,6 +98,7 @@ static int cmd_header(int argc, char **argv)
 			printf("ref %s %s\n", h.refs[i].oid, h.refs[i].name);
 		printf("pack at %zu\n", h.pack_offset);
 	}
+	printf("read %lld\n", (long long)lseek(fd, 0, SEEK_CUR));
 	bundle_header_clear(&h);
 	close(fd);
 	return ret ? 1 : 0;
