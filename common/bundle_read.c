@@ -123,7 +123,7 @@ static int oid_is_null(const char *oid)
  * checked against the header's format.  Returns its length or 0 with a reason.
  */
 static size_t parse_line_oid(struct bundle_header *h, const char *s, size_t len, size_t lineno,
-			     char *out)
+                             char *out)
 {
 	size_t n = 0, want = h->oid_format == BUNDLE_SHA256 ? 64 : 40;
 
@@ -145,7 +145,7 @@ static size_t parse_line_oid(struct bundle_header *h, const char *s, size_t len,
 }
 
 static int parse_capability(struct bundle_header *h, const char *s, size_t len, size_t lineno,
-			    int *seen_format)
+                            int *seen_format)
 {
 	const char *eq = memchr(s, '=', len);
 	size_t klen = eq ? (size_t)(eq - s) : len;
@@ -166,7 +166,7 @@ static int parse_capability(struct bundle_header *h, const char *s, size_t len, 
 	}
 	if (klen == 6 && !memcmp(s, "filter", 6))
 		return refuse(h->reason, "line %zu: filtered (partial) bundles are not accepted",
-			      lineno);
+		              lineno);
 	if (klen > 64)
 		klen = 64;
 	/* The name goes into a message: keep it printable. */
@@ -193,7 +193,7 @@ int bundle_header_parse(struct bundle_header *h, const char *data, size_t len)
 		if (avail == 0) {
 			if (len == BUNDLE_HEADER_MAX)
 				return refuse(h->reason, "header larger than %d bytes",
-					      BUNDLE_HEADER_MAX);
+				              BUNDLE_HEADER_MAX);
 			if (lineno == 1)
 				return refuse(h->reason, "empty file");
 			return refuse(h->reason, "header ends before the blank line (truncated)");
@@ -201,22 +201,22 @@ int bundle_header_parse(struct bundle_header *h, const char *data, size_t len)
 		nl = memchr(line, '\n', avail < BUNDLE_LINE_MAX + 1 ? avail : BUNDLE_LINE_MAX + 1);
 		if (!nl && avail > BUNDLE_LINE_MAX)
 			return refuse(h->reason, "line %zu: longer than %d bytes", lineno,
-				      BUNDLE_LINE_MAX);
+			              BUNDLE_LINE_MAX);
 		n = nl ? (size_t)(nl - line) : avail;
 		if (n >= 4 && !memcmp(line, "PACK", 4) && lineno > 1)
 			return refuse(h->reason, "line %zu: pack starts without the blank line",
-				      lineno);
+			              lineno);
 		if (memchr(line, '\0', n))
 			return refuse(h->reason, "line %zu: NUL byte in header", lineno);
 		if (memchr(line, '\r', n))
 			return refuse(h->reason, "line %zu: carriage return in header (CRLF?)",
-				      lineno);
+			              lineno);
 		if (!nl) {
 			if (len == BUNDLE_HEADER_MAX)
 				return refuse(h->reason, "header larger than %d bytes",
-					      BUNDLE_HEADER_MAX);
+				              BUNDLE_HEADER_MAX);
 			return refuse(h->reason, "line %zu: header ends in mid-line (truncated)",
-				      lineno);
+			              lineno);
 		}
 		pos += n + 1;
 
@@ -226,7 +226,7 @@ int bundle_header_parse(struct bundle_header *h, const char *data, size_t len)
 			else if (n == sizeof(sig_v3) - 1 && !memcmp(line, sig_v3, n))
 				h->version = 3;
 			else if (n > 14 && !memcmp(line, "# v", 3) &&
-				 !memcmp(line + n - 11, " git bundle", 11))
+			         !memcmp(line + n - 11, " git bundle", 11))
 				return refuse(h->reason, "unsupported bundle version");
 			else
 				return refuse(h->reason, "not a git bundle (no bundle signature)");
@@ -240,14 +240,15 @@ int bundle_header_parse(struct bundle_header *h, const char *data, size_t len)
 			int ret;
 
 			if (!in_caps)
-				return refuse(h->reason,
-					      h->version == 2 ?
-						      "line %zu: capability in a v2 bundle" :
-						      "line %zu: capability after refs or prerequisites",
-					      lineno);
+				return refuse(
+				    h->reason,
+				    h->version == 2
+				        ? "line %zu: capability in a v2 bundle"
+				        : "line %zu: capability after refs or prerequisites",
+				    lineno);
 			if (h->version == 3 && lineno - 1 > BUNDLE_CAPS_MAX)
 				return refuse(h->reason, "more than %d capabilities",
-					      BUNDLE_CAPS_MAX);
+				              BUNDLE_CAPS_MAX);
 			ret = parse_capability(h, line + 1, n - 1, lineno, &seen_format);
 			if (ret)
 				return ret;
@@ -261,13 +262,14 @@ int bundle_header_parse(struct bundle_header *h, const char *data, size_t len)
 			char oid[BUNDLE_HEXSZ_MAX + 1];
 
 			if (h->nr_refs)
-				return refuse(h->reason, "line %zu: prerequisite after a ref", lineno);
+				return refuse(h->reason, "line %zu: prerequisite after a ref",
+				              lineno);
 			olen = parse_line_oid(h, line + 1, n - 1, lineno, oid);
 			if (!olen)
 				return BUNDLE_REFUSED;
 			if (h->nr_prereqs >= BUNDLE_PREREQS_MAX)
 				return refuse(h->reason, "more than %d prerequisites",
-					      BUNDLE_PREREQS_MAX);
+				              BUNDLE_PREREQS_MAX);
 			ALLOC_GROW(h->prereqs, h->nr_prereqs + 1, h->alloc_prereqs);
 			p = &h->prereqs[h->nr_prereqs++];
 			memcpy(p->oid, oid, sizeof(oid));
@@ -301,8 +303,9 @@ int bundle_header_parse(struct bundle_header *h, const char *data, size_t len)
 					    (unsigned char)name[i] >= 0x80 || name[i] == '\'')
 						break;
 				if (i == nlen)
-					return refuse(h->reason, "line %zu: invalid ref name '%.*s'",
-						      lineno, (int)nlen, name);
+					return refuse(h->reason,
+					              "line %zu: invalid ref name '%.*s'", lineno,
+					              (int)nlen, name);
 				return refuse(h->reason, "line %zu: invalid ref name", lineno);
 			}
 			if (h->nr_refs >= BUNDLE_REFS_MAX)
@@ -311,7 +314,7 @@ int bundle_header_parse(struct bundle_header *h, const char *data, size_t len)
 				if (strlen(h->refs[i].name) == nlen &&
 				    !memcmp(h->refs[i].name, name, nlen))
 					return refuse(h->reason, "line %zu: ref '%.*s' given twice",
-						      lineno, (int)nlen, name);
+					              lineno, (int)nlen, name);
 			ALLOC_GROW(h->refs, h->nr_refs + 1, h->alloc_refs);
 			r = &h->refs[h->nr_refs++];
 			memcpy(r->oid, oid, sizeof(oid));
@@ -384,7 +387,7 @@ static int libgit2_reason(struct bundle_pack_result *res)
 
 	if (strstr(msg, "thin pack"))
 		return refuse(res->reason, "pack: a delta's base is not in the pack "
-					   "(a thin pack: give --repo)");
+		                           "(a thin pack: give --repo)");
 	for (i = 0; msg[i] && i < sizeof(clean) - 1; i++)
 		clean[i] = ((unsigned char)msg[i] < 0x20 || msg[i] == 0x7f) ? ' ' : msg[i];
 	clean[i] = '\0';
@@ -411,8 +414,9 @@ static int walk_pack(const unsigned char *p, size_t len, struct bundle_pack_resu
 	int ret = 0, zinit = 0;
 
 	if (len < 4 || memcmp(p, "PACK", 4))
-		return refuse(res->reason, len < 4 ? "pack: missing (the bundle ends after its header)" :
-						     "pack: no pack signature");
+		return refuse(res->reason, len < 4
+		                               ? "pack: missing (the bundle ends after its header)"
+		                               : "pack: no pack signature");
 	if (len < 12)
 		return refuse(res->reason, "pack: truncated in its header");
 	res->version = be32(p + 4);
@@ -436,7 +440,7 @@ static int walk_pack(const unsigned char *p, size_t len, struct bundle_pack_resu
 
 		if (pos >= end) {
 			ret = refuse(res->reason, "pack: ends after %u of %u objects (truncated?)",
-				     (unsigned)i, (unsigned)res->objects);
+			             (unsigned)i, (unsigned)res->objects);
 			goto out;
 		}
 		c = p[pos++];
@@ -453,12 +457,12 @@ static int walk_pack(const unsigned char *p, size_t len, struct bundle_pack_resu
 		}
 		if (size > PACK_OBJECT_MAX) {
 			ret = refuse(res->reason, "pack: object %u: larger than %llu bytes",
-				     (unsigned)i, (unsigned long long)PACK_OBJECT_MAX);
+			             (unsigned)i, (unsigned long long)PACK_OBJECT_MAX);
 			goto out;
 		}
 		if (type == 0 || type == 5) {
 			ret = refuse(res->reason, "pack: object %u: unknown type %u", (unsigned)i,
-				     type);
+			             type);
 			goto out;
 		}
 		if (type == 6) { /* OFS_DELTA: the base is this many bytes back */
@@ -476,8 +480,9 @@ static int walk_pack(const unsigned char *p, size_t len, struct bundle_pack_resu
 				back = ((back + 1) << 7) | (c & 0x7f);
 			}
 			if (back == 0 || back > start - 12) {
-				ret = refuse(res->reason, "pack: object %u: delta base out of the pack",
-					     (unsigned)i);
+				ret = refuse(res->reason,
+				             "pack: object %u: delta base out of the pack",
+				             (unsigned)i);
 				goto out;
 			}
 			while (lo < hi) { /* the base must be where an object starts */
@@ -489,8 +494,9 @@ static int walk_pack(const unsigned char *p, size_t len, struct bundle_pack_resu
 					hi = mid;
 			}
 			if (lo == nr_offs || offs[lo] != start - back) {
-				ret = refuse(res->reason, "pack: object %u: delta base is not an object",
-					     (unsigned)i);
+				ret = refuse(res->reason,
+				             "pack: object %u: delta base is not an object",
+				             (unsigned)i);
 				goto out;
 			}
 		} else if (type == 7) { /* REF_DELTA: the base's id */
@@ -519,24 +525,25 @@ static int walk_pack(const unsigned char *p, size_t len, struct bundle_pack_resu
 			} while (zr == Z_OK && (z.avail_out == 0 || z.avail_in > 0));
 			if (got > size || (zr == Z_STREAM_END && got != size)) {
 				ret = refuse(res->reason,
-					     "pack: object %u: inflates to %s%llu bytes, not %llu",
-					     (unsigned)i, got > size ? "more than " : "",
-					     (unsigned long long)(got > size ? size : got),
-					     (unsigned long long)size);
+				             "pack: object %u: inflates to %s%llu bytes, not %llu",
+				             (unsigned)i, got > size ? "more than " : "",
+				             (unsigned long long)(got > size ? size : got),
+				             (unsigned long long)size);
 				goto out;
 			}
 			if (zr != Z_STREAM_END) {
 				if (zr == Z_BUF_ERROR || (zr == Z_OK && z.avail_in == 0))
 					goto trunc_obj;
 				ret = refuse(res->reason, "pack: object %u does not inflate (%s)",
-					     (unsigned)i, z.msg ? z.msg : "zlib error");
+				             (unsigned)i, z.msg ? z.msg : "zlib error");
 				goto out;
 			}
 			pos += (size_t)((const unsigned char *)z.next_in - (p + pos));
 			continue;
 		trunc_obj:
-			ret = refuse(res->reason, "pack: object %u: its data ends early (truncated?)",
-				     (unsigned)i);
+			ret =
+			    refuse(res->reason, "pack: object %u: its data ends early (truncated?)",
+			           (unsigned)i);
 			goto out;
 		}
 	trunc:
@@ -545,8 +552,8 @@ static int walk_pack(const unsigned char *p, size_t len, struct bundle_pack_resu
 	}
 	if (pos != end) {
 		ret = refuse(res->reason,
-			     "pack: %zu bytes after the last of %u objects (wrong object count?)",
-			     end - pos, (unsigned)res->objects);
+		             "pack: %zu bytes after the last of %u objects (wrong object count?)",
+		             end - pos, (unsigned)res->objects);
 		goto out;
 	}
 	if (!EVP_Digest(p, end, sum, &sumlen, EVP_sha1(), NULL) || sumlen != 20) {
@@ -592,10 +599,10 @@ static void remove_tmp(const char *dir)
 
 /* Let libgit2's indexer resolve every delta (bases from repo_dir if given). */
 static int index_pack(const unsigned char *p, size_t len, const char *repo_dir,
-		      const char *tmp_parent, struct bundle_pack_result *res)
+                      const char *tmp_parent, struct bundle_pack_result *res)
 {
 	git_indexer_options opts = GIT_INDEXER_OPTIONS_INIT;
-	git_indexer_progress stats = { 0 };
+	git_indexer_progress stats = {0};
 	git_repository *repo = NULL;
 	git_indexer *idx = NULL;
 	git_odb *odb = NULL;
@@ -649,7 +656,7 @@ out:
 }
 
 int bundle_pack_verify_buf(const void *data, size_t len, const char *repo_dir,
-			   const char *tmp_parent, struct bundle_pack_result *res)
+                           const char *tmp_parent, struct bundle_pack_result *res)
 {
 	int ret;
 
@@ -660,8 +667,8 @@ int bundle_pack_verify_buf(const void *data, size_t len, const char *repo_dir,
 	return index_pack(data, len, repo_dir, tmp_parent, res);
 }
 
-int bundle_pack_verify_fd(int fd, const char *repo_dir, const char *tmp_parent,
-			  uint64_t max_bytes, struct bundle_pack_result *res)
+int bundle_pack_verify_fd(int fd, const char *repo_dir, const char *tmp_parent, uint64_t max_bytes,
+                          struct bundle_pack_result *res)
 {
 	struct stat st;
 	off_t here;
@@ -678,23 +685,24 @@ int bundle_pack_verify_fd(int fd, const char *repo_dir, const char *tmp_parent,
 
 		if (len > max_bytes)
 			return refuse(res->reason, "pack: larger than %llu bytes",
-				      (unsigned long long)max_bytes);
+			              (unsigned long long)max_bytes);
 		if (len == 0)
 			return bundle_pack_verify_buf("", 0, repo_dir, tmp_parent, res);
 		map = mmap(NULL, (size_t)(st.st_size - base), PROT_READ, MAP_PRIVATE, fd, base);
 		if (map == MAP_FAILED)
 			return -errno;
 		ret = bundle_pack_verify_buf((const char *)map + (here - base), (size_t)len,
-					     repo_dir, tmp_parent, res);
+		                             repo_dir, tmp_parent, res);
 		munmap(map, (size_t)(st.st_size - base));
 		return ret;
 	} else {
 		struct buf b = BUF_INIT;
-		ssize_t n = buf_read_fd(&b, fd, max_bytes > SIZE_MAX ? SIZE_MAX : (size_t)max_bytes);
+		ssize_t n =
+		    buf_read_fd(&b, fd, max_bytes > SIZE_MAX ? SIZE_MAX : (size_t)max_bytes);
 
 		if (n == -EFBIG)
 			ret = refuse(res->reason, "pack: larger than %llu bytes",
-				     (unsigned long long)max_bytes);
+			             (unsigned long long)max_bytes);
 		else if (n < 0)
 			ret = (int)n;
 		else

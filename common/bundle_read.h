@@ -28,20 +28,20 @@
 #define BUNDLE_REFUSED 1
 
 /* Hard caps on what a header may hold.  A header beyond them is refused. */
-#define BUNDLE_HEADER_MAX (1024 * 1024) /* bytes, up to and including the blank line */
-#define BUNDLE_LINE_MAX 4096		/* bytes in one line, without its '\n' */
-#define BUNDLE_REFS_MAX 10000
+#define BUNDLE_HEADER_MAX  (1024 * 1024) /* bytes, up to and including the blank line */
+#define BUNDLE_LINE_MAX    4096          /* bytes in one line, without its '\n' */
+#define BUNDLE_REFS_MAX    10000
 #define BUNDLE_PREREQS_MAX 10000
-#define BUNDLE_CAPS_MAX 16
+#define BUNDLE_CAPS_MAX    16
 
-#define BUNDLE_HEXSZ_MAX 64
+#define BUNDLE_HEXSZ_MAX  64
 #define BUNDLE_REASON_MAX 512
 
 enum bundle_oid_format { BUNDLE_SHA1 = 0, BUNDLE_SHA256 = 1 };
 
 struct bundle_ref {
 	char oid[BUNDLE_HEXSZ_MAX + 1]; /* lowercase hex */
-	char *name;			/* full refname ("refs/heads/x" or "HEAD") */
+	char *name;                     /* full refname ("refs/heads/x" or "HEAD") */
 };
 
 struct bundle_prereq {
@@ -60,7 +60,10 @@ struct bundle_header {
 	char reason[BUNDLE_REASON_MAX];
 };
 
-#define BUNDLE_HEADER_INIT { 0 }
+#define BUNDLE_HEADER_INIT                                                                         \
+	{                                                                                          \
+		0                                                                                  \
+	}
 
 void bundle_header_clear(struct bundle_header *h);
 
@@ -101,10 +104,10 @@ size_t bundle_oid_parse(const char *s, size_t len, char *out);
 
 /* Result of a pack verification. */
 struct bundle_pack_result {
-	uint32_t version;	  /* pack version (2 or 3), 0 if not read */
-	uint32_t objects;	  /* the object count the pack claims */
-	uint32_t indexed;	  /* objects read and resolved */
-	char checksum[41];	  /* the pack's trailing SHA-1, hex, once verified */
+	uint32_t version;  /* pack version (2 or 3), 0 if not read */
+	uint32_t objects;  /* the object count the pack claims */
+	uint32_t indexed;  /* objects read and resolved */
+	char checksum[41]; /* the pack's trailing SHA-1, hex, once verified */
 	char reason[BUNDLE_REASON_MAX];
 };
 
@@ -122,11 +125,11 @@ struct bundle_pack_result {
  * res->reason, or -errno when fd could not be read, tmp_parent could not be
  * written or repo_dir could not be opened (-ENOENT).
  */
-int bundle_pack_verify_fd(int fd, const char *repo_dir, const char *tmp_parent,
-			  uint64_t max_bytes, struct bundle_pack_result *res);
+int bundle_pack_verify_fd(int fd, const char *repo_dir, const char *tmp_parent, uint64_t max_bytes,
+                          struct bundle_pack_result *res);
 
 /* The same for a pack in memory (the fuzzer's entry point). */
 int bundle_pack_verify_buf(const void *data, size_t len, const char *repo_dir,
-			   const char *tmp_parent, struct bundle_pack_result *res);
+                           const char *tmp_parent, struct bundle_pack_result *res);
 
 #endif

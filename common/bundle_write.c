@@ -49,7 +49,7 @@ static const char *type_name(git_object_t t)
  * borrow.  The caller owns *objects_dir.
  */
 static int resolve(const struct bundle_write_opts *opts, char *oid_hex, struct buf *err,
-		   char **objects_dir)
+                   char **objects_dir)
 {
 	const char *rev = opts->rev ? opts->rev : "HEAD";
 	git_repository *repo = NULL;
@@ -71,8 +71,9 @@ static int resolve(const struct bundle_write_opts *opts, char *oid_hex, struct b
 		if (r < 0)
 			ret = git_fail(err, -EIO, "cannot tell whether the repository is shallow");
 		else {
-			buf_addstr(err, "the repository is a shallow clone, which lacks the history "
-					"(git fetch --unshallow)");
+			buf_addstr(err,
+			           "the repository is a shallow clone, which lacks the history "
+			           "(git fetch --unshallow)");
 			ret = -EPERM;
 		}
 		goto out;
@@ -98,7 +99,7 @@ static int resolve(const struct bundle_write_opts *opts, char *oid_hex, struct b
 
 		if (t == GIT_OBJECT_TAG && git_object_peel(&peeled, obj, GIT_OBJECT_ANY) == 0) {
 			buf_addf(err, "'%s' is a tag of %s, not a commit", rev,
-				 type_name(git_object_type(peeled)));
+			         type_name(git_object_type(peeled)));
 			git_object_free(peeled);
 		} else {
 			buf_addf(err, "'%s' is %s, not a commit", rev, type_name(t));
@@ -187,8 +188,7 @@ static int make_dirs(const char *dir, const char *sub)
 }
 
 /* The temporary repository: HEAD on the branch at oid, objects borrowed. */
-static int make_temp_repo(const char *tmp, const char *branch, const char *oid,
-			  const char *objects)
+static int make_temp_repo(const char *tmp, const char *branch, const char *oid, const char *objects)
 {
 	struct buf t = BUF_INIT, refdir = BUF_INIT;
 	const char *slash = strrchr(branch, '/');
@@ -215,8 +215,7 @@ static int make_temp_repo(const char *tmp, const char *branch, const char *oid,
 	buf_addf(&t, "ref: refs/heads/%s\n", branch);
 	if ((ret = write_text(tmp, "HEAD", t.buf)) < 0)
 		goto out;
-	ret = write_text(tmp, "config",
-			 "[core]\n\trepositoryformatversion = 0\n\tbare = true\n");
+	ret = write_text(tmp, "config", "[core]\n\trepositoryformatversion = 0\n\tbare = true\n");
 out:
 	buf_release(&t);
 	buf_release(&refdir);
@@ -224,7 +223,7 @@ out:
 }
 
 /* Signals that stop the write (and are re-raised once it is cleaned up). */
-static const int stop_signals[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT };
+static const int stop_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
 static volatile sig_atomic_t stop_signal;
 
 static void on_stop(int sig)
@@ -233,18 +232,51 @@ static void on_stop(int sig)
 }
 
 static const char *const unset_env[] = {
-	"GIT_CONFIG", "GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT", "GIT_WORK_TREE",
-	"GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_ALTERNATE_OBJECT_DIRECTORIES",
-	"GIT_COMMON_DIR", "GIT_NAMESPACE", "GIT_SHALLOW_FILE", "GIT_GRAFT_FILE",
-	"GIT_REPLACE_REF_BASE", "GIT_EXEC_PATH", "GIT_PAGER", "PAGER", "GIT_EDITOR",
-	"GIT_SEQUENCE_EDITOR", "GIT_SSH", "GIT_SSH_COMMAND", "GIT_ASKPASS", "SSH_ASKPASS",
-	"GIT_EXTERNAL_DIFF", "GIT_QUARANTINE_PATH", "GIT_PROTOCOL", "GIT_TRACE",
-	"GIT_TRACE2", "GIT_TRACE2_EVENT", "GIT_TRACE2_PERF", "GIT_TRACE_PACKET",
-	"GIT_TRACE_PACKFILE", "GIT_TRACE_PERFORMANCE", "GIT_TRACE_SETUP",
-	"GIT_TRACE_PACK_ACCESS", "GIT_TRACE_CURL", "GIT_TRACE_SHALLOW", "GIT_TRACE_FSMONITOR",
-	"GIT_TRACE_REFS", "GIT_REDACT_COOKIES", "GIT_DIFF_OPTS", "GIT_CEILING_DIRECTORIES",
-	"GIT_DISCOVERY_ACROSS_FILESYSTEM", "GIT_TEMPLATE_DIR", "GIT_PROXY_COMMAND",
-	"GIT_CONFIG_SYSTEM", NULL,
+    "GIT_CONFIG",
+    "GIT_CONFIG_PARAMETERS",
+    "GIT_CONFIG_COUNT",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_COMMON_DIR",
+    "GIT_NAMESPACE",
+    "GIT_SHALLOW_FILE",
+    "GIT_GRAFT_FILE",
+    "GIT_REPLACE_REF_BASE",
+    "GIT_EXEC_PATH",
+    "GIT_PAGER",
+    "PAGER",
+    "GIT_EDITOR",
+    "GIT_SEQUENCE_EDITOR",
+    "GIT_SSH",
+    "GIT_SSH_COMMAND",
+    "GIT_ASKPASS",
+    "SSH_ASKPASS",
+    "GIT_EXTERNAL_DIFF",
+    "GIT_QUARANTINE_PATH",
+    "GIT_PROTOCOL",
+    "GIT_TRACE",
+    "GIT_TRACE2",
+    "GIT_TRACE2_EVENT",
+    "GIT_TRACE2_PERF",
+    "GIT_TRACE_PACKET",
+    "GIT_TRACE_PACKFILE",
+    "GIT_TRACE_PERFORMANCE",
+    "GIT_TRACE_SETUP",
+    "GIT_TRACE_PACK_ACCESS",
+    "GIT_TRACE_CURL",
+    "GIT_TRACE_SHALLOW",
+    "GIT_TRACE_FSMONITOR",
+    "GIT_TRACE_REFS",
+    "GIT_REDACT_COOKIES",
+    "GIT_DIFF_OPTS",
+    "GIT_CEILING_DIRECTORIES",
+    "GIT_DISCOVERY_ACROSS_FILESYSTEM",
+    "GIT_TEMPLATE_DIR",
+    "GIT_PROXY_COMMAND",
+    "GIT_CONFIG_SYSTEM",
+    NULL,
 };
 
 /*
@@ -254,15 +286,16 @@ static const char *const unset_env[] = {
  * GIT_CONFIG_GLOBAL=/dev/null); the local config is ours.
  */
 static const char *const inert_config[] = {
-	"core.hooksPath=/dev/null", "core.fsmonitor=false", "core.untrackedCache=false",
-	"core.pager=cat", "core.editor=:", "core.askPass=", "core.sshCommand=",
-	"core.gitProxy=", "core.alternateRefsCommand=", "credential.helper=",
-	"protocol.allow=never", "gc.auto=0", "maintenance.auto=false", "diff.external=",
-	"trace2.eventTarget=", "trace2.normalTarget=", "trace2.perfTarget=", NULL,
+    "core.hooksPath=/dev/null", "core.fsmonitor=false", "core.untrackedCache=false",
+    "core.pager=cat",           "core.editor=:",        "core.askPass=",
+    "core.sshCommand=",         "core.gitProxy=",       "core.alternateRefsCommand=",
+    "credential.helper=",       "protocol.allow=never", "gc.auto=0",
+    "maintenance.auto=false",   "diff.external=",       "trace2.eventTarget=",
+    "trace2.normalTarget=",     "trace2.perfTarget=",   NULL,
 };
 
 static void setup_git(struct spawn *sp, const char *git, const char *tmp, const char *out,
-		      const char *branch)
+                      const char *branch)
 {
 	strvec_push(&sp->args, git);
 	for (size_t i = 0; inert_config[i]; i++)
@@ -273,8 +306,8 @@ static void setup_git(struct spawn *sp, const char *git, const char *tmp, const 
 		strvec_push(&sp->env, unset_env[i]);
 	strvec_pushf(&sp->env, "GIT_DIR=%s", tmp);
 	strvec_pushl(&sp->env, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
-		     "GIT_TERMINAL_PROMPT=0", "GIT_NO_REPLACE_OBJECTS=1", "GIT_OPTIONAL_LOCKS=0",
-		     "LC_ALL=C", NULL);
+	             "GIT_TERMINAL_PROMPT=0", "GIT_NO_REPLACE_OBJECTS=1", "GIT_OPTIONAL_LOCKS=0",
+	             "LC_ALL=C", NULL);
 	sp->in = SPAWN_NULL;
 	sp->out = SPAWN_NULL;
 	sp->err = SPAWN_PIPE;
@@ -304,7 +337,7 @@ static int run_git(struct spawn *sp, const sigset_t *waitmask, struct buf *gerr)
 	if (ret < 0)
 		return ret;
 	for (;;) {
-		struct pollfd pfd = { .fd = sp->err_fd, .events = POLLIN };
+		struct pollfd pfd = {.fd = sp->err_fd, .events = POLLIN};
 		ssize_t n;
 
 		if (stop_signal)
@@ -347,7 +380,7 @@ int bundle_write_start(const struct bundle_write_opts *opts, char *oid_hex, stru
 	const char *branch = opts->branch ? opts->branch : "aibox/task";
 	struct buf tmp = BUF_INIT, partial = BUF_INIT, ref = BUF_INIT, gerr = BUF_INIT;
 	struct sigaction old[ARRAY_SIZE(stop_signals)];
-	int installed[ARRAY_SIZE(stop_signals)] = { 0 };
+	int installed[ARRAY_SIZE(stop_signals)] = {0};
 	sigset_t block, oldmask;
 	struct spawn sp = SPAWN_INIT;
 	char *objects = NULL, *slash;
@@ -399,7 +432,7 @@ int bundle_write_start(const struct bundle_write_opts *opts, char *oid_hex, stru
 		sigaddset(&block, stop_signals[i]);
 	sigprocmask(SIG_BLOCK, &block, &oldmask);
 	for (size_t i = 0; i < ARRAY_SIZE(stop_signals); i++) {
-		struct sigaction sa = { .sa_handler = on_stop };
+		struct sigaction sa = {.sa_handler = on_stop};
 
 		sigemptyset(&sa.sa_mask);
 		if (sigaction(stop_signals[i], NULL, &old[i]) == 0 &&
@@ -416,7 +449,7 @@ int bundle_write_start(const struct bundle_write_opts *opts, char *oid_hex, stru
 	ret = make_temp_repo(tmp.buf, branch, oid_hex, objects);
 	if (ret < 0) {
 		buf_addf(err, "cannot write the temporary repository '%s': %s", tmp.buf,
-			 strerror(-ret));
+		         strerror(-ret));
 		goto out;
 	}
 	buf_addf(&partial, "%s/start.bundle", tmp.buf);

@@ -22,16 +22,17 @@
 #include "banned.h"
 
 static const char usage_text[] =
-	"usage: aibox-bundle-check [--ref NAME]... [--base OID]... [--pack [--repo DIR]] [--json] FILE\n"
-	"\n"
-	"    --ref NAME    the bundle's refs must be exactly the set given\n"
-	"                  (a bare branch name means refs/heads/NAME)\n"
-	"    --base OID    a prerequisite the bundle may need (without any, it may need none)\n"
-	"    --pack        also verify the pack: objects inflate, deltas resolve, checksum\n"
-	"    --repo DIR    with --pack: take thin-pack bases from the repository DIR\n"
-	"    --json        print what was read, and the verdict, as JSON on stdout\n"
-	"\n"
-	"Exit 0: accepted; 1: refused (the reason on stderr); 2: usage or I/O error.\n";
+    "usage: aibox-bundle-check [--ref NAME]... [--base OID]... [--pack [--repo DIR]] [--json] "
+    "FILE\n"
+    "\n"
+    "    --ref NAME    the bundle's refs must be exactly the set given\n"
+    "                  (a bare branch name means refs/heads/NAME)\n"
+    "    --base OID    a prerequisite the bundle may need (without any, it may need none)\n"
+    "    --pack        also verify the pack: objects inflate, deltas resolve, checksum\n"
+    "    --repo DIR    with --pack: take thin-pack bases from the repository DIR\n"
+    "    --json        print what was read, and the verdict, as JSON on stdout\n"
+    "\n"
+    "Exit 0: accepted; 1: refused (the reason on stderr); 2: usage or I/O error.\n";
 
 struct check {
 	const char *file;
@@ -73,7 +74,7 @@ static int check_sets(struct check *c)
 		for (size_t i = 0; i < h->nr_refs; i++)
 			if (!in_set(&c->refs, h->refs[i].name)) {
 				snprintf(c->reason, sizeof(c->reason), "unexpected ref '%s'",
-					 h->refs[i].name);
+				         h->refs[i].name);
 				return BUNDLE_REFUSED;
 			}
 		for (size_t i = 0; i < c->refs.nr; i++) {
@@ -84,7 +85,7 @@ static int check_sets(struct check *c)
 					found = 1;
 			if (!found) {
 				snprintf(c->reason, sizeof(c->reason), "missing ref '%s'",
-					 c->refs.v[i]);
+				         c->refs.v[i]);
 				return BUNDLE_REFUSED;
 			}
 		}
@@ -94,10 +95,10 @@ static int check_sets(struct check *c)
 			continue;
 		if (c->bases.nr)
 			snprintf(c->reason, sizeof(c->reason),
-				 "prerequisite %s is not a given base", h->prereqs[i].oid);
+			         "prerequisite %s is not a given base", h->prereqs[i].oid);
 		else
 			snprintf(c->reason, sizeof(c->reason),
-				 "needs prerequisite %s (no --base given)", h->prereqs[i].oid);
+			         "needs prerequisite %s (no --base given)", h->prereqs[i].oid);
 		return BUNDLE_REFUSED;
 	}
 	return 0;
@@ -128,19 +129,19 @@ static void print_json(struct check *c, int accepted)
 	json_object_set_new(o, "file", jstr(c->file));
 	json_object_set_new(o, "format", h->version ? json_integer(h->version) : json_null());
 	json_object_set_new(o, "object_format",
-			    h->version ? json_string(bundle_oid_format_name(h->oid_format)) :
-					 json_null());
+	                    h->version ? json_string(bundle_oid_format_name(h->oid_format))
+	                               : json_null());
 	if (c->header_ok) {
 		json_t *refs = json_array(), *pre = json_array();
 
 		for (size_t i = 0; i < h->nr_refs; i++)
-			json_array_append_new(refs, json_pack("{s:o,s:s}", "name",
-							      jstr(h->refs[i].name), "oid",
-							      h->refs[i].oid));
+			json_array_append_new(refs,
+			                      json_pack("{s:o,s:s}", "name", jstr(h->refs[i].name),
+			                                "oid", h->refs[i].oid));
 		for (size_t i = 0; i < h->nr_prereqs; i++)
-			json_array_append_new(pre, json_pack("{s:s,s:o}", "oid",
-							     h->prereqs[i].oid, "comment",
-							     jstr(h->prereqs[i].comment)));
+			json_array_append_new(pre,
+			                      json_pack("{s:s,s:o}", "oid", h->prereqs[i].oid,
+			                                "comment", jstr(h->prereqs[i].comment)));
 		json_object_set_new(o, "refs", refs);
 		json_object_set_new(o, "prerequisites", pre);
 	} else {
@@ -152,13 +153,13 @@ static void print_json(struct check *c, int accepted)
 
 		json_object_set_new(p, "ok", json_boolean(c->pack_ret == 0));
 		json_object_set_new(p, "version",
-				    c->pr.version ? json_integer(c->pr.version) : json_null());
+		                    c->pr.version ? json_integer(c->pr.version) : json_null());
 		json_object_set_new(p, "objects", json_integer(c->pr.objects));
 		json_object_set_new(p, "checksum",
-				    c->pack_ret == 0 && c->pr.checksum[0] ? json_string(c->pr.checksum) :
-									  json_null());
-		json_object_set_new(p, "reason",
-				    c->pack_ret ? jstr(c->pr.reason) : json_null());
+		                    c->pack_ret == 0 && c->pr.checksum[0]
+		                        ? json_string(c->pr.checksum)
+		                        : json_null());
+		json_object_set_new(p, "reason", c->pack_ret ? jstr(c->pr.reason) : json_null());
 		json_object_set_new(o, "pack", p);
 	} else {
 		json_object_set_new(o, "pack", json_null());
@@ -226,7 +227,7 @@ static void parse_args(struct check *c, int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-	struct check c = { .refs = STRVEC_INIT, .bases = STRVEC_INIT };
+	struct check c = {.refs = STRVEC_INIT, .bases = STRVEC_INIT};
 	struct stat st;
 	int fd, ret, accepted;
 
@@ -260,10 +261,10 @@ int main(int argc, char **argv)
 			/* libgit2 1.5 and our walk know SHA-1 packs only. */
 			c.pack_ret = BUNDLE_REFUSED;
 			snprintf(c.pr.reason, sizeof(c.pr.reason),
-				 "pack: sha256 packs cannot be verified (only sha1)");
+			         "pack: sha256 packs cannot be verified (only sha1)");
 		} else {
-			c.pack_ret = bundle_pack_verify_fd(fd, c.repo, NULL,
-						   (uint64_t)st.st_size - c.h.pack_offset, &c.pr);
+			c.pack_ret = bundle_pack_verify_fd(
+			    fd, c.repo, NULL, (uint64_t)st.st_size - c.h.pack_offset, &c.pr);
 		}
 		if (c.pack_ret == -ENOENT && c.repo)
 			die("cannot open repository '%s'", c.repo);

@@ -28,7 +28,7 @@
 
 static int cmd_write(int argc, char **argv)
 {
-	struct bundle_write_opts o = { 0 };
+	struct bundle_write_opts o = {0};
 	struct buf err = BUF_INIT;
 	char oid[BUNDLE_HEXSZ_MAX + 1];
 	int i, ret;
@@ -57,7 +57,7 @@ static int cmd_write(int argc, char **argv)
 
 static int cmd_resolve(int argc, char **argv)
 {
-	struct bundle_write_opts o = { 0 };
+	struct bundle_write_opts o = {0};
 	struct buf err = BUF_INIT;
 	char oid[BUNDLE_HEXSZ_MAX + 1];
 	int ret;
