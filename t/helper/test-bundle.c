@@ -12,18 +12,22 @@
  *	parse a header from a file descriptor; prints version, format, refs,
  *	prerequisites and the pack offset, or "refused: <reason>"; then how
  *	far into the file it read
+ *   test-bundle header-time FILE N
+ *	open, read and parse the header N times; print the median in microseconds
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "buf.h"
 #include "bundle_read.h"
 #include "bundle_write.h"
 #include "err.h"
+#include "num.h"
 #include "banned.h"
 
 static int cmd_write(int argc, char **argv)
@@ -104,6 +108,43 @@ static int cmd_header(int argc, char **argv)
 	return ret ? 1 : 0;
 }
 
+static int cmp_long(const void *a, const void *b)
+{
+	long x = *(const long *)a, y = *(const long *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static int cmd_header_time(int argc, char **argv)
+{
+	long n, *us;
+
+	if (argc != 2 || parse_long(argv[1], 1, 100000, &n) < 0)
+		die("usage: test-bundle header-time FILE N");
+	us = xcalloc((size_t)n, sizeof(*us));
+	for (long i = 0; i < n; i++) {
+		struct bundle_header h = BUNDLE_HEADER_INIT;
+		struct timespec a, b;
+		int fd, ret;
+
+		clock_gettime(CLOCK_MONOTONIC, &a);
+		fd = open(argv[0], O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			die_errno("cannot open '%s'", argv[0]);
+		ret = bundle_header_read_fd(&h, fd);
+		close(fd);
+		bundle_header_clear(&h);
+		clock_gettime(CLOCK_MONOTONIC, &b);
+		if (ret)
+			die("header refused or unreadable");
+		us[i] = (b.tv_sec - a.tv_sec) * 1000000 + (b.tv_nsec - a.tv_nsec) / 1000;
+	}
+	qsort(us, (size_t)n, sizeof(*us), cmp_long);
+	printf("%ld\n", us[n / 2]);
+	free(us);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	tool_init(argc, argv);
@@ -113,6 +154,8 @@ int main(int argc, char **argv)
 		return cmd_write(argc - 2, argv + 2);
 	if (!strcmp(argv[1], "resolve"))
 		return cmd_resolve(argc - 2, argv + 2);
+	if (!strcmp(argv[1], "header-time"))
+		return cmd_header_time(argc - 2, argv + 2);
 	if (!strcmp(argv[1], "header"))
 		return cmd_header(argc - 2, argv + 2);
 	if (!strcmp(argv[1], "refname") && argc == 3) {
