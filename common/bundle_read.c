@@ -327,6 +327,58 @@ int bundle_header_parse(struct bundle_header *h, const char *data, size_t len)
 	return 0;
 }
 
+void bundle_full_refname(struct buf *out, const char *name)
+{
+	if (!strcmp(name, "HEAD") || !strncmp(name, "refs/", 5))
+		buf_addstr(out, name);
+	else
+		buf_addf(out, "refs/heads/%s", name);
+}
+
+int bundle_header_expect(struct bundle_header *h, const char *const *refs, size_t nr_refs,
+                         const char *const *bases, size_t nr_bases)
+{
+	if (nr_refs) {
+		for (size_t i = 0; i < h->nr_refs; i++) {
+			size_t j;
+
+			for (j = 0; j < nr_refs; j++)
+				if (!strcmp(h->refs[i].name, refs[j]))
+					break;
+			if (j == nr_refs)
+				return refuse(h->reason, "unexpected ref '%s'", h->refs[i].name);
+		}
+		for (size_t j = 0; j < nr_refs; j++) {
+			size_t i;
+
+			for (i = 0; i < h->nr_refs; i++)
+				if (!strcmp(h->refs[i].name, refs[j]))
+					break;
+			if (i == h->nr_refs)
+				return refuse(h->reason, "missing ref '%s'", refs[j]);
+		}
+	}
+	for (size_t i = 0; i < h->nr_prereqs; i++) {
+		int found = 0;
+
+		for (size_t j = 0; j < nr_bases && !found; j++) {
+			char oid[BUNDLE_HEXSZ_MAX + 1];
+
+			if (bundle_oid_parse(bases[j], strlen(bases[j]), oid) &&
+			    !strcmp(oid, h->prereqs[i].oid))
+				found = 1;
+		}
+		if (found)
+			continue;
+		if (nr_bases)
+			return refuse(h->reason, "prerequisite %s is not a given base",
+			              h->prereqs[i].oid);
+		return refuse(h->reason, "needs prerequisite %s (no --base given)",
+		              h->prereqs[i].oid);
+	}
+	return 0;
+}
+
 /*
  * Read from fd until the header's blank line ("\n\n") is in the buffer, EOF,
  * or the cap; then parse what was read.

@@ -88,6 +88,25 @@ int bundle_header_parse(struct bundle_header *h, const char *data, size_t len);
 int bundle_header_read_fd(struct bundle_header *h, int fd);
 
 /*
+ * Check an accepted header against what a caller expects (what
+ * aibox-bundle-check's --ref and --base do, and what a task does with
+ * changes.bundle): the bundle's refs must be exactly the full refnames
+ * refs[0..nr_refs) (nr_refs 0: any refs), and each prerequisite one of
+ * bases[0..nr_bases) (hex, either case; nr_bases 0: no prerequisite at all).
+ * Returns 0 or BUNDLE_REFUSED with h->reason set.
+ */
+int bundle_header_expect(struct bundle_header *h, const char *const *refs, size_t nr_refs,
+                         const char *const *bases, size_t nr_bases);
+
+/*
+ * The full refname for a name given by a user: "HEAD" and names under
+ * "refs/" as they are, anything else as a branch, "refs/heads/<name>".
+ * Appended to out; check it with bundle_refname_ok().
+ */
+struct buf;
+void bundle_full_refname(struct buf *out, const char *name);
+
+/*
  * Whether name is a valid full refname by git's check-ref-format rules (no
  * "..", control characters, space, ~ ^ : ? * [ \, "@{", a component starting
  * with '.' or ending in ".lock", a trailing '.' or '/', "//", "@" alone), and

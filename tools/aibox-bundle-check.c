@@ -49,61 +49,6 @@ struct check {
 	char reason[BUNDLE_REASON_MAX];
 };
 
-static void full_refname(struct buf *out, const char *name)
-{
-	if (!strcmp(name, "HEAD") || !strncmp(name, "refs/", 5))
-		buf_addstr(out, name);
-	else
-		buf_addf(out, "refs/heads/%s", name);
-}
-
-static int in_set(const struct strvec *sv, const char *s)
-{
-	for (size_t i = 0; i < sv->nr; i++)
-		if (!strcmp(sv->v[i], s))
-			return 1;
-	return 0;
-}
-
-/* The refs and prerequisites against --ref and --base.  0 or BUNDLE_REFUSED. */
-static int check_sets(struct check *c)
-{
-	const struct bundle_header *h = &c->h;
-
-	if (c->refs.nr) {
-		for (size_t i = 0; i < h->nr_refs; i++)
-			if (!in_set(&c->refs, h->refs[i].name)) {
-				snprintf(c->reason, sizeof(c->reason), "unexpected ref '%s'",
-				         h->refs[i].name);
-				return BUNDLE_REFUSED;
-			}
-		for (size_t i = 0; i < c->refs.nr; i++) {
-			int found = 0;
-
-			for (size_t j = 0; j < h->nr_refs; j++)
-				if (!strcmp(h->refs[j].name, c->refs.v[i]))
-					found = 1;
-			if (!found) {
-				snprintf(c->reason, sizeof(c->reason), "missing ref '%s'",
-				         c->refs.v[i]);
-				return BUNDLE_REFUSED;
-			}
-		}
-	}
-	for (size_t i = 0; i < h->nr_prereqs; i++) {
-		if (in_set(&c->bases, h->prereqs[i].oid))
-			continue;
-		if (c->bases.nr)
-			snprintf(c->reason, sizeof(c->reason),
-			         "prerequisite %s is not a given base", h->prereqs[i].oid);
-		else
-			snprintf(c->reason, sizeof(c->reason),
-			         "needs prerequisite %s (no --base given)", h->prereqs[i].oid);
-		return BUNDLE_REFUSED;
-	}
-	return 0;
-}
-
 /* A JSON string of untrusted bytes: invalid UTF-8 becomes U+FFFD-free '?'. */
 static json_t *jstr(const char *s)
 {
@@ -190,7 +135,7 @@ static void parse_args(struct check *c, int argc, char **argv)
 			if (!strcmp(a, "--ref")) {
 				struct buf full = BUF_INIT;
 
-				full_refname(&full, v);
+				bundle_full_refname(&full, v);
 				if (!*v || !bundle_refname_ok(full.buf, full.len))
 					die("invalid ref name '%s'", v);
 				strvec_push(&c->refs, full.buf);
@@ -251,7 +196,9 @@ int main(int argc, char **argv)
 		memcpy(c.reason, c.h.reason, sizeof(c.reason));
 	} else {
 		c.header_ok = 1;
-		ret = check_sets(&c);
+		ret = bundle_header_expect(&c.h, c.refs.v, c.refs.nr, c.bases.v, c.bases.nr);
+		if (ret)
+			memcpy(c.reason, c.h.reason, sizeof(c.reason));
 	}
 	if (!ret && c.pack) {
 		if (lseek(fd, (off_t)c.h.pack_offset, SEEK_SET) < 0)
