@@ -16,8 +16,8 @@
  * output file (inside the task folder), removed on every path out: on
  * SIGINT, SIGTERM, SIGHUP or SIGQUIT arriving while git runs, git is stopped,
  * the folder and any partial output are removed, and the signal is raised
- * again with the caller's disposition.  Only SIGKILL leaves it behind;
- * `aibox tasks clean` removes such leftovers with the task folder.
+ * again with the caller's disposition.  Only SIGKILL leaves it behind, in
+ * the task folder, where `aibox tasks clean --all` removes it with the folder.
  */
 #ifndef AIBOX_BUNDLE_WRITE_H
 #define AIBOX_BUNDLE_WRITE_H
