@@ -58,7 +58,8 @@ struct spill {
 
 struct conn {
 	struct handle hc, hu;
-	struct conn *prev, *next, *gnext;
+	struct conn *prev, *next, *gnext, *anext;
+	int again; /* on the again list: TLS holds bytes epoll cannot see */
 	int cfd, ufd;
 	int c_gone, u_gone; /* fd taken out of epoll after a hangup */
 	SSL *ssl;
@@ -101,6 +102,7 @@ static const struct proxy_config *cfg;
 static int epfd;
 static struct conn *conns;
 static struct conn *graveyard; /* killed in this round, freed after it */
+static struct conn *again_list;	/* to pump once more before sleeping */
 static int nconns, listening;
 static struct handle h_listen = { NULL, SIDE_LISTEN }, h_signal = { NULL, SIDE_SIGNAL },
 		     h_resolver = { NULL, SIDE_RESOLVER };
@@ -272,6 +274,14 @@ static void conn_kill(struct conn *c)
 	if (c->next)
 		c->next->prev = c->prev;
 	nconns--;
+	if (c->again) {
+		for (struct conn **pp = &again_list; *pp; pp = &(*pp)->anext)
+			if (*pp == c) {
+				*pp = c->anext;
+				break;
+			}
+		c->again = 0;
+	}
 	c->gnext = graveyard;
 	graveyard = c;
 }
@@ -1248,7 +1258,7 @@ static void update_events(struct conn *c)
 			ue |= EPOLLOUT;
 		break;
 	case ST_FWD:
-		if (!c->req_done && !to_u && !c->req_ready && c->in_len < HTTP_MAX_HEAD)
+		if (!c->req_done && !to_u && !c->req_ready && c->in_len - c->in_off < HTTP_MAX_HEAD)
 			ce |= EPOLLIN;
 		if (c->resp_ready)
 			ce |= EPOLLOUT;
@@ -1342,8 +1352,14 @@ static void pump(struct conn *c)
 		if (c->dead || c->state == before)
 			break;
 	}
-	if (!c->dead)
-		update_events(c);
+	if (c->dead)
+		return;
+	update_events(c);
+	if (c->ssl && !c->again && SSL_pending(c->ssl) > 0 && (c->uev & EPOLLIN)) {
+		c->again = 1;
+		c->anext = again_list;
+		again_list = c;
+	}
 }
 
 static void on_event(struct handle *h, uint32_t ev)
@@ -1482,7 +1498,7 @@ int proxy_run(const struct proxy_config *config)
 	next_sweep = now_ms + tick;
 
 	for (;;) {
-		int n = epoll_wait(epfd, evs, MAX_EVENTS, tick);
+		int n = epoll_wait(epfd, evs, MAX_EVENTS, again_list ? 0 : tick);
 
 		if (n < 0 && errno != EINTR)
 			return -errno;
@@ -1510,6 +1526,19 @@ int proxy_run(const struct proxy_config *config)
 			default:
 				on_event(h, evs[i].events);
 				break;
+			}
+		}
+		{
+			struct conn *list = again_list;
+
+			again_list = NULL;
+			while (list) {
+				struct conn *c = list;
+
+				list = c->anext;
+				c->again = 0;
+				if (!c->dead)
+					pump(c);
 			}
 		}
 		free_graveyard();
