@@ -115,11 +115,11 @@ static int parse_duration(const char *s, const char *opt)
 	return (int)(v * mult);
 }
 
-static int fd_arg(const char *s, const char *opt)
+static int fd_arg(const char *s, const char *opt, int min)
 {
 	int fd;
 
-	if (parse_fd(s, &fd) < 0 || fd < 3)
+	if (parse_fd(s, &fd) < 0 || fd < min)
 		die("invalid %s '%s'", opt, s);
 	if (fcntl(fd, F_GETFD) < 0)
 		die_errno("%s %d", opt, fd);
@@ -260,7 +260,7 @@ int main(int argc, char **argv)
 			listen_spec = optarg;
 			break;
 		case OPT_LISTEN_FD:
-			cfg.listen_fd = fd_arg(optarg, "--listen-fd");
+			cfg.listen_fd = fd_arg(optarg, "--listen-fd", 0);
 			break;
 		case OPT_ALLOW:
 			strvec_push(&allow_entries, optarg);
@@ -272,13 +272,13 @@ int main(int argc, char **argv)
 			log_path = optarg;
 			break;
 		case OPT_LOG_FD:
-			cfg.log_fd = fd_arg(optarg, "--log-fd");
+			cfg.log_fd = fd_arg(optarg, "--log-fd", 1);
 			break;
 		case OPT_KEY_ENV:
 			key_env = optarg;
 			break;
 		case OPT_READY_FD:
-			ready_fd = fd_arg(optarg, "--ready-fd");
+			ready_fd = fd_arg(optarg, "--ready-fd", 1);
 			break;
 		case OPT_PRESETS:
 			presets = optarg;
