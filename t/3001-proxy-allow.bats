@@ -184,6 +184,7 @@ teardown() {
 
 @test "proxy: it runs under seccomp, keeps no key in its environment, and stops cleanly" {
 	export AIBOX_TEST_KEY=sk-secret-in-env-4242
+	unset AIBOX_PROXY_HOSTS # with resolver threads too
 	start_proxy --key-env AIBOX_TEST_KEY
 	run grep '^Seccomp:' "/proc/$PROXY_PID/status"
 	assert_output "$(printf 'Seccomp:\t2')"

@@ -251,6 +251,13 @@ int main(int argc, char **argv)
 	sigset_t mask;
 
 	tool_init(argc, argv);
+	/* Blocked before any thread starts, so that only the signalfd sees them. */
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGHUP);
+	if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
+		die_errno("sigprocmask");
 	cfg.header_timeout_ms = 30000;
 	cfg.idle_timeout_ms = 600000;
 	cfg.connect_timeout_ms = 30000;
@@ -385,12 +392,6 @@ int main(int argc, char **argv)
 		cfg.listen_fd = open_listener(listen_spec ? listen_spec : "127.0.0.1:3128", &shown);
 	}
 
-	sigemptyset(&mask);
-	sigaddset(&mask, SIGTERM);
-	sigaddset(&mask, SIGINT);
-	sigaddset(&mask, SIGHUP);
-	if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
-		die_errno("sigprocmask");
 	cfg.signal_fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
 	if (cfg.signal_fd < 0)
 		die_errno("signalfd");
