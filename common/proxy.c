@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <openssl/err.h>
@@ -30,6 +31,9 @@
 #define RBUF_SIZE (16 * 1024)
 #define LINGER_MS 2000
 #define MAX_EVENTS 256
+/* A tunnel direction that moved this much goes over a pipe with splice(2). */
+#define BULK_BYTES (1024 * 1024)
+#define PIPE_BYTES (1024 * 1024)
 
 enum state {
 	ST_HEAD,    /* reading a request head from the client */
@@ -88,6 +92,10 @@ struct conn {
 	int req_done, resp_head_done, resp_done;
 	int c_eof, u_eof, c_shut, u_shut;
 	int ssl_rw, ssl_ww; /* SSL read wants write, SSL write wants read */
+
+	/* Bulk tunnel directions (0 client to upstream, 1 back): a pipe for splice. */
+	int pipe_r[2], pipe_w[2];
+	size_t pipe_len[2], pipe_cap[2];
 
 	struct resolve_job *job;
 	struct resolve_result addrs;
@@ -267,6 +275,14 @@ static void conn_kill(struct conn *c)
 	if (c->cfd >= 0)
 		close(c->cfd);
 	c->cfd = -1;
+	for (int d = 0; d < 2; d++) {
+		if (c->pipe_r[d] >= 0) {
+			close(c->pipe_r[d]);
+			close(c->pipe_w[d]);
+		}
+		c->pipe_r[d] = c->pipe_w[d] = -1;
+		c->pipe_len[d] = 0;
+	}
 	if (c->prev)
 		c->prev->next = c->next;
 	else
@@ -1181,6 +1197,78 @@ static int fwd_response(struct conn *c)
 
 /* ---- tunnels ---- */
 
+/* Bytes of one tunnel direction not yet written to its destination. */
+static size_t tunnel_pending(const struct conn *c, int from_client)
+{
+	int d = from_client ? 0 : 1;
+
+	return spill_pending(from_client ? &c->to_upstream : &c->to_client) + c->pipe_len[d];
+}
+
+/* Switch a busy direction to splice(2): no copies through user space. */
+static void go_bulk(struct conn *c, int d)
+{
+	int p[2];
+	int sz;
+
+	if (pipe2(p, O_NONBLOCK | O_CLOEXEC) < 0)
+		return; /* stay with read and write */
+	fcntl(p[1], F_SETPIPE_SZ, PIPE_BYTES);
+	sz = fcntl(p[1], F_GETPIPE_SZ);
+	c->pipe_r[d] = p[0];
+	c->pipe_w[d] = p[1];
+	c->pipe_cap[d] = sz > 0 ? (size_t)sz : 65536;
+	c->pipe_len[d] = 0;
+}
+
+static int relay_splice(struct conn *c, int from_client)
+{
+	int d = from_client ? 0 : 1;
+	int src = from_client ? c->cfd : c->ufd, dst = from_client ? c->ufd : c->cfd;
+	int *src_eof = from_client ? &c->c_eof : &c->u_eof;
+	int *dst_shut = from_client ? &c->u_shut : &c->c_shut;
+	uint64_t *count = from_client ? &c->sent : &c->received;
+
+	for (int rounds = 0; rounds < 16; rounds++) {
+		ssize_t n;
+
+		while (c->pipe_len[d]) {
+			n = splice(c->pipe_r[d], NULL, dst, NULL, c->pipe_len[d],
+				   SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0 && errno == EAGAIN)
+				return 0;
+			if (n <= 0)
+				return -1;
+			c->pipe_len[d] -= n;
+		}
+		if (*src_eof) {
+			if (!*dst_shut) {
+				shutdown(dst, SHUT_WR);
+				*dst_shut = 1;
+			}
+			return 0;
+		}
+		n = splice(src, NULL, c->pipe_w[d], NULL, c->pipe_cap[d],
+			   SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			return 0;
+		if (n < 0)
+			return -1;
+		if (n == 0) {
+			*src_eof = 1;
+			continue;
+		}
+		c->pipe_len[d] += n;
+		*count += n;
+		c->deadline_ms = now_ms + cfg->idle_timeout_ms;
+	}
+	return 0;
+}
+
 /* Move bytes from one side to the other.  -1 when the connection failed. */
 static int relay(struct conn *c, int from_client)
 {
@@ -1188,7 +1276,10 @@ static int relay(struct conn *c, int from_client)
 	int *src_eof = from_client ? &c->c_eof : &c->u_eof;
 	int *dst_shut = from_client ? &c->u_shut : &c->c_shut;
 	uint64_t *count = from_client ? &c->sent : &c->received;
+	int d = from_client ? 0 : 1;
 
+	if (c->pipe_r[d] >= 0)
+		return relay_splice(c, from_client);
 	for (int rounds = 0; rounds < 16; rounds++) {
 		int f = flush_spill(c, out, !from_client);
 		ssize_t n, w;
@@ -1197,6 +1288,11 @@ static int relay(struct conn *c, int from_client)
 			return -1;
 		if (!f)
 			return 0;
+		if (*count >= BULK_BYTES && !*src_eof) {
+			go_bulk(c, d);
+			if (c->pipe_r[d] >= 0)
+				return relay_splice(c, from_client);
+		}
 		if (*src_eof) {
 			if (!*dst_shut) {
 				shutdown(from_client ? c->ufd : c->cfd, SHUT_WR);
@@ -1250,6 +1346,8 @@ static void update_events(struct conn *c)
 		ue = c->ssl_rw ? EPOLLOUT : EPOLLIN;
 		break;
 	case ST_TUNNEL:
+		to_u = tunnel_pending(c, 1) > 0;
+		to_c = tunnel_pending(c, 0) > 0;
 		if (!to_u && !c->c_eof)
 			ce |= EPOLLIN;
 		if (!to_c && !c->u_eof)
@@ -1308,10 +1406,9 @@ static void pump(struct conn *c)
 				conn_kill(c);
 				return;
 			}
-			if ((c->c_eof && c->u_eof && !spill_pending(&c->to_client) &&
-			     !spill_pending(&c->to_upstream)) ||
-			    (c->c_gone && !spill_pending(&c->to_upstream)) ||
-			    (c->u_gone && !spill_pending(&c->to_client))) {
+			if ((c->c_eof && c->u_eof && !tunnel_pending(c, 0) && !tunnel_pending(c, 1)) ||
+			    (c->c_gone && !tunnel_pending(c, 1)) ||
+			    (c->u_gone && !tunnel_pending(c, 0))) {
 				log_line(c, "allowed", NULL);
 				conn_kill(c);
 				return;
@@ -1382,7 +1479,7 @@ static void on_event(struct handle *h, uint32_t ev)
 
 		if (client ? !c->c_eof : !c->u_eof)
 			return; /* bytes still to read first */
-		if (!spill_pending(client ? &c->to_upstream : &c->to_client)) {
+		if (!tunnel_pending(c, client)) {
 			log_line(c, "allowed", NULL);
 			conn_kill(c);
 			return;
@@ -1419,6 +1516,7 @@ static void accept_all(void)
 		c->hu.side = SIDE_UPSTREAM;
 		c->cfd = fd;
 		c->ufd = -1;
+		c->pipe_r[0] = c->pipe_r[1] = c->pipe_w[0] = c->pipe_w[1] = -1;
 		c->cev = EPOLLIN;
 		if (add_fd(fd, &c->hc, EPOLLIN) < 0) {
 			close(fd);

@@ -44,3 +44,15 @@ free_port() {
 	run grep '^Max open files' "/proc/$PROXY_PID/limits"
 	assert_output --regexp "^Max open files +$hard +$hard +files"
 }
+
+@test "load: bulk tunnels (spliced past the first MiB) carry every byte both ways" {
+	ep=$(free_port)
+	start_proxy --allow "127.0.0.1:$ep"
+	run timeout 120 python3 "$TOP/t/proxy-load.py" "$PROXY_PORT" 4 --echo-port "$ep" \
+		--rounds 3 --size 3000000
+	echo "$output"
+	assert_success
+	assert_line --partial "echoed 3 rounds on 4 tunnels"
+	stop_proxy
+	[ "$(grep -c "127.0.0.1:$ep CONNECT allowed sent=9000000 received=9000000" "$T/proxy.log")" = 4 ]
+}

@@ -72,7 +72,8 @@ async def main():
     print("opened %d tunnels in %.2fs" % (len(tunnels), time.time() - t0))
 
     async def use(i, r, w, rnd):
-        msg = (b"%d/%d:" % (i, rnd)).ljust(a.size, b"x")
+        tag = b"%d/%d:" % (i, rnd)
+        msg = (tag * (a.size // len(tag) + 1))[:a.size]
         w.write(msg)
         await w.drain()
         got = await asyncio.wait_for(r.readexactly(len(msg)), 30)
