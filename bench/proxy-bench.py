@@ -11,6 +11,7 @@ and closes tunnels one after another for a few seconds and counts them.
 """
 import argparse
 import multiprocessing
+import os
 import socket
 import time
 
@@ -76,12 +77,21 @@ def tunnel(pport, sport):
     return s
 
 
+def cpu_seconds(pid):
+    if not pid:
+        return 0.0
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("pport", type=int)
     ap.add_argument("sport", type=int)
     ap.add_argument("--bytes", type=int, default=1 << 30)
     ap.add_argument("--seconds", type=float, default=3.0)
+    ap.add_argument("--pid", type=int, help="the proxy, to read its CPU time")
     a = ap.parse_args()
 
     ready = multiprocessing.Event()
@@ -93,15 +103,22 @@ def main():
     send(socket.create_connection(("127.0.0.1", a.sport)), 1 << 26)
     send(tunnel(a.pport, a.sport), 1 << 26)
     direct, through = [], []
+    cpu = 0.0
     for _ in range(3):
         direct.append(send(socket.create_connection(("127.0.0.1", a.sport)), a.bytes))
+        c0 = cpu_seconds(a.pid)
         through.append(send(tunnel(a.pport, a.sport), a.bytes))
+        cpu += cpu_seconds(a.pid) - c0
     d, t = min(direct), min(through)
     mib = a.bytes / (1 << 20)
     print("transfer: %d MiB, best of 3" % mib)
     print("direct:  %.2f s  %.0f MiB/s" % (d, mib / d))
     print("tunnel:  %.2f s  %.0f MiB/s" % (t, mib / t))
     print("ratio:   %.2f" % (d / t))
+    if a.pid:
+        print("proxy CPU time: %.2f s per GiB through the tunnel" % (cpu / 3 / (a.bytes / (1 << 30))))
+    with open("/proc/loadavg") as f:
+        print("load average during the run: %s" % " ".join(f.read().split()[:3]))
 
     # connection rate: CONNECT, 200, close, one after another
     n = 0

@@ -197,7 +197,8 @@ static void spill_add(struct spill *s, const void *p, size_t n)
 		size_t want = s->len - s->off + n;
 		char *np = xmalloc(want);
 
-		memcpy(np, s->p + s->off, s->len - s->off);
+		if (s->len > s->off)
+			memcpy(np, s->p + s->off, s->len - s->off);
 		free(s->p);
 		s->p = np;
 		s->len -= s->off;

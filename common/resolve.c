@@ -41,6 +41,7 @@ struct resolver {
 	pthread_cond_t cond;
 	struct resolve_job *queue, **queue_tail, *done;
 	int nqueued;
+	int stop, refs; /* refs: the owner and each thread; the last one out frees */
 };
 
 static int parse_addr(const char *s, int port, struct sockaddr_storage *ss, socklen_t *len)
@@ -107,6 +108,37 @@ static void read_hosts(struct resolver *r, const char *text)
 	}
 }
 
+static void destroy(struct resolver *r)
+{
+	struct resolve_job *j, *next;
+
+	for (j = r->queue; j; j = next) {
+		next = j->next;
+		free(j);
+	}
+	for (j = r->done; j; j = next) {
+		next = j->next;
+		free(j);
+	}
+	for (size_t i = 0; i < r->nhosts; i++)
+		free(r->hosts[i].name);
+	free(r->hosts);
+	close(r->efd);
+	pthread_mutex_destroy(&r->lock);
+	pthread_cond_destroy(&r->cond);
+	free(r);
+}
+
+/* Drop one reference under the lock (held on entry, released here). */
+static void unref_locked(struct resolver *r)
+{
+	int last = --r->refs == 0;
+
+	pthread_mutex_unlock(&r->lock);
+	if (last)
+		destroy(r);
+}
+
 static void *worker(void *arg)
 {
 	struct resolver *r = arg;
@@ -118,8 +150,12 @@ static void *worker(void *arg)
 		int ret, cancelled;
 
 		pthread_mutex_lock(&r->lock);
-		while (!r->queue)
+		while (!r->queue && !r->stop)
 			pthread_cond_wait(&r->cond, &r->lock);
+		if (r->stop) {
+			unref_locked(r);
+			return NULL;
+		}
 		job = r->queue;
 		r->queue = job->next;
 		if (!r->queue)
@@ -180,6 +216,7 @@ struct resolver *resolver_new(const char *hosts_path, int use_dns, int nthreads,
 	read_hosts(r, text.buf);
 	buf_release(&text);
 	r->use_dns = use_dns;
+	r->refs = 1;
 	r->queue_tail = &r->queue;
 	pthread_mutex_init(&r->lock, NULL);
 	pthread_cond_init(&r->cond, NULL);
@@ -191,8 +228,12 @@ struct resolver *resolver_new(const char *hosts_path, int use_dns, int nthreads,
 	}
 	for (int i = 0; use_dns && i < nthreads; i++) {
 		pthread_t t;
-		int ret = pthread_create(&t, NULL, worker, r);
+		int ret;
 
+		pthread_mutex_lock(&r->lock);
+		r->refs++;
+		pthread_mutex_unlock(&r->lock);
+		ret = pthread_create(&t, NULL, worker, r);
 		if (ret) {
 			buf_addf(err, "cannot start a resolver thread: %s", strerror(ret));
 			return NULL;
@@ -291,4 +332,14 @@ void resolver_collect(struct resolver *r, void (*cb)(void *cookie, struct resolv
 			cb(list->cookie, &list->res);
 		free(list);
 	}
+}
+
+void resolver_free(struct resolver *r)
+{
+	if (!r)
+		return;
+	pthread_mutex_lock(&r->lock);
+	r->stop = 1;
+	pthread_cond_broadcast(&r->cond);
+	unref_locked(r);
 }

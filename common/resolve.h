@@ -52,4 +52,10 @@ void resolver_cancel(struct resolver *r, struct resolve_job *job);
 /* Hand each finished, not cancelled job's result to cb, then free the jobs. */
 void resolver_collect(struct resolver *r, void (*cb)(void *cookie, struct resolve_result *res));
 
+/*
+ * Stop the threads and free everything once the last of them is out (a
+ * thread inside getaddrinfo() finishes that first; its result is dropped).
+ */
+void resolver_free(struct resolver *r);
+
 #endif

@@ -200,6 +200,34 @@ teardown() {
 	assert_output "$(printf 'Seccomp:\t0')"
 }
 
+@test "proxy: without the sandbox it frees what it holds (leak check under SANITIZE=1)" {
+	make_test_ca "$T/ca"
+	start_fake_api "$T/script.json" --tls "$T/ca/server.pem" "$T/ca/server.key"
+	export AIBOX_TEST_KEY=sk-leak-check
+	unset AIBOX_PROXY_HOSTS # with resolver threads
+	ASAN_OPTIONS=detect_leaks=1 AIBOX_API_UPSTREAM=https://localhost:$FAKE_API_PORT \
+		AIBOX_API_CA=$T/ca/ca.pem start_proxy --no-sandbox --key-env AIBOX_TEST_KEY \
+		--allow "localhost:$FAKE_API_PORT"
+	run curl -sS -x "$PROXY" "http://127.0.0.1:3129/api/hello"
+	assert_output '{}'
+	run curl -sS -x "$PROXY" --cacert "$T/ca/ca.pem" "https://localhost:$FAKE_API_PORT/api/hello"
+	assert_output '{}'
+	run raw_request 'GET http://x/ HTTP/1.1\r\nHost: y\r\n\r\n'
+	assert_output --partial "403 Forbidden"
+	# a connection still open when the proxy stops
+	exec 5<>"/dev/tcp/127.0.0.1/$PROXY_PORT"
+	printf 'CONNECT localhost:%s HTTP/1.1\r\n\r\n' "$FAKE_API_PORT" >&5
+	read -r -t 5 line <&5
+	[ "${line%$'\r'}" = "HTTP/1.1 200 Connection established" ]
+	st=0
+	stop_proxy || st=$?
+	exec 5<&-
+	cat "$T/proxy.err"
+	[ "$st" -eq 0 ]
+	! grep -q 'LeakSanitizer' "$T/proxy.err"
+	grep -q "localhost:$FAKE_API_PORT CONNECT allowed (proxy stopped)" "$T/proxy.log"
+}
+
 @test "proxy: listens on a unix socket and on a given fd" {
 	start_fake_api "$T/script.json"
 	aibox-proxy --listen "unix:$T/p.sock" --ready-fd 3 --allow "127.0.0.1:$FAKE_API_PORT" \

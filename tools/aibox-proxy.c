@@ -30,6 +30,7 @@
 #include "sandbox.h"
 #include "spawn.h"
 #include "tls.h"
+#include <openssl/crypto.h>
 #include "banned.h"
 
 static const char usage[] =
@@ -413,6 +414,7 @@ int main(int argc, char **argv)
 	ret = proxy_run(&cfg);
 	if (ret < 0)
 		die_err(ret, "the proxy failed");
+	resolver_free(cfg.resolver);
 	allow_clear(&allow);
 	strvec_clear(&allow_entries);
 	strvec_clear(&allow_files);
@@ -420,5 +422,9 @@ int main(int argc, char **argv)
 	buf_release(&shown);
 	if (cfg.tls)
 		SSL_CTX_free(cfg.tls);
+	if (cfg.api_key) {
+		OPENSSL_cleanse((char *)cfg.api_key, strlen(cfg.api_key));
+		free((char *)cfg.api_key);
+	}
 	return 0;
 }
