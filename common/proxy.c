@@ -112,6 +112,7 @@ static struct conn *conns;
 static struct conn *graveyard; /* killed in this round, freed after it */
 static struct conn *again_list;	/* to pump once more before sleeping */
 static int nconns, listening;
+static int64_t accept_paused_until; /* after EMFILE: let connections close first */
 static struct handle h_listen = { NULL, SIDE_LISTEN }, h_signal = { NULL, SIDE_SIGNAL },
 		     h_resolver = { NULL, SIDE_RESOLVER };
 static char scratch[SCRATCH_SIZE];
@@ -1506,8 +1507,12 @@ static void accept_all(void)
 		struct conn *c;
 
 		if (fd < 0) {
-			if (errno == EMFILE || errno == ENFILE)
+			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+			    errno == ENOMEM) {
+				/* Out of fds: stop accepting for a moment rather than spin. */
 				warning("accept: %s", strerror(errno));
+				accept_paused_until = now_ms + 100;
+			}
 			return;
 		}
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -1597,7 +1602,8 @@ int proxy_run(const struct proxy_config *config)
 	next_sweep = now_ms + tick;
 
 	for (;;) {
-		int n = epoll_wait(epfd, evs, MAX_EVENTS, again_list ? 0 : tick);
+		int n = epoll_wait(epfd, evs, MAX_EVENTS,
+				   again_list ? 0 : (listening || nconns >= cfg->max_conns ? tick : 100));
 
 		if (n < 0 && errno != EINTR)
 			return -errno;
@@ -1646,10 +1652,10 @@ int proxy_run(const struct proxy_config *config)
 			next_sweep = now_ms + tick;
 		}
 		free_graveyard();
-		if (nconns < cfg->max_conns && !listening) {
+		if (nconns < cfg->max_conns && !listening && now_ms >= accept_paused_until) {
 			set_events(cfg->listen_fd, &h_listen, &(uint32_t){ 0 }, EPOLLIN);
 			listening = 1;
-		} else if (nconns >= cfg->max_conns && listening) {
+		} else if ((nconns >= cfg->max_conns || now_ms < accept_paused_until) && listening) {
 			set_events(cfg->listen_fd, &h_listen, &(uint32_t){ EPOLLIN }, 0);
 			listening = 0;
 		}

@@ -6,10 +6,9 @@
 # $T/proxy.err.  stop_proxy (teardown calls it) ends it with SIGTERM and
 # fails unless it exited 0.
 
-# LeakSanitizer (make SANITIZE=1) needs /proc and ptrace at exit, which the
-# proxy's seccomp lockdown forbids: leaks are checked in one test that runs
-# the proxy with --no-sandbox (3001), and off for the rest.
-export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0
+# Under make SANITIZE=1, LeakSanitizer runs when the proxy locks itself down
+# (sandbox_lockdown(); /proc is closed to it afterwards); one test in 3001 runs
+# the proxy with --no-sandbox to check for leaks at exit too.
 
 start_proxy() {
 	local i
