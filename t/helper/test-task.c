@@ -12,8 +12,9 @@
  *	start SSHD-ARGV (sshd -i) on one end of a socketpair and run COMMAND
  *	over the other; print stdout (or with --count its size and speed),
  *	"stderr: LINE" for each stderr line, then "exit N" or "error: MSG"
- *   test-task results FILE [--end HEX] [--dir D] [--proxy-log F]
- *	parse result.json and print the summary lines ("aibox: ...", "vm: ...")
+ *   test-task results FILE [--end HEX] [--bundle PATH] [--branch B] [--proxy-log F]
+ *	parse result.json (FILE "-" for none) and print the summary lines,
+ *	"aibox: TEXT" or "vm: TEXT" (a minimal printer, for these tests only)
  *   test-task shell-quote STRING
  *   test-task settings [--secret NAME=VALUE...]
  *	write a sample settings.json to stdout and the secrets JSON to fd 3
@@ -33,6 +34,7 @@
 #include "buf.h"
 #include "err.h"
 #include "num.h"
+#include "results.h"
 #include "spawn.h"
 #include "ssh.h"
 #include "tar_in.h"
@@ -254,6 +256,74 @@ static int cmd_ssh_run(int argc, char **argv)
 	return ret < 0 ? 1 : 0;
 }
 
+static int cmd_results(int argc, char **argv)
+{
+	struct task_result r;
+	struct summary_in in = { .bundle_path = "/tasks/x/changes.bundle", .branch = "aibox/task-x" };
+	struct summary sum = SUMMARY_INIT;
+	struct strvec hosts = STRVEC_INIT;
+	struct buf json = BUF_INIT, err = BUF_INIT, log = BUF_INIT;
+	int have = 0, ret;
+
+	if (argc < 1)
+		die("usage: test-task results FILE [options]");
+	for (int i = 1; i + 1 < argc; i += 2) {
+		if (!strcmp(argv[i], "--end"))
+			in.end_commit = argv[i + 1];
+		else if (!strcmp(argv[i], "--bundle"))
+			in.bundle_path = argv[i + 1];
+		else if (!strcmp(argv[i], "--branch"))
+			in.branch = argv[i + 1];
+		else if (!strcmp(argv[i], "--proxy-log")) {
+			size_t n;
+
+			if (buf_read_file(&log, argv[i + 1], 64 << 20) < 0)
+				die_errno("cannot read '%s'", argv[i + 1]);
+			n = proxy_log_hosts(log.buf, log.len, 3, &hosts);
+			if (n > hosts.nr)
+				printf("(%zu more hosts)\n", n - hosts.nr);
+		} else
+			die("unknown option '%s'", argv[i]);
+	}
+	if (strcmp(argv[0], "-")) {
+		ssize_t n = buf_read_file(&json, argv[0], RESULT_JSON_MAX + 1);
+
+		if (n < 0)
+			die_err((int)n, "cannot read '%s'", argv[0]);
+		if ((ret = result_parse(json.buf, json.len, &r, &err)) < 0) {
+			printf("refused: %s\n", err.buf);
+			return 1;
+		}
+		have = 1;
+		in.result = &r;
+	}
+	in.hosts = hosts.v;
+	in.nhosts = hosts.nr;
+	summary_make(&in, &sum);
+	for (size_t i = 0; i < sum.nr; i++)
+		printf("%s: %s\n", sum.v[i].vm ? "vm" : "aibox", sum.v[i].text);
+	summary_release(&sum);
+	if (have)
+		result_release(&r);
+	strvec_clear(&hosts);
+	buf_release(&json);
+	buf_release(&err);
+	buf_release(&log);
+	return 0;
+}
+
+static int cmd_shell_quote(int argc, char **argv)
+{
+	struct buf b = BUF_INIT;
+
+	if (argc != 1)
+		die("usage: test-task shell-quote STRING");
+	shell_quote(&b, argv[0]);
+	printf("%s\n", b.buf);
+	buf_release(&b);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	tool_init(argc, argv);
@@ -266,5 +336,9 @@ int main(int argc, char **argv)
 		return cmd_ssh_keys(argc - 2, argv + 2);
 	if (!strcmp(argv[1], "ssh-run"))
 		return cmd_ssh_run(argc - 2, argv + 2);
+	if (!strcmp(argv[1], "results"))
+		return cmd_results(argc - 2, argv + 2);
+	if (!strcmp(argv[1], "shell-quote"))
+		return cmd_shell_quote(argc - 2, argv + 2);
 	die("unknown command '%s'", argv[1]);
 }
