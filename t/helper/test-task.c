@@ -16,8 +16,11 @@
  *	parse result.json (FILE "-" for none) and print the summary lines,
  *	"aibox: TEXT" or "vm: TEXT" (a minimal printer, for these tests only)
  *   test-task shell-quote STRING
- *   test-task settings [--secret NAME=VALUE...]
- *	write a sample settings.json to stdout and the secrets JSON to fd 3
+ *   test-task settings [--id ID] [--commit HEX] [--model M] [--timeout S]
+ *		[--budget USD] [--api none|forward|oauth] [--env NAME=VALUE...]
+ *		[--mount TAG:PATH...] [--system-prompt S] [--git NAME:EMAIL]
+ *		[--secrets FILE]
+ *	print settings.json; write the secrets JSON for stdin to FILE
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -38,6 +41,7 @@
 #include "spawn.h"
 #include "ssh.h"
 #include "tar_in.h"
+#include "task_settings.h"
 #include "banned.h"
 
 static int cmd_tar_in(int argc, char **argv)
@@ -324,6 +328,83 @@ static int cmd_shell_quote(int argc, char **argv)
 	return 0;
 }
 
+static int cmd_settings(int argc, char **argv)
+{
+	struct task_settings ts = {
+		.id = "259e07",
+		.start_commit = "0123456789abcdef0123456789abcdef01234567",
+		.timeout_s = 3600,
+		.git_name = "Test User",
+		.git_email = "test@example.com",
+		.api = TASK_API_FORWARD,
+	};
+	struct task_secret secrets[16];
+	struct task_mount mounts[16];
+	const char *names[16];
+	const char *secrets_file = NULL;
+	struct buf out = BUF_INIT, err = BUF_INIT, sec = BUF_INIT;
+	size_t nsec = 0, nmounts = 0;
+	int ret;
+
+	for (int i = 0; i + 1 < argc; i += 2) {
+		const char *a = argv[i], *v = argv[i + 1];
+		char *sep;
+
+		if (!strcmp(a, "--id"))
+			ts.id = v;
+		else if (!strcmp(a, "--commit"))
+			ts.start_commit = v;
+		else if (!strcmp(a, "--model"))
+			ts.model = v;
+		else if (!strcmp(a, "--timeout"))
+			ts.timeout_s = strtol(v, NULL, 10);
+		else if (!strcmp(a, "--budget")) {
+			ts.has_budget = 1;
+			ts.max_budget_usd = strtod(v, NULL);
+		} else if (!strcmp(a, "--api"))
+			ts.api = !strcmp(v, "none") ? TASK_API_NONE : !strcmp(v, "oauth") ? TASK_API_OAUTH : !strcmp(v, "forward") ? TASK_API_FORWARD : (enum task_api)7;
+		else if (!strcmp(a, "--env") && nsec < 16 && (sep = strchr(argv[i + 1], '='))) {
+			*sep = '\0';
+			secrets[nsec].name = names[nsec] = argv[i + 1];
+			secrets[nsec++].value = sep + 1;
+		} else if (!strcmp(a, "--mount") && nmounts < 16 && (sep = strchr(argv[i + 1], ':'))) {
+			*sep = '\0';
+			mounts[nmounts].tag = argv[i + 1];
+			mounts[nmounts++].path = sep + 1;
+		} else if (!strcmp(a, "--system-prompt"))
+			ts.system_prompt = v;
+		else if (!strcmp(a, "--git") && (sep = strchr(argv[i + 1], ':'))) {
+			*sep = '\0';
+			ts.git_name = argv[i + 1];
+			ts.git_email = sep + 1;
+		} else if (!strcmp(a, "--secrets"))
+			secrets_file = v;
+		else
+			die("unknown option '%s'", a);
+	}
+	ts.env_names = names;
+	ts.nenv = nsec;
+	ts.mounts = mounts;
+	ts.nmounts = nmounts;
+	if ((ret = task_settings_json(&ts, &out, &err)) < 0) {
+		printf("error: %s\n", err.buf);
+		return 1;
+	}
+	if (secrets_file) {
+		if ((ret = task_secrets_json(secrets, nsec, &sec, &err)) < 0) {
+			printf("error: %s\n", err.buf);
+			return 1;
+		}
+		if ((ret = buf_write_file(&sec, secrets_file, 0600)) < 0)
+			die_err(ret, "cannot write '%s'", secrets_file);
+	}
+	fwrite(out.buf, 1, out.len, stdout);
+	buf_release(&out);
+	buf_release(&err);
+	buf_wipe_release(&sec);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	tool_init(argc, argv);
@@ -340,5 +421,7 @@ int main(int argc, char **argv)
 		return cmd_results(argc - 2, argv + 2);
 	if (!strcmp(argv[1], "shell-quote"))
 		return cmd_shell_quote(argc - 2, argv + 2);
+	if (!strcmp(argv[1], "settings"))
+		return cmd_settings(argc - 2, argv + 2);
 	die("unknown command '%s'", argv[1]);
 }
