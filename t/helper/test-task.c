@@ -15,6 +15,10 @@
  *   test-task results FILE [--end HEX] [--bundle PATH] [--branch B] [--proxy-log F]
  *	parse result.json (FILE "-" for none) and print the summary lines,
  *	"aibox: TEXT" or "vm: TEXT" (a minimal printer, for these tests only)
+ *   test-task session [--user U] [--timeout-ms N] [--idle-ms N] [--env NAME=VALUE...]
+ *		KEYDIR OUTDIR -- SSHD-ARGV...
+ *	task_session_run() against SSHD-ARGV with the keys of `ssh-keys KEYDIR`,
+ *	the results into OUTDIR; vm lines on stderr; "ok ..." or "failed: ..."
  *   test-task shell-quote STRING
  *   test-task settings [--id ID] [--commit HEX] [--model M] [--timeout S]
  *		[--budget USD] [--api none|forward|oauth] [--env NAME=VALUE...]
@@ -41,6 +45,7 @@
 #include "spawn.h"
 #include "ssh.h"
 #include "tar_in.h"
+#include "task_session.h"
 #include "task_settings.h"
 #include "banned.h"
 
@@ -318,6 +323,109 @@ out:
 	return ret < 0 ? 1 : 0;
 }
 
+static int cmd_session(int argc, char **argv)
+{
+	struct task_session ts = { .err_fd = 2, .id = "259e07" };
+	struct ssh_task_keys keys = SSH_TASK_KEYS_INIT;
+	struct task_secret secrets[8];
+	struct buf pub = BUF_INIT, path = BUF_INIT, sec = BUF_INIT, err = BUF_INIT;
+	struct spawn sp = SPAWN_INIT;
+	const char *dirs[2] = { NULL, NULL };
+	size_t nsec = 0, ndirs = 0;
+	int sv[2], i, ret;
+	long v;
+
+	for (i = 0; i < argc; i++) {
+		const char *a = argv[i];
+
+		if (!strcmp(a, "--")) {
+			i++;
+			break;
+		} else if (a[0] != '-') {
+			if (ndirs == 2)
+				die("too many folders");
+			dirs[ndirs++] = a;
+		} else if (i + 1 >= argc) {
+			die("option '%s' needs a value", a);
+		} else if (!strcmp(a, "--user")) {
+			ts.user = argv[++i];
+		} else if (!strcmp(a, "--timeout-ms") && !parse_long(argv[i + 1], 0, LONG_MAX, &v)) {
+			ts.timeout_ms = v;
+			i++;
+		} else if (!strcmp(a, "--idle-ms") && !parse_long(argv[i + 1], 0, LONG_MAX, &v)) {
+			ts.idle_ms = v;
+			i++;
+		} else if (!strcmp(a, "--env") && nsec < 8 && strchr(argv[i + 1], '=')) {
+			char *eq = strchr(argv[++i], '=');
+
+			*eq = '\0';
+			secrets[nsec].name = argv[i];
+			secrets[nsec++].value = eq + 1;
+		} else {
+			die("unknown option '%s'", a);
+		}
+	}
+	if (ndirs != 2 || i >= argc)
+		die("usage: test-task session [options] KEYDIR OUTDIR -- SSHD-ARGV...");
+	buf_addf(&path, "%s/test_user_key", dirs[0]);
+	if (buf_read_file(&keys.user_key, path.buf, 16384) < 0)
+		die_errno("cannot read '%s'", path.buf);
+	buf_reset(&path);
+	buf_addf(&path, "%s/ssh/ssh_host_ed25519_key.pub", dirs[0]);
+	if (buf_read_file(&pub, path.buf, 16384) < 0 ||
+	    ssh_pubkey_blob(pub.buf, pub.len, &keys.host_blob) < 0)
+		die("cannot read the host key '%s'", path.buf);
+	for (int j = 0; j < RESULT_NFILES; j++) {
+		static const char *const names[] = { "changes.bundle", "transcript.jsonl", "vm.log",
+						     "result.json" };
+
+		buf_reset(&path);
+		buf_addf(&path, "%s/%s", dirs[1], names[j]);
+		ts.result_fds[j] = open(path.buf, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+		if (ts.result_fds[j] < 0)
+			die_errno("cannot create '%s'", path.buf);
+	}
+	if ((ret = task_secrets_json(secrets, nsec, &sec, &err)) < 0)
+		die("%s", err.buf);
+	ts.secrets = sec.buf;
+	ts.secrets_len = sec.len;
+	ts.keys = &keys;
+
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+		die_errno("socketpair");
+	strvec_pushv(&sp.args, (const char *const *)argv + i);
+	sp.in = sv[1];
+	sp.out = sv[1];
+	sp.err = SPAWN_NULL;
+	if ((ret = spawn_start(&sp)) < 0)
+		die_err(ret, "cannot start '%s'", argv[i]);
+	close(sv[1]);
+	ts.fd = sv[0];
+
+	ret = task_session_run(&ts);
+	if (ret < 0) {
+		printf("failed: %s (%s)\n", ts.reason, strerror(-ret));
+	} else {
+		printf("ok exit %d", ts.exit_status);
+		for (int j = 0; j < RESULT_NFILES; j++)
+			if (ts.files[j].seen)
+				printf(" %s %llu", ts.files[j].name, (unsigned long long)ts.files[j].size);
+		printf("\n");
+	}
+	close(sv[0]);
+	kill(sp.pid, SIGKILL);
+	spawn_wait(&sp);
+	spawn_clear(&sp);
+	for (int j = 0; j < RESULT_NFILES; j++)
+		close(ts.result_fds[j]);
+	ssh_task_keys_release(&keys);
+	buf_release(&pub);
+	buf_release(&path);
+	buf_wipe_release(&sec);
+	buf_release(&err);
+	return ret < 0 ? 1 : 0;
+}
+
 static int cmd_shell_quote(int argc, char **argv)
 {
 	struct buf b = BUF_INIT;
@@ -422,6 +530,8 @@ int main(int argc, char **argv)
 		return cmd_ssh_run(argc - 2, argv + 2);
 	if (!strcmp(argv[1], "results"))
 		return cmd_results(argc - 2, argv + 2);
+	if (!strcmp(argv[1], "session"))
+		return cmd_session(argc - 2, argv + 2);
 	if (!strcmp(argv[1], "shell-quote"))
 		return cmd_shell_quote(argc - 2, argv + 2);
 	if (!strcmp(argv[1], "settings"))
