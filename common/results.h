@@ -22,7 +22,11 @@
 #include "strvec.h"
 
 #define RESULT_JSON_MAX (1024 * 1024)
-#define RESULT_MESSAGE_MAX (64 * 1024)
+/*
+ * The init cuts Claude Code's last message at 64 KiB and adds a line saying
+ * so; the cap leaves room for that line.
+ */
+#define RESULT_MESSAGE_MAX (65 * 1024)
 #define RESULT_STEPS_MAX 8
 
 enum result_status { RESULT_OK, RESULT_FAILED, RESULT_TIMEOUT, RESULT_SKIPPED };

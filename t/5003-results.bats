@@ -118,9 +118,14 @@ aibox: no changes'
 	printf '{"version":1,"steps":[],"end_commit":"%s"}' "$(printf 'a%.0s' $(seq 64))" >result.json
 	run test-task results result.json
 	assert_success
-	python3 -c 'import json; print(json.dumps({"version":1,"steps":[],"claude":{"last_message":"x"*65537}}))' >result.json
+	python3 -c 'import json; print(json.dumps({"version":1,"steps":[],"claude":{"last_message":"x"*66561}}))' >result.json
 	run test-task results result.json
-	assert_output "refused: result.json: 'last_message' is over 65536 bytes"
+	assert_output "refused: result.json: 'last_message' is over 66560 bytes"
+	# The init's cut: 64 KiB and a line that says so.
+	python3 -c 'import json; print(json.dumps({"version":1,"steps":[],"claude":{"last_message":"x"*65536 + "\n[cut by aibox-init at 65536 bytes]"}}))' >result.json
+	run test-task results result.json
+	assert_success
+	assert_line "vm: | [cut by aibox-init at 65536 bytes]"
 	python3 -c 'import json; print(json.dumps({"version":1,"steps":[],"pad":"x"*1048576}))' >result.json
 	run test-task results result.json
 	assert_failure
