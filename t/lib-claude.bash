@@ -100,14 +100,17 @@ stop_fake_api() {
 }
 
 # run_claude ARGS...: Claude Code in --print mode against the fake API, with
-# no side traffic and no retries; HOME is the test's.
+# no side traffic and no retries; HOME is the test's.  As root (only with
+# AIBOX_TEST_AS_ROOT) it needs IS_SANDBOX=1 to accept bypassPermissions.
 run_claude() {
+	local sandbox=()
+	[ "$(id -u)" = 0 ] && sandbox=(IS_SANDBOX=1)
 	env -u HTTP_PROXY -u HTTPS_PROXY -u http_proxy -u https_proxy \
 		ANTHROPIC_BASE_URL="http://127.0.0.1:$FAKE_API_PORT" \
 		ANTHROPIC_API_KEY="${FAKE_API_KEY:-sk-test}" \
 		CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 \
 		CLAUDE_CODE_MAX_RETRIES=0 \
 		DISABLE_AUTOUPDATER=1 \
-		HOME="$HOME" \
+		HOME="$HOME" "${sandbox[@]}" \
 		timeout 120 "$CLAUDE_BIN" --print --output-format stream-json --verbose "$@"
 }
