@@ -398,7 +398,8 @@ static void open_results(struct task *t)
 		struct buf path = BUF_INIT;
 
 		buf_addf(&path, "%s/%s", t->dir.buf, result_names[i]);
-		t->result_fds[i] = open(path.buf, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+		/* O_RDWR: result.json and the bundle are read back after the lockdown. */
+		t->result_fds[i] = open(path.buf, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
 					0644);
 		if (t->result_fds[i] < 0)
 			die_errno("cannot create '%s'", path.buf);
