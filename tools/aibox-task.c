@@ -432,6 +432,7 @@ static void start(struct task *t)
 		die_err(ret, "cannot open the project of '%s'", t->checkout.buf);
 	buf_addf(&cfgpath, "%s/config.yaml", t->p.dir);
 	buf_reset(&err);
+	/* config_load() initialises cfg itself (config_init() first would leak). */
 	if ((ret = config_load(&t->cfg, cfgpath.buf, &err)) < 0)
 		die("%s", err.buf);
 	if (t->o.memory_mib)
@@ -479,7 +480,6 @@ int main(int argc, char **argv)
 	t.env_names = (struct strvec)STRVEC_INIT;
 	t.env_values = (struct strvec)STRVEC_INIT;
 	t.keys = (struct ssh_task_keys)SSH_TASK_KEYS_INIT;
-	config_init(&t.cfg);
 	parse_args(&t.o, argc, argv);
 	start(&t);
 	out_printf(2, "aibox", t.id, "task %s starts from %s", t.id, t.start_commit);
