@@ -12,7 +12,8 @@
  * `ssh -o ProxyCommand='aibox-connect SOCK'` reaches it.  Then runs CMD (if
  * any), and stops the VM, waiting up to --grace-ms for it to power off on
  * its own; prints "vm: powered off" or "vm: killed".  Exits with CMD's
- * status, or 0 without CMD; 3 when the VM never got ready.
+ * status, or 0 without CMD; 3 when the VM never got ready (after printing
+ * "vm-exited <ms>" if QEMU exited: the bare boot of bench/boot).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -177,6 +178,8 @@ int main(int argc, char **argv)
 	fprintf(stderr, "test-vm: %s\n", vm.kvm ? "kvm" : "tcg");
 	r = vm_wait_ssh(&vm, 180000);
 	if (r < 0) {
+		if (r == -ECHILD)
+			printf("vm-exited %ld\n", now_ms() - t0);
 		fprintf(stderr, "test-vm: the VM did not get ready: %s\n", strerror(-r));
 		vm_stop(&vm, 0);
 		return 3;
