@@ -189,7 +189,7 @@ EOF
 
 @test "vm task: changes left uncommitted become the aibox commit, ignored files stay out" {
 	start_api '{"turns": [
-	  {"tool_use": {"name": "Bash", "input": {"command": "echo new > new.txt && echo changed > README.md && echo noise > build.log", "description": "edit"}}},
+	  {"tool_use": {"name": "Bash", "input": {"command": "echo new > new.txt && echo changed > README.md && echo noise > build.log; (touch /run/aibox/task/written 2>/dev/null && echo share-writable || echo share-read-only); (curl -s --noproxy \"*\" -m 5 http://1.1.1.1/ >/dev/null 2>&1 && echo net-open || echo net-closed)", "description": "edit"}}},
 	  {"text": "Edited, not committed."}]}'
 	run_vm_task "Edit some files."
 	assert_success
@@ -204,6 +204,11 @@ EOF
 	assert_output "$(printf 'README.md\nnew.txt')"
 	run cat progress.txt
 	assert_line "committing leftover changes"
+	# What the task saw (its Bash tool's output went back to "the model"):
+	# the share is read-only, and nothing but the proxy forward answers.
+	grep -rq share-read-only rec
+	grep -rq net-closed rec
+	assert_file_not_exists task/written
 }
 
 @test "vm task: no changes; Claude Code failing on an API error" {
@@ -236,7 +241,7 @@ EOF
 	TIMEOUT=40
 	write_settings
 	start_api '{"turns": [
-	  {"tool_use": {"name": "Bash", "input": {"command": "echo partial > partial.txt", "description": "write"}}},
+	  {"tool_use": {"name": "Bash", "input": {"command": "echo partial > partial.txt && (setsid sleep 900 >/dev/null 2>&1 &) && echo daemon started", "description": "write"}}},
 	  {"stall": 600}]}'
 	SECONDS=0
 	run_vm_task "Work slowly."
@@ -251,4 +256,8 @@ EOF
 	assert_equal "$(git -C src show got:partial.txt)" partial
 	run cat progress.txt
 	assert_line "claude timed out after 40 s and was stopped"
+	# The daemon that left Claude Code's session went with the step's cgroup.
+	grep -rq "daemon started" rec
+	run grep "did not go away" res/vm.log
+	assert_failure
 }
