@@ -126,13 +126,14 @@ EOF
 
 @test "init task: Claude Code gets print mode, stream-json, bypassPermissions and the system prompt" {
 	BUDGET=2.5
+	SYSTEM_PROMPT='-p is not an option here'
 	write_settings
 	sed -i 's/"model": null/"model": "sonnet"/' share/settings.json
 	run_task "args"
 	assert_success
 	run jget claude.last_message
-	assert_line "args: --print --verbose --output-format stream-json --permission-mode bypassPermissions --model sonnet --max-budget-usd=2.5 --append-system-prompt <17 bytes>"
-	assert_line "system prompt: Commit your work."
+	assert_line "args: --print --verbose --output-format stream-json --permission-mode bypassPermissions --model=sonnet --max-budget-usd=2.5 --append-system-prompt=<24 bytes>"
+	assert_line "system prompt: -p is not an option here"
 	assert_equal "$(head -1 res/transcript.jsonl | python3 -c 'import json,sys; print(json.load(sys.stdin)["cwd"])')" "$T/project"
 }
 

@@ -125,10 +125,11 @@ echo "task status $?"
 PROBE
 	declare -f vm_ssh >env
 	echo "T=$T" >>env
+	export T
 	run test-vm --image "$IMAGE" --share "$T/task" --proxy "$T/proxy.sock" \
 		--log "$T/console.log" --listen "$T/ssh.sock" --grace-ms 60000 -- bash "$T/probe"
 	if [ "$status" -ne 0 ] || ! grep -q "task status 0" <<<"$output"; then
-		echo "--- console"; cat console.log; echo "--- progress"; cat progress.txt
+		echo "--- test-vm"; echo "$output"; echo "--- console"; cat console.log; echo "--- progress"; cat progress.txt
 	fi
 	tar -xf out.tar -C res
 }

@@ -786,12 +786,13 @@ static void step_claude(struct task *t, struct step_info *si, struct step_group 
 
 	strvec_pushl(&argv, t->claude, "--print", "--verbose", "--output-format", "stream-json",
 		     "--permission-mode", "bypassPermissions", NULL);
+	/* NAME=value: a value starting with '-' must not read as an option. */
 	if (t->model)
-		strvec_pushl(&argv, "--model", t->model, NULL);
+		strvec_pushf(&argv, "--model=%s", t->model);
 	if (t->has_budget)
 		strvec_pushf(&argv, "--max-budget-usd=%.10g", t->budget);
 	if (t->system_prompt)
-		strvec_pushl(&argv, "--append-system-prompt", t->system_prompt, NULL);
+		strvec_pushf(&argv, "--append-system-prompt=%s", t->system_prompt);
 	claude_env(t, &env);
 
 	p.argv = argv.v;
