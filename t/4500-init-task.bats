@@ -60,13 +60,19 @@ run_task() {
 	tar -xf out.tar -C res
 }
 
-# The members of out.tar, in order, as "name size type".
+# The members of out.tar, in order, as "name size file|other ustar-ok"; the
+# stream must end with the two zero blocks and nothing after them.
 members() {
 	python3 - "$T/out.tar" <<'EOF'
 import sys, tarfile
-with tarfile.open(sys.argv[1], format=tarfile.USTAR_FORMAT) as tf:
+data = open(sys.argv[1], "rb").read()
+with tarfile.open(sys.argv[1]) as tf:
     for m in tf:
-        print(m.name, m.size, "file" if m.isreg() else "other", m.mode & 0o777 == 0o644)
+        h = data[m.offset:m.offset + 512]
+        ok = h[257:265] == b"ustar\x0000" and m.mode & 0o777 == 0o644
+        print(m.name, m.size, "file" if m.isreg() else "other", ok)
+    end = tf.offset
+assert data[end:] == bytes(1024), "no clean end of archive"
 EOF
 }
 
@@ -88,6 +94,8 @@ EOF
 	assert_success
 	assert_equal "$(names)" "transcript.jsonl changes.bundle vm.log result.json "
 	run members
+	assert_success
+	assert_line --index 0 --regexp '^transcript.jsonl [0-9]+ file True$'
 	refute_output --partial "other"
 	refute_output --partial "False"
 	assert_equal "$(jget failed_step)" null
