@@ -271,6 +271,27 @@ EOF
 	assert_line "secret 'SNEAKY' is not in env_names"
 }
 
+@test "init task: a long last message is cut at a character boundary and says so" {
+	run_task "bigsay 200001"
+	assert_success
+	run python3 -c '
+import json, sys
+m = json.load(open("res/result.json"))["claude"]["last_message"]
+body, note = m.rsplit("\n", 1)
+print(len(body.encode()), body[0], set(body[1:]) == {"\u00e9"}, note)'
+	assert_output "65535 a True [cut by aibox-init at 65536 bytes]"
+}
+
+@test "init task: secrets over 1 MiB are refused, results still come" {
+	ENV_NAMES='["BIG"]'
+	write_settings
+	run_task "say hi" "{\"env\": {\"BIG\": \"$(head -c 1100000 /dev/zero | tr '\0' a)\"}}"
+	assert_success
+	assert_equal "$(jget failed_step)" clone
+	run cat progress.txt
+	assert_line "cannot read the secrets from stdin: File too large"
+}
+
 @test "init task: bad settings fail the clone step, results still come" {
 	printf '{"version": 1, "mode": "task"' >share/settings.json
 	run_task "say hi"
