@@ -159,7 +159,6 @@ EOF
 	run_vm_task "Add a file hello.txt and commit it." '{"env": {"MY_TOKEN": "vm-secret-77"}}'
 	assert_success
 	assert_line "task status 0"
-	assert_line "vm: powered off"
 	assert_equal "$(names)" "transcript.jsonl changes.bundle vm.log result.json"
 	assert_equal "$(jget failed_step)" null
 	assert_equal "$(jget claude.ended_by)" completed
