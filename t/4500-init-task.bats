@@ -271,6 +271,24 @@ EOF
 	assert_line "secret 'SNEAKY' is not in env_names"
 }
 
+@test "init task: a git step past its time limit is killed, results still come" {
+	# The task's own clean filter hangs aibox's git add.
+	export AIBOX_TEST_TASK_GIT_LIMIT_MS=3000
+	SECONDS=0
+	run_task "$(printf 'gitconfig filter.slow.clean sleep 67.25\nwrite .gitattributes * filter=slow\nwrite new.txt x')"
+	assert_success
+	[ "$SECONDS" -lt 30 ]
+	assert_equal "$(jget steps.2.status)" timeout
+	assert_equal "$(jget steps.3.status)" skipped
+	assert_equal "$(jget failed_step)" commit
+	assert_equal "$(jget changes)" false
+	assert_equal "$(names)" "transcript.jsonl vm.log result.json "
+	run cat progress.txt
+	assert_line "git add: out of time"
+	run pgrep -u "$(id -u)" -f "sleep 67.25"
+	assert_failure
+}
+
 @test "init task: a long last message is cut at a character boundary and says so" {
 	run_task "bigsay 200001"
 	assert_success
