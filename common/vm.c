@@ -292,8 +292,14 @@ int vm_wait_ssh(struct vm *vm, int timeout_ms)
 		if (!(pfd[0].revents & (POLLIN | POLLHUP)))
 			continue;
 		n = recv(vm->ssh_fd, peek, sizeof(peek), MSG_PEEK | MSG_DONTWAIT);
-		if (n == 0)
+		if (n == 0) {
+			/* QEMU closed the port: say -ECHILD if that is because it exited. */
+			struct pollfd p = { .fd = vm->pidfd, .events = POLLIN };
+
+			if (vm->pidfd >= 0 && poll(&p, 1, 2000) > 0)
+				return -ECHILD;
 			return -ECONNRESET;
+		}
 		if (n < 0) {
 			if (errno == EAGAIN || errno == EINTR)
 				continue;

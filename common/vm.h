@@ -31,6 +31,12 @@
  *     (no proxy_socket: no network device at all);
  *   - the console (serial) on log_fd, which also gets QEMU's own stderr.
  *
+ * ssh_fd carries one SSH connection at a time.  Another may follow once the
+ * previous one ended with an SSH disconnect message (the guest's sshd then
+ * exits and a new one sends a new banner: call vm_wait_ssh() again before
+ * the new client speaks).  Closing ssh_fd ends the channel for good: the
+ * guest sees the host gone, and in task mode powers off.
+ *
  * Acceleration: KVM only where /proc/cpuinfo shows vmx or svm and /dev/kvm
  * opens; else TCG with -cpu max (Claude Code's binary needs newer x86
  * instructions than qemu64 has).  vm.kvm says which, so the caller can say

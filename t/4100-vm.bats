@@ -50,6 +50,7 @@ echo "aibox $(cut -d' ' -f1,2 "$T/userkey.pub")" >"$T/known_hosts"
 vm_ssh true 2>/dev/null
 echo "wrong pin status $?"
 PROBE
+	export T
 	declare -f vm_ssh >"$T/env"
 	echo "T=$T" >>"$T/env"
 	run test-vm --image "$IMAGE" --share "$T/task" --proxy "$T/proxy.sock" \
@@ -89,6 +90,7 @@ PROBE
 vm_ssh 'cat /etc/shadow'
 echo "ssh status $?"
 PROBE
+	export T
 	declare -f vm_ssh >"$T/env"
 	echo "T=$T" >>"$T/env"
 	run test-vm --image "$IMAGE" --share "$T/task" --log "$T/console.log" \

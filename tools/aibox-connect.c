@@ -4,10 +4,12 @@
  * QEMU runs it (through /bin/sh) for each connection the guest makes to the
  * guestfwd address 10.0.2.100:3128, with the connection as stdin and stdout;
  * it connects to the task's proxy socket and copies both ways until both
- * directions are done.  A tiny socat, so aibox does not depend on one.
+ * directions are done.  A tiny socat, so aibox does not depend on one.  The
+ * tests use it as ssh's ProxyCommand too.
  */
 #include <errno.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -27,6 +29,12 @@ int main(int argc, char **argv)
 	int in_eof = 0, sock_eof = 0, s;
 
 	tool_init(argc, argv);
+	/*
+	 * ssh sends its ProxyCommand SIGHUP as it exits, maybe before we passed
+	 * on its last packet (the disconnect that ends the server): finish the
+	 * copy first, EOF on stdin says when.
+	 */
+	signal(SIGHUP, SIG_IGN);
 	if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
 		fputs(usage_text, stdout);
 		return 0;

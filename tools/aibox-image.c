@@ -162,6 +162,7 @@ static int cmd_remove(int argc, char **argv)
 {
 	struct buf dir = BUF_INIT, tmp = BUF_INIT;
 	struct stat st;
+	int ret = 0;
 
 	if (argc != 2)
 		usage_die(usage_text);
@@ -176,11 +177,11 @@ static int cmd_remove(int argc, char **argv)
 		die_errno("cannot remove '%s'", dir.buf);
 	if (nftw(tmp.buf, rm_one, 16, FTW_DEPTH | FTW_PHYS) < 0) {
 		error("cannot remove '%s': %s", tmp.buf, strerror(errno));
-		return EXIT_REFUSED;
+		ret = EXIT_REFUSED;
 	}
 	buf_release(&dir);
 	buf_release(&tmp);
-	return 0;
+	return ret;
 }
 
 int main(int argc, char **argv)

@@ -195,6 +195,8 @@ static enum relay_end relay_session(int port)
 			server_eof = 1;
 	}
 	close(sv[0]);
+	fprintf(stderr, "aibox-init: ssh session ended by the %s\n",
+		end == HOST_GONE ? "host" : "server");
 	if (end == HOST_GONE)
 		kill(-sp.pid, SIGKILL);
 	spawn_wait(&sp);

@@ -203,5 +203,9 @@ int main(int argc, char **argv)
 	}
 	r = vm_stop(&vm, (int)grace);
 	printf("vm: %s\n", r == 1 ? "powered off" : "killed");
+	for (size_t i = 0; i < cfg.nr_mounts; i++)
+		free((char *)mounts[i].tag);
+	if (cfg.log_fd >= 0)
+		close(cfg.log_fd);
 	return status;
 }
