@@ -5,14 +5,19 @@
  * hands back a checked bundle of what it did (issue 6, the product
  * description from "Tasks" to "How a task runs").
  *
- * Built so far: the flags, the prompt, the config and the login checks, the
+ * In order: the flags, the prompt, the config and the login checks, the
  * locks and the task folder (its path on stdout), prompt.txt, settings.json,
- * the task's SSH keys and the result files opened before anything starts.
- * The start bundle, the proxy, the VM and the session come with the bundle
- * writer, aibox-proxy and the VM launcher (common/ssh, tar_in and results are
- * ready for the session and the report).
+ * the task's SSH keys, start.bundle, aibox-proxy on a unix socket in the task
+ * folder, the result files opened, the VM, the lockdown, the session, the
+ * check of changes.bundle, the summary.  aibox.log in the task folder gets
+ * each phase's time.
  */
 #include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -24,19 +29,26 @@
 #include <unistd.h>
 
 #include "buf.h"
+#include "bundle_read.h"
+#include "bundle_write.h"
 #include "config.h"
 #include "duration.h"
 #include "err.h"
+#include "image.h"
 #include "num.h"
 #include "out.h"
 #include "paths.h"
 #include "project.h"
 #include "prompt.h"
+#include "results.h"
+#include "sandbox.h"
 #include "spawn.h"
 #include "ssh.h"
 #include "strvec.h"
 #include "task_settings.h"
+#include "task_session.h"
 #include "taskid.h"
+#include "vm.h"
 #include "banned.h"
 
 #define DEFAULT_TIMEOUT_MS (60LL * 60 * 1000)
@@ -95,6 +107,11 @@ struct task {
 	struct buf dir; /* the task folder */
 	struct ssh_task_keys keys;
 	int result_fds[4];
+	int console_fd, proxy_log_fd, aibox_log_fd;
+	struct spawn proxy;
+	struct vm vm;
+	struct buf proxy_sock;
+	struct timespec t0, tphase;
 };
 
 static const char *const result_names[] = { "changes.bundle", "transcript.jsonl", "vm.log",
@@ -466,29 +483,405 @@ static void start(struct task *t)
 	buf_release(&tasks);
 }
 
+
+/* SIGINT/SIGTERM: kill QEMU (the session then sees the VM gone) and say so. */
+static volatile sig_atomic_t stop_signal;
+static volatile pid_t stop_qemu_pid = -1;
+
+static void on_stop(int sig)
+{
+	stop_signal = sig;
+	if (stop_qemu_pid > 0)
+		kill(stop_qemu_pid, SIGKILL);
+}
+
+static double since(const struct timespec *a)
+{
+	struct timespec b;
+
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	return (double)(b.tv_sec - a->tv_sec) + (double)(b.tv_nsec - a->tv_nsec) / 1e9;
+}
+
+/* One line in aibox.log: the phase and its time, then the next phase starts. */
+static void phase_done(struct task *t, const char *name)
+{
+	char line[160];
+	int n;
+
+	n = snprintf(line, sizeof(line), "%s %.3fs\n", name, since(&t->tphase));
+	if (t->aibox_log_fd >= 0 && n > 0) {
+		ssize_t w = write(t->aibox_log_fd, line, (size_t)n); /* a help, not the task */
+		(void)w;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t->tphase);
+}
+
+static int open_in_task(struct task *t, const char *name, int flags)
+{
+	struct buf path = BUF_INIT;
+	int fd;
+
+	buf_addf(&path, "%s/%s", t->dir.buf, name);
+	fd = open(path.buf, flags | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd < 0)
+		die_errno("cannot create '%s'", path.buf);
+	buf_release(&path);
+	return fd;
+}
+
+static void write_start_bundle(struct task *t)
+{
+	struct bundle_write_opts bo = { 0 };
+	struct buf path = BUF_INIT, err = BUF_INIT;
+	char oid[BUNDLE_HEXSZ_MAX + 1];
+	int ret;
+
+	buf_addf(&path, "%s/start.bundle", t->dir.buf);
+	bo.repo_dir = t->checkout.buf;
+	bo.rev = t->start_commit;
+	bo.out_path = path.buf;
+	if ((ret = bundle_write_start(&bo, oid, &err)) < 0)
+		die("cannot write '%s': %s", path.buf, err.buf);
+	if (strcmp(oid, t->start_commit))
+		die("start.bundle holds %s, not %s", oid, t->start_commit);
+	buf_release(&path);
+	buf_release(&err);
+}
+
+/* aibox-proxy on a unix socket in the task folder, its log in proxy.log. */
+static void start_proxy(struct task *t)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct spawn *sp = &t->proxy;
+	struct buf prog = BUF_INIT, ready = BUF_INIT;
+	int lfd, pfd[2], ret;
+	char c[256];
+	ssize_t n;
+
+	buf_addf(&t->proxy_sock, "%s/proxy.sock", t->dir.buf);
+	if (t->proxy_sock.len >= sizeof(sa.sun_path))
+		die("the task folder's path is too long for a socket: '%s'", t->proxy_sock.buf);
+	memcpy(sa.sun_path, t->proxy_sock.buf, t->proxy_sock.len + 1);
+	lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(lfd, 64) < 0)
+		die_errno("cannot listen on '%s'", t->proxy_sock.buf);
+	if (pipe2(pfd, O_CLOEXEC) < 0)
+		die_errno("cannot make a pipe");
+	t->proxy_log_fd = open_in_task(t, "proxy.log", O_RDWR | O_CREAT | O_EXCL | O_APPEND);
+
+	buf_addf(&prog, "%s/aibox-proxy", libexec_dir());
+	strvec_pushl(&sp->args, prog.buf, "--listen-fd", "3", "--log-fd", "4", "--ready-fd", "5",
+		     NULL);
+	for (size_t i = 0; i < t->cfg.allow.nr; i++)
+		strvec_pushl(&sp->args, "--allow", t->cfg.allow.v[i], NULL);
+	if (t->api == TASK_API_FORWARD)
+		strvec_pushl(&sp->args, "--key-env", "ANTHROPIC_API_KEY", NULL);
+	if (t->o.no_sandbox)
+		strvec_push(&sp->args, "--no-sandbox");
+	spawn_give_fd(sp, lfd, 3);
+	spawn_give_fd(sp, t->proxy_log_fd, 4);
+	spawn_give_fd(sp, pfd[1], 5);
+	sp->in = SPAWN_NULL;
+	sp->out = SPAWN_NULL;
+	sp->pdeathsig = SIGKILL;
+	sp->new_session = 1;
+	if ((ret = spawn_start(sp)) < 0)
+		die_err(ret, "cannot start '%s'", prog.buf);
+	close(lfd);
+	close(pfd[1]);
+	while ((n = read(pfd[0], c, sizeof(c))) != 0) {
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			break;
+		buf_add(&ready, c, (size_t)n);
+		if (ready.len > 4096)
+			break;
+	}
+	close(pfd[0]);
+	if (strncmp(ready.buf ? ready.buf : "", "ready", 5))
+		die("aibox-proxy did not start (see its messages above)");
+	buf_release(&prog);
+	buf_release(&ready);
+}
+
+static void stop_proxy(struct task *t)
+{
+	if (t->proxy.pid > 0) {
+		kill(t->proxy.pid, SIGTERM);
+		spawn_wait(&t->proxy);
+		t->proxy.pid = -1;
+	}
+}
+
+static void start_vm(struct task *t, struct vm_mount *mounts, struct buf *tags)
+{
+	struct vm_config vc = VM_CONFIG_INIT;
+	struct buf img = BUF_INIT, state = BUF_INIT;
+	const char *name = t->o.image ? t->o.image : "default";
+	int ret;
+
+	ret = image_dir(name, &img);
+	if (ret == -ENOENT)
+		die("the image '%s' is not built: run aibox image build", name);
+	if (ret < 0)
+		die_err(ret, "cannot use the image '%s'", name);
+	for (size_t i = 0; i < t->cfg.nr_mounts; i++) {
+		mounts[i].host_path = t->cfg.mounts[i].host;
+		mounts[i].tag = tags[i].buf;
+	}
+	buf_addf(&state, "%s/..", t->dir.buf);
+	vc.image_dir = img.buf;
+	vc.share_dir = t->dir.buf;
+	vc.mode = "task";
+	vc.memory_mb = (unsigned)t->cfg.memory_mib;
+	vc.cpus = (unsigned)t->cfg.cpus;
+	vc.disk_bytes = (unsigned long long)t->cfg.disk_mib * 1024 * 1024;
+	vc.state_dir = state.buf;
+	vc.proxy_socket = t->proxy_sock.buf;
+	vc.mounts = mounts;
+	vc.nr_mounts = t->cfg.nr_mounts;
+	vc.log_fd = t->console_fd;
+	if ((ret = vm_start(&vc, &t->vm)) < 0)
+		die_err(ret, "cannot start the VM");
+	stop_qemu_pid = t->vm.pid;
+	if (!t->vm.kvm)
+		out_printf(2, "aibox", t->id, "no KVM here: the VM runs under TCG, much slower");
+	buf_release(&img);
+	buf_release(&state);
+}
+
+static ssize_t read_fd_all(int fd, struct buf *out, size_t max)
+{
+	char c[8192];
+	off_t off = 0;
+
+	for (;;) {
+		ssize_t n = pread(fd, c, sizeof(c), off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return (ssize_t)out->len;
+		buf_add(out, c, (size_t)n);
+		off += n;
+		if (out->len > max)
+			return -EFBIG;
+	}
+}
+
+/* changes.bundle: exactly aibox/task, no prerequisite but the start commit. */
+static int check_changes(struct task *t, char *end, struct buf *why)
+{
+	static const char *const refs[] = { "refs/heads/aibox/task" };
+	const char *bases[] = { t->start_commit };
+	struct bundle_header h = BUNDLE_HEADER_INIT;
+	int fd = t->result_fds[RESULT_BUNDLE], ret;
+
+	if (lseek(fd, 0, SEEK_SET) < 0)
+		return -errno;
+	ret = bundle_header_read_fd(&h, fd);
+	if (ret == 0)
+		ret = bundle_header_expect(&h, refs, 1, bases, 1);
+	if (ret == 0)
+		memcpy(end, h.refs[0].oid, sizeof(h.refs[0].oid));
+	else if (ret > 0)
+		buf_addf(why, "changes.bundle refused: %s", h.reason);
+	else
+		buf_addf(why, "cannot read changes.bundle: %s", strerror(-ret));
+	bundle_header_clear(&h);
+	return ret;
+}
+
+static int run_task(struct task *t)
+{
+	struct task_session s = { 0 };
+	struct task_secret *sec;
+	struct buf secrets = BUF_INIT, err = BUF_INIT, rj = BUF_INIT, plog = BUF_INIT, why = BUF_INIT;
+	struct buf *tags;
+	struct vm_mount *mounts;
+	struct task_result r;
+	struct summary sum = SUMMARY_INIT;
+	struct summary_in in = { 0 };
+	struct strvec hosts = STRVEC_INIT;
+	struct sigaction sa = { 0 };
+	char end[BUNDLE_HEXSZ_MAX + 1] = "";
+	int ret, ok = 0, have_result = 0, session_ret;
+	ssize_t n;
+
+	write_start_bundle(t);
+	phase_done(t, "bundle");
+
+	sa.sa_handler = on_stop;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	start_proxy(t);
+	t->console_fd = open_in_task(t, "console.log", O_WRONLY | O_CREAT | O_EXCL | O_APPEND);
+	phase_done(t, "proxy");
+
+	sec = xcalloc(t->env_names.nr + 1, sizeof(*sec));
+	for (size_t i = 0; i < t->env_names.nr; i++) {
+		sec[i].name = t->env_names.v[i];
+		sec[i].value = t->env_values.v[i];
+	}
+	if (task_secrets_json(sec, t->env_names.nr, &secrets, &err) < 0)
+		die("cannot pass the secrets: %s", err.buf);
+	free(sec);
+
+	tags = xcalloc(t->cfg.nr_mounts + 1, sizeof(*tags));
+	mounts = xcalloc(t->cfg.nr_mounts + 1, sizeof(*mounts));
+	for (size_t i = 0; i < t->cfg.nr_mounts; i++) {
+		tags[i] = (struct buf)BUF_INIT;
+		buf_addf(&tags[i], "m%zu", i);
+	}
+	if (!stop_signal)
+		start_vm(t, mounts, tags);
+
+	/* Everything is open: from here on no file is opened and nothing runs. */
+	if (t->o.no_sandbox)
+		warning("--no-sandbox: aibox-task runs without its own lockdown");
+	else if ((ret = sandbox_lockdown(SANDBOX_SECCOMP, 0)) < 0)
+		die_err(ret, "cannot lock aibox-task down");
+
+	if (!stop_signal) {
+		ret = vm_wait_ssh(&t->vm, 600000);
+		if (ret < 0 && !stop_signal)
+			buf_addf(&why, "the VM's SSH server did not answer: %s", strerror(-ret));
+	} else {
+		ret = -EINTR;
+	}
+	phase_done(t, "boot");
+	session_ret = ret;
+	if (ret == 0 && !stop_signal) {
+		s.fd = t->vm.ssh_fd;
+		s.keys = &t->keys;
+		s.id = t->id;
+		s.err_fd = 2;
+		s.secrets = secrets.buf;
+		s.secrets_len = secrets.len;
+		for (int i = 0; i < RESULT_NFILES; i++)
+			s.result_fds[i] = t->result_fds[i];
+		/* The product's limit: the VM is stopped 25 minutes after the timeout. */
+		s.timeout_ms = (long)(t->o.timeout_ms + 25LL * 60 * 1000);
+		s.idle_ms = 300000;
+		session_ret = task_session_run(&s);
+		if (session_ret < 0 && !stop_signal)
+			buf_addf(&why, "%s", s.reason);
+	}
+	phase_done(t, "session");
+	buf_wipe_release(&secrets);
+
+	if (t->vm.ssh_fd >= 0)
+		shutdown(t->vm.ssh_fd, SHUT_RDWR);
+	if (t->vm.pid > 0)
+		vm_stop(&t->vm, session_ret == 0 && !stop_signal ? 5000 : 0);
+	stop_qemu_pid = -1;
+	stop_proxy(t);
+	phase_done(t, "stop");
+
+	if (stop_signal) {
+		buf_reset(&why);
+		buf_addf(&why, "the VM was stopped by %s", stop_signal == SIGINT ? "SIGINT" : "a signal");
+	}
+
+	n = read_fd_all(t->result_fds[RESULT_JSON], &rj, RESULT_JSON_MAX);
+	if (n > 0) {
+		buf_reset(&err);
+		if (result_parse(rj.buf, rj.len, &r, &err) < 0) {
+			out_printf(2, "aibox", t->id, "result.json refused: %s", err.buf);
+		} else {
+			have_result = 1;
+			in.result = &r;
+		}
+	}
+	if (have_result && r.changes && session_ret == 0) {
+		if (check_changes(t, end, &why) == 0)
+			in.end_commit = end;
+	}
+	phase_done(t, "check");
+
+	if (read_fd_all(t->proxy_log_fd, &plog, 16 * 1024 * 1024) >= 0)
+		proxy_log_hosts(plog.buf ? plog.buf : "", plog.len, 64, &hosts);
+	{
+		struct buf bpath = BUF_INIT, branch = BUF_INIT;
+		const char *slash = strrchr(t->dir.buf, '/');
+
+		buf_addf(&bpath, "%s/changes.bundle", t->dir.buf);
+		buf_addf(&branch, "aibox/task-%s", slash ? slash + 1 : t->dir.buf);
+		in.hosts = (const char *const *)hosts.v;
+		in.nhosts = hosts.nr;
+		in.bundle_path = bpath.buf;
+		in.branch = branch.buf;
+		summary_make(&in, &sum);
+		for (size_t i = 0; i < sum.nr; i++)
+			out_printf(2, sum.v[i].vm ? "vm" : "aibox", t->id, "%s", sum.v[i].text);
+		summary_release(&sum);
+		buf_release(&bpath);
+		buf_release(&branch);
+	}
+
+	ok = session_ret == 0 && !stop_signal && !why.len && have_result && !r.failed_step &&
+	     r.has_claude && r.claude.has_exit_code && r.claude.exit_code == 0 &&
+	     (!r.claude.has_ended_by || r.claude.ended_by == ENDED_COMPLETED) &&
+	     (!r.changes || in.end_commit);
+	if (why.len)
+		out_printf(2, "aibox", t->id, "the task did not finish: %s", why.buf);
+	else if (!ok)
+		out_printf(2, "aibox", t->id, "the task did not finish");
+	{
+		char line[64];
+		int m = snprintf(line, sizeof(line), "total %.3fs exit %d\n", since(&t->t0), ok ? 0 : 1);
+
+		if (t->aibox_log_fd >= 0 && m > 0) {
+			ssize_t w = write(t->aibox_log_fd, line, (size_t)m);
+			(void)w;
+		}
+	}
+	if (have_result)
+		result_release(&r);
+	for (size_t i = 0; i < t->cfg.nr_mounts; i++)
+		buf_release(&tags[i]);
+	free(tags);
+	free(mounts);
+	strvec_clear(&hosts);
+	buf_release(&err);
+	buf_release(&rj);
+	buf_release(&plog);
+	buf_release(&why);
+	return ok ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
-	struct task t = { .project_lock_fd = -1, .task_lock_fd = -1 };
+	struct task t = { .project_lock_fd = -1, .task_lock_fd = -1, .console_fd = -1,
+			  .proxy_log_fd = -1, .aibox_log_fd = -1 };
 
 	tool_init(argc, argv);
+	clock_gettime(CLOCK_MONOTONIC, &t.t0);
+	t.tphase = t.t0;
 	t.p = (struct project)PROJECT_INIT;
 	t.checkout = (struct buf)BUF_INIT;
 	t.prompt = (struct buf)BUF_INIT;
 	t.git_name = (struct buf)BUF_INIT;
 	t.git_email = (struct buf)BUF_INIT;
 	t.dir = (struct buf)BUF_INIT;
+	t.proxy_sock = (struct buf)BUF_INIT;
 	t.env_names = (struct strvec)STRVEC_INIT;
 	t.env_values = (struct strvec)STRVEC_INIT;
 	t.keys = (struct ssh_task_keys)SSH_TASK_KEYS_INIT;
+	t.proxy = (struct spawn)SPAWN_INIT;
+	t.vm = (struct vm)VM_INIT;
 	parse_args(&t.o, argc, argv);
 	start(&t);
+	t.aibox_log_fd = open_in_task(&t, "aibox.log", O_WRONLY | O_CREAT | O_EXCL | O_APPEND);
+	phase_done(&t, "start");
 	out_printf(2, "aibox", t.id, "task %s starts from %s", t.id, t.start_commit);
-
-	/*
-	 * Not built yet: start.bundle (bundle writer), aibox-proxy, the VM
-	 * (launcher), the lockdown, the session (common/ssh + tar_in), the
-	 * bundle check and the report (common/results).
-	 */
-	die("cannot run the task yet: the bundle writer, aibox-proxy and the VM launcher are not "
-	    "in this build");
+	return run_task(&t);
 }

@@ -1,0 +1,162 @@
+#!/usr/bin/env bats
+# aibox task end to end with real parts: the real image (built by t/4000 into
+# the test user's cache), the real Claude Code in the VM, aibox-proxy with the
+# host's key, and t/fake-api as the API upstream (TLS with t/lib-tls's CA)
+# through AIBOX_API_UPSTREAM and AIBOX_API_CA.  Each test boots one VM under
+# TCG, so there are few of them.
+load lib-common
+load lib-vm
+load lib-tls
+load lib-claude
+bats_require_minimum_version 1.5.0
+
+KEY=sk-ant-host-key-6006
+
+setup() {
+	common_setup
+	vm_image
+	make_test_ca "$T/ca"
+	make_repo repo
+	cd repo
+	export ANTHROPIC_API_KEY=$KEY
+	unset CLAUDE_CODE_OAUTH_TOKEN
+}
+
+teardown() {
+	if [ -n "${TASK_PID:-}" ]; then
+		kill "$TASK_PID" 2>/dev/null
+		wait "$TASK_PID" 2>/dev/null
+	fi
+	stop_fake_api
+	common_teardown
+}
+
+# api SCRIPT_JSON: t/fake-api over TLS, requiring the host's key.
+api() {
+	printf '%s\n' "$1" >"$T/script.json"
+	start_fake_api "$T/script.json" --tls "$T/ca/server.pem" "$T/ca/server.key"
+	export AIBOX_API_UPSTREAM=https://localhost:$FAKE_API_PORT
+	export AIBOX_API_CA=$T/ca/ca.pem
+}
+
+task_dir() {
+	ls -d "$AIBOX_HOME"/projects/repo/tasks/*-[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f] 2>/dev/null
+}
+
+show() {
+	echo "--- stderr"; cat "$T/err"
+	local d
+	d=$(task_dir) || return 0
+	echo "--- console"; tail -40 "$d/console.log"
+	echo "--- proxy.log"; cat "$d/proxy.log"
+	echo "--- aibox.log"; cat "$d/aibox.log"
+	echo "--- fake-api"; tail -20 "$T/fake-api.log"
+}
+
+@test "task vm: one commit end to end, from a tag, prompt from --file, key kept on the host, seccomp in force" {
+	api '{"turns": [
+	  {"tool_use": {"name": "Bash", "input": {"command": "echo hello from the vm > hello.txt && git add hello.txt && git commit -q -m \"Add hello.txt\"", "description": "commit"}}},
+	  {"text": "I added hello.txt and committed it."}], "require_key": "'"$KEY"'"}'
+	git tag v1 HEAD~1
+	printf 'Add a file hello.txt\nand commit it.\n' >"$T/plan.md"
+	aibox task --from v1 --file "$T/plan.md" >"$T/out" 2>"$T/err" &
+	TASK_PID=$!
+	# aibox execs aibox-task: the same pid, locked down while the VM runs
+	seccomp=
+	for i in $(seq 600); do
+		kill -0 "$TASK_PID" 2>/dev/null || break
+		if grep -q '^Seccomp:[[:space:]]*2$' "/proc/$TASK_PID/status" 2>/dev/null &&
+			pgrep -P "$TASK_PID" -f qemu-system >/dev/null; then
+			seccomp=yes
+			break
+		fi
+		sleep 0.5
+	done
+	wait "$TASK_PID" && status=0 || status=$?
+	TASK_PID=
+	[ "$status" -eq 0 ] || show
+	[ "$status" -eq 0 ]
+	[ "$seccomp" = yes ]
+	dir=$(task_dir)
+	assert_equal "$(cat "$T/out")" "$dir"
+	id=${dir: -6}
+	run cat "$T/err"
+	assert_output --partial "aibox[$id]: task $id starts from $(git rev-parse v1)"
+	assert_output --partial "aibox[$id]: the VM connected to 127.0.0.1:3129"
+	assert_output --partial "aibox[$id]: Claude Code exited with 0"
+	assert_output --partial "vm[$id]: | I added hello.txt and committed it."
+	assert_equal "$(cat "$dir/prompt.txt")" "Add a file hello.txt
+and commit it."
+	# the printed fetch command, run as printed, brings the commit in
+	fetch=$(grep -A1 'fetch them with' "$T/err" | tail -1 | sed 's/^.*]:  *//')
+	[[ "$fetch" == "git -c transfer.fsckObjects=true fetch "* ]]
+	eval "$fetch"
+	branch=aibox/task-$(basename "$dir")
+	assert_equal "$(git rev-list --count "v1..$branch")" 1
+	assert_equal "$(git show "$branch:hello.txt")" "hello from the vm"
+	assert_equal "$(git log -1 --format=%s "$branch")" "Add hello.txt"
+	# the fake saw the host's key; the VM never had it
+	grep -rqF "\"x-api-key\": \"$KEY\"" "$T/rec"
+	run grep -rlF "$KEY" "$dir"
+	assert_failure
+	# every phase has its time in aibox.log
+	for p in start bundle proxy boot session stop check total; do
+		grep -q "^$p " "$dir/aibox.log"
+	done
+	# no QEMU or proxy left, the task's lock is free
+	run pgrep -f "$dir"
+	assert_failure
+	flock -n "$dir.lock" true
+}
+
+@test "task vm: Claude Code exiting with an error gives exit 1" {
+	api '{"turns": [{"error": {"status": 400, "type": "invalid_request_error", "message": "scripted failure"}}], "require_key": "'"$KEY"'"}'
+	run --separate-stderr aibox task "Do something."
+	[ "$status" -eq 1 ] || { echo "$stderr" >"$T/err"; show; }
+	assert_failure 1
+	[[ "$stderr" == *"Claude Code exited with 1"* ]]
+	[[ "$stderr" == *"the task did not finish"* ]]
+}
+
+@test "task vm: SIGTERM mid-run stops the VM, keeps what came back, releases the locks, exit 1" {
+	api '{"turns": [{"stall": 300}], "require_key": "'"$KEY"'"}'
+	aibox task "Wait." >"$T/out" 2>"$T/err" &
+	TASK_PID=$!
+	qemu=
+	for i in $(seq 600); do
+		qemu=$(pgrep -P "$TASK_PID" -f qemu-system) && break
+		kill -0 "$TASK_PID" 2>/dev/null || break
+		sleep 0.2
+	done
+	[ -n "$qemu" ]
+	proxy=$(pgrep -P "$TASK_PID" -f aibox-proxy)
+	[ -n "$proxy" ]
+	sleep 2
+	kill -TERM "$TASK_PID"
+	wait "$TASK_PID" && status=0 || status=$?
+	TASK_PID=
+	[ "$status" -eq 1 ] || show
+	[ "$status" -eq 1 ]
+	grep -q "the VM was stopped" "$T/err"
+	! kill -0 "$qemu" 2>/dev/null
+	! kill -0 "$proxy" 2>/dev/null
+	dir=$(task_dir)
+	[ -f "$dir/aibox.log" ]
+	flock -n "$dir.lock" true
+	# aibox tasks clean sees the task as ended: it removes its start.bundle
+	[ -f "$dir/start.bundle" ]
+	run aibox tasks clean
+	assert_success
+	[ ! -e "$dir/start.bundle" ]
+}
+
+@test "task vm: a shallow clone is refused before any VM starts" {
+	cd "$T"
+	git clone -q --depth 1 "file://$T/repo" shallow
+	cd shallow
+	run aibox task x
+	assert_failure 2
+	assert_output --partial "is a shallow clone"
+	run pgrep -f qemu-system.*shallow
+	assert_failure
+}
