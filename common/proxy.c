@@ -159,7 +159,12 @@ static void log_line(struct conn *c, const char *verdict, const char *why)
 	clock_gettime(CLOCK_REALTIME, &ts);
 	gmtime_r(&ts.tv_sec, &tm);
 	strftime(tbuf, sizeof(tbuf), "%Y-%m-%dT%H:%M:%S", &tm);
-	buf_addf(&b, "%s.%03ldZ ", tbuf, ts.tv_nsec / 1000000);
+	/*
+	 * The verdict first, then the host, then what the client sent: a parser
+	 * takes the verdict and the host from fixed fields before any field the
+	 * client controls (a method spelled "allowed" cannot pass for one).
+	 */
+	buf_addf(&b, "%s.%03ldZ %s ", tbuf, ts.tv_nsec / 1000000, verdict);
 	if (c->host[0]) {
 		if (strchr(c->host, ':'))
 			buf_addch(&b, '[');
@@ -170,10 +175,8 @@ static void log_line(struct conn *c, const char *verdict, const char *why)
 	} else {
 		buf_addch(&b, '-');
 	}
-	buf_addch(&b, ' ');
 	if (c->what[0])
-		buf_addf(&b, "%s ", c->what);
-	buf_addstr(&b, verdict);
+		buf_addf(&b, " %s", c->what);
 	if (why)
 		buf_addf(&b, " (%s)", why);
 	if (c->status)

@@ -393,24 +393,15 @@ size_t proxy_log_hosts(const char *log, size_t len, size_t max, struct strvec *h
 		p = nl ? nl + 1 : end;
 		if (ntok < 3)
 			continue;
-		/* "TIME HOST VERDICT ..." or "TIME HOST METHOD PATH VERDICT ...". */
-		if (is_verdict(tok[2], toklen[2]) &&
-		    (ntok == 3 || tok[3][0] == '(' || !strncmp(tok[3], "sent=", 5) ||
-		     !strncmp(tok[3], "status=", 7))) {
-			verdict = tok[2];
-			vlen = toklen[2];
-		} else if (ntok >= 5) {
-			verdict = tok[4];
-			vlen = toklen[4];
-		} else {
+		/* "TIME VERDICT HOST ...": both before anything the VM controls. */
+		verdict = tok[1];
+		vlen = toklen[1];
+		if (!is_verdict(verdict, vlen) || vlen != 7 || memcmp(verdict, "allowed", 7))
 			continue;
-		}
-		if (vlen != 7 || memcmp(verdict, "allowed", 7))
-			continue;
-		if (toklen[1] < 3 || toklen[1] > 300 || (toklen[1] == 1 && tok[1][0] == '-'))
+		if (toklen[2] < 3 || toklen[2] > 300)
 			continue;
 		{
-			char *host = xstrndup(tok[1], toklen[1]);
+			char *host = xstrndup(tok[2], toklen[2]);
 			int known = 0, printable = 1;
 
 			for (size_t i = 0; host[i]; i++)

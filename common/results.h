@@ -119,9 +119,9 @@ void shell_quote(struct buf *out, const char *s);
 
 /*
  * The distinct host:port the VM connected to, in order of first use, from
- * proxy.log's text (aibox-proxy's format: "TIME HOST:PORT [METHOD PATH]
- * VERDICT ..." with VERDICT "allowed", "refused" or "failed"; only "allowed"
- * counts, "-" hosts are skipped).  At most max hosts are kept; returns the
+ * proxy.log's text (aibox-proxy's format: "TIME VERDICT HOST:PORT [METHOD
+ * [PATH]] ..." with VERDICT "allowed", "refused" or "failed", both before
+ * any field the VM controls; only "allowed" counts, "-" hosts are skipped).  At most max hosts are kept; returns the
  * number of distinct hosts seen (more than hosts->nr when some were left out).
  */
 size_t proxy_log_hosts(const char *log, size_t len, size_t max, struct strvec *hosts);

@@ -70,10 +70,10 @@ teardown() {
 	assert_output 'aibox-proxy: not on the allow list'
 	kill "$FAKE_API_PID_PLAIN"; wait "$FAKE_API_PID_PLAIN" || true
 	run cat "$T/proxy.log"
-	assert_line --regexp "^20[0-9-]+T[0-9:.]+Z 127\.0\.0\.1:$plain GET allowed status=200 sent=[1-9][0-9]* received=[1-9][0-9]* duration=[0-9.]+s$"
-	assert_line --regexp "^[^ ]+ localhost:$FAKE_API_PORT CONNECT allowed sent=[1-9][0-9]* received=[1-9][0-9]* duration=[0-9.]+s$"
-	assert_line --regexp "^[^ ]+ 127\.0\.0\.1:$FAKE_API_PORT CONNECT refused \(not on the allow list\) status=403 sent=0 received=0 duration="
-	assert_line --regexp "^[^ ]+ localhost:$plain GET refused \(not on the allow list\) status=403 "
+	assert_line --regexp "^20[0-9-]+T[0-9:.]+Z allowed 127\.0\.0\.1:$plain GET status=200 sent=[1-9][0-9]* received=[1-9][0-9]* duration=[0-9.]+s$"
+	assert_line --regexp "^[^ ]+ allowed localhost:$FAKE_API_PORT CONNECT sent=[1-9][0-9]* received=[1-9][0-9]* duration=[0-9.]+s$"
+	assert_line --regexp "^[^ ]+ refused 127\.0\.0\.1:$FAKE_API_PORT CONNECT \(not on the allow list\) status=403 sent=0 received=0 duration="
+	assert_line --regexp "^[^ ]+ refused localhost:$plain GET \(not on the allow list\) status=403 "
 }
 
 @test "proxy: refusals are a 403 with a one-line reason" {
@@ -111,8 +111,8 @@ teardown() {
 	assert_output "aibox-proxy: the host resolves to a non-public address"
 	run curl -sS -p -x "$PROXY" "http://example.test:$FAKE_API_PORT/api/hello"
 	assert_failure
-	grep -q "^[^ ]* evil.test:$FAKE_API_PORT GET refused (the host resolves to a non-public address)" "$T/proxy.log"
-	grep -q "^[^ ]* example.test:$FAKE_API_PORT CONNECT refused (the host resolves to a non-public address)" "$T/proxy.log"
+	grep -q "^[^ ]* refused evil.test:$FAKE_API_PORT GET (the host resolves to a non-public address)" "$T/proxy.log"
+	grep -q "^[^ ]* refused example.test:$FAKE_API_PORT CONNECT (the host resolves to a non-public address)" "$T/proxy.log"
 	stop_proxy
 	# a name not in the table does not resolve at all (no DNS in tests)
 	start_proxy --allow "nothere.test:$FAKE_API_PORT"
@@ -225,7 +225,7 @@ teardown() {
 	cat "$T/proxy.err"
 	[ "$st" -eq 0 ]
 	! grep -q 'LeakSanitizer' "$T/proxy.err"
-	grep -q "localhost:$FAKE_API_PORT CONNECT allowed (proxy stopped)" "$T/proxy.log"
+	grep -q "allowed localhost:$FAKE_API_PORT CONNECT (proxy stopped)" "$T/proxy.log"
 }
 
 @test "proxy: listens on a unix socket and on a given fd" {

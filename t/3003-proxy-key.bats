@@ -85,7 +85,7 @@ REQ='{"model":"m","stream":true,"tools":[{"name":"Bash"}],"messages":[{"role":"u
 	[ "$(jq -r '.headers["x-api-key"]' "$T/rec/0003.json")" = "$KEY" ]
 	key_nowhere "$T/out" "$T/err"
 	run cat "$T/proxy.log"
-	assert_line --regexp "localhost:3129 CONNECT allowed \(key forwarding\)"
+	assert_line --regexp "allowed localhost:3129 CONNECT \(key forwarding\)"
 	assert_line --regexp "localhost:3129 GET /api/hello allowed status=200"
 	# localhost:3129 is the same port; no other host or port is
 	run curl -sS -x "$PROXY" "http://localhost:3129/api/hello"
@@ -148,6 +148,6 @@ REQ='{"model":"m","stream":true,"tools":[{"name":"Bash"}],"messages":[{"role":"u
 		n=$((n + 1))
 	done
 	[ "$n" -ge 1 ]
-	grep -q "localhost:3129 POST /v1/messages?beta=true allowed status=200" "$T/proxy.log"
+	grep -q "allowed localhost:3129 POST /v1/messages?beta=true status=200" "$T/proxy.log"
 	key_nowhere "$T/out.jsonl" "$T/err"
 }

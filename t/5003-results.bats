@@ -157,15 +157,18 @@ aibox: no changes'
 @test "results: the hosts the VM connected to come from proxy.log, each once, allowed only" {
 	good
 	cat >proxy.log <<-'LOG'
-		2026-10-07T17:09:20.001Z api.anthropic.com:443 CONNECT api.anthropic.com:443 allowed sent=10 received=20 duration=1.000s
-		2026-10-07T17:09:20.101Z localhost:3129 POST /v1/messages allowed (key forwarding) status=200 sent=10 received=20 duration=1.000s
-		2026-10-07T17:09:21.001Z evil.example:443 CONNECT evil.example:443 refused (not on the allow list) sent=0 received=0 duration=0.000s
-		2026-10-07T17:09:21.002Z github.com:443 failed (connect: Connection refused) sent=0 received=0 duration=0.000s
-		2026-10-07T17:09:22.001Z api.anthropic.com:443 CONNECT api.anthropic.com:443 allowed sent=10 received=20 duration=1.000s
-		2026-10-07T17:09:22.501Z - refused (bad request line) sent=0 received=0 duration=0.000s
-		2026-10-07T17:09:23.001Z registry.npmjs.org:443 allowed sent=1 received=2 duration=0.100s
+		2026-10-07T17:09:20.001Z allowed api.anthropic.com:443 CONNECT sent=10 received=20 duration=1.000s
+		2026-10-07T17:09:20.101Z allowed localhost:3129 POST /v1/messages (key forwarding) status=200 sent=10 received=20 duration=1.000s
+		2026-10-07T17:09:21.001Z refused evil.example:443 CONNECT (not on the allow list) sent=0 received=0 duration=0.000s
+		2026-10-07T17:09:21.002Z failed github.com:443 CONNECT (connect: Connection refused) sent=0 received=0 duration=0.000s
+		2026-10-07T17:09:22.001Z allowed api.anthropic.com:443 CONNECT sent=10 received=20 duration=1.000s
+		2026-10-07T17:09:22.501Z refused - (bad request line) sent=0 received=0 duration=0.000s
+		2026-10-07T17:09:23.001Z allowed registry.npmjs.org:443 sent=1 received=2 duration=0.100s
 		garbage
-		2026-10-07T17:09:23.001Z [::1]:8080 GET /allowed refused sent=1 received=2 duration=0.100s
+		2026-10-07T17:09:23.001Z refused [::1]:8080 GET /allowed sent=1 received=2 duration=0.100s
+		2026-10-07T17:09:24.001Z refused evil2.example:80 allowed sent=1 received=2 duration=0.100s
+		2026-10-07T17:09:24.002Z refused evil3.example:80 allowed (not on the allow list) status=403 sent=0 received=0 duration=0.000s
+		2026-10-07T17:09:24.003Z refused evil4.example:80 allowed sent=0
 	LOG
 	run test-task results result.json --proxy-log proxy.log
 	assert_success
@@ -177,7 +180,7 @@ aibox: no changes'
 	refute_output --partial github
 	refute_output --partial "::1"
 	for i in 1 2 3 4 5; do
-		echo "2026-10-07T17:09:23.001Z h$i.example:443 allowed sent=1 received=2 duration=0.100s" >>proxy.log
+		echo "2026-10-07T17:09:23.001Z allowed h$i.example:443 CONNECT sent=1 received=2 duration=0.100s" >>proxy.log
 	done
 	run test-task results - --proxy-log proxy.log
 	assert_line --index 0 "(5 more hosts)"

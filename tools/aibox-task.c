@@ -326,6 +326,12 @@ static void read_env(struct task *t)
 		t->api = TASK_API_FORWARD;
 }
 
+/* When aibox's data has no system prompt parts (a build tree without them). */
+static const char default_system_prompt[] =
+	"You run unattended in a throwaway VM on a clone of the user's project, with no one to "
+	"answer questions.  Do the task in the prompt, commit your work on the current branch "
+	"with clear messages, and end with a short summary of what you did.\n";
+
 static void read_system_prompt(struct buf *out)
 {
 	struct buf path = BUF_INIT;
@@ -344,6 +350,8 @@ static void read_system_prompt(struct buf *out)
 		else if (n < 0)
 			die_err((int)n, "cannot read '%s'", path.buf);
 	}
+	if (!out->len || out->len == 1)
+		buf_addstr(out, default_system_prompt);
 	buf_release(&path);
 }
 
