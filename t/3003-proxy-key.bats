@@ -65,7 +65,7 @@ REQ='{"model":"m","stream":true,"tools":[{"name":"Bash"}],"messages":[{"role":"u
 	! grep -q 'sk-placeholder\|tok-vm\|session=vm' "$rec"
 	key_nowhere "$T/out" "$T/err"
 	run cat "$T/proxy.log"
-	assert_line --regexp "^[^ ]+ localhost:3129 POST /v1/messages\?beta=true allowed status=200 sent=[1-9][0-9]* received=[1-9][0-9]* duration=[0-9.]+s$"
+	assert_line --regexp "^[^ ]+ allowed localhost:3129 POST /v1/messages\?beta=true status=200 sent=[1-9][0-9]* received=[1-9][0-9]* duration=[0-9.]+s$"
 }
 
 @test "key: through a CONNECT to 127.0.0.1:3129 too, with keep-alive, and /api/hello" {
@@ -86,7 +86,7 @@ REQ='{"model":"m","stream":true,"tools":[{"name":"Bash"}],"messages":[{"role":"u
 	key_nowhere "$T/out" "$T/err"
 	run cat "$T/proxy.log"
 	assert_line --regexp "allowed localhost:3129 CONNECT \(key forwarding\)"
-	assert_line --regexp "localhost:3129 GET /api/hello allowed status=200"
+	assert_line --regexp "allowed localhost:3129 GET /api/hello status=200"
 	# localhost:3129 is the same port; no other host or port is
 	run curl -sS -x "$PROXY" "http://localhost:3129/api/hello"
 	assert_output '{}'
