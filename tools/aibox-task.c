@@ -553,6 +553,13 @@ static void write_start_bundle(struct task *t)
 		die("cannot write '%s': %s", path.buf, err.buf);
 	if (strcmp(oid, t->start_commit))
 		die("start.bundle holds %s, not %s", oid, t->start_commit);
+	/*
+	 * The guest clones it as its unprivileged user (the share shows the
+	 * host's modes): the folder may be passed through, the bundle read;
+	 * the rest stays the owner's (ssh/ is 0700).
+	 */
+	if (chmod(path.buf, 0644) < 0 || chmod(t->dir.buf, 0711) < 0)
+		die_errno("cannot open '%s' to the VM", path.buf);
 	buf_release(&path);
 	buf_release(&err);
 }
