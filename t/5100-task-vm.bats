@@ -18,6 +18,8 @@ setup() {
 	make_test_ca "$T/ca"
 	make_repo repo
 	cd repo
+	aibox projects path >/dev/null
+	printf 'env:\n  - ANTHROPIC_API_KEY\n' >"$AIBOX_HOME/projects/repo/config.yaml"
 	export ANTHROPIC_API_KEY=$KEY
 	unset CLAUDE_CODE_OAUTH_TOKEN
 }
