@@ -57,23 +57,26 @@ struct vm_mount {
 };
 
 struct vm_config {
-	const char *image_dir;	  /* vmlinuz, initramfs, rootfs.ext4 */
-	const char *share_dir;	  /* the task folder (tag aibox.task) */
-	const char *mode;	  /* "task" or "run" */
-	unsigned memory_mb;	  /* 0: 2048 */
-	unsigned cpus;		  /* 0: 2 */
+	const char *image_dir;         /* vmlinuz, initramfs, rootfs.ext4 */
+	const char *share_dir;         /* the task folder (tag aibox.task) */
+	const char *mode;              /* "task" or "run" */
+	unsigned memory_mb;            /* 0: 2048 */
+	unsigned cpus;                 /* 0: 2 */
 	unsigned long long disk_bytes; /* 0: 16 GiB */
-	const char *state_dir;	  /* where the state disk file is made */
-	const char *proxy_socket; /* the proxy's unix socket, or NULL */
+	const char *state_dir;         /* where the state disk file is made */
+	const char *proxy_socket;      /* the proxy's unix socket, or NULL */
 	const struct vm_mount *mounts;
 	size_t nr_mounts;
-	int log_fd;		  /* console and QEMU's stderr; -1: /dev/null */
-	const char *qemu;	  /* NULL: qemu-system-x86_64 from PATH */
-	const char *connect_prog; /* NULL: aibox-connect in libexec_dir() */
-	const char *extra_cmdline;/* appended to the kernel command line, or NULL */
+	int log_fd;                /* console and QEMU's stderr; -1: /dev/null */
+	const char *qemu;          /* NULL: qemu-system-x86_64 from PATH */
+	const char *connect_prog;  /* NULL: aibox-connect in libexec_dir() */
+	const char *extra_cmdline; /* appended to the kernel command line, or NULL */
 };
 
-#define VM_CONFIG_INIT { .log_fd = -1 }
+#define VM_CONFIG_INIT                                                                             \
+	{                                                                                          \
+		.log_fd = -1                                                                       \
+	}
 
 struct vm {
 	pid_t pid;  /* QEMU */
@@ -82,7 +85,10 @@ struct vm {
 	int kvm;    /* 1 with KVM, 0 under TCG */
 };
 
-#define VM_INIT { .pid = -1, .pidfd = -1, .ssh_fd = -1 }
+#define VM_INIT                                                                                    \
+	{                                                                                          \
+		.pid = -1, .pidfd = -1, .ssh_fd = -1                                               \
+	}
 
 /* 1 when KVM can be used here (vmx/svm in /proc/cpuinfo and /dev/kvm opens). */
 int vm_kvm_usable(void);

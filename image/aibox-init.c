@@ -29,7 +29,7 @@
 #include "banned.h"
 
 static const char usage_text[] = "usage: aibox-init              (as PID 1 in the aibox VM)\n"
-				 "       aibox-init session      (as the SSH forced command)\n";
+                                 "       aibox-init session      (as the SSH forced command)\n";
 
 static void console(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void console(const char *fmt, ...)
