@@ -113,8 +113,12 @@ fuzz-run: fuzz
 check: all
 	$(Q)t/run
 
+# npm (for the pinned Claude Code in the image and the tests) comes from Debian
+# unless the machine already has one (NodeSource's nodejs conflicts with Debian's npm).
 deps:
-	$(Q)grep -v '^#' packages.txt | xargs -r sh -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$$@"' deps
+	$(Q)apt-get update -qq
+	$(Q)grep -v '^#' packages.txt | xargs -r sh -c 'DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$$@"' deps
+	$(Q)command -v npm >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends npm
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/libexec/aibox \

@@ -5,6 +5,11 @@
 #include <sys/prctl.h>
 
 #include "err.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/lsan_interface.h>
+#endif
+
 #include "banned.h"
 
 static const int deny_eacces[] = {
@@ -55,6 +60,13 @@ int sandbox_lockdown(enum sandbox_backend backend, unsigned flags)
 
 	if (backend == SANDBOX_NONE)
 		return 0;
+#if defined(__SANITIZE_ADDRESS__)
+	/*
+	 * LeakSanitizer reads /proc at exit, which the filter forbids: check for
+	 * leaks now, which also turns off the check at exit (sanitizer builds only).
+	 */
+	__lsan_do_leak_check();
+#endif
 
 	ctx = seccomp_init(SCMP_ACT_ALLOW);
 	if (!ctx)

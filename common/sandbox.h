@@ -17,6 +17,9 @@
  * Everything else (read, write, poll, connect on sockets, fork, signals,
  * memory) goes on.  The filter cannot be lifted.
  *
+ * In a sanitizer build (make SANITIZE=1) the leak check runs at the
+ * lockdown instead of at exit, since LeakSanitizer needs /proc.
+ *
  * SANDBOX_NONE is the null backend for --no-sandbox: it changes nothing.
  */
 #ifndef AIBOX_SANDBOX_H
