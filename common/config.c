@@ -17,51 +17,51 @@
 #include "banned.h"
 
 const char config_default_text[] =
-	"# aibox project config.  docs/config.md in aibox describes every key.\n"
-	"# Keys left out, or commented out, keep their defaults.\n"
-	"\n"
-	"# Hosts the VM may reach, through aibox's proxy; nothing else is reachable.\n"
-	"# An entry is host (port 443), host:port, *.example.com (subdomains only),\n"
-	"# an IP address, localhost:PORT for a port of this machine, or preset:NAME.\n"
-	"# Interactive Claude Code connects to both of these when it starts: keep them.\n"
-	"allow:\n"
-	"  - api.anthropic.com\n"
-	"  - platform.claude.com\n"
-	"\n"
-	"# Names of host variables handed to the VM; their values are read from your\n"
-	"# shell when a task starts, never stored.  For the login, one of:\n"
-	"#   ANTHROPIC_API_KEY (stays on the host: aibox forwards it) or\n"
-	"#   CLAUDE_CODE_OAUTH_TOKEN (enters the VM as it is).\n"
-	"# env:\n"
-	"#   - ANTHROPIC_API_KEY\n"
-	"\n"
-	"# Host folders the VM sees, always read-only.\n"
-	"# mounts:\n"
-	"#   - host: ~/datasets\n"
-	"#     vm: /data\n"
-	"\n"
-	"# Your ~/.claude/skills, agents and commands are mounted read-only.\n"
-	"# Set one to none to leave it out, or to a folder to mount that instead.\n"
-	"# skills: none\n"
-	"# agents: none\n"
-	"# commands: none\n"
-	"\n"
-	"# Where the project sits in the VM.\n"
-	"# path: /project\n"
-	"\n"
-	"# Remotes the VM may fetch from and push to without holding the token:\n"
-	"# aibox's broker adds it on the host, and only for the branches in push.\n"
-	"# git:\n"
-	"#   - url: https://github.com/you/project.git\n"
-	"#     token: GITHUB_TOKEN\n"
-	"#     fetch: yes\n"
-	"#     push: [aibox/*]\n"
-	"\n"
-	"# The VM's size: memory (like 4G), cpus (1 up to this machine's count),\n"
-	"# and the task's state disk (like 20G).\n"
-	"# memory: 4G\n"
-	"# cpus: 2\n"
-	"# disk: 20G\n";
+    "# aibox project config.  docs/config.md in aibox describes every key.\n"
+    "# Keys left out, or commented out, keep their defaults.\n"
+    "\n"
+    "# Hosts the VM may reach, through aibox's proxy; nothing else is reachable.\n"
+    "# An entry is host (port 443), host:port, *.example.com (subdomains only),\n"
+    "# an IP address, localhost:PORT for a port of this machine, or preset:NAME.\n"
+    "# Interactive Claude Code connects to both of these when it starts: keep them.\n"
+    "allow:\n"
+    "  - api.anthropic.com\n"
+    "  - platform.claude.com\n"
+    "\n"
+    "# Names of host variables handed to the VM; their values are read from your\n"
+    "# shell when a task starts, never stored.  For the login, one of:\n"
+    "#   ANTHROPIC_API_KEY (stays on the host: aibox forwards it) or\n"
+    "#   CLAUDE_CODE_OAUTH_TOKEN (enters the VM as it is).\n"
+    "# env:\n"
+    "#   - ANTHROPIC_API_KEY\n"
+    "\n"
+    "# Host folders the VM sees, always read-only.\n"
+    "# mounts:\n"
+    "#   - host: ~/datasets\n"
+    "#     vm: /data\n"
+    "\n"
+    "# Your ~/.claude/skills, agents and commands are mounted read-only.\n"
+    "# Set one to none to leave it out, or to a folder to mount that instead.\n"
+    "# skills: none\n"
+    "# agents: none\n"
+    "# commands: none\n"
+    "\n"
+    "# Where the project sits in the VM.\n"
+    "# path: /project\n"
+    "\n"
+    "# Remotes the VM may fetch from and push to without holding the token:\n"
+    "# aibox's broker adds it on the host, and only for the branches in push.\n"
+    "# git:\n"
+    "#   - url: https://github.com/you/project.git\n"
+    "#     token: GITHUB_TOKEN\n"
+    "#     fetch: yes\n"
+    "#     push: [aibox/*]\n"
+    "\n"
+    "# The VM's size: memory (like 4G), cpus (1 up to this machine's count),\n"
+    "# and the task's state disk (like 20G).\n"
+    "# memory: 4G\n"
+    "# cpus: 2\n"
+    "# disk: 20G\n";
 
 /* The document as a tree, built from libyaml's events. */
 enum node_kind { NODE_SCALAR, NODE_SEQ, NODE_MAP };
@@ -69,10 +69,10 @@ enum node_kind { NODE_SCALAR, NODE_SEQ, NODE_MAP };
 struct node {
 	enum node_kind kind;
 	size_t line, col; /* from 1 */
-	char *str;	  /* scalar: NUL-terminated (NULs inside are refused) */
+	char *str;        /* scalar: NUL-terminated (NULs inside are refused) */
 	size_t len;
-	int plain;		  /* scalar: plain style (can be a number, bool, null) */
-	struct node **items;	  /* seq: values; map: key, value, key, value... */
+	int plain;           /* scalar: plain style (can be a number, bool, null) */
+	struct node **items; /* seq: values; map: key, value, key, value... */
 	size_t nr, alloc;
 };
 
@@ -94,7 +94,7 @@ static void node_free(struct node *n)
 }
 
 static int failv(struct ctx *c, size_t line, size_t col, const char *key, const char *fmt,
-		 va_list ap)
+                 va_list ap)
 {
 	buf_addf(c->err, "%s:%zu:%zu: ", c->name, line, col);
 	if (key && *key)
@@ -104,7 +104,7 @@ static int failv(struct ctx *c, size_t line, size_t col, const char *key, const 
 }
 
 __attribute__((format(printf, 4, 5))) static int fail(struct ctx *c, const struct node *at,
-						      const char *key, const char *fmt, ...)
+                                                      const char *key, const char *fmt, ...)
 {
 	va_list ap;
 	int ret;
@@ -116,7 +116,7 @@ __attribute__((format(printf, 4, 5))) static int fail(struct ctx *c, const struc
 }
 
 __attribute__((format(printf, 4, 5))) static int fail_mark(struct ctx *c, yaml_mark_t m,
-							   const char *key, const char *fmt, ...)
+                                                           const char *key, const char *fmt, ...)
 {
 	va_list ap;
 	int ret;
@@ -143,7 +143,8 @@ static int check_text(struct ctx *c, const unsigned char *s, size_t len)
 		uint32_t cp, min;
 
 		if (b == 0) {
-			buf_addf(c->err, "%s:%zu:%zu: the file holds a NUL byte", c->name, line, col);
+			buf_addf(c->err, "%s:%zu:%zu: the file holds a NUL byte", c->name, line,
+			         col);
 			return -EINVAL;
 		}
 		if (b < 0x80) {
@@ -183,7 +184,7 @@ static int is_null(const struct node *n)
 {
 	return n->kind == NODE_SCALAR && n->plain &&
 	       (!n->len || !strcmp(n->str, "~") || !strcmp(n->str, "null") ||
-		!strcmp(n->str, "Null") || !strcmp(n->str, "NULL"));
+	        !strcmp(n->str, "Null") || !strcmp(n->str, "NULL"));
 }
 
 static const char *kind_name(const struct node *n)
@@ -205,11 +206,12 @@ static int attach(struct ctx *c, struct node **root, struct node *parent, struct
 	if (parent->kind == NODE_MAP && parent->nr % 2 == 0) {
 		if (child->kind != NODE_SCALAR)
 			return fail(c, child, NULL, "a key must be a plain string, not %s",
-				    kind_name(child));
+			            kind_name(child));
 		for (size_t i = 0; i < parent->nr; i += 2)
 			if (!strcmp(parent->items[i]->str, child->str))
-				return fail(c, child, NULL, "duplicate key '%s' (first at line %zu)",
-					    child->str, parent->items[i]->line);
+				return fail(c, child, NULL,
+				            "duplicate key '%s' (first at line %zu)", child->str,
+				            parent->items[i]->line);
 	}
 	ALLOC_GROW(parent->items, parent->nr + 1, parent->alloc);
 	parent->items[parent->nr++] = child;
@@ -252,11 +254,11 @@ static int build_tree(struct ctx *c, const char *data, size_t len, struct node *
 
 			if (parser.context)
 				ret = fail_mark(c, parser.problem_mark, NULL,
-						"invalid YAML: %s %s (line %zu)", problem,
-						parser.context, parser.context_mark.line + 1);
+				                "invalid YAML: %s %s (line %zu)", problem,
+				                parser.context, parser.context_mark.line + 1);
 			else
 				ret = fail_mark(c, parser.problem_mark, NULL, "invalid YAML: %s",
-						problem);
+				                problem);
 			break;
 		}
 		switch (ev.type) {
@@ -266,16 +268,16 @@ static int build_tree(struct ctx *c, const char *data, size_t len, struct node *
 		case YAML_DOCUMENT_START_EVENT:
 			if (++docs > 1)
 				ret = fail_mark(c, ev.start_mark, NULL,
-						"only one YAML document is allowed");
+				                "only one YAML document is allowed");
 			else if (ev.data.document_start.version_directive ||
-				 ev.data.document_start.tag_directives.start !=
-					 ev.data.document_start.tag_directives.end)
+			         ev.data.document_start.tag_directives.start !=
+			             ev.data.document_start.tag_directives.end)
 				ret = fail_mark(c, ev.start_mark, NULL,
-						"YAML directives are not supported");
+				                "YAML directives are not supported");
 			break;
 		case YAML_ALIAS_EVENT:
 			ret = fail_mark(c, ev.start_mark, NULL,
-					"anchors and aliases are not supported");
+			                "anchors and aliases are not supported");
 			break;
 		case YAML_SCALAR_EVENT:
 			anchor = ev.data.scalar.anchor;
@@ -307,17 +309,17 @@ static int build_tree(struct ctx *c, const char *data, size_t len, struct node *
 				ret = fail(c, n, NULL, "anchors and aliases are not supported");
 			else if (tag)
 				ret = fail(c, n, NULL, "YAML tags are not supported ('%s')",
-					   (const char *)tag);
+				           (const char *)tag);
 			else if (n->kind == NODE_SCALAR && memchr(n->str, '\0', n->len))
 				ret = fail(c, n, NULL, "a value holds a NUL character");
 			else if (n->kind == NODE_SCALAR && n->len > CONFIG_MAX_SCALAR)
 				ret = fail(c, n, NULL, "a value is longer than %d bytes",
-					   CONFIG_MAX_SCALAR);
+				           CONFIG_MAX_SCALAR);
 			else if (++c->nodes > CONFIG_MAX_NODES)
 				ret = fail(c, n, NULL, "more than %d values", CONFIG_MAX_NODES);
 			else if (n->kind != NODE_SCALAR && depth == CONFIG_MAX_DEPTH)
 				ret = fail(c, n, NULL, "nested deeper than %d levels",
-					   CONFIG_MAX_DEPTH);
+				           CONFIG_MAX_DEPTH);
 			if (!ret)
 				ret = attach(c, root, depth ? stack[depth - 1] : NULL, n);
 			if (ret)
@@ -337,10 +339,10 @@ static int build_tree(struct ctx *c, const char *data, size_t len, struct node *
 
 /* ---- the schema ---- */
 
-static const char *const top_keys[] = { "allow", "mounts", "skills", "agents", "commands", "path",
-					"env", "git", "memory", "cpus", "disk", NULL };
-static const char *const mount_keys[] = { "host", "vm", "read-only", NULL };
-static const char *const git_keys[] = { "url", "token", "auth", "user", "fetch", "push", NULL };
+static const char *const top_keys[] = {"allow", "mounts", "skills", "agents", "commands", "path",
+                                       "env",   "git",    "memory", "cpus",   "disk",     NULL};
+static const char *const mount_keys[] = {"host", "vm", "read-only", NULL};
+static const char *const git_keys[] = {"url", "token", "auth", "user", "fetch", "push", NULL};
 
 static void list_keys(struct buf *b, const char *const *keys)
 {
@@ -349,7 +351,7 @@ static void list_keys(struct buf *b, const char *const *keys)
 }
 
 static int unknown_key(struct ctx *c, const struct node *key, const char *where,
-		       const char *const *keys)
+                       const char *const *keys)
 {
 	struct buf known = BUF_INIT;
 	int ret;
@@ -379,12 +381,11 @@ static int want_string(struct ctx *c, const struct node *n, const char *key)
 
 /* A list, or null for an empty one.  Sets *nr. */
 static int want_list(struct ctx *c, const struct node *n, const char *key, size_t max,
-		     const char *example, size_t *nr)
+                     const char *example, size_t *nr)
 {
-	if (is_null(n)) {
-		*nr = 0;
+	*nr = 0;
+	if (is_null(n))
 		return 0;
-	}
 	if (n->kind != NODE_SEQ)
 		return fail(c, n, key, "must be a list, like %s, not %s", example, kind_name(n));
 	if (n->nr > max)
@@ -403,8 +404,8 @@ static int has_ctl(const char *s)
 
 static int want_bool(struct ctx *c, const struct node *n, const char *key, int *out)
 {
-	static const char *const yes[] = { "true", "True", "TRUE", "yes", "Yes", "YES", NULL };
-	static const char *const no[] = { "false", "False", "FALSE", "no", "No", "NO", NULL };
+	static const char *const yes[] = {"true", "True", "TRUE", "yes", "Yes", "YES", NULL};
+	static const char *const no[] = {"false", "False", "FALSE", "no", "No", "NO", NULL};
 
 	if (n->kind == NODE_SCALAR && n->plain) {
 		if (known(n->str, yes)) {
@@ -515,7 +516,7 @@ static const char *check_host_port(char *s)
 		if (end)
 			*end = ':';
 		return strchr(host, '*') ? "a wildcard is only allowed as '*.' at the start"
-					 : "not a host name";
+		                         : "not a host name";
 	}
 	{
 		/* All-digit last label that inet_pton refused: a bad IPv4 address. */
@@ -537,7 +538,7 @@ ok:
 static int check_allow(struct ctx *c, const struct node *v, struct config *cfg)
 {
 	struct buf key = BUF_INIT;
-	size_t nr;
+	size_t nr = 0;
 	int ret = want_list(c, v, "allow", CONFIG_MAX_ALLOW, "[api.anthropic.com]", &nr);
 
 	for (size_t i = 0; !ret && i < nr; i++) {
@@ -558,8 +559,8 @@ static int check_allow(struct ctx *c, const struct node *v, struct config *cfg)
 		else if (!strncmp(s, "preset:", 7)) {
 			const char *p = s + 7;
 
-			if (!*p || strlen(p) > 64 || strspn(p, "abcdefghijklmnopqrstuvwxyz0123456789-") !=
-							     strlen(p))
+			if (!*p || strlen(p) > 64 ||
+			    strspn(p, "abcdefghijklmnopqrstuvwxyz0123456789-") != strlen(p))
 				why = "a preset name is lowercase letters, digits and '-'";
 		} else {
 			why = check_host_port(s);
@@ -608,11 +609,11 @@ static int host_path(struct ctx *c, const struct node *n, const char *key, char 
 }
 
 /* Folders of the VM's system that no mount or project may cover or replace. */
-static const char *const vm_system[] = { "/proc", "/sys", "/dev", "/etc", "/usr", "/bin",
-					 "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/boot",
-					 "/run", "/var", NULL };
-static const char *const vm_reserved_exact[] = { "/home", "/tmp", "/root", "/mnt", "/opt",
-						 "/srv", "/media", NULL };
+static const char *const vm_system[] = {"/proc",   "/sys",  "/dev", "/etc",   "/usr",
+                                        "/bin",    "/sbin", "/lib", "/lib32", "/lib64",
+                                        "/libx32", "/boot", "/run", "/var",   NULL};
+static const char *const vm_reserved_exact[] = {"/home", "/tmp", "/root",  "/mnt",
+                                                "/opt",  "/srv", "/media", NULL};
 
 /* 1 when a is b or inside it. */
 static int path_within(const char *a, const char *b)
@@ -650,10 +651,10 @@ static const char *check_vm_path(const char *s)
 }
 
 static int check_mounts(struct ctx *c, const struct node *v, struct config *cfg,
-			const struct node *path_node)
+                        const struct node *path_node)
 {
 	struct buf key = BUF_INIT;
-	size_t nr;
+	size_t nr = 0;
 	int ret = want_list(c, v, "mounts", CONFIG_MAX_MOUNTS, "[{host: ~/data, vm: /data}]", &nr);
 	const struct node **vm_nodes = xcalloc(nr + 1, sizeof(*vm_nodes));
 
@@ -668,7 +669,7 @@ static int check_mounts(struct ctx *c, const struct node *v, struct config *cfg,
 		buf_addf(&key, "mounts[%zu]", i);
 		if (e->kind != NODE_MAP) {
 			ret = fail(c, e, key.buf, "must be a mapping with host and vm, not %s",
-				   kind_name(e));
+			           kind_name(e));
 			break;
 		}
 		for (size_t k = 0; !ret && k < e->nr; k += 2) {
@@ -690,8 +691,8 @@ static int check_mounts(struct ctx *c, const struct node *v, struct config *cfg,
 				ret = want_bool(c, vn, key.buf, &ro);
 				if (!ret && !ro)
 					ret = fail(c, vn, key.buf,
-						   "mounts are always read-only; to change files, "
-						   "have the task commit them");
+					           "mounts are always read-only; to change files, "
+					           "have the task commit them");
 			}
 			buf_setlen(&key, base);
 		}
@@ -715,14 +716,14 @@ static int check_mounts(struct ctx *c, const struct node *v, struct config *cfg,
 		}
 		if (path_within(vm->str, cfg->path) || path_within(cfg->path, vm->str)) {
 			ret = fail(c, vm, key.buf, "'%s' overlaps the project's path %s%s", vm->str,
-				   cfg->path, path_node ? "" : " (the default of path)");
+			           cfg->path, path_node ? "" : " (the default of path)");
 			break;
 		}
 		for (size_t j = 0; j < i; j++) {
 			if (path_within(vm->str, vm_nodes[j]->str) ||
 			    path_within(vm_nodes[j]->str, vm->str)) {
 				ret = fail(c, vm, key.buf, "'%s' overlaps mounts[%zu].vm '%s'",
-					   vm->str, j, vm_nodes[j]->str);
+				           vm->str, j, vm_nodes[j]->str);
 				break;
 			}
 		}
@@ -737,7 +738,7 @@ static int check_mounts(struct ctx *c, const struct node *v, struct config *cfg,
 }
 
 static int check_claude(struct ctx *c, const struct node *v, const char *key,
-			struct config_claude *out)
+                        struct config_claude *out)
 {
 	int ret = want_string(c, v, key);
 
@@ -753,7 +754,7 @@ static int check_claude(struct ctx *c, const struct node *v, const char *key,
 	}
 	if (v->str[0] != '/' && v->str[0] != '~')
 		return fail(c, v, key, "'%s': must be none, default, or a folder (absolute or ~/)",
-			    v->str);
+		            v->str);
 	if ((ret = host_path(c, v, key, &out->path)))
 		return ret;
 	out->kind = CONFIG_CLAUDE_PATH;
@@ -775,12 +776,12 @@ static int check_path(struct ctx *c, const struct node *v, struct config *cfg)
 }
 
 /* Names aibox sets in the VM itself: a host value would break the VM. */
-static const char *const env_reserved[] = { "HOME", "PATH", "USER", "LOGNAME", "SHELL", NULL };
+static const char *const env_reserved[] = {"HOME", "PATH", "USER", "LOGNAME", "SHELL", NULL};
 
 static int is_proxy_var(const char *s)
 {
-	static const char *const proxies[] = { "http_proxy", "https_proxy", "no_proxy",
-					       "all_proxy", NULL };
+	static const char *const proxies[] = {"http_proxy", "https_proxy", "no_proxy", "all_proxy",
+	                                      NULL};
 
 	for (int i = 0; proxies[i]; i++)
 		if (!strcasecmp(s, proxies[i]))
@@ -791,7 +792,7 @@ static int is_proxy_var(const char *s)
 static int check_env(struct ctx *c, const struct node *v, struct config *cfg)
 {
 	struct buf key = BUF_INIT;
-	size_t nr;
+	size_t nr = 0;
 	const struct node *base_url = NULL, *api_key = NULL;
 	int ret = want_list(c, v, "env", CONFIG_MAX_ENV, "[ANTHROPIC_API_KEY]", &nr);
 
@@ -804,9 +805,9 @@ static int check_env(struct ctx *c, const struct node *v, struct config *cfg)
 			break;
 		if (!valid_var_name(e->str)) {
 			ret = fail(c, e, key.buf,
-				   "'%.64s' is not a variable name (list NAMES; aibox reads the "
-				   "values from your shell when a task starts)",
-				   e->str);
+			           "'%.64s' is not a variable name (list NAMES; aibox reads the "
+			           "values from your shell when a task starts)",
+			           e->str);
 			break;
 		}
 		if (known(e->str, env_reserved) || is_proxy_var(e->str)) {
@@ -827,9 +828,10 @@ static int check_env(struct ctx *c, const struct node *v, struct config *cfg)
 		strvec_push(&cfg->env, e->str);
 	}
 	if (!ret && base_url && api_key)
-		ret = fail(c, base_url, "env",
-			   "ANTHROPIC_BASE_URL cannot be set next to ANTHROPIC_API_KEY: aibox points "
-			   "it at its own port, which adds the key on the host");
+		ret =
+		    fail(c, base_url, "env",
+		         "ANTHROPIC_BASE_URL cannot be set next to ANTHROPIC_API_KEY: aibox points "
+		         "it at its own port, which adds the key on the host");
 	buf_release(&key);
 	return ret;
 }
@@ -846,7 +848,7 @@ static void size_fmt(struct buf *b, uint64_t mib)
 
 /* Sizes: <digits><M|G|T> or with "iB" (MiB, GiB, TiB), binary units. */
 static int check_size(struct ctx *c, const struct node *v, const char *key, uint64_t min,
-		      uint64_t max, uint64_t *out)
+                      uint64_t max, uint64_t *out)
 {
 	const char *s = v->str, *u;
 	uint64_t n = 0, mult;
@@ -956,7 +958,8 @@ static const char *check_git_url(const char *s, char **host_out)
 		return "cannot hold credentials; name the variable holding the token in token";
 	for (const char *p = slash; *p; p++)
 		if ((unsigned char)*p <= ' ' || *p >= 0x7f || strchr("?#\\\"<>{}|^`", *p))
-			return "may hold no spaces, query, fragment or special characters in its path";
+			return "may hold no spaces, query, fragment or special characters in its "
+			       "path";
 	for (const char *p = slash; p; p = strchr(p + 1, '/'))
 		if (!strcmp(p, "/.") || !strncmp(p, "/./", 3) || !strcmp(p, "/..") ||
 		    !strncmp(p, "/../", 4) || !strncmp(p, "//", 2))
@@ -984,15 +987,16 @@ static const char *check_git_url(const char *s, char **host_out)
 }
 
 static int check_git_entry(struct ctx *c, const struct node *e, struct buf *key,
-			   struct config_git *g)
+                           struct config_git *g)
 {
 	const struct node *url = NULL;
 	size_t base = key->len;
 	int ret = 0;
 
 	if (e->kind != NODE_MAP)
-		return fail(c, e, key->buf, "must be a mapping with url, token, fetch and push, not %s",
-			    kind_name(e));
+		return fail(c, e, key->buf,
+		            "must be a mapping with url, token, fetch and push, not %s",
+		            kind_name(e));
 	g->fetch = 1;
 	g->auth = CONFIG_GIT_BASIC;
 	for (size_t k = 0; !ret && k < e->nr; k += 2) {
@@ -1024,8 +1028,8 @@ static int check_git_entry(struct ctx *c, const struct node *e, struct buf *key,
 				break;
 			if (!valid_var_name(vn->str))
 				return fail(c, vn, key->buf,
-					    "names the host variable that holds the token (like "
-					    "GITHUB_TOKEN), not the token itself");
+				            "names the host variable that holds the token (like "
+				            "GITHUB_TOKEN), not the token itself");
 			g->token_env = xstrdup(vn->str);
 		} else if (!strcmp(kn->str, "auth")) {
 			if ((ret = want_string(c, vn, key->buf)))
@@ -1041,15 +1045,15 @@ static int check_git_entry(struct ctx *c, const struct node *e, struct buf *key,
 				break;
 			if (strlen(vn->str) > 64 ||
 			    strspn(vn->str, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-					    "0123456789._@+-") != strlen(vn->str))
+			                    "0123456789._@+-") != strlen(vn->str))
 				return fail(c, vn, key->buf,
-					    "'%.64s' is not a user name (letters, digits, ._@+-)",
-					    vn->str);
+				            "'%.64s' is not a user name (letters, digits, ._@+-)",
+				            vn->str);
 			g->user = xstrdup(vn->str);
 		} else if (!strcmp(kn->str, "fetch")) {
 			ret = want_bool(c, vn, key->buf, &g->fetch);
 		} else {
-			size_t nr;
+			size_t nr = 0;
 
 			if ((ret = want_list(c, vn, key->buf, CONFIG_MAX_PUSH, "[aibox/*]", &nr)))
 				break;
@@ -1082,9 +1086,9 @@ static int check_git_entry(struct ctx *c, const struct node *e, struct buf *key,
 static int check_git(struct ctx *c, const struct node *v, struct config *cfg)
 {
 	struct buf key = BUF_INIT;
-	size_t nr;
+	size_t nr = 0;
 	int ret = want_list(c, v, "git", CONFIG_MAX_GIT,
-			    "[{url: https://github.com/you/repo.git, token: GITHUB_TOKEN}]", &nr);
+	                    "[{url: https://github.com/you/repo.git, token: GITHUB_TOKEN}]", &nr);
 
 	if (!ret && nr)
 		cfg->git = xcalloc(nr, sizeof(*cfg->git));
@@ -1099,7 +1103,8 @@ static int check_git(struct ctx *c, const struct node *v, struct config *cfg)
 			break;
 		for (size_t j = 0; j < i; j++)
 			if (!strcmp(cfg->git[j].url, g->url)) {
-				ret = fail(c, v->items[i], key.buf, "the url is also in git[%zu]", j);
+				ret =
+				    fail(c, v->items[i], key.buf, "the url is also in git[%zu]", j);
 				break;
 			}
 	}
@@ -1110,14 +1115,15 @@ static int check_git(struct ctx *c, const struct node *v, struct config *cfg)
 /* Keys whose meaning depends on another key are checked after all of them. */
 static int check_root(struct ctx *c, const struct node *root, struct config *cfg)
 {
-	const struct node *val[ARRAY_SIZE(top_keys)] = { 0 };
+	const struct node *val[ARRAY_SIZE(top_keys)] = {0};
 	int ret = 0;
 
 	if (!root || is_null(root))
 		return 0;
 	if (root->kind != NODE_MAP)
-		return fail(c, root, NULL, "the config must be a mapping of keys, like 'allow:', not %s",
-			    kind_name(root));
+		return fail(c, root, NULL,
+		            "the config must be a mapping of keys, like 'allow:', not %s",
+		            kind_name(root));
 	for (size_t k = 0; k < root->nr; k += 2) {
 		const struct node *kn = root->items[k];
 		int i;
@@ -1148,22 +1154,23 @@ static int check_root(struct ctx *c, const struct node *root, struct config *cfg
 		ret = check_git(c, val[7], cfg);
 	if (!ret && val[8])
 		ret = check_size(c, val[8], "memory", CONFIG_MIN_MEMORY_MIB, CONFIG_MAX_MEMORY_MIB,
-				 &cfg->memory_mib);
+		                 &cfg->memory_mib);
 	if (!ret && val[9])
 		ret = check_cpus(c, val[9], cfg);
 	if (!ret && val[10])
 		ret = check_size(c, val[10], "disk", CONFIG_MIN_DISK_MIB, CONFIG_MAX_DISK_MIB,
-				 &cfg->disk_mib);
+		                 &cfg->disk_mib);
 	/* A token the broker holds must not also be handed to the VM. */
 	for (size_t i = 0; !ret && i < cfg->nr_git; i++) {
 		const char *t = cfg->git[i].token_env;
 
 		for (size_t j = 0; t && j < cfg->env.nr; j++)
 			if (!strcmp(cfg->env.v[j], t)) {
-				ret = fail(c, val[6]->items[j], "env",
-					   "%s is the token of git[%zu]: listed in env it would enter "
-					   "the VM, which git keeps it out of",
-					   t, i);
+				ret = fail(
+				    c, val[6]->items[j], "env",
+				    "%s is the token of git[%zu]: listed in env it would enter "
+				    "the VM, which git keeps it out of",
+				    t, i);
 				break;
 			}
 	}
@@ -1214,16 +1221,16 @@ void config_release(struct config *cfg)
 }
 
 int config_parse(struct config *cfg, const char *name, const char *data, size_t len,
-		 struct buf *err)
+                 struct buf *err)
 {
-	struct ctx c = { .name = name, .err = err };
+	struct ctx c = {.name = name, .err = err};
 	struct node *root = NULL;
 	int ret;
 
 	config_init(cfg);
 	if (len > CONFIG_MAX_BYTES) {
 		buf_addf(err, "%s:1:1: the file is larger than %d KiB", name,
-			 CONFIG_MAX_BYTES / 1024);
+		         CONFIG_MAX_BYTES / 1024);
 		return -EINVAL;
 	}
 	ret = check_text(&c, (const unsigned char *)data, len);
@@ -1252,7 +1259,7 @@ int config_load(struct config *cfg, const char *path, struct buf *err)
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
 		ret = S_ISREG(st.st_mode) ? -errno : -EINVAL;
 		buf_addf(err, "cannot read '%s': %s", path,
-			 ret == -EINVAL ? "not a regular file" : strerror(-ret));
+		         ret == -EINVAL ? "not a regular file" : strerror(-ret));
 		close(fd);
 		return ret;
 	}
@@ -1260,7 +1267,7 @@ int config_load(struct config *cfg, const char *path, struct buf *err)
 	close(fd);
 	if (n == -EFBIG) {
 		buf_addf(err, "%s:1:1: the file is larger than %d KiB", path,
-			 CONFIG_MAX_BYTES / 1024);
+		         CONFIG_MAX_BYTES / 1024);
 		buf_release(&data);
 		return -EINVAL;
 	}

@@ -28,25 +28,25 @@
 
 struct buf;
 
-#define CONFIG_MAX_BYTES (256 * 1024)
-#define CONFIG_MAX_DEPTH 8	    /* the schema needs 4 */
-#define CONFIG_MAX_NODES 20000
-#define CONFIG_MAX_SCALAR 4096	    /* bytes in any one key or value */
-#define CONFIG_MAX_ALLOW 256
+#define CONFIG_MAX_BYTES  (256 * 1024)
+#define CONFIG_MAX_DEPTH  8 /* the schema needs 4 */
+#define CONFIG_MAX_NODES  20000
+#define CONFIG_MAX_SCALAR 4096 /* bytes in any one key or value */
+#define CONFIG_MAX_ALLOW  256
 #define CONFIG_MAX_MOUNTS 32
-#define CONFIG_MAX_ENV 128
-#define CONFIG_MAX_GIT 32
-#define CONFIG_MAX_PUSH 64
+#define CONFIG_MAX_ENV    128
+#define CONFIG_MAX_GIT    32
+#define CONFIG_MAX_PUSH   64
 
 /* Defaults and ranges; memory and disk in MiB. */
-#define CONFIG_DEFAULT_PATH "/project"
+#define CONFIG_DEFAULT_PATH       "/project"
 #define CONFIG_DEFAULT_MEMORY_MIB 4096
-#define CONFIG_MIN_MEMORY_MIB 512
-#define CONFIG_MAX_MEMORY_MIB (1024 * 1024) /* 1T */
-#define CONFIG_DEFAULT_CPUS 2		    /* or the host's count, if smaller */
-#define CONFIG_DEFAULT_DISK_MIB (20 * 1024)
-#define CONFIG_MIN_DISK_MIB 1024
-#define CONFIG_MAX_DISK_MIB (16 * 1024 * 1024) /* 16T, a sparse file */
+#define CONFIG_MIN_MEMORY_MIB     512
+#define CONFIG_MAX_MEMORY_MIB     (1024 * 1024) /* 1T */
+#define CONFIG_DEFAULT_CPUS       2             /* or the host's count, if smaller */
+#define CONFIG_DEFAULT_DISK_MIB   (20 * 1024)
+#define CONFIG_MIN_DISK_MIB       1024
+#define CONFIG_MAX_DISK_MIB       (16 * 1024 * 1024) /* 16T, a sparse file */
 
 /* skills, agents, commands: which host folder to mount read-only, if any. */
 enum config_claude_dir {
@@ -73,34 +73,34 @@ enum config_git_auth {
 
 /* A remote the broker may reach for the VM (issue 7). */
 struct config_git {
-	char *url;	 /* https://host[:port]/path, no credentials, query or fragment */
-	char *host;	 /* the URL's host, lowercase */
+	char *url;       /* https://host[:port]/path, no credentials, query or fragment */
+	char *host;      /* the URL's host, lowercase */
 	char *token_env; /* NAME of the host variable holding the token */
 	enum config_git_auth auth;
-	char *user;		 /* for basic auth; default "x-access-token" */
-	int fetch;		 /* 1: fetch and clone pass */
+	char *user;         /* for basic auth; default "x-access-token" */
+	int fetch;          /* 1: fetch and clone pass */
 	struct strvec push; /* branch names and patterns ('*' matches any run) */
 };
 
 /* Which keys the file set itself (the rest hold their defaults). */
-#define CONFIG_SET_ALLOW 0x001
-#define CONFIG_SET_MOUNTS 0x002
-#define CONFIG_SET_SKILLS 0x004
-#define CONFIG_SET_AGENTS 0x008
+#define CONFIG_SET_ALLOW    0x001
+#define CONFIG_SET_MOUNTS   0x002
+#define CONFIG_SET_SKILLS   0x004
+#define CONFIG_SET_AGENTS   0x008
 #define CONFIG_SET_COMMANDS 0x010
-#define CONFIG_SET_PATH 0x020
-#define CONFIG_SET_ENV 0x040
-#define CONFIG_SET_GIT 0x080
-#define CONFIG_SET_MEMORY 0x100
-#define CONFIG_SET_CPUS 0x200
-#define CONFIG_SET_DISK 0x400
+#define CONFIG_SET_PATH     0x020
+#define CONFIG_SET_ENV      0x040
+#define CONFIG_SET_GIT      0x080
+#define CONFIG_SET_MEMORY   0x100
+#define CONFIG_SET_CPUS     0x200
+#define CONFIG_SET_DISK     0x400
 
 struct config {
 	struct strvec allow; /* proxy entries, hosts lowercased; syntax checked here */
 	struct config_mount *mounts;
 	size_t nr_mounts;
 	struct config_claude skills, agents, commands;
-	char *path;	   /* where the project sits in the VM */
+	char *path;        /* where the project sits in the VM */
 	struct strvec env; /* names of host variables */
 	struct config_git *git;
 	size_t nr_git;
@@ -122,7 +122,7 @@ void config_release(struct config *cfg);
  * failure), or -EINVAL with the reason appended to err.
  */
 int config_parse(struct config *cfg, const char *name, const char *data, size_t len,
-		 struct buf *err);
+                 struct buf *err);
 
 /*
  * Read and parse the file at path (a regular file of at most

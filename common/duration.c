@@ -13,10 +13,10 @@ struct unit {
 
 /* Longest name first, so "ms" is not read as "m" followed by "s". */
 static const struct unit units[] = {
-	{ "ms", 1 },
-	{ "h", 3600 * 1000 },
-	{ "m", 60 * 1000 },
-	{ "s", 1000 },
+    {"ms", 1},
+    {"h", 3600 * 1000},
+    {"m", 60 * 1000},
+    {"s", 1000},
 };
 
 static int refuse(struct buf *why, int err, const char *msg)
@@ -57,7 +57,8 @@ int duration_parse(const char *s, int64_t *ms, struct buf *why)
 		}
 		for (; is_digit(*s); s++, digits++) {
 			if (whole > (INT64_MAX - 9) / 10)
-				return refuse(why, -ERANGE, "too large (the limit is about 292 years)");
+				return refuse(why, -ERANGE,
+				              "too large (the limit is about 292 years)");
 			whole = whole * 10 + (*s - '0');
 		}
 		if (*s == '.') {
@@ -65,7 +66,8 @@ int duration_parse(const char *s, int64_t *ms, struct buf *why)
 			for (; is_digit(*s); s++, digits++) {
 				/* 18 fraction digits always fit; more cannot be exact in ms. */
 				if (scale > INT64_MAX / 100)
-					return refuse(why, -EINVAL, "too many digits after the point");
+					return refuse(why, -EINVAL,
+					              "too many digits after the point");
 				frac = frac * 10 + (*s - '0');
 				scale *= 10;
 			}
@@ -103,7 +105,8 @@ int duration_parse(const char *s, int64_t *ms, struct buf *why)
 			if (f % scale)
 				return refuse(why, -EINVAL, "finer than a millisecond");
 			if (part > INT64_MAX - (int64_t)(f / scale))
-				return refuse(why, -ERANGE, "too large (the limit is about 292 years)");
+				return refuse(why, -ERANGE,
+				              "too large (the limit is about 292 years)");
 			part += (int64_t)(f / scale);
 		}
 		if (total > INT64_MAX - part)
@@ -137,8 +140,8 @@ void duration_format(struct buf *out, int64_t ms)
 	if (h || m)
 		buf_addf(out, "%lldm", (long long)m);
 	if (ms) {
-		char frac[4] = { (char)('0' + ms / 100), (char)('0' + ms / 10 % 10),
-				 (char)('0' + ms % 10), 0 };
+		char frac[4] = {(char)('0' + ms / 100), (char)('0' + ms / 10 % 10),
+		                (char)('0' + ms % 10), 0};
 
 		for (int i = 2; i > 0 && frac[i] == '0'; i--)
 			frac[i] = 0;

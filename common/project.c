@@ -20,7 +20,7 @@
 #include "banned.h"
 
 #define NAME_BASE_MAX 48
-#define MAX_SUFFIX 9999
+#define MAX_SUFFIX    9999
 
 int project_checkout(const char *dir, struct buf *out)
 {
@@ -64,16 +64,15 @@ out:
 
 static int name_char(char c)
 {
-	return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
-	       c == '-';
+	return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
 }
 
 int project_name_valid(const char *name)
 {
 	size_t n = strlen(name);
 
-	if (!n || n > PROJECT_NAME_MAX || !((name[0] >= 'a' && name[0] <= 'z') ||
-					    (name[0] >= '0' && name[0] <= '9')))
+	if (!n || n > PROJECT_NAME_MAX ||
+	    !((name[0] >= 'a' && name[0] <= 'z') || (name[0] >= '0' && name[0] <= '9')))
 		return 0;
 	for (size_t i = 0; i < n; i++)
 		if (!name_char(name[i]))

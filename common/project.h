@@ -32,11 +32,14 @@ struct strvec;
 
 struct project {
 	char *name;
-	char *dir;	/* $AIBOX_HOME/projects/<name> */
+	char *dir;      /* $AIBOX_HOME/projects/<name> */
 	char *checkout; /* absolute, resolved */
 };
 
-#define PROJECT_INIT { NULL, NULL, NULL }
+#define PROJECT_INIT                                                                               \
+	{                                                                                          \
+		NULL, NULL, NULL                                                                   \
+	}
 
 /*
  * The work tree of the git repository that holds dir (libgit2's discovery,
@@ -74,9 +77,9 @@ int projects_list(struct strvec *names);
 /* Read the checkout path recorded in a project folder into out. */
 int project_read_checkout(const char *project_dir, struct buf *out);
 
-#define PROJECT_LOCK_SHARED 0
+#define PROJECT_LOCK_SHARED    0
 #define PROJECT_LOCK_EXCLUSIVE 1
-#define PROJECT_LOCK_NONBLOCK 2
+#define PROJECT_LOCK_NONBLOCK  2
 
 /*
  * Take the project lock of the folder project_dir.  Returns the fd holding

@@ -141,7 +141,7 @@ static void rm_entry(struct walk *w, int dirfd, const char *name, int depth, int
 
 int rmtree_at(int dirfd, const char *name, struct rmtree_stats *stats, struct buf *where)
 {
-	struct walk w = { .stats = stats, .where = where, .path = BUF_INIT };
+	struct walk w = {.stats = stats, .where = where, .path = BUF_INIT};
 	struct stat st;
 
 	if (fstat(dirfd, &st) < 0)
@@ -155,7 +155,7 @@ int rmtree_at(int dirfd, const char *name, struct rmtree_stats *stats, struct bu
 
 void format_bytes(struct buf *out, uint64_t n)
 {
-	static const char *const units[] = { "KiB", "MiB", "GiB", "TiB", "PiB" };
+	static const char *const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};
 	double v = (double)n;
 	int u = -1;
 

@@ -70,7 +70,7 @@ static int digits(const char *s, int n)
 
 static int days_in_month(int year, int month)
 {
-	static const int days[] = { 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 };
+	static const int days[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
 	int leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
 
 	return month == 2 && leap ? 29 : days[month - 1];

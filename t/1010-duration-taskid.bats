@@ -57,9 +57,9 @@ load lib-common
 @test "task name: local start time and id, parsed back to the same time" {
 	run env TZ=UTC test-found task-name 1791392956 259e07
 	assert_output "20261007-170916-259e07"
-	run env TZ=Europe/Berlin test-found task-name 1791392956 259e07
+	run env TZ='CET-1CEST,M3.5.0,M10.5.0/3' test-found task-name 1791392956 259e07
 	assert_output "20261007-190916-259e07"
-	run env TZ=Europe/Berlin test-found task-parse 20261007-190916-259e07
+	run env TZ='CET-1CEST,M3.5.0,M10.5.0/3' test-found task-parse 20261007-190916-259e07
 	assert_output "1791392956 259e07"
 	run env TZ=UTC test-found task-parse 20261007-170916-259e07
 	assert_output "1791392956 259e07"

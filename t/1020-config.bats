@@ -96,6 +96,10 @@ cfg() {
 	assert_output "config.yaml:1:7: cpus: must be a whole number, like 2"
 	cfg 'path: [/a]'
 	assert_output "config.yaml:1:7: path: must be a string, not a list"
+	cfg 'mounts: {host: /a, vm: /b}'
+	assert_output "config.yaml:1:9: mounts: must be a list, like [{host: ~/data, vm: /data}], not a mapping"
+	cfg 'git: {url: https://a.example/r}'
+	assert_output --partial "config.yaml:1:6: git: must be a list"
 	cfg 'mounts: [/data]'
 	assert_output "config.yaml:1:10: mounts[0]: must be a mapping with host and vm, not a string"
 	cfg $'git:\n  - url: https://a.example/r\n    fetch: maybe'

@@ -232,3 +232,47 @@ teardown() { lock_teardown; }
 	wait "$waiter" || true
 	[ "$(cat "$T/waiter.out")" = "error No such file or directory" ]
 }
+
+@test "projects check: a good config is fine, a bad one refused with file:line:column" {
+	P=$(aibox projects path 2>/dev/null)
+	run aibox projects check
+	assert_success
+	assert_output "$P/config.yaml: fine"
+	printf 'allow: []\nenv: [ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL]\n' >"$P/config.yaml"
+	run --separate-stderr aibox projects check
+	assert_failure 1
+	assert_equal "$stderr" "$P/config.yaml:2:26: env: ANTHROPIC_BASE_URL cannot be set next to ANTHROPIC_API_KEY: aibox points it at its own port, which adds the key on the host"
+	printf 'a: &x 1\nb: *x\n' >"$P/config.yaml"
+	cd "$T"
+	run aibox projects check my-repo
+	assert_failure 1
+	assert_output "$P/config.yaml:1:4: anchors and aliases are not supported"
+	rm "$P/config.yaml"
+	run aibox projects check my-repo
+	assert_failure 2
+	assert_output "aibox-projects: cannot open '$P/config.yaml': No such file or directory"
+	run aibox projects check
+	assert_failure 2
+	assert_output --partial "not in a git checkout"
+}
+
+@test "projects path: several at once in a new checkout make one project" {
+	for i in 1 2 3 4 5 6; do
+		aibox projects path >"$T/out.$i" 2>/dev/null 3>&- &
+	done
+	wait
+	[ "$(ls "$AIBOX_HOME/projects")" = my-repo ]
+	for i in 1 2 3 4 5 6; do
+		[ "$(cat "$T/out.$i")" = "$AIBOX_HOME/projects/my-repo" ]
+	done
+}
+
+@test "projects remove: a task folder it cannot check keeps the project" {
+	P=$(aibox projects path 2>/dev/null)
+	mkdir "$P/tasks/20200101-000000-aaaaaa"
+	chmod 000 "$P/tasks/20200101-000000-aaaaaa"
+	run aibox projects remove my-repo
+	assert_failure 1
+	assert_output "aibox-projects: cannot tell whether the tasks of project 'my-repo' run: left alone"
+	assert_file_exists "$P/config.yaml"
+}

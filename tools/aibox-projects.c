@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "buf.h"
+#include "config.h"
 #include "err.h"
 #include "paths.h"
 #include "project.h"
@@ -22,19 +23,21 @@
 #include "banned.h"
 
 static const char usage_text[] =
-	"usage: aibox projects [list]\n"
-	"       aibox projects path\n"
-	"       aibox projects remove NAME\n"
-	"\n"
-	"    list         the projects: name, tasks, running tasks, checkout, folder\n"
-	"    path         print the folder of the current checkout's project, making it\n"
-	"                 (with the default config) when it is new\n"
-	"    remove NAME  remove the project's folder, its config, home and tasks; a\n"
-	"                 project in use by a task or aibox run is left alone\n"
-	"    -h, --help   show this help\n"
-	"\n"
-	"Exit status: 0 done, 1 the project was left alone or not all removed, 2 usage\n"
-	"or error.\n";
+    "usage: aibox projects [list]\n"
+    "       aibox projects path\n"
+    "       aibox projects remove NAME\n"
+    "       aibox projects check [NAME]\n"
+    "\n"
+    "    list         the projects: name, tasks, running tasks, checkout, folder\n"
+    "    path         print the folder of the current checkout's project, making it\n"
+    "                 (with the default config) when it is new\n"
+    "    remove NAME  remove the project's folder, its config, home and tasks; a\n"
+    "                 project in use by a task or aibox run is left alone\n"
+    "    check [NAME] check the config of the current checkout's project, or of NAME\n"
+    "    -h, --help   show this help\n"
+    "\n"
+    "Exit status: 0 done, 1 the project was left alone or not all removed, or its\n"
+    "config is refused, 2 usage or error.\n";
 
 /* Control characters in a path would reach the terminal: show them as '?'. */
 static char *printable(const char *s)
@@ -100,16 +103,17 @@ static void add_count(struct strvec *col, long n)
 static int cmd_list(void)
 {
 	struct strvec names = STRVEC_INIT;
-	struct strvec cols[5] = { STRVEC_INIT, STRVEC_INIT, STRVEC_INIT, STRVEC_INIT, STRVEC_INIT };
-	static const char *const heads[5] = { "NAME", "TASKS", "RUNNING", "CHECKOUT", "FOLDER" };
+	struct strvec cols[5] = {STRVEC_INIT, STRVEC_INIT, STRVEC_INIT, STRVEC_INIT, STRVEC_INIT};
+	static const char *const heads[5] = {"NAME", "TASKS", "RUNNING", "CHECKOUT", "FOLDER"};
 	size_t width[5];
 	int ret = projects_list(&names);
 
 	if (ret < 0)
 		die_err(ret, "cannot read '%s/projects'", aibox_home());
 	if (!names.nr) {
-		fprintf(stderr, "%s: no projects yet; `aibox projects path` in a checkout makes one\n",
-			progname);
+		fprintf(stderr,
+		        "%s: no projects yet; `aibox projects path` in a checkout makes one\n",
+		        progname);
 		return 0;
 	}
 	for (int k = 0; k < 5; k++)
@@ -166,8 +170,8 @@ static int cmd_path(void)
 		die_err(ret, "cannot find the git checkout of the current folder");
 	ret = project_open(checkout.buf, &p, &created);
 	if (ret < 0)
-		die_err(ret, "cannot make the project folder for '%s' in '%s/projects'", checkout.buf,
-			aibox_home());
+		die_err(ret, "cannot make the project folder for '%s' in '%s/projects'",
+		        checkout.buf, aibox_home());
 	if (created)
 		fprintf(stderr, "%s: made project '%s' for %s\n", progname, p.name, checkout.buf);
 	printf("%s\n", p.dir);
@@ -176,19 +180,73 @@ static int cmd_path(void)
 	return 0;
 }
 
-/* 1 when a task of the project runs (its own lock held), as a second check. */
+static void find_current(struct project *p)
+{
+	struct buf checkout = BUF_INIT;
+	int ret = project_checkout(".", &checkout);
+
+	if (ret == -ENOENT)
+		die("not in a git checkout: a project is the checkout of a git repository");
+	if (ret == -ENOTDIR)
+		die("a bare repository has no checkout, so no project");
+	if (ret < 0)
+		die_err(ret, "cannot find the git checkout of the current folder");
+	ret = project_find(checkout.buf, p);
+	if (ret == -ENOENT)
+		die("this checkout has no project yet (`aibox projects path` makes it)");
+	if (ret < 0)
+		die_err(ret, "cannot read the projects in '%s/projects'", aibox_home());
+	buf_release(&checkout);
+}
+
+static int cmd_check(const char *name)
+{
+	struct project p = PROJECT_INIT;
+	struct buf path = BUF_INIT, err = BUF_INIT;
+	struct config cfg;
+	int ret;
+
+	if (name) {
+		if (!project_name_valid(name))
+			die("'%s' is not a project name (see `aibox projects`)", name);
+		ret = project_by_name(name, &p);
+		if (ret == -ENOENT)
+			die("no project '%s' (see `aibox projects`)", name);
+		if (ret < 0)
+			die_err(ret, "cannot read project '%s'", name);
+	} else {
+		find_current(&p);
+	}
+	buf_addf(&path, "%s/config.yaml", p.dir);
+	ret = config_load(&cfg, path.buf, &err);
+	if (ret == -EINVAL) {
+		fprintf(stderr, "%s\n", err.buf);
+		ret = EXIT_REFUSED;
+	} else if (ret < 0) {
+		die("%s", err.buf);
+	} else {
+		printf("%s: fine\n", path.buf);
+	}
+	config_release(&cfg);
+	project_release(&p);
+	buf_release(&path);
+	buf_release(&err);
+	return ret;
+}
+
+/* 1 when a task of the project runs (its own lock held), -1 when that cannot be told. */
 static int any_task_running(const char *dir)
 {
 	long tasks, running;
 
 	count_tasks(dir, &tasks, &running);
-	return running != 0;
+	return running < 0 ? -1 : running > 0;
 }
 
 static int cmd_remove(const char *name)
 {
 	struct project p = PROJECT_INIT;
-	struct rmtree_stats st = { 0 };
+	struct rmtree_stats st = {0};
 	struct buf where = BUF_INIT, pdir = BUF_INIT, size = BUF_INIT;
 	int lock, pfd, ret;
 
@@ -202,14 +260,21 @@ static int cmd_remove(const char *name)
 	lock = project_lock(p.dir, PROJECT_LOCK_EXCLUSIVE | PROJECT_LOCK_NONBLOCK);
 	if (lock == -EWOULDBLOCK) {
 		error("project '%s' is in use by a task or aibox run: left alone", name);
+		project_release(&p);
 		return EXIT_REFUSED;
 	}
 	if (lock == -ENOENT)
 		die("project '%s' was removed meanwhile", name);
 	if (lock < 0)
 		die_err(lock, "cannot lock project '%s'", name);
-	if (any_task_running(p.dir)) {
-		error("project '%s' has a running task: left alone", name);
+	ret = any_task_running(p.dir);
+	if (ret) {
+		if (ret < 0)
+			error("cannot tell whether the tasks of project '%s' run: left alone", name);
+		else
+			error("project '%s' has a running task: left alone", name);
+		close(lock);
+		project_release(&p);
 		return EXIT_REFUSED;
 	}
 	projects_dir(&pdir);
@@ -222,16 +287,17 @@ static int cmd_remove(const char *name)
 	format_bytes(&size, st.bytes);
 	if (ret < 0) {
 		error("cannot remove '%s/%s': %s", pdir.buf, where.buf, strerror(-ret));
-		error("project '%s' is partly removed (%s freed); fix that and run this again", name,
-		      size.buf);
-		return EXIT_REFUSED;
+		error("project '%s' is partly removed (%s freed); fix that and run this again",
+		      name, size.buf);
+		ret = EXIT_REFUSED;
+	} else {
+		printf("removed project '%s' (%s, freed %s)\n", name, p.dir, size.buf);
 	}
-	printf("removed project '%s' (%s, freed %s)\n", name, p.dir, size.buf);
 	project_release(&p);
 	buf_release(&where);
 	buf_release(&pdir);
 	buf_release(&size);
-	return 0;
+	return ret;
 }
 
 int main(int argc, char **argv)
@@ -245,6 +311,8 @@ int main(int argc, char **argv)
 		return cmd_list();
 	if (argc == 2 && !strcmp(argv[1], "path"))
 		return cmd_path();
+	if (!strcmp(argv[1], "check") && argc <= 3)
+		return cmd_check(argc == 3 ? argv[2] : NULL);
 	if (!strcmp(argv[1], "remove")) {
 		if (argc != 3) {
 			error("remove takes one project name");

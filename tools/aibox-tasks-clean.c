@@ -34,17 +34,17 @@
 #define ORPHAN_LOCK_AGE 60
 
 static const char usage_text[] =
-	"usage: aibox tasks clean [--all] [--older-than DURATION]\n"
-	"\n"
-	"Remove what ended tasks of this checkout's project leave behind.\n"
-	"\n"
-	"    --all                  remove ended tasks' whole folders and locks, results\n"
-	"                           included (default: only their start.bundle)\n"
-	"    --older-than DURATION  only tasks that started longer ago, like 720h or 1h30m\n"
-	"    -h, --help             show this help\n"
-	"\n"
-	"Running tasks are left alone.  Exit status: 0 cleaned, 1 something could not be\n"
-	"checked or cleaned (named on stderr), 2 usage or error.\n";
+    "usage: aibox tasks clean [--all] [--older-than DURATION]\n"
+    "\n"
+    "Remove what ended tasks of this checkout's project leave behind.\n"
+    "\n"
+    "    --all                  remove ended tasks' whole folders and locks, results\n"
+    "                           included (default: only their start.bundle)\n"
+    "    --older-than DURATION  only tasks that started longer ago, like 720h or 1h30m\n"
+    "    -h, --help             show this help\n"
+    "\n"
+    "Running tasks are left alone.  Exit status: 0 cleaned, 1 something could not be\n"
+    "checked or cleaned (named on stderr), 2 usage or error.\n";
 
 struct clean {
 	int all;
@@ -114,7 +114,7 @@ static void remove_bundle(struct clean *c, const char *name)
 
 static void remove_task(struct clean *c, const char *name, int have_lock)
 {
-	struct rmtree_stats st = { 0 };
+	struct rmtree_stats st = {0};
 	struct buf where = BUF_INIT, rel = BUF_INIT;
 	int ret = rmtree_at(c->tasks_fd, name, &st, &where);
 
@@ -257,7 +257,7 @@ static void clean_tasks(struct clean *c)
 
 int main(int argc, char **argv)
 {
-	struct clean c = { .older_ms = -1, .tasks_fd = -1 };
+	struct clean c = {.older_ms = -1, .tasks_fd = -1};
 	struct project p = PROJECT_INIT;
 	struct buf checkout = BUF_INIT, tasks = BUF_INIT, size = BUF_INIT;
 	int ret;
@@ -301,6 +301,7 @@ int main(int argc, char **argv)
 	ret = project_find(checkout.buf, &p);
 	if (ret == -ENOENT) {
 		printf("nothing to clean: this checkout has no aibox project\n");
+		buf_release(&checkout);
 		return 0;
 	}
 	if (ret < 0)

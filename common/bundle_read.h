@@ -1,0 +1,154 @@
+/*
+ * Reading git bundles without git: the header, and optionally the pack.
+ *
+ * A bundle is a header of text lines, a blank line, then a pack:
+ *
+ *	# v2 git bundle                      or "# v3 git bundle"
+ *	@object-format=sha1                  v3 only: capabilities, "@key[=value]"
+ *	-<oid> [comment]                     prerequisites: commits the receiver must have
+ *	<oid> <refname>                      refs the bundle carries
+ *	                                     a blank line
+ *	PACK...                              the pack
+ *
+ * Everything here is untrusted input.  The parser works on a buffer with hard
+ * caps (header size, line length, counts), refuses rather than truncates,
+ * never trusts a size it reads, and explains every refusal in one short
+ * lowercase sentence (h->reason) fit to follow "aibox-bundle-check: FILE: ".
+ *
+ * Return convention: 0 accepted, BUNDLE_REFUSED (> 0) with a reason, or a
+ * negative errno for an I/O error (the input could not be read at all).
+ */
+#ifndef AIBOX_BUNDLE_READ_H
+#define AIBOX_BUNDLE_READ_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define BUNDLE_REFUSED 1
+
+/* Hard caps on what a header may hold.  A header beyond them is refused. */
+#define BUNDLE_HEADER_MAX  (1024 * 1024) /* bytes, up to and including the blank line */
+#define BUNDLE_LINE_MAX    4096          /* bytes in one line, without its '\n' */
+#define BUNDLE_REFS_MAX    10000
+#define BUNDLE_PREREQS_MAX 10000
+#define BUNDLE_CAPS_MAX    16
+
+#define BUNDLE_HEXSZ_MAX  64
+#define BUNDLE_REASON_MAX 512
+
+enum bundle_oid_format { BUNDLE_SHA1 = 0, BUNDLE_SHA256 = 1 };
+
+struct bundle_ref {
+	char oid[BUNDLE_HEXSZ_MAX + 1]; /* lowercase hex */
+	char *name;                     /* full refname ("refs/heads/x" or "HEAD") */
+};
+
+struct bundle_prereq {
+	char oid[BUNDLE_HEXSZ_MAX + 1];
+	char *comment; /* "" when none */
+};
+
+struct bundle_header {
+	int version; /* 2 or 3; 0 until the signature was read */
+	enum bundle_oid_format oid_format;
+	struct bundle_ref *refs;
+	size_t nr_refs, alloc_refs;
+	struct bundle_prereq *prereqs;
+	size_t nr_prereqs, alloc_prereqs;
+	size_t pack_offset; /* where the pack starts, once the header is accepted */
+	char reason[BUNDLE_REASON_MAX];
+};
+
+#define BUNDLE_HEADER_INIT                                                                         \
+	{                                                                                          \
+		0                                                                                  \
+	}
+
+void bundle_header_clear(struct bundle_header *h);
+
+/* "sha1" or "sha256". */
+const char *bundle_oid_format_name(enum bundle_oid_format f);
+
+/*
+ * Parse the header at the start of data[0..len).  len may extend past the
+ * header (into the pack); only what is needed is looked at.  Returns 0 with
+ * refs, prerequisites and pack_offset filled in, or BUNDLE_REFUSED with
+ * h->reason set.  Never reads past data + len.
+ */
+int bundle_header_parse(struct bundle_header *h, const char *data, size_t len);
+
+/*
+ * Read and parse the header from fd (at its current offset), reading no more
+ * than BUNDLE_HEADER_MAX bytes (plus one block), and never the pack beyond
+ * that: the time this takes does not depend on the pack's size.  Returns as
+ * bundle_header_parse(), or -errno if fd cannot be read.  On return pack_offset
+ * is relative to where fd was.
+ */
+int bundle_header_read_fd(struct bundle_header *h, int fd);
+
+/*
+ * Check an accepted header against what a caller expects (what
+ * aibox-bundle-check's --ref and --base do, and what a task does with
+ * changes.bundle): the bundle's refs must be exactly the full refnames
+ * refs[0..nr_refs) (nr_refs 0: any refs), and each prerequisite one of
+ * bases[0..nr_bases) (hex, either case; nr_bases 0: no prerequisite at all).
+ * Returns 0 or BUNDLE_REFUSED with h->reason set.
+ */
+int bundle_header_expect(struct bundle_header *h, const char *const *refs, size_t nr_refs,
+                         const char *const *bases, size_t nr_bases);
+
+/*
+ * The full refname for a name given by a user: "HEAD" and names under
+ * "refs/" as they are, anything else as a branch, "refs/heads/<name>".
+ * Appended to out; check it with bundle_refname_ok().
+ */
+struct buf;
+void bundle_full_refname(struct buf *out, const char *name);
+
+/*
+ * Whether name is a valid full refname by git's check-ref-format rules (no
+ * "..", control characters, space, ~ ^ : ? * [ \, "@{", a component starting
+ * with '.' or ending in ".lock", a trailing '.' or '/', "//", "@" alone), and
+ * either "HEAD" or under "refs/".  Returns 1 or 0.
+ */
+int bundle_refname_ok(const char *name, size_t len);
+
+/*
+ * Parse an object id given in hex (either case) of exactly 40 (sha1) or 64
+ * (sha256) digits into lowercase hex in out[BUNDLE_HEXSZ_MAX + 1].  Returns the
+ * number of digits, or 0 if s is not one.
+ */
+size_t bundle_oid_parse(const char *s, size_t len, char *out);
+
+/* Result of a pack verification. */
+struct bundle_pack_result {
+	uint32_t version;  /* pack version (2 or 3), 0 if not read */
+	uint32_t objects;  /* the object count the pack claims */
+	uint32_t indexed;  /* objects read and resolved */
+	char checksum[41]; /* the pack's trailing SHA-1, hex, once verified */
+	char reason[BUNDLE_REASON_MAX];
+};
+
+/*
+ * Verify the pack read from fd until EOF (fd positioned at the pack's first
+ * byte): signature "PACK", version 2 or 3, the object count against what
+ * follows, that every object inflates to its stated size, every delta
+ * resolves (bases from the pack, or from the repository at repo_dir when it
+ * is not NULL, for a thin pack), and the trailing SHA-1 checksum.  At most
+ * max_bytes are read (more is refused).
+ *
+ * libgit2's indexer does the work; it needs a folder to write its index to:
+ * a private folder is made under tmp_parent (NULL: $TMPDIR or /tmp) and
+ * removed before returning.  Returns 0 verified, BUNDLE_REFUSED with
+ * res->reason, or -errno when fd could not be read, tmp_parent could not be
+ * written or repo_dir could not be opened (-ENOENT).
+ */
+int bundle_pack_verify_fd(int fd, const char *repo_dir, const char *tmp_parent, uint64_t max_bytes,
+                          struct bundle_pack_result *res);
+
+/* The same for a pack in memory (the fuzzer's entry point). */
+int bundle_pack_verify_buf(const void *data, size_t len, const char *repo_dir,
+                           const char *tmp_parent, struct bundle_pack_result *res);
+
+#endif

@@ -1,0 +1,511 @@
+#include "bundle_write.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <git2.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bundle_read.h"
+#include "err.h"
+#include "spawn.h"
+#include "banned.h"
+
+#define GIT_STDERR_KEEP 4096
+
+static int git_fail(struct buf *err, int ret, const char *what)
+{
+	const git_error *e = git_error_last();
+
+	buf_addf(err, "%s", what);
+	if (e && e->message)
+		buf_addf(err, ": %s", e->message);
+	return ret;
+}
+
+static const char *type_name(git_object_t t)
+{
+	switch (t) {
+	case GIT_OBJECT_TREE:
+		return "a tree";
+	case GIT_OBJECT_BLOB:
+		return "a blob";
+	case GIT_OBJECT_TAG:
+		return "a tag";
+	default:
+		return "not a commit";
+	}
+}
+
+/*
+ * Resolve in an open repository; also give back the objects folder to
+ * borrow.  The caller owns *objects_dir.
+ */
+static int resolve(const struct bundle_write_opts *opts, char *oid_hex, struct buf *err,
+                   char **objects_dir)
+{
+	const char *rev = opts->rev ? opts->rev : "HEAD";
+	git_repository *repo = NULL;
+	git_object *obj = NULL, *commit = NULL;
+	int ret = 0, r;
+
+	git_libgit2_init();
+	if (git_repository_open_ext(&repo, opts->repo_dir, 0, NULL) < 0) {
+		ret = git_fail(err, -ENOENT, "not in a git repository");
+		goto out;
+	}
+	if (git_repository_is_bare(repo)) {
+		buf_addf(err, "'%s' is a bare repository", git_repository_path(repo));
+		ret = -EPERM;
+		goto out;
+	}
+	r = git_repository_is_shallow(repo);
+	if (r != 0) {
+		if (r < 0)
+			ret = git_fail(err, -EIO, "cannot tell whether the repository is shallow");
+		else {
+			buf_addstr(err,
+			           "the repository is a shallow clone, which lacks the history "
+			           "(git fetch --unshallow)");
+			ret = -EPERM;
+		}
+		goto out;
+	}
+	r = git_repository_is_empty(repo);
+	if (r != 0) {
+		if (r < 0)
+			ret = git_fail(err, -EIO, "cannot tell whether the repository is empty");
+		else {
+			buf_addstr(err, "the repository is empty (no commits)");
+			ret = -EPERM;
+		}
+		goto out;
+	}
+	if (git_revparse_single(&obj, repo, rev) < 0) {
+		buf_addf(err, "unknown revision '%s'", rev);
+		ret = -ENOENT;
+		goto out;
+	}
+	if (git_object_peel(&commit, obj, GIT_OBJECT_COMMIT) < 0) {
+		git_object *peeled = NULL;
+		git_object_t t = git_object_type(obj);
+
+		if (t == GIT_OBJECT_TAG && git_object_peel(&peeled, obj, GIT_OBJECT_ANY) == 0) {
+			buf_addf(err, "'%s' is a tag of %s, not a commit", rev,
+			         type_name(git_object_type(peeled)));
+			git_object_free(peeled);
+		} else {
+			buf_addf(err, "'%s' is %s, not a commit", rev, type_name(t));
+		}
+		ret = -EINVAL;
+		goto out;
+	}
+	git_oid_tostr(oid_hex, GIT_OID_HEXSZ + 1, git_object_id(commit));
+	if (objects_dir) {
+		struct buf b = BUF_INIT;
+		const char *common = git_repository_commondir(repo);
+
+		buf_addstr(&b, common);
+		if (b.len && b.buf[b.len - 1] != '/')
+			buf_addch(&b, '/');
+		buf_addstr(&b, "objects");
+		if (b.buf[0] != '/' || strchr(b.buf, '\n')) {
+			buf_addf(err, "cannot borrow objects from '%s'", b.buf);
+			buf_release(&b);
+			ret = -EINVAL;
+			goto out;
+		}
+		*objects_dir = buf_detach(&b, NULL);
+	}
+out:
+	git_object_free(commit);
+	git_object_free(obj);
+	git_repository_free(repo);
+	git_libgit2_shutdown();
+	return ret;
+}
+
+int bundle_resolve_start(const struct bundle_write_opts *opts, char *oid_hex, struct buf *err)
+{
+	return resolve(opts, oid_hex, err, NULL);
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)ftw;
+	if (flag == FTW_DP)
+		rmdir(path);
+	else
+		unlink(path);
+	return 0;
+}
+
+static void remove_tree(const char *dir)
+{
+	nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static int write_text(const char *dir, const char *name, const char *text)
+{
+	struct buf path = BUF_INIT, content = BUF_INIT;
+	int ret;
+
+	buf_addf(&path, "%s/%s", dir, name);
+	buf_addstr(&content, text);
+	ret = buf_write_file(&content, path.buf, 0600);
+	buf_release(&path);
+	buf_release(&content);
+	return ret;
+}
+
+static int make_dirs(const char *dir, const char *sub)
+{
+	struct buf p = BUF_INIT;
+	int ret = 0;
+
+	buf_addf(&p, "%s/", dir);
+	for (const char *s = sub;; s++) {
+		if (*s == '/' || *s == '\0') {
+			if (mkdir(p.buf, 0700) < 0 && errno != EEXIST) {
+				ret = -errno;
+				break;
+			}
+			if (!*s)
+				break;
+		}
+		buf_addch(&p, *s);
+	}
+	buf_release(&p);
+	return ret;
+}
+
+/* The temporary repository: HEAD on the branch at oid, objects borrowed. */
+static int make_temp_repo(const char *tmp, const char *branch, const char *oid, const char *objects)
+{
+	struct buf t = BUF_INIT, refdir = BUF_INIT;
+	const char *slash = strrchr(branch, '/');
+	int ret;
+
+	buf_addstr(&refdir, "refs/heads");
+	if (slash) {
+		buf_addch(&refdir, '/');
+		buf_add(&refdir, branch, (size_t)(slash - branch));
+	}
+	if ((ret = make_dirs(tmp, "objects/info")) < 0 || (ret = make_dirs(tmp, "refs/tags")) < 0 ||
+	    (ret = make_dirs(tmp, refdir.buf)) < 0)
+		goto out;
+	buf_addf(&t, "%s\n", objects);
+	if ((ret = write_text(tmp, "objects/info/alternates", t.buf)) < 0)
+		goto out;
+	buf_reset(&t);
+	buf_addf(&t, "%s\n", oid);
+	buf_reset(&refdir);
+	buf_addf(&refdir, "refs/heads/%s", branch);
+	if ((ret = write_text(tmp, refdir.buf, t.buf)) < 0)
+		goto out;
+	buf_reset(&t);
+	buf_addf(&t, "ref: refs/heads/%s\n", branch);
+	if ((ret = write_text(tmp, "HEAD", t.buf)) < 0)
+		goto out;
+	ret = write_text(tmp, "config", "[core]\n\trepositoryformatversion = 0\n\tbare = true\n");
+out:
+	buf_release(&t);
+	buf_release(&refdir);
+	return ret;
+}
+
+/* Signals that stop the write (and are re-raised once it is cleaned up). */
+static const int stop_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+static volatile sig_atomic_t stop_signal;
+
+static void on_stop(int sig)
+{
+	stop_signal = sig;
+}
+
+static const char *const unset_env[] = {
+    "GIT_CONFIG",
+    "GIT_CONFIG_PARAMETERS",
+    "GIT_CONFIG_COUNT",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_COMMON_DIR",
+    "GIT_NAMESPACE",
+    "GIT_SHALLOW_FILE",
+    "GIT_GRAFT_FILE",
+    "GIT_REPLACE_REF_BASE",
+    "GIT_EXEC_PATH",
+    "GIT_PAGER",
+    "PAGER",
+    "GIT_EDITOR",
+    "GIT_SEQUENCE_EDITOR",
+    "GIT_SSH",
+    "GIT_SSH_COMMAND",
+    "GIT_ASKPASS",
+    "SSH_ASKPASS",
+    "GIT_EXTERNAL_DIFF",
+    "GIT_QUARANTINE_PATH",
+    "GIT_PROTOCOL",
+    "GIT_TRACE",
+    "GIT_TRACE2",
+    "GIT_TRACE2_EVENT",
+    "GIT_TRACE2_PERF",
+    "GIT_TRACE_PACKET",
+    "GIT_TRACE_PACKFILE",
+    "GIT_TRACE_PERFORMANCE",
+    "GIT_TRACE_SETUP",
+    "GIT_TRACE_PACK_ACCESS",
+    "GIT_TRACE_CURL",
+    "GIT_TRACE_SHALLOW",
+    "GIT_TRACE_FSMONITOR",
+    "GIT_TRACE_REFS",
+    "GIT_REDACT_COOKIES",
+    "GIT_DIFF_OPTS",
+    "GIT_CEILING_DIRECTORIES",
+    "GIT_DISCOVERY_ACROSS_FILESYSTEM",
+    "GIT_TEMPLATE_DIR",
+    "GIT_PROXY_COMMAND",
+    "GIT_CONFIG_SYSTEM",
+    NULL,
+};
+
+/*
+ * Every config that could make `git bundle create` run a program or touch
+ * anything but the temporary repository, set to something inert.  System
+ * and global config are not read at all (GIT_CONFIG_NOSYSTEM,
+ * GIT_CONFIG_GLOBAL=/dev/null); the local config is ours.
+ */
+static const char *const inert_config[] = {
+    "core.hooksPath=/dev/null", "core.fsmonitor=false", "core.untrackedCache=false",
+    "core.pager=cat",           "core.editor=:",        "core.askPass=",
+    "core.sshCommand=",         "core.gitProxy=",       "core.alternateRefsCommand=",
+    "credential.helper=",       "protocol.allow=never", "gc.auto=0",
+    "maintenance.auto=false",   "diff.external=",       "trace2.eventTarget=",
+    "trace2.normalTarget=",     "trace2.perfTarget=",   NULL,
+};
+
+static void setup_git(struct spawn *sp, const char *git, const char *tmp, const char *out,
+                      const char *branch)
+{
+	strvec_push(&sp->args, git);
+	for (size_t i = 0; inert_config[i]; i++)
+		strvec_pushl(&sp->args, "-c", inert_config[i], NULL);
+	strvec_pushl(&sp->args, "bundle", "create", "-q", out, "HEAD", NULL);
+	strvec_pushf(&sp->args, "refs/heads/%s", branch);
+	for (size_t i = 0; unset_env[i]; i++)
+		strvec_push(&sp->env, unset_env[i]);
+	strvec_pushf(&sp->env, "GIT_DIR=%s", tmp);
+	strvec_pushl(&sp->env, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
+	             "GIT_TERMINAL_PROMPT=0", "GIT_NO_REPLACE_OBJECTS=1", "GIT_OPTIONAL_LOCKS=0",
+	             "LC_ALL=C", NULL);
+	sp->in = SPAWN_NULL;
+	sp->out = SPAWN_NULL;
+	sp->err = SPAWN_PIPE;
+	sp->dir = tmp;
+	sp->pdeathsig = SIGKILL;
+}
+
+/* Keep only the tail of git's stderr. */
+static void keep_tail(struct buf *b, const char *data, size_t n)
+{
+	buf_add(b, data, n);
+	if (b->len > GIT_STDERR_KEEP)
+		buf_consume(b, b->len - GIT_STDERR_KEEP);
+}
+
+/*
+ * Run git to the end, or until one of stop_signals arrives (they are blocked
+ * except inside ppoll).  Returns git's status (as spawn_wait), or -EINTR
+ * after stopping it.
+ */
+static int run_git(struct spawn *sp, const sigset_t *waitmask, struct buf *gerr)
+{
+	char chunk[1024];
+	int ret;
+
+	ret = spawn_start(sp);
+	if (ret < 0)
+		return ret;
+	for (;;) {
+		struct pollfd pfd = {.fd = sp->err_fd, .events = POLLIN};
+		ssize_t n;
+
+		if (stop_signal)
+			break;
+		if (ppoll(&pfd, 1, NULL, waitmask) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		n = read(sp->err_fd, chunk, sizeof(chunk));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		keep_tail(gerr, chunk, (size_t)n);
+	}
+	if (stop_signal) {
+		kill(sp->pid, SIGTERM);
+		spawn_wait(sp);
+		return -EINTR;
+	}
+	return spawn_wait(sp);
+}
+
+static void last_line(struct buf *err, struct buf *gerr)
+{
+	char *start;
+
+	buf_rtrim(gerr);
+	start = strrchr(gerr->buf, '\n');
+	start = start ? start + 1 : gerr->buf;
+	for (char *p = start; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = '?';
+	buf_addstr(err, *start ? start : "(no message)");
+}
+
+int bundle_write_start(const struct bundle_write_opts *opts, char *oid_hex, struct buf *err)
+{
+	const char *branch = opts->branch ? opts->branch : "aibox/task";
+	struct buf tmp = BUF_INIT, partial = BUF_INIT, ref = BUF_INIT, gerr = BUF_INIT;
+	struct sigaction old[ARRAY_SIZE(stop_signals)];
+	int installed[ARRAY_SIZE(stop_signals)] = {0};
+	sigset_t block, oldmask;
+	struct spawn sp = SPAWN_INIT;
+	char *objects = NULL, *slash;
+	struct stat st;
+	int ret, caught = 0;
+
+	buf_addf(&ref, "refs/heads/%s", branch);
+	if (!bundle_refname_ok(ref.buf, ref.len)) {
+		buf_addf(err, "invalid branch name '%s'", branch);
+		ret = -EINVAL;
+		goto out_early;
+	}
+	ret = resolve(opts, oid_hex, err, &objects);
+	if (ret < 0)
+		goto out_early;
+	if (lstat(opts->out_path, &st) == 0) {
+		buf_addf(err, "'%s' already exists", opts->out_path);
+		ret = -EEXIST;
+		goto out_early;
+	}
+
+	/* The temporary repository lives beside the output, in the task folder. */
+	{
+		struct buf dir = BUF_INIT;
+		char *real;
+
+		buf_addstr(&dir, opts->out_path);
+		slash = strrchr(dir.buf, '/');
+		buf_setlen(&dir, slash ? (size_t)(slash - dir.buf) : 0);
+		if (!dir.len)
+			buf_addstr(&dir, slash ? "/" : ".");
+		/* git runs inside it: the paths it gets must be absolute. */
+		real = realpath(dir.buf, NULL);
+		if (!real) {
+			ret = -errno;
+			buf_addf(err, "cannot open '%s': %s", dir.buf, strerror(errno));
+			buf_release(&dir);
+			goto out_early;
+		}
+		buf_addf(&tmp, "%s/.start-bundle.XXXXXX", strcmp(real, "/") ? real : "");
+		free(real);
+		buf_release(&dir);
+	}
+
+	/* From here on a stop signal is held back until git runs. */
+	stop_signal = 0;
+	sigemptyset(&block);
+	for (size_t i = 0; i < ARRAY_SIZE(stop_signals); i++)
+		sigaddset(&block, stop_signals[i]);
+	sigprocmask(SIG_BLOCK, &block, &oldmask);
+	for (size_t i = 0; i < ARRAY_SIZE(stop_signals); i++) {
+		struct sigaction sa = {.sa_handler = on_stop};
+
+		sigemptyset(&sa.sa_mask);
+		if (sigaction(stop_signals[i], NULL, &old[i]) == 0 &&
+		    old[i].sa_handler != SIG_IGN && sigaction(stop_signals[i], &sa, NULL) == 0)
+			installed[i] = 1;
+	}
+
+	if (!mkdtemp(tmp.buf)) {
+		ret = -errno;
+		buf_addf(err, "cannot create '%s': %s", tmp.buf, strerror(errno));
+		buf_reset(&tmp);
+		goto out;
+	}
+	ret = make_temp_repo(tmp.buf, branch, oid_hex, objects);
+	if (ret < 0) {
+		buf_addf(err, "cannot write the temporary repository '%s': %s", tmp.buf,
+		         strerror(-ret));
+		goto out;
+	}
+	buf_addf(&partial, "%s/start.bundle", tmp.buf);
+	setup_git(&sp, opts->git ? opts->git : "git", tmp.buf, partial.buf, branch);
+	{
+		sigset_t waitmask = oldmask;
+
+		for (size_t i = 0; i < ARRAY_SIZE(stop_signals); i++)
+			sigdelset(&waitmask, stop_signals[i]);
+		ret = run_git(&sp, &waitmask, &gerr);
+	}
+	if (ret == -EINTR) {
+		caught = stop_signal;
+		buf_addstr(err, "interrupted");
+		goto out;
+	}
+	if (ret < 0) {
+		buf_addf(err, "cannot run git: %s", strerror(-ret));
+		goto out;
+	}
+	if (ret != 0) {
+		buf_addf(err, "git bundle create failed (exit %d): ", ret);
+		last_line(err, &gerr);
+		ret = -EIO;
+		goto out;
+	}
+	if (renameat2(AT_FDCWD, partial.buf, AT_FDCWD, opts->out_path, RENAME_NOREPLACE) < 0) {
+		ret = -errno;
+		buf_addf(err, "cannot create '%s': %s", opts->out_path, strerror(errno));
+		goto out;
+	}
+	ret = 0;
+out:
+	if (tmp.len)
+		remove_tree(tmp.buf);
+	spawn_clear(&sp);
+	if (!caught)
+		caught = stop_signal;
+	for (size_t i = 0; i < ARRAY_SIZE(stop_signals); i++)
+		if (installed[i])
+			sigaction(stop_signals[i], &old[i], NULL);
+	sigprocmask(SIG_SETMASK, &oldmask, NULL);
+	if (caught) {
+		/* Cleaned up: now let the signal do what the caller wanted. */
+		raise(caught);
+		if (ret == 0) {
+			/* It arrived after git was done; the bundle is whole. */
+		} else {
+			ret = -EINTR;
+		}
+	}
+out_early:
+	free(objects);
+	buf_release(&tmp);
+	buf_release(&partial);
+	buf_release(&ref);
+	buf_release(&gerr);
+	return ret;
+}

@@ -1,0 +1,98 @@
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "out.h"
+#include "task_session.h"
+#include "banned.h"
+
+/* The caps of docs/internals.md, "The results tar". */
+static const struct {
+	const char *name;
+	uint64_t max;
+} results[RESULT_NFILES] = {
+	[RESULT_BUNDLE] = { "changes.bundle", 2ULL << 30 },
+	[RESULT_TRANSCRIPT] = { "transcript.jsonl", 256ULL << 20 },
+	[RESULT_VM_LOG] = { "vm.log", 64ULL << 20 },
+	[RESULT_JSON] = { "result.json", 1ULL << 20 },
+};
+
+struct ctx {
+	struct task_session *s;
+	struct tar_in tar;
+};
+
+static int on_stdout(void *arg, const char *data, size_t n)
+{
+	struct ctx *c = arg;
+
+	return tar_in_feed(&c->tar, data, n);
+}
+
+static void on_stderr_line(void *arg, const char *line, size_t n)
+{
+	struct ctx *c = arg;
+
+	/* A terminal that went away must not stop the task: the line is lost. */
+	out_write(c->s->err_fd, "vm", c->s->id, line, n);
+}
+
+int task_session_run(struct task_session *s)
+{
+	struct ssh_client cl = SSH_CLIENT_INIT;
+	struct ssh_exec x = { 0 };
+	struct ctx c = { .s = s };
+	int ret;
+
+	s->exit_status = -1;
+	s->reason[0] = '\0';
+	for (int i = 0; i < RESULT_NFILES; i++) {
+		memset(&s->files[i], 0, sizeof(s->files[i]));
+		s->files[i].name = results[i].name;
+		s->files[i].max = results[i].max;
+		s->files[i].fd = s->result_fds[i];
+		s->files[i].last = i == RESULT_JSON;
+	}
+	tar_in_init(&c.tar, s->files, RESULT_NFILES);
+
+	cl.fd = s->fd;
+	cl.user = s->user;
+	cl.host_key = (const unsigned char *)s->keys->host_blob.buf;
+	cl.host_key_len = s->keys->host_blob.len;
+	cl.user_key = s->keys->user_key.buf;
+	cl.user_key_len = s->keys->user_key.len;
+	cl.timeout_ms = s->timeout_ms;
+	cl.idle_ms = s->idle_ms;
+	x.command = "task";
+	x.in = s->secrets;
+	x.in_len = s->secrets_len;
+	x.on_stdout = on_stdout;
+	x.on_stderr_line = on_stderr_line;
+	x.ctx = &c;
+
+	ret = ssh_connect(&cl);
+	if (!ret)
+		ret = ssh_exec(&cl, &x);
+	if (ret < 0) {
+		/* A refusal of the tar says more than "stopped by the caller". */
+		snprintf(s->reason, sizeof(s->reason), "%s", c.tar.reason[0] ? c.tar.reason : cl.error);
+		goto out;
+	}
+	s->exit_status = x.exit_status;
+	if ((ret = tar_in_finish(&c.tar)) < 0) {
+		snprintf(s->reason, sizeof(s->reason), "%s", c.tar.reason);
+		goto out;
+	}
+	if (x.exit_status != 0) {
+		ret = -ECHILD;
+		if (x.exit_signal[0])
+			snprintf(s->reason, sizeof(s->reason), "the task command in the VM ended by SIG%s",
+				 x.exit_signal);
+		else
+			snprintf(s->reason, sizeof(s->reason), "the task command in the VM exited with %d",
+				 x.exit_status);
+	}
+out:
+	ssh_close(&cl);
+	return ret;
+}

@@ -1,0 +1,45 @@
+/*
+ * The task's SSH session, host side: run the init's `task` command with the
+ * secrets on its stdin, take the results tar off its stdout into the result
+ * files opened beforehand (common/tar_in.h), and print its stderr as
+ * vm[id] lines (common/out.h sanitizes them).  Everything it needs is open
+ * before it starts, so it runs the same after the lockdown.
+ */
+#ifndef AIBOX_TASK_SESSION_H
+#define AIBOX_TASK_SESSION_H
+
+#include <stddef.h>
+
+#include "ssh.h"
+#include "tar_in.h"
+
+/* Indexes into task_session.files: the result names, result.json last. */
+enum { RESULT_BUNDLE, RESULT_TRANSCRIPT, RESULT_VM_LOG, RESULT_JSON, RESULT_NFILES };
+
+struct task_session {
+	int fd;				/* the stream to the guest's SSH server */
+	const char *user;		/* NULL: root */
+	const struct ssh_task_keys *keys;
+	const char *id;			/* the task id, for vm[id] lines */
+	int err_fd;			/* where vm lines go */
+	const char *secrets;		/* task_secrets_json() text, for stdin */
+	size_t secrets_len;
+	int result_fds[RESULT_NFILES];	/* open for writing, in the enum's order */
+	long timeout_ms, idle_ms;	/* as struct ssh_client */
+
+	/* Set by task_session_run(). */
+	struct tar_in_file files[RESULT_NFILES];
+	int exit_status;		/* the task command's, or -1 */
+	char reason[320];		/* why it failed, when it did */
+};
+
+/*
+ * Connect, run `task`, read the results.  0 when the tar ended properly and
+ * the command exited 0; otherwise a negative errno with s->reason set:
+ * -EPROTO or -EFBIG (results refused: the caller stops the VM), -ETIMEDOUT,
+ * -EPERM (host key), -EACCES (our key refused), -ECONNRESET (the VM went
+ * away), -ECHILD (the command exited non-zero or by a signal).
+ */
+int task_session_run(struct task_session *s);
+
+#endif

@@ -1,0 +1,228 @@
+#!/usr/bin/env bats
+# aibox-bundle-check and the header parser, on the fixtures of
+# t/make-bundle-fixtures (t/fixtures/bundles/): each good one accepted, each
+# bad one refused with its reason, exit codes 0/1/2 as documented.
+load lib-common
+bats_require_minimum_version 1.5.0
+
+F=$BATS_TEST_DIRNAME/fixtures/bundles
+oid() { awk -v n="$1" '$1 == n { print $2 }' "$F/oids"; }
+
+# refused FILE REASON [ARGS...]: exit 1, exactly one line naming the file and reason.
+refused() {
+	local file=$1 reason=$2
+	shift 2
+	run --separate-stderr aibox-bundle-check "$@" "$file"
+	assert_equal "$status" 1
+	assert_equal "$stderr" "aibox-bundle-check: $file: $reason"
+	assert_equal "$output" ""
+}
+
+accepted() {
+	run --separate-stderr aibox-bundle-check "$@"
+	assert_equal "$stderr" ""
+	assert_equal "$status" 0
+}
+
+@test "bundle-check: good v2 and v3 bundles are accepted, header and pack" {
+	accepted --ref aibox/task "$F/good-v2.bundle"
+	accepted --ref aibox/task --pack "$F/good-v2.bundle"
+	accepted --ref refs/heads/aibox/task --pack "$F/good-v3.bundle"
+	accepted --ref aibox/task --base "$(oid base)" "$F/good-v2-base.bundle"
+	accepted --ref aibox/task --base "$(oid base)" "$F/good-v3-base.bundle"
+	accepted "$F/two-refs.bundle"
+	accepted --pack "$F/good-delta.bundle"
+}
+
+@test "bundle-check: a sha256 bundle is accepted where every id is sha256" {
+	accepted --ref aibox/task "$F/good-sha256.bundle"
+	run aibox-bundle-check --json "$F/good-sha256.bundle"
+	assert_success
+	[ "$(jq -r .object_format <<<"$output")" = sha256 ]
+	[ "$(jq -r '.refs[0].oid | length' <<<"$output")" = 64 ]
+	refused "$F/sha256-mismatch.bundle" "line 3: object id is not sha256"
+	refused "$F/sha1-long-id.bundle" "line 2: object id is not sha1"
+	refused "$F/good-sha256.bundle" "pack: sha256 packs cannot be verified (only sha1)" --pack
+}
+
+@test "bundle-check: refs must be exactly the set given" {
+	refused "$F/two-refs.bundle" "unexpected ref 'refs/heads/main'" --ref aibox/task
+	refused "$F/tag.bundle" "unexpected ref 'refs/tags/aibox/task'" --ref aibox/task
+	refused "$F/wrong-branch.bundle" "unexpected ref 'refs/heads/main'" --ref aibox/task
+	refused "$F/good-v2.bundle" "missing ref 'refs/heads/main'" --ref aibox/task --ref main
+	accepted --ref aibox/task --ref main "$F/two-refs.bundle"
+	accepted --ref refs/tags/aibox/task "$F/tag.bundle"
+}
+
+@test "bundle-check: prerequisites must be given bases" {
+	refused "$F/good-v2-base.bundle" "needs prerequisite $(oid base) (no --base given)" \
+		--ref aibox/task
+	refused "$F/other-prereq.bundle" "prerequisite $(oid root) is not a given base" \
+		--ref aibox/task --base "$(oid base)"
+	# Either case of hex is the same id.
+	accepted --base "$(oid base | tr a-f A-F)" "$F/good-v2-base.bundle"
+	accepted --base "$(oid root)" --base "$(oid base)" "$F/other-prereq.bundle"
+}
+
+@test "bundle-check: broken headers are refused with their reason" {
+	refused "$F/truncated-header.bundle" "line 2: header ends in mid-line (truncated)"
+	refused "$F/no-blank-line.bundle" "line 3: pack starts without the blank line"
+	refused "$F/crlf.bundle" "line 1: carriage return in header (CRLF?)"
+	refused "$F/nul.bundle" "line 2: NUL byte in header"
+	refused "$F/unknown-cap.bundle" "line 3: unknown capability '@frobnicate'"
+	refused "$F/filter.bundle" "line 3: filtered (partial) bundles are not accepted"
+	refused "$F/bad-signature.bundle" "not a git bundle (no bundle signature)"
+	refused "$F/v4.bundle" "unsupported bundle version"
+	refused "$F/bad-refname.bundle" "line 2: invalid ref name 'refs/heads/a..b'"
+	refused "$F/bad-oid.bundle" "line 2: not an object id"
+	refused "$F/cap-in-v2.bundle" "line 2: capability in a v2 bundle"
+	refused "$F/dup-ref.bundle" "line 3: ref 'refs/heads/aibox/task' given twice"
+	refused "$F/no-refs.bundle" "bundle has no refs"
+	refused "$F/long-line.bundle" "line 2: longer than 4096 bytes"
+	refused "$F/empty.bundle" "empty file"
+}
+
+@test "bundle-check: a header that ends at EOF without its blank line is refused" {
+	printf '# v2 git bundle\n%s refs/heads/aibox/task\n' "$(oid task)" >eof.bundle
+	refused eof.bundle "header ends before the blank line (truncated)"
+	printf '# v3 git bundle\n@object-format=sha1\n@object-format=sha1\n' >twice.bundle
+	refused twice.bundle "line 3: object-format given twice"
+	printf '# v2 git bundle\n%s refs/heads/x\n-%s\n\nPACK' "$(oid task)" "$(oid base)" >order.bundle
+	refused order.bundle "line 3: prerequisite after a ref"
+	printf '# v2 git bundle\n%s refs/heads/x\n\n' 0000000000000000000000000000000000000000 >null.bundle
+	refused null.bundle "line 2: null object id"
+}
+
+@test "bundle-check: 100,000 refs and an oversize header are refused, quickly" {
+	"$TOP/t/make-bundle-fixtures" --large "$T/large"
+	[ "$(grep -c refs/heads/ large/refs-100000.bundle)" = 100000 ]
+	refused large/refs-100000.bundle "more than 10000 refs"
+	refused large/oversize-header.bundle "header larger than 1048576 bytes"
+}
+
+@test "bundle-check: broken packs are refused with their reason" {
+	refused "$F/truncated-pack.bundle" "pack: object 6: its data ends early (truncated?)" --pack
+	refused "$F/bad-checksum.bundle" "pack: checksum mismatch" --pack
+	refused "$F/wrong-count.bundle" "pack: ends after 13 of 14 objects (truncated?)" --pack
+	refused "$F/wrong-count-low.bundle" \
+		"pack: 18 bytes after the last of 12 objects (wrong object count?)" --pack
+	refused "$F/bad-zlib.bundle" "pack: object 0 does not inflate (incorrect header check)" --pack
+	refused "$F/bad-size.bundle" "pack: object 0: inflates to 14 bytes, not 17" --pack
+	refused "$F/bad-delta.bundle" "pack: failed to apply delta" --pack
+	refused "$F/bad-pack-signature.bundle" "pack: no pack signature" --pack
+	refused "$F/bad-pack-version.bundle" "pack: unsupported version 9" --pack
+	refused "$F/trailing-garbage.bundle" \
+		"pack: 7 bytes after the last of 13 objects (wrong object count?)" --pack
+	# Without --pack only the header is read, so these pass.
+	accepted "$F/bad-checksum.bundle"
+	accepted "$F/bad-zlib.bundle"
+}
+
+@test "bundle-check: a thin pack's bases come from --repo, else it is refused" {
+	refused "$F/good-v2-base.bundle" \
+		"pack: a delta's base is not in the pack (a thin pack: give --repo)" \
+		--pack --base "$(oid base)"
+	refused "$F/missing-base.bundle" \
+		"pack: a delta's base is not in the pack (a thin pack: give --repo)" --pack
+	# The fixture script makes the same commits every time.
+	"$TOP/t/make-bundle-fixtures" --repo "$T/repo"
+	[ "$(git -C repo rev-parse main)" = "$(oid base)" ]
+	accepted --pack --repo repo --base "$(oid base)" "$F/good-v2-base.bundle"
+	accepted --pack --repo repo --base "$(oid base)" --ref aibox/task "$F/good-v3-base.bundle"
+	# A repository that lacks the base does not help.
+	git init -q empty
+	run aibox-bundle-check --pack --repo empty --base "$(oid base)" "$F/good-v2-base.bundle"
+	assert_equal "$status" 1
+}
+
+@test "bundle-check: --json prints what was read and the verdict" {
+	run --separate-stderr aibox-bundle-check --json --pack --ref aibox/task "$F/good-v2.bundle"
+	assert_success
+	jq -e '.accepted == true and .reason == null and .format == 2
+		and .object_format == "sha1" and (.refs | length) == 1
+		and .refs[0].name == "refs/heads/aibox/task"
+		and .prerequisites == [] and .pack.ok == true
+		and (.pack.checksum | length) == 40 and .pack.objects > 0' <<<"$output"
+	[ "$(jq -r '.refs[0].oid' <<<"$output")" = "$(oid task)" ]
+
+	run --separate-stderr aibox-bundle-check --json --base "$(oid base)" "$F/good-v3-base.bundle"
+	assert_success
+	jq -e '.format == 3 and .pack == null' <<<"$output"
+	[ "$(jq -r '.prerequisites[0].oid' <<<"$output")" = "$(oid base)" ]
+	[ "$(jq -r '.prerequisites[0].comment' <<<"$output")" = "B: the task starts here" ]
+
+	run --separate-stderr aibox-bundle-check --json --ref aibox/task "$F/two-refs.bundle"
+	assert_equal "$status" 1
+	jq -e '.accepted == false and .reason == "unexpected ref '"'"'refs/heads/main'"'"'"
+		and (.refs | length) == 2' <<<"$output"
+
+	run --separate-stderr aibox-bundle-check --json "$F/nul.bundle"
+	assert_equal "$status" 1
+	jq -e '.accepted == false and .refs == null and .format == 2
+		and .reason == "line 2: NUL byte in header"' <<<"$output"
+	run --separate-stderr aibox-bundle-check --json "$F/crlf.bundle"
+	assert_equal "$status" 1
+	jq -e '.accepted == false and .refs == null and .format == null' <<<"$output"
+
+	run --separate-stderr aibox-bundle-check --json --pack "$F/bad-checksum.bundle"
+	assert_equal "$status" 1
+	jq -e '.pack.ok == false and .pack.reason == "pack: checksum mismatch"
+		and .reason == "pack: checksum mismatch"' <<<"$output"
+}
+
+@test "bundle-check: usage and I/O errors exit 2" {
+	run aibox-bundle-check
+	assert_equal "$status" 2
+	run aibox-bundle-check --frob "$F/good-v2.bundle"
+	assert_equal "$status" 2
+	run aibox-bundle-check --ref 'a..b' "$F/good-v2.bundle"
+	assert_equal "$status" 2
+	assert_output "aibox-bundle-check: invalid ref name 'a..b'"
+	run aibox-bundle-check --base 1234 "$F/good-v2.bundle"
+	assert_equal "$status" 2
+	run aibox-bundle-check --repo . "$F/good-v2.bundle"
+	assert_equal "$status" 2
+	run aibox-bundle-check missing.bundle
+	assert_equal "$status" 2
+	assert_output "aibox-bundle-check: cannot open 'missing.bundle': No such file or directory"
+	run aibox-bundle-check "$T"
+	assert_equal "$status" 2
+	run aibox-bundle-check --pack --repo "$T/nope" "$F/good-v2.bundle"
+	assert_equal "$status" 2
+	run aibox-bundle-check --help
+	assert_success
+	assert_output --partial "usage: aibox-bundle-check"
+}
+
+@test "bundle-check: refnames follow git's check-ref-format" {
+	for good in HEAD refs/heads/aibox/task refs/tags/v1.0 refs/heads/a.b refs/heads/x@y; do
+		[ "$(test-bundle refname "$good")" = ok ] || { echo "refused $good"; return 1; }
+		[ "$(git check-ref-format "$good" && echo ok)" = ok ] || [ "$good" = HEAD ]
+	done
+	for bad in refs/heads/a..b refs/heads/.x refs/heads/x.lock refs/heads/x/ refs/heads//x \
+		'refs/heads/a b' 'refs/heads/a~1' 'refs/heads/a^' 'refs/heads/a:b' 'refs/heads/a?' \
+		'refs/heads/a*' 'refs/heads/a[' 'refs/heads/a\b' 'refs/heads/a@{1}' refs/heads/x. \
+		refs/ main @ refs/heads/a.lock/b; do
+		[ "$(test-bundle refname "$bad")" = bad ] || { echo "accepted $bad"; return 1; }
+	done
+}
+
+@test "bundle-check: the header check reads only the header" {
+	# A bundle with a 16 GiB pack (sparse): the header check reads one block.
+	cp "$F/good-v2.bundle" big.bundle
+	truncate -s 16G big.bundle || skip "no sparse files here"
+	run test-bundle header big.bundle
+	assert_success
+	assert_line "version 2 sha1"
+	assert_line "ref $(oid task) refs/heads/aibox/task"
+	assert_line "pack at $(( $(head -2 "$F/good-v2.bundle" | wc -c) + 1 ))"
+	assert_line "read 65536"
+	# And so takes no longer than on the bundle alone (reading 16 GiB would).
+	t0=$(date +%s%N)
+	accepted --ref aibox/task "$F/good-v2.bundle"
+	t1=$(date +%s%N)
+	accepted --ref aibox/task big.bundle
+	t2=$(date +%s%N)
+	echo "small $(( (t1 - t0) / 1000000 )) ms, big $(( (t2 - t1) / 1000000 )) ms"
+	[ $(( (t2 - t1) - (t1 - t0) )) -lt 1000000000 ]
+}

@@ -1,0 +1,106 @@
+#!/usr/bin/env bats
+# aibox task, its first steps: flags, prompt, config, start commit, locks, the
+# task folder and what the host writes into it before the VM starts.
+load lib-common
+bats_require_minimum_version 1.5.0
+
+setup() {
+	common_setup
+	make_repo repo
+	cd repo
+}
+
+task_dir() {
+	ls -d "$AIBOX_HOME"/projects/repo/tasks/*-[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f] 2>/dev/null
+}
+
+@test "task: the task folder's path alone goes to stdout, with the inputs in it" {
+	run --separate-stderr aibox task --model sonnet --timeout 90m --max-budget-usd 2.5 "fix the flaky test"
+	dir=$(task_dir)
+	[ -n "$dir" ]
+	assert_output "$dir"
+	[[ "$stderr" == *"aibox[${dir: -6}]: task ${dir: -6} starts from $(git rev-parse HEAD)"* ]]
+	run cat "$dir/prompt.txt"
+	assert_output "fix the flaky test"
+	run python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); print(s["id"], s["model"], s["timeout_s"], s["max_budget_usd"], s["start_commit"], s["git"]["name"], s["api"])' "$dir/settings.json"
+	assert_output "${dir: -6} sonnet 5400 2.5 $(git rev-parse HEAD) Test User none"
+	assert_file_exists "$dir/ssh/authorized_keys"
+	assert_file_exists "$dir/ssh/ssh_host_ed25519_key"
+	for f in changes.bundle transcript.jsonl vm.log result.json; do
+		assert_file_exists "$dir/$f"
+	done
+	assert_file_exists "$dir.lock"
+}
+
+@test "task: the prompt comes from --file and from stdin" {
+	printf 'step 1\nstep 2\n' >plan.md
+	run --separate-stderr aibox task --file plan.md "do only step 2"
+	run cat "$(task_dir)/prompt.txt"
+	assert_output "do only step 2
+
+step 1
+step 2"
+	rm -rf "$AIBOX_HOME/projects/repo/tasks"
+	run --separate-stderr bash -c 'echo "from stdin" | aibox task'
+	run cat "$(task_dir)/prompt.txt"
+	assert_output "from stdin"
+}
+
+@test "task: --from a tag and a stash" {
+	git tag v1 HEAD~1
+	run --separate-stderr aibox task --from v1 x
+	run python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["start_commit"])' "$(task_dir)/settings.json"
+	assert_output "$(git rev-parse HEAD~1)"
+	rm -rf "$AIBOX_HOME/projects/repo/tasks"
+	echo dirty >>README.md
+	git stash -q
+	run --separate-stderr aibox task --from stash@{0} x
+	run python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["start_commit"])' "$(task_dir)/settings.json"
+	assert_output "$(git rev-parse 'stash@{0}')"
+}
+
+@test "task: a shallow clone is refused before anything starts" {
+	cd "$T"
+	git clone -q --depth 1 "file://$T/repo" shallow
+	cd shallow
+	run aibox task x
+	assert_failure 2
+	assert_output --partial "is a shallow clone: a task needs the full history"
+	[ ! -d "$AIBOX_HOME/projects/shallow/tasks" ] || [ -z "$(ls "$AIBOX_HOME/projects/shallow/tasks")" ]
+}
+
+@test "task: bad flags and revisions are refused with exit 2 and no folder" {
+	for args in "--timeout 5d x" "--timeout 0s x" "--max-budget-usd -1 x" "--max-budget-usd abc x" \
+		"--memory 1M x" "--cpus 0 x" "--image ../x x" "--from nope x" "--bogus x" "--model"; do
+		run aibox task $args
+		assert_failure 2
+	done
+	run aibox task --from nope x
+	assert_output "aibox-task: --from: 'nope' names no commit in '$T/repo'"
+	[ -z "$(task_dir)" ]
+}
+
+@test "task: --help says what it does and exits 0" {
+	run aibox task --help
+	assert_success
+	assert_output --partial "usage: aibox task [options] [prompt...]"
+}
+
+@test "task: a secret from env goes nowhere on disk; the API key makes the proxy forward" {
+	aibox projects path >/dev/null
+	cfg=$AIBOX_HOME/projects/repo/config.yaml
+	assert_file_exists "$cfg"
+	printf 'env:\n  - GITHUB_TOKEN\n  - ANTHROPIC_API_KEY\n' >"$cfg"
+	GITHUB_TOKEN=ghp-secret-4f9a ANTHROPIC_API_KEY=sk-ant-secret-77 run --separate-stderr aibox task x
+	dir=$(task_dir)
+	run grep -rl -e ghp-secret-4f9a -e sk-ant-secret-77 "$dir"
+	assert_output ""
+	run python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); print(s["env_names"], s["api"])' "$dir/settings.json"
+	assert_output "['GITHUB_TOKEN'] forward"
+	printf 'env:\n  - ANTHROPIC_BASE_URL\n  - ANTHROPIC_API_KEY\n' >"$cfg"
+	rm -rf "$AIBOX_HOME/projects/repo/tasks"
+	ANTHROPIC_BASE_URL=http://evil ANTHROPIC_API_KEY=k run aibox task x
+	assert_failure 2
+	assert_output --partial "ANTHROPIC_BASE_URL cannot be set next to ANTHROPIC_API_KEY"
+	[ -z "$(task_dir)" ]
+}

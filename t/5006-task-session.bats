@@ -1,0 +1,83 @@
+#!/usr/bin/env bats
+# common/task_session: the whole host side of the session against a real
+# sshd whose forced command plays the guest init: secrets in on stdin, the
+# results tar out on stdout, progress on stderr.
+load lib-common
+load lib-sshd
+bats_require_minimum_version 1.5.0
+
+setup() {
+	common_setup
+	sshd_setup
+	mkdir out
+	MKTAR=$TOP/t/mktar
+}
+
+session() {
+	# shellcheck disable=SC2046
+	test-task session --user "$(id -un)" --timeout-ms 60000 --idle-ms 10000 "$@" keys out -- $(SSHD_ARGV)
+}
+
+@test "session: the results arrive in the files, the secrets on stdin, progress as vm lines" {
+	printf 'bundle bytes' >bundle
+	printf '{"version": 1, "steps": []}\n' >result.json
+	$MKTAR changes.bundle:file=$T/bundle vm.log:size=3 result.json:file=$T/result.json >results.tar
+	forced "cat >$T/stdin; printf 'cloning\033[2J\\n' >&2; printf 'step 2\\n' >&2; cat $T/results.tar"
+	run --separate-stderr session --env GITHUB_TOKEN=ghp-x
+	assert_success
+	assert_output "ok exit 0 changes.bundle 12 vm.log 3 result.json 28"
+	cmp bundle out/changes.bundle
+	cmp result.json out/result.json
+	run cat stdin
+	assert_output '{"env": {"GITHUB_TOKEN": "ghp-x"}}'
+	# Escape sequences stripped, each line with the time, vm and the id.
+	[[ "$stderr" =~ ^[0-9]{2}:[0-9]{2}:[0-9]{2}\ vm\[259e07\]:\ cloning$'\n'[0-9:]{8}\ vm\[259e07\]:\ step\ 2$ ]] || {
+		echo "stderr: $stderr"
+		false
+	}
+}
+
+@test "session: an extra file stops the session with the reason" {
+	$MKTAR vm.log:size=3 evil.sh:size=10 result.json:size=2 >results.tar
+	forced "cat >/dev/null; cat $T/results.tar; sleep 20"
+	SECONDS=0
+	run session
+	assert_failure
+	assert_output "failed: unexpected file 'evil.sh' (Protocol error)"
+	[ "$SECONDS" -lt 15 ]
+}
+
+@test "session: a symlink, a duplicate, an oversize file are refused" {
+	$MKTAR vm.log:type=2,link=/etc/shadow >results.tar
+	forced "cat >/dev/null; cat $T/results.tar"
+	run session
+	assert_output "failed: 'vm.log' is a symbolic link (Protocol error)"
+	rm out/*
+	$MKTAR vm.log:size=1 vm.log:size=1 >results.tar
+	run session
+	assert_output "failed: 'vm.log' sent twice (Protocol error)"
+	rm out/*
+	$MKTAR result.json:sizefield=00004000001 --no-end >results.tar
+	run session
+	assert_output "failed: 'result.json' over its size limit of 1048576 bytes (File too large)"
+}
+
+@test "session: a tar that stops short, or a command that fails, does not count as finished" {
+	$MKTAR vm.log:size=3000 --no-end --cut 100 >results.tar
+	forced "cat >/dev/null; cat $T/results.tar"
+	run session
+	assert_output "failed: the results end in the middle of 'vm.log' (Protocol error)"
+	rm out/*
+	$MKTAR result.json:size=2 >results.tar
+	forced "cat >/dev/null; cat $T/results.tar; exit 4"
+	run session
+	assert_output "failed: the task command in the VM exited with 4 (No child processes)"
+}
+
+@test "session: a guest that goes silent ends in the idle timeout" {
+	forced "cat >/dev/null; echo started >&2; sleep 1; echo \$PPID >$T/stalled.pid; echo \$\$ >$T/script.pid; kill -STOP \$PPID; sleep 30"
+	run test-task session --user "$(id -un)" --timeout-ms 60000 --idle-ms 3000 keys out -- $(SSHD_ARGV)
+	kill -KILL "$(cat stalled.pid)" "$(cat script.pid)" 2>/dev/null || true
+	assert_failure
+	assert_line "failed: the VM sent nothing for 3 s (Connection timed out)"
+}

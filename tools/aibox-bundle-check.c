@@ -1,0 +1,235 @@
+/*
+ * aibox-bundle-check: accept or refuse a git bundle, without git.
+ *
+ *	aibox-bundle-check [--ref NAME]... [--base OID]... [--pack [--repo DIR]] [--json] FILE
+ *
+ * Exit 0 accepted, 1 refused (one line "aibox-bundle-check: FILE: <reason>"
+ * on stderr), 2 usage or I/O error.  See docs/man/aibox-bundle-check.1.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "buf.h"
+#include "bundle_read.h"
+#include "err.h"
+#include "strvec.h"
+#include "banned.h"
+
+static const char usage_text[] =
+    "usage: aibox-bundle-check [--ref NAME]... [--base OID]... [--pack [--repo DIR]] [--json] "
+    "FILE\n"
+    "\n"
+    "    --ref NAME    the bundle's refs must be exactly the set given\n"
+    "                  (a bare branch name means refs/heads/NAME)\n"
+    "    --base OID    a prerequisite the bundle may need (without any, it may need none)\n"
+    "    --pack        also verify the pack: objects inflate, deltas resolve, checksum\n"
+    "    --repo DIR    with --pack: take thin-pack bases from the repository DIR\n"
+    "    --json        print what was read, and the verdict, as JSON on stdout\n"
+    "\n"
+    "Exit 0: accepted; 1: refused (the reason on stderr); 2: usage or I/O error.\n";
+
+struct check {
+	const char *file;
+	struct strvec refs;  /* expected full refnames */
+	struct strvec bases; /* lowercase hex */
+	int pack, json;
+	const char *repo;
+
+	struct bundle_header h;
+	int header_ok;
+	int pack_checked;
+	int pack_ret;
+	struct bundle_pack_result pr;
+	char reason[BUNDLE_REASON_MAX];
+};
+
+/* A JSON string of untrusted bytes: invalid UTF-8 becomes U+FFFD-free '?'. */
+static json_t *jstr(const char *s)
+{
+	json_t *j = json_string(s);
+
+	if (!j) {
+		char *copy = xstrdup(s);
+
+		for (char *p = copy; *p; p++)
+			if ((unsigned char)*p >= 0x80)
+				*p = '?';
+		j = json_string(copy);
+		free(copy);
+	}
+	return j;
+}
+
+static void print_json(struct check *c, int accepted)
+{
+	json_t *o = json_object();
+	const struct bundle_header *h = &c->h;
+
+	json_object_set_new(o, "file", jstr(c->file));
+	json_object_set_new(o, "format", h->version ? json_integer(h->version) : json_null());
+	json_object_set_new(o, "object_format",
+	                    h->version ? json_string(bundle_oid_format_name(h->oid_format))
+	                               : json_null());
+	if (c->header_ok) {
+		json_t *refs = json_array(), *pre = json_array();
+
+		for (size_t i = 0; i < h->nr_refs; i++)
+			json_array_append_new(refs,
+			                      json_pack("{s:o,s:s}", "name", jstr(h->refs[i].name),
+			                                "oid", h->refs[i].oid));
+		for (size_t i = 0; i < h->nr_prereqs; i++)
+			json_array_append_new(pre,
+			                      json_pack("{s:s,s:o}", "oid", h->prereqs[i].oid,
+			                                "comment", jstr(h->prereqs[i].comment)));
+		json_object_set_new(o, "refs", refs);
+		json_object_set_new(o, "prerequisites", pre);
+	} else {
+		json_object_set_new(o, "refs", json_null());
+		json_object_set_new(o, "prerequisites", json_null());
+	}
+	if (c->pack_checked) {
+		json_t *p = json_object();
+
+		json_object_set_new(p, "ok", json_boolean(c->pack_ret == 0));
+		json_object_set_new(p, "version",
+		                    c->pr.version ? json_integer(c->pr.version) : json_null());
+		json_object_set_new(p, "objects", json_integer(c->pr.objects));
+		json_object_set_new(p, "checksum",
+		                    c->pack_ret == 0 && c->pr.checksum[0]
+		                        ? json_string(c->pr.checksum)
+		                        : json_null());
+		json_object_set_new(p, "reason", c->pack_ret ? jstr(c->pr.reason) : json_null());
+		json_object_set_new(o, "pack", p);
+	} else {
+		json_object_set_new(o, "pack", json_null());
+	}
+	json_object_set_new(o, "accepted", json_boolean(accepted));
+	json_object_set_new(o, "reason", accepted ? json_null() : jstr(c->reason));
+	if (json_dumpf(o, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER) < 0 ||
+	    fputc('\n', stdout) == EOF || fflush(stdout) == EOF)
+		die_errno("cannot write the JSON");
+	json_decref(o);
+}
+
+static void parse_args(struct check *c, int argc, char **argv)
+{
+	int i;
+
+	for (i = 1; i < argc; i++) {
+		const char *a = argv[i];
+
+		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+			fputs(usage_text, stdout);
+			exit(0);
+		} else if (!strcmp(a, "--ref") || !strcmp(a, "--base") || !strcmp(a, "--repo")) {
+			if (i + 1 >= argc)
+				usage_die(usage_text);
+			const char *v = argv[++i];
+
+			if (!strcmp(a, "--ref")) {
+				struct buf full = BUF_INIT;
+
+				bundle_full_refname(&full, v);
+				if (!*v || !bundle_refname_ok(full.buf, full.len))
+					die("invalid ref name '%s'", v);
+				strvec_push(&c->refs, full.buf);
+				buf_release(&full);
+			} else if (!strcmp(a, "--base")) {
+				char oid[BUNDLE_HEXSZ_MAX + 1];
+
+				if (!bundle_oid_parse(v, strlen(v), oid))
+					die("invalid object id '%s'", v);
+				strvec_push(&c->bases, oid);
+			} else {
+				c->repo = v;
+			}
+		} else if (!strcmp(a, "--pack")) {
+			c->pack = 1;
+		} else if (!strcmp(a, "--json")) {
+			c->json = 1;
+		} else if (!strcmp(a, "--")) {
+			i++;
+			break;
+		} else if (a[0] == '-' && a[1]) {
+			error("unknown option '%s'", a);
+			usage_die(usage_text);
+		} else {
+			break;
+		}
+	}
+	if (argc - i != 1)
+		usage_die(usage_text);
+	if (c->repo && !c->pack)
+		die("--repo needs --pack");
+	c->file = argv[i];
+}
+
+int main(int argc, char **argv)
+{
+	struct check c = {.refs = STRVEC_INIT, .bases = STRVEC_INIT};
+	struct stat st;
+	int fd, ret, accepted;
+
+	tool_init(argc, argv);
+	parse_args(&c, argc, argv);
+
+	fd = open(c.file, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		die_errno("cannot open '%s'", c.file);
+	if (fstat(fd, &st) < 0)
+		die_errno("cannot stat '%s'", c.file);
+	if (!S_ISREG(st.st_mode))
+		die("'%s' is not a regular file", c.file);
+	if (c.repo && access(c.repo, R_OK | X_OK) < 0)
+		die_errno("cannot open repository '%s'", c.repo);
+
+	ret = bundle_header_read_fd(&c.h, fd);
+	if (ret < 0)
+		die_err(ret, "cannot read '%s'", c.file);
+	if (ret) {
+		memcpy(c.reason, c.h.reason, sizeof(c.reason));
+	} else {
+		c.header_ok = 1;
+		ret = bundle_header_expect(&c.h, c.refs.v, c.refs.nr, c.bases.v, c.bases.nr);
+		if (ret)
+			memcpy(c.reason, c.h.reason, sizeof(c.reason));
+	}
+	if (!ret && c.pack) {
+		if (lseek(fd, (off_t)c.h.pack_offset, SEEK_SET) < 0)
+			die_errno("cannot seek in '%s'", c.file);
+		c.pack_checked = 1;
+		if (c.h.oid_format == BUNDLE_SHA256) {
+			/* libgit2 1.5 and our walk know SHA-1 packs only. */
+			c.pack_ret = BUNDLE_REFUSED;
+			snprintf(c.pr.reason, sizeof(c.pr.reason),
+			         "pack: sha256 packs cannot be verified (only sha1)");
+		} else {
+			c.pack_ret = bundle_pack_verify_fd(
+			    fd, c.repo, NULL, (uint64_t)st.st_size - c.h.pack_offset, &c.pr);
+		}
+		if (c.pack_ret == -ENOENT && c.repo)
+			die("cannot open repository '%s'", c.repo);
+		if (c.pack_ret < 0)
+			die_err(c.pack_ret, "cannot verify the pack of '%s'", c.file);
+		if (c.pack_ret)
+			memcpy(c.reason, c.pr.reason, sizeof(c.reason));
+		ret = c.pack_ret;
+	}
+	close(fd);
+
+	accepted = ret == 0;
+	if (c.json)
+		print_json(&c, accepted);
+	if (!accepted)
+		fprintf(stderr, "%s: %s: %s\n", progname, c.file, c.reason);
+	bundle_header_clear(&c.h);
+	strvec_clear(&c.refs);
+	strvec_clear(&c.bases);
+	return accepted ? 0 : EXIT_REFUSED;
+}
