@@ -6,15 +6,17 @@
 #   start_broker ARGS...  aibox-broker --listen on loopback; sets BR_PORT, BR_PID, BR_URL
 #   broker_teardown       stops what was started, by pid, and checks nothing is left
 
-# The test CA and a server certificate for localhost/127.0.0.1.
+# broker_make_certs DIR [SAN]: a test CA (ca.pem) and a server certificate
+# (server.pem, server.key) for localhost and 127.0.0.1, or for SAN (openssl's
+# subjectAltName syntax).
 broker_make_certs() {
-	local d=$1
+	local d=$1 san=${2:-DNS:localhost,IP:127.0.0.1}
 	mkdir -p "$d"
-	if [ -f "$TOP/t/lib-tls.bash" ]; then
+	if [ -z "${2:-}" ] && [ -f "$TOP/t/lib-tls.bash" ]; then
 		# shellcheck source=/dev/null
 		. "$TOP/t/lib-tls.bash"
 	fi
-	if declare -F make_test_certs >/dev/null; then
+	if [ -z "${2:-}" ] && declare -F make_test_certs >/dev/null; then
 		make_test_certs "$d"
 		return
 	fi
@@ -22,7 +24,7 @@ broker_make_certs() {
 		-keyout "$d/ca.key" -out "$d/ca.pem" 2>/dev/null || return 1
 	openssl req -newkey rsa:2048 -nodes -subj "/CN=localhost" \
 		-keyout "$d/server.key" -out "$d/server.csr" 2>/dev/null || return 1
-	printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\n' >"$d/ext"
+	printf 'subjectAltName=%s\nbasicConstraints=CA:FALSE\n' "$san" >"$d/ext"
 	openssl x509 -req -in "$d/server.csr" -CA "$d/ca.pem" -CAkey "$d/ca.key" \
 		-CAcreateserial -days 2 -extfile "$d/ext" -out "$d/server.pem" 2>/dev/null
 }
@@ -67,7 +69,7 @@ start_upstream() {
 # start_broker ARGS...: the remote options; listen, log, ready and CA are added.
 start_broker() {
 	rm -f "$T/br.ready"
-	aibox-broker "$@" --listen 127.0.0.1:0 --log "$T/broker.log" --ca "$T/tls/ca.pem" \
+	env -u UPSTREAM_TOKEN aibox-broker "$@" --listen 127.0.0.1:0 --log "$T/broker.log" --ca "$T/tls/ca.pem" \
 		--ready-fd 3 3>"$T/br.ready" 2>"$T/broker.err" &
 	BR_PID=$!
 	BROKER_PIDS+=("$BR_PID")
@@ -90,13 +92,22 @@ children_of() {
 	done
 }
 
+# alive PID: the process exists and is not a zombie (a dead child of an init
+# that does not reap is still listed).
+alive() {
+	local st
+	st=$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null) || return 1
+	[ -n "$st" ] && [ "$st" != Z ]
+}
+
 broker_teardown() {
 	local p
 	for p in "${BROKER_PIDS[@]}"; do
-		kill "$p" 2>/dev/null
+		kill "$p" 2>/dev/null || true
 	done
 	for p in "${BROKER_PIDS[@]}"; do
-		wait "$p" 2>/dev/null
+		wait "$p" 2>/dev/null || true
 	done
 	BROKER_PIDS=()
+	return 0
 }

@@ -1427,9 +1427,9 @@ static void setup_remote(struct remote *rm)
 
 	if (!rm->token_env)
 		die("remote '%s' needs --token-env", rm->url);
+	parse_url(rm);
 	if (!rm->fetch && !rm->npush)
 		warning("remote '%s' allows neither fetch nor push", rm->url);
-	parse_url(rm);
 	memset(&hints, 0, sizeof(hints));
 	hints.ai_family = AF_UNSPEC;
 	hints.ai_socktype = SOCK_STREAM;
