@@ -2,6 +2,7 @@
 # aibox-broker with the real git client: fetch and clone, pushes it lets
 # through and pushes it refuses, against git-http-backend behind TLS.
 load lib-common
+load lib-tls
 load lib-broker
 
 setup() {

@@ -1,25 +1,21 @@
 # Shared by t/6*.bats (the broker): a TLS git remote on loopback and a broker
-# in front of it.  Load after lib-common.
+# in front of it.  Load after lib-common and lib-tls.
 #
 #   broker_setup          certificates, an upstream bare repo with main, the token
 #   start_upstream [ARGS] t/git-https-upstream on $T/up; sets UP_PORT, UP_PID
 #   start_broker ARGS...  aibox-broker --listen on loopback; sets BR_PORT, BR_PID, BR_URL
 #   broker_teardown       stops what was started, by pid, and checks nothing is left
 
-# broker_make_certs DIR [SAN]: a test CA (ca.pem) and a server certificate
-# (server.pem, server.key) for localhost and 127.0.0.1, or for SAN (openssl's
-# subjectAltName syntax).
+# broker_make_certs DIR [SAN]: the test CA (ca.pem) and a server certificate
+# (server.pem, server.key) from lib-tls.bash, for localhost and 127.0.0.1; or,
+# with SAN (openssl's subjectAltName syntax), one for those names instead.
 broker_make_certs() {
-	local d=$1 san=${2:-DNS:localhost,IP:127.0.0.1}
-	mkdir -p "$d"
-	if [ -z "${2:-}" ] && [ -f "$TOP/t/lib-tls.bash" ]; then
-		# shellcheck source=/dev/null
-		. "$TOP/t/lib-tls.bash"
-	fi
-	if [ -z "${2:-}" ] && declare -F make_test_certs >/dev/null; then
-		make_test_certs "$d"
+	local d=$1 san=${2:-}
+	if [ -z "$san" ]; then
+		make_test_ca "$d"
 		return
 	fi
+	mkdir -p "$d"
 	openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=aibox test CA" \
 		-keyout "$d/ca.key" -out "$d/ca.pem" 2>/dev/null || return 1
 	openssl req -newkey rsa:2048 -nodes -subj "/CN=localhost" \
