@@ -52,6 +52,7 @@ broker_setup() {
 }
 
 start_upstream() {
+	: >"$T/up-headers.jsonl"
 	"$TOP/t/git-https-upstream" --root "$T/up" --cert "$T/tls/server.pem" \
 		--key "$T/tls/server.key" --port-file "$T/up.port" \
 		--headers-log "$T/up-headers.jsonl" "$@" 2>"$T/up.err" &

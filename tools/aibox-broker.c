@@ -81,6 +81,7 @@ static const char usage_text[] =
 #define HEAD_MAX_BYTES 65536
 #define HEADERS_MAX 100
 #define GZIP_MAX (64u << 20)	    /* inflated size of a gzip request body */
+#define FETCH_BODY_MAX (64u << 20) /* size of an upload-pack request body */
 #define HANDOFF_MAX (HEAD_MAX_BYTES + 256)
 #define IO_TIMEOUT_S 300
 #define CHILDREN_MAX 32
@@ -1178,29 +1179,73 @@ out:
 	buf_release(&refs);
 }
 
+/* Whether data[0..len) is a sequence of whole, well-formed pkt-lines. */
+static int pkt_stream_ok(const char *data, size_t len)
+{
+	size_t pos = 0;
+
+	while (pos < len) {
+		enum pkt_kind kind;
+		const char *p;
+		size_t n;
+		int r = pkt_parse(data + pos, len - pos, &kind, &p, &n);
+
+		if (r <= 0)
+			return 0;
+		pos += (size_t)r;
+	}
+	return len > 0;
+}
+
+/*
+ * A fetch request (wants, haves, v2 commands) is small: it is read whole,
+ * at most FETCH_BODY_MAX bytes (inflated), and must be well-formed
+ * pkt-lines before anything goes to the remote.
+ */
 static void serve_fetch_post(struct conn *client, struct request *rq, struct body *body,
 			     struct fwd_result *res)
 {
 	struct buf pre = BUF_INIT;
-	long long length = rq->m.chunked ? -1 : rq->m.length;
-	struct body *rest = body;
+	const char *what = NULL;
+	int r = 0;
 
 	if (rq->gzip) {
 		unsigned long long in = 0;
-		int r = inflate_body(body, &pre, &in);
 
-		if (r < 0) {
-			buf_addf(&res->why, "gzip body: %s", strerror(-r));
-			res->status = r == -EFBIG ? 413 : 400;
-			send_text(client, res->status, "cannot read the gzip request body: %s",
-				  strerror(-r));
-			log_op(rq, "refused", NULL, res);
-			goto out;
+		r = inflate_body(body, &pre, &in);
+	} else {
+		char *data = xmalloc(65536);
+
+		for (;;) {
+			ssize_t n = body_read(body, data, 65536);
+
+			if (n <= 0) {
+				r = (int)n;
+				break;
+			}
+			if (pre.len + (size_t)n > FETCH_BODY_MAX) {
+				r = -EFBIG;
+				break;
+			}
+			buf_add(&pre, data, (size_t)n);
 		}
-		length = (long long)pre.len;
-		rest = NULL;
+		free(data);
 	}
-	if (forward(client, rq, &pre, rest, length, res) < 0 && !res->status) {
+	if (r < 0)
+		what = rq->gzip ? "cannot read the gzip request body" : "cannot read the request body";
+	else if (!pkt_stream_ok(pre.buf, pre.len))
+		what = "the request is not well-formed pkt-lines";
+	if (what) {
+		if (r < 0)
+			buf_addf(&res->why, "%s: %s", what, strerror(-r));
+		else
+			buf_addstr(&res->why, what);
+		res->status = r == -EFBIG ? 413 : 400;
+		send_text(client, res->status, "%s", res->why.buf);
+		log_op(rq, "refused", NULL, res);
+		goto out;
+	}
+	if (forward(client, rq, &pre, NULL, (long long)pre.len, res) < 0 && !res->status) {
 		res->status = 502;
 		send_text(client, 502, "%s", res->why.buf);
 	}
