@@ -58,6 +58,29 @@ stop_handoff() {
 	assert_output 1
 }
 
+@test "broker: the VM's recipe: insteadOf to git.aibox.internal through the proxy" {
+	start_handoff
+	proxy=${HP_URL%/0/}
+	# As the init writes it (docs/broker.md, "In the VM"), for the remote URL
+	# https://example.com/o/r (which does not resolve here: only the broker can reach it).
+	git config --global url.http://git.aibox.internal/0/.insteadOf https://example.com/o/r
+	git config --global --add url.http://git.aibox.internal/0/.insteadOf https://example.com/o/r.git
+	git config --global http.http://git.aibox.internal/.proxy "$proxy"
+	run git clone -q https://example.com/o/r.git c
+	assert_success
+	run git clone -q https://example.com/o/r c2
+	assert_success
+	git -C c checkout -q -b aibox/vm
+	git -C c commit -q --allow-empty -m vm
+	run git -C c push origin aibox/vm
+	assert_success
+	assert_equal "$(git -C up/repo.git rev-parse aibox/vm)" "$(git -C c rev-parse HEAD)"
+	run git -C c config remote.origin.url
+	assert_output https://example.com/o/r.git
+	run grep -c 'result=allowed' broker.log
+	[ "$output" -ge 6 ]
+}
+
 @test "broker: the hand-off carries any number of bytes already read, none too" {
 	for peek in 0 10 200; do
 		start_handoff --peek "$peek"

@@ -1055,7 +1055,17 @@ static int parse_target(const char *target, size_t *idx, const char **rest)
 	if (parse_long(num, 0, 9999, &n) < 0 || (num[0] == '0' && num[1]))
 		return -1;
 	*idx = (size_t)n;
-	*rest = slash + 1;
+	/*
+	 * insteadOf rewrites by prefix: a remote URL written with ".git" or a
+	 * trailing '/' where the rule has none arrives as /<n>/.git/... or
+	 * /<n>//...; both mean the same repository.
+	 */
+	p = slash + 1;
+	if (!strncmp(p, ".git/", 5))
+		p += 5;
+	while (*p == '/')
+		p++;
+	*rest = p;
 	return 0;
 }
 
