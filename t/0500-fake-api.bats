@@ -169,3 +169,27 @@ two_turns() {
 	[ "$(jq -r .is_error <<<"$result")" = true ]
 	grep -q '"status": 500\|" 500 ' "$T/fake-api.log"
 }
+
+@test "fake-api: a stall turn waits, an error turn answers the scripted status" {
+	cat >"$T/script.json" <<-'JSON'
+		{"turns": [{"stall": 30},
+		           {"error": {"status": 529, "type": "overloaded_error", "message": "busy"}}]}
+	JSON
+	start_fake_api "$T/script.json"
+	req='{"model":"m","stream":true,"tools":[{"name":"Bash"}],"messages":[{"role":"user","content":"hi"}]}'
+	run curl -sS --max-time 1 --data-binary "$req" "http://127.0.0.1:$FAKE_API_PORT/v1/messages"
+	[ "$status" -eq 28 ] # curl: operation timed out
+	# the fake notices the client left and goes on serving
+	for _ in $(seq 50); do grep -q 'client went away during stall' "$T/fake-api.log" && break; sleep 0.1; done
+	grep -q 'client went away during stall' "$T/fake-api.log"
+	req='{"model":"m","tools":[{"name":"Bash"}],"messages":[{"role":"assistant","content":"x"}]}'
+	run curl -sS -w ' %{http_code}' --data-binary "$req" "http://127.0.0.1:$FAKE_API_PORT/v1/messages"
+	assert_output '{"type": "error", "error": {"type": "overloaded_error", "message": "busy"}} 529'
+	# a short stall answers afterwards
+	echo '{"turns": [{"stall": 0.5}]}' >"$T/short.json"
+	stop_fake_api
+	start_fake_api "$T/short.json"
+	req='{"model":"m","tools":[{"name":"Bash"}],"messages":[]}'
+	run curl -sS --max-time 10 --data-binary "$req" "http://127.0.0.1:$FAKE_API_PORT/v1/messages"
+	[ "$(jq -r '.content[0].text' <<<"$output")" = stalled ]
+}

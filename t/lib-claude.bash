@@ -57,7 +57,14 @@ install_claude() {
 }
 
 # need_claude: install_claude, or skip the test saying why.
+# (npm is Debian's npm package or the one node.js ships with; it is not in
+# packages.txt because NodeSource's nodejs, which provides npm, conflicts with
+# Debian's npm package.)
 need_claude() {
+	if [ -z "$(find "$(claude_cache_dir)/node_modules/@anthropic-ai/claude-code-linux-x64" \
+		-maxdepth 1 -name claude -perm -u+x 2>/dev/null)" ] && ! command -v npm >/dev/null; then
+		skip "npm is not installed, and Claude Code $CLAUDE_VERSION is not in the cache"
+	fi
 	install_claude || skip "cannot install Claude Code $CLAUDE_VERSION with npm"
 }
 
@@ -71,7 +78,7 @@ start_fake_api() {
 	"$TOP/t/fake-api" --listen 127.0.0.1:0 --ready-file "$T/fake-api.port" \
 		--script "$script" --record "$T/rec" "$@" 2>"$T/fake-api.log" &
 	FAKE_API_PID=$!
-	for i in $(seq 1 100); do
+	for i in $(seq 1 200); do
 		[ -s "$T/fake-api.port" ] && break
 		kill -0 "$FAKE_API_PID" 2>/dev/null || break
 		sleep 0.05
@@ -93,14 +100,17 @@ stop_fake_api() {
 }
 
 # run_claude ARGS...: Claude Code in --print mode against the fake API, with
-# no side traffic and no retries; HOME is the test's.
+# no side traffic and no retries; HOME is the test's.  As root (only with
+# AIBOX_TEST_AS_ROOT) it needs IS_SANDBOX=1 to accept bypassPermissions.
 run_claude() {
+	local sandbox=()
+	[ "$(id -u)" = 0 ] && sandbox=(IS_SANDBOX=1)
 	env -u HTTP_PROXY -u HTTPS_PROXY -u http_proxy -u https_proxy \
 		ANTHROPIC_BASE_URL="http://127.0.0.1:$FAKE_API_PORT" \
 		ANTHROPIC_API_KEY="${FAKE_API_KEY:-sk-test}" \
 		CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 \
 		CLAUDE_CODE_MAX_RETRIES=0 \
 		DISABLE_AUTOUPDATER=1 \
-		HOME="$HOME" \
+		HOME="$HOME" "${sandbox[@]}" \
 		timeout 120 "$CLAUDE_BIN" --print --output-format stream-json --verbose "$@"
 }

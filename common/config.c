@@ -1,0 +1,1307 @@
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <yaml.h>
+
+#include "buf.h"
+#include "err.h"
+#include "num.h"
+#include "banned.h"
+
+const char config_default_text[] =
+	"# aibox project config.  docs/config.md in aibox describes every key.\n"
+	"# Keys left out, or commented out, keep their defaults.\n"
+	"\n"
+	"# Hosts the VM may reach, through aibox's proxy; nothing else is reachable.\n"
+	"# An entry is host (port 443), host:port, *.example.com (subdomains only),\n"
+	"# an IP address, localhost:PORT for a port of this machine, or preset:NAME.\n"
+	"# Interactive Claude Code connects to both of these when it starts: keep them.\n"
+	"allow:\n"
+	"  - api.anthropic.com\n"
+	"  - platform.claude.com\n"
+	"\n"
+	"# Names of host variables handed to the VM; their values are read from your\n"
+	"# shell when a task starts, never stored.  For the login, one of:\n"
+	"#   ANTHROPIC_API_KEY (stays on the host: aibox forwards it) or\n"
+	"#   CLAUDE_CODE_OAUTH_TOKEN (enters the VM as it is).\n"
+	"# env:\n"
+	"#   - ANTHROPIC_API_KEY\n"
+	"\n"
+	"# Host folders the VM sees, always read-only.\n"
+	"# mounts:\n"
+	"#   - host: ~/datasets\n"
+	"#     vm: /data\n"
+	"\n"
+	"# Your ~/.claude/skills, agents and commands are mounted read-only.\n"
+	"# Set one to none to leave it out, or to a folder to mount that instead.\n"
+	"# skills: none\n"
+	"# agents: none\n"
+	"# commands: none\n"
+	"\n"
+	"# Where the project sits in the VM.\n"
+	"# path: /project\n"
+	"\n"
+	"# Remotes the VM may fetch from and push to without holding the token:\n"
+	"# aibox's broker adds it on the host, and only for the branches in push.\n"
+	"# git:\n"
+	"#   - url: https://github.com/you/project.git\n"
+	"#     token: GITHUB_TOKEN\n"
+	"#     fetch: yes\n"
+	"#     push: [aibox/*]\n"
+	"\n"
+	"# The VM's size: memory (like 4G), cpus (1 up to this machine's count),\n"
+	"# and the task's state disk (like 20G).\n"
+	"# memory: 4G\n"
+	"# cpus: 2\n"
+	"# disk: 20G\n";
+
+/* The document as a tree, built from libyaml's events. */
+enum node_kind { NODE_SCALAR, NODE_SEQ, NODE_MAP };
+
+struct node {
+	enum node_kind kind;
+	size_t line, col; /* from 1 */
+	char *str;	  /* scalar: NUL-terminated (NULs inside are refused) */
+	size_t len;
+	int plain;		  /* scalar: plain style (can be a number, bool, null) */
+	struct node **items;	  /* seq: values; map: key, value, key, value... */
+	size_t nr, alloc;
+};
+
+struct ctx {
+	const char *name;
+	struct buf *err;
+	size_t nodes;
+};
+
+static void node_free(struct node *n)
+{
+	if (!n)
+		return;
+	for (size_t i = 0; i < n->nr; i++)
+		node_free(n->items[i]);
+	free(n->items);
+	free(n->str);
+	free(n);
+}
+
+static int failv(struct ctx *c, size_t line, size_t col, const char *key, const char *fmt,
+		 va_list ap)
+{
+	buf_addf(c->err, "%s:%zu:%zu: ", c->name, line, col);
+	if (key && *key)
+		buf_addf(c->err, "%s: ", key);
+	buf_vaddf(c->err, fmt, ap);
+	return -EINVAL;
+}
+
+__attribute__((format(printf, 4, 5))) static int fail(struct ctx *c, const struct node *at,
+						      const char *key, const char *fmt, ...)
+{
+	va_list ap;
+	int ret;
+
+	va_start(ap, fmt);
+	ret = failv(c, at ? at->line : 1, at ? at->col : 1, key, fmt, ap);
+	va_end(ap);
+	return ret;
+}
+
+__attribute__((format(printf, 4, 5))) static int fail_mark(struct ctx *c, yaml_mark_t m,
+							   const char *key, const char *fmt, ...)
+{
+	va_list ap;
+	int ret;
+
+	va_start(ap, fmt);
+	ret = failv(c, m.line + 1, m.column + 1, key, fmt, ap);
+	va_end(ap);
+	return ret;
+}
+
+/*
+ * Before libyaml sees the bytes: refuse NULs and anything that is not UTF-8
+ * (overlong forms, surrogates and code points over U+10FFFF included), with
+ * the position where it starts.  libyaml would also take UTF-16 with a BOM;
+ * a config is UTF-8 only.
+ */
+static int check_text(struct ctx *c, const unsigned char *s, size_t len)
+{
+	size_t line = 1, col = 1;
+
+	for (size_t i = 0; i < len;) {
+		unsigned char b = s[i];
+		size_t n;
+		uint32_t cp, min;
+
+		if (b == 0) {
+			buf_addf(c->err, "%s:%zu:%zu: the file holds a NUL byte", c->name, line, col);
+			return -EINVAL;
+		}
+		if (b < 0x80) {
+			n = 1;
+		} else {
+			if (b >= 0xc2 && b <= 0xdf)
+				n = 2, cp = b & 0x1f, min = 0x80;
+			else if (b >= 0xe0 && b <= 0xef)
+				n = 3, cp = b & 0x0f, min = 0x800;
+			else if (b >= 0xf0 && b <= 0xf4)
+				n = 4, cp = b & 0x07, min = 0x10000;
+			else
+				goto bad;
+			if (i + n > len)
+				goto bad;
+			for (size_t k = 1; k < n; k++) {
+				if ((s[i + k] & 0xc0) != 0x80)
+					goto bad;
+				cp = cp << 6 | (s[i + k] & 0x3f);
+			}
+			if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+				goto bad;
+		}
+		if (b == '\n')
+			line++, col = 1;
+		else
+			col++;
+		i += n;
+	}
+	return 0;
+bad:
+	buf_addf(c->err, "%s:%zu:%zu: the file is not UTF-8 text", c->name, line, col);
+	return -EINVAL;
+}
+
+static int is_null(const struct node *n)
+{
+	return n->kind == NODE_SCALAR && n->plain &&
+	       (!n->len || !strcmp(n->str, "~") || !strcmp(n->str, "null") ||
+		!strcmp(n->str, "Null") || !strcmp(n->str, "NULL"));
+}
+
+static const char *kind_name(const struct node *n)
+{
+	if (n->kind == NODE_MAP)
+		return "a mapping";
+	if (n->kind == NODE_SEQ)
+		return "a list";
+	return "a string";
+}
+
+/* Attach child to parent (or make it the root); checks keys. */
+static int attach(struct ctx *c, struct node **root, struct node *parent, struct node *child)
+{
+	if (!parent) {
+		*root = child;
+		return 0;
+	}
+	if (parent->kind == NODE_MAP && parent->nr % 2 == 0) {
+		if (child->kind != NODE_SCALAR)
+			return fail(c, child, NULL, "a key must be a plain string, not %s",
+				    kind_name(child));
+		for (size_t i = 0; i < parent->nr; i += 2)
+			if (!strcmp(parent->items[i]->str, child->str))
+				return fail(c, child, NULL, "duplicate key '%s' (first at line %zu)",
+					    child->str, parent->items[i]->line);
+	}
+	ALLOC_GROW(parent->items, parent->nr + 1, parent->alloc);
+	parent->items[parent->nr++] = child;
+	return 0;
+}
+
+static struct node *node_new(enum node_kind kind, yaml_mark_t m)
+{
+	struct node *n = xcalloc(1, sizeof(*n));
+
+	n->kind = kind;
+	n->line = m.line + 1;
+	n->col = m.column + 1;
+	return n;
+}
+
+/*
+ * Build the tree.  Returns 0 with *root set (NULL for an empty stream), or
+ * -EINVAL with the reason in c->err.
+ */
+static int build_tree(struct ctx *c, const char *data, size_t len, struct node **root)
+{
+	yaml_parser_t parser;
+	yaml_event_t ev;
+	struct node *stack[CONFIG_MAX_DEPTH];
+	int depth = 0, docs = 0, done = 0, ret = 0;
+
+	*root = NULL;
+	if (!yaml_parser_initialize(&parser))
+		return fail(c, NULL, NULL, "cannot start the YAML parser");
+	yaml_parser_set_encoding(&parser, YAML_UTF8_ENCODING);
+	yaml_parser_set_input_string(&parser, (const unsigned char *)data, len);
+
+	while (!done && !ret) {
+		struct node *n = NULL;
+		yaml_char_t *anchor = NULL, *tag = NULL;
+
+		if (!yaml_parser_parse(&parser, &ev)) {
+			const char *problem = parser.problem ? parser.problem : "cannot parse";
+
+			if (parser.context)
+				ret = fail_mark(c, parser.problem_mark, NULL,
+						"invalid YAML: %s %s (line %zu)", problem,
+						parser.context, parser.context_mark.line + 1);
+			else
+				ret = fail_mark(c, parser.problem_mark, NULL, "invalid YAML: %s",
+						problem);
+			break;
+		}
+		switch (ev.type) {
+		case YAML_STREAM_END_EVENT:
+			done = 1;
+			break;
+		case YAML_DOCUMENT_START_EVENT:
+			if (++docs > 1)
+				ret = fail_mark(c, ev.start_mark, NULL,
+						"only one YAML document is allowed");
+			else if (ev.data.document_start.version_directive ||
+				 ev.data.document_start.tag_directives.start !=
+					 ev.data.document_start.tag_directives.end)
+				ret = fail_mark(c, ev.start_mark, NULL,
+						"YAML directives are not supported");
+			break;
+		case YAML_ALIAS_EVENT:
+			ret = fail_mark(c, ev.start_mark, NULL,
+					"anchors and aliases are not supported");
+			break;
+		case YAML_SCALAR_EVENT:
+			anchor = ev.data.scalar.anchor;
+			tag = ev.data.scalar.tag;
+			n = node_new(NODE_SCALAR, ev.start_mark);
+			n->plain = ev.data.scalar.style == YAML_PLAIN_SCALAR_STYLE;
+			n->len = ev.data.scalar.length;
+			n->str = xstrndup((const char *)ev.data.scalar.value, n->len);
+			break;
+		case YAML_SEQUENCE_START_EVENT:
+			anchor = ev.data.sequence_start.anchor;
+			tag = ev.data.sequence_start.tag;
+			n = node_new(NODE_SEQ, ev.start_mark);
+			break;
+		case YAML_MAPPING_START_EVENT:
+			anchor = ev.data.mapping_start.anchor;
+			tag = ev.data.mapping_start.tag;
+			n = node_new(NODE_MAP, ev.start_mark);
+			break;
+		case YAML_SEQUENCE_END_EVENT:
+		case YAML_MAPPING_END_EVENT:
+			depth--;
+			break;
+		default:
+			break;
+		}
+		if (n) {
+			if (anchor)
+				ret = fail(c, n, NULL, "anchors and aliases are not supported");
+			else if (tag)
+				ret = fail(c, n, NULL, "YAML tags are not supported ('%s')",
+					   (const char *)tag);
+			else if (n->kind == NODE_SCALAR && memchr(n->str, '\0', n->len))
+				ret = fail(c, n, NULL, "a value holds a NUL character");
+			else if (n->kind == NODE_SCALAR && n->len > CONFIG_MAX_SCALAR)
+				ret = fail(c, n, NULL, "a value is longer than %d bytes",
+					   CONFIG_MAX_SCALAR);
+			else if (++c->nodes > CONFIG_MAX_NODES)
+				ret = fail(c, n, NULL, "more than %d values", CONFIG_MAX_NODES);
+			else if (n->kind != NODE_SCALAR && depth == CONFIG_MAX_DEPTH)
+				ret = fail(c, n, NULL, "nested deeper than %d levels",
+					   CONFIG_MAX_DEPTH);
+			if (!ret)
+				ret = attach(c, root, depth ? stack[depth - 1] : NULL, n);
+			if (ret)
+				node_free(n); /* attach() takes it only on success */
+			else if (n->kind != NODE_SCALAR)
+				stack[depth++] = n;
+		}
+		yaml_event_delete(&ev);
+	}
+	yaml_parser_delete(&parser);
+	if (ret) {
+		node_free(*root);
+		*root = NULL;
+	}
+	return ret;
+}
+
+/* ---- the schema ---- */
+
+static const char *const top_keys[] = { "allow", "mounts", "skills", "agents", "commands", "path",
+					"env", "git", "memory", "cpus", "disk", NULL };
+static const char *const mount_keys[] = { "host", "vm", "read-only", NULL };
+static const char *const git_keys[] = { "url", "token", "auth", "user", "fetch", "push", NULL };
+
+static void list_keys(struct buf *b, const char *const *keys)
+{
+	for (int i = 0; keys[i]; i++)
+		buf_addf(b, "%s%s", i ? ", " : "", keys[i]);
+}
+
+static int unknown_key(struct ctx *c, const struct node *key, const char *where,
+		       const char *const *keys)
+{
+	struct buf known = BUF_INIT;
+	int ret;
+
+	list_keys(&known, keys);
+	ret = fail(c, key, where, "unknown key '%s' (known keys: %s)", key->str, known.buf);
+	buf_release(&known);
+	return ret;
+}
+
+static int known(const char *s, const char *const *keys)
+{
+	for (int i = 0; keys[i]; i++)
+		if (!strcmp(s, keys[i]))
+			return 1;
+	return 0;
+}
+
+static int want_string(struct ctx *c, const struct node *n, const char *key)
+{
+	if (n->kind != NODE_SCALAR)
+		return fail(c, n, key, "must be a string, not %s", kind_name(n));
+	if (is_null(n))
+		return fail(c, n, key, "needs a value (leave the key out for the default)");
+	return 0;
+}
+
+/* A list, or null for an empty one.  Sets *nr. */
+static int want_list(struct ctx *c, const struct node *n, const char *key, size_t max,
+		     const char *example, size_t *nr)
+{
+	if (is_null(n)) {
+		*nr = 0;
+		return 0;
+	}
+	if (n->kind != NODE_SEQ)
+		return fail(c, n, key, "must be a list, like %s, not %s", example, kind_name(n));
+	if (n->nr > max)
+		return fail(c, n, key, "more than %zu entries", max);
+	*nr = n->nr;
+	return 0;
+}
+
+static int has_ctl(const char *s)
+{
+	for (; *s; s++)
+		if ((unsigned char)*s < 0x20 || *s == 0x7f)
+			return 1;
+	return 0;
+}
+
+static int want_bool(struct ctx *c, const struct node *n, const char *key, int *out)
+{
+	static const char *const yes[] = { "true", "True", "TRUE", "yes", "Yes", "YES", NULL };
+	static const char *const no[] = { "false", "False", "FALSE", "no", "No", "NO", NULL };
+
+	if (n->kind == NODE_SCALAR && n->plain) {
+		if (known(n->str, yes)) {
+			*out = 1;
+			return 0;
+		}
+		if (known(n->str, no)) {
+			*out = 0;
+			return 0;
+		}
+	}
+	return fail(c, n, key, "must be yes or no (true or false)");
+}
+
+static int valid_var_name(const char *s)
+{
+	size_t n = 0;
+
+	if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || *s == '_'))
+		return 0;
+	for (; s[n]; n++)
+		if (!((s[n] >= 'A' && s[n] <= 'Z') || (s[n] >= 'a' && s[n] <= 'z') ||
+		      (s[n] >= '0' && s[n] <= '9') || s[n] == '_'))
+			return 0;
+	return n <= 128;
+}
+
+/* A DNS name: labels of [a-z0-9-], 1..63 each, not starting or ending in '-'. */
+static int valid_hostname(const char *s)
+{
+	size_t total = strlen(s), label = 0;
+
+	if (!total || total > 253)
+		return 0;
+	for (const char *p = s;; p++) {
+		if (*p == '.' || !*p) {
+			if (!label || p[-1] == '-')
+				return 0;
+			if (!*p)
+				return 1;
+			label = 0;
+			continue;
+		}
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '-'))
+			return 0;
+		if (*p == '-' && !label)
+			return 0;
+		if (++label > 63)
+			return 0;
+	}
+}
+
+static void lowercase(char *s)
+{
+	for (; *s; s++)
+		if (*s >= 'A' && *s <= 'Z')
+			*s += 'a' - 'A';
+}
+
+static int valid_port(const char *s)
+{
+	long v;
+
+	return *s != '0' && parse_long(s, 1, 65535, &v) == 0;
+}
+
+/*
+ * host, host:port, *.domain[:port], IPv4[:port], [IPv6][:port].  Returns
+ * NULL when fine, else the reason.  hostbuf gets the host part.
+ */
+static const char *check_host_port(char *s)
+{
+	char *host = s, *port = NULL, *end;
+	unsigned char addr[16];
+
+	if (*s == '[') {
+		end = strchr(s, ']');
+		if (!end)
+			return "an IPv6 address needs its closing ']'";
+		*end = '\0';
+		if (inet_pton(AF_INET6, s + 1, addr) != 1) {
+			*end = ']';
+			return "not an IPv6 address";
+		}
+		*end = ']';
+		if (end[1] == ':')
+			port = end + 2;
+		else if (end[1])
+			return "unexpected text after ']'";
+		if (port && !valid_port(port))
+			return "the port must be a number from 1 to 65535";
+		return NULL;
+	}
+	end = strchr(s, ':');
+	if (end) {
+		if (strchr(end + 1, ':'))
+			return "write an IPv6 address in brackets, like [2001:db8::1]:443";
+		port = end + 1;
+		*end = '\0';
+	}
+	if (port && !valid_port(port)) {
+		*end = ':';
+		return "the port must be a number from 1 to 65535";
+	}
+	if (inet_pton(AF_INET, host, addr) == 1)
+		goto ok;
+	if (!strncmp(host, "*.", 2) ? !valid_hostname(host + 2) : !valid_hostname(host)) {
+		if (end)
+			*end = ':';
+		return strchr(host, '*') ? "a wildcard is only allowed as '*.' at the start"
+					 : "not a host name";
+	}
+	{
+		/* All-digit last label that inet_pton refused: a bad IPv4 address. */
+		const char *dot = strrchr(host, '.');
+		const char *last = dot ? dot + 1 : host;
+
+		if (strspn(last, "0123456789") == strlen(last)) {
+			if (end)
+				*end = ':';
+			return "not an IPv4 address";
+		}
+	}
+ok:
+	if (end)
+		*end = ':';
+	return NULL;
+}
+
+static int check_allow(struct ctx *c, const struct node *v, struct config *cfg)
+{
+	struct buf key = BUF_INIT;
+	size_t nr;
+	int ret = want_list(c, v, "allow", CONFIG_MAX_ALLOW, "[api.anthropic.com]", &nr);
+
+	for (size_t i = 0; !ret && i < nr; i++) {
+		const struct node *e = v->items[i];
+		char *s;
+		const char *why = NULL;
+
+		buf_reset(&key);
+		buf_addf(&key, "allow[%zu]", i);
+		if ((ret = want_string(c, e, key.buf)))
+			break;
+		s = xstrdup(e->str);
+		lowercase(s);
+		if (strstr(s, "://"))
+			why = "name a host, not a URL (like example.com or example.com:8443)";
+		else if (!strcmp(s, "*") || !strncmp(s, "*:", 2))
+			why = "allowing every host is not supported";
+		else if (!strncmp(s, "preset:", 7)) {
+			const char *p = s + 7;
+
+			if (!*p || strlen(p) > 64 || strspn(p, "abcdefghijklmnopqrstuvwxyz0123456789-") !=
+							     strlen(p))
+				why = "a preset name is lowercase letters, digits and '-'";
+		} else {
+			why = check_host_port(s);
+		}
+		if (why) {
+			ret = fail(c, e, key.buf, "'%s': %s", e->str, why);
+			free(s);
+			break;
+		}
+		strvec_push(&cfg->allow, s);
+		free(s);
+	}
+	buf_release(&key);
+	return ret;
+}
+
+/* "~" and "~/x" are expanded with $HOME; anything else must be absolute. */
+static int host_path(struct ctx *c, const struct node *n, const char *key, char **out)
+{
+	const char *home = getenv("HOME");
+	int ret = want_string(c, n, key);
+
+	if (ret)
+		return ret;
+	if (has_ctl(n->str))
+		return fail(c, n, key, "a path cannot hold control characters");
+	if (!strcmp(n->str, "~") || !strncmp(n->str, "~/", 2)) {
+		struct buf b = BUF_INIT;
+
+		if (!home || home[0] != '/')
+			return fail(c, n, key, "'~' needs HOME set to an absolute path");
+		buf_addf(&b, "%s%s", home, n->str + 1);
+		if (b.len > PATH_MAX) {
+			buf_release(&b);
+			return fail(c, n, key, "the path is too long");
+		}
+		*out = buf_detach(&b, NULL);
+		return 0;
+	}
+	if (n->str[0] == '~')
+		return fail(c, n, key, "'%s': only '~/' is understood, not '~user'", n->str);
+	if (n->str[0] != '/')
+		return fail(c, n, key, "'%s' must be an absolute path or start with '~/'", n->str);
+	*out = xstrdup(n->str);
+	return 0;
+}
+
+/* Folders of the VM's system that no mount or project may cover or replace. */
+static const char *const vm_system[] = { "/proc", "/sys", "/dev", "/etc", "/usr", "/bin",
+					 "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/boot",
+					 "/run", "/var", NULL };
+static const char *const vm_reserved_exact[] = { "/home", "/tmp", "/root", "/mnt", "/opt",
+						 "/srv", "/media", NULL };
+
+/* 1 when a is b or inside it. */
+static int path_within(const char *a, const char *b)
+{
+	size_t n = strlen(b);
+
+	return !strncmp(a, b, n) && (a[n] == '\0' || a[n] == '/');
+}
+
+static const char *check_vm_path(const char *s)
+{
+	if (s[0] != '/')
+		return "must be an absolute path";
+	if (!strcmp(s, "/"))
+		return "cannot be /";
+	if (strlen(s) > 1024)
+		return "is too long";
+	for (const char *p = s; *p; p++)
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+		      (*p >= '0' && *p <= '9') || strchr("/._-+@=~", *p)))
+			return "may hold only letters, digits, '/' and ._-+@=~";
+	if (strstr(s, "//") || s[strlen(s) - 1] == '/')
+		return "must be written plainly, without '//' or a trailing '/'";
+	for (const char *p = s; p; p = strchr(p + 1, '/'))
+		if (!strcmp(p, "/.") || !strncmp(p, "/./", 3) || !strcmp(p, "/..") ||
+		    !strncmp(p, "/../", 4))
+			return "cannot hold '.' or '..'";
+	for (int i = 0; vm_system[i]; i++)
+		if (path_within(s, vm_system[i]))
+			return "is a system folder of the VM";
+	for (int i = 0; vm_reserved_exact[i]; i++)
+		if (!strcmp(s, vm_reserved_exact[i]))
+			return "is a folder the VM needs; use a folder inside it";
+	return NULL;
+}
+
+static int check_mounts(struct ctx *c, const struct node *v, struct config *cfg,
+			const struct node *path_node)
+{
+	struct buf key = BUF_INIT;
+	size_t nr;
+	int ret = want_list(c, v, "mounts", CONFIG_MAX_MOUNTS, "[{host: ~/data, vm: /data}]", &nr);
+	const struct node **vm_nodes = xcalloc(nr + 1, sizeof(*vm_nodes));
+
+	if (!ret && nr)
+		cfg->mounts = xcalloc(nr, sizeof(*cfg->mounts));
+	for (size_t i = 0; !ret && i < nr; i++) {
+		const struct node *e = v->items[i], *host = NULL, *vm = NULL;
+		struct config_mount *m = &cfg->mounts[i];
+		const char *why;
+
+		buf_reset(&key);
+		buf_addf(&key, "mounts[%zu]", i);
+		if (e->kind != NODE_MAP) {
+			ret = fail(c, e, key.buf, "must be a mapping with host and vm, not %s",
+				   kind_name(e));
+			break;
+		}
+		for (size_t k = 0; !ret && k < e->nr; k += 2) {
+			const struct node *kn = e->items[k], *vn = e->items[k + 1];
+			size_t base = key.len;
+
+			if (!known(kn->str, mount_keys)) {
+				ret = unknown_key(c, kn, key.buf, mount_keys);
+				break;
+			}
+			buf_addf(&key, ".%s", kn->str);
+			if (!strcmp(kn->str, "host")) {
+				host = vn;
+			} else if (!strcmp(kn->str, "vm")) {
+				vm = vn;
+			} else {
+				int ro;
+
+				ret = want_bool(c, vn, key.buf, &ro);
+				if (!ret && !ro)
+					ret = fail(c, vn, key.buf,
+						   "mounts are always read-only; to change files, "
+						   "have the task commit them");
+			}
+			buf_setlen(&key, base);
+		}
+		if (ret)
+			break;
+		if (!host || !vm) {
+			ret = fail(c, e, key.buf, "needs both host and vm");
+			break;
+		}
+		cfg->nr_mounts++;
+		buf_addstr(&key, ".host");
+		if ((ret = host_path(c, host, key.buf, &m->host)))
+			break;
+		buf_setlen(&key, key.len - 5);
+		buf_addstr(&key, ".vm");
+		if ((ret = want_string(c, vm, key.buf)))
+			break;
+		if ((why = check_vm_path(vm->str))) {
+			ret = fail(c, vm, key.buf, "'%s' %s", vm->str, why);
+			break;
+		}
+		if (path_within(vm->str, cfg->path) || path_within(cfg->path, vm->str)) {
+			ret = fail(c, vm, key.buf, "'%s' overlaps the project's path %s%s", vm->str,
+				   cfg->path, path_node ? "" : " (the default of path)");
+			break;
+		}
+		for (size_t j = 0; j < i; j++) {
+			if (path_within(vm->str, vm_nodes[j]->str) ||
+			    path_within(vm_nodes[j]->str, vm->str)) {
+				ret = fail(c, vm, key.buf, "'%s' overlaps mounts[%zu].vm '%s'",
+					   vm->str, j, vm_nodes[j]->str);
+				break;
+			}
+		}
+		if (ret)
+			break;
+		vm_nodes[i] = vm;
+		m->vm = xstrdup(vm->str);
+	}
+	free(vm_nodes);
+	buf_release(&key);
+	return ret;
+}
+
+static int check_claude(struct ctx *c, const struct node *v, const char *key,
+			struct config_claude *out)
+{
+	int ret = want_string(c, v, key);
+
+	if (ret)
+		return ret;
+	if (v->plain && !strcmp(v->str, "none")) {
+		out->kind = CONFIG_CLAUDE_NONE;
+		return 0;
+	}
+	if (v->plain && !strcmp(v->str, "default")) {
+		out->kind = CONFIG_CLAUDE_DEFAULT;
+		return 0;
+	}
+	if (v->str[0] != '/' && v->str[0] != '~')
+		return fail(c, v, key, "'%s': must be none, default, or a folder (absolute or ~/)",
+			    v->str);
+	if ((ret = host_path(c, v, key, &out->path)))
+		return ret;
+	out->kind = CONFIG_CLAUDE_PATH;
+	return 0;
+}
+
+static int check_path(struct ctx *c, const struct node *v, struct config *cfg)
+{
+	const char *why;
+	int ret = want_string(c, v, "path");
+
+	if (ret)
+		return ret;
+	if ((why = check_vm_path(v->str)))
+		return fail(c, v, "path", "'%s' %s", v->str, why);
+	free(cfg->path);
+	cfg->path = xstrdup(v->str);
+	return 0;
+}
+
+/* Names aibox sets in the VM itself: a host value would break the VM. */
+static const char *const env_reserved[] = { "HOME", "PATH", "USER", "LOGNAME", "SHELL", NULL };
+
+static int is_proxy_var(const char *s)
+{
+	static const char *const proxies[] = { "http_proxy", "https_proxy", "no_proxy",
+					       "all_proxy", NULL };
+
+	for (int i = 0; proxies[i]; i++)
+		if (!strcasecmp(s, proxies[i]))
+			return 1;
+	return 0;
+}
+
+static int check_env(struct ctx *c, const struct node *v, struct config *cfg)
+{
+	struct buf key = BUF_INIT;
+	size_t nr;
+	const struct node *base_url = NULL, *api_key = NULL;
+	int ret = want_list(c, v, "env", CONFIG_MAX_ENV, "[ANTHROPIC_API_KEY]", &nr);
+
+	for (size_t i = 0; !ret && i < nr; i++) {
+		const struct node *e = v->items[i];
+
+		buf_reset(&key);
+		buf_addf(&key, "env[%zu]", i);
+		if ((ret = want_string(c, e, key.buf)))
+			break;
+		if (!valid_var_name(e->str)) {
+			ret = fail(c, e, key.buf,
+				   "'%.64s' is not a variable name (list NAMES; aibox reads the "
+				   "values from your shell when a task starts)",
+				   e->str);
+			break;
+		}
+		if (known(e->str, env_reserved) || is_proxy_var(e->str)) {
+			ret = fail(c, e, key.buf, "%s is set by aibox in the VM", e->str);
+			break;
+		}
+		for (size_t j = 0; j < i; j++)
+			if (!strcmp(v->items[j]->str, e->str)) {
+				ret = fail(c, e, key.buf, "%s is listed twice", e->str);
+				break;
+			}
+		if (ret)
+			break;
+		if (!strcmp(e->str, "ANTHROPIC_BASE_URL"))
+			base_url = e;
+		if (!strcmp(e->str, "ANTHROPIC_API_KEY"))
+			api_key = e;
+		strvec_push(&cfg->env, e->str);
+	}
+	if (!ret && base_url && api_key)
+		ret = fail(c, base_url, "env",
+			   "ANTHROPIC_BASE_URL cannot be set next to ANTHROPIC_API_KEY: aibox points "
+			   "it at its own port, which adds the key on the host");
+	buf_release(&key);
+	return ret;
+}
+
+static void size_fmt(struct buf *b, uint64_t mib)
+{
+	if (mib % (1024 * 1024) == 0)
+		buf_addf(b, "%lluT", (unsigned long long)(mib / 1024 / 1024));
+	else if (mib % 1024 == 0)
+		buf_addf(b, "%lluG", (unsigned long long)(mib / 1024));
+	else
+		buf_addf(b, "%lluM", (unsigned long long)mib);
+}
+
+/* Sizes: <digits><M|G|T> or with "iB" (MiB, GiB, TiB), binary units. */
+static int check_size(struct ctx *c, const struct node *v, const char *key, uint64_t min,
+		      uint64_t max, uint64_t *out)
+{
+	const char *s = v->str, *u;
+	uint64_t n = 0, mult;
+	int ret = want_string(c, v, key);
+
+	if (ret)
+		return ret;
+	for (u = s; *u >= '0' && *u <= '9'; u++) {
+		if (n > (UINT64_MAX - 9) / 10)
+			return fail(c, v, key, "'%s' is out of range", s);
+		n = n * 10 + (uint64_t)(*u - '0');
+	}
+	if (u == s)
+		goto bad;
+	if (!strcmp(u, "M") || !strcmp(u, "MiB"))
+		mult = 1;
+	else if (!strcmp(u, "G") || !strcmp(u, "GiB"))
+		mult = 1024;
+	else if (!strcmp(u, "T") || !strcmp(u, "TiB"))
+		mult = 1024 * 1024;
+	else
+		goto bad;
+	if (n > UINT64_MAX / mult || n * mult < min || n * mult > max) {
+		struct buf lo = BUF_INIT, hi = BUF_INIT;
+
+		size_fmt(&lo, min);
+		size_fmt(&hi, max);
+		ret = fail(c, v, key, "'%s' is out of range (%s to %s)", s, lo.buf, hi.buf);
+		buf_release(&lo);
+		buf_release(&hi);
+		return ret;
+	}
+	*out = n * mult;
+	return 0;
+bad:
+	return fail(c, v, key, "'%.64s' is not a size like 512M, 4G or 1T", s);
+}
+
+static int host_cpus(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+	return n < 1 ? 1 : n > 4096 ? 4096 : (int)n;
+}
+
+static int check_cpus(struct ctx *c, const struct node *v, struct config *cfg)
+{
+	long n;
+	int max = host_cpus(), ret;
+
+	if (v->kind != NODE_SCALAR || !v->plain || is_null(v))
+		return fail(c, v, "cpus", "must be a whole number, like 2");
+	ret = parse_long(v->str, LONG_MIN, LONG_MAX, &n);
+	if (ret == -EINVAL)
+		return fail(c, v, "cpus", "'%.64s' is not a whole number", v->str);
+	if (ret || n < 1)
+		return fail(c, v, "cpus", "'%.64s' is out of range (1 to %d)", v->str, max);
+	if (n > max)
+		return fail(c, v, "cpus", "%ld is more than the %d CPUs of this machine", n, max);
+	cfg->cpus = (int)n;
+	return 0;
+}
+
+static const char *check_branch_pattern(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (!n)
+		return "is empty";
+	if (n > 255)
+		return "is too long";
+	if (!strncmp(s, "refs/", 5))
+		return "names a branch without refs/heads/";
+	if (!strcmp(s, "HEAD") || !strcmp(s, "@"))
+		return "is not a branch name";
+	if (s[0] == '-' || s[0] == '/' || s[n - 1] == '/' || s[n - 1] == '.')
+		return "is not a branch name or pattern";
+	for (const char *p = s; *p; p++)
+		if ((unsigned char)*p <= ' ' || *p == 0x7f || strchr("~^:?[\\", *p))
+			return "is not a branch name or pattern";
+	if (strstr(s, "..") || strstr(s, "//") || strstr(s, "@{"))
+		return "is not a branch name or pattern";
+	for (const char *comp = s; comp; comp = strchr(comp, '/') ? strchr(comp, '/') + 1 : NULL) {
+		const char *end = strchr(comp, '/');
+		size_t len = end ? (size_t)(end - comp) : strlen(comp);
+
+		if (comp[0] == '.' || (len >= 5 && !strncmp(comp + len - 5, ".lock", 5)))
+			return "is not a branch name or pattern";
+	}
+	return NULL;
+}
+
+/* https://host[:port]/path, no credentials, query, fragment or dot segments. */
+static const char *check_git_url(const char *s, char **host_out)
+{
+	const char *auth, *slash;
+	char *hp, *colon;
+	const char *why;
+
+	if (strncmp(s, "https://", 8))
+		return "must be an https:// URL";
+	auth = s + 8;
+	slash = strchr(auth, '/');
+	if (!slash || !slash[1])
+		return "needs a repository path after the host";
+	if (memchr(auth, '@', (size_t)(slash - auth)))
+		return "cannot hold credentials; name the variable holding the token in token";
+	for (const char *p = slash; *p; p++)
+		if ((unsigned char)*p <= ' ' || *p >= 0x7f || strchr("?#\\\"<>{}|^`", *p))
+			return "may hold no spaces, query, fragment or special characters in its path";
+	for (const char *p = slash; p; p = strchr(p + 1, '/'))
+		if (!strcmp(p, "/.") || !strncmp(p, "/./", 3) || !strcmp(p, "/..") ||
+		    !strncmp(p, "/../", 4) || !strncmp(p, "//", 2))
+			return "cannot hold '.', '..' or '//' in its path";
+	hp = xstrndup(auth, (size_t)(slash - auth));
+	lowercase(hp);
+	if (hp[0] == '*' || (!strchr(hp, '[') && (colon = strchr(hp, ':')) && !colon[1]))
+		why = "needs a host";
+	else
+		why = check_host_port(hp);
+	if (why) {
+		free(hp);
+		return why;
+	}
+	/* The host without the port. */
+	if (hp[0] == '[') {
+		char *end = strchr(hp, ']');
+
+		end[1] = '\0';
+	} else if ((colon = strchr(hp, ':'))) {
+		*colon = '\0';
+	}
+	*host_out = hp;
+	return NULL;
+}
+
+static int check_git_entry(struct ctx *c, const struct node *e, struct buf *key,
+			   struct config_git *g)
+{
+	const struct node *url = NULL;
+	size_t base = key->len;
+	int ret = 0;
+
+	if (e->kind != NODE_MAP)
+		return fail(c, e, key->buf, "must be a mapping with url, token, fetch and push, not %s",
+			    kind_name(e));
+	g->fetch = 1;
+	g->auth = CONFIG_GIT_BASIC;
+	for (size_t k = 0; !ret && k < e->nr; k += 2) {
+		const struct node *kn = e->items[k], *vn = e->items[k + 1];
+		const char *why;
+
+		buf_setlen(key, base);
+		if (!known(kn->str, git_keys))
+			return unknown_key(c, kn, key->buf, git_keys);
+		buf_addf(key, ".%s", kn->str);
+		if (!strcmp(kn->str, "url")) {
+			if ((ret = want_string(c, vn, key->buf)))
+				break;
+			if ((why = check_git_url(vn->str, &g->host)))
+				return fail(c, vn, key->buf, "'%.200s' %s", vn->str, why);
+			url = vn;
+			{
+				/* Scheme and host are case-insensitive: keep one spelling. */
+				const char *path = strchr(vn->str + 8, '/');
+				struct buf u = BUF_INIT;
+
+				buf_add(&u, vn->str, (size_t)(path - vn->str));
+				lowercase(u.buf);
+				buf_addstr(&u, path);
+				g->url = buf_detach(&u, NULL);
+			}
+		} else if (!strcmp(kn->str, "token")) {
+			if ((ret = want_string(c, vn, key->buf)))
+				break;
+			if (!valid_var_name(vn->str))
+				return fail(c, vn, key->buf,
+					    "names the host variable that holds the token (like "
+					    "GITHUB_TOKEN), not the token itself");
+			g->token_env = xstrdup(vn->str);
+		} else if (!strcmp(kn->str, "auth")) {
+			if ((ret = want_string(c, vn, key->buf)))
+				break;
+			if (!strcmp(vn->str, "basic"))
+				g->auth = CONFIG_GIT_BASIC;
+			else if (!strcmp(vn->str, "bearer"))
+				g->auth = CONFIG_GIT_BEARER;
+			else
+				return fail(c, vn, key->buf, "must be basic or bearer");
+		} else if (!strcmp(kn->str, "user")) {
+			if ((ret = want_string(c, vn, key->buf)))
+				break;
+			if (strlen(vn->str) > 64 ||
+			    strspn(vn->str, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+					    "0123456789._@+-") != strlen(vn->str))
+				return fail(c, vn, key->buf,
+					    "'%.64s' is not a user name (letters, digits, ._@+-)",
+					    vn->str);
+			g->user = xstrdup(vn->str);
+		} else if (!strcmp(kn->str, "fetch")) {
+			ret = want_bool(c, vn, key->buf, &g->fetch);
+		} else {
+			size_t nr;
+
+			if ((ret = want_list(c, vn, key->buf, CONFIG_MAX_PUSH, "[aibox/*]", &nr)))
+				break;
+			for (size_t i = 0; i < nr; i++) {
+				const struct node *p = vn->items[i];
+				size_t pbase = key->len;
+
+				buf_addf(key, "[%zu]", i);
+				if ((ret = want_string(c, p, key->buf)))
+					return ret;
+				if ((why = check_branch_pattern(p->str)))
+					return fail(c, p, key->buf, "'%.64s' %s", p->str, why);
+				strvec_push(&g->push, p->str);
+				buf_setlen(key, pbase);
+			}
+		}
+	}
+	buf_setlen(key, base);
+	if (ret)
+		return ret;
+	if (!url)
+		return fail(c, e, key->buf, "needs a url");
+	if (!g->user && g->auth == CONFIG_GIT_BASIC)
+		g->user = xstrdup("x-access-token");
+	if (g->user && g->auth == CONFIG_GIT_BEARER)
+		return fail(c, e, key->buf, "user goes with auth: basic only");
+	return 0;
+}
+
+static int check_git(struct ctx *c, const struct node *v, struct config *cfg)
+{
+	struct buf key = BUF_INIT;
+	size_t nr;
+	int ret = want_list(c, v, "git", CONFIG_MAX_GIT,
+			    "[{url: https://github.com/you/repo.git, token: GITHUB_TOKEN}]", &nr);
+
+	if (!ret && nr)
+		cfg->git = xcalloc(nr, sizeof(*cfg->git));
+	for (size_t i = 0; !ret && i < nr; i++) {
+		struct config_git *g = &cfg->git[i];
+
+		buf_reset(&key);
+		buf_addf(&key, "git[%zu]", i);
+		strvec_init(&g->push);
+		cfg->nr_git++;
+		if ((ret = check_git_entry(c, v->items[i], &key, g)))
+			break;
+		for (size_t j = 0; j < i; j++)
+			if (!strcmp(cfg->git[j].url, g->url)) {
+				ret = fail(c, v->items[i], key.buf, "the url is also in git[%zu]", j);
+				break;
+			}
+	}
+	buf_release(&key);
+	return ret;
+}
+
+/* Keys whose meaning depends on another key are checked after all of them. */
+static int check_root(struct ctx *c, const struct node *root, struct config *cfg)
+{
+	const struct node *val[ARRAY_SIZE(top_keys)] = { 0 };
+	int ret = 0;
+
+	if (!root || is_null(root))
+		return 0;
+	if (root->kind != NODE_MAP)
+		return fail(c, root, NULL, "the config must be a mapping of keys, like 'allow:', not %s",
+			    kind_name(root));
+	for (size_t k = 0; k < root->nr; k += 2) {
+		const struct node *kn = root->items[k];
+		int i;
+
+		for (i = 0; top_keys[i] && strcmp(kn->str, top_keys[i]); i++)
+			;
+		if (!top_keys[i])
+			return unknown_key(c, kn, NULL, top_keys);
+		val[i] = root->items[k + 1];
+		cfg->set |= 1u << i;
+	}
+	/* Indices follow top_keys. */
+	if (!ret && val[5])
+		ret = check_path(c, val[5], cfg);
+	if (!ret && val[0])
+		ret = check_allow(c, val[0], cfg);
+	if (!ret && val[1])
+		ret = check_mounts(c, val[1], cfg, val[5]);
+	if (!ret && val[2])
+		ret = check_claude(c, val[2], "skills", &cfg->skills);
+	if (!ret && val[3])
+		ret = check_claude(c, val[3], "agents", &cfg->agents);
+	if (!ret && val[4])
+		ret = check_claude(c, val[4], "commands", &cfg->commands);
+	if (!ret && val[6])
+		ret = check_env(c, val[6], cfg);
+	if (!ret && val[7])
+		ret = check_git(c, val[7], cfg);
+	if (!ret && val[8])
+		ret = check_size(c, val[8], "memory", CONFIG_MIN_MEMORY_MIB, CONFIG_MAX_MEMORY_MIB,
+				 &cfg->memory_mib);
+	if (!ret && val[9])
+		ret = check_cpus(c, val[9], cfg);
+	if (!ret && val[10])
+		ret = check_size(c, val[10], "disk", CONFIG_MIN_DISK_MIB, CONFIG_MAX_DISK_MIB,
+				 &cfg->disk_mib);
+	/* A token the broker holds must not also be handed to the VM. */
+	for (size_t i = 0; !ret && i < cfg->nr_git; i++) {
+		const char *t = cfg->git[i].token_env;
+
+		for (size_t j = 0; t && j < cfg->env.nr; j++)
+			if (!strcmp(cfg->env.v[j], t)) {
+				ret = fail(c, val[6]->items[j], "env",
+					   "%s is the token of git[%zu]: listed in env it would enter "
+					   "the VM, which git keeps it out of",
+					   t, i);
+				break;
+			}
+	}
+	return ret;
+}
+
+void config_init(struct config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	strvec_init(&cfg->allow);
+	strvec_init(&cfg->env);
+	cfg->path = xstrdup(CONFIG_DEFAULT_PATH);
+	cfg->memory_mib = CONFIG_DEFAULT_MEMORY_MIB;
+	cfg->cpus = host_cpus() < CONFIG_DEFAULT_CPUS ? host_cpus() : CONFIG_DEFAULT_CPUS;
+	cfg->disk_mib = CONFIG_DEFAULT_DISK_MIB;
+}
+
+static void claude_release(struct config_claude *cc)
+{
+	free(cc->path);
+	cc->path = NULL;
+}
+
+void config_release(struct config *cfg)
+{
+	strvec_clear(&cfg->allow);
+	strvec_clear(&cfg->env);
+	for (size_t i = 0; i < cfg->nr_mounts; i++) {
+		free(cfg->mounts[i].host);
+		free(cfg->mounts[i].vm);
+	}
+	free(cfg->mounts);
+	for (size_t i = 0; i < cfg->nr_git; i++) {
+		free(cfg->git[i].url);
+		free(cfg->git[i].host);
+		free(cfg->git[i].token_env);
+		free(cfg->git[i].user);
+		strvec_clear(&cfg->git[i].push);
+	}
+	free(cfg->git);
+	claude_release(&cfg->skills);
+	claude_release(&cfg->agents);
+	claude_release(&cfg->commands);
+	free(cfg->path);
+	memset(cfg, 0, sizeof(*cfg));
+	strvec_init(&cfg->allow);
+	strvec_init(&cfg->env);
+}
+
+int config_parse(struct config *cfg, const char *name, const char *data, size_t len,
+		 struct buf *err)
+{
+	struct ctx c = { .name = name, .err = err };
+	struct node *root = NULL;
+	int ret;
+
+	config_init(cfg);
+	if (len > CONFIG_MAX_BYTES) {
+		buf_addf(err, "%s:1:1: the file is larger than %d KiB", name,
+			 CONFIG_MAX_BYTES / 1024);
+		return -EINVAL;
+	}
+	ret = check_text(&c, (const unsigned char *)data, len);
+	if (!ret)
+		ret = build_tree(&c, data, len, &root);
+	if (!ret)
+		ret = check_root(&c, root, cfg);
+	node_free(root);
+	return ret;
+}
+
+int config_load(struct config *cfg, const char *path, struct buf *err)
+{
+	struct buf data = BUF_INIT;
+	struct stat st;
+	ssize_t n;
+	int fd, ret;
+
+	config_init(cfg);
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	if (fd < 0) {
+		ret = -errno;
+		buf_addf(err, "cannot open '%s': %s", path, strerror(errno));
+		return ret;
+	}
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		ret = S_ISREG(st.st_mode) ? -errno : -EINVAL;
+		buf_addf(err, "cannot read '%s': %s", path,
+			 ret == -EINVAL ? "not a regular file" : strerror(-ret));
+		close(fd);
+		return ret;
+	}
+	n = buf_read_fd(&data, fd, CONFIG_MAX_BYTES);
+	close(fd);
+	if (n == -EFBIG) {
+		buf_addf(err, "%s:1:1: the file is larger than %d KiB", path,
+			 CONFIG_MAX_BYTES / 1024);
+		buf_release(&data);
+		return -EINVAL;
+	}
+	if (n < 0) {
+		buf_addf(err, "cannot read '%s': %s", path, strerror((int)-n));
+		buf_release(&data);
+		return (int)n;
+	}
+	config_release(cfg);
+	ret = config_parse(cfg, path, data.buf, data.len, err);
+	buf_release(&data);
+	return ret;
+}
+
+int config_branch_match(const char *pat, const char *s)
+{
+	const char *star = NULL, *resume = NULL;
+
+	while (*s) {
+		if (*pat == '*') {
+			star = pat++;
+			resume = s;
+		} else if (*pat == *s) {
+			pat++;
+			s++;
+		} else if (star) {
+			pat = star + 1;
+			s = ++resume;
+		} else {
+			return 0;
+		}
+	}
+	while (*pat == '*')
+		pat++;
+	return *pat == '\0';
+}
+
+int config_git_push_allowed(const struct config_git *g, const char *branch)
+{
+	for (size_t i = 0; i < g->push.nr; i++)
+		if (config_branch_match(g->push.v[i], branch))
+			return 1;
+	return 0;
+}

@@ -1,0 +1,143 @@
+/*
+ * The project config: $AIBOX_HOME/projects/<name>/config.yaml.
+ *
+ * docs/config.md is the user's reference for every key; this header is the
+ * contract for the tools.  The file is read with libyaml's event API into a
+ * small tree and checked against the schema.  Anything the schema does not
+ * expect is refused, never ignored: bad YAML, a second document, an unknown
+ * key, a duplicate key, a wrong type, a value out of range, anchors and
+ * aliases (so no "billion laughs"), explicit tags, NUL bytes, invalid UTF-8
+ * (and so UTF-16), nesting deeper than the schema needs, a file over
+ * CONFIG_MAX_BYTES, and lists or strings over their caps.
+ *
+ * A refusal is one line appended to the caller's buffer:
+ *	"<file>:<line>:<column>: <key>: <reason>"
+ * e.g. "config.yaml:7:5: git[0].push[1]: 'main..x' is not a branch name or pattern".
+ * Lines and columns count from 1; the key is the path to the value at fault.
+ *
+ * Values of host variables named in env and git are never read here: only
+ * their names are checked.  aibox-task reads the values when a task starts.
+ */
+#ifndef AIBOX_CONFIG_H
+#define AIBOX_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "strvec.h"
+
+struct buf;
+
+#define CONFIG_MAX_BYTES (256 * 1024)
+#define CONFIG_MAX_DEPTH 8	    /* the schema needs 4 */
+#define CONFIG_MAX_NODES 20000
+#define CONFIG_MAX_SCALAR 4096	    /* bytes in any one key or value */
+#define CONFIG_MAX_ALLOW 256
+#define CONFIG_MAX_MOUNTS 32
+#define CONFIG_MAX_ENV 128
+#define CONFIG_MAX_GIT 32
+#define CONFIG_MAX_PUSH 64
+
+/* Defaults and ranges; memory and disk in MiB. */
+#define CONFIG_DEFAULT_PATH "/project"
+#define CONFIG_DEFAULT_MEMORY_MIB 4096
+#define CONFIG_MIN_MEMORY_MIB 512
+#define CONFIG_MAX_MEMORY_MIB (1024 * 1024) /* 1T */
+#define CONFIG_DEFAULT_CPUS 2		    /* or the host's count, if smaller */
+#define CONFIG_DEFAULT_DISK_MIB (20 * 1024)
+#define CONFIG_MIN_DISK_MIB 1024
+#define CONFIG_MAX_DISK_MIB (16 * 1024 * 1024) /* 16T, a sparse file */
+
+/* skills, agents, commands: which host folder to mount read-only, if any. */
+enum config_claude_dir {
+	CONFIG_CLAUDE_DEFAULT, /* ~/.claude/<key>, when it exists */
+	CONFIG_CLAUDE_NONE,    /* nothing */
+	CONFIG_CLAUDE_PATH,    /* the folder in .path */
+};
+
+struct config_claude {
+	enum config_claude_dir kind;
+	char *path; /* absolute host path for CONFIG_CLAUDE_PATH, else NULL */
+};
+
+/* A host folder the VM sees read-only; every mount is read-only. */
+struct config_mount {
+	char *host; /* absolute, "~/" expanded */
+	char *vm;   /* absolute, normalized, not inside or above the project path */
+};
+
+enum config_git_auth {
+	CONFIG_GIT_BASIC,  /* Authorization: Basic base64(user:token) */
+	CONFIG_GIT_BEARER, /* Authorization: Bearer token */
+};
+
+/* A remote the broker may reach for the VM (issue 7). */
+struct config_git {
+	char *url;	 /* https://host[:port]/path, no credentials, query or fragment */
+	char *host;	 /* the URL's host, lowercase */
+	char *token_env; /* NAME of the host variable holding the token */
+	enum config_git_auth auth;
+	char *user;		 /* for basic auth; default "x-access-token" */
+	int fetch;		 /* 1: fetch and clone pass */
+	struct strvec push; /* branch names and patterns ('*' matches any run) */
+};
+
+/* Which keys the file set itself (the rest hold their defaults). */
+#define CONFIG_SET_ALLOW 0x001
+#define CONFIG_SET_MOUNTS 0x002
+#define CONFIG_SET_SKILLS 0x004
+#define CONFIG_SET_AGENTS 0x008
+#define CONFIG_SET_COMMANDS 0x010
+#define CONFIG_SET_PATH 0x020
+#define CONFIG_SET_ENV 0x040
+#define CONFIG_SET_GIT 0x080
+#define CONFIG_SET_MEMORY 0x100
+#define CONFIG_SET_CPUS 0x200
+#define CONFIG_SET_DISK 0x400
+
+struct config {
+	struct strvec allow; /* proxy entries, hosts lowercased; syntax checked here */
+	struct config_mount *mounts;
+	size_t nr_mounts;
+	struct config_claude skills, agents, commands;
+	char *path;	   /* where the project sits in the VM */
+	struct strvec env; /* names of host variables */
+	struct config_git *git;
+	size_t nr_git;
+	uint64_t memory_mib;
+	int cpus;
+	uint64_t disk_mib;
+	unsigned set; /* CONFIG_SET_* */
+};
+
+/* An empty config holding the defaults (allow list empty). */
+void config_init(struct config *cfg);
+
+/* Free everything; config_init() it again before reusing it.  Safe to repeat. */
+void config_release(struct config *cfg);
+
+/*
+ * Parse data (len bytes; NULs and all) as the config named `name` in
+ * messages.  0 with cfg filled (cfg is initialised here; release it even on
+ * failure), or -EINVAL with the reason appended to err.
+ */
+int config_parse(struct config *cfg, const char *name, const char *data, size_t len,
+		 struct buf *err);
+
+/*
+ * Read and parse the file at path (a regular file of at most
+ * CONFIG_MAX_BYTES).  Returns as config_parse(), or -errno when the file
+ * cannot be read (the reason in err, "path: strerror" style).
+ */
+int config_load(struct config *cfg, const char *path, struct buf *err);
+
+/* The commented default config a new project gets. */
+extern const char config_default_text[];
+
+/* 1 when branch (a name without refs/heads/) matches pattern ('*' any run). */
+int config_branch_match(const char *pattern, const char *branch);
+
+/* 1 when g lets the VM push to branch. */
+int config_git_push_allowed(const struct config_git *g, const char *branch);
+
+#endif

@@ -1,0 +1,148 @@
+#include "duration.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "buf.h"
+#include "banned.h"
+
+struct unit {
+	const char *name;
+	int64_t ms;
+};
+
+/* Longest name first, so "ms" is not read as "m" followed by "s". */
+static const struct unit units[] = {
+	{ "ms", 1 },
+	{ "h", 3600 * 1000 },
+	{ "m", 60 * 1000 },
+	{ "s", 1000 },
+};
+
+static int refuse(struct buf *why, int err, const char *msg)
+{
+	if (why)
+		buf_addstr(why, msg);
+	return err;
+}
+
+static int is_digit(char c)
+{
+	return c >= '0' && c <= '9';
+}
+
+int duration_parse(const char *s, int64_t *ms, struct buf *why)
+{
+	int64_t total = 0;
+
+	if (!s || !*s)
+		return refuse(why, -EINVAL, "empty duration");
+	if (*s == '-')
+		return refuse(why, -EINVAL, "a duration cannot be negative");
+	if (*s == '+')
+		return refuse(why, -EINVAL, "a duration takes no sign");
+	if (!strcmp(s, "0")) {
+		*ms = 0;
+		return 0;
+	}
+	while (*s) {
+		int64_t whole = 0, frac = 0, scale = 1, part;
+		const struct unit *u = NULL;
+		int digits = 0;
+
+		if (!is_digit(*s) && *s != '.') {
+			if (why)
+				buf_addf(why, "expected a number at '%.16s'", s);
+			return -EINVAL;
+		}
+		for (; is_digit(*s); s++, digits++) {
+			if (whole > (INT64_MAX - 9) / 10)
+				return refuse(why, -ERANGE, "too large (the limit is about 292 years)");
+			whole = whole * 10 + (*s - '0');
+		}
+		if (*s == '.') {
+			s++;
+			for (; is_digit(*s); s++, digits++) {
+				/* 18 fraction digits always fit; more cannot be exact in ms. */
+				if (scale > INT64_MAX / 100)
+					return refuse(why, -EINVAL, "too many digits after the point");
+				frac = frac * 10 + (*s - '0');
+				scale *= 10;
+			}
+		}
+		if (!digits)
+			return refuse(why, -EINVAL, "a point needs digits");
+		for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+			size_t n = strlen(units[i].name);
+
+			if (!strncmp(s, units[i].name, n)) {
+				u = &units[i];
+				s += n;
+				break;
+			}
+		}
+		if (!u) {
+			if (!*s)
+				return refuse(why, -EINVAL, "missing unit (use h, m, s or ms)");
+			if (why) {
+				size_t n = 0;
+
+				while (s[n] && !is_digit(s[n]) && s[n] != '.' && n < 8)
+					n++;
+				buf_addf(why, "unknown unit '%.*s' (use h, m, s or ms)", (int)n, s);
+			}
+			return -EINVAL;
+		}
+		if (whole > INT64_MAX / u->ms)
+			return refuse(why, -ERANGE, "too large (the limit is about 292 years)");
+		part = whole * u->ms;
+		if (frac) {
+			/* frac/scale of a unit, exact to the millisecond or refused. */
+			__int128 f = (__int128)frac * u->ms;
+
+			if (f % scale)
+				return refuse(why, -EINVAL, "finer than a millisecond");
+			if (part > INT64_MAX - (int64_t)(f / scale))
+				return refuse(why, -ERANGE, "too large (the limit is about 292 years)");
+			part += (int64_t)(f / scale);
+		}
+		if (total > INT64_MAX - part)
+			return refuse(why, -ERANGE, "too large (the limit is about 292 years)");
+		total += part;
+	}
+	if (total > DURATION_MAX_MS)
+		return refuse(why, -ERANGE, "too large (the limit is about 292 years)");
+	*ms = total;
+	return 0;
+}
+
+void duration_format(struct buf *out, int64_t ms)
+{
+	int64_t h, m, s;
+
+	if (ms <= 0) {
+		buf_addstr(out, "0s");
+		return;
+	}
+	if (ms < 1000) {
+		buf_addf(out, "%lldms", (long long)ms);
+		return;
+	}
+	h = ms / 3600000;
+	m = ms / 60000 % 60;
+	s = ms / 1000 % 60;
+	ms %= 1000;
+	if (h)
+		buf_addf(out, "%lldh", (long long)h);
+	if (h || m)
+		buf_addf(out, "%lldm", (long long)m);
+	if (ms) {
+		char frac[4] = { (char)('0' + ms / 100), (char)('0' + ms / 10 % 10),
+				 (char)('0' + ms % 10), 0 };
+
+		for (int i = 2; i > 0 && frac[i] == '0'; i--)
+			frac[i] = 0;
+		buf_addf(out, "%lld.%ss", (long long)s, frac);
+	} else
+		buf_addf(out, "%llds", (long long)s);
+}

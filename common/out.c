@@ -1,0 +1,226 @@
+#include <errno.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+
+#include "buf.h"
+#include "out.h"
+#include "utf8.h"
+#include "banned.h"
+
+#define ESC 0x1B
+#define BEL 0x07
+
+struct scan {
+	const unsigned char *s;
+	size_t n, i;
+};
+
+/* The code point at the current position, and its length, without moving. */
+static uint32_t peek(const struct scan *sc, size_t *len)
+{
+	uint32_t cp;
+	int r = utf8_decode(sc->s + sc->i, sc->n - sc->i, &cp);
+
+	*len = (size_t)(r < 0 ? -r : r);
+	return cp; /* U+FFFD for an ill-formed sequence */
+}
+
+static int is_bidi_control(uint32_t cp)
+{
+	return (cp >= 0x202A && cp <= 0x202E) || (cp >= 0x2066 && cp <= 0x2069);
+}
+
+/* After a CSI introducer: parameters, intermediates, one final byte. */
+static void skip_csi(struct scan *sc)
+{
+	while (sc->i < sc->n) {
+		unsigned char c = sc->s[sc->i];
+
+		if (c >= 0x20 && c <= 0x3F) {
+			sc->i++;
+			continue;
+		}
+		if (c >= 0x40 && c <= 0x7E)
+			sc->i++; /* the final byte ends it */
+		/* anything else cuts the sequence short and is looked at anew */
+		return;
+	}
+}
+
+/* After an OSC/DCS/SOS/PM/APC introducer: up to BEL, ST, or a line break. */
+static void skip_string(struct scan *sc)
+{
+	while (sc->i < sc->n) {
+		unsigned char c = sc->s[sc->i];
+		size_t len;
+		uint32_t cp;
+
+		if (c == BEL) {
+			sc->i++;
+			return;
+		}
+		if (c == '\n' || c == '\r')
+			return;
+		if (c == ESC) {
+			if (sc->i + 1 < sc->n && sc->s[sc->i + 1] == '\\')
+				sc->i += 2; /* ST */
+			/* another ESC ends the string and starts something new */
+			return;
+		}
+		cp = peek(sc, &len);
+		sc->i += len;
+		if (cp == 0x9C) /* 8-bit ST */
+			return;
+	}
+}
+
+static void skip_escape(struct scan *sc)
+{
+	unsigned char c;
+
+	/* sc->i is just past the ESC */
+	if (sc->i >= sc->n)
+		return;
+	c = sc->s[sc->i];
+	if (c == '[') {
+		sc->i++;
+		skip_csi(sc);
+	} else if (c == ']' || c == 'P' || c == 'X' || c == '^' || c == '_') {
+		sc->i++;
+		skip_string(sc);
+	} else if (c >= 0x20 && c <= 0x2F) {
+		while (sc->i < sc->n && sc->s[sc->i] >= 0x20 && sc->s[sc->i] <= 0x2F)
+			sc->i++;
+		if (sc->i < sc->n && sc->s[sc->i] >= 0x30 && sc->s[sc->i] <= 0x7E)
+			sc->i++;
+	} else if (c >= 0x30 && c <= 0x7E) {
+		sc->i++;
+	}
+	/* else: a lone ESC; what follows is ordinary text */
+}
+
+void out_sanitize(struct buf *out, const char *s, size_t n)
+{
+	struct scan sc = {(const unsigned char *)s, n, 0};
+	size_t col = 0;
+
+	while (sc.i < sc.n) {
+		unsigned char c = sc.s[sc.i];
+		size_t len;
+		uint32_t cp;
+
+		if (c < 0x80) {
+			sc.i++;
+			if (c == '\n' || c == '\r') {
+				if (c == '\r' && sc.i < sc.n && sc.s[sc.i] == '\n')
+					sc.i++;
+				buf_addch(out, '\n');
+				col = 0;
+			} else if (c == '\t') {
+				do {
+					buf_addch(out, ' ');
+					col++;
+				} while (col % 8);
+			} else if (c == ESC) {
+				skip_escape(&sc);
+			} else if (c >= 0x20 && c < 0x7F) {
+				buf_addch(out, (char)c);
+				col++;
+			}
+			/* other C0 controls and DEL: dropped */
+			continue;
+		}
+		cp = peek(&sc, &len);
+		sc.i += len;
+		if (cp >= 0x80 && cp <= 0x9F) {
+			if (cp == 0x9B)
+				skip_csi(&sc);
+			else if (cp == 0x9D || cp == 0x90 || cp == 0x98 || cp == 0x9E || cp == 0x9F)
+				skip_string(&sc);
+			continue;
+		}
+		if (is_bidi_control(cp))
+			continue;
+		utf8_add(out, cp);
+		col++;
+	}
+}
+
+static void add_prefix(struct buf *out, const struct tm *tm, const char *source, const char *id)
+{
+	buf_addf(out, "%02d:%02d:%02d %s", tm->tm_hour, tm->tm_min, tm->tm_sec, source);
+	if (id && *id) {
+		size_t len = strlen(id);
+
+		/* the end of the id: a folder name "20261007-170916-259e07" gives 259e07 */
+		buf_addf(out, "[%s]", id + (len > 6 ? len - 6 : 0));
+	}
+	buf_addstr(out, ": ");
+}
+
+void out_format(struct buf *out, time_t when, const char *source, const char *id, const char *s,
+                size_t n)
+{
+	struct buf clean = BUF_INIT;
+	struct tm tm;
+	size_t pos = 0;
+
+	if (!localtime_r(&when, &tm))
+		memset(&tm, 0, sizeof(tm));
+	out_sanitize(&clean, s, n);
+	do {
+		const char *nl = memchr(clean.buf + pos, '\n', clean.len - pos);
+		size_t end = nl ? (size_t)(nl - clean.buf) : clean.len;
+
+		/* one logical line, in pieces of at most OUT_LINE_MAX bytes */
+		do {
+			size_t cut = end;
+
+			if (cut - pos > OUT_LINE_MAX) {
+				cut = pos + OUT_LINE_MAX;
+				while (cut > pos && ((unsigned char)clean.buf[cut] & 0xC0) == 0x80)
+					cut--;
+			}
+			add_prefix(out, &tm, source, id);
+			buf_add(out, clean.buf + pos, cut - pos);
+			buf_addch(out, '\n');
+			pos = cut;
+		} while (pos < end);
+		pos = nl ? end + 1 : end;
+	} while (pos < clean.len);
+	buf_release(&clean);
+}
+
+int out_write(int fd, const char *source, const char *id, const char *s, size_t n)
+{
+	struct buf lines = BUF_INIT;
+	size_t pos = 0;
+	int ret = 0;
+
+	out_format(&lines, time(NULL), source, id, s, n);
+	while (pos < lines.len && !ret) {
+		const char *nl = memchr(lines.buf + pos, '\n', lines.len - pos);
+		size_t end = (size_t)(nl - lines.buf) + 1; /* every line ends in '\n' */
+
+		ret = write_all(fd, lines.buf + pos, end - pos);
+		pos = end;
+	}
+	buf_release(&lines);
+	return ret;
+}
+
+int out_printf(int fd, const char *source, const char *id, const char *fmt, ...)
+{
+	struct buf text = BUF_INIT;
+	va_list ap;
+	int ret;
+
+	va_start(ap, fmt);
+	buf_vaddf(&text, fmt, ap);
+	va_end(ap);
+	ret = out_write(fd, source, id, text.buf, text.len);
+	buf_release(&text);
+	return ret;
+}

@@ -1,0 +1,66 @@
+/*
+ * Output lines and the sanitizer for untrusted text (DESIGN.md, "Output").
+ *
+ * Everything aibox shows on stderr is a line "HH:MM:SS source[id6]: text"
+ * (local time; source "aibox" for the host's own lines, "vm" for what came
+ * from the VM; id6 the last 6 characters of the task id, which is all of a
+ * 6-hex id and its end in a task folder's name).  The text always
+ * goes through out_sanitize() first, whoever wrote it, so a line from the VM
+ * can never move the cursor, retitle the terminal, recolour it, hide text, or
+ * start a new line that pretends to be from aibox: every line break in the
+ * text becomes a new line with its own prefix.
+ */
+#ifndef AIBOX_OUT_H
+#define AIBOX_OUT_H
+
+#include <stddef.h>
+#include <time.h>
+
+#include "buf.h"
+
+/* Bytes of text per output line; longer lines are split (at a character boundary). */
+#define OUT_LINE_MAX 2000
+
+/*
+ * Append a cleaned copy of s[0..n) to out.  The result is well-formed UTF-8
+ * whose only control character is '\n':
+ * - "\r\n" and a lone "\r" become "\n"; a tab becomes spaces up to the next
+ *   multiple of 8 columns (columns counted in characters since the last line
+ *   break); every other C0 control and DEL is dropped;
+ * - escape sequences are dropped whole: CSI (ESC [ ... final), OSC
+ *   (ESC ] ... BEL or ST), DCS/SOS/PM/APC strings (ESC P/X/^/_ ... ST),
+ *   ESC with intermediates (ESC ( B), two-character ESC sequences; a string
+ *   with no terminator ends at the next line break; a lone ESC is dropped;
+ * - C1 controls (U+0080..U+009F) are dropped, and the 8-bit forms of CSI,
+ *   OSC, DCS, SOS, PM and APC take their payload with them;
+ * - the bidi embedding, override and isolate characters U+202A..U+202E and
+ *   U+2066..U+2069 are dropped (they can make text read differently from
+ *   what it is);
+ * - ill-formed UTF-8 (overlong forms, surrogates, > U+10FFFF, stray or
+ *   missing continuation bytes) becomes U+FFFD, one per maximal subpart.
+ */
+void out_sanitize(struct buf *out, const char *s, size_t n);
+
+/*
+ * Append to out the lines for text s[0..n), as written at `when`: the text
+ * is sanitized, split at its line breaks and every OUT_LINE_MAX bytes, and
+ * each piece becomes "HH:MM:SS source[id6]: piece\n" ("source: " when id is
+ * NULL or empty).  A final line break adds no empty line; an empty text gives
+ * one line with an empty text.  source and id are the caller's own
+ * (trusted) strings.
+ */
+void out_format(struct buf *out, time_t when, const char *source, const char *id, const char *s,
+                size_t n);
+
+/*
+ * out_format() for now, written to fd with one write per line (so lines from
+ * several processes sharing a terminal do not interleave mid-line).
+ * Returns 0 or -errno.
+ */
+int out_write(int fd, const char *source, const char *id, const char *s, size_t n);
+
+/* out_write() of a printf-formatted text. */
+__attribute__((format(printf, 4, 5))) int out_printf(int fd, const char *source, const char *id,
+                                                     const char *fmt, ...);
+
+#endif

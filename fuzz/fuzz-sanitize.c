@@ -1,0 +1,68 @@
+/*
+ * fuzz-sanitize: out_sanitize() and out_format() on arbitrary bytes.  The
+ * sanitized text must be well-formed UTF-8 whose only control is '\n', with
+ * no C1 controls and no bidi controls; every formatted line must start with
+ * the prefix, hold no other line break and no more than OUT_LINE_MAX bytes.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "buf.h"
+#include "out.h"
+#include "utf8.h"
+#include "banned.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void check_clean(const char *s, size_t n)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t i = 0;
+
+	if (!utf8_valid(s, n, NULL))
+		abort();
+	while (i < n) {
+		uint32_t cp;
+		int r = utf8_decode(p + i, n - i, &cp);
+
+		if (r <= 0)
+			abort();
+		if ((cp < 0x20 && cp != '\n') || cp == 0x7F || cp == 0x1B)
+			abort();
+		if (cp >= 0x80 && cp <= 0x9F)
+			abort();
+		if ((cp >= 0x202A && cp <= 0x202E) || (cp >= 0x2066 && cp <= 0x2069))
+			abort();
+		i += (size_t)r;
+	}
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static const char prefix[] = "00:00:00 vm[abcdef]: ";
+	struct buf clean = BUF_INIT, lines = BUF_INIT;
+	size_t pos = 0;
+
+	out_sanitize(&clean, (const char *)data, size);
+	check_clean(clean.buf, clean.len);
+
+	setenv("TZ", "UTC", 1);
+	out_format(&lines, 0, "vm", "0123abcdef", (const char *)data, size);
+	check_clean(lines.buf, lines.len);
+	if (!lines.len || lines.buf[lines.len - 1] != '\n')
+		abort();
+	while (pos < lines.len) {
+		const char *nl = memchr(lines.buf + pos, '\n', lines.len - pos);
+		size_t len = (size_t)(nl - (lines.buf + pos));
+
+		if (len < sizeof(prefix) - 1 || memcmp(lines.buf + pos, prefix, sizeof(prefix) - 1))
+			abort();
+		if (len - (sizeof(prefix) - 1) > OUT_LINE_MAX)
+			abort();
+		pos += len + 1;
+	}
+	buf_release(&clean);
+	buf_release(&lines);
+	return 0;
+}

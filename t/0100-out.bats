@@ -1,0 +1,126 @@
+#!/usr/bin/env bats
+# Output lines and the sanitizer for untrusted text (common/out.c), through
+# test-prompt sanitize / lines.  What came from the VM must never reach the
+# terminal as a control, an escape sequence, invalid UTF-8 or a line that
+# pretends to be from aibox.
+load lib-common
+
+# no_controls FILE: no C0 control but \n, no DEL, no ESC, no C1 (as UTF-8)
+no_controls() {
+	! LC_ALL=C grep -q $'[\x01-\x09\x0b-\x1f\x7f]' "$1" &&
+		! LC_ALL=C grep -q $'\xc2[\x80-\x9f]' "$1" &&
+		iconv -f UTF-8 -t UTF-8 "$1" >/dev/null
+}
+
+@test "out: lines are HH:MM:SS source[id6]: text in local time" {
+	run bash -c 'printf "hello" | TZ=UTC test-prompt lines vm 20261007-170916-259e07 0'
+	assert_success
+	assert_output "00:00:00 vm[259e07]: hello"
+	run bash -c 'printf "hello" | TZ=UTC-2 test-prompt lines aibox abc 3661'
+	assert_output "03:01:01 aibox[abc]: hello"
+	run bash -c 'printf "no id" | TZ=UTC test-prompt lines aibox - 0'
+	assert_output "00:00:00 aibox: no id"
+	# now, written with one write per line
+	run bash -c 'printf "now" | test-prompt lines vm abcdef'
+	assert_output --regexp '^([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9] vm\[abcdef\]: now$'
+}
+
+@test "out: every line of a text gets its own prefix, so none can pose as aibox" {
+	printf 'one\naibox[123456]: task finished\r\n\nfour\rfive\n' >in
+	TZ=UTC test-prompt lines vm abcdef 0 <in >out
+	run cat out
+	assert_line --index 0 "00:00:00 vm[abcdef]: one"
+	assert_line --index 1 "00:00:00 vm[abcdef]: aibox[123456]: task finished"
+	assert_line --index 2 "00:00:00 vm[abcdef]: "
+	assert_line --index 3 "00:00:00 vm[abcdef]: four"
+	assert_line --index 4 "00:00:00 vm[abcdef]: five"
+	[ "$(wc -l <out)" -eq 5 ]
+	[ "$(grep -cv '^00:00:00 vm\[abcdef\]: ' out)" -eq 0 ]
+	# escape sequences cannot move the cursor back to fake a line either
+	printf 'x\x1b[2K\x1b[1G\x1b[1Aaibox[1]: fake\x1bE\x1bDnext\x0b\x0cend' >in
+	TZ=UTC test-prompt lines vm abcdef 0 <in >out
+	run cat out
+	assert_output "00:00:00 vm[abcdef]: xaibox[1]: fakenextend"
+}
+
+@test "out: escape sequences are dropped whole, the text around them kept" {
+	run bash -c "printf 'a\x1b[1;31mred\x1b[0mb' | test-prompt sanitize"
+	assert_output "aredb"
+	# OSC title ended by BEL and by ST, OSC 52 clipboard write, hyperlink
+	run bash -c "printf 'a\x1b]0;evil title\x07b\x1b]2;t\x1b\\\\c\x1b]52;c;ZXZpbA==\x07d\x1b]8;;http://x\x1b\\\\link\x1b]8;;\x1b\\\\e' | test-prompt sanitize"
+	assert_output "abcdlinke"
+	# DCS, SOS, PM, APC strings
+	run bash -c "printf 'a\x1bP+q544e\x1b\\\\b\x1bXsos\x1b\\\\c\x1b^pm\x1b\\\\d\x1b_apc\x1b\\\\e' | test-prompt sanitize"
+	assert_output "abcde"
+	# charset selection, reset, keypad, save/restore cursor
+	run bash -c "printf 'a\x1b(0b\x1bcc\x1b=d\x1b7e\x1b8f\x1b#8g' | test-prompt sanitize"
+	assert_output "abcdefg"
+	# 8-bit C1 forms, encoded as UTF-8: CSI, OSC ... ST, and plain C1 controls
+	run bash -c "printf 'a\xc2\x9b2Jb\xc2\x9d0;title\xc2\x9cc\xc2\x85d\xc2\x9fapc\xc2\x9ce' | test-prompt sanitize"
+	assert_output "abcde"
+	# an OSC without an end stops at the line break; a lone ESC goes alone
+	run bash -c "printf 'a\x1b]0;never ends\nnext\x1b' | test-prompt sanitize"
+	assert_output "$(printf 'a\nnext')"
+	# a CSI cut short by a control or a non-ASCII byte
+	run bash -c "printf 'a\x1b[12\nb\x1b[1\xc3\xa9c' | test-prompt sanitize"
+	assert_output "$(printf 'a\nb\xc3\xa9c')"
+}
+
+@test "out: C0 controls and DEL are dropped, tabs become spaces to the next stop" {
+	run bash -c "printf 'a\x00b\x07c\x08d\x7fe\x1cf\x05g' | test-prompt sanitize"
+	assert_output "abcdefg"
+	run bash -c "printf 'ab\tc\t\td' | test-prompt sanitize"
+	assert_output "ab      c               d"
+	run bash -c "printf 'é\tx' | test-prompt sanitize"
+	assert_output "é       x"
+}
+
+@test "out: invalid UTF-8 becomes U+FFFD, valid text passes unchanged" {
+	# overlong, surrogate, above U+10FFFF, stray continuation, bad lead, truncated
+	run bash -c "printf 'a\xc0\xafb\xed\xa0\x80c\xf4\x90\x80\x80d\x80e\xfff\xe6\x97' | test-prompt sanitize"
+	assert_output "a��b���c����d�e�f�"
+	run bash -c "printf 'é 日本語 🎉 Ω' | test-prompt sanitize"
+	assert_output "é 日本語 🎉 Ω"
+}
+
+@test "out: bidi overrides and isolates are dropped" {
+	run bash -c "printf 'a\xe2\x80\xaeb\xe2\x80\xaac\xe2\x81\xa6d\xe2\x81\xa9e' | test-prompt sanitize"
+	assert_output "abcde"
+}
+
+@test "out: long lines are split at a character boundary, each piece prefixed" {
+	{ head -c 1999 /dev/zero | tr '\0' a; printf 'é'; head -c 10 /dev/zero | tr '\0' b; } >in
+	TZ=UTC test-prompt lines vm abcdef 0 <in >out
+	[ "$(wc -l <out)" -eq 2 ]
+	line1=$(sed -n 1p out)
+	line2=$(sed -n 2p out)
+	# the 2-byte é does not fit in 2000 bytes after 1999 a's: it starts line 2
+	[ "${#line1}" -eq $((21 + 1999)) ]
+	[ "$line2" = "00:00:00 vm[abcdef]: ébbbbbbbbbb" ]
+	head -c 5000 /dev/zero | tr '\0' x | TZ=UTC test-prompt lines vm abcdef 0 >out
+	[ "$(wc -l <out)" -eq 3 ]
+	[ "$(grep -c '^00:00:00 vm\[abcdef\]: x*$' out)" -eq 3 ]
+}
+
+@test "out: hostile bytes of every kind give clean UTF-8 lines" {
+	head -c 65536 /dev/urandom >random
+	TZ=UTC test-prompt lines vm abcdef 0 <random >out
+	no_controls out
+	[ "$(grep -cv '^00:00:00 vm\[abcdef\]: ' out)" -eq 0 ]
+	# and the check itself catches what it should
+	printf 'a\x1bb' >bad
+	! no_controls bad
+	printf 'a\xc2\x9bb' >bad
+	! no_controls bad
+	printf 'a\xffb' >bad
+	! no_controls bad
+}
+
+@test "out: each line goes out in one write, so lines of several writers do not mix" {
+	command -v strace >/dev/null || skip "strace is not installed"
+	printf 'one\ntwo\nthree' >in
+	# LeakSanitizer cannot run under ptrace (make SANITIZE=1)
+	ASAN_OPTIONS=detect_leaks=0 strace -o trace -e trace=write test-prompt lines vm abcdef <in >out 2>/dev/null
+	[ "$(grep -c '^write(1, ' trace)" -eq 3 ]
+	grep -q '^write(1, "[0-9:]* vm\[abcdef\]: two\\n", 25) *= 25$' trace
+}

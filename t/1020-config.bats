@@ -1,0 +1,338 @@
+#!/usr/bin/env bats
+# The project config: the schema, the defaults, and every refusal with
+# file:line:column and the key.  Hostile files are first-class subjects.
+load lib-common
+
+FIX=$BATS_TEST_DIRNAME/fixtures/config
+
+# cfg TEXT: write TEXT as config.yaml and parse it.
+cfg() {
+	printf '%s\n' "$1" >config.yaml
+	run test-found config config.yaml
+}
+
+@test "config: the default config parses, allowing the two Claude hosts and nothing else" {
+	test-found config-default >config.yaml
+	run test-found config config.yaml
+	assert_success
+	assert_line "allow api.anthropic.com"
+	assert_line "allow platform.claude.com"
+	assert_equal "$(grep -c '^allow ' <<<"$output")" 2
+	assert_line "path /project"
+	assert_line "skills default"
+	refute_line --regexp '^env '
+	# Every key is explained in the default, commented out or set.
+	for key in allow mounts skills agents commands path env git memory cpus disk; do
+		grep -Eq "^#? ?$key:" config.yaml || fail "default config does not explain $key"
+	done
+}
+
+@test "config: every key is read, hosts lowercased and ~ expanded" {
+	run test-found config "$FIX/good.yaml"
+	assert_success
+	assert_line "allow example.com:8443"
+	assert_line "allow *.githubusercontent.com"
+	assert_line "allow [2001:db8::1]:443"
+	assert_line "allow preset:github"
+	assert_line "mount $HOME/datasets /data"
+	assert_line "mount /srv/models /opt/models"
+	assert_line "skills none"
+	assert_line "agents default"
+	assert_line "commands $HOME/my-commands"
+	assert_line "path /work/app"
+	assert_line "env ANTHROPIC_API_KEY"
+	assert_line "env NPM_TOKEN"
+	assert_line "git https://github.com/you/project.git host=github.com token=GITHUB_TOKEN auth=basic user=x-access-token fetch=1 push=aibox/*,feature/*-draft"
+	assert_line "git https://git.example.org:8443/team/tools.git host=git.example.org token=FORGE_TOKEN auth=bearer user=- fetch=0 push="
+	assert_line "memory 8192"
+	assert_line "cpus 1"
+	assert_line "disk 40960"
+	assert_line "set 0x7ff"
+}
+
+@test "config: an empty file, or one of comments only, means the defaults" {
+	: >config.yaml
+	run test-found config config.yaml
+	assert_success
+	assert_line "memory 4096"
+	assert_line "disk 20480"
+	assert_line "set 0x000"
+	cfg "# nothing here"
+	assert_success
+	cfg "allow:"
+	assert_success
+	refute_line --regexp '^allow '
+}
+
+@test "config: an unknown key is refused with file:line:column and the known keys" {
+	cfg $'allow: []\nalow: [x]'
+	assert_failure 1
+	assert_output "config.yaml:2:1: unknown key 'alow' (known keys: allow, mounts, skills, agents, commands, path, env, git, memory, cpus, disk)"
+	cfg $'mounts:\n  - host: /a\n    vm: /b\n    rw: true'
+	assert_failure 1
+	assert_output "config.yaml:4:5: mounts[0]: unknown key 'rw' (known keys: host, vm, read-only)"
+	cfg $'git:\n  - url: https://x.example/r.git\n    password: hunter2'
+	assert_failure 1
+	assert_output --partial "config.yaml:3:5: git[0]: unknown key 'password'"
+}
+
+@test "config: a duplicate key is refused, at the top and inside entries" {
+	cfg $'cpus: 1\nallow: []\ncpus: 1'
+	assert_failure 1
+	assert_output "config.yaml:3:1: duplicate key 'cpus' (first at line 1)"
+	cfg $'git:\n  - url: https://a.example/r\n    fetch: yes\n    fetch: no'
+	assert_failure 1
+	assert_output "config.yaml:4:5: duplicate key 'fetch' (first at line 3)"
+}
+
+@test "config: wrong types are refused with the key" {
+	cfg 'allow: api.anthropic.com'
+	assert_output "config.yaml:1:8: allow: must be a list, like [api.anthropic.com], not a string"
+	cfg 'env: {A: 1}'
+	assert_output --partial "config.yaml:1:6: env: must be a list"
+	cfg 'cpus: two'
+	assert_output "config.yaml:1:7: cpus: 'two' is not a whole number"
+	cfg 'cpus: "2"'
+	assert_output "config.yaml:1:7: cpus: must be a whole number, like 2"
+	cfg 'path: [/a]'
+	assert_output "config.yaml:1:7: path: must be a string, not a list"
+	cfg 'mounts: [/data]'
+	assert_output "config.yaml:1:10: mounts[0]: must be a mapping with host and vm, not a string"
+	cfg $'git:\n  - url: https://a.example/r\n    fetch: maybe'
+	assert_output "config.yaml:3:12: git[0].fetch: must be yes or no (true or false)"
+	cfg $'git:\n  - url: https://a.example/r\n    push: aibox/*'
+	assert_output --partial "config.yaml:3:11: git[0].push: must be a list, like [aibox/*]"
+	cfg 'memory:'
+	assert_output "config.yaml:1:8: memory: needs a value (leave the key out for the default)"
+	cfg '[allow]'
+	assert_output "config.yaml:1:1: the config must be a mapping of keys, like 'allow:', not a list"
+	cfg '? [a, b]'
+	assert_output --partial "a key must be a plain string, not a list"
+}
+
+@test "config: values out of range are refused" {
+	cfg 'memory: 256M'
+	assert_output "config.yaml:1:9: memory: '256M' is out of range (512M to 1T)"
+	cfg 'memory: 2T'
+	assert_output "config.yaml:1:9: memory: '2T' is out of range (512M to 1T)"
+	cfg 'memory: 4GB'
+	assert_output "config.yaml:1:9: memory: '4GB' is not a size like 512M, 4G or 1T"
+	cfg 'memory: 99999999999999999999999G'
+	assert_output --partial "memory: '99999999999999999999999G' is out of range"
+	cfg 'disk: 512M'
+	assert_output "config.yaml:1:7: disk: '512M' is out of range (1G to 16T)"
+	cfg 'cpus: 0'
+	assert_output --regexp "^config.yaml:1:7: cpus: '0' is out of range \(1 to [0-9]+\)$"
+	cfg 'cpus: -1'
+	assert_output --partial "cpus: '-1' is out of range"
+	cfg 'cpus: 100000'
+	assert_output --regexp "^config.yaml:1:7: cpus: 100000 is more than the [0-9]+ CPUs of this machine$"
+	cfg 'memory: 4G'
+	assert_success
+	assert_line "memory 4096"
+	cfg 'disk: 1T'
+	assert_success
+	assert_line "disk 1048576"
+}
+
+@test "config: ANTHROPIC_BASE_URL next to ANTHROPIC_API_KEY is refused" {
+	cfg $'env:\n  - ANTHROPIC_API_KEY\n  - ANTHROPIC_BASE_URL'
+	assert_failure 1
+	assert_output "config.yaml:3:5: env: ANTHROPIC_BASE_URL cannot be set next to ANTHROPIC_API_KEY: aibox points it at its own port, which adds the key on the host"
+	cfg $'env:\n  - ANTHROPIC_BASE_URL\n  - FOO\n  - ANTHROPIC_API_KEY'
+	assert_failure 1
+	assert_output --partial "config.yaml:2:5: env: ANTHROPIC_BASE_URL cannot be set next to ANTHROPIC_API_KEY"
+	# Alone, with a subscription token, it is the user's choice.
+	cfg $'env: [CLAUDE_CODE_OAUTH_TOKEN, ANTHROPIC_BASE_URL]'
+	assert_success
+}
+
+@test "config: env lists names only, once each, and not the ones aibox sets" {
+	cfg 'env: [ANTHROPIC_API_KEY=sk-ant-123]'
+	assert_failure 1
+	assert_output --partial "env[0]: 'ANTHROPIC_API_KEY=sk-ant-123' is not a variable name (list NAMES"
+	cfg 'env: [FOO, FOO]'
+	assert_output "config.yaml:1:12: env[1]: FOO is listed twice"
+	cfg 'env: [https_proxy]'
+	assert_output "config.yaml:1:7: env[0]: https_proxy is set by aibox in the VM"
+	cfg 'env: [HOME]'
+	assert_output "config.yaml:1:7: env[0]: HOME is set by aibox in the VM"
+	# The value of a listed variable is not read (nor needed) when loading.
+	cfg 'env: [AIBOX_TEST_SURELY_UNSET]'
+	assert_success
+	assert_line "env AIBOX_TEST_SURELY_UNSET"
+}
+
+@test "config: allow entries are hosts, ports, wildcards, addresses or presets" {
+	cfg 'allow: [https://example.com]'
+	assert_output "config.yaml:1:9: allow[0]: 'https://example.com': name a host, not a URL (like example.com or example.com:8443)"
+	cfg 'allow: ["*"]'
+	assert_output --partial "allow[0]: '*': allowing every host is not supported"
+	cfg 'allow: [example.com:0]'
+	assert_output --partial "the port must be a number from 1 to 65535"
+	cfg 'allow: [example.com:70000]'
+	assert_output --partial "the port must be a number from 1 to 65535"
+	cfg 'allow: ["a.*.com"]'
+	assert_output --partial "a wildcard is only allowed as '*.' at the start"
+	cfg 'allow: [exa_mple.com]'
+	assert_output --partial "'exa_mple.com': not a host name"
+	cfg 'allow: [300.1.1.1]'
+	assert_output --partial "'300.1.1.1': not an IPv4 address"
+	cfg 'allow: ["2001:db8::1"]'
+	assert_output --partial "write an IPv6 address in brackets"
+	cfg 'allow: [preset:GitHub_x]'
+	assert_output --partial "a preset name is lowercase letters, digits and '-'"
+	cfg 'allow: [localhost:5432, 127.0.0.1:8080, "[::1]"]'
+	assert_success
+}
+
+@test "config: mounts and path are checked; every mount is read-only" {
+	cfg $'mounts:\n  - host: /srv/data\n    vm: /data\n    read-only: false'
+	assert_output "config.yaml:4:16: mounts[0].read-only: mounts are always read-only; to change files, have the task commit them"
+	cfg $'mounts:\n  - host: data\n    vm: /data'
+	assert_output "config.yaml:2:11: mounts[0].host: 'data' must be an absolute path or start with '~/'"
+	cfg $'mounts:\n  - host: ~root/x\n    vm: /data'
+	assert_output --partial "only '~/' is understood"
+	cfg $'mounts:\n  - vm: /data'
+	assert_output "config.yaml:2:5: mounts[0]: needs both host and vm"
+	cfg $'mounts:\n  - host: /a\n    vm: /etc/ssh'
+	assert_output "config.yaml:3:9: mounts[0].vm: '/etc/ssh' is a system folder of the VM"
+	cfg $'mounts:\n  - host: /a\n    vm: /data/../etc'
+	assert_output --partial "cannot hold '.' or '..'"
+	cfg $'mounts:\n  - host: /a\n    vm: /project/sub'
+	assert_output "config.yaml:3:9: mounts[0].vm: '/project/sub' overlaps the project's path /project (the default of path)"
+	cfg $'path: /src\nmounts:\n  - host: /a\n    vm: /'
+	assert_output --partial "mounts[0].vm: '/' cannot be /"
+	cfg $'mounts:\n  - {host: /a, vm: /data}\n  - {host: /b, vm: /data/sub}'
+	assert_output "config.yaml:3:20: mounts[1].vm: '/data/sub' overlaps mounts[0].vm '/data'"
+	cfg 'path: /home'
+	assert_output "config.yaml:1:7: path: '/home' is a folder the VM needs; use a folder inside it"
+	cfg 'path: "/my project"'
+	assert_output --partial "may hold only letters, digits"
+	cfg 'skills: off'
+	assert_output "config.yaml:1:9: skills: 'off': must be none, default, or a folder (absolute or ~/)"
+}
+
+@test "config: git entries name an https remote, a token variable and branches" {
+	cfg $'git:\n  - url: http://github.com/a/b'
+	assert_output "config.yaml:2:10: git[0].url: 'http://github.com/a/b' must be an https:// URL"
+	cfg $'git:\n  - url: https://me:ghp_secret@github.com/a/b'
+	assert_output --partial "cannot hold credentials"
+	cfg $'git:\n  - url: https://github.com/a/b?x=1'
+	assert_output --partial "may hold no spaces, query, fragment"
+	cfg $'git:\n  - url: https://github.com'
+	assert_output --partial "needs a repository path after the host"
+	cfg $'git:\n  - token: GITHUB_TOKEN'
+	assert_output "config.yaml:2:5: git[0]: needs a url"
+	cfg $'git:\n  - url: https://github.com/a/b\n    token: ghp_0123456789abcdef-x'
+	assert_output "config.yaml:3:12: git[0].token: names the host variable that holds the token (like GITHUB_TOKEN), not the token itself"
+	cfg $'git:\n  - url: https://github.com/a/b\n    push: [refs/heads/x]'
+	assert_output --partial "git[0].push[0]: 'refs/heads/x' names a branch without refs/heads/"
+	cfg $'git:\n  - url: https://github.com/a/b\n    push: [ok, "bad name"]'
+	assert_output --partial "git[0].push[1]: 'bad name' is not a branch name or pattern"
+	cfg $'git:\n  - url: https://github.com/a/b\n    auth: digest'
+	assert_output --partial "git[0].auth: must be basic or bearer"
+	cfg $'git:\n  - url: https://GitHub.com/a/b\n  - url: https://github.com/a/b'
+	assert_output "config.yaml:3:5: git[1]: the url is also in git[0]"
+	cfg $'env: [GITHUB_TOKEN]\ngit:\n  - url: https://github.com/a/b\n    token: GITHUB_TOKEN'
+	assert_output --partial "env: GITHUB_TOKEN is the token of git[0]: listed in env it would enter the VM"
+}
+
+@test "config: push patterns match branches with '*' as any run" {
+	run test-found branch-match 'aibox/*' aibox/task
+	assert_output "match"
+	run test-found branch-match 'aibox/*' aibox/a/b
+	assert_output "match"
+	run test-found branch-match 'aibox/*' main
+	assert_failure
+	run test-found branch-match 'feat-*-draft' feat-x-draft
+	assert_output "match"
+	run test-found branch-match 'feat-*-draft' feat-x-draft2
+	assert_failure
+	run test-found branch-match main main
+	assert_output "match"
+	run test-found branch-match main mainline
+	assert_failure
+}
+
+@test "config: hostile: aliases (billion laughs) are refused at the first anchor" {
+	run test-found config "$FIX/billion-laughs.yaml"
+	assert_failure 1
+	assert_output "$FIX/billion-laughs.yaml:2:4: anchors and aliases are not supported"
+	run test-found config "$FIX/alias-only.yaml"
+	assert_failure 1
+	assert_output --regexp "alias-only.yaml:3:6: (anchors and aliases are not supported|invalid YAML.*)$"
+}
+
+@test "config: hostile: tags are refused" {
+	run test-found config "$FIX/tags.yaml"
+	assert_failure 1
+	assert_output "$FIX/tags.yaml:1:8: YAML tags are not supported ('tag:yaml.org,2002:python/object:os.system')"
+	cfg 'cpus: !!int 2'
+	assert_output --partial "config.yaml:1:7: YAML tags are not supported"
+	cfg $'%TAG ! tag:example.com,2000:\n---\nallow: []'
+	assert_output --partial "YAML directives are not supported"
+}
+
+@test "config: hostile: NUL bytes, invalid UTF-8 and UTF-16 are refused with their place" {
+	run test-found config "$FIX/nul.yaml"
+	assert_output "$FIX/nul.yaml:3:7: the file holds a NUL byte"
+	run test-found config "$FIX/latin1.yaml"
+	assert_output "$FIX/latin1.yaml:3:8: the file is not UTF-8 text"
+	run test-found config "$FIX/utf16le.yaml"
+	assert_output "$FIX/utf16le.yaml:1:1: the file is not UTF-8 text"
+	# An escaped NUL inside a quoted string.
+	cfg 'allow: ["a\0b"]'
+	assert_output "config.yaml:1:9: a value holds a NUL character"
+	# Overlong encoding of '/' and a UTF-16 surrogate in UTF-8.
+	printf 'path: /a\xc0\xafb\n' >config.yaml
+	run test-found config config.yaml
+	assert_output "config.yaml:1:9: the file is not UTF-8 text"
+	printf 'path: /a\xed\xa0\x80\n' >config.yaml
+	run test-found config config.yaml
+	assert_output "config.yaml:1:9: the file is not UTF-8 text"
+	# A UTF-8 BOM is fine.
+	printf '\xef\xbb\xbfcpus: 1\n' >config.yaml
+	run test-found config config.yaml
+	assert_success
+}
+
+@test "config: hostile: huge files, deep nesting, many values and long strings are refused" {
+	head -c 300000 /dev/zero | tr '\0' '#' >config.yaml
+	run test-found config config.yaml
+	assert_failure 1
+	assert_output "config.yaml:1:1: the file is larger than 256 KiB"
+	python3 -c "print('allow: ' + '[' * 5000 + ']' * 5000)" >config.yaml
+	run test-found config config.yaml
+	assert_output "config.yaml:1:15: nested deeper than 8 levels"
+	python3 -c "print('allow:'); [print('  - h%d.example' % i) for i in range(300)]" >config.yaml
+	run test-found config config.yaml
+	assert_output "config.yaml:2:3: allow: more than 256 entries"
+	python3 -c "print('allow: [' + ','.join(['a'] * 25000) + ']')" >config.yaml
+	run test-found config config.yaml
+	assert_output --regexp "^config.yaml:1:[0-9]+: more than 20000 values$"
+	python3 -c "print('path: /' + 'a' * 5000)" >config.yaml
+	run test-found config config.yaml
+	assert_output "config.yaml:1:7: a value is longer than 4096 bytes"
+}
+
+@test "config: bad YAML and a second document are refused with their place" {
+	cfg $'allow: [a, b\ncpus: 1'
+	assert_failure 1
+	assert_output --regexp "^config.yaml:2:[0-9]+: invalid YAML: "
+	cfg $'allow:\n  - a\n - b'
+	assert_output --regexp "^config.yaml:3:[0-9]+: invalid YAML: "
+	cfg $'cpus: 1\n---\ncpus: 2'
+	assert_output "config.yaml:2:1: only one YAML document is allowed"
+	cfg $'\tcpus: 1'
+	assert_output --regexp "^config.yaml:1:[0-9]+: invalid YAML: .*"
+}
+
+@test "config: a config that is not a regular file is refused" {
+	mkdir dir.yaml
+	run test-found config dir.yaml
+	assert_failure 1
+	assert_output "cannot read 'dir.yaml': not a regular file"
+	run test-found config missing.yaml
+	assert_output "cannot open 'missing.yaml': No such file or directory"
+}

@@ -1,0 +1,234 @@
+#!/usr/bin/env bats
+# aibox projects: list, path, remove, and the project lock.
+bats_require_minimum_version 1.5.0
+load lib-common
+load lib-lock
+
+setup() {
+	common_setup
+	make_repo "$T/My Repo!"
+	cd "$T/My Repo!" || return 1
+}
+teardown() { lock_teardown; }
+
+@test "projects path: makes the checkout's project with the default config, once" {
+	run aibox projects path
+	assert_success
+	assert_output --partial "$AIBOX_HOME/projects/my-repo"
+	P=$AIBOX_HOME/projects/my-repo
+	assert_line --index 0 "aibox-projects: made project 'my-repo' for $T/My Repo!"
+	assert_dir_exists "$P/tasks"
+	assert_dir_exists "$P/home"
+	[ "$(cat "$P/checkout")" = "$T/My Repo!" ]
+	[ "$(stat -c %a "$P")" = 700 ]
+	run test-found config "$P/config.yaml"
+	assert_success
+	assert_line "allow api.anthropic.com"
+	assert_line "allow platform.claude.com"
+	# The second time, and from a subfolder: the same, nothing made.
+	mkdir -p sub/dir
+	cd sub/dir
+	run --separate-stderr aibox projects path
+	assert_success
+	assert_output "$P"
+	[ -z "$stderr" ]
+	[ "$(ls "$AIBOX_HOME/projects")" = my-repo ]
+}
+
+@test "projects path: stdout is the folder alone" {
+	out=$(aibox projects path 2>/dev/null)
+	[ "$out" = "$AIBOX_HOME/projects/my-repo" ]
+}
+
+@test "projects path: another checkout of the same name gets its own project" {
+	mkdir "$T/other"
+	make_repo "$T/other/My Repo!"
+	P1=$(aibox projects path 2>/dev/null)
+	P2=$(cd "$T/other/My Repo!" && aibox projects path 2>/dev/null)
+	[ "$P1" = "$AIBOX_HOME/projects/my-repo" ]
+	[ "$P2" = "$AIBOX_HOME/projects/my-repo-2" ]
+	[ "$(cat "$P2/checkout")" = "$T/other/My Repo!" ]
+	# A linked worktree is a checkout of its own.
+	git worktree add -q "$T/wt" 2>/dev/null
+	P3=$(cd "$T/wt" && aibox projects path 2>/dev/null)
+	[ "$P3" = "$AIBOX_HOME/projects/wt" ]
+}
+
+@test "projects path: names are made safe" {
+	run test-found project-name "/x/My Repo!"
+	assert_output "my-repo valid"
+	run test-found project-name "/x/..hidden"
+	assert_output "hidden valid"
+	run test-found project-name "/x/Café au lait"
+	assert_output "caf-au-lait valid"
+	run test-found project-name "/x/---"
+	assert_output "project valid"
+	run test-found project-name "/x/$(printf 'a\nb')"
+	assert_output "a-b valid"
+	run test-found project-name "/x/$(printf 'x%.0s' {1..100})"
+	assert_output "$(printf 'x%.0s' {1..48}) valid"
+}
+
+@test "projects path: outside a checkout or in a bare repository it fails" {
+	cd "$T"
+	run aibox projects path
+	assert_failure 2
+	assert_output "aibox-projects: not in a git checkout: a project is the checkout of a git repository"
+	git init -q --bare "$T/bare.git"
+	cd "$T/bare.git"
+	run aibox projects path
+	assert_failure 2
+	assert_output --partial "bare repository"
+	assert_dir_not_exists "$AIBOX_HOME/projects/bare"
+}
+
+@test "projects: lists name, tasks, running tasks, checkout and folder" {
+	P=$(aibox projects path 2>/dev/null)
+	mkdir "$P/tasks/20200101-000000-aaaaaa" "$P/tasks/20200101-000001-bbbbbb"
+	mkdir "$P/tasks/20200101-000002-cccccc" "$P/tasks/not-a-task"
+	hold_lock "$P/tasks/20200101-000001-bbbbbb.lock"
+	# An older aibox kept its lock inside the folder: running too.
+	hold_lock "$P/tasks/20200101-000002-cccccc/lock"
+	make_repo "$T/second"
+	(cd "$T/second" && aibox projects path >/dev/null 2>&1)
+	run aibox projects
+	assert_success
+	assert_line --index 0 --regexp '^NAME +TASKS +RUNNING +CHECKOUT +FOLDER$'
+	assert_line --index 1 --regexp "^my-repo +3 +2  $T/My Repo!  $P\$"
+	assert_line --index 2 --regexp "^second +0 +0  $T/second +$AIBOX_HOME/projects/second\$"
+	release_locks
+	run aibox projects list
+	assert_line --index 1 --regexp "^my-repo +3 +0  "
+}
+
+@test "projects: with no projects it says so and succeeds" {
+	run --separate-stderr aibox projects
+	assert_success
+	assert_output ""
+	assert_equal "$stderr" "aibox-projects: no projects yet; \`aibox projects path\` in a checkout makes one"
+}
+
+@test "projects remove: removes the folder, config, home and tasks" {
+	P=$(aibox projects path 2>/dev/null)
+	mkdir "$P/tasks/20200101-000000-aaaaaa"
+	head -c 10000 /dev/urandom >"$P/tasks/20200101-000000-aaaaaa/start.bundle"
+	run aibox projects remove my-repo
+	assert_success
+	assert_output --regexp "^removed project 'my-repo' \($P, freed [0-9.]+ [KM]iB\)$"
+	assert_dir_not_exists "$P"
+	run --separate-stderr aibox projects
+	assert_output ""
+}
+
+@test "projects remove: leaves a project alone while its lock is held, by a task or aibox run" {
+	P=$(aibox projects path 2>/dev/null)
+	hold_lock "$P/lock" sh
+	run aibox projects remove my-repo
+	assert_failure 1
+	assert_output "aibox-projects: project 'my-repo' is in use by a task or aibox run: left alone"
+	assert_file_exists "$P/config.yaml"
+	# Two holders at once (tasks share it), then none.
+	hold_lock "$P/lock" sh
+	run aibox projects remove my-repo
+	assert_failure 1
+	release_locks
+	run aibox projects remove my-repo
+	assert_success
+	assert_dir_not_exists "$P"
+}
+
+@test "projects remove: a running task's own lock also keeps the project" {
+	P=$(aibox projects path 2>/dev/null)
+	mkdir "$P/tasks/20200101-000000-aaaaaa"
+	hold_lock "$P/tasks/20200101-000000-aaaaaa.lock"
+	run aibox projects remove my-repo
+	assert_failure 1
+	assert_output "aibox-projects: project 'my-repo' has a running task: left alone"
+	assert_dir_exists "$P/tasks/20200101-000000-aaaaaa"
+}
+
+@test "projects remove: symlinks inside are removed, their targets survive" {
+	P=$(aibox projects path 2>/dev/null)
+	mkdir "$T/outside"
+	echo keep >"$T/outside/file"
+	ln -s "$T/outside" "$P/home/link-to-dir"
+	ln -s "$T/outside/file" "$P/tasks/link-to-file"
+	run aibox projects remove my-repo
+	assert_success
+	assert_dir_not_exists "$P"
+	assert_file_exists "$T/outside/file"
+	[ "$(cat "$T/outside/file")" = keep ]
+}
+
+@test "projects remove: what it cannot remove is named, and the status is 1" {
+	P=$(aibox projects path 2>/dev/null)
+	mkdir "$P/home/ro"
+	touch "$P/home/ro/file"
+	chmod 555 "$P/home/ro"
+	run aibox projects remove my-repo
+	assert_failure 1
+	assert_line --index 0 "aibox-projects: cannot remove '$AIBOX_HOME/projects/my-repo/home/ro/file': Permission denied"
+	assert_line --index 1 --partial "aibox-projects: project 'my-repo' is partly removed"
+	assert_file_exists "$P/home/ro/file"
+	assert_file_not_exists "$P/config.yaml"
+}
+
+@test "projects remove: unknown and unsafe names are refused" {
+	run aibox projects remove nothing-here
+	assert_failure 2
+	assert_output "aibox-projects: no project 'nothing-here' (see \`aibox projects\`)"
+	run aibox projects remove ../../etc
+	assert_failure 2
+	assert_output --partial "is not a project name"
+	run aibox projects remove .lock
+	assert_failure 2
+	run aibox projects remove
+	assert_failure 2
+	assert_output --partial "usage: aibox projects"
+}
+
+@test "projects: --help, usage errors and the exit codes" {
+	run aibox projects --help
+	assert_success
+	assert_output --partial "usage: aibox projects [list]"
+	run aibox help projects
+	assert_success
+	assert_output --partial "aibox projects remove NAME"
+	run aibox projects frob
+	assert_failure 2
+	assert_line --index 0 "aibox-projects: unknown subcommand 'frob'"
+	run aibox projects path extra
+	assert_failure 2
+	run aibox projects --bogus
+	assert_failure 2
+}
+
+@test "project lock: shared with shared, exclusive alone, none once removed" {
+	P=$(aibox projects path 2>/dev/null)
+	run test-found project-lock "$P" sh-nb
+	assert_output "locked"
+	hold_lock "$P/lock" sh
+	run test-found project-lock "$P" sh-nb
+	assert_output "locked"
+	run test-found project-lock "$P" ex-nb
+	assert_failure
+	assert_output "error Resource temporarily unavailable"
+	release_locks
+	run test-found project-lock "$P" ex-nb
+	assert_output "locked"
+	rm -rf "$P"
+	run test-found project-lock "$P" sh
+	assert_output "error No such file or directory"
+}
+
+@test "project lock: a waiter let in after the project was removed is told so" {
+	P=$(aibox projects path 2>/dev/null)
+	hold_lock "$P/lock" ex
+	test-found project-lock "$P" sh >"$T/waiter.out" 3>&- &
+	waiter=$!
+	sleep 0.3
+	rm -rf "$P"
+	release_locks
+	wait "$waiter" || true
+	[ "$(cat "$T/waiter.out")" = "error No such file or directory" ]
+}

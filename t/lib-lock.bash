@@ -1,0 +1,42 @@
+# Holding flock(2) locks from a test, the way a running task or aibox run does.
+#
+# hold_lock FILE [ex|sh]: a background process opens FILE (creating it),
+# locks it and sleeps; returns once the lock is held.  Its pid is added to
+# HOLD_PIDS; release_locks (called by lock_teardown) kills exactly those.
+
+HOLD_PIDS=()
+
+hold_lock() {
+	local file=$1 mode=${2:-ex} i
+	# One process: the subshell execs sleep, keeping fd 9 and its lock.
+	# fd 3 is bats' own: a child holding it would stall the test run.
+	(
+		exec 9>>"$file" || exit 1
+		flock "-${mode:0:1}" 9 || exit 1
+		exec sleep 300
+	) 3>&- &
+	HOLD_PIDS+=($!)
+	for i in $(seq 200); do
+		if ! flock -n -x "$file" true 2>/dev/null; then
+			return 0
+		fi
+		sleep 0.05
+	done
+	echo "hold_lock: $file not locked after 10 s" >&2
+	return 1
+}
+
+release_locks() {
+	local pid
+	for pid in "${HOLD_PIDS[@]}"; do
+		kill "$pid" 2>/dev/null || true
+		wait "$pid" 2>/dev/null || true
+	done
+	HOLD_PIDS=()
+	return 0
+}
+
+lock_teardown() {
+	release_locks
+	common_teardown
+}

@@ -1,0 +1,262 @@
+/*
+ * aibox projects [list]          list the projects
+ * aibox projects path            the current checkout's project folder (made if new)
+ * aibox projects remove NAME     remove a project's folder, unless it is in use
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "buf.h"
+#include "err.h"
+#include "paths.h"
+#include "project.h"
+#include "rmtree.h"
+#include "strvec.h"
+#include "taskid.h"
+#include "banned.h"
+
+static const char usage_text[] =
+	"usage: aibox projects [list]\n"
+	"       aibox projects path\n"
+	"       aibox projects remove NAME\n"
+	"\n"
+	"    list         the projects: name, tasks, running tasks, checkout, folder\n"
+	"    path         print the folder of the current checkout's project, making it\n"
+	"                 (with the default config) when it is new\n"
+	"    remove NAME  remove the project's folder, its config, home and tasks; a\n"
+	"                 project in use by a task or aibox run is left alone\n"
+	"    -h, --help   show this help\n"
+	"\n"
+	"Exit status: 0 done, 1 the project was left alone or not all removed, 2 usage\n"
+	"or error.\n";
+
+/* Control characters in a path would reach the terminal: show them as '?'. */
+static char *printable(const char *s)
+{
+	char *r = xstrdup(s);
+
+	for (char *p = r; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = '?';
+	return r;
+}
+
+/* Count a project's tasks and running tasks; -1 each when it cannot. */
+static void count_tasks(const char *dir, long *tasks, long *running)
+{
+	struct buf path = BUF_INIT;
+	struct dirent *de;
+	int fd;
+	DIR *d;
+
+	*tasks = *running = 0;
+	buf_addf(&path, "%s/tasks", dir);
+	fd = open(path.buf, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	buf_release(&path);
+	if (fd < 0) {
+		if (errno != ENOENT)
+			*tasks = *running = -1;
+		return;
+	}
+	d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		*tasks = *running = -1;
+		return;
+	}
+	while ((de = readdir(d))) {
+		struct stat st;
+		int lock_fd, ret;
+
+		if (!task_name_valid(de->d_name) ||
+		    fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode))
+			continue;
+		(*tasks)++;
+		ret = task_check(fd, de->d_name, &lock_fd);
+		if (lock_fd >= 0)
+			close(lock_fd);
+		if (ret == 1 && *running >= 0)
+			(*running)++;
+		else if (ret < 0)
+			*running = -1;
+	}
+	closedir(d);
+}
+
+static void add_count(struct strvec *col, long n)
+{
+	if (n < 0)
+		strvec_push(col, "?");
+	else
+		strvec_pushf(col, "%ld", n);
+}
+
+static int cmd_list(void)
+{
+	struct strvec names = STRVEC_INIT;
+	struct strvec cols[5] = { STRVEC_INIT, STRVEC_INIT, STRVEC_INIT, STRVEC_INIT, STRVEC_INIT };
+	static const char *const heads[5] = { "NAME", "TASKS", "RUNNING", "CHECKOUT", "FOLDER" };
+	size_t width[5];
+	int ret = projects_list(&names);
+
+	if (ret < 0)
+		die_err(ret, "cannot read '%s/projects'", aibox_home());
+	if (!names.nr) {
+		fprintf(stderr, "%s: no projects yet; `aibox projects path` in a checkout makes one\n",
+			progname);
+		return 0;
+	}
+	for (int k = 0; k < 5; k++)
+		strvec_push(&cols[k], heads[k]);
+	for (size_t i = 0; i < names.nr; i++) {
+		struct project p = PROJECT_INIT;
+		long tasks = -1, running = -1;
+
+		if (project_by_name(names.v[i], &p) < 0)
+			continue;
+		count_tasks(p.dir, &tasks, &running);
+		strvec_push(&cols[0], p.name);
+		add_count(&cols[1], tasks);
+		add_count(&cols[2], running);
+		{
+			char *co = printable(p.checkout ? p.checkout : "-");
+			char *dir = printable(p.dir);
+
+			strvec_push(&cols[3], co);
+			strvec_push(&cols[4], dir);
+			free(co);
+			free(dir);
+		}
+		project_release(&p);
+	}
+	for (int k = 0; k < 5; k++) {
+		width[k] = 0;
+		for (size_t i = 0; i < cols[k].nr; i++)
+			if (strlen(cols[k].v[i]) > width[k])
+				width[k] = strlen(cols[k].v[i]);
+	}
+	for (size_t i = 0; i < cols[0].nr; i++)
+		printf("%-*s  %*s  %*s  %-*s  %s\n", (int)width[0], cols[0].v[i], (int)width[1],
+		       cols[1].v[i], (int)width[2], cols[2].v[i], (int)width[3], cols[3].v[i],
+		       cols[4].v[i]);
+	for (int k = 0; k < 5; k++)
+		strvec_clear(&cols[k]);
+	strvec_clear(&names);
+	return 0;
+}
+
+static int cmd_path(void)
+{
+	struct buf checkout = BUF_INIT;
+	struct project p = PROJECT_INIT;
+	int created = 0, ret;
+
+	ret = project_checkout(".", &checkout);
+	if (ret == -ENOENT)
+		die("not in a git checkout: a project is the checkout of a git repository");
+	if (ret == -ENOTDIR)
+		die("a bare repository has no checkout, so no project");
+	if (ret < 0)
+		die_err(ret, "cannot find the git checkout of the current folder");
+	ret = project_open(checkout.buf, &p, &created);
+	if (ret < 0)
+		die_err(ret, "cannot make the project folder for '%s' in '%s/projects'", checkout.buf,
+			aibox_home());
+	if (created)
+		fprintf(stderr, "%s: made project '%s' for %s\n", progname, p.name, checkout.buf);
+	printf("%s\n", p.dir);
+	project_release(&p);
+	buf_release(&checkout);
+	return 0;
+}
+
+/* 1 when a task of the project runs (its own lock held), as a second check. */
+static int any_task_running(const char *dir)
+{
+	long tasks, running;
+
+	count_tasks(dir, &tasks, &running);
+	return running != 0;
+}
+
+static int cmd_remove(const char *name)
+{
+	struct project p = PROJECT_INIT;
+	struct rmtree_stats st = { 0 };
+	struct buf where = BUF_INIT, pdir = BUF_INIT, size = BUF_INIT;
+	int lock, pfd, ret;
+
+	if (!project_name_valid(name))
+		die("'%s' is not a project name (see `aibox projects`)", name);
+	ret = project_by_name(name, &p);
+	if (ret == -ENOENT)
+		die("no project '%s' (see `aibox projects`)", name);
+	if (ret < 0)
+		die_err(ret, "cannot read project '%s'", name);
+	lock = project_lock(p.dir, PROJECT_LOCK_EXCLUSIVE | PROJECT_LOCK_NONBLOCK);
+	if (lock == -EWOULDBLOCK) {
+		error("project '%s' is in use by a task or aibox run: left alone", name);
+		return EXIT_REFUSED;
+	}
+	if (lock == -ENOENT)
+		die("project '%s' was removed meanwhile", name);
+	if (lock < 0)
+		die_err(lock, "cannot lock project '%s'", name);
+	if (any_task_running(p.dir)) {
+		error("project '%s' has a running task: left alone", name);
+		return EXIT_REFUSED;
+	}
+	projects_dir(&pdir);
+	pfd = open(pdir.buf, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (pfd < 0)
+		die_errno("cannot open '%s'", pdir.buf);
+	ret = rmtree_at(pfd, name, &st, &where);
+	close(pfd);
+	close(lock);
+	format_bytes(&size, st.bytes);
+	if (ret < 0) {
+		error("cannot remove '%s/%s': %s", pdir.buf, where.buf, strerror(-ret));
+		error("project '%s' is partly removed (%s freed); fix that and run this again", name,
+		      size.buf);
+		return EXIT_REFUSED;
+	}
+	printf("removed project '%s' (%s, freed %s)\n", name, p.dir, size.buf);
+	project_release(&p);
+	buf_release(&where);
+	buf_release(&pdir);
+	buf_release(&size);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	tool_init(argc, argv);
+	if (argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+		fputs(usage_text, stdout);
+		return 0;
+	}
+	if (argc == 1 || (argc == 2 && !strcmp(argv[1], "list")))
+		return cmd_list();
+	if (argc == 2 && !strcmp(argv[1], "path"))
+		return cmd_path();
+	if (!strcmp(argv[1], "remove")) {
+		if (argc != 3) {
+			error("remove takes one project name");
+			usage_die(usage_text);
+		}
+		return cmd_remove(argv[2]);
+	}
+	if (argv[1][0] == '-')
+		error("unknown option '%s'", argv[1]);
+	else if (!strcmp(argv[1], "list") || !strcmp(argv[1], "path"))
+		error("%s takes no arguments", argv[1]);
+	else
+		error("unknown subcommand '%s'", argv[1]);
+	usage_die(usage_text);
+}
