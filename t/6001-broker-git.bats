@@ -169,6 +169,25 @@ teardown() {
 	assert_file_contains broker.log 'why="refs/heads/main: this branch may not be pushed"'
 }
 
+@test "broker: a large push: refused with its message, or streamed through" {
+	start_upstream
+	start_broker --remote "$UP_URL" --token-env GIT_TOKEN --fetch --push 'aibox/*'
+	git clone -q "$BR_URL" c
+	head -c $((12 << 20)) /dev/urandom >c/big.bin
+	git -C c add big.bin
+	git -C c commit -q -m big
+	before=$(up_refs)
+	run git -C c push origin HEAD:main
+	assert_failure
+	assert_output --partial "! [remote rejected] HEAD -> main (this branch may not be pushed"
+	assert_equal "$(up_refs)" "$before"
+	# The same pack to an allowed branch streams through (chunked, after git's probe).
+	run git -C c push origin HEAD:aibox/big
+	assert_success
+	assert_equal "$(git -C up/repo.git rev-parse aibox/big)" "$(git -C c rev-parse HEAD)"
+	assert_file_contains broker.log 'refs=(probe) result=allowed'
+}
+
 @test "broker: without --push, pushing is refused before anything is sent" {
 	start_upstream
 	start_broker --remote "$UP_URL" --token-env GIT_TOKEN --fetch

@@ -92,12 +92,19 @@ assert_nothing_forwarded() {
 	# The same, chunked.
 	run post git-receive-pack body -H 'Transfer-Encoding: chunked'
 	assert_output 400
-	printf '0000' >body
+	printf '0000PACK' >body
 	run post git-receive-pack body
 	assert_output 400
 	assert_file_contains answer 'the command list is empty'
 	assert_file_contains "$T/broker.log" 'why="the command list ends without a flush"'
 	assert_nothing_forwarded
+	# A flush and nothing else is git's probe before a large push: it updates nothing.
+	before=$(up_refs)
+	printf '0000' >body
+	run post git-receive-pack body
+	assert_output 200
+	assert_equal "$(up_refs)" "$before"
+	assert_file_contains "$T/broker.log" 'refs=(probe) result=allowed'
 }
 
 @test "broker: a command list that would be allowed is still checked for every ref" {

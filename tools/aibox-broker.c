@@ -82,6 +82,7 @@ static const char usage_text[] =
 #define HEADERS_MAX 100
 #define GZIP_MAX (64u << 20)	    /* inflated size of a gzip request body */
 #define FETCH_BODY_MAX (64u << 20) /* size of an upload-pack request body */
+#define DRAIN_MAX (4ull << 30)	    /* body read and dropped before a refusal */
 #define HANDOFF_MAX (HEAD_MAX_BYTES + 256)
 #define IO_TIMEOUT_S 300
 #define CHILDREN_MAX 32
@@ -1097,6 +1098,30 @@ static void log_op(const struct request *rq, const char *result, const char *ref
 	buf_release(&b);
 }
 
+/*
+ * Read and drop the rest of a request body before refusing it, at most
+ * DRAIN_MAX bytes, as a remote that refuses a push does: git's remote-curl
+ * sends a pack the answer came too early for as a new request (which would
+ * then be refused as malformed) instead of reading the refusal.
+ */
+static void drain_body(struct body *b)
+{
+	char *sink;
+	unsigned long long total = 0;
+
+	if (!b || b->done)
+		return;
+	sink = xmalloc(65536);
+	while (total < DRAIN_MAX) {
+		ssize_t n = body_read(b, sink, 65536);
+
+		if (n <= 0)
+			break;
+		total += (unsigned long long)n;
+	}
+	free(sink);
+}
+
 static void serve_push(struct conn *client, struct request *rq, struct body *body,
 		       struct fwd_result *res)
 {
@@ -1143,6 +1168,23 @@ static void serve_push(struct conn *client, struct request *rq, struct body *bod
 		if (!rq->m.chunked)
 			length = rq->m.length;
 	}
+	if (r == -ENODATA && pre.len == 4) {
+		/*
+		 * Only a flush: git's probe before a large chunked push (remote-curl's
+		 * probe_rpc), which updates nothing.  Forward it if nothing follows.
+		 */
+		char extra;
+		ssize_t n = body ? body_read(body, &extra, 1) : 0;
+
+		if (n == 0) {
+			if (forward(client, rq, &pre, NULL, 4, res) < 0 && !res->status) {
+				res->status = 502;
+				send_text(client, 502, "%s", res->why.buf);
+			}
+			log_op(rq, res->why.len ? "failed" : "allowed", "(probe)", res);
+			goto out;
+		}
+	}
 	if (r < 0) {
 		const char *what = r == -EAGAIN	   ? "the command list ends without a flush"
 				   : r == -EFBIG   ? "the command list is too long"
@@ -1172,6 +1214,7 @@ static void serve_push(struct conn *client, struct request *rq, struct body *bod
 		}
 	}
 	if (refused) {
+		drain_body(body);
 		send_push_refusal(client, rq->rm, &pc, why);
 		res->status = 200;
 		log_op(rq, "refused", refs.buf, res);
@@ -1262,6 +1305,33 @@ static void serve_fetch_post(struct conn *client, struct request *rq, struct bod
 	log_op(rq, res->why.len ? "failed" : "allowed", NULL, res);
 out:
 	buf_release(&pre);
+}
+
+/*
+ * Before closing, let the client finish sending (Apache's lingering close):
+ * a refusal is answered before the request body (a push's pack) has been
+ * read, and closing a socket with unread data resets the connection, which
+ * can destroy the answer before the client reads it.  Bounded: 64 MiB or 5 s
+ * without data.
+ */
+static void linger_close(struct conn *c)
+{
+	struct timeval tv = { 5, 0 };
+	char *sink;
+	size_t total = 0;
+
+	if (c->fd < 0 || shutdown(c->fd, SHUT_WR) < 0)
+		return;
+	(void)setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	sink = xmalloc(65536);
+	while (total < (64u << 20)) {
+		ssize_t n = read(c->fd, sink, 65536);
+
+		if (n <= 0)
+			break;
+		total += (size_t)n;
+	}
+	free(sink);
 }
 
 /*
@@ -1367,8 +1437,20 @@ static void serve_conn(int fd, const char *prefix, size_t prefix_len, long want_
 		rq.gzip = 1;
 	}
 
-	/* Policy. */
+	body_init(&body, &client, &rq.m, 0);
+	{
+		const char *expect = http_get(&rq.m, "Expect");
+
+		rq.want_continue = expect && !strcasecmp(expect, "100-continue") && !rq.http10;
+	}
+
+	/*
+	 * Policy.  A refused POST's body is read and dropped first, unless the
+	 * client waits for "100 Continue" and so has not sent it.
+	 */
 	if (!strcmp(rq.service, "git-upload-pack") && !rq.rm->fetch) {
+		if (!rq.want_continue)
+			drain_body(&body);
 		buf_addstr(&res.why, "fetch is not allowed");
 		res.status = 200;
 		send_git_error(&client, rq.service, rq.advert,
@@ -1377,6 +1459,8 @@ static void serve_conn(int fd, const char *prefix, size_t prefix_len, long want_
 		goto out;
 	}
 	if (!strcmp(rq.service, "git-receive-pack") && !rq.rm->npush) {
+		if (!rq.want_continue)
+			drain_body(&body);
 		buf_addstr(&res.why, "push is not allowed");
 		res.status = 200;
 		send_git_error(&client, rq.service, rq.advert,
@@ -1385,13 +1469,8 @@ static void serve_conn(int fd, const char *prefix, size_t prefix_len, long want_
 		goto out;
 	}
 
-	{
-		const char *expect = http_get(&rq.m, "Expect");
-
-		if (expect && !strcasecmp(expect, "100-continue") && !rq.http10)
-			(void)conn_write(&client, "HTTP/1.1 100 Continue\r\n\r\n", 25);
-	}
-	body_init(&body, &client, &rq.m, 0);
+	if (rq.want_continue)
+		(void)conn_write(&client, "HTTP/1.1 100 Continue\r\n\r\n", 25);
 	if (rq.advert) {
 		struct buf none = BUF_INIT;
 
@@ -1406,6 +1485,7 @@ static void serve_conn(int fd, const char *prefix, size_t prefix_len, long want_
 		serve_fetch_post(&client, &rq, &body, &res);
 	}
 out:
+	linger_close(&client);
 	free(target);
 	buf_release(&res.why);
 	http_msg_release(&rq.m);
@@ -1630,8 +1710,12 @@ static void spawn_server(int fd, int *close_in_child, const char *prefix, size_t
 {
 	pid_t pid;
 
-	while (nchildren >= CHILDREN_MAX)
+	while (nchildren >= CHILDREN_MAX && !stop)
 		reap(1);
+	if (stop) {
+		close(fd);
+		return;
+	}
 	pid = fork();
 	if (pid < 0) {
 		log_line("result=failed why=\"cannot fork: %s\"", strerror(errno));
@@ -1907,7 +1991,7 @@ int main(int argc, char **argv)
 
 	if (conn_fd >= 0) {
 		serve_conn(conn_fd, NULL, 0, -1);
-		return 0;
+		goto done;
 	}
 	while (!stop) {
 		struct pollfd pfd = { listen_fd >= 0 ? listen_fd : handoff_fd, POLLIN, 0 };
@@ -1934,5 +2018,13 @@ int main(int argc, char **argv)
 	while (nchildren && !stop)
 		reap(1);
 	log_line("stop");
+done:
+	/*
+	 * Nothing is buffered (the log is written with write()); leave without
+	 * atexit handlers, which under the sandbox can do nothing useful (a
+	 * sanitizer build's leak check cannot read /proc and would fail).
+	 */
+	if (sandbox)
+		_exit(0);
 	return 0;
 }
