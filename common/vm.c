@@ -1,0 +1,378 @@
+/* The VM launcher (vm.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "buf.h"
+#include "err.h"
+#include "paths.h"
+#include "spawn.h"
+#include "vm.h"
+#include "banned.h"
+
+#define DEFAULT_MEMORY_MB 2048
+#define DEFAULT_CPUS 2
+#define DEFAULT_DISK_BYTES (16ULL << 30)
+
+/* The fd numbers QEMU gets (spawn_give_fd). */
+#define FD_STATE 3
+#define FD_SSH 4
+#define STR_(x) #x
+#define TOSTR(x) STR_(x)
+
+int vm_kvm_usable(void)
+{
+	struct buf cpuinfo = BUF_INIT;
+	int ok = 0, fd;
+
+	if (buf_read_file(&cpuinfo, "/proc/cpuinfo", 16 << 20) < 0)
+		goto out;
+	/* Flags are space separated: look for whole words. */
+	if (!strstr(cpuinfo.buf, " vmx") && !strstr(cpuinfo.buf, " svm"))
+		goto out;
+	fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		goto out;
+	close(fd);
+	ok = 1;
+out:
+	buf_release(&cpuinfo);
+	return ok;
+}
+
+/* A 9p tag QEMU and the guest agree on: 1-31 of [A-Za-z0-9._-]. */
+static int good_tag(const char *t)
+{
+	size_t n = t ? strlen(t) : 0;
+
+	return n > 0 && n <= 31 &&
+	       strspn(t, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") == n;
+}
+
+/* Append s to b with QEMU's option escaping: a ',' is written ",,". */
+static void add_opt_value(struct buf *b, const char *s)
+{
+	for (; *s; s++) {
+		if (*s == ',')
+			buf_addch(b, ',');
+		buf_addch(b, *s);
+	}
+}
+
+/* Append s to b single-quoted for /bin/sh. */
+static void add_sh_quoted(struct buf *b, const char *s)
+{
+	buf_addch(b, '\'');
+	for (; *s; s++) {
+		if (*s == '\'')
+			buf_addstr(b, "'\\''");
+		else
+			buf_addch(b, *s);
+	}
+	buf_addch(b, '\'');
+}
+
+/* The state disk: a sparse file without a name, open read-write. */
+static int make_state_disk(const char *dir, unsigned long long size)
+{
+	struct buf path = BUF_INIT;
+	int fd = open(dir, O_RDWR | O_TMPFILE | O_CLOEXEC, 0600);
+
+	if (fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL)) {
+		buf_addf(&path, "%s/.aibox-state-XXXXXX", dir);
+		fd = mkostemp(path.buf, O_CLOEXEC);
+		if (fd >= 0)
+			unlink(path.buf);
+	}
+	buf_release(&path);
+	if (fd < 0)
+		return -errno;
+	if (ftruncate(fd, (off_t)size) < 0) {
+		int e = errno;
+
+		close(fd);
+		return -e;
+	}
+	return fd;
+}
+
+static int check_image(const char *dir)
+{
+	static const char *const files[] = { "vmlinuz", "initramfs", "rootfs.ext4" };
+	struct buf p = BUF_INIT;
+	int ret = 0;
+
+	for (size_t i = 0; i < ARRAY_SIZE(files) && !ret; i++) {
+		buf_reset(&p);
+		buf_addf(&p, "%s/%s", dir, files[i]);
+		if (access(p.buf, R_OK) < 0)
+			ret = -errno;
+	}
+	buf_release(&p);
+	return ret;
+}
+
+int vm_start(const struct vm_config *cfg, struct vm *vm)
+{
+	struct spawn sp = SPAWN_INIT;
+	struct buf b = BUF_INIT;
+	int state_fd = -1, sv[2] = { -1, -1 }, null_fd = -1;
+	int ret;
+
+	*vm = (struct vm)VM_INIT;
+	if (!cfg->image_dir || !cfg->share_dir || !cfg->state_dir || !cfg->mode ||
+	    (strcmp(cfg->mode, "task") && strcmp(cfg->mode, "run")))
+		return -EINVAL;
+	for (size_t i = 0; i < cfg->nr_mounts; i++)
+		if (!good_tag(cfg->mounts[i].tag) || !strcmp(cfg->mounts[i].tag, "aibox.task") ||
+		    !cfg->mounts[i].host_path)
+			return -EINVAL;
+	if ((ret = check_image(cfg->image_dir)) < 0)
+		return ret;
+
+	if ((state_fd = make_state_disk(cfg->state_dir,
+					cfg->disk_bytes ? cfg->disk_bytes : DEFAULT_DISK_BYTES)) < 0) {
+		ret = state_fd;
+		state_fd = -1;
+		goto out;
+	}
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
+		ret = -errno;
+		goto out;
+	}
+	vm->kvm = vm_kvm_usable();
+
+	strvec_push(&sp.args, cfg->qemu ? cfg->qemu : "qemu-system-x86_64");
+	strvec_pushl(&sp.args, "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
+		     "-M", "q35", NULL);
+	if (vm->kvm)
+		strvec_pushl(&sp.args, "-accel", "kvm", "-cpu", "host", NULL);
+	else
+		strvec_pushl(&sp.args, "-accel", "tcg", "-cpu", "max", NULL);
+	strvec_push(&sp.args, "-m");
+	strvec_pushf(&sp.args, "%u", cfg->memory_mb ? cfg->memory_mb : DEFAULT_MEMORY_MB);
+	strvec_push(&sp.args, "-smp");
+	strvec_pushf(&sp.args, "%u", cfg->cpus ? cfg->cpus : DEFAULT_CPUS);
+
+	strvec_push(&sp.args, "-kernel");
+	strvec_pushf(&sp.args, "%s/vmlinuz", cfg->image_dir);
+	strvec_push(&sp.args, "-initrd");
+	strvec_pushf(&sp.args, "%s/initramfs", cfg->image_dir);
+	strvec_push(&sp.args, "-append");
+	strvec_pushf(&sp.args, "console=ttyS0 quiet panic=-1 aibox.mode=%s%s%s", cfg->mode,
+		     cfg->extra_cmdline ? " " : "", cfg->extra_cmdline ? cfg->extra_cmdline : "");
+	strvec_pushl(&sp.args, "-chardev", "stdio,id=con,signal=off", "-serial", "chardev:con",
+		     NULL);
+
+	buf_addstr(&b, "file=");
+	add_opt_value(&b, cfg->image_dir);
+	buf_addstr(&b, "/rootfs.ext4,format=raw,if=none,id=root,readonly=on");
+	strvec_pushl(&sp.args, "-drive", b.buf, "-device",
+		     "virtio-blk-pci,drive=root,serial=aibox-root", NULL);
+	strvec_pushl(&sp.args, "-drive",
+		     "file=/dev/fd/" TOSTR(FD_STATE) ",format=raw,if=none,id=state,cache=unsafe",
+		     "-device", "virtio-blk-pci,drive=state,serial=aibox-state", NULL);
+
+	buf_reset(&b);
+	buf_addstr(&b, "local,path=");
+	add_opt_value(&b, cfg->share_dir);
+	buf_addstr(&b, ",mount_tag=aibox.task,security_model=none,readonly=on");
+	strvec_pushl(&sp.args, "-virtfs", b.buf, NULL);
+	for (size_t i = 0; i < cfg->nr_mounts; i++) {
+		buf_reset(&b);
+		buf_addstr(&b, "local,path=");
+		add_opt_value(&b, cfg->mounts[i].host_path);
+		buf_addf(&b, ",mount_tag=%s,security_model=none,readonly=on", cfg->mounts[i].tag);
+		strvec_pushl(&sp.args, "-virtfs", b.buf, NULL);
+	}
+
+	strvec_pushl(&sp.args, "-device", "virtio-serial-pci", "-chardev",
+		     "socket,id=ssh,fd=" TOSTR(FD_SSH), "-device",
+		     "virtserialport,chardev=ssh,name=aibox.ssh", NULL);
+
+	if (cfg->proxy_socket) {
+		struct buf cmd = BUF_INIT;
+
+		if (cfg->connect_prog) {
+			add_sh_quoted(&cmd, cfg->connect_prog);
+		} else {
+			struct buf prog = BUF_INIT;
+
+			buf_addf(&prog, "%s/aibox-connect", libexec_dir());
+			add_sh_quoted(&cmd, prog.buf);
+			buf_release(&prog);
+		}
+		buf_addch(&cmd, ' ');
+		add_sh_quoted(&cmd, cfg->proxy_socket);
+		buf_reset(&b);
+		buf_addstr(&b, "user,id=net0,restrict=on,ipv6=off,guestfwd=tcp:10.0.2.100:3128-cmd:");
+		add_opt_value(&b, cmd.buf);
+		buf_release(&cmd);
+		strvec_pushl(&sp.args, "-netdev", b.buf, "-device",
+			     "virtio-net-pci,netdev=net0,romfile=", NULL);
+	}
+
+	if (cfg->log_fd < 0) {
+		null_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+		if (null_fd < 0) {
+			ret = -errno;
+			goto out;
+		}
+	}
+	sp.in = SPAWN_NULL;
+	sp.out = cfg->log_fd >= 0 ? cfg->log_fd : null_fd;
+	sp.err = sp.out;
+	sp.new_session = 1;
+	sp.pdeathsig = SIGKILL;
+	spawn_give_fd(&sp, state_fd, FD_STATE);
+	spawn_give_fd(&sp, sv[1], FD_SSH);
+	if ((ret = spawn_start(&sp)) < 0)
+		goto out;
+	vm->pid = sp.pid;
+	vm->pidfd = (int)syscall(SYS_pidfd_open, sp.pid, 0);
+	vm->ssh_fd = sv[0];
+	sv[0] = -1;
+	ret = 0;
+out:
+	spawn_clear(&sp);
+	buf_release(&b);
+	if (state_fd >= 0)
+		close(state_fd);
+	if (sv[0] >= 0)
+		close(sv[0]);
+	if (sv[1] >= 0)
+		close(sv[1]);
+	if (null_fd >= 0)
+		close(null_fd);
+	return ret;
+}
+
+static long now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
+}
+
+int vm_wait_ssh(struct vm *vm, int timeout_ms)
+{
+	long deadline = now_ms() + timeout_ms;
+
+	for (;;) {
+		struct pollfd pfd[2] = {
+			{ .fd = vm->ssh_fd, .events = POLLIN },
+			{ .fd = vm->pidfd, .events = POLLIN },
+		};
+		char peek[256];
+		long left = deadline - now_ms();
+		ssize_t n;
+		int r;
+
+		if (left <= 0)
+			return -ETIMEDOUT;
+		r = poll(pfd, vm->pidfd >= 0 ? 2 : 1, (int)left);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (pfd[1].revents & POLLIN)
+			return -ECHILD;
+		if (!(pfd[0].revents & (POLLIN | POLLHUP)))
+			continue;
+		n = recv(vm->ssh_fd, peek, sizeof(peek), MSG_PEEK | MSG_DONTWAIT);
+		if (n == 0) {
+			/* QEMU closed the port: say -ECHILD if that is because it exited. */
+			struct pollfd p = { .fd = vm->pidfd, .events = POLLIN };
+
+			if (vm->pidfd >= 0 && poll(&p, 1, 2000) > 0)
+				return -ECHILD;
+			return -ECONNRESET;
+		}
+		if (n < 0) {
+			if (errno == EAGAIN || errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n >= 4 && !memcmp(peek, "SSH-", 4))
+			return 0;
+		/* Not a banner (yet): drop bytes up to a possible "SSH-" start. */
+		{
+			ssize_t keep = n, i;
+			char junk[256];
+
+			for (i = 0; i < n; i++)
+				if (peek[i] == 'S' && !memcmp(peek + i, "SSH-", (size_t)(n - i < 4 ? n - i : 4)))
+					break;
+			keep = i;
+			if (keep == 0) {
+				/* A partial "SSH-" at the start: wait for more. */
+				struct timespec ts = { 0, 10 * 1000000L };
+
+				nanosleep(&ts, NULL);
+				continue;
+			}
+			if (recv(vm->ssh_fd, junk, (size_t)keep, MSG_DONTWAIT) < 0 && errno != EAGAIN)
+				return -errno;
+		}
+	}
+}
+
+int vm_stop(struct vm *vm, int grace_ms)
+{
+	int status, ret = 0;
+
+	if (vm->pid <= 0)
+		return -ECHILD;
+	if (grace_ms > 0 && vm->pidfd >= 0) {
+		struct pollfd pfd = { .fd = vm->pidfd, .events = POLLIN };
+		long deadline = now_ms() + grace_ms;
+
+		for (;;) {
+			long left = deadline - now_ms();
+			int r;
+
+			if (left <= 0)
+				break;
+			r = poll(&pfd, 1, (int)left);
+			if (r > 0 || (r < 0 && errno != EINTR))
+				break;
+		}
+		if (pfd.revents & POLLIN)
+			ret = 1;
+	} else if (grace_ms > 0) {
+		/* No pidfd (old kernel): poll waitpid. */
+		for (int t = 0; t < grace_ms; t += 10) {
+			if (waitpid(vm->pid, &status, WNOHANG) == vm->pid) {
+				vm->pid = -1;
+				ret = 1;
+				break;
+			}
+			usleep(10000);
+		}
+	}
+	if (vm->pid > 0) {
+		if (!ret)
+			kill(vm->pid, SIGKILL);
+		while (waitpid(vm->pid, &status, 0) < 0 && errno == EINTR)
+			;
+	}
+	vm->pid = -1;
+	if (vm->pidfd >= 0)
+		close(vm->pidfd);
+	if (vm->ssh_fd >= 0)
+		close(vm->ssh_fd);
+	vm->pidfd = vm->ssh_fd = -1;
+	return ret;
+}

@@ -1,0 +1,107 @@
+/*
+ * The VM launcher: boots an aibox image in QEMU for `aibox task` and
+ * `aibox run`, and hands back a stream to the guest's SSH server.
+ *
+ *	struct vm_config cfg = VM_CONFIG_INIT;
+ *	struct vm vm = VM_INIT;
+ *	cfg.image_dir = "~/.cache/aibox/images/default";
+ *	cfg.share_dir = task_folder;
+ *	cfg.mode = "task";
+ *	cfg.state_dir = task_folder_parent;   (the disk file is never visible)
+ *	cfg.proxy_socket = "/.../proxy.sock";
+ *	if ((err = vm_start(&cfg, &vm)) < 0) ...
+ *	if ((err = vm_wait_ssh(&vm, 120000)) < 0) ...   (banner arrived)
+ *	... libssh2 on vm.ssh_fd ...
+ *	vm_stop(&vm, 5000);
+ *
+ * What the guest gets (docs/image.md has the guest's side):
+ *   - the image's kernel and initramfs, with "aibox.mode=<mode>" on the
+ *     kernel command line;
+ *   - the image's rootfs.ext4 as a read-only virtio disk (serial aibox-root);
+ *   - a new sparse state disk of disk_bytes (serial aibox-state), made in
+ *     state_dir with O_TMPFILE (or created and unlinked at once where the
+ *     file system has no O_TMPFILE) and handed to QEMU as /dev/fd/N: it
+ *     never has a name, and it is gone when QEMU is;
+ *   - share_dir over 9p, tag aibox.task, read-only (QEMU enforces it), and
+ *     each of mounts[] the same way under its own tag;
+ *   - a virtio-serial port named aibox.ssh whose host end is ssh_fd, one end
+ *     of a socketpair (QEMU holds the other as `-chardev socket,fd=`);
+ *   - user networking with restrict=on and one guestfwd, 10.0.2.100:3128,
+ *     whose `cmd:` runs aibox-connect on proxy_socket for each connection
+ *     (no proxy_socket: no network device at all);
+ *   - the console (serial) on log_fd, which also gets QEMU's own stderr.
+ *
+ * Acceleration: KVM only where /proc/cpuinfo shows vmx or svm and /dev/kvm
+ * opens; else TCG with -cpu max (Claude Code's binary needs newer x86
+ * instructions than qemu64 has).  vm.kvm says which, so the caller can say
+ * so once.  Machine q35 (docs/performance.md, "Boot", has the measurements).
+ *
+ * QEMU runs in its own session and gets SIGKILL when the thread that called
+ * vm_start() ends (PR_SET_PDEATHSIG), so it never outlives its parent.
+ */
+#ifndef AIBOX_VM_H
+#define AIBOX_VM_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+struct vm_mount {
+	const char *host_path; /* a folder, shared read-only */
+	const char *tag;       /* 9p tag: 1-31 of [A-Za-z0-9._-], not aibox.task */
+};
+
+struct vm_config {
+	const char *image_dir;	  /* vmlinuz, initramfs, rootfs.ext4 */
+	const char *share_dir;	  /* the task folder (tag aibox.task) */
+	const char *mode;	  /* "task" or "run" */
+	unsigned memory_mb;	  /* 0: 2048 */
+	unsigned cpus;		  /* 0: 2 */
+	unsigned long long disk_bytes; /* 0: 16 GiB */
+	const char *state_dir;	  /* where the state disk file is made */
+	const char *proxy_socket; /* the proxy's unix socket, or NULL */
+	const struct vm_mount *mounts;
+	size_t nr_mounts;
+	int log_fd;		  /* console and QEMU's stderr; -1: /dev/null */
+	const char *qemu;	  /* NULL: qemu-system-x86_64 from PATH */
+	const char *connect_prog; /* NULL: aibox-connect in libexec_dir() */
+	const char *extra_cmdline;/* appended to the kernel command line, or NULL */
+};
+
+#define VM_CONFIG_INIT { .log_fd = -1 }
+
+struct vm {
+	pid_t pid;  /* QEMU */
+	int pidfd;  /* pidfd of QEMU (poll: readable when it exits), or -1 */
+	int ssh_fd; /* stream socket to the guest's SSH server */
+	int kvm;    /* 1 with KVM, 0 under TCG */
+};
+
+#define VM_INIT { .pid = -1, .pidfd = -1, .ssh_fd = -1 }
+
+/* 1 when KVM can be used here (vmx/svm in /proc/cpuinfo and /dev/kvm opens). */
+int vm_kvm_usable(void);
+
+/*
+ * Start QEMU.  0 with *vm filled, or a negative errno: -EINVAL for a bad
+ * config (mode, tag), -ENOENT when the image lacks a file, the errno of a
+ * failed open, socketpair or spawn.  On failure nothing is left running.
+ */
+int vm_start(const struct vm_config *cfg, struct vm *vm);
+
+/*
+ * Wait until the guest's SSH server has sent its banner ("SSH-"), without
+ * consuming it (MSG_PEEK): the host must not send before it, or a leftover
+ * server could eat the client's first bytes.  Bytes before the banner (left
+ * from an earlier session) are dropped.  0, -ETIMEDOUT, -ECHILD when QEMU
+ * exited, or -errno.
+ */
+int vm_wait_ssh(struct vm *vm, int timeout_ms);
+
+/*
+ * Wait up to grace_ms for QEMU to exit on its own (the guest powers off),
+ * then kill it (SIGKILL) and reap it; close ssh_fd and pidfd.  1 when QEMU
+ * exited on its own, 0 when it had to be killed, or a negative errno.
+ */
+int vm_stop(struct vm *vm, int grace_ms);
+
+#endif

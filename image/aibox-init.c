@@ -1,0 +1,147 @@
+/*
+ * aibox-init: PID 1 in the guest, and the command its SSH sessions run.
+ *
+ * As PID 1 (exec'd by the initramfs after it mounted the root): the mounts,
+ * the state disk, the network and the SSH server on the private channel
+ * (image/init/base.h, docs/image.md); it writes "aibox-init: ready" to the
+ * console when the host can talk SSH, reaps orphans, and powers the VM off
+ * when the session is over (task mode) or on any failure.
+ *
+ * As `aibox-init session` (the forced command of the per-task key): runs
+ * the command the host asked for in SSH_ORIGINAL_COMMAND; in task mode the
+ * only command is `task` (image/init/task.h).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/reboot.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "base.h"
+#include "err.h"
+#include "task.h"
+#include "banned.h"
+
+static const char usage_text[] = "usage: aibox-init              (as PID 1 in the aibox VM)\n"
+				 "       aibox-init session      (as the SSH forced command)\n";
+
+static void console(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void console(const char *fmt, ...)
+{
+	va_list ap;
+	long ms = uptime_ms();
+
+	fprintf(stderr, "[%5ld.%03ld] aibox-init: ", ms / 1000, ms % 1000);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+__attribute__((noreturn)) static void power_off(void)
+{
+	/* Nothing on the state disk outlives the VM: no need to be gentle. */
+	kill(-1, SIGKILL);
+	sync();
+	reboot(RB_POWER_OFF);
+	for (;;)
+		pause();
+}
+
+/* PID 1: set the guest up, then serve SSH in a child and reap everything. */
+static int pid1_main(void)
+{
+	char mode[8], port[64];
+	struct guest_settings settings;
+	sigset_t all;
+	pid_t relay;
+	int r;
+
+	/* Default actions of signals do not apply to PID 1; block them anyway. */
+	sigfillset(&all);
+	sigprocmask(SIG_BLOCK, &all, NULL);
+	setsid();
+	umask(022);
+	if (setenv("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", 1) < 0)
+		power_off();
+
+	if (mount_early() < 0)
+		goto fail;
+	console("started");
+	if ((r = guest_mode(mode, sizeof(mode))) < 0) {
+		error("no usable aibox.mode= on the kernel command line (%s)", strerror(-r));
+		goto fail;
+	}
+	if (mount_task_share() < 0 || settings_read(&settings) < 0 ||
+	    state_disk_setup(&settings) < 0 || mount_extra(&settings) < 0 || net_setup() < 0 ||
+	    ssh_prepare() < 0)
+		goto fail;
+	settings_clear(&settings);
+	if ((r = find_port(PORT_SSH, port, sizeof(port))) < 0) {
+		error("no virtio-serial port named %s", PORT_SSH);
+		goto fail;
+	}
+
+	relay = fork();
+	if (relay < 0)
+		goto fail;
+	if (relay == 0) {
+		sigprocmask(SIG_UNBLOCK, &all, NULL);
+		_exit(ssh_relay_loop(port, !strcmp(mode, "task")) < 0 ? 1 : 0);
+	}
+	console("ready (mode %s, ssh on %s)", mode, port);
+
+	for (;;) {
+		int status;
+		pid_t pid = wait(&status);
+
+		if (pid == relay) {
+			console("session over, powering off");
+			power_off();
+		}
+		if (pid < 0 && errno == ECHILD)
+			break;
+	}
+fail:
+	console("cannot set up the VM, powering off");
+	power_off();
+}
+
+static int session_main(void)
+{
+	const char *cmd = getenv("SSH_ORIGINAL_COMMAND");
+	char mode[8];
+	int fd;
+
+	/* Tells PID 1 that this connection carried the task: when it ends, power off. */
+	fd = open(GUEST_SESSION_FLAG, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+	if (fd >= 0)
+		close(fd);
+	if (guest_mode(mode, sizeof(mode)) < 0)
+		die("no mode on the kernel command line");
+	if (!cmd)
+		cmd = "";
+	if (!strcmp(mode, "task") && !strcmp(cmd, "task"))
+		return task_session();
+	die("unknown session command '%.64s' in %s mode", cmd, mode);
+}
+
+int main(int argc, char **argv)
+{
+	tool_init(argc, argv);
+	if (getpid() == 1)
+		return pid1_main();
+	if (argc == 2 && !strcmp(argv[1], "session"))
+		return session_main();
+	if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+		fputs(usage_text, stdout);
+		return 0;
+	}
+	usage_die(usage_text);
+}

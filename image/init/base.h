@@ -1,0 +1,92 @@
+/*
+ * The base of aibox-init, PID 1 in the guest: the mounts, the state disk, the
+ * network and the SSH server on the private channel.  The guest layout these
+ * functions make is documented in docs/image.md; the launcher that boots it
+ * is common/vm.h.
+ *
+ * Every function returns 0 or a negative errno and prints what went wrong
+ * with error() (to the console), so PID 1 can stop at the first failure and
+ * power off with the reason on the console.
+ */
+#ifndef AIBOX_INIT_BASE_H
+#define AIBOX_INIT_BASE_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#define GUEST_RUN_DIR "/run/aibox"
+#define GUEST_TASK_DIR "/run/aibox/task"     /* the task folder, read-only (9p) */
+#define GUEST_SSH_DIR "/run/aibox/ssh"	     /* host key + authorized_keys, root only */
+#define GUEST_STATE_DIR "/mnt/state"	     /* the state disk */
+#define GUEST_HOME "/home/aibox"	     /* on the state disk */
+#define GUEST_SESSION_FLAG "/run/aibox/session-started"
+#define GUEST_USER_UID 1000
+#define GUEST_USER_GID 1000
+
+/* The 9p tag of the task share, the serials of the disks, the serial port name. */
+#define TAG_TASK "aibox.task"
+#define SERIAL_ROOT "aibox-root"
+#define SERIAL_STATE "aibox-state"
+#define PORT_SSH "aibox.ssh"
+
+/* The settings the base needs (the task mode reads the rest itself). */
+struct guest_mount {
+	char *tag;
+	char *path;
+};
+
+struct guest_settings {
+	char *path; /* where the project lives, default /project */
+	struct guest_mount *mounts;
+	size_t nr_mounts;
+};
+
+/*
+ * The mode from the kernel command line (aibox.mode=task|run) into out.
+ * -ENOENT when absent, -EINVAL when not one of the known modes.
+ */
+int guest_mode(char *out, size_t n);
+
+/* proc, sys, devtmpfs (kept from the initramfs), devpts, /dev/shm, cgroup2, /run. */
+int mount_early(void);
+
+/* The task share at GUEST_TASK_DIR, read-only. */
+int mount_task_share(void);
+
+/*
+ * Read GUEST_TASK_DIR/settings.json (a missing file means the defaults).
+ * A path that is not absolute and clean, or a mount tag or path that is not
+ * well formed, is refused with -EINVAL.
+ */
+int settings_read(struct guest_settings *s);
+void settings_clear(struct guest_settings *s);
+
+/*
+ * Format the state disk (found by its serial), mount it at GUEST_STATE_DIR,
+ * and put /home/aibox, the project folder, /tmp and /var/tmp on it.
+ */
+int state_disk_setup(const struct guest_settings *s);
+
+/* The config's mounts (9p tags), read-only, at their paths. */
+int mount_extra(const struct guest_settings *s);
+
+/* lo up; eth0 at 10.0.2.15/24, no default route, no DNS. */
+int net_setup(void);
+
+/* Copy the share's SSH host key and authorized_keys to GUEST_SSH_DIR (0600, root). */
+int ssh_prepare(void);
+
+/* The device of the virtio-serial port named `name`, into path.  -ENOENT if none. */
+int find_port(const char *name, char *path, size_t n);
+
+/*
+ * Relay sessions on the SSH port to `sshd -i` until the VM should power off.
+ * In task mode that is when a session command has run (GUEST_SESSION_FLAG) and
+ * its connection ended, or when the host went away.  Never returns 0.
+ */
+int ssh_relay_loop(const char *port, int task_mode);
+
+/* Milliseconds since boot, for the console's timings. */
+long uptime_ms(void);
+
+#endif

@@ -1,0 +1,390 @@
+/* aibox-init: the kernel command line, the mounts, the settings, the state disk. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base.h"
+#include "buf.h"
+#include "err.h"
+#include "spawn.h"
+#include "banned.h"
+
+#define SETTINGS_MAX (1024 * 1024)
+#define MAX_MOUNTS 64
+#define MSIZE_9P "msize=524288"
+
+long uptime_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_BOOTTIME, &ts);
+	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
+}
+
+int guest_mode(char *out, size_t n)
+{
+	struct buf cmdline = BUF_INIT;
+	const char *p;
+	ssize_t r = buf_read_file(&cmdline, "/proc/cmdline", 65536);
+	int ret = -ENOENT;
+
+	if (r < 0)
+		return (int)r;
+	for (p = cmdline.buf; (p = strstr(p, "aibox.mode=")); p++) {
+		size_t len;
+
+		if (p != cmdline.buf && p[-1] != ' ')
+			continue;
+		p += strlen("aibox.mode=");
+		len = strcspn(p, " \n");
+		if ((len == 4 && !memcmp(p, "task", 4)) || (len == 3 && !memcmp(p, "run", 3))) {
+			if (len >= n) {
+				ret = -ENAMETOOLONG;
+				break;
+			}
+			memcpy(out, p, len);
+			out[len] = '\0';
+			ret = 0;
+		} else {
+			ret = -EINVAL;
+		}
+		break;
+	}
+	buf_release(&cmdline);
+	return ret;
+}
+
+static int do_mount(const char *src, const char *target, const char *type, unsigned long flags,
+		    const char *data)
+{
+	if (mkdir(target, 0755) < 0 && errno != EEXIST)
+		return error("cannot create '%s': %s", target, strerror(errno)), -errno;
+	if (mount(src, target, type, flags, data) < 0) {
+		int e = errno;
+
+		error("cannot mount %s on '%s': %s", type ? type : src, target, strerror(e));
+		return -e;
+	}
+	return 0;
+}
+
+int mount_early(void)
+{
+	int r;
+	const unsigned long nx = MS_NOSUID | MS_NODEV | MS_NOEXEC;
+
+	/* The initramfs hands over /proc, /sys and /dev mounted. */
+	if (access("/proc/self", F_OK) < 0 && (r = do_mount("proc", "/proc", "proc", nx, NULL)) < 0)
+		return r;
+	if (access("/sys/class", F_OK) < 0 && (r = do_mount("sysfs", "/sys", "sysfs", nx, NULL)) < 0)
+		return r;
+	if (access("/dev/null", F_OK) < 0 &&
+	    (r = do_mount("devtmpfs", "/dev", "devtmpfs", MS_NOSUID, NULL)) < 0)
+		return r;
+	if ((r = do_mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
+			  "newinstance,ptmxmode=0666,mode=0620,gid=5")) < 0 ||
+	    (r = do_mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")) < 0 ||
+	    (r = do_mount("cgroup2", "/sys/fs/cgroup", "cgroup2", nx, NULL)) < 0 ||
+	    (r = do_mount("tmpfs", "/run", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755")) < 0)
+		return r;
+	if (mkdir(GUEST_RUN_DIR, 0755) < 0 || mkdir("/run/sshd", 0755) < 0 ||
+	    mkdir("/run/lock", 01777) < 0 || chmod("/run/lock", 01777) < 0)
+		return error("cannot populate /run: %s", strerror(errno)), -errno;
+	return 0;
+}
+
+int mount_task_share(void)
+{
+	return do_mount(TAG_TASK, GUEST_TASK_DIR, "9p", MS_RDONLY | MS_NOSUID | MS_NODEV,
+			"trans=virtio,version=9p2000.L," MSIZE_9P ",cache=none");
+}
+
+/* An absolute path of plain components: no "." or "..", no "//", at most 4095 bytes. */
+static int clean_abs_path(const char *p)
+{
+	const char *c;
+
+	if (p[0] != '/' || strlen(p) >= 4096 || !strcmp(p, "/"))
+		return 0;
+	for (c = p; *c; c++) {
+		if ((unsigned char)*c < 0x20 || *c == 0x7f)
+			return 0;
+		if (*c == '/') {
+			const char *next = c + 1;
+			size_t len = strcspn(next, "/");
+
+			if (len == 0 || (len == 1 && next[0] == '.') ||
+			    (len == 2 && next[0] == '.' && next[1] == '.'))
+				return 0;
+		}
+	}
+	return 1;
+}
+
+/* A 9p tag: 1-31 of [A-Za-z0-9._-] (QEMU's mount_tag limit). */
+static int good_tag(const char *t)
+{
+	size_t n = strlen(t);
+
+	if (n == 0 || n > 31)
+		return 0;
+	return strspn(t, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") == n;
+}
+
+void settings_clear(struct guest_settings *s)
+{
+	for (size_t i = 0; i < s->nr_mounts; i++) {
+		free(s->mounts[i].tag);
+		free(s->mounts[i].path);
+	}
+	free(s->mounts);
+	free(s->path);
+	memset(s, 0, sizeof(*s));
+}
+
+int settings_read(struct guest_settings *s)
+{
+	struct buf raw = BUF_INIT;
+	json_t *root = NULL, *v;
+	json_error_t jerr;
+	ssize_t r;
+	int ret = -EINVAL;
+
+	memset(s, 0, sizeof(*s));
+	r = buf_read_file(&raw, GUEST_TASK_DIR "/settings.json", SETTINGS_MAX);
+	if (r == -ENOENT) {
+		s->path = xstrdup("/project");
+		ret = 0;
+		goto out;
+	}
+	if (r < 0) {
+		error("cannot read settings.json: %s", strerror((int)-r));
+		ret = (int)r;
+		goto out;
+	}
+	root = json_loadb(raw.buf, raw.len, JSON_REJECT_DUPLICATES, &jerr);
+	if (!root || !json_is_object(root)) {
+		error("settings.json: %s", root ? "not an object" : jerr.text);
+		goto out;
+	}
+	v = json_object_get(root, "path");
+	if (v && !json_is_null(v)) {
+		if (!json_is_string(v) || !clean_abs_path(json_string_value(v))) {
+			error("settings.json: 'path' is not a clean absolute path");
+			goto out;
+		}
+		s->path = xstrdup(json_string_value(v));
+	} else {
+		s->path = xstrdup("/project");
+	}
+	v = json_object_get(root, "mounts");
+	if (v && !json_is_null(v)) {
+		size_t i;
+		json_t *m;
+
+		if (!json_is_array(v) || json_array_size(v) > MAX_MOUNTS) {
+			error("settings.json: 'mounts' is not an array of at most %d", MAX_MOUNTS);
+			goto out;
+		}
+		s->mounts = xcalloc(json_array_size(v) + 1, sizeof(*s->mounts));
+		json_array_foreach(v, i, m) {
+			const char *tag = json_string_value(json_object_get(m, "tag"));
+			const char *path = json_string_value(json_object_get(m, "path"));
+
+			if (!tag || !path || !good_tag(tag) || !strcmp(tag, TAG_TASK) ||
+			    !clean_abs_path(path)) {
+				error("settings.json: mount %zu is not a good tag and clean path", i);
+				goto out;
+			}
+			s->mounts[s->nr_mounts].tag = xstrdup(tag);
+			s->mounts[s->nr_mounts].path = xstrdup(path);
+			s->nr_mounts++;
+		}
+	}
+	ret = 0;
+out:
+	if (ret < 0)
+		settings_clear(s);
+	json_decref(root);
+	buf_release(&raw);
+	return ret;
+}
+
+/* The /dev node of the virtio disk whose serial is `serial`. */
+static int find_disk(const char *serial, char *dev, size_t n)
+{
+	DIR *d = opendir("/sys/block");
+	struct dirent *de;
+	struct buf path = BUF_INIT, val = BUF_INIT;
+	int ret = -ENOENT;
+
+	if (!d)
+		return -errno;
+	while (ret == -ENOENT && (de = readdir(d))) {
+		if (strncmp(de->d_name, "vd", 2))
+			continue;
+		buf_reset(&path);
+		buf_reset(&val);
+		buf_addf(&path, "/sys/block/%s/serial", de->d_name);
+		if (buf_read_file(&val, path.buf, 256) < 0)
+			continue;
+		buf_rtrim(&val);
+		if (!strcmp(val.buf, serial)) {
+			if ((size_t)snprintf(dev, n, "/dev/%s", de->d_name) >= n)
+				ret = -ENAMETOOLONG;
+			else
+				ret = 0;
+		}
+	}
+	closedir(d);
+	buf_release(&path);
+	buf_release(&val);
+	return ret;
+}
+
+/* mkdir -p, each new component owned by uid:gid with mode. */
+static int mkdir_p(const char *path, mode_t mode, uid_t uid, gid_t gid)
+{
+	char *p = xstrdup(path);
+	int ret = 0;
+
+	for (char *c = p + 1;; c++) {
+		if (*c == '/' || *c == '\0') {
+			char save = *c;
+
+			*c = '\0';
+			if (mkdir(p, mode) == 0) {
+				if (chown(p, uid, gid) < 0) {
+					ret = -errno;
+					break;
+				}
+			} else if (errno != EEXIST) {
+				ret = -errno;
+				break;
+			}
+			*c = save;
+			if (!save)
+				break;
+		}
+	}
+	if (ret < 0)
+		error("cannot create '%s': %s", p, strerror(-ret));
+	free(p);
+	return ret;
+}
+
+static int bind_dir(const char *src, const char *target)
+{
+	int r = mkdir_p(target, 0755, 0, 0);
+
+	if (r < 0)
+		return r;
+	if (mount(src, target, NULL, MS_BIND, NULL) < 0) {
+		r = -errno;
+		error("cannot bind '%s' on '%s': %s", src, target, strerror(errno));
+	}
+	return r;
+}
+
+int state_disk_setup(const struct guest_settings *s)
+{
+	char dev[64];
+	struct spawn sp = SPAWN_INIT;
+	int r;
+
+	if ((r = find_disk(SERIAL_STATE, dev, sizeof(dev))) < 0) {
+		error("no state disk (serial %s)", SERIAL_STATE);
+		return r;
+	}
+	/*
+	 * A throwaway disk: no journal (nothing to recover after a crash), and
+	 * lazy init so formatting writes a few MB whatever the disk's size.
+	 */
+	strvec_pushl(&sp.args, "mkfs.ext4", "-q", "-F", "-m", "0", "-O", "^has_journal", "-E",
+		     "lazy_itable_init=1,nodiscard", "-L", "aibox-state", dev, NULL);
+	sp.out = SPAWN_NULL;
+	r = spawn_run(&sp);
+	spawn_clear(&sp);
+	if (r != 0) {
+		error("mkfs.ext4 %s failed (%d)", dev, r);
+		return r < 0 ? r : -EIO;
+	}
+	if ((r = do_mount(dev, GUEST_STATE_DIR, "ext4", MS_NOSUID | MS_NODEV | MS_NOATIME, NULL)) <
+	    0)
+		return r;
+	if ((r = mkdir_p(GUEST_STATE_DIR "/home", 0755, GUEST_USER_UID, GUEST_USER_GID)) < 0 ||
+	    (r = mkdir_p(GUEST_STATE_DIR "/project", 0755, GUEST_USER_UID, GUEST_USER_GID)) < 0 ||
+	    (r = mkdir_p(GUEST_STATE_DIR "/tmp", 01777, 0, 0)) < 0 ||
+	    (r = mkdir_p(GUEST_STATE_DIR "/var-tmp", 01777, 0, 0)) < 0)
+		return r;
+	if (chmod(GUEST_STATE_DIR "/tmp", 01777) < 0 || chmod(GUEST_STATE_DIR "/var-tmp", 01777) < 0)
+		return -errno;
+	if ((r = bind_dir(GUEST_STATE_DIR "/home", GUEST_HOME)) < 0 ||
+	    (r = bind_dir(GUEST_STATE_DIR "/project", s->path)) < 0 ||
+	    (r = bind_dir(GUEST_STATE_DIR "/tmp", "/tmp")) < 0 ||
+	    (r = bind_dir(GUEST_STATE_DIR "/var-tmp", "/var/tmp")) < 0)
+		return r;
+	return 0;
+}
+
+int mount_extra(const struct guest_settings *s)
+{
+	for (size_t i = 0; i < s->nr_mounts; i++) {
+		const struct guest_mount *m = &s->mounts[i];
+		int home = !strncmp(m->path, GUEST_HOME "/", strlen(GUEST_HOME) + 1);
+		int r;
+
+		/* Folders made under the home belong to the user, like the home. */
+		r = mkdir_p(m->path, 0755, home ? GUEST_USER_UID : 0, home ? GUEST_USER_GID : 0);
+		if (r < 0)
+			return r;
+		r = do_mount(m->tag, m->path, "9p", MS_RDONLY | MS_NOSUID | MS_NODEV,
+			     "trans=virtio,version=9p2000.L," MSIZE_9P);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+/* Copy src to dst (created 0600, owned by root), at most 64 KiB. */
+static int copy_small(const char *src, const char *dst)
+{
+	struct buf b = BUF_INIT;
+	ssize_t r = buf_read_file(&b, src, 65536);
+	int ret;
+
+	if (r < 0) {
+		error("cannot read '%s': %s", src, strerror((int)-r));
+		buf_release(&b);
+		return (int)r;
+	}
+	ret = buf_write_file(&b, dst, 0600);
+	if (ret == 0 && chmod(dst, 0600) < 0)
+		ret = -errno;
+	if (ret < 0)
+		error("cannot write '%s': %s", dst, strerror(-ret));
+	buf_release(&b);
+	return ret;
+}
+
+int ssh_prepare(void)
+{
+	int r;
+
+	if (mkdir(GUEST_SSH_DIR, 0700) < 0 && errno != EEXIST)
+		return -errno;
+	if ((r = copy_small(GUEST_TASK_DIR "/ssh/ssh_host_ed25519_key",
+			    GUEST_SSH_DIR "/ssh_host_ed25519_key")) < 0 ||
+	    (r = copy_small(GUEST_TASK_DIR "/ssh/authorized_keys", GUEST_SSH_DIR "/authorized_keys")) <
+		    0)
+		return r;
+	return 0;
+}

@@ -1,0 +1,121 @@
+#!/usr/bin/env bats
+# aibox image: building the default image into the shared store (the user's
+# cache, kept between runs: the first build takes minutes, later ones reuse
+# it), its manifest, list and remove.
+load lib-common
+load lib-vm
+export PATH="$PATH:/usr/sbin:/sbin"
+
+@test "image: build makes the default image with a manifest that checks out" {
+	run aibox image build
+	[ "$status" -eq 0 ] || cat "$T/image-build.log" 2>/dev/null
+	assert_success
+	assert_line "$IMAGE"
+	for f in vmlinuz initramfs rootfs.ext4 manifest; do
+		assert_file_exists "$IMAGE/$f"
+	done
+	m=$IMAGE/manifest
+	run grep -E '^(claude-code|suite|kernel) ' "$m"
+	assert_line "claude-code 2.1.197"
+	assert_line "suite bookworm"
+	assert_line --regexp '^kernel [0-9.]+-[0-9]+-amd64 linux-image-[0-9.]+-[0-9]+-amd64 [^ ]+$'
+	for p in git openssh-server e2fsprogs ca-certificates build-essential python3 curl ripgrep jq libjansson4; do
+		grep -q "^package $p " "$m" || fail "no package $p in the manifest"
+	done
+	# Every artifact's checksum is right.
+	grep '^sha256 ' "$m" | awk '{ print $2 "  " $3 }' >"$T/sums"
+	assert_equal "$(wc -l <"$T/sums")" 3
+	(cd "$IMAGE" && sha256sum --quiet -c "$T/sums")
+	# The root disk carries no host key and no init of its own: both come at boot.
+	run debugfs -R 'ls -l /etc/ssh' "$IMAGE/rootfs.ext4"
+	refute_output --partial ssh_host_
+	run debugfs -R 'stat /usr/local/bin/claude' "$IMAGE/rootfs.ext4"
+	assert_output --partial "Mode:  0755"
+}
+
+@test "image: a second build of the unchanged recipe reuses the image" {
+	aibox image build >/dev/null 2>&1
+	before=$(stat -c '%i %Y' "$IMAGE/rootfs.ext4" "$IMAGE/initramfs")
+	run aibox image build
+	assert_success
+	assert_output --partial "image 'default' is up to date"
+	assert_equal "$(stat -c '%i %Y' "$IMAGE/rootfs.ext4" "$IMAGE/initramfs")" "$before"
+}
+
+@test "image: a new init remakes only the initramfs and keeps the root disk" {
+	aibox image build >/dev/null 2>&1
+	# A store of our own, sharing the root disk by hard link (no copy).
+	export AIBOX_IMAGES=$T/images
+	mkdir -p "$T/images/default"
+	ln "$IMAGE/rootfs.ext4" "$T/images/default/rootfs.ext4" 2>/dev/null ||
+		cp "$IMAGE/rootfs.ext4" "$T/images/default/rootfs.ext4"
+	cp "$IMAGE/vmlinuz" "$IMAGE/initramfs" "$IMAGE/manifest" "$T/images/default/"
+	cp "$BUILD/aibox-init" "$T/init"
+	printf '\n# changed\n' >>"$T/init"   # another binary, same programs
+	ino=$(stat -c %i "$T/images/default/rootfs.ext4")
+	run env AIBOX_INIT="$T/init" "$TOP/image/build-image" default "$TOP/image/default" "$T/images"
+	assert_success
+	assert_output --partial "reusing the root disk"
+	refute_output --partial mmdebstrap
+	assert_equal "$(stat -c %i "$T/images/default/rootfs.ext4")" "$ino"
+	grep -q "^init $(sha256sum "$T/init" | cut -d' ' -f1)\$" "$T/images/default/manifest"
+	grep -q '^package openssh-server ' "$T/images/default/manifest"
+}
+
+fake_image() {
+	mkdir -p "$AIBOX_IMAGES/$1"
+	for f in vmlinuz initramfs rootfs.ext4; do echo x >"$AIBOX_IMAGES/$1/$f"; done
+	printf 'aibox-image 1\nname %s\nbuilt 2026-01-02T03:04:05Z\nkernel 6.1.0-1-amd64 x y\nclaude-code 9.9.9\n' "$1" \
+		>"$AIBOX_IMAGES/$1/manifest"
+	chmod 0444 "$AIBOX_IMAGES/$1"/*
+}
+
+@test "image: list shows the built images, remove removes one" {
+	export AIBOX_IMAGES=$T/images
+	run aibox image list
+	assert_success
+	assert_output ""
+	fake_image beta
+	fake_image alpha
+	mkdir "$T/images/half-built"   # no manifest: not an image
+	run aibox image list
+	assert_success
+	assert_line --index 0 "$(printf 'alpha\tbuilt 2026-01-02T03:04:05Z\tclaude-code 9.9.9\tkernel 6.1.0-1-amd64 x y')"
+	assert_line --index 1 --partial "beta"
+	refute_output --partial half-built
+	run aibox image remove alpha
+	assert_success
+	assert_dir_not_exists "$T/images/alpha"
+	run aibox image list
+	refute_output --partial alpha
+	assert_output --partial beta
+}
+
+@test "image: bad names, unknown images and recipes are refused" {
+	export AIBOX_IMAGES=$T/images
+	run aibox image remove nosuch
+	assert_failure 2
+	assert_output --partial "no image 'nosuch'"
+	run aibox image remove ../etc
+	assert_failure 2
+	assert_output --partial "bad image name"
+	run aibox image build nosuch
+	assert_failure 2
+	assert_output --partial "no recipe for image 'nosuch'"
+	run aibox image frob
+	assert_failure 2
+	run aibox image --help
+	assert_success
+	assert_output --partial "aibox image build"
+}
+
+@test "image: a user's recipe is found without changing aibox, and checked" {
+	export AIBOX_IMAGES=$T/images
+	mkdir -p "$AIBOX_HOME/image/mine"
+	sed 's/^CLAUDE_CODE_VERSION=.*/CLAUDE_CODE_VERSION=latest/' "$TOP/image/default/recipe" \
+		>"$AIBOX_HOME/image/mine/recipe"
+	run aibox image build mine
+	assert_failure 2
+	assert_output --partial "CLAUDE_CODE_VERSION must be a plain version (pinned), not 'latest'"
+	assert_dir_not_exists "$T/images/mine"
+}

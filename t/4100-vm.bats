@@ -1,0 +1,114 @@
+#!/usr/bin/env bats
+# Real boots of the default image under the launcher (common/vm.h), with
+# aibox-init's base as PID 1: the SSH server on the private channel with the
+# pinned host key, the read-only share and mounts, the state disk, the network
+# that reaches only the proxy forward, and the power-off after a session.
+load lib-common
+load lib-vm
+
+setup() {
+	common_setup
+	vm_image
+}
+
+teardown() {
+	vm_teardown
+	common_teardown
+}
+
+@test "vm: boots; SSH answers with the pinned key; share, state disk and network are as designed" {
+	vm_share "$T/task"
+	mkdir "$T/extra"
+	echo "from the host" >"$T/extra/hello"
+	printf '{"version": 1, "path": "/work/proj", "mounts": [{"tag": "extra0", "path": "/home/aibox/.claude/skills"}]}\n' \
+		>"$T/task/settings.json"
+	vm_fake_proxy "$T/proxy.sock"
+	cat >"$T/probe" <<'PROBE'
+. "$T/env"
+vm_ssh bash -s <<'GUEST'
+echo "user $(id -un)"
+touch /run/aibox/task/new 2>/dev/null && echo "share writable" || echo "share read-only"
+awk '$2 == "/run/aibox/task" { split($4, o, ","); print "share-mount", $3, o[1] }' /proc/mounts
+awk '$2 == "/mnt/state" { print "state-mount", $3 }' /proc/mounts
+awk '$2 == "/" { print "root-mount", $3 }' /proc/mounts
+s=$(stat -c %d /mnt/state)
+for d in /home/aibox /work/proj /tmp /var/tmp; do
+	[ "$(stat -c %d "$d")" = "$s" ] && echo "on-state $d $(stat -c '%U %a' "$d")"
+done
+cat /home/aibox/.claude/skills/hello
+touch /home/aibox/.claude/skills/x 2>/dev/null && echo "mount writable" || echo "mount read-only"
+stat -c 'ssh-key %a %U' /run/aibox/ssh/ssh_host_ed25519_key
+[ -s /etc/resolv.conf ] && echo "dns configured" || echo "no dns"
+(exec 3<>/dev/tcp/10.0.2.100/3128 && head -1 <&3 | sed 's/^/forward: /')
+timeout 10 bash -c 'exec 3<>/dev/tcp/10.0.2.2/22' 2>/dev/null && echo "host reached" || echo "host unreachable"
+timeout 10 bash -c 'exec 3<>/dev/tcp/1.1.1.1/443' 2>/dev/null && echo "internet reached" || echo "internet unreachable"
+echo "claude $(claude --version 2>&1 | head -1)"
+GUEST
+echo "ssh status $?"
+# A server with another host key is refused: the pin holds.
+echo "aibox $(cut -d' ' -f1,2 "$T/userkey.pub")" >"$T/known_hosts"
+vm_ssh true 2>/dev/null
+echo "wrong pin status $?"
+PROBE
+	declare -f vm_ssh >"$T/env"
+	echo "T=$T" >>"$T/env"
+	run test-vm --image "$IMAGE" --share "$T/task" --proxy "$T/proxy.sock" \
+		--mount "extra0=$T/extra" --log "$T/console.log" --listen "$T/ssh.sock" \
+		-- bash "$T/probe"
+	[ "$status" -eq 0 ] || cat "$T/console.log"
+	assert_success
+	assert_line --regexp '^ssh-ready [0-9]+$'
+	assert_line "user root"
+	assert_line "share read-only"
+	assert_line "share-mount 9p ro"
+	assert_line "state-mount ext4"
+	assert_line "root-mount overlay"
+	assert_line "on-state /home/aibox aibox 755"
+	assert_line "on-state /work/proj aibox 755"
+	assert_line "on-state /tmp root 1777"
+	assert_line "on-state /var/tmp root 1777"
+	assert_line "from the host"
+	assert_line "mount read-only"
+	assert_line "ssh-key 600 root"
+	assert_line "no dns"
+	assert_line "forward: proxy-hello"
+	assert_line "host unreachable"
+	assert_line "internet unreachable"
+	assert_line "claude 2.1.197 (Claude Code)"
+	assert_line "ssh status 0"
+	assert_line "wrong pin status 255"
+	assert_file_not_exists "$T/task/new"
+	run grep -c 'aibox-init: ready (mode task' "$T/console.log"
+	assert_output 1
+}
+
+@test "vm: the per-task key runs only aibox-init session, and the VM powers off after it" {
+	vm_share "$T/task" forced
+	cat >"$T/probe" <<'PROBE'
+. "$T/env"
+vm_ssh 'cat /etc/shadow'
+echo "ssh status $?"
+PROBE
+	declare -f vm_ssh >"$T/env"
+	echo "T=$T" >>"$T/env"
+	run test-vm --image "$IMAGE" --share "$T/task" --log "$T/console.log" \
+		--listen "$T/ssh.sock" --grace-ms 60000 -- bash "$T/probe"
+	[ "$status" -eq 0 ] || cat "$T/console.log"
+	assert_success
+	assert_line "aibox-init: unknown session command 'cat /etc/shadow' in task mode"
+	assert_line "ssh status 2"
+	refute_line --partial "root:"
+	assert_line "vm: powered off"
+	run grep -c 'session over, powering off' "$T/console.log"
+	assert_output 1
+}
+
+@test "vm: a bad settings.json stops the boot with the reason on the console" {
+	vm_share "$T/task"
+	echo '{"path": "../escape"}' >"$T/task/settings.json"
+	run test-vm --image "$IMAGE" --share "$T/task" --log "$T/console.log"
+	assert_failure 3
+	run cat "$T/console.log"
+	assert_output --partial "settings.json: 'path' is not a clean absolute path"
+	assert_output --partial "cannot set up the VM, powering off"
+}

@@ -1,0 +1,207 @@
+/*
+ * test-vm: boot an aibox image through the launcher (common/vm.h) for the
+ * tests, and let a command talk to the guest's SSH server.
+ *
+ *   test-vm --image DIR --share DIR [--proxy SOCK] [--mount TAG=DIR]...
+ *           [--log FILE] [--listen SOCK] [--memory MB] [--disk-mb N]
+ *           [--mode task|run] [--grace-ms N] [--cmdline TEXT] [-- CMD ARGS...]
+ *
+ * Starts the VM, waits for the SSH banner on vm.ssh_fd and prints
+ * "ssh-ready <ms>" (stdout).  With --listen, each connection to the unix
+ * socket SOCK is relayed to the guest's SSH server (after its banner), so
+ * `ssh -o ProxyCommand='aibox-connect SOCK'` reaches it.  Then runs CMD (if
+ * any), and stops the VM, waiting up to --grace-ms for it to power off on
+ * its own; prints "vm: powered off" or "vm: killed".  Exits with CMD's
+ * status, or 0 without CMD; 3 when the VM never got ready (after printing
+ * "vm-exited <ms>" if QEMU exited: the bare boot of bench/boot).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "buf.h"
+#include "err.h"
+#include "num.h"
+#include "spawn.h"
+#include "vm.h"
+#include "banned.h"
+
+static long now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
+}
+
+/* Copy between a client and the guest until the client is done. */
+static void relay(int client, int guest)
+{
+	char buf[65536];
+
+	for (;;) {
+		struct pollfd pfd[2] = { { .fd = client, .events = POLLIN },
+					 { .fd = guest, .events = POLLIN } };
+		ssize_t n;
+
+		if (poll(pfd, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			return;
+		}
+		if (pfd[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+			n = read(client, buf, sizeof(buf));
+			if (n <= 0 || write_all(guest, buf, (size_t)n) < 0)
+				return;
+		}
+		if (pfd[1].revents & (POLLIN | POLLHUP | POLLERR)) {
+			n = read(guest, buf, sizeof(buf));
+			if (n <= 0 || write_all(client, buf, (size_t)n) < 0)
+				return;
+		}
+	}
+}
+
+static pid_t serve(const char *path, struct vm *vm)
+{
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	int l = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	pid_t pid;
+
+	if (l < 0 || strlen(path) >= sizeof(sun.sun_path))
+		die("cannot listen on '%s'", path);
+	memcpy(sun.sun_path, path, strlen(path) + 1);
+	if (bind(l, (struct sockaddr *)&sun, sizeof(sun)) < 0 || listen(l, 4) < 0)
+		die_errno("cannot listen on '%s'", path);
+	pid = fork();
+	if (pid < 0)
+		die_errno("fork");
+	if (pid > 0) {
+		close(l);
+		return pid;
+	}
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	for (;;) {
+		int c = accept(l, NULL, NULL);
+		int r;
+
+		if (c < 0)
+			continue;
+		r = vm_wait_ssh(vm, 60000);
+		if (r < 0) {
+			fprintf(stderr, "test-vm: no SSH banner: %s\n", strerror(-r));
+			close(c);
+			continue;
+		}
+		relay(c, vm->ssh_fd);
+		close(c);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	struct vm_config cfg = VM_CONFIG_INIT;
+	struct vm vm = VM_INIT;
+	struct vm_mount mounts[8];
+	const char *listen_path = NULL;
+	long grace = 0, val;
+	char **cmd = NULL;
+	pid_t server = -1;
+	long t0;
+	int r, status = 0;
+
+	tool_init(argc, argv);
+	cfg.mode = "task";
+	cfg.state_dir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+	cfg.memory_mb = 1024;
+	cfg.disk_bytes = 1ULL << 30;
+	cfg.mounts = mounts;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+
+		if (!strcmp(a, "--")) {
+			cmd = argv + i + 1;
+			break;
+		}
+		if (!v)
+			die("option '%s' needs a value", a);
+		i++;
+		if (!strcmp(a, "--image"))
+			cfg.image_dir = v;
+		else if (!strcmp(a, "--share"))
+			cfg.share_dir = v;
+		else if (!strcmp(a, "--proxy"))
+			cfg.proxy_socket = v;
+		else if (!strcmp(a, "--mode"))
+			cfg.mode = v;
+		else if (!strcmp(a, "--listen"))
+			listen_path = v;
+		else if (!strcmp(a, "--cmdline"))
+			cfg.extra_cmdline = v;
+		else if (!strcmp(a, "--state-dir"))
+			cfg.state_dir = v;
+		else if (!strcmp(a, "--log")) {
+			cfg.log_fd = open(v, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+			if (cfg.log_fd < 0)
+				die_errno("cannot open '%s'", v);
+		} else if (!strcmp(a, "--mount")) {
+			char *eq = strchr(v, '=');
+
+			if (!eq || cfg.nr_mounts >= ARRAY_SIZE(mounts))
+				die("bad --mount '%s'", v);
+			mounts[cfg.nr_mounts].tag = xstrndup(v, (size_t)(eq - v));
+			mounts[cfg.nr_mounts].host_path = eq + 1;
+			cfg.nr_mounts++;
+		} else if (!strcmp(a, "--memory") && parse_long(v, 64, 65536, &val) == 0)
+			cfg.memory_mb = (unsigned)val;
+		else if (!strcmp(a, "--disk-mb") && parse_long(v, 16, 1 << 20, &val) == 0)
+			cfg.disk_bytes = (unsigned long long)val << 20;
+		else if (!strcmp(a, "--grace-ms") && parse_long(v, 0, 600000, &val) == 0)
+			grace = val;
+		else
+			die("bad option '%s %s'", a, v);
+	}
+
+	t0 = now_ms();
+	if ((r = vm_start(&cfg, &vm)) < 0)
+		die_err(r, "cannot start the VM");
+	fprintf(stderr, "test-vm: %s\n", vm.kvm ? "kvm" : "tcg");
+	r = vm_wait_ssh(&vm, 180000);
+	if (r < 0) {
+		if (r == -ECHILD)
+			printf("vm-exited %ld\n", now_ms() - t0);
+		fprintf(stderr, "test-vm: the VM did not get ready: %s\n", strerror(-r));
+		vm_stop(&vm, 0);
+		return 3;
+	}
+	printf("ssh-ready %ld\n", now_ms() - t0);
+	fflush(stdout);
+	if (listen_path)
+		server = serve(listen_path, &vm);
+	if (cmd && cmd[0]) {
+		struct spawn sp = SPAWN_INIT;
+
+		strvec_pushv(&sp.args, (const char *const *)cmd);
+		status = spawn_run(&sp);
+		spawn_clear(&sp);
+		if (status < 0)
+			die_err(status, "cannot run '%s'", cmd[0]);
+	}
+	if (server > 0) {
+		kill(server, SIGKILL);
+		waitpid(server, NULL, 0);
+	}
+	r = vm_stop(&vm, (int)grace);
+	printf("vm: %s\n", r == 1 ? "powered off" : "killed");
+	return status;
+}

@@ -1,0 +1,203 @@
+/*
+ * aibox image list | build [--force] [NAME] | remove NAME
+ *
+ * Manages the image store (common/image.h, docs/image.md).  `build` runs
+ * image/build-image on the recipe; an unchanged recipe is not rebuilt.
+ */
+#define _XOPEN_SOURCE 700
+#include <dirent.h>
+#include <errno.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "buf.h"
+#include "err.h"
+#include "image.h"
+#include "paths.h"
+#include "spawn.h"
+#include "banned.h"
+
+static const char usage_text[] = "usage: aibox image list\n"
+				 "       aibox image build [--force] [<name>]\n"
+				 "       aibox image remove <name>\n";
+
+static int mkdir_p(const char *path)
+{
+	char *p = xstrdup(path);
+	int ret = 0;
+
+	for (char *c = p + 1;; c++) {
+		if (*c == '/' || !*c) {
+			char save = *c;
+
+			*c = '\0';
+			if (mkdir(p, 0755) < 0 && errno != EEXIST) {
+				ret = -errno;
+				break;
+			}
+			*c = save;
+			if (!save)
+				break;
+		}
+	}
+	free(p);
+	return ret;
+}
+
+/* The value of the first manifest line starting with "key ". */
+static const char *manifest_field(const struct buf *m, const char *key, struct buf *out)
+{
+	size_t klen = strlen(key);
+	const char *line = m->buf;
+
+	buf_reset(out);
+	while (line && *line) {
+		const char *nl = strchr(line, '\n');
+		size_t len = nl ? (size_t)(nl - line) : strlen(line);
+
+		if (len > klen && !strncmp(line, key, klen) && line[klen] == ' ') {
+			buf_add(out, line + klen + 1, len - klen - 1);
+			return out->buf;
+		}
+		line = nl ? nl + 1 : NULL;
+	}
+	buf_addch(out, '-');
+	return out->buf;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static int cmd_list(int argc, char **argv)
+{
+	DIR *d;
+	struct dirent *de;
+	struct strvec names = STRVEC_INIT;
+	struct buf dir = BUF_INIT, path = BUF_INIT, m = BUF_INIT, v = BUF_INIT;
+
+	if (argc != 1)
+		usage_die(usage_text);
+	d = opendir(image_store());
+	if (!d) {
+		if (errno == ENOENT)
+			return 0;
+		die_errno("cannot open '%s'", image_store());
+	}
+	while ((de = readdir(d)))
+		if (image_name_ok(de->d_name) && image_dir(de->d_name, &dir) == 0)
+			strvec_push(&names, de->d_name);
+	closedir(d);
+	qsort(names.v, names.nr, sizeof(*names.v), cmp_str);
+	for (size_t i = 0; i < names.nr; i++) {
+		buf_reset(&path);
+		buf_reset(&m);
+		buf_addf(&path, "%s/%s/manifest", image_store(), names.v[i]);
+		if (buf_read_file(&m, path.buf, 1 << 20) < 0)
+			continue;
+		printf("%s\tbuilt %s", names.v[i], manifest_field(&m, "built", &v));
+		printf("\tclaude-code %s", manifest_field(&m, "claude-code", &v));
+		printf("\tkernel %s\n", manifest_field(&m, "kernel", &v));
+	}
+	strvec_clear(&names);
+	buf_release(&dir);
+	buf_release(&path);
+	buf_release(&m);
+	buf_release(&v);
+	return 0;
+}
+
+static int cmd_build(int argc, char **argv)
+{
+	const char *name = "default";
+	int force = 0, i, r;
+	struct buf recipe = BUF_INIT;
+	struct spawn sp = SPAWN_INIT;
+
+	for (i = 1; i < argc && argv[i][0] == '-'; i++) {
+		if (!strcmp(argv[i], "--force"))
+			force = 1;
+		else
+			usage_die(usage_text);
+	}
+	if (i < argc)
+		name = argv[i++];
+	if (i != argc)
+		usage_die(usage_text);
+	if (!image_name_ok(name))
+		die("bad image name '%s'", name);
+	if (image_recipe_dir(name, &recipe) < 0)
+		die("no recipe for image '%s' (in %s/image/ or %s/image/)", name, aibox_home(),
+		    data_dir());
+	if ((r = mkdir_p(image_store())) < 0)
+		die_err(r, "cannot create '%s'", image_store());
+	strvec_pushf(&sp.args, "%s/image/build-image", data_dir());
+	strvec_pushl(&sp.args, name, recipe.buf, image_store(), NULL);
+	strvec_pushf(&sp.env, "AIBOX_INIT=%s/aibox-init", libexec_dir());
+	if (force)
+		strvec_push(&sp.env, "AIBOX_IMAGE_FORCE=1");
+	sp.out = 2;
+	r = spawn_run(&sp);
+	spawn_clear(&sp);
+	buf_release(&recipe);
+	if (r < 0)
+		die_err(r, "cannot run build-image");
+	if (r != 0)
+		die("cannot build image '%s'", name);
+	printf("%s/%s\n", image_store(), name);
+	return 0;
+}
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	return (flag == FTW_DP ? rmdir(path) : unlink(path)) < 0 ? -1 : 0;
+}
+
+static int cmd_remove(int argc, char **argv)
+{
+	struct buf dir = BUF_INIT, tmp = BUF_INIT;
+	struct stat st;
+
+	if (argc != 2)
+		usage_die(usage_text);
+	if (!image_name_ok(argv[1]))
+		die("bad image name '%s'", argv[1]);
+	buf_addf(&dir, "%s/%s", image_store(), argv[1]);
+	if (lstat(dir.buf, &st) < 0 || !S_ISDIR(st.st_mode))
+		die("no image '%s' in '%s'", argv[1], image_store());
+	/* Out of sight first, so nobody starts a VM on half an image. */
+	buf_addf(&tmp, "%s/.remove-%s.%ld", image_store(), argv[1], (long)getpid());
+	if (rename(dir.buf, tmp.buf) < 0)
+		die_errno("cannot remove '%s'", dir.buf);
+	if (nftw(tmp.buf, rm_one, 16, FTW_DEPTH | FTW_PHYS) < 0) {
+		error("cannot remove '%s': %s", tmp.buf, strerror(errno));
+		return EXIT_REFUSED;
+	}
+	buf_release(&dir);
+	buf_release(&tmp);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	tool_init(argc, argv);
+	if (argc < 2)
+		usage_die(usage_text);
+	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+		fputs(usage_text, stdout);
+		return 0;
+	}
+	if (!strcmp(argv[1], "list"))
+		return cmd_list(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "build"))
+		return cmd_build(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "remove"))
+		return cmd_remove(argc - 1, argv + 1);
+	error("unknown subcommand '%s'", argv[1]);
+	usage_die(usage_text);
+}
