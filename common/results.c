@@ -1,0 +1,432 @@
+#include <errno.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "err.h"
+#include "results.h"
+#include "banned.h"
+
+static const char *const step_names[] = { "clone", "claude", "commit", "bundle" };
+static const char *const status_names[] = { "ok", "failed", "timeout", "skipped" };
+static const char *const ended_names[] = { "completed", "timeout", "budget", "error" };
+
+const char *result_status_name(enum result_status s)
+{
+	return status_names[s];
+}
+
+const char *result_ended_name(enum result_ended e)
+{
+	return ended_names[e];
+}
+
+__attribute__((format(printf, 2, 3))) static int bad(struct buf *err, const char *fmt, ...)
+{
+	va_list ap;
+
+	buf_addstr(err, "result.json: ");
+	va_start(ap, fmt);
+	buf_vaddf(err, fmt, ap);
+	va_end(ap);
+	return -EINVAL;
+}
+
+/* Index of the string value v in names, or -1 (also for a non-string). */
+static int pick(json_t *v, const char *const *names, size_t n)
+{
+	const char *s = json_string_value(v);
+
+	if (!s || strlen(s) != json_string_length(v))
+		return -1;
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(s, names[i]))
+			return (int)i;
+	return -1;
+}
+
+/* 1 if present with a value, 0 if absent or null, <0 if of the wrong type or out of range. */
+static int get_int(json_t *obj, const char *key, long min, long max, long *out, struct buf *err)
+{
+	json_t *v = json_object_get(obj, key);
+	json_int_t i;
+
+	if (!v || json_is_null(v))
+		return 0;
+	if (!json_is_integer(v))
+		return bad(err, "'%s' is not an integer", key);
+	i = json_integer_value(v);
+	if (i < min || i > max)
+		return bad(err, "'%s' is out of range", key);
+	*out = (long)i;
+	return 1;
+}
+
+static int get_real(json_t *obj, const char *key, double max, double *out, struct buf *err)
+{
+	json_t *v = json_object_get(obj, key);
+	double d;
+
+	if (!v || json_is_null(v))
+		return 0;
+	if (!json_is_number(v))
+		return bad(err, "'%s' is not a number", key);
+	d = json_number_value(v);
+	if (!(d >= 0 && d <= max))
+		return bad(err, "'%s' is out of range", key);
+	*out = d;
+	return 1;
+}
+
+static int get_commit(json_t *obj, const char *key, char out[65], struct buf *err)
+{
+	json_t *v = json_object_get(obj, key);
+	const char *s;
+	size_t n;
+
+	out[0] = '\0';
+	if (!v || json_is_null(v))
+		return 0;
+	if (!(s = json_string_value(v)))
+		return bad(err, "'%s' is not a string", key);
+	n = json_string_length(v);
+	if (n != 40 && n != 64)
+		return bad(err, "'%s' is not a commit id", key);
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return bad(err, "'%s' is not a commit id", key);
+	memcpy(out, s, n + 1);
+	return 1;
+}
+
+static int parse_steps(json_t *root, struct task_result *r, struct buf *err)
+{
+	json_t *steps = json_object_get(root, "steps"), *st;
+	size_t i;
+	long l;
+	int ret;
+
+	if (!json_is_array(steps))
+		return bad(err, "'steps' is not an array");
+	if (json_array_size(steps) > RESULT_STEPS_MAX)
+		return bad(err, "'steps' has more than %d steps", RESULT_STEPS_MAX);
+	json_array_foreach(steps, i, st) {
+		struct result_step *s = &r->steps[i];
+		int k;
+
+		if (!json_is_object(st))
+			return bad(err, "a step is not an object");
+		if ((k = pick(json_object_get(st, "name"), step_names, ARRAY_SIZE(step_names))) < 0)
+			return bad(err, "a step has no known 'name'");
+		s->name = step_names[k];
+		if ((k = pick(json_object_get(st, "status"), status_names, ARRAY_SIZE(status_names))) < 0)
+			return bad(err, "step '%s' has no known 'status'", s->name);
+		s->status = (enum result_status)k;
+		if ((ret = get_real(st, "seconds", 1e7, &s->seconds, err)) < 0)
+			return ret;
+		if ((ret = get_int(st, "exit_code", 0, 255, &l, err)) < 0)
+			return ret;
+		s->has_exit_code = ret;
+		s->exit_code = ret ? (int)l : 0;
+		r->nsteps = i + 1;
+	}
+	return 0;
+}
+
+static int parse_claude(json_t *root, struct task_result *r, struct buf *err)
+{
+	json_t *c = json_object_get(root, "claude"), *v;
+	long l;
+	int ret, k;
+
+	if (!c || json_is_null(c))
+		return 0;
+	if (!json_is_object(c))
+		return bad(err, "'claude' is not an object");
+	r->has_claude = 1;
+	if ((ret = get_int(c, "exit_code", 0, 255, &l, err)) < 0)
+		return ret;
+	r->claude.has_exit_code = ret;
+	r->claude.exit_code = ret ? (int)l : 0;
+	if ((ret = get_int(c, "num_turns", 0, 1000000, &r->claude.num_turns, err)) < 0)
+		return ret;
+	r->claude.has_turns = ret;
+	if ((ret = get_int(c, "duration_ms", 0, 100L * 24 * 3600 * 1000, &r->claude.duration_ms,
+			   err)) < 0)
+		return ret;
+	r->claude.has_duration = ret;
+	if ((ret = get_real(c, "total_cost_usd", 1e6, &r->claude.cost_usd, err)) < 0)
+		return ret;
+	r->claude.has_cost = ret;
+	v = json_object_get(c, "ended_by");
+	if (v && !json_is_null(v)) {
+		if ((k = pick(v, ended_names, ARRAY_SIZE(ended_names))) < 0)
+			return bad(err, "'ended_by' is not a known reason");
+		r->claude.ended_by = (enum result_ended)k;
+		r->claude.has_ended_by = 1;
+	}
+	v = json_object_get(c, "last_message");
+	if (v && !json_is_null(v)) {
+		if (!json_is_string(v))
+			return bad(err, "'last_message' is not a string");
+		if (json_string_length(v) > RESULT_MESSAGE_MAX)
+			return bad(err, "'last_message' is over %d bytes", RESULT_MESSAGE_MAX);
+		r->claude.last_message = xstrndup(json_string_value(v), json_string_length(v));
+	}
+	return 0;
+}
+
+int result_parse(const char *data, size_t len, struct task_result *r, struct buf *err)
+{
+	json_t *root = NULL, *v;
+	json_error_t jerr;
+	long version;
+	int ret, k;
+
+	memset(r, 0, sizeof(*r));
+	if (len > RESULT_JSON_MAX) {
+		buf_addf(err, "result.json: over %d bytes", RESULT_JSON_MAX);
+		return -EFBIG;
+	}
+	/* jansson refuses \u0000 in strings unless told otherwise: good. */
+	root = json_loadb(data, len, JSON_REJECT_DUPLICATES, &jerr);
+	if (!root) {
+		ret = bad(err, "not JSON (line %d: %s)", jerr.line, jerr.text);
+		goto out;
+	}
+	if (!json_is_object(root)) {
+		ret = bad(err, "not an object");
+		goto out;
+	}
+	if ((ret = get_int(root, "version", 1, 1, &version, err)) <= 0) {
+		if (!ret)
+			ret = bad(err, "no 'version'");
+		goto out;
+	}
+	r->version = (int)version;
+	if ((ret = parse_steps(root, r, err)) < 0)
+		goto out;
+	v = json_object_get(root, "failed_step");
+	if (v && !json_is_null(v)) {
+		if ((k = pick(v, step_names, ARRAY_SIZE(step_names))) < 0) {
+			ret = bad(err, "'failed_step' is not a known step");
+			goto out;
+		}
+		r->failed_step = step_names[k];
+	}
+	if ((ret = parse_claude(root, r, err)) < 0)
+		goto out;
+	if ((ret = get_commit(root, "start_commit", r->start_commit, err)) < 0 ||
+	    (ret = get_commit(root, "end_commit", r->end_commit, err)) < 0)
+		goto out;
+	v = json_object_get(root, "changes");
+	if (v && !json_is_null(v)) {
+		if (!json_is_boolean(v)) {
+			ret = bad(err, "'changes' is not true or false");
+			goto out;
+		}
+		r->changes = json_is_true(v);
+	}
+	ret = 0;
+out:
+	json_decref(root);
+	if (ret < 0)
+		result_release(r);
+	return ret;
+}
+
+void result_release(struct task_result *r)
+{
+	free(r->claude.last_message);
+	memset(r, 0, sizeof(*r));
+}
+
+static void add_line(struct summary *s, int vm, struct buf *text)
+{
+	ALLOC_GROW(s->v, s->nr + 1, s->alloc);
+	s->v[s->nr].vm = vm;
+	s->v[s->nr].text = buf_detach(text, NULL);
+	s->nr++;
+}
+
+__attribute__((format(printf, 3, 4))) static void addf(struct summary *s, int vm, const char *fmt, ...)
+{
+	struct buf b = BUF_INIT;
+	va_list ap;
+
+	va_start(ap, fmt);
+	buf_vaddf(&b, fmt, ap);
+	va_end(ap);
+	add_line(s, vm, &b);
+}
+
+void summary_make(const struct summary_in *in, struct summary *s)
+{
+	const struct task_result *r = in->result;
+
+	for (size_t i = 0; i < in->nhosts; i++)
+		addf(s, 0, "the VM connected to %s", in->hosts[i]);
+	if (r && r->failed_step) {
+		const char *how = "failed";
+
+		for (size_t i = 0; i < r->nsteps; i++)
+			if (r->steps[i].name == r->failed_step && r->steps[i].status == RESULT_TIMEOUT)
+				how = "timed out";
+		addf(s, 0, "the step %s %s", r->failed_step, how);
+	}
+	if (r && r->has_claude) {
+		struct buf b = BUF_INIT;
+
+		if (r->claude.has_exit_code)
+			addf(s, 0, "Claude Code exited with %d", r->claude.exit_code);
+		if (r->claude.has_turns)
+			buf_addf(&b, "%ld turn%s", r->claude.num_turns, r->claude.num_turns == 1 ? "" : "s");
+		if (r->claude.has_duration)
+			buf_addf(&b, "%s%ld.%03lds", b.len ? " in " : "", r->claude.duration_ms / 1000,
+				 r->claude.duration_ms % 1000);
+		if (r->claude.has_cost)
+			buf_addf(&b, "%sabout %.2f USD at API prices", b.len ? ", " : "", r->claude.cost_usd);
+		if (r->claude.has_ended_by)
+			buf_addf(&b, "%sended by %s", b.len ? ", " : "", ended_names[r->claude.ended_by]);
+		if (b.len)
+			add_line(s, 0, &b);
+		buf_release(&b);
+		if (r->claude.last_message) {
+			const char *p = r->claude.last_message, *end = p + strlen(p);
+
+			/* Trailing newlines would only make empty "|" lines. */
+			while (end > p && (end[-1] == '\n' || end[-1] == '\r'))
+				end--;
+			while (p < end) {
+				const char *nl = memchr(p, '\n', (size_t)(end - p));
+				size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
+
+				if (n && p[n - 1] == '\r')
+					n--;
+				addf(s, 1, "|%s%.*s", n ? " " : "", (int)n, p);
+				p = nl ? nl + 1 : end;
+			}
+		}
+	} else if (r) {
+		addf(s, 0, "Claude Code did not run");
+	}
+	if (in->end_commit) {
+		struct buf b = BUF_INIT;
+
+		addf(s, 0, "the changes end at %.12s, fetch them with", in->end_commit);
+		buf_addstr(&b, "  git -c transfer.fsckObjects=true fetch ");
+		shell_quote(&b, in->bundle_path);
+		buf_addstr(&b, " ");
+		{
+			struct buf refspec = BUF_INIT;
+
+			buf_addf(&refspec, "aibox/task:%s", in->branch);
+			shell_quote(&b, refspec.buf);
+			buf_release(&refspec);
+		}
+		add_line(s, 0, &b);
+	} else {
+		addf(s, 0, "no changes");
+	}
+}
+
+void summary_release(struct summary *s)
+{
+	for (size_t i = 0; i < s->nr; i++)
+		free(s->v[i].text);
+	free(s->v);
+	s->v = NULL;
+	s->nr = s->alloc = 0;
+}
+
+void shell_quote(struct buf *out, const char *s)
+{
+	static const char safe[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+				   "0123456789_@%+=:,./-";
+
+	if (*s && strspn(s, safe) == strlen(s)) {
+		buf_addstr(out, s);
+		return;
+	}
+	buf_addch(out, '\'');
+	for (; *s; s++) {
+		if (*s == '\'')
+			buf_addstr(out, "'\\''");
+		else
+			buf_addch(out, *s);
+	}
+	buf_addch(out, '\'');
+}
+
+static int is_verdict(const char *p, size_t n)
+{
+	return (n == 7 && !memcmp(p, "allowed", 7)) || (n == 7 && !memcmp(p, "refused", 7)) ||
+	       (n == 6 && !memcmp(p, "failed", 6));
+}
+
+size_t proxy_log_hosts(const char *log, size_t len, size_t max, struct strvec *hosts)
+{
+	const char *p = log, *end = log + len;
+	size_t distinct = 0;
+	struct strvec extra = STRVEC_INIT; /* hosts seen beyond max, to count them once */
+
+	while (p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p)), *eol = nl ? nl : end;
+		const char *tok[5];
+		size_t toklen[5], ntok = 0;
+		const char *q = p, *verdict;
+		size_t vlen;
+
+		while (q < eol && ntok < ARRAY_SIZE(tok)) {
+			while (q < eol && *q == ' ')
+				q++;
+			if (q == eol)
+				break;
+			tok[ntok] = q;
+			while (q < eol && *q != ' ')
+				q++;
+			toklen[ntok] = (size_t)(q - tok[ntok]);
+			ntok++;
+		}
+		p = nl ? nl + 1 : end;
+		if (ntok < 3)
+			continue;
+		/* "TIME HOST VERDICT ..." or "TIME HOST METHOD PATH VERDICT ...". */
+		if (is_verdict(tok[2], toklen[2]) &&
+		    (ntok == 3 || tok[3][0] == '(' || !strncmp(tok[3], "sent=", 5) ||
+		     !strncmp(tok[3], "status=", 7))) {
+			verdict = tok[2];
+			vlen = toklen[2];
+		} else if (ntok >= 5) {
+			verdict = tok[4];
+			vlen = toklen[4];
+		} else {
+			continue;
+		}
+		if (vlen != 7 || memcmp(verdict, "allowed", 7))
+			continue;
+		if (toklen[1] < 3 || toklen[1] > 300 || (toklen[1] == 1 && tok[1][0] == '-'))
+			continue;
+		{
+			char *host = xstrndup(tok[1], toklen[1]);
+			int known = 0, printable = 1;
+
+			for (size_t i = 0; host[i]; i++)
+				if ((unsigned char)host[i] <= 0x20 || (unsigned char)host[i] >= 0x7f)
+					printable = 0;
+			for (size_t i = 0; i < hosts->nr && !known; i++)
+				known = !strcmp(hosts->v[i], host);
+			for (size_t i = 0; i < extra.nr && !known; i++)
+				known = !strcmp(extra.v[i], host);
+			if (printable && !known) {
+				distinct++;
+				strvec_push(hosts->nr < max ? hosts : &extra, host);
+			}
+			free(host);
+		}
+	}
+	strvec_clear(&extra);
+	return distinct;
+}

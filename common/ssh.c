@@ -1,0 +1,521 @@
+#include <errno.h>
+#include <fcntl.h>
+#include <libssh2.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "buf.h"
+#include "err.h"
+#include "spawn.h"
+#include "ssh.h"
+#include "banned.h"
+
+#define KEY_FILE_MAX (16 * 1024)
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+__attribute__((format(printf, 3, 4))) static int fail(struct ssh_client *c, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(c->error, sizeof(c->error), fmt, ap);
+	va_end(ap);
+	return err;
+}
+
+/* A libssh2 failure other than EAGAIN, as our errno and message. */
+static int fail_ssh(struct ssh_client *c, int rc, const char *what)
+{
+	char *msg = NULL;
+
+	if (c->session)
+		libssh2_session_last_error(c->session, &msg, NULL, 0);
+	if (!msg || !*msg)
+		msg = "unknown error";
+	if (rc == LIBSSH2_ERROR_SOCKET_DISCONNECT || rc == LIBSSH2_ERROR_SOCKET_RECV ||
+	    rc == LIBSSH2_ERROR_SOCKET_SEND)
+		return fail(c, -ECONNRESET, "the connection to the VM ended while %s: %s", what, msg);
+	return fail(c, -EPROTO, "SSH failed while %s: %s", what, msg);
+}
+
+/* libssh2 reads through here, so that any byte from the server counts as life. */
+static LIBSSH2_RECV_FUNC(recv_counted)
+{
+	struct ssh_client *c = *abstract;
+	ssize_t n = recv(socket, buffer, length, flags);
+
+	if (n < 0)
+		return -errno;
+	if (n > 0)
+		c->last_recv = now_ms();
+	return n;
+}
+
+/*
+ * Wait until the socket is ready for what libssh2 is blocked on, or until the
+ * next keepalive is due.  0 to go on, or -ETIMEDOUT.
+ */
+static int wait_socket(struct ssh_client *c, int events, int keepalive_ms)
+{
+	int64_t now = now_ms(), wait = keepalive_ms > 0 ? keepalive_ms : 1000;
+	struct pollfd pfd = { .fd = c->fd, .events = (short)events };
+
+	if (c->deadline) {
+		if (now >= c->deadline)
+			return fail(c, -ETIMEDOUT, "the task's SSH session ran out of time");
+		if (c->deadline - now < wait)
+			wait = c->deadline - now;
+	}
+	if (c->idle_ms) {
+		int64_t idle_end = c->last_recv + c->idle_ms;
+
+		if (now >= idle_end)
+			return fail(c, -ETIMEDOUT, "the VM sent nothing for %ld s", c->idle_ms / 1000);
+		if (idle_end - now < wait)
+			wait = idle_end - now;
+	}
+	if (poll(&pfd, 1, (int)wait) < 0 && errno != EINTR)
+		return fail(c, -errno, "cannot poll the SSH channel: %s", strerror(errno));
+	return 0;
+}
+
+static int wait_ssh(struct ssh_client *c)
+{
+	int dir = libssh2_session_block_directions(c->session), ev = 0;
+
+	if (dir & LIBSSH2_SESSION_BLOCK_INBOUND)
+		ev |= POLLIN;
+	if (dir & LIBSSH2_SESSION_BLOCK_OUTBOUND)
+		ev |= POLLOUT;
+	return wait_socket(c, ev ? ev : POLLIN, 0);
+}
+
+/* The server speaks first in SSH; we send nothing until it has. */
+static int wait_banner(struct ssh_client *c)
+{
+	char peek[4];
+	int ret;
+
+	for (;;) {
+		ssize_t n = recv(c->fd, peek, sizeof(peek), MSG_PEEK | MSG_DONTWAIT);
+
+		if (n == sizeof(peek)) {
+			if (memcmp(peek, "SSH-", 4))
+				return fail(c, -EPROTO, "the VM's SSH server did not start with a banner");
+			c->last_recv = now_ms();
+			return 0;
+		}
+		if (n == 0)
+			return fail(c, -ECONNRESET, "the channel to the VM closed before its SSH server spoke");
+		if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+			return fail(c, -errno, "cannot read the SSH channel: %s", strerror(errno));
+		if (n > 0) {
+			/* Part of the banner: poll would return at once, so nap. */
+			struct timespec ts = { 0, 10 * 1000 * 1000 };
+
+			nanosleep(&ts, NULL);
+		}
+		if ((ret = wait_socket(c, POLLIN, 0)) < 0)
+			return ret;
+	}
+}
+
+int ssh_connect(struct ssh_client *c)
+{
+	LIBSSH2_SESSION *s;
+	const char *key, *user = c->user ? c->user : "root";
+	size_t key_len;
+	int type, rc, ret;
+
+	c->error[0] = '\0';
+	c->last_recv = now_ms();
+	c->deadline = c->timeout_ms ? c->last_recv + c->timeout_ms : 0;
+	if (libssh2_init(0))
+		return fail(c, -ENOMEM, "cannot initialise libssh2");
+	if ((ret = wait_banner(c)) < 0)
+		return ret;
+
+	s = libssh2_session_init_ex(NULL, NULL, NULL, c);
+	if (!s)
+		return fail(c, -ENOMEM, "cannot make an SSH session");
+	c->session = s;
+	libssh2_session_callback_set(s, LIBSSH2_CALLBACK_RECV, (void *)recv_counted);
+	libssh2_session_set_blocking(s, 0);
+	if (libssh2_session_method_pref(s, LIBSSH2_METHOD_HOSTKEY, "ssh-ed25519"))
+		return fail_ssh(c, -1, "choosing ed25519");
+
+	while ((rc = libssh2_session_handshake(s, c->fd)) == LIBSSH2_ERROR_EAGAIN)
+		if ((ret = wait_ssh(c)) < 0)
+			return ret;
+	if (rc)
+		return fail_ssh(c, rc, "greeting the VM");
+
+	key = libssh2_session_hostkey(s, &key_len, &type);
+	if (!key || type != LIBSSH2_HOSTKEY_TYPE_ED25519 || key_len != c->host_key_len ||
+	    memcmp(key, c->host_key, key_len))
+		return fail(c, -EPERM, "the VM's host key is not the one made for this task");
+
+	while ((rc = libssh2_userauth_publickey_frommemory(s, user, strlen(user), NULL, 0,
+							   c->user_key, c->user_key_len, NULL)) ==
+	       LIBSSH2_ERROR_EAGAIN)
+		if ((ret = wait_ssh(c)) < 0)
+			return ret;
+	if (rc) {
+		if (rc == LIBSSH2_ERROR_AUTHENTICATION_FAILED || rc == LIBSSH2_ERROR_PUBLICKEY_UNVERIFIED)
+			return fail(c, -EACCES, "the VM refused the task's key");
+		return fail_ssh(c, rc, "authenticating");
+	}
+	libssh2_keepalive_config(s, 1, c->idle_ms >= 9000 ? (unsigned)(c->idle_ms / 3000) : 2);
+	return 0;
+}
+
+struct line_buf {
+	char buf[SSH_LINE_MAX];
+	size_t len;
+};
+
+static void stderr_bytes(struct ssh_exec *x, struct line_buf *lb, const char *p, size_t n)
+{
+	while (n) {
+		const char *nl = memchr(p, '\n', n);
+		size_t take = nl ? (size_t)(nl - p) : n;
+
+		if (take > sizeof(lb->buf) - lb->len)
+			take = sizeof(lb->buf) - lb->len;
+		memcpy(lb->buf + lb->len, p, take);
+		lb->len += take;
+		p += take;
+		n -= take;
+		if (n && *p == '\n') {
+			p++;
+			n--;
+		} else if (lb->len < sizeof(lb->buf)) {
+			continue;
+		}
+		if (x->on_stderr_line)
+			x->on_stderr_line(x->ctx, lb->buf, lb->len);
+		lb->len = 0;
+	}
+}
+
+static int signal_number(const char *name)
+{
+	for (int i = 1; i < NSIG; i++) {
+		const char *abbrev = sigabbrev_np(i);
+
+		if (abbrev && !strcmp(abbrev, name))
+			return i;
+	}
+	return 0;
+}
+
+static void exit_of(struct ssh_client *c, LIBSSH2_CHANNEL *ch, struct ssh_exec *x)
+{
+	char *sig = NULL;
+	size_t sig_len = 0;
+
+	x->exit_status = libssh2_channel_get_exit_status(ch);
+	x->exit_signal[0] = '\0';
+	if (!libssh2_channel_get_exit_signal(ch, &sig, &sig_len, NULL, NULL, NULL, NULL) && sig) {
+		snprintf(x->exit_signal, sizeof(x->exit_signal), "%.*s", (int)sig_len, sig);
+		x->exit_status = 128 + signal_number(x->exit_signal);
+		libssh2_free(c->session, sig);
+	}
+}
+
+int ssh_exec(struct ssh_client *c, struct ssh_exec *x)
+{
+	LIBSSH2_SESSION *s = c->session;
+	LIBSSH2_CHANNEL *ch = NULL;
+	struct line_buf *lb = xcalloc(1, sizeof(*lb));
+	static char data[64 * 1024];
+	size_t written = 0;
+	int eof_sent = 0, rc, ret;
+
+	x->exit_status = -1;
+	x->exit_signal[0] = '\0';
+	x->out_bytes = 0;
+	if (!s) {
+		ret = fail(c, -ENOTCONN, "no SSH session");
+		goto out;
+	}
+	while (!(ch = libssh2_channel_open_session(s))) {
+		if ((rc = libssh2_session_last_errno(s)) != LIBSSH2_ERROR_EAGAIN) {
+			ret = fail_ssh(c, rc, "opening a channel");
+			goto out;
+		}
+		if ((ret = wait_ssh(c)) < 0)
+			goto out;
+	}
+	while ((rc = libssh2_channel_exec(ch, x->command)) == LIBSSH2_ERROR_EAGAIN)
+		if ((ret = wait_ssh(c)) < 0)
+			goto out;
+	if (rc) {
+		ret = fail_ssh(c, rc, "starting the task command");
+		goto out;
+	}
+
+	for (;;) {
+		int progress = 0, out_done = 0, err_done = 0, next;
+		ssize_t n;
+
+		if (!eof_sent && written < x->in_len) {
+			size_t k = x->in_len - written;
+
+			n = libssh2_channel_write(ch, (const char *)x->in + written, k > 32768 ? 32768 : k);
+			if (n > 0) {
+				written += (size_t)n;
+				progress = 1;
+			} else if (n != LIBSSH2_ERROR_EAGAIN) {
+				ret = fail_ssh(c, (int)n, "writing the task's input");
+				goto out;
+			}
+		}
+		if (!eof_sent && written == x->in_len) {
+			rc = libssh2_channel_send_eof(ch);
+			if (!rc)
+				eof_sent = progress = 1;
+			else if (rc != LIBSSH2_ERROR_EAGAIN) {
+				ret = fail_ssh(c, rc, "ending the task's input");
+				goto out;
+			}
+		}
+		n = libssh2_channel_read(ch, data, sizeof(data));
+		if (n > 0) {
+			progress = 1;
+			x->out_bytes += (uint64_t)n;
+			if (x->on_stdout && (ret = x->on_stdout(x->ctx, data, (size_t)n)) < 0) {
+				fail(c, ret, "stopped by the caller");
+				goto out;
+			}
+		} else if (n == 0) {
+			out_done = 1;
+		} else if (n != LIBSSH2_ERROR_EAGAIN) {
+			ret = fail_ssh(c, (int)n, "reading the task's output");
+			goto out;
+		}
+		n = libssh2_channel_read_stderr(ch, data, sizeof(data));
+		if (n > 0) {
+			progress = 1;
+			stderr_bytes(x, lb, data, (size_t)n);
+		} else if (n == 0) {
+			err_done = 1;
+		} else if (n != LIBSSH2_ERROR_EAGAIN) {
+			ret = fail_ssh(c, (int)n, "reading the task's progress");
+			goto out;
+		}
+		if (out_done && err_done && libssh2_channel_eof(ch))
+			break;
+		if (libssh2_keepalive_send(s, &next) < 0) {
+			ret = fail_ssh(c, LIBSSH2_ERROR_SOCKET_SEND, "sending a keepalive");
+			goto out;
+		}
+		if (progress)
+			continue;
+		/*
+		 * With nothing to do, the idle and overall limits still need
+		 * checking even when libssh2 is not blocked on the socket.
+		 */
+		if ((ret = wait_socket(c, POLLIN, next > 0 ? next * 1000 : 1000)) < 0)
+			goto out;
+	}
+	if (lb->len && x->on_stderr_line)
+		x->on_stderr_line(x->ctx, lb->buf, lb->len);
+	lb->len = 0;
+
+	while ((rc = libssh2_channel_close(ch)) == LIBSSH2_ERROR_EAGAIN)
+		if ((ret = wait_ssh(c)) < 0)
+			goto out;
+	if (rc) {
+		ret = fail_ssh(c, rc, "closing the channel");
+		goto out;
+	}
+	while ((rc = libssh2_channel_wait_closed(ch)) == LIBSSH2_ERROR_EAGAIN)
+		if ((ret = wait_ssh(c)) < 0)
+			goto out;
+	if (rc) {
+		ret = fail_ssh(c, rc, "closing the channel");
+		goto out;
+	}
+	exit_of(c, ch, x);
+	ret = 0;
+out:
+	/* After a failure the channel goes with the session in ssh_close(). */
+	if (ch && ret == 0)
+		libssh2_channel_free(ch);
+	free(lb);
+	return ret;
+}
+
+void ssh_close(struct ssh_client *c)
+{
+	if (!c->session)
+		return;
+	/*
+	 * Freeing a session with an open channel waits for the server to
+	 * confirm the channel's close, which a dead or stalled VM never does:
+	 * after a failure, end the connection first so that every wait ends.
+	 */
+	if (c->error[0])
+		shutdown(c->fd, SHUT_RDWR);
+	else
+		libssh2_session_disconnect(c->session, "done");
+	libssh2_session_free(c->session);
+	c->session = NULL;
+}
+
+static int b64_value(int ch)
+{
+	if (ch >= 'A' && ch <= 'Z')
+		return ch - 'A';
+	if (ch >= 'a' && ch <= 'z')
+		return ch - 'a' + 26;
+	if (ch >= '0' && ch <= '9')
+		return ch - '0' + 52;
+	if (ch == '+')
+		return 62;
+	if (ch == '/')
+		return 63;
+	return -1;
+}
+
+int ssh_pubkey_blob(const char *line, size_t len, struct buf *blob)
+{
+	static const char type[] = "ssh-ed25519 ";
+	size_t i = sizeof(type) - 1, start;
+	unsigned acc = 0;
+	int bits = 0, pad = 0;
+
+	if (len < i || memcmp(line, type, i))
+		return -EINVAL;
+	start = blob->len;
+	for (; i < len && line[i] != ' ' && line[i] != '\n'; i++) {
+		int v = line[i] == '=' ? 0 : b64_value((unsigned char)line[i]);
+
+		if (v < 0 || (pad && line[i] != '='))
+			goto bad;
+		if (line[i] == '=') {
+			pad++;
+			continue;
+		}
+		acc = (acc << 6) | (unsigned)v;
+		bits += 6;
+		if (bits >= 8) {
+			bits -= 8;
+			buf_addch(blob, (int)((acc >> bits) & 0xff));
+		}
+	}
+	/* An ed25519 blob: string "ssh-ed25519" and a 32-byte string. */
+	if (blob->len - start != 4 + 11 + 4 + 32 || memcmp(blob->buf + start, "\0\0\0\x0bssh-ed25519", 15))
+		goto bad;
+	return 0;
+bad:
+	buf_setlen(blob, start);
+	return -EINVAL;
+}
+
+static int keygen(const char *file, struct buf *err)
+{
+	struct spawn sp = SPAWN_INIT;
+	int ret;
+
+	strvec_pushl(&sp.args, "ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "aibox-task",
+		     "-f", file, NULL);
+	sp.in = SPAWN_NULL;
+	sp.out = SPAWN_NULL;
+	ret = spawn_run(&sp);
+	spawn_clear(&sp);
+	if (ret < 0) {
+		buf_addf(err, "cannot run ssh-keygen: %s", strerror(-ret));
+		return ret;
+	}
+	if (ret) {
+		buf_addf(err, "ssh-keygen failed with %d making '%s'", ret, file);
+		return -EIO;
+	}
+	return 0;
+}
+
+int ssh_task_keys_make(const char *dir, const char *forced_command, struct ssh_task_keys *k,
+		       struct buf *err)
+{
+	struct buf sshdir = BUF_INIT, host = BUF_INIT, user = BUF_INIT, path = BUF_INIT,
+		   pub = BUF_INIT, auth = BUF_INIT;
+	ssize_t n;
+	int ret;
+
+	buf_addf(&sshdir, "%s/ssh", dir);
+	if (mkdir(sshdir.buf, 0700) < 0) {
+		ret = -errno;
+		buf_addf(err, "cannot make '%s': %s", sshdir.buf, strerror(errno));
+		goto out;
+	}
+	buf_addf(&host, "%s/ssh_host_ed25519_key", sshdir.buf);
+	buf_addf(&user, "%s/.task_key", sshdir.buf);
+	if ((ret = keygen(host.buf, err)) < 0 || (ret = keygen(user.buf, err)) < 0)
+		goto out;
+
+	buf_addf(&path, "%s.pub", host.buf);
+	if ((n = buf_read_file(&pub, path.buf, KEY_FILE_MAX)) < 0 ||
+	    (ret = ssh_pubkey_blob(pub.buf, pub.len, &k->host_blob)) < 0) {
+		ret = n < 0 ? (int)n : ret;
+		buf_addf(err, "cannot read the host key '%s': %s", path.buf, strerror(-ret));
+		goto out;
+	}
+
+	buf_reset(&pub);
+	buf_reset(&path);
+	buf_addf(&path, "%s.pub", user.buf);
+	if ((n = buf_read_file(&pub, path.buf, KEY_FILE_MAX)) < 0 ||
+	    (n = buf_read_file(&k->user_key, user.buf, KEY_FILE_MAX)) < 0) {
+		ret = (int)n;
+		buf_addf(err, "cannot read the task key '%s': %s", user.buf, strerror(-ret));
+		goto out;
+	}
+	buf_rtrim(&pub);
+	buf_addf(&auth, "command=\"%s\",restrict %s\n",
+		 forced_command ? forced_command : SSH_FORCED_COMMAND, pub.buf);
+	buf_reset(&path);
+	buf_addf(&path, "%s/authorized_keys", sshdir.buf);
+	if ((ret = buf_write_file(&auth, path.buf, 0644)) < 0) {
+		buf_addf(err, "cannot write '%s': %s", path.buf, strerror(-ret));
+		goto out;
+	}
+	ret = 0;
+out:
+	if (user.len) {
+		unlink(user.buf);
+		buf_addstr(&user, ".pub");
+		unlink(user.buf);
+	}
+	buf_release(&sshdir);
+	buf_release(&host);
+	buf_release(&user);
+	buf_release(&path);
+	buf_release(&pub);
+	buf_release(&auth);
+	return ret;
+}
+
+void ssh_task_keys_release(struct ssh_task_keys *k)
+{
+	if (k->user_key.alloc)
+		explicit_bzero(k->user_key.buf, k->user_key.alloc);
+	buf_release(&k->user_key);
+	buf_release(&k->host_blob);
+}

@@ -1,0 +1,163 @@
+#!/usr/bin/env bats
+# common/ssh: the host's SSH client, against a real OpenSSH server run by the
+# test user (`sshd -i` on one end of a socketpair).  As a non-root user sshd
+# can only log in as that user, so the tests authenticate as it, not as root.
+load lib-common
+
+setup() {
+	common_setup
+	[ -x /usr/sbin/sshd ] || skip "no /usr/sbin/sshd (openssh-server)"
+	mkdir keys
+	run test-task ssh-keys "$T/keys"
+	assert_success
+	assert_output "host key blob 51 bytes"
+	cat >sshd_config <<-CONF
+		AuthorizedKeysFile $T/auth
+		StrictModes no
+		UsePAM no
+		PasswordAuthentication no
+		KbdInteractiveAuthentication no
+		PidFile none
+		LogLevel VERBOSE
+	CONF
+}
+
+# The product's forced command, replaced by the test's script.
+forced() {
+	sed "s|^command=\"/usr/lib/aibox/aibox-init session\",restrict |command=\"$T/cmd\",restrict |" \
+		keys/ssh/authorized_keys >auth
+	printf '#!/bin/sh\n%s\n' "$1" >cmd
+	chmod +x cmd
+}
+
+ssh_run() {
+	test-task ssh-run --user "$(id -un)" --key keys/test_user_key \
+		--host-pub keys/ssh/ssh_host_ed25519_key.pub "$@" -- \
+		/usr/sbin/sshd -i -f "$T/sshd_config" -h "$T/keys/ssh/ssh_host_ed25519_key" -E "$T/sshd.log"
+}
+
+@test "ssh: the task keys: authorized_keys forces the init's session, no user key left on disk" {
+	run cat keys/ssh/authorized_keys
+	assert_output --regexp '^command="/usr/lib/aibox/aibox-init session",restrict ssh-ed25519 [A-Za-z0-9+/]+=* aibox-task$'
+	assert_file_exists keys/ssh/ssh_host_ed25519_key
+	run ls -A keys/ssh
+	assert_output "authorized_keys
+ssh_host_ed25519_key
+ssh_host_ed25519_key.pub"
+	run head -1 keys/test_user_key
+	assert_output "-----BEGIN OPENSSH PRIVATE KEY-----"
+}
+
+@test "ssh: a command's stdin, stdout, stderr and exit code go through" {
+	forced 'echo "cmd: $SSH_ORIGINAL_COMMAND"; sed s/^/in:/; echo "progress 1" >&2; printf "no newline" >&2; exit 3'
+	printf '{"env": {"A": "b"}}\nsecond line\n' >in
+	run ssh_run --in in --timeout-ms 30000 --idle-ms 10000 task
+	assert_success
+	assert_line --index 0 "cmd: task"
+	assert_line 'in:{"env": {"A": "b"}}'
+	assert_line "in:second line"
+	assert_line "stderr: progress 1"
+	assert_line "stderr: no newline"
+	assert_line "exit 3"
+	grep -q "Accepted publickey for $(id -un)" sshd.log
+}
+
+@test "ssh: a signal that ends the command is reported" {
+	forced 'kill -TERM $$'
+	run ssh_run --timeout-ms 30000 task
+	assert_success
+	assert_line "exit 143 signal TERM"
+}
+
+@test "ssh: a wrong host key is refused before authentication" {
+	ssh-keygen -q -t ed25519 -N '' -f other
+	forced 'echo should not run'
+	run test-task ssh-run --user "$(id -un)" --key keys/test_user_key --host-pub other.pub \
+		--timeout-ms 30000 task -- /usr/sbin/sshd -i -f "$T/sshd_config" \
+		-h "$T/keys/ssh/ssh_host_ed25519_key" -E "$T/sshd.log"
+	assert_failure
+	assert_output "error: the VM's host key is not the one made for this task"
+	run grep -c "publickey" sshd.log
+	assert_output 0
+}
+
+@test "ssh: a key the server does not know is refused" {
+	ssh-keygen -q -t ed25519 -N '' -f stranger
+	forced 'echo should not run'
+	run test-task ssh-run --user "$(id -un)" --key stranger \
+		--host-pub keys/ssh/ssh_host_ed25519_key.pub --timeout-ms 30000 task -- \
+		/usr/sbin/sshd -i -f "$T/sshd_config" -h "$T/keys/ssh/ssh_host_ed25519_key" -E "$T/sshd.log"
+	assert_failure
+	assert_output "error: the VM refused the task's key"
+}
+
+@test "ssh: a server that stalls mid-session ends in the idle timeout" {
+	# The script stops the sshd process that serves the connection: the
+	# socket stays open but nothing answers, not even keepalives.
+	forced "echo started >&2; sleep 1; echo \$PPID >$T/stalled.pid; echo \$\$ >$T/script.pid; kill -STOP \$PPID; sleep 30"
+	SECONDS=0
+	run ssh_run --timeout-ms 60000 --idle-ms 3000 task
+	elapsed=$SECONDS
+	kill -KILL "$(cat stalled.pid)" "$(cat script.pid)" 2>/dev/null || true
+	assert_failure
+	assert_line "stderr: started"
+	assert_line "error: the VM sent nothing for 3 s"
+	[ "$elapsed" -ge 3 ] && [ "$elapsed" -le 10 ]
+}
+
+@test "ssh: a quiet command is not idle while the server answers keepalives" {
+	forced 'sleep 5; echo done'
+	run ssh_run --timeout-ms 60000 --idle-ms 3000 task
+	assert_success
+	assert_output "done
+exit 0"
+}
+
+@test "ssh: the overall deadline holds against a command that never ends" {
+	forced 'while :; do echo tick >&2; sleep 0.2; done'
+	SECONDS=0
+	run ssh_run --timeout-ms 2000 --idle-ms 10000 task
+	elapsed=$SECONDS
+	assert_failure
+	assert_line "error: the task's SSH session ran out of time"
+	[ "$elapsed" -le 6 ]
+}
+
+@test "ssh: 50 MB of stdout flow at a reasonable speed" {
+	forced 'head -c 50000000 /dev/zero'
+	run ssh_run --count --timeout-ms 60000 --idle-ms 10000 task
+	assert_success
+	assert_line --index 0 --regexp '^stdout 50000000 bytes, [0-9.]+ MB/s$'
+	assert_line "exit 0"
+	speed=$(echo "${lines[0]}" | awk '{print int($4)}')
+	echo "speed $speed MB/s" >&3
+	# The guest side manages 6-10 MB/s under TCG: the client must not be the
+	# bottleneck even on a loaded machine (about 90 MB/s when idle).
+	[ "$speed" -ge 3 ]
+}
+
+@test "ssh: the server dying mid-stream is an error, not a hang" {
+	forced 'head -c 5000000 /dev/zero; kill -KILL $PPID; sleep 1'
+	SECONDS=0
+	run ssh_run --count --timeout-ms 60000 --idle-ms 20000 task
+	assert_failure
+	assert_output --regexp '^error: the connection to the VM ended while '
+	[ "$SECONDS" -le 10 ]
+}
+
+@test "ssh: a channel that closes before the banner is an error" {
+	run test-task ssh-run --user "$(id -un)" --key keys/test_user_key \
+		--host-pub keys/ssh/ssh_host_ed25519_key.pub --timeout-ms 10000 task -- /bin/true
+	assert_failure
+	assert_output "error: the channel to the VM closed before its SSH server spoke"
+}
+
+@test "ssh: a peer that never speaks runs into the deadline without being sent a byte" {
+	run test-task ssh-run --user "$(id -un)" --key keys/test_user_key \
+		--host-pub keys/ssh/ssh_host_ed25519_key.pub --timeout-ms 1500 task -- \
+		sh -c "exec head -c 100 >$T/got"
+	assert_failure
+	assert_output "error: the task's SSH session ran out of time"
+	sleep 2
+	[ ! -s got ]
+}

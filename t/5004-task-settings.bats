@@ -1,0 +1,79 @@
+#!/usr/bin/env bats
+# common/task_settings: settings.json as docs/internals.md fixes it, and the
+# secrets JSON for the task command's stdin.
+load lib-common
+
+@test "settings: settings.json has every field of docs/internals.md" {
+	run test-task settings --model sonnet --budget 2.5 --env GITHUB_TOKEN=x \
+		--mount skills:/home/claude/.claude/skills --system-prompt "$(printf 'a\nb')" \
+		--git "Ada L:ada@example.com"
+	assert_success
+	printf '%s\n' "$output" >settings.json
+	run python3 - <<-'PY'
+		import json
+		s = json.load(open("settings.json"))
+		assert list(s) == ["version", "id", "mode", "model", "timeout_s", "max_budget_usd", "git",
+		                   "start_commit", "branch", "env_names", "api", "proxy", "path", "mounts",
+		                   "system_prompt"], list(s)
+		assert s["version"] == 1 and s["id"] == "259e07" and s["mode"] == "task"
+		assert s["model"] == "sonnet" and s["timeout_s"] == 3600 and s["max_budget_usd"] == 2.5
+		assert s["git"] == {"name": "Ada L", "email": "ada@example.com"}
+		assert s["start_commit"] == "0123456789abcdef0123456789abcdef01234567"
+		assert s["branch"] == "aibox/task" and s["env_names"] == ["GITHUB_TOKEN"]
+		assert s["api"] == "forward" and s["proxy"] == "http://10.0.2.100:3128"
+		assert s["path"] == "/project"
+		assert s["mounts"] == [{"tag": "skills", "path": "/home/claude/.claude/skills"}]
+		assert s["system_prompt"] == "a\nb"
+		print("ok")
+	PY
+	assert_output ok
+}
+
+@test "settings: no model and no budget are null" {
+	run test-task settings --api oauth
+	assert_success
+	printf '%s\n' "$output" >settings.json
+	run python3 -c 'import json; s = json.load(open("settings.json")); print(s["model"], s["max_budget_usd"], s["api"], s["env_names"], s["mounts"])'
+	assert_output "None None oauth [] []"
+}
+
+@test "settings: a secret value never appears in settings.json, only on stdin" {
+	secret='sk-ant-api03-SECRET-VALUE-4f9a'
+	run test-task settings --env ANTHROPIC_API_KEY="$secret" --env CLAUDE_CODE_OAUTH_TOKEN="o\"a\\uth
+token" --secrets secrets.json
+	assert_success
+	printf '%s\n' "$output" >settings.json
+	run grep -c -e SECRET-VALUE -e 'a\\uth' settings.json
+	assert_output 0
+	grep -q ANTHROPIC_API_KEY settings.json
+	run python3 -c 'import json; print(json.load(open("secrets.json")))'
+	assert_output "{'env': {'ANTHROPIC_API_KEY': 'sk-ant-api03-SECRET-VALUE-4f9a', 'CLAUDE_CODE_OAUTH_TOKEN': 'o\"a\\\\uth\\ntoken'}}"
+}
+
+@test "settings: malformed input is refused with a reason" {
+	run test-task settings --id 259E07
+	assert_output "error: the task id is not 6 lowercase hex digits"
+	run test-task settings --commit abc
+	assert_output "error: the start commit is not a full commit id"
+	run test-task settings --timeout 0
+	assert_output "error: the timeout is not positive"
+	run test-task settings --budget -1
+	assert_output "error: the budget is not a positive amount"
+	run test-task settings --env 1BAD=x
+	assert_output "error: '1BAD' is not a valid variable name"
+	run test-task settings --env "A B=x"
+	assert_output "error: 'A B' is not a valid variable name"
+	run test-task settings --mount skills:relative
+	assert_output "error: the mount path 'relative' is not absolute"
+	run test-task settings --mount "a,b:/x"
+	assert_output "error: the mount tag 'a,b' is not valid"
+	run test-task settings --model "$(printf 'son\xffnet')"
+	assert_output "error: the model name is not valid UTF-8"
+	run test-task settings --api bogus
+	assert_output "error: unknown API mode"
+	run test-task settings --env A=1 --env A=2 --secrets s.json
+	assert_output "error: A is given twice"
+	run test-task settings --env A="$(printf '\xc0\xaf')" --secrets s.json
+	assert_output "error: the value of A is not valid UTF-8"
+	assert_file_not_exists s.json
+}

@@ -1,0 +1,427 @@
+/*
+ * test-task: the host-side parts of aibox task, for t/5*.bats.
+ *
+ *   test-task tar-in DIR [NAME=CAP...] < tar
+ *	read a results tar into DIR/<name> (the four result names, with the
+ *	caps of docs/internals.md unless NAME=CAP overrides one), feeding it in
+ *	chunks of varying size; print "ok NAME SIZE..." or "refused: REASON"
+ *   test-task ssh-keys DIR
+ *	make a task's keys under DIR; keep the user key in DIR/test_user_key
+ *   test-task ssh-run [--user U] [--timeout-ms N] [--idle-ms N] [--count]
+ *		[--in FILE] --key FILE --host-pub FILE COMMAND -- SSHD-ARGV...
+ *	start SSHD-ARGV (sshd -i) on one end of a socketpair and run COMMAND
+ *	over the other; print stdout (or with --count its size and speed),
+ *	"stderr: LINE" for each stderr line, then "exit N" or "error: MSG"
+ *   test-task results FILE [--end HEX] [--bundle PATH] [--branch B] [--proxy-log F]
+ *	parse result.json (FILE "-" for none) and print the summary lines,
+ *	"aibox: TEXT" or "vm: TEXT" (a minimal printer, for these tests only)
+ *   test-task shell-quote STRING
+ *   test-task settings [--id ID] [--commit HEX] [--model M] [--timeout S]
+ *		[--budget USD] [--api none|forward|oauth] [--env NAME=VALUE...]
+ *		[--mount TAG:PATH...] [--system-prompt S] [--git NAME:EMAIL]
+ *		[--secrets FILE]
+ *	print settings.json; write the secrets JSON for stdin to FILE
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "buf.h"
+#include "err.h"
+#include "num.h"
+#include "results.h"
+#include "spawn.h"
+#include "ssh.h"
+#include "tar_in.h"
+#include "task_settings.h"
+#include "banned.h"
+
+static int cmd_tar_in(int argc, char **argv)
+{
+	struct tar_in_file files[] = {
+		{ .name = "changes.bundle", .max = 2ULL << 30 },
+		{ .name = "transcript.jsonl", .max = 256ULL << 20 },
+		{ .name = "vm.log", .max = 64ULL << 20 },
+		{ .name = "result.json", .max = 1ULL << 20, .last = 1 },
+	};
+	static const size_t chunks[] = { 1, 7, 512, 100, 4096, 3, 65536 };
+	struct tar_in t;
+	char data[65536];
+	size_t ci = 0;
+	int ret = 0;
+
+	if (argc < 1)
+		die("usage: test-task tar-in DIR [NAME=CAP...]");
+	for (int i = 1; i < argc; i++) {
+		const char *eq = strchr(argv[i], '=');
+		long cap;
+
+		if (!eq || parse_long(eq + 1, 0, LONG_MAX, &cap) < 0)
+			die("bad cap '%s'", argv[i]);
+		for (size_t j = 0; j < ARRAY_SIZE(files); j++)
+			if (!strncmp(files[j].name, argv[i], (size_t)(eq - argv[i])) &&
+			    !files[j].name[eq - argv[i]])
+				files[j].max = (uint64_t)cap;
+	}
+	for (size_t j = 0; j < ARRAY_SIZE(files); j++) {
+		struct buf p = BUF_INIT;
+
+		buf_addf(&p, "%s/%s", argv[0], files[j].name);
+		files[j].fd = open(p.buf, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		if (files[j].fd < 0)
+			die_errno("cannot open '%s'", p.buf);
+		buf_release(&p);
+	}
+	tar_in_init(&t, files, ARRAY_SIZE(files));
+	for (;;) {
+		size_t want = chunks[ci++ % ARRAY_SIZE(chunks)];
+		ssize_t n = read(0, data, want);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			die_errno("cannot read stdin");
+		if (n == 0) {
+			ret = tar_in_finish(&t);
+			break;
+		}
+		if ((ret = tar_in_feed(&t, data, (size_t)n)) < 0)
+			break;
+	}
+	if (ret < 0) {
+		printf("refused: %s\n", t.reason);
+		return 1;
+	}
+	printf("ok");
+	for (size_t j = 0; j < ARRAY_SIZE(files); j++)
+		if (files[j].seen)
+			printf(" %s %llu", files[j].name, (unsigned long long)files[j].size);
+	printf("\n");
+	return 0;
+}
+
+static int cmd_ssh_keys(int argc, char **argv)
+{
+	struct ssh_task_keys k = SSH_TASK_KEYS_INIT;
+	struct buf err = BUF_INIT, path = BUF_INIT;
+	int ret;
+
+	if (argc != 1)
+		die("usage: test-task ssh-keys DIR");
+	if ((ret = ssh_task_keys_make(argv[0], NULL, &k, &err)) < 0)
+		die("%s", err.buf);
+	buf_addf(&path, "%s/test_user_key", argv[0]);
+	if ((ret = buf_write_file(&k.user_key, path.buf, 0600)) < 0)
+		die_err(ret, "cannot write '%s'", path.buf);
+	printf("host key blob %zu bytes\n", k.host_blob.len);
+	ssh_task_keys_release(&k);
+	buf_release(&err);
+	buf_release(&path);
+	return 0;
+}
+
+struct run_ctx {
+	int count;
+};
+
+static int on_stdout(void *ctx, const char *data, size_t n)
+{
+	struct run_ctx *rc = ctx;
+
+	if (!rc->count)
+		return write_all(1, data, n);
+	return 0;
+}
+
+static void on_stderr_line(void *ctx, const char *line, size_t n)
+{
+	fflush(stdout);
+	printf("stderr: %.*s\n", (int)n, line);
+	fflush(stdout);
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int cmd_ssh_run(int argc, char **argv)
+{
+	struct ssh_client c = SSH_CLIENT_INIT;
+	struct ssh_exec x = { 0 };
+	struct run_ctx rc = { 0 };
+	struct spawn sp = SPAWN_INIT;
+	struct buf key = BUF_INIT, pub = BUF_INIT, blob = BUF_INIT, in = BUF_INIT;
+	const char *command = NULL;
+	int sv[2], i, ret;
+	double t0;
+	long v;
+
+	for (i = 0; i < argc; i++) {
+		const char *a = argv[i];
+
+		if (!strcmp(a, "--")) {
+			i++;
+			break;
+		} else if (!strcmp(a, "--count")) {
+			rc.count = 1;
+		} else if (a[0] != '-') {
+			if (command)
+				die("more than one command: '%s'", a);
+			command = a;
+		} else if (i + 1 >= argc) {
+			die("option '%s' needs a value", a);
+		} else if (!strcmp(a, "--user")) {
+			c.user = argv[++i];
+		} else if (!strcmp(a, "--timeout-ms") && !parse_long(argv[i + 1], 0, LONG_MAX, &v)) {
+			c.timeout_ms = v;
+			i++;
+		} else if (!strcmp(a, "--idle-ms") && !parse_long(argv[i + 1], 0, LONG_MAX, &v)) {
+			c.idle_ms = v;
+			i++;
+		} else if (!strcmp(a, "--in")) {
+			if (buf_read_file(&in, argv[++i], 1 << 20) < 0)
+				die_errno("cannot read '%s'", argv[i]);
+		} else if (!strcmp(a, "--key")) {
+			if (buf_read_file(&key, argv[++i], 16384) < 0)
+				die_errno("cannot read '%s'", argv[i]);
+		} else if (!strcmp(a, "--host-pub")) {
+			if (buf_read_file(&pub, argv[++i], 16384) < 0)
+				die_errno("cannot read '%s'", argv[i]);
+		} else {
+			die("unknown option '%s'", a);
+		}
+	}
+	if (!command || i >= argc)
+		die("usage: test-task ssh-run [options] COMMAND -- SSHD-ARGV...");
+	if (ssh_pubkey_blob(pub.buf, pub.len, &blob) < 0)
+		die("not an ed25519 public key");
+
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+		die_errno("socketpair");
+	strvec_pushv(&sp.args, (const char *const *)argv + i);
+	sp.in = sv[1];
+	sp.out = sv[1];
+	sp.err = SPAWN_NULL; /* its log goes to -E; a stopped sshd must not hold our stderr */
+	if ((ret = spawn_start(&sp)) < 0)
+		die_err(ret, "cannot start '%s'", argv[i]);
+	close(sv[1]);
+
+	c.fd = sv[0];
+	c.host_key = (const unsigned char *)blob.buf;
+	c.host_key_len = blob.len;
+	c.user_key = key.buf;
+	c.user_key_len = key.len;
+	x.command = command;
+	x.in = in.buf;
+	x.in_len = in.len;
+	x.on_stdout = on_stdout;
+	x.on_stderr_line = on_stderr_line;
+	x.ctx = &rc;
+
+	t0 = now_s();
+	ret = ssh_connect(&c);
+	if (!ret)
+		ret = ssh_exec(&c, &x);
+	fflush(stdout);
+	if (ret < 0) {
+		printf("error: %s\n", c.error);
+	} else {
+		double dt = now_s() - t0;
+
+		if (rc.count)
+			printf("stdout %llu bytes, %.1f MB/s\n", (unsigned long long)x.out_bytes,
+			       (double)x.out_bytes / 1e6 / (dt > 0 ? dt : 1e-9));
+		printf("exit %d%s%s\n", x.exit_status, x.exit_signal[0] ? " signal " : "",
+		       x.exit_signal);
+	}
+	ssh_close(&c);
+	close(sv[0]);
+	/* SIGKILL: sshd -i waits for a session child that a test may have stopped. */
+	kill(sp.pid, SIGKILL);
+	spawn_wait(&sp);
+	spawn_clear(&sp);
+	explicit_bzero(key.buf, key.len);
+	buf_release(&key);
+	buf_release(&pub);
+	buf_release(&blob);
+	buf_release(&in);
+	return ret < 0 ? 1 : 0;
+}
+
+static int cmd_results(int argc, char **argv)
+{
+	struct task_result r;
+	struct summary_in in = { .bundle_path = "/tasks/x/changes.bundle", .branch = "aibox/task-x" };
+	struct summary sum = SUMMARY_INIT;
+	struct strvec hosts = STRVEC_INIT;
+	struct buf json = BUF_INIT, err = BUF_INIT, log = BUF_INIT;
+	int have = 0, ret;
+
+	if (argc < 1)
+		die("usage: test-task results FILE [options]");
+	for (int i = 1; i + 1 < argc; i += 2) {
+		if (!strcmp(argv[i], "--end"))
+			in.end_commit = argv[i + 1];
+		else if (!strcmp(argv[i], "--bundle"))
+			in.bundle_path = argv[i + 1];
+		else if (!strcmp(argv[i], "--branch"))
+			in.branch = argv[i + 1];
+		else if (!strcmp(argv[i], "--proxy-log")) {
+			size_t n;
+
+			if (buf_read_file(&log, argv[i + 1], 64 << 20) < 0)
+				die_errno("cannot read '%s'", argv[i + 1]);
+			n = proxy_log_hosts(log.buf, log.len, 3, &hosts);
+			if (n > hosts.nr)
+				printf("(%zu more hosts)\n", n - hosts.nr);
+		} else
+			die("unknown option '%s'", argv[i]);
+	}
+	if (strcmp(argv[0], "-")) {
+		ssize_t n = buf_read_file(&json, argv[0], RESULT_JSON_MAX + 1);
+
+		if (n < 0)
+			die_err((int)n, "cannot read '%s'", argv[0]);
+		if ((ret = result_parse(json.buf, json.len, &r, &err)) < 0) {
+			printf("refused: %s\n", err.buf);
+			return 1;
+		}
+		have = 1;
+		in.result = &r;
+	}
+	in.hosts = hosts.v;
+	in.nhosts = hosts.nr;
+	summary_make(&in, &sum);
+	for (size_t i = 0; i < sum.nr; i++)
+		printf("%s: %s\n", sum.v[i].vm ? "vm" : "aibox", sum.v[i].text);
+	summary_release(&sum);
+	if (have)
+		result_release(&r);
+	strvec_clear(&hosts);
+	buf_release(&json);
+	buf_release(&err);
+	buf_release(&log);
+	return 0;
+}
+
+static int cmd_shell_quote(int argc, char **argv)
+{
+	struct buf b = BUF_INIT;
+
+	if (argc != 1)
+		die("usage: test-task shell-quote STRING");
+	shell_quote(&b, argv[0]);
+	printf("%s\n", b.buf);
+	buf_release(&b);
+	return 0;
+}
+
+static int cmd_settings(int argc, char **argv)
+{
+	struct task_settings ts = {
+		.id = "259e07",
+		.start_commit = "0123456789abcdef0123456789abcdef01234567",
+		.timeout_s = 3600,
+		.git_name = "Test User",
+		.git_email = "test@example.com",
+		.api = TASK_API_FORWARD,
+	};
+	struct task_secret secrets[16];
+	struct task_mount mounts[16];
+	const char *names[16];
+	const char *secrets_file = NULL;
+	struct buf out = BUF_INIT, err = BUF_INIT, sec = BUF_INIT;
+	size_t nsec = 0, nmounts = 0;
+	int ret;
+
+	for (int i = 0; i + 1 < argc; i += 2) {
+		const char *a = argv[i], *v = argv[i + 1];
+		char *sep;
+
+		if (!strcmp(a, "--id"))
+			ts.id = v;
+		else if (!strcmp(a, "--commit"))
+			ts.start_commit = v;
+		else if (!strcmp(a, "--model"))
+			ts.model = v;
+		else if (!strcmp(a, "--timeout"))
+			ts.timeout_s = strtol(v, NULL, 10);
+		else if (!strcmp(a, "--budget")) {
+			ts.has_budget = 1;
+			ts.max_budget_usd = strtod(v, NULL);
+		} else if (!strcmp(a, "--api"))
+			ts.api = !strcmp(v, "none") ? TASK_API_NONE : !strcmp(v, "oauth") ? TASK_API_OAUTH : !strcmp(v, "forward") ? TASK_API_FORWARD : (enum task_api)7;
+		else if (!strcmp(a, "--env") && nsec < 16 && (sep = strchr(argv[i + 1], '='))) {
+			*sep = '\0';
+			secrets[nsec].name = names[nsec] = argv[i + 1];
+			secrets[nsec++].value = sep + 1;
+		} else if (!strcmp(a, "--mount") && nmounts < 16 && (sep = strchr(argv[i + 1], ':'))) {
+			*sep = '\0';
+			mounts[nmounts].tag = argv[i + 1];
+			mounts[nmounts++].path = sep + 1;
+		} else if (!strcmp(a, "--system-prompt"))
+			ts.system_prompt = v;
+		else if (!strcmp(a, "--git") && (sep = strchr(argv[i + 1], ':'))) {
+			*sep = '\0';
+			ts.git_name = argv[i + 1];
+			ts.git_email = sep + 1;
+		} else if (!strcmp(a, "--secrets"))
+			secrets_file = v;
+		else
+			die("unknown option '%s'", a);
+	}
+	ts.env_names = names;
+	ts.nenv = nsec;
+	ts.mounts = mounts;
+	ts.nmounts = nmounts;
+	if ((ret = task_settings_json(&ts, &out, &err)) < 0) {
+		printf("error: %s\n", err.buf);
+		return 1;
+	}
+	if (secrets_file) {
+		if ((ret = task_secrets_json(secrets, nsec, &sec, &err)) < 0) {
+			printf("error: %s\n", err.buf);
+			return 1;
+		}
+		if ((ret = buf_write_file(&sec, secrets_file, 0600)) < 0)
+			die_err(ret, "cannot write '%s'", secrets_file);
+	}
+	fwrite(out.buf, 1, out.len, stdout);
+	buf_release(&out);
+	buf_release(&err);
+	buf_wipe_release(&sec);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	tool_init(argc, argv);
+	setvbuf(stdout, NULL, _IOFBF, 1 << 16);
+	if (argc < 2)
+		die("usage: test-task COMMAND ARGS...");
+	if (!strcmp(argv[1], "tar-in"))
+		return cmd_tar_in(argc - 2, argv + 2);
+	if (!strcmp(argv[1], "ssh-keys"))
+		return cmd_ssh_keys(argc - 2, argv + 2);
+	if (!strcmp(argv[1], "ssh-run"))
+		return cmd_ssh_run(argc - 2, argv + 2);
+	if (!strcmp(argv[1], "results"))
+		return cmd_results(argc - 2, argv + 2);
+	if (!strcmp(argv[1], "shell-quote"))
+		return cmd_shell_quote(argc - 2, argv + 2);
+	if (!strcmp(argv[1], "settings"))
+		return cmd_settings(argc - 2, argv + 2);
+	die("unknown command '%s'", argv[1]);
+}
