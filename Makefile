@@ -95,6 +95,11 @@ $(B)/aibox-init: $(INIT_OBJ)
 $(B)/test-%: $(B)/t/helper/test-%.o $(B)/libaibox.a
 	$(QLD)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
 
+# The native test of aibox-init's task mode links those parts of the init.
+INIT_TASK_OBJ := $(addprefix $(B)/image/init/,task.o step.o tar_out.o)
+$(B)/test-init-task: $(B)/t/helper/test-init-task.o $(INIT_TASK_OBJ) $(B)/libaibox.a
+	$(QLD)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
+
 FUZZ_CC = clang
 FUZZ_CFLAGS = -std=gnu11 -D_GNU_SOURCE -DAIBOX_VERSION='"$(VERSION)"' -Icommon -g -O1 \
 	-fsanitize=fuzzer,address,undefined $(PKG_CFLAGS)

@@ -202,6 +202,7 @@ static int cmd_remove(const char *name)
 	lock = project_lock(p.dir, PROJECT_LOCK_EXCLUSIVE | PROJECT_LOCK_NONBLOCK);
 	if (lock == -EWOULDBLOCK) {
 		error("project '%s' is in use by a task or aibox run: left alone", name);
+		project_release(&p);
 		return EXIT_REFUSED;
 	}
 	if (lock == -ENOENT)
@@ -210,6 +211,8 @@ static int cmd_remove(const char *name)
 		die_err(lock, "cannot lock project '%s'", name);
 	if (any_task_running(p.dir)) {
 		error("project '%s' has a running task: left alone", name);
+		close(lock);
+		project_release(&p);
 		return EXIT_REFUSED;
 	}
 	projects_dir(&pdir);
@@ -224,14 +227,15 @@ static int cmd_remove(const char *name)
 		error("cannot remove '%s/%s': %s", pdir.buf, where.buf, strerror(-ret));
 		error("project '%s' is partly removed (%s freed); fix that and run this again", name,
 		      size.buf);
-		return EXIT_REFUSED;
+		ret = EXIT_REFUSED;
+	} else {
+		printf("removed project '%s' (%s, freed %s)\n", name, p.dir, size.buf);
 	}
-	printf("removed project '%s' (%s, freed %s)\n", name, p.dir, size.buf);
 	project_release(&p);
 	buf_release(&where);
 	buf_release(&pdir);
 	buf_release(&size);
-	return 0;
+	return ret;
 }
 
 int main(int argc, char **argv)

@@ -301,6 +301,7 @@ int main(int argc, char **argv)
 	ret = project_find(checkout.buf, &p);
 	if (ret == -ENOENT) {
 		printf("nothing to clean: this checkout has no aibox project\n");
+		buf_release(&checkout);
 		return 0;
 	}
 	if (ret < 0)

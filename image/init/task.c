@@ -1,15 +1,1249 @@
-/*
- * PLACEHOLDER owned by the `init` helper: the task steps (clone, claude,
- * commit, bundle, results tar) replace this file.  Until then a task
- * session is an error.
- */
-#include <stdio.h>
-
 #include "task.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <poll.h>
+#include <pwd.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "buf.h"
+#include "err.h"
+#include "strvec.h"
+#include "tar_out.h"
 #include "banned.h"
+
+/* The guest's fixed places. */
+#define GUEST_SHARE "/run/aibox/task"
+#define GUEST_STATE "/mnt/state"
+#define GUEST_HOME "/home/aibox"
+#define GUEST_USER "aibox"
+#define GUEST_PATH "/usr/local/bin:/usr/bin:/bin"
+#define BRANCH "aibox/task"
+#define BRANCH_REF "refs/heads/aibox/task"
+#define API_FORWARD_URL "http://127.0.0.1:3129"
+#define API_PLACEHOLDER_KEY "sk-ant-aibox-placeholder-the-host-adds-the-key"
+
+/* Caps: the host's (docs/internals.md) and our own on what we read. */
+#define SETTINGS_MAX (1 << 20)
+#define SECRETS_MAX (1 << 20)
+#define SECRETS_WAIT_MS 60000
+#define PROMPT_MAX (4 << 20)
+#define SYSTEM_PROMPT_MAX 120000 /* one argument: MAX_ARG_STRLEN is 128 KiB */
+#define BUNDLE_MAX (2ULL << 30)
+#define TRANSCRIPT_MAX (256ULL << 20)
+#define LOG_MAX ((64ULL << 20) - 4096)
+#define RESULT_MAX (1 << 20)
+#define LINE_MAX_PARSE (16 << 20)
+#define LAST_MESSAGE_MAX 65536
+#define GIT_OUT_MAX (1 << 20)
+#define ENV_NAMES_MAX 256
+#define CLAUDE_MAX_RETRIES "4"
+
+enum { S_CLONE, S_CLAUDE, S_COMMIT, S_BUNDLE, S_NR };
+static const char *const step_names[S_NR] = { "clone", "claude", "commit", "bundle" };
+
+struct step_info {
+	const char *status; /* NULL until run: "skipped" */
+	int64_t ms;
+	int exit_code; /* valid when has_exit */
+	int has_exit;
+};
+
+struct task {
+	const struct task_opts *o;
+	int64_t t0;
+	int out_broken;
+
+	/* settings.json */
+	json_t *settings;
+	const char *model, *start, *api, *proxy, *path, *system_prompt, *git_name, *git_email;
+	long timeout_s;
+	double budget;
+	int has_budget;
+	json_t *env_names;
+	struct strvec secrets; /* NAME=value, only for Claude Code's environment */
+
+	char *git, *claude;
+	char *results;	/* <state>/aibox-results */
+	int log_fd;	/* vm.log */
+	uint64_t log_len;
+	int log_full;
+
+	struct step_info steps[S_NR];
+	int failed_step; /* -1 none */
+
+	/* Claude Code */
+	int claude_ran, claude_exit, claude_timed_out;
+	json_t *result_line;
+	int transcript_fd;
+	uint64_t transcript_len;
+	int transcript_full;
+	struct buf line;
+	int line_long;
+
+	/* after */
+	char *end_commit;
+	int changes;
+	int bundle_fd;
+	uint64_t bundle_len;
+	int bundle_too_big;
+};
+
+/* ---- logging ----------------------------------------------------------- */
+
+static void log_raw(struct task *t, const char *data, size_t n)
+{
+	if (t->log_fd < 0 || t->log_full)
+		return;
+	if (t->log_len + n > LOG_MAX) {
+		static const char note[] = "\n[aibox-init: vm.log is full, the rest is left out]\n";
+
+		t->log_full = 1;
+		write_all(t->log_fd, note, sizeof(note) - 1);
+		return;
+	}
+	if (write_all(t->log_fd, data, n) == 0)
+		t->log_len += n;
+}
+
+static int log_sink(void *ctx, const char *data, size_t n)
+{
+	log_raw(ctx, data, n);
+	return 0;
+}
+
+/* A line in vm.log only, with the time since the start. */
+__attribute__((format(printf, 2, 3))) static void vmlog(struct task *t, const char *fmt, ...)
+{
+	struct buf b = BUF_INIT;
+	int64_t ms = now_ms() - t->t0;
+	va_list ap;
+
+	buf_addf(&b, "[%6lld.%03lld] ", (long long)(ms / 1000), (long long)(ms % 1000));
+	va_start(ap, fmt);
+	buf_vaddf(&b, fmt, ap);
+	va_end(ap);
+	buf_addch(&b, '\n');
+	log_raw(t, b.buf, b.len);
+	buf_release(&b);
+}
+
+/* A progress line: to stderr (the host shows it) and to vm.log. */
+__attribute__((format(printf, 2, 3))) static void progress(struct task *t, const char *fmt, ...)
+{
+	struct buf b = BUF_INIT;
+	va_list ap;
+
+	va_start(ap, fmt);
+	buf_vaddf(&b, fmt, ap);
+	va_end(ap);
+	vmlog(t, "%s", b.buf);
+	buf_addch(&b, '\n');
+	write_all(t->o->err, b.buf, b.len);
+	buf_release(&b);
+}
+
+/* ---- settings and secrets ---------------------------------------------- */
+
+static int is_hex(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return 0;
+	return s[n] == '\0';
+}
+
+static int is_env_name(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (!n || n > 128 || (s[0] >= '0' && s[0] <= '9'))
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (!(s[i] == '_' || (s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= 'a' && s[i] <= 'z') ||
+		      (s[i] >= '0' && s[i] <= '9')))
+			return 0;
+	return 1;
+}
+
+static int has_control(const char *s)
+{
+	for (; *s; s++)
+		if ((unsigned char)*s < 0x20 || *s == 0x7f)
+			return 1;
+	return 0;
+}
+
+/* A string member: NULL (with *why set) unless present, a string, 1..max bytes. */
+static const char *get_str(json_t *o, const char *key, size_t max, int nullable,
+			   struct buf *why)
+{
+	json_t *v = json_object_get(o, key);
+
+	if (nullable && (!v || json_is_null(v)))
+		return NULL;
+	if (!json_is_string(v) || !json_string_length(v) || json_string_length(v) > max ||
+	    strlen(json_string_value(v)) != json_string_length(v)) {
+		if (!why->len)
+			buf_addf(why, "\"%s\" is missing or not a string of 1 to %zu bytes", key, max);
+		return NULL;
+	}
+	return json_string_value(v);
+}
+
+static int path_ok(const char *p)
+{
+	if (p[0] != '/' || !strcmp(p, "/") || strstr(p, "//") || has_control(p))
+		return 0;
+	for (const char *c = p; (c = strchr(c, '/')); c++)
+		if (!strncmp(c, "/./", 3) || !strncmp(c, "/../", 4) || !strcmp(c, "/.") ||
+		    !strcmp(c, "/.."))
+			return 0;
+	return p[strlen(p) - 1] != '/';
+}
+
+static int read_settings(struct task *t, struct buf *why)
+{
+	struct buf b = BUF_INIT, file = BUF_INIT;
+	json_t *s, *v, *git;
+	json_error_t jerr;
+	ssize_t n;
+	const char *str;
+
+	buf_addf(&file, "%s/settings.json", t->o->share);
+	n = buf_read_file(&b, file.buf, SETTINGS_MAX);
+	if (n < 0) {
+		buf_addf(why, "cannot read '%s': %s", file.buf, strerror((int)-n));
+		goto fail;
+	}
+	s = t->settings = json_loadb(b.buf, b.len, JSON_REJECT_DUPLICATES, &jerr);
+	if (!s || !json_is_object(s)) {
+		buf_addf(why, "settings.json: %s", s ? "not an object" : jerr.text);
+		goto fail;
+	}
+	v = json_object_get(s, "version");
+	if (!json_is_integer(v) || json_integer_value(v) != 1) {
+		buf_addstr(why, "settings.json: \"version\" is not 1");
+		goto fail;
+	}
+	str = get_str(s, "mode", 16, 0, why);
+	if (str && strcmp(str, "task"))
+		buf_addf(why, "settings.json: \"mode\" is '%s', not 'task'", str);
+	str = get_str(s, "id", 6, 0, why);
+	if (str && !is_hex(str, 6) && !why->len)
+		buf_addstr(why, "settings.json: \"id\" is not 6 lowercase hex digits");
+	t->model = get_str(s, "model", 128, 1, why);
+	if (t->model && (has_control(t->model) || t->model[0] == '-') && !why->len)
+		buf_addstr(why, "settings.json: bad \"model\"");
+	v = json_object_get(s, "timeout_s");
+	if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+	    json_integer_value(v) > 7 * 86400) {
+		if (!why->len)
+			buf_addstr(why, "settings.json: \"timeout_s\" is not 1 to 604800");
+	} else {
+		t->timeout_s = (long)json_integer_value(v);
+	}
+	v = json_object_get(s, "max_budget_usd");
+	if (v && !json_is_null(v)) {
+		if (!json_is_number(v) || !(json_number_value(v) > 0) ||
+		    json_number_value(v) > 1e6) {
+			if (!why->len)
+				buf_addstr(why, "settings.json: bad \"max_budget_usd\"");
+		} else {
+			t->budget = json_number_value(v);
+			t->has_budget = 1;
+		}
+	}
+	git = json_object_get(s, "git");
+	if (!json_is_object(git)) {
+		if (!why->len)
+			buf_addstr(why, "settings.json: \"git\" is not an object");
+	} else {
+		t->git_name = get_str(git, "name", 256, 0, why);
+		t->git_email = get_str(git, "email", 256, 0, why);
+		if (((t->git_name && has_control(t->git_name)) ||
+		     (t->git_email && has_control(t->git_email))) &&
+		    !why->len)
+			buf_addstr(why, "settings.json: control characters in \"git\"");
+	}
+	t->start = get_str(s, "start_commit", 64, 0, why);
+	if (t->start && !is_hex(t->start, strlen(t->start) == 64 ? 64 : 40) && !why->len)
+		buf_addstr(why, "settings.json: \"start_commit\" is not a lowercase hex object name");
+	str = get_str(s, "branch", 64, 0, why);
+	if (str && strcmp(str, BRANCH) && !why->len)
+		buf_addf(why, "settings.json: \"branch\" is not '%s'", BRANCH);
+	t->env_names = json_object_get(s, "env_names");
+	if (!json_is_array(t->env_names) || json_array_size(t->env_names) > ENV_NAMES_MAX) {
+		if (!why->len)
+			buf_addstr(why, "settings.json: \"env_names\" is not an array of names");
+	} else {
+		size_t i;
+
+		json_array_foreach(t->env_names, i, v)
+			if ((!json_is_string(v) || !is_env_name(json_string_value(v))) &&
+			    !why->len)
+				buf_addstr(why, "settings.json: bad name in \"env_names\"");
+	}
+	t->api = get_str(s, "api", 16, 0, why);
+	if (t->api && strcmp(t->api, "forward") && strcmp(t->api, "oauth") &&
+	    strcmp(t->api, "none") && !why->len)
+		buf_addf(why, "settings.json: unknown \"api\" '%s'", t->api);
+	t->proxy = get_str(s, "proxy", 256, 1, why);
+	if (t->proxy && (strncmp(t->proxy, "http://", 7) || has_control(t->proxy) ||
+			 strchr(t->proxy, ' ')) &&
+	    !why->len)
+		buf_addstr(why, "settings.json: \"proxy\" is not an http:// URL");
+	t->path = json_object_get(s, "path") ? get_str(s, "path", 1024, 0, why) : "/project";
+	if (t->path && !path_ok(t->path) && !why->len)
+		buf_addstr(why, "settings.json: \"path\" is not a clean absolute path");
+	t->system_prompt = get_str(s, "system_prompt", SYSTEM_PROMPT_MAX, 1, why);
+	if (why->len)
+		goto fail;
+	buf_release(&b);
+	buf_release(&file);
+	return 0;
+fail:
+	buf_release(&b);
+	buf_release(&file);
+	return -1;
+}
+
+static int env_name_allowed(struct task *t, const char *name)
+{
+	size_t i;
+	json_t *v;
+
+	json_array_foreach(t->env_names, i, v)
+		if (!strcmp(json_string_value(v), name))
+			return 1;
+	return 0;
+}
+
+/* Read all of fd, at most max bytes, giving up after ms.  0 or -errno. */
+static int read_fd_timed(int fd, struct buf *b, size_t max, int ms)
+{
+	int64_t until = now_ms() + ms;
+
+	for (;;) {
+		struct pollfd pf = { .fd = fd, .events = POLLIN };
+		int64_t left = until - now_ms();
+		ssize_t n;
+
+		if (left <= 0)
+			return -ETIMEDOUT;
+		n = poll(&pf, 1, (int)left);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (!n)
+			continue;
+		buf_grow(b, 65536);
+		n = read(fd, b->buf + b->len, 65536);
+		if (n < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (n < 0)
+			return -errno;
+		if (!n)
+			return 0;
+		if (b->len + (size_t)n > max) {
+			explicit_bzero(b->buf, b->len + (size_t)n);
+			return -EFBIG;
+		}
+		buf_setlen(b, b->len + (size_t)n);
+	}
+}
+
+/* The secrets from stdin: kept only in memory, for Claude Code's environment. */
+static int read_secrets(struct task *t, struct buf *why)
+{
+	struct buf b = BUF_INIT;
+	json_t *s = NULL, *env, *v;
+	json_error_t jerr;
+	const char *name;
+	int ret = -1, err;
+
+	/* Room for all of it at once: growing would leave copies in freed memory. */
+	buf_grow(&b, SECRETS_MAX + 65536);
+	err = read_fd_timed(t->o->in, &b, SECRETS_MAX, SECRETS_WAIT_MS);
+	if (err < 0) {
+		buf_addf(why, "cannot read the secrets from stdin: %s", strerror(-err));
+		goto out;
+	}
+	if (!b.len) {
+		ret = 0; /* no secrets at all */
+		goto out;
+	}
+	s = json_loadb(b.buf, b.len, JSON_REJECT_DUPLICATES, &jerr);
+	env = s ? json_object_get(s, "env") : NULL;
+	if (!json_is_object(s) || !json_is_object(env) || json_object_size(s) != 1) {
+		buf_addstr(why, "the secrets on stdin are not {\"env\": {...}}");
+		goto out;
+	}
+	json_object_foreach(env, name, v) {
+		if (!is_env_name(name) || !env_name_allowed(t, name)) {
+			buf_addf(why, "secret '%s' is not in env_names", name);
+			goto out;
+		}
+		if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v)) {
+			buf_addf(why, "secret '%s' is not a string", name);
+			goto out;
+		}
+		strvec_pushf(&t->secrets, "%s=%s", name, json_string_value(v));
+	}
+	ret = 0;
+out:
+	if (s) {
+		/* jansson's copies: overwrite the values before they are freed. */
+		env = json_object_get(s, "env");
+		if (json_is_object(env))
+			json_object_foreach(env, name, v)
+				if (json_is_string(v))
+					explicit_bzero((char *)json_string_value(v),
+						       json_string_length(v));
+		json_decref(s);
+	}
+	explicit_bzero(b.buf, b.alloc ? b.alloc : b.len);
+	buf_release(&b);
+	return ret;
+}
+
+static void clear_secrets(struct task *t)
+{
+	for (size_t i = 0; i < t->secrets.nr; i++)
+		explicit_bzero((char *)t->secrets.v[i], strlen(t->secrets.v[i]));
+	strvec_clear(&t->secrets);
+}
+
+/* ---- running things ----------------------------------------------------- */
+
+static char *find_in_path(const char *name)
+{
+	const char *path = GUEST_PATH;
+	struct buf b = BUF_INIT;
+
+	while (*path) {
+		const char *end = strchrnul(path, ':');
+
+		buf_reset(&b);
+		buf_add(&b, path, (size_t)(end - path));
+		buf_addf(&b, "/%s", name);
+		if (access(b.buf, X_OK) == 0)
+			return buf_detach(&b, NULL);
+		path = *end ? end + 1 : end;
+	}
+	buf_release(&b);
+	return NULL;
+}
+
+static void base_env(struct task *t, struct strvec *env)
+{
+	strvec_pushf(env, "PATH=%s", GUEST_PATH);
+	strvec_pushf(env, "HOME=%s", t->o->home);
+	strvec_pushl(env, "USER=" GUEST_USER, "LOGNAME=" GUEST_USER, "SHELL=/bin/bash",
+		     "LANG=C.UTF-8", "TERM=dumb", NULL);
+}
+
+struct capture {
+	struct task *t;
+	struct buf *out;
+	int too_long;
+	step_sink_fn fn; /* instead of out */
+	void *fn_ctx;
+};
+
+static int capture_out(void *ctx, const char *data, size_t n)
+{
+	struct capture *c = ctx;
+
+	if (c->fn)
+		return c->fn(c->fn_ctx, data, n);
+	if (c->out->len + n > GIT_OUT_MAX) {
+		c->too_long = 1;
+		return -1;
+	}
+	buf_add(c->out, data, n);
+	return 0;
+}
+
+static int capture_err(void *ctx, const char *data, size_t n)
+{
+	struct capture *c = ctx;
+
+	log_raw(c->t, data, n);
+	return 0;
+}
+
+/*
+ * Run git as the user with hooks and fsmonitor off, in dir, in group g, until
+ * deadline; stdout into out (if set), stderr into vm.log.  extra_env adds to
+ * the environment.  Returns git's exit code, -ETIMEDOUT, or -errno.
+ */
+static int run_git_to(struct task *t, struct step_group *g, int64_t deadline, const char *dir,
+		      struct buf *out, step_sink_fn fn, void *fn_ctx,
+		      const char *const *extra_env, const char *const *args)
+{
+	struct strvec argv = STRVEC_INIT, env = STRVEC_INIT;
+	struct step_proc p = { 0 };
+	struct step_result r;
+	struct buf sink = BUF_INIT;
+	struct capture c = { t, out ? out : &sink, 0, fn, fn_ctx };
+	struct buf cmd = BUF_INIT;
+	int ret;
+
+	strvec_pushl(&argv, t->git, "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false",
+		     "-c", "gc.auto=0", "-c", "maintenance.auto=false", "-c",
+		     "commit.gpgSign=false", "-c", "core.pager=cat", "-c",
+		     "advice.detachedHead=false", NULL);
+	strvec_pushv(&argv, args);
+	base_env(t, &env);
+	strvec_pushl(&env, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
+		     "GIT_TERMINAL_PROMPT=0", "GIT_ATTR_NOSYSTEM=1", "LC_ALL=C", NULL);
+	if (extra_env)
+		strvec_pushv(&env, extra_env);
+	for (size_t i = 0; args[i]; i++)
+		buf_addf(&cmd, " %s", args[i]);
+	vmlog(t, "git%s", cmd.buf);
+
+	p.argv = argv.v;
+	p.envp = env.v;
+	p.dir = dir;
+	p.drop = t->o->drop;
+	p.uid = t->o->uid;
+	p.gid = t->o->gid;
+	p.in = -1;
+	p.on_out = capture_out;
+	p.on_err = capture_err;
+	p.ctx = &c;
+	ret = step_run(&p, g, deadline, &r);
+	if (ret < 0)
+		vmlog(t, "cannot run git: %s", strerror(-ret));
+	else if (r.timed_out)
+		ret = -ETIMEDOUT;
+	else if (c.too_long)
+		ret = -EFBIG;
+	else
+		ret = r.code;
+	strvec_clear(&argv);
+	strvec_clear(&env);
+	buf_release(&sink);
+	buf_release(&cmd);
+	return ret;
+}
+
+static int run_git(struct task *t, struct step_group *g, int64_t deadline, const char *dir,
+		   struct buf *out, const char *const *extra_env, const char *const *args)
+{
+	return run_git_to(t, g, deadline, dir, out, NULL, NULL, extra_env, args);
+}
+
+#define GIT(t, g, dl, dir, out, ...)                                                        \
+	run_git((t), (g), (dl), (dir), (out), NULL, (const char *const[]){ __VA_ARGS__, NULL })
+
+/* A git command that must succeed; else the step fails with a reason in vm.log. */
+static int git_ok(struct task *t, struct step_info *si, int ret, const char *what)
+{
+	if (ret == 0)
+		return 1;
+	if (ret == -ETIMEDOUT) {
+		si->status = "timeout";
+		progress(t, "%s: out of time", what);
+	} else {
+		si->status = "failed";
+		if (ret > 0) {
+			si->exit_code = ret;
+			si->has_exit = 1;
+		}
+		progress(t, "%s failed%s%s", what, ret < 0 ? ": " : "",
+			 ret < 0 ? strerror(-ret) : "");
+	}
+	return 0;
+}
+
+/* ---- step: clone -------------------------------------------------------- */
+
+static int ensure_project_dir(struct task *t)
+{
+	struct stat st;
+
+	if (lstat(t->path, &st) == 0)
+		return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
+	if (errno != ENOENT)
+		return -errno;
+	if (mkdir(t->path, 0755) < 0)
+		return -errno;
+	if (t->o->drop && chown(t->path, t->o->uid, t->o->gid) < 0)
+		return -errno;
+	return 0;
+}
+
+static void step_clone(struct task *t, struct step_info *si, struct step_group *g)
+{
+	int64_t deadline = now_ms() + t->o->git_limit_ms;
+	struct buf bundle = BUF_INIT, head = BUF_INIT;
+	int err;
+
+	progress(t, "cloning");
+	if ((err = ensure_project_dir(t)) < 0) {
+		si->status = "failed";
+		progress(t, "cannot make the project folder '%s': %s", t->path, strerror(-err));
+		goto out;
+	}
+	buf_addf(&bundle, "%s/start.bundle", t->o->share);
+	if (!git_ok(t, si,
+		    GIT(t, g, deadline, t->o->home, NULL, "clone", "-q", "--no-checkout", bundle.buf,
+			t->path),
+		    "git clone"))
+		goto out;
+	if (!git_ok(t, si, GIT(t, g, deadline, t->path, NULL, "remote", "remove", "origin"),
+		    "git remote remove"))
+		goto out;
+	if (!git_ok(t, si,
+		    GIT(t, g, deadline, t->path, &head, "rev-parse", "--verify", "-q",
+			"HEAD^{commit}"),
+		    "finding the bundle's HEAD"))
+		goto out;
+	buf_rtrim(&head);
+	if (strcmp(head.buf, t->start)) {
+		si->status = "failed";
+		progress(t, "the bundle's HEAD is %s, not the start commit %s", head.buf, t->start);
+		goto out;
+	}
+	if (!git_ok(t, si,
+		    GIT(t, g, deadline, t->path, NULL, "checkout", "-q", "-B", BRANCH, t->start),
+		    "git checkout") ||
+	    !git_ok(t, si,
+		    GIT(t, g, deadline, t->path, NULL, "config", "user.name", t->git_name),
+		    "git config") ||
+	    !git_ok(t, si,
+		    GIT(t, g, deadline, t->path, NULL, "config", "user.email", t->git_email),
+		    "git config"))
+		goto out;
+	si->status = "ok";
+out:
+	buf_release(&bundle);
+	buf_release(&head);
+}
+
+/* ---- step: claude ------------------------------------------------------- */
+
+static void transcript_write(struct task *t, const char *data, size_t n)
+{
+	int err;
+
+	if (t->transcript_full)
+		return;
+	if (t->transcript_len + n > TRANSCRIPT_MAX) {
+		t->transcript_full = 1;
+		progress(t, "the transcript is longer than %llu MiB: the rest is left out",
+			 TRANSCRIPT_MAX >> 20);
+		return;
+	}
+	if ((err = write_all(t->transcript_fd, data, n)) < 0) {
+		t->transcript_full = 1;
+		progress(t, "cannot write transcript.jsonl: %s", strerror(-err));
+		return;
+	}
+	t->transcript_len += n;
+}
+
+/* One whole line of stream-json: keep it if it is the result line. */
+static void transcript_line(struct task *t, const char *line, size_t n)
+{
+	json_t *j, *type;
+
+	if (!memmem(line, n, "\"result\"", 8))
+		return;
+	j = json_loadb(line, n, 0, NULL);
+	type = json_object_get(j, "type");
+	if (json_is_string(type) && !strcmp(json_string_value(type), "result")) {
+		json_decref(t->result_line);
+		t->result_line = j;
+		return;
+	}
+	json_decref(j);
+}
+
+static int transcript_sink(void *ctx, const char *data, size_t n)
+{
+	struct task *t = ctx;
+
+	while (n) {
+		const char *nl = memchr(data, '\n', n);
+		size_t take = nl ? (size_t)(nl - data) + 1 : n;
+
+		if (t->line_long) {
+			/* Too long to be worth parsing: passed through as it is. */
+			transcript_write(t, data, take);
+		} else {
+			buf_add(&t->line, data, take);
+			if (t->line.len > LINE_MAX_PARSE) {
+				transcript_write(t, t->line.buf, t->line.len);
+				buf_reset(&t->line);
+				t->line_long = 1;
+			}
+		}
+		if (nl) {
+			if (!t->line_long) {
+				transcript_write(t, t->line.buf, t->line.len);
+				transcript_line(t, t->line.buf, t->line.len);
+			}
+			buf_reset(&t->line);
+			t->line_long = 0;
+		}
+		data += take;
+		n -= take;
+	}
+	return 0;
+}
+
+static int env_has(const struct strvec *env, const char *name)
+{
+	size_t n = strlen(name);
+
+	for (size_t i = 0; i < env->nr; i++)
+		if (!strncmp(env->v[i], name, n) && env->v[i][n] == '=')
+			return 1;
+	return 0;
+}
+
+static void claude_env(struct task *t, struct strvec *env)
+{
+	base_env(t, env);
+	strvec_pushl(env, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
+		     "CLAUDE_CODE_MAX_RETRIES=" CLAUDE_MAX_RETRIES, "DISABLE_AUTOUPDATER=1", NULL);
+	if (t->proxy) {
+		strvec_pushf(env, "HTTP_PROXY=%s", t->proxy);
+		strvec_pushf(env, "HTTPS_PROXY=%s", t->proxy);
+		strvec_pushf(env, "http_proxy=%s", t->proxy);
+		strvec_pushf(env, "https_proxy=%s", t->proxy);
+	}
+	if (!strcmp(t->api, "forward"))
+		strvec_pushl(env, "ANTHROPIC_BASE_URL=" API_FORWARD_URL,
+			     "ANTHROPIC_API_KEY=" API_PLACEHOLDER_KEY, NULL);
+	/* The config's env, except what we set ourselves (NO_PROXY would bypass the forward). */
+	for (size_t i = 0; i < t->secrets.nr; i++) {
+		const char *s = t->secrets.v[i];
+		char name[130];
+		size_t n = strcspn(s, "=");
+
+		if (n >= sizeof(name))
+			continue;
+		memcpy(name, s, n);
+		name[n] = '\0';
+		if (env_has(env, name) || !strcasecmp(name, "NO_PROXY"))
+			continue;
+		strvec_push(env, s);
+	}
+}
+
+static const char *ended_by(struct task *t)
+{
+	json_t *sub = json_object_get(t->result_line, "subtype");
+	json_t *is_error = json_object_get(t->result_line, "is_error");
+
+	if (t->claude_timed_out)
+		return "timeout";
+	if (json_is_string(sub) && strstr(json_string_value(sub), "budget"))
+		return "budget";
+	if (t->claude_exit == 0 && t->result_line && !json_is_true(is_error))
+		return "completed";
+	return "error";
+}
+
+static void step_claude(struct task *t, struct step_info *si, struct step_group *g)
+{
+	struct strvec argv = STRVEC_INIT, env = STRVEC_INIT;
+	struct buf file = BUF_INIT;
+	struct step_proc p = { 0 };
+	struct step_result r;
+	struct stat st;
+	int prompt = -1, err;
+
+	si->status = "failed";
+	buf_addf(&file, "%s/prompt.txt", t->o->share);
+	prompt = open(file.buf, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (prompt < 0 || fstat(prompt, &st) < 0 || !S_ISREG(st.st_mode) ||
+	    st.st_size > PROMPT_MAX) {
+		progress(t, "cannot use '%s': %s", file.buf,
+			 prompt < 0 ? strerror(errno) : "not a plain file of at most 4 MiB");
+		goto out;
+	}
+	buf_reset(&file);
+	buf_addf(&file, "%s/transcript.jsonl", t->results);
+	t->transcript_fd = open(file.buf, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (t->transcript_fd < 0) {
+		progress(t, "cannot open '%s': %s", file.buf, strerror(errno));
+		goto out;
+	}
+
+	strvec_pushl(&argv, t->claude, "--print", "--verbose", "--output-format", "stream-json",
+		     "--permission-mode", "bypassPermissions", NULL);
+	if (t->model)
+		strvec_pushl(&argv, "--model", t->model, NULL);
+	if (t->has_budget)
+		strvec_pushf(&argv, "--max-budget-usd=%.10g", t->budget);
+	if (t->system_prompt)
+		strvec_pushl(&argv, "--append-system-prompt", t->system_prompt, NULL);
+	claude_env(t, &env);
+
+	p.argv = argv.v;
+	p.envp = env.v;
+	p.dir = t->path;
+	p.drop = t->o->drop;
+	p.uid = t->o->uid;
+	p.gid = t->o->gid;
+	p.in = prompt; /* on stdin: a 1 MiB prompt would strain ARG_MAX */
+	p.on_out = transcript_sink;
+	p.on_err = log_sink;
+	p.ctx = t;
+	progress(t, "claude started");
+	err = step_run(&p, g, now_ms() + (int64_t)t->timeout_s * 1000, &r);
+	if (err < 0) {
+		progress(t, "cannot start claude: %s", strerror(-err));
+		goto out;
+	}
+	if (t->line.len) {
+		/* A last line without a newline. */
+		transcript_write(t, t->line.buf, t->line.len);
+		if (!t->line_long)
+			transcript_line(t, t->line.buf, t->line.len);
+		buf_reset(&t->line);
+	}
+	t->claude_ran = 1;
+	t->claude_exit = r.code;
+	t->claude_timed_out = r.timed_out;
+	if (r.timed_out) {
+		si->status = "timeout";
+		progress(t, "claude timed out after %ld s and was stopped", t->timeout_s);
+	} else {
+		si->exit_code = r.code;
+		si->has_exit = 1;
+		progress(t, "claude exited with %d", r.code);
+		if (!strcmp(ended_by(t), "completed"))
+			si->status = "ok";
+	}
+out:
+	if (prompt >= 0)
+		close(prompt);
+	for (size_t i = 0; i < env.nr; i++)
+		explicit_bzero((char *)env.v[i], strlen(env.v[i]));
+	strvec_clear(&argv);
+	strvec_clear(&env);
+	buf_release(&file);
+}
+
+/* ---- steps: commit and bundle ------------------------------------------- */
+
+static const char *const aibox_ident[] = {
+	"GIT_AUTHOR_NAME=aibox", "GIT_AUTHOR_EMAIL=aibox@localhost",
+	"GIT_COMMITTER_NAME=aibox", "GIT_COMMITTER_EMAIL=aibox@localhost", NULL
+};
+
+static void step_commit(struct task *t, struct step_info *si, struct step_group *g,
+			int64_t deadline)
+{
+	struct buf head = BUF_INIT;
+	int ret;
+
+	ret = GIT(t, g, deadline, t->path, &head, "symbolic-ref", "-q", "HEAD");
+	if (ret == -ETIMEDOUT) {
+		git_ok(t, si, ret, "git symbolic-ref");
+		goto out;
+	}
+	buf_rtrim(&head);
+	if (ret != 0 || strcmp(head.buf, BRANCH_REF)) {
+		si->status = "skipped";
+		progress(t, "HEAD is not on %s: changes left uncommitted stay out", BRANCH);
+		goto out;
+	}
+	if (!git_ok(t, si, GIT(t, g, deadline, t->path, NULL, "add", "-A"), "git add"))
+		goto out;
+	ret = GIT(t, g, deadline, t->path, NULL, "diff", "--cached", "--quiet", "--no-ext-diff");
+	if (ret == 0) {
+		si->status = "ok";
+		goto out;
+	}
+	if (ret != 1 && !git_ok(t, si, ret, "git diff"))
+		goto out;
+	progress(t, "committing leftover changes");
+	ret = run_git(t, g, deadline, t->path, NULL, aibox_ident,
+		      (const char *const[]){ "commit", "-q", "--no-verify", "-m",
+					     "Commit what Claude Code left uncommitted\n\n"
+					     "Made by aibox-init when the task ended.",
+					     NULL });
+	if (git_ok(t, si, ret, "git commit"))
+		si->status = "ok";
+out:
+	buf_release(&head);
+}
+
+static int bundle_sink(void *ctx, const char *data, size_t n)
+{
+	struct task *t = ctx;
+
+	if (t->bundle_len + n > BUNDLE_MAX) {
+		t->bundle_too_big = 1;
+		return -1;
+	}
+	if (write_all(t->bundle_fd, data, n) < 0) {
+		t->bundle_too_big = -1;
+		return -1;
+	}
+	t->bundle_len += n;
+	return 0;
+}
+
+static void step_bundle(struct task *t, struct step_info *si, struct step_group *g,
+			int64_t deadline)
+{
+	struct buf out = BUF_INIT, file = BUF_INIT, exclude = BUF_INIT;
+	long count;
+	int ret;
+
+	si->status = "failed";
+	ret = GIT(t, g, deadline, t->path, &out, "rev-parse", "--verify", "-q",
+		  BRANCH_REF "^{commit}");
+	if (ret == 0) {
+		buf_rtrim(&out);
+		free(t->end_commit);
+		t->end_commit = xstrdup(out.buf);
+	} else if (ret > 0) {
+		progress(t, "the branch %s is gone", BRANCH);
+		goto out;
+	}
+	if (!git_ok(t, si, ret, "git rev-parse"))
+		goto out;
+	ret = GIT(t, g, deadline, t->path, NULL, "merge-base", "--is-ancestor", t->start,
+		  t->end_commit);
+	if (ret == 1) {
+		progress(t, "%s does not descend from the start commit", BRANCH);
+		goto out;
+	}
+	if (!git_ok(t, si, ret, "git merge-base"))
+		goto out;
+	buf_reset(&out);
+	buf_addf(&exclude, "%s..%s", t->start, t->end_commit);
+	if (!git_ok(t, si,
+		    GIT(t, g, deadline, t->path, &out, "rev-list", "--count", exclude.buf),
+		    "git rev-list"))
+		goto out;
+	buf_rtrim(&out);
+	count = strtol(out.buf, NULL, 10);
+	if (count <= 0) {
+		progress(t, "no changes");
+		si->status = "ok";
+		goto out;
+	}
+
+	progress(t, "bundling");
+	buf_addf(&file, "%s/changes.bundle", t->results);
+	t->bundle_fd = open(file.buf, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (t->bundle_fd < 0) {
+		progress(t, "cannot open '%s': %s", file.buf, strerror(errno));
+		goto out;
+	}
+	buf_reset(&exclude);
+	buf_addf(&exclude, "^%s", t->start);
+	ret = run_git_to(t, g, deadline, t->path, NULL, bundle_sink, t, NULL,
+			 (const char *const[]){ "bundle", "create", "-q", "-", BRANCH_REF,
+						exclude.buf, NULL });
+	if (ret == -EFBIG || t->bundle_too_big) {
+		progress(t, "the bundle is larger than 2 GiB");
+		goto out;
+	}
+	if (!git_ok(t, si, ret, "git bundle create"))
+		goto out;
+	t->changes = 1;
+	si->status = "ok";
+out:
+	buf_release(&out);
+	buf_release(&file);
+	buf_release(&exclude);
+}
+
+/* ---- results ------------------------------------------------------------ */
+
+static void send_file(struct task *t, const char *name, int fd, uint64_t max)
+{
+	int err;
+
+	if (t->out_broken)
+		return;
+	err = tar_out_file(t->o->out, name, fd, max);
+	if (err < 0) {
+		t->out_broken = 1;
+		progress(t, "cannot send %s: %s", name, strerror(-err));
+	}
+}
+
+static json_t *json_cut_string(const char *s, size_t max)
+{
+	size_t n = strlen(s);
+	struct buf b = BUF_INIT;
+	json_t *j;
+
+	if (n <= max)
+		return json_string(s);
+	/* Cut at a character boundary, and say so. */
+	while (n > 0 && (n > max || ((unsigned char)s[n] & 0xc0) == 0x80))
+		n--;
+	buf_add(&b, s, n);
+	buf_addf(&b, "\n[cut by aibox-init at %zu bytes]", max);
+	j = json_string(b.buf);
+	buf_release(&b);
+	return j;
+}
+
+static json_t *claude_json(struct task *t)
+{
+	json_t *c, *r = t->result_line, *v;
+
+	if (!t->claude_ran)
+		return json_null();
+	c = json_object();
+	json_object_set_new(c, "exit_code",
+			    t->claude_timed_out ? json_null() : json_integer(t->claude_exit));
+	v = json_object_get(r, "num_turns");
+	json_object_set_new(c, "num_turns",
+			    json_is_integer(v) ? json_integer(json_integer_value(v)) : json_null());
+	v = json_object_get(r, "duration_ms");
+	json_object_set_new(c, "duration_ms",
+			    json_is_integer(v) ? json_integer(json_integer_value(v)) : json_null());
+	v = json_object_get(r, "total_cost_usd");
+	json_object_set_new(c, "total_cost_usd",
+			    json_is_number(v) ? json_real(json_number_value(v)) : json_null());
+	json_object_set_new(c, "ended_by", json_string(ended_by(t)));
+	v = json_object_get(r, "subtype");
+	json_object_set_new(c, "subtype", json_is_string(v) ?
+						 json_cut_string(json_string_value(v), 64) :
+						 json_null());
+	v = json_object_get(r, "result");
+	json_object_set_new(c, "last_message",
+			    json_is_string(v) && strlen(json_string_value(v)) ==
+							 json_string_length(v) ?
+				    json_cut_string(json_string_value(v), LAST_MESSAGE_MAX) :
+				    json_null());
+	return c;
+}
+
+static char *result_json(struct task *t)
+{
+	json_t *root = json_object(), *steps = json_array();
+	char *s;
+
+	json_object_set_new(root, "version", json_integer(1));
+	for (int i = 0; i < S_NR; i++) {
+		struct step_info *si = &t->steps[i];
+		json_t *o = json_object();
+
+		json_object_set_new(o, "name", json_string(step_names[i]));
+		json_object_set_new(o, "status", json_string(si->status ? si->status : "skipped"));
+		json_object_set_new(o, "seconds", json_real((double)si->ms / 1000.0));
+		json_object_set_new(o, "exit_code",
+				    si->has_exit ? json_integer(si->exit_code) : json_null());
+		json_array_append_new(steps, o);
+	}
+	json_object_set_new(root, "steps", steps);
+	json_object_set_new(root, "failed_step", t->failed_step >= 0 ?
+							 json_string(step_names[t->failed_step]) :
+							 json_null());
+	json_object_set_new(root, "claude", claude_json(t));
+	json_object_set_new(root, "start_commit", t->start ? json_string(t->start) : json_null());
+	json_object_set_new(root, "end_commit",
+			    t->end_commit ? json_string(t->end_commit) : json_null());
+	json_object_set_new(root, "changes", json_boolean(t->changes));
+	s = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
+	json_decref(root);
+	return s;
+}
+
+/* ---- the task ----------------------------------------------------------- */
+
+/* Run one step in a group of its own; a step not ok becomes the failed step. */
+typedef void (*step_fn)(struct task *t, struct step_info *si, struct step_group *g,
+			int64_t deadline);
+
+static int run_step(struct task *t, int idx, step_fn fn, int64_t deadline)
+{
+	struct step_info *si = &t->steps[idx];
+	struct step_group g;
+	int64_t start = now_ms();
+	int err;
+
+	err = step_group_create(&g, t->o->backend, step_names[idx]);
+	if (err < 0) {
+		si->status = "failed";
+		progress(t, "cannot make the group for %s: %s", step_names[idx], strerror(-err));
+	} else {
+		fn(t, si, &g, deadline);
+		err = step_group_destroy(&g);
+		if (err < 0)
+			vmlog(t, "the group of %s did not go away cleanly: %s", step_names[idx],
+			     strerror(-err));
+	}
+	si->ms = now_ms() - start;
+	if (!si->status)
+		si->status = "failed";
+	if (strcmp(si->status, "ok") && strcmp(si->status, "skipped") && t->failed_step < 0)
+		t->failed_step = idx;
+	return !strcmp(si->status, "ok") || !strcmp(si->status, "skipped");
+}
+
+static void do_clone(struct task *t, struct step_info *si, struct step_group *g, int64_t dl)
+{
+	(void)dl;
+	step_clone(t, si, g);
+}
+
+static void do_claude(struct task *t, struct step_info *si, struct step_group *g, int64_t dl)
+{
+	(void)dl;
+	step_claude(t, si, g);
+}
+
+static int open_results(struct task *t)
+{
+	struct buf b = BUF_INIT;
+	int ret = 0;
+
+	buf_addf(&b, "%s/aibox-results", t->o->state);
+	if (mkdir(b.buf, 0700) < 0 && errno != EEXIST)
+		ret = -errno;
+	t->results = buf_detach(&b, NULL);
+	if (ret)
+		return ret;
+	buf_addf(&b, "%s/vm.log", t->results);
+	t->log_fd = open(b.buf, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (t->log_fd < 0)
+		ret = -errno;
+	buf_release(&b);
+	return ret;
+}
+
+void task_opts_guest(struct task_opts *o)
+{
+	struct passwd *pw = getpwnam(GUEST_USER);
+
+	memset(o, 0, sizeof(*o));
+	o->share = GUEST_SHARE;
+	o->state = GUEST_STATE;
+	o->home = GUEST_HOME;
+	o->claude = NULL;
+	o->backend = STEP_CGROUP;
+	o->drop = 1;
+	o->uid = pw ? pw->pw_uid : 1000;
+	o->gid = pw ? pw->pw_gid : 1000;
+	o->git_limit_ms = 10 * 60 * 1000;
+	o->in = 0;
+	o->out = 1;
+	o->err = 2;
+}
+
+int task_run(const struct task_opts *o)
+{
+	struct task task = { 0 }, *t = &task;
+	struct buf why = BUF_INIT;
+	char *result = NULL;
+	int err, ret = 0;
+
+	t->o = o;
+	t->t0 = now_ms();
+	t->log_fd = t->transcript_fd = t->bundle_fd = -1;
+	t->failed_step = -1;
+	strvec_init(&t->secrets);
+	/* Orphans of a killed step come back to us, to be reaped. */
+	prctl(PR_SET_CHILD_SUBREAPER, 1);
+
+	err = open_results(t);
+	if (err < 0)
+		progress(t, "cannot open the results folder '%s': %s", t->results, strerror(-err));
+	vmlog(t, "task mode: share %s, state %s", o->share, o->state);
+
+	/* Reading the settings and the secrets counts as part of the clone step. */
+	if (read_settings(t, &why) < 0 || read_secrets(t, &why) < 0) {
+		progress(t, "%s", why.buf);
+		t->steps[S_CLONE].status = "failed";
+		t->failed_step = S_CLONE;
+	} else if (!(t->git = find_in_path("git"))) {
+		progress(t, "cannot find git in %s", GUEST_PATH);
+		t->steps[S_CLONE].status = "failed";
+		t->failed_step = S_CLONE;
+	} else if (!(t->claude = o->claude ? xstrdup(o->claude) : find_in_path("claude"))) {
+		progress(t, "cannot find claude in %s", GUEST_PATH);
+		t->steps[S_CLONE].status = "failed";
+		t->failed_step = S_CLONE;
+	} else if (err < 0) {
+		t->steps[S_CLONE].status = "failed";
+		t->failed_step = S_CLONE;
+	}
+
+	if (t->failed_step < 0 && run_step(t, S_CLONE, do_clone, 0)) {
+		int64_t deadline;
+
+		/* Whatever way Claude Code ended, what it left is committed and sent. */
+		run_step(t, S_CLAUDE, do_claude, 0);
+		deadline = now_ms() + o->git_limit_ms;
+
+		if (t->transcript_fd >= 0)
+			send_file(t, "transcript.jsonl", t->transcript_fd, TRANSCRIPT_MAX);
+		if (run_step(t, S_COMMIT, step_commit, deadline))
+			run_step(t, S_BUNDLE, step_bundle, deadline);
+		if (t->changes)
+			send_file(t, "changes.bundle", t->bundle_fd, BUNDLE_MAX);
+	}
+	clear_secrets(t);
+
+	result = result_json(t);
+	if (!result || strlen(result) + 1 > RESULT_MAX) {
+		free(result);
+		result = xstrdup("{\"version\":1,\"failed_step\":\"bundle\",\"steps\":[],"
+				 "\"claude\":null,\"changes\":false}");
+	}
+	vmlog(t, "task ended%s%s", t->failed_step >= 0 ? ", failed step: " : "",
+	     t->failed_step >= 0 ? step_names[t->failed_step] : "");
+	if (t->log_fd >= 0)
+		send_file(t, "vm.log", t->log_fd, LOG_MAX + 4096);
+	if (!t->out_broken) {
+		struct buf r = BUF_INIT;
+
+		buf_addstr(&r, result);
+		buf_addch(&r, '\n');
+		if (tar_out_buf(o->out, "result.json", r.buf, r.len) < 0 || tar_out_end(o->out) < 0)
+			t->out_broken = 1;
+		buf_release(&r);
+	}
+	ret = t->out_broken ? EXIT_ERROR : 0;
+
+	free(result);
+	json_decref(t->result_line);
+	json_decref(t->settings);
+	buf_release(&t->line);
+	buf_release(&why);
+	free(t->git);
+	free(t->claude);
+	free(t->results);
+	free(t->end_commit);
+	if (t->log_fd >= 0)
+		close(t->log_fd);
+	if (t->transcript_fd >= 0)
+		close(t->transcript_fd);
+	if (t->bundle_fd >= 0)
+		close(t->bundle_fd);
+	return ret;
+}
 
 int task_session(void)
 {
-	fprintf(stderr, "aibox-init: task mode is not built yet\n");
-	return 2;
+	struct task_opts o;
+
+	task_opts_guest(&o);
+	return task_run(&o);
 }

@@ -1,16 +1,45 @@
 /*
- * PLACEHOLDER owned by the `init` helper (issue 5, task mode): it replaces
- * this file and task.c with the real task steps.
+ * aibox-init's task mode: the guest side of one task (docs/internals.md).
  *
- * The base of aibox-init calls task_session() when sshd runs the forced
- * command `/usr/lib/aibox/aibox-init session` with SSH_ORIGINAL_COMMAND=task
- * in a VM booted in task mode.  stdin, stdout and stderr are the SSH channel
- * (stdin: the secrets JSON then EOF; stdout: the results tar; stderr:
- * progress lines).  Returns the exit code of the session command.
+ * The host runs the SSH command `task`; the session code calls task_session()
+ * with stdin, stdout and stderr being the SSH channel:
+ *   stdin   the secrets, {"env": {"NAME": "value", ...}}, then EOF
+ *   stdout  the results as a ustar stream, result.json last
+ *   stderr  progress lines, one per event
+ * It runs the steps clone, claude, commit and bundle (each in a cgroup of its
+ * own, killed when the step ends) and returns the session's exit code: 0 once
+ * result.json is sent, whatever the task's own outcome, 2 when the results
+ * could not be sent.
  */
 #ifndef AIBOX_INIT_TASK_H
 #define AIBOX_INIT_TASK_H
 
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "step.h"
+
+/* The run of a task; task_session() uses the guest's fixed values. */
+struct task_opts {
+	const char *share;  /* the read-only task folder: /run/aibox/task */
+	const char *state;  /* the state disk; results go to <state>/aibox-results */
+	const char *home;   /* the user's home: /home/aibox */
+	const char *claude; /* Claude Code; NULL: looked up in the guest's PATH */
+	enum step_backend backend;
+	int drop; /* run git and Claude Code as uid/gid (the user aibox) */
+	uid_t uid;
+	gid_t gid;
+	int64_t git_limit_ms; /* the git steps before, and those after: 10 minutes each */
+	int in, out, err;
+};
+
+/* Fill o with the guest's values (the user aibox looked up in /etc/passwd). */
+void task_opts_guest(struct task_opts *o);
+
+/* Run one task as o says and return the session's exit code (see above). */
+int task_run(const struct task_opts *o);
+
+/* task_run() with task_opts_guest(): what `aibox-init session` runs for `task`. */
 int task_session(void);
 
 #endif

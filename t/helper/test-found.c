@@ -47,6 +47,7 @@ static int cmd_config(const char *file)
 	if (config_load(&cfg, file, &err) < 0) {
 		printf("%s\n", err.buf);
 		config_release(&cfg);
+		buf_release(&err);
 		return 1;
 	}
 	for (size_t i = 0; i < cfg.allow.nr; i++)
@@ -104,10 +105,12 @@ int main(int argc, char **argv)
 
 		if (ret < 0) {
 			printf("error %s (%s)\n", why.buf, ret == -ERANGE ? "ERANGE" : "EINVAL");
+			buf_release(&why);
 			return 1;
 		}
 		duration_format(&out, ms);
 		printf("%" PRId64 " %s\n", ms, out.buf);
+		buf_release(&out);
 		return 0;
 	}
 	if (!strcmp(cmd, "task-id")) {
@@ -188,6 +191,7 @@ int main(int argc, char **argv)
 
 		project_name_base(argv[2], &name);
 		printf("%s %s\n", name.buf, project_name_valid(name.buf) ? "valid" : "INVALID");
+		buf_release(&name);
 		return 0;
 	}
 	if (!strcmp(cmd, "checkout") && argc == 3) {
@@ -196,9 +200,11 @@ int main(int argc, char **argv)
 
 		if (ret < 0) {
 			printf("error %s\n", strerror(-ret));
+			buf_release(&out);
 			return 1;
 		}
 		printf("%s\n", out.buf);
+		buf_release(&out);
 		return 0;
 	}
 	if (!strcmp(cmd, "project-lock") && argc == 4) {
@@ -221,6 +227,7 @@ int main(int argc, char **argv)
 		ret = rmtree_at(dfd, argv[3], &st, &where);
 		if (ret < 0) {
 			printf("error %s: %s\n", where.buf, strerror(-ret));
+			buf_release(&where);
 			return 1;
 		}
 		printf("removed %zu entries\n", st.entries);
@@ -231,6 +238,7 @@ int main(int argc, char **argv)
 
 		format_bytes(&out, strtoull(argv[2], NULL, 10));
 		printf("%s\n", out.buf);
+		buf_release(&out);
 		return 0;
 	}
 	die("unknown command or wrong arguments: '%s'", cmd);

@@ -296,7 +296,7 @@ static int cmd_results(int argc, char **argv)
 			die_err((int)n, "cannot read '%s'", argv[0]);
 		if ((ret = result_parse(json.buf, json.len, &r, &err)) < 0) {
 			printf("refused: %s\n", err.buf);
-			return 1;
+			goto out;
 		}
 		have = 1;
 		in.result = &r;
@@ -307,13 +307,15 @@ static int cmd_results(int argc, char **argv)
 	for (size_t i = 0; i < sum.nr; i++)
 		printf("%s: %s\n", sum.v[i].vm ? "vm" : "aibox", sum.v[i].text);
 	summary_release(&sum);
+	ret = 0;
+out:
 	if (have)
 		result_release(&r);
 	strvec_clear(&hosts);
 	buf_release(&json);
 	buf_release(&err);
 	buf_release(&log);
-	return 0;
+	return ret < 0 ? 1 : 0;
 }
 
 static int cmd_shell_quote(int argc, char **argv)
@@ -388,21 +390,22 @@ static int cmd_settings(int argc, char **argv)
 	ts.nmounts = nmounts;
 	if ((ret = task_settings_json(&ts, &out, &err)) < 0) {
 		printf("error: %s\n", err.buf);
-		return 1;
+		goto out;
 	}
 	if (secrets_file) {
 		if ((ret = task_secrets_json(secrets, nsec, &sec, &err)) < 0) {
 			printf("error: %s\n", err.buf);
-			return 1;
+			goto out;
 		}
 		if ((ret = buf_write_file(&sec, secrets_file, 0600)) < 0)
 			die_err(ret, "cannot write '%s'", secrets_file);
 	}
 	fwrite(out.buf, 1, out.len, stdout);
+out:
 	buf_release(&out);
 	buf_release(&err);
 	buf_wipe_release(&sec);
-	return 0;
+	return ret < 0 ? 1 : 0;
 }
 
 int main(int argc, char **argv)

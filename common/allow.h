@@ -1,0 +1,81 @@
+/*
+ * The proxy's allow list: which host:port a client may reach.
+ *
+ * Entries:
+ *   host             host on port 443 ("github.com")
+ *   host:port        ("localhost:5432", "example.com:80")
+ *   *.example.com    every subdomain of example.com (not example.com itself), port 443;
+ *                    "*.example.com:8443" for another port
+ *   1.2.3.4[:port]   an IPv4 literal; [2001:db8::1][:port] an IPv6 literal
+ *   preset:NAME      the entries of the preset file NAME (see docs/proxy.md)
+ * Names are compared case-insensitively, without a trailing dot.
+ *
+ * A name on the list is only reached at public addresses; loopback, private,
+ * link-local and other special addresses are reached only through an entry
+ * that names the address itself or "localhost" (see allow_addr_ok()).
+ */
+#ifndef AIBOX_ALLOW_H
+#define AIBOX_ALLOW_H
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+struct buf;
+
+enum allow_kind {
+	ALLOW_NAME,	/* exact name */
+	ALLOW_WILDCARD, /* subdomains of host */
+	ALLOW_ADDR,	/* an IP literal */
+};
+
+struct allow_entry {
+	enum allow_kind kind;
+	char host[256]; /* lowercase; for ALLOW_WILDCARD the domain without "*." */
+	int port;
+	int family;	/* ALLOW_ADDR: AF_INET or AF_INET6 */
+	unsigned char addr[16];
+};
+
+struct allow_list {
+	struct allow_entry *v;
+	size_t nr, alloc;
+};
+
+#define ALLOW_LIST_INIT { NULL, 0, 0 }
+
+/*
+ * Add one entry.  A preset is read now from presets_dir/NAME (NAME is
+ * [a-z0-9-], at most 32 long).  0, or -1 with a message in err
+ * ("invalid entry 'x': ...").
+ */
+int allow_add(struct allow_list *l, const char *entry, const char *presets_dir, struct buf *err);
+
+/*
+ * Add the entries of a file: one a line, blank lines and lines starting with
+ * '#' ignored, surrounding spaces trimmed.  0, or -1 with a message in err.
+ */
+int allow_add_file(struct allow_list *l, const char *path, const char *presets_dir,
+		   struct buf *err);
+
+void allow_clear(struct allow_list *l);
+
+/*
+ * The entry that lets a client reach host:port (host as from
+ * http_split_authority: lowercase, an IP literal without brackets), or NULL.
+ */
+const struct allow_entry *allow_match(const struct allow_list *l, const char *host, int port);
+
+/* Is the address an ordinary public unicast address (no loopback, private, ...)? */
+int addr_is_public(const struct sockaddr *sa);
+
+/* Is the address a loopback address (127/8, ::1)? */
+int addr_is_loopback(const struct sockaddr *sa);
+
+/*
+ * May a connection made through entry e go to address sa?  An entry naming
+ * an IP literal allows exactly that address, "localhost" allows loopback
+ * addresses, and every other entry allows only public addresses.
+ */
+int allow_addr_ok(const struct allow_entry *e, const struct sockaddr *sa);
+
+#endif

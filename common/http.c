@@ -1,0 +1,626 @@
+#include "http.h"
+
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <string.h>
+#include <strings.h>
+
+#include "banned.h"
+
+/* RFC 9110 tchar */
+static int is_tchar(unsigned char c)
+{
+	if (isalnum(c))
+		return 1;
+	return c && strchr("!#$%&'*+-.^_`|~", c) != NULL;
+}
+
+int http_name_is(const struct http_header *hd, const char *lower)
+{
+	size_t n = strlen(lower);
+
+	return hd->name_len == n && !strncasecmp(hd->name, lower, n);
+}
+
+/*
+ * Find the end of the line starting at p (the CR of its CRLF), checking that
+ * no bare CR or LF comes before it.  Returns the line length, -2 when the
+ * line is not complete yet, -1 on a bare CR/LF.
+ */
+static long line_end(const char *p, size_t n, size_t max)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (p[i] == '\n')
+			return -1;
+		if (p[i] == '\r') {
+			if (i + 1 == n)
+				return i + 1 > max ? -3 : -2;
+			if (p[i + 1] != '\n')
+				return -1;
+			return (long)i;
+		}
+		if (i >= max)
+			return -3;
+	}
+	return n > max ? -3 : -2;
+}
+
+static int value_ok(const char *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)v[i];
+
+		if ((c < 0x20 && c != '\t') || c == 0x7f)
+			return 0;
+	}
+	return 1;
+}
+
+static int list_has(const char *v, size_t n, const char *token)
+{
+	size_t tl = strlen(token), i = 0;
+
+	while (i < n) {
+		size_t s, e;
+
+		while (i < n && (v[i] == ' ' || v[i] == '\t' || v[i] == ','))
+			i++;
+		s = i;
+		while (i < n && v[i] != ',')
+			i++;
+		e = i;
+		while (e > s && (v[e - 1] == ' ' || v[e - 1] == '\t'))
+			e--;
+		if (e - s == tl && !strncasecmp(v + s, token, tl))
+			return 1;
+	}
+	return 0;
+}
+
+/* Parse the header lines and the empty line after the start line. */
+static int parse_fields(const char *buf, size_t len, size_t pos, struct http_head *h,
+			const char **why)
+{
+	int seen_cl = 0, seen_te = 0, keep_alive = 0;
+
+	h->nhdr = 0;
+	h->content_length = -1;
+	h->chunked = 0;
+	h->conn_close = 0;
+	h->expect_continue = 0;
+	h->host = NULL;
+	h->host_len = 0;
+	for (;;) {
+		long n;
+		const char *line = buf + pos, *colon, *v, *ve;
+		struct http_header *hd;
+
+		if (pos >= HTTP_MAX_HEAD) {
+			*why = "request head too large";
+			return -1;
+		}
+		n = line_end(line, len - pos, HTTP_MAX_LINE);
+		if (n == -2)
+			return 0;
+		if (n == -3) {
+			*why = "header line too long";
+			return -1;
+		}
+		if (n == -1) {
+			*why = "bare CR or LF in the head";
+			return -1;
+		}
+		if (n == 0) {
+			pos += 2;
+			break;
+		}
+		if (pos + n + 2 > HTTP_MAX_HEAD) {
+			*why = "request head too large";
+			return -1;
+		}
+		if (line[0] == ' ' || line[0] == '\t') {
+			*why = "obs-fold (folded header line)";
+			return -1;
+		}
+		colon = memchr(line, ':', n);
+		if (!colon || colon == line) {
+			*why = "header line without a name";
+			return -1;
+		}
+		for (const char *q = line; q < colon; q++)
+			if (!is_tchar((unsigned char)*q)) {
+				*why = "invalid header name";
+				return -1;
+			}
+		if (h->nhdr >= HTTP_MAX_HEADERS) {
+			*why = "too many header lines";
+			return -1;
+		}
+		v = colon + 1;
+		ve = line + n;
+		while (v < ve && (*v == ' ' || *v == '\t'))
+			v++;
+		while (ve > v && (ve[-1] == ' ' || ve[-1] == '\t'))
+			ve--;
+		if (!value_ok(v, ve - v)) {
+			*why = "control character in a header value";
+			return -1;
+		}
+		hd = &h->hdr[h->nhdr++];
+		hd->name = line;
+		hd->name_len = colon - line;
+		hd->value = v;
+		hd->value_len = ve - v;
+
+		if (http_name_is(hd, "content-length")) {
+			uint64_t cl = 0;
+
+			if (seen_cl++) {
+				*why = "duplicate Content-Length";
+				return -1;
+			}
+			if (!hd->value_len || hd->value_len > 15) {
+				*why = "invalid Content-Length";
+				return -1;
+			}
+			for (size_t i = 0; i < hd->value_len; i++) {
+				if (!isdigit((unsigned char)v[i])) {
+					*why = "invalid Content-Length";
+					return -1;
+				}
+				cl = cl * 10 + (v[i] - '0');
+			}
+			h->content_length = (int64_t)cl;
+		} else if (http_name_is(hd, "transfer-encoding")) {
+			if (seen_te++) {
+				*why = "duplicate Transfer-Encoding";
+				return -1;
+			}
+			if (hd->value_len != 7 || strncasecmp(v, "chunked", 7)) {
+				*why = "unsupported Transfer-Encoding";
+				return -1;
+			}
+			h->chunked = 1;
+		} else if (http_name_is(hd, "host")) {
+			if (h->host) {
+				*why = "duplicate Host";
+				return -1;
+			}
+			h->host = v;
+			h->host_len = hd->value_len;
+		} else if (http_name_is(hd, "connection") || http_name_is(hd, "proxy-connection")) {
+			if (list_has(v, hd->value_len, "close"))
+				h->conn_close = 1;
+			if (list_has(v, hd->value_len, "keep-alive"))
+				keep_alive = 1;
+		} else if (http_name_is(hd, "expect")) {
+			if (hd->value_len == 12 && !strncasecmp(v, "100-continue", 12))
+				h->expect_continue = 1;
+		}
+		pos += n + 2;
+	}
+	if (seen_cl && seen_te) {
+		*why = "both Content-Length and Transfer-Encoding";
+		return -1;
+	}
+	if (h->minor == 0 && !keep_alive)
+		h->conn_close = 1;
+	h->head_len = pos;
+	return (int)pos;
+}
+
+static int parse_version(const char *p, size_t n, struct http_head *h)
+{
+	if (n != 8 || memcmp(p, "HTTP/1.", 7) || (p[7] != '0' && p[7] != '1'))
+		return -1;
+	h->minor = p[7] - '0';
+	return 0;
+}
+
+int http_parse_request(const char *buf, size_t len, struct http_head *h, const char **why)
+{
+	long n = line_end(buf, len, HTTP_MAX_LINE);
+	const char *sp1, *sp2, *end;
+
+	if (n == -2)
+		return 0;
+	if (n == -3) {
+		*why = "request line too long";
+		return -1;
+	}
+	if (n == -1) {
+		*why = "bare CR or LF in the request line";
+		return -1;
+	}
+	end = buf + n;
+	sp1 = memchr(buf, ' ', n);
+	if (!sp1 || sp1 == buf) {
+		*why = "malformed request line";
+		return -1;
+	}
+	for (const char *q = buf; q < sp1; q++)
+		if (!is_tchar((unsigned char)*q)) {
+			*why = "malformed request line";
+			return -1;
+		}
+	sp2 = memchr(sp1 + 1, ' ', end - sp1 - 1);
+	if (!sp2 || sp2 == sp1 + 1) {
+		*why = "malformed request line";
+		return -1;
+	}
+	for (const char *q = sp1 + 1; q < sp2; q++)
+		if ((unsigned char)*q <= 0x20 || (unsigned char)*q >= 0x7f) {
+			*why = "invalid character in the request target";
+			return -1;
+		}
+	if (parse_version(sp2 + 1, end - sp2 - 1, h)) {
+		*why = "unsupported HTTP version";
+		return -1;
+	}
+	h->method = buf;
+	h->method_len = sp1 - buf;
+	h->target = sp1 + 1;
+	h->target_len = sp2 - sp1 - 1;
+	h->status = 0;
+	return parse_fields(buf, len, n + 2, h, why);
+}
+
+int http_parse_response(const char *buf, size_t len, struct http_head *h, const char **why)
+{
+	long n = line_end(buf, len, HTTP_MAX_LINE);
+	const char *p = buf;
+
+	if (n == -2)
+		return 0;
+	if (n < 0) {
+		*why = n == -3 ? "status line too long" : "bare CR or LF in the status line";
+		return -1;
+	}
+	if (n < 12 || parse_version(p, 8, h) || p[8] != ' ' || !isdigit((unsigned char)p[9]) ||
+	    !isdigit((unsigned char)p[10]) || !isdigit((unsigned char)p[11]) ||
+	    (n > 12 && p[12] != ' ') || !value_ok(p, n)) {
+		*why = "malformed status line";
+		return -1;
+	}
+	h->status = (p[9] - '0') * 100 + (p[10] - '0') * 10 + (p[11] - '0');
+	if (h->status < 100) {
+		*why = "malformed status line";
+		return -1;
+	}
+	h->method = NULL;
+	h->method_len = 0;
+	h->target = n > 13 ? p + 13 : p + n;
+	h->target_len = n > 13 ? (size_t)n - 13 : 0;
+	return parse_fields(buf, len, n + 2, h, why);
+}
+
+static int host_ok(const char *h)
+{
+	size_t n = strlen(h), label = 0;
+
+	if (!n || n > 253)
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)h[i];
+
+		if (c == '.') {
+			if (!label || h[i - 1] == '-')
+				return 0;
+			label = 0;
+			continue;
+		}
+		if (!(isalnum(c) || c == '-' || c == '_'))
+			return 0;
+		if (!label && c == '-')
+			return 0;
+		if (++label > 63)
+			return 0;
+	}
+	return label > 0;
+}
+
+/* A name whose last label is numeric would be read as an address by some resolvers. */
+static int looks_numeric(const char *h)
+{
+	const char *last = strrchr(h, '.');
+
+	last = last ? last + 1 : h;
+	if (!strncasecmp(last, "0x", 2))
+		return 1;
+	for (; *last; last++)
+		if (!isdigit((unsigned char)*last))
+			return 0;
+	return 1;
+}
+
+int http_split_authority(const char *s, size_t n, int default_port, char *host, size_t hostsz,
+			 int *port, const char **why)
+{
+	const char *hs, *he, *ps = NULL;
+	struct in6_addr a6;
+	struct in_addr a4;
+	size_t hl;
+
+	*why = "invalid host";
+	if (!n)
+		return -1;
+	if (s[0] == '[') {
+		const char *rb = memchr(s, ']', n);
+
+		if (!rb)
+			return -1;
+		hs = s + 1;
+		he = rb;
+		if (rb + 1 < s + n) {
+			if (rb[1] != ':')
+				return -1;
+			ps = rb + 2;
+		}
+	} else {
+		const char *colon = memchr(s, ':', n);
+
+		hs = s;
+		he = colon ? colon : s + n;
+		if (colon) {
+			if (memchr(colon + 1, ':', s + n - colon - 1))
+				return -1;
+			ps = colon + 1;
+		}
+	}
+	hl = he - hs;
+	if (!hl || hl >= hostsz)
+		return -1;
+	for (size_t i = 0; i < hl; i++)
+		host[i] = (char)tolower((unsigned char)hs[i]);
+	host[hl] = '\0';
+	if (s[0] == '[') {
+		if (inet_pton(AF_INET6, host, &a6) != 1)
+			return -1;
+	} else {
+		if (hl > 1 && host[hl - 1] == '.')
+			host[--hl] = '\0';
+		if (inet_pton(AF_INET, host, &a4) != 1 && (!host_ok(host) || looks_numeric(host)))
+			return -1;
+	}
+	if (ps) {
+		long p = 0;
+		size_t pl = s + n - ps;
+
+		*why = "invalid port";
+		if (!pl || pl > 5)
+			return -1;
+		for (size_t i = 0; i < pl; i++) {
+			if (!isdigit((unsigned char)ps[i]))
+				return -1;
+			p = p * 10 + (ps[i] - '0');
+		}
+		if (p < 1 || p > 65535)
+			return -1;
+		*port = (int)p;
+	} else {
+		if (!default_port) {
+			*why = "port missing";
+			return -1;
+		}
+		*port = default_port;
+	}
+	return 0;
+}
+
+static int hexval(int c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	c = tolower(c);
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	return -1;
+}
+
+int http_api_path_ok(const char *p, size_t n, const char **why)
+{
+	size_t pathlen = n, seg;
+	const char *q = memchr(p, '?', n);
+
+	*why = "path not allowed for key forwarding";
+	if (q)
+		pathlen = q - p;
+	if (!pathlen || p[0] != '/')
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)p[i];
+
+		if (c <= 0x20 || c >= 0x7f || c == '\\' || c == '#') {
+			*why = "invalid character in the path";
+			return 0;
+		}
+		if (c == '%') {
+			int hi, lo, d;
+
+			if (i + 2 >= n || (hi = hexval(p[i + 1])) < 0 || (lo = hexval(p[i + 2])) < 0) {
+				*why = "malformed escape in the path";
+				return 0;
+			}
+			d = hi * 16 + lo;
+			if (i < pathlen && (d == '/' || d == '\\' || d == '.' || d == '%' || d < 0x20 ||
+					    d >= 0x7f)) {
+				*why = "encoded slash, backslash, dot or control in the path";
+				return 0;
+			}
+		}
+	}
+	/* Dot segments and empty segments, in the path part. */
+	seg = 1;
+	for (size_t i = 1; i <= pathlen; i++) {
+		if (i == pathlen || p[i] == '/') {
+			size_t sl = i - seg;
+
+			if ((sl == 0 && i != pathlen) || (sl == 1 && p[seg] == '.') ||
+			    (sl == 2 && p[seg] == '.' && p[seg + 1] == '.')) {
+				*why = "dot or empty segment in the path";
+				return 0;
+			}
+			seg = i + 1;
+		}
+	}
+	if (pathlen == 10 && !memcmp(p, "/api/hello", 10))
+		return 1;
+	if (pathlen > 4 && !memcmp(p, "/v1/", 4))
+		return 1;
+	*why = "path not under /v1/ or /api/hello";
+	return 0;
+}
+
+void http_body_init(struct http_body *b, enum http_body_kind kind, uint64_t length)
+{
+	memset(b, 0, sizeof(*b));
+	b->kind = kind;
+	b->left = length;
+	if (kind == BODY_NONE || (kind == BODY_LENGTH && !length))
+		b->done = 1;
+}
+
+enum {
+	CK_SIZE,
+	CK_EXT,
+	CK_SIZE_LF,
+	CK_DATA,
+	CK_DATA_CR,
+	CK_DATA_LF,
+	CK_TRAILER,	 /* at the start of a trailer line */
+	CK_TRAILER_LINE, /* inside a trailer line */
+	CK_TRAILER_LF,
+	CK_END_LF,
+};
+
+#define CK_MAX_LINE 4096
+
+long http_body_feed(struct http_body *b, const char *p, size_t n, const char **why)
+{
+	size_t i = 0;
+
+	if (b->done)
+		return 0;
+	switch (b->kind) {
+	case BODY_NONE:
+		return 0;
+	case BODY_CLOSE:
+		return (long)n;
+	case BODY_LENGTH:
+		if (n >= b->left) {
+			n = b->left;
+			b->left = 0;
+			b->done = 1;
+		} else {
+			b->left -= n;
+		}
+		return (long)n;
+	case BODY_CHUNKED:
+		break;
+	}
+	while (i < n && !b->done) {
+		unsigned char c = (unsigned char)p[i];
+
+		switch (b->state) {
+		case CK_SIZE: {
+			int d = hexval(c);
+
+			if (d >= 0) {
+				if (++b->ndigits > 15)
+					goto bad;
+				b->left = b->left * 16 + d;
+				i++;
+				break;
+			}
+			if (!b->ndigits)
+				goto bad;
+			if (c == ';') {
+				b->state = CK_EXT;
+				b->line = 0;
+				i++;
+			} else if (c == '\r') {
+				b->state = CK_SIZE_LF;
+				i++;
+			} else {
+				goto bad;
+			}
+			break;
+		}
+		case CK_EXT:
+			if (c == '\r') {
+				b->state = CK_SIZE_LF;
+			} else if (c == '\n' || (c < 0x20 && c != '\t') || c == 0x7f ||
+				   ++b->line > CK_MAX_LINE) {
+				goto bad;
+			}
+			i++;
+			break;
+		case CK_SIZE_LF:
+			if (c != '\n')
+				goto bad;
+			i++;
+			b->ndigits = 0;
+			b->state = b->left ? CK_DATA : CK_TRAILER;
+			break;
+		case CK_DATA: {
+			size_t take = n - i;
+
+			if (take > b->left)
+				take = b->left;
+			i += take;
+			b->left -= take;
+			if (!b->left)
+				b->state = CK_DATA_CR;
+			break;
+		}
+		case CK_DATA_CR:
+			if (c != '\r')
+				goto bad;
+			b->state = CK_DATA_LF;
+			i++;
+			break;
+		case CK_DATA_LF:
+			if (c != '\n')
+				goto bad;
+			b->state = CK_SIZE;
+			b->left = 0;
+			i++;
+			break;
+		case CK_TRAILER:
+			if (c == '\r') {
+				b->state = CK_END_LF;
+			} else if (c == ' ' || c == '\t' || !is_tchar(c)) {
+				goto bad;
+			} else {
+				b->state = CK_TRAILER_LINE;
+				b->line = 1;
+			}
+			i++;
+			break;
+		case CK_TRAILER_LINE:
+			if (c == '\r')
+				b->state = CK_TRAILER_LF;
+			else if (c == '\n' || (c < 0x20 && c != '\t') || c == 0x7f ||
+				 ++b->line > CK_MAX_LINE)
+				goto bad;
+			i++;
+			break;
+		case CK_TRAILER_LF:
+			if (c != '\n')
+				goto bad;
+			b->state = CK_TRAILER;
+			i++;
+			break;
+		case CK_END_LF:
+			if (c != '\n')
+				goto bad;
+			b->done = 1;
+			i++;
+			break;
+		}
+	}
+	return (long)i;
+bad:
+	*why = "malformed chunked body";
+	return -1;
+}

@@ -1,0 +1,52 @@
+/*
+ * The proxy engine behind aibox-proxy: one thread, one epoll loop,
+ * non-blocking sockets everywhere.
+ *
+ * It speaks HTTP/1.1 as a forward proxy:
+ *   - CONNECT host:port opens a tunnel to an allowed host;
+ *   - an absolute-URI request (GET http://host/path) is forwarded to an
+ *     allowed host over plain HTTP;
+ *   - requests for 127.0.0.1:3129 or localhost:3129 (absolute-URI, or inside
+ *     a CONNECT to that address) are never connected to: the proxy answers
+ *     them by forwarding /v1/... and /api/hello to the API upstream over TLS,
+ *     with the client's credentials dropped and the real key added.
+ * Everything else gets a 403 with a one-line reason, and every request or
+ * tunnel a line in the log.
+ *
+ * Memory per connection is bounded: request heads have a hard cap, a tunnel
+ * holds no buffer of its own unless the receiving side is slow (and then
+ * stops reading the sending side until it drains).
+ */
+#ifndef AIBOX_PROXY_H
+#define AIBOX_PROXY_H
+
+#include <openssl/ssl.h>
+
+struct allow_list;
+struct resolver;
+
+#define PROXY_API_PORT 3129
+
+struct proxy_config {
+	int listen_fd;		/* listening, any address family; made non-blocking */
+	int log_fd;		/* proxy.log, one line per request or tunnel; -1 for none */
+	int signal_fd;		/* a signalfd: readable means stop; -1 for none */
+	const struct allow_list *allow;
+	struct resolver *resolver;
+
+	/* Key forwarding; off when api_key is NULL. */
+	const char *api_key;
+	SSL_CTX *tls;
+	char api_host[256]; /* upstream host (name or IP literal), port */
+	int api_port;
+
+	int max_conns;		/* connections at once; more wait in the backlog */
+	int header_timeout_ms;	/* a request head must arrive within this */
+	int idle_timeout_ms;	/* a tunnel or an idle keep-alive connection */
+	int connect_timeout_ms; /* name resolution plus connect plus TLS handshake */
+};
+
+/* Run until the signal fd becomes readable.  0, or a negative errno. */
+int proxy_run(const struct proxy_config *cfg);
+
+#endif

@@ -1,0 +1,423 @@
+#include "step.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "buf.h"
+#include "err.h"
+#include "spawn.h"
+#include "banned.h"
+
+#ifndef CLOSE_RANGE_CLOEXEC
+#define CLOSE_RANGE_CLOEXEC (1U << 2)
+#endif
+
+/* How long a killed group gets to empty, and output to drain after an exit. */
+#define EMPTY_WAIT_MS 5000
+#define DRAIN_MS 2000
+
+int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+static int cgroup_populated(const char *path)
+{
+	struct buf b = BUF_INIT, file = BUF_INIT;
+	const char *p;
+	ssize_t n;
+	int ret;
+
+	buf_addf(&file, "%s/cgroup.events", path);
+	if ((n = buf_read_file(&b, file.buf, 4096)) < 0) {
+		ret = (int)n;
+		goto out;
+	}
+	p = strstr(b.buf, "populated ");
+	ret = p ? p[10] == '1' : -EINVAL;
+out:
+	buf_release(&b);
+	buf_release(&file);
+	return ret;
+}
+
+/* Without cgroup.kill (before Linux 5.14): signal every member until none is left. */
+static int cgroup_kill_each(const char *path)
+{
+	struct buf b = BUF_INIT, file = BUF_INIT;
+	int ret = 0;
+
+	buf_addf(&file, "%s/cgroup.procs", path);
+	for (int round = 0; round < 100; round++) {
+		const char *p;
+		ssize_t n;
+
+		buf_reset(&b);
+		n = buf_read_file(&b, file.buf, 1 << 20);
+		if (n < 0) {
+			ret = (int)n;
+			break;
+		}
+		if (!b.len)
+			break;
+		for (p = b.buf; *p;) {
+			char *end;
+			long pid = strtol(p, &end, 10);
+
+			if (end == p)
+				break;
+			if (pid > 0)
+				kill((pid_t)pid, SIGKILL);
+			p = end;
+			while (*p == '\n')
+				p++;
+		}
+		sleep_ms(10);
+	}
+	buf_release(&b);
+	buf_release(&file);
+	return ret;
+}
+
+static int cgroup_kill(const char *path)
+{
+	struct buf file = BUF_INIT;
+	int fd, ret = 0;
+
+	buf_addf(&file, "%s/cgroup.kill", path);
+	fd = open(file.buf, O_WRONLY | O_CLOEXEC);
+	if (fd < 0 && errno == ENOENT)
+		ret = cgroup_kill_each(path);
+	else if (fd < 0)
+		ret = -errno;
+	else {
+		ret = write_all(fd, "1", 1);
+		close(fd);
+	}
+	buf_release(&file);
+	return ret;
+}
+
+int step_group_create(struct step_group *g, enum step_backend backend, const char *name)
+{
+	struct buf b = BUF_INIT;
+	int ret = 0;
+
+	memset(g, 0, sizeof(*g));
+	g->backend = backend;
+	g->procs_fd = -1;
+	if (backend == STEP_PGROUP)
+		return 0;
+	if (mkdir(STEP_CGROUP_ROOT, 0755) < 0 && errno != EEXIST)
+		return -errno;
+	buf_addf(&b, "%s/%s", STEP_CGROUP_ROOT, name);
+	if (mkdir(b.buf, 0755) < 0) {
+		if (errno != EEXIST) {
+			ret = -errno;
+			goto out;
+		}
+		/* Left over by an earlier session: empty it before reuse. */
+		cgroup_kill(b.buf);
+	}
+	g->path = xstrdup(b.buf);
+	buf_addstr(&b, "/cgroup.procs");
+	g->procs_fd = open(b.buf, O_WRONLY | O_CLOEXEC);
+	if (g->procs_fd < 0) {
+		ret = -errno;
+		rmdir(g->path);
+		free(g->path);
+		g->path = NULL;
+	}
+out:
+	buf_release(&b);
+	return ret;
+}
+
+int step_group_kill(struct step_group *g)
+{
+	if (g->backend == STEP_CGROUP)
+		return g->path ? cgroup_kill(g->path) : -EINVAL;
+	for (size_t i = 0; i < g->nr; i++)
+		kill(-g->pgids[i], SIGKILL);
+	return 0;
+}
+
+/* Reap the zombies of killed orphans that came back to us as subreaper. */
+static void reap_orphans(int patient)
+{
+	int64_t until = now_ms() + (patient ? 1000 : 0);
+
+	for (;;) {
+		pid_t r = waitpid(-1, NULL, WNOHANG);
+
+		if (r > 0)
+			continue;
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0 || now_ms() >= until)
+			break;
+		sleep_ms(10);
+	}
+}
+
+int step_group_destroy(struct step_group *g)
+{
+	int ret = step_group_kill(g);
+
+	if (g->backend == STEP_CGROUP && g->path) {
+		int64_t until = now_ms() + EMPTY_WAIT_MS;
+		int pop;
+
+		while ((pop = cgroup_populated(g->path)) == 1 && now_ms() < until)
+			sleep_ms(10);
+		reap_orphans(0);
+		if (pop == 1)
+			ret = -EBUSY;
+		else if (rmdir(g->path) < 0 && !ret)
+			ret = -errno;
+	} else {
+		/* Signals are asynchronous: give the killed a moment to become zombies. */
+		reap_orphans(g->nr > 0);
+	}
+	if (g->procs_fd >= 0)
+		close(g->procs_fd);
+	free(g->path);
+	free(g->pgids);
+	memset(g, 0, sizeof(*g));
+	g->procs_fd = -1;
+	return ret;
+}
+
+static void child_fail(int fd, int err)
+{
+	ssize_t w = write(fd, &err, sizeof(err));
+
+	(void)w;
+	_exit(127);
+}
+
+/* Between fork and exec: async-signal-safe calls only. */
+static void child(const struct step_proc *p, const struct step_group *g, int sfd, int in,
+		  int out, int err)
+{
+	struct sigaction sa;
+	sigset_t none;
+	int src[3] = { in, out, err };
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = SIG_DFL;
+	sigaction(SIGPIPE, &sa, NULL);
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+
+	if (g->backend == STEP_CGROUP) {
+		if (write(g->procs_fd, "0", 1) != 1)
+			child_fail(sfd, errno);
+	} else if (setpgid(0, 0) < 0) {
+		child_fail(sfd, errno);
+	}
+	for (int i = 0; i < 3; i++)
+		if ((src[i] = fcntl(src[i], F_DUPFD, 10)) < 0)
+			child_fail(sfd, errno);
+	for (int i = 0; i < 3; i++)
+		if (dup2(src[i], i) < 0)
+			child_fail(sfd, errno);
+	/* Everything else goes at exec; the status pipe stays until then. */
+	if (syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
+		child_fail(sfd, errno);
+	if (p->drop) {
+		if (setgroups(0, NULL) < 0 || setgid(p->gid) < 0 || setuid(p->uid) < 0)
+			child_fail(sfd, errno);
+		if (p->uid != 0 && setuid(0) == 0)
+			child_fail(sfd, EPERM);
+	}
+	/* After the credentials change, which clears it. */
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (p->dir && chdir(p->dir) < 0)
+		child_fail(sfd, errno);
+	execve(p->argv[0], (char *const *)p->argv, (char *const *)p->envp);
+	child_fail(sfd, errno);
+}
+
+struct stream {
+	int fd;
+	step_sink_fn sink;
+	int dropping;
+};
+
+static void stream_read(struct stream *s, void *ctx)
+{
+	char chunk[65536];
+	ssize_t n = read(s->fd, chunk, sizeof(chunk));
+
+	if (n < 0 && (errno == EINTR || errno == EAGAIN))
+		return;
+	if (n <= 0) {
+		close(s->fd);
+		s->fd = -1;
+		return;
+	}
+	if (!s->dropping && s->sink(ctx, chunk, (size_t)n) < 0)
+		s->dropping = 1;
+}
+
+int step_run(const struct step_proc *p, struct step_group *g, int64_t deadline,
+	     struct step_result *res)
+{
+	int outp[2] = { -1, -1 }, errp[2] = { -1, -1 }, st[2] = { -1, -1 };
+	struct stream streams[2] = { { -1, p->on_out, 0 }, { -1, p->on_err, 0 } };
+	int devnull, pidfd = -1, exited = 0, status = 0, cerr = 0, ret = 0;
+	int64_t start = now_ms(), drain_until = 0;
+	ssize_t n;
+	pid_t pid;
+
+	memset(res, 0, sizeof(*res));
+	devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (devnull < 0)
+		return -errno;
+	if ((p->on_out && pipe2(outp, O_CLOEXEC) < 0) ||
+	    (p->on_err && pipe2(errp, O_CLOEXEC) < 0) || pipe2(st, O_CLOEXEC) < 0) {
+		ret = -errno;
+		goto out;
+	}
+	if (g->backend == STEP_PGROUP)
+		ALLOC_GROW(g->pgids, g->nr + 1, g->alloc);
+
+	pid = fork();
+	if (pid < 0) {
+		ret = -errno;
+		goto out;
+	}
+	if (pid == 0)
+		child(p, g, st[1], p->in >= 0 ? p->in : devnull, outp[1] >= 0 ? outp[1] : devnull,
+		      errp[1] >= 0 ? errp[1] : devnull);
+
+	if (g->backend == STEP_PGROUP) {
+		setpgid(pid, pid); /* also here, so no kill comes before the child's own */
+		g->pgids[g->nr++] = pid;
+	}
+	close(st[1]);
+	st[1] = -1;
+	do
+		n = read(st[0], &cerr, sizeof(cerr));
+	while (n < 0 && errno == EINTR);
+	if (n == sizeof(cerr)) {
+		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+			;
+		ret = -cerr;
+		goto out;
+	}
+	for (int i = 0; i < 2; i++) {
+		int *pp = i ? errp : outp;
+
+		if (pp[1] >= 0)
+			close(pp[1]);
+		pp[1] = -1;
+		streams[i].fd = pp[0];
+		pp[0] = -1;
+		if (streams[i].fd >= 0)
+			fd_set_nonblock(streams[i].fd, 1);
+	}
+	pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (pidfd < 0) {
+		/* Cannot watch it: kill it rather than lose control of it. */
+		step_group_kill(g);
+		kill(pid, SIGKILL);
+		exited = 1;
+		drain_until = now_ms() + DRAIN_MS;
+	}
+
+	for (;;) {
+		struct pollfd pf[3];
+		int nfds = 0, ipid = -1, istream[2] = { -1, -1 };
+		int64_t limit, left;
+
+		if (!exited) {
+			pf[nfds] = (struct pollfd){ .fd = pidfd, .events = POLLIN };
+			ipid = nfds++;
+		}
+		for (int i = 0; i < 2; i++)
+			if (streams[i].fd >= 0) {
+				pf[nfds] = (struct pollfd){ .fd = streams[i].fd, .events = POLLIN };
+				istream[i] = nfds++;
+			}
+		if (exited && istream[0] < 0 && istream[1] < 0)
+			break;
+		limit = exited ? drain_until : deadline;
+		left = limit - now_ms();
+		if (left <= 0) {
+			if (exited)
+				break; /* a writer escaped the kill: stop listening to it */
+			res->timed_out = 1;
+			step_group_kill(g);
+			kill(pid, SIGKILL);
+			deadline = now_ms() + EMPTY_WAIT_MS;
+			continue;
+		}
+		if (poll(pf, (nfds_t)nfds, left > INT_MAX ? INT_MAX : (int)left) < 0) {
+			if (errno == EINTR)
+				continue;
+			step_group_kill(g);
+			kill(pid, SIGKILL);
+			exited = 1;
+			drain_until = now_ms();
+			continue;
+		}
+		for (int i = 0; i < 2; i++)
+			if (istream[i] >= 0 && pf[istream[i]].revents)
+				stream_read(&streams[i], p->ctx);
+		if (ipid >= 0 && pf[ipid].revents) {
+			/* The step's process ended: nothing it started may outlive it. */
+			exited = 1;
+			step_group_kill(g);
+			drain_until = now_ms() + DRAIN_MS;
+		}
+	}
+	/* It ran: whatever went wrong while watching it, *res tells how it ended. */
+	ret = 0;
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR) {
+			ret = -errno;
+			break;
+		}
+	res->code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+	res->ms = now_ms() - start;
+out:
+	for (int i = 0; i < 2; i++) {
+		if (streams[i].fd >= 0)
+			close(streams[i].fd);
+		if (outp[i] >= 0)
+			close(outp[i]);
+		if (errp[i] >= 0)
+			close(errp[i]);
+		if (st[i] >= 0)
+			close(st[i]);
+	}
+	if (pidfd >= 0)
+		close(pidfd);
+	close(devnull);
+	return ret;
+}

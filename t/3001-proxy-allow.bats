@@ -1,0 +1,249 @@
+#!/usr/bin/env bats
+# aibox-proxy's allow list with real clients: curl through the proxy to a local
+# server, for hosts, ports, wildcards, presets, IP literals and names that
+# resolve to loopback; the log; options; the lockdown; a clean stop.
+load lib-common
+load lib-claude
+load lib-tls
+load lib-proxy
+
+setup() {
+	common_setup
+	echo '{"turns": []}' >"$T/script.json"
+	# Names for the proxy's resolver (test-only): it never asks DNS here.
+	cat >"$T/hosts" <<-EOF
+		127.0.0.1 evil.test a.example.test b.other.test example.test github.com
+		127.0.0.1 deep.a.example.test
+	EOF
+	export AIBOX_PROXY_HOSTS=$T/hosts
+}
+
+teardown() {
+	stop_proxy || true
+	stop_fake_api
+	common_teardown
+}
+
+@test "proxy: --help, bad options and bad entries exit 2 with a message" {
+	run aibox-proxy --help
+	assert_success
+	assert_output --partial "--allow ENTRY"
+	run aibox-proxy --bogus
+	[ "$status" -eq 2 ]
+	run aibox-proxy --allow 'exa mple.com'
+	[ "$status" -eq 2 ]
+	assert_output --partial "invalid entry 'exa mple.com'"
+	run aibox-proxy --allow '*.com'
+	[ "$status" -eq 2 ]
+	run aibox-proxy --allow 'example.com:99999'
+	[ "$status" -eq 2 ]
+	run aibox-proxy --allow 'preset:nonesuch'
+	[ "$status" -eq 2 ]
+	assert_output --partial "unknown preset 'nonesuch'"
+	run aibox-proxy --allow 'preset:../etc'
+	[ "$status" -eq 2 ]
+	assert_output --partial "bad preset name"
+	run env -u AIBOX_TEST_NO_KEY aibox-proxy --key-env AIBOX_TEST_NO_KEY
+	[ "$status" -eq 2 ]
+	assert_output "aibox-proxy: the variable 'AIBOX_TEST_NO_KEY' is not set"
+	run aibox-proxy --listen 127.0.0.1:0 --listen-fd 5
+	[ "$status" -eq 2 ]
+}
+
+@test "proxy: an allowed host:port is reached, plain HTTP and through CONNECT, and logged" {
+	make_test_ca "$T/ca"
+	start_fake_api "$T/script.json"
+	plain=$FAKE_API_PORT
+	FAKE_API_PID_PLAIN=$FAKE_API_PID
+	start_fake_api "$T/script.json" --tls "$T/ca/server.pem" "$T/ca/server.key"
+	start_proxy --allow "127.0.0.1:$plain" --allow "localhost:$FAKE_API_PORT"
+	run curl -sS -x "$PROXY" "http://127.0.0.1:$plain/api/hello"
+	assert_success
+	assert_output '{}'
+	run curl -sS -x "$PROXY" --cacert "$T/ca/ca.pem" "https://localhost:$FAKE_API_PORT/api/hello"
+	assert_success
+	assert_output '{}'
+	# the same server under another port or name is not on the list
+	run curl -sS -x "$PROXY" --cacert "$T/ca/ca.pem" "https://127.0.0.1:$FAKE_API_PORT/api/hello"
+	assert_failure
+	run curl -sS -x "$PROXY" "http://localhost:$plain/api/hello"
+	assert_output 'aibox-proxy: not on the allow list'
+	kill "$FAKE_API_PID_PLAIN"; wait "$FAKE_API_PID_PLAIN" || true
+	run cat "$T/proxy.log"
+	assert_line --regexp "^20[0-9-]+T[0-9:.]+Z 127\.0\.0\.1:$plain GET allowed status=200 sent=[1-9][0-9]* received=[1-9][0-9]* duration=[0-9.]+s$"
+	assert_line --regexp "^[^ ]+ localhost:$FAKE_API_PORT CONNECT allowed sent=[1-9][0-9]* received=[1-9][0-9]* duration=[0-9.]+s$"
+	assert_line --regexp "^[^ ]+ 127\.0\.0\.1:$FAKE_API_PORT CONNECT refused \(not on the allow list\) status=403 sent=0 received=0 duration="
+	assert_line --regexp "^[^ ]+ localhost:$plain GET refused \(not on the allow list\) status=403 "
+}
+
+@test "proxy: refusals are a 403 with a one-line reason" {
+	start_proxy
+	run curl -sS -i -x "$PROXY" "http://nowhere.test/"
+	assert_line --index 0 --partial "HTTP/1.1 403 Forbidden"
+	assert_line --partial "Content-Type: text/plain"
+	[ "${lines[-1]}" = "aibox-proxy: not on the allow list" ]
+	run curl -sS -p -x "$PROXY" "http://nowhere.test:443/"
+	assert_failure
+	assert_output --partial "403"
+}
+
+@test "proxy: a host entry means port 443; a port is reached only when an entry names it" {
+	start_proxy --allow evil.test --allow localhost:5999
+	run raw_request 'CONNECT evil.test:443 HTTP/1.1\r\nHost: evil.test:443\r\n\r\n'
+	assert_output --partial "resolves to a non-public address"
+	run raw_request 'CONNECT evil.test:80 HTTP/1.1\r\nHost: evil.test:80\r\n\r\n'
+	assert_output --partial "not on the allow list"
+	run raw_request 'CONNECT localhost:22 HTTP/1.1\r\nHost: localhost:22\r\n\r\n'
+	assert_output --partial "403 Forbidden"
+	assert_output --partial "not on the allow list"
+	run raw_request 'CONNECT 127.0.0.1:5999 HTTP/1.1\r\nHost: 127.0.0.1:5999\r\n\r\n'
+	assert_output --partial "not on the allow list"
+	# localhost:5999 is allowed; nothing listens there
+	run raw_request 'CONNECT localhost:5999 HTTP/1.1\r\nHost: localhost:5999\r\n\r\n'
+	assert_output --partial "502 Bad Gateway"
+	assert_output --partial "cannot connect: Connection refused"
+}
+
+@test "proxy: a public name that resolves to loopback gets nowhere" {
+	start_fake_api "$T/script.json"
+	start_proxy --allow "evil.test:$FAKE_API_PORT" --allow "example.test:$FAKE_API_PORT"
+	run curl -sS -x "$PROXY" "http://evil.test:$FAKE_API_PORT/api/hello"
+	assert_output "aibox-proxy: the host resolves to a non-public address"
+	run curl -sS -p -x "$PROXY" "http://example.test:$FAKE_API_PORT/api/hello"
+	assert_failure
+	grep -q "^[^ ]* evil.test:$FAKE_API_PORT GET refused (the host resolves to a non-public address)" "$T/proxy.log"
+	grep -q "^[^ ]* example.test:$FAKE_API_PORT CONNECT refused (the host resolves to a non-public address)" "$T/proxy.log"
+	stop_proxy
+	# a name not in the table does not resolve at all (no DNS in tests)
+	start_proxy --allow "nothere.test:$FAKE_API_PORT"
+	run curl -sS -x "$PROXY" "http://nothere.test:$FAKE_API_PORT/api/hello"
+	assert_output "aibox-proxy: cannot resolve the host name"
+}
+
+@test "proxy: wildcards match subdomains only; names match whole, case-insensitively" {
+	start_proxy --allow '*.example.test' --allow 'github.com:8443'
+	for h in a.example.test A.Example.TEST deep.a.example.test a.example.test.; do
+		run raw_request "CONNECT $h:443 HTTP/1.1\r\n\r\n"
+		assert_output --partial "resolves to a non-public address"
+	done
+	for h in example.test b.other.test xa.example.test.evil aexample.test; do
+		run raw_request "CONNECT $h:443 HTTP/1.1\r\n\r\n"
+		assert_output --partial "not on the allow list"
+	done
+	run raw_request 'CONNECT GitHub.com:8443 HTTP/1.1\r\n\r\n'
+	assert_output --partial "resolves to a non-public address"
+	run raw_request 'CONNECT github.com:443 HTTP/1.1\r\n\r\n'
+	assert_output --partial "not on the allow list"
+}
+
+@test "proxy: preset:github allows GitHub's hosts; presets come from the data folder or --presets" {
+	start_proxy --allow preset:github
+	for h in github.com api.github.com codeload.github.com objects.githubusercontent.com; do
+		run raw_request "CONNECT $h:443 HTTP/1.1\r\n\r\n"
+		refute_output --partial "not on the allow list"
+	done
+	run raw_request 'CONNECT gist.github.com:443 HTTP/1.1\r\n\r\n'
+	assert_output --partial "not on the allow list"
+	run raw_request 'CONNECT github.com:22 HTTP/1.1\r\n\r\n'
+	assert_output --partial "not on the allow list"
+	stop_proxy
+
+	start_fake_api "$T/script.json"
+	mkdir "$T/presets"
+	printf '# a test preset\n\nlocalhost:%s\n' "$FAKE_API_PORT" >"$T/presets/local"
+	printf 'preset:local\n# comment\n' >"$T/allow.txt"
+	start_proxy --presets "$T/presets" --allow-file "$T/allow.txt"
+	run curl -sS -x "$PROXY" "http://localhost:$FAKE_API_PORT/api/hello"
+	assert_output '{}'
+	printf 'preset:local\n' >"$T/presets/loop"
+	run aibox-proxy --presets "$T/presets" --allow preset:loop
+	[ "$status" -eq 2 ]
+	assert_output --partial "a preset cannot name a preset"
+}
+
+@test "proxy: IP literals, IPv4 and IPv6, name exactly that address" {
+	start_fake_api "$T/script.json"
+	v4=$FAKE_API_PORT
+	start_proxy --allow "127.0.0.1:$v4" --allow "[::1]:$v4" --allow "10.1.2.3:80"
+	run curl -sS -x "$PROXY" "http://127.0.0.1:$v4/api/hello"
+	assert_output '{}'
+	run curl -sS -x "$PROXY" "http://127.0.0.2:$v4/api/hello"
+	assert_output 'aibox-proxy: not on the allow list'
+	# [::1] is allowed, but the fake listens on IPv4 only
+	run curl -sS -x "$PROXY" "http://[::1]:$v4/api/hello"
+	assert_output --partial 'aibox-proxy: cannot connect'
+	run curl -sS -x "$PROXY" "http://[::2]:$v4/api/hello"
+	assert_output 'aibox-proxy: not on the allow list'
+	# numeric spellings that some resolvers read as 127.0.0.1 are no names
+	for h in 127.1 2130706433 0x7f.1; do
+		run raw_request "CONNECT $h:$v4 HTTP/1.1\r\n\r\n"
+		assert_output --partial "403 Forbidden"
+		assert_output --partial "invalid host"
+	done
+}
+
+@test "proxy: it runs under seccomp, keeps no key in its environment, and stops cleanly" {
+	export AIBOX_TEST_KEY=sk-secret-in-env-4242
+	unset AIBOX_PROXY_HOSTS # with resolver threads too
+	start_proxy --key-env AIBOX_TEST_KEY
+	run grep '^Seccomp:' "/proc/$PROXY_PID/status"
+	assert_output "$(printf 'Seccomp:\t2')"
+	run grep -c sk-secret-in-env-4242 "/proc/$PROXY_PID/environ"
+	assert_output 0
+	kill -TERM "$PROXY_PID"
+	st=0
+	wait "$PROXY_PID" || st=$?
+	PROXY_PID=
+	[ "$st" -eq 0 ]
+	start_proxy --no-sandbox
+	run grep '^Seccomp:' "/proc/$PROXY_PID/status"
+	assert_output "$(printf 'Seccomp:\t0')"
+}
+
+@test "proxy: listens on a unix socket and on a given fd" {
+	start_fake_api "$T/script.json"
+	aibox-proxy --listen "unix:$T/p.sock" --ready-fd 3 --allow "127.0.0.1:$FAKE_API_PORT" \
+		3>"$T/ready" &
+	pid=$!
+	for _ in $(seq 100); do [ -s "$T/ready" ] && break; sleep 0.05; done
+	run cat "$T/ready"
+	assert_output "ready unix:$T/p.sock"
+	run python3 - "$T/p.sock" "$FAKE_API_PORT" <<-'PY'
+		import socket, sys
+		s = socket.socket(socket.AF_UNIX)
+		s.connect(sys.argv[1])
+		p = sys.argv[2]
+		s.sendall(("GET http://127.0.0.1:%s/api/hello HTTP/1.1\r\nHost: 127.0.0.1:%s\r\nConnection: close\r\n\r\n" % (p, p)).encode())
+		out = b""
+		while True:
+		    b = s.recv(4096)
+		    if not b:
+		        break
+		    out += b
+		print(out.decode().splitlines()[0], out.decode().splitlines()[-1])
+	PY
+	assert_output "HTTP/1.1 200 OK {}"
+	kill "$pid"
+	wait "$pid"
+
+	run python3 - "$TOP/build/aibox-proxy" "$FAKE_API_PORT" <<-'PY'
+		import socket, subprocess, sys
+		l = socket.socket()
+		l.bind(("127.0.0.1", 0))
+		l.listen(16)
+		p = subprocess.Popen([sys.argv[1], "--listen-fd", str(l.fileno()), "--allow",
+		                      "127.0.0.1:" + sys.argv[2], "--ready-fd", "1"],
+		                     pass_fds=[l.fileno()], stdout=subprocess.PIPE)
+		print(p.stdout.readline().decode().strip())
+		port = l.getsockname()[1]
+		out = subprocess.run(["curl", "-sS", "-m", "10", "-x", "http://127.0.0.1:%d" % port,
+		                      "http://127.0.0.1:%s/api/hello" % sys.argv[2]],
+		                     capture_output=True).stdout.decode()
+		print(out)
+		p.terminate()
+		print("exit", p.wait())
+	PY
+	assert_line --index 0 --regexp '^ready fd:[0-9]+$'
+	assert_line --index 1 '{}'
+	assert_line --index 2 'exit 0'
+}

@@ -1,0 +1,58 @@
+#!/usr/bin/env bats
+# aibox-proxy under load: 1,000 tunnels held open and used at once, and a
+# client stalling inside a request head dropped while the others go on.
+load lib-common
+load lib-proxy
+
+teardown() {
+	stop_proxy || true
+	common_teardown
+}
+
+free_port() {
+	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+@test "load: 1,000 concurrent tunnels held open and used; a stalled client is dropped" {
+	# the proxy needs 2 fds a tunnel, the test client and echo server 1 each
+	hard=$(ulimit -Hn)
+	if [ "$hard" != unlimited ] && [ "$hard" -lt 4200 ]; then
+		skip "the open file limit ($hard) is too low for 1,000 tunnels"
+	fi
+	ulimit -n "$hard"
+	ep=$(free_port)
+	start_proxy --allow "127.0.0.1:$ep" --header-timeout 1s
+	run timeout 120 python3 "$TOP/t/proxy-load.py" "$PROXY_PORT" 1000 --echo-port "$ep" \
+		--rounds 3 --staller 1 --pid "$PROXY_PID"
+	echo "$output"
+	assert_success
+	assert_line --partial "opened 1000 tunnels"
+	assert_line "open at once: 1000"
+	assert_line --regexp "^staller dropped: yes after (1|2)\.[0-9]s$"
+	assert_line "tunnels still work after the drop: yes"
+	[ "$(grep -c "127.0.0.1:$ep CONNECT allowed sent=2048 received=2048" "$T/proxy.log")" = 1000 ]
+	grep -q "refused (request head timed out)" "$T/proxy.log"
+	kill -0 "$PROXY_PID"
+}
+
+@test "load: the proxy raises its open file limit to the hard limit" {
+	hard=$(ulimit -Hn)
+	[ "$hard" != unlimited ] || skip "no hard limit"
+	[ "$hard" -gt 1024 ] || skip "hard limit $hard leaves nothing to raise"
+	ulimit -Sn 1024
+	start_proxy
+	run grep '^Max open files' "/proc/$PROXY_PID/limits"
+	assert_output --regexp "^Max open files +$hard +$hard +files"
+}
+
+@test "load: bulk tunnels (spliced past the first MiB) carry every byte both ways" {
+	ep=$(free_port)
+	start_proxy --allow "127.0.0.1:$ep"
+	run timeout 120 python3 "$TOP/t/proxy-load.py" "$PROXY_PORT" 4 --echo-port "$ep" \
+		--rounds 3 --size 3000000
+	echo "$output"
+	assert_success
+	assert_line --partial "echoed 3 rounds on 4 tunnels"
+	stop_proxy
+	[ "$(grep -c "127.0.0.1:$ep CONNECT allowed sent=9000000 received=9000000" "$T/proxy.log")" = 4 ]
+}

@@ -1,0 +1,318 @@
+#!/usr/bin/env bats
+# aibox-init's task mode, run natively through build/test-init-task with
+# t/fake-claude as Claude Code (the VM runs are in t/4600-init-task-vm.bats).
+# Natively the steps run as the test user and in process groups, not cgroups.
+load lib-common
+
+setup() {
+	common_setup
+	make_repo src
+	printf '*.log\n' >src/.gitignore
+	git -C src add .gitignore
+	git -C src commit -q -m "ignore logs"
+	START=$(git -C src rev-parse HEAD)
+	mkdir share state aibox-home res
+	# As the host does it: a bundle of HEAD only, from an empty repository
+	# that borrows the project's objects.
+	git init -q --bare empty
+	echo "$T/src/.git/objects" >empty/objects/info/alternates
+	git -C empty update-ref --no-deref HEAD "$START"
+	git -C empty bundle create -q "$T/share/start.bundle" HEAD
+	TIMEOUT=60
+	ENV_NAMES='[]'
+	API=forward
+	SYSTEM_PROMPT='Commit your work.'
+}
+
+teardown() {
+	# A child the fake Claude Code started must be gone already; never leave one.
+	if [ -f aibox-home/child.pid ]; then
+		kill "$(cat aibox-home/child.pid)" 2>/dev/null || true
+	fi
+	common_teardown
+}
+
+write_settings() {
+	cat >share/settings.json <<EOF
+{
+  "version": 1, "id": "259e07", "mode": "task", "model": null,
+  "timeout_s": $TIMEOUT, "max_budget_usd": ${BUDGET:-null},
+  "git": { "name": "Task Person", "email": "task@example.com" },
+  "start_commit": "$START", "branch": "aibox/task",
+  "env_names": $ENV_NAMES, "api": "$API", "proxy": "http://10.0.2.100:3128",
+  "path": "$T/project", "mounts": [],
+  "system_prompt": "$SYSTEM_PROMPT"
+}
+EOF
+}
+
+# run_task PROMPT [SECRETS]: the task's results in out.tar (unpacked in res/),
+# progress in progress.txt, the exit code in $status
+run_task() {
+	printf '%s\n' "$1" >share/prompt.txt
+	[ -f share/settings.json ] || write_settings
+	printf '%s' "${2:-}" >secrets.json
+	status=0
+	AIBOX_TEST_TASK_SHARE="$T/share" AIBOX_TEST_TASK_STATE="$T/state" \
+		AIBOX_TEST_TASK_HOME="$T/aibox-home" AIBOX_TEST_TASK_CLAUDE="$TOP/t/fake-claude" \
+		test-init-task <secrets.json >out.tar 2>progress.txt || status=$?
+	output=$(cat progress.txt)
+	tar -xf out.tar -C res
+}
+
+# The members of out.tar, in order, as "name size type".
+members() {
+	python3 - "$T/out.tar" <<'EOF'
+import sys, tarfile
+with tarfile.open(sys.argv[1], format=tarfile.USTAR_FORMAT) as tf:
+    for m in tf:
+        print(m.name, m.size, "file" if m.isreg() else "other", m.mode & 0o777 == 0o644)
+EOF
+}
+
+names() { members | cut -d' ' -f1 | tr '\n' ' '; }
+
+# jget PATH: a value of res/result.json, e.g. "claude.ended_by" or "steps.1.status"
+jget() {
+	python3 - "$T/res/result.json" "$1" <<'EOF'
+import json, sys
+v = json.load(open(sys.argv[1]))
+for k in sys.argv[2].split("."):
+    v = v[int(k)] if isinstance(v, list) else v[k]
+print(json.dumps(v) if not isinstance(v, str) else v)
+EOF
+}
+
+@test "init task: a commit by Claude Code comes back as a bundle of the start commit plus it" {
+	run_task "commit hello.txt hi there"
+	assert_success
+	assert_equal "$(names)" "transcript.jsonl changes.bundle vm.log result.json "
+	run members
+	refute_output --partial "other"
+	refute_output --partial "False"
+	assert_equal "$(jget failed_step)" null
+	for i in 0 1 2 3; do assert_equal "$(jget steps.$i.status)" ok; done
+	assert_equal "$(jget steps.0.name) $(jget steps.1.name) $(jget steps.2.name) $(jget steps.3.name)" \
+		"clone claude commit bundle"
+	assert_equal "$(jget claude.ended_by)" completed
+	assert_equal "$(jget claude.exit_code)" 0
+	assert_equal "$(jget claude.num_turns)" 1
+	assert_equal "$(jget claude.total_cost_usd)" 0.0123
+	assert_equal "$(jget changes)" true
+	assert_equal "$(jget start_commit)" "$START"
+	# The bundle: aibox/task only, the start commit its only prerequisite.
+	run git -C src bundle verify "$T/res/changes.bundle"
+	assert_success
+	assert_output --partial "$START"
+	assert_equal "$(git bundle list-heads res/changes.bundle | cut -d' ' -f2)" refs/heads/aibox/task
+	git -C src fetch -q "$T/res/changes.bundle" aibox/task:got
+	assert_equal "$(git -C src rev-parse got)" "$(jget end_commit)"
+	assert_equal "$(git -C src rev-list --count "$START..got")" 1
+	assert_equal "$(git -C src log -1 --format='%an <%ae>' got)" "Task Person <task@example.com>"
+	assert_equal "$(git -C src show got:hello.txt)" "hi there"
+	# The transcript is Claude Code's stream-json, whole.
+	assert_equal "$(head -1 res/transcript.jsonl | python3 -c 'import json,sys; print(json.load(sys.stdin)["subtype"])')" init
+	assert_equal "$(tail -1 res/transcript.jsonl | python3 -c 'import json,sys; print(json.load(sys.stdin)["type"])')" result
+	run cat progress.txt
+	assert_line cloning
+	assert_line "claude started"
+	assert_line "claude exited with 0"
+	assert_line bundling
+	grep -q "claude started" res/vm.log
+	# The project is a clone on aibox/task without a remote.
+	assert_equal "$(git -C project symbolic-ref HEAD)" refs/heads/aibox/task
+	assert_equal "$(git -C project remote)" ""
+}
+
+@test "init task: Claude Code gets print mode, stream-json, bypassPermissions and the system prompt" {
+	BUDGET=2.5
+	write_settings
+	sed -i 's/"model": null/"model": "sonnet"/' share/settings.json
+	run_task "args"
+	assert_success
+	run jget claude.last_message
+	assert_line "args: --print --verbose --output-format stream-json --permission-mode bypassPermissions --model sonnet --max-budget-usd=2.5 --append-system-prompt <17 bytes>"
+	assert_line "system prompt: Commit your work."
+	assert_equal "$(head -1 res/transcript.jsonl | python3 -c 'import json,sys; print(json.load(sys.stdin)["cwd"])')" "$T/project"
+}
+
+@test "init task: changes left uncommitted go into one aibox commit, ignored files stay out" {
+	run_task "$(printf 'write new.txt fresh\nwrite README.md rewritten\nwrite build.log noise\nwrite sub/deep.txt deep')"
+	assert_success
+	assert_equal "$(names)" "transcript.jsonl changes.bundle vm.log result.json "
+	assert_equal "$(jget steps.2.status)" ok
+	run cat progress.txt
+	assert_line "committing leftover changes"
+	git -C src fetch -q "$T/res/changes.bundle" aibox/task:got
+	assert_equal "$(git -C src rev-list --count "$START..got")" 1
+	assert_equal "$(git -C src log -1 --format='%an <%ae> %cn <%ce>' got)" \
+		"aibox <aibox@localhost> aibox <aibox@localhost>"
+	run git -C src diff --name-only "$START" got
+	assert_output "$(printf 'README.md\nnew.txt\nsub/deep.txt')"
+	assert_equal "$(git -C src show got:README.md)" rewritten
+}
+
+@test "init task: no changes sends no bundle and says so" {
+	run_task "say nothing to do"
+	assert_success
+	assert_equal "$(names)" "transcript.jsonl vm.log result.json "
+	assert_equal "$(jget changes)" false
+	assert_equal "$(jget end_commit)" "$START"
+	assert_equal "$(jget failed_step)" null
+	assert_equal "$(jget steps.3.status)" ok
+	assert_equal "$(jget claude.last_message)" "nothing to do"
+	run cat progress.txt
+	assert_line "no changes"
+	refute_line bundling
+}
+
+@test "init task: Claude Code past its time limit is killed with its children, results still come" {
+	TIMEOUT=2
+	write_settings
+	SECONDS=0
+	run_task "$(printf 'write partial.txt half done\nsleep 120')"
+	assert_success
+	[ "$SECONDS" -lt 30 ]
+	assert_equal "$(names)" "transcript.jsonl changes.bundle vm.log result.json "
+	assert_equal "$(jget steps.1.status)" timeout
+	assert_equal "$(jget claude.ended_by)" timeout
+	assert_equal "$(jget claude.exit_code)" null
+	assert_equal "$(jget failed_step)" claude
+	# The sleep the fake Claude Code started went with it.
+	child=$(cat aibox-home/child.pid)
+	run kill -0 "$child"
+	assert_failure
+	run cat progress.txt
+	assert_line "claude timed out after 2 s and was stopped"
+	# What it wrote before is committed by aibox and sent.
+	git -C src fetch -q "$T/res/changes.bundle" aibox/task:got
+	assert_equal "$(git -C src show got:partial.txt)" "half done"
+}
+
+@test "init task: Claude Code failing ends as error, with its exit code and last message" {
+	run_task "$(printf 'say it broke\nfail')"
+	assert_success
+	assert_equal "$(jget claude.ended_by)" error
+	assert_equal "$(jget claude.exit_code)" 1
+	assert_equal "$(jget steps.1.status)" failed
+	assert_equal "$(jget steps.1.exit_code)" 1
+	assert_equal "$(jget failed_step)" claude
+	assert_equal "$(jget claude.last_message)" "it broke"
+	assert_equal "$(names)" "transcript.jsonl vm.log result.json "
+	run cat progress.txt
+	assert_line "claude exited with 1"
+}
+
+@test "init task: over the budget ends as budget; no result line ends as error" {
+	run_task "budget"
+	assert_success
+	assert_equal "$(jget claude.ended_by)" budget
+	assert_equal "$(jget claude.subtype)" error_max_budget_usd
+	rm -rf project res state/aibox-results && mkdir res
+	run_task "noresult"
+	assert_success
+	assert_equal "$(jget claude.ended_by)" error
+	assert_equal "$(jget claude.exit_code)" 0
+	assert_equal "$(jget claude.num_turns)" null
+	assert_equal "$(jget failed_step)" claude
+}
+
+@test "init task: secrets reach Claude Code's environment only, never the disk" {
+	ENV_NAMES='["MY_TOKEN", "HOME", "NO_PROXY"]'
+	write_settings
+	run_task "$(printf 'envhash MY_TOKEN\nenv HOME\nenv NO_PROXY\nenv ANTHROPIC_BASE_URL\nenv ANTHROPIC_API_KEY\nenv HTTPS_PROXY\nenv CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC\nenv CLAUDE_CODE_MAX_RETRIES')" \
+		'{"env": {"MY_TOKEN": "s3cret-xyz-42", "HOME": "/elsewhere", "NO_PROXY": "*"}}'
+	assert_success
+	hash=$(printf '%s' s3cret-xyz-42 | sha256sum | cut -d' ' -f1)
+	run jget claude.last_message
+	assert_line "MY_TOKEN#$hash"
+	assert_line "HOME=$T/aibox-home"
+	assert_line "NO_PROXY=<unset>"
+	assert_line "ANTHROPIC_BASE_URL=http://127.0.0.1:3129"
+	assert_line --regexp '^ANTHROPIC_API_KEY=sk-ant-aibox-placeholder'
+	assert_line "HTTPS_PROXY=http://10.0.2.100:3128"
+	assert_line "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"
+	assert_line "CLAUDE_CODE_MAX_RETRIES=4"
+	run grep -r -l s3cret-xyz state project aibox-home out.tar progress.txt
+	assert_failure
+}
+
+@test "init task: oauth passes the token as it is and sets no base URL" {
+	API=oauth
+	ENV_NAMES='["CLAUDE_CODE_OAUTH_TOKEN"]'
+	write_settings
+	run_task "$(printf 'env CLAUDE_CODE_OAUTH_TOKEN\nenv ANTHROPIC_BASE_URL\nenv ANTHROPIC_API_KEY')" \
+		'{"env": {"CLAUDE_CODE_OAUTH_TOKEN": "sk-ant-oat01-abc"}}'
+	assert_success
+	run jget claude.last_message
+	assert_line "CLAUDE_CODE_OAUTH_TOKEN=sk-ant-oat01-abc"
+	assert_line "ANTHROPIC_BASE_URL=<unset>"
+	assert_line "ANTHROPIC_API_KEY=<unset>"
+}
+
+@test "init task: a secret not named in env_names fails the clone step, results still come" {
+	run_task "say hi" '{"env": {"SNEAKY": "x"}}'
+	assert_success
+	assert_equal "$(names)" "vm.log result.json "
+	assert_equal "$(jget failed_step)" clone
+	assert_equal "$(jget steps.0.status)" failed
+	assert_equal "$(jget steps.1.status)" skipped
+	assert_equal "$(jget claude)" null
+	run cat progress.txt
+	assert_line "secret 'SNEAKY' is not in env_names"
+}
+
+@test "init task: bad settings fail the clone step, results still come" {
+	printf '{"version": 1, "mode": "task"' >share/settings.json
+	run_task "say hi"
+	assert_success
+	assert_equal "$(names)" "vm.log result.json "
+	assert_equal "$(jget failed_step)" clone
+	for bad in '"timeout_s": 0' '"path": "relative"' '"path": "/a/../b"' '"start_commit": "xyz"' \
+		'"branch": "main"' '"api": "other"' '"env_names": ["1BAD"]' '"proxy": "socks5://x"'; do
+		rm -rf res state/aibox-results && mkdir res
+		write_settings
+		python3 - "$bad" <<-'EOF'
+		import json, sys
+		s = json.load(open("share/settings.json"))
+		s.update(json.loads("{" + sys.argv[1] + "}"))
+		json.dump(s, open("share/settings.json", "w"))
+		EOF
+		run_task "say hi"
+		assert_success
+		[ "$(jget failed_step)" = clone ] || { echo "accepted: $bad"; false; }
+	done
+}
+
+@test "init task: a bundle whose HEAD is not the start commit fails the clone step" {
+	START=$(git -C src rev-parse HEAD~1)
+	write_settings
+	run_task "say hi"
+	assert_success
+	assert_equal "$(jget failed_step)" clone
+	run cat progress.txt
+	assert_line --partial "not the start commit $START"
+}
+
+@test "init task: Claude Code leaving aibox/task keeps its uncommitted changes out" {
+	run_task "$(printf 'commit a.txt on task\nbranch elsewhere\ncommit b.txt elsewhere\nwrite c.txt loose')"
+	assert_success
+	assert_equal "$(jget steps.2.status)" skipped
+	assert_equal "$(jget failed_step)" null
+	git -C src fetch -q "$T/res/changes.bundle" aibox/task:got
+	assert_equal "$(git -C src rev-list --count "$START..got")" 1
+	run cat progress.txt
+	assert_line "HEAD is not on aibox/task: changes left uncommitted stay out"
+}
+
+@test "init task: the task's git hooks and fsmonitor do not run for aibox's git calls" {
+	run_task "$(printf 'hook %s\nwrite leftover.txt x' "$T/hook-ran")"
+	assert_success
+	assert_equal "$(jget steps.2.status)" ok
+	assert_equal "$(jget failed_step)" null
+	assert_file_exists project/.git/hooks/pre-commit
+	assert_equal "$(git -C project config core.fsmonitor)" "$T/project/.git/hooks/pre-commit"
+	assert_file_not_exists hook-ran
+	git -C src fetch -q "$T/res/changes.bundle" aibox/task:got
+	assert_equal "$(git -C src show got:leftover.txt)" x
+}

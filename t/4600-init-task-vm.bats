@@ -1,0 +1,263 @@
+#!/usr/bin/env bats
+# aibox-init's task mode in real boots of the default image: the host side is
+# played by the test (test-vm boots, ssh runs `task` with the per-task key),
+# the real Claude Code 2.1.197 in the VM talks to t/fake-api on the host
+# through the guest's proxy forward (10.0.2.100:3128).  aibox-proxy is not
+# used here: a minimal byte forward from the VM's proxy socket to the fake API
+# stands in for it (Claude Code sends absolute-URI requests for
+# 127.0.0.1:3129, which t/fake-api answers like any other).
+load lib-common
+load lib-vm
+
+setup() {
+	common_setup
+	vm_image
+	make_repo src
+	printf '*.log\n' >src/.gitignore
+	git -C src add .gitignore
+	git -C src commit -q -m "ignore logs"
+	START=$(git -C src rev-parse HEAD)
+	vm_share "$T/task" forced
+	git init -q --bare empty
+	echo "$T/src/.git/objects" >empty/objects/info/alternates
+	git -C empty update-ref --no-deref HEAD "$START"
+	git -C empty bundle create -q "$T/task/start.bundle" HEAD
+	mkdir res
+	TIMEOUT=300
+}
+
+teardown() {
+	if [ -n "${FORWARD_PID:-}" ]; then
+		kill "$FORWARD_PID" 2>/dev/null
+		wait "$FORWARD_PID" 2>/dev/null
+	fi
+	if [ -n "${FAKE_API_PID:-}" ]; then
+		kill "$FAKE_API_PID" 2>/dev/null
+		wait "$FAKE_API_PID" 2>/dev/null
+	fi
+	vm_teardown
+	common_teardown
+}
+
+write_settings() {
+	cat >task/settings.json <<EOF
+{
+  "version": 1, "id": "4600ab", "mode": "task", "model": null,
+  "timeout_s": $TIMEOUT, "max_budget_usd": null,
+  "git": { "name": "Task Person", "email": "task@example.com" },
+  "start_commit": "$START", "branch": "aibox/task",
+  "env_names": ["MY_TOKEN"], "api": "forward", "proxy": "http://10.0.2.100:3128",
+  "path": "/project", "mounts": [],
+  "system_prompt": "You run unattended in a VM. Commit your work."
+}
+EOF
+}
+
+# start_api SCRIPT_JSON: t/fake-api with that script, and the forward to it
+# on $T/proxy.sock (what aibox-proxy's socket is to the VM).
+start_api() {
+	local i
+	printf '%s\n' "$1" >api-script.json
+	"$TOP/t/fake-api" --listen 127.0.0.1:0 --ready-file "$T/api.port" \
+		--script "$T/api-script.json" --record "$T/rec" 2>"$T/fake-api.log" &
+	FAKE_API_PID=$!
+	for i in $(seq 100); do
+		[ -s "$T/api.port" ] && break
+		sleep 0.05
+	done
+	[ -s "$T/api.port" ] || { cat "$T/fake-api.log"; return 1; }
+	python3 - "$T/proxy.sock" "$(cat "$T/api.port")" <<'PY' &
+import socket, sys, threading
+path, port = sys.argv[1], int(sys.argv[2])
+srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+srv.bind(path)
+srv.listen(16)
+
+def pipe(a, b):
+    try:
+        while True:
+            d = a.recv(65536)
+            if not d:
+                break
+            b.sendall(d)
+    except OSError:
+        pass
+    try:
+        b.shutdown(socket.SHUT_WR)
+    except OSError:
+        pass
+
+def handle(c):
+    try:
+        u = socket.create_connection(("127.0.0.1", port))
+    except OSError:
+        c.close()
+        return
+    t = threading.Thread(target=pipe, args=(u, c), daemon=True)
+    t.start()
+    pipe(c, u)
+    t.join(600)
+    c.close()
+    u.close()
+
+while True:
+    c, _ = srv.accept()
+    threading.Thread(target=handle, args=(c,), daemon=True).start()
+PY
+	FORWARD_PID=$!
+	for i in $(seq 100); do
+		[ -S "$T/proxy.sock" ] && return 0
+		sleep 0.05
+	done
+	return 1
+}
+
+# run_vm_task PROMPT [SECRETS]: boot, run `task` over SSH with the per-task
+# key; results in out.tar (unpacked in res/), progress in progress.txt.
+run_vm_task() {
+	printf '%s\n' "$1" >task/prompt.txt
+	printf '%s' "${2:-}" >secrets.json
+	[ -f task/settings.json ] && grep -q start_commit task/settings.json || write_settings
+	cat >probe <<'PROBE'
+. "$T/env"
+vm_ssh task <"$T/secrets.json" >"$T/out.tar" 2>"$T/progress.txt"
+echo "task status $?"
+PROBE
+	declare -f vm_ssh >env
+	echo "T=$T" >>env
+	run test-vm --image "$IMAGE" --share "$T/task" --proxy "$T/proxy.sock" \
+		--log "$T/console.log" --listen "$T/ssh.sock" --grace-ms 60000 -- bash "$T/probe"
+	if [ "$status" -ne 0 ] || ! grep -q "task status 0" <<<"$output"; then
+		echo "--- console"; cat console.log; echo "--- progress"; cat progress.txt
+	fi
+	tar -xf out.tar -C res
+}
+
+names() {
+	python3 - "$T/out.tar" <<'EOF'
+import sys, tarfile
+with tarfile.open(sys.argv[1], format=tarfile.USTAR_FORMAT) as tf:
+    print(" ".join(m.name for m in tf if m.isreg()))
+EOF
+}
+
+jget() {
+	python3 - "$T/res/result.json" "$1" <<'EOF'
+import json, sys
+v = json.load(open(sys.argv[1]))
+for k in sys.argv[2].split("."):
+    v = v[int(k)] if isinstance(v, list) else v[k]
+print(json.dumps(v) if not isinstance(v, str) else v)
+EOF
+}
+
+@test "vm task: the real Claude Code makes a commit; the bundle clones to the start commit plus it" {
+	start_api '{"turns": [
+	  {"tool_use": {"name": "Bash", "input": {"command": "echo hello from the vm > hello.txt && git add hello.txt && git commit -q -m \"Add hello.txt\" && printf %s \"$MY_TOKEN\" | sha256sum", "description": "commit"}}},
+	  {"text": "I added hello.txt and committed it."}]}'
+	run_vm_task "Add a file hello.txt and commit it." '{"env": {"MY_TOKEN": "vm-secret-77"}}'
+	assert_success
+	assert_line "task status 0"
+	assert_line "vm: powered off"
+	assert_equal "$(names)" "transcript.jsonl changes.bundle vm.log result.json"
+	assert_equal "$(jget failed_step)" null
+	assert_equal "$(jget claude.ended_by)" completed
+	assert_equal "$(jget claude.exit_code)" 0
+	assert_equal "$(jget claude.num_turns)" 2
+	assert_equal "$(jget claude.last_message)" "I added hello.txt and committed it."
+	assert_equal "$(jget changes)" true
+	git -C src fetch -q "$T/res/changes.bundle" aibox/task:got
+	assert_equal "$(git -C src rev-parse got)" "$(jget end_commit)"
+	assert_equal "$(git -C src rev-list --count "$START..got")" 1
+	assert_equal "$(git -C src log -1 --format='%an <%ae> %s' got)" "Task Person <task@example.com> Add hello.txt"
+	assert_equal "$(git -C src show got:hello.txt)" "hello from the vm"
+	run cat progress.txt
+	assert_line cloning
+	assert_line "claude started"
+	assert_line "claude exited with 0"
+	assert_line bundling
+	# Claude Code's requests went through the proxy forward for 127.0.0.1:3129,
+	# with the placeholder key, never the secret.
+	grep -rq '"path": "http://127.0.0.1:3129/v1/messages' rec
+	grep -rq 'sk-ant-aibox-placeholder' rec
+	# The secret reached Claude Code's environment (its Bash tool printed
+	# the hash back to "the model"), and nothing else.
+	grep -rq "$(printf %s vm-secret-77 | sha256sum | cut -d' ' -f1)" rec
+	run grep -rl vm-secret-77 rec out.tar progress.txt
+	assert_failure
+}
+
+@test "vm task: changes left uncommitted become the aibox commit, ignored files stay out" {
+	start_api '{"turns": [
+	  {"tool_use": {"name": "Bash", "input": {"command": "echo new > new.txt && echo changed > README.md && echo noise > build.log; (touch /run/aibox/task/written 2>/dev/null && echo share-writable || echo share-read-only); (curl -s --noproxy \"*\" -m 5 http://1.1.1.1/ >/dev/null 2>&1 && echo net-open || echo net-closed)", "description": "edit"}}},
+	  {"text": "Edited, not committed."}]}'
+	run_vm_task "Edit some files."
+	assert_success
+	assert_line "task status 0"
+	assert_equal "$(names)" "transcript.jsonl changes.bundle vm.log result.json"
+	assert_equal "$(jget steps.2.status)" ok
+	git -C src fetch -q "$T/res/changes.bundle" aibox/task:got
+	assert_equal "$(git -C src rev-list --count "$START..got")" 1
+	assert_equal "$(git -C src log -1 --format='%an <%ae> %cn <%ce>' got)" \
+		"aibox <aibox@localhost> aibox <aibox@localhost>"
+	run git -C src diff --name-only "$START" got
+	assert_output "$(printf 'README.md\nnew.txt')"
+	run cat progress.txt
+	assert_line "committing leftover changes"
+	# What the task saw (its Bash tool's output went back to "the model"):
+	# the share is read-only, and nothing but the proxy forward answers.
+	grep -rq share-read-only rec
+	grep -rq net-closed rec
+	assert_file_not_exists task/written
+}
+
+@test "vm task: no changes; Claude Code failing on an API error" {
+	start_api '{"turns": [{"text": "Nothing needed changing."}]}'
+	run_vm_task "Look around."
+	assert_success
+	assert_line "task status 0"
+	assert_equal "$(names)" "transcript.jsonl vm.log result.json"
+	assert_equal "$(jget changes)" false
+	assert_equal "$(jget end_commit)" "$START"
+	assert_equal "$(jget claude.ended_by)" completed
+	run cat progress.txt
+	assert_line "no changes"
+
+	kill "$FORWARD_PID" "$FAKE_API_PID"
+	wait "$FORWARD_PID" "$FAKE_API_PID" 2>/dev/null || true
+	FORWARD_PID= FAKE_API_PID=
+	rm -rf res rec proxy.sock api.port && mkdir res
+	start_api '{"turns": [{"error": {"status": 400, "type": "invalid_request_error", "message": "scripted failure"}}]}'
+	run_vm_task "Fail, please."
+	assert_success
+	assert_line "task status 0"
+	assert_equal "$(jget claude.ended_by)" error
+	assert_equal "$(jget failed_step)" claude
+	assert_equal "$(jget steps.1.status)" failed
+	assert_equal "$(names)" "transcript.jsonl vm.log result.json"
+}
+
+@test "vm task: Claude Code past its time limit is killed, result.json says timeout, results still come" {
+	TIMEOUT=40
+	write_settings
+	start_api '{"turns": [
+	  {"tool_use": {"name": "Bash", "input": {"command": "echo partial > partial.txt && (setsid sleep 900 >/dev/null 2>&1 &) && echo daemon started", "description": "write"}}},
+	  {"stall": 600}]}'
+	SECONDS=0
+	run_vm_task "Work slowly."
+	assert_success
+	assert_line "task status 0"
+	[ "$SECONDS" -lt 240 ]
+	assert_equal "$(jget steps.1.status)" timeout
+	assert_equal "$(jget claude.ended_by)" timeout
+	assert_equal "$(jget failed_step)" claude
+	assert_equal "$(names)" "transcript.jsonl changes.bundle vm.log result.json"
+	git -C src fetch -q "$T/res/changes.bundle" aibox/task:got
+	assert_equal "$(git -C src show got:partial.txt)" partial
+	run cat progress.txt
+	assert_line "claude timed out after 40 s and was stopped"
+	# The daemon that left Claude Code's session went with the step's cgroup.
+	grep -rq "daemon started" rec
+	run grep "did not go away" res/vm.log
+	assert_failure
+}

@@ -1,0 +1,51 @@
+/*
+ * Runs aibox-init's task mode outside a VM, for t/4500-init-task.bats.
+ *
+ * The paths the guest has fixed come from the environment, which only this
+ * test helper reads (aibox-init itself has no such switch):
+ *   AIBOX_TEST_TASK_SHARE   the task folder (settings.json, prompt.txt, start.bundle)
+ *   AIBOX_TEST_TASK_STATE   where aibox-results/ is made
+ *   AIBOX_TEST_TASK_HOME    the user's home
+ *   AIBOX_TEST_TASK_CLAUDE  the program run as Claude Code (t/fake-claude)
+ *   AIBOX_TEST_TASK_GIT_LIMIT_MS  the git steps' time limit (default 10 minutes)
+ * The steps run as the calling user, in process groups instead of cgroups
+ * (a test user cannot make cgroups here; see image/init/step.h).
+ */
+#include <stdlib.h>
+
+#include "err.h"
+#include "num.h"
+#include "task.h"
+#include "banned.h"
+
+static const char *need(const char *name)
+{
+	const char *v = getenv(name);
+
+	if (!v || !*v)
+		die("%s is not set", name);
+	return v;
+}
+
+int main(int argc, char **argv)
+{
+	struct task_opts o;
+	const char *limit;
+	long ms;
+
+	tool_init(argc, argv);
+	task_opts_guest(&o);
+	o.share = need("AIBOX_TEST_TASK_SHARE");
+	o.state = need("AIBOX_TEST_TASK_STATE");
+	o.home = need("AIBOX_TEST_TASK_HOME");
+	o.claude = need("AIBOX_TEST_TASK_CLAUDE");
+	o.backend = STEP_PGROUP;
+	o.drop = 0;
+	limit = getenv("AIBOX_TEST_TASK_GIT_LIMIT_MS");
+	if (limit) {
+		if (parse_long(limit, 1, 3600000, &ms) < 0)
+			die("bad AIBOX_TEST_TASK_GIT_LIMIT_MS '%s'", limit);
+		o.git_limit_ms = ms;
+	}
+	return task_run(&o);
+}

@@ -1,0 +1,58 @@
+# aibox-proxy for tests: `load lib-proxy`.
+#
+# start_proxy ARGS...: start build/aibox-proxy on 127.0.0.1 (a free port),
+# logging to $T/proxy.log, with ARGS added; waits for its ready line and sets
+# PROXY_PID, PROXY_PORT and PROXY (http://127.0.0.1:PORT).  Its stderr is
+# $T/proxy.err.  stop_proxy (teardown calls it) ends it with SIGTERM and
+# fails unless it exited 0.
+
+start_proxy() {
+	local i
+	rm -f "$T/proxy.ready"
+	aibox-proxy --listen 127.0.0.1:0 --ready-fd 3 --log "$T/proxy.log" "$@" \
+		3>"$T/proxy.ready" 2>"$T/proxy.err" &
+	PROXY_PID=$!
+	for i in $(seq 1 200); do
+		grep -q '^ready ' "$T/proxy.ready" 2>/dev/null && break
+		kill -0 "$PROXY_PID" 2>/dev/null || break
+		sleep 0.025
+	done
+	if ! grep -q '^ready ' "$T/proxy.ready" 2>/dev/null; then
+		cat "$T/proxy.err" >&2
+		PROXY_PID=
+		return 1
+	fi
+	PROXY_PORT=$(sed -n 's/^ready 127\.0\.0\.1:\([0-9]*\)$/\1/p' "$T/proxy.ready")
+	PROXY=http://127.0.0.1:$PROXY_PORT
+}
+
+stop_proxy() {
+	local st=0
+	if [ -n "${PROXY_PID:-}" ]; then
+		kill -TERM "$PROXY_PID" 2>/dev/null
+		wait "$PROXY_PID" || st=$?
+		PROXY_PID=
+	fi
+	return $st
+}
+
+# raw_request BYTES: send BYTES (printf %b escapes) to the proxy on a plain TCP
+# connection, print what came back (up to 5 s).
+raw_request() {
+	python3 - "$PROXY_PORT" "$1" <<-'PY'
+		import socket, sys, codecs
+		data = codecs.escape_decode(sys.argv[2].encode())[0]
+		s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)
+		s.sendall(data)
+		out = b""
+		try:
+		    while True:
+		        b = s.recv(65536)
+		        if not b:
+		            break
+		        out += b
+		except (socket.timeout, ConnectionResetError):
+		    pass
+		sys.stdout.write(out.decode("latin-1"))
+	PY
+}
