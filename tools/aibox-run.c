@@ -221,9 +221,9 @@ static void start_cleaner(struct run *r)
 	if (pid < 0)
 		die_errno("cannot fork");
 	if (pid == 0) {
-		struct buf where = BUF_INIT;
+		struct buf where = BUF_INIT, runs = BUF_INIT;
 		char c;
-		int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+		int null = open("/dev/null", O_RDWR | O_CLOEXEC), dfd;
 
 		setsid();
 		for (int s = 1; s < NSIG; s++)
@@ -240,8 +240,11 @@ static void start_cleaner(struct run *r)
 				close(fd);
 		while (read(p[0], &c, 1) < 0 && errno == EINTR)
 			;
-		if (rmtree_at(AT_FDCWD, r->run_dir.buf, NULL, &where) < 0)
-			fprintf(stderr, "aibox-run: cannot remove '%s'\n", where.buf);
+		buf_addf(&runs, "%s/runs", r->project.dir);
+		dfd = open(runs.buf, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (dfd < 0 || rmtree_at(dfd, r->run_name, NULL, &where) < 0)
+			fprintf(stderr, "aibox-run: cannot remove '%s/%s'\n", runs.buf,
+				where.len ? where.buf : r->run_name);
 		_exit(0);
 	}
 	close(p[0]);

@@ -143,6 +143,8 @@ int run_setup(void)
 
 	if ((r = settings_load(&s)) < 0)
 		goto out;
+	/* For the prompt of a shell in the VM (nothing else sets it). */
+	sethostname("aibox", 5);
 	snprintf(line, sizeof(line), "aibox:x:%u:%u::" GUEST_HOME ":/bin/bash", (unsigned)s.uid,
 		 (unsigned)s.gid);
 	if ((r = set_id_line("/etc/passwd", line)) < 0)
