@@ -144,7 +144,8 @@ int run_setup(void)
 	if ((r = settings_load(&s)) < 0)
 		goto out;
 	/* For the prompt of a shell in the VM (nothing else sets it). */
-	sethostname("aibox", 5);
+	if (sethostname("aibox", 5) < 0)
+		error("cannot set the host name: %s", strerror(errno));
 	snprintf(line, sizeof(line), "aibox:x:%u:%u::" GUEST_HOME ":/bin/bash", (unsigned)s.uid,
 		 (unsigned)s.gid);
 	if ((r = set_id_line("/etc/passwd", line)) < 0)
