@@ -140,12 +140,11 @@ exit 7' -- sh
 	sleep 1
 	keys 'stty size' Enter
 	wait_pane '^40 120$' 20
-	keys 'sleep 300; echo "slept=$?"' Enter
+	keys 'sleep 300' Enter
 	sleep 3
 	keys C-c
-	wait_pane '^slept=130$' 30
-	keys 'echo alive-$((6*7))' Enter
-	wait_pane '^alive-42$' 20
+	keys 'echo "after=$? alive-$((6*7))"' Enter
+	wait_pane '^after=130 alive-42$' 30
 	keys 'exit 5' Enter
 	wait_file "$T/stty.after" 60
 	assert_equal "$(cat "$T/status")" 5

@@ -601,8 +601,20 @@ int main(int argc, char **argv)
 	}
 	stop_all(&r);
 	status = x.exit_status < 0 ? 2 : x.exit_status;
-	/* r's parts go with the process; the cleaner removes the run folder now. */
 	buf_release(&sock);
 	buf_release(&err);
+	free(r.mounts);
+	strvec_clear(&r.tags);
+	strvec_clear(&r.guest_paths);
+	strvec_clear(&r.host_paths);
+	for (size_t i = 0; i < r.env.nr; i++)
+		explicit_bzero((char *)r.env.v[i], strlen(r.env.v[i]));
+	strvec_clear(&r.env);
+	strvec_clear(&r.command);
+	spawn_clear(&r.proxy);
+	config_release(&r.cfg);
+	project_release(&r.project);
+	buf_release(&r.run_dir);
+	/* Our exit closes the cleaner's pipe: it removes the run folder then. */
 	return status;
 }
