@@ -26,6 +26,17 @@ teardown() {
 	common_teardown
 }
 
+# runs_gone: the run folders are removed (by aibox's cleaner, just after it exits).
+runs_gone() {
+	local i
+	for i in $(seq 40); do
+		[ -z "$(ls -A "$PDIR/runs")" ] && return 0
+		sleep 0.25
+	done
+	ls -l "$PDIR/runs" >&2
+	return 1
+}
+
 # run_piped INPUT ARGS...: aibox run without a terminal, INPUT as stdin.
 run_piped() {
 	local input=$1
@@ -104,8 +115,7 @@ exit 7' -- sh
 	assert_equal "$(cat "$PROJ/made-dir/file")" from-vm
 	assert_equal "$(stat -c %u:%g "$PROJ/made-dir" "$PROJ/made-dir/file" | sort -u)" \
 		"$(id -u):$(id -g)"
-	# The value never went to disk: not in settings.json (which is gone anyway).
-	[ -z "$(ls -A "$PDIR/runs")" ]
+	runs_gone
 	assert_equal "$(cat "$PDIR/home/kept")" kept
 	assert_equal "$(stat -c %u "$PDIR/home/kept")" "$(id -u)"
 
@@ -128,6 +138,11 @@ exit 7' -- sh
 	run aibox run -- true
 	assert_equal "$status" 2
 	assert_output --partial "not in a git checkout"
+
+	run_piped '' -- no-such-command arg
+	assert_equal "$status" 127
+	[[ "$stderr" == *"cannot run 'no-such-command'"* ]]
+	runs_gone
 }
 
 @test "run: the terminal: size, resize, Ctrl-C, exit status, stty restored" {
@@ -168,10 +183,5 @@ exit 7' -- sh
 	diff "$T/stty.before" "$T/stty.after"
 	wait_pane 'inner-done' 10
 	# The run folder goes with aibox (its cleaner removes it).
-	local i
-	for i in $(seq 40); do
-		[ -z "$(ls -A "$PDIR/runs")" ] && break
-		sleep 0.25
-	done
-	[ -z "$(ls -A "$PDIR/runs")" ]
+	runs_gone
 }
