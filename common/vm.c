@@ -192,7 +192,10 @@ int vm_start(const struct vm_config *cfg, struct vm *vm)
 		buf_reset(&b);
 		buf_addstr(&b, "local,path=");
 		add_opt_value(&b, cfg->mounts[i].host_path);
-		buf_addf(&b, ",mount_tag=%s,security_model=none,readonly=on", cfg->mounts[i].tag);
+		buf_addf(&b, ",mount_tag=%s,security_model=none", cfg->mounts[i].tag);
+		/* aibox run: the project and its home; files made are the host user's. */
+		if (!cfg->mounts[i].writable)
+			buf_addstr(&b, ",readonly=on");
 		strvec_pushl(&sp.args, "-virtfs", b.buf, NULL);
 	}
 

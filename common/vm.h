@@ -23,7 +23,8 @@
  *     file system has no O_TMPFILE) and handed to QEMU as /dev/fd/N: it
  *     never has a name, and it is gone when QEMU is;
  *   - share_dir over 9p, tag aibox.task, read-only (QEMU enforces it), and
- *     each of mounts[] the same way under its own tag;
+ *     each of mounts[] the same way under its own tag (read-write for a
+ *     mount marked writable: aibox run's project folder and home);
  *   - a virtio-serial port named aibox.ssh whose host end is ssh_fd, one end
  *     of a socketpair (QEMU holds the other as `-chardev socket,fd=`);
  *   - user networking with restrict=on and one guestfwd, 10.0.2.100:3128,
@@ -54,6 +55,11 @@
 struct vm_mount {
 	const char *host_path; /* a folder, shared read-only */
 	const char *tag;       /* 9p tag: 1-31 of [A-Za-z0-9._-], not aibox.task */
+	/*
+	 * aibox run only: share read-write instead (security_model=none, so
+	 * what the guest creates belongs to the user QEMU runs as).
+	 */
+	int writable;
 };
 
 struct vm_config {

@@ -134,7 +134,8 @@ static enum relay_end relay_session(int port)
 		sleep(1);
 		return SERVER_DONE;
 	}
-	strvec_pushl(&sp.args, "/usr/sbin/sshd", "-i", "-e", NULL);
+	/* AIBOX_ENV: aibox run's env values, sent as an SSH env request (run.h). */
+	strvec_pushl(&sp.args, "/usr/sbin/sshd", "-i", "-e", "-o", "AcceptEnv=AIBOX_ENV", NULL);
 	sp.in = sv[1];
 	sp.out = sv[1];
 	sp.new_session = 1;
