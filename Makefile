@@ -11,6 +11,7 @@
 # Targets:
 #   all (default)  build/libaibox.a, build/aibox and every build/aibox-* tool
 #   check          build, then run the test suite (t/run), ending "N passed, N failed"
+#   demo           build, then run one task on a sample repository (t/demo)
 #   deps           install the Debian packages listed in packages.txt (needs root)
 #   install        aibox into PREFIX/bin, the tools into PREFIX/libexec/aibox,
 #                  man pages into PREFIX/share/man, data into PREFIX/share/aibox
@@ -118,6 +119,9 @@ fuzz-run: fuzz
 check: all
 	$(Q)t/run
 
+demo: all
+	$(Q)t/demo
+
 # npm (for the pinned Claude Code in the image and the tests) comes from Debian
 # unless the machine already has one (NodeSource's nodejs conflicts with Debian's npm).
 deps:
@@ -142,7 +146,7 @@ clean:
 	rm -rf $(B)
 
 FORCE:
-.PHONY: all check deps install fuzz fuzz-run format clean FORCE
+.PHONY: all check demo deps install fuzz fuzz-run format clean FORCE
 .DELETE_ON_ERROR:
 
 -include $(shell find $(B) -name '*.d' 2>/dev/null)

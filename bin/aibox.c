@@ -22,11 +22,20 @@ static const char usage_text[] =
 	"       aibox help [<command> [<subcommand>]]\n"
 	"       aibox --version\n";
 
-/* Guest-side programs live in libexec too but are not commands. */
+/*
+ * Programs that live in libexec but are not commands: the guest's init, and
+ * the helper QEMU runs for each guest connection.
+ */
+static const char *const internal[] = { "aibox-init", "aibox-connect" };
+
 static int is_command(const char *name)
 {
-	return strncmp(name, "aibox-", 6) == 0 && strcmp(name, "aibox-init") != 0 &&
-	       !strchr(name, '.');
+	if (strncmp(name, "aibox-", 6) != 0 || strchr(name, '.'))
+		return 0;
+	for (size_t i = 0; i < ARRAY_SIZE(internal); i++)
+		if (!strcmp(name, internal[i]))
+			return 0;
+	return 1;
 }
 
 static int tool_exists(const char *name, struct buf *path)

@@ -38,7 +38,7 @@ int image_name_ok(const char *name)
 
 int image_dir(const char *name, struct buf *out)
 {
-	static const char *const files[] = { "manifest", "vmlinuz", "initramfs", "rootfs.ext4" };
+	static const char *const files[] = {"manifest", "vmlinuz", "initramfs", "rootfs.ext4"};
 	struct buf p = BUF_INIT;
 	int ret = 0;
 

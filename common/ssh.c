@@ -519,3 +519,244 @@ void ssh_task_keys_release(struct ssh_task_keys *k)
 	buf_release(&k->user_key);
 	buf_release(&k->host_blob);
 }
+
+/* Write all of p to a local fd (blocking, EINTR retried). */
+static int write_local(int fd, const char *p, size_t n)
+{
+	while (n) {
+		ssize_t w = write(fd, p, n);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0 && errno == EAGAIN) {
+			struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+
+			poll(&pfd, 1, 1000);
+			continue;
+		}
+		if (w <= 0)
+			return w < 0 ? -errno : -EIO;
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+static int open_interactive(struct ssh_client *c, struct ssh_interactive *x, LIBSSH2_CHANNEL **out)
+{
+	LIBSSH2_SESSION *s = c->session;
+	LIBSSH2_CHANNEL *ch;
+	int rc, ret;
+
+	while (!(ch = libssh2_channel_open_session(s))) {
+		if ((rc = libssh2_session_last_errno(s)) != LIBSSH2_ERROR_EAGAIN)
+			return fail_ssh(c, rc, "opening a channel");
+		if ((ret = wait_ssh(c)) < 0)
+			return ret;
+	}
+	*out = ch;
+	for (const char *const *e = x->env; e && *e; e++) {
+		const char *eq = strchr(*e, '=');
+
+		if (!eq)
+			return fail(c, -EINVAL, "not NAME=value: '%.32s'", *e);
+		while ((rc = libssh2_channel_setenv_ex(ch, *e, (unsigned)(eq - *e), eq + 1,
+						       (unsigned)strlen(eq + 1))) == LIBSSH2_ERROR_EAGAIN)
+			if ((ret = wait_ssh(c)) < 0)
+				return ret;
+		if (rc)
+			return fail_ssh(c, rc, "sending the environment");
+	}
+	if (x->term) {
+		while ((rc = libssh2_channel_request_pty_ex(ch, x->term, (unsigned)strlen(x->term), NULL,
+							    0, (int)x->cols, (int)x->rows, 0, 0)) ==
+		       LIBSSH2_ERROR_EAGAIN)
+			if ((ret = wait_ssh(c)) < 0)
+				return ret;
+		if (rc)
+			return fail_ssh(c, rc, "asking for a terminal");
+	}
+	while ((rc = libssh2_channel_exec(ch, x->command)) == LIBSSH2_ERROR_EAGAIN)
+		if ((ret = wait_ssh(c)) < 0)
+			return ret;
+	if (rc)
+		return fail_ssh(c, rc, "starting the command");
+	return 0;
+}
+
+int ssh_interactive(struct ssh_client *c, struct ssh_interactive *x)
+{
+	LIBSSH2_SESSION *s = c->session;
+	LIBSSH2_CHANNEL *ch = NULL;
+	static char data[32 * 1024], in[16 * 1024];
+	size_t in_len = 0, in_off = 0;
+	int in_eof = x->in_fd < 0, eof_sent = 0, resize_pending = 0, rc, ret;
+
+	x->exit_status = -1;
+	x->exit_signal[0] = '\0';
+	if (!s)
+		return fail(c, -ENOTCONN, "no SSH session");
+	c->deadline = 0;
+	if ((ret = open_interactive(c, x, &ch)) < 0)
+		goto out;
+
+	for (;;) {
+		int progress = 0, out_done = 0, err_done = 0, next;
+		ssize_t n;
+
+		if (resize_pending && x->term) {
+			unsigned cols = x->cols, rows = x->rows;
+
+			if (x->get_size && x->get_size(x->ctx, &cols, &rows) == 0) {
+				rc = libssh2_channel_request_pty_size(ch, (int)cols, (int)rows);
+				if (rc == LIBSSH2_ERROR_EAGAIN)
+					goto pump;
+				/* Some servers do not answer; a refused resize is not fatal. */
+				x->cols = cols;
+				x->rows = rows;
+			}
+			resize_pending = 0;
+			progress = 1;
+		}
+pump:
+		if (in_off < in_len) {
+			n = libssh2_channel_write(ch, in + in_off, in_len - in_off);
+			if (n > 0) {
+				in_off += (size_t)n;
+				progress = 1;
+			} else if (n != LIBSSH2_ERROR_EAGAIN) {
+				ret = fail_ssh(c, (int)n, "writing the input");
+				goto out;
+			}
+		}
+		if (in_eof && in_off == in_len && !eof_sent) {
+			rc = libssh2_channel_send_eof(ch);
+			if (!rc)
+				eof_sent = progress = 1;
+			else if (rc != LIBSSH2_ERROR_EAGAIN) {
+				ret = fail_ssh(c, rc, "ending the input");
+				goto out;
+			}
+		}
+		n = libssh2_channel_read(ch, data, sizeof(data));
+		if (n > 0) {
+			progress = 1;
+			if ((ret = write_local(x->out_fd, data, (size_t)n)) < 0) {
+				fail(c, ret, "cannot write the output: %s", strerror(-ret));
+				goto out;
+			}
+		} else if (n == 0) {
+			out_done = 1;
+		} else if (n != LIBSSH2_ERROR_EAGAIN) {
+			ret = fail_ssh(c, (int)n, "reading the output");
+			goto out;
+		}
+		n = libssh2_channel_read_stderr(ch, data, sizeof(data));
+		if (n > 0) {
+			progress = 1;
+			if ((ret = write_local(x->err_fd, data, (size_t)n)) < 0) {
+				fail(c, ret, "cannot write the error output: %s", strerror(-ret));
+				goto out;
+			}
+		} else if (n == 0) {
+			err_done = 1;
+		} else if (n != LIBSSH2_ERROR_EAGAIN) {
+			ret = fail_ssh(c, (int)n, "reading the error output");
+			goto out;
+		}
+		if (out_done && err_done && libssh2_channel_eof(ch))
+			break;
+		if (libssh2_keepalive_send(s, &next) < 0) {
+			ret = fail_ssh(c, LIBSSH2_ERROR_SOCKET_SEND, "sending a keepalive");
+			goto out;
+		}
+		if (progress)
+			continue;
+
+		{
+			struct pollfd pfd[4];
+			int dir = libssh2_session_block_directions(s), nfd = 0, i_in = -1, i_rs = -1,
+			    i_st = -1;
+			int64_t now = now_ms(), wait = next > 0 ? next * 1000 : 1000;
+
+			pfd[nfd++] = (struct pollfd){ .fd = c->fd,
+						      .events = (short)(POLLIN |
+									((dir & LIBSSH2_SESSION_BLOCK_OUTBOUND)
+										 ? POLLOUT
+										 : 0)) };
+			if (!in_eof && in_off == in_len) {
+				i_in = nfd;
+				pfd[nfd++] = (struct pollfd){ .fd = x->in_fd, .events = POLLIN };
+			}
+			if (x->resize_fd >= 0) {
+				i_rs = nfd;
+				pfd[nfd++] = (struct pollfd){ .fd = x->resize_fd, .events = POLLIN };
+			}
+			if (x->stop_fd >= 0) {
+				i_st = nfd;
+				pfd[nfd++] = (struct pollfd){ .fd = x->stop_fd, .events = POLLIN };
+			}
+			if (c->idle_ms) {
+				int64_t idle_end = c->last_recv + c->idle_ms;
+
+				if (now >= idle_end) {
+					ret = fail(c, -ETIMEDOUT, "the VM sent nothing for %ld s",
+						   c->idle_ms / 1000);
+					goto out;
+				}
+				if (idle_end - now < wait)
+					wait = idle_end - now;
+			}
+			if (poll(pfd, (nfds_t)nfd, (int)wait) < 0) {
+				if (errno == EINTR)
+					continue;
+				ret = fail(c, -errno, "cannot poll: %s", strerror(errno));
+				goto out;
+			}
+			if (i_st >= 0 && pfd[i_st].revents) {
+				ret = fail(c, -ECONNRESET, "the VM is gone");
+				goto out;
+			}
+			if (i_rs >= 0 && pfd[i_rs].revents) {
+				char drain[256];
+
+				while (read(x->resize_fd, drain, sizeof(drain)) > 0)
+					;
+				resize_pending = 1;
+			}
+			if (i_in >= 0 && pfd[i_in].revents) {
+				n = read(x->in_fd, in, sizeof(in));
+				if (n > 0) {
+					in_len = (size_t)n;
+					in_off = 0;
+				} else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+					in_eof = 1;
+					in_len = in_off = 0;
+				}
+			}
+		}
+	}
+
+	while ((rc = libssh2_channel_close(ch)) == LIBSSH2_ERROR_EAGAIN)
+		if ((ret = wait_ssh(c)) < 0)
+			goto out;
+	while (!rc && (rc = libssh2_channel_wait_closed(ch)) == LIBSSH2_ERROR_EAGAIN)
+		if ((ret = wait_ssh(c)) < 0)
+			goto out;
+	if (rc) {
+		ret = fail_ssh(c, rc, "closing the channel");
+		goto out;
+	}
+	{
+		struct ssh_exec e = { 0 };
+
+		exit_of(c, ch, &e);
+		x->exit_status = e.exit_status;
+		memcpy(x->exit_signal, e.exit_signal, sizeof(x->exit_signal));
+	}
+	ret = 0;
+out:
+	if (ch && ret == 0)
+		libssh2_channel_free(ch);
+	return ret;
+}

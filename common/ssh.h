@@ -76,6 +76,43 @@ struct ssh_exec {
 	uint64_t out_bytes;	/* stdout bytes received */
 };
 
+/*
+ * An interactive command (aibox run): local fds pumped both ways until the
+ * command exits.  With term set, the channel gets a pty of cols x rows with
+ * TERM=term (the remote program sees a terminal; Ctrl-C and the like are
+ * bytes that the guest's pty turns into signals), and the remote stderr
+ * comes through the pty too.  Without term: plain pipes, stdin's EOF is
+ * passed on, remote stderr goes to err_fd.  env[] ("NAME=value" strings)
+ * are sent with setenv requests before the command starts (the server must
+ * accept them: sshd's AcceptEnv).
+ *
+ * resize_fd, when >= 0, is readable when the window size changed: it is
+ * drained (read until EAGAIN; make it non-blocking) and get_size() is asked
+ * for the new size, which goes to the server.  stop_fd, when >= 0, readable
+ * means the other end is gone (QEMU's pidfd): -ECONNRESET.
+ *
+ * The overall timeout (timeout_ms) does not apply here, the idle timeout
+ * does when set.  Writes to out_fd and err_fd block (a terminal or pipe
+ * that is not read holds the session up).  0 with exit_status set (as for
+ * ssh_exec), or a negative errno with c->error set.
+ */
+struct ssh_interactive {
+	const char *command;
+	const char *term; /* NULL: no pty */
+	unsigned cols, rows;
+	const char *const *env; /* NULL-terminated, or NULL */
+	int in_fd, out_fd, err_fd;
+	int resize_fd;
+	int (*get_size)(void *ctx, unsigned *cols, unsigned *rows);
+	int stop_fd;
+	void *ctx;
+
+	int exit_status;
+	char exit_signal[32];
+};
+
+int ssh_interactive(struct ssh_client *c, struct ssh_interactive *x);
+
 /* Wait for the banner, handshake, pin the host key, authenticate. */
 int ssh_connect(struct ssh_client *c);
 

@@ -20,14 +20,14 @@
 #include "vm.h"
 #include "banned.h"
 
-#define DEFAULT_MEMORY_MB 2048
-#define DEFAULT_CPUS 2
+#define DEFAULT_MEMORY_MB  2048
+#define DEFAULT_CPUS       2
 #define DEFAULT_DISK_BYTES (16ULL << 30)
 
 /* The fd numbers QEMU gets (spawn_give_fd). */
 #define FD_STATE 3
-#define FD_SSH 4
-#define STR_(x) #x
+#define FD_SSH   4
+#define STR_(x)  #x
 #define TOSTR(x) STR_(x)
 
 int vm_kvm_usable(void)
@@ -108,7 +108,7 @@ static int make_state_disk(const char *dir, unsigned long long size)
 
 static int check_image(const char *dir)
 {
-	static const char *const files[] = { "vmlinuz", "initramfs", "rootfs.ext4" };
+	static const char *const files[] = {"vmlinuz", "initramfs", "rootfs.ext4"};
 	struct buf p = BUF_INIT;
 	int ret = 0;
 
@@ -126,7 +126,7 @@ int vm_start(const struct vm_config *cfg, struct vm *vm)
 {
 	struct spawn sp = SPAWN_INIT;
 	struct buf b = BUF_INIT;
-	int state_fd = -1, sv[2] = { -1, -1 }, null_fd = -1;
+	int state_fd = -1, sv[2] = {-1, -1}, null_fd = -1;
 	int ret;
 
 	*vm = (struct vm)VM_INIT;
@@ -140,8 +140,8 @@ int vm_start(const struct vm_config *cfg, struct vm *vm)
 	if ((ret = check_image(cfg->image_dir)) < 0)
 		return ret;
 
-	if ((state_fd = make_state_disk(cfg->state_dir,
-					cfg->disk_bytes ? cfg->disk_bytes : DEFAULT_DISK_BYTES)) < 0) {
+	if ((state_fd = make_state_disk(
+	         cfg->state_dir, cfg->disk_bytes ? cfg->disk_bytes : DEFAULT_DISK_BYTES)) < 0) {
 		ret = state_fd;
 		state_fd = -1;
 		goto out;
@@ -154,7 +154,7 @@ int vm_start(const struct vm_config *cfg, struct vm *vm)
 
 	strvec_push(&sp.args, cfg->qemu ? cfg->qemu : "qemu-system-x86_64");
 	strvec_pushl(&sp.args, "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
-		     "-M", "q35", NULL);
+	             "-M", "q35", NULL);
 	if (vm->kvm)
 		strvec_pushl(&sp.args, "-accel", "kvm", "-cpu", "host", NULL);
 	else
@@ -170,18 +170,18 @@ int vm_start(const struct vm_config *cfg, struct vm *vm)
 	strvec_pushf(&sp.args, "%s/initramfs", cfg->image_dir);
 	strvec_push(&sp.args, "-append");
 	strvec_pushf(&sp.args, "console=ttyS0 quiet panic=-1 aibox.mode=%s%s%s", cfg->mode,
-		     cfg->extra_cmdline ? " " : "", cfg->extra_cmdline ? cfg->extra_cmdline : "");
+	             cfg->extra_cmdline ? " " : "", cfg->extra_cmdline ? cfg->extra_cmdline : "");
 	strvec_pushl(&sp.args, "-chardev", "stdio,id=con,signal=off", "-serial", "chardev:con",
-		     NULL);
+	             NULL);
 
 	buf_addstr(&b, "file=");
 	add_opt_value(&b, cfg->image_dir);
 	buf_addstr(&b, "/rootfs.ext4,format=raw,if=none,id=root,readonly=on");
 	strvec_pushl(&sp.args, "-drive", b.buf, "-device",
-		     "virtio-blk-pci,drive=root,serial=aibox-root", NULL);
+	             "virtio-blk-pci,drive=root,serial=aibox-root", NULL);
 	strvec_pushl(&sp.args, "-drive",
-		     "file=/dev/fd/" TOSTR(FD_STATE) ",format=raw,if=none,id=state,cache=unsafe",
-		     "-device", "virtio-blk-pci,drive=state,serial=aibox-state", NULL);
+	             "file=/dev/fd/" TOSTR(FD_STATE) ",format=raw,if=none,id=state,cache=unsafe",
+	             "-device", "virtio-blk-pci,drive=state,serial=aibox-state", NULL);
 
 	buf_reset(&b);
 	buf_addstr(&b, "local,path=");
@@ -192,13 +192,16 @@ int vm_start(const struct vm_config *cfg, struct vm *vm)
 		buf_reset(&b);
 		buf_addstr(&b, "local,path=");
 		add_opt_value(&b, cfg->mounts[i].host_path);
-		buf_addf(&b, ",mount_tag=%s,security_model=none,readonly=on", cfg->mounts[i].tag);
+		buf_addf(&b, ",mount_tag=%s,security_model=none", cfg->mounts[i].tag);
+		/* aibox run: the project and its home; files made are the host user's. */
+		if (!cfg->mounts[i].writable)
+			buf_addstr(&b, ",readonly=on");
 		strvec_pushl(&sp.args, "-virtfs", b.buf, NULL);
 	}
 
 	strvec_pushl(&sp.args, "-device", "virtio-serial-pci", "-chardev",
-		     "socket,id=ssh,fd=" TOSTR(FD_SSH), "-device",
-		     "virtserialport,chardev=ssh,name=aibox.ssh", NULL);
+	             "socket,id=ssh,fd=" TOSTR(FD_SSH), "-device",
+	             "virtserialport,chardev=ssh,name=aibox.ssh", NULL);
 
 	if (cfg->proxy_socket) {
 		struct buf cmd = BUF_INIT;
@@ -215,11 +218,12 @@ int vm_start(const struct vm_config *cfg, struct vm *vm)
 		buf_addch(&cmd, ' ');
 		add_sh_quoted(&cmd, cfg->proxy_socket);
 		buf_reset(&b);
-		buf_addstr(&b, "user,id=net0,restrict=on,ipv6=off,guestfwd=tcp:10.0.2.100:3128-cmd:");
+		buf_addstr(&b,
+		           "user,id=net0,restrict=on,ipv6=off,guestfwd=tcp:10.0.2.100:3128-cmd:");
 		add_opt_value(&b, cmd.buf);
 		buf_release(&cmd);
 		strvec_pushl(&sp.args, "-netdev", b.buf, "-device",
-			     "virtio-net-pci,netdev=net0,romfile=", NULL);
+		             "virtio-net-pci,netdev=net0,romfile=", NULL);
 	}
 
 	if (cfg->log_fd < 0) {
@@ -271,8 +275,8 @@ int vm_wait_ssh(struct vm *vm, int timeout_ms)
 
 	for (;;) {
 		struct pollfd pfd[2] = {
-			{ .fd = vm->ssh_fd, .events = POLLIN },
-			{ .fd = vm->pidfd, .events = POLLIN },
+		    {.fd = vm->ssh_fd, .events = POLLIN},
+		    {.fd = vm->pidfd, .events = POLLIN},
 		};
 		char peek[256];
 		long left = deadline - now_ms();
@@ -294,7 +298,7 @@ int vm_wait_ssh(struct vm *vm, int timeout_ms)
 		n = recv(vm->ssh_fd, peek, sizeof(peek), MSG_PEEK | MSG_DONTWAIT);
 		if (n == 0) {
 			/* QEMU closed the port: say -ECHILD if that is because it exited. */
-			struct pollfd p = { .fd = vm->pidfd, .events = POLLIN };
+			struct pollfd p = {.fd = vm->pidfd, .events = POLLIN};
 
 			if (vm->pidfd >= 0 && poll(&p, 1, 2000) > 0)
 				return -ECHILD;
@@ -313,17 +317,19 @@ int vm_wait_ssh(struct vm *vm, int timeout_ms)
 			char junk[256];
 
 			for (i = 0; i < n; i++)
-				if (peek[i] == 'S' && !memcmp(peek + i, "SSH-", (size_t)(n - i < 4 ? n - i : 4)))
+				if (peek[i] == 'S' &&
+				    !memcmp(peek + i, "SSH-", (size_t)(n - i < 4 ? n - i : 4)))
 					break;
 			keep = i;
 			if (keep == 0) {
 				/* A partial "SSH-" at the start: wait for more. */
-				struct timespec ts = { 0, 10 * 1000000L };
+				struct timespec ts = {0, 10 * 1000000L};
 
 				nanosleep(&ts, NULL);
 				continue;
 			}
-			if (recv(vm->ssh_fd, junk, (size_t)keep, MSG_DONTWAIT) < 0 && errno != EAGAIN)
+			if (recv(vm->ssh_fd, junk, (size_t)keep, MSG_DONTWAIT) < 0 &&
+			    errno != EAGAIN)
 				return -errno;
 		}
 	}
@@ -336,7 +342,7 @@ int vm_stop(struct vm *vm, int grace_ms)
 	if (vm->pid <= 0)
 		return -ECHILD;
 	if (grace_ms > 0 && vm->pidfd >= 0) {
-		struct pollfd pfd = { .fd = vm->pidfd, .events = POLLIN };
+		struct pollfd pfd = {.fd = vm->pidfd, .events = POLLIN};
 		long deadline = now_ms() + grace_ms;
 
 		for (;;) {

@@ -23,7 +23,8 @@
  *     file system has no O_TMPFILE) and handed to QEMU as /dev/fd/N: it
  *     never has a name, and it is gone when QEMU is;
  *   - share_dir over 9p, tag aibox.task, read-only (QEMU enforces it), and
- *     each of mounts[] the same way under its own tag;
+ *     each of mounts[] the same way under its own tag (read-write for a
+ *     mount marked writable: aibox run's project folder and home);
  *   - a virtio-serial port named aibox.ssh whose host end is ssh_fd, one end
  *     of a socketpair (QEMU holds the other as `-chardev socket,fd=`);
  *   - user networking with restrict=on and one guestfwd, 10.0.2.100:3128,
@@ -54,26 +55,34 @@
 struct vm_mount {
 	const char *host_path; /* a folder, shared read-only */
 	const char *tag;       /* 9p tag: 1-31 of [A-Za-z0-9._-], not aibox.task */
+	/*
+	 * aibox run only: share read-write instead (security_model=none, so
+	 * what the guest creates belongs to the user QEMU runs as).
+	 */
+	int writable;
 };
 
 struct vm_config {
-	const char *image_dir;	  /* vmlinuz, initramfs, rootfs.ext4 */
-	const char *share_dir;	  /* the task folder (tag aibox.task) */
-	const char *mode;	  /* "task" or "run" */
-	unsigned memory_mb;	  /* 0: 2048 */
-	unsigned cpus;		  /* 0: 2 */
+	const char *image_dir;         /* vmlinuz, initramfs, rootfs.ext4 */
+	const char *share_dir;         /* the task folder (tag aibox.task) */
+	const char *mode;              /* "task" or "run" */
+	unsigned memory_mb;            /* 0: 2048 */
+	unsigned cpus;                 /* 0: 2 */
 	unsigned long long disk_bytes; /* 0: 16 GiB */
-	const char *state_dir;	  /* where the state disk file is made */
-	const char *proxy_socket; /* the proxy's unix socket, or NULL */
+	const char *state_dir;         /* where the state disk file is made */
+	const char *proxy_socket;      /* the proxy's unix socket, or NULL */
 	const struct vm_mount *mounts;
 	size_t nr_mounts;
-	int log_fd;		  /* console and QEMU's stderr; -1: /dev/null */
-	const char *qemu;	  /* NULL: qemu-system-x86_64 from PATH */
-	const char *connect_prog; /* NULL: aibox-connect in libexec_dir() */
-	const char *extra_cmdline;/* appended to the kernel command line, or NULL */
+	int log_fd;                /* console and QEMU's stderr; -1: /dev/null */
+	const char *qemu;          /* NULL: qemu-system-x86_64 from PATH */
+	const char *connect_prog;  /* NULL: aibox-connect in libexec_dir() */
+	const char *extra_cmdline; /* appended to the kernel command line, or NULL */
 };
 
-#define VM_CONFIG_INIT { .log_fd = -1 }
+#define VM_CONFIG_INIT                                                                             \
+	{                                                                                          \
+		.log_fd = -1                                                                       \
+	}
 
 struct vm {
 	pid_t pid;  /* QEMU */
@@ -82,7 +91,10 @@ struct vm {
 	int kvm;    /* 1 with KVM, 0 under TCG */
 };
 
-#define VM_INIT { .pid = -1, .pidfd = -1, .ssh_fd = -1 }
+#define VM_INIT                                                                                    \
+	{                                                                                          \
+		.pid = -1, .pidfd = -1, .ssh_fd = -1                                               \
+	}
 
 /* 1 when KVM can be used here (vmx/svm in /proc/cpuinfo and /dev/kvm opens). */
 int vm_kvm_usable(void);

@@ -9,7 +9,8 @@
  *
  * As `aibox-init session` (the forced command of the per-task key): runs
  * the command the host asked for in SSH_ORIGINAL_COMMAND; in task mode the
- * only command is `task` (image/init/task.h).
+ * only command is `task` (image/init/task.h), in run mode `run`
+ * (image/init/run.h).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -25,11 +26,12 @@
 
 #include "base.h"
 #include "err.h"
+#include "run.h"
 #include "task.h"
 #include "banned.h"
 
 static const char usage_text[] = "usage: aibox-init              (as PID 1 in the aibox VM)\n"
-				 "       aibox-init session      (as the SSH forced command)\n";
+                                 "       aibox-init session      (as the SSH forced command)\n";
 
 static void console(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void console(const char *fmt, ...)
@@ -79,7 +81,8 @@ static int pid1_main(void)
 		goto fail;
 	}
 	if (mount_task_share() < 0 || settings_read(&settings) < 0 ||
-	    state_disk_setup(&settings) < 0 || mount_extra(&settings) < 0 || net_setup() < 0 ||
+	    state_disk_setup(&settings) < 0 || (!strcmp(mode, "run") && run_setup() < 0) ||
+	    mount_extra(&settings) < 0 || net_setup() < 0 ||
 	    ssh_prepare() < 0)
 		goto fail;
 	settings_clear(&settings);
@@ -93,7 +96,8 @@ static int pid1_main(void)
 		goto fail;
 	if (relay == 0) {
 		sigprocmask(SIG_UNBLOCK, &all, NULL);
-		_exit(ssh_relay_loop(port, !strcmp(mode, "task")) < 0 ? 1 : 0);
+		/* aibox run ends like a task: when its session is over. */
+		_exit(ssh_relay_loop(port, !strcmp(mode, "task") || !strcmp(mode, "run")) < 0 ? 1 : 0);
 	}
 	console("ready (mode %s, ssh on %s)", mode, port);
 
@@ -129,6 +133,8 @@ static int session_main(void)
 		cmd = "";
 	if (!strcmp(mode, "task") && !strcmp(cmd, "task"))
 		return task_session();
+	if (!strcmp(mode, "run") && !strcmp(cmd, "run"))
+		return run_session();
 	die("unknown session command '%.64s' in %s mode", cmd, mode);
 }
 

@@ -31,6 +31,8 @@ load lib-common
 	assert_success
 	assert_output --partial "usage: aibox"
 	refute_output --partial "init"
+	refute_output --partial "connect"
+	assert_line "   tasks clean"
 }
 
 @test "front: dispatches to aibox-<a>-<b>, else aibox-<a> with the rest" {

@@ -273,3 +273,20 @@ now_name() { echo "$(date +%Y%m%d-%H%M%S)-$1"; }
 	assert_success
 	assert_output --partial "--older-than DURATION"
 }
+
+@test "tasks clean: what writing start.bundle left when aibox was killed goes with it" {
+	mk_task 20200101-120000-aaaaaa
+	mkdir -p "$TK/20200101-120000-aaaaaa/.start-bundle.Ab12Cd/objects/info"
+	echo /elsewhere >"$TK/20200101-120000-aaaaaa/.start-bundle.Ab12Cd/objects/info/alternates"
+	echo partial >"$TK/20200101-120000-aaaaaa/start.bundle.lock"
+	mkdir "$TK/20200101-120000-aaaaaa/.start-bundle.toolongname"
+	run aibox tasks clean
+	assert_success
+	assert_line --partial "removed $TK/20200101-120000-aaaaaa/start.bundle ("
+	assert_line --partial "removed $TK/20200101-120000-aaaaaa/.start-bundle.Ab12Cd ("
+	assert_line --partial "removed $TK/20200101-120000-aaaaaa/start.bundle.lock ("
+	assert_dir_not_exists "$TK/20200101-120000-aaaaaa/.start-bundle.Ab12Cd"
+	assert_file_not_exists "$TK/20200101-120000-aaaaaa/start.bundle.lock"
+	assert_dir_exists "$TK/20200101-120000-aaaaaa/.start-bundle.toolongname"
+	assert_file_exists "$TK/20200101-120000-aaaaaa/result.json"
+}

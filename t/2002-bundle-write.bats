@@ -199,7 +199,7 @@ interrupt() {
 	# Stands in for git: says where it runs, then waits to be stopped.
 	printf '#!/bin/sh\necho "$$ $GIT_DIR" >"%s/started"\nexec sleep 60\n' "$T" >slowgit
 	chmod +x slowgit
-	test-bundle write --git "$T/slowgit" proj HEAD task/start.bundle &
+	test-bundle write --git "$T/slowgit" proj HEAD task/start.bundle 3>&- &
 	local pid=$! i
 	for i in $(seq 100); do
 		[ -s started ] && break
@@ -231,4 +231,32 @@ interrupt() {
 	# And after that a write works.
 	run test-bundle write proj HEAD task/start.bundle
 	assert_success
+}
+
+@test "bundle-write: after SIGKILL only a .start-bundle folder in the task folder is left" {
+	make_project
+	before=$(snapshot proj)
+	printf '#!/bin/sh\necho "$$ $GIT_DIR" >"%s/started"\nexec sleep 60\n' "$T" >slowgit
+	chmod +x slowgit
+	test-bundle write --git "$T/slowgit" proj HEAD task/start.bundle 3>&- &
+	local pid=$! i status=0
+	for i in $(seq 100); do
+		[ -s started ] && break
+		sleep 0.1
+	done
+	read -r gitpid gitdir <started
+	kill -KILL "$pid"
+	wait "$pid" || status=$?
+	[ "$status" -eq 137 ]
+	# git dies with its parent (PR_SET_PDEATHSIG).
+	for i in $(seq 50); do
+		kill -0 "$gitpid" 2>/dev/null || break
+		sleep 0.1
+	done
+	! kill -0 "$gitpid" 2>/dev/null
+	# What is left is where tasks clean --all finds it, and no bundle.
+	[ "$(ls -A task)" = "$(basename "$gitdir")" ]
+	[[ "$gitdir" == "$T/task/.start-bundle."* ]]
+	# The project is untouched.
+	diff <(echo "$before") <(snapshot proj)
 }

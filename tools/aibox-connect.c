@@ -23,7 +23,7 @@ static const char usage_text[] = "usage: aibox-connect <socket>\n";
 
 int main(int argc, char **argv)
 {
-	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	struct sockaddr_un sun = {.sun_family = AF_UNIX};
 	char up[65536], down[65536];
 	size_t uplen = 0, downlen = 0;
 	int in_eof = 0, sock_eof = 0, s;
@@ -52,10 +52,11 @@ int main(int argc, char **argv)
 
 	while (!(in_eof && sock_eof && !uplen && !downlen)) {
 		struct pollfd pfd[3] = {
-			{ .fd = 0, .events = (!in_eof && uplen < sizeof(up)) ? POLLIN : 0 },
-			{ .fd = s, .events = (!sock_eof && downlen < sizeof(down) ? POLLIN : 0) |
-					     (uplen ? POLLOUT : 0) },
-			{ .fd = 1, .events = downlen ? POLLOUT : 0 },
+		    {.fd = 0, .events = (!in_eof && uplen < sizeof(up)) ? POLLIN : 0},
+		    {.fd = s,
+		     .events = (!sock_eof && downlen < sizeof(down) ? POLLIN : 0) |
+		               (uplen ? POLLOUT : 0)},
+		    {.fd = 1, .events = downlen ? POLLOUT : 0},
 		};
 		ssize_t n;
 

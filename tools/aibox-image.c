@@ -22,8 +22,8 @@
 #include "banned.h"
 
 static const char usage_text[] = "usage: aibox image list\n"
-				 "       aibox image build [--force] [<name>]\n"
-				 "       aibox image remove <name>\n";
+                                 "       aibox image build [--force] [<name>]\n"
+                                 "       aibox image remove <name>\n";
 
 static int mkdir_p(const char *path)
 {

@@ -3,7 +3,7 @@
  *
  * Removes what ended tasks of the current checkout's project leave behind:
  * start.bundle (the only file a task cannot remove itself, being locked down
- * by then), or with --all the whole folder and its lock; and locks of tasks
+ * by then) with what writing it left if aibox was killed meanwhile, or with --all the whole folder and its lock; and locks of tasks
  * that failed to start.  A task has ended when its lock is free
  * (common/project.h, task_check).  Everything is done relative to the
  * tasks/ folder's fd, and nothing is followed through a symlink
@@ -80,11 +80,28 @@ static void report_removed(struct clean *c, const char *what, uint64_t bytes)
 	c->removed++;
 }
 
+/* What writing start.bundle leaves when aibox is killed (common/bundle_write.h). */
+static int bundle_leftover(const char *name)
+{
+	if (!strcmp(name, "start.bundle.lock")) /* git's partial output */
+		return 1;
+	if (strncmp(name, ".start-bundle.", 14) || strlen(name) != 20)
+		return 0;
+	for (const char *p = name + 14; *p; p++)
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+		      (*p >= '0' && *p <= '9')))
+			return 0;
+	return 1;
+}
+
 static void remove_bundle(struct clean *c, const char *name)
 {
-	struct buf rel = BUF_INIT;
+	struct strvec leftovers = STRVEC_INIT;
+	struct buf rel = BUF_INIT, where = BUF_INIT;
+	struct dirent *de;
 	struct stat st;
-	int dfd;
+	int dfd, lfd;
+	DIR *d;
 
 	dfd = openat(c->tasks_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (dfd < 0) {
@@ -108,8 +125,41 @@ static void remove_bundle(struct clean *c, const char *name)
 	} else {
 		report_removed(c, rel.buf, st.st_nlink <= 1 ? (uint64_t)st.st_blocks * 512 : 0);
 	}
+
+	lfd = dup(dfd);
+	if (lfd < 0 || !(d = fdopendir(lfd))) {
+		if (lfd >= 0)
+			close(lfd);
+		error("cannot clean '%s/%s': %s", c->tasks_dir, name, strerror(errno));
+		c->failed = 1;
+		goto out;
+	}
+	while ((de = readdir(d)))
+		if (bundle_leftover(de->d_name))
+			strvec_push(&leftovers, de->d_name);
+	closedir(d);
+	for (size_t i = 0; i < leftovers.nr; i++) {
+		struct rmtree_stats rs = { 0 };
+		int ret;
+
+		buf_reset(&where);
+		ret = rmtree_at(dfd, leftovers.v[i], &rs, &where);
+		if (ret < 0) {
+			error("cannot clean '%s/%s': cannot remove '%s/%s/%s': %s", c->tasks_dir,
+			      name, c->tasks_dir, name, where.buf, strerror(-ret));
+			c->failed = 1;
+			c->freed += rs.bytes;
+			continue;
+		}
+		buf_reset(&rel);
+		buf_addf(&rel, "%s/%s", name, leftovers.v[i]);
+		report_removed(c, rel.buf, rs.bytes);
+	}
+out:
 	close(dfd);
+	strvec_clear(&leftovers);
 	buf_release(&rel);
+	buf_release(&where);
 }
 
 static void remove_task(struct clean *c, const char *name, int have_lock)

@@ -14,20 +14,20 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#define GUEST_RUN_DIR "/run/aibox"
-#define GUEST_TASK_DIR "/run/aibox/task"     /* the task folder, read-only (9p) */
-#define GUEST_SSH_DIR "/run/aibox/ssh"	     /* host key + authorized_keys, root only */
-#define GUEST_STATE_DIR "/mnt/state"	     /* the state disk */
-#define GUEST_HOME "/home/aibox"	     /* on the state disk */
+#define GUEST_RUN_DIR      "/run/aibox"
+#define GUEST_TASK_DIR     "/run/aibox/task" /* the task folder, read-only (9p) */
+#define GUEST_SSH_DIR      "/run/aibox/ssh"  /* host key + authorized_keys, root only */
+#define GUEST_STATE_DIR    "/mnt/state"      /* the state disk */
+#define GUEST_HOME         "/home/aibox"     /* on the state disk */
 #define GUEST_SESSION_FLAG "/run/aibox/session-started"
-#define GUEST_USER_UID 1000
-#define GUEST_USER_GID 1000
+#define GUEST_USER_UID     1000
+#define GUEST_USER_GID     1000
 
 /* The 9p tag of the task share, the serials of the disks, the serial port name. */
-#define TAG_TASK "aibox.task"
-#define SERIAL_ROOT "aibox-root"
+#define TAG_TASK     "aibox.task"
+#define SERIAL_ROOT  "aibox-root"
 #define SERIAL_STATE "aibox-state"
-#define PORT_SSH "aibox.ssh"
+#define PORT_SSH     "aibox.ssh"
 
 /* The settings the base needs (the task mode reads the rest itself). */
 struct guest_mount {

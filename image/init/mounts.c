@@ -18,8 +18,8 @@
 #include "banned.h"
 
 #define SETTINGS_MAX (1024 * 1024)
-#define MAX_MOUNTS 64
-#define MSIZE_9P "msize=524288"
+#define MAX_MOUNTS   64
+#define MSIZE_9P     "msize=524288"
 
 long uptime_ms(void)
 {
@@ -63,7 +63,7 @@ int guest_mode(char *out, size_t n)
 }
 
 static int do_mount(const char *src, const char *target, const char *type, unsigned long flags,
-		    const char *data)
+                    const char *data)
 {
 	if (mkdir(target, 0755) < 0 && errno != EEXIST)
 		return error("cannot create '%s': %s", target, strerror(errno)), -errno;
@@ -84,13 +84,14 @@ int mount_early(void)
 	/* The initramfs hands over /proc, /sys and /dev mounted. */
 	if (access("/proc/self", F_OK) < 0 && (r = do_mount("proc", "/proc", "proc", nx, NULL)) < 0)
 		return r;
-	if (access("/sys/class", F_OK) < 0 && (r = do_mount("sysfs", "/sys", "sysfs", nx, NULL)) < 0)
+	if (access("/sys/class", F_OK) < 0 &&
+	    (r = do_mount("sysfs", "/sys", "sysfs", nx, NULL)) < 0)
 		return r;
 	if (access("/dev/null", F_OK) < 0 &&
 	    (r = do_mount("devtmpfs", "/dev", "devtmpfs", MS_NOSUID, NULL)) < 0)
 		return r;
 	if ((r = do_mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
-			  "newinstance,ptmxmode=0666,mode=0620,gid=5")) < 0 ||
+	                  "newinstance,ptmxmode=0666,mode=0620,gid=5")) < 0 ||
 	    (r = do_mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")) < 0 ||
 	    (r = do_mount("cgroup2", "/sys/fs/cgroup", "cgroup2", nx, NULL)) < 0 ||
 	    (r = do_mount("tmpfs", "/run", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755")) < 0)
@@ -104,7 +105,7 @@ int mount_early(void)
 int mount_task_share(void)
 {
 	return do_mount(TAG_TASK, GUEST_TASK_DIR, "9p", MS_RDONLY | MS_NOSUID | MS_NODEV,
-			"trans=virtio,version=9p2000.L," MSIZE_9P ",cache=none");
+	                "trans=virtio,version=9p2000.L," MSIZE_9P ",cache=none");
 }
 
 /* An absolute path of plain components: no "." or "..", no "//", at most 4095 bytes. */
@@ -195,13 +196,15 @@ int settings_read(struct guest_settings *s)
 			goto out;
 		}
 		s->mounts = xcalloc(json_array_size(v) + 1, sizeof(*s->mounts));
-		json_array_foreach(v, i, m) {
+		json_array_foreach(v, i, m)
+		{
 			const char *tag = json_string_value(json_object_get(m, "tag"));
 			const char *path = json_string_value(json_object_get(m, "path"));
 
 			if (!tag || !path || !good_tag(tag) || !strcmp(tag, TAG_TASK) ||
 			    !clean_abs_path(path)) {
-				error("settings.json: mount %zu is not a good tag and clean path", i);
+				error("settings.json: mount %zu is not a good tag and clean path",
+				      i);
 				goto out;
 			}
 			s->mounts[s->nr_mounts].tag = xstrdup(tag);
@@ -309,7 +312,7 @@ int state_disk_setup(const struct guest_settings *s)
 	 * lazy init so formatting writes a few MB whatever the disk's size.
 	 */
 	strvec_pushl(&sp.args, "mkfs.ext4", "-q", "-F", "-m", "0", "-O", "^has_journal", "-E",
-		     "lazy_itable_init=1,nodiscard", "-L", "aibox-state", dev, NULL);
+	             "lazy_itable_init=1,nodiscard", "-L", "aibox-state", dev, NULL);
 	sp.out = SPAWN_NULL;
 	r = spawn_run(&sp);
 	spawn_clear(&sp);
@@ -325,7 +328,8 @@ int state_disk_setup(const struct guest_settings *s)
 	    (r = mkdir_p(GUEST_STATE_DIR "/tmp", 01777, 0, 0)) < 0 ||
 	    (r = mkdir_p(GUEST_STATE_DIR "/var-tmp", 01777, 0, 0)) < 0)
 		return r;
-	if (chmod(GUEST_STATE_DIR "/tmp", 01777) < 0 || chmod(GUEST_STATE_DIR "/var-tmp", 01777) < 0)
+	if (chmod(GUEST_STATE_DIR "/tmp", 01777) < 0 ||
+	    chmod(GUEST_STATE_DIR "/var-tmp", 01777) < 0)
 		return -errno;
 	if ((r = bind_dir(GUEST_STATE_DIR "/home", GUEST_HOME)) < 0 ||
 	    (r = bind_dir(GUEST_STATE_DIR "/project", s->path)) < 0 ||
@@ -347,7 +351,7 @@ int mount_extra(const struct guest_settings *s)
 		if (r < 0)
 			return r;
 		r = do_mount(m->tag, m->path, "9p", MS_RDONLY | MS_NOSUID | MS_NODEV,
-			     "trans=virtio,version=9p2000.L," MSIZE_9P);
+		             "trans=virtio,version=9p2000.L," MSIZE_9P);
 		if (r < 0)
 			return r;
 	}
@@ -382,9 +386,9 @@ int ssh_prepare(void)
 	if (mkdir(GUEST_SSH_DIR, 0700) < 0 && errno != EEXIST)
 		return -errno;
 	if ((r = copy_small(GUEST_TASK_DIR "/ssh/ssh_host_ed25519_key",
-			    GUEST_SSH_DIR "/ssh_host_ed25519_key")) < 0 ||
-	    (r = copy_small(GUEST_TASK_DIR "/ssh/authorized_keys", GUEST_SSH_DIR "/authorized_keys")) <
-		    0)
+	                    GUEST_SSH_DIR "/ssh_host_ed25519_key")) < 0 ||
+	    (r = copy_small(GUEST_TASK_DIR "/ssh/authorized_keys",
+	                    GUEST_SSH_DIR "/authorized_keys")) < 0)
 		return r;
 	return 0;
 }

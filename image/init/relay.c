@@ -68,7 +68,7 @@ int find_port(const char *name, char *path, size_t n)
 static void wait_host(int port)
 {
 	for (;;) {
-		struct pollfd pfd = { .fd = port, .events = POLLIN };
+		struct pollfd pfd = {.fd = port, .events = POLLIN};
 		int r = poll(&pfd, 1, 100);
 
 		if (r < 0 && errno != EINTR)
@@ -134,7 +134,8 @@ static enum relay_end relay_session(int port)
 		sleep(1);
 		return SERVER_DONE;
 	}
-	strvec_pushl(&sp.args, "/usr/sbin/sshd", "-i", "-e", NULL);
+	/* AIBOX_ENV: aibox run's env values, sent as an SSH env request (run.h). */
+	strvec_pushl(&sp.args, "/usr/sbin/sshd", "-i", "-e", "-o", "AcceptEnv=AIBOX_ENV", NULL);
 	sp.in = sv[1];
 	sp.out = sv[1];
 	sp.new_session = 1;
@@ -152,8 +153,8 @@ static enum relay_end relay_session(int port)
 
 	for (;;) {
 		struct pollfd pfd[2] = {
-			{ .fd = port, .events = 0 },
-			{ .fd = sv[0], .events = 0 },
+		    {.fd = port, .events = 0},
+		    {.fd = sv[0], .events = 0},
 		};
 		int r;
 
@@ -196,7 +197,7 @@ static enum relay_end relay_session(int port)
 	}
 	close(sv[0]);
 	fprintf(stderr, "aibox-init: ssh session ended by the %s\n",
-		end == HOST_GONE ? "host" : "server");
+	        end == HOST_GONE ? "host" : "server");
 	if (end == HOST_GONE)
 		kill(-sp.pid, SIGKILL);
 	spawn_wait(&sp);

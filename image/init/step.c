@@ -26,7 +26,7 @@
 
 /* How long a killed group gets to empty, and output to drain after an exit. */
 #define EMPTY_WAIT_MS 5000
-#define DRAIN_MS 2000
+#define DRAIN_MS      2000
 
 int64_t now_ms(void)
 {
@@ -38,7 +38,7 @@ int64_t now_ms(void)
 
 static void sleep_ms(long ms)
 {
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
 
 	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
 		;
@@ -220,12 +220,12 @@ static void child_fail(int fd, int err)
 }
 
 /* Between fork and exec: async-signal-safe calls only. */
-static void child(const struct step_proc *p, const struct step_group *g, int sfd, int in,
-		  int out, int err)
+static void child(const struct step_proc *p, const struct step_group *g, int sfd, int in, int out,
+                  int err)
 {
 	struct sigaction sa;
 	sigset_t none;
-	int src[3] = { in, out, err };
+	int src[3] = {in, out, err};
 
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = SIG_DFL;
@@ -285,10 +285,10 @@ static void stream_read(struct stream *s, void *ctx)
 }
 
 int step_run(const struct step_proc *p, struct step_group *g, int64_t deadline,
-	     struct step_result *res)
+             struct step_result *res)
 {
-	int outp[2] = { -1, -1 }, errp[2] = { -1, -1 }, st[2] = { -1, -1 };
-	struct stream streams[2] = { { -1, p->on_out, 0 }, { -1, p->on_err, 0 } };
+	int outp[2] = {-1, -1}, errp[2] = {-1, -1}, st[2] = {-1, -1};
+	struct stream streams[2] = {{-1, p->on_out, 0}, {-1, p->on_err, 0}};
 	int devnull, pidfd = -1, exited = 0, status = 0, cerr = 0, ret = 0;
 	int64_t start = now_ms(), drain_until = 0;
 	ssize_t n;
@@ -352,16 +352,16 @@ int step_run(const struct step_proc *p, struct step_group *g, int64_t deadline,
 
 	for (;;) {
 		struct pollfd pf[3];
-		int nfds = 0, ipid = -1, istream[2] = { -1, -1 };
+		int nfds = 0, ipid = -1, istream[2] = {-1, -1};
 		int64_t limit, left;
 
 		if (!exited) {
-			pf[nfds] = (struct pollfd){ .fd = pidfd, .events = POLLIN };
+			pf[nfds] = (struct pollfd){.fd = pidfd, .events = POLLIN};
 			ipid = nfds++;
 		}
 		for (int i = 0; i < 2; i++)
 			if (streams[i].fd >= 0) {
-				pf[nfds] = (struct pollfd){ .fd = streams[i].fd, .events = POLLIN };
+				pf[nfds] = (struct pollfd){.fd = streams[i].fd, .events = POLLIN};
 				istream[i] = nfds++;
 			}
 		if (exited && istream[0] < 0 && istream[1] < 0)

@@ -56,17 +56,18 @@ int step_group_destroy(struct step_group *g);
 /* Monotonic time in milliseconds, for deadlines. */
 int64_t now_ms(void);
 
-/* Receives a chunk of a child's output; returning < 0 stops reading (the fd is drained and dropped). */
+/* Receives a chunk of a child's output; returning < 0 stops reading (the fd is drained and
+ * dropped). */
 typedef int (*step_sink_fn)(void *ctx, const char *data, size_t n);
 
 struct step_proc {
 	const char *const *argv; /* argv[0] is an absolute path */
 	const char *const *envp; /* the whole environment */
-	const char *dir;	 /* chdir here, if set */
-	int drop;		 /* switch to uid/gid with no supplementary groups */
+	const char *dir;         /* chdir here, if set */
+	int drop;                /* switch to uid/gid with no supplementary groups */
 	uid_t uid;
 	gid_t gid;
-	int in;		     /* the child's stdin: an fd of ours, or -1 for /dev/null */
+	int in;              /* the child's stdin: an fd of ours, or -1 for /dev/null */
 	step_sink_fn on_out; /* NULL: stdout goes to /dev/null */
 	step_sink_fn on_err; /* NULL: stderr goes to /dev/null */
 	void *ctx;
@@ -87,6 +88,6 @@ struct step_result {
  * exec's errno comes back from the child).
  */
 int step_run(const struct step_proc *p, struct step_group *g, int64_t deadline,
-	     struct step_result *res);
+             struct step_result *res);
 
 #endif

@@ -20,34 +20,34 @@
 #include "banned.h"
 
 /* The guest's fixed places. */
-#define GUEST_SHARE "/run/aibox/task"
-#define GUEST_STATE "/mnt/state"
-#define GUEST_HOME "/home/aibox"
-#define GUEST_USER "aibox"
-#define GUEST_PATH "/usr/local/bin:/usr/bin:/bin"
-#define BRANCH "aibox/task"
-#define BRANCH_REF "refs/heads/aibox/task"
-#define API_FORWARD_URL "http://127.0.0.1:3129"
+#define GUEST_SHARE         "/run/aibox/task"
+#define GUEST_STATE         "/mnt/state"
+#define GUEST_HOME          "/home/aibox"
+#define GUEST_USER          "aibox"
+#define GUEST_PATH          "/usr/local/bin:/usr/bin:/bin"
+#define BRANCH              "aibox/task"
+#define BRANCH_REF          "refs/heads/aibox/task"
+#define API_FORWARD_URL     "http://127.0.0.1:3129"
 #define API_PLACEHOLDER_KEY "sk-ant-aibox-placeholder-the-host-adds-the-key"
 
 /* Caps: the host's (docs/internals.md) and our own on what we read. */
-#define SETTINGS_MAX (1 << 20)
-#define SECRETS_MAX (1 << 20)
-#define SECRETS_WAIT_MS 60000
-#define PROMPT_MAX (4 << 20)
-#define SYSTEM_PROMPT_MAX 120000 /* one argument: MAX_ARG_STRLEN is 128 KiB */
-#define BUNDLE_MAX (2ULL << 30)
-#define TRANSCRIPT_MAX (256ULL << 20)
-#define LOG_MAX ((64ULL << 20) - 4096)
-#define RESULT_MAX (1 << 20)
-#define LINE_MAX_PARSE (16 << 20)
-#define LAST_MESSAGE_MAX 65536
-#define GIT_OUT_MAX (1 << 20)
-#define ENV_NAMES_MAX 256
+#define SETTINGS_MAX       (1 << 20)
+#define SECRETS_MAX        (1 << 20)
+#define SECRETS_WAIT_MS    60000
+#define PROMPT_MAX         (4 << 20)
+#define SYSTEM_PROMPT_MAX  120000 /* one argument: MAX_ARG_STRLEN is 128 KiB */
+#define BUNDLE_MAX         (2ULL << 30)
+#define TRANSCRIPT_MAX     (256ULL << 20)
+#define LOG_MAX            ((64ULL << 20) - 4096)
+#define RESULT_MAX         (1 << 20)
+#define LINE_MAX_PARSE     (16 << 20)
+#define LAST_MESSAGE_MAX   65536
+#define GIT_OUT_MAX        (1 << 20)
+#define ENV_NAMES_MAX      256
 #define CLAUDE_MAX_RETRIES "4"
 
 enum { S_CLONE, S_CLAUDE, S_COMMIT, S_BUNDLE, S_NR };
-static const char *const step_names[S_NR] = { "clone", "claude", "commit", "bundle" };
+static const char *const step_names[S_NR] = {"clone", "claude", "commit", "bundle"};
 
 struct step_info {
 	const char *status; /* NULL until run: "skipped" */
@@ -71,8 +71,8 @@ struct task {
 	struct strvec secrets; /* NAME=value, only for Claude Code's environment */
 
 	char *git, *claude;
-	char *results;	/* <state>/aibox-results */
-	int log_fd;	/* vm.log */
+	char *results; /* <state>/aibox-results */
+	int log_fd;    /* vm.log */
 	uint64_t log_len;
 	int log_full;
 
@@ -182,8 +182,7 @@ static int has_control(const char *s)
 }
 
 /* A string member: NULL (with *why set) unless present, a string, 1..max bytes. */
-static const char *get_str(json_t *o, const char *key, size_t max, int nullable,
-			   struct buf *why)
+static const char *get_str(json_t *o, const char *key, size_t max, int nullable, struct buf *why)
 {
 	json_t *v = json_object_get(o, key);
 
@@ -192,7 +191,8 @@ static const char *get_str(json_t *o, const char *key, size_t max, int nullable,
 	if (!json_is_string(v) || !json_string_length(v) || json_string_length(v) > max ||
 	    strlen(json_string_value(v)) != json_string_length(v)) {
 		if (!why->len)
-			buf_addf(why, "\"%s\" is missing or not a string of 1 to %zu bytes", key, max);
+			buf_addf(why, "\"%s\" is missing or not a string of 1 to %zu bytes", key,
+			         max);
 		return NULL;
 	}
 	return json_string_value(v);
@@ -243,8 +243,7 @@ static int read_settings(struct task *t, struct buf *why)
 	if (t->model && (has_control(t->model) || t->model[0] == '-') && !why->len)
 		buf_addstr(why, "settings.json: bad \"model\"");
 	v = json_object_get(s, "timeout_s");
-	if (!json_is_integer(v) || json_integer_value(v) < 1 ||
-	    json_integer_value(v) > 7 * 86400) {
+	if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > 7 * 86400) {
 		if (!why->len)
 			buf_addstr(why, "settings.json: \"timeout_s\" is not 1 to 604800");
 	} else {
@@ -275,7 +274,8 @@ static int read_settings(struct task *t, struct buf *why)
 	}
 	t->start = get_str(s, "start_commit", 64, 0, why);
 	if (t->start && !is_hex(t->start, strlen(t->start) == 64 ? 64 : 40) && !why->len)
-		buf_addstr(why, "settings.json: \"start_commit\" is not a lowercase hex object name");
+		buf_addstr(why,
+		           "settings.json: \"start_commit\" is not a lowercase hex object name");
 	str = get_str(s, "branch", 64, 0, why);
 	if (str && strcmp(str, BRANCH) && !why->len)
 		buf_addf(why, "settings.json: \"branch\" is not '%s'", BRANCH);
@@ -286,18 +286,18 @@ static int read_settings(struct task *t, struct buf *why)
 	} else {
 		size_t i;
 
-		json_array_foreach(t->env_names, i, v)
-			if ((!json_is_string(v) || !is_env_name(json_string_value(v))) &&
-			    !why->len)
-				buf_addstr(why, "settings.json: bad name in \"env_names\"");
+		json_array_foreach(
+		    t->env_names, i,
+		    v) if ((!json_is_string(v) || !is_env_name(json_string_value(v))) && !why->len)
+		    buf_addstr(why, "settings.json: bad name in \"env_names\"");
 	}
 	t->api = get_str(s, "api", 16, 0, why);
 	if (t->api && strcmp(t->api, "forward") && strcmp(t->api, "oauth") &&
 	    strcmp(t->api, "none") && !why->len)
 		buf_addf(why, "settings.json: unknown \"api\" '%s'", t->api);
 	t->proxy = get_str(s, "proxy", 256, 1, why);
-	if (t->proxy && (strncmp(t->proxy, "http://", 7) || has_control(t->proxy) ||
-			 strchr(t->proxy, ' ')) &&
+	if (t->proxy &&
+	    (strncmp(t->proxy, "http://", 7) || has_control(t->proxy) || strchr(t->proxy, ' ')) &&
 	    !why->len)
 		buf_addstr(why, "settings.json: \"proxy\" is not an http:// URL");
 	t->path = json_object_get(s, "path") ? get_str(s, "path", 1024, 0, why) : "/project";
@@ -320,9 +320,7 @@ static int env_name_allowed(struct task *t, const char *name)
 	size_t i;
 	json_t *v;
 
-	json_array_foreach(t->env_names, i, v)
-		if (!strcmp(json_string_value(v), name))
-			return 1;
+	json_array_foreach(t->env_names, i, v) if (!strcmp(json_string_value(v), name)) return 1;
 	return 0;
 }
 
@@ -332,7 +330,7 @@ static int read_fd_timed(int fd, struct buf *b, size_t max, int ms)
 	int64_t until = now_ms() + ms;
 
 	for (;;) {
-		struct pollfd pf = { .fd = fd, .events = POLLIN };
+		struct pollfd pf = {.fd = fd, .events = POLLIN};
 		int64_t left = until - now_ms();
 		ssize_t n;
 
@@ -387,7 +385,8 @@ static int read_secrets(struct task *t, struct buf *why)
 		buf_addstr(why, "the secrets on stdin are not {\"env\": {...}}");
 		goto out;
 	}
-	json_object_foreach(env, name, v) {
+	json_object_foreach(env, name, v)
+	{
 		if (!is_env_name(name) || !env_name_allowed(t, name)) {
 			buf_addf(why, "secret '%s' is not in env_names", name);
 			goto out;
@@ -404,10 +403,8 @@ out:
 		/* jansson's copies: overwrite the values before they are freed. */
 		env = json_object_get(s, "env");
 		if (json_is_object(env))
-			json_object_foreach(env, name, v)
-				if (json_is_string(v))
-					explicit_bzero((char *)json_string_value(v),
-						       json_string_length(v));
+			json_object_foreach(env, name, v) if (json_is_string(v))
+			    explicit_bzero((char *)json_string_value(v), json_string_length(v));
 		json_decref(s);
 	}
 	explicit_bzero(b.buf, b.alloc ? b.alloc : b.len);
@@ -448,7 +445,7 @@ static void base_env(struct task *t, struct strvec *env)
 	strvec_pushf(env, "PATH=%s", GUEST_PATH);
 	strvec_pushf(env, "HOME=%s", t->o->home);
 	strvec_pushl(env, "USER=" GUEST_USER, "LOGNAME=" GUEST_USER, "SHELL=/bin/bash",
-		     "LANG=C.UTF-8", "TERM=dumb", NULL);
+	             "LANG=C.UTF-8", "TERM=dumb", NULL);
 }
 
 struct capture {
@@ -487,25 +484,25 @@ static int capture_err(void *ctx, const char *data, size_t n)
  * the environment.  Returns git's exit code, -ETIMEDOUT, or -errno.
  */
 static int run_git_to(struct task *t, struct step_group *g, int64_t deadline, const char *dir,
-		      struct buf *out, step_sink_fn fn, void *fn_ctx,
-		      const char *const *extra_env, const char *const *args)
+                      struct buf *out, step_sink_fn fn, void *fn_ctx, const char *const *extra_env,
+                      const char *const *args)
 {
 	struct strvec argv = STRVEC_INIT, env = STRVEC_INIT;
-	struct step_proc p = { 0 };
+	struct step_proc p = {0};
 	struct step_result r;
 	struct buf sink = BUF_INIT;
-	struct capture c = { t, out ? out : &sink, 0, fn, fn_ctx };
+	struct capture c = {t, out ? out : &sink, 0, fn, fn_ctx};
 	struct buf cmd = BUF_INIT;
 	int ret;
 
 	strvec_pushl(&argv, t->git, "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false",
-		     "-c", "gc.auto=0", "-c", "maintenance.auto=false", "-c",
-		     "commit.gpgSign=false", "-c", "core.pager=cat", "-c",
-		     "advice.detachedHead=false", NULL);
+	             "-c", "gc.auto=0", "-c", "maintenance.auto=false", "-c",
+	             "commit.gpgSign=false", "-c", "core.pager=cat", "-c",
+	             "advice.detachedHead=false", NULL);
 	strvec_pushv(&argv, args);
 	base_env(t, &env);
 	strvec_pushl(&env, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
-		     "GIT_TERMINAL_PROMPT=0", "GIT_ATTR_NOSYSTEM=1", "LC_ALL=C", NULL);
+	             "GIT_TERMINAL_PROMPT=0", "GIT_ATTR_NOSYSTEM=1", "LC_ALL=C", NULL);
 	if (extra_env)
 		strvec_pushv(&env, extra_env);
 	for (size_t i = 0; args[i]; i++)
@@ -539,13 +536,13 @@ static int run_git_to(struct task *t, struct step_group *g, int64_t deadline, co
 }
 
 static int run_git(struct task *t, struct step_group *g, int64_t deadline, const char *dir,
-		   struct buf *out, const char *const *extra_env, const char *const *args)
+                   struct buf *out, const char *const *extra_env, const char *const *args)
 {
 	return run_git_to(t, g, deadline, dir, out, NULL, NULL, extra_env, args);
 }
 
-#define GIT(t, g, dl, dir, out, ...)                                                        \
-	run_git((t), (g), (dl), (dir), (out), NULL, (const char *const[]){ __VA_ARGS__, NULL })
+#define GIT(t, g, dl, dir, out, ...)                                                               \
+	run_git((t), (g), (dl), (dir), (out), NULL, (const char *const[]){__VA_ARGS__, NULL})
 
 /* A git command that must succeed; else the step fails with a reason in vm.log. */
 static int git_ok(struct task *t, struct step_info *si, int ret, const char *what)
@@ -562,7 +559,7 @@ static int git_ok(struct task *t, struct step_info *si, int ret, const char *wha
 			si->has_exit = 1;
 		}
 		progress(t, "%s failed%s%s", what, ret < 0 ? ": " : "",
-			 ret < 0 ? strerror(-ret) : "");
+		         ret < 0 ? strerror(-ret) : "");
 	}
 	return 0;
 }
@@ -598,17 +595,17 @@ static void step_clone(struct task *t, struct step_info *si, struct step_group *
 	}
 	buf_addf(&bundle, "%s/start.bundle", t->o->share);
 	if (!git_ok(t, si,
-		    GIT(t, g, deadline, t->o->home, NULL, "clone", "-q", "--no-checkout", bundle.buf,
-			t->path),
-		    "git clone"))
+	            GIT(t, g, deadline, t->o->home, NULL, "clone", "-q", "--no-checkout",
+	                bundle.buf, t->path),
+	            "git clone"))
 		goto out;
 	if (!git_ok(t, si, GIT(t, g, deadline, t->path, NULL, "remote", "remove", "origin"),
-		    "git remote remove"))
+	            "git remote remove"))
 		goto out;
-	if (!git_ok(t, si,
-		    GIT(t, g, deadline, t->path, &head, "rev-parse", "--verify", "-q",
-			"HEAD^{commit}"),
-		    "finding the bundle's HEAD"))
+	if (!git_ok(
+	        t, si,
+	        GIT(t, g, deadline, t->path, &head, "rev-parse", "--verify", "-q", "HEAD^{commit}"),
+	        "finding the bundle's HEAD"))
 		goto out;
 	buf_rtrim(&head);
 	if (strcmp(head.buf, t->start)) {
@@ -617,14 +614,12 @@ static void step_clone(struct task *t, struct step_info *si, struct step_group *
 		goto out;
 	}
 	if (!git_ok(t, si,
-		    GIT(t, g, deadline, t->path, NULL, "checkout", "-q", "-B", BRANCH, t->start),
-		    "git checkout") ||
-	    !git_ok(t, si,
-		    GIT(t, g, deadline, t->path, NULL, "config", "user.name", t->git_name),
-		    "git config") ||
-	    !git_ok(t, si,
-		    GIT(t, g, deadline, t->path, NULL, "config", "user.email", t->git_email),
-		    "git config"))
+	            GIT(t, g, deadline, t->path, NULL, "checkout", "-q", "-B", BRANCH, t->start),
+	            "git checkout") ||
+	    !git_ok(t, si, GIT(t, g, deadline, t->path, NULL, "config", "user.name", t->git_name),
+	            "git config") ||
+	    !git_ok(t, si, GIT(t, g, deadline, t->path, NULL, "config", "user.email", t->git_email),
+	            "git config"))
 		goto out;
 	si->status = "ok";
 out:
@@ -643,7 +638,7 @@ static void transcript_write(struct task *t, const char *data, size_t n)
 	if (t->transcript_len + n > TRANSCRIPT_MAX) {
 		t->transcript_full = 1;
 		progress(t, "the transcript is longer than %llu MiB: the rest is left out",
-			 TRANSCRIPT_MAX >> 20);
+		         TRANSCRIPT_MAX >> 20);
 		return;
 	}
 	if ((err = write_all(t->transcript_fd, data, n)) < 0) {
@@ -718,7 +713,7 @@ static void claude_env(struct task *t, struct strvec *env)
 {
 	base_env(t, env);
 	strvec_pushl(env, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
-		     "CLAUDE_CODE_MAX_RETRIES=" CLAUDE_MAX_RETRIES, "DISABLE_AUTOUPDATER=1", NULL);
+	             "CLAUDE_CODE_MAX_RETRIES=" CLAUDE_MAX_RETRIES, "DISABLE_AUTOUPDATER=1", NULL);
 	if (t->proxy) {
 		strvec_pushf(env, "HTTP_PROXY=%s", t->proxy);
 		strvec_pushf(env, "HTTPS_PROXY=%s", t->proxy);
@@ -727,7 +722,7 @@ static void claude_env(struct task *t, struct strvec *env)
 	}
 	if (!strcmp(t->api, "forward"))
 		strvec_pushl(env, "ANTHROPIC_BASE_URL=" API_FORWARD_URL,
-			     "ANTHROPIC_API_KEY=" API_PLACEHOLDER_KEY, NULL);
+		             "ANTHROPIC_API_KEY=" API_PLACEHOLDER_KEY, NULL);
 	/* The config's env, except what we set ourselves (NO_PROXY would bypass the forward). */
 	for (size_t i = 0; i < t->secrets.nr; i++) {
 		const char *s = t->secrets.v[i];
@@ -762,7 +757,7 @@ static void step_claude(struct task *t, struct step_info *si, struct step_group 
 {
 	struct strvec argv = STRVEC_INIT, env = STRVEC_INIT;
 	struct buf file = BUF_INIT;
-	struct step_proc p = { 0 };
+	struct step_proc p = {0};
 	struct step_result r;
 	struct stat st;
 	int prompt = -1, err;
@@ -773,7 +768,7 @@ static void step_claude(struct task *t, struct step_info *si, struct step_group 
 	if (prompt < 0 || fstat(prompt, &st) < 0 || !S_ISREG(st.st_mode) ||
 	    st.st_size > PROMPT_MAX) {
 		progress(t, "cannot use '%s': %s", file.buf,
-			 prompt < 0 ? strerror(errno) : "not a plain file of at most 4 MiB");
+		         prompt < 0 ? strerror(errno) : "not a plain file of at most 4 MiB");
 		goto out;
 	}
 	buf_reset(&file);
@@ -785,7 +780,7 @@ static void step_claude(struct task *t, struct step_info *si, struct step_group 
 	}
 
 	strvec_pushl(&argv, t->claude, "--print", "--verbose", "--output-format", "stream-json",
-		     "--permission-mode", "bypassPermissions", NULL);
+	             "--permission-mode", "bypassPermissions", NULL);
 	/* NAME=value: a value starting with '-' must not read as an option. */
 	if (t->model)
 		strvec_pushf(&argv, "--model=%s", t->model);
@@ -844,12 +839,11 @@ out:
 /* ---- steps: commit and bundle ------------------------------------------- */
 
 static const char *const aibox_ident[] = {
-	"GIT_AUTHOR_NAME=aibox", "GIT_AUTHOR_EMAIL=aibox@localhost",
-	"GIT_COMMITTER_NAME=aibox", "GIT_COMMITTER_EMAIL=aibox@localhost", NULL
-};
+    "GIT_AUTHOR_NAME=aibox", "GIT_AUTHOR_EMAIL=aibox@localhost", "GIT_COMMITTER_NAME=aibox",
+    "GIT_COMMITTER_EMAIL=aibox@localhost", NULL};
 
 static void step_commit(struct task *t, struct step_info *si, struct step_group *g,
-			int64_t deadline)
+                        int64_t deadline)
 {
 	struct buf head = BUF_INIT;
 	int ret;
@@ -876,10 +870,10 @@ static void step_commit(struct task *t, struct step_info *si, struct step_group 
 		goto out;
 	progress(t, "committing leftover changes");
 	ret = run_git(t, g, deadline, t->path, NULL, aibox_ident,
-		      (const char *const[]){ "commit", "-q", "--no-verify", "-m",
-					     "Commit what Claude Code left uncommitted\n\n"
-					     "Made by aibox-init when the task ended.",
-					     NULL });
+	              (const char *const[]){"commit", "-q", "--no-verify", "-m",
+	                                    "Commit what Claude Code left uncommitted\n\n"
+	                                    "Made by aibox-init when the task ended.",
+	                                    NULL});
 	if (git_ok(t, si, ret, "git commit"))
 		si->status = "ok";
 out:
@@ -903,7 +897,7 @@ static int bundle_sink(void *ctx, const char *data, size_t n)
 }
 
 static void step_bundle(struct task *t, struct step_info *si, struct step_group *g,
-			int64_t deadline)
+                        int64_t deadline)
 {
 	struct buf out = BUF_INIT, file = BUF_INIT, exclude = BUF_INIT;
 	long count;
@@ -911,7 +905,7 @@ static void step_bundle(struct task *t, struct step_info *si, struct step_group 
 
 	si->status = "failed";
 	ret = GIT(t, g, deadline, t->path, &out, "rev-parse", "--verify", "-q",
-		  BRANCH_REF "^{commit}");
+	          BRANCH_REF "^{commit}");
 	if (ret == 0) {
 		buf_rtrim(&out);
 		free(t->end_commit);
@@ -923,7 +917,7 @@ static void step_bundle(struct task *t, struct step_info *si, struct step_group 
 	if (!git_ok(t, si, ret, "git rev-parse"))
 		goto out;
 	ret = GIT(t, g, deadline, t->path, NULL, "merge-base", "--is-ancestor", t->start,
-		  t->end_commit);
+	          t->end_commit);
 	if (ret == 1) {
 		progress(t, "%s does not descend from the start commit", BRANCH);
 		goto out;
@@ -932,9 +926,8 @@ static void step_bundle(struct task *t, struct step_info *si, struct step_group 
 		goto out;
 	buf_reset(&out);
 	buf_addf(&exclude, "%s..%s", t->start, t->end_commit);
-	if (!git_ok(t, si,
-		    GIT(t, g, deadline, t->path, &out, "rev-list", "--count", exclude.buf),
-		    "git rev-list"))
+	if (!git_ok(t, si, GIT(t, g, deadline, t->path, &out, "rev-list", "--count", exclude.buf),
+	            "git rev-list"))
 		goto out;
 	buf_rtrim(&out);
 	count = strtol(out.buf, NULL, 10);
@@ -953,9 +946,9 @@ static void step_bundle(struct task *t, struct step_info *si, struct step_group 
 	}
 	buf_reset(&exclude);
 	buf_addf(&exclude, "^%s", t->start);
-	ret = run_git_to(t, g, deadline, t->path, NULL, bundle_sink, t, NULL,
-			 (const char *const[]){ "bundle", "create", "-q", "-", BRANCH_REF,
-						exclude.buf, NULL });
+	ret = run_git_to(
+	    t, g, deadline, t->path, NULL, bundle_sink, t, NULL,
+	    (const char *const[]){"bundle", "create", "-q", "-", BRANCH_REF, exclude.buf, NULL});
 	if (ret == -EFBIG || t->bundle_too_big) {
 		progress(t, "the bundle is larger than 2 GiB");
 		goto out;
@@ -1011,27 +1004,27 @@ static json_t *claude_json(struct task *t)
 		return json_null();
 	c = json_object();
 	json_object_set_new(c, "exit_code",
-			    t->claude_timed_out ? json_null() : json_integer(t->claude_exit));
+	                    t->claude_timed_out ? json_null() : json_integer(t->claude_exit));
 	v = json_object_get(r, "num_turns");
 	json_object_set_new(c, "num_turns",
-			    json_is_integer(v) ? json_integer(json_integer_value(v)) : json_null());
+	                    json_is_integer(v) ? json_integer(json_integer_value(v)) : json_null());
 	v = json_object_get(r, "duration_ms");
 	json_object_set_new(c, "duration_ms",
-			    json_is_integer(v) ? json_integer(json_integer_value(v)) : json_null());
+	                    json_is_integer(v) ? json_integer(json_integer_value(v)) : json_null());
 	v = json_object_get(r, "total_cost_usd");
 	json_object_set_new(c, "total_cost_usd",
-			    json_is_number(v) ? json_real(json_number_value(v)) : json_null());
+	                    json_is_number(v) ? json_real(json_number_value(v)) : json_null());
 	json_object_set_new(c, "ended_by", json_string(ended_by(t)));
 	v = json_object_get(r, "subtype");
-	json_object_set_new(c, "subtype", json_is_string(v) ?
-						 json_cut_string(json_string_value(v), 64) :
-						 json_null());
+	json_object_set_new(c, "subtype",
+	                    json_is_string(v) ? json_cut_string(json_string_value(v), 64)
+	                                      : json_null());
 	v = json_object_get(r, "result");
 	json_object_set_new(c, "last_message",
-			    json_is_string(v) && strlen(json_string_value(v)) ==
-							 json_string_length(v) ?
-				    json_cut_string(json_string_value(v), LAST_MESSAGE_MAX) :
-				    json_null());
+	                    json_is_string(v) &&
+	                            strlen(json_string_value(v)) == json_string_length(v)
+	                        ? json_cut_string(json_string_value(v), LAST_MESSAGE_MAX)
+	                        : json_null());
 	return c;
 }
 
@@ -1049,17 +1042,17 @@ static char *result_json(struct task *t)
 		json_object_set_new(o, "status", json_string(si->status ? si->status : "skipped"));
 		json_object_set_new(o, "seconds", json_real((double)si->ms / 1000.0));
 		json_object_set_new(o, "exit_code",
-				    si->has_exit ? json_integer(si->exit_code) : json_null());
+		                    si->has_exit ? json_integer(si->exit_code) : json_null());
 		json_array_append_new(steps, o);
 	}
 	json_object_set_new(root, "steps", steps);
-	json_object_set_new(root, "failed_step", t->failed_step >= 0 ?
-							 json_string(step_names[t->failed_step]) :
-							 json_null());
+	json_object_set_new(root, "failed_step",
+	                    t->failed_step >= 0 ? json_string(step_names[t->failed_step])
+	                                        : json_null());
 	json_object_set_new(root, "claude", claude_json(t));
 	json_object_set_new(root, "start_commit", t->start ? json_string(t->start) : json_null());
 	json_object_set_new(root, "end_commit",
-			    t->end_commit ? json_string(t->end_commit) : json_null());
+	                    t->end_commit ? json_string(t->end_commit) : json_null());
 	json_object_set_new(root, "changes", json_boolean(t->changes));
 	s = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
 	json_decref(root);
@@ -1070,7 +1063,7 @@ static char *result_json(struct task *t)
 
 /* Run one step in a group of its own; a step not ok becomes the failed step. */
 typedef void (*step_fn)(struct task *t, struct step_info *si, struct step_group *g,
-			int64_t deadline);
+                        int64_t deadline);
 
 static int run_step(struct task *t, int idx, step_fn fn, int64_t deadline)
 {
@@ -1088,7 +1081,7 @@ static int run_step(struct task *t, int idx, step_fn fn, int64_t deadline)
 		err = step_group_destroy(&g);
 		if (err < 0)
 			vmlog(t, "the group of %s did not go away cleanly: %s", step_names[idx],
-			     strerror(-err));
+			      strerror(-err));
 	}
 	si->ms = now_ms() - start;
 	if (!si->status)
@@ -1150,7 +1143,7 @@ void task_opts_guest(struct task_opts *o)
 
 int task_run(const struct task_opts *o)
 {
-	struct task task = { 0 }, *t = &task;
+	struct task task = {0}, *t = &task;
 	struct buf why = BUF_INIT;
 	char *result = NULL;
 	int err, ret = 0;
@@ -1206,10 +1199,10 @@ int task_run(const struct task_opts *o)
 	if (!result || strlen(result) + 1 > RESULT_MAX) {
 		free(result);
 		result = xstrdup("{\"version\":1,\"failed_step\":\"bundle\",\"steps\":[],"
-				 "\"claude\":null,\"changes\":false}");
+		                 "\"claude\":null,\"changes\":false}");
 	}
 	vmlog(t, "task ended%s%s", t->failed_step >= 0 ? ", failed step: " : "",
-	     t->failed_step >= 0 ? step_names[t->failed_step] : "");
+	      t->failed_step >= 0 ? step_names[t->failed_step] : "");
 	if (t->log_fd >= 0)
 		send_file(t, "vm.log", t->log_fd, LOG_MAX + 4096);
 	if (!t->out_broken) {

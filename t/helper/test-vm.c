@@ -50,8 +50,8 @@ static void relay(int client, int guest)
 	char buf[65536];
 
 	for (;;) {
-		struct pollfd pfd[2] = { { .fd = client, .events = POLLIN },
-					 { .fd = guest, .events = POLLIN } };
+		struct pollfd pfd[2] = {{.fd = client, .events = POLLIN},
+		                        {.fd = guest, .events = POLLIN}};
 		ssize_t n;
 
 		if (poll(pfd, 2, -1) < 0) {
@@ -74,7 +74,7 @@ static void relay(int client, int guest)
 
 static pid_t serve(const char *path, struct vm *vm)
 {
-	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	struct sockaddr_un sun = {.sun_family = AF_UNIX};
 	int l = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	pid_t pid;
 

@@ -1,0 +1,318 @@
+/* The pkt-line format and the receive-pack command list: see gitproto.h. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "err.h"
+#include "gitproto.h"
+#include "banned.h"
+
+static int hexval(int c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+int pkt_parse(const char *data, size_t len, enum pkt_kind *kind, const char **payload,
+	      size_t *plen)
+{
+	size_t n = 0;
+
+	if (len < 4)
+		return 0;
+	for (int i = 0; i < 4; i++) {
+		int v = hexval((unsigned char)data[i]);
+
+		if (v < 0)
+			return -EBADMSG;
+		n = n * 16 + (size_t)v;
+	}
+	*payload = NULL;
+	*plen = 0;
+	switch (n) {
+	case 0:
+		*kind = PKT_FLUSH;
+		return 4;
+	case 1:
+		*kind = PKT_DELIM;
+		return 4;
+	case 2:
+		*kind = PKT_RESPONSE_END;
+		return 4;
+	case 3:
+	case 4:
+		return -EBADMSG;
+	}
+	if (n > PKT_MAX)
+		return -EBADMSG;
+	if (len < n)
+		return 0;
+	*kind = PKT_DATA;
+	*payload = data + 4;
+	*plen = n - 4;
+	return (int)n;
+}
+
+void pkt_add(struct buf *out, const void *data, size_t n)
+{
+	char hdr[5];
+
+	if (n > PKT_MAX - 4)
+		n = PKT_MAX - 4;
+	snprintf(hdr, sizeof(hdr), "%04zx", n + 4);
+	buf_add(out, hdr, 4);
+	buf_add(out, data, n);
+}
+
+void pkt_addf(struct buf *out, const char *fmt, ...)
+{
+	struct buf tmp = BUF_INIT;
+	va_list ap;
+
+	va_start(ap, fmt);
+	buf_vaddf(&tmp, fmt, ap);
+	va_end(ap);
+	pkt_add(out, tmp.buf, tmp.len);
+	buf_release(&tmp);
+}
+
+void pkt_flush(struct buf *out)
+{
+	buf_add(out, "0000", 4);
+}
+
+void pkt_add_sideband(struct buf *out, int band, const void *data, size_t n, size_t max)
+{
+	const char *p = data;
+	size_t room = max - 5;
+
+	while (n) {
+		size_t k = n < room ? n : room;
+		char hdr[6];
+
+		snprintf(hdr, sizeof(hdr), "%04zx%c", k + 5, band);
+		buf_add(out, hdr, 5);
+		buf_add(out, p, k);
+		p += k;
+		n -= k;
+	}
+}
+
+static int oid_ok(const char *s, size_t n)
+{
+	if (n != 40 && n != 64)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return 0;
+	return 1;
+}
+
+int oid_is_null(const char *oid)
+{
+	if (!*oid)
+		return 0;
+	for (; *oid; oid++)
+		if (*oid != '0')
+			return 0;
+	return 1;
+}
+
+/* "<old> <new> <ref>" in line[0..n) (no NUL, newline already dropped). */
+static int parse_command(struct push_commands *pc, const char *line, size_t n)
+{
+	const char *sp1, *sp2;
+	struct push_cmd *c;
+	size_t olen, nlen, rlen;
+
+	sp1 = memchr(line, ' ', n);
+	if (!sp1)
+		return -EBADMSG;
+	olen = (size_t)(sp1 - line);
+	sp2 = memchr(sp1 + 1, ' ', n - olen - 1);
+	if (!sp2)
+		return -EBADMSG;
+	nlen = (size_t)(sp2 - sp1 - 1);
+	rlen = n - olen - nlen - 2;
+	if (!oid_ok(line, olen) || nlen != olen || !oid_ok(sp1 + 1, nlen) || !rlen)
+		return -EBADMSG;
+	if (memchr(sp2 + 1, '\0', rlen))
+		return -EBADMSG;
+	if (pc->nr >= PUSH_REFS_MAX)
+		return -EFBIG;
+	ALLOC_GROW(pc->cmds, pc->nr + 1, pc->alloc);
+	c = &pc->cmds[pc->nr++];
+	memcpy(c->old_oid, line, olen);
+	c->old_oid[olen] = '\0';
+	memcpy(c->new_oid, sp1 + 1, nlen);
+	c->new_oid[nlen] = '\0';
+	c->ref = xstrndup(sp2 + 1, rlen);
+	return 0;
+}
+
+int push_commands_parse(struct push_commands *pc, const char *data, size_t len)
+{
+	size_t pos = 0;
+
+	for (;;) {
+		enum pkt_kind kind;
+		const char *p;
+		size_t n;
+		int r;
+
+		if (pos >= PUSH_COMMANDS_MAX)
+			return -EFBIG;
+		r = pkt_parse(data + pos, len - pos, &kind, &p, &n);
+		if (r < 0)
+			return r;
+		if (r == 0)
+			return len - pos >= PKT_MAX || len >= PUSH_COMMANDS_MAX ? -EFBIG : -EAGAIN;
+		if (pos + (size_t)r > PUSH_COMMANDS_MAX)
+			return -EFBIG;
+		pos += (size_t)r;
+		if (kind == PKT_FLUSH) {
+			if (!pc->nr)
+				return -ENODATA;
+			pc->consumed = pos;
+			if (!pc->caps)
+				pc->caps = xstrdup("");
+			return 0;
+		}
+		if (kind != PKT_DATA)
+			return -EBADMSG;
+		if (n && p[n - 1] == '\n')
+			n--;
+		if (!pc->nr && n > 8 && !memcmp(p, "shallow ", 8)) {
+			if (!oid_ok(p + 8, n - 8))
+				return -EBADMSG;
+			continue;
+		}
+		if (!pc->nr) {
+			const char *nul = memchr(p, '\0', n);
+
+			if (nul) {
+				size_t clen = n - (size_t)(nul - p) - 1;
+
+				if (memchr(nul + 1, '\0', clen))
+					return -EBADMSG;
+				pc->caps = xstrndup(nul + 1, clen);
+				n = (size_t)(nul - p);
+			}
+		}
+		r = parse_command(pc, p, n);
+		if (r < 0)
+			return r;
+	}
+}
+
+void push_commands_release(struct push_commands *pc)
+{
+	for (size_t i = 0; i < pc->nr; i++)
+		free(pc->cmds[i].ref);
+	free(pc->cmds);
+	free(pc->caps);
+	pc->cmds = NULL;
+	pc->nr = pc->alloc = 0;
+	pc->caps = NULL;
+	pc->consumed = 0;
+}
+
+int caps_have(const char *caps, const char *cap)
+{
+	size_t n = strlen(cap);
+	const char *p = caps;
+
+	while (*p) {
+		const char *end = strchr(p, ' ');
+		size_t k = end ? (size_t)(end - p) : strlen(p);
+
+		if (k == n && !memcmp(p, cap, n))
+			return 1;
+		if (!end)
+			break;
+		p = end + 1;
+	}
+	return 0;
+}
+
+int refname_ok(const char *name)
+{
+	size_t n = strlen(name);
+	const char *comp = name;
+
+	if (!n || n > 1024 || !strcmp(name, "@"))
+		return 0;
+	if (name[n - 1] == '/' || name[n - 1] == '.')
+		return 0;
+	for (const char *p = name; *p; p++) {
+		unsigned char c = (unsigned char)*p;
+
+		if (c <= ' ' || c >= 0x7f || strchr("~^:?*[\\", c))
+			return 0;
+		if (c == '.' && p[1] == '.')
+			return 0;
+		if (c == '@' && p[1] == '{')
+			return 0;
+		if (c == '/' && (p[1] == '/' || p == name))
+			return 0;
+		if (p == comp && c == '.')
+			return 0;
+		if (c == '/' || !p[1]) {
+			const char *end = c == '/' ? p : p + 1;
+
+			if (end - comp >= 5 && !memcmp(end - 5, ".lock", 5))
+				return 0;
+			comp = p + 1;
+		}
+	}
+	return 1;
+}
+
+int branch_pattern_match(const char *pattern, const char *branch)
+{
+	const char *p = pattern, *s = branch;
+
+	while (*p) {
+		if (*p == '*') {
+			/* '*' takes zero or more bytes of this component. */
+			p++;
+			for (;;) {
+				if (branch_pattern_match(p, s))
+					return 1;
+				if (!*s || *s == '/')
+					return 0;
+				s++;
+			}
+		}
+		if (!*s)
+			return 0;
+		if (*p == '?') {
+			if (*s == '/')
+				return 0;
+		} else if (*p != *s) {
+			return 0;
+		}
+		p++;
+		s++;
+	}
+	return !*s;
+}
+
+int branch_pattern_ok(const char *pattern)
+{
+	struct buf b = BUF_INIT;
+	int ok;
+
+	for (const char *p = pattern; *p; p++)
+		buf_addch(&b, *p == '*' || *p == '?' ? 'x' : *p);
+	ok = b.len && strncmp(pattern, "refs/", 5) && refname_ok(b.buf);
+	buf_release(&b);
+	return ok;
+}

@@ -1,0 +1,116 @@
+/*
+ * Pieces of git's wire protocol that a gatekeeper must read itself
+ * (git's pkt-line.c and the receive-pack command list of
+ * Documentation/gitprotocol-pack.txt).
+ *
+ * Everything here works on bytes that came from an untrusted client: every
+ * length is checked against the data and against the caps below, and a
+ * malformed input is rejected, never guessed at.
+ */
+#ifndef AIBOX_GITPROTO_H
+#define AIBOX_GITPROTO_H
+
+#include <stddef.h>
+
+#include "buf.h"
+
+/* The largest pkt-line git writes or reads, its 4 length bytes included. */
+#define PKT_MAX 65520
+
+/* The most bytes a receive-pack command list may take, up to its flush. */
+#define PUSH_COMMANDS_MAX (1024 * 1024)
+
+/* The most commands (ref updates) one push may carry. */
+#define PUSH_REFS_MAX 1000
+
+enum pkt_kind {
+	PKT_DATA,
+	PKT_FLUSH,	 /* 0000 */
+	PKT_DELIM,	 /* 0001 (protocol v2) */
+	PKT_RESPONSE_END /* 0002 (protocol v2) */
+};
+
+/*
+ * Read one pkt-line from data[0..len).  Returns the number of bytes it takes
+ * (> 0) with *kind set and, for PKT_DATA, *payload and *plen pointing into
+ * data; 0 when data holds only part of a pkt-line (read more); -EBADMSG
+ * when the length is not 4 hex digits, is 3 (reserved) or 4 (empty data,
+ * which git never sends), or exceeds PKT_MAX.
+ */
+int pkt_parse(const char *data, size_t len, enum pkt_kind *kind, const char **payload,
+	      size_t *plen);
+
+/* Append a data pkt-line holding `n` bytes (n <= PKT_MAX - 4). */
+void pkt_add(struct buf *out, const void *data, size_t n);
+
+/* Append a data pkt-line holding a formatted string, cut at PKT_MAX - 4 bytes. */
+__attribute__((format(printf, 2, 3))) void pkt_addf(struct buf *out, const char *fmt, ...);
+
+/* Append a flush-pkt, 0000. */
+void pkt_flush(struct buf *out);
+
+/*
+ * Append `n` bytes as side-band `band` (1 data, 2 progress, 3 error), split
+ * into pkt-lines of at most `max` bytes (1000 for side-band, 65520 for
+ * side-band-64k).
+ */
+void pkt_add_sideband(struct buf *out, int band, const void *data, size_t n, size_t max);
+
+/* One ref update of a push: "<old-oid> SP <new-oid> SP <refname>". */
+struct push_cmd {
+	char old_oid[65];
+	char new_oid[65];
+	char *ref;
+};
+
+struct push_commands {
+	struct push_cmd *cmds;
+	size_t nr, alloc;
+	char *caps;	 /* the capability list after the first command's NUL, or "" */
+	size_t consumed; /* bytes of the body up to and including the flush */
+};
+
+#define PUSH_COMMANDS_INIT { NULL, 0, 0, NULL, 0 }
+
+/*
+ * Parse the command list at the start of a receive-pack request body: lines
+ * "shallow <oid>" (skipped), then one command per pkt-line (the first with
+ * NUL and capabilities), then a flush.  Returns 0 with pc filled when the
+ * flush was found, -EAGAIN when data ends before it (read more, as long as
+ * len < PUSH_COMMANDS_MAX), -EFBIG when the list would exceed
+ * PUSH_COMMANDS_MAX or PUSH_REFS_MAX, -EBADMSG for a malformed pkt-line or
+ * command (object ids must be 40 or 64 lowercase hex digits of one length,
+ * a push certificate is refused as malformed), -ENODATA for a flush with no
+ * command before it.  pc must be fresh (PUSH_COMMANDS_INIT); on failure it
+ * may hold part of the list and must still be released.
+ */
+int push_commands_parse(struct push_commands *pc, const char *data, size_t len);
+
+void push_commands_release(struct push_commands *pc);
+
+/* Whether the capability list `caps` (space-separated) names `cap` exactly. */
+int caps_have(const char *caps, const char *cap);
+
+/* Whether oid is all zeros (a ref that does not exist: creation or deletion). */
+int oid_is_null(const char *oid);
+
+/*
+ * Whether `name` is a well-formed ref name by git's check-ref-format rules
+ * that matter here: printable ASCII without space, ~ ^ : ? * [ \ or DEL; no
+ * "..", "@{", "//"; no component starting with '.' or ending in ".lock";
+ * not ending in '/' or '.'; not "@"; at most 1024 bytes.
+ */
+int refname_ok(const char *name);
+
+/*
+ * Whether branch name `branch` (the part after refs/heads/) matches
+ * `pattern`, glob-style: '*' and '?' never match '/', so "aibox/<star>" matches
+ * "aibox/x" but neither "aibox/x/y" nor "aibox"; '[' has no special meaning
+ * (git forbids it in ref names); anything else matches itself.
+ */
+int branch_pattern_match(const char *pattern, const char *branch);
+
+/* Whether a --push pattern is usable: a ref name once each '*' is read as a letter. */
+int branch_pattern_ok(const char *pattern);
+
+#endif

@@ -1,0 +1,31 @@
+/*
+ * aibox-init's run mode: the guest side of `aibox run` (docs/internals.md,
+ * "aibox run").
+ *
+ * PID 1 calls run_setup() after the state disk and before the config's
+ * mounts (which may sit in the home, e.g. ~/.claude/skills): it gives the
+ * user aibox the host user's uid and gid (settings.json "uid", "gid"; a host
+ * uid of 0 keeps 1000) and mounts the read-write shares, the project at the
+ * settings' path (9p tag aibox.project) and the project's home at
+ * /home/aibox (tag aibox.home).
+ *
+ * The host runs the SSH command `run`, with or without a pty; the session
+ * code calls run_session() with stdin, stdout and stderr being the channel
+ * (or the pty).  It runs settings.json's "command" (default: claude) as the
+ * user in the project folder, with the proxy and key forwarding env and the
+ * config's env values, which come in the SSH environment variable AIBOX_ENV
+ * (a JSON object of strings, never on disk), and returns its exit status
+ * (128 + the signal's number when a signal ended it; 127 when it could not
+ * start).
+ */
+#ifndef AIBOX_INIT_RUN_H
+#define AIBOX_INIT_RUN_H
+
+#define TAG_PROJECT "aibox.project"
+#define TAG_HOME "aibox.home"
+#define RUN_ENV_VAR "AIBOX_ENV"
+
+int run_setup(void);
+int run_session(void);
+
+#endif

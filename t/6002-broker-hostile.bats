@@ -1,0 +1,209 @@
+#!/usr/bin/env bats
+# aibox-broker against hostile requests: malformed pkt-lines, a push
+# command list without its flush, gzip bombs, bad HTTP.  Each is refused,
+# nothing of it reaches the remote, and the broker keeps serving.
+load lib-common
+load lib-tls
+load lib-broker
+
+setup() {
+	common_setup
+	broker_setup
+	start_upstream
+	start_broker --remote "$UP_URL" --token-env GIT_TOKEN --fetch --push 'aibox/*'
+	Z40=0000000000000000000000000000000000000000
+	OLD=$(git -C up/repo.git rev-parse main)
+	NEW=$(git -C seed rev-parse HEAD~1)
+}
+
+teardown() {
+	broker_teardown
+	common_teardown
+}
+
+# pkt STRING: STRING as a pkt-line (no NUL in it).
+pkt() {
+	printf '%04x%s' $((${#1} + 4)) "$1"
+}
+
+# post SERVICE FILE [CURL ARGS]: POST FILE as SERVICE's request; prints the HTTP status.
+post() {
+	local svc=$1 file=$2
+	shift 2
+	curl -sS -o "$T/answer" -w '%{http_code}' -H "Content-Type: application/x-$svc-request" \
+		"$@" --data-binary @"$file" "${BR_URL}$svc"
+}
+
+# Nothing but info/refs ever reached the remote, and the broker still serves.
+assert_nothing_forwarded() {
+	run grep -c '"POST"' "$T/up-headers.jsonl"
+	assert_output 0
+	run git clone -q "$BR_URL" "$T/still-works-$RANDOM"
+	assert_success
+}
+
+@test "broker: a pkt-line longer than 65520 bytes is refused" {
+	{
+		printf 'ffff'
+		head -c 65531 /dev/zero | tr '\0' a
+		printf '0000'
+	} >body
+	run post git-receive-pack body
+	assert_output 400
+	assert_file_contains answer 'the command list is malformed'
+	# Within the cap, but a command list longer than 1 MiB.
+	for i in $(seq 1 20); do
+		pkt "$OLD $NEW refs/heads/aibox/$(head -c 60000 /dev/zero | tr '\0' b)"
+	done >big
+	run post git-receive-pack big
+	assert_output 413
+	assert_nothing_forwarded
+}
+
+@test "broker: bad pkt-line lengths are refused" {
+	for bad in '0003' '0004' 'zz10' '00-8' '+012'; do
+		printf '%s%s' "$bad" "$OLD $NEW refs/heads/aibox/x" >body
+		run post git-receive-pack body
+		assert_output 400
+	done
+	# A length running past the body.
+	printf '0100%s' "$OLD $NEW refs/heads/aibox/x" >body
+	run post git-receive-pack body
+	assert_output 400
+	assert_file_contains answer 'ends without a flush'
+	# A malformed command: short object id, no ref, upper-case hex, a NUL in the ref.
+	for cmd in "${OLD:0:39} $NEW refs/heads/aibox/x" "$OLD $NEW" "${OLD^^} $NEW refs/heads/aibox/x"; do
+		{ pkt "$cmd"; printf '0000'; } >body
+		run post git-receive-pack body
+		assert_output 400
+		assert_file_contains answer 'malformed'
+	done
+	{ printf '%04x%s\0report-status\0x' $((4 + 83 + 21 + 16)) "$OLD $NEW refs/heads/aibox/x"; printf '0000'; } >body
+	run post git-receive-pack body
+	assert_output 400
+	assert_nothing_forwarded
+}
+
+@test "broker: a push command list without a flush is refused, and an empty one" {
+	{ pkt "$OLD $NEW refs/heads/aibox/x"; pkt "$OLD $NEW refs/heads/aibox/y"; } >body
+	run post git-receive-pack body
+	assert_output 400
+	assert_file_contains answer 'push refused: the command list ends without a flush'
+	# The same, chunked.
+	run post git-receive-pack body -H 'Transfer-Encoding: chunked'
+	assert_output 400
+	printf '0000PACK' >body
+	run post git-receive-pack body
+	assert_output 400
+	assert_file_contains answer 'the command list is empty'
+	assert_file_contains "$T/broker.log" 'why="the command list ends without a flush"'
+	assert_nothing_forwarded
+	# A flush and nothing else is git's probe before a large push: it updates nothing.
+	before=$(up_refs)
+	printf '0000' >body
+	run post git-receive-pack body
+	assert_output 200
+	assert_equal "$(up_refs)" "$before"
+	assert_file_contains "$T/broker.log" 'refs=(probe) result=allowed'
+}
+
+@test "broker: a command list that would be allowed is still checked for every ref" {
+	# A hand-made push: one allowed ref, then a deletion of main; refused whole.
+	{ pkt "$OLD $NEW refs/heads/aibox/x"; pkt "$OLD $Z40 refs/heads/main"; printf '0000'; } >body
+	run post git-receive-pack body
+	assert_output 200
+	assert_file_contains answer 'ERR aibox-broker: refusing refs/heads/main: deleting branches is not allowed'
+	# Ref names git would refuse are refused by name.
+	for ref in 'refs/heads/aibox/../main' 'refs/heads/aibox/x.lock' 'refs/heads/aibox/.x'; do
+		{ pkt "$OLD $NEW $ref"; printf '0000'; } >body
+		run post git-receive-pack body
+		assert_output 200
+		assert_file_contains answer 'not a valid ref name'
+	done
+	assert_nothing_forwarded
+}
+
+@test "broker: a gzip bomb is refused at the inflate cap" {
+	# 200 MiB of zeros, about 200 KiB compressed; the cap is 64 MiB.
+	head -c $((200 << 20)) /dev/zero | gzip -1 >bomb.gz
+	[ "$(stat -c %s bomb.gz)" -lt $((1 << 20)) ]
+	run post git-upload-pack bomb.gz -H 'Content-Encoding: gzip'
+	assert_output 413
+	assert_file_contains answer 'cannot read the gzip request body: File too large'
+	run post git-receive-pack bomb.gz -H 'Content-Encoding: gzip'
+	assert_output 413
+	# Not gzip at all, and gzip with bytes after it.
+	printf 'not gzip' >bad.gz
+	run post git-upload-pack bad.gz -H 'Content-Encoding: gzip'
+	assert_output 400
+	{ printf '0000' | gzip; printf 'junk'; } >trail.gz
+	run post git-upload-pack trail.gz -H 'Content-Encoding: gzip'
+	assert_output 400
+	run post git-upload-pack trail.gz -H 'Content-Encoding: br'
+	assert_output 415
+	assert_nothing_forwarded
+}
+
+@test "broker: a gzip request body is inflated, checked and forwarded" {
+	git clone -q "$BR_URL" c
+	git -C c checkout -q -b aibox/gz
+	git -C c commit -q --allow-empty -m gz
+	# git gzips fetch requests itself; force a gzip receive-pack by hand.
+	{ pkt "$OLD $Z40 refs/heads/main"; printf '0000'; } | gzip >del.gz
+	run post git-receive-pack del.gz -H 'Content-Encoding: gzip'
+	assert_output 200
+	assert_file_contains answer 'refusing refs/heads/main: deleting branches is not allowed'
+	run git -C c -c protocol.version=0 fetch -q origin
+	assert_success
+	run grep -c '"Content-Encoding"' up-headers.jsonl
+	assert_output 0
+}
+
+@test "broker: bad HTTP is refused: framing, methods, paths, remotes" {
+	printf '0000' >body
+	# Both Content-Length and chunked.
+	run post git-upload-pack body -H 'Transfer-Encoding: chunked' -H 'Content-Length: 4'
+	assert_output 400
+	# Dumb HTTP and other paths are not served.
+	run curl -sS -o /dev/null -w '%{http_code}' "${BR_URL}HEAD"
+	assert_output 404
+	run curl -sS -o /dev/null -w '%{http_code}' "${BR_URL}objects/info/packs"
+	assert_output 404
+	run curl -sS -o /dev/null -w '%{http_code}' "${BR_URL}info/refs?service=git-upload-pack&x=1"
+	assert_output 404
+	run curl -sS -o /dev/null -w '%{http_code}' "http://127.0.0.1:$BR_PORT/1/info/refs?service=git-upload-pack"
+	assert_output 404
+	run curl -sS -o /dev/null -w '%{http_code}' "http://127.0.0.1:$BR_PORT/00/info/refs?service=git-upload-pack"
+	assert_output 404
+	run curl -sS -o /dev/null -w '%{http_code}' -X POST "${BR_URL}info/refs?service=git-upload-pack"
+	assert_output 405
+	run curl -sS -o /dev/null -w '%{http_code}' "${BR_URL}git-upload-pack"
+	assert_output 405
+	# Oversized and malformed heads.
+	run curl -sS -o /dev/null -w '%{http_code}' -H "X-Big: $(head -c 9000 /dev/zero | tr '\0' a)" \
+		"${BR_URL}info/refs?service=git-upload-pack"
+	assert_output 413
+	run bash -c "printf 'GET /0/info/refs?service=git-upload-pack HTTP/1.1\r\nBad Header\r\n\r\n' |
+		curl -sS --max-time 5 telnet://127.0.0.1:$BR_PORT"
+	assert_output --partial 'HTTP/1.1 400'
+	run bash -c "printf 'GET /0/info/refs?service=git-upload-pack HTTP/2.0\r\n\r\n' |
+		curl -sS --max-time 5 telnet://127.0.0.1:$BR_PORT"
+	assert_output --partial 'HTTP/1.1 400'
+	# A chunk size that is not hex.
+	run bash -c "printf 'POST /0/git-upload-pack HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n' |
+		curl -sS --max-time 5 telnet://127.0.0.1:$BR_PORT"
+	assert_output --partial 'HTTP/1.1 400'
+	run grep -c '"POST"' up-headers.jsonl
+	assert_output 0
+	run git clone -q "$BR_URL" c
+	assert_success
+}
+
+@test "broker: an absolute-form request target (through a proxy) is served" {
+	run curl -sS -o out -w '%{http_code}' --proxy "http://127.0.0.1:$BR_PORT" \
+		"http://git.aibox.internal/0/info/refs?service=git-upload-pack"
+	assert_output 200
+	assert_file_contains out '# service=git-upload-pack'
+	run git -c http.proxy="http://127.0.0.1:$BR_PORT" clone -q http://git.aibox.internal/0/ c
+	assert_success
+}

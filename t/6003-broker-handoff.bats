@@ -1,0 +1,157 @@
+#!/usr/bin/env bats
+# aibox-broker --handoff-fd: connections passed over a unix socket with
+# SCM_RIGHTS, with the bytes a proxy already read (t/handoff-proxy plays the
+# proxy); and --conn-fd.
+load lib-common
+load lib-tls
+load lib-broker
+
+setup() {
+	common_setup
+	broker_setup
+	start_upstream
+}
+
+teardown() {
+	broker_teardown
+	common_teardown
+}
+
+# start_handoff [PROXY OPTIONS]: the stand-in proxy and its broker; sets HP_URL, HB_PID.
+start_handoff() {
+	rm -f hp.port hb.pid
+	env -u UPSTREAM_TOKEN "$TOP/t/handoff-proxy" --port-file "$T/hp.port" --pid-file "$T/hb.pid" "$@" -- \
+		aibox-broker --remote "$UP_URL" --token-env GIT_TOKEN --fetch --push 'aibox/*' \
+		--log "$T/broker.log" --ca "$T/tls/ca.pem" 2>"$T/handoff.err" &
+	HP_PID=$!
+	BROKER_PIDS+=("$HP_PID")
+	wait_for_file "$T/hp.port"
+	HB_PID=$(cat "$T/hb.pid")
+	HP_URL="http://127.0.0.1:$(cat "$T/hp.port")/0/"
+}
+
+# stop_handoff: end the stand-in proxy; its broker sees the socket close and exits.
+stop_handoff() {
+	kill "$HP_PID" 2>/dev/null || true
+	wait "$HP_PID" 2>/dev/null || true
+	for _ in $(seq 50); do
+		alive "$HB_PID" || return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+@test "broker: clone and push through the hand-off socket" {
+	start_handoff
+	run git clone -q "$HP_URL" c
+	assert_success
+	git -C c checkout -q -b aibox/handed
+	git -C c commit -q --allow-empty -m handed
+	run git -C c push origin aibox/handed
+	assert_success
+	assert_equal "$(git -C up/repo.git rev-parse aibox/handed)" "$(git -C c rev-parse HEAD)"
+	run git -C c push origin HEAD:main
+	assert_failure
+	assert_output --partial "! [remote rejected] HEAD -> main (this branch may not be pushed"
+	# The broker never had a socket of its own.
+	run grep -c 'op=push request=POST git-receive-pack refs=refs/heads/aibox/handed(create) result=allowed' broker.log
+	assert_output 1
+}
+
+@test "broker: the VM's recipe: insteadOf to git.aibox.internal through the proxy" {
+	start_handoff
+	proxy=${HP_URL%/0/}
+	# As the init writes it (docs/broker.md, "In the VM"), for the remote URL
+	# https://example.com/o/r (which does not resolve here: only the broker can reach it).
+	git config --global url.http://git.aibox.internal/0/.insteadOf https://example.com/o/r
+	git config --global --add url.http://git.aibox.internal/0/.insteadOf https://example.com/o/r.git
+	git config --global http.http://git.aibox.internal/.proxy "$proxy"
+	run git clone -q https://example.com/o/r.git c
+	assert_success
+	run git clone -q https://example.com/o/r c2
+	assert_success
+	git -C c checkout -q -b aibox/vm
+	git -C c commit -q --allow-empty -m vm
+	run git -C c push origin aibox/vm
+	assert_success
+	assert_equal "$(git -C up/repo.git rev-parse aibox/vm)" "$(git -C c rev-parse HEAD)"
+	run git -C c config remote.origin.url
+	assert_output https://example.com/o/r.git
+	run grep -c 'result=allowed' broker.log
+	[ "$output" -ge 6 ]
+}
+
+@test "broker: the hand-off carries any number of bytes already read, none too" {
+	for peek in 0 10 200; do
+		start_handoff --peek "$peek"
+		run git -c protocol.version=2 clone -q "$HP_URL" "c$peek"
+		assert_success
+		stop_handoff
+	done
+}
+
+@test "broker: the hand-off's remote must match the request's" {
+	start_handoff --remote 0
+	run git clone -q "$HP_URL" c
+	assert_success
+	stop_handoff
+	start_handoff --remote 1
+	run git clone -q "$HP_URL" c1
+	assert_failure
+	assert_file_contains broker.log 'why="no such remote"'
+}
+
+@test "broker: malformed hand-off messages are refused and the broker goes on" {
+	for bad in nofd twofds header length; do
+		start_handoff --bad "$bad"
+		run timeout 10 git clone -q "$HP_URL" "c-$bad"
+		assert_failure
+		run alive "$HB_PID"
+		assert_success
+		stop_handoff
+	done
+	run grep -c 'handoff result=refused' broker.log
+	assert_output 4
+	assert_file_empty up-headers.jsonl
+}
+
+@test "broker: it exits when the hand-off socket closes, leaving nothing behind" {
+	start_handoff
+	git clone -q "$HP_URL" c
+	run stop_handoff
+	assert_success
+	assert_file_contains broker.log ' stop$'
+}
+
+@test "broker: a hand-off fd that is not a SOCK_SEQPACKET unix socket is refused" {
+	run aibox-broker --remote "$UP_URL" --token-env GIT_TOKEN --fetch --handoff-fd 3 3<seed/README.md
+	assert_failure 2
+	run bash -c 'aibox-broker --remote "$1" --token-env GIT_TOKEN --fetch --handoff-fd 3 3</dev/null' _ "$UP_URL"
+	assert_failure 2
+	assert_output "aibox-broker: --handoff-fd 3 is not a unix SOCK_SEQPACKET socket"
+}
+
+@test "broker: --conn-fd serves the one connection it is given" {
+	# socat-free: python gives the broker one accepted connection as fd 3.
+	python3 - "$UP_URL" "$T" <<-'PY' &
+		import os, socket, subprocess, sys
+		url, t = sys.argv[1], sys.argv[2]
+		s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1)
+		open(t + "/conn.port.tmp", "w").write(str(s.getsockname()[1]))
+		os.rename(t + "/conn.port.tmp", t + "/conn.port")
+		c, _ = s.accept()
+		os.dup2(c.fileno(), 3, inheritable=True)
+		env = dict(os.environ); env.pop("UPSTREAM_TOKEN", None)
+		r = subprocess.run(["aibox-broker", "--remote", url, "--token-env", "GIT_TOKEN", "--fetch",
+		                    "--ca", t + "/tls/ca.pem", "--log", t + "/broker.log", "--conn-fd", "3"],
+		                   pass_fds=(3,), env=env)
+		open(t + "/conn.rc", "w").write(str(r.returncode))
+	PY
+	BROKER_PIDS+=($!)
+	wait_for_file conn.port
+	run curl -sS "http://127.0.0.1:$(cat conn.port)/0/info/refs?service=git-upload-pack"
+	assert_success
+	assert_output --partial '# service=git-upload-pack'
+	wait_for_file conn.rc
+	assert_equal "$(cat conn.rc)" 0
+}

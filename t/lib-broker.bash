@@ -1,0 +1,110 @@
+# Shared by t/6*.bats (the broker): a TLS git remote on loopback and a broker
+# in front of it.  Load after lib-common and lib-tls.
+#
+#   broker_setup          certificates, an upstream bare repo with main, the token
+#   start_upstream [ARGS] t/git-https-upstream on $T/up; sets UP_PORT, UP_PID
+#   start_broker ARGS...  aibox-broker --listen on loopback; sets BR_PORT, BR_PID, BR_URL
+#   broker_teardown       stops what was started, by pid, and checks nothing is left
+
+# broker_make_certs DIR [SAN]: the test CA (ca.pem) and a server certificate
+# (server.pem, server.key) from lib-tls.bash, for localhost and 127.0.0.1; or,
+# with SAN (openssl's subjectAltName syntax), one for those names instead.
+broker_make_certs() {
+	local d=$1 san=${2:-}
+	if [ -z "$san" ]; then
+		make_test_ca "$d"
+		return
+	fi
+	mkdir -p "$d"
+	openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=aibox test CA" \
+		-keyout "$d/ca.key" -out "$d/ca.pem" 2>/dev/null || return 1
+	openssl req -newkey rsa:2048 -nodes -subj "/CN=localhost" \
+		-keyout "$d/server.key" -out "$d/server.csr" 2>/dev/null || return 1
+	printf 'subjectAltName=%s\nbasicConstraints=CA:FALSE\n' "$san" >"$d/ext"
+	openssl x509 -req -in "$d/server.csr" -CA "$d/ca.pem" -CAkey "$d/ca.key" \
+		-CAcreateserial -days 2 -extfile "$d/ext" -out "$d/server.pem" 2>/dev/null
+}
+
+# wait_for_file FILE [SECONDS]: until FILE is non-empty.
+wait_for_file() {
+	local i
+	for ((i = 0; i < ${2:-20} * 10; i++)); do
+		[ -s "$1" ] && return 0
+		sleep 0.1
+	done
+	echo "timed out waiting for $1" >&2
+	return 1
+}
+
+broker_setup() {
+	export GIT_TERMINAL_PROMPT=0
+	export GIT_TOKEN="tok-$RANDOM$RANDOM-s3cr3t-value"
+	export UPSTREAM_TOKEN=$GIT_TOKEN
+	BROKER_PIDS=()
+	broker_make_certs "$T/tls" || return 1
+	mkdir -p "$T/up"
+	make_repo "$T/seed"
+	git init -q --bare "$T/up/repo.git"
+	git -C "$T/seed" push -q "$T/up/repo.git" main
+	git -C "$T/seed" tag v0.1
+	git -C "$T/seed" push -q "$T/up/repo.git" v0.1
+	git -C "$T/up/repo.git" branch old-feature main
+}
+
+start_upstream() {
+	: >"$T/up-headers.jsonl"
+	"$TOP/t/git-https-upstream" --root "$T/up" --cert "$T/tls/server.pem" \
+		--key "$T/tls/server.key" --port-file "$T/up.port" \
+		--headers-log "$T/up-headers.jsonl" "$@" 2>"$T/up.err" &
+	UP_PID=$!
+	BROKER_PIDS+=("$UP_PID")
+	wait_for_file "$T/up.port" || return 1
+	UP_PORT=$(cat "$T/up.port")
+	UP_URL="https://localhost:$UP_PORT/repo.git"
+}
+
+# start_broker ARGS...: the remote options; listen, log, ready and CA are added.
+start_broker() {
+	rm -f "$T/br.ready"
+	env -u UPSTREAM_TOKEN aibox-broker "$@" --listen 127.0.0.1:0 --log "$T/broker.log" --ca "$T/tls/ca.pem" \
+		--ready-fd 3 3>"$T/br.ready" 2>"$T/broker.err" &
+	BR_PID=$!
+	BROKER_PIDS+=("$BR_PID")
+	wait_for_file "$T/br.ready" || return 1
+	BR_PORT=$(sed -n 's/^ready 127\.0\.0\.1:\([0-9]*\)$/\1/p' "$T/br.ready")
+	[ -n "$BR_PORT" ] || return 1
+	BR_URL="http://127.0.0.1:$BR_PORT/0/"
+}
+
+# The refs of the upstream repository, one "oid ref" a line.
+up_refs() {
+	git -C "$T/up/repo.git" for-each-ref --format='%(objectname) %(refname)'
+}
+
+# Children of pid $1 (direct), one a line.
+children_of() {
+	local c
+	for c in /proc/[0-9]*/stat; do
+		awk -v p="$1" '$4 == p { print $1 }' "$c" 2>/dev/null
+	done
+}
+
+# alive PID: the process exists and is not a zombie (a dead child of an init
+# that does not reap is still listed).
+alive() {
+	local st
+	st=$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null) || return 1
+	[ -n "$st" ] && [ "$st" != Z ]
+}
+
+broker_teardown() {
+	local p
+	for p in "${BROKER_PIDS[@]}"; do
+		kill "$p" 2>/dev/null || true
+	done
+	for p in "${BROKER_PIDS[@]}"; do
+		wait "$p" 2>/dev/null || true
+	done
+	BROKER_PIDS=()
+	return 0
+}

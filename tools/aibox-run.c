@@ -1,0 +1,620 @@
+/*
+ * aibox run [--memory SIZE] [--cpus N] [--image NAME] [--no-sandbox] [-- COMMAND ARGS...]
+ *
+ * The interactive side of aibox: boots a VM of the project's image with the
+ * project folder and the project's home shared read-write, and runs Claude
+ * Code (or COMMAND) in it with the terminal passed straight through.  See
+ * docs/man/aibox-run.1 and docs/internals.md ("aibox run").
+ *
+ * Order: find the project and its config, hold the project lock shared,
+ * make the run folder (settings.json, SSH keys), start aibox-proxy, boot the
+ * VM, fork the cleaner that removes the run folder once we are gone, lock
+ * down, then the SSH session.  Exit status: the command's; 2 for aibox's own
+ * errors (including a VM that went away).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "buf.h"
+#include "config.h"
+#include "err.h"
+#include "image.h"
+#include "num.h"
+#include "paths.h"
+#include "project.h"
+#include "rmtree.h"
+#include "sandbox.h"
+#include "spawn.h"
+#include "ssh.h"
+#include "strvec.h"
+#include "taskid.h"
+#include "tty.h"
+#include "vm.h"
+#include "banned.h"
+
+static const char usage_text[] =
+	"usage: aibox run [--memory SIZE] [--cpus N] [--image NAME] [--no-sandbox]\n"
+	"                 [-- COMMAND ARGS...]\n"
+	"\n"
+	"Boot a VM on this checkout's project and run Claude Code (or COMMAND) in it,\n"
+	"with the project folder shared read-write and the terminal passed through.\n"
+	"\n"
+	"  --memory SIZE   the VM's memory (512M to 1T; default: the config's, 4G)\n"
+	"  --cpus N        the VM's CPUs (default: the config's, 2)\n"
+	"  --image NAME    the image to boot (default: default)\n"
+	"  --no-sandbox    do not lock aibox down with seccomp\n"
+	"\n"
+	"Exits with the command's exit status, or 2 when aibox itself failed.\n";
+
+#define GUEST_HOME "/home/aibox"
+#define PROXY_ADDR "http://10.0.2.100:3128"
+#define BOOT_TIMEOUT_MS (300 * 1000)
+#define CONNECT_TIMEOUT_MS (120 * 1000)
+
+struct run {
+	struct project project;
+	struct config cfg;
+	struct buf run_dir;
+	char run_name[TASK_NAME_LEN + 1];
+	char id[TASK_ID_LEN + 1];
+	int lock_fd;
+	struct strvec command;
+	const char *image;
+	uint64_t memory_mib;
+	int cpus;
+	int no_sandbox;
+	int forward_key;
+	struct strvec env;		/* the config's env, NAME=value */
+	struct vm_mount *mounts;	/* config mounts, claude dirs, project, home */
+	size_t nr_mounts;
+	struct strvec tags;		/* owns the mounts' tags and guest paths */
+	struct strvec guest_paths;	/* parallel to mounts */
+	struct strvec host_paths;	/* owns host paths we made */
+	struct spawn proxy;
+	struct vm vm;
+	int console_fd;
+	int cleaner_fd;			/* write end: the cleaner removes the run folder at its EOF */
+};
+
+static int parse_size_mib(const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	if (*s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno)
+		return -EINVAL;
+	if (!strcmp(end, "M"))
+		;
+	else if (!strcmp(end, "G"))
+		v *= 1024;
+	else if (!strcmp(end, "T"))
+		v *= 1024 * 1024;
+	else
+		return -EINVAL;
+	if (v < CONFIG_MIN_MEMORY_MIB || v > CONFIG_MAX_MEMORY_MIB)
+		return -ERANGE;
+	*out = v;
+	return 0;
+}
+
+static void parse_options(struct run *r, int argc, char **argv)
+{
+	static const struct option options[] = {
+		{ "memory", required_argument, NULL, 'm' },
+		{ "cpus", required_argument, NULL, 'c' },
+		{ "image", required_argument, NULL, 'i' },
+		{ "no-sandbox", no_argument, NULL, 'n' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	long n;
+	int opt;
+
+	while ((opt = getopt_long(argc, argv, "+h", options, NULL)) != -1) {
+		switch (opt) {
+		case 'm':
+			if (parse_size_mib(optarg, &r->memory_mib) < 0)
+				die("--memory: '%s' is not a size from 512M to 1T (such as 4G)", optarg);
+			break;
+		case 'c':
+			if (parse_long(optarg, 1, 1024, &n) < 0)
+				die("--cpus: '%s' is not a number from 1 to 1024", optarg);
+			r->cpus = (int)n;
+			break;
+		case 'i':
+			if (!image_name_ok(optarg))
+				die("--image: '%s' is not an image name", optarg);
+			r->image = optarg;
+			break;
+		case 'n':
+			r->no_sandbox = 1;
+			break;
+		case 'h':
+			fputs(usage_text, stdout);
+			exit(0);
+		default:
+			usage_die(usage_text);
+		}
+	}
+	if (optind < argc && strcmp(argv[optind - 1], "--"))
+		usage_die(usage_text);
+	for (int i = optind; i < argc; i++)
+		strvec_push(&r->command, argv[i]);
+}
+
+static void find_project(struct run *r)
+{
+	struct buf cwd = BUF_INIT, checkout = BUF_INIT, path = BUF_INIT, err = BUF_INIT;
+	char here[PATH_MAX];
+	int ret, created;
+
+	if (!getcwd(here, sizeof(here)))
+		die_errno("cannot find the current folder");
+	if ((ret = project_checkout(here, &checkout)) == -ENOENT)
+		die("'%s' is not in a git checkout", here);
+	else if (ret < 0)
+		die_err(ret, "cannot find the checkout of '%s'", here);
+	if ((ret = project_open(checkout.buf, &r->project, &created)) < 0)
+		die_err(ret, "cannot open the project of '%s'", checkout.buf);
+	if ((r->lock_fd = project_lock(r->project.dir, PROJECT_LOCK_SHARED)) < 0)
+		die_err(r->lock_fd, "cannot lock the project '%s'", r->project.name);
+	buf_addf(&path, "%s/config.yaml", r->project.dir);
+	if (config_load(&r->cfg, path.buf, &err) < 0)
+		die("%s", err.buf);
+	buf_release(&cwd);
+	buf_release(&checkout);
+	buf_release(&path);
+	buf_release(&err);
+}
+
+static int mkdir_ok(const char *path, mode_t mode)
+{
+	return mkdir(path, mode) == 0 || errno == EEXIST ? 0 : -errno;
+}
+
+static void make_run_dir(struct run *r)
+{
+	struct buf runs = BUF_INIT;
+	int ret;
+
+	buf_addf(&runs, "%s/runs", r->project.dir);
+	if ((ret = mkdir_ok(runs.buf, 0700)) < 0)
+		die_err(ret, "cannot make '%s'", runs.buf);
+	if ((ret = task_id_new(r->id)) < 0 ||
+	    (ret = task_name_make(r->run_name, time(NULL), r->id)) < 0)
+		die_err(ret, "cannot make a run id");
+	buf_addf(&r->run_dir, "%s/%s", runs.buf, r->run_name);
+	if (mkdir(r->run_dir.buf, 0700) < 0)
+		die_errno("cannot make '%s'", r->run_dir.buf);
+	buf_release(&runs);
+}
+
+/*
+ * The cleaner: a child forked before the lockdown (which forbids unlink),
+ * in a session of its own so the terminal's signals do not reach it.  It
+ * waits for EOF on a pipe, which comes when we exit in any way, SIGKILL
+ * included, and removes the run folder.
+ */
+static void start_cleaner(struct run *r)
+{
+	int p[2];
+	pid_t pid;
+
+	if (pipe2(p, O_CLOEXEC) < 0)
+		die_errno("cannot make a pipe");
+	pid = fork();
+	if (pid < 0)
+		die_errno("cannot fork");
+	if (pid == 0) {
+		struct buf where = BUF_INIT, runs = BUF_INIT;
+		char c;
+		int null = open("/dev/null", O_RDWR | O_CLOEXEC), dfd;
+
+		setsid();
+		for (int s = 1; s < NSIG; s++)
+			if (s != SIGKILL && s != SIGSTOP)
+				signal(s, SIG_IGN);
+		if (null >= 0) {
+			dup2(null, 0);
+			dup2(null, 1);
+		}
+		close(p[1]);
+		/* Not the project lock, the VM's fds or anything else: only the pipe. */
+		for (int fd = 3; fd < 1024; fd++)
+			if (fd != p[0])
+				close(fd);
+		while (read(p[0], &c, 1) < 0 && errno == EINTR)
+			;
+		buf_addf(&runs, "%s/runs", r->project.dir);
+		dfd = open(runs.buf, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (dfd < 0 || rmtree_at(dfd, r->run_name, NULL, &where) < 0)
+			fprintf(stderr, "aibox-run: cannot remove '%s/%s'\n", runs.buf,
+				where.len ? where.buf : r->run_name);
+		_exit(0);
+	}
+	close(p[0]);
+	r->cleaner_fd = p[1];
+}
+
+static void add_mount(struct run *r, const char *host, const char *guest, const char *tag,
+		      int writable)
+{
+	struct vm_mount *m;
+
+	r->mounts = xrealloc(r->mounts, (r->nr_mounts + 1) * sizeof(*r->mounts));
+	m = &r->mounts[r->nr_mounts++];
+	m->host_path = host;
+	m->tag = strvec_push(&r->tags, tag);
+	m->writable = writable;
+	strvec_push(&r->guest_paths, guest);
+}
+
+static void add_claude_dir(struct run *r, const struct config_claude *c, const char *key)
+{
+	struct buf host = BUF_INIT, guest = BUF_INIT, tag = BUF_INIT;
+	const char *home = getenv("HOME");
+	struct stat st;
+
+	if (c->kind == CONFIG_CLAUDE_NONE)
+		return;
+	if (c->kind == CONFIG_CLAUDE_PATH)
+		buf_addstr(&host, c->path);
+	else if (home && *home)
+		buf_addf(&host, "%s/.claude/%s", home, key);
+	else
+		return;
+	if (stat(host.buf, &st) < 0 || !S_ISDIR(st.st_mode)) {
+		if (c->kind == CONFIG_CLAUDE_PATH)
+			die("%s: '%s' is not a folder", key, host.buf);
+		buf_release(&host);
+		return;
+	}
+	buf_addf(&guest, GUEST_HOME "/.claude/%s", key);
+	buf_addf(&tag, "aibox.%s", key);
+	/* The host path must outlive the VM's start: keep it in the strvec. */
+	add_mount(r, strvec_push(&r->host_paths, host.buf), guest.buf, tag.buf, 0);
+	buf_release(&host);
+	buf_release(&guest);
+	buf_release(&tag);
+}
+
+static void plan_mounts(struct run *r)
+{
+	struct buf home = BUF_INIT, tag = BUF_INIT;
+	int ret;
+
+	for (size_t i = 0; i < r->cfg.nr_mounts; i++) {
+		buf_reset(&tag);
+		buf_addf(&tag, "aibox.m%zu", i);
+		add_mount(r, r->cfg.mounts[i].host, r->cfg.mounts[i].vm, tag.buf, 0);
+	}
+	add_claude_dir(r, &r->cfg.skills, "skills");
+	add_claude_dir(r, &r->cfg.agents, "agents");
+	add_claude_dir(r, &r->cfg.commands, "commands");
+
+	buf_addf(&home, "%s/home", r->project.dir);
+	if ((ret = mkdir_ok(home.buf, 0700)) < 0)
+		die_err(ret, "cannot make '%s'", home.buf);
+	add_mount(r, r->project.checkout, r->cfg.path, "aibox.project", 1);
+	add_mount(r, strvec_push(&r->host_paths, home.buf), GUEST_HOME, "aibox.home", 1);
+	buf_release(&home);
+	buf_release(&tag);
+}
+
+static void read_env(struct run *r)
+{
+	for (size_t i = 0; i < r->cfg.env.nr; i++) {
+		const char *name = r->cfg.env.v[i], *v = getenv(name);
+
+		/* The key stays on the host: the proxy adds it. */
+		if (!strcmp(name, "ANTHROPIC_API_KEY"))
+			continue;
+		if (v)
+			strvec_pushf(&r->env, "%s=%s", name, v);
+	}
+	r->forward_key = getenv("ANTHROPIC_API_KEY") && *getenv("ANTHROPIC_API_KEY");
+}
+
+static void write_settings(struct run *r)
+{
+	json_t *s = json_object(), *mounts = json_array(), *cmd = json_null(), *names = json_array();
+	struct buf path = BUF_INIT;
+	char *text;
+
+	/* The guest mounts the two read-write shares itself (run.h). */
+	for (size_t i = 0; i < r->nr_mounts; i++)
+		if (!r->mounts[i].writable)
+			json_array_append_new(mounts,
+					      json_pack("{s:s, s:s}", "tag", r->mounts[i].tag,
+							"path", r->guest_paths.v[i]));
+	if (r->command.nr) {
+		cmd = json_array();
+		for (size_t i = 0; i < r->command.nr; i++)
+			json_array_append_new(cmd, json_string(r->command.v[i]));
+	}
+	for (size_t i = 0; i < r->env.nr; i++)
+		json_array_append_new(names,
+				      json_stringn(r->env.v[i], strcspn(r->env.v[i], "=")));
+	json_object_set_new(s, "version", json_integer(1));
+	json_object_set_new(s, "id", json_string(r->id));
+	json_object_set_new(s, "mode", json_string("run"));
+	json_object_set_new(s, "command", cmd);
+	json_object_set_new(s, "path", json_string(r->cfg.path));
+	json_object_set_new(s, "mounts", mounts);
+	json_object_set_new(s, "uid", json_integer(getuid()));
+	json_object_set_new(s, "gid", json_integer(getgid()));
+	json_object_set_new(s, "api", json_string(r->forward_key ? "forward" : "none"));
+	json_object_set_new(s, "proxy", json_string(PROXY_ADDR));
+	json_object_set_new(s, "env_names", names);
+	text = json_dumps(s, JSON_INDENT(2));
+	if (!text)
+		die("cannot make settings.json");
+	buf_addf(&path, "%s/settings.json", r->run_dir.buf);
+	{
+		struct buf b = BUF_INIT;
+		int ret;
+
+		buf_addf(&b, "%s\n", text);
+		if ((ret = buf_write_file(&b, path.buf, 0644)) < 0)
+			die_err(ret, "cannot write '%s'", path.buf);
+		buf_release(&b);
+	}
+	free(text);
+	json_decref(s);
+	buf_release(&path);
+}
+
+/* The run's key may ask for a terminal: `restrict,pty` instead of `restrict`. */
+static void allow_pty(struct run *r)
+{
+	struct buf path = BUF_INIT, in = BUF_INIT, out = BUF_INIT;
+	const char *at;
+	ssize_t n;
+	int ret;
+
+	buf_addf(&path, "%s/ssh/authorized_keys", r->run_dir.buf);
+	if ((n = buf_read_file(&in, path.buf, 16384)) < 0)
+		die_err((int)n, "cannot read '%s'", path.buf);
+	at = strstr(in.buf, "\",restrict ");
+	if (!at)
+		die("'%s' is not as expected", path.buf);
+	buf_add(&out, in.buf, (size_t)(at - in.buf) + strlen("\",restrict"));
+	buf_addstr(&out, ",pty");
+	buf_addstr(&out, at + strlen("\",restrict"));
+	if ((ret = buf_write_file(&out, path.buf, 0644)) < 0)
+		die_err(ret, "cannot write '%s'", path.buf);
+	buf_release(&path);
+	buf_release(&in);
+	buf_release(&out);
+}
+
+static void start_proxy(struct run *r, struct buf *sock)
+{
+	struct buf log = BUF_INIT, line = BUF_INIT;
+	int ready[2], ret;
+	ssize_t n;
+
+	buf_addf(sock, "%s/proxy.sock", r->run_dir.buf);
+	buf_addf(&log, "%s/proxy.log", r->project.dir);
+	if (pipe2(ready, O_CLOEXEC) < 0)
+		die_errno("cannot make a pipe");
+	strvec_pushf(&r->proxy.args, "%s/aibox-proxy", libexec_dir());
+	strvec_pushf(&r->proxy.args, "--listen=unix:%s", sock->buf);
+	strvec_pushf(&r->proxy.args, "--log=%s", log.buf);
+	strvec_push(&r->proxy.args, "--ready-fd=3");
+	for (size_t i = 0; i < r->cfg.allow.nr; i++)
+		strvec_pushf(&r->proxy.args, "--allow=%s", r->cfg.allow.v[i]);
+	if (r->forward_key)
+		strvec_push(&r->proxy.args, "--key-env=ANTHROPIC_API_KEY");
+	if (r->no_sandbox)
+		strvec_push(&r->proxy.args, "--no-sandbox");
+	r->proxy.in = SPAWN_NULL;
+	r->proxy.out = SPAWN_NULL;
+	r->proxy.pdeathsig = SIGTERM;
+	r->proxy.new_session = 1;
+	spawn_give_fd(&r->proxy, ready[1], 3);
+	if ((ret = spawn_start(&r->proxy)) < 0)
+		die_err(ret, "cannot start aibox-proxy");
+	close(ready[1]);
+	n = buf_read_fd(&line, ready[0], 4096);
+	close(ready[0]);
+	if (n <= 0 || strncmp(line.buf, "ready", 5))
+		die("aibox-proxy did not start (see its messages above)");
+	buf_release(&log);
+	buf_release(&line);
+}
+
+static void show_console(struct run *r)
+{
+	char tail[2048];
+	off_t size = lseek(r->console_fd, 0, SEEK_END);
+	off_t from = size > (off_t)sizeof(tail) ? size - (off_t)sizeof(tail) : 0;
+	ssize_t n = pread(r->console_fd, tail, sizeof(tail), from);
+
+	if (n > 0) {
+		fputs("aibox-run: the VM's console ended with:\n", stderr);
+		fwrite(tail, 1, (size_t)n, stderr);
+	}
+}
+
+static void boot(struct run *r, const char *proxy_sock)
+{
+	struct vm_config vc = VM_CONFIG_INIT;
+	struct buf img = BUF_INIT, console = BUF_INIT;
+	int ret;
+
+	if ((ret = image_dir(r->image, &img)) == -ENOENT)
+		die("the image '%s' is not built: run 'aibox image build %s'", r->image, r->image);
+	else if (ret < 0)
+		die_err(ret, "cannot find the image '%s'", r->image);
+	buf_addf(&console, "%s/console.log", r->run_dir.buf);
+	r->console_fd = open(console.buf, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+	if (r->console_fd < 0)
+		die_errno("cannot open '%s'", console.buf);
+	vc.image_dir = img.buf;
+	vc.share_dir = r->run_dir.buf;
+	vc.mode = "run";
+	vc.memory_mb = (unsigned)(r->memory_mib ? r->memory_mib : r->cfg.memory_mib);
+	vc.cpus = (unsigned)(r->cpus ? r->cpus : r->cfg.cpus);
+	vc.disk_bytes = r->cfg.disk_mib * 1024ULL * 1024ULL;
+	vc.state_dir = r->run_dir.buf;
+	vc.proxy_socket = proxy_sock;
+	vc.mounts = r->mounts;
+	vc.nr_mounts = r->nr_mounts;
+	vc.log_fd = r->console_fd;
+	if ((ret = vm_start(&vc, &r->vm)) < 0)
+		die_err(ret, "cannot start the VM");
+	if ((ret = vm_wait_ssh(&r->vm, BOOT_TIMEOUT_MS)) < 0) {
+		show_console(r);
+		die_err(ret, "the VM did not come up");
+	}
+	buf_release(&img);
+	buf_release(&console);
+}
+
+static int get_size(void *ctx, unsigned *cols, unsigned *rows)
+{
+	return tty_size(0, cols, rows);
+}
+
+static void stop_all(struct run *r)
+{
+	tty_restore();
+	if (r->vm.pid > 0)
+		vm_stop(&r->vm, 10000);
+	if (r->proxy.pid > 0) {
+		kill(r->proxy.pid, SIGTERM);
+		spawn_wait(&r->proxy);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	struct run r = { .project = PROJECT_INIT, .run_dir = BUF_INIT, .lock_fd = -1,
+			 .command = STRVEC_INIT, .image = "default", .env = STRVEC_INIT,
+			 .tags = STRVEC_INIT, .guest_paths = STRVEC_INIT, .host_paths = STRVEC_INIT, .proxy = SPAWN_INIT,
+			 .vm = VM_INIT, .console_fd = -1, .cleaner_fd = -1 };
+	struct ssh_task_keys keys = SSH_TASK_KEYS_INIT;
+	struct ssh_client c = SSH_CLIENT_INIT;
+	struct ssh_interactive x = { 0 };
+	struct buf sock = BUF_INIT, err = BUF_INIT;
+	const char *env[2] = { NULL, NULL };
+	char *env_json = NULL;
+	int tty, ret, status;
+
+	tool_init(argc, argv);
+	config_init(&r.cfg);
+	parse_options(&r, argc, argv);
+	tty = isatty(0);
+
+	find_project(&r);
+	read_env(&r);
+	make_run_dir(&r);
+	start_cleaner(&r);
+	if (ssh_task_keys_make(r.run_dir.buf, NULL, &keys, &err) < 0)
+		die("%s", err.buf);
+	allow_pty(&r);
+	plan_mounts(&r);
+	write_settings(&r);
+	start_proxy(&r, &sock);
+	boot(&r, sock.buf);
+
+	{
+		json_t *o = json_object();
+
+		for (size_t i = 0; i < r.env.nr; i++) {
+			const char *eq = strchr(r.env.v[i], '=');
+
+			json_object_setn_new(o, r.env.v[i], (size_t)(eq - r.env.v[i]),
+					     json_string(eq + 1));
+		}
+		env_json = json_dumps(o, JSON_COMPACT);
+		json_decref(o);
+		if (!env_json)
+			die("cannot encode the environment (not UTF-8?)");
+		buf_addf(&err, "AIBOX_ENV=%s", env_json);
+		explicit_bzero(env_json, strlen(env_json));
+		free(env_json);
+		env[0] = err.buf;
+	}
+
+	x.command = "run";
+	x.env = env;
+	x.in_fd = 0;
+	x.out_fd = 1;
+	x.err_fd = 2;
+	x.resize_fd = -1;
+	x.stop_fd = r.vm.pidfd;
+	x.get_size = get_size;
+	if (tty) {
+		const char *term = getenv("TERM");
+
+		x.term = term && *term ? term : "dumb";
+		x.cols = 80;
+		x.rows = 24;
+		tty_size(0, &x.cols, &x.rows);
+		if ((x.resize_fd = tty_winch_fd()) < 0)
+			die_err(x.resize_fd, "cannot watch the window size");
+	}
+
+	if (r.no_sandbox)
+		warning("running without the sandbox (--no-sandbox)");
+	else if ((ret = sandbox_lockdown(SANDBOX_SECCOMP, 0)) < 0)
+		die_err(ret, "cannot lock down");
+
+	c.fd = r.vm.ssh_fd;
+	c.host_key = (const unsigned char *)keys.host_blob.buf;
+	c.host_key_len = keys.host_blob.len;
+	c.user_key = keys.user_key.buf;
+	c.user_key_len = keys.user_key.len;
+	c.timeout_ms = CONNECT_TIMEOUT_MS;
+	if ((ret = ssh_connect(&c)) < 0) {
+		ssh_close(&c);
+		stop_all(&r);
+		die("cannot connect to the VM: %s", c.error);
+	}
+	if (tty && (ret = tty_raw(0)) < 0)
+		die_err(ret, "cannot put the terminal in raw mode");
+	ret = ssh_interactive(&c, &x);
+	tty_restore();
+	explicit_bzero(err.buf, err.len);
+	ssh_close(&c);
+	ssh_task_keys_release(&keys);
+	if (ret < 0) {
+		stop_all(&r);
+		die("%s", c.error);
+	}
+	stop_all(&r);
+	status = x.exit_status < 0 ? 2 : x.exit_status;
+	buf_release(&sock);
+	buf_release(&err);
+	free(r.mounts);
+	strvec_clear(&r.tags);
+	strvec_clear(&r.guest_paths);
+	strvec_clear(&r.host_paths);
+	for (size_t i = 0; i < r.env.nr; i++)
+		explicit_bzero((char *)r.env.v[i], strlen(r.env.v[i]));
+	strvec_clear(&r.env);
+	strvec_clear(&r.command);
+	spawn_clear(&r.proxy);
+	config_release(&r.cfg);
+	project_release(&r.project);
+	buf_release(&r.run_dir);
+	/* Our exit closes the cleaner's pipe: it removes the run folder then. */
+	return status;
+}
