@@ -84,7 +84,7 @@ show() {
 	id=${dir: -6}
 	run cat "$T/err"
 	assert_output --partial "aibox[$id]: task $id starts from $(git rev-parse v1)"
-	assert_output --partial "aibox[$id]: the VM connected to 127.0.0.1:3129"
+	assert_output --partial "aibox[$id]: the VM connected to localhost:3129"
 	assert_output --partial "aibox[$id]: Claude Code exited with 0"
 	assert_output --partial "vm[$id]: | I added hello.txt and committed it."
 	assert_equal "$(cat "$dir/prompt.txt")" "Add a file hello.txt
