@@ -518,7 +518,7 @@ int main(int argc, char **argv)
 	int tty, ret, status;
 
 	tool_init(argc, argv);
-	config_init(&r.cfg);
+	/* find_project()'s config_load() initialises r.cfg (config_init() first would leak). */
 	parse_options(&r, argc, argv);
 	tty = isatty(0);
 
