@@ -542,6 +542,31 @@ static int write_local(int fd, const char *p, size_t n)
 	return 0;
 }
 
+/*
+ * One read of the channel's stdout (stream 0) or stderr into a local fd:
+ * sets *done at the stream's EOF and *progress when bytes moved.  0 or the
+ * negative error fail()/fail_ssh() recorded.
+ */
+static int copy_stream(struct ssh_client *c, LIBSSH2_CHANNEL *ch, int stream, int fd, int *done,
+		       int *progress)
+{
+	const char *what = stream ? "error output" : "output";
+	static char data[32 * 1024];
+	ssize_t n = libssh2_channel_read_ex(ch, stream, data, sizeof(data));
+	int ret;
+
+	if (n > 0) {
+		*progress = 1;
+		if ((ret = write_local(fd, data, (size_t)n)) < 0)
+			return fail(c, ret, "cannot write the %s: %s", what, strerror(-ret));
+	} else if (n == 0) {
+		*done = 1;
+	} else if (n != LIBSSH2_ERROR_EAGAIN) {
+		return fail_ssh(c, (int)n, stream ? "reading the error output" : "reading the output");
+	}
+	return 0;
+}
+
 static int open_interactive(struct ssh_client *c, struct ssh_interactive *x, LIBSSH2_CHANNEL **out)
 {
 	LIBSSH2_SESSION *s = c->session;
@@ -588,7 +613,7 @@ int ssh_interactive(struct ssh_client *c, struct ssh_interactive *x)
 {
 	LIBSSH2_SESSION *s = c->session;
 	LIBSSH2_CHANNEL *ch = NULL;
-	static char data[32 * 1024], in[16 * 1024];
+	static char in[16 * 1024];
 	size_t in_len = 0, in_off = 0;
 	int in_eof = x->in_fd < 0, eof_sent = 0, resize_pending = 0, rc, ret;
 
@@ -638,32 +663,10 @@ pump:
 				goto out;
 			}
 		}
-		n = libssh2_channel_read(ch, data, sizeof(data));
-		if (n > 0) {
-			progress = 1;
-			if ((ret = write_local(x->out_fd, data, (size_t)n)) < 0) {
-				fail(c, ret, "cannot write the output: %s", strerror(-ret));
-				goto out;
-			}
-		} else if (n == 0) {
-			out_done = 1;
-		} else if (n != LIBSSH2_ERROR_EAGAIN) {
-			ret = fail_ssh(c, (int)n, "reading the output");
+		if ((ret = copy_stream(c, ch, 0, x->out_fd, &out_done, &progress)) < 0 ||
+		    (ret = copy_stream(c, ch, SSH_EXTENDED_DATA_STDERR, x->err_fd, &err_done,
+				       &progress)) < 0)
 			goto out;
-		}
-		n = libssh2_channel_read_stderr(ch, data, sizeof(data));
-		if (n > 0) {
-			progress = 1;
-			if ((ret = write_local(x->err_fd, data, (size_t)n)) < 0) {
-				fail(c, ret, "cannot write the error output: %s", strerror(-ret));
-				goto out;
-			}
-		} else if (n == 0) {
-			err_done = 1;
-		} else if (n != LIBSSH2_ERROR_EAGAIN) {
-			ret = fail_ssh(c, (int)n, "reading the error output");
-			goto out;
-		}
 		if (out_done && err_done && libssh2_channel_eof(ch))
 			break;
 		if (libssh2_keepalive_send(s, &next) < 0) {
