@@ -3,40 +3,24 @@
 # test user (`sshd -i` on one end of a socketpair).  As a non-root user sshd
 # can only log in as that user, so the tests authenticate as it, not as root.
 load lib-common
+load lib-sshd
 
 setup() {
 	common_setup
-	[ -x /usr/sbin/sshd ] || skip "no /usr/sbin/sshd (openssh-server)"
-	mkdir keys
-	run test-task ssh-keys "$T/keys"
-	assert_success
-	assert_output "host key blob 51 bytes"
-	cat >sshd_config <<-CONF
-		AuthorizedKeysFile $T/auth
-		StrictModes no
-		UsePAM no
-		PasswordAuthentication no
-		KbdInteractiveAuthentication no
-		PidFile none
-		LogLevel VERBOSE
-	CONF
-}
-
-# The product's forced command, replaced by the test's script.
-forced() {
-	sed "s|^command=\"/usr/lib/aibox/aibox-init session\",restrict |command=\"$T/cmd\",restrict |" \
-		keys/ssh/authorized_keys >auth
-	printf '#!/bin/sh\n%s\n' "$1" >cmd
-	chmod +x cmd
+	sshd_setup
 }
 
 ssh_run() {
 	test-task ssh-run --user "$(id -un)" --key keys/test_user_key \
 		--host-pub keys/ssh/ssh_host_ed25519_key.pub "$@" -- \
-		/usr/sbin/sshd -i -f "$T/sshd_config" -h "$T/keys/ssh/ssh_host_ed25519_key" -E "$T/sshd.log"
+		$(SSHD_ARGV)
 }
 
 @test "ssh: the task keys: authorized_keys forces the init's session, no user key left on disk" {
+	mkdir "$T/keys2"
+	run test-task ssh-keys "$T/keys2"
+	assert_success
+	assert_output "host key blob 51 bytes"
 	run cat keys/ssh/authorized_keys
 	assert_output --regexp '^command="/usr/lib/aibox/aibox-init session",restrict ssh-ed25519 [A-Za-z0-9+/]+=* aibox-task$'
 	assert_file_exists keys/ssh/ssh_host_ed25519_key
