@@ -6,7 +6,9 @@ proxy-bench.py PROXY_PORT SINK_PORT [--bytes N] [--conns N]
 A sink process on 127.0.0.1:SINK_PORT reads and drops what it gets and says
 how many bytes it got.  The same sender moves N bytes to it directly, then
 through a CONNECT tunnel of the proxy, in one run; the time is taken from the
-first byte sent to the sink's acknowledgement of the last one.  Then it opens
+first byte sent to the sink's acknowledgement of the last one.  The CPU time
+of the sender, the sink and the proxy is read for each transfer from
+/proc/PID/schedstat, which does not depend on the machine's load.  Then it opens
 and closes tunnels one after another for a few seconds and counts them.
 """
 import argparse
@@ -78,8 +80,14 @@ def tunnel(pport, sport):
 
 
 def cpu_seconds(pid):
+    """CPU time of a process so far: /proc/PID/schedstat (ns), else stat (ticks)."""
     if not pid:
         return 0.0
+    try:
+        with open("/proc/%d/schedstat" % pid) as f:
+            return int(f.read().split()[0]) / 1e9
+    except (OSError, ValueError, IndexError):
+        pass
     with open("/proc/%d/stat" % pid) as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
@@ -92,6 +100,7 @@ def main():
     ap.add_argument("--bytes", type=int, default=1 << 30)
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--pid", type=int, help="the proxy, to read its CPU time")
+    ap.add_argument("--runs", type=int, default=3, help="transfers of each kind")
     a = ap.parse_args()
 
     ready = multiprocessing.Event()
@@ -103,20 +112,42 @@ def main():
     send(socket.create_connection(("127.0.0.1", a.sport)), 1 << 26)
     send(tunnel(a.pport, a.sport), 1 << 26)
     direct, through = [], []
-    cpu = 0.0
-    for _ in range(3):
-        direct.append(send(socket.create_connection(("127.0.0.1", a.sport)), a.bytes))
-        c0 = cpu_seconds(a.pid)
-        through.append(send(tunnel(a.pport, a.sport), a.bytes))
-        cpu += cpu_seconds(a.pid) - c0
+    # CPU seconds of (sender, sink, proxy) summed over the runs of each leg
+    cpu_d, cpu_t = [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]
+
+    def leg(times, cpu, connect):
+        s = connect()
+        c0 = (cpu_seconds(os.getpid()), cpu_seconds(p.pid), cpu_seconds(a.pid))
+        times.append(send(s, a.bytes))
+        c1 = (cpu_seconds(os.getpid()), cpu_seconds(p.pid), cpu_seconds(a.pid))
+        for i in range(3):
+            cpu[i] += c1[i] - c0[i]
+        s.close()
+
+    for _ in range(a.runs):
+        leg(direct, cpu_d, lambda: socket.create_connection(("127.0.0.1", a.sport)))
+        leg(through, cpu_t, lambda: tunnel(a.pport, a.sport))
     d, t = min(direct), min(through)
     mib = a.bytes / (1 << 20)
-    print("transfer: %d MiB, best of 3" % mib)
+    gib = a.bytes / (1 << 30) * a.runs
+    print("transfer: %d MiB, best of %d" % (mib, a.runs))
     print("direct:  %.2f s  %.0f MiB/s" % (d, mib / d))
     print("tunnel:  %.2f s  %.0f MiB/s" % (t, mib / t))
     print("ratio:   %.2f" % (d / t))
+    print("CPU s per GiB, direct: sender %.2f, sink %.2f; total %.2f"
+          % (cpu_d[0] / gib, cpu_d[1] / gib, (cpu_d[0] + cpu_d[1]) / gib))
+    print("CPU s per GiB, tunnel: sender %.2f, sink %.2f, proxy %.2f; total %.2f"
+          % (cpu_t[0] / gib, cpu_t[1] / gib, cpu_t[2] / gib, sum(cpu_t) / gib))
     if a.pid:
-        print("proxy CPU time: %.2f s per GiB through the tunnel" % (cpu / 3 / (a.bytes / (1 << 30))))
+        print("proxy CPU time: %.2f s per GiB through the tunnel" % (cpu_t[2] / gib))
+    # What the CPU times allow, whatever the load: each process is a pipeline
+    # stage, so a transfer takes at least its busiest stage's CPU time, and
+    # at least the sum of them shared out over the cores it may use.
+    ncpu = len(os.sched_getaffinity(0))
+    lb_d = max(sum(cpu_d) / ncpu, max(cpu_d)) / gib
+    lb_t = max(sum(cpu_t) / ncpu, max(cpu_t)) / gib
+    print("ratio the CPU times allow on %d cores: %.2f (direct >= %.2f s/GiB, tunnel >= %.2f s/GiB)"
+          % (ncpu, lb_d / lb_t, lb_d, lb_t))
     with open("/proc/loadavg") as f:
         print("load average during the run: %s" % " ".join(f.read().split()[:3]))
 
