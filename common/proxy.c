@@ -45,7 +45,7 @@ enum state {
 	ST_CLOSING, /* our answer is being flushed, then a lingering close */
 };
 
-enum side { SIDE_CLIENT, SIDE_UPSTREAM, SIDE_LISTEN, SIDE_SIGNAL, SIDE_RESOLVER };
+enum side { SIDE_CLIENT, SIDE_UPSTREAM, SIDE_LISTEN, SIDE_SIGNAL, SIDE_RESOLVER, SIDE_POOL };
 
 struct conn;
 
@@ -97,6 +97,12 @@ struct conn {
 	int pipe_r[2], pipe_w[2];
 	size_t pipe_len[2], pipe_cap[2];
 
+	/* Key forwarding over a pooled upstream connection. */
+	int reused;	  /* the upstream connection came from the pool */
+	int up_close;	  /* the upstream's response said Connection: close */
+	char *replay;	  /* the upstream head, kept to send it again (no body) */
+	size_t replay_len;
+
 	struct resolve_job *job;
 	struct resolve_result addrs;
 	int ai;
@@ -117,6 +123,18 @@ static struct handle h_listen = { NULL, SIDE_LISTEN }, h_signal = { NULL, SIDE_S
 		     h_resolver = { NULL, SIDE_RESOLVER };
 static char scratch[SCRATCH_SIZE];
 static int64_t now_ms;
+
+/*
+ * Idle TLS connections to the API upstream, each waiting for one request.
+ * A slot is free when fd < 0; its handle stays where epoll was told it is.
+ */
+struct pooled {
+	struct handle h;
+	int fd;
+	SSL *ssl;
+	int64_t since_ms;
+};
+static struct pooled pool[PROXY_API_POOL_MAX];
 
 static void update_now(void)
 {
@@ -246,6 +264,123 @@ static int add_fd(int fd, struct handle *h, uint32_t events)
 	return epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev);
 }
 
+static void drop_replay(struct conn *c)
+{
+	if (c->replay) {
+		OPENSSL_cleanse(c->replay, c->replay_len); /* it holds the key */
+		free(c->replay);
+	}
+	c->replay = NULL;
+	c->replay_len = 0;
+}
+
+/* ---- the pool of idle API upstream connections ---- */
+
+static void pool_close(struct pooled *p)
+{
+	if (p->fd < 0)
+		return;
+	/* No close_notify: the peer may be gone, and a write could block. */
+	SSL_set_quiet_shutdown(p->ssl, 1);
+	SSL_free(p->ssl);
+	close(p->fd); /* leaves epoll with it */
+	p->ssl = NULL;
+	p->fd = -1;
+}
+
+static void pool_init(void)
+{
+	for (int i = 0; i < PROXY_API_POOL_MAX; i++) {
+		pool[i].h.c = NULL;
+		pool[i].h.side = SIDE_POOL;
+		pool[i].fd = -1;
+		pool[i].ssl = NULL;
+	}
+}
+
+static void pool_close_all(void)
+{
+	for (int i = 0; i < PROXY_API_POOL_MAX; i++)
+		pool_close(&pool[i]);
+}
+
+static void pool_sweep(void)
+{
+	for (int i = 0; i < cfg->api_pool; i++)
+		if (pool[i].fd >= 0 && now_ms - pool[i].since_ms >= cfg->api_pool_idle_ms)
+			pool_close(&pool[i]);
+}
+
+/*
+ * Keep c's upstream connection for the next request, if it is clean: the
+ * exchange complete on both sides, nothing unread, and the upstream willing.
+ * Takes the fd and SSL away from c.
+ */
+static void pool_put(struct conn *c)
+{
+	struct pooled *p = NULL;
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP };
+
+	if (!c->is_api || !c->ssl || c->ufd < 0 || c->up_close || !c->req_done ||
+	    !c->respb.done || c->respb.kind == BODY_CLOSE || c->rb_len > c->rb_off ||
+	    spill_pending(&c->to_upstream) || SSL_has_pending(c->ssl) || c->ssl_rw || c->ssl_ww)
+		return;
+	for (int i = 0; i < cfg->api_pool; i++) {
+		if (pool[i].fd < 0) {
+			p = &pool[i];
+			break;
+		}
+		if (!p || pool[i].since_ms < p->since_ms)
+			p = &pool[i]; /* full: the oldest makes room */
+	}
+	if (!p)
+		return;
+	pool_close(p);
+	ev.data.ptr = &p->h;
+	if (epoll_ctl(epfd, EPOLL_CTL_MOD, c->ufd, &ev) < 0)
+		return;
+	p->fd = c->ufd;
+	p->ssl = c->ssl;
+	p->since_ms = now_ms;
+	c->ufd = -1;
+	c->ssl = NULL;
+	c->uev = 0;
+}
+
+/* An idle connection is alive when nothing at all is waiting on it. */
+static int pool_alive(struct pooled *p)
+{
+	char b;
+	ssize_t r = recv(p->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+
+	return r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && !SSL_has_pending(p->ssl);
+}
+
+/* Give c the most recently used live idle connection.  1 when it got one. */
+static int pool_take(struct conn *c)
+{
+	for (;;) {
+		struct pooled *p = NULL;
+		struct epoll_event ev = { .events = EPOLLOUT, .data.ptr = &c->hu };
+
+		for (int i = 0; i < cfg->api_pool; i++)
+			if (pool[i].fd >= 0 && (!p || pool[i].since_ms >= p->since_ms))
+				p = &pool[i];
+		if (!p)
+			return 0;
+		if (!pool_alive(p) || epoll_ctl(epfd, EPOLL_CTL_MOD, p->fd, &ev) < 0) {
+			pool_close(p);
+			continue;
+		}
+		c->ufd = p->fd;
+		c->ssl = p->ssl;
+		c->uev = EPOLLOUT;
+		p->fd = -1;
+		p->ssl = NULL;
+		return 1;
+	}
+}
+
 /* ---- connection life ---- */
 
 static void close_upstream(struct conn *c)
@@ -313,6 +448,7 @@ static void free_graveyard(void)
 		struct conn *c = graveyard;
 
 		graveyard = c->gnext;
+		drop_replay(c);
 		spill_free(&c->to_client);
 		free(c->in);
 		free(c);
@@ -321,6 +457,8 @@ static void free_graveyard(void)
 
 static void reset_request(struct conn *c)
 {
+	drop_replay(c);
+	c->reused = c->up_close = 0;
 	c->is_connect = c->is_api = c->head_method = 0;
 	c->method[0] = c->host[0] = c->what[0] = '\0';
 	c->port = 0;
@@ -560,11 +698,11 @@ static void start_forward(struct conn *c, const struct http_head *h, const char 
 	}
 	if (c->is_api)
 		buf_addf(&b, "x-api-key: %s\r\n", cfg->api_key);
-	buf_addstr(&b, "Connection: close\r\n\r\n");
+	/* Upstream connections are kept for the API only (cfg->api_pool). */
+	buf_addf(&b, "Connection: %s\r\n\r\n",
+		 c->is_api && cfg->api_pool > 0 ? "keep-alive" : "close");
 	spill_add(&c->to_upstream, b.buf, b.len);
 	c->sent += h->head_len; /* the client's bytes, not ours (ours hold the key) */
-	OPENSSL_cleanse(b.buf, b.len);
-	buf_release(&b);
 
 	if (h->chunked)
 		http_body_init(&c->reqb, BODY_CHUNKED, 0);
@@ -572,6 +710,20 @@ static void start_forward(struct conn *c, const struct http_head *h, const char 
 		http_body_init(&c->reqb, BODY_LENGTH, (uint64_t)h->content_length);
 	else
 		http_body_init(&c->reqb, BODY_NONE, 0);
+	/*
+	 * A request without a body whose method is safe can be sent again if a
+	 * reused connection turns out dead before answering; keep its head.
+	 */
+	if (c->is_api && cfg->api_pool > 0 && c->reqb.kind == BODY_NONE &&
+	    ((h->method_len == 3 && !memcmp(h->method, "GET", 3)) ||
+	     (h->method_len == 4 && !memcmp(h->method, "HEAD", 4)) ||
+	     (h->method_len == 7 && !memcmp(h->method, "OPTIONS", 7)))) {
+		c->replay = xmalloc(b.len);
+		memcpy(c->replay, b.buf, b.len);
+		c->replay_len = b.len;
+	}
+	OPENSSL_cleanse(b.buf, b.len);
+	buf_release(&b);
 	c->head_method = h->method_len == 4 && !memcmp(h->method, "HEAD", 4);
 	c->client_close = h->conn_close;
 	if (h->expect_continue && !c->reqb.done)
@@ -766,6 +918,12 @@ static void start_resolve(struct conn *c)
 	const char *name = c->is_api ? cfg->api_host : c->host;
 	int port = c->is_api ? cfg->api_port : c->port;
 
+	if (c->is_api && pool_take(c)) {
+		c->reused = 1;
+		c->state = ST_FWD;
+		c->deadline_ms = now_ms + cfg->idle_timeout_ms;
+		return;
+	}
 	c->state = ST_RESOLVE;
 	c->deadline_ms = now_ms + cfg->connect_timeout_ms;
 	if (resolver_lookup(cfg->resolver, name, port, &res)) {
@@ -963,6 +1121,7 @@ static void finish_request(struct conn *c)
 	int keep = !c->close_after && !c->client_close && c->req_done;
 
 	log_line(c, "allowed", NULL);
+	pool_put(c);
 	close_upstream(c);
 	if (!keep) {
 		c->state = ST_CLOSING;
@@ -978,6 +1137,24 @@ static void abort_forward(struct conn *c, const char *why)
 {
 	log_line(c, "failed", why);
 	conn_kill(c);
+}
+
+/*
+ * A connection from the pool failed before any byte of the answer: the
+ * upstream had closed it as we sent.  A request kept for replay goes again
+ * on another connection (pooled or new).  1 when it does.
+ */
+static int retry_upstream(struct conn *c)
+{
+	if (!c->reused || !c->replay || c->resp_head_done || c->rb_len)
+		return 0;
+	close_upstream(c);
+	c->reused = 0;
+	c->req_done = 0;
+	c->req_ready = c->resp_ready = 0;
+	spill_add(&c->to_upstream, c->replay, c->replay_len);
+	start_resolve(c);
+	return 1;
 }
 
 static int response_head(struct conn *c)
@@ -1012,6 +1189,8 @@ static int response_head(struct conn *c)
 		c->rb_off += h.head_len; /* drop interim responses; we sent our own 100 */
 	}
 	c->status = h.status;
+	c->up_close = h.conn_close;
+	drop_replay(c); /* answered: never sent again */
 	if (c->head_method || h.status == 204 || h.status == 304)
 		http_body_init(&c->respb, BODY_NONE, 0);
 	else if (h.chunked)
@@ -1055,7 +1234,8 @@ static int fwd_request(struct conn *c)
 		int f = flush_spill(c, &c->to_upstream, 0);
 
 		if (f < 0) {
-			abort_forward(c, "upstream write failed");
+			if (!retry_upstream(c))
+				abort_forward(c, "upstream write failed");
 			return -1;
 		}
 		if (!f || c->req_done)
@@ -1170,6 +1350,8 @@ static int fwd_response(struct conn *c)
 
 			if (n == -EAGAIN)
 				return 0;
+			if (n <= 0 && retry_upstream(c))
+				return -1;
 			if (n < 0 && !c->resp_head_done) {
 				respond(c, 502, "failed", "upstream read failed");
 				return -1;
@@ -1581,6 +1763,7 @@ int proxy_run(const struct proxy_config *config)
 	int tick;
 
 	cfg = config;
+	pool_init();
 	epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (epfd < 0)
 		return -errno;
@@ -1597,6 +1780,8 @@ int proxy_run(const struct proxy_config *config)
 	if (cfg->connect_timeout_ms < tick)
 		tick = cfg->connect_timeout_ms;
 	tick /= 4;
+	if (cfg->api_pool > 0 && cfg->api_pool_idle_ms / 2 < tick)
+		tick = cfg->api_pool_idle_ms / 2;
 	if (tick < 20)
 		tick = 20;
 	if (tick > 1000)
@@ -1626,11 +1811,20 @@ int proxy_run(const struct proxy_config *config)
 					conn_kill(c);
 				}
 				free_graveyard();
+				pool_close_all();
 				close(epfd);
 				return 0;
 			case SIDE_RESOLVER:
 				resolver_collect(cfg->resolver, resolver_done);
 				break;
+			case SIDE_POOL: {
+				/* The upstream closed an idle connection, or spoke out of turn. */
+				struct pooled *p = (struct pooled *)h;
+
+				if (p->fd >= 0 && !pool_alive(p))
+					pool_close(p);
+				break;
+			}
 			default:
 				on_event(h, evs[i].events);
 				break;
@@ -1652,6 +1846,7 @@ int proxy_run(const struct proxy_config *config)
 		free_graveyard();
 		if (now_ms >= next_sweep) {
 			sweep();
+			pool_sweep();
 			next_sweep = now_ms + tick;
 		}
 		free_graveyard();
