@@ -34,6 +34,12 @@
 /* A tunnel direction that moved this much goes over a pipe with splice(2). */
 #define BULK_BYTES (1024 * 1024)
 #define PIPE_BYTES (1024 * 1024)
+/* A pipe that small is no better than the scratch buffer: stay with read and write. */
+#define PIPE_MIN_BYTES SCRATCH_SIZE
+/* A bulk direction with an empty pipe gives it back after this long without bytes. */
+#define PIPE_IDLE_MS 2000
+/* After a pipe could not be had at full size, try again after this long. */
+#define PIPE_RETRY_MS 1000
 
 enum state {
 	ST_HEAD,    /* reading a request head from the client */
@@ -96,6 +102,7 @@ struct conn {
 	/* Bulk tunnel directions (0 client to upstream, 1 back): a pipe for splice. */
 	int pipe_r[2], pipe_w[2];
 	size_t pipe_len[2], pipe_cap[2];
+	int64_t bulk_after_ms[2]; /* no pipe before this (the last try failed) */
 
 	/* Key forwarding over a pooled upstream connection. */
 	int reused;	  /* the upstream connection came from the pool */
@@ -383,6 +390,16 @@ static int pool_take(struct conn *c)
 
 /* ---- connection life ---- */
 
+static void drop_pipe(struct conn *c, int d)
+{
+	if (c->pipe_r[d] >= 0) {
+		close(c->pipe_r[d]);
+		close(c->pipe_w[d]);
+	}
+	c->pipe_r[d] = c->pipe_w[d] = -1;
+	c->pipe_len[d] = 0;
+}
+
 static void close_upstream(struct conn *c)
 {
 	if (c->ssl) {
@@ -415,14 +432,8 @@ static void conn_kill(struct conn *c)
 	if (c->cfd >= 0)
 		close(c->cfd);
 	c->cfd = -1;
-	for (int d = 0; d < 2; d++) {
-		if (c->pipe_r[d] >= 0) {
-			close(c->pipe_r[d]);
-			close(c->pipe_w[d]);
-		}
-		c->pipe_r[d] = c->pipe_w[d] = -1;
-		c->pipe_len[d] = 0;
-	}
+	for (int d = 0; d < 2; d++)
+		drop_pipe(c, d);
 	if (c->prev)
 		c->prev->next = c->next;
 	else
@@ -1398,13 +1409,29 @@ static void go_bulk(struct conn *c, int d)
 	int p[2];
 	int sz;
 
-	if (pipe2(p, O_NONBLOCK | O_CLOEXEC) < 0)
+	if (now_ms < c->bulk_after_ms[d])
+		return;
+	if (pipe2(p, O_NONBLOCK | O_CLOEXEC) < 0) {
+		c->bulk_after_ms[d] = now_ms + PIPE_RETRY_MS;
 		return; /* stay with read and write */
+	}
+	/*
+	 * Pipes count against the user's pipe-user-pages-soft (64 MiB by
+	 * default): past it, the size cannot be raised and a new pipe gets two
+	 * pages.  Such a pipe would move 8 KiB a splice; the scratch buffer does
+	 * better.
+	 */
 	fcntl(p[1], F_SETPIPE_SZ, PIPE_BYTES);
 	sz = fcntl(p[1], F_GETPIPE_SZ);
+	if (sz < PIPE_MIN_BYTES) {
+		close(p[0]);
+		close(p[1]);
+		c->bulk_after_ms[d] = now_ms + PIPE_RETRY_MS;
+		return;
+	}
 	c->pipe_r[d] = p[0];
 	c->pipe_w[d] = p[1];
-	c->pipe_cap[d] = sz > 0 ? (size_t)sz : 65536;
+	c->pipe_cap[d] = (size_t)sz;
 	c->pipe_len[d] = 0;
 }
 
@@ -1728,6 +1755,15 @@ static void sweep(void)
 {
 	for (struct conn *c = conns, *next; c; c = next) {
 		next = c->next;
+		/*
+		 * A tunnel quiet for a while gives its empty pipes back (their pages
+		 * count against the user's pipe quota); the next burst takes new ones.
+		 */
+		if (c->state == ST_TUNNEL &&
+		    c->deadline_ms - cfg->idle_timeout_ms + PIPE_IDLE_MS <= now_ms)
+			for (int d = 0; d < 2; d++)
+				if (c->pipe_r[d] >= 0 && !c->pipe_len[d])
+					drop_pipe(c, d);
 		if (c->deadline_ms > now_ms)
 			continue;
 		switch (c->state) {
