@@ -38,7 +38,7 @@ static const char usage[] =
 	"                   [--allow ENTRY]... [--allow-file FILE] [--log FILE | --log-fd N]\n"
 	"                   [--key-env NAME] [--ready-fd N] [--presets DIR]\n"
 	"                   [--header-timeout T] [--idle-timeout T] [--connect-timeout T]\n"
-	"                   [--max-conns N] [--no-sandbox]\n"
+	"                   [--max-conns N] [--broker-fd N] [--no-sandbox]\n"
 	"\n"
 	"  --listen ADDR        listen on HOST:PORT (an IP address or localhost; default\n"
 	"                       127.0.0.1:3128) or on the unix socket unix:PATH\n"
@@ -54,6 +54,8 @@ static const char usage[] =
 	"  --idle-timeout T     time a tunnel or connection may sit idle (default 600s)\n"
 	"  --connect-timeout T  time to resolve, connect and shake hands (default 30s)\n"
 	"  --max-conns N        connections at once (default 10000)\n"
+	"  --broker-fd N        hand requests for git.aibox.internal to aibox-broker over\n"
+	"                       the unix SOCK_SEQPACKET socket N (its --handoff-fd)\n"
 	"  --no-sandbox         do not lock the process down with seccomp\n"
 	"\n"
 	"T is a number of seconds, or a number followed by ms or s.\n";
@@ -72,6 +74,7 @@ enum {
 	OPT_IDLE_TIMEOUT,
 	OPT_CONNECT_TIMEOUT,
 	OPT_MAX_CONNS,
+	OPT_BROKER_FD,
 	OPT_NO_SANDBOX,
 	OPT_HELP,
 };
@@ -90,6 +93,7 @@ static const struct option options[] = {
 	{ "idle-timeout", required_argument, NULL, OPT_IDLE_TIMEOUT },
 	{ "connect-timeout", required_argument, NULL, OPT_CONNECT_TIMEOUT },
 	{ "max-conns", required_argument, NULL, OPT_MAX_CONNS },
+	{ "broker-fd", required_argument, NULL, OPT_BROKER_FD },
 	{ "no-sandbox", no_argument, NULL, OPT_NO_SANDBOX },
 	{ "help", no_argument, NULL, OPT_HELP },
 	{ NULL, 0, NULL, 0 },
@@ -241,7 +245,8 @@ static void parse_upstream(struct proxy_config *cfg)
 
 int main(int argc, char **argv)
 {
-	struct proxy_config cfg = { .listen_fd = -1, .log_fd = -1, .signal_fd = -1 };
+	struct proxy_config cfg = { .listen_fd = -1, .log_fd = -1, .signal_fd = -1,
+				    .broker_fd = -1 };
 	struct allow_list allow = ALLOW_LIST_INIT;
 	struct buf err = BUF_INIT, shown = BUF_INIT;
 	const char *listen_spec = NULL, *log_path = NULL, *key_env = NULL, *presets = NULL;
@@ -303,6 +308,9 @@ int main(int argc, char **argv)
 		case OPT_MAX_CONNS:
 			if (parse_long(optarg, 1, 1000000, &max_conns) < 0)
 				die("invalid --max-conns '%s'", optarg);
+			break;
+		case OPT_BROKER_FD:
+			cfg.broker_fd = fd_arg(optarg, "--broker-fd", 0);
 			break;
 		case OPT_NO_SANDBOX:
 			no_sandbox = 1;
@@ -391,6 +399,15 @@ int main(int argc, char **argv)
 		buf_addf(&shown, "fd:%d", cfg.listen_fd);
 	} else {
 		cfg.listen_fd = open_listener(listen_spec ? listen_spec : "127.0.0.1:3128", &shown);
+	}
+
+	if (cfg.broker_fd >= 0) {
+		int type = 0;
+		socklen_t len = sizeof(type);
+
+		if (getsockopt(cfg.broker_fd, SOL_SOCKET, SO_TYPE, &type, &len) < 0 ||
+		    type != SOCK_SEQPACKET)
+			die("--broker-fd %d is not a SOCK_SEQPACKET socket", cfg.broker_fd);
 	}
 
 	cfg.signal_fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
