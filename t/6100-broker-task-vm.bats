@@ -114,18 +114,3 @@ show() {
 	run pgrep -f "$dir"
 	assert_failure
 }
-
-@test "broker task vm: a git: token that is not set is refused before anything starts" {
-	cat >"$AIBOX_HOME/projects/repo/config.yaml" <<-EOF
-	git:
-	  - url: $UP_URL
-	    token: NO_SUCH_TOKEN_VAR
-	    push: [aibox/*]
-	EOF
-	unset NO_SUCH_TOKEN_VAR
-	run --separate-stderr aibox task "Push."
-	assert_failure 2
-	assert_equal "$stderr" "aibox-task: the git remote '$UP_URL' takes its token from NO_SUCH_TOKEN_VAR, which is not set"
-	run task_dir
-	assert_output ''
-}
