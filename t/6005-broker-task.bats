@@ -74,9 +74,10 @@ config() {
 	[ -n "$dir" ]
 	run python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["git_remotes"])' "$dir/settings.json"
 	assert_output "['$UP_URL', 'https://localhost:1/public.git']"
-	# The broker started (its start line) and died with aibox-task.
-	run grep -c ' start' "$dir/broker.log"
-	assert_output 1
+	# The broker started (a start line per remote, in config order) and died with aibox-task.
+	run grep -o ' start remote=[0-9]* url=[^ ]*' "$dir/broker.log"
+	assert_output " start remote=0 url=$UP_URL
+ start remote=1 url=https://localhost:1/public.git"
 	run pgrep -f "aibox-broker --remote $UP_URL"
 	assert_failure
 	# The token, plain or as the Basic credential, is in no file of the project.
@@ -85,7 +86,7 @@ config() {
 	assert_output ''
 }
 
-@test "broker task: without git: entries no broker starts and the proxy refuses git.aibox.internal" {
+@test "broker task: without git: entries no broker starts and settings.json has no remotes" {
 	run --separate-stderr aibox task "Push."
 	assert_failure 2
 	dir=$(task_dir)
