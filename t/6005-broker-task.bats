@@ -94,3 +94,29 @@ config() {
 	run python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["git_remotes"])' "$dir/settings.json"
 	assert_output "[]"
 }
+
+@test "broker run: aibox run checks the tokens and starts the broker too" {
+	start_upstream
+	config <<-EOF
+	git:
+	  - url: $UP_URL
+	    token: RUN_TOKEN
+	    push: [aibox/*]
+	EOF
+	run --separate-stderr aibox run -- true
+	assert_failure 2
+	assert_equal "$stderr" "aibox-run: the git remote '$UP_URL' takes its token from RUN_TOKEN, which is not set"
+	assert_file_not_exists "$AIBOX_HOME/projects/repo/broker.log"
+	export RUN_TOKEN=$GIT_TOKEN
+	run --separate-stderr aibox run -- true
+	# No image: the run stops at the VM, after the broker and the proxy started.
+	assert_failure 2
+	[[ "$stderr" == *"the image 'default' is not built"* ]]
+	run grep -o ' start remote=[0-9]* url=[^ ]*' "$AIBOX_HOME/projects/repo/broker.log"
+	assert_output " start remote=0 url=$UP_URL"
+	run pgrep -f "aibox-broker --remote $UP_URL"
+	assert_failure
+	cred=$(printf 'x-access-token:%s' "$GIT_TOKEN" | base64 -w0)
+	run grep -rlaF -e "$GIT_TOKEN" -e "$cred" "$AIBOX_HOME"
+	assert_output ''
+}
