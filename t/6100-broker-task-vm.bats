@@ -63,8 +63,10 @@ show() {
 	    push:
 	      - aibox/*
 	EOF
-	# One tool call: commit, push the allowed branch, then try main (refused).
-	cmd="git commit -q --allow-empty -m 'From the VM' && git push $UP_URL HEAD:aibox/from-vm && { git push $UP_URL HEAD:main 2>&1 | sed -n 's/.*\\(remote rejected\\).*/REJ-\\1/p'; true; }"
+	# One tool call: commit, push the allowed branch, then force main (refused by
+	# the broker; the project's history is not the upstream's, so without
+	# --force git itself would stop before asking).
+	cmd="git commit -q --allow-empty -m 'From the VM' && git push $UP_URL HEAD:aibox/from-vm && { git push --force $UP_URL HEAD:main 2>&1 | sed -n 's/.*\\(remote rejected\\).*/REJ-\\1/p'; true; }"
 	script=$(python3 -c 'import json, sys; print(json.dumps({"turns": [
 	  {"tool_use": {"name": "Bash", "input": {"command": sys.argv[1], "description": "push"}}},
 	  {"text": "I pushed aibox/from-vm."}], "require_key": sys.argv[2]}))' "$cmd" "$KEY")
@@ -74,18 +76,24 @@ show() {
 	export AIBOX_API_CA=$T/ca/ca.pem
 	main_before=$(git -C "$T/up/repo.git" rev-parse main)
 
-	aibox task "Push a branch." >"$T/out" 2>"$T/err" &
+	# (UPSTREAM_TOKEN is the test upstream's copy of the token: not the user's.)
+	env -u UPSTREAM_TOKEN aibox task "Push a branch." >"$T/out" 2>"$T/err" &
 	TASK_PID=$!
-	broker=
+	# Once QEMU runs, the broker is ready (aibox-task waits for it before the
+	# proxy and the VM start): it holds the token in memory only, and neither
+	# its environment nor aibox-task's, the proxy's or QEMU's shows it.
+	broker= qemu=
 	for i in $(seq 600); do
 		kill -0 "$TASK_PID" 2>/dev/null || break
-		broker=$(pgrep -P "$TASK_PID" -f aibox-broker) && break
+		broker=$(pgrep -P "$TASK_PID" -f aibox-broker) && qemu=$(pgrep -P "$TASK_PID" -f qemu-system) && break
 		sleep 0.2
 	done
-	[ -n "$broker" ] || { show; false; }
-	# The broker holds the token in memory only, not in its environment.
-	run grep -caF "$GIT_TOKEN" "/proc/$broker/environ"
-	assert_output 0
+	[ -n "$broker" ] && [ -n "$qemu" ] || { show; false; }
+	proxy=$(pgrep -P "$TASK_PID" -f aibox-proxy)
+	for p in "$broker" "$TASK_PID" "$proxy" "$qemu"; do
+		run grep -caF "$GIT_TOKEN" "/proc/$p/environ"
+		[ "$output" = 0 ] || { echo "the token is in the environment of $(tr '\0' ' ' <"/proc/$p/cmdline" | cut -c1-200)"; false; }
+	done
 	wait "$TASK_PID" && status=0 || status=$?
 	TASK_PID=
 	[ "$status" -eq 0 ] || show
