@@ -15,6 +15,7 @@
 #include <sys/epoll.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -742,6 +743,116 @@ static void start_forward(struct conn *c, const struct http_head *h, const char 
 	start_resolve(c);
 }
 
+/* ---- the broker hand-off ---- */
+
+static int is_git_host(const char *host)
+{
+	return !strcmp(host, PROXY_GIT_HOST);
+}
+
+/* The remote number that starts path ("/<n>/..."; decimal, below 1000), or -1. */
+static int git_remote_number(const char *path, size_t len)
+{
+	size_t i = 1;
+	int n = 0;
+
+	if (len < 3 || path[0] != '/')
+		return -1;
+	while (i < len && i < 4 && path[i] >= '0' && path[i] <= '9')
+		n = n * 10 + (path[i++] - '0');
+	if (i == 1 || i >= len || path[i] != '/' || (path[1] == '0' && i > 2))
+		return -1;
+	return n;
+}
+
+/*
+ * Give the connection to aibox-broker (docs/internals.md, "Broker hand-off"):
+ * one message holding the bytes of this request read so far, with the client
+ * socket as SCM_RIGHTS.  Then the proxy forgets the connection.  When the
+ * broker cannot take it, the client gets a 502 (503 when it is only busy).
+ */
+static void hand_to_broker(struct conn *c, const struct http_head *h, int remote)
+{
+	size_t start = c->in_off - h->head_len;
+	size_t len = c->in_len - start;
+	char hdr[64];
+	int n = snprintf(hdr, sizeof(hdr), "aibox-broker/1 %d %zu\n", remote, len);
+	struct iovec iov[2] = { { hdr, (size_t)n }, { c->in + start, len } };
+	union {
+		char b[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} cm;
+	struct msghdr msg = { .msg_iov = iov, .msg_iovlen = 2, .msg_control = cm.b,
+			      .msg_controllen = sizeof(cm.b) };
+	struct cmsghdr *cmsg;
+	ssize_t r;
+
+	if (spill_pending(&c->to_client)) {
+		/* An answer to an earlier request is still on its way: keep the order. */
+		refuse(c, "a git request pipelined behind another request");
+		return;
+	}
+	memset(&cm, 0, sizeof(cm));
+	cmsg = CMSG_FIRSTHDR(&msg);
+	cmsg->cmsg_level = SOL_SOCKET;
+	cmsg->cmsg_type = SCM_RIGHTS;
+	cmsg->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cmsg), &c->cfd, sizeof(int));
+	do
+		r = sendmsg(cfg->broker_fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+	while (r < 0 && errno == EINTR);
+	if (r < 0) {
+		char why[120];
+		int e = errno;
+
+		if (e == EAGAIN || e == EWOULDBLOCK) {
+			respond(c, 503, "failed", "aibox-broker is busy");
+			return;
+		}
+		if (e == EPIPE || e == ECONNREFUSED || e == ECONNRESET || e == ENOTCONN)
+			snprintf(why, sizeof(why), "aibox-broker is not running");
+		else
+			snprintf(why, sizeof(why), "cannot hand the request to aibox-broker: %s",
+				 strerror(e));
+		respond(c, 502, "failed", why);
+		return;
+	}
+	/*
+	 * The broker's copy keeps the socket open, and epoll forgets a socket
+	 * only when its last copy closes: take it out before closing ours.
+	 */
+	if (!c->c_gone)
+		epoll_ctl(epfd, EPOLL_CTL_DEL, c->cfd, NULL);
+	c->c_gone = 1;
+	c->sent = len;
+	log_line(c, "allowed", "handed to aibox-broker");
+	conn_kill(c);
+}
+
+/* A request for PROXY_GIT_HOST; t is its path. */
+static void git_request(struct conn *c, const struct http_head *h, const char *t, size_t tl)
+{
+	int remote = git_remote_number(t, tl);
+	size_t n;
+
+	set_what(c, h->method, h->method_len, NULL, 0);
+	if (remote < 0) {
+		refuse(c, "no remote number in the path (/<n>/...)");
+		return;
+	}
+	n = strlen(c->what);
+	snprintf(c->what + n, sizeof(c->what) - n, " remote=%d", remote);
+	if (c->port != 80) {
+		refuse(c, PROXY_GIT_HOST " answers on port 80 only");
+		return;
+	}
+	if (cfg->broker_fd < 0) {
+		refuse(c, "no git remotes: the config has no git: entries");
+		return;
+	}
+	hand_to_broker(c, h, remote);
+}
+
 static void handle_request(struct conn *c, const struct http_head *h)
 {
 	const char *why = NULL;
@@ -775,6 +886,10 @@ static void handle_request(struct conn *c, const struct http_head *h)
 		}
 		if (c->api_tunnel) {
 			refuse(c, "CONNECT inside the key forwarding port");
+			return;
+		}
+		if (is_git_host(c->host)) {
+			refuse(c, PROXY_GIT_HOST " takes plain http:// requests, not CONNECT");
 			return;
 		}
 		if (is_api_authority(c->host, c->port)) {
@@ -845,6 +960,9 @@ static void handle_request(struct conn *c, const struct http_head *h)
 			c->is_api = 1;
 		else if (c->api_tunnel) {
 			refuse(c, "another host inside the key forwarding port");
+			return;
+		} else if (is_git_host(c->host)) {
+			git_request(c, h, t, tl);
 			return;
 		}
 	} else if (tl >= 8 && !strncasecmp(t, "https://", 8)) {

@@ -39,7 +39,7 @@ static const char usage[] =
 	"                   [--key-env NAME] [--ready-fd N] [--presets DIR]\n"
 	"                   [--header-timeout T] [--idle-timeout T] [--connect-timeout T]\n"
 	"                   [--max-conns N] [--api-pool N] [--api-pool-idle T]\n"
-	"                   [--no-sandbox]\n"
+	"                   [--broker-fd N] [--no-sandbox]\n"
 	"\n"
 	"  --listen ADDR        listen on HOST:PORT (an IP address or localhost; default\n"
 	"                       127.0.0.1:3128) or on the unix socket unix:PATH\n"
@@ -58,6 +58,8 @@ static const char usage[] =
 	"  --api-pool N         keep up to N idle TLS connections to the API upstream\n"
 	"                       for the next request (default 4; 0: one per request)\n"
 	"  --api-pool-idle T    close an idle pooled connection after T (default 20s)\n"
+	"  --broker-fd N        hand requests for git.aibox.internal to aibox-broker over\n"
+	"                       the unix SOCK_SEQPACKET socket N (its --handoff-fd)\n"
 	"  --no-sandbox         do not lock the process down with seccomp\n"
 	"\n"
 	"T is a number of seconds, or a number followed by ms or s.\n";
@@ -78,6 +80,7 @@ enum {
 	OPT_MAX_CONNS,
 	OPT_API_POOL,
 	OPT_API_POOL_IDLE,
+	OPT_BROKER_FD,
 	OPT_NO_SANDBOX,
 	OPT_HELP,
 };
@@ -98,6 +101,7 @@ static const struct option options[] = {
 	{ "max-conns", required_argument, NULL, OPT_MAX_CONNS },
 	{ "api-pool", required_argument, NULL, OPT_API_POOL },
 	{ "api-pool-idle", required_argument, NULL, OPT_API_POOL_IDLE },
+	{ "broker-fd", required_argument, NULL, OPT_BROKER_FD },
 	{ "no-sandbox", no_argument, NULL, OPT_NO_SANDBOX },
 	{ "help", no_argument, NULL, OPT_HELP },
 	{ NULL, 0, NULL, 0 },
@@ -249,7 +253,8 @@ static void parse_upstream(struct proxy_config *cfg)
 
 int main(int argc, char **argv)
 {
-	struct proxy_config cfg = { .listen_fd = -1, .log_fd = -1, .signal_fd = -1 };
+	struct proxy_config cfg = { .listen_fd = -1, .log_fd = -1, .signal_fd = -1,
+				    .broker_fd = -1 };
 	struct allow_list allow = ALLOW_LIST_INIT;
 	struct buf err = BUF_INIT, shown = BUF_INIT;
 	const char *listen_spec = NULL, *log_path = NULL, *key_env = NULL, *presets = NULL;
@@ -319,6 +324,9 @@ int main(int argc, char **argv)
 			break;
 		case OPT_API_POOL_IDLE:
 			cfg.api_pool_idle_ms = parse_duration(optarg, "--api-pool-idle");
+			break;
+		case OPT_BROKER_FD:
+			cfg.broker_fd = fd_arg(optarg, "--broker-fd", 0);
 			break;
 		case OPT_NO_SANDBOX:
 			no_sandbox = 1;
@@ -408,6 +416,15 @@ int main(int argc, char **argv)
 		buf_addf(&shown, "fd:%d", cfg.listen_fd);
 	} else {
 		cfg.listen_fd = open_listener(listen_spec ? listen_spec : "127.0.0.1:3128", &shown);
+	}
+
+	if (cfg.broker_fd >= 0) {
+		int type = 0;
+		socklen_t len = sizeof(type);
+
+		if (getsockopt(cfg.broker_fd, SOL_SOCKET, SO_TYPE, &type, &len) < 0 ||
+		    type != SOCK_SEQPACKET)
+			die("--broker-fd %d is not a SOCK_SEQPACKET socket", cfg.broker_fd);
 	}
 
 	cfg.signal_fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);

@@ -110,8 +110,9 @@ struct task {
 	struct buf dir; /* the task folder */
 	struct ssh_task_keys keys;
 	int result_fds[4];
-	int console_fd, proxy_log_fd, aibox_log_fd;
-	struct spawn proxy;
+	int console_fd, proxy_log_fd, aibox_log_fd, broker_log_fd;
+	int broker_sock; /* the proxy's end of the hand-off socket pair; -1 without git: */
+	struct spawn proxy, broker;
 	struct vm vm;
 	struct buf proxy_sock;
 	pid_t checker_pid;		/* the bundle checker (start_checker()), or -1 */
@@ -332,6 +333,31 @@ static void read_env(struct task *t)
 		t->api = TASK_API_FORWARD;
 }
 
+/*
+ * The git: remotes' tokens must be in our environment now: aibox-broker reads
+ * them from its own (inherited) environment when it starts; they are never
+ * written anywhere.
+ */
+static void check_git_tokens(struct task *t)
+{
+	for (size_t i = 0; i < t->cfg.nr_git; i++) {
+		const struct config_git *g = &t->cfg.git[i];
+		const char *v;
+
+		if (!g->token_env)
+			continue;
+		v = getenv(g->token_env);
+		if (!v || !*v)
+			die("the git remote '%s' takes its token from %s, which is not set", g->url,
+			    g->token_env);
+		for (const char *p = v; *p; p++)
+			if ((unsigned char)*p <= 0x20 || (unsigned char)*p >= 0x7f)
+				die("the token in %s (for the git remote '%s') holds a space or "
+				    "control character",
+				    g->token_env, g->url);
+	}
+}
+
 /* When aibox's data has no system prompt parts (a build tree without them). */
 static const char default_system_prompt[] =
 	"You run unattended in a throwaway VM on a clone of the user's project, with no one to "
@@ -376,6 +402,7 @@ static void write_inputs(struct task *t)
 {
 	struct task_settings ts = { 0 };
 	struct task_mount *mounts = NULL;
+	const char **remotes;
 	struct buf settings = BUF_INIT, err = BUF_INIT, sys = BUF_INIT;
 	int ret;
 
@@ -411,6 +438,11 @@ static void write_inputs(struct task *t)
 	ts.mounts = mounts;
 	ts.nmounts = t->cfg.nr_mounts + t->shares.nr;
 	ts.system_prompt = sys.buf;
+	remotes = xcalloc(t->cfg.nr_git + 1, sizeof(*remotes));
+	for (size_t i = 0; i < t->cfg.nr_git; i++)
+		remotes[i] = t->cfg.git[i].url;
+	ts.git_remotes = remotes;
+	ts.ngit_remotes = t->cfg.nr_git;
 	if ((ret = task_settings_json(&ts, &settings, &err)) < 0)
 		die("cannot write settings.json: %s", err.buf);
 	write_file(t, "settings.json", &settings, 0644);
@@ -422,6 +454,7 @@ static void write_inputs(struct task *t)
 	for (size_t i = 0; i < ts.nmounts; i++)
 		free((char *)mounts[i].tag);
 	free(mounts);
+	free(remotes);
 	buf_release(&settings);
 	buf_release(&err);
 	buf_release(&sys);
@@ -482,6 +515,7 @@ static void start(struct task *t)
 	find_start_commit(t);
 	read_git_identity(t);
 	read_env(t);
+	check_git_tokens(t);
 
 	t->project_lock_fd = project_lock(t->p.dir, PROJECT_LOCK_SHARED | PROJECT_LOCK_NONBLOCK);
 	if (t->project_lock_fd == -EWOULDBLOCK)
@@ -626,15 +660,116 @@ static void write_start_bundle(struct task *t)
 	buf_release(&err);
 }
 
+/* Read a child's ready line from fd (then closed): 1 when it starts with "ready". */
+static int read_ready(int fd)
+{
+	struct buf ready = BUF_INIT;
+	char c[256];
+	ssize_t n;
+	int ok;
+
+	while ((n = read(fd, c, sizeof(c))) != 0) {
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			break;
+		buf_add(&ready, c, (size_t)n);
+		if (ready.len > 4096)
+			break;
+	}
+	close(fd);
+	ok = !strncmp(ready.buf ? ready.buf : "", "ready", 5);
+	buf_release(&ready);
+	return ok;
+}
+
+/*
+ * aibox-broker for the config's git: remotes (docs/broker.md), remote n for
+ * entry n, its log in broker.log; the proxy gets the other end of the
+ * hand-off socket pair (t->broker_sock).  The tokens go to the broker through
+ * its environment only, and leave ours once it has them, so that neither the
+ * proxy nor QEMU inherits them.
+ */
+static void start_broker(struct task *t)
+{
+	struct spawn *sp = &t->broker;
+	struct buf prog = BUF_INIT;
+	int sv[2], pfd[2], ret;
+
+	if (!t->cfg.nr_git)
+		return;
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+		die_errno("cannot make a socket pair");
+	if (pipe2(pfd, O_CLOEXEC) < 0)
+		die_errno("cannot make a pipe");
+	t->broker_log_fd = open_in_task(t, "broker.log", O_WRONLY | O_CREAT | O_EXCL | O_APPEND);
+
+	buf_addf(&prog, "%s/aibox-broker", libexec_dir());
+	strvec_push(&sp->args, prog.buf);
+	for (size_t i = 0; i < t->cfg.nr_git; i++) {
+		const struct config_git *g = &t->cfg.git[i];
+
+		strvec_pushl(&sp->args, "--remote", g->url, NULL);
+		if (g->token_env)
+			strvec_pushl(&sp->args, "--token-env", g->token_env, NULL);
+		if (g->auth == CONFIG_GIT_BEARER)
+			strvec_pushl(&sp->args, "--auth", "bearer", NULL);
+		else if (g->user)
+			strvec_pushl(&sp->args, "--auth-user", g->user, NULL);
+		if (g->fetch)
+			strvec_push(&sp->args, "--fetch");
+		for (size_t j = 0; j < g->push.nr; j++)
+			strvec_pushl(&sp->args, "--push", g->push.v[j], NULL);
+	}
+	strvec_pushl(&sp->args, "--handoff-fd", "3", "--log-fd", "4", "--ready-fd", "5", NULL);
+	if (t->o.no_sandbox)
+		strvec_push(&sp->args, "--no-sandbox");
+	/* The broker needs its tokens, and no other secret. */
+	strvec_pushl(&sp->env, "ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", NULL);
+	for (size_t i = 0; i < t->cfg.env.nr; i++)
+		strvec_push(&sp->env, t->cfg.env.v[i]);
+	spawn_give_fd(sp, sv[0], 3);
+	spawn_give_fd(sp, t->broker_log_fd, 4);
+	spawn_give_fd(sp, pfd[1], 5);
+	sp->in = SPAWN_NULL;
+	sp->out = SPAWN_NULL;
+	sp->pdeathsig = SIGKILL;
+	sp->new_session = 1;
+	if ((ret = spawn_start(sp)) < 0)
+		die_err(ret, "cannot start '%s'", prog.buf);
+	close(sv[0]);
+	close(pfd[1]);
+	t->broker_sock = sv[1];
+	if (!read_ready(pfd[0]))
+		die("aibox-broker did not start (see its messages above)");
+	for (size_t i = 0; i < t->cfg.nr_git; i++) {
+		const char *name = t->cfg.git[i].token_env;
+		char *v = name ? getenv(name) : NULL;
+
+		if (v)
+			explicit_bzero(v, strlen(v));
+		if (name)
+			unsetenv(name);
+	}
+	buf_release(&prog);
+}
+
+static void stop_broker(struct task *t)
+{
+	if (t->broker.pid > 0) {
+		kill(t->broker.pid, SIGTERM);
+		spawn_wait(&t->broker);
+		t->broker.pid = -1;
+	}
+}
+
 /* aibox-proxy on a unix socket in the task folder, its log in proxy.log. */
 static void start_proxy(struct task *t)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	struct spawn *sp = &t->proxy;
-	struct buf prog = BUF_INIT, ready = BUF_INIT;
+	struct buf prog = BUF_INIT;
 	int lfd, pfd[2], ret;
-	char c[256];
-	ssize_t n;
 
 	buf_addf(&t->proxy_sock, "%s/proxy.sock", t->dir.buf);
 	if (t->proxy_sock.len >= sizeof(sa.sun_path))
@@ -654,11 +789,15 @@ static void start_proxy(struct task *t)
 		strvec_pushl(&sp->args, "--allow", t->cfg.allow.v[i], NULL);
 	if (t->api == TASK_API_FORWARD)
 		strvec_pushl(&sp->args, "--key-env", "ANTHROPIC_API_KEY", NULL);
+	if (t->broker_sock >= 0)
+		strvec_pushl(&sp->args, "--broker-fd", "6", NULL);
 	if (t->o.no_sandbox)
 		strvec_push(&sp->args, "--no-sandbox");
 	spawn_give_fd(sp, lfd, 3);
 	spawn_give_fd(sp, t->proxy_log_fd, 4);
 	spawn_give_fd(sp, pfd[1], 5);
+	if (t->broker_sock >= 0)
+		spawn_give_fd(sp, t->broker_sock, 6);
 	sp->in = SPAWN_NULL;
 	sp->out = SPAWN_NULL;
 	sp->pdeathsig = SIGKILL;
@@ -667,20 +806,14 @@ static void start_proxy(struct task *t)
 		die_err(ret, "cannot start '%s'", prog.buf);
 	close(lfd);
 	close(pfd[1]);
-	while ((n = read(pfd[0], c, sizeof(c))) != 0) {
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			break;
-		buf_add(&ready, c, (size_t)n);
-		if (ready.len > 4096)
-			break;
+	if (t->broker_sock >= 0) {
+		/* Only the proxy holds it now: when the proxy ends, the broker sees it. */
+		close(t->broker_sock);
+		t->broker_sock = -1;
 	}
-	close(pfd[0]);
-	if (strncmp(ready.buf ? ready.buf : "", "ready", 5))
+	if (!read_ready(pfd[0]))
 		die("aibox-proxy did not start (see its messages above)");
 	buf_release(&prog);
-	buf_release(&ready);
 }
 
 static void stop_proxy(struct task *t)
@@ -915,6 +1048,7 @@ static int run_task(struct task *t)
 	sigaction(SIGHUP, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
+	start_broker(t);
 	start_proxy(t);
 	t->console_fd = open_in_task(t, "console.log", O_WRONLY | O_CREAT | O_EXCL | O_APPEND);
 	phase_done(t, "proxy");
@@ -977,6 +1111,7 @@ static int run_task(struct task *t)
 		vm_stop(&t->vm, session_ret == 0 && !stop_signal ? 5000 : 0);
 	stop_qemu_pid = -1;
 	stop_proxy(t);
+	stop_broker(t);
 	phase_done(t, "stop");
 
 	if (stop_signal) {
@@ -1051,7 +1186,8 @@ int main(int argc, char **argv)
 {
 	struct task t = { .project_lock_fd = -1, .task_lock_fd = -1, .console_fd = -1,
 			  .proxy_log_fd = -1, .aibox_log_fd = -1, .checker_pid = -1,
-			  .checker_go = -1, .checker_answer = -1 };
+			  .checker_go = -1, .checker_answer = -1, .broker_log_fd = -1,
+			  .broker_sock = -1 };
 
 	tool_init(argc, argv);
 	clock_gettime(CLOCK_MONOTONIC, &t.t0);
@@ -1067,6 +1203,7 @@ int main(int argc, char **argv)
 	t.env_values = (struct strvec)STRVEC_INIT;
 	t.keys = (struct ssh_task_keys)SSH_TASK_KEYS_INIT;
 	t.proxy = (struct spawn)SPAWN_INIT;
+	t.broker = (struct spawn)SPAWN_INIT;
 	t.vm = (struct vm)VM_INIT;
 	parse_args(&t.o, argc, argv);
 	start(&t);

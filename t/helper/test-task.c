@@ -22,7 +22,7 @@
  *   test-task shell-quote STRING
  *   test-task settings [--id ID] [--commit HEX] [--model M] [--timeout S]
  *		[--budget USD] [--api none|forward|oauth] [--env NAME=VALUE...]
- *		[--mount TAG:PATH...] [--system-prompt S] [--git NAME:EMAIL]
+ *		[--mount TAG:PATH...] [--system-prompt S] [--git NAME:EMAIL] [--remote URL...]
  *		[--secrets FILE]
  *	print settings.json; write the secrets JSON for stdin to FILE
  *   test-task check-bundle [--repo DIR] [--max BYTES] START FILE
@@ -454,10 +454,10 @@ static int cmd_settings(int argc, char **argv)
 	};
 	struct task_secret secrets[16];
 	struct task_mount mounts[16];
-	const char *names[16];
+	const char *names[16], *remotes[16];
 	const char *secrets_file = NULL;
 	struct buf out = BUF_INIT, err = BUF_INIT, sec = BUF_INIT;
-	size_t nsec = 0, nmounts = 0;
+	size_t nsec = 0, nmounts = 0, nremotes = 0;
 	int ret;
 
 	for (int i = 0; i + 1 < argc; i += 2) {
@@ -493,6 +493,8 @@ static int cmd_settings(int argc, char **argv)
 			ts.git_email = sep + 1;
 		} else if (!strcmp(a, "--secrets"))
 			secrets_file = v;
+		else if (!strcmp(a, "--remote") && nremotes < 16)
+			remotes[nremotes++] = v;
 		else
 			die("unknown option '%s'", a);
 	}
@@ -500,6 +502,8 @@ static int cmd_settings(int argc, char **argv)
 	ts.nenv = nsec;
 	ts.mounts = mounts;
 	ts.nmounts = nmounts;
+	ts.git_remotes = remotes;
+	ts.ngit_remotes = nremotes;
 	if ((ret = task_settings_json(&ts, &out, &err)) < 0) {
 		printf("error: %s\n", err.buf);
 		goto out;
