@@ -135,7 +135,7 @@ static int mount_rw(const char *tag, const char *target)
 	return 0;
 }
 
-int run_setup(void)
+int run_setup(struct guest_settings *gs)
 {
 	struct run_settings s;
 	char line[128];
@@ -155,6 +155,8 @@ int run_setup(void)
 		goto out;
 	if ((r = mount_rw(TAG_PROJECT, s.path)) < 0 || (r = mount_rw(TAG_HOME, GUEST_HOME)) < 0)
 		goto out;
+	gs->user_uid = s.uid;
+	gs->user_gid = s.gid;
 	r = 0;
 out:
 	json_decref(s.root);
@@ -239,7 +241,7 @@ int run_session(void)
 	static const int job_signals[] = { SIGINT, SIGQUIT, SIGTSTP, SIGTTIN, SIGTTOU, SIGHUP };
 	struct run_settings s;
 	struct strvec env = STRVEC_INIT, argv = STRVEC_INIT;
-	int status, ret = 2;
+	int status, ret = 2, e;
 	pid_t pid;
 
 	if (settings_load(&s) < 0 || build_env(&s, &env) < 0)
@@ -258,7 +260,15 @@ int run_session(void)
 	/*
 	 * The program shares our process group, so the terminal's signals
 	 * (Ctrl-C, Ctrl-Z) reach it; we only wait for it.  A shell makes its
-	 * own groups for its jobs, which is fine in the same session.
+	 * own groups for its jobs, which is fine in the same session: Ctrl-Z
+	 * stops the shell's job and the shell takes the terminal back.
+	 *
+	 * A program run directly has no shell to bring it back.  Our group
+	 * is orphaned (sshd, our parent, is in another session), so the
+	 * kernel drops the stop signals of the terminal and Ctrl-Z does
+	 * nothing, as with `ssh -t host program`; a program that stops
+	 * itself all the same (SIGSTOP) is continued right away, so the
+	 * session never hangs on a stopped program.
 	 */
 	for (size_t i = 0; i < sizeof(job_signals) / sizeof(job_signals[0]); i++)
 		signal(job_signals[i], SIG_IGN);
@@ -282,14 +292,22 @@ int run_session(void)
 		for (size_t i = 0; i < env.nr; i++)
 			putenv((char *)env.v[i]);
 		execvp(argv.v[0], (char *const *)argv.v);
-		fprintf(stderr, "aibox-init: cannot run '%s': %s\n", argv.v[0], strerror(errno));
-		_exit(127);
+		e = errno;
+		fprintf(stderr, "aibox-init: cannot run '%s': %s\n", argv.v[0], strerror(e));
+		/* As a shell says it: 127 not found, 126 found but not runnable. */
+		_exit(e == ENOENT ? 127 : 126);
 	}
-	while (waitpid(pid, &status, 0) < 0)
-		if (errno != EINTR) {
+	for (;;) {
+		if (waitpid(pid, &status, WUNTRACED) < 0) {
+			if (errno == EINTR)
+				continue;
 			error("cannot wait: %s", strerror(errno));
 			goto out;
 		}
+		if (!WIFSTOPPED(status))
+			break;
+		kill(pid, SIGCONT);
+	}
 	ret = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 out:
 	for (size_t i = 0; i < env.nr; i++)
