@@ -278,8 +278,10 @@ exit 2' -- sh
 	wait_count '^one$' 2 30
 	keys C-z
 	sleep 2
+	# The pty echoes ^Z (it made a SIGTSTP of it), then the line; cat copies it.
 	keys two Enter
-	wait_count '^two$' 2 30
+	wait_pane '^\^Ztwo$' 30
+	wait_count 'two$' 2 30
 	not_stopped "$(cat "$T/run.pid")"
 	keys C-c
 	wait_file "$T/stty.after" 60
