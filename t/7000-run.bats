@@ -310,11 +310,13 @@ exit 2' -- sh
 	JSON
 	tmux_start '--memory 2G'
 	wait_pane 'for shortcuts' 300
+	# Under TCG the TUI is slow: Enter only once the prompt shows the text.
 	keys 'Say hello'
-	sleep 1
+	wait_pane 'Say hello' 60
 	keys Enter
 	wait_pane 'Hello from the fake model, forty-two\.' 120
 	keys '/exit'
+	wait_pane '/exit' 60
 	sleep 1
 	keys Enter
 	wait_file "$T/stty.after" 120
