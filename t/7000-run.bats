@@ -321,8 +321,7 @@ exit 2' -- sh
 	keys Enter
 	wait_file "$T/stty.after" 120
 	assert_equal "$(cat "$T/status")" 0
-	diff <(sed 's/rows [0-9]*; columns [0-9]*;//' "$T/stty.before") \
-		<(sed 's/rows [0-9]*; columns [0-9]*;//' "$T/stty.after")
+	diff "$T/stty.before" "$T/stty.after"
 	# The reply came through the proxy with the host's key; the VM never had it.
 	grep -rqF "\"x-api-key\": \"$key\"" "$T/rec"
 	grep -rqF "Say hello" "$T/rec"
