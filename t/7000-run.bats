@@ -177,7 +177,7 @@ exit 2' -- sh
 	[[ "$stderr" != *aibox-run* ]]
 }
 
-@test "run: a command that does not exist exits 127; aibox's own errors exit 125" {
+@test "run: a command not found exits 127, one that cannot run 126; aibox's own errors exit 125" {
 	cd "$PROJ"
 	run aibox run --memory 4GB -- true
 	assert_equal "$status" 125
@@ -196,9 +196,14 @@ exit 2' -- sh
 	assert_equal "$status" 125
 	assert_output --partial "not in a git checkout"
 
-	run_piped '' -- no-such-command arg
-	assert_equal "$status" 127
+	# As a shell says it: 127 not found, 126 found but not runnable.
+	cd "$PROJ"
+	run -127 --separate-stderr aibox run --memory 1G -- no-such-command arg </dev/null
 	[[ "$stderr" == *"cannot run 'no-such-command'"* ]]
+	printf 'echo never\n' >not-executable
+	run -126 --separate-stderr aibox run --memory 1G -- ./not-executable </dev/null
+	[[ "$stderr" == *"cannot run './not-executable': Permission denied"* ]]
+	refute_output --partial never
 	runs_gone
 }
 
