@@ -295,11 +295,12 @@ exit 2' -- sh
 	runs_gone
 }
 
-@test "run: interactive Claude Code by default: a prompt, its reply, and its exit status" {
+@test "run: interactive Claude Code by default: a prompt, its reply, Ctrl-Z, and its exit status" {
 	local key=sk-ant-host-key-7007
 	make_test_ca "$T/ca"
-	printf '%s\n' '{"turns": [{"text": "Hello from the fake model, forty-two."}],
-	  "require_key": "'"$key"'"}' >"$T/script.json"
+	printf '%s\n' '{"turns": [{"text": "Hello from the fake model, forty-two."},
+	  {"text": "Back after Ctrl-Z, forty-three."}], "require_key": "'"$key"'"}' \
+		>"$T/script.json"
 	start_fake_api "$T/script.json" --tls "$T/ca/server.pem" "$T/ca/server.key"
 	export AIBOX_API_UPSTREAM=https://localhost:$FAKE_API_PORT AIBOX_API_CA=$T/ca/ca.pem
 	export ANTHROPIC_API_KEY=$key
@@ -320,6 +321,16 @@ exit 2' -- sh
 	wait_pane 'Say hello' 60
 	keys Enter
 	wait_pane 'Hello from the fake model, forty-two\.' 120
+	# Ctrl-Z: Claude Code says it is suspended and stops itself, the init
+	# continues it, and it redraws and takes keys again (were it left
+	# waiting for a SIGCONT, the next prompt would go nowhere).
+	keys C-z
+	sleep 5
+	keys 'Say more'
+	wait_pane 'Say more' 60
+	keys Enter
+	wait_pane 'Back after Ctrl-Z, forty-three\.' 120
+	not_stopped "$(cat "$T/run.pid")"
 	keys '/exit'
 	wait_pane '/exit' 60
 	sleep 1

@@ -258,17 +258,20 @@ int run_session(void)
 	unsetenv(RUN_ENV_VAR);
 
 	/*
-	 * The program shares our process group, so the terminal's signals
-	 * (Ctrl-C, Ctrl-Z) reach it; we only wait for it.  A shell makes its
-	 * own groups for its jobs, which is fine in the same session: Ctrl-Z
+	 * We act as a minimal job-control shell with one job.  The program
+	 * gets a process group of its own, in the terminal's foreground, so
+	 * the terminal's signals (Ctrl-C, Ctrl-Z) reach it and not us.  A
+	 * shell run as the program makes groups for its jobs in turn: Ctrl-Z
 	 * stops the shell's job and the shell takes the terminal back.
 	 *
-	 * A program run directly has no shell to bring it back.  Our group
-	 * is orphaned (sshd, our parent, is in another session), so the
-	 * kernel drops the stop signals of the terminal and Ctrl-Z does
-	 * nothing, as with `ssh -t host program`; a program that stops
-	 * itself all the same (SIGSTOP) is continued right away, so the
-	 * session never hangs on a stopped program.
+	 * A program run directly has no shell to bring it back, so when it
+	 * stops (Ctrl-Z, or a program such as Claude Code that stops itself
+	 * on Ctrl-Z) we continue its group at once: the session never hangs
+	 * on a stopped program, and a program that waits for its SIGCONT
+	 * gets it.  The group must not be orphaned for that: in an orphaned
+	 * group (the program in ours, whose only outside parent, sshd, is in
+	 * another session) the kernel drops SIGTSTP, and a program that
+	 * stopped itself that way would wait for a SIGCONT forever.
 	 */
 	for (size_t i = 0; i < sizeof(job_signals) / sizeof(job_signals[0]); i++)
 		signal(job_signals[i], SIG_IGN);
@@ -278,6 +281,10 @@ int run_session(void)
 		goto out;
 	}
 	if (pid == 0) {
+		/* Before SIGTTOU is back to its default: we are not in the foreground yet. */
+		setpgid(0, 0);
+		if (isatty(0) && tcsetpgrp(0, getpid()) < 0)
+			fprintf(stderr, "aibox-init: cannot take the terminal: %s\n", strerror(errno));
 		for (size_t i = 0; i < sizeof(job_signals) / sizeof(job_signals[0]); i++)
 			signal(job_signals[i], SIG_DFL);
 		if (setgroups(0, NULL) < 0 || setgid(s.gid) < 0 || setuid(s.uid) < 0) {
@@ -297,6 +304,7 @@ int run_session(void)
 		/* As a shell says it: 127 not found, 126 found but not runnable. */
 		_exit(e == ENOENT ? 127 : 126);
 	}
+	setpgid(pid, pid); /* also here: no race with the child's own call */
 	for (;;) {
 		if (waitpid(pid, &status, WUNTRACED) < 0) {
 			if (errno == EINTR)
@@ -306,7 +314,7 @@ int run_session(void)
 		}
 		if (!WIFSTOPPED(status))
 			break;
-		kill(pid, SIGCONT);
+		killpg(pid, SIGCONT);
 	}
 	ret = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 out:

@@ -17,9 +17,10 @@
  * config's env values, which come in the SSH environment variable AIBOX_ENV
  * (a JSON object of strings, never on disk), and returns its exit status
  * (128 + the signal's number when a signal ended it; 127 when it was not
- * found, 126 when it could not start otherwise).  The program is never left
- * stopped: Ctrl-Z reaches a shell's jobs, not a program run directly (see
- * run_session()).
+ * found, 126 when it could not start otherwise).  The program runs in a
+ * process group of its own in the terminal's foreground and is never left
+ * stopped: a stop is continued at once (Ctrl-Z stops a shell's jobs, not a
+ * program run directly; see run_session()).
  */
 #ifndef AIBOX_INIT_RUN_H
 #define AIBOX_INIT_RUN_H
