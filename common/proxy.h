@@ -16,6 +16,13 @@
  * Memory per connection is bounded: request heads have a hard cap, a tunnel
  * holds no buffer of its own unless the receiving side is slow (and then
  * stops reading the sending side until it drains).
+ *
+ * Key forwarding keeps up to api_pool idle TLS connections to the upstream
+ * (HTTP/1.1 keep-alive) and hands each to one request at a time; an idle one
+ * is closed when the upstream closes it or sends anything, after
+ * api_pool_idle_ms, or when it is checked before use and found closed.  A
+ * request without a body (GET, HEAD, OPTIONS) that fails on a reused
+ * connection before any byte of the response is sent again on another one.
  */
 #ifndef AIBOX_PROXY_H
 #define AIBOX_PROXY_H
@@ -26,6 +33,7 @@ struct allow_list;
 struct resolver;
 
 #define PROXY_API_PORT 3129
+#define PROXY_API_POOL_MAX 64
 
 struct proxy_config {
 	int listen_fd;		/* listening, any address family; made non-blocking */
@@ -39,6 +47,8 @@ struct proxy_config {
 	SSL_CTX *tls;
 	char api_host[256]; /* upstream host (name or IP literal), port */
 	int api_port;
+	int api_pool;	       /* idle upstream connections kept, 0 to PROXY_API_POOL_MAX */
+	int api_pool_idle_ms;  /* an idle pooled connection is closed after this */
 
 	int max_conns;		/* connections at once; more wait in the backlog */
 	int header_timeout_ms;	/* a request head must arrive within this */

@@ -123,7 +123,7 @@ int task_settings_json(const struct task_settings *s, struct buf *out, struct bu
 			goto out;
 		}
 		if (!m->tag || !*m->tag || strlen(m->tag) > 31 ||
-		    strspn(m->tag, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") !=
+		    strspn(m->tag, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") !=
 			    strlen(m->tag)) {
 			bad(err, "the mount tag '%s' is not valid", m->tag ? m->tag : "");
 			goto out;

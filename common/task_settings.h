@@ -21,7 +21,7 @@ enum task_api {
 };
 
 struct task_mount {
-	const char *tag;  /* the share's tag, [A-Za-z0-9_-], at most 31 bytes */
+	const char *tag;  /* the share's tag, [A-Za-z0-9._-], at most 31 bytes (vm.h) */
 	const char *path; /* absolute path in the VM */
 };
 

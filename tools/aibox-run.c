@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "buf.h"
+#include "claude_share.h"
 #include "config.h"
 #include "err.h"
 #include "image.h"
@@ -60,7 +61,7 @@ static const char usage_text[] =
 	"Exits with the command's exit status (128 + N when signal N ended it, 126 or\n"
 	"127 when it could not be started), or 125 when aibox itself failed.\n";
 
-#define GUEST_HOME "/home/aibox"
+#define GUEST_HOME CLAUDE_SHARE_GUEST_HOME
 #define PROXY_ADDR "http://10.0.2.100:3128"
 #define BOOT_TIMEOUT_MS (300 * 1000)
 #define CONNECT_TIMEOUT_MS (120 * 1000)
@@ -269,33 +270,20 @@ static void add_mount(struct run *r, const char *host, const char *guest, const 
 	strvec_push(&r->guest_paths, guest);
 }
 
-static void add_claude_dir(struct run *r, const struct config_claude *c, const char *key)
+/* ~/.claude's skills, agents and commands, read-only (claude_share.h). */
+static void add_claude_shares(struct run *r)
 {
-	struct buf host = BUF_INIT, guest = BUF_INIT, tag = BUF_INIT;
-	const char *home = getenv("HOME");
-	struct stat st;
+	struct claude_shares cs = CLAUDE_SHARES_INIT;
+	struct buf err = BUF_INIT;
 
-	if (c->kind == CONFIG_CLAUDE_NONE)
-		return;
-	if (c->kind == CONFIG_CLAUDE_PATH)
-		buf_addstr(&host, c->path);
-	else if (home && *home)
-		buf_addf(&host, "%s/.claude/%s", home, key);
-	else
-		return;
-	if (stat(host.buf, &st) < 0 || !S_ISDIR(st.st_mode)) {
-		if (c->kind == CONFIG_CLAUDE_PATH)
-			die("%s: '%s' is not a folder", key, host.buf);
-		buf_release(&host);
-		return;
-	}
-	buf_addf(&guest, GUEST_HOME "/.claude/%s", key);
-	buf_addf(&tag, "aibox.%s", key);
-	/* The host path must outlive the VM's start: keep it in the strvec. */
-	add_mount(r, strvec_push(&r->host_paths, host.buf), guest.buf, tag.buf, 0);
-	buf_release(&host);
-	buf_release(&guest);
-	buf_release(&tag);
+	if (claude_shares_plan(&r->cfg, getenv("HOME"), &cs, &err) < 0)
+		die("%s", err.buf);
+	/* The host paths must outlive the VM's start: keep them in the strvec. */
+	for (size_t i = 0; i < cs.nr; i++)
+		add_mount(r, strvec_push(&r->host_paths, cs.v[i].host), cs.v[i].guest, cs.v[i].tag,
+			  0);
+	claude_shares_release(&cs);
+	buf_release(&err);
 }
 
 static void plan_mounts(struct run *r)
@@ -308,9 +296,7 @@ static void plan_mounts(struct run *r)
 		buf_addf(&tag, "aibox.m%zu", i);
 		add_mount(r, r->cfg.mounts[i].host, r->cfg.mounts[i].vm, tag.buf, 0);
 	}
-	add_claude_dir(r, &r->cfg.skills, "skills");
-	add_claude_dir(r, &r->cfg.agents, "agents");
-	add_claude_dir(r, &r->cfg.commands, "commands");
+	add_claude_shares(r);
 
 	buf_addf(&home, "%s/home", r->project.dir);
 	if ((ret = mkdir_ok(home.buf, 0700)) < 0)
