@@ -11,6 +11,7 @@
 #include "banned.h"
 
 const char *progname = "aibox";
+int die_status = EXIT_ERROR;
 
 static void vreport(const char *prefix, const char *fmt, va_list ap, int err)
 {
@@ -31,7 +32,7 @@ void die(const char *fmt, ...)
 	va_start(ap, fmt);
 	vreport("", fmt, ap, 0);
 	va_end(ap);
-	exit(EXIT_ERROR);
+	exit(die_status);
 }
 
 void die_errno(const char *fmt, ...)
@@ -42,7 +43,7 @@ void die_errno(const char *fmt, ...)
 	va_start(ap, fmt);
 	vreport("", fmt, ap, err);
 	va_end(ap);
-	exit(EXIT_ERROR);
+	exit(die_status);
 }
 
 void die_err(int err, const char *fmt, ...)
@@ -52,7 +53,7 @@ void die_err(int err, const char *fmt, ...)
 	va_start(ap, fmt);
 	vreport("", fmt, ap, err < 0 ? -err : err);
 	va_end(ap);
-	exit(EXIT_ERROR);
+	exit(die_status);
 }
 
 int error(const char *fmt, ...)
@@ -77,7 +78,7 @@ void warning(const char *fmt, ...)
 void usage_die(const char *usage)
 {
 	fputs(usage, stderr);
-	exit(EXIT_ERROR);
+	exit(die_status);
 }
 
 static void oom(size_t n)

@@ -22,7 +22,14 @@
 /* The name messages start with; set by tool_init() from argv[0]. */
 extern const char *progname;
 
-/* Print "prog: <msg>\n" to stderr and exit with EXIT_ERROR. */
+/*
+ * The exit status of die() and usage_die(): EXIT_ERROR, unless a tool that
+ * passes on another program's status says otherwise before it can die
+ * (aibox run: 125, as env(1) and timeout(1) do).
+ */
+extern int die_status;
+
+/* Print "prog: <msg>\n" to stderr and exit with die_status. */
 __attribute__((noreturn, format(printf, 1, 2))) void die(const char *fmt, ...);
 
 /* die() with ": <strerror(errno)>" appended. */
@@ -37,7 +44,7 @@ __attribute__((format(printf, 1, 2))) int error(const char *fmt, ...);
 /* Print "prog: warning: <msg>\n" to stderr. */
 __attribute__((format(printf, 1, 2))) void warning(const char *fmt, ...);
 
-/* Print a usage text (already formatted) to stderr and exit with EXIT_ERROR. */
+/* Print a usage text (already formatted) to stderr and exit with die_status. */
 __attribute__((noreturn)) void usage_die(const char *usage);
 
 /*

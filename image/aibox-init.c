@@ -81,7 +81,7 @@ static int pid1_main(void)
 		goto fail;
 	}
 	if (mount_task_share() < 0 || settings_read(&settings) < 0 ||
-	    state_disk_setup(&settings) < 0 || (!strcmp(mode, "run") && run_setup() < 0) ||
+	    state_disk_setup(&settings) < 0 || (!strcmp(mode, "run") && run_setup(&settings) < 0) ||
 	    mount_extra(&settings) < 0 || net_setup() < 0 ||
 	    ssh_prepare() < 0)
 		goto fail;

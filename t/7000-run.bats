@@ -5,6 +5,8 @@
 # the VM is killed from outside.  Each test boots one or two short VMs.
 load lib-common
 load lib-vm
+load lib-tls
+load lib-claude
 bats_require_minimum_version 1.5.0
 
 setup() {
@@ -23,6 +25,7 @@ teardown() {
 	if [ -s "$T/run.pid" ]; then
 		kill "$(cat "$T/run.pid")" 2>/dev/null
 	fi
+	stop_fake_api
 	common_teardown
 }
 
@@ -46,13 +49,15 @@ run_piped() {
 	cd "$T"
 }
 
-# tmux_start: a 100x30 window in the project running aibox run -- bash, with
-# the terminal's settings before and after, aibox's pid and exit status in $T.
+# tmux_start [ARGS]: a 100x30 window in the project running aibox run
+# --memory 1G ARGS (default: -- bash; '' for none), with the terminal's
+# settings before and after, aibox's pid and exit status in $T.
 tmux_start() {
+	local args=${1-"-- bash"}
 	cat >"$T/inner.sh" <<-SH
 		cd "$PROJ"
 		stty -a >"$T/stty.before"
-		sh -c 'echo \$\$ >"$T/run.pid"; exec aibox run --memory 1G -- bash'
+		sh -c 'echo \$\$ >"$T/run.pid"; exec aibox run --memory 1G $args'
 		echo \$? >"$T/status"
 		stty -a >"$T/stty.after"
 		echo inner-done
@@ -83,6 +88,25 @@ wait_pane() {
 	return 1
 }
 
+# wait_count REGEX N [SECONDS]: until the pane has N lines matching REGEX.
+wait_count() {
+	local i
+	for i in $(seq $((${3:-30} * 4))); do
+		[ "$(pane | grep -Ec -- "$1")" -ge "$2" ] && return 0
+		sleep 0.25
+	done
+	echo "pane never showed $2 lines of: $1" >&2
+	pane >&2
+	return 1
+}
+
+# not_stopped PID: the process is there and not stopped (state T).
+not_stopped() {
+	local state
+	state=$(ps -o stat= -p "$1") || return 1
+	[[ "$state" != T* ]]
+}
+
 # wait_file FILE [SECONDS]
 wait_file() {
 	local i
@@ -95,17 +119,37 @@ wait_file() {
 	return 1
 }
 
-@test "run: piped command, its output, status and env; files belong to the host user" {
+@test "run: piped command, its output, status and env; files belong to the host user; read-only shares" {
 	export AIBOX_T_VALUE='a value with spaces & "quotes"'
+	# A skill in the (test's) ~/.claude and a config mount: both read-only in the VM.
+	mkdir -p "$HOME/.claude/skills/greet" "$T/data"
+	echo 'skill text' >"$HOME/.claude/skills/greet/SKILL.md"
+	echo 'data text' >"$T/data/file"
+	printf 'mounts:\n  - host: %s\n    vm: /data\n' "$T/data" >>"$PDIR/config.yaml"
 	run_piped 'id -u; id -g; echo "env=$AIBOX_T_VALUE"; echo "unset=${AIBOX_T_UNSET-none}"
 echo "home=$HOME pwd=$(pwd) proxy=$HTTPS_PROXY"
 echo to-stderr >&2
 mkdir made-dir && echo from-vm >made-dir/file
 echo kept >"$HOME/kept"
+echo "skill=$(cat "$HOME/.claude/skills/greet/SKILL.md") data=$(cat /data/file)"
+echo changed >"$HOME/.claude/skills/greet/SKILL.md" 2>/dev/null || echo skill-write-refused
+touch "$HOME/.claude/skills/new" 2>/dev/null || echo skill-create-refused
+echo changed >/data/file 2>/dev/null || echo data-write-refused
+kill -STOP $$
+echo continued-after-stop
 exit 7' -- sh
 	echo "$output" >&2
 	echo "$stderr" >&2
 	assert_equal "$status" 7
+	assert_line "skill=skill text data=data text"
+	assert_line skill-write-refused
+	assert_line skill-create-refused
+	assert_line data-write-refused
+	# A program that stops itself is continued: no shell could bring it back.
+	assert_line continued-after-stop
+	assert_equal "$(cat "$HOME/.claude/skills/greet/SKILL.md")" "skill text"
+	[ ! -e "$HOME/.claude/skills/new" ]
+	assert_equal "$(cat "$T/data/file")" "data text"
 	assert_line --index 0 "$(id -u)"
 	assert_line --index 1 "$(id -g)"
 	assert_line "env=$AIBOX_T_VALUE"
@@ -119,29 +163,47 @@ exit 7' -- sh
 	assert_equal "$(cat "$PDIR/home/kept")" kept
 	assert_equal "$(stat -c %u "$PDIR/home/kept")" "$(id -u)"
 
-	# A second run sees the home as the first one left it.
-	run_piped 'cat "$HOME/kept"; cat /project/made-dir/file' -- sh
-	assert_success
+	# A second run sees the home as the first one left it; with skills: none
+	# the skills stay out.  A command's own 2 comes back as 2, aibox silent.
+	echo 'skills: none' >>"$PDIR/config.yaml"
+	run_piped 'cat "$HOME/kept"; cat /project/made-dir/file
+cat "$HOME/.claude/skills/greet/SKILL.md" 2>/dev/null || echo no-skill
+exit 2' -- sh
+	echo "$output" >&2
+	assert_equal "$status" 2
 	assert_line --index 0 kept
 	assert_line --index 1 from-vm
+	assert_line --index 2 no-skill
+	[[ "$stderr" != *aibox-run* ]]
 }
 
-@test "run: a command that does not exist exits 127; a bad option is a usage error" {
+@test "run: a command not found exits 127, one that cannot run 126; aibox's own errors exit 125" {
 	cd "$PROJ"
 	run aibox run --memory 4GB -- true
-	assert_equal "$status" 2
+	assert_equal "$status" 125
 	assert_output --partial "--memory"
 	run aibox run true
-	assert_equal "$status" 2
+	assert_equal "$status" 125
 	assert_output --partial usage
+	run aibox run --help
+	assert_success
+	assert_output --partial "125 when aibox itself failed"
+	run aibox run --image no-such-image -- true
+	assert_equal "$status" 125
+	assert_output --partial "'no-such-image' is not built"
 	cd "$T"
 	run aibox run -- true
-	assert_equal "$status" 2
+	assert_equal "$status" 125
 	assert_output --partial "not in a git checkout"
 
-	run_piped '' -- no-such-command arg
-	assert_equal "$status" 127
+	# As a shell says it: 127 not found, 126 found but not runnable.
+	cd "$PROJ"
+	run -127 --separate-stderr aibox run --memory 1G -- no-such-command arg </dev/null
 	[[ "$stderr" == *"cannot run 'no-such-command'"* ]]
+	printf 'echo never\n' >not-executable
+	run -126 --separate-stderr aibox run --memory 1G -- ./not-executable </dev/null
+	[[ "$stderr" == *"cannot run './not-executable': Permission denied"* ]]
+	refute_output --partial never
 	runs_gone
 }
 
@@ -179,9 +241,109 @@ exit 7' -- sh
 	[ -n "$qemu" ]
 	kill -KILL "$qemu"
 	wait_file "$T/stty.after" 60
-	assert_equal "$(cat "$T/status")" 2
+	assert_equal "$(cat "$T/status")" 125
 	diff "$T/stty.before" "$T/stty.after"
 	wait_pane 'inner-done' 10
 	# The run folder goes with aibox (its cleaner removes it).
+	runs_gone
+}
+
+@test "run: Ctrl-Z stops the shell's job in the VM, not aibox; a signal's status is 128+N" {
+	tmux_start
+	wait_pane 'aibox@aibox:/project\$ ?$'
+	keys 'sleep 300' Enter
+	sleep 3
+	keys C-z
+	wait_pane '^\[1\]\+ +Stopped +sleep 300$' 30
+	# aibox went on: it is not stopped, and the shell in the VM answers.
+	not_stopped "$(cat "$T/run.pid")"
+	keys 'jobs; echo "jobs=$((6*7))"' Enter
+	wait_pane '^jobs=42$' 20
+	[ "$(pane | grep -Ec '^\[1\]\+ +Stopped +sleep 300$')" -ge 2 ]
+	keys fg Enter
+	wait_pane '^sleep 300$' 20
+	sleep 2
+	keys C-c
+	keys 'echo "after=$? jobs=$(jobs | wc -l)"' Enter
+	wait_pane '^after=130 jobs=0$' 30
+	# The shell killed by a signal: aibox exits as a shell reports it.
+	keys 'kill -KILL $$' Enter
+	wait_file "$T/stty.after" 60
+	assert_equal "$(cat "$T/status")" 137
+	diff "$T/stty.before" "$T/stty.after"
+	runs_gone
+}
+
+@test "run: Ctrl-Z does not stop a program run without a shell; Ctrl-C ends it with 130" {
+	printf 'echo cat-ready\nexec cat\n' >"$PROJ/cat.sh"
+	tmux_start '-- sh cat.sh'
+	wait_pane '^cat-ready$'
+	keys one Enter
+	# The terminal's echo and cat's copy.
+	wait_count '^one$' 2 30
+	keys C-z
+	sleep 2
+	# The pty echoes ^Z (it made a SIGTSTP of it), then the line; cat copies it.
+	keys two Enter
+	wait_pane '^\^Ztwo$' 30
+	wait_count 'two$' 2 30
+	not_stopped "$(cat "$T/run.pid")"
+	keys C-c
+	wait_file "$T/stty.after" 60
+	assert_equal "$(cat "$T/status")" 130
+	diff "$T/stty.before" "$T/stty.after"
+	runs_gone
+}
+
+@test "run: interactive Claude Code by default: a prompt, its reply, Ctrl-Z, and its exit status" {
+	local key=sk-ant-host-key-7007
+	make_test_ca "$T/ca"
+	printf '%s\n' '{"turns": [{"text": "Hello from the fake model, forty-two."},
+	  {"text": "Back after Ctrl-Z, forty-three."}], "require_key": "'"$key"'"}' \
+		>"$T/script.json"
+	start_fake_api "$T/script.json" --tls "$T/ca/server.pem" "$T/ca/server.key"
+	export AIBOX_API_UPSTREAM=https://localhost:$FAKE_API_PORT AIBOX_API_CA=$T/ca/ca.pem
+	export ANTHROPIC_API_KEY=$key
+	# What Claude Code's first run leaves in the project's home (docs/run.md):
+	# onboarding done, the project folder trusted, the placeholder key (its
+	# last 20 characters) approved.
+	cat >"$PDIR/home/.claude.json" <<-'JSON'
+		{
+		  "hasCompletedOnboarding": true,
+		  "projects": { "/project": { "hasTrustDialogAccepted": true } },
+		  "customApiKeyResponses": { "approved": ["he-host-adds-the-key"], "rejected": [] }
+		}
+	JSON
+	tmux_start '--memory 2G'
+	wait_pane 'for shortcuts' 300
+	# Under TCG the TUI is slow: Enter only once the prompt shows the text.
+	keys 'Say hello'
+	wait_pane 'Say hello' 60
+	keys Enter
+	wait_pane 'Hello from the fake model, forty-two\.' 120
+	# Ctrl-Z: Claude Code says it is suspended and stops itself, the init
+	# continues it, and it redraws and takes keys again (were it left
+	# waiting for a SIGCONT, the next prompt would go nowhere).
+	keys C-z
+	sleep 5
+	keys 'Say more'
+	wait_pane 'Say more' 60
+	keys Enter
+	wait_pane 'Back after Ctrl-Z, forty-three\.' 120
+	not_stopped "$(cat "$T/run.pid")"
+	keys '/exit'
+	wait_pane '/exit' 60
+	sleep 1
+	keys Enter
+	wait_file "$T/stty.after" 120
+	assert_equal "$(cat "$T/status")" 0
+	diff "$T/stty.before" "$T/stty.after"
+	# The reply came through the proxy with the host's key; the VM never had it.
+	grep -rqF "\"x-api-key\": \"$key\"" "$T/rec"
+	grep -rqF "Say hello" "$T/rec"
+	run grep -rlF "$key" "$PDIR/home"
+	assert_failure
+	# The session stays in the project's home, owned by the host user.
+	[ -n "$(find "$PDIR/home/.claude/projects" -name '*.jsonl' -user "$(id -u)")" ]
 	runs_gone
 }

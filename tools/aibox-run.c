@@ -9,8 +9,10 @@
  * Order: find the project and its config, hold the project lock shared,
  * make the run folder (settings.json, SSH keys), start aibox-proxy, boot the
  * VM, fork the cleaner that removes the run folder once we are gone, lock
- * down, then the SSH session.  Exit status: the command's; 2 for aibox's own
- * errors (including a VM that went away).
+ * down, then the SSH session.  Exit status: the command's (128 + N when
+ * signal N ended it, 126 or 127 when it could not start); 125 for aibox's
+ * own errors, usage included, and a VM that went away, as env(1),
+ * timeout(1) and nice(1) do (docs/exit-codes.md).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -58,12 +60,15 @@ static const char usage_text[] =
 	"  --image NAME    the image to boot (default: default)\n"
 	"  --no-sandbox    do not lock aibox down with seccomp\n"
 	"\n"
-	"Exits with the command's exit status, or 2 when aibox itself failed.\n";
+	"Exits with the command's exit status (128 + N when signal N ended it, 126 or\n"
+	"127 when it could not be started), or 125 when aibox itself failed.\n";
 
 #define GUEST_HOME CLAUDE_SHARE_GUEST_HOME
 #define PROXY_ADDR "http://10.0.2.100:3128"
 #define BOOT_TIMEOUT_MS (300 * 1000)
 #define CONNECT_TIMEOUT_MS (120 * 1000)
+/* aibox run's own failures: not a status a command is likely to have (env(1)). */
+#define EXIT_RUN_ERROR 125
 
 struct run {
 	struct project project;
@@ -615,6 +620,7 @@ int main(int argc, char **argv)
 	int tty, ret, status;
 
 	tool_init(argc, argv);
+	die_status = EXIT_RUN_ERROR;
 	/* find_project()'s config_load() initialises r.cfg (config_init() first would leak). */
 	parse_options(&r, argc, argv);
 	tty = isatty(0);
@@ -698,7 +704,9 @@ int main(int argc, char **argv)
 		die("%s", c.error);
 	}
 	stop_all(&r);
-	status = x.exit_status < 0 ? 2 : x.exit_status;
+	if (x.exit_status < 0)
+		error("the VM sent no exit status");
+	status = x.exit_status < 0 ? EXIT_RUN_ERROR : x.exit_status;
 	buf_release(&sock);
 	buf_release(&err);
 	free(r.mounts);

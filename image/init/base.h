@@ -39,6 +39,9 @@ struct guest_settings {
 	char *path; /* where the project lives, default /project */
 	struct guest_mount *mounts;
 	size_t nr_mounts;
+	/* The user aibox: GUEST_USER_UID/GID, the host's in run mode (run_setup()). */
+	uid_t user_uid;
+	gid_t user_gid;
 };
 
 /*

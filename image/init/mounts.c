@@ -160,6 +160,8 @@ int settings_read(struct guest_settings *s)
 	int ret = -EINVAL;
 
 	memset(s, 0, sizeof(*s));
+	s->user_uid = GUEST_USER_UID;
+	s->user_gid = GUEST_USER_GID;
 	r = buf_read_file(&raw, GUEST_TASK_DIR "/settings.json", SETTINGS_MAX);
 	if (r == -ENOENT) {
 		s->path = xstrdup("/project");
@@ -346,8 +348,11 @@ int mount_extra(const struct guest_settings *s)
 		int home = !strncmp(m->path, GUEST_HOME "/", strlen(GUEST_HOME) + 1);
 		int r;
 
-		/* Folders made under the home belong to the user, like the home. */
-		r = mkdir_p(m->path, 0755, home ? GUEST_USER_UID : 0, home ? GUEST_USER_GID : 0);
+		/*
+		 * Folders made under the home belong to the user, like the home
+		 * (in run mode a 9p share, where only the host user's ids work).
+		 */
+		r = mkdir_p(m->path, 0755, home ? s->user_uid : 0, home ? s->user_gid : 0);
 		if (r < 0)
 			return r;
 		r = do_mount(m->tag, m->path, "9p", MS_RDONLY | MS_NOSUID | MS_NODEV,

@@ -136,7 +136,7 @@ static int mount_rw(const char *tag, const char *target)
 	return 0;
 }
 
-int run_setup(void)
+int run_setup(struct guest_settings *gs)
 {
 	struct run_settings s;
 	char line[128];
@@ -156,6 +156,8 @@ int run_setup(void)
 		goto out;
 	if ((r = mount_rw(TAG_PROJECT, s.path)) < 0 || (r = mount_rw(TAG_HOME, GUEST_HOME)) < 0)
 		goto out;
+	gs->user_uid = s.uid;
+	gs->user_gid = s.gid;
 	{
 		/* The git: remotes go through the proxy to the broker (docs/broker.md). */
 		struct buf why = BUF_INIT;
@@ -252,7 +254,7 @@ int run_session(void)
 	static const int job_signals[] = { SIGINT, SIGQUIT, SIGTSTP, SIGTTIN, SIGTTOU, SIGHUP };
 	struct run_settings s;
 	struct strvec env = STRVEC_INIT, argv = STRVEC_INIT;
-	int status, ret = 2;
+	int status, ret = 2, e;
 	pid_t pid;
 
 	if (settings_load(&s) < 0 || build_env(&s, &env) < 0)
@@ -269,9 +271,20 @@ int run_session(void)
 	unsetenv(RUN_ENV_VAR);
 
 	/*
-	 * The program shares our process group, so the terminal's signals
-	 * (Ctrl-C, Ctrl-Z) reach it; we only wait for it.  A shell makes its
-	 * own groups for its jobs, which is fine in the same session.
+	 * We act as a minimal job-control shell with one job.  The program
+	 * gets a process group of its own, in the terminal's foreground, so
+	 * the terminal's signals (Ctrl-C, Ctrl-Z) reach it and not us.  A
+	 * shell run as the program makes groups for its jobs in turn: Ctrl-Z
+	 * stops the shell's job and the shell takes the terminal back.
+	 *
+	 * A program run directly has no shell to bring it back, so when it
+	 * stops (Ctrl-Z, or a program such as Claude Code that stops itself
+	 * on Ctrl-Z) we continue its group at once: the session never hangs
+	 * on a stopped program, and a program that waits for its SIGCONT
+	 * gets it.  The group must not be orphaned for that: in an orphaned
+	 * group (the program in ours, whose only outside parent, sshd, is in
+	 * another session) the kernel drops SIGTSTP, and a program that
+	 * stopped itself that way would wait for a SIGCONT forever.
 	 */
 	for (size_t i = 0; i < sizeof(job_signals) / sizeof(job_signals[0]); i++)
 		signal(job_signals[i], SIG_IGN);
@@ -281,6 +294,10 @@ int run_session(void)
 		goto out;
 	}
 	if (pid == 0) {
+		/* Before SIGTTOU is back to its default: we are not in the foreground yet. */
+		setpgid(0, 0);
+		if (isatty(0) && tcsetpgrp(0, getpid()) < 0)
+			fprintf(stderr, "aibox-init: cannot take the terminal: %s\n", strerror(errno));
 		for (size_t i = 0; i < sizeof(job_signals) / sizeof(job_signals[0]); i++)
 			signal(job_signals[i], SIG_DFL);
 		if (setgroups(0, NULL) < 0 || setgid(s.gid) < 0 || setuid(s.uid) < 0) {
@@ -295,14 +312,23 @@ int run_session(void)
 		for (size_t i = 0; i < env.nr; i++)
 			putenv((char *)env.v[i]);
 		execvp(argv.v[0], (char *const *)argv.v);
-		fprintf(stderr, "aibox-init: cannot run '%s': %s\n", argv.v[0], strerror(errno));
-		_exit(127);
+		e = errno;
+		fprintf(stderr, "aibox-init: cannot run '%s': %s\n", argv.v[0], strerror(e));
+		/* As a shell says it: 127 not found, 126 found but not runnable. */
+		_exit(e == ENOENT ? 127 : 126);
 	}
-	while (waitpid(pid, &status, 0) < 0)
-		if (errno != EINTR) {
+	setpgid(pid, pid); /* also here: no race with the child's own call */
+	for (;;) {
+		if (waitpid(pid, &status, WUNTRACED) < 0) {
+			if (errno == EINTR)
+				continue;
 			error("cannot wait: %s", strerror(errno));
 			goto out;
 		}
+		if (!WIFSTOPPED(status))
+			break;
+		killpg(pid, SIGCONT);
+	}
 	ret = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 out:
 	for (size_t i = 0; i < env.nr; i++)

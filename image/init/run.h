@@ -7,7 +7,8 @@
  * user aibox the host user's uid and gid (settings.json "uid", "gid"; a host
  * uid of 0 keeps 1000) and mounts the read-write shares, the project at the
  * settings' path (9p tag aibox.project) and the project's home at
- * /home/aibox (tag aibox.home).
+ * /home/aibox (tag aibox.home).  It sets gs's user ids to the ones it
+ * gave the user, for the mount points mount_extra() makes in the home.
  *
  * The host runs the SSH command `run`, with or without a pty; the session
  * code calls run_session() with stdin, stdout and stderr being the channel
@@ -15,17 +16,22 @@
  * user in the project folder, with the proxy and key forwarding env and the
  * config's env values, which come in the SSH environment variable AIBOX_ENV
  * (a JSON object of strings, never on disk), and returns its exit status
- * (128 + the signal's number when a signal ended it; 127 when it could not
- * start).
+ * (128 + the signal's number when a signal ended it; 127 when it was not
+ * found, 126 when it could not start otherwise).  The program runs in a
+ * process group of its own in the terminal's foreground and is never left
+ * stopped: a stop is continued at once (Ctrl-Z stops a shell's jobs, not a
+ * program run directly; see run_session()).
  */
 #ifndef AIBOX_INIT_RUN_H
 #define AIBOX_INIT_RUN_H
+
+struct guest_settings;
 
 #define TAG_PROJECT "aibox.project"
 #define TAG_HOME "aibox.home"
 #define RUN_ENV_VAR "AIBOX_ENV"
 
-int run_setup(void);
+int run_setup(struct guest_settings *gs);
 int run_session(void);
 
 #endif
