@@ -104,13 +104,13 @@ config() {
 	    push: [aibox/*]
 	EOF
 	run --separate-stderr aibox run -- true
-	assert_failure 2
+	assert_failure 125
 	assert_equal "$stderr" "aibox-run: the git remote '$UP_URL' takes its token from RUN_TOKEN, which is not set"
 	assert_file_not_exists "$AIBOX_HOME/projects/repo/broker.log"
 	export RUN_TOKEN=$GIT_TOKEN
 	run --separate-stderr aibox run -- true
 	# No image: the run stops at the VM, after the broker and the proxy started.
-	assert_failure 2
+	assert_failure 125
 	[[ "$stderr" == *"the image 'default' is not built"* ]]
 	run grep -o ' start remote=[0-9]* url=[^ ]*' "$AIBOX_HOME/projects/repo/broker.log"
 	assert_output " start remote=0 url=$UP_URL"
