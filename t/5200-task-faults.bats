@@ -119,6 +119,7 @@ EOF
 	session 'head -c 24M /dev/zero | tr "\0" x >&2
 echo >&2
 yes "$(head -c 100 /dev/zero | tr "\0" y)" | head -c 24M >&2
+echo >&2
 echo "fault: flood done" >&2
 '"$SEND_AND_HANG"
 	fault_image "$T/fault"
@@ -126,21 +127,21 @@ echo "fault: flood done" >&2
 	[ -n "$QEMU" ] || { show; false; }
 	# aibox-task's peak memory, as long as it runs
 	hwm=0
-	while kill -0 "$TASK_PID" 2>/dev/null; do
-		h=$(awk '/^VmHWM:/ { print $2 }' "/proc/$TASK_PID/status" 2>/dev/null) || true
+	for i in $(seq 480); do
+		h=$(awk '/^VmHWM:/ { print $2 }' "/proc/$TASK_PID/status" 2>/dev/null) || break
 		[ -n "$h" ] && hwm=$h
 		sleep 0.5
 	done
-	finish_task 240
+	finish_task 60
 	assert_refused "unexpected file 'notes.txt'"
 	cmp "$T/transcript" "$DIR/transcript.jsonl"
 	# the flood came through as vm lines, pieces of a long line, without
 	# control characters; it went on to the end
 	grep -qF "vm[$ID]: fault: flood done" "$T/err"
 	[ "$(grep -c "vm\[$ID\]: y\{100\}$" "$T/err")" -gt 100000 ]
-	[ "$(grep -c "vm\[$ID\]: x\{4096\}$" "$T/err")" -gt 1000 ]
+	[ "$(grep -c "vm\[$ID\]: x\{2000\}$" "$T/err")" -gt 10000 ]
 	# 48 MiB went through; aibox-task never held more than a fraction of it
-	echo "VmHWM ${hwm} kB" >&3
+	echo "# aibox-task's VmHWM: ${hwm} kB" >&3
 	[ "$hwm" -gt 0 ]
 	[ "$hwm" -lt $((40 * 1024)) ]
 }
@@ -222,8 +223,10 @@ cat "$F/results.tar"'
 }
 
 @test "task faults: SIGKILL to aibox-task takes QEMU, the proxy and the guest's connections with it; tasks clean then sees it ended" {
-	# the session holds a connection to the proxy open (QEMU runs
-	# aibox-connect for it), then hangs
+	# the session holds a connection to the proxy open, then hangs.  QEMU's
+	# slirp starts aibox-connect for the connection double-forked (GLib's
+	# g_spawn_async): its parent is init, not QEMU, so no death signal
+	# reaches it; it must end when its two sides, QEMU and the proxy, do.
 	session 'exec 3<>/dev/tcp/10.0.2.100/3128
 echo "fault: connected" >&2
 sleep 600'
@@ -231,8 +234,13 @@ sleep 600'
 	AIBOX_IMAGES=$T/images start_task "Hang."
 	[ -n "$QEMU" ] || { show; false; }
 	[ -n "$PROXY" ]
-	connect=$(wait_child "$QEMU" aibox-connect) || { show; false; }
 	dir=$(task_dir)
+	connect=
+	for i in $(seq 600); do
+		connect=$(pgrep -f "aibox-connect $dir/proxy.sock") && break
+		sleep 0.2
+	done
+	[ -n "$connect" ]
 	run flock -n "$dir.lock" true
 	assert_failure
 	kill -KILL "$TASK_PID"

@@ -45,7 +45,9 @@ task_dir() {
 
 # show [ERRFILE]: what a failed test needs to see (stderr, console, logs).
 show() {
-	echo "--- stderr"; head -c 20000 "${1:-$T/err}"
+	echo "--- stderr (aibox lines, then the last 10 lines, cut at 300 bytes)"
+	grep -a ' aibox\[' "${1:-$T/err}" | head -50
+	tail -n 10 "${1:-$T/err}" | cut -c1-300
 	local d
 	for d in $(task_dir); do
 		echo "--- $d"
