@@ -212,6 +212,10 @@ cat "$F/results.tar"'
 	cmp "$T/two.bundle" "$DIR/changes.bundle"
 	cmp "$T/result.json" "$DIR/result.json"
 	grep -qF "aibox[$ID]: Claude Code exited with 0" "$T/err"
+	# the VM's word that there are changes is not taken for none
+	grep -qF "aibox[$ID]: nothing to fetch" "$T/err"
+	run grep -F "no changes" "$T/err"
+	assert_failure
 }
 
 @test "task faults: a changes.bundle that needs another commit than the start is refused" {
