@@ -1,12 +1,12 @@
 #!/usr/bin/env bats
 # aibox task's fault paths end to end, in real VMs (issue 6, "Faults it must
-# survive"): a guest that sends results aibox must refuse, or floods stderr
-# (a test image made by t/lib-task.bash's fault_image: the real image whose
-# SSH session runs a script of the test instead of the init's task command);
-# a task that times out, two tasks of one project at once with `aibox tasks
-# clean` meanwhile (the real image, real Claude Code, t/fake-api upstream);
-# aibox-task killed with SIGKILL.  Every test boots VMs under TCG: few tests,
-# short VMs.
+# survive").  A guest that sends results aibox must refuse, or floods stderr:
+# a test image (t/lib-task.bash's fault_image, the real image whose SSH
+# session runs a script of the test instead of the init's task command).  A
+# task that times out: the real image, real Claude Code, t/fake-api stalling.
+# aibox-task killed with SIGKILL.  Two tasks of one project at once with
+# `aibox tasks clean` meanwhile: the init's real task with t/fake-claude as
+# Claude Code.  Every test boots VMs under TCG: few tests, short VMs.
 load lib-common
 load lib-vm
 load lib-tls
@@ -21,7 +21,7 @@ setup() {
 
 teardown() {
 	# a failed test shows what the task printed and logged
-	[ -n "${BATS_TEST_COMPLETED:-}" ] || [ -z "${T:-}" ] || show "${ERR_FILE:-$T/err}"
+	[ -n "${BATS_TEST_COMPLETED:-}" ] || [ -z "${T:-}" ] || show "$T"/err*
 	task_teardown
 }
 
@@ -57,7 +57,7 @@ finish_task() {
 fault_task() {
 	fault_image "$T/fault"
 	AIBOX_IMAGES=$T/images start_task "Misbehave."
-	[ -n "$QEMU" ] || { show; false; }
+	[ -n "$QEMU" ]
 	[ -n "$PROXY" ]
 	finish_task 240
 }
@@ -83,8 +83,8 @@ sleep 600'
 # finish for REASON (a fixed string), printed no fetch command, and left
 # nothing running: QEMU, the proxy, anything naming the task folder; its lock is free.
 assert_refused() {
-	[ "$status" -eq 1 ] || { show; false; }
-	grep -qF "aibox[$ID]: the task did not finish: $1" "$T/err" || { show; false; }
+	[ "$status" -eq 1 ]
+	grep -qF "aibox[$ID]: the task did not finish: $1" "$T/err"
 	run grep -F "fetch them with" "$T/err"
 	assert_failure
 	run kill -0 "$QEMU"
@@ -124,7 +124,7 @@ echo "fault: flood done" >&2
 '"$SEND_AND_HANG"
 	fault_image "$T/fault"
 	AIBOX_IMAGES=$T/images start_task "Misbehave."
-	[ -n "$QEMU" ] || { show; false; }
+	[ -n "$QEMU" ]
 	# aibox-task's peak memory, as long as it runs
 	hwm=0
 	for i in $(seq 480); do
@@ -236,7 +236,7 @@ echo "fault: connected" >&2
 sleep 600'
 	fault_image "$T/fault"
 	AIBOX_IMAGES=$T/images start_task "Hang."
-	[ -n "$QEMU" ] || { show; false; }
+	[ -n "$QEMU" ]
 	[ -n "$PROXY" ]
 	dir=$(task_dir)
 	connect=
@@ -276,9 +276,9 @@ sleep 600'
 	api '{"turns": [{"stall": 600}], "require_key": "'"$KEY"'"}'
 	t0=$(date +%s)
 	start_task --timeout 20s "Wait."
-	[ -n "$QEMU" ] || { show; false; }
+	[ -n "$QEMU" ]
 	finish_task 300
-	[ "$status" -eq 1 ] || { show; false; }
+	[ "$status" -eq 1 ]
 	run cat "$T/err"
 	assert_output --partial "aibox[$ID]: the step claude timed out"
 	assert_output --partial "ended by timeout"
@@ -305,8 +305,8 @@ sleep 600'
 	aibox task "commit task.txt two" >"$T/out2" 2>"$T/err2" &
 	p2=$!
 	TASK_PIDS="$p1 $p2"
-	q1=$(wait_child "$p1" qemu-system) || { show "$T/err1"; false; }
-	q2=$(wait_child "$p2" qemu-system) || { show "$T/err2"; false; }
+	q1=$(wait_child "$p1" qemu-system)
+	q2=$(wait_child "$p2" qemu-system)
 	run aibox tasks clean --all
 	assert_success
 	assert_output --partial "left 2 running tasks alone"
@@ -318,8 +318,6 @@ sleep 600'
 	wait "$p1" && s1=0 || s1=$?
 	wait "$p2" && s2=0 || s2=$?
 	TASK_PIDS=
-	[ "$s1" -eq 0 ] || show "$T/err1"
-	[ "$s2" -eq 0 ] || show "$T/err2"
 	[ "$s1" -eq 0 ]
 	[ "$s2" -eq 0 ]
 	# each fetch command brings its own task's commit

@@ -43,12 +43,15 @@ task_dir() {
 	ls -d "$AIBOX_HOME"/projects/repo/tasks/*-[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f] 2>/dev/null
 }
 
-# show [ERRFILE]: what a failed test needs to see (stderr, console, logs).
+# show [ERRFILE...]: what a failed test needs to see: each task's stderr
+# (default $T/err; its aibox lines, then its last lines), console and logs.
 show() {
-	echo "--- stderr (aibox lines, then the last 10 lines, cut at 300 bytes)"
-	grep -a ' aibox\[' "${1:-$T/err}" | head -50
-	tail -n 10 "${1:-$T/err}" | cut -c1-300
-	local d
+	local f d
+	for f in "${@:-$T/err}"; do
+		echo "--- $f (aibox lines, then the last 10 lines, cut at 300 bytes)"
+		grep -a ' aibox\[' "$f" | head -50
+		tail -n 10 "$f" | cut -c1-300
+	done
 	for d in $(task_dir); do
 		echo "--- $d"
 		echo "--- console"; tail -40 "$d/console.log"
