@@ -15,6 +15,7 @@
 #include <sys/epoll.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -34,6 +35,12 @@
 /* A tunnel direction that moved this much goes over a pipe with splice(2). */
 #define BULK_BYTES (1024 * 1024)
 #define PIPE_BYTES (1024 * 1024)
+/* A pipe that small is no better than the scratch buffer: stay with read and write. */
+#define PIPE_MIN_BYTES SCRATCH_SIZE
+/* A bulk direction with an empty pipe gives it back after this long without bytes. */
+#define PIPE_IDLE_MS 2000
+/* After a pipe could not be had at full size, try again after this long. */
+#define PIPE_RETRY_MS 1000
 
 enum state {
 	ST_HEAD,    /* reading a request head from the client */
@@ -45,7 +52,7 @@ enum state {
 	ST_CLOSING, /* our answer is being flushed, then a lingering close */
 };
 
-enum side { SIDE_CLIENT, SIDE_UPSTREAM, SIDE_LISTEN, SIDE_SIGNAL, SIDE_RESOLVER };
+enum side { SIDE_CLIENT, SIDE_UPSTREAM, SIDE_LISTEN, SIDE_SIGNAL, SIDE_RESOLVER, SIDE_POOL };
 
 struct conn;
 
@@ -96,6 +103,13 @@ struct conn {
 	/* Bulk tunnel directions (0 client to upstream, 1 back): a pipe for splice. */
 	int pipe_r[2], pipe_w[2];
 	size_t pipe_len[2], pipe_cap[2];
+	int64_t bulk_after_ms[2]; /* no pipe before this (the last try failed) */
+
+	/* Key forwarding over a pooled upstream connection. */
+	int reused;	  /* the upstream connection came from the pool */
+	int up_close;	  /* the upstream's response said Connection: close */
+	char *replay;	  /* the upstream head, kept to send it again (no body) */
+	size_t replay_len;
 
 	struct resolve_job *job;
 	struct resolve_result addrs;
@@ -117,6 +131,18 @@ static struct handle h_listen = { NULL, SIDE_LISTEN }, h_signal = { NULL, SIDE_S
 		     h_resolver = { NULL, SIDE_RESOLVER };
 static char scratch[SCRATCH_SIZE];
 static int64_t now_ms;
+
+/*
+ * Idle TLS connections to the API upstream, each waiting for one request.
+ * A slot is free when fd < 0; its handle stays where epoll was told it is.
+ */
+struct pooled {
+	struct handle h;
+	int fd;
+	SSL *ssl;
+	int64_t since_ms;
+};
+static struct pooled pool[PROXY_API_POOL_MAX];
 
 static void update_now(void)
 {
@@ -246,7 +272,134 @@ static int add_fd(int fd, struct handle *h, uint32_t events)
 	return epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev);
 }
 
+static void drop_replay(struct conn *c)
+{
+	if (c->replay) {
+		OPENSSL_cleanse(c->replay, c->replay_len); /* it holds the key */
+		free(c->replay);
+	}
+	c->replay = NULL;
+	c->replay_len = 0;
+}
+
+/* ---- the pool of idle API upstream connections ---- */
+
+static void pool_close(struct pooled *p)
+{
+	if (p->fd < 0)
+		return;
+	/* No close_notify: the peer may be gone, and a write could block. */
+	SSL_set_quiet_shutdown(p->ssl, 1);
+	SSL_free(p->ssl);
+	close(p->fd); /* leaves epoll with it */
+	p->ssl = NULL;
+	p->fd = -1;
+}
+
+static void pool_init(void)
+{
+	for (int i = 0; i < PROXY_API_POOL_MAX; i++) {
+		pool[i].h.c = NULL;
+		pool[i].h.side = SIDE_POOL;
+		pool[i].fd = -1;
+		pool[i].ssl = NULL;
+	}
+}
+
+static void pool_close_all(void)
+{
+	for (int i = 0; i < PROXY_API_POOL_MAX; i++)
+		pool_close(&pool[i]);
+}
+
+static void pool_sweep(void)
+{
+	for (int i = 0; i < cfg->api_pool; i++)
+		if (pool[i].fd >= 0 && now_ms - pool[i].since_ms >= cfg->api_pool_idle_ms)
+			pool_close(&pool[i]);
+}
+
+/*
+ * Keep c's upstream connection for the next request, if it is clean: the
+ * exchange complete on both sides, nothing unread, and the upstream willing.
+ * Takes the fd and SSL away from c.
+ */
+static void pool_put(struct conn *c)
+{
+	struct pooled *p = NULL;
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP };
+
+	if (!c->is_api || !c->ssl || c->ufd < 0 || c->up_close || !c->req_done ||
+	    !c->respb.done || c->respb.kind == BODY_CLOSE || c->rb_len > c->rb_off ||
+	    spill_pending(&c->to_upstream) || SSL_has_pending(c->ssl) || c->ssl_rw || c->ssl_ww)
+		return;
+	for (int i = 0; i < cfg->api_pool; i++) {
+		if (pool[i].fd < 0) {
+			p = &pool[i];
+			break;
+		}
+		if (!p || pool[i].since_ms < p->since_ms)
+			p = &pool[i]; /* full: the oldest makes room */
+	}
+	if (!p)
+		return;
+	pool_close(p);
+	ev.data.ptr = &p->h;
+	if (epoll_ctl(epfd, EPOLL_CTL_MOD, c->ufd, &ev) < 0)
+		return;
+	p->fd = c->ufd;
+	p->ssl = c->ssl;
+	p->since_ms = now_ms;
+	c->ufd = -1;
+	c->ssl = NULL;
+	c->uev = 0;
+}
+
+/* An idle connection is alive when nothing at all is waiting on it. */
+static int pool_alive(struct pooled *p)
+{
+	char b;
+	ssize_t r = recv(p->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+
+	return r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && !SSL_has_pending(p->ssl);
+}
+
+/* Give c the most recently used live idle connection.  1 when it got one. */
+static int pool_take(struct conn *c)
+{
+	for (;;) {
+		struct pooled *p = NULL;
+		struct epoll_event ev = { .events = EPOLLOUT, .data.ptr = &c->hu };
+
+		for (int i = 0; i < cfg->api_pool; i++)
+			if (pool[i].fd >= 0 && (!p || pool[i].since_ms >= p->since_ms))
+				p = &pool[i];
+		if (!p)
+			return 0;
+		if (!pool_alive(p) || epoll_ctl(epfd, EPOLL_CTL_MOD, p->fd, &ev) < 0) {
+			pool_close(p);
+			continue;
+		}
+		c->ufd = p->fd;
+		c->ssl = p->ssl;
+		c->uev = EPOLLOUT;
+		p->fd = -1;
+		p->ssl = NULL;
+		return 1;
+	}
+}
+
 /* ---- connection life ---- */
+
+static void drop_pipe(struct conn *c, int d)
+{
+	if (c->pipe_r[d] >= 0) {
+		close(c->pipe_r[d]);
+		close(c->pipe_w[d]);
+	}
+	c->pipe_r[d] = c->pipe_w[d] = -1;
+	c->pipe_len[d] = 0;
+}
 
 static void close_upstream(struct conn *c)
 {
@@ -280,14 +433,8 @@ static void conn_kill(struct conn *c)
 	if (c->cfd >= 0)
 		close(c->cfd);
 	c->cfd = -1;
-	for (int d = 0; d < 2; d++) {
-		if (c->pipe_r[d] >= 0) {
-			close(c->pipe_r[d]);
-			close(c->pipe_w[d]);
-		}
-		c->pipe_r[d] = c->pipe_w[d] = -1;
-		c->pipe_len[d] = 0;
-	}
+	for (int d = 0; d < 2; d++)
+		drop_pipe(c, d);
 	if (c->prev)
 		c->prev->next = c->next;
 	else
@@ -313,6 +460,7 @@ static void free_graveyard(void)
 		struct conn *c = graveyard;
 
 		graveyard = c->gnext;
+		drop_replay(c);
 		spill_free(&c->to_client);
 		free(c->in);
 		free(c);
@@ -321,6 +469,8 @@ static void free_graveyard(void)
 
 static void reset_request(struct conn *c)
 {
+	drop_replay(c);
+	c->reused = c->up_close = 0;
 	c->is_connect = c->is_api = c->head_method = 0;
 	c->method[0] = c->host[0] = c->what[0] = '\0';
 	c->port = 0;
@@ -560,11 +710,11 @@ static void start_forward(struct conn *c, const struct http_head *h, const char 
 	}
 	if (c->is_api)
 		buf_addf(&b, "x-api-key: %s\r\n", cfg->api_key);
-	buf_addstr(&b, "Connection: close\r\n\r\n");
+	/* Upstream connections are kept for the API only (cfg->api_pool). */
+	buf_addf(&b, "Connection: %s\r\n\r\n",
+		 c->is_api && cfg->api_pool > 0 ? "keep-alive" : "close");
 	spill_add(&c->to_upstream, b.buf, b.len);
 	c->sent += h->head_len; /* the client's bytes, not ours (ours hold the key) */
-	OPENSSL_cleanse(b.buf, b.len);
-	buf_release(&b);
 
 	if (h->chunked)
 		http_body_init(&c->reqb, BODY_CHUNKED, 0);
@@ -572,11 +722,135 @@ static void start_forward(struct conn *c, const struct http_head *h, const char 
 		http_body_init(&c->reqb, BODY_LENGTH, (uint64_t)h->content_length);
 	else
 		http_body_init(&c->reqb, BODY_NONE, 0);
+	/*
+	 * A request without a body whose method is safe can be sent again if a
+	 * reused connection turns out dead before answering; keep its head.
+	 */
+	if (c->is_api && cfg->api_pool > 0 && c->reqb.kind == BODY_NONE &&
+	    ((h->method_len == 3 && !memcmp(h->method, "GET", 3)) ||
+	     (h->method_len == 4 && !memcmp(h->method, "HEAD", 4)) ||
+	     (h->method_len == 7 && !memcmp(h->method, "OPTIONS", 7)))) {
+		c->replay = xmalloc(b.len);
+		memcpy(c->replay, b.buf, b.len);
+		c->replay_len = b.len;
+	}
+	OPENSSL_cleanse(b.buf, b.len);
+	buf_release(&b);
 	c->head_method = h->method_len == 4 && !memcmp(h->method, "HEAD", 4);
 	c->client_close = h->conn_close;
 	if (h->expect_continue && !c->reqb.done)
 		spill_add(&c->to_client, "HTTP/1.1 100 Continue\r\n\r\n", 25);
 	start_resolve(c);
+}
+
+/* ---- the broker hand-off ---- */
+
+static int is_git_host(const char *host)
+{
+	return !strcmp(host, PROXY_GIT_HOST);
+}
+
+/* The remote number that starts path ("/<n>/..."; decimal, below 1000), or -1. */
+static int git_remote_number(const char *path, size_t len)
+{
+	size_t i = 1;
+	int n = 0;
+
+	if (len < 3 || path[0] != '/')
+		return -1;
+	while (i < len && i < 4 && path[i] >= '0' && path[i] <= '9')
+		n = n * 10 + (path[i++] - '0');
+	if (i == 1 || i >= len || path[i] != '/' || (path[1] == '0' && i > 2))
+		return -1;
+	return n;
+}
+
+/*
+ * Give the connection to aibox-broker (docs/internals.md, "Broker hand-off"):
+ * one message holding the bytes of this request read so far, with the client
+ * socket as SCM_RIGHTS.  Then the proxy forgets the connection.  When the
+ * broker cannot take it, the client gets a 502 (503 when it is only busy).
+ */
+static void hand_to_broker(struct conn *c, const struct http_head *h, int remote)
+{
+	size_t start = c->in_off - h->head_len;
+	size_t len = c->in_len - start;
+	char hdr[64];
+	int n = snprintf(hdr, sizeof(hdr), "aibox-broker/1 %d %zu\n", remote, len);
+	struct iovec iov[2] = { { hdr, (size_t)n }, { c->in + start, len } };
+	union {
+		char b[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} cm;
+	struct msghdr msg = { .msg_iov = iov, .msg_iovlen = 2, .msg_control = cm.b,
+			      .msg_controllen = sizeof(cm.b) };
+	struct cmsghdr *cmsg;
+	ssize_t r;
+
+	if (spill_pending(&c->to_client)) {
+		/* An answer to an earlier request is still on its way: keep the order. */
+		refuse(c, "a git request pipelined behind another request");
+		return;
+	}
+	memset(&cm, 0, sizeof(cm));
+	cmsg = CMSG_FIRSTHDR(&msg);
+	cmsg->cmsg_level = SOL_SOCKET;
+	cmsg->cmsg_type = SCM_RIGHTS;
+	cmsg->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cmsg), &c->cfd, sizeof(int));
+	do
+		r = sendmsg(cfg->broker_fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+	while (r < 0 && errno == EINTR);
+	if (r < 0) {
+		char why[120];
+		int e = errno;
+
+		if (e == EAGAIN || e == EWOULDBLOCK) {
+			respond(c, 503, "failed", "aibox-broker is busy");
+			return;
+		}
+		if (e == EPIPE || e == ECONNREFUSED || e == ECONNRESET || e == ENOTCONN)
+			snprintf(why, sizeof(why), "aibox-broker is not running");
+		else
+			snprintf(why, sizeof(why), "cannot hand the request to aibox-broker: %s",
+				 strerror(e));
+		respond(c, 502, "failed", why);
+		return;
+	}
+	/*
+	 * The broker's copy keeps the socket open, and epoll forgets a socket
+	 * only when its last copy closes: take it out before closing ours.
+	 */
+	if (!c->c_gone)
+		epoll_ctl(epfd, EPOLL_CTL_DEL, c->cfd, NULL);
+	c->c_gone = 1;
+	c->sent = len;
+	log_line(c, "allowed", "handed to aibox-broker");
+	conn_kill(c);
+}
+
+/* A request for PROXY_GIT_HOST; t is its path. */
+static void git_request(struct conn *c, const struct http_head *h, const char *t, size_t tl)
+{
+	int remote = git_remote_number(t, tl);
+	size_t n;
+
+	set_what(c, h->method, h->method_len, NULL, 0);
+	if (remote < 0) {
+		refuse(c, "no remote number in the path (/<n>/...)");
+		return;
+	}
+	n = strlen(c->what);
+	snprintf(c->what + n, sizeof(c->what) - n, " remote=%d", remote);
+	if (c->port != 80) {
+		refuse(c, PROXY_GIT_HOST " answers on port 80 only");
+		return;
+	}
+	if (cfg->broker_fd < 0) {
+		refuse(c, "no git remotes: the config has no git: entries");
+		return;
+	}
+	hand_to_broker(c, h, remote);
 }
 
 static void handle_request(struct conn *c, const struct http_head *h)
@@ -612,6 +886,10 @@ static void handle_request(struct conn *c, const struct http_head *h)
 		}
 		if (c->api_tunnel) {
 			refuse(c, "CONNECT inside the key forwarding port");
+			return;
+		}
+		if (is_git_host(c->host)) {
+			refuse(c, PROXY_GIT_HOST " takes plain http:// requests, not CONNECT");
 			return;
 		}
 		if (is_api_authority(c->host, c->port)) {
@@ -682,6 +960,9 @@ static void handle_request(struct conn *c, const struct http_head *h)
 			c->is_api = 1;
 		else if (c->api_tunnel) {
 			refuse(c, "another host inside the key forwarding port");
+			return;
+		} else if (is_git_host(c->host)) {
+			git_request(c, h, t, tl);
 			return;
 		}
 	} else if (tl >= 8 && !strncasecmp(t, "https://", 8)) {
@@ -766,6 +1047,12 @@ static void start_resolve(struct conn *c)
 	const char *name = c->is_api ? cfg->api_host : c->host;
 	int port = c->is_api ? cfg->api_port : c->port;
 
+	if (c->is_api && pool_take(c)) {
+		c->reused = 1;
+		c->state = ST_FWD;
+		c->deadline_ms = now_ms + cfg->idle_timeout_ms;
+		return;
+	}
 	c->state = ST_RESOLVE;
 	c->deadline_ms = now_ms + cfg->connect_timeout_ms;
 	if (resolver_lookup(cfg->resolver, name, port, &res)) {
@@ -963,6 +1250,7 @@ static void finish_request(struct conn *c)
 	int keep = !c->close_after && !c->client_close && c->req_done;
 
 	log_line(c, "allowed", NULL);
+	pool_put(c);
 	close_upstream(c);
 	if (!keep) {
 		c->state = ST_CLOSING;
@@ -978,6 +1266,24 @@ static void abort_forward(struct conn *c, const char *why)
 {
 	log_line(c, "failed", why);
 	conn_kill(c);
+}
+
+/*
+ * A connection from the pool failed before any byte of the answer: the
+ * upstream had closed it as we sent.  A request kept for replay goes again
+ * on another connection (pooled or new).  1 when it does.
+ */
+static int retry_upstream(struct conn *c)
+{
+	if (!c->reused || !c->replay || c->resp_head_done || c->rb_len)
+		return 0;
+	close_upstream(c);
+	c->reused = 0;
+	c->req_done = 0;
+	c->req_ready = c->resp_ready = 0;
+	spill_add(&c->to_upstream, c->replay, c->replay_len);
+	start_resolve(c);
+	return 1;
 }
 
 static int response_head(struct conn *c)
@@ -1012,6 +1318,8 @@ static int response_head(struct conn *c)
 		c->rb_off += h.head_len; /* drop interim responses; we sent our own 100 */
 	}
 	c->status = h.status;
+	c->up_close = h.conn_close;
+	drop_replay(c); /* answered: never sent again */
 	if (c->head_method || h.status == 204 || h.status == 304)
 		http_body_init(&c->respb, BODY_NONE, 0);
 	else if (h.chunked)
@@ -1055,7 +1363,8 @@ static int fwd_request(struct conn *c)
 		int f = flush_spill(c, &c->to_upstream, 0);
 
 		if (f < 0) {
-			abort_forward(c, "upstream write failed");
+			if (!retry_upstream(c))
+				abort_forward(c, "upstream write failed");
 			return -1;
 		}
 		if (!f || c->req_done)
@@ -1170,6 +1479,8 @@ static int fwd_response(struct conn *c)
 
 			if (n == -EAGAIN)
 				return 0;
+			if (n <= 0 && retry_upstream(c))
+				return -1;
 			if (n < 0 && !c->resp_head_done) {
 				respond(c, 502, "failed", "upstream read failed");
 				return -1;
@@ -1216,13 +1527,29 @@ static void go_bulk(struct conn *c, int d)
 	int p[2];
 	int sz;
 
-	if (pipe2(p, O_NONBLOCK | O_CLOEXEC) < 0)
+	if (now_ms < c->bulk_after_ms[d])
+		return;
+	if (pipe2(p, O_NONBLOCK | O_CLOEXEC) < 0) {
+		c->bulk_after_ms[d] = now_ms + PIPE_RETRY_MS;
 		return; /* stay with read and write */
+	}
+	/*
+	 * Pipes count against the user's pipe-user-pages-soft (64 MiB by
+	 * default): past it, the size cannot be raised and a new pipe gets two
+	 * pages.  Such a pipe would move 8 KiB a splice; the scratch buffer does
+	 * better.
+	 */
 	fcntl(p[1], F_SETPIPE_SZ, PIPE_BYTES);
 	sz = fcntl(p[1], F_GETPIPE_SZ);
+	if (sz < PIPE_MIN_BYTES) {
+		close(p[0]);
+		close(p[1]);
+		c->bulk_after_ms[d] = now_ms + PIPE_RETRY_MS;
+		return;
+	}
 	c->pipe_r[d] = p[0];
 	c->pipe_w[d] = p[1];
-	c->pipe_cap[d] = sz > 0 ? (size_t)sz : 65536;
+	c->pipe_cap[d] = (size_t)sz;
 	c->pipe_len[d] = 0;
 }
 
@@ -1546,6 +1873,15 @@ static void sweep(void)
 {
 	for (struct conn *c = conns, *next; c; c = next) {
 		next = c->next;
+		/*
+		 * A tunnel quiet for a while gives its empty pipes back (their pages
+		 * count against the user's pipe quota); the next burst takes new ones.
+		 */
+		if (c->state == ST_TUNNEL &&
+		    c->deadline_ms - cfg->idle_timeout_ms + PIPE_IDLE_MS <= now_ms)
+			for (int d = 0; d < 2; d++)
+				if (c->pipe_r[d] >= 0 && !c->pipe_len[d])
+					drop_pipe(c, d);
 		if (c->deadline_ms > now_ms)
 			continue;
 		switch (c->state) {
@@ -1581,6 +1917,7 @@ int proxy_run(const struct proxy_config *config)
 	int tick;
 
 	cfg = config;
+	pool_init();
 	epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (epfd < 0)
 		return -errno;
@@ -1597,6 +1934,8 @@ int proxy_run(const struct proxy_config *config)
 	if (cfg->connect_timeout_ms < tick)
 		tick = cfg->connect_timeout_ms;
 	tick /= 4;
+	if (cfg->api_pool > 0 && cfg->api_pool_idle_ms / 2 < tick)
+		tick = cfg->api_pool_idle_ms / 2;
 	if (tick < 20)
 		tick = 20;
 	if (tick > 1000)
@@ -1626,11 +1965,20 @@ int proxy_run(const struct proxy_config *config)
 					conn_kill(c);
 				}
 				free_graveyard();
+				pool_close_all();
 				close(epfd);
 				return 0;
 			case SIDE_RESOLVER:
 				resolver_collect(cfg->resolver, resolver_done);
 				break;
+			case SIDE_POOL: {
+				/* The upstream closed an idle connection, or spoke out of turn. */
+				struct pooled *p = (struct pooled *)h;
+
+				if (p->fd >= 0 && !pool_alive(p))
+					pool_close(p);
+				break;
+			}
 			default:
 				on_event(h, evs[i].events);
 				break;
@@ -1652,6 +2000,7 @@ int proxy_run(const struct proxy_config *config)
 		free_graveyard();
 		if (now_ms >= next_sweep) {
 			sweep();
+			pool_sweep();
 			next_sweep = now_ms + tick;
 		}
 		free_graveyard();

@@ -9,13 +9,24 @@
  *   - requests for 127.0.0.1:3129 or localhost:3129 (absolute-URI, or inside
  *     a CONNECT to that address) are never connected to: the proxy answers
  *     them by forwarding /v1/... and /api/hello to the API upstream over TLS,
- *     with the client's credentials dropped and the real key added.
+ *     with the client's credentials dropped and the real key added;
+ *   - absolute-URI requests for git.aibox.internal (port 80) are never
+ *     connected to either: with a broker hand-off socket the connection and
+ *     the bytes read from it go to aibox-broker (docs/internals.md, "Broker
+ *     hand-off") and the proxy forgets it; without one they are refused.
  * Everything else gets a 403 with a one-line reason, and every request or
  * tunnel a line in the log.
  *
  * Memory per connection is bounded: request heads have a hard cap, a tunnel
  * holds no buffer of its own unless the receiving side is slow (and then
  * stops reading the sending side until it drains).
+ *
+ * Key forwarding keeps up to api_pool idle TLS connections to the upstream
+ * (HTTP/1.1 keep-alive) and hands each to one request at a time; an idle one
+ * is closed when the upstream closes it or sends anything, after
+ * api_pool_idle_ms, or when it is checked before use and found closed.  A
+ * request without a body (GET, HEAD, OPTIONS) that fails on a reused
+ * connection before any byte of the response is sent again on another one.
  */
 #ifndef AIBOX_PROXY_H
 #define AIBOX_PROXY_H
@@ -26,6 +37,8 @@ struct allow_list;
 struct resolver;
 
 #define PROXY_API_PORT 3129
+#define PROXY_API_POOL_MAX 64
+#define PROXY_GIT_HOST "git.aibox.internal"
 
 struct proxy_config {
 	int listen_fd;		/* listening, any address family; made non-blocking */
@@ -39,6 +52,14 @@ struct proxy_config {
 	SSL_CTX *tls;
 	char api_host[256]; /* upstream host (name or IP literal), port */
 	int api_port;
+	int api_pool;	       /* idle upstream connections kept, 0 to PROXY_API_POOL_MAX */
+	int api_pool_idle_ms;  /* an idle pooled connection is closed after this */
+
+	/*
+	 * One end of a unix SOCK_SEQPACKET socket pair whose other end is
+	 * aibox-broker's --handoff-fd; -1: requests for PROXY_GIT_HOST are refused.
+	 */
+	int broker_fd;
 
 	int max_conns;		/* connections at once; more wait in the backlog */
 	int header_timeout_ms;	/* a request head must arrive within this */

@@ -5,6 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
+
+#include "bundle_read.h"
 #include "err.h"
 #include "results.h"
 #include "banned.h"
@@ -423,4 +426,46 @@ size_t proxy_log_hosts(const char *log, size_t len, size_t max, struct strvec *h
 	}
 	strvec_clear(&extra);
 	return distinct;
+}
+
+int result_check_bundle(int fd, const char *start_commit, const char *repo_dir,
+			const char *tmp_parent, uint64_t max_bytes, char end[65], struct buf *why)
+{
+	static const char *const refs[] = { "refs/heads/aibox/task" };
+	const char *bases[] = { start_commit };
+	struct bundle_header h = BUNDLE_HEADER_INIT;
+	struct bundle_pack_result pr;
+	int ret;
+
+	if (lseek(fd, 0, SEEK_SET) < 0) {
+		ret = -errno;
+		buf_addf(why, "cannot read changes.bundle: %s", strerror(errno));
+		return ret;
+	}
+	ret = bundle_header_read_fd(&h, fd);
+	if (ret == 0)
+		ret = bundle_header_expect(&h, refs, 1, bases, 1);
+	if (ret > 0) {
+		buf_addf(why, "changes.bundle refused: %s", h.reason);
+		goto out;
+	}
+	if (ret < 0) {
+		buf_addf(why, "cannot read changes.bundle: %s", strerror(-ret));
+		goto out;
+	}
+	if (lseek(fd, (off_t)h.pack_offset, SEEK_SET) < 0) {
+		ret = -errno;
+		buf_addf(why, "cannot read changes.bundle: %s", strerror(errno));
+		goto out;
+	}
+	ret = bundle_pack_verify_fd(fd, repo_dir, tmp_parent, max_bytes, &pr);
+	if (ret > 0)
+		buf_addf(why, "changes.bundle refused: %s", pr.reason);
+	else if (ret < 0)
+		buf_addf(why, "cannot check changes.bundle's pack: %s", strerror(-ret));
+	else
+		memcpy(end, h.refs[0].oid, sizeof(h.refs[0].oid));
+out:
+	bundle_header_clear(&h);
+	return ret;
 }

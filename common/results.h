@@ -17,6 +17,7 @@
 #define AIBOX_RESULTS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "buf.h"
 #include "strvec.h"
@@ -127,5 +128,25 @@ void shell_quote(struct buf *out, const char *s);
  * number of distinct hosts seen (more than hosts->nr when some were left out).
  */
 size_t proxy_log_hosts(const char *log, size_t len, size_t max, struct strvec *hosts);
+
+/*
+ * Check a task's changes.bundle, read from fd from its first byte (the
+ * product description: only aibox/task, no prerequisite but the start
+ * commit; docs/bundles.md):
+ *   - the header (bundle_header_read_fd, bundle_header_expect): its refs are
+ *     exactly refs/heads/aibox/task, its only possible prerequisite
+ *     start_commit;
+ *   - the pack (bundle_pack_verify_fd): at most max_bytes, every object
+ *     inflates to its stated size, every delta resolves (the bases of the
+ *     thin pack from the repository at repo_dir, which has the start
+ *     commit), the object count and the checksum.  The indexer writes its
+ *     index into a private folder under tmp_parent (NULL: $TMPDIR or /tmp),
+ *     so this cannot run in a process under sandbox_lockdown().
+ * 0 with aibox/task's commit (lowercase hex) in end; BUNDLE_REFUSED (1) with
+ * "changes.bundle refused: <reason>" appended to why; or a negative errno
+ * with "cannot read changes.bundle: <what>" appended to why.
+ */
+int result_check_bundle(int fd, const char *start_commit, const char *repo_dir,
+			const char *tmp_parent, uint64_t max_bytes, char end[65], struct buf *why);
 
 #endif

@@ -41,6 +41,21 @@ int task_env_name_valid(const char *s)
 	return 1;
 }
 
+int task_git_remote_valid(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n <= 8 || n > 2048 || strncmp(s, "https://", 8))
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char ch = (unsigned char)s[i];
+
+		if (ch <= 0x20 || ch >= 0x7f || strchr("\"\\#;", ch))
+			return 0;
+	}
+	return 1;
+}
+
 /* A JSON string of s, or NULL (with a reason) when s is not UTF-8. */
 static json_t *str(const char *s, const char *what, struct buf *err)
 {
@@ -64,7 +79,7 @@ int task_settings_json(const struct task_settings *s, struct buf *out, struct bu
 {
 	static const char *const api_names[] = { "none", "forward", "oauth" };
 	json_t *root = json_object(), *git = json_object(), *env = json_array(),
-	       *mounts = json_array();
+	       *mounts = json_array(), *remotes = json_array();
 	char *text = NULL;
 	int ret = -EINVAL;
 
@@ -123,7 +138,7 @@ int task_settings_json(const struct task_settings *s, struct buf *out, struct bu
 			goto out;
 		}
 		if (!m->tag || !*m->tag || strlen(m->tag) > 31 ||
-		    strspn(m->tag, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") !=
+		    strspn(m->tag, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") !=
 			    strlen(m->tag)) {
 			bad(err, "the mount tag '%s' is not valid", m->tag ? m->tag : "");
 			goto out;
@@ -131,9 +146,17 @@ int task_settings_json(const struct task_settings *s, struct buf *out, struct bu
 		if (set(o, "tag", json_string(m->tag)) || set(o, "path", str(m->path, "a mount path", err)))
 			goto out;
 	}
+	for (size_t i = 0; i < s->ngit_remotes; i++) {
+		if (!task_git_remote_valid(s->git_remotes[i])) {
+			bad(err, "the git remote '%s' is not a plain https:// URL", s->git_remotes[i]);
+			goto out;
+		}
+		json_array_append_new(remotes, json_string(s->git_remotes[i]));
+	}
 	if (set(root, "mounts", json_incref(mounts)) ||
 	    set(root, "system_prompt",
-		str(s->system_prompt ? s->system_prompt : "", "the system prompt", err)))
+		str(s->system_prompt ? s->system_prompt : "", "the system prompt", err)) ||
+	    set(root, "git_remotes", json_incref(remotes)))
 		goto out;
 	text = json_dumps(root, JSON_INDENT(2));
 	if (!text) {
@@ -150,6 +173,7 @@ out:
 	json_decref(git);
 	json_decref(env);
 	json_decref(mounts);
+	json_decref(remotes);
 	json_decref(root);
 	return ret;
 }

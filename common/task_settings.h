@@ -21,7 +21,7 @@ enum task_api {
 };
 
 struct task_mount {
-	const char *tag;  /* the share's tag, [A-Za-z0-9_-], at most 31 bytes */
+	const char *tag;  /* the share's tag, [A-Za-z0-9._-], at most 31 bytes (vm.h) */
 	const char *path; /* absolute path in the VM */
 };
 
@@ -42,7 +42,17 @@ struct task_settings {
 	const struct task_mount *mounts;
 	size_t nmounts;
 	const char *system_prompt; /* NULL: "" */
+	/* The config's git: URLs in order; entry n is the broker's remote n. */
+	const char *const *git_remotes;
+	size_t ngit_remotes;
 };
+
+/*
+ * Is s a remote URL the init may write into git's config unquoted:
+ * "https://" and then at most 2048 printable ASCII bytes with no space, '"',
+ * '\\', '#' or ';'?
+ */
+int task_git_remote_valid(const char *s);
 
 /*
  * Append settings.json's text for s to out (pretty-printed, ending in a

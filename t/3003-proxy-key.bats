@@ -151,3 +151,116 @@ REQ='{"model":"m","stream":true,"tools":[{"name":"Bash"}],"messages":[{"role":"u
 	grep -q "allowed localhost:3129 POST /v1/messages?beta=true status=200" "$T/proxy.log"
 	key_nowhere "$T/out.jsonl" "$T/err"
 }
+
+# conns: the upstream connection number of each recorded request, in order
+conns() {
+	local f
+	for f in "$T"/rec/*.json; do jq -r .conn "$f"; done | tr '\n' ' '
+}
+
+@test "key pool: requests in a row, from different clients, share one upstream connection" {
+	start_proxy --key-env AIBOX_TEST_KEY
+	for i in 1 2 3; do
+		curl -sS -x "$PROXY" -H 'x-api-key: sk-placeholder' --data-binary "$REQ" \
+			"http://127.0.0.1:3129/v1/messages" >"$T/out$i"
+		grep -q 'Hello through the proxy' "$T/out$i"
+	done
+	run curl -sS -x "$PROXY" "http://127.0.0.1:3129/api/hello"
+	assert_output '{}'
+	[ "$(conns)" = "1 1 1 1 " ]
+	for f in "$T"/rec/*.json; do
+		[ "$(jq -r '.headers.connection' "$f")" = keep-alive ]
+	done
+	[ "$(jq -r '.headers["x-api-key"]' "$T/rec/0003.json")" = "$KEY" ]
+	key_nowhere "$T"/out*
+	[ "$(grep -c 'allowed localhost:3129 POST /v1/messages status=200' "$T/proxy.log")" = 3 ]
+	stop_proxy
+	# without the pool, one connection per request (and Connection: close)
+	start_proxy --key-env AIBOX_TEST_KEY --api-pool 0
+	for i in 1 2 3; do
+		curl -sS -x "$PROXY" "http://127.0.0.1:3129/api/hello" >/dev/null
+	done
+	[ "$(conns)" = "1 1 1 1 2 3 4 " ]
+	[ "$(jq -r '.headers.connection' "$T/rec/0007.json")" = close ]
+}
+
+@test "key pool: requests at the same time never share a connection" {
+	stop_fake_api
+	cat >"$T/script.json" <<-JSON
+		{"turns": [{"stall": 1}], "require_key": "$KEY"}
+	JSON
+	start_fake_api "$T/script.json" --tls "$T/ca/server.pem" "$T/ca/server.key"
+	export AIBOX_API_UPSTREAM=https://localhost:$FAKE_API_PORT
+	start_proxy --key-env AIBOX_TEST_KEY
+	curl -sS -x "$PROXY" --data-binary "$REQ" "http://127.0.0.1:3129/v1/messages" >"$T/a" &
+	a=$!
+	curl -sS -x "$PROXY" --data-binary "$REQ" "http://127.0.0.1:3129/v1/messages" >"$T/b" &
+	b=$!
+	wait $a
+	wait $b
+	grep -q stalled "$T/a"
+	grep -q stalled "$T/b"
+	c=$(conns)
+	[ "$c" = "1 2 " ] || [ "$c" = "2 1 " ]
+	# both went back to the pool: the next two, one after the other, reuse one
+	curl -sS -x "$PROXY" "http://127.0.0.1:3129/api/hello" >/dev/null
+	curl -sS -x "$PROXY" "http://127.0.0.1:3129/api/hello" >/dev/null
+	set -- $(conns)
+	[ $# = 4 ] && [ "$3" = "$4" ] && { [ "$3" = 1 ] || [ "$3" = 2 ]; }
+}
+
+@test "key pool: an idle connection is closed after --api-pool-idle" {
+	start_proxy --key-env AIBOX_TEST_KEY --api-pool-idle 300ms
+	curl -sS -x "$PROXY" "http://127.0.0.1:3129/api/hello" >/dev/null
+	curl -sS -x "$PROXY" "http://127.0.0.1:3129/api/hello" >/dev/null
+	sleep 1
+	run curl -sS -x "$PROXY" "http://127.0.0.1:3129/api/hello"
+	assert_output '{}'
+	[ "$(conns)" = "1 1 2 " ]
+}
+
+@test "key pool: an upstream that closed an idle connection costs the client nothing" {
+	stop_fake_api
+	start_fake_api "$T/script.json" --tls "$T/ca/server.pem" "$T/ca/server.key" --idle-close 0.3
+	export AIBOX_API_UPSTREAM=https://localhost:$FAKE_API_PORT
+	start_proxy --key-env AIBOX_TEST_KEY
+	curl -sS -x "$PROXY" -H 'x-api-key: sk-placeholder' --data-binary "$REQ" \
+		"http://127.0.0.1:3129/v1/messages" >"$T/out1"
+	sleep 1
+	grep -q "closing connection 1 after" "$T/fake-api.log"
+	# a POST, which is never sent twice: the closed connection is seen before use
+	curl -sS -x "$PROXY" -H 'x-api-key: sk-placeholder' --data-binary "$REQ" \
+		"http://127.0.0.1:3129/v1/messages" >"$T/out2"
+	grep -q 'Hello through the proxy' "$T/out1"
+	grep -q 'Hello through the proxy' "$T/out2"
+	[ "$(conns)" = "1 2 " ]
+	run grep -c ' failed ' "$T/proxy.log"
+	assert_output 0
+}
+
+@test "key pool: a connection dropped as the request arrives: GET is sent again, POST fails" {
+	stop_fake_api
+	start_fake_api "$T/script.json" --tls "$T/ca/server.pem" "$T/ca/server.key" --drop-after 1
+	export AIBOX_API_UPSTREAM=https://localhost:$FAKE_API_PORT
+	start_proxy --key-env AIBOX_TEST_KEY
+	run curl -sS -x "$PROXY" "http://127.0.0.1:3129/api/hello"
+	assert_output '{}'
+	# connection 1 looks alive in the pool, takes the request and closes
+	run curl -sS -x "$PROXY" "http://127.0.0.1:3129/api/hello"
+	assert_output '{}'
+	grep -q "dropping connection 1 without answering" "$T/fake-api.log"
+	[ "$(conns)" = "1 2 " ]
+	# a POST may have been acted on: it is not sent twice, the client is told
+	run curl -sS -i -x "$PROXY" -H 'x-api-key: sk-placeholder' --data-binary "$REQ" \
+		"http://127.0.0.1:3129/v1/messages"
+	assert_line --index 0 --partial "HTTP/1.1 502"
+	assert_output --regexp "aibox-proxy: upstream (closed without a response|read failed)"
+	grep -q "dropping connection 2 without answering" "$T/fake-api.log"
+	[ "$(conns)" = "1 2 " ]
+	# and the next request opens a new connection
+	run curl -sS -x "$PROXY" -H 'x-api-key: sk-placeholder' --data-binary "$REQ" \
+		"http://127.0.0.1:3129/v1/messages"
+	assert_output --partial 'Hello through the proxy'
+	[ "$(conns)" = "1 2 3 " ]
+	key_nowhere
+}

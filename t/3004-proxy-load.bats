@@ -56,3 +56,19 @@ free_port() {
 	stop_proxy
 	[ "$(grep -c "allowed 127.0.0.1:$ep CONNECT sent=9000000 received=9000000" "$T/proxy.log")" = 4 ]
 }
+
+@test "load: a bulk tunnel gives its pipes back when it goes quiet, and takes new ones" {
+	ep=$(free_port)
+	start_proxy --allow "127.0.0.1:$ep"
+	run timeout 120 python3 "$TOP/t/proxy-load.py" "$PROXY_PORT" 2 --echo-port "$ep" \
+		--rounds 1 --size 3000000 --idle 3.5 --pid "$PROXY_PID"
+	echo "$output"
+	assert_success
+	# 2 tunnels, a pipe (2 fds) each way each (stdio may hold more pipes)
+	before=$(sed -n 's/^proxy pipes after the rounds: //p' <<<"$output")
+	after=$(sed -n 's/^proxy pipes after 3.5s idle: //p' <<<"$output")
+	[ "$((before - after))" = 8 ]
+	assert_line "tunnels still work after the idle time: yes"
+	stop_proxy
+	[ "$(grep -c "allowed 127.0.0.1:$ep CONNECT sent=6000000 received=6000000" "$T/proxy.log")" = 2 ]
+}

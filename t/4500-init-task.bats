@@ -332,6 +332,50 @@ print(len(body.encode()), body[0], set(body[1:]) == {"\u00e9"}, note)'
 	done
 }
 
+@test "init task: git_remotes become insteadOf rewrites to the broker, through the proxy" {
+	write_settings
+	python3 - <<-'EOF'
+	import json
+	s = json.load(open("share/settings.json"))
+	s["git_remotes"] = ["https://github.com/o/r.git", "https://git.example.org:8443/team/tools/"]
+	json.dump(s, open("share/settings.json", "w"))
+	EOF
+	export AIBOX_TEST_TASK_GITCONFIG=$T/gitconfig
+	run_task "say hi"
+	assert_success
+	assert_equal "$(jget failed_step)" null
+	export GIT_CONFIG_GLOBAL=$T/gitconfig
+	for pair in https://github.com/o/r.git=0/ https://github.com/o/r=0/ \
+		https://git.example.org:8443/team/tools=1/ https://git.example.org:8443/team/tools.git=1/; do
+		run git ls-remote --get-url "${pair%%=*}"
+		assert_output "http://git.aibox.internal/${pair#*=}"
+	done
+	run git ls-remote --get-url https://github.com/other/repo.git
+	assert_output https://github.com/other/repo.git
+	run git config --get-urlmatch http.proxy http://git.aibox.internal/0/info/refs
+	assert_output http://10.0.2.100:3128
+	run git config --get-urlmatch http.proxy https://github.com/o/r.git
+	assert_failure
+	# No remotes: nothing is written.
+	rm -f "$T/gitconfig" && rm -rf res state/aibox-results && mkdir res
+	write_settings
+	run_task "say hi"
+	assert_file_not_exists "$T/gitconfig"
+	# A URL git's config could not hold plainly fails the clone step.
+	for bad in '"http://x/y"' '"https://x/a b"' '"https://x/a\"b"' '"https://x/a\\\\b"' '7'; do
+		rm -rf res state/aibox-results && mkdir res
+		python3 - "$bad" <<-'EOF'
+		import json, sys
+		s = json.load(open("share/settings.json"))
+		s["git_remotes"] = [json.loads(sys.argv[1])]
+		json.dump(s, open("share/settings.json", "w"))
+		EOF
+		run_task "say hi"
+		[ "$(jget failed_step)" = clone ] || { echo "accepted: $bad"; false; }
+	done
+	assert_file_not_exists "$T/gitconfig"
+}
+
 @test "init task: a bundle whose HEAD is not the start commit fails the clone step" {
 	START=$(git -C src rev-parse HEAD~1)
 	write_settings

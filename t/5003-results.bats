@@ -194,3 +194,60 @@ aibox: no changes'
 	run test-task results - --proxy-log proxy.log
 	assert_line --index 0 "(5 more hosts)"
 }
+
+# check_bundle NAME [ARGS...]: result_check_bundle() on a fixture, as aibox-task runs it.
+check_bundle() {
+	local name=$1
+	shift
+	cp "$TOP/t/fixtures/bundles/$name.bundle" "$T/$name.bundle"
+	mkdir -p "$T/tmp"
+	run env TMPDIR="$T/tmp" test-task check-bundle "$@" "$T/$name.bundle"
+}
+
+@test "results: changes.bundle is checked beyond its header: refs, prerequisites and the pack" {
+	F=$TOP/t/fixtures/bundles
+	base=$(sed -n 's/^base //p' "$F/oids")
+	root=$(sed -n 's/^root //p' "$F/oids")
+	task=$(sed -n 's/^task //p' "$F/oids")
+	"$TOP/t/make-bundle-fixtures" --repo "$T/repo" >/dev/null
+	# a thin pack on the start commit, its bases from the project
+	check_bundle good-v2-base --repo "$T/repo" "$base"
+	assert_success
+	assert_output "ok $task"
+	check_bundle good-v3-base --repo "$T/repo" "$base"
+	assert_output "ok $task"
+	# no prerequisite at all is fine too
+	check_bundle good-v2 --repo "$T/repo" "$base"
+	assert_output "ok $task"
+	# the header: only aibox/task, no prerequisite but the start commit
+	check_bundle two-refs --repo "$T/repo" "$base"
+	assert_failure 1
+	assert_output "changes.bundle refused: unexpected ref 'refs/heads/main'"
+	check_bundle good-v2-base --repo "$T/repo" "$root"
+	assert_failure 1
+	assert_output "changes.bundle refused: prerequisite $base is not a given base"
+	check_bundle other-prereq --repo "$T/repo" "$base"
+	assert_failure 1
+	assert_output "changes.bundle refused: prerequisite $root is not a given base"
+	# the pack: a header that passes does not make a sound pack
+	for f in bad-delta bad-checksum truncated-pack bad-size bad-zlib wrong-count missing-base; do
+		check_bundle "$f" --repo "$T/repo" "$base"
+		assert_failure 1
+		[[ "$output" == "changes.bundle refused: pack: "* ]]
+	done
+	check_bundle bad-size --repo "$T/repo" "$base"
+	assert_output "changes.bundle refused: pack: object 0: inflates to 14 bytes, not 17"
+	# without the project the thin pack's bases are missing; a cap holds
+	check_bundle good-v2-base "$base"
+	assert_failure 1
+	assert_output "changes.bundle refused: pack: a delta's base is not in the pack (a thin pack: give --repo)"
+	check_bundle good-v2-base --max 100 --repo "$T/repo" "$base"
+	assert_output "changes.bundle refused: pack: larger than 100 bytes"
+	# an empty file (a VM that sent no bundle but said there were changes)
+	: >"$T/empty.bundle"
+	run test-task check-bundle --repo "$T/repo" "$base" "$T/empty.bundle"
+	assert_failure 1
+	[[ "$output" == "changes.bundle refused: "* ]]
+	# the indexer's folders were made in TMPDIR and are gone
+	assert_equal "$(ls -A "$T/tmp")" ""
+}

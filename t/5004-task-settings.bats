@@ -6,7 +6,8 @@ load lib-common
 @test "settings: settings.json has every field of docs/internals.md" {
 	run test-task settings --model sonnet --budget 2.5 --env GITHUB_TOKEN=x \
 		--mount skills:/home/claude/.claude/skills --system-prompt "$(printf 'a\nb')" \
-		--git "Ada L:ada@example.com"
+		--git "Ada L:ada@example.com" --remote https://github.com/o/r.git \
+		--remote https://git.example.org:8443/team/tools
 	assert_success
 	printf '%s\n' "$output" >settings.json
 	run python3 - <<-'PY'
@@ -14,7 +15,7 @@ load lib-common
 		s = json.load(open("settings.json"))
 		assert list(s) == ["version", "id", "mode", "model", "timeout_s", "max_budget_usd", "git",
 		                   "start_commit", "branch", "env_names", "api", "proxy", "path", "mounts",
-		                   "system_prompt"], list(s)
+		                   "system_prompt", "git_remotes"], list(s)
 		assert s["version"] == 1 and s["id"] == "259e07" and s["mode"] == "task"
 		assert s["model"] == "sonnet" and s["timeout_s"] == 3600 and s["max_budget_usd"] == 2.5
 		assert s["git"] == {"name": "Ada L", "email": "ada@example.com"}
@@ -24,9 +25,23 @@ load lib-common
 		assert s["path"] == "/project"
 		assert s["mounts"] == [{"tag": "skills", "path": "/home/claude/.claude/skills"}]
 		assert s["system_prompt"] == "a\nb"
+		assert s["git_remotes"] == ["https://github.com/o/r.git",
+		                            "https://git.example.org:8443/team/tools"]
 		print("ok")
 	PY
 	assert_output ok
+}
+
+@test "settings: a git remote the init could not write into git's config is refused" {
+	for bad in http://github.com/o/r 'https://h/a b' 'https://h/a"b' 'https://h/a\b' \
+		'https://h/a#b' 'https://h/a;b' "https://h/$(printf 'a\tb')" https://; do
+		run test-task settings --remote "$bad"
+		assert_output "error: the git remote '$bad' is not a plain https:// URL"
+	done
+	run test-task settings
+	printf '%s\n' "$output" >settings.json
+	run python3 -c 'import json; print(json.load(open("settings.json"))["git_remotes"])'
+	assert_output "[]"
 }
 
 @test "settings: no model and no budget are null" {

@@ -107,3 +107,32 @@ step 2"
 	assert_output --partial "ANTHROPIC_BASE_URL cannot be set next to ANTHROPIC_API_KEY"
 	[ -z "$(task_dir)" ]
 }
+
+@test "task: ~/.claude's skills, agents and commands are shared read-only unless the config says none" {
+	mkdir -p "$HOME/.claude/skills/hello" "$HOME/.claude/agents" "$HOME/.claude/commands"
+	echo "a skill" >"$HOME/.claude/skills/hello/SKILL.md"
+	run --separate-stderr aibox task x
+	dir=$(task_dir)
+	run python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["mounts"])' "$dir/settings.json"
+	assert_output "[{'tag': 'aibox.skills', 'path': '/home/aibox/.claude/skills'}, {'tag': 'aibox.agents', 'path': '/home/aibox/.claude/agents'}, {'tag': 'aibox.commands', 'path': '/home/aibox/.claude/commands'}]"
+
+	# none leaves a key out; a folder that does not exist is no share; a
+	# configured folder goes under the key's name
+	aibox projects path >/dev/null
+	cfg=$AIBOX_HOME/projects/repo/config.yaml
+	rm -rf "$AIBOX_HOME/projects/repo/tasks" "$HOME/.claude/commands"
+	mkdir -p "$T/team-agents"
+	printf 'skills: none\nagents: %s\n' "$T/team-agents" >"$cfg"
+	run --separate-stderr aibox task x
+	dir=$(task_dir)
+	run python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["mounts"])' "$dir/settings.json"
+	assert_output "[{'tag': 'aibox.agents', 'path': '/home/aibox/.claude/agents'}]"
+
+	# a configured folder that is not one is refused before anything starts
+	rm -rf "$AIBOX_HOME/projects/repo/tasks" "$T/team-agents"
+	touch "$T/team-agents"
+	run --separate-stderr aibox task x
+	assert_failure 2
+	assert_equal "$stderr" "aibox-task: agents: '$T/team-agents' is not a folder"
+	[ -z "$(task_dir)" ]
+}

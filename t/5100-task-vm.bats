@@ -19,9 +19,14 @@ teardown() {
 	task_teardown
 }
 
-@test "task vm: one commit end to end, from a tag, prompt from --file, key kept on the host, seccomp in force" {
+@test "task vm: one commit end to end, from a tag, prompt from --file, key kept on the host, seccomp in force, ~/.claude shared read-only" {
+	# the test user's ~/.claude (HOME is under $T): skills shared, commands: none
+	mkdir -p "$HOME/.claude/skills/hello" "$HOME/.claude/commands"
+	echo "a skill for the vm" >"$HOME/.claude/skills/hello/SKILL.md"
+	echo "a command" >"$HOME/.claude/commands/hi.md"
+	printf 'commands: none\n' >>"$AIBOX_HOME/projects/repo/config.yaml"
 	api '{"turns": [
-	  {"tool_use": {"name": "Bash", "input": {"command": "echo hello from the vm > hello.txt && git add hello.txt && git commit -q -m \"Add hello.txt\"", "description": "commit"}}},
+	  {"tool_use": {"name": "Bash", "input": {"command": "echo hello from the vm > hello.txt && cp ~/.claude/skills/hello/SKILL.md skill.txt && { { echo x >> ~/.claude/skills/hello/SKILL.md && echo writable; } 2>/dev/null || echo read-only; } > skill-rw.txt && { ls -A ~/.claude/commands > commands.txt 2>&1 || echo absent > commands.txt; } && git add hello.txt skill.txt skill-rw.txt commands.txt && git commit -q -m \"Add hello.txt\"", "description": "commit"}}},
 	  {"text": "I added hello.txt and committed it."}], "require_key": "'"$KEY"'"}'
 	git tag v1 HEAD~1
 	printf 'Add a file hello.txt\nand commit it.\n' >"$T/plan.md"
@@ -61,13 +66,18 @@ and commit it."
 	assert_equal "$(git rev-list --count "v1..$branch")" 1
 	assert_equal "$(git show "$branch:hello.txt")" "hello from the vm"
 	assert_equal "$(git log -1 --format=%s "$branch")" "Add hello.txt"
+	# the skill was readable in the VM and not writable; commands: none left it out
+	assert_equal "$(git show "$branch:skill.txt")" "a skill for the vm"
+	assert_equal "$(git show "$branch:skill-rw.txt")" "read-only"
+	assert_equal "$(git show "$branch:commands.txt")" "absent"
+	assert_equal "$(cat "$HOME/.claude/skills/hello/SKILL.md")" "a skill for the vm"
 	# the fake saw the host's key; the VM never had it
 	grep -rqF "\"x-api-key\": \"$KEY\"" "$T/rec"
 	run grep -rlF "$KEY" "$dir"
 	assert_failure
-	# every phase has its time in aibox.log
-	for p in start bundle proxy boot session stop check total; do
-		grep -q "^$p " "$dir/aibox.log"
+	# every phase has its time in aibox.log (docs/task-host.md)
+	for p in start bundle proxy boot session stop clone agent results check total overhead; do
+		grep -qE "^$p [0-9]+\.[0-9]{3}s" "$dir/aibox.log"
 	done
 	# no QEMU or proxy left, the task's lock is free
 	run pgrep -f "$dir"

@@ -1,7 +1,10 @@
 #!/usr/bin/env bats
 # aibox-broker --handoff-fd: connections passed over a unix socket with
-# SCM_RIGHTS, with the bytes a proxy already read (t/handoff-proxy plays the
-# proxy); and --conn-fd.
+# SCM_RIGHTS, with the bytes a proxy already read; and --conn-fd.  The real
+# proxy in front of the broker is t/6004-broker-proxy.bats.  Here
+# t/handoff-proxy plays the proxy because these tests send what aibox-proxy
+# never sends: a chosen number of bytes read ahead (none, part of a line), a
+# remote number that disagrees with the path, and malformed messages.
 load lib-common
 load lib-tls
 load lib-broker
@@ -39,46 +42,6 @@ stop_handoff() {
 		sleep 0.1
 	done
 	return 1
-}
-
-@test "broker: clone and push through the hand-off socket" {
-	start_handoff
-	run git clone -q "$HP_URL" c
-	assert_success
-	git -C c checkout -q -b aibox/handed
-	git -C c commit -q --allow-empty -m handed
-	run git -C c push origin aibox/handed
-	assert_success
-	assert_equal "$(git -C up/repo.git rev-parse aibox/handed)" "$(git -C c rev-parse HEAD)"
-	run git -C c push origin HEAD:main
-	assert_failure
-	assert_output --partial "! [remote rejected] HEAD -> main (this branch may not be pushed"
-	# The broker never had a socket of its own.
-	run grep -c 'op=push request=POST git-receive-pack refs=refs/heads/aibox/handed(create) result=allowed' broker.log
-	assert_output 1
-}
-
-@test "broker: the VM's recipe: insteadOf to git.aibox.internal through the proxy" {
-	start_handoff
-	proxy=${HP_URL%/0/}
-	# As the init writes it (docs/broker.md, "In the VM"), for the remote URL
-	# https://example.com/o/r (which does not resolve here: only the broker can reach it).
-	git config --global url.http://git.aibox.internal/0/.insteadOf https://example.com/o/r
-	git config --global --add url.http://git.aibox.internal/0/.insteadOf https://example.com/o/r.git
-	git config --global http.http://git.aibox.internal/.proxy "$proxy"
-	run git clone -q https://example.com/o/r.git c
-	assert_success
-	run git clone -q https://example.com/o/r c2
-	assert_success
-	git -C c checkout -q -b aibox/vm
-	git -C c commit -q --allow-empty -m vm
-	run git -C c push origin aibox/vm
-	assert_success
-	assert_equal "$(git -C up/repo.git rev-parse aibox/vm)" "$(git -C c rev-parse HEAD)"
-	run git -C c config remote.origin.url
-	assert_output https://example.com/o/r.git
-	run grep -c 'result=allowed' broker.log
-	[ "$output" -ge 6 ]
 }
 
 @test "broker: the hand-off carries any number of bytes already read, none too" {

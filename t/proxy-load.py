@@ -14,6 +14,7 @@ and exits 0 only if everything held.
 """
 import argparse
 import asyncio
+import os
 import sys
 import time
 
@@ -26,6 +27,9 @@ async def main():
     ap.add_argument("--size", type=int, default=512)
     ap.add_argument("--staller", type=float)
     ap.add_argument("--pid", type=int)
+    ap.add_argument("--idle", type=float,
+                    help="then leave the tunnels idle this long, count the proxy's "
+                         "pipes before and after, and use them once more")
     ap.add_argument("--echo-port", type=int, default=0)
     a = ap.parse_args()
 
@@ -107,6 +111,17 @@ async def main():
             for line in f:
                 if line.startswith(("VmHWM", "VmRSS")):
                     print(line.strip())
+
+    def pipes():
+        fd = "/proc/%d/fd" % a.pid
+        return sum(1 for n in os.listdir(fd) if os.readlink(os.path.join(fd, n)).startswith("pipe:"))
+
+    if a.idle is not None:
+        print("proxy pipes after the rounds: %d" % pipes())
+        await asyncio.sleep(a.idle)
+        print("proxy pipes after %gs idle: %d" % (a.idle, pipes()))
+        await round_all(a.rounds)
+        print("tunnels still work after the idle time: yes")
 
     if staller:
         task, sw = staller

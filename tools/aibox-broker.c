@@ -53,14 +53,15 @@
 #include "banned.h"
 
 static const char usage_text[] =
-	"usage: aibox-broker --remote URL --token-env NAME [--fetch] [--push PATTERN]...\n"
+	"usage: aibox-broker --remote URL [--token-env NAME] [--fetch] [--push PATTERN]...\n"
 	"                    [--auth basic|bearer] [--auth-user NAME] [--remote ...]...\n"
 	"                    (--listen HOST:PORT | --listen-fd N | --conn-fd N | --handoff-fd N)\n"
 	"                    [--log FILE | --log-fd N] [--ready-fd N] [--ca FILE] [--no-sandbox]\n"
 	"\n"
 	"  --remote URL        an https remote; the options up to the next --remote apply to it;\n"
 	"                      the first is served under /0/, the next under /1/, ...\n"
-	"  --token-env NAME    the environment variable holding its token (read at start)\n"
+	"  --token-env NAME    the environment variable holding its token (read at start);\n"
+	"                      without it, requests go to the remote with no credentials\n"
 	"  --fetch             allow fetch and clone\n"
 	"  --push PATTERN      allow pushing branches matching PATTERN ('*' stays within one\n"
 	"                      '/' level: aibox/* matches aibox/x); repeatable\n"
@@ -1560,8 +1561,6 @@ static void setup_remote(struct remote *rm)
 	struct buf cred = BUF_INIT;
 	int r;
 
-	if (!rm->token_env)
-		die("remote '%s' needs --token-env", rm->url);
 	parse_url(rm);
 	if (!rm->fetch && !rm->npush)
 		warning("remote '%s' allows neither fetch nor push", rm->url);
@@ -1572,7 +1571,10 @@ static void setup_remote(struct remote *rm)
 	r = getaddrinfo(rm->host, rm->port, &hints, &rm->addrs);
 	if (r)
 		die("cannot resolve '%s': %s", rm->host, gai_strerror(r));
-	if (rm->auth == AUTH_BASIC) {
+	if (!rm->token_env) {
+		/* A public remote: nothing to add. */
+		rm->auth_header = xstrdup("");
+	} else if (rm->auth == AUTH_BASIC) {
 		struct buf plain = BUF_INIT;
 		size_t n;
 

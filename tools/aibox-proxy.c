@@ -38,7 +38,8 @@ static const char usage[] =
 	"                   [--allow ENTRY]... [--allow-file FILE] [--log FILE | --log-fd N]\n"
 	"                   [--key-env NAME] [--ready-fd N] [--presets DIR]\n"
 	"                   [--header-timeout T] [--idle-timeout T] [--connect-timeout T]\n"
-	"                   [--max-conns N] [--no-sandbox]\n"
+	"                   [--max-conns N] [--api-pool N] [--api-pool-idle T]\n"
+	"                   [--broker-fd N] [--no-sandbox]\n"
 	"\n"
 	"  --listen ADDR        listen on HOST:PORT (an IP address or localhost; default\n"
 	"                       127.0.0.1:3128) or on the unix socket unix:PATH\n"
@@ -54,6 +55,11 @@ static const char usage[] =
 	"  --idle-timeout T     time a tunnel or connection may sit idle (default 600s)\n"
 	"  --connect-timeout T  time to resolve, connect and shake hands (default 30s)\n"
 	"  --max-conns N        connections at once (default 10000)\n"
+	"  --api-pool N         keep up to N idle TLS connections to the API upstream\n"
+	"                       for the next request (default 4; 0: one per request)\n"
+	"  --api-pool-idle T    close an idle pooled connection after T (default 20s)\n"
+	"  --broker-fd N        hand requests for git.aibox.internal to aibox-broker over\n"
+	"                       the unix SOCK_SEQPACKET socket N (its --handoff-fd)\n"
 	"  --no-sandbox         do not lock the process down with seccomp\n"
 	"\n"
 	"T is a number of seconds, or a number followed by ms or s.\n";
@@ -72,6 +78,9 @@ enum {
 	OPT_IDLE_TIMEOUT,
 	OPT_CONNECT_TIMEOUT,
 	OPT_MAX_CONNS,
+	OPT_API_POOL,
+	OPT_API_POOL_IDLE,
+	OPT_BROKER_FD,
 	OPT_NO_SANDBOX,
 	OPT_HELP,
 };
@@ -90,6 +99,9 @@ static const struct option options[] = {
 	{ "idle-timeout", required_argument, NULL, OPT_IDLE_TIMEOUT },
 	{ "connect-timeout", required_argument, NULL, OPT_CONNECT_TIMEOUT },
 	{ "max-conns", required_argument, NULL, OPT_MAX_CONNS },
+	{ "api-pool", required_argument, NULL, OPT_API_POOL },
+	{ "api-pool-idle", required_argument, NULL, OPT_API_POOL_IDLE },
+	{ "broker-fd", required_argument, NULL, OPT_BROKER_FD },
 	{ "no-sandbox", no_argument, NULL, OPT_NO_SANDBOX },
 	{ "help", no_argument, NULL, OPT_HELP },
 	{ NULL, 0, NULL, 0 },
@@ -241,14 +253,15 @@ static void parse_upstream(struct proxy_config *cfg)
 
 int main(int argc, char **argv)
 {
-	struct proxy_config cfg = { .listen_fd = -1, .log_fd = -1, .signal_fd = -1 };
+	struct proxy_config cfg = { .listen_fd = -1, .log_fd = -1, .signal_fd = -1,
+				    .broker_fd = -1 };
 	struct allow_list allow = ALLOW_LIST_INIT;
 	struct buf err = BUF_INIT, shown = BUF_INIT;
 	const char *listen_spec = NULL, *log_path = NULL, *key_env = NULL, *presets = NULL;
 	const char *hosts_file;
 	struct strvec allow_entries = STRVEC_INIT, allow_files = STRVEC_INIT;
 	int ready_fd = -1, no_sandbox = 0, opt, ret;
-	long max_conns = 10000;
+	long max_conns = 10000, api_pool = 4;
 	sigset_t mask;
 
 	tool_init(argc, argv);
@@ -262,6 +275,7 @@ int main(int argc, char **argv)
 	cfg.header_timeout_ms = 30000;
 	cfg.idle_timeout_ms = 600000;
 	cfg.connect_timeout_ms = 30000;
+	cfg.api_pool_idle_ms = 20000;
 	while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1) {
 		switch (opt) {
 		case OPT_LISTEN:
@@ -304,6 +318,16 @@ int main(int argc, char **argv)
 			if (parse_long(optarg, 1, 1000000, &max_conns) < 0)
 				die("invalid --max-conns '%s'", optarg);
 			break;
+		case OPT_API_POOL:
+			if (parse_long(optarg, 0, PROXY_API_POOL_MAX, &api_pool) < 0)
+				die("invalid --api-pool '%s' (0 to %d)", optarg, PROXY_API_POOL_MAX);
+			break;
+		case OPT_API_POOL_IDLE:
+			cfg.api_pool_idle_ms = parse_duration(optarg, "--api-pool-idle");
+			break;
+		case OPT_BROKER_FD:
+			cfg.broker_fd = fd_arg(optarg, "--broker-fd", 0);
+			break;
 		case OPT_NO_SANDBOX:
 			no_sandbox = 1;
 			break;
@@ -322,6 +346,7 @@ int main(int argc, char **argv)
 	if (log_path && cfg.log_fd >= 0)
 		die("--log and --log-fd cannot be used together");
 	cfg.max_conns = (int)max_conns;
+	cfg.api_pool = (int)api_pool;
 
 	/* The key first, so it leaves the environment as early as possible. */
 	if (key_env) {
@@ -391,6 +416,15 @@ int main(int argc, char **argv)
 		buf_addf(&shown, "fd:%d", cfg.listen_fd);
 	} else {
 		cfg.listen_fd = open_listener(listen_spec ? listen_spec : "127.0.0.1:3128", &shown);
+	}
+
+	if (cfg.broker_fd >= 0) {
+		int type = 0;
+		socklen_t len = sizeof(type);
+
+		if (getsockopt(cfg.broker_fd, SOL_SOCKET, SO_TYPE, &type, &len) < 0 ||
+		    type != SOCK_SEQPACKET)
+			die("--broker-fd %d is not a SOCK_SEQPACKET socket", cfg.broker_fd);
 	}
 
 	cfg.signal_fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);

@@ -21,12 +21,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "buf.h"
+#include "claude_share.h"
 #include "config.h"
 #include "err.h"
 #include "image.h"
@@ -38,6 +40,7 @@
 #include "spawn.h"
 #include "ssh.h"
 #include "strvec.h"
+#include "task_settings.h"
 #include "taskid.h"
 #include "tty.h"
 #include "vm.h"
@@ -57,7 +60,7 @@ static const char usage_text[] =
 	"\n"
 	"Exits with the command's exit status, or 2 when aibox itself failed.\n";
 
-#define GUEST_HOME "/home/aibox"
+#define GUEST_HOME CLAUDE_SHARE_GUEST_HOME
 #define PROXY_ADDR "http://10.0.2.100:3128"
 #define BOOT_TIMEOUT_MS (300 * 1000)
 #define CONNECT_TIMEOUT_MS (120 * 1000)
@@ -81,7 +84,8 @@ struct run {
 	struct strvec tags;		/* owns the mounts' tags and guest paths */
 	struct strvec guest_paths;	/* parallel to mounts */
 	struct strvec host_paths;	/* owns host paths we made */
-	struct spawn proxy;
+	struct spawn proxy, broker;
+	int broker_sock;		/* the proxy's end of the hand-off pair; -1 without git: */
 	struct vm vm;
 	int console_fd;
 	int cleaner_fd;			/* write end: the cleaner removes the run folder at its EOF */
@@ -264,33 +268,20 @@ static void add_mount(struct run *r, const char *host, const char *guest, const 
 	strvec_push(&r->guest_paths, guest);
 }
 
-static void add_claude_dir(struct run *r, const struct config_claude *c, const char *key)
+/* ~/.claude's skills, agents and commands, read-only (claude_share.h). */
+static void add_claude_shares(struct run *r)
 {
-	struct buf host = BUF_INIT, guest = BUF_INIT, tag = BUF_INIT;
-	const char *home = getenv("HOME");
-	struct stat st;
+	struct claude_shares cs = CLAUDE_SHARES_INIT;
+	struct buf err = BUF_INIT;
 
-	if (c->kind == CONFIG_CLAUDE_NONE)
-		return;
-	if (c->kind == CONFIG_CLAUDE_PATH)
-		buf_addstr(&host, c->path);
-	else if (home && *home)
-		buf_addf(&host, "%s/.claude/%s", home, key);
-	else
-		return;
-	if (stat(host.buf, &st) < 0 || !S_ISDIR(st.st_mode)) {
-		if (c->kind == CONFIG_CLAUDE_PATH)
-			die("%s: '%s' is not a folder", key, host.buf);
-		buf_release(&host);
-		return;
-	}
-	buf_addf(&guest, GUEST_HOME "/.claude/%s", key);
-	buf_addf(&tag, "aibox.%s", key);
-	/* The host path must outlive the VM's start: keep it in the strvec. */
-	add_mount(r, strvec_push(&r->host_paths, host.buf), guest.buf, tag.buf, 0);
-	buf_release(&host);
-	buf_release(&guest);
-	buf_release(&tag);
+	if (claude_shares_plan(&r->cfg, getenv("HOME"), &cs, &err) < 0)
+		die("%s", err.buf);
+	/* The host paths must outlive the VM's start: keep them in the strvec. */
+	for (size_t i = 0; i < cs.nr; i++)
+		add_mount(r, strvec_push(&r->host_paths, cs.v[i].host), cs.v[i].guest, cs.v[i].tag,
+			  0);
+	claude_shares_release(&cs);
+	buf_release(&err);
 }
 
 static void plan_mounts(struct run *r)
@@ -303,9 +294,7 @@ static void plan_mounts(struct run *r)
 		buf_addf(&tag, "aibox.m%zu", i);
 		add_mount(r, r->cfg.mounts[i].host, r->cfg.mounts[i].vm, tag.buf, 0);
 	}
-	add_claude_dir(r, &r->cfg.skills, "skills");
-	add_claude_dir(r, &r->cfg.agents, "agents");
-	add_claude_dir(r, &r->cfg.commands, "commands");
+	add_claude_shares(r);
 
 	buf_addf(&home, "%s/home", r->project.dir);
 	if ((ret = mkdir_ok(home.buf, 0700)) < 0)
@@ -328,6 +317,24 @@ static void read_env(struct run *r)
 			strvec_pushf(&r->env, "%s=%s", name, v);
 	}
 	r->forward_key = getenv("ANTHROPIC_API_KEY") && *getenv("ANTHROPIC_API_KEY");
+	/* The git: remotes' tokens, for aibox-broker (docs/broker.md): checked now. */
+	for (size_t i = 0; i < r->cfg.nr_git; i++) {
+		const struct config_git *g = &r->cfg.git[i];
+		const char *v = g->token_env ? getenv(g->token_env) : NULL;
+
+		if (!task_git_remote_valid(g->url))
+			die("the git remote '%s' is not a plain https:// URL", g->url);
+		if (!g->token_env)
+			continue;
+		if (!v || !*v)
+			die("the git remote '%s' takes its token from %s, which is not set", g->url,
+			    g->token_env);
+		for (const char *p = v; *p; p++)
+			if ((unsigned char)*p <= 0x20 || (unsigned char)*p >= 0x7f)
+				die("the token in %s (for the git remote '%s') holds a space or "
+				    "control character",
+				    g->token_env, g->url);
+	}
 }
 
 static void write_settings(struct run *r)
@@ -361,6 +368,13 @@ static void write_settings(struct run *r)
 	json_object_set_new(s, "api", json_string(r->forward_key ? "forward" : "none"));
 	json_object_set_new(s, "proxy", json_string(PROXY_ADDR));
 	json_object_set_new(s, "env_names", names);
+	{
+		json_t *remotes = json_array();
+
+		for (size_t i = 0; i < r->cfg.nr_git; i++)
+			json_array_append_new(remotes, json_string(r->cfg.git[i].url));
+		json_object_set_new(s, "git_remotes", remotes);
+	}
 	text = json_dumps(s, JSON_INDENT(2));
 	if (!text)
 		die("cannot make settings.json");
@@ -403,6 +417,76 @@ static void allow_pty(struct run *r)
 	buf_release(&out);
 }
 
+/*
+ * aibox-broker for the config's git: remotes, as aibox task starts it
+ * (docs/broker.md, "In aibox task"); its log is broker.log in the project's
+ * folder, next to proxy.log.  The tokens leave our environment once it has
+ * them.
+ */
+static void start_broker(struct run *r)
+{
+	struct buf log = BUF_INIT, line = BUF_INIT;
+	int sv[2], ready[2], ret;
+	ssize_t n;
+
+	if (!r->cfg.nr_git)
+		return;
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+		die_errno("cannot make a socket pair");
+	if (pipe2(ready, O_CLOEXEC) < 0)
+		die_errno("cannot make a pipe");
+	buf_addf(&log, "%s/broker.log", r->project.dir);
+	strvec_pushf(&r->broker.args, "%s/aibox-broker", libexec_dir());
+	for (size_t i = 0; i < r->cfg.nr_git; i++) {
+		const struct config_git *g = &r->cfg.git[i];
+
+		strvec_pushl(&r->broker.args, "--remote", g->url, NULL);
+		if (g->token_env)
+			strvec_pushl(&r->broker.args, "--token-env", g->token_env, NULL);
+		if (g->auth == CONFIG_GIT_BEARER)
+			strvec_pushl(&r->broker.args, "--auth", "bearer", NULL);
+		else if (g->user)
+			strvec_pushl(&r->broker.args, "--auth-user", g->user, NULL);
+		if (g->fetch)
+			strvec_push(&r->broker.args, "--fetch");
+		for (size_t j = 0; j < g->push.nr; j++)
+			strvec_pushl(&r->broker.args, "--push", g->push.v[j], NULL);
+	}
+	strvec_pushl(&r->broker.args, "--handoff-fd=3", "--ready-fd=4", NULL);
+	strvec_pushf(&r->broker.args, "--log=%s", log.buf);
+	if (r->no_sandbox)
+		strvec_push(&r->broker.args, "--no-sandbox");
+	strvec_pushl(&r->broker.env, "ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", NULL);
+	for (size_t i = 0; i < r->cfg.env.nr; i++)
+		strvec_push(&r->broker.env, r->cfg.env.v[i]);
+	r->broker.in = SPAWN_NULL;
+	r->broker.out = SPAWN_NULL;
+	r->broker.pdeathsig = SIGTERM;
+	r->broker.new_session = 1;
+	spawn_give_fd(&r->broker, sv[0], 3);
+	spawn_give_fd(&r->broker, ready[1], 4);
+	if ((ret = spawn_start(&r->broker)) < 0)
+		die_err(ret, "cannot start aibox-broker");
+	close(sv[0]);
+	close(ready[1]);
+	r->broker_sock = sv[1];
+	n = buf_read_fd(&line, ready[0], 4096);
+	close(ready[0]);
+	if (n <= 0 || strncmp(line.buf, "ready", 5))
+		die("aibox-broker did not start (see its messages above)");
+	for (size_t i = 0; i < r->cfg.nr_git; i++) {
+		const char *name = r->cfg.git[i].token_env;
+		char *v = name ? getenv(name) : NULL;
+
+		if (v)
+			explicit_bzero(v, strlen(v));
+		if (name)
+			unsetenv(name);
+	}
+	buf_release(&log);
+	buf_release(&line);
+}
+
 static void start_proxy(struct run *r, struct buf *sock)
 {
 	struct buf log = BUF_INIT, line = BUF_INIT;
@@ -421,8 +505,12 @@ static void start_proxy(struct run *r, struct buf *sock)
 		strvec_pushf(&r->proxy.args, "--allow=%s", r->cfg.allow.v[i]);
 	if (r->forward_key)
 		strvec_push(&r->proxy.args, "--key-env=ANTHROPIC_API_KEY");
+	if (r->broker_sock >= 0)
+		strvec_push(&r->proxy.args, "--broker-fd=4");
 	if (r->no_sandbox)
 		strvec_push(&r->proxy.args, "--no-sandbox");
+	if (r->broker_sock >= 0)
+		spawn_give_fd(&r->proxy, r->broker_sock, 4);
 	r->proxy.in = SPAWN_NULL;
 	r->proxy.out = SPAWN_NULL;
 	r->proxy.pdeathsig = SIGTERM;
@@ -431,6 +519,10 @@ static void start_proxy(struct run *r, struct buf *sock)
 	if ((ret = spawn_start(&r->proxy)) < 0)
 		die_err(ret, "cannot start aibox-proxy");
 	close(ready[1]);
+	if (r->broker_sock >= 0) {
+		close(r->broker_sock);
+		r->broker_sock = -1;
+	}
 	n = buf_read_fd(&line, ready[0], 4096);
 	close(ready[0]);
 	if (n <= 0 || strncmp(line.buf, "ready", 5))
@@ -501,6 +593,10 @@ static void stop_all(struct run *r)
 		kill(r->proxy.pid, SIGTERM);
 		spawn_wait(&r->proxy);
 	}
+	if (r->broker.pid > 0) {
+		kill(r->broker.pid, SIGTERM);
+		spawn_wait(&r->broker);
+	}
 }
 
 int main(int argc, char **argv)
@@ -508,6 +604,7 @@ int main(int argc, char **argv)
 	struct run r = { .project = PROJECT_INIT, .run_dir = BUF_INIT, .lock_fd = -1,
 			 .command = STRVEC_INIT, .image = "default", .env = STRVEC_INIT,
 			 .tags = STRVEC_INIT, .guest_paths = STRVEC_INIT, .host_paths = STRVEC_INIT, .proxy = SPAWN_INIT,
+			 .broker = SPAWN_INIT, .broker_sock = -1,
 			 .vm = VM_INIT, .console_fd = -1, .cleaner_fd = -1 };
 	struct ssh_task_keys keys = SSH_TASK_KEYS_INIT;
 	struct ssh_client c = SSH_CLIENT_INIT;
@@ -531,6 +628,7 @@ int main(int argc, char **argv)
 	allow_pty(&r);
 	plan_mounts(&r);
 	write_settings(&r);
+	start_broker(&r);
 	start_proxy(&r, &sock);
 	boot(&r, sock.buf);
 
@@ -612,6 +710,7 @@ int main(int argc, char **argv)
 	strvec_clear(&r.env);
 	strvec_clear(&r.command);
 	spawn_clear(&r.proxy);
+	spawn_clear(&r.broker);
 	config_release(&r.cfg);
 	project_release(&r.project);
 	buf_release(&r.run_dir);

@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -31,6 +32,7 @@
 #include "buf.h"
 #include "bundle_read.h"
 #include "bundle_write.h"
+#include "claude_share.h"
 #include "config.h"
 #include "duration.h"
 #include "err.h"
@@ -94,6 +96,7 @@ struct task {
 	struct opts o;
 	struct project p;
 	struct config cfg;
+	struct claude_shares shares; /* ~/.claude's skills, agents, commands */
 	struct buf checkout;
 	struct buf prompt;
 	char start_commit[65];
@@ -107,11 +110,15 @@ struct task {
 	struct buf dir; /* the task folder */
 	struct ssh_task_keys keys;
 	int result_fds[4];
-	int console_fd, proxy_log_fd, aibox_log_fd;
-	struct spawn proxy;
+	int console_fd, proxy_log_fd, aibox_log_fd, broker_log_fd;
+	int broker_sock; /* the proxy's end of the hand-off socket pair; -1 without git: */
+	struct spawn proxy, broker;
 	struct vm vm;
 	struct buf proxy_sock;
+	pid_t checker_pid;		/* the bundle checker (start_checker()), or -1 */
+	int checker_go, checker_answer; /* its pipes */
 	struct timespec t0, tphase;
+	double boot_s, session_s; /* for the derived lines of aibox.log */
 };
 
 static const char *const result_names[] = { "changes.bundle", "transcript.jsonl", "vm.log",
@@ -326,6 +333,31 @@ static void read_env(struct task *t)
 		t->api = TASK_API_FORWARD;
 }
 
+/*
+ * The git: remotes' tokens must be in our environment now: aibox-broker reads
+ * them from its own (inherited) environment when it starts; they are never
+ * written anywhere.
+ */
+static void check_git_tokens(struct task *t)
+{
+	for (size_t i = 0; i < t->cfg.nr_git; i++) {
+		const struct config_git *g = &t->cfg.git[i];
+		const char *v;
+
+		if (!g->token_env)
+			continue;
+		v = getenv(g->token_env);
+		if (!v || !*v)
+			die("the git remote '%s' takes its token from %s, which is not set", g->url,
+			    g->token_env);
+		for (const char *p = v; *p; p++)
+			if ((unsigned char)*p <= 0x20 || (unsigned char)*p >= 0x7f)
+				die("the token in %s (for the git remote '%s') holds a space or "
+				    "control character",
+				    g->token_env, g->url);
+	}
+}
+
 /* When aibox's data has no system prompt parts (a build tree without them). */
 static const char default_system_prompt[] =
 	"You run unattended in a throwaway VM on a clone of the user's project, with no one to "
@@ -370,6 +402,7 @@ static void write_inputs(struct task *t)
 {
 	struct task_settings ts = { 0 };
 	struct task_mount *mounts = NULL;
+	const char **remotes;
 	struct buf settings = BUF_INIT, err = BUF_INIT, sys = BUF_INIT;
 	int ret;
 
@@ -389,7 +422,7 @@ static void write_inputs(struct task *t)
 	ts.api = t->api;
 	ts.path = t->cfg.path;
 	/* The tags follow the VM launcher's naming: m0, m1, ... for the config's mounts. */
-	mounts = xcalloc(t->cfg.nr_mounts + 1, sizeof(*mounts));
+	mounts = xcalloc(t->cfg.nr_mounts + t->shares.nr + 1, sizeof(*mounts));
 	for (size_t i = 0; i < t->cfg.nr_mounts; i++) {
 		char *tag = xmalloc(24);
 
@@ -397,9 +430,19 @@ static void write_inputs(struct task *t)
 		mounts[i].tag = tag;
 		mounts[i].path = t->cfg.mounts[i].vm;
 	}
+	/* Then ~/.claude's folders, under their own tags (start_vm() shares the same). */
+	for (size_t i = 0; i < t->shares.nr; i++) {
+		mounts[t->cfg.nr_mounts + i].tag = xstrdup(t->shares.v[i].tag);
+		mounts[t->cfg.nr_mounts + i].path = t->shares.v[i].guest;
+	}
 	ts.mounts = mounts;
-	ts.nmounts = t->cfg.nr_mounts;
+	ts.nmounts = t->cfg.nr_mounts + t->shares.nr;
 	ts.system_prompt = sys.buf;
+	remotes = xcalloc(t->cfg.nr_git + 1, sizeof(*remotes));
+	for (size_t i = 0; i < t->cfg.nr_git; i++)
+		remotes[i] = t->cfg.git[i].url;
+	ts.git_remotes = remotes;
+	ts.ngit_remotes = t->cfg.nr_git;
 	if ((ret = task_settings_json(&ts, &settings, &err)) < 0)
 		die("cannot write settings.json: %s", err.buf);
 	write_file(t, "settings.json", &settings, 0644);
@@ -408,9 +451,10 @@ static void write_inputs(struct task *t)
 	if ((ret = ssh_task_keys_make(t->dir.buf, NULL, &t->keys, &err)) < 0)
 		die("%s", err.buf);
 
-	for (size_t i = 0; i < t->cfg.nr_mounts; i++)
+	for (size_t i = 0; i < ts.nmounts; i++)
 		free((char *)mounts[i].tag);
 	free(mounts);
+	free(remotes);
 	buf_release(&settings);
 	buf_release(&err);
 	buf_release(&sys);
@@ -464,10 +508,14 @@ static void start(struct task *t)
 		t->cfg.memory_mib = t->o.memory_mib;
 	if (t->o.cpus)
 		t->cfg.cpus = t->o.cpus;
+	buf_reset(&err);
+	if (claude_shares_plan(&t->cfg, getenv("HOME"), &t->shares, &err) < 0)
+		die("%s", err.buf);
 
 	find_start_commit(t);
 	read_git_identity(t);
 	read_env(t);
+	check_git_tokens(t);
 
 	t->project_lock_fd = project_lock(t->p.dir, PROJECT_LOCK_SHARED | PROJECT_LOCK_NONBLOCK);
 	if (t->project_lock_fd == -EWOULDBLOCK)
@@ -511,18 +559,66 @@ static double since(const struct timespec *a)
 	return (double)(b.tv_sec - a->tv_sec) + (double)(b.tv_nsec - a->tv_nsec) / 1e9;
 }
 
-/* One line in aibox.log: the phase and its time, then the next phase starts. */
-static void phase_done(struct task *t, const char *name)
+/* One line in aibox.log (docs/task-host.md, "aibox.log"); a help, not the task. */
+static void log_line(struct task *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void log_line(struct task *t, const char *fmt, ...)
 {
 	char line[160];
+	va_list ap;
 	int n;
 
-	n = snprintf(line, sizeof(line), "%s %.3fs\n", name, since(&t->tphase));
-	if (t->aibox_log_fd >= 0 && n > 0) {
-		ssize_t w = write(t->aibox_log_fd, line, (size_t)n); /* a help, not the task */
+	va_start(ap, fmt);
+	n = vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	if (t->aibox_log_fd >= 0 && n > 0 && (size_t)n < sizeof(line)) {
+		ssize_t w = write(t->aibox_log_fd, line, (size_t)n);
 		(void)w;
 	}
+}
+
+/* The phase and its time as the host measured it, then the next phase starts. */
+static double phase_done(struct task *t, const char *name)
+{
+	double s = since(&t->tphase);
+
+	log_line(t, "%s %.3fs\n", name, s);
 	clock_gettime(CLOCK_MONOTONIC, &t->tphase);
+	return s;
+}
+
+/* The guest's own time for a step, from result.json; -1 when it has none. */
+static double step_seconds(const struct task_result *r, const char *name)
+{
+	for (size_t i = 0; r && i < r->nsteps; i++)
+		if (!strcmp(r->steps[i].name, name))
+			return r->steps[i].status == RESULT_SKIPPED ? -1 : r->steps[i].seconds;
+	return -1;
+}
+
+/*
+ * The phases inside the session, which the host does not see: clone and
+ * agent are the guest's times for its clone and claude steps (result.json),
+ * results the rest of the session (the SSH connection, the commit and bundle
+ * steps, the transfer of the results).  "-" when result.json has no time.
+ */
+static void log_guest_phases(struct task *t, const struct task_result *r, double *agent)
+{
+	double clone = step_seconds(r, "clone"), claude = step_seconds(r, "claude");
+	double rest = t->session_s - (clone > 0 ? clone : 0) - (claude > 0 ? claude : 0);
+
+	if (clone >= 0)
+		log_line(t, "clone %.3fs (guest)\n", clone);
+	else
+		log_line(t, "clone - (guest)\n");
+	if (claude >= 0)
+		log_line(t, "agent %.3fs (guest)\n", claude);
+	else
+		log_line(t, "agent - (guest)\n");
+	if (r && rest >= 0)
+		log_line(t, "results %.3fs (session - clone - agent)\n", rest);
+	else
+		log_line(t, "results - (session - clone - agent)\n");
+	*agent = claude > 0 ? claude : 0;
 }
 
 static int open_in_task(struct task *t, const char *name, int flags)
@@ -564,15 +660,116 @@ static void write_start_bundle(struct task *t)
 	buf_release(&err);
 }
 
+/* Read a child's ready line from fd (then closed): 1 when it starts with "ready". */
+static int read_ready(int fd)
+{
+	struct buf ready = BUF_INIT;
+	char c[256];
+	ssize_t n;
+	int ok;
+
+	while ((n = read(fd, c, sizeof(c))) != 0) {
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			break;
+		buf_add(&ready, c, (size_t)n);
+		if (ready.len > 4096)
+			break;
+	}
+	close(fd);
+	ok = !strncmp(ready.buf ? ready.buf : "", "ready", 5);
+	buf_release(&ready);
+	return ok;
+}
+
+/*
+ * aibox-broker for the config's git: remotes (docs/broker.md), remote n for
+ * entry n, its log in broker.log; the proxy gets the other end of the
+ * hand-off socket pair (t->broker_sock).  The tokens go to the broker through
+ * its environment only, and leave ours once it has them, so that neither the
+ * proxy nor QEMU inherits them.
+ */
+static void start_broker(struct task *t)
+{
+	struct spawn *sp = &t->broker;
+	struct buf prog = BUF_INIT;
+	int sv[2], pfd[2], ret;
+
+	if (!t->cfg.nr_git)
+		return;
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+		die_errno("cannot make a socket pair");
+	if (pipe2(pfd, O_CLOEXEC) < 0)
+		die_errno("cannot make a pipe");
+	t->broker_log_fd = open_in_task(t, "broker.log", O_WRONLY | O_CREAT | O_EXCL | O_APPEND);
+
+	buf_addf(&prog, "%s/aibox-broker", libexec_dir());
+	strvec_push(&sp->args, prog.buf);
+	for (size_t i = 0; i < t->cfg.nr_git; i++) {
+		const struct config_git *g = &t->cfg.git[i];
+
+		strvec_pushl(&sp->args, "--remote", g->url, NULL);
+		if (g->token_env)
+			strvec_pushl(&sp->args, "--token-env", g->token_env, NULL);
+		if (g->auth == CONFIG_GIT_BEARER)
+			strvec_pushl(&sp->args, "--auth", "bearer", NULL);
+		else if (g->user)
+			strvec_pushl(&sp->args, "--auth-user", g->user, NULL);
+		if (g->fetch)
+			strvec_push(&sp->args, "--fetch");
+		for (size_t j = 0; j < g->push.nr; j++)
+			strvec_pushl(&sp->args, "--push", g->push.v[j], NULL);
+	}
+	strvec_pushl(&sp->args, "--handoff-fd", "3", "--log-fd", "4", "--ready-fd", "5", NULL);
+	if (t->o.no_sandbox)
+		strvec_push(&sp->args, "--no-sandbox");
+	/* The broker needs its tokens, and no other secret. */
+	strvec_pushl(&sp->env, "ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", NULL);
+	for (size_t i = 0; i < t->cfg.env.nr; i++)
+		strvec_push(&sp->env, t->cfg.env.v[i]);
+	spawn_give_fd(sp, sv[0], 3);
+	spawn_give_fd(sp, t->broker_log_fd, 4);
+	spawn_give_fd(sp, pfd[1], 5);
+	sp->in = SPAWN_NULL;
+	sp->out = SPAWN_NULL;
+	sp->pdeathsig = SIGKILL;
+	sp->new_session = 1;
+	if ((ret = spawn_start(sp)) < 0)
+		die_err(ret, "cannot start '%s'", prog.buf);
+	close(sv[0]);
+	close(pfd[1]);
+	t->broker_sock = sv[1];
+	if (!read_ready(pfd[0]))
+		die("aibox-broker did not start (see its messages above)");
+	for (size_t i = 0; i < t->cfg.nr_git; i++) {
+		const char *name = t->cfg.git[i].token_env;
+		char *v = name ? getenv(name) : NULL;
+
+		if (v)
+			explicit_bzero(v, strlen(v));
+		if (name)
+			unsetenv(name);
+	}
+	buf_release(&prog);
+}
+
+static void stop_broker(struct task *t)
+{
+	if (t->broker.pid > 0) {
+		kill(t->broker.pid, SIGTERM);
+		spawn_wait(&t->broker);
+		t->broker.pid = -1;
+	}
+}
+
 /* aibox-proxy on a unix socket in the task folder, its log in proxy.log. */
 static void start_proxy(struct task *t)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	struct spawn *sp = &t->proxy;
-	struct buf prog = BUF_INIT, ready = BUF_INIT;
+	struct buf prog = BUF_INIT;
 	int lfd, pfd[2], ret;
-	char c[256];
-	ssize_t n;
 
 	buf_addf(&t->proxy_sock, "%s/proxy.sock", t->dir.buf);
 	if (t->proxy_sock.len >= sizeof(sa.sun_path))
@@ -592,11 +789,15 @@ static void start_proxy(struct task *t)
 		strvec_pushl(&sp->args, "--allow", t->cfg.allow.v[i], NULL);
 	if (t->api == TASK_API_FORWARD)
 		strvec_pushl(&sp->args, "--key-env", "ANTHROPIC_API_KEY", NULL);
+	if (t->broker_sock >= 0)
+		strvec_pushl(&sp->args, "--broker-fd", "6", NULL);
 	if (t->o.no_sandbox)
 		strvec_push(&sp->args, "--no-sandbox");
 	spawn_give_fd(sp, lfd, 3);
 	spawn_give_fd(sp, t->proxy_log_fd, 4);
 	spawn_give_fd(sp, pfd[1], 5);
+	if (t->broker_sock >= 0)
+		spawn_give_fd(sp, t->broker_sock, 6);
 	sp->in = SPAWN_NULL;
 	sp->out = SPAWN_NULL;
 	sp->pdeathsig = SIGKILL;
@@ -605,20 +806,14 @@ static void start_proxy(struct task *t)
 		die_err(ret, "cannot start '%s'", prog.buf);
 	close(lfd);
 	close(pfd[1]);
-	while ((n = read(pfd[0], c, sizeof(c))) != 0) {
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			break;
-		buf_add(&ready, c, (size_t)n);
-		if (ready.len > 4096)
-			break;
+	if (t->broker_sock >= 0) {
+		/* Only the proxy holds it now: when the proxy ends, the broker sees it. */
+		close(t->broker_sock);
+		t->broker_sock = -1;
 	}
-	close(pfd[0]);
-	if (strncmp(ready.buf ? ready.buf : "", "ready", 5))
+	if (!read_ready(pfd[0]))
 		die("aibox-proxy did not start (see its messages above)");
 	buf_release(&prog);
-	buf_release(&ready);
 }
 
 static void stop_proxy(struct task *t)
@@ -646,6 +841,10 @@ static void start_vm(struct task *t, struct vm_mount *mounts, struct buf *tags)
 		mounts[i].host_path = t->cfg.mounts[i].host;
 		mounts[i].tag = tags[i].buf;
 	}
+	for (size_t i = 0; i < t->shares.nr; i++) {
+		mounts[t->cfg.nr_mounts + i].host_path = t->shares.v[i].host;
+		mounts[t->cfg.nr_mounts + i].tag = t->shares.v[i].tag;
+	}
 	buf_addf(&state, "%s/..", t->dir.buf);
 	vc.image_dir = img.buf;
 	vc.share_dir = t->dir.buf;
@@ -656,7 +855,7 @@ static void start_vm(struct task *t, struct vm_mount *mounts, struct buf *tags)
 	vc.state_dir = state.buf;
 	vc.proxy_socket = t->proxy_sock.buf;
 	vc.mounts = mounts;
-	vc.nr_mounts = t->cfg.nr_mounts;
+	vc.nr_mounts = t->cfg.nr_mounts + t->shares.nr;
 	vc.log_fd = t->console_fd;
 	if ((ret = vm_start(&vc, &t->vm)) < 0)
 		die_err(ret, "cannot start the VM");
@@ -688,27 +887,137 @@ static ssize_t read_fd_all(int fd, struct buf *out, size_t max)
 	}
 }
 
-/* changes.bundle: exactly aibox/task, no prerequisite but the start commit. */
+/*
+ * The check of changes.bundle reads the project's objects (the thin pack's
+ * bases) and creates files (libgit2's indexer writes an index), which the
+ * lockdown forbids.  So a child forked before the lockdown does it: it holds
+ * no fd but the bundle's and its two pipes, waits for one byte on "go" (EOF:
+ * no check, it exits), runs result_check_bundle() and writes "<ret> <end or
+ * reason>" to "answer".  It dies with us (PR_SET_PDEATHSIG).  It is not
+ * locked down itself: like aibox-bundle-check --pack it reads the untrusted
+ * bundle with our code and libgit2's indexer, bounded by the 2 GiB cap.
+ */
+#define CHECK_MAX_BYTES (2ULL << 30)
+
+static void start_checker(struct task *t)
+{
+	int go[2], ans[2];
+	pid_t parent = getpid(), pid;
+
+	if (pipe2(go, O_CLOEXEC) < 0 || pipe2(ans, O_CLOEXEC) < 0)
+		die_errno("cannot make a pipe");
+	fflush(stdout);
+	fflush(stderr);
+	pid = fork();
+	if (pid < 0)
+		die_errno("cannot fork");
+	if (pid == 0) {
+		int bfd = t->result_fds[RESULT_BUNDLE], ret;
+		struct buf why = BUF_INIT, ansb = BUF_INIT;
+		char end[65] = "", c;
+		ssize_t n;
+
+		if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
+			_exit(1);
+		signal(SIGINT, SIG_IGN);
+		signal(SIGHUP, SIG_IGN);
+		/* Not our stdout: whoever reads it waits for its EOF, not ours. */
+		if ((n = open("/dev/null", O_RDWR | O_CLOEXEC)) >= 0) {
+			dup2((int)n, 0);
+			dup2((int)n, 1);
+		}
+		for (int fd = 3; fd < 1024; fd++)
+			if (fd != go[0] && fd != ans[1] && fd != bfd)
+				close(fd);
+		while ((n = read(go[0], &c, 1)) < 0 && errno == EINTR)
+			;
+		if (n != 1)
+			_exit(0);
+		ret = result_check_bundle(bfd, t->start_commit, t->checkout.buf, t->dir.buf,
+					  CHECK_MAX_BYTES, end, &why);
+		buf_addf(&ansb, "%d %s", ret, ret == 0 ? end : why.buf);
+		for (size_t off = 0; off < ansb.len;) {
+			n = write(ans[1], ansb.buf + off, ansb.len - off);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0)
+				break;
+			off += (size_t)n;
+		}
+		_exit(0);
+	}
+	close(go[0]);
+	close(ans[1]);
+	t->checker_pid = pid;
+	t->checker_go = go[1];
+	t->checker_answer = ans[0];
+}
+
+/* Let the checker go without a check (or kill it on a stop), and reap it. */
+static void stop_checker(struct task *t, int kill_it)
+{
+	if (t->checker_go >= 0)
+		close(t->checker_go);
+	t->checker_go = -1;
+	if (t->checker_pid > 0) {
+		if (kill_it)
+			kill(t->checker_pid, SIGKILL);
+		while (waitpid(t->checker_pid, NULL, 0) < 0 && errno == EINTR)
+			;
+	}
+	t->checker_pid = -1;
+	if (t->checker_answer >= 0)
+		close(t->checker_answer);
+	t->checker_answer = -1;
+}
+
+/* changes.bundle: exactly aibox/task, no prerequisite but the start commit, a sound pack. */
 static int check_changes(struct task *t, char *end, struct buf *why)
 {
-	static const char *const refs[] = { "refs/heads/aibox/task" };
-	const char *bases[] = { t->start_commit };
-	struct bundle_header h = BUNDLE_HEADER_INIT;
-	int fd = t->result_fds[RESULT_BUNDLE], ret;
+	struct buf ans = BUF_INIT;
+	char c[1024], *rest;
+	long ret;
+	ssize_t n;
 
-	if (lseek(fd, 0, SEEK_SET) < 0)
-		return -errno;
-	ret = bundle_header_read_fd(&h, fd);
-	if (ret == 0)
-		ret = bundle_header_expect(&h, refs, 1, bases, 1);
-	if (ret == 0)
-		memcpy(end, h.refs[0].oid, sizeof(h.refs[0].oid));
-	else if (ret > 0)
-		buf_addf(why, "changes.bundle refused: %s", h.reason);
-	else
-		buf_addf(why, "cannot read changes.bundle: %s", strerror(-ret));
-	bundle_header_clear(&h);
-	return ret;
+	if (t->checker_go < 0 || write(t->checker_go, "g", 1) != 1) {
+		buf_addf(why, "cannot check changes.bundle: the checker is gone");
+		stop_checker(t, 1);
+		return -EPIPE;
+	}
+	while ((n = read(t->checker_answer, c, sizeof(c))) != 0) {
+		if (n < 0 && errno == EINTR && !stop_signal)
+			continue;
+		if (n < 0)
+			break;
+		buf_add(&ans, c, (size_t)n);
+		if (ans.len > 4 * BUNDLE_REASON_MAX)
+			break;
+	}
+	stop_checker(t, n != 0);
+	if (stop_signal) {
+		buf_release(&ans);
+		return -EINTR;
+	}
+	errno = 0;
+	ret = strtol(ans.buf ? ans.buf : "", &rest, 10);
+	if (!ans.len || errno || *rest != ' ' || ret < -4095 || ret > BUNDLE_REFUSED) {
+		buf_addf(why, "cannot check changes.bundle: the checker ended without an answer");
+		buf_release(&ans);
+		return -EIO;
+	}
+	rest++;
+	if (ret == 0) {
+		if (strlen(rest) != 40 && strlen(rest) != 64) {
+			buf_addf(why, "cannot check changes.bundle: the checker's answer is bad");
+			ret = -EIO;
+		} else {
+			memcpy(end, rest, strlen(rest) + 1);
+		}
+	} else {
+		buf_addstr(why, rest);
+	}
+	buf_release(&ans);
+	return (int)ret;
 }
 
 static int run_task(struct task *t)
@@ -724,11 +1033,13 @@ static int run_task(struct task *t)
 	struct strvec hosts = STRVEC_INIT;
 	struct sigaction sa = { 0 };
 	char end[BUNDLE_HEXSZ_MAX + 1] = "";
+	double agent_s = 0, total_s;
 	int ret, ok = 0, have_result = 0, session_ret;
 	ssize_t n;
 
 	write_start_bundle(t);
 	phase_done(t, "bundle");
+	start_checker(t);
 
 	sa.sa_handler = on_stop;
 	sigemptyset(&sa.sa_mask);
@@ -737,6 +1048,7 @@ static int run_task(struct task *t)
 	sigaction(SIGHUP, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
+	start_broker(t);
 	start_proxy(t);
 	t->console_fd = open_in_task(t, "console.log", O_WRONLY | O_CREAT | O_EXCL | O_APPEND);
 	phase_done(t, "proxy");
@@ -751,7 +1063,7 @@ static int run_task(struct task *t)
 	free(sec);
 
 	tags = xcalloc(t->cfg.nr_mounts + 1, sizeof(*tags));
-	mounts = xcalloc(t->cfg.nr_mounts + 1, sizeof(*mounts));
+	mounts = xcalloc(t->cfg.nr_mounts + t->shares.nr + 1, sizeof(*mounts));
 	for (size_t i = 0; i < t->cfg.nr_mounts; i++) {
 		tags[i] = (struct buf)BUF_INIT;
 		buf_addf(&tags[i], "m%zu", i);
@@ -772,7 +1084,7 @@ static int run_task(struct task *t)
 	} else {
 		ret = -EINTR;
 	}
-	phase_done(t, "boot");
+	t->boot_s = phase_done(t, "boot");
 	session_ret = ret;
 	if (ret == 0 && !stop_signal) {
 		s.fd = t->vm.ssh_fd;
@@ -790,7 +1102,7 @@ static int run_task(struct task *t)
 		if (session_ret < 0 && !stop_signal)
 			buf_addf(&why, "%s", s.reason);
 	}
-	phase_done(t, "session");
+	t->session_s = phase_done(t, "session");
 	buf_wipe_release(&secrets);
 
 	if (t->vm.ssh_fd >= 0)
@@ -799,6 +1111,7 @@ static int run_task(struct task *t)
 		vm_stop(&t->vm, session_ret == 0 && !stop_signal ? 5000 : 0);
 	stop_qemu_pid = -1;
 	stop_proxy(t);
+	stop_broker(t);
 	phase_done(t, "stop");
 
 	if (stop_signal) {
@@ -816,10 +1129,12 @@ static int run_task(struct task *t)
 			in.result = &r;
 		}
 	}
-	if (have_result && r.changes && session_ret == 0) {
+	log_guest_phases(t, have_result ? &r : NULL, &agent_s);
+	if (have_result && r.changes && session_ret == 0 && !stop_signal) {
 		if (check_changes(t, end, &why) == 0)
 			in.end_commit = end;
 	}
+	stop_checker(t, stop_signal != 0);
 	phase_done(t, "check");
 
 	if (read_fd_all(t->proxy_log_fd, &plog, 16 * 1024 * 1024) >= 0)
@@ -850,15 +1165,9 @@ static int run_task(struct task *t)
 		out_printf(2, "aibox", t->id, "the task did not finish: %s", why.buf);
 	else if (!ok)
 		out_printf(2, "aibox", t->id, "the task did not finish");
-	{
-		char line[64];
-		int m = snprintf(line, sizeof(line), "total %.3fs exit %d\n", since(&t->t0), ok ? 0 : 1);
-
-		if (t->aibox_log_fd >= 0 && m > 0) {
-			ssize_t w = write(t->aibox_log_fd, line, (size_t)m);
-			(void)w;
-		}
-	}
+	total_s = since(&t->t0);
+	log_line(t, "total %.3fs exit %d\n", total_s, ok ? 0 : 1);
+	log_line(t, "overhead %.3fs (total - boot - agent)\n", total_s - t->boot_s - agent_s);
 	if (have_result)
 		result_release(&r);
 	for (size_t i = 0; i < t->cfg.nr_mounts; i++)
@@ -876,7 +1185,9 @@ static int run_task(struct task *t)
 int main(int argc, char **argv)
 {
 	struct task t = { .project_lock_fd = -1, .task_lock_fd = -1, .console_fd = -1,
-			  .proxy_log_fd = -1, .aibox_log_fd = -1 };
+			  .proxy_log_fd = -1, .aibox_log_fd = -1, .checker_pid = -1,
+			  .checker_go = -1, .checker_answer = -1, .broker_log_fd = -1,
+			  .broker_sock = -1 };
 
 	tool_init(argc, argv);
 	clock_gettime(CLOCK_MONOTONIC, &t.t0);
@@ -892,6 +1203,7 @@ int main(int argc, char **argv)
 	t.env_values = (struct strvec)STRVEC_INIT;
 	t.keys = (struct ssh_task_keys)SSH_TASK_KEYS_INIT;
 	t.proxy = (struct spawn)SPAWN_INIT;
+	t.broker = (struct spawn)SPAWN_INIT;
 	t.vm = (struct vm)VM_INIT;
 	parse_args(&t.o, argc, argv);
 	start(&t);

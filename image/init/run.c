@@ -17,6 +17,7 @@
 #include "err.h"
 #include "run.h"
 #include "strvec.h"
+#include "task.h"
 #include "banned.h"
 
 #define RUN_SETTINGS_MAX (1024 * 1024)
@@ -155,6 +156,18 @@ int run_setup(void)
 		goto out;
 	if ((r = mount_rw(TAG_PROJECT, s.path)) < 0 || (r = mount_rw(TAG_HOME, GUEST_HOME)) < 0)
 		goto out;
+	{
+		/* The git: remotes go through the proxy to the broker (docs/broker.md). */
+		struct buf why = BUF_INIT;
+
+		r = git_remotes_write("/etc/gitconfig", json_object_get(s.root, "git_remotes"),
+				      s.proxy ? s.proxy : "http://10.0.2.100:3128", &why);
+		if (r < 0)
+			error("%s", why.buf);
+		buf_release(&why);
+		if (r < 0)
+			goto out;
+	}
 	r = 0;
 out:
 	json_decref(s.root);

@@ -17,6 +17,7 @@
 #include "err.h"
 #include "strvec.h"
 #include "tar_out.h"
+#include "task_settings.h"
 #include "banned.h"
 
 /* The guest's fixed places. */
@@ -68,6 +69,7 @@ struct task {
 	double budget;
 	int has_budget;
 	json_t *env_names;
+	json_t *git_remotes; /* NULL: none */
 	struct strvec secrets; /* NAME=value, only for Claude Code's environment */
 
 	char *git, *claude;
@@ -304,6 +306,7 @@ static int read_settings(struct task *t, struct buf *why)
 	if (t->path && !path_ok(t->path) && !why->len)
 		buf_addstr(why, "settings.json: \"path\" is not a clean absolute path");
 	t->system_prompt = get_str(s, "system_prompt", SYSTEM_PROMPT_MAX, 1, why);
+	t->git_remotes = json_object_get(s, "git_remotes");
 	if (why->len)
 		goto fail;
 	buf_release(&b);
@@ -1122,6 +1125,80 @@ static int open_results(struct task *t)
 	return ret;
 }
 
+/* ---- the git: remotes -------------------------------------------------- */
+
+#define GIT_REMOTES_MAX 32
+#define GIT_BROKER_URL  "http://git.aibox.internal/"
+
+/* A config value in double quotes, with '"' and '\\' escaped. */
+static void gitconfig_value(struct buf *out, const char *s)
+{
+	buf_addch(out, '"');
+	for (; *s; s++) {
+		if (*s == '"' || *s == '\\')
+			buf_addch(out, '\\');
+		buf_addch(out, *s);
+	}
+	buf_addch(out, '"');
+}
+
+int git_remotes_write(const char *path, json_t *remotes, const char *proxy, struct buf *why)
+{
+	struct buf b = BUF_INIT;
+	json_t *v;
+	size_t i;
+	int fd, ret = 0;
+
+	if (!remotes || json_is_null(remotes))
+		return 0;
+	if (!json_is_array(remotes) || json_array_size(remotes) > GIT_REMOTES_MAX) {
+		buf_addf(why, "settings.json: \"git_remotes\" is not a list of at most %d URLs",
+		         GIT_REMOTES_MAX);
+		return -EINVAL;
+	}
+	if (!json_array_size(remotes))
+		return 0;
+	if (!proxy || has_control(proxy)) {
+		buf_addstr(why, "settings.json: no proxy for the git remotes");
+		return -EINVAL;
+	}
+	json_array_foreach(remotes, i, v)
+	{
+		const char *u = json_string_value(v);
+		size_t n;
+
+		if (!u || strlen(u) != json_string_length(v) || !task_git_remote_valid(u)) {
+			buf_addf(why, "settings.json: git_remotes[%zu] is not a plain https:// URL", i);
+			buf_release(&b);
+			return -EINVAL;
+		}
+		n = strlen(u);
+		while (n > 8 && u[n - 1] == '/')
+			n--;
+		buf_addf(&b, "[url \"" GIT_BROKER_URL "%zu/\"]\n\tinsteadOf = %.*s\n", i, (int)n, u);
+		if (n > 12 && !strncmp(u + n - 4, ".git", 4))
+			buf_addf(&b, "\tinsteadOf = %.*s\n", (int)(n - 4), u);
+		else
+			buf_addf(&b, "\tinsteadOf = %.*s.git\n", (int)n, u);
+	}
+	buf_addstr(&b, "[http \"" GIT_BROKER_URL "\"]\n\tproxy = ");
+	gitconfig_value(&b, proxy);
+	buf_addch(&b, '\n');
+	fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		ret = -errno;
+		buf_addf(why, "cannot open '%s': %s", path, strerror(errno));
+	} else {
+		if (write_all(fd, b.buf, b.len) < 0) {
+			ret = -errno;
+			buf_addf(why, "cannot write '%s': %s", path, strerror(errno));
+		}
+		close(fd);
+	}
+	buf_release(&b);
+	return ret;
+}
+
 void task_opts_guest(struct task_opts *o)
 {
 	struct passwd *pw = getpwnam(GUEST_USER);
@@ -1131,6 +1208,7 @@ void task_opts_guest(struct task_opts *o)
 	o->state = GUEST_STATE;
 	o->home = GUEST_HOME;
 	o->claude = NULL;
+	o->gitconfig = "/etc/gitconfig";
 	o->backend = STEP_CGROUP;
 	o->drop = 1;
 	o->uid = pw ? pw->pw_uid : 1000;
@@ -1175,6 +1253,12 @@ int task_run(const struct task_opts *o)
 		t->steps[S_CLONE].status = "failed";
 		t->failed_step = S_CLONE;
 	} else if (err < 0) {
+		t->steps[S_CLONE].status = "failed";
+		t->failed_step = S_CLONE;
+	} else if (o->gitconfig &&
+	           git_remotes_write(o->gitconfig, t->git_remotes,
+	                             t->proxy ? t->proxy : "http://10.0.2.100:3128", &why) < 0) {
+		progress(t, "%s", why.buf);
 		t->steps[S_CLONE].status = "failed";
 		t->failed_step = S_CLONE;
 	}

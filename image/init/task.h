@@ -17,6 +17,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include <jansson.h>
+
 #include "step.h"
 
 /* The run of a task; task_session() uses the guest's fixed values. */
@@ -25,6 +27,8 @@ struct task_opts {
 	const char *state;  /* the state disk; results go to <state>/aibox-results */
 	const char *home;   /* the user's home: /home/aibox */
 	const char *claude; /* Claude Code; NULL: looked up in the guest's PATH */
+	const char *gitconfig; /* the system git config the git_remotes rewrite is added to
+				  (/etc/gitconfig); NULL: not written */
 	enum step_backend backend;
 	int drop; /* run git and Claude Code as uid/gid (the user aibox) */
 	uid_t uid;
@@ -32,6 +36,18 @@ struct task_opts {
 	int64_t git_limit_ms; /* the git steps before, and those after: 10 minutes each */
 	int in, out, err;
 };
+
+struct buf;
+
+/*
+ * Add to the git config file at path (created 0644 if missing) the rewrite of
+ * settings.json's "git_remotes" (docs/broker.md, "In the VM"): for entry n
+ * with URL U, url."http://git.aibox.internal/<n>/".insteadOf U and U with
+ * ".git" added or removed, and http."http://git.aibox.internal/".proxy
+ * proxy.  remotes NULL or empty: nothing is written.  0, or -EINVAL (a
+ * malformed list) or -errno with the reason in why.
+ */
+int git_remotes_write(const char *path, json_t *remotes, const char *proxy, struct buf *why);
 
 /* Fill o with the guest's values (the user aibox looked up in /etc/passwd). */
 void task_opts_guest(struct task_opts *o);

@@ -8,6 +8,7 @@
  *   AIBOX_TEST_TASK_HOME    the user's home
  *   AIBOX_TEST_TASK_CLAUDE  the program run as Claude Code (t/fake-claude)
  *   AIBOX_TEST_TASK_GIT_LIMIT_MS  the git steps' time limit (default 10 minutes)
+ *   AIBOX_TEST_TASK_GITCONFIG  where the git_remotes rewrite goes (default: not written)
  * The steps run as the calling user, in process groups instead of cgroups
  * (a test user cannot make cgroups here; see image/init/step.h).
  */
@@ -39,6 +40,8 @@ int main(int argc, char **argv)
 	o.state = need("AIBOX_TEST_TASK_STATE");
 	o.home = need("AIBOX_TEST_TASK_HOME");
 	o.claude = need("AIBOX_TEST_TASK_CLAUDE");
+	/* Not the host's /etc/gitconfig: a file of the test's, or none. */
+	o.gitconfig = getenv("AIBOX_TEST_TASK_GITCONFIG");
 	o.backend = STEP_PGROUP;
 	o.drop = 0;
 	limit = getenv("AIBOX_TEST_TASK_GIT_LIMIT_MS");

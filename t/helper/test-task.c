@@ -22,9 +22,13 @@
  *   test-task shell-quote STRING
  *   test-task settings [--id ID] [--commit HEX] [--model M] [--timeout S]
  *		[--budget USD] [--api none|forward|oauth] [--env NAME=VALUE...]
- *		[--mount TAG:PATH...] [--system-prompt S] [--git NAME:EMAIL]
+ *		[--mount TAG:PATH...] [--system-prompt S] [--git NAME:EMAIL] [--remote URL...]
  *		[--secrets FILE]
  *	print settings.json; write the secrets JSON for stdin to FILE
+ *   test-task check-bundle [--repo DIR] [--max BYTES] START FILE
+ *	result_check_bundle() on FILE (opened O_RDWR as aibox-task has it) with
+ *	START as the start commit and DIR for the thin pack's bases; print
+ *	"ok END" (exit 0), or the reason (exit 1 refused, 2 error)
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -450,10 +454,10 @@ static int cmd_settings(int argc, char **argv)
 	};
 	struct task_secret secrets[16];
 	struct task_mount mounts[16];
-	const char *names[16];
+	const char *names[16], *remotes[16];
 	const char *secrets_file = NULL;
 	struct buf out = BUF_INIT, err = BUF_INIT, sec = BUF_INIT;
-	size_t nsec = 0, nmounts = 0;
+	size_t nsec = 0, nmounts = 0, nremotes = 0;
 	int ret;
 
 	for (int i = 0; i + 1 < argc; i += 2) {
@@ -489,6 +493,8 @@ static int cmd_settings(int argc, char **argv)
 			ts.git_email = sep + 1;
 		} else if (!strcmp(a, "--secrets"))
 			secrets_file = v;
+		else if (!strcmp(a, "--remote") && nremotes < 16)
+			remotes[nremotes++] = v;
 		else
 			die("unknown option '%s'", a);
 	}
@@ -496,6 +502,8 @@ static int cmd_settings(int argc, char **argv)
 	ts.nenv = nsec;
 	ts.mounts = mounts;
 	ts.nmounts = nmounts;
+	ts.git_remotes = remotes;
+	ts.ngit_remotes = nremotes;
 	if ((ret = task_settings_json(&ts, &out, &err)) < 0) {
 		printf("error: %s\n", err.buf);
 		goto out;
@@ -514,6 +522,42 @@ out:
 	buf_release(&err);
 	buf_wipe_release(&sec);
 	return ret < 0 ? 1 : 0;
+}
+
+static int cmd_check_bundle(int argc, char **argv)
+{
+	const char *repo = NULL;
+	uint64_t max = 2ULL << 30;
+	struct buf why = BUF_INIT;
+	char end[65] = "";
+	int i, fd, ret;
+
+	for (i = 0; i + 1 < argc && argv[i][0] == '-'; i += 2) {
+		if (!strcmp(argv[i], "--repo")) {
+			repo = argv[i + 1];
+		} else if (!strcmp(argv[i], "--max")) {
+			long v;
+
+			if (parse_long(argv[i + 1], 0, LONG_MAX, &v) < 0)
+				die("--max: '%s' is not a size", argv[i + 1]);
+			max = (uint64_t)v;
+		} else {
+			die("unknown option '%s'", argv[i]);
+		}
+	}
+	if (argc - i != 2)
+		die("usage: test-task check-bundle [--repo DIR] [--max BYTES] START FILE");
+	fd = open(argv[i + 1], O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		die_errno("cannot open '%s'", argv[i + 1]);
+	ret = result_check_bundle(fd, argv[i], repo, NULL, max, end, &why);
+	close(fd);
+	if (ret == 0)
+		printf("ok %s\n", end);
+	else
+		printf("%s\n", why.buf);
+	buf_release(&why);
+	return ret == 0 ? 0 : ret > 0 ? 1 : 2;
 }
 
 int main(int argc, char **argv)
@@ -536,5 +580,7 @@ int main(int argc, char **argv)
 		return cmd_shell_quote(argc - 2, argv + 2);
 	if (!strcmp(argv[1], "settings"))
 		return cmd_settings(argc - 2, argv + 2);
+	if (!strcmp(argv[1], "check-bundle"))
+		return cmd_check_bundle(argc - 2, argv + 2);
 	die("unknown command '%s'", argv[1]);
 }
