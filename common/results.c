@@ -330,6 +330,9 @@ void summary_make(const struct summary_in *in, struct summary *s)
 			buf_release(&refspec);
 		}
 		add_line(s, 0, &b);
+	} else if (r && r->changes) {
+		/* The VM says it changed something, but nothing was checked: not "no changes". */
+		addf(s, 0, "nothing to fetch");
 	} else {
 		addf(s, 0, "no changes");
 	}

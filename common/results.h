@@ -106,7 +106,9 @@ struct summary_in {
  *	| line					(vm: the last message, line by line)
  *	the changes end at <12 hex>, fetch them with
  *	  git -c transfer.fsckObjects=true fetch '<bundle>' aibox/task:<branch>
- * or "no changes"; and, when the VM says a step failed, "the step S failed"
+ * or, without an end commit, "nothing to fetch" when result.json says there
+ * were changes (the bundle was refused or not checked) and "no changes"
+ * otherwise; and, when the VM says a step failed, "the step S failed"
  * (or "timed out").  Parts the result does not have are left out.
  */
 void summary_make(const struct summary_in *in, struct summary *s);

@@ -213,6 +213,31 @@ static void stderr_bytes(struct ssh_exec *x, struct line_buf *lb, const char *p,
 	}
 }
 
+/*
+ * The caller stopped on the output: the error output that came before it may
+ * still wait in libssh2's queue (each loop takes a piece of both streams), and
+ * it is what tells why.  Pass on what is there without waiting, at most
+ * SSH_DRAIN_MAX bytes (the channel's window bounds it anyway), then the last
+ * piece of a line.
+ */
+#define SSH_DRAIN_MAX (4 << 20)
+
+static void drain_stderr(LIBSSH2_CHANNEL *ch, struct ssh_exec *x, struct line_buf *lb, char *data,
+			 size_t size)
+{
+	size_t total = 0;
+	ssize_t n;
+
+	/* The session is non-blocking: LIBSSH2_ERROR_EAGAIN ends the loop. */
+	while (total < SSH_DRAIN_MAX && (n = libssh2_channel_read_stderr(ch, data, size)) > 0) {
+		stderr_bytes(x, lb, data, (size_t)n);
+		total += (size_t)n;
+	}
+	if (lb->len && x->on_stderr_line)
+		x->on_stderr_line(x->ctx, lb->buf, lb->len);
+	lb->len = 0;
+}
+
 static int signal_number(const char *name)
 {
 	for (int i = 1; i < NSIG; i++) {
@@ -301,6 +326,7 @@ int ssh_exec(struct ssh_client *c, struct ssh_exec *x)
 			x->out_bytes += (uint64_t)n;
 			if (x->on_stdout && (ret = x->on_stdout(x->ctx, data, (size_t)n)) < 0) {
 				fail(c, ret, "stopped by the caller");
+				drain_stderr(ch, x, lb, data, sizeof(data));
 				goto out;
 			}
 		} else if (n == 0) {

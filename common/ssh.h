@@ -56,7 +56,8 @@ struct ssh_client {
  * What to run.  stdin gets `in` and then EOF.  stdout bytes go to on_stdout
  * as they come; a negative return from it stops everything and is returned
  * (the caller's message in its own state, c->error says "stopped by the
- * caller").  stderr goes to on_stderr_line one line at a time, without the
+ * caller"; the error output already received is passed on first).  stderr
+ * goes to on_stderr_line one line at a time, without the
  * newline; lines longer than SSH_LINE_MAX come in pieces of that size, and
  * a last line without a newline comes at the end.
  */

@@ -59,6 +59,15 @@ aibox: no changes'
 	assert_line "aibox: the changes end at 111111111111, fetch them with"
 }
 
+@test "results: changes the host did not accept are not called no changes" {
+	good
+	run test-task results result.json
+	assert_success
+	assert_line "aibox: nothing to fetch"
+	refute_line "aibox: no changes"
+	refute_line --partial "fetch them with"
+}
+
 @test "results: Claude Code's parts that are missing are left out" {
 	printf '{"version":1,"steps":[],"claude":{"exit_code":1,"ended_by":"error"}}' >result.json
 	run test-task results result.json

@@ -8,51 +8,15 @@ load lib-common
 load lib-vm
 load lib-tls
 load lib-claude
+load lib-task
 bats_require_minimum_version 1.5.0
 
-KEY=sk-ant-host-key-6006
-
 setup() {
-	common_setup
-	vm_image
-	make_test_ca "$T/ca"
-	make_repo repo
-	cd repo
-	aibox projects path >/dev/null
-	printf 'env:\n  - ANTHROPIC_API_KEY\n' >"$AIBOX_HOME/projects/repo/config.yaml"
-	export ANTHROPIC_API_KEY=$KEY
-	unset CLAUDE_CODE_OAUTH_TOKEN
+	task_setup
 }
 
 teardown() {
-	if [ -n "${TASK_PID:-}" ]; then
-		kill "$TASK_PID" 2>/dev/null
-		wait "$TASK_PID" 2>/dev/null
-	fi
-	stop_fake_api
-	common_teardown
-}
-
-# api SCRIPT_JSON: t/fake-api over TLS, requiring the host's key.
-api() {
-	printf '%s\n' "$1" >"$T/script.json"
-	start_fake_api "$T/script.json" --tls "$T/ca/server.pem" "$T/ca/server.key"
-	export AIBOX_API_UPSTREAM=https://localhost:$FAKE_API_PORT
-	export AIBOX_API_CA=$T/ca/ca.pem
-}
-
-task_dir() {
-	ls -d "$AIBOX_HOME"/projects/repo/tasks/*-[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f] 2>/dev/null
-}
-
-show() {
-	echo "--- stderr"; cat "$T/err"
-	local d
-	d=$(task_dir) || return 0
-	echo "--- console"; tail -40 "$d/console.log"
-	echo "--- proxy.log"; cat "$d/proxy.log"
-	echo "--- aibox.log"; cat "$d/aibox.log"
-	echo "--- fake-api"; tail -20 "$T/fake-api.log"
+	task_teardown
 }
 
 @test "task vm: one commit end to end, from a tag, prompt from --file, key kept on the host, seccomp in force, ~/.claude shared read-only" {
