@@ -29,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "broker_spawn.h"
 #include "buf.h"
 #include "claude_share.h"
 #include "config.h"
@@ -442,28 +443,11 @@ static void start_broker(struct run *r)
 		die_errno("cannot make a pipe");
 	buf_addf(&log, "%s/broker.log", r->project.dir);
 	strvec_pushf(&r->broker.args, "%s/aibox-broker", libexec_dir());
-	for (size_t i = 0; i < r->cfg.nr_git; i++) {
-		const struct config_git *g = &r->cfg.git[i];
-
-		strvec_pushl(&r->broker.args, "--remote", g->url, NULL);
-		if (g->token_env)
-			strvec_pushl(&r->broker.args, "--token-env", g->token_env, NULL);
-		if (g->auth == CONFIG_GIT_BEARER)
-			strvec_pushl(&r->broker.args, "--auth", "bearer", NULL);
-		else if (g->user)
-			strvec_pushl(&r->broker.args, "--auth-user", g->user, NULL);
-		if (g->fetch)
-			strvec_push(&r->broker.args, "--fetch");
-		for (size_t j = 0; j < g->push.nr; j++)
-			strvec_pushl(&r->broker.args, "--push", g->push.v[j], NULL);
-	}
+	broker_spawn_remotes(&r->broker, &r->cfg);
 	strvec_pushl(&r->broker.args, "--handoff-fd=3", "--ready-fd=4", NULL);
 	strvec_pushf(&r->broker.args, "--log=%s", log.buf);
 	if (r->no_sandbox)
 		strvec_push(&r->broker.args, "--no-sandbox");
-	strvec_pushl(&r->broker.env, "ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", NULL);
-	for (size_t i = 0; i < r->cfg.env.nr; i++)
-		strvec_push(&r->broker.env, r->cfg.env.v[i]);
 	r->broker.in = SPAWN_NULL;
 	r->broker.out = SPAWN_NULL;
 	r->broker.pdeathsig = SIGTERM;
@@ -479,15 +463,7 @@ static void start_broker(struct run *r)
 	close(ready[0]);
 	if (n <= 0 || strncmp(line.buf, "ready", 5))
 		die("aibox-broker did not start (see its messages above)");
-	for (size_t i = 0; i < r->cfg.nr_git; i++) {
-		const char *name = r->cfg.git[i].token_env;
-		char *v = name ? getenv(name) : NULL;
-
-		if (v)
-			explicit_bzero(v, strlen(v));
-		if (name)
-			unsetenv(name);
-	}
+	broker_tokens_forget(&r->cfg);
 	buf_release(&log);
 	buf_release(&line);
 }

@@ -29,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "broker_spawn.h"
 #include "buf.h"
 #include "bundle_read.h"
 #include "bundle_write.h"
@@ -706,28 +707,10 @@ static void start_broker(struct task *t)
 
 	buf_addf(&prog, "%s/aibox-broker", libexec_dir());
 	strvec_push(&sp->args, prog.buf);
-	for (size_t i = 0; i < t->cfg.nr_git; i++) {
-		const struct config_git *g = &t->cfg.git[i];
-
-		strvec_pushl(&sp->args, "--remote", g->url, NULL);
-		if (g->token_env)
-			strvec_pushl(&sp->args, "--token-env", g->token_env, NULL);
-		if (g->auth == CONFIG_GIT_BEARER)
-			strvec_pushl(&sp->args, "--auth", "bearer", NULL);
-		else if (g->user)
-			strvec_pushl(&sp->args, "--auth-user", g->user, NULL);
-		if (g->fetch)
-			strvec_push(&sp->args, "--fetch");
-		for (size_t j = 0; j < g->push.nr; j++)
-			strvec_pushl(&sp->args, "--push", g->push.v[j], NULL);
-	}
+	broker_spawn_remotes(sp, &t->cfg);
 	strvec_pushl(&sp->args, "--handoff-fd", "3", "--log-fd", "4", "--ready-fd", "5", NULL);
 	if (t->o.no_sandbox)
 		strvec_push(&sp->args, "--no-sandbox");
-	/* The broker needs its tokens, and no other secret. */
-	strvec_pushl(&sp->env, "ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", NULL);
-	for (size_t i = 0; i < t->cfg.env.nr; i++)
-		strvec_push(&sp->env, t->cfg.env.v[i]);
 	spawn_give_fd(sp, sv[0], 3);
 	spawn_give_fd(sp, t->broker_log_fd, 4);
 	spawn_give_fd(sp, pfd[1], 5);
@@ -742,15 +725,7 @@ static void start_broker(struct task *t)
 	t->broker_sock = sv[1];
 	if (!read_ready(pfd[0]))
 		die("aibox-broker did not start (see its messages above)");
-	for (size_t i = 0; i < t->cfg.nr_git; i++) {
-		const char *name = t->cfg.git[i].token_env;
-		char *v = name ? getenv(name) : NULL;
-
-		if (v)
-			explicit_bzero(v, strlen(v));
-		if (name)
-			unsetenv(name);
-	}
+	broker_tokens_forget(&t->cfg);
 	buf_release(&prog);
 }
 
