@@ -286,6 +286,14 @@ int spawn_wait(struct spawn *sp)
 	return 128 + WTERMSIG(status);
 }
 
+int spawn_stop(struct spawn *sp, int sig)
+{
+	if (sp->pid <= 0)
+		return 0;
+	kill(sp->pid, sig);
+	return spawn_wait(sp);
+}
+
 void spawn_clear(struct spawn *sp)
 {
 	close_ends(sp);

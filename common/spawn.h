@@ -74,6 +74,12 @@ int spawn_start(struct spawn *sp);
  */
 int spawn_wait(struct spawn *sp);
 
+/*
+ * Stop a child that may still run: when it has a pid, send it sig and wait
+ * for it (spawn_wait()'s result).  Returns 0 when there was nothing to stop.
+ */
+int spawn_stop(struct spawn *sp, int sig);
+
 /* Free args and env and close pipe ends; does not wait. */
 void spawn_clear(struct spawn *sp);
 

@@ -570,14 +570,8 @@ static void stop_all(struct run *r)
 	tty_restore();
 	if (r->vm.pid > 0)
 		vm_stop(&r->vm, 10000);
-	if (r->proxy.pid > 0) {
-		kill(r->proxy.pid, SIGTERM);
-		spawn_wait(&r->proxy);
-	}
-	if (r->broker.pid > 0) {
-		kill(r->broker.pid, SIGTERM);
-		spawn_wait(&r->broker);
-	}
+	spawn_stop(&r->proxy, SIGTERM);
+	spawn_stop(&r->broker, SIGTERM);
 }
 
 int main(int argc, char **argv)

@@ -729,15 +729,6 @@ static void start_broker(struct task *t)
 	buf_release(&prog);
 }
 
-static void stop_broker(struct task *t)
-{
-	if (t->broker.pid > 0) {
-		kill(t->broker.pid, SIGTERM);
-		spawn_wait(&t->broker);
-		t->broker.pid = -1;
-	}
-}
-
 /* aibox-proxy on a unix socket in the task folder, its log in proxy.log. */
 static void start_proxy(struct task *t)
 {
@@ -789,15 +780,6 @@ static void start_proxy(struct task *t)
 	if (!read_ready(pfd[0]))
 		die("aibox-proxy did not start (see its messages above)");
 	buf_release(&prog);
-}
-
-static void stop_proxy(struct task *t)
-{
-	if (t->proxy.pid > 0) {
-		kill(t->proxy.pid, SIGTERM);
-		spawn_wait(&t->proxy);
-		t->proxy.pid = -1;
-	}
 }
 
 static void start_vm(struct task *t, struct vm_mount *mounts, struct buf *tags)
@@ -1085,8 +1067,8 @@ static int run_task(struct task *t)
 	if (t->vm.pid > 0)
 		vm_stop(&t->vm, session_ret == 0 && !stop_signal ? 5000 : 0);
 	stop_qemu_pid = -1;
-	stop_proxy(t);
-	stop_broker(t);
+	spawn_stop(&t->proxy, SIGTERM);
+	spawn_stop(&t->broker, SIGTERM);
 	phase_done(t, "stop");
 
 	if (stop_signal) {
