@@ -1269,6 +1269,18 @@ static void abort_forward(struct conn *c, const char *why)
 }
 
 /*
+ * The upstream failed.  Before the answer's head reached the client it is
+ * told why with a 502; after, all that is left is to cut the connection.
+ */
+static void upstream_failed(struct conn *c, const char *why)
+{
+	if (c->resp_head_done)
+		abort_forward(c, why);
+	else
+		respond(c, 502, "failed", why);
+}
+
+/*
  * A connection from the pool failed before any byte of the answer: the
  * upstream had closed it as we sent.  A request kept for replay goes again
  * on another connection (pooled or new).  1 when it does.
@@ -1364,7 +1376,7 @@ static int fwd_request(struct conn *c)
 
 		if (f < 0) {
 			if (!retry_upstream(c))
-				abort_forward(c, "upstream write failed");
+				upstream_failed(c, "upstream write failed");
 			return -1;
 		}
 		if (!f || c->req_done)
@@ -1385,7 +1397,7 @@ static int fwd_request(struct conn *c)
 			if (w == -EAGAIN)
 				return 0;
 			if (w < 0) {
-				abort_forward(c, "upstream write failed");
+				upstream_failed(c, "upstream write failed");
 				return -1;
 			}
 			c->in_off += w;

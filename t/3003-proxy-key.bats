@@ -254,7 +254,7 @@ conns() {
 	run curl -sS -i -x "$PROXY" -H 'x-api-key: sk-placeholder' --data-binary "$REQ" \
 		"http://127.0.0.1:3129/v1/messages"
 	assert_line --index 0 --partial "HTTP/1.1 502"
-	assert_output --regexp "aibox-proxy: upstream (closed without a response|read failed)"
+	assert_output --regexp "aibox-proxy: upstream (closed without a response|read failed|write failed)"
 	grep -q "dropping connection 2 without answering" "$T/fake-api.log"
 	[ "$(conns)" = "1 2 " ]
 	# and the next request opens a new connection
@@ -262,5 +262,25 @@ conns() {
 		"http://127.0.0.1:3129/v1/messages"
 	assert_output --partial 'Hello through the proxy'
 	[ "$(conns)" = "1 2 3 " ]
+	key_nowhere
+}
+
+@test "key pool: a large POST on a connection the upstream drops gets a 502, not an empty reply" {
+	stop_fake_api
+	start_fake_api "$T/script.json" --tls "$T/ca/server.pem" "$T/ca/server.key" --drop-after 1
+	export AIBOX_API_UPSTREAM=https://localhost:$FAKE_API_PORT
+	start_proxy --key-env AIBOX_TEST_KEY
+	run curl -sS -x "$PROXY" "http://127.0.0.1:3129/api/hello"
+	assert_output '{}'
+	# the upstream closes unread: the proxy's write of the body fails
+	head -c 8388608 /dev/zero | tr '\0' a >"$T/big"
+	run curl -sS -i -x "$PROXY" -H 'x-api-key: sk-placeholder' -H 'Content-Type: text/plain' \
+		--data-binary @"$T/big" "http://127.0.0.1:3129/v1/messages"
+	refute_line --partial "curl: ("
+	assert_line --partial "HTTP/1.1 502 Bad Gateway"
+	assert_output --regexp "aibox-proxy: upstream (closed without a response|read failed|write failed)"
+	grep -q "dropping connection 1 without answering" "$T/fake-api.log"
+	run grep -c ' failed ' "$T/proxy.log"
+	assert_output 1
 	key_nowhere
 }
