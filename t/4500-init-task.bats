@@ -12,12 +12,13 @@ setup() {
 	git -C src commit -q -m "ignore logs"
 	START=$(git -C src rev-parse HEAD)
 	mkdir share state aibox-home res
-	# As the host does it: a bundle of HEAD only, from an empty repository
-	# that borrows the project's objects.
+	# As the host does it: a bundle of HEAD and aibox/task, from an empty
+	# repository that borrows the project's objects.
 	git init -q --bare empty
 	echo "$T/src/.git/objects" >empty/objects/info/alternates
-	git -C empty update-ref --no-deref HEAD "$START"
-	git -C empty bundle create -q "$T/share/start.bundle" HEAD
+	git -C empty update-ref refs/heads/aibox/task "$START"
+	git -C empty symbolic-ref HEAD refs/heads/aibox/task
+	git -C empty bundle create -q "$T/share/start.bundle" HEAD refs/heads/aibox/task
 	TIMEOUT=60
 	ENV_NAMES='[]'
 	API=forward
@@ -161,6 +162,69 @@ EOF
 	assert_equal "$(git -C src show got:README.md)" rewritten
 }
 
+@test "init task: an untracked file alone is committed, whatever the repository's status config says" {
+	run_task "$(printf 'gitconfig status.showUntrackedFiles no\nwrite only-new.txt fresh')"
+	assert_success
+	assert_equal "$(jget steps.2.status)" ok
+	run cat progress.txt
+	assert_line "committing leftover changes"
+	git -C src fetch -q "$T/res/changes.bundle" aibox/task:got
+	assert_equal "$(git -C src diff --name-only "$START" got)" only-new.txt
+	assert_equal "$(git -C src rev-parse got)" "$(jget end_commit)"
+}
+
+@test "init task: the clone has the host's git name and email however they are spelled" {
+	write_settings
+	python3 - "$T/share/settings.json" <<'EOF'
+import json, sys
+s = json.load(open(sys.argv[1]))
+s["git"] = {"name": 'Ann "Q" \\ O\'Neil [x]', "email": "ann+x@example.com"}
+json.dump(s, open(sys.argv[1], "w"))
+EOF
+	run_task "commit a.txt hi"
+	assert_success
+	assert_equal "$(git -C project config user.name)" 'Ann "Q" \ O'"'"'Neil [x]'
+	assert_equal "$(git -C project config user.email)" "ann+x@example.com"
+	git -C src fetch -q "$T/res/changes.bundle" aibox/task:got
+	assert_equal "$(git -C src log -1 --format='%an <%ae>' got)" 'Ann "Q" \ O'"'"'Neil [x] <ann+x@example.com>'
+	assert_equal "$(git -C project remote)" ""
+	assert_equal "$(git -C project config --get-regexp '^branch\.')" ""
+}
+
+@test "init task: a bundle of HEAD alone, not as aibox-task writes it, still lands on aibox/task" {
+	git -C empty symbolic-ref --delete HEAD 2>/dev/null || true
+	git -C empty update-ref -d refs/heads/aibox/task
+	git -C empty update-ref --no-deref HEAD "$START"
+	rm share/start.bundle
+	git -C empty bundle create -q "$T/share/start.bundle" HEAD
+	run_task "commit a.txt hi"
+	assert_success
+	assert_equal "$(jget failed_step)" null
+	assert_equal "$(git -C project symbolic-ref HEAD)" refs/heads/aibox/task
+	grep -q "the clone is not on aibox/task at $START: checking it out" res/vm.log
+	git -C src fetch -q "$T/res/changes.bundle" aibox/task:got
+	assert_equal "$(git -C src rev-list --count "$START..got")" 1
+}
+
+@test "init task: aibox/task reset behind the start commit sends nothing and says why" {
+	run_task "$(printf 'commit a.txt hi\nresetback\n')"
+	assert_success
+	assert_equal "$(jget failed_step)" bundle
+	assert_equal "$(jget end_commit)" "$(git -C src rev-parse "$START~1")"
+	run cat progress.txt
+	assert_line "aibox/task does not descend from the start commit"
+}
+
+@test "init task: aibox/task deleted sends nothing and says so" {
+	run_task "$(printf 'commit a.txt hi\ndropbranch\n')"
+	assert_success
+	assert_equal "$(jget failed_step)" bundle
+	assert_equal "$(jget end_commit)" null
+	assert_equal "$(jget changes)" false
+	run cat progress.txt
+	assert_line "the branch aibox/task is gone"
+}
+
 @test "init task: no changes sends no bundle and says so" {
 	run_task "say nothing to do"
 	assert_success
@@ -272,7 +336,7 @@ EOF
 }
 
 @test "init task: a git step past its time limit is killed, results still come" {
-	# The task's own clean filter hangs aibox's git add.
+	# The task's own clean filter hangs aibox's git status (the commit step's first).
 	export AIBOX_TEST_TASK_GIT_LIMIT_MS=3000
 	SECONDS=0
 	run_task "$(printf 'gitconfig filter.slow.clean sleep 67.25\nwrite .gitattributes * filter=slow\nwrite new.txt x')"
@@ -284,7 +348,7 @@ EOF
 	assert_equal "$(jget changes)" false
 	assert_equal "$(names)" "transcript.jsonl vm.log result.json "
 	run cat progress.txt
-	assert_line "git add: out of time"
+	assert_line "git status: out of time"
 	run pgrep -u "$(id -u)" -f "sleep 67.25"
 	assert_failure
 }

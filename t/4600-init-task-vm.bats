@@ -20,8 +20,9 @@ setup() {
 	vm_share "$T/task" forced
 	git init -q --bare empty
 	echo "$T/src/.git/objects" >empty/objects/info/alternates
-	git -C empty update-ref --no-deref HEAD "$START"
-	git -C empty bundle create -q "$T/task/start.bundle" HEAD
+	git -C empty update-ref refs/heads/aibox/task "$START"
+	git -C empty symbolic-ref HEAD refs/heads/aibox/task
+	git -C empty bundle create -q "$T/task/start.bundle" HEAD refs/heads/aibox/task
 	mkdir res
 	TIMEOUT=300
 }

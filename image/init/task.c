@@ -584,10 +584,41 @@ static int ensure_project_dir(struct task *t)
 	return 0;
 }
 
+/*
+ * 1 when the fresh clone is on BRANCH at the start commit, as a clone of the
+ * host's start.bundle (HEAD a symref to BRANCH) is.  Read straight from the
+ * files git just wrote: nothing else has run in the repository yet.
+ */
+static int clone_on_start(struct task *t)
+{
+	struct buf file = BUF_INIT, b = BUF_INIT, want = BUF_INIT;
+	int ok = 0;
+
+	buf_addf(&file, "%s/.git/HEAD", t->path);
+	if (buf_read_file(&b, file.buf, 256) < 0 || strcmp(b.buf, "ref: " BRANCH_REF "\n"))
+		goto out;
+	buf_reset(&file);
+	buf_reset(&b);
+	buf_addf(&file, "%s/.git/" BRANCH_REF, t->path);
+	buf_addf(&want, "%s\n", t->start);
+	ok = buf_read_file(&b, file.buf, 256) >= 0 && !strcmp(b.buf, want.buf);
+out:
+	buf_release(&file);
+	buf_release(&b);
+	buf_release(&want);
+	return ok;
+}
+
+/*
+ * Two git processes, each of which costs a few hundred ms under emulation:
+ * the clone (which writes user.name and user.email into the new repository's
+ * config and checks out aibox/task) and the remote's removal.  A bundle whose
+ * HEAD is not aibox/task at the start commit costs a checkout more.
+ */
 static void step_clone(struct task *t, struct step_info *si, struct step_group *g)
 {
 	int64_t deadline = now_ms() + t->o->git_limit_ms;
-	struct buf bundle = BUF_INIT, head = BUF_INIT;
+	struct buf bundle = BUF_INIT, name = BUF_INIT, email = BUF_INIT, head = BUF_INIT;
 	int err;
 
 	progress(t, "cloning");
@@ -597,36 +628,42 @@ static void step_clone(struct task *t, struct step_info *si, struct step_group *
 		goto out;
 	}
 	buf_addf(&bundle, "%s/start.bundle", t->o->share);
+	buf_addf(&name, "user.name=%s", t->git_name);
+	buf_addf(&email, "user.email=%s", t->git_email);
 	if (!git_ok(t, si,
-	            GIT(t, g, deadline, t->o->home, NULL, "clone", "-q", "--no-checkout",
-	                bundle.buf, t->path),
+	            GIT(t, g, deadline, t->o->home, NULL, "clone", "-q", "-c", name.buf, "-c",
+	                email.buf, "--", bundle.buf, t->path),
 	            "git clone"))
 		goto out;
 	if (!git_ok(t, si, GIT(t, g, deadline, t->path, NULL, "remote", "remove", "origin"),
 	            "git remote remove"))
 		goto out;
-	if (!git_ok(
-	        t, si,
-	        GIT(t, g, deadline, t->path, &head, "rev-parse", "--verify", "-q", "HEAD^{commit}"),
-	        "finding the bundle's HEAD"))
-		goto out;
-	buf_rtrim(&head);
-	if (strcmp(head.buf, t->start)) {
-		si->status = "failed";
-		progress(t, "the bundle's HEAD is %s, not the start commit %s", head.buf, t->start);
-		goto out;
+	if (!clone_on_start(t)) {
+		/* Not a bundle as aibox-task writes them: its HEAD must still be the start. */
+		vmlog(t, "the clone is not on %s at %s: checking it out", BRANCH, t->start);
+		if (!git_ok(t, si,
+		            GIT(t, g, deadline, t->path, &head, "rev-parse", "--verify", "-q",
+		                "HEAD^{commit}"),
+		            "finding the bundle's HEAD"))
+			goto out;
+		buf_rtrim(&head);
+		if (strcmp(head.buf, t->start)) {
+			si->status = "failed";
+			progress(t, "the bundle's HEAD is %s, not the start commit %s", head.buf,
+			         t->start);
+			goto out;
+		}
+		if (!git_ok(t, si,
+		            GIT(t, g, deadline, t->path, NULL, "checkout", "-q", "-B", BRANCH,
+		                t->start),
+		            "git checkout"))
+			goto out;
 	}
-	if (!git_ok(t, si,
-	            GIT(t, g, deadline, t->path, NULL, "checkout", "-q", "-B", BRANCH, t->start),
-	            "git checkout") ||
-	    !git_ok(t, si, GIT(t, g, deadline, t->path, NULL, "config", "user.name", t->git_name),
-	            "git config") ||
-	    !git_ok(t, si, GIT(t, g, deadline, t->path, NULL, "config", "user.email", t->git_email),
-	            "git config"))
-		goto out;
 	si->status = "ok";
 out:
 	buf_release(&bundle);
+	buf_release(&name);
+	buf_release(&email);
 	buf_release(&head);
 }
 
@@ -845,25 +882,83 @@ static const char *const aibox_ident[] = {
     "GIT_AUTHOR_NAME=aibox", "GIT_AUTHOR_EMAIL=aibox@localhost", "GIT_COMMITTER_NAME=aibox",
     "GIT_COMMITTER_EMAIL=aibox@localhost", NULL};
 
+/* The head of `git status --porcelain=v2 -z` output: enough to see its first entry. */
+#define STATUS_KEEP 4096
+
+struct status_out {
+	struct buf b;
+	int more; /* output past STATUS_KEEP */
+};
+
+static int status_sink(void *ctx, const char *data, size_t n)
+{
+	struct status_out *so = ctx;
+	size_t room = STATUS_KEEP - so->b.len;
+
+	if (n > room) {
+		so->more = 1;
+		n = room;
+	}
+	buf_add(&so->b, data, n);
+	return 0;
+}
+
+/*
+ * Read `git status --porcelain=v2 --branch -z`: *on_branch is 1 when HEAD is
+ * on BRANCH, *dirty is 1 when any entry (staged, unstaged or untracked)
+ * follows the "# " header records, which git writes first.
+ */
+static void status_parse(const struct status_out *so, int *on_branch, int *dirty)
+{
+	const char *p = so->b.buf, *end = so->b.buf + so->b.len;
+
+	*on_branch = *dirty = 0;
+	while (p < end) {
+		const char *z = memchr(p, '\0', (size_t)(end - p));
+
+		if (strncmp(p, "# ", 2) || (!z && so->more)) {
+			*dirty = 1; /* an entry, or a header too long to be one of git's */
+			return;
+		}
+		if (!z)
+			return;
+		if (!strcmp(p, "# branch.head " BRANCH))
+			*on_branch = 1;
+		p = z + 1;
+	}
+	if (so->more)
+		*dirty = 1;
+}
+
+/*
+ * One git process when Claude Code committed everything (status); add and
+ * commit more when it left changes.
+ */
 static void step_commit(struct task *t, struct step_info *si, struct step_group *g,
                         int64_t deadline)
 {
-	struct buf head = BUF_INIT;
-	int ret;
+	struct status_out so = {BUF_INIT, 0};
+	int ret, on_branch, dirty;
 
-	ret = GIT(t, g, deadline, t->path, &head, "symbolic-ref", "-q", "HEAD");
-	if (ret == -ETIMEDOUT) {
-		git_ok(t, si, ret, "git symbolic-ref");
+	ret = run_git_to(t, g, deadline, t->path, NULL, status_sink, &so, NULL,
+	                 (const char *const[]){"status", "--porcelain=v2", "--branch", "-z",
+	                                       "--untracked-files=normal",
+	                                       "--ignore-submodules=none", NULL});
+	if (!git_ok(t, si, ret, "git status"))
 		goto out;
-	}
-	buf_rtrim(&head);
-	if (ret != 0 || strcmp(head.buf, BRANCH_REF)) {
+	status_parse(&so, &on_branch, &dirty);
+	if (!on_branch) {
 		si->status = "skipped";
 		progress(t, "HEAD is not on %s: changes left uncommitted stay out", BRANCH);
 		goto out;
 	}
+	if (!dirty) {
+		si->status = "ok";
+		goto out;
+	}
 	if (!git_ok(t, si, GIT(t, g, deadline, t->path, NULL, "add", "-A"), "git add"))
 		goto out;
+	/* status counts changes git add may not take (an empty folder, a submodule's own) */
 	ret = GIT(t, g, deadline, t->path, NULL, "diff", "--cached", "--quiet", "--no-ext-diff");
 	if (ret == 0) {
 		si->status = "ok";
@@ -880,7 +975,7 @@ static void step_commit(struct task *t, struct step_info *si, struct step_group 
 	if (git_ok(t, si, ret, "git commit"))
 		si->status = "ok";
 out:
-	buf_release(&head);
+	buf_release(&so.b);
 }
 
 static int bundle_sink(void *ctx, const char *data, size_t n)
@@ -899,42 +994,91 @@ static int bundle_sink(void *ctx, const char *data, size_t n)
 	return 0;
 }
 
-static void step_bundle(struct task *t, struct step_info *si, struct step_group *g,
-                        int64_t deadline)
+/* aibox/task's commit into t->end_commit, by git rev-parse.  0, 1 when the branch is gone, or <0. */
+static int branch_tip(struct task *t, struct step_group *g, int64_t deadline)
 {
-	struct buf out = BUF_INIT, file = BUF_INIT, exclude = BUF_INIT;
-	long count;
+	struct buf out = BUF_INIT;
 	int ret;
 
-	si->status = "failed";
 	ret = GIT(t, g, deadline, t->path, &out, "rev-parse", "--verify", "-q",
 	          BRANCH_REF "^{commit}");
 	if (ret == 0) {
 		buf_rtrim(&out);
 		free(t->end_commit);
 		t->end_commit = xstrdup(out.buf);
-	} else if (ret > 0) {
-		progress(t, "the branch %s is gone", BRANCH);
+	}
+	buf_release(&out);
+	return ret > 0 ? 1 : ret;
+}
+
+/* aibox/task's commit as the bundle's header names it, into t->end_commit.  1 when found. */
+static int bundle_tip(struct task *t)
+{
+	char head[4096 + 1];
+	size_t olen = strlen(t->start);
+	ssize_t n = pread(t->bundle_fd, head, sizeof(head) - 1, 0);
+	const char *p, *q;
+
+	if (n <= 0)
+		return 0;
+	head[n] = '\0';
+	for (p = head; (q = strchr(p, '\n')); p = q + 1) {
+		if ((size_t)(q - p) == olen + 1 + strlen(BRANCH_REF) && p[olen] == ' ' &&
+		    !strncmp(p + olen + 1, BRANCH_REF, strlen(BRANCH_REF)) &&
+		    strspn(p, "0123456789abcdef") == olen) {
+			free(t->end_commit);
+			t->end_commit = xstrndup(p, olen);
+			return 1;
+		}
+		if (q == p)
+			break; /* the end of the header */
+	}
+	return 0;
+}
+
+/*
+ * One git process when there is nothing to send (rev-list), two when there is
+ * (and bundle create); rev-parse only to explain a failure.
+ */
+static void step_bundle(struct task *t, struct step_info *si, struct step_group *g,
+                        int64_t deadline)
+{
+	struct buf out = BUF_INIT, file = BUF_INIT, range = BUF_INIT;
+	long left, right;
+	char *end;
+	int ret;
+
+	si->status = "failed";
+	/* left: start's commits that aibox/task lacks (none when it descends); right: new ones */
+	buf_addf(&range, "%s..." BRANCH_REF, t->start);
+	ret = GIT(t, g, deadline, t->path, &out, "rev-list", "--left-right", "--count", range.buf,
+	          "--");
+	if (ret > 0) {
+		int tip = branch_tip(t, g, deadline);
+
+		if (tip == 1)
+			progress(t, "the branch %s is gone", BRANCH);
+		else
+			git_ok(t, si, tip < 0 ? tip : ret, "git rev-list");
 		goto out;
 	}
-	if (!git_ok(t, si, ret, "git rev-parse"))
+	if (!git_ok(t, si, ret, "git rev-list"))
 		goto out;
-	ret = GIT(t, g, deadline, t->path, NULL, "merge-base", "--is-ancestor", t->start,
-	          t->end_commit);
-	if (ret == 1) {
+	errno = 0;
+	left = strtol(out.buf, &end, 10);
+	right = *end == '\t' ? strtol(end + 1, &end, 10) : -1;
+	if (errno || left < 0 || right < 0 || (*end && *end != '\n')) {
+		progress(t, "git rev-list gave '%.40s', not two counts", out.buf);
+		goto out;
+	}
+	if (left > 0) {
+		branch_tip(t, g, deadline);
 		progress(t, "%s does not descend from the start commit", BRANCH);
 		goto out;
 	}
-	if (!git_ok(t, si, ret, "git merge-base"))
-		goto out;
-	buf_reset(&out);
-	buf_addf(&exclude, "%s..%s", t->start, t->end_commit);
-	if (!git_ok(t, si, GIT(t, g, deadline, t->path, &out, "rev-list", "--count", exclude.buf),
-	            "git rev-list"))
-		goto out;
-	buf_rtrim(&out);
-	count = strtol(out.buf, NULL, 10);
-	if (count <= 0) {
+	if (right == 0) {
+		free(t->end_commit);
+		t->end_commit = xstrdup(t->start);
 		progress(t, "no changes");
 		si->status = "ok";
 		goto out;
@@ -947,23 +1091,27 @@ static void step_bundle(struct task *t, struct step_info *si, struct step_group 
 		progress(t, "cannot open '%s': %s", file.buf, strerror(errno));
 		goto out;
 	}
-	buf_reset(&exclude);
-	buf_addf(&exclude, "^%s", t->start);
+	buf_reset(&range);
+	buf_addf(&range, "^%s", t->start);
 	ret = run_git_to(
 	    t, g, deadline, t->path, NULL, bundle_sink, t, NULL,
-	    (const char *const[]){"bundle", "create", "-q", "-", BRANCH_REF, exclude.buf, NULL});
+	    (const char *const[]){"bundle", "create", "-q", "-", BRANCH_REF, range.buf, NULL});
 	if (ret == -EFBIG || t->bundle_too_big) {
 		progress(t, "the bundle is larger than 2 GiB");
 		goto out;
 	}
 	if (!git_ok(t, si, ret, "git bundle create"))
 		goto out;
+	if (!bundle_tip(t) && branch_tip(t, g, deadline) != 0) {
+		progress(t, "cannot find %s's commit", BRANCH);
+		goto out;
+	}
 	t->changes = 1;
 	si->status = "ok";
 out:
 	buf_release(&out);
 	buf_release(&file);
-	buf_release(&exclude);
+	buf_release(&range);
 }
 
 /* ---- results ------------------------------------------------------------ */
