@@ -10,9 +10,11 @@
 #include "tty.h"
 #include "banned.h"
 
-static struct termios saved;
+static struct termios saved, raw_state;
 static volatile sig_atomic_t saved_fd = -1;
+static volatile sig_atomic_t is_raw; /* the terminal is in our raw mode now */
 static int winch_pipe[2] = { -1, -1 };
+static struct sigaction tstp_action;
 
 static const int fatal_signals[] = { SIGHUP,  SIGINT,  SIGQUIT, SIGTERM, SIGPIPE, SIGALRM, SIGUSR1,
 				     SIGUSR2, SIGSEGV, SIGBUS,	SIGFPE,	 SIGILL,  SIGABRT };
@@ -21,10 +23,11 @@ void tty_restore(void)
 {
 	int fd = saved_fd;
 
-	if (fd < 0)
+	if (fd < 0 || !is_raw)
 		return;
 	/* TCSAFLUSH would drop what the user typed ahead; TCSADRAIN keeps it. */
 	tcsetattr(fd, TCSADRAIN, &saved);
+	is_raw = 0;
 }
 
 static void on_fatal(int sig)
@@ -41,6 +44,53 @@ static void restore_at_exit(void)
 {
 	tty_restore();
 }
+
+static void on_winch(int sig);
+
+/*
+ * SIGTSTP, SIGTTIN, SIGTTOU sent from outside (in raw mode the terminal sends
+ * none: Ctrl-Z goes to the VM): give the terminal back, stop as the default
+ * action would, and on the way back take it raw again.
+ */
+static void on_stop_signal(int sig)
+{
+	int e = errno, fd = saved_fd;
+	struct sigaction dfl;
+
+	/* In the background the terminal is not ours (and touching it would stop us). */
+	if (fd >= 0 && tcgetpgrp(fd) == getpgrp())
+		tty_restore();
+	memset(&dfl, 0, sizeof(dfl));
+	dfl.sa_handler = SIG_DFL;
+	sigemptyset(&dfl.sa_mask);
+	sigaction(sig, &dfl, NULL);
+	raise(sig); /* SA_NODEFER: delivered now, and the process stops here */
+	sigaction(sig, &tstp_action, NULL);
+	/*
+	 * Not stopped (the kernel drops stop signals in an orphaned process
+	 * group), or continued before on_cont could run: raw again.
+	 */
+	if (!is_raw && fd >= 0 && tcgetpgrp(fd) == getpgrp() &&
+	    tcsetattr(fd, TCSADRAIN, &raw_state) == 0)
+		is_raw = 1;
+	errno = e;
+}
+
+/* Continued (fg, or kill -CONT): raw again if the terminal is ours, and its size anew. */
+static void on_cont(int sig)
+{
+	int e = errno, fd = saved_fd;
+
+	if (fd >= 0 && tcgetpgrp(fd) == getpgrp()) {
+		if (tcsetattr(fd, TCSADRAIN, &raw_state) == 0)
+			is_raw = 1;
+		if (winch_pipe[1] >= 0)
+			on_winch(sig);
+	}
+	errno = e;
+}
+
+static const int stop_signals[] = { SIGTSTP, SIGTTIN, SIGTTOU };
 
 int tty_raw(int fd)
 {
@@ -65,8 +115,21 @@ int tty_raw(int fd)
 				continue;
 			sigaction(fatal_signals[i], &sa, NULL);
 		}
+		tstp_action = sa;
+		tstp_action.sa_handler = on_stop_signal;
+		for (size_t i = 0; i < sizeof(stop_signals) / sizeof(stop_signals[0]); i++) {
+			struct sigaction old;
+
+			if (sigaction(stop_signals[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN)
+				continue;
+			sigaction(stop_signals[i], &tstp_action, NULL);
+		}
+		sa.sa_handler = on_cont;
+		sa.sa_flags = SA_RESTART;
+		sigaction(SIGCONT, &sa, NULL);
 		atexit(restore_at_exit);
 	}
+	raw_state = raw;
 	saved_fd = fd;
 	if (tcsetattr(fd, TCSADRAIN, &raw) < 0) {
 		int e = errno;
@@ -74,6 +137,7 @@ int tty_raw(int fd)
 		saved_fd = -1;
 		return -e;
 	}
+	is_raw = 1;
 	return 0;
 }
 

@@ -14,7 +14,11 @@
  * and the crashes SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT): the handler
  * puts the terminal back and re-raises the signal with its default action,
  * so the exit status still tells what happened.  Only SIGKILL can leave the
- * terminal raw.  One terminal per process.
+ * terminal raw.  A stop signal sent from outside (SIGTSTP, SIGTTIN, SIGTTOU:
+ * in raw mode the terminal sends none) puts the terminal back before the
+ * process stops; SIGCONT makes it raw again when the process is in the
+ * terminal's foreground, and counts as a SIGWINCH (the size may have
+ * changed meanwhile).  One terminal per process.
  */
 #ifndef AIBOX_TTY_H
 #define AIBOX_TTY_H

@@ -248,6 +248,71 @@ exit 2' -- sh
 	runs_gone
 }
 
+# stopped_state PID: wait until the process is stopped (1) or 10 s have gone by (0)
+stopped_within() {
+	local i
+	for i in $(seq 40); do
+		[[ "$(ps -o stat= -p "$1")" == T* ]] && return 0
+		sleep 0.25
+	done
+	return 1
+}
+
+@test "run: under a job-control shell, SIGTSTP from outside stops aibox and fg brings it back, resized" {
+	tmux -S "$TMUX_SOCK" -f /dev/null new-session -d -s run -x 100 -y 30 \
+		"env TERM=xterm-256color PS1='host\\$ ' bash --norc --noprofile -i"
+	tmux -S "$TMUX_SOCK" set-option -t run window-size manual
+	wait_pane '^host\$ ?$' 20
+	keys "stty -a >'$T/stty.before'; cd '$PROJ'; sh -c 'echo \$\$ >\"$T/run.pid\"; exec aibox run --memory 1G -- bash'; echo \"status=\$?\"" Enter
+	wait_pane 'aibox@aibox:/project\$ ?$'
+	local pid tty
+	pid=$(cat "$T/run.pid")
+	tty=$(tmux -S "$TMUX_SOCK" display-message -p -t run '#{pane_tty}')
+	stty -F "$tty" -a | grep -q -- ' -icanon '
+	kill -TSTP "$pid"
+	stopped_within "$pid"
+	wait_pane '^\[1\]\+ +Stopped' 20
+	wait_pane '^status=148$' 5
+	# the shell has its terminal back, as it was before aibox run
+	keys "stty -a >'$T/stty.stopped'" Enter
+	wait_file "$T/stty.stopped" 20
+	diff "$T/stty.before" "$T/stty.stopped"
+	# resized while stopped: aibox gets no SIGWINCH then, its SIGCONT stands for one
+	tmux -S "$TMUX_SOCK" resize-window -t run -x 120 -y 40
+	sleep 1
+	keys fg Enter
+	for i in $(seq 40); do not_stopped "$pid" && break; sleep 0.25; done
+	not_stopped "$pid"
+	sleep 1
+	stty -F "$tty" -a | grep -q -- ' -icanon '
+	keys 'stty size; echo "cont=$((6*7))"' Enter
+	wait_pane '^cont=42$' 30
+	wait_pane '^40 120$' 5
+	keys 'exit 3' Enter
+	wait_pane '^host\$ ?$' 60
+	keys 'echo "after=$?"' Enter
+	wait_pane '^after=3$' 20
+	runs_gone
+}
+
+@test "run: SIGTSTP to aibox in an orphaned process group, which cannot stop, leaves the terminal raw" {
+	tmux_start
+	wait_pane 'aibox@aibox:/project\$ ?$'
+	local pid tty
+	pid=$(cat "$T/run.pid")
+	tty=$(tmux -S "$TMUX_SOCK" display-message -p -t run '#{pane_tty}')
+	kill -TSTP "$pid"
+	! stopped_within "$pid"
+	stty -F "$tty" -a | grep -q -- ' -icanon '
+	keys 'echo "still=$((6*7))"' Enter
+	wait_pane '^still=42$' 30
+	keys 'exit 4' Enter
+	wait_file "$T/stty.after" 60
+	assert_equal "$(cat "$T/status")" 4
+	diff "$T/stty.before" "$T/stty.after"
+	runs_gone
+}
+
 @test "run: Ctrl-Z stops the shell's job in the VM, not aibox; a signal's status is 128+N" {
 	tmux_start
 	wait_pane 'aibox@aibox:/project\$ ?$'
