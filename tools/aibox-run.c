@@ -554,6 +554,10 @@ static void boot(struct run *r, const char *proxy_sock)
 		die_err(ret, "cannot start the VM");
 	if ((ret = vm_wait_ssh(&r->vm, BOOT_TIMEOUT_MS)) < 0) {
 		show_console(r);
+		if (ret == -ECHILD)
+			die("the VM did not come up: QEMU exited before its SSH server answered");
+		if (ret == -ETIMEDOUT)
+			die("the VM did not come up: no SSH server within %d s", BOOT_TIMEOUT_MS / 1000);
 		die_err(ret, "the VM did not come up");
 	}
 	buf_release(&img);

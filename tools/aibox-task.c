@@ -1036,7 +1036,11 @@ static int run_task(struct task *t)
 
 	if (!stop_signal) {
 		ret = vm_wait_ssh(&t->vm, 600000);
-		if (ret < 0 && !stop_signal)
+		if (ret == -ECHILD && !stop_signal)
+			buf_addstr(&why, "QEMU exited before the VM's SSH server answered");
+		else if (ret == -ETIMEDOUT && !stop_signal)
+			buf_addstr(&why, "the VM's SSH server did not answer within 600 s");
+		else if (ret < 0 && !stop_signal)
 			buf_addf(&why, "the VM's SSH server did not answer: %s", strerror(-ret));
 	} else {
 		ret = -EINTR;
