@@ -6,19 +6,8 @@ load lib-common
 
 setup() {
 	common_setup
-	make_repo src
-	printf '*.log\n' >src/.gitignore
-	git -C src add .gitignore
-	git -C src commit -q -m "ignore logs"
-	START=$(git -C src rev-parse HEAD)
 	mkdir share state aibox-home res
-	# As the host does it: a bundle of HEAD and aibox/task, from an empty
-	# repository that borrows the project's objects.
-	git init -q --bare empty
-	echo "$T/src/.git/objects" >empty/objects/info/alternates
-	git -C empty update-ref refs/heads/aibox/task "$START"
-	git -C empty symbolic-ref HEAD refs/heads/aibox/task
-	git -C empty bundle create -q "$T/share/start.bundle" HEAD refs/heads/aibox/task
+	task_source "$T/share/start.bundle"
 	TIMEOUT=60
 	ENV_NAMES='[]'
 	API=forward

@@ -12,17 +12,8 @@ load lib-vm
 setup() {
 	common_setup
 	vm_image
-	make_repo src
-	printf '*.log\n' >src/.gitignore
-	git -C src add .gitignore
-	git -C src commit -q -m "ignore logs"
-	START=$(git -C src rev-parse HEAD)
 	vm_share "$T/task" forced
-	git init -q --bare empty
-	echo "$T/src/.git/objects" >empty/objects/info/alternates
-	git -C empty update-ref refs/heads/aibox/task "$START"
-	git -C empty symbolic-ref HEAD refs/heads/aibox/task
-	git -C empty bundle create -q "$T/task/start.bundle" HEAD refs/heads/aibox/task
+	task_source "$T/task/start.bundle"
 	mkdir res
 	TIMEOUT=300
 }

@@ -34,6 +34,23 @@ common_teardown() {
 setup() { common_setup; }
 teardown() { common_teardown; }
 
+# task_source BUNDLE: $T/src, a repository of three commits with *.log ignored,
+# START its HEAD, and BUNDLE made from it as aibox-task makes start.bundle: HEAD
+# a symref to aibox/task, both at START, written from a bare repository
+# ($T/empty) that borrows src's objects.
+task_source() {
+	make_repo src
+	printf '*.log\n' >src/.gitignore
+	git -C src add .gitignore
+	git -C src commit -q -m "ignore logs"
+	START=$(git -C src rev-parse HEAD)
+	git init -q --bare empty
+	echo "$T/src/.git/objects" >empty/objects/info/alternates
+	git -C empty update-ref refs/heads/aibox/task "$START"
+	git -C empty symbolic-ref HEAD refs/heads/aibox/task
+	git -C empty bundle create -q "$1" HEAD refs/heads/aibox/task
+}
+
 # make_repo DIR: a git repository with two commits.
 make_repo() {
 	local dir=$1
