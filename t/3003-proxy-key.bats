@@ -30,6 +30,14 @@ teardown() {
 	common_teardown
 }
 
+# restart_fake_api [OPTION...]: the fake API again on $T/script.json over TLS,
+# with the options given, and AIBOX_API_UPSTREAM pointing at it.
+restart_fake_api() {
+	stop_fake_api
+	start_fake_api "$T/script.json" --tls "$T/ca/server.pem" "$T/ca/server.key" "$@"
+	export AIBOX_API_UPSTREAM=https://localhost:$FAKE_API_PORT
+}
+
 # key_nowhere FILE...: the real key is in none of the files nor in proxy.log
 key_nowhere() {
 	local f
@@ -185,12 +193,10 @@ conns() {
 }
 
 @test "key pool: requests at the same time never share a connection" {
-	stop_fake_api
 	cat >"$T/script.json" <<-JSON
 		{"turns": [{"stall": 1}], "require_key": "$KEY"}
 	JSON
-	start_fake_api "$T/script.json" --tls "$T/ca/server.pem" "$T/ca/server.key"
-	export AIBOX_API_UPSTREAM=https://localhost:$FAKE_API_PORT
+	restart_fake_api
 	start_proxy --key-env AIBOX_TEST_KEY
 	curl -sS -x "$PROXY" --data-binary "$REQ" "http://127.0.0.1:3129/v1/messages" >"$T/a" &
 	a=$!
@@ -220,9 +226,7 @@ conns() {
 }
 
 @test "key pool: an upstream that closed an idle connection costs the client nothing" {
-	stop_fake_api
-	start_fake_api "$T/script.json" --tls "$T/ca/server.pem" "$T/ca/server.key" --idle-close 0.3
-	export AIBOX_API_UPSTREAM=https://localhost:$FAKE_API_PORT
+	restart_fake_api --idle-close 0.3
 	start_proxy --key-env AIBOX_TEST_KEY
 	curl -sS -x "$PROXY" -H 'x-api-key: sk-placeholder' --data-binary "$REQ" \
 		"http://127.0.0.1:3129/v1/messages" >"$T/out1"
@@ -239,9 +243,7 @@ conns() {
 }
 
 @test "key pool: a connection dropped as the request arrives: GET is sent again, POST fails" {
-	stop_fake_api
-	start_fake_api "$T/script.json" --tls "$T/ca/server.pem" "$T/ca/server.key" --drop-after 1
-	export AIBOX_API_UPSTREAM=https://localhost:$FAKE_API_PORT
+	restart_fake_api --drop-after 1
 	start_proxy --key-env AIBOX_TEST_KEY
 	run curl -sS -x "$PROXY" "http://127.0.0.1:3129/api/hello"
 	assert_output '{}'
@@ -266,9 +268,7 @@ conns() {
 }
 
 @test "key pool: a large POST on a connection the upstream drops gets a 502, not an empty reply" {
-	stop_fake_api
-	start_fake_api "$T/script.json" --tls "$T/ca/server.pem" "$T/ca/server.key" --drop-after 1
-	export AIBOX_API_UPSTREAM=https://localhost:$FAKE_API_PORT
+	restart_fake_api --drop-after 1
 	start_proxy --key-env AIBOX_TEST_KEY
 	run curl -sS -x "$PROXY" "http://127.0.0.1:3129/api/hello"
 	assert_output '{}'
