@@ -7,6 +7,7 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include "err.h"
 #include "tty.h"
 #include "banned.h"
 
@@ -47,6 +48,19 @@ static void restore_at_exit(void)
 
 static void on_winch(int sig);
 
+/* 1 when fd is the terminal of our process group's foreground. */
+static int in_foreground(int fd)
+{
+	return fd >= 0 && tcgetpgrp(fd) == getpgrp();
+}
+
+/* Raw again (async-signal-safe). */
+static void make_raw(int fd)
+{
+	if (tcsetattr(fd, TCSADRAIN, &raw_state) == 0)
+		is_raw = 1;
+}
+
 /*
  * SIGTSTP, SIGTTIN, SIGTTOU sent from outside (in raw mode the terminal sends
  * none: Ctrl-Z goes to the VM): give the terminal back, stop as the default
@@ -58,7 +72,7 @@ static void on_stop_signal(int sig)
 	struct sigaction dfl;
 
 	/* In the background the terminal is not ours (and touching it would stop us). */
-	if (fd >= 0 && tcgetpgrp(fd) == getpgrp())
+	if (in_foreground(fd))
 		tty_restore();
 	memset(&dfl, 0, sizeof(dfl));
 	dfl.sa_handler = SIG_DFL;
@@ -70,9 +84,8 @@ static void on_stop_signal(int sig)
 	 * Not stopped (the kernel drops stop signals in an orphaned process
 	 * group), or continued before on_cont could run: raw again.
 	 */
-	if (!is_raw && fd >= 0 && tcgetpgrp(fd) == getpgrp() &&
-	    tcsetattr(fd, TCSADRAIN, &raw_state) == 0)
-		is_raw = 1;
+	if (!is_raw && in_foreground(fd))
+		make_raw(fd);
 	errno = e;
 }
 
@@ -81,9 +94,8 @@ static void on_cont(int sig)
 {
 	int e = errno, fd = saved_fd;
 
-	if (fd >= 0 && tcgetpgrp(fd) == getpgrp()) {
-		if (tcsetattr(fd, TCSADRAIN, &raw_state) == 0)
-			is_raw = 1;
+	if (in_foreground(fd)) {
+		make_raw(fd);
 		if (winch_pipe[1] >= 0)
 			on_winch(sig);
 	}
@@ -91,6 +103,18 @@ static void on_cont(int sig)
 }
 
 static const int stop_signals[] = { SIGTSTP, SIGTTIN, SIGTTOU };
+
+/* sa for each of the n signals, except one ignored when we started (nohup stays nohup). */
+static void handle_unless_ignored(const int *sigs, size_t n, const struct sigaction *sa)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct sigaction old;
+
+		if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN)
+			continue;
+		sigaction(sigs[i], sa, NULL);
+	}
+}
 
 int tty_raw(int fd)
 {
@@ -107,23 +131,10 @@ int tty_raw(int fd)
 	/* SA_RESETHAND is not enough: the handler re-raises with SIG_DFL itself. */
 	sa.sa_flags = SA_NODEFER;
 	if (saved_fd < 0) {
-		for (size_t i = 0; i < sizeof(fatal_signals) / sizeof(fatal_signals[0]); i++) {
-			struct sigaction old;
-
-			/* A signal ignored when we started (nohup) stays ignored. */
-			if (sigaction(fatal_signals[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN)
-				continue;
-			sigaction(fatal_signals[i], &sa, NULL);
-		}
+		handle_unless_ignored(fatal_signals, ARRAY_SIZE(fatal_signals), &sa);
 		tstp_action = sa;
 		tstp_action.sa_handler = on_stop_signal;
-		for (size_t i = 0; i < sizeof(stop_signals) / sizeof(stop_signals[0]); i++) {
-			struct sigaction old;
-
-			if (sigaction(stop_signals[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN)
-				continue;
-			sigaction(stop_signals[i], &tstp_action, NULL);
-		}
+		handle_unless_ignored(stop_signals, ARRAY_SIZE(stop_signals), &tstp_action);
 		sa.sa_handler = on_cont;
 		sa.sa_flags = SA_RESTART;
 		sigaction(SIGCONT, &sa, NULL);
