@@ -335,6 +335,16 @@ int vm_wait_ssh(struct vm *vm, int timeout_ms)
 	}
 }
 
+void vm_wait_ssh_why(int err, int timeout_ms, struct buf *why)
+{
+	if (err == -ECHILD)
+		buf_addstr(why, "QEMU exited before the VM's SSH server answered");
+	else if (err == -ETIMEDOUT)
+		buf_addf(why, "the VM's SSH server did not answer within %d s", timeout_ms / 1000);
+	else
+		buf_addf(why, "the VM's SSH server did not answer: %s", strerror(-err));
+}
+
 int vm_stop(struct vm *vm, int grace_ms)
 {
 	int status, ret = 0;

@@ -116,6 +116,13 @@ int vm_start(const struct vm_config *cfg, struct vm *vm);
 int vm_wait_ssh(struct vm *vm, int timeout_ms);
 
 /*
+ * Why vm_wait_ssh() failed with err, in words for a user, appended to why:
+ * QEMU exited, no banner within timeout_ms, or the errno's text.
+ */
+struct buf;
+void vm_wait_ssh_why(int err, int timeout_ms, struct buf *why);
+
+/*
  * Wait up to grace_ms for QEMU to exit on its own (the guest powers off),
  * then kill it (SIGKILL) and reap it; close ssh_fd and pidfd.  1 when QEMU
  * exited on its own, 0 when it had to be killed, or a negative errno.

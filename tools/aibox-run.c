@@ -553,12 +553,11 @@ static void boot(struct run *r, const char *proxy_sock)
 	if ((ret = vm_start(&vc, &r->vm)) < 0)
 		die_err(ret, "cannot start the VM");
 	if ((ret = vm_wait_ssh(&r->vm, BOOT_TIMEOUT_MS)) < 0) {
+		struct buf why = BUF_INIT;
+
 		show_console(r);
-		if (ret == -ECHILD)
-			die("the VM did not come up: QEMU exited before its SSH server answered");
-		if (ret == -ETIMEDOUT)
-			die("the VM did not come up: no SSH server within %d s", BOOT_TIMEOUT_MS / 1000);
-		die_err(ret, "the VM did not come up");
+		vm_wait_ssh_why(ret, BOOT_TIMEOUT_MS, &why);
+		die("the VM did not come up: %s", why.buf);
 	}
 	buf_release(&img);
 	buf_release(&console);

@@ -56,6 +56,8 @@
 
 #define DEFAULT_TIMEOUT_MS (60LL * 60 * 1000)
 #define MAX_FILES 64
+/* From QEMU's start to the guest's SSH banner, at most. */
+#define SSH_WAIT_MS (600 * 1000)
 
 static const char usage_text[] =
 	"usage: aibox task [options] [prompt...]\n"
@@ -1035,13 +1037,9 @@ static int run_task(struct task *t)
 		die_err(ret, "cannot lock aibox-task down");
 
 	if (!stop_signal) {
-		ret = vm_wait_ssh(&t->vm, 600000);
-		if (ret == -ECHILD && !stop_signal)
-			buf_addstr(&why, "QEMU exited before the VM's SSH server answered");
-		else if (ret == -ETIMEDOUT && !stop_signal)
-			buf_addstr(&why, "the VM's SSH server did not answer within 600 s");
-		else if (ret < 0 && !stop_signal)
-			buf_addf(&why, "the VM's SSH server did not answer: %s", strerror(-ret));
+		ret = vm_wait_ssh(&t->vm, SSH_WAIT_MS);
+		if (ret < 0 && !stop_signal)
+			vm_wait_ssh_why(ret, SSH_WAIT_MS, &why);
 	} else {
 		ret = -EINTR;
 	}
