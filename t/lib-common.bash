@@ -7,6 +7,8 @@
 bats_load_library bats-support 2>/dev/null || load /usr/lib/bats/bats-support/load.bash
 bats_load_library bats-assert 2>/dev/null || load /usr/lib/bats/bats-assert/load.bash
 bats_load_library bats-file 2>/dev/null || load /usr/lib/bats/bats-file/load.bash
+# `run !` (an assertion that the command fails) needs bats 1.5.
+bats_require_minimum_version 1.5.0
 
 TOP=$(cd "$BATS_TEST_DIRNAME/.." && pwd)
 BUILD=$TOP/build
