@@ -109,11 +109,11 @@ no_controls() {
 	[ "$(grep -cv '^00:00:00 vm\[abcdef\]: ' out)" -eq 0 ]
 	# and the check itself catches what it should
 	printf 'a\x1bb' >bad
-	! no_controls bad
+	run ! no_controls bad
 	printf 'a\xc2\x9bb' >bad
-	! no_controls bad
+	run ! no_controls bad
 	printf 'a\xffb' >bad
-	! no_controls bad
+	run ! no_controls bad
 }
 
 @test "out: each line goes out in one write, so lines of several writers do not mix" {

@@ -60,8 +60,8 @@ check_clone() {
 	# Only the start bundle is left in the task folder.
 	[ "$(ls -A task)" = start.bundle ]
 	# The stash and the other branch stay out.
-	! git -C clone cat-file -e "$(git -C proj rev-parse stash@{0})"
-	! git -C clone cat-file -e "$(git -C proj rev-parse feature)"
+	run ! git -C clone cat-file -e "$(git -C proj rev-parse stash@{0})"
+	run ! git -C clone cat-file -e "$(git -C proj rev-parse feature)"
 }
 
 @test "bundle-write: the project gets no new ref and no file" {
@@ -253,7 +253,7 @@ interrupt() {
 		kill -0 "$gitpid" 2>/dev/null || break
 		sleep 0.1
 	done
-	! kill -0 "$gitpid" 2>/dev/null
+	run ! kill -0 "$gitpid" 2>/dev/null
 	# What is left is where tasks clean --all finds it, and no bundle.
 	[ "$(ls -A task)" = "$(basename "$gitdir")" ]
 	[[ "$gitdir" == "$T/task/.start-bundle."* ]]

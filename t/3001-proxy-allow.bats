@@ -224,7 +224,7 @@ teardown() {
 	exec 5<&-
 	cat "$T/proxy.err"
 	[ "$st" -eq 0 ]
-	! grep -q 'LeakSanitizer' "$T/proxy.err"
+	run ! grep -q 'LeakSanitizer' "$T/proxy.err"
 	grep -q "allowed localhost:$FAKE_API_PORT CONNECT (proxy stopped)" "$T/proxy.log"
 }
 

@@ -70,7 +70,7 @@ REQ='{"model":"m","stream":true,"tools":[{"name":"Bash"}],"messages":[{"role":"u
 	[ "$(jq -r '.path' "$rec")" = "/v1/messages?beta=true" ]
 	[ "$(jq -r '.body.messages[0].content' "$rec")" = hi ]
 	# the placeholder and the other credentials went nowhere
-	! grep -q 'sk-placeholder\|tok-vm\|session=vm' "$rec"
+	run ! grep -q 'sk-placeholder\|tok-vm\|session=vm' "$rec"
 	key_nowhere "$T/out" "$T/err"
 	run cat "$T/proxy.log"
 	assert_line --regexp "^[^ ]+ allowed localhost:3129 POST /v1/messages\?beta=true status=200 sent=[1-9][0-9]* received=[1-9][0-9]* duration=[0-9.]+s$"
@@ -152,7 +152,7 @@ REQ='{"model":"m","stream":true,"tools":[{"name":"Bash"}],"messages":[{"role":"u
 	n=0
 	for f in "$T"/rec/*.json; do
 		[ "$(jq -r '.headers["x-api-key"]' "$f")" = "$KEY" ] || [ "$(jq -r .path "$f")" = /api/hello ]
-		! grep -q sk-ant-placeholder "$f"
+		run ! grep -q sk-ant-placeholder "$f"
 		n=$((n + 1))
 	done
 	[ "$n" -ge 1 ]

@@ -114,8 +114,8 @@ and commit it."
 	[ "$status" -eq 1 ] || show
 	[ "$status" -eq 1 ]
 	grep -q "the VM was stopped" "$T/err"
-	! kill -0 "$qemu" 2>/dev/null
-	! kill -0 "$proxy" 2>/dev/null
+	run ! kill -0 "$qemu" 2>/dev/null
+	run ! kill -0 "$proxy" 2>/dev/null
 	dir=$(task_dir)
 	[ -f "$dir/aibox.log" ]
 	flock -n "$dir.lock" true

@@ -302,7 +302,7 @@ stopped_within() {
 	pid=$(cat "$T/run.pid")
 	tty=$(tmux -S "$TMUX_SOCK" display-message -p -t run '#{pane_tty}')
 	kill -TSTP "$pid"
-	! stopped_within "$pid"
+	run ! stopped_within "$pid"
 	stty -F "$tty" -a | grep -q -- ' -icanon '
 	keys 'echo "still=$((6*7))"' Enter
 	wait_pane '^still=42$' 30
