@@ -13,6 +13,7 @@
 
 #include "buf.h"
 #include "err.h"
+#include "gitproto.h"
 #include "num.h"
 #include "banned.h"
 
@@ -912,32 +913,19 @@ static int check_cpus(struct ctx *c, const struct node *v, struct config *cfg)
 	return 0;
 }
 
+/* Why s is not a push pattern (branch_pattern_ok() is the rule), or NULL. */
 static const char *check_branch_pattern(const char *s)
 {
-	size_t n = strlen(s);
-
-	if (!n)
+	if (!*s)
 		return "is empty";
-	if (n > 255)
+	if (strlen(s) > BRANCH_PATTERN_MAX)
 		return "is too long";
 	if (!strncmp(s, "refs/", 5))
 		return "names a branch without refs/heads/";
 	if (!strcmp(s, "HEAD") || !strcmp(s, "@"))
 		return "is not a branch name";
-	if (s[0] == '-' || s[0] == '/' || s[n - 1] == '/' || s[n - 1] == '.')
+	if (!branch_pattern_ok(s))
 		return "is not a branch name or pattern";
-	for (const char *p = s; *p; p++)
-		if ((unsigned char)*p <= ' ' || *p == 0x7f || strchr("~^:?[\\", *p))
-			return "is not a branch name or pattern";
-	if (strstr(s, "..") || strstr(s, "//") || strstr(s, "@{"))
-		return "is not a branch name or pattern";
-	for (const char *comp = s; comp; comp = strchr(comp, '/') ? strchr(comp, '/') + 1 : NULL) {
-		const char *end = strchr(comp, '/');
-		size_t len = end ? (size_t)(end - comp) : strlen(comp);
-
-		if (comp[0] == '.' || (len >= 5 && !strncmp(comp + len - 5, ".lock", 5)))
-			return "is not a branch name or pattern";
-	}
 	return NULL;
 }
 
@@ -1282,33 +1270,10 @@ int config_load(struct config *cfg, const char *path, struct buf *err)
 	return ret;
 }
 
-int config_branch_match(const char *pat, const char *s)
-{
-	const char *star = NULL, *resume = NULL;
-
-	while (*s) {
-		if (*pat == '*') {
-			star = pat++;
-			resume = s;
-		} else if (*pat == *s) {
-			pat++;
-			s++;
-		} else if (star) {
-			pat = star + 1;
-			s = ++resume;
-		} else {
-			return 0;
-		}
-	}
-	while (*pat == '*')
-		pat++;
-	return *pat == '\0';
-}
-
 int config_git_push_allowed(const struct config_git *g, const char *branch)
 {
 	for (size_t i = 0; i < g->push.nr; i++)
-		if (config_branch_match(g->push.v[i], branch))
+		if (branch_pattern_match(g->push.v[i], branch))
 			return 1;
 	return 0;
 }

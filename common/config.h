@@ -134,10 +134,11 @@ int config_load(struct config *cfg, const char *path, struct buf *err);
 /* The commented default config a new project gets. */
 extern const char config_default_text[];
 
-/* 1 when branch (a name without refs/heads/) matches pattern ('*' any run). */
-int config_branch_match(const char *pattern, const char *branch);
-
-/* 1 when g lets the VM push to branch. */
+/*
+ * 1 when g lets the VM push to branch (a name without refs/heads/): when one
+ * of its push patterns matches by branch_pattern_match() (gitproto.h), the
+ * broker's rule, so config and broker agree.
+ */
 int config_git_push_allowed(const struct config_git *g, const char *branch);
 
 #endif

@@ -312,7 +312,8 @@ int branch_pattern_ok(const char *pattern)
 
 	for (const char *p = pattern; *p; p++)
 		buf_addch(&b, *p == '*' || *p == '?' ? 'x' : *p);
-	ok = b.len && strncmp(pattern, "refs/", 5) && refname_ok(b.buf);
+	ok = b.len && b.len <= BRANCH_PATTERN_MAX && strncmp(pattern, "refs/", 5) &&
+	     pattern[0] != '-' && strcmp(pattern, "HEAD") && refname_ok(b.buf);
 	buf_release(&b);
 	return ok;
 }

@@ -110,7 +110,15 @@ int refname_ok(const char *name);
  */
 int branch_pattern_match(const char *pattern, const char *branch);
 
-/* Whether a --push pattern is usable: a ref name once each '*' is read as a letter. */
+/* The longest push pattern (and branch name) a config or --push may give. */
+#define BRANCH_PATTERN_MAX 255
+
+/*
+ * Whether a push pattern is usable, the one rule for the config's git: push
+ * lists and aibox-broker's --push: at most BRANCH_PATTERN_MAX bytes, not
+ * starting with "refs/" or '-', not "HEAD", and a ref name (refname_ok) once
+ * each '*' and '?' is read as a letter.
+ */
 int branch_pattern_ok(const char *pattern);
 
 #endif

@@ -242,21 +242,36 @@ cfg() {
 	assert_output --partial "env: GITHUB_TOKEN is the token of git[0]: listed in env it would enter the VM"
 }
 
-@test "config: push patterns match branches with '*' as any run" {
-	run test-found branch-match 'aibox/*' aibox/task
+@test "config: push patterns follow the broker's rule, '*' and '?' within one level" {
+	run test-found push-allowed 'aibox/*' aibox/task
 	assert_output "match"
-	run test-found branch-match 'aibox/*' aibox/a/b
-	assert_output "match"
-	run test-found branch-match 'aibox/*' main
+	run test-found push-allowed 'aibox/*' aibox/a/b
 	assert_failure
-	run test-found branch-match 'feat-*-draft' feat-x-draft
-	assert_output "match"
-	run test-found branch-match 'feat-*-draft' feat-x-draft2
+	assert_output "no match"
+	run test-found push-allowed 'aibox/*' main
 	assert_failure
-	run test-found branch-match main main
+	run test-found push-allowed 'feat-*-draft' feat-x-draft
 	assert_output "match"
-	run test-found branch-match main mainline
+	run test-found push-allowed 'feat-*-draft' feat-x-draft2
 	assert_failure
+	run test-found push-allowed 'fix-?' fix-1
+	assert_output "match"
+	run test-found push-allowed main main
+	assert_output "match"
+	run test-found push-allowed main mainline
+	assert_failure
+}
+
+@test "config: a push pattern is checked by the broker's rule" {
+	for p in 'fix-?' 'aibox/*' 'a*/b'; do
+		cfg "$(printf 'git:\n  - url: https://h/r\n    push: ["%s"]' "$p")"
+		assert_success
+	done
+	for p in '-x' 'HEAD' 'a..b' 'x.lock' "$(printf 'a%.0s' $(seq 256))"; do
+		cfg "$(printf 'git:\n  - url: https://h/r\n    push: ["%s"]' "$p")"
+		assert_failure
+		assert_output --partial "git[0].push[0]: '"
+	done
 }
 
 @test "config: hostile: aliases (billion laughs) are refused at the first anchor" {

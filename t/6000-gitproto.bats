@@ -73,7 +73,8 @@ pkt() {
 		run test-gitproto pattern-ok "$p"
 		assert_output yes
 	done
-	for p in '' 'refs/heads/x' 'a..b' '/x' 'x/' 'x.lock' 'a b' '.x'; do
+	for p in '' 'refs/heads/x' 'a..b' '/x' 'x/' 'x.lock' 'a b' '.x' '-x' 'HEAD' \
+		"$(printf 'a%.0s' $(seq 256))"; do
 		run test-gitproto pattern-ok "$p"
 		assert_output no
 	done

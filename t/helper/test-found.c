@@ -10,7 +10,7 @@
  *   test-found task-check TASKS_DIR NAME  running, ended, or error
  *   test-found config FILE                the parsed config, or the refusal (exit 1)
  *   test-found config-default             the default config's text
- *   test-found branch-match PATTERN BRANCH
+ *   test-found push-allowed PATTERN BRANCH
  *   test-found project-name PATH          the base name of a checkout's project
  *   test-found checkout DIR               the work tree holding DIR
  *   test-found project-lock DIR MODE      MODE sh|ex|sh-nb|ex-nb: "locked" or the error
@@ -182,8 +182,13 @@ int main(int argc, char **argv)
 		fputs(config_default_text, stdout);
 		return 0;
 	}
-	if (!strcmp(cmd, "branch-match") && argc == 4) {
-		int m = config_branch_match(argv[2], argv[3]);
+	if (!strcmp(cmd, "push-allowed") && argc == 4) {
+		struct config_git g = { 0 };
+		int m;
+
+		strvec_push(&g.push, argv[2]);
+		m = config_git_push_allowed(&g, argv[3]);
+		strvec_clear(&g.push);
 
 		printf("%s\n", m ? "match" : "no match");
 		return !m;
