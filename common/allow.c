@@ -13,11 +13,11 @@
 
 #define PRESET_MAX 65536
 
-static int preset_name_ok(const char *n)
+int allow_preset_name_ok(const char *n)
 {
 	size_t len = strlen(n);
 
-	if (!len || len > 32)
+	if (!len || len > ALLOW_PRESET_NAME_MAX)
 		return 0;
 	for (size_t i = 0; i < len; i++)
 		if (!(islower((unsigned char)n[i]) || isdigit((unsigned char)n[i]) || n[i] == '-'))
@@ -46,7 +46,7 @@ static int add_one(struct allow_list *l, const char *s, const char *presets_dir,
 			buf_addf(err, "invalid entry '%s': a preset cannot name a preset", s);
 			return -1;
 		}
-		if (!preset_name_ok(s + 7)) {
+		if (!allow_preset_name_ok(s + 7)) {
 			buf_addf(err, "invalid entry '%s': bad preset name", s);
 			return -1;
 		}

@@ -43,6 +43,15 @@ struct allow_list {
 
 #define ALLOW_LIST_INIT { NULL, 0, 0 }
 
+/* The longest preset name. */
+#define ALLOW_PRESET_NAME_MAX 32
+
+/*
+ * Whether n is a preset name: 1 to ALLOW_PRESET_NAME_MAX lowercase letters,
+ * digits and '-'.  The one rule for the config and the proxy.
+ */
+int allow_preset_name_ok(const char *n);
+
 /*
  * Add one entry.  A preset is read now from presets_dir/NAME (NAME is
  * [a-z0-9-], at most 32 long).  0, or -1 with a message in err

@@ -11,11 +11,16 @@
 #include <unistd.h>
 #include <yaml.h>
 
+#include "allow.h"
 #include "buf.h"
 #include "err.h"
 #include "gitproto.h"
 #include "num.h"
 #include "banned.h"
+
+#define STR_(x) #x
+#define STR(x)  STR_(x)
+#define PRESET_MAX_TEXT STR(ALLOW_PRESET_NAME_MAX)
 
 const char config_default_text[] =
     "# aibox project config.  docs/config.md in aibox describes every key.\n"
@@ -558,11 +563,9 @@ static int check_allow(struct ctx *c, const struct node *v, struct config *cfg)
 		else if (!strcmp(s, "*") || !strncmp(s, "*:", 2))
 			why = "allowing every host is not supported";
 		else if (!strncmp(s, "preset:", 7)) {
-			const char *p = s + 7;
-
-			if (!*p || strlen(p) > 64 ||
-			    strspn(p, "abcdefghijklmnopqrstuvwxyz0123456789-") != strlen(p))
-				why = "a preset name is lowercase letters, digits and '-'";
+			if (!allow_preset_name_ok(s + 7))
+				why = "a preset name is 1 to " PRESET_MAX_TEXT
+				      " lowercase letters, digits and '-'";
 		} else {
 			why = check_host_port(s);
 		}

@@ -185,7 +185,12 @@ cfg() {
 	cfg 'allow: ["2001:db8::1"]'
 	assert_output --partial "write an IPv6 address in brackets"
 	cfg 'allow: [preset:GitHub_x]'
-	assert_output --partial "a preset name is lowercase letters, digits and '-'"
+	assert_output --partial "a preset name is 1 to 32 lowercase letters, digits and '-'"
+	# the proxy's rule: 33 characters are one too many for both
+	cfg "allow: [preset:$(printf 'a%.0s' $(seq 33))]"
+	assert_output --partial "a preset name is 1 to 32 lowercase letters"
+	cfg "allow: [preset:$(printf 'a%.0s' $(seq 32))]"
+	refute_output --partial "a preset name"
 	cfg 'allow: [localhost:5432, 127.0.0.1:8080, "[::1]"]'
 	assert_success
 }
