@@ -40,7 +40,7 @@ endif
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
-ALL_CFLAGS = -std=gnu11 -D_GNU_SOURCE -DAIBOX_VERSION='"$(VERSION)"' -Icommon -Iimage/init \
+ALL_CFLAGS = -std=gnu11 -D_GNU_SOURCE -DAIBOX_VERSION='"$(VERSION)"' -Icommon \
 	$(WARNINGS) $(PKG_CFLAGS) $(SAN_FLAGS) -fstack-protector-strong \
 	-D_FORTIFY_SOURCE=2 $(CFLAGS)
 ALL_LDFLAGS = $(SAN_FLAGS) -Wl,--as-needed -Wl,-z,relro,-z,now $(LDFLAGS)
@@ -74,6 +74,9 @@ all: $(B)/aibox $(TOOLS) $(IMAGE_PROGS) $(HELPERS)
 $(B)/.flags: FORCE
 	@mkdir -p $(B)
 	@echo '$(ALL_CFLAGS) $(ALL_LDFLAGS)' | cmp -s - $@ || echo '$(ALL_CFLAGS) $(ALL_LDFLAGS)' > $@
+
+# Only the guest's programs and the init's native test see the init's headers.
+$(B)/image/%.o $(B)/t/helper/test-init-task.o: ALL_CFLAGS += -Iimage/init
 
 $(B)/%.o: %.c $(B)/.flags
 	@mkdir -p $(dir $@)
