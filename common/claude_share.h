@@ -1,6 +1,6 @@
 /*
  * The user's Claude Code skills, agents and commands, shared into the VM
- * read-only by aibox task and aibox run alike (the product description: "Your
+ * read-only by aibox task and aibox run alike (docs/tasks.md: "Your
  * skills, agents and commands in ~/.claude are mounted read-only, like with
  * aibox run, unless the config says none for them"; docs/config.md).
  *

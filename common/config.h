@@ -71,7 +71,7 @@ enum config_git_auth {
 	CONFIG_GIT_BEARER, /* Authorization: Bearer token */
 };
 
-/* A remote the broker may reach for the VM (issue 7). */
+/* A remote the broker may reach for the VM (docs/config.md, "git"; docs/broker.md). */
 struct config_git {
 	char *url;       /* https://host[:port]/path, no credentials, query or fragment */
 	char *host;      /* the URL's host, lowercase */

@@ -1,5 +1,5 @@
 /*
- * Output lines and the sanitizer for untrusted text (DESIGN.md, "Output").
+ * Output lines and the sanitizer for untrusted text (docs/internals.md, "Output").
  *
  * Everything aibox shows on stderr is a line "HH:MM:SS source[id6]: text"
  * (local time; source "aibox" for the host's own lines, "vm" for what came

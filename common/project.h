@@ -3,7 +3,7 @@
  *
  * A project is a checkout: the work tree of a git repository (a linked
  * worktree is a checkout of its own).  Its folder is
- * $AIBOX_HOME/projects/<name>/ (DESIGN.md), holding:
+ * $AIBOX_HOME/projects/<name>/ (docs/internals.md, "Files and names"), holding:
  *	config.yaml	the project config (common/config.h), default on creation
  *	checkout	the checkout's absolute path and a newline, for `aibox projects`
  *	home/		the VM home of `aibox run`

@@ -1,6 +1,6 @@
 /*
  * What a task sent back, read and summed up for the user (docs/internals.md,
- * "result.json"; the product description, "Results").
+ * "result.json"; docs/tasks.md, "Results").
  *
  * result.json comes from the VM and is untrusted: it is parsed from a capped
  * buffer, every field is checked for its type and range, enums against their
@@ -99,7 +99,7 @@ struct summary_in {
 };
 
 /*
- * The summary lines, in the product description's order:
+ * The summary lines, in the order of docs/tasks.md, "Results":
  *	the VM connected to HOST:PORT		(each host)
  *	Claude Code exited with N
  *	N turns in Xs, about $ USD at API prices, ended by R
@@ -130,9 +130,9 @@ void shell_quote(struct buf *out, const char *s);
 size_t proxy_log_hosts(const char *log, size_t len, size_t max, struct strvec *hosts);
 
 /*
- * Check a task's changes.bundle, read from fd from its first byte (the
- * product description: only aibox/task, no prerequisite but the start
- * commit; docs/bundles.md):
+ * Check a task's changes.bundle, read from fd from its first byte
+ * (docs/tasks.md, "Reviewing the commits": only aibox/task, no prerequisite
+ * but the start commit; docs/bundles.md):
  *   - the header (bundle_header_read_fd, bundle_header_expect): its refs are
  *     exactly refs/heads/aibox/task, its only possible prerequisite
  *     start_commit;

@@ -7,7 +7,8 @@
  * every wait is bounded: an overall deadline and an idle timeout (no byte at
  * all from the server for that long, keepalives included).  The client waits
  * for the server's banner before it sends anything (a leftover server on the
- * channel would eat a new client's first bytes otherwise; DESIGN.md), insists
+ * channel would eat a new client's first bytes otherwise; docs/internals.md,
+ * "Facts"), insists
  * on an ed25519 host key and compares its raw blob with the pinned one before
  * it authenticates, and authenticates with an ed25519 key held in memory (the
  * caller may have locked itself down and cannot open files).

@@ -3,7 +3,8 @@
  *
  * A task's id is 6 lowercase hex digits from getrandom(2).  Its folder in
  * the project's tasks/ is "YYYYMMDD-HHMMSS-<id>", the start time in local
- * time, and its lock sits beside it as "<folder>.lock" (DESIGN.md).  Nothing
+ * time, and its lock sits beside it as "<folder>.lock" (docs/tasks.md, "The
+ * task folder").  Nothing
  * else in tasks/ is a task: tools skip any other name, so a stray file or a
  * folder a user made there is never taken for one.
  */

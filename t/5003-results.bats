@@ -1,6 +1,6 @@
 #!/usr/bin/env bats
 # common/results: result.json from the VM is checked field by field, and the
-# summary lines say what the product description's "Results" shows.
+# summary lines say what docs/tasks.md's "Results" shows.
 load lib-common
 
 C40=f3572af8c6df0123456789abcdef0123456789ab

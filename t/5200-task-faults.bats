@@ -1,6 +1,6 @@
 #!/usr/bin/env bats
-# aibox task's fault paths end to end, in real VMs (issue 6, "Faults it must
-# survive").  A guest that sends results aibox must refuse, or floods stderr:
+# aibox task's fault paths end to end, in real VMs (docs/task-host.md).  A
+# guest that sends results aibox must refuse, or floods stderr:
 # a test image (t/lib-task.bash's fault_image, the real image whose SSH
 # session runs a script of the test instead of the init's task command).  A
 # task that times out: the real image, real Claude Code, t/fake-api stalling.

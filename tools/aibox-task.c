@@ -2,8 +2,8 @@
  * aibox task [flags] [prompt...]
  *
  * Runs Claude Code unattended in a fresh VM on a bundle of one commit and
- * hands back a checked bundle of what it did (issue 6, the product
- * description from "Tasks" to "How a task runs").
+ * hands back a checked bundle of what it did (docs/tasks.md, from "Tasks" to
+ * "How a task runs"; docs/task-host.md).
  *
  * In order: the flags, the prompt, the config and the login checks, the
  * locks and the task folder (its path on stdout), prompt.txt, settings.json,

@@ -2,7 +2,8 @@
  * aibox-init: the SSH server on the private channel.
  *
  * `sshd -i` straight on a virtio-serial port corrupts the stream now and then,
- * and dropbear -i refuses a char device.  What works (DESIGN.md): one process
+ * and dropbear -i refuses a char device.  What works (docs/internals.md,
+ * "Facts"): one process
  * owns the port, waits until the host is connected (POLLHUP clears), relays
  * the port to `sshd -i` over a socketpair, and starts over with a new sshd
  * when either side ends.  Bytes left over from an ended session are dropped,
