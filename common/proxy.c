@@ -496,6 +496,7 @@ static void enter_head(struct conn *c)
 static void respond(struct conn *c, int code, const char *verdict, const char *why)
 {
 	const char *text = code == 403 ? "Forbidden"
+			   : code == 405 ? "Method Not Allowed"
 			   : code == 502 ? "Bad Gateway"
 			   : code == 504 ? "Gateway Timeout"
 			   : code == 503 ? "Service Unavailable"
@@ -509,10 +510,13 @@ static void respond(struct conn *c, int code, const char *verdict, const char *w
 		resolver_cancel(cfg->resolver, c->job);
 		c->job = NULL;
 	}
+	buf_addf(&b, "HTTP/1.1 %d %s\r\n", code, text);
+	if (code == 405)
+		buf_addstr(&b, "Allow: " PROXY_API_METHODS "\r\n");
 	buf_addf(&b,
-		 "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nContent-Length: %zu\r\n"
+		 "Content-Type: text/plain\r\nContent-Length: %zu\r\n"
 		 "Connection: close\r\n\r\naibox-proxy: %s\n",
-		 code, text, strlen(why) + 14, why);
+		 strlen(why) + 14, why);
 	spill_add(&c->to_client, b.buf, b.len);
 	buf_release(&b);
 	c->state = ST_CLOSING;
@@ -637,6 +641,13 @@ static int is_api_authority(const char *host, int port)
 	return port == PROXY_API_PORT && (!strcmp(host, "127.0.0.1") || !strcmp(host, "localhost"));
 }
 
+/* The methods the API uses (PROXY_API_METHODS); the rest get a 405. */
+static int api_method_ok(const char *m, size_t n)
+{
+	return (n == 3 && !memcmp(m, "GET", 3)) || (n == 4 && !memcmp(m, "POST", 4)) ||
+	       (n == 6 && !memcmp(m, "DELETE", 6));
+}
+
 static void set_what(struct conn *c, const char *method, size_t mlen, const char *path,
 		     size_t plen)
 {
@@ -727,9 +738,7 @@ static void start_forward(struct conn *c, const struct http_head *h, const char 
 	 * reused connection turns out dead before answering; keep its head.
 	 */
 	if (c->is_api && cfg->api_pool > 0 && c->reqb.kind == BODY_NONE &&
-	    ((h->method_len == 3 && !memcmp(h->method, "GET", 3)) ||
-	     (h->method_len == 4 && !memcmp(h->method, "HEAD", 4)) ||
-	     (h->method_len == 7 && !memcmp(h->method, "OPTIONS", 7)))) {
+	    h->method_len == 3 && !memcmp(h->method, "GET", 3)) {
 		c->replay = xmalloc(b.len);
 		memcpy(c->replay, b.buf, b.len);
 		c->replay_len = b.len;
@@ -869,7 +878,8 @@ static void handle_request(struct conn *c, const struct http_head *h)
 			refuse(c, why);
 			return;
 		}
-		if (h->host) {
+		/* Key forwarding goes to the upstream whatever host the client names. */
+		if (h->host && !is_api_authority(c->host, c->port)) {
 			char hh[256];
 			int hp;
 
@@ -941,12 +951,20 @@ static void handle_request(struct conn *c, const struct http_head *h)
 			refuse(c, why);
 			return;
 		}
-		if (!h->host) {
+		/*
+		 * Key forwarding (the key forwarding port named, or any request
+		 * inside a CONNECT to it) goes to the API upstream whatever host
+		 * the request or its Host header names; the Host header is not
+		 * passed on.
+		 */
+		c->is_api = is_api_authority(c->host, c->port) || c->api_tunnel;
+		if (!c->is_api && !h->host) {
 			refuse(c, "Host header missing");
 			return;
 		}
-		if (http_split_authority(h->host, h->host_len, 80, hh, sizeof(hh), &hp, &why) ||
-		    strcmp(hh, c->host) || hp != c->port) {
+		if (!c->is_api &&
+		    (http_split_authority(h->host, h->host_len, 80, hh, sizeof(hh), &hp, &why) ||
+		     strcmp(hh, c->host) || hp != c->port)) {
 			refuse(c, "Host disagrees with the request target");
 			return;
 		}
@@ -956,12 +974,7 @@ static void handle_request(struct conn *c, const struct http_head *h)
 			refuse(c, "request target without a path");
 			return;
 		}
-		if (is_api_authority(c->host, c->port))
-			c->is_api = 1;
-		else if (c->api_tunnel) {
-			refuse(c, "another host inside the key forwarding port");
-			return;
-		} else if (is_git_host(c->host)) {
+		if (!c->is_api && is_git_host(c->host)) {
 			git_request(c, h, t, tl);
 			return;
 		}
@@ -981,6 +994,11 @@ static void handle_request(struct conn *c, const struct http_head *h)
 		set_what(c, h->method, h->method_len, t, tl);
 		if (!cfg->api_key) {
 			refuse(c, "key forwarding is off");
+			return;
+		}
+		if (!api_method_ok(h->method, h->method_len)) {
+			/* TRACE and the like could echo the key back. */
+			respond(c, 405, "refused", "method not forwarded to the API");
 			return;
 		}
 		if (!http_api_path_ok(t, tl, &why)) {

@@ -9,7 +9,9 @@
  *   - requests for 127.0.0.1:3129 or localhost:3129 (absolute-URI, or inside
  *     a CONNECT to that address) are never connected to: the proxy answers
  *     them by forwarding /v1/... and /api/hello to the API upstream over TLS,
- *     with the client's credentials dropped and the real key added;
+ *     with the client's credentials dropped and the real key added, whatever
+ *     host the Host header (or, inside the CONNECT, the target) names; only
+ *     the methods in PROXY_API_METHODS pass, the rest get a 405;
  *   - absolute-URI requests for git.aibox.internal (port 80) are never
  *     connected to either: with a broker hand-off socket the connection and
  *     the bytes read from it go to aibox-broker (docs/internals.md, "Broker
@@ -25,8 +27,8 @@
  * (HTTP/1.1 keep-alive) and hands each to one request at a time; an idle one
  * is closed when the upstream closes it or sends anything, after
  * api_pool_idle_ms, or when it is checked before use and found closed.  A
- * request without a body (GET, HEAD, OPTIONS) that fails on a reused
- * connection before any byte of the response is sent again on another one.
+ * GET without a body that fails on a reused connection before any byte of
+ * the response is sent again on another one.
  */
 #ifndef AIBOX_PROXY_H
 #define AIBOX_PROXY_H
@@ -37,6 +39,8 @@ struct allow_list;
 struct resolver;
 
 #define PROXY_API_PORT 3129
+/* The methods key forwarding passes on (the ones the API uses); others get 405. */
+#define PROXY_API_METHODS "GET, POST, DELETE"
 #define PROXY_API_POOL_MAX 64
 #define PROXY_GIT_HOST "git.aibox.internal"
 
