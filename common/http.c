@@ -78,8 +78,8 @@ static int list_has(const char *v, size_t n, const char *token)
 }
 
 /* Parse the header lines and the empty line after the start line. */
-static int parse_fields(const char *buf, size_t len, size_t pos, int request,
-			struct http_head *h, const char **why)
+static int parse_fields(const char *buf, size_t len, size_t pos, int request, struct http_head *h,
+			const char **why)
 {
 	int seen_cl = 0, seen_te = 0, keep_alive = 0;
 

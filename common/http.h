@@ -5,10 +5,11 @@
  * Strict means: every line ends in CRLF (a bare CR or LF is refused),
  * obs-fold is refused, header names are tokens with the colon right after
  * them (in a request, and in any trailer, without "_": some servers read
- * Transfer_Encoding as Transfer-Encoding), values hold no control characters, Content-Length is one plain
- * decimal number given once, Transfer-Encoding is "chunked" given once and
- * never together with Content-Length, and the request line and the head have
- * hard caps.  A message is refused, never repaired.
+ * Transfer_Encoding as Transfer-Encoding), values hold no control
+ * characters, Content-Length is one plain decimal number given once,
+ * Transfer-Encoding is "chunked" given once and never together with
+ * Content-Length, and the request line and the head have hard caps.  A
+ * message is refused, never repaired.
  *
  * The parsed head points into the caller's buffer: keep the buffer as it is
  * while the head is in use.

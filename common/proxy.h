@@ -34,8 +34,10 @@
 #define AIBOX_PROXY_H
 
 #include <openssl/ssl.h>
+#include <stdint.h>
 
 struct allow_list;
+struct proxy_report;
 struct resolver;
 
 #define PROXY_API_PORT 3129
@@ -43,10 +45,22 @@ struct resolver;
 #define PROXY_API_METHODS "GET, POST, DELETE"
 #define PROXY_API_POOL_MAX 64
 #define PROXY_GIT_HOST "git.aibox.internal"
+#define PROXY_LOG_MAX (16LL * 1024 * 1024)
+#define PROXY_LOG_RESERVE 512
 
 struct proxy_config {
 	int listen_fd;		/* listening, any address family; made non-blocking */
 	int log_fd;		/* proxy.log, one line per request or tunnel; -1 for none */
+	/*
+	 * The most bytes written to log_fd (PROXY_LOG_MAX by default), 0 for no
+	 * cap.  Past it, one line says the log is full and the lines after it
+	 * are counted instead (report->log_left_out); at the end one more line
+	 * says how many were left out.  PROXY_LOG_RESERVE of it is kept for
+	 * those two lines.
+	 */
+	int64_t log_max;
+	/* Every request and tunnel is counted here (common/proxy_report.h). */
+	struct proxy_report *report;
 	int signal_fd;		/* a signalfd: readable means stop; -1 for none */
 	const struct allow_list *allow;
 	struct resolver *resolver;
@@ -71,7 +85,11 @@ struct proxy_config {
 	int connect_timeout_ms; /* name resolution plus connect plus TLS handshake */
 };
 
-/* Run until the signal fd becomes readable.  0, or a negative errno. */
+/*
+ * Run until the signal fd becomes readable: then end the open connections
+ * (each logged and counted), write the log's last line, and return 0; or a
+ * negative errno.
+ */
 int proxy_run(const struct proxy_config *cfg);
 
 #endif

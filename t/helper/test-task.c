@@ -12,7 +12,8 @@
  *	start SSHD-ARGV (sshd -i) on one end of a socketpair and run COMMAND
  *	over the other; print stdout (or with --count its size and speed),
  *	"stderr: LINE" for each stderr line, then "exit N" or "error: MSG"
- *   test-task results FILE [--end HEX] [--bundle PATH] [--branch B] [--proxy-log F]
+ *   test-task results FILE [--end HEX] [--bundle PATH] [--branch B]
+ *                          [--report F | --no-report WHY]
  *	parse result.json (FILE "-" for none) and print the summary lines,
  *	"aibox: TEXT" or "vm: TEXT" (a minimal printer, for these tests only)
  *   test-task session [--user U] [--timeout-ms N] [--idle-ms N] [--env NAME=VALUE...]
@@ -274,12 +275,13 @@ static int cmd_results(int argc, char **argv)
 	struct task_result r;
 	struct summary_in in = { .bundle_path = "/tasks/x/changes.bundle", .branch = "aibox/task-x" };
 	struct summary sum = SUMMARY_INIT;
-	struct strvec hosts = STRVEC_INIT;
-	struct buf json = BUF_INIT, err = BUF_INIT, log = BUF_INIT;
+	struct proxy_report rep = PROXY_REPORT_INIT;
+	struct buf json = BUF_INIT, err = BUF_INIT, rec = BUF_INIT, rep_why = BUF_INIT;
 	int have = 0, ret;
 
 	if (argc < 1)
 		die("usage: test-task results FILE [options]");
+	in.report = &rep; /* empty unless --report: no host lines */
 	for (int i = 1; i + 1 < argc; i += 2) {
 		if (!strcmp(argv[i], "--end"))
 			in.end_commit = argv[i + 1];
@@ -287,14 +289,17 @@ static int cmd_results(int argc, char **argv)
 			in.bundle_path = argv[i + 1];
 		else if (!strcmp(argv[i], "--branch"))
 			in.branch = argv[i + 1];
-		else if (!strcmp(argv[i], "--proxy-log")) {
-			size_t n;
+		else if (!strcmp(argv[i], "--report")) {
+			/* The proxy's record, read as aibox-task reads it (stop_proxy()). */
+			ssize_t n = buf_read_file(&rec, argv[i + 1], PROXY_REPORT_MAX + 1);
 
-			if (buf_read_file(&log, argv[i + 1], 64 << 20) < 0)
-				die_errno("cannot read '%s'", argv[i + 1]);
-			n = proxy_log_hosts(log.buf, log.len, 3, &hosts);
-			if (n > hosts.nr)
-				printf("(%zu more hosts)\n", n - hosts.nr);
+			if (n < 0)
+				die_err((int)n, "cannot read '%s'", argv[i + 1]);
+			in.report = proxy_report_parse(rec.buf, rec.len, &rep, &rep_why) ? NULL : &rep;
+			in.report_why = rep_why.buf;
+		} else if (!strcmp(argv[i], "--no-report")) {
+			in.report = NULL;
+			in.report_why = argv[i + 1];
 		} else
 			die("unknown option '%s'", argv[i]);
 	}
@@ -310,8 +315,6 @@ static int cmd_results(int argc, char **argv)
 		have = 1;
 		in.result = &r;
 	}
-	in.hosts = hosts.v;
-	in.nhosts = hosts.nr;
 	summary_make(&in, &sum);
 	for (size_t i = 0; i < sum.nr; i++)
 		printf("%s: %s\n", sum.v[i].vm ? "vm" : "aibox", sum.v[i].text);
@@ -320,10 +323,11 @@ static int cmd_results(int argc, char **argv)
 out:
 	if (have)
 		result_release(&r);
-	strvec_clear(&hosts);
+	proxy_report_release(&rep);
 	buf_release(&json);
 	buf_release(&err);
-	buf_release(&log);
+	buf_release(&rec);
+	buf_release(&rep_why);
 	return ret < 0 ? 1 : 0;
 }
 
