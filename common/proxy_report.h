@@ -1,7 +1,8 @@
 /*
  * The proxy's record: what the VM reached through aibox-proxy, counted in the
  * proxy and handed to its parent as one JSON object at the end
- * (aibox-proxy --report-fd N; the format is in docs/proxy.md, "The record").
+ * (aibox-proxy --report-fd N; the format is in docs/internals.md,
+ * "aibox-proxy's record").
  * aibox-task prints "the VM connected to" from it: unlike proxy.log, whose
  * size the VM drives, it is small and bounded whatever the VM does.
  *
