@@ -2,11 +2,8 @@
 
 #include <errno.h>
 #include <jansson.h>
-#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "buf.h"
 #include "err.h"
@@ -208,47 +205,6 @@ out:
 	if (ret < 0)
 		proxy_report_release(r);
 	return ret;
-}
-
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-int proxy_report_read(int fd, int timeout_ms, struct buf *out)
-{
-	int64_t deadline = mono_ms() + timeout_ms;
-	char chunk[16384];
-
-	for (;;) {
-		struct pollfd pfd = { .fd = fd, .events = POLLIN };
-		int64_t left = deadline - mono_ms();
-		ssize_t n;
-		int r;
-
-		if (left <= 0)
-			return -ETIMEDOUT;
-		r = poll(&pfd, 1, (int)left);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			return -errno;
-		if (!r)
-			return -ETIMEDOUT;
-		n = read(fd, chunk, sizeof(chunk));
-		if (n < 0 && (errno == EINTR || errno == EAGAIN))
-			continue;
-		if (n < 0)
-			return -errno;
-		if (!n)
-			return 0;
-		if (out->len + (size_t)n > PROXY_REPORT_MAX)
-			return -EFBIG;
-		buf_add(out, chunk, (size_t)n);
-	}
 }
 
 void proxy_report_release(struct proxy_report *r)

@@ -77,13 +77,6 @@ void proxy_report_json(const struct proxy_report *r, struct buf *out);
  */
 int proxy_report_parse(const char *p, size_t n, struct proxy_report *r, struct buf *err);
 
-/*
- * Read the record's bytes from fd (the read end of the pipe given as
- * --report-fd) until EOF, within timeout_ms, into out.  0; -ETIMEDOUT,
- * -EFBIG past PROXY_REPORT_MAX, or another negative errno.
- */
-int proxy_report_read(int fd, int timeout_ms, struct buf *out);
-
 void proxy_report_release(struct proxy_report *r);
 
 #endif

@@ -814,13 +814,15 @@ static int stop_proxy(struct task *t, struct proxy_report *rep, struct buf *why)
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	kill(t->proxy.pid, SIGTERM);
-	r = proxy_report_read(t->proxy_report_fd, PROXY_STOP_MS, &rec);
+	r = (int)buf_read_fd_within(&rec, t->proxy_report_fd, PROXY_REPORT_MAX, PROXY_STOP_MS);
 	close(t->proxy_report_fd);
 	t->proxy_report_fd = -1;
 	used = since(&t0) * 1000;
 	spawn_wait_within(&t->proxy, used < PROXY_STOP_MS ? PROXY_STOP_MS - (int)used : 0);
 	if (r == -ETIMEDOUT)
 		buf_addf(why, "aibox-proxy gave no record within %d s", PROXY_STOP_MS / 1000);
+	else if (r == -EFBIG)
+		buf_addf(why, "aibox-proxy's record is over %d bytes", PROXY_REPORT_MAX);
 	else if (r < 0)
 		buf_addf(why, "cannot read aibox-proxy's record: %s", strerror(-r));
 	else if (!rec.len)
