@@ -200,6 +200,19 @@ record() {
 	assert_line --index 2 "aibox: proxy.log left out 99 lines past its cap (the hosts above are counted in full)"
 }
 
+@test "results: the proxy's record names 256 hosts, counts 16384 more exactly, then says at least" {
+	run test-task report-count 3
+	assert_output '{"version":1,"hosts":[{"host":"h0.example:443","allowed":2,"sent":20,"received":40},{"host":"h1.example:443","allowed":2,"sent":20,"received":40},{"host":"h2.example:443","allowed":2,"sent":20,"received":40}],"more_hosts":0,"more_hosts_at_least":false,"more_allowed":0,"allowed":6,"refused":1,"failed":1,"log_left_out":0}'
+	test-task report-count 300 >rec.json
+	[ "$(jq '.hosts | length' rec.json)" = 256 ]
+	[ "$(jq -r '.hosts[255].host' rec.json)" = h255.example:443 ]
+	[ "$(jq '[.more_hosts, .more_hosts_at_least, .more_allowed, .allowed]' -c rec.json)" = '[44,false,88,600]' ]
+	test-task report-count $((256 + 16384)) >rec.json
+	[ "$(jq '[.more_hosts, .more_hosts_at_least, .more_allowed]' -c rec.json)" = '[16384,false,32768]' ]
+	test-task report-count $((256 + 16384 + 1)) >rec.json
+	[ "$(jq '[.more_hosts, .more_hosts_at_least, .more_allowed]' -c rec.json)" = '[16384,true,32770]' ]
+}
+
 @test "results: without a usable record the summary says the hosts are not known" {
 	good
 	run test-task results result.json --no-report "aibox-proxy gave no record within 5 s"

@@ -12,6 +12,9 @@
  *	start SSHD-ARGV (sshd -i) on one end of a socketpair and run COMMAND
  *	over the other; print stdout (or with --count its size and speed),
  *	"stderr: LINE" for each stderr line, then "exit N" or "error: MSG"
+ *   test-task report-count N
+ *	the proxy's record (common/proxy_report) after N distinct allowed hosts,
+ *	each twice, one refusal and one failure: written, read back, written
  *   test-task results FILE [--end HEX] [--bundle PATH] [--branch B]
  *                          [--report F | --no-report WHY]
  *	parse result.json (FILE "-" for none) and print the summary lines,
@@ -564,6 +567,40 @@ static int cmd_check_bundle(int argc, char **argv)
 	return ret == 0 ? 0 : ret > 0 ? 1 : 2;
 }
 
+/*
+ * The proxy's record for N distinct allowed hosts, each counted twice, and a
+ * refused and a failed request: written, read back, written again.
+ */
+static int cmd_report_count(int argc, char **argv)
+{
+	struct proxy_report r = PROXY_REPORT_INIT, back;
+	struct buf json = BUF_INIT, err = BUF_INIT;
+	long n;
+
+	if (argc != 1 || parse_long(argv[0], 0, 1000000, &n) < 0)
+		die("usage: test-task report-count N");
+	for (int round = 0; round < 2; round++)
+		for (long i = 0; i < n; i++) {
+			char name[64];
+
+			snprintf(name, sizeof(name), "h%ld.example:443", i);
+			proxy_report_count(&r, PROXY_ALLOWED, name, 10, 20);
+		}
+	proxy_report_count(&r, PROXY_REFUSED, "evil.example:443", 0, 0);
+	proxy_report_count(&r, PROXY_FAILED, NULL, 0, 0);
+	proxy_report_json(&r, &json);
+	if (proxy_report_parse(json.buf, json.len, &back, &err) < 0)
+		die("%s", err.buf);
+	buf_reset(&json);
+	proxy_report_json(&back, &json);
+	fputs(json.buf, stdout);
+	proxy_report_release(&r);
+	proxy_report_release(&back);
+	buf_release(&json);
+	buf_release(&err);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	tool_init(argc, argv);
@@ -586,5 +623,7 @@ int main(int argc, char **argv)
 		return cmd_settings(argc - 2, argv + 2);
 	if (!strcmp(argv[1], "check-bundle"))
 		return cmd_check_bundle(argc - 2, argv + 2);
+	if (!strcmp(argv[1], "report-count"))
+		return cmd_report_count(argc - 2, argv + 2);
 	die("unknown command '%s'", argv[1]);
 }
