@@ -283,7 +283,9 @@ void summary_make(const struct summary_in *in, struct summary *s)
 			     (unsigned long long)rep->more_hosts,
 			     (unsigned long long)rep->more_allowed, PROXY_REPORT_HOSTS);
 		if (rep->log_left_out)
-			addf(s, 0, "proxy.log left out %llu lines past its cap (the hosts above are counted in full)",
+			addf(s, 0,
+			     "proxy.log left out %llu lines past its cap (the hosts above are "
+			     "counted in full)",
 			     (unsigned long long)rep->log_left_out);
 	} else {
 		addf(s, 0, "the hosts the VM connected to are not known: %s (see proxy.log)",

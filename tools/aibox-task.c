@@ -1196,9 +1196,9 @@ static int run_task(struct task *t)
 int main(int argc, char **argv)
 {
 	struct task t = { .project_lock_fd = -1, .task_lock_fd = -1, .console_fd = -1,
-			  .proxy_log_fd = -1, .proxy_report_fd = -1, .aibox_log_fd = -1, .checker_pid = -1,
+			  .proxy_log_fd = -1, .aibox_log_fd = -1, .checker_pid = -1,
 			  .checker_go = -1, .checker_answer = -1, .broker_log_fd = -1,
-			  .broker_sock = -1 };
+			  .broker_sock = -1, .proxy_report_fd = -1 };
 
 	tool_init(argc, argv);
 	clock_gettime(CLOCK_MONOTONIC, &t.t0);
