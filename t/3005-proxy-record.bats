@@ -90,6 +90,56 @@ flood() {
 	run ! grep -q " allowed 127.0.0.1:$FAKE_API_PORT " "$T/proxy.log"
 }
 
+@test "record: 8 clients flooding refusals: the log stops at its cap, memory stays bounded, others get answers" {
+	# a small quarantine under SANITIZE=1, so that what is measured is the proxy's own
+	ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=4 \
+		start_recorded --allow "127.0.0.1:$FAKE_API_PORT" --log-max 65536
+	flood 20 evil.test
+	hwm0=$(awk '/^VmHWM:/ { print $2 }' "/proc/$PROXY_PID/status")
+	run python3 - "$PROXY_PORT" "$FAKE_API_PORT" <<-'PY'
+		import socket, sys, threading, time
+		port, api = int(sys.argv[1]), int(sys.argv[2])
+		stop = time.time() + 4
+		counts = [0] * 8
+		def flood(k):
+		    while time.time() < stop:
+		        s = socket.create_connection(("127.0.0.1", port), timeout=10)
+		        s.sendall(b"GET http://evil.test/%s HTTP/1.1\r\nHost: evil.test\r\n\r\n" % (b"x" * 100))
+		        while s.recv(65536):
+		            pass
+		        s.close()
+		        counts[k] += 1
+		ts = [threading.Thread(target=flood, args=(k,)) for k in range(8)]
+		for t in ts:
+		    t.start()
+		time.sleep(2)
+		t0 = time.time()
+		s = socket.create_connection(("127.0.0.1", port), timeout=10)
+		s.sendall(b"GET http://127.0.0.1:%d/api/hello HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nConnection: close\r\n\r\n" % (api, api))
+		answer = b""
+		while True:
+		    b = s.recv(65536)
+		    if not b:
+		        break
+		    answer += b
+		print("allowed answered: %s in %.1fs" % (answer.startswith(b"HTTP/1.1 200 "), time.time() - t0))
+		for t in ts:
+		    t.join()
+		print("refused", sum(counts))
+	PY
+	echo "$output"
+	assert_line --regexp "^allowed answered: True in [01]\.[0-9]s$"
+	sent=$(sed -n 's/^refused //p' <<<"$output")
+	hwm=$(awk '/^VmHWM:/ { print $2 }' "/proc/$PROXY_PID/status")
+	stop_proxy
+	echo "# $sent refusals; the proxy's VmHWM: $hwm0 kB before, $hwm kB after" >&3
+	[ "$sent" -gt 1000 ]
+	[ "$(stat -c %s "$T/proxy.log")" -le 65536 ]
+	[ "$(jq .refused "$T/record.json")" = $((sent + 20)) ]
+	[ "$(jq -r '.hosts[0].host' "$T/record.json")" = "127.0.0.1:$FAKE_API_PORT" ]
+	[ $((hwm - hwm0)) -lt $((16 * 1024)) ]
+}
+
 @test "record: past 256 hosts the rest are counted, not named, and the record says so" {
 	# 300 loopback ports, each accepting and closing: 300 distinct allowed hosts
 	python3 - "$T/ports" <<-'PY' &
