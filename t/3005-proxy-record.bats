@@ -142,24 +142,7 @@ flood() {
 
 @test "record: past 256 hosts the rest are counted, not named, and the record says so" {
 	# 300 loopback ports, each accepting and closing: 300 distinct allowed hosts
-	python3 - "$T/ports" <<-'PY' &
-		import selectors, socket, sys
-		sel = selectors.DefaultSelector()
-		ports = []
-		for i in range(300):
-		    l = socket.socket()
-		    l.bind(("127.0.0.1", 0))
-		    l.listen(16)
-		    sel.register(l, selectors.EVENT_READ)
-		    ports.append(l.getsockname()[1])
-		open(sys.argv[1] + ".tmp", "w").write("\n".join(map(str, ports)) + "\n")
-		import os
-		os.rename(sys.argv[1] + ".tmp", sys.argv[1])
-		while True:
-		    for key, _ in sel.select():
-		        c, _ = key.fileobj.accept()
-		        c.close()
-	PY
+	"$BATS_TEST_DIRNAME/accept-close" 300 "$T/ports" &
 	PORTS_PID=$!
 	wait_for_file "$T/ports" 10
 	sed 's/^/127.0.0.1:/' "$T/ports" >"$T/allow"

@@ -165,23 +165,7 @@ echo "fault: flood done" >&2
 
 @test "task faults: every host the VM connected to is printed, past 64, from the proxy's record" {
 	# 70 ports of the host machine, each accepting and closing: 70 allowed hosts
-	python3 - "$T/ports" <<-'PY' &
-		import os, selectors, socket, sys
-		sel = selectors.DefaultSelector()
-		ports = []
-		for i in range(70):
-		    l = socket.socket()
-		    l.bind(("127.0.0.1", 0))
-		    l.listen(16)
-		    sel.register(l, selectors.EVENT_READ)
-		    ports.append(l.getsockname()[1])
-		open(sys.argv[1] + ".tmp", "w").write("\n".join(map(str, ports)) + "\n")
-		os.rename(sys.argv[1] + ".tmp", sys.argv[1])
-		while True:
-		    for key, _ in sel.select():
-		        c, _ = key.fileobj.accept()
-		        c.close()
-	PY
+	"$BATS_TEST_DIRNAME/accept-close" 70 "$T/ports" &
 	PORTS_PID=$!
 	for i in $(seq 100); do [ -s "$T/ports" ] && break; sleep 0.1; done
 	{ echo "allow:"; sed 's/^/  - localhost:/' "$T/ports"; } >>"$AIBOX_HOME/projects/repo/config.yaml"
