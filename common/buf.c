@@ -2,10 +2,12 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "err.h"
@@ -145,21 +147,44 @@ char *buf_detach(struct buf *b, size_t *len)
 	return p;
 }
 
-ssize_t buf_read_fd(struct buf *b, int fd, size_t max)
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* buf_read_fd(), with a deadline when timeout_ms >= 0. */
+static ssize_t read_fd(struct buf *b, int fd, size_t max, int timeout_ms)
 {
 	size_t start = b->len;
+	int64_t until = timeout_ms >= 0 ? mono_ms() + timeout_ms : 0;
 
 	for (;;) {
 		size_t room;
 		ssize_t n;
 
+		if (timeout_ms >= 0) {
+			struct pollfd pfd = { .fd = fd, .events = POLLIN };
+			int64_t left = until - mono_ms();
+			int r;
+
+			r = left > 0 ? poll(&pfd, 1, (int)left) : 0;
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r < 0)
+				return -errno;
+			if (!r)
+				return -ETIMEDOUT;
+		}
 		buf_grow(b, 8192);
 		room = b->alloc - b->len - 1;
 		if (b->len - start + room > max + 1)
 			room = max + 1 - (b->len - start);
 		n = read(fd, b->buf + b->len, room);
 		if (n < 0) {
-			if (errno == EINTR)
+			if (errno == EINTR || (timeout_ms >= 0 && errno == EAGAIN))
 				continue;
 			return -errno;
 		}
@@ -172,6 +197,16 @@ ssize_t buf_read_fd(struct buf *b, int fd, size_t max)
 		}
 	}
 	return (ssize_t)(b->len - start);
+}
+
+ssize_t buf_read_fd(struct buf *b, int fd, size_t max)
+{
+	return read_fd(b, fd, max, -1);
+}
+
+ssize_t buf_read_fd_within(struct buf *b, int fd, size_t max, int timeout_ms)
+{
+	return read_fd(b, fd, max, timeout_ms < 0 ? 0 : timeout_ms);
 }
 
 ssize_t buf_read_file(struct buf *b, const char *path, size_t max)

@@ -60,6 +60,12 @@ char *buf_detach(struct buf *b, size_t *len);
  */
 ssize_t buf_read_fd(struct buf *b, int fd, size_t max);
 
+/*
+ * buf_read_fd() within timeout_ms: -ETIMEDOUT when EOF has not come by then
+ * (b keeps what was read).  For a pipe from a child that may hang.
+ */
+ssize_t buf_read_fd_within(struct buf *b, int fd, size_t max, int timeout_ms);
+
 /* Open path, buf_read_fd() it with cap `max`, close.  Returns as buf_read_fd. */
 ssize_t buf_read_file(struct buf *b, const char *path, size_t max);
 

@@ -78,7 +78,7 @@ static int list_has(const char *v, size_t n, const char *token)
 }
 
 /* Parse the header lines and the empty line after the start line. */
-static int parse_fields(const char *buf, size_t len, size_t pos, struct http_head *h,
+static int parse_fields(const char *buf, size_t len, size_t pos, int request, struct http_head *h,
 			const char **why)
 {
 	int seen_cl = 0, seen_te = 0, keep_alive = 0;
@@ -132,6 +132,15 @@ static int parse_fields(const char *buf, size_t len, size_t pos, struct http_hea
 				*why = "invalid header name";
 				return -1;
 			}
+		/*
+		 * Some servers read "Transfer_Encoding" as Transfer-Encoding (CGI
+		 * spells both HTTP_TRANSFER_ENCODING): a request would then be framed
+		 * one way here and another way upstream.
+		 */
+		if (request && memchr(line, '_', colon - line)) {
+			*why = "underscore in a header name";
+			return -1;
+		}
 		if (h->nhdr >= HTTP_MAX_HEADERS) {
 			*why = "too many header lines";
 			return -1;
@@ -262,7 +271,7 @@ int http_parse_request(const char *buf, size_t len, struct http_head *h, const c
 	h->target = sp1 + 1;
 	h->target_len = sp2 - sp1 - 1;
 	h->status = 0;
-	return parse_fields(buf, len, n + 2, h, why);
+	return parse_fields(buf, len, n + 2, 1, h, why);
 }
 
 int http_parse_response(const char *buf, size_t len, struct http_head *h, const char **why)
@@ -291,7 +300,7 @@ int http_parse_response(const char *buf, size_t len, struct http_head *h, const 
 	h->method_len = 0;
 	h->target = n > 13 ? p + 13 : p + n;
 	h->target_len = n > 13 ? (size_t)n - 13 : 0;
-	return parse_fields(buf, len, n + 2, h, why);
+	return parse_fields(buf, len, n + 2, 0, h, why);
 }
 
 static int host_ok(const char *h)
@@ -434,6 +443,20 @@ int http_api_path_ok(const char *p, size_t n, const char **why)
 			*why = "invalid character in the path";
 			return 0;
 		}
+		/*
+		 * Path parameters ("/v1/..;/x"): servers that strip them would see
+		 * another path than the one checked here.
+		 */
+		if (i < pathlen && c == ';') {
+			*why = "path parameter (;) in the path";
+			return 0;
+		}
+		/* The path is RFC 3986 pchars and slashes, nothing else. */
+		if (i < pathlen && c != '%' && c != '/' && !isalnum(c) &&
+		    !strchr("-._~!$&'()*+,=:@", c)) {
+			*why = "invalid character in the path";
+			return 0;
+		}
 		if (c == '%') {
 			int hi, lo, d;
 
@@ -442,6 +465,10 @@ int http_api_path_ok(const char *p, size_t n, const char **why)
 				return 0;
 			}
 			d = hi * 16 + lo;
+			if (i < pathlen && d == ';') {
+				*why = "path parameter (;) in the path";
+				return 0;
+			}
 			if (i < pathlen && (d == '/' || d == '\\' || d == '.' || d == '%' || d < 0x20 ||
 					    d >= 0x7f)) {
 				*why = "encoded slash, backslash, dot or control in the path";
@@ -488,7 +515,8 @@ enum {
 	CK_DATA_CR,
 	CK_DATA_LF,
 	CK_TRAILER,	 /* at the start of a trailer line */
-	CK_TRAILER_LINE, /* inside a trailer line */
+	CK_TRAILER_NAME, /* inside a trailer field's name */
+	CK_TRAILER_LINE, /* inside a trailer field's value */
 	CK_TRAILER_LF,
 	CK_END_LF,
 };
@@ -589,12 +617,20 @@ long http_body_feed(struct http_body *b, const char *p, size_t n, const char **w
 		case CK_TRAILER:
 			if (c == '\r') {
 				b->state = CK_END_LF;
-			} else if (c == ' ' || c == '\t' || !is_tchar(c)) {
+			} else if (!is_tchar(c) || c == '_') {
 				goto bad;
 			} else {
-				b->state = CK_TRAILER_LINE;
+				b->state = CK_TRAILER_NAME;
 				b->line = 1;
 			}
+			i++;
+			break;
+		case CK_TRAILER_NAME:
+			/* A trailer is a header field: a token, then the colon. */
+			if (c == ':')
+				b->state = CK_TRAILER_LINE;
+			else if (!is_tchar(c) || c == '_' || ++b->line > CK_MAX_LINE)
+				goto bad;
 			i++;
 			break;
 		case CK_TRAILER_LINE:

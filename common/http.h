@@ -4,10 +4,12 @@
  *
  * Strict means: every line ends in CRLF (a bare CR or LF is refused),
  * obs-fold is refused, header names are tokens with the colon right after
- * them, values hold no control characters, Content-Length is one plain
- * decimal number given once, Transfer-Encoding is "chunked" given once and
- * never together with Content-Length, and the request line and the head have
- * hard caps.  A message is refused, never repaired.
+ * them (in a request, and in any trailer, without "_": some servers read
+ * Transfer_Encoding as Transfer-Encoding), values hold no control
+ * characters, Content-Length is one plain decimal number given once,
+ * Transfer-Encoding is "chunked" given once and never together with
+ * Content-Length, and the request line and the head have hard caps.  A
+ * message is refused, never repaired.
  *
  * The parsed head points into the caller's buffer: keep the buffer as it is
  * while the head is in use.
@@ -71,9 +73,10 @@ int http_split_authority(const char *s, size_t n, int default_port, char *host, 
 
 /*
  * Is p[0..n) an origin path the key forwarding may pass on: "/v1/..." or
- * "/api/hello" (a query allowed after either), plain printable ASCII, with no
- * dot segment in any spelling, no encoded slash or backslash, no backslash,
- * no empty segment and no fragment.  1 yes, 0 no with *why.
+ * "/api/hello" (a query allowed after either), plain printable ASCII, the
+ * path only RFC 3986 pchars and "/", with no dot segment in any spelling, no
+ * encoded slash or backslash, no path parameter (";" or "%3B"), no empty
+ * segment and no fragment.  1 yes, 0 no with *why.
  */
 int http_api_path_ok(const char *p, size_t n, const char **why);
 
@@ -99,7 +102,8 @@ void http_body_init(struct http_body *b, enum http_body_kind kind, uint64_t leng
 /*
  * Feed n body bytes at p.  Returns how many belong to this body (<= n; less
  * than n only when the body ended inside p, and then b->done is set), or -1
- * with *why when chunked framing is broken.  The bytes are not changed:
+ * with *why when chunked framing is broken (a trailer line that is not
+ * "name: value", the name a token without "_", counts as broken).  The bytes are not changed:
  * the proxy passes the framing through as it came.
  */
 long http_body_feed(struct http_body *b, const char *p, size_t n, const char **why);

@@ -23,6 +23,7 @@
 #include "buf.h"
 #include "err.h"
 #include "http.h"
+#include "proxy_report.h"
 #include "resolve.h"
 #include "spawn.h"
 #include "tls.h"
@@ -173,34 +174,105 @@ static void log_escape(struct buf *out, const char *s, size_t n, size_t max)
 	}
 }
 
-static void log_line(struct conn *c, const char *verdict, const char *why)
+/* Bytes this proxy wrote to the log, and whether it reached cfg->log_max. */
+static int64_t log_written;
+static int log_full;
+
+static void log_time(struct buf *b)
 {
-	struct buf b = BUF_INIT;
 	struct timespec ts;
 	struct tm tm;
 	char tbuf[32];
 
-	if (cfg->log_fd < 0)
-		return;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	gmtime_r(&ts.tv_sec, &tm);
 	strftime(tbuf, sizeof(tbuf), "%Y-%m-%dT%H:%M:%S", &tm);
+	buf_addf(b, "%s.%03ldZ", tbuf, ts.tv_nsec / 1000000);
+}
+
+static void log_write(const struct buf *b)
+{
+	if (write_all(cfg->log_fd, b->buf, b->len) < 0) {
+		/* A full disk must not stop the proxy; the line is lost. */
+	}
+	log_written += (int64_t)b->len;
+}
+
+/*
+ * A line that would take the log past its cap is counted instead; the first
+ * one makes a note (from the reserve), so that a reader of the log sees where
+ * it stops.  1 when the line may be written.
+ */
+static int log_room(size_t len)
+{
+	struct buf b = BUF_INIT;
+
+	if (!cfg->log_max ||
+	    (!log_full && log_written + (int64_t)len <= cfg->log_max - PROXY_LOG_RESERVE))
+		return 1;
+	if (!log_full) {
+		log_full = 1;
+		log_time(&b);
+		buf_addf(&b,
+			 " note - (proxy.log reached its cap of %lld bytes: the lines after this "
+			 "one are left out, and counted in the last line)\n",
+			 (long long)cfg->log_max);
+		log_write(&b);
+		buf_release(&b);
+	}
+	if (cfg->report)
+		cfg->report->log_left_out++;
+	return 0;
+}
+
+/* The last line, when the cap left lines out. */
+static void log_left_out(void)
+{
+	struct buf b = BUF_INIT;
+
+	if (cfg->log_fd < 0 || !log_full || !cfg->report)
+		return;
+	log_time(&b);
+	buf_addf(&b, " note - (%llu lines left out: proxy.log reached its cap of %lld bytes)\n",
+		 (unsigned long long)cfg->report->log_left_out, (long long)cfg->log_max);
+	log_write(&b);
+	buf_release(&b);
+}
+
+/* The host as the log and the record name it: "host:port", "[v6]:port". */
+static void host_name(struct buf *b, const struct conn *c)
+{
+	int v6 = strchr(c->host, ':') != NULL;
+
+	if (v6)
+		buf_addch(b, '[');
+	log_escape(b, c->host, strlen(c->host), 255);
+	if (v6)
+		buf_addch(b, ']');
+	buf_addf(b, ":%d", c->port);
+}
+
+static void log_line(struct conn *c, const char *verdict, const char *why)
+{
+	struct buf b = BUF_INIT, name = BUF_INIT;
+
+	if (c->host[0])
+		host_name(&name, c);
+	if (cfg->report)
+		proxy_report_count(cfg->report,
+				   !strcmp(verdict, "allowed")	 ? PROXY_ALLOWED
+				   : !strcmp(verdict, "refused") ? PROXY_REFUSED
+								 : PROXY_FAILED,
+				   c->host[0] ? name.buf : NULL, c->sent, c->received);
+	if (cfg->log_fd < 0)
+		goto out;
+	log_time(&b);
 	/*
 	 * The verdict first, then the host, then what the client sent: a parser
 	 * takes the verdict and the host from fixed fields before any field the
 	 * client controls (a method spelled "allowed" cannot pass for one).
 	 */
-	buf_addf(&b, "%s.%03ldZ %s ", tbuf, ts.tv_nsec / 1000000, verdict);
-	if (c->host[0]) {
-		if (strchr(c->host, ':'))
-			buf_addch(&b, '[');
-		log_escape(&b, c->host, strlen(c->host), 255);
-		if (strchr(c->host, ':'))
-			buf_addch(&b, ']');
-		buf_addf(&b, ":%d", c->port);
-	} else {
-		buf_addch(&b, '-');
-	}
+	buf_addf(&b, " %s %s", verdict, c->host[0] ? name.buf : "-");
 	if (c->what[0])
 		buf_addf(&b, " %s", c->what);
 	if (why)
@@ -209,10 +281,11 @@ static void log_line(struct conn *c, const char *verdict, const char *why)
 		buf_addf(&b, " status=%d", c->status);
 	buf_addf(&b, " sent=%llu received=%llu duration=%.3fs\n", (unsigned long long)c->sent,
 		 (unsigned long long)c->received, (double)(now_ms - c->start_ms) / 1000.0);
-	if (write_all(cfg->log_fd, b.buf, b.len) < 0) {
-		/* A full disk must not stop the proxy; the line is lost. */
-	}
+	if (log_room(b.len))
+		log_write(&b);
+out:
 	buf_release(&b);
+	buf_release(&name);
 }
 
 /* ---- spills ---- */
@@ -496,6 +569,7 @@ static void enter_head(struct conn *c)
 static void respond(struct conn *c, int code, const char *verdict, const char *why)
 {
 	const char *text = code == 403 ? "Forbidden"
+			   : code == 405 ? "Method Not Allowed"
 			   : code == 502 ? "Bad Gateway"
 			   : code == 504 ? "Gateway Timeout"
 			   : code == 503 ? "Service Unavailable"
@@ -509,10 +583,13 @@ static void respond(struct conn *c, int code, const char *verdict, const char *w
 		resolver_cancel(cfg->resolver, c->job);
 		c->job = NULL;
 	}
+	buf_addf(&b, "HTTP/1.1 %d %s\r\n", code, text);
+	if (code == 405)
+		buf_addstr(&b, "Allow: " PROXY_API_METHODS "\r\n");
 	buf_addf(&b,
-		 "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nContent-Length: %zu\r\n"
+		 "Content-Type: text/plain\r\nContent-Length: %zu\r\n"
 		 "Connection: close\r\n\r\naibox-proxy: %s\n",
-		 code, text, strlen(why) + 14, why);
+		 strlen(why) + 14, why);
 	spill_add(&c->to_client, b.buf, b.len);
 	buf_release(&b);
 	c->state = ST_CLOSING;
@@ -637,6 +714,13 @@ static int is_api_authority(const char *host, int port)
 	return port == PROXY_API_PORT && (!strcmp(host, "127.0.0.1") || !strcmp(host, "localhost"));
 }
 
+/* The methods the API uses (PROXY_API_METHODS); the rest get a 405. */
+static int api_method_ok(const char *m, size_t n)
+{
+	return (n == 3 && !memcmp(m, "GET", 3)) || (n == 4 && !memcmp(m, "POST", 4)) ||
+	       (n == 6 && !memcmp(m, "DELETE", 6));
+}
+
 static void set_what(struct conn *c, const char *method, size_t mlen, const char *path,
 		     size_t plen)
 {
@@ -726,10 +810,8 @@ static void start_forward(struct conn *c, const struct http_head *h, const char 
 	 * A request without a body whose method is safe can be sent again if a
 	 * reused connection turns out dead before answering; keep its head.
 	 */
-	if (c->is_api && cfg->api_pool > 0 && c->reqb.kind == BODY_NONE &&
-	    ((h->method_len == 3 && !memcmp(h->method, "GET", 3)) ||
-	     (h->method_len == 4 && !memcmp(h->method, "HEAD", 4)) ||
-	     (h->method_len == 7 && !memcmp(h->method, "OPTIONS", 7)))) {
+	if (c->is_api && cfg->api_pool > 0 && c->reqb.kind == BODY_NONE && h->method_len == 3 &&
+	    !memcmp(h->method, "GET", 3)) {
 		c->replay = xmalloc(b.len);
 		memcpy(c->replay, b.buf, b.len);
 		c->replay_len = b.len;
@@ -869,7 +951,8 @@ static void handle_request(struct conn *c, const struct http_head *h)
 			refuse(c, why);
 			return;
 		}
-		if (h->host) {
+		/* Key forwarding goes to the upstream whatever host the client names. */
+		if (h->host && !is_api_authority(c->host, c->port)) {
 			char hh[256];
 			int hp;
 
@@ -941,12 +1024,20 @@ static void handle_request(struct conn *c, const struct http_head *h)
 			refuse(c, why);
 			return;
 		}
-		if (!h->host) {
+		/*
+		 * Key forwarding (the key forwarding port named, or any request
+		 * inside a CONNECT to it) goes to the API upstream whatever host
+		 * the request or its Host header names; the Host header is not
+		 * passed on.
+		 */
+		c->is_api = is_api_authority(c->host, c->port) || c->api_tunnel;
+		if (!c->is_api && !h->host) {
 			refuse(c, "Host header missing");
 			return;
 		}
-		if (http_split_authority(h->host, h->host_len, 80, hh, sizeof(hh), &hp, &why) ||
-		    strcmp(hh, c->host) || hp != c->port) {
+		if (!c->is_api &&
+		    (http_split_authority(h->host, h->host_len, 80, hh, sizeof(hh), &hp, &why) ||
+		     strcmp(hh, c->host) || hp != c->port)) {
 			refuse(c, "Host disagrees with the request target");
 			return;
 		}
@@ -956,12 +1047,7 @@ static void handle_request(struct conn *c, const struct http_head *h)
 			refuse(c, "request target without a path");
 			return;
 		}
-		if (is_api_authority(c->host, c->port))
-			c->is_api = 1;
-		else if (c->api_tunnel) {
-			refuse(c, "another host inside the key forwarding port");
-			return;
-		} else if (is_git_host(c->host)) {
+		if (!c->is_api && is_git_host(c->host)) {
 			git_request(c, h, t, tl);
 			return;
 		}
@@ -981,6 +1067,11 @@ static void handle_request(struct conn *c, const struct http_head *h)
 		set_what(c, h->method, h->method_len, t, tl);
 		if (!cfg->api_key) {
 			refuse(c, "key forwarding is off");
+			return;
+		}
+		if (!api_method_ok(h->method, h->method_len)) {
+			/* TRACE and the like could echo the key back. */
+			respond(c, 405, "refused", "method not forwarded to the API");
 			return;
 		}
 		if (!http_api_path_ok(t, tl, &why)) {
@@ -1978,6 +2069,7 @@ int proxy_run(const struct proxy_config *config)
 				}
 				free_graveyard();
 				pool_close_all();
+				log_left_out();
 				close(epfd);
 				return 0;
 			case SIDE_RESOLVER:

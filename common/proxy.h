@@ -9,7 +9,9 @@
  *   - requests for 127.0.0.1:3129 or localhost:3129 (absolute-URI, or inside
  *     a CONNECT to that address) are never connected to: the proxy answers
  *     them by forwarding /v1/... and /api/hello to the API upstream over TLS,
- *     with the client's credentials dropped and the real key added;
+ *     with the client's credentials dropped and the real key added, whatever
+ *     host the Host header (or, inside the CONNECT, the target) names; only
+ *     the methods in PROXY_API_METHODS pass, the rest get a 405;
  *   - absolute-URI requests for git.aibox.internal (port 80) are never
  *     connected to either: with a broker hand-off socket the connection and
  *     the bytes read from it go to aibox-broker (docs/internals.md, "Broker
@@ -25,24 +27,40 @@
  * (HTTP/1.1 keep-alive) and hands each to one request at a time; an idle one
  * is closed when the upstream closes it or sends anything, after
  * api_pool_idle_ms, or when it is checked before use and found closed.  A
- * request without a body (GET, HEAD, OPTIONS) that fails on a reused
- * connection before any byte of the response is sent again on another one.
+ * GET without a body that fails on a reused connection before any byte of
+ * the response is sent again on another one.
  */
 #ifndef AIBOX_PROXY_H
 #define AIBOX_PROXY_H
 
 #include <openssl/ssl.h>
+#include <stdint.h>
 
 struct allow_list;
+struct proxy_report;
 struct resolver;
 
 #define PROXY_API_PORT 3129
+/* The methods key forwarding passes on (the ones the API uses); others get 405. */
+#define PROXY_API_METHODS "GET, POST, DELETE"
 #define PROXY_API_POOL_MAX 64
 #define PROXY_GIT_HOST "git.aibox.internal"
+#define PROXY_LOG_MAX (16LL * 1024 * 1024)
+#define PROXY_LOG_RESERVE 512
 
 struct proxy_config {
 	int listen_fd;		/* listening, any address family; made non-blocking */
 	int log_fd;		/* proxy.log, one line per request or tunnel; -1 for none */
+	/*
+	 * The most bytes written to log_fd (PROXY_LOG_MAX by default), 0 for no
+	 * cap.  Past it, one line says the log is full and the lines after it
+	 * are counted instead (report->log_left_out); at the end one more line
+	 * says how many were left out.  PROXY_LOG_RESERVE of it is kept for
+	 * those two lines.
+	 */
+	int64_t log_max;
+	/* Every request and tunnel is counted here (common/proxy_report.h). */
+	struct proxy_report *report;
 	int signal_fd;		/* a signalfd: readable means stop; -1 for none */
 	const struct allow_list *allow;
 	struct resolver *resolver;
@@ -67,7 +85,11 @@ struct proxy_config {
 	int connect_timeout_ms; /* name resolution plus connect plus TLS handshake */
 };
 
-/* Run until the signal fd becomes readable.  0, or a negative errno. */
+/*
+ * Run until the signal fd becomes readable: then end the open connections
+ * (each logged and counted), write the log's last line, and return 0; or a
+ * negative errno.
+ */
 int proxy_run(const struct proxy_config *cfg);
 
 #endif

@@ -269,8 +269,28 @@ void summary_make(const struct summary_in *in, struct summary *s)
 {
 	const struct task_result *r = in->result;
 
-	for (size_t i = 0; i < in->nhosts; i++)
-		addf(s, 0, "the VM connected to %s", in->hosts[i]);
+	const struct proxy_report *rep = in->report;
+
+	if (rep) {
+		for (size_t i = 0; i < rep->nhosts; i++)
+			addf(s, 0, "the VM connected to %s", rep->hosts[i].name);
+		/* Never a partial list without saying so. */
+		if (rep->more_hosts || rep->more_allowed)
+			addf(s, 0,
+			     "the VM connected to %s%llu more hosts (%llu requests), not listed: "
+			     "the proxy names the first %d, so the list above is partial",
+			     rep->more_hosts_at_least ? "at least " : "",
+			     (unsigned long long)rep->more_hosts,
+			     (unsigned long long)rep->more_allowed, PROXY_REPORT_HOSTS);
+		if (rep->log_left_out)
+			addf(s, 0,
+			     "proxy.log left out %llu lines past its cap (the hosts above are "
+			     "counted in full)",
+			     (unsigned long long)rep->log_left_out);
+	} else {
+		addf(s, 0, "the hosts the VM connected to are not known: %s (see proxy.log)",
+		     in->report_why ? in->report_why : "aibox-proxy gave no record");
+	}
 	if (r && r->failed_step) {
 		const char *how = "failed";
 
@@ -364,68 +384,6 @@ void shell_quote(struct buf *out, const char *s)
 			buf_addch(out, *s);
 	}
 	buf_addch(out, '\'');
-}
-
-static int is_verdict(const char *p, size_t n)
-{
-	return (n == 7 && !memcmp(p, "allowed", 7)) || (n == 7 && !memcmp(p, "refused", 7)) ||
-	       (n == 6 && !memcmp(p, "failed", 6));
-}
-
-size_t proxy_log_hosts(const char *log, size_t len, size_t max, struct strvec *hosts)
-{
-	const char *p = log, *end = log + len;
-	size_t distinct = 0;
-	struct strvec extra = STRVEC_INIT; /* hosts seen beyond max, to count them once */
-
-	while (p < end) {
-		const char *nl = memchr(p, '\n', (size_t)(end - p)), *eol = nl ? nl : end;
-		const char *tok[5];
-		size_t toklen[5], ntok = 0;
-		const char *q = p, *verdict;
-		size_t vlen;
-
-		while (q < eol && ntok < ARRAY_SIZE(tok)) {
-			while (q < eol && *q == ' ')
-				q++;
-			if (q == eol)
-				break;
-			tok[ntok] = q;
-			while (q < eol && *q != ' ')
-				q++;
-			toklen[ntok] = (size_t)(q - tok[ntok]);
-			ntok++;
-		}
-		p = nl ? nl + 1 : end;
-		if (ntok < 3)
-			continue;
-		/* "TIME VERDICT HOST ...": both before anything the VM controls. */
-		verdict = tok[1];
-		vlen = toklen[1];
-		if (!is_verdict(verdict, vlen) || vlen != 7 || memcmp(verdict, "allowed", 7))
-			continue;
-		if (toklen[2] < 3 || toklen[2] > 300)
-			continue;
-		{
-			char *host = xstrndup(tok[2], toklen[2]);
-			int known = 0, printable = 1;
-
-			for (size_t i = 0; host[i]; i++)
-				if ((unsigned char)host[i] <= 0x20 || (unsigned char)host[i] >= 0x7f)
-					printable = 0;
-			for (size_t i = 0; i < hosts->nr && !known; i++)
-				known = !strcmp(hosts->v[i], host);
-			for (size_t i = 0; i < extra.nr && !known; i++)
-				known = !strcmp(extra.v[i], host);
-			if (printable && !known) {
-				distinct++;
-				strvec_push(hosts->nr < max ? hosts : &extra, host);
-			}
-			free(host);
-		}
-	}
-	strvec_clear(&extra);
-	return distinct;
 }
 
 int result_check_bundle(int fd, const char *start_commit, const char *repo_dir,

@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "buf.h"
+#include "proxy_report.h"
 #include "strvec.h"
 
 #define RESULT_JSON_MAX (1024 * 1024)
@@ -90,8 +91,9 @@ struct summary {
 
 struct summary_in {
 	const struct task_result *result; /* NULL when no acceptable result.json came */
-	const char *const *hosts;	  /* hosts the VM connected to (proxy_log_hosts) */
-	size_t nhosts;
+	/* What the VM connected to, from aibox-proxy's record; NULL when it has none */
+	const struct proxy_report *report;
+	const char *report_why; /* why there is no record */
 	const char *end_commit;	 /* the tip of aibox/task from the checked bundle;
 				    NULL when there are no changes to fetch */
 	const char *bundle_path; /* the task folder's changes.bundle */
@@ -100,7 +102,10 @@ struct summary_in {
 
 /*
  * The summary lines, in the order of docs/tasks.md, "Results":
- *	the VM connected to HOST:PORT		(each host)
+ *	the VM connected to HOST:PORT		(each host in the record)
+ *	the VM connected to N more hosts ...	(past the record's list: partial)
+ *	the hosts the VM connected to are not known: WHY	(no record)
+ *	proxy.log left out N lines ...		(its cap)
  *	Claude Code exited with N
  *	N turns in Xs, about $ USD at API prices, ended by R
  *	| line					(vm: the last message, line by line)
@@ -119,15 +124,6 @@ void summary_release(struct summary *s);
  * [A-Za-z0-9_@%+=:,./-], else in single quotes with each ' as '\''.
  */
 void shell_quote(struct buf *out, const char *s);
-
-/*
- * The distinct host:port the VM connected to, in order of first use, from
- * proxy.log's text (aibox-proxy's format: "TIME VERDICT HOST:PORT [METHOD
- * [PATH]] ..." with VERDICT "allowed", "refused" or "failed", both before
- * any field the VM controls; only "allowed" counts, "-" hosts are skipped).  At most max hosts are kept; returns the
- * number of distinct hosts seen (more than hosts->nr when some were left out).
- */
-size_t proxy_log_hosts(const char *log, size_t len, size_t max, struct strvec *hosts);
 
 /*
  * Check a task's changes.bundle, read from fd from its first byte

@@ -8,6 +8,7 @@
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "buf.h"
@@ -284,6 +285,28 @@ int spawn_wait(struct spawn *sp)
 	if (WIFEXITED(status))
 		return WEXITSTATUS(status);
 	return 128 + WTERMSIG(status);
+}
+
+int spawn_wait_within(struct spawn *sp, int timeout_ms)
+{
+	const struct timespec tick = { 0, 10 * 1000 * 1000 };
+
+	if (sp->pid <= 0)
+		return spawn_wait(sp);
+	for (int waited = 0;; waited += 10) {
+		siginfo_t si;
+
+		si.si_pid = 0;
+		if (waitid(P_PID, (id_t)sp->pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0 &&
+		    errno != EINTR)
+			break;
+		if (si.si_pid == sp->pid || waited >= timeout_ms)
+			break;
+		nanosleep(&tick, NULL);
+	}
+	if (sp->pid > 0)
+		kill(sp->pid, SIGKILL); /* harmless when it has exited: not reaped yet */
+	return spawn_wait(sp);
 }
 
 int spawn_stop(struct spawn *sp, int sig)

@@ -80,6 +80,12 @@ int spawn_wait(struct spawn *sp);
  */
 int spawn_stop(struct spawn *sp, int sig);
 
+/*
+ * Wait for the child at most timeout_ms, then kill it with SIGKILL and wait
+ * for that.  Returns as spawn_wait() (128 + 9 when it had to be killed).
+ */
+int spawn_wait_within(struct spawn *sp, int timeout_ms);
+
 /* Free args and env and close pipe ends; does not wait. */
 void spawn_clear(struct spawn *sp);
 

@@ -26,6 +26,18 @@ load lib-common
 	assert_output "read 100"
 }
 
+@test "common: a read within a time gives up at the deadline; the wait for a child kills it after its time" {
+	run bash -c 'head -c 100 /dev/zero | test-common read-capped 100 2000'
+	assert_output "read 100"
+	run bash -c 'head -c 100 /dev/zero | test-common read-capped 50 2000'
+	assert_output "error File too large, kept 50"
+	run bash -c '{ printf abc; sleep 1; } | test-common read-capped 100 200'
+	assert_output "error Connection timed out, kept 3"
+	run test-common spawn-within
+	assert_line --index 0 143
+	assert_line --index 1 137
+}
+
 @test "common: numbers are parsed whole and range-checked" {
 	run test-common parse-long 1 64 8
 	assert_output "8"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bats
 # aibox-proxy against hostile requests: raw bytes on a socket, each refused
 # with a 403 and a one-line reason, and a line in proxy.log.
+bats_require_minimum_version 1.5.0
 load lib-common
 load lib-claude
 load lib-proxy
@@ -57,6 +58,12 @@ refused() {
 	refused "POST $U HTTP/1.1\r\n$H\r\nTransfer-Encoding: gzip, chunked\r\n\r\n" "unsupported Transfer-Encoding"
 	refused "POST $U HTTP/1.1\r\n$H\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n" "duplicate Transfer-Encoding"
 	refused "POST $U HTTP/1.1\r\n$H\r\nTransfer-Encoding: xchunked\r\n\r\n" "unsupported Transfer-Encoding"
+}
+
+@test "hostile: a header name spelled with an underscore" {
+	refused "POST $U HTTP/1.1\r\n$H\r\nTransfer_Encoding: chunked\r\nContent-Length: 3\r\n\r\nabc" \
+		"underscore in a header name"
+	refused "GET $U HTTP/1.1\r\n$H\r\nX_Forwarded_For: 1.2.3.4\r\n\r\n" "underscore in a header name"
 }
 
 @test "hostile: obs-fold" {
@@ -124,8 +131,6 @@ refused() {
 	assert_output --partial "dot or empty segment in the path"
 	run raw_request "CONNECT 127.0.0.1:3129 HTTP/1.1\r\n\r\nCONNECT 127.0.0.1:$FAKE_API_PORT HTTP/1.1\r\n\r\n"
 	assert_output --partial "CONNECT inside the key forwarding port"
-	run raw_request "CONNECT 127.0.0.1:3129 HTTP/1.1\r\n\r\nGET $U HTTP/1.1\r\n$H\r\n\r\n"
-	assert_output --partial "another host inside the key forwarding port"
 	assert_file_not_exists "$T/rec/0001.json"
 	# the key is never in an answer or the log
 	! grep -q sk-real-key-777 "$T/proxy.log"
@@ -140,6 +145,45 @@ refused() {
 	assert_output --partial "200 OK"
 	assert_output --partial "aibox-proxy: not on the allow list"
 	[ "$(jq -r .body_text "$T/rec/0001.json")" = hi ]
+}
+
+@test "hostile: a chunked body whose trailer is no header field ends the request there" {
+	# a request line where a trailer belongs would reach the upstream's connection
+	run raw_request "POST $U HTTP/1.1\r\n$H\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nGET /smuggled HTTP/1.1\r\n\r\n"
+	refute_output --partial "200 OK"
+	grep -q "^[^ ]* failed .* (malformed chunked body)" "$T/proxy.log"
+	run raw_request "POST $U HTTP/1.1\r\n$H\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nX_A: b\r\n\r\n"
+	refute_output --partial "200 OK"
+	if [ -e "$T/rec/0001.json" ]; then
+		run ! grep -q smuggled "$T/rec/0001.json"
+	fi
+	# a trailer that is a header field passes
+	run raw_request "POST $U HTTP/1.1\r\n$H\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n2\r\nhi\r\n0\r\nX-T: 1\r\n\r\n"
+	assert_output --partial "200 OK"
+}
+
+@test "hostile: key forwarding refuses path parameters and characters outside the path's syntax" {
+	for p in '/v1/..;/x' '/v1/messages;x=1' '/v1/a%3bb' '/v1/a%3Bb' '/v1/a;' '/v1/a"b' '/v1/a<b' \
+		'/v1/a{b' '/v1/a|b' '/v1/a^b' '/v1/a`b' '/v1/a[b'; do
+		run raw_request "GET http://127.0.0.1:3129$p HTTP/1.1\r\nHost: 127.0.0.1:3129\r\n\r\n"
+		assert_line --index 0 "$(printf 'HTTP/1.1 403 Forbidden\r')"
+	done
+	refused "GET http://127.0.0.1:3129/v1/..;/x HTTP/1.1\r\nHost: 127.0.0.1:3129\r\n\r\n" \
+		"path parameter (;) in the path"
+	refused "GET http://127.0.0.1:3129/v1/a%3Bb HTTP/1.1\r\nHost: 127.0.0.1:3129\r\n\r\n" \
+		"path parameter (;) in the path"
+}
+
+@test "hostile: key forwarding answers methods the API does not use with 405" {
+	for m in TRACE TRACK OPTIONS PUT PATCH HEAD FOO; do
+		run raw_request "$m http://127.0.0.1:3129/v1/messages HTTP/1.1\r\nHost: 127.0.0.1:3129\r\n\r\n"
+		assert_line --index 0 "$(printf 'HTTP/1.1 405 Method Not Allowed\r')"
+		assert_line "$(printf 'Allow: GET, POST, DELETE\r')"
+	done
+	run raw_request "CONNECT 127.0.0.1:3129 HTTP/1.1\r\n\r\nTRACE /v1/messages HTTP/1.1\r\nHost: x\r\n\r\n"
+	assert_output --partial "405 Method Not Allowed"
+	grep -q "^[^ ]* refused localhost:3129 TRACE /v1/messages (method not forwarded to the API) status=405 " "$T/proxy.log"
+	assert_file_not_exists "$T/rec/0001.json"
 }
 
 @test "hostile: a client that stalls inside a request head is dropped after the header timeout" {

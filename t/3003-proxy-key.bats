@@ -3,6 +3,7 @@
 # upstream (a local TLS fake with a test CA) with the client's credentials
 # dropped and the real key added; the key shows up nowhere else.  Then the
 # real Claude Code CLI through the proxy.
+bats_require_minimum_version 1.5.0
 load lib-common
 load lib-claude
 load lib-tls
@@ -100,6 +101,28 @@ REQ='{"model":"m","stream":true,"tools":[{"name":"Bash"}],"messages":[{"role":"u
 	assert_output '{}'
 	run curl -sS -x "$PROXY" "http://127.0.0.2:3129/api/hello"
 	assert_output 'aibox-proxy: not on the allow list'
+}
+
+@test "key: requests for the port go to the upstream whatever host the request names" {
+	start_proxy --key-env AIBOX_TEST_KEY
+	# a Host header naming another host
+	run curl -sS -x "$PROXY" -H 'Host: api.anthropic.com' "http://127.0.0.1:3129/api/hello"
+	assert_output '{}'
+	run curl -sS -x "$PROXY" -H 'Host: evil.test:8080' -H 'x-api-key: sk-placeholder' \
+		--data-binary "$REQ" "http://localhost:3129/v1/messages"
+	assert_output --partial 'Hello through the proxy.'
+	[ "$(jq -r '.headers.host' "$T/rec/0002.json")" = "localhost:$FAKE_API_PORT" ]
+	[ "$(jq -r '.headers["x-api-key"]' "$T/rec/0002.json")" = "$KEY" ]
+	# inside a CONNECT to the port: an absolute URI naming another host, and another Host
+	run raw_request "CONNECT 127.0.0.1:3129 HTTP/1.1\r\nHost: api.anthropic.com:443\r\n\r\nGET http://evil.test/api/hello HTTP/1.1\r\nHost: evil.test\r\nConnection: close\r\n\r\n"
+	assert_line --index 0 "$(printf 'HTTP/1.1 200 Connection established\r')"
+	assert_output --partial "$(printf 'HTTP/1.1 200 OK\r')"
+	[ "$(jq -r '.path' "$T/rec/0003.json")" = /api/hello ]
+	[ "$(jq -r '.headers.host' "$T/rec/0003.json")" = "localhost:$FAKE_API_PORT" ]
+	run cat "$T/proxy.log"
+	[ "$(grep -c ' allowed localhost:3129 GET /api/hello status=200 ' "$T/proxy.log")" = 2 ]
+	run ! grep -q 'evil.test\|refused' "$T/proxy.log"
+	key_nowhere
 }
 
 @test "key: the upstream's certificate and host name are checked" {

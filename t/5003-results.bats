@@ -163,36 +163,80 @@ aibox: no changes'
 	assert_output "'a \$b \`c\` \"d\"'"
 }
 
-@test "results: the hosts the VM connected to come from proxy.log, each once, allowed only" {
+# record [HOSTS-JSON [EXTRA-FIELDS]]: the proxy's record (docs/proxy.md, "The record") in record.json
+record() {
+	cat >record.json <<-JSON
+		{"version": 1, "hosts": ${1:-[]}, "more_hosts": 0, "more_hosts_at_least": false,
+		 "more_allowed": 0, "allowed": 3, "refused": 1, "failed": 0, "log_left_out": 0${2:-}}
+	JSON
+}
+
+@test "results: the hosts the VM connected to come from the proxy's record, in its order" {
 	good
-	cat >proxy.log <<-'LOG'
-		2026-10-07T17:09:20.001Z allowed api.anthropic.com:443 CONNECT sent=10 received=20 duration=1.000s
-		2026-10-07T17:09:20.101Z allowed localhost:3129 POST /v1/messages (key forwarding) status=200 sent=10 received=20 duration=1.000s
-		2026-10-07T17:09:21.001Z refused evil.example:443 CONNECT (not on the allow list) sent=0 received=0 duration=0.000s
-		2026-10-07T17:09:21.002Z failed github.com:443 CONNECT (connect: Connection refused) sent=0 received=0 duration=0.000s
-		2026-10-07T17:09:22.001Z allowed api.anthropic.com:443 CONNECT sent=10 received=20 duration=1.000s
-		2026-10-07T17:09:22.501Z refused - (bad request line) sent=0 received=0 duration=0.000s
-		2026-10-07T17:09:23.001Z allowed registry.npmjs.org:443 sent=1 received=2 duration=0.100s
-		garbage
-		2026-10-07T17:09:23.001Z refused [::1]:8080 GET /allowed sent=1 received=2 duration=0.100s
-		2026-10-07T17:09:24.001Z refused evil2.example:80 allowed sent=1 received=2 duration=0.100s
-		2026-10-07T17:09:24.002Z refused evil3.example:80 allowed (not on the allow list) status=403 sent=0 received=0 duration=0.000s
-		2026-10-07T17:09:24.003Z refused evil4.example:80 allowed sent=0
-	LOG
-	run test-task results result.json --proxy-log proxy.log
+	record '[{"host": "api.anthropic.com:443", "allowed": 2, "sent": 10, "received": 20},
+		{"host": "localhost:3129", "allowed": 1, "sent": 1, "received": 2},
+		{"host": "[2001:db8::1]:8443", "allowed": 1, "sent": 1, "received": 2}]'
+	run test-task results result.json --report record.json
 	assert_success
 	assert_line --index 0 "aibox: the VM connected to api.anthropic.com:443"
 	assert_line --index 1 "aibox: the VM connected to localhost:3129"
-	assert_line --index 2 "aibox: the VM connected to registry.npmjs.org:443"
+	assert_line --index 2 "aibox: the VM connected to [2001:db8::1]:8443"
 	assert_line --index 3 "aibox: Claude Code exited with 0"
-	refute_output --partial evil
-	refute_output --partial github
-	refute_output --partial "::1"
-	for i in 1 2 3 4 5; do
-		echo "2026-10-07T17:09:23.001Z allowed h$i.example:443 CONNECT sent=1 received=2 duration=0.100s" >>proxy.log
-	done
-	run test-task results - --proxy-log proxy.log
-	assert_line --index 0 "(5 more hosts)"
+	refute_output --partial "partial"
+	refute_output --partial "not known"
+}
+
+@test "results: hosts past the record's list are counted and the list is said to be partial" {
+	good
+	record '[{"host": "a.example:443", "allowed": 1, "sent": 1, "received": 1}]' \
+		', "spend": {"future": "fields are ignored"}'
+	sed -i 's/"more_hosts": 0/"more_hosts": 37/; s/"more_allowed": 0/"more_allowed": 412/' record.json
+	run test-task results result.json --report record.json
+	assert_line --index 0 "aibox: the VM connected to a.example:443"
+	assert_line --index 1 "aibox: the VM connected to 37 more hosts (412 requests), not listed: the proxy names the first 256, so the list above is partial"
+	sed -i 's/"more_hosts_at_least": false/"more_hosts_at_least": true/; s/"log_left_out": 0/"log_left_out": 99/' record.json
+	run test-task results - --report record.json
+	assert_line --index 1 "aibox: the VM connected to at least 37 more hosts (412 requests), not listed: the proxy names the first 256, so the list above is partial"
+	assert_line --index 2 "aibox: proxy.log left out 99 lines past its cap (the hosts above are counted in full)"
+}
+
+@test "results: the proxy's record names 256 hosts, counts 16384 more exactly, then says at least" {
+	run test-task report-count 3
+	assert_output '{"version":1,"hosts":[{"host":"h0.example:443","allowed":2,"sent":20,"received":40},{"host":"h1.example:443","allowed":2,"sent":20,"received":40},{"host":"h2.example:443","allowed":2,"sent":20,"received":40}],"more_hosts":0,"more_hosts_at_least":false,"more_allowed":0,"allowed":6,"refused":1,"failed":1,"log_left_out":0}'
+	test-task report-count 300 >rec.json
+	[ "$(jq '.hosts | length' rec.json)" = 256 ]
+	[ "$(jq -r '.hosts[255].host' rec.json)" = h255.example:443 ]
+	[ "$(jq '[.more_hosts, .more_hosts_at_least, .more_allowed, .allowed]' -c rec.json)" = '[44,false,88,600]' ]
+	test-task report-count $((256 + 16384)) >rec.json
+	[ "$(jq '[.more_hosts, .more_hosts_at_least, .more_allowed]' -c rec.json)" = '[16384,false,32768]' ]
+	test-task report-count $((256 + 16384 + 1)) >rec.json
+	[ "$(jq '[.more_hosts, .more_hosts_at_least, .more_allowed]' -c rec.json)" = '[16384,true,32770]' ]
+}
+
+@test "results: without a usable record the summary says the hosts are not known" {
+	good
+	run test-task results result.json --no-report "aibox-proxy gave no record within 5 s"
+	assert_line --index 0 "aibox: the hosts the VM connected to are not known: aibox-proxy gave no record within 5 s (see proxy.log)"
+	assert_line --index 1 "aibox: Claude Code exited with 0"
+	record '[]'
+	sed -i 's/"version": 1/"version": 2/' record.json
+	run test-task results - --report record.json
+	assert_line --index 0 "aibox: the hosts the VM connected to are not known: the proxy's record: not version 1 (see proxy.log)"
+	record '[{"host": "a b:443", "allowed": 1, "sent": 1, "received": 1}]'
+	run test-task results - --report record.json
+	assert_output --partial "not known: the proxy's record: a host without a proper name"
+	record '[{"host": "a:443", "allowed": -1, "sent": 1, "received": 1}]'
+	run test-task results - --report record.json
+	assert_output --partial "not known: the proxy's record: 'allowed' is not a count"
+	record "$(python3 -c 'import json; print(json.dumps([{"host": "h%d:443" % i, "allowed": 1, "sent": 1, "received": 1} for i in range(257)]))')"
+	run test-task results - --report record.json
+	assert_output --partial "not known: the proxy's record: 'hosts' is not a list, or too long"
+	echo '{"version": 1' >record.json
+	run test-task results - --report record.json
+	assert_output --partial "not known: the proxy's record: not a JSON object"
+	head -c $((1024 * 1024 + 1)) /dev/zero | tr '\0' ' ' >record.json
+	run test-task results - --report record.json
+	assert_output --partial "not known: the proxy's record: too large"
 }
 
 # check_bundle NAME [ARGS...]: result_check_bundle() on a fixture, as aibox-task runs it.

@@ -22,6 +22,10 @@ setup() {
 teardown() {
 	# a failed test shows what the task printed and logged
 	[ -n "${BATS_TEST_COMPLETED:-}" ] || [ -z "${T:-}" ] || show "$T"/err*
+	if [ -n "${PORTS_PID:-}" ]; then
+		kill "$PORTS_PID" 2>/dev/null
+		wait "$PORTS_PID" 2>/dev/null
+	fi
 	task_teardown
 }
 
@@ -157,6 +161,46 @@ echo "fault: flood done" >&2
 	[ -n "$hwm0" ]
 	[ "$hwm" -gt 0 ]
 	[ $((hwm - hwm0)) -lt $((24 * 1024)) ]
+}
+
+@test "task faults: every host the VM connected to is printed, past 64, from the proxy's record" {
+	# 70 ports of the host machine, each accepting and closing: 70 allowed hosts
+	"$BATS_TEST_DIRNAME/accept-close" 70 "$T/ports" &
+	PORTS_PID=$!
+	for i in $(seq 100); do [ -s "$T/ports" ] && break; sleep 0.1; done
+	{ echo "allow:"; sed 's/^/  - localhost:/' "$T/ports"; } >>"$AIBOX_HOME/projects/repo/config.yaml"
+	mkdir -p "$T/fault"
+	cp "$T/ports" "$T/fault/ports"
+	result_json "$START" "$START" | sed 's/"changes": true/"changes": false/' >"$T/result.json"
+	mktar "result.json:file=$T/result.json"
+	# through the proxy: a CONNECT to each port, and refusals in between
+	session 'python3 - "$F/ports" <<PY
+import socket, sys
+for i, p in enumerate(open(sys.argv[1]).read().split()):
+    for req in (b"CONNECT localhost:%s HTTP/1.1\r\n\r\n" % p.encode(),
+                b"GET http://evil%d.test/ HTTP/1.1\r\nHost: evil%d.test\r\n\r\n" % (i, i)):
+        s = socket.create_connection(("10.0.2.100", 3128), timeout=30)
+        s.sendall(req)
+        while s.recv(65536):
+            pass
+        s.close()
+PY
+echo "fault: connections done" >&2
+cat "$F/results.tar"'
+	fault_task
+	kill "$PORTS_PID"
+	wait "$PORTS_PID" || true
+	grep -qF "vm[$ID]: fault: connections done" "$T/err"
+	[ "$(grep -c "^[^ ]* refused evil[0-9]*.test:80 " "$DIR/proxy.log")" = 70 ]
+	for p in $(cat "$T/ports"); do
+		grep -qF "aibox[$ID]: the VM connected to localhost:$p" "$T/err" ||
+			{ echo "localhost:$p is missing" >&2; false; }
+	done
+	[ "$(grep -c "aibox\[$ID\]: the VM connected to " "$T/err")" = 70 ]
+	run grep -F "evil" "$T/err"
+	assert_failure
+	run grep -F "not known" "$T/err"
+	assert_failure
 }
 
 @test "task faults: a symbolic link is refused" {

@@ -26,6 +26,7 @@
 #include "num.h"
 #include "paths.h"
 #include "proxy.h"
+#include "proxy_report.h"
 #include "resolve.h"
 #include "sandbox.h"
 #include "spawn.h"
@@ -36,6 +37,7 @@
 static const char usage[] =
 	"usage: aibox-proxy [--listen HOST:PORT | --listen unix:PATH | --listen-fd N]\n"
 	"                   [--allow ENTRY]... [--allow-file FILE] [--log FILE | --log-fd N]\n"
+	"                   [--log-max BYTES] [--report-fd N]\n"
 	"                   [--key-env NAME] [--ready-fd N] [--presets DIR]\n"
 	"                   [--header-timeout T] [--idle-timeout T] [--connect-timeout T]\n"
 	"                   [--max-conns N] [--api-pool N] [--api-pool-idle T]\n"
@@ -48,6 +50,10 @@ static const char usage[] =
 	"  --allow-file FILE    allow the entries in FILE, one a line\n"
 	"  --log FILE           append one line per request or tunnel to FILE\n"
 	"  --log-fd N           write those lines to fd N\n"
+	"  --log-max BYTES      write at most BYTES of log lines, then count them\n"
+	"                       (default 16 MiB; 0: no cap)\n"
+	"  --report-fd N        when told to stop, write the record (what the VM\n"
+	"                       reached, counted; one JSON object) to fd N\n"
 	"  --key-env NAME       forward 127.0.0.1:3129 to the API with the key in $NAME\n"
 	"  --ready-fd N         write \"ready ADDR\" to fd N once listening, then close it\n"
 	"  --presets DIR        read preset:NAME from DIR/NAME (default: aibox's data)\n"
@@ -71,6 +77,8 @@ enum {
 	OPT_ALLOW_FILE,
 	OPT_LOG,
 	OPT_LOG_FD,
+	OPT_LOG_MAX,
+	OPT_REPORT_FD,
 	OPT_KEY_ENV,
 	OPT_READY_FD,
 	OPT_PRESETS,
@@ -92,6 +100,8 @@ static const struct option options[] = {
 	{ "allow-file", required_argument, NULL, OPT_ALLOW_FILE },
 	{ "log", required_argument, NULL, OPT_LOG },
 	{ "log-fd", required_argument, NULL, OPT_LOG_FD },
+	{ "log-max", required_argument, NULL, OPT_LOG_MAX },
+	{ "report-fd", required_argument, NULL, OPT_REPORT_FD },
 	{ "key-env", required_argument, NULL, OPT_KEY_ENV },
 	{ "ready-fd", required_argument, NULL, OPT_READY_FD },
 	{ "presets", required_argument, NULL, OPT_PRESETS },
@@ -254,14 +264,15 @@ static void parse_upstream(struct proxy_config *cfg)
 int main(int argc, char **argv)
 {
 	struct proxy_config cfg = { .listen_fd = -1, .log_fd = -1, .signal_fd = -1,
-				    .broker_fd = -1 };
+				    .broker_fd = -1, .log_max = PROXY_LOG_MAX };
+	struct proxy_report report = PROXY_REPORT_INIT;
 	struct allow_list allow = ALLOW_LIST_INIT;
 	struct buf err = BUF_INIT, shown = BUF_INIT;
 	const char *listen_spec = NULL, *log_path = NULL, *key_env = NULL, *presets = NULL;
 	const char *hosts_file;
 	struct strvec allow_entries = STRVEC_INIT, allow_files = STRVEC_INIT;
-	int ready_fd = -1, no_sandbox = 0, opt, ret;
-	long max_conns = 10000, api_pool = 4;
+	int ready_fd = -1, report_fd = -1, no_sandbox = 0, opt, ret;
+	long max_conns = 10000, api_pool = 4, log_max;
 	sigset_t mask;
 
 	tool_init(argc, argv);
@@ -295,6 +306,16 @@ int main(int argc, char **argv)
 			break;
 		case OPT_LOG_FD:
 			cfg.log_fd = fd_arg(optarg, "--log-fd", 1);
+			break;
+		case OPT_LOG_MAX:
+			if (parse_long(optarg, 0, 1L << 40, &log_max) < 0 ||
+			    (log_max && log_max < 4 * PROXY_LOG_RESERVE))
+				die("invalid --log-max '%s' (0, or %d to 2^40 bytes)", optarg,
+				    4 * PROXY_LOG_RESERVE);
+			cfg.log_max = log_max;
+			break;
+		case OPT_REPORT_FD:
+			report_fd = fd_arg(optarg, "--report-fd", 1);
 			break;
 		case OPT_KEY_ENV:
 			key_env = optarg;
@@ -347,6 +368,7 @@ int main(int argc, char **argv)
 		die("--log and --log-fd cannot be used together");
 	cfg.max_conns = (int)max_conns;
 	cfg.api_pool = (int)api_pool;
+	cfg.report = &report;
 
 	/* The key first, so it leaves the environment as early as possible. */
 	if (key_env) {
@@ -448,6 +470,16 @@ int main(int argc, char **argv)
 	ret = proxy_run(&cfg);
 	if (ret < 0)
 		die_err(ret, "the proxy failed");
+	if (report_fd >= 0) {
+		struct buf rec = BUF_INIT;
+
+		proxy_report_json(&report, &rec);
+		if (write_all(report_fd, rec.buf, rec.len) < 0)
+			warning("cannot write the record to fd %d: %s", report_fd, strerror(errno));
+		close(report_fd);
+		buf_release(&rec);
+	}
+	proxy_report_release(&report);
 	resolver_free(cfg.resolver);
 	allow_clear(&allow);
 	strvec_clear(&allow_entries);

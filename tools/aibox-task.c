@@ -43,6 +43,7 @@
 #include "paths.h"
 #include "project.h"
 #include "prompt.h"
+#include "proxy_report.h"
 #include "results.h"
 #include "sandbox.h"
 #include "spawn.h"
@@ -114,6 +115,7 @@ struct task {
 	struct ssh_task_keys keys;
 	int result_fds[4];
 	int console_fd, proxy_log_fd, aibox_log_fd, broker_log_fd;
+	int proxy_report_fd; /* the read end of the proxy's --report-fd */
 	int broker_sock; /* the proxy's end of the hand-off socket pair; -1 without git: */
 	struct spawn proxy, broker;
 	struct vm vm;
@@ -731,13 +733,16 @@ static void start_broker(struct task *t)
 	buf_release(&prog);
 }
 
-/* aibox-proxy on a unix socket in the task folder, its log in proxy.log. */
+/*
+ * aibox-proxy on a unix socket in the task folder, its log in proxy.log, its
+ * record (what the VM connected to) on a pipe read by stop_proxy().
+ */
 static void start_proxy(struct task *t)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	struct spawn *sp = &t->proxy;
 	struct buf prog = BUF_INIT;
-	int lfd, pfd[2], ret;
+	int lfd, pfd[2], rfd[2], ret;
 
 	buf_addf(&t->proxy_sock, "%s/proxy.sock", t->dir.buf);
 	if (t->proxy_sock.len >= sizeof(sa.sun_path))
@@ -746,13 +751,13 @@ static void start_proxy(struct task *t)
 	lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(lfd, 64) < 0)
 		die_errno("cannot listen on '%s'", t->proxy_sock.buf);
-	if (pipe2(pfd, O_CLOEXEC) < 0)
+	if (pipe2(pfd, O_CLOEXEC) < 0 || pipe2(rfd, O_CLOEXEC) < 0)
 		die_errno("cannot make a pipe");
-	t->proxy_log_fd = open_in_task(t, "proxy.log", O_RDWR | O_CREAT | O_EXCL | O_APPEND);
+	t->proxy_log_fd = open_in_task(t, "proxy.log", O_WRONLY | O_CREAT | O_EXCL | O_APPEND);
 
 	buf_addf(&prog, "%s/aibox-proxy", libexec_dir());
 	strvec_pushl(&sp->args, prog.buf, "--listen-fd", "3", "--log-fd", "4", "--ready-fd", "5",
-		     NULL);
+		     "--report-fd", "7", NULL);
 	for (size_t i = 0; i < t->cfg.allow.nr; i++)
 		strvec_pushl(&sp->args, "--allow", t->cfg.allow.v[i], NULL);
 	if (t->api == TASK_API_FORWARD)
@@ -766,6 +771,7 @@ static void start_proxy(struct task *t)
 	spawn_give_fd(sp, pfd[1], 5);
 	if (t->broker_sock >= 0)
 		spawn_give_fd(sp, t->broker_sock, 6);
+	spawn_give_fd(sp, rfd[1], 7);
 	sp->in = SPAWN_NULL;
 	sp->out = SPAWN_NULL;
 	sp->pdeathsig = SIGKILL;
@@ -774,6 +780,11 @@ static void start_proxy(struct task *t)
 		die_err(ret, "cannot start '%s'", prog.buf);
 	close(lfd);
 	close(pfd[1]);
+	close(rfd[1]);
+	t->proxy_report_fd = rfd[0];
+	/* The summary reads the record, not proxy.log, whose size the VM drives. */
+	close(t->proxy_log_fd);
+	t->proxy_log_fd = -1;
 	if (t->broker_sock >= 0) {
 		/* Only the proxy holds it now: when the proxy ends, the broker sees it. */
 		close(t->broker_sock);
@@ -782,6 +793,44 @@ static void start_proxy(struct task *t)
 	if (!read_ready(pfd[0]))
 		die("aibox-proxy did not start (see its messages above)");
 	buf_release(&prog);
+}
+
+/*
+ * Stop the proxy in order (SIGTERM: it ends its connections and writes its
+ * record), within PROXY_STOP_MS, then SIGKILL.  0 with the record in rep, or
+ * -1 with why set.
+ */
+#define PROXY_STOP_MS 5000
+static int stop_proxy(struct task *t, struct proxy_report *rep, struct buf *why)
+{
+	struct buf rec = BUF_INIT;
+	struct timespec t0;
+	int ret = -1, r;
+	double used;
+
+	if (t->proxy.pid <= 0 || t->proxy_report_fd < 0) {
+		buf_addstr(why, "aibox-proxy was not running");
+		return -1;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	kill(t->proxy.pid, SIGTERM);
+	r = (int)buf_read_fd_within(&rec, t->proxy_report_fd, PROXY_REPORT_MAX, PROXY_STOP_MS);
+	close(t->proxy_report_fd);
+	t->proxy_report_fd = -1;
+	used = since(&t0) * 1000;
+	spawn_wait_within(&t->proxy, used < PROXY_STOP_MS ? PROXY_STOP_MS - (int)used : 0);
+	if (r == -ETIMEDOUT)
+		buf_addf(why, "aibox-proxy gave no record within %d s", PROXY_STOP_MS / 1000);
+	else if (r == -EFBIG)
+		buf_addf(why, "aibox-proxy's record is over %d bytes", PROXY_REPORT_MAX);
+	else if (r < 0)
+		buf_addf(why, "cannot read aibox-proxy's record: %s", strerror(-r));
+	else if (!rec.len)
+		buf_addstr(why, "aibox-proxy gave no record");
+	else if (proxy_report_parse(rec.buf, rec.len, rep, why) == 0)
+		ret = 0;
+	buf_release(&rec);
+	return ret;
 }
 
 static void start_vm(struct task *t, struct vm_mount *mounts, struct buf *tags)
@@ -983,17 +1032,18 @@ static int run_task(struct task *t)
 {
 	struct task_session s = { 0 };
 	struct task_secret *sec;
-	struct buf secrets = BUF_INIT, err = BUF_INIT, rj = BUF_INIT, plog = BUF_INIT, why = BUF_INIT;
+	struct buf secrets = BUF_INIT, err = BUF_INIT, rj = BUF_INIT, why = BUF_INIT;
+	struct buf report_why = BUF_INIT;
+	struct proxy_report report = PROXY_REPORT_INIT;
 	struct buf *tags;
 	struct vm_mount *mounts;
 	struct task_result r;
 	struct summary sum = SUMMARY_INIT;
 	struct summary_in in = { 0 };
-	struct strvec hosts = STRVEC_INIT;
 	struct sigaction sa = { 0 };
 	char end[BUNDLE_HEXSZ_MAX + 1] = "";
 	double agent_s = 0, total_s;
-	int ret, ok = 0, have_result = 0, session_ret;
+	int ret, ok = 0, have_result = 0, have_report, session_ret;
 	ssize_t n;
 
 	write_start_bundle(t);
@@ -1073,7 +1123,7 @@ static int run_task(struct task *t)
 	if (t->vm.pid > 0)
 		vm_stop(&t->vm, 0);
 	stop_qemu_pid = -1;
-	spawn_stop(&t->proxy, SIGTERM);
+	have_report = stop_proxy(t, &report, &report_why) == 0;
 	spawn_stop(&t->broker, SIGTERM);
 	phase_done(t, "stop");
 
@@ -1100,16 +1150,14 @@ static int run_task(struct task *t)
 	stop_checker(t, stop_signal != 0);
 	phase_done(t, "check");
 
-	if (read_fd_all(t->proxy_log_fd, &plog, 16 * 1024 * 1024) >= 0)
-		proxy_log_hosts(plog.buf ? plog.buf : "", plog.len, 64, &hosts);
 	{
 		struct buf bpath = BUF_INIT, branch = BUF_INIT;
 		const char *slash = strrchr(t->dir.buf, '/');
 
 		buf_addf(&bpath, "%s/changes.bundle", t->dir.buf);
 		buf_addf(&branch, "aibox/task-%s", slash ? slash + 1 : t->dir.buf);
-		in.hosts = (const char *const *)hosts.v;
-		in.nhosts = hosts.nr;
+		in.report = have_report ? &report : NULL;
+		in.report_why = report_why.buf;
 		in.bundle_path = bpath.buf;
 		in.branch = branch.buf;
 		summary_make(&in, &sum);
@@ -1137,10 +1185,10 @@ static int run_task(struct task *t)
 		buf_release(&tags[i]);
 	free(tags);
 	free(mounts);
-	strvec_clear(&hosts);
+	proxy_report_release(&report);
+	buf_release(&report_why);
 	buf_release(&err);
 	buf_release(&rj);
-	buf_release(&plog);
 	buf_release(&why);
 	return ok ? 0 : 1;
 }
@@ -1150,7 +1198,7 @@ int main(int argc, char **argv)
 	struct task t = { .project_lock_fd = -1, .task_lock_fd = -1, .console_fd = -1,
 			  .proxy_log_fd = -1, .aibox_log_fd = -1, .checker_pid = -1,
 			  .checker_go = -1, .checker_answer = -1, .broker_log_fd = -1,
-			  .broker_sock = -1 };
+			  .broker_sock = -1, .proxy_report_fd = -1 };
 
 	tool_init(argc, argv);
 	clock_gettime(CLOCK_MONOTONIC, &t.t0);

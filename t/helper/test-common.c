@@ -4,12 +4,15 @@
  *   test-common sandbox [--none] [--no-sockets]   lock down, then try open/creat/exec/socket
  *   test-common spawn-fds                          spawn a child given fd 5, list its fds
  *   test-common spawn-missing                      spawn a program that does not exist
- *   test-common read-capped MAX < input           buf_read_fd with a cap
+ *   test-common read-capped MAX [MS] < input      buf_read_fd with a cap (within MS)
+ *   test-common spawn-within                       spawn_wait_within on children that
+ *                                                  end on SIGTERM, and one that ignores it
  *   test-common parse-long MIN MAX S
  */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,20 +122,43 @@ static int cmd_spawn_missing(void)
 	return 0;
 }
 
-static int cmd_read_capped(const char *max)
+static int cmd_read_capped(const char *max, const char *ms)
 {
 	struct buf b = BUF_INIT;
-	long cap;
+	long cap, within = -1;
 	ssize_t n;
 
 	if (parse_long(max, 0, 1L << 30, &cap) < 0)
 		die("bad cap '%s'", max);
-	n = buf_read_fd(&b, 0, (size_t)cap);
+	if (ms && parse_long(ms, 0, 60000, &within) < 0)
+		die("bad time '%s'", ms);
+	n = ms ? buf_read_fd_within(&b, 0, (size_t)cap, (int)within)
+	       : buf_read_fd(&b, 0, (size_t)cap);
 	if (n < 0)
 		printf("error %s, kept %zu\n", strerror((int)-n), b.len);
 	else
 		printf("read %zd\n", n);
 	buf_release(&b);
+	return 0;
+}
+
+static int cmd_spawn_within(void)
+{
+	static const char *const scripts[] = { "sleep 30", "trap '' TERM; while :; do sleep 0.05; done" };
+
+	for (size_t i = 0; i < ARRAY_SIZE(scripts); i++) {
+		struct spawn sp = SPAWN_INIT;
+		int ret;
+
+		strvec_pushl(&sp.args, "sh", "-c", scripts[i], NULL);
+		sp.in = SPAWN_NULL;
+		if ((ret = spawn_start(&sp)) < 0)
+			die_err(ret, "cannot start sh");
+		usleep(200 * 1000); /* let sh set its trap */
+		kill(sp.pid, SIGTERM);
+		printf("%d\n", spawn_wait_within(&sp, 300));
+		spawn_clear(&sp);
+	}
 	return 0;
 }
 
@@ -163,8 +189,10 @@ int main(int argc, char **argv)
 		return cmd_spawn_fds();
 	if (!strcmp(argv[1], "spawn-missing"))
 		return cmd_spawn_missing();
-	if (!strcmp(argv[1], "read-capped") && argc == 3)
-		return cmd_read_capped(argv[2]);
+	if (!strcmp(argv[1], "spawn-within"))
+		return cmd_spawn_within();
+	if (!strcmp(argv[1], "read-capped") && (argc == 3 || argc == 4))
+		return cmd_read_capped(argv[2], argc == 4 ? argv[3] : NULL);
 	if (!strcmp(argv[1], "parse-long") && argc == 5)
 		return cmd_parse_long(argv + 2);
 	die("unknown command '%s'", argv[1]);

@@ -12,7 +12,11 @@
  *	start SSHD-ARGV (sshd -i) on one end of a socketpair and run COMMAND
  *	over the other; print stdout (or with --count its size and speed),
  *	"stderr: LINE" for each stderr line, then "exit N" or "error: MSG"
- *   test-task results FILE [--end HEX] [--bundle PATH] [--branch B] [--proxy-log F]
+ *   test-task report-count N
+ *	the proxy's record (common/proxy_report) after N distinct allowed hosts,
+ *	each twice, one refusal and one failure: written, read back, written
+ *   test-task results FILE [--end HEX] [--bundle PATH] [--branch B]
+ *                          [--report F | --no-report WHY]
  *	parse result.json (FILE "-" for none) and print the summary lines,
  *	"aibox: TEXT" or "vm: TEXT" (a minimal printer, for these tests only)
  *   test-task session [--user U] [--timeout-ms N] [--idle-ms N] [--env NAME=VALUE...]
@@ -274,12 +278,13 @@ static int cmd_results(int argc, char **argv)
 	struct task_result r;
 	struct summary_in in = { .bundle_path = "/tasks/x/changes.bundle", .branch = "aibox/task-x" };
 	struct summary sum = SUMMARY_INIT;
-	struct strvec hosts = STRVEC_INIT;
-	struct buf json = BUF_INIT, err = BUF_INIT, log = BUF_INIT;
+	struct proxy_report rep = PROXY_REPORT_INIT;
+	struct buf json = BUF_INIT, err = BUF_INIT, rec = BUF_INIT, rep_why = BUF_INIT;
 	int have = 0, ret;
 
 	if (argc < 1)
 		die("usage: test-task results FILE [options]");
+	in.report = &rep; /* empty unless --report: no host lines */
 	for (int i = 1; i + 1 < argc; i += 2) {
 		if (!strcmp(argv[i], "--end"))
 			in.end_commit = argv[i + 1];
@@ -287,14 +292,17 @@ static int cmd_results(int argc, char **argv)
 			in.bundle_path = argv[i + 1];
 		else if (!strcmp(argv[i], "--branch"))
 			in.branch = argv[i + 1];
-		else if (!strcmp(argv[i], "--proxy-log")) {
-			size_t n;
+		else if (!strcmp(argv[i], "--report")) {
+			/* The proxy's record, read as aibox-task reads it (stop_proxy()). */
+			ssize_t n = buf_read_file(&rec, argv[i + 1], PROXY_REPORT_MAX + 1);
 
-			if (buf_read_file(&log, argv[i + 1], 64 << 20) < 0)
-				die_errno("cannot read '%s'", argv[i + 1]);
-			n = proxy_log_hosts(log.buf, log.len, 3, &hosts);
-			if (n > hosts.nr)
-				printf("(%zu more hosts)\n", n - hosts.nr);
+			if (n < 0)
+				die_err((int)n, "cannot read '%s'", argv[i + 1]);
+			in.report = proxy_report_parse(rec.buf, rec.len, &rep, &rep_why) ? NULL : &rep;
+			in.report_why = rep_why.buf;
+		} else if (!strcmp(argv[i], "--no-report")) {
+			in.report = NULL;
+			in.report_why = argv[i + 1];
 		} else
 			die("unknown option '%s'", argv[i]);
 	}
@@ -310,8 +318,6 @@ static int cmd_results(int argc, char **argv)
 		have = 1;
 		in.result = &r;
 	}
-	in.hosts = hosts.v;
-	in.nhosts = hosts.nr;
 	summary_make(&in, &sum);
 	for (size_t i = 0; i < sum.nr; i++)
 		printf("%s: %s\n", sum.v[i].vm ? "vm" : "aibox", sum.v[i].text);
@@ -320,10 +326,11 @@ static int cmd_results(int argc, char **argv)
 out:
 	if (have)
 		result_release(&r);
-	strvec_clear(&hosts);
+	proxy_report_release(&rep);
 	buf_release(&json);
 	buf_release(&err);
-	buf_release(&log);
+	buf_release(&rec);
+	buf_release(&rep_why);
 	return ret < 0 ? 1 : 0;
 }
 
@@ -560,6 +567,40 @@ static int cmd_check_bundle(int argc, char **argv)
 	return ret == 0 ? 0 : ret > 0 ? 1 : 2;
 }
 
+/*
+ * The proxy's record for N distinct allowed hosts, each counted twice, and a
+ * refused and a failed request: written, read back, written again.
+ */
+static int cmd_report_count(int argc, char **argv)
+{
+	struct proxy_report r = PROXY_REPORT_INIT, back;
+	struct buf json = BUF_INIT, err = BUF_INIT;
+	long n;
+
+	if (argc != 1 || parse_long(argv[0], 0, 1000000, &n) < 0)
+		die("usage: test-task report-count N");
+	for (int round = 0; round < 2; round++)
+		for (long i = 0; i < n; i++) {
+			char name[64];
+
+			snprintf(name, sizeof(name), "h%ld.example:443", i);
+			proxy_report_count(&r, PROXY_ALLOWED, name, 10, 20);
+		}
+	proxy_report_count(&r, PROXY_REFUSED, "evil.example:443", 0, 0);
+	proxy_report_count(&r, PROXY_FAILED, NULL, 0, 0);
+	proxy_report_json(&r, &json);
+	if (proxy_report_parse(json.buf, json.len, &back, &err) < 0)
+		die("%s", err.buf);
+	buf_reset(&json);
+	proxy_report_json(&back, &json);
+	fputs(json.buf, stdout);
+	proxy_report_release(&r);
+	proxy_report_release(&back);
+	buf_release(&json);
+	buf_release(&err);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	tool_init(argc, argv);
@@ -582,5 +623,7 @@ int main(int argc, char **argv)
 		return cmd_settings(argc - 2, argv + 2);
 	if (!strcmp(argv[1], "check-bundle"))
 		return cmd_check_bundle(argc - 2, argv + 2);
+	if (!strcmp(argv[1], "report-count"))
+		return cmd_report_count(argc - 2, argv + 2);
 	die("unknown command '%s'", argv[1]);
 }
