@@ -222,8 +222,7 @@ out:
 	return r;
 }
 
-void breq_body_init(struct breq_body *b, struct breq_src *s, const struct breq_msg *m,
-		    int to_end)
+void breq_body_init(struct breq_body *b, struct breq_src *s, const struct breq_msg *m, int to_end)
 {
 	b->s = s;
 	b->chunked = m->chunked;

@@ -105,8 +105,7 @@ struct breq_body {
  * Start reading the body of m from s: chunked, Content-Length, or when
  * to_end (answers only) up to the end of the source; else none.
  */
-void breq_body_init(struct breq_body *b, struct breq_src *s, const struct breq_msg *m,
-		    int to_end);
+void breq_body_init(struct breq_body *b, struct breq_src *s, const struct breq_msg *m, int to_end);
 
 /*
  * Up to n bytes of the body (framing removed).  > 0, 0 at its end (chunked
@@ -121,8 +120,7 @@ ssize_t breq_body_read(struct breq_body *b, void *dst, size_t n);
  * (not gzip, or anything after the gzip stream), -ENOMEM, or a
  * breq_body_read() error.  Memory: out plus 64 KiB and zlib's state.
  */
-int breq_inflate(struct breq_body *b, struct buf *out, size_t max,
-		 unsigned long long *in_bytes);
+int breq_inflate(struct breq_body *b, struct buf *out, size_t max, unsigned long long *in_bytes);
 
 /*
  * The remote number at the start of s[0..n): decimal digits only, no
