@@ -43,7 +43,6 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include "broker_req.h"
 #include "buf.h"
