@@ -60,6 +60,23 @@ int pkt_parse(const char *data, size_t len, enum pkt_kind *kind, const char **pa
 	return (int)n;
 }
 
+int pkt_stream_ok(const char *data, size_t len)
+{
+	size_t pos = 0;
+
+	while (pos < len) {
+		enum pkt_kind kind;
+		const char *p;
+		size_t n;
+		int r = pkt_parse(data + pos, len - pos, &kind, &p, &n);
+
+		if (r <= 0)
+			return 0;
+		pos += (size_t)r;
+	}
+	return len > 0;
+}
+
 void pkt_add(struct buf *out, const void *data, size_t n)
 {
 	char hdr[5];

@@ -40,6 +40,9 @@ enum pkt_kind {
 int pkt_parse(const char *data, size_t len, enum pkt_kind *kind, const char **payload,
 	      size_t *plen);
 
+/* Whether data[0..len) is one or more whole, well-formed pkt-lines, nothing else. */
+int pkt_stream_ok(const char *data, size_t len);
+
 /* Append a data pkt-line holding `n` bytes (n <= PKT_MAX - 4). */
 void pkt_add(struct buf *out, const void *data, size_t n);
 

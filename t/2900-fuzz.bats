@@ -39,3 +39,7 @@ fuzz() {
 @test "fuzz: the pack verifier survives ${FUZZ_SECONDS}s of fuzzing" {
 	fuzz fuzz-bundle-pack
 }
+
+@test "fuzz: the broker's request reader survives ${FUZZ_SECONDS}s of fuzzing" {
+	fuzz fuzz-broker-request
+}

@@ -248,6 +248,39 @@ teardown() {
 	assert_output 0
 }
 
+@test "broker: a remote that reflects the Authorization header does not bring the token to the client" {
+	# Characters that base64 and URL-encoding change.
+	export GIT_TOKEN="t0k/en+$RANDOM=x%y~z" UPSTREAM_TOKEN="t0k/en+$RANDOM=x%y~z"
+	start_upstream --reflect
+	cred=$(printf 'x-access-token:%s' "$GIT_TOKEN" | base64 -w0)
+	for mode in basic bearer; do
+		start_broker --remote "$UP_URL" --token-env GIT_TOKEN --fetch --auth "$mode"
+		# A 200 (info/refs) and an error (the POST), both chunked in 5-byte pieces.
+		curl -sS -D head.txt -o ok.txt "${BR_URL}info/refs?service=git-upload-pack"
+		curl -sS -D errhead.txt -o err.txt -H 'Content-Type: application/x-git-upload-pack-request' \
+			--data-binary 0000 "${BR_URL}git-upload-pack"
+		assert_file_contains head.txt 'HTTP/1.1 200'
+		assert_file_contains errhead.txt 'HTTP/1.1 500'
+		assert_file_contains ok.txt '^auth: [A-Za-z]* \*\*\*\*'
+		assert_file_contains err.txt '^decoded: '
+		python3 - "$GIT_TOKEN" "$cred" >forms <<-'PY'
+		import re, sys, urllib.parse
+		for s in sys.argv[1:]:
+		    q = urllib.parse.quote(s, safe="")
+		    print(s, q, re.sub("%[0-9A-F]{2}", lambda m: m.group(0).lower(), q), sep="\n")
+		PY
+		[ "$(wc -l <forms)" = 6 ]
+		run grep -cF -f forms head.txt ok.txt errhead.txt err.txt
+		assert_output $'head.txt:0\nok.txt:0\nerrhead.txt:0\nerr.txt:0'
+		# The rest of the page is as the remote wrote it.
+		assert_file_contains ok.txt '^quoted-lower: '
+		kill "$BR_PID"
+		wait "$BR_PID" || true
+	done
+	# The remote did get the real credentials.
+	assert_file_contains up-headers.jsonl "\"Bearer $GIT_TOKEN\""
+}
+
 @test "broker: bearer auth and a custom basic user" {
 	start_upstream --auth bearer
 	start_broker --remote "$UP_URL" --token-env GIT_TOKEN --fetch --auth bearer

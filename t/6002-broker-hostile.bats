@@ -124,7 +124,7 @@ assert_nothing_forwarded() {
 }
 
 @test "broker: a gzip bomb is refused at the inflate cap" {
-	# 200 MiB of zeros, about 200 KiB compressed; the cap is 64 MiB.
+	# 200 MiB of zeros, about 200 KiB compressed; the cap is 10 MiB.
 	head -c $((200 << 20)) /dev/zero | gzip -1 >bomb.gz
 	[ "$(stat -c %s bomb.gz)" -lt $((1 << 20)) ]
 	run post git-upload-pack bomb.gz -H 'Content-Encoding: gzip'
@@ -141,6 +141,25 @@ assert_nothing_forwarded() {
 	assert_output 400
 	run post git-upload-pack trail.gz -H 'Content-Encoding: br'
 	assert_output 415
+	assert_nothing_forwarded
+}
+
+@test "broker: a gzip body is capped at 10 MiB inflated, a plain upload-pack body too" {
+	# Well-formed pkt-lines, 11 MiB of them: under 64 MiB, over the 10 MiB cap.
+	line=$(pkt "have $OLD")
+	for i in $(seq 1 1024); do printf '%s' "$line"; done >kib50
+	for i in $(seq 1 240); do cat kib50; done >big
+	printf '0009done\n' >>big
+	[ "$(stat -c %s big)" -gt $((11 << 20)) ]
+	gzip -1 <big >big.gz
+	[ "$(stat -c %s big.gz)" -lt $((1 << 20)) ]
+	run post git-upload-pack big.gz -H 'Content-Encoding: gzip'
+	assert_output 413
+	assert_file_contains answer 'File too large'
+	run post git-upload-pack big
+	assert_output 413
+	run post git-receive-pack big.gz -H 'Content-Encoding: gzip'
+	assert_output 413
 	assert_nothing_forwarded
 }
 
@@ -197,6 +216,27 @@ assert_nothing_forwarded() {
 	assert_output 0
 	run git clone -q "$BR_URL" c
 	assert_success
+}
+
+@test "broker: a remote number is decimal digits only" {
+	for n in -0 +0 ' 0' 0x0 00 1000; do
+		run curl -sS -o /dev/null -w '%{http_code}' \
+			"http://127.0.0.1:$BR_PORT/${n// /%20}/info/refs?service=git-upload-pack"
+		assert_output 404
+	done
+	run grep -c '"GET"' up-headers.jsonl
+	assert_output 0
+	run grep -c 'why="no such remote"' broker.log
+	assert_output 6
+}
+
+@test "broker: every client byte of a refused method is escaped in the log" {
+	run bash -c "printf 'G\033[31mE\rT /0/info/refs?service=git-upload-pack HTTP/1.1\r\nHost: x\r\n\r\n' |
+		curl -sS --max-time 5 telnet://127.0.0.1:$BR_PORT"
+	assert_output --partial 'HTTP/1.1 405'
+	assert_file_contains broker.log 'request=G\\x1b\[31mE\\x0dT info/refs result=refused status=405'
+	run grep -c $'[\x01-\x09\x0b-\x1f\x7f]' broker.log
+	assert_output 0
 }
 
 @test "broker: an absolute-form request target (through a proxy) is served" {

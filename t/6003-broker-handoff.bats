@@ -62,6 +62,16 @@ stop_handoff() {
 	run git clone -q "$HP_URL" c1
 	assert_failure
 	assert_file_contains broker.log 'why="no such remote"'
+	stop_handoff
+	# The hand-off's number is decimal digits too, as in the path.
+	for n in -0 +0 00; do
+		start_handoff --remote="$n"
+		run timeout 10 git clone -q "$HP_URL" "c$n"
+		assert_failure
+		stop_handoff
+	done
+	run grep -c 'handoff result=refused why="malformed hand-off header"' broker.log
+	assert_output 3
 }
 
 @test "broker: malformed hand-off messages are refused and the broker goes on" {

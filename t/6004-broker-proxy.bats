@@ -87,6 +87,30 @@ vm_git_config() {
 	assert_file_contains broker.log 'refs=refs/heads/aibox/through-proxy(create) result=allowed status=200'
 }
 
+@test "broker+proxy: a push and a clone of more than 64 MiB pass through the handed-over socket" {
+	# The proxy hands over a non-blocking socket; the broker must not take
+	# EAGAIN for an error (a short read ends the command list, a short write
+	# the answer).  Random bytes: git cannot compress them below 64 MiB.
+	start_pair
+	vm_git_config 0 https://git.example.com/o/r
+	git clone -q https://git.example.com/o/r c
+	git -C c checkout -q -b aibox/big
+	head -c $((66 << 20)) /dev/urandom >c/big.bin
+	git -C c add big.bin
+	git -C c commit -q -m big
+	run git -C c push origin aibox/big
+	assert_success
+	assert_equal "$(git -C up/repo.git rev-parse aibox/big)" "$(git -C c rev-parse HEAD)"
+	run git clone -q --branch aibox/big https://git.example.com/o/r c2
+	assert_success
+	cmp c/big.bin c2/big.bin
+	# Both went through the broker, each more than 64 MiB.
+	up=$(sed -n 's/.*op=push request=POST git-receive-pack refs=refs\/heads\/aibox\/big(create) result=allowed status=200 bytes_up=\([0-9]*\).*/\1/p' broker.log)
+	[ "$up" -gt $((64 << 20)) ]
+	down=$(sed -n 's/.*op=fetch request=POST git-upload-pack result=allowed status=200 bytes_up=[0-9]* bytes_down=\([0-9]*\).*/\1/p' broker.log | sort -n | tail -1)
+	[ "$down" -gt $((64 << 20)) ]
+}
+
 @test "broker+proxy: a refused push reaches git as remote: and ng lines, upstream unchanged" {
 	start_pair
 	vm_git_config 0 https://git.example.com/o/r
@@ -107,6 +131,45 @@ vm_git_config() {
 	assert_equal "$(up_refs)" "$before"
 	run grep -c 'result=refused' broker.log
 	assert_output 4
+}
+
+@test "broker+proxy: push options are not advertised, and a push that carries them is refused" {
+	# The remote would take them (GitLab: merge_request.create, ci.variable=...).
+	git -C up/repo.git config receive.advertisePushOptions true
+	run git -C up/repo.git receive-pack --http-backend-info-refs .
+	assert_output --partial push-options
+	start_pair
+	vm_git_config 0 https://git.example.com/o/r
+	git clone -q https://git.example.com/o/r c
+	before=$(up_refs)
+	run curl -sS --proxy "$PROXY" 'http://git.aibox.internal/0/info/refs?service=git-receive-pack'
+	assert_output --partial report-status
+	refute_output --partial push-options
+	git -C c commit -q --allow-empty -m opts
+	run git -C c push -o merge_request.create -o merge_request.target=main \
+		-o ci.variable=X=1 origin HEAD:aibox/opts
+	assert_failure
+	assert_output --partial 'the receiving end does not support push options'
+	# A client that sends them all the same: git's ng and remote: lines.
+	old=$(git -C up/repo.git rev-parse main)
+	python3 - "$old" >push.body <<-'PY'
+	import hashlib, sys
+	def pkt(b):
+	    return b"%04x" % (len(b) + 4) + b
+	oid = sys.argv[1].encode()
+	body = pkt(b"0" * 40 + b" " + oid + b" refs/heads/aibox/raw\0report-status side-band-64k push-options\n")
+	body += b"0000" + pkt(b"ci.variable=X=1\n") + pkt(b"merge_request.create\n") + b"0000"
+	pack = b"PACK\0\0\0\2\0\0\0\0"
+	sys.stdout.buffer.write(body + pack + hashlib.sha1(pack).digest())
+	PY
+	run curl -sS --proxy "$PROXY" -H 'Content-Type: application/x-git-receive-pack-request' \
+		--data-binary @push.body http://git.aibox.internal/0/git-receive-pack
+	assert_output --partial 'aibox-broker: refusing this push: push options (git push -o) are not allowed'
+	assert_output --partial 'ng refs/heads/aibox/raw push options (git push -o) are not allowed'
+	assert_equal "$(up_refs)" "$before"
+	assert_file_contains broker.log 'refs=refs/heads/aibox/raw(create) result=refused status=200 .* why="push options (git push -o) are not allowed"'
+	run grep -c '"POST", "path": "/repo.git/git-receive-pack"' up-headers.jsonl
+	assert_output 0
 }
 
 @test "broker+proxy: the VM's credentials are dropped, the token is nowhere but upstream" {

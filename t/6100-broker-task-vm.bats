@@ -65,8 +65,11 @@ show() {
 	EOF
 	# One tool call: commit, push the allowed branch, then force main (refused by
 	# the broker; the project's history is not the upstream's, so without
-	# --force git itself would stop before asking).
-	cmd="git commit -q --allow-empty -m 'From the VM' && git push $UP_URL HEAD:aibox/from-vm && { git push --force $UP_URL HEAD:main 2>&1 | sed -n 's/.*\\(remote rejected\\).*/REJ-\\1/p'; true; }"
+	# --force git itself would stop before asking), then push an allowed branch
+	# with push options (the remote would take them; the broker does not offer
+	# them, so git refuses to send them).
+	git -C "$T/up/repo.git" config receive.advertisePushOptions true
+	cmd="git commit -q --allow-empty -m 'From the VM' && git push $UP_URL HEAD:aibox/from-vm && { git push --force $UP_URL HEAD:main 2>&1 | sed -n 's/.*\\(remote rejected\\).*/REJ-\\1/p'; true; } && { git push -o merge_request.create -o ci.variable=X=1 $UP_URL HEAD:aibox/opts 2>&1 | sed -n 's/.*\\(does not support push options\\).*/OPT-\\1/p'; true; }"
 	script=$(python3 -c 'import json, sys; print(json.dumps({"turns": [
 	  {"tool_use": {"name": "Bash", "input": {"command": sys.argv[1], "description": "push"}}},
 	  {"text": "I pushed aibox/from-vm."}], "require_key": sys.argv[2]}))' "$cmd" "$KEY")
@@ -106,6 +109,10 @@ show() {
 	assert_equal "$(git -C "$T/up/repo.git" rev-parse main)" "$main_before"
 	# The VM's git got the broker's refusal for main.
 	grep -q 'REJ-remote rejected' "$dir/transcript.jsonl" || { show; false; }
+	# And the push with options was refused: nothing of it upstream.
+	grep -q 'OPT-does not support push options' "$dir/transcript.jsonl" || { show; false; }
+	run git -C "$T/up/repo.git" rev-parse --verify -q aibox/opts
+	assert_failure
 	# The logs: the proxy handed the requests over, the broker forwarded and refused.
 	grep -q 'allowed git.aibox.internal:80 POST remote=0 (handed to aibox-broker)' "$dir/proxy.log"
 	grep -q 'refs=refs/heads/aibox/from-vm(create) result=allowed' "$dir/broker.log"

@@ -43,8 +43,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-#include <zlib.h>
 
+#include "broker_req.h"
 #include "buf.h"
 #include "err.h"
 #include "gitproto.h"
@@ -78,13 +78,14 @@ static const char usage_text[] =
 	"  --no-sandbox        do not lock the process down (seccomp)\n";
 
 /* Caps on what a client or the remote may send. */
-#define LINE_MAX_BYTES 8192
-#define HEAD_MAX_BYTES 65536
-#define HEADERS_MAX 100
-#define GZIP_MAX (64u << 20)	    /* inflated size of a gzip request body */
-#define FETCH_BODY_MAX (64u << 20) /* size of an upload-pack request body */
+/*
+ * An upload-pack request body, or a gzip request body once inflated, is
+ * held whole: git-http-backend's own default cap (http.maxRequestBuffer).
+ * docs/broker.md, "Memory", adds up what a broker may cost.
+ */
+#define BODY_MAX (10u << 20)
 #define DRAIN_MAX (4ull << 30)	    /* body read and dropped before a refusal */
-#define HANDOFF_MAX (HEAD_MAX_BYTES + 256)
+#define HANDOFF_MAX (BREQ_HEAD_MAX + 256)
 #define IO_TIMEOUT_S 300
 #define CHILDREN_MAX 32
 
@@ -105,6 +106,12 @@ struct remote {
 	const char **push;
 	size_t npush, push_alloc;
 	struct addrinfo *addrs;
+	/*
+	 * The forms of the token a remote could reflect (docs/broker.md,
+	 * "What the client sees"): replaced in whatever goes back to the client.
+	 */
+	struct buf *secrets;
+	size_t nsecrets, secrets_alloc, secret_max;
 };
 
 static struct remote *remotes;
@@ -151,15 +158,13 @@ __attribute__((format(printf, 1, 2))) static void log_line(const char *fmt, ...)
 struct conn {
 	int fd;
 	SSL *ssl;
-	struct buf in;
-	size_t off;
-	int eof;
+	struct breq_src src; /* reads through conn_raw_read() */
 };
 
-#define CONN_INIT { -1, NULL, BUF_INIT, 0, 0 }
-
-static ssize_t conn_raw_read(struct conn *c, void *dst, size_t n)
+static ssize_t conn_raw_read(void *ctx, void *dst, size_t n)
 {
+	struct conn *c = ctx;
+
 	if (c->ssl) {
 		int r = SSL_read(c->ssl, dst, n > INT32_MAX ? INT32_MAX : (int)n);
 
@@ -184,78 +189,12 @@ static ssize_t conn_raw_read(struct conn *c, void *dst, size_t n)
 	}
 }
 
-/* Read more into the buffer.  > 0 bytes, 0 at EOF, or -errno. */
-static ssize_t conn_fill(struct conn *c)
+/* c reads from fd (-1: not yet connected); c must stay where it is while in use. */
+static void conn_init(struct conn *c, int fd)
 {
-	ssize_t r;
-
-	if (c->eof)
-		return 0;
-	if (c->off && c->off == c->in.len) {
-		buf_reset(&c->in);
-		c->off = 0;
-	}
-	buf_grow(&c->in, 65536);
-	r = conn_raw_read(c, c->in.buf + c->in.len, 65536);
-	if (r > 0)
-		buf_setlen(&c->in, c->in.len + (size_t)r);
-	else if (r == 0)
-		c->eof = 1;
-	return r;
-}
-
-static size_t conn_avail(const struct conn *c)
-{
-	return c->in.len - c->off;
-}
-
-/* Up to n bytes, buffered ones first.  > 0, 0 at EOF, or -errno. */
-static ssize_t conn_read(struct conn *c, void *dst, size_t n)
-{
-	if (!conn_avail(c)) {
-		ssize_t r;
-
-		if (n >= 65536)
-			return c->eof ? 0 : conn_raw_read(c, dst, n);
-		r = conn_fill(c);
-		if (r <= 0)
-			return r;
-	}
-	if (n > conn_avail(c))
-		n = conn_avail(c);
-	memcpy(dst, c->in.buf + c->off, n);
-	c->off += n;
-	return (ssize_t)n;
-}
-
-/* A line ending in LF (CR before it dropped) of at most max bytes.  0 or -errno. */
-static int conn_getline(struct conn *c, struct buf *line, size_t max)
-{
-	buf_reset(line);
-	for (;;) {
-		const char *start = c->in.buf + c->off;
-		const char *nl = memchr(start, '\n', conn_avail(c));
-		ssize_t r;
-
-		if (nl) {
-			size_t n = (size_t)(nl - start);
-
-			if (n > max)
-				return -EFBIG;
-			buf_add(line, start, n);
-			c->off += n + 1;
-			if (line->len && line->buf[line->len - 1] == '\r')
-				buf_setlen(line, line->len - 1);
-			return 0;
-		}
-		if (conn_avail(c) > max)
-			return -EFBIG;
-		r = conn_fill(c);
-		if (r == 0)
-			return -ENODATA;
-		if (r < 0)
-			return (int)r;
-	}
+	c->fd = fd;
+	c->ssl = NULL;
+	c->src = (struct breq_src)BREQ_SRC_INIT(conn_raw_read, c);
 }
 
 static int conn_write(struct conn *c, const void *data, size_t n)
@@ -286,7 +225,7 @@ static void conn_close(struct conn *c)
 	if (c->fd >= 0)
 		close(c->fd);
 	c->fd = -1;
-	buf_release(&c->in);
+	breq_src_release(&c->src);
 }
 
 static void set_timeouts(int fd)
@@ -295,260 +234,6 @@ static void set_timeouts(int fd)
 
 	(void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	(void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-}
-
-/* ---- HTTP messages ---- */
-
-struct header {
-	char *name;
-	char *value;
-};
-
-struct http_msg {
-	char *line; /* the request or status line */
-	struct header *h;
-	size_t nh, h_alloc;
-	/* Body framing. */
-	int chunked;
-	long long length; /* Content-Length, or -1 */
-};
-
-#define HTTP_MSG_INIT { NULL, NULL, 0, 0, 0, -1 }
-
-static void http_msg_release(struct http_msg *m)
-{
-	free(m->line);
-	for (size_t i = 0; i < m->nh; i++) {
-		free(m->h[i].name);
-		free(m->h[i].value);
-	}
-	free(m->h);
-	*m = (struct http_msg)HTTP_MSG_INIT;
-}
-
-static const char *http_get(const struct http_msg *m, const char *name)
-{
-	for (size_t i = 0; i < m->nh; i++)
-		if (!strcasecmp(m->h[i].name, name))
-			return m->h[i].value;
-	return NULL;
-}
-
-static size_t http_count(const struct http_msg *m, const char *name)
-{
-	size_t n = 0;
-
-	for (size_t i = 0; i < m->nh; i++)
-		n += !strcasecmp(m->h[i].name, name);
-	return n;
-}
-
-static int token_char(int c)
-{
-	return c > 0x20 && c < 0x7f && !strchr("()<>@,;:\\\"/[]?={}", c);
-}
-
-/*
- * Read a message head: the first line, then headers up to an empty line.
- * Caps: each line LINE_MAX_BYTES, HEADERS_MAX headers, HEAD_MAX_BYTES in
- * all.  Obsolete line folding, control bytes in values and conflicting
- * framing are refused.  0, -EBADMSG, -EFBIG, -ENODATA (EOF) or -errno.
- */
-static int http_read_head(struct conn *c, struct http_msg *m)
-{
-	struct buf line = BUF_INIT;
-	size_t total = 0;
-	const char *te, *cl;
-	int r;
-
-	r = conn_getline(c, &line, LINE_MAX_BYTES);
-	if (r < 0)
-		goto out;
-	m->line = xstrdup(line.buf);
-	if (strlen(m->line) != line.len) {
-		r = -EBADMSG;
-		goto out;
-	}
-	for (;;) {
-		char *colon, *v, *end;
-
-		r = conn_getline(c, &line, LINE_MAX_BYTES);
-		if (r < 0)
-			goto out;
-		if (!line.len)
-			break;
-		total += line.len + 2;
-		if (total > HEAD_MAX_BYTES || m->nh >= HEADERS_MAX) {
-			r = -EFBIG;
-			goto out;
-		}
-		colon = memchr(line.buf, ':', line.len);
-		if (!colon || colon == line.buf) {
-			r = -EBADMSG;
-			goto out;
-		}
-		for (char *p = line.buf; p < colon; p++)
-			if (!token_char((unsigned char)*p)) {
-				r = -EBADMSG;
-				goto out;
-			}
-		for (size_t i = (size_t)(colon - line.buf); i < line.len; i++) {
-			unsigned char ch = (unsigned char)line.buf[i];
-
-			if ((ch < 0x20 && ch != '\t') || ch == 0x7f) {
-				r = -EBADMSG;
-				goto out;
-			}
-		}
-		v = colon + 1;
-		while (*v == ' ' || *v == '\t')
-			v++;
-		end = line.buf + line.len;
-		while (end > v && (end[-1] == ' ' || end[-1] == '\t'))
-			end--;
-		ALLOC_GROW(m->h, m->nh + 1, m->h_alloc);
-		m->h[m->nh].name = xstrndup(line.buf, (size_t)(colon - line.buf));
-		m->h[m->nh].value = xstrndup(v, (size_t)(end - v));
-		m->nh++;
-	}
-	te = http_get(m, "Transfer-Encoding");
-	cl = http_get(m, "Content-Length");
-	if (http_count(m, "Transfer-Encoding") > 1 || http_count(m, "Content-Length") > 1 ||
-	    (te && cl)) {
-		r = -EBADMSG;
-		goto out;
-	}
-	if (te) {
-		if (strcasecmp(te, "chunked")) {
-			r = -EBADMSG;
-			goto out;
-		}
-		m->chunked = 1;
-	}
-	if (cl) {
-		long v;
-
-		if (parse_long(cl, 0, LONG_MAX, &v) < 0) {
-			r = -EBADMSG;
-			goto out;
-		}
-		m->length = v;
-	}
-	r = 0;
-out:
-	buf_release(&line);
-	return r;
-}
-
-/* A body being read: Content-Length, chunked, or (responses only) to EOF. */
-struct body {
-	struct conn *c;
-	int chunked;
-	long long left; /* bytes left of Content-Length or of this chunk; -1 to EOF */
-	int done;
-};
-
-static void body_init(struct body *b, struct conn *c, const struct http_msg *m, int to_eof)
-{
-	b->c = c;
-	b->chunked = m->chunked;
-	b->done = 0;
-	if (m->chunked)
-		b->left = 0;
-	else if (m->length >= 0)
-		b->left = m->length;
-	else
-		b->left = to_eof ? -1 : 0;
-	if (!m->chunked && b->left == 0)
-		b->done = 1;
-}
-
-/* Up to n bytes of body.  > 0, 0 at its end, or -errno (-EBADMSG: bad framing). */
-static ssize_t body_read(struct body *b, void *dst, size_t n)
-{
-	ssize_t r;
-
-	if (b->done)
-		return 0;
-	if (b->chunked && b->left == 0) {
-		struct buf line = BUF_INIT;
-		unsigned long long size = 0;
-		size_t i;
-		int err;
-
-		err = conn_getline(b->c, &line, 1024);
-		if (err < 0) {
-			buf_release(&line);
-			return err == -ENODATA ? -EBADMSG : err;
-		}
-		for (i = 0; i < line.len && isxdigit((unsigned char)line.buf[i]); i++) {
-			if (size > (1ull << 40)) {
-				buf_release(&line);
-				return -EBADMSG;
-			}
-			size = size * 16 + (unsigned)(isdigit((unsigned char)line.buf[i])
-							  ? line.buf[i] - '0'
-							  : (tolower((unsigned char)line.buf[i]) - 'a' + 10));
-		}
-		if (!i || (i < line.len && line.buf[i] != ';' && line.buf[i] != ' ' &&
-			   line.buf[i] != '\t')) {
-			buf_release(&line);
-			return -EBADMSG;
-		}
-		if (size == 0) {
-			/* Trailers, up to an empty line. */
-			size_t total = 0;
-
-			for (;;) {
-				err = conn_getline(b->c, &line, LINE_MAX_BYTES);
-				if (err < 0) {
-					buf_release(&line);
-					return err == -ENODATA ? -EBADMSG : err;
-				}
-				if (!line.len)
-					break;
-				total += line.len;
-				if (total > HEAD_MAX_BYTES) {
-					buf_release(&line);
-					return -EFBIG;
-				}
-			}
-			buf_release(&line);
-			b->done = 1;
-			return 0;
-		}
-		buf_release(&line);
-		b->left = (long long)size;
-	}
-	if (b->left >= 0 && (unsigned long long)n > (unsigned long long)b->left)
-		n = (size_t)b->left;
-	r = conn_read(b->c, dst, n);
-	if (r < 0)
-		return r;
-	if (r == 0) {
-		if (b->left < 0) {
-			b->done = 1;
-			return 0;
-		}
-		return -EBADMSG; /* ended early */
-	}
-	if (b->left > 0) {
-		b->left -= r;
-		if (b->left == 0) {
-			if (b->chunked) {
-				struct buf crlf = BUF_INIT;
-				int err = conn_getline(b->c, &crlf, 2);
-				size_t k = crlf.len;
-
-				buf_release(&crlf);
-				if (err < 0 || k)
-					return -EBADMSG;
-			} else {
-				b->done = 1;
-			}
-		}
-	}
-	return r;
 }
 
 /* ---- answers of our own ---- */
@@ -702,7 +387,7 @@ static int in_list(const char *name, const char *const *list, size_t n)
 }
 
 struct request {
-	struct http_msg m;
+	struct breq_msg m;
 	const char *method;
 	struct remote *rm;
 	size_t idx;
@@ -736,6 +421,119 @@ static int send_chunk(struct conn *c, const void *data, size_t n)
 	return r;
 }
 
+/* Replace every form of rm's token in p[0..n) with '*', byte for byte. */
+static void scrub_span(const struct remote *rm, char *p, size_t n)
+{
+	for (size_t i = 0; i < rm->nsecrets; i++) {
+		const struct buf *sec = &rm->secrets[i];
+		char *q = p, *m;
+		size_t left = n;
+
+		while ((m = memmem(q, left, sec->buf, sec->len))) {
+			memset(m, '*', sec->len);
+			left -= (size_t)(m - q) + sec->len;
+			q = m + sec->len;
+		}
+	}
+}
+
+/*
+ * An answer's body on its way to the client: the last secret_max - 1 bytes
+ * are held back until more comes, so a token split between two reads is
+ * found too.  Lengths do not change (Content-Length and pkt-lines stay
+ * right).
+ */
+struct scrub {
+	const struct remote *rm;
+	struct buf hold;
+};
+
+/* Pass n bytes on through sc (last: all of what is held).  0 or -errno. */
+static int relay(struct conn *client, int chunked, struct scrub *sc, const char *data, size_t n,
+		 int last)
+{
+	size_t keep = last || !sc->rm->secret_max ? 0 : sc->rm->secret_max - 1;
+	size_t ready;
+	int r;
+
+	buf_add(&sc->hold, data, n);
+	scrub_span(sc->rm, sc->hold.buf, sc->hold.len);
+	if (sc->hold.len <= keep)
+		return 0;
+	ready = sc->hold.len - keep;
+	r = chunked ? send_chunk(client, sc->hold.buf, ready)
+		    : conn_write(client, sc->hold.buf, ready);
+	buf_consume(&sc->hold, ready);
+	return r;
+}
+
+/*
+ * Read the start of a receive-pack advertisement into `out`, up to its
+ * first ref line (the one whose capabilities follow a NUL; git sends it
+ * after "# service=...", a flush and maybe "version 1"), and drop
+ * "push-options" from those capabilities, so git does not offer to send
+ * any (they are refused: serve_push()).  *removed is how many bytes
+ * shorter the body got.  0, or -EBADMSG for what is not pkt-lines, or a
+ * read error.
+ */
+static int advert_drop_push_options(struct breq_body *rb, struct buf *out, size_t *removed)
+{
+	size_t pos = 0;
+	int pkts = 0;
+
+	while (pkts < 4) {
+		enum pkt_kind kind;
+		const char *p, *nul, *caps, *end;
+		size_t n;
+		struct buf line = BUF_INIT, rest = BUF_INIT;
+		int r = pkt_parse(out->buf + pos, out->len - pos, &kind, &p, &n);
+
+		if (r < 0)
+			return r;
+		if (r == 0) {
+			ssize_t k;
+
+			buf_grow(out, 65536);
+			k = breq_body_read(rb, out->buf + out->len, 65536);
+			if (k <= 0)
+				return (int)k;
+			buf_setlen(out, out->len + (size_t)k);
+			continue;
+		}
+		pkts++;
+		nul = kind == PKT_DATA ? memchr(p, '\0', n) : NULL;
+		if (!nul) {
+			pos += (size_t)r;
+			continue;
+		}
+		buf_add(&line, p, (size_t)(nul + 1 - p));
+		end = p + n;
+		if (end > nul + 1 && end[-1] == '\n')
+			end--;
+		for (caps = nul + 1; caps < end;) {
+			const char *sp = memchr(caps, ' ', (size_t)(end - caps));
+			size_t k = sp ? (size_t)(sp - caps) : (size_t)(end - caps);
+
+			if (k && !(k == 12 && !memcmp(caps, "push-options", 12))) {
+				if (line.len > (size_t)(nul + 1 - p))
+					buf_addch(&line, ' ');
+				buf_add(&line, caps, k);
+			}
+			caps += k + 1;
+		}
+		buf_add(&line, end, (size_t)(p + n - end));
+		*removed = n - line.len;
+		buf_add(&rest, out->buf + pos + (size_t)r, out->len - pos - (size_t)r);
+		buf_setlen(out, pos);
+		pkt_add(out, line.buf, line.len);
+		buf_add(out, rest.buf, rest.len);
+		buf_release(&line);
+		buf_release(&rest);
+		return 0;
+	}
+	return 0;
+}
+
 /*
  * Send the request to the remote with our credentials: `pre` first, then
  * the rest of the client's body from `rest` (NULL: none).  `length` is the
@@ -744,17 +542,21 @@ static int send_chunk(struct conn *c, const void *data, size_t n)
  * (nothing sent to the client yet when res->status is 0).
  */
 static int forward(struct conn *client, struct request *rq, const struct buf *pre,
-		   struct body *rest, long long length, struct fwd_result *res)
+		   struct breq_body *rest, long long length, struct fwd_result *res)
 {
 	struct remote *rm = rq->rm;
-	struct conn up = CONN_INIT;
-	struct http_msg resp = HTTP_MSG_INIT;
-	struct buf head = BUF_INIT;
-	struct body rb;
+	struct conn up;
+	struct breq_msg resp = BREQ_MSG_INIT;
+	struct buf head = BUF_INIT, ahead = BUF_INIT;
+	struct scrub sc = { rm, BUF_INIT };
+	struct breq_body rb;
 	char *data = xmalloc(65536);
 	int ret = -1, r, chunked_out;
 	long status = 0;
+	long long out_len;
+	const char *ce;
 
+	conn_init(&up, -1);
 	if (upstream_connect(rm, &up, &res->why) < 0)
 		goto out;
 	buf_addf(&head, "%s %s/%s HTTP/1.1\r\nHost: %s\r\n", rq->method, rm->path, rq->rest,
@@ -782,7 +584,7 @@ static int forward(struct conn *client, struct request *rq, const struct buf *pr
 			r = send_chunk(&up, pre->buf, pre->len);
 		res->up_bytes += pre->len;
 		while (!r && rest) {
-			ssize_t n = body_read(rest, data, 65536);
+			ssize_t n = breq_body_read(rest, data, 65536);
 
 			if (n < 0) {
 				buf_addf(&res->why, "reading the request: %s", strerror((int)-n));
@@ -806,8 +608,8 @@ static int forward(struct conn *client, struct request *rq, const struct buf *pr
 	for (;;) {
 		const char *sp;
 
-		http_msg_release(&resp);
-		r = http_read_head(&up, &resp);
+		breq_msg_release(&resp);
+		r = breq_read_head(&up.src, &resp);
 		if (r < 0) {
 			buf_addf(&res->why, "bad answer from %s: %s", rm->hostport, strerror(-r));
 			goto out;
@@ -837,15 +639,40 @@ static int forward(struct conn *client, struct request *rq, const struct buf *pr
 		goto out;
 	}
 	res->status = (int)status;
-	body_init(&rb, &up, &resp, 1);
+	ce = breq_get(&resp, "Content-Encoding");
+	if (ce && strcasecmp(ce, "identity")) {
+		/* Not asked for (no Accept-Encoding goes upstream), and not checkable. */
+		buf_addf(&res->why, "%s sent a compressed answer", rm->hostport);
+		res->status = 502;
+		send_text(client, 502, "the remote sent a compressed answer");
+		goto out;
+	}
+	breq_body_init(&rb, &up.src, &resp, 1);
+	out_len = !resp.chunked && resp.length >= 0 ? resp.length : -1;
+	if (status == 200 && rq->advert && !strcmp(rq->service, "git-receive-pack")) {
+		size_t removed = 0;
+
+		r = advert_drop_push_options(&rb, &ahead, &removed);
+		if (r < 0) {
+			buf_addf(&res->why, "bad receive-pack advertisement from %s: %s",
+				 rm->hostport, strerror(-r));
+			res->status = 502;
+			send_text(client, 502, "the remote sent a bad receive-pack advertisement");
+			goto out;
+		}
+		res->down_bytes += ahead.len + removed;
+		if (out_len >= 0)
+			out_len -= (long long)removed;
+	}
 	buf_reset(&head);
 	buf_addf(&head, "HTTP/1.1 %ld %s\r\n", status, reason_phrase((int)status));
 	for (size_t i = 0; i < resp.nh; i++)
 		if (in_list(resp.h[i].name, pass_response, ARRAY_SIZE(pass_response)))
 			buf_addf(&head, "%s: %s\r\n", resp.h[i].name, resp.h[i].value);
+	scrub_span(rm, head.buf, head.len);
 	chunked_out = 0;
-	if (!resp.chunked && resp.length >= 0)
-		buf_addf(&head, "Content-Length: %lld\r\n", resp.length);
+	if (out_len >= 0)
+		buf_addf(&head, "Content-Length: %lld\r\n", out_len);
 	else if (!rq->http10) {
 		buf_addstr(&head, "Transfer-Encoding: chunked\r\n");
 		chunked_out = 1;
@@ -856,100 +683,33 @@ static int forward(struct conn *client, struct request *rq, const struct buf *pr
 		buf_addstr(&res->why, "the client went away");
 		goto out;
 	}
-	for (;;) {
-		ssize_t n = body_read(&rb, data, 65536);
+	r = relay(client, chunked_out, &sc, ahead.buf, ahead.len, 0);
+	while (!r) {
+		ssize_t n = breq_body_read(&rb, data, 65536);
 
 		if (n < 0) {
 			buf_addf(&res->why, "reading the answer: %s", strerror((int)-n));
 			goto out;
 		}
+		res->down_bytes += (unsigned long long)n;
+		r = relay(client, chunked_out, &sc, data, (size_t)n, n == 0);
 		if (n == 0)
 			break;
-		res->down_bytes += (unsigned long long)n;
-		r = chunked_out ? send_chunk(client, data, (size_t)n)
-				: conn_write(client, data, (size_t)n);
-		if (r < 0) {
-			buf_addstr(&res->why, "the client went away");
-			goto out;
-		}
+	}
+	if (r < 0) {
+		buf_addstr(&res->why, "the client went away");
+		goto out;
 	}
 	if (chunked_out)
 		(void)conn_write(client, "0\r\n\r\n", 5);
 out:
 	free(data);
 	buf_release(&head);
-	http_msg_release(&resp);
+	buf_release(&ahead);
+	buf_release(&sc.hold);
+	breq_msg_release(&resp);
 	conn_close(&up);
 	return ret;
-}
-
-/* ---- request bodies ---- */
-
-/*
- * Inflate a gzip body whole, at most GZIP_MAX bytes of output.  0, -EFBIG,
- * -EBADMSG (not gzip, or trailing bytes) or a body_read() error.
- */
-static int inflate_body(struct body *b, struct buf *out, unsigned long long *in_bytes)
-{
-	z_stream zs;
-	char *in = xmalloc(65536);
-	int r = 0, zr = Z_OK;
-
-	memset(&zs, 0, sizeof(zs));
-	if (inflateInit2(&zs, 16 + MAX_WBITS) != Z_OK) {
-		free(in);
-		return -ENOMEM;
-	}
-	while (zr != Z_STREAM_END) {
-		ssize_t n = body_read(b, in, 65536);
-
-		if (n < 0) {
-			r = (int)n;
-			goto out;
-		}
-		if (n == 0) {
-			r = -EBADMSG;
-			goto out;
-		}
-		*in_bytes += (unsigned long long)n;
-		zs.next_in = (unsigned char *)in;
-		zs.avail_in = (unsigned)n;
-		while (zs.avail_in && zr != Z_STREAM_END) {
-			if (out->len >= GZIP_MAX) {
-				r = -EFBIG;
-				goto out;
-			}
-			buf_grow(out, 65536);
-			zs.next_out = (unsigned char *)out->buf + out->len;
-			zs.avail_out = 65536;
-			zr = inflate(&zs, Z_NO_FLUSH);
-			if (zr != Z_OK && zr != Z_STREAM_END && zr != Z_BUF_ERROR) {
-				r = -EBADMSG;
-				goto out;
-			}
-			buf_setlen(out, out->len + (65536 - zs.avail_out));
-			if (out->len > GZIP_MAX) {
-				r = -EFBIG;
-				goto out;
-			}
-		}
-		if (zr == Z_STREAM_END && zs.avail_in) {
-			r = -EBADMSG;
-			goto out;
-		}
-	}
-	{
-		/* Nothing may follow the gzip stream. */
-		char extra;
-		ssize_t n = body_read(b, &extra, 1);
-
-		if (n != 0)
-			r = n < 0 ? (int)n : -EBADMSG;
-	}
-out:
-	inflateEnd(&zs);
-	free(in);
-	return r;
 }
 
 /* ---- push policy ---- */
@@ -985,9 +745,10 @@ static const char *push_refusal(const struct remote *rm, const struct push_cmd *
  * <reason>" for every ref (report-status), inside side-band 1 if the client
  * asked for side-band, with the same text on band 2 so it also shows as
  * "remote: ..."; or an ERR pkt-line for a client that asked for neither.
+ * `all` is a reason for the whole push; else why[i] for each ref refused.
  */
 static void send_push_refusal(struct conn *client, const struct remote *rm,
-			      const struct push_commands *pc, const char **why)
+			      const struct push_commands *pc, const char **why, const char *all)
 {
 	struct buf report = BUF_INIT, body = BUF_INIT, progress = BUF_INIT, allowed = BUF_INIT;
 	int sb64 = caps_have(pc->caps, "side-band-64k");
@@ -996,12 +757,17 @@ static void send_push_refusal(struct conn *client, const struct remote *rm,
 
 	allowed_list(rm, &allowed);
 	pkt_addf(&report, "unpack ok\n");
+	if (all)
+		buf_addf(&progress, "aibox-broker: refusing this push: %s\n", all);
 	for (size_t i = 0; i < pc->nr; i++) {
 		const char *w = why[i] ? why[i] : "not pushed: another ref of this push was refused";
 
-		pkt_addf(&report, "ng %s %s (allowed: branches %s)\n", pc->cmds[i].ref, w,
-			 allowed.buf);
-		if (why[i])
+		if (all)
+			pkt_addf(&report, "ng %s %s\n", pc->cmds[i].ref, all);
+		else
+			pkt_addf(&report, "ng %s %s (allowed: branches %s)\n", pc->cmds[i].ref, w,
+				 allowed.buf);
+		if (why[i] && !all)
 			buf_addf(&progress,
 				 "aibox-broker: refusing %s: %s; this remote allows pushing "
 				 "branches %s\n",
@@ -1031,46 +797,6 @@ static void send_push_refusal(struct conn *client, const struct remote *rm,
 
 /* ---- one request ---- */
 
-/*
- * Split the target into remote index and rest.  Origin form "/<n>/rest" or
- * absolute form "http://<host>/<n>/rest".  0 or -1.
- */
-static int parse_target(const char *target, size_t *idx, const char **rest)
-{
-	const char *p = target, *slash;
-	long n;
-	char num[8];
-
-	if (!strncasecmp(p, "http://", 7)) {
-		p = strchr(p + 7, '/');
-		if (!p)
-			return -1;
-	}
-	if (*p != '/')
-		return -1;
-	p++;
-	slash = strchr(p, '/');
-	if (!slash || slash == p || (size_t)(slash - p) >= sizeof(num))
-		return -1;
-	memcpy(num, p, (size_t)(slash - p));
-	num[slash - p] = '\0';
-	if (parse_long(num, 0, 9999, &n) < 0 || (num[0] == '0' && num[1]))
-		return -1;
-	*idx = (size_t)n;
-	/*
-	 * insteadOf rewrites by prefix: a remote URL written with ".git" or a
-	 * trailing '/' where the rule has none arrives as /<n>/.git/... or
-	 * /<n>//...; both mean the same repository.
-	 */
-	p = slash + 1;
-	if (!strncmp(p, ".git/", 5))
-		p += 5;
-	while (*p == '/')
-		p++;
-	*rest = p;
-	return 0;
-}
-
 static const char *op_name(const struct request *rq)
 {
 	return !strcmp(rq->service, "git-upload-pack") ? "fetch" : "push";
@@ -1082,8 +808,9 @@ static void log_op(const struct request *rq, const char *result, const char *ref
 {
 	struct buf b = BUF_INIT;
 
-	buf_addf(&b, "remote=%zu url=%s op=%s request=%s %s", rq->idx, rq->rm->url, op_name(rq),
-		 rq->method, rq->advert ? "info/refs" : rq->service);
+	buf_addf(&b, "remote=%zu url=%s op=%s request=", rq->idx, rq->rm->url, op_name(rq));
+	log_add_clean(&b, rq->method, strlen(rq->method), 0);
+	buf_addf(&b, " %s", rq->advert ? "info/refs" : rq->service);
 	if (refs)
 		buf_addf(&b, " refs=%s", refs);
 	buf_addf(&b, " result=%s", result);
@@ -1105,7 +832,7 @@ static void log_op(const struct request *rq, const char *result, const char *ref
  * sends a pack the answer came too early for as a new request (which would
  * then be refused as malformed) instead of reading the refusal.
  */
-static void drain_body(struct body *b)
+static void drain_body(struct breq_body *b)
 {
 	char *sink;
 	unsigned long long total = 0;
@@ -1114,7 +841,7 @@ static void drain_body(struct body *b)
 		return;
 	sink = xmalloc(65536);
 	while (total < DRAIN_MAX) {
-		ssize_t n = body_read(b, sink, 65536);
+		ssize_t n = breq_body_read(b, sink, 65536);
 
 		if (n <= 0)
 			break;
@@ -1123,19 +850,19 @@ static void drain_body(struct body *b)
 	free(sink);
 }
 
-static void serve_push(struct conn *client, struct request *rq, struct body *body,
+static void serve_push(struct conn *client, struct request *rq, struct breq_body *body,
 		       struct fwd_result *res)
 {
 	struct push_commands pc = PUSH_COMMANDS_INIT;
 	struct buf pre = BUF_INIT, refs = BUF_INIT;
-	const char **why = NULL;
+	const char **why = NULL, *all = NULL;
 	long long length = -1;
 	int r, refused = 0;
 
 	if (rq->gzip) {
 		unsigned long long in = 0;
 
-		r = inflate_body(body, &pre, &in);
+		r = breq_inflate(body, &pre, BODY_MAX, &in);
 		res->up_bytes = 0;
 		if (r < 0) {
 			buf_addf(&res->why, "gzip body: %s", strerror(-r));
@@ -1158,7 +885,7 @@ static void serve_push(struct conn *client, struct request *rq, struct body *bod
 			if (r != -EAGAIN)
 				break;
 			push_commands_release(&pc);
-			n = body_read(body, data, 65536);
+			n = breq_body_read(body, data, 65536);
 			if (n <= 0) {
 				r = n == 0 ? -EAGAIN : (int)n;
 				break;
@@ -1175,7 +902,7 @@ static void serve_push(struct conn *client, struct request *rq, struct body *bod
 		 * probe_rpc), which updates nothing.  Forward it if nothing follows.
 		 */
 		char extra;
-		ssize_t n = body ? body_read(body, &extra, 1) : 0;
+		ssize_t n = body ? breq_body_read(body, &extra, 1) : 0;
 
 		if (n == 0) {
 			if (forward(client, rq, &pre, NULL, 4, res) < 0 && !res->status) {
@@ -1214,9 +941,19 @@ static void serve_push(struct conn *client, struct request *rq, struct body *bod
 				 why[i]);
 		}
 	}
+	if (caps_have(pc.caps, "push-options")) {
+		/*
+		 * Push options steer the remote beyond the ref updates (GitLab's
+		 * merge_request.* and ci.variable=, for one): none pass.
+		 */
+		all = "push options (git push -o) are not allowed";
+		buf_reset(&res->why);
+		buf_addstr(&res->why, all);
+		refused = 1;
+	}
 	if (refused) {
 		drain_body(body);
-		send_push_refusal(client, rq->rm, &pc, why);
+		send_push_refusal(client, rq->rm, &pc, why, all);
 		res->status = 200;
 		log_op(rq, "refused", refs.buf, res);
 		goto out;
@@ -1233,30 +970,12 @@ out:
 	buf_release(&refs);
 }
 
-/* Whether data[0..len) is a sequence of whole, well-formed pkt-lines. */
-static int pkt_stream_ok(const char *data, size_t len)
-{
-	size_t pos = 0;
-
-	while (pos < len) {
-		enum pkt_kind kind;
-		const char *p;
-		size_t n;
-		int r = pkt_parse(data + pos, len - pos, &kind, &p, &n);
-
-		if (r <= 0)
-			return 0;
-		pos += (size_t)r;
-	}
-	return len > 0;
-}
-
 /*
  * A fetch request (wants, haves, v2 commands) is small: it is read whole,
- * at most FETCH_BODY_MAX bytes (inflated), and must be well-formed
+ * at most BODY_MAX bytes (inflated), and must be well-formed
  * pkt-lines before anything goes to the remote.
  */
-static void serve_fetch_post(struct conn *client, struct request *rq, struct body *body,
+static void serve_fetch_post(struct conn *client, struct request *rq, struct breq_body *body,
 			     struct fwd_result *res)
 {
 	struct buf pre = BUF_INIT;
@@ -1266,18 +985,18 @@ static void serve_fetch_post(struct conn *client, struct request *rq, struct bod
 	if (rq->gzip) {
 		unsigned long long in = 0;
 
-		r = inflate_body(body, &pre, &in);
+		r = breq_inflate(body, &pre, BODY_MAX, &in);
 	} else {
 		char *data = xmalloc(65536);
 
 		for (;;) {
-			ssize_t n = body_read(body, data, 65536);
+			ssize_t n = breq_body_read(body, data, 65536);
 
 			if (n <= 0) {
 				r = (int)n;
 				break;
 			}
-			if (pre.len + (size_t)n > FETCH_BODY_MAX) {
+			if (pre.len + (size_t)n > BODY_MAX) {
 				r = -EFBIG;
 				break;
 			}
@@ -1341,22 +1060,32 @@ static void linger_close(struct conn *c)
  */
 static void serve_conn(int fd, const char *prefix, size_t prefix_len, long want_idx)
 {
-	struct conn client = CONN_INIT;
+	struct conn client;
 	struct request rq;
 	struct fwd_result res;
-	struct body body;
+	struct breq_body body;
 	const char *sp1, *sp2, *ce;
 	char *target = NULL;
 	int r;
 
 	memset(&rq, 0, sizeof(rq));
-	rq.m = (struct http_msg)HTTP_MSG_INIT;
+	rq.m = (struct breq_msg)BREQ_MSG_INIT;
 	memset(&res, 0, sizeof(res));
-	client.fd = fd;
-	set_timeouts(fd);
-	buf_add(&client.in, prefix, prefix_len);
+	conn_init(&client, fd);
+	/*
+	 * The proxy accepts with SOCK_NONBLOCK and hands its socket over as it
+	 * is: every read and write here blocks, bounded by the timeouts.
+	 */
+	{
+		int fl = fcntl(fd, F_GETFL);
 
-	r = http_read_head(&client, &rq.m);
+		if (fl >= 0 && (fl & O_NONBLOCK))
+			(void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+	}
+	set_timeouts(fd);
+	buf_add(&client.src.in, prefix, prefix_len);
+
+	r = breq_read_head(&client.src, &rq.m);
 	if (r < 0) {
 		if (r != -ENODATA)
 			send_text(&client, r == -EFBIG ? 413 : 400, "bad request");
@@ -1375,7 +1104,7 @@ static void serve_conn(int fd, const char *prefix, size_t prefix_len, long want_
 	target = xstrndup(sp1 + 1, (size_t)(sp2 - sp1 - 1));
 	rq.m.line[sp1 - rq.m.line] = '\0';
 	rq.method = rq.m.line;
-	if (parse_target(target, &rq.idx, &rq.rest) < 0 || rq.idx >= nremotes ||
+	if (breq_parse_target(target, &rq.idx, &rq.rest) < 0 || rq.idx >= nremotes ||
 	    (want_idx >= 0 && (size_t)want_idx != rq.idx)) {
 		struct buf t = BUF_INIT;
 
@@ -1425,9 +1154,9 @@ static void serve_conn(int fd, const char *prefix, size_t prefix_len, long want_
 		log_op(&rq, "refused", NULL, &res);
 		goto out;
 	}
-	ce = http_get(&rq.m, "Content-Encoding");
+	ce = breq_get(&rq.m, "Content-Encoding");
 	if (ce) {
-		if (http_count(&rq.m, "Content-Encoding") > 1 ||
+		if (breq_count(&rq.m, "Content-Encoding") > 1 ||
 		    (strcasecmp(ce, "gzip") && strcasecmp(ce, "x-gzip"))) {
 			res.status = 415;
 			buf_addstr(&res.why, "unsupported Content-Encoding");
@@ -1438,9 +1167,9 @@ static void serve_conn(int fd, const char *prefix, size_t prefix_len, long want_
 		rq.gzip = 1;
 	}
 
-	body_init(&body, &client, &rq.m, 0);
+	breq_body_init(&body, &client.src, &rq.m, 0);
 	{
-		const char *expect = http_get(&rq.m, "Expect");
+		const char *expect = breq_get(&rq.m, "Expect");
 
 		rq.want_continue = expect && !strcasecmp(expect, "100-continue") && !rq.http10;
 	}
@@ -1489,7 +1218,7 @@ out:
 	linger_close(&client);
 	free(target);
 	buf_release(&res.why);
-	http_msg_release(&rq.m);
+	breq_msg_release(&rq.m);
 	conn_close(&client);
 }
 
@@ -1555,6 +1284,32 @@ static void parse_url(struct remote *rm)
 	}
 }
 
+/* Remember s[0..n) as a secret, and its URL-encoded forms (%XX and %xx). */
+static void add_secret(struct remote *rm, const char *s, size_t n)
+{
+	for (int form = 0; form < 3; form++) {
+		struct buf b = BUF_INIT;
+
+		for (size_t i = 0; i < n; i++) {
+			unsigned char c = (unsigned char)s[i];
+
+			if (!form || isalnum(c) || strchr("-._~", c))
+				buf_addch(&b, c);
+			else
+				buf_addf(&b, form == 1 ? "%%%02X" : "%%%02x", c);
+		}
+		if (form && rm->nsecrets && b.len == rm->secrets[rm->nsecrets - 1].len &&
+		    !memcmp(b.buf, rm->secrets[rm->nsecrets - 1].buf, b.len)) {
+			buf_release(&b);
+			continue;
+		}
+		ALLOC_GROW(rm->secrets, rm->nsecrets + 1, rm->secrets_alloc);
+		rm->secrets[rm->nsecrets++] = b;
+		if (b.len > rm->secret_max)
+			rm->secret_max = b.len;
+	}
+}
+
 static void setup_remote(struct remote *rm)
 {
 	struct addrinfo hints;
@@ -1593,6 +1348,10 @@ static void setup_remote(struct remote *rm)
 		snprintf(rm->auth_header, strlen(rm->token) + 32, "Authorization: Bearer %s\r\n",
 			 rm->token);
 	}
+	if (rm->token)
+		add_secret(rm, rm->token, strlen(rm->token));
+	if (cred.len)
+		add_secret(rm, cred.buf, cred.len);
 	explicit_bzero(cred.buf, cred.len);
 	buf_release(&cred);
 }
@@ -1800,9 +1559,14 @@ static int handoff_one(int hfd)
 	if (!sp2)
 		goto bad;
 	*sp2 = '\0';
-	if (strcmp(sp1 + 1, "-") && parse_long(sp1 + 1, 0, 9999, &idx) < 0)
-		goto bad;
-	if (parse_long(sp2 + 1, 0, HEAD_MAX_BYTES, &plen) < 0 ||
+	if (strcmp(sp1 + 1, "-")) {
+		size_t k;
+
+		if (breq_remote_number(sp1 + 1, strlen(sp1 + 1), &k) < 0)
+			goto bad;
+		idx = (long)k;
+	}
+	if (parse_long(sp2 + 1, 0, BREQ_HEAD_MAX, &plen) < 0 ||
 	    (size_t)plen != (size_t)n - (size_t)(nl + 1 - data))
 		goto bad;
 	{
