@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "allow.h"
+#include "broker_req.h"
 #include "buf.h"
 #include "err.h"
 #include "http.h"
@@ -832,19 +833,22 @@ static int is_git_host(const char *host)
 	return !strcmp(host, PROXY_GIT_HOST);
 }
 
-/* The remote number that starts path ("/<n>/..."; decimal, below 1000), or -1. */
+/*
+ * The remote number that starts path ("/<n>/..."), by the broker's rule
+ * (breq_remote_number: digits only, no leading zero, below
+ * BREQ_REMOTES_MAX), or -1.
+ */
 static int git_remote_number(const char *path, size_t len)
 {
-	size_t i = 1;
-	int n = 0;
+	const char *slash;
+	size_t idx;
 
 	if (len < 3 || path[0] != '/')
 		return -1;
-	while (i < len && i < 4 && path[i] >= '0' && path[i] <= '9')
-		n = n * 10 + (path[i++] - '0');
-	if (i == 1 || i >= len || path[i] != '/' || (path[1] == '0' && i > 2))
+	slash = memchr(path + 1, '/', len - 1);
+	if (!slash || breq_remote_number(path + 1, (size_t)(slash - path - 1), &idx) < 0)
 		return -1;
-	return n;
+	return (int)idx;
 }
 
 /*

@@ -204,8 +204,12 @@ vm_git_config() {
 	run raw_request 'GET http://git.aibox.internal/x/info/refs?service=git-upload-pack HTTP/1.1\r\nHost: git.aibox.internal\r\n\r\n'
 	assert_output --partial 'HTTP/1.1 403 Forbidden'
 	assert_output --partial 'aibox-proxy: no remote number in the path'
-	run raw_request 'GET http://git.aibox.internal/007/info/refs?service=git-upload-pack HTTP/1.1\r\nHost: git.aibox.internal\r\n\r\n'
-	assert_output --partial 'HTTP/1.1 403 Forbidden'
+	# The broker's rule (breq_remote_number): digits only, no leading zero, below 1000.
+	for n in 007 -0 +0 00 1000; do
+		run raw_request "GET http://git.aibox.internal/$n/info/refs?service=git-upload-pack HTTP/1.1\r\nHost: git.aibox.internal\r\n\r\n"
+		assert_output --partial 'HTTP/1.1 403 Forbidden'
+		assert_output --partial 'aibox-proxy: no remote number in the path'
+	done
 	# A number with no remote behind it: the broker says so.
 	run raw_request 'GET http://git.aibox.internal/7/info/refs?service=git-upload-pack HTTP/1.1\r\nHost: git.aibox.internal\r\n\r\n'
 	assert_output --partial 'HTTP/1.1 404'
