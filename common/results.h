@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "buf.h"
+#include "bundle_check.h"
 #include "strvec.h"
 
 #define RESULT_JSON_MAX (1024 * 1024)
@@ -130,23 +131,34 @@ void shell_quote(struct buf *out, const char *s);
 size_t proxy_log_hosts(const char *log, size_t len, size_t max, struct strvec *hosts);
 
 /*
- * Check a task's changes.bundle, read from fd from its first byte (the
- * product description: only aibox/task, no prerequisite but the start
- * commit; docs/bundles.md):
- *   - the header (bundle_header_read_fd, bundle_header_expect): its refs are
- *     exactly refs/heads/aibox/task, its only possible prerequisite
- *     start_commit;
- *   - the pack (bundle_pack_verify_fd): at most max_bytes, every object
- *     inflates to its stated size, every delta resolves (the bases of the
- *     thin pack from the repository at repo_dir, which has the start
- *     commit), the object count and the checksum.  The indexer writes its
- *     index into a private folder under tmp_parent (NULL: $TMPDIR or /tmp),
- *     so this cannot run in a process under sandbox_lockdown().
- * 0 with aibox/task's commit (lowercase hex) in end; BUNDLE_REFUSED (1) with
- * "changes.bundle refused: <reason>" appended to why; or a negative errno
- * with "cannot read changes.bundle: <what>" appended to why.
+ * The check of a task's changes.bundle (the product description: only
+ * aibox/task, no prerequisite but the start commit; docs/bundles.md): c's
+ * fd, refs (exactly refs/heads/aibox/task), bases (start_commit), the
+ * repository for the thin pack's bases (repo_dir, which has the start
+ * commit) and the indexer's folder (tmp_parent, NULL: $TMPDIR or /tmp).
+ * The caller sets c->max_bytes and c->lim, then runs it with
+ * bundle_check_fork() and bundle_check_run() (bundle_check.h): the indexer
+ * opens the project's objects and writes its index, so it cannot run in a
+ * process under sandbox_lockdown() without SANDBOX_KEEP_FILES.
+ */
+void result_bundle_check_init(struct bundle_check *c, int fd, const char *start_commit,
+			      const char *repo_dir, const char *tmp_parent);
+
+/*
+ * The verdict as the task says it: 0 with aibox/task's commit (lowercase hex)
+ * in end (in the pack, or the start commit itself: no changes);
+ * BUNDLE_REFUSED (1) with "changes.bundle refused: <reason>" appended to why;
+ * or a negative errno with "cannot check changes.bundle: <what>".
+ */
+int result_bundle_verdict(const struct bundle_check_msg *m, char end[65], struct buf *why);
+
+/*
+ * The same check in this process, no child, no rlimit (the test helper):
+ * max_bytes for the pack, lim's caps (NULL: the defaults).  As
+ * result_bundle_verdict().
  */
 int result_check_bundle(int fd, const char *start_commit, const char *repo_dir,
-			const char *tmp_parent, uint64_t max_bytes, char end[65], struct buf *why);
+			const char *tmp_parent, uint64_t max_bytes,
+			const struct bundle_limits *lim, char end[65], struct buf *why);
 
 #endif

@@ -550,7 +550,7 @@ static int cmd_check_bundle(int argc, char **argv)
 	fd = open(argv[i + 1], O_RDWR | O_CLOEXEC);
 	if (fd < 0)
 		die_errno("cannot open '%s'", argv[i + 1]);
-	ret = result_check_bundle(fd, argv[i], repo, NULL, max, end, &why);
+	ret = result_check_bundle(fd, argv[i], repo, NULL, max, NULL, end, &why);
 	close(fd);
 	if (ret == 0)
 		printf("ok %s\n", end);
