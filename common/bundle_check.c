@@ -149,6 +149,9 @@ out:
 	return ret;
 }
 
+/* One write, never interleaved or split (docs/bundles.md, "Limits"). */
+_Static_assert(sizeof(struct bundle_check_msg) <= PIPE_BUF, "the verdict fits in one write");
+
 /* The child's limits and lockdown; 0 or -errno. */
 static int child_limits(const struct bundle_limits *lim)
 {

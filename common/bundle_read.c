@@ -441,7 +441,7 @@ static int libgit2_reason(struct bundle_pack_result *res)
 		return refuse(res->reason, "pack: a delta's base is not in the pack "
 		                           "(a thin pack: give --repo)");
 	if (e && e->klass == GIT_ERROR_NOMEMORY)
-		return refuse(res->reason, "pack: the check ran out of memory (its limit)");
+		return refuse(res->reason, "pack: the check ran out of memory (memory)");
 	for (i = 0; msg[i] && i < sizeof(clean) - 1; i++)
 		clean[i] = ((unsigned char)msg[i] < 0x20 || msg[i] == 0x7f) ? ' ' : msg[i];
 	clean[i] = '\0';
@@ -664,7 +664,7 @@ static int walk_pack(struct pack_src *s, const struct bundle_pack_opts *o,
 		if (size > max_object) {
 			ret = refuse(res->reason,
 			             "pack: object %u: %llu bytes inflated, over the limit of %llu "
-			             "for one object",
+			             "for one object (max-object)",
 			             (unsigned)i, (unsigned long long)size,
 			             (unsigned long long)max_object);
 			goto out;
@@ -672,8 +672,8 @@ static int walk_pack(struct pack_src *s, const struct bundle_pack_opts *o,
 		total += size;
 		if (total > o->max_inflated) {
 			ret = refuse(res->reason,
-			             "pack: more than %llu bytes inflated in all (the limit), "
-			             "at object %u",
+			             "pack: more than %llu bytes inflated in all "
+			             "(max-inflated), at object %u",
 			             (unsigned long long)o->max_inflated, (unsigned)i);
 			goto out;
 		}
@@ -789,7 +789,7 @@ static int walk_pack(struct pack_src *s, const struct bundle_pack_opts *o,
 				if (big > max_object) {
 					ret = refuse(res->reason,
 					             "pack: object %u: a delta %s %llu bytes, over the "
-					             "limit of %llu for one object",
+					             "limit of %llu for one object (max-object)",
 					             (unsigned)i, dbase > dresult ? "on" : "to",
 					             (unsigned long long)big,
 					             (unsigned long long)max_object);
@@ -798,8 +798,8 @@ static int walk_pack(struct pack_src *s, const struct bundle_pack_opts *o,
 				total += dresult;
 				if (total > o->max_inflated) {
 					ret = refuse(res->reason,
-					             "pack: more than %llu bytes inflated in all (the "
-					             "limit), at object %u",
+					             "pack: more than %llu bytes inflated in all "
+					             "(max-inflated), at object %u",
 					             (unsigned long long)o->max_inflated, (unsigned)i);
 					goto out;
 				}

@@ -429,14 +429,29 @@ size_t proxy_log_hosts(const char *log, size_t len, size_t max, struct strvec *h
 	return distinct;
 }
 
-void result_bundle_check_init(struct bundle_check *c, int fd, const char *start_commit,
-			      const char *repo_dir, const char *tmp_parent)
+static void check_init(struct bundle_check *c, int fd, const char *start_commit,
+		       const char *repo_dir, const char *tmp_parent)
 {
 	c->fd = fd;
 	strvec_push(&c->refs, "refs/heads/aibox/task");
 	strvec_push(&c->bases, start_commit);
 	c->repo_dir = repo_dir;
 	c->tmp_parent = tmp_parent;
+	c->max_bytes = RESULT_BUNDLE_CHECK_MAX;
+}
+
+int result_bundle_check_start(struct bundle_check *c, int fd, const char *start_commit,
+			      const char *repo_dir, const char *tmp_parent, const char *limits,
+			      struct buf *err)
+{
+	int ret;
+
+	check_init(c, fd, start_commit, repo_dir, tmp_parent);
+	if (limits && (ret = bundle_limits_parse(&c->lim, limits, err)) < 0)
+		return ret;
+	if ((ret = bundle_check_fork(c)) < 0)
+		buf_addf(err, "cannot start the check of changes.bundle: %s", strerror(-ret));
+	return ret;
 }
 
 int result_bundle_verdict(const struct bundle_check_msg *m, char end[65], struct buf *why)
@@ -458,7 +473,7 @@ int result_check_bundle(int fd, const char *start_commit, const char *repo_dir,
 	struct bundle_check_msg m;
 	int ret;
 
-	result_bundle_check_init(&c, fd, start_commit, repo_dir, tmp_parent);
+	check_init(&c, fd, start_commit, repo_dir, tmp_parent);
 	c.max_bytes = max_bytes;
 	if (lim)
 		c.lim = *lim;

@@ -131,18 +131,22 @@ void shell_quote(struct buf *out, const char *s);
 size_t proxy_log_hosts(const char *log, size_t len, size_t max, struct strvec *hosts);
 
 /*
- * The check of a task's changes.bundle (the product description: only
- * aibox/task, no prerequisite but the start commit; docs/bundles.md): c's
- * fd, refs (exactly refs/heads/aibox/task), bases (start_commit), the
- * repository for the thin pack's bases (repo_dir, which has the start
- * commit) and the indexer's folder (tmp_parent, NULL: $TMPDIR or /tmp).
- * The caller sets c->max_bytes and c->lim, then runs it with
- * bundle_check_fork() and bundle_check_run() (bundle_check.h): the indexer
- * opens the project's objects and writes its index, so it cannot run in a
- * process under sandbox_lockdown() without SANDBOX_KEEP_FILES.
+ * Start the check of a task's changes.bundle (the product description: only
+ * aibox/task, no prerequisite but the start commit; docs/bundles.md): a
+ * bundle_check (bundle_check.h) of fd with refs exactly refs/heads/aibox/task,
+ * start_commit the only base, the thin pack's bases from repo_dir (which has
+ * the start commit), the indexer's folder under tmp_parent (NULL: $TMPDIR or
+ * /tmp), the pack at most RESULT_BUNDLE_CHECK_MAX bytes, the default limits
+ * changed by limits ("name=value,...", the AIBOX_BUNDLE_LIMITS variable; NULL:
+ * none), and its child forked (it waits for bundle_check_run()).  The indexer
+ * opens the project's objects and writes its index, so the child must be
+ * forked before a sandbox_lockdown() without SANDBOX_KEEP_FILES.  0, or
+ * -EINVAL with the fault in limits, or -errno of the fork, appended to err.
  */
-void result_bundle_check_init(struct bundle_check *c, int fd, const char *start_commit,
-			      const char *repo_dir, const char *tmp_parent);
+#define RESULT_BUNDLE_CHECK_MAX (2ULL << 30)
+int result_bundle_check_start(struct bundle_check *c, int fd, const char *start_commit,
+			      const char *repo_dir, const char *tmp_parent, const char *limits,
+			      struct buf *err);
 
 /*
  * The verdict as the task says it: 0 with aibox/task's commit (lowercase hex)

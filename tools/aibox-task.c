@@ -854,21 +854,18 @@ static ssize_t read_fd_all(int fd, struct buf *out, size_t max)
  * and checks under its own limits and seccomp filter when the task lets it
  * go (docs/task-host.md, "The check of changes.bundle").
  */
-#define CHECK_MAX_BYTES (2ULL << 30)
-
 static void start_checker(struct task *t)
 {
-	const char *env = getenv("AIBOX_BUNDLE_LIMITS");
 	struct buf err = BUF_INIT;
-	int ret;
+	const char *limits = getenv("AIBOX_BUNDLE_LIMITS");
+	int ret = result_bundle_check_start(&t->checker, t->result_fds[RESULT_BUNDLE],
+					    t->start_commit, t->checkout.buf, t->dir.buf, limits,
+					    &err);
 
-	result_bundle_check_init(&t->checker, t->result_fds[RESULT_BUNDLE], t->start_commit,
-				 t->checkout.buf, t->dir.buf);
-	t->checker.max_bytes = CHECK_MAX_BYTES;
-	if (env && bundle_limits_parse(&t->checker.lim, env, &err) < 0)
+	if (ret == -EINVAL)
 		die("AIBOX_BUNDLE_LIMITS: %s", err.buf);
-	if ((ret = bundle_check_fork(&t->checker)) < 0)
-		die_err(ret, "cannot start the check of changes.bundle");
+	if (ret < 0)
+		die("%s", err.buf);
 	buf_release(&err);
 }
 
