@@ -20,8 +20,7 @@
 #include "sandbox.h"
 #include "banned.h"
 
-int bundle_limits_set(struct bundle_limits *l, const char *name, const char *value,
-                      struct buf *err)
+int bundle_limits_set(struct bundle_limits *l, const char *name, const char *value, struct buf *err)
 {
 	uint64_t *size = NULL;
 	unsigned *secs = NULL;
@@ -180,8 +179,8 @@ static int child_limits(const struct bundle_limits *lim)
 			return -errno;
 	}
 #endif
-	return sandbox_lockdown(SANDBOX_SECCOMP, SANDBOX_KEEP_FILES | SANDBOX_NO_NEW_SOCKETS |
-	                                             SANDBOX_NO_PROCESSES);
+	return sandbox_lockdown(SANDBOX_SECCOMP,
+	                        SANDBOX_KEEP_FILES | SANDBOX_NO_NEW_SOCKETS | SANDBOX_NO_PROCESSES);
 }
 
 static void child(struct bundle_check *c, pid_t parent, int go, int ans)
@@ -259,8 +258,8 @@ static long ms_left(const struct timespec *t0, unsigned wall_s)
 	long ms;
 
 	clock_gettime(CLOCK_MONOTONIC, &now);
-	ms = (long)wall_s * 1000 - ((now.tv_sec - t0->tv_sec) * 1000 +
-	                            (now.tv_nsec - t0->tv_nsec) / 1000000);
+	ms = (long)wall_s * 1000 -
+	     ((now.tv_sec - t0->tv_sec) * 1000 + (now.tv_nsec - t0->tv_nsec) / 1000000);
 	return ms < 0 ? 0 : ms;
 }
 
@@ -350,7 +349,8 @@ int bundle_check_run(struct bundle_check *c, struct bundle_verdict *v,
 		return verdict(v, -EINTR, "the check was interrupted");
 	if (timed_out)
 		return verdict(v, BUNDLE_REFUSED,
-		               "the check took longer than its limit of %u s (time)", c->lim.wall_s);
+		               "the check took longer than its limit of %u s (time)",
+		               c->lim.wall_s);
 	if (got < sizeof(m)) {
 		if (w > 0 && WIFSIGNALED(status) &&
 		    (WTERMSIG(status) == SIGXCPU ||

@@ -89,7 +89,7 @@ struct bundle_check {
 
 /* What the child writes: fixed size, every string NUL-terminated. */
 struct bundle_check_msg {
-	int32_t ret; /* 0, BUNDLE_REFUSED or -errno */
+	int32_t ret;                    /* 0, BUNDLE_REFUSED or -errno */
 	struct bundle_pack_result pack; /* pack.reason: the reason of a refusal, header or pack */
 	char tip[BUNDLE_HEXSZ_MAX + 1]; /* the first ref's id (hex), when accepted */
 };

@@ -466,8 +466,8 @@ struct pack_src {
 	unsigned char *win;
 	uint64_t win_off;
 	size_t win_len;
-	EVP_MD_CTX *sha;  /* the checksum, while the walk runs; else NULL */
-	uint64_t hashed;  /* bytes fed to sha */
+	EVP_MD_CTX *sha; /* the checksum, while the walk runs; else NULL */
+	uint64_t hashed; /* bytes fed to sha */
 	uint64_t hash_end;
 };
 
@@ -583,6 +583,15 @@ static int delta_sizes(const unsigned char *d, size_t len, uint64_t *base, uint6
 	return 0;
 }
 
+static int refuse_inflated(struct bundle_pack_result *res, const struct bundle_pack_opts *o,
+                           uint32_t i)
+{
+	return refuse(res->reason,
+	              "pack: more than %llu bytes inflated in all (max-inflated), "
+	              "at object %u",
+	              (unsigned long long)o->max_inflated, (unsigned)i);
+}
+
 /*
  * Our own walk over the pack, before libgit2 sees it: the header, each
  * object's type and size, that each inflates to exactly its stated size and
@@ -671,10 +680,7 @@ static int walk_pack(struct pack_src *s, const struct bundle_pack_opts *o,
 		}
 		total += size;
 		if (total > o->max_inflated) {
-			ret = refuse(res->reason,
-			             "pack: more than %llu bytes inflated in all "
-			             "(max-inflated), at object %u",
-			             (unsigned long long)o->max_inflated, (unsigned)i);
+			ret = refuse_inflated(res, o, i);
 			goto out;
 		}
 		if (type == 0 || type == 5) {
@@ -782,25 +788,25 @@ static int walk_pack(struct pack_src *s, const struct bundle_pack_opts *o,
 				             (unsigned)i, z.msg ? z.msg : "zlib error");
 				goto out;
 			}
-			if ((type == 6 || type == 7) && delta_sizes(dhead, nhead, &dbase, &dresult) == 0) {
-				/* libgit2 holds the base and the result whole, and makes the result. */
+			if ((type == 6 || type == 7) &&
+			    delta_sizes(dhead, nhead, &dbase, &dresult) == 0) {
+				/* libgit2 holds the base and the result whole, and makes the
+				 * result. */
 				uint64_t big = dbase > dresult ? dbase : dresult;
 
 				if (big > max_object) {
-					ret = refuse(res->reason,
-					             "pack: object %u: a delta %s %llu bytes, over the "
-					             "limit of %llu for one object (max-object)",
-					             (unsigned)i, dbase > dresult ? "on" : "to",
-					             (unsigned long long)big,
-					             (unsigned long long)max_object);
+					ret = refuse(
+					    res->reason,
+					    "pack: object %u: a delta %s %llu bytes, over the "
+					    "limit of %llu for one object (max-object)",
+					    (unsigned)i, dbase > dresult ? "on" : "to",
+					    (unsigned long long)big,
+					    (unsigned long long)max_object);
 					goto out;
 				}
 				total += dresult;
 				if (total > o->max_inflated) {
-					ret = refuse(res->reason,
-					             "pack: more than %llu bytes inflated in all "
-					             "(max-inflated), at object %u",
-					             (unsigned long long)o->max_inflated, (unsigned)i);
+					ret = refuse_inflated(res, o, i);
 					goto out;
 				}
 			}
@@ -986,8 +992,7 @@ int bundle_pack_verify_buf(const void *data, size_t len, const struct bundle_pac
 	return verify(&s, o, res);
 }
 
-int bundle_pack_verify_fd(int fd, const struct bundle_pack_opts *o,
-                          struct bundle_pack_result *res)
+int bundle_pack_verify_fd(int fd, const struct bundle_pack_opts *o, struct bundle_pack_result *res)
 {
 	struct stat st;
 	off_t here;
@@ -1008,7 +1013,8 @@ int bundle_pack_verify_fd(int fd, const struct bundle_pack_opts *o,
 		return ret;
 	} else {
 		struct buf b = BUF_INIT;
-		ssize_t n = buf_read_fd(&b, fd, o->max_bytes > SIZE_MAX ? SIZE_MAX : (size_t)o->max_bytes);
+		ssize_t n =
+		    buf_read_fd(&b, fd, o->max_bytes > SIZE_MAX ? SIZE_MAX : (size_t)o->max_bytes);
 
 		if (n == -EFBIG)
 			ret = refuse(res->reason, "pack: larger than %llu bytes",

@@ -139,11 +139,11 @@ struct bundle_pack_result {
 #define BUNDLE_MAX_INFLATED_DEFAULT (256ULL << 20) /* every object, and every delta's result */
 
 struct bundle_pack_opts {
-	const char *repo_dir;   /* a thin pack's bases come from here; NULL: none */
-	const char *tmp_parent; /* the indexer's private folder goes here; NULL: $TMPDIR or /tmp */
-	uint64_t max_bytes;     /* the pack itself, as stored */
-	uint64_t max_object;    /* one object inflated, and a delta's base and result */
-	uint64_t max_inflated;  /* the sum of every object inflated and every delta's result */
+	const char *repo_dir;    /* a thin pack's bases come from here; NULL: none */
+	const char *tmp_parent;  /* the indexer's private folder goes here; NULL: $TMPDIR or /tmp */
+	uint64_t max_bytes;      /* the pack itself, as stored */
+	uint64_t max_object;     /* one object inflated, and a delta's base and result */
+	uint64_t max_inflated;   /* the sum of every object inflated and every delta's result */
 	const char *const *tips; /* ids (hex) the pack must hold, e.g. its refs' tips */
 	size_t nr_tips;
 };
@@ -173,8 +173,7 @@ struct bundle_pack_opts {
  * is named in it), or -errno when fd could not be read, tmp_parent could not
  * be written or repo_dir could not be opened (-ENOENT).
  */
-int bundle_pack_verify_fd(int fd, const struct bundle_pack_opts *o,
-                          struct bundle_pack_result *res);
+int bundle_pack_verify_fd(int fd, const struct bundle_pack_opts *o, struct bundle_pack_result *res);
 
 /* The same for a pack in memory (the fuzzer's entry point); o->max_bytes is not used. */
 int bundle_pack_verify_buf(const void *data, size_t len, const struct bundle_pack_opts *o,
