@@ -342,3 +342,12 @@ checked() {
 	accepted --pack --limit max-object=1G,max-inflated=1G,memory=512M,cpu=20,time=30 \
 		"$F/good-v2.bundle"
 }
+
+@test "bundle-check: the checker's address space is limited (not in a sanitizer build)" {
+	if ldd "$(command -v aibox-bundle-check)" | grep -q libasan; then
+		skip "a sanitizer build sets no address-space limit (ASan's shadow takes terabytes)"
+	fi
+	# 16 MiB of base, delta and result: about 55 MiB, more than 20 MiB
+	"$TOP/t/make-bundle-fixtures" --bomb wide 16 wide.bundle
+	refused wide.bundle "pack: the check ran out of memory (memory)" --pack --limit memory=20M
+}
