@@ -583,13 +583,28 @@ static int delta_sizes(const unsigned char *d, size_t len, uint64_t *base, uint6
 	return 0;
 }
 
-static int refuse_inflated(struct bundle_pack_result *res, const struct bundle_pack_opts *o,
-                           uint32_t i)
+/*
+ * An object (what: "") or a delta's base or result (what: "a delta on ", "a
+ * delta to ") of size bytes, within max_object; then add bytes to the total,
+ * within o->max_inflated.  0, or BUNDLE_REFUSED naming the limit.
+ */
+static int add_inflated(struct bundle_pack_result *res, const struct bundle_pack_opts *o,
+                        uint32_t i, const char *what, uint64_t size, uint64_t max_object,
+                        uint64_t bytes, uint64_t *total)
 {
-	return refuse(res->reason,
-	              "pack: more than %llu bytes inflated in all (max-inflated), "
-	              "at object %u",
-	              (unsigned long long)o->max_inflated, (unsigned)i);
+	if (size > max_object)
+		return refuse(res->reason,
+		              "pack: object %u: %s%llu bytes%s, over the limit of %llu for one "
+		              "object (max-object)",
+		              (unsigned)i, what, (unsigned long long)size, *what ? "" : " inflated",
+		              (unsigned long long)max_object);
+	*total += bytes;
+	if (*total > o->max_inflated)
+		return refuse(res->reason,
+		              "pack: more than %llu bytes inflated in all (max-inflated), at "
+		              "object %u",
+		              (unsigned long long)o->max_inflated, (unsigned)i);
+	return 0;
 }
 
 /*
@@ -670,19 +685,8 @@ static int walk_pack(struct pack_src *s, const struct bundle_pack_opts *o,
 			size |= (uint64_t)(c & 0x7f) << shift;
 			shift += 7;
 		}
-		if (size > max_object) {
-			ret = refuse(res->reason,
-			             "pack: object %u: %llu bytes inflated, over the limit of %llu "
-			             "for one object (max-object)",
-			             (unsigned)i, (unsigned long long)size,
-			             (unsigned long long)max_object);
+		if ((ret = add_inflated(res, o, i, "", size, max_object, size, &total)))
 			goto out;
-		}
-		total += size;
-		if (total > o->max_inflated) {
-			ret = refuse_inflated(res, o, i);
-			goto out;
-		}
 		if (type == 0 || type == 5) {
 			ret = refuse(res->reason, "pack: object %u: unknown type %u", (unsigned)i,
 			             type);
@@ -792,23 +796,13 @@ static int walk_pack(struct pack_src *s, const struct bundle_pack_opts *o,
 			    delta_sizes(dhead, nhead, &dbase, &dresult) == 0) {
 				/* libgit2 holds the base and the result whole, and makes the
 				 * result. */
-				uint64_t big = dbase > dresult ? dbase : dresult;
+				int on = dbase > dresult;
 
-				if (big > max_object) {
-					ret = refuse(
-					    res->reason,
-					    "pack: object %u: a delta %s %llu bytes, over the "
-					    "limit of %llu for one object (max-object)",
-					    (unsigned)i, dbase > dresult ? "on" : "to",
-					    (unsigned long long)big,
-					    (unsigned long long)max_object);
+				ret =
+				    add_inflated(res, o, i, on ? "a delta on " : "a delta to ",
+				                 on ? dbase : dresult, max_object, dresult, &total);
+				if (ret)
 					goto out;
-				}
-				total += dresult;
-				if (total > o->max_inflated) {
-					ret = refuse_inflated(res, o, i);
-					goto out;
-				}
 			}
 			continue;
 		trunc_obj:
