@@ -4,12 +4,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <git2.h>
+#include <git2/sys/odb_backend.h>
 #include <openssl/evp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -440,78 +440,253 @@ static int libgit2_reason(struct bundle_pack_result *res)
 	if (strstr(msg, "thin pack"))
 		return refuse(res->reason, "pack: a delta's base is not in the pack "
 		                           "(a thin pack: give --repo)");
+	if (e && e->klass == GIT_ERROR_NOMEMORY)
+		return refuse(res->reason, "pack: the check ran out of memory (memory)");
 	for (i = 0; msg[i] && i < sizeof(clean) - 1; i++)
 		clean[i] = ((unsigned char)msg[i] < 0x20 || msg[i] == 0x7f) ? ' ' : msg[i];
 	clean[i] = '\0';
 	return refuse(res->reason, "pack: %s", clean);
 }
 
-/* The largest object we accept; git's own limit is the address space. */
+/* The largest object the format can state; git's own limit is the address space. */
 #define PACK_OBJECT_MAX ((uint64_t)4 << 30)
+/* How much of a file the walk and the indexer see at a time. */
+#define PACK_WINDOW (1 << 20)
+
+/*
+ * The pack as the walk and the indexer read it: the whole of it in memory,
+ * or a file read in windows of PACK_WINDOW bytes, in order.  While hashing,
+ * every byte below hash_end is fed to the SHA-1 once, as the windows pass.
+ */
+struct pack_src {
+	const unsigned char *mem; /* the pack, or NULL: read fd */
+	int fd;
+	off_t base;   /* where the pack starts in fd */
+	uint64_t len; /* the pack's length */
+	unsigned char *win;
+	uint64_t win_off;
+	size_t win_len;
+	EVP_MD_CTX *sha; /* the checksum, while the walk runs; else NULL */
+	uint64_t hashed; /* bytes fed to sha */
+	uint64_t hash_end;
+};
+
+static int src_fill(struct pack_src *s, uint64_t off)
+{
+	size_t n = s->len - off < PACK_WINDOW ? (size_t)(s->len - off) : PACK_WINDOW, got = 0;
+
+	while (got < n) {
+		ssize_t r = pread(s->fd, s->win + got, n - got, s->base + (off_t)(off + got));
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return -errno;
+		if (r == 0)
+			return -EIO; /* the file shrank under us */
+		got += (size_t)r;
+	}
+	s->win_off = off;
+	s->win_len = n;
+	return 0;
+}
+
+/* Feed the checksum what the window holds of [hashed, upto). */
+static void src_hash_window(struct pack_src *s, uint64_t upto)
+{
+	uint64_t wend = s->win_off + s->win_len;
+
+	if (!s->sha || s->hashed < s->win_off || s->hashed >= wend)
+		return;
+	if (upto > wend)
+		upto = wend;
+	if (upto > s->hash_end)
+		upto = s->hash_end;
+	if (upto > s->hashed) {
+		EVP_DigestUpdate(s->sha, s->win + (s->hashed - s->win_off), upto - s->hashed);
+		s->hashed = upto;
+	}
+}
+
+/*
+ * The bytes at off (off <= len): at least min(want, len - off) of them, want
+ * at most PACK_WINDOW; *avail says how many follow in memory.  NULL with
+ * *err set when the file cannot be read.
+ */
+static const unsigned char *src_at(struct pack_src *s, uint64_t off, size_t want, size_t *avail,
+                                   int *err)
+{
+	uint64_t left = s->len - off;
+
+	if (s->mem) {
+		*avail = left > SIZE_MAX ? SIZE_MAX : (size_t)left;
+		return s->mem + off;
+	}
+	if (want > left)
+		want = (size_t)left;
+	if (off < s->win_off || off + want > s->win_off + s->win_len) {
+		/* Hash what this window had, and anything skipped, before it goes. */
+		src_hash_window(s, UINT64_MAX);
+		while (s->sha && s->hashed < off && s->hashed < s->hash_end) {
+			if ((*err = src_fill(s, s->hashed)) < 0)
+				return NULL;
+			src_hash_window(s, off);
+		}
+		if ((*err = src_fill(s, off)) < 0)
+			return NULL;
+	}
+	*avail = (size_t)(s->win_off + s->win_len - off);
+	return s->win + (off - s->win_off);
+}
+
+/* The checksum of the pack's first hash_end bytes, into sum[20]. */
+static int src_hash_finish(struct pack_src *s, unsigned char *sum)
+{
+	unsigned int n = 0;
+	int err = 0;
+
+	if (s->mem) {
+		EVP_DigestUpdate(s->sha, s->mem, s->hash_end);
+	} else {
+		while (s->hashed < s->hash_end) {
+			size_t avail;
+
+			if (!src_at(s, s->hashed, 1, &avail, &err))
+				return err;
+			src_hash_window(s, s->hash_end);
+		}
+	}
+	if (!EVP_DigestFinal_ex(s->sha, sum, &n) || n != 20)
+		return -EIO;
+	return 0;
+}
+
+/* The two sizes at the start of a delta's data: its base's and its result's. */
+static int delta_sizes(const unsigned char *d, size_t len, uint64_t *base, uint64_t *result)
+{
+	size_t i = 0;
+
+	for (int k = 0; k < 2; k++) {
+		uint64_t v = 0;
+		unsigned shift = 0;
+		unsigned char c;
+
+		do {
+			if (i >= len || shift > 63)
+				return -1;
+			c = d[i++];
+			v |= (uint64_t)(c & 0x7f) << shift;
+			shift += 7;
+		} while (c & 0x80);
+		*(k ? result : base) = v;
+	}
+	return 0;
+}
+
+/*
+ * An object (what: "") or a delta's base or result (what: "a delta on ", "a
+ * delta to ") of size bytes, within max_object; then add bytes to the total,
+ * within o->max_inflated.  0, or BUNDLE_REFUSED naming the limit.
+ */
+static int add_inflated(struct bundle_pack_result *res, const struct bundle_pack_opts *o,
+                        uint32_t i, const char *what, uint64_t size, uint64_t max_object,
+                        uint64_t bytes, uint64_t *total)
+{
+	if (size > max_object)
+		return refuse(res->reason,
+		              "pack: object %u: %s%llu bytes%s, over the limit of %llu for one "
+		              "object (max-object)",
+		              (unsigned)i, what, (unsigned long long)size, *what ? "" : " inflated",
+		              (unsigned long long)max_object);
+	*total += bytes;
+	if (*total > o->max_inflated)
+		return refuse(res->reason,
+		              "pack: more than %llu bytes inflated in all (max-inflated), at "
+		              "object %u",
+		              (unsigned long long)o->max_inflated, (unsigned)i);
+	return 0;
+}
 
 /*
  * Our own walk over the pack, before libgit2 sees it: the header, each
  * object's type and size, that each inflates to exactly its stated size and
- * ends where the next begins, the count, and the trailing SHA-1.  Gives a
- * plain reason for each fault (libgit2 misses a wrong size and words the
- * rest for its own developers).
+ * ends where the next begins, the limits on what it inflates, the count, and
+ * the trailing SHA-1.  Gives a plain reason for each fault (libgit2 misses a
+ * wrong size and words the rest for its own developers).
  */
-static int walk_pack(const unsigned char *p, size_t len, struct bundle_pack_result *res)
+static int walk_pack(struct pack_src *s, const struct bundle_pack_opts *o,
+                     struct bundle_pack_result *res)
 {
-	unsigned char sum[EVP_MAX_MD_SIZE], *out = NULL;
+	unsigned char sum[EVP_MAX_MD_SIZE], *out = NULL, dhead[24];
+	const unsigned char *p;
 	const size_t out_size = 64 * 1024;
-	size_t pos = 12, end, *offs = NULL, nr_offs = 0, alloc_offs = 0;
-	unsigned int sumlen = 0;
+	uint64_t pos = 12, end, *offs = NULL, total = 0, max_object = o->max_object;
+	size_t nr_offs = 0, alloc_offs = 0, avail;
 	z_stream z;
 	int ret = 0, zinit = 0;
 
-	if (len < 4 || memcmp(p, "PACK", 4))
-		return refuse(res->reason, len < 4
+	if (max_object > PACK_OBJECT_MAX)
+		max_object = PACK_OBJECT_MAX;
+	p = src_at(s, 0, 12, &avail, &ret);
+	if (!p)
+		return ret;
+	if (s->len < 4 || memcmp(p, "PACK", 4))
+		return refuse(res->reason, s->len < 4
 		                               ? "pack: missing (the bundle ends after its header)"
 		                               : "pack: no pack signature");
-	if (len < 12)
+	if (s->len < 12)
 		return refuse(res->reason, "pack: truncated in its header");
 	res->version = be32(p + 4);
 	if (res->version != 2 && res->version != 3)
 		return refuse(res->reason, "pack: unsupported version %u", (unsigned)res->version);
 	res->objects = be32(p + 8);
-	if (len < 12 + 20)
+	if (s->len < 12 + 20)
 		return refuse(res->reason, "pack: truncated (no checksum)");
-	end = len - 20;
+	end = s->len - 20;
 
+	s->sha = EVP_MD_CTX_new();
+	if (!s->sha || !EVP_DigestInit_ex(s->sha, EVP_sha1(), NULL)) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	s->hashed = 0;
+	s->hash_end = end;
 	memset(&z, 0, sizeof(z));
-	if (inflateInit(&z) != Z_OK)
-		return -ENOMEM;
+	if (inflateInit(&z) != Z_OK) {
+		ret = -ENOMEM;
+		goto out;
+	}
 	zinit = 1;
 	out = xmalloc(out_size);
 	for (uint32_t i = 0; i < res->objects; i++) {
-		size_t start = pos;
+		uint64_t start = pos, size, hlen;
 		unsigned type, shift = 4;
-		uint64_t size;
 		unsigned char c;
+		size_t k = 0;
 
 		if (pos >= end) {
 			ret = refuse(res->reason, "pack: ends after %u of %u objects (truncated?)",
 			             (unsigned)i, (unsigned)res->objects);
 			goto out;
 		}
-		c = p[pos++];
+		/* The object's header: type and size, then a delta's base; 64 bytes hold it. */
+		if (!(p = src_at(s, pos, 64, &avail, &ret)))
+			goto out;
+		hlen = end - pos < avail ? end - pos : avail;
+		c = p[k++];
 		type = (c >> 4) & 7;
 		size = c & 15;
 		while (c & 0x80) {
-			if (pos >= end || shift > 60) {
+			if (k >= hlen || shift > 60) {
 				ret = refuse(res->reason, "pack: object %u: bad size", (unsigned)i);
 				goto out;
 			}
-			c = p[pos++];
+			c = p[k++];
 			size |= (uint64_t)(c & 0x7f) << shift;
 			shift += 7;
 		}
-		if (size > PACK_OBJECT_MAX) {
-			ret = refuse(res->reason, "pack: object %u: larger than %llu bytes",
-			             (unsigned)i, (unsigned long long)PACK_OBJECT_MAX);
+		if ((ret = add_inflated(res, o, i, "", size, max_object, size, &total)))
 			goto out;
-		}
 		if (type == 0 || type == 5) {
 			ret = refuse(res->reason, "pack: object %u: unknown type %u", (unsigned)i,
 			             type);
@@ -521,14 +696,14 @@ static int walk_pack(const unsigned char *p, size_t len, struct bundle_pack_resu
 			uint64_t back;
 			size_t lo = 0, hi = nr_offs;
 
-			if (pos >= end)
+			if (k >= hlen)
 				goto trunc;
-			c = p[pos++];
+			c = p[k++];
 			back = c & 0x7f;
 			while (c & 0x80) {
-				if (pos >= end || back > (UINT64_MAX >> 8))
+				if (k >= hlen || back > (UINT64_MAX >> 8))
 					goto trunc;
-				c = p[pos++];
+				c = p[k++];
 				back = ((back + 1) << 7) | (c & 0x7f);
 			}
 			if (back == 0 || back > start - 12) {
@@ -552,29 +727,58 @@ static int walk_pack(const unsigned char *p, size_t len, struct bundle_pack_resu
 				goto out;
 			}
 		} else if (type == 7) { /* REF_DELTA: the base's id */
-			if (end - pos < 20)
+			if (hlen - k < 20)
 				goto trunc;
-			pos += 20;
+			k += 20;
 		}
+		pos += k;
 		ALLOC_GROW(offs, nr_offs + 1, alloc_offs);
 		offs[nr_offs++] = start;
 
-		/* Inflate, counting what comes out. */
+		/* Inflate, counting what comes out, a window of input at a time. */
 		{
-			uint64_t got = 0;
-			int zr;
+			uint64_t got = 0, dbase = 0, dresult = 0;
+			size_t nhead = 0;
+			int zr = Z_OK;
 
 			inflateReset(&z);
-			z.next_in = (unsigned char *)(uintptr_t)(p + pos);
-			z.avail_in = end - pos > UINT32_MAX ? UINT32_MAX : (uInt)(end - pos);
-			do {
+			z.avail_in = 0;
+			for (;;) {
+				size_t produced;
+				uInt before;
+
+				if (z.avail_in == 0) {
+					if (pos >= end)
+						goto trunc_obj;
+					if (!(p = src_at(s, pos, PACK_WINDOW, &avail, &ret)))
+						goto out;
+					if (avail > end - pos)
+						avail = (size_t)(end - pos);
+					z.next_in = (unsigned char *)(uintptr_t)p;
+					z.avail_in = avail > UINT32_MAX ? UINT32_MAX : (uInt)avail;
+				}
+				before = z.avail_in;
 				z.next_out = out;
 				z.avail_out = out_size;
 				zr = inflate(&z, Z_NO_FLUSH);
-				got += out_size - z.avail_out;
-				if (got > size)
+				pos += before - z.avail_in;
+				produced = out_size - z.avail_out;
+				if (nhead < sizeof(dhead)) {
+					size_t n = sizeof(dhead) - nhead < produced
+					               ? sizeof(dhead) - nhead
+					               : produced;
+
+					memcpy(dhead + nhead, out, n);
+					nhead += n;
+				}
+				got += produced;
+				if (got > size || zr == Z_STREAM_END)
 					break;
-			} while (zr == Z_OK && (z.avail_out == 0 || z.avail_in > 0));
+				if (zr == Z_BUF_ERROR && z.avail_in == 0)
+					continue; /* it wants more input */
+				if (zr != Z_OK)
+					break;
+			}
 			if (got > size || (zr == Z_STREAM_END && got != size)) {
 				ret = refuse(res->reason,
 				             "pack: object %u: inflates to %s%llu bytes, not %llu",
@@ -584,13 +788,22 @@ static int walk_pack(const unsigned char *p, size_t len, struct bundle_pack_resu
 				goto out;
 			}
 			if (zr != Z_STREAM_END) {
-				if (zr == Z_BUF_ERROR || (zr == Z_OK && z.avail_in == 0))
-					goto trunc_obj;
 				ret = refuse(res->reason, "pack: object %u does not inflate (%s)",
 				             (unsigned)i, z.msg ? z.msg : "zlib error");
 				goto out;
 			}
-			pos += (size_t)((const unsigned char *)z.next_in - (p + pos));
+			if ((type == 6 || type == 7) &&
+			    delta_sizes(dhead, nhead, &dbase, &dresult) == 0) {
+				/* libgit2 holds the base and the result whole, and makes the
+				 * result. */
+				int on = dbase > dresult;
+
+				ret =
+				    add_inflated(res, o, i, on ? "a delta on " : "a delta to ",
+				                 on ? dbase : dresult, max_object, dresult, &total);
+				if (ret)
+					goto out;
+			}
 			continue;
 		trunc_obj:
 			ret =
@@ -604,26 +817,28 @@ static int walk_pack(const unsigned char *p, size_t len, struct bundle_pack_resu
 	}
 	if (pos != end) {
 		ret = refuse(res->reason,
-		             "pack: %zu bytes after the last of %u objects (wrong object count?)",
-		             end - pos, (unsigned)res->objects);
+		             "pack: %llu bytes after the last of %u objects (wrong object count?)",
+		             (unsigned long long)(end - pos), (unsigned)res->objects);
 		goto out;
 	}
-	if (!EVP_Digest(p, end, sum, &sumlen, EVP_sha1(), NULL) || sumlen != 20) {
-		ret = -EIO;
+	if ((ret = src_hash_finish(s, sum)) < 0)
 		goto out;
-	}
-	if (memcmp(sum, p + end, 20)) {
+	if (!(p = src_at(s, end, 20, &avail, &ret)))
+		goto out;
+	if (memcmp(sum, p, 20)) {
 		ret = refuse(res->reason, "pack: checksum mismatch");
 		goto out;
 	}
-	for (int k = 0; k < 20; k++) {
-		res->checksum[2 * k] = "0123456789abcdef"[sum[k] >> 4];
-		res->checksum[2 * k + 1] = "0123456789abcdef"[sum[k] & 15];
+	for (int j = 0; j < 20; j++) {
+		res->checksum[2 * j] = "0123456789abcdef"[sum[j] >> 4];
+		res->checksum[2 * j + 1] = "0123456789abcdef"[sum[j] & 15];
 	}
 	res->checksum[40] = '\0';
 out:
 	if (zinit)
 		inflateEnd(&z);
+	EVP_MD_CTX_free(s->sha);
+	s->sha = NULL;
 	free(out);
 	free(offs);
 	return ret;
@@ -649,9 +864,43 @@ static void remove_tmp(const char *dir)
 	rmdir(dir);
 }
 
-/* Let libgit2's indexer resolve every delta (bases from repo_dir if given). */
-static int index_pack(const unsigned char *p, size_t len, const char *repo_dir,
-                      const char *tmp_parent, struct bundle_pack_result *res)
+/* Whether each of o->tips is in the pack the indexer wrote into dir. */
+static int check_tips(git_indexer *idx, const char *dir, const struct bundle_pack_opts *o,
+                      struct bundle_pack_result *res)
+{
+	struct buf path = BUF_INIT;
+	git_odb *odb = NULL;
+	git_odb_backend *be = NULL;
+	int ret = 0;
+
+	buf_addf(&path, "%s/pack-%s.idx", dir, git_indexer_name(idx));
+	if (git_odb_new(&odb) < 0 || git_odb_backend_one_pack(&be, path.buf) < 0) {
+		ret = -EIO;
+		goto out;
+	}
+	if (git_odb_add_backend(odb, be, 1) < 0) {
+		be->free(be);
+		ret = -EIO;
+		goto out;
+	}
+	for (size_t i = 0; i < o->nr_tips; i++) {
+		git_oid id;
+
+		if (git_oid_fromstr(&id, o->tips[i]) < 0 || !git_odb_exists(odb, &id)) {
+			ret = refuse(res->reason, "pack: does not hold %.64s, a ref's tip",
+			             o->tips[i]);
+			break;
+		}
+	}
+out:
+	git_odb_free(odb);
+	buf_release(&path);
+	return ret;
+}
+
+/* Let libgit2's indexer resolve every delta (bases from o->repo_dir if given). */
+static int index_pack(struct pack_src *s, const struct bundle_pack_opts *o,
+                      struct bundle_pack_result *res)
 {
 	git_indexer_options opts = GIT_INDEXER_OPTIONS_INIT;
 	git_indexer_progress stats = {0};
@@ -659,6 +908,7 @@ static int index_pack(const unsigned char *p, size_t len, const char *repo_dir,
 	git_indexer *idx = NULL;
 	git_odb *odb = NULL;
 	struct buf tmp = BUF_INIT;
+	const char *tmp_parent = o->tmp_parent;
 	int ret = 0;
 
 	if (!tmp_parent)
@@ -672,8 +922,11 @@ static int index_pack(const unsigned char *p, size_t len, const char *repo_dir,
 		return ret;
 	}
 	git_libgit2_init();
-	if (repo_dir &&
-	    (git_repository_open_ext(&repo, repo_dir, GIT_REPOSITORY_OPEN_NO_SEARCH, NULL) < 0 ||
+	/* Small windows on its copy of the pack: what it maps stays small too. */
+	git_libgit2_opts(GIT_OPT_SET_MWINDOW_SIZE, (size_t)PACK_WINDOW);
+	git_libgit2_opts(GIT_OPT_SET_MWINDOW_MAPPED_LIMIT, (size_t)(8 * PACK_WINDOW));
+	if (o->repo_dir &&
+	    (git_repository_open_ext(&repo, o->repo_dir, GIT_REPOSITORY_OPEN_NO_SEARCH, NULL) < 0 ||
 	     git_repository_odb(&odb, repo) < 0)) {
 		ret = -ENOENT;
 		goto out;
@@ -683,20 +936,27 @@ static int index_pack(const unsigned char *p, size_t len, const char *repo_dir,
 		goto out;
 	}
 	/* In slices: the indexer copies what it is given. */
-	for (size_t off = 0; off < len;) {
-		size_t n = len - off > (1 << 20) ? (1 << 20) : len - off;
+	for (uint64_t off = 0; off < s->len;) {
+		size_t avail;
+		const unsigned char *p = src_at(s, off, PACK_WINDOW, &avail, &ret);
 
-		if (git_indexer_append(idx, p + off, n, &stats) < 0) {
+		if (!p)
+			goto out;
+		if (avail > PACK_WINDOW)
+			avail = PACK_WINDOW;
+		if (git_indexer_append(idx, p, avail, &stats) < 0) {
 			ret = libgit2_reason(res);
 			goto out;
 		}
-		off += n;
+		off += avail;
 	}
 	if (git_indexer_commit(idx, &stats) < 0) {
 		ret = libgit2_reason(res);
 		goto out;
 	}
 	res->indexed = stats.indexed_objects;
+	if (o->nr_tips)
+		ret = check_tips(idx, tmp.buf, o, res);
 out:
 	git_indexer_free(idx);
 	git_odb_free(odb);
@@ -707,20 +967,26 @@ out:
 	return ret;
 }
 
-int bundle_pack_verify_buf(const void *data, size_t len, const char *repo_dir,
-                           const char *tmp_parent, struct bundle_pack_result *res)
+static int verify(struct pack_src *s, const struct bundle_pack_opts *o,
+                  struct bundle_pack_result *res)
 {
-	int ret;
+	int ret = walk_pack(s, o, res);
 
-	memset(res, 0, sizeof(*res));
-	ret = walk_pack(data, len, res);
 	if (ret)
 		return ret;
-	return index_pack(data, len, repo_dir, tmp_parent, res);
+	return index_pack(s, o, res);
 }
 
-int bundle_pack_verify_fd(int fd, const char *repo_dir, const char *tmp_parent, uint64_t max_bytes,
-                          struct bundle_pack_result *res)
+int bundle_pack_verify_buf(const void *data, size_t len, const struct bundle_pack_opts *o,
+                           struct bundle_pack_result *res)
+{
+	struct pack_src s = {.mem = data, .fd = -1, .len = len};
+
+	memset(res, 0, sizeof(*res));
+	return verify(&s, o, res);
+}
+
+int bundle_pack_verify_fd(int fd, const struct bundle_pack_opts *o, struct bundle_pack_result *res)
 {
 	struct stat st;
 	off_t here;
@@ -729,36 +995,28 @@ int bundle_pack_verify_fd(int fd, const char *repo_dir, const char *tmp_parent, 
 	memset(res, 0, sizeof(*res));
 	here = lseek(fd, 0, SEEK_CUR);
 	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && here >= 0 && st.st_size >= here) {
-		/* A file: map it, whatever its size, rather than copy it. */
-		long page = sysconf(_SC_PAGESIZE);
-		off_t base = here - here % page;
-		uint64_t len = (uint64_t)(st.st_size - here);
-		void *map;
+		/* A file: read in windows, whatever its size. */
+		struct pack_src s = {.fd = fd, .base = here, .len = (uint64_t)(st.st_size - here)};
 
-		if (len > max_bytes)
+		if (s.len > o->max_bytes)
 			return refuse(res->reason, "pack: larger than %llu bytes",
-			              (unsigned long long)max_bytes);
-		if (len == 0)
-			return bundle_pack_verify_buf("", 0, repo_dir, tmp_parent, res);
-		map = mmap(NULL, (size_t)(st.st_size - base), PROT_READ, MAP_PRIVATE, fd, base);
-		if (map == MAP_FAILED)
-			return -errno;
-		ret = bundle_pack_verify_buf((const char *)map + (here - base), (size_t)len,
-		                             repo_dir, tmp_parent, res);
-		munmap(map, (size_t)(st.st_size - base));
+			              (unsigned long long)o->max_bytes);
+		s.win = xmalloc(PACK_WINDOW);
+		ret = verify(&s, o, res);
+		free(s.win);
 		return ret;
 	} else {
 		struct buf b = BUF_INIT;
 		ssize_t n =
-		    buf_read_fd(&b, fd, max_bytes > SIZE_MAX ? SIZE_MAX : (size_t)max_bytes);
+		    buf_read_fd(&b, fd, o->max_bytes > SIZE_MAX ? SIZE_MAX : (size_t)o->max_bytes);
 
 		if (n == -EFBIG)
 			ret = refuse(res->reason, "pack: larger than %llu bytes",
-			             (unsigned long long)max_bytes);
+			             (unsigned long long)o->max_bytes);
 		else if (n < 0)
 			ret = (int)n;
 		else
-			ret = bundle_pack_verify_buf(b.buf, b.len, repo_dir, tmp_parent, res);
+			ret = bundle_pack_verify_buf(b.buf ? b.buf : "", b.len, o, res);
 		buf_release(&b);
 		return ret;
 	}

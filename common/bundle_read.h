@@ -131,24 +131,52 @@ struct bundle_pack_result {
 };
 
 /*
+ * What a pack may make the check inflate (docs/bundles.md, "Limits"): the
+ * walk refuses a pack beyond either before libgit2 sees it.  The defaults
+ * keep the check of any pack within 64 MiB of memory (docs/performance.md).
+ */
+#define BUNDLE_MAX_OBJECT_DEFAULT   (16ULL << 20)  /* one object inflated */
+#define BUNDLE_MAX_INFLATED_DEFAULT (256ULL << 20) /* every object, and every delta's result */
+
+struct bundle_pack_opts {
+	const char *repo_dir;    /* a thin pack's bases come from here; NULL: none */
+	const char *tmp_parent;  /* the indexer's private folder goes here; NULL: $TMPDIR or /tmp */
+	uint64_t max_bytes;      /* the pack itself, as stored */
+	uint64_t max_object;     /* one object inflated, and a delta's base and result */
+	uint64_t max_inflated;   /* the sum of every object inflated and every delta's result */
+	const char *const *tips; /* ids (hex) the pack must hold, e.g. its refs' tips */
+	size_t nr_tips;
+};
+
+#define BUNDLE_PACK_OPTS_INIT                                                                      \
+	{                                                                                          \
+		.max_bytes = UINT64_MAX, .max_object = BUNDLE_MAX_OBJECT_DEFAULT,                  \
+		.max_inflated = BUNDLE_MAX_INFLATED_DEFAULT                                        \
+	}
+
+/*
  * Verify the pack read from fd until EOF (fd positioned at the pack's first
  * byte): signature "PACK", version 2 or 3, the object count against what
- * follows, that every object inflates to its stated size, every delta
- * resolves (bases from the pack, or from the repository at repo_dir when it
- * is not NULL, for a thin pack), and the trailing SHA-1 checksum.  At most
- * max_bytes are read (more is refused).
+ * follows, that every object inflates to its stated size within
+ * o->max_object and all of them (with each delta's result size, from the
+ * delta's own header) within o->max_inflated, every delta resolves (bases
+ * from the pack, or from the repository at o->repo_dir for a thin pack), the
+ * trailing SHA-1 checksum, and that each of o->tips is an object of the pack.
+ * At most o->max_bytes are read (more is refused).  A regular file is read in
+ * windows of 1 MiB, never mapped or read whole: the memory this takes does
+ * not grow with the pack, only with its largest object (libgit2 holds a
+ * delta's base and result).
  *
- * libgit2's indexer does the work; it needs a folder to write its index to:
- * a private folder is made under tmp_parent (NULL: $TMPDIR or /tmp) and
- * removed before returning.  Returns 0 verified, BUNDLE_REFUSED with
- * res->reason, or -errno when fd could not be read, tmp_parent could not be
- * written or repo_dir could not be opened (-ENOENT).
+ * libgit2's indexer does the delta work; it needs a folder to write its
+ * index to: a private folder is made under o->tmp_parent and removed before
+ * returning.  Returns 0 verified, BUNDLE_REFUSED with res->reason (a limit
+ * is named in it), or -errno when fd could not be read, tmp_parent could not
+ * be written or repo_dir could not be opened (-ENOENT).
  */
-int bundle_pack_verify_fd(int fd, const char *repo_dir, const char *tmp_parent, uint64_t max_bytes,
-                          struct bundle_pack_result *res);
+int bundle_pack_verify_fd(int fd, const struct bundle_pack_opts *o, struct bundle_pack_result *res);
 
-/* The same for a pack in memory (the fuzzer's entry point). */
-int bundle_pack_verify_buf(const void *data, size_t len, const char *repo_dir,
-                           const char *tmp_parent, struct bundle_pack_result *res);
+/* The same for a pack in memory (the fuzzer's entry point); o->max_bytes is not used. */
+int bundle_pack_verify_buf(const void *data, size_t len, const struct bundle_pack_opts *o,
+                           struct bundle_pack_result *res);
 
 #endif

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "banned.h"
 
@@ -32,5 +33,34 @@ int parse_fd(const char *s, int *out)
 	if (ret < 0)
 		return ret;
 	*out = (int)v;
+	return 0;
+}
+
+int parse_size(const char *s, uint64_t min, uint64_t max, uint64_t *out)
+{
+	static const char units[] = "KMG";
+	unsigned long long v;
+	unsigned shift = 0;
+	char *end;
+
+	if (!s || !isdigit((unsigned char)*s))
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno == ERANGE)
+		return -ERANGE;
+	if (*end) {
+		const char *u = strchr(units, *end);
+
+		if (!u || !*u || (end[1] && strcmp(end + 1, "iB")))
+			return -EINVAL;
+		shift = 10 * (unsigned)(u - units + 1);
+		if (v > (UINT64_MAX >> shift))
+			return -ERANGE;
+		v <<= shift;
+	}
+	if (v < min || v > max)
+		return -ERANGE;
+	*out = v;
 	return 0;
 }

@@ -7,6 +7,7 @@
 
 #include <unistd.h>
 
+#include "bundle_check.h"
 #include "bundle_read.h"
 #include "err.h"
 #include "results.h"
@@ -386,44 +387,57 @@ void shell_quote(struct buf *out, const char *s)
 	buf_addch(out, '\'');
 }
 
-int result_check_bundle(int fd, const char *start_commit, const char *repo_dir,
-			const char *tmp_parent, uint64_t max_bytes, char end[65], struct buf *why)
+static void check_init(struct bundle_check *c, int fd, const char *start_commit,
+		       const char *repo_dir, const char *tmp_parent)
 {
-	static const char *const refs[] = { "refs/heads/aibox/task" };
-	const char *bases[] = { start_commit };
-	struct bundle_header h = BUNDLE_HEADER_INIT;
-	struct bundle_pack_result pr;
+	c->fd = fd;
+	strvec_push(&c->refs, "refs/heads/aibox/task");
+	strvec_push(&c->bases, start_commit);
+	c->repo_dir = repo_dir;
+	c->tmp_parent = tmp_parent;
+	c->max_bytes = RESULT_BUNDLE_CHECK_MAX;
+}
+
+int result_bundle_check_start(struct bundle_check *c, int fd, const char *start_commit,
+			      const char *repo_dir, const char *tmp_parent, const char *limits,
+			      struct buf *err)
+{
 	int ret;
 
-	if (lseek(fd, 0, SEEK_SET) < 0) {
-		ret = -errno;
-		buf_addf(why, "cannot read changes.bundle: %s", strerror(errno));
+	check_init(c, fd, start_commit, repo_dir, tmp_parent);
+	if (limits && (ret = bundle_limits_parse(&c->lim, limits, err)) < 0)
 		return ret;
-	}
-	ret = bundle_header_read_fd(&h, fd);
-	if (ret == 0)
-		ret = bundle_header_expect(&h, refs, 1, bases, 1);
-	if (ret > 0) {
-		buf_addf(why, "changes.bundle refused: %s", h.reason);
-		goto out;
-	}
-	if (ret < 0) {
-		buf_addf(why, "cannot read changes.bundle: %s", strerror(-ret));
-		goto out;
-	}
-	if (lseek(fd, (off_t)h.pack_offset, SEEK_SET) < 0) {
-		ret = -errno;
-		buf_addf(why, "cannot read changes.bundle: %s", strerror(errno));
-		goto out;
-	}
-	ret = bundle_pack_verify_fd(fd, repo_dir, tmp_parent, max_bytes, &pr);
-	if (ret > 0)
-		buf_addf(why, "changes.bundle refused: %s", pr.reason);
-	else if (ret < 0)
-		buf_addf(why, "cannot check changes.bundle's pack: %s", strerror(-ret));
+	if ((ret = bundle_check_fork(c)) < 0)
+		buf_addf(err, "cannot start the check of changes.bundle: %s", strerror(-ret));
+	return ret;
+}
+
+int result_bundle_verdict(const struct bundle_check_msg *m, char end[65], struct buf *why)
+{
+	if (m->ret == 0)
+		memcpy(end, m->tip, sizeof(m->tip));
+	else if (m->ret > 0)
+		buf_addf(why, "changes.bundle refused: %s", m->pack.reason);
 	else
-		memcpy(end, h.refs[0].oid, sizeof(h.refs[0].oid));
-out:
-	bundle_header_clear(&h);
+		buf_addf(why, "cannot check changes.bundle: %s", m->pack.reason);
+	return m->ret;
+}
+
+int result_check_bundle(int fd, const char *start_commit, const char *repo_dir,
+			const char *tmp_parent, uint64_t max_bytes,
+			const struct bundle_limits *lim, char end[65], struct buf *why)
+{
+	struct bundle_check c = BUNDLE_CHECK_INIT;
+	struct bundle_check_msg m;
+	int ret;
+
+	check_init(&c, fd, start_commit, repo_dir, tmp_parent);
+	c.max_bytes = max_bytes;
+	if (lim)
+		c.lim = *lim;
+	if (bundle_check_here(&c, &m) < 0 && !m.pack.reason[0])
+		snprintf(m.pack.reason, sizeof(m.pack.reason), "%s", strerror(-m.ret));
+	ret = result_bundle_verdict(&m, end, why);
+	bundle_check_clear(&c);
 	return ret;
 }

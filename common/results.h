@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "buf.h"
+#include "bundle_check.h"
 #include "proxy_report.h"
 #include "strvec.h"
 
@@ -126,23 +127,39 @@ void summary_release(struct summary *s);
 void shell_quote(struct buf *out, const char *s);
 
 /*
- * Check a task's changes.bundle, read from fd from its first byte
- * (docs/tasks.md, "Reviewing the commits": only aibox/task, no prerequisite
- * but the start commit; docs/bundles.md):
- *   - the header (bundle_header_read_fd, bundle_header_expect): its refs are
- *     exactly refs/heads/aibox/task, its only possible prerequisite
- *     start_commit;
- *   - the pack (bundle_pack_verify_fd): at most max_bytes, every object
- *     inflates to its stated size, every delta resolves (the bases of the
- *     thin pack from the repository at repo_dir, which has the start
- *     commit), the object count and the checksum.  The indexer writes its
- *     index into a private folder under tmp_parent (NULL: $TMPDIR or /tmp),
- *     so this cannot run in a process under sandbox_lockdown().
- * 0 with aibox/task's commit (lowercase hex) in end; BUNDLE_REFUSED (1) with
- * "changes.bundle refused: <reason>" appended to why; or a negative errno
- * with "cannot read changes.bundle: <what>" appended to why.
+ * Start the check of a task's changes.bundle (docs/tasks.md, "Reviewing the
+ * commits": only aibox/task, no prerequisite but the start commit;
+ * docs/bundles.md): a bundle_check (bundle_check.h) of fd with refs exactly
+ * refs/heads/aibox/task,
+ * start_commit the only base, the thin pack's bases from repo_dir (which has
+ * the start commit), the indexer's folder under tmp_parent (NULL: $TMPDIR or
+ * /tmp), the pack at most RESULT_BUNDLE_CHECK_MAX bytes, the default limits
+ * changed by limits ("name=value,...", the AIBOX_BUNDLE_LIMITS variable; NULL:
+ * none), and its child forked (it waits for bundle_check_run()).  The indexer
+ * opens the project's objects and writes its index, so the child must be
+ * forked before a sandbox_lockdown() without SANDBOX_KEEP_FILES.  0, or
+ * -EINVAL with the fault in limits, or -errno of the fork, appended to err.
+ */
+#define RESULT_BUNDLE_CHECK_MAX (2ULL << 30)
+int result_bundle_check_start(struct bundle_check *c, int fd, const char *start_commit,
+			      const char *repo_dir, const char *tmp_parent, const char *limits,
+			      struct buf *err);
+
+/*
+ * The verdict as the task says it: 0 with aibox/task's commit (lowercase hex)
+ * in end (in the pack, or the start commit itself: no changes);
+ * BUNDLE_REFUSED (1) with "changes.bundle refused: <reason>" appended to why;
+ * or a negative errno with "cannot check changes.bundle: <what>".
+ */
+int result_bundle_verdict(const struct bundle_check_msg *m, char end[65], struct buf *why);
+
+/*
+ * The same check in this process, no child, no rlimit (the test helper):
+ * max_bytes for the pack, lim's caps (NULL: the defaults).  As
+ * result_bundle_verdict().
  */
 int result_check_bundle(int fd, const char *start_commit, const char *repo_dir,
-			const char *tmp_parent, uint64_t max_bytes, char end[65], struct buf *why);
+			const char *tmp_parent, uint64_t max_bytes,
+			const struct bundle_limits *lim, char end[65], struct buf *why);
 
 #endif

@@ -46,10 +46,12 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+	struct bundle_pack_opts opts = BUNDLE_PACK_OPTS_INIT;
 	struct bundle_pack_result res;
 	uint8_t *copy = NULL;
 	int ret;
 
+	opts.tmp_parent = tmp;
 	if (size >= 32 && size % 2) {
 		unsigned int n = 0;
 
@@ -61,7 +63,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 		data = copy;
 	}
-	ret = bundle_pack_verify_buf(data, size, NULL, tmp, &res);
+	ret = bundle_pack_verify_buf(data, size, &opts, &res);
 	free(copy);
 
 	if (ret == BUNDLE_REFUSED && !res.reason[0])

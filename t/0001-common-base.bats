@@ -66,6 +66,19 @@ load lib-common
 	assert_line "socket: Operation not permitted"
 }
 
+@test "common: the lockdown can keep files but forbid exec, new processes and sockets" {
+	# the bundle checker's (common/bundle_check.h)
+	run test-common sandbox --keep-files --no-processes --no-sockets
+	assert_success
+	assert_line "open: ok"
+	assert_line "create: ok"
+	assert_line "socket: Operation not permitted"
+	assert_line "fork: Operation not permitted"
+	assert_line --partial "exec: "
+	refute_line "exec: ok"
+	assert_file_exists sandbox-created
+}
+
 @test "common: the null sandbox backend changes nothing" {
 	run test-common sandbox --none
 	assert_line "open: ok"

@@ -226,3 +226,128 @@ accepted() {
 	echo "small $(( (t1 - t0) / 1000000 )) ms, big $(( (t2 - t1) / 1000000 )) ms"
 	[ $(( (t2 - t1) - (t1 - t0) )) -lt 1000000000 ]
 }
+
+@test "bundle-check: a ref whose tip the pack does not hold is refused, unless it is a base" {
+	"$TOP/t/make-bundle-fixtures" --repo "$T/repo"
+	refused "$F/tip-not-in-pack.bundle" "pack: does not hold $(oid root), a ref's tip" \
+		--pack --repo repo --base "$(oid base)"
+	# Without --pack only the header is read.
+	accepted --base "$(oid base)" "$F/tip-not-in-pack.bundle"
+	# No changes: the tip is the start commit, the pack empty.
+	{
+		printf '# v2 git bundle\n-%s\n%s refs/heads/aibox/task\n\n' "$(oid base)" "$(oid base)"
+		printf 'PACK\0\0\0\2\0\0\0\0'
+		printf 'PACK\0\0\0\2\0\0\0\0' | sha1sum | cut -c1-40 | xxd -r -p
+	} >none.bundle
+	accepted --pack --repo repo --base "$(oid base)" none.bundle
+	# An empty pack holds no tip but a base.
+	sed "s/^$(oid base) /$(oid root) /" none.bundle >other.bundle
+	refused other.bundle "pack: does not hold $(oid root), a ref's tip" \
+		--pack --repo repo --base "$(oid base)"
+}
+
+# checked FILE REASON [ARGS...]: refused with exactly REASON under --pack, and
+# the checker's peak memory and CPU time (its own rusage, from --json) within
+# the defaults' bound of 64 MiB (or MAX_RSS KiB) and 10 s.  A small sanitizer
+# quarantine, so what is measured is the check's own memory, not memory freed
+# and kept.
+checked() {
+	local file=$1 reason=$2 max_rss=${MAX_RSS:-$((64 * 1024))}
+	shift 2
+	ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=1 \
+		run --separate-stderr aibox-bundle-check --pack --json "$@" "$file"
+	echo "$stderr"
+	jq -c .pack.checker <<<"$output"
+	assert_equal "$stderr" "aibox-bundle-check: $file: $reason"
+	assert_equal "$status" 1
+	rss=$(jq .pack.checker.max_rss_kib <<<"$output")
+	cpu=$(jq .pack.checker.cpu_s <<<"$output")
+	[ "$rss" -gt 0 ] && [ "$rss" -lt "$max_rss" ]
+	awk -v c="$cpu" 'BEGIN { exit !(c < 10) }'
+}
+
+@test "bundle-check: bundles that inflate to far more than their size are refused, within the bound" {
+	mk() { "$TOP/t/make-bundle-fixtures" --bomb "$@"; }
+	# 510 KiB: a blob of 512 MiB of zeros, and an OFS_DELTA on it
+	mk ofs-delta 512 delta.bundle
+	[ "$(stat -c %s delta.bundle)" -lt $((600 * 1024)) ]
+	checked delta.bundle "pack: object 0: 536870912 bytes inflated, over the limit of 16777216 for one object (max-object)"
+	# 1 MiB: a blob of 1 GiB
+	mk blob 1024 blob.bundle
+	checked blob.bundle "pack: object 0: 1073741824 bytes inflated, over the limit of 16777216 for one object (max-object)"
+	# 300 blobs of 1 MiB, each under the limit for one object, not all of them
+	mk many 300 many.bundle
+	checked many.bundle "pack: more than 268435456 bytes inflated in all (max-inflated), at object 256"
+	# a chain of deltas, each the whole of the one before: counted in all
+	mk chain 15 chain.bundle
+	checked chain.bundle "pack: more than 268435456 bytes inflated in all (max-inflated), at object 17"
+	# the most memory within the caps: a delta of 16 MiB of inserted bytes on
+	# a 16 MiB blob, libgit2 holding base, delta and result (55 MiB without a
+	# sanitizer, docs/performance.md; ASan's shadow and redzones add a fifth)
+	mk wide 16 wide.bundle
+	MAX_RSS=$((80 * 1024)) checked wide.bundle "pack: does not hold $(printf '1%.0s' {1..40}), a ref's tip"
+	# the limits can be lowered (and raised)
+	checked delta.bundle "pack: object 0: 536870912 bytes inflated, over the limit of 1024 for one object (max-object)" \
+		--limit max-object=1K
+	checked many.bundle "pack: more than 1048576 bytes inflated in all (max-inflated), at object 1" \
+		--limit max-inflated=1M
+}
+
+@test "bundle-check: the checker's CPU and wall-clock time are limited" {
+	# 3 MiB and 64 deltas on it: within the caps, but libgit2 makes every
+	# delta's result from the base again (quadratic): bounded by the rlimit
+	"$TOP/t/make-bundle-fixtures" --bomb chain 3 chain.bundle
+	checked chain.bundle "the check used more than its limit of 1 s of CPU (cpu)" --limit cpu=1
+	awk -v c="$cpu" 'BEGIN { exit !(c < 3) }'
+	t0=$(date +%s%N)
+	checked chain.bundle "the check took longer than its limit of 1 s (time)" --limit time=1
+	t1=$(date +%s%N)
+	[ $(( (t1 - t0) / 1000000 )) -lt 5000 ]
+}
+
+@test "bundle-check: a large legitimate file and a change to it are accepted, within the bound" {
+	git init -q -b aibox/task big
+	head -c $((12 * 1024 * 1024)) /dev/urandom >big/data.bin
+	git -C big add data.bin
+	git -C big -c user.name=T -c user.email=t@example.com commit -q -m one
+	echo more >>big/data.bin
+	git -C big -c user.name=T -c user.email=t@example.com commit -q -am two
+	git -C big bundle create -q "$T/big.bundle" aibox/task
+	ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=1 \
+		run --separate-stderr aibox-bundle-check --pack --json --ref aibox/task big.bundle
+	jq -c .pack <<<"$output"
+	assert_success
+	# the second version is a delta on the first: libgit2 holds both
+	rss=$(jq .pack.checker.max_rss_kib <<<"$output")
+	cpu=$(jq .pack.checker.cpu_s <<<"$output")
+	[ "$rss" -lt $((64 * 1024)) ]
+	awk -v c="$cpu" 'BEGIN { exit !(c < 10) }'
+	# and refused under a lower limit (git stores the newer version whole)
+	run --separate-stderr aibox-bundle-check --pack --limit max-object=10M big.bundle
+	assert_equal "$status" 1
+	[[ "$stderr" =~ ^"aibox-bundle-check: big.bundle: pack: object "[0-9]+": 12582917 bytes inflated, over the limit of 10485760 for one object (max-object)"$ ]]
+}
+
+@test "bundle-check: --limit takes known names and sizes, with --pack" {
+	run aibox-bundle-check --pack --limit frob=1 "$F/good-v2.bundle"
+	assert_equal "$status" 2
+	assert_output --partial "unknown limit 'frob'"
+	run aibox-bundle-check --pack --limit max-object=lots "$F/good-v2.bundle"
+	assert_equal "$status" 2
+	assert_output "aibox-bundle-check: --limit: max-object: 'lots' is not a size"
+	run aibox-bundle-check --pack --limit cpu=0 "$F/good-v2.bundle"
+	assert_equal "$status" 2
+	run aibox-bundle-check --limit cpu=5 "$F/good-v2.bundle"
+	assert_equal "$status" 2
+	accepted --pack --limit max-object=1G,max-inflated=1G,memory=512M,cpu=20,time=30 \
+		"$F/good-v2.bundle"
+}
+
+@test "bundle-check: the checker's address space is limited (not in a sanitizer build)" {
+	if ldd "$(command -v aibox-bundle-check)" | grep -q libasan; then
+		skip "a sanitizer build sets no address-space limit (ASan's shadow takes terabytes)"
+	fi
+	# 16 MiB of base, delta and result: about 55 MiB, more than 20 MiB
+	"$TOP/t/make-bundle-fixtures" --bomb wide 16 wide.bundle
+	refused wide.bundle "pack: the check ran out of memory (memory)" --pack --limit memory=20M
+}

@@ -2,6 +2,7 @@
 # common/results: result.json from the VM is checked field by field, and the
 # summary lines say what docs/tasks.md's "Results" shows.
 load lib-common
+bats_require_minimum_version 1.5.0
 
 C40=f3572af8c6df0123456789abcdef0123456789ab
 S40=0123456789abcdef0123456789abcdef01234567
@@ -292,6 +293,56 @@ check_bundle() {
 	run test-task check-bundle --repo "$T/repo" "$base" "$T/empty.bundle"
 	assert_failure 1
 	[[ "$output" == "changes.bundle refused: "* ]]
+	# the indexer's folders were made in TMPDIR and are gone
+	assert_equal "$(ls -A "$T/tmp")" ""
+}
+
+@test "results: changes.bundle whose tip is not in its pack is refused; the start commit as tip is no change" {
+	F=$TOP/t/fixtures/bundles
+	base=$(sed -n 's/^base //p' "$F/oids")
+	root=$(sed -n 's/^root //p' "$F/oids")
+	"$TOP/t/make-bundle-fixtures" --repo "$T/repo" >/dev/null
+	check_bundle tip-not-in-pack --repo "$T/repo" "$base"
+	assert_failure 1
+	assert_output "changes.bundle refused: pack: does not hold $root, a ref's tip"
+	{
+		printf '# v2 git bundle\n-%s\n%s refs/heads/aibox/task\n\n' "$base" "$base"
+		printf 'PACK\0\0\0\2\0\0\0\0'
+		printf 'PACK\0\0\0\2\0\0\0\0' | sha1sum | cut -c1-40 | xxd -r -p
+	} >"$T/none.bundle"
+	run test-task check-bundle --repo "$T/repo" "$base" "$T/none.bundle"
+	assert_success
+	assert_output "ok $base"
+}
+
+@test "results: the task's check runs in a child under its limits, which AIBOX_BUNDLE_LIMITS changes" {
+	F=$TOP/t/fixtures/bundles
+	base=$(sed -n 's/^base //p' "$F/oids")
+	task=$(sed -n 's/^task //p' "$F/oids")
+	"$TOP/t/make-bundle-fixtures" --repo "$T/repo" >/dev/null
+	mkdir -p "$T/tmp"
+	cp "$F/good-v2-base.bundle" "$T/good.bundle"
+	TMPDIR=$T/tmp run --separate-stderr test-task check-bundle --child --repo "$T/repo" "$base" "$T/good.bundle"
+	assert_success
+	assert_output "ok $task"
+	# a bomb: refused with the limit named, the child's peak memory and CPU in bounds
+	"$TOP/t/make-bundle-fixtures" --bomb ofs-delta 512 "$T/bomb.bundle"
+	ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=1 TMPDIR=$T/tmp \
+		run --separate-stderr test-task check-bundle --child --repo "$T/repo" "$base" "$T/bomb.bundle"
+	assert_failure 1
+	assert_output "changes.bundle refused: pack: object 0: 536870912 bytes inflated, over the limit of 16777216 for one object (max-object)"
+	echo "$stderr"
+	read -r _ _ cpu _ peak <<<"$stderr"
+	[ "$peak" -gt 0 ] && [ "$peak" -lt $((64 * 1024)) ]
+	awk -v c="$cpu" 'BEGIN { exit !(c < 10) }'
+	# the limits from the environment
+	AIBOX_BUNDLE_LIMITS=max-inflated=100,cpu=5 TMPDIR=$T/tmp \
+		run --separate-stderr test-task check-bundle --child --repo "$T/repo" "$base" "$T/good.bundle"
+	assert_failure 1
+	[[ "$output" =~ ^"changes.bundle refused: pack: more than 100 bytes inflated in all (max-inflated), at object "[0-9]+$ ]]
+	AIBOX_BUNDLE_LIMITS=cpu=soon run test-task check-bundle --child "$base" "$T/good.bundle"
+	assert_failure
+	assert_output --partial "cpu: 'soon' is not a number of seconds"
 	# the indexer's folders were made in TMPDIR and are gone
 	assert_equal "$(ls -A "$T/tmp")" ""
 }

@@ -274,6 +274,25 @@ cat "$F/results.tar"'
 	assert_failure
 }
 
+@test "task faults: a changes.bundle that inflates to far more than its size is refused within the bound" {
+	# 510 KiB: a blob of 512 MiB of zeros and an OFS_DELTA on it
+	"$BATS_TEST_DIRNAME/make-bundle-fixtures" --bomb ofs-delta 512 "$T/bomb.bundle"
+	END=1111111111111111111111111111111111111111
+	good_results "$T/bomb.bundle"
+	# a small sanitizer quarantine: what is measured is the checker's own memory
+	export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=1
+	fault_task
+	assert_refused "changes.bundle refused: pack: object 0: 536870912 bytes inflated, over the limit of 16777216 for one object (max-object)"
+	cmp "$T/bomb.bundle" "$DIR/changes.bundle"
+	# the checker's cost, as aibox-task logged it: within 64 MiB and 10 s
+	line=$(grep '^checker: ' "$DIR/aibox.log")
+	echo "# $line" >&3
+	[[ "$line" =~ ^"checker: cpu "([0-9.]+)"s, peak "([0-9]+)" KiB"$ ]]
+	awk -v c="${BASH_REMATCH[1]}" 'BEGIN { exit !(c < 10) }'
+	[ "${BASH_REMATCH[2]}" -gt 0 ]
+	[ "${BASH_REMATCH[2]}" -lt $((64 * 1024)) ]
+}
+
 @test "task faults: a changes.bundle that needs another commit than the start is refused" {
 	craft_bundle other.bundle aibox/task "^$START~1"
 	good_results "$T/other.bundle"

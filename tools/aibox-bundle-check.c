@@ -1,7 +1,8 @@
 /*
  * aibox-bundle-check: accept or refuse a git bundle, without git.
  *
- *	aibox-bundle-check [--ref NAME]... [--base OID]... [--pack [--repo DIR]] [--json] FILE
+ *	aibox-bundle-check [--ref NAME]... [--base OID]... [--pack [--repo DIR]
+ *	                   [--limit NAME=VALUE]...] [--json] FILE
  *
  * Exit 0 accepted, 1 refused (one line "aibox-bundle-check: FILE: <reason>"
  * on stderr), 2 usage or I/O error.  See docs/man/aibox-bundle-check.1.
@@ -16,20 +17,26 @@
 #include <unistd.h>
 
 #include "buf.h"
+#include "bundle_check.h"
 #include "bundle_read.h"
 #include "err.h"
 #include "strvec.h"
 #include "banned.h"
 
 static const char usage_text[] =
-    "usage: aibox-bundle-check [--ref NAME]... [--base OID]... [--pack [--repo DIR]] [--json] "
-    "FILE\n"
+    "usage: aibox-bundle-check [--ref NAME]... [--base OID]... [--pack [--repo DIR]\n"
+    "                          [--limit NAME=VALUE]...] [--json] FILE\n"
     "\n"
     "    --ref NAME    the bundle's refs must be exactly the set given\n"
     "                  (a bare branch name means refs/heads/NAME)\n"
     "    --base OID    a prerequisite the bundle may need (without any, it may need none)\n"
     "    --pack        also verify the pack: objects inflate, deltas resolve, checksum\n"
     "    --repo DIR    with --pack: take thin-pack bases from the repository DIR\n"
+    "    --limit NAME=VALUE\n"
+    "                  with --pack: a limit of the check (defaults in brackets):\n"
+    "                  max-object=SIZE (16M) one object inflated, max-inflated=SIZE\n"
+    "                  (256M) all of them, memory=SIZE (256M) the checker's memory,\n"
+    "                  cpu=SECONDS (10) its CPU time, time=SECONDS (60) its wall time\n"
     "    --json        print what was read, and the verdict, as JSON on stdout\n"
     "\n"
     "Exit 0: accepted; 1: refused (the reason on stderr); 2: usage or I/O error.\n";
@@ -40,12 +47,15 @@ struct check {
 	struct strvec bases; /* lowercase hex */
 	int pack, json;
 	const char *repo;
+	struct bundle_limits lim;
+	int limits_given;
 
 	struct bundle_header h;
 	int header_ok;
 	int pack_checked;
 	int pack_ret;
 	struct bundle_pack_result pr;
+	struct bundle_verdict v;
 	char reason[BUNDLE_REASON_MAX];
 };
 
@@ -105,6 +115,9 @@ static void print_json(struct check *c, int accepted)
 		                        ? json_string(c->pr.checksum)
 		                        : json_null());
 		json_object_set_new(p, "reason", c->pack_ret ? jstr(c->pr.reason) : json_null());
+		json_object_set_new(p, "checker",
+		                    json_pack("{s:f,s:I}", "cpu_s", c->v.cpu_s, "max_rss_kib",
+		                              (json_int_t)c->v.max_rss_kib));
 		json_object_set_new(o, "pack", p);
 	} else {
 		json_object_set_new(o, "pack", json_null());
@@ -127,7 +140,8 @@ static void parse_args(struct check *c, int argc, char **argv)
 		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
 			fputs(usage_text, stdout);
 			exit(0);
-		} else if (!strcmp(a, "--ref") || !strcmp(a, "--base") || !strcmp(a, "--repo")) {
+		} else if (!strcmp(a, "--ref") || !strcmp(a, "--base") || !strcmp(a, "--repo") ||
+		           !strcmp(a, "--limit")) {
 			if (i + 1 >= argc)
 				usage_die(usage_text);
 			const char *v = argv[++i];
@@ -146,6 +160,13 @@ static void parse_args(struct check *c, int argc, char **argv)
 				if (!bundle_oid_parse(v, strlen(v), oid))
 					die("invalid object id '%s'", v);
 				strvec_push(&c->bases, oid);
+			} else if (!strcmp(a, "--limit")) {
+				struct buf err = BUF_INIT;
+
+				if (bundle_limits_parse(&c->lim, v, &err) < 0)
+					die("--limit: %s", err.buf);
+				c->limits_given = 1;
+				buf_release(&err);
 			} else {
 				c->repo = v;
 			}
@@ -167,12 +188,14 @@ static void parse_args(struct check *c, int argc, char **argv)
 		usage_die(usage_text);
 	if (c->repo && !c->pack)
 		die("--repo needs --pack");
+	if (c->limits_given && !c->pack)
+		die("--limit needs --pack");
 	c->file = argv[i];
 }
 
 int main(int argc, char **argv)
 {
-	struct check c = {.refs = STRVEC_INIT, .bases = STRVEC_INIT};
+	struct check c = {.refs = STRVEC_INIT, .bases = STRVEC_INIT, .lim = BUNDLE_LIMITS_INIT};
 	struct stat st;
 	int fd, ret, accepted;
 
@@ -201,22 +224,25 @@ int main(int argc, char **argv)
 			memcpy(c.reason, c.h.reason, sizeof(c.reason));
 	}
 	if (!ret && c.pack) {
-		if (lseek(fd, (off_t)c.h.pack_offset, SEEK_SET) < 0)
-			die_errno("cannot seek in '%s'", c.file);
+		struct bundle_check bc = BUNDLE_CHECK_INIT;
+
+		/* The pack in a child under limits (bundle_check.h); it reads the header again. */
 		c.pack_checked = 1;
-		if (c.h.oid_format == BUNDLE_SHA256) {
-			/* libgit2 1.5 and our walk know SHA-1 packs only. */
-			c.pack_ret = BUNDLE_REFUSED;
-			snprintf(c.pr.reason, sizeof(c.pr.reason),
-			         "pack: sha256 packs cannot be verified (only sha1)");
-		} else {
-			c.pack_ret = bundle_pack_verify_fd(
-			    fd, c.repo, NULL, (uint64_t)st.st_size - c.h.pack_offset, &c.pr);
-		}
+		bc.fd = fd;
+		strvec_pushv(&bc.refs, c.refs.v);
+		strvec_pushv(&bc.bases, c.bases.v);
+		bc.repo_dir = c.repo;
+		bc.max_bytes = (uint64_t)st.st_size - c.h.pack_offset;
+		bc.lim = c.lim;
+		if ((ret = bundle_check_fork(&bc)) < 0)
+			die_err(ret, "cannot start the check of '%s'", c.file);
+		c.pack_ret = bundle_check_run(&bc, &c.v, NULL);
+		bundle_check_clear(&bc);
+		c.pr = c.v.m.pack;
 		if (c.pack_ret == -ENOENT && c.repo)
 			die("cannot open repository '%s'", c.repo);
 		if (c.pack_ret < 0)
-			die_err(c.pack_ret, "cannot verify the pack of '%s'", c.file);
+			die("cannot verify the pack of '%s': %s", c.file, c.pr.reason);
 		if (c.pack_ret)
 			memcpy(c.reason, c.pr.reason, sizeof(c.reason));
 		ret = c.pack_ret;

@@ -31,6 +31,7 @@
 
 #include "broker_spawn.h"
 #include "buf.h"
+#include "bundle_check.h"
 #include "bundle_read.h"
 #include "bundle_write.h"
 #include "claude_share.h"
@@ -120,8 +121,7 @@ struct task {
 	struct spawn proxy, broker;
 	struct vm vm;
 	struct buf proxy_sock;
-	pid_t checker_pid;		/* the bundle checker (start_checker()), or -1 */
-	int checker_go, checker_answer; /* its pipes */
+	struct bundle_check checker; /* the check of changes.bundle (start_checker()) */
 	struct timespec t0, tphase;
 	double boot_s, session_s; /* for the derived lines of aibox.log */
 };
@@ -898,134 +898,36 @@ static ssize_t read_fd_all(int fd, struct buf *out, size_t max)
 /*
  * The check of changes.bundle reads the project's objects (the thin pack's
  * bases) and creates files (libgit2's indexer writes an index), which the
- * lockdown forbids.  So a child forked before the lockdown does it: it holds
- * no fd but the bundle's and its two pipes, waits for one byte on "go" (EOF:
- * no check, it exits), runs result_check_bundle() and writes "<ret> <end or
- * reason>" to "answer".  It dies with us (PR_SET_PDEATHSIG).  It is not
- * locked down itself: like aibox-bundle-check --pack it reads the untrusted
- * bundle with our code and libgit2's indexer, bounded by the 2 GiB cap.
+ * lockdown forbids.  So its child (common/bundle_check.h) is forked before
+ * the lockdown and waits; it holds no fd but the bundle's and its two pipes,
+ * and checks under its own limits and seccomp filter when the task lets it
+ * go (docs/task-host.md, "The check of changes.bundle").
  */
-#define CHECK_MAX_BYTES (2ULL << 30)
-
 static void start_checker(struct task *t)
 {
-	int go[2], ans[2];
-	pid_t parent = getpid(), pid;
+	struct buf err = BUF_INIT;
+	const char *limits = getenv("AIBOX_BUNDLE_LIMITS");
+	int ret = result_bundle_check_start(&t->checker, t->result_fds[RESULT_BUNDLE],
+					    t->start_commit, t->checkout.buf, t->dir.buf, limits,
+					    &err);
 
-	if (pipe2(go, O_CLOEXEC) < 0 || pipe2(ans, O_CLOEXEC) < 0)
-		die_errno("cannot make a pipe");
-	fflush(stdout);
-	fflush(stderr);
-	pid = fork();
-	if (pid < 0)
-		die_errno("cannot fork");
-	if (pid == 0) {
-		int bfd = t->result_fds[RESULT_BUNDLE], ret;
-		struct buf why = BUF_INIT, ansb = BUF_INIT;
-		char end[65] = "", c;
-		ssize_t n;
-
-		if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
-			_exit(1);
-		signal(SIGINT, SIG_IGN);
-		signal(SIGHUP, SIG_IGN);
-		/* Not our stdout: whoever reads it waits for its EOF, not ours. */
-		if ((n = open("/dev/null", O_RDWR | O_CLOEXEC)) >= 0) {
-			dup2((int)n, 0);
-			dup2((int)n, 1);
-		}
-		for (int fd = 3; fd < 1024; fd++)
-			if (fd != go[0] && fd != ans[1] && fd != bfd)
-				close(fd);
-		while ((n = read(go[0], &c, 1)) < 0 && errno == EINTR)
-			;
-		if (n != 1)
-			_exit(0);
-		ret = result_check_bundle(bfd, t->start_commit, t->checkout.buf, t->dir.buf,
-					  CHECK_MAX_BYTES, end, &why);
-		buf_addf(&ansb, "%d %s", ret, ret == 0 ? end : why.buf);
-		for (size_t off = 0; off < ansb.len;) {
-			n = write(ans[1], ansb.buf + off, ansb.len - off);
-			if (n < 0 && errno == EINTR)
-				continue;
-			if (n <= 0)
-				break;
-			off += (size_t)n;
-		}
-		_exit(0);
-	}
-	close(go[0]);
-	close(ans[1]);
-	t->checker_pid = pid;
-	t->checker_go = go[1];
-	t->checker_answer = ans[0];
-}
-
-/* Let the checker go without a check (or kill it on a stop), and reap it. */
-static void stop_checker(struct task *t, int kill_it)
-{
-	if (t->checker_go >= 0)
-		close(t->checker_go);
-	t->checker_go = -1;
-	if (t->checker_pid > 0) {
-		if (kill_it)
-			kill(t->checker_pid, SIGKILL);
-		while (waitpid(t->checker_pid, NULL, 0) < 0 && errno == EINTR)
-			;
-	}
-	t->checker_pid = -1;
-	if (t->checker_answer >= 0)
-		close(t->checker_answer);
-	t->checker_answer = -1;
+	if (ret == -EINVAL)
+		die("AIBOX_BUNDLE_LIMITS: %s", err.buf);
+	if (ret < 0)
+		die("%s", err.buf);
+	buf_release(&err);
 }
 
 /* changes.bundle: exactly aibox/task, no prerequisite but the start commit, a sound pack. */
 static int check_changes(struct task *t, char *end, struct buf *why)
 {
-	struct buf ans = BUF_INIT;
-	char c[1024], *rest;
-	long ret;
-	ssize_t n;
+	struct bundle_verdict v;
+	int ret = bundle_check_run(&t->checker, &v, &stop_signal);
 
-	if (t->checker_go < 0 || write(t->checker_go, "g", 1) != 1) {
-		buf_addf(why, "cannot check changes.bundle: the checker is gone");
-		stop_checker(t, 1);
-		return -EPIPE;
-	}
-	while ((n = read(t->checker_answer, c, sizeof(c))) != 0) {
-		if (n < 0 && errno == EINTR && !stop_signal)
-			continue;
-		if (n < 0)
-			break;
-		buf_add(&ans, c, (size_t)n);
-		if (ans.len > 4 * BUNDLE_REASON_MAX)
-			break;
-	}
-	stop_checker(t, n != 0);
-	if (stop_signal) {
-		buf_release(&ans);
-		return -EINTR;
-	}
-	errno = 0;
-	ret = strtol(ans.buf ? ans.buf : "", &rest, 10);
-	if (!ans.len || errno || *rest != ' ' || ret < -4095 || ret > BUNDLE_REFUSED) {
-		buf_addf(why, "cannot check changes.bundle: the checker ended without an answer");
-		buf_release(&ans);
-		return -EIO;
-	}
-	rest++;
-	if (ret == 0) {
-		if (strlen(rest) != 40 && strlen(rest) != 64) {
-			buf_addf(why, "cannot check changes.bundle: the checker's answer is bad");
-			ret = -EIO;
-		} else {
-			memcpy(end, rest, strlen(rest) + 1);
-		}
-	} else {
-		buf_addstr(why, rest);
-	}
-	buf_release(&ans);
-	return (int)ret;
+	if (ret == -EINTR && stop_signal)
+		return ret;
+	log_line(t, "checker: cpu %.3fs, peak %ld KiB\n", v.cpu_s, v.max_rss_kib);
+	return result_bundle_verdict(&v.m, end, why);
 }
 
 static int run_task(struct task *t)
@@ -1147,7 +1049,7 @@ static int run_task(struct task *t)
 		if (check_changes(t, end, &why) == 0)
 			in.end_commit = end;
 	}
-	stop_checker(t, stop_signal != 0);
+	bundle_check_clear(&t->checker);
 	phase_done(t, "check");
 
 	{
@@ -1196,9 +1098,8 @@ static int run_task(struct task *t)
 int main(int argc, char **argv)
 {
 	struct task t = { .project_lock_fd = -1, .task_lock_fd = -1, .console_fd = -1,
-			  .proxy_log_fd = -1, .aibox_log_fd = -1, .checker_pid = -1,
-			  .checker_go = -1, .checker_answer = -1, .broker_log_fd = -1,
-			  .broker_sock = -1, .proxy_report_fd = -1 };
+			  .proxy_log_fd = -1, .aibox_log_fd = -1, .broker_log_fd = -1,
+			  .broker_sock = -1, .proxy_report_fd = -1, .checker = BUNDLE_CHECK_INIT };
 
 	tool_init(argc, argv);
 	clock_gettime(CLOCK_MONOTONIC, &t.t0);

@@ -1,7 +1,8 @@
 /*
  * test-common: the common library's internals, for t/0*.bats.
  *
- *   test-common sandbox [--none] [--no-sockets]   lock down, then try open/creat/exec/socket
+ *   test-common sandbox [--none] [--no-sockets] [--no-processes] [--keep-files]
+ *	lock down, then try open/creat/exec/socket/fork
  *   test-common spawn-fds                          spawn a child given fd 5, list its fds
  *   test-common spawn-missing                      spawn a program that does not exist
  *   test-common read-capped MAX [MS] < input      buf_read_fd with a cap (within MS)
@@ -17,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "buf.h"
@@ -37,6 +39,10 @@ static int cmd_sandbox(int argc, char **argv)
 			be = SANDBOX_NONE;
 		else if (!strcmp(argv[i], "--no-sockets"))
 			flags |= SANDBOX_NO_NEW_SOCKETS;
+		else if (!strcmp(argv[i], "--no-processes"))
+			flags |= SANDBOX_NO_PROCESSES;
+		else if (!strcmp(argv[i], "--keep-files"))
+			flags |= SANDBOX_KEEP_FILES;
 	}
 	ret = sandbox_lockdown(be, flags);
 	if (ret < 0)
@@ -48,6 +54,16 @@ static int cmd_sandbox(int argc, char **argv)
 	fd = socket(AF_INET, SOCK_STREAM, 0);
 	printf("socket: %s\n", fd >= 0 ? "ok" : strerror(errno));
 	fflush(stdout);
+	{
+		pid_t pid = fork();
+
+		if (pid == 0)
+			_exit(0);
+		if (pid > 0)
+			waitpid(pid, NULL, 0);
+		printf("fork: %s\n", pid >= 0 ? "ok" : strerror(errno));
+		fflush(stdout);
+	}
 	{
 		struct spawn sp = SPAWN_INIT;
 

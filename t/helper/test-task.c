@@ -29,10 +29,13 @@
  *		[--mount TAG:PATH...] [--system-prompt S] [--git NAME:EMAIL] [--remote URL...]
  *		[--secrets FILE]
  *	print settings.json; write the secrets JSON for stdin to FILE
- *   test-task check-bundle [--repo DIR] [--max BYTES] START FILE
+ *   test-task check-bundle [--repo DIR] [--max BYTES] [--child] START FILE
  *	result_check_bundle() on FILE (opened O_RDWR as aibox-task has it) with
  *	START as the start commit and DIR for the thin pack's bases; print
- *	"ok END" (exit 0), or the reason (exit 1 refused, 2 error)
+ *	"ok END" (exit 0), or the reason (exit 1 refused, 2 error).  With
+ *	--child, as aibox-task runs it: result_bundle_check_start() (limits
+ *	from AIBOX_BUNDLE_LIMITS), bundle_check_run(); the child's cost on
+ *	stderr, "checker: cpu SECONDS peak KIB"
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -537,27 +540,45 @@ static int cmd_check_bundle(int argc, char **argv)
 	uint64_t max = 2ULL << 30;
 	struct buf why = BUF_INIT;
 	char end[65] = "";
-	int i, fd, ret;
+	int i, fd, ret, child = 0;
 
-	for (i = 0; i + 1 < argc && argv[i][0] == '-'; i += 2) {
-		if (!strcmp(argv[i], "--repo")) {
-			repo = argv[i + 1];
+	for (i = 0; i < argc && argv[i][0] == '-'; i++) {
+		if (!strcmp(argv[i], "--child")) {
+			child = 1;
+		} else if (i + 1 >= argc) {
+			break;
+		} else if (!strcmp(argv[i], "--repo")) {
+			repo = argv[++i];
 		} else if (!strcmp(argv[i], "--max")) {
 			long v;
 
 			if (parse_long(argv[i + 1], 0, LONG_MAX, &v) < 0)
 				die("--max: '%s' is not a size", argv[i + 1]);
 			max = (uint64_t)v;
+			i++;
 		} else {
 			die("unknown option '%s'", argv[i]);
 		}
 	}
 	if (argc - i != 2)
-		die("usage: test-task check-bundle [--repo DIR] [--max BYTES] START FILE");
+		die("usage: test-task check-bundle [--repo DIR] [--max BYTES] [--child] START FILE");
 	fd = open(argv[i + 1], O_RDWR | O_CLOEXEC);
 	if (fd < 0)
 		die_errno("cannot open '%s'", argv[i + 1]);
-	ret = result_check_bundle(fd, argv[i], repo, NULL, max, end, &why);
+	if (child) {
+		struct bundle_check c = BUNDLE_CHECK_INIT;
+		struct bundle_verdict v;
+
+		if (result_bundle_check_start(&c, fd, argv[i], repo, NULL,
+					      getenv("AIBOX_BUNDLE_LIMITS"), &why) < 0)
+			die("%s", why.buf);
+		bundle_check_run(&c, &v, NULL);
+		fprintf(stderr, "checker: cpu %.3f peak %ld\n", v.cpu_s, v.max_rss_kib);
+		ret = result_bundle_verdict(&v.m, end, &why);
+		bundle_check_clear(&c);
+	} else {
+		ret = result_check_bundle(fd, argv[i], repo, NULL, max, NULL, end, &why);
+	}
 	close(fd);
 	if (ret == 0)
 		printf("ok %s\n", end);
