@@ -96,6 +96,8 @@ struct summary_in {
 				    NULL when there are no changes to fetch */
 	const char *bundle_path; /* the task folder's changes.bundle */
 	const char *branch;	 /* "aibox/task-<folder name>" */
+	int windows;		 /* quote the fetch command with windows_quote(), not
+				    shell_quote() (which a path it refuses falls back to) */
 };
 
 /*
@@ -119,6 +121,19 @@ void summary_release(struct summary *s);
  * [A-Za-z0-9_@%+=:,./-], else in single quotes with each ' as '\''.
  */
 void shell_quote(struct buf *out, const char *s);
+
+/*
+ * Append path for pasting into PowerShell, cmd.exe and Git Bash alike, as the
+ * fetch command names the bundle on Windows (docs/platforms.md).  Each
+ * backslash becomes a forward slash.  Then the path goes as is when it is
+ * non-empty and only has [A-Za-z0-9_./:+-]; else in double quotes, which all
+ * three read alike, when it has none of $ ` % ! and no double quote (" or
+ * U+201C..U+201E, which PowerShell reads as one); else quoted for PowerShell
+ * alone: in single quotes, each ' and U+2018..U+201B (which PowerShell reads
+ * as ') doubled.  Returns 0, or -EINVAL with nothing appended for a control
+ * character or bytes that are not UTF-8, which no Windows path holds.
+ */
+int windows_quote(struct buf *out, const char *path);
 
 /*
  * The distinct host:port the VM connected to, in order of first use, from
