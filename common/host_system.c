@@ -8,9 +8,9 @@
 #include "banned.h"
 
 static const char *const names[] = {
-	[HOST_LINUX] = "linux",
-	[HOST_MACOS] = "macos",
-	[HOST_WINDOWS] = "windows",
+    [HOST_LINUX] = "linux",
+    [HOST_MACOS] = "macos",
+    [HOST_WINDOWS] = "windows",
 };
 
 int host_system_get(enum host_system *out)

@@ -383,7 +383,7 @@ static int smart_quote(const unsigned char *p, unsigned char lo, unsigned char h
 int windows_quote(struct buf *out, const char *path)
 {
 	static const char safe[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-				   "0123456789_./:+-\\";
+	                           "0123456789_./:+-\\";
 	const unsigned char *p;
 	size_t n = strlen(path);
 	int powershell = 0;

@@ -96,8 +96,8 @@ struct summary_in {
 				    NULL when there are no changes to fetch */
 	const char *bundle_path; /* the task folder's changes.bundle */
 	const char *branch;	 /* "aibox/task-<folder name>" */
-	int windows;		 /* quote the fetch command with windows_quote(), not
-				    shell_quote() (which a path it refuses falls back to) */
+	int windows;             /* quote the fetch command with windows_quote(), not
+	                            shell_quote() (which a path it refuses falls back to) */
 };
 
 /*

@@ -383,7 +383,7 @@ static enum host_system host_system(void)
 static void read_system_prompt(struct buf *out)
 {
 	struct buf path = BUF_INIT, host = BUF_INIT;
-	const char *parts[] = { "image/task.md", NULL };
+	const char *parts[] = {"image/task.md", NULL};
 
 	buf_addf(&host, "image/host/%s.md", host_system_name(host_system()));
 	parts[1] = host.buf;

@@ -206,7 +206,7 @@ static int build_env(const struct run_settings *s, struct strvec *env)
 	if (s->uid == 0)
 		/* The VM is the sandbox Claude Code asks for before it runs as root. */
 		strvec_pushl(env, "HOME=" GUEST_HOME, "USER=root", "LOGNAME=root", "IS_SANDBOX=1",
-			     NULL);
+		             NULL);
 	else
 		strvec_pushl(env, "HOME=" GUEST_HOME, "USER=aibox", "LOGNAME=aibox", NULL);
 	strvec_pushl(env, "SHELL=/bin/bash", "LANG=C.UTF-8", NULL);
