@@ -41,7 +41,7 @@ fake_path() {
 	assert_line --index 2 "sudo sh"
 	assert_line --regexp "^apt-get install -y -qq --no-install-recommends make gcc .* qemu-system-x86 mmdebstrap uidmap "
 	# The README's commands have no sudo: make deps asks for it when it must.
-	run grep -n 'sudo' "$TOP/README.md"
+	run grep -nE '^    .*sudo' "$TOP/README.md"
 	assert_failure
 	grep -qx '    make deps && make demo' "$TOP/README.md"
 }
