@@ -12,9 +12,11 @@
 #   all (default)  build/libaibox.a, build/aibox and every build/aibox-* tool
 #   check          build, then run the test suite (t/run), ending "N passed, N failed"
 #   demo           build, then run one task on a sample repository (t/demo)
-#   deps           install the Debian packages listed in packages.txt (needs root)
+#   deps           install the Debian packages listed in packages.txt: as root
+#                  itself, as anyone else through sudo (refused without sudo)
 #   install        aibox into PREFIX/bin, the tools into PREFIX/libexec/aibox,
-#                  man pages into PREFIX/share/man, data into PREFIX/share/aibox
+#                  man pages into PREFIX/share/man, data into PREFIX/share/aibox;
+#                  through sudo when DESTDIR/PREFIX is not the user's to write
 #   fuzz           build the libFuzzer targets in fuzz/ (clang)
 #   fuzz-run       run each fuzzer for FUZZ_SECONDS on its corpus
 #   format         clang-format every C file
@@ -125,22 +127,36 @@ check: all
 demo: all
 	$(Q)t/demo
 
+# What needs root runs as is for root (a container, a fresh cloud machine, CI,
+# where there may be no sudo) and through sudo for anyone else, so the
+# README's commands work for both.  AS_ROOT is evaluated where it is used.
+AS_ROOT = $(if $(filter 0,$(shell id -u)),,sudo)
+# need_sudo TARGET: stop, saying what to do, when sudo is needed but missing.
+need_sudo = if [ "$$(id -u)" != 0 ] && ! command -v sudo >/dev/null; then \
+	echo "make $(1): this needs root and there is no sudo: run 'make $(1)' as root" >&2; \
+	exit 2; fi
+
 # npm (for the pinned Claude Code in the image and the tests) comes from Debian
 # unless the machine already has one (NodeSource's nodejs conflicts with Debian's npm).
 deps:
-	$(Q)apt-get update -qq
-	$(Q)grep -v '^#' packages.txt | xargs -r sh -c 'DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$$@"' deps
-	$(Q)command -v npm >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends npm
+	$(Q)$(call need_sudo,deps)
+	$(Q)$(AS_ROOT) apt-get update -qq
+	$(Q)grep -v '^#' packages.txt | xargs -r $(AS_ROOT) sh -c 'DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$$@"' deps
+	$(Q)command -v npm >/dev/null || $(AS_ROOT) sh -c 'DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends npm'
 
+# sudo only when the nearest existing folder of DESTDIR/PREFIX is not ours to write.
+INSTALL_AS = $(shell d='$(DESTDIR)$(PREFIX)'; while [ ! -e "$$d" ]; do d=$$(dirname "$$d"); done; \
+	[ -w "$$d" ] || echo sudo)
 install: all
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/libexec/aibox \
+	$(Q)$(if $(INSTALL_AS),$(call need_sudo,install))
+	$(INSTALL_AS) install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/libexec/aibox \
 		$(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/aibox
-	install -m 755 $(B)/aibox $(DESTDIR)$(PREFIX)/bin/aibox
-	install -m 755 $(TOOLS) $(IMAGE_PROGS) $(DESTDIR)$(PREFIX)/libexec/aibox/
-	$(if $(MANS),install -m 644 $(MANS) $(DESTDIR)$(PREFIX)/share/man/man1/)
-	cp -R share/. $(DESTDIR)$(PREFIX)/share/aibox/
-	$(if $(wildcard image/*),cp -R image $(DESTDIR)$(PREFIX)/share/aibox/)
-	rm -rf $(DESTDIR)$(PREFIX)/share/aibox/image/*.c $(DESTDIR)$(PREFIX)/share/aibox/image/init
+	$(INSTALL_AS) install -m 755 $(B)/aibox $(DESTDIR)$(PREFIX)/bin/aibox
+	$(INSTALL_AS) install -m 755 $(TOOLS) $(IMAGE_PROGS) $(DESTDIR)$(PREFIX)/libexec/aibox/
+	$(if $(MANS),$(INSTALL_AS) install -m 644 $(MANS) $(DESTDIR)$(PREFIX)/share/man/man1/)
+	$(INSTALL_AS) cp -R share/. $(DESTDIR)$(PREFIX)/share/aibox/
+	$(if $(wildcard image/*),$(INSTALL_AS) cp -R image $(DESTDIR)$(PREFIX)/share/aibox/)
+	$(INSTALL_AS) rm -rf $(DESTDIR)$(PREFIX)/share/aibox/image/*.c $(DESTDIR)$(PREFIX)/share/aibox/image/init
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')

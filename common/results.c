@@ -11,6 +11,7 @@
 #include "bundle_read.h"
 #include "err.h"
 #include "results.h"
+#include "utf8.h"
 #include "banned.h"
 
 static const char *const step_names[] = { "clone", "claude", "commit", "bundle" };
@@ -266,6 +267,13 @@ __attribute__((format(printf, 3, 4))) static void addf(struct summary *s, int vm
 	add_line(s, vm, &b);
 }
 
+/* One argument of the fetch command, for the host system's shells (results.h). */
+static void quote_arg(struct buf *b, const char *s, int windows)
+{
+	if (!windows || windows_quote(b, s) < 0)
+		shell_quote(b, s);
+}
+
 void summary_make(const struct summary_in *in, struct summary *s)
 {
 	const struct task_result *r = in->result;
@@ -341,13 +349,13 @@ void summary_make(const struct summary_in *in, struct summary *s)
 
 		addf(s, 0, "the changes end at %.12s, fetch them with", in->end_commit);
 		buf_addstr(&b, "  git -c transfer.fsckObjects=true fetch ");
-		shell_quote(&b, in->bundle_path);
+		quote_arg(&b, in->bundle_path, in->windows);
 		buf_addstr(&b, " ");
 		{
 			struct buf refspec = BUF_INIT;
 
 			buf_addf(&refspec, "aibox/task:%s", in->branch);
-			shell_quote(&b, refspec.buf);
+			quote_arg(&b, refspec.buf, in->windows);
 			buf_release(&refspec);
 		}
 		add_line(s, 0, &b);
@@ -385,6 +393,48 @@ void shell_quote(struct buf *out, const char *s)
 			buf_addch(out, *s);
 	}
 	buf_addch(out, '\'');
+}
+
+/* p starts one of U+2018..U+201E (E2 80 98..9E) whose last byte is lo..hi. */
+static int smart_quote(const unsigned char *p, unsigned char lo, unsigned char hi)
+{
+	return p[0] == 0xe2 && p[1] == 0x80 && p[2] >= lo && p[2] <= hi;
+}
+
+int windows_quote(struct buf *out, const char *path)
+{
+	static const char safe[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	                           "0123456789_./:+-\\";
+	const unsigned char *p;
+	size_t n = strlen(path);
+	int powershell = 0;
+
+	if (!utf8_valid(path, n, NULL))
+		return -EINVAL;
+	for (p = (const unsigned char *)path; *p; p++) {
+		if (*p < 0x20 || *p == 0x7f)
+			return -EINVAL;
+		if (strchr("$`%!\"", *p) || smart_quote(p, 0x9c, 0x9e))
+			powershell = 1;
+	}
+	if (n && strspn(path, safe) == n) {
+		for (p = (const unsigned char *)path; *p; p++)
+			buf_addch(out, *p == '\\' ? '/' : (char)*p);
+		return 0;
+	}
+	buf_addch(out, powershell ? '\'' : '"');
+	for (p = (const unsigned char *)path; *p; p++) {
+		if (powershell && (*p == '\'' || smart_quote(p, 0x98, 0x9b))) {
+			/* Doubled: the quote itself (one byte, or three for U+2018..U+201B). */
+			buf_add(out, (const char *)p, *p == '\'' ? 1 : 3);
+			buf_add(out, (const char *)p, *p == '\'' ? 1 : 3);
+			p += *p == '\'' ? 0 : 2;
+		} else {
+			buf_addch(out, *p == '\\' ? '/' : (char)*p);
+		}
+	}
+	buf_addch(out, powershell ? '\'' : '"');
+	return 0;
 }
 
 static void check_init(struct bundle_check *c, int fd, const char *start_commit,

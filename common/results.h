@@ -99,6 +99,8 @@ struct summary_in {
 				    NULL when there are no changes to fetch */
 	const char *bundle_path; /* the task folder's changes.bundle */
 	const char *branch;	 /* "aibox/task-<folder name>" */
+	int windows;             /* quote the fetch command with windows_quote(), not
+	                            shell_quote() (which a path it refuses falls back to) */
 };
 
 /*
@@ -127,13 +129,25 @@ void summary_release(struct summary *s);
 void shell_quote(struct buf *out, const char *s);
 
 /*
+ * Append path for pasting into PowerShell, cmd.exe and Git Bash alike, as the
+ * fetch command names the bundle on Windows (docs/platforms.md).  Each
+ * backslash becomes a forward slash.  Then the path goes as is when it is
+ * non-empty and only has [A-Za-z0-9_./:+-]; else in double quotes, which all
+ * three read alike, when it has none of $ ` % ! and no double quote (" or
+ * U+201C..U+201E, which PowerShell reads as one); else quoted for PowerShell
+ * alone: in single quotes, each ' and U+2018..U+201B (which PowerShell reads
+ * as ') doubled.  Returns 0, or -EINVAL with nothing appended for a control
+ * character or bytes that are not UTF-8, which no Windows path holds.
+ */
+int windows_quote(struct buf *out, const char *path);
+
+/*
  * Start the check of a task's changes.bundle (docs/tasks.md, "Reviewing the
  * commits": only aibox/task, no prerequisite but the start commit;
  * docs/bundles.md): a bundle_check (bundle_check.h) of fd with refs exactly
- * refs/heads/aibox/task,
- * start_commit the only base, the thin pack's bases from repo_dir (which has
- * the start commit), the indexer's folder under tmp_parent (NULL: $TMPDIR or
- * /tmp), the pack at most RESULT_BUNDLE_CHECK_MAX bytes, the default limits
+ * refs/heads/aibox/task, start_commit the only base, the thin pack's bases
+ * from repo_dir (which has the start commit), the indexer's folder under
+ * tmp_parent (NULL: $TMPDIR or /tmp), the pack at most RESULT_BUNDLE_CHECK_MAX bytes, the default limits
  * changed by limits ("name=value,...", the AIBOX_BUNDLE_LIMITS variable; NULL:
  * none), and its child forked (it waits for bundle_check_run()).  The indexer
  * opens the project's objects and writes its index, so the child must be

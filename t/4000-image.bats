@@ -62,6 +62,22 @@ export PATH="$PATH:/usr/sbin:/sbin"
 	grep -q '^package openssh-server ' "$T/images/default/manifest"
 }
 
+@test "image: without subordinate ids for the user, a build stops before any download and says how to add them" {
+	[ "$(id -u)" != 0 ] || skip "as root a build needs no subordinate ids"
+	export AIBOX_IMAGES=$T/images
+	# A user /etc/subuid and /etc/subgid know nothing of.
+	mkdir "$T/bin"
+	printf '#!/bin/sh\ncase "$1" in -un) echo aibox-no-subids ;; *) exec /usr/bin/id "$@" ;; esac\n' \
+		>"$T/bin/id"
+	chmod +x "$T/bin/id"
+	PATH=$T/bin:$PATH run aibox image build
+	assert_failure
+	assert_line --partial "build-image: building an image without root needs 65536 subordinate uids and gids for 'aibox-no-subids' in /etc/subuid and /etc/subgid; add them as root with: usermod --add-subuids "
+	assert_line --regexp " usermod --add-subuids ([0-9]+)-[0-9]+ --add-subgids [0-9]+-[0-9]+ aibox-no-subids\$"
+	refute_output --partial downloading
+	[ -z "$(ls -A "$T/images")" ]
+}
+
 fake_image() {
 	mkdir -p "$AIBOX_IMAGES/$1"
 	for f in vmlinuz initramfs rootfs.ext4; do echo x >"$AIBOX_IMAGES/$1/$f"; done

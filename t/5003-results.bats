@@ -164,6 +164,66 @@ aibox: no changes'
 	assert_output "'a \$b \`c\` \"d\"'"
 }
 
+# winq PATH EXPECTED: windows_quote() of PATH is EXPECTED.
+winq() {
+	run test-task windows-quote "$1"
+	assert_success
+	assert_output "$2"
+}
+
+@test "results: windows-quote: forward slashes, quotes all three shells read, else PowerShell's" {
+	# Nothing to quote: as is, with forward slashes.
+	winq 'C:\Users\me\.aibox\projects\r\tasks\20261007-170916-259e07\changes.bundle' \
+		'C:/Users/me/.aibox/projects/r/tasks/20261007-170916-259e07/changes.bundle'
+	winq 'C:/a_b-1.2/c+d:e' 'C:/a_b-1.2/c+d:e'
+	winq 'aibox/task:aibox/task-20261007-170916-259e07' 'aibox/task:aibox/task-20261007-170916-259e07'
+	# Double quotes, which PowerShell, cmd.exe and Git Bash all read alike.
+	winq 'C:\Program Files\x\changes.bundle' '"C:/Program Files/x/changes.bundle"'
+	winq "C:\\it's\\x" "\"C:/it's/x\""
+	winq 'C:/a&b(c)^d;e,f@g=h~i#j{k}[l]' '"C:/a&b(c)^d;e,f@g=h~i#j{k}[l]"'
+	winq 'C:/Users/José/x' '"C:/Users/José/x"'
+	winq 'C:/a‘b’c' '"C:/a‘b’c"'
+	winq '' '""'
+	# $, `, % or !, or a double quote PowerShell reads as one: PowerShell's single
+	# quotes, each ' (and its look-alikes U+2018..U+201B) doubled.
+	winq 'C:\a$b\x' "'C:/a\$b/x'"
+	winq 'C:/a`b' "'C:/a\`b'"
+	winq 'C:\100%\x' "'C:/100%/x'"
+	winq 'C:/a!b' "'C:/a!b'"
+	winq "C:/it's 100%" "'C:/it''s 100%'"
+	winq 'C:/“x”/y' "'C:/“x”/y'"
+	winq 'C:/„x‟' "'C:/„x‟'"
+	winq 'C:/‘$x’‚‛' "'C:/‘‘\$x’’‚‚‛‛'"
+	# No Windows path holds a control character or bytes that are not UTF-8.
+	for bad in "$(printf 'a\tb')" "$(printf 'a\nb')" "$(printf 'a\177b')" "$(printf 'a\377b')"; do
+		run test-task windows-quote "$bad"
+		assert_failure
+		assert_output "error: Invalid argument"
+	done
+	# Git Bash reads the plain and the double-quoted forms as the path.
+	for p in 'C:\Program Files\x' "C:/it's/x" 'C:/a&b(c)^d;e,f@g=h~i#j' 'C:/Users/José/x' 'C:/plain'; do
+		run test-task windows-quote "$p"
+		got=$(bash -c "printf '%s' $output")
+		assert_equal "$got" "${p//\\//}"
+	done
+}
+
+@test "results: on Windows (AIBOX_HOST_SYSTEM=windows) the fetch command is quoted with windows-quote" {
+	good
+	for dir in "with space" 'a$b' "it's"; do
+		mkdir -p "$dir"
+		AIBOX_HOST_SYSTEM=windows run test-task results result.json --end $C40 \
+			--bundle "$T/$dir/changes.bundle" --branch aibox/task-x
+		assert_success
+		want=$(test-task windows-quote "$T/$dir/changes.bundle")
+		assert_line "aibox:   git -c transfer.fsckObjects=true fetch $want aibox/task:aibox/task-x"
+	done
+	assert_line "aibox:   git -c transfer.fsckObjects=true fetch \"$T/it's/changes.bundle\" aibox/task:aibox/task-x"
+	AIBOX_HOST_SYSTEM=linux run test-task results result.json --end $C40 \
+		--bundle "$T/it's/changes.bundle" --branch aibox/task-x
+	assert_line "aibox:   git -c transfer.fsckObjects=true fetch '$T/it'\\''s/changes.bundle' aibox/task:aibox/task-x"
+}
+
 # record [HOSTS-JSON [EXTRA-FIELDS]]: the proxy's record (docs/proxy.md, "The record") in record.json
 record() {
 	cat >record.json <<-JSON

@@ -136,3 +136,26 @@ step 2"
 	assert_equal "$stderr" "aibox-task: agents: '$T/team-agents' is not a folder"
 	[ -z "$(task_dir)" ]
 }
+
+@test "task: the system prompt ends with the host system's part of image/host (AIBOX_HOST_SYSTEM for tests)" {
+	for sys in linux macos windows; do
+		rm -rf "$AIBOX_HOME/projects/repo/tasks"
+		AIBOX_HOST_SYSTEM=$sys run --separate-stderr aibox task x
+		python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["system_prompt"], end="")' \
+			"$(task_dir)/settings.json" >"$T/prompt-$sys"
+		# task.md, a blank line, then the host's part, whole.
+		assert_equal "$(cat "$T/prompt-$sys")" "$(cat "$TOP/image/task.md"; echo; cat "$TOP/image/host/$sys.md")"
+	done
+	grep -q '^# The user.s machine runs Linux$' "$T/prompt-linux"
+	grep -q '^# The user.s machine runs macOS$' "$T/prompt-macos"
+	grep -q 'Unicode normalization' "$T/prompt-macos"
+	grep -q '^# The user.s machine runs Windows$' "$T/prompt-windows"
+	grep -q 'COM1. to .COM9' "$T/prompt-windows"
+	run ! grep -q 'Windows' "$T/prompt-linux"
+	# Anything else is refused, not taken for linux.
+	for bad in '' Linux win32 'linux '; do
+		AIBOX_HOST_SYSTEM=$bad run --separate-stderr aibox task x
+		assert_equal "$status" 2
+		[[ "$stderr" == *"AIBOX_HOST_SYSTEM='$bad' is not linux, macos or windows"* ]]
+	done
+}

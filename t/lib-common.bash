@@ -31,6 +31,7 @@ common_teardown() {
 	cd /
 	[ -n "${T:-}" ] && chmod -R u+rwX "$T" 2>/dev/null
 	[ -n "${T:-}" ] && rm -rf "$T"
+	return 0
 }
 
 setup() { common_setup; }

@@ -38,6 +38,7 @@
 #include "config.h"
 #include "duration.h"
 #include "err.h"
+#include "host_system.h"
 #include "image.h"
 #include "num.h"
 #include "out.h"
@@ -369,11 +370,25 @@ static const char default_system_prompt[] =
 	"answer questions.  Do the task in the prompt, commit your work on the current branch "
 	"with clear messages, and end with a short summary of what you did.\n";
 
+/* The system aibox runs on (host_system.h): the host part, the fetch command's quoting. */
+static enum host_system host_system(void)
+{
+	enum host_system sys;
+
+	if (host_system_get(&sys) < 0)
+		die("%s='%s' is not linux, macos or windows (it is for tests)", HOST_SYSTEM_ENV,
+		    getenv(HOST_SYSTEM_ENV));
+	return sys;
+}
+
+/* image/task.md, then the part of image/host/ for the system aibox runs on. */
 static void read_system_prompt(struct buf *out)
 {
-	struct buf path = BUF_INIT;
-	static const char *const parts[] = { "image/task.md", "image/host/linux.md" };
+	struct buf path = BUF_INIT, host = BUF_INIT;
+	const char *parts[] = {"image/task.md", NULL};
 
+	buf_addf(&host, "image/host/%s.md", host_system_name(host_system()));
+	parts[1] = host.buf;
 	for (size_t i = 0; i < ARRAY_SIZE(parts); i++) {
 		ssize_t n;
 
@@ -390,6 +405,7 @@ static void read_system_prompt(struct buf *out)
 	if (!out->len || out->len == 1)
 		buf_addstr(out, default_system_prompt);
 	buf_release(&path);
+	buf_release(&host);
 }
 
 static void write_file(struct task *t, const char *name, const struct buf *b, int mode)
@@ -1062,6 +1078,7 @@ static int run_task(struct task *t)
 		in.report_why = report_why.buf;
 		in.bundle_path = bpath.buf;
 		in.branch = branch.buf;
+		in.windows = host_system() == HOST_WINDOWS;
 		summary_make(&in, &sum);
 		for (size_t i = 0; i < sum.nr; i++)
 			out_printf(2, sum.v[i].vm ? "vm" : "aibox", t->id, "%s", sum.v[i].text);

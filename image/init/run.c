@@ -62,14 +62,13 @@ static int settings_load(struct run_settings *s)
 		error("settings.json: %s", jerr.text);
 		return -EINVAL;
 	}
+	/* The host user's ids; 0 (root) makes the VM's user root (run.h). */
 	v = json_object_get(s->root, "uid");
-	if (json_is_integer(v) && (id = json_integer_value(v)) > 0 && id < 65535)
+	if (json_is_integer(v) && (id = json_integer_value(v)) >= 0 && id < 65535)
 		s->uid = (uid_t)id;
 	v = json_object_get(s->root, "gid");
-	if (json_is_integer(v) && (id = json_integer_value(v)) > 0 && id < 65535)
+	if (json_is_integer(v) && (id = json_integer_value(v)) >= 0 && id < 65535)
 		s->gid = (gid_t)id;
-	if (s->uid == 0 || s->gid == 0)
-		s->uid = GUEST_USER_UID, s->gid = GUEST_USER_GID;
 	v = json_object_get(s->root, "path");
 	if (json_is_string(v) && json_string_value(v)[0] == '/')
 		s->path = json_string_value(v);
@@ -147,12 +146,13 @@ int run_setup(struct guest_settings *gs)
 	/* For the prompt of a shell in the VM (nothing else sets it). */
 	if (sethostname("aibox", 5) < 0)
 		error("cannot set the host name: %s", strerror(errno));
+	/* Root stays root: the user aibox keeps its ids then. */
 	snprintf(line, sizeof(line), "aibox:x:%u:%u::" GUEST_HOME ":/bin/bash", (unsigned)s.uid,
 		 (unsigned)s.gid);
-	if ((r = set_id_line("/etc/passwd", line)) < 0)
+	if (s.uid != 0 && (r = set_id_line("/etc/passwd", line)) < 0)
 		goto out;
 	snprintf(line, sizeof(line), "aibox:x:%u:", (unsigned)s.gid);
-	if ((r = set_id_line("/etc/group", line)) < 0)
+	if (s.uid != 0 && s.gid != 0 && (r = set_id_line("/etc/group", line)) < 0)
 		goto out;
 	if ((r = mount_rw(TAG_PROJECT, s.path)) < 0 || (r = mount_rw(TAG_HOME, GUEST_HOME)) < 0)
 		goto out;
@@ -203,8 +203,13 @@ static int build_env(const struct run_settings *s, struct strvec *env)
 	int ret = 0;
 
 	strvec_push(env, "PATH=" GUEST_PATH_VALUE);
-	strvec_pushl(env, "HOME=" GUEST_HOME, "USER=aibox", "LOGNAME=aibox", "SHELL=/bin/bash",
-		     "LANG=C.UTF-8", NULL);
+	if (s->uid == 0)
+		/* The VM is the sandbox Claude Code asks for before it runs as root. */
+		strvec_pushl(env, "HOME=" GUEST_HOME, "USER=root", "LOGNAME=root", "IS_SANDBOX=1",
+		             NULL);
+	else
+		strvec_pushl(env, "HOME=" GUEST_HOME, "USER=aibox", "LOGNAME=aibox", NULL);
+	strvec_pushl(env, "SHELL=/bin/bash", "LANG=C.UTF-8", NULL);
 	strvec_pushf(env, "TERM=%s", term && *term && strlen(term) < 64 ? term : "dumb");
 	if (s->proxy) {
 		strvec_pushf(env, "HTTP_PROXY=%s", s->proxy);

@@ -4,8 +4,11 @@
  *
  * PID 1 calls run_setup() after the state disk and before the config's
  * mounts (which may sit in the home, e.g. ~/.claude/skills): it gives the
- * user aibox the host user's uid and gid (settings.json "uid", "gid"; a host
- * uid of 0 keeps 1000) and mounts the read-write shares, the project at the
+ * user aibox the host user's uid and gid (settings.json "uid", "gid"), so
+ * the user can write what the host user can in the shares (9p hands the
+ * host's owners through and the guest checks them); a host uid of 0 makes
+ * the VM's user root itself (docs/run.md).  It mounts the read-write shares,
+ * the project at the
  * settings' path (9p tag aibox.project) and the project's home at
  * /home/aibox (tag aibox.home).  It sets gs's user ids to the ones it
  * gave the user, for the mount points mount_extra() makes in the home.
@@ -13,7 +16,9 @@
  * The host runs the SSH command `run`, with or without a pty; the session
  * code calls run_session() with stdin, stdout and stderr being the channel
  * (or the pty).  It runs settings.json's "command" (default: claude) as the
- * user in the project folder, with the proxy and key forwarding env and the
+ * user in the project folder (as root, with IS_SANDBOX=1, which Claude Code
+ * wants before it takes bypassPermissions from root), with the proxy and key
+ * forwarding env and the
  * config's env values, which come in the SSH environment variable AIBOX_ENV
  * (a JSON object of strings, never on disk), and returns its exit status
  * (128 + the signal's number when a signal ended it; 127 when it was not

@@ -18,12 +18,15 @@
  *   test-task results FILE [--end HEX] [--bundle PATH] [--branch B]
  *                          [--report F | --no-report WHY]
  *	parse result.json (FILE "-" for none) and print the summary lines,
- *	"aibox: TEXT" or "vm: TEXT" (a minimal printer, for these tests only)
+ *	"aibox: TEXT" or "vm: TEXT" (a minimal printer, for these tests only);
+ *	the fetch command quoted for AIBOX_HOST_SYSTEM's shells, as aibox-task does
  *   test-task session [--user U] [--timeout-ms N] [--idle-ms N] [--env NAME=VALUE...]
  *		KEYDIR OUTDIR -- SSHD-ARGV...
  *	task_session_run() against SSHD-ARGV with the keys of `ssh-keys KEYDIR`,
  *	the results into OUTDIR; vm lines on stderr; "ok ..." or "failed: ..."
  *   test-task shell-quote STRING
+ *   test-task windows-quote STRING
+ *	print STRING as windows_quote() appends it, or "error: REASON" (exit 1)
  *   test-task settings [--id ID] [--commit HEX] [--model M] [--timeout S]
  *		[--budget USD] [--api none|forward|oauth] [--env NAME=VALUE...]
  *		[--mount TAG:PATH...] [--system-prompt S] [--git NAME:EMAIL] [--remote URL...]
@@ -51,6 +54,7 @@
 
 #include "buf.h"
 #include "err.h"
+#include "host_system.h"
 #include "num.h"
 #include "results.h"
 #include "spawn.h"
@@ -283,6 +287,7 @@ static int cmd_results(int argc, char **argv)
 	struct summary sum = SUMMARY_INIT;
 	struct proxy_report rep = PROXY_REPORT_INIT;
 	struct buf json = BUF_INIT, err = BUF_INIT, rec = BUF_INIT, rep_why = BUF_INIT;
+	enum host_system sys;
 	int have = 0, ret;
 
 	if (argc < 1)
@@ -321,6 +326,10 @@ static int cmd_results(int argc, char **argv)
 		have = 1;
 		in.result = &r;
 	}
+	/* As aibox-task does it: the host system, or AIBOX_HOST_SYSTEM's. */
+	if (host_system_get(&sys) < 0)
+		die("%s: not linux, macos or windows", HOST_SYSTEM_ENV);
+	in.windows = sys == HOST_WINDOWS;
 	summary_make(&in, &sum);
 	for (size_t i = 0; i < sum.nr; i++)
 		printf("%s: %s\n", sum.v[i].vm ? "vm" : "aibox", sum.v[i].text);
@@ -450,6 +459,21 @@ static int cmd_shell_quote(int argc, char **argv)
 	printf("%s\n", b.buf);
 	buf_release(&b);
 	return 0;
+}
+
+static int cmd_windows_quote(int argc, char **argv)
+{
+	struct buf b = BUF_INIT;
+	int ret;
+
+	if (argc != 1)
+		die("usage: test-task windows-quote STRING");
+	if ((ret = windows_quote(&b, argv[0])) < 0)
+		printf("error: %s\n", strerror(-ret));
+	else
+		printf("%s\n", b.buf);
+	buf_release(&b);
+	return ret < 0 ? 1 : 0;
 }
 
 static int cmd_settings(int argc, char **argv)
@@ -640,6 +664,8 @@ int main(int argc, char **argv)
 		return cmd_session(argc - 2, argv + 2);
 	if (!strcmp(argv[1], "shell-quote"))
 		return cmd_shell_quote(argc - 2, argv + 2);
+	if (!strcmp(argv[1], "windows-quote"))
+		return cmd_windows_quote(argc - 2, argv + 2);
 	if (!strcmp(argv[1], "settings"))
 		return cmd_settings(argc - 2, argv + 2);
 	if (!strcmp(argv[1], "check-bundle"))
