@@ -1,0 +1,89 @@
+/* Secrets out of the environment and over pipes (secret.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "buf.h"
+#include "secret.h"
+#include "task_settings.h"
+#include "banned.h"
+
+int secret_take_env(const char *name, struct buf *value)
+{
+	char *v = getenv(name);
+	size_t n;
+
+	if (!v)
+		return 0;
+	n = strlen(v);
+	buf_grow(value, n);
+	buf_add(value, v, n);
+	/* getenv() points into the block itself: this wipes what /proc shows. */
+	explicit_bzero(v, n);
+	unsetenv(name);
+	return 1;
+}
+
+int secret_pipe(const void *data, size_t len)
+{
+	int p[2], ret;
+
+	if (len > SECRET_PIPE_MAX)
+		return -E2BIG;
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -errno;
+	/*
+	 * Writing no more than the capacity into an empty pipe never blocks.
+	 * The capacity is 64 KiB, or one page for a user over
+	 * pipe-user-pages-soft: make sure.
+	 */
+	if (len > 4096 && fcntl(p[1], F_GETPIPE_SZ) < (int)len &&
+	    fcntl(p[1], F_SETPIPE_SZ, (int)len) < (int)len) {
+		ret = errno ? -errno : -E2BIG;
+		close(p[0]);
+		close(p[1]);
+		return ret;
+	}
+	ret = write_all(p[1], data, len);
+	close(p[1]);
+	if (ret < 0) {
+		close(p[0]);
+		return ret;
+	}
+	return p[0];
+}
+
+ssize_t secret_read_fd(int fd, struct buf *out, size_t max)
+{
+	size_t start = out->len;
+	ssize_t ret;
+
+	buf_grow(out, max + 1);
+	for (;;) {
+		ssize_t n = read(fd, out->buf + out->len, max + 1 - (out->len - start));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			ret = -errno;
+			break;
+		}
+		if (n == 0) {
+			ret = (ssize_t)(out->len - start);
+			break;
+		}
+		buf_setlen(out, out->len + (size_t)n);
+		if (out->len - start > max) {
+			ret = -EFBIG;
+			break;
+		}
+	}
+	close(fd);
+	if (ret < 0) {
+		explicit_bzero(out->buf + start, out->len - start);
+		buf_setlen(out, start);
+	}
+	return ret;
+}
