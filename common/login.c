@@ -15,11 +15,11 @@ int login_other(const char *name)
 void login_both_warning(const char *cfg_path, struct buf *msg)
 {
 	buf_addf(msg,
-		 "both ANTHROPIC_API_KEY and CLAUDE_CODE_OAUTH_TOKEN are in the env of '%s': "
-		 "Claude Code uses the key, which stays on the host, but the token still goes "
-		 "into the VM as it is, where every program can read it; remove "
-		 "CLAUDE_CODE_OAUTH_TOKEN from env to keep it out",
-		 cfg_path);
+	         "both ANTHROPIC_API_KEY and CLAUDE_CODE_OAUTH_TOKEN are in the env of '%s': "
+	         "Claude Code uses the key, which stays on the host, but the token still goes "
+	         "into the VM as it is, where every program can read it; remove "
+	         "CLAUDE_CODE_OAUTH_TOKEN from env to keep it out",
+	         cfg_path);
 }
 
 /* "env:" and the name, as the user adds them; a note when env already has names. */
@@ -42,26 +42,29 @@ int login_check_task(const struct login *l, const char *cfg_path, struct buf *ms
 	if (l->key_listed || l->token_listed) {
 		const char *name = l->key_listed ? "ANTHROPIC_API_KEY" : "CLAUDE_CODE_OAUTH_TOKEN";
 
-		buf_addf(msg,
-			 "Claude Code in the VM would not be logged in: '%s' lists %s under env, but "
-			 "it is not set in your shell; set it and start the task again",
-			 cfg_path, name);
+		buf_addf(
+		    msg,
+		    "Claude Code in the VM would not be logged in: '%s' lists %s under env, but "
+		    "it is not set in your shell; set it and start the task again",
+		    cfg_path, name);
 		return -ENOKEY;
 	}
 	if (l->key_set || l->token_set) {
-		buf_addf(msg,
-			 "Claude Code in the VM would not be logged in: %s is set in your shell, but "
-			 "'%s' does not list it under env; add these two lines to it:",
-			 set, cfg_path);
+		buf_addf(
+		    msg,
+		    "Claude Code in the VM would not be logged in: %s is set in your shell, but "
+		    "'%s' does not list it under env; add these two lines to it:",
+		    set, cfg_path);
 		add_lines(l, set, msg);
 		return -ENOKEY;
 	}
 	buf_addf(msg,
-		 "Claude Code in the VM would not be logged in: '%s' lists no login under env; "
-		 "add these two lines to it:",
-		 cfg_path);
+	         "Claude Code in the VM would not be logged in: '%s' lists no login under env; "
+	         "add these two lines to it:",
+	         cfg_path);
 	add_lines(l, "ANTHROPIC_API_KEY", msg);
-	buf_addstr(msg, "\nand set ANTHROPIC_API_KEY in your shell to an API key; for a claude.ai "
-			"subscription, CLAUDE_CODE_OAUTH_TOKEN instead (made by claude setup-token)");
+	buf_addstr(msg,
+	           "\nand set ANTHROPIC_API_KEY in your shell to an API key; for a claude.ai "
+	           "subscription, CLAUDE_CODE_OAUTH_TOKEN instead (made by claude setup-token)");
 	return -ENOKEY;
 }

@@ -15,8 +15,8 @@
 struct login {
 	int key_listed, key_set;     /* ANTHROPIC_API_KEY in env; set non-empty in the shell */
 	int token_listed, token_set; /* CLAUDE_CODE_OAUTH_TOKEN, the same */
-	int other;		     /* one of the other logins listed and set */
-	int nr_env;		     /* how many names the config's env lists */
+	int other;                   /* one of the other logins listed and set */
+	int nr_env;                  /* how many names the config's env lists */
 };
 
 /* 1 when name is one of Claude Code's other logins (above). */

@@ -527,9 +527,9 @@ static void start(struct task *t)
 	if (claude_shares_plan(&t->cfg, getenv("HOME"), &t->shares, &err) < 0)
 		die("%s", err.buf);
 
+	read_env(t, cfgpath.buf);
 	find_start_commit(t);
 	read_git_identity(t);
-	read_env(t, cfgpath.buf);
 
 	t->project_lock_fd = project_lock(t->p.dir, PROJECT_LOCK_SHARED | PROJECT_LOCK_NONBLOCK);
 	if (t->project_lock_fd == -EWOULDBLOCK)
