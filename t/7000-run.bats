@@ -419,7 +419,7 @@ stopped_within() {
 	printf 'git:\n  - url: https://localhost:1/r.git\n    token: RUN_TOKEN\n' >>"$PDIR/config.yaml"
 	cd "$PROJ"
 	# The command holds a connection to the proxy (an aibox-connect) for a while.
-	aibox run --memory 1G -- sh -c 'exec 3<>/dev/tcp/10.0.2.100/3128; echo connected; sleep 20' \
+	aibox run --memory 1G -- bash -c 'exec 3<>/dev/tcp/10.0.2.100/3128; echo connected; sleep 20' \
 		</dev/null >"$T/out" 2>"$T/err" &
 	pid=$!
 	echo "$pid" >"$T/run.pid"
