@@ -5,6 +5,8 @@
 #include <string.h>
 #include <unistd.h>
 
+extern char **environ;
+
 #include "buf.h"
 #include "secret.h"
 #include "task_settings.h"
@@ -12,18 +14,30 @@
 
 int secret_take_env(const char *name, struct buf *value)
 {
-	char *v = getenv(name);
-	size_t n;
+	size_t n = strlen(name);
+	int found = 0;
 
-	if (!v)
-		return 0;
-	n = strlen(v);
-	buf_grow(value, n);
-	buf_add(value, v, n);
-	/* getenv() points into the block itself: this wipes what /proc shows. */
-	explicit_bzero(v, n);
-	unsetenv(name);
-	return 1;
+	/*
+	 * Every entry of that name, not only the one getenv() finds: an
+	 * environment may hold a name twice.  environ's strings are the block
+	 * itself for what we inherited: this wipes what /proc shows.
+	 */
+	for (char **e = environ; *e; e++) {
+		char *v;
+
+		if (strncmp(*e, name, n) || (*e)[n] != '=')
+			continue;
+		v = *e + n + 1;
+		if (!found) {
+			buf_grow(value, strlen(v));
+			buf_addstr(value, v);
+			found = 1;
+		}
+		explicit_bzero(v, strlen(v));
+	}
+	if (found)
+		unsetenv(name);
+	return found;
 }
 
 int secret_pipe(const void *data, size_t len)

@@ -24,10 +24,11 @@
 #define SECRET_PIPE_MAX 65536
 
 /*
- * Take the variable name out of our environment: its value is appended to
- * value, the value's bytes where the environment holds them (for an
- * inherited variable, the initial block that /proc/PID/environ shows) are
- * overwritten with NULs, and the variable is unset.  Returns 1 when it was
+ * Take the variable name out of our environment: its value (getenv()'s) is
+ * appended to value, the value bytes of every entry of that name where the
+ * environment holds them (for an inherited variable, the initial block that
+ * /proc/PID/environ shows) are overwritten with NULs, and the variable is
+ * unset.  Returns 1 when it was
  * set (empty included), 0 when it was not (value untouched).  Taking it again
  * finds it unset.  value should be wiped by the caller (buf_wipe_release()):
  * it is grown once, before the copy, so no stale copy is left behind.
