@@ -110,6 +110,9 @@ struct task {
 	struct strvec env_values;
 	struct buf api_key;	  /* for the proxy (--key-fd), when api is forward */
 	struct buf broker_tokens; /* for the broker (--token-fd): NAME=value lines */
+	struct login login;
+	const char *env_unset[CONFIG_MAX_ENV]; /* env names not set in the shell */
+	size_t nr_env_unset;
 	enum task_api api;
 	int project_lock_fd, task_lock_fd;
 	char name[TASK_NAME_LEN + 1];
@@ -308,20 +311,21 @@ static void read_git_identity(struct task *t)
 
 /*
  * The login and the other secrets, taken out of our environment now
- * (common/secret.h), so that no child inherits them and /proc/PID/environ no
- * longer shows them: the API key stays on the host (the proxy gets it over
- * a pipe), the other values go in over the session's stdin, the git tokens
- * to the broker over a pipe.  Then the login check (common/login.h).
+ * (common/secret.h), before any child starts, so that none inherits them and
+ * /proc/PID/environ no longer shows them: the API key stays on the host (the
+ * proxy gets it over a pipe), the other values go in over the session's
+ * stdin, the git tokens to the broker over a pipe.  check_login() follows.
  */
-static void read_env(struct task *t, const char *cfg_path)
+static void read_env(struct task *t)
 {
-	struct buf v = BUF_INIT, oauth = BUF_INIT, msg = BUF_INIT, err = BUF_INIT;
-	struct login l = { .nr_env = (int)t->cfg.env.nr };
+	struct buf v = BUF_INIT, oauth = BUF_INIT, err = BUF_INIT;
+	struct login *l = &t->login;
 	int has_base = 0, ret;
 
+	l->nr_env = (int)t->cfg.env.nr;
 	/* Both logins leave our environment, listed or not: no child needs them. */
-	l.key_set = secret_take_env("ANTHROPIC_API_KEY", &t->api_key) > 0 && t->api_key.len;
-	l.token_set = secret_take_env("CLAUDE_CODE_OAUTH_TOKEN", &oauth) > 0 && oauth.len;
+	l->key_set = secret_take_env("ANTHROPIC_API_KEY", &t->api_key) > 0 && t->api_key.len;
+	l->token_set = secret_take_env("CLAUDE_CODE_OAUTH_TOKEN", &oauth) > 0 && oauth.len;
 	t->api = TASK_API_NONE;
 	for (size_t i = 0; i < t->cfg.env.nr; i++) {
 		const char *name = t->cfg.env.v[i];
@@ -331,46 +335,60 @@ static void read_env(struct task *t, const char *cfg_path)
 		if (!strcmp(name, "ANTHROPIC_BASE_URL"))
 			has_base = 1;
 		if (!strcmp(name, "ANTHROPIC_API_KEY")) {
-			l.key_listed = 1;
+			l->key_listed = 1;
 			continue; /* never into the VM */
 		}
 		if (!strcmp(name, "CLAUDE_CODE_OAUTH_TOKEN")) {
-			l.token_listed = 1;
-			set = l.token_set;
+			l->token_listed = 1;
+			set = l->token_set;
 			buf_add(&v, oauth.buf, oauth.len);
 		} else {
 			set = secret_take_env(name, &v) > 0;
 		}
 		if (!set) {
-			warning("%s is in the config's env but not set: the task goes without it", name);
+			t->env_unset[t->nr_env_unset++] = name;
 			continue;
 		}
 		if (login_other(name))
-			l.other = 1;
+			l->other = 1;
 		strvec_push(&t->env_names, name);
 		strvec_push(&t->env_values, v.buf);
 	}
-	if (l.key_listed && l.key_set && has_base)
+	if (l->key_listed && l->key_set && has_base)
 		die("the config sets ANTHROPIC_BASE_URL next to ANTHROPIC_API_KEY: the key would "
 		    "leave through it; remove ANTHROPIC_BASE_URL from env");
-	if (l.key_listed && l.key_set)
+	if (l->key_listed && l->key_set)
 		t->api = TASK_API_FORWARD;
-	else if (l.token_listed && l.token_set)
+	else if (l->token_listed && l->token_set)
 		t->api = TASK_API_OAUTH;
-	if (login_check_task(&l, cfg_path, &msg) < 0)
-		die("%s", msg.buf);
-	if (msg.len)
-		warning("%s", msg.buf);
-	if (l.key_listed && !l.key_set)
-		warning("ANTHROPIC_API_KEY is in the config's env but not set: the task goes without it");
-	if (t->api != TASK_API_FORWARD)
+	else
 		buf_wipe_release(&t->api_key);
 	if ((ret = broker_tokens_take(&t->cfg, &t->broker_tokens, &err)) < 0)
 		die("%s", err.buf);
 	buf_wipe_release(&v);
 	buf_wipe_release(&oauth);
-	buf_release(&msg);
 	buf_release(&err);
+}
+
+/*
+ * Claude Code in the VM is logged in only through env (common/login.h): no
+ * login stops the task before anything starts; then the names listed but not
+ * set, and the key next to the token, are warned about.
+ */
+static void check_login(struct task *t, const char *cfg_path)
+{
+	struct buf msg = BUF_INIT;
+
+	if (login_check_task(&t->login, cfg_path, &msg) < 0)
+		die("%s", msg.buf);
+	if (msg.len)
+		warning("%s", msg.buf);
+	if (t->login.key_listed && !t->login.key_set)
+		warning("ANTHROPIC_API_KEY is in the config's env but not set: the task goes without it");
+	for (size_t i = 0; i < t->nr_env_unset; i++)
+		warning("%s is in the config's env but not set: the task goes without it",
+			t->env_unset[i]);
+	buf_release(&msg);
 }
 
 /* When aibox's data has no system prompt parts (a build tree without them). */
@@ -527,9 +545,10 @@ static void start(struct task *t)
 	if (claude_shares_plan(&t->cfg, getenv("HOME"), &t->shares, &err) < 0)
 		die("%s", err.buf);
 
-	read_env(t, cfgpath.buf);
+	read_env(t);
 	find_start_commit(t);
 	read_git_identity(t);
+	check_login(t, cfgpath.buf);
 
 	t->project_lock_fd = project_lock(t->p.dir, PROJECT_LOCK_SHARED | PROJECT_LOCK_NONBLOCK);
 	if (t->project_lock_fd == -EWOULDBLOCK)
