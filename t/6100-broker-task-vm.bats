@@ -95,7 +95,7 @@ show() {
 		kill -0 "$TASK_PID" 2>/dev/null || break
 		[ -n "$broker" ] || broker=$(pgrep -P "$TASK_PID" -f aibox-broker) || true
 		[ -n "$qemu" ] || qemu=$(pgrep -P "$TASK_PID" -f qemu-system) || true
-		connect=$(pgrep -f "^[^ ]*/aibox-connect --max .*$AIBOX_HOME" | head -1) || true
+		connect=$(pgrep -f "^[^ ]*/aibox-connect .*$AIBOX_HOME" | head -1) || true
 		[ -n "$broker" ] && [ -n "$qemu" ] && [ -n "$connect" ] && break
 		sleep 0.2
 	done

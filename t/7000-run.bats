@@ -433,7 +433,7 @@ stopped_within() {
 	qemu=$(pgrep -P "$pid" -f qemu-system)
 	proxy=$(pgrep -P "$pid" -f aibox-proxy)
 	broker=$(pgrep -P "$pid" -f aibox-broker)
-	connect=$(pgrep -f "^[^ ]*/aibox-connect --max .*$PDIR" | head -1)
+	connect=$(pgrep -f "^[^ ]*/aibox-connect .*$PDIR" | head -1)
 	[ -n "$qemu" ] && [ -n "$proxy" ] && [ -n "$broker" ] && [ -n "$connect" ]
 	for p in "$pid" "$qemu" "$proxy" "$broker" "$connect"; do
 		run grep -caF -e sk-ant-host-key-7010 -e env-secret-7010 -e git-token-7010 \
