@@ -15,9 +15,9 @@ int login_other(const char *name)
 void login_both_warning(const char *cfg_path, struct buf *msg)
 {
 	buf_addf(msg,
-	         "both ANTHROPIC_API_KEY and CLAUDE_CODE_OAUTH_TOKEN are in the env of '%s': "
-	         "Claude Code uses the key, which stays on the host, but the token still goes "
-	         "into the VM as it is, where every program can read it; remove "
+	         "ANTHROPIC_API_KEY is forwarded and CLAUDE_CODE_OAUTH_TOKEN is in the env of "
+	         "'%s': Claude Code uses the key, which stays on the host, but the token still "
+	         "goes into the VM as it is, where every program can read it; remove "
 	         "CLAUDE_CODE_OAUTH_TOKEN from env to keep it out",
 	         cfg_path);
 }

@@ -26,14 +26,15 @@ int login_other(const char *name);
  * For aibox task.  -ENOKEY when Claude Code in the VM would have no login,
  * with the refusal in msg: what is missing (a login set in the shell but not
  * listed is named), the config's path and the two lines to add.  Else 0,
- * with in msg (when not empty) a warning: both the key and the token are
- * listed and set, and the token goes into the VM as it is.
+ * with in msg (when not empty) login_both_warning()'s text when both the key
+ * and the token are listed and set.
  */
 int login_check_task(const struct login *l, const char *cfg_path, struct buf *msg);
 
 /*
  * The warning for a VM that gets the key forwarded and the token as well
- * (aibox task and aibox run), appended to msg.
+ * (aibox task and aibox run), appended to msg: the token goes into the VM as
+ * it is, though Claude Code uses the key.
  */
 void login_both_warning(const char *cfg_path, struct buf *msg);
 

@@ -175,7 +175,7 @@ and set ANTHROPIC_API_KEY in your shell to an API key; for a claude.ai subscript
 	ANTHROPIC_API_KEY=sk-ant-x run --separate-stderr aibox task x
 	# it goes on, up to the VM (no image here)
 	assert_failure 2
-	[[ "$stderr" == *"aibox-task: warning: both ANTHROPIC_API_KEY and CLAUDE_CODE_OAUTH_TOKEN are in the env of '$cfg': Claude Code uses the key, which stays on the host, but the token still goes into the VM as it is"* ]]
+	[[ "$stderr" == *"aibox-task: warning: ANTHROPIC_API_KEY is forwarded and CLAUDE_CODE_OAUTH_TOKEN is in the env of '$cfg': Claude Code uses the key, which stays on the host, but the token still goes into the VM as it is"* ]]
 	[[ "$stderr" == *"the image 'default' is not built"* ]]
 	run python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); print(s["env_names"], s["api"])' "$(task_dir)/settings.json"
 	assert_output "['CLAUDE_CODE_OAUTH_TOKEN'] forward"

@@ -448,3 +448,20 @@ stopped_within() {
 	run ! grep -q CLAUDE_CODE_OAUTH_TOKEN "$T/err"
 	runs_gone
 }
+
+@test "run: no login is needed; an unlisted subscription token, or one next to the key, is warned about" {
+	cd "$PROJ"
+	export AIBOX_IMAGES=$T/no-images AIBOX_T_VALUE=v
+	unset ANTHROPIC_API_KEY CLAUDE_CODE_OAUTH_TOKEN
+	# no login at all: it goes on (here up to the missing image), without a word of it
+	run --separate-stderr aibox run -- true
+	assert_equal "$status" 125
+	assert_equal "$stderr" "aibox-run: the image 'default' is not built: run 'aibox image build default'"
+	CLAUDE_CODE_OAUTH_TOKEN=t run --separate-stderr aibox run -- true
+	assert_equal "$status" 125
+	[[ "$stderr" == "aibox-run: warning: CLAUDE_CODE_OAUTH_TOKEN is set in your shell, but the env of '$PDIR/config.yaml' does not list it, so the VM does not get it"* ]]
+	printf '  - CLAUDE_CODE_OAUTH_TOKEN\n' >>"$PDIR/config.yaml"
+	ANTHROPIC_API_KEY=k CLAUDE_CODE_OAUTH_TOKEN=t run --separate-stderr aibox run -- true
+	assert_equal "$status" 125
+	[[ "$stderr" == "aibox-run: warning: ANTHROPIC_API_KEY is forwarded and CLAUDE_CODE_OAUTH_TOKEN is in the env of '$PDIR/config.yaml': "* ]]
+}
