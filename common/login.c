@@ -47,6 +47,8 @@ int login_check_task(const struct login *l, const char *cfg_path, struct buf *ms
 		    "Claude Code in the VM would not be logged in: '%s' lists %s under env, but "
 		    "it is not set in your shell; set it and start the task again",
 		    cfg_path, name);
+		if ((l->key_set && !l->key_listed) || (l->token_set && !l->token_listed))
+			buf_addf(msg, " (%s is set in your shell, but not listed)", set);
 		return -ENOKEY;
 	}
 	if (l->key_set || l->token_set) {

@@ -167,6 +167,9 @@ and set ANTHROPIC_API_KEY in your shell to an API key; for a claude.ai subscript
 	run --separate-stderr aibox task x
 	assert_failure 2
 	assert_equal "$stderr" "aibox-task: Claude Code in the VM would not be logged in: '$cfg' lists ANTHROPIC_API_KEY under env, but it is not set in your shell; set it and start the task again"
+	CLAUDE_CODE_OAUTH_TOKEN=t run --separate-stderr aibox task x
+	assert_failure 2
+	[[ "$stderr" == *"set it and start the task again (CLAUDE_CODE_OAUTH_TOKEN is set in your shell, but not listed)" ]]
 	[ -z "$(task_dir)" ]
 }
 
