@@ -1,11 +1,16 @@
 /* The broker's remotes and environment for aibox task and aibox run (broker_spawn.h). */
+#include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "broker_spawn.h"
+#include "buf.h"
 #include "config.h"
+#include "secret.h"
 #include "spawn.h"
 #include "strvec.h"
+#include "task_settings.h"
 #include "banned.h"
 
 void broker_spawn_remotes(struct spawn *sp, const struct config *cfg)
@@ -30,15 +35,60 @@ void broker_spawn_remotes(struct spawn *sp, const struct config *cfg)
 		strvec_push(&sp->env, cfg->env.v[i]);
 }
 
-void broker_tokens_forget(const struct config *cfg)
+int broker_tokens_take(const struct config *cfg, struct buf *lines, struct buf *err)
 {
-	for (size_t i = 0; i < cfg->nr_git; i++) {
-		const char *name = cfg->git[i].token_env;
-		char *v = name ? getenv(name) : NULL;
+	struct buf v = BUF_INIT;
+	int ret = 0;
 
-		if (v)
-			explicit_bzero(v, strlen(v));
-		if (name)
-			unsetenv(name);
+	buf_grow(lines, 4096); /* fewer stale copies: the tokens are short */
+	for (size_t i = 0; i < cfg->nr_git && !ret; i++) {
+		const struct config_git *g = &cfg->git[i];
+		int seen = 0;
+
+		if (!g->token_env)
+			continue;
+		for (size_t j = 0; j < i; j++)
+			if (cfg->git[j].token_env && !strcmp(cfg->git[j].token_env, g->token_env))
+				seen = 1;
+		if (seen)
+			continue;
+		buf_reset(&v);
+		if (secret_take_env(g->token_env, &v) <= 0 || !v.len) {
+			buf_addf(err, "the git remote '%s' takes its token from %s, which is not set",
+				 g->url, g->token_env);
+			ret = -EINVAL;
+			break;
+		}
+		for (size_t k = 0; k < v.len; k++)
+			if ((unsigned char)v.buf[k] <= 0x20 || (unsigned char)v.buf[k] >= 0x7f) {
+				buf_addf(err,
+					 "the token in %s (for the git remote '%s') holds a space or "
+					 "control character",
+					 g->token_env, g->url);
+				ret = -EINVAL;
+				break;
+			}
+		if (!ret)
+			buf_addf(lines, "%s=%s\n", g->token_env, v.buf);
 	}
+	buf_wipe_release(&v);
+	return ret;
+}
+
+int broker_token_lookup(const char *lines, size_t len, const char *name, struct buf *value)
+{
+	size_t n = strlen(name);
+	const char *p = lines, *end = lines + len;
+
+	while (p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		const char *eol = nl ? nl : end;
+
+		if ((size_t)(eol - p) > n && !memcmp(p, name, n) && p[n] == '=') {
+			buf_add(value, p + n + 1, (size_t)(eol - p - (ptrdiff_t)n - 1));
+			return 1;
+		}
+		p = eol + 1;
+	}
+	return 0;
 }

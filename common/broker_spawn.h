@@ -2,11 +2,13 @@
  * What aibox task and aibox run both tell aibox-broker about the config's
  * git: entries (docs/broker.md, "In aibox task"): one --remote group per entry
  * in config order, so that entry n is remote n of the VM's insteadOf rewrite,
- * and an environment that holds the tokens and no other secret.
+ * and the tokens, which travel over a pipe (--token-fd), never through an
+ * environment.
  */
 #ifndef AIBOX_BROKER_SPAWN_H
 #define AIBOX_BROKER_SPAWN_H
 
+#include "buf.h"
 #include "config.h"
 #include "spawn.h"
 
@@ -20,10 +22,20 @@
 void broker_spawn_remotes(struct spawn *sp, const struct config *cfg);
 
 /*
- * Overwrites and unsets, in this process's environment, every token variable
- * cfg's git: entries name: called once the broker has read them, so that no
- * later child (the proxy, QEMU) inherits a token.
+ * Takes the token of each of cfg's git: entries out of our environment
+ * (secret_take_env(): its bytes wiped there), checks that it is set and
+ * non-empty printable ASCII without spaces, and appends "NAME=value\n" for
+ * each variable (once, however many entries name it) to lines: the text
+ * aibox-broker reads from --token-fd (docs/broker.md).  Call it before
+ * anything is started, so that no child inherits a token.  0, or -EINVAL
+ * with the message in err; lines may then hold a part (wipe it).
  */
-void broker_tokens_forget(const struct config *cfg);
+int broker_tokens_take(const struct config *cfg, struct buf *lines, struct buf *err);
+
+/*
+ * The value of the variable name in lines (broker_tokens_take()'s text),
+ * appended to value.  1 when found, 0 when not.
+ */
+int broker_token_lookup(const char *lines, size_t len, const char *name, struct buf *value);
 
 #endif

@@ -24,6 +24,9 @@
 #define DEFAULT_CPUS       2
 #define DEFAULT_DISK_BYTES (16ULL << 30)
 
+/* What QEMU's environment gets of ours (vm.h). */
+static const char *const qemu_env[] = { "PATH", "HOME", "TMPDIR", "LANG", "LC_ALL" };
+
 /* The fd numbers QEMU gets (spawn_give_fd). */
 #define FD_STATE 3
 #define FD_SSH   4
@@ -215,6 +218,11 @@ int vm_start(const struct vm_config *cfg, struct vm *vm)
 			add_sh_quoted(&cmd, prog.buf);
 			buf_release(&prog);
 		}
+		buf_addf(&cmd, " --max %u", cfg->max_conns ? cfg->max_conns : VM_MAX_CONNS);
+		if (cfg->conns_log) {
+			buf_addstr(&cmd, " --log ");
+			add_sh_quoted(&cmd, cfg->conns_log);
+		}
 		buf_addch(&cmd, ' ');
 		add_sh_quoted(&cmd, cfg->proxy_socket);
 		buf_reset(&b);
@@ -232,6 +240,14 @@ int vm_start(const struct vm_config *cfg, struct vm *vm)
 			ret = -errno;
 			goto out;
 		}
+	}
+	/* Our environment may hold secrets: QEMU and aibox-connect get only these. */
+	sp.env_replace = 1;
+	for (size_t i = 0; i < ARRAY_SIZE(qemu_env); i++) {
+		const char *v = getenv(qemu_env[i]);
+
+		if (v)
+			strvec_pushf(&sp.env, "%s=%s", qemu_env[i], v);
 	}
 	sp.in = SPAWN_NULL;
 	sp.out = cfg->log_fd >= 0 ? cfg->log_fd : null_fd;

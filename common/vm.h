@@ -29,7 +29,9 @@
  *     of a socketpair (QEMU holds the other as `-chardev socket,fd=`);
  *   - user networking with restrict=on and one guestfwd, 10.0.2.100:3128,
  *     whose `cmd:` runs aibox-connect on proxy_socket for each connection
- *     (no proxy_socket: no network device at all);
+ *     (no proxy_socket: no network device at all), at most max_conns at
+ *     once: one more is closed at once, with a line in conns_log
+ *     (aibox-connect --max, --log);
  *   - the console (serial) on log_fd, which also gets QEMU's own stderr.
  *
  * ssh_fd carries one SSH connection at a time.  Another may follow once the
@@ -45,6 +47,10 @@
  *
  * QEMU runs in its own session and gets SIGKILL when the thread that called
  * vm_start() ends (PR_SET_PDEATHSIG), so it never outlives its parent.
+ *
+ * QEMU's environment, which every aibox-connect inherits, is not ours: only
+ * PATH, HOME, TMPDIR, LANG and LC_ALL pass (those set), so no secret of
+ * ours reaches it whatever our environment holds.
  */
 #ifndef AIBOX_VM_H
 #define AIBOX_VM_H
@@ -71,6 +77,8 @@ struct vm_config {
 	unsigned long long disk_bytes; /* 0: 16 GiB */
 	const char *state_dir;         /* where the state disk file is made */
 	const char *proxy_socket;      /* the proxy's unix socket, or NULL */
+	unsigned max_conns;            /* guest connections at once; 0: VM_MAX_CONNS */
+	const char *conns_log;         /* proxy.log: a refused connection's line; NULL: none */
 	const struct vm_mount *mounts;
 	size_t nr_mounts;
 	int log_fd;                /* console and QEMU's stderr; -1: /dev/null */
@@ -83,6 +91,9 @@ struct vm_config {
 	{                                                                                          \
 		.log_fd = -1                                                                       \
 	}
+
+/* The default cap on the guest's connections at once (docs/task-host.md). */
+#define VM_MAX_CONNS 64
 
 struct vm {
 	pid_t pid;  /* QEMU */

@@ -154,6 +154,35 @@ REQ='{"model":"m","stream":true,"tools":[{"name":"Bash"}],"messages":[{"role":"u
 	assert_output --partial "holds characters a key cannot have"
 }
 
+@test "key: --key-fd reads the key from a pipe; it is in no environment, and a bad one is refused" {
+	unset AIBOX_TEST_KEY
+	start_proxy --key-fd 4 4< <(printf '%s\n' "$KEY")
+	run curl -sS -x "$PROXY" -H 'content-type: application/json' --data-binary "$REQ" \
+		"http://127.0.0.1:3129/v1/messages?beta=true"
+	assert_output --partial 'Hello through the proxy.'
+	[ "$(jq -r '.headers["x-api-key"]' "$T/rec/0001.json")" = "$KEY" ]
+	run grep -caF "$KEY" "/proc/$PROXY_PID/environ"
+	assert_output 0
+	# --key-env: the variable's bytes are wiped in the initial block too
+	stop_proxy
+	AIBOX_TEST_KEY=$KEY start_proxy --key-env AIBOX_TEST_KEY
+	run grep -caF "$KEY" "/proc/$PROXY_PID/environ"
+	assert_output 0
+	stop_proxy
+	run aibox-proxy --key-fd 4 4</dev/null
+	assert_failure 2
+	assert_output "aibox-proxy: no key on fd 4"
+	run aibox-proxy --key-fd 4 4< <(printf 'sk-bad\r\nX-Injected: 1')
+	assert_failure 2
+	assert_output "aibox-proxy: the key on fd 4 holds characters a key cannot have"
+	run aibox-proxy --key-fd 4 4< <(head -c 5000 /dev/zero | tr '\0' k)
+	assert_failure 2
+	assert_output "aibox-proxy: the key on fd 4 is longer than 4096 bytes"
+	run aibox-proxy --key-fd 4 --key-env AIBOX_TEST_KEY 4</dev/null
+	assert_failure 2
+	assert_output "aibox-proxy: --key-env and --key-fd cannot be used together"
+}
+
 @test "key: the real Claude Code CLI through the proxy gets its scripted reply" {
 	need_claude
 	start_proxy --key-env AIBOX_TEST_KEY

@@ -11,6 +11,12 @@ setup() {
 	# No image: each task stops (exit 2) at the VM, after what these tests
 	# look at; t/5100 runs tasks with the real image.
 	export AIBOX_IMAGES=$T/no-images
+	# A login (docs/config.md, "env"): without one a task does not start.
+	aibox projects path >/dev/null
+	cfg=$AIBOX_HOME/projects/repo/config.yaml
+	printf 'env:\n  - CLAUDE_CODE_OAUTH_TOKEN\n' >"$cfg"
+	export CLAUDE_CODE_OAUTH_TOKEN=sk-ant-oat01-test-token
+	unset ANTHROPIC_API_KEY
 }
 
 task_dir() {
@@ -26,7 +32,7 @@ task_dir() {
 	run cat "$dir/prompt.txt"
 	assert_output "fix the flaky test"
 	run python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); print(s["id"], s["model"], s["timeout_s"], s["max_budget_usd"], s["start_commit"], s["git"]["name"], s["api"])' "$dir/settings.json"
-	assert_output "${dir: -6} sonnet 5400 2.5 $(git rev-parse HEAD) Test User none"
+	assert_output "${dir: -6} sonnet 5400 2.5 $(git rev-parse HEAD) Test User oauth"
 	assert_file_exists "$dir/ssh/authorized_keys"
 	assert_file_exists "$dir/ssh/ssh_host_ed25519_key"
 	for f in changes.bundle transcript.jsonl vm.log result.json; do
@@ -90,8 +96,6 @@ step 2"
 }
 
 @test "task: a secret from env goes nowhere on disk; the API key makes the proxy forward" {
-	aibox projects path >/dev/null
-	cfg=$AIBOX_HOME/projects/repo/config.yaml
 	assert_file_exists "$cfg"
 	printf 'env:\n  - GITHUB_TOKEN\n  - ANTHROPIC_API_KEY\n' >"$cfg"
 	GITHUB_TOKEN=ghp-secret-4f9a ANTHROPIC_API_KEY=sk-ant-secret-77 run --separate-stderr aibox task x
@@ -118,11 +122,9 @@ step 2"
 
 	# none leaves a key out; a folder that does not exist is no share; a
 	# configured folder goes under the key's name
-	aibox projects path >/dev/null
-	cfg=$AIBOX_HOME/projects/repo/config.yaml
 	rm -rf "$AIBOX_HOME/projects/repo/tasks" "$HOME/.claude/commands"
 	mkdir -p "$T/team-agents"
-	printf 'skills: none\nagents: %s\n' "$T/team-agents" >"$cfg"
+	printf 'skills: none\nagents: %s\nenv: [CLAUDE_CODE_OAUTH_TOKEN]\n' "$T/team-agents" >"$cfg"
 	run --separate-stderr aibox task x
 	dir=$(task_dir)
 	run python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["mounts"])' "$dir/settings.json"
@@ -158,4 +160,55 @@ step 2"
 		assert_equal "$status" 2
 		[[ "$stderr" == *"AIBOX_HOST_SYSTEM='$bad' is not linux, macos or windows"* ]]
 	done
+}
+
+@test "task: no login in the config stops the task before anything starts, with the lines to add" {
+	unset CLAUDE_CODE_OAUTH_TOKEN
+	printf 'allow: []\n' >"$cfg"
+	run --separate-stderr aibox task x
+	assert_failure 2
+	assert_equal "$stderr" "aibox-task: Claude Code in the VM would not be logged in: '$cfg' lists no login under env; add these two lines to it:
+    env:
+      - ANTHROPIC_API_KEY
+and set ANTHROPIC_API_KEY in your shell to an API key; for a claude.ai subscription, CLAUDE_CODE_OAUTH_TOKEN instead (made by claude setup-token)"
+	[ -z "$(task_dir)" ]
+
+	# set in the shell, not listed: said so; env already lists other names
+	printf 'env: [NPM_TOKEN]\n' >"$cfg"
+	NPM_TOKEN=n CLAUDE_CODE_OAUTH_TOKEN=sk-ant-oat01-x run --separate-stderr aibox task x
+	assert_failure 2
+	assert_equal "$stderr" "aibox-task: Claude Code in the VM would not be logged in: CLAUDE_CODE_OAUTH_TOKEN is set in your shell, but '$cfg' does not list it under env; add these two lines to it:
+    env:
+      - CLAUDE_CODE_OAUTH_TOKEN
+(its env already lists names: add '- CLAUDE_CODE_OAUTH_TOKEN' to that list)"
+	ANTHROPIC_API_KEY=sk-ant-x run --separate-stderr aibox task x
+	assert_failure 2
+	[[ "$stderr" == *"ANTHROPIC_API_KEY is set in your shell, but '$cfg' does not list it under env"* ]]
+
+	# listed, not set
+	printf 'env: [ANTHROPIC_API_KEY]\n' >"$cfg"
+	run --separate-stderr aibox task x
+	assert_failure 2
+	assert_equal "$stderr" "aibox-task: Claude Code in the VM would not be logged in: '$cfg' lists ANTHROPIC_API_KEY under env, but it is not set in your shell; set it and start the task again"
+	CLAUDE_CODE_OAUTH_TOKEN=t run --separate-stderr aibox task x
+	assert_failure 2
+	[[ "$stderr" == *"set it and start the task again (CLAUDE_CODE_OAUTH_TOKEN is set in your shell, but not listed)" ]]
+	[ -z "$(task_dir)" ]
+}
+
+@test "task: with both the key and the token listed, it says the token goes into the VM as it is" {
+	printf 'env: [ANTHROPIC_API_KEY, CLAUDE_CODE_OAUTH_TOKEN]\n' >"$cfg"
+	ANTHROPIC_API_KEY=sk-ant-x run --separate-stderr aibox task x
+	# it goes on, up to the VM (no image here)
+	assert_failure 2
+	[[ "$stderr" == *"aibox-task: warning: ANTHROPIC_API_KEY is forwarded and CLAUDE_CODE_OAUTH_TOKEN is in the env of '$cfg': Claude Code uses the key, which stays on the host, but the token still goes into the VM as it is"* ]]
+	[[ "$stderr" == *"the image 'default' is not built"* ]]
+	run python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); print(s["env_names"], s["api"])' "$(task_dir)/settings.json"
+	assert_output "['CLAUDE_CODE_OAUTH_TOKEN'] forward"
+	# another of Claude Code's logins counts as one
+	rm -rf "$AIBOX_HOME/projects/repo/tasks"
+	printf 'env: [ANTHROPIC_AUTH_TOKEN]\n' >"$cfg"
+	ANTHROPIC_AUTH_TOKEN=t run --separate-stderr aibox task x
+	assert_failure 2
+	[[ "$stderr" == *"the image 'default' is not built"* ]]
 }

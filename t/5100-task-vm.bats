@@ -136,3 +136,21 @@ and commit it."
 	run pgrep -f qemu-system.*shallow
 	assert_failure
 }
+
+@test "task vm: the guest's connections at once are capped at 64; the rest are closed and logged in proxy.log" {
+	# 70 connections to the proxy forward held open at once, then closed.
+	cmd='for i in $(seq 70); do eval "exec $((i + 20))<>/dev/tcp/10.0.2.100/3128" || echo failed-$i; done; sleep 5; echo held'
+	api "$(python3 -c 'import json, sys; print(json.dumps({"turns": [
+	  {"tool_use": {"name": "Bash", "input": {"command": sys.argv[1], "description": "connect"}}},
+	  {"text": "Done."}], "require_key": sys.argv[2]}))' "$cmd" "$KEY")"
+	run --separate-stderr aibox task "Open connections."
+	[ "$status" -eq 0 ] || { echo "$stderr" >"$T/err"; show; }
+	assert_success
+	dir=$(task_dir)
+	# Claude Code's own connection holds a slot too: at least 6 of the 70 found none.
+	n=$(grep -c ' refused - (too many connections from the VM: 64 at once) ' "$dir/proxy.log")
+	[ "$n" -ge 6 ] || { cat "$dir/proxy.log"; false; }
+	[ "$n" -lt 70 ]
+	run pgrep -f "$dir"
+	assert_failure
+}

@@ -281,6 +281,35 @@ teardown() {
 	assert_file_contains up-headers.jsonl "\"Bearer $GIT_TOKEN\""
 }
 
+@test "broker: --token-fd takes the tokens as NAME=value lines from a pipe, never the environment" {
+	start_upstream
+	# Two remotes on one variable; the variable is not in the environment at all.
+	(
+		t=$GIT_TOKEN
+		unset GIT_TOKEN
+		start_broker --remote "$UP_URL" --token-env GIT_TOKEN --fetch \
+			--remote "$UP_URL" --token-env GIT_TOKEN --fetch \
+			--token-fd 4 4< <(printf 'OTHER=x\nGIT_TOKEN=%s\n' "$t")
+		echo "$BR_PID $BR_URL" >"$T/br"
+	)
+	read -r BR_PID BR_URL <"$T/br"
+	BROKER_PIDS+=("$BR_PID")
+	run git clone -q "$BR_URL" c0
+	assert_success
+	run git clone -q "${BR_URL%0/}1/" c1
+	assert_success
+	run grep -caF "$GIT_TOKEN" "/proc/$BR_PID/environ"
+	assert_output 0
+	run env -u GIT_TOKEN aibox-broker --remote "$UP_URL" --token-env GIT_TOKEN \
+		--listen 127.0.0.1:0 --token-fd 4 4< <(printf 'GIT_TOKENX=a\n')
+	assert_failure 2
+	assert_output "aibox-broker: the token 'GIT_TOKEN' is not on --token-fd"
+	run env -u GIT_TOKEN aibox-broker --remote "$UP_URL" --token-env GIT_TOKEN \
+		--listen 127.0.0.1:0 --token-fd 4 4< <(printf 'GIT_TOKEN=a b\n')
+	assert_failure 2
+	assert_output "aibox-broker: the token in 'GIT_TOKEN' holds a space or control character"
+}
+
 @test "broker: bearer auth and a custom basic user" {
 	start_upstream --auth bearer
 	start_broker --remote "$UP_URL" --token-env GIT_TOKEN --fetch --auth bearer

@@ -16,7 +16,10 @@ setup() {
 	aibox projects path >/dev/null
 	export AIBOX_IMAGES=$T/no-images
 	export AIBOX_BROKER_CA=$T/tls/ca.pem
-	unset ANTHROPIC_API_KEY CLAUDE_CODE_OAUTH_TOKEN
+	unset ANTHROPIC_API_KEY
+	# A login (a task without one does not start), in every config below.
+	export CLAUDE_CODE_OAUTH_TOKEN=sk-ant-oat01-test-token
+	config </dev/null
 }
 
 teardown() {
@@ -29,7 +32,7 @@ task_dir() {
 }
 
 config() {
-	cat >"$AIBOX_HOME/projects/repo/config.yaml"
+	{ cat; printf 'env: [CLAUDE_CODE_OAUTH_TOKEN]\n'; } >"$AIBOX_HOME/projects/repo/config.yaml"
 }
 
 @test "broker task: a token variable that is not set stops the task before anything starts" {

@@ -57,6 +57,7 @@ show() {
 	cat >"$AIBOX_HOME/projects/repo/config.yaml" <<-EOF
 	env:
 	  - ANTHROPIC_API_KEY
+	  - AIBOX_T_SECRET
 	git:
 	  - url: $UP_URL
 	    token: GIT_TOKEN
@@ -68,8 +69,10 @@ show() {
 	# --force git itself would stop before asking), then push an allowed branch
 	# with push options (the remote would take them; the broker does not offer
 	# them, so git refuses to send them).
+	# First the guest holds a connection to the proxy for a while: its
+	# aibox-connect is one of the processes checked below.
 	git -C "$T/up/repo.git" config receive.advertisePushOptions true
-	cmd="git commit -q --allow-empty -m 'From the VM' && git push $UP_URL HEAD:aibox/from-vm && { git push --force $UP_URL HEAD:main 2>&1 | sed -n 's/.*\\(remote rejected\\).*/REJ-\\1/p'; true; } && { git push -o merge_request.create -o ci.variable=X=1 $UP_URL HEAD:aibox/opts 2>&1 | sed -n 's/.*\\(does not support push options\\).*/OPT-\\1/p'; true; }"
+	cmd="{ exec 3<>/dev/tcp/10.0.2.100/3128; sleep 15; exec 3<&-; } && git commit -q --allow-empty -m 'From the VM' && git push $UP_URL HEAD:aibox/from-vm && { git push --force $UP_URL HEAD:main 2>&1 | sed -n 's/.*\\(remote rejected\\).*/REJ-\\1/p'; true; } && { git push -o merge_request.create -o ci.variable=X=1 $UP_URL HEAD:aibox/opts 2>&1 | sed -n 's/.*\\(does not support push options\\).*/OPT-\\1/p'; true; }"
 	script=$(python3 -c 'import json, sys; print(json.dumps({"turns": [
 	  {"tool_use": {"name": "Bash", "input": {"command": sys.argv[1], "description": "push"}}},
 	  {"text": "I pushed aibox/from-vm."}], "require_key": sys.argv[2]}))' "$cmd" "$KEY")
@@ -80,23 +83,33 @@ show() {
 	main_before=$(git -C "$T/up/repo.git" rev-parse main)
 
 	# (UPSTREAM_TOKEN is the test upstream's copy of the token: not the user's.)
+	# A value of env (it goes into the VM over SSH) and a subscription token
+	# in the shell that env does not list.
+	export AIBOX_T_SECRET=env-secret-6100 CLAUDE_CODE_OAUTH_TOKEN=sk-ant-oat01-unlisted-6100
 	env -u UPSTREAM_TOKEN aibox task "Push a branch." >"$T/out" 2>"$T/err" &
 	TASK_PID=$!
 	# Once QEMU runs, the broker is ready (aibox-task waits for it before the
-	# proxy and the VM start): it holds the token in memory only, and neither
-	# its environment nor aibox-task's, the proxy's or QEMU's shows it.
-	broker= qemu=
-	for i in $(seq 600); do
+	# proxy and the VM start): it holds the token in memory only, the proxy
+	# the key.  Neither they nor aibox-task, QEMU or the aibox-connect of a
+	# guest connection show a secret in their environment (/proc/PID/environ
+	# is the initial block: aibox-task wipes what it inherited).
+	broker= qemu= connect=
+	for i in $(seq 1500); do
 		kill -0 "$TASK_PID" 2>/dev/null || break
-		broker=$(pgrep -P "$TASK_PID" -f aibox-broker) && qemu=$(pgrep -P "$TASK_PID" -f qemu-system) && break
+		[ -n "$broker" ] || broker=$(pgrep -P "$TASK_PID" -f aibox-broker) || true
+		[ -n "$qemu" ] || qemu=$(pgrep -P "$TASK_PID" -f qemu-system) || true
+		connect=$(pgrep -f "^[^ ]*/aibox-connect .*$AIBOX_HOME" | head -1) || true
+		[ -n "$broker" ] && [ -n "$qemu" ] && [ -n "$connect" ] && break
 		sleep 0.2
 	done
-	[ -n "$broker" ] && [ -n "$qemu" ] || { show; false; }
+	[ -n "$broker" ] && [ -n "$qemu" ] && [ -n "$connect" ] || { show; false; }
 	proxy=$(pgrep -P "$TASK_PID" -f aibox-proxy)
-	for p in "$broker" "$TASK_PID" "$proxy" "$qemu"; do
-		run grep -caF "$GIT_TOKEN" "/proc/$p/environ"
-		[ "$output" = 0 ] || { echo "the token is in the environment of $(tr '\0' ' ' <"/proc/$p/cmdline" | cut -c1-200)"; false; }
+	for p in "$broker" "$TASK_PID" "$proxy" "$qemu" "$connect"; do
+		run grep -caF -e "$GIT_TOKEN" -e "$KEY" -e env-secret-6100 -e unlisted-6100 "/proc/$p/environ"
+		[ "$output" = 0 ] || { echo "a secret is in the environment of $(tr '\0' ' ' <"/proc/$p/cmdline" | cut -c1-200)"; false; }
 	done
+	# QEMU's runs aibox-connect with the cap (docs/task-host.md).
+	grep -qaF -- "--max 64 --log" "/proc/$qemu/cmdline"
 	wait "$TASK_PID" && status=0 || status=$?
 	TASK_PID=
 	[ "$status" -eq 0 ] || show

@@ -412,3 +412,56 @@ stopped_within() {
 	[ -n "$(find "$PDIR/home/.claude/projects" -name '*.jsonl' -user "$(id -u)")" ]
 	runs_gone
 }
+
+@test "run: the API key, env values and git tokens are in no environment: aibox's, QEMU's, aibox-connect's, the proxy's, the broker's" {
+	export ANTHROPIC_API_KEY=sk-ant-host-key-7010 AIBOX_T_VALUE=env-secret-7010
+	export RUN_TOKEN=git-token-7010 CLAUDE_CODE_OAUTH_TOKEN=sk-ant-oat01-unlisted-7010
+	printf 'git:\n  - url: https://localhost:1/r.git\n    token: RUN_TOKEN\n' >>"$PDIR/config.yaml"
+	cd "$PROJ"
+	# The command holds a connection to the proxy (an aibox-connect) for a while.
+	aibox run --memory 1G -- bash -c 'exec 3<>/dev/tcp/10.0.2.100/3128; echo connected; sleep 20' \
+		</dev/null >"$T/out" 2>"$T/err" &
+	pid=$!
+	echo "$pid" >"$T/run.pid"
+	cd "$T"
+	for i in $(seq 1500); do
+		grep -q connected "$T/out" && break
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.2
+	done
+	grep -q connected "$T/out" || { cat "$T/err"; false; }
+	qemu=$(pgrep -P "$pid" -f qemu-system)
+	proxy=$(pgrep -P "$pid" -f aibox-proxy)
+	broker=$(pgrep -P "$pid" -f aibox-broker)
+	connect=$(pgrep -f "^[^ ]*/aibox-connect .*$PDIR" | head -1)
+	[ -n "$qemu" ] && [ -n "$proxy" ] && [ -n "$broker" ] && [ -n "$connect" ]
+	for p in "$pid" "$qemu" "$proxy" "$broker" "$connect"; do
+		run grep -caF -e sk-ant-host-key-7010 -e env-secret-7010 -e git-token-7010 \
+			-e unlisted-7010 "/proc/$p/environ"
+		[ "$output" = 0 ] || { echo "a secret is in the environment of $(tr '\0' ' ' <"/proc/$p/cmdline" | cut -c1-200)"; false; }
+	done
+	wait "$pid" && status=0 || status=$?
+	rm -f "$T/run.pid"
+	[ "$status" -eq 0 ] || cat "$T/err"
+	[ "$status" -eq 0 ]
+	# with the key forwarded, the unlisted subscription token is not worth a word
+	run ! grep -q CLAUDE_CODE_OAUTH_TOKEN "$T/err"
+	runs_gone
+}
+
+@test "run: no login is needed; an unlisted subscription token, or one next to the key, is warned about" {
+	cd "$PROJ"
+	export AIBOX_IMAGES=$T/no-images AIBOX_T_VALUE=v
+	unset ANTHROPIC_API_KEY CLAUDE_CODE_OAUTH_TOKEN
+	# no login at all: it goes on (here up to the missing image), without a word of it
+	run --separate-stderr aibox run -- true
+	assert_equal "$status" 125
+	assert_equal "$stderr" "aibox-run: the image 'default' is not built: run 'aibox image build default'"
+	CLAUDE_CODE_OAUTH_TOKEN=t run --separate-stderr aibox run -- true
+	assert_equal "$status" 125
+	[[ "$stderr" == "aibox-run: warning: CLAUDE_CODE_OAUTH_TOKEN is set in your shell, but the env of '$PDIR/config.yaml' does not list it, so the VM does not get it"* ]]
+	printf '  - CLAUDE_CODE_OAUTH_TOKEN\n' >>"$PDIR/config.yaml"
+	ANTHROPIC_API_KEY=k CLAUDE_CODE_OAUTH_TOKEN=t run --separate-stderr aibox run -- true
+	assert_equal "$status" 125
+	[[ "$stderr" == "aibox-run: warning: ANTHROPIC_API_KEY is forwarded and CLAUDE_CODE_OAUTH_TOKEN is in the env of '$PDIR/config.yaml': "* ]]
+}

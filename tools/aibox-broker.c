@@ -45,15 +45,19 @@
 #include <unistd.h>
 
 #include "broker_req.h"
+#include "broker_spawn.h"
 #include "buf.h"
 #include "err.h"
 #include "gitproto.h"
 #include "num.h"
 #include "sandbox.h"
+#include "secret.h"
+#include "task_settings.h"
 #include "banned.h"
 
 static const char usage_text[] =
 	"usage: aibox-broker --remote URL [--token-env NAME] [--fetch] [--push PATTERN]...\n"
+	"                    [--token-fd N]\n"
 	"                    [--auth basic|bearer] [--auth-user NAME] [--remote ...]...\n"
 	"                    (--listen HOST:PORT | --listen-fd N | --conn-fd N | --handoff-fd N)\n"
 	"                    [--log FILE | --log-fd N] [--ready-fd N] [--ca FILE] [--no-sandbox]\n"
@@ -62,6 +66,8 @@ static const char usage_text[] =
 	"                      the first is served under /0/, the next under /1/, ...\n"
 	"  --token-env NAME    the environment variable holding its token (read at start);\n"
 	"                      without it, requests go to the remote with no credentials\n"
+	"  --token-fd N        read the --token-env variables from fd N instead, as\n"
+	"                      NAME=value lines up to EOF\n"
 	"  --fetch             allow fetch and clone\n"
 	"  --push PATTERN      allow pushing branches matching PATTERN ('*' stays within one\n"
 	"                      '/' level: aibox/* matches aibox/x); repeatable\n"
@@ -1356,30 +1362,51 @@ static void setup_remote(struct remote *rm)
 	buf_release(&cred);
 }
 
-/* Take every token from the environment, then wipe them there. */
-static void read_tokens(void)
+/*
+ * Every token: from the NAME=value lines on token_fd when there is one (what
+ * aibox task and aibox run send, broker_spawn.h), else from the environment,
+ * taken out of it (its bytes wiped: /proc/PID/environ shows the initial
+ * block).
+ */
+static void read_tokens(int token_fd)
 {
-	for (size_t i = 0; i < nremotes; i++) {
-		const char *v = getenv(remotes[i].token_env ? remotes[i].token_env : "");
+	struct buf lines = BUF_INIT, v = BUF_INIT;
 
-		if (!remotes[i].token_env)
+	if (token_fd >= 0) {
+		ssize_t n = secret_read_fd(token_fd, &lines, SECRET_PIPE_MAX);
+
+		if (n < 0)
+			die_err((int)n, "cannot read the tokens from --token-fd");
+	}
+	for (size_t i = 0; i < nremotes; i++) {
+		const char *name = remotes[i].token_env;
+		int found = 0;
+
+		if (!name)
 			continue;
-		if (!v || !*v)
-			die("the token variable '%s' is not set", remotes[i].token_env);
-		for (const char *p = v; *p; p++)
-			if ((unsigned char)*p < 0x21 || (unsigned char)*p >= 0x7f)
-				die("the token in '%s' holds a space or control character",
-				    remotes[i].token_env);
-		remotes[i].token = xstrdup(v);
+		for (size_t j = 0; j < i; j++)
+			if (remotes[j].token_env && !strcmp(remotes[j].token_env, name)) {
+				remotes[i].token = xstrdup(remotes[j].token);
+				break;
+			}
+		if (remotes[i].token)
+			continue;
+		buf_reset(&v);
+		if (token_fd >= 0)
+			found = broker_token_lookup(lines.buf, lines.len, name, &v);
+		else
+			found = secret_take_env(name, &v);
+		if (!found || !v.len)
+			die(token_fd >= 0 ? "the token '%s' is not on --token-fd"
+					  : "the token variable '%s' is not set",
+			    name);
+		for (size_t k = 0; k < v.len; k++)
+			if ((unsigned char)v.buf[k] < 0x21 || (unsigned char)v.buf[k] >= 0x7f)
+				die("the token in '%s' holds a space or control character", name);
+		remotes[i].token = xstrdup(v.buf);
 	}
-	for (size_t i = 0; i < nremotes; i++) {
-		char *v = remotes[i].token_env ? getenv(remotes[i].token_env) : NULL;
-
-		if (v)
-			explicit_bzero(v, strlen(v));
-		if (remotes[i].token_env)
-			unsetenv(remotes[i].token_env);
-	}
+	buf_wipe_release(&v);
+	buf_wipe_release(&lines);
 }
 
 static void setup_tls(const char *ca)
@@ -1594,7 +1621,7 @@ int main(int argc, char **argv)
 {
 	enum { O_REMOTE = 256, O_TOKEN_ENV, O_FETCH, O_PUSH, O_AUTH, O_AUTH_USER, O_LISTEN,
 	       O_LISTEN_FD, O_CONN_FD, O_HANDOFF_FD, O_LOG, O_LOG_FD, O_READY_FD, O_CA,
-	       O_NO_SANDBOX, O_HELP };
+	       O_NO_SANDBOX, O_TOKEN_FD, O_HELP };
 	static const struct option opts[] = {
 		{ "remote", required_argument, NULL, O_REMOTE },
 		{ "token-env", required_argument, NULL, O_TOKEN_ENV },
@@ -1611,11 +1638,12 @@ int main(int argc, char **argv)
 		{ "ready-fd", required_argument, NULL, O_READY_FD },
 		{ "ca", required_argument, NULL, O_CA },
 		{ "no-sandbox", no_argument, NULL, O_NO_SANDBOX },
+		{ "token-fd", required_argument, NULL, O_TOKEN_FD },
 		{ "help", no_argument, NULL, O_HELP },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *listen_spec = NULL, *log_path = NULL, *ca = NULL;
-	int listen_fd = -1, conn_fd = -1, handoff_fd = -1, ready_fd = -1, sandbox = 1;
+	int listen_fd = -1, conn_fd = -1, handoff_fd = -1, ready_fd = -1, token_fd = -1, sandbox = 1;
 	int nsources = 0, opt, r;
 	struct buf addr = BUF_INIT;
 	struct sigaction sa;
@@ -1673,6 +1701,7 @@ int main(int argc, char **argv)
 		case O_HANDOFF_FD:
 		case O_LOG_FD:
 		case O_READY_FD:
+		case O_TOKEN_FD:
 			if (parse_fd(optarg, &fd) < 0)
 				die("'%s' is not an fd number", optarg);
 			check_fd(fd, argv[optind - 2]);
@@ -1684,6 +1713,8 @@ int main(int argc, char **argv)
 				handoff_fd = fd, nsources++;
 			else if (opt == O_LOG_FD)
 				log_fd = fd;
+			else if (opt == O_TOKEN_FD)
+				token_fd = fd;
 			else
 				ready_fd = fd;
 			break;
@@ -1712,7 +1743,7 @@ int main(int argc, char **argv)
 	if (ca && !*ca)
 		ca = NULL;
 
-	read_tokens();
+	read_tokens(token_fd);
 	for (size_t i = 0; i < nremotes; i++)
 		setup_remote(&remotes[i]);
 	setup_tls(ca);

@@ -1,32 +1,107 @@
 /*
- * aibox-connect SOCKET: join stdin/stdout to a unix stream socket.
+ * aibox-connect [--max N [--log FILE]] SOCKET: join stdin/stdout to a unix
+ * stream socket.
  *
  * QEMU runs it (through /bin/sh) for each connection the guest makes to the
  * guestfwd address 10.0.2.100:3128, with the connection as stdin and stdout;
  * it connects to the task's proxy socket and copies both ways until both
  * directions are done.  A tiny socat, so aibox does not depend on one.  The
  * tests use it as ssh's ProxyCommand too.
+ *
+ * The guest decides how many connections it opens, and each costs one of
+ * us: with --max N at most N run at once for SOCKET.  Each holds a write
+ * lock on one byte, 0 to N-1, of the file SOCKET.slots (made beside the
+ * socket) while it runs; the kernel drops the lock when the process ends,
+ * however it ends.  One that finds no byte free closes the connection at
+ * once, exits 1 and appends a `refused` line in proxy.log's format to FILE
+ * (docs/task-host.md, "The guest's connections").
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "buf.h"
 #include "err.h"
+#include "num.h"
 #include "banned.h"
 
-static const char usage_text[] = "usage: aibox-connect <socket>\n";
+static const char usage_text[] = "usage: aibox-connect [--max N [--log FILE]] <socket>\n";
+
+/* The most --max allows: each slot is one byte of the slots file. */
+#define MAX_SLOTS 100000
+
+/*
+ * Take one of the max slots of socket: 0, the lock held until we exit, or
+ * -EBUSY when all are taken (-errno when the file cannot be opened).
+ */
+static int take_slot(const char *socket, long max)
+{
+	struct buf path = BUF_INIT;
+	int fd, ret = -EBUSY;
+
+	buf_addf(&path, "%s.slots", socket);
+	fd = open(path.buf, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		ret = -errno;
+	for (long i = 0; fd >= 0 && i < max; i++) {
+		struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = i, .l_len = 1 };
+
+		if (fcntl(fd, F_SETLK, &fl) == 0) {
+			ret = 0; /* fd stays open: closing it would drop the lock */
+			break;
+		}
+	}
+	if (ret < 0 && fd >= 0)
+		close(fd);
+	buf_release(&path);
+	return ret;
+}
+
+/*
+ * The refusal's line, appended to log as aibox-proxy writes its lines
+ * (docs/proxy.md, "proxy.log"): the verdict refused, no host.
+ */
+static void log_refusal(const char *log, long max)
+{
+	struct buf b = BUF_INIT;
+	struct timespec ts;
+	struct tm tm;
+	char tbuf[32];
+	int fd;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	gmtime_r(&ts.tv_sec, &tm);
+	strftime(tbuf, sizeof(tbuf), "%Y-%m-%dT%H:%M:%S", &tm);
+	buf_addf(&b,
+		 "%s.%03ldZ refused - (too many connections from the VM: %ld at once) sent=0 "
+		 "received=0 duration=0.000s\n",
+		 tbuf, ts.tv_nsec / 1000000, max);
+	if (!log) {
+		error("too many connections from the VM: %ld at once", max);
+	} else if ((fd = open(log, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC)) >= 0) {
+		if (write_all(fd, b.buf, b.len) < 0) {
+			/* A full disk: the line is lost, the connection closed all the same. */
+		}
+		close(fd);
+	}
+	buf_release(&b);
+}
 
 int main(int argc, char **argv)
 {
 	struct sockaddr_un sun = {.sun_family = AF_UNIX};
 	char up[65536], down[65536];
 	size_t uplen = 0, downlen = 0;
-	int in_eof = 0, sock_eof = 0, s;
+	int in_eof = 0, sock_eof = 0, s, i = 1, ret;
+	const char *log = NULL, *path;
+	long max = 0;
 
 	tool_init(argc, argv);
 	/*
@@ -39,16 +114,36 @@ int main(int argc, char **argv)
 		fputs(usage_text, stdout);
 		return 0;
 	}
-	if (argc != 2)
+	for (; i + 1 < argc && argv[i][0] == '-'; i += 2) {
+		if (!strcmp(argv[i], "--max")) {
+			if (parse_long(argv[i + 1], 1, MAX_SLOTS, &max) < 0)
+				die("--max: '%s' is not a number from 1 to %d", argv[i + 1], MAX_SLOTS);
+		} else if (!strcmp(argv[i], "--log")) {
+			log = argv[i + 1];
+		} else {
+			usage_die(usage_text);
+		}
+	}
+	if (i != argc - 1 || (log && !max))
 		usage_die(usage_text);
-	if (strlen(argv[1]) >= sizeof(sun.sun_path))
-		die("socket path too long: '%s'", argv[1]);
-	memcpy(sun.sun_path, argv[1], strlen(argv[1]) + 1);
+	path = argv[i];
+	if (strlen(path) >= sizeof(sun.sun_path))
+		die("socket path too long: '%s'", path);
+	memcpy(sun.sun_path, path, strlen(path) + 1);
+	if (max && (ret = take_slot(path, max)) < 0) {
+		if (ret != -EBUSY)
+			die_err(ret, "cannot open '%s.slots'", path);
+		/* The guest sees its connection closed; nothing of it was read. */
+		close(0);
+		close(1);
+		log_refusal(log, max);
+		return 1;
+	}
 	s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (s < 0)
 		die_errno("cannot make a socket");
 	if (connect(s, (struct sockaddr *)&sun, sizeof(sun)) < 0)
-		die_errno("cannot connect to '%s'", argv[1]);
+		die_errno("cannot connect to '%s'", path);
 
 	while (!(in_eof && sock_eof && !uplen && !downlen)) {
 		struct pollfd pfd[3] = {

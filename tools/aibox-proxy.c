@@ -29,7 +29,9 @@
 #include "proxy_report.h"
 #include "resolve.h"
 #include "sandbox.h"
+#include "secret.h"
 #include "spawn.h"
+#include "task_settings.h"
 #include "tls.h"
 #include <openssl/crypto.h>
 #include "banned.h"
@@ -38,7 +40,7 @@ static const char usage[] =
 	"usage: aibox-proxy [--listen HOST:PORT | --listen unix:PATH | --listen-fd N]\n"
 	"                   [--allow ENTRY]... [--allow-file FILE] [--log FILE | --log-fd N]\n"
 	"                   [--log-max BYTES] [--report-fd N]\n"
-	"                   [--key-env NAME] [--ready-fd N] [--presets DIR]\n"
+	"                   [--key-env NAME | --key-fd N] [--ready-fd N] [--presets DIR]\n"
 	"                   [--header-timeout T] [--idle-timeout T] [--connect-timeout T]\n"
 	"                   [--max-conns N] [--api-pool N] [--api-pool-idle T]\n"
 	"                   [--broker-fd N] [--no-sandbox]\n"
@@ -55,6 +57,7 @@ static const char usage[] =
 	"  --report-fd N        when told to stop, write the record (what the VM\n"
 	"                       reached, counted; one JSON object) to fd N\n"
 	"  --key-env NAME       forward 127.0.0.1:3129 to the API with the key in $NAME\n"
+	"  --key-fd N           the same with the key read from fd N (to its EOF)\n"
 	"  --ready-fd N         write \"ready ADDR\" to fd N once listening, then close it\n"
 	"  --presets DIR        read preset:NAME from DIR/NAME (default: aibox's data)\n"
 	"  --header-timeout T   time for a request head to arrive (default 30s)\n"
@@ -80,6 +83,7 @@ enum {
 	OPT_LOG_MAX,
 	OPT_REPORT_FD,
 	OPT_KEY_ENV,
+	OPT_KEY_FD,
 	OPT_READY_FD,
 	OPT_PRESETS,
 	OPT_HEADER_TIMEOUT,
@@ -103,6 +107,7 @@ static const struct option options[] = {
 	{ "log-max", required_argument, NULL, OPT_LOG_MAX },
 	{ "report-fd", required_argument, NULL, OPT_REPORT_FD },
 	{ "key-env", required_argument, NULL, OPT_KEY_ENV },
+	{ "key-fd", required_argument, NULL, OPT_KEY_FD },
 	{ "ready-fd", required_argument, NULL, OPT_READY_FD },
 	{ "presets", required_argument, NULL, OPT_PRESETS },
 	{ "header-timeout", required_argument, NULL, OPT_HEADER_TIMEOUT },
@@ -261,6 +266,47 @@ static void parse_upstream(struct proxy_config *cfg)
 		die("AIBOX_API_UPSTREAM '%s': not https://HOST[:PORT]", u);
 }
 
+/* A key is far shorter; a longer one is refused, never cut. */
+#define KEY_MAX 4096
+
+/*
+ * The key from $key_env (taken out of our environment, its bytes wiped:
+ * /proc/PID/environ shows the initial block) or from fd key_fd (to EOF, then
+ * closed; one trailing newline dropped).  docs/proxy.md, "Key forwarding".
+ */
+static void read_key(struct proxy_config *cfg, const char *key_env, int key_fd)
+{
+	struct buf key = BUF_INIT;
+	const char *from = key_env;
+	struct buf fdname = BUF_INIT;
+	ssize_t n;
+
+	if (key_env) {
+		if (secret_take_env(key_env, &key) <= 0 || !key.len)
+			die("the variable '%s' is not set", key_env);
+	} else {
+		buf_addf(&fdname, "fd %d", key_fd);
+		from = fdname.buf;
+		n = secret_read_fd(key_fd, &key, KEY_MAX + 1);
+		if (n < 0 && n != -EFBIG)
+			die_err((int)n, "cannot read the key from %s", from);
+		if (key.len && key.buf[key.len - 1] == '\n')
+			buf_setlen(&key, key.len - 1);
+		if (n == -EFBIG || key.len > KEY_MAX)
+			die("the key on %s is longer than %d bytes", from, KEY_MAX);
+		if (!key.len)
+			die("no key on %s", from);
+	}
+	for (size_t i = 0; i < key.len; i++)
+		if ((unsigned char)key.buf[i] <= 0x20 || (unsigned char)key.buf[i] >= 0x7f)
+			die("%s%s%s holds characters a key cannot have", key_env ? "the variable '" : "the key on ",
+			    from, key_env ? "'" : "");
+	cfg->api_key = xstrdup(key.buf);
+	buf_wipe_release(&key);
+	buf_release(&fdname);
+	parse_upstream(cfg);
+}
+
 int main(int argc, char **argv)
 {
 	struct proxy_config cfg = { .listen_fd = -1, .log_fd = -1, .signal_fd = -1,
@@ -271,7 +317,7 @@ int main(int argc, char **argv)
 	const char *listen_spec = NULL, *log_path = NULL, *key_env = NULL, *presets = NULL;
 	const char *hosts_file;
 	struct strvec allow_entries = STRVEC_INIT, allow_files = STRVEC_INIT;
-	int ready_fd = -1, report_fd = -1, no_sandbox = 0, opt, ret;
+	int ready_fd = -1, report_fd = -1, key_fd = -1, no_sandbox = 0, opt, ret;
 	long max_conns = 10000, api_pool = 4, log_max;
 	sigset_t mask;
 
@@ -319,6 +365,9 @@ int main(int argc, char **argv)
 			break;
 		case OPT_KEY_ENV:
 			key_env = optarg;
+			break;
+		case OPT_KEY_FD:
+			key_fd = fd_arg(optarg, "--key-fd", 0);
 			break;
 		case OPT_READY_FD:
 			ready_fd = fd_arg(optarg, "--ready-fd", 1);
@@ -370,21 +419,11 @@ int main(int argc, char **argv)
 	cfg.api_pool = (int)api_pool;
 	cfg.report = &report;
 
+	if (key_env && key_fd >= 0)
+		die("--key-env and --key-fd cannot be used together");
 	/* The key first, so it leaves the environment as early as possible. */
-	if (key_env) {
-		char *v = getenv(key_env);
-
-		if (!v || !*v)
-			die("the variable '%s' is not set", key_env);
-		for (const char *p = v; *p; p++)
-			if ((unsigned char)*p <= 0x20 || (unsigned char)*p >= 0x7f)
-				die("the variable '%s' holds characters a key cannot have", key_env);
-		cfg.api_key = xstrdup(v);
-		/* Wipe the original too: /proc/PID/environ shows the initial block. */
-		memset(v, 'x', strlen(v));
-		unsetenv(key_env);
-		parse_upstream(&cfg);
-	}
+	if (key_env || key_fd >= 0)
+		read_key(&cfg, key_env, key_fd);
 
 	raise_nofile();
 	if (!presets)

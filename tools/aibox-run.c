@@ -35,11 +35,13 @@
 #include "config.h"
 #include "err.h"
 #include "image.h"
+#include "login.h"
 #include "num.h"
 #include "paths.h"
 #include "project.h"
 #include "rmtree.h"
 #include "sandbox.h"
+#include "secret.h"
 #include "spawn.h"
 #include "ssh.h"
 #include "strvec.h"
@@ -84,6 +86,8 @@ struct run {
 	int cpus;
 	int no_sandbox;
 	int forward_key;
+	struct buf api_key;		/* for the proxy (--key-fd) when forward_key */
+	struct buf broker_tokens;	/* for the broker (--token-fd): NAME=value lines */
 	struct strvec env;		/* the config's env, NAME=value */
 	struct vm_mount *mounts;	/* config mounts, claude dirs, project, home */
 	size_t nr_mounts;
@@ -311,36 +315,58 @@ static void plan_mounts(struct run *r)
 	buf_release(&tag);
 }
 
-static void read_env(struct run *r)
+/*
+ * The config's env values, the API key and the git tokens, taken out of our
+ * environment (common/secret.h) so that no child inherits them: the values
+ * go in over SSH, the key to the proxy and the tokens to the broker over
+ * pipes.  No login is required: Claude Code in aibox run can be logged in
+ * at its prompt, and the login stays in the project's home (docs/run.md).
+ */
+static void read_env(struct run *r, const char *cfg_path)
 {
-	for (size_t i = 0; i < r->cfg.env.nr; i++) {
-		const char *name = r->cfg.env.v[i], *v = getenv(name);
+	struct buf v = BUF_INIT, oauth = BUF_INIT, err = BUF_INIT;
+	int oauth_set, oauth_listed = 0;
 
+	r->forward_key = secret_take_env("ANTHROPIC_API_KEY", &r->api_key) > 0 && r->api_key.len;
+	oauth_set = secret_take_env("CLAUDE_CODE_OAUTH_TOKEN", &oauth) > 0;
+	for (size_t i = 0; i < r->cfg.env.nr; i++) {
+		const char *name = r->cfg.env.v[i];
+		int set;
+
+		buf_reset(&v);
 		/* The key stays on the host: the proxy adds it. */
 		if (!strcmp(name, "ANTHROPIC_API_KEY"))
 			continue;
-		if (v)
-			strvec_pushf(&r->env, "%s=%s", name, v);
+		if (!strcmp(name, "CLAUDE_CODE_OAUTH_TOKEN")) {
+			oauth_listed = 1;
+			set = oauth_set;
+			buf_add(&v, oauth.buf, oauth.len);
+		} else {
+			set = secret_take_env(name, &v) > 0;
+		}
+		if (set)
+			strvec_pushf(&r->env, "%s=%s", name, v.buf);
 	}
-	r->forward_key = getenv("ANTHROPIC_API_KEY") && *getenv("ANTHROPIC_API_KEY");
+	if (r->forward_key && oauth_listed && oauth_set && oauth.len) {
+		buf_reset(&err);
+		login_both_warning(cfg_path, &err);
+		warning("%s", err.buf);
+	} else if (!r->forward_key && !oauth_listed && oauth_set && oauth.len) {
+		warning("CLAUDE_CODE_OAUTH_TOKEN is set in your shell, but the env of '%s' does not "
+			"list it, so the VM does not get it: log in at Claude Code's prompt, or add "
+			"it to env",
+			cfg_path);
+	}
 	/* The git: remotes' tokens, for aibox-broker (docs/broker.md): checked now. */
-	for (size_t i = 0; i < r->cfg.nr_git; i++) {
-		const struct config_git *g = &r->cfg.git[i];
-		const char *v = g->token_env ? getenv(g->token_env) : NULL;
-
-		if (!task_git_remote_valid(g->url))
-			die("the git remote '%s' is not a plain https:// URL", g->url);
-		if (!g->token_env)
-			continue;
-		if (!v || !*v)
-			die("the git remote '%s' takes its token from %s, which is not set", g->url,
-			    g->token_env);
-		for (const char *p = v; *p; p++)
-			if ((unsigned char)*p <= 0x20 || (unsigned char)*p >= 0x7f)
-				die("the token in %s (for the git remote '%s') holds a space or "
-				    "control character",
-				    g->token_env, g->url);
-	}
+	for (size_t i = 0; i < r->cfg.nr_git; i++)
+		if (!task_git_remote_valid(r->cfg.git[i].url))
+			die("the git remote '%s' is not a plain https:// URL", r->cfg.git[i].url);
+	buf_reset(&err);
+	if (broker_tokens_take(&r->cfg, &r->broker_tokens, &err) < 0)
+		die("%s", err.buf);
+	buf_wipe_release(&v);
+	buf_wipe_release(&oauth);
+	buf_release(&err);
 }
 
 static void write_settings(struct run *r)
@@ -426,13 +452,13 @@ static void allow_pty(struct run *r)
 /*
  * aibox-broker for the config's git: remotes, as aibox task starts it
  * (docs/broker.md, "In aibox task"); its log is broker.log in the project's
- * folder, next to proxy.log.  The tokens leave our environment once it has
- * them.
+ * folder, next to proxy.log.  The tokens, out of our environment since
+ * read_env(), go over a pipe (--token-fd=5).
  */
 static void start_broker(struct run *r)
 {
 	struct buf log = BUF_INIT, line = BUF_INIT;
-	int sv[2], ready[2], ret;
+	int sv[2], ready[2], tfd, ret;
 	ssize_t n;
 
 	if (!r->cfg.nr_git)
@@ -444,7 +470,7 @@ static void start_broker(struct run *r)
 	buf_addf(&log, "%s/broker.log", r->project.dir);
 	strvec_pushf(&r->broker.args, "%s/aibox-broker", libexec_dir());
 	broker_spawn_remotes(&r->broker, &r->cfg);
-	strvec_pushl(&r->broker.args, "--handoff-fd=3", "--ready-fd=4", NULL);
+	strvec_pushl(&r->broker.args, "--handoff-fd=3", "--ready-fd=4", "--token-fd=5", NULL);
 	strvec_pushf(&r->broker.args, "--log=%s", log.buf);
 	if (r->no_sandbox)
 		strvec_push(&r->broker.args, "--no-sandbox");
@@ -452,18 +478,22 @@ static void start_broker(struct run *r)
 	r->broker.out = SPAWN_NULL;
 	r->broker.pdeathsig = SIGTERM;
 	r->broker.new_session = 1;
+	if ((tfd = secret_pipe(r->broker_tokens.buf, r->broker_tokens.len)) < 0)
+		die_err(tfd, "cannot pass the git tokens to aibox-broker");
+	buf_wipe_release(&r->broker_tokens);
 	spawn_give_fd(&r->broker, sv[0], 3);
 	spawn_give_fd(&r->broker, ready[1], 4);
+	spawn_give_fd(&r->broker, tfd, 5);
 	if ((ret = spawn_start(&r->broker)) < 0)
 		die_err(ret, "cannot start aibox-broker");
 	close(sv[0]);
 	close(ready[1]);
+	close(tfd);
 	r->broker_sock = sv[1];
 	n = buf_read_fd(&line, ready[0], 4096);
 	close(ready[0]);
 	if (n <= 0 || strncmp(line.buf, "ready", 5))
 		die("aibox-broker did not start (see its messages above)");
-	broker_tokens_forget(&r->cfg);
 	buf_release(&log);
 	buf_release(&line);
 }
@@ -471,7 +501,7 @@ static void start_broker(struct run *r)
 static void start_proxy(struct run *r, struct buf *sock)
 {
 	struct buf log = BUF_INIT, line = BUF_INIT;
-	int ready[2], ret;
+	int ready[2], kfd = -1, ret;
 	ssize_t n;
 
 	buf_addf(sock, "%s/proxy.sock", r->run_dir.buf);
@@ -484,8 +514,13 @@ static void start_proxy(struct run *r, struct buf *sock)
 	strvec_push(&r->proxy.args, "--ready-fd=3");
 	for (size_t i = 0; i < r->cfg.allow.nr; i++)
 		strvec_pushf(&r->proxy.args, "--allow=%s", r->cfg.allow.v[i]);
-	if (r->forward_key)
-		strvec_push(&r->proxy.args, "--key-env=ANTHROPIC_API_KEY");
+	if (r->forward_key) {
+		strvec_push(&r->proxy.args, "--key-fd=5");
+		if ((kfd = secret_pipe(r->api_key.buf, r->api_key.len)) < 0)
+			die_err(kfd, "cannot pass the API key to aibox-proxy");
+		buf_wipe_release(&r->api_key);
+		spawn_give_fd(&r->proxy, kfd, 5);
+	}
 	if (r->broker_sock >= 0)
 		strvec_push(&r->proxy.args, "--broker-fd=4");
 	if (r->no_sandbox)
@@ -500,6 +535,8 @@ static void start_proxy(struct run *r, struct buf *sock)
 	if ((ret = spawn_start(&r->proxy)) < 0)
 		die_err(ret, "cannot start aibox-proxy");
 	close(ready[1]);
+	if (kfd >= 0)
+		close(kfd);
 	if (r->broker_sock >= 0) {
 		close(r->broker_sock);
 		r->broker_sock = -1;
@@ -528,7 +565,7 @@ static void show_console(struct run *r)
 static void boot(struct run *r, const char *proxy_sock)
 {
 	struct vm_config vc = VM_CONFIG_INIT;
-	struct buf img = BUF_INIT, console = BUF_INIT;
+	struct buf img = BUF_INIT, console = BUF_INIT, plog = BUF_INIT;
 	int ret;
 
 	if ((ret = image_dir(r->image, &img)) == -ENOENT)
@@ -547,6 +584,8 @@ static void boot(struct run *r, const char *proxy_sock)
 	vc.disk_bytes = r->cfg.disk_mib * 1024ULL * 1024ULL;
 	vc.state_dir = r->run_dir.buf;
 	vc.proxy_socket = proxy_sock;
+	buf_addf(&plog, "%s/proxy.log", r->project.dir);
+	vc.conns_log = plog.buf; /* aibox-connect's refusals (its cap: VM_MAX_CONNS) */
 	vc.mounts = r->mounts;
 	vc.nr_mounts = r->nr_mounts;
 	vc.log_fd = r->console_fd;
@@ -561,6 +600,7 @@ static void boot(struct run *r, const char *proxy_sock)
 	}
 	buf_release(&img);
 	buf_release(&console);
+	buf_release(&plog);
 }
 
 static int get_size(void *ctx, unsigned *cols, unsigned *rows)
@@ -583,6 +623,7 @@ int main(int argc, char **argv)
 			 .command = STRVEC_INIT, .image = "default", .env = STRVEC_INIT,
 			 .tags = STRVEC_INIT, .guest_paths = STRVEC_INIT, .host_paths = STRVEC_INIT, .proxy = SPAWN_INIT,
 			 .broker = SPAWN_INIT, .broker_sock = -1,
+			 .api_key = BUF_INIT, .broker_tokens = BUF_INIT,
 			 .vm = VM_INIT, .console_fd = -1, .cleaner_fd = -1 };
 	struct ssh_task_keys keys = SSH_TASK_KEYS_INIT;
 	struct ssh_client c = SSH_CLIENT_INIT;
@@ -599,7 +640,13 @@ int main(int argc, char **argv)
 	tty = isatty(0);
 
 	find_project(&r);
-	read_env(&r);
+	{
+		struct buf cfg_path = BUF_INIT;
+
+		buf_addf(&cfg_path, "%s/config.yaml", r.project.dir);
+		read_env(&r, cfg_path.buf);
+		buf_release(&cfg_path);
+	}
 	make_run_dir(&r);
 	start_cleaner(&r);
 	if (ssh_task_keys_make(r.run_dir.buf, NULL, &keys, &err) < 0)

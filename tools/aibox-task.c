@@ -40,6 +40,7 @@
 #include "err.h"
 #include "host_system.h"
 #include "image.h"
+#include "login.h"
 #include "num.h"
 #include "out.h"
 #include "paths.h"
@@ -48,6 +49,7 @@
 #include "proxy_report.h"
 #include "results.h"
 #include "sandbox.h"
+#include "secret.h"
 #include "spawn.h"
 #include "ssh.h"
 #include "strvec.h"
@@ -109,6 +111,11 @@ struct task {
 	struct buf git_name, git_email;
 	struct strvec env_names; /* names whose values go in over stdin */
 	struct strvec env_values;
+	struct buf api_key;	  /* for the proxy (--key-fd), when api is forward */
+	struct buf broker_tokens; /* for the broker (--token-fd): NAME=value lines */
+	struct login login;
+	const char *env_unset[CONFIG_MAX_ENV]; /* env names not set in the shell */
+	size_t nr_env_unset;
 	enum task_api api;
 	int project_lock_fd, task_lock_fd;
 	char name[TASK_NAME_LEN + 1];
@@ -306,62 +313,85 @@ static void read_git_identity(struct task *t)
 }
 
 /*
- * The login and the other secrets: values from our environment, now.  The
- * API key stays on the host (the proxy adds it); a subscription token goes in.
+ * The login and the other secrets, taken out of our environment now
+ * (common/secret.h), before any child starts, so that none inherits them and
+ * /proc/PID/environ no longer shows them: the API key stays on the host (the
+ * proxy gets it over a pipe), the other values go in over the session's
+ * stdin, the git tokens to the broker over a pipe.  check_login() follows.
  */
 static void read_env(struct task *t)
 {
-	int has_key = 0, has_base = 0;
+	struct buf v = BUF_INIT, oauth = BUF_INIT, err = BUF_INIT;
+	struct login *l = &t->login;
+	int has_base = 0, ret;
 
+	l->nr_env = (int)t->cfg.env.nr;
+	/* Both logins leave our environment, listed or not: no child needs them. */
+	l->key_set = secret_take_env("ANTHROPIC_API_KEY", &t->api_key) > 0 && t->api_key.len;
+	l->token_set = secret_take_env("CLAUDE_CODE_OAUTH_TOKEN", &oauth) > 0 && oauth.len;
 	t->api = TASK_API_NONE;
 	for (size_t i = 0; i < t->cfg.env.nr; i++) {
-		const char *name = t->cfg.env.v[i], *value = getenv(name);
+		const char *name = t->cfg.env.v[i];
+		int set;
 
+		buf_reset(&v);
 		if (!strcmp(name, "ANTHROPIC_BASE_URL"))
 			has_base = 1;
-		if (!value) {
-			warning("%s is in the config's env but not set: the task goes without it", name);
-			continue;
-		}
 		if (!strcmp(name, "ANTHROPIC_API_KEY")) {
-			has_key = 1;
+			l->key_listed = 1;
 			continue; /* never into the VM */
 		}
-		if (!strcmp(name, "CLAUDE_CODE_OAUTH_TOKEN") && t->api == TASK_API_NONE)
-			t->api = TASK_API_OAUTH;
+		if (!strcmp(name, "CLAUDE_CODE_OAUTH_TOKEN")) {
+			l->token_listed = 1;
+			set = l->token_set;
+			buf_add(&v, oauth.buf, oauth.len);
+		} else {
+			set = secret_take_env(name, &v) > 0;
+		}
+		if (!set) {
+			t->env_unset[t->nr_env_unset++] = name;
+			continue;
+		}
+		if (login_other(name))
+			l->other = 1;
 		strvec_push(&t->env_names, name);
-		strvec_push(&t->env_values, value);
+		strvec_push(&t->env_values, v.buf);
 	}
-	if (has_key && has_base)
+	if (l->key_listed && l->key_set && has_base)
 		die("the config sets ANTHROPIC_BASE_URL next to ANTHROPIC_API_KEY: the key would "
 		    "leave through it; remove ANTHROPIC_BASE_URL from env");
-	if (has_key)
+	if (l->key_listed && l->key_set)
 		t->api = TASK_API_FORWARD;
+	else if (l->token_listed && l->token_set)
+		t->api = TASK_API_OAUTH;
+	else
+		buf_wipe_release(&t->api_key);
+	if ((ret = broker_tokens_take(&t->cfg, &t->broker_tokens, &err)) < 0)
+		die("%s", err.buf);
+	buf_wipe_release(&v);
+	buf_wipe_release(&oauth);
+	buf_release(&err);
 }
 
 /*
- * The git: remotes' tokens must be in our environment now: aibox-broker reads
- * them from its own (inherited) environment when it starts; they are never
- * written anywhere.
+ * Claude Code in the VM is logged in only through env (common/login.h): no
+ * login stops the task before anything starts; then the names listed but not
+ * set, and the key next to the token, are warned about.
  */
-static void check_git_tokens(struct task *t)
+static void check_login(struct task *t, const char *cfg_path)
 {
-	for (size_t i = 0; i < t->cfg.nr_git; i++) {
-		const struct config_git *g = &t->cfg.git[i];
-		const char *v;
+	struct buf msg = BUF_INIT;
 
-		if (!g->token_env)
-			continue;
-		v = getenv(g->token_env);
-		if (!v || !*v)
-			die("the git remote '%s' takes its token from %s, which is not set", g->url,
-			    g->token_env);
-		for (const char *p = v; *p; p++)
-			if ((unsigned char)*p <= 0x20 || (unsigned char)*p >= 0x7f)
-				die("the token in %s (for the git remote '%s') holds a space or "
-				    "control character",
-				    g->token_env, g->url);
-	}
+	if (login_check_task(&t->login, cfg_path, &msg) < 0)
+		die("%s", msg.buf);
+	if (msg.len)
+		warning("%s", msg.buf);
+	if (t->login.key_listed && !t->login.key_set)
+		warning("ANTHROPIC_API_KEY is in the config's env but not set: the task goes without it");
+	for (size_t i = 0; i < t->nr_env_unset; i++)
+		warning("%s is in the config's env but not set: the task goes without it",
+			t->env_unset[i]);
+	buf_release(&msg);
 }
 
 /* When aibox's data has no system prompt parts (a build tree without them). */
@@ -533,10 +563,10 @@ static void start(struct task *t)
 	if (claude_shares_plan(&t->cfg, getenv("HOME"), &t->shares, &err) < 0)
 		die("%s", err.buf);
 
+	read_env(t);
 	find_start_commit(t);
 	read_git_identity(t);
-	read_env(t);
-	check_git_tokens(t);
+	check_login(t, cfgpath.buf);
 
 	t->project_lock_fd = project_lock(t->p.dir, PROJECT_LOCK_SHARED | PROJECT_LOCK_NONBLOCK);
 	if (t->project_lock_fd == -EWOULDBLOCK)
@@ -707,15 +737,15 @@ static int read_ready(int fd)
 /*
  * aibox-broker for the config's git: remotes (docs/broker.md), remote n for
  * entry n, its log in broker.log; the proxy gets the other end of the
- * hand-off socket pair (t->broker_sock).  The tokens go to the broker through
- * its environment only, and leave ours once it has them, so that neither the
- * proxy nor QEMU inherits them.
+ * hand-off socket pair (t->broker_sock).  The tokens, out of our environment
+ * since read_env(), go to the broker over a pipe (--token-fd 6) and are
+ * wiped here once it is started.
  */
 static void start_broker(struct task *t)
 {
 	struct spawn *sp = &t->broker;
 	struct buf prog = BUF_INIT;
-	int sv[2], pfd[2], ret;
+	int sv[2], pfd[2], tfd, ret;
 
 	if (!t->cfg.nr_git)
 		return;
@@ -728,12 +758,17 @@ static void start_broker(struct task *t)
 	buf_addf(&prog, "%s/aibox-broker", libexec_dir());
 	strvec_push(&sp->args, prog.buf);
 	broker_spawn_remotes(sp, &t->cfg);
-	strvec_pushl(&sp->args, "--handoff-fd", "3", "--log-fd", "4", "--ready-fd", "5", NULL);
+	strvec_pushl(&sp->args, "--handoff-fd", "3", "--log-fd", "4", "--ready-fd", "5",
+		     "--token-fd", "6", NULL);
 	if (t->o.no_sandbox)
 		strvec_push(&sp->args, "--no-sandbox");
+	if ((tfd = secret_pipe(t->broker_tokens.buf, t->broker_tokens.len)) < 0)
+		die_err(tfd, "cannot pass the git tokens to aibox-broker");
+	buf_wipe_release(&t->broker_tokens);
 	spawn_give_fd(sp, sv[0], 3);
 	spawn_give_fd(sp, t->broker_log_fd, 4);
 	spawn_give_fd(sp, pfd[1], 5);
+	spawn_give_fd(sp, tfd, 6);
 	sp->in = SPAWN_NULL;
 	sp->out = SPAWN_NULL;
 	sp->pdeathsig = SIGKILL;
@@ -742,10 +777,10 @@ static void start_broker(struct task *t)
 		die_err(ret, "cannot start '%s'", prog.buf);
 	close(sv[0]);
 	close(pfd[1]);
+	close(tfd);
 	t->broker_sock = sv[1];
 	if (!read_ready(pfd[0]))
 		die("aibox-broker did not start (see its messages above)");
-	broker_tokens_forget(&t->cfg);
 	buf_release(&prog);
 }
 
@@ -758,7 +793,7 @@ static void start_proxy(struct task *t)
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	struct spawn *sp = &t->proxy;
 	struct buf prog = BUF_INIT;
-	int lfd, pfd[2], rfd[2], ret;
+	int lfd, pfd[2], rfd[2], kfd = -1, ret;
 
 	buf_addf(&t->proxy_sock, "%s/proxy.sock", t->dir.buf);
 	if (t->proxy_sock.len >= sizeof(sa.sun_path))
@@ -776,8 +811,13 @@ static void start_proxy(struct task *t)
 		     "--report-fd", "7", NULL);
 	for (size_t i = 0; i < t->cfg.allow.nr; i++)
 		strvec_pushl(&sp->args, "--allow", t->cfg.allow.v[i], NULL);
-	if (t->api == TASK_API_FORWARD)
-		strvec_pushl(&sp->args, "--key-env", "ANTHROPIC_API_KEY", NULL);
+	if (t->api == TASK_API_FORWARD) {
+		strvec_pushl(&sp->args, "--key-fd", "8", NULL);
+		if ((kfd = secret_pipe(t->api_key.buf, t->api_key.len)) < 0)
+			die_err(kfd, "cannot pass the API key to aibox-proxy");
+		buf_wipe_release(&t->api_key);
+		spawn_give_fd(sp, kfd, 8);
+	}
 	if (t->broker_sock >= 0)
 		strvec_pushl(&sp->args, "--broker-fd", "6", NULL);
 	if (t->o.no_sandbox)
@@ -801,6 +841,8 @@ static void start_proxy(struct task *t)
 	/* The summary reads the record, not proxy.log, whose size the VM drives. */
 	close(t->proxy_log_fd);
 	t->proxy_log_fd = -1;
+	if (kfd >= 0)
+		close(kfd);
 	if (t->broker_sock >= 0) {
 		/* Only the proxy holds it now: when the proxy ends, the broker sees it. */
 		close(t->broker_sock);
@@ -852,7 +894,7 @@ static int stop_proxy(struct task *t, struct proxy_report *rep, struct buf *why)
 static void start_vm(struct task *t, struct vm_mount *mounts, struct buf *tags)
 {
 	struct vm_config vc = VM_CONFIG_INIT;
-	struct buf img = BUF_INIT, state = BUF_INIT;
+	struct buf img = BUF_INIT, state = BUF_INIT, plog = BUF_INIT;
 	const char *name = t->o.image ? t->o.image : "default";
 	int ret;
 
@@ -878,6 +920,8 @@ static void start_vm(struct task *t, struct vm_mount *mounts, struct buf *tags)
 	vc.disk_bytes = (unsigned long long)t->cfg.disk_mib * 1024 * 1024;
 	vc.state_dir = state.buf;
 	vc.proxy_socket = t->proxy_sock.buf;
+	buf_addf(&plog, "%s/proxy.log", t->dir.buf);
+	vc.conns_log = plog.buf; /* aibox-connect's refusals (its cap: VM_MAX_CONNS) */
 	vc.mounts = mounts;
 	vc.nr_mounts = t->cfg.nr_mounts + t->shares.nr;
 	vc.log_fd = t->console_fd;
@@ -888,6 +932,7 @@ static void start_vm(struct task *t, struct vm_mount *mounts, struct buf *tags)
 		out_printf(2, "aibox", t->id, "no KVM here: the VM runs under TCG, much slower");
 	buf_release(&img);
 	buf_release(&state);
+	buf_release(&plog);
 }
 
 static ssize_t read_fd_all(int fd, struct buf *out, size_t max)
@@ -1130,6 +1175,8 @@ int main(int argc, char **argv)
 	t.proxy_sock = (struct buf)BUF_INIT;
 	t.env_names = (struct strvec)STRVEC_INIT;
 	t.env_values = (struct strvec)STRVEC_INIT;
+	t.api_key = (struct buf)BUF_INIT;
+	t.broker_tokens = (struct buf)BUF_INIT;
 	t.keys = (struct ssh_task_keys)SSH_TASK_KEYS_INIT;
 	t.proxy = (struct spawn)SPAWN_INIT;
 	t.broker = (struct spawn)SPAWN_INIT;

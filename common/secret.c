@@ -1,0 +1,103 @@
+/* Secrets out of the environment and over pipes (secret.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+extern char **environ;
+
+#include "buf.h"
+#include "secret.h"
+#include "task_settings.h"
+#include "banned.h"
+
+int secret_take_env(const char *name, struct buf *value)
+{
+	size_t n = strlen(name);
+	int found = 0;
+
+	/*
+	 * Every entry of that name, not only the one getenv() finds: an
+	 * environment may hold a name twice.  environ's strings are the block
+	 * itself for what we inherited: this wipes what /proc shows.
+	 */
+	for (char **e = environ; *e; e++) {
+		char *v;
+
+		if (strncmp(*e, name, n) || (*e)[n] != '=')
+			continue;
+		v = *e + n + 1;
+		if (!found) {
+			buf_grow(value, strlen(v));
+			buf_addstr(value, v);
+			found = 1;
+		}
+		explicit_bzero(v, strlen(v));
+	}
+	if (found)
+		unsetenv(name);
+	return found;
+}
+
+int secret_pipe(const void *data, size_t len)
+{
+	int p[2], ret;
+
+	if (len > SECRET_PIPE_MAX)
+		return -E2BIG;
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -errno;
+	/*
+	 * Writing no more than the capacity into an empty pipe never blocks.
+	 * The capacity is 64 KiB, or one page for a user over
+	 * pipe-user-pages-soft: make sure.
+	 */
+	if (len > 4096 && fcntl(p[1], F_GETPIPE_SZ) < (int)len &&
+	    fcntl(p[1], F_SETPIPE_SZ, (int)len) < (int)len) {
+		ret = errno ? -errno : -E2BIG;
+		close(p[0]);
+		close(p[1]);
+		return ret;
+	}
+	ret = write_all(p[1], data, len);
+	close(p[1]);
+	if (ret < 0) {
+		close(p[0]);
+		return ret;
+	}
+	return p[0];
+}
+
+ssize_t secret_read_fd(int fd, struct buf *out, size_t max)
+{
+	size_t start = out->len;
+	ssize_t ret;
+
+	buf_grow(out, max + 1);
+	for (;;) {
+		ssize_t n = read(fd, out->buf + out->len, max + 1 - (out->len - start));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			ret = -errno;
+			break;
+		}
+		if (n == 0) {
+			ret = (ssize_t)(out->len - start);
+			break;
+		}
+		buf_setlen(out, out->len + (size_t)n);
+		if (out->len - start > max) {
+			ret = -EFBIG;
+			break;
+		}
+	}
+	close(fd);
+	if (ret < 0) {
+		explicit_bzero(out->buf + start, out->len - start);
+		buf_setlen(out, start);
+	}
+	return ret;
+}

@@ -1,0 +1,77 @@
+#!/usr/bin/env bats
+# aibox-connect, which QEMU runs for each connection the guest makes to the
+# proxy forward: its cap on the copies that run at once (--max), held as
+# locks on bytes of SOCKET.slots, and the refusal's line in proxy.log.
+load lib-common
+bats_require_minimum_version 1.5.0
+
+setup() {
+	common_setup
+	aibox-proxy --listen "unix:$T/p.sock" --log "$T/proxy.log" --ready-fd 3 3>"$T/ready" \
+		2>"$T/proxy.err" &
+	PROXY_PID=$!
+	for i in $(seq 200); do
+		grep -q '^ready' "$T/ready" 2>/dev/null && break
+		sleep 0.025
+	done
+	grep -q '^ready' "$T/ready"
+	HOLDERS=()
+}
+
+teardown() {
+	local p
+	for p in "${HOLDERS[@]}"; do
+		kill "$p" 2>/dev/null
+		wait "$p" 2>/dev/null
+	done
+	kill "$PROXY_PID" 2>/dev/null
+	wait "$PROXY_PID" 2>/dev/null
+	common_teardown
+}
+
+# hold N: aibox-connect --max 2 on the proxy with stdin a fifo that stays open
+# (the guest's connection, idle), its pid in HOLDERS.
+hold() {
+	mkfifo "$T/in$1"
+	aibox-connect --max 2 --log "$T/proxy.log" "$T/p.sock" <"$T/in$1" >/dev/null &
+	HOLDERS+=($!)
+	eval "exec $((5 + $1))>\"\$T/in$1\""
+}
+
+
+@test "connect: --max caps the copies at once; one more closes at once and says so in proxy.log" {
+	hold 1
+	hold 2
+	# once both hold their slot (a lock in /proc/locks), a third is refused
+	for i in $(seq 200); do
+		[ "$(grep -cE "POSIX +ADVISORY +WRITE +(${HOLDERS[0]}|${HOLDERS[1]}) " /proc/locks)" -eq 2 ] &&
+			break
+		sleep 0.05
+	done
+	run timeout 10 aibox-connect --max 2 --log "$T/proxy.log" "$T/p.sock" </dev/null
+	assert_failure 1
+	assert_file_exists "$T/p.sock.slots"
+	run grep -c 'too many connections' "$T/proxy.log"
+	[ "$output" -ge 1 ]
+	run tail -1 "$T/proxy.log"
+	assert_output --regexp '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}\.[0-9]{3}Z refused - \(too many connections from the VM: 2 at once\) sent=0 received=0 duration=0\.000s$'
+	# a copy killed with SIGKILL frees its slot: the next one gets through
+	kill -KILL "${HOLDERS[0]}"
+	wait "${HOLDERS[0]}" 2>/dev/null || true
+	run --separate-stderr timeout 10 aibox-connect --max 2 --log "$T/proxy.log" "$T/p.sock" \
+		< <(printf 'GET http://not-allowed.example/ HTTP/1.1\r\nHost: x\r\n\r\n')
+	assert_success
+	[[ "$output" == "HTTP/1.1 403"* ]]
+	# without --max there is no cap
+	run timeout 10 aibox-connect "$T/p.sock" </dev/null
+	assert_success
+}
+
+@test "connect: bad options are usage errors" {
+	for args in "--max 0 s" "--max x s" "--log f s" "--max 1" "--bogus 1 s" ""; do
+		run aibox-connect $args
+		assert_failure 2
+	done
+	run aibox-connect --max 100001 s
+	assert_output "aibox-connect: --max: '100001' is not a number from 1 to 100000"
+}
