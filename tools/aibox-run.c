@@ -16,7 +16,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <jansson.h>
 #include <limits.h>
 #include <signal.h>
@@ -36,6 +35,7 @@
 #include "err.h"
 #include "image.h"
 #include "num.h"
+#include "opt.h"
 #include "paths.h"
 #include "project.h"
 #include "rmtree.h"
@@ -56,8 +56,8 @@ static const char usage_text[] =
 	"Boot a VM on this checkout's project and run Claude Code (or COMMAND) in it,\n"
 	"with the project folder shared read-write and the terminal passed through.\n"
 	"\n"
-	"  --memory SIZE   the VM's memory (512M to 1T; default: the config's, 4G)\n"
-	"  --cpus N        the VM's CPUs (default: the config's, 2)\n"
+	"  --memory SIZE   the VM's memory, 512M to 1T (default: the config's, 4G)\n"
+	"  --cpus N        the VM's CPUs, 1 to this machine's (default: the config's, 2)\n"
 	"  --image NAME    the image to boot (default: default)\n"
 	"  --no-sandbox    do not lock aibox down with seccomp\n"
 	"\n"
@@ -97,31 +97,7 @@ struct run {
 	int cleaner_fd;			/* write end: the cleaner removes the run folder at its EOF */
 };
 
-static int parse_size_mib(const char *s, uint64_t *out)
-{
-	char *end;
-	unsigned long long v;
-
-	if (*s < '0' || *s > '9')
-		return -EINVAL;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno)
-		return -EINVAL;
-	if (!strcmp(end, "M"))
-		;
-	else if (!strcmp(end, "G"))
-		v *= 1024;
-	else if (!strcmp(end, "T"))
-		v *= 1024 * 1024;
-	else
-		return -EINVAL;
-	if (v < CONFIG_MIN_MEMORY_MIB || v > CONFIG_MAX_MEMORY_MIB)
-		return -ERANGE;
-	*out = v;
-	return 0;
-}
-
+/* Options anywhere before `--` (common/opt.h); the command is what follows `--`. */
 static void parse_options(struct run *r, int argc, char **argv)
 {
 	static const struct option options[] = {
@@ -132,24 +108,24 @@ static void parse_options(struct run *r, int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	long n;
+	struct buf why = BUF_INIT;
+	const char *v;
 	int opt;
 
-	while ((opt = getopt_long(argc, argv, "+h", options, NULL)) != -1) {
+	while ((opt = opt_next(argc, argv, "h", options, &v, &why)) != OPT_END) {
 		switch (opt) {
 		case 'm':
-			if (parse_size_mib(optarg, &r->memory_mib) < 0)
-				die("--memory: '%s' is not a size from 512M to 1T (such as 4G)", optarg);
+			if (config_parse_memory(v, &r->memory_mib, &why) < 0)
+				die("--memory: %s", why.buf);
 			break;
 		case 'c':
-			if (parse_long(optarg, 1, 1024, &n) < 0)
-				die("--cpus: '%s' is not a number from 1 to 1024", optarg);
-			r->cpus = (int)n;
+			if (parse_cpus(v, &r->cpus, &why) < 0)
+				die("--cpus: %s", why.buf);
 			break;
 		case 'i':
-			if (!image_name_ok(optarg))
-				die("--image: '%s' is not an image name", optarg);
-			r->image = optarg;
+			if (!image_name_ok(v))
+				die("--image: '%s' is not an image name", v);
+			r->image = v;
 			break;
 		case 'n':
 			r->no_sandbox = 1;
@@ -157,14 +133,17 @@ static void parse_options(struct run *r, int argc, char **argv)
 		case 'h':
 			fputs(usage_text, stdout);
 			exit(0);
+		case OPT_WORD:
+			error("'%s' is not an option: the command goes after '--'", v);
+			usage_die(usage_text);
 		default:
+			error("%s", why.buf);
 			usage_die(usage_text);
 		}
 	}
-	if (optind < argc && strcmp(argv[optind - 1], "--"))
-		usage_die(usage_text);
 	for (int i = optind; i < argc; i++)
 		strvec_push(&r->command, argv[i]);
+	buf_release(&why);
 }
 
 static void find_project(struct run *r)

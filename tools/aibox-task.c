@@ -1,5 +1,5 @@
 /*
- * aibox task [flags] [prompt...]
+ * aibox task [flags] [prompt...], the flags anywhere among the words
  *
  * Runs Claude Code unattended in a fresh VM on a bundle of one commit and
  * hands back a checked bundle of what it did (issue 6, the product
@@ -39,6 +39,7 @@
 #include "err.h"
 #include "image.h"
 #include "num.h"
+#include "opt.h"
 #include "out.h"
 #include "paths.h"
 #include "project.h"
@@ -70,14 +71,16 @@ static const char usage_text[] =
 	"    --file PATH            add the text of PATH to the prompt; - reads stdin (repeatable)\n"
 	"    --timeout DURATION     Claude Code's time limit, like 60m or 1h30m (default 60m)\n"
 	"    --max-budget-usd N     the cost cap passed to Claude Code\n"
-	"    --memory SIZE          the VM's memory, like 4096M or 8G (default from the config)\n"
-	"    --cpus N               the VM's CPUs (default from the config)\n"
+	"    --memory SIZE          the VM's memory, 512M to 1T, like 8G (default from the config)\n"
+	"    --cpus N               the VM's CPUs, 1 to this machine's (default from the config)\n"
 	"    --image NAME           the VM image (default: default)\n"
 	"    --no-sandbox           skip aibox's own lockdown (seccomp), with a warning\n"
 	"    -h, --help             show this help\n"
 	"\n"
-	"Without prompt words or --file, the prompt is read from stdin unless it is a\n"
-	"terminal.  Exit status: 0 the task finished, 1 it did not, 2 usage or error.\n";
+	"Options may stand before, between or after the prompt's words; after '--'\n"
+	"every word is the prompt's.  Without prompt words or --file, the prompt is\n"
+	"read from stdin unless it is a terminal.\n"
+	"Exit status: 0 the task finished, 1 it did not, 2 usage or error.\n";
 
 struct opts {
 	const char *model;
@@ -127,127 +130,97 @@ struct task {
 static const char *const result_names[] = { "changes.bundle", "transcript.jsonl", "vm.log",
 					    "result.json" };
 
-/* "4096", "4096M", "4G": MiB, within the config's range. */
-static int parse_memory(const char *s, uint64_t *mib)
-{
-	struct buf num = BUF_INIT;
-	size_t n = strlen(s);
-	uint64_t mult = 1;
-	long v;
-	int ret;
-
-	if (n && (s[n - 1] == 'G' || s[n - 1] == 'g')) {
-		mult = 1024;
-		n--;
-	} else if (n && (s[n - 1] == 'M' || s[n - 1] == 'm')) {
-		n--;
-	}
-	buf_add(&num, s, n);
-	ret = parse_long(num.buf, 1, LONG_MAX / 1024, &v);
-	buf_release(&num);
-	if (ret < 0)
-		return ret;
-	*mib = (uint64_t)v * mult;
-	if (*mib < CONFIG_MIN_MEMORY_MIB || *mib > CONFIG_MAX_MEMORY_MIB)
-		return -ERANGE;
-	return 0;
-}
-
-static const char *option_value(int argc, char **argv, int *i, const char *name)
-{
-	const char *a = argv[*i];
-	size_t n = strlen(name);
-
-	if (!strncmp(a, name, n) && a[n] == '=')
-		return a + n + 1;
-	if (++*i >= argc) {
-		error("%s needs a value", name);
-		usage_die(usage_text);
-	}
-	return argv[*i];
-}
-
-static int is_option(const char *a, const char *name)
-{
-	size_t n = strlen(name);
-
-	return !strncmp(a, name, n) && (a[n] == '\0' || a[n] == '=');
-}
-
+/* Options anywhere among the prompt's words (common/opt.h); words go to o->words. */
 static void parse_args(struct opts *o, int argc, char **argv)
 {
-	int i;
+	enum { O_MODEL = 256, O_FROM, O_FILE, O_TIMEOUT, O_BUDGET, O_MEMORY, O_CPUS, O_IMAGE,
+	       O_NO_SANDBOX };
+	static const struct option options[] = {
+		{ "model", required_argument, NULL, O_MODEL },
+		{ "from", required_argument, NULL, O_FROM },
+		{ "file", required_argument, NULL, O_FILE },
+		{ "timeout", required_argument, NULL, O_TIMEOUT },
+		{ "max-budget-usd", required_argument, NULL, O_BUDGET },
+		{ "memory", required_argument, NULL, O_MEMORY },
+		{ "cpus", required_argument, NULL, O_CPUS },
+		{ "image", required_argument, NULL, O_IMAGE },
+		{ "no-sandbox", no_argument, NULL, O_NO_SANDBOX },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct buf why = BUF_INIT;
+	const char *v;
+	int opt;
 
 	o->timeout_ms = DEFAULT_TIMEOUT_MS;
-	for (i = 1; i < argc; i++) {
-		const char *a = argv[i], *v;
-
-		if (!strcmp(a, "--")) {
-			i++;
+	/* The words, in order: at most argc of them, NULL-terminated. */
+	o->words = xcalloc((size_t)argc + 1, sizeof(*o->words));
+	while ((opt = opt_next(argc, argv, "h", options, &v, &why)) != OPT_END) {
+		switch (opt) {
+		case OPT_WORD:
+			o->words[o->nwords++] = (char *)v;
 			break;
-		}
-		if (a[0] != '-' || !strcmp(a, "-"))
-			break;
-		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+		case 'h':
 			fputs(usage_text, stdout);
 			exit(0);
-		} else if (!strcmp(a, "--no-sandbox")) {
+		case O_NO_SANDBOX:
 			o->no_sandbox = 1;
-		} else if (is_option(a, "--model")) {
-			o->model = option_value(argc, argv, &i, "--model");
+			break;
+		case O_MODEL:
+			o->model = v;
 			if (!*o->model)
 				die("--model: the name is empty");
-		} else if (is_option(a, "--from")) {
-			o->from = option_value(argc, argv, &i, "--from");
+			break;
+		case O_FROM:
+			o->from = v;
 			if (!*o->from || o->from[0] == '-')
 				die("--from: '%s' is not a revision", o->from);
-		} else if (is_option(a, "--file")) {
-			v = option_value(argc, argv, &i, "--file");
+			break;
+		case O_FILE:
 			if (o->nfiles == MAX_FILES)
 				die("--file: at most %d files", MAX_FILES);
 			o->files[o->nfiles++] = v;
-		} else if (is_option(a, "--timeout")) {
-			struct buf why = BUF_INIT;
-
-			v = option_value(argc, argv, &i, "--timeout");
+			break;
+		case O_TIMEOUT:
 			if (duration_parse(v, &o->timeout_ms, &why) < 0)
 				die("--timeout: '%s' is not a duration: %s", v, why.buf);
 			if (o->timeout_ms < 1000)
 				die("--timeout: '%s' is less than a second", v);
 			if (o->timeout_ms > 7LL * 24 * 3600 * 1000)
 				die("--timeout: '%s' is more than a week", v);
-		} else if (is_option(a, "--max-budget-usd")) {
+			break;
+		case O_BUDGET: {
 			char *end;
 
-			v = option_value(argc, argv, &i, "--max-budget-usd");
 			errno = 0;
 			o->budget = strtod(v, &end);
 			if (!*v || *end || errno || !(o->budget > 0 && o->budget < 1e6))
 				die("--max-budget-usd: '%s' is not a positive amount", v);
 			o->has_budget = 1;
-		} else if (is_option(a, "--memory")) {
-			v = option_value(argc, argv, &i, "--memory");
-			if (parse_memory(v, &o->memory_mib) < 0)
-				die("--memory: '%s' is not a size from %dM to %dG", v,
-				    CONFIG_MIN_MEMORY_MIB, CONFIG_MAX_MEMORY_MIB / 1024);
-		} else if (is_option(a, "--cpus")) {
-			long n;
-
-			v = option_value(argc, argv, &i, "--cpus");
-			if (parse_long(v, 1, 256, &n) < 0)
-				die("--cpus: '%s' is not a number from 1 to 256", v);
-			o->cpus = (int)n;
-		} else if (is_option(a, "--image")) {
-			o->image = option_value(argc, argv, &i, "--image");
-			if (!*o->image || strchr(o->image, '/') || o->image[0] == '.')
+			break;
+		}
+		case O_MEMORY:
+			if (config_parse_memory(v, &o->memory_mib, &why) < 0)
+				die("--memory: %s", why.buf);
+			break;
+		case O_CPUS:
+			if (parse_cpus(v, &o->cpus, &why) < 0)
+				die("--cpus: %s", why.buf);
+			break;
+		case O_IMAGE:
+			o->image = v;
+			if (!image_name_ok(o->image))
 				die("--image: '%s' is not an image name", o->image);
-		} else {
-			error("unknown option '%s'", a);
+			break;
+		default:
+			error("%s", why.buf);
 			usage_die(usage_text);
 		}
 	}
-	o->words = argv + i;
-	o->nwords = (size_t)(argc - i);
+	/* After `--`: words, even those that look like options. */
+	while (optind < argc)
+		o->words[o->nwords++] = argv[optind++];
+	buf_release(&why);
 }
 
 /* Run git in the checkout with hooks and fsmonitor off; its stdout in out. */
