@@ -1,9 +1,15 @@
 /* The broker's remotes and environment for aibox task and aibox run (broker_spawn.h). */
+#include <errno.h>
+#include <netdb.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "broker_spawn.h"
+#include "buf.h"
 #include "config.h"
+#include "err.h"
+#include "task_settings.h"
 #include "spawn.h"
 #include "strvec.h"
 #include "banned.h"
@@ -41,4 +47,56 @@ void broker_tokens_forget(const struct config *cfg)
 		if (name)
 			unsetenv(name);
 	}
+}
+
+int broker_remotes_check(const struct config *cfg, struct buf *why)
+{
+	for (size_t i = 0; i < cfg->nr_git; i++) {
+		const struct config_git *g = &cfg->git[i];
+		struct addrinfo hints = { 0 }, *ai = NULL;
+		const char *v;
+		int r;
+
+		if (!task_git_remote_valid(g->url)) {
+			buf_addf(why, "the git remote '%s' is not a plain https:// URL", g->url);
+			return -EINVAL;
+		}
+		if (g->token_env) {
+			v = getenv(g->token_env);
+			if (!v || !*v) {
+				buf_addf(why,
+				         "the git remote '%s' takes its token from %s, which is not set",
+				         g->url, g->token_env);
+				return -EINVAL;
+			}
+			for (const char *p = v; *p; p++)
+				if ((unsigned char)*p <= 0x20 || (unsigned char)*p >= 0x7f) {
+					buf_addf(why,
+					         "the token in %s (for the git remote '%s') holds a space "
+					         "or control character",
+					         g->token_env, g->url);
+					return -EINVAL;
+				}
+		}
+		/* aibox-broker's own lookup (tools/aibox-broker.c), made before anything starts. */
+		hints.ai_family = AF_UNSPEC;
+		hints.ai_socktype = SOCK_STREAM;
+		hints.ai_flags = AI_ADDRCONFIG;
+		{
+			/* An IPv6 host keeps its brackets in the config. */
+			size_t n = strlen(g->host);
+			char *h = g->host[0] == '[' && n > 2 ? xstrndup(g->host + 1, n - 2)
+			                                     : xstrdup(g->host);
+
+			r = getaddrinfo(h, NULL, &hints, &ai);
+			free(h);
+		}
+		if (r) {
+			buf_addf(why, "the git remote '%s': cannot resolve '%s': %s", g->url, g->host,
+			         gai_strerror(r));
+			return -EINVAL;
+		}
+		freeaddrinfo(ai);
+	}
+	return 0;
 }

@@ -20,6 +20,15 @@
 void broker_spawn_remotes(struct spawn *sp, const struct config *cfg);
 
 /*
+ * Before anything starts: each of cfg's git: remotes is a plain https:// URL
+ * whose host resolves (as aibox-broker will resolve it), and the variable
+ * holding its token is set, non-empty and free of spaces and control
+ * characters.  0, or -EINVAL with the first problem appended to why (one
+ * wording for aibox task and aibox run).  Reads the token values; keeps none.
+ */
+int broker_remotes_check(const struct config *cfg, struct buf *why);
+
+/*
  * Overwrites and unsets, in this process's environment, every token variable
  * cfg's git: entries name: called once the broker has read them, so that no
  * later child (the proxy, QEMU) inherits a token.

@@ -14,6 +14,8 @@
 #include "buf.h"
 #include "err.h"
 #include "num.h"
+#include "paths.h"
+#include "allow.h"
 #include "banned.h"
 
 const char config_default_text[] =
@@ -860,6 +862,39 @@ static int check_cpus(struct ctx *c, const struct node *v, struct config *cfg)
 		return fail(c, v, "cpus", "must be a whole number, like 2");
 	if (parse_cpus(v->str, &cfg->cpus, &why) < 0)
 		ret = fail(c, v, "cpus", "%s", why.buf);
+	buf_release(&why);
+	return ret;
+}
+
+int config_host_check(const struct config *cfg, struct buf *err)
+{
+	struct allow_list al = ALLOW_LIST_INIT;
+	struct buf why = BUF_INIT;
+	struct stat st;
+	int ret = 0;
+
+	for (size_t i = 0; i < cfg->nr_mounts && !ret; i++) {
+		const char *h = cfg->mounts[i].host;
+
+		if (stat(h, &st) < 0)
+			ret = -errno;
+		else if (!S_ISDIR(st.st_mode))
+			ret = -ENOTDIR;
+		else if (access(h, R_OK | X_OK) < 0)
+			ret = -errno;
+		if (ret)
+			buf_addf(err, "mounts[%zu].host: '%s' is not a folder: %s", i, h,
+			         strerror(-ret));
+	}
+	for (size_t i = 0; i < cfg->allow.nr && !ret; i++) {
+		if (strncmp(cfg->allow.v[i], "preset:", 7))
+			continue;
+		if (allow_add(&al, cfg->allow.v[i], presets_dir(), &why) < 0) {
+			buf_addf(err, "allow: %s", why.buf);
+			ret = -ENOENT;
+		}
+	}
+	allow_clear(&al);
 	buf_release(&why);
 	return ret;
 }

@@ -18,6 +18,9 @@ const char *libexec_dir(void);
 /* The folder holding image/, the presets and other data (source tree or PREFIX/share/aibox). */
 const char *data_dir(void);
 
+/* The presets of allow's preset:NAME: data_dir()/share/presets if a folder, else data_dir()/presets. */
+const char *presets_dir(void);
+
 /* $AIBOX_HOME, or ~/.aibox.  Never NULL; "/.aibox" relative to "/" without HOME. */
 const char *aibox_home(void);
 

@@ -44,13 +44,23 @@ aibox:   git -c transfer.fsckObjects=true fetch /home/u/.aibox/projects/p/tasks/
 		  "failed_step": "clone", "claude": null, "start_commit": "$S40", "end_commit": null,
 		  "changes": false }
 	JSON
-	run test-task results result.json
+	run test-task results result.json --no-changes 1
 	assert_success
 	assert_output 'aibox: the step clone timed out
 aibox: Claude Code did not run
 aibox: no changes'
-	run test-task results -
+	run test-task results - --no-changes 1
 	assert_output 'aibox: no changes'
+}
+
+@test "results: no 'no changes' unless the session says so (a failed boot, a stop, refused results)" {
+	printf '{"version":1,"steps":[],"claude":null,"changes":false}' >result.json
+	run test-task results result.json
+	assert_success
+	refute_line "aibox: no changes"
+	run test-task results -
+	assert_success
+	assert_output ''
 }
 
 @test "results: the end commit printed is the checked bundle's, not result.json's" {

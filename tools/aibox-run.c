@@ -75,6 +75,7 @@ struct run {
 	struct project project;
 	struct config cfg;
 	struct buf run_dir;
+	struct buf image_dir;
 	char run_name[TASK_NAME_LEN + 1];
 	char id[TASK_ID_LEN + 1];
 	int lock_fd;
@@ -292,6 +293,8 @@ static void plan_mounts(struct run *r)
 
 static void read_env(struct run *r)
 {
+	struct buf why = BUF_INIT;
+
 	for (size_t i = 0; i < r->cfg.env.nr; i++) {
 		const char *name = r->cfg.env.v[i], *v = getenv(name);
 
@@ -302,24 +305,15 @@ static void read_env(struct run *r)
 			strvec_pushf(&r->env, "%s=%s", name, v);
 	}
 	r->forward_key = getenv("ANTHROPIC_API_KEY") && *getenv("ANTHROPIC_API_KEY");
-	/* The git: remotes' tokens, for aibox-broker (docs/broker.md): checked now. */
-	for (size_t i = 0; i < r->cfg.nr_git; i++) {
-		const struct config_git *g = &r->cfg.git[i];
-		const char *v = g->token_env ? getenv(g->token_env) : NULL;
-
-		if (!task_git_remote_valid(g->url))
-			die("the git remote '%s' is not a plain https:// URL", g->url);
-		if (!g->token_env)
-			continue;
-		if (!v || !*v)
-			die("the git remote '%s' takes its token from %s, which is not set", g->url,
-			    g->token_env);
-		for (const char *p = v; *p; p++)
-			if ((unsigned char)*p <= 0x20 || (unsigned char)*p >= 0x7f)
-				die("the token in %s (for the git remote '%s') holds a space or "
-				    "control character",
-				    g->token_env, g->url);
-	}
+	/*
+	 * Before the run folder: the image, the mounts and presets, the git:
+	 * remotes and their tokens (for aibox-broker, docs/broker.md), in the
+	 * words aibox task uses.
+	 */
+	if (image_find(r->image, &r->image_dir, &why) < 0 || config_host_check(&r->cfg, &why) < 0 ||
+	    broker_remotes_check(&r->cfg, &why) < 0)
+		die("%s", why.buf);
+	buf_release(&why);
 }
 
 static void write_settings(struct run *r)
@@ -507,18 +501,14 @@ static void show_console(struct run *r)
 static void boot(struct run *r, const char *proxy_sock)
 {
 	struct vm_config vc = VM_CONFIG_INIT;
-	struct buf img = BUF_INIT, console = BUF_INIT;
+	struct buf console = BUF_INIT;
 	int ret;
 
-	if ((ret = image_dir(r->image, &img)) == -ENOENT)
-		die("the image '%s' is not built: run 'aibox image build %s'", r->image, r->image);
-	else if (ret < 0)
-		die_err(ret, "cannot find the image '%s'", r->image);
 	buf_addf(&console, "%s/console.log", r->run_dir.buf);
 	r->console_fd = open(console.buf, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
 	if (r->console_fd < 0)
 		die_errno("cannot open '%s'", console.buf);
-	vc.image_dir = img.buf;
+	vc.image_dir = r->image_dir.buf;
 	vc.share_dir = r->run_dir.buf;
 	vc.mode = "run";
 	vc.memory_mb = (unsigned)(r->memory_mib ? r->memory_mib : r->cfg.memory_mib);
@@ -538,7 +528,6 @@ static void boot(struct run *r, const char *proxy_sock)
 		vm_wait_ssh_why(ret, BOOT_TIMEOUT_MS, &why);
 		die("the VM did not come up: %s", why.buf);
 	}
-	buf_release(&img);
 	buf_release(&console);
 }
 
@@ -558,7 +547,7 @@ static void stop_all(struct run *r)
 
 int main(int argc, char **argv)
 {
-	struct run r = { .project = PROJECT_INIT, .run_dir = BUF_INIT, .lock_fd = -1,
+	struct run r = { .project = PROJECT_INIT, .run_dir = BUF_INIT, .image_dir = BUF_INIT, .lock_fd = -1,
 			 .command = STRVEC_INIT, .image = "default", .env = STRVEC_INIT,
 			 .tags = STRVEC_INIT, .guest_paths = STRVEC_INIT, .host_paths = STRVEC_INIT, .proxy = SPAWN_INIT,
 			 .broker = SPAWN_INIT, .broker_sock = -1,
@@ -674,6 +663,7 @@ int main(int argc, char **argv)
 	config_release(&r.cfg);
 	project_release(&r.project);
 	buf_release(&r.run_dir);
+	buf_release(&r.image_dir);
 	/* Our exit closes the cleaner's pipe: it removes the run folder then. */
 	return status;
 }

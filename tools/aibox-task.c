@@ -114,6 +114,7 @@ struct task {
 	char name[TASK_NAME_LEN + 1];
 	const char *id; /* the end of name */
 	struct buf dir; /* the task folder */
+	struct buf image_dir;
 	struct ssh_task_keys keys;
 	int result_fds[4];
 	int console_fd, proxy_log_fd, aibox_log_fd, broker_log_fd;
@@ -310,28 +311,22 @@ static void read_env(struct task *t)
 }
 
 /*
- * The git: remotes' tokens must be in our environment now: aibox-broker reads
- * them from its own (inherited) environment when it starts; they are never
- * written anywhere.
+ * What can be checked before the task folder is made, is: the image, the
+ * config's mounts and presets, the git: remotes (their tokens, which must be
+ * in our environment now, as aibox-broker reads them from its own, and their
+ * hosts).  A task that fails later leaves a folder (see task_failed()).
  */
-static void check_git_tokens(struct task *t)
+static void check_before_folder(struct task *t)
 {
-	for (size_t i = 0; i < t->cfg.nr_git; i++) {
-		const struct config_git *g = &t->cfg.git[i];
-		const char *v;
+	struct buf why = BUF_INIT;
 
-		if (!g->token_env)
-			continue;
-		v = getenv(g->token_env);
-		if (!v || !*v)
-			die("the git remote '%s' takes its token from %s, which is not set", g->url,
-			    g->token_env);
-		for (const char *p = v; *p; p++)
-			if ((unsigned char)*p <= 0x20 || (unsigned char)*p >= 0x7f)
-				die("the token in %s (for the git remote '%s') holds a space or "
-				    "control character",
-				    g->token_env, g->url);
-	}
+	if (image_find(t->o.image ? t->o.image : "default", &t->image_dir, &why) < 0)
+		die("%s", why.buf);
+	if (config_host_check(&t->cfg, &why) < 0)
+		die("%s", why.buf);
+	if (broker_remotes_check(&t->cfg, &why) < 0)
+		die("%s", why.buf);
+	buf_release(&why);
 }
 
 /* When aibox's data has no system prompt parts (a build tree without them). */
@@ -452,6 +447,34 @@ static void open_results(struct task *t)
 	}
 }
 
+static int open_in_task(struct task *t, const char *name, int flags);
+static double since(const struct timespec *a);
+static void log_line(struct task *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/*
+ * die() once the task folder exists: the reason as an aibox[id] line, the
+ * end of aibox.log, and a folder that is an ended task's (docs/task-host.md,
+ * "A task that fails"): start.bundle and proxy.sock go (best effort: after
+ * the lockdown nothing can be removed, and aibox tasks clean removes
+ * start.bundle later), the results and logs stay.  QEMU, the proxy and the
+ * broker die with us (their parent-death signal).
+ */
+static struct task *failing_task;
+
+static void task_failed(const char *msg)
+{
+	struct task *t = failing_task;
+	struct buf path = BUF_INIT;
+
+	out_printf(2, "aibox", t->id, "%s", msg);
+	buf_addf(&path, "%s/start.bundle", t->dir.buf);
+	unlink(path.buf);
+	if (t->proxy_sock.len)
+		unlink(t->proxy_sock.buf);
+	log_line(t, "total %.3fs exit %d\n", since(&t->t0), die_status);
+	buf_release(&path);
+}
+
 static void start(struct task *t)
 {
 	struct buf err = BUF_INIT, cfgpath = BUF_INIT, tasks = BUF_INIT;
@@ -491,7 +514,7 @@ static void start(struct task *t)
 	find_start_commit(t);
 	read_git_identity(t);
 	read_env(t);
-	check_git_tokens(t);
+	check_before_folder(t);
 
 	t->project_lock_fd = project_lock(t->p.dir, PROJECT_LOCK_SHARED | PROJECT_LOCK_NONBLOCK);
 	if (t->project_lock_fd == -EWOULDBLOCK)
@@ -507,6 +530,9 @@ static void start(struct task *t)
 	buf_addf(&t->dir, "%s/%s", tasks.buf, t->name);
 	printf("%s\n", t->dir.buf);
 	fflush(stdout);
+	t->aibox_log_fd = open_in_task(t, "aibox.log", O_WRONLY | O_CREAT | O_EXCL | O_APPEND);
+	failing_task = t;
+	die_routine = task_failed;
 
 	write_inputs(t);
 	open_results(t);
@@ -760,15 +786,9 @@ static void start_proxy(struct task *t)
 static void start_vm(struct task *t, struct vm_mount *mounts, struct buf *tags)
 {
 	struct vm_config vc = VM_CONFIG_INIT;
-	struct buf img = BUF_INIT, state = BUF_INIT;
-	const char *name = t->o.image ? t->o.image : "default";
+	struct buf state = BUF_INIT;
 	int ret;
 
-	ret = image_dir(name, &img);
-	if (ret == -ENOENT)
-		die("the image '%s' is not built: run aibox image build", name);
-	if (ret < 0)
-		die_err(ret, "cannot use the image '%s'", name);
 	for (size_t i = 0; i < t->cfg.nr_mounts; i++) {
 		mounts[i].host_path = t->cfg.mounts[i].host;
 		mounts[i].tag = tags[i].buf;
@@ -778,7 +798,7 @@ static void start_vm(struct task *t, struct vm_mount *mounts, struct buf *tags)
 		mounts[t->cfg.nr_mounts + i].tag = t->shares.v[i].tag;
 	}
 	buf_addf(&state, "%s/..", t->dir.buf);
-	vc.image_dir = img.buf;
+	vc.image_dir = t->image_dir.buf;
 	vc.share_dir = t->dir.buf;
 	vc.mode = "task";
 	vc.memory_mb = (unsigned)t->cfg.memory_mib;
@@ -794,7 +814,6 @@ static void start_vm(struct task *t, struct vm_mount *mounts, struct buf *tags)
 	stop_qemu_pid = t->vm.pid;
 	if (!t->vm.kvm)
 		out_printf(2, "aibox", t->id, "no KVM here: the VM runs under TCG, much slower");
-	buf_release(&img);
 	buf_release(&state);
 }
 
@@ -1077,6 +1096,7 @@ static int run_task(struct task *t)
 		proxy_log_hosts(plog.buf ? plog.buf : "", plog.len, 64, &hosts);
 	{
 		struct buf bpath = BUF_INIT, branch = BUF_INIT;
+		struct stat st;
 		const char *slash = strrchr(t->dir.buf, '/');
 
 		buf_addf(&bpath, "%s/changes.bundle", t->dir.buf);
@@ -1085,6 +1105,8 @@ static int run_task(struct task *t)
 		in.nhosts = hosts.nr;
 		in.bundle_path = bpath.buf;
 		in.branch = branch.buf;
+		in.no_changes = session_ret == 0 && !stop_signal && have_result && !r.changes &&
+		                fstat(t->result_fds[RESULT_BUNDLE], &st) == 0 && st.st_size == 0;
 		summary_make(&in, &sum);
 		for (size_t i = 0; i < sum.nr; i++)
 			out_printf(2, sum.v[i].vm ? "vm" : "aibox", t->id, "%s", sum.v[i].text);
@@ -1141,9 +1163,9 @@ int main(int argc, char **argv)
 	t.proxy = (struct spawn)SPAWN_INIT;
 	t.broker = (struct spawn)SPAWN_INIT;
 	t.vm = (struct vm)VM_INIT;
+	t.image_dir = (struct buf)BUF_INIT;
 	parse_args(&t.o, argc, argv);
 	start(&t);
-	t.aibox_log_fd = open_in_task(&t, "aibox.log", O_WRONLY | O_CREAT | O_EXCL | O_APPEND);
 	phase_done(&t, "start");
 	out_printf(2, "aibox", t.id, "task %s starts from %s", t.id, t.start_commit);
 	return run_task(&t);

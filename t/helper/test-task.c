@@ -12,7 +12,7 @@
  *	start SSHD-ARGV (sshd -i) on one end of a socketpair and run COMMAND
  *	over the other; print stdout (or with --count its size and speed),
  *	"stderr: LINE" for each stderr line, then "exit N" or "error: MSG"
- *   test-task results FILE [--end HEX] [--bundle PATH] [--branch B] [--proxy-log F]
+ *   test-task results FILE [--end HEX] [--bundle PATH] [--branch B] [--proxy-log F] [--no-changes 0|1]
  *	parse result.json (FILE "-" for none) and print the summary lines,
  *	"aibox: TEXT" or "vm: TEXT" (a minimal printer, for these tests only)
  *   test-task session [--user U] [--timeout-ms N] [--idle-ms N] [--env NAME=VALUE...]
@@ -287,6 +287,8 @@ static int cmd_results(int argc, char **argv)
 			in.bundle_path = argv[i + 1];
 		else if (!strcmp(argv[i], "--branch"))
 			in.branch = argv[i + 1];
+		else if (!strcmp(argv[i], "--no-changes"))
+			in.no_changes = !strcmp(argv[i + 1], "1");
 		else if (!strcmp(argv[i], "--proxy-log")) {
 			size_t n;
 
