@@ -150,15 +150,10 @@ static void parse_options(struct run *r, int argc, char **argv)
 static void find_project(struct run *r)
 {
 	struct buf cwd = BUF_INIT, checkout = BUF_INIT, path = BUF_INIT, err = BUF_INIT;
-	char here[PATH_MAX];
 	int ret, created;
 
-	if (!getcwd(here, sizeof(here)))
-		die_errno("cannot find the current folder");
-	if ((ret = project_checkout(here, &checkout)) == -ENOENT)
-		die("'%s' is not in a git checkout", here);
-	else if (ret < 0)
-		die_err(ret, "cannot find the checkout of '%s'", here);
+	if (project_checkout_here(&checkout, &err) < 0)
+		die("%s", err.buf);
 	if ((ret = project_open(checkout.buf, &r->project, &created)) < 0)
 		die_err(ret, "cannot open the project of '%s'", checkout.buf);
 	if ((r->lock_fd = project_lock(r->project.dir, PROJECT_LOCK_SHARED)) < 0)

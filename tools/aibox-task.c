@@ -489,13 +489,9 @@ static void start(struct task *t)
 	if ((ret = prompt_read(&po, &t->prompt, &err)) < 0)
 		die("%s", err.buf);
 
-	ret = project_checkout(".", &t->checkout);
-	if (ret == -ENOENT)
-		die("not in a git checkout: run aibox task in a project's checkout");
-	if (ret == -ENOTDIR)
-		die("a bare repository has no checkout: run aibox task in a checkout");
-	if (ret < 0)
-		die_err(ret, "cannot find the git checkout of the current folder");
+	buf_reset(&err);
+	if (project_checkout_here(&t->checkout, &err) < 0)
+		die("%s", err.buf);
 	if ((ret = project_open(t->checkout.buf, &t->p, &created)) < 0)
 		die_err(ret, "cannot open the project of '%s'", t->checkout.buf);
 	buf_addf(&cfgpath, "%s/config.yaml", t->p.dir);
