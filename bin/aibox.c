@@ -79,17 +79,16 @@ static void print_commands(FILE *f, const char *word)
 		buf_addf(&prefix, "aibox-%s-", word);
 	fprintf(f, word ? "subcommands of '%s':\n" : "commands:\n", word);
 	for (size_t i = 0; i < cmds.nr; i++) {
+		char *words;
+
 		if (word && strncmp(cmds.v[i], prefix.buf, prefix.len))
 			continue;
-		{
-		char *words = xstrdup(cmds.v[i] + 6);
-
+		words = xstrdup(cmds.v[i] + 6);
 		for (char *p = words; *p; p++)
 			if (*p == '-')
 				*p = ' ';
 		fprintf(f, "   %s\n", words);
 		free(words);
-		}
 	}
 	strvec_clear(&cmds);
 	buf_release(&prefix);

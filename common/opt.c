@@ -12,7 +12,7 @@ int opt_next(int argc, char **argv, const char *shortopts, const struct option *
 	char spec[64];
 	int opt, at;
 
-	/* '-': words come back in order (and POSIXLY_CORRECT is not looked at); ':': no messages. */
+	/* '-': words come back in order, POSIXLY_CORRECT or not; ':': no messages. */
 	if ((size_t)snprintf(spec, sizeof(spec), "-:%s", shortopts) >= sizeof(spec))
 		return OPT_BAD;
 	opterr = 0;

@@ -111,8 +111,8 @@ struct summary_in {
  * or, without an end commit, "nothing to fetch" when result.json says there
  * were changes (the bundle was refused or not checked), "no changes" when
  * no_changes says so, and nothing otherwise (a failed boot, a stop, refused
- * results: the task did not get as far as knowing); and, when the VM says a step failed, "the step S failed"
- * (or "timed out").  Parts the result does not have are left out.
+ * results: the task did not get as far as knowing); and, when the VM says a
+ * step failed, "the step S failed" (or "timed out").  Parts the result does not have are left out.
  */
 void summary_make(const struct summary_in *in, struct summary *s);
 void summary_release(struct summary *s);
