@@ -149,8 +149,8 @@ static void unknown(int argc, char **argv)
 			fprintf(stderr, "usage: aibox %s <subcommand> [<args>]\n", argv[0]);
 		else
 			fprintf(stderr,
-				"aibox: '%s %s' is not an aibox command, see 'aibox help %s'\n",
-				argv[0], argv[1], argv[0]);
+			        "aibox: '%s %s' is not an aibox command, see 'aibox help %s'\n",
+			        argv[0], argv[1], argv[0]);
 		print_commands(stderr, argv[0]);
 		exit(EXIT_ERROR);
 	}

@@ -55,16 +55,17 @@ static int check_token(const struct config_git *g, struct buf *why)
 	const char *v = getenv(g->token_env);
 
 	if (!v || !*v) {
-		buf_addf(why, "the git remote '%s' takes its token from %s, which is not set", g->url,
-		         g->token_env);
+		buf_addf(why, "the git remote '%s' takes its token from %s, which is not set",
+		         g->url, g->token_env);
 		return -EINVAL;
 	}
 	for (const char *p = v; *p; p++) {
 		if ((unsigned char)*p <= 0x20 || (unsigned char)*p >= 0x7f) {
-			buf_addf(why,
-			         "the token in %s (for the git remote '%s') holds a space or control "
-			         "character",
-			         g->token_env, g->url);
+			buf_addf(
+			    why,
+			    "the token in %s (for the git remote '%s') holds a space or control "
+			    "character",
+			    g->token_env, g->url);
 			return -EINVAL;
 		}
 	}

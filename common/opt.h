@@ -15,9 +15,9 @@
 
 struct buf;
 
-#define OPT_END (-1) /* no more options: the words after `--` are argv[optind..argc) */
-#define OPT_WORD 1   /* *arg is a word that stood before `--` */
-#define OPT_BAD '?'  /* an unknown option or a missing value, the reason in why */
+#define OPT_END  (-1) /* no more options: the words after `--` are argv[optind..argc) */
+#define OPT_WORD 1    /* *arg is a word that stood before `--` */
+#define OPT_BAD  '?'  /* an unknown option or a missing value, the reason in why */
 
 /*
  * The next option or word of argv.  shortopts and longopts are getopt_long()'s

@@ -95,8 +95,8 @@ struct summary_in {
 	const char *end_commit;	 /* the tip of aibox/task from the checked bundle;
 				    NULL when there are no changes to fetch */
 	const char *bundle_path; /* the task folder's changes.bundle */
-	int no_changes;		 /* the VM says so: the session ended with its results
-				    accepted, result.json's changes false, no changes.bundle */
+	int no_changes;          /* the VM says so: the session ended with its results
+	                            accepted, result.json's changes false, no changes.bundle */
 	const char *branch;	 /* "aibox/task-<folder name>" */
 };
 

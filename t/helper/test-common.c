@@ -189,9 +189,9 @@ static int cmd_value(const char *what, char **argv)
 static int cmd_opts(int argc, char **argv)
 {
 	static const struct option options[] = {
-		{ "flag", no_argument, NULL, 'f' },
-		{ "value", required_argument, NULL, 'v' },
-		{ NULL, 0, NULL, 0 },
+	    {"flag", no_argument, NULL, 'f'},
+	    {"value", required_argument, NULL, 'v'},
+	    {NULL, 0, NULL, 0},
 	};
 	struct buf why = BUF_INIT;
 	const char *arg;
