@@ -542,10 +542,10 @@ static void stop_all(struct run *r)
 
 int main(int argc, char **argv)
 {
-	struct run r = { .project = PROJECT_INIT, .run_dir = BUF_INIT, .image_dir = BUF_INIT, .lock_fd = -1,
+	struct run r = { .project = PROJECT_INIT, .run_dir = BUF_INIT, .lock_fd = -1,
 			 .command = STRVEC_INIT, .image = "default", .env = STRVEC_INIT,
 			 .tags = STRVEC_INIT, .guest_paths = STRVEC_INIT, .host_paths = STRVEC_INIT, .proxy = SPAWN_INIT,
-			 .broker = SPAWN_INIT, .broker_sock = -1,
+			 .broker = SPAWN_INIT, .broker_sock = -1, .image_dir = BUF_INIT,
 			 .vm = VM_INIT, .console_fd = -1, .cleaner_fd = -1 };
 	struct ssh_task_keys keys = SSH_TASK_KEYS_INIT;
 	struct ssh_client c = SSH_CLIENT_INIT;

@@ -12,7 +12,8 @@
  *	start SSHD-ARGV (sshd -i) on one end of a socketpair and run COMMAND
  *	over the other; print stdout (or with --count its size and speed),
  *	"stderr: LINE" for each stderr line, then "exit N" or "error: MSG"
- *   test-task results FILE [--end HEX] [--bundle PATH] [--branch B] [--proxy-log F] [--no-changes 0|1]
+ *   test-task results FILE [--end HEX] [--bundle PATH] [--branch B] [--proxy-log F]
+ *		[--no-changes 0|1]
  *	parse result.json (FILE "-" for none) and print the summary lines,
  *	"aibox: TEXT" or "vm: TEXT" (a minimal printer, for these tests only)
  *   test-task session [--user U] [--timeout-ms N] [--idle-ms N] [--env NAME=VALUE...]
