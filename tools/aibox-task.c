@@ -454,7 +454,7 @@ static void log_line(struct task *t, const char *fmt, ...) __attribute__((format
 /*
  * die() once the task folder exists: the reason as an aibox[id] line, the
  * end of aibox.log, and a folder that is an ended task's (docs/task-host.md,
- * "A task that fails"): start.bundle and proxy.sock go (best effort: after
+ * "A task that fails to start"): start.bundle and proxy.sock go (best effort: after
  * the lockdown nothing can be removed, and aibox tasks clean removes
  * start.bundle later), the results and logs stay.  QEMU, the proxy and the
  * broker die with us (their parent-death signal).
@@ -558,7 +558,6 @@ static double since(const struct timespec *a)
 }
 
 /* One line in aibox.log (docs/task-host.md, "aibox.log"); a help, not the task. */
-static void log_line(struct task *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void log_line(struct task *t, const char *fmt, ...)
 {
 	char line[160];
