@@ -68,15 +68,22 @@ static void list_commands(struct strvec *out)
 	qsort(out->v, out->nr, sizeof(*out->v), cmp_str);
 }
 
-static void print_commands(FILE *f)
+/* The commands, or with word only the subcommands of `aibox word` ("tasks clean"). */
+static void print_commands(FILE *f, const char *word)
 {
 	struct strvec cmds = STRVEC_INIT;
+	struct buf prefix = BUF_INIT;
 
 	list_commands(&cmds);
-	fprintf(f, "commands:\n");
+	if (word)
+		buf_addf(&prefix, "aibox-%s-", word);
+	fprintf(f, word ? "subcommands of '%s':\n" : "commands:\n", word);
 	for (size_t i = 0; i < cmds.nr; i++) {
-		char *words = xstrdup(cmds.v[i] + 6);
+		char *words;
 
+		if (word && strncmp(cmds.v[i], prefix.buf, prefix.len))
+			continue;
+		words = xstrdup(cmds.v[i] + 6);
 		for (char *p = words; *p; p++)
 			if (*p == '-')
 				*p = ' ';
@@ -84,6 +91,25 @@ static void print_commands(FILE *f)
 		free(words);
 	}
 	strvec_clear(&cmds);
+	buf_release(&prefix);
+}
+
+/* 1 when `aibox word` is no command but some `aibox word SUB` is. */
+static int has_subcommands(const char *word)
+{
+	struct strvec cmds = STRVEC_INIT;
+	struct buf prefix = BUF_INIT;
+	int found = 0;
+
+	if (strchr(word, '/'))
+		return 0;
+	buf_addf(&prefix, "aibox-%s-", word);
+	list_commands(&cmds);
+	for (size_t i = 0; i < cmds.nr && !found; i++)
+		found = !strncmp(cmds.v[i], prefix.buf, prefix.len);
+	strvec_clear(&cmds);
+	buf_release(&prefix);
+	return found;
 }
 
 /*
@@ -111,10 +137,25 @@ static int resolve(int argc, char **argv, struct buf *path)
 	return used;
 }
 
-static void unknown(const char *cmd)
+/*
+ * Neither `aibox a b` nor `aibox a` is a command.  When a has subcommands,
+ * say which: `aibox tasks` alone gives its usage, `aibox tasks frob` says
+ * that is no command; either way the subcommands are listed.
+ */
+static void unknown(int argc, char **argv)
 {
-	fprintf(stderr, "aibox: '%s' is not an aibox command, see 'aibox help'\n", cmd);
-	print_commands(stderr);
+	if (has_subcommands(argv[0])) {
+		if (argc < 2 || argv[1][0] == '-')
+			fprintf(stderr, "usage: aibox %s <subcommand> [<args>]\n", argv[0]);
+		else
+			fprintf(stderr,
+			        "aibox: '%s %s' is not an aibox command, see 'aibox help %s'\n",
+			        argv[0], argv[1], argv[0]);
+		print_commands(stderr, argv[0]);
+		exit(EXIT_ERROR);
+	}
+	fprintf(stderr, "aibox: '%s' is not an aibox command, see 'aibox help'\n", argv[0]);
+	print_commands(stderr, NULL);
 	exit(EXIT_ERROR);
 }
 
@@ -126,12 +167,18 @@ static int help(int argc, char **argv)
 
 	if (argc == 0) {
 		fputs(usage_text, stdout);
-		print_commands(stdout);
+		print_commands(stdout, NULL);
 		return 0;
 	}
 	used = resolve(argc, argv, &path);
+	if (!used && argc == 1 && has_subcommands(argv[0])) {
+		printf("usage: aibox %s <subcommand> [<args>]\n", argv[0]);
+		print_commands(stdout, argv[0]);
+		buf_release(&path);
+		return 0;
+	}
 	if (!used)
-		unknown(argv[0]);
+		unknown(argc, argv);
 	base = strrchr(path.buf, '/') + 1;
 	/* The man page: installed, or the build tree's docs/man. */
 	buf_addf(&man, "%s/docs/man/%s.1", data_dir(), base);
@@ -168,7 +215,7 @@ int main(int argc, char **argv)
 	}
 	used = resolve(argc, argv, &path);
 	if (!used)
-		unknown(argv[0]);
+		unknown(argc, argv);
 	strvec_push(&args, strrchr(path.buf, '/') + 1);
 	for (int i = used; i < argc; i++)
 		strvec_push(&args, argv[i]);

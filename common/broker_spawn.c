@@ -1,12 +1,15 @@
 /* The broker's remotes and environment for aibox task and aibox run (broker_spawn.h). */
 #include <errno.h>
+#include <netdb.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "broker_spawn.h"
 #include "buf.h"
 #include "config.h"
+#include "err.h"
 #include "secret.h"
 #include "spawn.h"
 #include "strvec.h"
@@ -89,6 +92,44 @@ int broker_token_lookup(const char *lines, size_t len, const char *name, struct 
 			return 1;
 		}
 		p = eol + 1;
+	}
+	return 0;
+}
+
+/* g's host resolves as aibox-broker resolves it (tools/aibox-broker.c). */
+static int check_host(const struct config_git *g, struct buf *why)
+{
+	struct addrinfo hints = {0}, *ai = NULL;
+	size_t n = strlen(g->host);
+	/* An IPv6 host keeps its brackets in the config. */
+	char *h = g->host[0] == '[' && n > 2 ? xstrndup(g->host + 1, n - 2) : xstrdup(g->host);
+	int r;
+
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = AI_ADDRCONFIG;
+	r = getaddrinfo(h, NULL, &hints, &ai);
+	free(h);
+	if (r) {
+		buf_addf(why, "the git remote '%s': cannot resolve '%s': %s", g->url, g->host,
+		         gai_strerror(r));
+		return -EINVAL;
+	}
+	freeaddrinfo(ai);
+	return 0;
+}
+
+int broker_remotes_check(const struct config *cfg, struct buf *why)
+{
+	for (size_t i = 0; i < cfg->nr_git; i++) {
+		const struct config_git *g = &cfg->git[i];
+
+		if (!task_git_remote_valid(g->url)) {
+			buf_addf(why, "the git remote '%s' is not a plain https:// URL", g->url);
+			return -EINVAL;
+		}
+		if (check_host(g, why) < 0)
+			return -EINVAL;
 	}
 	return 0;
 }

@@ -33,6 +33,14 @@ void broker_spawn_remotes(struct spawn *sp, const struct config *cfg);
 int broker_tokens_take(const struct config *cfg, struct buf *lines, struct buf *err);
 
 /*
+ * Before anything starts: each of cfg's git: remotes is a plain https:// URL
+ * whose host resolves (as aibox-broker will resolve it).  0, or -EINVAL with
+ * the first problem appended to why (one wording for aibox task and aibox
+ * run).  The tokens are checked by broker_tokens_take().
+ */
+int broker_remotes_check(const struct config *cfg, struct buf *why);
+
+/*
  * The value of the variable name in lines (broker_tokens_take()'s text),
  * appended to value.  1 when found, 0 when not.
  */

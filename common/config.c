@@ -16,6 +16,8 @@
 #include "err.h"
 #include "gitproto.h"
 #include "num.h"
+#include "paths.h"
+#include "allow.h"
 #include "banned.h"
 
 #define STR_(x) #x
@@ -840,80 +842,70 @@ static int check_env(struct ctx *c, const struct node *v, struct config *cfg)
 	return ret;
 }
 
-static void size_fmt(struct buf *b, uint64_t mib)
-{
-	if (mib % (1024 * 1024) == 0)
-		buf_addf(b, "%lluT", (unsigned long long)(mib / 1024 / 1024));
-	else if (mib % 1024 == 0)
-		buf_addf(b, "%lluG", (unsigned long long)(mib / 1024));
-	else
-		buf_addf(b, "%lluM", (unsigned long long)mib);
-}
-
-/* Sizes: <digits><M|G|T> or with "iB" (MiB, GiB, TiB), binary units. */
+/* Sizes and CPU counts: the rules are common/num's, shared with --memory and --cpus. */
 static int check_size(struct ctx *c, const struct node *v, const char *key, uint64_t min,
                       uint64_t max, uint64_t *out)
 {
-	const char *s = v->str, *u;
-	uint64_t n = 0, mult;
+	struct buf why = BUF_INIT;
 	int ret = want_string(c, v, key);
 
 	if (ret)
 		return ret;
-	for (u = s; *u >= '0' && *u <= '9'; u++) {
-		if (n > (UINT64_MAX - 9) / 10)
-			return fail(c, v, key, "'%s' is out of range", s);
-		n = n * 10 + (uint64_t)(*u - '0');
-	}
-	if (u == s)
-		goto bad;
-	if (!strcmp(u, "M") || !strcmp(u, "MiB"))
-		mult = 1;
-	else if (!strcmp(u, "G") || !strcmp(u, "GiB"))
-		mult = 1024;
-	else if (!strcmp(u, "T") || !strcmp(u, "TiB"))
-		mult = 1024 * 1024;
-	else
-		goto bad;
-	if (n > UINT64_MAX / mult || n * mult < min || n * mult > max) {
-		struct buf lo = BUF_INIT, hi = BUF_INIT;
-
-		size_fmt(&lo, min);
-		size_fmt(&hi, max);
-		ret = fail(c, v, key, "'%s' is out of range (%s to %s)", s, lo.buf, hi.buf);
-		buf_release(&lo);
-		buf_release(&hi);
-		return ret;
-	}
-	*out = n * mult;
-	return 0;
-bad:
-	return fail(c, v, key, "'%.64s' is not a size like 512M, 4G or 1T", s);
-}
-
-static int host_cpus(void)
-{
-	long n = sysconf(_SC_NPROCESSORS_ONLN);
-
-	return n < 1 ? 1 : n > 4096 ? 4096 : (int)n;
+	if (parse_size_mib(v->str, min, max, out, &why) < 0)
+		ret = fail(c, v, key, "%s", why.buf);
+	buf_release(&why);
+	return ret;
 }
 
 static int check_cpus(struct ctx *c, const struct node *v, struct config *cfg)
 {
-	long n;
-	int max = host_cpus(), ret;
+	struct buf why = BUF_INIT;
+	int ret = 0;
 
 	if (v->kind != NODE_SCALAR || !v->plain || is_null(v))
 		return fail(c, v, "cpus", "must be a whole number, like 2");
-	ret = parse_long(v->str, LONG_MIN, LONG_MAX, &n);
-	if (ret == -EINVAL)
-		return fail(c, v, "cpus", "'%.64s' is not a whole number", v->str);
-	if (ret || n < 1)
-		return fail(c, v, "cpus", "'%.64s' is out of range (1 to %d)", v->str, max);
-	if (n > max)
-		return fail(c, v, "cpus", "%ld is more than the %d CPUs of this machine", n, max);
-	cfg->cpus = (int)n;
-	return 0;
+	if (parse_cpus(v->str, &cfg->cpus, &why) < 0)
+		ret = fail(c, v, "cpus", "%s", why.buf);
+	buf_release(&why);
+	return ret;
+}
+
+int config_host_check(const struct config *cfg, struct buf *err)
+{
+	struct allow_list al = ALLOW_LIST_INIT;
+	struct buf why = BUF_INIT;
+	struct stat st;
+	int ret = 0;
+
+	for (size_t i = 0; i < cfg->nr_mounts && !ret; i++) {
+		const char *h = cfg->mounts[i].host;
+
+		if (stat(h, &st) < 0)
+			ret = -errno;
+		else if (!S_ISDIR(st.st_mode))
+			ret = -ENOTDIR;
+		else if (access(h, R_OK | X_OK) < 0)
+			ret = -errno;
+		if (ret)
+			buf_addf(err, "mounts[%zu].host: '%s' is not a folder: %s", i, h,
+			         strerror(-ret));
+	}
+	for (size_t i = 0; i < cfg->allow.nr && !ret; i++) {
+		if (strncmp(cfg->allow.v[i], "preset:", 7))
+			continue;
+		if (allow_add(&al, cfg->allow.v[i], presets_dir(), &why) < 0) {
+			buf_addf(err, "allow: %s", why.buf);
+			ret = -ENOENT;
+		}
+	}
+	allow_clear(&al);
+	buf_release(&why);
+	return ret;
+}
+
+int config_parse_memory(const char *s, uint64_t *mib, struct buf *why)
+{
+	return parse_size_mib(s, CONFIG_MIN_MEMORY_MIB, CONFIG_MAX_MEMORY_MIB, mib, why);
 }
 
 /* Why s is not a push pattern (branch_pattern_ok() is the rule), or NULL. */

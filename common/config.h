@@ -131,6 +131,25 @@ int config_parse(struct config *cfg, const char *name, const char *data, size_t 
  */
 int config_load(struct config *cfg, const char *path, struct buf *err);
 
+/*
+ * What of cfg depends on this machine, checked before a task or a run makes
+ * anything: each mount's host folder is a folder we can read, and each
+ * preset:NAME of allow is a preset aibox has (paths.h presets_dir()).
+ * 0, or -errno with the first problem appended to err:
+ *	"mounts[0].host: '/x' is not a folder: No such file or directory"
+ *	"allow: unknown preset 'x': cannot read '...': No such file or directory"
+ */
+int config_host_check(const struct config *cfg, struct buf *err);
+
+/*
+ * The memory key's rule for a value from elsewhere (aibox task --memory,
+ * aibox run --memory): parse_size_mib() within CONFIG_MIN_MEMORY_MIB and
+ * CONFIG_MAX_MEMORY_MIB.  The cpus key's rule is parse_cpus() (common/num.h).
+ * 0, or -EINVAL/-ERANGE with the reason appended to why (the text the config
+ * gives after "memory: ").
+ */
+int config_parse_memory(const char *s, uint64_t *mib, struct buf *why);
+
 /* The commented default config a new project gets. */
 extern const char config_default_text[];
 

@@ -12,6 +12,7 @@
 
 const char *progname = "aibox";
 int die_status = EXIT_ERROR;
+void (*die_routine)(const char *msg);
 
 static void vreport(const char *prefix, const char *fmt, va_list ap, int err)
 {
@@ -25,14 +26,32 @@ static void vreport(const char *prefix, const char *fmt, va_list ap, int err)
 	fflush(stderr);
 }
 
+static __attribute__((noreturn)) void vdie(const char *fmt, va_list ap, int err)
+{
+	void (*routine)(const char *) = die_routine;
+	char msg[4096];
+
+	if (!routine) {
+		vreport("", fmt, ap, err);
+		exit(die_status);
+	}
+	die_routine = NULL; /* a die() inside it prints as usual */
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	if (err) {
+		size_t n = strlen(msg);
+
+		snprintf(msg + n, sizeof(msg) - n, ": %s", strerror(err));
+	}
+	routine(msg);
+	exit(die_status);
+}
+
 void die(const char *fmt, ...)
 {
 	va_list ap;
 
 	va_start(ap, fmt);
-	vreport("", fmt, ap, 0);
-	va_end(ap);
-	exit(die_status);
+	vdie(fmt, ap, 0);
 }
 
 void die_errno(const char *fmt, ...)
@@ -41,9 +60,7 @@ void die_errno(const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	vreport("", fmt, ap, err);
-	va_end(ap);
-	exit(die_status);
+	vdie(fmt, ap, err);
 }
 
 void die_err(int err, const char *fmt, ...)
@@ -51,9 +68,7 @@ void die_err(int err, const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	vreport("", fmt, ap, err < 0 ? -err : err);
-	va_end(ap);
-	exit(die_status);
+	vdie(fmt, ap, err < 0 ? -err : err);
 }
 
 int error(const char *fmt, ...)

@@ -29,6 +29,14 @@ extern const char *progname;
  */
 extern int die_status;
 
+/*
+ * A tool's own way to say its last word: when set, die(), die_errno() and
+ * die_err() hand the message (without "prog: ", the reason appended) to it
+ * instead of printing it, then exit with die_status.  aibox task sets it once
+ * its task folder exists (the message as an aibox[id] line, aibox.log's end).
+ */
+extern void (*die_routine)(const char *msg);
+
 /* Print "prog: <msg>\n" to stderr and exit with die_status. */
 __attribute__((noreturn, format(printf, 1, 2))) void die(const char *fmt, ...);
 

@@ -22,6 +22,13 @@ int image_name_ok(const char *name);
  */
 int image_dir(const char *name, struct buf *out);
 
+/*
+ * image_dir() with the reason a user reads, the one wording every tool uses:
+ * "the image 'x' is not built: run 'aibox image build x'" (-ENOENT),
+ * "'x' is not an image name" (-EINVAL), appended to why.
+ */
+int image_find(const char *name, struct buf *out, struct buf *why);
+
 /* The folder of the recipe for `name` into out.  0, -EINVAL or -ENOENT. */
 int image_recipe_dir(const char *name, struct buf *out);
 

@@ -110,3 +110,17 @@ const char *aibox_home(void)
 	home_cache = buf_detach(&b, NULL);
 	return home_cache;
 }
+
+const char *presets_dir(void)
+{
+	static struct buf b = BUF_INIT;
+	struct stat st;
+
+	buf_reset(&b);
+	buf_addf(&b, "%s/share/presets", data_dir());
+	if (stat(b.buf, &st) == 0 && S_ISDIR(st.st_mode))
+		return b.buf;
+	buf_reset(&b);
+	buf_addf(&b, "%s/presets", data_dir());
+	return b.buf;
+}

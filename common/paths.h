@@ -18,6 +18,9 @@ const char *libexec_dir(void);
 /* The folder holding image/, the presets and other data (source tree or PREFIX/share/aibox). */
 const char *data_dir(void);
 
+/* Where allow's preset:NAME files are: data_dir()/share/presets, else data_dir()/presets. */
+const char *presets_dir(void);
+
 /* $AIBOX_HOME, or ~/.aibox.  Never NULL; "/.aibox" relative to "/" without HOME. */
 const char *aibox_home(void);
 

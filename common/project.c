@@ -555,3 +555,18 @@ out:
 		*lock_fd = fd;
 	return ret;
 }
+
+int project_checkout_here(struct buf *out, struct buf *why)
+{
+	int ret = project_checkout(".", out);
+
+	if (ret == -ENOENT)
+		buf_addstr(why,
+		           "not in a git checkout: a project is the checkout of a git repository");
+	else if (ret == -ENOTDIR)
+		buf_addstr(why, "a bare repository has no checkout, so no project");
+	else if (ret < 0)
+		buf_addf(why, "cannot find the git checkout of the current folder: %s",
+		         strerror(-ret));
+	return ret;
+}

@@ -48,6 +48,15 @@ struct project {
  */
 int project_checkout(const char *dir, struct buf *out);
 
+/*
+ * project_checkout() of the current folder, with the reason every tool gives
+ * appended to why: "not in a git checkout: a project is the checkout of a
+ * git repository" (-ENOENT), "a bare repository has no checkout, so no
+ * project" (-ENOTDIR), "cannot find the git checkout of the current folder:
+ * <strerror>" (other -errno).
+ */
+int project_checkout_here(struct buf *out, struct buf *why);
+
 /* 1 when name is a name project_open() could have made. */
 int project_name_valid(const char *name);
 

@@ -362,7 +362,7 @@ void summary_make(const struct summary_in *in, struct summary *s)
 	} else if (r && r->changes) {
 		/* The VM says it changed something, but nothing was checked: not "no changes". */
 		addf(s, 0, "nothing to fetch");
-	} else {
+	} else if (in->no_changes) {
 		addf(s, 0, "no changes");
 	}
 }

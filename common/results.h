@@ -98,6 +98,8 @@ struct summary_in {
 	const char *end_commit;	 /* the tip of aibox/task from the checked bundle;
 				    NULL when there are no changes to fetch */
 	const char *bundle_path; /* the task folder's changes.bundle */
+	int no_changes;          /* the VM says so: the session ended with its results
+	                            accepted, result.json's changes false, no changes.bundle */
 	const char *branch;	 /* "aibox/task-<folder name>" */
 	int windows;             /* quote the fetch command with windows_quote(), not
 	                            shell_quote() (which a path it refuses falls back to) */
@@ -115,9 +117,10 @@ struct summary_in {
  *	the changes end at <12 hex>, fetch them with
  *	  git -c transfer.fsckObjects=true fetch '<bundle>' aibox/task:<branch>
  * or, without an end commit, "nothing to fetch" when result.json says there
- * were changes (the bundle was refused or not checked) and "no changes"
- * otherwise; and, when the VM says a step failed, "the step S failed"
- * (or "timed out").  Parts the result does not have are left out.
+ * were changes (the bundle was refused or not checked), "no changes" when
+ * no_changes says so, and nothing otherwise (a failed boot, a stop, refused
+ * results: the task did not get as far as knowing); and, when the VM says a
+ * step failed, "the step S failed" (or "timed out").  Parts the result does not have are left out.
  */
 void summary_make(const struct summary_in *in, struct summary *s);
 void summary_release(struct summary *s);

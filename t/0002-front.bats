@@ -52,3 +52,20 @@ load lib-common
 	assert_line "   foo"
 	assert_line "   foo bar"
 }
+
+@test "front: a command word with subcommands lists them" {
+	run aibox tasks
+	assert_failure 2
+	assert_line --index 0 "usage: aibox tasks <subcommand> [<args>]"
+	assert_line "   tasks clean"
+	refute_output --partial "is not an aibox command"
+	refute_line "   task"
+	run aibox tasks frob
+	assert_failure 2
+	assert_line --index 0 "aibox: 'tasks frob' is not an aibox command, see 'aibox help tasks'"
+	assert_line "   tasks clean"
+	run aibox help tasks
+	assert_success
+	assert_line --index 0 "usage: aibox tasks <subcommand> [<args>]"
+	assert_line "   tasks clean"
+}

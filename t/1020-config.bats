@@ -360,3 +360,71 @@ cfg() {
 	run test-found config missing.yaml
 	assert_output "cannot open 'missing.yaml': No such file or directory"
 }
+
+@test "config: memory, cpus and disk values, one rule each (common/num)" {
+	n=$(nproc)
+	while read -r what value want; do
+		run test-common "$what" "$value"
+		assert_output "$want"
+	done <<EOF2
+memory 512M 512
+memory 4G 4096
+memory 4GiB 4096
+memory 1T 1048576
+memory 1TiB 1048576
+memory 4096 error EINVAL: '4096' is not a size like 512M, 4G or 1T
+memory 4g error EINVAL: '4g' is not a size like 512M, 4G or 1T
+memory 4GB error EINVAL: '4GB' is not a size like 512M, 4G or 1T
+memory 1.5G error EINVAL: '1.5G' is not a size like 512M, 4G or 1T
+memory -4G error EINVAL: '-4G' is not a size like 512M, 4G or 1T
+memory 511M error ERANGE: '511M' is out of range (512M to 1T)
+memory 1025G error ERANGE: '1025G' is out of range (512M to 1T)
+memory 2T error ERANGE: '2T' is out of range (512M to 1T)
+memory 99999999999999999999G error ERANGE: '99999999999999999999G' is out of range (512M to 1T)
+cpus 1 1
+cpus $n $n
+cpus $((n + 1)) error ERANGE: $((n + 1)) is more than the $n CPUs of this machine
+cpus 0 error ERANGE: '0' is out of range (1 to $n)
+cpus -1 error ERANGE: '-1' is out of range (1 to $n)
+cpus +1 error EINVAL: '+1' is not a whole number
+cpus 2x error EINVAL: '2x' is not a whole number
+cpus 99999999999999999999 error ERANGE: '99999999999999999999' is out of range (1 to $n)
+EOF2
+	run test-common size 1024 16777216 512M
+	assert_output "error ERANGE: '512M' is out of range (1G to 16T)"
+	run test-common size 1024 16777216 16T
+	assert_output "16777216"
+	run test-common memory ""
+	assert_output "error EINVAL: '' is not a size like 512M, 4G or 1T"
+}
+
+@test "config: --memory and --cpus of aibox task and aibox run refuse what the config refuses, in its words" {
+	make_repo repo
+	cd repo
+	export AIBOX_IMAGES=$T/no-images
+	aibox projects path >/dev/null
+	cfg=$AIBOX_HOME/projects/repo/config.yaml
+	n=$(nproc)
+	for kv in "memory 4096" "memory 4g" "memory 2T" "memory 256M" "cpus 0" "cpus $((n + 1))" "cpus two"; do
+		set -- $kv
+		printf '%s: %s\n' "$1" "$2" >"$cfg"
+		run aibox task x
+		assert_failure 2
+		[[ "$output" =~ ^aibox-task:\ $cfg:1:[0-9]+:\ $1:\ (.*)$ ]] || fail "config: $output"
+		why=${BASH_REMATCH[1]}
+		: >"$cfg"
+		run aibox task --$1 "$2" x
+		assert_failure 2
+		assert_output "aibox-task: --$1: $why"
+		run aibox run --$1 "$2"
+		assert_failure 125
+		assert_output "aibox-run: --$1: $why"
+	done
+	# and take what it takes (both then stop at the missing image)
+	run aibox task --memory 1T --cpus "$n" x
+	refute_output --partial "--memory"
+	refute_output --partial "--cpus"
+	run aibox run --memory 1T --cpus "$n" -- true
+	refute_output --partial "--memory"
+	refute_output --partial "--cpus"
+}

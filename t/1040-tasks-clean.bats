@@ -256,7 +256,7 @@ now_name() { echo "$(date +%Y%m%d-%H%M%S)-$1"; }
 	cd "$T"
 	run aibox tasks clean
 	assert_failure 2
-	assert_output "aibox-tasks-clean: not in a git checkout: run aibox tasks clean in a project's checkout"
+	assert_output "aibox-tasks-clean: not in a git checkout: a project is the checkout of a git repository"
 	make_repo "$T/fresh"
 	cd "$T/fresh"
 	run aibox tasks clean --all

@@ -45,13 +45,23 @@ aibox:   git -c transfer.fsckObjects=true fetch /home/u/.aibox/projects/p/tasks/
 		  "failed_step": "clone", "claude": null, "start_commit": "$S40", "end_commit": null,
 		  "changes": false }
 	JSON
-	run test-task results result.json
+	run test-task results result.json --no-changes 1
 	assert_success
 	assert_output 'aibox: the step clone timed out
 aibox: Claude Code did not run
 aibox: no changes'
-	run test-task results -
+	run test-task results - --no-changes 1
 	assert_output 'aibox: no changes'
+}
+
+@test "results: no 'no changes' unless the session says so (a failed boot, a stop, refused results)" {
+	printf '{"version":1,"steps":[],"claude":null,"changes":false}' >result.json
+	run test-task results result.json
+	assert_success
+	refute_line "aibox: no changes"
+	run test-task results -
+	assert_success
+	assert_output ''
 }
 
 @test "results: the end commit printed is the checked bundle's, not result.json's" {
@@ -71,19 +81,19 @@ aibox: no changes'
 
 @test "results: Claude Code's parts that are missing are left out" {
 	printf '{"version":1,"steps":[],"claude":{"exit_code":1,"ended_by":"error"}}' >result.json
-	run test-task results result.json
+	run test-task results result.json --no-changes 1
 	assert_output 'aibox: Claude Code exited with 1
 aibox: ended by error
 aibox: no changes'
 	printf '{"version":1,"steps":[],"claude":{"num_turns":1,"duration_ms":5,"last_message":"\\n\\n"}}' >result.json
-	run test-task results result.json
+	run test-task results result.json --no-changes 1
 	assert_output 'aibox: 1 turn in 0.005s
 aibox: no changes'
 }
 
 @test "results: a multi-line message keeps its empty lines and carries its control bytes to the printer" {
 	printf '{"version":1,"steps":[],"claude":{"last_message":"a\\r\\n\\nb\\u001b[2Jc"}}' >result.json
-	run test-task results result.json
+	run test-task results result.json --no-changes 1
 	assert_output "$(printf 'vm: | a\nvm: |\nvm: | b\033[2Jc\naibox: no changes')"
 }
 

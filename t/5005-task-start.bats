@@ -8,9 +8,9 @@ setup() {
 	common_setup
 	make_repo repo
 	cd repo
-	# No image: each task stops (exit 2) at the VM, after what these tests
+	# No VM: each task stops (exit 1) at the boot, after what these tests
 	# look at; t/5100 runs tasks with the real image.
-	export AIBOX_IMAGES=$T/no-images
+	no_vm
 	# A login (docs/config.md, "env"): without one a task does not start.
 	aibox projects path >/dev/null
 	cfg=$AIBOX_HOME/projects/repo/config.yaml
@@ -199,16 +199,104 @@ and set ANTHROPIC_API_KEY in your shell to an API key; for a claude.ai subscript
 @test "task: with both the key and the token listed, it says the token goes into the VM as it is" {
 	printf 'env: [ANTHROPIC_API_KEY, CLAUDE_CODE_OAUTH_TOKEN]\n' >"$cfg"
 	ANTHROPIC_API_KEY=sk-ant-x run --separate-stderr aibox task x
-	# it goes on, up to the VM (no image here)
-	assert_failure 2
+	# it goes on, up to the VM (no_vm: QEMU exits at once)
+	assert_failure 1
 	[[ "$stderr" == *"aibox-task: warning: ANTHROPIC_API_KEY is forwarded and CLAUDE_CODE_OAUTH_TOKEN is in the env of '$cfg': Claude Code uses the key, which stays on the host, but the token still goes into the VM as it is"* ]]
-	[[ "$stderr" == *"the image 'default' is not built"* ]]
+	[[ "$stderr" == *"QEMU exited"* ]]
 	run python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); print(s["env_names"], s["api"])' "$(task_dir)/settings.json"
 	assert_output "['CLAUDE_CODE_OAUTH_TOKEN'] forward"
 	# another of Claude Code's logins counts as one
 	rm -rf "$AIBOX_HOME/projects/repo/tasks"
 	printf 'env: [ANTHROPIC_AUTH_TOKEN]\n' >"$cfg"
 	ANTHROPIC_AUTH_TOKEN=t run --separate-stderr aibox task x
+	assert_failure 1
+	[[ "$stderr" == *"QEMU exited"* ]]
+}
+
+@test "task: options stand anywhere among the prompt's words, as with git; -- ends them" {
+	run --separate-stderr aibox task "fix the test" --model sonnet --timeout 5m
+	dir=$(task_dir)
+	run cat "$dir/prompt.txt"
+	assert_output "fix the test"
+	run python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); print(s["model"], s["timeout_s"])' "$dir/settings.json"
+	assert_output "sonnet 300"
+
+	rm -rf "$AIBOX_HOME/projects/repo/tasks"
+	printf 'step 1\n' >plan.md
+	POSIXLY_CORRECT=1 run --separate-stderr aibox task do --file plan.md it
+	run cat "$(task_dir)/prompt.txt"
+	assert_output "do it
+
+step 1"
+
+	rm -rf "$AIBOX_HOME/projects/repo/tasks"
+	run --separate-stderr aibox task --model opus -- --model sonnet -x -
+	dir=$(task_dir)
+	run cat "$dir/prompt.txt"
+	assert_output "--model sonnet -x -"
+	run python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["model"])' "$dir/settings.json"
+	assert_output "opus"
+
+	# an unknown option is refused wherever it stands
+	rm -rf "$AIBOX_HOME/projects/repo/tasks"
+	run aibox task "fix it" --modle sonnet
 	assert_failure 2
-	[[ "$stderr" == *"the image 'default' is not built"* ]]
+	assert_line --index 0 "aibox-task: unknown option '--modle'"
+	run aibox task "fix it" --timeout
+	assert_failure 2
+	assert_line --index 0 "aibox-task: --timeout needs a value"
+	[ -z "$(task_dir)" ]
+}
+
+@test "task: the image, mounts, presets and git remotes are checked before the folder is made" {
+	run --separate-stderr aibox task --image nosuch x
+	assert_failure 2
+	assert_equal "$stderr" "aibox-task: the image 'nosuch' is not built: run 'aibox image build nosuch'"
+	printf 'env: [CLAUDE_CODE_OAUTH_TOKEN]\nmounts:\n  - host: %s\n    vm: /data\n' "$T/nowhere" >"$cfg"
+	run --separate-stderr aibox task x
+	assert_failure 2
+	assert_equal "$stderr" "aibox-task: mounts[0].host: '$T/nowhere' is not a folder: No such file or directory"
+	printf 'env: [CLAUDE_CODE_OAUTH_TOKEN]\nallow:\n  - preset:nosuch\n' >"$cfg"
+	run --separate-stderr aibox task x
+	assert_failure 2
+	[[ "$stderr" == "aibox-task: allow: unknown preset 'nosuch': cannot read "* ]]
+	printf 'env: [CLAUDE_CODE_OAUTH_TOKEN]\ngit:\n  - url: https://nosuch.invalid/o/r.git\n' >"$cfg"
+	run --separate-stderr aibox task x
+	assert_failure 2
+	[[ "$stderr" == "aibox-task: the git remote 'https://nosuch.invalid/o/r.git': cannot resolve 'nosuch.invalid': "* ]]
+	[ -z "$(task_dir)" ]
+	[ -z "$(ls "$AIBOX_HOME/projects/repo/tasks" 2>/dev/null)" ]
+}
+
+@test "task: a failure after the folder is made: an aibox[id] line, aibox.log's end, an ended task's folder" {
+	printf 'env:\n  - ANTHROPIC_API_KEY\n' >"$cfg"
+	# aibox-proxy refuses this upstream: the task fails once its folder exists
+	ANTHROPIC_API_KEY=k AIBOX_API_UPSTREAM=garbage run --separate-stderr aibox task x
+	assert_failure 2
+	dir=$(task_dir)
+	[ -n "$dir" ]
+	assert_output "$dir"
+	[[ "$stderr" =~ (^|$'\n')[0-9][0-9]:[0-9][0-9]:[0-9][0-9]\ aibox\[${dir: -6}\]:\ aibox-proxy\ did\ not\ start ]] || fail "$stderr"
+	[[ "$stderr" != *"aibox-task: "* ]] || fail "$stderr"
+	[[ "$stderr" != *"no changes"* ]] || fail "$stderr"
+	run tail -n 1 "$dir/aibox.log"
+	assert_output --regexp '^total [0-9.]+s exit 2$'
+	assert_file_not_exists "$dir/start.bundle"
+	assert_file_not_exists "$dir/proxy.sock"
+	assert_file_exists "$dir/prompt.txt"
+	# an ended task: nothing to clean but its folder, which --all removes with its lock
+	run aibox tasks clean
+	assert_success
+	assert_dir_exists "$dir"
+	run aibox tasks clean --all
+	assert_success
+	assert_dir_not_exists "$dir"
+	assert_file_not_exists "$dir.lock"
+}
+
+@test "task: a boot that fails does not say 'no changes'" {
+	run --separate-stderr aibox task x
+	assert_failure 1
+	[[ "$stderr" == *"the task did not finish: QEMU exited"* ]] || fail "$stderr"
+	[[ "$stderr" != *"no changes"* ]] || fail "$stderr"
 }

@@ -1,8 +1,8 @@
 #!/usr/bin/env bats
 # aibox task with git: entries, up to the VM: the token check before anything
 # starts, aibox-broker started with its log in the task folder, settings.json's
-# git_remotes, the token in no file and no other process.  No image here, so
-# each task stops (exit 2) at the VM; t/6100 runs one with the real image.
+# git_remotes, the token in no file and no other process.  No VM here (no_vm),
+# so each task stops (exit 1) at the boot; t/6100 runs one with the real image.
 load lib-common
 load lib-tls
 load lib-broker
@@ -14,7 +14,7 @@ setup() {
 	make_repo repo
 	cd repo
 	aibox projects path >/dev/null
-	export AIBOX_IMAGES=$T/no-images
+	no_vm
 	export AIBOX_BROKER_CA=$T/tls/ca.pem
 	unset ANTHROPIC_API_KEY
 	# A login (a task without one does not start), in every config below.
@@ -70,9 +70,9 @@ config() {
 	    fetch: no
 	EOF
 	run --separate-stderr aibox task "Push."
-	# No image: the task stops at the VM, after the broker and the proxy started.
-	assert_failure 2
-	[[ "$stderr" == *"the image 'default' is not built"* ]]
+	# No VM: the task stops at the boot, after the broker and the proxy started.
+	assert_failure 1
+	[[ "$stderr" == *"QEMU exited"* ]]
 	dir=$(task_dir)
 	[ -n "$dir" ]
 	run python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["git_remotes"])' "$dir/settings.json"
@@ -91,7 +91,7 @@ config() {
 
 @test "broker task: without git: entries no broker starts and settings.json has no remotes" {
 	run --separate-stderr aibox task "Push."
-	assert_failure 2
+	assert_failure 1
 	dir=$(task_dir)
 	assert_file_not_exists "$dir/broker.log"
 	run python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["git_remotes"])' "$dir/settings.json"
@@ -112,9 +112,9 @@ config() {
 	assert_file_not_exists "$AIBOX_HOME/projects/repo/broker.log"
 	export RUN_TOKEN=$GIT_TOKEN
 	run --separate-stderr aibox run -- true
-	# No image: the run stops at the VM, after the broker and the proxy started.
+	# No VM: the run stops at the boot, after the broker and the proxy started.
 	assert_failure 125
-	[[ "$stderr" == *"the image 'default' is not built"* ]]
+	[[ "$stderr" == *"the VM did not come up"* ]]
 	run grep -o ' start remote=[0-9]* url=[^ ]*' "$AIBOX_HOME/projects/repo/broker.log"
 	assert_output " start remote=0 url=$UP_URL"
 	run pgrep -f "aibox-broker --remote $UP_URL"

@@ -67,3 +67,16 @@ make_repo() {
 		git commit -q -am "second"
 	)
 }
+
+# no_vm: a made-up image "default" in $T/fake-images (AIBOX_IMAGES) and a
+# qemu-system-x86_64 first on PATH that exits at once, so that aibox task and
+# aibox run get through all their start-up checks and stop at the boot
+# ("QEMU exited before ..."), in a fraction of a second and without a VM.
+no_vm() {
+	export AIBOX_IMAGES=$T/fake-images
+	mkdir -p "$AIBOX_IMAGES/default" "$T/fake-bin"
+	for f in manifest vmlinuz initramfs rootfs.ext4; do echo x >"$AIBOX_IMAGES/default/$f"; done
+	printf '#!/bin/sh\necho "no VM in this test" >&2\nexit 1\n' >"$T/fake-bin/qemu-system-x86_64"
+	chmod +x "$T/fake-bin/qemu-system-x86_64"
+	export PATH="$T/fake-bin:$PATH"
+}

@@ -157,17 +157,12 @@ static int cmd_list(void)
 
 static int cmd_path(void)
 {
-	struct buf checkout = BUF_INIT;
+	struct buf checkout = BUF_INIT, why = BUF_INIT;
 	struct project p = PROJECT_INIT;
 	int created = 0, ret;
 
-	ret = project_checkout(".", &checkout);
-	if (ret == -ENOENT)
-		die("not in a git checkout: a project is the checkout of a git repository");
-	if (ret == -ENOTDIR)
-		die("a bare repository has no checkout, so no project");
-	if (ret < 0)
-		die_err(ret, "cannot find the git checkout of the current folder");
+	if (project_checkout_here(&checkout, &why) < 0)
+		die("%s", why.buf);
 	ret = project_open(checkout.buf, &p, &created);
 	if (ret < 0)
 		die_err(ret, "cannot make the project folder for '%s' in '%s/projects'",
@@ -183,20 +178,18 @@ static int cmd_path(void)
 static void find_current(struct project *p)
 {
 	struct buf checkout = BUF_INIT;
-	int ret = project_checkout(".", &checkout);
+	struct buf why = BUF_INIT;
+	int ret;
 
-	if (ret == -ENOENT)
-		die("not in a git checkout: a project is the checkout of a git repository");
-	if (ret == -ENOTDIR)
-		die("a bare repository has no checkout, so no project");
-	if (ret < 0)
-		die_err(ret, "cannot find the git checkout of the current folder");
+	if (project_checkout_here(&checkout, &why) < 0)
+		die("%s", why.buf);
 	ret = project_find(checkout.buf, p);
 	if (ret == -ENOENT)
 		die("this checkout has no project yet (`aibox projects path` makes it)");
 	if (ret < 0)
 		die_err(ret, "cannot read the projects in '%s/projects'", aibox_home());
 	buf_release(&checkout);
+	buf_release(&why);
 }
 
 static int cmd_check(const char *name)

@@ -233,20 +233,6 @@ static int open_listener(const char *spec, struct buf *shown)
 	return fd;
 }
 
-static const char *presets_dir(void)
-{
-	static struct buf b = BUF_INIT;
-	struct stat st;
-
-	buf_reset(&b);
-	buf_addf(&b, "%s/share/presets", data_dir());
-	if (stat(b.buf, &st) == 0 && S_ISDIR(st.st_mode))
-		return b.buf;
-	buf_reset(&b);
-	buf_addf(&b, "%s/presets", data_dir());
-	return b.buf;
-}
-
 static void parse_upstream(struct proxy_config *cfg)
 {
 	const char *u = getenv("AIBOX_API_UPSTREAM");

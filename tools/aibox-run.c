@@ -16,7 +16,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <jansson.h>
 #include <limits.h>
 #include <signal.h>
@@ -37,6 +36,7 @@
 #include "image.h"
 #include "login.h"
 #include "num.h"
+#include "opt.h"
 #include "paths.h"
 #include "project.h"
 #include "rmtree.h"
@@ -58,8 +58,8 @@ static const char usage_text[] =
 	"Boot a VM on this checkout's project and run Claude Code (or COMMAND) in it,\n"
 	"with the project folder shared read-write and the terminal passed through.\n"
 	"\n"
-	"  --memory SIZE   the VM's memory (512M to 1T; default: the config's, 4G)\n"
-	"  --cpus N        the VM's CPUs (default: the config's, 2)\n"
+	"  --memory SIZE   the VM's memory, 512M to 1T (default: the config's, 4G)\n"
+	"  --cpus N        the VM's CPUs, 1 to this machine's (default: the config's, 2)\n"
 	"  --image NAME    the image to boot (default: default)\n"
 	"  --no-sandbox    do not lock aibox down with seccomp\n"
 	"\n"
@@ -77,6 +77,7 @@ struct run {
 	struct project project;
 	struct config cfg;
 	struct buf run_dir;
+	struct buf image_dir;
 	char run_name[TASK_NAME_LEN + 1];
 	char id[TASK_ID_LEN + 1];
 	int lock_fd;
@@ -101,31 +102,7 @@ struct run {
 	int cleaner_fd;			/* write end: the cleaner removes the run folder at its EOF */
 };
 
-static int parse_size_mib(const char *s, uint64_t *out)
-{
-	char *end;
-	unsigned long long v;
-
-	if (*s < '0' || *s > '9')
-		return -EINVAL;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno)
-		return -EINVAL;
-	if (!strcmp(end, "M"))
-		;
-	else if (!strcmp(end, "G"))
-		v *= 1024;
-	else if (!strcmp(end, "T"))
-		v *= 1024 * 1024;
-	else
-		return -EINVAL;
-	if (v < CONFIG_MIN_MEMORY_MIB || v > CONFIG_MAX_MEMORY_MIB)
-		return -ERANGE;
-	*out = v;
-	return 0;
-}
-
+/* Options anywhere before `--` (common/opt.h); the command is what follows `--`. */
 static void parse_options(struct run *r, int argc, char **argv)
 {
 	static const struct option options[] = {
@@ -136,24 +113,24 @@ static void parse_options(struct run *r, int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	long n;
+	struct buf why = BUF_INIT;
+	const char *v;
 	int opt;
 
-	while ((opt = getopt_long(argc, argv, "+h", options, NULL)) != -1) {
+	while ((opt = opt_next(argc, argv, "h", options, &v, &why)) != OPT_END) {
 		switch (opt) {
 		case 'm':
-			if (parse_size_mib(optarg, &r->memory_mib) < 0)
-				die("--memory: '%s' is not a size from 512M to 1T (such as 4G)", optarg);
+			if (config_parse_memory(v, &r->memory_mib, &why) < 0)
+				die("--memory: %s", why.buf);
 			break;
 		case 'c':
-			if (parse_long(optarg, 1, 1024, &n) < 0)
-				die("--cpus: '%s' is not a number from 1 to 1024", optarg);
-			r->cpus = (int)n;
+			if (parse_cpus(v, &r->cpus, &why) < 0)
+				die("--cpus: %s", why.buf);
 			break;
 		case 'i':
-			if (!image_name_ok(optarg))
-				die("--image: '%s' is not an image name", optarg);
-			r->image = optarg;
+			if (!image_name_ok(v))
+				die("--image: '%s' is not an image name", v);
+			r->image = v;
 			break;
 		case 'n':
 			r->no_sandbox = 1;
@@ -161,28 +138,26 @@ static void parse_options(struct run *r, int argc, char **argv)
 		case 'h':
 			fputs(usage_text, stdout);
 			exit(0);
+		case OPT_WORD:
+			error("'%s' is not an option: the command goes after '--'", v);
+			usage_die(usage_text);
 		default:
+			error("%s", why.buf);
 			usage_die(usage_text);
 		}
 	}
-	if (optind < argc && strcmp(argv[optind - 1], "--"))
-		usage_die(usage_text);
 	for (int i = optind; i < argc; i++)
 		strvec_push(&r->command, argv[i]);
+	buf_release(&why);
 }
 
 static void find_project(struct run *r)
 {
 	struct buf cwd = BUF_INIT, checkout = BUF_INIT, path = BUF_INIT, err = BUF_INIT;
-	char here[PATH_MAX];
 	int ret, created;
 
-	if (!getcwd(here, sizeof(here)))
-		die_errno("cannot find the current folder");
-	if ((ret = project_checkout(here, &checkout)) == -ENOENT)
-		die("'%s' is not in a git checkout", here);
-	else if (ret < 0)
-		die_err(ret, "cannot find the checkout of '%s'", here);
+	if (project_checkout_here(&checkout, &err) < 0)
+		die("%s", err.buf);
 	if ((ret = project_open(checkout.buf, &r->project, &created)) < 0)
 		die_err(ret, "cannot open the project of '%s'", checkout.buf);
 	if ((r->lock_fd = project_lock(r->project.dir, PROJECT_LOCK_SHARED)) < 0)
@@ -357,12 +332,17 @@ static void read_env(struct run *r, const char *cfg_path)
 			"it to env",
 			cfg_path);
 	}
-	/* The git: remotes' tokens, for aibox-broker (docs/broker.md): checked now. */
-	for (size_t i = 0; i < r->cfg.nr_git; i++)
-		if (!task_git_remote_valid(r->cfg.git[i].url))
-			die("the git remote '%s' is not a plain https:// URL", r->cfg.git[i].url);
+	/* The git: remotes' tokens, for aibox-broker (docs/broker.md): taken now. */
 	buf_reset(&err);
 	if (broker_tokens_take(&r->cfg, &r->broker_tokens, &err) < 0)
+		die("%s", err.buf);
+	/*
+	 * Before the run folder: the image, the mounts and presets and the git:
+	 * remotes, in the words aibox task uses.
+	 */
+	buf_reset(&err);
+	if (image_find(r->image, &r->image_dir, &err) < 0 || config_host_check(&r->cfg, &err) < 0 ||
+	    broker_remotes_check(&r->cfg, &err) < 0)
 		die("%s", err.buf);
 	buf_wipe_release(&v);
 	buf_wipe_release(&oauth);
@@ -565,18 +545,14 @@ static void show_console(struct run *r)
 static void boot(struct run *r, const char *proxy_sock)
 {
 	struct vm_config vc = VM_CONFIG_INIT;
-	struct buf img = BUF_INIT, console = BUF_INIT, plog = BUF_INIT;
+	struct buf console = BUF_INIT, plog = BUF_INIT;
 	int ret;
 
-	if ((ret = image_dir(r->image, &img)) == -ENOENT)
-		die("the image '%s' is not built: run 'aibox image build %s'", r->image, r->image);
-	else if (ret < 0)
-		die_err(ret, "cannot find the image '%s'", r->image);
 	buf_addf(&console, "%s/console.log", r->run_dir.buf);
 	r->console_fd = open(console.buf, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
 	if (r->console_fd < 0)
 		die_errno("cannot open '%s'", console.buf);
-	vc.image_dir = img.buf;
+	vc.image_dir = r->image_dir.buf;
 	vc.share_dir = r->run_dir.buf;
 	vc.mode = "run";
 	vc.memory_mb = (unsigned)(r->memory_mib ? r->memory_mib : r->cfg.memory_mib);
@@ -598,7 +574,6 @@ static void boot(struct run *r, const char *proxy_sock)
 		vm_wait_ssh_why(ret, BOOT_TIMEOUT_MS, &why);
 		die("the VM did not come up: %s", why.buf);
 	}
-	buf_release(&img);
 	buf_release(&console);
 	buf_release(&plog);
 }
@@ -622,7 +597,7 @@ int main(int argc, char **argv)
 	struct run r = { .project = PROJECT_INIT, .run_dir = BUF_INIT, .lock_fd = -1,
 			 .command = STRVEC_INIT, .image = "default", .env = STRVEC_INIT,
 			 .tags = STRVEC_INIT, .guest_paths = STRVEC_INIT, .host_paths = STRVEC_INIT, .proxy = SPAWN_INIT,
-			 .broker = SPAWN_INIT, .broker_sock = -1,
+			 .broker = SPAWN_INIT, .broker_sock = -1, .image_dir = BUF_INIT,
 			 .api_key = BUF_INIT, .broker_tokens = BUF_INIT,
 			 .vm = VM_INIT, .console_fd = -1, .cleaner_fd = -1 };
 	struct ssh_task_keys keys = SSH_TASK_KEYS_INIT;
@@ -742,6 +717,7 @@ int main(int argc, char **argv)
 	config_release(&r.cfg);
 	project_release(&r.project);
 	buf_release(&r.run_dir);
+	buf_release(&r.image_dir);
 	/* Our exit closes the cleaner's pipe: it removes the run folder then. */
 	return status;
 }

@@ -1,5 +1,5 @@
 /*
- * aibox task [flags] [prompt...]
+ * aibox task [flags] [prompt...], the flags anywhere among the words
  *
  * Runs Claude Code unattended in a fresh VM on a bundle of one commit and
  * hands back a checked bundle of what it did (docs/tasks.md, from "Tasks" to
@@ -42,6 +42,7 @@
 #include "image.h"
 #include "login.h"
 #include "num.h"
+#include "opt.h"
 #include "out.h"
 #include "paths.h"
 #include "project.h"
@@ -75,14 +76,16 @@ static const char usage_text[] =
 	"    --file PATH            add the text of PATH to the prompt; - reads stdin (repeatable)\n"
 	"    --timeout DURATION     Claude Code's time limit, like 60m or 1h30m (default 60m)\n"
 	"    --max-budget-usd N     the cost cap passed to Claude Code\n"
-	"    --memory SIZE          the VM's memory, like 4096M or 8G (default from the config)\n"
-	"    --cpus N               the VM's CPUs (default from the config)\n"
+	"    --memory SIZE          the VM's memory, 512M to 1T, like 8G (default from the config)\n"
+	"    --cpus N               the VM's CPUs, 1 to this machine's (default from the config)\n"
 	"    --image NAME           the VM image (default: default)\n"
 	"    --no-sandbox           skip aibox's own lockdown (seccomp), with a warning\n"
 	"    -h, --help             show this help\n"
 	"\n"
-	"Without prompt words or --file, the prompt is read from stdin unless it is a\n"
-	"terminal.  Exit status: 0 the task finished, 1 it did not, 2 usage or error.\n";
+	"Options may stand before, between or after the prompt's words; after '--'\n"
+	"every word is the prompt's.  Without prompt words or --file, the prompt is\n"
+	"read from stdin unless it is a terminal.\n"
+	"Exit status: 0 the task finished, 1 it did not, 2 usage or error.\n";
 
 struct opts {
 	const char *model;
@@ -121,6 +124,7 @@ struct task {
 	char name[TASK_NAME_LEN + 1];
 	const char *id; /* the end of name */
 	struct buf dir; /* the task folder */
+	struct buf image_dir;
 	struct ssh_task_keys keys;
 	int result_fds[4];
 	int console_fd, proxy_log_fd, aibox_log_fd, broker_log_fd;
@@ -137,127 +141,97 @@ struct task {
 static const char *const result_names[] = { "changes.bundle", "transcript.jsonl", "vm.log",
 					    "result.json" };
 
-/* "4096", "4096M", "4G": MiB, within the config's range. */
-static int parse_memory(const char *s, uint64_t *mib)
-{
-	struct buf num = BUF_INIT;
-	size_t n = strlen(s);
-	uint64_t mult = 1;
-	long v;
-	int ret;
-
-	if (n && (s[n - 1] == 'G' || s[n - 1] == 'g')) {
-		mult = 1024;
-		n--;
-	} else if (n && (s[n - 1] == 'M' || s[n - 1] == 'm')) {
-		n--;
-	}
-	buf_add(&num, s, n);
-	ret = parse_long(num.buf, 1, LONG_MAX / 1024, &v);
-	buf_release(&num);
-	if (ret < 0)
-		return ret;
-	*mib = (uint64_t)v * mult;
-	if (*mib < CONFIG_MIN_MEMORY_MIB || *mib > CONFIG_MAX_MEMORY_MIB)
-		return -ERANGE;
-	return 0;
-}
-
-static const char *option_value(int argc, char **argv, int *i, const char *name)
-{
-	const char *a = argv[*i];
-	size_t n = strlen(name);
-
-	if (!strncmp(a, name, n) && a[n] == '=')
-		return a + n + 1;
-	if (++*i >= argc) {
-		error("%s needs a value", name);
-		usage_die(usage_text);
-	}
-	return argv[*i];
-}
-
-static int is_option(const char *a, const char *name)
-{
-	size_t n = strlen(name);
-
-	return !strncmp(a, name, n) && (a[n] == '\0' || a[n] == '=');
-}
-
+/* Options anywhere among the prompt's words (common/opt.h); words go to o->words. */
 static void parse_args(struct opts *o, int argc, char **argv)
 {
-	int i;
+	enum { O_MODEL = 256, O_FROM, O_FILE, O_TIMEOUT, O_BUDGET, O_MEMORY, O_CPUS, O_IMAGE,
+	       O_NO_SANDBOX };
+	static const struct option options[] = {
+		{ "model", required_argument, NULL, O_MODEL },
+		{ "from", required_argument, NULL, O_FROM },
+		{ "file", required_argument, NULL, O_FILE },
+		{ "timeout", required_argument, NULL, O_TIMEOUT },
+		{ "max-budget-usd", required_argument, NULL, O_BUDGET },
+		{ "memory", required_argument, NULL, O_MEMORY },
+		{ "cpus", required_argument, NULL, O_CPUS },
+		{ "image", required_argument, NULL, O_IMAGE },
+		{ "no-sandbox", no_argument, NULL, O_NO_SANDBOX },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct buf why = BUF_INIT;
+	const char *v;
+	int opt;
 
 	o->timeout_ms = DEFAULT_TIMEOUT_MS;
-	for (i = 1; i < argc; i++) {
-		const char *a = argv[i], *v;
-
-		if (!strcmp(a, "--")) {
-			i++;
+	/* The words, in order: at most argc of them, NULL-terminated. */
+	o->words = xcalloc((size_t)argc + 1, sizeof(*o->words));
+	while ((opt = opt_next(argc, argv, "h", options, &v, &why)) != OPT_END) {
+		switch (opt) {
+		case OPT_WORD:
+			o->words[o->nwords++] = (char *)v;
 			break;
-		}
-		if (a[0] != '-' || !strcmp(a, "-"))
-			break;
-		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+		case 'h':
 			fputs(usage_text, stdout);
 			exit(0);
-		} else if (!strcmp(a, "--no-sandbox")) {
+		case O_NO_SANDBOX:
 			o->no_sandbox = 1;
-		} else if (is_option(a, "--model")) {
-			o->model = option_value(argc, argv, &i, "--model");
+			break;
+		case O_MODEL:
+			o->model = v;
 			if (!*o->model)
 				die("--model: the name is empty");
-		} else if (is_option(a, "--from")) {
-			o->from = option_value(argc, argv, &i, "--from");
+			break;
+		case O_FROM:
+			o->from = v;
 			if (!*o->from || o->from[0] == '-')
 				die("--from: '%s' is not a revision", o->from);
-		} else if (is_option(a, "--file")) {
-			v = option_value(argc, argv, &i, "--file");
+			break;
+		case O_FILE:
 			if (o->nfiles == MAX_FILES)
 				die("--file: at most %d files", MAX_FILES);
 			o->files[o->nfiles++] = v;
-		} else if (is_option(a, "--timeout")) {
-			struct buf why = BUF_INIT;
-
-			v = option_value(argc, argv, &i, "--timeout");
+			break;
+		case O_TIMEOUT:
 			if (duration_parse(v, &o->timeout_ms, &why) < 0)
 				die("--timeout: '%s' is not a duration: %s", v, why.buf);
 			if (o->timeout_ms < 1000)
 				die("--timeout: '%s' is less than a second", v);
 			if (o->timeout_ms > 7LL * 24 * 3600 * 1000)
 				die("--timeout: '%s' is more than a week", v);
-		} else if (is_option(a, "--max-budget-usd")) {
+			break;
+		case O_BUDGET: {
 			char *end;
 
-			v = option_value(argc, argv, &i, "--max-budget-usd");
 			errno = 0;
 			o->budget = strtod(v, &end);
 			if (!*v || *end || errno || !(o->budget > 0 && o->budget < 1e6))
 				die("--max-budget-usd: '%s' is not a positive amount", v);
 			o->has_budget = 1;
-		} else if (is_option(a, "--memory")) {
-			v = option_value(argc, argv, &i, "--memory");
-			if (parse_memory(v, &o->memory_mib) < 0)
-				die("--memory: '%s' is not a size from %dM to %dG", v,
-				    CONFIG_MIN_MEMORY_MIB, CONFIG_MAX_MEMORY_MIB / 1024);
-		} else if (is_option(a, "--cpus")) {
-			long n;
-
-			v = option_value(argc, argv, &i, "--cpus");
-			if (parse_long(v, 1, 256, &n) < 0)
-				die("--cpus: '%s' is not a number from 1 to 256", v);
-			o->cpus = (int)n;
-		} else if (is_option(a, "--image")) {
-			o->image = option_value(argc, argv, &i, "--image");
-			if (!*o->image || strchr(o->image, '/') || o->image[0] == '.')
+			break;
+		}
+		case O_MEMORY:
+			if (config_parse_memory(v, &o->memory_mib, &why) < 0)
+				die("--memory: %s", why.buf);
+			break;
+		case O_CPUS:
+			if (parse_cpus(v, &o->cpus, &why) < 0)
+				die("--cpus: %s", why.buf);
+			break;
+		case O_IMAGE:
+			o->image = v;
+			if (!image_name_ok(o->image))
 				die("--image: '%s' is not an image name", o->image);
-		} else {
-			error("unknown option '%s'", a);
+			break;
+		default:
+			error("%s", why.buf);
 			usage_die(usage_text);
 		}
 	}
-	o->words = argv + i;
-	o->nwords = (size_t)(argc - i);
+	/* After `--`: words, even those that look like options. */
+	while (optind < argc)
+		o->words[o->nwords++] = argv[optind++];
+	buf_release(&why);
 }
 
 /* Run git in the checkout with hooks and fsmonitor off; its stdout in out. */
@@ -394,6 +368,25 @@ static void check_login(struct task *t, const char *cfg_path)
 	buf_release(&msg);
 }
 
+/*
+ * What can be checked before the task folder is made, is: the image, the
+ * config's mounts and presets, the git: remotes' hosts (their tokens were
+ * taken and checked by read_env()).  A task that fails later leaves a folder
+ * (see task_failed()).
+ */
+static void check_before_folder(struct task *t)
+{
+	struct buf why = BUF_INIT;
+
+	if (image_find(t->o.image ? t->o.image : "default", &t->image_dir, &why) < 0)
+		die("%s", why.buf);
+	if (config_host_check(&t->cfg, &why) < 0)
+		die("%s", why.buf);
+	if (broker_remotes_check(&t->cfg, &why) < 0)
+		die("%s", why.buf);
+	buf_release(&why);
+}
+
 /* When aibox's data has no system prompt parts (a build tree without them). */
 static const char default_system_prompt[] =
 	"You run unattended in a throwaway VM on a clone of the user's project, with no one to "
@@ -527,6 +520,34 @@ static void open_results(struct task *t)
 	}
 }
 
+static int open_in_task(struct task *t, const char *name, int flags);
+static double since(const struct timespec *a);
+static void log_line(struct task *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/*
+ * die() once the task folder exists: the reason as an aibox[id] line, the
+ * end of aibox.log, and a folder that is an ended task's (docs/task-host.md,
+ * "A task that fails to start"): start.bundle and proxy.sock go (best effort: after
+ * the lockdown nothing can be removed, and aibox tasks clean removes
+ * start.bundle later), the results and logs stay.  QEMU, the proxy and the
+ * broker die with us (their parent-death signal).
+ */
+static struct task *failing_task;
+
+static void task_failed(const char *msg)
+{
+	struct task *t = failing_task;
+	struct buf path = BUF_INIT;
+
+	out_printf(2, "aibox", t->id, "%s", msg);
+	buf_addf(&path, "%s/start.bundle", t->dir.buf);
+	unlink(path.buf);
+	if (t->proxy_sock.len)
+		unlink(t->proxy_sock.buf);
+	log_line(t, "total %.3fs exit %d\n", since(&t->t0), die_status);
+	buf_release(&path);
+}
+
 static void start(struct task *t)
 {
 	struct buf err = BUF_INIT, cfgpath = BUF_INIT, tasks = BUF_INIT;
@@ -541,13 +562,9 @@ static void start(struct task *t)
 	if ((ret = prompt_read(&po, &t->prompt, &err)) < 0)
 		die("%s", err.buf);
 
-	ret = project_checkout(".", &t->checkout);
-	if (ret == -ENOENT)
-		die("not in a git checkout: run aibox task in a project's checkout");
-	if (ret == -ENOTDIR)
-		die("a bare repository has no checkout: run aibox task in a checkout");
-	if (ret < 0)
-		die_err(ret, "cannot find the git checkout of the current folder");
+	buf_reset(&err);
+	if (project_checkout_here(&t->checkout, &err) < 0)
+		die("%s", err.buf);
 	if ((ret = project_open(t->checkout.buf, &t->p, &created)) < 0)
 		die_err(ret, "cannot open the project of '%s'", t->checkout.buf);
 	buf_addf(&cfgpath, "%s/config.yaml", t->p.dir);
@@ -567,6 +584,7 @@ static void start(struct task *t)
 	find_start_commit(t);
 	read_git_identity(t);
 	check_login(t, cfgpath.buf);
+	check_before_folder(t);
 
 	t->project_lock_fd = project_lock(t->p.dir, PROJECT_LOCK_SHARED | PROJECT_LOCK_NONBLOCK);
 	if (t->project_lock_fd == -EWOULDBLOCK)
@@ -582,6 +600,9 @@ static void start(struct task *t)
 	buf_addf(&t->dir, "%s/%s", tasks.buf, t->name);
 	printf("%s\n", t->dir.buf);
 	fflush(stdout);
+	t->aibox_log_fd = open_in_task(t, "aibox.log", O_WRONLY | O_CREAT | O_EXCL | O_APPEND);
+	failing_task = t;
+	die_routine = task_failed;
 
 	write_inputs(t);
 	open_results(t);
@@ -611,7 +632,6 @@ static double since(const struct timespec *a)
 }
 
 /* One line in aibox.log (docs/task-host.md, "aibox.log"); a help, not the task. */
-static void log_line(struct task *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void log_line(struct task *t, const char *fmt, ...)
 {
 	char line[160];
@@ -894,15 +914,9 @@ static int stop_proxy(struct task *t, struct proxy_report *rep, struct buf *why)
 static void start_vm(struct task *t, struct vm_mount *mounts, struct buf *tags)
 {
 	struct vm_config vc = VM_CONFIG_INIT;
-	struct buf img = BUF_INIT, state = BUF_INIT, plog = BUF_INIT;
-	const char *name = t->o.image ? t->o.image : "default";
+	struct buf state = BUF_INIT, plog = BUF_INIT;
 	int ret;
 
-	ret = image_dir(name, &img);
-	if (ret == -ENOENT)
-		die("the image '%s' is not built: run aibox image build", name);
-	if (ret < 0)
-		die_err(ret, "cannot use the image '%s'", name);
 	for (size_t i = 0; i < t->cfg.nr_mounts; i++) {
 		mounts[i].host_path = t->cfg.mounts[i].host;
 		mounts[i].tag = tags[i].buf;
@@ -912,7 +926,7 @@ static void start_vm(struct task *t, struct vm_mount *mounts, struct buf *tags)
 		mounts[t->cfg.nr_mounts + i].tag = t->shares.v[i].tag;
 	}
 	buf_addf(&state, "%s/..", t->dir.buf);
-	vc.image_dir = img.buf;
+	vc.image_dir = t->image_dir.buf;
 	vc.share_dir = t->dir.buf;
 	vc.mode = "task";
 	vc.memory_mb = (unsigned)t->cfg.memory_mib;
@@ -930,7 +944,6 @@ static void start_vm(struct task *t, struct vm_mount *mounts, struct buf *tags)
 	stop_qemu_pid = t->vm.pid;
 	if (!t->vm.kvm)
 		out_printf(2, "aibox", t->id, "no KVM here: the VM runs under TCG, much slower");
-	buf_release(&img);
 	buf_release(&state);
 	buf_release(&plog);
 }
@@ -1115,6 +1128,7 @@ static int run_task(struct task *t)
 
 	{
 		struct buf bpath = BUF_INIT, branch = BUF_INIT;
+		struct stat st;
 		const char *slash = strrchr(t->dir.buf, '/');
 
 		buf_addf(&bpath, "%s/changes.bundle", t->dir.buf);
@@ -1124,6 +1138,8 @@ static int run_task(struct task *t)
 		in.bundle_path = bpath.buf;
 		in.branch = branch.buf;
 		in.windows = host_system() == HOST_WINDOWS;
+		in.no_changes = session_ret == 0 && !stop_signal && have_result && !r.changes &&
+		                fstat(t->result_fds[RESULT_BUNDLE], &st) == 0 && st.st_size == 0;
 		summary_make(&in, &sum);
 		for (size_t i = 0; i < sum.nr; i++)
 			out_printf(2, sum.v[i].vm ? "vm" : "aibox", t->id, "%s", sum.v[i].text);
@@ -1181,9 +1197,9 @@ int main(int argc, char **argv)
 	t.proxy = (struct spawn)SPAWN_INIT;
 	t.broker = (struct spawn)SPAWN_INIT;
 	t.vm = (struct vm)VM_INIT;
+	t.image_dir = (struct buf)BUF_INIT;
 	parse_args(&t.o, argc, argv);
 	start(&t);
-	t.aibox_log_fd = open_in_task(&t, "aibox.log", O_WRONLY | O_CREAT | O_EXCL | O_APPEND);
 	phase_done(&t, "start");
 	out_printf(2, "aibox", t.id, "task %s starts from %s", t.id, t.start_commit);
 	return run_task(&t);

@@ -341,13 +341,13 @@ int main(int argc, char **argv)
 		}
 	}
 
-	ret = project_checkout(".", &checkout);
-	if (ret == -ENOENT)
-		die("not in a git checkout: run aibox tasks clean in a project's checkout");
-	if (ret == -ENOTDIR)
-		die("a bare repository has no checkout and no tasks");
-	if (ret < 0)
-		die_err(ret, "cannot find the git checkout of the current folder");
+	{
+		struct buf why = BUF_INIT;
+
+		if (project_checkout_here(&checkout, &why) < 0)
+			die("%s", why.buf);
+		buf_release(&why);
+	}
 	ret = project_find(checkout.buf, &p);
 	if (ret == -ENOENT) {
 		printf("nothing to clean: this checkout has no aibox project\n");

@@ -9,10 +9,14 @@
  *   test-common spawn-within                       spawn_wait_within on children that
  *                                                  end on SIGTERM, and one that ignores it
  *   test-common parse-long MIN MAX S
+ *   test-common size MIN MAX S                     parse_size_mib(), MIN and MAX in MiB
+ *   test-common memory S | cpus S                  the rules of --memory and --cpus
+ *   test-common opts ARGS...                       opt_next() on ARGS, one line per event
  */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,8 +26,10 @@
 #include <unistd.h>
 
 #include "buf.h"
+#include "config.h"
 #include "err.h"
 #include "num.h"
+#include "opt.h"
 #include "sandbox.h"
 #include "spawn.h"
 #include "banned.h"
@@ -194,6 +200,62 @@ static int cmd_parse_long(char **argv)
 	return 0;
 }
 
+static int cmd_value(const char *what, char **argv)
+{
+	struct buf why = BUF_INIT;
+	uint64_t mib = 0;
+	long min = 0, max = 0;
+	int ret, cpus = 0;
+
+	if (!strcmp(what, "size")) {
+		if (parse_long(argv[0], 0, LONG_MAX, &min) < 0 ||
+		    parse_long(argv[1], 0, LONG_MAX, &max) < 0)
+			die("bad range");
+		ret = parse_size_mib(argv[2], (uint64_t)min, (uint64_t)max, &mib, &why);
+	} else if (!strcmp(what, "memory")) {
+		ret = config_parse_memory(argv[0], &mib, &why);
+	} else {
+		ret = parse_cpus(argv[0], &cpus, &why);
+	}
+	if (ret < 0)
+		printf("error %s: %s\n", ret == -EINVAL ? "EINVAL" : "ERANGE", why.buf);
+	else if (!strcmp(what, "cpus"))
+		printf("%d\n", cpus);
+	else
+		printf("%llu\n", (unsigned long long)mib);
+	buf_release(&why);
+	return 0;
+}
+
+/* Options --flag, --value V and -h; each event on a line, the words after `--` last. */
+static int cmd_opts(int argc, char **argv)
+{
+	static const struct option options[] = {
+	    {"flag", no_argument, NULL, 'f'},
+	    {"value", required_argument, NULL, 'v'},
+	    {NULL, 0, NULL, 0},
+	};
+	struct buf why = BUF_INIT;
+	const char *arg;
+	int opt;
+
+	while ((opt = opt_next(argc, argv, "h", options, &arg, &why)) != OPT_END) {
+		if (opt == OPT_WORD)
+			printf("word %s\n", arg);
+		else if (opt == OPT_BAD)
+			printf("bad %s\n", why.buf);
+		else if (opt == 'v')
+			printf("value %s\n", arg);
+		else
+			printf("option %c\n", opt);
+		buf_reset(&why);
+	}
+	while (optind < argc)
+		printf("after %s\n", argv[optind++]);
+	buf_release(&why);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	tool_init(argc, argv);
@@ -211,5 +273,11 @@ int main(int argc, char **argv)
 		return cmd_read_capped(argv[2], argc == 4 ? argv[3] : NULL);
 	if (!strcmp(argv[1], "parse-long") && argc == 5)
 		return cmd_parse_long(argv + 2);
+	if (!strcmp(argv[1], "size") && argc == 5)
+		return cmd_value(argv[1], argv + 2);
+	if ((!strcmp(argv[1], "memory") || !strcmp(argv[1], "cpus")) && argc == 3)
+		return cmd_value(argv[1], argv + 2);
+	if (!strcmp(argv[1], "opts"))
+		return cmd_opts(argc - 1, argv + 1);
 	die("unknown command '%s'", argv[1]);
 }

@@ -16,7 +16,7 @@
  *	the proxy's record (common/proxy_report) after N distinct allowed hosts,
  *	each twice, one refusal and one failure: written, read back, written
  *   test-task results FILE [--end HEX] [--bundle PATH] [--branch B]
- *                          [--report F | --no-report WHY]
+ *                          [--report F | --no-report WHY] [--no-changes 0|1]
  *	parse result.json (FILE "-" for none) and print the summary lines,
  *	"aibox: TEXT" or "vm: TEXT" (a minimal printer, for these tests only);
  *	the fetch command quoted for AIBOX_HOST_SYSTEM's shells, as aibox-task does
@@ -300,6 +300,8 @@ static int cmd_results(int argc, char **argv)
 			in.bundle_path = argv[i + 1];
 		else if (!strcmp(argv[i], "--branch"))
 			in.branch = argv[i + 1];
+		else if (!strcmp(argv[i], "--no-changes"))
+			in.no_changes = !strcmp(argv[i + 1], "1");
 		else if (!strcmp(argv[i], "--report")) {
 			/* The proxy's record, read as aibox-task reads it (stop_proxy()). */
 			ssize_t n = buf_read_file(&rec, argv[i + 1], PROXY_REPORT_MAX + 1);
