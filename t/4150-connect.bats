@@ -54,7 +54,7 @@ hold() {
 	run grep -c 'too many connections' "$T/proxy.log"
 	[ "$output" -ge 1 ]
 	run tail -1 "$T/proxy.log"
-	assert_output --regexp '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}\.[0-9]{3}Z refused - \(too many connections from the VM: 2 at once\) sent=0 received=0 duration=0\.000s$'
+	assert_output --regexp '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}\.[0-9]{3}Z refused - \(too many connections from the VM: 2 at once; 1 refused so far, logged at powers of two\) sent=0 received=0 duration=0\.000s$'
 	# a copy killed with SIGKILL frees its slot: the next one gets through
 	kill -KILL "${HOLDERS[0]}"
 	wait "${HOLDERS[0]}" 2>/dev/null || true
@@ -65,6 +65,23 @@ hold() {
 	# without --max there is no cap
 	run timeout 10 aibox-connect "$T/p.sock" </dev/null
 	assert_success
+}
+
+@test "connect: a guest that keeps trying adds one line to proxy.log per doubling of its refusals" {
+	hold 1
+	hold 2
+	for i in $(seq 200); do
+		[ "$(grep -cE "POSIX +ADVISORY +WRITE +(${HOLDERS[0]}|${HOLDERS[1]}) " /proc/locks)" -eq 2 ] &&
+			break
+		sleep 0.05
+	done
+	for i in $(seq 40); do
+		run timeout 10 aibox-connect --max 2 --log "$T/proxy.log" "$T/p.sock" </dev/null
+		assert_failure 1
+	done
+	# refusals 1, 2, 4, 8, 16 and 32 are logged, each with the count so far
+	run grep -o '; [0-9]* refused so far' "$T/proxy.log"
+	assert_output "$(printf '; %s refused so far\n' 1 2 4 8 16 32)"
 }
 
 @test "connect: bad options are usage errors" {

@@ -13,13 +13,17 @@
  * lock on one byte, 0 to N-1, of the file SOCKET.slots (made beside the
  * socket) while it runs; the kernel drops the lock when the process ends,
  * however it ends.  One that finds no byte free closes the connection at
- * once, exits 1 and appends a `refused` line in proxy.log's format to FILE
- * (docs/task-host.md, "The guest's connections").
+ * once and exits 1.  The refusals are counted in the same file (8 bytes at
+ * COUNT_AT, under a lock on the byte after them), and the 1st, 2nd, 4th,
+ * 8th... append a `refused` line in proxy.log's format to FILE, so a guest
+ * that keeps trying adds at most one line per doubling (docs/task-host.md,
+ * "The guest's connections").
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -36,12 +40,14 @@ static const char usage_text[] = "usage: aibox-connect [--max N [--log FILE]] <s
 
 /* The most --max allows: each slot is one byte of the slots file. */
 #define MAX_SLOTS 100000
+/* Where the refusals are counted in the slots file: past every slot. */
+#define COUNT_AT  MAX_SLOTS
 
 /*
  * Take one of the max slots of socket: 0, the lock held until we exit, or
  * -EBUSY when all are taken (-errno when the file cannot be opened).
  */
-static int take_slot(const char *socket, long max)
+static int take_slot(const char *socket, long max, int *slots_fd)
 {
 	struct buf path = BUF_INIT;
 	int fd, ret = -EBUSY;
@@ -58,17 +64,45 @@ static int take_slot(const char *socket, long max)
 			break;
 		}
 	}
-	if (ret < 0 && fd >= 0)
+	if (ret == -EBUSY)
+		*slots_fd = fd; /* for count_refusal() */
+	else if (ret < 0 && fd >= 0)
 		close(fd);
 	buf_release(&path);
 	return ret;
 }
 
 /*
+ * Add one to the refusals counted in the slots file fd: the new count, or 0
+ * when it cannot be counted (then the refusal is logged as if it were the
+ * first).
+ */
+static uint64_t count_refusal(int fd)
+{
+	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = COUNT_AT + 8,
+			    .l_len = 1 };
+	unsigned char b[8] = { 0 };
+	uint64_t n = 0;
+
+	if (fcntl(fd, F_SETLKW, &fl) < 0)
+		return 0;
+	if (pread(fd, b, sizeof(b), COUNT_AT) < 0)
+		return 0; /* the lock goes with the process */
+	for (int i = 7; i >= 0; i--)
+		n = n << 8 | b[i];
+	n++;
+	for (int i = 0; i < 8; i++)
+		b[i] = (unsigned char)(n >> (8 * i));
+	if (pwrite(fd, b, sizeof(b), COUNT_AT) != (ssize_t)sizeof(b))
+		return 0;
+	return n;
+}
+
+/*
  * The refusal's line, appended to log as aibox-proxy writes its lines
  * (docs/proxy.md, "proxy.log"): the verdict refused, no host.
  */
-static void log_refusal(const char *log, long max)
+static void log_refusal(const char *log, long max, uint64_t count)
 {
 	struct buf b = BUF_INIT;
 	struct timespec ts;
@@ -80,9 +114,9 @@ static void log_refusal(const char *log, long max)
 	gmtime_r(&ts.tv_sec, &tm);
 	strftime(tbuf, sizeof(tbuf), "%Y-%m-%dT%H:%M:%S", &tm);
 	buf_addf(&b,
-		 "%s.%03ldZ refused - (too many connections from the VM: %ld at once) sent=0 "
-		 "received=0 duration=0.000s\n",
-		 tbuf, ts.tv_nsec / 1000000, max);
+		 "%s.%03ldZ refused - (too many connections from the VM: %ld at once; %llu "
+		 "refused so far, logged at powers of two) sent=0 received=0 duration=0.000s\n",
+		 tbuf, ts.tv_nsec / 1000000, max, (unsigned long long)(count ? count : 1));
 	if (!log) {
 		error("too many connections from the VM: %ld at once", max);
 	} else if ((fd = open(log, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC)) >= 0) {
@@ -99,7 +133,7 @@ int main(int argc, char **argv)
 	struct sockaddr_un sun = {.sun_family = AF_UNIX};
 	char up[65536], down[65536];
 	size_t uplen = 0, downlen = 0;
-	int in_eof = 0, sock_eof = 0, s, i = 1, ret;
+	int in_eof = 0, sock_eof = 0, s, i = 1, slots_fd = -1, ret;
 	const char *log = NULL, *path;
 	long max = 0;
 
@@ -130,13 +164,17 @@ int main(int argc, char **argv)
 	if (strlen(path) >= sizeof(sun.sun_path))
 		die("socket path too long: '%s'", path);
 	memcpy(sun.sun_path, path, strlen(path) + 1);
-	if (max && (ret = take_slot(path, max)) < 0) {
+	if (max && (ret = take_slot(path, max, &slots_fd)) < 0) {
+		uint64_t count;
+
 		if (ret != -EBUSY)
 			die_err(ret, "cannot open '%s.slots'", path);
 		/* The guest sees its connection closed; nothing of it was read. */
 		close(0);
 		close(1);
-		log_refusal(log, max);
+		count = count_refusal(slots_fd);
+		if (!(count & (count - 1))) /* 0 (not counted) or a power of two */
+			log_refusal(log, max, count);
 		return 1;
 	}
 	s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
