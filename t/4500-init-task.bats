@@ -589,3 +589,41 @@ same_as_plain() {
 	run ls -A project
 	assert_output ""
 }
+
+# hostile_share KIND: src/ whose last commit holds a file with a name too long
+# for the file system (long) or a folder .git with a hook (dotgit), written
+# with git mktree; its start.bundle and start.idx in share/.
+hostile_share() {
+	rm -rf src && make_repo src
+	local blob tree sub
+	blob=$(git -C src rev-parse HEAD:README.md)
+	case $1 in
+	long)
+		tree=$(printf "100644 blob %s\tREADME.md\n100644 blob %s\t%s\n" "$blob" "$blob" \
+			"$(printf 'n%.0s' $(seq 300))" | git -C src mktree) ;;
+	dotgit)
+		sub=$(printf "100755 blob %s\tpost-checkout\n" "$blob" | git -C src mktree)
+		sub=$(printf "040000 tree %s\thooks\n" "$sub" | git -C src mktree)
+		tree=$(printf "040000 tree %s\t.git\n100644 blob %s\tREADME.md\n" "$sub" "$blob" |
+			git -C src mktree) ;;
+	esac
+	START=$(git -C src commit-tree -p HEAD -m hostile "$tree")
+	git -C src update-ref refs/heads/main "$START"
+	rm -f share/start.bundle share/start.idx share/settings.json
+	test-bundle write --idx share/start.idx src HEAD share/start.bundle >/dev/null
+}
+
+@test "init task: names a plain clone cannot check out fail the prepared clone the same way" {
+	for kind in long dotgit; do
+		rm -rf project res && mkdir res
+		hostile_share "$kind"
+		# Today's clone of the same bundle fails in its checkout.
+		run ! git clone -q share/start.bundle "plain-$kind"
+		run_task "say nothing to do"
+		assert_equal "$(jget steps.0.status)" failed
+		assert_equal "$(jget failed_step)" clone
+		grep -q "prepared clone: pack-" res/vm.log
+		grep -q "git read-tree failed" res/vm.log
+		grep -q "git clone failed" progress.txt
+	done
+}

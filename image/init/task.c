@@ -795,6 +795,8 @@ static int clone_prepared(struct task *t, struct step_group *g, int64_t deadline
 		vmlog(t, "cannot write the repository: %s", strerror(-ret));
 		goto undo;
 	}
+	vmlog(t, "placed the pack (%llu bytes), its index, aibox/task and the user",
+	      (unsigned long long)p.pack_len);
 	ret = GIT(t, g, deadline, t->path, NULL, "read-tree", "--reset", "-u", "HEAD");
 	if (ret != 0) {
 		vmlog(t, "git read-tree failed (%d)", ret);
