@@ -163,21 +163,33 @@ EOF
 }
 
 @test "init task: the clone has the host's git name and email however they are spelled" {
-	write_settings
-	python3 - "$T/share/settings.json" <<'EOF'
+	for idx in no yes; do
+		rm -rf project res src share/start.bundle share/start.idx share/settings.json && mkdir res
+		if [ "$idx" = yes ]; then
+			make_repo src
+			START=$(git -C src rev-parse HEAD)
+			test-bundle write --idx share/start.idx src HEAD share/start.bundle >/dev/null
+		else
+			task_source "$T/share/start.bundle"
+		fi
+		write_settings
+		python3 - "$T/share/settings.json" <<'EOF'
 import json, sys
 s = json.load(open(sys.argv[1]))
 s["git"] = {"name": 'Ann "Q" \\ O\'Neil [x]', "email": "ann+x@example.com"}
 json.dump(s, open(sys.argv[1], "w"))
 EOF
-	run_task "commit a.txt hi"
-	assert_success
-	assert_equal "$(git -C project config user.name)" 'Ann "Q" \ O'"'"'Neil [x]'
-	assert_equal "$(git -C project config user.email)" "ann+x@example.com"
-	git -C src fetch -q "$T/res/changes.bundle" aibox/task:got
-	assert_equal "$(git -C src log -1 --format='%an <%ae>' got)" 'Ann "Q" \ O'"'"'Neil [x] <ann+x@example.com>'
-	assert_equal "$(git -C project remote)" ""
-	assert_equal "$(git -C project config --get-regexp '^branch\.')" ""
+		run_task "commit a.txt hi"
+		assert_success
+		assert_equal "$(git -C project config user.name)" 'Ann "Q" \ O'"'"'Neil [x]'
+		assert_equal "$(git -C project config user.email)" "ann+x@example.com"
+		git -C src fetch -q "$T/res/changes.bundle" aibox/task:got
+		assert_equal "$(git -C src log -1 --format='%an <%ae>' got)" 'Ann "Q" \ O'"'"'Neil [x] <ann+x@example.com>'
+		assert_equal "$(git -C project remote)" ""
+		assert_equal "$(git -C project config --get-regexp '^branch\.')" ""
+	done
+	# the second run was the prepared clone
+	grep -q "prepared clone: pack-" res/vm.log
 }
 
 @test "init task: a bundle of HEAD alone, not as aibox-task writes it, still lands on aibox/task" {

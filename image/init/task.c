@@ -1,9 +1,9 @@
 #include "task.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
-#include <dirent.h>
 #include <poll.h>
 #include <pwd.h>
 #include <stdarg.h>
