@@ -1,5 +1,6 @@
 #include "bundle_write.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -294,21 +295,26 @@ static const char *const inert_config[] = {
     "trace2.normalTarget=",     "trace2.perfTarget=",   NULL,
 };
 
-static void setup_git(struct spawn *sp, const char *git, const char *tmp, const char *out,
-                      const char *branch)
+/*
+ * git pack-objects, as `git bundle create` runs it for a bundle without
+ * prerequisites (--thin changes nothing then), but writing the pack and its
+ * index to files: <tmp>/pack-<checksum>.pack and .idx.  The commit comes on
+ * stdin (revs, a file).
+ */
+static void setup_git(struct spawn *sp, const char *git, const char *tmp, int revs_fd)
 {
 	strvec_push(&sp->args, git);
 	for (size_t i = 0; inert_config[i]; i++)
 		strvec_pushl(&sp->args, "-c", inert_config[i], NULL);
-	strvec_pushl(&sp->args, "bundle", "create", "-q", out, "HEAD", NULL);
-	strvec_pushf(&sp->args, "refs/heads/%s", branch);
+	strvec_pushl(&sp->args, "pack-objects", "--revs", "--delta-base-offset", "-q", NULL);
+	strvec_pushf(&sp->args, "%s/pack", tmp);
 	for (size_t i = 0; unset_env[i]; i++)
 		strvec_push(&sp->env, unset_env[i]);
 	strvec_pushf(&sp->env, "GIT_DIR=%s", tmp);
 	strvec_pushl(&sp->env, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
 	             "GIT_TERMINAL_PROMPT=0", "GIT_NO_REPLACE_OBJECTS=1", "GIT_OPTIONAL_LOCKS=0",
 	             "LC_ALL=C", NULL);
-	sp->in = SPAWN_NULL;
+	sp->in = revs_fd;
 	sp->out = SPAWN_NULL;
 	sp->err = SPAWN_PIPE;
 	sp->dir = tmp;
@@ -375,6 +381,94 @@ static void last_line(struct buf *err, struct buf *gerr)
 	buf_addstr(err, *start ? start : "(no message)");
 }
 
+/* The checksum git named the pack in tmp after (pack-<hex>.pack), into hex. */
+static int find_pack(const char *tmp, char hex[GIT_OID_HEXSZ + 1])
+{
+	DIR *d = opendir(tmp);
+	struct dirent *e;
+	int ret = -ENOENT;
+
+	if (!d)
+		return -errno;
+	while ((e = readdir(d))) {
+		const char *n = e->d_name;
+
+		if (strlen(n) == 5 + GIT_OID_HEXSZ + 5 && !strncmp(n, "pack-", 5) &&
+		    !strcmp(n + 5 + GIT_OID_HEXSZ, ".pack") &&
+		    strspn(n + 5, "0123456789abcdef") == GIT_OID_HEXSZ) {
+			memcpy(hex, n + 5, GIT_OID_HEXSZ);
+			hex[GIT_OID_HEXSZ] = '\0';
+			ret = 0;
+			break;
+		}
+	}
+	closedir(d);
+	return ret;
+}
+
+/* Copy the rest of in to out: in the kernel where it can, else through a buffer. */
+static int copy_rest(int in, int out)
+{
+	char chunk[65536];
+	ssize_t n;
+
+	for (;;) {
+		n = copy_file_range(in, NULL, out, NULL, 1 << 30, 0);
+		if (n > 0)
+			continue;
+		if (n == 0)
+			return 0;
+		if (errno == EINTR)
+			continue;
+		if (errno != EXDEV && errno != ENOSYS && errno != EOPNOTSUPP && errno != EINVAL)
+			return -errno;
+		break;
+	}
+	for (;;) {
+		n = read(in, chunk, sizeof(chunk));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return 0;
+		if (write_all(out, chunk, (size_t)n) < 0)
+			return -errno;
+	}
+}
+
+/*
+ * The bundle as `git bundle create HEAD refs/heads/<branch>` writes it (v2,
+ * no prerequisites, both refs at oid), followed by the pack git wrote.
+ */
+static int assemble_bundle(const char *path, const char *pack, const char *branch, const char *oid)
+{
+	struct buf head = BUF_INIT;
+	int in = -1, out, ret = 0;
+
+	out = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (out < 0)
+		return -errno;
+	buf_addf(&head, "# v2 git bundle\n%s HEAD\n%s refs/heads/%s\n\n", oid, oid, branch);
+	if (write_all(out, head.buf, head.len) < 0) {
+		ret = -errno;
+		goto out;
+	}
+	in = open(pack, O_RDONLY | O_CLOEXEC);
+	if (in < 0) {
+		ret = -errno;
+		goto out;
+	}
+	ret = copy_rest(in, out);
+out:
+	if (in >= 0)
+		close(in);
+	if (close(out) < 0 && !ret)
+		ret = -errno;
+	buf_release(&head);
+	return ret;
+}
+
 int bundle_write_start(const struct bundle_write_opts *opts, char *oid_hex, struct buf *err)
 {
 	const char *branch = opts->branch ? opts->branch : "aibox/task";
@@ -383,9 +477,9 @@ int bundle_write_start(const struct bundle_write_opts *opts, char *oid_hex, stru
 	int installed[ARRAY_SIZE(stop_signals)] = {0};
 	sigset_t block, oldmask;
 	struct spawn sp = SPAWN_INIT;
-	char *objects = NULL, *slash;
+	char *objects = NULL, *slash, packhex[GIT_OID_HEXSZ + 1];
 	struct stat st;
-	int ret, caught = 0;
+	int ret, caught = 0, revs_fd = -1, idx_made = 0;
 
 	buf_addf(&ref, "refs/heads/%s", branch);
 	if (!bundle_refname_ok(ref.buf, ref.len)) {
@@ -398,6 +492,11 @@ int bundle_write_start(const struct bundle_write_opts *opts, char *oid_hex, stru
 		goto out_early;
 	if (lstat(opts->out_path, &st) == 0) {
 		buf_addf(err, "'%s' already exists", opts->out_path);
+		ret = -EEXIST;
+		goto out_early;
+	}
+	if (opts->idx_path && lstat(opts->idx_path, &st) == 0) {
+		buf_addf(err, "'%s' already exists", opts->idx_path);
 		ret = -EEXIST;
 		goto out_early;
 	}
@@ -452,8 +551,16 @@ int bundle_write_start(const struct bundle_write_opts *opts, char *oid_hex, stru
 		         strerror(-ret));
 		goto out;
 	}
-	buf_addf(&partial, "%s/start.bundle", tmp.buf);
-	setup_git(&sp, opts->git ? opts->git : "git", tmp.buf, partial.buf, branch);
+	buf_addf(&partial, "%s/revs", tmp.buf);
+	buf_reset(&ref);
+	buf_addf(&ref, "%s\n", oid_hex);
+	if ((ret = buf_write_file(&ref, partial.buf, 0600)) < 0 ||
+	    (revs_fd = open(partial.buf, O_RDONLY | O_CLOEXEC)) < 0) {
+		ret = ret < 0 ? ret : -errno;
+		buf_addf(err, "cannot write '%s': %s", partial.buf, strerror(-ret));
+		goto out;
+	}
+	setup_git(&sp, opts->git ? opts->git : "git", tmp.buf, revs_fd);
 	{
 		sigset_t waitmask = oldmask;
 
@@ -471,10 +578,34 @@ int bundle_write_start(const struct bundle_write_opts *opts, char *oid_hex, stru
 		goto out;
 	}
 	if (ret != 0) {
-		buf_addf(err, "git bundle create failed (exit %d): ", ret);
+		buf_addf(err, "git pack-objects failed (exit %d): ", ret);
 		last_line(err, &gerr);
 		ret = -EIO;
 		goto out;
+	}
+	if ((ret = find_pack(tmp.buf, packhex)) < 0) {
+		buf_addf(err, "git pack-objects wrote no pack in '%s'", tmp.buf);
+		ret = -EIO;
+		goto out;
+	}
+	buf_reset(&ref);
+	buf_addf(&ref, "%s/pack-%s.pack", tmp.buf, packhex);
+	buf_reset(&partial);
+	buf_addf(&partial, "%s/start.bundle", tmp.buf);
+	if ((ret = assemble_bundle(partial.buf, ref.buf, branch, oid_hex)) < 0) {
+		buf_addf(err, "cannot write '%s': %s", partial.buf, strerror(-ret));
+		goto out;
+	}
+	if (opts->idx_path) {
+		buf_reset(&ref);
+		buf_addf(&ref, "%s/pack-%s.idx", tmp.buf, packhex);
+		if (chmod(ref.buf, 0644) < 0 ||
+		    renameat2(AT_FDCWD, ref.buf, AT_FDCWD, opts->idx_path, RENAME_NOREPLACE) < 0) {
+			ret = -errno;
+			buf_addf(err, "cannot create '%s': %s", opts->idx_path, strerror(errno));
+			goto out;
+		}
+		idx_made = 1;
 	}
 	if (renameat2(AT_FDCWD, partial.buf, AT_FDCWD, opts->out_path, RENAME_NOREPLACE) < 0) {
 		ret = -errno;
@@ -483,6 +614,10 @@ int bundle_write_start(const struct bundle_write_opts *opts, char *oid_hex, stru
 	}
 	ret = 0;
 out:
+	if (ret < 0 && idx_made)
+		unlink(opts->idx_path);
+	if (revs_fd >= 0)
+		close(revs_fd);
 	if (tmp.len)
 		remove_tree(tmp.buf);
 	spawn_clear(&sp);

@@ -139,6 +139,37 @@ check_clone() {
 	[ "$(ls -A task)" = "" ]
 }
 
+@test "bundle-write: --idx keeps the pack's index, as git index-pack makes it for the bundle's pack" {
+	make_project
+	run --separate-stderr test-bundle write --idx task/start.idx proj HEAD task/start.bundle
+	assert_success
+	assert_equal "$(ls -A task | tr '\n' ' ')" "start.bundle start.idx "
+	# The bundle is what git bundle create writes, the index what index-pack makes of its pack.
+	git init -q --bare plain
+	echo "$T/proj/.git/objects" >plain/objects/info/alternates
+	git -C plain update-ref refs/heads/aibox/task "$(git -C proj rev-parse HEAD)"
+	git -C plain symbolic-ref HEAD refs/heads/aibox/task
+	git -C plain bundle create -q "$T/plain.bundle" HEAD refs/heads/aibox/task
+	cmp task/start.bundle plain.bundle
+	off=$(python3 -c 'import sys; print(open(sys.argv[1], "rb").read(65536).index(b"\n\n") + 2)' \
+		plain.bundle)
+	tail -c +$((off + 1)) plain.bundle >plain.pack
+	git index-pack -o plain.idx plain.pack >/dev/null
+	cmp task/start.idx plain.idx
+	assert_equal "$(stat -c %a task/start.idx)" 644
+	check_clone task/start.bundle "$(git -C proj rev-parse HEAD)"
+}
+
+@test "bundle-write: an existing start.idx is not replaced, and no bundle is written" {
+	make_project
+	echo "keep me" >task/start.idx
+	run --separate-stderr test-bundle write --idx task/start.idx proj HEAD task/start.bundle
+	assert_failure 1
+	assert_equal "$stderr" "test-bundle: 'task/start.idx' already exists"
+	[ "$(cat task/start.idx)" = "keep me" ]
+	[ "$(ls -A task)" = start.idx ]
+}
+
 @test "bundle-write: an existing bundle is not replaced" {
 	make_project
 	echo "keep me" >task/start.bundle

@@ -163,21 +163,33 @@ EOF
 }
 
 @test "init task: the clone has the host's git name and email however they are spelled" {
-	write_settings
-	python3 - "$T/share/settings.json" <<'EOF'
+	for idx in no yes; do
+		rm -rf project res src share/start.bundle share/start.idx share/settings.json && mkdir res
+		if [ "$idx" = yes ]; then
+			make_repo src
+			START=$(git -C src rev-parse HEAD)
+			test-bundle write --idx share/start.idx src HEAD share/start.bundle >/dev/null
+		else
+			task_source "$T/share/start.bundle"
+		fi
+		write_settings
+		python3 - "$T/share/settings.json" <<'EOF'
 import json, sys
 s = json.load(open(sys.argv[1]))
 s["git"] = {"name": 'Ann "Q" \\ O\'Neil [x]', "email": "ann+x@example.com"}
 json.dump(s, open(sys.argv[1], "w"))
 EOF
-	run_task "commit a.txt hi"
-	assert_success
-	assert_equal "$(git -C project config user.name)" 'Ann "Q" \ O'"'"'Neil [x]'
-	assert_equal "$(git -C project config user.email)" "ann+x@example.com"
-	git -C src fetch -q "$T/res/changes.bundle" aibox/task:got
-	assert_equal "$(git -C src log -1 --format='%an <%ae>' got)" 'Ann "Q" \ O'"'"'Neil [x] <ann+x@example.com>'
-	assert_equal "$(git -C project remote)" ""
-	assert_equal "$(git -C project config --get-regexp '^branch\.')" ""
+		run_task "commit a.txt hi"
+		assert_success
+		assert_equal "$(git -C project config user.name)" 'Ann "Q" \ O'"'"'Neil [x]'
+		assert_equal "$(git -C project config user.email)" "ann+x@example.com"
+		git -C src fetch -q "$T/res/changes.bundle" aibox/task:got
+		assert_equal "$(git -C src log -1 --format='%an <%ae>' got)" 'Ann "Q" \ O'"'"'Neil [x] <ann+x@example.com>'
+		assert_equal "$(git -C project remote)" ""
+		assert_equal "$(git -C project config --get-regexp '^branch\.')" ""
+	done
+	# the second run was the prepared clone
+	grep -q "prepared clone: pack-" res/vm.log
 }
 
 @test "init task: a bundle of HEAD alone, not as aibox-task writes it, still lands on aibox/task" {
@@ -460,4 +472,170 @@ print(len(body.encode()), body[0], set(body[1:]) == {"\u00e9"}, note)'
 	assert_file_not_exists hook-ran
 	git -C src fetch -q "$T/res/changes.bundle" aibox/task:got
 	assert_equal "$(git -C src show got:leftover.txt)" x
+}
+
+# prepared_share [REPO_ARGS]: share/start.bundle and share/start.idx as aibox-task
+# writes them (test-bundle write --idx), of a repository made by t/make-repo
+# (default: 60 files, 4 KiB, 12 commits), with a symlink, an executable and a
+# file in a deep folder added; START its last commit.  plain/ is today's clone
+# of the same bundle, for comparison.
+prepared_share() {
+	rm -rf src share/start.bundle share/start.idx share/settings.json
+	"$TOP/t/make-repo" src ${1:-60 4 12} >/dev/null
+	(
+		cd src
+		mkdir -p deep/a/b/c
+		echo deep >deep/a/b/c/file.txt
+		printf '#!/bin/sh\necho run\n' >run.sh
+		chmod +x run.sh
+		ln -s deep/a/b/c/file.txt link
+		git add -A
+		git commit -q -m "links and modes"
+	)
+	START=$(git -C src rev-parse HEAD)
+	test-bundle write --idx share/start.idx src HEAD share/start.bundle >/dev/null
+	git clone -q share/start.bundle plain
+	git -C plain remote remove origin
+}
+
+# same_as_plain: project/ holds what today's clone holds: branch, history,
+# objects, index, files, no remote; the prepared pack is the bundle's.
+same_as_plain() {
+	assert_equal "$(git -C project symbolic-ref HEAD)" refs/heads/aibox/task
+	assert_equal "$(git -C project rev-parse HEAD)" "$START"
+	assert_equal "$(git -C project remote)" ""
+	assert_equal "$(git -C project for-each-ref)" "$(git -C plain for-each-ref)"
+	assert_equal "$(git -C project rev-list --all --objects | sort)" \
+		"$(git -C plain rev-list --all --objects | sort)"
+	assert_equal "$(git -C project ls-files -s --debug | grep -v -e ctime -e mtime -e dev: -e uid:)" \
+		"$(git -C plain ls-files -s --debug | grep -v -e ctime -e mtime -e dev: -e uid:)"
+	assert_equal "$(git -C project status --porcelain --ignored)" ""
+	assert_equal "$(git -C project config user.name) $(git -C project config user.email)" \
+		"Task Person task@example.com"
+	git -C project fsck --full --strict --no-dangling
+	diff -r --no-dereference -x .git project plain
+	assert_equal "$(stat -c %A project/run.sh)" "$(stat -c %A plain/run.sh)"
+	assert_equal "$(readlink project/link)" deep/a/b/c/file.txt
+}
+
+@test "init task: with the host's start.idx the clone places the bundle's pack and equals a plain clone" {
+	prepared_share
+	run_task "say nothing to do"
+	assert_success
+	assert_equal "$(jget steps.0.status)" ok
+	assert_equal "$(jget failed_step)" null
+	grep -q "prepared clone: pack-" res/vm.log
+	run grep -c "git clone" res/vm.log
+	assert_output 0
+	same_as_plain
+	# The pack is the bundle's, byte for byte, beside the host's index.
+	pack=$(ls project/.git/objects/pack/*.pack)
+	off=$(python3 -c 'import sys; print(open(sys.argv[1], "rb").read(65536).index(b"\n\n") + 2)' \
+		share/start.bundle)
+	tail -c +$((off + 1)) share/start.bundle >bundle.pack
+	cmp "$pack" bundle.pack
+	cmp "${pack%.pack}.idx" share/start.idx
+}
+
+@test "init task: without start.idx the bundle is cloned as before" {
+	prepared_share
+	rm share/start.idx
+	run_task "say nothing to do"
+	assert_success
+	assert_equal "$(jget steps.0.status)" ok
+	grep -q "no start.idx" res/vm.log
+	grep -q "git clone" res/vm.log
+	same_as_plain
+}
+
+@test "init task: a start.idx that does not match the bundle falls back to cloning the bundle" {
+	prepared_share
+	cp share/start.idx good.idx
+	# An index of another pack (another repository's start.idx).
+	"$TOP/t/make-repo" other 5 1 2 7 >/dev/null
+	test-bundle write --idx other.idx other HEAD other.bundle >/dev/null
+	cp other.idx share/start.idx
+	run_task "say nothing to do"
+	assert_equal "$(jget steps.0.status)" ok
+	grep -q "the prepared clone is not used: start.idx counts another number of objects" res/vm.log
+	same_as_plain
+	# One changed byte in the middle of the index: an object name or offset.
+	for at in 2000 $(( $(stat -c %s good.idx) - 200 )); do
+		rm -rf project res && mkdir res
+		cp good.idx share/start.idx
+		printf '\x5a' | dd of=share/start.idx bs=1 seek="$at" conv=notrunc status=none
+		run_task "say nothing to do"
+		assert_equal "$(jget steps.0.status)" ok
+		grep -q "the prepared clone is not used: start.idx" res/vm.log
+		same_as_plain
+	done
+	# A cut index.
+	rm -rf project res && mkdir res
+	head -c 3000 good.idx >share/start.idx
+	run_task "say nothing to do"
+	assert_equal "$(jget steps.0.status)" ok
+	grep -q "the prepared clone is not used: start.idx" res/vm.log
+	same_as_plain
+}
+
+@test "init task: a damaged pack with the host's index is refused, never checked out" {
+	prepared_share
+	cp share/start.bundle good.bundle
+	# Cut short: the pack's trailer is not the one the index names.
+	head -c $(( $(stat -c %s good.bundle) - 1000 )) good.bundle >share/start.bundle
+	run_task "say nothing to do"
+	assert_equal "$(jget steps.0.status)" failed
+	assert_equal "$(jget failed_step)" clone
+	grep -q "the prepared clone is not used: start.idx belongs to another pack" res/vm.log
+	# Damaged inside, its trailer kept: git cannot check it out, the plain
+	# clone (which indexes the pack) refuses it, and the folder is left empty.
+	rm -rf project res && mkdir res
+	cp good.bundle share/start.bundle
+	size=$(stat -c %s good.bundle)
+	head -c 20000 /dev/zero | dd of=share/start.bundle bs=1 seek=$((size / 2)) conv=notrunc status=none
+	run_task "say nothing to do"
+	assert_equal "$(jget steps.0.status)" failed
+	grep -q "prepared clone: pack-" res/vm.log
+	grep -q "git read-tree failed" res/vm.log
+	grep -q "git clone failed" progress.txt
+	run ls -A project
+	assert_output ""
+}
+
+# hostile_share KIND: src/ whose last commit holds a file with a name too long
+# for the file system (long) or a folder .git with a hook (dotgit), written
+# with git mktree; its start.bundle and start.idx in share/.
+hostile_share() {
+	rm -rf src && make_repo src
+	local blob tree sub
+	blob=$(git -C src rev-parse HEAD:README.md)
+	case $1 in
+	long)
+		tree=$(printf "100644 blob %s\tREADME.md\n100644 blob %s\t%s\n" "$blob" "$blob" \
+			"$(printf 'n%.0s' $(seq 300))" | git -C src mktree) ;;
+	dotgit)
+		sub=$(printf "100755 blob %s\tpost-checkout\n" "$blob" | git -C src mktree)
+		sub=$(printf "040000 tree %s\thooks\n" "$sub" | git -C src mktree)
+		tree=$(printf "040000 tree %s\t.git\n100644 blob %s\tREADME.md\n" "$sub" "$blob" |
+			git -C src mktree) ;;
+	esac
+	START=$(git -C src commit-tree -p HEAD -m hostile "$tree")
+	git -C src update-ref refs/heads/main "$START"
+	rm -f share/start.bundle share/start.idx share/settings.json
+	test-bundle write --idx share/start.idx src HEAD share/start.bundle >/dev/null
+}
+
+@test "init task: names a plain clone cannot check out fail the prepared clone the same way" {
+	for kind in long dotgit; do
+		rm -rf project res && mkdir res
+		hostile_share "$kind"
+		# Today's clone of the same bundle fails in its checkout.
+		run ! git clone -q share/start.bundle "plain-$kind"
+		run_task "say nothing to do"
+		assert_equal "$(jget steps.0.status)" failed
+		assert_equal "$(jget failed_step)" clone
+		grep -q "prepared clone: pack-" res/vm.log
+		grep -q "git read-tree failed" res/vm.log
+		grep -q "git clone failed" progress.txt
+	done
 }

@@ -252,3 +252,73 @@ EOF
 	run grep "did not go away" res/vm.log
 	assert_failure
 }
+
+# summary_script: a script that prints, for the repository it runs in, what
+# a clone must share with today's (run on the host, and in the guest as the
+# task's "Claude Code"): branch, commit, no remote, every object, the index,
+# the files with their contents and modes, a clean status, fsck, the user.
+summary_script() {
+	cat <<'EOF2'
+#!/bin/sh
+git symbolic-ref HEAD
+git rev-parse HEAD
+echo "remotes: $(git remote | wc -l)"
+echo "objects: $(git rev-list --all --objects | LC_ALL=C sort | sha256sum)"
+echo "index: $(git ls-files -s | sha256sum)"
+echo "paths: $(find . -path ./.git -prune -o -print | LC_ALL=C sort | sha256sum)"
+echo "contents: $(git ls-files -z | xargs -0 sha256sum -- | sha256sum)"
+echo "modes: $(git ls-files -z | xargs -0 stat -c '%A %s %n' -- | sha256sum)"
+echo "status: $(git status --porcelain --ignored | wc -l)"
+git fsck --full --strict --no-dangling 2>&1 && echo "fsck ok"
+echo "user: $(git config user.name) <$(git config user.email)>"
+EOF2
+}
+
+@test "vm task: many files with history clone through the host's start.idx as today's clone would" {
+	"$TOP/t/make-repo" big 400 8 40 >/dev/null
+	(
+		cd big
+		p=$(printf 'd%.0s' $(seq 200))
+		mkdir -p "$p/$p/$p/$p"
+		echo deep >"$p/$p/$p/$p/file"
+		echo spaced >"with space é.txt"
+		echo dash >./-dash
+		printf '#!/bin/sh\necho run\n' >run.sh
+		chmod +x run.sh
+		ln -s run.sh link
+		git add -A
+		git commit -q -m "names"
+	)
+	START=$(git -C big rev-parse HEAD)
+	# A share whose key may run any command: "Claude Code" is replaced below.
+	rm -rf task hostkey hostkey.pub userkey userkey.pub && vm_share "$T/task"
+	write_settings
+	test-bundle write --idx task/start.idx big HEAD task/start.bundle
+	summary_script >task/summary
+	# What today's clone of the same bundle holds, on the host.
+	git clone -q -c user.name="Task Person" -c user.email=task@example.com task/start.bundle plain
+	git -C plain remote remove origin
+	expect=$(cd plain && sh "$T/task/summary")
+	[[ "$expect" == *"fsck ok"* ]]
+	printf 'Look.\n' >task/prompt.txt
+	cat >probe <<PROBE
+. "$T/env"
+vm_ssh 'install -m 755 /run/aibox/task/summary /usr/local/bin/claude &&
+	SSH_ORIGINAL_COMMAND=task /usr/lib/aibox/aibox-init session' </dev/null >"$T/out.tar" 2>"$T/progress.txt"
+echo "task status \$?"
+PROBE
+	declare -f vm_ssh >env
+	echo "T=$T" >>env
+	export T
+	run test-vm --image "$IMAGE" --share "$T/task" --log "$T/console.log" --listen "$T/ssh.sock" \
+		--grace-ms 60000 -- bash "$T/probe"
+	[ "$status" -eq 0 ] || { echo "$output"; cat console.log progress.txt; }
+	assert_line "task status 0"
+	tar -xf out.tar -C res
+	assert_equal "$(jget steps.0.status)" ok
+	grep -q "prepared clone: pack-" res/vm.log
+	run grep -c "git clone" res/vm.log
+	assert_output 0
+	# "Claude Code" printed the summary of /project in the guest.
+	assert_equal "$(cat res/transcript.jsonl)" "$expect"
+}

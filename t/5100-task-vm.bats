@@ -75,6 +75,10 @@ and commit it."
 	grep -rqF "\"x-api-key\": \"$KEY\"" "$T/rec"
 	run grep -rlF "$KEY" "$dir"
 	assert_failure
+	# the guest's clone placed the bundle's pack beside the host's start.idx
+	# (docs/init-task.md, "The prepared clone")
+	[ -f "$dir/start.idx" ]
+	grep -q "prepared clone: pack-" "$dir/vm.log"
 	# every phase has its time in aibox.log (docs/task-host.md)
 	for p in start bundle proxy boot session stop clone agent results check total overhead; do
 		grep -qE "^$p [0-9]+\.[0-9]{3}s" "$dir/aibox.log"

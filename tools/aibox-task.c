@@ -708,14 +708,16 @@ static int open_in_task(struct task *t, const char *name, int flags)
 static void write_start_bundle(struct task *t)
 {
 	struct bundle_write_opts bo = { 0 };
-	struct buf path = BUF_INIT, err = BUF_INIT;
+	struct buf path = BUF_INIT, idx = BUF_INIT, err = BUF_INIT;
 	char oid[BUNDLE_HEXSZ_MAX + 1];
 	int ret;
 
 	buf_addf(&path, "%s/start.bundle", t->dir.buf);
+	buf_addf(&idx, "%s/start.idx", t->dir.buf);
 	bo.repo_dir = t->checkout.buf;
 	bo.rev = t->start_commit;
 	bo.out_path = path.buf;
+	bo.idx_path = idx.buf; /* the guest's clone places it beside the pack */
 	if ((ret = bundle_write_start(&bo, oid, &err)) < 0)
 		die("cannot write '%s': %s", path.buf, err.buf);
 	if (strcmp(oid, t->start_commit))
@@ -728,6 +730,7 @@ static void write_start_bundle(struct task *t)
 	if (chmod(path.buf, 0644) < 0 || chmod(t->dir.buf, 0711) < 0)
 		die_errno("cannot open '%s' to the VM", path.buf);
 	buf_release(&path);
+	buf_release(&idx);
 	buf_release(&err);
 }
 

@@ -1,7 +1,7 @@
 /*
  * test-bundle: the bundle modules' internals, for t/2*.bats.
  *
- *   test-bundle write [--git PROG] [--branch NAME] REPO_DIR REV OUT
+ *   test-bundle write [--git PROG] [--branch NAME] [--idx IDX] REPO_DIR REV OUT
  *	write a start bundle; prints the commit on success, else
  *	"test-bundle: <message>" on stderr and exits 1 (-EINTR: 3)
  *   test-bundle resolve REPO_DIR REV
@@ -42,11 +42,14 @@ static int cmd_write(int argc, char **argv)
 			o.git = argv[++i];
 		else if (!strcmp(argv[i], "--branch") && i + 1 < argc)
 			o.branch = argv[++i];
+		else if (!strcmp(argv[i], "--idx") && i + 1 < argc)
+			o.idx_path = argv[++i];
 		else
 			break;
 	}
 	if (argc - i != 3)
-		die("usage: test-bundle write [--git PROG] [--branch NAME] REPO REV OUT");
+		die("usage: test-bundle write [--git PROG] [--branch NAME] [--idx IDX] REPO REV "
+		    "OUT");
 	o.repo_dir = argv[i];
 	o.rev = argv[i + 1];
 	o.out_path = argv[i + 2];
