@@ -26,13 +26,16 @@ mk_task() {
 # A name for a task that started now (local time).
 now_name() { echo "$(date +%Y%m%d-%H%M%S)-$1"; }
 
-@test "tasks clean: an ended task loses its start.bundle and keeps the rest" {
+@test "tasks clean: an ended task loses its start.bundle and start.idx and keeps the rest" {
 	mk_task 20200101-120000-aaaaaa
+	head -c 8192 /dev/urandom >"$TK/20200101-120000-aaaaaa/start.idx"
 	run aibox tasks clean
 	assert_success
 	assert_line --index 0 --regexp "^removed $TK/20200101-120000-aaaaaa/start.bundle \(1[0-9][0-9].[0-9] KiB\)$"
-	assert_line --index 1 --regexp '^freed 1[0-9][0-9].[0-9] KiB$'
+	assert_line --index 1 --regexp "^removed $TK/20200101-120000-aaaaaa/start.idx \([0-9.]+ KiB\)$"
+	assert_line --index 2 --regexp '^freed 1[0-9][0-9].[0-9] KiB$'
 	assert_file_not_exists "$TK/20200101-120000-aaaaaa/start.bundle"
+	assert_file_not_exists "$TK/20200101-120000-aaaaaa/start.idx"
 	assert_file_exists "$TK/20200101-120000-aaaaaa/result.json"
 	assert_file_exists "$TK/20200101-120000-aaaaaa/prompt.txt"
 	assert_file_exists "$TK/20200101-120000-aaaaaa.lock"

@@ -80,9 +80,15 @@ static void report_removed(struct clean *c, const char *what, uint64_t bytes)
 	c->removed++;
 }
 
-/* What writing start.bundle leaves when aibox is killed (common/bundle_write.h). */
+/*
+ * What goes with start.bundle: its pack's index (start.idx, for the guest's
+ * prepared clone, docs/init-task.md) and what writing them leaves when aibox
+ * is killed (common/bundle_write.h).
+ */
 static int bundle_leftover(const char *name)
 {
+	if (!strcmp(name, "start.idx"))
+		return 1;
 	if (!strcmp(name, "start.bundle.lock")) /* git's partial output */
 		return 1;
 	if (strncmp(name, ".start-bundle.", 14) || strlen(name) != 20)
