@@ -10,20 +10,21 @@ load lib-common
 }
 
 @test "test-rules: 'run !', a last '!' and '!' in conditions pass" {
-	# (written as TEST: bats reads a line starting with @test as a test of this file)
-	sed 's/^TEST/@test/' >ok.bats <<'B'
+	# (written as TEST and NOT: bats reads a line starting with @test as a test
+	# of this file, and a line starting with '!' here would be one of ours)
+	sed 's/^TEST/@test/; s/NOT/!/g' >ok.bats <<'B'
 TEST "x" {
-	run ! false
-	if ! false; then
+	run NOT false
+	if NOT false; then
 		true
 	fi
-	! false && ! false ||
-		! true
-	while ! true; do :; done
-	! false
+	NOT false && NOT false ||
+		NOT true
+	while NOT true; do :; done
+	NOT false
 }
 helper() {
-	! false # a helper's result
+	NOT false # a helper's result
 }
 B
 	run "$TOP/t/check-bang" ok.bats
