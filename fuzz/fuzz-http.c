@@ -31,8 +31,8 @@ static void check_head(const struct http_head *h, const char *p, size_t len)
 	for (int i = 0; i < h->nhdr; i++) {
 		const struct http_header *hd = &h->hdr[i];
 
-		if (hd->name < p || hd->name + hd->name_len > p + h->head_len ||
-		    hd->value < p || hd->value + hd->value_len > p + h->head_len)
+		if (hd->name < p || hd->name + hd->name_len > p + h->head_len || hd->value < p ||
+		    hd->value + hd->value_len > p + h->head_len)
 			__builtin_trap();
 		(void)http_name_is(hd, "transfer-encoding");
 	}
@@ -87,7 +87,8 @@ static void requests(const char *p, size_t size)
 		http_api_path_ok(h.target, h.target_len, &why);
 		http_split_authority(h.target, h.target_len, 0, host, sizeof(host), &port, &why);
 		if (h.host)
-			http_split_authority(h.host, h.host_len, 80, host, sizeof(host), &port, &why);
+			http_split_authority(h.host, h.host_len, 80, host, sizeof(host), &port,
+			                     &why);
 		if (h.chunked)
 			http_body_init(&b, BODY_CHUNKED, 0);
 		else if (h.content_length > 0)
