@@ -66,43 +66,40 @@ static long feed(struct http_body *b, const char *p, size_t n)
 	return (long)off;
 }
 
-static void requests(const char *p, size_t size)
+/* The framing common/proxy.c gives the body after a request head. */
+static void request_body(const struct http_head *h, struct http_body *b)
 {
-	size_t off = 0;
+	char host[256];
+	const char *why = NULL;
+	int port;
 
-	for (int m = 0; m < MAX_MESSAGES && off < size; m++) {
-		const char *q = p + off, *why = NULL;
-		size_t len = size - off;
-		struct http_head h;
-		struct http_body b;
-		char host[256];
-		int port, r = http_parse_request(q, len, &h, &why);
-		long k;
-
-		if (r <= 0)
-			return;
-		if ((size_t)r > len || h.head_len != (size_t)r)
-			__builtin_trap();
-		check_head(&h, q, len);
-		http_api_path_ok(h.target, h.target_len, &why);
-		http_split_authority(h.target, h.target_len, 0, host, sizeof(host), &port, &why);
-		if (h.host)
-			http_split_authority(h.host, h.host_len, 80, host, sizeof(host), &port,
-			                     &why);
-		if (h.chunked)
-			http_body_init(&b, BODY_CHUNKED, 0);
-		else if (h.content_length > 0)
-			http_body_init(&b, BODY_LENGTH, (uint64_t)h.content_length);
-		else
-			http_body_init(&b, BODY_NONE, 0);
-		off += (size_t)r;
-		if ((k = feed(&b, p + off, size - off)) < 0 || !b.done)
-			return;
-		off += (size_t)k;
-	}
+	http_api_path_ok(h->target, h->target_len, &why);
+	http_split_authority(h->target, h->target_len, 0, host, sizeof(host), &port, &why);
+	if (h->host)
+		http_split_authority(h->host, h->host_len, 80, host, sizeof(host), &port, &why);
+	if (h->chunked)
+		http_body_init(b, BODY_CHUNKED, 0);
+	else if (h->content_length > 0)
+		http_body_init(b, BODY_LENGTH, (uint64_t)h->content_length);
+	else
+		http_body_init(b, BODY_NONE, 0);
 }
 
-static void responses(const char *p, size_t size)
+/* The framing common/proxy.c gives the body after a final response head. */
+static void response_body(const struct http_head *h, struct http_body *b)
+{
+	if (h->status == 204 || h->status == 304)
+		http_body_init(b, BODY_NONE, 0);
+	else if (h->chunked)
+		http_body_init(b, BODY_CHUNKED, 0);
+	else if (h->content_length >= 0)
+		http_body_init(b, BODY_LENGTH, (uint64_t)h->content_length);
+	else
+		http_body_init(b, BODY_CLOSE, 0);
+}
+
+/* Messages one after another on one connection: requests, or responses. */
+static void stream(const char *p, size_t size, int responses)
 {
 	size_t off = 0;
 
@@ -111,25 +108,23 @@ static void responses(const char *p, size_t size)
 		size_t len = size - off;
 		struct http_head h;
 		struct http_body b;
-		int r = http_parse_response(q, len, &h, &why);
+		int r = responses ? http_parse_response(q, len, &h, &why)
+		                  : http_parse_request(q, len, &h, &why);
 		long k;
 
 		if (r <= 0)
 			return;
-		if ((size_t)r > len || h.head_len != (size_t)r || h.status < 100 || h.status > 999)
+		if ((size_t)r > len || h.head_len != (size_t)r ||
+		    (responses && (h.status < 100 || h.status > 999)))
 			__builtin_trap();
 		check_head(&h, q, len);
 		off += (size_t)r;
-		if (h.status < 200)
+		if (responses && h.status < 200)
 			continue; /* interim: the proxy drops it and reads the next head */
-		if (h.status == 204 || h.status == 304)
-			http_body_init(&b, BODY_NONE, 0);
-		else if (h.chunked)
-			http_body_init(&b, BODY_CHUNKED, 0);
-		else if (h.content_length >= 0)
-			http_body_init(&b, BODY_LENGTH, (uint64_t)h.content_length);
+		if (responses)
+			response_body(&h, &b);
 		else
-			http_body_init(&b, BODY_CLOSE, 0);
+			request_body(&h, &b);
 		if ((k = feed(&b, p + off, size - off)) < 0 || !b.done)
 			return;
 		off += (size_t)k;
@@ -141,8 +136,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	const char *p = (const char *)data;
 	struct http_body b;
 
-	requests(p, size);
-	responses(p, size);
+	stream(p, size, 0);
+	stream(p, size, 1);
 	http_body_init(&b, BODY_CHUNKED, 0);
 	feed(&b, p, size);
 	return 0;
