@@ -116,10 +116,15 @@ $(B)/fuzz/%: fuzz/%.c $(LIB_SRC) $(wildcard common/*.h)
 fuzz: $(FUZZERS)
 
 FUZZ_SECONDS ?= 60
+# Every fuzzer runs, with its seed corpus fuzz/corpus/NAME when there is one
+# (new inputs go to build/fuzz/corpus-NAME); the target fails at the end if
+# any fuzzer failed, naming them.
 fuzz-run: fuzz
-	$(Q)for f in $(FUZZERS); do n=$$(basename $$f); mkdir -p $(B)/fuzz/corpus-$$n; \
+	$(Q)failed=; for f in $(FUZZERS); do n=$$(basename $$f); mkdir -p $(B)/fuzz/corpus-$$n; \
+		seeds=fuzz/corpus/$$n; [ -d $$seeds ] || { echo "$$n: no seed corpus $$seeds"; seeds=; }; \
 		$$f -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -print_final_stats=0 \
-		$(B)/fuzz/corpus-$$n fuzz/corpus/$$n || exit 1; done
+		-artifact_prefix=$(B)/fuzz/$$n- $(B)/fuzz/corpus-$$n $$seeds || failed="$$failed $$n"; \
+	done; [ -z "$$failed" ] || { echo "fuzz-run: failed:$$failed" >&2; exit 1; }
 
 check: all
 	$(Q)t/run

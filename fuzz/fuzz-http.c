@@ -1,7 +1,17 @@
 /*
- * libFuzzer target for the proxy's HTTP parsing (common/http.c): request and
- * response heads, chunked framing fed in pieces, the key forwarding path
- * check and authority splitting.  `make fuzz && build/fuzz/fuzz-http`.
+ * libFuzzer target for the proxy's HTTP parsing (common/http.c), on every
+ * input:
+ *   - a stream of requests as the proxy reads them from the VM: each head,
+ *     the forwarding checks on its target and Host (the key forwarding path
+ *     check, authority splitting), then its body framed as
+ *     common/proxy.c frames it (chunked, Content-Length or none), fed in
+ *     pieces, then the next request on the same connection;
+ *   - a stream of responses as the proxy reads them from upstream: interim
+ *     1xx heads dropped, then the final head and its body (chunked with
+ *     trailers, Content-Length, or until close);
+ *   - the whole input as chunked framing on its own.
+ * Besides not crashing: heads and headers lie inside the input, and a body
+ * never takes more bytes than it was fed.  `make fuzz && build/fuzz/fuzz-http`.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -12,42 +22,123 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+#define MAX_MESSAGES 8
+
+static void check_head(const struct http_head *h, const char *p, size_t len)
 {
-	const char *p = (const char *)data, *why = NULL;
-	struct http_head h;
-	struct http_body b;
-	char host[256];
-	int port, r;
+	if (h->head_len == 0 || h->head_len > len || h->nhdr < 0 || h->nhdr > HTTP_MAX_HEADERS)
+		__builtin_trap();
+	for (int i = 0; i < h->nhdr; i++) {
+		const struct http_header *hd = &h->hdr[i];
+
+		if (hd->name < p || hd->name + hd->name_len > p + h->head_len || hd->value < p ||
+		    hd->value + hd->value_len > p + h->head_len)
+			__builtin_trap();
+		(void)http_name_is(hd, "transfer-encoding");
+	}
+}
+
+/*
+ * Feed p[0..n) to b in pieces of 1 to 7 bytes until it is done or refuses.
+ * Returns the bytes it took, or -1 when the framing was refused.
+ */
+static long feed(struct http_body *b, const char *p, size_t n)
+{
+	const char *why = NULL;
 	size_t off = 0;
 
-	r = http_parse_request(p, size, &h, &why);
-	if (r > 0) {
-		if ((size_t)r > size || h.head_len != (size_t)r)
-			__builtin_trap();
-		http_api_path_ok(h.target, h.target_len, &why);
-		http_split_authority(h.target, h.target_len, 0, host, sizeof(host), &port, &why);
-		if (h.host)
-			http_split_authority(h.host, h.host_len, 80, host, sizeof(host), &port,
-					     &why);
-	}
-	http_parse_response(p, size, &h, &why);
-
-	/* Chunked framing, fed in pieces of varying size. */
-	http_body_init(&b, BODY_CHUNKED, 0);
-	while (off < size && !b.done) {
-		size_t n = (size - off) % 7 + 1;
+	while (off < n && !b->done) {
+		size_t piece = (n - off) % 7 + 1;
 		long k;
 
-		if (n > size - off)
-			n = size - off;
-		k = http_body_feed(&b, p + off, n, &why);
-
-		if (k < 0)
-			break;
-		if ((size_t)k > n || (!b.done && (size_t)k != n))
+		if (piece > n - off)
+			piece = n - off;
+		k = http_body_feed(b, p + off, piece, &why);
+		if (k < 0) {
+			if (!why)
+				__builtin_trap();
+			return -1;
+		}
+		if ((size_t)k > piece || (!b->done && (size_t)k != piece))
 			__builtin_trap();
-		off += k;
+		off += (size_t)k;
 	}
+	return (long)off;
+}
+
+/* The framing common/proxy.c gives the body after a request head. */
+static void request_body(const struct http_head *h, struct http_body *b)
+{
+	char host[256];
+	const char *why = NULL;
+	int port;
+
+	http_api_path_ok(h->target, h->target_len, &why);
+	http_split_authority(h->target, h->target_len, 0, host, sizeof(host), &port, &why);
+	if (h->host)
+		http_split_authority(h->host, h->host_len, 80, host, sizeof(host), &port, &why);
+	if (h->chunked)
+		http_body_init(b, BODY_CHUNKED, 0);
+	else if (h->content_length > 0)
+		http_body_init(b, BODY_LENGTH, (uint64_t)h->content_length);
+	else
+		http_body_init(b, BODY_NONE, 0);
+}
+
+/* The framing common/proxy.c gives the body after a final response head. */
+static void response_body(const struct http_head *h, struct http_body *b)
+{
+	if (h->status == 204 || h->status == 304)
+		http_body_init(b, BODY_NONE, 0);
+	else if (h->chunked)
+		http_body_init(b, BODY_CHUNKED, 0);
+	else if (h->content_length >= 0)
+		http_body_init(b, BODY_LENGTH, (uint64_t)h->content_length);
+	else
+		http_body_init(b, BODY_CLOSE, 0);
+}
+
+/* Messages one after another on one connection: requests, or responses. */
+static void stream(const char *p, size_t size, int responses)
+{
+	size_t off = 0;
+
+	for (int m = 0; m < MAX_MESSAGES && off < size; m++) {
+		const char *q = p + off, *why = NULL;
+		size_t len = size - off;
+		struct http_head h;
+		struct http_body b;
+		int r = responses ? http_parse_response(q, len, &h, &why)
+		                  : http_parse_request(q, len, &h, &why);
+		long k;
+
+		if (r <= 0)
+			return;
+		if ((size_t)r > len || h.head_len != (size_t)r ||
+		    (responses && (h.status < 100 || h.status > 999)))
+			__builtin_trap();
+		check_head(&h, q, len);
+		off += (size_t)r;
+		if (responses && h.status < 200)
+			continue; /* interim: the proxy drops it and reads the next head */
+		if (responses)
+			response_body(&h, &b);
+		else
+			request_body(&h, &b);
+		if ((k = feed(&b, p + off, size - off)) < 0 || !b.done)
+			return;
+		off += (size_t)k;
+	}
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	const char *p = (const char *)data;
+	struct http_body b;
+
+	stream(p, size, 0);
+	stream(p, size, 1);
+	http_body_init(&b, BODY_CHUNKED, 0);
+	feed(&b, p, size);
 	return 0;
 }

@@ -1,10 +1,11 @@
 #!/usr/bin/env bats
-# The bundle fuzzers (fuzz/), built with clang and run for a bounded time on
-# their seed corpora.  A crash is a failure; its input is kept in $T/crash-*
-# (copy it into t/fixtures/bundles/ and a test, then fix the bug).
+# The libFuzzer targets (fuzz/), built with clang and run for a few seconds
+# each on their seed corpora: this proves they still build and start, it is
+# no campaign (docs/security.md, "Fuzzing").  A crash is a failure; its input
+# is kept in $T/crash-* (copy it into a test, then fix the bug).
 load lib-common
 
-FUZZ_SECONDS=${AIBOX_FUZZ_SECONDS:-20}
+FUZZ_SECONDS=${AIBOX_FUZZ_SECONDS:-3}
 
 setup() {
 	common_setup
@@ -13,6 +14,8 @@ setup() {
 	clang -fsanitize=fuzzer probe.c -o probe 2>/dev/null ||
 		skip "clang cannot link libFuzzer (libclang-rt-14-dev)"
 }
+
+teardown() { common_teardown; }
 
 # fuzz NAME: build it into $T and run it for FUZZ_SECONDS.
 fuzz() {
@@ -26,10 +29,32 @@ fuzz() {
 	assert_success
 	refute_output --partial "ERROR: AddressSanitizer"
 	refute_output --partial "runtime error"
+	assert_output --partial "stat::number_of_executed_units"
 	run ls crash-* leak-* timeout-* oom-*
 	assert_failure
 	# The indexer's folders are all gone.
 	[ "$(ls -A tmp)" = "" ]
+}
+
+@test "fuzz: every target has a seed corpus and a test here" {
+	local f name missing=
+	for f in "$TOP"/fuzz/fuzz-*.c; do
+		name=$(basename "$f" .c)
+		[ -n "$(ls -A "$TOP/fuzz/corpus/$name" 2>/dev/null)" ] || missing+=" $name(corpus)"
+		grep -q "^	fuzz $name\$" "$BATS_TEST_FILENAME" || missing+=" $name(test)"
+	done
+	[ -z "$missing" ] || fail "missing:$missing"
+}
+
+@test "fuzz: make fuzz-run runs every fuzzer, with or without a seed corpus" {
+	make -s -C "$TOP" B="$T/build" "$T/build/fuzz/fuzz-duration" >/dev/null
+	cp "$T/build/fuzz/fuzz-duration" "$T/build/fuzz/fuzz-no-such-corpus"
+	run make -s -C "$TOP" B="$T/build" FUZZ_SECONDS=1 \
+		FUZZERS="$T/build/fuzz/fuzz-no-such-corpus $T/build/fuzz/fuzz-duration" fuzz-run
+	assert_success
+	assert_output --partial "fuzz-no-such-corpus: no seed corpus"
+	# The second fuzzer ran after the first, and read its seeds.
+	assert_output --partial "fuzz/corpus/fuzz-duration"
 }
 
 @test "fuzz: the bundle header parser survives ${FUZZ_SECONDS}s of fuzzing" {
@@ -42,4 +67,36 @@ fuzz() {
 
 @test "fuzz: the broker's request reader survives ${FUZZ_SECONDS}s of fuzzing" {
 	fuzz fuzz-broker-request
+}
+
+@test "fuzz: the results tar reader survives ${FUZZ_SECONDS}s of fuzzing" {
+	fuzz fuzz-tar-in
+}
+
+@test "fuzz: result.json, the summary and the proxy's record survive ${FUZZ_SECONDS}s of fuzzing" {
+	fuzz fuzz-result-parse
+}
+
+@test "fuzz: the proxy's HTTP parsing survives ${FUZZ_SECONDS}s of fuzzing" {
+	fuzz fuzz-http
+}
+
+@test "fuzz: the push command list and pkt-line parsers survive ${FUZZ_SECONDS}s of fuzzing" {
+	fuzz fuzz-gitproto
+}
+
+@test "fuzz: the config parser survives ${FUZZ_SECONDS}s of fuzzing" {
+	fuzz fuzz-config
+}
+
+@test "fuzz: the duration parser survives ${FUZZ_SECONDS}s of fuzzing" {
+	fuzz fuzz-duration
+}
+
+@test "fuzz: prompt decoding survives ${FUZZ_SECONDS}s of fuzzing" {
+	fuzz fuzz-prompt-decode
+}
+
+@test "fuzz: the output sanitizer survives ${FUZZ_SECONDS}s of fuzzing" {
+	fuzz fuzz-sanitize
 }
