@@ -316,7 +316,7 @@ sleep 600'
 	dir=$(task_dir)
 	connect=
 	for i in $(seq 600); do
-		connect=$(pgrep -f "aibox-connect $dir/proxy.sock") && break
+		connect=$(pgrep -f "aibox-connect .*$dir/proxy.sock") && break
 		sleep 0.2
 	done
 	[ -n "$connect" ]
