@@ -110,7 +110,7 @@ two_turns() {
 	"$TOP/t/fake-api" --listen '[::1]:0' --ready-file "$T/fake-api.port" \
 		--tls "$T/ca/server.pem" "$T/ca/server.key" 2>"$T/fake-api.log" &
 	FAKE_API_PID=$!
-	for _ in $(seq 100); do [ -s "$T/fake-api.port" ] && break; sleep 0.05; done
+	wait_until 5 test -s "$T/fake-api.port"
 	run curl -sS --cacert "$T/ca/ca.pem" "https://[::1]:$(cat "$T/fake-api.port")/api/hello"
 	assert_output '{}'
 }
@@ -180,8 +180,7 @@ two_turns() {
 	run curl -sS --max-time 1 --data-binary "$req" "http://127.0.0.1:$FAKE_API_PORT/v1/messages"
 	[ "$status" -eq 28 ] # curl: operation timed out
 	# the fake notices the client left and goes on serving
-	for _ in $(seq 50); do grep -q 'client went away during stall' "$T/fake-api.log" && break; sleep 0.1; done
-	grep -q 'client went away during stall' "$T/fake-api.log"
+	wait_until 5 grep -q 'client went away during stall' "$T/fake-api.log"
 	req='{"model":"m","tools":[{"name":"Bash"}],"messages":[{"role":"assistant","content":"x"}]}'
 	run curl -sS -w ' %{http_code}' --data-binary "$req" "http://127.0.0.1:$FAKE_API_PORT/v1/messages"
 	assert_output '{"type": "error", "error": {"type": "overloaded_error", "message": "busy"}} 529'

@@ -221,12 +221,17 @@ teardown() { lock_teardown; }
 	assert_output "error No such file or directory"
 }
 
+# waits_for_lock PID: PID is blocked on a flock(2) lock (a "->" line of /proc/locks).
+waits_for_lock() {
+	grep -qE "^[0-9]+: -> FLOCK +ADVISORY +[A-Z]+ +$1 " /proc/locks
+}
+
 @test "project lock: a waiter let in after the project was removed is told so" {
 	P=$(aibox projects path 2>/dev/null)
 	hold_lock "$P/lock" ex
 	test-found project-lock "$P" sh >"$T/waiter.out" 3>&- &
 	waiter=$!
-	sleep 0.3
+	wait_until 10 waits_for_lock "$waiter"
 	rm -rf "$P"
 	release_locks
 	wait "$waiter" || true

@@ -231,12 +231,8 @@ interrupt() {
 	printf '#!/bin/sh\necho "$$ $GIT_DIR" >"%s/started"\nexec sleep 60\n' "$T" >slowgit
 	chmod +x slowgit
 	test-bundle write --git "$T/slowgit" proj HEAD task/start.bundle 3>&- &
-	local pid=$! i
-	for i in $(seq 100); do
-		[ -s started ] && break
-		sleep 0.1
-	done
-	[ -s started ]
+	local pid=$!
+	wait_until 10 test -s started
 	read -r gitpid gitdir <started
 	# The temporary repository exists, in the task folder, while git runs.
 	[ -f "$gitdir/objects/info/alternates" ]
@@ -248,11 +244,7 @@ interrupt() {
 	[ ! -e "$gitdir" ]
 	[ "$(ls -A task)" = "" ]
 	# git (here: its stand-in) was stopped too.
-	for i in $(seq 50); do
-		kill -0 "$gitpid" 2>/dev/null || break
-		sleep 0.1
-	done
-	! kill -0 "$gitpid" 2>/dev/null
+	wait_until 5 gone "$gitpid"
 }
 
 @test "bundle-write: an interrupted write leaves no temporary repository" {
@@ -270,21 +262,14 @@ interrupt() {
 	printf '#!/bin/sh\necho "$$ $GIT_DIR" >"%s/started"\nexec sleep 60\n' "$T" >slowgit
 	chmod +x slowgit
 	test-bundle write --git "$T/slowgit" proj HEAD task/start.bundle 3>&- &
-	local pid=$! i status=0
-	for i in $(seq 100); do
-		[ -s started ] && break
-		sleep 0.1
-	done
+	local pid=$! status=0
+	wait_until 10 test -s started
 	read -r gitpid gitdir <started
 	kill -KILL "$pid"
 	wait "$pid" || status=$?
 	[ "$status" -eq 137 ]
 	# git dies with its parent (PR_SET_PDEATHSIG).
-	for i in $(seq 50); do
-		kill -0 "$gitpid" 2>/dev/null || break
-		sleep 0.1
-	done
-	run ! kill -0 "$gitpid" 2>/dev/null
+	wait_until 5 gone "$gitpid"
 	# What is left is where tasks clean --all finds it, and no bundle.
 	[ "$(ls -A task)" = "$(basename "$gitdir")" ]
 	[[ "$gitdir" == "$T/task/.start-bundle."* ]]

@@ -233,7 +233,7 @@ teardown() {
 	aibox-proxy --listen "unix:$T/p.sock" --ready-fd 3 --allow "127.0.0.1:$FAKE_API_PORT" \
 		3>"$T/ready" &
 	pid=$!
-	for _ in $(seq 100); do [ -s "$T/ready" ] && break; sleep 0.05; done
+	wait_until 5 test -s "$T/ready"
 	run cat "$T/ready"
 	assert_output "ready unix:$T/p.sock"
 	run python3 - "$T/p.sock" "$FAKE_API_PORT" <<-'PY'

@@ -282,8 +282,7 @@ conns() {
 	start_proxy --key-env AIBOX_TEST_KEY
 	curl -sS -x "$PROXY" -H 'x-api-key: sk-placeholder' --data-binary "$REQ" \
 		"http://127.0.0.1:3129/v1/messages" >"$T/out1"
-	sleep 1
-	grep -q "closing connection 1 after" "$T/fake-api.log"
+	wait_until 10 grep -q "closing connection 1 after" "$T/fake-api.log"
 	# a POST, which is never sent twice: the closed connection is seen before use
 	curl -sS -x "$PROXY" -H 'x-api-key: sk-placeholder' --data-binary "$REQ" \
 		"http://127.0.0.1:3129/v1/messages" >"$T/out2"

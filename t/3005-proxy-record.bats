@@ -6,7 +6,6 @@ bats_require_minimum_version 1.5.0
 load lib-common
 load lib-claude
 load lib-proxy
-load lib-broker # wait_for_file
 
 setup() {
 	common_setup
@@ -144,7 +143,7 @@ flood() {
 	# 300 loopback ports, each accepting and closing: 300 distinct allowed hosts
 	"$BATS_TEST_DIRNAME/accept-close" 300 "$T/ports" &
 	PORTS_PID=$!
-	wait_for_file "$T/ports" 10
+	wait_until 10 test -s "$T/ports"
 	sed 's/^/127.0.0.1:/' "$T/ports" >"$T/allow"
 	start_recorded --allow-file "$T/allow"
 	python3 - "$PROXY_PORT" "$T/ports" <<-'PY'

@@ -10,10 +10,7 @@ setup() {
 	aibox-proxy --listen "unix:$T/p.sock" --log "$T/proxy.log" --ready-fd 3 3>"$T/ready" \
 		2>"$T/proxy.err" &
 	PROXY_PID=$!
-	for i in $(seq 200); do
-		grep -q '^ready' "$T/ready" 2>/dev/null && break
-		sleep 0.025
-	done
+	wait_until 5 ready_or_gone "$T/ready" "$PROXY_PID"
 	grep -q '^ready' "$T/ready"
 	HOLDERS=()
 }
@@ -38,22 +35,16 @@ hold() {
 	eval "exec $((5 + $1))>\"\$T/in$1\""
 }
 
-# both_held: wait until the two holders each hold their slot (a lock in /proc/locks).
+# both_held: the two holders each hold their slot (a lock in /proc/locks).
 both_held() {
-	local i
-	for i in $(seq 200); do
-		[ "$(grep -cE "POSIX +ADVISORY +WRITE +(${HOLDERS[0]}|${HOLDERS[1]}) " /proc/locks)" -eq 2 ] &&
-			return 0
-		sleep 0.05
-	done
-	return 1
+	[ "$(grep -cE "POSIX +ADVISORY +WRITE +(${HOLDERS[0]}|${HOLDERS[1]}) " /proc/locks)" -eq 2 ]
 }
 
 @test "connect: --max caps the copies at once; one more closes at once and says so in proxy.log" {
 	hold 1
 	hold 2
 	# once both hold their slot, a third is refused
-	both_held
+	wait_until 10 both_held
 	run timeout 10 aibox-connect --max 2 --log "$T/proxy.log" "$T/p.sock" </dev/null
 	assert_failure 1
 	assert_file_exists "$T/p.sock.slots"
@@ -76,7 +67,7 @@ both_held() {
 @test "connect: a guest that keeps trying adds one line to proxy.log per doubling of its refusals" {
 	hold 1
 	hold 2
-	both_held
+	wait_until 10 both_held
 	for i in $(seq 40); do
 		run timeout 10 aibox-connect --max 2 --log "$T/proxy.log" "$T/p.sock" </dev/null
 		assert_failure 1

@@ -48,16 +48,11 @@ EOF
 # start_api SCRIPT_JSON: t/fake-api with that script, and the forward to it
 # on $T/proxy.sock (what aibox-proxy's socket is to the VM).
 start_api() {
-	local i
 	printf '%s\n' "$1" >api-script.json
 	"$TOP/t/fake-api" --listen 127.0.0.1:0 --ready-file "$T/api.port" \
 		--script "$T/api-script.json" --record "$T/rec" 2>"$T/fake-api.log" &
 	FAKE_API_PID=$!
-	for i in $(seq 100); do
-		[ -s "$T/api.port" ] && break
-		sleep 0.05
-	done
-	[ -s "$T/api.port" ] || { cat "$T/fake-api.log"; return 1; }
+	wait_until 5 test -s "$T/api.port" || { cat "$T/fake-api.log"; return 1; }
 	python3 - "$T/proxy.sock" "$(cat "$T/api.port")" <<'PY' &
 import socket, sys, threading
 path, port = sys.argv[1], int(sys.argv[2])
@@ -97,11 +92,7 @@ while True:
     threading.Thread(target=handle, args=(c,), daemon=True).start()
 PY
 	FORWARD_PID=$!
-	for i in $(seq 100); do
-		[ -S "$T/proxy.sock" ] && return 0
-		sleep 0.05
-	done
-	return 1
+	wait_until 5 test -S "$T/proxy.sock"
 }
 
 # run_vm_task PROMPT [SECRETS]: boot, run `task` over SSH with the per-task

@@ -41,15 +41,7 @@ start_task() {
 # finish_task SECONDS: wait for the task at most SECONDS (then SIGKILL it, and
 # the test fails); its exit code in status, its folder in DIR, its id in ID.
 finish_task() {
-	local i
-	for i in $(seq $(($1 * 5))); do
-		kill -0 "$TASK_PID" 2>/dev/null || break
-		sleep 0.2
-	done
-	if kill -0 "$TASK_PID" 2>/dev/null; then
-		echo "the task still ran after $1 s" >&2
-		kill -KILL "$TASK_PID"
-	fi
+	wait_until "$1" gone "$TASK_PID" || kill -KILL "$TASK_PID"
 	wait "$TASK_PID" && status=0 || status=$?
 	TASK_PID=
 	DIR=$(task_dir)
@@ -167,7 +159,7 @@ echo "fault: flood done" >&2
 	# 70 ports of the host machine, each accepting and closing: 70 allowed hosts
 	"$BATS_TEST_DIRNAME/accept-close" 70 "$T/ports" &
 	PORTS_PID=$!
-	for i in $(seq 100); do [ -s "$T/ports" ] && break; sleep 0.1; done
+	wait_until 10 test -s "$T/ports"
 	{ echo "allow:"; sed 's/^/  - localhost:/' "$T/ports"; } >>"$AIBOX_HOME/projects/repo/config.yaml"
 	mkdir -p "$T/fault"
 	cp "$T/ports" "$T/fault/ports"
@@ -314,27 +306,14 @@ sleep 600'
 	[ -n "$QEMU" ]
 	[ -n "$PROXY" ]
 	dir=$(task_dir)
-	connect=
-	for i in $(seq 600); do
-		connect=$(pgrep -f "aibox-connect .*$dir/proxy.sock") && break
-		sleep 0.2
-	done
-	[ -n "$connect" ]
+	wait_until 120 pgrep -f "aibox-connect .*$dir/proxy.sock" >/dev/null
+	connect=$(pgrep -f "aibox-connect .*$dir/proxy.sock")
 	run flock -n "$dir.lock" true
 	assert_failure
 	kill -KILL "$TASK_PID"
 	wait "$TASK_PID" || true
 	TASK_PID=
-	gone=
-	for i in $(seq 50); do
-		if ! kill -0 "$QEMU" 2>/dev/null && ! kill -0 "$PROXY" 2>/dev/null &&
-			! kill -0 "$connect" 2>/dev/null; then
-			gone=yes
-			break
-		fi
-		sleep 0.1
-	done
-	[ "$gone" = yes ] || { ps -f -p "$QEMU,$PROXY,$connect" || true; false; }
+	wait_until 5 gone "$QEMU" "$PROXY" "$connect" || { ps -f -p "$QEMU,$PROXY,$connect" || true; false; }
 	run pgrep -f "$dir"
 	assert_failure
 	flock -n "$dir.lock" true

@@ -342,7 +342,7 @@ teardown() {
 	aibox-broker --remote "$UP_URL" --token-env GIT_TOKEN --fetch --listen 127.0.0.1:0 \
 		--log "$T/broker.log" --ca "$T/other/ca.pem" --ready-fd 3 3>"$T/br.ready" 2>/dev/null &
 	BROKER_PIDS+=($!)
-	wait_for_file br.ready
+	wait_until 20 test -s br.ready
 	port=$(sed -n 's/^ready 127\.0\.0\.1:\([0-9]*\)$/\1/p' br.ready)
 	run git clone -q "http://127.0.0.1:$port/0/" c
 	assert_failure
@@ -370,17 +370,15 @@ teardown() {
 	git clone -q "$BR_URL" c
 	# A client that connects and says nothing keeps a child busy ...
 	exec 5<>/dev/tcp/127.0.0.1/"$BR_PORT"
-	sleep 0.3
+	wait_until 10 has_children "$BR_PID"
 	run children_of "$BR_PID"
 	[ "${#lines[@]}" -ge 1 ]
 	kids=("${lines[@]}")
 	# ... until the broker is stopped: then it and its children are gone.
 	kill "$BR_PID"
 	wait "$BR_PID" || true
-	sleep 0.3
 	for k in "${kids[@]}"; do
-		run alive "$k"
-		assert_failure
+		wait_until 5 dead "$k"
 	done
 	exec 5>&-
 }

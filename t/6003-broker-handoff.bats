@@ -28,7 +28,7 @@ start_handoff() {
 		--log "$T/broker.log" --ca "$T/tls/ca.pem" 2>"$T/handoff.err" &
 	HP_PID=$!
 	BROKER_PIDS+=("$HP_PID")
-	wait_for_file "$T/hp.port"
+	wait_until 20 test -s "$T/hp.port"
 	HB_PID=$(cat "$T/hb.pid")
 	HP_URL="http://127.0.0.1:$(cat "$T/hp.port")/0/"
 }
@@ -37,11 +37,7 @@ start_handoff() {
 stop_handoff() {
 	kill "$HP_PID" 2>/dev/null || true
 	wait "$HP_PID" 2>/dev/null || true
-	for _ in $(seq 50); do
-		alive "$HB_PID" || return 0
-		sleep 0.1
-	done
-	return 1
+	wait_until 5 dead "$HB_PID"
 }
 
 @test "broker: the hand-off carries any number of bytes already read, none too" {
@@ -121,10 +117,10 @@ stop_handoff() {
 		open(t + "/conn.rc", "w").write(str(r.returncode))
 	PY
 	BROKER_PIDS+=($!)
-	wait_for_file conn.port
+	wait_until 20 test -s conn.port
 	run curl -sS "http://127.0.0.1:$(cat conn.port)/0/info/refs?service=git-upload-pack"
 	assert_success
 	assert_output --partial '# service=git-upload-pack'
-	wait_for_file conn.rc
+	wait_until 20 test -s conn.rc
 	assert_equal "$(cat conn.rc)" 0
 }

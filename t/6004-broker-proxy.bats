@@ -24,7 +24,6 @@ teardown() {
 # pair; sets PROXY, PROXY_PORT, PX_PID (the proxy), BK_PID (the broker).
 # Without options: remote 0 is the upstream, fetch and push aibox/*.
 start_pair() {
-	local i
 	[ $# -gt 0 ] || set -- --remote "$UP_URL" --token-env GIT_TOKEN --fetch --push 'aibox/*'
 	rm -f "$T/pair.pids" "$T/proxy.ready"
 	env -u UPSTREAM_TOKEN "$TOP/t/socketpair-run" --pid-file "$T/pair.pids" -- \
@@ -33,13 +32,10 @@ start_pair() {
 		5>"$T/proxy.ready" 2>"$T/pair.err" &
 	PAIR_PID=$!
 	BROKER_PIDS+=("$PAIR_PID")
-	wait_for_file "$T/pair.pids" || return 1
+	wait_until 20 test -s "$T/pair.pids" || return 1
 	PX_PID=$(sed -n 1p "$T/pair.pids")
 	BK_PID=$(sed -n 2p "$T/pair.pids")
-	for i in $(seq 1 200); do
-		grep -q '^ready ' "$T/proxy.ready" 2>/dev/null && break
-		sleep 0.025
-	done
+	wait_until 5 ready_or_gone "$T/proxy.ready" "$PX_PID" || { cat "$T/pair.err" >&2; return 1; }
 	PROXY_PORT=$(sed -n 's/^ready 127\.0\.0\.1:\([0-9]*\)$/\1/p' "$T/proxy.ready")
 	[ -n "$PROXY_PORT" ] || { cat "$T/pair.err" >&2; return 1; }
 	PROXY=http://127.0.0.1:$PROXY_PORT
@@ -254,10 +250,7 @@ vm_git_config() {
 @test "broker+proxy: the broker gone: 502 to the client, the proxy goes on" {
 	start_pair
 	kill "$BK_PID"
-	for _ in $(seq 50); do
-		alive "$BK_PID" || break
-		sleep 0.1
-	done
+	wait_until 5 dead "$BK_PID"
 	run raw_request 'GET http://git.aibox.internal/0/info/refs?service=git-upload-pack HTTP/1.1\r\nHost: git.aibox.internal\r\n\r\n'
 	assert_output --partial 'HTTP/1.1 502 Bad Gateway'
 	assert_output --partial 'aibox-proxy: aibox-broker is not running'

@@ -53,6 +53,17 @@ show() {
 	echo "--- fake-api"; tail -20 "$T/fake-api.log"
 }
 
+# helpers_up_or_gone: set broker, qemu and connect (the aibox-connect of a
+# guest connection) as they appear; true once all three are there, or the
+# task (TASK_PID) has ended.
+helpers_up_or_gone() {
+	gone "$TASK_PID" && return 0
+	[ -n "$broker" ] || broker=$(pgrep -P "$TASK_PID" -f aibox-broker) || true
+	[ -n "$qemu" ] || qemu=$(pgrep -P "$TASK_PID" -f qemu-system) || true
+	connect=$(pgrep -f "^[^ ]*/aibox-connect .*$AIBOX_HOME" | head -1) || true
+	[ -n "$broker" ] && [ -n "$qemu" ] && [ -n "$connect" ]
+}
+
 @test "broker task vm: Claude Code pushes its branch through the broker, the token stays on the host" {
 	cat >"$AIBOX_HOME/projects/repo/config.yaml" <<-EOF
 	env:
@@ -94,14 +105,7 @@ show() {
 	# guest connection show a secret in their environment (/proc/PID/environ
 	# is the initial block: aibox-task wipes what it inherited).
 	broker= qemu= connect=
-	for i in $(seq 1500); do
-		kill -0 "$TASK_PID" 2>/dev/null || break
-		[ -n "$broker" ] || broker=$(pgrep -P "$TASK_PID" -f aibox-broker) || true
-		[ -n "$qemu" ] || qemu=$(pgrep -P "$TASK_PID" -f qemu-system) || true
-		connect=$(pgrep -f "^[^ ]*/aibox-connect .*$AIBOX_HOME" | head -1) || true
-		[ -n "$broker" ] && [ -n "$qemu" ] && [ -n "$connect" ] && break
-		sleep 0.2
-	done
+	wait_until 300 helpers_up_or_gone
 	[ -n "$broker" ] && [ -n "$qemu" ] && [ -n "$connect" ] || { show; false; }
 	proxy=$(pgrep -P "$TASK_PID" -f aibox-proxy)
 	for p in "$broker" "$TASK_PID" "$proxy" "$qemu" "$connect"; do

@@ -29,15 +29,14 @@ teardown() {
 	common_teardown
 }
 
-# runs_gone: the run folders are removed (by aibox's cleaner, just after it exits).
+# runs_gone: the run folders are removed (by aibox's cleaner, just after it
+# exits) within 10 s.
 runs_gone() {
-	local i
-	for i in $(seq 40); do
-		[ -z "$(ls -A "$PDIR/runs")" ] && return 0
-		sleep 0.25
-	done
-	ls -l "$PDIR/runs" >&2
-	return 1
+	wait_until 10 runs_empty || { ls -l "$PDIR/runs" >&2; return 1; }
+}
+
+runs_empty() {
+	[ -z "$(ls -A "$PDIR/runs")" ]
 }
 
 # run_piped INPUT ARGS...: aibox run without a terminal, INPUT as stdin.
@@ -78,26 +77,36 @@ keys() {
 
 # wait_pane REGEX [SECONDS]: until the pane shows a line matching REGEX.
 wait_pane() {
-	local i
-	for i in $(seq $((${2:-240} * 4))); do
-		pane | grep -Eq -- "$1" && return 0
-		sleep 0.25
-	done
-	echo "pane never showed: $1" >&2
-	pane >&2
-	return 1
+	wait_until "${2:-240}" pane_count "$1" 1 || { pane >&2; return 1; }
 }
 
 # wait_count REGEX N [SECONDS]: until the pane has N lines matching REGEX.
 wait_count() {
-	local i
-	for i in $(seq $((${3:-30} * 4))); do
-		[ "$(pane | grep -Ec -- "$1")" -ge "$2" ] && return 0
-		sleep 0.25
-	done
-	echo "pane never showed $2 lines of: $1" >&2
-	pane >&2
-	return 1
+	wait_until "${3:-30}" pane_count "$1" "$2" || { pane >&2; return 1; }
+}
+
+# pane_count REGEX N: the pane has N or more lines matching REGEX.
+pane_count() {
+	[ "$(pane | grep -Ec -- "$1")" -ge "$2" ]
+}
+
+# vm_size_is ROWS COLS: the shell in the VM, asked with stty size (again on
+# each call, half a second apart), says ROWS COLS: a resize reaches the VM a
+# moment after the window.
+vm_size_is() {
+	keys 'stty size' Enter
+	sleep 0.5
+	pane | grep -Eq -- "^$1 $2\$"
+}
+
+# tty_size_is TTY ROWS COLS: the host's terminal TTY has that size.
+tty_size_is() {
+	[ "$(stty -F "$1" size)" = "$2 $3" ]
+}
+
+# raw TTY: TTY is in raw mode (as aibox run sets it).
+raw() {
+	stty -F "$1" -a | grep -q -- ' -icanon '
 }
 
 # not_stopped PID: the process is there and not stopped (state T).
@@ -109,14 +118,7 @@ not_stopped() {
 
 # wait_file FILE [SECONDS]
 wait_file() {
-	local i
-	for i in $(seq $((${2:-60} * 4))); do
-		[ -s "$1" ] && return 0
-		sleep 0.25
-	done
-	echo "no $1" >&2
-	pane >&2
-	return 1
+	wait_until "${2:-60}" test -s "$1" || { pane >&2; return 1; }
 }
 
 @test "run: piped command, its output, status and env; files belong to the host user; read-only shares" {
@@ -207,18 +209,23 @@ exit 2' -- sh
 	runs_gone
 }
 
+# hold_script: $PROJ/hold.sh, which says "running" once it is the terminal's
+# foreground job, then sleeps: a keystroke after "running" reaches it.
+hold_script() {
+	printf 'echo running\nexec sleep 300\n' >"$PROJ/hold.sh"
+}
+
 @test "run: the terminal: size, resize, Ctrl-C, exit status, stty restored" {
+	hold_script
 	tmux_start
 	wait_pane 'aibox@aibox:/project\$ ?$'
 	keys 'stty size; echo "term=$TERM"' Enter
 	wait_pane '^30 100$' 20
 	wait_pane '^term=xterm-256color$' 5
 	tmux -S "$TMUX_SOCK" resize-window -t run -x 120 -y 40
-	sleep 1
-	keys 'stty size' Enter
-	wait_pane '^40 120$' 20
-	keys 'sleep 300' Enter
-	sleep 3
+	wait_until 30 vm_size_is 40 120
+	keys 'sh hold.sh' Enter
+	wait_pane '^running$' 30
 	keys C-c
 	keys 'echo "after=$? alive-$((6*7))"' Enter
 	wait_pane '^after=130 alive-42$' 30
@@ -248,14 +255,9 @@ exit 2' -- sh
 	runs_gone
 }
 
-# stopped_state PID: wait until the process is stopped (1) or 10 s have gone by (0)
-stopped_within() {
-	local i
-	for i in $(seq 40); do
-		[[ "$(ps -o stat= -p "$1")" == T* ]] && return 0
-		sleep 0.25
-	done
-	return 1
+# stopped PID: the process is stopped (state T).
+stopped() {
+	[[ "$(ps -o stat= -p "$1")" == T* ]]
 }
 
 @test "run: under a job-control shell, SIGTSTP from outside stops aibox and fg brings it back, resized" {
@@ -270,7 +272,7 @@ stopped_within() {
 	tty=$(tmux -S "$TMUX_SOCK" display-message -p -t run '#{pane_tty}')
 	stty -F "$tty" -a | grep -q -- ' -icanon '
 	kill -TSTP "$pid"
-	stopped_within "$pid"
+	wait_until 10 stopped "$pid"
 	wait_pane '^\[1\]\+ +Stopped' 20
 	wait_pane '^status=148$' 5
 	# the shell has its terminal back, as it was before aibox run
@@ -279,12 +281,10 @@ stopped_within() {
 	diff "$T/stty.before" "$T/stty.stopped"
 	# resized while stopped: aibox gets no SIGWINCH then, its SIGCONT stands for one
 	tmux -S "$TMUX_SOCK" resize-window -t run -x 120 -y 40
-	sleep 1
+	wait_until 10 tty_size_is "$tty" 40 120
 	keys fg Enter
-	for i in $(seq 40); do not_stopped "$pid" && break; sleep 0.25; done
-	not_stopped "$pid"
-	sleep 1
-	stty -F "$tty" -a | grep -q -- ' -icanon '
+	wait_until 10 not_stopped "$pid"
+	wait_until 10 raw "$tty"
 	keys 'stty size; echo "cont=$((6*7))"' Enter
 	wait_pane '^cont=42$' 30
 	wait_pane '^40 120$' 5
@@ -302,7 +302,8 @@ stopped_within() {
 	pid=$(cat "$T/run.pid")
 	tty=$(tmux -S "$TMUX_SOCK" display-message -p -t run '#{pane_tty}')
 	kill -TSTP "$pid"
-	run ! stopped_within "$pid"
+	# (the 10 s are the behaviour: it does not stop in them)
+	run ! wait_until 10 stopped "$pid"
 	stty -F "$tty" -a | grep -q -- ' -icanon '
 	keys 'echo "still=$((6*7))"' Enter
 	wait_pane '^still=42$' 30
@@ -314,20 +315,21 @@ stopped_within() {
 }
 
 @test "run: Ctrl-Z stops the shell's job in the VM, not aibox; a signal's status is 128+N" {
+	hold_script
 	tmux_start
 	wait_pane 'aibox@aibox:/project\$ ?$'
-	keys 'sleep 300' Enter
-	sleep 3
+	keys 'sh hold.sh' Enter
+	wait_pane '^running$' 30
 	keys C-z
-	wait_pane '^\[1\]\+ +Stopped +sleep 300$' 30
+	wait_pane '^\[1\]\+ +Stopped +sh hold\.sh$' 30
 	# aibox went on: it is not stopped, and the shell in the VM answers.
 	not_stopped "$(cat "$T/run.pid")"
 	keys 'jobs; echo "jobs=$((6*7))"' Enter
 	wait_pane '^jobs=42$' 20
-	[ "$(pane | grep -Ec '^\[1\]\+ +Stopped +sleep 300$')" -ge 2 ]
+	[ "$(pane | grep -Ec '^\[1\]\+ +Stopped +sh hold\.sh$')" -ge 2 ]
 	keys fg Enter
-	wait_pane '^sleep 300$' 20
-	sleep 2
+	# bash prints the job's command, then gives it the terminal and continues it
+	wait_pane '^sh hold\.sh$' 20
 	keys C-c
 	keys 'echo "after=$? jobs=$(jobs | wc -l)"' Enter
 	wait_pane '^after=130 jobs=0$' 30
@@ -413,6 +415,11 @@ stopped_within() {
 	runs_gone
 }
 
+# connected_or_gone PID: the command said "connected" ($T/out), or PID ended.
+connected_or_gone() {
+	grep -q connected "$T/out" || gone "$1"
+}
+
 @test "run: the API key, env values and git tokens are in no environment: aibox's, QEMU's, aibox-connect's, the proxy's, the broker's" {
 	export ANTHROPIC_API_KEY=sk-ant-host-key-7010 AIBOX_T_VALUE=env-secret-7010
 	export RUN_TOKEN=git-token-7010 CLAUDE_CODE_OAUTH_TOKEN=sk-ant-oat01-unlisted-7010
@@ -424,11 +431,7 @@ stopped_within() {
 	pid=$!
 	echo "$pid" >"$T/run.pid"
 	cd "$T"
-	for i in $(seq 1500); do
-		grep -q connected "$T/out" && break
-		kill -0 "$pid" 2>/dev/null || break
-		sleep 0.2
-	done
+	wait_until 300 connected_or_gone "$pid"
 	grep -q connected "$T/out" || { cat "$T/err"; false; }
 	qemu=$(pgrep -P "$pid" -f qemu-system)
 	proxy=$(pgrep -P "$pid" -f aibox-proxy)

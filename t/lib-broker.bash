@@ -25,16 +25,6 @@ broker_make_certs() {
 		-CAcreateserial -days 2 -extfile "$d/ext" -out "$d/server.pem" 2>/dev/null
 }
 
-# wait_for_file FILE [SECONDS]: until FILE is non-empty.
-wait_for_file() {
-	local i
-	for ((i = 0; i < ${2:-20} * 10; i++)); do
-		[ -s "$1" ] && return 0
-		sleep 0.1
-	done
-	echo "timed out waiting for $1" >&2
-	return 1
-}
 
 broker_setup() {
 	export GIT_TERMINAL_PROMPT=0
@@ -58,7 +48,7 @@ start_upstream() {
 		--headers-log "$T/up-headers.jsonl" "$@" 2>"$T/up.err" &
 	UP_PID=$!
 	BROKER_PIDS+=("$UP_PID")
-	wait_for_file "$T/up.port" || return 1
+	wait_until 20 test -s "$T/up.port" || return 1
 	UP_PORT=$(cat "$T/up.port")
 	UP_URL="https://localhost:$UP_PORT/repo.git"
 }
@@ -70,7 +60,7 @@ start_broker() {
 		--ready-fd 3 3>"$T/br.ready" 2>"$T/broker.err" &
 	BR_PID=$!
 	BROKER_PIDS+=("$BR_PID")
-	wait_for_file "$T/br.ready" || return 1
+	wait_until 20 test -s "$T/br.ready" || return 1
 	BR_PORT=$(sed -n 's/^ready 127\.0\.0\.1:\([0-9]*\)$/\1/p' "$T/br.ready")
 	[ -n "$BR_PORT" ] || return 1
 	BR_URL="http://127.0.0.1:$BR_PORT/0/"
@@ -95,6 +85,16 @@ alive() {
 	local st
 	st=$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null) || return 1
 	[ -n "$st" ] && [ "$st" != Z ]
+}
+
+# dead PID: not alive (for wait_until).
+dead() {
+	! alive "$1"
+}
+
+# has_children PID: PID has a child.
+has_children() {
+	[ -n "$(children_of "$1")" ]
 }
 
 broker_teardown() {

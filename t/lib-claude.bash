@@ -72,18 +72,14 @@ need_claude() {
 # script, recording to $T/rec; sets FAKE_API_PID and FAKE_API_PORT.  Its log is
 # $T/fake-api.log.  Stop it with stop_fake_api (teardown should call it).
 start_fake_api() {
-	local script=$1 i
+	local script=$1
 	shift
 	rm -f "$T/fake-api.port"
 	"$TOP/t/fake-api" --listen 127.0.0.1:0 --ready-file "$T/fake-api.port" \
 		--script "$script" --record "$T/rec" "$@" 2>"$T/fake-api.log" &
 	FAKE_API_PID=$!
-	for i in $(seq 1 200); do
-		[ -s "$T/fake-api.port" ] && break
-		kill -0 "$FAKE_API_PID" 2>/dev/null || break
-		sleep 0.05
-	done
-	if [ ! -s "$T/fake-api.port" ]; then
+	if ! wait_until 10 file_or_gone "$T/fake-api.port" "$FAKE_API_PID" ||
+		[ ! -s "$T/fake-api.port" ]; then
 		cat "$T/fake-api.log" >&2
 		return 1
 	fi

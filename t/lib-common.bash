@@ -37,6 +37,46 @@ common_teardown() {
 setup() { common_setup; }
 teardown() { common_teardown; }
 
+# wait_until SECONDS CMD...: run CMD (a command or a function) until it
+# succeeds; return 1, which fails the test, with a line on stderr naming CMD,
+# once SECONDS (a whole number) have passed without.  It polls every 0.02 s
+# at first, then every 0.2 s.  The suite's one way to wait for something: no
+# fixed sleeps and no loops of its own.  (The suite has no factor for slow
+# machines: the deadlines are generous for TCG under load.)
+wait_until() {
+	local secs=$1 start n=0
+	shift
+	start=${EPOCHREALTIME/./}
+	until "$@"; do
+		if ((${EPOCHREALTIME/./} - start >= secs * 1000000)); then
+			echo "wait_until: '$*' did not succeed within $secs s" >&2
+			return 1
+		fi
+		((n++ < 25)) && sleep 0.02 || sleep 0.2
+	done
+}
+
+# ready_or_gone FILE PID: FILE has its "ready ..." line, or PID has ended
+# (what a helper started with --ready-fd does first).
+ready_or_gone() {
+	grep -q '^ready ' "$1" 2>/dev/null || gone "$2"
+}
+
+# file_or_gone FILE PID: FILE is not empty, or PID has ended.
+file_or_gone() {
+	[ -s "$1" ] || gone "$2"
+}
+
+# gone PID...: none of the PIDs is running (for wait_until; a zombie counts
+# as running until it is reaped, which bash does at once for its children).
+gone() {
+	local p
+	for p; do
+		kill -0 "$p" 2>/dev/null && return 1
+	done
+	return 0
+}
+
 # task_source BUNDLE: $T/src, a repository of three commits with *.log ignored,
 # START its HEAD, and BUNDLE made from it as aibox-task makes start.bundle: HEAD
 # a symref to aibox/task, both at START, written from a bare repository

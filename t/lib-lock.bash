@@ -7,7 +7,7 @@
 HOLD_PIDS=()
 
 hold_lock() {
-	local file=$1 mode=${2:-ex} i
+	local file=$1 mode=${2:-ex}
 	# One process: the subshell execs sleep, keeping fd 9 and its lock.
 	# fd 3 is bats' own: a child holding it would stall the test run.
 	(
@@ -16,14 +16,12 @@ hold_lock() {
 		exec sleep 300
 	) 3>&- &
 	HOLD_PIDS+=($!)
-	for i in $(seq 200); do
-		if ! flock -n -x "$file" true 2>/dev/null; then
-			return 0
-		fi
-		sleep 0.05
-	done
-	echo "hold_lock: $file not locked after 10 s" >&2
-	return 1
+	wait_until 10 locked "$file"
+}
+
+# locked FILE: another process holds a lock on FILE.
+locked() {
+	! flock -n -x "$1" true 2>/dev/null
 }
 
 release_locks() {

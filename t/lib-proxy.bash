@@ -11,17 +11,12 @@
 # the proxy with --no-sandbox to check for leaks at exit too.
 
 start_proxy() {
-	local i
 	rm -f "$T/proxy.ready"
 	aibox-proxy --listen 127.0.0.1:0 --ready-fd 3 --log "$T/proxy.log" "$@" \
 		3>"$T/proxy.ready" 2>"$T/proxy.err" &
 	PROXY_PID=$!
-	for i in $(seq 1 200); do
-		grep -q '^ready ' "$T/proxy.ready" 2>/dev/null && break
-		kill -0 "$PROXY_PID" 2>/dev/null || break
-		sleep 0.025
-	done
-	if ! grep -q '^ready ' "$T/proxy.ready" 2>/dev/null; then
+	if ! wait_until 5 ready_or_gone "$T/proxy.ready" "$PROXY_PID" ||
+		! grep -q '^ready ' "$T/proxy.ready" 2>/dev/null; then
 		cat "$T/proxy.err" >&2
 		PROXY_PID=
 		return 1

@@ -65,13 +65,12 @@ show() {
 # wait_child PARENT PATTERN: the pid of PARENT's child whose command line
 # matches PATTERN, once there is one (empty when PARENT ends first).
 wait_child() {
-	local i pid
-	for i in $(seq 1500); do
-		pid=$(pgrep -P "$1" -f "$2") && { echo "$pid"; return 0; }
-		kill -0 "$1" 2>/dev/null || return 1
-		sleep 0.2
-	done
-	return 1
+	wait_until 300 child_or_gone "$1" "$2" >/dev/null && pgrep -P "$1" -f "$2"
+}
+
+# child_or_gone PARENT PATTERN: PARENT has a child matching PATTERN, or has ended.
+child_or_gone() {
+	pgrep -P "$1" -f "$2" || gone "$1"
 }
 
 # fault_image FOLDER: a test image in $T/images/default (use it with

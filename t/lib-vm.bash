@@ -59,12 +59,7 @@ while True:
     c.close()
 PY
 	FAKE_PROXY_PID=$!
-	local i
-	for i in $(seq 100); do
-		[ -S "$1" ] && return 0
-		sleep 0.05
-	done
-	return 1
+	wait_until 5 test -S "$1"
 }
 
 vm_teardown() {
