@@ -39,29 +39,47 @@ int parse_fd(const char *s, int *out)
 	return 0;
 }
 
-int parse_size(const char *s, uint64_t min, uint64_t max, uint64_t *out)
+int size_scan(const char *s, uint64_t *bytes, unsigned *unit)
 {
-	static const char units[] = "KMG";
-	unsigned long long v;
+	static const char units[] = "KMGT";
+	const char *p, *u = NULL;
+	uint64_t n = 0;
 	unsigned shift = 0;
-	char *end;
+	int over = 0;
 
-	if (!s || !isdigit((unsigned char)*s))
+	if (!s)
 		return -EINVAL;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno == ERANGE)
-		return -ERANGE;
-	if (*end) {
-		const char *u = strchr(units, *end);
+	for (p = s; *p >= '0' && *p <= '9'; p++) {
+		uint64_t d = (uint64_t)(*p - '0');
 
-		if (!u || !*u || (end[1] && strcmp(end + 1, "iB")))
+		if (n > (UINT64_MAX - d) / 10)
+			over = 1;
+		else
+			n = n * 10 + d;
+	}
+	if (p == s)
+		return -EINVAL;
+	if (*p) {
+		u = strchr(units, *p);
+		if (!u || !*u || (p[1] && strcmp(p + 1, "iB")))
 			return -EINVAL;
 		shift = 10 * (unsigned)(u - units + 1);
-		if (v > (UINT64_MAX >> shift))
-			return -ERANGE;
-		v <<= shift;
 	}
+	if (over || n > (UINT64_MAX >> shift))
+		return -ERANGE;
+	*bytes = n << shift;
+	*unit = shift / 10;
+	return 0;
+}
+
+int parse_size(const char *s, uint64_t min, uint64_t max, uint64_t *out)
+{
+	uint64_t v;
+	unsigned unit;
+	int ret = size_scan(s, &v, &unit);
+
+	if (ret < 0)
+		return ret;
 	if (v < min || v > max)
 		return -ERANGE;
 	*out = v;
@@ -81,27 +99,17 @@ void format_size_mib(struct buf *out, uint64_t mib)
 int parse_size_mib(const char *s, uint64_t min_mib, uint64_t max_mib, uint64_t *mib,
                    struct buf *why)
 {
-	const char *u;
-	uint64_t n = 0, mult;
+	uint64_t bytes;
+	unsigned unit;
+	int ret = size_scan(s, &bytes, &unit);
 
-	for (u = s; *u >= '0' && *u <= '9'; u++) {
-		if (n > (UINT64_MAX - 9) / 10)
-			goto range;
-		n = n * 10 + (uint64_t)(*u - '0');
-	}
-	if (u == s)
-		goto bad;
-	if (!strcmp(u, "M") || !strcmp(u, "MiB"))
-		mult = 1;
-	else if (!strcmp(u, "G") || !strcmp(u, "GiB"))
-		mult = 1024;
-	else if (!strcmp(u, "T") || !strcmp(u, "TiB"))
-		mult = 1024 * 1024;
-	else
-		goto bad;
-	if (n > UINT64_MAX / mult || n * mult < min_mib || n * mult > max_mib)
+	if (ret == -ERANGE)
 		goto range;
-	*mib = n * mult;
+	if (ret < 0 || unit < 2)
+		goto bad;
+	if (bytes >> 20 < min_mib || bytes >> 20 > max_mib)
+		goto range;
+	*mib = bytes >> 20;
 	return 0;
 bad:
 	buf_addf(why, "'%.64s' is not a size like 512M, 4G or 1T", s);

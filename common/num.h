@@ -17,19 +17,31 @@ int parse_long(const char *s, long min, long max, long *out);
 int parse_fd(const char *s, int *out);
 
 /*
- * Parse all of s as a size in bytes: digits, then optionally K, M or G (or
- * KiB, MiB, GiB; powers of 1024), within [min, max].  0, -EINVAL or -ERANGE;
- * *out is set only on success.
+ * Sizes have one grammar, read by size_scan() alone (docs/internals.md,
+ * "Sizes"): decimal digits, then no unit or one of K, M, G, T, KiB, MiB, GiB,
+ * TiB (powers of 1024).  Nothing else: no sign, space, fraction, lowercase
+ * unit or "GB".  A caller counting in bytes takes a number without a unit as
+ * bytes (parse_size()); one counting in MiB wants a unit of M or more
+ * (parse_size_mib()).
+ *
+ * size_scan: the size s stands for in bytes, and the unit's power of 1024
+ * (0 for none, 1 for K ... 4 for T).  0, -EINVAL (not a size) or -ERANGE
+ * (over 2^64 - 1 bytes); *bytes and *unit are set only on success.
+ */
+int size_scan(const char *s, uint64_t *bytes, unsigned *unit);
+
+/*
+ * Parse all of s as a size in bytes (size_scan(); no unit: bytes) within
+ * [min, max].  0, -EINVAL or -ERANGE; *out is set only on success.
  */
 int parse_size(const char *s, uint64_t min, uint64_t max, uint64_t *out);
 
 /*
- * A size: a whole number and a unit, M, G or T (or MiB, GiB, TiB), powers of
- * 1024; no unit, a lowercase unit, a fraction, "4GB" are refused.  The size
- * in MiB must be in [min_mib, max_mib].  0 with *mib set, or -EINVAL (not a
- * size) or -ERANGE, with the reason appended to why, the value quoted
- * (at most 64 bytes of it): "'4GB' is not a size like 512M, 4G or 1T",
- * "'2T' is out of range (512M to 1T)".  docs/config.md states the rule.
+ * A size in MiB: size_scan() with a unit of M, G or T (no unit or K is
+ * refused).  The size in MiB must be in [min_mib, max_mib].  0 with *mib set,
+ * or -EINVAL (not a size) or -ERANGE, with the reason appended to why, the
+ * value quoted (at most 64 bytes of it): "'4GB' is not a size like 512M, 4G
+ * or 1T", "'2T' is out of range (512M to 1T)".  docs/config.md states the rule.
  */
 int parse_size_mib(const char *s, uint64_t min_mib, uint64_t max_mib, uint64_t *mib,
                    struct buf *why);

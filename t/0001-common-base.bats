@@ -85,3 +85,43 @@ load lib-common
 	assert_line "create: ok"
 	assert_line "exec: ok"
 }
+
+@test "common: one size grammar; a count of bytes takes no unit as bytes, a count of MiB wants M or more" {
+	while read -r value want; do
+		run test-common bytes "$value"
+		assert_output "$want"
+	done <<EOF2
+0 0
+100 100
+1K 1024
+1KiB 1024
+16M 16777216
+4G 4294967296
+4GiB 4294967296
+1T 1099511627776
+1TiB 1099511627776
+18446744073709551615 18446744073709551615
+18446744073709551616 error ERANGE
+16777216T error ERANGE
+99999999999999999999K error ERANGE
+1k error EINVAL
+1KB error EINVAL
+1Ki error EINVAL
+1.5K error EINVAL
+-1 error EINVAL
++1 error EINVAL
+K error EINVAL
+1P error EINVAL
+EOF2
+	run test-common bytes ""
+	assert_output "error EINVAL"
+	run test-common bytes " 1"
+	assert_output "error EINVAL"
+	# the same grammar counting in MiB: K and no unit are refused
+	run test-common size 1 1048576 1024K
+	assert_output "error EINVAL: '1024K' is not a size like 512M, 4G or 1T"
+	run test-common size 1 1048576 1024
+	assert_output "error EINVAL: '1024' is not a size like 512M, 4G or 1T"
+	run test-common size 1 1048576 1TiB
+	assert_output "1048576"
+}

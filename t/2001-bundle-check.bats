@@ -343,6 +343,16 @@ checked() {
 		"$F/good-v2.bundle"
 }
 
+@test "bundle-check: size limits take the one size grammar: bytes without a unit, K to T" {
+	accepted --pack --limit max-object=16384K,max-inflated=1T,memory=268435456 "$F/good-v2.bundle"
+	accepted --pack --limit max-inflated=1TiB "$F/good-v2.bundle"
+	run aibox-bundle-check --pack --limit max-object=5G "$F/good-v2.bundle"
+	assert_equal "$status" 2
+	assert_output "aibox-bundle-check: --limit: max-object: '5G' is not a size"
+	run aibox-bundle-check --pack --limit max-inflated=1tb "$F/good-v2.bundle"
+	assert_equal "$status" 2
+}
+
 @test "bundle-check: the checker's address space is limited (not in a sanitizer build)" {
 	if ldd "$(command -v aibox-bundle-check)" | grep -q libasan; then
 		skip "a sanitizer build sets no address-space limit (ASan's shadow takes terabytes)"

@@ -10,6 +10,7 @@
  *                                                  end on SIGTERM, and one that ignores it
  *   test-common parse-long MIN MAX S
  *   test-common size MIN MAX S                     parse_size_mib(), MIN and MAX in MiB
+ *   test-common bytes S                            parse_size() over 0..2^64-1
  *   test-common memory S | cpus S                  the rules of --memory and --cpus
  *   test-common opts ARGS...                       opt_next() on ARGS, one line per event
  */
@@ -273,6 +274,16 @@ int main(int argc, char **argv)
 		return cmd_read_capped(argv[2], argc == 4 ? argv[3] : NULL);
 	if (!strcmp(argv[1], "parse-long") && argc == 5)
 		return cmd_parse_long(argv + 2);
+	if (!strcmp(argv[1], "bytes") && argc == 3) {
+		uint64_t v = 0;
+		int ret = parse_size(argv[2], 0, UINT64_MAX, &v);
+
+		if (ret < 0)
+			printf("error %s\n", ret == -EINVAL ? "EINVAL" : "ERANGE");
+		else
+			printf("%llu\n", (unsigned long long)v);
+		return 0;
+	}
 	if (!strcmp(argv[1], "size") && argc == 5)
 		return cmd_value(argv[1], argv + 2);
 	if ((!strcmp(argv[1], "memory") || !strcmp(argv[1], "cpus")) && argc == 3)
