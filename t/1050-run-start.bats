@@ -7,11 +7,7 @@ bats_require_minimum_version 1.5.0
 
 setup() {
 	common_setup
-	make_repo repo
-	cd repo
-	no_vm
-	aibox projects path >/dev/null
-	cfg=$AIBOX_HOME/projects/repo/config.yaml
+	no_vm_project
 }
 
 @test "run: options stand anywhere before --; what follows -- is the command's" {

@@ -6,14 +6,10 @@ bats_require_minimum_version 1.5.0
 
 setup() {
 	common_setup
-	make_repo repo
-	cd repo
 	# No VM: each task stops (exit 1) at the boot, after what these tests
 	# look at; t/5100 runs tasks with the real image.
-	no_vm
+	no_vm_project
 	# A login (docs/config.md, "env"): without one a task does not start.
-	aibox projects path >/dev/null
-	cfg=$AIBOX_HOME/projects/repo/config.yaml
 	printf 'env:\n  - CLAUDE_CODE_OAUTH_TOKEN\n' >"$cfg"
 	export CLAUDE_CODE_OAUTH_TOKEN=sk-ant-oat01-test-token
 	unset ANTHROPIC_API_KEY

@@ -5,9 +5,6 @@
 # through AIBOX_API_UPSTREAM and AIBOX_API_CA.  Each test boots one VM under
 # TCG, so there are few of them.
 load lib-common
-load lib-vm
-load lib-tls
-load lib-claude
 load lib-task
 bats_require_minimum_version 1.5.0
 

@@ -8,9 +8,6 @@
 # `aibox tasks clean` meanwhile: the init's real task with t/fake-claude as
 # Claude Code.  Every test boots VMs under TCG: few tests, short VMs.
 load lib-common
-load lib-vm
-load lib-tls
-load lib-claude
 load lib-task
 bats_require_minimum_version 1.5.0
 

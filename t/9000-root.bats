@@ -7,9 +7,6 @@
 # machine (CI) builds it as root every run.  The task and the run use
 # t/fake-api as the API, as t/5100 and t/7000 do.
 load lib-common
-load lib-vm
-load lib-tls
-load lib-claude
 load lib-task
 bats_require_minimum_version 1.5.0
 

@@ -108,6 +108,16 @@ make_repo() {
 	)
 }
 
+# no_vm_project: no_vm, and the project of a new repository $T/repo, cd'd
+# into; cfg is its config.yaml (not written yet).
+no_vm_project() {
+	make_repo repo
+	cd repo || return 1
+	no_vm
+	aibox projects path >/dev/null
+	cfg=$AIBOX_HOME/projects/repo/config.yaml
+}
+
 # no_vm: a made-up image "default" in $T/fake-images (AIBOX_IMAGES) and a
 # qemu-system-x86_64 first on PATH that exits at once, so that aibox task and
 # aibox run get through all their start-up checks and stop at the boot

@@ -1,9 +1,13 @@
 # Shared by the tests that run whole tasks in VMs (t/51xx, t/52xx): load
-# after lib-common, lib-vm, lib-tls and lib-claude.
+# after lib-common; it loads lib-vm, lib-tls and lib-claude.
 #
 # task_setup makes a sample repository (cd'd into) whose project passes the
 # host's key (ANTHROPIC_API_KEY=$KEY) to the proxy; api starts t/fake-api over
 # TLS as the upstream; fault_image makes a test image whose guest misbehaves.
+
+load lib-vm
+load lib-tls
+load lib-claude
 
 KEY=sk-ant-host-key-6006
 
