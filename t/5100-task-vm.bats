@@ -2,11 +2,59 @@
 # aibox task end to end with real parts: the real image (built by t/4000 into
 # the test user's cache), the real Claude Code in the VM, aibox-proxy with the
 # host's key, and t/fake-api as the API upstream (TLS with t/lib-tls's CA)
-# through AIBOX_API_UPSTREAM and AIBOX_API_CA.  Each test boots one VM under
-# TCG, so there are few of them.
+# through AIBOX_API_UPSTREAM and AIBOX_API_CA.  Each VM boots under TCG, so
+# there are few: one task, booted in setup_file, serves every test that only
+# reads what a task that went well left ("task vm: the task ..."); the others
+# boot their own, as the boot is what they check.
 load lib-common
 load lib-task
 bats_require_minimum_version 1.5.0
+
+# The shared task, in $S (its stdout $S/out, stderr $S/err, exit code
+# $S/status, "yes" in $S/seccomp once aibox-task ran locked down with QEMU
+# as its child): it starts from the tag v1 with its prompt from --file, with
+# skills in ~/.claude and `commands: none`; Claude Code commits hello.txt and
+# what it saw of ~/.claude, then holds 70 connections to the proxy at once.
+setup_file() {
+	task_setup
+	export S=$T
+	mkdir -p "$HOME/.claude/skills/hello" "$HOME/.claude/commands"
+	echo "a skill for the vm" >"$HOME/.claude/skills/hello/SKILL.md"
+	echo "a command" >"$HOME/.claude/commands/hi.md"
+	printf 'commands: none\n' >>"$AIBOX_HOME/projects/repo/config.yaml"
+	local commit conns
+	commit='echo hello from the vm > hello.txt && cp ~/.claude/skills/hello/SKILL.md skill.txt && { { echo x >> ~/.claude/skills/hello/SKILL.md && echo writable; } 2>/dev/null || echo read-only; } > skill-rw.txt && { ls -A ~/.claude/commands > commands.txt 2>&1 || echo absent > commands.txt; } && git add hello.txt skill.txt skill-rw.txt commands.txt && git commit -q -m "Add hello.txt"'
+	conns='for i in $(seq 70); do eval "exec $((i + 20))<>/dev/tcp/10.0.2.100/3128" || echo failed-$i; done; sleep 5; echo held'
+	api "$(python3 -c 'import json, sys; print(json.dumps({"turns": [
+	  {"tool_use": {"name": "Bash", "input": {"command": sys.argv[1], "description": "commit"}}},
+	  {"tool_use": {"name": "Bash", "input": {"command": sys.argv[2], "description": "connect"}}},
+	  {"text": "I added hello.txt and committed it."}], "require_key": sys.argv[3]}))' \
+		"$commit" "$conns" "$KEY")"
+	echo "$FAKE_API_PID" >"$S/api.pid"
+	git tag v1 HEAD~1
+	printf 'Add a file hello.txt\nand commit it.\n' >"$T/plan.md"
+	aibox task --from v1 --file "$T/plan.md" >"$S/out" 2>"$S/err" &
+	TASK_PID=$!
+	echo "$TASK_PID" >"$S/task.pid"
+	# aibox execs aibox-task: the same pid, locked down while the VM runs
+	wait_until 600 lockdown_seen "$TASK_PID" || true
+	local status=0
+	wait "$TASK_PID" || status=$?
+	TASK_PID=
+	rm "$S/task.pid"
+	echo "$status" >"$S/status"
+	stop_fake_api
+	rm "$S/api.pid"
+}
+
+# teardown_file: what setup_file started, should it have stopped half-way.
+teardown_file() {
+	local f
+	for f in "$S/task.pid" "$S/api.pid"; do
+		[ -s "$f" ] && kill "$(cat "$f")" 2>/dev/null
+	done
+	T=$S common_teardown
+}
 
 setup() {
 	task_setup
@@ -16,74 +64,114 @@ teardown() {
 	task_teardown
 }
 
-@test "task vm: one commit end to end, from a tag, prompt from --file, key kept on the host, seccomp in force, ~/.claude shared read-only" {
-	# the test user's ~/.claude (HOME is under $T): skills shared, commands: none
-	mkdir -p "$HOME/.claude/skills/hello" "$HOME/.claude/commands"
-	echo "a skill for the vm" >"$HOME/.claude/skills/hello/SKILL.md"
-	echo "a command" >"$HOME/.claude/commands/hi.md"
-	printf 'commands: none\n' >>"$AIBOX_HOME/projects/repo/config.yaml"
-	api '{"turns": [
-	  {"tool_use": {"name": "Bash", "input": {"command": "echo hello from the vm > hello.txt && cp ~/.claude/skills/hello/SKILL.md skill.txt && { { echo x >> ~/.claude/skills/hello/SKILL.md && echo writable; } 2>/dev/null || echo read-only; } > skill-rw.txt && { ls -A ~/.claude/commands > commands.txt 2>&1 || echo absent > commands.txt; } && git add hello.txt skill.txt skill-rw.txt commands.txt && git commit -q -m \"Add hello.txt\"", "description": "commit"}}},
-	  {"text": "I added hello.txt and committed it."}], "require_key": "'"$KEY"'"}'
-	git tag v1 HEAD~1
-	printf 'Add a file hello.txt\nand commit it.\n' >"$T/plan.md"
-	aibox task --from v1 --file "$T/plan.md" >"$T/out" 2>"$T/err" &
-	TASK_PID=$!
-	# aibox execs aibox-task: the same pid, locked down while the VM runs
-	seccomp=
-	for i in $(seq 600); do
-		kill -0 "$TASK_PID" 2>/dev/null || break
-		if grep -q '^Seccomp:[[:space:]]*2$' "/proc/$TASK_PID/status" 2>/dev/null &&
-			pgrep -P "$TASK_PID" -f qemu-system >/dev/null; then
-			seccomp=yes
-			break
-		fi
-		sleep 0.5
-	done
-	wait "$TASK_PID" && status=0 || status=$?
-	TASK_PID=
-	[ "$status" -eq 0 ] || show
-	[ "$status" -eq 0 ]
-	[ "$seccomp" = yes ]
-	dir=$(task_dir)
-	assert_equal "$(cat "$T/out")" "$dir"
-	id=${dir: -6}
-	run cat "$T/err"
-	assert_output --partial "aibox[$id]: task $id starts from $(git rev-parse v1)"
-	assert_output --partial "aibox[$id]: the VM connected to localhost:3129"
-	assert_output --partial "aibox[$id]: Claude Code exited with 0"
-	assert_output --partial "vm[$id]: | I added hello.txt and committed it."
-	assert_equal "$(cat "$dir/prompt.txt")" "Add a file hello.txt
-and commit it."
-	# the printed fetch command, run as printed, brings the commit in
-	fetch=$(grep -A1 'fetch them with' "$T/err" | tail -1 | sed 's/^.*]:  *//')
-	[[ "$fetch" == "git -c transfer.fsckObjects=true fetch "* ]]
+# lockdown_seen PID: true once PID runs under seccomp with QEMU as its child
+# (then "yes" in $S/seccomp), or has ended.
+lockdown_seen() {
+	if grep -q '^Seccomp:[[:space:]]*2$' "/proc/$1/status" 2>/dev/null &&
+		pgrep -P "$1" -f qemu-system >/dev/null; then
+		echo yes >"$S/seccomp"
+		return 0
+	fi
+	gone "$1"
+}
+
+# shared: the shared task went well; DIR is its folder, ID its id.  On
+# failure it shows what the task printed and logged.
+shared() {
+	DIR=$(cat "$S/out")
+	ID=${DIR: -6}
+	[ "$(cat "$S/status")" = 0 ] || { (T=$S AIBOX_HOME=$S/home/.aibox show); false; }
+}
+
+# fetch_shared: in a copy of the shared task's repository ($T/fetched, cd'd
+# into), the fetch command the task printed, run as printed; BRANCH is the
+# branch it fetched.
+fetch_shared() {
+	local fetch
+	cp -a "$S/repo" "$T/fetched"
+	cd "$T/fetched" || return 1
+	fetch=$(grep -A1 'fetch them with' "$S/err" | tail -1 | sed 's/^.*]:  *//')
+	[[ "$fetch" == "git -c transfer.fsckObjects=true fetch "* ]] || return 1
 	eval "$fetch"
-	branch=aibox/task-$(basename "$dir")
-	assert_equal "$(git rev-list --count "v1..$branch")" 1
-	assert_equal "$(git show "$branch:hello.txt")" "hello from the vm"
-	assert_equal "$(git log -1 --format=%s "$branch")" "Add hello.txt"
-	# the skill was readable in the VM and not writable; commands: none left it out
-	assert_equal "$(git show "$branch:skill.txt")" "a skill for the vm"
-	assert_equal "$(git show "$branch:skill-rw.txt")" "read-only"
-	assert_equal "$(git show "$branch:commands.txt")" "absent"
-	assert_equal "$(cat "$HOME/.claude/skills/hello/SKILL.md")" "a skill for the vm"
-	# the fake saw the host's key; the VM never had it
-	grep -rqF "\"x-api-key\": \"$KEY\"" "$T/rec"
-	run grep -rlF "$KEY" "$dir"
+	BRANCH=aibox/task-$(basename "$DIR")
+}
+
+@test "task vm: the task exits 0 and prints its folder" {
+	shared
+	assert_equal "$DIR" "$(ls -d "$S"/home/.aibox/projects/repo/tasks/*-[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f])"
+	run cat "$S/err"
+	assert_output --partial "aibox[$ID]: the VM connected to localhost:3129"
+	assert_output --partial "aibox[$ID]: Claude Code exited with 0"
+	assert_output --partial "vm[$ID]: | I added hello.txt and committed it."
+}
+
+@test "task vm: the task starts from the tag of --from, with its prompt from --file" {
+	shared
+	run cat "$S/err"
+	assert_output --partial "aibox[$ID]: task $ID starts from $(git -C "$S/repo" rev-parse v1)"
+	assert_equal "$(cat "$DIR/prompt.txt")" "Add a file hello.txt
+and commit it."
+}
+
+@test "task vm: the task's printed fetch command, run as printed, brings its one commit in" {
+	shared
+	fetch_shared
+	assert_equal "$(git rev-list --count "v1..$BRANCH")" 1
+	assert_equal "$(git show "$BRANCH:hello.txt")" "hello from the vm"
+	assert_equal "$(git log -1 --format=%s "$BRANCH")" "Add hello.txt"
+}
+
+@test "task vm: the task saw ~/.claude's skills read-only, and commands: none left its commands out" {
+	shared
+	fetch_shared
+	assert_equal "$(git show "$BRANCH:skill.txt")" "a skill for the vm"
+	assert_equal "$(git show "$BRANCH:skill-rw.txt")" "read-only"
+	assert_equal "$(git show "$BRANCH:commands.txt")" "absent"
+	assert_equal "$(cat "$S/home/.claude/skills/hello/SKILL.md")" "a skill for the vm"
+}
+
+@test "task vm: the task's API requests carried the host's key; the VM never had it" {
+	shared
+	grep -rqF "\"x-api-key\": \"$KEY\"" "$S/rec"
+	run grep -rlF "$KEY" "$DIR"
 	assert_failure
-	# the guest's clone placed the bundle's pack beside the host's start.idx
+}
+
+@test "task vm: the task's aibox-task ran under seccomp while the VM ran" {
+	shared
+	assert_equal "$(cat "$S/seccomp" 2>/dev/null)" yes
+}
+
+@test "task vm: the task's guest clone placed the bundle's pack beside the host's start.idx" {
+	shared
 	# (docs/init-task.md, "The prepared clone")
-	[ -f "$dir/start.idx" ]
-	grep -q "prepared clone: pack-" "$dir/vm.log"
-	# every phase has its time in aibox.log (docs/task-host.md)
+	[ -f "$DIR/start.idx" ]
+	grep -q "prepared clone: pack-" "$DIR/vm.log"
+}
+
+@test "task vm: the task's aibox.log has the time of every phase" {
+	shared
+	# (docs/task-host.md)
 	for p in start bundle proxy boot session stop clone agent results check total overhead; do
-		grep -qE "^$p [0-9]+\.[0-9]{3}s" "$dir/aibox.log"
+		grep -qE "^$p [0-9]+\.[0-9]{3}s" "$DIR/aibox.log" || { echo "no time for $p" >&2; false; }
 	done
-	# no QEMU or proxy left, the task's lock is free
-	run pgrep -f "$dir"
+}
+
+@test "task vm: the task left no QEMU or proxy running, and its lock free" {
+	shared
+	run pgrep -f "$DIR"
 	assert_failure
-	flock -n "$dir.lock" true
+	flock -n "$DIR.lock" true
+}
+
+@test "task vm: the task's connections at once were capped at 64; the rest closed and logged in proxy.log" {
+	shared
+	# Claude Code's own connection holds a slot too: at least 6 of the 70 found
+	# none; the last line logged (at a power of two) counts them.
+	n=$(grep -o ' refused - (too many connections from the VM: 64 at once; [0-9]* refused so far' \
+		"$DIR/proxy.log" | tail -1 | grep -o '[0-9]* refused so far' | cut -d' ' -f1)
+	[ "${n:-0}" -ge 4 ] || { cat "$DIR/proxy.log"; false; }
+	[ "$n" -lt 70 ]
 }
 
 @test "task vm: Claude Code exiting with an error gives exit 1" {
@@ -99,15 +187,11 @@ and commit it."
 	api '{"turns": [{"stall": 300}], "require_key": "'"$KEY"'"}'
 	aibox task "Wait." >"$T/out" 2>"$T/err" &
 	TASK_PID=$!
-	qemu=
-	for i in $(seq 600); do
-		qemu=$(pgrep -P "$TASK_PID" -f qemu-system) && break
-		kill -0 "$TASK_PID" 2>/dev/null || break
-		sleep 0.2
-	done
+	qemu=$(wait_child "$TASK_PID" qemu-system) || qemu=
 	[ -n "$qemu" ]
 	proxy=$(pgrep -P "$TASK_PID" -f aibox-proxy)
 	[ -n "$proxy" ]
+	# any moment of the run will do: this one is 2 s into the boot
 	sleep 2
 	kill -TERM "$TASK_PID"
 	wait "$TASK_PID" && status=0 || status=$?
@@ -135,25 +219,5 @@ and commit it."
 	assert_failure 2
 	assert_output --partial "is a shallow clone"
 	run pgrep -f qemu-system.*shallow
-	assert_failure
-}
-
-@test "task vm: the guest's connections at once are capped at 64; the rest are closed and logged in proxy.log" {
-	# 70 connections to the proxy forward held open at once, then closed.
-	cmd='for i in $(seq 70); do eval "exec $((i + 20))<>/dev/tcp/10.0.2.100/3128" || echo failed-$i; done; sleep 5; echo held'
-	api "$(python3 -c 'import json, sys; print(json.dumps({"turns": [
-	  {"tool_use": {"name": "Bash", "input": {"command": sys.argv[1], "description": "connect"}}},
-	  {"text": "Done."}], "require_key": sys.argv[2]}))' "$cmd" "$KEY")"
-	run --separate-stderr aibox task "Open connections."
-	[ "$status" -eq 0 ] || { echo "$stderr" >"$T/err"; show; }
-	assert_success
-	dir=$(task_dir)
-	# Claude Code's own connection holds a slot too: at least 6 of the 70 found
-	# none; the last line logged (at a power of two) counts them.
-	n=$(grep -o ' refused - (too many connections from the VM: 64 at once; [0-9]* refused so far' \
-		"$dir/proxy.log" | tail -1 | grep -o '[0-9]* refused so far' | cut -d' ' -f1)
-	[ "${n:-0}" -ge 4 ] || { cat "$dir/proxy.log"; false; }
-	[ "$n" -lt 70 ]
-	run pgrep -f "$dir"
 	assert_failure
 }
