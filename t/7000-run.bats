@@ -2,7 +2,8 @@
 # aibox run with the real default image: the project folder and the home
 # shared read-write, the command's output and exit status, and (under tmux)
 # the terminal passed through: window size, Ctrl-C, and a sane terminal after
-# the VM is killed from outside.  Each test boots one or two short VMs.
+# the VM is killed from outside.  Each test boots one or two short VMs, but
+# for the tests of "the piped run", which read two runs booted in setup_file.
 load lib-common
 load lib-vm
 load lib-tls
@@ -121,14 +122,28 @@ wait_file() {
 	wait_until "${2:-60}" test -s "$1" || { pane >&2; return 1; }
 }
 
-@test "run: piped command, its output, status and env; files belong to the host user; read-only shares" {
+# The shared runs, booted once in setup_file for the tests that only read
+# what they left ("run: the piped run ..."), in $S: the project $S/proj; the
+# first run's stdout, stderr and status in $S/out1, $S/err1, $S/status1 ("yes"
+# in $S/runs-gone1 once its run folder was removed), the second's in $S/*2.
+# The first has a value in env, a skill in ~/.claude and a config mount; the
+# second runs with skills: none.
+setup_file() {
+	common_setup
+	export S=$T
+	vm_image
+	make_repo proj
+	local proj=$T/proj pdir status=0
+	pdir=$(cd "$proj" && aibox projects path)
+	printf 'env:\n  - AIBOX_T_VALUE\n  - AIBOX_T_UNSET\n' >>"$pdir/config.yaml"
+	unset AIBOX_T_UNSET
 	export AIBOX_T_VALUE='a value with spaces & "quotes"'
-	# A skill in the (test's) ~/.claude and a config mount: both read-only in the VM.
 	mkdir -p "$HOME/.claude/skills/greet" "$T/data"
 	echo 'skill text' >"$HOME/.claude/skills/greet/SKILL.md"
 	echo 'data text' >"$T/data/file"
-	printf 'mounts:\n  - host: %s\n    vm: /data\n' "$T/data" >>"$PDIR/config.yaml"
-	run_piped 'id -u; id -g; echo "env=$AIBOX_T_VALUE"; echo "unset=${AIBOX_T_UNSET-none}"
+	printf 'mounts:\n  - host: %s\n    vm: /data\n' "$T/data" >>"$pdir/config.yaml"
+	cd "$proj"
+	aibox run --memory 1G -- sh >"$S/out1" 2>"$S/err1" <<<'id -u; id -g; echo "env=$AIBOX_T_VALUE"; echo "unset=${AIBOX_T_UNSET-none}"
 echo "home=$HOME pwd=$(pwd) proxy=$HTTPS_PROXY"
 echo to-stderr >&2
 mkdir made-dir && echo from-vm >made-dir/file
@@ -139,43 +154,95 @@ touch "$HOME/.claude/skills/new" 2>/dev/null || echo skill-create-refused
 echo changed >/data/file 2>/dev/null || echo data-write-refused
 kill -STOP $$
 echo continued-after-stop
-exit 7' -- sh
+exit 7' || status=$?
+	echo "$status" >"$S/status1"
+	PDIR=$pdir
+	echo "$pdir" >"$S/pdir"
+	if wait_until 10 runs_empty; then
+		echo yes >"$S/runs-gone1"
+	fi
+	echo 'skills: none' >>"$pdir/config.yaml"
+	status=0
+	aibox run --memory 1G -- sh >"$S/out2" 2>"$S/err2" <<<'cat "$HOME/kept"; cat /project/made-dir/file
+cat "$HOME/.claude/skills/greet/SKILL.md" 2>/dev/null || echo no-skill
+exit 2' || status=$?
+	echo "$status" >"$S/status2"
+	cd "$T"
+}
+
+teardown_file() {
+	T=$S common_teardown
+}
+
+# piped N: the shared run N's stdout as output and lines, its stderr as
+# stderr and its exit code as status (as bats' run sets them); SPDIR is the
+# shared project's folder.
+piped() {
+	output=$(cat "$S/out$1")
+	stderr=$(cat "$S/err$1")
+	status=$(cat "$S/status$1")
+	mapfile -t lines <"$S/out$1"
+	SPDIR=$(cat "$S/pdir")
 	echo "$output" >&2
 	echo "$stderr" >&2
+}
+
+@test "run: the piped run's command gets its stdin, and its output, stderr and exit code come back" {
+	piped 1
 	assert_equal "$status" 7
+	assert_line "home=/home/aibox pwd=/project proxy=http://10.0.2.100:3128"
+	[[ "$stderr" == *to-stderr* ]]
+}
+
+@test "run: the piped run's command runs with the host user's ids; what it writes belongs to the host user" {
+	piped 1
+	assert_line --index 0 "$(id -u)"
+	assert_line --index 1 "$(id -g)"
+	assert_equal "$(cat "$S/proj/made-dir/file")" from-vm
+	assert_equal "$(stat -c %u:%g "$S/proj/made-dir" "$S/proj/made-dir/file" | sort -u)" \
+		"$(id -u):$(id -g)"
+	assert_equal "$(cat "$SPDIR/home/kept")" kept
+	assert_equal "$(stat -c %u "$SPDIR/home/kept")" "$(id -u)"
+}
+
+@test "run: the piped run's command has the env values the config lists, and no others" {
+	piped 1
+	assert_line "env=a value with spaces & \"quotes\""
+	assert_line "unset=none"
+}
+
+@test "run: the piped run's skills and config mounts are readable and read-only in the VM" {
+	piped 1
 	assert_line "skill=skill text data=data text"
 	assert_line skill-write-refused
 	assert_line skill-create-refused
 	assert_line data-write-refused
-	# A program that stops itself is continued: no shell could bring it back.
-	assert_line continued-after-stop
-	assert_equal "$(cat "$HOME/.claude/skills/greet/SKILL.md")" "skill text"
-	[ ! -e "$HOME/.claude/skills/new" ]
-	assert_equal "$(cat "$T/data/file")" "data text"
-	assert_line --index 0 "$(id -u)"
-	assert_line --index 1 "$(id -g)"
-	assert_line "env=$AIBOX_T_VALUE"
-	assert_line "unset=none"
-	assert_line "home=/home/aibox pwd=/project proxy=http://10.0.2.100:3128"
-	[[ "$stderr" == *to-stderr* ]]
-	assert_equal "$(cat "$PROJ/made-dir/file")" from-vm
-	assert_equal "$(stat -c %u:%g "$PROJ/made-dir" "$PROJ/made-dir/file" | sort -u)" \
-		"$(id -u):$(id -g)"
-	runs_gone
-	assert_equal "$(cat "$PDIR/home/kept")" kept
-	assert_equal "$(stat -c %u "$PDIR/home/kept")" "$(id -u)"
+	assert_equal "$(cat "$S/home/.claude/skills/greet/SKILL.md")" "skill text"
+	[ ! -e "$S/home/.claude/skills/new" ]
+	assert_equal "$(cat "$S/data/file")" "data text"
+}
 
-	# A second run sees the home as the first one left it; with skills: none
-	# the skills stay out.  A command's own 2 comes back as 2, aibox silent.
-	echo 'skills: none' >>"$PDIR/config.yaml"
-	run_piped 'cat "$HOME/kept"; cat /project/made-dir/file
-cat "$HOME/.claude/skills/greet/SKILL.md" 2>/dev/null || echo no-skill
-exit 2' -- sh
-	echo "$output" >&2
-	assert_equal "$status" 2
+@test "run: the piped run's command that stops itself is continued" {
+	piped 1
+	# no shell could bring it back
+	assert_line continued-after-stop
+}
+
+@test "run: the piped run's run folder is removed when it ends" {
+	piped 1
+	assert_equal "$(cat "$S/runs-gone1" 2>/dev/null)" yes
+}
+
+@test "run: a second piped run sees the home and project as the first left them; skills: none keeps skills out" {
+	piped 2
 	assert_line --index 0 kept
 	assert_line --index 1 from-vm
 	assert_line --index 2 no-skill
+}
+
+@test "run: a second piped run's command's own exit 2 comes back as 2, aibox silent" {
+	piped 2
+	assert_equal "$status" 2
 	[[ "$stderr" != *aibox-run* ]]
 }
 
