@@ -126,24 +126,31 @@ wait_file() {
 # what they left ("run: the piped run ..."), in $S: the project $S/proj; the
 # first run's stdout, stderr and status in $S/out1, $S/err1, $S/status1 ("yes"
 # in $S/runs-gone1 once its run folder was removed), the second's in $S/*2.
-# The first has a value in env, a skill in ~/.claude and a config mount; the
-# second runs with skills: none.
+# The first has a value in env, a skill in ~/.claude, a config mount, the
+# host's API key, a git remote with a token and an unlisted subscription
+# token; at its end it holds a connection to the proxy until the host has
+# read the environments of aibox, QEMU, the proxy, the broker and the
+# connection's aibox-connect (a line in $S/environ for each with a secret;
+# their pids in $S/pids).  The second runs with skills: none.
 setup_file() {
 	common_setup
 	export S=$T
 	vm_image
 	make_repo proj
-	local proj=$T/proj pdir status=0
+	local proj=$T/proj pdir status=0 pid
 	pdir=$(cd "$proj" && aibox projects path)
 	printf 'env:\n  - AIBOX_T_VALUE\n  - AIBOX_T_UNSET\n' >>"$pdir/config.yaml"
-	unset AIBOX_T_UNSET
-	export AIBOX_T_VALUE='a value with spaces & "quotes"'
+	# (not exported: setup_file's exports would reach every test of the file)
+	local env=(AIBOX_T_VALUE='env-secret-7010, a value with spaces & "quotes"'
+		ANTHROPIC_API_KEY=sk-ant-host-key-7010 RUN_TOKEN=git-token-7010
+		CLAUDE_CODE_OAUTH_TOKEN=sk-ant-oat01-unlisted-7010)
+	printf 'git:\n  - url: https://localhost:1/r.git\n    token: RUN_TOKEN\n' >>"$pdir/config.yaml"
 	mkdir -p "$HOME/.claude/skills/greet" "$T/data"
 	echo 'skill text' >"$HOME/.claude/skills/greet/SKILL.md"
 	echo 'data text' >"$T/data/file"
 	printf 'mounts:\n  - host: %s\n    vm: /data\n' "$T/data" >>"$pdir/config.yaml"
 	cd "$proj"
-	aibox run --memory 1G -- sh >"$S/out1" 2>"$S/err1" <<<'id -u; id -g; echo "env=$AIBOX_T_VALUE"; echo "unset=${AIBOX_T_UNSET-none}"
+	env -u AIBOX_T_UNSET "${env[@]}" aibox run --memory 1G -- sh >"$S/out1" 2>"$S/err1" <<<'id -u; id -g; echo "env=$AIBOX_T_VALUE"; echo "unset=${AIBOX_T_UNSET-none}"
 echo "home=$HOME pwd=$(pwd) proxy=$HTTPS_PROXY"
 echo to-stderr >&2
 mkdir made-dir && echo from-vm >made-dir/file
@@ -154,7 +161,16 @@ touch "$HOME/.claude/skills/new" 2>/dev/null || echo skill-create-refused
 echo changed >/data/file 2>/dev/null || echo data-write-refused
 kill -STOP $$
 echo continued-after-stop
-exit 7' || status=$?
+bash -c "exec 3<>/dev/tcp/10.0.2.100/3128 && echo connected
+i=0; while [ ! -e /project/.checked ] && [ \$i -lt 300 ]; do sleep 0.1; i=\$((i + 1)); done"
+exit 7' &
+	pid=$!
+	echo "$pid" >"$S/run.pid"
+	wait_until 300 connected_or_gone "$pid" || true
+	environs "$pid" "$pdir"
+	touch "$proj/.checked"
+	wait "$pid" || status=$?
+	rm "$S/run.pid"
 	echo "$status" >"$S/status1"
 	PDIR=$pdir
 	echo "$pdir" >"$S/pdir"
@@ -163,7 +179,7 @@ exit 7' || status=$?
 	fi
 	echo 'skills: none' >>"$pdir/config.yaml"
 	status=0
-	aibox run --memory 1G -- sh >"$S/out2" 2>"$S/err2" <<<'cat "$HOME/kept"; cat /project/made-dir/file
+	env -u AIBOX_T_UNSET "${env[@]}" aibox run --memory 1G -- sh >"$S/out2" 2>"$S/err2" <<<'cat "$HOME/kept"; cat /project/made-dir/file
 cat "$HOME/.claude/skills/greet/SKILL.md" 2>/dev/null || echo no-skill
 exit 2' || status=$?
 	echo "$status" >"$S/status2"
@@ -171,7 +187,32 @@ exit 2' || status=$?
 }
 
 teardown_file() {
+	[ -s "$S/run.pid" ] && kill "$(cat "$S/run.pid")" 2>/dev/null
 	T=$S common_teardown
+}
+
+# connected_or_gone PID: the first shared run said "connected", or PID ended.
+connected_or_gone() {
+	grep -q connected "$S/out1" || gone "$1"
+}
+
+# environs PID PDIR: the pids of aibox run PID's helpers in $S/pids, and a
+# line in $S/environ for each of them with a secret in its environment
+# (/proc/PID/environ is the initial block: aibox wipes what it inherited).
+environs() {
+	local qemu proxy broker connect p n
+	qemu=$(pgrep -P "$1" -f qemu-system)
+	proxy=$(pgrep -P "$1" -f aibox-proxy)
+	broker=$(pgrep -P "$1" -f aibox-broker)
+	connect=$(pgrep -f "^[^ ]*/aibox-connect .*$2" | head -1)
+	echo "$1 $qemu $proxy $broker $connect" >"$S/pids"
+	: >"$S/environ"
+	for p in $1 $qemu $proxy $broker $connect; do
+		n=$(grep -caF -e sk-ant-host-key-7010 -e env-secret-7010 -e git-token-7010 \
+			-e unlisted-7010 "/proc/$p/environ" 2>&1) || true
+		[ "$n" = 0 ] ||
+			echo "$n: a secret is in the environment of $(tr '\0' ' ' <"/proc/$p/cmdline" | cut -c1-200)" >>"$S/environ"
+	done
 }
 
 # piped N: the shared run N's stdout as output and lines, its stderr as
@@ -207,8 +248,22 @@ piped() {
 
 @test "run: the piped run's command has the env values the config lists, and no others" {
 	piped 1
-	assert_line "env=a value with spaces & \"quotes\""
+	assert_line "env=env-secret-7010, a value with spaces & \"quotes\""
 	assert_line "unset=none"
+}
+
+@test "run: the API key, env values and git tokens are in no environment: aibox's, QEMU's, aibox-connect's, the proxy's, the broker's" {
+	piped 1
+	assert_line connected
+	# all five were there while the command held its connection
+	[ "$(wc -w <"$S/pids")" = 5 ] || { cat "$S/pids"; false; }
+	run cat "$S/environ"
+	assert_output ''
+}
+
+@test "run: with the key forwarded, an unlisted subscription token is not worth a word" {
+	piped 1
+	run ! grep -q CLAUDE_CODE_OAUTH_TOKEN "$S/err1"
 }
 
 @test "run: the piped run's skills and config mounts are readable and read-only in the VM" {
@@ -479,43 +534,6 @@ stopped() {
 	assert_failure
 	# The session stays in the project's home, owned by the host user.
 	[ -n "$(find "$PDIR/home/.claude/projects" -name '*.jsonl' -user "$(id -u)")" ]
-	runs_gone
-}
-
-# connected_or_gone PID: the command said "connected" ($T/out), or PID ended.
-connected_or_gone() {
-	grep -q connected "$T/out" || gone "$1"
-}
-
-@test "run: the API key, env values and git tokens are in no environment: aibox's, QEMU's, aibox-connect's, the proxy's, the broker's" {
-	export ANTHROPIC_API_KEY=sk-ant-host-key-7010 AIBOX_T_VALUE=env-secret-7010
-	export RUN_TOKEN=git-token-7010 CLAUDE_CODE_OAUTH_TOKEN=sk-ant-oat01-unlisted-7010
-	printf 'git:\n  - url: https://localhost:1/r.git\n    token: RUN_TOKEN\n' >>"$PDIR/config.yaml"
-	cd "$PROJ"
-	# The command holds a connection to the proxy (an aibox-connect) for a while.
-	aibox run --memory 1G -- bash -c 'exec 3<>/dev/tcp/10.0.2.100/3128; echo connected; sleep 20' \
-		</dev/null >"$T/out" 2>"$T/err" &
-	pid=$!
-	echo "$pid" >"$T/run.pid"
-	cd "$T"
-	wait_until 300 connected_or_gone "$pid"
-	grep -q connected "$T/out" || { cat "$T/err"; false; }
-	qemu=$(pgrep -P "$pid" -f qemu-system)
-	proxy=$(pgrep -P "$pid" -f aibox-proxy)
-	broker=$(pgrep -P "$pid" -f aibox-broker)
-	connect=$(pgrep -f "^[^ ]*/aibox-connect .*$PDIR" | head -1)
-	[ -n "$qemu" ] && [ -n "$proxy" ] && [ -n "$broker" ] && [ -n "$connect" ]
-	for p in "$pid" "$qemu" "$proxy" "$broker" "$connect"; do
-		run grep -caF -e sk-ant-host-key-7010 -e env-secret-7010 -e git-token-7010 \
-			-e unlisted-7010 "/proc/$p/environ"
-		[ "$output" = 0 ] || { echo "a secret is in the environment of $(tr '\0' ' ' <"/proc/$p/cmdline" | cut -c1-200)"; false; }
-	done
-	wait "$pid" && status=0 || status=$?
-	rm -f "$T/run.pid"
-	[ "$status" -eq 0 ] || cat "$T/err"
-	[ "$status" -eq 0 ]
-	# with the key forwarded, the unlisted subscription token is not worth a word
-	run ! grep -q CLAUDE_CODE_OAUTH_TOKEN "$T/err"
 	runs_gone
 }
 
