@@ -16,13 +16,20 @@ teardown() {
 	common_teardown
 }
 
-@test "vm: boots; SSH answers with the pinned key; share, state disk and network are as designed" {
+# One boot, in setup_file, for the tests that read what a probe over SSH saw
+# in it ("vm: the booted VM ..."): $S/out (test-vm's output and the probe's),
+# $S/status, $S/console.log.
+setup_file() {
+	common_setup
+	export S=$T
+	vm_image
 	vm_share "$T/task"
 	mkdir "$T/extra"
 	echo "from the host" >"$T/extra/hello"
 	printf '{"version": 1, "path": "/work/proj", "mounts": [{"tag": "extra0", "path": "/home/aibox/.claude/skills"}]}\n' \
 		>"$T/task/settings.json"
 	vm_fake_proxy "$T/proxy.sock"
+	echo "$FAKE_PROXY_PID" >"$S/proxy.pid"
 	cat >"$T/probe" <<'PROBE'
 . "$T/env"
 vm_ssh bash -s <<'GUEST'
@@ -53,34 +60,71 @@ PROBE
 	export T
 	declare -f vm_ssh >"$T/env"
 	echo "T=$T" >>"$T/env"
-	run test-vm --image "$IMAGE" --share "$T/task" --proxy "$T/proxy.sock" \
+	local status=0
+	test-vm --image "$IMAGE" --share "$T/task" --proxy "$T/proxy.sock" \
 		--mount "extra0=$T/extra" --log "$T/console.log" --listen "$T/ssh.sock" \
-		-- bash "$T/probe"
-	[ "$status" -eq 0 ] || cat "$T/console.log"
-	assert_success
+		-- bash "$T/probe" >"$S/out" 2>&1 || status=$?
+	echo "$status" >"$S/status"
+}
+
+teardown_file() {
+	[ -s "$S/proxy.pid" ] && kill "$(cat "$S/proxy.pid")" 2>/dev/null
+	T=$S common_teardown
+}
+
+# probed: the probe's output as bats' run leaves it (output, lines); the
+# boot and the probe went well.
+probed() {
+	output=$(cat "$S/out")
+	mapfile -t lines <"$S/out"
+	[ "$(cat "$S/status")" = 0 ] || { cat "$S/out" "$S/console.log"; false; }
+}
+
+@test "vm: the booted VM answers SSH as root with the pinned host key, and refuses another pin" {
+	probed
 	assert_line --regexp '^ssh-ready [0-9]+$'
 	assert_line "user root"
+	assert_line "ssh-key 600 root"
+	assert_line "ssh status 0"
+	assert_line "wrong pin status 255"
+	run grep -c 'aibox-init: ready (mode task' "$S/console.log"
+	assert_output 1
+}
+
+@test "vm: the booted VM has the task share read-only over 9p" {
+	probed
 	assert_line "share read-only"
 	assert_line "share-mount 9p ro"
+	assert_file_not_exists "$S/task/new"
+}
+
+@test "vm: the booted VM's root is an overlay; home, project and temporary folders are on the state disk" {
+	probed
 	assert_line "state-mount ext4"
 	assert_line "root-mount overlay"
 	assert_line "on-state /home/aibox aibox 755"
 	assert_line "on-state /work/proj aibox 755"
 	assert_line "on-state /tmp root 1777"
 	assert_line "on-state /var/tmp root 1777"
+}
+
+@test "vm: the booted VM has a settings mount readable and read-only" {
+	probed
 	assert_line "from the host"
 	assert_line "mount read-only"
-	assert_line "ssh-key 600 root"
-	assert_line "no dns"
+}
+
+@test "vm: the booted VM's network reaches the proxy forward only: no DNS, no host, no internet" {
+	probed
 	assert_line "forward: proxy-hello"
+	assert_line "no dns"
 	assert_line "host unreachable"
 	assert_line "internet unreachable"
+}
+
+@test "vm: the booted VM has the image's Claude Code" {
+	probed
 	assert_line "claude 2.1.197 (Claude Code)"
-	assert_line "ssh status 0"
-	assert_line "wrong pin status 255"
-	assert_file_not_exists "$T/task/new"
-	run grep -c 'aibox-init: ready (mode task' "$T/console.log"
-	assert_output 1
 }
 
 @test "vm: the per-task key runs only aibox-init session, and the VM powers off after it" {
