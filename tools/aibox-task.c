@@ -67,28 +67,28 @@
 #define SSH_WAIT_MS (600 * 1000)
 
 static const char usage_text[] =
-    "usage: aibox task [options] [prompt...]\n"
-    "\n"
-    "Run Claude Code unattended in a fresh VM on a bundle of one commit.\n"
-    "The task folder's path goes to stdout, everything else to stderr.\n"
-    "\n"
-    "    --model NAME           the model Claude Code uses (default: its own)\n"
-    "    --from REV             start from this branch, tag, commit or stash (default HEAD)\n"
-    "    --file PATH            add the text of PATH to the prompt; - reads stdin (repeatable)\n"
-    "    --timeout DURATION     Claude Code's time limit, like 60m or 1h30m (default 60m)\n"
-    "    --max-budget-usd N     the cost cap passed to Claude Code\n"
-    "    --memory SIZE          the VM's memory, 512M to 1T, like 8G (default from the config)\n"
-    "    --cpus N               the VM's CPUs, 1 to this machine's (default from the config)\n"
-    "    --image NAME           the VM image (default: default)\n"
-    "    --no-sandbox           skip aibox's own lockdown (seccomp), with a warning\n"
-    "    --json                 at the end, one JSON object on stdout instead of the folder's\n"
-    "                           path (its keys: docs/json.md)\n"
-    "    -h, --help             show this help\n"
-    "\n"
-    "Options may stand before, between or after the prompt's words; after '--'\n"
-    "every word is the prompt's.  Without prompt words or --file, the prompt is\n"
-    "read from stdin unless it is a terminal.\n"
-    "Exit status: 0 the task finished, 1 it did not, 2 usage or error.\n";
+	"usage: aibox task [options] [prompt...]\n"
+	"\n"
+	"Run Claude Code unattended in a fresh VM on a bundle of one commit.\n"
+	"The task folder's path goes to stdout, everything else to stderr.\n"
+	"\n"
+	"    --model NAME           the model Claude Code uses (default: its own)\n"
+	"    --from REV             start from this branch, tag, commit or stash (default HEAD)\n"
+	"    --file PATH            add the text of PATH to the prompt; - reads stdin (repeatable)\n"
+	"    --timeout DURATION     Claude Code's time limit, like 60m or 1h30m (default 60m)\n"
+	"    --max-budget-usd N     the cost cap passed to Claude Code\n"
+	"    --memory SIZE          the VM's memory, 512M to 1T, like 8G (default from the config)\n"
+	"    --cpus N               the VM's CPUs, 1 to this machine's (default from the config)\n"
+	"    --image NAME           the VM image (default: default)\n"
+	"    --no-sandbox           skip aibox's own lockdown (seccomp), with a warning\n"
+	"    --json                 at the end, one JSON object on stdout instead of the folder's\n"
+	"                           path (its keys: docs/json.md)\n"
+	"    -h, --help             show this help\n"
+	"\n"
+	"Options may stand before, between or after the prompt's words; after '--'\n"
+	"every word is the prompt's.  Without prompt words or --file, the prompt is\n"
+	"read from stdin unless it is a terminal.\n"
+	"Exit status: 0 the task finished, 1 it did not, 2 usage or error.\n";
 
 struct opts {
 	const char *model;
@@ -132,7 +132,7 @@ struct task {
 	struct ssh_task_keys keys;
 	int result_fds[4];
 	int console_fd, proxy_log_fd, aibox_log_fd, broker_log_fd;
-	int record_fd;       /* summary.json (common/task_record.h) */
+	int record_fd; /* summary.json (common/task_record.h) */
 	int proxy_report_fd; /* the read end of the proxy's --report-fd */
 	int broker_sock; /* the proxy's end of the hand-off socket pair; -1 without git: */
 	struct spawn proxy, broker;
@@ -149,31 +149,21 @@ static const char *const result_names[] = { "changes.bundle", "transcript.jsonl"
 /* Options anywhere among the prompt's words (common/opt.h); words go to o->words. */
 static void parse_args(struct opts *o, int argc, char **argv)
 {
-	enum {
-		O_MODEL = 256,
-		O_FROM,
-		O_FILE,
-		O_TIMEOUT,
-		O_BUDGET,
-		O_MEMORY,
-		O_CPUS,
-		O_IMAGE,
-		O_NO_SANDBOX,
-		O_JSON
-	};
+	enum { O_MODEL = 256, O_FROM, O_FILE, O_TIMEOUT, O_BUDGET, O_MEMORY, O_CPUS, O_IMAGE,
+	       O_NO_SANDBOX, O_JSON };
 	static const struct option options[] = {
-	    {"model", required_argument, NULL, O_MODEL},
-	    {"from", required_argument, NULL, O_FROM},
-	    {"file", required_argument, NULL, O_FILE},
-	    {"timeout", required_argument, NULL, O_TIMEOUT},
-	    {"max-budget-usd", required_argument, NULL, O_BUDGET},
-	    {"memory", required_argument, NULL, O_MEMORY},
-	    {"cpus", required_argument, NULL, O_CPUS},
-	    {"image", required_argument, NULL, O_IMAGE},
-	    {"no-sandbox", no_argument, NULL, O_NO_SANDBOX},
-	    {"json", no_argument, NULL, O_JSON},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
+		{ "model", required_argument, NULL, O_MODEL },
+		{ "from", required_argument, NULL, O_FROM },
+		{ "file", required_argument, NULL, O_FILE },
+		{ "timeout", required_argument, NULL, O_TIMEOUT },
+		{ "max-budget-usd", required_argument, NULL, O_BUDGET },
+		{ "memory", required_argument, NULL, O_MEMORY },
+		{ "cpus", required_argument, NULL, O_CPUS },
+		{ "image", required_argument, NULL, O_IMAGE },
+		{ "no-sandbox", no_argument, NULL, O_NO_SANDBOX },
+		{ "json", no_argument, NULL, O_JSON },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
 	};
 	struct buf why = BUF_INIT;
 	const char *v;
@@ -554,19 +544,20 @@ static void log_line(struct task *t, const char *fmt, ...) __attribute__((format
 static struct task *failing_task;
 
 /*
- * summary.json, and with --json the same object on stdout (common/task_record.h);
- * in NULL for a task that failed to start.
+ * summary.json, and with --json the same object on stdout
+ * (common/task_record.h); in is NULL for a task that failed to start.
  */
 static void write_record(struct task *t, const char *state, int code, const char *why,
-                         const struct summary_in *in)
+			 const struct summary_in *in)
 {
-	struct task_record_in ri = {t->dir.buf, t->name,       state,           code,
-	                            why,        since(&t->t0), t->start_commit, in};
+	struct task_record_in ri = { t->dir.buf, t->name, state, code, why, since(&t->t0),
+				     t->start_commit, in };
 	struct buf json = BUF_INIT;
+	int ret;
 
 	task_record_json(&ri, &json);
-	if (t->record_fd >= 0 && write_all(t->record_fd, json.buf, json.len) < 0)
-		out_printf(2, "aibox", t->id, "cannot write summary.json: %s", strerror(errno));
+	if (t->record_fd >= 0 && (ret = write_all(t->record_fd, json.buf, json.len)) < 0)
+		out_printf(2, "aibox", t->id, "cannot write summary.json: %s", strerror(-ret));
 	if (t->o.json) {
 		fputs(json.buf, stdout);
 		fflush(stdout);
@@ -1215,16 +1206,10 @@ static int run_task(struct task *t)
 
 int main(int argc, char **argv)
 {
-	struct task t = {.project_lock_fd = -1,
-	                 .task_lock_fd = -1,
-	                 .console_fd = -1,
-	                 .proxy_log_fd = -1,
-	                 .aibox_log_fd = -1,
-	                 .broker_log_fd = -1,
-	                 .broker_sock = -1,
-	                 .proxy_report_fd = -1,
-	                 .record_fd = -1,
-	                 .checker = BUNDLE_CHECK_INIT};
+	struct task t = { .project_lock_fd = -1, .task_lock_fd = -1, .console_fd = -1,
+			  .proxy_log_fd = -1, .aibox_log_fd = -1, .broker_log_fd = -1,
+			  .broker_sock = -1, .proxy_report_fd = -1, .record_fd = -1,
+			  .checker = BUNDLE_CHECK_INIT };
 
 	tool_init(argc, argv);
 	clock_gettime(CLOCK_MONOTONIC, &t.t0);
