@@ -1112,6 +1112,7 @@ static int run_task(struct task *t)
 		s.keys = &t->keys;
 		s.id = t->id;
 		s.err_fd = 2;
+		s.log_fd = t->aibox_log_fd;
 		s.secrets = secrets.buf;
 		s.secrets_len = secrets.len;
 		for (int i = 0; i < RESULT_NFILES; i++)
