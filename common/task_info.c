@@ -525,3 +525,40 @@ json_t *task_info_json(const struct task_info *ti, const char *project, const ch
 	buf_release(&b);
 	return o;
 }
+
+int task_open(const char *arg, struct task_dir *td, struct buf *why)
+{
+	struct buf tasks = BUF_INIT;
+	int ret;
+
+	if ((ret = task_find(arg, &td->dir, &td->project_dir, why)) < 0)
+		return ret;
+	td->name = strrchr(td->dir.buf, '/') + 1;
+	task_name_parse(td->name, NULL, td->id);
+	buf_addf(&tasks, "%s/tasks", td->project_dir.buf);
+	td->tasks_fd = open(tasks.buf, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (td->tasks_fd < 0) {
+		ret = -errno;
+		buf_addf(why, "cannot open '%s': %s", tasks.buf, strerror(errno));
+		goto out;
+	}
+	td->dfd = openat(td->tasks_fd, td->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (td->dfd < 0) {
+		ret = -errno;
+		buf_addf(why, "cannot open '%s': %s", td->dir.buf, strerror(errno));
+	}
+out:
+	buf_release(&tasks);
+	return ret;
+}
+
+void task_dir_release(struct task_dir *td)
+{
+	if (td->dfd >= 0)
+		close(td->dfd);
+	if (td->tasks_fd >= 0)
+		close(td->tasks_fd);
+	buf_release(&td->dir);
+	buf_release(&td->project_dir);
+	*td = (struct task_dir)TASK_DIR_INIT;
+}

@@ -115,6 +115,28 @@ struct json_t;
 struct json_t *task_info_json(const struct task_info *ti, const char *project, const char *folder,
                               int fetched);
 
+/* A task folder opened for reading, as task_open() gives it. */
+struct task_dir {
+	struct buf dir;         /* its path */
+	struct buf project_dir; /* its project's folder */
+	const char *name;       /* the end of dir */
+	char id[TASK_ID_LEN + 1];
+	int tasks_fd; /* the project's tasks/ */
+	int dfd;      /* the folder */
+};
+
+#define TASK_DIR_INIT                                                                              \
+	{                                                                                          \
+		BUF_INIT, BUF_INIT, NULL, "", -1, -1                                               \
+	}
+
+/*
+ * task_find() of arg, then its tasks/ and the folder opened (O_NOFOLLOW).
+ * 0, or a negative errno with the reason appended to why; release td either way.
+ */
+int task_open(const char *arg, struct task_dir *td, struct buf *why);
+void task_dir_release(struct task_dir *td);
+
 /*
  * Which tasks' branches are in a project's checkout (the fetch command's
  * aibox/task-<name>, docs/internals.md, "Files and names"): open once per

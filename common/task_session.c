@@ -43,7 +43,8 @@ static void on_stderr_line(void *arg, const char *line, size_t n)
 		out_format(&b, time(NULL), "vm", c->s->id, line, n);
 		c->log_len += b.len;
 		if (c->log_len > TASK_SESSION_LOG_MAX) {
-			static const char full[] = "the VM's lines past 16 MiB are left out of aibox.log";
+			static const char full[] =
+			    "the VM's lines past 16 MiB are left out of aibox.log";
 
 			buf_reset(&b);
 			out_format(&b, time(NULL), "aibox", c->s->id, full, sizeof(full) - 1);

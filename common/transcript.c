@@ -28,8 +28,9 @@ static void add_cut(struct buf *out, const char *s, size_t n, size_t cols)
 /* The input key that says most about a call of a known tool, else NULL. */
 static const char *main_input(json_t *input)
 {
-	static const char *const keys[] = { "command", "file_path", "path", "pattern", "url",
-					    "query", "description", "prompt", "notebook_path" };
+	static const char *const keys[] = {"command",     "file_path", "path",
+	                                   "pattern",     "url",       "query",
+	                                   "description", "prompt",    "notebook_path"};
 
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
 		if (json_is_string(json_object_get(input, keys[i])))
@@ -73,7 +74,8 @@ int transcript_tool_calls(const char *line, size_t n, struct buf *out)
 		return 0;
 	j = json_loadb(line, n, 0, NULL);
 	content = json_object_get(json_object_get(j, "message"), "content");
-	json_array_foreach(content, i, item) {
+	json_array_foreach(content, i, item)
+	{
 		json_t *type = json_object_get(item, "type");
 
 		if (json_is_string(type) && !strcmp(json_string_value(type), "tool_use")) {
@@ -95,7 +97,8 @@ static void result_text(json_t *content, struct buf *text)
 		buf_add(text, json_string_value(content), json_string_length(content));
 		return;
 	}
-	json_array_foreach(content, i, part) {
+	json_array_foreach(content, i, part)
+	{
 		json_t *t = json_object_get(part, "text");
 
 		if (json_is_string(t)) {
@@ -144,7 +147,8 @@ static void add_text(struct buf *out, json_t *text)
 static void add_result(struct buf *out, json_t *j)
 {
 	json_t *sub = json_object_get(j, "subtype"), *turns = json_object_get(j, "num_turns");
-	json_t *ms = json_object_get(j, "duration_ms"), *cost = json_object_get(j, "total_cost_usd");
+	json_t *ms = json_object_get(j, "duration_ms"),
+	       *cost = json_object_get(j, "total_cost_usd");
 
 	buf_addstr(out, "= ");
 	if (json_is_string(sub))
@@ -155,7 +159,7 @@ static void add_result(struct buf *out, json_t *j)
 		buf_addstr(out, " (an error)");
 	if (json_is_integer(turns))
 		buf_addf(out, ", %lld turn%s", (long long)json_integer_value(turns),
-			 json_integer_value(turns) == 1 ? "" : "s");
+		         json_integer_value(turns) == 1 ? "" : "s");
 	if (json_is_number(ms) && json_number_value(ms) >= 0 && json_number_value(ms) < 1e12)
 		buf_addf(out, ", %.1f s", json_number_value(ms) / 1000);
 	if (json_is_number(cost) && json_number_value(cost) >= 0 && json_number_value(cost) < 1e9)
@@ -189,7 +193,8 @@ void transcript_render(const char *line, size_t n, struct buf *out)
 	if (!strcmp(t, "assistant") || !strcmp(t, "user")) {
 		if (json_is_string(content) && !strcmp(t, "assistant"))
 			add_text(out, content);
-		json_array_foreach(content, i, item) {
+		json_array_foreach(content, i, item)
+		{
 			json_t *it = json_object_get(item, "type");
 			const char *k = json_string_value(it);
 

@@ -39,6 +39,7 @@ static const char usage_text[] = "usage: aibox tasks list [--all] [--json]\n"
 
 struct lister {
 	int all, json;
+	int proj_w; /* the project column's width, with --all */
 	time_t now;
 	json_t *array;
 	size_t count;
@@ -78,8 +79,9 @@ static void add_json(struct lister *l, const char *project, const char *folder,
 
 static void print_header(struct lister *l)
 {
-	printf("%-6s  %s%-15s  %-16s  %8s  %5s  %6s  %-7s  %s\n", "ID", l->all ? "PROJECT  " : "",
-	       "STATE", "STARTED", "TIME", "TURNS", "COST", "FETCHED", "PROMPT");
+	printf("%-6s  %-*s%s%-15s  %-16s  %8s  %5s  %6s  %-7s  %s\n", "ID", l->proj_w,
+	       l->all ? "PROJECT" : "", l->all ? "  " : "", "STATE", "STARTED", "TIME", "TURNS",
+	       "COST", "FETCHED", "PROMPT");
 }
 
 static void print_row(struct lister *l, const char *project, const struct task_info *ti,
@@ -107,22 +109,14 @@ static void print_row(struct lister *l, const char *project, const struct task_i
 	if (ti->prompt_line)
 		task_text_line(&line, ti->prompt_line);
 	cut_cols(&prompt, line.buf, PROMPT_COLS);
-	if (l->all)
-		printf("%-6s  %-7s  %-15s  %-16s  %8s  %5s  %6s  %-7s  %s\n", ti->id, project,
-		       task_state_name(ti->state), start, time_s.buf, turns.buf, cost.buf,
-		       !ti->end_commit[0] ? "-"
-		       : fetched > 0      ? "yes"
-		       : fetched == 0     ? "no"
-		                          : "?",
-		       prompt.buf);
-	else
-		printf("%-6s  %-15s  %-16s  %8s  %5s  %6s  %-7s  %s\n", ti->id,
-		       task_state_name(ti->state), start, time_s.buf, turns.buf, cost.buf,
-		       !ti->end_commit[0] ? "-"
-		       : fetched > 0      ? "yes"
-		       : fetched == 0     ? "no"
-		                          : "?",
-		       prompt.buf);
+	printf("%-6s  %-*s%s%-15s  %-16s  %8s  %5s  %6s  %-7s  %s\n", ti->id, l->proj_w,
+	       l->all ? project : "", l->all ? "  " : "", task_state_name(ti->state), start,
+	       time_s.buf, turns.buf, cost.buf,
+	       !ti->end_commit[0] ? "-"
+	       : fetched > 0      ? "yes"
+	       : fetched == 0     ? "no"
+	                          : "?",
+	       prompt.buf);
 	buf_release(&time_s);
 	buf_release(&turns);
 	buf_release(&cost);
@@ -196,8 +190,11 @@ int main(int argc, char **argv)
 
 		if (ret < 0)
 			die_err(ret, "cannot read the projects in '%s/projects'", aibox_home());
-		/* Newest first across projects would need every task read first; by project keeps
-		 * it streaming. */
+		l.proj_w = 7;
+		for (size_t i = 0; i < names.nr; i++)
+			if (strlen(names.v[i]) > (size_t)l.proj_w)
+				l.proj_w = (int)strlen(names.v[i]);
+		/* Project by project: newest first across them would read every task first. */
 		for (size_t i = 0; i < names.nr; i++) {
 			if (project_by_name(names.v[i], &p) < 0)
 				continue;

@@ -31,21 +31,19 @@
 #define FOLLOW_MS 250
 
 static const char usage_text[] =
-	"usage: aibox tasks log [-f] TASK\n"
-	"\n"
-	"Show a task's transcript: the agent's text, one line per tool call, the tools'\n"
-	"results abbreviated, errors marked.  While the task runs, its live lines.\n"
-	"TASK is the task's id (6 hex), its folder's name or its folder's path.\n"
-	"\n"
-	"    -f, --follow  follow a running task until it ends\n"
-	"    -h, --help    show this help\n"
-	"\n"
-	"Exit status: 0 shown, 2 usage or error (no such task).\n";
+    "usage: aibox tasks log [-f] TASK\n"
+    "\n"
+    "Show a task's transcript: the agent's text, one line per tool call, the tools'\n"
+    "results abbreviated, errors marked.  While the task runs, its live lines.\n"
+    "TASK is the task's id (6 hex), its folder's name or its folder's path.\n"
+    "\n"
+    "    -f, --follow  follow a running task until it ends\n"
+    "    -h, --help    show this help\n"
+    "\n"
+    "Exit status: 0 shown, 2 usage or error (no such task).\n";
 
 struct logger {
-	int tasks_fd, dfd;
-	const char *name;
-	char id[TASK_ID_LEN + 1];
+	struct task_dir td;
 	struct buf out; /* rendered, not yet sanitized */
 };
 
@@ -87,7 +85,7 @@ static int show_transcript(struct logger *l, int only_end)
 	int long_line = 0, fd;
 	ssize_t n;
 
-	fd = openat(l->dfd, "transcript.jsonl", O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	fd = openat(l->td.dfd, "transcript.jsonl", O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
 		return -ENOENT;
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size == 0) {
@@ -116,10 +114,11 @@ static int show_transcript(struct logger *l, int only_end)
 			}
 			if (nl) {
 				if (long_line)
-					buf_addf(&l->out, "[a line of %zu bytes, not shown]\n", skipped);
+					buf_addf(&l->out, "[a line of %zu bytes, not shown]\n",
+					         skipped);
 				else if (!only_end || memmem(line.buf, line.len, "\"result\"", 8))
 					transcript_render_filtered(line.buf, line.len, only_end,
-								   &l->out);
+					                           &l->out);
 				buf_reset(&line);
 				long_line = 0;
 				skipped = 0;
@@ -150,11 +149,11 @@ static void show_live(struct logger *l, off_t *off, struct buf *partial)
 	char chunk[65536], prefix[32];
 	size_t plen;
 	ssize_t n;
-	int fd = openat(l->dfd, "aibox.log", O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	int fd = openat(l->td.dfd, "aibox.log", O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 
 	if (fd < 0)
 		return;
-	snprintf(prefix, sizeof(prefix), " vm[%s]: ", l->id);
+	snprintf(prefix, sizeof(prefix), " vm[%s]: ", l->td.id);
 	plen = strlen(prefix);
 	while ((n = pread(fd, chunk, sizeof(chunk), *off)) > 0) {
 		*off += n;
@@ -184,7 +183,7 @@ static void show_live(struct logger *l, off_t *off, struct buf *partial)
 /* 1 while the task runs (its lock is held), 0 once it ended. */
 static int running(struct logger *l)
 {
-	int lock_fd = -1, ret = task_check(l->tasks_fd, l->name, &lock_fd);
+	int lock_fd = -1, ret = task_check(l->td.tasks_fd, l->td.name, &lock_fd);
 
 	if (lock_fd >= 0)
 		close(lock_fd);
@@ -193,13 +192,12 @@ static int running(struct logger *l)
 
 int main(int argc, char **argv)
 {
-	struct logger l = { .tasks_fd = -1, .dfd = -1, .out = BUF_INIT };
-	struct buf dir = BUF_INIT, project_dir = BUF_INIT, why = BUF_INIT, tasks = BUF_INIT;
-	struct buf partial = BUF_INIT;
+	struct logger l = {.td = TASK_DIR_INIT, .out = BUF_INIT};
+	struct buf why = BUF_INIT, partial = BUF_INIT;
 	struct task_info ti;
 	const char *arg = NULL;
 	off_t off = 0;
-	int follow = 0, ret;
+	int follow = 0;
 
 	tool_init(argc, argv);
 	for (int i = 1; i < argc; i++) {
@@ -219,31 +217,22 @@ int main(int argc, char **argv)
 		error("which task? give its id, its folder's name or its path");
 		usage_die(usage_text);
 	}
-	if ((ret = task_find(arg, &dir, &project_dir, &why)) < 0)
+	if (task_open(arg, &l.td, &why) < 0)
 		die("%s", why.buf);
-	l.name = strrchr(dir.buf, '/') + 1;
-	buf_addf(&tasks, "%s/tasks", project_dir.buf);
-	l.tasks_fd = open(tasks.buf, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (l.tasks_fd < 0)
-		die_errno("cannot open '%s'", tasks.buf);
-	l.dfd = openat(l.tasks_fd, l.name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (l.dfd < 0)
-		die_errno("cannot open '%s'", dir.buf);
-	task_name_parse(l.name, NULL, l.id);
 
 	if (running(&l)) {
 		show_live(&l, &off, &partial);
 		if (!follow)
 			goto out;
 		while (running(&l)) {
-			struct timespec ts = { 0, FOLLOW_MS * 1000000L };
+			struct timespec ts = {0, FOLLOW_MS * 1000000L};
 
 			nanosleep(&ts, NULL);
 			show_live(&l, &off, &partial);
 		}
 		show_live(&l, &off, &partial);
 		show_transcript(&l, 1);
-		if (task_info_read(l.tasks_fd, l.name, time(NULL), &ti) == 0) {
+		if (task_info_read(l.td.tasks_fd, l.td.name, time(NULL), &ti) == 0) {
 			printf("the task ended: %s\n", task_state_name(ti.state));
 			task_info_release(&ti);
 		}
@@ -255,13 +244,9 @@ int main(int argc, char **argv)
 out:
 	if (fflush(stdout) != 0 || ferror(stdout))
 		die_errno("cannot write the log");
-	close(l.dfd);
-	close(l.tasks_fd);
+	task_dir_release(&l.td);
 	buf_release(&l.out);
-	buf_release(&dir);
-	buf_release(&project_dir);
 	buf_release(&why);
-	buf_release(&tasks);
 	buf_release(&partial);
 	return 0;
 }

@@ -39,9 +39,8 @@ static const char usage_text[] =
     "Exit status: 0 shown, 2 usage or error (no such task).\n";
 
 struct shown {
-	struct buf dir, project_dir, why;
-	const char *name;
-	int tasks_fd, dfd;
+	struct task_dir td;
+	struct buf why;
 	struct task_info ti;
 	int has_record, has_result;
 	struct task_record rec;
@@ -51,22 +50,12 @@ struct shown {
 
 static void open_task(struct shown *s, const char *arg)
 {
-	struct buf tasks = BUF_INIT;
 	int ret;
 
-	if ((ret = task_find(arg, &s->dir, &s->project_dir, &s->why)) < 0)
+	if (task_open(arg, &s->td, &s->why) < 0)
 		die("%s", s->why.buf);
-	s->name = strrchr(s->dir.buf, '/') + 1;
-	buf_addf(&tasks, "%s/tasks", s->project_dir.buf);
-	s->tasks_fd = open(tasks.buf, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (s->tasks_fd < 0)
-		die_errno("cannot open '%s'", tasks.buf);
-	if ((ret = task_info_read(s->tasks_fd, s->name, time(NULL), &s->ti)) < 0)
-		die_err(ret, "cannot read '%s'", s->dir.buf);
-	s->dfd = openat(s->tasks_fd, s->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (s->dfd < 0)
-		die_errno("cannot open '%s'", s->dir.buf);
-	buf_release(&tasks);
+	if ((ret = task_info_read(s->td.tasks_fd, s->td.name, time(NULL), &s->ti)) < 0)
+		die_err(ret, "cannot read '%s'", s->td.dir.buf);
 }
 
 /* The record, else result.json; what cannot be read goes to s->problem. */
@@ -75,7 +64,7 @@ static void read_facts(struct shown *s)
 	struct buf b = BUF_INIT, err = BUF_INIT;
 	ssize_t n;
 
-	n = task_file_read(s->dfd, "summary.json", TASK_RECORD_MAX, &b);
+	n = task_file_read(s->td.dfd, "summary.json", TASK_RECORD_MAX, &b);
 	if (n >= 0) {
 		if (task_record_parse(b.buf, b.len, &s->rec, &err) == 0)
 			s->has_record = 1;
@@ -87,7 +76,7 @@ static void read_facts(struct shown *s)
 	if (!s->has_record) {
 		buf_reset(&b);
 		buf_reset(&err);
-		n = task_file_read(s->dfd, "result.json", RESULT_JSON_MAX, &b);
+		n = task_file_read(s->td.dfd, "result.json", RESULT_JSON_MAX, &b);
 		if (n > 0 && result_parse(b.buf, b.len, &s->res, &err) == 0)
 			s->has_result = 1;
 		else if (n > 0 && !s->problem.len)
@@ -111,7 +100,7 @@ static void print_text(struct shown *s)
 		strftime(start, sizeof(start), "%Y-%m-%d %H:%M:%S", &tm);
 	printf("task %s, %s: %s\n", ti->id, ti->name, task_state_name(ti->state));
 	printf("folder: ");
-	out_sanitize(&line, s->dir.buf, s->dir.len);
+	out_sanitize(&line, s->td.dir.buf, s->td.dir.len);
 	printf("%s\n", line.buf);
 	if (ti->has_seconds)
 		duration_format(&time_s, (int64_t)(ti->seconds + 0.5) * 1000);
@@ -132,8 +121,8 @@ static void print_text(struct shown *s)
 	if (ti->state == TASK_RUNNING)
 		goto out;
 
-	buf_addf(&bpath, "%s/changes.bundle", s->dir.buf);
-	buf_addf(&branch, "aibox/task-%s", s->name);
+	buf_addf(&bpath, "%s/changes.bundle", s->td.dir.buf);
+	buf_addf(&branch, "aibox/task-%s", s->td.name);
 	in.bundle_path = bpath.buf;
 	in.branch = branch.buf;
 	{
@@ -167,11 +156,12 @@ static void print_json(struct shown *s)
 	json_t *o;
 	struct buf b = BUF_INIT;
 	char *text;
-	const char *project = strrchr(s->project_dir.buf, '/');
+	const char *project = strrchr(s->td.project_dir.buf, '/');
 
-	o = task_info_json(&s->ti, project ? project + 1 : s->project_dir.buf, s->dir.buf, -1);
+	o = task_info_json(&s->ti, project ? project + 1 : s->td.project_dir.buf, s->td.dir.buf,
+	                   -1);
 	/* The record as aibox task --json printed it (read again: it passed task_record_parse). */
-	if (s->has_record && task_file_read(s->dfd, "summary.json", TASK_RECORD_MAX, &b) > 0)
+	if (s->has_record && task_file_read(s->td.dfd, "summary.json", TASK_RECORD_MAX, &b) > 0)
 		json_object_set_new(o, "record", json_loadb(b.buf, b.len, 0, NULL));
 	else
 		json_object_set_new(o, "record", json_null());
@@ -186,12 +176,7 @@ static void print_json(struct shown *s)
 
 int main(int argc, char **argv)
 {
-	struct shown s = {.dir = BUF_INIT,
-	                  .project_dir = BUF_INIT,
-	                  .why = BUF_INIT,
-	                  .problem = BUF_INIT,
-	                  .tasks_fd = -1,
-	                  .dfd = -1};
+	struct shown s = {.td = TASK_DIR_INIT, .why = BUF_INIT, .problem = BUF_INIT};
 	const char *arg = NULL;
 	int json = 0;
 
@@ -226,10 +211,7 @@ int main(int argc, char **argv)
 	if (s.has_result)
 		result_release(&s.res);
 	task_info_release(&s.ti);
-	close(s.dfd);
-	close(s.tasks_fd);
-	buf_release(&s.dir);
-	buf_release(&s.project_dir);
+	task_dir_release(&s.td);
 	buf_release(&s.why);
 	buf_release(&s.problem);
 	return 0;
