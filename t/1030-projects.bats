@@ -190,7 +190,7 @@ teardown() { lock_teardown; }
 @test "projects: --help, usage errors and the exit codes" {
 	run aibox projects --help
 	assert_success
-	assert_output --partial "usage: aibox projects [list]"
+	assert_output --partial "usage: aibox projects [list [--json]]"
 	run aibox help projects
 	assert_success
 	assert_output --partial "aibox projects remove NAME"
