@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "err.h"
+#include "opt.h"
 #include "out.h"
 #include "project.h"
 #include "results.h"
@@ -561,4 +562,52 @@ void task_dir_release(struct task_dir *td)
 	buf_release(&td->dir);
 	buf_release(&td->project_dir);
 	*td = (struct task_dir)TASK_DIR_INIT;
+}
+
+int task_args(int argc, char **argv, const char *shortopts, const struct option *longopts,
+              unsigned *flags, const char **task, struct buf *why)
+{
+	struct option all[16];
+	struct buf shorts = BUF_INIT;
+	const char *v;
+	size_t n = 0;
+	int opt, ret = 0;
+
+	for (; longopts[n].name && n < ARRAY_SIZE(all) - 2; n++)
+		all[n] = longopts[n];
+	all[n++] = (struct option){"help", no_argument, NULL, 'h'};
+	all[n] = (struct option){NULL, 0, NULL, 0};
+	buf_addf(&shorts, "%sh", shortopts);
+	*task = NULL;
+	while ((opt = opt_next(argc, argv, shorts.buf, all, &v, why)) != OPT_END) {
+		if (opt == 'h') {
+			ret = 1;
+			goto out;
+		} else if (opt == OPT_WORD && !*task) {
+			*task = v;
+		} else if (opt == OPT_WORD) {
+			buf_addstr(why, "give one task");
+			ret = -EINVAL;
+			goto out;
+		} else if (opt == OPT_BAD) {
+			ret = -EINVAL;
+			goto out;
+		} else {
+			for (size_t i = 0; i < n - 1; i++)
+				if (all[i].val == opt)
+					*flags |= 1u << i;
+		}
+	}
+	if (optind < argc && !*task)
+		*task = argv[optind++];
+	if (optind < argc) {
+		buf_addstr(why, "give one task");
+		ret = -EINVAL;
+	} else if (!*task) {
+		buf_addstr(why, "which task? give its id, its folder's name or its path");
+		ret = -EINVAL;
+	}
+out:
+	buf_release(&shorts);
+	return ret;
 }

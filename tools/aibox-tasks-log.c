@@ -12,6 +12,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -198,25 +199,24 @@ int main(int argc, char **argv)
 	const char *arg = NULL;
 	off_t off = 0;
 	int follow = 0;
+	static const struct option options[] = {
+	    {"follow", no_argument, NULL, 'f'}, /* flags bit 0 */
+	    {NULL, 0, NULL, 0},
+	};
+	struct buf bad = BUF_INIT;
+	unsigned flags = 0;
+	int ret;
 
 	tool_init(argc, argv);
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-			fputs(usage_text, stdout);
-			return 0;
-		} else if (!strcmp(argv[i], "-f") || !strcmp(argv[i], "--follow")) {
-			follow = 1;
-		} else if (argv[i][0] == '-' || arg) {
-			error("unknown argument '%s'", argv[i]);
-			usage_die(usage_text);
-		} else {
-			arg = argv[i];
-		}
+	if ((ret = task_args(argc, argv, "f", options, &flags, &arg, &bad)) == 1) {
+		fputs(usage_text, stdout);
+		return 0;
 	}
-	if (!arg) {
-		error("which task? give its id, its folder's name or its path");
+	if (ret < 0) {
+		error("%s", bad.buf);
 		usage_die(usage_text);
 	}
+	follow = flags & 1;
 	if (task_open(arg, &l.td, &why) < 0)
 		die("%s", why.buf);
 

@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -179,25 +180,24 @@ int main(int argc, char **argv)
 	struct shown s = {.td = TASK_DIR_INIT, .why = BUF_INIT, .problem = BUF_INIT};
 	const char *arg = NULL;
 	int json = 0;
+	static const struct option options[] = {
+	    {"json", no_argument, NULL, 256}, /* flags bit 0 */
+	    {NULL, 0, NULL, 0},
+	};
+	struct buf bad = BUF_INIT;
+	unsigned flags = 0;
+	int ret;
 
 	tool_init(argc, argv);
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-			fputs(usage_text, stdout);
-			return 0;
-		} else if (!strcmp(argv[i], "--json")) {
-			json = 1;
-		} else if (argv[i][0] == '-' || arg) {
-			error("unknown argument '%s'", argv[i]);
-			usage_die(usage_text);
-		} else {
-			arg = argv[i];
-		}
+	if ((ret = task_args(argc, argv, "", options, &flags, &arg, &bad)) == 1) {
+		fputs(usage_text, stdout);
+		return 0;
 	}
-	if (!arg) {
-		error("which task? give its id, its folder's name or its path");
+	if (ret < 0) {
+		error("%s", bad.buf);
 		usage_die(usage_text);
 	}
+	json = flags & 1;
 	open_task(&s, arg);
 	read_facts(&s);
 	if (json)
