@@ -234,6 +234,13 @@ five() {
 	assert_output "aibox-tasks-show: '$T/repo' is not a task folder"
 	run aibox tasks show
 	assert_failure 2
+	assert_line --index 0 "aibox-tasks-show: which task? give its id, its folder's name or its path"
+	run aibox tasks show bbbbbb aaaaaa
+	assert_failure 2
+	assert_line --index 0 "aibox-tasks-show: give one task"
+	run aibox tasks log --frob bbbbbb
+	assert_failure 2
+	assert_line --index 0 "aibox-tasks-log: unknown option '--frob'"
 }
 
 @test "tasks show: --json is the task's facts and its record, checked with jq" {
@@ -243,7 +250,8 @@ five() {
 	echo "$output" >"$T/show.json"
 	assert_equal "$(jq -r '[.id, .state, .record.state, .record.exit, .record.end_commit, .record.result.claude.num_turns, .record.hosts.hosts[0].host] | map(tostring) | join(" ")' "$T/show.json")" \
 		"aaaaaa finished finished 0 $C2 4 localhost:3129"
-	run aibox tasks show --json cccccc
+	# Options may stand after the task, as for aibox task.
+	run aibox tasks show cccccc --json
 	assert_success
 	assert_equal "$(echo "$output" | jq -r '[.state, .record] | map(tostring) | join(" ")')" "failed to start null"
 }
