@@ -54,7 +54,7 @@ ssize_t task_file_read(int dirfd, const char *name, size_t max, struct buf *out)
 	return n;
 }
 
-/* The last max bytes of a regular file. */
+/* The whole lines among the last max bytes of a regular file. */
 static ssize_t file_tail(int dirfd, const char *name, size_t max, struct buf *out)
 {
 	struct stat st;
@@ -70,6 +70,13 @@ static ssize_t file_tail(int dirfd, const char *name, size_t max, struct buf *ou
 	}
 	n = buf_read_fd(out, fd, max);
 	close(fd);
+	if (n >= 0 && (uint64_t)st.st_size > max) {
+		/* Cut in the middle of a line: that line is no line of the file. */
+		const char *nl = memchr(out->buf, '\n', out->len);
+
+		buf_consume(out, nl ? (size_t)(nl - out->buf) + 1 : out->len);
+		n = (ssize_t)out->len;
+	}
 	return n;
 }
 
@@ -78,7 +85,7 @@ static ssize_t file_head(int dirfd, const char *name, size_t max, struct buf *ou
 {
 	struct stat st;
 	ssize_t n = 0;
-	int fd = open_regular(dirfd, name, &st);
+	int fd = open_regular(dirfd, name, &st), err = 0;
 
 	if (fd < 0)
 		return fd;
@@ -87,12 +94,14 @@ static ssize_t file_head(int dirfd, const char *name, size_t max, struct buf *ou
 		n = read(fd, out->buf + out->len, max - out->len);
 		if (n < 0 && errno == EINTR)
 			continue;
+		if (n < 0)
+			err = -errno;
 		if (n <= 0)
 			break;
 		buf_setlen(out, out->len + (size_t)n);
 	}
 	close(fd);
-	return n < 0 ? -errno : (ssize_t)out->len;
+	return err ? err : (ssize_t)out->len;
 }
 
 static void problem(struct task_info *ti, const char *what, const char *why)
@@ -131,8 +140,10 @@ static void read_prompt(struct task_info *ti, int dfd)
 	ti->prompt_line = buf_detach(&b, NULL);
 }
 
-/* aibox.log's last "total Xs exit N" line (written by aibox-task alone: VM lines start with a
- * time). */
+/*
+ * aibox.log's last "total Xs exit N" line: aibox-task's alone, as every line
+ * from the VM starts with its time (docs/task-host.md, "aibox.log").
+ */
 static void read_log_total(struct task_info *ti, int dfd)
 {
 	struct buf b = BUF_INIT;

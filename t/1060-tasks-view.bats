@@ -172,6 +172,21 @@ five() {
 	assert_equal "$(jq -r '.[] | select(.id == "ffffff") | .prompt | length' "$T/list.json")" 203
 }
 
+@test "tasks list: a VM line cut at the start of the end of aibox.log read is not taken for aibox's total line" {
+	mk_task 20260101-100000-aaaaaa 'x'
+	# The last 4096 bytes start with "total ..." in the middle of a vm line.
+	python3 - "$TK/20260101-100000-aaaaaa/aibox.log" <<'PY'
+import sys
+tail = "total 9.000s exit 0\n" + "10:00:02 vm[aaaaaa]: filler\n" * 200
+tail = tail[:4096 - 1] + "\n"
+with open(sys.argv[1], "a") as f:
+    f.write("10:00:01 vm[aaaaaa]: says " + tail)
+PY
+	run aibox tasks list --json
+	assert_success
+	assert_equal "$(echo "$output" | jq -c '.[0] | [.state, .exit, .seconds]')" '["not finished",null,null]'
+}
+
 @test "tasks show: by id, folder name or path, the summary as printed at the end with the fetch command" {
 	five
 	for arg in aaaaaa 20260101-100000-aaaaaa "$TK/20260101-100000-aaaaaa" "$TK/20260101-100000-aaaaaa/"; do
