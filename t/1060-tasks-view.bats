@@ -211,7 +211,8 @@ PY
 	run aibox tasks show eeeeee
 	assert_success
 	assert_line --index 0 "task eeeeee, 20260101-140000-eeeeee: running"
-	assert_equal "${#lines[@]}" 4
+	assert_line --index 4 "it has no summary yet: 'aibox tasks log -f eeeeee' follows it"
+	assert_equal "${#lines[@]}" 5
 	# No record: result.json alone, and says the hosts are not known.
 	run aibox tasks show cccccc
 	assert_success

@@ -119,8 +119,10 @@ static void print_text(struct shown *s)
 		printf("cannot read all of it: %s\n", line.buf);
 	}
 	fflush(stdout);
-	if (ti->state == TASK_RUNNING)
+	if (ti->state == TASK_RUNNING) {
+		printf("it has no summary yet: 'aibox tasks log -f %s' follows it\n", ti->id);
 		goto out;
+	}
 
 	buf_addf(&bpath, "%s/changes.bundle", s->td.dir.buf);
 	buf_addf(&branch, "aibox/task-%s", s->td.name);
