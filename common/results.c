@@ -274,6 +274,18 @@ static void quote_arg(struct buf *b, const char *s, int windows)
 		shell_quote(b, s);
 }
 
+void summary_fetch_command(const struct summary_in *in, struct buf *out)
+{
+	struct buf refspec = BUF_INIT;
+
+	buf_addstr(out, "git -c transfer.fsckObjects=true fetch ");
+	quote_arg(out, in->bundle_path, in->windows);
+	buf_addstr(out, " ");
+	buf_addf(&refspec, "aibox/task:%s", in->branch);
+	quote_arg(out, refspec.buf, in->windows);
+	buf_release(&refspec);
+}
+
 void summary_make(const struct summary_in *in, struct summary *s)
 {
 	const struct task_result *r = in->result;
@@ -348,16 +360,8 @@ void summary_make(const struct summary_in *in, struct summary *s)
 		struct buf b = BUF_INIT;
 
 		addf(s, 0, "the changes end at %.12s, fetch them with", in->end_commit);
-		buf_addstr(&b, "  git -c transfer.fsckObjects=true fetch ");
-		quote_arg(&b, in->bundle_path, in->windows);
-		buf_addstr(&b, " ");
-		{
-			struct buf refspec = BUF_INIT;
-
-			buf_addf(&refspec, "aibox/task:%s", in->branch);
-			quote_arg(&b, refspec.buf, in->windows);
-			buf_release(&refspec);
-		}
+		buf_addstr(&b, "  ");
+		summary_fetch_command(in, &b);
 		add_line(s, 0, &b);
 	} else if (r && r->changes) {
 		/* The VM says it changed something, but nothing was checked: not "no changes". */

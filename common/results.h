@@ -123,6 +123,9 @@ struct summary_in {
  * step failed, "the step S failed" (or "timed out").  Parts the result does not have are left out.
  */
 void summary_make(const struct summary_in *in, struct summary *s);
+
+/* Append the fetch command the summary prints (without its indent) for in's bundle and branch. */
+void summary_fetch_command(const struct summary_in *in, struct buf *out);
 void summary_release(struct summary *s);
 
 /*

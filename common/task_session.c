@@ -1,6 +1,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "out.h"
 #include "task_session.h"
@@ -20,6 +21,7 @@ static const struct {
 struct ctx {
 	struct task_session *s;
 	struct tar_in tar;
+	size_t log_len; /* vm lines written to log_fd */
 };
 
 static int on_stdout(void *arg, const char *data, size_t n)
@@ -35,6 +37,21 @@ static void on_stderr_line(void *arg, const char *line, size_t n)
 
 	/* A terminal that went away must not stop the task: the line is lost. */
 	out_write(c->s->err_fd, "vm", c->s->id, line, n);
+	if (c->s->log_fd > 2 && c->log_len <= TASK_SESSION_LOG_MAX) {
+		struct buf b = BUF_INIT;
+
+		out_format(&b, time(NULL), "vm", c->s->id, line, n);
+		c->log_len += b.len;
+		if (c->log_len > TASK_SESSION_LOG_MAX) {
+			static const char full[] =
+			    "the VM's lines past 16 MiB are left out of aibox.log";
+
+			buf_reset(&b);
+			out_format(&b, time(NULL), "aibox", c->s->id, full, sizeof(full) - 1);
+		}
+		write_all(c->s->log_fd, b.buf, b.len);
+		buf_release(&b);
+	}
 }
 
 int task_session_run(struct task_session *s)

@@ -2,7 +2,8 @@
  * The task's SSH session, host side: run the init's `task` command with the
  * secrets on its stdin, take the results tar off its stdout into the result
  * files opened beforehand (common/tar_in.h), and print its stderr as
- * vm[id] lines (common/out.h sanitizes them).  Everything it needs is open
+ * vm[id] lines (common/out.h sanitizes them), kept in aibox.log too, where
+ * `aibox tasks log` reads them while the task runs.  Everything it needs is open
  * before it starts, so it runs the same after the lockdown.
  */
 #ifndef AIBOX_TASK_SESSION_H
@@ -16,12 +17,17 @@
 /* Indexes into task_session.files: the result names, result.json last. */
 enum { RESULT_BUNDLE, RESULT_TRANSCRIPT, RESULT_VM_LOG, RESULT_JSON, RESULT_NFILES };
 
+/* The VM's lines kept in aibox.log, at most (then one line says the rest is left out). */
+#define TASK_SESSION_LOG_MAX (16 << 20)
+
 struct task_session {
 	int fd;				/* the stream to the guest's SSH server */
 	const char *user;		/* NULL: root */
 	const struct ssh_task_keys *keys;
 	const char *id;			/* the task id, for vm[id] lines */
 	int err_fd;			/* where vm lines go */
+	int log_fd;			/* when above 2, vm lines go here too (aibox.log), at
+					   most TASK_SESSION_LOG_MAX bytes of them */
 	const char *secrets;		/* task_secrets_json() text, for stdin */
 	size_t secrets_len;
 	int result_fds[RESULT_NFILES];	/* open for writing, in the enum's order */

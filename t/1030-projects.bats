@@ -190,7 +190,7 @@ teardown() { lock_teardown; }
 @test "projects: --help, usage errors and the exit codes" {
 	run aibox projects --help
 	assert_success
-	assert_output --partial "usage: aibox projects [list]"
+	assert_output --partial "usage: aibox projects [list [--json]]"
 	run aibox help projects
 	assert_success
 	assert_output --partial "aibox projects remove NAME"
@@ -280,4 +280,35 @@ waits_for_lock() {
 	assert_failure 1
 	assert_output "aibox-projects: cannot tell whether the tasks of project 'my-repo' run: left alone"
 	assert_file_exists "$P/config.yaml"
+}
+
+@test "projects list: --json is one array with name, tasks, running, checkout and folder, checked with jq" {
+	run --separate-stderr aibox projects list --json
+	assert_success
+	assert_output "[]"
+	aibox projects path >/dev/null 2>&1
+	mkdir -p "$AIBOX_HOME/projects/my-repo/tasks/20260101-100000-aaaaaa" \
+		"$AIBOX_HOME/projects/my-repo/tasks/20260101-110000-bbbbbb"
+	hold_lock "$AIBOX_HOME/projects/my-repo/tasks/20260101-110000-bbbbbb.lock"
+	run aibox projects list --json
+	assert_success
+	assert_equal "$(echo "$output" | jq -c '.[0] | [.name, .tasks, .running, .checkout, .folder]')" \
+		"[\"my-repo\",2,1,\"$T/My Repo!\",\"$AIBOX_HOME/projects/my-repo\"]"
+	run aibox projects list --all
+	assert_failure 2
+}
+
+@test "image list: --json is one array with name, built, claude_code and kernel, checked with jq" {
+	export AIBOX_IMAGES=$T/images
+	run aibox image list --json
+	assert_success
+	assert_output "[]"
+	mkdir -p "$AIBOX_IMAGES/default"
+	for f in vmlinuz initramfs rootfs.ext4; do echo x >"$AIBOX_IMAGES/default/$f"; done
+	printf 'aibox-image 1\nname default\nbuilt 2026-12-01T18:10:20Z\nkernel 6.1.0-57-amd64 linux\nclaude-code 2.1.197\n' \
+		>"$AIBOX_IMAGES/default/manifest"
+	run aibox image list --json
+	assert_success
+	assert_equal "$(echo "$output" | jq -c '.[0] | [.name, .built, .claude_code, .kernel]')" \
+		'["default","2026-12-01T18:10:20Z","2.1.197","6.1.0-57-amd64 linux"]'
 }

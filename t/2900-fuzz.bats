@@ -77,6 +77,10 @@ fuzz() {
 	fuzz fuzz-result-parse
 }
 
+@test "fuzz: the transcript renderer and summary.json's reader survive ${FUZZ_SECONDS}s of fuzzing" {
+	fuzz fuzz-transcript
+}
+
 @test "fuzz: the proxy's HTTP parsing survives ${FUZZ_SECONDS}s of fuzzing" {
 	fuzz fuzz-http
 }

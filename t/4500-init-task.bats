@@ -122,6 +122,21 @@ EOF
 	assert_equal "$(git -C project remote)" ""
 }
 
+@test "init task: each tool call of Claude Code is a progress line, its input on one line and cut short" {
+	long=$(printf 'x%.0s' $(seq 150))
+	run_task "tool Bash npm test
+tool Read $long
+commit hello.txt hi"
+	assert_success
+	run cat progress.txt
+	assert_line "Bash: npm test"
+	assert_line "Read: $(printf 'x%.0s' $(seq 100))..."
+	# In order, between the start and the end of Claude Code.
+	assert_equal "$(grep -n -e '^claude started$' -e '^Bash: ' -e '^claude exited' progress.txt | cut -d: -f2 | tr '\n' ' ')" \
+		"claude started Bash claude exited with 0 "
+	grep -q "Bash: npm test" res/vm.log
+}
+
 @test "init task: Claude Code gets print mode, stream-json, bypassPermissions and the system prompt" {
 	BUDGET=2.5
 	SYSTEM_PROMPT='-p is not an option here'

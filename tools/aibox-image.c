@@ -7,6 +7,7 @@
 #define _XOPEN_SOURCE 700
 #include <dirent.h>
 #include <errno.h>
+#include <jansson.h>
 #include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,11 +18,12 @@
 #include "buf.h"
 #include "err.h"
 #include "image.h"
+#include "out.h"
 #include "paths.h"
 #include "spawn.h"
 #include "banned.h"
 
-static const char usage_text[] = "usage: aibox image list\n"
+static const char usage_text[] = "usage: aibox image list [--json]\n"
                                  "       aibox image build [--force] [<name>]\n"
                                  "       aibox image remove <name>\n";
 
@@ -74,19 +76,37 @@ static int cmp_str(const void *a, const void *b)
 	return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
+/* A manifest's value as JSON: sanitized (common/out.h), so always a string. */
+static json_t *text_json(const char *s)
+{
+	struct buf b = BUF_INIT;
+	json_t *v;
+
+	out_sanitize(&b, s, strlen(s));
+	v = json_stringn(b.buf, b.len);
+	buf_release(&b);
+	return v;
+}
+
 static int cmd_list(int argc, char **argv)
 {
 	DIR *d;
 	struct dirent *de;
 	struct strvec names = STRVEC_INIT;
 	struct buf dir = BUF_INIT, path = BUF_INIT, m = BUF_INIT, v = BUF_INIT;
+	json_t *array = json_array();
+	int json = argc == 2 && !strcmp(argv[1], "--json");
 
-	if (argc != 1)
+	if (argc != 1 && !json)
 		usage_die(usage_text);
 	d = opendir(image_store());
 	if (!d) {
-		if (errno == ENOENT)
+		if (errno == ENOENT) {
+			if (json)
+				puts("[]");
+			json_decref(array);
 			return 0;
+		}
 		die_errno("cannot open '%s'", image_store());
 	}
 	while ((de = readdir(d)))
@@ -100,10 +120,30 @@ static int cmd_list(int argc, char **argv)
 		buf_addf(&path, "%s/%s/manifest", image_store(), names.v[i]);
 		if (buf_read_file(&m, path.buf, 1 << 20) < 0)
 			continue;
+		if (json) {
+			/* docs/json.md, "aibox image list --json" */
+			json_t *o = json_object();
+
+			json_object_set_new(o, "name", json_string(names.v[i]));
+			json_object_set_new(o, "built", text_json(manifest_field(&m, "built", &v)));
+			json_object_set_new(o, "claude_code",
+			                    text_json(manifest_field(&m, "claude-code", &v)));
+			json_object_set_new(o, "kernel", text_json(manifest_field(&m, "kernel", &v)));
+			json_array_append_new(array, o);
+			continue;
+		}
 		printf("%s\tbuilt %s", names.v[i], manifest_field(&m, "built", &v));
 		printf("\tclaude-code %s", manifest_field(&m, "claude-code", &v));
 		printf("\tkernel %s\n", manifest_field(&m, "kernel", &v));
 	}
+	if (json) {
+		char *text = json_dumps(array, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+
+		if (text)
+			puts(text);
+		free(text);
+	}
+	json_decref(array);
 	strvec_clear(&names);
 	buf_release(&dir);
 	buf_release(&path);

@@ -1,11 +1,12 @@
 /*
- * aibox projects [list]          list the projects
+ * aibox projects [list [--json]] list the projects
  * aibox projects path            the current checkout's project folder (made if new)
  * aibox projects remove NAME     remove a project's folder, unless it is in use
  */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 #include "buf.h"
 #include "config.h"
 #include "err.h"
+#include "out.h"
 #include "paths.h"
 #include "project.h"
 #include "rmtree.h"
@@ -23,12 +25,13 @@
 #include "banned.h"
 
 static const char usage_text[] =
-    "usage: aibox projects [list]\n"
+    "usage: aibox projects [list [--json]]\n"
     "       aibox projects path\n"
     "       aibox projects remove NAME\n"
     "       aibox projects check [NAME]\n"
     "\n"
     "    list         the projects: name, tasks, running tasks, checkout, folder\n"
+    "                 (--json: one JSON array, keys in docs/json.md)\n"
     "    path         print the folder of the current checkout's project, making it\n"
     "                 (with the default config) when it is new\n"
     "    remove NAME  remove the project's folder, its config, home and tasks; a\n"
@@ -100,8 +103,28 @@ static void add_count(struct strvec *col, long n)
 		strvec_pushf(col, "%ld", n);
 }
 
-static int cmd_list(void)
+/* One project of `list --json` (docs/json.md). */
+static json_t *project_json(const struct project *p, long tasks, long running)
 {
+	json_t *o = json_object();
+	struct buf b = BUF_INIT;
+
+	json_object_set_new(o, "name", json_string(p->name));
+	json_object_set_new(o, "tasks", tasks < 0 ? json_null() : json_integer(tasks));
+	json_object_set_new(o, "running", running < 0 ? json_null() : json_integer(running));
+	if (p->checkout)
+		out_sanitize(&b, p->checkout, strlen(p->checkout));
+	json_object_set_new(o, "checkout", p->checkout ? json_stringn(b.buf, b.len) : json_null());
+	buf_reset(&b);
+	out_sanitize(&b, p->dir, strlen(p->dir));
+	json_object_set_new(o, "folder", json_stringn(b.buf, b.len));
+	buf_release(&b);
+	return o;
+}
+
+static int cmd_list(int json)
+{
+	json_t *array = json_array();
 	struct strvec names = STRVEC_INIT;
 	struct strvec cols[5] = {STRVEC_INIT, STRVEC_INIT, STRVEC_INIT, STRVEC_INIT, STRVEC_INIT};
 	static const char *const heads[5] = {"NAME", "TASKS", "RUNNING", "CHECKOUT", "FOLDER"};
@@ -110,7 +133,10 @@ static int cmd_list(void)
 
 	if (ret < 0)
 		die_err(ret, "cannot read '%s/projects'", aibox_home());
+	if (!names.nr && json)
+		puts("[]");
 	if (!names.nr) {
+		json_decref(array);
 		fprintf(stderr,
 		        "%s: no projects yet; `aibox projects path` in a checkout makes one\n",
 		        progname);
@@ -125,6 +151,8 @@ static int cmd_list(void)
 		if (project_by_name(names.v[i], &p) < 0)
 			continue;
 		count_tasks(p.dir, &tasks, &running);
+		if (json)
+			json_array_append_new(array, project_json(&p, tasks, running));
 		strvec_push(&cols[0], p.name);
 		add_count(&cols[1], tasks);
 		add_count(&cols[2], running);
@@ -139,6 +167,14 @@ static int cmd_list(void)
 		}
 		project_release(&p);
 	}
+	if (json) {
+		char *text = json_dumps(array, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+
+		if (text)
+			puts(text);
+		free(text);
+		goto out;
+	}
 	for (int k = 0; k < 5; k++) {
 		width[k] = 0;
 		for (size_t i = 0; i < cols[k].nr; i++)
@@ -149,6 +185,8 @@ static int cmd_list(void)
 		printf("%-*s  %*s  %*s  %-*s  %s\n", (int)width[0], cols[0].v[i], (int)width[1],
 		       cols[1].v[i], (int)width[2], cols[2].v[i], (int)width[3], cols[3].v[i],
 		       cols[4].v[i]);
+out:
+	json_decref(array);
 	for (int k = 0; k < 5; k++)
 		strvec_clear(&cols[k]);
 	strvec_clear(&names);
@@ -301,7 +339,9 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (argc == 1 || (argc == 2 && !strcmp(argv[1], "list")))
-		return cmd_list();
+		return cmd_list(0);
+	if (argc == 3 && !strcmp(argv[1], "list") && !strcmp(argv[2], "--json"))
+		return cmd_list(1);
 	if (argc == 2 && !strcmp(argv[1], "path"))
 		return cmd_path();
 	if (!strcmp(argv[1], "check") && argc <= 3)

@@ -55,6 +55,7 @@
 #include "ssh.h"
 #include "strvec.h"
 #include "task_settings.h"
+#include "task_record.h"
 #include "task_session.h"
 #include "taskid.h"
 #include "vm.h"
@@ -80,6 +81,8 @@ static const char usage_text[] =
 	"    --cpus N               the VM's CPUs, 1 to this machine's (default from the config)\n"
 	"    --image NAME           the VM image (default: default)\n"
 	"    --no-sandbox           skip aibox's own lockdown (seccomp), with a warning\n"
+	"    --json                 at the end, one JSON object on stdout instead of the folder's\n"
+	"                           path (its keys: docs/json.md)\n"
 	"    -h, --help             show this help\n"
 	"\n"
 	"Options may stand before, between or after the prompt's words; after '--'\n"
@@ -99,6 +102,7 @@ struct opts {
 	int cpus;
 	const char *image;
 	int no_sandbox;
+	int json;
 	char **words;
 	size_t nwords;
 };
@@ -128,6 +132,7 @@ struct task {
 	struct ssh_task_keys keys;
 	int result_fds[4];
 	int console_fd, proxy_log_fd, aibox_log_fd, broker_log_fd;
+	int record_fd; /* summary.json (common/task_record.h) */
 	int proxy_report_fd; /* the read end of the proxy's --report-fd */
 	int broker_sock; /* the proxy's end of the hand-off socket pair; -1 without git: */
 	struct spawn proxy, broker;
@@ -145,7 +150,7 @@ static const char *const result_names[] = { "changes.bundle", "transcript.jsonl"
 static void parse_args(struct opts *o, int argc, char **argv)
 {
 	enum { O_MODEL = 256, O_FROM, O_FILE, O_TIMEOUT, O_BUDGET, O_MEMORY, O_CPUS, O_IMAGE,
-	       O_NO_SANDBOX };
+	       O_NO_SANDBOX, O_JSON };
 	static const struct option options[] = {
 		{ "model", required_argument, NULL, O_MODEL },
 		{ "from", required_argument, NULL, O_FROM },
@@ -156,6 +161,7 @@ static void parse_args(struct opts *o, int argc, char **argv)
 		{ "cpus", required_argument, NULL, O_CPUS },
 		{ "image", required_argument, NULL, O_IMAGE },
 		{ "no-sandbox", no_argument, NULL, O_NO_SANDBOX },
+		{ "json", no_argument, NULL, O_JSON },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -176,6 +182,9 @@ static void parse_args(struct opts *o, int argc, char **argv)
 			exit(0);
 		case O_NO_SANDBOX:
 			o->no_sandbox = 1;
+			break;
+		case O_JSON:
+			o->json = 1;
 			break;
 		case O_MODEL:
 			o->model = v;
@@ -534,6 +543,28 @@ static void log_line(struct task *t, const char *fmt, ...) __attribute__((format
  */
 static struct task *failing_task;
 
+/*
+ * summary.json, and with --json the same object on stdout
+ * (common/task_record.h); in is NULL for a task that failed to start.
+ */
+static void write_record(struct task *t, const char *state, int code, const char *why,
+			 const struct summary_in *in)
+{
+	struct task_record_in ri = { t->dir.buf, t->name, state, code, why, since(&t->t0),
+				     t->start_commit, in };
+	struct buf json = BUF_INIT;
+	int ret;
+
+	task_record_json(&ri, &json);
+	if (t->record_fd >= 0 && (ret = write_all(t->record_fd, json.buf, json.len)) < 0)
+		out_printf(2, "aibox", t->id, "cannot write summary.json: %s", strerror(-ret));
+	if (t->o.json) {
+		fputs(json.buf, stdout);
+		fflush(stdout);
+	}
+	buf_release(&json);
+}
+
 static void task_failed(const char *msg)
 {
 	struct task *t = failing_task;
@@ -545,6 +576,7 @@ static void task_failed(const char *msg)
 	if (t->proxy_sock.len)
 		unlink(t->proxy_sock.buf);
 	log_line(t, "total %.3fs exit %d\n", since(&t->t0), die_status);
+	write_record(t, "failed to start", die_status, msg, NULL);
 	buf_release(&path);
 }
 
@@ -598,7 +630,8 @@ static void start(struct task *t)
 		die_err(ret, "cannot make a task folder in '%s'", tasks.buf);
 	t->id = t->name + TASK_NAME_LEN - TASK_ID_LEN;
 	buf_addf(&t->dir, "%s/%s", tasks.buf, t->name);
-	printf("%s\n", t->dir.buf);
+	if (!t->o.json)
+		printf("%s\n", t->dir.buf);
 	fflush(stdout);
 	t->aibox_log_fd = open_in_task(t, "aibox.log", O_WRONLY | O_CREAT | O_EXCL | O_APPEND);
 	failing_task = t;
@@ -1017,7 +1050,6 @@ static int run_task(struct task *t)
 	struct buf *tags;
 	struct vm_mount *mounts;
 	struct task_result r;
-	struct summary sum = SUMMARY_INIT;
 	struct summary_in in = { 0 };
 	struct sigaction sa = { 0 };
 	char end[BUNDLE_HEXSZ_MAX + 1] = "";
@@ -1039,6 +1071,7 @@ static int run_task(struct task *t)
 	start_broker(t);
 	start_proxy(t);
 	t->console_fd = open_in_task(t, "console.log", O_WRONLY | O_CREAT | O_EXCL | O_APPEND);
+	t->record_fd = open_in_task(t, "summary.json", O_WRONLY | O_CREAT | O_EXCL);
 	phase_done(t, "proxy");
 
 	sec = xcalloc(t->env_names.nr + 1, sizeof(*sec));
@@ -1079,6 +1112,7 @@ static int run_task(struct task *t)
 		s.keys = &t->keys;
 		s.id = t->id;
 		s.err_fd = 2;
+		s.log_fd = t->aibox_log_fd;
 		s.secrets = secrets.buf;
 		s.secrets_len = secrets.len;
 		for (int i = 0; i < RESULT_NFILES; i++)
@@ -1143,22 +1177,17 @@ static int run_task(struct task *t)
 		in.windows = host_system() == HOST_WINDOWS;
 		in.no_changes = session_ret == 0 && !stop_signal && have_result && !r.changes &&
 		                fstat(t->result_fds[RESULT_BUNDLE], &st) == 0 && st.st_size == 0;
-		summary_make(&in, &sum);
-		for (size_t i = 0; i < sum.nr; i++)
-			out_printf(2, sum.v[i].vm ? "vm" : "aibox", t->id, "%s", sum.v[i].text);
-		summary_release(&sum);
+		ok = session_ret == 0 && !stop_signal && !why.len && have_result &&
+		     !r.failed_step && r.has_claude && r.claude.has_exit_code &&
+		     r.claude.exit_code == 0 &&
+		     (!r.claude.has_ended_by || r.claude.ended_by == ENDED_COMPLETED) &&
+		     (!r.changes || in.end_commit);
+		task_summary_print(2, t->id, &in, ok, why.buf);
+		write_record(t, ok ? "finished" : "not finished", ok ? 0 : 1, why.buf, &in);
 		buf_release(&bpath);
 		buf_release(&branch);
 	}
 
-	ok = session_ret == 0 && !stop_signal && !why.len && have_result && !r.failed_step &&
-	     r.has_claude && r.claude.has_exit_code && r.claude.exit_code == 0 &&
-	     (!r.claude.has_ended_by || r.claude.ended_by == ENDED_COMPLETED) &&
-	     (!r.changes || in.end_commit);
-	if (why.len)
-		out_printf(2, "aibox", t->id, "the task did not finish: %s", why.buf);
-	else if (!ok)
-		out_printf(2, "aibox", t->id, "the task did not finish");
 	total_s = since(&t->t0);
 	log_line(t, "total %.3fs exit %d\n", total_s, ok ? 0 : 1);
 	log_line(t, "overhead %.3fs (total - boot - agent)\n", total_s - t->boot_s - agent_s);
@@ -1180,7 +1209,8 @@ int main(int argc, char **argv)
 {
 	struct task t = { .project_lock_fd = -1, .task_lock_fd = -1, .console_fd = -1,
 			  .proxy_log_fd = -1, .aibox_log_fd = -1, .broker_log_fd = -1,
-			  .broker_sock = -1, .proxy_report_fd = -1, .checker = BUNDLE_CHECK_INIT };
+			  .broker_sock = -1, .proxy_report_fd = -1, .record_fd = -1,
+			  .checker = BUNDLE_CHECK_INIT };
 
 	tool_init(argc, argv);
 	clock_gettime(CLOCK_MONOTONIC, &t.t0);

@@ -21,6 +21,7 @@
 #include "strvec.h"
 #include "tar_out.h"
 #include "task_settings.h"
+#include "transcript.h"
 #include "banned.h"
 
 /* The guest's fixed places. */
@@ -906,11 +907,19 @@ static void transcript_write(struct task *t, const char *data, size_t n)
 	t->transcript_len += n;
 }
 
-/* One whole line of stream-json: keep it if it is the result line. */
+/*
+ * One whole line of stream-json: a progress line for each tool call in it
+ * (common/transcript.h), and keep it if it is the result line.
+ */
 static void transcript_line(struct task *t, const char *line, size_t n)
 {
+	struct buf calls = BUF_INIT;
 	json_t *j, *type;
 
+	if (transcript_tool_calls(line, n, &calls) > 0)
+		for (char *p = calls.buf, *nl; (nl = strchr(p, '\n')); p = nl + 1)
+			progress(t, "%.*s", (int)(nl - p), p);
+	buf_release(&calls);
 	if (!memmem(line, n, "\"result\"", 8))
 		return;
 	j = json_loadb(line, n, 0, NULL);

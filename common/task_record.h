@@ -1,0 +1,78 @@
+/*
+ * The record of a task's end: summary.json in the task folder, written by
+ * aibox-task when the task ends (after the lockdown, through an fd opened
+ * before it), and the same object on stdout for `aibox task --json`.  Its
+ * keys are in docs/json.md, "aibox task --json"; `aibox tasks show` and
+ * `aibox tasks list` read it back.
+ *
+ * aibox writes it, but the facts marked there as the VM's word (claude,
+ * failed_step, changes) came from result.json: a reader sanitizes every
+ * string before it reaches a terminal (common/out.h).  The reader takes a
+ * capped buffer and refuses a field of the wrong type, so a damaged or
+ * hand-edited file is refused whole, never half read.
+ */
+#ifndef AIBOX_TASK_RECORD_H
+#define AIBOX_TASK_RECORD_H
+
+#include <stddef.h>
+
+#include "buf.h"
+#include "proxy_report.h"
+#include "results.h"
+
+#define TASK_RECORD_VERSION 1
+/* result.json's cap, the proxy's record's cap and room for the rest. */
+#define TASK_RECORD_MAX     (RESULT_JSON_MAX + PROXY_REPORT_MAX + 64 * 1024)
+#define TASK_RECORD_WHY_MAX 4096
+
+/* What aibox-task knows at its end, besides the summary's input. */
+struct task_record_in {
+	const char *folder; /* the task folder's absolute path */
+	const char *name;   /* its name, YYYYMMDD-HHMMSS-<id> */
+	const char *state;  /* "finished", "not finished" or "failed to start" */
+	int exit_code;      /* aibox task's: 0, 1 or 2 */
+	const char *why;    /* why it did not finish, or NULL */
+	double seconds;     /* aibox task's start to its end */
+	const char *start_commit;
+	const struct summary_in *sum; /* NULL for a task that failed to start */
+};
+
+/*
+ * Append the record as one JSON object and a newline (keys in the order of
+ * docs/json.md) to out.
+ */
+void task_record_json(const struct task_record_in *in, struct buf *out);
+
+/* What a reader gets back. */
+struct task_record {
+	char state[16]; /* "finished", "not finished" or "failed to start" */
+	int exit_code;
+	char *why; /* owned, NULL when none */
+	double seconds;
+	char start_commit[65];
+	char end_commit[65]; /* "" when there is nothing to fetch */
+	int no_changes;
+	int has_result;            /* a result was recorded: result below */
+	struct task_result result; /* the VM's facts, as result_parse() checks them */
+	int has_report;
+	struct proxy_report report;
+	char *report_why; /* owned, NULL when none */
+};
+
+/*
+ * Read a record from p[0..n).  0 with r filled (release it), or -EFBIG (over
+ * TASK_RECORD_MAX) or -EINVAL with the reason appended to err; r then holds
+ * nothing to release.
+ */
+int task_record_parse(const char *p, size_t n, struct task_record *r, struct buf *err);
+void task_record_release(struct task_record *r);
+
+/*
+ * Print a task's summary to fd as its end shows it (docs/tasks.md,
+ * "Results"): summary_make()'s lines as aibox[id] and vm[id] lines, then
+ * "the task did not finish[: why]" unless finished.  id is the task's.
+ */
+void task_summary_print(int fd, const char *id, const struct summary_in *in, int finished,
+                        const char *why);
+
+#endif

@@ -1,0 +1,432 @@
+#!/usr/bin/env bats
+# aibox tasks list, show and log on task folders written by hand (the VM
+# runs are in t/5300-tasks-view-vm.bats): every state, the resolver of TASK,
+# --json checked with jq, and folders whose files are corrupt or hostile.
+bats_require_minimum_version 1.5.0
+load lib-common
+load lib-lock
+
+setup() {
+	common_setup
+	make_repo "$T/repo"
+	cd "$T/repo" || return 1
+	P=$(aibox projects path 2>/dev/null)
+	TK=$P/tasks
+	mkdir -p "$TK"
+	C1=$(git rev-parse HEAD~1)
+	C2=$(git rev-parse HEAD)
+}
+teardown() { lock_teardown; }
+
+# mk_task NAME PROMPT: a task folder as a task's start leaves it, its lock beside it.
+mk_task() {
+	mkdir "$TK/$1"
+	printf '%s' "$2" >"$TK/$1/prompt.txt"
+	echo bundle >"$TK/$1/start.bundle"
+	printf 'start 1.000s\n' >"$TK/$1/aibox.log"
+	touch "$TK/$1.lock"
+}
+
+# record NAME STATE EXIT [END_COMMIT]: the summary.json an ended task leaves.
+record() {
+	local end=${4:-} e=null why=null
+	[ -n "$end" ] && e="\"$end\""
+	[ "$2" = finished ] || why='"the step claude failed"'
+	cat >"$TK/$1/summary.json" <<EOF
+{"version":1,"folder":"$TK/$1","name":"$1","id":"${1: -6}","state":"$2","exit":$3,"why":$why,
+ "seconds":83.4,"start_commit":"$C1","end_commit":$e,"branch":"aibox/task-$1","fetch":null,
+ "no_changes":false,
+ "result":{"version":1,"steps":[],"failed_step":null,
+   "claude":{"exit_code":0,"num_turns":4,"duration_ms":8321,"total_cost_usd":0.05,
+             "ended_by":"completed","last_message":"I fixed the test.\nIt passes."},
+   "start_commit":"$C1","end_commit":"$C2","changes":true},
+ "hosts":{"version":1,"hosts":[{"host":"localhost:3129","allowed":3,"sent":5,"received":6}],
+   "more_hosts":0,"more_hosts_at_least":false,"more_allowed":0,"allowed":3,"refused":0,
+   "failed":0,"log_left_out":0},
+ "hosts_why":null}
+EOF
+	printf 'total 83.400s exit %s\n' "$3" >>"$TK/$1/aibox.log"
+}
+
+# Five tasks, one in each state.
+five() {
+	mk_task 20260101-100000-aaaaaa $'fix the flaky test\nin internal/proxy'
+	record 20260101-100000-aaaaaa finished 0 "$C2"
+	mk_task 20260101-110000-bbbbbb 'not finished one'
+	record 20260101-110000-bbbbbb "not finished" 1
+	mk_task 20260101-120000-cccccc 'failed to start one'
+	rm "$TK/20260101-120000-cccccc/start.bundle"
+	printf 'total 0.500s exit 2\n' >>"$TK/20260101-120000-cccccc/aibox.log"
+	mk_task 20260101-130000-dddddd 'cleaned one'
+	record 20260101-130000-dddddd finished 0
+	rm "$TK/20260101-130000-dddddd/start.bundle"
+	mk_task 20260101-140000-eeeeee 'running one'
+	hold_lock "$TK/20260101-140000-eeeeee.lock"
+}
+
+@test "tasks list: newest first, each state, time, turns, cost, fetched and the prompt's first line" {
+	five
+	run aibox tasks list
+	assert_success
+	assert_line --index 0 --regexp '^ID +STATE +STARTED +TIME +TURNS +COST +FETCHED +PROMPT$'
+	assert_line --index 1 --regexp '^eeeeee  running          2026-01-01 14:00 +[0-9hms]+ +- +- +- +running one$'
+	assert_line --index 2 --regexp '^dddddd  cleaned          2026-01-01 13:00 +1m23s +4 +0.05 +- +cleaned one$'
+	assert_line --index 3 --regexp '^cccccc  failed to start  2026-01-01 12:00 +1s +- +- +- +failed to start one$'
+	assert_line --index 4 --regexp '^bbbbbb  not finished     2026-01-01 11:00 +1m23s +4 +0.05 +- +not finished one$'
+	assert_line --index 5 --regexp '^aaaaaa  finished         2026-01-01 10:00 +1m23s +4 +0.05 +no +fix the flaky test$'
+	assert_equal "${#lines[@]}" 6
+	# Fetched once the branch is in the checkout.
+	git branch aibox/task-20260101-100000-aaaaaa "$C2"
+	run aibox tasks list
+	assert_line --index 5 --regexp '^aaaaaa  finished .* 0.05 +yes +fix the flaky test$'
+}
+
+@test "tasks list: --json is one array with the documented keys, checked with jq" {
+	five
+	git branch aibox/task-20260101-100000-aaaaaa "$C2"
+	run aibox tasks list --json
+	assert_success
+	echo "$output" >"$T/list.json"
+	assert_equal "$(jq -r 'map(.id) | join(" ")' "$T/list.json")" "eeeeee dddddd cccccc bbbbbb aaaaaa"
+	assert_equal "$(jq -r 'map(.state) | join(",")' "$T/list.json")" \
+		"running,cleaned,failed to start,not finished,finished"
+	assert_equal "$(jq -c 'map(.finished)' "$T/list.json")" '[null,true,false,false,true]'
+	assert_equal "$(jq -c 'map(.exit)' "$T/list.json")" '[null,0,2,1,0]'
+	assert_equal "$(jq -r '.[4] | [.name, .project, .folder, .started, .seconds, .turns, .cost_usd, .end_commit, .branch, .fetched, .prompt, .problem] | map(tostring) | join("|")' "$T/list.json")" \
+		"20260101-100000-aaaaaa|repo|$TK/20260101-100000-aaaaaa|$(date -d '2026-01-01 10:00:00' +%Y-%m-%dT%H:%M:%S%z)|83.4|4|0.05|$C2|aibox/task-20260101-100000-aaaaaa|true|fix the flaky test|null"
+	assert_equal "$(jq -r '.[0].fetched, .[3].fetched' "$T/list.json")" $'null\nnull'
+	# No tasks: an empty array; and the text says so.
+	cd "$T" && make_repo other && cd other || return 1
+	run aibox tasks list --json
+	assert_success
+	assert_equal "$(echo "$output" | jq -c .)" '[]'
+	run aibox tasks list
+	assert_success
+	assert_output "no tasks in this checkout's project"
+}
+
+@test "tasks list: --all lists every project's tasks with the project's name" {
+	mk_task 20260101-100000-aaaaaa 'in repo'
+	record 20260101-100000-aaaaaa finished 0
+	cd "$T" && make_repo other && cd other || return 1
+	P2=$(aibox projects path 2>/dev/null)
+	mkdir -p "$P2/tasks/20260102-100000-ffffff"
+	echo 'in other' >"$P2/tasks/20260102-100000-ffffff/prompt.txt"
+	run aibox tasks list
+	assert_success
+	assert_line --index 1 --regexp '^ffffff .* in other$'
+	assert_equal "${#lines[@]}" 2
+	run aibox tasks list --all
+	assert_success
+	assert_line --index 0 --regexp '^ID +PROJECT +STATE'
+	# A folder without start.bundle, record or aibox.log: ended, cleaned.
+	assert_output --regexp 'ffffff  other +cleaned .* in other'
+	assert_output --regexp 'aaaaaa  repo +finished .* in repo'
+	run aibox tasks list --all --json
+	assert_equal "$(echo "$output" | jq -r 'map(.project + ":" + .id) | sort | join(" ")')" \
+		"other:ffffff repo:aaaaaa"
+}
+
+@test "tasks list: corrupt and hostile files cannot break the list, and nothing from them reaches the terminal raw" {
+	mk_task 20260101-100000-aaaaaa $'\e]0;pwned\a\e[31mred\e[0m \xff prompt\r\nsecond'
+	printf '{"version":1,"state":"finished"' >"$TK/20260101-100000-aaaaaa/summary.json"
+	mk_task 20260101-110000-bbbbbb 'big record'
+	head -c 3000000 /dev/zero | tr '\0' ' ' >"$TK/20260101-110000-bbbbbb/summary.json"
+	mk_task 20260101-120000-cccccc 'link'
+	ln -s /etc/passwd "$TK/20260101-120000-cccccc/result.json"
+	ln -sf /etc/shadow "$TK/20260101-120000-cccccc/prompt.txt"
+	mk_task 20260101-130000-dddddd 'fifo'
+	rm "$TK/20260101-130000-dddddd/aibox.log"
+	mkfifo "$TK/20260101-130000-dddddd/summary.json" "$TK/20260101-130000-dddddd/aibox.log"
+	mk_task 20260101-140000-eeeeee 'wrong types'
+	echo '{"version":1,"steps":"no","claude":{"num_turns":"4"}}' >"$TK/20260101-140000-eeeeee/result.json"
+	printf 'total 1.0s exit 0\n\e[2Jtotal 9s exit 7\n' >>"$TK/20260101-140000-eeeeee/aibox.log"
+	mk_task 20260101-150000-ffffff "$(head -c 100000 /dev/zero | tr '\0' x)"
+	# Not tasks: another name, a file, a link to a folder.
+	mkdir "$TK/not-a-task" "$T/elsewhere"
+	touch "$TK/20260101-160000-abcdef"
+	ln -s "$T/elsewhere" "$TK/20260101-170000-fedcba"
+	run timeout 20 aibox tasks list
+	assert_success
+	refute_output --partial $'\e'
+	refute_output --partial $'\r'
+	refute_output --partial $'\a'
+	refute_output --partial 'abcdef'
+	refute_output --partial 'fedcba'
+	assert_line --regexp '^aaaaaa  not finished .* red � prompt$'
+	assert_line --regexp '^bbbbbb  not finished .* big record$'
+	assert_line --regexp '^cccccc  not finished +[^ ]+ [^ ]+ +- +- +- +- +$'
+	assert_line --regexp '^dddddd  not finished .* fifo$'
+	assert_line --regexp '^eeeeee  finished +[^ ]+ [^ ]+ +1s +- +- +- +wrong types$'
+	assert_line --regexp "^ffffff .* x{57}\\.\\.\\.\$"
+	assert_equal "${#lines[@]}" 7
+	run aibox tasks list --json
+	assert_success
+	echo "$output" >"$T/list.json"
+	assert_equal "$(jq length "$T/list.json")" 6
+	assert_equal "$(jq -r '.[] | select(.id == "aaaaaa") | .problem' "$T/list.json")" \
+		"summary.json: not JSON (line 1: '}' expected near end of file)"
+	assert_equal "$(jq -r '.[] | select(.id == "bbbbbb") | .problem' "$T/list.json")" "summary.json: File too large"
+	assert_equal "$(jq -r '.[] | select(.id == "cccccc") | .problem' "$T/list.json")" "prompt.txt: Invalid argument"
+	assert_equal "$(jq -r '.[] | select(.id == "aaaaaa") | .prompt' "$T/list.json")" "red � prompt"
+	assert_equal "$(jq -r '.[] | select(.id == "ffffff") | .prompt | length' "$T/list.json")" 203
+}
+
+@test "tasks list: a VM line cut at the start of the end of aibox.log read is not taken for aibox's total line" {
+	mk_task 20260101-100000-aaaaaa 'x'
+	# The last 4096 bytes start with "total ..." in the middle of a vm line.
+	python3 - "$TK/20260101-100000-aaaaaa/aibox.log" <<'PY'
+import sys
+tail = "total 9.000s exit 0\n" + "10:00:02 vm[aaaaaa]: filler\n" * 200
+tail = tail[:4096 - 1] + "\n"
+with open(sys.argv[1], "a") as f:
+    f.write("10:00:01 vm[aaaaaa]: says " + tail)
+PY
+	run aibox tasks list --json
+	assert_success
+	assert_equal "$(echo "$output" | jq -c '.[0] | [.state, .exit, .seconds]')" '["not finished",null,null]'
+}
+
+@test "tasks show: by id, folder name or path, the summary as printed at the end with the fetch command" {
+	five
+	for arg in aaaaaa 20260101-100000-aaaaaa "$TK/20260101-100000-aaaaaa" "$TK/20260101-100000-aaaaaa/"; do
+		run aibox tasks show "$arg"
+		assert_success
+		assert_line --index 0 "task aaaaaa, 20260101-100000-aaaaaa: finished"
+		assert_line --index 1 "folder: $TK/20260101-100000-aaaaaa"
+		assert_line --index 2 "started 2026-01-01 10:00:00, for 1m23s"
+		assert_line --index 3 "prompt: fix the flaky test"
+		assert_line --index 4 --regexp '^[0-9:]{8} aibox\[aaaaaa\]: the VM connected to localhost:3129$'
+		assert_line --index 5 --regexp '^[0-9:]{8} aibox\[aaaaaa\]: Claude Code exited with 0$'
+		assert_line --index 6 --regexp '^[0-9:]{8} aibox\[aaaaaa\]: 4 turns in 8.321s, about 0.05 USD at API prices, ended by completed$'
+		assert_line --index 7 --regexp '^[0-9:]{8} vm\[aaaaaa\]: \| I fixed the test.$'
+		assert_line --index 8 --regexp '^[0-9:]{8} vm\[aaaaaa\]: \| It passes.$'
+		assert_line --index 9 --regexp "^[0-9:]{8} aibox\\[aaaaaa\\]: the changes end at ${C2:0:12}, fetch them with\$"
+		assert_line --index 10 --regexp "^[0-9:]{8} aibox\\[aaaaaa\\]:   git -c transfer.fsckObjects=true fetch $TK/20260101-100000-aaaaaa/changes.bundle aibox/task:aibox/task-20260101-100000-aaaaaa\$"
+		assert_equal "${#lines[@]}" 11
+	done
+	run aibox tasks show bbbbbb
+	assert_success
+	assert_line --regexp '^[0-9:]{8} aibox\[bbbbbb\]: the task did not finish: the step claude failed$'
+	run aibox tasks show eeeeee
+	assert_success
+	assert_line --index 0 "task eeeeee, 20260101-140000-eeeeee: running"
+	assert_line --index 4 "it has no summary yet: 'aibox tasks log -f eeeeee' follows it"
+	assert_equal "${#lines[@]}" 5
+	# No record: result.json alone, and says the hosts are not known.
+	run aibox tasks show cccccc
+	assert_success
+	assert_line --index 0 "task cccccc, 20260101-120000-cccccc: failed to start"
+	assert_line --regexp 'aibox\[cccccc\]: the task did not finish$'
+}
+
+@test "tasks show: what TASK names is looked up here, then in every project; ambiguous and unknown ones are refused" {
+	mk_task 20260101-100000-aaaaaa 'here'
+	cd "$T" && make_repo other && cd other || return 1
+	P2=$(aibox projects path 2>/dev/null)
+	mkdir -p "$P2/tasks/20260102-100000-aaaaaa" "$P2/tasks/20260103-100000-bbbbbb"
+	# From the other checkout: its own aaaaaa first.
+	run aibox tasks show aaaaaa
+	assert_success
+	assert_line --index 1 "folder: $P2/tasks/20260102-100000-aaaaaa"
+	# From outside any checkout: two tasks have the id.
+	cd "$T" || return 1
+	run aibox tasks show aaaaaa
+	assert_failure 2
+	assert_output --partial "aibox-tasks-show: 'aaaaaa' names 2 tasks, give the folder's path:"
+	assert_output --partial "$TK/20260101-100000-aaaaaa"
+	assert_output --partial "$P2/tasks/20260102-100000-aaaaaa"
+	run aibox tasks show bbbbbb
+	assert_success
+	assert_line --index 0 "task bbbbbb, 20260103-100000-bbbbbb: cleaned"
+	run aibox tasks show 123456
+	assert_failure 2
+	assert_output "aibox-tasks-show: no task '123456' in any project"
+	run aibox tasks show 'ABC'
+	assert_failure 2
+	assert_output "aibox-tasks-show: 'ABC' is not a task: give its id (6 hex), its folder's name or its path"
+	run aibox tasks show "$T/repo"
+	assert_failure 2
+	assert_output "aibox-tasks-show: '$T/repo' is not a task folder"
+	run aibox tasks show
+	assert_failure 2
+	assert_line --index 0 "aibox-tasks-show: which task? give its id, its folder's name or its path"
+	run aibox tasks show bbbbbb aaaaaa
+	assert_failure 2
+	assert_line --index 0 "aibox-tasks-show: give one task"
+	run aibox tasks log --frob bbbbbb
+	assert_failure 2
+	assert_line --index 0 "aibox-tasks-log: unknown option '--frob'"
+}
+
+@test "tasks show: --json is the task's facts and its record, checked with jq" {
+	five
+	run aibox tasks show --json aaaaaa
+	assert_success
+	echo "$output" >"$T/show.json"
+	assert_equal "$(jq -r '[.id, .state, .record.state, .record.exit, .record.end_commit, .record.result.claude.num_turns, .record.hosts.hosts[0].host] | map(tostring) | join(" ")' "$T/show.json")" \
+		"aaaaaa finished finished 0 $C2 4 localhost:3129"
+	# Options may stand after the task, as for aibox task.
+	run aibox tasks show cccccc --json
+	assert_success
+	assert_equal "$(echo "$output" | jq -r '[.state, .record] | map(tostring) | join(" ")')" "failed to start null"
+}
+
+@test "tasks show: a corrupt or hostile record or result cannot break show" {
+	mk_task 20260101-100000-aaaaaa 'x'
+	record 20260101-100000-aaaaaa finished 0 "$C2"
+	sed -i 's/I fixed the test./\\u001b]0;pwned\\u0007\\u001b[2Jfixed\\u202e/' "$TK/20260101-100000-aaaaaa/summary.json"
+	run aibox tasks show aaaaaa
+	assert_success
+	refute_output --partial $'\e'
+	refute_output --partial $'\a'
+	assert_line --regexp 'vm\[aaaaaa\]: \| fixed$'
+	# A field of the wrong type: the record is refused whole, said so, and result.json used.
+	sed -i 's/"exit":0/"exit":"0"/' "$TK/20260101-100000-aaaaaa/summary.json"
+	echo '{"version":1,"steps":[],"claude":{"num_turns":2,"last_message":"from result.json"}}' \
+		>"$TK/20260101-100000-aaaaaa/result.json"
+	run aibox tasks show aaaaaa
+	assert_success
+	assert_line "cannot read all of it: summary.json: 'exit' is not an exit status"
+	assert_line --regexp 'vm\[aaaaaa\]: \| from result.json$'
+	# Both gone bad.
+	head -c 2000000 /dev/urandom >"$TK/20260101-100000-aaaaaa/result.json"
+	run aibox tasks show aaaaaa
+	assert_success
+	refute_output --partial $'\e'
+}
+
+# transcript NAME: a transcript.jsonl of the shapes Claude Code writes, with hostile text.
+transcript() {
+	cat >"$TK/$1/transcript.jsonl" <<'EOF'
+{"type":"system","subtype":"init","model":"x","tools":["Bash"]}
+{"type":"assistant","message":{"content":[{"type":"text","text":"I will run the tests.\nThen fix them."},{"type":"tool_use","id":"t1","name":"Bash","input":{"command":"npm test\n  --verbose","description":"run"}}]}}
+{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"t1","content":"ok 1\nok 2\nok 3\n"}]}}
+{"type":"assistant","message":{"content":[{"type":"tool_use","id":"t2","name":"Edit","input":{"file_path":"/project/a.js","old_string":"x","new_string":"y"}}]}}
+{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"t2","content":[{"type":"text","text":"no such file \u001b[31m/project/a.js\u001b[0m"}],"is_error":true}]}}
+this line is not JSON
+{"type":"assistant","message":{"content":[{"type":"text","text":"Done \u001b]0;pwned\u0007\u001b[2J."}]}}
+{"type":"result","subtype":"success","is_error":false,"num_turns":4,"duration_ms":8321,"total_cost_usd":0.05,"result":"Done."}
+EOF
+}
+
+@test "tasks log: the transcript as a person reads it: text, tool calls cut short, results abbreviated, errors marked" {
+	mk_task 20260101-100000-aaaaaa 'x'
+	record 20260101-100000-aaaaaa finished 0
+	transcript 20260101-100000-aaaaaa
+	python3 -c 'import json; print(json.dumps({"type":"assistant","message":{"content":[{"type":"tool_use","name":"Bash","input":{"command":"y"*300}}]}}))' \
+		>>"$TK/20260101-100000-aaaaaa/transcript.jsonl"
+	run aibox tasks log aaaaaa
+	assert_success
+	assert_line --index 0 "I will run the tests."
+	assert_line --index 1 "Then fix them."
+	assert_line --index 2 "> Bash: npm test   --verbose"
+	assert_line --index 3 "  < 3 lines: ok 1"
+	assert_line --index 4 "> Edit: /project/a.js"
+	assert_line --index 5 "  ! error: no such file /project/a.js"
+	assert_line --index 6 "[a line that is not a transcript entry, 21 bytes]"
+	assert_line --index 7 "Done ."
+	assert_line --index 8 "= success, 4 turns, 8.3 s, 0.05 USD"
+	assert_line --index 9 "> Bash: $(printf 'y%.0s' $(seq 100))..."
+	assert_equal "${#lines[@]}" 10
+	refute_output --partial $'\e'
+}
+
+@test "tasks log: a corrupt or hostile transcript cannot break log" {
+	mk_task 20260101-100000-aaaaaa 'x'
+	record 20260101-100000-aaaaaa finished 0
+	{
+		printf '{"type":"assistant","message":{"content":[{"type":"text","text":"before"}]}}\n'
+		# a line of 2 MiB, over the parse bound
+		printf '{"type":"assistant","message":{"content":[{"type":"text","text":"'
+		head -c 2097152 /dev/zero | tr '\0' a
+		printf '"}]}}\n'
+		# wrong types everywhere
+		printf '{"type":5}\n{"type":"assistant","message":{"content":"just a string"}}\n'
+		printf '{"type":"assistant","message":{"content":[{"type":"tool_use","name":7,"input":[1]}]}}\n'
+		printf '{"type":"user","message":{"content":[{"type":"tool_result","content":{"a":1}}]}}\n'
+		printf '{"type":"result","num_turns":"x","total_cost_usd":-1,"duration_ms":1e300}\n'
+		# binary and raw escapes
+		head -c 3000 /dev/urandom
+		printf '\n\e]0;pwned\a\e[2J\n'
+		printf '{"type":"assistant","message":{"content":[{"type":"text","text":"after"}]}}'
+	} >"$TK/20260101-100000-aaaaaa/transcript.jsonl"
+	run timeout 20 aibox tasks log aaaaaa
+	assert_success
+	refute_output --partial $'\e'
+	refute_output --partial $'\a'
+	assert_line --index 0 "before"
+	assert_line --index 1 --regexp '^\[a line of 20972[0-9]{2} bytes, not shown\]$'
+	assert_line --index 2 "[a line that is not a transcript entry, 10 bytes]"
+	assert_line --index 3 "just a string"
+	assert_line --index 4 "> (a tool)"
+	assert_line --index 5 "  < 0 lines"
+	assert_line --index 6 "= the end"
+	assert_line "after"
+	# A transcript that is a link or a folder is no transcript.
+	rm "$TK/20260101-100000-aaaaaa/transcript.jsonl"
+	ln -s /etc/passwd "$TK/20260101-100000-aaaaaa/transcript.jsonl"
+	run aibox tasks log aaaaaa
+	assert_success
+	refute_output --partial root
+}
+
+@test "tasks log: a running task shows its live lines from aibox.log; -f follows them until it ends" {
+	mk_task 20260101-100000-aaaaaa 'x'
+	hold_lock "$TK/20260101-100000-aaaaaa.lock"
+	log=$TK/20260101-100000-aaaaaa/aibox.log
+	printf '10:00:01 vm[aaaaaa]: cloning\n10:00:02 vm[aaaaaa]: claude started\nboot 3.000s\n' >>"$log"
+	printf '10:00:03 vm[aaaaaa]: Bash: npm test\n10:00:04 vm[bbbbbb]: not this task\n' >>"$log"
+	run aibox tasks log aaaaaa
+	assert_success
+	assert_output $'10:00:01 cloning\n10:00:02 claude started\n10:00:03 Bash: npm test'
+	# -f: what is there, then what comes, until the lock is free.
+	aibox tasks log -f aaaaaa >"$T/follow" 2>&1 &
+	follow=$!
+	for i in $(seq 100); do grep -q 'Bash: npm test' "$T/follow" && break; sleep 0.1; done
+	printf '10:00:05 vm[aaaaaa]: Edit: /project/a.js \e[31mred\n10:00:06 vm[aaaaaa]: claude exi' >>"$log"
+	for i in $(seq 100); do grep -q 'Edit: ' "$T/follow" && break; sleep 0.1; done
+	run cat "$T/follow"
+	assert_line "10:00:05 Edit: /project/a.js red"
+	kill -0 "$follow"
+	printf 'ted with 0\ntotal 9.000s exit 0\n' >>"$log"
+	echo '{"type":"result","subtype":"success","num_turns":2}' >"$TK/20260101-100000-aaaaaa/transcript.jsonl"
+	release_locks
+	for i in $(seq 100); do kill -0 "$follow" 2>/dev/null || break; sleep 0.1; done
+	run ! kill -0 "$follow"
+	wait "$follow"
+	run cat "$T/follow"
+	assert_output $'10:00:01 cloning\n10:00:02 claude started\n10:00:03 Bash: npm test\n10:00:05 Edit: /project/a.js red\n10:00:06 claude exited with 0\n= success, 2 turns\nthe task ended: finished'
+}
+
+@test "tasks log: an ended task without a transcript shows its live lines; an unknown task is refused" {
+	mk_task 20260101-100000-aaaaaa 'x'
+	printf '10:00:01 vm[aaaaaa]: cloning\n10:00:02 vm[aaaaaa]: clone failed\ntotal 9.000s exit 1\n' \
+		>>"$TK/20260101-100000-aaaaaa/aibox.log"
+	run aibox tasks log aaaaaa
+	assert_success
+	assert_output $'10:00:01 cloning\n10:00:02 clone failed'
+	run aibox tasks log -f aaaaaa
+	assert_success
+	assert_output $'10:00:01 cloning\n10:00:02 clone failed'
+	run aibox tasks log 999999
+	assert_failure 2
+	assert_output "aibox-tasks-log: no task '999999' in any project"
+}
+
+@test "aibox task --json: one JSON object on stdout at the end instead of the folder, the same in summary.json" {
+	no_vm
+	printf 'env:\n  - ANTHROPIC_API_KEY\n' >"$P/config.yaml"
+	ANTHROPIC_API_KEY=sk-test run --separate-stderr aibox task --json "do it"
+	assert_failure 1
+	dir=$(ls -d "$TK"/*-[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f])
+	assert_equal "$(echo "$output" | jq -r '[.folder, .state, .exit, .start_commit] | join(" ")')" \
+		"$dir not finished 1 $C2"
+	assert_equal "$(echo "$output" | jq -r .why)" "$(jq -r .why "$dir/summary.json")"
+	[ -n "$(echo "$output" | jq -r .why)" ]
+	assert_equal "$(echo "$output" | jq -c 'keys_unsorted')" \
+		'["version","folder","name","id","state","exit","why","seconds","start_commit","end_commit","branch","fetch","no_changes","result","hosts","hosts_why"]'
+	assert_equal "$output" "$(cat "$dir/summary.json")"
+	run aibox tasks list
+	assert_line --index 1 --regexp "^${dir: -6}  not finished .* do it\$"
+}

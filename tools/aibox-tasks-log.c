@@ -1,0 +1,252 @@
+/*
+ * aibox tasks log [-f] TASK
+ *
+ * A task's transcript as a person reads it (common/transcript.h).  An ended
+ * task's comes from transcript.jsonl; while a task runs there is none yet
+ * (it comes back with the results), so what it has done so far is its live
+ * lines: the vm[id] lines aibox task keeps in aibox.log, among them one per
+ * tool call.  -f follows a running task's live lines until it ends (its
+ * lock is free), then prints how it ended.  Nothing here wakes or signals
+ * the task: aibox.log is read as it grows.  Everything is sanitized before
+ * it is printed (common/out.h).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "buf.h"
+#include "err.h"
+#include "out.h"
+#include "project.h"
+#include "task_info.h"
+#include "transcript.h"
+#include "banned.h"
+
+/* How often -f looks at aibox.log and the lock. */
+#define FOLLOW_MS 250
+
+static const char usage_text[] =
+    "usage: aibox tasks log [-f] TASK\n"
+    "\n"
+    "Show a task's transcript: the agent's text, one line per tool call, the tools'\n"
+    "results abbreviated, errors marked.  While the task runs, its live lines.\n"
+    "TASK is the task's id (6 hex), its folder's name or its folder's path.\n"
+    "\n"
+    "    -f, --follow  follow a running task until it ends\n"
+    "    -h, --help    show this help\n"
+    "\n"
+    "Exit status: 0 shown, 2 usage or error (no such task).\n";
+
+struct logger {
+	struct task_dir td;
+	struct buf out; /* rendered, not yet sanitized */
+};
+
+static void flush_out(struct logger *l)
+{
+	struct buf clean = BUF_INIT;
+
+	if (!l->out.len)
+		return;
+	out_sanitize(&clean, l->out.buf, l->out.len);
+	if (write_all(1, clean.buf, clean.len) < 0)
+		die_errno("cannot write the log");
+	buf_reset(&l->out);
+	buf_release(&clean);
+}
+
+/* One transcript line rendered; only_end: only its end line ("= ..."). */
+static void transcript_render_filtered(const char *line, size_t n, int only_end, struct buf *out)
+{
+	struct buf r = BUF_INIT;
+
+	transcript_render(line, n, &r);
+	if (!only_end || !strncmp(r.buf, "= ", 2))
+		buf_add(out, r.buf, r.len);
+	buf_release(&r);
+}
+
+/*
+ * Render transcript.jsonl, line by line, each parsed within the bound of
+ * common/transcript.h.  only_end: just the result line.  0, or -ENOENT when
+ * there is no transcript or it is empty.
+ */
+static int show_transcript(struct logger *l, int only_end)
+{
+	struct buf line = BUF_INIT;
+	struct stat st;
+	char chunk[65536];
+	size_t skipped = 0;
+	int long_line = 0, fd;
+	ssize_t n;
+
+	fd = openat(l->td.dfd, "transcript.jsonl", O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return -ENOENT;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size == 0) {
+		close(fd);
+		return -ENOENT;
+	}
+	while ((n = read(fd, chunk, sizeof(chunk))) != 0) {
+		const char *p = chunk;
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			die_errno("cannot read transcript.jsonl");
+		while (n > 0) {
+			const char *nl = memchr(p, '\n', (size_t)n);
+			size_t take = nl ? (size_t)(nl - p) : (size_t)n;
+
+			if (long_line)
+				skipped += take;
+			else if (line.len + take > TRANSCRIPT_LINE_MAX) {
+				skipped = line.len + take;
+				long_line = 1;
+				buf_reset(&line);
+			} else {
+				buf_add(&line, p, take);
+			}
+			if (nl) {
+				if (long_line)
+					buf_addf(&l->out, "[a line of %zu bytes, not shown]\n",
+					         skipped);
+				else if (!only_end || memmem(line.buf, line.len, "\"result\"", 8))
+					transcript_render_filtered(line.buf, line.len, only_end,
+					                           &l->out);
+				buf_reset(&line);
+				long_line = 0;
+				skipped = 0;
+				take++;
+			}
+			p += take;
+			n -= (ssize_t)take;
+			if (l->out.len > 65536)
+				flush_out(l);
+		}
+	}
+	if (line.len)
+		transcript_render_filtered(line.buf, line.len, only_end, &l->out);
+	flush_out(l);
+	close(fd);
+	buf_release(&line);
+	return 0;
+}
+
+/*
+ * The live lines in aibox.log from *off on: each "HH:MM:SS vm[id]: text"
+ * line as "HH:MM:SS text"; aibox's own lines (phase times) are left out.
+ * A line without its end yet waits in partial (at most OUT_LINE_MAX * 4
+ * bytes: a longer one is no line of ours and is dropped).
+ */
+static void show_live(struct logger *l, off_t *off, struct buf *partial)
+{
+	char chunk[65536], prefix[32];
+	size_t plen;
+	ssize_t n;
+	int fd = openat(l->td.dfd, "aibox.log", O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+
+	if (fd < 0)
+		return;
+	snprintf(prefix, sizeof(prefix), " vm[%s]: ", l->td.id);
+	plen = strlen(prefix);
+	while ((n = pread(fd, chunk, sizeof(chunk), *off)) > 0) {
+		*off += n;
+		buf_add(partial, chunk, (size_t)n);
+		for (;;) {
+			char *nl = memchr(partial->buf, '\n', partial->len);
+			size_t len;
+
+			if (!nl) {
+				if (partial->len > OUT_LINE_MAX * 4)
+					buf_reset(partial);
+				break;
+			}
+			len = (size_t)(nl - partial->buf);
+			if (len > 8 + plen && !memcmp(partial->buf + 8, prefix, plen)) {
+				buf_add(&l->out, partial->buf, 8);
+				buf_addch(&l->out, ' ');
+				buf_add(&l->out, partial->buf + 8 + plen, len - 8 - plen + 1);
+			}
+			buf_consume(partial, len + 1);
+		}
+	}
+	close(fd);
+	flush_out(l);
+}
+
+/* 1 while the task runs (its lock is held), 0 once it ended. */
+static int running(struct logger *l)
+{
+	int lock_fd = -1, ret = task_check(l->td.tasks_fd, l->td.name, &lock_fd);
+
+	if (lock_fd >= 0)
+		close(lock_fd);
+	return ret == 1;
+}
+
+int main(int argc, char **argv)
+{
+	struct logger l = {.td = TASK_DIR_INIT, .out = BUF_INIT};
+	struct buf why = BUF_INIT, partial = BUF_INIT;
+	struct task_info ti;
+	const char *arg = NULL;
+	off_t off = 0;
+	int follow = 0;
+	static const struct option options[] = {
+	    {"follow", no_argument, NULL, 'f'}, /* flags bit 0 */
+	    {NULL, 0, NULL, 0},
+	};
+	struct buf bad = BUF_INIT;
+	unsigned flags = 0;
+	int ret;
+
+	tool_init(argc, argv);
+	if ((ret = task_args(argc, argv, "f", options, &flags, &arg, &bad)) == 1) {
+		fputs(usage_text, stdout);
+		return 0;
+	}
+	if (ret < 0) {
+		error("%s", bad.buf);
+		usage_die(usage_text);
+	}
+	follow = flags & 1;
+	if (task_open(arg, &l.td, &why) < 0)
+		die("%s", why.buf);
+
+	if (running(&l)) {
+		show_live(&l, &off, &partial);
+		if (!follow)
+			goto out;
+		while (running(&l)) {
+			struct timespec ts = {0, FOLLOW_MS * 1000000L};
+
+			nanosleep(&ts, NULL);
+			show_live(&l, &off, &partial);
+		}
+		show_live(&l, &off, &partial);
+		show_transcript(&l, 1);
+		if (task_info_read(l.td.tasks_fd, l.td.name, time(NULL), &ti) == 0) {
+			printf("the task ended: %s\n", task_state_name(ti.state));
+			task_info_release(&ti);
+		}
+		goto out;
+	}
+	/* Ended: its transcript, or without one (Claude Code did not run) its live lines. */
+	if (show_transcript(&l, 0) < 0)
+		show_live(&l, &off, &partial);
+out:
+	if (fflush(stdout) != 0 || ferror(stdout))
+		die_errno("cannot write the log");
+	task_dir_release(&l.td);
+	buf_release(&l.out);
+	buf_release(&why);
+	buf_release(&partial);
+	return 0;
+}

@@ -1,0 +1,220 @@
+/*
+ * aibox tasks show [--json] TASK
+ *
+ * A task's summary again, as aibox task printed it at its end (docs/tasks.md,
+ * "Results"), with the fetch command: from its record (summary.json,
+ * common/task_record.h), or for a task without one from result.json alone.
+ * TASK is an id, a folder's name or a folder's path (common/task_info.h,
+ * task_find()).  Everything from the folder is sanitized before it is
+ * printed.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "buf.h"
+#include "duration.h"
+#include "err.h"
+#include "host_system.h"
+#include "out.h"
+#include "results.h"
+#include "task_info.h"
+#include "task_record.h"
+#include "banned.h"
+
+static const char usage_text[] =
+    "usage: aibox tasks show [--json] TASK\n"
+    "\n"
+    "Show a task's summary again, with the command that fetches its changes.\n"
+    "TASK is the task's id (6 hex), its folder's name or its folder's path.\n"
+    "\n"
+    "    --json      one JSON object, keys in docs/json.md\n"
+    "    -h, --help  show this help\n"
+    "\n"
+    "Exit status: 0 shown, 2 usage or error (no such task).\n";
+
+struct shown {
+	struct task_dir td;
+	struct buf why;
+	struct task_info ti;
+	int has_record, has_result;
+	struct task_record rec;
+	struct task_result res; /* without a record: result.json */
+	struct buf problem;
+};
+
+static void open_task(struct shown *s, const char *arg)
+{
+	int ret;
+
+	if (task_open(arg, &s->td, &s->why) < 0)
+		die("%s", s->why.buf);
+	if ((ret = task_info_read(s->td.tasks_fd, s->td.name, time(NULL), &s->ti)) < 0)
+		die_err(ret, "cannot read '%s'", s->td.dir.buf);
+}
+
+/* The record, else result.json; what cannot be read goes to s->problem. */
+static void read_facts(struct shown *s)
+{
+	struct buf b = BUF_INIT, err = BUF_INIT;
+	ssize_t n;
+
+	n = task_file_read(s->td.dfd, "summary.json", TASK_RECORD_MAX, &b);
+	if (n >= 0) {
+		if (task_record_parse(b.buf, b.len, &s->rec, &err) == 0)
+			s->has_record = 1;
+		else
+			buf_add(&s->problem, err.buf, err.len);
+	} else if (n != -ENOENT) {
+		buf_addf(&s->problem, "summary.json: %s", strerror((int)-n));
+	}
+	if (!s->has_record) {
+		buf_reset(&b);
+		buf_reset(&err);
+		n = task_file_read(s->td.dfd, "result.json", RESULT_JSON_MAX, &b);
+		if (n > 0 && result_parse(b.buf, b.len, &s->res, &err) == 0)
+			s->has_result = 1;
+		else if (n > 0 && !s->problem.len)
+			buf_add(&s->problem, err.buf, err.len);
+	}
+	buf_release(&b);
+	buf_release(&err);
+}
+
+static void print_text(struct shown *s)
+{
+	struct task_info *ti = &s->ti;
+	struct summary_in in = {0};
+	struct buf line = BUF_INIT, time_s = BUF_INIT, bpath = BUF_INIT, branch = BUF_INIT;
+	char start[32] = "";
+	struct tm tm;
+	const char *why = NULL;
+	int finished;
+
+	if (localtime_r(&ti->start, &tm))
+		strftime(start, sizeof(start), "%Y-%m-%d %H:%M:%S", &tm);
+	printf("task %s, %s: %s\n", ti->id, ti->name, task_state_name(ti->state));
+	printf("folder: ");
+	out_sanitize(&line, s->td.dir.buf, s->td.dir.len);
+	printf("%s\n", line.buf);
+	if (ti->has_seconds)
+		duration_format(&time_s, (int64_t)(ti->seconds + 0.5) * 1000);
+	printf("started %s%s%s\n", start, time_s.len ? ", for " : "", time_s.buf);
+	buf_reset(&line);
+	if (ti->prompt_line)
+		task_text_line(&line, ti->prompt_line);
+	printf("prompt: %s\n", line.buf);
+	if (s->problem.len || ti->problem) {
+		buf_reset(&line);
+		if (s->problem.len)
+			out_sanitize(&line, s->problem.buf, s->problem.len);
+		else
+			out_sanitize(&line, ti->problem, strlen(ti->problem));
+		printf("cannot read all of it: %s\n", line.buf);
+	}
+	fflush(stdout);
+	if (ti->state == TASK_RUNNING) {
+		printf("it has no summary yet: 'aibox tasks log -f %s' follows it\n", ti->id);
+		goto out;
+	}
+
+	buf_addf(&bpath, "%s/changes.bundle", s->td.dir.buf);
+	buf_addf(&branch, "aibox/task-%s", s->td.name);
+	in.bundle_path = bpath.buf;
+	in.branch = branch.buf;
+	{
+		enum host_system sys;
+
+		in.windows = host_system_get(&sys) == 0 && sys == HOST_WINDOWS;
+	}
+	if (s->has_record) {
+		in.result = s->rec.has_result ? &s->rec.result : NULL;
+		in.report = s->rec.has_report ? &s->rec.report : NULL;
+		in.report_why = s->rec.report_why;
+		in.end_commit = s->rec.end_commit[0] ? s->rec.end_commit : NULL;
+		in.no_changes = s->rec.no_changes;
+		finished = !strcmp(s->rec.state, "finished");
+		why = s->rec.why;
+	} else {
+		in.result = s->has_result ? &s->res : NULL;
+		in.report_why = "the task has no record of its end (summary.json)";
+		finished = ti->finished > 0;
+	}
+	task_summary_print(1, ti->id, &in, finished, why);
+out:
+	buf_release(&line);
+	buf_release(&time_s);
+	buf_release(&bpath);
+	buf_release(&branch);
+}
+
+static void print_json(struct shown *s)
+{
+	json_t *o;
+	struct buf b = BUF_INIT;
+	char *text;
+	const char *project = strrchr(s->td.project_dir.buf, '/');
+
+	o = task_info_json(&s->ti, project ? project + 1 : s->td.project_dir.buf, s->td.dir.buf,
+	                   -1);
+	/* The record as aibox task --json printed it (read again: it passed task_record_parse). */
+	if (s->has_record && task_file_read(s->td.dfd, "summary.json", TASK_RECORD_MAX, &b) > 0)
+		json_object_set_new(o, "record", json_loadb(b.buf, b.len, 0, NULL));
+	else
+		json_object_set_new(o, "record", json_null());
+	text = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII |
+	                         JSON_REAL_PRECISION(12));
+	if (text)
+		puts(text);
+	free(text);
+	json_decref(o);
+	buf_release(&b);
+}
+
+int main(int argc, char **argv)
+{
+	struct shown s = {.td = TASK_DIR_INIT, .why = BUF_INIT, .problem = BUF_INIT};
+	const char *arg = NULL;
+	int json = 0;
+	static const struct option options[] = {
+	    {"json", no_argument, NULL, 256}, /* flags bit 0 */
+	    {NULL, 0, NULL, 0},
+	};
+	struct buf bad = BUF_INIT;
+	unsigned flags = 0;
+	int ret;
+
+	tool_init(argc, argv);
+	if ((ret = task_args(argc, argv, "", options, &flags, &arg, &bad)) == 1) {
+		fputs(usage_text, stdout);
+		return 0;
+	}
+	if (ret < 0) {
+		error("%s", bad.buf);
+		usage_die(usage_text);
+	}
+	json = flags & 1;
+	open_task(&s, arg);
+	read_facts(&s);
+	if (json)
+		print_json(&s);
+	else
+		print_text(&s);
+	if (fflush(stdout) != 0 || ferror(stdout))
+		die_errno("cannot write the summary");
+	if (s.has_record)
+		task_record_release(&s.rec);
+	if (s.has_result)
+		result_release(&s.res);
+	task_info_release(&s.ti);
+	task_dir_release(&s.td);
+	buf_release(&s.why);
+	buf_release(&s.problem);
+	return 0;
+}
