@@ -16,7 +16,9 @@
 #   deps           install the Debian packages listed in packages.txt: as root
 #                  itself, as anyone else through sudo (refused without sudo)
 #   install        aibox into PREFIX/bin, the tools into PREFIX/libexec/aibox,
-#                  man pages into PREFIX/share/man, data into PREFIX/share/aibox;
+#                  man pages into PREFIX/share/man, data into PREFIX/share/aibox,
+#                  shell completion into PREFIX/share/bash-completion and
+#                  PREFIX/share/zsh/vendor-completions;
 #                  through sudo when DESTDIR/PREFIX is not the user's to write
 #   deb            build/aibox_VERSION_ARCH.deb with dpkg-deb, laid out as
 #                  `make install PREFIX=/usr` (no network; docs/package.md)
@@ -163,6 +165,10 @@ install: all
 	$(INSTALL_AS) install -m 755 $(TOOLS) $(IMAGE_PROGS) $(DESTDIR)$(PREFIX)/libexec/aibox/
 	$(if $(MANS),$(INSTALL_AS) install -m 644 $(MANS) $(DESTDIR)$(PREFIX)/share/man/man1/)
 	$(INSTALL_AS) cp -R share/. $(DESTDIR)$(PREFIX)/share/aibox/
+	$(INSTALL_AS) install -D -m 644 share/completion/aibox.bash \
+		$(DESTDIR)$(PREFIX)/share/bash-completion/completions/aibox
+	$(INSTALL_AS) install -D -m 644 share/completion/_aibox \
+		$(DESTDIR)$(PREFIX)/share/zsh/vendor-completions/_aibox
 	$(if $(wildcard image/*),$(INSTALL_AS) cp -R image $(DESTDIR)$(PREFIX)/share/aibox/)
 	$(INSTALL_AS) rm -rf $(DESTDIR)$(PREFIX)/share/aibox/image/*.c $(DESTDIR)$(PREFIX)/share/aibox/image/init
 

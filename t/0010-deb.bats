@@ -48,6 +48,10 @@ dpkg_install() {
 	run root/usr/bin/aibox help task
 	assert_success
 	assert_line --index 0 --regexp '^usage: aibox task '
+	# The completion script comes from /usr/share/aibox.
+	run root/usr/bin/aibox completion bash
+	assert_success
+	assert_line "complete -F _aibox aibox"
 }
 
 @test "deb: the files are where make install PREFIX=/usr puts them" {
@@ -61,6 +65,9 @@ dpkg_install() {
 	assert_line --regexp ' \./usr/share/aibox/presets/github$'
 	assert_line --regexp ' \./usr/share/man/man1/aibox-task\.1\.gz$'
 	assert_line --regexp ' \./usr/share/doc/aibox/copyright$'
+	assert_line --regexp ' \./usr/libexec/aibox/aibox-completion$'
+	assert_line --regexp ' \./usr/share/bash-completion/completions/aibox$'
+	assert_line --regexp ' \./usr/share/zsh/vendor-completions/_aibox$'
 	assert_line --regexp '^-rwxr-xr-x root/root .* \./usr/bin/aibox$'
 	refute_line --regexp '\.c$'
 	refute_line --regexp ' \./usr/share/aibox/image/init/'
