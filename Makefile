@@ -107,7 +107,7 @@ $(B)/test-%: $(B)/t/helper/test-%.o $(B)/libaibox.a
 	$(QLD)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
 
 # The native test of aibox-init's task mode links those parts of the init.
-INIT_TASK_OBJ := $(addprefix $(B)/image/init/,task.o step.o tar_out.o prepared.o sha1.o)
+INIT_TASK_OBJ := $(addprefix $(B)/image/init/,task.o step.o tar_out.o prepared.o sha1.o resume.o)
 $(B)/test-init-task: $(B)/t/helper/test-init-task.o $(INIT_TASK_OBJ) $(B)/libaibox.a
 	$(QLD)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
 
