@@ -16,7 +16,7 @@
  * Programs that live in libexec but are not commands: the guest's init, and
  * the helper QEMU runs for each guest connection.
  */
-static const char *const internal[] = { "aibox-init", "aibox-connect" };
+static const char *const internal[] = {"aibox-init", "aibox-connect"};
 
 static int is_command(const char *name)
 {

@@ -28,16 +28,16 @@ static const struct {
 	enum kind kind;
 	const char *words; /* K_WORDS: space-separated */
 } positional[] = {
-	{ "projects", NULL, K_WORDS, "list path remove check" },
-	{ "projects", "remove", K_PROJECTS, NULL },
-	{ "projects", "check", K_PROJECTS, NULL },
-	{ "image", NULL, K_WORDS, "list build remove" },
-	{ "image", "build", K_IMAGES, NULL },
-	{ "image", "remove", K_IMAGES, NULL },
-	{ "completion", NULL, K_WORDS, "bash zsh" },
-	{ "tasks show", NULL, K_TASKS, NULL },
-	{ "tasks log", NULL, K_TASKS, NULL },
-	{ "bundle check", NULL, K_FILES, NULL },
+    {"projects", NULL, K_WORDS, "list path remove check"},
+    {"projects", "remove", K_PROJECTS, NULL},
+    {"projects", "check", K_PROJECTS, NULL},
+    {"image", NULL, K_WORDS, "list build remove"},
+    {"image", "build", K_IMAGES, NULL},
+    {"image", "remove", K_IMAGES, NULL},
+    {"completion", NULL, K_WORDS, "bash zsh"},
+    {"tasks show", NULL, K_TASKS, NULL},
+    {"tasks log", NULL, K_TASKS, NULL},
+    {"bundle check", NULL, K_FILES, NULL},
 };
 
 /* Flag values by the flag; a value word like PATH or FILE is a file name. */
@@ -45,8 +45,8 @@ static const struct {
 	const char *flag;
 	enum kind kind;
 } values[] = {
-	{ "--image", K_IMAGES },
-	{ "--continue", K_TASKS },
+    {"--image", K_IMAGES},
+    {"--continue", K_TASKS},
 };
 
 static int cmp_str(const void *a, const void *b)
@@ -245,7 +245,7 @@ static size_t command_flags(const char *prog, struct flag **out)
 	if (spawn_capture(&sp, &help, HELP_MAX) != 0)
 		goto done;
 	for (const char *l = help.buf, *end; l < help.buf + help.len; l = end + 1) {
-		struct flag one = { { 0 }, { 0 } };
+		struct flag one = {{0}, {0}};
 
 		end = memchr(l, '\n', (size_t)(help.buf + help.len - l));
 		if (!end)
@@ -320,7 +320,7 @@ static int add_kind(struct strvec *out, enum kind kind, const char *words)
  * prog, from argv[start] on, for the word at cword.
  */
 static int complete_args(const char *cmd, const char *prog, int start, int cword, int argc,
-			 const char *const *argv, struct strvec *out)
+                         const char *const *argv, struct strvec *out)
 {
 	const char *cur = cword < argc ? argv[cword] : "";
 	const char *first = NULL;
@@ -363,7 +363,8 @@ static int complete_args(const char *cmd, const char *prog, int start, int cword
 	for (size_t k = 0; k < ARRAY_SIZE(positional); k++) {
 		if (strcmp(positional[k].cmd, cmd))
 			continue;
-		if (positional[k].word ? npos == 1 && !strcmp(positional[k].word, first) : npos == 0) {
+		if (positional[k].word ? npos == 1 && !strcmp(positional[k].word, first)
+		                       : npos == 0) {
 			ret = add_kind(out, positional[k].kind, positional[k].words);
 			goto done;
 		}

@@ -36,8 +36,10 @@ int session_project_dir(struct buf *out, const char *path)
 	for (size_t i = 0; i < n; i++) {
 		char c = path[i];
 
-		buf_addch(out, (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-		                       (c >= '0' && c <= '9') ? c : '-');
+		buf_addch(out,
+		          (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
+		              ? c
+		              : '-');
 	}
 	return 0;
 }

@@ -18,7 +18,7 @@ struct buf;
 #define SESSION_FILE_MAX    (64ULL << 20)
 #define SESSION_RESUME_NAME "resume.jsonl"
 /* One line of it, at most (Claude Code writes a tool result whole on one line). */
-#define SESSION_LINE_MAX    (16 << 20)
+#define SESSION_LINE_MAX (16 << 20)
 
 /* A session id: a UUID in lowercase, 8-4-4-4-12 hex digits. */
 #define SESSION_ID_LEN 36

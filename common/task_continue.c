@@ -22,11 +22,11 @@
 #define SETTINGS_MAX (1 << 20)
 
 static const char cleaned_hint[] =
-	"no such task in this project (aibox tasks clean --all removes ended tasks' folders)";
+    "no such task in this project (aibox tasks clean --all removes ended tasks' folders)";
 
 /* The folder name of ref in tasks_dir into c->name; -ENOENT when there is none. */
 static int find_name(struct task_continue *c, const char *tasks_dir, const char *ref,
-		     struct buf *why)
+                     struct buf *why)
 {
 	char real_tasks[PATH_MAX], real_ref[PATH_MAX];
 	const char *base;
@@ -63,7 +63,7 @@ static int find_name(struct task_continue *c, const char *tasks_dir, const char 
 	    (size_t)(base - real_ref) != strlen(real_tasks) ||
 	    strncmp(real_ref, real_tasks, strlen(real_tasks))) {
 		buf_addf(why, "'%s' is no task id, task folder name or task folder of this project",
-			 ref);
+		         ref);
 		return -ENOENT;
 	}
 	memcpy(c->name, base + 1, TASK_NAME_LEN + 1);
@@ -94,7 +94,7 @@ static int read_start_commit(struct task_continue *c, struct buf *why)
 	    !(s = json_string_value(json_object_get(j, "start_commit"))) ||
 	    (strlen(s) != 40 && strlen(s) != 64) || strspn(s, "0123456789abcdef") != strlen(s)) {
 		buf_addf(why, "task '%s' has no readable settings.json with its start commit",
-			 c->name);
+		         c->name);
 		goto out;
 	}
 	memcpy(c->start_commit, s, strlen(s) + 1);
@@ -122,8 +122,9 @@ static int check_result(struct task_continue *c, struct buf *why)
 		goto out;
 	}
 	if (!r.changes)
-		buf_addf(why, "task '%s' ended with no changes: there is no commit to continue from",
-			 c->name);
+		buf_addf(why,
+		         "task '%s' ended with no changes: there is no commit to continue from",
+		         c->name);
 	else
 		ret = 0;
 	result_release(&r);
@@ -134,7 +135,7 @@ out:
 }
 
 static int check_bundle(struct task_continue *c, const char *checkout, const char *limits,
-			struct buf *why)
+                        struct buf *why)
 {
 	struct bundle_check chk = BUNDLE_CHECK_INIT;
 	struct bundle_verdict v;
@@ -146,7 +147,7 @@ static int check_bundle(struct task_continue *c, const char *checkout, const cha
 	fd = open(path.buf, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0 || fstat(fd, &st) < 0 || !st.st_size) {
 		buf_addf(why, "task '%s' has no changes.bundle%s", c->name,
-			 fd < 0 && errno == ENOENT ? ": it was removed" : "");
+		         fd < 0 && errno == ENOENT ? ": it was removed" : "");
 		ret = -ENOENT;
 		goto out;
 	}
@@ -177,7 +178,7 @@ static int git(const char *checkout, struct buf *out, const char *const *args)
 	int ret;
 
 	strvec_pushl(&sp.args, "git", "-C", checkout, "-c", "core.hooksPath=/dev/null", "-c",
-		     "core.fsmonitor=false", NULL);
+	             "core.fsmonitor=false", NULL);
 	strvec_pushv(&sp.args, args);
 	sp.err = SPAWN_NULL;
 	ret = spawn_capture(&sp, out ? out : &ignore, 64 * 1024);
@@ -194,16 +195,16 @@ static int fetch(struct task_continue *c, const char *checkout, struct buf *why)
 	buf_addf(&commit, "%s^{commit}", c->end_commit);
 	buf_addf(&branch, "refs/heads/aibox/task-%s", c->name);
 	buf_addf(&bundle, "%s/changes.bundle", c->dir.buf);
-	if (git(checkout, NULL, (const char *const[]){ "cat-file", "-e", commit.buf, NULL }) == 0)
+	if (git(checkout, NULL, (const char *const[]){"cat-file", "-e", commit.buf, NULL}) == 0)
 		goto out;
 	if (git(checkout, NULL,
-		(const char *const[]){ "rev-parse", "--verify", "--quiet", branch.buf, NULL }) == 0)
+	        (const char *const[]){"rev-parse", "--verify", "--quiet", branch.buf, NULL}) == 0)
 		buf_addstr(&spec, "aibox/task");
 	else
 		buf_addf(&spec, "aibox/task:aibox/task-%s", c->name);
 	if (git(checkout, NULL,
-		(const char *const[]){ "-c", "transfer.fsckObjects=true", "fetch", "--quiet",
-				       bundle.buf, spec.buf, NULL }) != 0) {
+	        (const char *const[]){"-c", "transfer.fsckObjects=true", "fetch", "--quiet",
+	                              bundle.buf, spec.buf, NULL}) != 0) {
 		buf_addf(why, "cannot fetch task '%s''s changes into '%s'", c->name, checkout);
 		ret = -EIO;
 		goto out;
@@ -218,7 +219,7 @@ out:
 }
 
 int task_continue_prepare(struct task_continue *c, const char *tasks_dir, const char *ref,
-			  const char *checkout, const char *limits, struct buf *why)
+                          const char *checkout, const char *limits, struct buf *why)
 {
 	struct buf serr = BUF_INIT;
 	int tasks_fd = -1, lock_fd = -1, ret;
@@ -255,7 +256,7 @@ int task_continue_prepare(struct task_continue *c, const char *tasks_dir, const 
 	}
 	if (n < 0 || session_file_check(c->session.buf, c->session.len, c->session_id, &serr) < 0) {
 		buf_addf(why, "task '%s''s %s is refused: %s", c->name, SESSION_FILE_NAME,
-			 n < 0 ? strerror((int)-n) : serr.buf);
+		         n < 0 ? strerror((int)-n) : serr.buf);
 		ret = -EINVAL;
 		goto out;
 	}

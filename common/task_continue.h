@@ -12,16 +12,19 @@
 #include "taskid.h"
 
 struct task_continue {
-	struct buf dir;			  /* the earlier task's folder */
-	char name[TASK_NAME_LEN + 1];	  /* its folder's name */
-	char start_commit[65];		  /* its start, from its settings.json (aibox's own) */
-	char end_commit[65];		  /* aibox/task in its checked changes.bundle */
+	struct buf dir;               /* the earlier task's folder */
+	char name[TASK_NAME_LEN + 1]; /* its folder's name */
+	char start_commit[65];        /* its start, from its settings.json (aibox's own) */
+	char end_commit[65];          /* aibox/task in its checked changes.bundle */
 	char session_id[SESSION_ID_LEN + 1];
-	struct buf session;		  /* its session.jsonl, checked */
-	struct buf note;		  /* what was done, for the user: "fetched ..." or "" */
+	struct buf session; /* its session.jsonl, checked */
+	struct buf note;    /* what was done, for the user: "fetched ..." or "" */
 };
 
-#define TASK_CONTINUE_INIT { .dir = BUF_INIT, .session = BUF_INIT, .note = BUF_INIT }
+#define TASK_CONTINUE_INIT                                                                         \
+	{                                                                                          \
+		.dir = BUF_INIT, .session = BUF_INIT, .note = BUF_INIT                             \
+	}
 
 /*
  * Find the task ref names in tasks_dir (its id, its folder's name, or its
@@ -37,7 +40,7 @@ struct task_continue {
  * changes: ...").
  */
 int task_continue_prepare(struct task_continue *c, const char *tasks_dir, const char *ref,
-			  const char *checkout, const char *limits, struct buf *why);
+                          const char *checkout, const char *limits, struct buf *why);
 
 void task_continue_release(struct task_continue *c);
 

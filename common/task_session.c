@@ -8,20 +8,16 @@
 #include "banned.h"
 
 const char *const task_result_names[RESULT_NFILES] = {
-	[RESULT_BUNDLE] = "changes.bundle",
-	[RESULT_TRANSCRIPT] = "transcript.jsonl",
-	[RESULT_VM_LOG] = "vm.log",
-	[RESULT_SESSION] = SESSION_FILE_NAME,
-	[RESULT_JSON] = "result.json",
+    [RESULT_BUNDLE] = "changes.bundle", [RESULT_TRANSCRIPT] = "transcript.jsonl",
+    [RESULT_VM_LOG] = "vm.log",         [RESULT_SESSION] = SESSION_FILE_NAME,
+    [RESULT_JSON] = "result.json",
 };
 
 /* The caps of docs/internals.md, "The results tar". */
 static const uint64_t result_max[RESULT_NFILES] = {
-	[RESULT_BUNDLE] = 2ULL << 30,
-	[RESULT_TRANSCRIPT] = 256ULL << 20,
-	[RESULT_VM_LOG] = 64ULL << 20,
-	[RESULT_SESSION] = SESSION_FILE_MAX,
-	[RESULT_JSON] = 1ULL << 20,
+    [RESULT_BUNDLE] = 2ULL << 30,  [RESULT_TRANSCRIPT] = 256ULL << 20,
+    [RESULT_VM_LOG] = 64ULL << 20, [RESULT_SESSION] = SESSION_FILE_MAX,
+    [RESULT_JSON] = 1ULL << 20,
 };
 
 struct ctx {

@@ -164,7 +164,7 @@ int task_settings_json(const struct task_settings *s, struct buf *out, struct bu
 		goto out;
 	}
 	if (set(root, "resume_session",
-		s->resume_session ? json_string(s->resume_session) : json_null()))
+	        s->resume_session ? json_string(s->resume_session) : json_null()))
 		goto out;
 	text = json_dumps(root, JSON_INDENT(2));
 	if (!text) {

@@ -457,7 +457,7 @@ static void continue_from(struct task *t)
 		die("--continue and --from: a continued task starts where the earlier one ended");
 	buf_addf(&tasks, "%s/tasks", t->p.dir);
 	if (task_continue_prepare(&t->cont, tasks.buf, t->o.cont, t->checkout.buf,
-				  getenv("AIBOX_BUNDLE_LIMITS"), &why) < 0)
+	                          getenv("AIBOX_BUNDLE_LIMITS"), &why) < 0)
 		die("cannot continue: %s", why.buf);
 	t->o.from = t->cont.end_commit;
 	buf_release(&tasks);
@@ -1246,7 +1246,8 @@ int main(int argc, char **argv)
 	phase_done(&t, "start");
 	out_printf(2, "aibox", t.id, "task %s starts from %s", t.id, t.start_commit);
 	if (t.o.cont)
-		out_printf(2, "aibox", t.id, "it continues task %s and resumes its conversation%s%s",
-			   t.cont.name, t.cont.note.len ? "; " : "", t.cont.note.buf);
+		out_printf(2, "aibox", t.id,
+		           "it continues task %s and resumes its conversation%s%s", t.cont.name,
+		           t.cont.note.len ? "; " : "", t.cont.note.buf);
 	return run_task(&t);
 }

@@ -59,11 +59,11 @@ int resume_place(const struct task_opts *o, const char *path, const char *id, st
 			continue;
 		*p = '\0';
 		ret = make_dir(o, dir.buf);
-		*p = save;
 		if (ret < 0) {
 			buf_addf(why, "cannot make '%s': %s", dir.buf, strerror(-ret));
 			goto out;
 		}
+		*p = save;
 		if (!save)
 			break;
 	}

@@ -1052,6 +1052,7 @@ static void step_claude(struct task *t, struct step_info *si, struct step_group 
 	if (t->system_prompt)
 		strvec_pushf(&argv, "--append-system-prompt=%s", t->system_prompt);
 	if (t->resume) {
+		buf_reset(&file);
 		if (resume_place(t->o, t->path, t->resume, &file) < 0) {
 			progress(t, "%s", file.buf);
 			goto out;
@@ -1375,8 +1376,10 @@ static void send_session(struct task *t)
 	if (fstat(fd, &st) == 0 && (uint64_t)st.st_size <= SESSION_FILE_MAX)
 		send_file(t, SESSION_FILE_NAME, fd, SESSION_FILE_MAX);
 	else
-		progress(t, "the conversation is over %llu MiB: it is left out, the task cannot "
-		            "be continued", SESSION_FILE_MAX >> 20);
+		progress(t,
+		         "the conversation is over %llu MiB: it is left out, the task cannot "
+		         "be continued",
+		         SESSION_FILE_MAX >> 20);
 	close(fd);
 }
 
