@@ -108,6 +108,9 @@ fake_tree() {
 	assert_output "$(printf 'bbbbbb\naaaaaa')"
 	run bash_complete "$T/tree/build/aibox" tasks show --
 	assert_output "--json"
+	# aibox task --continue takes a task too.
+	run bash_complete aibox task --continue b
+	assert_output "bbbbbb"
 	# Outside a project there are none, and nothing is made.
 	cd "$T"
 	run bash_complete "$T/tree/build/aibox" tasks show ''
