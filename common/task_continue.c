@@ -152,12 +152,14 @@ static int check_bundle(struct task_continue *c, const char *checkout, const cha
 		goto out;
 	}
 	ret = result_bundle_check_start(&chk, fd, c->start_commit, checkout, NULL, limits, &err);
-	if (ret == 0)
-		ret = bundle_check_run(&chk, &v, NULL);
-	if (ret >= 0 && (ret = result_bundle_verdict(&v.m, c->end_commit, &err)) == 0 &&
-	    !strcmp(c->end_commit, c->start_commit))
-		buf_addf(&err, "its bundle holds no commit after the start");
-	if (err.len) {
+	if (ret == 0) {
+		/* A check that could not run says why in the verdict, as for any task. */
+		bundle_check_run(&chk, &v, NULL);
+		ret = result_bundle_verdict(&v.m, c->end_commit, &err);
+		if (ret == 0 && !strcmp(c->end_commit, c->start_commit))
+			buf_addstr(&err, "its bundle holds no commit after the start");
+	}
+	if (err.len || ret != 0) {
 		buf_addf(why, "task '%s': %s", c->name, err.buf);
 		ret = -EINVAL;
 	}
