@@ -77,6 +77,10 @@ fuzz() {
 	fuzz fuzz-result-parse
 }
 
+@test "fuzz: the check of a task's session.jsonl survives ${FUZZ_SECONDS}s of fuzzing" {
+	fuzz fuzz-session-file
+}
+
 @test "fuzz: the proxy's HTTP parsing survives ${FUZZ_SECONDS}s of fuzzing" {
 	fuzz fuzz-http
 }
