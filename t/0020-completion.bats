@@ -137,6 +137,14 @@ fake_tree() {
 	assert_output "--image"
 	run zsh_complete aibox task --file ''
 	assert_output "(files)"
+	# Installed in fpath, it is autoloaded as the function _aibox.
+	mkdir fp
+	aibox completion zsh >fp/_aibox
+	run zsh -fc 'fpath=("$1" $fpath); autoload -U _aibox
+		compadd() { [[ $1 == -a ]] && print -rl -- "${(@P)2}"; }
+		words=(aibox tasks ""); CURRENT=3; _aibox' zsh "$T/fp"
+	assert_success
+	assert_output "clean"
 }
 
 @test "completion: aibox completion refuses other shells" {
