@@ -18,7 +18,7 @@
 #   install        aibox into PREFIX/bin, the tools into PREFIX/libexec/aibox,
 #                  man pages into PREFIX/share/man, data into PREFIX/share/aibox,
 #                  shell completion into PREFIX/share/bash-completion and
-#                  PREFIX/share/zsh/vendor-completions;
+#                  PREFIX/share/zsh (vendor-completions for /usr, else site-functions);
 #                  through sudo when DESTDIR/PREFIX is not the user's to write
 #   deb            build/aibox_VERSION_ARCH.deb with dpkg-deb, laid out as
 #                  `make install PREFIX=/usr` (no network; docs/package.md)
@@ -154,6 +154,10 @@ deps:
 	$(Q)grep -v '^#' packages.txt | xargs -r $(AS_ROOT) sh -c 'DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$$@"' deps
 	$(Q)command -v npm >/dev/null || $(AS_ROOT) sh -c 'DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends npm'
 
+# zsh's fpath on Debian has /usr/share/zsh/vendor-completions for packages and
+# /usr/local/share/zsh/site-functions for the rest.
+ZSH_COMPLETIONS = $(PREFIX)/share/zsh/$(if $(filter /usr,$(PREFIX)),vendor-completions,site-functions)
+
 # sudo only when the nearest existing folder of DESTDIR/PREFIX is not ours to write.
 INSTALL_AS = $(shell d='$(DESTDIR)$(PREFIX)'; while [ ! -e "$$d" ]; do d=$$(dirname "$$d"); done; \
 	[ -w "$$d" ] || echo sudo)
@@ -167,8 +171,7 @@ install: all
 	$(INSTALL_AS) cp -R share/. $(DESTDIR)$(PREFIX)/share/aibox/
 	$(INSTALL_AS) install -D -m 644 share/completion/aibox.bash \
 		$(DESTDIR)$(PREFIX)/share/bash-completion/completions/aibox
-	$(INSTALL_AS) install -D -m 644 share/completion/_aibox \
-		$(DESTDIR)$(PREFIX)/share/zsh/vendor-completions/_aibox
+	$(INSTALL_AS) install -D -m 644 share/completion/_aibox $(DESTDIR)$(ZSH_COMPLETIONS)/_aibox
 	$(if $(wildcard image/*),$(INSTALL_AS) cp -R image $(DESTDIR)$(PREFIX)/share/aibox/)
 	$(INSTALL_AS) rm -rf $(DESTDIR)$(PREFIX)/share/aibox/image/*.c $(DESTDIR)$(PREFIX)/share/aibox/image/init
 

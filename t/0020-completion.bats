@@ -155,3 +155,16 @@ fake_tree() {
 	assert_success
 	assert_line "complete -F _aibox aibox"
 }
+
+@test "completion: make install puts the scripts where bash and zsh look, by PREFIX" {
+	local san=0
+	grep -q -- -fsanitize "$BUILD/.flags" 2>/dev/null && san=1
+	make -s -C "$TOP" SANITIZE=$san install DESTDIR="$T/inst" >/dev/null
+	cmp "$TOP/share/completion/aibox.bash" "$T/inst/usr/local/share/bash-completion/completions/aibox"
+	cmp "$TOP/share/completion/_aibox" "$T/inst/usr/local/share/zsh/site-functions/_aibox"
+	make -s -C "$TOP" SANITIZE=$san install DESTDIR="$T/inst" PREFIX=/usr >/dev/null
+	cmp "$TOP/share/completion/_aibox" "$T/inst/usr/share/zsh/vendor-completions/_aibox"
+	run "$T/inst/usr/bin/aibox" completion zsh
+	assert_success
+	assert_line "#compdef aibox"
+}
