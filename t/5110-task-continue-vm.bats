@@ -2,7 +2,7 @@
 # aibox task --continue end to end: a first task in a real VM (the real image,
 # the real Claude Code, t/fake-api as the API upstream), then a second task
 # that continues it in another VM.  The two boots happen once, in setup_file;
-# each test reads what they left.  t/5007 has the refusals (no VM).
+# each test reads what they left.  t/5017 has the refusals (no VM).
 load lib-common
 load lib-vm
 load lib-tls
