@@ -7,6 +7,7 @@
 #   PREFIX       where `make install` puts things (default /usr/local)
 #   DESTDIR      staging root for `make install`
 #   FUZZ_SECONDS how long each fuzzer runs in `make fuzz-run` (default 60)
+#   DEB_MAINTAINER  the Maintainer field of `make deb`'s package
 #
 # Targets:
 #   all (default)  build/libaibox.a, build/aibox and every build/aibox-* tool
@@ -15,8 +16,12 @@
 #   deps           install the Debian packages listed in packages.txt: as root
 #                  itself, as anyone else through sudo (refused without sudo)
 #   install        aibox into PREFIX/bin, the tools into PREFIX/libexec/aibox,
-#                  man pages into PREFIX/share/man, data into PREFIX/share/aibox;
+#                  man pages into PREFIX/share/man, data into PREFIX/share/aibox,
+#                  shell completion into PREFIX/share/bash-completion and
+#                  PREFIX/share/zsh (vendor-completions for /usr, else site-functions);
 #                  through sudo when DESTDIR/PREFIX is not the user's to write
+#   deb            build/aibox_VERSION_ARCH.deb with dpkg-deb, laid out as
+#                  `make install PREFIX=/usr` (no network; docs/package.md)
 #   fuzz           build the libFuzzer targets in fuzz/ (clang)
 #   fuzz-run       run each fuzzer for FUZZ_SECONDS on its corpus
 #   format         clang-format every C file
@@ -102,7 +107,7 @@ $(B)/test-%: $(B)/t/helper/test-%.o $(B)/libaibox.a
 	$(QLD)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
 
 # The native test of aibox-init's task mode links those parts of the init.
-INIT_TASK_OBJ := $(addprefix $(B)/image/init/,task.o step.o tar_out.o prepared.o sha1.o)
+INIT_TASK_OBJ := $(addprefix $(B)/image/init/,task.o step.o tar_out.o prepared.o sha1.o resume.o)
 $(B)/test-init-task: $(B)/t/helper/test-init-task.o $(INIT_TASK_OBJ) $(B)/libaibox.a
 	$(QLD)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
 
@@ -149,6 +154,10 @@ deps:
 	$(Q)grep -v '^#' packages.txt | xargs -r $(AS_ROOT) sh -c 'DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$$@"' deps
 	$(Q)command -v npm >/dev/null || $(AS_ROOT) sh -c 'DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends npm'
 
+# zsh's fpath on Debian has /usr/share/zsh/vendor-completions for packages and
+# /usr/local/share/zsh/site-functions for the rest.
+ZSH_COMPLETIONS = $(PREFIX)/share/zsh/$(if $(filter /usr,$(PREFIX)),vendor-completions,site-functions)
+
 # sudo only when the nearest existing folder of DESTDIR/PREFIX is not ours to write.
 INSTALL_AS = $(shell d='$(DESTDIR)$(PREFIX)'; while [ ! -e "$$d" ]; do d=$$(dirname "$$d"); done; \
 	[ -w "$$d" ] || echo sudo)
@@ -160,8 +169,43 @@ install: all
 	$(INSTALL_AS) install -m 755 $(TOOLS) $(IMAGE_PROGS) $(DESTDIR)$(PREFIX)/libexec/aibox/
 	$(if $(MANS),$(INSTALL_AS) install -m 644 $(MANS) $(DESTDIR)$(PREFIX)/share/man/man1/)
 	$(INSTALL_AS) cp -R share/. $(DESTDIR)$(PREFIX)/share/aibox/
+	$(INSTALL_AS) install -D -m 644 share/completion/aibox.bash \
+		$(DESTDIR)$(PREFIX)/share/bash-completion/completions/aibox
+	$(INSTALL_AS) install -D -m 644 share/completion/_aibox $(DESTDIR)$(ZSH_COMPLETIONS)/_aibox
 	$(if $(wildcard image/*),$(INSTALL_AS) cp -R image $(DESTDIR)$(PREFIX)/share/aibox/)
 	$(INSTALL_AS) rm -rf $(DESTDIR)$(PREFIX)/share/aibox/image/*.c $(DESTDIR)$(PREFIX)/share/aibox/image/init
+
+# The Debian package: `make install PREFIX=/usr` into a staging root, man pages
+# gzipped as Debian wants them, Depends from dpkg-shlibdeps (the libraries the
+# programs link) and DEB_RUNTIME (the programs aibox and the image build run).
+DEB_MAINTAINER ?= aibox maintainers <aibox@localhost>
+DEB_ARCH = $(shell dpkg --print-architecture)
+DEB = $(B)/aibox_$(VERSION)_$(DEB_ARCH).deb
+DEB_ROOT = $(B)/deb/debian/aibox
+DEB_RUNTIME = git, openssh-client, qemu-system-x86, mmdebstrap, uidmap, busybox-static, \
+	cpio, e2fsprogs, util-linux (>= 2.38), apt, npm | nodejs
+deb: all
+	$(Q)command -v dpkg-shlibdeps >/dev/null || { echo "make deb: no dpkg-shlibdeps (make deps installs dpkg-dev)" >&2; exit 2; }
+	$(Q)rm -rf $(B)/deb $(DEB)
+	$(Q)$(MAKE) -s --no-print-directory install DESTDIR=$(abspath $(DEB_ROOT)) PREFIX=/usr
+	$(Q)gzip -9n $(DEB_ROOT)/usr/share/man/man1/*.1
+	$(Q)install -d $(DEB_ROOT)/usr/share/doc/aibox $(DEB_ROOT)/DEBIAN
+	$(Q)install -m 644 LICENSE $(DEB_ROOT)/usr/share/doc/aibox/copyright
+	$(Q)mkdir -p $(B)/deb/debian && : >$(B)/deb/debian/control
+	$(Q)cd $(B)/deb && dpkg-shlibdeps -O $$(find debian/aibox/usr/bin debian/aibox/usr/libexec -type f) \
+		>shlibs.txt
+	$(Q){ echo 'Package: aibox'; echo 'Version: $(VERSION)'; echo 'Architecture: $(DEB_ARCH)'; \
+	  echo 'Maintainer: $(DEB_MAINTAINER)'; \
+	  echo "Installed-Size: $$(du -sk --exclude=DEBIAN $(DEB_ROOT) | cut -f1)"; \
+	  echo "Depends: $$(sed -n 's/^shlibs:Depends=//p' $(B)/deb/shlibs.txt), $(DEB_RUNTIME)"; \
+	  echo 'Recommends: man-db, bash-completion'; \
+	  echo 'Section: devel'; echo 'Priority: optional'; \
+	  echo 'Description: run Claude Code unattended in a throwaway virtual machine'; \
+	  echo ' aibox bundles one commit of a git repository, boots a fresh QEMU VM on it,'; \
+	  echo ' lets Claude Code work and commit there and hands back a checked git bundle.'; \
+	} >$(DEB_ROOT)/DEBIAN/control
+	$(Q)dpkg-deb --root-owner-group -Zgzip --build $(DEB_ROOT) $(DEB) >/dev/null
+	@echo '   DEB  ' $(DEB)
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
@@ -170,7 +214,7 @@ clean:
 	rm -rf $(B)
 
 FORCE:
-.PHONY: all check demo deps install fuzz fuzz-run format clean FORCE
+.PHONY: all check demo deps install deb fuzz fuzz-run format clean FORCE
 .DELETE_ON_ERROR:
 
 -include $(shell find $(B) -name '*.d' 2>/dev/null)

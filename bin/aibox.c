@@ -3,15 +3,14 @@
  * `aibox task ...` execs aibox-task, found beside this program (build tree)
  * or in PREFIX/libexec/aibox (git.c's dispatch).
  */
-#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "buf.h"
+#include "commands.h"
 #include "err.h"
 #include "paths.h"
 #include "strvec.h"
@@ -22,59 +21,13 @@ static const char usage_text[] =
 	"       aibox help [<command> [<subcommand>]]\n"
 	"       aibox --version\n";
 
-/*
- * Programs that live in libexec but are not commands: the guest's init, and
- * the helper QEMU runs for each guest connection.
- */
-static const char *const internal[] = { "aibox-init", "aibox-connect" };
-
-static int is_command(const char *name)
-{
-	if (strncmp(name, "aibox-", 6) != 0 || strchr(name, '.'))
-		return 0;
-	for (size_t i = 0; i < ARRAY_SIZE(internal); i++)
-		if (!strcmp(name, internal[i]))
-			return 0;
-	return 1;
-}
-
-static int tool_exists(const char *name, struct buf *path)
-{
-	struct stat st;
-
-	buf_reset(path);
-	buf_addf(path, "%s/%s", libexec_dir(), name);
-	return stat(path->buf, &st) == 0 && S_ISREG(st.st_mode) && access(path->buf, X_OK) == 0;
-}
-
-static int cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
-static void list_commands(struct strvec *out)
-{
-	DIR *d = opendir(libexec_dir());
-	struct dirent *de;
-	struct buf path = BUF_INIT;
-
-	if (!d)
-		return;
-	while ((de = readdir(d)))
-		if (is_command(de->d_name) && tool_exists(de->d_name, &path))
-			strvec_push(out, de->d_name);
-	closedir(d);
-	buf_release(&path);
-	qsort(out->v, out->nr, sizeof(*out->v), cmp_str);
-}
-
 /* The commands, or with word only the subcommands of `aibox word` ("tasks clean"). */
 static void print_commands(FILE *f, const char *word)
 {
 	struct strvec cmds = STRVEC_INIT;
 	struct buf prefix = BUF_INIT;
 
-	list_commands(&cmds);
+	commands_list(&cmds);
 	if (word)
 		buf_addf(&prefix, "aibox-%s-", word);
 	fprintf(f, word ? "subcommands of '%s':\n" : "commands:\n", word);
@@ -104,7 +57,7 @@ static int has_subcommands(const char *word)
 	if (strchr(word, '/'))
 		return 0;
 	buf_addf(&prefix, "aibox-%s-", word);
-	list_commands(&cmds);
+	commands_list(&cmds);
 	for (size_t i = 0; i < cmds.nr && !found; i++)
 		found = !strncmp(cmds.v[i], prefix.buf, prefix.len);
 	strvec_clear(&cmds);
@@ -124,13 +77,13 @@ static int resolve(int argc, char **argv, struct buf *path)
 
 	if (argc >= 2 && argv[1][0] != '-') {
 		buf_addf(&name, "aibox-%s-%s", argv[0], argv[1]);
-		if (!strchr(argv[0], '/') && !strchr(argv[1], '/') && tool_exists(name.buf, path))
+		if (!strchr(argv[0], '/') && !strchr(argv[1], '/') && command_path(name.buf, path))
 			used = 2;
 	}
 	if (!used && !strchr(argv[0], '/')) {
 		buf_reset(&name);
 		buf_addf(&name, "aibox-%s", argv[0]);
-		if (tool_exists(name.buf, path))
+		if (command_path(name.buf, path))
 			used = 1;
 	}
 	buf_release(&name);

@@ -15,7 +15,17 @@
 #include "tar_in.h"
 
 /* Indexes into task_session.files: the result names, result.json last. */
-enum { RESULT_BUNDLE, RESULT_TRANSCRIPT, RESULT_VM_LOG, RESULT_JSON, RESULT_NFILES };
+enum {
+	RESULT_BUNDLE,
+	RESULT_TRANSCRIPT,
+	RESULT_VM_LOG,
+	RESULT_SESSION,
+	RESULT_JSON,
+	RESULT_NFILES
+};
+
+/* The result files' names, in the enum's order (docs/internals.md, "The results tar"). */
+extern const char *const task_result_names[RESULT_NFILES];
 
 /* The VM's lines kept in aibox.log, at most (then one line says the rest is left out). */
 #define TASK_SESSION_LOG_MAX (16 << 20)

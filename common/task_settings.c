@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "task_settings.h"
+#include "session_file.h"
 #include "utf8.h"
 #include "banned.h"
 
@@ -157,6 +158,13 @@ int task_settings_json(const struct task_settings *s, struct buf *out, struct bu
 	    set(root, "system_prompt",
 		str(s->system_prompt ? s->system_prompt : "", "the system prompt", err)) ||
 	    set(root, "git_remotes", json_incref(remotes)))
+		goto out;
+	if (s->resume_session && !session_id_valid(s->resume_session)) {
+		bad(err, "the session to resume is not a session id");
+		goto out;
+	}
+	if (set(root, "resume_session",
+	        s->resume_session ? json_string(s->resume_session) : json_null()))
 		goto out;
 	text = json_dumps(root, JSON_INDENT(2));
 	if (!text) {

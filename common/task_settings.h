@@ -45,6 +45,9 @@ struct task_settings {
 	/* The config's git: URLs in order; entry n is the broker's remote n. */
 	const char *const *git_remotes;
 	size_t ngit_remotes;
+	/* NULL: a new conversation; else the session id Claude Code resumes, whose
+	   file the share holds as resume.jsonl (common/session_file.h) */
+	const char *resume_session;
 };
 
 /*

@@ -81,6 +81,10 @@ fuzz() {
 	fuzz fuzz-transcript
 }
 
+@test "fuzz: the check of a task's session.jsonl survives ${FUZZ_SECONDS}s of fuzzing" {
+	fuzz fuzz-session-file
+}
+
 @test "fuzz: the proxy's HTTP parsing survives ${FUZZ_SECONDS}s of fuzzing" {
 	fuzz fuzz-http
 }

@@ -142,7 +142,7 @@ EOF
 	run_vm_task "Add a file hello.txt and commit it." '{"env": {"MY_TOKEN": "vm-secret-77"}}'
 	assert_success
 	assert_line "task status 0"
-	assert_equal "$(names)" "transcript.jsonl changes.bundle vm.log result.json"
+	assert_equal "$(names)" "transcript.jsonl session.jsonl changes.bundle vm.log result.json"
 	assert_equal "$(jget failed_step)" null
 	assert_equal "$(jget claude.ended_by)" completed
 	assert_equal "$(jget claude.exit_code)" 0
@@ -177,7 +177,7 @@ EOF
 	run_vm_task "Edit some files."
 	assert_success
 	assert_line "task status 0"
-	assert_equal "$(names)" "transcript.jsonl changes.bundle vm.log result.json"
+	assert_equal "$(names)" "transcript.jsonl session.jsonl changes.bundle vm.log result.json"
 	assert_equal "$(jget steps.2.status)" ok
 	git -C src fetch -q "$T/res/changes.bundle" aibox/task:got
 	assert_equal "$(git -C src rev-list --count "$START..got")" 1
@@ -199,7 +199,7 @@ EOF
 	run_vm_task "Look around."
 	assert_success
 	assert_line "task status 0"
-	assert_equal "$(names)" "transcript.jsonl vm.log result.json"
+	assert_equal "$(names)" "transcript.jsonl session.jsonl vm.log result.json"
 	assert_equal "$(jget changes)" false
 	assert_equal "$(jget end_commit)" "$START"
 	assert_equal "$(jget claude.ended_by)" completed
@@ -217,7 +217,7 @@ EOF
 	assert_equal "$(jget claude.ended_by)" error
 	assert_equal "$(jget failed_step)" claude
 	assert_equal "$(jget steps.1.status)" failed
-	assert_equal "$(names)" "transcript.jsonl vm.log result.json"
+	assert_equal "$(names)" "transcript.jsonl session.jsonl vm.log result.json"
 }
 
 @test "vm task: Claude Code past its time limit is killed, result.json says timeout, results still come" {

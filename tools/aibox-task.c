@@ -54,6 +54,7 @@
 #include "spawn.h"
 #include "ssh.h"
 #include "strvec.h"
+#include "task_continue.h"
 #include "task_settings.h"
 #include "task_record.h"
 #include "task_session.h"
@@ -74,6 +75,7 @@ static const char usage_text[] =
 	"\n"
 	"    --model NAME           the model Claude Code uses (default: its own)\n"
 	"    --from REV             start from this branch, tag, commit or stash (default HEAD)\n"
+	"    --continue TASK        start from TASK's changes and resume its conversation\n"
 	"    --file PATH            add the text of PATH to the prompt; - reads stdin (repeatable)\n"
 	"    --timeout DURATION     Claude Code's time limit, like 60m or 1h30m (default 60m)\n"
 	"    --max-budget-usd N     the cost cap passed to Claude Code\n"
@@ -93,6 +95,7 @@ static const char usage_text[] =
 struct opts {
 	const char *model;
 	const char *from;
+	const char *cont; /* --continue TASK */
 	const char *files[MAX_FILES];
 	size_t nfiles;
 	int64_t timeout_ms;
@@ -130,7 +133,7 @@ struct task {
 	struct buf dir; /* the task folder */
 	struct buf image_dir;
 	struct ssh_task_keys keys;
-	int result_fds[4];
+	int result_fds[RESULT_NFILES];
 	int console_fd, proxy_log_fd, aibox_log_fd, broker_log_fd;
 	int record_fd; /* summary.json (common/task_record.h) */
 	int proxy_report_fd; /* the read end of the proxy's --report-fd */
@@ -141,19 +144,19 @@ struct task {
 	struct bundle_check checker; /* the check of changes.bundle (start_checker()) */
 	struct timespec t0, tphase;
 	double boot_s, session_s; /* for the derived lines of aibox.log */
+	struct task_continue cont; /* with --continue */
 };
 
-static const char *const result_names[] = { "changes.bundle", "transcript.jsonl", "vm.log",
-					    "result.json" };
 
 /* Options anywhere among the prompt's words (common/opt.h); words go to o->words. */
 static void parse_args(struct opts *o, int argc, char **argv)
 {
 	enum { O_MODEL = 256, O_FROM, O_FILE, O_TIMEOUT, O_BUDGET, O_MEMORY, O_CPUS, O_IMAGE,
-	       O_NO_SANDBOX, O_JSON };
+	       O_NO_SANDBOX, O_JSON, O_CONTINUE };
 	static const struct option options[] = {
 		{ "model", required_argument, NULL, O_MODEL },
 		{ "from", required_argument, NULL, O_FROM },
+		{ "continue", required_argument, NULL, O_CONTINUE },
 		{ "file", required_argument, NULL, O_FILE },
 		{ "timeout", required_argument, NULL, O_TIMEOUT },
 		{ "max-budget-usd", required_argument, NULL, O_BUDGET },
@@ -195,6 +198,9 @@ static void parse_args(struct opts *o, int argc, char **argv)
 			o->from = v;
 			if (!*o->from || o->from[0] == '-')
 				die("--from: '%s' is not a revision", o->from);
+			break;
+		case O_CONTINUE:
+			o->cont = v;
 			break;
 		case O_FILE:
 			if (o->nfiles == MAX_FILES)
@@ -451,6 +457,33 @@ static void write_file(struct task *t, const char *name, const struct buf *b, in
 	buf_release(&path);
 }
 
+/* --continue: the earlier task's end is the start (common/task_continue.h). */
+static void continue_from(struct task *t)
+{
+	struct buf tasks = BUF_INIT, why = BUF_INIT;
+
+	if (t->o.from)
+		die("--continue and --from: a continued task starts where the earlier one ended");
+	buf_addf(&tasks, "%s/tasks", t->p.dir);
+	if (task_continue_prepare(&t->cont, tasks.buf, t->o.cont, t->checkout.buf,
+	                          getenv("AIBOX_BUNDLE_LIMITS"), &why) < 0)
+		die("cannot continue: %s", why.buf);
+	t->o.from = t->cont.end_commit;
+	buf_release(&tasks);
+	buf_release(&why);
+}
+
+/* The continued task's conversation for the VM, and what the folder continues. */
+static void write_continue(struct task *t)
+{
+	struct buf line = BUF_INIT;
+
+	write_file(t, SESSION_RESUME_NAME, &t->cont.session, 0644);
+	buf_addf(&line, "%s %s\n", t->cont.name, t->cont.end_commit);
+	write_file(t, "continues", &line, 0644);
+	buf_release(&line);
+}
+
 static void write_inputs(struct task *t)
 {
 	struct task_settings ts = { 0 };
@@ -496,6 +529,10 @@ static void write_inputs(struct task *t)
 		remotes[i] = t->cfg.git[i].url;
 	ts.git_remotes = remotes;
 	ts.ngit_remotes = t->cfg.nr_git;
+	if (t->o.cont) {
+		ts.resume_session = t->cont.session_id;
+		write_continue(t);
+	}
 	if ((ret = task_settings_json(&ts, &settings, &err)) < 0)
 		die("cannot write settings.json: %s", err.buf);
 	write_file(t, "settings.json", &settings, 0644);
@@ -516,10 +553,10 @@ static void write_inputs(struct task *t)
 /* The result files exist and are open before the VM starts (no open after the lockdown). */
 static void open_results(struct task *t)
 {
-	for (size_t i = 0; i < ARRAY_SIZE(result_names); i++) {
+	for (size_t i = 0; i < RESULT_NFILES; i++) {
 		struct buf path = BUF_INIT;
 
-		buf_addf(&path, "%s/%s", t->dir.buf, result_names[i]);
+		buf_addf(&path, "%s/%s", t->dir.buf, task_result_names[i]);
 		/* O_RDWR: result.json and the bundle are read back after the lockdown. */
 		t->result_fds[i] = open(path.buf, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
 					0644);
@@ -613,6 +650,8 @@ static void start(struct task *t)
 		die("%s", err.buf);
 
 	read_env(t);
+	if (t->o.cont)
+		continue_from(t);
 	find_start_commit(t);
 	read_git_identity(t);
 	check_login(t, cfgpath.buf);
@@ -1231,9 +1270,14 @@ int main(int argc, char **argv)
 	t.broker = (struct spawn)SPAWN_INIT;
 	t.vm = (struct vm)VM_INIT;
 	t.image_dir = (struct buf)BUF_INIT;
+	t.cont = (struct task_continue)TASK_CONTINUE_INIT;
 	parse_args(&t.o, argc, argv);
 	start(&t);
 	phase_done(&t, "start");
 	out_printf(2, "aibox", t.id, "task %s starts from %s", t.id, t.start_commit);
+	if (t.o.cont)
+		out_printf(2, "aibox", t.id,
+		           "it continues task %s and resumes its conversation%s%s", t.cont.name,
+		           t.cont.note.len ? "; " : "", t.cont.note.buf);
 	return run_task(&t);
 }

@@ -17,6 +17,8 @@
 #include "buf.h"
 #include "err.h"
 #include "prepared.h"
+#include "resume.h"
+#include "session_file.h"
 #include "rmtree.h"
 #include "strvec.h"
 #include "tar_out.h"
@@ -74,6 +76,7 @@ struct task {
 	int has_budget;
 	json_t *env_names;
 	json_t *git_remotes; /* NULL: none */
+	const char *resume;  /* the session Claude Code resumes; NULL: a new one */
 	struct strvec secrets; /* NAME=value, only for Claude Code's environment */
 
 	char *git, *claude;
@@ -311,6 +314,9 @@ static int read_settings(struct task *t, struct buf *why)
 		buf_addstr(why, "settings.json: \"path\" is not a clean absolute path");
 	t->system_prompt = get_str(s, "system_prompt", SYSTEM_PROMPT_MAX, 1, why);
 	t->git_remotes = json_object_get(s, "git_remotes");
+	t->resume = get_str(s, "resume_session", SESSION_ID_LEN, 1, why);
+	if (t->resume && !session_id_valid(t->resume) && !why->len)
+		buf_addstr(why, "settings.json: \"resume_session\" is not a session id");
 	if (why->len)
 		goto fail;
 	buf_release(&b);
@@ -1054,6 +1060,14 @@ static void step_claude(struct task *t, struct step_info *si, struct step_group 
 		strvec_pushf(&argv, "--max-budget-usd=%.10g", t->budget);
 	if (t->system_prompt)
 		strvec_pushf(&argv, "--append-system-prompt=%s", t->system_prompt);
+	if (t->resume) {
+		buf_reset(&file);
+		if (resume_place(t->o, t->path, t->resume, &file) < 0) {
+			progress(t, "%s", file.buf);
+			goto out;
+		}
+		strvec_pushf(&argv, "--resume=%s", t->resume);
+	}
 	claude_env(t, &env);
 
 	p.argv = argv.v;
@@ -1355,6 +1369,29 @@ static void send_file(struct task *t, const char *name, int fd, uint64_t max)
 	}
 }
 
+/* The file of the session Claude Code ran (its result line names it), for a later --continue. */
+static void send_session(struct task *t)
+{
+	const char *id = json_string_value(json_object_get(t->result_line, "session_id"));
+	int fd = id ? resume_session_open(t->o, t->path, id) : -ENOENT;
+
+	struct stat st;
+
+	if (fd < 0) {
+		vmlog(t, "no session file to send: %s", strerror(-fd));
+		return;
+	}
+	/* Over the cap it stays here (a refused member would end the results). */
+	if (fstat(fd, &st) == 0 && (uint64_t)st.st_size <= SESSION_FILE_MAX)
+		send_file(t, SESSION_FILE_NAME, fd, SESSION_FILE_MAX);
+	else
+		progress(t,
+		         "the conversation is over %llu MiB: it is left out, the task cannot "
+		         "be continued",
+		         SESSION_FILE_MAX >> 20);
+	close(fd);
+}
+
 static json_t *json_cut_string(const char *s, size_t max)
 {
 	size_t n = strlen(s);
@@ -1646,6 +1683,7 @@ int task_run(const struct task_opts *o)
 
 		if (t->transcript_fd >= 0)
 			send_file(t, "transcript.jsonl", t->transcript_fd, TRANSCRIPT_MAX);
+		send_session(t);
 		if (run_step(t, S_COMMIT, step_commit, deadline))
 			run_step(t, S_BUNDLE, step_bundle, deadline);
 		if (t->changes)

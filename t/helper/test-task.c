@@ -401,11 +401,8 @@ static int cmd_session(int argc, char **argv)
 	    ssh_pubkey_blob(pub.buf, pub.len, &keys.host_blob) < 0)
 		die("cannot read the host key '%s'", path.buf);
 	for (int j = 0; j < RESULT_NFILES; j++) {
-		static const char *const names[] = { "changes.bundle", "transcript.jsonl", "vm.log",
-						     "result.json" };
-
 		buf_reset(&path);
-		buf_addf(&path, "%s/%s", dirs[1], names[j]);
+		buf_addf(&path, "%s/%s", dirs[1], task_result_names[j]);
 		ts.result_fds[j] = open(path.buf, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
 		if (ts.result_fds[j] < 0)
 			die_errno("cannot create '%s'", path.buf);

@@ -1,0 +1,282 @@
+#include "task_continue.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "bundle_check.h"
+#include "err.h"
+#include "project.h"
+#include "results.h"
+#include "spawn.h"
+#include "banned.h"
+
+/* settings.json is aibox's own, but read as any file: capped. */
+#define SETTINGS_MAX (1 << 20)
+
+static const char cleaned_hint[] =
+    "no such task in this project (aibox tasks clean --all removes ended tasks' folders)";
+
+/* The folder name of ref in tasks_dir into c->name; -ENOENT when there is none. */
+static int find_name(struct task_continue *c, const char *tasks_dir, const char *ref,
+                     struct buf *why)
+{
+	char real_tasks[PATH_MAX], real_ref[PATH_MAX];
+	const char *base;
+
+	if (task_id_valid(ref)) {
+		DIR *d = opendir(tasks_dir);
+		struct dirent *de;
+		int found = 0;
+
+		if (!d && errno != ENOENT) {
+			buf_addf(why, "cannot read '%s': %s", tasks_dir, strerror(errno));
+			return -errno;
+		}
+		while (d && (de = readdir(d)))
+			if (task_name_valid(de->d_name) &&
+			    !strcmp(de->d_name + TASK_NAME_LEN - TASK_ID_LEN, ref) && !found++)
+				memcpy(c->name, de->d_name, TASK_NAME_LEN + 1);
+		if (d)
+			closedir(d);
+		if (!found) {
+			buf_addf(why, "task '%s': %s", ref, cleaned_hint);
+			return -ENOENT;
+		}
+		return 0;
+	}
+	if (task_name_valid(ref)) {
+		memcpy(c->name, ref, TASK_NAME_LEN + 1);
+		return 0;
+	}
+	/* A path: its folder must be this project's tasks/. */
+	base = strrchr(ref, '/');
+	if (!base || !realpath(tasks_dir, real_tasks) || !realpath(ref, real_ref) ||
+	    !(base = strrchr(real_ref, '/')) || !task_name_valid(base + 1) ||
+	    (size_t)(base - real_ref) != strlen(real_tasks) ||
+	    strncmp(real_ref, real_tasks, strlen(real_tasks))) {
+		buf_addf(why, "'%s' is no task id, task folder name or task folder of this project",
+		         ref);
+		return -ENOENT;
+	}
+	memcpy(c->name, base + 1, TASK_NAME_LEN + 1);
+	return 0;
+}
+
+/* Read the task folder's file name (at most max bytes) into out; -errno. */
+static ssize_t read_in(struct task_continue *c, const char *name, struct buf *out, size_t max)
+{
+	struct buf path = BUF_INIT;
+	ssize_t n;
+
+	buf_addf(&path, "%s/%s", c->dir.buf, name);
+	n = buf_read_file(out, path.buf, max);
+	buf_release(&path);
+	return n;
+}
+
+static int read_start_commit(struct task_continue *c, struct buf *why)
+{
+	struct buf b = BUF_INIT;
+	json_t *j = NULL;
+	const char *s;
+	int ret = -EINVAL;
+
+	if (read_in(c, "settings.json", &b, SETTINGS_MAX) < 0 ||
+	    !(j = json_loadb(b.buf, b.len, JSON_REJECT_DUPLICATES, NULL)) ||
+	    !(s = json_string_value(json_object_get(j, "start_commit"))) ||
+	    (strlen(s) != 40 && strlen(s) != 64) || strspn(s, "0123456789abcdef") != strlen(s)) {
+		buf_addf(why, "task '%s' has no readable settings.json with its start commit",
+		         c->name);
+		goto out;
+	}
+	memcpy(c->start_commit, s, strlen(s) + 1);
+	ret = 0;
+out:
+	json_decref(j);
+	buf_release(&b);
+	return ret;
+}
+
+/* result.json must say the task made changes. */
+static int check_result(struct task_continue *c, struct buf *why)
+{
+	struct buf b = BUF_INIT, err = BUF_INIT;
+	struct task_result r;
+	ssize_t n = read_in(c, "result.json", &b, RESULT_JSON_MAX);
+	int ret = -EINVAL;
+
+	if (n <= 0) {
+		buf_addf(why, "task '%s' sent no results: it did not finish", c->name);
+		goto out;
+	}
+	if (result_parse(b.buf, b.len, &r, &err) < 0) {
+		buf_addf(why, "task '%s': %s", c->name, err.buf);
+		goto out;
+	}
+	if (!r.changes)
+		buf_addf(why,
+		         "task '%s' ended with no changes: there is no commit to continue from",
+		         c->name);
+	else
+		ret = 0;
+	result_release(&r);
+out:
+	buf_release(&b);
+	buf_release(&err);
+	return ret;
+}
+
+static int check_bundle(struct task_continue *c, const char *checkout, const char *limits,
+                        struct buf *why)
+{
+	struct bundle_check chk = BUNDLE_CHECK_INIT;
+	struct bundle_verdict v;
+	struct buf path = BUF_INIT, err = BUF_INIT;
+	struct stat st;
+	int fd, ret;
+
+	buf_addf(&path, "%s/changes.bundle", c->dir.buf);
+	fd = open(path.buf, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st) < 0 || !st.st_size) {
+		buf_addf(why, "task '%s' has no changes.bundle%s", c->name,
+		         fd < 0 && errno == ENOENT ? ": it was removed" : "");
+		ret = -ENOENT;
+		goto out;
+	}
+	ret = result_bundle_check_start(&chk, fd, c->start_commit, checkout, NULL, limits, &err);
+	if (ret == 0) {
+		/* A check that could not run says why in the verdict, as for any task. */
+		bundle_check_run(&chk, &v, NULL);
+		ret = result_bundle_verdict(&v.m, c->end_commit, &err);
+		if (ret == 0 && !strcmp(c->end_commit, c->start_commit))
+			buf_addstr(&err, "its bundle holds no commit after the start");
+	}
+	if (err.len || ret != 0) {
+		buf_addf(why, "task '%s': %s", c->name, err.buf);
+		ret = -EINVAL;
+	}
+out:
+	bundle_check_clear(&chk);
+	if (fd >= 0)
+		close(fd);
+	buf_release(&path);
+	buf_release(&err);
+	return ret;
+}
+
+/* git in checkout, hooks and fsmonitor off; its exit code. */
+static int git(const char *checkout, struct buf *out, const char *const *args)
+{
+	struct spawn sp = SPAWN_INIT;
+	struct buf ignore = BUF_INIT;
+	int ret;
+
+	strvec_pushl(&sp.args, "git", "-C", checkout, "-c", "core.hooksPath=/dev/null", "-c",
+	             "core.fsmonitor=false", NULL);
+	strvec_pushv(&sp.args, args);
+	sp.err = SPAWN_NULL;
+	ret = spawn_capture(&sp, out ? out : &ignore, 64 * 1024);
+	spawn_clear(&sp);
+	buf_release(&ignore);
+	return ret;
+}
+
+static int fetch(struct task_continue *c, const char *checkout, struct buf *why)
+{
+	struct buf commit = BUF_INIT, branch = BUF_INIT, bundle = BUF_INIT, spec = BUF_INIT;
+	int ret = 0;
+
+	buf_addf(&commit, "%s^{commit}", c->end_commit);
+	buf_addf(&branch, "refs/heads/aibox/task-%s", c->name);
+	buf_addf(&bundle, "%s/changes.bundle", c->dir.buf);
+	if (git(checkout, NULL, (const char *const[]){"cat-file", "-e", commit.buf, NULL}) == 0)
+		goto out;
+	if (git(checkout, NULL,
+	        (const char *const[]){"rev-parse", "--verify", "--quiet", branch.buf, NULL}) == 0)
+		buf_addstr(&spec, "aibox/task");
+	else
+		buf_addf(&spec, "aibox/task:aibox/task-%s", c->name);
+	if (git(checkout, NULL,
+	        (const char *const[]){"-c", "transfer.fsckObjects=true", "fetch", "--quiet",
+	                              bundle.buf, spec.buf, NULL}) != 0) {
+		buf_addf(why, "cannot fetch task '%s''s changes into '%s'", c->name, checkout);
+		ret = -EIO;
+		goto out;
+	}
+	buf_addf(&c->note, "fetched its changes (git fetch ... %s)", spec.buf);
+out:
+	buf_release(&commit);
+	buf_release(&branch);
+	buf_release(&bundle);
+	buf_release(&spec);
+	return ret;
+}
+
+int task_continue_prepare(struct task_continue *c, const char *tasks_dir, const char *ref,
+                          const char *checkout, const char *limits, struct buf *why)
+{
+	struct buf serr = BUF_INIT;
+	int tasks_fd = -1, lock_fd = -1, ret;
+	ssize_t n;
+
+	if ((ret = find_name(c, tasks_dir, ref, why)) < 0)
+		goto out;
+	buf_reset(&c->dir);
+	buf_addf(&c->dir, "%s/%s", tasks_dir, c->name);
+	tasks_fd = open(tasks_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (tasks_fd < 0 || faccessat(tasks_fd, c->name, F_OK, AT_SYMLINK_NOFOLLOW) < 0) {
+		buf_addf(why, "task '%s': %s", c->name, cleaned_hint);
+		ret = -ENOENT;
+		goto out;
+	}
+	ret = task_check(tasks_fd, c->name, &lock_fd);
+	if (ret == 1) {
+		buf_addf(why, "task '%s' is still running: continue it once it has ended", c->name);
+		ret = -EBUSY;
+		goto out;
+	}
+	if (ret < 0) {
+		buf_addf(why, "cannot tell whether task '%s' runs: %s", c->name, strerror(-ret));
+		goto out;
+	}
+	if ((ret = check_result(c, why)) < 0 || (ret = read_start_commit(c, why)) < 0)
+		goto out;
+	buf_reset(&c->session);
+	n = read_in(c, SESSION_FILE_NAME, &c->session, SESSION_FILE_MAX);
+	if (n == 0 || n == -ENOENT) {
+		buf_addf(why, "task '%s' kept no Claude Code conversation to resume", c->name);
+		ret = -ENOENT;
+		goto out;
+	}
+	if (n < 0 || session_file_check(c->session.buf, c->session.len, c->session_id, &serr) < 0) {
+		buf_addf(why, "task '%s''s %s is refused: %s", c->name, SESSION_FILE_NAME,
+		         n < 0 ? strerror((int)-n) : serr.buf);
+		ret = -EINVAL;
+		goto out;
+	}
+	if ((ret = check_bundle(c, checkout, limits, why)) < 0)
+		goto out;
+	ret = fetch(c, checkout, why);
+out:
+	if (lock_fd >= 0)
+		close(lock_fd);
+	if (tasks_fd >= 0)
+		close(tasks_fd);
+	buf_release(&serr);
+	return ret;
+}
+
+void task_continue_release(struct task_continue *c)
+{
+	buf_release(&c->dir);
+	buf_release(&c->session);
+	buf_release(&c->note);
+}

@@ -1,0 +1,30 @@
+/*
+ * A task's Claude Code conversation in the guest (docs/init-task.md, "Resuming a
+ * conversation"; common/session_file.h has the shapes both sides share).  Claude
+ * Code keeps a session as HOME/.claude/projects/<its folder for the working
+ * folder>/<session id>.jsonl: a continued task's copy is put there before Claude
+ * Code starts with --resume, and the file of the session it ran is sent back.
+ */
+#ifndef AIBOX_INIT_RESUME_H
+#define AIBOX_INIT_RESUME_H
+
+#include "task.h"
+
+struct buf;
+
+/*
+ * Copy the share's resume.jsonl (at most SESSION_FILE_MAX bytes) to where
+ * Claude Code, working in path, finds the session id: the folders made as
+ * needed (0700), the file made new (0600), all owned by o->uid/o->gid when
+ * o->drop; a folder that is a link is refused.  0, or -errno with why set.
+ */
+int resume_place(const struct task_opts *o, const char *path, const char *id, struct buf *why);
+
+/*
+ * Open, for reading, the file of the session id that Claude Code worked on
+ * in path (a regular file, no link).  The fd, or -errno: -ENOENT when there
+ * is none, -EINVAL for an id that is not a session id.
+ */
+int resume_session_open(const struct task_opts *o, const char *path, const char *id);
+
+#endif
