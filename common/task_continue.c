@@ -16,6 +16,7 @@
 #include "project.h"
 #include "results.h"
 #include "spawn.h"
+#include "task_info.h"
 #include "banned.h"
 
 /* settings.json is aibox's own, but read as any file: capped. */
@@ -24,50 +25,38 @@
 static const char cleaned_hint[] =
     "no such task in this project (aibox tasks clean --all removes ended tasks' folders)";
 
-/* The folder name of ref in tasks_dir into c->name; -ENOENT when there is none. */
+/*
+ * The folder name of ref into c->name, found as every command finds a task
+ * (task_find()), and only in this project's tasks_dir; -ENOENT when there is
+ * none.
+ */
 static int find_name(struct task_continue *c, const char *tasks_dir, const char *ref,
                      struct buf *why)
 {
-	char real_tasks[PATH_MAX], real_ref[PATH_MAX];
+	struct buf dir = BUF_INIT, project = BUF_INIT, e = BUF_INIT;
+	char real_tasks[PATH_MAX];
 	const char *base;
+	int ret = task_find(ref, &dir, &project, &e);
 
-	if (task_id_valid(ref)) {
-		DIR *d = opendir(tasks_dir);
-		struct dirent *de;
-		int found = 0;
-
-		if (!d && errno != ENOENT) {
-			buf_addf(why, "cannot read '%s': %s", tasks_dir, strerror(errno));
-			return -errno;
-		}
-		while (d && (de = readdir(d)))
-			if (task_name_valid(de->d_name) &&
-			    !strcmp(de->d_name + TASK_NAME_LEN - TASK_ID_LEN, ref) && !found++)
-				memcpy(c->name, de->d_name, TASK_NAME_LEN + 1);
-		if (d)
-			closedir(d);
-		if (!found) {
-			buf_addf(why, "task '%s': %s", ref, cleaned_hint);
-			return -ENOENT;
-		}
-		return 0;
+	if (ret == -ENOENT) {
+		buf_addf(why, "task '%s': %s", ref, cleaned_hint);
+		goto out;
 	}
-	if (task_name_valid(ref)) {
-		memcpy(c->name, ref, TASK_NAME_LEN + 1);
-		return 0;
-	}
-	/* A path: its folder must be this project's tasks/. */
-	base = strrchr(ref, '/');
-	if (!base || !realpath(tasks_dir, real_tasks) || !realpath(ref, real_ref) ||
-	    !(base = strrchr(real_ref, '/')) || !task_name_valid(base + 1) ||
-	    (size_t)(base - real_ref) != strlen(real_tasks) ||
-	    strncmp(real_ref, real_tasks, strlen(real_tasks))) {
+	base = ret < 0 ? NULL : strrchr(dir.buf, '/');
+	if (!base || !realpath(tasks_dir, real_tasks) ||
+	    (size_t)(base - dir.buf) != strlen(real_tasks) ||
+	    strncmp(dir.buf, real_tasks, strlen(real_tasks))) {
 		buf_addf(why, "'%s' is no task id, task folder name or task folder of this project",
 		         ref);
-		return -ENOENT;
+		ret = -ENOENT;
+		goto out;
 	}
 	memcpy(c->name, base + 1, TASK_NAME_LEN + 1);
-	return 0;
+out:
+	buf_release(&dir);
+	buf_release(&project);
+	buf_release(&e);
+	return ret;
 }
 
 /* Read the task folder's file name (at most max bytes) into out; -errno. */
