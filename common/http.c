@@ -22,6 +22,22 @@ int http_name_is(const struct http_header *hd, const char *lower)
 	return hd->name_len == n && !strncasecmp(hd->name, lower, n);
 }
 
+const struct http_header *http_header(const struct http_head *h, const char *lower, int *count)
+{
+	const struct http_header *first = NULL;
+	int n = 0;
+
+	for (int i = 0; i < h->nhdr; i++)
+		if (http_name_is(&h->hdr[i], lower)) {
+			if (!first)
+				first = &h->hdr[i];
+			n++;
+		}
+	if (count)
+		*count = n;
+	return first;
+}
+
 /*
  * Find the end of the line starting at p (the CR of its CRLF), checking that
  * no bare CR or LF comes before it.  Returns the line length, -2 when the
@@ -97,14 +113,14 @@ static int parse_fields(const char *buf, size_t len, size_t pos, int request, st
 
 		if (pos >= HTTP_MAX_HEAD) {
 			*why = "request head too large";
-			return -1;
+			return -2;
 		}
 		n = line_end(line, len - pos, HTTP_MAX_LINE);
 		if (n == -2)
 			return 0;
 		if (n == -3) {
 			*why = "header line too long";
-			return -1;
+			return -2;
 		}
 		if (n == -1) {
 			*why = "bare CR or LF in the head";
@@ -116,7 +132,7 @@ static int parse_fields(const char *buf, size_t len, size_t pos, int request, st
 		}
 		if (pos + n + 2 > HTTP_MAX_HEAD) {
 			*why = "request head too large";
-			return -1;
+			return -2;
 		}
 		if (line[0] == ' ' || line[0] == '\t') {
 			*why = "obs-fold (folded header line)";
@@ -143,7 +159,7 @@ static int parse_fields(const char *buf, size_t len, size_t pos, int request, st
 		}
 		if (h->nhdr >= HTTP_MAX_HEADERS) {
 			*why = "too many header lines";
-			return -1;
+			return -2;
 		}
 		v = colon + 1;
 		ve = line + n;
@@ -235,7 +251,7 @@ int http_parse_request(const char *buf, size_t len, struct http_head *h, const c
 		return 0;
 	if (n == -3) {
 		*why = "request line too long";
-		return -1;
+		return -2;
 	}
 	if (n == -1) {
 		*why = "bare CR or LF in the request line";
@@ -283,7 +299,7 @@ int http_parse_response(const char *buf, size_t len, struct http_head *h, const 
 		return 0;
 	if (n < 0) {
 		*why = n == -3 ? "status line too long" : "bare CR or LF in the status line";
-		return -1;
+		return n == -3 ? -2 : -1;
 	}
 	if (n < 12 || parse_version(p, 8, h) || p[8] != ' ' || !isdigit((unsigned char)p[9]) ||
 	    !isdigit((unsigned char)p[10]) || !isdigit((unsigned char)p[11]) ||
@@ -523,7 +539,12 @@ enum {
 
 #define CK_MAX_LINE 4096
 
-long http_body_feed(struct http_body *b, const char *p, size_t n, const char **why)
+/*
+ * http_body_feed() and http_body_decode() in one: when out is not NULL, the
+ * payload bytes among those taken are copied to out + *out_len.
+ */
+static long body_run(struct http_body *b, const char *p, size_t n, char *out, size_t *out_len,
+		     const char **why)
 {
 	size_t i = 0;
 
@@ -533,7 +554,7 @@ long http_body_feed(struct http_body *b, const char *p, size_t n, const char **w
 	case BODY_NONE:
 		return 0;
 	case BODY_CLOSE:
-		return (long)n;
+		break;
 	case BODY_LENGTH:
 		if (n >= b->left) {
 			n = b->left;
@@ -542,9 +563,16 @@ long http_body_feed(struct http_body *b, const char *p, size_t n, const char **w
 		} else {
 			b->left -= n;
 		}
-		return (long)n;
+		break;
 	case BODY_CHUNKED:
 		break;
+	}
+	if (b->kind != BODY_CHUNKED) {
+		if (out) {
+			memcpy(out + *out_len, p, n);
+			*out_len += n;
+		}
+		return (long)n;
 	}
 	while (i < n && !b->done) {
 		unsigned char c = (unsigned char)p[i];
@@ -595,6 +623,10 @@ long http_body_feed(struct http_body *b, const char *p, size_t n, const char **w
 
 			if (take > b->left)
 				take = b->left;
+			if (out) {
+				memcpy(out + *out_len, p + i, take);
+				*out_len += take;
+			}
 			i += take;
 			b->left -= take;
 			if (!b->left)
@@ -659,4 +691,16 @@ long http_body_feed(struct http_body *b, const char *p, size_t n, const char **w
 bad:
 	*why = "malformed chunked body";
 	return -1;
+}
+
+long http_body_feed(struct http_body *b, const char *p, size_t n, const char **why)
+{
+	return body_run(b, p, n, NULL, NULL, why);
+}
+
+long http_body_decode(struct http_body *b, const char *p, size_t n, char *out, size_t *out_len,
+		      const char **why)
+{
+	*out_len = 0;
+	return body_run(b, p, n, out, out_len, why);
 }
