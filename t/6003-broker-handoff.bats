@@ -70,7 +70,7 @@ stop_handoff() {
 		assert_failure
 		stop_handoff
 	done
-	run grep -c 'handoff result=refused why="malformed hand-off header"' broker.log
+	run grep -c 'handoff result=refused why="malformed hand-off message"' broker.log
 	assert_output 3
 }
 
