@@ -540,6 +540,100 @@ enum {
 #define CK_MAX_LINE 4096
 
 /*
+ * One byte of a chunk's size line (size, extensions, CRLF) or of the CRLF
+ * after its data.  0, or -1 when the framing is broken.
+ */
+static int size_byte(struct http_body *b, unsigned char c)
+{
+	int d;
+
+	switch (b->state) {
+	case CK_SIZE:
+		d = hexval(c);
+		if (d >= 0) {
+			if (++b->ndigits > 15)
+				return -1;
+			b->left = b->left * 16 + d;
+		} else if (!b->ndigits) {
+			return -1;
+		} else if (c == ';') {
+			b->state = CK_EXT;
+			b->line = 0;
+		} else if (c == '\r') {
+			b->state = CK_SIZE_LF;
+		} else {
+			return -1;
+		}
+		return 0;
+	case CK_EXT:
+		if (c == '\r')
+			b->state = CK_SIZE_LF;
+		else if (c == '\n' || (c < 0x20 && c != '\t') || c == 0x7f || ++b->line > CK_MAX_LINE)
+			return -1;
+		return 0;
+	case CK_SIZE_LF:
+		if (c != '\n')
+			return -1;
+		b->ndigits = 0;
+		b->state = b->left ? CK_DATA : CK_TRAILER;
+		return 0;
+	case CK_DATA_CR:
+		if (c != '\r')
+			return -1;
+		b->state = CK_DATA_LF;
+		return 0;
+	case CK_DATA_LF:
+		if (c != '\n')
+			return -1;
+		b->state = CK_SIZE;
+		b->left = 0;
+		return 0;
+	}
+	return -1;
+}
+
+/* One byte of the trailer section after the last chunk.  0, or -1 when broken. */
+static int trailer_byte(struct http_body *b, unsigned char c)
+{
+	switch (b->state) {
+	case CK_TRAILER:
+		if (c == '\r') {
+			b->state = CK_END_LF;
+		} else if (!is_tchar(c) || c == '_') {
+			return -1;
+		} else {
+			b->state = CK_TRAILER_NAME;
+			b->line = 1;
+		}
+		return 0;
+	case CK_TRAILER_NAME:
+		/* A trailer is a header field: a token, then the colon. */
+		if (c == ':')
+			b->state = CK_TRAILER_LINE;
+		else if (!is_tchar(c) || c == '_' || ++b->line > CK_MAX_LINE)
+			return -1;
+		return 0;
+	case CK_TRAILER_LINE:
+		if (c == '\r')
+			b->state = CK_TRAILER_LF;
+		else if (c == '\n' || (c < 0x20 && c != '\t') || c == 0x7f || ++b->line > CK_MAX_LINE)
+			return -1;
+		return 0;
+	case CK_TRAILER_LF:
+		if (c != '\n')
+			return -1;
+		b->state = CK_TRAILER;
+		return 0;
+	case CK_END_LF:
+		if (c != '\n')
+			return -1;
+		b->done = 1;
+		return 0;
+	}
+	return -1;
+}
+
+/*
  * http_body_feed() and http_body_decode() in one: when out is not NULL, the
  * payload bytes among those taken are copied to out + *out_len.
  */
@@ -548,24 +642,14 @@ static long body_run(struct http_body *b, const char *p, size_t n, char *out, si
 {
 	size_t i = 0;
 
-	if (b->done)
+	if (b->done || b->kind == BODY_NONE)
 		return 0;
-	switch (b->kind) {
-	case BODY_NONE:
-		return 0;
-	case BODY_CLOSE:
-		break;
-	case BODY_LENGTH:
+	if (b->kind == BODY_LENGTH) {
 		if (n >= b->left) {
 			n = b->left;
-			b->left = 0;
 			b->done = 1;
-		} else {
-			b->left -= n;
 		}
-		break;
-	case BODY_CHUNKED:
-		break;
+		b->left -= n;
 	}
 	if (b->kind != BODY_CHUNKED) {
 		if (out) {
@@ -577,52 +661,9 @@ static long body_run(struct http_body *b, const char *p, size_t n, char *out, si
 	while (i < n && !b->done) {
 		unsigned char c = (unsigned char)p[i];
 
-		switch (b->state) {
-		case CK_SIZE: {
-			int d = hexval(c);
+		if (b->state == CK_DATA) {
+			size_t take = n - i < b->left ? n - i : b->left;
 
-			if (d >= 0) {
-				if (++b->ndigits > 15)
-					goto bad;
-				b->left = b->left * 16 + d;
-				i++;
-				break;
-			}
-			if (!b->ndigits)
-				goto bad;
-			if (c == ';') {
-				b->state = CK_EXT;
-				b->line = 0;
-				i++;
-			} else if (c == '\r') {
-				b->state = CK_SIZE_LF;
-				i++;
-			} else {
-				goto bad;
-			}
-			break;
-		}
-		case CK_EXT:
-			if (c == '\r') {
-				b->state = CK_SIZE_LF;
-			} else if (c == '\n' || (c < 0x20 && c != '\t') || c == 0x7f ||
-				   ++b->line > CK_MAX_LINE) {
-				goto bad;
-			}
-			i++;
-			break;
-		case CK_SIZE_LF:
-			if (c != '\n')
-				goto bad;
-			i++;
-			b->ndigits = 0;
-			b->state = b->left ? CK_DATA : CK_TRAILER;
-			break;
-		case CK_DATA: {
-			size_t take = n - i;
-
-			if (take > b->left)
-				take = b->left;
 			if (out) {
 				memcpy(out + *out_len, p + i, take);
 				*out_len += take;
@@ -631,66 +672,15 @@ static long body_run(struct http_body *b, const char *p, size_t n, char *out, si
 			b->left -= take;
 			if (!b->left)
 				b->state = CK_DATA_CR;
-			break;
+			continue;
 		}
-		case CK_DATA_CR:
-			if (c != '\r')
-				goto bad;
-			b->state = CK_DATA_LF;
-			i++;
-			break;
-		case CK_DATA_LF:
-			if (c != '\n')
-				goto bad;
-			b->state = CK_SIZE;
-			b->left = 0;
-			i++;
-			break;
-		case CK_TRAILER:
-			if (c == '\r') {
-				b->state = CK_END_LF;
-			} else if (!is_tchar(c) || c == '_') {
-				goto bad;
-			} else {
-				b->state = CK_TRAILER_NAME;
-				b->line = 1;
-			}
-			i++;
-			break;
-		case CK_TRAILER_NAME:
-			/* A trailer is a header field: a token, then the colon. */
-			if (c == ':')
-				b->state = CK_TRAILER_LINE;
-			else if (!is_tchar(c) || c == '_' || ++b->line > CK_MAX_LINE)
-				goto bad;
-			i++;
-			break;
-		case CK_TRAILER_LINE:
-			if (c == '\r')
-				b->state = CK_TRAILER_LF;
-			else if (c == '\n' || (c < 0x20 && c != '\t') || c == 0x7f ||
-				 ++b->line > CK_MAX_LINE)
-				goto bad;
-			i++;
-			break;
-		case CK_TRAILER_LF:
-			if (c != '\n')
-				goto bad;
-			b->state = CK_TRAILER;
-			i++;
-			break;
-		case CK_END_LF:
-			if (c != '\n')
-				goto bad;
-			b->done = 1;
-			i++;
-			break;
+		if ((b->state >= CK_TRAILER ? trailer_byte(b, c) : size_byte(b, c)) < 0) {
+			*why = "malformed chunked body";
+			return -1;
 		}
+		i++;
 	}
 	return (long)i;
-bad:
-	*why = "malformed chunked body";
-	return -1;
 }
 
 long http_body_feed(struct http_body *b, const char *p, size_t n, const char **why)
