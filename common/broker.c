@@ -444,12 +444,10 @@ static int read_answer_head(struct hconn *up, const struct request *rq, struct h
 			    struct fwd_result *res)
 {
 	for (;;) {
-		const char *why;
-		int r = hconn_read_head(up, 0, resp, &why);
+		int r = hconn_read_head(up, 0, resp);
 
 		if (r < 0) {
-			buf_addf(&res->why, "bad answer from %s: %s", rq->rm->hostport,
-				 why ? why : strerror(-r));
+			buf_addf(&res->why, "bad answer from %s: %s", rq->rm->hostport, strerror(-r));
 			return -1;
 		}
 		if (resp->h.status >= 200)
@@ -996,14 +994,12 @@ static void log_refused(const struct request *rq, const char *why, const char *w
  */
 static int read_request(struct hconn *client, struct request *rq, long want_idx)
 {
-	const char *why;
-	int r = hconn_read_head(client, 1, &rq->m, &why);
+	int r = hconn_read_head(client, 1, &rq->m);
 
 	if (r < 0) {
 		if (r != -ENODATA)
 			send_text(client, r == -EFBIG ? 413 : 400, "bad request");
-		broker_log(rq->br, "result=refused why=\"bad request head: %s\"",
-			   why ? why : strerror(-r));
+		broker_log(rq->br, "result=refused why=\"bad request head: %s\"", strerror(-r));
 		return -1;
 	}
 	rq->http10 = rq->m.h.minor == 0;

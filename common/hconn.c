@@ -117,30 +117,29 @@ static int parse(int request, const char *p, size_t n, struct http_head *h, cons
 	return request ? http_parse_request(p, n, h, why) : http_parse_response(p, n, h, why);
 }
 
-int hconn_read_head(struct hconn *c, int request, struct hconn_head *m, const char **why)
+int hconn_read_head(struct hconn *c, int request, struct hconn_head *m)
 {
-	*why = NULL;
+	const char *why;
+
 	for (;;) {
 		size_t avail = c->in.len - c->off;
 		ssize_t r;
 
 		if (avail) {
-			int k = parse(request, c->in.buf + c->off, avail, &m->h, why);
+			int k = parse(request, c->in.buf + c->off, avail, &m->h, &why);
 
 			if (k > 0) {
 				buf_reset(&m->raw);
 				buf_add(&m->raw, c->in.buf + c->off, (size_t)k);
 				c->off += (size_t)k;
 				/* The same bytes again, so that m->h points into m->raw. */
-				return parse(request, m->raw.buf, m->raw.len, &m->h, why) == k ? 0
+				return parse(request, m->raw.buf, m->raw.len, &m->h, &why) == k ? 0
 												 : -EBADMSG;
 			}
 			if (k < 0)
 				return k == -2 ? -EFBIG : -EBADMSG;
-			if (avail >= HTTP_MAX_HEAD) {
-				*why = "head too large";
+			if (avail >= HTTP_MAX_HEAD)
 				return -EFBIG;
-			}
 		}
 		r = fill(c);
 		if (r == 0)

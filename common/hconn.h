@@ -58,10 +58,11 @@ void hconn_head_release(struct hconn_head *m);
 /*
  * Read one head (a request when `request`, else a response) into m, which
  * must be released by the caller either way.  0, -EBADMSG refused by the
- * parser (*why says why), -EFBIG past a cap (*why too), -ENODATA the
- * connection ended first, or a read error.
+ * parser (a bare CR or LF, a malformed line, ...), -EFBIG past a cap (a
+ * line, the head, the number of headers), -ENODATA the connection ended
+ * first, or a read error.
  */
-int hconn_read_head(struct hconn *c, int request, struct hconn_head *m, const char **why);
+int hconn_read_head(struct hconn *c, int request, struct hconn_head *m);
 
 /* A body being read, its framing taken off. */
 struct hconn_body {

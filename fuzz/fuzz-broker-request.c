@@ -75,7 +75,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct hconn_body b;
 	struct buf body = BUF_INIT;
 	struct push_commands pc = PUSH_COMMANDS_INIT;
-	const char *rest, *why;
+	const char *rest;
 	char *target;
 	size_t idx;
 
@@ -87,7 +87,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	hconn_init(&c, -1);
 	c.read = mem_read;
 	c.read_ctx = &mem;
-	if (hconn_read_head(&c, 1, &m, &why) < 0)
+	if (hconn_read_head(&c, 1, &m) < 0)
 		goto out;
 	if (m.h.head_len != m.raw.len || m.h.method != m.raw.buf)
 		__builtin_trap();

@@ -253,7 +253,7 @@ assert_nothing_forwarded() {
 	# In the head.
 	run send_raw 'GET /0/info/refs?service=git-upload-pack HTTP/1.1\nHost: x\n\n'
 	assert_output --partial 'HTTP/1.1 400'
-	assert_file_contains broker.log 'why="bad request head: bare CR or LF in the request line"'
+	assert_file_contains broker.log 'why="bad request head: Bad message"'
 	# In a chunked body.
 	run send_raw 'POST /0/git-upload-pack HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n4\n0000\n0\n\n'
 	assert_output --partial 'HTTP/1.1 400'
@@ -268,7 +268,7 @@ assert_nothing_forwarded() {
 	run curl -sS -o /dev/null -w '%{http_code}' -H "X-A: $line" -H "X-B: $line" -H "X-C: $line" \
 		"${BR_URL}info/refs?service=git-upload-pack"
 	assert_output 413
-	assert_file_contains broker.log 'why="bad request head: request head too large"'
+	assert_file_contains broker.log 'why="bad request head: File too large"'
 	# Two fit.
 	run curl -sS -o /dev/null -w '%{http_code}' -H "X-A: $line" -H "X-B: $line" \
 		"${BR_URL}info/refs?service=git-upload-pack"
