@@ -93,11 +93,70 @@ static int list_has(const char *v, size_t n, const char *token)
 	return 0;
 }
 
+/* What parse_fields() has seen of the headers that say how to read the message. */
+struct seen {
+	int cl, te, keep_alive;
+};
+
+/* Fill h from one header that has a meaning for the framing or the connection.  0 or -1. */
+static int field_meaning(struct http_head *h, const struct http_header *hd, struct seen *seen,
+			 const char **why)
+{
+	const char *v = hd->value;
+
+	if (http_name_is(hd, "content-length")) {
+		uint64_t cl = 0;
+
+		if (seen->cl++) {
+			*why = "duplicate Content-Length";
+			return -1;
+		}
+		if (!hd->value_len || hd->value_len > 15) {
+			*why = "invalid Content-Length";
+			return -1;
+		}
+		for (size_t i = 0; i < hd->value_len; i++) {
+			if (!isdigit((unsigned char)v[i])) {
+				*why = "invalid Content-Length";
+				return -1;
+			}
+			cl = cl * 10 + (v[i] - '0');
+		}
+		h->content_length = (int64_t)cl;
+	} else if (http_name_is(hd, "transfer-encoding")) {
+		if (seen->te++) {
+			*why = "duplicate Transfer-Encoding";
+			return -1;
+		}
+		if (hd->value_len != 7 || strncasecmp(v, "chunked", 7)) {
+			*why = "unsupported Transfer-Encoding";
+			return -1;
+		}
+		h->chunked = 1;
+	} else if (http_name_is(hd, "host")) {
+		if (h->host) {
+			*why = "duplicate Host";
+			return -1;
+		}
+		h->host = v;
+		h->host_len = hd->value_len;
+	} else if (http_name_is(hd, "connection") || http_name_is(hd, "proxy-connection")) {
+		if (list_has(v, hd->value_len, "close"))
+			h->conn_close = 1;
+		if (list_has(v, hd->value_len, "keep-alive"))
+			seen->keep_alive = 1;
+	} else if (http_name_is(hd, "expect")) {
+		if (hd->value_len == 12 && !strncasecmp(v, "100-continue", 12))
+			h->expect_continue = 1;
+	}
+	return 0;
+}
+
 /* Parse the header lines and the empty line after the start line. */
 static int parse_fields(const char *buf, size_t len, size_t pos, int request, struct http_head *h,
 			const char **why)
 {
-	int seen_cl = 0, seen_te = 0, keep_alive = 0;
+	struct seen seen = { 0, 0, 0 };
 
 	h->nhdr = 0;
 	h->content_length = -1;
@@ -177,58 +236,15 @@ static int parse_fields(const char *buf, size_t len, size_t pos, int request, st
 		hd->value = v;
 		hd->value_len = ve - v;
 
-		if (http_name_is(hd, "content-length")) {
-			uint64_t cl = 0;
-
-			if (seen_cl++) {
-				*why = "duplicate Content-Length";
-				return -1;
-			}
-			if (!hd->value_len || hd->value_len > 15) {
-				*why = "invalid Content-Length";
-				return -1;
-			}
-			for (size_t i = 0; i < hd->value_len; i++) {
-				if (!isdigit((unsigned char)v[i])) {
-					*why = "invalid Content-Length";
-					return -1;
-				}
-				cl = cl * 10 + (v[i] - '0');
-			}
-			h->content_length = (int64_t)cl;
-		} else if (http_name_is(hd, "transfer-encoding")) {
-			if (seen_te++) {
-				*why = "duplicate Transfer-Encoding";
-				return -1;
-			}
-			if (hd->value_len != 7 || strncasecmp(v, "chunked", 7)) {
-				*why = "unsupported Transfer-Encoding";
-				return -1;
-			}
-			h->chunked = 1;
-		} else if (http_name_is(hd, "host")) {
-			if (h->host) {
-				*why = "duplicate Host";
-				return -1;
-			}
-			h->host = v;
-			h->host_len = hd->value_len;
-		} else if (http_name_is(hd, "connection") || http_name_is(hd, "proxy-connection")) {
-			if (list_has(v, hd->value_len, "close"))
-				h->conn_close = 1;
-			if (list_has(v, hd->value_len, "keep-alive"))
-				keep_alive = 1;
-		} else if (http_name_is(hd, "expect")) {
-			if (hd->value_len == 12 && !strncasecmp(v, "100-continue", 12))
-				h->expect_continue = 1;
-		}
+		if (field_meaning(h, hd, &seen, why) < 0)
+			return -1;
 		pos += n + 2;
 	}
-	if (seen_cl && seen_te) {
+	if (seen.cl && seen.te) {
 		*why = "both Content-Length and Transfer-Encoding";
 		return -1;
 	}
-	if (h->minor == 0 && !keep_alive)
+	if (h->minor == 0 && !seen.keep_alive)
 		h->conn_close = 1;
 	h->head_len = pos;
 	return (int)pos;
