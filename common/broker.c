@@ -1050,11 +1050,12 @@ static int check_request(struct hconn *client, struct request *rq, struct fwd_re
 	int nce;
 
 	if (strcmp(rq->method, rq->advert ? "GET" : "POST")) {
-		char answer[80];
+		struct buf answer = BUF_INIT;
 
-		snprintf(answer, sizeof(answer), "%s needs %s", rq->rest,
-			 rq->advert ? "GET" : "POST");
-		return refuse(client, rq, 405, "wrong method", answer, res);
+		buf_addf(&answer, "%s needs %s", rq->rest, rq->advert ? "GET" : "POST");
+		refuse(client, rq, 405, "wrong method", answer.buf, res);
+		buf_release(&answer);
+		return -1;
 	}
 	if (rq->advert && (h->chunked || h->content_length > 0))
 		return refuse(client, rq, 400, "GET with a body", "GET with a body", res);
