@@ -16,6 +16,10 @@
  *        read and checked before anything goes upstream
  * The target may also be absolute (http://git.aibox.internal/<n>/...), as a
  * client that talks to a proxy sends it.  See docs/broker.md.
+ *
+ * This file keeps the options, the setup before the lockdown, listening,
+ * the hand-off loop and the children; serving a request is common/broker.c
+ * (docs/internals.md, "Broker hand-off", lists where each part lives).
  */
 #include <ctype.h>
 #include <errno.h>
