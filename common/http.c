@@ -556,6 +556,20 @@ enum {
 #define CK_MAX_LINE 4096
 
 /*
+ * One byte of a line's text (a chunk extension, a trailer's value): its CR
+ * moves on to state `cr`; an LF, a control byte or a line past CK_MAX_LINE
+ * is refused.  0 or -1.
+ */
+static int text_byte(struct http_body *b, unsigned char c, int cr)
+{
+	if (c == '\r')
+		b->state = cr;
+	else if (c == '\n' || (c < 0x20 && c != '\t') || c == 0x7f || ++b->line > CK_MAX_LINE)
+		return -1;
+	return 0;
+}
+
+/*
  * One byte of a chunk's size line (size, extensions, CRLF) or of the CRLF
  * after its data.  0, or -1 when the framing is broken.
  */
@@ -582,11 +596,7 @@ static int size_byte(struct http_body *b, unsigned char c)
 		}
 		return 0;
 	case CK_EXT:
-		if (c == '\r')
-			b->state = CK_SIZE_LF;
-		else if (c == '\n' || (c < 0x20 && c != '\t') || c == 0x7f || ++b->line > CK_MAX_LINE)
-			return -1;
-		return 0;
+		return text_byte(b, c, CK_SIZE_LF);
 	case CK_SIZE_LF:
 		if (c != '\n')
 			return -1;
@@ -630,11 +640,7 @@ static int trailer_byte(struct http_body *b, unsigned char c)
 			return -1;
 		return 0;
 	case CK_TRAILER_LINE:
-		if (c == '\r')
-			b->state = CK_TRAILER_LF;
-		else if (c == '\n' || (c < 0x20 && c != '\t') || c == 0x7f || ++b->line > CK_MAX_LINE)
-			return -1;
-		return 0;
+		return text_byte(b, c, CK_TRAILER_LF);
 	case CK_TRAILER_LF:
 		if (c != '\n')
 			return -1;
