@@ -898,8 +898,8 @@ out:
  * at most BODY_MAX bytes (inflated), and must be well-formed
  * pkt-lines before anything goes to the remote.
  */
-static void serve_fetch_post(struct hconn *client, struct request *rq, struct hconn_body *body,
-			     struct fwd_result *res)
+static void serve_fetch_post(struct hconn *client, const struct request *rq,
+			     struct hconn_body *body, struct fwd_result *res)
 {
 	struct buf pre = BUF_INIT;
 	const char *what = NULL;
