@@ -206,7 +206,10 @@ static void read_tokens(struct broker *br, int token_fd)
 	buf_wipe_release(&lines);
 }
 
-/* The TLS client context (common/tls.h), its CAs loaded now: the sandbox forbids opening files later. */
+/*
+ * The TLS client context (common/tls.h), its CAs loaded now: the sandbox
+ * forbids opening files later.
+ */
 static void setup_tls(struct broker *br, const char *ca)
 {
 	struct buf err = BUF_INIT;
