@@ -22,6 +22,22 @@ int http_name_is(const struct http_header *hd, const char *lower)
 	return hd->name_len == n && !strncasecmp(hd->name, lower, n);
 }
 
+const struct http_header *http_header(const struct http_head *h, const char *lower, int *count)
+{
+	const struct http_header *first = NULL;
+	int n = 0;
+
+	for (int i = 0; i < h->nhdr; i++)
+		if (http_name_is(&h->hdr[i], lower)) {
+			if (!first)
+				first = &h->hdr[i];
+			n++;
+		}
+	if (count)
+		*count = n;
+	return first;
+}
+
 /*
  * Find the end of the line starting at p (the CR of its CRLF), checking that
  * no bare CR or LF comes before it.  Returns the line length, -2 when the
@@ -77,11 +93,70 @@ static int list_has(const char *v, size_t n, const char *token)
 	return 0;
 }
 
+/* What parse_fields() has seen of the headers that say how to read the message. */
+struct seen {
+	int cl, te, keep_alive;
+};
+
+/* Fill h from one header that has a meaning for the framing or the connection.  0 or -1. */
+static int field_meaning(struct http_head *h, const struct http_header *hd, struct seen *seen,
+			 const char **why)
+{
+	const char *v = hd->value;
+
+	if (http_name_is(hd, "content-length")) {
+		uint64_t cl = 0;
+
+		if (seen->cl++) {
+			*why = "duplicate Content-Length";
+			return -1;
+		}
+		if (!hd->value_len || hd->value_len > 15) {
+			*why = "invalid Content-Length";
+			return -1;
+		}
+		for (size_t i = 0; i < hd->value_len; i++) {
+			if (!isdigit((unsigned char)v[i])) {
+				*why = "invalid Content-Length";
+				return -1;
+			}
+			cl = cl * 10 + (v[i] - '0');
+		}
+		h->content_length = (int64_t)cl;
+	} else if (http_name_is(hd, "transfer-encoding")) {
+		if (seen->te++) {
+			*why = "duplicate Transfer-Encoding";
+			return -1;
+		}
+		if (hd->value_len != 7 || strncasecmp(v, "chunked", 7)) {
+			*why = "unsupported Transfer-Encoding";
+			return -1;
+		}
+		h->chunked = 1;
+	} else if (http_name_is(hd, "host")) {
+		if (h->host) {
+			*why = "duplicate Host";
+			return -1;
+		}
+		h->host = v;
+		h->host_len = hd->value_len;
+	} else if (http_name_is(hd, "connection") || http_name_is(hd, "proxy-connection")) {
+		if (list_has(v, hd->value_len, "close"))
+			h->conn_close = 1;
+		if (list_has(v, hd->value_len, "keep-alive"))
+			seen->keep_alive = 1;
+	} else if (http_name_is(hd, "expect")) {
+		if (hd->value_len == 12 && !strncasecmp(v, "100-continue", 12))
+			h->expect_continue = 1;
+	}
+	return 0;
+}
+
 /* Parse the header lines and the empty line after the start line. */
 static int parse_fields(const char *buf, size_t len, size_t pos, int request, struct http_head *h,
 			const char **why)
 {
-	int seen_cl = 0, seen_te = 0, keep_alive = 0;
+	struct seen seen = { 0, 0, 0 };
 
 	h->nhdr = 0;
 	h->content_length = -1;
@@ -97,14 +172,14 @@ static int parse_fields(const char *buf, size_t len, size_t pos, int request, st
 
 		if (pos >= HTTP_MAX_HEAD) {
 			*why = "request head too large";
-			return -1;
+			return -2;
 		}
 		n = line_end(line, len - pos, HTTP_MAX_LINE);
 		if (n == -2)
 			return 0;
 		if (n == -3) {
 			*why = "header line too long";
-			return -1;
+			return -2;
 		}
 		if (n == -1) {
 			*why = "bare CR or LF in the head";
@@ -116,7 +191,7 @@ static int parse_fields(const char *buf, size_t len, size_t pos, int request, st
 		}
 		if (pos + n + 2 > HTTP_MAX_HEAD) {
 			*why = "request head too large";
-			return -1;
+			return -2;
 		}
 		if (line[0] == ' ' || line[0] == '\t') {
 			*why = "obs-fold (folded header line)";
@@ -143,7 +218,7 @@ static int parse_fields(const char *buf, size_t len, size_t pos, int request, st
 		}
 		if (h->nhdr >= HTTP_MAX_HEADERS) {
 			*why = "too many header lines";
-			return -1;
+			return -2;
 		}
 		v = colon + 1;
 		ve = line + n;
@@ -161,58 +236,15 @@ static int parse_fields(const char *buf, size_t len, size_t pos, int request, st
 		hd->value = v;
 		hd->value_len = ve - v;
 
-		if (http_name_is(hd, "content-length")) {
-			uint64_t cl = 0;
-
-			if (seen_cl++) {
-				*why = "duplicate Content-Length";
-				return -1;
-			}
-			if (!hd->value_len || hd->value_len > 15) {
-				*why = "invalid Content-Length";
-				return -1;
-			}
-			for (size_t i = 0; i < hd->value_len; i++) {
-				if (!isdigit((unsigned char)v[i])) {
-					*why = "invalid Content-Length";
-					return -1;
-				}
-				cl = cl * 10 + (v[i] - '0');
-			}
-			h->content_length = (int64_t)cl;
-		} else if (http_name_is(hd, "transfer-encoding")) {
-			if (seen_te++) {
-				*why = "duplicate Transfer-Encoding";
-				return -1;
-			}
-			if (hd->value_len != 7 || strncasecmp(v, "chunked", 7)) {
-				*why = "unsupported Transfer-Encoding";
-				return -1;
-			}
-			h->chunked = 1;
-		} else if (http_name_is(hd, "host")) {
-			if (h->host) {
-				*why = "duplicate Host";
-				return -1;
-			}
-			h->host = v;
-			h->host_len = hd->value_len;
-		} else if (http_name_is(hd, "connection") || http_name_is(hd, "proxy-connection")) {
-			if (list_has(v, hd->value_len, "close"))
-				h->conn_close = 1;
-			if (list_has(v, hd->value_len, "keep-alive"))
-				keep_alive = 1;
-		} else if (http_name_is(hd, "expect")) {
-			if (hd->value_len == 12 && !strncasecmp(v, "100-continue", 12))
-				h->expect_continue = 1;
-		}
+		if (field_meaning(h, hd, &seen, why) < 0)
+			return -1;
 		pos += n + 2;
 	}
-	if (seen_cl && seen_te) {
+	if (seen.cl && seen.te) {
 		*why = "both Content-Length and Transfer-Encoding";
 		return -1;
 	}
-	if (h->minor == 0 && !keep_alive)
+	if (h->minor == 0 && !seen.keep_alive)
 		h->conn_close = 1;
 	h->head_len = pos;
 	return (int)pos;
@@ -235,7 +267,7 @@ int http_parse_request(const char *buf, size_t len, struct http_head *h, const c
 		return 0;
 	if (n == -3) {
 		*why = "request line too long";
-		return -1;
+		return -2;
 	}
 	if (n == -1) {
 		*why = "bare CR or LF in the request line";
@@ -283,7 +315,7 @@ int http_parse_response(const char *buf, size_t len, struct http_head *h, const 
 		return 0;
 	if (n < 0) {
 		*why = n == -3 ? "status line too long" : "bare CR or LF in the status line";
-		return -1;
+		return n == -3 ? -2 : -1;
 	}
 	if (n < 12 || parse_version(p, 8, h) || p[8] != ' ' || !isdigit((unsigned char)p[9]) ||
 	    !isdigit((unsigned char)p[10]) || !isdigit((unsigned char)p[11]) ||
@@ -523,140 +555,164 @@ enum {
 
 #define CK_MAX_LINE 4096
 
-long http_body_feed(struct http_body *b, const char *p, size_t n, const char **why)
+/*
+ * One byte of a line's text (a chunk extension, a trailer's value): its CR
+ * moves on to state `cr`; an LF, a control byte or a line past CK_MAX_LINE
+ * is refused.  0 or -1.
+ */
+static int text_byte(struct http_body *b, unsigned char c, int cr)
+{
+	if (c == '\r')
+		b->state = cr;
+	else if (c == '\n' || (c < 0x20 && c != '\t') || c == 0x7f || ++b->line > CK_MAX_LINE)
+		return -1;
+	return 0;
+}
+
+/*
+ * One byte of a chunk's size line (size, extensions, CRLF) or of the CRLF
+ * after its data.  0, or -1 when the framing is broken.
+ */
+static int size_byte(struct http_body *b, unsigned char c)
+{
+	int d;
+
+	switch (b->state) {
+	case CK_SIZE:
+		d = hexval(c);
+		if (d >= 0) {
+			if (++b->ndigits > 15)
+				return -1;
+			b->left = b->left * 16 + d;
+		} else if (!b->ndigits) {
+			return -1;
+		} else if (c == ';') {
+			b->state = CK_EXT;
+			b->line = 0;
+		} else if (c == '\r') {
+			b->state = CK_SIZE_LF;
+		} else {
+			return -1;
+		}
+		return 0;
+	case CK_EXT:
+		return text_byte(b, c, CK_SIZE_LF);
+	case CK_SIZE_LF:
+		if (c != '\n')
+			return -1;
+		b->ndigits = 0;
+		b->state = b->left ? CK_DATA : CK_TRAILER;
+		return 0;
+	case CK_DATA_CR:
+		if (c != '\r')
+			return -1;
+		b->state = CK_DATA_LF;
+		return 0;
+	case CK_DATA_LF:
+		if (c != '\n')
+			return -1;
+		b->state = CK_SIZE;
+		b->left = 0;
+		return 0;
+	}
+	return -1;
+}
+
+/* One byte of the trailer section after the last chunk.  0, or -1 when broken. */
+static int trailer_byte(struct http_body *b, unsigned char c)
+{
+	switch (b->state) {
+	case CK_TRAILER:
+		if (c == '\r') {
+			b->state = CK_END_LF;
+		} else if (!is_tchar(c) || c == '_') {
+			return -1;
+		} else {
+			b->state = CK_TRAILER_NAME;
+			b->line = 1;
+		}
+		return 0;
+	case CK_TRAILER_NAME:
+		/* A trailer is a header field: a token, then the colon. */
+		if (c == ':')
+			b->state = CK_TRAILER_LINE;
+		else if (!is_tchar(c) || c == '_' || ++b->line > CK_MAX_LINE)
+			return -1;
+		return 0;
+	case CK_TRAILER_LINE:
+		return text_byte(b, c, CK_TRAILER_LF);
+	case CK_TRAILER_LF:
+		if (c != '\n')
+			return -1;
+		b->state = CK_TRAILER;
+		return 0;
+	case CK_END_LF:
+		if (c != '\n')
+			return -1;
+		b->done = 1;
+		return 0;
+	}
+	return -1;
+}
+
+/*
+ * http_body_feed() and http_body_decode() in one: when out is not NULL, the
+ * payload bytes among those taken are copied to out + *out_len.
+ */
+static long body_run(struct http_body *b, const char *p, size_t n, char *out, size_t *out_len,
+		     const char **why)
 {
 	size_t i = 0;
 
-	if (b->done)
+	if (b->done || b->kind == BODY_NONE)
 		return 0;
-	switch (b->kind) {
-	case BODY_NONE:
-		return 0;
-	case BODY_CLOSE:
-		return (long)n;
-	case BODY_LENGTH:
+	if (b->kind == BODY_LENGTH) {
 		if (n >= b->left) {
 			n = b->left;
-			b->left = 0;
 			b->done = 1;
-		} else {
-			b->left -= n;
+		}
+		b->left -= n;
+	}
+	if (b->kind != BODY_CHUNKED) {
+		if (out) {
+			memcpy(out + *out_len, p, n);
+			*out_len += n;
 		}
 		return (long)n;
-	case BODY_CHUNKED:
-		break;
 	}
 	while (i < n && !b->done) {
 		unsigned char c = (unsigned char)p[i];
 
-		switch (b->state) {
-		case CK_SIZE: {
-			int d = hexval(c);
+		if (b->state == CK_DATA) {
+			size_t take = n - i < b->left ? n - i : b->left;
 
-			if (d >= 0) {
-				if (++b->ndigits > 15)
-					goto bad;
-				b->left = b->left * 16 + d;
-				i++;
-				break;
+			if (out) {
+				memcpy(out + *out_len, p + i, take);
+				*out_len += take;
 			}
-			if (!b->ndigits)
-				goto bad;
-			if (c == ';') {
-				b->state = CK_EXT;
-				b->line = 0;
-				i++;
-			} else if (c == '\r') {
-				b->state = CK_SIZE_LF;
-				i++;
-			} else {
-				goto bad;
-			}
-			break;
-		}
-		case CK_EXT:
-			if (c == '\r') {
-				b->state = CK_SIZE_LF;
-			} else if (c == '\n' || (c < 0x20 && c != '\t') || c == 0x7f ||
-				   ++b->line > CK_MAX_LINE) {
-				goto bad;
-			}
-			i++;
-			break;
-		case CK_SIZE_LF:
-			if (c != '\n')
-				goto bad;
-			i++;
-			b->ndigits = 0;
-			b->state = b->left ? CK_DATA : CK_TRAILER;
-			break;
-		case CK_DATA: {
-			size_t take = n - i;
-
-			if (take > b->left)
-				take = b->left;
 			i += take;
 			b->left -= take;
 			if (!b->left)
 				b->state = CK_DATA_CR;
-			break;
+			continue;
 		}
-		case CK_DATA_CR:
-			if (c != '\r')
-				goto bad;
-			b->state = CK_DATA_LF;
-			i++;
-			break;
-		case CK_DATA_LF:
-			if (c != '\n')
-				goto bad;
-			b->state = CK_SIZE;
-			b->left = 0;
-			i++;
-			break;
-		case CK_TRAILER:
-			if (c == '\r') {
-				b->state = CK_END_LF;
-			} else if (!is_tchar(c) || c == '_') {
-				goto bad;
-			} else {
-				b->state = CK_TRAILER_NAME;
-				b->line = 1;
-			}
-			i++;
-			break;
-		case CK_TRAILER_NAME:
-			/* A trailer is a header field: a token, then the colon. */
-			if (c == ':')
-				b->state = CK_TRAILER_LINE;
-			else if (!is_tchar(c) || c == '_' || ++b->line > CK_MAX_LINE)
-				goto bad;
-			i++;
-			break;
-		case CK_TRAILER_LINE:
-			if (c == '\r')
-				b->state = CK_TRAILER_LF;
-			else if (c == '\n' || (c < 0x20 && c != '\t') || c == 0x7f ||
-				 ++b->line > CK_MAX_LINE)
-				goto bad;
-			i++;
-			break;
-		case CK_TRAILER_LF:
-			if (c != '\n')
-				goto bad;
-			b->state = CK_TRAILER;
-			i++;
-			break;
-		case CK_END_LF:
-			if (c != '\n')
-				goto bad;
-			b->done = 1;
-			i++;
-			break;
+		if ((b->state >= CK_TRAILER ? trailer_byte(b, c) : size_byte(b, c)) < 0) {
+			*why = "malformed chunked body";
+			return -1;
 		}
+		i++;
 	}
 	return (long)i;
-bad:
-	*why = "malformed chunked body";
-	return -1;
+}
+
+long http_body_feed(struct http_body *b, const char *p, size_t n, const char **why)
+{
+	return body_run(b, p, n, NULL, NULL, why);
+}
+
+long http_body_decode(struct http_body *b, const char *p, size_t n, char *out, size_t *out_len,
+		      const char **why)
+{
+	*out_len = 0;
+	return body_run(b, p, n, out, out_len, why);
 }

@@ -52,7 +52,9 @@ struct http_head {
  * Parse a request head from the start of buf[0..len).  Returns the head's
  * length (> 0) when complete, 0 when more bytes are needed (the caller
  * refuses when len reached HTTP_MAX_HEAD), or -1 with *why set to a short
- * reason ("bare LF in the head", ...) when the bytes are refused.
+ * reason ("bare LF in the head", ...) when the bytes are refused; -2 (with
+ * *why) when they are refused for a cap: a line, the head or the number of
+ * headers (a server answers 413 rather than 400).
  */
 int http_parse_request(const char *buf, size_t len, struct http_head *h, const char **why);
 
@@ -61,6 +63,12 @@ int http_parse_response(const char *buf, size_t len, struct http_head *h, const 
 
 /* Case-insensitive equality of a header name with a lowercase string. */
 int http_name_is(const struct http_header *hd, const char *lower);
+
+/*
+ * The first header of h named `lower` (compared without case), or NULL; when
+ * count is not NULL, *count is how many headers have that name.
+ */
+const struct http_header *http_header(const struct http_head *h, const char *lower, int *count);
 
 /*
  * Split an authority "host:port", "host" (default_port, 0 to require a
@@ -107,5 +115,14 @@ void http_body_init(struct http_body *b, enum http_body_kind kind, uint64_t leng
  * the proxy passes the framing through as it came.
  */
 long http_body_feed(struct http_body *b, const char *p, size_t n, const char **why);
+
+/*
+ * http_body_feed() for a reader that wants the payload: the same bytes are
+ * taken and the same framing refused, and the payload among them (the chunk
+ * data, without sizes, extensions, CRLFs and trailers) is copied to out,
+ * which must hold n bytes; *out_len is how many.
+ */
+long http_body_decode(struct http_body *b, const char *p, size_t n, char *out, size_t *out_len,
+		      const char **why);
 
 #endif

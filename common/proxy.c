@@ -23,6 +23,7 @@
 #include "broker_req.h"
 #include "buf.h"
 #include "err.h"
+#include "handoff.h"
 #include "http.h"
 #include "proxy_report.h"
 #include "resolve.h"
@@ -852,54 +853,35 @@ static int git_remote_number(const char *path, size_t len)
 }
 
 /*
- * Give the connection to aibox-broker (docs/internals.md, "Broker hand-off"):
- * one message holding the bytes of this request read so far, with the client
- * socket as SCM_RIGHTS.  Then the proxy forgets the connection.  When the
+ * Give the connection to aibox-broker (common/handoff.h; docs/internals.md,
+ * "Broker hand-off"): one message holding the bytes of this request read so
+ * far, with the client socket as SCM_RIGHTS.  Then the proxy forgets the connection.  When the
  * broker cannot take it, the client gets a 502 (503 when it is only busy).
  */
 static void hand_to_broker(struct conn *c, const struct http_head *h, int remote)
 {
 	size_t start = c->in_off - h->head_len;
 	size_t len = c->in_len - start;
-	char hdr[64];
-	int n = snprintf(hdr, sizeof(hdr), "aibox-broker/1 %d %zu\n", remote, len);
-	struct iovec iov[2] = { { hdr, (size_t)n }, { c->in + start, len } };
-	union {
-		char b[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} cm;
-	struct msghdr msg = { .msg_iov = iov, .msg_iovlen = 2, .msg_control = cm.b,
-			      .msg_controllen = sizeof(cm.b) };
-	struct cmsghdr *cmsg;
-	ssize_t r;
+	int r;
 
 	if (spill_pending(&c->to_client)) {
 		/* An answer to an earlier request is still on its way: keep the order. */
 		refuse(c, "a git request pipelined behind another request");
 		return;
 	}
-	memset(&cm, 0, sizeof(cm));
-	cmsg = CMSG_FIRSTHDR(&msg);
-	cmsg->cmsg_level = SOL_SOCKET;
-	cmsg->cmsg_type = SCM_RIGHTS;
-	cmsg->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(cmsg), &c->cfd, sizeof(int));
-	do
-		r = sendmsg(cfg->broker_fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
-	while (r < 0 && errno == EINTR);
+	r = handoff_send(cfg->broker_fd, c->cfd, remote, c->in + start, len);
 	if (r < 0) {
 		char why[120];
-		int e = errno;
 
-		if (e == EAGAIN || e == EWOULDBLOCK) {
+		if (r == -EAGAIN || r == -EWOULDBLOCK) {
 			respond(c, 503, "failed", "aibox-broker is busy");
 			return;
 		}
-		if (e == EPIPE || e == ECONNREFUSED || e == ECONNRESET || e == ENOTCONN)
+		if (r == -EPIPE || r == -ECONNREFUSED || r == -ECONNRESET || r == -ENOTCONN)
 			snprintf(why, sizeof(why), "aibox-broker is not running");
 		else
 			snprintf(why, sizeof(why), "cannot hand the request to aibox-broker: %s",
-				 strerror(e));
+				 strerror(-r));
 		respond(c, 502, "failed", why);
 		return;
 	}

@@ -1,11 +1,11 @@
 /*
- * libFuzzer target for aibox-broker's request reading (common/broker_req.c),
- * the code the broker runs on what the VM sends: the request head, the
- * target's remote number, the body (Content-Length or chunked, gzip
- * inflated) and then the push command list and pkt-line check on it
- * (common/gitproto.c).  The first byte sets how many bytes each read
- * returns (1 to 64), so lines and chunks split anywhere.
- * `make fuzz && build/fuzz/fuzz-broker-request`.
+ * libFuzzer target for aibox-broker's request reading, the code the broker
+ * runs on what the VM sends: the request head through common/hconn.c and
+ * common/http.c, the target's remote number (common/broker_req.c), the body
+ * (Content-Length or chunked, gzip inflated) and then the push command list
+ * and pkt-line check on it (common/gitproto.c).  The first byte sets how
+ * many bytes each read returns (1 to 64), so lines and chunks split
+ * anywhere.  `make fuzz && build/fuzz/fuzz-broker-request`.
  */
 #include <errno.h>
 #include <stddef.h>
@@ -18,6 +18,7 @@
 #include "broker_req.h"
 #include "err.h"
 #include "gitproto.h"
+#include "hconn.h"
 #include "banned.h"
 
 /* Kept below the broker's 10 MiB so a run stays fast; the code is the same. */
@@ -43,18 +44,18 @@ static ssize_t mem_read(void *ctx, void *dst, size_t n)
 }
 
 /* The body as the broker reads it: inflated when gzip, at most FUZZ_BODY_MAX. */
-static int read_body(struct breq_body *b, const struct breq_msg *m, struct buf *out)
+static int read_body(struct hconn_body *b, const struct http_head *h, struct buf *out)
 {
-	const char *ce = breq_get(m, "Content-Encoding");
+	const struct http_header *ce = http_header(h, "content-encoding", NULL);
 	char piece[4096];
 
-	if (ce && !strcasecmp(ce, "gzip")) {
+	if (ce && ce->value_len == 4 && !strncasecmp(ce->value, "gzip", 4)) {
 		unsigned long long in = 0;
 
-		return breq_inflate(b, out, FUZZ_BODY_MAX, &in);
+		return hconn_body_inflate(b, out, FUZZ_BODY_MAX, &in);
 	}
 	for (;;) {
-		ssize_t n = breq_body_read(b, piece, sizeof(piece));
+		ssize_t n = hconn_body_read(b, piece, sizeof(piece));
 
 		if (n <= 0)
 			return (int)n;
@@ -69,12 +70,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct mem mem;
-	struct breq_src src = BREQ_SRC_INIT(mem_read, &mem);
-	struct breq_msg m = BREQ_MSG_INIT;
-	struct breq_body b;
+	struct hconn c;
+	struct hconn_head m = HCONN_HEAD_INIT;
+	struct hconn_body b;
 	struct buf body = BUF_INIT;
 	struct push_commands pc = PUSH_COMMANDS_INIT;
-	const char *sp1, *sp2, *rest;
+	const char *rest;
+	char *target;
 	size_t idx;
 
 	if (!size)
@@ -82,20 +84,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	mem.step = data[0] % 64 + 1;
 	mem.p = data + 1;
 	mem.left = size - 1;
-	if (breq_read_head(&src, &m) < 0)
+	hconn_init(&c, -1);
+	c.read = mem_read;
+	c.read_ctx = &mem;
+	if (hconn_read_head(&c, 1, &m) < 0)
 		goto out;
-	sp1 = strchr(m.line, ' ');
-	sp2 = sp1 ? strchr(sp1 + 1, ' ') : NULL;
-	if (sp2) {
-		char *target = xstrndup(sp1 + 1, (size_t)(sp2 - sp1 - 1));
-
-		if (breq_parse_target(target, &idx, &rest) == 0 &&
-		    (idx >= BREQ_REMOTES_MAX || rest < target || rest > target + strlen(target)))
-			__builtin_trap();
-		free(target);
-	}
-	breq_body_init(&b, &src, &m, 0);
-	if (read_body(&b, &m, &body) < 0)
+	if (m.h.head_len != m.raw.len || m.h.method != m.raw.buf)
+		__builtin_trap();
+	target = xstrndup(m.h.target, m.h.target_len);
+	if (breq_parse_target(target, &idx, &rest) == 0 &&
+	    (idx >= BREQ_REMOTES_MAX || rest < target || rest > target + strlen(target)))
+		__builtin_trap();
+	free(target);
+	hconn_body_init(&b, &c, &m.h, 1);
+	if (read_body(&b, &m.h, &body) < 0)
 		goto out;
 	if (push_commands_parse(&pc, body.buf, body.len) == 0 && pc.consumed > body.len)
 		__builtin_trap();
@@ -103,7 +105,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 out:
 	push_commands_release(&pc);
 	buf_release(&body);
-	breq_msg_release(&m);
-	breq_src_release(&src);
+	hconn_head_release(&m);
+	hconn_close(&c);
 	return 0;
 }

@@ -10,8 +10,10 @@
  *     1xx heads dropped, then the final head and its body (chunked with
  *     trailers, Content-Length, or until close);
  *   - the whole input as chunked framing on its own.
- * Besides not crashing: heads and headers lie inside the input, and a body
- * never takes more bytes than it was fed.  `make fuzz && build/fuzz/fuzz-http`.
+ * Besides not crashing: heads and headers lie inside the input, a body
+ * never takes more bytes than it was fed, and http_body_decode() (the
+ * broker's reading) takes and refuses exactly what http_body_feed() does,
+ * its payload never more than the bytes taken.  `make fuzz && build/fuzz/fuzz-http`.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -44,16 +46,21 @@ static void check_head(const struct http_head *h, const char *p, size_t len)
  */
 static long feed(struct http_body *b, const char *p, size_t n)
 {
-	const char *why = NULL;
+	const char *why = NULL, *dwhy = NULL;
+	struct http_body d = *b; /* the same body, decoded */
 	size_t off = 0;
 
 	while (off < n && !b->done) {
-		size_t piece = (n - off) % 7 + 1;
-		long k;
+		size_t piece = (n - off) % 7 + 1, got = 0;
+		char out[8];
+		long k, kd;
 
 		if (piece > n - off)
 			piece = n - off;
 		k = http_body_feed(b, p + off, piece, &why);
+		kd = http_body_decode(&d, p + off, piece, out, &got, &dwhy);
+		if (kd != k || d.done != b->done || (k >= 0 && got > (size_t)k))
+			__builtin_trap();
 		if (k < 0) {
 			if (!why)
 				__builtin_trap();

@@ -34,6 +34,12 @@ post() {
 		"$@" --data-binary @"$file" "${BR_URL}$svc"
 }
 
+# send_raw FORMAT: printf FORMAT to the broker as one connection; prints its answer.
+send_raw() {
+	# shellcheck disable=SC2059
+	printf "$1" | curl -sS --max-time 5 "telnet://127.0.0.1:$BR_PORT"
+}
+
 # Nothing but info/refs ever reached the remote, and the broker still serves.
 assert_nothing_forwarded() {
 	run grep -c '"POST"' "$T/up-headers.jsonl"
@@ -202,15 +208,12 @@ assert_nothing_forwarded() {
 	run curl -sS -o /dev/null -w '%{http_code}' -H "X-Big: $(head -c 9000 /dev/zero | tr '\0' a)" \
 		"${BR_URL}info/refs?service=git-upload-pack"
 	assert_output 413
-	run bash -c "printf 'GET /0/info/refs?service=git-upload-pack HTTP/1.1\r\nBad Header\r\n\r\n' |
-		curl -sS --max-time 5 telnet://127.0.0.1:$BR_PORT"
+	run send_raw 'GET /0/info/refs?service=git-upload-pack HTTP/1.1\r\nBad Header\r\n\r\n'
 	assert_output --partial 'HTTP/1.1 400'
-	run bash -c "printf 'GET /0/info/refs?service=git-upload-pack HTTP/2.0\r\n\r\n' |
-		curl -sS --max-time 5 telnet://127.0.0.1:$BR_PORT"
+	run send_raw 'GET /0/info/refs?service=git-upload-pack HTTP/2.0\r\n\r\n'
 	assert_output --partial 'HTTP/1.1 400'
 	# A chunk size that is not hex.
-	run bash -c "printf 'POST /0/git-upload-pack HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n' |
-		curl -sS --max-time 5 telnet://127.0.0.1:$BR_PORT"
+	run send_raw 'POST /0/git-upload-pack HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n'
 	assert_output --partial 'HTTP/1.1 400'
 	run grep -c '"POST"' up-headers.jsonl
 	assert_output 0
@@ -230,13 +233,46 @@ assert_nothing_forwarded() {
 	assert_output 6
 }
 
-@test "broker: every client byte of a refused method is escaped in the log" {
-	run bash -c "printf 'G\033[31mE\rT /0/info/refs?service=git-upload-pack HTTP/1.1\r\nHost: x\r\n\r\n' |
-		curl -sS --max-time 5 telnet://127.0.0.1:$BR_PORT"
+@test "broker: a request line with control bytes is refused, and client bytes are escaped in the log" {
+	# A method is a token (common/http.c): control bytes in it are refused.
+	run send_raw 'G\033[31mE\rT /0/info/refs?service=git-upload-pack HTTP/1.1\r\nHost: x\r\n\r\n'
+	assert_output --partial 'HTTP/1.1 400'
+	# Another token is a method the service does not take.
+	run send_raw 'G|~T /0/info/refs?service=git-upload-pack HTTP/1.1\r\nHost: x\r\n\r\n'
 	assert_output --partial 'HTTP/1.1 405'
-	assert_file_contains broker.log 'request=G\\x1b\[31mE\\x0dT info/refs result=refused status=405'
+	assert_file_contains broker.log 'request=G|~T info/refs result=refused status=405'
+	# Quotes and backslashes of a target are escaped.
+	run send_raw 'GET /x"\\y/info/refs HTTP/1.1\r\nHost: x\r\n\r\n'
+	assert_output --partial 'HTTP/1.1 404'
+	assert_file_contains broker.log 'target="/x\\x22\\x5cy/info/refs"'
 	run grep -c $'[\x01-\x09\x0b-\x1f\x7f]' broker.log
 	assert_output 0
+}
+
+@test "broker: a request with a bare LF is refused, as common/http.c refuses it" {
+	# In the head.
+	run send_raw 'GET /0/info/refs?service=git-upload-pack HTTP/1.1\nHost: x\n\n'
+	assert_output --partial 'HTTP/1.1 400'
+	assert_file_contains broker.log 'why="bad request head: Bad message"'
+	# In a chunked body.
+	run send_raw 'POST /0/git-upload-pack HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n4\n0000\n0\n\n'
+	assert_output --partial 'HTTP/1.1 400'
+	run grep -c '"GET"\|"POST"' up-headers.jsonl
+	assert_output 0
+}
+
+@test "broker: a request head is capped at 16 KiB, the proxy's cap" {
+	local line
+	line=$(head -c 7000 /dev/zero | tr '\0' a)
+	# Three header lines of 7000 bytes: each under the 8 KiB line cap, the head over 16 KiB.
+	run curl -sS -o /dev/null -w '%{http_code}' -H "X-A: $line" -H "X-B: $line" -H "X-C: $line" \
+		"${BR_URL}info/refs?service=git-upload-pack"
+	assert_output 413
+	assert_file_contains broker.log 'why="bad request head: File too large"'
+	# Two fit.
+	run curl -sS -o /dev/null -w '%{http_code}' -H "X-A: $line" -H "X-B: $line" \
+		"${BR_URL}info/refs?service=git-upload-pack"
+	assert_output 200
 }
 
 @test "broker: an absolute-form request target (through a proxy) is served" {

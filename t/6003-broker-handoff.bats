@@ -66,7 +66,7 @@ stop_handoff() {
 		assert_failure
 		stop_handoff
 	done
-	run grep -c 'handoff result=refused why="malformed hand-off header"' broker.log
+	run grep -c 'handoff result=refused why="malformed hand-off message"' broker.log
 	assert_output 3
 }
 
@@ -81,6 +81,21 @@ stop_handoff() {
 	done
 	run grep -c 'handoff result=refused' broker.log
 	assert_output 4
+	assert_file_empty up-headers.jsonl
+}
+
+@test "broker: a hand-off with more than 16 KiB read ahead is refused" {
+	local line
+	line=$(head -c 7000 /dev/zero | tr '\0' a)
+	# The proxy reads at most a 16 KiB head before it hands over (common/handoff.h).
+	start_handoff --peek 17000
+	run curl -sS --max-time 10 -o /dev/null -H "X-A: $line" -H "X-B: $line" -H "X-C: $line" \
+		"${HP_URL}info/refs?service=git-upload-pack"
+	assert_failure
+	assert_file_contains broker.log 'handoff result=refused'
+	run alive "$HB_PID"
+	assert_success
+	stop_handoff
 	assert_file_empty up-headers.jsonl
 }
 
