@@ -533,6 +533,8 @@ long http_body_feed(struct http_body *b, const char *p, size_t n, const char **w
 	case BODY_NONE:
 		return 0;
 	case BODY_CLOSE:
+		if (b->content && n)
+			b->content(b->content_ctx, p, n);
 		return (long)n;
 	case BODY_LENGTH:
 		if (n >= b->left) {
@@ -542,6 +544,8 @@ long http_body_feed(struct http_body *b, const char *p, size_t n, const char **w
 		} else {
 			b->left -= n;
 		}
+		if (b->content && n)
+			b->content(b->content_ctx, p, n);
 		return (long)n;
 	case BODY_CHUNKED:
 		break;
@@ -595,6 +599,8 @@ long http_body_feed(struct http_body *b, const char *p, size_t n, const char **w
 
 			if (take > b->left)
 				take = b->left;
+			if (b->content && take)
+				b->content(b->content_ctx, p + i, take);
 			i += take;
 			b->left -= take;
 			if (!b->left)
