@@ -105,7 +105,8 @@ void proxy_report_json(const struct proxy_report *r, struct buf *out)
 	json_object_set_new(root, "refused", count(r->refused));
 	json_object_set_new(root, "failed", count(r->failed));
 	json_object_set_new(root, "log_left_out", count(r->log_left_out));
-	json_object_set_new(root, "usage", usage_count_to_json(&r->usage));
+	if (r->usage.present)
+		json_object_set_new(root, "usage", usage_count_to_json(&r->usage));
 	text = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
 	if (!text)
 		die("out of memory");

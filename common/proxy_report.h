@@ -52,7 +52,8 @@ struct proxy_report {
 	uint64_t log_left_out;	 /* lines proxy.log did not get (its cap) */
 	/*
 	 * What the key forwarding spent (common/usage.h), under "usage" in the
-	 * record; a record without it reads as usage.present == 0.
+	 * record when usage.present is set (counting was on); a record without
+	 * it reads as usage.present == 0.
 	 */
 	struct usage_count usage;
 

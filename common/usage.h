@@ -160,7 +160,7 @@ struct usage_count {
 	uint64_t cap_day;    /* nano-USD, 0: none */
 	uint64_t day_nano;   /* the project's day total, as last seen in the ledger */
 	enum usage_capped capped;
-	int present;	     /* set by usage_count_from_json() when the record had usage */
+	int present;	     /* counting is on (the proxy), or the record had usage (its reader) */
 };
 
 /*

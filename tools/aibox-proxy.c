@@ -452,6 +452,7 @@ int main(int argc, char **argv)
 		if (usage_prices_load(prices_path ? prices_path : prices_file(), &prices, &err) < 0)
 			die("the price table %s", err.buf);
 		cfg.prices = &prices;
+		report.usage.present = 1;
 		if (cfg.ledger_fd >= 0 && (ret = usage_ledger_add(cfg.ledger_fd, 0, &day)) < 0)
 			die_err(ret, "cannot read the ledger on --ledger-fd %d", cfg.ledger_fd);
 		if (cfg.ledger_fd >= 0)
