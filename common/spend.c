@@ -28,7 +28,7 @@ int spend_start(struct spend *s, const char *project_dir, uint64_t cap_task, uin
 		usage_format_usd(&cap, cap_day);
 		buf_addf(err,
 			 "the project's daily budget of %s USD is spent (%s USD today by aibox's "
-			 "count): no task starts before tomorrow, or raise budget.day",
+			 "count): no task or aibox run starts before tomorrow (local time), or raise budget.day",
 			 cap.buf, spent.buf);
 		ret = -EDQUOT;
 	}

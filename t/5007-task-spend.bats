@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# aibox task's spend caps (docs/budget.md), without a VM: a project whose day
+# aibox task's and aibox run's spend caps (docs/budget.md), without a VM: a project whose day
 # is spent is refused before anything starts; otherwise the proxy gets the
 # caps and the day's ledger, and usage.json is written at the end.  t/5100
 # runs a task that a cap stops in a real VM.
@@ -27,7 +27,7 @@ task_dir() {
 	printf '%020d\n' 1500000000 >"$pdir/spend/$(date +%F)"
 	run aibox task x
 	assert_failure 2
-	assert_output "aibox-task: the project's daily budget of 1.500000 USD is spent (1.500000 USD today by aibox's count): no task starts before tomorrow, or raise budget.day"
+	assert_output "aibox-task: the project's daily budget of 1.500000 USD is spent (1.500000 USD today by aibox's count): no task or aibox run starts before tomorrow (local time), or raise budget.day"
 	[ -z "$(task_dir)" ]
 	# below the cap it starts (and stops at the boot: no VM here)
 	printf '%020d\n' 1499999999 >"$pdir/spend/$(date +%F)"
@@ -53,4 +53,18 @@ task_dir() {
 	rm -rf "$pdir/tasks"
 	run --separate-stderr aibox task --max-budget-usd 7 x
 	[ "$(jq -c '.caps.task_usd' "$(task_dir)/usage.json")" = 5 ]
+}
+
+@test "run spend: aibox run is refused (125) when the project's day is spent, and goes on below it" {
+	printf 'env:\n  - ANTHROPIC_API_KEY\nbudget:\n  day: 2\n' >"$pdir/config.yaml"
+	mkdir -p "$pdir/spend"
+	printf '%020d\n' 2000000000 >"$pdir/spend/$(date +%F)"
+	run aibox run -- true
+	assert_failure 125
+	assert_output "aibox-run: the project's daily budget of 2.000000 USD is spent (2.000000 USD today by aibox's count): no task or aibox run starts before tomorrow (local time), or raise budget.day"
+	[ -z "$(ls "$pdir/runs" 2>/dev/null)" ]
+	printf '%020d\n' 1999999999 >"$pdir/spend/$(date +%F)"
+	run --separate-stderr aibox run -- true
+	assert_failure 125
+	[[ "$stderr" == *"aibox-run: the VM did not come up"* ]] || fail "$stderr"
 }
