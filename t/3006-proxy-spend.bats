@@ -133,6 +133,9 @@ NANO=13872000
 	start_recorded --ledger-fd 5
 	P1=$PROXY_PORT PID1=$PROXY_PID
 	PROXY_PID=
+	# each proxy opens the ledger itself, as each task does: flock(2) locks are per open
+	exec 5>&-
+	exec 5<>"$T/ledger"
 	start_proxy --key-env AIBOX_TEST_KEY --ledger-fd 5 --log "$T/proxy2.log"
 	exec 5>&-
 	P2=$PROXY_PORT
@@ -162,6 +165,21 @@ NANO=13872000
 	PID1=
 	[ "$(jq .usage.nano_usd "$T/record.json")" = $((8 * NANO)) ]
 	[ "$(jq .usage.day_nano_usd "$T/record.json")" -ge $((8 * NANO)) ]
+}
+
+@test "spend: the proxy adds to the ledger only under its lock: another task's update while it waits is kept" {
+	api "{\"usage\":$USAGE}"
+	printf '%020d\n' 0 >"$T/ledger"
+	exec 5<>"$T/ledger"
+	start_proxy --key-env AIBOX_TEST_KEY --ledger-fd 5
+	exec 5>&-
+	# another task holds the lock, and writes its own total before letting go
+	flock -x "$T/ledger" -c "touch '$T/held'; sleep 3; printf '%020d\n' 1000 >'$T/ledger'" &
+	holder=$!
+	while [ ! -e "$T/held" ]; do sleep 0.05; done
+	ask "$SONNET" true
+	wait "$holder"
+	[ "$(cat "$T/ledger")" = "$(printf '%020d' $((1000 + NANO)))" ]
 }
 
 @test "spend: hostile streams (huge events, broken JSON, usage going down, absurd numbers) cannot crash, stall or lower the count" {
