@@ -9,6 +9,7 @@ load lib-common
 load lib-claude
 load lib-tls
 load lib-proxy
+load lib-task # api
 
 KEY=sk-ant-real-key-3006
 
@@ -24,13 +25,6 @@ teardown() {
 	stop_proxy || true
 	stop_fake_api
 	common_teardown
-}
-
-# api SCRIPT-JSON: the fake API over TLS with that script; the upstream points at it
-api() {
-	printf '%s\n' "$1" >"$T/script.json"
-	start_fake_api "$T/script.json" --tls "$T/ca/server.pem" "$T/ca/server.key"
-	export AIBOX_API_UPSTREAM=https://localhost:$FAKE_API_PORT
 }
 
 # start_recorded ARGS...: start_proxy with key forwarding and its record in $T/record.json
@@ -197,8 +191,7 @@ NANO=13872000
 		  "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
 		]}]}
 	JSON
-	start_fake_api "$T/script.json" --tls "$T/ca/server.pem" "$T/ca/server.key"
-	export AIBOX_API_UPSTREAM=https://localhost:$FAKE_API_PORT
+	api "$(cat "$T/script.json")"
 	start_recorded
 	ask claude-sonnet-4-5 true
 	# the stream came through whole
