@@ -354,9 +354,9 @@ static int build_tree(struct ctx *c, const char *data, size_t len, struct node *
 
 /* ---- the schema ---- */
 
-static const char *const top_keys[] = {"allow", "mounts", "skills", "agents", "commands", "path",
-                                       "env",   "git",    "memory", "cpus",   "disk",     "budget",
-                                       NULL};
+static const char *const top_keys[] = {"allow", "mounts", "skills", "agents", "commands",
+                                       "path",  "env",    "git",    "memory", "cpus",
+                                       "disk",  "budget", NULL};
 static const char *const mount_keys[] = {"host", "vm", "read-only", NULL};
 static const char *const git_keys[] = {"url", "token", "auth", "user", "fetch", "push", NULL};
 static const char *const budget_keys[] = {"task", "day", NULL};
@@ -883,7 +883,8 @@ static int check_cpus(struct ctx *c, const struct node *v, struct config *cfg)
 static int check_budget(struct ctx *c, const struct node *v, struct config *cfg)
 {
 	if (v->kind != NODE_MAP)
-		return fail(c, v, "budget", "must be a mapping like {task: 5.00, day: 50.00}, not %s",
+		return fail(c, v, "budget",
+		            "must be a mapping like {task: 5.00, day: 50.00}, not %s",
 		            kind_name(v));
 	for (size_t k = 0; k < v->nr; k += 2) {
 		const struct node *kn = v->items[k], *vn = v->items[k + 1];
@@ -895,10 +896,11 @@ static int check_budget(struct ctx *c, const struct node *v, struct config *cfg)
 		snprintf(key, sizeof(key), "budget.%s", kn->str);
 		if (vn->kind != NODE_SCALAR || !vn->plain || is_null(vn) ||
 		    usage_parse_usd(vn->str, task ? &cfg->budget_task : &cfg->budget_day) < 0)
-			return fail(c, vn, key,
-			            "must be an amount of USD above 0 and at most %d, with at most 6 "
-			            "decimals, like 5.00",
-			            USAGE_CAP_MAX_USD);
+			return fail(
+			    c, vn, key,
+			    "must be an amount of USD above 0 and at most %d, with at most 6 "
+			    "decimals, like 5.00",
+			    USAGE_CAP_MAX_USD);
 	}
 	return 0;
 }

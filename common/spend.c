@@ -8,7 +8,7 @@
 #include "banned.h"
 
 int spend_start(struct spend *s, const char *project_dir, uint64_t cap_task, uint64_t cap_day,
-		struct buf *err)
+                struct buf *err)
 {
 	struct buf spent = BUF_INIT, cap = BUF_INIT;
 	int ret;
@@ -20,16 +20,17 @@ int spend_start(struct spend *s, const char *project_dir, uint64_t cap_task, uin
 		return s->ledger_fd;
 	if ((ret = usage_ledger_add(s->ledger_fd, 0, &s->day_nano)) < 0) {
 		buf_addf(err, "cannot read the ledger of today's spend in '%s/spend': %s",
-			 project_dir, ret == -EINVAL ? "not one number" : strerror(-ret));
+		         project_dir, ret == -EINVAL ? "not one number" : strerror(-ret));
 		return ret;
 	}
 	if (cap_day && s->day_nano >= cap_day) {
 		usage_format_usd(&spent, s->day_nano);
 		usage_format_usd(&cap, cap_day);
 		buf_addf(err,
-			 "the project's daily budget of %s USD is spent (%s USD today by aibox's "
-			 "count): no task or aibox run starts before tomorrow (local time), or raise budget.day",
-			 cap.buf, spent.buf);
+		         "the project's daily budget of %s USD is spent (%s USD today by aibox's "
+		         "count): no task or aibox run starts before tomorrow (local time), or "
+		         "raise budget.day",
+		         cap.buf, spent.buf);
 		ret = -EDQUOT;
 	}
 	buf_release(&spent);

@@ -16,11 +16,14 @@
 
 struct spend {
 	uint64_t cap_task, cap_day; /* nano-USD, 0: none */
-	int ledger_fd;		    /* the day's ledger, -1 before spend_start() */
-	uint64_t day_nano;	    /* the day's total when the task started */
+	int ledger_fd;              /* the day's ledger, -1 before spend_start() */
+	uint64_t day_nano;          /* the day's total when the task started */
 };
 
-#define SPEND_INIT { 0, 0, -1, 0 }
+#define SPEND_INIT                                                                                 \
+	{                                                                                          \
+		0, 0, -1, 0                                                                        \
+	}
 
 /*
  * Open the project's ledger for today (usage_ledger_open()) and read it.
@@ -29,7 +32,7 @@ struct spend {
  * read; 0 otherwise, with s filled.
  */
 int spend_start(struct spend *s, const char *project_dir, uint64_t cap_task, uint64_t cap_day,
-		struct buf *err);
+                struct buf *err);
 
 /* The smaller of two caps, 0 meaning none. */
 uint64_t spend_cap_min(uint64_t a, uint64_t b);

@@ -14,7 +14,7 @@
 #include "banned.h"
 
 const char *const usage_kind_names[USAGE_KINDS] = {
-	"input", "output", "cache_write_5m", "cache_write_1h", "cache_read",
+    "input", "output", "cache_write_5m", "cache_write_1h", "cache_read",
 };
 
 static uint64_t sat_add(uint64_t a, uint64_t b)
@@ -125,10 +125,13 @@ static void read_json(struct usage_stream *s, const char *p, size_t n, struct us
 		see(s, USAGE_CACHE_READ, json_object_get(u, "cache_read_input_tokens"), delta);
 		cc = json_object_get(u, "cache_creation");
 		if (json_is_object(cc)) {
-			see(s, USAGE_CACHE_5M, json_object_get(cc, "ephemeral_5m_input_tokens"), delta);
-			see(s, USAGE_CACHE_1H, json_object_get(cc, "ephemeral_1h_input_tokens"), delta);
+			see(s, USAGE_CACHE_5M, json_object_get(cc, "ephemeral_5m_input_tokens"),
+			    delta);
+			see(s, USAGE_CACHE_1H, json_object_get(cc, "ephemeral_1h_input_tokens"),
+			    delta);
 		} else {
-			see(s, USAGE_CACHE_5M, json_object_get(u, "cache_creation_input_tokens"), delta);
+			see(s, USAGE_CACHE_5M, json_object_get(u, "cache_creation_input_tokens"),
+			    delta);
 		}
 	}
 	json_decref(root);
@@ -170,8 +173,7 @@ static void sse_line(struct usage_stream *s, struct usage_tokens *delta)
 	s->line_over = 0;
 }
 
-void usage_stream_feed(struct usage_stream *s, const char *p, size_t n,
-		       struct usage_tokens *delta)
+void usage_stream_feed(struct usage_stream *s, const char *p, size_t n, struct usage_tokens *delta)
 {
 	if (s->mode == USAGE_JSON) {
 		if (s->line_over || s->line.len + n > USAGE_BODY_MAX) {
@@ -286,7 +288,7 @@ int usage_parse_usd(const char *s, uint64_t *nano)
 void usage_format_usd(struct buf *out, uint64_t nano)
 {
 	buf_addf(out, "%llu.%06llu", (unsigned long long)(nano / USAGE_NANO_PER_USD),
-		 (unsigned long long)(nano % USAGE_NANO_PER_USD / 1000));
+	         (unsigned long long)(nano % USAGE_NANO_PER_USD / 1000));
 }
 
 static int prices_bad(struct buf *err, int line, const char *why)
@@ -350,10 +352,11 @@ int usage_prices_parse(const char *p, size_t n, struct usage_prices *t, struct b
 		memset(&t->v[t->nr], 0, sizeof(t->v[t->nr]));
 		memcpy(t->v[t->nr].family, f[0], fl[0]);
 		for (int k = 0; k < USAGE_KINDS; k++) {
-			if (parse_fixed(f[k + 1], fl[k + 1], 3, 1000000, &t->v[t->nr].nano[k]) < 0) {
+			if (parse_fixed(f[k + 1], fl[k + 1], 3, 1000000, &t->v[t->nr].nano[k]) <
+			    0) {
 				ret = prices_bad(err, line,
-						 "a price is a number of USD per million tokens "
-						 "(at most 3 decimals, at most 1000000)");
+				                 "a price is a number of USD per million tokens "
+				                 "(at most 3 decimals, at most 1000000)");
 				goto out;
 			}
 			if (t->v[t->nr].nano[k] > t->top.nano[k])
@@ -385,7 +388,7 @@ int usage_prices_load(const char *path, struct usage_prices *t, struct buf *err)
 	memset(t, 0, sizeof(*t));
 	if (r < 0) {
 		buf_addf(err, "cannot read '%s': %s", path,
-			 r == -EFBIG ? "too large" : strerror((int)-r));
+		         r == -EFBIG ? "too large" : strerror((int)-r));
 		buf_release(&b);
 		return (int)r;
 	}
@@ -397,8 +400,7 @@ int usage_prices_load(const char *path, struct usage_prices *t, struct buf *err)
 	return ret;
 }
 
-int usage_price_of(const struct usage_prices *t, const char *model,
-		   const struct usage_price **out)
+int usage_price_of(const struct usage_prices *t, const char *model, const struct usage_price **out)
 {
 	const struct usage_price *best = NULL;
 	size_t best_len = 0;
@@ -458,7 +460,7 @@ static struct usage_model *model_slot(struct usage_count *c, const char *name)
 }
 
 void usage_count_add(struct usage_count *c, const struct usage_prices *t, const char *model,
-		     const struct usage_tokens *d, int new_answer, uint64_t *nano)
+                     const struct usage_tokens *d, int new_answer, uint64_t *nano)
 {
 	const struct usage_price *p;
 	int priced = usage_price_of(t, name_ok(model) ? model : NULL, &p);
@@ -486,7 +488,7 @@ static json_t *jusd(uint64_t nano)
 	return json_real((double)(nano / 1000) / 1e6);
 }
 
-static const char *const capped_names[] = { NULL, "task", "day" };
+static const char *const capped_names[] = {NULL, "task", "day"};
 
 void *usage_count_to_json(const struct usage_count *c)
 {
@@ -518,7 +520,7 @@ void *usage_count_to_json(const struct usage_count *c)
 	json_object_set_new(root, "cap_day_nano", jcount(c->cap_day));
 	json_object_set_new(root, "day_nano_usd", jcount(c->day_nano));
 	json_object_set_new(root, "ended_by_cap",
-			    c->capped ? json_string(capped_names[c->capped]) : json_null());
+	                    c->capped ? json_string(capped_names[c->capped]) : json_null());
 	return root;
 }
 
@@ -588,7 +590,8 @@ int usage_count_from_json(const void *json, struct usage_count *c, struct buf *e
 		for (int k = 0; k < USAGE_KINDS; k++)
 			if (get_n(m, usage_kind_names[k], &um->t.n[k], err))
 				goto bad;
-		if (get_n(m, "requests", &um->requests, err) || get_n(m, "nano_usd", &um->nano, err))
+		if (get_n(m, "requests", &um->requests, err) ||
+		    get_n(m, "nano_usd", &um->nano, err))
 			goto bad;
 		um->unpriced = json_is_false(json_object_get(m, "priced"));
 		c->nr++;

@@ -30,8 +30,8 @@
 enum usage_kind {
 	USAGE_INPUT,
 	USAGE_OUTPUT,
-	USAGE_CACHE_5M,	  /* cache writes kept 5 minutes */
-	USAGE_CACHE_1H,	  /* cache writes kept 1 hour */
+	USAGE_CACHE_5M,   /* cache writes kept 5 minutes */
+	USAGE_CACHE_1H,   /* cache writes kept 1 hour */
 	USAGE_CACHE_READ, /* cache hits */
 	USAGE_KINDS
 };
@@ -48,8 +48,8 @@ extern const char *const usage_kind_names[USAGE_KINDS];
 /* A model name longer than this is counted under USAGE_MODEL_OTHER. */
 #define USAGE_MODEL_MAX 64
 /* Models counted by name; the rest are counted together under USAGE_MODEL_OTHER. */
-#define USAGE_MODELS 32
-#define USAGE_MODEL_OTHER "(other)"
+#define USAGE_MODELS       32
+#define USAGE_MODEL_OTHER  "(other)"
 #define USAGE_NANO_PER_USD 1000000000ULL
 /* A cap is at most this many USD (config and options refuse more). */
 #define USAGE_CAP_MAX_USD 1000000
@@ -64,14 +64,14 @@ enum usage_mode { USAGE_OFF, USAGE_SSE, USAGE_JSON };
 
 struct usage_stream {
 	enum usage_mode mode;
-	struct buf line;  /* SSE: the line being read; JSON: the body */
-	struct buf data;  /* SSE: the data lines of the event being read */
-	int line_over;	  /* the line or body passed its cap: skipped */
-	int data_over;	  /* the event's data passed its cap: skipped */
-	int after_cr;	  /* the last byte was a CR (a CR LF is one line end) */
-	struct usage_tokens seen; /* the highest of each kind this answer reported */
+	struct buf line;                 /* SSE: the line being read; JSON: the body */
+	struct buf data;                 /* SSE: the data lines of the event being read */
+	int line_over;                   /* the line or body passed its cap: skipped */
+	int data_over;                   /* the event's data passed its cap: skipped */
+	int after_cr;                    /* the last byte was a CR (a CR LF is one line end) */
+	struct usage_tokens seen;        /* the highest of each kind this answer reported */
 	char model[USAGE_MODEL_MAX + 1]; /* "" until the answer names one */
-	uint64_t skipped; /* events or bodies not counted: too large or not JSON */
+	uint64_t skipped;                /* events or bodies not counted: too large or not JSON */
 };
 
 void usage_stream_init(struct usage_stream *s, enum usage_mode mode);
@@ -83,8 +83,7 @@ void usage_stream_init(struct usage_stream *s, enum usage_mode mode);
  * highest value seen, at most USAGE_TOKENS_MAX).  Never fails; memory stays
  * within USAGE_EVENT_MAX (SSE) or USAGE_BODY_MAX (JSON) per buffer.
  */
-void usage_stream_feed(struct usage_stream *s, const char *p, size_t n,
-		       struct usage_tokens *delta);
+void usage_stream_feed(struct usage_stream *s, const char *p, size_t n, struct usage_tokens *delta);
 
 /* The body ended: a JSON body is read now (an SSE event left open is dropped). */
 void usage_stream_end(struct usage_stream *s, struct usage_tokens *delta);
@@ -98,18 +97,27 @@ int usage_tokens_any(const struct usage_tokens *t);
 
 struct usage_price {
 	char family[USAGE_MODEL_MAX + 1]; /* a model name prefix */
-	uint64_t nano[USAGE_KINDS];	  /* nano-USD per token */
+	uint64_t nano[USAGE_KINDS];       /* nano-USD per token */
 };
 
 struct usage_prices {
 	struct usage_price *v;
 	size_t nr;
-	char date[32];		 /* the table's "date" line */
-	struct usage_price top;	 /* the highest price of each kind: for models not in v */
+	char date[32];          /* the table's "date" line */
+	struct usage_price top; /* the highest price of each kind: for models not in v */
 };
 
-#define USAGE_PRICES_INIT { NULL, 0, "", { "", { 0 } } }
-#define USAGE_PRICES_MAX 256 /* families in a table */
+#define USAGE_PRICES_INIT                                                                          \
+	{                                                                                          \
+		NULL, 0, "",                                                                       \
+		{                                                                                  \
+			"",                                                                        \
+			{                                                                          \
+				0                                                                  \
+			}                                                                          \
+		}                                                                                  \
+	}
+#define USAGE_PRICES_MAX      256 /* families in a table */
 #define USAGE_PRICES_FILE_MAX (64 * 1024)
 
 /*
@@ -127,8 +135,7 @@ int usage_prices_load(const char *path, struct usage_prices *t, struct buf *err)
  * The price of model: the family that is the longest prefix of it; 1 when
  * found, 0 when not (then *out is the table's top price).
  */
-int usage_price_of(const struct usage_prices *t, const char *model,
-		   const struct usage_price **out);
+int usage_price_of(const struct usage_prices *t, const char *model, const struct usage_price **out);
 
 /* What t costs at price p, in nano-USD (saturating). */
 uint64_t usage_cost(const struct usage_price *p, const struct usage_tokens *t);
@@ -141,8 +148,8 @@ struct usage_model {
 	char name[USAGE_MODEL_MAX + 1]; /* USAGE_MODEL_OTHER for the rest */
 	struct usage_tokens t;
 	uint64_t requests; /* answers that reported usage for this model */
-	uint64_t nano;	   /* their cost */
-	int unpriced;	   /* not in the price table: charged at its top price */
+	uint64_t nano;     /* their cost */
+	int unpriced;      /* not in the price table: charged at its top price */
 };
 
 /* Which cap ended the task, if one did. */
@@ -151,16 +158,16 @@ enum usage_capped { USAGE_CAPPED_NONE, USAGE_CAPPED_TASK, USAGE_CAPPED_DAY };
 struct usage_count {
 	struct usage_model m[USAGE_MODELS + 1];
 	size_t nr;
-	uint64_t requests;   /* answers to paid endpoints forwarded */
-	uint64_t nano;	     /* their cost by aibox's count */
-	uint64_t uncounted;  /* answers whose usage could not be read (docs/budget.md) */
-	uint64_t skipped;    /* events or bodies skipped (too large, not JSON) */
-	uint64_t refused;    /* requests refused because a cap was reached */
-	uint64_t cap_task;   /* nano-USD, 0: none */
-	uint64_t cap_day;    /* nano-USD, 0: none */
-	uint64_t day_nano;   /* the project's day total, as last seen in the ledger */
+	uint64_t requests;  /* answers to paid endpoints forwarded */
+	uint64_t nano;      /* their cost by aibox's count */
+	uint64_t uncounted; /* answers whose usage could not be read (docs/budget.md) */
+	uint64_t skipped;   /* events or bodies skipped (too large, not JSON) */
+	uint64_t refused;   /* requests refused because a cap was reached */
+	uint64_t cap_task;  /* nano-USD, 0: none */
+	uint64_t cap_day;   /* nano-USD, 0: none */
+	uint64_t day_nano;  /* the project's day total, as last seen in the ledger */
 	enum usage_capped capped;
-	int present;	     /* counting is on (the proxy), or the record had usage (its reader) */
+	int present; /* counting is on (the proxy), or the record had usage (its reader) */
 };
 
 /*
@@ -169,7 +176,7 @@ struct usage_count {
  * request for the model).  *nano gets d's cost.
  */
 void usage_count_add(struct usage_count *c, const struct usage_prices *t, const char *model,
-		     const struct usage_tokens *d, int new_answer, uint64_t *nano);
+                     const struct usage_tokens *d, int new_answer, uint64_t *nano);
 
 /* Append c as one JSON object (no newline): the "usage" of the record and usage.json. */
 void usage_count_json(const struct usage_count *c, struct buf *out);

@@ -22,17 +22,17 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static void run(const char *p, size_t n, enum usage_mode mode, unsigned cut,
-		struct usage_stream *s)
+static void run(const char *p, size_t n, enum usage_mode mode, unsigned cut, struct usage_stream *s)
 {
-	struct usage_tokens sum = { { 0 } };
+	struct usage_tokens sum = {{0}};
 	size_t off = 0;
 
 	usage_stream_init(s, mode);
 	while (off < n) {
-		struct usage_tokens d = { { 0 } };
+		struct usage_tokens d = {{0}};
 		struct usage_tokens before = s->seen;
-		size_t take = cut ? 1 + (size_t)(((unsigned char)p[off] * 31u + cut) % (cut * 8)) : n;
+		size_t take =
+		    cut ? 1 + (size_t)(((unsigned char)p[off] * 31u + cut) % (cut * 8)) : n;
 
 		if (take > n - off)
 			take = n - off;
@@ -46,7 +46,7 @@ static void run(const char *p, size_t n, enum usage_mode mode, unsigned cut,
 		off += take;
 	}
 	{
-		struct usage_tokens d = { { 0 } };
+		struct usage_tokens d = {{0}};
 
 		usage_stream_end(s, &d);
 		for (int k = 0; k < USAGE_KINDS; k++) {

@@ -73,7 +73,8 @@ static int cmd_config(const char *file)
 		printf("\n");
 	}
 	if (cfg.set & CONFIG_SET_BUDGET)
-		printf("budget task=%" PRIu64 " day=%" PRIu64 "\n", cfg.budget_task, cfg.budget_day);
+		printf("budget task=%" PRIu64 " day=%" PRIu64 "\n", cfg.budget_task,
+		       cfg.budget_day);
 	printf("memory %" PRIu64 "\ncpus %d\ndisk %" PRIu64 "\nset 0x%03x\n", cfg.memory_mib,
 	       cfg.cpus, cfg.disk_mib, cfg.set);
 	config_release(&cfg);
