@@ -208,6 +208,48 @@ NANO=13872000
 	[ "$(usage '.skipped')" = 5 ]
 }
 
+@test "spend: events reach the client as they come, a huge one too, while the proxy counts them" {
+	big=$(head -c 600000 /dev/zero | tr '\0' x)
+	cat >"$T/script.json" <<-JSON
+		{"turns": [{"raw": [
+		  "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"claude-sonnet-4-5\",\"usage\":{\"input_tokens\":100,\"output_tokens\":1}}}\n\n",
+		  "data: {\"type\":\"ping\",\"pad\":\"$big\"}\n\n",
+		  4,
+		  "data: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":30}}\n\n",
+		  "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+		]}]}
+	JSON
+	api "$(cat "$T/script.json")"
+	start_recorded
+	# the seconds at which the client had the first event, the huge one, and the end
+	python3 - "$PROXY_PORT" >"$T/times" <<-'PY'
+		import socket, sys, time, json
+		body = json.dumps({"model": "claude-sonnet-4-5", "stream": True, "tools": [{"name": "Bash"}],
+		                   "messages": [{"role": "user", "content": "hi"}]}).encode()
+		s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=30)
+		s.sendall(b"POST http://127.0.0.1:3129/v1/messages HTTP/1.1\r\nHost: 127.0.0.1:3129\r\n"
+		          b"Content-Type: application/json\r\nConnection: close\r\n"
+		          b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+		t0, got, first, huge = time.time(), b"", None, None
+		while True:
+		    b = s.recv(65536)
+		    if not b:
+		        break
+		    got += b
+		    if first is None and b"message_start" in got:
+		        first = time.time() - t0
+		    if huge is None and b"x" * 600000 + b'"}' in got:
+		        huge = time.time() - t0
+		print("%.2f %.2f %.2f" % (first, huge, time.time() - t0))
+	PY
+	read -r first huge end <"$T/times"
+	# both before the upstream's 4 s pause ended, the end after it
+	awk -v f="$first" -v h="$huge" -v e="$end" 'BEGIN { exit !(f < 3 && h < 3 && e >= 4) }'
+	stop_proxy
+	[ "$(usage '.models[0] | [.input, .output]')" = '[100,30]' ]
+	[ "$(usage '.skipped')" = 1 ]
+}
+
 @test "spend: --budget-task, --budget-day, --ledger-fd and --prices are checked" {
 	run aibox-proxy --budget-task 0
 	[ "$status" -eq 2 ]
