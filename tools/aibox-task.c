@@ -76,7 +76,7 @@ static const char usage_text[] =
 	"    --from REV             start from this branch, tag, commit or stash (default HEAD)\n"
 	"    --file PATH            add the text of PATH to the prompt; - reads stdin (repeatable)\n"
 	"    --timeout DURATION     Claude Code's time limit, like 60m or 1h30m (default 60m)\n"
-	"    --max-budget-usd N     the cost cap passed to Claude Code\n"
+	"    --max-budget-usd N     the cost cap, kept by aibox's proxy and Claude Code\n"
 	"    --memory SIZE          the VM's memory, 512M to 1T, like 8G (default from the config)\n"
 	"    --cpus N               the VM's CPUs, 1 to this machine's (default from the config)\n"
 	"    --image NAME           the VM image (default: default)\n"
