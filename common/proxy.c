@@ -3,10 +3,10 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <openssl/err.h>
-#include <jansson.h>
 #include <openssl/x509.h>
 #include <stdint.h>
 #include <stdio.h>
