@@ -18,6 +18,7 @@
 #include "num.h"
 #include "paths.h"
 #include "allow.h"
+#include "usage.h"
 #include "banned.h"
 
 #define STR_(x) #x
@@ -69,7 +70,13 @@ const char config_default_text[] =
     "# and the task's state disk (like 20G).\n"
     "# memory: 4G\n"
     "# cpus: 2\n"
-    "# disk: 20G\n";
+    "# disk: 20G\n"
+    "\n"
+    "# Spend caps in USD, counted by aibox's proxy from what the API reports:\n"
+    "# per task, and per day across all of this project's tasks and aibox runs.\n"
+    "# budget:\n"
+    "#   task: 5.00\n"
+    "#   day: 50.00\n";
 
 /* The document as a tree, built from libyaml's events. */
 enum node_kind { NODE_SCALAR, NODE_SEQ, NODE_MAP };
@@ -347,10 +354,12 @@ static int build_tree(struct ctx *c, const char *data, size_t len, struct node *
 
 /* ---- the schema ---- */
 
-static const char *const top_keys[] = {"allow", "mounts", "skills", "agents", "commands", "path",
-                                       "env",   "git",    "memory", "cpus",   "disk",     NULL};
+static const char *const top_keys[] = {"allow", "mounts", "skills", "agents", "commands",
+                                       "path",  "env",    "git",    "memory", "cpus",
+                                       "disk",  "budget", NULL};
 static const char *const mount_keys[] = {"host", "vm", "read-only", NULL};
 static const char *const git_keys[] = {"url", "token", "auth", "user", "fetch", "push", NULL};
+static const char *const budget_keys[] = {"task", "day", NULL};
 
 static void list_keys(struct buf *b, const char *const *keys)
 {
@@ -870,6 +879,32 @@ static int check_cpus(struct ctx *c, const struct node *v, struct config *cfg)
 	return ret;
 }
 
+/* budget: {task: USD, day: USD}; the amount's rules are common/usage's, shared with the options. */
+static int check_budget(struct ctx *c, const struct node *v, struct config *cfg)
+{
+	if (v->kind != NODE_MAP)
+		return fail(c, v, "budget",
+		            "must be a mapping like {task: 5.00, day: 50.00}, not %s",
+		            kind_name(v));
+	for (size_t k = 0; k < v->nr; k += 2) {
+		const struct node *kn = v->items[k], *vn = v->items[k + 1];
+		int task = !strcmp(kn->str, "task");
+		char key[16];
+
+		if (!known(kn->str, budget_keys))
+			return unknown_key(c, kn, "budget", budget_keys);
+		snprintf(key, sizeof(key), "budget.%s", kn->str);
+		if (vn->kind != NODE_SCALAR || !vn->plain || is_null(vn) ||
+		    usage_parse_usd(vn->str, task ? &cfg->budget_task : &cfg->budget_day) < 0)
+			return fail(
+			    c, vn, key,
+			    "must be an amount of USD above 0 and at most %d, with at most 6 "
+			    "decimals, like 5.00",
+			    USAGE_CAP_MAX_USD);
+	}
+	return 0;
+}
+
 int config_host_check(const struct config *cfg, struct buf *err)
 {
 	struct allow_list al = ALLOW_LIST_INIT;
@@ -1143,6 +1178,8 @@ static int check_root(struct ctx *c, const struct node *root, struct config *cfg
 	if (!ret && val[10])
 		ret = check_size(c, val[10], "disk", CONFIG_MIN_DISK_MIB, CONFIG_MAX_DISK_MIB,
 		                 &cfg->disk_mib);
+	if (!ret && val[11])
+		ret = check_budget(c, val[11], cfg);
 	/* A token the broker holds must not also be handed to the VM. */
 	for (size_t i = 0; !ret && i < cfg->nr_git; i++) {
 		const char *t = cfg->git[i].token_env;

@@ -94,6 +94,7 @@ struct config_git {
 #define CONFIG_SET_MEMORY   0x100
 #define CONFIG_SET_CPUS     0x200
 #define CONFIG_SET_DISK     0x400
+#define CONFIG_SET_BUDGET   0x800
 
 struct config {
 	struct strvec allow; /* proxy entries, hosts lowercased; syntax checked here */
@@ -107,6 +108,8 @@ struct config {
 	uint64_t memory_mib;
 	int cpus;
 	uint64_t disk_mib;
+	/* budget: caps in nano-USD (common/usage.h, docs/budget.md), 0: none. */
+	uint64_t budget_task, budget_day;
 	unsigned set; /* CONFIG_SET_* */
 };
 

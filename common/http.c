@@ -678,6 +678,8 @@ static long body_run(struct http_body *b, const char *p, size_t n, char *out, si
 			memcpy(out + *out_len, p, n);
 			*out_len += n;
 		}
+		if (b->content && n)
+			b->content(b->content_ctx, p, n);
 		return (long)n;
 	}
 	while (i < n && !b->done) {
@@ -690,6 +692,8 @@ static long body_run(struct http_body *b, const char *p, size_t n, char *out, si
 				memcpy(out + *out_len, p + i, take);
 				*out_len += take;
 			}
+			if (b->content && take)
+				b->content(b->content_ctx, p + i, take);
 			i += take;
 			b->left -= take;
 			if (!b->left)

@@ -103,6 +103,13 @@ struct http_body {
 	unsigned line;	 /* length of the current size/trailer line */
 	unsigned ndigits;
 	int done;
+	/*
+	 * Optional, set after http_body_init(): called by http_body_feed() with
+	 * each piece of the body's content (without the chunked framing), in
+	 * order, as it is fed.
+	 */
+	void (*content)(void *ctx, const char *p, size_t n);
+	void *content_ctx;
 };
 
 void http_body_init(struct http_body *b, enum http_body_kind kind, uint64_t length);

@@ -111,16 +111,30 @@ const char *aibox_home(void)
 	return home_cache;
 }
 
+/* data_dir()/share/NAME in the source tree, else data_dir()/NAME; dir: a folder. */
+static const char *data_path(struct buf *b, const char *name, int dir)
+{
+	struct stat st;
+
+	buf_reset(b);
+	buf_addf(b, "%s/share/%s", data_dir(), name);
+	if (stat(b->buf, &st) == 0 && (dir ? S_ISDIR(st.st_mode) : S_ISREG(st.st_mode)))
+		return b->buf;
+	buf_reset(b);
+	buf_addf(b, "%s/%s", data_dir(), name);
+	return b->buf;
+}
+
 const char *presets_dir(void)
 {
 	static struct buf b = BUF_INIT;
-	struct stat st;
 
-	buf_reset(&b);
-	buf_addf(&b, "%s/share/presets", data_dir());
-	if (stat(b.buf, &st) == 0 && S_ISDIR(st.st_mode))
-		return b.buf;
-	buf_reset(&b);
-	buf_addf(&b, "%s/presets", data_dir());
-	return b.buf;
+	return data_path(&b, "presets", 1);
+}
+
+const char *prices_file(void)
+{
+	static struct buf b = BUF_INIT;
+
+	return data_path(&b, "prices", 0);
 }

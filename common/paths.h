@@ -21,6 +21,9 @@ const char *data_dir(void);
 /* Where allow's preset:NAME files are: data_dir()/share/presets, else data_dir()/presets. */
 const char *presets_dir(void);
 
+/* The price table (docs/budget.md): data_dir()/share/prices, else data_dir()/prices. */
+const char *prices_file(void);
+
 /* $AIBOX_HOME, or ~/.aibox.  Never NULL; "/.aibox" relative to "/" without HOME. */
 const char *aibox_home(void);
 

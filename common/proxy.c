@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <openssl/err.h>
@@ -29,6 +30,7 @@
 #include "resolve.h"
 #include "spawn.h"
 #include "tls.h"
+#include "usage.h"
 #include "banned.h"
 
 #define SCRATCH_SIZE (64 * 1024)
@@ -113,6 +115,14 @@ struct conn {
 	int up_close;	  /* the upstream's response said Connection: close */
 	char *replay;	  /* the upstream head, kept to send it again (no body) */
 	size_t replay_len;
+
+	/* Spend: a request to a paid endpoint, and what its answer reported. */
+	int paid;
+	struct usage_stream *us; /* while the answer is read */
+	int us_counted;		 /* the answer has reported usage */
+	struct usage_tokens req_tokens;
+	uint64_t req_nano;
+	char req_model[USAGE_MODEL_MAX + 1];
 
 	struct resolve_job *job;
 	struct resolve_result addrs;
@@ -254,10 +264,13 @@ static void host_name(struct buf *b, const struct conn *c)
 	buf_addf(b, ":%d", c->port);
 }
 
+static void usage_done(struct conn *c);
+
 static void log_line(struct conn *c, const char *verdict, const char *why)
 {
 	struct buf b = BUF_INIT, name = BUF_INIT;
 
+	usage_done(c);
 	if (c->host[0])
 		host_name(&name, c);
 	if (cfg->report)
@@ -281,6 +294,15 @@ static void log_line(struct conn *c, const char *verdict, const char *why)
 		buf_addf(&b, " (%s)", why);
 	if (c->status)
 		buf_addf(&b, " status=%d", c->status);
+	if (c->us_counted) {
+		/* The model name passed usage_stream's check: printable, no spaces. */
+		buf_addf(&b, " model=%s", c->req_model[0] ? c->req_model : "-");
+		for (int k = 0; k < USAGE_KINDS; k++)
+			buf_addf(&b, " %s=%llu", usage_kind_names[k],
+				 (unsigned long long)c->req_tokens.n[k]);
+		buf_addstr(&b, " usd=");
+		usage_format_usd(&b, c->req_nano);
+	}
 	buf_addf(&b, " sent=%llu received=%llu duration=%.3fs\n", (unsigned long long)c->sent,
 		 (unsigned long long)c->received, (double)(now_ms - c->start_ms) / 1000.0);
 	if (log_room(b.len))
@@ -535,6 +557,7 @@ static void free_graveyard(void)
 		struct conn *c = graveyard;
 
 		graveyard = c->gnext;
+		usage_done(c);
 		drop_replay(c);
 		spill_free(&c->to_client);
 		free(c->in);
@@ -544,6 +567,11 @@ static void free_graveyard(void)
 
 static void reset_request(struct conn *c)
 {
+	usage_done(c);
+	c->paid = c->us_counted = 0;
+	memset(&c->req_tokens, 0, sizeof(c->req_tokens));
+	c->req_nano = 0;
+	c->req_model[0] = '\0';
 	drop_replay(c);
 	c->reused = c->up_close = 0;
 	c->is_connect = c->is_api = c->head_method = 0;
@@ -567,10 +595,15 @@ static void enter_head(struct conn *c)
 							 : cfg->idle_timeout_ms);
 }
 
-/* Answer the client ourselves and close: refusals and errors. */
-static void respond(struct conn *c, int code, const char *verdict, const char *why)
+/*
+ * Answer the client ourselves and close: refusals and errors.  The body is
+ * "aibox-proxy: why" in text, or json when given.
+ */
+static void respond_with(struct conn *c, int code, const char *verdict, const char *why,
+			 const char *json)
 {
-	const char *text = code == 403 ? "Forbidden"
+	const char *text = code == 400 ? "Bad Request"
+			   : code == 403 ? "Forbidden"
 			   : code == 405 ? "Method Not Allowed"
 			   : code == 502 ? "Bad Gateway"
 			   : code == 504 ? "Gateway Timeout"
@@ -588,19 +621,198 @@ static void respond(struct conn *c, int code, const char *verdict, const char *w
 	buf_addf(&b, "HTTP/1.1 %d %s\r\n", code, text);
 	if (code == 405)
 		buf_addstr(&b, "Allow: " PROXY_API_METHODS "\r\n");
-	buf_addf(&b,
-		 "Content-Type: text/plain\r\nContent-Length: %zu\r\n"
-		 "Connection: close\r\n\r\naibox-proxy: %s\n",
-		 strlen(why) + 14, why);
+	if (json)
+		buf_addf(&b,
+			 "Content-Type: application/json\r\nContent-Length: %zu\r\n"
+			 "Connection: close\r\n\r\n%s",
+			 strlen(json), json);
+	else
+		buf_addf(&b,
+			 "Content-Type: text/plain\r\nContent-Length: %zu\r\n"
+			 "Connection: close\r\n\r\naibox-proxy: %s\n",
+			 strlen(why) + 14, why);
 	spill_add(&c->to_client, b.buf, b.len);
 	buf_release(&b);
 	c->state = ST_CLOSING;
 	c->deadline_ms = now_ms + LINGER_MS;
 }
 
+static void respond(struct conn *c, int code, const char *verdict, const char *why)
+{
+	respond_with(c, code, verdict, why, NULL);
+}
+
 static void refuse(struct conn *c, const char *why)
 {
 	respond(c, 403, "refused", why);
+}
+
+/* ---- spend (docs/budget.md) ---- */
+
+/* The endpoints that cost money: POST /v1/messages and /v1/complete, any query. */
+static int api_paid(const struct http_head *h, const char *t, size_t tl)
+{
+	const char *q = memchr(t, '?', tl);
+	size_t n = q ? (size_t)(q - t) : tl;
+
+	return h->method_len == 4 && !memcmp(h->method, "POST", 4) &&
+	       ((n == 12 && !memcmp(t, "/v1/messages", 12)) ||
+		(n == 12 && !memcmp(t, "/v1/complete", 12)));
+}
+
+/*
+ * A paid request when a cap is reached: answer it in the API's own error
+ * shape, so that the client reports it and stops.  1 when refused.
+ */
+static int budget_refused(struct conn *c)
+{
+	struct usage_count *u = &cfg->report->usage;
+	enum usage_capped which = USAGE_CAPPED_NONE;
+	struct buf msg = BUF_INIT, spent = BUF_INIT, cap = BUF_INIT, why = BUF_INIT;
+	json_t *body;
+	char *text;
+	uint64_t total;
+	int r = 0;
+
+	if (u->cap_task && u->nano >= u->cap_task) {
+		which = USAGE_CAPPED_TASK;
+		usage_format_usd(&spent, u->nano);
+		usage_format_usd(&cap, u->cap_task);
+		buf_addf(&msg, "aibox: this task's budget of %s USD is spent (%s USD by aibox's "
+			       "count); aibox-proxy refuses further API requests",
+			 cap.buf, spent.buf);
+	} else if (u->cap_day && cfg->ledger_fd >= 0) {
+		r = usage_ledger_add(cfg->ledger_fd, 0, &total);
+		if (r == 0)
+			u->day_nano = total;
+		if (r < 0 || total >= u->cap_day) {
+			which = USAGE_CAPPED_DAY;
+			usage_format_usd(&cap, u->cap_day);
+			if (r < 0)
+				buf_addf(&msg,
+					 "aibox: the project's ledger of today's spend cannot be "
+					 "read (%s), so its daily budget of %s USD cannot be kept; "
+					 "aibox-proxy refuses further API requests",
+					 strerror(-r), cap.buf);
+			else {
+				usage_format_usd(&spent, total);
+				buf_addf(&msg,
+					 "aibox: the project's daily budget of %s USD is spent (%s "
+					 "USD today by aibox's count); aibox-proxy refuses further "
+					 "API requests",
+					 cap.buf, spent.buf);
+			}
+		}
+	}
+	if (which == USAGE_CAPPED_NONE)
+		goto out;
+	u->refused++;
+	if (!u->capped)
+		u->capped = which;
+	body = json_pack("{s:s, s:{s:s, s:s}}", "type", "error", "error", "type",
+			 PROXY_BUDGET_ERROR, "message", msg.buf);
+	text = body ? json_dumps(body, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+	if (!text)
+		die("out of memory");
+	buf_addf(&why, "budget: the %s cap of %s USD is reached",
+		 which == USAGE_CAPPED_TASK ? "task" : "day", cap.buf);
+	respond_with(c, 400, "refused", why.buf, text);
+	free(text);
+	json_decref(body);
+	r = 1;
+out:
+	buf_release(&msg);
+	buf_release(&spent);
+	buf_release(&cap);
+	buf_release(&why);
+	return r == 1;
+}
+
+/* Count what one answer's usage grew by. */
+static void usage_apply(struct conn *c, const struct usage_tokens *d)
+{
+	struct usage_count *u = &cfg->report->usage;
+	uint64_t nano, total;
+
+	if (!usage_tokens_any(d))
+		return;
+	usage_count_add(u, cfg->prices, c->us->model, d, !c->us_counted, &nano);
+	if (!c->us_counted)
+		memcpy(c->req_model, c->us->model, sizeof(c->req_model));
+	c->us_counted = 1;
+	for (int k = 0; k < USAGE_KINDS; k++)
+		c->req_tokens.n[k] += d->n[k];
+	c->req_nano += nano;
+	/* Each task adds as it goes, so that a killed task's spend is still there. */
+	if (cfg->ledger_fd >= 0 && nano && usage_ledger_add(cfg->ledger_fd, nano, &total) == 0)
+		u->day_nano = total;
+}
+
+static void usage_content(void *ctx, const char *p, size_t n)
+{
+	struct conn *c = ctx;
+	struct usage_tokens d = { { 0 } };
+
+	if (!c->us)
+		return;
+	usage_stream_feed(c->us, p, n, &d);
+	usage_apply(c, &d);
+}
+
+/*
+ * The answer to a paid request began (h): read its usage as its body goes
+ * past, if it is one the API reports usage in.
+ */
+static void usage_begin(struct conn *c, const struct http_head *h)
+{
+	struct usage_count *u = &cfg->report->usage;
+	enum usage_mode mode = USAGE_OFF;
+	int encoded = 0;
+
+	if (!c->paid || h->status < 200 || h->status > 299)
+		return;
+	u->requests++;
+	for (int i = 0; i < h->nhdr; i++) {
+		const struct http_header *hd = &h->hdr[i];
+
+		if (http_name_is(hd, "content-type")) {
+			if (hd->value_len >= 17 && !strncasecmp(hd->value, "text/event-stream", 17))
+				mode = USAGE_SSE;
+			else if (hd->value_len >= 16 &&
+				 !strncasecmp(hd->value, "application/json", 16))
+				mode = USAGE_JSON;
+		} else if (http_name_is(hd, "content-encoding") &&
+			   !(hd->value_len == 8 && !strncasecmp(hd->value, "identity", 8))) {
+			encoded = 1;
+		}
+	}
+	if (mode == USAGE_OFF || encoded || c->respb.kind == BODY_NONE) {
+		u->uncounted++;
+		return;
+	}
+	c->us = xmalloc(sizeof(*c->us));
+	usage_stream_init(c->us, mode);
+	c->respb.content = usage_content;
+	c->respb.content_ctx = c;
+}
+
+/* The answer ended (or the request did): read what is left, count it, let go. */
+static void usage_done(struct conn *c)
+{
+	struct usage_tokens d = { { 0 } };
+
+	if (!c->us)
+		return;
+	if (c->respb.done)
+		usage_stream_end(c->us, &d);
+	usage_apply(c, &d);
+	cfg->report->usage.skipped += c->us->skipped;
+	if (c->us->mode == USAGE_JSON && !c->respb.done)
+		cfg->report->usage.uncounted++; /* cut short: its body was never read */
+	usage_stream_release(c->us);
+	free(c->us);
+	c->us = NULL;
+	c->respb.content = NULL;
 }
 
 /* ---- upstream I/O, plain or TLS ---- */
@@ -742,7 +954,9 @@ static int hdr_dropped(const struct http_header *hd, int api)
 	static const char *const hop[] = { "host",   "connection", "proxy-connection",
 					   "keep-alive", "te",	       "upgrade",
 					   "expect", "proxy-authorization" };
-	static const char *const cred[] = { "x-api-key", "authorization", "cookie" };
+	/* accept-encoding: the proxy reads the API's answers (usage), so they come plain. */
+	static const char *const cred[] = { "x-api-key", "authorization", "cookie",
+					    "accept-encoding" };
 
 	for (size_t i = 0; i < ARRAY_SIZE(hop); i++)
 		if (http_name_is(hd, hop[i]))
@@ -795,7 +1009,7 @@ static void start_forward(struct conn *c, const struct http_head *h, const char 
 		buf_addstr(&b, "\r\n");
 	}
 	if (c->is_api)
-		buf_addf(&b, "x-api-key: %s\r\n", cfg->api_key);
+		buf_addf(&b, "Accept-Encoding: identity\r\nx-api-key: %s\r\n", cfg->api_key);
 	/* Upstream connections are kept for the API only (cfg->api_pool). */
 	buf_addf(&b, "Connection: %s\r\n\r\n",
 		 c->is_api && cfg->api_pool > 0 ? "keep-alive" : "close");
@@ -1064,6 +1278,9 @@ static void handle_request(struct conn *c, const struct http_head *h)
 			refuse(c, why);
 			return;
 		}
+		c->paid = cfg->prices && api_paid(h, t, tl);
+		if (c->paid && budget_refused(c))
+			return;
 	} else {
 		set_what(c, h->method, h->method_len, NULL, 0);
 		c->entry = allow_match(cfg->allow, c->host, c->port);
@@ -1419,6 +1636,7 @@ static int response_head(struct conn *c)
 		http_body_init(&c->respb, BODY_CLOSE, 0);
 	if (c->respb.kind == BODY_CLOSE || c->client_close)
 		c->close_after = 1;
+	usage_begin(c, &h);
 
 	/* The status line as it came, the headers without the hop-by-hop ones. */
 	buf_add(&b, c->rb + c->rb_off, (const char *)memchr(c->rb + c->rb_off, '\n', h.head_len) -
@@ -2006,6 +2224,8 @@ int proxy_run(const struct proxy_config *config)
 	int tick;
 
 	cfg = config;
+	if (cfg->prices && !cfg->report)
+		return -EINVAL;
 	pool_init();
 	epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (epfd < 0)

@@ -39,6 +39,7 @@
 struct allow_list;
 struct proxy_report;
 struct resolver;
+struct usage_prices;
 
 #define PROXY_API_PORT 3129
 /* The methods key forwarding passes on (the ones the API uses); others get 405. */
@@ -47,6 +48,8 @@ struct resolver;
 #define PROXY_GIT_HOST "git.aibox.internal"
 #define PROXY_LOG_MAX (16LL * 1024 * 1024)
 #define PROXY_LOG_RESERVE 512
+/* The API's error type in the answer to a request refused by a cap (docs/budget.md). */
+#define PROXY_BUDGET_ERROR "invalid_request_error"
 
 struct proxy_config {
 	int listen_fd;		/* listening, any address family; made non-blocking */
@@ -72,6 +75,18 @@ struct proxy_config {
 	int api_port;
 	int api_pool;	       /* idle upstream connections kept, 0 to PROXY_API_POOL_MAX */
 	int api_pool_idle_ms;  /* an idle pooled connection is closed after this */
+
+	/*
+	 * Spend (docs/budget.md), with key forwarding: when prices is set, the
+	 * usage of every answer to a paid endpoint is counted in
+	 * report->usage, and each cost is added to the day's ledger at
+	 * ledger_fd (usage_ledger_add(); -1 for none).  A paid request is
+	 * refused with 400 (PROXY_BUDGET_ERROR) once report->usage.nano reaches
+	 * report->usage.cap_task, or the ledger's total reaches
+	 * report->usage.cap_day (0: no cap); an answer under way is let through.
+	 */
+	const struct usage_prices *prices;
+	int ledger_fd;
 
 	/*
 	 * One end of a unix SOCK_SEQPACKET socket pair whose other end is

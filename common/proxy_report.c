@@ -105,6 +105,8 @@ void proxy_report_json(const struct proxy_report *r, struct buf *out)
 	json_object_set_new(root, "refused", count(r->refused));
 	json_object_set_new(root, "failed", count(r->failed));
 	json_object_set_new(root, "log_left_out", count(r->log_left_out));
+	if (r->usage.present)
+		json_object_set_new(root, "usage", usage_count_to_json(&r->usage));
 	text = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
 	if (!text)
 		die("out of memory");
@@ -177,6 +179,12 @@ int proxy_report_parse(const char *p, size_t n, struct proxy_report *r, struct b
 		goto out;
 	}
 	r->more_hosts_at_least = json_is_true(v);
+	/* Older records have no usage: then usage.present stays 0. */
+	v = json_object_get(root, "usage");
+	if (v && usage_count_from_json(v, &r->usage, err) < 0) {
+		ret = -EINVAL;
+		goto out;
+	}
 	hosts = json_object_get(root, "hosts");
 	if (!json_is_array(hosts) || json_array_size(hosts) > PROXY_REPORT_HOSTS) {
 		ret = bad(err, "'hosts' is not a list, or too long");

@@ -22,6 +22,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "usage.h"
+
 struct buf;
 
 /* Readers refuse other versions; new fields may appear without a new version. */
@@ -48,6 +50,12 @@ struct proxy_report {
 	uint64_t more_allowed;	 /* requests and tunnels to those */
 	uint64_t allowed, refused, failed; /* every request and tunnel, by verdict */
 	uint64_t log_left_out;	 /* lines proxy.log did not get (its cap) */
+	/*
+	 * What the key forwarding spent (common/usage.h), under "usage" in the
+	 * record when usage.present is set (counting was on); a record without
+	 * it reads as usage.present == 0.
+	 */
+	struct usage_count usage;
 
 	/* The proxy's side only: hashes of the hosts counted in more_hosts. */
 	uint64_t *seen;
@@ -65,7 +73,7 @@ struct proxy_report {
 void proxy_report_count(struct proxy_report *r, enum proxy_verdict v, const char *name,
 			uint64_t sent, uint64_t received);
 
-/* Append the record, one JSON object and a newline, to out. */
+/* Append the record, one JSON object and a newline, to out (usage included). */
 void proxy_report_json(const struct proxy_report *r, struct buf *out);
 
 /*

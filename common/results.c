@@ -286,6 +286,40 @@ void summary_fetch_command(const struct summary_in *in, struct buf *out)
 	buf_release(&refspec);
 }
 
+/* aibox's count of the spend beside Claude Code's own estimate (docs/budget.md). */
+static void summary_usage(struct summary *s, const struct usage_count *u,
+			  const struct task_result *r)
+{
+	struct buf b = BUF_INIT;
+
+	buf_addstr(&b, "aibox counted ");
+	usage_format_usd(&b, u->nano);
+	buf_addf(&b, " USD for %llu API request%s", (unsigned long long)u->requests,
+		 u->requests == 1 ? "" : "s");
+	if (r)
+		buf_addf(&b, " (Claude Code's own estimate: about %.2f USD)", r->claude.cost_usd);
+	add_line(s, 0, &b);
+	for (size_t i = 0; i < u->nr; i++)
+		if (u->m[i].unpriced)
+			addf(s, 0,
+			     "the model %s is not in aibox's price table: charged at the highest "
+			     "price in it",
+			     u->m[i].name);
+	if (u->uncounted)
+		addf(s, 0,
+		     "%llu answer%s could not be counted (encoded or of an unknown type; "
+		     "docs/budget.md)",
+		     (unsigned long long)u->uncounted, u->uncounted == 1 ? "" : "s");
+	if (u->capped) {
+		buf_reset(&b);
+		usage_format_usd(&b, u->capped == USAGE_CAPPED_TASK ? u->cap_task : u->cap_day);
+		addf(s, 0, "ended by budget: the %s cap of %s USD was reached (%llu request%s refused)",
+		     u->capped == USAGE_CAPPED_TASK ? "task" : "day", b.buf,
+		     (unsigned long long)u->refused, u->refused == 1 ? "" : "s");
+	}
+	buf_release(&b);
+}
+
 void summary_make(const struct summary_in *in, struct summary *s)
 {
 	const struct task_result *r = in->result;
@@ -312,6 +346,8 @@ void summary_make(const struct summary_in *in, struct summary *s)
 		addf(s, 0, "the hosts the VM connected to are not known: %s (see proxy.log)",
 		     in->report_why ? in->report_why : "aibox-proxy gave no record");
 	}
+	if (rep && rep->usage.present)
+		summary_usage(s, &rep->usage, r && r->has_claude && r->claude.has_cost ? r : NULL);
 	if (r && r->failed_step) {
 		const char *how = "failed";
 

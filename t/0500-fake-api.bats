@@ -119,7 +119,7 @@ two_turns() {
 	echo '{"turns": [{"nothing": 1}]}' >"$T/bad.json"
 	run "$TOP/t/fake-api" --script "$T/bad.json"
 	[ "$status" -eq 2 ]
-	assert_output --partial "turn 0 has no text, tool_use, stall or error"
+	assert_output --partial "turn 0 has no text, tool_use, stall, error or raw"
 	run "$TOP/t/fake-api" --help
 	assert_success
 	assert_output --partial "--ready-file"

@@ -22,7 +22,7 @@ cfg() {
 	assert_line "skills default"
 	refute_line --regexp '^env '
 	# Every key is explained in the default, commented out or set.
-	for key in allow mounts skills agents commands path env git memory cpus disk; do
+	for key in allow mounts skills agents commands path env git memory cpus disk budget; do
 		grep -Eq "^#? ?$key:" config.yaml || fail "default config does not explain $key"
 	done
 }
@@ -67,7 +67,7 @@ cfg() {
 @test "config: an unknown key is refused with file:line:column and the known keys" {
 	cfg $'allow: []\nalow: [x]'
 	assert_failure 1
-	assert_output "config.yaml:2:1: unknown key 'alow' (known keys: allow, mounts, skills, agents, commands, path, env, git, memory, cpus, disk)"
+	assert_output "config.yaml:2:1: unknown key 'alow' (known keys: allow, mounts, skills, agents, commands, path, env, git, memory, cpus, disk, budget)"
 	cfg $'mounts:\n  - host: /a\n    vm: /b\n    rw: true'
 	assert_failure 1
 	assert_output "config.yaml:4:5: mounts[0]: unknown key 'rw' (known keys: host, vm, read-only)"
@@ -427,4 +427,28 @@ EOF2
 	run aibox run --memory 1T --cpus "$n" -- true
 	refute_output --partial "--memory"
 	refute_output --partial "--cpus"
+}
+
+@test "config: budget caps the spend per task and per day, in USD" {
+	cfg $'budget:\n  task: 5.00\n  day: 50'
+	assert_success
+	assert_line "budget task=5000000000 day=50000000000"
+	assert_line "set 0x800"
+	cfg $'budget:\n  task: 0.25'
+	assert_line "budget task=250000000 day=0"
+	cfg $'budget:\n  task: 0'
+	assert_failure
+	assert_output "config.yaml:2:9: budget.task: must be an amount of USD above 0 and at most 1000000, with at most 6 decimals, like 5.00"
+	cfg $'budget:\n  day: -5'
+	assert_output --partial "budget.day: must be an amount of USD above 0"
+	cfg $'budget:\n  day: "5"'
+	assert_output --partial "budget.day: must be an amount"
+	cfg $'budget:\n  day: 1000001'
+	assert_output --partial "budget.day: must be an amount"
+	cfg $'budget:\n  day: 1.0000001'
+	assert_output --partial "budget.day: must be an amount"
+	cfg $'budget:\n  week: 5'
+	assert_output "config.yaml:2:3: budget: unknown key 'week' (known keys: task, day)"
+	cfg 'budget: 5'
+	assert_output "config.yaml:1:9: budget: must be a mapping like {task: 5.00, day: 50.00}, not a string"
 }

@@ -108,3 +108,7 @@ fuzz() {
 @test "fuzz: the output sanitizer survives ${FUZZ_SECONDS}s of fuzzing" {
 	fuzz fuzz-sanitize
 }
+
+@test "fuzz: the proxy's usage parser and the price table survive ${FUZZ_SECONDS}s of fuzzing" {
+	fuzz fuzz-usage
+}

@@ -74,7 +74,7 @@ REQ='{"model":"m","stream":true,"tools":[{"name":"Bash"}],"messages":[{"role":"u
 	run ! grep -q 'sk-placeholder\|tok-vm\|session=vm' "$rec"
 	key_nowhere "$T/out" "$T/err"
 	run cat "$T/proxy.log"
-	assert_line --regexp "^[^ ]+ allowed localhost:3129 POST /v1/messages\?beta=true status=200 sent=[1-9][0-9]* received=[1-9][0-9]* duration=[0-9.]+s$"
+	assert_line --regexp "^[^ ]+ allowed localhost:3129 POST /v1/messages\?beta=true status=200 model=m input=10 output=[0-9]+ cache_write_5m=0 cache_write_1h=0 cache_read=0 usd=[0-9.]+ sent=[1-9][0-9]* received=[1-9][0-9]* duration=[0-9.]+s$"
 }
 
 @test "key: through a CONNECT to 127.0.0.1:3129 too, with keep-alive, and /api/hello" {

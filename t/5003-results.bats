@@ -416,3 +416,30 @@ check_bundle() {
 	# the indexer's folders were made in TMPDIR and are gone
 	assert_equal "$(ls -A "$T/tmp")" ""
 }
+
+@test "results: the summary puts aibox's count of the spend beside Claude Code's, and says when a cap ended the task" {
+	good
+	u='"requests":3,"usd":91.513872,"nano_usd":91513872000,"models":[
+		{"model":"claude-sonnet-4-5","input":1234,"output":567,"cache_write_5m":100,"cache_write_1h":200,"cache_read":300,"requests":2,"usd":0.013872,"nano_usd":13872000,"priced":true},
+		{"model":"mystery-9","input":1000000,"output":1000000,"cache_write_5m":0,"cache_write_1h":0,"cache_read":1000000,"requests":1,"usd":91.5,"nano_usd":91500000000,"priced":false}],
+		"uncounted":1,"skipped":0,"refused":2,"caps":{"task_usd":5,"day_usd":null},"cap_task_nano":5000000000,"cap_day_nano":0,"day_nano_usd":91513872000,"ended_by_cap":"task"'
+	record '[]' ", \"usage\": {$u}"
+	run test-task results result.json --report record.json
+	assert_success
+	assert_line "aibox: aibox counted 91.513872 USD for 3 API requests (Claude Code's own estimate: about 0.05 USD)"
+	assert_line "aibox: the model mystery-9 is not in aibox's price table: charged at the highest price in it"
+	assert_line "aibox: 1 answer could not be counted (encoded or of an unknown type; docs/budget.md)"
+	assert_line "aibox: ended by budget: the task cap of 5.000000 USD was reached (2 requests refused)"
+	# without a cap reached, no such line; a record without usage, no count at all
+	record '[]' ", \"usage\": {${u/\"task\"/null}}"
+	run test-task results result.json --report record.json
+	assert_line "aibox: aibox counted 91.513872 USD for 3 API requests (Claude Code's own estimate: about 0.05 USD)"
+	refute_output --partial "ended by budget"
+	record '[]'
+	run test-task results result.json --report record.json
+	refute_output --partial "aibox counted"
+	# a broken usage object makes the record unusable, as any other broken field
+	record '[]' ', "usage": {"requests": -1}'
+	run test-task results - --report record.json
+	assert_output --partial "not known: usage: 'requests' is not a count"
+}

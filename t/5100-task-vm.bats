@@ -183,6 +183,30 @@ and commit it."
 	[[ "$stderr" == *"the task did not finish"* ]]
 }
 
+@test "task vm: a config task cap (not passed to Claude Code) ends the task after the turn that crossed it" {
+	# The first turn reports a million input tokens: 3 USD or more at any price.
+	api '{"turns": [{"tool_use": {"name": "Bash", "input": {"command": "echo one > one.txt", "description": "one"}}, "usage": {"input_tokens": 1000000}},
+	  {"tool_use": {"name": "Bash", "input": {"command": "echo two > two.txt", "description": "two"}}},
+	  {"text": "done"}], "require_key": "'"$KEY"'"}'
+	printf 'budget:\n  task: 1.00\n' >>"$AIBOX_HOME/projects/repo/config.yaml"
+	run --separate-stderr aibox task "Do two things."
+	[ "$status" -eq 1 ] || { echo "$stderr" >"$T/err"; show; }
+	assert_failure 1
+	dir=$(task_dir)
+	[[ "$stderr" == *"ended by budget: the task cap of 1.000000 USD was reached"* ]]
+	[[ "$stderr" == *"aibox counted "* ]]
+	[ "$(jq -r '.ended_by_cap' "$dir/usage.json")" = task ]
+	[ "$(jq -r '.caps.task_usd' "$dir/usage.json")" = 1 ]
+	[ "$(jq -r '.refused >= 1' "$dir/usage.json")" = true ]
+	# Claude Code was not told the cap: the proxy's refusal is what it saw
+	[ "$(jq -r .max_budget_usd "$dir/settings.json")" = null ]
+	grep -q "budget of 1.000000 USD is spent" "$dir/transcript.jsonl"
+	# the turn that crossed the cap ran; the request after it never reached the API
+	for f in "$T"/rec/*.json; do
+		[ "$(jq '[select((.body.tools // []) | length > 0) | .body.messages[] | select(.role == "assistant")] | length' "$f")" -eq 0 ]
+	done
+}
+
 @test "task vm: SIGTERM mid-run stops the VM, keeps what came back, releases the locks, exit 1" {
 	api '{"turns": [{"stall": 300}], "require_key": "'"$KEY"'"}'
 	aibox task "Wait." >"$T/out" 2>"$T/err" &

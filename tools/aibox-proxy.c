@@ -33,6 +33,7 @@
 #include "spawn.h"
 #include "task_settings.h"
 #include "tls.h"
+#include "usage.h"
 #include <openssl/crypto.h>
 #include "banned.h"
 
@@ -43,7 +44,8 @@ static const char usage[] =
 	"                   [--key-env NAME | --key-fd N] [--ready-fd N] [--presets DIR]\n"
 	"                   [--header-timeout T] [--idle-timeout T] [--connect-timeout T]\n"
 	"                   [--max-conns N] [--api-pool N] [--api-pool-idle T]\n"
-	"                   [--broker-fd N] [--no-sandbox]\n"
+	"                   [--broker-fd N] [--prices FILE] [--budget-task USD]\n"
+	"                   [--budget-day USD --ledger-fd N] [--no-sandbox]\n"
 	"\n"
 	"  --listen ADDR        listen on HOST:PORT (an IP address or localhost; default\n"
 	"                       127.0.0.1:3128) or on the unix socket unix:PATH\n"
@@ -69,6 +71,11 @@ static const char usage[] =
 	"  --api-pool-idle T    close an idle pooled connection after T (default 20s)\n"
 	"  --broker-fd N        hand requests for git.aibox.internal to aibox-broker over\n"
 	"                       the unix SOCK_SEQPACKET socket N (its --handoff-fd)\n"
+	"  --prices FILE        count key forwarding's spend with this price table\n"
+	"                       (default: aibox's data, share/prices)\n"
+	"  --budget-task USD    refuse paid API requests once this task spent USD\n"
+	"  --budget-day USD     refuse them once the day's ledger reached USD\n"
+	"  --ledger-fd N        add each cost to the day's ledger open on fd N\n"
 	"  --no-sandbox         do not lock the process down with seccomp\n"
 	"\n"
 	"T is a number of seconds, or a number followed by ms or s.\n";
@@ -93,6 +100,10 @@ enum {
 	OPT_API_POOL,
 	OPT_API_POOL_IDLE,
 	OPT_BROKER_FD,
+	OPT_PRICES,
+	OPT_BUDGET_TASK,
+	OPT_BUDGET_DAY,
+	OPT_LEDGER_FD,
 	OPT_NO_SANDBOX,
 	OPT_HELP,
 };
@@ -117,6 +128,10 @@ static const struct option options[] = {
 	{ "api-pool", required_argument, NULL, OPT_API_POOL },
 	{ "api-pool-idle", required_argument, NULL, OPT_API_POOL_IDLE },
 	{ "broker-fd", required_argument, NULL, OPT_BROKER_FD },
+	{ "prices", required_argument, NULL, OPT_PRICES },
+	{ "budget-task", required_argument, NULL, OPT_BUDGET_TASK },
+	{ "budget-day", required_argument, NULL, OPT_BUDGET_DAY },
+	{ "ledger-fd", required_argument, NULL, OPT_LEDGER_FD },
 	{ "no-sandbox", no_argument, NULL, OPT_NO_SANDBOX },
 	{ "help", no_argument, NULL, OPT_HELP },
 	{ NULL, 0, NULL, 0 },
@@ -296,7 +311,9 @@ static void read_key(struct proxy_config *cfg, const char *key_env, int key_fd)
 int main(int argc, char **argv)
 {
 	struct proxy_config cfg = { .listen_fd = -1, .log_fd = -1, .signal_fd = -1,
-				    .broker_fd = -1, .log_max = PROXY_LOG_MAX };
+				    .broker_fd = -1, .ledger_fd = -1, .log_max = PROXY_LOG_MAX };
+	struct usage_prices prices = USAGE_PRICES_INIT;
+	const char *prices_path = NULL;
 	struct proxy_report report = PROXY_REPORT_INIT;
 	struct allow_list allow = ALLOW_LIST_INIT;
 	struct buf err = BUF_INIT, shown = BUF_INIT;
@@ -384,6 +401,22 @@ int main(int argc, char **argv)
 		case OPT_BROKER_FD:
 			cfg.broker_fd = fd_arg(optarg, "--broker-fd", 0);
 			break;
+		case OPT_PRICES:
+			prices_path = optarg;
+			break;
+		case OPT_BUDGET_TASK:
+			if (usage_parse_usd(optarg, &report.usage.cap_task) < 0)
+				die("invalid --budget-task '%s' (USD, more than 0, at most %d)", optarg,
+				    USAGE_CAP_MAX_USD);
+			break;
+		case OPT_BUDGET_DAY:
+			if (usage_parse_usd(optarg, &report.usage.cap_day) < 0)
+				die("invalid --budget-day '%s' (USD, more than 0, at most %d)", optarg,
+				    USAGE_CAP_MAX_USD);
+			break;
+		case OPT_LEDGER_FD:
+			cfg.ledger_fd = fd_arg(optarg, "--ledger-fd", 0);
+			break;
 		case OPT_NO_SANDBOX:
 			no_sandbox = 1;
 			break;
@@ -407,9 +440,27 @@ int main(int argc, char **argv)
 
 	if (key_env && key_fd >= 0)
 		die("--key-env and --key-fd cannot be used together");
+	if (report.usage.cap_day && cfg.ledger_fd < 0)
+		die("--budget-day needs --ledger-fd");
 	/* The key first, so it leaves the environment as early as possible. */
 	if (key_env || key_fd >= 0)
 		read_key(&cfg, key_env, key_fd);
+	/* Spend is counted wherever the key is used (docs/budget.md). */
+	if (cfg.api_key) {
+		uint64_t day;
+
+		if (usage_prices_load(prices_path ? prices_path : prices_file(), &prices, &err) < 0)
+			die("the price table %s", err.buf);
+		cfg.prices = &prices;
+		report.usage.present = 1;
+		if (cfg.ledger_fd >= 0 && (ret = usage_ledger_add(cfg.ledger_fd, 0, &day)) < 0)
+			die_err(ret, "cannot read the ledger on --ledger-fd %d", cfg.ledger_fd);
+		if (cfg.ledger_fd >= 0)
+			report.usage.day_nano = day;
+	} else if (report.usage.cap_task || report.usage.cap_day) {
+		die("--budget-task and --budget-day need key forwarding (--key-env or --key-fd)");
+	}
+
 
 	raise_nofile();
 	if (!presets)
@@ -505,6 +556,7 @@ int main(int argc, char **argv)
 		buf_release(&rec);
 	}
 	proxy_report_release(&report);
+	usage_prices_release(&prices);
 	resolver_free(cfg.resolver);
 	allow_clear(&allow);
 	strvec_clear(&allow_entries);

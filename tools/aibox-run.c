@@ -39,6 +39,7 @@
 #include "opt.h"
 #include "paths.h"
 #include "project.h"
+#include "spend.h"
 #include "rmtree.h"
 #include "sandbox.h"
 #include "secret.h"
@@ -97,6 +98,7 @@ struct run {
 	struct strvec host_paths;	/* owns host paths we made */
 	struct spawn proxy, broker;
 	int broker_sock;		/* the proxy's end of the hand-off pair; -1 without git: */
+	struct spend spend;		/* the day's cap and ledger (docs/budget.md) */
 	struct vm vm;
 	int console_fd;
 	int cleaner_fd;			/* write end: the cleaner removes the run folder at its EOF */
@@ -500,6 +502,9 @@ static void start_proxy(struct run *r, struct buf *sock)
 			die_err(kfd, "cannot pass the API key to aibox-proxy");
 		buf_wipe_release(&r->api_key);
 		spawn_give_fd(&r->proxy, kfd, 5);
+		spend_proxy_args(&r->spend, &r->proxy.args, 6);
+		if (r->spend.ledger_fd >= 0)
+			spawn_give_fd(&r->proxy, r->spend.ledger_fd, 6);
 	}
 	if (r->broker_sock >= 0)
 		strvec_push(&r->proxy.args, "--broker-fd=4");
@@ -599,7 +604,7 @@ int main(int argc, char **argv)
 			 .tags = STRVEC_INIT, .guest_paths = STRVEC_INIT, .host_paths = STRVEC_INIT, .proxy = SPAWN_INIT,
 			 .broker = SPAWN_INIT, .broker_sock = -1, .image_dir = BUF_INIT,
 			 .api_key = BUF_INIT, .broker_tokens = BUF_INIT,
-			 .vm = VM_INIT, .console_fd = -1, .cleaner_fd = -1 };
+			 .vm = VM_INIT, .console_fd = -1, .cleaner_fd = -1, .spend = SPEND_INIT };
 	struct ssh_task_keys keys = SSH_TASK_KEYS_INIT;
 	struct ssh_client c = SSH_CLIENT_INIT;
 	struct ssh_interactive x = { 0 };
@@ -622,6 +627,9 @@ int main(int argc, char **argv)
 		read_env(&r, cfg_path.buf);
 		buf_release(&cfg_path);
 	}
+	/* Counted against the project's daily cap where the key is forwarded. */
+	if (r.forward_key && spend_start(&r.spend, r.project.dir, 0, r.cfg.budget_day, &err) < 0)
+		die("%s", err.buf);
 	make_run_dir(&r);
 	start_cleaner(&r);
 	if (ssh_task_keys_make(r.run_dir.buf, NULL, &keys, &err) < 0)

@@ -48,6 +48,7 @@
 #include "project.h"
 #include "prompt.h"
 #include "proxy_report.h"
+#include "spend.h"
 #include "results.h"
 #include "sandbox.h"
 #include "secret.h"
@@ -78,7 +79,7 @@ static const char usage_text[] =
 	"    --continue TASK        start from TASK's changes and resume its conversation\n"
 	"    --file PATH            add the text of PATH to the prompt; - reads stdin (repeatable)\n"
 	"    --timeout DURATION     Claude Code's time limit, like 60m or 1h30m (default 60m)\n"
-	"    --max-budget-usd N     the cost cap passed to Claude Code\n"
+	"    --max-budget-usd N     the cost cap, kept by aibox's proxy and Claude Code\n"
 	"    --memory SIZE          the VM's memory, 512M to 1T, like 8G (default from the config)\n"
 	"    --cpus N               the VM's CPUs, 1 to this machine's (default from the config)\n"
 	"    --image NAME           the VM image (default: default)\n"
@@ -137,6 +138,8 @@ struct task {
 	int console_fd, proxy_log_fd, aibox_log_fd, broker_log_fd;
 	int record_fd; /* summary.json (common/task_record.h) */
 	int proxy_report_fd; /* the read end of the proxy's --report-fd */
+	struct spend spend;  /* the caps and the day's ledger (docs/budget.md) */
+	int usage_fd;	     /* usage.json */
 	int broker_sock; /* the proxy's end of the hand-off socket pair; -1 without git: */
 	struct spawn proxy, broker;
 	struct vm vm;
@@ -656,6 +659,13 @@ static void start(struct task *t)
 	read_git_identity(t);
 	check_login(t, cfgpath.buf);
 	check_before_folder(t);
+	/* Spend is counted where the key is forwarded; refused here when the day is spent. */
+	if (t->api == TASK_API_FORWARD &&
+	    (ret = spend_start(&t->spend, t->p.dir,
+			       spend_cap_min(t->cfg.budget_task,
+					     t->o.has_budget ? (uint64_t)(t->o.budget * 1e9 + 0.5) : 0),
+			       t->cfg.budget_day, &err)) < 0)
+		die("%s", err.buf);
 
 	t->project_lock_fd = project_lock(t->p.dir, PROJECT_LOCK_SHARED | PROJECT_LOCK_NONBLOCK);
 	if (t->project_lock_fd == -EWOULDBLOCK)
@@ -912,6 +922,10 @@ static void start_proxy(struct task *t)
 			die_err(kfd, "cannot pass the API key to aibox-proxy");
 		buf_wipe_release(&t->api_key);
 		spawn_give_fd(sp, kfd, 8);
+		spend_proxy_args(&t->spend, &sp->args, 9);
+		if (t->spend.ledger_fd >= 0)
+			spawn_give_fd(sp, t->spend.ledger_fd, 9);
+		t->usage_fd = open_in_task(t, "usage.json", O_WRONLY | O_CREAT | O_EXCL);
 	}
 	if (t->broker_sock >= 0)
 		strvec_pushl(&sp->args, "--broker-fd", "6", NULL);
@@ -1176,6 +1190,8 @@ static int run_task(struct task *t)
 		vm_stop(&t->vm, 0);
 	stop_qemu_pid = -1;
 	have_report = stop_proxy(t, &report, &report_why) == 0;
+	if (have_report && report.usage.present && spend_write_usage(t->usage_fd, &report.usage) < 0)
+		out_printf(2, "aibox", t->id, "cannot write usage.json: %s", strerror(errno));
 	spawn_stop(&t->broker, SIGTERM);
 	phase_done(t, "stop");
 
@@ -1220,7 +1236,7 @@ static int run_task(struct task *t)
 		     !r.failed_step && r.has_claude && r.claude.has_exit_code &&
 		     r.claude.exit_code == 0 &&
 		     (!r.claude.has_ended_by || r.claude.ended_by == ENDED_COMPLETED) &&
-		     (!r.changes || in.end_commit);
+		     (!r.changes || in.end_commit) && !(have_report && report.usage.capped);
 		task_summary_print(2, t->id, &in, ok, why.buf);
 		write_record(t, ok ? "finished" : "not finished", ok ? 0 : 1, why.buf, &in);
 		buf_release(&bpath);
@@ -1249,7 +1265,7 @@ int main(int argc, char **argv)
 	struct task t = { .project_lock_fd = -1, .task_lock_fd = -1, .console_fd = -1,
 			  .proxy_log_fd = -1, .aibox_log_fd = -1, .broker_log_fd = -1,
 			  .broker_sock = -1, .proxy_report_fd = -1, .record_fd = -1,
-			  .checker = BUNDLE_CHECK_INIT };
+			  .checker = BUNDLE_CHECK_INIT, .spend = SPEND_INIT, .usage_fd = -1 };
 
 	tool_init(argc, argv);
 	clock_gettime(CLOCK_MONOTONIC, &t.t0);

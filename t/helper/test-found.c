@@ -72,6 +72,9 @@ static int cmd_config(const char *file)
 			printf("%s%s", j ? "," : "", g->push.v[j]);
 		printf("\n");
 	}
+	if (cfg.set & CONFIG_SET_BUDGET)
+		printf("budget task=%" PRIu64 " day=%" PRIu64 "\n", cfg.budget_task,
+		       cfg.budget_day);
 	printf("memory %" PRIu64 "\ncpus %d\ndisk %" PRIu64 "\nset 0x%03x\n", cfg.memory_mib,
 	       cfg.cpus, cfg.disk_mib, cfg.set);
 	config_release(&cfg);

@@ -1,0 +1,687 @@
+#include "usage.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "err.h"
+#include "banned.h"
+
+const char *const usage_kind_names[USAGE_KINDS] = {
+    "input", "output", "cache_write_5m", "cache_write_1h", "cache_read",
+};
+
+static uint64_t sat_add(uint64_t a, uint64_t b)
+{
+	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+static uint64_t sat_mul(uint64_t a, uint64_t b)
+{
+	return b && a > UINT64_MAX / b ? UINT64_MAX : a * b;
+}
+
+int usage_tokens_any(const struct usage_tokens *t)
+{
+	for (int k = 0; k < USAGE_KINDS; k++)
+		if (t->n[k])
+			return 1;
+	return 0;
+}
+
+/* ---- one answer ---- */
+
+void usage_stream_init(struct usage_stream *s, enum usage_mode mode)
+{
+	memset(s, 0, sizeof(*s));
+	s->mode = mode;
+	s->line = (struct buf)BUF_INIT;
+	s->data = (struct buf)BUF_INIT;
+}
+
+void usage_stream_release(struct usage_stream *s)
+{
+	buf_release(&s->line);
+	buf_release(&s->data);
+	usage_stream_init(s, USAGE_OFF);
+}
+
+/* A token count: a non-negative number, at most USAGE_TOKENS_MAX; -1 for none. */
+static int64_t tokens_of(json_t *v)
+{
+	if (json_is_integer(v)) {
+		json_int_t i = json_integer_value(v);
+
+		if (i < 0)
+			return -1;
+		return (uint64_t)i > USAGE_TOKENS_MAX ? (int64_t)USAGE_TOKENS_MAX : (int64_t)i;
+	}
+	if (json_is_real(v)) {
+		double d = json_real_value(v);
+
+		if (!(d >= 0) || isnan(d))
+			return -1;
+		return d >= (double)USAGE_TOKENS_MAX ? (int64_t)USAGE_TOKENS_MAX : (int64_t)d;
+	}
+	return -1;
+}
+
+static void see(struct usage_stream *s, int kind, json_t *v, struct usage_tokens *delta)
+{
+	int64_t n = tokens_of(v);
+
+	if (n < 0 || (uint64_t)n <= s->seen.n[kind])
+		return;
+	delta->n[kind] = sat_add(delta->n[kind], (uint64_t)n - s->seen.n[kind]);
+	s->seen.n[kind] = (uint64_t)n;
+}
+
+static void see_model(struct usage_stream *s, json_t *m)
+{
+	const char *name = json_string_value(m);
+	size_t n;
+
+	if (s->model[0] || !name)
+		return;
+	n = strlen(name);
+	if (!n || n > USAGE_MODEL_MAX)
+		return;
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)name[i] <= 0x20 || (unsigned char)name[i] >= 0x7f)
+			return;
+	memcpy(s->model, name, n + 1);
+}
+
+/*
+ * One event or body: its usage is "usage" at the top (a message, a
+ * message_delta) or in "message" (message_start); so is the model.
+ */
+static void read_json(struct usage_stream *s, const char *p, size_t n, struct usage_tokens *delta)
+{
+	json_error_t e;
+	json_t *root = json_loadb(p, n, 0, &e), *u, *msg, *cc;
+
+	if (!json_is_object(root)) {
+		s->skipped++;
+		json_decref(root);
+		return;
+	}
+	msg = json_object_get(root, "message");
+	u = json_object_get(root, "usage");
+	if (!json_is_object(u) && json_is_object(msg))
+		u = json_object_get(msg, "usage");
+	see_model(s, json_object_get(root, "model"));
+	if (json_is_object(msg))
+		see_model(s, json_object_get(msg, "model"));
+	if (json_is_object(u)) {
+		see(s, USAGE_INPUT, json_object_get(u, "input_tokens"), delta);
+		see(s, USAGE_OUTPUT, json_object_get(u, "output_tokens"), delta);
+		see(s, USAGE_CACHE_READ, json_object_get(u, "cache_read_input_tokens"), delta);
+		cc = json_object_get(u, "cache_creation");
+		if (json_is_object(cc)) {
+			see(s, USAGE_CACHE_5M, json_object_get(cc, "ephemeral_5m_input_tokens"),
+			    delta);
+			see(s, USAGE_CACHE_1H, json_object_get(cc, "ephemeral_1h_input_tokens"),
+			    delta);
+		} else {
+			see(s, USAGE_CACHE_5M, json_object_get(u, "cache_creation_input_tokens"),
+			    delta);
+		}
+	}
+	json_decref(root);
+}
+
+/* An SSE line ended: a data line joins the event, an empty line ends it. */
+static void sse_line(struct usage_stream *s, struct usage_tokens *delta)
+{
+	const char *l = s->line.buf;
+	size_t n = s->line.len;
+
+	if (s->line_over) {
+		/* A line past the cap: if it was data, the event cannot be read. */
+		s->data_over = 1;
+	} else if (!n) {
+		if (s->data_over)
+			s->skipped++;
+		else if (s->data.len)
+			read_json(s, s->data.buf, s->data.len, delta);
+		buf_reset(&s->data);
+		s->data_over = 0;
+	} else if (n >= 5 && !memcmp(l, "data:", 5) && !s->data_over) {
+		l += 5;
+		n -= 5;
+		if (n && *l == ' ') {
+			l++;
+			n--;
+		}
+		if (s->data.len + n + 1 > USAGE_EVENT_MAX) {
+			s->data_over = 1;
+			buf_release(&s->data);
+		} else {
+			if (s->data.len)
+				buf_addch(&s->data, '\n');
+			buf_add(&s->data, l, n);
+		}
+	}
+	buf_reset(&s->line);
+	s->line_over = 0;
+}
+
+void usage_stream_feed(struct usage_stream *s, const char *p, size_t n, struct usage_tokens *delta)
+{
+	if (s->mode == USAGE_JSON) {
+		if (s->line_over || s->line.len + n > USAGE_BODY_MAX) {
+			s->line_over = 1;
+			buf_release(&s->line);
+			return;
+		}
+		buf_add(&s->line, p, n);
+		return;
+	}
+	if (s->mode != USAGE_SSE)
+		return;
+	while (n) {
+		const char *end = p;
+		size_t take;
+
+		while (end < p + n && *end != '\n' && *end != '\r')
+			end++;
+		take = (size_t)(end - p);
+		if (take && !s->line_over) {
+			if (s->line.len + take > USAGE_EVENT_MAX) {
+				s->line_over = 1;
+				buf_release(&s->line);
+			} else {
+				buf_add(&s->line, p, take);
+			}
+		}
+		if (take)
+			s->after_cr = 0;
+		p += take;
+		n -= take;
+		if (!n)
+			break;
+		/* A line end: CR, LF or CR LF. */
+		if (*p == '\n' && s->after_cr) {
+			s->after_cr = 0;
+		} else {
+			s->after_cr = *p == '\r';
+			sse_line(s, delta);
+		}
+		p++;
+		n--;
+	}
+}
+
+void usage_stream_end(struct usage_stream *s, struct usage_tokens *delta)
+{
+	if (s->mode == USAGE_JSON) {
+		if (s->line_over)
+			s->skipped++;
+		else if (s->line.len)
+			read_json(s, s->line.buf, s->line.len, delta);
+	}
+	buf_release(&s->line);
+	buf_release(&s->data);
+	s->line_over = s->data_over = 0;
+}
+
+/* ---- prices ---- */
+
+/*
+ * A decimal number of at most max_whole with at most decimals digits after
+ * the point, as an integer in units of 10^-decimals.  0, or -EINVAL.
+ */
+static int parse_fixed(const char *s, size_t n, int decimals, uint64_t max_whole, uint64_t *out)
+{
+	uint64_t whole = 0, frac = 0;
+	size_t i = 0, nd = 0;
+	int fd = 0;
+
+	while (i < n && s[i] >= '0' && s[i] <= '9') {
+		whole = whole * 10 + (uint64_t)(s[i] - '0');
+		if (whole > max_whole)
+			return -EINVAL;
+		i++;
+		nd++;
+	}
+	if (!nd)
+		return -EINVAL;
+	if (i < n && s[i] == '.') {
+		i++;
+		while (i < n && s[i] >= '0' && s[i] <= '9') {
+			if (++fd > decimals)
+				return -EINVAL;
+			frac = frac * 10 + (uint64_t)(s[i] - '0');
+			i++;
+		}
+		if (!fd)
+			return -EINVAL;
+	}
+	if (i != n)
+		return -EINVAL;
+	for (; fd < decimals; fd++)
+		frac *= 10;
+	for (int k = 0; k < decimals; k++)
+		whole *= 10;
+	*out = whole + frac;
+	return 0;
+}
+
+int usage_parse_usd(const char *s, uint64_t *nano)
+{
+	uint64_t micro;
+
+	if (parse_fixed(s, strlen(s), 6, USAGE_CAP_MAX_USD, &micro) < 0 || !micro ||
+	    micro > (uint64_t)USAGE_CAP_MAX_USD * 1000000)
+		return -EINVAL;
+	*nano = micro * 1000;
+	return 0;
+}
+
+void usage_format_usd(struct buf *out, uint64_t nano)
+{
+	buf_addf(out, "%llu.%06llu", (unsigned long long)(nano / USAGE_NANO_PER_USD),
+	         (unsigned long long)(nano % USAGE_NANO_PER_USD / 1000));
+}
+
+static int prices_bad(struct buf *err, int line, const char *why)
+{
+	buf_addf(err, "line %d: %s", line, why);
+	return -EINVAL;
+}
+
+int usage_prices_parse(const char *p, size_t n, struct usage_prices *t, struct buf *err)
+{
+	const char *end = p + n;
+	int line = 0, ret = -EINVAL;
+
+	memset(t, 0, sizeof(*t));
+	while (p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p)), *le = nl ? nl : end;
+		const char *f[USAGE_KINDS + 1];
+		size_t fl[USAGE_KINDS + 1];
+		int nf = 0;
+		const char *q = p;
+
+		line++;
+		p = nl ? nl + 1 : end;
+		while (q < le && nf <= USAGE_KINDS) {
+			while (q < le && (*q == ' ' || *q == '\t'))
+				q++;
+			if (q == le || *q == '#')
+				break;
+			f[nf] = q;
+			while (q < le && *q != ' ' && *q != '\t')
+				q++;
+			fl[nf] = (size_t)(q - f[nf]);
+			nf++;
+		}
+		while (q < le && (*q == ' ' || *q == '\t'))
+			q++;
+		if (q < le && *q != '#') {
+			ret = prices_bad(err, line, "too many fields");
+			goto out;
+		}
+		if (!nf)
+			continue;
+		if (fl[0] == 4 && !memcmp(f[0], "date", 4)) {
+			if (nf != 2 || fl[1] >= sizeof(t->date)) {
+				ret = prices_bad(err, line, "'date' takes one word");
+				goto out;
+			}
+			memcpy(t->date, f[1], fl[1]);
+			t->date[fl[1]] = '\0';
+			continue;
+		}
+		if (nf != USAGE_KINDS + 1) {
+			ret = prices_bad(err, line, "want a model family and 5 prices");
+			goto out;
+		}
+		if (fl[0] > USAGE_MODEL_MAX || t->nr >= USAGE_PRICES_MAX) {
+			ret = prices_bad(err, line, "family name too long, or too many families");
+			goto out;
+		}
+		t->v = xrealloc(t->v, (t->nr + 1) * sizeof(*t->v));
+		memset(&t->v[t->nr], 0, sizeof(t->v[t->nr]));
+		memcpy(t->v[t->nr].family, f[0], fl[0]);
+		for (int k = 0; k < USAGE_KINDS; k++) {
+			if (parse_fixed(f[k + 1], fl[k + 1], 3, 1000000, &t->v[t->nr].nano[k]) <
+			    0) {
+				ret = prices_bad(err, line,
+				                 "a price is a number of USD per million tokens "
+				                 "(at most 3 decimals, at most 1000000)");
+				goto out;
+			}
+			if (t->v[t->nr].nano[k] > t->top.nano[k])
+				t->top.nano[k] = t->v[t->nr].nano[k];
+		}
+		t->nr++;
+	}
+	if (!t->nr) {
+		ret = prices_bad(err, line, "no prices");
+		goto out;
+	}
+	if (!t->date[0]) {
+		ret = prices_bad(err, line, "no 'date' line");
+		goto out;
+	}
+	ret = 0;
+out:
+	if (ret < 0)
+		usage_prices_release(t);
+	return ret;
+}
+
+int usage_prices_load(const char *path, struct usage_prices *t, struct buf *err)
+{
+	struct buf b = BUF_INIT, why = BUF_INIT;
+	ssize_t r = buf_read_file(&b, path, USAGE_PRICES_FILE_MAX);
+	int ret;
+
+	memset(t, 0, sizeof(*t));
+	if (r < 0) {
+		buf_addf(err, "cannot read '%s': %s", path,
+		         r == -EFBIG ? "too large" : strerror((int)-r));
+		buf_release(&b);
+		return (int)r;
+	}
+	ret = usage_prices_parse(b.buf, b.len, t, &why);
+	if (ret < 0)
+		buf_addf(err, "'%s': %s", path, why.buf);
+	buf_release(&b);
+	buf_release(&why);
+	return ret;
+}
+
+int usage_price_of(const struct usage_prices *t, const char *model, const struct usage_price **out)
+{
+	const struct usage_price *best = NULL;
+	size_t best_len = 0;
+
+	for (size_t i = 0; model && i < t->nr; i++) {
+		size_t l = strlen(t->v[i].family);
+
+		if (l > best_len && !strncmp(model, t->v[i].family, l) &&
+		    (!model[l] || model[l] == '-' || model[l] == '@')) {
+			best = &t->v[i];
+			best_len = l;
+		}
+	}
+	*out = best ? best : &t->top;
+	return best != NULL;
+}
+
+uint64_t usage_cost(const struct usage_price *p, const struct usage_tokens *t)
+{
+	uint64_t sum = 0;
+
+	for (int k = 0; k < USAGE_KINDS; k++)
+		sum = sat_add(sum, sat_mul(t->n[k], p->nano[k]));
+	return sum;
+}
+
+void usage_prices_release(struct usage_prices *t)
+{
+	free(t->v);
+	memset(t, 0, sizeof(*t));
+}
+
+/* ---- a task's count ---- */
+
+static int name_ok(const char *s)
+{
+	size_t n = s ? strlen(s) : 0;
+
+	if (!n || n > USAGE_MODEL_MAX)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)s[i] <= 0x20 || (unsigned char)s[i] >= 0x7f)
+			return 0;
+	return 1;
+}
+
+static struct usage_model *model_slot(struct usage_count *c, const char *name)
+{
+	for (size_t i = 0; i < c->nr; i++)
+		if (!strcmp(c->m[i].name, name))
+			return &c->m[i];
+	if (c->nr >= USAGE_MODELS && strcmp(name, USAGE_MODEL_OTHER))
+		return model_slot(c, USAGE_MODEL_OTHER);
+	memset(&c->m[c->nr], 0, sizeof(c->m[c->nr]));
+	memcpy(c->m[c->nr].name, name, strlen(name) + 1);
+	return &c->m[c->nr++];
+}
+
+void usage_count_add(struct usage_count *c, const struct usage_prices *t, const char *model,
+                     const struct usage_tokens *d, int new_answer, uint64_t *nano)
+{
+	const struct usage_price *p;
+	int priced = usage_price_of(t, name_ok(model) ? model : NULL, &p);
+	struct usage_model *m = model_slot(c, name_ok(model) ? model : USAGE_MODEL_OTHER);
+	uint64_t cost = usage_cost(p, d);
+
+	for (int k = 0; k < USAGE_KINDS; k++)
+		m->t.n[k] = sat_add(m->t.n[k], d->n[k]);
+	if (new_answer)
+		m->requests++;
+	if (!priced)
+		m->unpriced = 1;
+	m->nano = sat_add(m->nano, cost);
+	c->nano = sat_add(c->nano, cost);
+	*nano = cost;
+}
+
+static json_t *jcount(uint64_t n)
+{
+	return json_integer((json_int_t)(n > INT64_MAX ? INT64_MAX : n));
+}
+
+static json_t *jusd(uint64_t nano)
+{
+	return json_real((double)(nano / 1000) / 1e6);
+}
+
+static const char *const capped_names[] = {NULL, "task", "day"};
+
+void *usage_count_to_json(const struct usage_count *c)
+{
+	json_t *root = json_object(), *models = json_array(), *caps = json_object();
+
+	for (size_t i = 0; i < c->nr; i++) {
+		json_t *m = json_object();
+
+		json_object_set_new(m, "model", json_string(c->m[i].name));
+		for (int k = 0; k < USAGE_KINDS; k++)
+			json_object_set_new(m, usage_kind_names[k], jcount(c->m[i].t.n[k]));
+		json_object_set_new(m, "requests", jcount(c->m[i].requests));
+		json_object_set_new(m, "usd", jusd(c->m[i].nano));
+		json_object_set_new(m, "nano_usd", jcount(c->m[i].nano));
+		json_object_set_new(m, "priced", json_boolean(!c->m[i].unpriced));
+		json_array_append_new(models, m);
+	}
+	json_object_set_new(caps, "task_usd", c->cap_task ? jusd(c->cap_task) : json_null());
+	json_object_set_new(caps, "day_usd", c->cap_day ? jusd(c->cap_day) : json_null());
+	json_object_set_new(root, "requests", jcount(c->requests));
+	json_object_set_new(root, "usd", jusd(c->nano));
+	json_object_set_new(root, "nano_usd", jcount(c->nano));
+	json_object_set_new(root, "models", models);
+	json_object_set_new(root, "uncounted", jcount(c->uncounted));
+	json_object_set_new(root, "skipped", jcount(c->skipped));
+	json_object_set_new(root, "refused", jcount(c->refused));
+	json_object_set_new(root, "caps", caps);
+	json_object_set_new(root, "cap_task_nano", jcount(c->cap_task));
+	json_object_set_new(root, "cap_day_nano", jcount(c->cap_day));
+	json_object_set_new(root, "day_nano_usd", jcount(c->day_nano));
+	json_object_set_new(root, "ended_by_cap",
+	                    c->capped ? json_string(capped_names[c->capped]) : json_null());
+	return root;
+}
+
+void usage_count_json(const struct usage_count *c, struct buf *out)
+{
+	json_t *root = usage_count_to_json(c);
+	char *text = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
+
+	if (!text)
+		die("out of memory");
+	buf_addstr(out, text);
+	free(text);
+	json_decref(root);
+}
+
+static int get_n(json_t *o, const char *key, uint64_t *out, struct buf *err)
+{
+	json_t *v = json_object_get(o, key);
+
+	if (!json_is_integer(v) || json_integer_value(v) < 0) {
+		buf_addf(err, "usage: '%s' is not a count", key);
+		return -EINVAL;
+	}
+	*out = (uint64_t)json_integer_value(v);
+	return 0;
+}
+
+int usage_count_from_json(const void *json, struct usage_count *c, struct buf *err)
+{
+	json_t *root = (json_t *)json, *models, *v;
+
+	memset(c, 0, sizeof(*c));
+	if (!json_is_object(root)) {
+		buf_addstr(err, "usage: not an object");
+		return -EINVAL;
+	}
+	if (get_n(root, "requests", &c->requests, err) || get_n(root, "nano_usd", &c->nano, err) ||
+	    get_n(root, "uncounted", &c->uncounted, err) ||
+	    get_n(root, "skipped", &c->skipped, err) || get_n(root, "refused", &c->refused, err) ||
+	    get_n(root, "cap_task_nano", &c->cap_task, err) ||
+	    get_n(root, "cap_day_nano", &c->cap_day, err) ||
+	    get_n(root, "day_nano_usd", &c->day_nano, err))
+		goto bad;
+	v = json_object_get(root, "ended_by_cap");
+	if (json_is_string(v) && !strcmp(json_string_value(v), "task"))
+		c->capped = USAGE_CAPPED_TASK;
+	else if (json_is_string(v) && !strcmp(json_string_value(v), "day"))
+		c->capped = USAGE_CAPPED_DAY;
+	else if (!json_is_null(v)) {
+		buf_addstr(err, "usage: 'ended_by_cap' is not task, day or null");
+		goto bad;
+	}
+	models = json_object_get(root, "models");
+	if (!json_is_array(models) || json_array_size(models) > USAGE_MODELS + 1) {
+		buf_addstr(err, "usage: 'models' is not a list, or too long");
+		goto bad;
+	}
+	for (size_t i = 0; i < json_array_size(models); i++) {
+		json_t *m = json_array_get(models, i), *name = json_object_get(m, "model");
+		struct usage_model *um = &c->m[i];
+
+		if (!json_is_string(name) || !name_ok(json_string_value(name))) {
+			buf_addstr(err, "usage: a model without a proper name");
+			goto bad;
+		}
+		memcpy(um->name, json_string_value(name), strlen(json_string_value(name)) + 1);
+		for (int k = 0; k < USAGE_KINDS; k++)
+			if (get_n(m, usage_kind_names[k], &um->t.n[k], err))
+				goto bad;
+		if (get_n(m, "requests", &um->requests, err) ||
+		    get_n(m, "nano_usd", &um->nano, err))
+			goto bad;
+		um->unpriced = json_is_false(json_object_get(m, "priced"));
+		c->nr++;
+	}
+	c->present = 1;
+	return 0;
+bad:
+	memset(c, 0, sizeof(*c));
+	return -EINVAL;
+}
+
+/* ---- the daily ledger ---- */
+
+#define LEDGER_DIGITS 20
+
+int usage_ledger_open(const char *project_dir, time_t now, struct buf *err)
+{
+	struct buf path = BUF_INIT;
+	struct tm tm;
+	int fd;
+
+	buf_addf(&path, "%s/spend", project_dir);
+	if (mkdir(path.buf, 0700) < 0 && errno != EEXIST) {
+		fd = -errno;
+		buf_addf(err, "cannot make '%s': %s", path.buf, strerror(errno));
+		goto out;
+	}
+	localtime_r(&now, &tm);
+	buf_addf(&path, "/%04d-%02d-%02d", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday);
+	fd = open(path.buf, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0) {
+		fd = -errno;
+		buf_addf(err, "cannot open '%s': %s", path.buf, strerror(errno));
+	}
+out:
+	buf_release(&path);
+	return fd;
+}
+
+static int lock(int fd, int op)
+{
+	while (flock(fd, op) < 0)
+		if (errno != EINTR)
+			return -errno;
+	return 0;
+}
+
+int usage_ledger_add(int fd, uint64_t nano, uint64_t *total)
+{
+	char b[LEDGER_DIGITS + 2];
+	uint64_t v = 0;
+	ssize_t n;
+	int ret;
+
+	if ((ret = lock(fd, nano ? LOCK_EX : LOCK_SH)) < 0)
+		return ret;
+	do
+		n = pread(fd, b, sizeof(b), 0);
+	while (n < 0 && errno == EINTR);
+	if (n < 0) {
+		ret = -errno;
+		goto out;
+	}
+	if (n) {
+		if (n != LEDGER_DIGITS + 1 || b[LEDGER_DIGITS] != '\n') {
+			ret = -EINVAL;
+			goto out;
+		}
+		for (int i = 0; i < LEDGER_DIGITS; i++) {
+			if (b[i] < '0' || b[i] > '9') {
+				ret = -EINVAL;
+				goto out;
+			}
+			v = sat_add(sat_mul(v, 10), (uint64_t)(b[i] - '0'));
+		}
+	}
+	if (nano) {
+		v = sat_add(v, nano);
+		snprintf(b, sizeof(b), "%0*llu\n", LEDGER_DIGITS, (unsigned long long)v);
+		do
+			n = pwrite(fd, b, LEDGER_DIGITS + 1, 0);
+		while (n < 0 && errno == EINTR);
+		if (n != LEDGER_DIGITS + 1) {
+			ret = n < 0 ? -errno : -EIO;
+			goto out;
+		}
+	}
+	*total = v;
+	ret = 0;
+out:
+	lock(fd, LOCK_UN);
+	return ret;
+}

@@ -1,0 +1,220 @@
+/*
+ * What a task spends on the Claude API, counted where the key is used:
+ * aibox-proxy reads the usage the API reports in each answer it forwards
+ * with the key, prices it with the table in share/prices, and keeps the
+ * task's and the project's daily count (docs/budget.md).
+ *
+ * Four parts, each usable alone:
+ *   - usage_stream: the parser of one answer as it streams past (SSE for a
+ *     streamed /v1/messages, one JSON body otherwise), with bounded buffers;
+ *     it never holds bytes back, it only reads copies of what is forwarded;
+ *   - usage_prices: the price table;
+ *   - usage_count: tokens by kind and model, requests and cost, and its JSON
+ *     form (in aibox-proxy's record, and usage.json in the task folder);
+ *   - the daily ledger: one small file per project and local day, updated
+ *     under an exclusive flock(2) by every task and aibox run of the project.
+ *
+ * Money is counted in nano-USD (1e-9 USD) in 64-bit integers: a price of
+ * X USD per million tokens is X * 1000 nano-USD per token.  Every sum and
+ * product saturates at UINT64_MAX instead of wrapping.
+ */
+#ifndef AIBOX_USAGE_H
+#define AIBOX_USAGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "buf.h"
+
+enum usage_kind {
+	USAGE_INPUT,
+	USAGE_OUTPUT,
+	USAGE_CACHE_5M,   /* cache writes kept 5 minutes */
+	USAGE_CACHE_1H,   /* cache writes kept 1 hour */
+	USAGE_CACHE_READ, /* cache hits */
+	USAGE_KINDS
+};
+
+/* "input", "output", "cache_write_5m", "cache_write_1h", "cache_read". */
+extern const char *const usage_kind_names[USAGE_KINDS];
+
+/* One answer's tokens of one kind above this are counted as this (not refused). */
+#define USAGE_TOKENS_MAX 1000000000ULL
+/* One SSE event's data; a longer event is skipped for counting (and counted in skipped). */
+#define USAGE_EVENT_MAX (256 * 1024)
+/* A non-streamed answer's body; a longer one is skipped for counting likewise. */
+#define USAGE_BODY_MAX (4 * 1024 * 1024)
+/* A model name longer than this is counted under USAGE_MODEL_OTHER. */
+#define USAGE_MODEL_MAX 64
+/* Models counted by name; the rest are counted together under USAGE_MODEL_OTHER. */
+#define USAGE_MODELS       32
+#define USAGE_MODEL_OTHER  "(other)"
+#define USAGE_NANO_PER_USD 1000000000ULL
+/* A cap is at most this many USD (config and options refuse more). */
+#define USAGE_CAP_MAX_USD 1000000
+
+struct usage_tokens {
+	uint64_t n[USAGE_KINDS];
+};
+
+/* ---- one answer ---- */
+
+enum usage_mode { USAGE_OFF, USAGE_SSE, USAGE_JSON };
+
+struct usage_stream {
+	enum usage_mode mode;
+	struct buf line;                 /* SSE: the line being read; JSON: the body */
+	struct buf data;                 /* SSE: the data lines of the event being read */
+	int line_over;                   /* the line or body passed its cap: skipped */
+	int data_over;                   /* the event's data passed its cap: skipped */
+	int after_cr;                    /* the last byte was a CR (a CR LF is one line end) */
+	struct usage_tokens seen;        /* the highest of each kind this answer reported */
+	char model[USAGE_MODEL_MAX + 1]; /* "" until the answer names one */
+	uint64_t skipped;                /* events or bodies not counted: too large or not JSON */
+};
+
+void usage_stream_init(struct usage_stream *s, enum usage_mode mode);
+
+/*
+ * Read the next n bytes of the answer's body (without the chunked framing).
+ * What the answer's usage grew by is added to *delta (never less than 0 per
+ * kind: usage that goes down changes nothing; each kind is taken as the
+ * highest value seen, at most USAGE_TOKENS_MAX).  Never fails; memory stays
+ * within USAGE_EVENT_MAX (SSE) or USAGE_BODY_MAX (JSON) per buffer.
+ */
+void usage_stream_feed(struct usage_stream *s, const char *p, size_t n, struct usage_tokens *delta);
+
+/* The body ended: a JSON body is read now (an SSE event left open is dropped). */
+void usage_stream_end(struct usage_stream *s, struct usage_tokens *delta);
+
+void usage_stream_release(struct usage_stream *s);
+
+/* 1 when any kind in t is non-zero. */
+int usage_tokens_any(const struct usage_tokens *t);
+
+/* ---- prices ---- */
+
+struct usage_price {
+	char family[USAGE_MODEL_MAX + 1]; /* a model name prefix */
+	uint64_t nano[USAGE_KINDS];       /* nano-USD per token */
+};
+
+struct usage_prices {
+	struct usage_price *v;
+	size_t nr;
+	char date[32];          /* the table's "date" line */
+	struct usage_price top; /* the highest price of each kind: for models not in v */
+};
+
+#define USAGE_PRICES_INIT                                                                          \
+	{                                                                                          \
+		NULL, 0, "",                                                                       \
+		{                                                                                  \
+			"",                                                                        \
+			{                                                                          \
+				0                                                                  \
+			}                                                                          \
+		}                                                                                  \
+	}
+#define USAGE_PRICES_MAX      256 /* families in a table */
+#define USAGE_PRICES_FILE_MAX (64 * 1024)
+
+/*
+ * Read a price table (the format is in share/prices and docs/budget.md):
+ * "date YYYY-MM-DD", then lines "FAMILY INPUT OUTPUT CACHE5M CACHE1H CACHEREAD"
+ * in USD per million tokens (at most 3 decimals, at most 1000000), '#'
+ * comments.  0, or -EINVAL with the line and the reason in err.
+ */
+int usage_prices_parse(const char *p, size_t n, struct usage_prices *t, struct buf *err);
+
+/* usage_prices_parse() on the file at path (at most USAGE_PRICES_FILE_MAX bytes). */
+int usage_prices_load(const char *path, struct usage_prices *t, struct buf *err);
+
+/*
+ * The price of model: the family that is the longest prefix of it; 1 when
+ * found, 0 when not (then *out is the table's top price).
+ */
+int usage_price_of(const struct usage_prices *t, const char *model, const struct usage_price **out);
+
+/* What t costs at price p, in nano-USD (saturating). */
+uint64_t usage_cost(const struct usage_price *p, const struct usage_tokens *t);
+
+void usage_prices_release(struct usage_prices *t);
+
+/* ---- a task's count ---- */
+
+struct usage_model {
+	char name[USAGE_MODEL_MAX + 1]; /* USAGE_MODEL_OTHER for the rest */
+	struct usage_tokens t;
+	uint64_t requests; /* answers that reported usage for this model */
+	uint64_t nano;     /* their cost */
+	int unpriced;      /* not in the price table: charged at its top price */
+};
+
+/* Which cap ended the task, if one did. */
+enum usage_capped { USAGE_CAPPED_NONE, USAGE_CAPPED_TASK, USAGE_CAPPED_DAY };
+
+struct usage_count {
+	struct usage_model m[USAGE_MODELS + 1];
+	size_t nr;
+	uint64_t requests;  /* answers to paid endpoints forwarded */
+	uint64_t nano;      /* their cost by aibox's count */
+	uint64_t uncounted; /* answers whose usage could not be read (docs/budget.md) */
+	uint64_t skipped;   /* events or bodies skipped (too large, not JSON) */
+	uint64_t refused;   /* requests refused because a cap was reached */
+	uint64_t cap_task;  /* nano-USD, 0: none */
+	uint64_t cap_day;   /* nano-USD, 0: none */
+	uint64_t day_nano;  /* the project's day total, as last seen in the ledger */
+	enum usage_capped capped;
+	int present; /* counting is on (the proxy), or the record had usage (its reader) */
+};
+
+/*
+ * Add one answer's growth d for model (NULL or "" for unknown) at the
+ * prices in t.  new_answer: the first growth of this answer (counts a
+ * request for the model).  *nano gets d's cost.
+ */
+void usage_count_add(struct usage_count *c, const struct usage_prices *t, const char *model,
+                     const struct usage_tokens *d, int new_answer, uint64_t *nano);
+
+/* Append c as one JSON object (no newline): the "usage" of the record and usage.json. */
+void usage_count_json(const struct usage_count *c, struct buf *out);
+
+/* The same object as a new jansson json_t (void * so that this header needs no jansson). */
+void *usage_count_to_json(const struct usage_count *c);
+
+/*
+ * Read the object usage_count_json() wrote, from a jansson json_t (passed as
+ * void * so that this header needs no jansson).  0, or -EINVAL with the
+ * reason in err.
+ */
+int usage_count_from_json(const void *json, struct usage_count *c, struct buf *err);
+
+/* "12.345678" USD from nano-USD, into out. */
+void usage_format_usd(struct buf *out, uint64_t nano);
+
+/*
+ * A cap in USD from text ("5", "5.00", "0.5"): more than 0, at most
+ * USAGE_CAP_MAX_USD, at most 6 decimals.  0 with *nano set, or -EINVAL.
+ */
+int usage_parse_usd(const char *s, uint64_t *nano);
+
+/* ---- the project's daily ledger ---- */
+
+/*
+ * Open (creating them) DIR/spend/ and DIR/spend/YYYY-MM-DD for the local day
+ * of now, read-write, close-on-exec.  The fd, or a negative errno with the
+ * path in err.
+ */
+int usage_ledger_open(const char *project_dir, time_t now, struct buf *err);
+
+/*
+ * Under an exclusive flock(2) on fd: read the day's total (an empty file is
+ * 0), add nano (saturating), write it back in place, and set *total.  A
+ * ledger that is not one number is an error (-EINVAL), never reset.  0, or a
+ * negative errno.  nano 0 only reads (under a shared lock).
+ */
+int usage_ledger_add(int fd, uint64_t nano, uint64_t *total);
+
+#endif

@@ -1,0 +1,96 @@
+/*
+ * libFuzzer target: the usage parser aibox-proxy runs on every answer it
+ * forwards with the key (common/usage.c: usage_stream_feed() and
+ * usage_stream_end()), and on the same bytes the price table parser
+ * (usage_prices_parse()).
+ *
+ * The first byte picks SSE or JSON and how the rest is cut into pieces.
+ * Besides not crashing: the count of each kind only grows, stays within
+ * USAGE_TOKENS_MAX, equals the sum of the growths reported, and does not
+ * depend on where the stream was cut (fed whole, the same counts and model
+ * come out); the model is printable ASCII without spaces.  An accepted price
+ * table has a date and at least one family, its top price at least every
+ * family's.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "buf.h"
+#include "usage.h"
+#include "banned.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void run(const char *p, size_t n, enum usage_mode mode, unsigned cut, struct usage_stream *s)
+{
+	struct usage_tokens sum = {{0}};
+	size_t off = 0;
+
+	usage_stream_init(s, mode);
+	while (off < n) {
+		struct usage_tokens d = {{0}};
+		struct usage_tokens before = s->seen;
+		size_t take =
+		    cut ? 1 + (size_t)(((unsigned char)p[off] * 31u + cut) % (cut * 8)) : n;
+
+		if (take > n - off)
+			take = n - off;
+		usage_stream_feed(s, p + off, take, &d);
+		for (int k = 0; k < USAGE_KINDS; k++) {
+			if (s->seen.n[k] < before.n[k] || s->seen.n[k] > USAGE_TOKENS_MAX ||
+			    s->seen.n[k] - before.n[k] != d.n[k])
+				abort();
+			sum.n[k] += d.n[k];
+		}
+		off += take;
+	}
+	{
+		struct usage_tokens d = {{0}};
+
+		usage_stream_end(s, &d);
+		for (int k = 0; k < USAGE_KINDS; k++) {
+			sum.n[k] += d.n[k];
+			if (sum.n[k] != s->seen.n[k] || s->seen.n[k] > USAGE_TOKENS_MAX)
+				abort();
+		}
+	}
+	for (const char *m = s->model; *m; m++)
+		if ((unsigned char)*m <= 0x20 || (unsigned char)*m >= 0x7f)
+			abort();
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct usage_stream a, b;
+	struct usage_prices t;
+	struct buf err = BUF_INIT;
+	enum usage_mode mode;
+	unsigned cut;
+
+	if (!size)
+		return 0;
+	mode = data[0] & 1 ? USAGE_JSON : USAGE_SSE;
+	cut = 1 + (data[0] >> 1) % 16;
+	run((const char *)data + 1, size - 1, mode, cut, &a);
+	run((const char *)data + 1, size - 1, mode, 0, &b);
+	if (memcmp(&a.seen, &b.seen, sizeof(a.seen)) || strcmp(a.model, b.model) ||
+	    a.skipped != b.skipped)
+		abort();
+	usage_stream_release(&a);
+	usage_stream_release(&b);
+
+	if (usage_prices_parse((const char *)data, size, &t, &err) == 0) {
+		if (!t.date[0] || !t.nr)
+			abort();
+		for (size_t i = 0; i < t.nr; i++)
+			for (int k = 0; k < USAGE_KINDS; k++)
+				if (t.v[i].nano[k] > t.top.nano[k])
+					abort();
+		usage_prices_release(&t);
+	} else if (!err.len || t.v || t.nr) {
+		abort();
+	}
+	buf_release(&err);
+	return 0;
+}

@@ -1,0 +1,274 @@
+#!/usr/bin/env bats
+# aibox-proxy counts what key forwarding spends (docs/budget.md): the usage
+# the API reports in each answer, priced with share/prices, in the record
+# (--report-fd) and proxy.log; caps per task (--budget-task) and per project
+# and day (--budget-day with the ledger on --ledger-fd), refused in the API's
+# own error shape.  Against the TLS fake API, no VM.
+bats_require_minimum_version 1.5.0
+load lib-common
+load lib-claude
+load lib-tls
+load lib-proxy
+load lib-task # api
+
+KEY=sk-ant-real-key-3006
+
+setup() {
+	common_setup
+	make_test_ca "$T/ca"
+	export AIBOX_TEST_KEY=$KEY
+	export AIBOX_API_CA=$T/ca/ca.pem
+}
+
+teardown() {
+	[ -z "${PID1:-}" ] || { kill -TERM "$PID1"; wait "$PID1" || true; }
+	stop_proxy || true
+	stop_fake_api
+	common_teardown
+}
+
+# start_recorded ARGS...: start_proxy with key forwarding and its record in $T/record.json
+start_recorded() {
+	exec 4>"$T/record.json"
+	start_proxy --key-env AIBOX_TEST_KEY --report-fd 4 "$@"
+	local st=$?
+	exec 4>&-
+	return $st
+}
+
+# ask MODEL STREAM [PATH]: one main request (with tools) through the proxy; the answer in $T/out
+ask() {
+	curl -sS -x "$PROXY" -H 'content-type: application/json' --data-binary \
+		"{\"model\":\"$1\",\"stream\":$2,\"tools\":[{\"name\":\"Bash\"}],\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}" \
+		"http://127.0.0.1:3129${3:-/v1/messages?beta=true}" >"$T/out"
+}
+
+# usage JQ: the record's usage, through jq
+usage() {
+	jq -c ".usage | $1" "$T/record.json"
+}
+
+SONNET=claude-sonnet-4-5-20250929
+# 1234 x 3 + 567 x 15 + 100 x 3.75 + 200 x 6 + 300 x 0.30 USD per million tokens
+USAGE='{"input_tokens":1234,"output_tokens":567,"cache_creation":{"ephemeral_5m_input_tokens":100,"ephemeral_1h_input_tokens":200},"cache_creation_input_tokens":300,"cache_read_input_tokens":300}'
+NANO=13872000
+
+@test "spend: a streamed answer's usage is counted exactly, by kind and model" {
+	api "{\"turns\":[{\"text\":\"hello\",\"usage\":$USAGE}]}"
+	start_recorded
+	ask "$SONNET" true
+	grep -q 'event: message_stop' "$T/out"
+	stop_proxy
+	[ "$(usage '.models | length')" = 1 ]
+	[ "$(usage '.models[0] | [.model, .input, .output, .cache_write_5m, .cache_write_1h, .cache_read, .requests, .priced]')" = \
+		"[\"$SONNET\",1234,567,100,200,300,1,true]" ]
+	[ "$(usage '[.requests, .nano_usd, .usd, .uncounted, .skipped, .refused, .ended_by_cap]')" = \
+		"[1,$NANO,0.013872,0,0,0,null]" ]
+	run cat "$T/proxy.log"
+	assert_line --regexp "^[^ ]+ allowed localhost:3129 POST /v1/messages\?beta=true status=200 model=$SONNET input=1234 output=567 cache_write_5m=100 cache_write_1h=200 cache_read=300 usd=0.013872 sent=[0-9]+ received=[0-9]+ duration=[0-9.]+s$"
+	# the upstream got the answer unencoded, whatever the client asked for
+	[ "$(jq -r '.headers["accept-encoding"]' "$T/rec/0001.json")" = identity ]
+}
+
+@test "spend: a non-streamed answer's usage is counted exactly; cache writes without the split count as 5 minutes" {
+	api '{"turns":[{"text":"hello","usage":{"input_tokens":7,"output_tokens":9,"cache_creation_input_tokens":11,"cache_read_input_tokens":13}}]}'
+	start_recorded
+	ask "$SONNET" false
+	[ "$(jq -r .usage.output_tokens "$T/out")" = 9 ]
+	ask "$SONNET" false
+	stop_proxy
+	[ "$(usage '.models[0] | [.input, .output, .cache_write_5m, .cache_write_1h, .cache_read, .requests]')" = \
+		"[14,18,22,0,26,2]" ]
+	# (7 x 3 + 9 x 15 + 11 x 3.75 + 13 x 0.3) x 2 thousand nano-USD
+	[ "$(usage .nano_usd)" = 402300 ]
+}
+
+@test "spend: a model not in the price table is charged at its top price, and says so" {
+	api '{"usage":{"input_tokens":1000000,"output_tokens":1000000,"cache_creation_input_tokens":0,"cache_read_input_tokens":1000000}}'
+	start_recorded
+	ask mystery-model-9 true
+	ask claude-haiku-4-5 true
+	stop_proxy
+	# the top of each column: 15 + 75 + 1.50 USD
+	[ "$(usage '[.models[] | select(.model == "mystery-model-9") | .priced, .usd]')" = '[false,91.5]' ]
+	[ "$(usage '[.models[] | select(.model == "claude-haiku-4-5") | .priced, .usd]')" = '[true,6.1]' ]
+}
+
+@test "spend: count_tokens and other free endpoints cost nothing" {
+	api '{}'
+	start_recorded
+	ask "$SONNET" false /v1/messages/count_tokens
+	curl -sS -x "$PROXY" http://127.0.0.1:3129/api/hello >/dev/null
+	stop_proxy
+	[ "$(usage '[.requests, .nano_usd, (.models | length)]')" = '[0,0,0]' ]
+}
+
+@test "spend: a task cap lets the answer that crossed it through, then refuses in the API's error shape" {
+	api "{\"usage\":$USAGE}"
+	start_recorded --budget-task 0.01
+	ask "$SONNET" true
+	grep -q 'event: message_stop' "$T/out"
+	run curl -sS -i -x "$PROXY" -H 'content-type: application/json' --data-binary '{"model":"m","stream":true,"messages":[]}' \
+		"http://127.0.0.1:3129/v1/messages?beta=true"
+	assert_line --index 0 "$(printf 'HTTP/1.1 400 Bad Request\r')"
+	assert_output --partial '{"type":"error","error":{"type":"invalid_request_error","message":"aibox: this task'"'"'s budget of 0.010000 USD is spent (0.013872 USD by aibox'"'"'s count); aibox-proxy refuses further API requests"}}'
+	# free endpoints still pass
+	curl -sS -f -x "$PROXY" http://127.0.0.1:3129/api/hello >/dev/null
+	stop_proxy
+	[ "$(ls "$T/rec" | wc -l)" = 2 ]
+	[ "$(usage '[.requests, .refused, .ended_by_cap, .caps.task_usd]')" = '[1,1,"task",0.01]' ]
+	grep -q ' refused localhost:3129 POST /v1/messages?beta=true (budget: the task cap of 0.010000 USD is reached) status=400' "$T/proxy.log"
+}
+
+@test "spend: two proxies of one project share the day's ledger without losing an update, and its cap" {
+	api "{\"usage\":$USAGE}"
+	: >"$T/ledger"
+	exec 5<>"$T/ledger"
+	start_recorded --ledger-fd 5
+	P1=$PROXY_PORT PID1=$PROXY_PID
+	PROXY_PID=
+	# each proxy opens the ledger itself, as each task does: flock(2) locks are per open
+	exec 5>&-
+	exec 5<>"$T/ledger"
+	start_proxy --key-env AIBOX_TEST_KEY --ledger-fd 5 --log "$T/proxy2.log"
+	exec 5>&-
+	P2=$PROXY_PORT
+	pids=()
+	for i in $(seq 1 8); do
+		for p in $P1 $P2; do
+			curl -sS -f -x "http://127.0.0.1:$p" -H 'content-type: application/json' \
+				--data-binary '{"model":"claude-sonnet-4-5","stream":true,"messages":[]}' \
+				"http://127.0.0.1:3129/v1/messages" >/dev/null &
+			pids+=($!)
+		done
+	done
+	for j in "${pids[@]}"; do wait "$j"; done
+	# 16 answers, each 13872000 nano-USD, all in the ledger
+	[ "$(cat "$T/ledger")" = "$(printf '%020d' $((16 * NANO)))" ]
+	# a third proxy whose day cap the ledger has reached refuses at once
+	stop_proxy
+	exec 5<>"$T/ledger"
+	start_proxy --key-env AIBOX_TEST_KEY --ledger-fd 5 --budget-day 0.2 --log "$T/proxy3.log"
+	exec 5>&-
+	run curl -sS -x "$PROXY" -H 'content-type: application/json' --data-binary '{"model":"m","messages":[]}' \
+		"http://127.0.0.1:3129/v1/messages"
+	assert_output '{"type":"error","error":{"type":"invalid_request_error","message":"aibox: the project'"'"'s daily budget of 0.200000 USD is spent (0.221952 USD today by aibox'"'"'s count); aibox-proxy refuses further API requests"}}'
+	stop_proxy
+	kill -TERM "$PID1"
+	wait "$PID1"
+	PID1=
+	[ "$(jq .usage.nano_usd "$T/record.json")" = $((8 * NANO)) ]
+	[ "$(jq .usage.day_nano_usd "$T/record.json")" -ge $((8 * NANO)) ]
+}
+
+@test "spend: the proxy adds to the ledger only under its lock: another task's update while it waits is kept" {
+	api "{\"usage\":$USAGE}"
+	printf '%020d\n' 0 >"$T/ledger"
+	exec 5<>"$T/ledger"
+	start_proxy --key-env AIBOX_TEST_KEY --ledger-fd 5
+	exec 5>&-
+	# another task holds the lock, and writes its own total before letting go
+	flock -x "$T/ledger" -c "touch '$T/held'; sleep 3; printf '%020d\n' 1000 >'$T/ledger'" &
+	holder=$!
+	while [ ! -e "$T/held" ]; do sleep 0.05; done
+	ask "$SONNET" true
+	wait "$holder"
+	[ "$(cat "$T/ledger")" = "$(printf '%020d' $((1000 + NANO)))" ]
+}
+
+@test "spend: hostile streams (huge events, broken JSON, usage going down, absurd numbers) cannot crash, stall or lower the count" {
+	big=$(head -c 600000 /dev/zero | tr '\0' x)
+	cat >"$T/script.json" <<-JSON
+		{"turns": [{"raw": [
+		  "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"claude-sonnet-4-5\",\"usage\":{\"input_tokens\":100,\"output_tokens\":1,\"cache_read_input_tokens\":50}}}\n\n",
+		  "data: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":\"$big\"}}\n\n",
+		  "data: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":40,\n\n",
+		  "data: {\"type\":\"message_delta\",\"usage\":{\"input_tokens\":5,\"output_tokens\":30}}\r\n\r\n",
+		  "data: {\"type\":\"message_delta\",\"usage\":{\"cache_read_input_tokens\":-7,\"output_tokens\":60}}\r\r",
+		  "data: {\"type\":\"message_delta\",\"usage\":{\"input_tokens\":99999999999999999999999}}\n\n",
+		  "data: {\"type\":\"message_delta\",\"usage\":{\"cache_creation_input_tokens\":1e300}}\n\n",
+		  "data: [1,2\n", "data: 3]\n\n",
+		  "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+		]}]}
+	JSON
+	api "$(cat "$T/script.json")"
+	start_recorded
+	ask claude-sonnet-4-5 true
+	# the stream came through whole
+	[ "$(wc -c <"$T/out")" -gt 600000 ]
+	tail -c 40 "$T/out" | grep -q 'message_stop'
+	# and the proxy still answers
+	ask claude-sonnet-4-5 false
+	stop_proxy
+	# input stays 100 (5 does not lower it), output the highest (60); the
+	# 1e300 cache write is clamped to USAGE_TOKENS_MAX; the too-large integer,
+	# the huge event, the broken JSON and the array are skipped
+	[ "$(usage '.models[0] | [.input, .output, .cache_write_5m, .cache_read]')" = '[100,60,1000000000,50]' ]
+	# four events in the stream, then the second answer's body (not JSON)
+	[ "$(usage '.skipped')" = 5 ]
+}
+
+@test "spend: events reach the client as they come, a huge one too, while the proxy counts them" {
+	big=$(head -c 600000 /dev/zero | tr '\0' x)
+	cat >"$T/script.json" <<-JSON
+		{"turns": [{"raw": [
+		  "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"claude-sonnet-4-5\",\"usage\":{\"input_tokens\":100,\"output_tokens\":1}}}\n\n",
+		  "data: {\"type\":\"ping\",\"pad\":\"$big\"}\n\n",
+		  4,
+		  "data: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":30}}\n\n",
+		  "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+		]}]}
+	JSON
+	api "$(cat "$T/script.json")"
+	start_recorded
+	# the seconds at which the client had the first event, the huge one, and the end
+	python3 - "$PROXY_PORT" >"$T/times" <<-'PY'
+		import socket, sys, time, json
+		body = json.dumps({"model": "claude-sonnet-4-5", "stream": True, "tools": [{"name": "Bash"}],
+		                   "messages": [{"role": "user", "content": "hi"}]}).encode()
+		s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=30)
+		s.sendall(b"POST http://127.0.0.1:3129/v1/messages HTTP/1.1\r\nHost: 127.0.0.1:3129\r\n"
+		          b"Content-Type: application/json\r\nConnection: close\r\n"
+		          b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+		t0, got, first, huge = time.time(), b"", None, None
+		while True:
+		    b = s.recv(65536)
+		    if not b:
+		        break
+		    got += b
+		    if first is None and b"message_start" in got:
+		        first = time.time() - t0
+		    if huge is None and b"x" * 600000 + b'"}' in got:
+		        huge = time.time() - t0
+		print("%.2f %.2f %.2f" % (first, huge, time.time() - t0))
+	PY
+	read -r first huge end <"$T/times"
+	# both before the upstream's 4 s pause ended, the end after it
+	awk -v f="$first" -v h="$huge" -v e="$end" 'BEGIN { exit !(f < 3 && h < 3 && e >= 4) }'
+	stop_proxy
+	[ "$(usage '.models[0] | [.input, .output]')" = '[100,30]' ]
+	[ "$(usage '.skipped')" = 1 ]
+}
+
+@test "spend: --budget-task, --budget-day, --ledger-fd and --prices are checked" {
+	run aibox-proxy --budget-task 0
+	[ "$status" -eq 2 ]
+	assert_output --partial "invalid --budget-task '0'"
+	run aibox-proxy --budget-task 1.0000001
+	[ "$status" -eq 2 ]
+	run aibox-proxy --budget-day 5
+	[ "$status" -eq 2 ]
+	assert_output --partial "--budget-day needs --ledger-fd"
+	run aibox-proxy --budget-task 5
+	[ "$status" -eq 2 ]
+	assert_output --partial "need key forwarding"
+	printf 'date 2025-01-01\nclaude-x 1 2 3\n' >"$T/prices"
+	export AIBOX_API_UPSTREAM=https://localhost:1
+	run aibox-proxy --key-env AIBOX_TEST_KEY --prices "$T/prices"
+	[ "$status" -eq 2 ]
+	assert_output --partial "line 2: want a model family and 5 prices"
+	printf 'garbage\n' >"$T/ledger"
+	run aibox-proxy --key-env AIBOX_TEST_KEY --ledger-fd 5 5<>"$T/ledger"
+	[ "$status" -eq 2 ]
+	assert_output --partial "cannot read the ledger"
+}
