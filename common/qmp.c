@@ -70,9 +70,15 @@ static int read_msg(struct qmp *q, json_t **out, long deadline, struct buf *why)
 		n = read(q->fd, q->in.buf + q->in.len, 65536);
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n <= 0) {
-			buf_addstr(why, n == 0 ? "QEMU closed its monitor" : "cannot read QEMU's monitor");
-			return n == 0 ? -ECHILD : -errno;
+		if (n == 0 || (n < 0 && errno == ECONNRESET)) {
+			buf_addstr(why, "QEMU closed its monitor (it exited)");
+			return -ECHILD;
+		}
+		if (n < 0) {
+			int e = errno;
+
+			buf_addf(why, "cannot read QEMU's monitor: %s", strerror(e));
+			return -e;
 		}
 		buf_setlen(&q->in, q->in.len + (size_t)n);
 	}

@@ -177,6 +177,11 @@ static int snap_init(const struct vm_config *cfg, struct snap *s, struct buf *wh
 		r = (int)buf_read_file(&man, path.buf, IMAGE_MANIFEST_MAX);
 		buf_release(&path);
 	}
+	if (r >= 0 && !strstr(man.buf, "\nsnapshot 1\n")) {
+		buf_addstr(why, "the image's init predates snapshots (rebuild it: aibox image build)");
+		r = -ENOTSUP;
+		goto out;
+	}
 	if (r < 0 || add_image_sum(&man, "vmlinuz", "kernel", &s->deps) < 0 ||
 	    add_image_sum(&man, "initramfs", "initramfs", &s->deps) < 0 ||
 	    add_image_sum(&man, "rootfs.ext4", "rootfs", &s->deps) < 0) {
@@ -643,6 +648,11 @@ static int restore(const struct vm_config *cfg, struct snap *s, int in_fd, struc
 	long deadline = now_ms() + RESTORE_MS;
 	int r;
 
+	if (mkdir(s->empty.buf, 0555) < 0 && errno != EEXIST) {
+		r = -errno;
+		buf_addf(why, "cannot create '%s': %s", s->empty.buf, strerror(errno));
+		goto out;
+	}
 	if ((state_fd = vm_make_state_disk(cfg->state_dir, PLACEHOLDER_BYTES)) < 0 ||
 	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ssh) < 0 ||
 	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl) < 0 ||
