@@ -86,8 +86,10 @@ done
 qemu=$(pgrep -P "$PPID" -f qemu-system)
 for fd in /proc/$qemu/fd/*; do
 	flags=$(awk '/^flags/ { print $2 }' "/proc/$qemu/fdinfo/${fd##*/}" 2>/dev/null) || continue
-	[ -f "$fd" ] && [ $((8#$flags & 3)) -ne 0 ] && stat -L -c '%d:%i' "$fd"
-done | sort >"$d/writable"
+	# files only: sockets, pipes and anon inodes (one inode for all) are no paths
+	[[ $(readlink "$fd") == /* ]] && [ -f "$fd" ] && [ $((8#$flags & 3)) -ne 0 ] &&
+		stat -L -c '%d:%i' "$fd"
+done | sort -u >"$d/writable"
 # Hold the VM until the other has looked too.
 touch "$d/looked"
 for i in $(seq 600); do
