@@ -1,4 +1,5 @@
 /* Snapshots of the image's VM (snapshot.h, docs/image.md "Snapshots"). */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <openssl/evp.h>
@@ -415,6 +416,24 @@ static int write_atomic(const char *path, const struct buf *text)
 	return r;
 }
 
+/*
+ * Remove what a saving process that died left (its temporary files): under
+ * the lock, no other process is writing one.
+ */
+static void remove_leftovers(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+
+	while (d && (de = readdir(d)))
+		if ((!strncmp(de->d_name, ".snapshot-", 10) && strlen(de->d_name) == 16 &&
+		     strcmp(de->d_name, ".snapshot-empty")) ||
+		    (!strncmp(de->d_name, "snapshot-", 9) && strstr(de->d_name, ".manifest.tmp-")))
+			unlinkat(dirfd(d), de->d_name, 0);
+	if (d)
+		closedir(d);
+}
+
 /* The saving: s is initialized, the lock is held. */
 static int save_locked(const struct vm_config *cfg, struct snap *s, struct buf *why)
 {
@@ -434,6 +453,7 @@ static int save_locked(const struct vm_config *cfg, struct snap *s, struct buf *
 		buf_addf(why, "cannot create '%s': %s", s->empty.buf, strerror(errno));
 		goto out;
 	}
+	remove_leftovers(cfg->image_dir);
 	buf_addf(&tmp, "%s/.snapshot-XXXXXX", cfg->image_dir);
 	if ((out_fd = mkostemp(tmp.buf, O_CLOEXEC)) < 0 ||
 	    (state_fd = vm_make_state_disk(cfg->image_dir, PLACEHOLDER_BYTES)) < 0 ||
@@ -723,8 +743,12 @@ int snapshot_start(const struct vm_config *cfg, struct vm *vm, struct buf *why)
 	struct stat st;
 	int in_fd = -1, saved = 0, r;
 
-	if (strcmp(cfg->mode, "task") || !cfg->proxy_socket || cfg->extra_cmdline) {
+	if (strcmp(cfg->mode, "task") || cfg->extra_cmdline) {
 		buf_addstr(why, "only a task's VM starts from a snapshot");
+		return -EINVAL;
+	}
+	if (!cfg->proxy_socket) {
+		buf_addstr(why, "a snapshot's VM has a network: this VM has none");
 		return -EINVAL;
 	}
 	if (cfg->nr_mounts > SNAP_SHARES) {
