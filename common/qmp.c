@@ -141,7 +141,8 @@ int qmp_call(struct qmp *q, const char *execute, json_t *args, json_t **ret, int
 		if ((v = json_object_get(msg, "error"))) {
 			const char *desc = json_string_value(json_object_get(v, "desc"));
 
-			buf_addf(why, "QEMU refused %s: %.200s", execute, desc ? desc : "no reason");
+			buf_addf(why, "QEMU refused %s: %.200s", execute,
+			         desc ? desc : "no reason");
 			json_decref(msg);
 			return -EPROTO;
 		}

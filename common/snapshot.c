@@ -25,13 +25,13 @@
 #include "banned.h"
 
 /* The device set below: a snapshot made for another one is stale. */
-#define SNAP_DEVICES      1
+#define SNAP_DEVICES 1
 /* The state disk's size while the snapshot is made (and right after a restore). */
-#define PLACEHOLDER_BYTES (1ULL << 20)
-#define BOOT_MS           (300 * 1000) /* the saving VM's boot, under TCG on a busy host */
-#define MIGRATE_MS        (120 * 1000)
-#define RESTORE_MS        (120 * 1000)
-#define MANIFEST_MAX      8192
+#define PLACEHOLDER_BYTES  (1ULL << 20)
+#define BOOT_MS            (300 * 1000) /* the saving VM's boot, under TCG on a busy host */
+#define MIGRATE_MS         (120 * 1000)
+#define RESTORE_MS         (120 * 1000)
+#define MANIFEST_MAX       8192
 #define IMAGE_MANIFEST_MAX (4 << 20)
 
 /* The fd numbers QEMU gets. */
@@ -79,7 +79,8 @@ static int add_image_sum(const struct buf *manifest, const char *file, const cha
 	const char *p = manifest->buf;
 
 	while ((p = strstr(p, "sha256 "))) {
-		const char *eol = strchrnul(p, '\n'), *sp = memchr(p + 7, ' ', (size_t)(eol - p - 7));
+		const char *eol = strchrnul(p, '\n'),
+		           *sp = memchr(p + 7, ' ', (size_t)(eol - p - 7));
 
 		if ((p == manifest->buf || p[-1] == '\n') && sp && sp - (p + 7) == 64 &&
 		    (size_t)(eol - sp - 1) == strlen(file) && !memcmp(sp + 1, file, strlen(file))) {
@@ -158,8 +159,8 @@ static int snap_init(const struct vm_config *cfg, struct snap *s, struct buf *wh
 	s->kvm = vm_kvm_usable();
 	buf_addf(&s->file, "%s/snapshot-%um-%uc.vmstate", cfg->image_dir, vm_memory_mb(cfg),
 	         vm_cpus(cfg));
-	buf_addf(&s->manifest, "%s/snapshot-%um-%uc.manifest", cfg->image_dir,
-	         vm_memory_mb(cfg), vm_cpus(cfg));
+	buf_addf(&s->manifest, "%s/snapshot-%um-%uc.manifest", cfg->image_dir, vm_memory_mb(cfg),
+	         vm_cpus(cfg));
 	buf_addf(&s->empty, "%s/.snapshot-empty", cfg->image_dir);
 
 	buf_addf(&s->deps, "aibox-snapshot 1\ndevices %d\nqemu ", SNAP_DEVICES);
@@ -179,7 +180,8 @@ static int snap_init(const struct vm_config *cfg, struct snap *s, struct buf *wh
 		buf_release(&path);
 	}
 	if (r >= 0 && !strstr(man.buf, "\nsnapshot 1\n")) {
-		buf_addstr(why, "the image's init predates snapshots (rebuild it: aibox image build)");
+		buf_addstr(why,
+		           "the image's init predates snapshots (rebuild it: aibox image build)");
 		r = -ENOTSUP;
 		goto out;
 	}
@@ -201,8 +203,7 @@ out:
  * digest, -ENOENT when there is none, -ESTALE when it was made for
  * something else (why says what).
  */
-static int read_manifest(const struct snap *s, unsigned long long *size, char *hex,
-                         struct buf *why)
+static int read_manifest(const struct snap *s, unsigned long long *size, char *hex, struct buf *why)
 {
 	struct buf m = BUF_INIT;
 	ssize_t n = buf_read_file(&m, s->manifest.buf, MANIFEST_MAX);
@@ -220,7 +221,7 @@ static int read_manifest(const struct snap *s, unsigned long long *size, char *h
 		goto out;
 	}
 	/* Line by line: the first that differs says why. */
-	for (a = m.buf, b = s->deps.buf; *b; ) {
+	for (a = m.buf, b = s->deps.buf; *b;) {
 		size_t la = strcspn(a, "\n"), lb = strcspn(b, "\n");
 
 		if (la != lb || memcmp(a, b, la) || a[la] != '\n') {
@@ -316,9 +317,9 @@ static void snap_devices(struct strvec *a, const char *share, const char *const 
 	             "virtserialport,chardev=ctl,name=" SNAP_PORT, NULL);
 	strvec_pushl(a, "-object", "rng-random,id=rng,filename=/dev/urandom", "-device",
 	             "virtio-rng-pci,rng=rng", NULL);
-	strvec_pushl(a, "-netdev", netdev, "-device", "virtio-net-pci,netdev=net0,romfile=",
-	             "-chardev", "socket,id=qmp,fd=" TOSTR(FD_QMP), "-mon",
-	             "chardev=qmp,mode=control", NULL);
+	strvec_pushl(a, "-netdev", netdev, "-device",
+	             "virtio-net-pci,netdev=net0,romfile=", "-chardev",
+	             "socket,id=qmp,fd=" TOSTR(FD_QMP), "-mon", "chardev=qmp,mode=control", NULL);
 	buf_release(&b);
 }
 
@@ -329,7 +330,8 @@ static int wait_line(int fd, int pidfd, const char *line, long deadline)
 	size_t len = 0;
 
 	for (;;) {
-		struct pollfd p[2] = {{.fd = fd, .events = POLLIN}, {.fd = pidfd, .events = POLLIN}};
+		struct pollfd p[2] = {{.fd = fd, .events = POLLIN},
+		                      {.fd = pidfd, .events = POLLIN}};
 		long left = deadline - now_ms();
 		ssize_t n;
 
@@ -373,8 +375,8 @@ static int wait_migrated(struct qmp *q, long deadline, struct buf *why)
 		const char *st;
 		int r;
 
-		if ((r = qmp_call(q, "query-migrate", NULL, &ret, (int)(deadline - now_ms()), why)) <
-		    0)
+		if ((r = qmp_call(q, "query-migrate", NULL, &ret, (int)(deadline - now_ms()),
+		                  why)) < 0)
 			return r;
 		st = json_string_value(json_object_get(ret, "status"));
 		if (st && !strcmp(st, "completed")) {
@@ -467,7 +469,8 @@ static int save_locked(const struct vm_config *cfg, struct snap *s, struct buf *
 	for (int i = 0; i < SNAP_SHARES; i++)
 		slots[i] = s->empty.buf;
 	/* Nothing connects while the snapshot is made: the command is never run. */
-	buf_addstr(&net, "user,id=net0,restrict=on,ipv6=off,guestfwd=tcp:10.0.2.100:3128-cmd:false");
+	buf_addstr(&net,
+	           "user,id=net0,restrict=on,ipv6=off,guestfwd=tcp:10.0.2.100:3128-cmd:false");
 	vm_base_args(&sp.args, cfg, s->kvm, SNAP_CMDLINE);
 	snap_devices(&sp.args, s->empty.buf, slots, net.buf);
 	spawn_give_fd(&sp, state_fd, FD_STATE);
@@ -704,10 +707,10 @@ static int restore(const struct vm_config *cfg, struct snap *s, int in_fd, struc
 		goto out;
 	mon[0] = -1;
 	if ((r = wait_running(&q, deadline, why)) < 0 ||
-	    (r = qmp_call(&q, "block_resize",
-	                  json_pack("{s:s,s:I}", "device", "state", "size",
-	                            (json_int_t)vm_disk_bytes(cfg)),
-	                  NULL, RESTORE_MS, why)) < 0)
+	    (r = qmp_call(
+	         &q, "block_resize",
+	         json_pack("{s:s,s:I}", "device", "state", "size", (json_int_t)vm_disk_bytes(cfg)),
+	         NULL, RESTORE_MS, why)) < 0)
 		goto out;
 	if ((r = go_message(cfg, &go)) < 0 || (r = write_all(ctl[0], go.buf, go.len)) < 0) {
 		buf_addf(why, "cannot send the go message: %s", strerror(-r));

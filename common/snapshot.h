@@ -34,8 +34,8 @@
 #define SNAP_GO_MAX     4096
 #define SNAP_SEED_BYTES 64
 /* The spare 9p devices of a snapshot's VM: tags aibox.s0 .. aibox.s7. */
-#define SNAP_SHARES     8
-#define SNAP_SLOT_TAG   "aibox.s"
+#define SNAP_SHARES   8
+#define SNAP_SLOT_TAG "aibox.s"
 
 struct buf;
 struct vm;

@@ -20,7 +20,7 @@
 #include "snapshot.h"
 #include "banned.h"
 
-#define GO_FILE    GUEST_RUN_DIR "/go" /* the go message without its seed */
+#define GO_FILE      GUEST_RUN_DIR "/go" /* the go message without its seed */
 #define DISK_WAIT_MS 20000
 
 /* The share map: the task's tag -> the snapshot VM's slot tag. */
@@ -36,8 +36,7 @@ int snap_mode(void)
 	if (buf_read_file(&cmdline, "/proc/cmdline", 65536) < 0)
 		return 0;
 	for (p = cmdline.buf; (p = strstr(p, SNAP_CMDLINE)); p++)
-		if ((p == cmdline.buf || p[-1] == ' ') &&
-		    strchr(" \n", p[strlen(SNAP_CMDLINE)])) {
+		if ((p == cmdline.buf || p[-1] == ' ') && strchr(" \n", p[strlen(SNAP_CMDLINE)])) {
 			ret = 1;
 			break;
 		}
