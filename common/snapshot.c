@@ -436,15 +436,90 @@ static void remove_leftovers(const char *dir)
 		closedir(d);
 }
 
+/* A snapshot VM's QEMU, saving or restoring: what it holds of ours. */
+struct snap_qemu {
+	struct spawn sp;
+	struct qmp q;
+	int state_fd;
+	int ssh[2], ctl[2], mon[2]; /* [0] ours, [1] QEMU's */
+};
+
+#define SNAP_QEMU_INIT                                                                             \
+	{                                                                                          \
+		.sp = SPAWN_INIT, .q = QMP_INIT, .state_fd = -1, .ssh = {-1, -1}, .ctl = {-1, -1}, \
+		.mon = { -1,                                                                       \
+			 -1 }                                                                      \
+	}
+
+static void snap_qemu_clear(struct snap_qemu *x)
+{
+	qmp_close(&x->q);
+	close_fd(&x->state_fd);
+	for (int i = 0; i < 2; i++) {
+		close_fd(&x->ssh[i]);
+		close_fd(&x->ctl[i]);
+		close_fd(&x->mon[i]);
+	}
+	spawn_clear(&x->sp);
+}
+
+/*
+ * Start a snapshot VM's QEMU (snap_devices()) with a new placeholder state
+ * disk in state_dir, and take its monitor.  in_fd >= 0: restore from it.
+ * 0 with vm->pid set, or a negative errno with why (QEMU may run: the caller
+ * stops it).
+ */
+static int snap_qemu_start(struct snap_qemu *x, const struct vm_config *cfg, const struct snap *s,
+                           const char *state_dir, const char *share, const char *const *slots,
+                           const char *netdev, int in_fd, struct vm *vm, struct buf *why)
+{
+	int r;
+
+	if ((x->state_fd = vm_make_state_disk(state_dir, PLACEHOLDER_BYTES)) < 0) {
+		r = x->state_fd;
+		x->state_fd = -1;
+		buf_addf(why, "cannot make the state disk: %s", strerror(-r));
+		return r;
+	}
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, x->ssh) < 0 ||
+	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, x->ctl) < 0 ||
+	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, x->mon) < 0) {
+		r = -errno;
+		buf_addf(why, "cannot make a socket pair: %s", strerror(errno));
+		return r;
+	}
+	vm_base_args(&x->sp.args, cfg, s->kvm, SNAP_CMDLINE);
+	snap_devices(&x->sp.args, share, slots, netdev);
+	if (in_fd >= 0) {
+		strvec_pushl(&x->sp.args, "-incoming", "fd:" TOSTR(FD_IN), NULL);
+		spawn_give_fd(&x->sp, in_fd, FD_IN);
+	}
+	spawn_give_fd(&x->sp, x->state_fd, FD_STATE);
+	spawn_give_fd(&x->sp, x->ssh[1], FD_SSH);
+	spawn_give_fd(&x->sp, x->ctl[1], FD_CTL);
+	spawn_give_fd(&x->sp, x->mon[1], FD_QMP);
+	vm->kvm = s->kvm;
+	if ((r = vm_spawn(&x->sp, cfg, vm)) < 0) {
+		buf_addf(why, "cannot start QEMU: %s", strerror(-r));
+		return r;
+	}
+	close_fd(&x->ssh[1]);
+	close_fd(&x->ctl[1]);
+	close_fd(&x->mon[1]);
+	if ((r = qmp_open(&x->q, x->mon[0], vm->pidfd, in_fd >= 0 ? RESTORE_MS : BOOT_MS, why)) < 0)
+		return r;
+	x->mon[0] = -1; /* the monitor's now */
+	return 0;
+}
+
 /* The saving: s is initialized, the lock is held. */
 static int save_locked(const struct vm_config *cfg, struct snap *s, struct buf *why)
 {
-	struct spawn sp = SPAWN_INIT;
+	struct snap_qemu x = SNAP_QEMU_INIT;
 	struct vm vm = VM_INIT;
-	struct qmp q = QMP_INIT;
-	struct buf tmp = BUF_INIT, uri = BUF_INIT, net = BUF_INIT, text = BUF_INIT;
+	struct buf tmp = BUF_INIT, uri = BUF_INIT, text = BUF_INIT;
 	const char *slots[SNAP_SHARES];
-	int state_fd = -1, out_fd = -1, ssh[2] = {-1, -1}, ctl[2] = {-1, -1}, mon[2] = {-1, -1};
+	int out_fd = -1;
 	unsigned long long size = 0;
 	char hex[65];
 	long deadline;
@@ -457,37 +532,21 @@ static int save_locked(const struct vm_config *cfg, struct snap *s, struct buf *
 	}
 	remove_leftovers(cfg->image_dir);
 	buf_addf(&tmp, "%s/.snapshot-XXXXXX", cfg->image_dir);
-	if ((out_fd = mkostemp(tmp.buf, O_CLOEXEC)) < 0 ||
-	    (state_fd = vm_make_state_disk(cfg->image_dir, PLACEHOLDER_BYTES)) < 0 ||
-	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ssh) < 0 ||
-	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl) < 0 ||
-	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, mon) < 0) {
-		r = state_fd < -1 ? state_fd : -errno;
-		buf_addf(why, "cannot prepare the snapshot's VM: %s", strerror(-r));
+	if ((out_fd = mkostemp(tmp.buf, O_CLOEXEC)) < 0) {
+		r = -errno;
+		buf_reset(&tmp);
+		buf_addf(why, "cannot create the snapshot's file: %s", strerror(errno));
 		goto out;
 	}
 	for (int i = 0; i < SNAP_SHARES; i++)
 		slots[i] = s->empty.buf;
 	/* Nothing connects while the snapshot is made: the command is never run. */
-	buf_addstr(&net,
-	           "user,id=net0,restrict=on,ipv6=off,guestfwd=tcp:10.0.2.100:3128-cmd:false");
-	vm_base_args(&sp.args, cfg, s->kvm, SNAP_CMDLINE);
-	snap_devices(&sp.args, s->empty.buf, slots, net.buf);
-	spawn_give_fd(&sp, state_fd, FD_STATE);
-	spawn_give_fd(&sp, ssh[1], FD_SSH);
-	spawn_give_fd(&sp, ctl[1], FD_CTL);
-	spawn_give_fd(&sp, mon[1], FD_QMP);
-	if ((r = vm_spawn(&sp, cfg, &vm)) < 0) {
-		buf_addf(why, "cannot start QEMU: %s", strerror(-r));
+	if ((r = snap_qemu_start(
+	         &x, cfg, s, cfg->image_dir, s->empty.buf, slots,
+	         "user,id=net0,restrict=on,ipv6=off,guestfwd=tcp:10.0.2.100:3128-cmd:false", -1,
+	         &vm, why)) < 0)
 		goto out;
-	}
-	close_fd(&ssh[1]);
-	close_fd(&ctl[1]);
-	close_fd(&mon[1]);
-	if ((r = qmp_open(&q, mon[0], vm.pidfd, BOOT_MS, why)) < 0)
-		goto out;
-	mon[0] = -1;
-	if ((r = wait_line(ctl[0], vm.pidfd, SNAP_WAITING, now_ms() + BOOT_MS)) < 0) {
+	if ((r = wait_line(x.ctl[0], vm.pidfd, SNAP_WAITING, now_ms() + BOOT_MS)) < 0) {
 		buf_addstr(why, r == -ETIMEDOUT ? "the snapshot's VM did not come up in time"
 		                                : "the snapshot's VM stopped before it was ready");
 		goto out;
@@ -495,10 +554,10 @@ static int save_locked(const struct vm_config *cfg, struct snap *s, struct buf *
 	deadline = now_ms() + MIGRATE_MS;
 	buf_addstr(&uri, "exec:cat > ");
 	vm_add_sh_quoted(&uri, tmp.buf);
-	if ((r = qmp_call(&q, "stop", NULL, NULL, MIGRATE_MS, why)) < 0 ||
-	    (r = qmp_call(&q, "migrate", json_pack("{s:s}", "uri", uri.buf), NULL, MIGRATE_MS,
+	if ((r = qmp_call(&x.q, "stop", NULL, NULL, MIGRATE_MS, why)) < 0 ||
+	    (r = qmp_call(&x.q, "migrate", json_pack("{s:s}", "uri", uri.buf), NULL, MIGRATE_MS,
 	                  why)) < 0 ||
-	    (r = wait_migrated(&q, deadline, why)) < 0)
+	    (r = wait_migrated(&x.q, deadline, why)) < 0)
 		goto out;
 	if (fsync(out_fd) < 0 || (r = fd_sha256(out_fd, &size, hex)) < 0 || size == 0 ||
 	    fchmod(out_fd, 0444) < 0) {
@@ -523,20 +582,12 @@ static int save_locked(const struct vm_config *cfg, struct snap *s, struct buf *
 out:
 	if (vm.pid > 0)
 		vm_stop(&vm, 0);
-	qmp_close(&q);
+	snap_qemu_clear(&x);
 	if (tmp.len)
 		unlink(tmp.buf);
 	close_fd(&out_fd);
-	close_fd(&state_fd);
-	for (int i = 0; i < 2; i++) {
-		close_fd(&ssh[i]);
-		close_fd(&ctl[i]);
-		close_fd(&mon[i]);
-	}
-	spawn_clear(&sp);
 	buf_release(&tmp);
 	buf_release(&uri);
-	buf_release(&net);
 	buf_release(&text);
 	return r;
 }
@@ -663,11 +714,9 @@ static int wait_running(struct qmp *q, long deadline, struct buf *why)
 static int restore(const struct vm_config *cfg, struct snap *s, int in_fd, struct vm *vm,
                    struct buf *why)
 {
-	struct spawn sp = SPAWN_INIT;
-	struct qmp q = QMP_INIT;
+	struct snap_qemu x = SNAP_QEMU_INIT;
 	struct buf net = BUF_INIT, go = BUF_INIT;
 	const char *slots[SNAP_SHARES];
-	int state_fd = -1, ssh[2] = {-1, -1}, ctl[2] = {-1, -1}, mon[2] = {-1, -1};
 	long deadline = now_ms() + RESTORE_MS;
 	int r;
 
@@ -676,63 +725,31 @@ static int restore(const struct vm_config *cfg, struct snap *s, int in_fd, struc
 		buf_addf(why, "cannot create '%s': %s", s->empty.buf, strerror(errno));
 		goto out;
 	}
-	if ((state_fd = vm_make_state_disk(cfg->state_dir, PLACEHOLDER_BYTES)) < 0 ||
-	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ssh) < 0 ||
-	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl) < 0 ||
-	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, mon) < 0) {
-		r = state_fd < -1 ? state_fd : -errno;
-		buf_addf(why, "cannot prepare the VM: %s", strerror(-r));
-		goto out;
-	}
 	for (size_t i = 0; i < SNAP_SHARES; i++)
 		slots[i] = i < cfg->nr_mounts ? cfg->mounts[i].host_path : s->empty.buf;
 	vm_netdev_arg(cfg, &net);
-	vm_base_args(&sp.args, cfg, s->kvm, SNAP_CMDLINE);
-	snap_devices(&sp.args, cfg->share_dir, slots, net.buf);
-	strvec_pushl(&sp.args, "-incoming", "fd:" TOSTR(FD_IN), NULL);
-	spawn_give_fd(&sp, state_fd, FD_STATE);
-	spawn_give_fd(&sp, ssh[1], FD_SSH);
-	spawn_give_fd(&sp, ctl[1], FD_CTL);
-	spawn_give_fd(&sp, mon[1], FD_QMP);
-	spawn_give_fd(&sp, in_fd, FD_IN);
-	vm->kvm = s->kvm;
-	if ((r = vm_spawn(&sp, cfg, vm)) < 0) {
-		buf_addf(why, "cannot start QEMU: %s", strerror(-r));
-		goto out;
-	}
-	close_fd(&ssh[1]);
-	close_fd(&ctl[1]);
-	close_fd(&mon[1]);
-	if ((r = qmp_open(&q, mon[0], vm->pidfd, RESTORE_MS, why)) < 0)
-		goto out;
-	mon[0] = -1;
-	if ((r = wait_running(&q, deadline, why)) < 0 ||
+	if ((r = snap_qemu_start(&x, cfg, s, cfg->state_dir, cfg->share_dir, slots, net.buf, in_fd,
+	                         vm, why)) < 0 ||
+	    (r = wait_running(&x.q, deadline, why)) < 0 ||
 	    (r = qmp_call(
-	         &q, "block_resize",
+	         &x.q, "block_resize",
 	         json_pack("{s:s,s:I}", "device", "state", "size", (json_int_t)vm_disk_bytes(cfg)),
 	         NULL, RESTORE_MS, why)) < 0)
 		goto out;
-	if ((r = go_message(cfg, &go)) < 0 || (r = write_all(ctl[0], go.buf, go.len)) < 0) {
+	if ((r = go_message(cfg, &go)) < 0 || (r = write_all(x.ctl[0], go.buf, go.len)) < 0) {
 		buf_addf(why, "cannot send the go message: %s", strerror(-r));
 		goto out;
 	}
-	vm->ssh_fd = ssh[0];
-	ssh[0] = -1;
-	vm->ctl_fd = ctl[0];
-	ctl[0] = -1;
+	vm->ssh_fd = x.ssh[0];
+	x.ssh[0] = -1;
+	vm->ctl_fd = x.ctl[0];
+	x.ctl[0] = -1;
 	vm->restored = 1;
 	r = 0;
 out:
 	if (r < 0 && vm->pid > 0)
 		vm_stop(vm, 0);
-	qmp_close(&q);
-	close_fd(&state_fd);
-	for (int i = 0; i < 2; i++) {
-		close_fd(&ssh[i]);
-		close_fd(&ctl[i]);
-		close_fd(&mon[i]);
-	}
-	spawn_clear(&sp);
+	snap_qemu_clear(&x);
 	buf_release(&net);
 	buf_wipe_release(&go);
 	return r;
