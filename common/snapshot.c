@@ -755,13 +755,39 @@ out:
 	return r;
 }
 
+/*
+ * Remove a snapshot found bad (stale, damaged): the next task saves a new
+ * one.  Under the lock, and only if its manifest still says what was read
+ * (hex, or stale): another process may have replaced it meanwhile.  1 when
+ * removed.
+ */
+static int discard(const struct vm_config *cfg, struct snap *s, const char *hex)
+{
+	struct buf ignored = BUF_INIT;
+	unsigned long long size;
+	char now[65] = "";
+	int lock, r, ret = 0;
+
+	if ((lock = lock_image(cfg, &ignored)) >= 0) {
+		r = read_manifest(s, &size, now, &ignored);
+		if ((r == -ESTALE || (r == 0 && !strcmp(now, hex))) &&
+		    unlink(s->manifest.buf) == 0) {
+			unlink(s->file.buf);
+			ret = 1;
+		}
+		close(lock);
+	}
+	buf_release(&ignored);
+	return ret;
+}
+
 int snapshot_start(const struct vm_config *cfg, struct vm *vm, struct buf *why)
 {
 	struct snap s = SNAP_INIT;
 	unsigned long long size = 0, got = 0;
 	char hex[65] = "", sum[65] = "";
 	struct stat st;
-	int in_fd = -1, saved = 0, r;
+	int in_fd = -1, saved = 0, bad = 0, r;
 
 	if (strcmp(cfg->mode, "task") || cfg->extra_cmdline) {
 		buf_addstr(why, "only a task's VM starts from a snapshot");
@@ -792,13 +818,17 @@ int snapshot_start(const struct vm_config *cfg, struct vm *vm, struct buf *why)
 		saved = r;
 		r = read_manifest(&s, &size, hex, why);
 	}
-	if (r < 0)
+	if (r < 0) {
+		bad = r == -ESTALE;
 		goto out;
+	}
 	if ((in_fd = open(s.file.buf, O_RDONLY | O_CLOEXEC)) < 0) {
 		r = -errno;
+		bad = r == -ENOENT;
 		buf_addf(why, "cannot open the snapshot: %s", strerror(errno));
 		goto out;
 	}
+	bad = 1; /* until it is found good */
 	if (fstat(in_fd, &st) < 0 || !S_ISREG(st.st_mode) || (st.st_mode & 0222)) {
 		r = -EPERM;
 		buf_addstr(why, "the snapshot is not a read-only file");
@@ -816,6 +846,7 @@ int snapshot_start(const struct vm_config *cfg, struct vm *vm, struct buf *why)
 		buf_addstr(why, "the snapshot does not match its manifest's digest");
 		goto out;
 	}
+	bad = 0;
 	if ((r = restore(cfg, &s, in_fd, vm, why)) < 0)
 		goto out;
 	if (saved)
@@ -824,6 +855,8 @@ int snapshot_start(const struct vm_config *cfg, struct vm *vm, struct buf *why)
 out:
 	if (in_fd >= 0)
 		close(in_fd);
+	if (bad && discard(cfg, &s, hex))
+		buf_addstr(why, "; it is removed, the next task saves a new one");
 	snap_release(&s);
 	return r;
 }

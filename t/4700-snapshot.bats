@@ -153,7 +153,7 @@ PROBE
 	assert_output --partial "ssh-ready"
 }
 
-@test "snapshot: a corrupt, writable or mismatched snapshot, or an image that predates snapshots, is not used, with the reason" {
+@test "snapshot: a corrupt, writable or mismatched snapshot is not used but removed, with the reason; so is an image that predates snapshots" {
 	snap_made
 	snap_copy
 	snap_keys "$T/c"
@@ -163,36 +163,46 @@ PROBE
 	}
 	f=$T/img/snapshot-1024m-2c.vmstate
 	m=$T/img/snapshot-1024m-2c.manifest
-	chmod 0444 "$f" "$m"
+	fresh() {
+		rm -f "$f" "$m"
+		cp -p "$IMAGE"/snapshot-1024m-2c.vmstate "$IMAGE"/snapshot-1024m-2c.manifest "$T/img/"
+	}
+	removed="; it is removed, the next task saves a new one"
 	# one byte changed in the middle
+	fresh
 	chmod u+w "$f"
 	printf 'X' | dd of="$f" bs=1 seek=$(($(stat -c %s "$f") / 2)) conv=notrunc status=none
 	chmod 0444 "$f"
 	run start
 	assert_success
 	assert_output --partial "test-vm: cold"
-	assert_output --partial "test-vm: booting cold: the snapshot does not match its manifest's digest"
+	assert_output --partial "test-vm: booting cold: the snapshot does not match its manifest's digest$removed"
+	[ ! -e "$f" ] && [ ! -e "$m" ]
 	# writable by its owner: refused before it is read
-	cp -p "$IMAGE"/snapshot-1024m-2c.vmstate "$f.good"
-	mv -f "$f.good" "$f"
+	fresh
 	chmod 0644 "$f"
 	run start
-	assert_output --partial "test-vm: booting cold: the snapshot is not a read-only file"
-	chmod 0444 "$f"
+	assert_output --partial "test-vm: booting cold: the snapshot is not a read-only file$removed"
+	[ ! -e "$f" ] && [ ! -e "$m" ]
 	# made by another QEMU
+	fresh
 	chmod u+w "$m"
 	sed -i 's/^qemu .*/qemu QEMU emulator version 6.2.0/' "$m"
 	run start
 	assert_output --partial "test-vm: booting cold: the snapshot was made for 'qemu QEMU emulator version 6.2.0', this VM is 'qemu QEMU emulator version"
+	assert_output --partial "$removed"
+	[ ! -e "$f" ] && [ ! -e "$m" ]
 	# made for another CPU model
-	cp "$IMAGE"/snapshot-1024m-2c.manifest "$m"
+	fresh
+	chmod u+w "$m"
 	sed -i 's/^cpu .*/cpu host 0000/' "$m"
 	run start
-	assert_output --partial "test-vm: booting cold: the snapshot was made for 'cpu host 0000', this VM is 'cpu max'"
-	# with the good manifest back, it is used
-	cp "$IMAGE"/snapshot-1024m-2c.manifest "$m"
+	assert_output --partial "test-vm: booting cold: the snapshot was made for 'cpu host 0000', this VM is 'cpu max'$removed"
+	# a good one is used
+	fresh
 	run start
 	assert_output --partial "test-vm: restored"
+	[ -e "$f" ] && [ -e "$m" ]
 	# an image built before snapshots (no "snapshot 1" in its manifest)
 	sed -i '/^snapshot 1$/d' "$T/img/manifest"
 	run start
