@@ -16,6 +16,7 @@
 #include "buf.h"
 #include "err.h"
 #include "paths.h"
+#include "snapshot.h"
 #include "spawn.h"
 #include "vm.h"
 #include "banned.h"
@@ -62,8 +63,7 @@ static int good_tag(const char *t)
 	       strspn(t, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") == n;
 }
 
-/* Append s to b with QEMU's option escaping: a ',' is written ",,". */
-static void add_opt_value(struct buf *b, const char *s)
+void vm_add_opt_value(struct buf *b, const char *s)
 {
 	for (; *s; s++) {
 		if (*s == ',')
@@ -72,8 +72,7 @@ static void add_opt_value(struct buf *b, const char *s)
 	}
 }
 
-/* Append s to b single-quoted for /bin/sh. */
-static void add_sh_quoted(struct buf *b, const char *s)
+void vm_add_sh_quoted(struct buf *b, const char *s)
 {
 	buf_addch(b, '\'');
 	for (; *s; s++) {
@@ -85,8 +84,7 @@ static void add_sh_quoted(struct buf *b, const char *s)
 	buf_addch(b, '\'');
 }
 
-/* The state disk: a sparse file without a name, open read-write. */
-static int make_state_disk(const char *dir, unsigned long long size)
+int vm_make_state_disk(const char *dir, unsigned long long size)
 {
 	struct buf path = BUF_INIT;
 	int fd = open(dir, O_RDWR | O_TMPFILE | O_CLOEXEC, 0600);
@@ -125,26 +123,120 @@ static int check_image(const char *dir)
 	return ret;
 }
 
-int vm_start(const struct vm_config *cfg, struct vm *vm)
+unsigned vm_memory_mb(const struct vm_config *cfg)
+{
+	return cfg->memory_mb ? cfg->memory_mb : DEFAULT_MEMORY_MB;
+}
+
+unsigned vm_cpus(const struct vm_config *cfg)
+{
+	return cfg->cpus ? cfg->cpus : DEFAULT_CPUS;
+}
+
+unsigned long long vm_disk_bytes(const struct vm_config *cfg)
+{
+	return cfg->disk_bytes ? cfg->disk_bytes : DEFAULT_DISK_BYTES;
+}
+
+void vm_base_args(struct strvec *a, const struct vm_config *cfg, int kvm, const char *cmdline)
+{
+	struct buf b = BUF_INIT;
+
+	strvec_push(a, cfg->qemu ? cfg->qemu : "qemu-system-x86_64");
+	strvec_pushl(a, "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot", "-M",
+	             "q35", NULL);
+	if (kvm)
+		strvec_pushl(a, "-accel", "kvm", "-cpu", "host", NULL);
+	else
+		strvec_pushl(a, "-accel", "tcg", "-cpu", "max", NULL);
+	strvec_push(a, "-m");
+	strvec_pushf(a, "%u", vm_memory_mb(cfg));
+	strvec_push(a, "-smp");
+	strvec_pushf(a, "%u", vm_cpus(cfg));
+
+	strvec_push(a, "-kernel");
+	strvec_pushf(a, "%s/vmlinuz", cfg->image_dir);
+	strvec_push(a, "-initrd");
+	strvec_pushf(a, "%s/initramfs", cfg->image_dir);
+	strvec_push(a, "-append");
+	strvec_pushf(a, "console=ttyS0 quiet panic=-1 aibox.mode=%s%s%s", cfg->mode,
+	             cmdline ? " " : "", cmdline ? cmdline : "");
+	strvec_pushl(a, "-chardev", "stdio,id=con,signal=off", "-serial", "chardev:con", NULL);
+
+	buf_addstr(&b, "file=");
+	vm_add_opt_value(&b, cfg->image_dir);
+	buf_addstr(&b, "/rootfs.ext4,format=raw,if=none,id=root,readonly=on");
+	strvec_pushl(a, "-drive", b.buf, "-device", "virtio-blk-pci,drive=root,serial=aibox-root",
+	             NULL);
+	buf_release(&b);
+}
+
+void vm_netdev_arg(const struct vm_config *cfg, struct buf *b)
+{
+	struct buf cmd = BUF_INIT;
+
+	if (cfg->connect_prog) {
+		vm_add_sh_quoted(&cmd, cfg->connect_prog);
+	} else {
+		struct buf prog = BUF_INIT;
+
+		buf_addf(&prog, "%s/aibox-connect", libexec_dir());
+		vm_add_sh_quoted(&cmd, prog.buf);
+		buf_release(&prog);
+	}
+	buf_addf(&cmd, " --max %u", cfg->max_conns ? cfg->max_conns : VM_MAX_CONNS);
+	if (cfg->conns_log) {
+		buf_addstr(&cmd, " --log ");
+		vm_add_sh_quoted(&cmd, cfg->conns_log);
+	}
+	buf_addch(&cmd, ' ');
+	vm_add_sh_quoted(&cmd, cfg->proxy_socket);
+	buf_addstr(b, "user,id=net0,restrict=on,ipv6=off,guestfwd=tcp:10.0.2.100:3128-cmd:");
+	vm_add_opt_value(b, cmd.buf);
+	buf_release(&cmd);
+}
+
+int vm_spawn(struct spawn *sp, const struct vm_config *cfg, struct vm *vm)
+{
+	int null_fd = -1, ret;
+
+	if (cfg->log_fd < 0) {
+		null_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+		if (null_fd < 0)
+			return -errno;
+	}
+	/* Our environment may hold secrets: QEMU and aibox-connect get only these. */
+	sp->env_replace = 1;
+	for (size_t i = 0; i < ARRAY_SIZE(qemu_env); i++) {
+		const char *v = getenv(qemu_env[i]);
+
+		if (v)
+			strvec_pushf(&sp->env, "%s=%s", qemu_env[i], v);
+	}
+	sp->in = SPAWN_NULL;
+	sp->out = cfg->log_fd >= 0 ? cfg->log_fd : null_fd;
+	sp->err = sp->out;
+	sp->new_session = 1;
+	sp->pdeathsig = SIGKILL;
+	ret = spawn_start(sp);
+	if (null_fd >= 0)
+		close(null_fd);
+	if (ret < 0)
+		return ret;
+	vm->pid = sp->pid;
+	vm->pidfd = (int)syscall(SYS_pidfd_open, sp->pid, 0);
+	return 0;
+}
+
+/* The cold boot (vm.h). */
+static int start_cold(const struct vm_config *cfg, struct vm *vm)
 {
 	struct spawn sp = SPAWN_INIT;
 	struct buf b = BUF_INIT;
-	int state_fd = -1, sv[2] = {-1, -1}, null_fd = -1;
+	int state_fd = -1, sv[2] = {-1, -1};
 	int ret;
 
-	*vm = (struct vm)VM_INIT;
-	if (!cfg->image_dir || !cfg->share_dir || !cfg->state_dir || !cfg->mode ||
-	    (strcmp(cfg->mode, "task") && strcmp(cfg->mode, "run")))
-		return -EINVAL;
-	for (size_t i = 0; i < cfg->nr_mounts; i++)
-		if (!good_tag(cfg->mounts[i].tag) || !strcmp(cfg->mounts[i].tag, "aibox.task") ||
-		    !cfg->mounts[i].host_path)
-			return -EINVAL;
-	if ((ret = check_image(cfg->image_dir)) < 0)
-		return ret;
-
-	if ((state_fd = make_state_disk(
-	         cfg->state_dir, cfg->disk_bytes ? cfg->disk_bytes : DEFAULT_DISK_BYTES)) < 0) {
+	if ((state_fd = vm_make_state_disk(cfg->state_dir, vm_disk_bytes(cfg))) < 0) {
 		ret = state_fd;
 		state_fd = -1;
 		goto out;
@@ -153,48 +245,20 @@ int vm_start(const struct vm_config *cfg, struct vm *vm)
 		ret = -errno;
 		goto out;
 	}
-	vm->kvm = vm_kvm_usable();
 
-	strvec_push(&sp.args, cfg->qemu ? cfg->qemu : "qemu-system-x86_64");
-	strvec_pushl(&sp.args, "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
-	             "-M", "q35", NULL);
-	if (vm->kvm)
-		strvec_pushl(&sp.args, "-accel", "kvm", "-cpu", "host", NULL);
-	else
-		strvec_pushl(&sp.args, "-accel", "tcg", "-cpu", "max", NULL);
-	strvec_push(&sp.args, "-m");
-	strvec_pushf(&sp.args, "%u", cfg->memory_mb ? cfg->memory_mb : DEFAULT_MEMORY_MB);
-	strvec_push(&sp.args, "-smp");
-	strvec_pushf(&sp.args, "%u", cfg->cpus ? cfg->cpus : DEFAULT_CPUS);
-
-	strvec_push(&sp.args, "-kernel");
-	strvec_pushf(&sp.args, "%s/vmlinuz", cfg->image_dir);
-	strvec_push(&sp.args, "-initrd");
-	strvec_pushf(&sp.args, "%s/initramfs", cfg->image_dir);
-	strvec_push(&sp.args, "-append");
-	strvec_pushf(&sp.args, "console=ttyS0 quiet panic=-1 aibox.mode=%s%s%s", cfg->mode,
-	             cfg->extra_cmdline ? " " : "", cfg->extra_cmdline ? cfg->extra_cmdline : "");
-	strvec_pushl(&sp.args, "-chardev", "stdio,id=con,signal=off", "-serial", "chardev:con",
-	             NULL);
-
-	buf_addstr(&b, "file=");
-	add_opt_value(&b, cfg->image_dir);
-	buf_addstr(&b, "/rootfs.ext4,format=raw,if=none,id=root,readonly=on");
-	strvec_pushl(&sp.args, "-drive", b.buf, "-device",
-	             "virtio-blk-pci,drive=root,serial=aibox-root", NULL);
+	vm_base_args(&sp.args, cfg, vm->kvm, cfg->extra_cmdline);
 	strvec_pushl(&sp.args, "-drive",
 	             "file=/dev/fd/" TOSTR(FD_STATE) ",format=raw,if=none,id=state,cache=unsafe",
 	             "-device", "virtio-blk-pci,drive=state,serial=aibox-state", NULL);
 
-	buf_reset(&b);
 	buf_addstr(&b, "local,path=");
-	add_opt_value(&b, cfg->share_dir);
+	vm_add_opt_value(&b, cfg->share_dir);
 	buf_addstr(&b, ",mount_tag=aibox.task,security_model=none,readonly=on");
 	strvec_pushl(&sp.args, "-virtfs", b.buf, NULL);
 	for (size_t i = 0; i < cfg->nr_mounts; i++) {
 		buf_reset(&b);
 		buf_addstr(&b, "local,path=");
-		add_opt_value(&b, cfg->mounts[i].host_path);
+		vm_add_opt_value(&b, cfg->mounts[i].host_path);
 		buf_addf(&b, ",mount_tag=%s,security_model=none", cfg->mounts[i].tag);
 		/* aibox run: the project and its home; files made are the host user's. */
 		if (!cfg->mounts[i].writable)
@@ -207,59 +271,16 @@ int vm_start(const struct vm_config *cfg, struct vm *vm)
 	             "virtserialport,chardev=ssh,name=aibox.ssh", NULL);
 
 	if (cfg->proxy_socket) {
-		struct buf cmd = BUF_INIT;
-
-		if (cfg->connect_prog) {
-			add_sh_quoted(&cmd, cfg->connect_prog);
-		} else {
-			struct buf prog = BUF_INIT;
-
-			buf_addf(&prog, "%s/aibox-connect", libexec_dir());
-			add_sh_quoted(&cmd, prog.buf);
-			buf_release(&prog);
-		}
-		buf_addf(&cmd, " --max %u", cfg->max_conns ? cfg->max_conns : VM_MAX_CONNS);
-		if (cfg->conns_log) {
-			buf_addstr(&cmd, " --log ");
-			add_sh_quoted(&cmd, cfg->conns_log);
-		}
-		buf_addch(&cmd, ' ');
-		add_sh_quoted(&cmd, cfg->proxy_socket);
 		buf_reset(&b);
-		buf_addstr(&b,
-		           "user,id=net0,restrict=on,ipv6=off,guestfwd=tcp:10.0.2.100:3128-cmd:");
-		add_opt_value(&b, cmd.buf);
-		buf_release(&cmd);
+		vm_netdev_arg(cfg, &b);
 		strvec_pushl(&sp.args, "-netdev", b.buf, "-device",
 		             "virtio-net-pci,netdev=net0,romfile=", NULL);
 	}
 
-	if (cfg->log_fd < 0) {
-		null_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
-		if (null_fd < 0) {
-			ret = -errno;
-			goto out;
-		}
-	}
-	/* Our environment may hold secrets: QEMU and aibox-connect get only these. */
-	sp.env_replace = 1;
-	for (size_t i = 0; i < ARRAY_SIZE(qemu_env); i++) {
-		const char *v = getenv(qemu_env[i]);
-
-		if (v)
-			strvec_pushf(&sp.env, "%s=%s", qemu_env[i], v);
-	}
-	sp.in = SPAWN_NULL;
-	sp.out = cfg->log_fd >= 0 ? cfg->log_fd : null_fd;
-	sp.err = sp.out;
-	sp.new_session = 1;
-	sp.pdeathsig = SIGKILL;
 	spawn_give_fd(&sp, state_fd, FD_STATE);
 	spawn_give_fd(&sp, sv[1], FD_SSH);
-	if ((ret = spawn_start(&sp)) < 0)
+	if ((ret = vm_spawn(&sp, cfg, vm)) < 0)
 		goto out;
-	vm->pid = sp.pid;
-	vm->pidfd = (int)syscall(SYS_pidfd_open, sp.pid, 0);
 	vm->ssh_fd = sv[0];
 	sv[0] = -1;
 	ret = 0;
@@ -272,9 +293,37 @@ out:
 		close(sv[0]);
 	if (sv[1] >= 0)
 		close(sv[1]);
-	if (null_fd >= 0)
-		close(null_fd);
 	return ret;
+}
+
+int vm_start(const struct vm_config *cfg, struct vm *vm)
+{
+	struct buf why = BUF_INIT;
+	int ret;
+
+	*vm = (struct vm)VM_INIT;
+	if (!cfg->image_dir || !cfg->share_dir || !cfg->state_dir || !cfg->mode ||
+	    (strcmp(cfg->mode, "task") && strcmp(cfg->mode, "run")))
+		return -EINVAL;
+	for (size_t i = 0; i < cfg->nr_mounts; i++)
+		if (!good_tag(cfg->mounts[i].tag) || !strcmp(cfg->mounts[i].tag, "aibox.task") ||
+		    !cfg->mounts[i].host_path)
+			return -EINVAL;
+	if ((ret = check_image(cfg->image_dir)) < 0)
+		return ret;
+	if (cfg->snapshot) {
+		ret = snapshot_start(cfg, vm, &why);
+		if (ret < 0)
+			*vm = (struct vm)VM_INIT;
+		/* The reasons are made short (snapshot.c): this never cuts one. */
+		snprintf(vm->note, sizeof(vm->note), "%s%s", ret < 0 ? "booting cold: " : "",
+		         why.buf);
+		buf_release(&why);
+		if (ret == 0)
+			return 0;
+	}
+	vm->kvm = vm_kvm_usable();
+	return start_cold(cfg, vm);
 }
 
 static long now_ms(void)
@@ -405,6 +454,8 @@ int vm_stop(struct vm *vm, int grace_ms)
 		close(vm->pidfd);
 	if (vm->ssh_fd >= 0)
 		close(vm->ssh_fd);
-	vm->pidfd = vm->ssh_fd = -1;
+	if (vm->ctl_fd >= 0)
+		close(vm->ctl_fd);
+	vm->pidfd = vm->ssh_fd = vm->ctl_fd = -1;
 	return ret;
 }

@@ -85,6 +85,11 @@ struct vm_config {
 	const char *qemu;          /* NULL: qemu-system-x86_64 from PATH */
 	const char *connect_prog;  /* NULL: aibox-connect in libexec_dir() */
 	const char *extra_cmdline; /* appended to the kernel command line, or NULL */
+	/*
+	 * Task mode: start from the image's snapshot (common/snapshot.h),
+	 * saving it first when there is none; a cold boot when that cannot be.
+	 */
+	int snapshot;
 };
 
 #define VM_CONFIG_INIT                                                                             \
@@ -100,11 +105,19 @@ struct vm {
 	int pidfd;  /* pidfd of QEMU (poll: readable when it exits), or -1 */
 	int ssh_fd; /* stream socket to the guest's SSH server */
 	int kvm;    /* 1 with KVM, 0 under TCG */
+	int restored; /* 1 when started from a snapshot */
+	int ctl_fd;   /* a snapshot's control port (snapshot.h), or -1 */
+	/*
+	 * With cfg.snapshot: one line for the user, or "": why the VM booted
+	 * cold ("cold boot: the snapshot is truncated"), or that a snapshot
+	 * was saved.
+	 */
+	char note[512];
 };
 
 #define VM_INIT                                                                                    \
 	{                                                                                          \
-		.pid = -1, .pidfd = -1, .ssh_fd = -1                                               \
+		.pid = -1, .pidfd = -1, .ssh_fd = -1, .ctl_fd = -1                                 \
 	}
 
 /* 1 when KVM can be used here (vmx/svm in /proc/cpuinfo and /dev/kvm opens). */
@@ -135,9 +148,31 @@ void vm_wait_ssh_why(int err, int timeout_ms, struct buf *why);
 
 /*
  * Wait up to grace_ms for QEMU to exit on its own (the guest powers off),
- * then kill it (SIGKILL) and reap it; close ssh_fd and pidfd.  1 when QEMU
+ * then kill it (SIGKILL) and reap it; close ssh_fd, ctl_fd and pidfd.  1 when QEMU
  * exited on its own, 0 when it had to be killed, or a negative errno.
  */
 int vm_stop(struct vm *vm, int grace_ms);
+
+/*
+ * The launcher's parts common/snapshot.c shares, so both boot one machine:
+ * the memory, CPU count and disk size with their defaults; QEMU's program,
+ * machine, accelerator, sizes, kernel, initramfs, command line (cmdline is
+ * appended after aibox.mode=), console and root disk; the user network's
+ * -netdev value for cfg->proxy_socket; the state disk file (vm_start()'s);
+ * the spawn of QEMU with its environment, console and death signal (sets
+ * vm->pid and vm->pidfd); QEMU's option escaping (',' doubled) and /bin/sh
+ * single quoting.
+ */
+struct strvec;
+struct spawn;
+unsigned vm_memory_mb(const struct vm_config *cfg);
+unsigned vm_cpus(const struct vm_config *cfg);
+unsigned long long vm_disk_bytes(const struct vm_config *cfg);
+void vm_base_args(struct strvec *a, const struct vm_config *cfg, int kvm, const char *cmdline);
+void vm_netdev_arg(const struct vm_config *cfg, struct buf *b);
+int vm_make_state_disk(const char *dir, unsigned long long size);
+int vm_spawn(struct spawn *sp, const struct vm_config *cfg, struct vm *vm);
+void vm_add_opt_value(struct buf *b, const char *s);
+void vm_add_sh_quoted(struct buf *b, const char *s);
 
 #endif

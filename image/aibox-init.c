@@ -56,8 +56,11 @@ __attribute__((noreturn)) static void power_off(void)
 		pause();
 }
 
-/* PID 1: set the guest up, then serve SSH in a child and reap everything. */
-static int pid1_main(void)
+/*
+ * PID 1: set the guest up, then serve SSH in a child and reap everything.
+ * resumed: PID 1 of a restored snapshot, re-executed after its go message.
+ */
+static int pid1_main(int resumed)
 {
 	char mode[8], port[64];
 	struct guest_settings settings;
@@ -73,11 +76,25 @@ static int pid1_main(void)
 	if (setenv("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", 1) < 0)
 		power_off();
 
-	if (mount_early() < 0)
+	if (!resumed && mount_early() < 0)
 		goto fail;
-	console("started");
+	console(resumed ? "resumed" : "started");
 	if ((r = guest_mode(mode, sizeof(mode))) < 0) {
 		error("no usable aibox.mode= on the kernel command line (%s)", strerror(-r));
+		goto fail;
+	}
+	if (resumed && snap_load_map() < 0)
+		goto fail;
+	if (!resumed && snap_mode()) {
+		console("waiting for a task");
+		if (snap_wait_go() < 0)
+			goto fail;
+		/*
+		 * Every restored VM would share PID 1's address space layout and
+		 * stack canary: a new exec draws them from the reseeded kernel.
+		 */
+		execl("/usr/lib/aibox/aibox-init", "aibox-init", "resumed", (char *)NULL);
+		error("cannot re-execute aibox-init: %s", strerror(errno));
 		goto fail;
 	}
 	if (mount_task_share() < 0 || settings_read(&settings) < 0 ||
@@ -142,7 +159,7 @@ int main(int argc, char **argv)
 {
 	tool_init(argc, argv);
 	if (getpid() == 1)
-		return pid1_main();
+		return pid1_main(argc == 2 && !strcmp(argv[1], "resumed"));
 	if (argc == 2 && !strcmp(argv[1], "session"))
 		return session_main();
 	if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {

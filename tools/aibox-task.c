@@ -1028,9 +1028,13 @@ static void start_vm(struct task *t, struct vm_mount *mounts, struct buf *tags)
 	vc.mounts = mounts;
 	vc.nr_mounts = t->cfg.nr_mounts + t->shares.nr;
 	vc.log_fd = t->console_fd;
+	/* AIBOX_SNAPSHOT=0: always a cold boot (docs/image.md, "Snapshots"). */
+	vc.snapshot = !getenv("AIBOX_SNAPSHOT") || strcmp(getenv("AIBOX_SNAPSHOT"), "0");
 	if ((ret = vm_start(&vc, &t->vm)) < 0)
 		die_err(ret, "cannot start the VM");
 	stop_qemu_pid = t->vm.pid;
+	if (t->vm.note[0])
+		out_printf(2, "aibox", t->id, "%s", t->vm.note);
 	if (!t->vm.kvm)
 		out_printf(2, "aibox", t->id, "no KVM here: the VM runs under TCG, much slower");
 	buf_release(&state);

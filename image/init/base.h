@@ -89,6 +89,24 @@ int find_port(const char *name, char *path, size_t n);
  */
 int ssh_relay_loop(const char *port, int task_mode);
 
+/* The /dev node of the virtio disk whose serial is `serial`, into dev.  -ENOENT if none. */
+int find_disk(const char *serial, char *dev, size_t n);
+
+/*
+ * A snapshot's VM (common/snapshot.h, docs/image.md "Snapshots"):
+ * snap_mode() is 1 when the kernel command line has aibox.snapshot=1.
+ * snap_wait_go() says SNAP_WAITING on the port SNAP_PORT, waits for the go
+ * message (the snapshot is taken during that wait), reseeds the kernel's
+ * random pool with its seed, sets the clock, waits for the state disk's new
+ * size and keeps the rest of the message for snap_load_map(), which PID 1
+ * calls again after it re-executed itself.  snap_share_tag() is the tag a
+ * settings.json mount tag is served under (itself outside a snapshot).
+ */
+int snap_mode(void);
+int snap_wait_go(void);
+int snap_load_map(void);
+const char *snap_share_tag(const char *tag);
+
 /* Milliseconds since boot, for the console's timings. */
 long uptime_ms(void);
 

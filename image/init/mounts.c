@@ -223,8 +223,7 @@ out:
 	return ret;
 }
 
-/* The /dev node of the virtio disk whose serial is `serial`. */
-static int find_disk(const char *serial, char *dev, size_t n)
+int find_disk(const char *serial, char *dev, size_t n)
 {
 	DIR *d = opendir("/sys/block");
 	struct dirent *de;
@@ -355,7 +354,8 @@ int mount_extra(const struct guest_settings *s)
 		r = mkdir_p(m->path, 0755, home ? s->user_uid : 0, home ? s->user_gid : 0);
 		if (r < 0)
 			return r;
-		r = do_mount(m->tag, m->path, "9p", MS_RDONLY | MS_NOSUID | MS_NODEV,
+		r = do_mount(snap_share_tag(m->tag), m->path, "9p",
+		             MS_RDONLY | MS_NOSUID | MS_NODEV,
 		             "trans=virtio,version=9p2000.L," MSIZE_9P);
 		if (r < 0)
 			return r;

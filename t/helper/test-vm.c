@@ -4,7 +4,8 @@
  *
  *   test-vm --image DIR --share DIR [--proxy SOCK] [--mount TAG=DIR]...
  *           [--log FILE] [--listen SOCK] [--memory MB] [--disk-mb N]
- *           [--mode task|run] [--grace-ms N] [--cmdline TEXT] [-- CMD ARGS...]
+ *           [--mode task|run] [--grace-ms N] [--cmdline TEXT] [--snapshot 0|1]
+ *           [--start-only 1] [-- CMD ARGS...]
  *
  * Starts the VM, waits for the SSH banner on vm.ssh_fd and prints
  * "ssh-ready <ms>" (stdout).  With --listen, each connection to the unix
@@ -14,6 +15,9 @@
  * its own; prints "vm: powered off" or "vm: killed".  Exits with CMD's
  * status, or 0 without CMD; 3 when the VM never got ready (after printing
  * "vm-exited <ms>" if QEMU exited: the bare boot of bench/boot).
+ * --snapshot 1 starts from the image's snapshot (vm.h cfg.snapshot) and
+ * prints "test-vm: restored" or "test-vm: cold", and vm.note if any.
+ * --start-only 1 stops the VM right after that (no wait for SSH).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -112,9 +116,9 @@ int main(int argc, char **argv)
 {
 	struct vm_config cfg = VM_CONFIG_INIT;
 	struct vm vm = VM_INIT;
-	struct vm_mount mounts[8];
+	struct vm_mount mounts[8] = {0};
 	const char *listen_path = NULL;
-	long grace = 0, val;
+	long grace = 0, val, start_only = 0;
 	char **cmd = NULL;
 	pid_t server = -1;
 	long t0;
@@ -166,6 +170,10 @@ int main(int argc, char **argv)
 			cfg.memory_mb = (unsigned)val;
 		else if (!strcmp(a, "--disk-mb") && parse_long(v, 16, 1 << 20, &val) == 0)
 			cfg.disk_bytes = (unsigned long long)val << 20;
+		else if (!strcmp(a, "--start-only") && parse_long(v, 0, 1, &val) == 0)
+			start_only = val;
+		else if (!strcmp(a, "--snapshot") && parse_long(v, 0, 1, &val) == 0)
+			cfg.snapshot = (int)val;
 		else if (!strcmp(a, "--grace-ms") && parse_long(v, 0, 600000, &val) == 0)
 			grace = val;
 		else
@@ -176,6 +184,14 @@ int main(int argc, char **argv)
 	if ((r = vm_start(&cfg, &vm)) < 0)
 		die_err(r, "cannot start the VM");
 	fprintf(stderr, "test-vm: %s\n", vm.kvm ? "kvm" : "tcg");
+	if (cfg.snapshot)
+		fprintf(stderr, "test-vm: %s\n", vm.restored ? "restored" : "cold");
+	if (vm.note[0])
+		fprintf(stderr, "test-vm: %s\n", vm.note);
+	if (start_only) {
+		vm_stop(&vm, 0);
+		return 0;
+	}
 	r = vm_wait_ssh(&vm, 180000);
 	if (r < 0) {
 		if (r == -ECHILD)
