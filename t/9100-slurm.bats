@@ -1,0 +1,202 @@
+#!/usr/bin/env bats
+# aibox task --slurm on a real one-node Slurm cluster (docs/slurm.md): munged,
+# slurmctld and slurmd started as root for this file (t/lib-slurm.bash), with
+# everything under one temporary folder, and stopped at its end.  aibox runs
+# as the ordinary user aibox-test, its AIBOX_HOME under the test's folder,
+# which the node (this machine) sees; the VM boots under TCG on the node from
+# the test user's image store, against t/fake-api as in t/5100.
+#
+# setup_file runs one task and watches it while it runs; the first tests only
+# read what it left.  The others boot their own VMs where the boot is the
+# behaviour (a cancel, eight tasks queued), or none at all.
+load lib-common
+load lib-tls
+load lib-claude
+load lib-task
+load lib-slurm
+bats_require_minimum_version 1.5.0
+
+USER_IMAGES=/home/aibox-test/.cache/aibox/images
+
+# as_user CMD...: CMD as aibox-test, with the test's environment and the key
+# in ANTHROPIC_API_KEY, which only CMD's environment holds: it comes from
+# $T/key, so no command line (runuser's, env's) shows it.
+as_user() {
+	runuser -u aibox-test -- env HOME="$HOME" AIBOX_HOME="$AIBOX_HOME" PATH="$PATH" \
+		SLURM_CONF="$SLURM_CONF" AIBOX_IMAGES="$USER_IMAGES" GIT_CONFIG_NOSYSTEM=1 \
+		AIBOX_API_UPSTREAM="${AIBOX_API_UPSTREAM:-}" AIBOX_API_CA="${AIBOX_API_CA:-}" \
+		KEYFILE="$T/key" bash -c 'ANTHROPIC_API_KEY=$(cat "$KEYFILE") exec "$@"' as_user "$@"
+}
+
+# slurm_task_setup: $T (the test user's) with a repository whose project sends
+# its tasks to the cluster: the key listed, slurm: with the test's folder as
+# shared storage (EXTRA_CONFIG, when set, goes after it).
+slurm_task_setup() {
+	common_setup
+	chmod 755 "$T"
+	make_test_ca "$T/ca"
+	make_repo repo
+	cd repo || return 1
+	echo "$KEY" >"$T/key"
+	chown -R aibox-test: "$T"
+	as_user aibox projects path >/dev/null
+	cat >"$AIBOX_HOME/projects/repo/config.yaml" <<EOF
+env:
+  - ANTHROPIC_API_KEY
+slurm:
+  partition: agents
+  shared: [$T]
+${EXTRA_CONFIG:-}
+EOF
+}
+
+# The agent's whole work: one commit.
+ONE_COMMIT='{"turns": [
+  {"tool_use": {"name": "Bash", "input": {"command": "id -u > uid.txt && git add uid.txt && git commit -q -m \"Add uid.txt\"", "description": "commit"}}},
+  {"text": "I added uid.txt."}], "require_key": "'"$KEY"'"}'
+
+setup_file() {
+	[ "$(id -u)" = 0 ] || return 0
+	[ -z "$(slurm_why_not)" ] || return 0
+	export SLURM_TOP
+	SLURM_TOP=$(mktemp -d /tmp/aibox-slurm.XXXXXX)
+	chmod 755 "$SLURM_TOP"
+	# Room for two tasks of 1G at once (docs/slurm.md: the VM's memory + 512M each).
+	slurm_start "$SLURM_TOP/cluster" 3072
+	export SLURM_CONF
+	runuser -u aibox-test -- env HOME=/home/aibox-test PATH="$PATH" aibox image build \
+		>/dev/null 2>"$SLURM_TOP/image-build.log"
+
+	# The shared task: run, and watched while its VM runs.
+	export SHARED_T
+	slurm_task_setup
+	SHARED_T=$T
+	api "$ONE_COMMIT"
+	echo "$FAKE_API_PID" >"$SLURM_TOP/fake-api.pid"
+	as_user aibox task --slurm --memory 1G --cpus 1 --timeout 10m "Add uid.txt" \
+		>"$T/out" 2>"$T/err" &
+	local pid=$! i qemu=
+	for i in $(seq 1200); do
+		qemu=$(pgrep -u aibox-test -f "qemu-system.*$T/home" | head -1)
+		[ -n "$qemu" ] || ! kill -0 "$pid" 2>/dev/null && break
+		sleep 0.25
+	done
+	# While the VM runs: every process on the node, and their environments.
+	ps -eo pid,args >"$T/ps-during"
+	grep -lF -f "$T/key" /proc/[0-9]*/environ 2>/dev/null >"$T/key-environ" || true
+	grep -lF -f "$T/key" /proc/[0-9]*/cmdline 2>/dev/null >"$T/key-cmdline" || true
+	ls "$(dirname "$(task_dir | head -1)")" >"$T/folder-during" 2>&1 || true
+	wait "$pid" && echo 0 >"$T/status" || echo $? >"$T/status"
+	scontrol show job >"$T/scontrol" 2>&1
+	stop_fake_api
+	cd /
+}
+
+teardown_file() {
+	[ -n "${SLURM_TOP:-}" ] || return 0
+	[ -f "$SLURM_TOP/fake-api.pid" ] && kill "$(cat "$SLURM_TOP/fake-api.pid")" 2>/dev/null
+	slurm_stop "$SLURM_TOP/cluster"
+	rm -rf "$SLURM_TOP"
+	[ -z "${SHARED_T:-}" ] || { chmod -R u+rwX "$SHARED_T"; rm -rf "$SHARED_T"; }
+}
+
+setup() {
+	[ "$(id -u)" = 0 ] || skip "runs as root: t/run runs the root family (t/9*.bats) as root"
+	local why
+	why=$(slurm_why_not)
+	[ -z "$why" ] || skip "$why"
+}
+
+teardown() {
+	if [ -n "${T:-}" ] && [ "$T" != "${SHARED_T:-}" ]; then
+		task_teardown
+	fi
+}
+
+# shared: the shared task's folder and files.
+shared() {
+	T=$SHARED_T
+	AIBOX_HOME=$T/home/.aibox
+	HOME=$T/home
+	dir=$(task_dir)
+	id=${dir: -6}
+}
+
+@test "slurm: a task with --slurm runs in a VM on the node, its changes checked and fetched" {
+	shared
+	[ "$(cat "$T/status")" = 0 ] || show
+	assert_equal "$(cat "$T/status")" 0
+	assert_equal "$(cat "$T/out")" "$dir"
+	run cat "$T/err"
+	assert_output --partial "aibox[$id]: submitted as the Slurm job aibox-$(basename "$dir")"
+	# a node without KVM (no vmx or svm) says so as a task on one host does
+	if ! grep -qwE 'vmx|svm' /proc/cpuinfo; then
+		assert_output --partial "aibox[$id]: no KVM here: the VM runs under TCG, much slower"
+	fi
+	assert_output --partial "aibox[$id]: the VM connected to localhost:3129"
+	assert_output --partial "aibox[$id]: Claude Code exited with 0"
+	assert_output --partial "vm[$id]: | I added uid.txt."
+	refute_output --partial "srun"
+	# QEMU ran under the job (the node), not under the submitting aibox-task.
+	grep -q "slurmstepd" "$T/ps-during"
+	fetch=$(grep -A1 'fetch them with' "$T/err" | tail -1 | sed 's/^.*]:  *//')
+	[[ "$fetch" == "git -c transfer.fsckObjects=true fetch "* ]]
+	cd "$T/repo"
+	as_user bash -c "$fetch"
+	branch=aibox/task-$(basename "$dir")
+	assert_equal "$(as_user git log -1 --format=%s "$branch")" "Add uid.txt"
+	assert_equal "$(as_user git show "$branch:uid.txt")" 1000
+	# the node's phases and the submitter's, in one aibox.log
+	run cat "$dir/aibox.log"
+	assert_line --regexp '^queue [0-9.]+s '
+	assert_line --regexp '^boot [0-9.]+s$'
+	assert_line --regexp '^slurm [0-9.]+s$'
+	assert_line --regexp '^check [0-9.]+s$'
+	assert_line --regexp '^total [0-9.]+s exit 0$'
+	# the node took the secrets out of the folder; the status it left was read
+	[ ! -e "$dir/slurm.secrets" ]
+	[ -s "$dir/slurm.status" ]
+	run pgrep -f "$dir"
+	assert_failure
+}
+
+@test "slurm: the job asks for the task's CPUs, its memory + 512M and its timeout + 36 minutes" {
+	shared
+	run grep -A40 "JobName=aibox-$(basename "$dir")" "$T/scontrol"
+	assert_success
+	assert_output --regexp 'JobState=COMPLETED'
+	assert_output --regexp 'NumCPUs=1 '
+	assert_output --regexp 'MinMemoryNode=1.50G '
+	assert_output --regexp 'TimeLimit=00:46:00'
+	assert_output --regexp 'Partition=agents'
+}
+
+@test "slurm: the key is in no Slurm state or log, no job record and no process's environment or command line" {
+	shared
+	# While the VM ran: no environment and no command line held it, the
+	# proxy's included (it reads the key from a pipe).
+	assert_equal "$(cat "$T/key-environ")" ""
+	assert_equal "$(cat "$T/key-cmdline")" ""
+	run grep -F "$KEY" "$T/scontrol"
+	assert_failure
+	run grep -rlF "$KEY" "$SLURM_TOP/cluster"
+	assert_failure
+	run grep -rlF "$KEY" "$dir"
+	assert_failure
+	# and the proxy did forward it: the fake API saw it
+	grep -rqF "\"x-api-key\": \"$KEY\"" "$T/rec"
+}
+
+@test "slurm: a folder not on storage the node sees is refused before anything is submitted" {
+	EXTRA_CONFIG= slurm_task_setup
+	# the config without slurm.shared: $T is on a local filesystem
+	sed -i '/^  shared:/d' "$AIBOX_HOME/projects/repo/config.yaml"
+	jobs_before=$(scontrol show job -o | grep -c JobId)
+	run --separate-stderr as_user aibox task --slurm "Add uid.txt"
+	assert_equal "$status" 2
+	assert_equal "$output" ""
+	[[ "$stderr" == *"is not on storage the Slurm nodes see"* ]]
+	[[ "$stderr" == *"slurm: shared:"* ]]
+	assert_equal "$(task_dir)" ""
+	assert_equal "$(scontrol show job -o | grep -c JobId)" "$jobs_before"
+}
