@@ -69,7 +69,15 @@ const char config_default_text[] =
     "# and the task's state disk (like 20G).\n"
     "# memory: 4G\n"
     "# cpus: 2\n"
-    "# disk: 20G\n";
+    "# disk: 20G\n"
+    "\n"
+    "# Run each task's VM as a job on a Slurm cluster (docs/slurm.md); the\n"
+    "# project's folder must be on storage the nodes see.\n"
+    "# slurm:\n"
+    "#   partition: agents\n"
+    "#   account: myteam\n"
+    "#   options: [--qos=low]\n"
+    "#   shared: [/shared/home]\n";
 
 /* The document as a tree, built from libyaml's events. */
 enum node_kind { NODE_SCALAR, NODE_SEQ, NODE_MAP };

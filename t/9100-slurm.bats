@@ -200,3 +200,114 @@ shared() {
 	assert_equal "$(task_dir)" ""
 	assert_equal "$(scontrol show job -o | grep -c JobId)" "$jobs_before"
 }
+
+# start_cancellable: a task submitted in the background (TASK_PID is runuser's,
+# SUBMITTER the submitting aibox-task's), once its QEMU runs on the node;
+# NODE_PIDS every process of its job step (from the step's freezer cgroup),
+# QEMU and aibox-proxy among them.
+start_cancellable() {
+	local i job cg
+	slurm_task_setup
+	api "$ONE_COMMIT"
+	as_user aibox task --slurm --memory 1G --cpus 1 "Add uid.txt" >"$T/out" 2>"$T/err" &
+	TASK_PID=$!
+	for i in $(seq 1200); do
+		pgrep -u aibox-test -f "qemu-system.*$T/home" >/dev/null && break
+		kill -0 "$TASK_PID" 2>/dev/null || break
+		sleep 0.25
+	done
+	dir=$(task_dir)
+	[ -n "$dir" ] || { show; return 1; }
+	# the front aibox execs aibox-task: "aibox-task --slurm ..." (the node's has a path)
+	SUBMITTER=$(pgrep -u aibox-test -f "^aibox-task --slurm ")
+	job=$(squeue -h -n "aibox-$(basename "$dir")" -o %i)
+	cg=/sys/fs/cgroup/freezer/slurm_$(hostname -s)/uid_$(id -u aibox-test)/job_$job
+	NODE_PIDS=$(cat "$cg"/step_*/cgroup.procs)
+	ps -o comm= -p "$(echo $NODE_PIDS | tr ' ' ,)" >"$T/node-comms"
+	grep -q '^qemu-system' "$T/node-comms"
+	grep -qx 'aibox-proxy' "$T/node-comms"
+	grep -qx 'aibox-task' "$T/node-comms"
+}
+
+# ended_cancelled: the submitter's exit and what the node left.
+ended_cancelled() {
+	local p
+	wait "$TASK_PID" && status=0 || status=$?
+	TASK_PID=
+	assert_equal "$status" 1
+	run cat "$T/err"
+	assert_output --partial "the task did not finish: the VM was stopped by"
+	refute_output --partial "fetch them with"
+	for p in $NODE_PIDS; do
+		run kill -0 "$p"
+		assert_failure
+	done
+	run pgrep -f "$dir"
+	assert_failure
+	[ ! -s "$dir/result.json" ]
+	[ ! -e "$dir/slurm.secrets" ]
+	# the task's lock is free: an ended task to aibox tasks clean
+	run flock -n "$dir.lock" true
+	assert_success
+}
+
+@test "slurm: scancel ends QEMU, the proxy and every helper on the node, and leaves a task that did not finish" {
+	start_cancellable
+	as_user scancel --name "aibox-$(basename "$dir")"
+	ended_cancelled
+}
+
+@test "slurm: Ctrl-C of the submitting aibox ends the job's QEMU, proxy and helpers, and leaves a task that did not finish" {
+	start_cancellable
+	kill -INT "$SUBMITTER"
+	ended_cancelled
+	run cat "$T/err"
+	assert_output --partial "the task did not finish: the VM was stopped by SIGINT"
+}
+
+# any_alive PID...: whether one of them still runs.
+any_alive() {
+	local p
+	for p in "$@"; do
+		kill -0 "$p" 2>/dev/null && return 0
+	done
+	return 1
+}
+
+@test "slurm: eight tasks submitted at once all finish, Slurm running two at a time within the node's memory" {
+	slurm_task_setup
+	# The least work an agent can do: one answer, no tool, no changes.
+	api '{"turns": [{"text": "Nothing to do."}], "require_key": "'"$KEY"'"}'
+	local i pids=() running max=0 pending=0 mem
+	for i in $(seq 8); do
+		as_user aibox task --slurm --memory 1G --cpus 1 --timeout 10m "task $i" \
+			>"$T/out$i" 2>"$T/err$i" &
+		pids+=($!)
+	done
+	TASK_PIDS=${pids[*]}
+	# While they run: never more than two jobs running, never more memory
+	# allocated than the node has, and the rest waiting in the queue.
+	while any_alive "${pids[@]}"; do
+		running=$(squeue -h -u aibox-test -t R | wc -l)
+		[ "$running" -le "$max" ] || max=$running
+		[ "$(squeue -h -u aibox-test -t PD | wc -l)" -eq 0 ] || pending=1
+		mem=$(scontrol show node -o | sed -n 's/.*AllocMem=\([0-9]*\).*/\1/p')
+		[ "$mem" -le 3072 ] || { echo "AllocMem=$mem" >>"$T/over"; }
+		sleep 1
+	done
+	for i in $(seq 8); do
+		wait "${pids[$((i - 1))]}" && echo 0 >"$T/status$i" || echo $? >"$T/status$i"
+	done
+	TASK_PIDS=
+	for i in $(seq 8); do
+		[ "$(cat "$T/status$i")" = 0 ] || show "$T/err$i"
+		assert_equal "$(cat "$T/status$i")" 0
+		grep -q 'aibox\[.*\]: no changes' "$T/err$i"
+	done
+	assert_equal "$(task_dir | wc -l)" 8
+	assert_equal "$max" 2
+	assert_equal "$pending" 1
+	[ ! -e "$T/over" ]
+	run pgrep -u aibox-test -f "$T/home"
+	assert_failure
+}
