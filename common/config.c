@@ -355,9 +355,9 @@ static int build_tree(struct ctx *c, const char *data, size_t len, struct node *
 
 /* ---- the schema ---- */
 
-static const char *const top_keys[] = {"allow", "mounts", "skills", "agents", "commands", "path",
-                                       "env",   "git",    "memory", "cpus",   "disk",
-                                       "slurm", NULL};
+static const char *const top_keys[] = {"allow", "mounts", "skills", "agents", "commands",
+                                       "path",  "env",    "git",    "memory", "cpus",
+                                       "disk",  "slurm",  NULL};
 static const char *const mount_keys[] = {"host", "vm", "read-only", NULL};
 static const char *const git_keys[] = {"url", "token", "auth", "user", "fetch", "push", NULL};
 static const char *const slurm_keys[] = {"partition", "account", "options", "shared", NULL};
@@ -1115,7 +1115,8 @@ static int slurm_word(struct ctx *c, const struct node *v, const char *key, char
 	if (!*v->str || strlen(v->str) > 64 ||
 	    strspn(v->str, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") !=
 	        strlen(v->str))
-		return fail(c, v, key, "'%.64s' is not a Slurm name (letters, digits, ._-)", v->str);
+		return fail(c, v, key, "'%.64s' is not a Slurm name (letters, digits, ._-)",
+		            v->str);
 	*out = xstrdup(v->str);
 	return 0;
 }
@@ -1162,12 +1163,14 @@ static int check_slurm(struct ctx *c, const struct node *v, struct config *cfg)
 			if (has_ctl(e->str))
 				ret = fail(c, e, key.buf, "has a control character");
 			else if (!strcmp(kn->str, "options") && e->str[0] != '-')
-				ret = fail(c, e, key.buf,
-				           "'%.64s' is not an option (srun and sbatch options start "
-				           "with -)",
-				           e->str);
+				ret =
+				    fail(c, e, key.buf,
+				         "'%.64s' is not an option (srun and sbatch options start "
+				         "with -)",
+				         e->str);
 			else if (!strcmp(kn->str, "shared") && e->str[0] != '/')
-				ret = fail(c, e, key.buf, "'%.200s' is not an absolute path", e->str);
+				ret =
+				    fail(c, e, key.buf, "'%.200s' is not an absolute path", e->str);
 			else
 				strvec_push(!strcmp(kn->str, "options") ? &s->options : &s->shared,
 				            e->str);

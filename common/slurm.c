@@ -46,10 +46,9 @@ static const struct {
 	unsigned long magic;
 	const char *name;
 } network_fs[] = {
-	{ 0x6969, "NFS" },	    { 0x517B, "SMB" },	       { 0xFF534D42, "CIFS" },
-	{ 0xFE534D42, "SMB2" },	    { 0x0BD00BD0, "Lustre" },  { 0x47504653, "GPFS" },
-	{ 0x00C36400, "CephFS" },   { 0x19830326, "BeeGFS" },  { 0x5346414F, "AFS" },
-	{ 0x7461636F, "OCFS2" },    { 0x01161970, "GFS2" },
+    {0x6969, "NFS"},        {0x517B, "SMB"},       {0xFF534D42, "CIFS"},   {0xFE534D42, "SMB2"},
+    {0x0BD00BD0, "Lustre"}, {0x47504653, "GPFS"},  {0x00C36400, "CephFS"}, {0x19830326, "BeeGFS"},
+    {0x5346414F, "AFS"},    {0x7461636F, "OCFS2"}, {0x01161970, "GFS2"},
 };
 
 /* 1 when path is dir or below it (both absolute, dir without a trailing slash but "/"). */
@@ -86,18 +85,18 @@ int slurm_shared_check(const char *dir, const struct strvec *shared, struct buf 
 		if ((unsigned long)sf.f_type == network_fs[i].magic)
 			return 0;
 	buf_addf(why,
-		 "'%s' is not on storage the Slurm nodes see (not a network filesystem, not "
-		 "under the config's slurm.shared): put AIBOX_HOME on shared storage, or list "
-		 "the folder the nodes mount at the same path under slurm: shared:",
-		 real);
+	         "'%s' is not on storage the Slurm nodes see (not a network filesystem, not "
+	         "under the config's slurm.shared): put AIBOX_HOME on shared storage, or list "
+	         "the folder the nodes mount at the same path under slurm: shared:",
+	         real);
 	return -EXDEV;
 }
 
-static const char *const secret_names[] = { "key", "tokens", "env", "user_key", "host_blob" };
+static const char *const secret_names[] = {"key", "tokens", "env", "user_key", "host_blob"};
 
 static struct buf *secret_field(struct slurm_secrets *s, size_t i)
 {
-	struct buf *f[] = { &s->key, &s->tokens, &s->env, &s->user_key, &s->host_blob };
+	struct buf *f[] = {&s->key, &s->tokens, &s->env, &s->user_key, &s->host_blob};
 
 	return f[i];
 }
@@ -119,7 +118,7 @@ int slurm_secrets_write(const char *dir, const struct slurm_secrets *s, struct b
 
 		if (len > SLURM_SECRET_MAX) {
 			buf_addf(err, "cannot pass the secrets to the node: %s is over %d bytes",
-				 secret_names[i], SLURM_SECRET_MAX);
+			         secret_names[i], SLURM_SECRET_MAX);
 			return -E2BIG;
 		}
 		total += len + 32;
@@ -252,9 +251,9 @@ void slurm_status_json(const struct slurm_status *st, struct buf *out)
 	json_object_set_new(o, "boot_s", json_real(st->boot_s));
 	json_object_set_new(o, "session_s", json_real(st->session_s));
 	json_object_set_new(o, "why", json_stringn(st->why.buf, st->why.len));
-	json_object_set_new(o, "report", st->have_report ?
-						 json_stringn(st->report.buf, st->report.len) :
-						 json_null());
+	json_object_set_new(o, "report",
+	                    st->have_report ? json_stringn(st->report.buf, st->report.len)
+	                                    : json_null());
 	json_object_set_new(o, "report_why", json_stringn(st->report_why.buf, st->report_why.len));
 	s = json_dumps(o, JSON_COMPACT);
 	if (!s)

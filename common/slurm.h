@@ -75,15 +75,21 @@ void slurm_job_args(struct strvec *args, const struct slurm_job *j);
 int slurm_shared_check(const char *dir, const struct strvec *shared, struct buf *why);
 
 struct slurm_secrets {
-	struct buf key;	      /* ANTHROPIC_API_KEY for the proxy, or empty */
-	struct buf tokens;    /* the git tokens, NAME=value lines, for the broker */
-	struct buf env;	      /* the secrets JSON for the session's stdin */
-	struct buf user_key;  /* the task's SSH private key */
-	struct buf host_blob; /* the guest's host key, to pin */
+	struct buf key;          /* ANTHROPIC_API_KEY for the proxy, or empty */
+	struct buf tokens;       /* the git tokens, NAME=value lines, for the broker */
+	struct buf env;          /* the secrets JSON for the session's stdin */
+	struct buf user_key;     /* the task's SSH private key */
+	struct buf host_blob;    /* the guest's host key, to pin */
 	struct timespec written; /* slurm_secrets_take(): the file's mtime, about the submission */
 };
 
-#define SLURM_SECRETS_INIT { BUF_INIT, BUF_INIT, BUF_INIT, BUF_INIT, BUF_INIT, { 0, 0 } }
+#define SLURM_SECRETS_INIT                                                                         \
+	{                                                                                          \
+		BUF_INIT, BUF_INIT, BUF_INIT, BUF_INIT, BUF_INIT,                                  \
+		{                                                                                  \
+			0, 0                                                                       \
+		}                                                                                  \
+	}
 
 /*
  * Write s to dir/slurm.secrets: created (O_EXCL, no link followed) with mode
@@ -106,17 +112,20 @@ int slurm_secrets_take(const char *dir, struct slurm_secrets *s, struct buf *err
 void slurm_secrets_wipe(struct slurm_secrets *s);
 
 struct slurm_status {
-	int session_ok;	    /* 1: the session ended properly with the results accepted */
-	int stopped;	    /* the node was stopped by a signal (scancel, the time limit) */
-	double boot_s;	    /* the node's boot phase */
-	double session_s;   /* the node's session phase */
-	struct buf why;	    /* why the session failed, or empty */
-	int have_report;    /* the proxy's record is in report */
-	struct buf report;  /* the proxy's record (common/proxy_report.h's JSON) */
+	int session_ok;        /* 1: the session ended properly with the results accepted */
+	int stopped;           /* the node was stopped by a signal (scancel, the time limit) */
+	double boot_s;         /* the node's boot phase */
+	double session_s;      /* the node's session phase */
+	struct buf why;        /* why the session failed, or empty */
+	int have_report;       /* the proxy's record is in report */
+	struct buf report;     /* the proxy's record (common/proxy_report.h's JSON) */
 	struct buf report_why; /* why there is no record */
 };
 
-#define SLURM_STATUS_INIT { 0, 0, 0, 0, BUF_INIT, 0, BUF_INIT, BUF_INIT }
+#define SLURM_STATUS_INIT                                                                          \
+	{                                                                                          \
+		0, 0, 0, 0, BUF_INIT, 0, BUF_INIT, BUF_INIT                                        \
+	}
 
 /* Append st as one JSON object and a newline to out. */
 void slurm_status_json(const struct slurm_status *st, struct buf *out);

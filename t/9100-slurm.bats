@@ -201,6 +201,21 @@ shared() {
 	assert_equal "$(scontrol show job -o | grep -c JobId)" "$jobs_before"
 }
 
+@test "slurm: a job Slurm refuses (no such partition) is a failed start: exit 2, its reason, no secrets left" {
+	slurm_task_setup
+	sed -i 's/^  partition: agents$/  partition: nosuch/' "$AIBOX_HOME/projects/repo/config.yaml"
+	run --separate-stderr as_user aibox task --slurm "Add uid.txt"
+	assert_equal "$status" 2
+	dir=$(task_dir)
+	assert_equal "$output" "$dir"
+	[[ "$stderr" == *"srun: error: "*"artition"* ]]
+	[[ "$stderr" == *"aibox[${dir: -6}]: the Slurm job did not start (srun exit 1; Slurm's reason above)"* ]]
+	[ ! -e "$dir/slurm.secrets" ]
+	[ ! -e "$dir/start.bundle" ]
+	run tail -1 "$dir/aibox.log"
+	assert_output --regexp '^total [0-9.]+s exit 2$'
+}
+
 # start_cancellable: a task submitted in the background (TASK_PID is runuser's,
 # SUBMITTER the submitting aibox-task's), once its QEMU runs on the node;
 # NODE_PIDS every process of its job step (from the step's freezer cgroup),

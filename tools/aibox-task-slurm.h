@@ -42,7 +42,8 @@ static void read_node_status(struct task *t, struct vm_outcome *o)
 	t->boot_s = st.boot_s;
 	t->session_s = st.session_s;
 	buf_reset(&err);
-	if (st.have_report && proxy_report_parse(st.report.buf, st.report.len, &o->report, &err) == 0)
+	if (st.have_report &&
+	    proxy_report_parse(st.report.buf, st.report.len, &o->report, &err) == 0)
 		o->have_report = 1;
 	else if (st.have_report)
 		buf_addf(&o->report_why, "aibox-proxy's record from the node refused: %s", err.buf);
@@ -72,10 +73,10 @@ static void write_config_copy(struct task *t)
 static void slurm_submit(struct task *t, struct buf *secrets, struct vm_outcome *o)
 {
 	struct slurm_secrets ss = SLURM_SECRETS_INIT;
-	struct slurm_job job = { 0 };
+	struct slurm_job job = {0};
 	struct spawn sp = SPAWN_INIT;
 	struct buf err = BUF_INIT, name = BUF_INIT, prog = BUF_INIT, path = BUF_INIT;
-	int ret;
+	int ret = -EINTR;
 
 	write_config_copy(t);
 	/* The secrets leave this process only through the 0600 file (docs/slurm.md). */
@@ -131,14 +132,17 @@ static void slurm_submit(struct task *t, struct buf *secrets, struct vm_outcome 
 	}
 	spawn_clear(&sp);
 	phase_done(t, "slurm");
-	/* Still there when the job never started. */
+	/* Still there when the job never started: a failed start, unless we were stopped. */
 	buf_addf(&path, "%s/%s", t->dir.buf, SLURM_SECRETS_NAME);
-	unlink(path.buf);
+	if (unlink(path.buf) == 0 && !stop_signal)
+		die("the Slurm job did not start (srun exit %d; Slurm's reason above)", ret);
 
 	read_node_status(t, o);
-	if (stop_signal && !o->why.len)
+	if (stop_signal) {
+		buf_reset(&o->why);
 		buf_addf(&o->why, "the VM was stopped by %s",
-			 stop_signal == SIGINT ? "SIGINT" : "a signal");
+		         stop_signal == SIGINT ? "SIGINT" : "a signal");
+	}
 	/* What the node wrote, through new descriptors (NFS's close-to-open consistency). */
 	for (size_t i = 0; i < ARRAY_SIZE(result_names); i++)
 		close(t->result_fds[i]);
@@ -191,8 +195,8 @@ static int slurm_node(struct task *t)
 	die_routine = task_failed;
 	clock_gettime(CLOCK_REALTIME, &now);
 	log_line(t, "queue %.3fs (submitted to the node's start)\n",
-		 (double)(now.tv_sec - ss.written.tv_sec) +
-			 (double)(now.tv_nsec - ss.written.tv_nsec) / 1e9);
+	         (double)(now.tv_sec - ss.written.tv_sec) +
+	             (double)(now.tv_nsec - ss.written.tv_nsec) / 1e9);
 
 	buf_reset(&path);
 	buf_addf(&path, "%s/%s", t->dir.buf, SLURM_CONFIG_NAME);
