@@ -56,6 +56,43 @@ out:
 	buf_release(&err);
 }
 
+/*
+ * Wait for srun.  On SIGINT, SIGTERM or SIGHUP (on_stop()), cancel the job
+ * as scancel does by hand: the node's aibox-task gets SIGTERM and stops as on
+ * one host, within the cluster's KillWait (srun's own interrupt kills the
+ * step at once, before the node can write its status).  Returns as
+ * spawn_wait().
+ */
+static int wait_job(struct spawn *sp, const char *name)
+{
+	const struct timespec tick = { 0, 100 * 1000 * 1000 };
+	int status, cancelled = 0;
+
+	for (;;) {
+		pid_t r;
+
+		if (stop_signal && !cancelled) {
+			struct spawn sc = SPAWN_INIT;
+
+			strvec_pushl(&sc.args, "scancel", "--quiet", NULL);
+			strvec_pushf(&sc.args, "--name=%s", name);
+			strvec_pushf(&sc.args, "--user=%u", (unsigned)getuid());
+			sc.out = SPAWN_NULL;
+			spawn_run(&sc);
+			spawn_clear(&sc);
+			cancelled = 1;
+		}
+		r = waitpid(sp->pid, &status, WNOHANG);
+		if (r == sp->pid)
+			break;
+		if (r < 0 && errno != EINTR)
+			return -errno;
+		nanosleep(&tick, NULL);
+	}
+	sp->pid = -1;
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
 /* A copy of the project's config into the task folder: what the node reads. */
 static void write_config_copy(struct task *t)
 {
@@ -102,7 +139,7 @@ static void slurm_submit(struct task *t, struct buf *secrets, struct vm_outcome 
 	job.memory_mib = t->cfg.memory_mib;
 	job.cpus = t->cfg.cpus;
 	job.timeout_ms = t->o.timeout_ms;
-	/* --quit-on-interrupt: one SIGINT (on_stop()) reaches the node's aibox-task. */
+	/* --quit-on-interrupt: a SIGINT (our parent-death signal for it) ends the job at once. */
 	strvec_pushl(&sp.args, "srun", "--quiet", "--quit-on-interrupt", NULL);
 	slurm_job_args(&sp.args, &job);
 	buf_addf(&prog, "%s/aibox-task", libexec_dir());
@@ -116,17 +153,13 @@ static void slurm_submit(struct task *t, struct buf *secrets, struct vm_outcome 
 		strvec_push(&sp.args, "--no-sandbox");
 	sp.in = SPAWN_NULL;
 	sp.out = SPAWN_NULL; /* the folder's path is our stdout's only line */
-	sp.new_session = 1;  /* the terminal's Ctrl-C reaches us, and we pass it on */
+	sp.new_session = 1;  /* the terminal's Ctrl-C reaches us only (wait_job()) */
 	sp.pdeathsig = SIGINT;
 	out_printf(2, "aibox", t->id, "submitted as the Slurm job %s", name.buf);
 	if (!stop_signal) {
 		if ((ret = spawn_start(&sp)) < 0)
 			die_err(ret, "cannot start srun");
-		stop_job_pid = sp.pid;
-		if (stop_signal) /* between the start and the line above */
-			kill(sp.pid, SIGINT);
-		ret = spawn_wait(&sp);
-		stop_job_pid = -1;
+		ret = wait_job(&sp, name.buf);
 		if (ret != 0)
 			log_line(t, "srun exit %d\n", ret);
 	}

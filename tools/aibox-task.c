@@ -635,15 +635,12 @@ static void start(struct task *t)
 /* SIGINT/SIGTERM: kill QEMU (the session then sees the VM gone) and say so. */
 static volatile sig_atomic_t stop_signal;
 static volatile pid_t stop_qemu_pid = -1;
-static volatile pid_t stop_job_pid = -1; /* srun, which passes SIGINT on to the node */
 
 static void on_stop(int sig)
 {
 	stop_signal = sig;
 	if (stop_qemu_pid > 0)
 		kill(stop_qemu_pid, SIGKILL);
-	if (stop_job_pid > 0)
-		kill(stop_job_pid, SIGINT);
 }
 
 static double since(const struct timespec *a)
