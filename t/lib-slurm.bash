@@ -105,10 +105,10 @@ slurm_stop() {
 	for p in $(tac "$d/pids"); do
 		kill "$p" 2>/dev/null || continue
 		for i in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-		kill -9 "$p" 2>/dev/null
+		kill -9 "$p" 2>/dev/null || true
 	done
 	rm -f "$d/pids"
 	# slurmd's freezer cgroups (proctrack/cgroup) outlive it: empty now, removed.
-	find "/sys/fs/cgroup/freezer/slurm_$(hostname -s)" -depth -type d -exec rmdir {} + 2>/dev/null
+	find "/sys/fs/cgroup/freezer/slurm_$(hostname -s)" -depth -type d -exec rmdir {} + 2>/dev/null || true
 	return 0
 }
