@@ -16,7 +16,8 @@ load lib-task
 load lib-slurm
 bats_require_minimum_version 1.5.0
 
-USER_IMAGES=/home/aibox-test/.cache/aibox/images
+# The test user's image store (where the tests keep it), or AIBOX_IMAGES.
+USER_IMAGES=${AIBOX_IMAGES:-/home/aibox-test/.cache/aibox/images}
 
 # as_user CMD...: CMD as aibox-test, with the test's environment and the key
 # in ANTHROPIC_API_KEY, which only CMD's environment holds: it comes from
@@ -64,7 +65,8 @@ setup_file() {
 	# Room for two tasks of 1G at once (docs/slurm.md: the VM's memory + 512M each).
 	slurm_start "$SLURM_TOP/cluster" 3072
 	export SLURM_CONF
-	runuser -u aibox-test -- env HOME=/home/aibox-test PATH="$PATH" aibox image build \
+	runuser -u aibox-test -- env HOME=/home/aibox-test PATH="$PATH" AIBOX_IMAGES="$USER_IMAGES" \
+		aibox image build \
 		>/dev/null 2>"$SLURM_TOP/image-build.log"
 
 	# The shared task: run, and watched while its VM runs.
