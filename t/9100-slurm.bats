@@ -51,14 +51,23 @@ ${EXTRA_CONFIG:-}
 EOF
 }
 
-# The agent's whole work: one commit.
-ONE_COMMIT='{"turns": [
+# A key of this run's own (setup_file makes it): the search for it in every
+# process must not find another test's, which share lib-task's KEY.
+KEY=${SLURM_TEST_KEY:-sk-ant-slurm-key-unset}
+
+# one_commit: the agent's whole work, one commit (the API script).
+one_commit() {
+	printf '%s' '{"turns": [
   {"tool_use": {"name": "Bash", "input": {"command": "id -u > uid.txt && git add uid.txt && git commit -q -m \"Add uid.txt\"", "description": "commit"}}},
   {"text": "I added uid.txt."}], "require_key": "'"$KEY"'"}'
+}
 
 setup_file() {
 	[ "$(id -u)" = 0 ] || return 0
 	[ -z "$(slurm_why_not)" ] || return 0
+	export SLURM_TEST_KEY
+	SLURM_TEST_KEY=sk-ant-slurm-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
+	KEY=$SLURM_TEST_KEY
 	export SLURM_TOP
 	SLURM_TOP=$(mktemp -d /tmp/aibox-slurm.XXXXXX)
 	chmod 755 "$SLURM_TOP"
@@ -73,7 +82,7 @@ setup_file() {
 	export SHARED_T
 	slurm_task_setup
 	SHARED_T=$T
-	api "$ONE_COMMIT"
+	api "$(one_commit)"
 	echo "$FAKE_API_PID" >"$SLURM_TOP/fake-api.pid"
 	as_user aibox task --slurm --memory 1G --cpus 1 --timeout 10m "Add uid.txt" \
 		>"$T/out" 2>"$T/err" &
@@ -225,7 +234,7 @@ shared() {
 start_cancellable() {
 	local i job cg
 	slurm_task_setup
-	api "$ONE_COMMIT"
+	api "$(one_commit)"
 	as_user aibox task --slurm --memory 1G --cpus 1 "Add uid.txt" >"$T/out" 2>"$T/err" &
 	TASK_PID=$!
 	for i in $(seq 1200); do
