@@ -51,9 +51,10 @@ ${EXTRA_CONFIG:-}
 EOF
 }
 
-# A key of this run's own (setup_file makes it): the search for it in every
-# process must not find another test's, which share lib-task's KEY.
-KEY=${SLURM_TEST_KEY:-sk-ant-slurm-key-unset}
+# A key of this run's own, in $SLURM_TOP/key (setup_file makes it; never in an
+# environment): the search for it in every process must not find another
+# test's, which share lib-task's KEY.
+KEY=$(cat "${SLURM_TOP:-/nonexistent}/key" 2>/dev/null) || KEY=sk-ant-slurm-key-unset
 
 # one_commit: the agent's whole work, one commit (the API script).
 one_commit() {
@@ -65,12 +66,11 @@ one_commit() {
 setup_file() {
 	[ "$(id -u)" = 0 ] || return 0
 	[ -z "$(slurm_why_not)" ] || return 0
-	export SLURM_TEST_KEY
-	SLURM_TEST_KEY=sk-ant-slurm-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
-	KEY=$SLURM_TEST_KEY
 	export SLURM_TOP
 	SLURM_TOP=$(mktemp -d /tmp/aibox-slurm.XXXXXX)
 	chmod 755 "$SLURM_TOP"
+	KEY=sk-ant-slurm-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
+	(umask 077 && echo "$KEY" >"$SLURM_TOP/key")
 	# Room for two tasks of 1G at once (docs/slurm.md: the VM's memory + 512M each).
 	slurm_start "$SLURM_TOP/cluster" 3072
 	export SLURM_CONF
