@@ -76,7 +76,15 @@ const char config_default_text[] =
     "# per task, and per day across all of this project's tasks and aibox runs.\n"
     "# budget:\n"
     "#   task: 5.00\n"
-    "#   day: 50.00\n";
+    "#   day: 50.00\n"
+    "\n"
+    "# Run each task's VM as a job on a Slurm cluster (docs/slurm.md); the\n"
+    "# project's folder must be on storage the nodes see.\n"
+    "# slurm:\n"
+    "#   partition: agents\n"
+    "#   account: myteam\n"
+    "#   options: [--qos=low]\n"
+    "#   shared: [/shared/home]\n";
 
 /* The document as a tree, built from libyaml's events. */
 enum node_kind { NODE_SCALAR, NODE_SEQ, NODE_MAP };
@@ -356,10 +364,11 @@ static int build_tree(struct ctx *c, const char *data, size_t len, struct node *
 
 static const char *const top_keys[] = {"allow", "mounts", "skills", "agents", "commands",
                                        "path",  "env",    "git",    "memory", "cpus",
-                                       "disk",  "budget", NULL};
+                                       "disk",  "budget", "slurm",  NULL};
 static const char *const mount_keys[] = {"host", "vm", "read-only", NULL};
 static const char *const git_keys[] = {"url", "token", "auth", "user", "fetch", "push", NULL};
 static const char *const budget_keys[] = {"task", "day", NULL};
+static const char *const slurm_keys[] = {"partition", "account", "options", "shared", NULL};
 
 static void list_keys(struct buf *b, const char *const *keys)
 {
@@ -1130,6 +1139,82 @@ static int check_git(struct ctx *c, const struct node *v, struct config *cfg)
 	return ret;
 }
 
+/* A partition or account name: Slurm's own are short words without spaces or commas. */
+static int slurm_word(struct ctx *c, const struct node *v, const char *key, char **out)
+{
+	int ret = want_string(c, v, key);
+
+	if (ret)
+		return ret;
+	if (!*v->str || strlen(v->str) > 64 ||
+	    strspn(v->str, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") !=
+	        strlen(v->str))
+		return fail(c, v, key, "'%.64s' is not a Slurm name (letters, digits, ._-)",
+		            v->str);
+	*out = xstrdup(v->str);
+	return 0;
+}
+
+/* slurm: {partition, account, options, shared} (docs/config.md, "slurm"). */
+static int check_slurm(struct ctx *c, const struct node *v, struct config *cfg)
+{
+	struct config_slurm *s = &cfg->slurm;
+	struct buf key = BUF_INIT;
+	int ret = 0;
+
+	if (is_null(v))
+		return 0;
+	if (v->kind != NODE_MAP)
+		return fail(c, v, "slurm", "must be a mapping, like {partition: agents}, not %s",
+		            kind_name(v));
+	for (size_t k = 0; !ret && k < v->nr; k += 2) {
+		const struct node *kn = v->items[k], *vn = v->items[k + 1];
+		size_t nr = 0;
+
+		if (!known(kn->str, slurm_keys))
+			return unknown_key(c, kn, "slurm", slurm_keys);
+		buf_reset(&key);
+		buf_addf(&key, "slurm.%s", kn->str);
+		if (!strcmp(kn->str, "partition")) {
+			ret = slurm_word(c, vn, key.buf, &s->partition);
+			continue;
+		}
+		if (!strcmp(kn->str, "account")) {
+			ret = slurm_word(c, vn, key.buf, &s->account);
+			continue;
+		}
+		if ((ret = want_list(c, vn, key.buf, CONFIG_MAX_SLURM_OPTIONS,
+		                     !strcmp(kn->str, "options") ? "[--qos=low]" : "[/shared/home]",
+		                     &nr)))
+			break;
+		for (size_t i = 0; !ret && i < nr; i++) {
+			const struct node *e = vn->items[i];
+			size_t base = key.len;
+
+			buf_addf(&key, "[%zu]", i);
+			if ((ret = want_string(c, e, key.buf)))
+				break;
+			if (has_ctl(e->str))
+				ret = fail(c, e, key.buf, "has a control character");
+			else if (!strcmp(kn->str, "options") && e->str[0] != '-')
+				ret =
+				    fail(c, e, key.buf,
+				         "'%.64s' is not an option (srun and sbatch options start "
+				         "with -)",
+				         e->str);
+			else if (!strcmp(kn->str, "shared") && e->str[0] != '/')
+				ret =
+				    fail(c, e, key.buf, "'%.200s' is not an absolute path", e->str);
+			else
+				strvec_push(!strcmp(kn->str, "options") ? &s->options : &s->shared,
+				            e->str);
+			buf_setlen(&key, base);
+		}
+	}
+	buf_release(&key);
+	return ret;
+}
+
 /* Keys whose meaning depends on another key are checked after all of them. */
 static int check_root(struct ctx *c, const struct node *root, struct config *cfg)
 {
@@ -1180,6 +1265,8 @@ static int check_root(struct ctx *c, const struct node *root, struct config *cfg
 		                 &cfg->disk_mib);
 	if (!ret && val[11])
 		ret = check_budget(c, val[11], cfg);
+	if (!ret && val[12])
+		ret = check_slurm(c, val[12], cfg);
 	/* A token the broker holds must not also be handed to the VM. */
 	for (size_t i = 0; !ret && i < cfg->nr_git; i++) {
 		const char *t = cfg->git[i].token_env;
@@ -1202,6 +1289,8 @@ void config_init(struct config *cfg)
 	memset(cfg, 0, sizeof(*cfg));
 	strvec_init(&cfg->allow);
 	strvec_init(&cfg->env);
+	strvec_init(&cfg->slurm.options);
+	strvec_init(&cfg->slurm.shared);
 	cfg->path = xstrdup(CONFIG_DEFAULT_PATH);
 	cfg->memory_mib = CONFIG_DEFAULT_MEMORY_MIB;
 	cfg->cpus = host_cpus() < CONFIG_DEFAULT_CPUS ? host_cpus() : CONFIG_DEFAULT_CPUS;
@@ -1235,9 +1324,15 @@ void config_release(struct config *cfg)
 	claude_release(&cfg->agents);
 	claude_release(&cfg->commands);
 	free(cfg->path);
+	free(cfg->slurm.partition);
+	free(cfg->slurm.account);
+	strvec_clear(&cfg->slurm.options);
+	strvec_clear(&cfg->slurm.shared);
 	memset(cfg, 0, sizeof(*cfg));
 	strvec_init(&cfg->allow);
 	strvec_init(&cfg->env);
+	strvec_init(&cfg->slurm.options);
+	strvec_init(&cfg->slurm.shared);
 }
 
 int config_parse(struct config *cfg, const char *name, const char *data, size_t len,

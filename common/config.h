@@ -95,6 +95,17 @@ struct config_git {
 #define CONFIG_SET_CPUS     0x200
 #define CONFIG_SET_DISK     0x400
 #define CONFIG_SET_BUDGET   0x800
+#define CONFIG_SET_SLURM    0x1000
+
+#define CONFIG_MAX_SLURM_OPTIONS 32
+
+/* Where aibox task --slurm runs its VM part (docs/slurm.md, docs/config.md "slurm"). */
+struct config_slurm {
+	char *partition;       /* NULL: Slurm's default partition */
+	char *account;         /* NULL: Slurm's default account */
+	struct strvec options; /* passed to srun and sbatch as they are, each starting with '-' */
+	struct strvec shared;  /* absolute folders the nodes see at the same path */
+};
 
 struct config {
 	struct strvec allow; /* proxy entries, hosts lowercased; syntax checked here */
@@ -110,6 +121,7 @@ struct config {
 	uint64_t disk_mib;
 	/* budget: caps in nano-USD (common/usage.h, docs/budget.md), 0: none. */
 	uint64_t budget_task, budget_day;
+	struct config_slurm slurm;
 	unsigned set; /* CONFIG_SET_* */
 };
 

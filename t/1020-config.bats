@@ -22,7 +22,7 @@ cfg() {
 	assert_line "skills default"
 	refute_line --regexp '^env '
 	# Every key is explained in the default, commented out or set.
-	for key in allow mounts skills agents commands path env git memory cpus disk budget; do
+	for key in allow mounts skills agents commands path env git memory cpus disk budget slurm; do
 		grep -Eq "^#? ?$key:" config.yaml || fail "default config does not explain $key"
 	done
 }
@@ -67,7 +67,7 @@ cfg() {
 @test "config: an unknown key is refused with file:line:column and the known keys" {
 	cfg $'allow: []\nalow: [x]'
 	assert_failure 1
-	assert_output "config.yaml:2:1: unknown key 'alow' (known keys: allow, mounts, skills, agents, commands, path, env, git, memory, cpus, disk, budget)"
+	assert_output "config.yaml:2:1: unknown key 'alow' (known keys: allow, mounts, skills, agents, commands, path, env, git, memory, cpus, disk, budget, slurm)"
 	cfg $'mounts:\n  - host: /a\n    vm: /b\n    rw: true'
 	assert_failure 1
 	assert_output "config.yaml:4:5: mounts[0]: unknown key 'rw' (known keys: host, vm, read-only)"
@@ -396,6 +396,38 @@ EOF2
 	assert_output "16777216"
 	run test-common memory ""
 	assert_output "error EINVAL: '' is not a size like 512M, 4G or 1T"
+}
+
+@test "config: slurm: partition, account, options and shared are read and checked" {
+	cfg 'slurm:
+  partition: agents
+  account: my.team-1
+  options: [--qos=low, -x]
+  shared: [/shared/home, /scratch]'
+	assert_success
+	assert_line "slurm partition=agents account=my.team-1 options=--qos=low,-x shared=/shared/home,/scratch"
+	assert_line "set 0x800"
+	cfg 'slurm:'
+	assert_success
+	assert_line "slurm partition=- account=- options= shared="
+	cfg 'memory: 4G'
+	refute_line --regexp '^slurm '
+	cfg 'slurm: agents'
+	assert_failure
+	assert_output "config.yaml:1:8: slurm: must be a mapping, like {partition: agents}, not a string"
+	cfg 'slurm: {queue: x}'
+	assert_failure
+	assert_output --partial "slurm: unknown key 'queue' (known keys: partition, account, options, shared)"
+	cfg 'slurm: {partition: "a b"}'
+	assert_output --partial "slurm.partition: 'a b' is not a Slurm name (letters, digits, ._-)"
+	cfg 'slurm: {account: ""}'
+	assert_failure
+	cfg 'slurm: {options: [qos=low]}'
+	assert_output --partial "slurm.options[0]: 'qos=low' is not an option (srun and sbatch options start with -)"
+	cfg 'slurm: {options: --qos=low}'
+	assert_output --partial "slurm.options: must be a list, like [--qos=low]"
+	cfg 'slurm: {shared: [shared/home]}'
+	assert_output --partial "slurm.shared[0]: 'shared/home' is not an absolute path"
 }
 
 @test "config: --memory and --cpus of aibox task and aibox run refuse what the config refuses, in its words" {

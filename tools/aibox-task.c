@@ -52,6 +52,7 @@
 #include "results.h"
 #include "sandbox.h"
 #include "secret.h"
+#include "slurm.h"
 #include "spawn.h"
 #include "ssh.h"
 #include "strvec.h"
@@ -86,6 +87,7 @@ static const char usage_text[] =
 	"    --no-sandbox           skip aibox's own lockdown (seccomp), with a warning\n"
 	"    --json                 at the end, one JSON object on stdout instead of the folder's\n"
 	"                           path (its keys: docs/json.md)\n"
+	"    --slurm                run the VM part as a Slurm job on a compute node\n"
 	"    -h, --help             show this help\n"
 	"\n"
 	"Options may stand before, between or after the prompt's words; after '--'\n"
@@ -107,6 +109,8 @@ struct opts {
 	const char *image;
 	int no_sandbox;
 	int json;
+	int slurm;		/* --slurm, or the config's slurm: (docs/slurm.md) */
+	const char *slurm_node; /* --slurm-node DIR: the node's part of a --slurm task */
 	char **words;
 	size_t nwords;
 };
@@ -155,7 +159,7 @@ struct task {
 static void parse_args(struct opts *o, int argc, char **argv)
 {
 	enum { O_MODEL = 256, O_FROM, O_FILE, O_TIMEOUT, O_BUDGET, O_MEMORY, O_CPUS, O_IMAGE,
-	       O_NO_SANDBOX, O_JSON, O_CONTINUE };
+	       O_NO_SANDBOX, O_JSON, O_CONTINUE, O_SLURM, O_SLURM_NODE };
 	static const struct option options[] = {
 		{ "model", required_argument, NULL, O_MODEL },
 		{ "from", required_argument, NULL, O_FROM },
@@ -168,6 +172,8 @@ static void parse_args(struct opts *o, int argc, char **argv)
 		{ "image", required_argument, NULL, O_IMAGE },
 		{ "no-sandbox", no_argument, NULL, O_NO_SANDBOX },
 		{ "json", no_argument, NULL, O_JSON },
+		{ "slurm", no_argument, NULL, O_SLURM },
+		{ "slurm-node", required_argument, NULL, O_SLURM_NODE },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -191,6 +197,12 @@ static void parse_args(struct opts *o, int argc, char **argv)
 			break;
 		case O_JSON:
 			o->json = 1;
+			break;
+		case O_SLURM:
+			o->slurm = 1;
+			break;
+		case O_SLURM_NODE:
+			o->slurm_node = v;
 			break;
 		case O_MODEL:
 			o->model = v;
@@ -402,6 +414,8 @@ static void check_before_folder(struct task *t)
 		die("%s", why.buf);
 	if (broker_remotes_check(&t->cfg, &why) < 0)
 		die("%s", why.buf);
+	if (t->o.slurm && slurm_shared_check(t->p.dir, &t->cfg.slurm.shared, &why) < 0)
+		die("%s", why.buf);
 	buf_release(&why);
 }
 
@@ -553,15 +567,19 @@ static void write_inputs(struct task *t)
 	buf_release(&sys);
 }
 
-/* The result files exist and are open before the VM starts (no open after the lockdown). */
-static void open_results(struct task *t)
+/*
+ * The result files exist and are open before the VM starts (no open after
+ * the lockdown); create 0 opens the ones the submitter of a --slurm task made.
+ */
+static void open_results(struct task *t, int create)
 {
 	for (size_t i = 0; i < RESULT_NFILES; i++) {
 		struct buf path = BUF_INIT;
 
 		buf_addf(&path, "%s/%s", t->dir.buf, task_result_names[i]);
 		/* O_RDWR: result.json and the bundle are read back after the lockdown. */
-		t->result_fds[i] = open(path.buf, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+		t->result_fds[i] = open(path.buf,
+					O_RDWR | (create ? O_CREAT | O_EXCL : 0) | O_NOFOLLOW | O_CLOEXEC,
 					0644);
 		if (t->result_fds[i] < 0)
 			die_errno("cannot create '%s'", path.buf);
@@ -648,6 +666,8 @@ static void start(struct task *t)
 		t->cfg.memory_mib = t->o.memory_mib;
 	if (t->o.cpus)
 		t->cfg.cpus = t->o.cpus;
+	if (t->cfg.set & CONFIG_SET_SLURM)
+		t->o.slurm = 1;
 	buf_reset(&err);
 	if (claude_shares_plan(&t->cfg, getenv("HOME"), &t->shares, &err) < 0)
 		die("%s", err.buf);
@@ -687,7 +707,7 @@ static void start(struct task *t)
 	die_routine = task_failed;
 
 	write_inputs(t);
-	open_results(t);
+	open_results(t, 1);
 	buf_release(&err);
 	buf_release(&cfgpath);
 	buf_release(&tasks);
@@ -1014,7 +1034,11 @@ static void start_vm(struct task *t, struct vm_mount *mounts, struct buf *tags)
 		mounts[t->cfg.nr_mounts + i].host_path = t->shares.v[i].host;
 		mounts[t->cfg.nr_mounts + i].tag = t->shares.v[i].tag;
 	}
-	buf_addf(&state, "%s/..", t->dir.buf);
+	/* On a Slurm node the state disk goes to the node's own scratch space. */
+	if (t->o.slurm_node)
+		buf_addstr(&state, getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+	else
+		buf_addf(&state, "%s/..", t->dir.buf);
 	vc.image_dir = t->image_dir.buf;
 	vc.share_dir = t->dir.buf;
 	vc.mode = "task";
@@ -1097,26 +1121,20 @@ static int check_changes(struct task *t, char *end, struct buf *why)
 	return result_bundle_verdict(&v.m, end, why);
 }
 
-static int run_task(struct task *t)
-{
-	struct task_session s = { 0 };
-	struct task_secret *sec;
-	struct buf secrets = BUF_INIT, err = BUF_INIT, rj = BUF_INIT, why = BUF_INIT;
-	struct buf report_why = BUF_INIT;
-	struct proxy_report report = PROXY_REPORT_INIT;
-	struct buf *tags;
-	struct vm_mount *mounts;
-	struct task_result r;
-	struct summary_in in = { 0 };
-	struct sigaction sa = { 0 };
-	char end[BUNDLE_HEXSZ_MAX + 1] = "";
-	double agent_s = 0, total_s;
-	int ret, ok = 0, have_result = 0, have_report, session_ret;
-	ssize_t n;
+/* What the VM phase leaves for the checks and the summary (from a Slurm node: slurm.status). */
+struct vm_outcome {
+	int session_ret;
+	struct buf why;
+	int have_report;
+	struct proxy_report report;
+	struct buf report_why;
+};
 
-	write_start_bundle(t);
-	phase_done(t, "bundle");
-	start_checker(t);
+#define VM_OUTCOME_INIT { 0, BUF_INIT, 0, PROXY_REPORT_INIT, BUF_INIT }
+
+static void catch_stops(void)
+{
+	struct sigaction sa = { 0 };
 
 	sa.sa_handler = on_stop;
 	sigemptyset(&sa.sa_mask);
@@ -1124,21 +1142,41 @@ static int run_task(struct task *t)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
+}
 
-	start_broker(t);
-	start_proxy(t);
-	t->console_fd = open_in_task(t, "console.log", O_WRONLY | O_CREAT | O_EXCL | O_APPEND);
-	t->record_fd = open_in_task(t, "summary.json", O_WRONLY | O_CREAT | O_EXCL);
-	phase_done(t, "proxy");
+/* The env values as the session's stdin takes them (docs/internals.md). */
+static void make_secrets(struct task *t, struct buf *secrets)
+{
+	struct task_secret *sec;
+	struct buf err = BUF_INIT;
 
 	sec = xcalloc(t->env_names.nr + 1, sizeof(*sec));
 	for (size_t i = 0; i < t->env_names.nr; i++) {
 		sec[i].name = t->env_names.v[i];
 		sec[i].value = t->env_values.v[i];
 	}
-	if (task_secrets_json(sec, t->env_names.nr, &secrets, &err) < 0)
+	if (task_secrets_json(sec, t->env_names.nr, secrets, &err) < 0)
 		die("cannot pass the secrets: %s", err.buf);
 	free(sec);
+	buf_release(&err);
+}
+
+/*
+ * The VM phase: the broker, the proxy, the VM, the lockdown, the session
+ * and the stops, up to the results in the task folder.  The same on one
+ * host and on a Slurm node (docs/slurm.md).
+ */
+static void run_vm(struct task *t, struct buf *secrets, struct vm_outcome *o)
+{
+	struct task_session s = { 0 };
+	struct buf *tags;
+	struct vm_mount *mounts;
+	int ret;
+
+	start_broker(t);
+	start_proxy(t);
+	t->console_fd = open_in_task(t, "console.log", O_WRONLY | O_CREAT | O_EXCL | O_APPEND);
+	phase_done(t, "proxy");
 
 	tags = xcalloc(t->cfg.nr_mounts + 1, sizeof(*tags));
 	mounts = xcalloc(t->cfg.nr_mounts + t->shares.nr + 1, sizeof(*mounts));
@@ -1158,31 +1196,31 @@ static int run_task(struct task *t)
 	if (!stop_signal) {
 		ret = vm_wait_ssh(&t->vm, SSH_WAIT_MS);
 		if (ret < 0 && !stop_signal)
-			vm_wait_ssh_why(ret, SSH_WAIT_MS, &why);
+			vm_wait_ssh_why(ret, SSH_WAIT_MS, &o->why);
 	} else {
 		ret = -EINTR;
 	}
 	t->boot_s = phase_done(t, "boot");
-	session_ret = ret;
+	o->session_ret = ret;
 	if (ret == 0 && !stop_signal) {
 		s.fd = t->vm.ssh_fd;
 		s.keys = &t->keys;
 		s.id = t->id;
 		s.err_fd = 2;
 		s.log_fd = t->aibox_log_fd;
-		s.secrets = secrets.buf;
-		s.secrets_len = secrets.len;
+		s.secrets = secrets->buf;
+		s.secrets_len = secrets->len;
 		for (int i = 0; i < RESULT_NFILES; i++)
 			s.result_fds[i] = t->result_fds[i];
 		/* The product's limit: the VM is stopped 25 minutes after the timeout. */
 		s.timeout_ms = (long)(t->o.timeout_ms + 25LL * 60 * 1000);
 		s.idle_ms = 300000;
-		session_ret = task_session_run(&s);
-		if (session_ret < 0 && !stop_signal)
-			buf_addf(&why, "%s", s.reason);
+		o->session_ret = task_session_run(&s);
+		if (o->session_ret < 0 && !stop_signal)
+			buf_addf(&o->why, "%s", s.reason);
 	}
 	t->session_s = phase_done(t, "session");
-	buf_wipe_release(&secrets);
+	buf_wipe_release(secrets);
 
 	if (t->vm.ssh_fd >= 0)
 		shutdown(t->vm.ssh_fd, SHUT_RDWR);
@@ -1193,16 +1231,35 @@ static int run_task(struct task *t)
 	if (t->vm.pid > 0)
 		vm_stop(&t->vm, 0);
 	stop_qemu_pid = -1;
-	have_report = stop_proxy(t, &report, &report_why) == 0;
-	if (have_report && report.usage.present && spend_write_usage(t->usage_fd, &report.usage) < 0)
+	o->have_report = stop_proxy(t, &o->report, &o->report_why) == 0;
+	if (o->have_report && o->report.usage.present &&
+	    spend_write_usage(t->usage_fd, &o->report.usage) < 0)
 		out_printf(2, "aibox", t->id, "cannot write usage.json: %s", strerror(errno));
 	spawn_stop(&t->broker, SIGTERM);
 	phase_done(t, "stop");
 
 	if (stop_signal) {
-		buf_reset(&why);
-		buf_addf(&why, "the VM was stopped by %s", stop_signal == SIGINT ? "SIGINT" : "a signal");
+		buf_reset(&o->why);
+		buf_addf(&o->why, "the VM was stopped by %s",
+			 stop_signal == SIGINT ? "SIGINT" : "a signal");
 	}
+	for (size_t i = 0; i < t->cfg.nr_mounts; i++)
+		buf_release(&tags[i]);
+	free(tags);
+	free(mounts);
+}
+
+/* The results read, the bundle checked, the summary: on the host the task started on. */
+static int finish_task(struct task *t, struct vm_outcome *o)
+{
+	struct buf err = BUF_INIT, rj = BUF_INIT;
+	struct buf *why = &o->why;
+	struct task_result r;
+	struct summary_in in = { 0 };
+	char end[BUNDLE_HEXSZ_MAX + 1] = "";
+	double agent_s = 0, total_s;
+	int ok = 0, have_result = 0, session_ret = o->session_ret;
+	ssize_t n;
 
 	n = read_fd_all(t->result_fds[RESULT_JSON], &rj, RESULT_JSON_MAX);
 	if (n > 0) {
@@ -1216,7 +1273,7 @@ static int run_task(struct task *t)
 	}
 	log_guest_phases(t, have_result ? &r : NULL, &agent_s);
 	if (have_result && r.changes && session_ret == 0 && !stop_signal) {
-		if (check_changes(t, end, &why) == 0)
+		if (check_changes(t, end, why) == 0)
 			in.end_commit = end;
 	}
 	bundle_check_clear(&t->checker);
@@ -1229,20 +1286,20 @@ static int run_task(struct task *t)
 
 		buf_addf(&bpath, "%s/changes.bundle", t->dir.buf);
 		buf_addf(&branch, "aibox/task-%s", slash ? slash + 1 : t->dir.buf);
-		in.report = have_report ? &report : NULL;
-		in.report_why = report_why.buf;
+		in.report = o->have_report ? &o->report : NULL;
+		in.report_why = o->report_why.buf;
 		in.bundle_path = bpath.buf;
 		in.branch = branch.buf;
 		in.windows = host_system() == HOST_WINDOWS;
 		in.no_changes = session_ret == 0 && !stop_signal && have_result && !r.changes &&
 		                fstat(t->result_fds[RESULT_BUNDLE], &st) == 0 && st.st_size == 0;
-		ok = session_ret == 0 && !stop_signal && !why.len && have_result &&
+		ok = session_ret == 0 && !stop_signal && !why->len && have_result &&
 		     !r.failed_step && r.has_claude && r.claude.has_exit_code &&
 		     r.claude.exit_code == 0 &&
 		     (!r.claude.has_ended_by || r.claude.ended_by == ENDED_COMPLETED) &&
-		     (!r.changes || in.end_commit) && !(have_report && report.usage.capped);
-		task_summary_print(2, t->id, &in, ok, why.buf);
-		write_record(t, ok ? "finished" : "not finished", ok ? 0 : 1, why.buf, &in);
+		     (!r.changes || in.end_commit) && !(o->have_report && o->report.usage.capped);
+		task_summary_print(2, t->id, &in, ok, why->buf);
+		write_record(t, ok ? "finished" : "not finished", ok ? 0 : 1, why->buf, &in);
 		buf_release(&bpath);
 		buf_release(&branch);
 	}
@@ -1252,17 +1309,36 @@ static int run_task(struct task *t)
 	log_line(t, "overhead %.3fs (total - boot - agent)\n", total_s - t->boot_s - agent_s);
 	if (have_result)
 		result_release(&r);
-	for (size_t i = 0; i < t->cfg.nr_mounts; i++)
-		buf_release(&tags[i]);
-	free(tags);
-	free(mounts);
-	proxy_report_release(&report);
-	buf_release(&report_why);
+	proxy_report_release(&o->report);
+	buf_release(&o->report_why);
 	buf_release(&err);
 	buf_release(&rj);
-	buf_release(&why);
+	buf_release(why);
 	return ok ? 0 : 1;
 }
+
+static void slurm_submit(struct task *t, struct buf *secrets, struct vm_outcome *o);
+
+static int run_task(struct task *t)
+{
+	struct vm_outcome o = VM_OUTCOME_INIT;
+	struct buf secrets = BUF_INIT;
+
+	write_start_bundle(t);
+	phase_done(t, "bundle");
+	if (!t->o.slurm)
+		start_checker(t);
+	catch_stops();
+	t->record_fd = open_in_task(t, "summary.json", O_WRONLY | O_CREAT | O_EXCL);
+	make_secrets(t, &secrets);
+	if (t->o.slurm)
+		slurm_submit(t, &secrets, &o);
+	else
+		run_vm(t, &secrets, &o);
+	return finish_task(t, &o);
+}
+
+#include "aibox-task-slurm.h"
 
 int main(int argc, char **argv)
 {
@@ -1292,6 +1368,8 @@ int main(int argc, char **argv)
 	t.image_dir = (struct buf)BUF_INIT;
 	t.cont = (struct task_continue)TASK_CONTINUE_INIT;
 	parse_args(&t.o, argc, argv);
+	if (t.o.slurm_node)
+		return slurm_node(&t);
 	start(&t);
 	phase_done(&t, "start");
 	out_printf(2, "aibox", t.id, "task %s starts from %s", t.id, t.start_commit);

@@ -75,6 +75,17 @@ static int cmd_config(const char *file)
 	if (cfg.set & CONFIG_SET_BUDGET)
 		printf("budget task=%" PRIu64 " day=%" PRIu64 "\n", cfg.budget_task,
 		       cfg.budget_day);
+	if (cfg.set & CONFIG_SET_SLURM) {
+		printf("slurm partition=%s account=%s options=",
+		       cfg.slurm.partition ? cfg.slurm.partition : "-",
+		       cfg.slurm.account ? cfg.slurm.account : "-");
+		for (size_t j = 0; j < cfg.slurm.options.nr; j++)
+			printf("%s%s", j ? "," : "", cfg.slurm.options.v[j]);
+		printf(" shared=");
+		for (size_t j = 0; j < cfg.slurm.shared.nr; j++)
+			printf("%s%s", j ? "," : "", cfg.slurm.shared.v[j]);
+		printf("\n");
+	}
 	printf("memory %" PRIu64 "\ncpus %d\ndisk %" PRIu64 "\nset 0x%03x\n", cfg.memory_mib,
 	       cfg.cpus, cfg.disk_mib, cfg.set);
 	config_release(&cfg);

@@ -1,0 +1,137 @@
+#!/usr/bin/env bats
+# The files and arguments of aibox task --slurm (common/slurm.h, docs/slurm.md),
+# without a cluster: slurm.secrets (0600, taken once, strict), slurm.status
+# (untrusted, bounded), the shared-storage check, the job's options.
+# t/9100-slurm.bats runs them against a real cluster.
+load lib-common
+
+@test "slurm files: the secrets file is 0600, read back whole, and gone once taken" {
+	mkdir task
+	run test-slurm secrets-write task sk-key 'GH=tok' '{"A":"b"}' $'-----BEGIN\nkey\n' blob
+	assert_success
+	assert_equal "$(stat -c %a task/slurm.secrets)" 600
+	run test-slurm secrets-take task
+	assert_success
+	assert_line "key=sk-key"
+	assert_line "tokens=GH=tok"
+	assert_line 'env={"A":"b"}'
+	assert_line "user_key=-----BEGIN"
+	assert_line "host_blob=blob"
+	[ ! -e task/slurm.secrets ]
+	# a second take finds nothing: the node's "not on shared storage"
+	run test-slurm secrets-take task
+	assert_failure
+	assert_output --partial "error 2: cannot open 'task/slurm.secrets'"
+	# the file is made anew, never over one that is there
+	test-slurm secrets-write task a b c d e
+	run test-slurm secrets-write task a b c d e
+	assert_failure
+	assert_output --partial "error 17: cannot create"
+}
+
+@test "slurm files: a secrets file that is not 0600, or not whole, or has a field twice is refused and still removed" {
+	mkdir task
+	test-slurm secrets-write task k t e u h
+	chmod 640 task/slurm.secrets
+	run test-slurm secrets-take task
+	assert_failure
+	assert_output --partial "is not a plain file of mode 0600 of ours"
+	[ ! -e task/slurm.secrets ]
+	bad() {
+		printf "$1" >task/slurm.secrets
+		chmod 600 task/slurm.secrets
+		run test-slurm secrets-take task
+		assert_failure
+		assert_output --partial "is not a secrets file of aibox"
+		[ ! -e task/slurm.secrets ]
+	}
+	bad 'aibox-slurm-secrets 1\nkey 1\nk\n'
+	bad 'aibox-slurm-secrets 2\nkey 1\nk\ntokens 0\n\nenv 0\n\nuser_key 0\n\nhost_blob 0\n\n'
+	bad 'aibox-slurm-secrets 1\nkey 1\nk\nkey 1\nk\ntokens 0\n\nenv 0\n\nuser_key 0\n\nhost_blob 0\n\n'
+	bad 'aibox-slurm-secrets 1\nkey 5\nk\ntokens 0\n\nenv 0\n\nuser_key 0\n\nhost_blob 0\n\n'
+	bad 'aibox-slurm-secrets 1\nkey 99999999999999999999\nk\n'
+	bad 'aibox-slurm-secrets 1\nkey 1\nk\ntokens 0\n\nenv 0\n\nuser_key 0\n\nhost_blob 0\n\nmore'
+	ln -s /etc/passwd task/slurm.secrets
+	run test-slurm secrets-take task
+	assert_failure
+	assert_output --partial "cannot open"
+}
+
+@test "slurm files: the node's status round-trips, and a hostile one is refused" {
+	test-slurm status-write 1 0 12.5 30.25 "" '{"version":1}' "" >st.json
+	run test-slurm status-parse st.json
+	assert_success
+	assert_line "session_ok=1 stopped=0 boot_s=12.500 session_s=30.250 have_report=1"
+	assert_line 'report={"version":1}'
+	test-slurm status-write 0 1 1 2 "the VM was stopped by a signal" - "no record" >st.json
+	run test-slurm status-parse st.json
+	assert_success
+	assert_line "session_ok=0 stopped=1 boot_s=1.000 session_s=2.000 have_report=0"
+	assert_line "why=the VM was stopped by a signal"
+	assert_line "report_why=no record"
+	refuse() {
+		printf '%s' "$1" >st.json
+		run test-slurm status-parse st.json
+		assert_failure
+		assert_output --partial "$2"
+	}
+	ok='"version":1,"session_ok":true,"stopped":false,"boot_s":1,"session_s":2,"report":null,"report_why":""'
+	refuse '[1]' "is not a JSON object"
+	refuse "{$ok,\"why\":\"\",\"why\":\"x\"}" "is not a JSON object"
+	refuse "{${ok/\"version\":1/\"version\":2},\"why\":\"\"}" "version is not 1"
+	refuse "{${ok/\"session_ok\":true/\"session_ok\":1},\"why\":\"\"}" "session_ok or stopped is not a boolean"
+	refuse "{${ok/\"boot_s\":1/\"boot_s\":-1},\"why\":\"\"}" "boot_s is not a time"
+	refuse "{$ok,\"why\":\"a\\u0000b\"}" "is not allowed without JSON_ALLOW_NUL"
+	refuse "{$ok,\"why\":\"$(head -c 4097 /dev/zero | tr '\0' x)\"}" "why is not a string of at most 4096 bytes"
+	refuse "{$ok}" "why is not a string"
+	head -c $((8 * 1024 * 1024 + 1)) /dev/zero | tr '\0' ' ' >st.json
+	run test-slurm status-parse st.json
+	assert_failure
+	assert_output --partial "slurm.status is over 8388608 bytes"
+}
+
+@test "slurm files: a folder is shared when under slurm.shared, else not on a local filesystem" {
+	mkdir -p a/b/c ab
+	run test-slurm shared a/b/c
+	assert_failure
+	assert_output --partial "error 18: '$T/a/b/c' is not on storage the Slurm nodes see"
+	run test-slurm shared a/b/c "$T/a"
+	assert_success
+	run test-slurm shared a/b/c "$T/a/"
+	assert_success
+	run test-slurm shared a/b/c /
+	assert_success
+	# a prefix of the name is not a parent folder
+	run test-slurm shared ab "$T/a"
+	assert_failure
+	# the shared folder through a link counts as the folder
+	ln -s "$T/a" link
+	run test-slurm shared a/b "$T/link"
+	assert_success
+	run test-slurm shared nosuch
+	assert_failure
+	assert_output --partial "error 2: cannot look at 'nosuch'"
+}
+
+@test "slurm files: the job asks for one task, the CPUs, the memory + 512M, the timeout + 36 minutes, then the config's options" {
+	run test-slurm job-args aibox-x 4096 2 3600000 - -
+	assert_success
+	assert_output "--job-name=aibox-x
+--nodes=1
+--ntasks=1
+--cpus-per-task=2
+--mem=4608M
+--time=96"
+	# a partial minute counts whole
+	run test-slurm job-args aibox-x 1024 1 60001 agents team --qos=low --time=5
+	assert_output "--job-name=aibox-x
+--nodes=1
+--ntasks=1
+--cpus-per-task=1
+--mem=1536M
+--time=38
+--partition=agents
+--account=team
+--qos=low
+--time=5"
+}

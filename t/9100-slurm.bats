@@ -1,0 +1,339 @@
+#!/usr/bin/env bats
+# aibox task --slurm on a real one-node Slurm cluster (docs/slurm.md): munged,
+# slurmctld and slurmd started as root for this file (t/lib-slurm.bash), with
+# everything under one temporary folder, and stopped at its end.  aibox runs
+# as the ordinary user aibox-test, its AIBOX_HOME under the test's folder,
+# which the node (this machine) sees; the VM boots under TCG on the node from
+# the test user's image store, against t/fake-api as in t/5100.
+#
+# setup_file runs one task and watches it while it runs; the first tests only
+# read what it left.  The others boot their own VMs where the boot is the
+# behaviour (a cancel, eight tasks queued), or none at all.
+load lib-common
+load lib-tls
+load lib-claude
+load lib-task
+load lib-slurm
+bats_require_minimum_version 1.5.0
+
+# The test user's image store (where the tests keep it), or AIBOX_IMAGES.
+USER_IMAGES=${AIBOX_IMAGES:-/home/aibox-test/.cache/aibox/images}
+
+# as_user CMD...: CMD as aibox-test, with the test's environment and the key
+# in ANTHROPIC_API_KEY, which only CMD's environment holds: it comes from
+# $T/key, so no command line (runuser's, env's) shows it.
+as_user() {
+	runuser -u aibox-test -- env HOME="$HOME" AIBOX_HOME="$AIBOX_HOME" PATH="$PATH" \
+		SLURM_CONF="$SLURM_CONF" AIBOX_IMAGES="$USER_IMAGES" GIT_CONFIG_NOSYSTEM=1 \
+		AIBOX_API_UPSTREAM="${AIBOX_API_UPSTREAM:-}" AIBOX_API_CA="${AIBOX_API_CA:-}" \
+		KEYFILE="$T/key" bash -c 'ANTHROPIC_API_KEY=$(cat "$KEYFILE") exec "$@"' as_user "$@"
+}
+
+# slurm_task_setup: $T (the test user's) with a repository whose project sends
+# its tasks to the cluster: the key listed, slurm: with the test's folder as
+# shared storage (EXTRA_CONFIG, when set, goes after it).
+slurm_task_setup() {
+	common_setup
+	chmod 755 "$T"
+	make_test_ca "$T/ca"
+	make_repo repo
+	cd repo || return 1
+	echo "$KEY" >"$T/key"
+	chown -R aibox-test: "$T"
+	as_user aibox projects path >/dev/null
+	cat >"$AIBOX_HOME/projects/repo/config.yaml" <<EOF
+env:
+  - ANTHROPIC_API_KEY
+slurm:
+  partition: agents
+  shared: [$T]
+${EXTRA_CONFIG:-}
+EOF
+}
+
+# A key of this run's own, in $SLURM_TOP/key (setup_file makes it; never in an
+# environment): the search for it in every process must not find another
+# test's, which share lib-task's KEY.
+KEY=$(cat "${SLURM_TOP:-/nonexistent}/key" 2>/dev/null) || KEY=sk-ant-slurm-key-unset
+
+# one_commit: the agent's whole work, one commit (the API script).
+one_commit() {
+	printf '%s' '{"turns": [
+  {"tool_use": {"name": "Bash", "input": {"command": "id -u > uid.txt && git add uid.txt && git commit -q -m \"Add uid.txt\"", "description": "commit"}}},
+  {"text": "I added uid.txt."}], "require_key": "'"$KEY"'"}'
+}
+
+setup_file() {
+	[ "$(id -u)" = 0 ] || return 0
+	[ -z "$(slurm_why_not)" ] || return 0
+	export SLURM_TOP
+	SLURM_TOP=$(mktemp -d /tmp/aibox-slurm.XXXXXX)
+	chmod 755 "$SLURM_TOP"
+	KEY=sk-ant-slurm-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
+	(umask 077 && echo "$KEY" >"$SLURM_TOP/key")
+	# Room for two tasks of 1G at once (docs/slurm.md: the VM's memory + 512M each).
+	slurm_start "$SLURM_TOP/cluster" 3072
+	export SLURM_CONF
+	runuser -u aibox-test -- env HOME=/home/aibox-test PATH="$PATH" AIBOX_IMAGES="$USER_IMAGES" \
+		aibox image build \
+		>/dev/null 2>"$SLURM_TOP/image-build.log"
+
+	# The shared task: run, and watched while its VM runs.
+	export SHARED_T
+	slurm_task_setup
+	SHARED_T=$T
+	api "$(one_commit)"
+	echo "$FAKE_API_PID" >"$SLURM_TOP/fake-api.pid"
+	as_user aibox task --slurm --memory 1G --cpus 1 --timeout 10m "Add uid.txt" \
+		>"$T/out" 2>"$T/err" &
+	local pid=$! i qemu=
+	for i in $(seq 1200); do
+		qemu=$(pgrep -u aibox-test -f "qemu-system.*$T/home" | head -1)
+		[ -n "$qemu" ] || ! kill -0 "$pid" 2>/dev/null && break
+		sleep 0.25
+	done
+	# While the VM runs: every process on the node, and their environments.
+	ps -eo pid,args >"$T/ps-during"
+	grep -lF -f "$T/key" /proc/[0-9]*/environ 2>/dev/null >"$T/key-environ" || true
+	grep -lF -f "$T/key" /proc/[0-9]*/cmdline 2>/dev/null >"$T/key-cmdline" || true
+	ls "$(dirname "$(task_dir | head -1)")" >"$T/folder-during" 2>&1 || true
+	wait "$pid" && echo 0 >"$T/status" || echo $? >"$T/status"
+	scontrol show job >"$T/scontrol" 2>&1
+	stop_fake_api
+	cd /
+}
+
+teardown_file() {
+	[ -n "${SLURM_TOP:-}" ] || return 0
+	[ -f "$SLURM_TOP/fake-api.pid" ] && kill "$(cat "$SLURM_TOP/fake-api.pid")" 2>/dev/null
+	slurm_stop "$SLURM_TOP/cluster"
+	rm -rf "$SLURM_TOP"
+	[ -z "${SHARED_T:-}" ] || { chmod -R u+rwX "$SHARED_T"; rm -rf "$SHARED_T"; }
+}
+
+setup() {
+	[ "$(id -u)" = 0 ] || skip "runs as root: t/run runs the root family (t/9*.bats) as root"
+	local why
+	why=$(slurm_why_not)
+	[ -z "$why" ] || skip "$why"
+}
+
+teardown() {
+	if [ -n "${T:-}" ] && [ "$T" != "${SHARED_T:-}" ]; then
+		task_teardown
+	fi
+}
+
+# shared: the shared task's folder and files.
+shared() {
+	T=$SHARED_T
+	AIBOX_HOME=$T/home/.aibox
+	HOME=$T/home
+	dir=$(task_dir)
+	id=${dir: -6}
+}
+
+@test "slurm: a task with --slurm runs in a VM on the node, its changes checked and fetched" {
+	shared
+	[ "$(cat "$T/status")" = 0 ] || show
+	assert_equal "$(cat "$T/status")" 0
+	assert_equal "$(cat "$T/out")" "$dir"
+	run cat "$T/err"
+	assert_output --partial "aibox[$id]: submitted as the Slurm job aibox-$(basename "$dir")"
+	# a node without KVM (no vmx or svm) says so as a task on one host does
+	if ! grep -qwE 'vmx|svm' /proc/cpuinfo; then
+		assert_output --partial "aibox[$id]: no KVM here: the VM runs under TCG, much slower"
+	fi
+	assert_output --partial "aibox[$id]: the VM connected to localhost:3129"
+	assert_output --partial "aibox[$id]: Claude Code exited with 0"
+	assert_output --partial "vm[$id]: | I added uid.txt."
+	refute_output --partial "srun"
+	# QEMU ran under the job (the node), not under the submitting aibox-task.
+	grep -q "slurmstepd" "$T/ps-during"
+	fetch=$(grep -A1 'fetch them with' "$T/err" | tail -1 | sed 's/^.*]:  *//')
+	[[ "$fetch" == "git -c transfer.fsckObjects=true fetch "* ]]
+	cd "$T/repo"
+	as_user bash -c "$fetch"
+	branch=aibox/task-$(basename "$dir")
+	assert_equal "$(as_user git log -1 --format=%s "$branch")" "Add uid.txt"
+	assert_equal "$(as_user git show "$branch:uid.txt")" 1000
+	# the node's phases and the submitter's, in one aibox.log
+	run cat "$dir/aibox.log"
+	assert_line --regexp '^queue [0-9.]+s '
+	assert_line --regexp '^boot [0-9.]+s$'
+	assert_line --regexp '^slurm [0-9.]+s$'
+	assert_line --regexp '^check [0-9.]+s$'
+	assert_line --regexp '^total [0-9.]+s exit 0$'
+	# the node took the secrets out of the folder; the status it left was read
+	[ ! -e "$dir/slurm.secrets" ]
+	[ -s "$dir/slurm.status" ]
+	run pgrep -f "$dir"
+	assert_failure
+}
+
+@test "slurm: the job asks for the task's CPUs, its memory + 512M and its timeout + 36 minutes" {
+	shared
+	run grep -A40 "JobName=aibox-$(basename "$dir")" "$T/scontrol"
+	assert_success
+	assert_output --regexp 'JobState=COMPLETED'
+	assert_output --regexp 'NumCPUs=1 '
+	assert_output --regexp 'MinMemoryNode=1.50G '
+	assert_output --regexp 'TimeLimit=00:46:00'
+	assert_output --regexp 'Partition=agents'
+}
+
+@test "slurm: the key is in no Slurm state or log, no job record and no process's environment or command line" {
+	shared
+	# While the VM ran: no environment and no command line held it, the
+	# proxy's included (it reads the key from a pipe).
+	assert_equal "$(cat "$T/key-environ")" ""
+	assert_equal "$(cat "$T/key-cmdline")" ""
+	run grep -F "$KEY" "$T/scontrol"
+	assert_failure
+	run grep -rlF "$KEY" "$SLURM_TOP/cluster"
+	assert_failure
+	run grep -rlF "$KEY" "$dir"
+	assert_failure
+	# and the proxy did forward it: the fake API saw it
+	grep -rqF "\"x-api-key\": \"$KEY\"" "$T/rec"
+}
+
+@test "slurm: a folder not on storage the node sees is refused before anything is submitted" {
+	EXTRA_CONFIG= slurm_task_setup
+	# the config without slurm.shared: $T is on a local filesystem
+	sed -i '/^  shared:/d' "$AIBOX_HOME/projects/repo/config.yaml"
+	jobs_before=$(scontrol show job -o | grep -c JobId)
+	run --separate-stderr as_user aibox task --slurm "Add uid.txt"
+	assert_equal "$status" 2
+	assert_equal "$output" ""
+	[[ "$stderr" == *"is not on storage the Slurm nodes see"* ]]
+	[[ "$stderr" == *"slurm: shared:"* ]]
+	assert_equal "$(task_dir)" ""
+	assert_equal "$(scontrol show job -o | grep -c JobId)" "$jobs_before"
+}
+
+@test "slurm: a job Slurm refuses (no such partition) is a failed start: exit 2, its reason, no secrets left" {
+	slurm_task_setup
+	sed -i 's/^  partition: agents$/  partition: nosuch/' "$AIBOX_HOME/projects/repo/config.yaml"
+	run --separate-stderr as_user aibox task --slurm "Add uid.txt"
+	assert_equal "$status" 2
+	dir=$(task_dir)
+	assert_equal "$output" "$dir"
+	[[ "$stderr" == *"srun: error: "*"artition"* ]]
+	[[ "$stderr" == *"aibox[${dir: -6}]: the Slurm job did not start (srun exit 1; Slurm's reason above)"* ]]
+	[ ! -e "$dir/slurm.secrets" ]
+	[ ! -e "$dir/start.bundle" ]
+	run tail -1 "$dir/aibox.log"
+	assert_output --regexp '^total [0-9.]+s exit 2$'
+}
+
+# start_cancellable: a task submitted in the background (TASK_PID is runuser's,
+# SUBMITTER the submitting aibox-task's), once its QEMU runs on the node;
+# NODE_PIDS every process of its job step (from the step's freezer cgroup),
+# QEMU and aibox-proxy among them.
+start_cancellable() {
+	local i job cg
+	slurm_task_setup
+	api "$(one_commit)"
+	as_user aibox task --slurm --memory 1G --cpus 1 "Add uid.txt" >"$T/out" 2>"$T/err" &
+	TASK_PID=$!
+	for i in $(seq 1200); do
+		pgrep -u aibox-test -f "qemu-system.*$T/home" >/dev/null && break
+		kill -0 "$TASK_PID" 2>/dev/null || break
+		sleep 0.25
+	done
+	dir=$(task_dir)
+	[ -n "$dir" ] || { show; return 1; }
+	# the front aibox execs aibox-task: "aibox-task --slurm ..." (the node's has a path)
+	SUBMITTER=$(pgrep -u aibox-test -f "^aibox-task --slurm ")
+	job=$(squeue -h -n "aibox-$(basename "$dir")" -o %i)
+	cg=/sys/fs/cgroup/freezer/slurm_$(hostname -s)/uid_$(id -u aibox-test)/job_$job
+	NODE_PIDS=$(cat "$cg"/step_*/cgroup.procs)
+	ps -o comm= -p "$(echo $NODE_PIDS | tr ' ' ,)" >"$T/node-comms"
+	grep -q '^qemu-system' "$T/node-comms"
+	grep -qx 'aibox-proxy' "$T/node-comms"
+	grep -qx 'aibox-task' "$T/node-comms"
+}
+
+# ended_cancelled: the submitter's exit and what the node left.
+ended_cancelled() {
+	local p
+	wait "$TASK_PID" && status=0 || status=$?
+	TASK_PID=
+	assert_equal "$status" 1
+	run cat "$T/err"
+	assert_output --partial "the task did not finish: the VM was stopped by"
+	refute_output --partial "fetch them with"
+	for p in $NODE_PIDS; do
+		run kill -0 "$p"
+		assert_failure
+	done
+	run pgrep -f "$dir"
+	assert_failure
+	[ ! -s "$dir/result.json" ]
+	[ ! -e "$dir/slurm.secrets" ]
+	# the task's lock is free: an ended task to aibox tasks clean
+	run flock -n "$dir.lock" true
+	assert_success
+}
+
+@test "slurm: scancel ends QEMU, the proxy and every helper on the node, and leaves a task that did not finish" {
+	start_cancellable
+	as_user scancel --name "aibox-$(basename "$dir")"
+	ended_cancelled
+}
+
+@test "slurm: Ctrl-C of the submitting aibox ends the job's QEMU, proxy and helpers, and leaves a task that did not finish" {
+	start_cancellable
+	kill -INT "$SUBMITTER"
+	ended_cancelled
+	run cat "$T/err"
+	assert_output --partial "the task did not finish: the VM was stopped by SIGINT"
+}
+
+# any_alive PID...: whether one of them still runs.
+any_alive() {
+	local p
+	for p in "$@"; do
+		kill -0 "$p" 2>/dev/null && return 0
+	done
+	return 1
+}
+
+@test "slurm: eight tasks submitted at once all finish, Slurm running two at a time within the node's memory" {
+	slurm_task_setup
+	# The least work an agent can do: one answer, no tool, no changes.
+	api '{"turns": [{"text": "Nothing to do."}], "require_key": "'"$KEY"'"}'
+	local i pids=() running max=0 pending=0 mem
+	for i in $(seq 8); do
+		as_user aibox task --slurm --memory 1G --cpus 1 --timeout 10m "task $i" \
+			>"$T/out$i" 2>"$T/err$i" &
+		pids+=($!)
+	done
+	TASK_PIDS=${pids[*]}
+	# While they run: never more than two jobs running, never more memory
+	# allocated than the node has, and the rest waiting in the queue.
+	while any_alive "${pids[@]}"; do
+		running=$(squeue -h -u aibox-test -t R | wc -l)
+		[ "$running" -le "$max" ] || max=$running
+		[ "$(squeue -h -u aibox-test -t PD | wc -l)" -eq 0 ] || pending=1
+		mem=$(scontrol show node -o | sed -n 's/.*AllocMem=\([0-9]*\).*/\1/p')
+		[ "$mem" -le 3072 ] || { echo "AllocMem=$mem" >>"$T/over"; }
+		sleep 1
+	done
+	for i in $(seq 8); do
+		wait "${pids[$((i - 1))]}" && echo 0 >"$T/status$i" || echo $? >"$T/status$i"
+	done
+	TASK_PIDS=
+	for i in $(seq 8); do
+		[ "$(cat "$T/status$i")" = 0 ] || show "$T/err$i"
+		assert_equal "$(cat "$T/status$i")" 0
+		grep -q 'aibox\[.*\]: no changes' "$T/err$i"
+	done
+	assert_equal "$(task_dir | wc -l)" 8
+	assert_equal "$max" 2
+	assert_equal "$pending" 1
+	[ ! -e "$T/over" ]
+	run pgrep -u aibox-test -f "$T/home"
+	assert_failure
+}
