@@ -8,10 +8,7 @@ bats_require_minimum_version 1.5.0
 
 setup() {
 	common_setup
-	make_repo repo
-	cd repo
-	no_vm
-	aibox projects path >/dev/null
+	no_vm_project
 	pdir=$AIBOX_HOME/projects/repo
 	export ANTHROPIC_API_KEY=sk-ant-spend-5007
 	unset CLAUDE_CODE_OAUTH_TOKEN

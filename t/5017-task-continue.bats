@@ -11,10 +11,7 @@ SID=0b6c3f8e-1d2a-4c5b-9e7f-8a9b0c1d2e3f
 
 setup() {
 	common_setup
-	make_repo repo
-	cd repo
-	no_vm
-	aibox projects path >/dev/null
+	no_vm_project
 	printf 'env:\n  - CLAUDE_CODE_OAUTH_TOKEN\n' >"$AIBOX_HOME/projects/repo/config.yaml"
 	export CLAUDE_CODE_OAUTH_TOKEN=sk-ant-oat01-test-token
 	unset ANTHROPIC_API_KEY

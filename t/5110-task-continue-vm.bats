@@ -4,9 +4,6 @@
 # that continues it in another VM.  The two boots happen once, in setup_file;
 # each test reads what they left.  t/5017 has the refusals (no VM).
 load lib-common
-load lib-vm
-load lib-tls
-load lib-claude
 load lib-task
 bats_require_minimum_version 1.5.0
 

@@ -2,9 +2,6 @@
 # aibox task with its VM restored from the image's snapshot (the default) and
 # booted cold (AIBOX_SNAPSHOT=0): docs/image.md, "Snapshots".
 load lib-common
-load lib-vm
-load lib-tls
-load lib-claude
 load lib-task
 bats_require_minimum_version 1.5.0
 

@@ -5,9 +5,6 @@
 # tool call before it ends), once it finished, once it is cleaned.  The not
 # finished and failed states, and hostile folders, are in t/1060 (no VM).
 load lib-common
-load lib-vm
-load lib-tls
-load lib-claude
 load lib-task
 bats_require_minimum_version 1.5.0
 
