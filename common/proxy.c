@@ -251,6 +251,20 @@ static void log_left_out(void)
 	buf_release(&b);
 }
 
+/* A line of the proxy's own in the log, within its cap: common/ never prints. */
+static void log_note(const char *what, int err)
+{
+	struct buf b = BUF_INIT;
+
+	if (cfg->log_fd < 0)
+		return;
+	log_time(&b);
+	buf_addf(&b, " note - (%s: %s)\n", what, strerror(err));
+	if (log_room(b.len))
+		log_write(&b);
+	buf_release(&b);
+}
+
 /* The host as the log and the record name it: "host:port", "[v6]:port". */
 static void host_name(struct buf *b, const struct conn *c)
 {
@@ -2147,7 +2161,7 @@ static void accept_all(void)
 			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
 			    errno == ENOMEM) {
 				/* Out of fds: stop accepting for a moment rather than spin. */
-				warning("accept: %s", strerror(errno));
+				log_note("accept", errno);
 				accept_paused_until = now_ms + 100;
 			}
 			return;

@@ -72,3 +72,21 @@ free_port() {
 	stop_proxy
 	[ "$(grep -c "allowed 127.0.0.1:$ep CONNECT sent=6000000 received=6000000" "$T/proxy.log")" = 2 ]
 }
+
+@test "load: out of file descriptors, the proxy notes it in its log and prints nothing" {
+	# A hard limit of 32 (the proxy raises its soft limit to the hard one):
+	# 60 clients at once run it out of descriptors to accept with.
+	(ulimit -Sn 32 -Hn 32 && start_proxy && echo "$PROXY_PID $PROXY_PORT" >"$T/started") || true
+	read -r PROXY_PID PROXY_PORT <"$T/started"
+	python3 - "$PROXY_PORT" <<'PY'
+import socket, sys, time
+socks = [socket.create_connection(("127.0.0.1", int(sys.argv[1]))) for _ in range(60)]
+time.sleep(1)
+PY
+	wait_until 10 grep -q 'note - (accept: Too many open files)' "$T/proxy.log"
+	run cat "$T/proxy.err"
+	assert_output ""
+	# It goes on accepting once descriptors are free again.
+	run curl -s -o /dev/null -w '%{http_code}' -x "http://127.0.0.1:$PROXY_PORT" http://127.0.0.1:1/
+	assert_output 403
+}
