@@ -406,7 +406,7 @@ EOF2
   shared: [/shared/home, /scratch]'
 	assert_success
 	assert_line "slurm partition=agents account=my.team-1 options=--qos=low,-x shared=/shared/home,/scratch"
-	assert_line "set 0x800"
+	assert_line "set 0x1000"
 	cfg 'slurm:'
 	assert_success
 	assert_line "slurm partition=- account=- options= shared="

@@ -9,15 +9,14 @@
 # setup_file runs one task and watches it while it runs; the first tests only
 # read what it left.  The others boot their own VMs where the boot is the
 # behaviour (a cancel, eight tasks queued), or none at all.
+
+# The test user's image store (where the tests keep it), or AIBOX_IMAGES; taken
+# before lib-task, whose lib-vm sets AIBOX_IMAGES to the running user's (root's).
+USER_IMAGES=${AIBOX_IMAGES:-/home/aibox-test/.cache/aibox/images}
 load lib-common
-load lib-tls
-load lib-claude
 load lib-task
 load lib-slurm
 bats_require_minimum_version 1.5.0
-
-# The test user's image store (where the tests keep it), or AIBOX_IMAGES.
-USER_IMAGES=${AIBOX_IMAGES:-/home/aibox-test/.cache/aibox/images}
 
 # as_user CMD...: CMD as aibox-test, with the test's environment and the key
 # in ANTHROPIC_API_KEY, which only CMD's environment holds: it comes from
@@ -76,7 +75,10 @@ setup_file() {
 	export SLURM_CONF
 	runuser -u aibox-test -- env HOME=/home/aibox-test PATH="$PATH" AIBOX_IMAGES="$USER_IMAGES" \
 		aibox image build \
-		>/dev/null 2>"$SLURM_TOP/image-build.log"
+		>/dev/null 2>"$SLURM_TOP/image-build.log" || {
+		cat "$SLURM_TOP/image-build.log" >&2
+		return 1
+	}
 
 	# The shared task: run, and watched while its VM runs.
 	export SHARED_T
