@@ -11,8 +11,9 @@
 # behaviour (a cancel, eight tasks queued), or none at all.
 
 # The test user's image store (where the tests keep it), or AIBOX_IMAGES; taken
-# before lib-task, whose lib-vm sets AIBOX_IMAGES to the running user's (root's).
-USER_IMAGES=${AIBOX_IMAGES:-/home/aibox-test/.cache/aibox/images}
+# before lib-task, whose lib-vm exports AIBOX_IMAGES as the running user's
+# (root's), and kept in the environment for the tests after setup_file.
+export USER_IMAGES=${USER_IMAGES:-${AIBOX_IMAGES:-/home/aibox-test/.cache/aibox/images}}
 load lib-common
 load lib-task
 load lib-slurm
