@@ -127,7 +127,9 @@ show() {
 helpers_up_or_gone() {
 	gone "$TASK_PID" && return 0
 	[ -n "$broker" ] || broker=$(pgrep -P "$TASK_PID" -f aibox-broker) || true
-	[ -n "$qemu" ] || qemu=$(pgrep -P "$TASK_PID" -f qemu-system) || true
+	# (A QEMU that ended was the one that saved the image's snapshot: the
+	# task's own comes after it, docs/image.md "Snapshots".)
+	{ [ -n "$qemu" ] && [ -e "/proc/$qemu" ]; } || qemu=$(pgrep -P "$TASK_PID" -f qemu-system) || true
 	connect=$(pgrep -f "^[^ ]*/aibox-connect .*$AIBOX_HOME" | head -1) || true
 	[ -n "$broker" ] && [ -n "$qemu" ] && [ -n "$connect" ]
 }
