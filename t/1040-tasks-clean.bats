@@ -6,11 +6,7 @@ load lib-common
 load lib-lock
 
 setup() {
-	common_setup
-	make_repo "$T/repo"
-	cd "$T/repo" || return 1
-	P=$(aibox projects path 2>/dev/null)
-	TK=$P/tasks
+	task_project_setup || return 1
 }
 teardown() { lock_teardown; }
 

@@ -7,11 +7,7 @@ load lib-common
 load lib-lock
 
 setup() {
-	common_setup
-	make_repo "$T/repo"
-	cd "$T/repo" || return 1
-	P=$(aibox projects path 2>/dev/null)
-	TK=$P/tasks
+	task_project_setup || return 1
 	mkdir -p "$TK"
 	C1=$(git rev-parse HEAD~1)
 	C2=$(git rev-parse HEAD)

@@ -38,3 +38,13 @@ lock_teardown() {
 	release_locks
 	common_teardown
 }
+
+# task_project_setup: common_setup, a repository in $T/repo as the working
+# folder, its project's folder in P and the project's tasks folder in TK.
+task_project_setup() {
+	common_setup
+	make_repo "$T/repo"
+	cd "$T/repo" || return 1
+	P=$(aibox projects path 2>/dev/null)
+	TK=$P/tasks
+}
