@@ -68,7 +68,7 @@ teardown() {
 # (then "yes" in $S/seccomp), or has ended.
 lockdown_seen() {
 	if grep -q '^Seccomp:[[:space:]]*2$' "/proc/$1/status" 2>/dev/null &&
-		pgrep -P "$1" -f qemu-system >/dev/null; then
+		pgrep -P "$1" -f "$QEMU_VM" >/dev/null; then
 		echo yes >"$S/seccomp"
 		return 0
 	fi
@@ -211,7 +211,7 @@ and commit it."
 	api '{"turns": [{"stall": 300}], "require_key": "'"$KEY"'"}'
 	aibox task "Wait." >"$T/out" 2>"$T/err" &
 	TASK_PID=$!
-	qemu=$(wait_child "$TASK_PID" qemu-system) || qemu=
+	qemu=$(wait_child "$TASK_PID" "$QEMU_VM") || qemu=
 	[ -n "$qemu" ]
 	proxy=$(pgrep -P "$TASK_PID" -f aibox-proxy)
 	[ -n "$proxy" ]

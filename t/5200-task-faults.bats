@@ -31,7 +31,7 @@ teardown() {
 start_task() {
 	aibox task "$@" >"$T/out" 2>"$T/err" &
 	TASK_PID=$!
-	QEMU=$(wait_child "$TASK_PID" qemu-system) || QEMU=
+	QEMU=$(wait_child "$TASK_PID" "$QEMU_VM") || QEMU=
 	PROXY=$(pgrep -P "$TASK_PID" -f aibox-proxy) || PROXY=
 }
 
@@ -356,8 +356,8 @@ sleep 600'
 	aibox task "commit task.txt two" >"$T/out2" 2>"$T/err2" &
 	p2=$!
 	TASK_PIDS="$p1 $p2"
-	q1=$(wait_child "$p1" qemu-system)
-	q2=$(wait_child "$p2" qemu-system)
+	q1=$(wait_child "$p1" "$QEMU_VM")
+	q2=$(wait_child "$p2" "$QEMU_VM")
 	run aibox tasks clean --all
 	assert_success
 	assert_output --partial "left 2 running tasks alone"

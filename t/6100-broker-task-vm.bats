@@ -129,7 +129,7 @@ helpers_up_or_gone() {
 	[ -n "$broker" ] || broker=$(pgrep -P "$TASK_PID" -f aibox-broker) || true
 	# (A QEMU that ended was the one that saved the image's snapshot: the
 	# task's own comes after it, docs/image.md "Snapshots".)
-	{ [ -n "$qemu" ] && [ -e "/proc/$qemu" ]; } || qemu=$(pgrep -P "$TASK_PID" -f qemu-system) || true
+	{ [ -n "$qemu" ] && [ -e "/proc/$qemu" ]; } || qemu=$(pgrep -P "$TASK_PID" -f "$QEMU_VM") || true
 	connect=$(pgrep -f "^[^ ]*/aibox-connect .*$AIBOX_HOME" | head -1) || true
 	[ -n "$broker" ] && [ -n "$qemu" ] && [ -n "$connect" ]
 }

@@ -201,7 +201,7 @@ connected_or_gone() {
 # (/proc/PID/environ is the initial block: aibox wipes what it inherited).
 environs() {
 	local qemu proxy broker connect p n
-	qemu=$(pgrep -P "$1" -f qemu-system)
+	qemu=$(pgrep -P "$1" -f "$QEMU_VM")
 	proxy=$(pgrep -P "$1" -f aibox-proxy)
 	broker=$(pgrep -P "$1" -f aibox-broker)
 	connect=$(pgrep -f "^[^ ]*/aibox-connect .*$2" | head -1)

@@ -12,6 +12,9 @@ bats_require_minimum_version 1.5.0
 
 TOP=$(cd "$BATS_TEST_DIRNAME/.." && pwd)
 BUILD=$TOP/build
+# A VM's QEMU for pgrep -f (common/vm.c's vm_base_args()): not the
+# `qemu-system-x86_64 --version` that the snapshot code runs before it.
+QEMU_VM='qemu-system[^ ]* -nodefaults'
 export PATH="$BUILD:$PATH"
 
 common_setup() {

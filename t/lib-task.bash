@@ -67,9 +67,12 @@ show() {
 }
 
 # wait_child PARENT PATTERN: the pid of PARENT's child whose command line
-# matches PATTERN, once there is one (empty when PARENT ends first).
+# matches PATTERN, once there is one; fails when PARENT ends first.  The pid
+# is the one the check found: a short-lived child (QEMU's --version, which the
+# snapshot code runs first) is never looked up twice.
 wait_child() {
-	wait_until 300 child_or_gone "$1" "$2" >/dev/null && pgrep -P "$1" -f "$2"
+	local pid
+	pid=$(wait_until 300 child_or_gone "$1" "$2") && [ -n "$pid" ] && echo "$pid"
 }
 
 # child_or_gone PARENT PATTERN: PARENT has a child matching PATTERN, or has ended.
