@@ -176,6 +176,124 @@ static int parse_capability(struct bundle_header *h, const char *s, size_t len, 
 	return refuse(h->reason, "line %zu: unknown capability '@%.*s'", lineno, (int)klen, s);
 }
 
+/*
+ * Line lineno of the header, at data[*pos..len) (len at most
+ * BUNDLE_HEADER_MAX): its length into *n, and *pos moved past its newline.
+ * 0, or BUNDLE_REFUSED when the header ends there, or the line is too long
+ * or holds a NUL or a carriage return.
+ */
+static int next_line(struct bundle_header *h, const char *data, size_t len, size_t *pos,
+                     size_t lineno, size_t *n)
+{
+	const char *line = data + *pos, *nl;
+	size_t avail = len - *pos;
+
+	if (avail == 0) {
+		if (len == BUNDLE_HEADER_MAX)
+			return refuse(h->reason, "header larger than %d bytes", BUNDLE_HEADER_MAX);
+		if (lineno == 1)
+			return refuse(h->reason, "empty file");
+		return refuse(h->reason, "header ends before the blank line (truncated)");
+	}
+	nl = memchr(line, '\n', avail < BUNDLE_LINE_MAX + 1 ? avail : BUNDLE_LINE_MAX + 1);
+	if (!nl && avail > BUNDLE_LINE_MAX)
+		return refuse(h->reason, "line %zu: longer than %d bytes", lineno, BUNDLE_LINE_MAX);
+	*n = nl ? (size_t)(nl - line) : avail;
+	if (*n >= 4 && !memcmp(line, "PACK", 4) && lineno > 1)
+		return refuse(h->reason, "line %zu: pack starts without the blank line", lineno);
+	if (memchr(line, '\0', *n))
+		return refuse(h->reason, "line %zu: NUL byte in header", lineno);
+	if (memchr(line, '\r', *n))
+		return refuse(h->reason, "line %zu: carriage return in header (CRLF?)", lineno);
+	if (!nl) {
+		if (len == BUNDLE_HEADER_MAX)
+			return refuse(h->reason, "header larger than %d bytes", BUNDLE_HEADER_MAX);
+		return refuse(h->reason, "line %zu: header ends in mid-line (truncated)", lineno);
+	}
+	*pos += *n + 1;
+	return 0;
+}
+
+/* The first line, the signature: sets h->version. */
+static int parse_signature(struct bundle_header *h, const char *line, size_t n)
+{
+	if (n == sizeof(sig_v2) - 1 && !memcmp(line, sig_v2, n))
+		h->version = 2;
+	else if (n == sizeof(sig_v3) - 1 && !memcmp(line, sig_v3, n))
+		h->version = 3;
+	else if (n > 14 && !memcmp(line, "# v", 3) && !memcmp(line + n - 11, " git bundle", 11))
+		return refuse(h->reason, "unsupported bundle version");
+	else
+		return refuse(h->reason, "not a git bundle (no bundle signature)");
+	return 0;
+}
+
+/* A prerequisite line, "-<oid>[ comment]", added to h. */
+static int parse_prereq(struct bundle_header *h, const char *line, size_t n, size_t lineno)
+{
+	struct bundle_prereq *p;
+	size_t olen;
+	char oid[BUNDLE_HEXSZ_MAX + 1];
+
+	if (h->nr_refs)
+		return refuse(h->reason, "line %zu: prerequisite after a ref", lineno);
+	olen = parse_line_oid(h, line + 1, n - 1, lineno, oid);
+	if (!olen)
+		return BUNDLE_REFUSED;
+	if (h->nr_prereqs >= BUNDLE_PREREQS_MAX)
+		return refuse(h->reason, "more than %d prerequisites", BUNDLE_PREREQS_MAX);
+	ALLOC_GROW(h->prereqs, h->nr_prereqs + 1, h->alloc_prereqs);
+	p = &h->prereqs[h->nr_prereqs++];
+	memcpy(p->oid, oid, sizeof(oid));
+	if (1 + olen < n)
+		p->comment = xstrndup(line + 2 + olen, n - olen - 2);
+	else
+		p->comment = xstrdup("");
+	return 0;
+}
+
+/* A ref line, "<oid> <refname>", added to h: a valid name, once. */
+static int parse_ref(struct bundle_header *h, const char *line, size_t n, size_t lineno)
+{
+	struct bundle_ref *r;
+	size_t olen;
+	char oid[BUNDLE_HEXSZ_MAX + 1];
+	const char *name;
+	size_t nlen;
+
+	olen = parse_line_oid(h, line, n, lineno, oid);
+	if (!olen)
+		return BUNDLE_REFUSED;
+	if (olen == n || line[olen] != ' ')
+		return refuse(h->reason, "line %zu: ref without a name", lineno);
+	name = line + olen + 1;
+	nlen = n - olen - 1;
+	if (!bundle_refname_ok(name, nlen)) {
+		size_t i;
+
+		/* Quote it only if it is printable. */
+		for (i = 0; i < nlen && i < 200; i++)
+			if ((unsigned char)name[i] < 0x20 || name[i] == 0x7f ||
+			    (unsigned char)name[i] >= 0x80 || name[i] == '\'')
+				break;
+		if (i == nlen)
+			return refuse(h->reason, "line %zu: invalid ref name '%.*s'", lineno,
+			              (int)nlen, name);
+		return refuse(h->reason, "line %zu: invalid ref name", lineno);
+	}
+	if (h->nr_refs >= BUNDLE_REFS_MAX)
+		return refuse(h->reason, "more than %d refs", BUNDLE_REFS_MAX);
+	for (size_t i = 0; i < h->nr_refs; i++)
+		if (strlen(h->refs[i].name) == nlen && !memcmp(h->refs[i].name, name, nlen))
+			return refuse(h->reason, "line %zu: ref '%.*s' given twice", lineno,
+			              (int)nlen, name);
+	ALLOC_GROW(h->refs, h->nr_refs + 1, h->alloc_refs);
+	r = &h->refs[h->nr_refs++];
+	memcpy(r->oid, oid, sizeof(oid));
+	r->name = xstrndup(name, nlen);
+	return 0;
+}
+
 int bundle_header_parse(struct bundle_header *h, const char *data, size_t len)
 {
 	size_t pos = 0, lineno = 0;
@@ -186,50 +304,16 @@ int bundle_header_parse(struct bundle_header *h, const char *data, size_t len)
 		len = BUNDLE_HEADER_MAX; /* a header needing more is refused below */
 
 	for (;;) {
-		const char *line = data + pos, *nl;
-		size_t n, avail = len - pos;
+		const char *line = data + pos;
+		size_t n;
+		int ret;
 
 		lineno++;
-		if (avail == 0) {
-			if (len == BUNDLE_HEADER_MAX)
-				return refuse(h->reason, "header larger than %d bytes",
-				              BUNDLE_HEADER_MAX);
-			if (lineno == 1)
-				return refuse(h->reason, "empty file");
-			return refuse(h->reason, "header ends before the blank line (truncated)");
-		}
-		nl = memchr(line, '\n', avail < BUNDLE_LINE_MAX + 1 ? avail : BUNDLE_LINE_MAX + 1);
-		if (!nl && avail > BUNDLE_LINE_MAX)
-			return refuse(h->reason, "line %zu: longer than %d bytes", lineno,
-			              BUNDLE_LINE_MAX);
-		n = nl ? (size_t)(nl - line) : avail;
-		if (n >= 4 && !memcmp(line, "PACK", 4) && lineno > 1)
-			return refuse(h->reason, "line %zu: pack starts without the blank line",
-			              lineno);
-		if (memchr(line, '\0', n))
-			return refuse(h->reason, "line %zu: NUL byte in header", lineno);
-		if (memchr(line, '\r', n))
-			return refuse(h->reason, "line %zu: carriage return in header (CRLF?)",
-			              lineno);
-		if (!nl) {
-			if (len == BUNDLE_HEADER_MAX)
-				return refuse(h->reason, "header larger than %d bytes",
-				              BUNDLE_HEADER_MAX);
-			return refuse(h->reason, "line %zu: header ends in mid-line (truncated)",
-			              lineno);
-		}
-		pos += n + 1;
-
+		if ((ret = next_line(h, data, len, &pos, lineno, &n)))
+			return ret;
 		if (lineno == 1) {
-			if (n == sizeof(sig_v2) - 1 && !memcmp(line, sig_v2, n))
-				h->version = 2;
-			else if (n == sizeof(sig_v3) - 1 && !memcmp(line, sig_v3, n))
-				h->version = 3;
-			else if (n > 14 && !memcmp(line, "# v", 3) &&
-			         !memcmp(line + n - 11, " git bundle", 11))
-				return refuse(h->reason, "unsupported bundle version");
-			else
-				return refuse(h->reason, "not a git bundle (no bundle signature)");
+			if ((ret = parse_signature(h, line, n)))
+				return ret;
 			in_caps = h->version == 3;
 			continue;
 		}
@@ -237,8 +321,6 @@ int bundle_header_parse(struct bundle_header *h, const char *data, size_t len)
 			break; /* the blank line: the pack follows */
 
 		if (line[0] == '@') {
-			int ret;
-
 			if (!in_caps)
 				return refuse(
 				    h->reason,
@@ -250,76 +332,13 @@ int bundle_header_parse(struct bundle_header *h, const char *data, size_t len)
 				return refuse(h->reason, "more than %d capabilities",
 				              BUNDLE_CAPS_MAX);
 			ret = parse_capability(h, line + 1, n - 1, lineno, &seen_format);
-			if (ret)
-				return ret;
-			continue;
+		} else {
+			in_caps = 0;
+			ret = line[0] == '-' ? parse_prereq(h, line, n, lineno)
+			                     : parse_ref(h, line, n, lineno);
 		}
-		in_caps = 0;
-
-		if (line[0] == '-') {
-			struct bundle_prereq *p;
-			size_t olen;
-			char oid[BUNDLE_HEXSZ_MAX + 1];
-
-			if (h->nr_refs)
-				return refuse(h->reason, "line %zu: prerequisite after a ref",
-				              lineno);
-			olen = parse_line_oid(h, line + 1, n - 1, lineno, oid);
-			if (!olen)
-				return BUNDLE_REFUSED;
-			if (h->nr_prereqs >= BUNDLE_PREREQS_MAX)
-				return refuse(h->reason, "more than %d prerequisites",
-				              BUNDLE_PREREQS_MAX);
-			ALLOC_GROW(h->prereqs, h->nr_prereqs + 1, h->alloc_prereqs);
-			p = &h->prereqs[h->nr_prereqs++];
-			memcpy(p->oid, oid, sizeof(oid));
-			if (1 + olen < n)
-				p->comment = xstrndup(line + 2 + olen, n - olen - 2);
-			else
-				p->comment = xstrdup("");
-			continue;
-		}
-
-		{
-			struct bundle_ref *r;
-			size_t olen;
-			char oid[BUNDLE_HEXSZ_MAX + 1];
-			const char *name;
-			size_t nlen;
-
-			olen = parse_line_oid(h, line, n, lineno, oid);
-			if (!olen)
-				return BUNDLE_REFUSED;
-			if (olen == n || line[olen] != ' ')
-				return refuse(h->reason, "line %zu: ref without a name", lineno);
-			name = line + olen + 1;
-			nlen = n - olen - 1;
-			if (!bundle_refname_ok(name, nlen)) {
-				size_t i;
-
-				/* Quote it only if it is printable. */
-				for (i = 0; i < nlen && i < 200; i++)
-					if ((unsigned char)name[i] < 0x20 || name[i] == 0x7f ||
-					    (unsigned char)name[i] >= 0x80 || name[i] == '\'')
-						break;
-				if (i == nlen)
-					return refuse(h->reason,
-					              "line %zu: invalid ref name '%.*s'", lineno,
-					              (int)nlen, name);
-				return refuse(h->reason, "line %zu: invalid ref name", lineno);
-			}
-			if (h->nr_refs >= BUNDLE_REFS_MAX)
-				return refuse(h->reason, "more than %d refs", BUNDLE_REFS_MAX);
-			for (size_t i = 0; i < h->nr_refs; i++)
-				if (strlen(h->refs[i].name) == nlen &&
-				    !memcmp(h->refs[i].name, name, nlen))
-					return refuse(h->reason, "line %zu: ref '%.*s' given twice",
-					              lineno, (int)nlen, name);
-			ALLOC_GROW(h->refs, h->nr_refs + 1, h->alloc_refs);
-			r = &h->refs[h->nr_refs++];
-			memcpy(r->oid, oid, sizeof(oid));
-			r->name = xstrndup(name, nlen);
-		}
+		if (ret)
+			return ret;
 	}
 	if (!h->nr_refs)
 		return refuse(h->reason, "bundle has no refs");
@@ -607,26 +626,80 @@ static int add_inflated(struct bundle_pack_result *res, const struct bundle_pack
 	return 0;
 }
 
-/*
- * Our own walk over the pack, before libgit2 sees it: the header, each
- * object's type and size, that each inflates to exactly its stated size and
- * ends where the next begins, the limits on what it inflates, the count, and
- * the trailing SHA-1.  Gives a plain reason for each fault (libgit2 misses a
- * wrong size and words the rest for its own developers).
- */
-static int walk_pack(struct pack_src *s, const struct bundle_pack_opts *o,
-                     struct bundle_pack_result *res)
-{
-	unsigned char sum[EVP_MAX_MD_SIZE], *out = NULL, dhead[24];
-	const unsigned char *p;
-	const size_t out_size = 64 * 1024;
-	uint64_t pos = 12, end, *offs = NULL, total = 0, max_object = o->max_object;
-	size_t nr_offs = 0, alloc_offs = 0, avail;
+/* A walk over the pack: where it is, what it has seen, its inflater. */
+struct walk {
+	struct pack_src *s;
+	const struct bundle_pack_opts *o;
+	struct bundle_pack_result *res;
+	uint64_t pos, end;   /* the next object; where the checksum starts */
+	uint64_t total;      /* inflated so far */
+	uint64_t max_object; /* o->max_object, at most PACK_OBJECT_MAX */
+	uint64_t *offs;      /* where each object so far starts, ascending */
+	size_t nr_offs, alloc_offs;
 	z_stream z;
-	int ret = 0, zinit = 0;
+	int zinit;
+	unsigned char *out; /* inflate's output, thrown away */
+};
 
-	if (max_object > PACK_OBJECT_MAX)
-		max_object = PACK_OBJECT_MAX;
+#define WALK_OUT_SIZE (64 * 1024)
+
+/*
+ * An object's header in p[0..n): its type, its size (a varint of at most
+ * 64 bits).  The bytes it takes, or -1 when it is longer than n or the size
+ * overflows.
+ */
+static int pack_obj_header(const unsigned char *p, size_t n, unsigned *type, uint64_t *size)
+{
+	unsigned shift = 4;
+	size_t k = 0;
+	unsigned char c;
+
+	if (!n)
+		return -1;
+	c = p[k++];
+	*type = (c >> 4) & 7;
+	*size = c & 15;
+	while (c & 0x80) {
+		if (k >= n || shift > 60)
+			return -1;
+		c = p[k++];
+		*size |= (uint64_t)(c & 0x7f) << shift;
+		shift += 7;
+	}
+	return (int)k;
+}
+
+/* An OFS_DELTA's distance back to its base in p[0..n): the bytes it takes, or -1. */
+static int pack_ofs_back(const unsigned char *p, size_t n, uint64_t *back)
+{
+	size_t k = 0;
+	unsigned char c;
+
+	if (!n)
+		return -1;
+	c = p[k++];
+	*back = c & 0x7f;
+	while (c & 0x80) {
+		if (k >= n || *back > (UINT64_MAX >> 8))
+			return -1;
+		c = p[k++];
+		*back = ((*back + 1) << 7) | (c & 0x7f);
+	}
+	return (int)k;
+}
+
+/* The pack's header (signature, version, count), then the hash and the inflater. */
+static int walk_start(struct walk *w)
+{
+	struct bundle_pack_result *res = w->res;
+	struct pack_src *s = w->s;
+	const unsigned char *p;
+	size_t avail;
+	int ret = 0;
+
+	w->max_object = w->o->max_object;
+	if (w->max_object > PACK_OBJECT_MAX)
+		w->max_object = PACK_OBJECT_MAX;
 	p = src_at(s, 0, 12, &avail, &ret);
 	if (!p)
 		return ret;
@@ -642,205 +715,217 @@ static int walk_pack(struct pack_src *s, const struct bundle_pack_opts *o,
 	res->objects = be32(p + 8);
 	if (s->len < 12 + 20)
 		return refuse(res->reason, "pack: truncated (no checksum)");
-	end = s->len - 20;
+	w->pos = 12;
+	w->end = s->len - 20;
 
 	s->sha = EVP_MD_CTX_new();
-	if (!s->sha || !EVP_DigestInit_ex(s->sha, EVP_sha1(), NULL)) {
-		ret = -ENOMEM;
-		goto out;
-	}
+	if (!s->sha || !EVP_DigestInit_ex(s->sha, EVP_sha1(), NULL))
+		return -ENOMEM;
 	s->hashed = 0;
-	s->hash_end = end;
-	memset(&z, 0, sizeof(z));
-	if (inflateInit(&z) != Z_OK) {
-		ret = -ENOMEM;
-		goto out;
+	s->hash_end = w->end;
+	memset(&w->z, 0, sizeof(w->z));
+	if (inflateInit(&w->z) != Z_OK)
+		return -ENOMEM;
+	w->zinit = 1;
+	w->out = xmalloc(WALK_OUT_SIZE);
+	return 0;
+}
+
+/* An OFS_DELTA's base must be where an earlier object starts. */
+static int walk_base_known(const struct walk *w, uint64_t base)
+{
+	size_t lo = 0, hi = w->nr_offs;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (w->offs[mid] < base)
+			lo = mid + 1;
+		else
+			hi = mid;
 	}
-	zinit = 1;
-	out = xmalloc(out_size);
-	for (uint32_t i = 0; i < res->objects; i++) {
-		uint64_t start = pos, size, hlen;
-		unsigned type, shift = 4;
-		unsigned char c;
-		size_t k = 0;
+	return lo < w->nr_offs && w->offs[lo] == base;
+}
 
-		if (pos >= end) {
-			ret = refuse(res->reason, "pack: ends after %u of %u objects (truncated?)",
-			             (unsigned)i, (unsigned)res->objects);
-			goto out;
-		}
-		/* The object's header: type and size, then a delta's base; 64 bytes hold it. */
-		if (!(p = src_at(s, pos, 64, &avail, &ret)))
-			goto out;
-		hlen = end - pos < avail ? end - pos : avail;
-		c = p[k++];
-		type = (c >> 4) & 7;
-		size = c & 15;
-		while (c & 0x80) {
-			if (k >= hlen || shift > 60) {
-				ret = refuse(res->reason, "pack: object %u: bad size", (unsigned)i);
-				goto out;
-			}
-			c = p[k++];
-			size |= (uint64_t)(c & 0x7f) << shift;
-			shift += 7;
-		}
-		if ((ret = add_inflated(res, o, i, "", size, max_object, size, &total)))
-			goto out;
-		if (type == 0 || type == 5) {
-			ret = refuse(res->reason, "pack: object %u: unknown type %u", (unsigned)i,
-			             type);
-			goto out;
-		}
-		if (type == 6) { /* OFS_DELTA: the base is this many bytes back */
-			uint64_t back;
-			size_t lo = 0, hi = nr_offs;
+/*
+ * Object i's header at w->pos: its type and size (counted against the
+ * limits), a delta's base (an OFS_DELTA's must be an earlier object).
+ * Leaves w->pos at its data.
+ */
+static int walk_header(struct walk *w, uint32_t i, unsigned *type, uint64_t *size)
+{
+	struct bundle_pack_result *res = w->res;
+	const unsigned char *p;
+	uint64_t start = w->pos, hlen;
+	size_t avail;
+	int k, n, ret = 0;
 
-			if (k >= hlen)
-				goto trunc;
-			c = p[k++];
-			back = c & 0x7f;
-			while (c & 0x80) {
-				if (k >= hlen || back > (UINT64_MAX >> 8))
-					goto trunc;
-				c = p[k++];
-				back = ((back + 1) << 7) | (c & 0x7f);
-			}
-			if (back == 0 || back > start - 12) {
-				ret = refuse(res->reason,
-				             "pack: object %u: delta base out of the pack",
-				             (unsigned)i);
-				goto out;
-			}
-			while (lo < hi) { /* the base must be where an object starts */
-				size_t mid = lo + (hi - lo) / 2;
+	if (w->pos >= w->end)
+		return refuse(res->reason, "pack: ends after %u of %u objects (truncated?)",
+		              (unsigned)i, (unsigned)res->objects);
+	/* The object's header: type and size, then a delta's base; 64 bytes hold it. */
+	if (!(p = src_at(w->s, w->pos, 64, &avail, &ret)))
+		return ret;
+	hlen = w->end - w->pos < avail ? w->end - w->pos : avail;
+	if ((k = pack_obj_header(p, (size_t)hlen, type, size)) < 0)
+		return refuse(res->reason, "pack: object %u: bad size", (unsigned)i);
+	if ((ret = add_inflated(res, w->o, i, "", *size, w->max_object, *size, &w->total)))
+		return ret;
+	if (*type == 0 || *type == 5)
+		return refuse(res->reason, "pack: object %u: unknown type %u", (unsigned)i, *type);
+	if (*type == 6) { /* OFS_DELTA: the base is this many bytes back */
+		uint64_t back;
 
-				if (offs[mid] < start - back)
-					lo = mid + 1;
-				else
-					hi = mid;
-			}
-			if (lo == nr_offs || offs[lo] != start - back) {
-				ret = refuse(res->reason,
-				             "pack: object %u: delta base is not an object",
-				             (unsigned)i);
-				goto out;
-			}
-		} else if (type == 7) { /* REF_DELTA: the base's id */
-			if (hlen - k < 20)
-				goto trunc;
-			k += 20;
-		}
-		pos += k;
-		ALLOC_GROW(offs, nr_offs + 1, alloc_offs);
-		offs[nr_offs++] = start;
-
-		/* Inflate, counting what comes out, a window of input at a time. */
-		{
-			uint64_t got = 0, dbase = 0, dresult = 0;
-			size_t nhead = 0;
-			int zr = Z_OK;
-
-			inflateReset(&z);
-			z.avail_in = 0;
-			for (;;) {
-				size_t produced;
-				uInt before;
-
-				if (z.avail_in == 0) {
-					if (pos >= end)
-						goto trunc_obj;
-					if (!(p = src_at(s, pos, PACK_WINDOW, &avail, &ret)))
-						goto out;
-					if (avail > end - pos)
-						avail = (size_t)(end - pos);
-					z.next_in = (unsigned char *)(uintptr_t)p;
-					z.avail_in = avail > UINT32_MAX ? UINT32_MAX : (uInt)avail;
-				}
-				before = z.avail_in;
-				z.next_out = out;
-				z.avail_out = out_size;
-				zr = inflate(&z, Z_NO_FLUSH);
-				pos += before - z.avail_in;
-				produced = out_size - z.avail_out;
-				if (nhead < sizeof(dhead)) {
-					size_t n = sizeof(dhead) - nhead < produced
-					               ? sizeof(dhead) - nhead
-					               : produced;
-
-					memcpy(dhead + nhead, out, n);
-					nhead += n;
-				}
-				got += produced;
-				if (got > size || zr == Z_STREAM_END)
-					break;
-				if (zr == Z_BUF_ERROR && z.avail_in == 0)
-					continue; /* it wants more input */
-				if (zr != Z_OK)
-					break;
-			}
-			if (got > size || (zr == Z_STREAM_END && got != size)) {
-				ret = refuse(res->reason,
-				             "pack: object %u: inflates to %s%llu bytes, not %llu",
-				             (unsigned)i, got > size ? "more than " : "",
-				             (unsigned long long)(got > size ? size : got),
-				             (unsigned long long)size);
-				goto out;
-			}
-			if (zr != Z_STREAM_END) {
-				ret = refuse(res->reason, "pack: object %u does not inflate (%s)",
-				             (unsigned)i, z.msg ? z.msg : "zlib error");
-				goto out;
-			}
-			if ((type == 6 || type == 7) &&
-			    delta_sizes(dhead, nhead, &dbase, &dresult) == 0) {
-				/* libgit2 holds the base and the result whole, and makes the
-				 * result. */
-				int on = dbase > dresult;
-
-				ret =
-				    add_inflated(res, o, i, on ? "a delta on " : "a delta to ",
-				                 on ? dbase : dresult, max_object, dresult, &total);
-				if (ret)
-					goto out;
-			}
-			continue;
-		trunc_obj:
-			ret =
-			    refuse(res->reason, "pack: object %u: its data ends early (truncated?)",
-			           (unsigned)i);
-			goto out;
-		}
-	trunc:
-		ret = refuse(res->reason, "pack: object %u: truncated", (unsigned)i);
-		goto out;
+		if ((n = pack_ofs_back(p + k, (size_t)hlen - (size_t)k, &back)) < 0)
+			goto trunc;
+		k += n;
+		if (back == 0 || back > start - 12)
+			return refuse(res->reason, "pack: object %u: delta base out of the pack",
+			              (unsigned)i);
+		if (!walk_base_known(w, start - back))
+			return refuse(res->reason, "pack: object %u: delta base is not an object",
+			              (unsigned)i);
+	} else if (*type == 7) { /* REF_DELTA: the base's id */
+		if (hlen - (uint64_t)k < 20)
+			goto trunc;
+		k += 20;
 	}
-	if (pos != end) {
-		ret = refuse(res->reason,
-		             "pack: %llu bytes after the last of %u objects (wrong object count?)",
-		             (unsigned long long)(end - pos), (unsigned)res->objects);
-		goto out;
+	w->pos += (uint64_t)k;
+	ALLOC_GROW(w->offs, w->nr_offs + 1, w->alloc_offs);
+	w->offs[w->nr_offs++] = start;
+	return 0;
+trunc:
+	return refuse(res->reason, "pack: object %u: truncated", (unsigned)i);
+}
+
+/*
+ * Inflate object i's data at w->pos, a window of input at a time, counting
+ * what comes out: exactly size bytes.  A delta's own header (its base's and
+ * its result's sizes) counts against the limits too.  Leaves w->pos after it.
+ */
+static int walk_inflate(struct walk *w, uint32_t i, unsigned type, uint64_t size)
+{
+	struct bundle_pack_result *res = w->res;
+	unsigned char dhead[24];
+	uint64_t got = 0, dbase = 0, dresult = 0;
+	size_t nhead = 0, avail;
+	z_stream *z = &w->z;
+	int zr = Z_OK, ret = 0;
+
+	inflateReset(z);
+	z->avail_in = 0;
+	for (;;) {
+		size_t produced;
+		uInt before;
+
+		if (z->avail_in == 0) {
+			const unsigned char *p;
+
+			if (w->pos >= w->end)
+				return refuse(res->reason,
+				              "pack: object %u: its data ends early (truncated?)",
+				              (unsigned)i);
+			if (!(p = src_at(w->s, w->pos, PACK_WINDOW, &avail, &ret)))
+				return ret;
+			if (avail > w->end - w->pos)
+				avail = (size_t)(w->end - w->pos);
+			z->next_in = (unsigned char *)(uintptr_t)p;
+			z->avail_in = avail > UINT32_MAX ? UINT32_MAX : (uInt)avail;
+		}
+		before = z->avail_in;
+		z->next_out = w->out;
+		z->avail_out = WALK_OUT_SIZE;
+		zr = inflate(z, Z_NO_FLUSH);
+		w->pos += before - z->avail_in;
+		produced = WALK_OUT_SIZE - z->avail_out;
+		if (nhead < sizeof(dhead)) {
+			size_t n =
+			    sizeof(dhead) - nhead < produced ? sizeof(dhead) - nhead : produced;
+
+			memcpy(dhead + nhead, w->out, n);
+			nhead += n;
+		}
+		got += produced;
+		if (got > size || zr == Z_STREAM_END)
+			break;
+		if (zr == Z_BUF_ERROR && z->avail_in == 0)
+			continue; /* it wants more input */
+		if (zr != Z_OK)
+			break;
 	}
-	if ((ret = src_hash_finish(s, sum)) < 0)
-		goto out;
-	if (!(p = src_at(s, end, 20, &avail, &ret)))
-		goto out;
-	if (memcmp(sum, p, 20)) {
-		ret = refuse(res->reason, "pack: checksum mismatch");
-		goto out;
+	if (got > size || (zr == Z_STREAM_END && got != size))
+		return refuse(res->reason, "pack: object %u: inflates to %s%llu bytes, not %llu",
+		              (unsigned)i, got > size ? "more than " : "",
+		              (unsigned long long)(got > size ? size : got),
+		              (unsigned long long)size);
+	if (zr != Z_STREAM_END)
+		return refuse(res->reason, "pack: object %u does not inflate (%s)", (unsigned)i,
+		              z->msg ? z->msg : "zlib error");
+	if ((type == 6 || type == 7) && delta_sizes(dhead, nhead, &dbase, &dresult) == 0) {
+		/* libgit2 holds the base and the result whole, and makes the result. */
+		int on = dbase > dresult;
+
+		return add_inflated(res, w->o, i, on ? "a delta on " : "a delta to ",
+		                    on ? dbase : dresult, w->max_object, dresult, &w->total);
 	}
+	return 0;
+}
+
+/* After the last object: the checksum, and nothing between. */
+static int walk_finish(struct walk *w)
+{
+	struct bundle_pack_result *res = w->res;
+	unsigned char sum[EVP_MAX_MD_SIZE];
+	const unsigned char *p;
+	size_t avail;
+	int ret = 0;
+
+	if (w->pos != w->end)
+		return refuse(res->reason,
+		              "pack: %llu bytes after the last of %u objects (wrong object count?)",
+		              (unsigned long long)(w->end - w->pos), (unsigned)res->objects);
+	if ((ret = src_hash_finish(w->s, sum)) < 0)
+		return ret;
+	if (!(p = src_at(w->s, w->end, 20, &avail, &ret)))
+		return ret;
+	if (memcmp(sum, p, 20))
+		return refuse(res->reason, "pack: checksum mismatch");
 	for (int j = 0; j < 20; j++) {
 		res->checksum[2 * j] = "0123456789abcdef"[sum[j] >> 4];
 		res->checksum[2 * j + 1] = "0123456789abcdef"[sum[j] & 15];
 	}
 	res->checksum[40] = '\0';
-out:
-	if (zinit)
-		inflateEnd(&z);
+	return 0;
+}
+
+/*
+ * Our own walk over the pack, before libgit2 sees it: the header, each
+ * object's type and size, that each inflates to exactly its stated size and
+ * ends where the next begins, the limits on what it inflates, the count, and
+ * the trailing SHA-1.  Gives a plain reason for each fault (libgit2 misses a
+ * wrong size and words the rest for its own developers).
+ */
+static int walk_pack(struct pack_src *s, const struct bundle_pack_opts *o,
+                     struct bundle_pack_result *res)
+{
+	struct walk w = {.s = s, .o = o, .res = res};
+	int ret = walk_start(&w);
+
+	for (uint32_t i = 0; !ret && i < res->objects; i++) {
+		unsigned type;
+		uint64_t size;
+
+		if (!(ret = walk_header(&w, i, &type, &size)))
+			ret = walk_inflate(&w, i, type, size);
+	}
+	if (!ret)
+		ret = walk_finish(&w);
+	if (w.zinit)
+		inflateEnd(&w.z);
 	EVP_MD_CTX_free(s->sha);
 	s->sha = NULL;
-	free(out);
-	free(offs);
+	free(w.out);
+	free(w.offs);
 	return ret;
 }
 

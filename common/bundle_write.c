@@ -469,107 +469,151 @@ out:
 	return ret;
 }
 
-int bundle_write_start(const struct bundle_write_opts *opts, char *oid_hex, struct buf *err)
+/*
+ * Before anything is written: a valid branch, the revision resolved into
+ * oid_hex (and *objects, resolve()), no file at the outputs.  0 or -errno
+ * with err set.
+ */
+static int check_start(const struct bundle_write_opts *opts, const char *branch, char *oid_hex,
+                       char **objects, struct buf *err)
 {
-	const char *branch = opts->branch ? opts->branch : "aibox/task";
-	struct buf tmp = BUF_INIT, partial = BUF_INIT, ref = BUF_INIT, gerr = BUF_INIT;
-	struct sigaction old[ARRAY_SIZE(stop_signals)];
-	int installed[ARRAY_SIZE(stop_signals)] = {0};
-	sigset_t block, oldmask;
-	struct spawn sp = SPAWN_INIT;
-	char *objects = NULL, *slash, packhex[GIT_OID_HEXSZ + 1];
+	struct buf ref = BUF_INIT;
 	struct stat st;
-	int ret, caught = 0, revs_fd = -1, idx_made = 0;
+	int ret;
 
 	buf_addf(&ref, "refs/heads/%s", branch);
-	if (!bundle_refname_ok(ref.buf, ref.len)) {
+	ret = bundle_refname_ok(ref.buf, ref.len);
+	buf_release(&ref);
+	if (!ret) {
 		buf_addf(err, "invalid branch name '%s'", branch);
-		ret = -EINVAL;
-		goto out_early;
+		return -EINVAL;
 	}
-	ret = resolve(opts, oid_hex, err, &objects);
+	ret = resolve(opts, oid_hex, err, objects);
 	if (ret < 0)
-		goto out_early;
+		return ret;
 	if (lstat(opts->out_path, &st) == 0) {
 		buf_addf(err, "'%s' already exists", opts->out_path);
-		ret = -EEXIST;
-		goto out_early;
+		return -EEXIST;
 	}
 	if (opts->idx_path && lstat(opts->idx_path, &st) == 0) {
 		buf_addf(err, "'%s' already exists", opts->idx_path);
-		ret = -EEXIST;
-		goto out_early;
+		return -EEXIST;
 	}
+	return 0;
+}
 
-	/* The temporary repository lives beside the output, in the task folder. */
-	{
-		struct buf dir = BUF_INIT;
-		char *real;
+/*
+ * The template of the temporary repository's name into tmp: beside out_path,
+ * in the task folder, absolute (git runs inside it).  0 or -errno with err set.
+ */
+static int temp_template(const char *out_path, struct buf *tmp, struct buf *err)
+{
+	struct buf dir = BUF_INIT;
+	const char *slash;
+	char *real;
+	int ret = 0;
 
-		buf_addstr(&dir, opts->out_path);
-		slash = strrchr(dir.buf, '/');
-		buf_setlen(&dir, slash ? (size_t)(slash - dir.buf) : 0);
-		if (!dir.len)
-			buf_addstr(&dir, slash ? "/" : ".");
-		/* git runs inside it: the paths it gets must be absolute. */
-		real = realpath(dir.buf, NULL);
-		if (!real) {
-			ret = -errno;
-			buf_addf(err, "cannot open '%s': %s", dir.buf, strerror(errno));
-			buf_release(&dir);
-			goto out_early;
-		}
-		buf_addf(&tmp, "%s/.start-bundle.XXXXXX", strcmp(real, "/") ? real : "");
+	buf_addstr(&dir, out_path);
+	slash = strrchr(dir.buf, '/');
+	buf_setlen(&dir, slash ? (size_t)(slash - dir.buf) : 0);
+	if (!dir.len)
+		buf_addstr(&dir, slash ? "/" : ".");
+	real = realpath(dir.buf, NULL);
+	if (!real) {
+		ret = -errno;
+		buf_addf(err, "cannot open '%s': %s", dir.buf, strerror(errno));
+	} else {
+		buf_addf(tmp, "%s/.start-bundle.XXXXXX", strcmp(real, "/") ? real : "");
 		free(real);
-		buf_release(&dir);
 	}
+	buf_release(&dir);
+	return ret;
+}
 
-	/* From here on a stop signal is held back until git runs. */
+/* The stop signals' handlers and the signal mask from before hold_stop_signals(). */
+struct held_signals {
+	struct sigaction old[ARRAY_SIZE(stop_signals)];
+	int installed[ARRAY_SIZE(stop_signals)];
+	sigset_t oldmask;
+};
+
+/*
+ * Block the stop signals and catch them into stop_signal (those not
+ * ignored); *waitmask is the old mask without them, for the wait on git.
+ */
+static void hold_stop_signals(struct held_signals *h, sigset_t *waitmask)
+{
+	sigset_t block;
+
+	memset(h->installed, 0, sizeof(h->installed));
 	stop_signal = 0;
 	sigemptyset(&block);
 	for (size_t i = 0; i < ARRAY_SIZE(stop_signals); i++)
 		sigaddset(&block, stop_signals[i]);
-	sigprocmask(SIG_BLOCK, &block, &oldmask);
+	sigprocmask(SIG_BLOCK, &block, &h->oldmask);
 	for (size_t i = 0; i < ARRAY_SIZE(stop_signals); i++) {
 		struct sigaction sa = {.sa_handler = on_stop};
 
 		sigemptyset(&sa.sa_mask);
-		if (sigaction(stop_signals[i], NULL, &old[i]) == 0 &&
-		    old[i].sa_handler != SIG_IGN && sigaction(stop_signals[i], &sa, NULL) == 0)
-			installed[i] = 1;
+		if (sigaction(stop_signals[i], NULL, &h->old[i]) == 0 &&
+		    h->old[i].sa_handler != SIG_IGN && sigaction(stop_signals[i], &sa, NULL) == 0)
+			h->installed[i] = 1;
 	}
+	*waitmask = h->oldmask;
+	for (size_t i = 0; i < ARRAY_SIZE(stop_signals); i++)
+		sigdelset(waitmask, stop_signals[i]);
+}
 
-	if (!mkdtemp(tmp.buf)) {
+/* Put back what hold_stop_signals() changed; the stop signal that came, or 0. */
+static int release_stop_signals(struct held_signals *h)
+{
+	int caught = stop_signal;
+
+	for (size_t i = 0; i < ARRAY_SIZE(stop_signals); i++)
+		if (h->installed[i])
+			sigaction(stop_signals[i], &h->old[i], NULL);
+	sigprocmask(SIG_SETMASK, &h->oldmask, NULL);
+	return caught;
+}
+
+/*
+ * Make the temporary repository from the template tmp (emptied when it
+ * cannot be made) with the start commit's objects, and pack them with git
+ * pack-objects, the stop signals let through only while git runs.  0 with
+ * the pack's name in packhex; -EINTR when a stop signal came; another
+ * -errno.  err says why.
+ */
+static int make_pack(const struct bundle_write_opts *opts, const char *branch, const char *oid_hex,
+                     const char *objects, struct buf *tmp, const sigset_t *waitmask, char *packhex,
+                     struct buf *err)
+{
+	struct buf revs = BUF_INIT, line = BUF_INIT, gerr = BUF_INIT;
+	struct spawn sp = SPAWN_INIT;
+	int ret, revs_fd = -1;
+
+	if (!mkdtemp(tmp->buf)) {
 		ret = -errno;
-		buf_addf(err, "cannot create '%s': %s", tmp.buf, strerror(errno));
-		buf_reset(&tmp);
+		buf_addf(err, "cannot create '%s': %s", tmp->buf, strerror(errno));
+		buf_reset(tmp);
 		goto out;
 	}
-	ret = make_temp_repo(tmp.buf, branch, oid_hex, objects);
+	ret = make_temp_repo(tmp->buf, branch, oid_hex, objects);
 	if (ret < 0) {
-		buf_addf(err, "cannot write the temporary repository '%s': %s", tmp.buf,
+		buf_addf(err, "cannot write the temporary repository '%s': %s", tmp->buf,
 		         strerror(-ret));
 		goto out;
 	}
-	buf_addf(&partial, "%s/revs", tmp.buf);
-	buf_reset(&ref);
-	buf_addf(&ref, "%s\n", oid_hex);
-	if ((ret = buf_write_file(&ref, partial.buf, 0600)) < 0 ||
-	    (revs_fd = open(partial.buf, O_RDONLY | O_CLOEXEC)) < 0) {
+	buf_addf(&revs, "%s/revs", tmp->buf);
+	buf_addf(&line, "%s\n", oid_hex);
+	if ((ret = buf_write_file(&line, revs.buf, 0600)) < 0 ||
+	    (revs_fd = open(revs.buf, O_RDONLY | O_CLOEXEC)) < 0) {
 		ret = ret < 0 ? ret : -errno;
-		buf_addf(err, "cannot write '%s': %s", partial.buf, strerror(-ret));
+		buf_addf(err, "cannot write '%s': %s", revs.buf, strerror(-ret));
 		goto out;
 	}
-	setup_git(&sp, opts->git ? opts->git : "git", tmp.buf, revs_fd);
-	{
-		sigset_t waitmask = oldmask;
-
-		for (size_t i = 0; i < ARRAY_SIZE(stop_signals); i++)
-			sigdelset(&waitmask, stop_signals[i]);
-		ret = run_git(&sp, &waitmask, &gerr);
-	}
+	setup_git(&sp, opts->git ? opts->git : "git", tmp->buf, revs_fd);
+	ret = run_git(&sp, waitmask, &gerr);
 	if (ret == -EINTR) {
-		caught = stop_signal;
 		buf_addstr(err, "interrupted");
 		goto out;
 	}
@@ -583,24 +627,41 @@ int bundle_write_start(const struct bundle_write_opts *opts, char *oid_hex, stru
 		ret = -EIO;
 		goto out;
 	}
-	if ((ret = find_pack(tmp.buf, packhex)) < 0) {
-		buf_addf(err, "git pack-objects wrote no pack in '%s'", tmp.buf);
+	if ((ret = find_pack(tmp->buf, packhex)) < 0) {
+		buf_addf(err, "git pack-objects wrote no pack in '%s'", tmp->buf);
 		ret = -EIO;
-		goto out;
 	}
-	buf_reset(&ref);
-	buf_addf(&ref, "%s/pack-%s.pack", tmp.buf, packhex);
-	buf_reset(&partial);
-	buf_addf(&partial, "%s/start.bundle", tmp.buf);
-	if ((ret = assemble_bundle(partial.buf, ref.buf, branch, oid_hex)) < 0) {
+out:
+	if (revs_fd >= 0)
+		close(revs_fd);
+	spawn_clear(&sp);
+	buf_release(&revs);
+	buf_release(&line);
+	buf_release(&gerr);
+	return ret;
+}
+
+/*
+ * Assemble the bundle of the pack in tmp and move it, and with
+ * opts->idx_path the pack's index, into place, never over a file.  0, or
+ * -errno with err set and neither left in place.
+ */
+static int place_bundle(const struct bundle_write_opts *opts, const char *branch,
+                        const char *oid_hex, const char *tmp, const char *packhex, struct buf *err)
+{
+	struct buf pack = BUF_INIT, partial = BUF_INIT, idx = BUF_INIT;
+	int ret, idx_made = 0;
+
+	buf_addf(&pack, "%s/pack-%s.pack", tmp, packhex);
+	buf_addf(&partial, "%s/start.bundle", tmp);
+	if ((ret = assemble_bundle(partial.buf, pack.buf, branch, oid_hex)) < 0) {
 		buf_addf(err, "cannot write '%s': %s", partial.buf, strerror(-ret));
 		goto out;
 	}
 	if (opts->idx_path) {
-		buf_reset(&ref);
-		buf_addf(&ref, "%s/pack-%s.idx", tmp.buf, packhex);
-		if (chmod(ref.buf, 0644) < 0 ||
-		    renameat2(AT_FDCWD, ref.buf, AT_FDCWD, opts->idx_path, RENAME_NOREPLACE) < 0) {
+		buf_addf(&idx, "%s/pack-%s.idx", tmp, packhex);
+		if (chmod(idx.buf, 0644) < 0 ||
+		    renameat2(AT_FDCWD, idx.buf, AT_FDCWD, opts->idx_path, RENAME_NOREPLACE) < 0) {
 			ret = -errno;
 			buf_addf(err, "cannot create '%s': %s", opts->idx_path, strerror(errno));
 			goto out;
@@ -616,17 +677,33 @@ int bundle_write_start(const struct bundle_write_opts *opts, char *oid_hex, stru
 out:
 	if (ret < 0 && idx_made)
 		unlink(opts->idx_path);
-	if (revs_fd >= 0)
-		close(revs_fd);
+	buf_release(&pack);
+	buf_release(&partial);
+	buf_release(&idx);
+	return ret;
+}
+
+int bundle_write_start(const struct bundle_write_opts *opts, char *oid_hex, struct buf *err)
+{
+	const char *branch = opts->branch ? opts->branch : "aibox/task";
+	struct buf tmp = BUF_INIT;
+	struct held_signals held;
+	sigset_t waitmask;
+	char *objects = NULL, packhex[GIT_OID_HEXSZ + 1];
+	int ret, caught;
+
+	if ((ret = check_start(opts, branch, oid_hex, &objects, err)) < 0 ||
+	    (ret = temp_template(opts->out_path, &tmp, err)) < 0)
+		goto out;
+
+	/* From here on a stop signal is held back until git runs. */
+	hold_stop_signals(&held, &waitmask);
+	ret = make_pack(opts, branch, oid_hex, objects, &tmp, &waitmask, packhex, err);
+	if (!ret)
+		ret = place_bundle(opts, branch, oid_hex, tmp.buf, packhex, err);
 	if (tmp.len)
 		remove_tree(tmp.buf);
-	spawn_clear(&sp);
-	if (!caught)
-		caught = stop_signal;
-	for (size_t i = 0; i < ARRAY_SIZE(stop_signals); i++)
-		if (installed[i])
-			sigaction(stop_signals[i], &old[i], NULL);
-	sigprocmask(SIG_SETMASK, &oldmask, NULL);
+	caught = release_stop_signals(&held);
 	if (caught) {
 		/* Cleaned up: now let the signal do what the caller wanted. */
 		raise(caught);
@@ -636,11 +713,8 @@ out:
 			ret = -EINTR;
 		}
 	}
-out_early:
+out:
 	free(objects);
 	buf_release(&tmp);
-	buf_release(&partial);
-	buf_release(&ref);
-	buf_release(&gerr);
 	return ret;
 }

@@ -251,6 +251,39 @@ static struct node *node_new(enum node_kind kind, yaml_mark_t m)
 	return n;
 }
 
+/* The parser's reason for stopping, as the config's error: -EINVAL. */
+static int parse_failed(struct ctx *c, const yaml_parser_t *parser)
+{
+	const char *problem = parser->problem ? parser->problem : "cannot parse";
+
+	if (parser->context)
+		return fail_mark(c, parser->problem_mark, NULL, "invalid YAML: %s %s (line %zu)",
+		                 problem, parser->context, parser->context_mark.line + 1);
+	return fail_mark(c, parser->problem_mark, NULL, "invalid YAML: %s", problem);
+}
+
+/*
+ * A new node at depth, counted against the caps: no anchor or tag, no NUL,
+ * the longest value, the most values, the deepest nesting.  0 or -EINVAL.
+ */
+static int node_check(struct ctx *c, struct node *n, int depth, const yaml_char_t *anchor,
+                      const yaml_char_t *tag)
+{
+	if (anchor)
+		return fail(c, n, NULL, "anchors and aliases are not supported");
+	if (tag)
+		return fail(c, n, NULL, "YAML tags are not supported ('%s')", (const char *)tag);
+	if (n->kind == NODE_SCALAR && memchr(n->str, '\0', n->len))
+		return fail(c, n, NULL, "a value holds a NUL character");
+	if (n->kind == NODE_SCALAR && n->len > CONFIG_MAX_SCALAR)
+		return fail(c, n, NULL, "a value is longer than %d bytes", CONFIG_MAX_SCALAR);
+	if (++c->nodes > CONFIG_MAX_NODES)
+		return fail(c, n, NULL, "more than %d values", CONFIG_MAX_NODES);
+	if (n->kind != NODE_SCALAR && depth == CONFIG_MAX_DEPTH)
+		return fail(c, n, NULL, "nested deeper than %d levels", CONFIG_MAX_DEPTH);
+	return 0;
+}
+
 /*
  * Build the tree.  Returns 0 with *root set (NULL for an empty stream), or
  * -EINVAL with the reason in c->err.
@@ -273,15 +306,7 @@ static int build_tree(struct ctx *c, const char *data, size_t len, struct node *
 		yaml_char_t *anchor = NULL, *tag = NULL;
 
 		if (!yaml_parser_parse(&parser, &ev)) {
-			const char *problem = parser.problem ? parser.problem : "cannot parse";
-
-			if (parser.context)
-				ret = fail_mark(c, parser.problem_mark, NULL,
-				                "invalid YAML: %s %s (line %zu)", problem,
-				                parser.context, parser.context_mark.line + 1);
-			else
-				ret = fail_mark(c, parser.problem_mark, NULL, "invalid YAML: %s",
-				                problem);
+			ret = parse_failed(c, &parser);
 			break;
 		}
 		switch (ev.type) {
@@ -328,21 +353,7 @@ static int build_tree(struct ctx *c, const char *data, size_t len, struct node *
 			break;
 		}
 		if (n) {
-			if (anchor)
-				ret = fail(c, n, NULL, "anchors and aliases are not supported");
-			else if (tag)
-				ret = fail(c, n, NULL, "YAML tags are not supported ('%s')",
-				           (const char *)tag);
-			else if (n->kind == NODE_SCALAR && memchr(n->str, '\0', n->len))
-				ret = fail(c, n, NULL, "a value holds a NUL character");
-			else if (n->kind == NODE_SCALAR && n->len > CONFIG_MAX_SCALAR)
-				ret = fail(c, n, NULL, "a value is longer than %d bytes",
-				           CONFIG_MAX_SCALAR);
-			else if (++c->nodes > CONFIG_MAX_NODES)
-				ret = fail(c, n, NULL, "more than %d values", CONFIG_MAX_NODES);
-			else if (n->kind != NODE_SCALAR && depth == CONFIG_MAX_DEPTH)
-				ret = fail(c, n, NULL, "nested deeper than %d levels",
-				           CONFIG_MAX_DEPTH);
+			ret = node_check(c, n, depth, anchor, tag);
 			if (!ret)
 				ret = attach(c, root, depth ? stack[depth - 1] : NULL, n);
 			if (ret)

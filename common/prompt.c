@@ -79,6 +79,54 @@ static int sys_error(const char *path, int e, struct buf *err)
 	return -e;
 }
 
+/* 1 when what is left of a path names more: anything but slashes and ".", or a "..". */
+static int path_has_more(const struct buf *rest)
+{
+	for (size_t i = 0; i < rest->len; i++)
+		if (rest->buf[i] != '/' && rest->buf[i] != '.')
+			return 1;
+	return rest->len && strstr(rest->buf, "..") != NULL;
+}
+
+/*
+ * The link fd (O_PATH) met as the component comp of path: its target, which
+ * must be relative and within MAX_LINKS links, becomes the start of rest,
+ * followed by what came after the link (had_slash: something did); via says
+ * which link the walk went through, for the messages.  0, or a negative
+ * errno with err set.
+ */
+static int follow_link(int fd, const char *path, const char *comp, struct buf *rest, int had_slash,
+                       int *links, struct buf *via, struct buf *err)
+{
+	char target[PATH_MAX + 1];
+	ssize_t n = readlinkat(fd, "", target, sizeof(target));
+	struct buf nrest = BUF_INIT;
+
+	if (n < 0)
+		return sys_error(path, errno, err);
+	if ((size_t)n >= sizeof(target))
+		return sys_error(path, ENAMETOOLONG, err);
+	target[n] = '\0';
+	if (++*links > MAX_LINKS)
+		return sys_error(path, ELOOP, err);
+	if (target[0] == '/') {
+		buf_addf(err, "'%s': %s (the link '%s' points to the absolute path '%s')", path,
+		         rule_beneath, comp, target);
+		return -EXDEV;
+	}
+	buf_reset(via);
+	buf_addf(via, ", through the link '%s' to '%s'", comp, target);
+	/* walk the target next, then what followed the link */
+	buf_addstr(&nrest, target);
+	if (rest->len || had_slash) {
+		buf_addch(&nrest, '/');
+		buf_add(&nrest, rest->buf, rest->len);
+	}
+	buf_release(rest);
+	*rest = nrest;
+	return 0;
+}
+
 /*
  * The portable walk for a relative path: one component at a time from the
  * current folder, never following a link blindly, never opening "..".
@@ -122,12 +170,7 @@ static int walk_beneath(const char *path, int *parent, struct buf *last, struct 
 			close(stack[depth--]);
 			continue;
 		}
-		/* anything but slashes and "." left means this is not the end */
-		more = 0;
-		for (size_t i = 0; i < rest.len && !more; i++)
-			more = rest.buf[i] != '/' && rest.buf[i] != '.';
-		if (!more && rest.len && strstr(rest.buf, ".."))
-			more = 1;
+		more = path_has_more(&rest);
 
 		fd = openat(stack[depth], comp.buf, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 		if (fd < 0) {
@@ -140,45 +183,11 @@ static int walk_beneath(const char *path, int *parent, struct buf *last, struct 
 			goto out;
 		}
 		if (S_ISLNK(st.st_mode)) {
-			char target[PATH_MAX + 1];
-			ssize_t n = readlinkat(fd, "", target, sizeof(target));
-
+			ret = follow_link(fd, path, comp.buf, &rest, slash != NULL, &links, &via,
+			                  err);
 			close(fd);
-			if (n < 0) {
-				ret = sys_error(path, errno, err);
+			if (ret < 0)
 				goto out;
-			}
-			if ((size_t)n >= sizeof(target)) {
-				ret = sys_error(path, ENAMETOOLONG, err);
-				goto out;
-			}
-			target[n] = '\0';
-			if (++links > MAX_LINKS) {
-				ret = sys_error(path, ELOOP, err);
-				goto out;
-			}
-			if (target[0] == '/') {
-				buf_addf(
-				    err,
-				    "'%s': %s (the link '%s' points to the absolute path '%s')",
-				    path, rule_beneath, comp.buf, target);
-				ret = -EXDEV;
-				goto out;
-			}
-			buf_reset(&via);
-			buf_addf(&via, ", through the link '%s' to '%s'", comp.buf, target);
-			/* walk the target next, then what followed the link */
-			{
-				struct buf nrest = BUF_INIT;
-
-				buf_addstr(&nrest, target);
-				if (rest.len || slash) {
-					buf_addch(&nrest, '/');
-					buf_add(&nrest, rest.buf, rest.len);
-				}
-				buf_release(&rest);
-				rest = nrest;
-			}
 			continue;
 		}
 		if (S_ISDIR(st.st_mode)) {

@@ -114,14 +114,121 @@ static int lift_fd(int fd, int floor)
 	return fcntl(fd, F_DUPFD, floor);
 }
 
+/* spawn_start()'s pipes ([0] the read end, [1] the write end) and /dev/null; -1: none. */
+struct spawn_fds {
+	int in[2], out[2], err[2], status[2];
+	int devnull;
+};
+
+/*
+ * Between fork and exec (async-signal-safe calls only): the signals reset,
+ * the session and the parent-death signal, fds 0-2 and the given fds at
+ * their numbers, every other fd closed, then exec.  An exec that fails, or
+ * anything before it, sends its errno on the status pipe.
+ */
+static void spawn_child(const struct spawn *sp, const char *prog, const struct strvec *envp,
+                        const struct spawn_fds *f)
+{
+	int src[3], lifted[SPAWN_MAX_FDS], floor = 10, lo;
+	int sfd = f->status[1];
+	sigset_t all;
+
+	/* Signals the parent ignored or blocked must not reach the program so. */
+	sigemptyset(&all);
+	sigprocmask(SIG_SETMASK, &all, NULL);
+	signal(SIGPIPE, SIG_DFL);
+
+	if (sp->new_session)
+		setsid();
+	if (sp->pdeathsig) {
+		prctl(PR_SET_PDEATHSIG, sp->pdeathsig);
+		if (getppid() == 1)
+			_exit(127);
+	}
+	for (int i = 0; i < sp->ngive; i++)
+		if (sp->give[i].to >= floor)
+			floor = sp->give[i].to + 1;
+	lo = floor;
+	if (sfd < floor) {
+		sfd = fcntl(sfd, F_DUPFD_CLOEXEC, floor);
+		if (sfd < 0)
+			_exit(127);
+		floor = sfd + 1;
+	}
+
+	src[0] = sp->in == SPAWN_PIPE ? f->in[0] : sp->in == SPAWN_NULL ? f->devnull : sp->in;
+	src[1] = sp->out == SPAWN_PIPE ? f->out[1] : sp->out == SPAWN_NULL ? f->devnull : sp->out;
+	src[2] = sp->err == SPAWN_PIPE ? f->err[1] : sp->err == SPAWN_NULL ? f->devnull : sp->err;
+	/* Lift every source out of the way first, so no dup2 clobbers another. */
+	for (int i = 0; i < 3; i++)
+		if (src[i] >= 0 && (src[i] = lift_fd(src[i], floor)) < 0)
+			child_fail(sfd, errno);
+	for (int i = 0; i < sp->ngive; i++)
+		if ((lifted[i] = lift_fd(sp->give[i].from, floor)) < 0)
+			child_fail(sfd, errno);
+	for (int i = 0; i < 3; i++)
+		if (src[i] >= 0 && dup2(src[i], i) < 0)
+			child_fail(sfd, errno);
+	for (int i = 0; i < sp->ngive; i++)
+		if (dup2(lifted[i], sp->give[i].to) < 0)
+			child_fail(sfd, errno);
+	/* Close everything else, keeping the status pipe until exec. */
+	for (int fd = 3; fd < lo; fd++) {
+		int keep = 0;
+
+		for (int i = 0; i < sp->ngive; i++)
+			if (sp->give[i].to == fd)
+				keep = 1;
+		if (!keep)
+			close(fd);
+	}
+	if (sfd > lo)
+		syscall(SYS_close_range, lo, sfd - 1, 0);
+	syscall(SYS_close_range, sfd + 1, ~0U, 0);
+	if (sp->dir && chdir(sp->dir) < 0)
+		child_fail(sfd, errno);
+	execve(prog, (char *const *)sp->args.v, (char *const *)envp->v);
+	child_fail(sfd, errno);
+}
+
+/* The pipes spawn_start() needs for sp, and /dev/null if it is used.  0 or -errno. */
+static int open_fds(const struct spawn *sp, struct spawn_fds *f)
+{
+	if ((sp->in == SPAWN_PIPE && pipe2(f->in, O_CLOEXEC) < 0) ||
+	    (sp->out == SPAWN_PIPE && pipe2(f->out, O_CLOEXEC) < 0) ||
+	    (sp->err == SPAWN_PIPE && pipe2(f->err, O_CLOEXEC) < 0) ||
+	    pipe2(f->status, O_CLOEXEC) < 0)
+		return -errno;
+	if (sp->in == SPAWN_NULL || sp->out == SPAWN_NULL || sp->err == SPAWN_NULL) {
+		f->devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+		if (f->devnull < 0)
+			return -errno;
+	}
+	return 0;
+}
+
+static void close_fds(struct spawn_fds *f)
+{
+	for (int i = 0; i < 2; i++) {
+		if (f->in[i] >= 0)
+			close(f->in[i]);
+		if (f->out[i] >= 0)
+			close(f->out[i]);
+		if (f->err[i] >= 0)
+			close(f->err[i]);
+		if (f->status[i] >= 0)
+			close(f->status[i]);
+	}
+	if (f->devnull >= 0)
+		close(f->devnull);
+}
+
 int spawn_start(struct spawn *sp)
 {
-	int in_pipe[2] = { -1, -1 }, out_pipe[2] = { -1, -1 }, err_pipe[2] = { -1, -1 };
-	int status_pipe[2] = { -1, -1 };
+	struct spawn_fds f = {{-1, -1}, {-1, -1}, {-1, -1}, {-1, -1}, -1};
 	struct strvec envp = STRVEC_INIT;
 	char *prog = NULL;
 	int ret = 0, child_err = 0;
-	int devnull = -1;
 	ssize_t n;
 	pid_t pid;
 
@@ -131,95 +238,22 @@ int spawn_start(struct spawn *sp)
 	if (!prog)
 		return -ENOENT;
 	build_env(sp, &envp);
-
-	if ((sp->in == SPAWN_PIPE && pipe2(in_pipe, O_CLOEXEC) < 0) ||
-	    (sp->out == SPAWN_PIPE && pipe2(out_pipe, O_CLOEXEC) < 0) ||
-	    (sp->err == SPAWN_PIPE && pipe2(err_pipe, O_CLOEXEC) < 0) ||
-	    pipe2(status_pipe, O_CLOEXEC) < 0) {
-		ret = -errno;
+	if ((ret = open_fds(sp, &f)) < 0)
 		goto out;
-	}
-	if (sp->in == SPAWN_NULL || sp->out == SPAWN_NULL || sp->err == SPAWN_NULL) {
-		devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
-		if (devnull < 0) {
-			ret = -errno;
-			goto out;
-		}
-	}
 
 	pid = fork();
 	if (pid < 0) {
 		ret = -errno;
 		goto out;
 	}
-	if (pid == 0) {
-		int src[3], lifted[SPAWN_MAX_FDS], floor = 10, lo;
-		int sfd = status_pipe[1];
-		sigset_t all;
-
-		/* Signals the parent ignored or blocked must not reach the program so. */
-		sigemptyset(&all);
-		sigprocmask(SIG_SETMASK, &all, NULL);
-		signal(SIGPIPE, SIG_DFL);
-
-		if (sp->new_session)
-			setsid();
-		if (sp->pdeathsig) {
-			prctl(PR_SET_PDEATHSIG, sp->pdeathsig);
-			if (getppid() == 1)
-				_exit(127);
-		}
-		for (int i = 0; i < sp->ngive; i++)
-			if (sp->give[i].to >= floor)
-				floor = sp->give[i].to + 1;
-		lo = floor;
-		if (sfd < floor) {
-			sfd = fcntl(sfd, F_DUPFD_CLOEXEC, floor);
-			if (sfd < 0)
-				_exit(127);
-			floor = sfd + 1;
-		}
-
-		src[0] = sp->in == SPAWN_PIPE ? in_pipe[0] : sp->in == SPAWN_NULL ? devnull : sp->in;
-		src[1] = sp->out == SPAWN_PIPE ? out_pipe[1] : sp->out == SPAWN_NULL ? devnull : sp->out;
-		src[2] = sp->err == SPAWN_PIPE ? err_pipe[1] : sp->err == SPAWN_NULL ? devnull : sp->err;
-		/* Lift every source out of the way first, so no dup2 clobbers another. */
-		for (int i = 0; i < 3; i++)
-			if (src[i] >= 0 && (src[i] = lift_fd(src[i], floor)) < 0)
-				child_fail(sfd, errno);
-		for (int i = 0; i < sp->ngive; i++)
-			if ((lifted[i] = lift_fd(sp->give[i].from, floor)) < 0)
-				child_fail(sfd, errno);
-		for (int i = 0; i < 3; i++)
-			if (src[i] >= 0 && dup2(src[i], i) < 0)
-				child_fail(sfd, errno);
-		for (int i = 0; i < sp->ngive; i++)
-			if (dup2(lifted[i], sp->give[i].to) < 0)
-				child_fail(sfd, errno);
-		/* Close everything else, keeping the status pipe until exec. */
-		for (int fd = 3; fd < lo; fd++) {
-			int keep = 0;
-
-			for (int i = 0; i < sp->ngive; i++)
-				if (sp->give[i].to == fd)
-					keep = 1;
-			if (!keep)
-				close(fd);
-		}
-		if (sfd > lo)
-			syscall(SYS_close_range, lo, sfd - 1, 0);
-		syscall(SYS_close_range, sfd + 1, ~0U, 0);
-		if (sp->dir && chdir(sp->dir) < 0)
-			child_fail(sfd, errno);
-		execve(prog, (char *const *)sp->args.v, (char *const *)envp.v);
-		child_fail(sfd, errno);
-	}
+	if (pid == 0)
+		spawn_child(sp, prog, &envp, &f);
 
 	sp->pid = pid;
-	close(status_pipe[1]);
-	status_pipe[1] = -1;
+	close(f.status[1]);
+	f.status[1] = -1;
 	do
-		n = read(status_pipe[0], &child_err, sizeof(child_err));
+		n = read(f.status[0], &child_err, sizeof(child_err));
 	while (n < 0 && errno == EINTR);
 	if (n == sizeof(child_err)) {
 		/* The exec failed: reap the child and report. */
@@ -230,31 +264,19 @@ int spawn_start(struct spawn *sp)
 		goto out;
 	}
 	if (sp->in == SPAWN_PIPE) {
-		sp->in_fd = in_pipe[1];
-		in_pipe[1] = -1;
+		sp->in_fd = f.in[1];
+		f.in[1] = -1;
 	}
 	if (sp->out == SPAWN_PIPE) {
-		sp->out_fd = out_pipe[0];
-		out_pipe[0] = -1;
+		sp->out_fd = f.out[0];
+		f.out[0] = -1;
 	}
 	if (sp->err == SPAWN_PIPE) {
-		sp->err_fd = err_pipe[0];
-		err_pipe[0] = -1;
+		sp->err_fd = f.err[0];
+		f.err[0] = -1;
 	}
-
 out:
-	for (int i = 0; i < 2; i++) {
-		if (in_pipe[i] >= 0)
-			close(in_pipe[i]);
-		if (out_pipe[i] >= 0)
-			close(out_pipe[i]);
-		if (err_pipe[i] >= 0)
-			close(err_pipe[i]);
-		if (status_pipe[i] >= 0)
-			close(status_pipe[i]);
-	}
-	if (devnull >= 0)
-		close(devnull);
+	close_fds(&f);
 	free(prog);
 	strvec_clear(&envp);
 	return ret;

@@ -263,14 +263,123 @@ static void exit_of(struct ssh_client *c, LIBSSH2_CHANNEL *ch, struct ssh_exec *
 	}
 }
 
+/* Open a session channel into *out.  0, or the negative error fail_ssh() recorded. */
+static int open_channel(struct ssh_client *c, LIBSSH2_CHANNEL **out)
+{
+	LIBSSH2_SESSION *s = c->session;
+	LIBSSH2_CHANNEL *ch;
+	int rc, ret;
+
+	while (!(ch = libssh2_channel_open_session(s))) {
+		if ((rc = libssh2_session_last_errno(s)) != LIBSSH2_ERROR_EAGAIN)
+			return fail_ssh(c, rc, "opening a channel");
+		if ((ret = wait_ssh(c)) < 0)
+			return ret;
+	}
+	*out = ch;
+	return 0;
+}
+
+/* Close the channel and wait for the server's close.  0 or the negative error recorded. */
+static int close_channel(struct ssh_client *c, LIBSSH2_CHANNEL *ch)
+{
+	int rc, ret;
+
+	while ((rc = libssh2_channel_close(ch)) == LIBSSH2_ERROR_EAGAIN)
+		if ((ret = wait_ssh(c)) < 0)
+			return ret;
+	while (!rc && (rc = libssh2_channel_wait_closed(ch)) == LIBSSH2_ERROR_EAGAIN)
+		if ((ret = wait_ssh(c)) < 0)
+			return ret;
+	if (rc)
+		return fail_ssh(c, rc, "closing the channel");
+	return 0;
+}
+
+/* ssh_exec()'s input: what of x->in is written, and whether the EOF is sent. */
+struct exec_in {
+	size_t written;
+	int eof_sent;
+};
+
+/*
+ * Write what the channel takes of the rest of x->in, then the EOF once all is
+ * written; *progress when something went.  0 or the negative error recorded.
+ */
+static int exec_write(struct ssh_client *c, LIBSSH2_CHANNEL *ch, const struct ssh_exec *x,
+                      struct exec_in *in, int *progress)
+{
+	ssize_t n;
+	int rc;
+
+	if (!in->eof_sent && in->written < x->in_len) {
+		size_t k = x->in_len - in->written;
+
+		n = libssh2_channel_write(ch, (const char *)x->in + in->written,
+		                          k > 32768 ? 32768 : k);
+		if (n > 0) {
+			in->written += (size_t)n;
+			*progress = 1;
+		} else if (n != LIBSSH2_ERROR_EAGAIN) {
+			return fail_ssh(c, (int)n, "writing the task's input");
+		}
+	}
+	if (!in->eof_sent && in->written == x->in_len) {
+		rc = libssh2_channel_send_eof(ch);
+		if (!rc)
+			in->eof_sent = *progress = 1;
+		else if (rc != LIBSSH2_ERROR_EAGAIN)
+			return fail_ssh(c, rc, "ending the task's input");
+	}
+	return 0;
+}
+
+/*
+ * One read of the channel's stdout (to x->on_stdout) and of its stderr (in
+ * lines to x->on_stderr_line); *out_done and *err_done at each one's EOF,
+ * *progress when bytes came.  0 or the negative error recorded (the
+ * caller's, when on_stdout stopped it).
+ */
+static int exec_read(struct ssh_client *c, LIBSSH2_CHANNEL *ch, struct ssh_exec *x,
+                     struct line_buf *lb, int *out_done, int *err_done, int *progress)
+{
+	static char data[64 * 1024];
+	ssize_t n;
+	int ret;
+
+	n = libssh2_channel_read(ch, data, sizeof(data));
+	if (n > 0) {
+		*progress = 1;
+		x->out_bytes += (uint64_t)n;
+		if (x->on_stdout && (ret = x->on_stdout(x->ctx, data, (size_t)n)) < 0) {
+			fail(c, ret, "stopped by the caller");
+			drain_stderr(ch, x, lb, data, sizeof(data));
+			return ret;
+		}
+	} else if (n == 0) {
+		*out_done = 1;
+	} else if (n != LIBSSH2_ERROR_EAGAIN) {
+		return fail_ssh(c, (int)n, "reading the task's output");
+	}
+	n = libssh2_channel_read_stderr(ch, data, sizeof(data));
+	if (n > 0) {
+		*progress = 1;
+		stderr_bytes(x, lb, data, (size_t)n);
+	} else if (n == 0) {
+		*err_done = 1;
+	} else if (n != LIBSSH2_ERROR_EAGAIN) {
+		return fail_ssh(c, (int)n, "reading the task's progress");
+	}
+	return 0;
+}
+
 int ssh_exec(struct ssh_client *c, struct ssh_exec *x)
 {
 	LIBSSH2_SESSION *s = c->session;
 	LIBSSH2_CHANNEL *ch = NULL;
 	struct line_buf *lb = xcalloc(1, sizeof(*lb));
-	static char data[64 * 1024];
-	size_t written = 0;
-	int eof_sent = 0, rc, ret;
+	struct exec_in in = {0, 0};
+	int rc, ret;
 
 	x->exit_status = -1;
 	x->exit_signal[0] = '\0';
@@ -279,14 +388,8 @@ int ssh_exec(struct ssh_client *c, struct ssh_exec *x)
 		ret = fail(c, -ENOTCONN, "no SSH session");
 		goto out;
 	}
-	while (!(ch = libssh2_channel_open_session(s))) {
-		if ((rc = libssh2_session_last_errno(s)) != LIBSSH2_ERROR_EAGAIN) {
-			ret = fail_ssh(c, rc, "opening a channel");
-			goto out;
-		}
-		if ((ret = wait_ssh(c)) < 0)
-			goto out;
-	}
+	if ((ret = open_channel(c, &ch)) < 0)
+		goto out;
 	while ((rc = libssh2_channel_exec(ch, x->command)) == LIBSSH2_ERROR_EAGAIN)
 		if ((ret = wait_ssh(c)) < 0)
 			goto out;
@@ -297,54 +400,10 @@ int ssh_exec(struct ssh_client *c, struct ssh_exec *x)
 
 	for (;;) {
 		int progress = 0, out_done = 0, err_done = 0, next;
-		ssize_t n;
 
-		if (!eof_sent && written < x->in_len) {
-			size_t k = x->in_len - written;
-
-			n = libssh2_channel_write(ch, (const char *)x->in + written, k > 32768 ? 32768 : k);
-			if (n > 0) {
-				written += (size_t)n;
-				progress = 1;
-			} else if (n != LIBSSH2_ERROR_EAGAIN) {
-				ret = fail_ssh(c, (int)n, "writing the task's input");
-				goto out;
-			}
-		}
-		if (!eof_sent && written == x->in_len) {
-			rc = libssh2_channel_send_eof(ch);
-			if (!rc)
-				eof_sent = progress = 1;
-			else if (rc != LIBSSH2_ERROR_EAGAIN) {
-				ret = fail_ssh(c, rc, "ending the task's input");
-				goto out;
-			}
-		}
-		n = libssh2_channel_read(ch, data, sizeof(data));
-		if (n > 0) {
-			progress = 1;
-			x->out_bytes += (uint64_t)n;
-			if (x->on_stdout && (ret = x->on_stdout(x->ctx, data, (size_t)n)) < 0) {
-				fail(c, ret, "stopped by the caller");
-				drain_stderr(ch, x, lb, data, sizeof(data));
-				goto out;
-			}
-		} else if (n == 0) {
-			out_done = 1;
-		} else if (n != LIBSSH2_ERROR_EAGAIN) {
-			ret = fail_ssh(c, (int)n, "reading the task's output");
+		if ((ret = exec_write(c, ch, x, &in, &progress)) < 0 ||
+		    (ret = exec_read(c, ch, x, lb, &out_done, &err_done, &progress)) < 0)
 			goto out;
-		}
-		n = libssh2_channel_read_stderr(ch, data, sizeof(data));
-		if (n > 0) {
-			progress = 1;
-			stderr_bytes(x, lb, data, (size_t)n);
-		} else if (n == 0) {
-			err_done = 1;
-		} else if (n != LIBSSH2_ERROR_EAGAIN) {
-			ret = fail_ssh(c, (int)n, "reading the task's progress");
-			goto out;
-		}
 		if (out_done && err_done && libssh2_channel_eof(ch))
 			break;
 		if (libssh2_keepalive_send(s, &next) < 0) {
@@ -364,20 +423,8 @@ int ssh_exec(struct ssh_client *c, struct ssh_exec *x)
 		x->on_stderr_line(x->ctx, lb->buf, lb->len);
 	lb->len = 0;
 
-	while ((rc = libssh2_channel_close(ch)) == LIBSSH2_ERROR_EAGAIN)
-		if ((ret = wait_ssh(c)) < 0)
-			goto out;
-	if (rc) {
-		ret = fail_ssh(c, rc, "closing the channel");
+	if ((ret = close_channel(c, ch)) < 0)
 		goto out;
-	}
-	while ((rc = libssh2_channel_wait_closed(ch)) == LIBSSH2_ERROR_EAGAIN)
-		if ((ret = wait_ssh(c)) < 0)
-			goto out;
-	if (rc) {
-		ret = fail_ssh(c, rc, "closing the channel");
-		goto out;
-	}
 	exit_of(c, ch, x);
 	ret = 0;
 out:
@@ -595,17 +642,12 @@ static int copy_stream(struct ssh_client *c, LIBSSH2_CHANNEL *ch, int stream, in
 
 static int open_interactive(struct ssh_client *c, struct ssh_interactive *x, LIBSSH2_CHANNEL **out)
 {
-	LIBSSH2_SESSION *s = c->session;
 	LIBSSH2_CHANNEL *ch;
 	int rc, ret;
 
-	while (!(ch = libssh2_channel_open_session(s))) {
-		if ((rc = libssh2_session_last_errno(s)) != LIBSSH2_ERROR_EAGAIN)
-			return fail_ssh(c, rc, "opening a channel");
-		if ((ret = wait_ssh(c)) < 0)
-			return ret;
-	}
-	*out = ch;
+	if ((ret = open_channel(c, out)) < 0)
+		return ret;
+	ch = *out;
 	for (const char *const *e = x->env; e && *e; e++) {
 		const char *eq = strchr(*e, '=');
 
@@ -635,13 +677,140 @@ static int open_interactive(struct ssh_client *c, struct ssh_interactive *x, LIB
 	return 0;
 }
 
+/* ssh_interactive()'s state: the local input not yet written, a resize to send. */
+struct iact {
+	char *in; /* IACT_IN_SIZE bytes */
+	size_t in_len, in_off;
+	int in_eof, eof_sent, resize_pending;
+};
+
+#define IACT_IN_SIZE (16 * 1024)
+
+/*
+ * Send the terminal's new size, when a resize is pending and x->get_size
+ * gives one; a server that is busy gets it on a later turn, one that refuses
+ * it is let be.  *progress when it is done with.
+ */
+static void iact_resize(LIBSSH2_CHANNEL *ch, struct ssh_interactive *x, struct iact *st,
+                        int *progress)
+{
+	unsigned cols = x->cols, rows = x->rows;
+
+	if (!st->resize_pending || !x->term)
+		return;
+	if (x->get_size && x->get_size(x->ctx, &cols, &rows) == 0) {
+		if (libssh2_channel_request_pty_size(ch, (int)cols, (int)rows) ==
+		    LIBSSH2_ERROR_EAGAIN)
+			return;
+		/* Some servers do not answer; a refused resize is not fatal. */
+		x->cols = cols;
+		x->rows = rows;
+	}
+	st->resize_pending = 0;
+	*progress = 1;
+}
+
+/*
+ * Write what the channel takes of the input read so far, then the EOF once
+ * the local input ended and all is written; *progress when something went.
+ * 0 or the negative error recorded.
+ */
+static int iact_write(struct ssh_client *c, LIBSSH2_CHANNEL *ch, struct iact *st, int *progress)
+{
+	ssize_t n;
+	int rc;
+
+	if (st->in_off < st->in_len) {
+		n = libssh2_channel_write(ch, st->in + st->in_off, st->in_len - st->in_off);
+		if (n > 0) {
+			st->in_off += (size_t)n;
+			*progress = 1;
+		} else if (n != LIBSSH2_ERROR_EAGAIN) {
+			return fail_ssh(c, (int)n, "writing the input");
+		}
+	}
+	if (st->in_eof && st->in_off == st->in_len && !st->eof_sent) {
+		rc = libssh2_channel_send_eof(ch);
+		if (!rc)
+			st->eof_sent = *progress = 1;
+		else if (rc != LIBSSH2_ERROR_EAGAIN)
+			return fail_ssh(c, rc, "ending the input");
+	}
+	return 0;
+}
+
+/*
+ * With nothing moving: wait (until the next keepalive is due, next seconds)
+ * for the socket, the local input (when all before it is written), a resize
+ * or the stop fd; then read what came.  0 to go on, or the negative error
+ * recorded: the VM idle past c->idle_ms, the stop fd readable, poll failing.
+ */
+static int iact_wait(struct ssh_client *c, struct ssh_interactive *x, struct iact *st, int next)
+{
+	struct pollfd pfd[4];
+	int dir = libssh2_session_block_directions(c->session), nfd = 0;
+	int i_in = -1, i_rs = -1, i_st = -1;
+	int64_t now = now_ms(), wait = next > 0 ? next * 1000 : 1000;
+
+	pfd[nfd++] = (struct pollfd){
+	    .fd = c->fd,
+	    .events = (short)(POLLIN | ((dir & LIBSSH2_SESSION_BLOCK_OUTBOUND) ? POLLOUT : 0))};
+	if (!st->in_eof && st->in_off == st->in_len) {
+		i_in = nfd;
+		pfd[nfd++] = (struct pollfd){.fd = x->in_fd, .events = POLLIN};
+	}
+	if (x->resize_fd >= 0) {
+		i_rs = nfd;
+		pfd[nfd++] = (struct pollfd){.fd = x->resize_fd, .events = POLLIN};
+	}
+	if (x->stop_fd >= 0) {
+		i_st = nfd;
+		pfd[nfd++] = (struct pollfd){.fd = x->stop_fd, .events = POLLIN};
+	}
+	if (c->idle_ms) {
+		int64_t idle_end = c->last_recv + c->idle_ms;
+
+		if (now >= idle_end)
+			return fail(c, -ETIMEDOUT, "the VM sent nothing for %ld s",
+			            c->idle_ms / 1000);
+		if (idle_end - now < wait)
+			wait = idle_end - now;
+	}
+	if (poll(pfd, (nfds_t)nfd, (int)wait) < 0) {
+		if (errno == EINTR)
+			return 0;
+		return fail(c, -errno, "cannot poll: %s", strerror(errno));
+	}
+	if (i_st >= 0 && pfd[i_st].revents)
+		return fail(c, -ECONNRESET, "the VM is gone");
+	if (i_rs >= 0 && pfd[i_rs].revents) {
+		char drain[256];
+
+		while (read(x->resize_fd, drain, sizeof(drain)) > 0)
+			;
+		st->resize_pending = 1;
+	}
+	if (i_in >= 0 && pfd[i_in].revents) {
+		ssize_t n = read(x->in_fd, st->in, IACT_IN_SIZE);
+
+		if (n > 0) {
+			st->in_len = (size_t)n;
+			st->in_off = 0;
+		} else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+			st->in_eof = 1;
+			st->in_len = st->in_off = 0;
+		}
+	}
+	return 0;
+}
+
 int ssh_interactive(struct ssh_client *c, struct ssh_interactive *x)
 {
 	LIBSSH2_SESSION *s = c->session;
 	LIBSSH2_CHANNEL *ch = NULL;
-	static char in[16 * 1024];
-	size_t in_len = 0, in_off = 0;
-	int in_eof = x->in_fd < 0, eof_sent = 0, resize_pending = 0, rc, ret;
+	static char in[IACT_IN_SIZE];
+	struct iact st = {.in = in, .in_eof = x->in_fd < 0};
+	int ret;
 
 	x->exit_status = -1;
 	x->exit_signal[0] = '\0';
@@ -653,45 +822,12 @@ int ssh_interactive(struct ssh_client *c, struct ssh_interactive *x)
 
 	for (;;) {
 		int progress = 0, out_done = 0, err_done = 0, next;
-		ssize_t n;
 
-		if (resize_pending && x->term) {
-			unsigned cols = x->cols, rows = x->rows;
-
-			if (x->get_size && x->get_size(x->ctx, &cols, &rows) == 0) {
-				rc = libssh2_channel_request_pty_size(ch, (int)cols, (int)rows);
-				if (rc == LIBSSH2_ERROR_EAGAIN)
-					goto pump;
-				/* Some servers do not answer; a refused resize is not fatal. */
-				x->cols = cols;
-				x->rows = rows;
-			}
-			resize_pending = 0;
-			progress = 1;
-		}
-pump:
-		if (in_off < in_len) {
-			n = libssh2_channel_write(ch, in + in_off, in_len - in_off);
-			if (n > 0) {
-				in_off += (size_t)n;
-				progress = 1;
-			} else if (n != LIBSSH2_ERROR_EAGAIN) {
-				ret = fail_ssh(c, (int)n, "writing the input");
-				goto out;
-			}
-		}
-		if (in_eof && in_off == in_len && !eof_sent) {
-			rc = libssh2_channel_send_eof(ch);
-			if (!rc)
-				eof_sent = progress = 1;
-			else if (rc != LIBSSH2_ERROR_EAGAIN) {
-				ret = fail_ssh(c, rc, "ending the input");
-				goto out;
-			}
-		}
-		if ((ret = copy_stream(c, ch, 0, x->out_fd, &out_done, &progress)) < 0 ||
+		iact_resize(ch, x, &st, &progress);
+		if ((ret = iact_write(c, ch, &st, &progress)) < 0 ||
+		    (ret = copy_stream(c, ch, 0, x->out_fd, &out_done, &progress)) < 0 ||
 		    (ret = copy_stream(c, ch, SSH_EXTENDED_DATA_STDERR, x->err_fd, &err_done,
-				       &progress)) < 0)
+		                       &progress)) < 0)
 			goto out;
 		if (out_done && err_done && libssh2_channel_eof(ch))
 			break;
@@ -699,83 +835,12 @@ pump:
 			ret = fail_ssh(c, LIBSSH2_ERROR_SOCKET_SEND, "sending a keepalive");
 			goto out;
 		}
-		if (progress)
-			continue;
-
-		{
-			struct pollfd pfd[4];
-			int dir = libssh2_session_block_directions(s), nfd = 0, i_in = -1, i_rs = -1,
-			    i_st = -1;
-			int64_t now = now_ms(), wait = next > 0 ? next * 1000 : 1000;
-
-			pfd[nfd++] = (struct pollfd){ .fd = c->fd,
-						      .events = (short)(POLLIN |
-									((dir & LIBSSH2_SESSION_BLOCK_OUTBOUND)
-										 ? POLLOUT
-										 : 0)) };
-			if (!in_eof && in_off == in_len) {
-				i_in = nfd;
-				pfd[nfd++] = (struct pollfd){ .fd = x->in_fd, .events = POLLIN };
-			}
-			if (x->resize_fd >= 0) {
-				i_rs = nfd;
-				pfd[nfd++] = (struct pollfd){ .fd = x->resize_fd, .events = POLLIN };
-			}
-			if (x->stop_fd >= 0) {
-				i_st = nfd;
-				pfd[nfd++] = (struct pollfd){ .fd = x->stop_fd, .events = POLLIN };
-			}
-			if (c->idle_ms) {
-				int64_t idle_end = c->last_recv + c->idle_ms;
-
-				if (now >= idle_end) {
-					ret = fail(c, -ETIMEDOUT, "the VM sent nothing for %ld s",
-						   c->idle_ms / 1000);
-					goto out;
-				}
-				if (idle_end - now < wait)
-					wait = idle_end - now;
-			}
-			if (poll(pfd, (nfds_t)nfd, (int)wait) < 0) {
-				if (errno == EINTR)
-					continue;
-				ret = fail(c, -errno, "cannot poll: %s", strerror(errno));
-				goto out;
-			}
-			if (i_st >= 0 && pfd[i_st].revents) {
-				ret = fail(c, -ECONNRESET, "the VM is gone");
-				goto out;
-			}
-			if (i_rs >= 0 && pfd[i_rs].revents) {
-				char drain[256];
-
-				while (read(x->resize_fd, drain, sizeof(drain)) > 0)
-					;
-				resize_pending = 1;
-			}
-			if (i_in >= 0 && pfd[i_in].revents) {
-				n = read(x->in_fd, in, sizeof(in));
-				if (n > 0) {
-					in_len = (size_t)n;
-					in_off = 0;
-				} else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
-					in_eof = 1;
-					in_len = in_off = 0;
-				}
-			}
-		}
+		if (!progress && (ret = iact_wait(c, x, &st, next)) < 0)
+			goto out;
 	}
 
-	while ((rc = libssh2_channel_close(ch)) == LIBSSH2_ERROR_EAGAIN)
-		if ((ret = wait_ssh(c)) < 0)
-			goto out;
-	while (!rc && (rc = libssh2_channel_wait_closed(ch)) == LIBSSH2_ERROR_EAGAIN)
-		if ((ret = wait_ssh(c)) < 0)
-			goto out;
-	if (rc) {
-		ret = fail_ssh(c, rc, "closing the channel");
+	if ((ret = close_channel(c, ch)) < 0)
 		goto out;
-	}
 	{
 		struct ssh_exec e = { 0 };
 

@@ -118,6 +118,38 @@ accepted() {
 	accepted "$F/bad-zlib.bundle"
 }
 
+# pack_bundle NAME HEX...: NAME.bundle, a v2 bundle whose pack holds the objects given as
+# hex bytes (each header and data as it stands in a pack), count and checksum right; its
+# one ref, aibox/task, is at $TIP (default 1111...).
+pack_bundle() {
+	python3 - "$@" <<'PY'
+import hashlib, os, struct, sys
+name, objs = sys.argv[1], [bytes.fromhex(h) for h in sys.argv[2:]]
+pack = b"PACK" + struct.pack(">II", 2, len(objs)) + b"".join(objs)
+pack += hashlib.sha1(pack).digest()
+tip = os.environ.get("TIP", "1" * 40).encode()
+head = b"# v2 git bundle\n" + tip + b" refs/heads/aibox/task\n\n"
+open(name + ".bundle", "wb").write(head + pack)
+PY
+}
+
+@test "bundle-check: each pack object's header is checked: its size, type and delta base" {
+	local blob
+	blob=32$(python3 -c 'import zlib; print(zlib.compress(b"hi").hex())') # a blob of 2 bytes
+	pack_bundle size bfffffffffffffffffffff01 00000000
+	refused size.bundle "pack: object 0: bad size" --pack
+	pack_bundle type 51789c630400000200 # a type 5 object
+	refused type.bundle "pack: object 0: unknown type 5" --pack
+	pack_bundle out 6105789c630400000200 # a delta 5 bytes back, before the first object
+	refused out.bundle "pack: object 0: delta base out of the pack" --pack
+	pack_bundle mid "$blob" 6103789c630400000200 # a delta 3 bytes back, into the blob
+	refused mid.bundle "pack: object 1: delta base is not an object" --pack
+	pack_bundle ref 71000102030405 # a delta whose base's id is cut short
+	refused ref.bundle "pack: object 0: truncated" --pack
+	TIP=$(printf hi | git hash-object --stdin) pack_bundle good "$blob"
+	accepted --pack good.bundle
+}
+
 @test "bundle-check: a thin pack's bases come from --repo, else it is refused" {
 	refused "$F/good-v2-base.bundle" \
 		"pack: a delta's base is not in the pack (a thin pack: give --repo)" \

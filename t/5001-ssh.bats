@@ -53,6 +53,25 @@ ssh_host_ed25519_key.pub"
 	assert_line "exit 143 signal TERM"
 }
 
+@test "ssh: an interactive command without a terminal: stdin and its EOF, stdout, stderr, exit code" {
+	forced 'echo "cmd: $SSH_ORIGINAL_COMMAND"; sed s/^/in:/; echo "progress 1" >&2; exit 3'
+	printf 'first line\nsecond line\n' >in
+	run ssh_run --interactive --in in --idle-ms 10000 run
+	assert_success
+	assert_line --index 0 "cmd: run"
+	assert_line "in:first line"
+	assert_line "in:second line"
+	assert_line "progress 1"
+	assert_line "exit 3"
+}
+
+@test "ssh: an interactive command ended by a signal reports it" {
+	forced 'kill -TERM $$'
+	run ssh_run --interactive --idle-ms 10000 run
+	assert_success
+	assert_line "exit 143 signal TERM"
+}
+
 @test "ssh: a wrong host key is refused before authentication" {
 	ssh-keygen -q -t ed25519 -N '' -f other
 	forced 'echo should not run'

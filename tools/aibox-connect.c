@@ -128,12 +128,91 @@ static void log_refusal(const char *log, long max, uint64_t count)
 	buf_release(&b);
 }
 
+/*
+ * No slot free: close the guest's connection without reading it, count the
+ * refusal and log the 1st, 2nd, 4th... of them.  The exit code: 1.
+ */
+static int refuse(const char *log, long max, int slots_fd)
+{
+	uint64_t count;
+
+	/* The guest sees its connection closed; nothing of it was read. */
+	close(0);
+	close(1);
+	count = count_refusal(slots_fd);
+	if (!(count & (count - 1))) /* 0 (not counted) or a power of two */
+		log_refusal(log, max, count);
+	return 1;
+}
+
+/*
+ * Copy stdin to the socket s and s to stdout until both directions are done
+ * (each EOF passed on as a shutdown), or either side closes for writing.
+ */
+static void relay(int s)
+{
+	static char up[65536], down[65536];
+	size_t uplen = 0, downlen = 0;
+	int in_eof = 0, sock_eof = 0;
+
+	while (!(in_eof && sock_eof && !uplen && !downlen)) {
+		struct pollfd pfd[3] = {
+		    {.fd = 0, .events = (!in_eof && uplen < sizeof(up)) ? POLLIN : 0},
+		    {.fd = s,
+		     .events = (!sock_eof && downlen < sizeof(down) ? POLLIN : 0) |
+		               (uplen ? POLLOUT : 0)},
+		    {.fd = 1, .events = downlen ? POLLOUT : 0},
+		};
+		ssize_t n;
+
+		if (poll(pfd, 3, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			die_errno("poll");
+		}
+		if (pfd[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+			n = read(0, up + uplen, sizeof(up) - uplen);
+			if (n > 0)
+				uplen += (size_t)n;
+			else if (n == 0 || (errno != EINTR && errno != EAGAIN))
+				in_eof = 1;
+		}
+		if (pfd[1].revents & (POLLIN | POLLHUP | POLLERR) && !sock_eof) {
+			n = read(s, down + downlen, sizeof(down) - downlen);
+			if (n > 0)
+				downlen += (size_t)n;
+			else if (n == 0 || (errno != EINTR && errno != EAGAIN))
+				sock_eof = 1;
+		}
+		if (pfd[1].revents & POLLOUT && uplen) {
+			n = write(s, up, uplen);
+			if (n > 0) {
+				memmove(up, up + n, uplen - (size_t)n);
+				uplen -= (size_t)n;
+			} else if (n < 0 && errno != EINTR && errno != EAGAIN) {
+				return; /* the proxy closed: nothing more to say */
+			}
+		}
+		if (pfd[2].revents & (POLLOUT | POLLERR | POLLHUP) && downlen) {
+			n = write(1, down, downlen);
+			if (n > 0) {
+				memmove(down, down + n, downlen - (size_t)n);
+				downlen -= (size_t)n;
+			} else if (n < 0 && errno != EINTR && errno != EAGAIN) {
+				return; /* the guest closed */
+			}
+		}
+		if (in_eof && !uplen)
+			shutdown(s, SHUT_WR);
+		if (sock_eof && !downlen)
+			shutdown(1, SHUT_WR); /* fails harmlessly when stdout is no socket */
+	}
+}
+
 int main(int argc, char **argv)
 {
 	struct sockaddr_un sun = {.sun_family = AF_UNIX};
-	char up[65536], down[65536];
-	size_t uplen = 0, downlen = 0;
-	int in_eof = 0, sock_eof = 0, s, i = 1, slots_fd = -1, ret;
+	int s, i = 1, slots_fd = -1, ret;
 	const char *log = NULL, *path;
 	long max = 0;
 
@@ -165,77 +244,15 @@ int main(int argc, char **argv)
 		die("socket path too long: '%s'", path);
 	memcpy(sun.sun_path, path, strlen(path) + 1);
 	if (max && (ret = take_slot(path, max, &slots_fd)) < 0) {
-		uint64_t count;
-
 		if (ret != -EBUSY)
 			die_err(ret, "cannot open '%s.slots'", path);
-		/* The guest sees its connection closed; nothing of it was read. */
-		close(0);
-		close(1);
-		count = count_refusal(slots_fd);
-		if (!(count & (count - 1))) /* 0 (not counted) or a power of two */
-			log_refusal(log, max, count);
-		return 1;
+		return refuse(log, max, slots_fd);
 	}
 	s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (s < 0)
 		die_errno("cannot make a socket");
 	if (connect(s, (struct sockaddr *)&sun, sizeof(sun)) < 0)
 		die_errno("cannot connect to '%s'", path);
-
-	while (!(in_eof && sock_eof && !uplen && !downlen)) {
-		struct pollfd pfd[3] = {
-		    {.fd = 0, .events = (!in_eof && uplen < sizeof(up)) ? POLLIN : 0},
-		    {.fd = s,
-		     .events = (!sock_eof && downlen < sizeof(down) ? POLLIN : 0) |
-		               (uplen ? POLLOUT : 0)},
-		    {.fd = 1, .events = downlen ? POLLOUT : 0},
-		};
-		ssize_t n;
-
-		if (in_eof && !uplen && sock_eof && !downlen)
-			break;
-		if (poll(pfd, 3, -1) < 0) {
-			if (errno == EINTR)
-				continue;
-			die_errno("poll");
-		}
-		if (pfd[0].revents & (POLLIN | POLLHUP | POLLERR)) {
-			n = read(0, up + uplen, sizeof(up) - uplen);
-			if (n > 0)
-				uplen += (size_t)n;
-			else if (n == 0 || (errno != EINTR && errno != EAGAIN))
-				in_eof = 1;
-		}
-		if (pfd[1].revents & (POLLIN | POLLHUP | POLLERR) && !sock_eof) {
-			n = read(s, down + downlen, sizeof(down) - downlen);
-			if (n > 0)
-				downlen += (size_t)n;
-			else if (n == 0 || (errno != EINTR && errno != EAGAIN))
-				sock_eof = 1;
-		}
-		if (pfd[1].revents & POLLOUT && uplen) {
-			n = write(s, up, uplen);
-			if (n > 0) {
-				memmove(up, up + n, uplen - (size_t)n);
-				uplen -= (size_t)n;
-			} else if (n < 0 && errno != EINTR && errno != EAGAIN) {
-				return 0; /* the proxy closed: nothing more to say */
-			}
-		}
-		if (pfd[2].revents & (POLLOUT | POLLERR | POLLHUP) && downlen) {
-			n = write(1, down, downlen);
-			if (n > 0) {
-				memmove(down, down + n, downlen - (size_t)n);
-				downlen -= (size_t)n;
-			} else if (n < 0 && errno != EINTR && errno != EAGAIN) {
-				return 0; /* the guest closed */
-			}
-		}
-		if (in_eof && !uplen)
-			shutdown(s, SHUT_WR);
-		if (sock_eof && !downlen)
-			shutdown(1, SHUT_WR); /* fails harmlessly when stdout is no socket */
-	}
+	relay(s);
 	return 0;
 }

@@ -8,6 +8,7 @@
 
 #include "buf.h"
 #include "session_file.h"
+#include "task_int.h"
 #include "banned.h"
 
 /* HOME/.claude/projects/<folder of path> into dir; -ENAMETOOLONG past Claude Code's rule. */
@@ -111,4 +112,25 @@ int resume_session_open(const struct task_opts *o, const char *path, const char 
 out:
 	buf_release(&file);
 	return ret;
+}
+
+void resume_send(struct task *t)
+{
+	const char *id = json_string_value(json_object_get(t->result_line, "session_id"));
+	int fd = id ? resume_session_open(t->o, t->path, id) : -ENOENT;
+	struct stat st;
+
+	if (fd < 0) {
+		vmlog(t, "no session file to send: %s", strerror(-fd));
+		return;
+	}
+	/* Over the cap it stays here (a refused member would end the results). */
+	if (fstat(fd, &st) == 0 && (uint64_t)st.st_size <= SESSION_FILE_MAX)
+		results_send_file(t, SESSION_FILE_NAME, fd, SESSION_FILE_MAX);
+	else
+		progress(t,
+		         "the conversation is over %llu MiB: it is left out, the task cannot "
+		         "be continued",
+		         SESSION_FILE_MAX >> 20);
+	close(fd);
 }

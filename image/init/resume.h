@@ -27,4 +27,13 @@ int resume_place(const struct task_opts *o, const char *path, const char *id, st
  */
 int resume_session_open(const struct task_opts *o, const char *path, const char *id);
 
+struct task;
+
+/*
+ * Send the file of the session Claude Code ran (its result line names it) as
+ * SESSION_FILE_NAME of the results, for a later continued task.  None, or
+ * one over SESSION_FILE_MAX: not sent, and said in vm.log or a progress line.
+ */
+void resume_send(struct task *t);
+
 #endif

@@ -15,6 +15,7 @@
 #include "base.h"
 #include "buf.h"
 #include "err.h"
+#include "gitconfig.h"
 #include "run.h"
 #include "strvec.h"
 #include "task.h"

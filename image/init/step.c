@@ -284,20 +284,20 @@ static void stream_read(struct stream *s, void *ctx)
 		s->dropping = 1;
 }
 
-int step_run(const struct step_proc *p, struct step_group *g, int64_t deadline,
-             struct step_result *res)
+/*
+ * Fork p in group g, with its stdout and stderr on new pipes for the sinks it
+ * has (else /dev/null), and wait until it has exec'd.  0 with *pidp set and
+ * the pipes' read ends (non-blocking) in streams[]; or -errno, the exec's
+ * from the child, which is reaped.
+ */
+static int spawn_step(const struct step_proc *p, struct step_group *g, int devnull,
+                      struct stream streams[2], pid_t *pidp)
 {
 	int outp[2] = {-1, -1}, errp[2] = {-1, -1}, st[2] = {-1, -1};
-	struct stream streams[2] = {{-1, p->on_out, 0}, {-1, p->on_err, 0}};
-	int devnull, pidfd = -1, exited = 0, status = 0, cerr = 0, ret = 0;
-	int64_t start = now_ms(), drain_until = 0;
+	int cerr = 0, ret = 0;
 	ssize_t n;
 	pid_t pid;
 
-	memset(res, 0, sizeof(*res));
-	devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
-	if (devnull < 0)
-		return -errno;
 	if ((p->on_out && pipe2(outp, O_CLOEXEC) < 0) ||
 	    (p->on_err && pipe2(errp, O_CLOEXEC) < 0) || pipe2(st, O_CLOEXEC) < 0) {
 		ret = -errno;
@@ -333,82 +333,14 @@ int step_run(const struct step_proc *p, struct step_group *g, int64_t deadline,
 	for (int i = 0; i < 2; i++) {
 		int *pp = i ? errp : outp;
 
-		if (pp[1] >= 0)
-			close(pp[1]);
-		pp[1] = -1;
 		streams[i].fd = pp[0];
 		pp[0] = -1;
 		if (streams[i].fd >= 0)
 			fd_set_nonblock(streams[i].fd, 1);
 	}
-	pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-	if (pidfd < 0) {
-		/* Cannot watch it: kill it rather than lose control of it. */
-		step_group_kill(g);
-		kill(pid, SIGKILL);
-		exited = 1;
-		drain_until = now_ms() + DRAIN_MS;
-	}
-
-	for (;;) {
-		struct pollfd pf[3];
-		int nfds = 0, ipid = -1, istream[2] = {-1, -1};
-		int64_t limit, left;
-
-		if (!exited) {
-			pf[nfds] = (struct pollfd){.fd = pidfd, .events = POLLIN};
-			ipid = nfds++;
-		}
-		for (int i = 0; i < 2; i++)
-			if (streams[i].fd >= 0) {
-				pf[nfds] = (struct pollfd){.fd = streams[i].fd, .events = POLLIN};
-				istream[i] = nfds++;
-			}
-		if (exited && istream[0] < 0 && istream[1] < 0)
-			break;
-		limit = exited ? drain_until : deadline;
-		left = limit - now_ms();
-		if (left <= 0) {
-			if (exited)
-				break; /* a writer escaped the kill: stop listening to it */
-			res->timed_out = 1;
-			step_group_kill(g);
-			kill(pid, SIGKILL);
-			deadline = now_ms() + EMPTY_WAIT_MS;
-			continue;
-		}
-		if (poll(pf, (nfds_t)nfds, left > INT_MAX ? INT_MAX : (int)left) < 0) {
-			if (errno == EINTR)
-				continue;
-			step_group_kill(g);
-			kill(pid, SIGKILL);
-			exited = 1;
-			drain_until = now_ms();
-			continue;
-		}
-		for (int i = 0; i < 2; i++)
-			if (istream[i] >= 0 && pf[istream[i]].revents)
-				stream_read(&streams[i], p->ctx);
-		if (ipid >= 0 && pf[ipid].revents) {
-			/* The step's process ended: nothing it started may outlive it. */
-			exited = 1;
-			step_group_kill(g);
-			drain_until = now_ms() + DRAIN_MS;
-		}
-	}
-	/* It ran: whatever went wrong while watching it, *res tells how it ended. */
-	ret = 0;
-	while (waitpid(pid, &status, 0) < 0)
-		if (errno != EINTR) {
-			ret = -errno;
-			break;
-		}
-	res->code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-	res->ms = now_ms() - start;
+	*pidp = pid;
 out:
 	for (int i = 0; i < 2; i++) {
-		if (streams[i].fd >= 0)
-			close(streams[i].fd);
 		if (outp[i] >= 0)
 			close(outp[i]);
 		if (errp[i] >= 0)
@@ -416,8 +348,115 @@ out:
 		if (st[i] >= 0)
 			close(st[i]);
 	}
-	if (pidfd >= 0)
-		close(pidfd);
+	return ret;
+}
+
+/* A started step process, watched until it has exited and its output is read. */
+struct watch {
+	pid_t pid;
+	int pidfd;  /* -1: not watched */
+	int exited; /* it exited or was killed: only its output is left to read */
+	int64_t deadline, drain_until;
+	struct stream streams[2];
+};
+
+static void watch_kill(struct watch *w, struct step_group *g)
+{
+	step_group_kill(g);
+	kill(w->pid, SIGKILL);
+}
+
+/*
+ * Poll the process and its output until it has exited and every writer is
+ * gone, or the drain's time is up.  When the process exits, the rest of the
+ * group is killed; at the deadline all of it is, and res->timed_out set.
+ */
+static void watch(struct watch *w, const struct step_proc *p, struct step_group *g,
+                  struct step_result *res)
+{
+	for (;;) {
+		struct pollfd pf[3];
+		int nfds = 0, ipid = -1, istream[2] = {-1, -1};
+		int64_t left;
+
+		if (!w->exited) {
+			pf[nfds] = (struct pollfd){.fd = w->pidfd, .events = POLLIN};
+			ipid = nfds++;
+		}
+		for (int i = 0; i < 2; i++)
+			if (w->streams[i].fd >= 0) {
+				pf[nfds] =
+				    (struct pollfd){.fd = w->streams[i].fd, .events = POLLIN};
+				istream[i] = nfds++;
+			}
+		if (w->exited && istream[0] < 0 && istream[1] < 0)
+			return;
+		left = (w->exited ? w->drain_until : w->deadline) - now_ms();
+		if (left <= 0) {
+			if (w->exited)
+				return; /* a writer escaped the kill: stop listening to it */
+			res->timed_out = 1;
+			watch_kill(w, g);
+			w->deadline = now_ms() + EMPTY_WAIT_MS;
+			continue;
+		}
+		if (poll(pf, (nfds_t)nfds, left > INT_MAX ? INT_MAX : (int)left) < 0) {
+			if (errno == EINTR)
+				continue;
+			watch_kill(w, g);
+			w->exited = 1;
+			w->drain_until = now_ms();
+			continue;
+		}
+		for (int i = 0; i < 2; i++)
+			if (istream[i] >= 0 && pf[istream[i]].revents)
+				stream_read(&w->streams[i], p->ctx);
+		if (ipid >= 0 && pf[ipid].revents) {
+			/* The step's process ended: nothing it started may outlive it. */
+			w->exited = 1;
+			step_group_kill(g);
+			w->drain_until = now_ms() + DRAIN_MS;
+		}
+	}
+}
+
+int step_run(const struct step_proc *p, struct step_group *g, int64_t deadline,
+             struct step_result *res)
+{
+	struct watch w = {
+	    .pidfd = -1, .deadline = deadline, .streams = {{-1, p->on_out, 0}, {-1, p->on_err, 0}}};
+	int64_t start = now_ms();
+	int devnull, status = 0, ret;
+
+	memset(res, 0, sizeof(*res));
+	devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (devnull < 0)
+		return -errno;
+	ret = spawn_step(p, g, devnull, w.streams, &w.pid);
 	close(devnull);
+	if (ret < 0)
+		goto out;
+	w.pidfd = (int)syscall(SYS_pidfd_open, w.pid, 0);
+	if (w.pidfd < 0) {
+		/* Cannot watch it: kill it rather than lose control of it. */
+		watch_kill(&w, g);
+		w.exited = 1;
+		w.drain_until = now_ms() + DRAIN_MS;
+	}
+	watch(&w, p, g, res);
+	/* It ran: whatever went wrong while watching it, *res tells how it ended. */
+	while (waitpid(w.pid, &status, 0) < 0)
+		if (errno != EINTR) {
+			ret = -errno;
+			break;
+		}
+	res->code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+	res->ms = now_ms() - start;
+out:
+	for (int i = 0; i < 2; i++)
+		if (w.streams[i].fd >= 0)
+			close(w.streams[i].fd);
+	if (w.pidfd >= 0)
+		close(w.pidfd);
 	return ret;
 }

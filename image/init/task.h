@@ -37,18 +37,6 @@ struct task_opts {
 	int in, out, err;
 };
 
-struct buf;
-
-/*
- * Add to the git config file at path (created 0644 if missing) the rewrite of
- * settings.json's "git_remotes" (docs/broker.md, "In the VM"): for entry n
- * with URL U, url."http://git.aibox.internal/<n>/".insteadOf U and U with
- * ".git" added or removed, and http."http://git.aibox.internal/".proxy
- * proxy.  remotes NULL or empty: nothing is written.  0, or -EINVAL (a
- * malformed list) or -errno with the reason in why.
- */
-int git_remotes_write(const char *path, json_t *remotes, const char *proxy, struct buf *why);
-
 /* Fill o with the guest's values (the user aibox looked up in /etc/passwd). */
 void task_opts_guest(struct task_opts *o);
 

@@ -8,10 +8,12 @@
  *   test-task ssh-keys DIR
  *	make a task's keys under DIR; keep the user key in DIR/test_user_key
  *   test-task ssh-run [--user U] [--timeout-ms N] [--idle-ms N] [--count]
- *		[--in FILE] --key FILE --host-pub FILE COMMAND -- SSHD-ARGV...
+ *		[--interactive] [--in FILE] --key FILE --host-pub FILE COMMAND -- SSHD-ARGV...
  *	start SSHD-ARGV (sshd -i) on one end of a socketpair and run COMMAND
  *	over the other; print stdout (or with --count its size and speed),
- *	"stderr: LINE" for each stderr line, then "exit N" or "error: MSG"
+ *	"stderr: LINE" for each stderr line, then "exit N" or "error: MSG".
+ *	With --interactive, ssh_interactive() without a terminal: --in FILE
+ *	(else nothing) on its stdin, its stdout on ours, its stderr on our stderr
  *   test-task report-count N
  *	the proxy's record (common/proxy_report) after N distinct allowed hosts,
  *	each twice, one refusal and one failure: written, read back, written
@@ -176,6 +178,28 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/* ssh_interactive() with x's command, in on its stdin (a pipe), its exit into x. */
+static int run_interactive(struct ssh_client *c, struct ssh_exec *x, const struct buf *in)
+{
+	struct ssh_interactive ix = {.command = x->command, .resize_fd = -1, .stop_fd = -1};
+	int p[2], ret;
+
+	if (pipe2(p, O_CLOEXEC) < 0)
+		die_errno("pipe");
+	/* The pipe holds a test's input (at most 64 KiB) whole. */
+	if (in->len > 65536 || write_all(p[1], in->buf, in->len) < 0)
+		die("cannot pass the input");
+	close(p[1]);
+	ix.in_fd = p[0];
+	ix.out_fd = 1;
+	ix.err_fd = 2;
+	ret = ssh_interactive(c, &ix);
+	close(p[0]);
+	x->exit_status = ix.exit_status;
+	memcpy(x->exit_signal, ix.exit_signal, sizeof(x->exit_signal));
+	return ret;
+}
+
 static int cmd_ssh_run(int argc, char **argv)
 {
 	struct ssh_client c = SSH_CLIENT_INIT;
@@ -184,7 +208,7 @@ static int cmd_ssh_run(int argc, char **argv)
 	struct spawn sp = SPAWN_INIT;
 	struct buf key = BUF_INIT, pub = BUF_INIT, blob = BUF_INIT, in = BUF_INIT;
 	const char *command = NULL;
-	int sv[2], i, ret;
+	int sv[2], i, ret, interactive = 0;
 	double t0;
 	long v;
 
@@ -196,6 +220,8 @@ static int cmd_ssh_run(int argc, char **argv)
 			break;
 		} else if (!strcmp(a, "--count")) {
 			rc.count = 1;
+		} else if (!strcmp(a, "--interactive")) {
+			interactive = 1;
 		} else if (a[0] != '-') {
 			if (command)
 				die("more than one command: '%s'", a);
@@ -252,7 +278,9 @@ static int cmd_ssh_run(int argc, char **argv)
 
 	t0 = now_s();
 	ret = ssh_connect(&c);
-	if (!ret)
+	if (!ret && interactive)
+		ret = run_interactive(&c, &x, &in);
+	else if (!ret)
 		ret = ssh_exec(&c, &x);
 	fflush(stdout);
 	if (ret < 0) {

@@ -1,0 +1,247 @@
+/*
+ * Task mode's steps after Claude Code: commit what it left, and bundle the
+ * new commits of aibox/task for the host (task_int.h).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "err.h"
+#include "task_int.h"
+#include "banned.h"
+
+static const char *const aibox_ident[] = {
+    "GIT_AUTHOR_NAME=aibox", "GIT_AUTHOR_EMAIL=aibox@localhost", "GIT_COMMITTER_NAME=aibox",
+    "GIT_COMMITTER_EMAIL=aibox@localhost", NULL};
+
+/* The head of `git status --porcelain=v2 -z` output: enough to see its first entry. */
+#define STATUS_KEEP 4096
+
+struct status_out {
+	struct buf b;
+	int more; /* output past STATUS_KEEP */
+};
+
+static int status_sink(void *ctx, const char *data, size_t n)
+{
+	struct status_out *so = ctx;
+	size_t room = STATUS_KEEP - so->b.len;
+
+	if (n > room) {
+		so->more = 1;
+		n = room;
+	}
+	buf_add(&so->b, data, n);
+	return 0;
+}
+
+/*
+ * Read `git status --porcelain=v2 --branch -z`: *on_branch is 1 when HEAD is
+ * on BRANCH, *dirty is 1 when any entry (staged, unstaged or untracked)
+ * follows the "# " header records, which git writes first.
+ */
+static void status_parse(const struct status_out *so, int *on_branch, int *dirty)
+{
+	const char *p = so->b.buf, *end = so->b.buf + so->b.len;
+
+	*on_branch = *dirty = 0;
+	while (p < end) {
+		const char *z = memchr(p, '\0', (size_t)(end - p));
+
+		if (strncmp(p, "# ", 2) || (!z && so->more)) {
+			*dirty = 1; /* an entry, or a header too long to be one of git's */
+			return;
+		}
+		if (!z)
+			return;
+		if (!strcmp(p, "# branch.head " BRANCH))
+			*on_branch = 1;
+		p = z + 1;
+	}
+	if (so->more)
+		*dirty = 1;
+}
+
+/*
+ * One git process when Claude Code committed everything (status); add and
+ * commit more when it left changes.
+ */
+void step_commit(struct task *t, struct step_info *si, struct step_group *g, int64_t deadline)
+{
+	struct status_out so = {BUF_INIT, 0};
+	int ret, on_branch, dirty;
+
+	ret = run_git_to(t, g, deadline, t->path, NULL, status_sink, &so, NULL,
+	                 (const char *const[]){"status", "--porcelain=v2", "--branch", "-z",
+	                                       "--untracked-files=normal",
+	                                       "--ignore-submodules=none", NULL});
+	if (!git_ok(t, si, ret, "git status"))
+		goto out;
+	status_parse(&so, &on_branch, &dirty);
+	if (!on_branch) {
+		si->status = "skipped";
+		progress(t, "HEAD is not on %s: changes left uncommitted stay out", BRANCH);
+		goto out;
+	}
+	if (!dirty) {
+		si->status = "ok";
+		goto out;
+	}
+	if (!git_ok(t, si, GIT(t, g, deadline, t->path, NULL, "add", "-A"), "git add"))
+		goto out;
+	/* status counts changes git add may not take (an empty folder, a submodule's own) */
+	ret = GIT(t, g, deadline, t->path, NULL, "diff", "--cached", "--quiet", "--no-ext-diff");
+	if (ret == 0) {
+		si->status = "ok";
+		goto out;
+	}
+	if (ret != 1 && !git_ok(t, si, ret, "git diff"))
+		goto out;
+	progress(t, "committing leftover changes");
+	ret = run_git(t, g, deadline, t->path, NULL, aibox_ident,
+	              (const char *const[]){"commit", "-q", "--no-verify", "-m",
+	                                    "Commit what Claude Code left uncommitted\n\n"
+	                                    "Made by aibox-init when the task ended.",
+	                                    NULL});
+	if (git_ok(t, si, ret, "git commit"))
+		si->status = "ok";
+out:
+	buf_release(&so.b);
+}
+
+static int bundle_sink(void *ctx, const char *data, size_t n)
+{
+	struct task *t = ctx;
+
+	if (t->bundle_len + n > BUNDLE_MAX) {
+		t->bundle_too_big = 1;
+		return -1;
+	}
+	if (write_all(t->bundle_fd, data, n) < 0) {
+		t->bundle_too_big = -1;
+		return -1;
+	}
+	t->bundle_len += n;
+	return 0;
+}
+
+/* aibox/task's commit into t->end_commit, by git rev-parse.  0, 1: the branch is gone, <0. */
+static int branch_tip(struct task *t, struct step_group *g, int64_t deadline)
+{
+	struct buf out = BUF_INIT;
+	int ret;
+
+	ret = GIT(t, g, deadline, t->path, &out, "rev-parse", "--verify", "-q",
+	          BRANCH_REF "^{commit}");
+	if (ret == 0) {
+		buf_rtrim(&out);
+		free(t->end_commit);
+		t->end_commit = xstrdup(out.buf);
+	}
+	buf_release(&out);
+	return ret > 0 ? 1 : ret;
+}
+
+/* aibox/task's commit as the bundle's header names it, into t->end_commit.  1 when found. */
+static int bundle_tip(struct task *t)
+{
+	char head[4096 + 1];
+	size_t olen = strlen(t->start);
+	ssize_t n = pread(t->bundle_fd, head, sizeof(head) - 1, 0);
+	const char *p, *q;
+
+	if (n <= 0)
+		return 0;
+	head[n] = '\0';
+	for (p = head; (q = strchr(p, '\n')); p = q + 1) {
+		if ((size_t)(q - p) == olen + 1 + strlen(BRANCH_REF) && p[olen] == ' ' &&
+		    !strncmp(p + olen + 1, BRANCH_REF, strlen(BRANCH_REF)) &&
+		    strspn(p, "0123456789abcdef") == olen) {
+			free(t->end_commit);
+			t->end_commit = xstrndup(p, olen);
+			return 1;
+		}
+		if (q == p)
+			break; /* the end of the header */
+	}
+	return 0;
+}
+
+/*
+ * One git process when there is nothing to send (rev-list), two when there is
+ * (and bundle create); rev-parse only to explain a failure.
+ */
+void step_bundle(struct task *t, struct step_info *si, struct step_group *g, int64_t deadline)
+{
+	struct buf out = BUF_INIT, file = BUF_INIT, range = BUF_INIT;
+	long left, right;
+	char *end;
+	int ret;
+
+	si->status = "failed";
+	/* left: start's commits that aibox/task lacks (none when it descends); right: new ones */
+	buf_addf(&range, "%s..." BRANCH_REF, t->start);
+	ret = GIT(t, g, deadline, t->path, &out, "rev-list", "--left-right", "--count", range.buf,
+	          "--");
+	if (ret > 0) {
+		int tip = branch_tip(t, g, deadline);
+
+		if (tip == 1)
+			progress(t, "the branch %s is gone", BRANCH);
+		else
+			git_ok(t, si, tip < 0 ? tip : ret, "git rev-list");
+		goto out;
+	}
+	if (!git_ok(t, si, ret, "git rev-list"))
+		goto out;
+	errno = 0;
+	left = strtol(out.buf, &end, 10);
+	right = *end == '\t' ? strtol(end + 1, &end, 10) : -1;
+	if (errno || left < 0 || right < 0 || (*end && *end != '\n')) {
+		progress(t, "git rev-list gave '%.40s', not two counts", out.buf);
+		goto out;
+	}
+	if (left > 0) {
+		branch_tip(t, g, deadline);
+		progress(t, "%s does not descend from the start commit", BRANCH);
+		goto out;
+	}
+	if (right == 0) {
+		free(t->end_commit);
+		t->end_commit = xstrdup(t->start);
+		progress(t, "no changes");
+		si->status = "ok";
+		goto out;
+	}
+
+	progress(t, "bundling");
+	buf_addf(&file, "%s/changes.bundle", t->results);
+	t->bundle_fd = open(file.buf, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (t->bundle_fd < 0) {
+		progress(t, "cannot open '%s': %s", file.buf, strerror(errno));
+		goto out;
+	}
+	buf_reset(&range);
+	buf_addf(&range, "^%s", t->start);
+	ret = run_git_to(
+	    t, g, deadline, t->path, NULL, bundle_sink, t, NULL,
+	    (const char *const[]){"bundle", "create", "-q", "-", BRANCH_REF, range.buf, NULL});
+	if (ret == -EFBIG || t->bundle_too_big) {
+		progress(t, "the bundle is larger than 2 GiB");
+		goto out;
+	}
+	if (!git_ok(t, si, ret, "git bundle create"))
+		goto out;
+	if (!bundle_tip(t) && branch_tip(t, g, deadline) != 0) {
+		progress(t, "cannot find %s's commit", BRANCH);
+		goto out;
+	}
+	t->changes = 1;
+	si->status = "ok";
+out:
+	buf_release(&out);
+	buf_release(&file);
+	buf_release(&range);
+}

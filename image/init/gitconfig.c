@@ -1,0 +1,87 @@
+/*
+ * The guest's git config: values quoted for a config file, and the rewrite
+ * of the git remotes to the broker (gitconfig.h).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "err.h"
+#include "gitconfig.h"
+#include "task_int.h"
+#include "task_settings.h"
+#include "banned.h"
+
+#define GIT_REMOTES_MAX 32
+#define GIT_BROKER_URL  "http://git.aibox.internal/"
+
+void gitconfig_value(struct buf *out, const char *s)
+{
+	buf_addch(out, '"');
+	for (; *s; s++) {
+		if (*s == '"' || *s == '\\')
+			buf_addch(out, '\\');
+		buf_addch(out, *s);
+	}
+	buf_addch(out, '"');
+}
+
+int git_remotes_write(const char *path, json_t *remotes, const char *proxy, struct buf *why)
+{
+	struct buf b = BUF_INIT;
+	json_t *v;
+	size_t i;
+	int fd, ret = 0;
+
+	if (!remotes || json_is_null(remotes))
+		return 0;
+	if (!json_is_array(remotes) || json_array_size(remotes) > GIT_REMOTES_MAX) {
+		buf_addf(why, "settings.json: \"git_remotes\" is not a list of at most %d URLs",
+		         GIT_REMOTES_MAX);
+		return -EINVAL;
+	}
+	if (!json_array_size(remotes))
+		return 0;
+	if (!proxy || has_control(proxy)) {
+		buf_addstr(why, "settings.json: no proxy for the git remotes");
+		return -EINVAL;
+	}
+	json_array_foreach(remotes, i, v)
+	{
+		const char *u = json_string_value(v);
+		size_t n;
+
+		if (!u || strlen(u) != json_string_length(v) || !task_git_remote_valid(u)) {
+			buf_addf(why, "settings.json: git_remotes[%zu] is not a plain https:// URL",
+			         i);
+			buf_release(&b);
+			return -EINVAL;
+		}
+		n = strlen(u);
+		while (n > 8 && u[n - 1] == '/')
+			n--;
+		buf_addf(&b, "[url \"" GIT_BROKER_URL "%zu/\"]\n\tinsteadOf = %.*s\n", i, (int)n,
+		         u);
+		if (n > 12 && !strncmp(u + n - 4, ".git", 4))
+			buf_addf(&b, "\tinsteadOf = %.*s\n", (int)(n - 4), u);
+		else
+			buf_addf(&b, "\tinsteadOf = %.*s.git\n", (int)n, u);
+	}
+	buf_addstr(&b, "[http \"" GIT_BROKER_URL "\"]\n\tproxy = ");
+	gitconfig_value(&b, proxy);
+	buf_addch(&b, '\n');
+	fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		ret = -errno;
+		buf_addf(why, "cannot open '%s': %s", path, strerror(errno));
+	} else {
+		if (write_all(fd, b.buf, b.len) < 0) {
+			ret = -errno;
+			buf_addf(why, "cannot write '%s': %s", path, strerror(errno));
+		}
+		close(fd);
+	}
+	buf_release(&b);
+	return ret;
+}

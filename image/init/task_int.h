@@ -1,0 +1,229 @@
+/*
+ * The parts of aibox-init's task mode (task.h), which share one struct task:
+ *   task.c      settings.json, and the task from start to end (task_run)
+ *   progress.c  vm.log and the progress lines
+ *   env.c       the secrets and the environments git and Claude Code run in
+ *   git.c       running git as the user
+ *   clone.c     the step clone (and the prepared clone, prepared.h)
+ *   claude.c    the step claude
+ *   stream.c    Claude Code's stream-json: transcript.jsonl, tool-call lines,
+ *               the result line
+ *   commit.c    the steps commit and bundle
+ *   results.c   the results folder and the ustar stream of results
+ *   resume.c    the conversation a continued task resumes (resume.h)
+ * This header is theirs only; the rest of the init uses task.h.
+ */
+#ifndef AIBOX_INIT_TASK_INT_H
+#define AIBOX_INIT_TASK_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "buf.h"
+#include "strvec.h"
+#include "task.h"
+
+/* The guest's fixed places. */
+#define GUEST_SHARE         "/run/aibox/task"
+#define GUEST_STATE         "/mnt/state"
+#define GUEST_HOME          "/home/aibox"
+#define GUEST_USER          "aibox"
+#define GUEST_PATH          "/usr/local/bin:/usr/bin:/bin"
+#define BRANCH              "aibox/task"
+#define BRANCH_REF          "refs/heads/aibox/task"
+#define API_FORWARD_URL     "http://127.0.0.1:3129"
+#define API_PLACEHOLDER_KEY "sk-ant-aibox-placeholder-the-host-adds-the-key"
+
+/* Caps: the host's (docs/internals.md) and our own on what we read. */
+#define SETTINGS_MAX       (1 << 20)
+#define SECRETS_MAX        (1 << 20)
+#define SECRETS_WAIT_MS    60000
+#define PROMPT_MAX         (4 << 20)
+#define SYSTEM_PROMPT_MAX  120000 /* one argument: MAX_ARG_STRLEN is 128 KiB */
+#define BUNDLE_MAX         (2ULL << 30)
+#define TRANSCRIPT_MAX     (256ULL << 20)
+#define LOG_MAX            ((64ULL << 20) - 4096)
+#define RESULT_MAX         (1 << 20)
+#define LINE_MAX_PARSE     (16 << 20)
+#define LAST_MESSAGE_MAX   65536
+#define GIT_OUT_MAX        (1 << 20)
+#define ENV_NAMES_MAX      256
+#define CLAUDE_MAX_RETRIES "4"
+
+enum { S_CLONE, S_CLAUDE, S_COMMIT, S_BUNDLE, S_NR };
+
+struct step_info {
+	const char *status; /* NULL until run: "skipped" */
+	int64_t ms;
+	int exit_code; /* valid when has_exit */
+	int has_exit;
+};
+
+struct task {
+	const struct task_opts *o;
+	int64_t t0;
+	int out_broken;
+
+	/* settings.json */
+	json_t *settings;
+	const char *model, *start, *api, *proxy, *path, *system_prompt, *git_name, *git_email;
+	long timeout_s;
+	double budget;
+	int has_budget;
+	json_t *env_names;
+	json_t *git_remotes;   /* NULL: none */
+	const char *resume;    /* the session Claude Code resumes; NULL: a new one */
+	struct strvec secrets; /* NAME=value, only for Claude Code's environment */
+
+	char *git, *claude;
+	char *results; /* <state>/aibox-results */
+	int log_fd;    /* vm.log */
+	uint64_t log_len;
+	int log_full;
+
+	struct step_info steps[S_NR];
+	int failed_step; /* -1 none */
+
+	/* Claude Code */
+	int claude_ran, claude_exit, claude_timed_out;
+	json_t *result_line;
+	int transcript_fd;
+	uint64_t transcript_len;
+	int transcript_full;
+	struct buf line;
+	int line_long;
+
+	/* after */
+	char *end_commit;
+	int changes;
+	int bundle_fd;
+	uint64_t bundle_len;
+	int bundle_too_big;
+};
+
+extern const char *const step_names[S_NR];
+
+/* task.c: checks of settings.json's values, also used for the secrets and the git config. */
+
+/* 1 when s is an environment variable's name: [A-Za-z_][A-Za-z0-9_]*, at most 128 bytes. */
+int is_env_name(const char *s);
+
+/* 1 when s has a control character (below 0x20, or 0x7f). */
+int has_control(const char *s);
+
+/* progress.c */
+
+/* Append to vm.log, up to LOG_MAX bytes; past that one note, then nothing. */
+void log_raw(struct task *t, const char *data, size_t n);
+
+/* A step_sink_fn (ctx a struct task) that appends to vm.log. */
+int log_sink(void *ctx, const char *data, size_t n);
+
+/* A line in vm.log only, with the time since the start. */
+__attribute__((format(printf, 2, 3))) void vmlog(struct task *t, const char *fmt, ...);
+
+/* A progress line: to stderr (the host shows it) and to vm.log. */
+__attribute__((format(printf, 2, 3))) void progress(struct task *t, const char *fmt, ...);
+
+/* env.c */
+
+/*
+ * Read the secrets from t->o->in: {"env": {"NAME": "value", ...}} then EOF,
+ * at most SECRETS_MAX bytes within SECRETS_WAIT_MS; no input at all is no
+ * secrets.  Each name must be in settings.json's env_names.  The values go
+ * into t->secrets as NAME=value and are wiped from every other copy.  0, or
+ * -1 with the reason in why.
+ */
+int secrets_read(struct task *t, struct buf *why);
+
+/* Wipe and free t->secrets. */
+void secrets_clear(struct task *t);
+
+/* The program name in GUEST_PATH (allocated), or NULL. */
+char *find_in_path(const char *name);
+
+/* The user's environment every program of the task starts from: PATH, HOME, USER ... */
+void base_env(struct task *t, struct strvec *env);
+
+/*
+ * Claude Code's environment: base_env(), its own switches, the proxy, the
+ * API forward, then the secrets, except those naming a variable already set
+ * and NO_PROXY.  The caller wipes it after use (it holds the secrets).
+ */
+void claude_env(struct task *t, struct strvec *env);
+
+/* git.c */
+
+/*
+ * Run git as the user with hooks and fsmonitor off, in dir, in group g, until
+ * deadline; stdout into out (if set; at most GIT_OUT_MAX bytes, else -EFBIG)
+ * or to fn (if set), stderr into vm.log.  extra_env adds to the environment.
+ * Returns git's exit code, -ETIMEDOUT, or -errno.
+ */
+int run_git_to(struct task *t, struct step_group *g, int64_t deadline, const char *dir,
+               struct buf *out, step_sink_fn fn, void *fn_ctx, const char *const *extra_env,
+               const char *const *args);
+
+/* run_git_to() without a sink. */
+int run_git(struct task *t, struct step_group *g, int64_t deadline, const char *dir,
+            struct buf *out, const char *const *extra_env, const char *const *args);
+
+#define GIT(t, g, dl, dir, out, ...)                                                               \
+	run_git((t), (g), (dl), (dir), (out), NULL, (const char *const[]){__VA_ARGS__, NULL})
+
+/*
+ * The result ret of a git command that must succeed: 1 when it did; else 0,
+ * with the step's status, exit code and a progress line saying what failed.
+ */
+int git_ok(struct task *t, struct step_info *si, int ret, const char *what);
+
+/* The steps: each fills in si->status ("ok", "failed", "timeout", "skipped"). */
+
+/* Clone start.bundle into the project folder on BRANCH; deadline: its own (git_limit_ms). */
+void step_clone(struct task *t, struct step_info *si, struct step_group *g, int64_t deadline);
+
+/* Run Claude Code on the prompt; deadline: its own (settings.json's timeout_s). */
+void step_claude(struct task *t, struct step_info *si, struct step_group *g, int64_t deadline);
+
+/* Commit what Claude Code left uncommitted on BRANCH. */
+void step_commit(struct task *t, struct step_info *si, struct step_group *g, int64_t deadline);
+
+/* Bundle BRANCH's new commits into <results>/changes.bundle; set end_commit and changes. */
+void step_bundle(struct task *t, struct step_info *si, struct step_group *g, int64_t deadline);
+
+/* claude.c: how Claude Code ended: "timeout", "budget", "completed" or "error". */
+const char *ended_by(const struct task *t);
+
+/* stream.c */
+
+/*
+ * A step_sink_fn (ctx a struct task) for Claude Code's stdout: copies it to
+ * t->transcript_fd (at most TRANSCRIPT_MAX bytes), a progress line for each
+ * tool call, and keeps the last result line in t->result_line.  Lines over
+ * LINE_MAX_PARSE bytes are copied without being parsed.
+ */
+int transcript_sink(void *ctx, const char *data, size_t n);
+
+/* The last line, when Claude Code's output did not end in a newline. */
+void transcript_flush(struct task *t);
+
+/* results.c */
+
+/* Make <state>/aibox-results (t->results) and open vm.log in it.  0 or -errno. */
+int results_open(struct task *t);
+
+/*
+ * Send fd (from its start, at most max bytes) as the member name of the
+ * results; after a failure to send, nothing more is sent (t->out_broken).
+ */
+void results_send_file(struct task *t, const char *name, int fd, uint64_t max);
+
+/*
+ * Send vm.log and result.json (the steps, Claude Code's result line, the
+ * commits) and end the stream.  0, or -1 when the results could not be sent.
+ */
+int results_finish(struct task *t);
+
+#endif
