@@ -305,7 +305,7 @@ int bundle_header_parse(struct bundle_header *h, const char *data, size_t len)
 
 	for (;;) {
 		const char *line = data + pos;
-		size_t n;
+		size_t n = 0;
 		int ret;
 
 		lineno++;
@@ -912,8 +912,8 @@ static int walk_pack(struct pack_src *s, const struct bundle_pack_opts *o,
 	int ret = walk_start(&w);
 
 	for (uint32_t i = 0; !ret && i < res->objects; i++) {
-		unsigned type;
-		uint64_t size;
+		unsigned type = 0;
+		uint64_t size = 0;
 
 		if (!(ret = walk_header(&w, i, &type, &size)))
 			ret = walk_inflate(&w, i, type, size);
