@@ -291,13 +291,65 @@ int px_fwd_request(struct conn *c)
 	return 0;
 }
 
+/*
+ * Read more of the upstream's answer into c->rb (its head handled when it
+ * is complete).  1 to go on, 0 to wait, -1 when c is gone or answered.
+ */
+static int read_response(struct conn *c)
+{
+	struct proxy *px = c->px;
+	ssize_t n;
+
+	if (c->rb_off == c->rb_len)
+		c->rb_off = c->rb_len = 0;
+	if (!c->rb)
+		c->rb = xmalloc(RBUF_SIZE);
+	if (c->rb_len == RBUF_SIZE) {
+		if (!c->rb_off)
+			return 0;
+		memmove(c->rb, c->rb + c->rb_off, c->rb_len - c->rb_off);
+		c->rb_len -= c->rb_off;
+		c->rb_off = 0;
+	}
+	n = px_up_read(c, c->rb + c->rb_len, RBUF_SIZE - c->rb_len);
+	if (n == -EAGAIN)
+		return 0;
+	if (n <= 0 && retry_upstream(c))
+		return -1;
+	if (n < 0 && !c->resp_head_done) {
+		px_respond(c, 502, "failed", "upstream read failed");
+		return -1;
+	}
+	if (n < 0) {
+		abort_forward(c, "upstream read failed");
+		return -1;
+	}
+	if (n == 0) {
+		if (!c->resp_head_done) {
+			px_respond(c, 502, "failed", "upstream closed without a response");
+			return -1;
+		}
+		if (c->respb.kind == BODY_CLOSE) {
+			c->respb.done = 1;
+			return 1;
+		}
+		abort_forward(c, "upstream closed inside the response");
+		return -1;
+	}
+	c->rb_len += n;
+	c->deadline_ms = px->now_ms + px->cfg->idle_timeout_ms;
+	if (!c->resp_head_done && response_head(c) < 0)
+		return -1;
+	return 1;
+}
+
 int px_fwd_response(struct conn *c)
 {
 	struct proxy *px = c->px;
 
 	for (int rounds = 0; rounds < 64; rounds++) {
 		const char *why = NULL;
-		int f = px_flush_spill(c, &c->to_client, 1);
+		int f = px_flush_spill(c, &c->to_client, 1), r;
 
 		if (f < 0) {
 			abort_forward(c, "client write failed");
@@ -335,50 +387,9 @@ int px_fwd_response(struct conn *c)
 			finish_request(c);
 			return -1;
 		}
-		if (c->rb_off == c->rb_len)
-			c->rb_off = c->rb_len = 0;
-		if (!c->rb)
-			c->rb = xmalloc(RBUF_SIZE);
-		if (c->rb_len == RBUF_SIZE) {
-			if (!c->rb_off)
-				return 0;
-			memmove(c->rb, c->rb + c->rb_off, c->rb_len - c->rb_off);
-			c->rb_len -= c->rb_off;
-			c->rb_off = 0;
-		}
-		{
-			ssize_t n = px_up_read(c, c->rb + c->rb_len, RBUF_SIZE - c->rb_len);
-
-			if (n == -EAGAIN)
-				return 0;
-			if (n <= 0 && retry_upstream(c))
-				return -1;
-			if (n < 0 && !c->resp_head_done) {
-				px_respond(c, 502, "failed", "upstream read failed");
-				return -1;
-			}
-			if (n < 0) {
-				abort_forward(c, "upstream read failed");
-				return -1;
-			}
-			if (n == 0) {
-				if (!c->resp_head_done) {
-					px_respond(c, 502, "failed",
-						   "upstream closed without a response");
-					return -1;
-				}
-				if (c->respb.kind == BODY_CLOSE) {
-					c->respb.done = 1;
-					continue;
-				}
-				abort_forward(c, "upstream closed inside the response");
-				return -1;
-			}
-			c->rb_len += n;
-			c->deadline_ms = px->now_ms + px->cfg->idle_timeout_ms;
-			if (!c->resp_head_done && response_head(c) < 0)
-				return -1;
-		}
+		r = read_response(c);
+		if (r <= 0)
+			return r;
 	}
 	return 0;
 }
