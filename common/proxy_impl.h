@@ -158,6 +158,7 @@ void px_pump(struct conn *c);
 
 /* Append n bytes to s (grown as needed). */
 void px_spill_add(struct spill *s, const void *p, size_t n);
+/* The bytes of s not written yet. */
 size_t px_spill_pending(const struct spill *s);
 /* Write out a spill.  1 when empty afterwards, 0 when bytes remain, <0 on error. */
 int px_flush_spill(struct conn *c, struct spill *s, int to_client);
@@ -266,7 +267,9 @@ void px_usage_begin(struct conn *c, const struct http_head *h);
 /* The answer ended (or the request did): read what is left, count it, let go. */
 void px_usage_done(struct conn *c);
 
+/* Every slot free (px->pool; api_pool of them are used). */
 void px_pool_init(struct proxy *px);
+/* Close every idle connection (at the stop), without close_notify. */
 void px_pool_close_all(struct proxy *px);
 /* Close the idle connections past api_pool_idle_ms. */
 void px_pool_sweep(struct proxy *px);
@@ -283,6 +286,7 @@ void px_pool_event(struct pooled *p);
 
 /* ---- common/proxy_git.c: the hand-off to aibox-broker ---- */
 
+/* The host is PROXY_GIT_HOST, which the proxy never connects to. */
 int px_is_git_host(const char *host);
 /* A request for PROXY_GIT_HOST with path t: handed to the broker, or refused. */
 void px_git_request(struct conn *c, const struct http_head *h, const char *t, size_t tl);
