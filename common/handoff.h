@@ -15,7 +15,7 @@
 
 /*
  * The bytes read ahead: at most a request head, the proxy's own read
- * buffer (common/proxy.c reads a head into HTTP_MAX_HEAD bytes).
+ * buffer (common/proxy_request.c reads a head into HTTP_MAX_HEAD bytes).
  */
 #define HANDOFF_DATA_MAX HTTP_MAX_HEAD
 /* The header line before them, "aibox-broker/1 <remote> <len>\n", at most. */

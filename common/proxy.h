@@ -1,6 +1,7 @@
 /*
  * The proxy engine behind aibox-proxy: one thread, one epoll loop,
- * non-blocking sockets everywhere.
+ * non-blocking sockets everywhere (its files: docs/internals.md, "The
+ * proxy's files").
  *
  * It speaks HTTP/1.1 as a forward proxy:
  *   - CONNECT host:port opens a tunnel to an allowed host;

@@ -4,7 +4,7 @@
  *   - a stream of requests as the proxy reads them from the VM: each head,
  *     the forwarding checks on its target and Host (the key forwarding path
  *     check, authority splitting), then its body framed as
- *     common/proxy.c frames it (chunked, Content-Length or none), fed in
+ *     common/proxy_forward.c frames it (chunked, Content-Length or none), fed in
  *     pieces, then the next request on the same connection;
  *   - a stream of responses as the proxy reads them from upstream: interim
  *     1xx heads dropped, then the final head and its body (chunked with
@@ -73,7 +73,7 @@ static long feed(struct http_body *b, const char *p, size_t n)
 	return (long)off;
 }
 
-/* The framing common/proxy.c gives the body after a request head. */
+/* The framing common/proxy_forward.c gives the body after a request head. */
 static void request_body(const struct http_head *h, struct http_body *b)
 {
 	char host[256];
@@ -92,7 +92,7 @@ static void request_body(const struct http_head *h, struct http_body *b)
 		http_body_init(b, BODY_NONE, 0);
 }
 
-/* The framing common/proxy.c gives the body after a final response head. */
+/* The framing common/proxy_forward.c gives the body after a final response head. */
 static void response_body(const struct http_head *h, struct http_body *b)
 {
 	if (h->status == 204 || h->status == 304)

@@ -308,21 +308,285 @@ static void read_key(struct proxy_config *cfg, const char *key_env, int key_fd)
 	parse_upstream(cfg);
 }
 
+/* What the options ask for beyond struct proxy_config. */
+struct options {
+	const char *listen_spec, *log_path, *key_env, *presets, *prices_path;
+	struct strvec allow_entries, allow_files;
+	int ready_fd, report_fd, key_fd, no_sandbox;
+	long max_conns, api_pool;
+};
+
+static void log_max_option(struct proxy_config *cfg, const char *arg)
+{
+	long log_max;
+
+	if (parse_long(arg, 0, 1L << 40, &log_max) < 0 ||
+	    (log_max && log_max < 4 * PROXY_LOG_RESERVE))
+		die("invalid --log-max '%s' (0, or %d to 2^40 bytes)", arg, 4 * PROXY_LOG_RESERVE);
+	cfg->log_max = log_max;
+}
+
+static void budget_option(uint64_t *cap, const char *arg, const char *opt)
+{
+	if (usage_parse_usd(arg, cap) < 0)
+		die("invalid %s '%s' (USD, more than 0, at most %d)", opt, arg, USAGE_CAP_MAX_USD);
+}
+
+/* One option; the ones that take an fd or a time are checked as they come. */
+static void one_option(int opt, const char *arg, struct proxy_config *cfg,
+		       struct proxy_report *report, struct options *o)
+{
+	switch (opt) {
+	case OPT_LISTEN:
+		o->listen_spec = arg;
+		break;
+	case OPT_LISTEN_FD:
+		cfg->listen_fd = fd_arg(arg, "--listen-fd", 0);
+		break;
+	case OPT_ALLOW:
+		strvec_push(&o->allow_entries, arg);
+		break;
+	case OPT_ALLOW_FILE:
+		strvec_push(&o->allow_files, arg);
+		break;
+	case OPT_LOG:
+		o->log_path = arg;
+		break;
+	case OPT_LOG_FD:
+		cfg->log_fd = fd_arg(arg, "--log-fd", 1);
+		break;
+	case OPT_LOG_MAX:
+		log_max_option(cfg, arg);
+		break;
+	case OPT_REPORT_FD:
+		o->report_fd = fd_arg(arg, "--report-fd", 1);
+		break;
+	case OPT_KEY_ENV:
+		o->key_env = arg;
+		break;
+	case OPT_KEY_FD:
+		o->key_fd = fd_arg(arg, "--key-fd", 0);
+		break;
+	case OPT_READY_FD:
+		o->ready_fd = fd_arg(arg, "--ready-fd", 1);
+		break;
+	case OPT_PRESETS:
+		o->presets = arg;
+		break;
+	case OPT_HEADER_TIMEOUT:
+		cfg->header_timeout_ms = parse_duration(arg, "--header-timeout");
+		break;
+	case OPT_IDLE_TIMEOUT:
+		cfg->idle_timeout_ms = parse_duration(arg, "--idle-timeout");
+		break;
+	case OPT_CONNECT_TIMEOUT:
+		cfg->connect_timeout_ms = parse_duration(arg, "--connect-timeout");
+		break;
+	case OPT_MAX_CONNS:
+		if (parse_long(arg, 1, 1000000, &o->max_conns) < 0)
+			die("invalid --max-conns '%s'", arg);
+		break;
+	case OPT_API_POOL:
+		if (parse_long(arg, 0, PROXY_API_POOL_MAX, &o->api_pool) < 0)
+			die("invalid --api-pool '%s' (0 to %d)", arg, PROXY_API_POOL_MAX);
+		break;
+	case OPT_API_POOL_IDLE:
+		cfg->api_pool_idle_ms = parse_duration(arg, "--api-pool-idle");
+		break;
+	case OPT_BROKER_FD:
+		cfg->broker_fd = fd_arg(arg, "--broker-fd", 0);
+		break;
+	case OPT_PRICES:
+		o->prices_path = arg;
+		break;
+	case OPT_BUDGET_TASK:
+		budget_option(&report->usage.cap_task, arg, "--budget-task");
+		break;
+	case OPT_BUDGET_DAY:
+		budget_option(&report->usage.cap_day, arg, "--budget-day");
+		break;
+	case OPT_LEDGER_FD:
+		cfg->ledger_fd = fd_arg(arg, "--ledger-fd", 0);
+		break;
+	case OPT_NO_SANDBOX:
+		o->no_sandbox = 1;
+		break;
+	case 'h':
+	case OPT_HELP:
+		fputs(usage, stdout);
+		exit(0);
+	default:
+		usage_die(usage);
+	}
+}
+
+static void parse_options(int argc, char **argv, struct proxy_config *cfg,
+			  struct proxy_report *report, struct options *o)
+{
+	int opt;
+
+	cfg->header_timeout_ms = 30000;
+	cfg->idle_timeout_ms = 600000;
+	cfg->connect_timeout_ms = 30000;
+	cfg->api_pool_idle_ms = 20000;
+	while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1)
+		one_option(opt, optarg, cfg, report, o);
+	if (optind < argc)
+		usage_die(usage);
+	if (o->listen_spec && cfg->listen_fd >= 0)
+		die("--listen and --listen-fd cannot be used together");
+	if (o->log_path && cfg->log_fd >= 0)
+		die("--log and --log-fd cannot be used together");
+	cfg->max_conns = (int)o->max_conns;
+	cfg->api_pool = (int)o->api_pool;
+	cfg->report = report;
+
+	if (o->key_env && o->key_fd >= 0)
+		die("--key-env and --key-fd cannot be used together");
+	if (report->usage.cap_day && cfg->ledger_fd < 0)
+		die("--budget-day needs --ledger-fd");
+}
+
+/* Spend is counted wherever the key is used (docs/budget.md). */
+static void setup_spend(struct proxy_config *cfg, struct proxy_report *report,
+			struct usage_prices *prices, const char *prices_path)
+{
+	struct buf err = BUF_INIT;
+	uint64_t day;
+	int ret;
+
+	if (!cfg->api_key) {
+		if (report->usage.cap_task || report->usage.cap_day)
+			die("--budget-task and --budget-day need key forwarding (--key-env or "
+			    "--key-fd)");
+		return;
+	}
+	if (usage_prices_load(prices_path ? prices_path : prices_file(), prices, &err) < 0)
+		die("the price table %s", err.buf);
+	cfg->prices = prices;
+	report->usage.present = 1;
+	if (cfg->ledger_fd >= 0 && (ret = usage_ledger_add(cfg->ledger_fd, 0, &day)) < 0)
+		die_err(ret, "cannot read the ledger on --ledger-fd %d", cfg->ledger_fd);
+	if (cfg->ledger_fd >= 0)
+		report->usage.day_nano = day;
+	buf_release(&err);
+}
+
+static void setup_allow(struct allow_list *allow, const struct options *o)
+{
+	const char *presets = o->presets ? o->presets : presets_dir();
+	struct buf err = BUF_INIT;
+
+	for (size_t i = 0; i < o->allow_entries.nr; i++)
+		if (allow_add(allow, o->allow_entries.v[i], presets, &err) < 0)
+			die("%s", err.buf);
+	for (size_t i = 0; i < o->allow_files.nr; i++)
+		if (allow_add_file(allow, o->allow_files.v[i], presets, &err) < 0)
+			die("%s", err.buf);
+	buf_release(&err);
+}
+
+/* The resolver: AIBOX_PROXY_HOSTS's table when set, else the system's. */
+static struct resolver *setup_resolver(void)
+{
+	const char *hosts_file = getenv("AIBOX_PROXY_HOSTS");
+	struct buf err = BUF_INIT;
+	struct resolver *r;
+
+	if (hosts_file && !*hosts_file)
+		hosts_file = NULL;
+	r = resolver_new(hosts_file, !hosts_file, 4, &err);
+	if (!r)
+		die("%s", err.buf);
+	if (!hosts_file) {
+		/* Let glibc read nsswitch.conf and resolv.conf while it still can. */
+		struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *ai = NULL;
+
+		if (getaddrinfo("localhost", NULL, &hints, &ai) == 0)
+			freeaddrinfo(ai);
+	}
+	buf_release(&err);
+	return r;
+}
+
+/* TLS to the API upstream (AIBOX_API_CA: another CA file). */
+static SSL_CTX *setup_tls(void)
+{
+	const char *ca = getenv("AIBOX_API_CA");
+	struct buf err = BUF_INIT;
+	SSL_CTX *tls;
+	SSL *warm;
+
+	tls = tls_client_ctx(ca && *ca ? ca : NULL, &err);
+	if (!tls)
+		die("%s", err.buf);
+	/* Load whatever OpenSSL loads lazily now, before the lockdown. */
+	warm = SSL_new(tls);
+	SSL_free(warm);
+	buf_release(&err);
+	return tls;
+}
+
+/* The listening socket (its name for the ready line into shown), and the broker's socket. */
+static void setup_sockets(struct proxy_config *cfg, const struct options *o, struct buf *shown)
+{
+	if (cfg->listen_fd >= 0) {
+		int acc = 0;
+		socklen_t len = sizeof(acc);
+
+		if (getsockopt(cfg->listen_fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &len) < 0 || !acc)
+			die("fd %d is not a listening socket", cfg->listen_fd);
+		buf_addf(shown, "fd:%d", cfg->listen_fd);
+	} else {
+		cfg->listen_fd =
+			open_listener(o->listen_spec ? o->listen_spec : "127.0.0.1:3128", shown);
+	}
+
+	if (cfg->broker_fd >= 0) {
+		int type = 0;
+		socklen_t len = sizeof(type);
+
+		if (getsockopt(cfg->broker_fd, SOL_SOCKET, SO_TYPE, &type, &len) < 0 ||
+		    type != SOCK_SEQPACKET)
+			die("--broker-fd %d is not a SOCK_SEQPACKET socket", cfg->broker_fd);
+	}
+}
+
+static void say_ready(int ready_fd, const struct buf *shown)
+{
+	struct buf line = BUF_INIT;
+
+	buf_addf(&line, "ready %s\n", shown->buf);
+	if (write_all(ready_fd, line.buf, line.len) < 0)
+		warning("cannot write to the ready fd: %s", strerror(errno));
+	close(ready_fd);
+	buf_release(&line);
+}
+
+static void write_record(int report_fd, const struct proxy_report *report)
+{
+	struct buf rec = BUF_INIT;
+
+	proxy_report_json(report, &rec);
+	if (write_all(report_fd, rec.buf, rec.len) < 0)
+		warning("cannot write the record to fd %d: %s", report_fd, strerror(errno));
+	close(report_fd);
+	buf_release(&rec);
+}
+
 int main(int argc, char **argv)
 {
 	struct proxy_config cfg = { .listen_fd = -1, .log_fd = -1, .signal_fd = -1,
 				    .broker_fd = -1, .ledger_fd = -1, .log_max = PROXY_LOG_MAX };
+	struct options o = { .allow_entries = STRVEC_INIT, .allow_files = STRVEC_INIT,
+			     .ready_fd = -1, .report_fd = -1, .key_fd = -1, .max_conns = 10000,
+			     .api_pool = 4 };
 	struct usage_prices prices = USAGE_PRICES_INIT;
-	const char *prices_path = NULL;
 	struct proxy_report report = PROXY_REPORT_INIT;
 	struct allow_list allow = ALLOW_LIST_INIT;
-	struct buf err = BUF_INIT, shown = BUF_INIT;
-	const char *listen_spec = NULL, *log_path = NULL, *key_env = NULL, *presets = NULL;
-	const char *hosts_file;
-	struct strvec allow_entries = STRVEC_INIT, allow_files = STRVEC_INIT;
-	int ready_fd = -1, report_fd = -1, key_fd = -1, no_sandbox = 0, opt, ret;
-	long max_conns = 10000, api_pool = 4, log_max;
+	struct buf shown = BUF_INIT;
 	sigset_t mask;
+	int ret;
 
 	tool_init(argc, argv);
 	/* Blocked before any thread starts, so that only the signalfd sees them. */
@@ -332,236 +596,45 @@ int main(int argc, char **argv)
 	sigaddset(&mask, SIGHUP);
 	if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
 		die_errno("sigprocmask");
-	cfg.header_timeout_ms = 30000;
-	cfg.idle_timeout_ms = 600000;
-	cfg.connect_timeout_ms = 30000;
-	cfg.api_pool_idle_ms = 20000;
-	while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1) {
-		switch (opt) {
-		case OPT_LISTEN:
-			listen_spec = optarg;
-			break;
-		case OPT_LISTEN_FD:
-			cfg.listen_fd = fd_arg(optarg, "--listen-fd", 0);
-			break;
-		case OPT_ALLOW:
-			strvec_push(&allow_entries, optarg);
-			break;
-		case OPT_ALLOW_FILE:
-			strvec_push(&allow_files, optarg);
-			break;
-		case OPT_LOG:
-			log_path = optarg;
-			break;
-		case OPT_LOG_FD:
-			cfg.log_fd = fd_arg(optarg, "--log-fd", 1);
-			break;
-		case OPT_LOG_MAX:
-			if (parse_long(optarg, 0, 1L << 40, &log_max) < 0 ||
-			    (log_max && log_max < 4 * PROXY_LOG_RESERVE))
-				die("invalid --log-max '%s' (0, or %d to 2^40 bytes)", optarg,
-				    4 * PROXY_LOG_RESERVE);
-			cfg.log_max = log_max;
-			break;
-		case OPT_REPORT_FD:
-			report_fd = fd_arg(optarg, "--report-fd", 1);
-			break;
-		case OPT_KEY_ENV:
-			key_env = optarg;
-			break;
-		case OPT_KEY_FD:
-			key_fd = fd_arg(optarg, "--key-fd", 0);
-			break;
-		case OPT_READY_FD:
-			ready_fd = fd_arg(optarg, "--ready-fd", 1);
-			break;
-		case OPT_PRESETS:
-			presets = optarg;
-			break;
-		case OPT_HEADER_TIMEOUT:
-			cfg.header_timeout_ms = parse_duration(optarg, "--header-timeout");
-			break;
-		case OPT_IDLE_TIMEOUT:
-			cfg.idle_timeout_ms = parse_duration(optarg, "--idle-timeout");
-			break;
-		case OPT_CONNECT_TIMEOUT:
-			cfg.connect_timeout_ms = parse_duration(optarg, "--connect-timeout");
-			break;
-		case OPT_MAX_CONNS:
-			if (parse_long(optarg, 1, 1000000, &max_conns) < 0)
-				die("invalid --max-conns '%s'", optarg);
-			break;
-		case OPT_API_POOL:
-			if (parse_long(optarg, 0, PROXY_API_POOL_MAX, &api_pool) < 0)
-				die("invalid --api-pool '%s' (0 to %d)", optarg, PROXY_API_POOL_MAX);
-			break;
-		case OPT_API_POOL_IDLE:
-			cfg.api_pool_idle_ms = parse_duration(optarg, "--api-pool-idle");
-			break;
-		case OPT_BROKER_FD:
-			cfg.broker_fd = fd_arg(optarg, "--broker-fd", 0);
-			break;
-		case OPT_PRICES:
-			prices_path = optarg;
-			break;
-		case OPT_BUDGET_TASK:
-			if (usage_parse_usd(optarg, &report.usage.cap_task) < 0)
-				die("invalid --budget-task '%s' (USD, more than 0, at most %d)", optarg,
-				    USAGE_CAP_MAX_USD);
-			break;
-		case OPT_BUDGET_DAY:
-			if (usage_parse_usd(optarg, &report.usage.cap_day) < 0)
-				die("invalid --budget-day '%s' (USD, more than 0, at most %d)", optarg,
-				    USAGE_CAP_MAX_USD);
-			break;
-		case OPT_LEDGER_FD:
-			cfg.ledger_fd = fd_arg(optarg, "--ledger-fd", 0);
-			break;
-		case OPT_NO_SANDBOX:
-			no_sandbox = 1;
-			break;
-		case 'h':
-		case OPT_HELP:
-			fputs(usage, stdout);
-			return 0;
-		default:
-			usage_die(usage);
-		}
-	}
-	if (optind < argc)
-		usage_die(usage);
-	if (listen_spec && cfg.listen_fd >= 0)
-		die("--listen and --listen-fd cannot be used together");
-	if (log_path && cfg.log_fd >= 0)
-		die("--log and --log-fd cannot be used together");
-	cfg.max_conns = (int)max_conns;
-	cfg.api_pool = (int)api_pool;
-	cfg.report = &report;
-
-	if (key_env && key_fd >= 0)
-		die("--key-env and --key-fd cannot be used together");
-	if (report.usage.cap_day && cfg.ledger_fd < 0)
-		die("--budget-day needs --ledger-fd");
+	parse_options(argc, argv, &cfg, &report, &o);
 	/* The key first, so it leaves the environment as early as possible. */
-	if (key_env || key_fd >= 0)
-		read_key(&cfg, key_env, key_fd);
-	/* Spend is counted wherever the key is used (docs/budget.md). */
-	if (cfg.api_key) {
-		uint64_t day;
-
-		if (usage_prices_load(prices_path ? prices_path : prices_file(), &prices, &err) < 0)
-			die("the price table %s", err.buf);
-		cfg.prices = &prices;
-		report.usage.present = 1;
-		if (cfg.ledger_fd >= 0 && (ret = usage_ledger_add(cfg.ledger_fd, 0, &day)) < 0)
-			die_err(ret, "cannot read the ledger on --ledger-fd %d", cfg.ledger_fd);
-		if (cfg.ledger_fd >= 0)
-			report.usage.day_nano = day;
-	} else if (report.usage.cap_task || report.usage.cap_day) {
-		die("--budget-task and --budget-day need key forwarding (--key-env or --key-fd)");
-	}
-
+	if (o.key_env || o.key_fd >= 0)
+		read_key(&cfg, o.key_env, o.key_fd);
+	setup_spend(&cfg, &report, &prices, o.prices_path);
 
 	raise_nofile();
-	if (!presets)
-		presets = presets_dir();
-	for (size_t i = 0; i < allow_entries.nr; i++)
-		if (allow_add(&allow, allow_entries.v[i], presets, &err) < 0)
-			die("%s", err.buf);
-	for (size_t i = 0; i < allow_files.nr; i++)
-		if (allow_add_file(&allow, allow_files.v[i], presets, &err) < 0)
-			die("%s", err.buf);
+	setup_allow(&allow, &o);
 	cfg.allow = &allow;
-
-	hosts_file = getenv("AIBOX_PROXY_HOSTS");
-	if (hosts_file && !*hosts_file)
-		hosts_file = NULL;
-	cfg.resolver = resolver_new(hosts_file, !hosts_file, 4, &err);
-	if (!cfg.resolver)
-		die("%s", err.buf);
-	if (!hosts_file) {
-		/* Let glibc read nsswitch.conf and resolv.conf while it still can. */
-		struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *ai = NULL;
-
-		if (getaddrinfo("localhost", NULL, &hints, &ai) == 0)
-			freeaddrinfo(ai);
-	}
-
-	if (cfg.api_key) {
-		const char *ca = getenv("AIBOX_API_CA");
-		SSL *warm;
-
-		cfg.tls = tls_client_ctx(ca && *ca ? ca : NULL, &err);
-		if (!cfg.tls)
-			die("%s", err.buf);
-		/* Load whatever OpenSSL loads lazily now, before the lockdown. */
-		warm = SSL_new(cfg.tls);
-		SSL_free(warm);
-	}
-
-	if (log_path) {
-		cfg.log_fd = open(log_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+	cfg.resolver = setup_resolver();
+	if (cfg.api_key)
+		cfg.tls = setup_tls();
+	if (o.log_path) {
+		cfg.log_fd = open(o.log_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
 		if (cfg.log_fd < 0)
-			die_errno("cannot open '%s'", log_path);
+			die_errno("cannot open '%s'", o.log_path);
 	}
-
-	if (cfg.listen_fd >= 0) {
-		int acc = 0;
-		socklen_t len = sizeof(acc);
-
-		if (getsockopt(cfg.listen_fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &len) < 0 || !acc)
-			die("fd %d is not a listening socket", cfg.listen_fd);
-		buf_addf(&shown, "fd:%d", cfg.listen_fd);
-	} else {
-		cfg.listen_fd = open_listener(listen_spec ? listen_spec : "127.0.0.1:3128", &shown);
-	}
-
-	if (cfg.broker_fd >= 0) {
-		int type = 0;
-		socklen_t len = sizeof(type);
-
-		if (getsockopt(cfg.broker_fd, SOL_SOCKET, SO_TYPE, &type, &len) < 0 ||
-		    type != SOCK_SEQPACKET)
-			die("--broker-fd %d is not a SOCK_SEQPACKET socket", cfg.broker_fd);
-	}
-
+	setup_sockets(&cfg, &o, &shown);
 	cfg.signal_fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
 	if (cfg.signal_fd < 0)
 		die_errno("signalfd");
 
-	ret = sandbox_lockdown(no_sandbox ? SANDBOX_NONE : SANDBOX_SECCOMP, 0);
+	ret = sandbox_lockdown(o.no_sandbox ? SANDBOX_NONE : SANDBOX_SECCOMP, 0);
 	if (ret < 0)
 		die_err(ret, "cannot lock down");
-
-	if (ready_fd >= 0) {
-		struct buf line = BUF_INIT;
-
-		buf_addf(&line, "ready %s\n", shown.buf);
-		if (write_all(ready_fd, line.buf, line.len) < 0)
-			warning("cannot write to the ready fd: %s", strerror(errno));
-		close(ready_fd);
-		buf_release(&line);
-	}
+	if (o.ready_fd >= 0)
+		say_ready(o.ready_fd, &shown);
 
 	ret = proxy_run(&cfg);
 	if (ret < 0)
 		die_err(ret, "the proxy failed");
-	if (report_fd >= 0) {
-		struct buf rec = BUF_INIT;
-
-		proxy_report_json(&report, &rec);
-		if (write_all(report_fd, rec.buf, rec.len) < 0)
-			warning("cannot write the record to fd %d: %s", report_fd, strerror(errno));
-		close(report_fd);
-		buf_release(&rec);
-	}
+	if (o.report_fd >= 0)
+		write_record(o.report_fd, &report);
 	proxy_report_release(&report);
 	usage_prices_release(&prices);
 	resolver_free(cfg.resolver);
 	allow_clear(&allow);
-	strvec_clear(&allow_entries);
-	strvec_clear(&allow_files);
-	buf_release(&err);
+	strvec_clear(&o.allow_entries);
+	strvec_clear(&o.allow_files);
 	buf_release(&shown);
 	if (cfg.tls)
 		SSL_CTX_free(cfg.tls);

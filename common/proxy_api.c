@@ -1,0 +1,336 @@
+/*
+ * Key forwarding: the requests for the API the proxy answers itself, the
+ * pool of idle TLS connections to the upstream, and spend (docs/budget.md):
+ * the caps, and the usage read from each answer through http.c's body
+ * hook (struct http_body's content callback).
+ */
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "buf.h"
+#include "err.h"
+#include "http.h"
+#include "proxy_impl.h"
+#include "proxy_report.h"
+#include "usage.h"
+#include "banned.h"
+
+static void pool_close(struct pooled *p)
+{
+	if (p->fd < 0)
+		return;
+	/* No close_notify: the peer may be gone, and a write could block. */
+	SSL_set_quiet_shutdown(p->ssl, 1);
+	SSL_free(p->ssl);
+	close(p->fd); /* leaves epoll with it */
+	p->ssl = NULL;
+	p->fd = -1;
+}
+
+/* An idle connection is alive when nothing at all is waiting on it. */
+static int pool_alive(struct pooled *p)
+{
+	char b;
+	ssize_t r = recv(p->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+
+	return r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && !SSL_has_pending(p->ssl);
+}
+
+void px_pool_init(struct proxy *px)
+{
+	for (int i = 0; i < PROXY_API_POOL_MAX; i++) {
+		px->pool[i].h.c = NULL;
+		px->pool[i].h.side = SIDE_POOL;
+		px->pool[i].fd = -1;
+		px->pool[i].ssl = NULL;
+	}
+}
+
+void px_pool_close_all(struct proxy *px)
+{
+	for (int i = 0; i < PROXY_API_POOL_MAX; i++)
+		pool_close(&px->pool[i]);
+}
+
+void px_pool_sweep(struct proxy *px)
+{
+	for (int i = 0; i < px->cfg->api_pool; i++)
+		if (px->pool[i].fd >= 0 &&
+		    px->now_ms - px->pool[i].since_ms >= px->cfg->api_pool_idle_ms)
+			pool_close(&px->pool[i]);
+}
+
+void px_pool_put(struct conn *c)
+{
+	struct proxy *px = c->px;
+	struct pooled *p = NULL;
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP };
+
+	if (!c->is_api || !c->ssl || c->ufd < 0 || c->up_close || !c->req_done ||
+	    !c->respb.done || c->respb.kind == BODY_CLOSE || c->rb_len > c->rb_off ||
+	    px_spill_pending(&c->to_upstream) || SSL_has_pending(c->ssl) || c->ssl_rw || c->ssl_ww)
+		return;
+	for (int i = 0; i < px->cfg->api_pool; i++) {
+		if (px->pool[i].fd < 0) {
+			p = &px->pool[i];
+			break;
+		}
+		if (!p || px->pool[i].since_ms < p->since_ms)
+			p = &px->pool[i]; /* full: the oldest makes room */
+	}
+	if (!p)
+		return;
+	pool_close(p);
+	ev.data.ptr = &p->h;
+	if (epoll_ctl(px->epfd, EPOLL_CTL_MOD, c->ufd, &ev) < 0)
+		return;
+	p->fd = c->ufd;
+	p->ssl = c->ssl;
+	p->since_ms = px->now_ms;
+	c->ufd = -1;
+	c->ssl = NULL;
+	c->uev = 0;
+}
+
+int px_pool_take(struct conn *c)
+{
+	struct proxy *px = c->px;
+
+	for (;;) {
+		struct pooled *p = NULL;
+		struct epoll_event ev = { .events = EPOLLOUT, .data.ptr = &c->hu };
+
+		for (int i = 0; i < px->cfg->api_pool; i++)
+			if (px->pool[i].fd >= 0 && (!p || px->pool[i].since_ms >= p->since_ms))
+				p = &px->pool[i];
+		if (!p)
+			return 0;
+		if (!pool_alive(p) || epoll_ctl(px->epfd, EPOLL_CTL_MOD, p->fd, &ev) < 0) {
+			pool_close(p);
+			continue;
+		}
+		c->ufd = p->fd;
+		c->ssl = p->ssl;
+		c->uev = EPOLLOUT;
+		p->fd = -1;
+		p->ssl = NULL;
+		return 1;
+	}
+}
+
+void px_pool_event(struct pooled *p)
+{
+	if (p->fd >= 0 && !pool_alive(p))
+		pool_close(p);
+}
+
+int px_is_api_authority(const char *host, int port)
+{
+	return port == PROXY_API_PORT && (!strcmp(host, "127.0.0.1") || !strcmp(host, "localhost"));
+}
+
+/* The methods the API uses (PROXY_API_METHODS); the rest get a 405. */
+static int api_method_ok(const char *m, size_t n)
+{
+	return (n == 3 && !memcmp(m, "GET", 3)) || (n == 4 && !memcmp(m, "POST", 4)) ||
+	       (n == 6 && !memcmp(m, "DELETE", 6));
+}
+
+/* The endpoints that cost money: POST /v1/messages and /v1/complete, any query. */
+static int api_paid(const struct http_head *h, const char *t, size_t tl)
+{
+	const char *q = memchr(t, '?', tl);
+	size_t n = q ? (size_t)(q - t) : tl;
+
+	return h->method_len == 4 && !memcmp(h->method, "POST", 4) &&
+	       ((n == 12 && !memcmp(t, "/v1/messages", 12)) ||
+		(n == 12 && !memcmp(t, "/v1/complete", 12)));
+}
+
+/*
+ * A paid request when a cap is reached: answer it in the API's own error
+ * shape, so that the client reports it and stops.  1 when refused.
+ */
+static int budget_refused(struct conn *c)
+{
+	struct proxy *px = c->px;
+	struct usage_count *u = &px->cfg->report->usage;
+	enum usage_capped which = USAGE_CAPPED_NONE;
+	struct buf msg = BUF_INIT, spent = BUF_INIT, cap = BUF_INIT, why = BUF_INIT;
+	json_t *body;
+	char *text;
+	uint64_t total;
+	int r = 0;
+
+	if (u->cap_task && u->nano >= u->cap_task) {
+		which = USAGE_CAPPED_TASK;
+		usage_format_usd(&spent, u->nano);
+		usage_format_usd(&cap, u->cap_task);
+		buf_addf(&msg, "aibox: this task's budget of %s USD is spent (%s USD by aibox's "
+			       "count); aibox-proxy refuses further API requests",
+			 cap.buf, spent.buf);
+	} else if (u->cap_day && px->cfg->ledger_fd >= 0) {
+		r = usage_ledger_add(px->cfg->ledger_fd, 0, &total);
+		if (r == 0)
+			u->day_nano = total;
+		if (r < 0 || total >= u->cap_day) {
+			which = USAGE_CAPPED_DAY;
+			usage_format_usd(&cap, u->cap_day);
+			if (r < 0)
+				buf_addf(&msg,
+					 "aibox: the project's ledger of today's spend cannot be "
+					 "read (%s), so its daily budget of %s USD cannot be kept; "
+					 "aibox-proxy refuses further API requests",
+					 strerror(-r), cap.buf);
+			else {
+				usage_format_usd(&spent, total);
+				buf_addf(&msg,
+					 "aibox: the project's daily budget of %s USD is spent (%s "
+					 "USD today by aibox's count); aibox-proxy refuses further "
+					 "API requests",
+					 cap.buf, spent.buf);
+			}
+		}
+	}
+	if (which == USAGE_CAPPED_NONE)
+		goto out;
+	u->refused++;
+	if (!u->capped)
+		u->capped = which;
+	body = json_pack("{s:s, s:{s:s, s:s}}", "type", "error", "error", "type",
+			 PROXY_BUDGET_ERROR, "message", msg.buf);
+	text = body ? json_dumps(body, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+	if (!text)
+		die("out of memory");
+	buf_addf(&why, "budget: the %s cap of %s USD is reached",
+		 which == USAGE_CAPPED_TASK ? "task" : "day", cap.buf);
+	px_respond_with(c, 400, "refused", why.buf, text);
+	free(text);
+	json_decref(body);
+	r = 1;
+out:
+	buf_release(&msg);
+	buf_release(&spent);
+	buf_release(&cap);
+	buf_release(&why);
+	return r == 1;
+}
+
+int px_api_request(struct conn *c, const struct http_head *h, const char *t, size_t tl)
+{
+	struct proxy *px = c->px;
+	const char *why = NULL;
+
+	snprintf(c->host, sizeof(c->host), "localhost");
+	c->port = PROXY_API_PORT;
+	px_set_what(c, h->method, h->method_len, t, tl);
+	if (!px->cfg->api_key) {
+		px_refuse(c, "key forwarding is off");
+		return 0;
+	}
+	if (!api_method_ok(h->method, h->method_len)) {
+		/* TRACE and the like could echo the key back. */
+		px_respond(c, 405, "refused", "method not forwarded to the API");
+		return 0;
+	}
+	if (!http_api_path_ok(t, tl, &why)) {
+		px_refuse(c, why);
+		return 0;
+	}
+	c->paid = px->cfg->prices && api_paid(h, t, tl);
+	return !(c->paid && budget_refused(c));
+}
+
+/* Count what one answer's usage grew by. */
+static void usage_apply(struct conn *c, const struct usage_tokens *d)
+{
+	struct proxy *px = c->px;
+	struct usage_count *u = &px->cfg->report->usage;
+	uint64_t nano, total;
+
+	if (!usage_tokens_any(d))
+		return;
+	usage_count_add(u, px->cfg->prices, c->us->model, d, !c->us_counted, &nano);
+	if (!c->us_counted)
+		memcpy(c->req_model, c->us->model, sizeof(c->req_model));
+	c->us_counted = 1;
+	for (int k = 0; k < USAGE_KINDS; k++)
+		c->req_tokens.n[k] += d->n[k];
+	c->req_nano += nano;
+	/* Each task adds as it goes, so that a killed task's spend is still there. */
+	if (px->cfg->ledger_fd >= 0 && nano &&
+	    usage_ledger_add(px->cfg->ledger_fd, nano, &total) == 0)
+		u->day_nano = total;
+}
+
+static void usage_content(void *ctx, const char *p, size_t n)
+{
+	struct conn *c = ctx;
+	struct usage_tokens d = { { 0 } };
+
+	if (!c->us)
+		return;
+	usage_stream_feed(c->us, p, n, &d);
+	usage_apply(c, &d);
+}
+
+/* Only an answer the API reports usage in is read. */
+void px_usage_begin(struct conn *c, const struct http_head *h)
+{
+	struct proxy *px = c->px;
+	struct usage_count *u = &px->cfg->report->usage;
+	enum usage_mode mode = USAGE_OFF;
+	int encoded = 0;
+
+	if (!c->paid || h->status < 200 || h->status > 299)
+		return;
+	u->requests++;
+	for (int i = 0; i < h->nhdr; i++) {
+		const struct http_header *hd = &h->hdr[i];
+
+		if (http_name_is(hd, "content-type")) {
+			if (hd->value_len >= 17 && !strncasecmp(hd->value, "text/event-stream", 17))
+				mode = USAGE_SSE;
+			else if (hd->value_len >= 16 &&
+				 !strncasecmp(hd->value, "application/json", 16))
+				mode = USAGE_JSON;
+		} else if (http_name_is(hd, "content-encoding") &&
+			   !(hd->value_len == 8 && !strncasecmp(hd->value, "identity", 8))) {
+			encoded = 1;
+		}
+	}
+	if (mode == USAGE_OFF || encoded || c->respb.kind == BODY_NONE) {
+		u->uncounted++;
+		return;
+	}
+	c->us = xmalloc(sizeof(*c->us));
+	usage_stream_init(c->us, mode);
+	c->respb.content = usage_content;
+	c->respb.content_ctx = c;
+}
+
+void px_usage_done(struct conn *c)
+{
+	struct proxy *px = c->px;
+	struct usage_tokens d = { { 0 } };
+
+	if (!c->us)
+		return;
+	if (c->respb.done)
+		usage_stream_end(c->us, &d);
+	usage_apply(c, &d);
+	px->cfg->report->usage.skipped += c->us->skipped;
+	if (c->us->mode == USAGE_JSON && !c->respb.done)
+		px->cfg->report->usage.uncounted++; /* cut short: its body was never read */
+	usage_stream_release(c->us);
+	free(c->us);
+	c->us = NULL;
+	c->respb.content = NULL;
+}
