@@ -12,6 +12,8 @@
 # Targets:
 #   all (default)  build/libaibox.a, build/aibox and every build/aibox-* tool
 #   check          build, then run the test suite (t/run), ending "N passed, N failed"
+#   check-cold     build, then run the task suite (TASK_SUITE below) with snapshots
+#                  off (AIBOX_SNAPSHOT=0: every task VM boots cold; docs/image.md)
 #   demo           build, then run one task on a sample repository (t/demo)
 #   deps           install the Debian packages listed in packages.txt: as root
 #                  itself, as anyone else through sudo (refused without sudo)
@@ -135,6 +137,14 @@ fuzz-run: fuzz
 check: all
 	$(Q)t/run
 
+# The task suite: every test file that runs aibox task on the real image, found
+# as the files that load t/lib-vm.bash or t/lib-task.bash and run aibox task.
+TASK_SUITE = $(shell grep -l -e '^load lib-vm' -e '^load lib-task' t/*.bats | \
+	xargs grep -l 'aibox task')
+
+check-cold: all
+	$(Q)AIBOX_SNAPSHOT=0 t/run $(TASK_SUITE)
+
 demo: all
 	$(Q)t/demo
 
@@ -215,7 +225,7 @@ clean:
 	rm -rf $(B)
 
 FORCE:
-.PHONY: all check demo deps install deb fuzz fuzz-run format clean FORCE
+.PHONY: all check check-cold demo deps install deb fuzz fuzz-run format clean FORCE
 .DELETE_ON_ERROR:
 
 -include $(shell find $(B) -name '*.d' 2>/dev/null)

@@ -36,3 +36,29 @@ B
 	run "$TOP/t/check-bang" "$TOP"/t/*.bats "$TOP"/t/lib-*.bash
 	assert_success
 }
+
+@test "test-rules: with AIBOX_SNAPSHOT=0, t/run hands it to the tests and says before its count that snapshots were off" {
+	printf '@test "x" {\n\t[ "$AIBOX_SNAPSHOT" = 0 ]\n}\n' >cold.bats
+	AIBOX_SNAPSHOT=0 run "$TOP/t/run" "$T/cold.bats"
+	assert_success
+	[ "${lines[-2]}" = "t/run: snapshots off (AIBOX_SNAPSHOT=0): task VMs booted cold unless a test turned them on" ]
+	[ "${lines[-1]}" = "1 passed, 0 failed, 0 skipped" ]
+	run env -u AIBOX_SNAPSHOT "$TOP/t/run" "$T/cold.bats"
+	assert_failure
+	refute_output --partial "snapshots off"
+	[ "${lines[-1]}" = "0 passed, 1 failed, 0 skipped" ]
+}
+
+@test "test-rules: make check-cold runs the files that run aibox task on the real image, with AIBOX_SNAPSHOT=0" {
+	run make -s -n -C "$TOP" check-cold
+	assert_success
+	line=$(grep '^AIBOX_SNAPSHOT=0 t/run ' <<<"$output")
+	for f in 5100-task-vm 5120-task-snapshot 5200-task-faults 6100-broker-task-vm 9000-root 9100-slurm; do
+		[[ " $line " == *" t/$f.bats "* ]]
+	done
+	# aibox run (always cold), a file that only borrows lib-task's fake API,
+	# test-vm's own snapshot tests and aibox task without a VM are not
+	for f in 7000-run 3007-proxy-spend 4700-snapshot 5005-task-start; do
+		[[ " $line " != *" t/$f.bats "* ]]
+	done
+}

@@ -62,6 +62,37 @@ export PATH="$PATH:/usr/sbin:/sbin"
 	grep -q '^package openssh-server ' "$T/images/default/manifest"
 }
 
+@test "image: a build that makes something saves the snapshot for a task of the default size; an unchanged one does not" {
+	aibox image build >/dev/null 2>&1
+	# A store of our own, sharing the root disk by hard link and the downloads,
+	# whose manifest's boot key is another's: the build remakes the initramfs.
+	store=$(dirname "$IMAGE")
+	export AIBOX_IMAGES=$T/images
+	img=$T/images/default
+	mkdir -p "$img"
+	ln -s "$store/.downloads" "$T/images/.downloads"
+	ln "$IMAGE/rootfs.ext4" "$img/rootfs.ext4" 2>/dev/null || cp "$IMAGE/rootfs.ext4" "$img/rootfs.ext4"
+	cp "$IMAGE/vmlinuz" "$IMAGE/initramfs" "$IMAGE/manifest" "$img/"
+	sed -i 's/^boot-key .*/boot-key 0/' "$img/manifest"
+	cpus=$(($(nproc) < 2 ? $(nproc) : 2))
+	run aibox image build
+	assert_success
+	assert_output --partial "reusing the root disk"
+	assert_line "aibox-image: saved the snapshot for tasks of 4096 MiB and $cpus CPUs"
+	assert_line "$img"
+	snap=$img/snapshot-4096m-${cpus}c
+	[ "$(stat -c %a "$snap.vmstate")" = 444 ] && [ "$(stat -c %a "$snap.manifest")" = 444 ]
+	grep -qx "size $(stat -c %s "$snap.vmstate")" "$snap.manifest"
+	grep -qx "memory 4096" "$snap.manifest"
+	grep -qx "cpus $cpus" "$snap.manifest"
+	ino=$(stat -c %i "$snap.vmstate")
+	run aibox image build
+	assert_success
+	assert_output --partial "image 'default' is up to date"
+	refute_output --partial "snapshot"
+	[ "$(stat -c %i "$snap.vmstate")" = "$ino" ]
+}
+
 @test "image: without subordinate ids for the user, a build stops before any download and says how to add them" {
 	[ "$(id -u)" != 0 ] || skip "as root a build needs no subordinate ids"
 	export AIBOX_IMAGES=$T/images

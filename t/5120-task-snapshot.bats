@@ -7,6 +7,8 @@ bats_require_minimum_version 1.5.0
 
 setup() {
 	task_setup
+	# This file tests the snapshot itself: it is on here even in make check-cold.
+	unset AIBOX_SNAPSHOT
 }
 
 teardown() {
@@ -33,4 +35,45 @@ teardown() {
 	[ -n "$dir" ]
 	run ! grep -q 'aibox-init: resumed' "$dir/console.log"
 	grep -q 'aibox-init: started' "$dir/console.log"
+}
+
+@test "task snapshot: a corrupt snapshot is not used: the task boots cold, says why, and succeeds" {
+	# The image in $T/images, its files the store's, with a copy of the
+	# store's snapshot for the task's size (made here by a first task when the
+	# store has none).
+	cpus=$(($(nproc) < 2 ? $(nproc) : 2))
+	snap=snapshot-4096m-${cpus}c
+	img=$T/images/default
+	mkdir -p "$img"
+	for f in vmlinuz initramfs rootfs.ext4; do
+		ln -s "$IMAGE/$f" "$img/$f"
+	done
+	cp "$IMAGE/manifest" "$img/"
+	cp -p "$IMAGE/$snap.vmstate" "$IMAGE/$snap.manifest" "$img/" 2>/dev/null || true
+	export AIBOX_IMAGES=$T/images
+	api '{"turns": [{"text": "Nothing to change."}], "require_key": "'"$KEY"'"}'
+	first=
+	if [ ! -e "$img/$snap.vmstate" ]; then
+		run --separate-stderr aibox task --memory 4G --cpus "$cpus" "Change nothing."
+		echo "$stderr" >"$T/err"
+		[ "$status" -eq 0 ] || show
+		assert_success
+		first=$(task_dir)
+	fi
+	f=$img/$snap.vmstate
+	[ -f "$f" ] && [ -f "$img/$snap.manifest" ]
+	# one byte changed in the middle
+	chmod u+w "$f"
+	printf 'X' | dd of="$f" bs=1 seek=$(($(stat -c %s "$f") / 2)) conv=notrunc status=none
+	chmod 0444 "$f"
+	run --separate-stderr aibox task --memory 4G --cpus "$cpus" "Change nothing."
+	echo "$stderr" >"$T/err"
+	[ "$status" -eq 0 ] || show
+	assert_success
+	grep -q " aibox\[.*\]: booting cold: the snapshot does not match its manifest's digest; it is removed" "$T/err"
+	[[ "$stderr" == *"Claude Code exited with 0"* ]]
+	dir=$(task_dir | grep -vxF "$first")
+	[ -n "$dir" ]
+	grep -q 'aibox-init: started' "$dir/console.log"
+	run ! grep -q 'aibox-init: resumed' "$dir/console.log"
 }

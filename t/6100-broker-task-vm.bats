@@ -76,7 +76,10 @@ setup_file() {
 	# guest connection show a secret in their environment (/proc/PID/environ
 	# is the initial block: aibox-task wipes what it inherited).
 	local broker= qemu= connect= proxy p n status=0
-	wait_until 300 helpers_up_or_gone || true
+	# The guest connects only in the agent's tool call, after the boot and
+	# Claude Code's start: under TCG on a loaded machine, with a cold boot
+	# (make check-cold), more than 5 minutes.  The wait ends with the task.
+	wait_until 900 helpers_up_or_gone || true
 	proxy=$(pgrep -P "$TASK_PID" -f aibox-proxy) || true
 	echo "$broker $TASK_PID $proxy $qemu $connect" >"$S/pids"
 	: >"$S/environ"

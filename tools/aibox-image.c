@@ -16,11 +16,14 @@
 #include <unistd.h>
 
 #include "buf.h"
+#include "config.h"
 #include "err.h"
 #include "image.h"
 #include "out.h"
 #include "paths.h"
+#include "snapshot.h"
 #include "spawn.h"
+#include "vm.h"
 #include "banned.h"
 
 static const char usage_text[] = "usage: aibox image list [--json]\n"
@@ -152,11 +155,44 @@ static int cmd_list(int argc, char **argv)
 	return 0;
 }
 
+/*
+ * After a build that made something: save the image's snapshot for a task of
+ * the default size (common/config.h), so that the first task restores it
+ * rather than saving it (docs/image.md, "Snapshots").  A failure costs only
+ * that: the first task saves it, or boots cold.
+ */
+static void save_snapshot(const char *name)
+{
+	struct vm_config vc = VM_CONFIG_INIT;
+	struct config cfg;
+	struct buf dir = BUF_INIT, why = BUF_INIT;
+	int r;
+
+	config_init(&cfg);
+	if ((r = image_find(name, &dir, &why)) == 0) {
+		vc.image_dir = dir.buf;
+		vc.mode = "task";
+		vc.memory_mb = (unsigned)cfg.memory_mib;
+		vc.cpus = (unsigned)cfg.cpus;
+		vc.snapshot = 1;
+		r = snapshot_save(&vc, &why);
+	}
+	if (r > 0)
+		fprintf(stderr, "aibox-image: saved the snapshot for tasks of %u MiB and %u CPUs\n",
+		        vc.memory_mb, vc.cpus);
+	else if (r < 0 && r != -EBUSY)
+		warning("the snapshot was not saved: %s (the first task saves it)", why.buf);
+	config_release(&cfg);
+	buf_release(&dir);
+	buf_release(&why);
+}
+
 static int cmd_build(int argc, char **argv)
 {
 	const char *name = "default";
 	int force = 0, i, r;
-	struct buf recipe = BUF_INIT;
+	struct buf recipe = BUF_INIT, path = BUF_INIT, m = BUF_INIT, before = BUF_INIT;
+	struct buf after = BUF_INIT;
 	struct spawn sp = SPAWN_INIT;
 
 	for (i = 1; i < argc && argv[i][0] == '-'; i++) {
@@ -176,6 +212,10 @@ static int cmd_build(int argc, char **argv)
 		    data_dir());
 	if ((r = mkdir_p(image_store())) < 0)
 		die_err(r, "cannot create '%s'", image_store());
+	/* A build made something when the manifest's "built" line changed. */
+	buf_addf(&path, "%s/%s/manifest", image_store(), name);
+	if (buf_read_file(&m, path.buf, 1 << 20) >= 0)
+		manifest_field(&m, "built", &before);
 	strvec_pushf(&sp.args, "%s/image/build-image", data_dir());
 	strvec_pushl(&sp.args, name, recipe.buf, image_store(), NULL);
 	strvec_pushf(&sp.env, "AIBOX_INIT=%s/aibox-init", libexec_dir());
@@ -189,6 +229,14 @@ static int cmd_build(int argc, char **argv)
 		die_err(r, "cannot run build-image");
 	if (r != 0)
 		die("cannot build image '%s'", name);
+	buf_reset(&m);
+	if (buf_read_file(&m, path.buf, 1 << 20) >= 0 &&
+	    strcmp(manifest_field(&m, "built", &after), before.buf))
+		save_snapshot(name);
+	buf_release(&path);
+	buf_release(&m);
+	buf_release(&before);
+	buf_release(&after);
 	printf("%s/%s\n", image_store(), name);
 	return 0;
 }
