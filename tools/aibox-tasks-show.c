@@ -55,7 +55,8 @@ static void open_task(struct shown *s, const char *arg)
 
 	if (task_open(arg, &s->td, &s->why) < 0)
 		die("%s", s->why.buf);
-	if ((ret = task_info_read(s->td.tasks_fd, s->td.name, time(NULL), &s->ti)) < 0)
+	ret = task_info_read_checked(s->td.tasks_fd, s->td.dir.buf, s->td.name, time(NULL), &s->ti);
+	if (ret < 0)
 		die_err(ret, "cannot read '%s'", s->td.dir.buf);
 }
 
@@ -119,6 +120,11 @@ static void print_text(struct shown *s)
 		printf("cannot read all of it: %s\n", line.buf);
 	}
 	fflush(stdout);
+	if (ti->state == TASK_QUEUED) {
+		printf("its Slurm job waits in the queue: its results are checked here once it "
+		       "has ended\n");
+		goto out;
+	}
 	if (ti->state == TASK_RUNNING) {
 		printf("it has no summary yet: 'aibox tasks log -f %s' follows it\n", ti->id);
 		goto out;
