@@ -231,7 +231,8 @@ int task_continue_prepare(struct task_continue *c, const char *tasks_dir, const 
 	slurm_detached_check(c->dir.buf);
 	ret = task_check(tasks_fd, c->name, &lock_fd);
 	if (ret == 0) {
-		int dfd = openat(tasks_fd, c->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		int dfd =
+		    openat(tasks_fd, c->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 
 		if (dfd >= 0 && slurm_detached_unchecked(dfd))
 			ret = 1; /* queued or running on Slurm still */

@@ -21,8 +21,8 @@
 #include "task_record.h"
 #include "banned.h"
 
-static const char *const state_names[] = {"running", "finished", "not finished", "failed to start",
-                                          "cleaned", "queued"};
+static const char *const state_names[] = {"running",         "finished", "not finished",
+                                          "failed to start", "cleaned",  "queued"};
 
 const char *task_state_name(enum task_state s)
 {

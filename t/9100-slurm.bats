@@ -269,23 +269,29 @@ start_cancellable() {
 	grep -qx 'aibox-task' "$T/node-comms"
 }
 
-# ended_cancelled: the submitter's exit and what the node left.
-ended_cancelled() {
+# node_gone: no process of the job step (NODE_PIDS) and none naming the
+# folder is left, nor the secrets.
+node_gone() {
 	local p
-	wait "$TASK_PID" && status=0 || status=$?
-	TASK_PID=
-	assert_equal "$status" 1
-	run cat "$T/err"
-	assert_output --partial "the task did not finish: the VM was stopped by"
-	refute_output --partial "fetch them with"
 	for p in $NODE_PIDS; do
 		run kill -0 "$p"
 		assert_failure
 	done
 	run pgrep -f "$dir"
 	assert_failure
-	[ ! -s "$dir/result.json" ]
 	[ ! -e "$dir/slurm.secrets" ]
+}
+
+# ended_cancelled: the submitter's exit and what the node left.
+ended_cancelled() {
+	wait "$TASK_PID" && status=0 || status=$?
+	TASK_PID=
+	assert_equal "$status" 1
+	run cat "$T/err"
+	assert_output --partial "the task did not finish: the VM was stopped by"
+	refute_output --partial "fetch them with"
+	node_gone
+	[ ! -s "$dir/result.json" ]
 	# the task's lock is free: an ended task to aibox tasks clean
 	run flock -n "$dir.lock" true
 	assert_success
@@ -437,13 +443,7 @@ shown() {
 	assert_line "task $id, $(basename "$dir"): not finished"
 	assert_output --partial "the task did not finish: the VM was stopped by a signal"
 	refute_output --partial "fetch them with"
-	for p in $NODE_PIDS; do
-		run kill -0 "$p"
-		assert_failure
-	done
-	run pgrep -f "$dir"
-	assert_failure
-	[ ! -e "$dir/slurm.secrets" ]
+	node_gone
 }
 
 @test "slurm: a detached task Slurm refuses (no such partition) is a failed start: exit 2, no job, no secrets left" {

@@ -432,7 +432,8 @@ static int slurm_check(struct task *t)
 		t->t0.tv_nsec = now.tv_nsec;
 	}
 	if (fstatat(dfd, SLURM_JOB_FILE, &st, AT_SYMLINK_NOFOLLOW) == 0 && end >= st.st_mtime)
-		log_line(t, "slurm %lds (submission to the job's end)\n", (long)(end - st.st_mtime));
+		log_line(t, "slurm %lds (submission to the job's end)\n",
+		         (long)(end - st.st_mtime));
 
 	/* slurm.secrets still there: the node never started the task. */
 	buf_reset(&path);

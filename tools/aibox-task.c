@@ -686,7 +686,8 @@ static void start(struct task *t)
 		usage_die(usage_text);
 	}
 	if (t->o.detach && t->o.json)
-		die("--detach and --json: a detached task's record is 'aibox tasks show --json TASK'");
+		die("--detach and --json: a detached task's record is "
+		    "'aibox tasks show --json TASK'");
 	buf_reset(&err);
 	if (claude_shares_plan(&t->cfg, getenv("HOME"), &t->shares, &err) < 0)
 		die("%s", err.buf);

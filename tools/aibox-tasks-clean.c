@@ -211,7 +211,8 @@ static void clean_task(struct clean *c, const char *name)
 		return;
 	}
 	if (ret == 0) {
-		int dfd = openat(c->tasks_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		int dfd =
+		    openat(c->tasks_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 
 		/* A detached Slurm task not yet checked is queued, running or to be checked. */
 		if (dfd >= 0 && slurm_detached_unchecked(dfd))
