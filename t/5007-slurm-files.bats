@@ -252,3 +252,12 @@ detached_folder() {
 	assert_output --partial "removed"
 	[ ! -e "$DIR/start.bundle" ]
 }
+
+@test "slurm files: a detached task not yet checked cannot be continued: it is still running" {
+	detached_folder
+	export SLURM_CONF=$T/no-slurm.conf
+	run --separate-stderr aibox task --continue "$ID" "More"
+	assert_equal "$status" 2
+	[[ "$stderr" == *"task '$(basename "$DIR")' is still running: continue it once it has ended"* ]]
+	[ ! -e "$DIR/summary.json" ]
+}

@@ -166,7 +166,7 @@ static void submit_detached(struct task *t, const struct slurm_job *job, const s
 	buf_addf(&path, "%s/summary.json", t->dir.buf);
 	if (unlink(path.buf) < 0)
 		die_errno("cannot remove '%s'", path.buf);
-	phase_done(t, "slurm");
+	phase_done(t, "submit");
 	buf_release(&wrap);
 	buf_release(&out);
 	buf_release(&err);
