@@ -4,6 +4,9 @@
 # (untrusted, bounded), the shared-storage check, the job's options.
 # t/9100-slurm.bats runs them against a real cluster.
 load lib-common
+load lib-lock
+
+teardown() { lock_teardown; }
 
 @test "slurm files: the secrets file is 0600, read back whole, and gone once taken" {
 	mkdir task
@@ -260,4 +263,21 @@ detached_folder() {
 	assert_equal "$status" 2
 	[[ "$stderr" == *"task '$(basename "$DIR")' is still running: continue it once it has ended"* ]]
 	[ ! -e "$DIR/summary.json" ]
+}
+
+@test "slurm files: aibox tasks show --wait waits while the task runs, then shows it and exits as the task did" {
+	detached_folder
+	export SLURM_CONF=$T/no-slurm.conf
+	rm "$DIR/slurm.secrets"
+	hold_lock "$DIR.lock"
+	run timeout 3 aibox tasks show --wait "$ID"
+	assert_equal "$status" 124
+	assert_output ""
+	release_locks
+	run --separate-stderr aibox tasks show --wait "$ID"
+	assert_equal "$status" 1
+	assert_line "task $ID, $(basename "$DIR"): not finished"
+	# without --wait, showing is all it says
+	run aibox tasks show "$ID"
+	assert_success
 }
