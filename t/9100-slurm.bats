@@ -363,7 +363,7 @@ shown() {
 	as_user aibox tasks show "$2" 2>/dev/null | grep -q "^task $2, .*: $1\$"
 }
 
-@test "slurm: a detached task returns at once with its folder, is queued, then checked on the host by show and fetched" {
+@test "slurm: a detached task returns at once with its folder, is queued, then checked on the host by show --wait and fetched" {
 	slurm_task_setup
 	DETACHED=1
 	api "$(one_commit)"
@@ -396,8 +396,10 @@ shown() {
 	wait_until 120 shown running "$id"
 	run flock -n "$dir.lock" true
 	assert_failure
-	wait_until 1200 shown finished "$id"
-	run as_user aibox tasks show "$id"
+	# show --wait waits for the job's end, checks it, and exits as the task did
+	run timeout 1200 as_user aibox tasks show --wait "$id"
+	assert_success
+	assert_line "task $id, $(basename "$dir"): finished"
 	assert_output --partial "Claude Code exited with 0"
 	fetch=$(echo "$output" | grep -A1 'fetch them with' | tail -1 | sed 's/^.*]:  *//')
 	[[ "$fetch" == "git -c transfer.fsckObjects=true fetch "* ]]
