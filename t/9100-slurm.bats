@@ -401,6 +401,7 @@ shown() {
 	assert_success
 	assert_line "task $id, $(basename "$dir"): finished"
 	assert_output --partial "Claude Code exited with 0"
+	assert_output --partial "I added uid.txt."
 	fetch=$(echo "$output" | grep -A1 'fetch them with' | tail -1 | sed 's/^.*]:  *//')
 	[[ "$fetch" == "git -c transfer.fsckObjects=true fetch "* ]]
 	cd "$T/repo"
@@ -409,7 +410,7 @@ shown() {
 	assert_equal "$(as_user git log -1 --format=%s "$branch")" "Add uid.txt"
 	# the node's lines went to slurm.out; the host's check ended aibox.log
 	run cat "$dir/slurm.out"
-	assert_output --partial "vm[$id]: | I added uid.txt."
+	assert_output --partial "vm[$id]: claude exited with 0"
 	run cat "$dir/aibox.log"
 	assert_line --regexp '^queue [0-9.]+s '
 	assert_line --regexp '^boot [0-9.]+s$'
