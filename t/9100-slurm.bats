@@ -397,7 +397,7 @@ shown() {
 	run flock -n "$dir.lock" true
 	assert_failure
 	# show --wait waits for the job's end, checks it, and exits as the task did
-	run timeout 1200 as_user aibox tasks show --wait "$id"
+	run as_user timeout 1200 aibox tasks show --wait "$id"
 	assert_success
 	assert_line "task $id, $(basename "$dir"): finished"
 	assert_output --partial "Claude Code exited with 0"
