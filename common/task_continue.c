@@ -17,6 +17,7 @@
 #include "results.h"
 #include "spawn.h"
 #include "task_info.h"
+#include "slurm_detach.h"
 #include "banned.h"
 
 /* settings.json is aibox's own, but read as any file: capped. */
@@ -226,7 +227,18 @@ int task_continue_prepare(struct task_continue *c, const char *tasks_dir, const 
 		ret = -ENOENT;
 		goto out;
 	}
+	/* A detached Slurm task whose job ended is checked first (common/slurm_detach.h). */
+	slurm_detached_check(c->dir.buf);
 	ret = task_check(tasks_fd, c->name, &lock_fd);
+	if (ret == 0) {
+		int dfd =
+		    openat(tasks_fd, c->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+		if (dfd >= 0 && slurm_detached_unchecked(dfd))
+			ret = 1; /* queued or running on Slurm still */
+		if (dfd >= 0)
+			close(dfd);
+	}
 	if (ret == 1) {
 		buf_addf(why, "task '%s' is still running: continue it once it has ended", c->name);
 		ret = -EBUSY;

@@ -16,12 +16,13 @@
 #include "out.h"
 #include "project.h"
 #include "results.h"
+#include "slurm_detach.h"
 #include "strvec.h"
 #include "task_record.h"
 #include "banned.h"
 
-static const char *const state_names[] = {"running", "finished", "not finished", "failed to start",
-                                          "cleaned"};
+static const char *const state_names[] = {"running",         "finished", "not finished",
+                                          "failed to start", "cleaned",  "queued"};
 
 const char *task_state_name(enum task_state s)
 {
@@ -246,8 +247,23 @@ int task_info_read(int tasks_fd, const char *name, time_t now, struct task_info 
 	if (dfd < 0)
 		return -errno;
 	read_prompt(ti, dfd);
+	if (ret == 0) {
+		struct buf why = BUF_INIT;
+		int ds = slurm_detached_state(dfd, name, &why);
+
+		if (why.len)
+			problem(ti, "its Slurm job", why.buf);
+		buf_release(&why);
+		if (ds == SLURM_DETACHED_QUEUED || ds == SLURM_DETACHED_RUNNING) {
+			ret = 1;
+			if (ds == SLURM_DETACHED_QUEUED)
+				ti->state = TASK_QUEUED;
+		}
+		ti->unchecked = ds == SLURM_DETACHED_ENDED;
+	}
 	if (ret == 1) {
-		ti->state = TASK_RUNNING;
+		if (ti->state != TASK_QUEUED)
+			ti->state = TASK_RUNNING;
 		ti->has_seconds = now >= ti->start;
 		ti->seconds = ti->has_seconds ? (double)(now - ti->start) : 0;
 		close(dfd);
@@ -270,6 +286,18 @@ int task_info_read(int tasks_fd, const char *name, time_t now, struct task_info 
 		ti->state = TASK_CLEANED;
 	close(dfd);
 	return 0;
+}
+
+int task_info_read_checked(int tasks_fd, const char *dir, const char *name, time_t now,
+                           struct task_info *ti)
+{
+	int ret = task_info_read(tasks_fd, name, now, ti);
+
+	if (ret == 0 && ti->unchecked && slurm_detached_check(dir) == 0) {
+		task_info_release(ti);
+		ret = task_info_read(tasks_fd, name, now, ti);
+	}
+	return ret;
 }
 
 void task_info_release(struct task_info *ti)

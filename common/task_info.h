@@ -27,17 +27,21 @@
  * whose aibox-task was killed has neither and is not finished).  failed to
  * start: ended with exit 2 before its VM's session, the folder made but the
  * task never ran.  cleaned: ended, and `aibox tasks clean` removed its
- * start.bundle; task_info.finished still tells how it ended.
+ * start.bundle; task_info.finished still tells how it ended.  queued: a
+ * detached Slurm task whose job waits in Slurm's queue; such a task is
+ * running while its job runs, and ended only once checked on the host
+ * (common/slurm_detach.h).
  */
 enum task_state {
 	TASK_RUNNING,
 	TASK_FINISHED,
 	TASK_NOT_FINISHED,
 	TASK_FAILED_TO_START,
-	TASK_CLEANED
+	TASK_CLEANED,
+	TASK_QUEUED
 };
 
-/* "running", "finished", "not finished", "failed to start", "cleaned". */
+/* "running", "finished", "not finished", "failed to start", "cleaned", "queued". */
 const char *task_state_name(enum task_state s);
 
 /* The first line of the prompt is kept up to this many bytes (then cut, marked "..."). */
@@ -61,6 +65,7 @@ struct task_info {
 	char end_commit[65]; /* the checked tip, "" when nothing to fetch */
 	char *prompt_line;   /* owned, raw, NULL when prompt.txt cannot be read */
 	char *problem;       /* owned: what could not be read, NULL when nothing */
+	int unchecked;       /* a detached task whose job ended, not yet checked */
 };
 
 #define TASK_INFO_INIT                                                                             \
@@ -75,6 +80,15 @@ struct task_info {
  */
 int task_info_read(int tasks_fd, const char *name, time_t now, struct task_info *ti);
 void task_info_release(struct task_info *ti);
+
+/*
+ * task_info_read() of the task folder dir (named name in tasks_fd), and
+ * for a detached task whose job ended, its check on this host first
+ * (slurm_detached_check()), then read again: what `aibox tasks list` and
+ * `show` read.  Returns as task_info_read().
+ */
+int task_info_read_checked(int tasks_fd, const char *dir, const char *name, time_t now,
+                           struct task_info *ti);
 
 /*
  * Read the regular file `name` in the folder dirfd into out, at most max

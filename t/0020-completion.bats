@@ -55,6 +55,7 @@ fake_tree() {
 	assert_line "--model"
 	assert_line "--image"
 	assert_line "--no-sandbox"
+	assert_line "--detach"
 	refute_line "--all"
 	run bash_complete aibox tasks clean --o
 	assert_output "--older-than"

@@ -4,6 +4,9 @@
 # (untrusted, bounded), the shared-storage check, the job's options.
 # t/9100-slurm.bats runs them against a real cluster.
 load lib-common
+load lib-lock
+
+teardown() { lock_teardown; }
 
 @test "slurm files: the secrets file is 0600, read back whole, and gone once taken" {
 	mkdir task
@@ -134,4 +137,147 @@ load lib-common
 --account=team
 --qos=low
 --time=5"
+}
+
+@test "slurm files: sbatch's job id is read, and slurm.job holds the id and the start commit or is refused" {
+	run test-slurm job-id $'4242\n'
+	assert_output "id=4242"
+	run test-slurm job-id $'17;cluster\n'
+	assert_output "id=17"
+	for bad in '' $'\n' 4242 $'x1\n' $'12 \n' $'1\n2\n' $'123456789012345678901\n'; do
+		run test-slurm job-id "$bad"
+		assert_failure
+	done
+	mkdir task
+	c=0123456789abcdef0123456789abcdef01234567
+	test-slurm job-write task 4242 "$c"
+	assert_equal "$(cat task/slurm.job)" "4242 $c"
+	run test-slurm job-read task
+	assert_output "id=4242 start=$c"
+	# never over one that is there
+	run test-slurm job-write task 1 "$c"
+	assert_failure
+	bad() {
+		printf "$1" >task/slurm.job
+		run test-slurm job-read task
+		assert_failure
+		assert_output "error 22"
+	}
+	bad "4242 $c"
+	bad "4242 ${c^^}\n"
+	bad "4242  $c\n"
+	bad "x $c\n"
+	bad "4242 ${c}0\n"
+	bad "4242 $c\nmore\n"
+	rm task/slurm.job
+	ln -s /etc/passwd task/slurm.job
+	run test-slurm job-read task
+	assert_output "error 22"
+	rm task/slurm.job
+	run test-slurm job-read task
+	assert_output "error 2"
+}
+
+@test "slurm files: --detach is only for a task on Slurm, and never with --json" {
+	no_vm_project
+	run --separate-stderr aibox task --detach "Do it"
+	assert_equal "$status" 2
+	assert_equal "$output" ""
+	[[ "$stderr" == *"--detach: only for a task on Slurm (--slurm, or the config's slurm:)"* ]]
+	[[ "$stderr" == *"usage: aibox task"* ]]
+	run --separate-stderr aibox task --slurm --detach --json "Do it"
+	assert_equal "$status" 2
+	[[ "$stderr" == *"--detach and --json: a detached task's record is 'aibox tasks show --json TASK'"* ]]
+	[ ! -e "$AIBOX_HOME/projects/repo/tasks" ] || [ -z "$(ls "$AIBOX_HOME/projects/repo/tasks")" ]
+}
+
+# detached_folder: a task folder as a detached task's submitter leaves it
+# (common/slurm_detach.h): its lock free, slurm.job, slurm.secrets, the
+# result files empty; DIR its path, ID its id.
+detached_folder() {
+	no_vm_project
+	local tk=$AIBOX_HOME/projects/repo/tasks name=20261201-120000-a1b2c3 f
+	DIR=$tk/$name
+	ID=a1b2c3
+	mkdir -p "$DIR"
+	: >"$DIR.lock"
+	echo "Do it" >"$DIR/prompt.txt"
+	printf 'start 0.1s\nbundle 0.1s\nslurm 0.1s\n' >"$DIR/aibox.log"
+	echo bundle >"$DIR/start.bundle"
+	for f in changes.bundle transcript.jsonl vm.log session.jsonl result.json; do : >"$DIR/$f"; done
+	test-slurm job-write "$DIR" 4242 "$(git rev-parse HEAD)"
+	test-slurm secrets-write "$DIR" k t e u h
+}
+
+@test "slurm files: a detached task whose job Slurm cannot be asked about is queued, never ended, and left alone by clean" {
+	detached_folder
+	# no cluster here: squeue fails (or is not installed)
+	export SLURM_CONF=$T/no-slurm.conf
+	run aibox tasks list
+	assert_success
+	assert_output --regexp "$ID +queued"
+	run --separate-stderr aibox tasks show "$ID"
+	assert_success
+	assert_line "task $ID, $(basename "$DIR"): queued"
+	assert_line --partial "cannot read all of it: its Slurm job: "
+	assert_line "its Slurm job waits in the queue: its results are checked here once it has ended"
+	refute_output --partial "fetch"
+	run aibox tasks list --json
+	assert_output --partial '"state": "queued"'
+	run aibox tasks clean
+	assert_success
+	assert_output --partial "left 1 running task alone"
+	[ -e "$DIR/start.bundle" ]
+	[ ! -e "$DIR/summary.json" ]
+}
+
+@test "slurm files: a detached task whose node took the secrets and let go of the lock is checked once by aibox tasks show" {
+	detached_folder
+	export SLURM_CONF=$T/no-slurm.conf
+	rm "$DIR/slurm.secrets"
+	# the node ran and ended without its status (killed): no Slurm is asked
+	run --separate-stderr aibox tasks show "$ID"
+	assert_success
+	assert_line "task $ID, $(basename "$DIR"): not finished"
+	assert_output --partial "the job on the Slurm node ended without its status"
+	refute_output --partial "fetch them with"
+	[ -s "$DIR/summary.json" ]
+	run tail -1 "$DIR/aibox.log"
+	assert_output --regexp '^overhead '
+	run grep -c '^total .* exit 1$' "$DIR/aibox.log"
+	assert_output 1
+	# once: a second show reads the record
+	run aibox tasks show "$ID"
+	assert_success
+	run grep -c '^total ' "$DIR/aibox.log"
+	assert_output 1
+	run aibox tasks clean
+	assert_output --partial "removed"
+	[ ! -e "$DIR/start.bundle" ]
+}
+
+@test "slurm files: a detached task not yet checked cannot be continued: it is still running" {
+	detached_folder
+	export SLURM_CONF=$T/no-slurm.conf
+	run --separate-stderr aibox task --continue "$ID" "More"
+	assert_equal "$status" 2
+	[[ "$stderr" == *"task '$(basename "$DIR")' is still running: continue it once it has ended"* ]]
+	[ ! -e "$DIR/summary.json" ]
+}
+
+@test "slurm files: aibox tasks show --wait waits while the task runs, then shows it and exits as the task did" {
+	detached_folder
+	export SLURM_CONF=$T/no-slurm.conf
+	rm "$DIR/slurm.secrets"
+	hold_lock "$DIR.lock"
+	run timeout 3 aibox tasks show --wait "$ID"
+	assert_equal "$status" 124
+	assert_output ""
+	release_locks
+	run --separate-stderr aibox tasks show --wait "$ID"
+	assert_equal "$status" 1
+	assert_line "task $ID, $(basename "$DIR"): not finished"
+	# without --wait, showing is all it says
+	run aibox tasks show "$ID"
+	assert_success
 }

@@ -122,9 +122,20 @@ setup() {
 }
 
 teardown() {
+	# a detached task's job (and the job that kept the node full) outlives aibox
+	[ -z "${FILLER:-}" ] || scancel "$FILLER"
+	if [ -n "${DETACHED:-}" ]; then
+		scancel -u aibox-test
+		wait_until 60 no_jobs
+	fi
 	if [ -n "${T:-}" ] && [ "$T" != "${SHARED_T:-}" ]; then
 		task_teardown
 	fi
+}
+
+# no_jobs [NAME]: the test user has no job (named NAME) in Slurm's queue.
+no_jobs() {
+	[ -z "$(squeue -h -u aibox-test ${1:+-n "$1"})" ]
 }
 
 # shared: the shared task's folder and files.
@@ -258,23 +269,29 @@ start_cancellable() {
 	grep -qx 'aibox-task' "$T/node-comms"
 }
 
-# ended_cancelled: the submitter's exit and what the node left.
-ended_cancelled() {
+# node_gone: no process of the job step (NODE_PIDS) and none naming the
+# folder is left, nor the secrets.
+node_gone() {
 	local p
-	wait "$TASK_PID" && status=0 || status=$?
-	TASK_PID=
-	assert_equal "$status" 1
-	run cat "$T/err"
-	assert_output --partial "the task did not finish: the VM was stopped by"
-	refute_output --partial "fetch them with"
 	for p in $NODE_PIDS; do
 		run kill -0 "$p"
 		assert_failure
 	done
 	run pgrep -f "$dir"
 	assert_failure
-	[ ! -s "$dir/result.json" ]
 	[ ! -e "$dir/slurm.secrets" ]
+}
+
+# ended_cancelled: the submitter's exit and what the node left.
+ended_cancelled() {
+	wait "$TASK_PID" && status=0 || status=$?
+	TASK_PID=
+	assert_equal "$status" 1
+	run cat "$T/err"
+	assert_output --partial "the task did not finish: the VM was stopped by"
+	refute_output --partial "fetch them with"
+	node_gone
+	[ ! -s "$dir/result.json" ]
 	# the task's lock is free: an ended task to aibox tasks clean
 	run flock -n "$dir.lock" true
 	assert_success
@@ -339,4 +356,113 @@ any_alive() {
 	[ ! -e "$T/over" ]
 	run pgrep -u aibox-test -f "$T/home"
 	assert_failure
+}
+
+# shown STATE ID: aibox tasks show ID says the task is STATE (for wait_until).
+shown() {
+	as_user aibox tasks show "$2" 2>/dev/null | grep -q "^task $2, .*: $1\$"
+}
+
+@test "slurm: a detached task returns at once with its folder, is queued, then checked on the host by show --wait and fetched" {
+	slurm_task_setup
+	DETACHED=1
+	api "$(one_commit)"
+	# the node full, so that the task's job waits in the queue
+	FILLER=$(sbatch --parsable --mem=3072 --cpus-per-task=2 --job-name=filler --output=/dev/null \
+		--wrap "sleep 600")
+	run --separate-stderr as_user aibox task --slurm --detach --memory 1G --cpus 1 --timeout 10m \
+		"Add uid.txt"
+	assert_success
+	dir=$(task_dir)
+	id=${dir: -6}
+	assert_equal "$output" "$dir"
+	[[ "$stderr" == *"aibox[$id]: submitted as the Slurm job aibox-$(basename "$dir") (job id "* ]]
+	job=$(cut -d' ' -f1 "$dir/slurm.job")
+	# it returned while its job waits, the secrets in the folder for the node
+	assert_equal "$(squeue -h -j "$job" -o %T)" PENDING
+	assert_equal "$(stat -c %a "$dir/slurm.secrets")" 600
+	[ ! -e "$dir/summary.json" ]
+	run as_user aibox tasks list
+	assert_output --regexp "$id +queued"
+	run as_user aibox tasks show "$id"
+	assert_line "task $id, $(basename "$dir"): queued"
+	refute_output --partial "fetch"
+	run as_user aibox tasks clean
+	assert_output --partial "left 1 running task alone"
+	[ -e "$dir/start.bundle" ]
+	# the node free: the job runs, holding the task's lock, then show checks it here
+	scancel "$FILLER"
+	FILLER=
+	wait_until 120 shown running "$id"
+	run flock -n "$dir.lock" true
+	assert_failure
+	# show --wait waits for the job's end, checks it, and exits as the task did
+	run as_user timeout 1200 aibox tasks show --wait "$id"
+	assert_success
+	assert_line "task $id, $(basename "$dir"): finished"
+	assert_output --partial "Claude Code exited with 0"
+	assert_output --partial "I added uid.txt."
+	fetch=$(echo "$output" | grep -A1 'fetch them with' | tail -1 | sed 's/^.*]:  *//')
+	[[ "$fetch" == "git -c transfer.fsckObjects=true fetch "* ]]
+	cd "$T/repo"
+	as_user bash -c "$fetch"
+	branch=aibox/task-$(basename "$dir")
+	assert_equal "$(as_user git log -1 --format=%s "$branch")" "Add uid.txt"
+	# the node's lines went to slurm.out; the host's check ended aibox.log
+	run cat "$dir/slurm.out"
+	assert_output --partial "vm[$id]: claude exited with 0"
+	run cat "$dir/aibox.log"
+	assert_line --regexp '^queue [0-9.]+s '
+	assert_line --regexp '^boot [0-9.]+s$'
+	assert_line --regexp '^check [0-9.]+s$'
+	assert_line --regexp '^total [0-9.]+s exit 0$'
+	[ ! -e "$dir/slurm.secrets" ]
+	run grep -rlF "$KEY" "$dir" "$SLURM_TOP/cluster"
+	assert_failure
+	run pgrep -f "$dir"
+	assert_failure
+}
+
+@test "slurm: a detached task scancelled early in its boot leaves no process on the node and a task that did not finish" {
+	slurm_task_setup
+	DETACHED=1
+	api "$(one_commit)"
+	run --separate-stderr as_user aibox task --slurm --detach --memory 1G --cpus 1 "Add uid.txt"
+	assert_success
+	dir=$output
+	id=${dir: -6}
+	job=$(cut -d' ' -f1 "$dir/slurm.job")
+	wait_until 300 pgrep -u aibox-test -f "qemu-system.*$T/home"
+	cg=/sys/fs/cgroup/freezer/slurm_$(hostname -s)/uid_$(id -u aibox-test)/job_$job
+	NODE_PIDS=$(cat "$cg"/step_*/cgroup.procs)
+	ps -o comm= -p "$(echo $NODE_PIDS | tr ' ' ,)" >"$T/node-comms"
+	grep -q '^qemu-system' "$T/node-comms"
+	grep -qx 'aibox-task' "$T/node-comms"
+	run as_user aibox tasks show "$id"
+	assert_line "task $id, $(basename "$dir"): running"
+	as_user scancel "$job"
+	wait_until 60 no_jobs "aibox-$(basename "$dir")"
+	run as_user aibox tasks show "$id"
+	assert_line "task $id, $(basename "$dir"): not finished"
+	assert_output --partial "the task did not finish: the VM was stopped by a signal"
+	refute_output --partial "fetch them with"
+	node_gone
+}
+
+@test "slurm: a detached task Slurm refuses (no such partition) is a failed start: exit 2, no job, no secrets left" {
+	slurm_task_setup
+	sed -i 's/^  partition: agents$/  partition: nosuch/' "$AIBOX_HOME/projects/repo/config.yaml"
+	run --separate-stderr as_user aibox task --slurm --detach "Add uid.txt"
+	assert_equal "$status" 2
+	dir=$(task_dir)
+	assert_equal "$output" "$dir"
+	[[ "$stderr" == *"sbatch: error: "*"artition"* ]]
+	[[ "$stderr" == *"aibox[${dir: -6}]: the Slurm job did not start (sbatch exit 1; Slurm's reason above)"* ]]
+	run no_jobs
+	assert_success
+	[ ! -e "$dir/slurm.secrets" ]
+	[ ! -e "$dir/slurm.job" ]
+	[ ! -e "$dir/start.bundle" ]
+	run as_user aibox tasks show "${dir: -6}"
+	assert_line "task ${dir: -6}, $(basename "$dir"): failed to start"
 }

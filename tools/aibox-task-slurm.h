@@ -7,9 +7,13 @@
  *   slurm_submit()  the submitting host, in place of run_vm(): the config
  *                   and the secrets into the task folder, srun in the
  *                   foreground, then the node's slurm.status
+ *                   (with --detach: sbatch, slurm.job, and return)
  *   slurm_node()    the compute node (aibox-task --slurm-node DIR): the
  *                   secrets taken, the config read, the result files
  *                   opened, run_vm(), slurm.status written
+ *   slurm_check()   a submitting host, for a detached task whose job ended
+ *                   (aibox-task --slurm-check DIR, run by aibox tasks show
+ *                   and list): finish_task() once, under the task's lock
  */
 
 /* The node's status, as the submitter reads it: untrusted, bounded, checked. */
@@ -107,11 +111,74 @@ static void write_config_copy(struct task *t)
 	buf_release(&data);
 }
 
+/*
+ * --detach: the job submitted with sbatch, its node part as the batch
+ * script; slurm.job written while we still hold the task's lock, which the
+ * node takes when it starts (common/slurm_detach.h).  A job sbatch refuses
+ * is a task that failed to start.
+ */
+static void submit_detached(struct task *t, const struct slurm_job *job, const struct strvec *node)
+{
+	struct slurm_job_rec rec;
+	struct spawn sp = SPAWN_INIT;
+	struct buf wrap = BUF_INIT, out = BUF_INIT, err = BUF_INIT, path = BUF_INIT;
+	int ret;
+
+	buf_addstr(&wrap, "exec");
+	for (size_t i = 0; i < node->nr; i++) {
+		buf_addstr(&wrap, " ");
+		shell_quote(&wrap, node->v[i]);
+	}
+	strvec_pushl(&sp.args, "sbatch", "--parsable", NULL);
+	slurm_job_args(&sp.args, job);
+	strvec_pushf(&sp.args, "--chdir=%s", t->dir.buf);
+	strvec_pushl(&sp.args, "--output=" SLURM_OUT_NAME, "--open-mode=append", NULL);
+	strvec_pushf(&sp.args, "--wrap=%s", wrap.buf);
+	sp.in = SPAWN_NULL;
+	ret = spawn_capture(&sp, &out, 4096);
+	spawn_clear(&sp);
+	if (ret == 0 && slurm_job_id_parse(out.buf, out.len, rec.id) < 0)
+		ret = -EPROTO;
+	if (ret != 0) {
+		buf_addf(&path, "%s/%s", t->dir.buf, SLURM_SECRETS_NAME);
+		unlink(path.buf);
+		if (ret == -EPROTO)
+			die("the Slurm job did not start: sbatch gave no job id");
+		if (ret < 0)
+			die_err(ret, "cannot start sbatch");
+		die("the Slurm job did not start (sbatch exit %d; Slurm's reason above)", ret);
+	}
+	memcpy(rec.start_commit, t->start_commit, sizeof(rec.start_commit));
+	if (slurm_job_write(t->dir.buf, &rec, &err) < 0) {
+		struct spawn sc = SPAWN_INIT;
+
+		strvec_pushl(&sc.args, "scancel", "--quiet", rec.id, NULL);
+		spawn_run(&sc);
+		spawn_clear(&sc);
+		die("%s (the job %s is cancelled)", err.buf, rec.id);
+	}
+	out_printf(2, "aibox", t->id, "submitted as the Slurm job %s (job id %s)", job->name,
+	           rec.id);
+	/* The record is the host's check's to write (--slurm-check). */
+	close(t->record_fd);
+	t->record_fd = -1;
+	buf_reset(&path);
+	buf_addf(&path, "%s/summary.json", t->dir.buf);
+	if (unlink(path.buf) < 0)
+		die_errno("cannot remove '%s'", path.buf);
+	phase_done(t, "submit");
+	buf_release(&wrap);
+	buf_release(&out);
+	buf_release(&err);
+	buf_release(&path);
+}
+
 static void slurm_submit(struct task *t, struct buf *secrets, struct vm_outcome *o)
 {
 	struct slurm_secrets ss = SLURM_SECRETS_INIT;
 	struct slurm_job job = {0};
 	struct spawn sp = SPAWN_INIT;
+	struct strvec node = STRVEC_INIT;
 	struct buf err = BUF_INIT, name = BUF_INIT, prog = BUF_INIT, path = BUF_INIT;
 	int ret = -EINTR;
 
@@ -139,20 +206,27 @@ static void slurm_submit(struct task *t, struct buf *secrets, struct vm_outcome 
 	job.memory_mib = t->cfg.memory_mib;
 	job.cpus = t->cfg.cpus;
 	job.timeout_ms = t->o.timeout_ms;
+	buf_addf(&prog, "%s/aibox-task", libexec_dir());
+	strvec_pushl(&node, prog.buf, "--slurm-node", t->dir.buf, NULL);
+	strvec_pushf(&node, "--memory=%lluM", (unsigned long long)t->cfg.memory_mib);
+	strvec_pushf(&node, "--cpus=%d", t->cfg.cpus);
+	strvec_pushf(&node, "--timeout=%lldms", (long long)t->o.timeout_ms);
+	if (t->o.image)
+		strvec_pushf(&node, "--image=%s", t->o.image);
+	if (t->o.no_sandbox)
+		strvec_push(&node, "--no-sandbox");
+	if (t->o.has_budget)
+		strvec_pushf(&node, "--max-budget-usd=%.6f", t->o.budget);
+	if (t->o.detach) {
+		strvec_push(&node, "--detach");
+		submit_detached(t, &job, &node);
+		goto out;
+	}
 	/* --quit-on-interrupt: a SIGINT (our parent-death signal for it) ends the job at once. */
 	strvec_pushl(&sp.args, "srun", "--quiet", "--quit-on-interrupt", NULL);
 	slurm_job_args(&sp.args, &job);
-	buf_addf(&prog, "%s/aibox-task", libexec_dir());
-	strvec_pushl(&sp.args, prog.buf, "--slurm-node", t->dir.buf, NULL);
-	strvec_pushf(&sp.args, "--memory=%lluM", (unsigned long long)t->cfg.memory_mib);
-	strvec_pushf(&sp.args, "--cpus=%d", t->cfg.cpus);
-	strvec_pushf(&sp.args, "--timeout=%lldms", (long long)t->o.timeout_ms);
-	if (t->o.image)
-		strvec_pushf(&sp.args, "--image=%s", t->o.image);
-	if (t->o.no_sandbox)
-		strvec_push(&sp.args, "--no-sandbox");
-	if (t->o.has_budget)
-		strvec_pushf(&sp.args, "--max-budget-usd=%.6f", t->o.budget);
+	for (size_t i = 0; i < node.nr; i++)
+		strvec_push(&sp.args, node.v[i]);
 	sp.in = SPAWN_NULL;
 	sp.out = SPAWN_NULL; /* the folder's path is our stdout's only line */
 	sp.new_session = 1;  /* the terminal's Ctrl-C reaches us only (wait_job()) */
@@ -185,10 +259,24 @@ static void slurm_submit(struct task *t, struct buf *secrets, struct vm_outcome 
 	start_checker(t);
 	if (!t->o.no_sandbox && (ret = sandbox_lockdown(SANDBOX_SECCOMP, 0)) < 0)
 		die_err(ret, "cannot lock aibox-task down");
+out:
+	strvec_clear(&node);
 	buf_release(&err);
 	buf_release(&name);
 	buf_release(&prog);
 	buf_release(&path);
+}
+
+/* The task folder DIR of --slurm-node or --slurm-check: t->dir, t->name, t->id. */
+static void task_from_dir(struct task *t, const char *opt, const char *dir)
+{
+	const char *name = strrchr(dir, '/');
+
+	if (dir[0] != '/' || !name || !task_name_valid(name + 1))
+		die("%s: '%s' is not a task folder", opt, dir);
+	buf_addstr(&t->dir, dir);
+	memcpy(t->name, name + 1, TASK_NAME_LEN + 1);
+	t->id = t->name + TASK_NAME_LEN - TASK_ID_LEN;
 }
 
 static int slurm_node(struct task *t)
@@ -201,13 +289,12 @@ static int slurm_node(struct task *t)
 	const char *name = strrchr(t->o.slurm_node, '/');
 	int status_fd, ret;
 
-	if (t->o.slurm_node[0] != '/' || !name || !task_name_valid(name + 1))
-		die("--slurm-node: '%s' is not a task folder", t->o.slurm_node);
-	buf_addstr(&t->dir, t->o.slurm_node);
-	memcpy(t->name, name + 1, TASK_NAME_LEN + 1);
-	t->id = t->name + TASK_NAME_LEN - TASK_ID_LEN;
-
-	ret = slurm_secrets_take(t->dir.buf, &ss, &err);
+	task_from_dir(t, "--slurm-node", t->o.slurm_node);
+	/* Detached: the task's lock is ours from before the secrets are taken to our end. */
+	if (t->o.detach && (t->task_lock_fd = slurm_task_lock(t->dir.buf, 0)) < 0 &&
+	    t->task_lock_fd != -ENOENT)
+		die_err(t->task_lock_fd, "cannot lock the task '%s'", t->dir.buf);
+	ret = t->task_lock_fd == -ENOENT ? -ENOENT : slurm_secrets_take(t->dir.buf, &ss, &err);
 	if (ret == -ENOENT)
 		die("the task folder '%s' is not on this node's storage (no %s in it): AIBOX_HOME "
 		    "must be on storage the Slurm nodes see (docs/slurm.md)",
@@ -293,4 +380,87 @@ static int slurm_node(struct task *t)
 	buf_wipe_release(&t->broker_tokens); /* when there was no broker to pass them to */
 	slurm_secrets_wipe(&ss);
 	return 0;
+}
+
+/*
+ * aibox-task --slurm-check DIR: a detached task whose job ended, checked on
+ * this host as finish_task() checks a task that waited for its job, once,
+ * under the task's lock (docs/slurm.md, "Detached tasks").  0 also when
+ * there is nothing to do: the lock is held (the job runs, or another
+ * command checks it), the task was checked, or its job has not ended.
+ */
+static int slurm_check(struct task *t)
+{
+	struct vm_outcome o = VM_OUTCOME_INIT;
+	struct slurm_job_rec rec;
+	struct buf why = BUF_INIT, pdir = BUF_INIT, path = BUF_INIT;
+	struct timespec now;
+	struct stat st;
+	time_t start, end = time(NULL);
+	int dfd, ret;
+
+	task_from_dir(t, "--slurm-check", t->o.slurm_check);
+	if ((t->task_lock_fd = slurm_task_lock(t->dir.buf, 1)) == -EWOULDBLOCK)
+		return 0;
+	if (t->task_lock_fd < 0)
+		die_err(t->task_lock_fd, "cannot lock the task '%s'", t->dir.buf);
+	if ((dfd = open(t->dir.buf, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+		die_errno("cannot open '%s'", t->dir.buf);
+	if ((ret = slurm_detached_state(dfd, t->name, &why)) < 0)
+		die("cannot check the task '%s': %s", t->dir.buf, why.buf);
+	if (ret != SLURM_DETACHED_ENDED || slurm_job_read(dfd, &rec) < 0)
+		return 0;
+	memcpy(t->start_commit, rec.start_commit, sizeof(rec.start_commit));
+	/* The checkout is the project's, the folder's grandparent (its tasks/ is the parent). */
+	buf_add(&pdir, t->dir.buf, t->dir.len - TASK_NAME_LEN - 1);
+	if (pdir.len > strlen("/tasks"))
+		buf_setlen(&pdir, pdir.len - strlen("/tasks"));
+	if ((ret = project_read_checkout(pdir.buf, &t->checkout)) < 0)
+		die_err(ret, "cannot read the checkout of the project '%s'", pdir.buf);
+
+	buf_addf(&path, "%s/aibox.log", t->dir.buf);
+	t->aibox_log_fd = open(path.buf, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
+	if (t->aibox_log_fd < 0)
+		die_errno("cannot open '%s'", path.buf);
+	t->record_fd = open_in_task(t, "summary.json", O_WRONLY | O_CREAT | O_EXCL);
+	/* The task's time: its start to its job's end (slurm.status written), not to now. */
+	if (fstatat(dfd, SLURM_STATUS_NAME, &st, AT_SYMLINK_NOFOLLOW) == 0)
+		end = st.st_mtime;
+	if (task_name_parse(t->name, &start, NULL) == 0 && end >= start) {
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		t->t0.tv_sec = now.tv_sec - (end - start) - (time(NULL) - end);
+		t->t0.tv_nsec = now.tv_nsec;
+	}
+	if (fstatat(dfd, SLURM_JOB_FILE, &st, AT_SYMLINK_NOFOLLOW) == 0 && end >= st.st_mtime)
+		log_line(t, "slurm %lds (submission to the job's end)\n",
+		         (long)(end - st.st_mtime));
+
+	/* slurm.secrets still there: the node never started the task. */
+	buf_reset(&path);
+	buf_addf(&path, "%s/%s", t->dir.buf, SLURM_SECRETS_NAME);
+	if (unlink(path.buf) == 0) {
+		const char *msg = "the Slurm job ended before it started the task (cancelled while "
+		                  "queued, or refused: see slurm.out)";
+
+		buf_reset(&path);
+		buf_addf(&path, "%s/start.bundle", t->dir.buf);
+		unlink(path.buf);
+		log_line(t, "total %.3fs exit 2\n", since(&t->t0));
+		write_record(t, "failed to start", 2, msg, NULL);
+		ret = 0;
+		goto out;
+	}
+	open_results(t, 0);
+	read_node_status(t, &o);
+	start_checker(t);
+	if ((ret = sandbox_lockdown(SANDBOX_SECCOMP, 0)) < 0)
+		die_err(ret, "cannot lock aibox-task down");
+	finish_task(t, &o);
+	ret = 0;
+out:
+	close(dfd);
+	buf_release(&why);
+	buf_release(&pdir);
+	buf_release(&path);
+	return ret;
 }

@@ -53,6 +53,7 @@
 #include "sandbox.h"
 #include "secret.h"
 #include "slurm.h"
+#include "slurm_detach.h"
 #include "spawn.h"
 #include "ssh.h"
 #include "strvec.h"
@@ -88,6 +89,8 @@ static const char usage_text[] =
 	"    --json                 at the end, one JSON object on stdout instead of the folder's\n"
 	"                           path (its keys: docs/json.md)\n"
 	"    --slurm                run the VM part as a Slurm job on a compute node\n"
+	"    --detach               with Slurm: submit the job and return at once with the\n"
+	"                           folder's path ('aibox tasks show TASK' checks its results)\n"
 	"    -h, --help             show this help\n"
 	"\n"
 	"Options may stand before, between or after the prompt's words; after '--'\n"
@@ -110,7 +113,9 @@ struct opts {
 	int no_sandbox;
 	int json;
 	int slurm;		/* --slurm, or the config's slurm: (docs/slurm.md) */
+	int detach;		/* --detach: sbatch, no waiting (common/slurm_detach.h) */
 	const char *slurm_node; /* --slurm-node DIR: the node's part of a --slurm task */
+	const char *slurm_check; /* --slurm-check DIR: a detached task's check on the host */
 	char **words;
 	size_t nwords;
 };
@@ -159,7 +164,7 @@ struct task {
 static void parse_args(struct opts *o, int argc, char **argv)
 {
 	enum { O_MODEL = 256, O_FROM, O_FILE, O_TIMEOUT, O_BUDGET, O_MEMORY, O_CPUS, O_IMAGE,
-	       O_NO_SANDBOX, O_JSON, O_CONTINUE, O_SLURM, O_SLURM_NODE };
+	       O_NO_SANDBOX, O_JSON, O_CONTINUE, O_SLURM, O_SLURM_NODE, O_DETACH, O_SLURM_CHECK };
 	static const struct option options[] = {
 		{ "model", required_argument, NULL, O_MODEL },
 		{ "from", required_argument, NULL, O_FROM },
@@ -174,6 +179,8 @@ static void parse_args(struct opts *o, int argc, char **argv)
 		{ "json", no_argument, NULL, O_JSON },
 		{ "slurm", no_argument, NULL, O_SLURM },
 		{ "slurm-node", required_argument, NULL, O_SLURM_NODE },
+		{ "detach", no_argument, NULL, O_DETACH },
+		{ "slurm-check", required_argument, NULL, O_SLURM_CHECK },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -203,6 +210,12 @@ static void parse_args(struct opts *o, int argc, char **argv)
 			break;
 		case O_SLURM_NODE:
 			o->slurm_node = v;
+			break;
+		case O_DETACH:
+			o->detach = 1;
+			break;
+		case O_SLURM_CHECK:
+			o->slurm_check = v;
 			break;
 		case O_MODEL:
 			o->model = v;
@@ -668,6 +681,13 @@ static void start(struct task *t)
 		t->cfg.cpus = t->o.cpus;
 	if (t->cfg.set & CONFIG_SET_SLURM)
 		t->o.slurm = 1;
+	if (t->o.detach && !t->o.slurm) {
+		error("--detach: only for a task on Slurm (--slurm, or the config's slurm:)");
+		usage_die(usage_text);
+	}
+	if (t->o.detach && t->o.json)
+		die("--detach and --json: a detached task's record is "
+		    "'aibox tasks show --json TASK'");
 	buf_reset(&err);
 	if (claude_shares_plan(&t->cfg, getenv("HOME"), &t->shares, &err) < 0)
 		die("%s", err.buf);
@@ -1298,7 +1318,8 @@ static int finish_task(struct task *t, struct vm_outcome *o)
 		     r.claude.exit_code == 0 &&
 		     (!r.claude.has_ended_by || r.claude.ended_by == ENDED_COMPLETED) &&
 		     (!r.changes || in.end_commit) && !(o->have_report && o->report.usage.capped);
-		task_summary_print(2, t->id, &in, ok, why->buf);
+		if (!t->o.slurm_check) /* aibox tasks show prints it */
+			task_summary_print(2, t->id, &in, ok, why->buf);
 		write_record(t, ok ? "finished" : "not finished", ok ? 0 : 1, why->buf, &in);
 		buf_release(&bpath);
 		buf_release(&branch);
@@ -1335,6 +1356,8 @@ static int run_task(struct task *t)
 		slurm_submit(t, &secrets, &o);
 	else
 		run_vm(t, &secrets, &o);
+	if (t->o.detach) /* submitted: the host's check comes later (--slurm-check) */
+		exit(0);  /* from here, so that the leak check sees main's task reachable */
 	return finish_task(t, &o);
 }
 
@@ -1370,6 +1393,8 @@ int main(int argc, char **argv)
 	parse_args(&t.o, argc, argv);
 	if (t.o.slurm_node)
 		return slurm_node(&t);
+	if (t.o.slurm_check)
+		exit(slurm_check(&t)); /* t stays reachable for the leak check */
 	start(&t);
 	phase_done(&t, "start");
 	out_printf(2, "aibox", t.id, "task %s starts from %s", t.id, t.start_commit);

@@ -5,7 +5,8 @@
  * start.bundle (the only file a task cannot remove itself, being locked down
  * by then) with what writing it left if aibox was killed meanwhile, or with --all the whole folder and its lock; and locks of tasks
  * that failed to start.  A task has ended when its lock is free
- * (common/project.h, task_check).  Everything is done relative to the
+ * (common/project.h, task_check) and, for a detached Slurm task, once its
+ * results were checked (common/slurm_detach.h).  Everything is done relative to the
  * tasks/ folder's fd, and nothing is followed through a symlink
  * (common/rmtree.h).
  */
@@ -26,6 +27,7 @@
 #include "paths.h"
 #include "project.h"
 #include "rmtree.h"
+#include "slurm_detach.h"
 #include "strvec.h"
 #include "taskid.h"
 #include "banned.h"
@@ -208,7 +210,19 @@ static void clean_task(struct clean *c, const char *name)
 		c->failed = 1;
 		return;
 	}
+	if (ret == 0) {
+		int dfd =
+		    openat(c->tasks_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+		/* A detached Slurm task not yet checked is queued, running or to be checked. */
+		if (dfd >= 0 && slurm_detached_unchecked(dfd))
+			ret = 1;
+		if (dfd >= 0)
+			close(dfd);
+	}
 	if (ret == 1) {
+		if (lock_fd >= 0)
+			close(lock_fd);
 		c->running++;
 		return;
 	}

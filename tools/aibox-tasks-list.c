@@ -139,7 +139,9 @@ static void list_project(struct lister *l, const char *project, const char *proj
 		struct task_info ti;
 		int fetched;
 
-		ret = task_info_read(fd, names.v[i], l->now, &ti);
+		buf_reset(&folder);
+		buf_addf(&folder, "%s/tasks/%s", project_dir, names.v[i]);
+		ret = task_info_read_checked(fd, folder.buf, names.v[i], l->now, &ti);
 		if (ret < 0) {
 			/* Gone meanwhile (cleaned) is no error; anything else is said. */
 			if (ret != -ENOENT)
@@ -148,8 +150,6 @@ static void list_project(struct lister *l, const char *project, const char *proj
 			continue;
 		}
 		fetched = ti.end_commit[0] ? task_branches_has(tb, ti.name) : -1;
-		buf_reset(&folder);
-		buf_addf(&folder, "%s/tasks/%s", project_dir, ti.name);
 		if (l->json)
 			add_json(l, project, folder.buf, &ti, fetched);
 		else

@@ -1,5 +1,5 @@
 /*
- * aibox tasks show [--json] TASK
+ * aibox tasks show [--json] [--wait] TASK
  *
  * A task's summary again, as aibox task printed it at its end (docs/tasks.md,
  * "Results"), with the fetch command: from its record (summary.json,
@@ -29,15 +29,20 @@
 #include "banned.h"
 
 static const char usage_text[] =
-    "usage: aibox tasks show [--json] TASK\n"
+    "usage: aibox tasks show [--json] [--wait] TASK\n"
     "\n"
     "Show a task's summary again, with the command that fetches its changes.\n"
     "TASK is the task's id (6 hex), its folder's name or its folder's path.\n"
     "\n"
     "    --json      one JSON object, keys in docs/json.md\n"
+    "    --wait      wait until the task is neither queued nor running, then show it\n"
     "    -h, --help  show this help\n"
     "\n"
-    "Exit status: 0 shown, 2 usage or error (no such task).\n";
+    "Exit status: 0 shown, 2 usage or error (no such task); with --wait, the task's\n"
+    "own: 0 it finished, 1 it did not, 2 it failed to start.\n";
+
+/* --wait looks at the task this often. */
+#define WAIT_POLL_S 2
 
 struct shown {
 	struct task_dir td;
@@ -55,7 +60,8 @@ static void open_task(struct shown *s, const char *arg)
 
 	if (task_open(arg, &s->td, &s->why) < 0)
 		die("%s", s->why.buf);
-	if ((ret = task_info_read(s->td.tasks_fd, s->td.name, time(NULL), &s->ti)) < 0)
+	ret = task_info_read_checked(s->td.tasks_fd, s->td.dir.buf, s->td.name, time(NULL), &s->ti);
+	if (ret < 0)
 		die_err(ret, "cannot read '%s'", s->td.dir.buf);
 }
 
@@ -119,6 +125,11 @@ static void print_text(struct shown *s)
 		printf("cannot read all of it: %s\n", line.buf);
 	}
 	fflush(stdout);
+	if (ti->state == TASK_QUEUED) {
+		printf("its Slurm job waits in the queue: its results are checked here once it "
+		       "has ended\n");
+		goto out;
+	}
 	if (ti->state == TASK_RUNNING) {
 		printf("it has no summary yet: 'aibox tasks log -f %s' follows it\n", ti->id);
 		goto out;
@@ -184,11 +195,12 @@ int main(int argc, char **argv)
 	int json = 0;
 	static const struct option options[] = {
 	    {"json", no_argument, NULL, 256}, /* flags bit 0 */
+	    {"wait", no_argument, NULL, 257}, /* flags bit 1 */
 	    {NULL, 0, NULL, 0},
 	};
 	struct buf bad = BUF_INIT;
 	unsigned flags = 0;
-	int ret;
+	int ret, code;
 
 	tool_init(argc, argv);
 	if ((ret = task_args(argc, argv, "", options, &flags, &arg, &bad)) == 1) {
@@ -201,6 +213,15 @@ int main(int argc, char **argv)
 	}
 	json = flags & 1;
 	open_task(&s, arg);
+	/* --wait: polled, as a detached task's job on a cluster can only be asked about. */
+	while ((flags & 2) && (s.ti.state == TASK_RUNNING || s.ti.state == TASK_QUEUED)) {
+		sleep(WAIT_POLL_S);
+		task_info_release(&s.ti);
+		ret = task_info_read_checked(s.td.tasks_fd, s.td.dir.buf, s.td.name, time(NULL),
+		                             &s.ti);
+		if (ret < 0)
+			die_err(ret, "cannot read '%s'", s.td.dir.buf);
+	}
 	read_facts(&s);
 	if (json)
 		print_json(&s);
@@ -212,9 +233,10 @@ int main(int argc, char **argv)
 		task_record_release(&s.rec);
 	if (s.has_result)
 		result_release(&s.res);
+	code = s.ti.exit_code >= 0 && s.ti.exit_code <= 2 ? s.ti.exit_code : 1;
 	task_info_release(&s.ti);
 	task_dir_release(&s.td);
 	buf_release(&s.why);
 	buf_release(&s.problem);
-	return 0;
+	return flags & 2 ? code : 0;
 }

@@ -9,8 +9,12 @@
  *   test-slurm shared DIR [SHARED...]   "shared", or "error <errno>: <why>" (exit 1)
  *   test-slurm job-args NAME MEM_MIB CPUS TIMEOUT_MS PARTITION|- ACCOUNT|- [OPTION...]
  *                                       the options, one a line
+ *   test-slurm job-id TEXT              sbatch --parsable's TEXT: "id=<id>", or "error" (exit 1)
+ *   test-slurm job-write DIR ID COMMIT  DIR/slurm.job
+ *   test-slurm job-read DIR             "id=<id> start=<commit>", or "error <errno>" (exit 1)
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +22,7 @@
 #include "buf.h"
 #include "err.h"
 #include "slurm.h"
+#include "slurm_detach.h"
 #include "strvec.h"
 #include "banned.h"
 
@@ -144,6 +149,40 @@ int main(int argc, char **argv)
 			printf("%s\n", args.v[i]);
 		strvec_clear(&args);
 		strvec_clear(&options);
+		return 0;
+	}
+	if (!strcmp(cmd, "job-id") && argc == 3) {
+		char id[SLURM_JOB_ID_MAX + 1];
+
+		if (slurm_job_id_parse(argv[2], strlen(argv[2]), id) < 0) {
+			printf("error\n");
+			return 1;
+		}
+		printf("id=%s\n", id);
+		return 0;
+	}
+	if (!strcmp(cmd, "job-write") && argc == 5) {
+		struct slurm_job_rec r;
+
+		if (strlen(argv[3]) > SLURM_JOB_ID_MAX || strlen(argv[4]) > 64)
+			die("job-write: too long");
+		memcpy(r.id, argv[3], strlen(argv[3]) + 1);
+		memcpy(r.start_commit, argv[4], strlen(argv[4]) + 1);
+		if (slurm_job_write(argv[2], &r, &err) < 0)
+			die("%s", err.buf);
+		return 0;
+	}
+	if (!strcmp(cmd, "job-read") && argc == 3) {
+		struct slurm_job_rec r;
+		int dfd = open(argv[2], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+		if (dfd < 0)
+			die_errno("cannot open '%s'", argv[2]);
+		if ((ret = slurm_job_read(dfd, &r)) < 0) {
+			printf("error %d\n", -ret);
+			return 1;
+		}
+		printf("id=%s start=%s\n", r.id, r.start_commit);
 		return 0;
 	}
 	die("usage: test-slurm COMMAND ARGS... (see its source)");
