@@ -410,6 +410,44 @@ EOF
 	assert_output "aibox-tasks-log: no task '999999' in any project"
 }
 
+@test "tasks list, show and log: on a terminal as in a pipe, without colour or cursor movement" {
+	mk_task 20260101-100000-aaaaaa 'x'
+	record 20260101-100000-aaaaaa finished 0 "$C2"
+	transcript 20260101-100000-aaaaaa
+	mk_task 20260101-110000-bbbbbb 'not finished one'
+	record 20260101-110000-bbbbbb "not finished" 1
+	# docs/internals.md: aibox writes no colour and moves no cursor, so NO_COLOR
+	# and the terminal change nothing.
+	run env -u NO_COLOR TERM=xterm-256color python3 - aibox tasks <<-'PY'
+		import os, pty, re, subprocess, sys
+		cmd = sys.argv[1:]
+		# show stamps its lines with the time it prints them
+		untimed = lambda b: re.sub(rb"(?m)^[0-9:]{8} ", b"", b)
+		for args in (["list"], ["list", "--all"], ["show", "aaaaaa"], ["log", "aaaaaa"],
+		             ["show", "bbbbbb"]):
+		    m, s = pty.openpty()
+		    p = subprocess.Popen(cmd + args, stdin=s, stdout=s, stderr=s)
+		    os.close(s)
+		    out = b""
+		    while True:
+		        try:
+		            b = os.read(m, 65536)
+		        except OSError:
+		            break
+		        if not b:
+		            break
+		        out += b
+		    assert p.wait(timeout=20) == 0, args
+		    os.close(m)
+		    piped = subprocess.run(cmd + args, capture_output=True, timeout=20).stdout
+		    assert b"\x1b" not in out, (args, out)
+		    assert untimed(out.replace(b"\r\n", b"\n")) == untimed(piped), (args, out, piped)
+		    print(" ".join(args), len(piped.splitlines()))
+	PY
+	assert_success
+	assert_line "log aaaaaa 9"
+}
+
 @test "aibox task --json: one JSON object on stdout at the end instead of the folder, the same in summary.json" {
 	no_vm
 	printf 'env:\n  - ANTHROPIC_API_KEY\n' >"$P/config.yaml"
