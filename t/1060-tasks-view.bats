@@ -101,6 +101,26 @@ five() {
 	assert_output "no tasks in this checkout's project"
 }
 
+@test "tasks list: hundreds of tasks are listed at once from what their folders hold" {
+	local i name
+	for i in $(seq 100 399); do
+		name=20260101-$(printf '10%02d%02d' $((i / 60)) $((i % 60)))-$(printf '%06x' "$i")
+		mk_task "$name" "task $i"
+		record "$name" finished 0 "$C2"
+	done
+	mk_task 20260102-100000-eeeeee 'running one'
+	hold_lock "$TK/20260102-100000-eeeeee.lock"
+	start=$SECONDS
+	run timeout 60 aibox tasks list
+	assert_success
+	[ $((SECONDS - start)) -le 10 ]
+	assert_equal "${#lines[@]}" 302
+	assert_line --index 1 --regexp '^eeeeee  running '
+	assert_line --index 301 --regexp '^000064  finished .* task 100$'
+	run timeout 60 aibox tasks list --json
+	assert_equal "$(echo "$output" | jq length)" 301
+}
+
 @test "tasks list: --all lists every project's tasks with the project's name" {
 	mk_task 20260101-100000-aaaaaa 'in repo'
 	record 20260101-100000-aaaaaa finished 0
