@@ -200,15 +200,16 @@ static int mend_session(struct task_continue *c, struct buf *why)
 		         c->name, SESSION_FILE_NAME, SESSION_FILE_MAX >> 20);
 		goto out;
 	}
-	if (ret > 0 && session_file_check(c->session.buf, c->session.len, c->session_id, &err) < 0) {
+	if (ret > 0 &&
+	    session_file_check(c->session.buf, c->session.len, c->session_id, &err) < 0) {
 		buf_addf(why, "task '%s''s %s is refused once mended: %s", c->name,
 		         SESSION_FILE_NAME, err.buf);
 		ret = -EINVAL;
 		goto out;
 	}
 	if (ret > 0)
-		buf_addf(&c->note, "added %d message%s its %s lacked from its transcript.jsonl", ret,
-		         ret == 1 ? "" : "s", SESSION_FILE_NAME);
+		buf_addf(&c->note, "added %d message%s its %s lacked from its transcript.jsonl",
+		         ret, ret == 1 ? "" : "s", SESSION_FILE_NAME);
 	ret = ret < 0 ? ret : 0;
 out:
 	if (fd >= 0)
