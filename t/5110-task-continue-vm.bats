@@ -60,7 +60,8 @@ teardown() { :; }
 	cmp "$FIRST/session.jsonl" <(head -n "$n" "$SECOND/resume.jsonl")
 	run tail -n +$((n + 1)) "$SECOND/resume.jsonl"
 	assert_output --partial '"I added one.txt."'
-	grep -qF "resumes its conversation; added 1 message its session.jsonl lacked from its transcript.jsonl" "$T/err2"
+	# (1 message, or more should Claude Code have lost more itself)
+	grep -qE "resumes its conversation; added [0-9]+ messages? its session.jsonl lacked from its transcript.jsonl" "$T/err2"
 }
 
 @test "task continue vm: the continued task starts from the first task's tip, fetched into its branch" {
