@@ -7,11 +7,10 @@ bats_require_minimum_version 1.5.0
 load lib-common
 
 SID=0b6c3f8e-1d2a-4c5b-9e7f-8a9b0c1d2e3f
-U1=11111111-1111-4111-8111-111111111111
-U2=22222222-2222-4222-8222-222222222222
-U3=33333333-3333-4333-8333-333333333333
-U4=44444444-4444-4444-8444-444444444444
-U6=66666666-6666-4666-8666-666666666666
+# U1 ... U6: uuids, each its digit repeated.
+for i in 1 2 3 4 6; do
+	printf -v "U$i" '%s-%s-4%s-8%s-%s' "$i$i$i$i$i$i$i$i" "$i$i$i$i" "$i$i$i" "$i$i$i" "$i$i$i$i$i$i$i$i$i$i$i$i"
+done
 
 setup() {
 	common_setup
