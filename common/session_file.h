@@ -4,7 +4,7 @@
  * header: the init sends the session file of the Claude Code it ran as the result
  * file session.jsonl, and places a continued task's copy (resume.jsonl in the share)
  * where Claude Code looks for it; aibox-task checks the file's form before it hands
- * it to a later VM and never reads it for anything else.
+ * it to a later VM, with what it lacks added from the transcript (common/session_mend.h).
  */
 #ifndef AIBOX_SESSION_FILE_H
 #define AIBOX_SESSION_FILE_H

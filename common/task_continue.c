@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -15,6 +16,7 @@
 #include "err.h"
 #include "project.h"
 #include "results.h"
+#include "session_mend.h"
 #include "spawn.h"
 #include "task_info.h"
 #include "slurm_detach.h"
@@ -162,6 +164,63 @@ out:
 	return ret;
 }
 
+/*
+ * Add to c->session what Claude Code printed in transcript.jsonl but did not
+ * write to its session file before it exited (common/session_mend.h).  The
+ * transcript's last SESSION_FILE_MAX bytes are enough: no more can be added.
+ * A task without a readable transcript keeps its session as it is.
+ */
+static int mend_session(struct task_continue *c, struct buf *why)
+{
+	struct buf path = BUF_INIT, t = BUF_INIT, err = BUF_INIT;
+	struct stat st;
+	size_t skip = 0;
+	int fd, ret = 0, whole = 1;
+
+	buf_addf(&path, "%s/transcript.jsonl", c->dir.buf);
+	fd = open(path.buf, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+		goto out;
+	if ((uint64_t)st.st_size > SESSION_FILE_MAX) {
+		whole = 0;
+		if (lseek(fd, st.st_size - (off_t)SESSION_FILE_MAX, SEEK_SET) < 0)
+			goto out;
+	}
+	if (buf_read_fd(&t, fd, SESSION_FILE_MAX) < 0)
+		goto out;
+	if (!whole) {
+		/* The first line is cut: from the next one on. */
+		const char *nl = memchr(t.buf, '\n', t.len);
+
+		skip = nl ? (size_t)(nl - t.buf) + 1 : t.len;
+	}
+	ret = session_mend(&c->session, t.buf + skip, t.len - skip, whole);
+	if (ret == -EFBIG) {
+		buf_addf(why,
+		         "task '%s''s conversation with the messages its %s lacks is over %llu MiB",
+		         c->name, SESSION_FILE_NAME, SESSION_FILE_MAX >> 20);
+		goto out;
+	}
+	if (ret > 0 &&
+	    session_file_check(c->session.buf, c->session.len, c->session_id, &err) < 0) {
+		buf_addf(why, "task '%s''s %s is refused once mended: %s", c->name,
+		         SESSION_FILE_NAME, err.buf);
+		ret = -EINVAL;
+		goto out;
+	}
+	if (ret > 0)
+		buf_addf(&c->note, "added %d message%s its %s lacked from its transcript.jsonl",
+		         ret, ret == 1 ? "" : "s", SESSION_FILE_NAME);
+	ret = ret < 0 ? ret : 0;
+out:
+	if (fd >= 0)
+		close(fd);
+	buf_release(&path);
+	buf_release(&t);
+	buf_release(&err);
+	return ret;
+}
+
 /* git in checkout, hooks and fsmonitor off; its exit code. */
 static int git(const char *checkout, struct buf *out, const char *const *args)
 {
@@ -201,7 +260,8 @@ static int fetch(struct task_continue *c, const char *checkout, struct buf *why)
 		ret = -EIO;
 		goto out;
 	}
-	buf_addf(&c->note, "fetched its changes (git fetch ... %s)", spec.buf);
+	buf_addf(&c->note, "%sfetched its changes (git fetch ... %s)", c->note.len ? "; " : "",
+	         spec.buf);
 out:
 	buf_release(&commit);
 	buf_release(&branch);
@@ -263,7 +323,7 @@ int task_continue_prepare(struct task_continue *c, const char *tasks_dir, const 
 		ret = -EINVAL;
 		goto out;
 	}
-	if ((ret = check_bundle(c, checkout, limits, why)) < 0)
+	if ((ret = mend_session(c, why)) < 0 || (ret = check_bundle(c, checkout, limits, why)) < 0)
 		goto out;
 	ret = fetch(c, checkout, why);
 out:

@@ -17,7 +17,7 @@ struct task_continue {
 	char start_commit[65];        /* its start, from its settings.json (aibox's own) */
 	char end_commit[65];          /* aibox/task in its checked changes.bundle */
 	char session_id[SESSION_ID_LEN + 1];
-	struct buf session; /* its session.jsonl, checked */
+	struct buf session; /* its session.jsonl, checked and mended */
 	struct buf note;    /* what was done, for the user: "fetched ..." or "" */
 };
 
@@ -32,7 +32,9 @@ struct task_continue {
  * from it, checking each part: it has ended; its result.json says it made
  * changes; its changes.bundle passes the check every task's does
  * (result_bundle_check_start(), the limits from limits: AIBOX_BUNDLE_LIMITS)
- * against checkout's objects; its session.jsonl passes session_file_check().
+ * against checkout's objects; its session.jsonl passes session_file_check(),
+ * and gets the messages it lacks from its transcript.jsonl (session_mend(),
+ * said in c->note; -EFBIG when that makes it too large).
  * Then, unless checkout has the end commit already, fetch it as the task's
  * fetch command does (into aibox/task-<folder>, or only its objects when
  * that branch exists).  0 with c filled; otherwise a negative errno with

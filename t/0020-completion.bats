@@ -148,6 +148,28 @@ fake_tree() {
 	assert_output "$(printf 'clean\nlist\nlog\nshow')"
 }
 
+@test "completion: zsh offers the task ids, image names and project names bash does" {
+	command -v zsh >/dev/null || skip "zsh is not installed (packages.txt has it)"
+	export AIBOX_IMAGES=$T/images
+	mkdir -p "$AIBOX_IMAGES/built" "$AIBOX_HOME/image/mine"
+	touch "$AIBOX_IMAGES/built/manifest" "$AIBOX_HOME/image/mine/recipe"
+	make_repo one
+	make_repo two
+	(cd one && aibox projects path && cd ../two && aibox projects path) >/dev/null 2>&1
+	cd two
+	P=$(aibox projects path 2>/dev/null)
+	mkdir "$P/tasks/20260101-100000-aaaaaa" "$P/tasks/20260102-100000-bbbbbb"
+	run zsh_complete aibox tasks log ''
+	assert_success
+	assert_output "$(printf 'bbbbbb\naaaaaa')"
+	run zsh_complete aibox task --continue a
+	assert_output "aaaaaa"
+	run zsh_complete aibox task --image ''
+	assert_output "$(printf 'built\ndefault\nmine')"
+	run zsh_complete aibox projects remove ''
+	assert_output "$(printf 'one\ntwo')"
+}
+
 @test "completion: aibox completion refuses other shells" {
 	run aibox completion fish
 	assert_failure 2

@@ -101,6 +101,26 @@ five() {
 	assert_output "no tasks in this checkout's project"
 }
 
+@test "tasks list: hundreds of tasks are listed at once from what their folders hold" {
+	local i name
+	for i in $(seq 100 399); do
+		name=20260101-$(printf '10%02d%02d' $((i / 60)) $((i % 60)))-$(printf '%06x' "$i")
+		mk_task "$name" "task $i"
+		record "$name" finished 0 "$C2"
+	done
+	mk_task 20260102-100000-eeeeee 'running one'
+	hold_lock "$TK/20260102-100000-eeeeee.lock"
+	start=$SECONDS
+	run timeout 60 aibox tasks list
+	assert_success
+	[ $((SECONDS - start)) -le 10 ]
+	assert_equal "${#lines[@]}" 302
+	assert_line --index 1 --regexp '^eeeeee  running '
+	assert_line --index 301 --regexp '^000064  finished .* task 100$'
+	run timeout 60 aibox tasks list --json
+	assert_equal "$(echo "$output" | jq length)" 301
+}
+
 @test "tasks list: --all lists every project's tasks with the project's name" {
 	mk_task 20260101-100000-aaaaaa 'in repo'
 	record 20260101-100000-aaaaaa finished 0
@@ -408,6 +428,44 @@ EOF
 	run aibox tasks log 999999
 	assert_failure 2
 	assert_output "aibox-tasks-log: no task '999999' in any project"
+}
+
+@test "tasks list, show and log: on a terminal as in a pipe, without colour or cursor movement" {
+	mk_task 20260101-100000-aaaaaa 'x'
+	record 20260101-100000-aaaaaa finished 0 "$C2"
+	transcript 20260101-100000-aaaaaa
+	mk_task 20260101-110000-bbbbbb 'not finished one'
+	record 20260101-110000-bbbbbb "not finished" 1
+	# docs/internals.md: aibox writes no colour and moves no cursor, so NO_COLOR
+	# and the terminal change nothing.
+	run env -u NO_COLOR TERM=xterm-256color python3 - aibox tasks <<-'PY'
+		import os, pty, re, subprocess, sys
+		cmd = sys.argv[1:]
+		# show stamps its lines with the time it prints them
+		untimed = lambda b: re.sub(rb"(?m)^[0-9:]{8} ", b"", b)
+		for args in (["list"], ["list", "--all"], ["show", "aaaaaa"], ["log", "aaaaaa"],
+		             ["show", "bbbbbb"]):
+		    m, s = pty.openpty()
+		    p = subprocess.Popen(cmd + args, stdin=s, stdout=s, stderr=s)
+		    os.close(s)
+		    out = b""
+		    while True:
+		        try:
+		            b = os.read(m, 65536)
+		        except OSError:
+		            break
+		        if not b:
+		            break
+		        out += b
+		    assert p.wait(timeout=20) == 0, args
+		    os.close(m)
+		    piped = subprocess.run(cmd + args, capture_output=True, timeout=20).stdout
+		    assert b"\x1b" not in out, (args, out)
+		    assert untimed(out.replace(b"\r\n", b"\n")) == untimed(piped), (args, out, piped)
+		    print(" ".join(args), len(piped.splitlines()))
+	PY
+	assert_success
+	assert_line "log aaaaaa 9"
 }
 
 @test "aibox task --json: one JSON object on stdout at the end instead of the folder, the same in summary.json" {

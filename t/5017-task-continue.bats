@@ -121,3 +121,71 @@ only_old() {
 	run git rev-parse --verify --quiet aibox/task-20260101-100000-112233
 	assert_failure
 }
+
+U1=11111111-1111-4111-8111-111111111111
+U2=22222222-2222-4222-8222-222222222222
+U3=33333333-3333-4333-8333-333333333333
+U4=44444444-4444-4444-8444-444444444444
+U5=55555555-5555-4555-8555-555555555555
+U8=88888888-8888-4888-8888-888888888888
+U9=99999999-9999-4999-8999-999999999999
+TOOL='{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"Bash","input":{"command":"x"}}]}'
+RESULT='{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"ok"}]}'
+LAST='{"role":"assistant","content":[{"type":"text","text":"I added one.txt."}]}'
+
+# session_as_left: $OLD/session.jsonl as Claude Code can leave it when its
+# exit cuts its last write short: the prompt, a tool call and its result, a
+# subagent's entry (the latest time), but not the last answer.
+session_as_left() {
+	cat >"$OLD/session.jsonl" <<-EOF
+		{"type":"user","uuid":"$U1","parentUuid":null,"isSidechain":false,"timestamp":"2026-01-01T10:00:01.000Z","sessionId":"$SID","message":{"role":"user","content":"first prompt"}}
+		{"type":"assistant","uuid":"$U2","parentUuid":"$U1","isSidechain":false,"timestamp":"2026-01-01T10:00:05.000Z","sessionId":"$SID","message":$TOOL}
+		{"type":"user","uuid":"$U3","parentUuid":"$U2","isSidechain":false,"timestamp":"2026-01-01T10:00:09.000Z","sessionId":"$SID","message":$RESULT}
+		{"type":"assistant","uuid":"$U9","parentUuid":null,"isSidechain":true,"timestamp":"2026-01-01T10:00:10.000Z","sessionId":"$SID","message":$LAST}
+	EOF
+}
+
+@test "task continue: the messages the transcript has and the session file lacks are added to the conversation the VM gets" {
+	ended_task 445566 changes
+	session_as_left
+	# What Claude Code printed: all of it, with a subagent's line, lines of
+	# other kinds or with a bad uuid (skipped), and after a line that is no
+	# JSON one that must not be taken.
+	cat >"$OLD/transcript.jsonl" <<-EOF
+		{"type":"system","subtype":"init","session_id":"$SID"}
+		{"type":"assistant","message":$TOOL,"parent_tool_use_id":null,"session_id":"$SID","uuid":"$U2"}
+		{"type":"user","message":$RESULT,"parent_tool_use_id":null,"session_id":"$SID","uuid":"$U3","timestamp":"2026-01-01T10:00:09.000Z"}
+		{"type":"assistant","message":{"role":"assistant","content":"sub"},"parent_tool_use_id":"t1","session_id":"$SID","uuid":"$U8"}
+		{"type":"assistant","message":$LAST,"parent_tool_use_id":null,"session_id":"$SID","uuid":"$U4"}
+		{"type":"assistant","message":$LAST,"session_id":"$SID","uuid":"../../x"}
+		{"type":"result","subtype":"success","session_id":"$SID","uuid":"$U5"}
+		not JSON
+		{"type":"assistant","message":$LAST,"session_id":"$SID","uuid":"$U5"}
+	EOF
+	run --separate-stderr aibox task --continue 445566 "now add tests"
+	dir=$(echo "$TASKS"/*-[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f] | tr ' ' '\n' | grep -v 445566)
+	[ -n "$dir" ]
+	[[ "$stderr" == *"resumes its conversation; added 1 message its session.jsonl lacked from its transcript.jsonl; fetched its changes"* ]]
+	assert_equal "$(head -4 "$dir/resume.jsonl")" "$(cat "$OLD/session.jsonl")"
+	assert_equal "$(tail -n +5 "$dir/resume.jsonl")" \
+		"{\"parentUuid\":\"$U3\",\"isSidechain\":false,\"type\":\"assistant\",\"message\":$LAST,\"uuid\":\"$U4\",\"timestamp\":\"2026-01-01T10:00:10.000Z\",\"sessionId\":\"$SID\"}"
+}
+
+@test "task continue: a session file that lacks nothing, or a transcript that is no file, is given to the VM as it is" {
+	ended_task 778899 changes
+	session_as_left
+	printf '{"type":"user","message":%s,"parent_tool_use_id":null,"session_id":"%s","uuid":"%s"}\n' \
+		"$RESULT" "$SID" "$U3" >"$OLD/transcript.jsonl"
+	run --separate-stderr aibox task --continue 778899 "go on"
+	[[ "$stderr" != *"added"* ]]
+	dir=$(ls -d "$TASKS"/*-[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f] | grep -v 778899)
+	cmp "$OLD/session.jsonl" "$dir/resume.jsonl"
+	rm -rf "$dir" "$dir.lock"
+	printf '{"type":"assistant","message":%s,"session_id":"%s","uuid":"%s"}\n' "$LAST" "$SID" "$U4" >"$T/elsewhere"
+	rm "$OLD/transcript.jsonl"
+	ln -s "$T/elsewhere" "$OLD/transcript.jsonl"
+	run --separate-stderr aibox task --continue 778899 "go on"
+	[[ "$stderr" != *"added"* ]]
+	dir=$(ls -d "$TASKS"/*-[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f] | grep -v 778899)
+	cmp "$OLD/session.jsonl" "$dir/resume.jsonl"
+}

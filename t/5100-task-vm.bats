@@ -181,6 +181,22 @@ and commit it."
 	assert_failure 1
 	[[ "$stderr" == *"Claude Code exited with 1"* ]]
 	[[ "$stderr" == *"the task did not finish"* ]]
+	# Listed, shown and read as not finished.
+	dir=$(task_dir)
+	id=${dir: -6}
+	run aibox tasks list --json
+	assert_success
+	assert_equal "$(echo "$output" | jq -r '.[0] | [.id, .state, .finished, .exit] | map(tostring) | join(" ")')" \
+		"$id not finished false 1"
+	run aibox tasks show --json "$id"
+	assert_equal "$(echo "$output" | jq -r '[.state, .record.state, .record.exit] | map(tostring) | join(" ")')" \
+		"not finished not finished 1"
+	run aibox tasks show "$id"
+	assert_line --index 0 "task $id, ${dir##*/}: not finished"
+	assert_line --regexp "aibox\\[$id\\]: the task did not finish"
+	run aibox tasks log "$id"
+	assert_success
+	assert_output --partial "scripted failure"
 }
 
 @test "task vm: a config task cap (not passed to Claude Code) ends the task after the turn that crossed it" {

@@ -24,6 +24,14 @@ setup_file() {
 	aibox task "Remember the word PELICAN, then add one.txt." >"$T/out1" 2>"$T/err1"
 	echo $? >"$T/status1"
 	FIRST=$(cat "$T/out1")
+	# Claude Code's exit can cut short the write of its session file's last
+	# lines (common/session_mend.h); a slow VM makes that happen at times.
+	# Here it happens every time: the first task's last answer is taken out
+	# of the session.jsonl it sent (kept as it came in $T/session1).
+	if [ -f "$FIRST/session.jsonl" ]; then
+		cp "$FIRST/session.jsonl" "$T/session1"
+		grep -vF '"I added one.txt."' "$T/session1" >"$FIRST/session.jsonl" || true
+	fi
 	aibox task --continue "${FIRST: -6}" "Now add two.txt." >"$T/out2" 2>"$T/err2"
 	echo $? >"$T/status2"
 	stop_fake_api
@@ -45,12 +53,15 @@ setup() {
 
 teardown() { :; }
 
-@test "task continue vm: the first task sends its conversation back as session.jsonl" {
-	[ -s "$FIRST/session.jsonl" ]
-	grep -q PELICAN "$FIRST/session.jsonl"
-	run grep -c . "$SECOND/resume.jsonl"
-	[ "$output" -gt 0 ]
-	cmp "$FIRST/session.jsonl" "$SECOND/resume.jsonl"
+@test "task continue vm: the first task sends its conversation back as session.jsonl; what it lacks is added from the transcript" {
+	grep -q PELICAN "$T/session1"
+	n=$(wc -l <"$FIRST/session.jsonl")
+	[ "$n" -gt 0 ]
+	cmp "$FIRST/session.jsonl" <(head -n "$n" "$SECOND/resume.jsonl")
+	run tail -n +$((n + 1)) "$SECOND/resume.jsonl"
+	assert_output --partial '"I added one.txt."'
+	# (1 message, or more should Claude Code have lost more itself)
+	grep -qE "resumes its conversation; added [0-9]+ messages? its session.jsonl lacked from its transcript.jsonl" "$T/err2"
 }
 
 @test "task continue vm: the continued task starts from the first task's tip, fetched into its branch" {
@@ -69,11 +80,10 @@ teardown() { :; }
 	assert_equal "$(git show "$branch2:seen.txt")" "$(printf 'one\nsecond\nfirst')"
 }
 
-@test "task continue vm: the fake API sees the first task's prompt in the continued conversation" {
+@test "task continue vm: the fake API sees the first task's turns in the continued conversation" {
 	grep -qF "vm[${SECOND: -6}]: | I added two.txt." "$T/err2"
-	# Every request of the continued task carries the first task's prompt.
-	# (Its last answer, "I added one.txt.", is missing from them today: see
-	# docs/tasks.md, "Continuing a task".)
+	# Every request of the continued task carries the first task's prompt and
+	# last answer, and no stand-in of Claude Code's for a lost answer.
 	run python3 - "$T/rec" <<-'PY'
 		import glob, json, sys
 		found = 0
@@ -82,6 +92,8 @@ teardown() { :; }
 		    msgs = json.dumps(body.get("messages", []))
 		    if "Now add two.txt." in msgs and body.get("tools"):
 		        assert "PELICAN" in msgs, f
+		        assert "I added one.txt." in msgs, f
+		        assert "No response requested." not in msgs, f
 		        found += 1
 		print("requests of the continued task:", found)
 		assert found > 0
