@@ -85,6 +85,10 @@ fuzz() {
 	fuzz fuzz-session-file
 }
 
+@test "fuzz: the mending of a session file from its transcript survives ${FUZZ_SECONDS}s of fuzzing" {
+	fuzz fuzz-session-mend
+}
+
 @test "fuzz: the proxy's HTTP parsing survives ${FUZZ_SECONDS}s of fuzzing" {
 	fuzz fuzz-http
 }
