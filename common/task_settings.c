@@ -6,7 +6,9 @@
 #include <string.h>
 
 #include "task_settings.h"
+#include "gitproto.h"
 #include "session_file.h"
+#include "taskid.h"
 #include "utf8.h"
 #include "banned.h"
 
@@ -18,16 +20,6 @@ __attribute__((format(printf, 2, 3))) static int bad(struct buf *err, const char
 	buf_vaddf(err, fmt, ap);
 	va_end(ap);
 	return -EINVAL;
-}
-
-static int is_hex(const char *s, size_t n)
-{
-	if (strlen(s) != n)
-		return 0;
-	for (size_t i = 0; i < n; i++)
-		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-			return 0;
-	return 1;
 }
 
 int task_git_remote_valid(const char *s)
@@ -75,7 +67,7 @@ static int path_ok(const char *p)
 
 static int check_task_fields(const struct task_settings *s, struct buf *err)
 {
-	if (!s->start_commit || !(is_hex(s->start_commit, 40) || is_hex(s->start_commit, 64)))
+	if (!s->start_commit || !oid_hex_valid(s->start_commit, strlen(s->start_commit)))
 		return bad(err, "the start commit is not a full commit id");
 	if (s->timeout_s <= 0 || s->timeout_s > TASK_SETTINGS_TIMEOUT_MAX)
 		return bad(err, "the timeout is not 1 to %d seconds", TASK_SETTINGS_TIMEOUT_MAX);
@@ -120,7 +112,7 @@ int task_settings_check(const struct task_settings *s, struct buf *err)
 {
 	if (s->mode != TASK_MODE_TASK && s->mode != TASK_MODE_RUN)
 		return bad(err, "unknown mode");
-	if (!s->id || !is_hex(s->id, 6))
+	if (!s->id || !task_id_valid(s->id))
 		return bad(err, "the task id is not 6 lowercase hex digits");
 	if (s->mode == TASK_MODE_TASK ? check_task_fields(s, err) : check_run_fields(s, err))
 		return -EINVAL;
