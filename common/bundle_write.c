@@ -16,6 +16,7 @@
 
 #include "bundle_read.h"
 #include "err.h"
+#include "guest_abi.h"
 #include "spawn.h"
 #include "banned.h"
 
@@ -471,7 +472,7 @@ out:
 
 int bundle_write_start(const struct bundle_write_opts *opts, char *oid_hex, struct buf *err)
 {
-	const char *branch = opts->branch ? opts->branch : "aibox/task";
+	const char *branch = opts->branch ? opts->branch : GUEST_BRANCH;
 	struct buf tmp = BUF_INIT, partial = BUF_INIT, ref = BUF_INIT, gerr = BUF_INIT;
 	struct sigaction old[ARRAY_SIZE(stop_signals)];
 	int installed[ARRAY_SIZE(stop_signals)] = {0};

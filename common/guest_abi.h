@@ -34,8 +34,14 @@
 /* The guestfwd address QEMU gives the task's aibox-proxy, and its URL. */
 #define GUEST_PROXY_HOSTPORT "10.0.2.100:3128"
 #define GUEST_PROXY_URL      "http://" GUEST_PROXY_HOSTPORT
-/* Claude Code's ANTHROPIC_BASE_URL with api "forward": the proxy answers it (proxy.h). */
-#define GUEST_API_FORWARD_URL "http://127.0.0.1:3129"
+/*
+ * Claude Code's ANTHROPIC_BASE_URL with api "forward": requests for this port
+ * of 127.0.0.1 the proxy answers itself (proxy.h), adding the key.
+ */
+#define GUEST_API_FORWARD_PORT 3129
+#define GUEST_STR_(x)          #x
+#define GUEST_STR(x)           GUEST_STR_(x)
+#define GUEST_API_FORWARD_URL  "http://127.0.0.1:" GUEST_STR(GUEST_API_FORWARD_PORT)
 /* The ANTHROPIC_API_KEY the guest gets instead of the key; the proxy puts the real one in. */
 #define GUEST_API_KEY_PLACEHOLDER "sk-ant-aibox-placeholder-the-host-adds-the-key"
 
