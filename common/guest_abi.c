@@ -5,11 +5,11 @@
 #include "banned.h"
 
 const struct guest_result_file guest_results[RESULT_NFILES] = {
-	[RESULT_TRANSCRIPT] = { "transcript.jsonl", RESULT_TRANSCRIPT_MAX },
-	[RESULT_SESSION] = { SESSION_FILE_NAME, SESSION_FILE_MAX },
-	[RESULT_BUNDLE] = { "changes.bundle", RESULT_BUNDLE_MAX },
-	[RESULT_VM_LOG] = { "vm.log", RESULT_VM_LOG_MAX },
-	[RESULT_JSON] = { "result.json", RESULT_JSON_MAX },
+    [RESULT_TRANSCRIPT] = {"transcript.jsonl", RESULT_TRANSCRIPT_MAX},
+    [RESULT_SESSION] = {SESSION_FILE_NAME, SESSION_FILE_MAX},
+    [RESULT_BUNDLE] = {"changes.bundle", RESULT_BUNDLE_MAX},
+    [RESULT_VM_LOG] = {"vm.log", RESULT_VM_LOG_MAX},
+    [RESULT_JSON] = {"result.json", RESULT_JSON_MAX},
 };
 
 int guest_tag_valid(const char *t)

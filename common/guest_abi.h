@@ -52,7 +52,7 @@
 
 /* ---- 9p shares --------------------------------------------------------- */
 /* QEMU's mount_tag limit: a tag is 1 to GUEST_TAG_MAX of [A-Za-z0-9._-]. */
-#define GUEST_TAG_MAX 31
+#define GUEST_TAG_MAX     31
 #define GUEST_TAG_TASK    "aibox.task"    /* the task folder, at GUEST_TASK_DIR */
 #define GUEST_TAG_PROJECT "aibox.project" /* aibox run: the checkout, read-write */
 #define GUEST_TAG_HOME    "aibox.home"    /* aibox run: the project's home, read-write */

@@ -544,8 +544,9 @@ static int save_locked(const struct vm_config *cfg, struct snap *s, struct buf *
 	/* Nothing connects while the snapshot is made: the command is never run. */
 	if ((r = snap_qemu_start(
 	         &x, cfg, s, cfg->image_dir, s->empty.buf, slots,
-	         "user,id=net0,restrict=on,ipv6=off,guestfwd=tcp:" GUEST_PROXY_HOSTPORT "-cmd:false", -1,
-	         &vm, why)) < 0)
+	         "user,id=net0,restrict=on,ipv6=off,guestfwd=tcp:" GUEST_PROXY_HOSTPORT
+	         "-cmd:false",
+	         -1, &vm, why)) < 0)
 		goto out;
 	if ((r = wait_line(x.ctl[0], vm.pidfd, SNAP_WAITING, now_ms() + BOOT_MS)) < 0) {
 		buf_addstr(why, r == -ETIMEDOUT ? "the snapshot's VM did not come up in time"

@@ -28,7 +28,7 @@ struct task_session {
 					   most TASK_SESSION_LOG_MAX bytes of them */
 	const char *secrets;		/* task_secrets_json() text, for stdin */
 	size_t secrets_len;
-	int result_fds[RESULT_NFILES];	/* open for writing, indexed as guest_results */
+	int result_fds[RESULT_NFILES];  /* open for writing, indexed as guest_results */
 	long timeout_ms, idle_ms;	/* as struct ssh_client */
 
 	/* Set by task_session_run(). */

@@ -37,7 +37,7 @@ int task_git_remote_valid(const char *s)
 	return 1;
 }
 
-static const char *const api_names[] = { "none", "forward", "oauth" };
+static const char *const api_names[] = {"none", "forward", "oauth"};
 #define NAPI (sizeof(api_names) / sizeof(api_names[0]))
 
 const char *task_api_name(enum task_api api)
@@ -103,7 +103,8 @@ static int check_run_fields(const struct task_settings *s, struct buf *err)
 	for (size_t i = 0; i < s->ncommand; i++)
 		if (!utf8_valid(s->command[i], strlen(s->command[i]), NULL))
 			return bad(err, "the command's word %zu is not valid UTF-8", i);
-	if (s->uid < 0 || s->uid > TASK_SETTINGS_ID_MAX || s->gid < 0 || s->gid > TASK_SETTINGS_ID_MAX)
+	if (s->uid < 0 || s->uid > TASK_SETTINGS_ID_MAX || s->gid < 0 ||
+	    s->gid > TASK_SETTINGS_ID_MAX)
 		return bad(err, "the user's ids are not 0 to %ld", (long)TASK_SETTINGS_ID_MAX);
 	return 0;
 }
@@ -204,17 +205,19 @@ int task_settings_json(const struct task_settings *s, struct buf *out, struct bu
 	    set(root, "mode", json_string(run ? "run" : "task")) ||
 	    (run ? set(root, "command", cmd) : (json_decref(cmd), add_task_fields(root, s))))
 		goto out;
-	if (run && (set(root, "path", json_string(s->path ? s->path : GUEST_PROJECT_PATH)) ||
-	            set(root, "mounts", json_incref(mounts)) ||
-	            set(root, "uid", json_integer(s->uid)) || set(root, "gid", json_integer(s->gid))))
+	if (run &&
+	    (set(root, "path", json_string(s->path ? s->path : GUEST_PROJECT_PATH)) ||
+	     set(root, "mounts", json_incref(mounts)) || set(root, "uid", json_integer(s->uid)) ||
+	     set(root, "gid", json_integer(s->gid))))
 		goto out;
 	if (set(root, "env_names", strings(s->env_names, s->nenv)) ||
 	    set(root, "api", json_string(task_api_name(s->api))) ||
 	    set(root, "proxy", json_string(s->proxy ? s->proxy : GUEST_PROXY_URL)))
 		goto out;
-	if (!run && (set(root, "path", json_string(s->path ? s->path : GUEST_PROJECT_PATH)) ||
-	             set(root, "mounts", json_incref(mounts)) ||
-	             set(root, "system_prompt", json_string(s->system_prompt ? s->system_prompt : ""))))
+	if (!run &&
+	    (set(root, "path", json_string(s->path ? s->path : GUEST_PROJECT_PATH)) ||
+	     set(root, "mounts", json_incref(mounts)) ||
+	     set(root, "system_prompt", json_string(s->system_prompt ? s->system_prompt : ""))))
 		goto out;
 	if (set(root, "git_remotes", strings(s->git_remotes, s->ngit_remotes)) ||
 	    (!run && set(root, "resume_session", str_or_null(s->resume_session))))
@@ -368,8 +371,7 @@ static int parse_doc(struct task_settings_doc *d, struct buf *err)
 	return task_settings_check(s, err);
 }
 
-int task_settings_parse(const char *text, size_t len, struct task_settings_doc *d,
-                        struct buf *err)
+int task_settings_parse(const char *text, size_t len, struct task_settings_doc *d, struct buf *err)
 {
 	json_error_t jerr;
 	size_t at = err->len;

@@ -20,7 +20,7 @@
 
 enum task_mode {
 	TASK_MODE_TASK, /* aibox task: "mode": "task" */
-	TASK_MODE_RUN,	/* aibox run: "mode": "run" */
+	TASK_MODE_RUN,  /* aibox run: "mode": "run" */
 };
 
 enum task_api {
@@ -35,15 +35,15 @@ struct task_mount {
 };
 
 /* The caps of settings.json's lists and strings. */
-#define TASK_SETTINGS_ENV_MAX	     256
-#define TASK_SETTINGS_MOUNTS_MAX     64
-#define TASK_SETTINGS_REMOTES_MAX    32
-#define TASK_SETTINGS_COMMAND_MAX    256 /* words of run's command */
-#define TASK_SETTINGS_STRING_MAX     256 /* model, git name and email, proxy */
-#define TASK_SETTINGS_PROMPT_MAX     120000 /* one argument: MAX_ARG_STRLEN is 128 KiB */
-#define TASK_SETTINGS_TIMEOUT_MAX    (7 * 86400)
-#define TASK_SETTINGS_BUDGET_MAX     1e6
-#define TASK_SETTINGS_ID_MAX         4294967294L /* a uid or gid: all but (uid_t)-1 */
+#define TASK_SETTINGS_ENV_MAX     256
+#define TASK_SETTINGS_MOUNTS_MAX  64
+#define TASK_SETTINGS_REMOTES_MAX 32
+#define TASK_SETTINGS_COMMAND_MAX 256    /* words of run's command */
+#define TASK_SETTINGS_STRING_MAX  256    /* model, git name and email, proxy */
+#define TASK_SETTINGS_PROMPT_MAX  120000 /* one argument: MAX_ARG_STRLEN is 128 KiB */
+#define TASK_SETTINGS_TIMEOUT_MAX (7 * 86400)
+#define TASK_SETTINGS_BUDGET_MAX  1e6
+#define TASK_SETTINGS_ID_MAX      4294967294L /* a uid or gid: all but (uid_t)-1 */
 
 /*
  * The fields of both modes; a run's settings.json has only version, id,
@@ -60,12 +60,12 @@ struct task_settings {
 	double max_budget_usd;	  /* > 0 when has_budget */
 	const char *git_name, *git_email;
 	const char *start_commit; /* 40 or 64 lowercase hex */
-	const char *branch;	  /* NULL: GUEST_BRANCH, the only one */
+	const char *branch;       /* NULL: GUEST_BRANCH, the only one */
 	const char *const *env_names;
 	size_t nenv;
 	enum task_api api;
-	const char *proxy;	  /* NULL: GUEST_PROXY_URL; else an http:// URL */
-	const char *path;	  /* NULL: GUEST_PROJECT_PATH; else guest_path_valid() */
+	const char *proxy; /* NULL: GUEST_PROXY_URL; else an http:// URL */
+	const char *path;  /* NULL: GUEST_PROJECT_PATH; else guest_path_valid() */
 	const struct task_mount *mounts;
 	size_t nmounts;
 	const char *system_prompt; /* NULL: "" */
@@ -78,7 +78,7 @@ struct task_settings {
 	/* Run mode only: the command (NULL, 0: claude), the host user's ids. */
 	const char *const *command;
 	size_t ncommand;
-	long uid, gid;		  /* 0 to TASK_SETTINGS_ID_MAX */
+	long uid, gid; /* 0 to TASK_SETTINGS_ID_MAX */
 };
 
 /*
@@ -111,8 +111,7 @@ struct task_settings_doc {
  * 0, or -EINVAL with the reason in err, starting "settings.json: ", and d
  * empty.  Release d with task_settings_doc_release().
  */
-int task_settings_parse(const char *text, size_t len, struct task_settings_doc *d,
-                        struct buf *err);
+int task_settings_parse(const char *text, size_t len, struct task_settings_doc *d, struct buf *err);
 
 /* Release d's root and empty d; an empty d is fine. */
 void task_settings_doc_release(struct task_settings_doc *d);

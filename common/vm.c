@@ -158,8 +158,8 @@ void vm_base_args(struct strvec *a, const struct vm_config *cfg, int kvm, const 
 	buf_addstr(&b, "file=");
 	vm_add_opt_value(&b, cfg->image_dir);
 	buf_addstr(&b, "/rootfs.ext4,format=raw,if=none,id=root,readonly=on");
-	strvec_pushl(a, "-drive", b.buf, "-device", "virtio-blk-pci,drive=root,serial=" GUEST_SERIAL_ROOT,
-	             NULL);
+	strvec_pushl(a, "-drive", b.buf, "-device",
+	             "virtio-blk-pci,drive=root,serial=" GUEST_SERIAL_ROOT, NULL);
 	buf_release(&b);
 }
 
@@ -183,7 +183,8 @@ void vm_netdev_arg(const struct vm_config *cfg, struct buf *b)
 	}
 	buf_addch(&cmd, ' ');
 	vm_add_sh_quoted(&cmd, cfg->proxy_socket);
-	buf_addstr(b, "user,id=net0,restrict=on,ipv6=off,guestfwd=tcp:" GUEST_PROXY_HOSTPORT "-cmd:");
+	buf_addstr(b,
+	           "user,id=net0,restrict=on,ipv6=off,guestfwd=tcp:" GUEST_PROXY_HOSTPORT "-cmd:");
 	vm_add_opt_value(b, cmd.buf);
 	buf_release(&cmd);
 }
@@ -298,8 +299,8 @@ int vm_start(const struct vm_config *cfg, struct vm *vm)
 	    (strcmp(cfg->mode, "task") && strcmp(cfg->mode, "run")))
 		return -EINVAL;
 	for (size_t i = 0; i < cfg->nr_mounts; i++)
-		if (!guest_tag_valid(cfg->mounts[i].tag) || !strcmp(cfg->mounts[i].tag, GUEST_TAG_TASK) ||
-		    !cfg->mounts[i].host_path)
+		if (!guest_tag_valid(cfg->mounts[i].tag) ||
+		    !strcmp(cfg->mounts[i].tag, GUEST_TAG_TASK) || !cfg->mounts[i].host_path)
 			return -EINVAL;
 	if ((ret = check_image(cfg->image_dir)) < 0)
 		return ret;

@@ -350,7 +350,7 @@ static void read_env(struct run *r, const char *cfg_path)
 
 static void write_settings(struct run *r)
 {
-	struct task_settings ts = { .mode = TASK_MODE_RUN, .id = r->id, .path = r->cfg.path };
+	struct task_settings ts = {.mode = TASK_MODE_RUN, .id = r->id, .path = r->cfg.path};
 	struct task_mount *mounts = xcalloc(r->nr_mounts + 1, sizeof(*mounts));
 	const char **remotes = xcalloc(r->cfg.nr_git + 1, sizeof(*remotes));
 	struct strvec names = STRVEC_INIT;

@@ -19,7 +19,6 @@
 #define GUEST_SSH_DIR      GUEST_RUN_DIR "/ssh" /* host key + authorized_keys, root only */
 #define GUEST_SESSION_FLAG GUEST_RUN_DIR "/session-started"
 
-
 /* The settings the base needs (the task mode reads the rest itself). */
 struct guest_mount {
 	char *tag;

@@ -23,7 +23,7 @@
 
 #define RUN_ENV_MAX (1024 * 1024)
 #define RUN_ENV_NAMES_MAX 128
-#define GUEST_PATH_VALUE "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+#define GUEST_PATH_VALUE  "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 #define MOUNT_9P_RW "trans=virtio,version=9p2000.L,msize=524288,access=client,cache=none"
 
 /* settings.json in run mode, through the one parser (common/task_settings.h). */
@@ -107,13 +107,14 @@ int run_setup(struct guest_settings *gs)
 		error("cannot set the host name: %s", strerror(errno));
 	/* Root stays root: the user aibox keeps its ids then. */
 	snprintf(line, sizeof(line), "aibox:x:%u:%u::" GUEST_HOME ":/bin/bash", (unsigned)s->uid,
-		 (unsigned)s->gid);
+	         (unsigned)s->gid);
 	if (s->uid != 0 && (r = set_id_line("/etc/passwd", line)) < 0)
 		goto out;
 	snprintf(line, sizeof(line), "aibox:x:%u:", (unsigned)s->gid);
 	if (s->uid != 0 && s->gid != 0 && (r = set_id_line("/etc/group", line)) < 0)
 		goto out;
-	if ((r = mount_rw(GUEST_TAG_PROJECT, s->path)) < 0 || (r = mount_rw(GUEST_TAG_HOME, GUEST_HOME)) < 0)
+	if ((r = mount_rw(GUEST_TAG_PROJECT, s->path)) < 0 ||
+	    (r = mount_rw(GUEST_TAG_HOME, GUEST_HOME)) < 0)
 		goto out;
 	gs->user_uid = (uid_t)s->uid;
 	gs->user_gid = (gid_t)s->gid;
@@ -122,7 +123,7 @@ int run_setup(struct guest_settings *gs)
 		struct buf why = BUF_INIT;
 
 		r = git_remotes_write("/etc/gitconfig", json_object_get(d.root, "git_remotes"),
-				      s->proxy ? s->proxy : GUEST_PROXY_URL, &why);
+		                      s->proxy ? s->proxy : GUEST_PROXY_URL, &why);
 		if (r < 0)
 			error("%s", why.buf);
 		buf_release(&why);
@@ -167,7 +168,7 @@ static int build_env(const struct task_settings *s, struct strvec *env)
 	}
 	if (s->api == TASK_API_FORWARD)
 		strvec_pushl(env, "ANTHROPIC_BASE_URL=" GUEST_API_FORWARD_URL,
-			     "ANTHROPIC_API_KEY=" GUEST_API_KEY_PLACEHOLDER, NULL);
+		             "ANTHROPIC_API_KEY=" GUEST_API_KEY_PLACEHOLDER, NULL);
 	if (!secrets || !*secrets)
 		return 0;
 	if (strlen(secrets) > RUN_ENV_MAX) {
@@ -251,12 +252,14 @@ int run_session(void)
 			fprintf(stderr, "aibox-init: cannot take the terminal: %s\n", strerror(errno));
 		for (size_t i = 0; i < sizeof(job_signals) / sizeof(job_signals[0]); i++)
 			signal(job_signals[i], SIG_DFL);
-		if (setgroups(0, NULL) < 0 || setgid((gid_t)s->gid) < 0 || setuid((uid_t)s->uid) < 0) {
+		if (setgroups(0, NULL) < 0 || setgid((gid_t)s->gid) < 0 ||
+		    setuid((uid_t)s->uid) < 0) {
 			fprintf(stderr, "aibox-init: cannot become the user: %s\n", strerror(errno));
 			_exit(127);
 		}
 		if (chdir(s->path) < 0) {
-			fprintf(stderr, "aibox-init: cannot enter '%s': %s\n", s->path, strerror(errno));
+			fprintf(stderr, "aibox-init: cannot enter '%s': %s\n", s->path,
+			        strerror(errno));
 			_exit(127);
 		}
 		clearenv();
