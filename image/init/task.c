@@ -1419,7 +1419,7 @@ static int open_results(struct task *t)
 
 /* ---- the git: remotes -------------------------------------------------- */
 
-#define GIT_REMOTES_MAX 32
+#define GIT_REMOTES_MAX TASK_SETTINGS_REMOTES_MAX
 #define GIT_BROKER_URL  "http://git.aibox.internal/"
 
 /* A config value in double quotes, with '"' and '\\' escaped. */
