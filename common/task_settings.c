@@ -65,6 +65,25 @@ static int path_ok(const char *p)
 	return guest_path_valid(p) && utf8_valid(p, strlen(p), NULL);
 }
 
+/* The project's path and the mounts: what PID 1 reads too. */
+static int check_place(const struct task_settings *s, struct buf *err)
+{
+	if (s->path && !path_ok(s->path))
+		return bad(err, "the project path '%s' is not a clean absolute path", s->path);
+	if (s->nmounts > TASK_SETTINGS_MOUNTS_MAX)
+		return bad(err, "over %d mounts", TASK_SETTINGS_MOUNTS_MAX);
+	for (size_t i = 0; i < s->nmounts; i++) {
+		const struct task_mount *m = &s->mounts[i];
+
+		if (!m->path || !path_ok(m->path))
+			return bad(err, "the mount path '%s' is not a clean absolute path",
+			           m->path ? m->path : "");
+		if (!guest_tag_valid(m->tag) || !strcmp(m->tag, GUEST_TAG_TASK))
+			return bad(err, "the mount tag '%s' is not valid", m->tag ? m->tag : "");
+	}
+	return 0;
+}
+
 static int check_task_fields(const struct task_settings *s, struct buf *err)
 {
 	if (!s->start_commit || !oid_hex_valid(s->start_commit, strlen(s->start_commit)))
@@ -128,19 +147,8 @@ int task_settings_check(const struct task_settings *s, struct buf *err)
 		return -EINVAL;
 	if (s->proxy && (strncmp(s->proxy, "http://", 7) || strchr(s->proxy, ' ')))
 		return bad(err, "the proxy is not an http:// URL");
-	if (s->path && !path_ok(s->path))
-		return bad(err, "the project path '%s' is not a clean absolute path", s->path);
-	if (s->nmounts > TASK_SETTINGS_MOUNTS_MAX)
-		return bad(err, "over %d mounts", TASK_SETTINGS_MOUNTS_MAX);
-	for (size_t i = 0; i < s->nmounts; i++) {
-		const struct task_mount *m = &s->mounts[i];
-
-		if (!m->path || !path_ok(m->path))
-			return bad(err, "the mount path '%s' is not a clean absolute path",
-			           m->path ? m->path : "");
-		if (!guest_tag_valid(m->tag) || !strcmp(m->tag, GUEST_TAG_TASK))
-			return bad(err, "the mount tag '%s' is not valid", m->tag ? m->tag : "");
-	}
+	if (check_place(s, err) < 0)
+		return -EINVAL;
 	if (s->ngit_remotes > TASK_SETTINGS_REMOTES_MAX)
 		return bad(err, "over %d git remotes", TASK_SETTINGS_REMOTES_MAX);
 	for (size_t i = 0; i < s->ngit_remotes; i++)
@@ -316,12 +324,39 @@ static int parse_task_fields(json_t *root, struct task_settings *s, struct buf *
 	           : 0;
 }
 
+/* "path" (absent: GUEST_PROJECT_PATH) and "mounts" into d, not yet checked. */
+static int parse_place(struct task_settings_doc *d, struct buf *err)
+{
+	struct task_settings *s = &d->s;
+	json_t *v, *m;
+	size_t i;
+
+	if (get_str(d->root, "path", 1, &s->path, err))
+		return -EINVAL;
+	if (!s->path)
+		s->path = GUEST_PROJECT_PATH;
+	v = json_object_get(d->root, "mounts");
+	if (v && !json_is_null(v) &&
+	    (!json_is_array(v) || json_array_size(v) > TASK_SETTINGS_MOUNTS_MAX))
+		return bad(err, "\"mounts\" is not a list of at most %d", TASK_SETTINGS_MOUNTS_MAX);
+	json_array_foreach(v, i, m)
+	{
+		if (!json_is_object(m))
+			return bad(err, "mount %zu is not an object", i);
+		if (get_str(m, "tag", 0, &d->mounts[i].tag, err) ||
+		    get_str(m, "path", 0, &d->mounts[i].path, err))
+			return -EINVAL;
+		s->nmounts++;
+	}
+	s->mounts = d->mounts;
+	return 0;
+}
+
 static int parse_doc(struct task_settings_doc *d, struct buf *err)
 {
 	struct task_settings *s = &d->s;
-	json_t *root = d->root, *v, *m;
+	json_t *root = d->root, *v;
 	const char *str;
-	size_t i;
 
 	v = json_object_get(root, "version");
 	if (!json_is_integer(v) || json_integer_value(v) != 1)
@@ -343,8 +378,7 @@ static int parse_doc(struct task_settings_doc *d, struct buf *err)
 	if (get_strings(root, "env_names", d->env_names, TASK_SETTINGS_ENV_MAX, &s->nenv, err) ||
 	    get_strings(root, "git_remotes", d->git_remotes, TASK_SETTINGS_REMOTES_MAX,
 	                &s->ngit_remotes, err) ||
-	    get_str(root, "api", 0, &str, err) || get_str(root, "proxy", 1, &s->proxy, err) ||
-	    get_str(root, "path", 1, &s->path, err))
+	    get_str(root, "api", 0, &str, err) || get_str(root, "proxy", 1, &s->proxy, err))
 		return -EINVAL;
 	s->env_names = d->env_names;
 	s->git_remotes = d->git_remotes;
@@ -352,48 +386,47 @@ static int parse_doc(struct task_settings_doc *d, struct buf *err)
 		;
 	if (!task_api_name(s->api))
 		return bad(err, "unknown \"api\" '%s'", str);
-	if (!s->path)
-		s->path = GUEST_PROJECT_PATH;
-	v = json_object_get(root, "mounts");
-	if (v && !json_is_null(v) &&
-	    (!json_is_array(v) || json_array_size(v) > TASK_SETTINGS_MOUNTS_MAX))
-		return bad(err, "\"mounts\" is not a list of at most %d", TASK_SETTINGS_MOUNTS_MAX);
-	json_array_foreach(v, i, m)
-	{
-		if (!json_is_object(m))
-			return bad(err, "mount %zu is not an object", i);
-		if (get_str(m, "tag", 0, &d->mounts[i].tag, err) ||
-		    get_str(m, "path", 0, &d->mounts[i].path, err))
-			return -EINVAL;
-		s->nmounts++;
-	}
-	s->mounts = d->mounts;
+	if (parse_place(d, err) < 0)
+		return -EINVAL;
 	return task_settings_check(s, err);
 }
 
-int task_settings_parse(const char *text, size_t len, struct task_settings_doc *d, struct buf *err)
+static int parse(const char *text, size_t len, int place_only, struct task_settings_doc *d,
+                 struct buf *err)
 {
 	json_error_t jerr;
 	size_t at = err->len;
+	int r;
 
 	memset(d, 0, sizeof(*d));
 	buf_addstr(err, "settings.json: ");
-	if (len > GUEST_SETTINGS_MAX) {
-		bad(err, "over %d bytes", GUEST_SETTINGS_MAX);
-		return -EINVAL;
-	}
+	if (len > GUEST_SETTINGS_MAX)
+		return bad(err, "over %d bytes", GUEST_SETTINGS_MAX);
 	d->root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
-	if (!json_is_object(d->root)) {
-		bad(err, "%s", d->root ? "not an object" : jerr.text);
-		task_settings_doc_release(d);
-		return -EINVAL;
-	}
-	if (parse_doc(d, err) < 0) {
+	if (!json_is_object(d->root))
+		r = bad(err, "%s", d->root ? "not an object" : jerr.text);
+	else if (place_only)
+		r = parse_place(d, err) < 0 ? -EINVAL : check_place(&d->s, err);
+	else
+		r = parse_doc(d, err);
+	if (r < 0) {
 		task_settings_doc_release(d);
 		return -EINVAL;
 	}
 	buf_setlen(err, at);
 	return 0;
+}
+
+int task_settings_parse(const char *text, size_t len, struct task_settings_doc *d,
+                        struct buf *err)
+{
+	return parse(text, len, 0, d, err);
+}
+
+int task_settings_parse_place(const char *text, size_t len, struct task_settings_doc *d,
+                              struct buf *err)
+{
+	return parse(text, len, 1, d, err);
 }
 
 void task_settings_doc_release(struct task_settings_doc *d)

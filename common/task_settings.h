@@ -113,6 +113,15 @@ struct task_settings_doc {
  */
 int task_settings_parse(const char *text, size_t len, struct task_settings_doc *d, struct buf *err);
 
+/*
+ * The part of task_settings_parse() that PID 1 needs before either mode
+ * starts: only "path" and "mounts", read and checked as there; the other
+ * members are the task or run command's to read (a bad one fails the task's
+ * clone step, with results, instead of the boot).  As task_settings_parse().
+ */
+int task_settings_parse_place(const char *text, size_t len, struct task_settings_doc *d,
+                              struct buf *err);
+
 /* Release d's root and empty d; an empty d is fine. */
 void task_settings_doc_release(struct task_settings_doc *d);
 

@@ -196,3 +196,18 @@ token" --secrets secrets.json
 	run test-task settings-parse bad.json
 	assert_output 'error: settings.json: "command"[1] is not a string'
 }
+
+@test "settings: PID 1 reads only path and mounts, checked as the task and run commands check them" {
+	printf '{"model": "-bad", "mounts": [{"tag": "aibox.m0", "path": "/data"}]}' >place.json
+	run test-task settings-parse --place place.json
+	assert_success
+	assert_output "$(printf 'path /project\nmount aibox.m0 /data')"
+	run test-task settings-parse place.json
+	assert_failure
+	printf '{"version": 1, "path": "/a/../b"}' >place.json
+	run test-task settings-parse --place place.json
+	assert_output "error: settings.json: the project path '/a/../b' is not a clean absolute path"
+	printf '{"mounts": [{"tag": "aibox.task", "path": "/x"}]}' >place.json
+	run test-task settings-parse --place place.json
+	assert_output "error: settings.json: the mount tag 'aibox.task' is not valid"
+}

@@ -138,7 +138,7 @@ int settings_read(struct guest_settings *s)
 		ret = (int)r;
 		goto out;
 	}
-	if (task_settings_parse(raw.buf, raw.len, &d, &why) < 0) {
+	if (task_settings_parse_place(raw.buf, raw.len, &d, &why) < 0) {
 		error("%s", why.buf);
 		goto out;
 	}

@@ -33,9 +33,10 @@
  *		[--secrets FILE] [--run] [--command WORD...] [--uid N] [--gid N] [--path P]
  *		[--resume ID] [--branch B] [--proxy URL]
  *	print settings.json (--run: a run's); write the secrets JSON for stdin to FILE
- *   test-task settings-parse FILE
+ *   test-task settings-parse [--place] FILE
  *	task_settings_parse() FILE, then print settings.json written back from
- *	what it read, or "error: REASON" (exit 1)
+ *	what it read, or "error: REASON" (exit 1); with --place,
+ *	task_settings_parse_place(): "path P" and "mount TAG PATH" lines
  *   test-task check-bundle [--repo DIR] [--max BYTES] [--child] START FILE
  *	result_check_bundle() on FILE (opened O_RDWR as aibox-task has it) with
  *	START as the start commit and DIR for the thin pack's bases; print
@@ -588,12 +589,19 @@ static int cmd_settings_parse(int argc, char **argv)
 	ssize_t n;
 	int ret = 1;
 
-	if (argc != 1)
-		die("usage: test-task settings-parse FILE");
-	if ((n = buf_read_file(&in, argv[0], GUEST_SETTINGS_MAX + 1)) < 0)
-		die_err((int)n, "cannot read '%s'", argv[0]);
-	if (task_settings_parse(in.buf, in.len, &d, &err) < 0) {
+	int place = argc == 2 && !strcmp(argv[0], "--place");
+
+	if (argc != 1 + place)
+		die("usage: test-task settings-parse [--place] FILE");
+	if ((n = buf_read_file(&in, argv[place], GUEST_SETTINGS_MAX + 1)) < 0)
+		die_err((int)n, "cannot read '%s'", argv[place]);
+	if ((place ? task_settings_parse_place : task_settings_parse)(in.buf, in.len, &d, &err) < 0) {
 		printf("error: %s\n", err.buf);
+	} else if (place) {
+		printf("path %s\n", d.s.path);
+		for (size_t i = 0; i < d.s.nmounts; i++)
+			printf("mount %s %s\n", d.s.mounts[i].tag, d.s.mounts[i].path);
+		ret = 0;
 	} else if (task_settings_json(&d.s, &out, &err) < 0) {
 		printf("error: written back: %s\n", err.buf);
 	} else {
