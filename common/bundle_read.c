@@ -16,6 +16,7 @@
 
 #include "buf.h"
 #include "err.h"
+#include "gitproto.h"
 #include "banned.h"
 
 static const char sig_v2[] = "# v2 git bundle";
@@ -75,47 +76,15 @@ size_t bundle_oid_parse(const char *s, size_t len, char *out)
 
 int bundle_refname_ok(const char *name, size_t len)
 {
-	size_t comp = 0; /* start of the current component */
+	char copy[1025];
 
 	if (len == 4 && !memcmp(name, "HEAD", 4))
 		return 1;
-	if (len <= 5 || memcmp(name, "refs/", 5))
+	if (len <= 5 || len >= sizeof(copy) || memcmp(name, "refs/", 5) || memchr(name, '\0', len))
 		return 0;
-	if (name[len - 1] == '/' || name[len - 1] == '.')
-		return 0;
-	for (size_t i = 0; i <= len; i++) {
-		unsigned char c = i < len ? (unsigned char)name[i] : '/';
-
-		if (c == '/') {
-			size_t n = i - comp;
-
-			if (n == 0)
-				return 0; /* "//" */
-			if (name[comp] == '.')
-				return 0;
-			if (n >= 5 && !memcmp(name + i - 5, ".lock", 5))
-				return 0;
-			comp = i + 1;
-			continue;
-		}
-		if (c < 0x20 || c == 0x7f || c == ' ' || c == '~' || c == '^' || c == ':' ||
-		    c == '?' || c == '*' || c == '[' || c == '\\')
-			return 0;
-		if (c == '.' && i + 1 < len && name[i + 1] == '.')
-			return 0;
-		if (c == '@' && i + 1 < len && name[i + 1] == '{')
-			return 0;
-	}
-	return 1;
-}
-
-/* Whether oid (lowercase hex) is all zeros. */
-static int oid_is_null(const char *oid)
-{
-	for (; *oid; oid++)
-		if (*oid != '0')
-			return 0;
-	return 1;
+	memcpy(copy, name, len);
+	copy[len] = '\0';
+	return refname_ok(copy);
 }
 
 /*

@@ -107,10 +107,9 @@ struct buf;
 void bundle_full_refname(struct buf *out, const char *name);
 
 /*
- * Whether name is a valid full refname by git's check-ref-format rules (no
- * "..", control characters, space, ~ ^ : ? * [ \, "@{", a component starting
- * with '.' or ending in ".lock", a trailing '.' or '/', "//", "@" alone), and
- * either "HEAD" or under "refs/".  Returns 1 or 0.
+ * Whether the len bytes at name are "HEAD" or a ref name under "refs/" that
+ * refname_ok() (common/gitproto.h, the one ref name rule) accepts.  Returns
+ * 1 or 0.
  */
 int bundle_refname_ok(const char *name, size_t len);
 

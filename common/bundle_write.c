@@ -16,6 +16,7 @@
 
 #include "bundle_read.h"
 #include "err.h"
+#include "guest_abi.h"
 #include "spawn.h"
 #include "banned.h"
 
@@ -685,7 +686,7 @@ out:
 
 int bundle_write_start(const struct bundle_write_opts *opts, char *oid_hex, struct buf *err)
 {
-	const char *branch = opts->branch ? opts->branch : "aibox/task";
+	const char *branch = opts->branch ? opts->branch : GUEST_BRANCH;
 	struct buf tmp = BUF_INIT;
 	struct held_signals held;
 	sigset_t waitmask;

@@ -46,7 +46,7 @@ static int plan_one(const struct config_claude *c, const char *key, const char *
 		buf_release(&host);
 		return e == ENOENT || e == ENOTDIR ? -ENOTDIR : -e;
 	}
-	buf_addf(&guest, CLAUDE_SHARE_GUEST_HOME "/.claude/%s", key);
+	buf_addf(&guest, GUEST_HOME "/.claude/%s", key);
 	buf_addf(&tag, "aibox.%s", key);
 	s = &out->v[out->nr++];
 	s->key = key;

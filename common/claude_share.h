@@ -23,8 +23,8 @@
 
 #include "buf.h"
 #include "config.h"
+#include "guest_abi.h"
 
-#define CLAUDE_SHARE_GUEST_HOME "/home/aibox"
 #define CLAUDE_SHARE_MAX        3
 
 struct claude_share {

@@ -14,6 +14,7 @@
 #include "allow.h"
 #include "buf.h"
 #include "err.h"
+#include "guest_abi.h"
 #include "gitproto.h"
 #include "num.h"
 #include "paths.h"
@@ -457,19 +458,6 @@ static int want_bool(struct ctx *c, const struct node *n, const char *key, int *
 	return fail(c, n, key, "must be yes or no (true or false)");
 }
 
-static int valid_var_name(const char *s)
-{
-	size_t n = 0;
-
-	if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || *s == '_'))
-		return 0;
-	for (; s[n]; n++)
-		if (!((s[n] >= 'A' && s[n] <= 'Z') || (s[n] >= 'a' && s[n] <= 'z') ||
-		      (s[n] >= '0' && s[n] <= '9') || s[n] == '_'))
-			return 0;
-	return n <= 128;
-}
-
 /* A DNS name: labels of [a-z0-9-], 1..63 each, not starting or ending in '-'. */
 static int valid_hostname(const char *s)
 {
@@ -664,7 +652,7 @@ static const char *check_vm_path(const char *s)
 		return "must be an absolute path";
 	if (!strcmp(s, "/"))
 		return "cannot be /";
-	if (strlen(s) > 1024)
+	if (strlen(s) > GUEST_PATH_MAX)
 		return "is too long";
 	for (const char *p = s; *p; p++)
 		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
@@ -672,10 +660,8 @@ static const char *check_vm_path(const char *s)
 			return "may hold only letters, digits, '/' and ._-+@=~";
 	if (strstr(s, "//") || s[strlen(s) - 1] == '/')
 		return "must be written plainly, without '//' or a trailing '/'";
-	for (const char *p = s; p; p = strchr(p + 1, '/'))
-		if (!strcmp(p, "/.") || !strncmp(p, "/./", 3) || !strcmp(p, "/..") ||
-		    !strncmp(p, "/../", 4))
-			return "cannot hold '.' or '..'";
+	if (!guest_path_valid(s))
+		return "cannot hold '.' or '..'";
 	for (int i = 0; vm_system[i]; i++)
 		if (path_within(s, vm_system[i]))
 			return "is a system folder of the VM";
@@ -838,7 +824,7 @@ static int check_env(struct ctx *c, const struct node *v, struct config *cfg)
 		buf_addf(&key, "env[%zu]", i);
 		if ((ret = want_string(c, e, key.buf)))
 			break;
-		if (!valid_var_name(e->str)) {
+		if (!guest_env_name_valid(e->str)) {
 			ret = fail(c, e, key.buf,
 			           "'%.64s' is not a variable name (list NAMES; aibox reads the "
 			           "values from your shell when a task starts)",
@@ -1064,7 +1050,7 @@ static int check_git_entry(struct ctx *c, const struct node *e, struct buf *key,
 		} else if (!strcmp(kn->str, "token")) {
 			if ((ret = want_string(c, vn, key->buf)))
 				break;
-			if (!valid_var_name(vn->str))
+			if (!guest_env_name_valid(vn->str))
 				return fail(c, vn, key->buf,
 				            "names the host variable that holds the token (like "
 				            "GITHUB_TOKEN), not the token itself");

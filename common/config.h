@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "guest_abi.h"
 #include "strvec.h"
 
 struct buf;
@@ -39,7 +40,7 @@ struct buf;
 #define CONFIG_MAX_PUSH   64
 
 /* Defaults and ranges; memory and disk in MiB. */
-#define CONFIG_DEFAULT_PATH       "/project"
+#define CONFIG_DEFAULT_PATH       GUEST_PROJECT_PATH
 #define CONFIG_DEFAULT_MEMORY_MIB 4096
 #define CONFIG_MIN_MEMORY_MIB     512
 #define CONFIG_MAX_MEMORY_MIB     (1024 * 1024) /* 1T */

@@ -122,7 +122,7 @@ void pkt_add_sideband(struct buf *out, int band, const void *data, size_t n, siz
 	}
 }
 
-static int oid_ok(const char *s, size_t n)
+int oid_hex_valid(const char *s, size_t n)
 {
 	if (n != 40 && n != 64)
 		return 0;
@@ -158,7 +158,7 @@ static int parse_command(struct push_commands *pc, const char *line, size_t n)
 		return -EBADMSG;
 	nlen = (size_t)(sp2 - sp1 - 1);
 	rlen = n - olen - nlen - 2;
-	if (!oid_ok(line, olen) || nlen != olen || !oid_ok(sp1 + 1, nlen) || !rlen)
+	if (!oid_hex_valid(line, olen) || nlen != olen || !oid_hex_valid(sp1 + 1, nlen) || !rlen)
 		return -EBADMSG;
 	if (memchr(sp2 + 1, '\0', rlen))
 		return -EBADMSG;
@@ -207,7 +207,7 @@ int push_commands_parse(struct push_commands *pc, const char *data, size_t len)
 		if (n && p[n - 1] == '\n')
 			n--;
 		if (!pc->nr && n > 8 && !memcmp(p, "shallow ", 8)) {
-			if (!oid_ok(p + 8, n - 8))
+			if (!oid_hex_valid(p + 8, n - 8))
 				return -EBADMSG;
 			continue;
 		}

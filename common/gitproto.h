@@ -97,6 +97,9 @@ int caps_have(const char *caps, const char *cap);
 /* Whether oid is all zeros (a ref that does not exist: creation or deletion). */
 int oid_is_null(const char *oid);
 
+/* Whether the n bytes at s are a full object id: 40 or 64 lowercase hex digits. */
+int oid_hex_valid(const char *s, size_t n);
+
 /*
  * Whether `name` is a well-formed ref name by git's check-ref-format rules
  * that matter here: printable ASCII without space, ~ ^ : ? * [ \ or DEL; no

@@ -37,12 +37,14 @@
 #include <openssl/ssl.h>
 #include <stdint.h>
 
+#include "guest_abi.h"
+
 struct allow_list;
 struct proxy_report;
 struct resolver;
 struct usage_prices;
 
-#define PROXY_API_PORT 3129
+#define PROXY_API_PORT GUEST_API_FORWARD_PORT
 /* The methods key forwarding passes on (the ones the API uses); others get 405. */
 #define PROXY_API_METHODS "GET, POST, DELETE"
 #define PROXY_API_POOL_MAX 64

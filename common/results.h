@@ -21,10 +21,10 @@
 
 #include "buf.h"
 #include "bundle_check.h"
+#include "guest_abi.h" /* RESULT_JSON_MAX */
 #include "proxy_report.h"
 #include "strvec.h"
 
-#define RESULT_JSON_MAX (1024 * 1024)
 /*
  * The init cuts Claude Code's last message at 64 KiB and adds a line saying
  * so; the cap leaves room for that line.

@@ -16,6 +16,7 @@
 
 #include "buf.h"
 #include "err.h"
+#include "guest_abi.h"
 #include "qmp.h"
 #include "snapshot.h"
 #include "spawn.h"
@@ -297,7 +298,7 @@ static void snap_devices(struct strvec *a, const char *share, const char *const 
 
 	strvec_pushl(a, "-drive",
 	             "file=/dev/fd/" TOSTR(FD_STATE) ",format=raw,if=none,id=state,cache=unsafe",
-	             "-device", "virtio-blk-pci,drive=state,serial=aibox-state", NULL);
+	             "-device", "virtio-blk-pci,drive=state,serial=" GUEST_SERIAL_STATE, NULL);
 	for (int i = -1; i < SNAP_SHARES; i++) {
 		buf_reset(&b);
 		buf_addstr(&b, "local,path=");
@@ -305,14 +306,14 @@ static void snap_devices(struct strvec *a, const char *share, const char *const 
 		buf_addf(&b, ",id=fs%d,security_model=none,readonly=on", i + 1);
 		strvec_pushl(a, "-fsdev", b.buf, "-device", NULL);
 		if (i < 0)
-			strvec_pushf(a, "virtio-9p-pci,fsdev=fs0,mount_tag=aibox.task");
+			strvec_pushf(a, "virtio-9p-pci,fsdev=fs0,mount_tag=" GUEST_TAG_TASK);
 		else
 			strvec_pushf(a, "virtio-9p-pci,fsdev=fs%d,mount_tag=" SNAP_SLOT_TAG "%d",
 			             i + 1, i);
 	}
 	strvec_pushl(a, "-device", "virtio-serial-pci", "-chardev",
 	             "socket,id=ssh,fd=" TOSTR(FD_SSH), "-device",
-	             "virtserialport,chardev=ssh,name=aibox.ssh", "-chardev",
+	             "virtserialport,chardev=ssh,name=" GUEST_PORT_SSH, "-chardev",
 	             "socket,id=ctl,fd=" TOSTR(FD_CTL), "-device",
 	             "virtserialport,chardev=ctl,name=" SNAP_PORT, NULL);
 	strvec_pushl(a, "-object", "rng-random,id=rng,filename=/dev/urandom", "-device",
@@ -543,8 +544,9 @@ static int save_locked(const struct vm_config *cfg, struct snap *s, struct buf *
 	/* Nothing connects while the snapshot is made: the command is never run. */
 	if ((r = snap_qemu_start(
 	         &x, cfg, s, cfg->image_dir, s->empty.buf, slots,
-	         "user,id=net0,restrict=on,ipv6=off,guestfwd=tcp:10.0.2.100:3128-cmd:false", -1,
-	         &vm, why)) < 0)
+	         "user,id=net0,restrict=on,ipv6=off,guestfwd=tcp:" GUEST_PROXY_HOSTPORT
+	         "-cmd:false",
+	         -1, &vm, why)) < 0)
 		goto out;
 	if ((r = wait_line(x.ctl[0], vm.pidfd, SNAP_WAITING, now_ms() + BOOT_MS)) < 0) {
 		buf_addstr(why, r == -ETIMEDOUT ? "the snapshot's VM did not come up in time"

@@ -14,6 +14,7 @@
 
 #include "bundle_check.h"
 #include "err.h"
+#include "guest_abi.h"
 #include "project.h"
 #include "results.h"
 #include "session_mend.h"
@@ -244,15 +245,15 @@ static int fetch(struct task_continue *c, const char *checkout, struct buf *why)
 	int ret = 0;
 
 	buf_addf(&commit, "%s^{commit}", c->end_commit);
-	buf_addf(&branch, "refs/heads/aibox/task-%s", c->name);
+	buf_addf(&branch, GUEST_BRANCH_REF "-%s", c->name);
 	buf_addf(&bundle, "%s/changes.bundle", c->dir.buf);
 	if (git(checkout, NULL, (const char *const[]){"cat-file", "-e", commit.buf, NULL}) == 0)
 		goto out;
 	if (git(checkout, NULL,
 	        (const char *const[]){"rev-parse", "--verify", "--quiet", branch.buf, NULL}) == 0)
-		buf_addstr(&spec, "aibox/task");
+		buf_addstr(&spec, GUEST_BRANCH);
 	else
-		buf_addf(&spec, "aibox/task:aibox/task-%s", c->name);
+		buf_addf(&spec, GUEST_BRANCH ":" GUEST_BRANCH "-%s", c->name);
 	if (git(checkout, NULL,
 	        (const char *const[]){"-c", "transfer.fsckObjects=true", "fetch", "--quiet",
 	                              bundle.buf, spec.buf, NULL}) != 0) {

@@ -4,22 +4,8 @@
 #include <time.h>
 
 #include "out.h"
-#include "session_file.h"
 #include "task_session.h"
 #include "banned.h"
-
-const char *const task_result_names[RESULT_NFILES] = {
-    [RESULT_BUNDLE] = "changes.bundle", [RESULT_TRANSCRIPT] = "transcript.jsonl",
-    [RESULT_VM_LOG] = "vm.log",         [RESULT_SESSION] = SESSION_FILE_NAME,
-    [RESULT_JSON] = "result.json",
-};
-
-/* The caps of docs/internals.md, "The results tar". */
-static const uint64_t result_max[RESULT_NFILES] = {
-    [RESULT_BUNDLE] = 2ULL << 30,  [RESULT_TRANSCRIPT] = 256ULL << 20,
-    [RESULT_VM_LOG] = 64ULL << 20, [RESULT_SESSION] = SESSION_FILE_MAX,
-    [RESULT_JSON] = 1ULL << 20,
-};
 
 struct ctx {
 	struct task_session *s;
@@ -68,8 +54,8 @@ int task_session_run(struct task_session *s)
 	s->reason[0] = '\0';
 	for (int i = 0; i < RESULT_NFILES; i++) {
 		memset(&s->files[i], 0, sizeof(s->files[i]));
-		s->files[i].name = task_result_names[i];
-		s->files[i].max = result_max[i];
+		s->files[i].name = guest_results[i].name;
+		s->files[i].max = guest_results[i].max;
 		s->files[i].fd = s->result_fds[i];
 		s->files[i].last = i == RESULT_JSON;
 	}

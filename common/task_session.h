@@ -11,21 +11,9 @@
 
 #include <stddef.h>
 
+#include "guest_abi.h"
 #include "ssh.h"
 #include "tar_in.h"
-
-/* Indexes into task_session.files: the result names, result.json last. */
-enum {
-	RESULT_BUNDLE,
-	RESULT_TRANSCRIPT,
-	RESULT_VM_LOG,
-	RESULT_SESSION,
-	RESULT_JSON,
-	RESULT_NFILES
-};
-
-/* The result files' names, in the enum's order (docs/internals.md, "The results tar"). */
-extern const char *const task_result_names[RESULT_NFILES];
 
 /* The VM's lines kept in aibox.log, at most (then one line says the rest is left out). */
 #define TASK_SESSION_LOG_MAX (16 << 20)
@@ -40,7 +28,7 @@ struct task_session {
 					   most TASK_SESSION_LOG_MAX bytes of them */
 	const char *secrets;		/* task_secrets_json() text, for stdin */
 	size_t secrets_len;
-	int result_fds[RESULT_NFILES];	/* open for writing, in the enum's order */
+	int result_fds[RESULT_NFILES];  /* open for writing, indexed as guest_results */
 	long timeout_ms, idle_ms;	/* as struct ssh_client */
 
 	/* Set by task_session_run(). */

@@ -15,6 +15,7 @@
 
 #include "buf.h"
 #include "err.h"
+#include "guest_abi.h"
 #include "paths.h"
 #include "snapshot.h"
 #include "spawn.h"
@@ -52,15 +53,6 @@ int vm_kvm_usable(void)
 out:
 	buf_release(&cpuinfo);
 	return ok;
-}
-
-/* A 9p tag QEMU and the guest agree on: 1-31 of [A-Za-z0-9._-]. */
-static int good_tag(const char *t)
-{
-	size_t n = t ? strlen(t) : 0;
-
-	return n > 0 && n <= 31 &&
-	       strspn(t, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") == n;
 }
 
 void vm_add_opt_value(struct buf *b, const char *s)
@@ -166,8 +158,8 @@ void vm_base_args(struct strvec *a, const struct vm_config *cfg, int kvm, const 
 	buf_addstr(&b, "file=");
 	vm_add_opt_value(&b, cfg->image_dir);
 	buf_addstr(&b, "/rootfs.ext4,format=raw,if=none,id=root,readonly=on");
-	strvec_pushl(a, "-drive", b.buf, "-device", "virtio-blk-pci,drive=root,serial=aibox-root",
-	             NULL);
+	strvec_pushl(a, "-drive", b.buf, "-device",
+	             "virtio-blk-pci,drive=root,serial=" GUEST_SERIAL_ROOT, NULL);
 	buf_release(&b);
 }
 
@@ -191,7 +183,8 @@ void vm_netdev_arg(const struct vm_config *cfg, struct buf *b)
 	}
 	buf_addch(&cmd, ' ');
 	vm_add_sh_quoted(&cmd, cfg->proxy_socket);
-	buf_addstr(b, "user,id=net0,restrict=on,ipv6=off,guestfwd=tcp:10.0.2.100:3128-cmd:");
+	buf_addstr(b,
+	           "user,id=net0,restrict=on,ipv6=off,guestfwd=tcp:" GUEST_PROXY_HOSTPORT "-cmd:");
 	vm_add_opt_value(b, cmd.buf);
 	buf_release(&cmd);
 }
@@ -249,11 +242,11 @@ static int start_cold(const struct vm_config *cfg, struct vm *vm)
 	vm_base_args(&sp.args, cfg, vm->kvm, cfg->extra_cmdline);
 	strvec_pushl(&sp.args, "-drive",
 	             "file=/dev/fd/" TOSTR(FD_STATE) ",format=raw,if=none,id=state,cache=unsafe",
-	             "-device", "virtio-blk-pci,drive=state,serial=aibox-state", NULL);
+	             "-device", "virtio-blk-pci,drive=state,serial=" GUEST_SERIAL_STATE, NULL);
 
 	buf_addstr(&b, "local,path=");
 	vm_add_opt_value(&b, cfg->share_dir);
-	buf_addstr(&b, ",mount_tag=aibox.task,security_model=none,readonly=on");
+	buf_addstr(&b, ",mount_tag=" GUEST_TAG_TASK ",security_model=none,readonly=on");
 	strvec_pushl(&sp.args, "-virtfs", b.buf, NULL);
 	for (size_t i = 0; i < cfg->nr_mounts; i++) {
 		buf_reset(&b);
@@ -268,7 +261,7 @@ static int start_cold(const struct vm_config *cfg, struct vm *vm)
 
 	strvec_pushl(&sp.args, "-device", "virtio-serial-pci", "-chardev",
 	             "socket,id=ssh,fd=" TOSTR(FD_SSH), "-device",
-	             "virtserialport,chardev=ssh,name=aibox.ssh", NULL);
+	             "virtserialport,chardev=ssh,name=" GUEST_PORT_SSH, NULL);
 
 	if (cfg->proxy_socket) {
 		buf_reset(&b);
@@ -306,8 +299,8 @@ int vm_start(const struct vm_config *cfg, struct vm *vm)
 	    (strcmp(cfg->mode, "task") && strcmp(cfg->mode, "run")))
 		return -EINVAL;
 	for (size_t i = 0; i < cfg->nr_mounts; i++)
-		if (!good_tag(cfg->mounts[i].tag) || !strcmp(cfg->mounts[i].tag, "aibox.task") ||
-		    !cfg->mounts[i].host_path)
+		if (!guest_tag_valid(cfg->mounts[i].tag) ||
+		    !strcmp(cfg->mounts[i].tag, GUEST_TAG_TASK) || !cfg->mounts[i].host_path)
 			return -EINVAL;
 	if ((ret = check_image(cfg->image_dir)) < 0)
 		return ret;

@@ -103,8 +103,8 @@ static int pid1_main(int resumed)
 	    ssh_prepare() < 0)
 		goto fail;
 	settings_clear(&settings);
-	if ((r = find_port(PORT_SSH, port, sizeof(port))) < 0) {
-		error("no virtio-serial port named %s", PORT_SSH);
+	if ((r = find_port(GUEST_PORT_SSH, port, sizeof(port))) < 0) {
+		error("no virtio-serial port named %s", GUEST_PORT_SSH);
 		goto fail;
 	}
 

@@ -239,6 +239,11 @@ PY
 	done
 }
 
+@test "bundle-check: a ref name is checked by the broker's rule, printable ASCII only" {
+	[ "$(test-bundle refname "$(printf 'refs/heads/\xc3\xa9')")" = bad ]
+	[ "$(test-bundle refname refs/heads/plain)" = ok ]
+}
+
 @test "bundle-check: the header check reads only the header" {
 	# A bundle with a 16 GiB pack (sparse): the header check reads one block.
 	cp "$F/good-v2.bundle" big.bundle

@@ -155,6 +155,6 @@ PROBE
 	run test-vm --image "$IMAGE" --share "$T/task" --log "$T/console.log"
 	assert_failure 3
 	run cat "$T/console.log"
-	assert_output --partial "settings.json: 'path' is not a clean absolute path"
+	assert_output --partial "settings.json: the project path '../escape' is not a clean absolute path"
 	assert_output --partial "cannot set up the VM, powering off"
 }

@@ -71,15 +71,15 @@ token" --secrets secrets.json
 	run test-task settings --commit abc
 	assert_output "error: the start commit is not a full commit id"
 	run test-task settings --timeout 0
-	assert_output "error: the timeout is not positive"
+	assert_output "error: the timeout is not 1 to 604800 seconds"
 	run test-task settings --budget -1
-	assert_output "error: the budget is not a positive amount"
+	assert_output "error: the budget is not a positive amount up to 1e+06"
 	run test-task settings --env 1BAD=x
 	assert_output "error: '1BAD' is not a valid variable name"
 	run test-task settings --env "A B=x"
 	assert_output "error: 'A B' is not a valid variable name"
 	run test-task settings --mount skills:relative
-	assert_output "error: the mount path 'relative' is not absolute"
+	assert_output "error: the mount path 'relative' is not a clean absolute path"
 	run test-task settings --mount "a,b:/x"
 	assert_output "error: the mount tag 'a,b' is not valid"
 	run test-task settings --model "$(printf 'son\xffnet')"
@@ -91,4 +91,123 @@ token" --secrets secrets.json
 	run test-task settings --env A="$(printf '\xc0\xaf')" --secrets s.json
 	assert_output "error: the value of A is not valid UTF-8"
 	assert_file_not_exists s.json
+}
+
+@test "settings: what the writer writes in task mode the parser reads back the same" {
+	run test-task settings --model sonnet --budget 2.5 --env GITHUB_TOKEN=x \
+		--mount aibox.m0:/data --system-prompt "$(printf 'a\nb')" --path /work/p \
+		--git "Ada L:ada@example.com" --remote https://github.com/o/r.git \
+		--resume 0123abcd-0123-4567-89ab-0123456789ab --api oauth
+	assert_success
+	printf '%s\n' "$output" >settings.json
+	run test-task settings-parse settings.json
+	assert_success
+	printf '%s\n' "$output" >back.json
+	cmp settings.json back.json
+}
+
+@test "settings: a run's settings.json has the fields of docs/internals.md and reads back the same" {
+	run test-task settings --run --command bash --command -c --command 'echo hi' \
+		--uid 4242 --gid 77 --env FOO=1 --mount aibox.m0:/data --path /src/p \
+		--remote https://github.com/o/r.git
+	assert_success
+	printf '%s\n' "$output" >settings.json
+	run python3 - <<-'PY'
+		import json
+		s = json.load(open("settings.json"))
+		assert list(s) == ["version", "id", "mode", "command", "path", "mounts", "uid", "gid",
+		                   "env_names", "api", "proxy", "git_remotes"], list(s)
+		assert s["mode"] == "run" and s["command"] == ["bash", "-c", "echo hi"]
+		assert s["uid"] == 4242 and s["gid"] == 77 and s["path"] == "/src/p"
+		assert s["mounts"] == [{"tag": "aibox.m0", "path": "/data"}]
+		assert s["env_names"] == ["FOO"] and s["api"] == "forward"
+		assert s["proxy"] == "http://10.0.2.100:3128"
+		assert s["git_remotes"] == ["https://github.com/o/r.git"]
+		print("ok")
+	PY
+	assert_output ok
+	run test-task settings-parse settings.json
+	assert_success
+	printf '%s\n' "$output" >back.json
+	cmp settings.json back.json
+	run test-task settings --run
+	printf '%s\n' "$output" >settings.json
+	run python3 -c 'import json; s = json.load(open("settings.json")); print(s["command"], s["uid"], s["path"])'
+	assert_output "None 0 /project"
+}
+
+@test "settings: the host refuses what the init would refuse, before writing" {
+	run test-task settings --model -x
+	assert_output "error: the model name '-x' is not valid"
+	run test-task settings --timeout 604801
+	assert_output "error: the timeout is not 1 to 604800 seconds"
+	run test-task settings --budget 2000000
+	assert_output "error: the budget is not a positive amount up to 1e+06"
+	run test-task settings --branch main
+	assert_output "error: the branch is not 'aibox/task'"
+	run test-task settings --proxy socks5://x
+	assert_output "error: the proxy is not an http:// URL"
+	run test-task settings --path /a/../b
+	assert_output "error: the project path '/a/../b' is not a clean absolute path"
+	run test-task settings --mount aibox.task:/x
+	assert_output "error: the mount tag 'aibox.task' is not valid"
+	run test-task settings --git "$(printf 'a\tb'):a@b"
+	assert_output "error: the git user name has a control character"
+	run test-task settings --system-prompt "$(head -c 120001 /dev/zero | tr '\0' a)"
+	assert_output "error: the system prompt is over 120000 bytes"
+	run test-task settings --run --uid 4294967295
+	assert_output "error: the user's ids are not 0 to 4294967294"
+}
+
+@test "settings: the parser refuses a malformed settings.json with a reason" {
+	test-task settings >good.json
+	while IFS='|' read -r change want; do
+		python3 - "$change" <<-'PY'
+			import json, sys
+			s = json.load(open("good.json"))
+			s.update(json.loads("{" + sys.argv[1] + "}"))
+			json.dump(s, open("bad.json", "w"))
+		PY
+		run test-task settings-parse bad.json
+		assert_failure
+		assert_output "error: settings.json: $want"
+	done <<-'EOF'
+		"version": 2|"version" is not 1
+		"mode": "shell"|"mode" is not task or run
+		"id": 7|"id" is missing or not a string
+		"timeout_s": "1"|"timeout_s" is not a whole number
+		"git": []|"git" is not an object
+		"env_names": ["A", 1]|"env_names"[1] is not a string
+		"env_names": ["1A"]|'1A' is not a valid variable name
+		"api": "key"|unknown "api" 'key'
+		"mounts": [{"tag": "a b", "path": "/x"}]|the mount tag 'a b' is not valid
+		"mounts": [7]|mount 0 is not an object
+		"start_commit": "abc"|the start commit is not a full commit id
+		"resume_session": "x"|the session to resume is not a session id
+	EOF
+	printf '{"version": 1, "version": 1}' >bad.json
+	run test-task settings-parse bad.json
+	assert_output --partial "error: settings.json: duplicate object key"
+	printf '[]' >bad.json
+	run test-task settings-parse bad.json
+	assert_output "error: settings.json: not an object"
+	test-task settings --run >run.json
+	python3 -c 'import json; s = json.load(open("run.json")); s["command"] = ["a", 1]; json.dump(s, open("bad.json", "w"))'
+	run test-task settings-parse bad.json
+	assert_output 'error: settings.json: "command"[1] is not a string'
+}
+
+@test "settings: PID 1 reads only path and mounts, checked as the task and run commands check them" {
+	printf '{"model": "-bad", "mounts": [{"tag": "aibox.m0", "path": "/data"}]}' >place.json
+	run test-task settings-parse --place place.json
+	assert_success
+	assert_output "$(printf 'path /project\nmount aibox.m0 /data')"
+	run test-task settings-parse place.json
+	assert_failure
+	printf '{"version": 1, "path": "/a/../b"}' >place.json
+	run test-task settings-parse --place place.json
+	assert_output "error: settings.json: the project path '/a/../b' is not a clean absolute path"
+	printf '{"mounts": [{"tag": "aibox.task", "path": "/x"}]}' >place.json
+	run test-task settings-parse --place place.json
+	assert_output "error: settings.json: the mount tag 'aibox.task' is not valid"
 }

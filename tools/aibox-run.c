@@ -67,8 +67,6 @@ static const char usage_text[] =
 	"Exits with the command's exit status (128 + N when signal N ended it, 126 or\n"
 	"127 when it could not be started), or 125 when aibox itself failed.\n";
 
-#define GUEST_HOME CLAUDE_SHARE_GUEST_HOME
-#define PROXY_ADDR "http://10.0.2.100:3128"
 #define BOOT_TIMEOUT_MS (300 * 1000)
 #define CONNECT_TIMEOUT_MS (120 * 1000)
 /* aibox run's own failures: not a status a command is likely to have (env(1)). */
@@ -273,23 +271,22 @@ static void add_claude_shares(struct run *r)
 
 static void plan_mounts(struct run *r)
 {
-	struct buf home = BUF_INIT, tag = BUF_INIT;
+	struct buf home = BUF_INIT;
+	char tag[GUEST_TAG_MAX + 1];
 	int ret;
 
 	for (size_t i = 0; i < r->cfg.nr_mounts; i++) {
-		buf_reset(&tag);
-		buf_addf(&tag, "aibox.m%zu", i);
-		add_mount(r, r->cfg.mounts[i].host, r->cfg.mounts[i].vm, tag.buf, 0);
+		guest_mount_tag(tag, i);
+		add_mount(r, r->cfg.mounts[i].host, r->cfg.mounts[i].vm, tag, 0);
 	}
 	add_claude_shares(r);
 
 	buf_addf(&home, "%s/home", r->project.dir);
 	if ((ret = mkdir_ok(home.buf, 0700)) < 0)
 		die_err(ret, "cannot make '%s'", home.buf);
-	add_mount(r, r->project.checkout, r->cfg.path, "aibox.project", 1);
-	add_mount(r, strvec_push(&r->host_paths, home.buf), GUEST_HOME, "aibox.home", 1);
+	add_mount(r, r->project.checkout, r->cfg.path, GUEST_TAG_PROJECT, 1);
+	add_mount(r, strvec_push(&r->host_paths, home.buf), GUEST_HOME, GUEST_TAG_HOME, 1);
 	buf_release(&home);
-	buf_release(&tag);
 }
 
 /*
@@ -353,58 +350,44 @@ static void read_env(struct run *r, const char *cfg_path)
 
 static void write_settings(struct run *r)
 {
-	json_t *s = json_object(), *mounts = json_array(), *cmd = json_null(), *names = json_array();
-	struct buf path = BUF_INIT;
-	char *text;
+	struct task_settings ts = {.mode = TASK_MODE_RUN, .id = r->id, .path = r->cfg.path};
+	struct task_mount *mounts = xcalloc(r->nr_mounts + 1, sizeof(*mounts));
+	const char **remotes = xcalloc(r->cfg.nr_git + 1, sizeof(*remotes));
+	struct strvec names = STRVEC_INIT;
+	struct buf path = BUF_INIT, text = BUF_INIT, err = BUF_INIT;
+	int ret;
 
 	/* The guest mounts the two read-write shares itself (run.h). */
 	for (size_t i = 0; i < r->nr_mounts; i++)
-		if (!r->mounts[i].writable)
-			json_array_append_new(mounts,
-					      json_pack("{s:s, s:s}", "tag", r->mounts[i].tag,
-							"path", r->guest_paths.v[i]));
-	if (r->command.nr) {
-		cmd = json_array();
-		for (size_t i = 0; i < r->command.nr; i++)
-			json_array_append_new(cmd, json_string(r->command.v[i]));
-	}
+		if (!r->mounts[i].writable) {
+			mounts[ts.nmounts].tag = r->mounts[i].tag;
+			mounts[ts.nmounts++].path = r->guest_paths.v[i];
+		}
+	ts.mounts = mounts;
+	ts.command = (const char *const *)r->command.v;
+	ts.ncommand = r->command.nr;
+	ts.uid = (long)getuid();
+	ts.gid = (long)getgid();
+	ts.api = r->forward_key ? TASK_API_FORWARD : TASK_API_NONE;
 	for (size_t i = 0; i < r->env.nr; i++)
-		json_array_append_new(names,
-				      json_stringn(r->env.v[i], strcspn(r->env.v[i], "=")));
-	json_object_set_new(s, "version", json_integer(1));
-	json_object_set_new(s, "id", json_string(r->id));
-	json_object_set_new(s, "mode", json_string("run"));
-	json_object_set_new(s, "command", cmd);
-	json_object_set_new(s, "path", json_string(r->cfg.path));
-	json_object_set_new(s, "mounts", mounts);
-	json_object_set_new(s, "uid", json_integer(getuid()));
-	json_object_set_new(s, "gid", json_integer(getgid()));
-	json_object_set_new(s, "api", json_string(r->forward_key ? "forward" : "none"));
-	json_object_set_new(s, "proxy", json_string(PROXY_ADDR));
-	json_object_set_new(s, "env_names", names);
-	{
-		json_t *remotes = json_array();
-
-		for (size_t i = 0; i < r->cfg.nr_git; i++)
-			json_array_append_new(remotes, json_string(r->cfg.git[i].url));
-		json_object_set_new(s, "git_remotes", remotes);
-	}
-	text = json_dumps(s, JSON_INDENT(2));
-	if (!text)
-		die("cannot make settings.json");
+		strvec_pushf(&names, "%.*s", (int)strcspn(r->env.v[i], "="), r->env.v[i]);
+	ts.env_names = (const char *const *)names.v;
+	ts.nenv = names.nr;
+	for (size_t i = 0; i < r->cfg.nr_git; i++)
+		remotes[i] = r->cfg.git[i].url;
+	ts.git_remotes = remotes;
+	ts.ngit_remotes = r->cfg.nr_git;
+	if (task_settings_json(&ts, &text, &err) < 0)
+		die("cannot write settings.json: %s", err.buf);
 	buf_addf(&path, "%s/settings.json", r->run_dir.buf);
-	{
-		struct buf b = BUF_INIT;
-		int ret;
-
-		buf_addf(&b, "%s\n", text);
-		if ((ret = buf_write_file(&b, path.buf, 0644)) < 0)
-			die_err(ret, "cannot write '%s'", path.buf);
-		buf_release(&b);
-	}
-	free(text);
-	json_decref(s);
+	if ((ret = buf_write_file(&text, path.buf, 0644)) < 0)
+		die_err(ret, "cannot write '%s'", path.buf);
+	free(mounts);
+	free(remotes);
+	strvec_clear(&names);
 	buf_release(&path);
+	buf_release(&text);
+	buf_release(&err);
 }
 
 /* The run's key may ask for a terminal: `restrict,pty` instead of `restrict`. */

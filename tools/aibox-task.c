@@ -537,12 +537,12 @@ static void write_inputs(struct task *t)
 	ts.nenv = t->env_names.nr;
 	ts.api = t->api;
 	ts.path = t->cfg.path;
-	/* The tags follow the VM launcher's naming: m0, m1, ... for the config's mounts. */
+	/* The config's mounts under guest_mount_tag()'s tags, as start_vm() shares them. */
 	mounts = xcalloc(t->cfg.nr_mounts + t->shares.nr + 1, sizeof(*mounts));
 	for (size_t i = 0; i < t->cfg.nr_mounts; i++) {
-		char *tag = xmalloc(24);
+		char *tag = xmalloc(GUEST_TAG_MAX + 1);
 
-		snprintf(tag, 24, "m%zu", i);
+		guest_mount_tag(tag, i);
 		mounts[i].tag = tag;
 		mounts[i].path = t->cfg.mounts[i].vm;
 	}
@@ -589,7 +589,7 @@ static void open_results(struct task *t, int create)
 	for (size_t i = 0; i < RESULT_NFILES; i++) {
 		struct buf path = BUF_INIT;
 
-		buf_addf(&path, "%s/%s", t->dir.buf, task_result_names[i]);
+		buf_addf(&path, "%s/%s", t->dir.buf, guest_results[i].name);
 		/* O_RDWR: result.json and the bundle are read back after the lockdown. */
 		t->result_fds[i] = open(path.buf,
 					O_RDWR | (create ? O_CREAT | O_EXCL : 0) | O_NOFOLLOW | O_CLOEXEC,
@@ -1201,8 +1201,11 @@ static void run_vm(struct task *t, struct buf *secrets, struct vm_outcome *o)
 	tags = xcalloc(t->cfg.nr_mounts + 1, sizeof(*tags));
 	mounts = xcalloc(t->cfg.nr_mounts + t->shares.nr + 1, sizeof(*mounts));
 	for (size_t i = 0; i < t->cfg.nr_mounts; i++) {
+		char tag[GUEST_TAG_MAX + 1];
+
+		guest_mount_tag(tag, i);
 		tags[i] = (struct buf)BUF_INIT;
-		buf_addf(&tags[i], "m%zu", i);
+		buf_addstr(&tags[i], tag);
 	}
 	if (!stop_signal)
 		start_vm(t, mounts, tags);

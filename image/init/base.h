@@ -14,20 +14,10 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#define GUEST_RUN_DIR      "/run/aibox"
-#define GUEST_TASK_DIR     "/run/aibox/task" /* the task folder, read-only (9p) */
-#define GUEST_SSH_DIR      "/run/aibox/ssh"  /* host key + authorized_keys, root only */
-#define GUEST_STATE_DIR    "/mnt/state"      /* the state disk */
-#define GUEST_HOME         "/home/aibox"     /* on the state disk */
-#define GUEST_SESSION_FLAG "/run/aibox/session-started"
-#define GUEST_USER_UID     1000
-#define GUEST_USER_GID     1000
+#include "guest_abi.h" /* the paths, tags and settings the host shares */
 
-/* The 9p tag of the task share, the serials of the disks, the serial port name. */
-#define TAG_TASK     "aibox.task"
-#define SERIAL_ROOT  "aibox-root"
-#define SERIAL_STATE "aibox-state"
-#define PORT_SSH     "aibox.ssh"
+#define GUEST_SSH_DIR      GUEST_RUN_DIR "/ssh" /* host key + authorized_keys, root only */
+#define GUEST_SESSION_FLAG GUEST_RUN_DIR "/session-started"
 
 /* The settings the base needs (the task mode reads the rest itself). */
 struct guest_mount {
@@ -57,9 +47,9 @@ int mount_early(void);
 int mount_task_share(void);
 
 /*
- * Read GUEST_TASK_DIR/settings.json (a missing file means the defaults).
- * A path that is not absolute and clean, or a mount tag or path that is not
- * well formed, is refused with -EINVAL.
+ * Read GUEST_TASK_DIR/settings.json (a missing file means the defaults)
+ * with the one parser, task_settings_parse() (common/task_settings.h): what
+ * it refuses is refused here with -EINVAL.
  */
 int settings_read(struct guest_settings *s);
 void settings_clear(struct guest_settings *s);

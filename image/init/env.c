@@ -84,7 +84,7 @@ int secrets_read(struct task *t, struct buf *why)
 	}
 	json_object_foreach(env, name, v)
 	{
-		if (!is_env_name(name) || !env_name_allowed(t, name)) {
+		if (!guest_env_name_valid(name) || !env_name_allowed(t, name)) {
 			buf_addf(why, "secret '%s' is not in env_names", name);
 			goto out;
 		}

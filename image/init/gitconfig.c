@@ -13,7 +13,7 @@
 #include "task_settings.h"
 #include "banned.h"
 
-#define GIT_REMOTES_MAX 32
+#define GIT_REMOTES_MAX TASK_SETTINGS_REMOTES_MAX
 #define GIT_BROKER_URL  "http://git.aibox.internal/"
 
 void gitconfig_value(struct buf *out, const char *s)

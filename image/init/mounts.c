@@ -2,7 +2,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,10 +14,9 @@
 #include "buf.h"
 #include "err.h"
 #include "spawn.h"
+#include "task_settings.h"
 #include "banned.h"
 
-#define SETTINGS_MAX (1024 * 1024)
-#define MAX_MOUNTS   64
 #define MSIZE_9P     "msize=524288"
 
 long uptime_ms(void)
@@ -104,40 +102,8 @@ int mount_early(void)
 
 int mount_task_share(void)
 {
-	return do_mount(TAG_TASK, GUEST_TASK_DIR, "9p", MS_RDONLY | MS_NOSUID | MS_NODEV,
+	return do_mount(GUEST_TAG_TASK, GUEST_TASK_DIR, "9p", MS_RDONLY | MS_NOSUID | MS_NODEV,
 	                "trans=virtio,version=9p2000.L," MSIZE_9P ",cache=none");
-}
-
-/* An absolute path of plain components: no "." or "..", no "//", at most 4095 bytes. */
-static int clean_abs_path(const char *p)
-{
-	const char *c;
-
-	if (p[0] != '/' || strlen(p) >= 4096 || !strcmp(p, "/"))
-		return 0;
-	for (c = p; *c; c++) {
-		if ((unsigned char)*c < 0x20 || *c == 0x7f)
-			return 0;
-		if (*c == '/') {
-			const char *next = c + 1;
-			size_t len = strcspn(next, "/");
-
-			if (len == 0 || (len == 1 && next[0] == '.') ||
-			    (len == 2 && next[0] == '.' && next[1] == '.'))
-				return 0;
-		}
-	}
-	return 1;
-}
-
-/* A 9p tag: 1-31 of [A-Za-z0-9._-] (QEMU's mount_tag limit). */
-static int good_tag(const char *t)
-{
-	size_t n = strlen(t);
-
-	if (n == 0 || n > 31)
-		return 0;
-	return strspn(t, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") == n;
 }
 
 void settings_clear(struct guest_settings *s)
@@ -153,18 +119,17 @@ void settings_clear(struct guest_settings *s)
 
 int settings_read(struct guest_settings *s)
 {
-	struct buf raw = BUF_INIT;
-	json_t *root = NULL, *v;
-	json_error_t jerr;
+	struct task_settings_doc d;
+	struct buf raw = BUF_INIT, why = BUF_INIT;
 	ssize_t r;
 	int ret = -EINVAL;
 
 	memset(s, 0, sizeof(*s));
 	s->user_uid = GUEST_USER_UID;
 	s->user_gid = GUEST_USER_GID;
-	r = buf_read_file(&raw, GUEST_TASK_DIR "/settings.json", SETTINGS_MAX);
+	r = buf_read_file(&raw, GUEST_TASK_DIR "/settings.json", GUEST_SETTINGS_MAX);
 	if (r == -ENOENT) {
-		s->path = xstrdup("/project");
+		s->path = xstrdup(GUEST_PROJECT_PATH);
 		ret = 0;
 		goto out;
 	}
@@ -173,52 +138,21 @@ int settings_read(struct guest_settings *s)
 		ret = (int)r;
 		goto out;
 	}
-	root = json_loadb(raw.buf, raw.len, JSON_REJECT_DUPLICATES, &jerr);
-	if (!root || !json_is_object(root)) {
-		error("settings.json: %s", root ? "not an object" : jerr.text);
+	if (task_settings_parse_place(raw.buf, raw.len, &d, &why) < 0) {
+		error("%s", why.buf);
 		goto out;
 	}
-	v = json_object_get(root, "path");
-	if (v && !json_is_null(v)) {
-		if (!json_is_string(v) || !clean_abs_path(json_string_value(v))) {
-			error("settings.json: 'path' is not a clean absolute path");
-			goto out;
-		}
-		s->path = xstrdup(json_string_value(v));
-	} else {
-		s->path = xstrdup("/project");
+	s->path = xstrdup(d.s.path);
+	s->mounts = xcalloc(d.s.nmounts + 1, sizeof(*s->mounts));
+	for (size_t i = 0; i < d.s.nmounts; i++) {
+		s->mounts[i].tag = xstrdup(d.s.mounts[i].tag);
+		s->mounts[i].path = xstrdup(d.s.mounts[i].path);
 	}
-	v = json_object_get(root, "mounts");
-	if (v && !json_is_null(v)) {
-		size_t i;
-		json_t *m;
-
-		if (!json_is_array(v) || json_array_size(v) > MAX_MOUNTS) {
-			error("settings.json: 'mounts' is not an array of at most %d", MAX_MOUNTS);
-			goto out;
-		}
-		s->mounts = xcalloc(json_array_size(v) + 1, sizeof(*s->mounts));
-		json_array_foreach(v, i, m)
-		{
-			const char *tag = json_string_value(json_object_get(m, "tag"));
-			const char *path = json_string_value(json_object_get(m, "path"));
-
-			if (!tag || !path || !good_tag(tag) || !strcmp(tag, TAG_TASK) ||
-			    !clean_abs_path(path)) {
-				error("settings.json: mount %zu is not a good tag and clean path",
-				      i);
-				goto out;
-			}
-			s->mounts[s->nr_mounts].tag = xstrdup(tag);
-			s->mounts[s->nr_mounts].path = xstrdup(path);
-			s->nr_mounts++;
-		}
-	}
+	s->nr_mounts = d.s.nmounts;
+	task_settings_doc_release(&d);
 	ret = 0;
 out:
-	if (ret < 0)
-		settings_clear(s);
-	json_decref(root);
+	buf_release(&why);
 	buf_release(&raw);
 	return ret;
 }
@@ -304,8 +238,8 @@ int state_disk_setup(const struct guest_settings *s)
 	struct spawn sp = SPAWN_INIT;
 	int r;
 
-	if ((r = find_disk(SERIAL_STATE, dev, sizeof(dev))) < 0) {
-		error("no state disk (serial %s)", SERIAL_STATE);
+	if ((r = find_disk(GUEST_SERIAL_STATE, dev, sizeof(dev))) < 0) {
+		error("no state disk (serial %s)", GUEST_SERIAL_STATE);
 		return r;
 	}
 	/*

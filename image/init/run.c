@@ -19,79 +19,37 @@
 #include "run.h"
 #include "strvec.h"
 #include "task.h"
+#include "task_settings.h"
 #include "banned.h"
 
-#define RUN_SETTINGS_MAX (1024 * 1024)
 #define RUN_ENV_MAX (1024 * 1024)
 #define RUN_ENV_NAMES_MAX 128
-#define GUEST_PATH_VALUE "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-#define API_FORWARD_URL "http://127.0.0.1:3129"
-#define API_PLACEHOLDER_KEY "sk-ant-aibox-placeholder-the-host-adds-the-key"
+#define GUEST_PATH_VALUE  "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 #define MOUNT_9P_RW "trans=virtio,version=9p2000.L,msize=524288,access=client,cache=none"
 
-struct run_settings {
-	json_t *root;
-	uid_t uid;
-	gid_t gid;
-	const char *path;
-	const char *api;
-	const char *proxy;
-	json_t *command; /* array of strings, or NULL */
-};
-
-static int settings_load(struct run_settings *s)
+/* settings.json in run mode, through the one parser (common/task_settings.h). */
+static int settings_load(struct task_settings_doc *d)
 {
-	struct buf b = BUF_INIT;
-	json_error_t jerr;
-	json_t *v;
+	struct buf b = BUF_INIT, why = BUF_INIT;
 	ssize_t n;
-	json_int_t id;
+	int r = -EINVAL;
 
-	memset(s, 0, sizeof(*s));
-	s->uid = GUEST_USER_UID;
-	s->gid = GUEST_USER_GID;
-	s->path = "/project";
-	s->api = "none";
-	if ((n = buf_read_file(&b, GUEST_TASK_DIR "/settings.json", RUN_SETTINGS_MAX)) < 0) {
+	memset(d, 0, sizeof(*d));
+	n = buf_read_file(&b, GUEST_TASK_DIR "/settings.json", GUEST_SETTINGS_MAX);
+	if (n < 0) {
 		error("cannot read settings.json: %s", strerror((int)-n));
-		buf_release(&b);
-		return (int)n;
+		r = (int)n;
+	} else if (task_settings_parse(b.buf, b.len, d, &why) < 0) {
+		error("%s", why.buf);
+	} else if (d->s.mode != TASK_MODE_RUN) {
+		error("settings.json: \"mode\" is not 'run'");
+		task_settings_doc_release(d);
+	} else {
+		r = 0;
 	}
-	s->root = json_loadb(b.buf, b.len, JSON_REJECT_DUPLICATES, &jerr);
 	buf_release(&b);
-	if (!json_is_object(s->root)) {
-		error("settings.json: %s", jerr.text);
-		return -EINVAL;
-	}
-	/* The host user's ids; 0 (root) makes the VM's user root (run.h). */
-	v = json_object_get(s->root, "uid");
-	if (json_is_integer(v) && (id = json_integer_value(v)) >= 0 && id < 65535)
-		s->uid = (uid_t)id;
-	v = json_object_get(s->root, "gid");
-	if (json_is_integer(v) && (id = json_integer_value(v)) >= 0 && id < 65535)
-		s->gid = (gid_t)id;
-	v = json_object_get(s->root, "path");
-	if (json_is_string(v) && json_string_value(v)[0] == '/')
-		s->path = json_string_value(v);
-	v = json_object_get(s->root, "api");
-	if (json_is_string(v))
-		s->api = json_string_value(v);
-	v = json_object_get(s->root, "proxy");
-	if (json_is_string(v))
-		s->proxy = json_string_value(v);
-	v = json_object_get(s->root, "command");
-	if (json_is_array(v) && json_array_size(v) > 0) {
-		size_t i;
-		json_t *a;
-
-		json_array_foreach(v, i, a)
-			if (!json_is_string(a)) {
-				error("settings.json: command[%zu] is not a string", i);
-				return -EINVAL;
-			}
-		s->command = v;
-	}
-	return 0;
+	buf_release(&why);
+	return r;
 }
 
 /* Replace the line of the user (or group) aibox in file with `line`. */
@@ -138,33 +96,35 @@ static int mount_rw(const char *tag, const char *target)
 
 int run_setup(struct guest_settings *gs)
 {
-	struct run_settings s;
+	struct task_settings_doc d;
+	const struct task_settings *s = &d.s;
 	char line[128];
 	int r;
 
-	if ((r = settings_load(&s)) < 0)
-		goto out;
+	if ((r = settings_load(&d)) < 0)
+		return r;
 	/* For the prompt of a shell in the VM (nothing else sets it). */
 	if (sethostname("aibox", 5) < 0)
 		error("cannot set the host name: %s", strerror(errno));
 	/* Root stays root: the user aibox keeps its ids then. */
-	snprintf(line, sizeof(line), "aibox:x:%u:%u::" GUEST_HOME ":/bin/bash", (unsigned)s.uid,
-		 (unsigned)s.gid);
-	if (s.uid != 0 && (r = set_id_line("/etc/passwd", line)) < 0)
+	snprintf(line, sizeof(line), "aibox:x:%u:%u::" GUEST_HOME ":/bin/bash", (unsigned)s->uid,
+	         (unsigned)s->gid);
+	if (s->uid != 0 && (r = set_id_line("/etc/passwd", line)) < 0)
 		goto out;
-	snprintf(line, sizeof(line), "aibox:x:%u:", (unsigned)s.gid);
-	if (s.uid != 0 && s.gid != 0 && (r = set_id_line("/etc/group", line)) < 0)
+	snprintf(line, sizeof(line), "aibox:x:%u:", (unsigned)s->gid);
+	if (s->uid != 0 && s->gid != 0 && (r = set_id_line("/etc/group", line)) < 0)
 		goto out;
-	if ((r = mount_rw(TAG_PROJECT, s.path)) < 0 || (r = mount_rw(TAG_HOME, GUEST_HOME)) < 0)
+	if ((r = mount_rw(GUEST_TAG_PROJECT, s->path)) < 0 ||
+	    (r = mount_rw(GUEST_TAG_HOME, GUEST_HOME)) < 0)
 		goto out;
-	gs->user_uid = s.uid;
-	gs->user_gid = s.gid;
+	gs->user_uid = (uid_t)s->uid;
+	gs->user_gid = (gid_t)s->gid;
 	{
 		/* The git: remotes go through the proxy to the broker (docs/broker.md). */
 		struct buf why = BUF_INIT;
 
-		r = git_remotes_write("/etc/gitconfig", json_object_get(s.root, "git_remotes"),
-				      s.proxy ? s.proxy : "http://10.0.2.100:3128", &why);
+		r = git_remotes_write("/etc/gitconfig", json_object_get(d.root, "git_remotes"),
+		                      s->proxy ? s->proxy : GUEST_PROXY_URL, &why);
 		if (r < 0)
 			error("%s", why.buf);
 		buf_release(&why);
@@ -173,7 +133,7 @@ int run_setup(struct guest_settings *gs)
 	}
 	r = 0;
 out:
-	json_decref(s.root);
+	task_settings_doc_release(&d);
 	return r;
 }
 
@@ -185,18 +145,7 @@ static int env_has(const struct strvec *env, const char *name, size_t n)
 	return 0;
 }
 
-static int valid_env_name(const char *s)
-{
-	if (!*s || strlen(s) > 128 || (*s >= '0' && *s <= '9'))
-		return 0;
-	for (; *s; s++)
-		if (!(*s == '_' || (*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') ||
-		      (*s >= '0' && *s <= '9')))
-			return 0;
-	return 1;
-}
-
-static int build_env(const struct run_settings *s, struct strvec *env)
+static int build_env(const struct task_settings *s, struct strvec *env)
 {
 	const char *term = getenv("TERM"), *secrets = getenv(RUN_ENV_VAR);
 	json_t *obj, *v;
@@ -218,9 +167,9 @@ static int build_env(const struct run_settings *s, struct strvec *env)
 		strvec_pushf(env, "http_proxy=%s", s->proxy);
 		strvec_pushf(env, "https_proxy=%s", s->proxy);
 	}
-	if (!strcmp(s->api, "forward"))
-		strvec_pushl(env, "ANTHROPIC_BASE_URL=" API_FORWARD_URL,
-			     "ANTHROPIC_API_KEY=" API_PLACEHOLDER_KEY, NULL);
+	if (s->api == TASK_API_FORWARD)
+		strvec_pushl(env, "ANTHROPIC_BASE_URL=" GUEST_API_FORWARD_URL,
+		             "ANTHROPIC_API_KEY=" GUEST_API_KEY_PLACEHOLDER, NULL);
 	if (!secrets || !*secrets)
 		return 0;
 	if (strlen(secrets) > RUN_ENV_MAX) {
@@ -235,7 +184,7 @@ static int build_env(const struct run_settings *s, struct strvec *env)
 		goto out;
 	}
 	json_object_foreach(obj, name, v) {
-		if (!json_is_string(v) || !valid_env_name(name) ||
+		if (!json_is_string(v) || !guest_env_name_valid(name) ||
 		    memchr(json_string_value(v), '\0', json_string_length(v))) {
 			error("%s: bad entry '%.64s'", RUN_ENV_VAR, name);
 			ret = -EINVAL;
@@ -258,22 +207,20 @@ out:
 int run_session(void)
 {
 	static const int job_signals[] = { SIGINT, SIGQUIT, SIGTSTP, SIGTTIN, SIGTTOU, SIGHUP };
-	struct run_settings s;
+	struct task_settings_doc d;
+	const struct task_settings *s = &d.s;
 	struct strvec env = STRVEC_INIT, argv = STRVEC_INIT;
 	int status, ret = 2, e;
 	pid_t pid;
 
-	if (settings_load(&s) < 0 || build_env(&s, &env) < 0)
+	if (settings_load(&d) < 0)
+		return ret;
+	if (build_env(s, &env) < 0)
 		goto out;
-	if (s.command) {
-		size_t i;
-		json_t *a;
-
-		json_array_foreach(s.command, i, a)
-			strvec_push(&argv, json_string_value(a));
-	} else {
+	for (size_t i = 0; i < s->ncommand; i++)
+		strvec_push(&argv, s->command[i]);
+	if (!argv.nr)
 		strvec_push(&argv, "claude");
-	}
 	unsetenv(RUN_ENV_VAR);
 
 	/*
@@ -306,12 +253,14 @@ int run_session(void)
 			fprintf(stderr, "aibox-init: cannot take the terminal: %s\n", strerror(errno));
 		for (size_t i = 0; i < sizeof(job_signals) / sizeof(job_signals[0]); i++)
 			signal(job_signals[i], SIG_DFL);
-		if (setgroups(0, NULL) < 0 || setgid(s.gid) < 0 || setuid(s.uid) < 0) {
+		if (setgroups(0, NULL) < 0 || setgid((gid_t)s->gid) < 0 ||
+		    setuid((uid_t)s->uid) < 0) {
 			fprintf(stderr, "aibox-init: cannot become the user: %s\n", strerror(errno));
 			_exit(127);
 		}
-		if (chdir(s.path) < 0) {
-			fprintf(stderr, "aibox-init: cannot enter '%s': %s\n", s.path, strerror(errno));
+		if (chdir(s->path) < 0) {
+			fprintf(stderr, "aibox-init: cannot enter '%s': %s\n", s->path,
+			        strerror(errno));
 			_exit(127);
 		}
 		clearenv();
@@ -341,6 +290,6 @@ out:
 		explicit_bzero((char *)env.v[i], strlen(env.v[i]));
 	strvec_clear(&env);
 	strvec_clear(&argv);
-	json_decref(s.root);
+	task_settings_doc_release(&d);
 	return ret;
 }

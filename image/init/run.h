@@ -32,8 +32,6 @@
 
 struct guest_settings;
 
-#define TAG_PROJECT "aibox.project"
-#define TAG_HOME "aibox.home"
 #define RUN_ENV_VAR "AIBOX_ENV"
 
 int run_setup(struct guest_settings *gs);

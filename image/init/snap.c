@@ -24,7 +24,7 @@
 #define DISK_WAIT_MS 20000
 
 /* The share map: the task's tag -> the snapshot VM's slot tag. */
-static char map_tag[SNAP_SHARES][32], map_slot[SNAP_SHARES][32];
+static char map_tag[SNAP_SHARES][GUEST_TAG_MAX + 1], map_slot[SNAP_SHARES][GUEST_TAG_MAX + 1];
 static size_t map_nr;
 
 int snap_mode(void)
@@ -61,15 +61,14 @@ static int hexval(int c)
 	return -1;
 }
 
-/* A tag of the go message: 1-31 of [A-Za-z0-9._-]. */
+/* A tag of the go message: guest_tag_valid() (common/guest_abi.h). */
 static int copy_tag(char *dst, const char *src, size_t len)
 {
-	if (len == 0 || len > 31 ||
-	    strspn(src, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") < len)
+	if (len > GUEST_TAG_MAX)
 		return -EINVAL;
 	memcpy(dst, src, len);
 	dst[len] = '\0';
-	return 0;
+	return guest_tag_valid(dst) ? 0 : -EINVAL;
 }
 
 /*
@@ -167,8 +166,8 @@ static int wait_disk(long bytes)
 	struct buf v = BUF_INIT;
 	int r;
 
-	if ((r = find_disk(SERIAL_STATE, dev, sizeof(dev))) < 0)
-		return error("no state disk (serial %s)", SERIAL_STATE), r;
+	if ((r = find_disk(GUEST_SERIAL_STATE, dev, sizeof(dev))) < 0)
+		return error("no state disk (serial %s)", GUEST_SERIAL_STATE), r;
 	snprintf(path, sizeof(path), "/sys/block/%s/size", dev + strlen("/dev/"));
 	for (;;) {
 		long sectors;

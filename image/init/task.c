@@ -14,32 +14,12 @@
 #include "session_file.h"
 #include "strvec.h"
 #include "task_int.h"
+#include "task_settings.h"
 #include "banned.h"
 
 const char *const step_names[S_NR] = {"clone", "claude", "commit", "bundle"};
 
 /* ---- settings --------------------------------------------------------- */
-
-static int is_hex(const char *s, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-			return 0;
-	return s[n] == '\0';
-}
-
-int is_env_name(const char *s)
-{
-	size_t n = strlen(s);
-
-	if (!n || n > 128 || (s[0] >= '0' && s[0] <= '9'))
-		return 0;
-	for (size_t i = 0; i < n; i++)
-		if (!(s[i] == '_' || (s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= 'a' && s[i] <= 'z') ||
-		      (s[i] >= '0' && s[i] <= '9')))
-			return 0;
-	return 1;
-}
 
 int has_control(const char *s)
 {
@@ -49,142 +29,48 @@ int has_control(const char *s)
 	return 0;
 }
 
-/* A string member: NULL (with *why set) unless present, a string, 1..max bytes. */
-static const char *get_str(json_t *o, const char *key, size_t max, int nullable, struct buf *why)
-{
-	json_t *v = json_object_get(o, key);
-
-	if (nullable && (!v || json_is_null(v)))
-		return NULL;
-	if (!json_is_string(v) || !json_string_length(v) || json_string_length(v) > max ||
-	    strlen(json_string_value(v)) != json_string_length(v)) {
-		if (!why->len)
-			buf_addf(why, "\"%s\" is missing or not a string of 1 to %zu bytes", key,
-			         max);
-		return NULL;
-	}
-	return json_string_value(v);
-}
-
-static int path_ok(const char *p)
-{
-	if (p[0] != '/' || !strcmp(p, "/") || strstr(p, "//") || has_control(p))
-		return 0;
-	for (const char *c = p; (c = strchr(c, '/')); c++)
-		if (!strncmp(c, "/./", 3) || !strncmp(c, "/../", 4) || !strcmp(c, "/.") ||
-		    !strcmp(c, "/.."))
-			return 0;
-	return p[strlen(p) - 1] != '/';
-}
-
+/* settings.json through the one parser (common/task_settings.h), task mode only. */
 static int read_settings(struct task *t, struct buf *why)
 {
+	struct task_settings_doc d;
 	struct buf b = BUF_INIT, file = BUF_INIT;
-	json_t *s, *v, *git;
-	json_error_t jerr;
 	ssize_t n;
-	const char *str;
+	int ret = -1;
 
 	buf_addf(&file, "%s/settings.json", t->o->share);
-	n = buf_read_file(&b, file.buf, SETTINGS_MAX);
+	n = buf_read_file(&b, file.buf, GUEST_SETTINGS_MAX);
 	if (n < 0) {
 		buf_addf(why, "cannot read '%s': %s", file.buf, strerror((int)-n));
-		goto fail;
+		goto out;
 	}
-	s = t->settings = json_loadb(b.buf, b.len, JSON_REJECT_DUPLICATES, &jerr);
-	if (!s || !json_is_object(s)) {
-		buf_addf(why, "settings.json: %s", s ? "not an object" : jerr.text);
-		goto fail;
+	if (task_settings_parse(b.buf, b.len, &d, why) < 0)
+		goto out;
+	if (d.s.mode != TASK_MODE_TASK) {
+		buf_addstr(why, "settings.json: \"mode\" is not 'task'");
+		task_settings_doc_release(&d);
+		goto out;
 	}
-	v = json_object_get(s, "version");
-	if (!json_is_integer(v) || json_integer_value(v) != 1) {
-		buf_addstr(why, "settings.json: \"version\" is not 1");
-		goto fail;
-	}
-	str = get_str(s, "mode", 16, 0, why);
-	if (str && strcmp(str, "task"))
-		buf_addf(why, "settings.json: \"mode\" is '%s', not 'task'", str);
-	str = get_str(s, "id", 6, 0, why);
-	if (str && !is_hex(str, 6) && !why->len)
-		buf_addstr(why, "settings.json: \"id\" is not 6 lowercase hex digits");
-	t->model = get_str(s, "model", 128, 1, why);
-	if (t->model && (has_control(t->model) || t->model[0] == '-') && !why->len)
-		buf_addstr(why, "settings.json: bad \"model\"");
-	v = json_object_get(s, "timeout_s");
-	if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > 7 * 86400) {
-		if (!why->len)
-			buf_addstr(why, "settings.json: \"timeout_s\" is not 1 to 604800");
-	} else {
-		t->timeout_s = (long)json_integer_value(v);
-	}
-	v = json_object_get(s, "max_budget_usd");
-	if (v && !json_is_null(v)) {
-		if (!json_is_number(v) || !(json_number_value(v) > 0) ||
-		    json_number_value(v) > 1e6) {
-			if (!why->len)
-				buf_addstr(why, "settings.json: bad \"max_budget_usd\"");
-		} else {
-			t->budget = json_number_value(v);
-			t->has_budget = 1;
-		}
-	}
-	git = json_object_get(s, "git");
-	if (!json_is_object(git)) {
-		if (!why->len)
-			buf_addstr(why, "settings.json: \"git\" is not an object");
-	} else {
-		t->git_name = get_str(git, "name", 256, 0, why);
-		t->git_email = get_str(git, "email", 256, 0, why);
-		if (((t->git_name && has_control(t->git_name)) ||
-		     (t->git_email && has_control(t->git_email))) &&
-		    !why->len)
-			buf_addstr(why, "settings.json: control characters in \"git\"");
-	}
-	t->start = get_str(s, "start_commit", 64, 0, why);
-	if (t->start && !is_hex(t->start, strlen(t->start) == 64 ? 64 : 40) && !why->len)
-		buf_addstr(why,
-		           "settings.json: \"start_commit\" is not a lowercase hex object name");
-	str = get_str(s, "branch", 64, 0, why);
-	if (str && strcmp(str, BRANCH) && !why->len)
-		buf_addf(why, "settings.json: \"branch\" is not '%s'", BRANCH);
-	t->env_names = json_object_get(s, "env_names");
-	if (!json_is_array(t->env_names) || json_array_size(t->env_names) > ENV_NAMES_MAX) {
-		if (!why->len)
-			buf_addstr(why, "settings.json: \"env_names\" is not an array of names");
-	} else {
-		size_t i;
-
-		json_array_foreach(
-		    t->env_names, i,
-		    v) if ((!json_is_string(v) || !is_env_name(json_string_value(v))) && !why->len)
-		    buf_addstr(why, "settings.json: bad name in \"env_names\"");
-	}
-	t->api = get_str(s, "api", 16, 0, why);
-	if (t->api && strcmp(t->api, "forward") && strcmp(t->api, "oauth") &&
-	    strcmp(t->api, "none") && !why->len)
-		buf_addf(why, "settings.json: unknown \"api\" '%s'", t->api);
-	t->proxy = get_str(s, "proxy", 256, 1, why);
-	if (t->proxy &&
-	    (strncmp(t->proxy, "http://", 7) || has_control(t->proxy) || strchr(t->proxy, ' ')) &&
-	    !why->len)
-		buf_addstr(why, "settings.json: \"proxy\" is not an http:// URL");
-	t->path = json_object_get(s, "path") ? get_str(s, "path", 1024, 0, why) : "/project";
-	if (t->path && !path_ok(t->path) && !why->len)
-		buf_addstr(why, "settings.json: \"path\" is not a clean absolute path");
-	t->system_prompt = get_str(s, "system_prompt", SYSTEM_PROMPT_MAX, 1, why);
-	t->git_remotes = json_object_get(s, "git_remotes");
-	t->resume = get_str(s, "resume_session", SESSION_ID_LEN, 1, why);
-	if (t->resume && !session_id_valid(t->resume) && !why->len)
-		buf_addstr(why, "settings.json: \"resume_session\" is not a session id");
-	if (why->len)
-		goto fail;
+	/* The strings stay in the JSON, which t keeps until the task ends. */
+	t->settings = d.root;
+	t->model = d.s.model;
+	t->timeout_s = d.s.timeout_s;
+	t->has_budget = d.s.has_budget;
+	t->budget = d.s.max_budget_usd;
+	t->git_name = d.s.git_name;
+	t->git_email = d.s.git_email;
+	t->start = d.s.start_commit;
+	t->env_names = json_object_get(d.root, "env_names");
+	t->api = task_api_name(d.s.api);
+	t->proxy = d.s.proxy;
+	t->path = d.s.path;
+	t->system_prompt = d.s.system_prompt;
+	t->git_remotes = json_object_get(d.root, "git_remotes");
+	t->resume = d.s.resume_session;
+	ret = 0;
+out:
 	buf_release(&b);
 	buf_release(&file);
-	return 0;
-fail:
-	buf_release(&b);
-	buf_release(&file);
-	return -1;
+	return ret;
 }
 
 /* ---- the task ----------------------------------------------------------- */
@@ -251,7 +137,7 @@ static int task_prepare(struct task *t)
 		progress(t, "cannot find claude in %s", GUEST_PATH);
 	else if (err >= 0 && o->gitconfig &&
 	         git_remotes_write(o->gitconfig, t->git_remotes,
-	                           t->proxy ? t->proxy : "http://10.0.2.100:3128", &why) < 0)
+	                           t->proxy ? t->proxy : GUEST_PROXY_URL, &why) < 0)
 		progress(t, "%s", why.buf);
 	else if (err >= 0)
 		ret = 0; /* else: said above */

@@ -22,34 +22,31 @@
 #include <jansson.h>
 
 #include "buf.h"
+#include "guest_abi.h"
 #include "strvec.h"
 #include "task.h"
 
-/* The guest's fixed places. */
-#define GUEST_SHARE         "/run/aibox/task"
-#define GUEST_STATE         "/mnt/state"
-#define GUEST_HOME          "/home/aibox"
+/* The guest's fixed places; the short names stand for common/guest_abi.h's. */
+#define GUEST_SHARE         GUEST_TASK_DIR
+#define GUEST_STATE         GUEST_STATE_DIR
 #define GUEST_USER          "aibox"
 #define GUEST_PATH          "/usr/local/bin:/usr/bin:/bin"
-#define BRANCH              "aibox/task"
-#define BRANCH_REF          "refs/heads/aibox/task"
-#define API_FORWARD_URL     "http://127.0.0.1:3129"
-#define API_PLACEHOLDER_KEY "sk-ant-aibox-placeholder-the-host-adds-the-key"
+#define BRANCH              GUEST_BRANCH
+#define BRANCH_REF          GUEST_BRANCH_REF
+#define API_FORWARD_URL     GUEST_API_FORWARD_URL
+#define API_PLACEHOLDER_KEY GUEST_API_KEY_PLACEHOLDER
 
-/* Caps: the host's (docs/internals.md) and our own on what we read. */
-#define SETTINGS_MAX       (1 << 20)
+/* Caps: the host's (common/guest_abi.h) and our own on what we read. */
 #define SECRETS_MAX        (1 << 20)
 #define SECRETS_WAIT_MS    60000
 #define PROMPT_MAX         (4 << 20)
-#define SYSTEM_PROMPT_MAX  120000 /* one argument: MAX_ARG_STRLEN is 128 KiB */
-#define BUNDLE_MAX         (2ULL << 30)
-#define TRANSCRIPT_MAX     (256ULL << 20)
-#define LOG_MAX            ((64ULL << 20) - 4096)
-#define RESULT_MAX         (1 << 20)
+#define BUNDLE_MAX         RESULT_BUNDLE_MAX
+#define TRANSCRIPT_MAX     RESULT_TRANSCRIPT_MAX
+#define LOG_MAX            (RESULT_VM_LOG_MAX - 4096)
+#define RESULT_MAX         RESULT_JSON_MAX
 #define LINE_MAX_PARSE     (16 << 20)
 #define LAST_MESSAGE_MAX   65536
 #define GIT_OUT_MAX        (1 << 20)
-#define ENV_NAMES_MAX      256
 #define CLAUDE_MAX_RETRIES "4"
 
 enum { S_CLONE, S_CLAUDE, S_COMMIT, S_BUNDLE, S_NR };
@@ -105,10 +102,7 @@ struct task {
 
 extern const char *const step_names[S_NR];
 
-/* task.c: checks of settings.json's values, also used for the secrets and the git config. */
-
-/* 1 when s is an environment variable's name: [A-Za-z_][A-Za-z0-9_]*, at most 128 bytes. */
-int is_env_name(const char *s);
+/* task.c: a check also used for the git config (names are checked by guest_abi.h's). */
 
 /* 1 when s has a control character (below 0x20, or 0x7f). */
 int has_control(const char *s);

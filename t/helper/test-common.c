@@ -13,6 +13,9 @@
  *   test-common bytes S                            parse_size() over 0..2^64-1
  *   test-common memory S | cpus S                  the rules of --memory and --cpus
  *   test-common opts ARGS...                       opt_next() on ARGS, one line per event
+ *   test-common guest-valid env|path|tag S         "yes" or "no" by common/guest_abi.h's rule
+ *   test-common guest-mount-tag N                  guest_mount_tag() of mount N
+ *   test-common guest-results                      the result files: "NAME CAP" in order
  */
 #include <dirent.h>
 #include <errno.h>
@@ -29,6 +32,7 @@
 #include "buf.h"
 #include "config.h"
 #include "err.h"
+#include "guest_abi.h"
 #include "num.h"
 #include "opt.h"
 #include "sandbox.h"
@@ -257,6 +261,36 @@ static int cmd_opts(int argc, char **argv)
 	return 0;
 }
 
+static int cmd_guest(int argc, char **argv)
+{
+	char tag[GUEST_TAG_MAX + 1];
+	int ok;
+
+	if (!strcmp(argv[0], "guest-results") && argc == 1) {
+		for (int i = 0; i < RESULT_NFILES; i++)
+			printf("%s %llu\n", guest_results[i].name,
+			       (unsigned long long)guest_results[i].max);
+		return 0;
+	}
+	if (!strcmp(argv[0], "guest-mount-tag") && argc == 2) {
+		guest_mount_tag(tag, strtoul(argv[1], NULL, 10));
+		printf("%s %s\n", tag, guest_tag_valid(tag) ? "valid" : "invalid");
+		return 0;
+	}
+	if (argc != 3)
+		die("usage: test-common guest-valid env|path|tag S");
+	if (!strcmp(argv[1], "env"))
+		ok = guest_env_name_valid(argv[2]);
+	else if (!strcmp(argv[1], "path"))
+		ok = guest_path_valid(argv[2]);
+	else if (!strcmp(argv[1], "tag"))
+		ok = guest_tag_valid(argv[2]);
+	else
+		die("unknown kind '%s'", argv[1]);
+	printf("%s\n", ok ? "yes" : "no");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	tool_init(argc, argv);
@@ -290,5 +324,7 @@ int main(int argc, char **argv)
 		return cmd_value(argv[1], argv + 2);
 	if (!strcmp(argv[1], "opts"))
 		return cmd_opts(argc - 1, argv + 1);
+	if (!strncmp(argv[1], "guest-", 6))
+		return cmd_guest(argc - 1, argv + 1);
 	die("unknown command '%s'", argv[1]);
 }

@@ -32,8 +32,13 @@
  *   test-task settings [--id ID] [--commit HEX] [--model M] [--timeout S]
  *		[--budget USD] [--api none|forward|oauth] [--env NAME=VALUE...]
  *		[--mount TAG:PATH...] [--system-prompt S] [--git NAME:EMAIL] [--remote URL...]
- *		[--secrets FILE]
- *	print settings.json; write the secrets JSON for stdin to FILE
+ *		[--secrets FILE] [--run] [--command WORD...] [--uid N] [--gid N] [--path P]
+ *		[--resume ID] [--branch B] [--proxy URL]
+ *	print settings.json (--run: a run's); write the secrets JSON for stdin to FILE
+ *   test-task settings-parse [--place] FILE
+ *	task_settings_parse() FILE, then print settings.json written back from
+ *	what it read, or "error: REASON" (exit 1); with --place,
+ *	task_settings_parse_place(): "path P" and "mount TAG PATH" lines
  *   test-task check-bundle [--repo DIR] [--max BYTES] [--child] START FILE
  *	result_check_bundle() on FILE (opened O_RDWR as aibox-task has it) with
  *	START as the start commit and DIR for the thin pack's bases; print
@@ -430,7 +435,7 @@ static int cmd_session(int argc, char **argv)
 		die("cannot read the host key '%s'", path.buf);
 	for (int j = 0; j < RESULT_NFILES; j++) {
 		buf_reset(&path);
-		buf_addf(&path, "%s/%s", dirs[1], task_result_names[j]);
+		buf_addf(&path, "%s/%s", dirs[1], guest_results[j].name);
 		ts.result_fds[j] = open(path.buf, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
 		if (ts.result_fds[j] < 0)
 			die_errno("cannot create '%s'", path.buf);
@@ -515,17 +520,36 @@ static int cmd_settings(int argc, char **argv)
 	};
 	struct task_secret secrets[16];
 	struct task_mount mounts[16];
-	const char *names[16], *remotes[16];
+	const char *names[16], *remotes[16], *words[16];
 	const char *secrets_file = NULL;
 	struct buf out = BUF_INIT, err = BUF_INIT, sec = BUF_INIT;
 	size_t nsec = 0, nmounts = 0, nremotes = 0;
 	int ret;
 
-	for (int i = 0; i + 1 < argc; i += 2) {
+	for (int i = 0; i < argc; i += 2) {
 		const char *a = argv[i], *v = argv[i + 1];
 		char *sep;
 
-		if (!strcmp(a, "--id"))
+		if (!strcmp(a, "--run")) {
+			ts.mode = TASK_MODE_RUN;
+			i--;
+		} else if (i + 1 >= argc)
+			die("'%s' needs a value", a);
+		else if (!strcmp(a, "--command") && ts.ncommand < 16)
+			words[ts.ncommand++] = v;
+		else if (!strcmp(a, "--uid"))
+			ts.uid = strtol(v, NULL, 10);
+		else if (!strcmp(a, "--gid"))
+			ts.gid = strtol(v, NULL, 10);
+		else if (!strcmp(a, "--path"))
+			ts.path = v;
+		else if (!strcmp(a, "--resume"))
+			ts.resume_session = v;
+		else if (!strcmp(a, "--branch"))
+			ts.branch = v;
+		else if (!strcmp(a, "--proxy"))
+			ts.proxy = v;
+		else if (!strcmp(a, "--id"))
 			ts.id = v;
 		else if (!strcmp(a, "--commit"))
 			ts.start_commit = v;
@@ -559,6 +583,7 @@ static int cmd_settings(int argc, char **argv)
 		else
 			die("unknown option '%s'", a);
 	}
+	ts.command = words;
 	ts.env_names = names;
 	ts.nenv = nsec;
 	ts.mounts = mounts;
@@ -583,6 +608,39 @@ out:
 	buf_release(&err);
 	buf_wipe_release(&sec);
 	return ret < 0 ? 1 : 0;
+}
+
+static int cmd_settings_parse(int argc, char **argv)
+{
+	struct task_settings_doc d;
+	struct buf in = BUF_INIT, out = BUF_INIT, err = BUF_INIT;
+	ssize_t n;
+	int ret = 1;
+
+	int place = argc == 2 && !strcmp(argv[0], "--place");
+
+	if (argc != 1 + place)
+		die("usage: test-task settings-parse [--place] FILE");
+	if ((n = buf_read_file(&in, argv[place], GUEST_SETTINGS_MAX + 1)) < 0)
+		die_err((int)n, "cannot read '%s'", argv[place]);
+	if ((place ? task_settings_parse_place : task_settings_parse)(in.buf, in.len, &d, &err) < 0) {
+		printf("error: %s\n", err.buf);
+	} else if (place) {
+		printf("path %s\n", d.s.path);
+		for (size_t i = 0; i < d.s.nmounts; i++)
+			printf("mount %s %s\n", d.s.mounts[i].tag, d.s.mounts[i].path);
+		ret = 0;
+	} else if (task_settings_json(&d.s, &out, &err) < 0) {
+		printf("error: written back: %s\n", err.buf);
+	} else {
+		fwrite(out.buf, 1, out.len, stdout);
+		ret = 0;
+	}
+	task_settings_doc_release(&d);
+	buf_release(&in);
+	buf_release(&out);
+	buf_release(&err);
+	return ret;
 }
 
 static int cmd_check_bundle(int argc, char **argv)
@@ -695,6 +753,8 @@ int main(int argc, char **argv)
 		return cmd_windows_quote(argc - 2, argv + 2);
 	if (!strcmp(argv[1], "settings"))
 		return cmd_settings(argc - 2, argv + 2);
+	if (!strcmp(argv[1], "settings-parse"))
+		return cmd_settings_parse(argc - 2, argv + 2);
 	if (!strcmp(argv[1], "check-bundle"))
 		return cmd_check_bundle(argc - 2, argv + 2);
 	if (!strcmp(argv[1], "report-count"))
