@@ -30,9 +30,9 @@
 
 #include "broker_spawn.h"
 #include "buf.h"
-#include "claude_share.h"
 #include "config.h"
 #include "err.h"
+#include "helpers.h"
 #include "image.h"
 #include "login.h"
 #include "num.h"
@@ -43,6 +43,7 @@
 #include "rmtree.h"
 #include "sandbox.h"
 #include "secret.h"
+#include "shares.h"
 #include "spawn.h"
 #include "ssh.h"
 #include "strvec.h"
@@ -67,7 +68,6 @@ static const char usage_text[] =
 	"Exits with the command's exit status (128 + N when signal N ended it, 126 or\n"
 	"127 when it could not be started), or 125 when aibox itself failed.\n";
 
-#define GUEST_HOME CLAUDE_SHARE_GUEST_HOME
 #define PROXY_ADDR "http://10.0.2.100:3128"
 #define BOOT_TIMEOUT_MS (300 * 1000)
 #define CONNECT_TIMEOUT_MS (120 * 1000)
@@ -91,13 +91,8 @@ struct run {
 	struct buf api_key;		/* for the proxy (--key-fd) when forward_key */
 	struct buf broker_tokens;	/* for the broker (--token-fd): NAME=value lines */
 	struct strvec env;		/* the config's env, NAME=value */
-	struct vm_mount *mounts;	/* config mounts, claude dirs, project, home */
-	size_t nr_mounts;
-	struct strvec tags;		/* owns the mounts' tags and guest paths */
-	struct strvec guest_paths;	/* parallel to mounts */
-	struct strvec host_paths;	/* owns host paths we made */
-	struct spawn proxy, broker;
-	int broker_sock;		/* the proxy's end of the hand-off pair; -1 without git: */
+	struct shares shares;		/* config mounts, claude dirs, project, home */
+	struct helpers helpers;		/* aibox-broker and aibox-proxy */
 	struct spend spend;		/* the day's cap and ledger (docs/budget.md) */
 	struct vm vm;
 	int console_fd;
@@ -242,54 +237,24 @@ static void start_cleaner(struct run *r)
 	r->cleaner_fd = p[1];
 }
 
-static void add_mount(struct run *r, const char *host, const char *guest, const char *tag,
-		      int writable)
-{
-	struct vm_mount *m;
-
-	r->mounts = xrealloc(r->mounts, (r->nr_mounts + 1) * sizeof(*r->mounts));
-	m = &r->mounts[r->nr_mounts++];
-	m->host_path = host;
-	m->tag = strvec_push(&r->tags, tag);
-	m->writable = writable;
-	strvec_push(&r->guest_paths, guest);
-}
-
-/* ~/.claude's skills, agents and commands, read-only (claude_share.h). */
-static void add_claude_shares(struct run *r)
-{
-	struct claude_shares cs = CLAUDE_SHARES_INIT;
-	struct buf err = BUF_INIT;
-
-	if (claude_shares_plan(&r->cfg, getenv("HOME"), &cs, &err) < 0)
-		die("%s", err.buf);
-	/* The host paths must outlive the VM's start: keep them in the strvec. */
-	for (size_t i = 0; i < cs.nr; i++)
-		add_mount(r, strvec_push(&r->host_paths, cs.v[i].host), cs.v[i].guest, cs.v[i].tag,
-			  0);
-	claude_shares_release(&cs);
-	buf_release(&err);
-}
-
+/*
+ * The config's mounts and ~/.claude's folders read-only, the checkout and
+ * the project's home read-write (common/shares.h).
+ */
 static void plan_mounts(struct run *r)
 {
-	struct buf home = BUF_INIT, tag = BUF_INIT;
+	struct buf home = BUF_INIT, err = BUF_INIT;
 	int ret;
 
-	for (size_t i = 0; i < r->cfg.nr_mounts; i++) {
-		buf_reset(&tag);
-		buf_addf(&tag, "aibox.m%zu", i);
-		add_mount(r, r->cfg.mounts[i].host, r->cfg.mounts[i].vm, tag.buf, 0);
-	}
-	add_claude_shares(r);
-
+	if (shares_plan(&r->shares, &r->cfg, getenv("HOME"), "aibox.m", &err) < 0)
+		die("%s", err.buf);
 	buf_addf(&home, "%s/home", r->project.dir);
 	if ((ret = mkdir_ok(home.buf, 0700)) < 0)
 		die_err(ret, "cannot make '%s'", home.buf);
-	add_mount(r, r->project.checkout, r->cfg.path, "aibox.project", 1);
-	add_mount(r, strvec_push(&r->host_paths, home.buf), GUEST_HOME, "aibox.home", 1);
+	shares_add_writable(&r->shares, r->project.checkout, "aibox.project");
+	shares_add_writable(&r->shares, home.buf, "aibox.home");
 	buf_release(&home);
-	buf_release(&tag);
+	buf_release(&err);
 }
 
 /*
@@ -358,11 +323,9 @@ static void write_settings(struct run *r)
 	char *text;
 
 	/* The guest mounts the two read-write shares itself (run.h). */
-	for (size_t i = 0; i < r->nr_mounts; i++)
-		if (!r->mounts[i].writable)
-			json_array_append_new(mounts,
-					      json_pack("{s:s, s:s}", "tag", r->mounts[i].tag,
-							"path", r->guest_paths.v[i]));
+	for (size_t i = 0; i < r->shares.nr_settings; i++)
+		json_array_append_new(mounts, json_pack("{s:s, s:s}", "tag", r->shares.settings[i].tag,
+		                                        "path", r->shares.settings[i].path));
 	if (r->command.nr) {
 		cmd = json_array();
 		for (size_t i = 0; i < r->command.nr; i++)
@@ -407,131 +370,46 @@ static void write_settings(struct run *r)
 	buf_release(&path);
 }
 
-/* The run's key may ask for a terminal: `restrict,pty` instead of `restrict`. */
-static void allow_pty(struct run *r)
+/* A log of the project's folder, appended to (created 0600). */
+static int open_log(struct run *r, const char *name)
 {
-	struct buf path = BUF_INIT, in = BUF_INIT, out = BUF_INIT;
-	const char *at;
-	ssize_t n;
-	int ret;
+	struct buf path = BUF_INIT;
+	int fd;
 
-	buf_addf(&path, "%s/ssh/authorized_keys", r->run_dir.buf);
-	if ((n = buf_read_file(&in, path.buf, 16384)) < 0)
-		die_err((int)n, "cannot read '%s'", path.buf);
-	at = strstr(in.buf, "\",restrict ");
-	if (!at)
-		die("'%s' is not as expected", path.buf);
-	buf_add(&out, in.buf, (size_t)(at - in.buf) + strlen("\",restrict"));
-	buf_addstr(&out, ",pty");
-	buf_addstr(&out, at + strlen("\",restrict"));
-	if ((ret = buf_write_file(&out, path.buf, 0644)) < 0)
-		die_err(ret, "cannot write '%s'", path.buf);
+	buf_addf(&path, "%s/%s", r->project.dir, name);
+	fd = open(path.buf, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		die_errno("cannot open '%s'", path.buf);
 	buf_release(&path);
-	buf_release(&in);
-	buf_release(&out);
+	return fd;
 }
 
 /*
- * aibox-broker for the config's git: remotes, as aibox task starts it
- * (docs/broker.md, "In aibox task"); its log is broker.log in the project's
- * folder, next to proxy.log.  The tokens, out of our environment since
- * read_env(), go over a pipe (--token-fd=5).
+ * aibox-broker for the config's git: remotes and aibox-proxy, as aibox task
+ * starts them (common/helpers.h); their logs are broker.log and proxy.log in
+ * the project's folder.  The key and the tokens, out of our environment
+ * since read_env(), are wiped once passed on.
  */
-static void start_broker(struct run *r)
+static void start_helpers(struct run *r, struct buf *sock)
 {
-	struct buf log = BUF_INIT, line = BUF_INIT;
-	int sv[2], ready[2], tfd, ret;
-	ssize_t n;
-
-	if (!r->cfg.nr_git)
-		return;
-	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
-		die_errno("cannot make a socket pair");
-	if (pipe2(ready, O_CLOEXEC) < 0)
-		die_errno("cannot make a pipe");
-	buf_addf(&log, "%s/broker.log", r->project.dir);
-	strvec_pushf(&r->broker.args, "%s/aibox-broker", libexec_dir());
-	broker_spawn_remotes(&r->broker, &r->cfg);
-	strvec_pushl(&r->broker.args, "--handoff-fd=3", "--ready-fd=4", "--token-fd=5", NULL);
-	strvec_pushf(&r->broker.args, "--log=%s", log.buf);
-	if (r->no_sandbox)
-		strvec_push(&r->broker.args, "--no-sandbox");
-	r->broker.in = SPAWN_NULL;
-	r->broker.out = SPAWN_NULL;
-	r->broker.pdeathsig = SIGTERM;
-	r->broker.new_session = 1;
-	if ((tfd = secret_pipe(r->broker_tokens.buf, r->broker_tokens.len)) < 0)
-		die_err(tfd, "cannot pass the git tokens to aibox-broker");
-	buf_wipe_release(&r->broker_tokens);
-	spawn_give_fd(&r->broker, sv[0], 3);
-	spawn_give_fd(&r->broker, ready[1], 4);
-	spawn_give_fd(&r->broker, tfd, 5);
-	if ((ret = spawn_start(&r->broker)) < 0)
-		die_err(ret, "cannot start aibox-broker");
-	close(sv[0]);
-	close(ready[1]);
-	close(tfd);
-	r->broker_sock = sv[1];
-	n = buf_read_fd(&line, ready[0], 4096);
-	close(ready[0]);
-	if (n <= 0 || strncmp(line.buf, "ready", 5))
-		die("aibox-broker did not start (see its messages above)");
-	buf_release(&log);
-	buf_release(&line);
-}
-
-static void start_proxy(struct run *r, struct buf *sock)
-{
-	struct buf log = BUF_INIT, line = BUF_INIT;
-	int ready[2], kfd = -1, ret;
-	ssize_t n;
+	struct helpers_opts ho = {0};
+	struct buf err = BUF_INIT;
 
 	buf_addf(sock, "%s/proxy.sock", r->run_dir.buf);
-	buf_addf(&log, "%s/proxy.log", r->project.dir);
-	if (pipe2(ready, O_CLOEXEC) < 0)
-		die_errno("cannot make a pipe");
-	strvec_pushf(&r->proxy.args, "%s/aibox-proxy", libexec_dir());
-	strvec_pushf(&r->proxy.args, "--listen=unix:%s", sock->buf);
-	strvec_pushf(&r->proxy.args, "--log=%s", log.buf);
-	strvec_push(&r->proxy.args, "--ready-fd=3");
-	for (size_t i = 0; i < r->cfg.allow.nr; i++)
-		strvec_pushf(&r->proxy.args, "--allow=%s", r->cfg.allow.v[i]);
-	if (r->forward_key) {
-		strvec_push(&r->proxy.args, "--key-fd=5");
-		if ((kfd = secret_pipe(r->api_key.buf, r->api_key.len)) < 0)
-			die_err(kfd, "cannot pass the API key to aibox-proxy");
-		buf_wipe_release(&r->api_key);
-		spawn_give_fd(&r->proxy, kfd, 5);
-		spend_proxy_args(&r->spend, &r->proxy.args, 6);
-		if (r->spend.ledger_fd >= 0)
-			spawn_give_fd(&r->proxy, r->spend.ledger_fd, 6);
-	}
-	if (r->broker_sock >= 0)
-		strvec_push(&r->proxy.args, "--broker-fd=4");
-	if (r->no_sandbox)
-		strvec_push(&r->proxy.args, "--no-sandbox");
-	if (r->broker_sock >= 0)
-		spawn_give_fd(&r->proxy, r->broker_sock, 4);
-	r->proxy.in = SPAWN_NULL;
-	r->proxy.out = SPAWN_NULL;
-	r->proxy.pdeathsig = SIGTERM;
-	r->proxy.new_session = 1;
-	spawn_give_fd(&r->proxy, ready[1], 3);
-	if ((ret = spawn_start(&r->proxy)) < 0)
-		die_err(ret, "cannot start aibox-proxy");
-	close(ready[1]);
-	if (kfd >= 0)
-		close(kfd);
-	if (r->broker_sock >= 0) {
-		close(r->broker_sock);
-		r->broker_sock = -1;
-	}
-	n = buf_read_fd(&line, ready[0], 4096);
-	close(ready[0]);
-	if (n <= 0 || strncmp(line.buf, "ready", 5))
-		die("aibox-proxy did not start (see its messages above)");
-	buf_release(&log);
-	buf_release(&line);
+	ho.cfg = &r->cfg;
+	ho.sock_path = sock->buf;
+	ho.proxy_log_fd = open_log(r, "proxy.log");
+	ho.broker_log_fd = r->cfg.nr_git ? open_log(r, "broker.log") : -1;
+	ho.api_key = r->forward_key ? &r->api_key : NULL;
+	ho.spend = &r->spend;
+	ho.tokens = &r->broker_tokens;
+	ho.no_sandbox = r->no_sandbox;
+	if (helpers_start(&r->helpers, &ho, &err) < 0)
+		die("%s", err.buf);
+	close(ho.proxy_log_fd);
+	if (ho.broker_log_fd >= 0)
+		close(ho.broker_log_fd);
+	buf_release(&err);
 }
 
 static void show_console(struct run *r)
@@ -567,8 +445,8 @@ static void boot(struct run *r, const char *proxy_sock)
 	vc.proxy_socket = proxy_sock;
 	buf_addf(&plog, "%s/proxy.log", r->project.dir);
 	vc.conns_log = plog.buf; /* aibox-connect's refusals (its cap: VM_MAX_CONNS) */
-	vc.mounts = r->mounts;
-	vc.nr_mounts = r->nr_mounts;
+	vc.mounts = r->shares.vm;
+	vc.nr_mounts = r->shares.nr;
 	vc.log_fd = r->console_fd;
 	if ((ret = vm_start(&vc, &r->vm)) < 0)
 		die_err(ret, "cannot start the VM");
@@ -593,16 +471,15 @@ static void stop_all(struct run *r)
 	tty_restore();
 	if (r->vm.pid > 0)
 		vm_stop(&r->vm, 10000);
-	spawn_stop(&r->proxy, SIGTERM);
-	spawn_stop(&r->broker, SIGTERM);
+	helpers_stop(&r->helpers);
 }
 
 int main(int argc, char **argv)
 {
 	struct run r = { .project = PROJECT_INIT, .run_dir = BUF_INIT, .lock_fd = -1,
 			 .command = STRVEC_INIT, .image = "default", .env = STRVEC_INIT,
-			 .tags = STRVEC_INIT, .guest_paths = STRVEC_INIT, .host_paths = STRVEC_INIT, .proxy = SPAWN_INIT,
-			 .broker = SPAWN_INIT, .broker_sock = -1, .image_dir = BUF_INIT,
+			 .shares = SHARES_INIT, .helpers = HELPERS_INIT,
+			 .image_dir = BUF_INIT,
 			 .api_key = BUF_INIT, .broker_tokens = BUF_INIT,
 			 .vm = VM_INIT, .console_fd = -1, .cleaner_fd = -1, .spend = SPEND_INIT };
 	struct ssh_task_keys keys = SSH_TASK_KEYS_INIT;
@@ -632,13 +509,11 @@ int main(int argc, char **argv)
 		die("%s", err.buf);
 	make_run_dir(&r);
 	start_cleaner(&r);
-	if (ssh_task_keys_make(r.run_dir.buf, NULL, &keys, &err) < 0)
+	if (ssh_task_keys_make(r.run_dir.buf, NULL, 1, &keys, &err) < 0)
 		die("%s", err.buf);
-	allow_pty(&r);
 	plan_mounts(&r);
 	write_settings(&r);
-	start_broker(&r);
-	start_proxy(&r, &sock);
+	start_helpers(&r, &sock);
 	boot(&r, sock.buf);
 
 	{
@@ -712,16 +587,11 @@ int main(int argc, char **argv)
 	status = x.exit_status < 0 ? EXIT_RUN_ERROR : x.exit_status;
 	buf_release(&sock);
 	buf_release(&err);
-	free(r.mounts);
-	strvec_clear(&r.tags);
-	strvec_clear(&r.guest_paths);
-	strvec_clear(&r.host_paths);
+	shares_release(&r.shares);
 	for (size_t i = 0; i < r.env.nr; i++)
 		explicit_bzero((char *)r.env.v[i], strlen(r.env.v[i]));
 	strvec_clear(&r.env);
 	strvec_clear(&r.command);
-	spawn_clear(&r.proxy);
-	spawn_clear(&r.broker);
 	config_release(&r.cfg);
 	project_release(&r.project);
 	buf_release(&r.run_dir);

@@ -260,7 +260,7 @@ static int slurm_node(struct task *t)
 		buf_release(&pdir);
 	}
 	buf_reset(&err);
-	if (claude_shares_plan(&t->cfg, getenv("HOME"), &t->shares, &err) < 0)
+	if (shares_plan(&t->shares, &t->cfg, getenv("HOME"), "m", &err) < 0)
 		die("%s", err.buf);
 	buf_reset(&err);
 	if (image_find(t->o.image ? t->o.image : "default", &t->image_dir, &err) < 0)

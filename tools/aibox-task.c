@@ -38,6 +38,7 @@
 #include "config.h"
 #include "duration.h"
 #include "err.h"
+#include "helpers.h"
 #include "host_system.h"
 #include "image.h"
 #include "login.h"
@@ -51,6 +52,7 @@
 #include "spend.h"
 #include "results.h"
 #include "sandbox.h"
+#include "shares.h"
 #include "secret.h"
 #include "slurm.h"
 #include "spawn.h"
@@ -119,7 +121,7 @@ struct task {
 	struct opts o;
 	struct project p;
 	struct config cfg;
-	struct claude_shares shares; /* ~/.claude's skills, agents, commands */
+	struct shares shares; /* the VM's 9p shares (common/shares.h) */
 	struct buf checkout;
 	struct buf prompt;
 	char start_commit[65];
@@ -141,11 +143,9 @@ struct task {
 	int result_fds[RESULT_NFILES];
 	int console_fd, proxy_log_fd, aibox_log_fd, broker_log_fd;
 	int record_fd; /* summary.json (common/task_record.h) */
-	int proxy_report_fd; /* the read end of the proxy's --report-fd */
 	struct spend spend;  /* the caps and the day's ledger (docs/budget.md) */
 	int usage_fd;	     /* usage.json */
-	int broker_sock; /* the proxy's end of the hand-off socket pair; -1 without git: */
-	struct spawn proxy, broker;
+	struct helpers helpers; /* aibox-broker and aibox-proxy */
 	struct vm vm;
 	struct buf proxy_sock;
 	struct bundle_check checker; /* the check of changes.bundle (start_checker()) */
@@ -504,7 +504,6 @@ static void write_continue(struct task *t)
 static void write_inputs(struct task *t)
 {
 	struct task_settings ts = { 0 };
-	struct task_mount *mounts = NULL;
 	const char **remotes;
 	struct buf settings = BUF_INIT, err = BUF_INIT, sys = BUF_INIT;
 	int ret;
@@ -524,22 +523,8 @@ static void write_inputs(struct task *t)
 	ts.nenv = t->env_names.nr;
 	ts.api = t->api;
 	ts.path = t->cfg.path;
-	/* The tags follow the VM launcher's naming: m0, m1, ... for the config's mounts. */
-	mounts = xcalloc(t->cfg.nr_mounts + t->shares.nr + 1, sizeof(*mounts));
-	for (size_t i = 0; i < t->cfg.nr_mounts; i++) {
-		char *tag = xmalloc(24);
-
-		snprintf(tag, 24, "m%zu", i);
-		mounts[i].tag = tag;
-		mounts[i].path = t->cfg.mounts[i].vm;
-	}
-	/* Then ~/.claude's folders, under their own tags (start_vm() shares the same). */
-	for (size_t i = 0; i < t->shares.nr; i++) {
-		mounts[t->cfg.nr_mounts + i].tag = xstrdup(t->shares.v[i].tag);
-		mounts[t->cfg.nr_mounts + i].path = t->shares.v[i].guest;
-	}
-	ts.mounts = mounts;
-	ts.nmounts = t->cfg.nr_mounts + t->shares.nr;
+	ts.mounts = t->shares.settings;
+	ts.nmounts = t->shares.nr_settings;
 	ts.system_prompt = sys.buf;
 	remotes = xcalloc(t->cfg.nr_git + 1, sizeof(*remotes));
 	for (size_t i = 0; i < t->cfg.nr_git; i++)
@@ -555,12 +540,9 @@ static void write_inputs(struct task *t)
 	write_file(t, "settings.json", &settings, 0644);
 
 	buf_reset(&err);
-	if ((ret = ssh_task_keys_make(t->dir.buf, NULL, &t->keys, &err)) < 0)
+	if ((ret = ssh_task_keys_make(t->dir.buf, NULL, 0, &t->keys, &err)) < 0)
 		die("%s", err.buf);
 
-	for (size_t i = 0; i < ts.nmounts; i++)
-		free((char *)mounts[i].tag);
-	free(mounts);
 	free(remotes);
 	buf_release(&settings);
 	buf_release(&err);
@@ -669,7 +651,7 @@ static void start(struct task *t)
 	if (t->cfg.set & CONFIG_SET_SLURM)
 		t->o.slurm = 1;
 	buf_reset(&err);
-	if (claude_shares_plan(&t->cfg, getenv("HOME"), &t->shares, &err) < 0)
+	if (shares_plan(&t->shares, &t->cfg, getenv("HOME"), "m", &err) < 0)
 		die("%s", err.buf);
 
 	read_env(t);
@@ -836,204 +818,47 @@ static void write_start_bundle(struct task *t)
 	buf_release(&err);
 }
 
-/* Read a child's ready line from fd (then closed): 1 when it starts with "ready". */
-static int read_ready(int fd)
-{
-	struct buf ready = BUF_INIT;
-	char c[256];
-	ssize_t n;
-	int ok;
-
-	while ((n = read(fd, c, sizeof(c))) != 0) {
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			break;
-		buf_add(&ready, c, (size_t)n);
-		if (ready.len > 4096)
-			break;
-	}
-	close(fd);
-	ok = !strncmp(ready.buf ? ready.buf : "", "ready", 5);
-	buf_release(&ready);
-	return ok;
-}
-
 /*
- * aibox-broker for the config's git: remotes (docs/broker.md), remote n for
- * entry n, its log in broker.log; the proxy gets the other end of the
- * hand-off socket pair (t->broker_sock).  The tokens, out of our environment
- * since read_env(), go to the broker over a pipe (--token-fd 6) and are
- * wiped here once it is started.
+ * aibox-broker (with git: entries, its log in broker.log) and aibox-proxy on
+ * a unix socket in the task folder, its log in proxy.log, its record on a
+ * pipe (common/helpers.h).  The API key and the tokens, out of our
+ * environment since read_env(), are wiped once passed on.
  */
-static void start_broker(struct task *t)
+static void start_helpers(struct task *t)
 {
-	struct spawn *sp = &t->broker;
-	struct buf prog = BUF_INIT;
-	int sv[2], pfd[2], tfd, ret;
+	struct helpers_opts ho = {0};
+	struct buf err = BUF_INIT;
 
-	if (!t->cfg.nr_git)
-		return;
-	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
-		die_errno("cannot make a socket pair");
-	if (pipe2(pfd, O_CLOEXEC) < 0)
-		die_errno("cannot make a pipe");
-	t->broker_log_fd = open_in_task(t, "broker.log", O_WRONLY | O_CREAT | O_EXCL | O_APPEND);
-
-	buf_addf(&prog, "%s/aibox-broker", libexec_dir());
-	strvec_push(&sp->args, prog.buf);
-	broker_spawn_remotes(sp, &t->cfg);
-	strvec_pushl(&sp->args, "--handoff-fd", "3", "--log-fd", "4", "--ready-fd", "5",
-		     "--token-fd", "6", NULL);
-	if (t->o.no_sandbox)
-		strvec_push(&sp->args, "--no-sandbox");
-	if ((tfd = secret_pipe(t->broker_tokens.buf, t->broker_tokens.len)) < 0)
-		die_err(tfd, "cannot pass the git tokens to aibox-broker");
-	buf_wipe_release(&t->broker_tokens);
-	spawn_give_fd(sp, sv[0], 3);
-	spawn_give_fd(sp, t->broker_log_fd, 4);
-	spawn_give_fd(sp, pfd[1], 5);
-	spawn_give_fd(sp, tfd, 6);
-	sp->in = SPAWN_NULL;
-	sp->out = SPAWN_NULL;
-	sp->pdeathsig = SIGKILL;
-	sp->new_session = 1;
-	if ((ret = spawn_start(sp)) < 0)
-		die_err(ret, "cannot start '%s'", prog.buf);
-	close(sv[0]);
-	close(pfd[1]);
-	close(tfd);
-	t->broker_sock = sv[1];
-	if (!read_ready(pfd[0]))
-		die("aibox-broker did not start (see its messages above)");
-	buf_release(&prog);
-}
-
-/*
- * aibox-proxy on a unix socket in the task folder, its log in proxy.log, its
- * record (what the VM connected to) on a pipe read by stop_proxy().
- */
-static void start_proxy(struct task *t)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	struct spawn *sp = &t->proxy;
-	struct buf prog = BUF_INIT;
-	int lfd, pfd[2], rfd[2], kfd = -1, ret;
-
-	buf_addf(&t->proxy_sock, "%s/proxy.sock", t->dir.buf);
-	if (t->proxy_sock.len >= sizeof(sa.sun_path))
-		die("the task folder's path is too long for a socket: '%s'", t->proxy_sock.buf);
-	memcpy(sa.sun_path, t->proxy_sock.buf, t->proxy_sock.len + 1);
-	lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(lfd, 64) < 0)
-		die_errno("cannot listen on '%s'", t->proxy_sock.buf);
-	if (pipe2(pfd, O_CLOEXEC) < 0 || pipe2(rfd, O_CLOEXEC) < 0)
-		die_errno("cannot make a pipe");
+	if (t->cfg.nr_git)
+		t->broker_log_fd =
+		    open_in_task(t, "broker.log", O_WRONLY | O_CREAT | O_EXCL | O_APPEND);
 	t->proxy_log_fd = open_in_task(t, "proxy.log", O_WRONLY | O_CREAT | O_EXCL | O_APPEND);
-
-	buf_addf(&prog, "%s/aibox-proxy", libexec_dir());
-	strvec_pushl(&sp->args, prog.buf, "--listen-fd", "3", "--log-fd", "4", "--ready-fd", "5",
-		     "--report-fd", "7", NULL);
-	for (size_t i = 0; i < t->cfg.allow.nr; i++)
-		strvec_pushl(&sp->args, "--allow", t->cfg.allow.v[i], NULL);
-	if (t->api == TASK_API_FORWARD) {
-		strvec_pushl(&sp->args, "--key-fd", "8", NULL);
-		if ((kfd = secret_pipe(t->api_key.buf, t->api_key.len)) < 0)
-			die_err(kfd, "cannot pass the API key to aibox-proxy");
-		buf_wipe_release(&t->api_key);
-		spawn_give_fd(sp, kfd, 8);
-		spend_proxy_args(&t->spend, &sp->args, 9);
-		if (t->spend.ledger_fd >= 0)
-			spawn_give_fd(sp, t->spend.ledger_fd, 9);
+	if (t->api == TASK_API_FORWARD)
 		t->usage_fd = open_in_task(t, "usage.json", O_WRONLY | O_CREAT | O_EXCL);
-	}
-	if (t->broker_sock >= 0)
-		strvec_pushl(&sp->args, "--broker-fd", "6", NULL);
-	if (t->o.no_sandbox)
-		strvec_push(&sp->args, "--no-sandbox");
-	spawn_give_fd(sp, lfd, 3);
-	spawn_give_fd(sp, t->proxy_log_fd, 4);
-	spawn_give_fd(sp, pfd[1], 5);
-	if (t->broker_sock >= 0)
-		spawn_give_fd(sp, t->broker_sock, 6);
-	spawn_give_fd(sp, rfd[1], 7);
-	sp->in = SPAWN_NULL;
-	sp->out = SPAWN_NULL;
-	sp->pdeathsig = SIGKILL;
-	sp->new_session = 1;
-	if ((ret = spawn_start(sp)) < 0)
-		die_err(ret, "cannot start '%s'", prog.buf);
-	close(lfd);
-	close(pfd[1]);
-	close(rfd[1]);
-	t->proxy_report_fd = rfd[0];
+	buf_addf(&t->proxy_sock, "%s/proxy.sock", t->dir.buf);
+	ho.cfg = &t->cfg;
+	ho.sock_path = t->proxy_sock.buf;
+	ho.proxy_log_fd = t->proxy_log_fd;
+	ho.broker_log_fd = t->broker_log_fd;
+	ho.api_key = t->api == TASK_API_FORWARD ? &t->api_key : NULL;
+	ho.spend = &t->spend;
+	ho.tokens = &t->broker_tokens;
+	ho.report = 1;
+	ho.no_sandbox = t->o.no_sandbox;
+	if (helpers_start(&t->helpers, &ho, &err) < 0)
+		die("%s", err.buf);
 	/* The summary reads the record, not proxy.log, whose size the VM drives. */
 	close(t->proxy_log_fd);
 	t->proxy_log_fd = -1;
-	if (kfd >= 0)
-		close(kfd);
-	if (t->broker_sock >= 0) {
-		/* Only the proxy holds it now: when the proxy ends, the broker sees it. */
-		close(t->broker_sock);
-		t->broker_sock = -1;
-	}
-	if (!read_ready(pfd[0]))
-		die("aibox-proxy did not start (see its messages above)");
-	buf_release(&prog);
+	buf_release(&err);
 }
 
-/*
- * Stop the proxy in order (SIGTERM: it ends its connections and writes its
- * record), within PROXY_STOP_MS, then SIGKILL.  0 with the record in rep, or
- * -1 with why set.
- */
-#define PROXY_STOP_MS 5000
-static int stop_proxy(struct task *t, struct proxy_report *rep, struct buf *why)
-{
-	struct buf rec = BUF_INIT;
-	struct timespec t0;
-	int ret = -1, r;
-	double used;
-
-	if (t->proxy.pid <= 0 || t->proxy_report_fd < 0) {
-		buf_addstr(why, "aibox-proxy was not running");
-		return -1;
-	}
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	kill(t->proxy.pid, SIGTERM);
-	r = (int)buf_read_fd_within(&rec, t->proxy_report_fd, PROXY_REPORT_MAX, PROXY_STOP_MS);
-	close(t->proxy_report_fd);
-	t->proxy_report_fd = -1;
-	used = since(&t0) * 1000;
-	spawn_wait_within(&t->proxy, used < PROXY_STOP_MS ? PROXY_STOP_MS - (int)used : 0);
-	if (r == -ETIMEDOUT)
-		buf_addf(why, "aibox-proxy gave no record within %d s", PROXY_STOP_MS / 1000);
-	else if (r == -EFBIG)
-		buf_addf(why, "aibox-proxy's record is over %d bytes", PROXY_REPORT_MAX);
-	else if (r < 0)
-		buf_addf(why, "cannot read aibox-proxy's record: %s", strerror(-r));
-	else if (!rec.len)
-		buf_addstr(why, "aibox-proxy gave no record");
-	else if (proxy_report_parse(rec.buf, rec.len, rep, why) == 0)
-		ret = 0;
-	buf_release(&rec);
-	return ret;
-}
-
-static void start_vm(struct task *t, struct vm_mount *mounts, struct buf *tags)
+static void start_vm(struct task *t)
 {
 	struct vm_config vc = VM_CONFIG_INIT;
 	struct buf state = BUF_INIT, plog = BUF_INIT;
 	int ret;
 
-	for (size_t i = 0; i < t->cfg.nr_mounts; i++) {
-		mounts[i].host_path = t->cfg.mounts[i].host;
-		mounts[i].tag = tags[i].buf;
-	}
-	for (size_t i = 0; i < t->shares.nr; i++) {
-		mounts[t->cfg.nr_mounts + i].host_path = t->shares.v[i].host;
-		mounts[t->cfg.nr_mounts + i].tag = t->shares.v[i].tag;
-	}
 	/* On a Slurm node the state disk goes to the node's own scratch space. */
 	if (t->o.slurm_node)
 		buf_addstr(&state, getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
@@ -1049,8 +874,8 @@ static void start_vm(struct task *t, struct vm_mount *mounts, struct buf *tags)
 	vc.proxy_socket = t->proxy_sock.buf;
 	buf_addf(&plog, "%s/proxy.log", t->dir.buf);
 	vc.conns_log = plog.buf; /* aibox-connect's refusals (its cap: VM_MAX_CONNS) */
-	vc.mounts = mounts;
-	vc.nr_mounts = t->cfg.nr_mounts + t->shares.nr;
+	vc.mounts = t->shares.vm;
+	vc.nr_mounts = t->shares.nr;
 	vc.log_fd = t->console_fd;
 	/* AIBOX_SNAPSHOT=0: always a cold boot (docs/image.md, "Snapshots"). */
 	vc.snapshot = !getenv("AIBOX_SNAPSHOT") || strcmp(getenv("AIBOX_SNAPSHOT"), "0");
@@ -1169,23 +994,14 @@ static void make_secrets(struct task *t, struct buf *secrets)
 static void run_vm(struct task *t, struct buf *secrets, struct vm_outcome *o)
 {
 	struct task_session s = { 0 };
-	struct buf *tags;
-	struct vm_mount *mounts;
 	int ret;
 
-	start_broker(t);
-	start_proxy(t);
+	start_helpers(t);
 	t->console_fd = open_in_task(t, "console.log", O_WRONLY | O_CREAT | O_EXCL | O_APPEND);
 	phase_done(t, "proxy");
 
-	tags = xcalloc(t->cfg.nr_mounts + 1, sizeof(*tags));
-	mounts = xcalloc(t->cfg.nr_mounts + t->shares.nr + 1, sizeof(*mounts));
-	for (size_t i = 0; i < t->cfg.nr_mounts; i++) {
-		tags[i] = (struct buf)BUF_INIT;
-		buf_addf(&tags[i], "m%zu", i);
-	}
 	if (!stop_signal)
-		start_vm(t, mounts, tags);
+		start_vm(t);
 
 	/* Everything is open: from here on no file is opened and nothing runs. */
 	if (t->o.no_sandbox)
@@ -1231,11 +1047,11 @@ static void run_vm(struct task *t, struct buf *secrets, struct vm_outcome *o)
 	if (t->vm.pid > 0)
 		vm_stop(&t->vm, 0);
 	stop_qemu_pid = -1;
-	o->have_report = stop_proxy(t, &o->report, &o->report_why) == 0;
+	o->have_report = helpers_stop_proxy(&t->helpers, &o->report, &o->report_why) == 0;
 	if (o->have_report && o->report.usage.present &&
 	    spend_write_usage(t->usage_fd, &o->report.usage) < 0)
 		out_printf(2, "aibox", t->id, "cannot write usage.json: %s", strerror(errno));
-	spawn_stop(&t->broker, SIGTERM);
+	helpers_stop(&t->helpers);
 	phase_done(t, "stop");
 
 	if (stop_signal) {
@@ -1243,10 +1059,6 @@ static void run_vm(struct task *t, struct buf *secrets, struct vm_outcome *o)
 		buf_addf(&o->why, "the VM was stopped by %s",
 			 stop_signal == SIGINT ? "SIGINT" : "a signal");
 	}
-	for (size_t i = 0; i < t->cfg.nr_mounts; i++)
-		buf_release(&tags[i]);
-	free(tags);
-	free(mounts);
 }
 
 /* The results read, the bundle checked, the summary: on the host the task started on. */
@@ -1344,7 +1156,7 @@ int main(int argc, char **argv)
 {
 	struct task t = { .project_lock_fd = -1, .task_lock_fd = -1, .console_fd = -1,
 			  .proxy_log_fd = -1, .aibox_log_fd = -1, .broker_log_fd = -1,
-			  .broker_sock = -1, .proxy_report_fd = -1, .record_fd = -1,
+			  .helpers = HELPERS_INIT, .record_fd = -1,
 			  .checker = BUNDLE_CHECK_INIT, .spend = SPEND_INIT, .usage_fd = -1 };
 
 	tool_init(argc, argv);
@@ -1362,11 +1174,10 @@ int main(int argc, char **argv)
 	t.api_key = (struct buf)BUF_INIT;
 	t.broker_tokens = (struct buf)BUF_INIT;
 	t.keys = (struct ssh_task_keys)SSH_TASK_KEYS_INIT;
-	t.proxy = (struct spawn)SPAWN_INIT;
-	t.broker = (struct spawn)SPAWN_INIT;
 	t.vm = (struct vm)VM_INIT;
 	t.image_dir = (struct buf)BUF_INIT;
 	t.cont = (struct task_continue)TASK_CONTINUE_INIT;
+	t.shares = (struct shares)SHARES_INIT;
 	parse_args(&t.o, argc, argv);
 	if (t.o.slurm_node)
 		return slurm_node(&t);
