@@ -1,0 +1,75 @@
+/* The start that aibox task and aibox run share (host_start.h). */
+#include <errno.h>
+#include <string.h>
+
+#include "broker_spawn.h"
+#include "host_start.h"
+#include "image.h"
+#include "secret.h"
+#include "task_settings.h"
+#include "banned.h"
+
+int host_env_take(struct host_env *e, const struct config *cfg, struct buf *err)
+{
+	struct buf v = BUF_INIT, oauth = BUF_INIT;
+	struct login *l = &e->login;
+	int ret;
+
+	l->nr_env = (int)cfg->env.nr;
+	/* Both logins leave our environment, listed or not: no child needs them. */
+	l->key_set = secret_take_env("ANTHROPIC_API_KEY", &e->api_key) > 0 && e->api_key.len;
+	l->token_set = secret_take_env("CLAUDE_CODE_OAUTH_TOKEN", &oauth) > 0 && oauth.len;
+	if (!l->key_set)
+		buf_wipe_release(&e->api_key);
+	for (size_t i = 0; i < cfg->env.nr; i++) {
+		const char *name = cfg->env.v[i];
+		int set;
+
+		buf_reset(&v);
+		if (!strcmp(name, "ANTHROPIC_API_KEY")) {
+			l->key_listed = 1;
+			continue; /* never into the VM */
+		}
+		if (!strcmp(name, "CLAUDE_CODE_OAUTH_TOKEN")) {
+			l->token_listed = 1;
+			set = l->token_set;
+			buf_add(&v, oauth.buf, oauth.len);
+		} else {
+			set = secret_take_env(name, &v) > 0;
+		}
+		if (!set) {
+			e->unset[e->nr_unset++] = name;
+			continue;
+		}
+		if (login_other(name))
+			l->other = 1;
+		strvec_push(&e->names, name);
+		strvec_push(&e->values, v.buf);
+	}
+	ret = broker_tokens_take(cfg, &e->tokens, err);
+	buf_wipe_release(&v);
+	buf_wipe_release(&oauth);
+	return ret;
+}
+
+void host_env_release(struct host_env *e)
+{
+	buf_wipe_release(&e->api_key);
+	buf_wipe_release(&e->tokens);
+	for (size_t i = 0; i < e->values.nr; i++)
+		explicit_bzero((char *)e->values.v[i], strlen(e->values.v[i]));
+	strvec_clear(&e->values);
+	strvec_clear(&e->names);
+	e->nr_unset = 0;
+}
+
+int host_checks(const struct config *cfg, const char *image, struct buf *image_dir,
+                struct buf *err)
+{
+	int ret;
+
+	if ((ret = image_find(image ? image : "default", image_dir, err)) < 0 ||
+	    (ret = config_host_check(cfg, err)) < 0 || (ret = broker_remotes_check(cfg, err)) < 0)
+		return ret;
+	return 0;
+}

@@ -1,0 +1,55 @@
+/*
+ * What aibox task and aibox run both do as they start, before the task or
+ * run folder is made (docs/internals.md, "The host layer"): the secrets
+ * taken out of our environment, and the checks of the image, the config's
+ * mounts and presets and its git: remotes, in the same words for both.
+ */
+#ifndef AIBOX_HOST_START_H
+#define AIBOX_HOST_START_H
+
+#include <stddef.h>
+
+#include "buf.h"
+#include "config.h"
+#include "login.h"
+#include "strvec.h"
+
+struct host_env {
+	/* ANTHROPIC_API_KEY from the shell when set and not empty (login.key_set), listed or not. */
+	struct buf api_key;
+	/* The config's env names set in the shell, in config order, and their values. */
+	struct strvec names, values;
+	/* The config's env names not set (CLAUDE_CODE_OAUTH_TOKEN: or empty). */
+	const char *unset[CONFIG_MAX_ENV];
+	size_t nr_unset;
+	/* The git: remotes' tokens: broker_tokens_take()'s lines (broker_spawn.h). */
+	struct buf tokens;
+	struct login login; /* which logins are listed and set (login.h) */
+};
+
+#define HOST_ENV_INIT { BUF_INIT, STRVEC_INIT, STRVEC_INIT, { NULL }, 0, BUF_INIT, { 0 } }
+
+/*
+ * Take the secrets out of our environment (secret_take_env(), before any
+ * child starts, so that none inherits them): ANTHROPIC_API_KEY and
+ * CLAUDE_CODE_OAUTH_TOKEN whether listed or not, each of cfg's env names and
+ * the git: remotes' tokens.  ANTHROPIC_API_KEY is never among names: it
+ * stays on the host.  0, or -EINVAL with the message in err (a git token
+ * not set or not printable: broker_tokens_take()).
+ */
+int host_env_take(struct host_env *e, const struct config *cfg, struct buf *err);
+
+/* Wipe and free every secret of e. */
+void host_env_release(struct host_env *e);
+
+/*
+ * Before the folder is made: the image named (NULL: "default") is built
+ * (its folder appended to image_dir), the config's mounts and presets are
+ * sound (config_host_check()), its git: remotes plain https:// URLs whose
+ * hosts resolve (broker_remotes_check()).  0, or a negative errno with the
+ * first problem in err.
+ */
+int host_checks(const struct config *cfg, const char *image, struct buf *image_dir,
+                struct buf *err);
+
+#endif
