@@ -14,11 +14,14 @@ setup() {
 	printf 'env: [CLAUDE_CODE_OAUTH_TOKEN, ANTHROPIC_API_KEY]\nallow: [example.com]\nmounts:\n  - host: %s\n    vm: /data\ngit:\n  - url: https://127.0.0.1/o/r.git\n    token: GIT_TOKEN\n' \
 		"$T/data" >"$cfg"
 	# The stand-in QEMU (which gets HOME, not our environment): its argv in
-	# ~/qemu.args, its parent's other children in ~/qemu.args.helpers.
+	# ~/qemu.args, its parent's other children in ~/qemu.args.helpers, the
+	# shared folder's settings.json in ~/qemu.args.settings.
 	cat >"$T/fake-bin/qemu-system-x86_64" <<-'EOS'
 		#!/bin/sh
 		printf '%s\n' "$@" >"$HOME/qemu.args"
 		ps -o args= --ppid "$PPID" | grep -e /aibox-proxy -e /aibox-broker >"$HOME/qemu.args.helpers"
+		share=$(printf '%s\n' "$@" | sed -n 's/^local,path=\(.*\),mount_tag=aibox.task,.*/\1/p')
+		cp "$share/settings.json" "$HOME/qemu.args.settings"
 		exit 1
 	EOS
 }
@@ -30,6 +33,7 @@ boot() {
 	run "$@"
 	mv "$HOME/qemu.args" "$T/$name.args"
 	mv "$HOME/qemu.args.helpers" "$T/$name.args.helpers"
+	mv "$HOME/qemu.args.settings" "$T/$name.args.settings"
 }
 
 # helpers FILE: the recorded helpers' argv, the build folder named BUILD.
@@ -64,4 +68,17 @@ BUILD/aibox-proxy --listen-fd 3 --log-fd 4 --ready-fd 5 --report-fd 7 --allow ex
 	assert_line --index 3 "local,path=$T/repo,mount_tag=aibox.project,security_model=none"
 	assert_line --index 4 "local,path=$AIBOX_HOME/projects/repo/home,mount_tag=aibox.home,security_model=none"
 	assert_equal "${#lines[@]}" 5
+}
+
+@test "host layer: an empty CLAUDE_CODE_OAUTH_TOKEN is not set, for aibox run as for aibox task" {
+	export CLAUDE_CODE_OAUTH_TOKEN= FOO=bar
+	unset ANTHROPIC_API_KEY
+	printf 'env: [CLAUDE_CODE_OAUTH_TOKEN, FOO]\n' >"$cfg"
+	run --separate-stderr aibox task hello
+	assert_failure 2
+	[[ "$stderr" == *"CLAUDE_CODE_OAUTH_TOKEN"*"not set"* ]] || fail "$stderr"
+	boot run aibox run -- true
+	assert_failure 125
+	run python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["env_names"])' "$T/run.args.settings"
+	assert_output "['FOO']"
 }

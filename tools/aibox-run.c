@@ -33,6 +33,7 @@
 #include "config.h"
 #include "err.h"
 #include "helpers.h"
+#include "host_start.h"
 #include "image.h"
 #include "login.h"
 #include "num.h"
@@ -88,9 +89,7 @@ struct run {
 	int cpus;
 	int no_sandbox;
 	int forward_key;
-	struct buf api_key;		/* for the proxy (--key-fd) when forward_key */
-	struct buf broker_tokens;	/* for the broker (--token-fd): NAME=value lines */
-	struct strvec env;		/* the config's env, NAME=value */
+	struct host_env env;		/* the key, the env values, the git tokens */
 	struct shares shares;		/* config mounts, claude dirs, project, home */
 	struct helpers helpers;		/* aibox-broker and aibox-proxy */
 	struct spend spend;		/* the day's cap and ledger (docs/budget.md) */
@@ -266,53 +265,25 @@ static void plan_mounts(struct run *r)
  */
 static void read_env(struct run *r, const char *cfg_path)
 {
-	struct buf v = BUF_INIT, oauth = BUF_INIT, err = BUF_INIT;
-	int oauth_set, oauth_listed = 0;
+	struct buf err = BUF_INIT;
+	const struct login *l = &r->env.login;
 
-	r->forward_key = secret_take_env("ANTHROPIC_API_KEY", &r->api_key) > 0 && r->api_key.len;
-	oauth_set = secret_take_env("CLAUDE_CODE_OAUTH_TOKEN", &oauth) > 0;
-	for (size_t i = 0; i < r->cfg.env.nr; i++) {
-		const char *name = r->cfg.env.v[i];
-		int set;
-
-		buf_reset(&v);
-		/* The key stays on the host: the proxy adds it. */
-		if (!strcmp(name, "ANTHROPIC_API_KEY"))
-			continue;
-		if (!strcmp(name, "CLAUDE_CODE_OAUTH_TOKEN")) {
-			oauth_listed = 1;
-			set = oauth_set;
-			buf_add(&v, oauth.buf, oauth.len);
-		} else {
-			set = secret_take_env(name, &v) > 0;
-		}
-		if (set)
-			strvec_pushf(&r->env, "%s=%s", name, v.buf);
-	}
-	if (r->forward_key && oauth_listed && oauth_set && oauth.len) {
-		buf_reset(&err);
+	if (host_env_take(&r->env, &r->cfg, &err) < 0)
+		die("%s", err.buf);
+	r->forward_key = l->key_set;
+	if (l->key_set && l->token_listed && l->token_set) {
 		login_both_warning(cfg_path, &err);
 		warning("%s", err.buf);
-	} else if (!r->forward_key && !oauth_listed && oauth_set && oauth.len) {
+	} else if (!l->key_set && !l->token_listed && l->token_set) {
 		warning("CLAUDE_CODE_OAUTH_TOKEN is set in your shell, but the env of '%s' does not "
 			"list it, so the VM does not get it: log in at Claude Code's prompt, or add "
 			"it to env",
 			cfg_path);
 	}
-	/* The git: remotes' tokens, for aibox-broker (docs/broker.md): taken now. */
+	/* Before the run folder, in the words aibox task uses. */
 	buf_reset(&err);
-	if (broker_tokens_take(&r->cfg, &r->broker_tokens, &err) < 0)
+	if (host_checks(&r->cfg, r->image, &r->image_dir, &err) < 0)
 		die("%s", err.buf);
-	/*
-	 * Before the run folder: the image, the mounts and presets and the git:
-	 * remotes, in the words aibox task uses.
-	 */
-	buf_reset(&err);
-	if (image_find(r->image, &r->image_dir, &err) < 0 || config_host_check(&r->cfg, &err) < 0 ||
-	    broker_remotes_check(&r->cfg, &err) < 0)
-		die("%s", err.buf);
-	buf_wipe_release(&v);
-	buf_wipe_release(&oauth);
 	buf_release(&err);
 }
 
@@ -331,9 +302,8 @@ static void write_settings(struct run *r)
 		for (size_t i = 0; i < r->command.nr; i++)
 			json_array_append_new(cmd, json_string(r->command.v[i]));
 	}
-	for (size_t i = 0; i < r->env.nr; i++)
-		json_array_append_new(names,
-				      json_stringn(r->env.v[i], strcspn(r->env.v[i], "=")));
+	for (size_t i = 0; i < r->env.names.nr; i++)
+		json_array_append_new(names, json_string(r->env.names.v[i]));
 	json_object_set_new(s, "version", json_integer(1));
 	json_object_set_new(s, "id", json_string(r->id));
 	json_object_set_new(s, "mode", json_string("run"));
@@ -400,9 +370,9 @@ static void start_helpers(struct run *r, struct buf *sock)
 	ho.sock_path = sock->buf;
 	ho.proxy_log_fd = open_log(r, "proxy.log");
 	ho.broker_log_fd = r->cfg.nr_git ? open_log(r, "broker.log") : -1;
-	ho.api_key = r->forward_key ? &r->api_key : NULL;
+	ho.api_key = r->forward_key ? &r->env.api_key : NULL;
 	ho.spend = &r->spend;
-	ho.tokens = &r->broker_tokens;
+	ho.tokens = &r->env.tokens;
 	ho.no_sandbox = r->no_sandbox;
 	if (helpers_start(&r->helpers, &ho, &err) < 0)
 		die("%s", err.buf);
@@ -477,10 +447,9 @@ static void stop_all(struct run *r)
 int main(int argc, char **argv)
 {
 	struct run r = { .project = PROJECT_INIT, .run_dir = BUF_INIT, .lock_fd = -1,
-			 .command = STRVEC_INIT, .image = "default", .env = STRVEC_INIT,
+			 .command = STRVEC_INIT, .image = "default", .env = HOST_ENV_INIT,
 			 .shares = SHARES_INIT, .helpers = HELPERS_INIT,
 			 .image_dir = BUF_INIT,
-			 .api_key = BUF_INIT, .broker_tokens = BUF_INIT,
 			 .vm = VM_INIT, .console_fd = -1, .cleaner_fd = -1, .spend = SPEND_INIT };
 	struct ssh_task_keys keys = SSH_TASK_KEYS_INIT;
 	struct ssh_client c = SSH_CLIENT_INIT;
@@ -519,12 +488,8 @@ int main(int argc, char **argv)
 	{
 		json_t *o = json_object();
 
-		for (size_t i = 0; i < r.env.nr; i++) {
-			const char *eq = strchr(r.env.v[i], '=');
-
-			json_object_setn_new(o, r.env.v[i], (size_t)(eq - r.env.v[i]),
-					     json_string(eq + 1));
-		}
+		for (size_t i = 0; i < r.env.names.nr; i++)
+			json_object_set_new(o, r.env.names.v[i], json_string(r.env.values.v[i]));
 		env_json = json_dumps(o, JSON_COMPACT);
 		json_decref(o);
 		if (!env_json)
@@ -588,9 +553,7 @@ int main(int argc, char **argv)
 	buf_release(&sock);
 	buf_release(&err);
 	shares_release(&r.shares);
-	for (size_t i = 0; i < r.env.nr; i++)
-		explicit_bzero((char *)r.env.v[i], strlen(r.env.v[i]));
-	strvec_clear(&r.env);
+	host_env_release(&r.env);
 	strvec_clear(&r.command);
 	config_release(&r.cfg);
 	project_release(&r.project);

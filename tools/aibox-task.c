@@ -39,6 +39,7 @@
 #include "duration.h"
 #include "err.h"
 #include "helpers.h"
+#include "host_start.h"
 #include "host_system.h"
 #include "image.h"
 #include "login.h"
@@ -325,55 +326,27 @@ static void read_git_identity(struct task *t)
  */
 static void read_env(struct task *t)
 {
-	struct buf v = BUF_INIT, oauth = BUF_INIT, err = BUF_INIT;
-	struct login *l = &t->login;
-	int has_base = 0, ret;
+	struct host_env e = HOST_ENV_INIT;
+	struct buf err = BUF_INIT;
 
-	l->nr_env = (int)t->cfg.env.nr;
-	/* Both logins leave our environment, listed or not: no child needs them. */
-	l->key_set = secret_take_env("ANTHROPIC_API_KEY", &t->api_key) > 0 && t->api_key.len;
-	l->token_set = secret_take_env("CLAUDE_CODE_OAUTH_TOKEN", &oauth) > 0 && oauth.len;
-	t->api = TASK_API_NONE;
-	for (size_t i = 0; i < t->cfg.env.nr; i++) {
-		const char *name = t->cfg.env.v[i];
-		int set;
-
-		buf_reset(&v);
-		if (!strcmp(name, "ANTHROPIC_BASE_URL"))
-			has_base = 1;
-		if (!strcmp(name, "ANTHROPIC_API_KEY")) {
-			l->key_listed = 1;
-			continue; /* never into the VM */
-		}
-		if (!strcmp(name, "CLAUDE_CODE_OAUTH_TOKEN")) {
-			l->token_listed = 1;
-			set = l->token_set;
-			buf_add(&v, oauth.buf, oauth.len);
-		} else {
-			set = secret_take_env(name, &v) > 0;
-		}
-		if (!set) {
-			t->env_unset[t->nr_env_unset++] = name;
-			continue;
-		}
-		if (login_other(name))
-			l->other = 1;
-		strvec_push(&t->env_names, name);
-		strvec_push(&t->env_values, v.buf);
-	}
-	if (l->key_listed && l->key_set && has_base)
-		die("the config sets ANTHROPIC_BASE_URL next to ANTHROPIC_API_KEY: the key would "
-		    "leave through it; remove ANTHROPIC_BASE_URL from env");
-	if (l->key_listed && l->key_set)
+	if (host_env_take(&e, &t->cfg, &err) < 0)
+		die("%s", err.buf);
+	/* Handed over: the task's fields own them from here (e is not released). */
+	t->login = e.login;
+	t->api_key = e.api_key;
+	t->broker_tokens = e.tokens;
+	t->env_names = e.names;
+	t->env_values = e.values;
+	memcpy(t->env_unset, e.unset, sizeof(e.unset));
+	t->nr_env_unset = e.nr_unset;
+	if (t->login.key_listed && t->login.key_set)
 		t->api = TASK_API_FORWARD;
-	else if (l->token_listed && l->token_set)
+	else if (t->login.token_listed && t->login.token_set)
 		t->api = TASK_API_OAUTH;
 	else
+		t->api = TASK_API_NONE;
+	if (t->api != TASK_API_FORWARD)
 		buf_wipe_release(&t->api_key);
-	if ((ret = broker_tokens_take(&t->cfg, &t->broker_tokens, &err)) < 0)
-		die("%s", err.buf);
-	buf_wipe_release(&v);
-	buf_wipe_release(&oauth);
 	buf_release(&err);
 }
 
@@ -408,11 +381,7 @@ static void check_before_folder(struct task *t)
 {
 	struct buf why = BUF_INIT;
 
-	if (image_find(t->o.image ? t->o.image : "default", &t->image_dir, &why) < 0)
-		die("%s", why.buf);
-	if (config_host_check(&t->cfg, &why) < 0)
-		die("%s", why.buf);
-	if (broker_remotes_check(&t->cfg, &why) < 0)
+	if (host_checks(&t->cfg, t->o.image, &t->image_dir, &why) < 0)
 		die("%s", why.buf);
 	if (t->o.slurm && slurm_shared_check(t->p.dir, &t->cfg.slurm.shared, &why) < 0)
 		die("%s", why.buf);
