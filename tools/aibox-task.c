@@ -34,7 +34,7 @@
 #include "bundle_check.h"
 #include "bundle_read.h"
 #include "bundle_write.h"
-#include "claude_share.h"
+#include "checkout.h"
 #include "config.h"
 #include "duration.h"
 #include "err.h"
@@ -59,7 +59,10 @@
 #include "spawn.h"
 #include "ssh.h"
 #include "strvec.h"
+#include "system_prompt.h"
 #include "task_continue.h"
+#include "task_folder.h"
+#include "task_log.h"
 #include "task_settings.h"
 #include "task_record.h"
 #include "task_session.h"
@@ -265,56 +268,15 @@ static void parse_args(struct opts *o, int argc, char **argv)
 	buf_release(&why);
 }
 
-/* Run git in the checkout with hooks and fsmonitor off; its stdout in out. */
-static int git_capture(struct task *t, struct buf *out, ...)
+/* The start commit and the identity the VM commits as (common/checkout.h). */
+static void read_checkout(struct task *t)
 {
-	struct spawn sp = SPAWN_INIT;
-	va_list ap;
-	const char *arg;
-	int ret;
+	struct buf why = BUF_INIT;
 
-	strvec_pushl(&sp.args, "git", "-C", t->checkout.buf, "-c", "core.hooksPath=/dev/null", "-c",
-		     "core.fsmonitor=false", NULL);
-	va_start(ap, out);
-	while ((arg = va_arg(ap, const char *)))
-		strvec_push(&sp.args, arg);
-	va_end(ap);
-	sp.err = SPAWN_NULL;
-	ret = spawn_capture(&sp, out, 64 * 1024);
-	spawn_clear(&sp);
-	buf_rtrim(out);
-	return ret;
-}
-
-static void find_start_commit(struct task *t)
-{
-	struct buf out = BUF_INIT, rev = BUF_INIT;
-	const char *from = t->o.from ? t->o.from : "HEAD";
-	int ret;
-
-	ret = git_capture(t, &out, "rev-parse", "--is-shallow-repository", NULL);
-	if (ret != 0)
-		die("cannot run git in '%s'", t->checkout.buf);
-	if (!strcmp(out.buf, "true"))
-		die("'%s' is a shallow clone: a task needs the full history (git fetch --unshallow)",
-		    t->checkout.buf);
-	buf_reset(&out);
-	buf_addf(&rev, "%s^{commit}", from);
-	ret = git_capture(t, &out, "rev-parse", "--verify", "--quiet", "--end-of-options", rev.buf,
-			  NULL);
-	if (ret != 0 || (out.len != 40 && out.len != 64))
-		die("--from: '%s' names no commit in '%s'", from, t->checkout.buf);
-	memcpy(t->start_commit, out.buf, out.len + 1);
-	buf_release(&out);
-	buf_release(&rev);
-}
-
-static void read_git_identity(struct task *t)
-{
-	if (git_capture(t, &t->git_name, "config", "user.name", NULL) != 0 || !t->git_name.len)
-		die("git has no user.name: set it with git config --global user.name 'Your Name'");
-	if (git_capture(t, &t->git_email, "config", "user.email", NULL) != 0 || !t->git_email.len)
-		die("git has no user.email: set it with git config --global user.email you@example.com");
+	if (checkout_start_commit(t->checkout.buf, t->o.from, t->start_commit, &why) < 0 ||
+	    checkout_identity(t->checkout.buf, &t->git_name, &t->git_email, &why) < 0)
+		die("%s", why.buf);
+	buf_release(&why);
 }
 
 /*
@@ -388,12 +350,6 @@ static void check_before_folder(struct task *t)
 	buf_release(&why);
 }
 
-/* When aibox's data has no system prompt parts (a build tree without them). */
-static const char default_system_prompt[] =
-	"You run unattended in a throwaway VM on a clone of the user's project, with no one to "
-	"answer questions.  Do the task in the prompt, commit your work on the current branch "
-	"with clear messages, and end with a short summary of what you did.\n";
-
 /* The system aibox runs on (host_system.h): the host part, the fetch command's quoting. */
 static enum host_system host_system(void)
 {
@@ -405,42 +361,27 @@ static enum host_system host_system(void)
 	return sys;
 }
 
-/* image/task.md, then the part of image/host/ for the system aibox runs on. */
+/* image/task.md and image/host/<system>.md (common/system_prompt.h). */
 static void read_system_prompt(struct buf *out)
 {
-	struct buf path = BUF_INIT, host = BUF_INIT;
-	const char *parts[] = {"image/task.md", NULL};
+	struct strvec missing = STRVEC_INIT;
+	struct buf err = BUF_INIT;
 
-	buf_addf(&host, "image/host/%s.md", host_system_name(host_system()));
-	parts[1] = host.buf;
-	for (size_t i = 0; i < ARRAY_SIZE(parts); i++) {
-		ssize_t n;
-
-		buf_reset(&path);
-		buf_addf(&path, "%s/%s", data_dir(), parts[i]);
-		if (out->len)
-			buf_addstr(out, "\n");
-		n = buf_read_file(out, path.buf, 256 * 1024);
-		if (n == -ENOENT)
-			warning("no '%s': the task goes without that part of its system prompt", path.buf);
-		else if (n < 0)
-			die_err((int)n, "cannot read '%s'", path.buf);
-	}
-	if (!out->len || out->len == 1)
-		buf_addstr(out, default_system_prompt);
-	buf_release(&path);
-	buf_release(&host);
+	if (system_prompt_read(host_system(), out, &missing, &err) < 0)
+		die("%s", err.buf);
+	for (size_t i = 0; i < missing.nr; i++)
+		warning("no '%s': the task goes without that part of its system prompt",
+		        missing.v[i]);
+	strvec_clear(&missing);
+	buf_release(&err);
 }
 
 static void write_file(struct task *t, const char *name, const struct buf *b, int mode)
 {
-	struct buf path = BUF_INIT;
-	int ret;
+	int ret = task_folder_write(t->dir.buf, name, b, mode);
 
-	buf_addf(&path, "%s/%s", t->dir.buf, name);
-	if ((ret = buf_write_file(b, path.buf, mode)) < 0)
-		die_err(ret, "cannot write '%s'", path.buf);
-	buf_release(&path);
+	if (ret < 0)
+		die_err(ret, "cannot write '%s/%s'", t->dir.buf, name);
 }
 
 /* --continue: the earlier task's end is the start (common/task_continue.h). */
@@ -539,7 +480,6 @@ static void open_results(struct task *t, int create)
 }
 
 static int open_in_task(struct task *t, const char *name, int flags);
-static double since(const struct timespec *a);
 static void log_line(struct task *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /*
@@ -559,7 +499,7 @@ static struct task *failing_task;
 static void write_record(struct task *t, const char *state, int code, const char *why,
 			 const struct summary_in *in)
 {
-	struct task_record_in ri = { t->dir.buf, t->name, state, code, why, since(&t->t0),
+	struct task_record_in ri = { t->dir.buf, t->name, state, code, why, task_clock_since(&t->t0),
 				     t->start_commit, in };
 	struct buf json = BUF_INIT;
 	int ret;
@@ -584,7 +524,7 @@ static void task_failed(const char *msg)
 	unlink(path.buf);
 	if (t->proxy_sock.len)
 		unlink(t->proxy_sock.buf);
-	log_line(t, "total %.3fs exit %d\n", since(&t->t0), die_status);
+	log_line(t, "total %.3fs exit %d\n", task_clock_since(&t->t0), die_status);
 	write_record(t, "failed to start", die_status, msg, NULL);
 	buf_release(&path);
 }
@@ -626,8 +566,7 @@ static void start(struct task *t)
 	read_env(t);
 	if (t->o.cont)
 		continue_from(t);
-	find_start_commit(t);
-	read_git_identity(t);
+	read_checkout(t);
 	check_login(t, cfgpath.buf);
 	check_before_folder(t);
 	/* Spend is counted where the key is forwarded; refused here when the day is spent. */
@@ -676,114 +615,37 @@ static void on_stop(int sig)
 		kill(stop_qemu_pid, SIGKILL);
 }
 
-static double since(const struct timespec *a)
-{
-	struct timespec b;
-
-	clock_gettime(CLOCK_MONOTONIC, &b);
-	return (double)(b.tv_sec - a->tv_sec) + (double)(b.tv_nsec - a->tv_nsec) / 1e9;
-}
-
-/* One line in aibox.log (docs/task-host.md, "aibox.log"); a help, not the task. */
+/* One line in aibox.log (common/task_log.h). */
 static void log_line(struct task *t, const char *fmt, ...)
 {
-	char line[160];
 	va_list ap;
-	int n;
 
 	va_start(ap, fmt);
-	n = vsnprintf(line, sizeof(line), fmt, ap);
+	task_log_vline(t->aibox_log_fd, fmt, ap);
 	va_end(ap);
-	if (t->aibox_log_fd >= 0 && n > 0 && (size_t)n < sizeof(line)) {
-		ssize_t w = write(t->aibox_log_fd, line, (size_t)n);
-		(void)w;
-	}
 }
 
 /* The phase and its time as the host measured it, then the next phase starts. */
 static double phase_done(struct task *t, const char *name)
 {
-	double s = since(&t->tphase);
-
-	log_line(t, "%s %.3fs\n", name, s);
-	clock_gettime(CLOCK_MONOTONIC, &t->tphase);
-	return s;
-}
-
-/* The guest's own time for a step, from result.json; -1 when it has none. */
-static double step_seconds(const struct task_result *r, const char *name)
-{
-	for (size_t i = 0; r && i < r->nsteps; i++)
-		if (!strcmp(r->steps[i].name, name))
-			return r->steps[i].status == RESULT_SKIPPED ? -1 : r->steps[i].seconds;
-	return -1;
-}
-
-/*
- * The phases inside the session, which the host does not see: clone and
- * agent are the guest's times for its clone and claude steps (result.json),
- * results the rest of the session (the SSH connection, the commit and bundle
- * steps, the transfer of the results).  "-" when result.json has no time.
- */
-static void log_guest_phases(struct task *t, const struct task_result *r, double *agent)
-{
-	double clone = step_seconds(r, "clone"), claude = step_seconds(r, "claude");
-	double rest = t->session_s - (clone > 0 ? clone : 0) - (claude > 0 ? claude : 0);
-
-	if (clone >= 0)
-		log_line(t, "clone %.3fs (guest)\n", clone);
-	else
-		log_line(t, "clone - (guest)\n");
-	if (claude >= 0)
-		log_line(t, "agent %.3fs (guest)\n", claude);
-	else
-		log_line(t, "agent - (guest)\n");
-	if (r && rest >= 0)
-		log_line(t, "results %.3fs (session - clone - agent)\n", rest);
-	else
-		log_line(t, "results - (session - clone - agent)\n");
-	*agent = claude > 0 ? claude : 0;
+	return task_log_phase(t->aibox_log_fd, &t->tphase, name);
 }
 
 static int open_in_task(struct task *t, const char *name, int flags)
 {
-	struct buf path = BUF_INIT;
-	int fd;
+	int fd = task_folder_open(t->dir.buf, name, flags);
 
-	buf_addf(&path, "%s/%s", t->dir.buf, name);
-	fd = open(path.buf, flags | O_NOFOLLOW | O_CLOEXEC, 0644);
 	if (fd < 0)
-		die_errno("cannot create '%s'", path.buf);
-	buf_release(&path);
+		die_err(fd, "cannot create '%s/%s'", t->dir.buf, name);
 	return fd;
 }
 
 static void write_start_bundle(struct task *t)
 {
-	struct bundle_write_opts bo = { 0 };
-	struct buf path = BUF_INIT, idx = BUF_INIT, err = BUF_INIT;
-	char oid[BUNDLE_HEXSZ_MAX + 1];
-	int ret;
+	struct buf err = BUF_INIT;
 
-	buf_addf(&path, "%s/start.bundle", t->dir.buf);
-	buf_addf(&idx, "%s/start.idx", t->dir.buf);
-	bo.repo_dir = t->checkout.buf;
-	bo.rev = t->start_commit;
-	bo.out_path = path.buf;
-	bo.idx_path = idx.buf; /* the guest's clone places it beside the pack */
-	if ((ret = bundle_write_start(&bo, oid, &err)) < 0)
-		die("cannot write '%s': %s", path.buf, err.buf);
-	if (strcmp(oid, t->start_commit))
-		die("start.bundle holds %s, not %s", oid, t->start_commit);
-	/*
-	 * The guest clones it as its unprivileged user (the share shows the
-	 * host's modes): the folder may be passed through, the bundle read;
-	 * the rest stays the owner's (ssh/ is 0700).
-	 */
-	if (chmod(path.buf, 0644) < 0 || chmod(t->dir.buf, 0711) < 0)
-		die_errno("cannot open '%s' to the VM", path.buf);
-	buf_release(&path);
-	buf_release(&idx);
+	if (task_folder_start_bundle(t->dir.buf, t->checkout.buf, t->start_commit, &err) < 0)
+		die("%s", err.buf);
 	buf_release(&err);
 }
 
@@ -857,27 +719,6 @@ static void start_vm(struct task *t)
 		out_printf(2, "aibox", t->id, "no KVM here: the VM runs under TCG, much slower");
 	buf_release(&state);
 	buf_release(&plog);
-}
-
-static ssize_t read_fd_all(int fd, struct buf *out, size_t max)
-{
-	char c[8192];
-	off_t off = 0;
-
-	for (;;) {
-		ssize_t n = pread(fd, c, sizeof(c), off);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			return (ssize_t)out->len;
-		buf_add(out, c, (size_t)n);
-		off += n;
-		if (out->len > max)
-			return -EFBIG;
-	}
 }
 
 /*
@@ -1042,7 +883,7 @@ static int finish_task(struct task *t, struct vm_outcome *o)
 	int ok = 0, have_result = 0, session_ret = o->session_ret;
 	ssize_t n;
 
-	n = read_fd_all(t->result_fds[RESULT_JSON], &rj, RESULT_JSON_MAX);
+	n = task_folder_read_fd(t->result_fds[RESULT_JSON], &rj, RESULT_JSON_MAX);
 	if (n > 0) {
 		buf_reset(&err);
 		if (result_parse(rj.buf, rj.len, &r, &err) < 0) {
@@ -1052,7 +893,7 @@ static int finish_task(struct task *t, struct vm_outcome *o)
 			in.result = &r;
 		}
 	}
-	log_guest_phases(t, have_result ? &r : NULL, &agent_s);
+	task_log_guest_phases(t->aibox_log_fd, have_result ? &r : NULL, t->session_s, &agent_s);
 	if (have_result && r.changes && session_ret == 0 && !stop_signal) {
 		if (check_changes(t, end, why) == 0)
 			in.end_commit = end;
@@ -1085,7 +926,7 @@ static int finish_task(struct task *t, struct vm_outcome *o)
 		buf_release(&branch);
 	}
 
-	total_s = since(&t->t0);
+	total_s = task_clock_since(&t->t0);
 	log_line(t, "total %.3fs exit %d\n", total_s, ok ? 0 : 1);
 	log_line(t, "overhead %.3fs (total - boot - agent)\n", total_s - t->boot_s - agent_s);
 	if (have_result)
