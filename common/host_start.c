@@ -6,7 +6,9 @@
 #include "host_start.h"
 #include "image.h"
 #include "secret.h"
+#include "shares.h"
 #include "task_settings.h"
+#include "vm.h"
 #include "banned.h"
 
 int host_env_take(struct host_env *e, const struct config *cfg, struct buf *err)
@@ -72,4 +74,21 @@ int host_checks(const struct config *cfg, const char *image, struct buf *image_d
 	    (ret = config_host_check(cfg, err)) < 0 || (ret = broker_remotes_check(cfg, err)) < 0)
 		return ret;
 	return 0;
+}
+
+void host_size(struct config *cfg, uint64_t memory_mib, int cpus)
+{
+	if (memory_mib)
+		cfg->memory_mib = memory_mib;
+	if (cpus)
+		cfg->cpus = cpus;
+}
+
+void host_vm_config(struct vm_config *vc, const struct config *cfg, const struct shares *s)
+{
+	vc->memory_mb = (unsigned)cfg->memory_mib;
+	vc->cpus = (unsigned)cfg->cpus;
+	vc->disk_bytes = (unsigned long long)cfg->disk_mib * 1024 * 1024;
+	vc->mounts = s->vm;
+	vc->nr_mounts = s->nr;
 }

@@ -52,4 +52,16 @@ void host_env_release(struct host_env *e);
 int host_checks(const struct config *cfg, const char *image, struct buf *image_dir,
                 struct buf *err);
 
+/*
+ * The VM's size, one rule for task and run: --memory and --cpus (memory_mib
+ * and cpus, 0 when not given) win over the config's memory and cpus, which
+ * have their defaults (docs/config.md).  Sets cfg's.
+ */
+void host_size(struct config *cfg, uint64_t memory_mib, int cpus);
+
+/* vc's memory, cpus and disk from cfg (after host_size()), its mounts from s. */
+struct vm_config;
+struct shares;
+void host_vm_config(struct vm_config *vc, const struct config *cfg, const struct shares *s);
+
 #endif

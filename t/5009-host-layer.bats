@@ -82,3 +82,23 @@ BUILD/aibox-proxy --listen-fd 3 --log-fd 4 --ready-fd 5 --report-fd 7 --allow ex
 	run python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["env_names"])' "$T/run.args.settings"
 	assert_output "['FOO']"
 }
+
+@test "host layer: the VM's size: the config's memory and cpus, --memory and --cpus winning, the same for task and run" {
+	printf 'env: [CLAUDE_CODE_OAUTH_TOKEN]\nmemory: 3G\ncpus: 1\n' >"$cfg"
+	boot task aibox task hello
+	boot run aibox run -- true
+	for m in task run; do
+		run grep -A1 -e '^-m$' -e '^-smp$' "$T/$m.args"
+		assert_output "-m
+3072
+-smp
+1"
+	done
+	boot task aibox task --memory 1G hello
+	boot run aibox run --memory 1G -- true
+	for m in task run; do
+		run grep -A1 -e '^-m$' "$T/$m.args"
+		assert_output "-m
+1024"
+	done
+}

@@ -161,6 +161,7 @@ static void find_project(struct run *r)
 	buf_addf(&path, "%s/config.yaml", r->project.dir);
 	if (config_load(&r->cfg, path.buf, &err) < 0)
 		die("%s", err.buf);
+	host_size(&r->cfg, r->memory_mib, r->cpus);
 	buf_release(&cwd);
 	buf_release(&checkout);
 	buf_release(&path);
@@ -408,15 +409,11 @@ static void boot(struct run *r, const char *proxy_sock)
 	vc.image_dir = r->image_dir.buf;
 	vc.share_dir = r->run_dir.buf;
 	vc.mode = "run";
-	vc.memory_mb = (unsigned)(r->memory_mib ? r->memory_mib : r->cfg.memory_mib);
-	vc.cpus = (unsigned)(r->cpus ? r->cpus : r->cfg.cpus);
-	vc.disk_bytes = r->cfg.disk_mib * 1024ULL * 1024ULL;
+	host_vm_config(&vc, &r->cfg, &r->shares);
 	vc.state_dir = r->run_dir.buf;
 	vc.proxy_socket = proxy_sock;
 	buf_addf(&plog, "%s/proxy.log", r->project.dir);
 	vc.conns_log = plog.buf; /* aibox-connect's refusals (its cap: VM_MAX_CONNS) */
-	vc.mounts = r->shares.vm;
-	vc.nr_mounts = r->shares.nr;
 	vc.log_fd = r->console_fd;
 	if ((ret = vm_start(&vc, &r->vm)) < 0)
 		die_err(ret, "cannot start the VM");

@@ -238,10 +238,7 @@ static int slurm_node(struct task *t)
 	buf_reset(&err);
 	if (config_load(&t->cfg, path.buf, &err) < 0)
 		die("%s", err.buf);
-	if (t->o.memory_mib)
-		t->cfg.memory_mib = t->o.memory_mib;
-	if (t->o.cpus)
-		t->cfg.cpus = t->o.cpus;
+	host_size(&t->cfg, t->o.memory_mib, t->o.cpus);
 	/* The same caps and day ledger as on one host: the project is the folder's grandparent. */
 	if (t->api == TASK_API_FORWARD) {
 		struct buf pdir = BUF_INIT;

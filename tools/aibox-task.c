@@ -553,10 +553,7 @@ static void start(struct task *t)
 	/* config_load() initialises cfg itself (config_init() first would leak). */
 	if ((ret = config_load(&t->cfg, cfgpath.buf, &err)) < 0)
 		die("%s", err.buf);
-	if (t->o.memory_mib)
-		t->cfg.memory_mib = t->o.memory_mib;
-	if (t->o.cpus)
-		t->cfg.cpus = t->o.cpus;
+	host_size(&t->cfg, t->o.memory_mib, t->o.cpus);
 	if (t->cfg.set & CONFIG_SET_SLURM)
 		t->o.slurm = 1;
 	buf_reset(&err);
@@ -698,15 +695,11 @@ static void start_vm(struct task *t)
 	vc.image_dir = t->image_dir.buf;
 	vc.share_dir = t->dir.buf;
 	vc.mode = "task";
-	vc.memory_mb = (unsigned)t->cfg.memory_mib;
-	vc.cpus = (unsigned)t->cfg.cpus;
-	vc.disk_bytes = (unsigned long long)t->cfg.disk_mib * 1024 * 1024;
+	host_vm_config(&vc, &t->cfg, &t->shares);
 	vc.state_dir = state.buf;
 	vc.proxy_socket = t->proxy_sock.buf;
 	buf_addf(&plog, "%s/proxy.log", t->dir.buf);
 	vc.conns_log = plog.buf; /* aibox-connect's refusals (its cap: VM_MAX_CONNS) */
-	vc.mounts = t->shares.vm;
-	vc.nr_mounts = t->shares.nr;
 	vc.log_fd = t->console_fd;
 	/* AIBOX_SNAPSHOT=0: always a cold boot (docs/image.md, "Snapshots"). */
 	vc.snapshot = !getenv("AIBOX_SNAPSHOT") || strcmp(getenv("AIBOX_SNAPSHOT"), "0");
