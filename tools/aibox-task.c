@@ -13,14 +13,9 @@
  * each phase's time.
  */
 #include <errno.h>
-#include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,16 +24,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "broker_spawn.h"
 #include "buf.h"
 #include "bundle_check.h"
 #include "bundle_read.h"
-#include "bundle_write.h"
 #include "checkout.h"
 #include "config.h"
 #include "duration.h"
 #include "err.h"
-#include "helpers.h"
 #include "host_start.h"
 #include "host_system.h"
 #include "image.h"
@@ -54,7 +46,6 @@
 #include "results.h"
 #include "sandbox.h"
 #include "shares.h"
-#include "secret.h"
 #include "slurm.h"
 #include "spawn.h"
 #include "ssh.h"
@@ -63,17 +54,15 @@
 #include "task_continue.h"
 #include "task_folder.h"
 #include "task_log.h"
+#include "task_vm.h"
 #include "task_settings.h"
 #include "task_record.h"
 #include "task_session.h"
 #include "taskid.h"
-#include "vm.h"
 #include "banned.h"
 
 #define DEFAULT_TIMEOUT_MS (60LL * 60 * 1000)
 #define MAX_FILES 64
-/* From QEMU's start to the guest's SSH banner, at most. */
-#define SSH_WAIT_MS (600 * 1000)
 
 static const char usage_text[] =
 	"usage: aibox task [options] [prompt...]\n"
@@ -145,12 +134,9 @@ struct task {
 	struct buf image_dir;
 	struct ssh_task_keys keys;
 	int result_fds[RESULT_NFILES];
-	int console_fd, proxy_log_fd, aibox_log_fd, broker_log_fd;
+	int aibox_log_fd;
 	int record_fd; /* summary.json (common/task_record.h) */
 	struct spend spend;  /* the caps and the day's ledger (docs/budget.md) */
-	int usage_fd;	     /* usage.json */
-	struct helpers helpers; /* aibox-broker and aibox-proxy */
-	struct vm vm;
 	struct buf proxy_sock;
 	struct bundle_check checker; /* the check of changes.bundle (start_checker()) */
 	struct timespec t0, tphase;
@@ -647,74 +633,6 @@ static void write_start_bundle(struct task *t)
 }
 
 /*
- * aibox-broker (with git: entries, its log in broker.log) and aibox-proxy on
- * a unix socket in the task folder, its log in proxy.log, its record on a
- * pipe (common/helpers.h).  The API key and the tokens, out of our
- * environment since read_env(), are wiped once passed on.
- */
-static void start_helpers(struct task *t)
-{
-	struct helpers_opts ho = {0};
-	struct buf err = BUF_INIT;
-
-	if (t->cfg.nr_git)
-		t->broker_log_fd =
-		    open_in_task(t, "broker.log", O_WRONLY | O_CREAT | O_EXCL | O_APPEND);
-	t->proxy_log_fd = open_in_task(t, "proxy.log", O_WRONLY | O_CREAT | O_EXCL | O_APPEND);
-	if (t->api == TASK_API_FORWARD)
-		t->usage_fd = open_in_task(t, "usage.json", O_WRONLY | O_CREAT | O_EXCL);
-	buf_addf(&t->proxy_sock, "%s/proxy.sock", t->dir.buf);
-	ho.cfg = &t->cfg;
-	ho.sock_path = t->proxy_sock.buf;
-	ho.proxy_log_fd = t->proxy_log_fd;
-	ho.broker_log_fd = t->broker_log_fd;
-	ho.api_key = t->api == TASK_API_FORWARD ? &t->api_key : NULL;
-	ho.spend = &t->spend;
-	ho.tokens = &t->broker_tokens;
-	ho.report = 1;
-	ho.no_sandbox = t->o.no_sandbox;
-	if (helpers_start(&t->helpers, &ho, &err) < 0)
-		die("%s", err.buf);
-	/* The summary reads the record, not proxy.log, whose size the VM drives. */
-	close(t->proxy_log_fd);
-	t->proxy_log_fd = -1;
-	buf_release(&err);
-}
-
-static void start_vm(struct task *t)
-{
-	struct vm_config vc = VM_CONFIG_INIT;
-	struct buf state = BUF_INIT, plog = BUF_INIT;
-	int ret;
-
-	/* On a Slurm node the state disk goes to the node's own scratch space. */
-	if (t->o.slurm_node)
-		buf_addstr(&state, getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-	else
-		buf_addf(&state, "%s/..", t->dir.buf);
-	vc.image_dir = t->image_dir.buf;
-	vc.share_dir = t->dir.buf;
-	vc.mode = "task";
-	host_vm_config(&vc, &t->cfg, &t->shares);
-	vc.state_dir = state.buf;
-	vc.proxy_socket = t->proxy_sock.buf;
-	buf_addf(&plog, "%s/proxy.log", t->dir.buf);
-	vc.conns_log = plog.buf; /* aibox-connect's refusals (its cap: VM_MAX_CONNS) */
-	vc.log_fd = t->console_fd;
-	/* AIBOX_SNAPSHOT=0: always a cold boot (docs/image.md, "Snapshots"). */
-	vc.snapshot = !getenv("AIBOX_SNAPSHOT") || strcmp(getenv("AIBOX_SNAPSHOT"), "0");
-	if ((ret = vm_start(&vc, &t->vm)) < 0)
-		die_err(ret, "cannot start the VM");
-	stop_qemu_pid = t->vm.pid;
-	if (t->vm.note[0])
-		out_printf(2, "aibox", t->id, "%s", t->vm.note);
-	if (!t->vm.kvm)
-		out_printf(2, "aibox", t->id, "no KVM here: the VM runs under TCG, much slower");
-	buf_release(&state);
-	buf_release(&plog);
-}
-
-/*
  * The check of changes.bundle reads the project's objects (the thin pack's
  * bases) and creates files (libgit2's indexer writes an index), which the
  * lockdown forbids.  So its child (common/bundle_check.h) is forked before
@@ -749,17 +667,6 @@ static int check_changes(struct task *t, char *end, struct buf *why)
 	return result_bundle_verdict(&v.m, end, why);
 }
 
-/* What the VM phase leaves for the checks and the summary (from a Slurm node: slurm.status). */
-struct vm_outcome {
-	int session_ret;
-	struct buf why;
-	int have_report;
-	struct proxy_report report;
-	struct buf report_why;
-};
-
-#define VM_OUTCOME_INIT { 0, BUF_INIT, 0, PROXY_REPORT_INIT, BUF_INIT }
-
 static void catch_stops(void)
 {
 	struct sigaction sa = { 0 };
@@ -789,79 +696,57 @@ static void make_secrets(struct task *t, struct buf *secrets)
 	buf_release(&err);
 }
 
+static void say(void *ctx, const char *line)
+{
+	out_printf(2, "aibox", ((struct task *)ctx)->id, "%s", line);
+}
+
 /*
- * The VM phase: the broker, the proxy, the VM, the lockdown, the session
- * and the stops, up to the results in the task folder.  The same on one
- * host and on a Slurm node (docs/slurm.md).
+ * The VM phase (common/task_vm.h): the helpers, the VM, the lockdown, the
+ * session and the stops, up to the results in the task folder.  The same on
+ * one host and on a Slurm node (docs/slurm.md).
  */
 static void run_vm(struct task *t, struct buf *secrets, struct vm_outcome *o)
 {
-	struct task_session s = { 0 };
-	int ret;
+	struct task_vm v = {0};
+	struct buf state = BUF_INIT, err = BUF_INIT;
 
-	start_helpers(t);
-	t->console_fd = open_in_task(t, "console.log", O_WRONLY | O_CREAT | O_EXCL | O_APPEND);
-	phase_done(t, "proxy");
-
-	if (!stop_signal)
-		start_vm(t);
-
-	/* Everything is open: from here on no file is opened and nothing runs. */
+	/* On a Slurm node the state disk goes to the node's own scratch space. */
+	if (t->o.slurm_node)
+		buf_addstr(&state, getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+	else
+		buf_addf(&state, "%s/..", t->dir.buf);
+	buf_addf(&t->proxy_sock, "%s/proxy.sock", t->dir.buf);
+	v.id = t->id;
+	v.dir = t->dir.buf;
+	v.image_dir = t->image_dir.buf;
+	v.state_dir = state.buf;
+	v.proxy_sock = t->proxy_sock.buf;
+	v.cfg = &t->cfg;
+	v.shares = &t->shares;
+	v.keys = &t->keys;
+	v.result_fds = t->result_fds;
+	v.aibox_log_fd = t->aibox_log_fd;
+	v.tphase = &t->tphase;
+	v.timeout_ms = (long)t->o.timeout_ms;
+	/* AIBOX_SNAPSHOT=0: always a cold boot (docs/image.md, "Snapshots"). */
+	v.snapshot = !getenv("AIBOX_SNAPSHOT") || strcmp(getenv("AIBOX_SNAPSHOT"), "0");
+	v.no_sandbox = t->o.no_sandbox;
+	v.api_key = t->api == TASK_API_FORWARD ? &t->api_key : NULL;
+	v.spend = &t->spend;
+	v.tokens = &t->broker_tokens;
+	v.stop = &stop_signal;
+	v.qemu_pid = &stop_qemu_pid;
+	v.say = say;
+	v.say_ctx = t;
 	if (t->o.no_sandbox)
 		warning("--no-sandbox: aibox-task runs without its own lockdown");
-	else if ((ret = sandbox_lockdown(SANDBOX_SECCOMP, 0)) < 0)
-		die_err(ret, "cannot lock aibox-task down");
-
-	if (!stop_signal) {
-		ret = vm_wait_ssh(&t->vm, SSH_WAIT_MS);
-		if (ret < 0 && !stop_signal)
-			vm_wait_ssh_why(ret, SSH_WAIT_MS, &o->why);
-	} else {
-		ret = -EINTR;
-	}
-	t->boot_s = phase_done(t, "boot");
-	o->session_ret = ret;
-	if (ret == 0 && !stop_signal) {
-		s.fd = t->vm.ssh_fd;
-		s.keys = &t->keys;
-		s.id = t->id;
-		s.err_fd = 2;
-		s.log_fd = t->aibox_log_fd;
-		s.secrets = secrets->buf;
-		s.secrets_len = secrets->len;
-		for (int i = 0; i < RESULT_NFILES; i++)
-			s.result_fds[i] = t->result_fds[i];
-		/* The product's limit: the VM is stopped 25 minutes after the timeout. */
-		s.timeout_ms = (long)(t->o.timeout_ms + 25LL * 60 * 1000);
-		s.idle_ms = 300000;
-		o->session_ret = task_session_run(&s);
-		if (o->session_ret < 0 && !stop_signal)
-			buf_addf(&o->why, "%s", s.reason);
-	}
-	t->session_s = phase_done(t, "session");
-	buf_wipe_release(secrets);
-
-	if (t->vm.ssh_fd >= 0)
-		shutdown(t->vm.ssh_fd, SHUT_RDWR);
-	/*
-	 * Everything the VM had to give is in the result files (or never
-	 * will be): nothing in it is kept, so it is not waited for.
-	 */
-	if (t->vm.pid > 0)
-		vm_stop(&t->vm, 0);
-	stop_qemu_pid = -1;
-	o->have_report = helpers_stop_proxy(&t->helpers, &o->report, &o->report_why) == 0;
-	if (o->have_report && o->report.usage.present &&
-	    spend_write_usage(t->usage_fd, &o->report.usage) < 0)
-		out_printf(2, "aibox", t->id, "cannot write usage.json: %s", strerror(errno));
-	helpers_stop(&t->helpers);
-	phase_done(t, "stop");
-
-	if (stop_signal) {
-		buf_reset(&o->why);
-		buf_addf(&o->why, "the VM was stopped by %s",
-			 stop_signal == SIGINT ? "SIGINT" : "a signal");
-	}
+	if (task_vm_run(&v, secrets, o, &err) < 0)
+		die("%s", err.buf);
+	t->boot_s = o->boot_s;
+	t->session_s = o->session_s;
+	buf_release(&state);
+	buf_release(&err);
 }
 
 /* The results read, the bundle checked, the summary: on the host the task started on. */
@@ -957,10 +842,8 @@ static int run_task(struct task *t)
 
 int main(int argc, char **argv)
 {
-	struct task t = { .project_lock_fd = -1, .task_lock_fd = -1, .console_fd = -1,
-			  .proxy_log_fd = -1, .aibox_log_fd = -1, .broker_log_fd = -1,
-			  .helpers = HELPERS_INIT, .record_fd = -1,
-			  .checker = BUNDLE_CHECK_INIT, .spend = SPEND_INIT, .usage_fd = -1 };
+	struct task t = { .project_lock_fd = -1, .task_lock_fd = -1, .aibox_log_fd = -1,
+			  .record_fd = -1, .checker = BUNDLE_CHECK_INIT, .spend = SPEND_INIT };
 
 	tool_init(argc, argv);
 	clock_gettime(CLOCK_MONOTONIC, &t.t0);
@@ -977,7 +860,6 @@ int main(int argc, char **argv)
 	t.api_key = (struct buf)BUF_INIT;
 	t.broker_tokens = (struct buf)BUF_INIT;
 	t.keys = (struct ssh_task_keys)SSH_TASK_KEYS_INIT;
-	t.vm = (struct vm)VM_INIT;
 	t.image_dir = (struct buf)BUF_INIT;
 	t.cont = (struct task_continue)TASK_CONTINUE_INIT;
 	t.shares = (struct shares)SHARES_INIT;
