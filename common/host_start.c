@@ -5,11 +5,38 @@
 #include "broker_spawn.h"
 #include "host_start.h"
 #include "image.h"
+#include "project.h"
 #include "secret.h"
 #include "shares.h"
 #include "task_settings.h"
 #include "vm.h"
 #include "banned.h"
+
+int host_project_open(struct buf *checkout, struct project *p, struct buf *cfg_path,
+                      struct config *cfg, struct buf *err)
+{
+	int ret, created;
+
+	if ((ret = project_checkout_here(checkout, err)) < 0)
+		return ret;
+	if ((ret = project_open(checkout->buf, p, &created)) < 0) {
+		buf_addf(err, "cannot open the project of '%s': %s", checkout->buf, strerror(-ret));
+		return ret;
+	}
+	buf_addf(cfg_path, "%s/config.yaml", p->dir);
+	return config_load(cfg, cfg_path->buf, err);
+}
+
+int host_project_lock(const struct project *p, struct buf *err)
+{
+	int fd = project_lock(p->dir, PROJECT_LOCK_SHARED | PROJECT_LOCK_NONBLOCK);
+
+	if (fd == -EWOULDBLOCK)
+		buf_addf(err, "the project '%s' is being removed", p->name);
+	else if (fd < 0)
+		buf_addf(err, "cannot lock the project '%s': %s", p->name, strerror(-fd));
+	return fd;
+}
 
 int host_env_take(struct host_env *e, const struct config *cfg, struct buf *err)
 {

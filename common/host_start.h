@@ -14,6 +14,25 @@
 #include "login.h"
 #include "strvec.h"
 
+struct project;
+
+/*
+ * The project of the checkout the current folder is in (made when it has
+ * none: project_open()), the checkout's path appended to checkout and the
+ * config's to cfg_path, its config loaded into cfg (which needs no
+ * config_init() first).  0, or a negative errno with err set.
+ */
+int host_project_open(struct buf *checkout, struct project *p, struct buf *cfg_path,
+                      struct config *cfg, struct buf *err);
+
+/*
+ * Hold p's lock shared (project_lock()) for as long as the task or run
+ * lives, without waiting: a project that `aibox projects remove` holds is
+ * refused ("the project 'NAME' is being removed", -EWOULDBLOCK).  The lock's
+ * fd, or a negative errno with err set.
+ */
+int host_project_lock(const struct project *p, struct buf *err);
+
 struct host_env {
 	/* ANTHROPIC_API_KEY from the shell when set and not empty (login.key_set), listed or not. */
 	struct buf api_key;

@@ -3,6 +3,9 @@
 # host layer"), without a VM: a stand-in QEMU records its argv and the
 # helpers its parent started, then exits, so both stop at the boot.
 load lib-common
+load lib-lock
+
+teardown() { lock_teardown; }
 
 setup() {
 	common_setup
@@ -101,4 +104,15 @@ BUILD/aibox-proxy --listen-fd 3 --log-fd 4 --ready-fd 5 --report-fd 7 --allow ex
 		assert_output "-m
 1024"
 	done
+}
+
+@test "host layer: a project being removed is refused by aibox run as by aibox task, not waited for" {
+	printf 'env: [CLAUDE_CODE_OAUTH_TOKEN]\n' >"$cfg"
+	hold_lock "$AIBOX_HOME/projects/repo/lock" ex
+	run --separate-stderr timeout 20 aibox task hello
+	assert_failure 2
+	assert_equal "$stderr" "aibox-task: the project 'repo' is being removed"
+	run --separate-stderr timeout 20 aibox run -- true
+	assert_failure 125
+	assert_equal "$stderr" "aibox-run: the project 'repo' is being removed"
 }

@@ -147,24 +147,16 @@ static void parse_options(struct run *r, int argc, char **argv)
 	buf_release(&why);
 }
 
-static void find_project(struct run *r)
+/* The project, held shared, and its config (common/host_start.h). */
+static void find_project(struct run *r, struct buf *cfg_path)
 {
-	struct buf cwd = BUF_INIT, checkout = BUF_INIT, path = BUF_INIT, err = BUF_INIT;
-	int ret, created;
+	struct buf checkout = BUF_INIT, err = BUF_INIT;
 
-	if (project_checkout_here(&checkout, &err) < 0)
-		die("%s", err.buf);
-	if ((ret = project_open(checkout.buf, &r->project, &created)) < 0)
-		die_err(ret, "cannot open the project of '%s'", checkout.buf);
-	if ((r->lock_fd = project_lock(r->project.dir, PROJECT_LOCK_SHARED)) < 0)
-		die_err(r->lock_fd, "cannot lock the project '%s'", r->project.name);
-	buf_addf(&path, "%s/config.yaml", r->project.dir);
-	if (config_load(&r->cfg, path.buf, &err) < 0)
+	if (host_project_open(&checkout, &r->project, cfg_path, &r->cfg, &err) < 0 ||
+	    (r->lock_fd = host_project_lock(&r->project, &err)) < 0)
 		die("%s", err.buf);
 	host_size(&r->cfg, r->memory_mib, r->cpus);
-	buf_release(&cwd);
 	buf_release(&checkout);
-	buf_release(&path);
 	buf_release(&err);
 }
 
@@ -451,7 +443,7 @@ int main(int argc, char **argv)
 	struct ssh_task_keys keys = SSH_TASK_KEYS_INIT;
 	struct ssh_client c = SSH_CLIENT_INIT;
 	struct ssh_interactive x = { 0 };
-	struct buf sock = BUF_INIT, err = BUF_INIT;
+	struct buf sock = BUF_INIT, err = BUF_INIT, cfg_path = BUF_INIT;
 	const char *env[2] = { NULL, NULL };
 	char *env_json = NULL;
 	int tty, ret, status;
@@ -462,14 +454,8 @@ int main(int argc, char **argv)
 	parse_options(&r, argc, argv);
 	tty = isatty(0);
 
-	find_project(&r);
-	{
-		struct buf cfg_path = BUF_INIT;
-
-		buf_addf(&cfg_path, "%s/config.yaml", r.project.dir);
-		read_env(&r, cfg_path.buf);
-		buf_release(&cfg_path);
-	}
+	find_project(&r, &cfg_path);
+	read_env(&r, cfg_path.buf);
 	/* Counted against the project's daily cap where the key is forwarded. */
 	if (r.forward_key && spend_start(&r.spend, r.project.dir, 0, r.cfg.budget_day, &err) < 0)
 		die("%s", err.buf);
@@ -549,6 +535,7 @@ int main(int argc, char **argv)
 	status = x.exit_status < 0 ? EXIT_RUN_ERROR : x.exit_status;
 	buf_release(&sock);
 	buf_release(&err);
+	buf_release(&cfg_path);
 	shares_release(&r.shares);
 	host_env_release(&r.env);
 	strvec_clear(&r.command);

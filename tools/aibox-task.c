@@ -519,7 +519,7 @@ static void start(struct task *t)
 {
 	struct buf err = BUF_INIT, cfgpath = BUF_INIT, tasks = BUF_INIT;
 	struct prompt_opts po = { 0 };
-	int ret, created = 0;
+	int ret;
 
 	po.args = t->o.words;
 	po.nargs = t->o.nwords;
@@ -530,14 +530,7 @@ static void start(struct task *t)
 		die("%s", err.buf);
 
 	buf_reset(&err);
-	if (project_checkout_here(&t->checkout, &err) < 0)
-		die("%s", err.buf);
-	if ((ret = project_open(t->checkout.buf, &t->p, &created)) < 0)
-		die_err(ret, "cannot open the project of '%s'", t->checkout.buf);
-	buf_addf(&cfgpath, "%s/config.yaml", t->p.dir);
-	buf_reset(&err);
-	/* config_load() initialises cfg itself (config_init() first would leak). */
-	if ((ret = config_load(&t->cfg, cfgpath.buf, &err)) < 0)
+	if (host_project_open(&t->checkout, &t->p, &cfgpath, &t->cfg, &err) < 0)
 		die("%s", err.buf);
 	host_size(&t->cfg, t->o.memory_mib, t->o.cpus);
 	if (t->cfg.set & CONFIG_SET_SLURM)
@@ -560,11 +553,8 @@ static void start(struct task *t)
 			       t->cfg.budget_day, &err)) < 0)
 		die("%s", err.buf);
 
-	t->project_lock_fd = project_lock(t->p.dir, PROJECT_LOCK_SHARED | PROJECT_LOCK_NONBLOCK);
-	if (t->project_lock_fd == -EWOULDBLOCK)
-		die("the project '%s' is being removed", t->p.name);
-	if (t->project_lock_fd < 0)
-		die_err(t->project_lock_fd, "cannot lock the project '%s'", t->p.name);
+	if ((t->project_lock_fd = host_project_lock(&t->p, &err)) < 0)
+		die("%s", err.buf);
 	buf_addf(&tasks, "%s/tasks", t->p.dir);
 	if (mkdir(tasks.buf, 0700) < 0 && errno != EEXIST)
 		die_errno("cannot make '%s'", tasks.buf);
