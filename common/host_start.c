@@ -1,9 +1,11 @@
 /* The start that aibox task and aibox run share (host_start.h). */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "broker_spawn.h"
 #include "host_start.h"
+#include "err.h"
 #include "image.h"
 #include "project.h"
 #include "secret.h"
@@ -79,6 +81,30 @@ int host_env_take(struct host_env *e, const struct config *cfg, struct buf *err)
 	buf_wipe_release(&v);
 	buf_wipe_release(&oauth);
 	return ret;
+}
+
+int host_env_json(const struct strvec *names, const struct strvec *values, int object_only,
+                  struct buf *out, struct buf *err)
+{
+	static const char head[] = "{\"env\": ", tail[] = "}\n";
+	struct task_secret *sec = xcalloc(names->nr + 1, sizeof(*sec));
+	size_t start = out->len, inner;
+	int ret;
+
+	for (size_t i = 0; i < names->nr; i++) {
+		sec[i].name = names->v[i];
+		sec[i].value = values->v[i];
+	}
+	ret = task_secrets_json(sec, names->nr, out, err);
+	free(sec);
+	if (ret < 0 || !object_only)
+		return ret;
+	/* The inner object, moved in place; the bytes past it wiped. */
+	inner = out->len - start - strlen(head) - strlen(tail);
+	memmove(out->buf + start, out->buf + start + strlen(head), inner);
+	explicit_bzero(out->buf + start + inner, out->len - start - inner);
+	buf_setlen(out, start + inner);
+	return 0;
 }
 
 void host_env_release(struct host_env *e)

@@ -58,6 +58,17 @@ struct host_env {
  */
 int host_env_take(struct host_env *e, const struct config *cfg, struct buf *err);
 
+/*
+ * The env values as the VM takes them, appended to out, written by
+ * task_secrets_json() (no copy of a value left anywhere but out, which the
+ * caller wipes): {"env": {"NAME": "value", ...}} and a newline for the task
+ * command's stdin, or with object_only the inner {"NAME": "value", ...}
+ * alone, aibox run's AIBOX_ENV (docs/internals.md).  0, or -EINVAL with err
+ * set (a value that is not UTF-8, ...).
+ */
+int host_env_json(const struct strvec *names, const struct strvec *values, int object_only,
+                  struct buf *out, struct buf *err);
+
 /* Wipe and free every secret of e. */
 void host_env_release(struct host_env *e);
 

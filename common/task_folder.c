@@ -3,12 +3,51 @@
 #include <fcntl.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "bundle_read.h"
 #include "bundle_write.h"
+#include "project.h"
 #include "task_folder.h"
+#include "task_session.h"
 #include "banned.h"
+
+int task_folder_create(const char *project_dir, char *name, int *lock_fd, struct buf *dir,
+                       struct buf *err)
+{
+	struct buf tasks = BUF_INIT;
+	int ret = 0;
+
+	buf_addf(&tasks, "%s/tasks", project_dir);
+	if (mkdir(tasks.buf, 0700) < 0 && errno != EEXIST) {
+		ret = -errno;
+		buf_addf(err, "cannot make '%s': %s", tasks.buf, strerror(errno));
+	} else if ((ret = task_create(tasks.buf, time(NULL), name, lock_fd)) < 0) {
+		buf_addf(err, "cannot make a task folder in '%s': %s", tasks.buf, strerror(-ret));
+	} else {
+		buf_addf(dir, "%s/%s", tasks.buf, name);
+	}
+	buf_release(&tasks);
+	return ret;
+}
+
+int task_folder_open_results(const char *dir, int *fds, int create, struct buf *err)
+{
+	for (size_t i = 0; i < RESULT_NFILES; i++) {
+		/* O_RDWR: result.json and the bundle are read back after the lockdown. */
+		fds[i] = task_folder_open(dir, task_result_names[i],
+		                          O_RDWR | (create ? O_CREAT | O_EXCL : 0));
+		if (fds[i] < 0) {
+			int ret = fds[i];
+
+			buf_addf(err, "cannot create '%s/%s': %s", dir, task_result_names[i],
+			         strerror(-ret));
+			return ret;
+		}
+	}
+	return 0;
+}
 
 int task_folder_open(const char *dir, const char *name, int flags)
 {

@@ -11,6 +11,22 @@
 
 #include "buf.h"
 
+/*
+ * A new task folder of the project: "tasks" made in project_dir if need be,
+ * then task_create() there (name, its lock held on *lock_fd), the folder's
+ * path appended to dir.  0, or a negative errno with err set.
+ */
+int task_folder_create(const char *project_dir, char *name, int *lock_fd, struct buf *dir,
+                       struct buf *err);
+
+/*
+ * The result files (task_session.h, in its order) opened O_RDWR into fds:
+ * made anew (O_EXCL) with create, else the ones there (a --slurm task's
+ * node and submitter).  0, or a negative errno with "cannot create 'PATH'"
+ * and the reason in err; fds opened before the failure stay open.
+ */
+int task_folder_open_results(const char *dir, int *fds, int create, struct buf *err);
+
 /* open() dir/name with flags | O_NOFOLLOW | O_CLOEXEC, mode 0644: the fd or -errno. */
 int task_folder_open(const char *dir, const char *name, int flags);
 

@@ -116,3 +116,16 @@ BUILD/aibox-proxy --listen-fd 3 --log-fd 4 --ready-fd 5 --report-fd 7 --allow ex
 	assert_failure 125
 	assert_equal "$stderr" "aibox-run: the project 'repo' is being removed"
 }
+
+@test "host layer: the env values are written one way: the task's stdin, and aibox run's AIBOX_ENV its inner object" {
+	run test-host env-json A=b 'C=d"e'
+	assert_success
+	assert_output '{"env": {"A": "b", "C": "d\"e"}}'
+	run test-host env-json --object A=b 'C=d"e'
+	assert_output '{"A": "b", "C": "d\"e"}'
+	run test-host env-json --object
+	assert_output '{}'
+	run test-host env-json --object "A=$(printf '\xff')"
+	assert_failure 1
+	assert_output "error: the value of A is not valid UTF-8"
+}

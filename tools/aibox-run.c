@@ -443,9 +443,8 @@ int main(int argc, char **argv)
 	struct ssh_task_keys keys = SSH_TASK_KEYS_INIT;
 	struct ssh_client c = SSH_CLIENT_INIT;
 	struct ssh_interactive x = { 0 };
-	struct buf sock = BUF_INIT, err = BUF_INIT, cfg_path = BUF_INIT;
+	struct buf sock = BUF_INIT, err = BUF_INIT, cfg_path = BUF_INIT, envb = BUF_INIT;
 	const char *env[2] = { NULL, NULL };
-	char *env_json = NULL;
 	int tty, ret, status;
 
 	tool_init(argc, argv);
@@ -468,20 +467,11 @@ int main(int argc, char **argv)
 	start_helpers(&r, &sock);
 	boot(&r, sock.buf);
 
-	{
-		json_t *o = json_object();
-
-		for (size_t i = 0; i < r.env.names.nr; i++)
-			json_object_set_new(o, r.env.names.v[i], json_string(r.env.values.v[i]));
-		env_json = json_dumps(o, JSON_COMPACT);
-		json_decref(o);
-		if (!env_json)
-			die("cannot encode the environment (not UTF-8?)");
-		buf_addf(&err, "AIBOX_ENV=%s", env_json);
-		explicit_bzero(env_json, strlen(env_json));
-		free(env_json);
-		env[0] = err.buf;
-	}
+	/* The env values: one SSH environment request (docs/internals.md, "aibox run"). */
+	buf_addstr(&envb, "AIBOX_ENV=");
+	if (host_env_json(&r.env.names, &r.env.values, 1, &envb, &err) < 0)
+		die("cannot pass the environment: %s", err.buf);
+	env[0] = envb.buf;
 
 	x.command = "run";
 	x.env = env;
@@ -522,7 +512,7 @@ int main(int argc, char **argv)
 		die_err(ret, "cannot put the terminal in raw mode");
 	ret = ssh_interactive(&c, &x);
 	tty_restore();
-	explicit_bzero(err.buf, err.len);
+	buf_wipe_release(&envb);
 	ssh_close(&c);
 	ssh_task_keys_release(&keys);
 	if (ret < 0) {

@@ -451,18 +451,11 @@ static void write_inputs(struct task *t)
  */
 static void open_results(struct task *t, int create)
 {
-	for (size_t i = 0; i < RESULT_NFILES; i++) {
-		struct buf path = BUF_INIT;
+	struct buf err = BUF_INIT;
 
-		buf_addf(&path, "%s/%s", t->dir.buf, task_result_names[i]);
-		/* O_RDWR: result.json and the bundle are read back after the lockdown. */
-		t->result_fds[i] = open(path.buf,
-					O_RDWR | (create ? O_CREAT | O_EXCL : 0) | O_NOFOLLOW | O_CLOEXEC,
-					0644);
-		if (t->result_fds[i] < 0)
-			die_errno("cannot create '%s'", path.buf);
-		buf_release(&path);
-	}
+	if (task_folder_open_results(t->dir.buf, t->result_fds, create, &err) < 0)
+		die("%s", err.buf);
+	buf_release(&err);
 }
 
 static int open_in_task(struct task *t, const char *name, int flags);
@@ -517,7 +510,7 @@ static void task_failed(const char *msg)
 
 static void start(struct task *t)
 {
-	struct buf err = BUF_INIT, cfgpath = BUF_INIT, tasks = BUF_INIT;
+	struct buf err = BUF_INIT, cfgpath = BUF_INIT;
 	struct prompt_opts po = { 0 };
 	int ret;
 
@@ -555,13 +548,9 @@ static void start(struct task *t)
 
 	if ((t->project_lock_fd = host_project_lock(&t->p, &err)) < 0)
 		die("%s", err.buf);
-	buf_addf(&tasks, "%s/tasks", t->p.dir);
-	if (mkdir(tasks.buf, 0700) < 0 && errno != EEXIST)
-		die_errno("cannot make '%s'", tasks.buf);
-	if ((ret = task_create(tasks.buf, time(NULL), t->name, &t->task_lock_fd)) < 0)
-		die_err(ret, "cannot make a task folder in '%s'", tasks.buf);
+	if (task_folder_create(t->p.dir, t->name, &t->task_lock_fd, &t->dir, &err) < 0)
+		die("%s", err.buf);
 	t->id = t->name + TASK_NAME_LEN - TASK_ID_LEN;
-	buf_addf(&t->dir, "%s/%s", tasks.buf, t->name);
 	if (!t->o.json)
 		printf("%s\n", t->dir.buf);
 	fflush(stdout);
@@ -573,7 +562,6 @@ static void start(struct task *t)
 	open_results(t, 1);
 	buf_release(&err);
 	buf_release(&cfgpath);
-	buf_release(&tasks);
 }
 
 
@@ -672,17 +660,10 @@ static void catch_stops(void)
 /* The env values as the session's stdin takes them (docs/internals.md). */
 static void make_secrets(struct task *t, struct buf *secrets)
 {
-	struct task_secret *sec;
 	struct buf err = BUF_INIT;
 
-	sec = xcalloc(t->env_names.nr + 1, sizeof(*sec));
-	for (size_t i = 0; i < t->env_names.nr; i++) {
-		sec[i].name = t->env_names.v[i];
-		sec[i].value = t->env_values.v[i];
-	}
-	if (task_secrets_json(sec, t->env_names.nr, secrets, &err) < 0)
+	if (host_env_json(&t->env_names, &t->env_values, 0, secrets, &err) < 0)
 		die("cannot pass the secrets: %s", err.buf);
-	free(sec);
 	buf_release(&err);
 }
 
