@@ -83,6 +83,31 @@ int host_env_take(struct host_env *e, const struct config *cfg, struct buf *err)
 	return ret;
 }
 
+int host_env_task_login(const struct host_env *e, const char *cfg_path, int *api, struct buf *msg,
+                        struct strvec *warnings)
+{
+	const struct login *l = &e->login;
+	int ret;
+
+	if ((ret = login_check_task(l, cfg_path, msg)) < 0)
+		return ret;
+	if (msg->len)
+		strvec_push(warnings, msg->buf);
+	if (l->key_listed && !l->key_set)
+		strvec_push(warnings, "ANTHROPIC_API_KEY is in the config's env but not set: the task "
+		                      "goes without it");
+	for (size_t i = 0; i < e->nr_unset; i++)
+		strvec_pushf(warnings, "%s is in the config's env but not set: the task goes without it",
+		             e->unset[i]);
+	if (l->key_listed && l->key_set)
+		*api = TASK_API_FORWARD;
+	else if (l->token_listed && l->token_set)
+		*api = TASK_API_OAUTH;
+	else
+		*api = TASK_API_NONE;
+	return 0;
+}
+
 int host_env_json(const struct strvec *names, const struct strvec *values, int object_only,
                   struct buf *out, struct buf *err)
 {

@@ -69,6 +69,17 @@ int host_env_take(struct host_env *e, const struct config *cfg, struct buf *err)
 int host_env_json(const struct strvec *names, const struct strvec *values, int object_only,
                   struct buf *out, struct buf *err);
 
+/*
+ * For aibox task, which needs a login (login.h): -ENOKEY with the refusal
+ * in msg when the VM would have none.  Else 0, with in warnings one line
+ * each: the key next to the token (login_check_task()'s), the key listed but
+ * not set, each other name listed but not set.  api gets the VM's login:
+ * the key forwarded when listed and set, else the token as it is, else none
+ * (enum task_api, task_settings.h).
+ */
+int host_env_task_login(const struct host_env *e, const char *cfg_path, int *api, struct buf *msg,
+                        struct strvec *warnings);
+
 /* Wipe and free every secret of e. */
 void host_env_release(struct host_env *e);
 

@@ -119,13 +119,9 @@ struct task {
 	struct buf prompt;
 	char start_commit[65];
 	struct buf git_name, git_email;
-	struct strvec env_names; /* names whose values go in over stdin */
-	struct strvec env_values;
+	struct host_env env; /* the env values, the login (the key and tokens: below) */
 	struct buf api_key;	  /* for the proxy (--key-fd), when api is forward */
 	struct buf broker_tokens; /* for the broker (--token-fd): NAME=value lines */
-	struct login login;
-	const char *env_unset[CONFIG_MAX_ENV]; /* env names not set in the shell */
-	size_t nr_env_unset;
 	enum task_api api;
 	int project_lock_fd, task_lock_fd;
 	char name[TASK_NAME_LEN + 1];
@@ -274,27 +270,14 @@ static void read_checkout(struct task *t)
  */
 static void read_env(struct task *t)
 {
-	struct host_env e = HOST_ENV_INIT;
 	struct buf err = BUF_INIT;
 
-	if (host_env_take(&e, &t->cfg, &err) < 0)
+	if (host_env_take(&t->env, &t->cfg, &err) < 0)
 		die("%s", err.buf);
-	/* Handed over: the task's fields own them from here (e is not released). */
-	t->login = e.login;
-	t->api_key = e.api_key;
-	t->broker_tokens = e.tokens;
-	t->env_names = e.names;
-	t->env_values = e.values;
-	memcpy(t->env_unset, e.unset, sizeof(e.unset));
-	t->nr_env_unset = e.nr_unset;
-	if (t->login.key_listed && t->login.key_set)
-		t->api = TASK_API_FORWARD;
-	else if (t->login.token_listed && t->login.token_set)
-		t->api = TASK_API_OAUTH;
-	else
-		t->api = TASK_API_NONE;
-	if (t->api != TASK_API_FORWARD)
-		buf_wipe_release(&t->api_key);
+	/* Handed over to the fields the VM phase and the Slurm path wipe. */
+	t->api_key = t->env.api_key;
+	t->broker_tokens = t->env.tokens;
+	t->env.api_key = t->env.tokens = (struct buf)BUF_INIT;
 	buf_release(&err);
 }
 
@@ -305,17 +288,18 @@ static void read_env(struct task *t)
  */
 static void check_login(struct task *t, const char *cfg_path)
 {
+	struct strvec warnings = STRVEC_INIT;
 	struct buf msg = BUF_INIT;
+	int api;
 
-	if (login_check_task(&t->login, cfg_path, &msg) < 0)
+	if (host_env_task_login(&t->env, cfg_path, &api, &msg, &warnings) < 0)
 		die("%s", msg.buf);
-	if (msg.len)
-		warning("%s", msg.buf);
-	if (t->login.key_listed && !t->login.key_set)
-		warning("ANTHROPIC_API_KEY is in the config's env but not set: the task goes without it");
-	for (size_t i = 0; i < t->nr_env_unset; i++)
-		warning("%s is in the config's env but not set: the task goes without it",
-			t->env_unset[i]);
+	for (size_t i = 0; i < warnings.nr; i++)
+		warning("%s", warnings.v[i]);
+	t->api = api;
+	if (t->api != TASK_API_FORWARD)
+		buf_wipe_release(&t->api_key);
+	strvec_clear(&warnings);
 	buf_release(&msg);
 }
 
@@ -415,8 +399,8 @@ static void write_inputs(struct task *t)
 	ts.git_name = t->git_name.buf;
 	ts.git_email = t->git_email.buf;
 	ts.start_commit = t->start_commit;
-	ts.env_names = t->env_names.v;
-	ts.nenv = t->env_names.nr;
+	ts.env_names = t->env.names.v;
+	ts.nenv = t->env.names.nr;
 	ts.api = t->api;
 	ts.path = t->cfg.path;
 	ts.mounts = t->shares.settings;
@@ -662,7 +646,7 @@ static void make_secrets(struct task *t, struct buf *secrets)
 {
 	struct buf err = BUF_INIT;
 
-	if (host_env_json(&t->env_names, &t->env_values, 0, secrets, &err) < 0)
+	if (host_env_json(&t->env.names, &t->env.values, 0, secrets, &err) < 0)
 		die("cannot pass the secrets: %s", err.buf);
 	buf_release(&err);
 }
@@ -826,8 +810,7 @@ int main(int argc, char **argv)
 	t.git_email = (struct buf)BUF_INIT;
 	t.dir = (struct buf)BUF_INIT;
 	t.proxy_sock = (struct buf)BUF_INIT;
-	t.env_names = (struct strvec)STRVEC_INIT;
-	t.env_values = (struct strvec)STRVEC_INIT;
+	t.env = (struct host_env)HOST_ENV_INIT;
 	t.api_key = (struct buf)BUF_INIT;
 	t.broker_tokens = (struct buf)BUF_INIT;
 	t.keys = (struct ssh_task_keys)SSH_TASK_KEYS_INIT;
