@@ -7,6 +7,7 @@
 
 #include "config.h"
 #include "helpers.h"
+#include "results.h"
 #include "host_start.h"
 #include "sandbox.h"
 #include "shares.h"
@@ -190,4 +191,13 @@ out:
 	if (f.console >= 0)
 		close(f.console);
 	return ret;
+}
+
+int task_vm_finished(const struct vm_outcome *o, int stopped, const struct task_result *r,
+                     const char *end_commit)
+{
+	return o->session_ret == 0 && !stopped && !o->why.len && r && !r->failed_step &&
+	       r->has_claude && r->claude.has_exit_code && r->claude.exit_code == 0 &&
+	       (!r->claude.has_ended_by || r->claude.ended_by == ENDED_COMPLETED) &&
+	       (!r->changes || end_commit) && !(o->have_report && o->report.usage.capped);
 }

@@ -75,4 +75,15 @@ struct task_vm {
 int task_vm_run(const struct task_vm *v, struct buf *secrets, struct vm_outcome *o,
                 struct buf *err);
 
+/*
+ * Whether the task finished: the session ended well and no signal stopped
+ * it, o->why is empty, a result.json came (r, NULL when none) with no step
+ * failed, Claude Code exited 0 and ended as completed, its changes (when it
+ * made any) were checked (end_commit, NULL when not), and no spend cap in
+ * the proxy's record ended it.  Pure.
+ */
+struct task_result;
+int task_vm_finished(const struct vm_outcome *o, int stopped, const struct task_result *r,
+                     const char *end_commit);
+
 #endif

@@ -433,6 +433,81 @@ static void stop_all(struct run *r)
 	helpers_stop(&r->helpers);
 }
 
+/* The interactive session's terminal side: a pty with TERM and the size when stdin is one. */
+static void setup_terminal(struct ssh_interactive *x, int tty)
+{
+	const char *term = getenv("TERM");
+
+	x->command = "run";
+	x->in_fd = 0;
+	x->out_fd = 1;
+	x->err_fd = 2;
+	x->resize_fd = -1;
+	x->get_size = get_size;
+	if (!tty)
+		return;
+	x->term = term && *term ? term : "dumb";
+	x->cols = 80;
+	x->rows = 24;
+	tty_size(0, &x->cols, &x->rows);
+	if ((x->resize_fd = tty_winch_fd()) < 0)
+		die_err(x->resize_fd, "cannot watch the window size");
+}
+
+/*
+ * Lock down, connect and run the command with the env values as one SSH
+ * environment request (docs/internals.md, "aibox run"); everything is then
+ * stopped.  The command's exit status, or EXIT_RUN_ERROR without one.
+ */
+static int session(struct run *r, struct ssh_task_keys *keys, int tty)
+{
+	struct ssh_client c = SSH_CLIENT_INIT;
+	struct ssh_interactive x = { 0 };
+	struct buf envb = BUF_INIT, err = BUF_INIT;
+	const char *env[2] = { NULL, NULL };
+	int ret;
+
+	buf_addstr(&envb, "AIBOX_ENV=");
+	if (host_env_json(&r->env.names, &r->env.values, 1, &envb, &err) < 0)
+		die("cannot pass the environment: %s", err.buf);
+	env[0] = envb.buf;
+	x.env = env;
+	x.stop_fd = r->vm.pidfd;
+	setup_terminal(&x, tty);
+
+	if (r->no_sandbox)
+		warning("running without the sandbox (--no-sandbox)");
+	else if ((ret = sandbox_lockdown(SANDBOX_SECCOMP, 0)) < 0)
+		die_err(ret, "cannot lock down");
+
+	c.fd = r->vm.ssh_fd;
+	c.host_key = (const unsigned char *)keys->host_blob.buf;
+	c.host_key_len = keys->host_blob.len;
+	c.user_key = keys->user_key.buf;
+	c.user_key_len = keys->user_key.len;
+	c.timeout_ms = CONNECT_TIMEOUT_MS;
+	if ((ret = ssh_connect(&c)) < 0) {
+		ssh_close(&c);
+		stop_all(r);
+		die("cannot connect to the VM: %s", c.error);
+	}
+	if (tty && (ret = tty_raw(0)) < 0)
+		die_err(ret, "cannot put the terminal in raw mode");
+	ret = ssh_interactive(&c, &x);
+	tty_restore();
+	buf_wipe_release(&envb);
+	ssh_close(&c);
+	if (ret < 0) {
+		stop_all(r);
+		die("%s", c.error);
+	}
+	stop_all(r);
+	if (x.exit_status < 0)
+		error("the VM sent no exit status");
+	buf_release(&err);
+	return x.exit_status < 0 ? EXIT_RUN_ERROR : x.exit_status;
+}
+
 int main(int argc, char **argv)
 {
 	struct run r = { .project = PROJECT_INIT, .run_dir = BUF_INIT, .lock_fd = -1,
@@ -441,15 +516,11 @@ int main(int argc, char **argv)
 			 .image_dir = BUF_INIT,
 			 .vm = VM_INIT, .console_fd = -1, .cleaner_fd = -1, .spend = SPEND_INIT };
 	struct ssh_task_keys keys = SSH_TASK_KEYS_INIT;
-	struct ssh_client c = SSH_CLIENT_INIT;
-	struct ssh_interactive x = { 0 };
-	struct buf sock = BUF_INIT, err = BUF_INIT, cfg_path = BUF_INIT, envb = BUF_INIT;
-	const char *env[2] = { NULL, NULL };
-	int tty, ret, status;
+	struct buf sock = BUF_INIT, err = BUF_INIT, cfg_path = BUF_INIT;
+	int tty, status;
 
 	tool_init(argc, argv);
 	die_status = EXIT_RUN_ERROR;
-	/* find_project()'s config_load() initialises r.cfg (config_init() first would leak). */
 	parse_options(&r, argc, argv);
 	tty = isatty(0);
 
@@ -466,63 +537,9 @@ int main(int argc, char **argv)
 	write_settings(&r);
 	start_helpers(&r, &sock);
 	boot(&r, sock.buf);
+	status = session(&r, &keys, tty);
 
-	/* The env values: one SSH environment request (docs/internals.md, "aibox run"). */
-	buf_addstr(&envb, "AIBOX_ENV=");
-	if (host_env_json(&r.env.names, &r.env.values, 1, &envb, &err) < 0)
-		die("cannot pass the environment: %s", err.buf);
-	env[0] = envb.buf;
-
-	x.command = "run";
-	x.env = env;
-	x.in_fd = 0;
-	x.out_fd = 1;
-	x.err_fd = 2;
-	x.resize_fd = -1;
-	x.stop_fd = r.vm.pidfd;
-	x.get_size = get_size;
-	if (tty) {
-		const char *term = getenv("TERM");
-
-		x.term = term && *term ? term : "dumb";
-		x.cols = 80;
-		x.rows = 24;
-		tty_size(0, &x.cols, &x.rows);
-		if ((x.resize_fd = tty_winch_fd()) < 0)
-			die_err(x.resize_fd, "cannot watch the window size");
-	}
-
-	if (r.no_sandbox)
-		warning("running without the sandbox (--no-sandbox)");
-	else if ((ret = sandbox_lockdown(SANDBOX_SECCOMP, 0)) < 0)
-		die_err(ret, "cannot lock down");
-
-	c.fd = r.vm.ssh_fd;
-	c.host_key = (const unsigned char *)keys.host_blob.buf;
-	c.host_key_len = keys.host_blob.len;
-	c.user_key = keys.user_key.buf;
-	c.user_key_len = keys.user_key.len;
-	c.timeout_ms = CONNECT_TIMEOUT_MS;
-	if ((ret = ssh_connect(&c)) < 0) {
-		ssh_close(&c);
-		stop_all(&r);
-		die("cannot connect to the VM: %s", c.error);
-	}
-	if (tty && (ret = tty_raw(0)) < 0)
-		die_err(ret, "cannot put the terminal in raw mode");
-	ret = ssh_interactive(&c, &x);
-	tty_restore();
-	buf_wipe_release(&envb);
-	ssh_close(&c);
 	ssh_task_keys_release(&keys);
-	if (ret < 0) {
-		stop_all(&r);
-		die("%s", c.error);
-	}
-	stop_all(&r);
-	if (x.exit_status < 0)
-		error("the VM sent no exit status");
-	status = x.exit_status < 0 ? EXIT_RUN_ERROR : x.exit_status;
 	buf_release(&sock);
 	buf_release(&err);
 	buf_release(&cfg_path);

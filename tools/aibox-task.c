@@ -748,11 +748,7 @@ static int finish_task(struct task *t, struct vm_outcome *o)
 		in.windows = host_system() == HOST_WINDOWS;
 		in.no_changes = session_ret == 0 && !stop_signal && have_result && !r.changes &&
 		                fstat(t->result_fds[RESULT_BUNDLE], &st) == 0 && st.st_size == 0;
-		ok = session_ret == 0 && !stop_signal && !why->len && have_result &&
-		     !r.failed_step && r.has_claude && r.claude.has_exit_code &&
-		     r.claude.exit_code == 0 &&
-		     (!r.claude.has_ended_by || r.claude.ended_by == ENDED_COMPLETED) &&
-		     (!r.changes || in.end_commit) && !(o->have_report && o->report.usage.capped);
+		ok = task_vm_finished(o, stop_signal, have_result ? &r : NULL, in.end_commit);
 		task_summary_print(2, t->id, &in, ok, why->buf);
 		write_record(t, ok ? "finished" : "not finished", ok ? 0 : 1, why->buf, &in);
 		buf_release(&bpath);
