@@ -64,9 +64,9 @@ int broker_tokens_take(const struct config *cfg, struct buf *lines, struct buf *
 		}
 		if (!broker_token_ok(v.buf, v.len)) {
 			buf_addf(err,
-				 "the token in %s (for the git remote '%s') holds a space or "
-				 "control character",
-				 g->token_env, g->url);
+			         "the token in %s (for the git remote '%s') holds a space or "
+			         "control character",
+			         g->token_env, g->url);
 			ret = -EINVAL;
 			break;
 		}

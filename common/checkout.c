@@ -22,15 +22,15 @@ int checkout_git(const char *checkout, struct buf *out, const char *const *args)
 	return ret;
 }
 
-int checkout_start_commit(const char *checkout, const char *from, char commit[65],
-                          struct buf *why)
+int checkout_start_commit(const char *checkout, const char *from, char commit[65], struct buf *why)
 {
 	struct buf out = BUF_INIT, rev = BUF_INIT;
 	int ret = -EINVAL;
 
 	from = from ? from : "HEAD";
 	if (checkout_git(checkout, &out,
-	                 (const char *const[]){"rev-parse", "--is-shallow-repository", NULL}) != 0) {
+	                 (const char *const[]){"rev-parse", "--is-shallow-repository", NULL}) !=
+	    0) {
 		buf_addf(why, "cannot run git in '%s'", checkout);
 		goto out;
 	}

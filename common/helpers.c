@@ -266,7 +266,8 @@ int helpers_stop_proxy(struct helpers *h, struct proxy_report *rep, struct buf *
 	spawn_wait_within(&h->proxy,
 	                  used < HELPERS_PROXY_STOP_MS ? HELPERS_PROXY_STOP_MS - (int)used : 0);
 	if (r == -ETIMEDOUT)
-		buf_addf(why, "aibox-proxy gave no record within %d s", HELPERS_PROXY_STOP_MS / 1000);
+		buf_addf(why, "aibox-proxy gave no record within %d s",
+		         HELPERS_PROXY_STOP_MS / 1000);
 	else if (r == -EFBIG)
 		buf_addf(why, "aibox-proxy's record is over %d bytes", PROXY_REPORT_MAX);
 	else if (r < 0)

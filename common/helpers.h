@@ -51,7 +51,10 @@ struct helpers {
 	int report_fd; /* the read end of the proxy's --report-fd, or -1 */
 };
 
-#define HELPERS_INIT { SPAWN_INIT, SPAWN_INIT, -1 }
+#define HELPERS_INIT                                                                               \
+	{                                                                                          \
+		SPAWN_INIT, SPAWN_INIT, -1                                                         \
+	}
 
 /* How long helpers_stop_proxy() waits for the record, then for the proxy. */
 #define HELPERS_PROXY_STOP_MS 5000

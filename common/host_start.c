@@ -94,10 +94,12 @@ int host_env_task_login(const struct host_env *e, const char *cfg_path, int *api
 	if (msg->len)
 		strvec_push(warnings, msg->buf);
 	if (l->key_listed && !l->key_set)
-		strvec_push(warnings, "ANTHROPIC_API_KEY is in the config's env but not set: the task "
-		                      "goes without it");
+		strvec_push(warnings,
+		            "ANTHROPIC_API_KEY is in the config's env but not set: the task "
+		            "goes without it");
 	for (size_t i = 0; i < e->nr_unset; i++)
-		strvec_pushf(warnings, "%s is in the config's env but not set: the task goes without it",
+		strvec_pushf(warnings,
+		             "%s is in the config's env but not set: the task goes without it",
 		             e->unset[i]);
 	if (l->key_listed && l->key_set)
 		*api = TASK_API_FORWARD;
@@ -143,8 +145,7 @@ void host_env_release(struct host_env *e)
 	e->nr_unset = 0;
 }
 
-int host_checks(const struct config *cfg, const char *image, struct buf *image_dir,
-                struct buf *err)
+int host_checks(const struct config *cfg, const char *image, struct buf *image_dir, struct buf *err)
 {
 	int ret;
 

@@ -34,7 +34,7 @@ int host_project_open(struct buf *checkout, struct project *p, struct buf *cfg_p
 int host_project_lock(const struct project *p, struct buf *err);
 
 struct host_env {
-	/* ANTHROPIC_API_KEY from the shell when set and not empty (login.key_set), listed or not. */
+	/* ANTHROPIC_API_KEY when set and not empty (login.key_set), listed or not. */
 	struct buf api_key;
 	/* The config's env names set in the shell, in config order, and their values. */
 	struct strvec names, values;
@@ -46,7 +46,13 @@ struct host_env {
 	struct login login; /* which logins are listed and set (login.h) */
 };
 
-#define HOST_ENV_INIT { BUF_INIT, STRVEC_INIT, STRVEC_INIT, { NULL }, 0, BUF_INIT, { 0 } }
+#define HOST_ENV_INIT                                                                              \
+	{                                                                                          \
+		BUF_INIT, STRVEC_INIT, STRVEC_INIT, {NULL}, 0, BUF_INIT,                           \
+		{                                                                                  \
+			0                                                                          \
+		}                                                                                  \
+	}
 
 /*
  * Take the secrets out of our environment (secret_take_env(), before any

@@ -26,7 +26,10 @@ struct shares {
 	struct strvec strs; /* owns every path and tag above */
 };
 
-#define SHARES_INIT { NULL, NULL, 0, 0, STRVEC_INIT }
+#define SHARES_INIT                                                                                \
+	{                                                                                          \
+		NULL, NULL, 0, 0, STRVEC_INIT                                                      \
+	}
 
 /*
  * The read-only shares of cfg, with home as the user's home for ~/.claude

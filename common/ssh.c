@@ -478,7 +478,7 @@ static int keygen(const char *file, struct buf *err)
 }
 
 int ssh_task_keys_make(const char *dir, const char *forced_command, int pty,
-		       struct ssh_task_keys *k, struct buf *err)
+                       struct ssh_task_keys *k, struct buf *err)
 {
 	struct buf sshdir = BUF_INIT, host = BUF_INIT, user = BUF_INIT, path = BUF_INIT,
 		   pub = BUF_INIT, auth = BUF_INIT;
@@ -515,7 +515,7 @@ int ssh_task_keys_make(const char *dir, const char *forced_command, int pty,
 	}
 	buf_rtrim(&pub);
 	buf_addf(&auth, "command=\"%s\",restrict%s %s\n",
-		 forced_command ? forced_command : SSH_FORCED_COMMAND, pty ? ",pty" : "", pub.buf);
+	         forced_command ? forced_command : SSH_FORCED_COMMAND, pty ? ",pty" : "", pub.buf);
 	buf_reset(&path);
 	buf_addf(&path, "%s/authorized_keys", sshdir.buf);
 	if ((ret = buf_write_file(&auth, path.buf, 0644)) < 0) {

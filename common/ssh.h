@@ -154,7 +154,7 @@ struct ssh_task_keys {
 #define SSH_TASK_KEYS_INIT { BUF_INIT, BUF_INIT }
 
 int ssh_task_keys_make(const char *dir, const char *forced_command, int pty,
-		       struct ssh_task_keys *k, struct buf *err);
+                       struct ssh_task_keys *k, struct buf *err);
 
 void ssh_task_keys_release(struct ssh_task_keys *k);
 

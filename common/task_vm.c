@@ -24,7 +24,7 @@
 #define SSH_WAIT_MS (600 * 1000)
 /* The product's limit: the VM is stopped 25 minutes after the timeout. */
 #define SESSION_GRACE_MS (25L * 60 * 1000)
-#define SESSION_IDLE_MS 300000
+#define SESSION_IDLE_MS  300000
 
 /* The files of the phase, made in the task folder; -1 when not (yet) made. */
 struct files {
@@ -144,8 +144,7 @@ static void stop_all(const struct task_vm *v, struct vm *vm, struct helpers *h,
 	helpers_stop(h);
 }
 
-int task_vm_run(const struct task_vm *v, struct buf *secrets, struct vm_outcome *o,
-                struct buf *err)
+int task_vm_run(const struct task_vm *v, struct buf *secrets, struct vm_outcome *o, struct buf *err)
 {
 	struct helpers h = HELPERS_INIT;
 	struct vm vm = VM_INIT;

@@ -30,7 +30,10 @@ struct vm_outcome {
 	double boot_s, session_s; /* the two phases' times, for aibox.log's derived lines */
 };
 
-#define VM_OUTCOME_INIT { 0, BUF_INIT, 0, PROXY_REPORT_INIT, BUF_INIT, 0, 0 }
+#define VM_OUTCOME_INIT                                                                            \
+	{                                                                                          \
+		0, BUF_INIT, 0, PROXY_REPORT_INIT, BUF_INIT, 0, 0                                  \
+	}
 
 struct task_vm {
 	const char *id;         /* the task's id, for aibox[id] lines */
@@ -41,8 +44,8 @@ struct task_vm {
 	const struct config *cfg;
 	const struct shares *shares;
 	const struct ssh_task_keys *keys;
-	const int *result_fds; /* RESULT_NFILES of them, open (task_session.h) */
-	int aibox_log_fd;      /* aibox.log, or -1 */
+	const int *result_fds;   /* RESULT_NFILES of them, open (task_session.h) */
+	int aibox_log_fd;        /* aibox.log, or -1 */
 	struct timespec *tphase; /* aibox.log's phase clock (task_log.h) */
 	long timeout_ms;         /* the session's limit */
 	int snapshot;            /* start from the image's snapshot (vm.h) */

@@ -265,7 +265,6 @@ void vm_cold_args(struct strvec *a, const struct vm_config *cfg, int kvm)
 	buf_release(&b);
 }
 
-
 /* The cold boot (vm.h). */
 static int start_cold(const struct vm_config *cfg, struct vm *vm)
 {

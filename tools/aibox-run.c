@@ -89,9 +89,9 @@ struct run {
 	int cpus;
 	int no_sandbox;
 	int forward_key;
-	struct host_env env;		/* the key, the env values, the git tokens */
-	struct shares shares;		/* config mounts, claude dirs, project, home */
-	struct helpers helpers;		/* aibox-broker and aibox-proxy */
+	struct host_env env;            /* the key, the env values, the git tokens */
+	struct shares shares;           /* config mounts, claude dirs, project, home */
+	struct helpers helpers;         /* aibox-broker and aibox-proxy */
 	struct spend spend;		/* the day's cap and ledger (docs/budget.md) */
 	struct vm vm;
 	int console_fd;
@@ -288,8 +288,9 @@ static void write_settings(struct run *r)
 
 	/* The guest mounts the two read-write shares itself (run.h). */
 	for (size_t i = 0; i < r->shares.nr_settings; i++)
-		json_array_append_new(mounts, json_pack("{s:s, s:s}", "tag", r->shares.settings[i].tag,
-		                                        "path", r->shares.settings[i].path));
+		json_array_append_new(mounts,
+		                      json_pack("{s:s, s:s}", "tag", r->shares.settings[i].tag,
+		                                "path", r->shares.settings[i].path));
 	if (r->command.nr) {
 		cmd = json_array();
 		for (size_t i = 0; i < r->command.nr; i++)
@@ -510,11 +511,19 @@ static int session(struct run *r, struct ssh_task_keys *keys, int tty)
 
 int main(int argc, char **argv)
 {
-	struct run r = { .project = PROJECT_INIT, .run_dir = BUF_INIT, .lock_fd = -1,
-			 .command = STRVEC_INIT, .image = "default", .env = HOST_ENV_INIT,
-			 .shares = SHARES_INIT, .helpers = HELPERS_INIT,
-			 .image_dir = BUF_INIT,
-			 .vm = VM_INIT, .console_fd = -1, .cleaner_fd = -1, .spend = SPEND_INIT };
+	struct run r = {.project = PROJECT_INIT,
+	                .run_dir = BUF_INIT,
+	                .lock_fd = -1,
+	                .command = STRVEC_INIT,
+	                .image = "default",
+	                .env = HOST_ENV_INIT,
+	                .shares = SHARES_INIT,
+	                .helpers = HELPERS_INIT,
+	                .image_dir = BUF_INIT,
+	                .vm = VM_INIT,
+	                .console_fd = -1,
+	                .cleaner_fd = -1,
+	                .spend = SPEND_INIT};
 	struct ssh_task_keys keys = SSH_TASK_KEYS_INIT;
 	struct buf sock = BUF_INIT, err = BUF_INIT, cfg_path = BUF_INIT;
 	int tty, status;

@@ -119,7 +119,7 @@ struct task {
 	struct buf prompt;
 	char start_commit[65];
 	struct buf git_name, git_email;
-	struct host_env env; /* the env values, the login (the key and tokens: below) */
+	struct host_env env;      /* the env values, the login (the key and tokens: below) */
 	struct buf api_key;	  /* for the proxy (--key-fd), when api is forward */
 	struct buf broker_tokens; /* for the broker (--token-fd): NAME=value lines */
 	enum task_api api;
@@ -131,8 +131,8 @@ struct task {
 	struct ssh_task_keys keys;
 	int result_fds[RESULT_NFILES];
 	int aibox_log_fd;
-	int record_fd; /* summary.json (common/task_record.h) */
-	struct spend spend;  /* the caps and the day's ledger (docs/budget.md) */
+	int record_fd;      /* summary.json (common/task_record.h) */
+	struct spend spend; /* the caps and the day's ledger (docs/budget.md) */
 	struct buf proxy_sock;
 	struct bundle_check checker; /* the check of changes.bundle (start_checker()) */
 	struct timespec t0, tphase;
@@ -462,8 +462,8 @@ static struct task *failing_task;
 static void write_record(struct task *t, const char *state, int code, const char *why,
 			 const struct summary_in *in)
 {
-	struct task_record_in ri = { t->dir.buf, t->name, state, code, why, task_clock_since(&t->t0),
-				     t->start_commit, in };
+	struct task_record_in ri = {
+	    t->dir.buf, t->name, state, code, why, task_clock_since(&t->t0), t->start_commit, in};
 	struct buf json = BUF_INIT;
 	int ret;
 
@@ -668,7 +668,8 @@ static void run_vm(struct task *t, struct buf *secrets, struct vm_outcome *o)
 
 	/* On a Slurm node the state disk goes to the node's own scratch space. */
 	if (t->o.slurm_node)
-		buf_addstr(&state, getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+		buf_addstr(&state,
+		           getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
 	else
 		buf_addf(&state, "%s/..", t->dir.buf);
 	buf_addf(&t->proxy_sock, "%s/proxy.sock", t->dir.buf);
@@ -793,8 +794,12 @@ static int run_task(struct task *t)
 
 int main(int argc, char **argv)
 {
-	struct task t = { .project_lock_fd = -1, .task_lock_fd = -1, .aibox_log_fd = -1,
-			  .record_fd = -1, .checker = BUNDLE_CHECK_INIT, .spend = SPEND_INIT };
+	struct task t = {.project_lock_fd = -1,
+	                 .task_lock_fd = -1,
+	                 .aibox_log_fd = -1,
+	                 .record_fd = -1,
+	                 .checker = BUNDLE_CHECK_INIT,
+	                 .spend = SPEND_INIT};
 
 	tool_init(argc, argv);
 	clock_gettime(CLOCK_MONOTONIC, &t.t0);
