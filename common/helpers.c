@@ -29,6 +29,14 @@ enum { P_LISTEN = 3, P_LOG, P_READY, P_BROKER, P_REPORT, P_KEY, P_LEDGER };
 /* A ready line's cap: "ready unix:PATH" is far shorter. */
 #define READY_MAX 4096
 
+/* Close those of fds[0..n) that are open (>= 0). */
+static void close_fds(const int *fds, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+}
+
 static int forwards_key(const struct helpers_opts *o)
 {
 	return o->api_key && o->api_key->len;
@@ -132,14 +140,7 @@ static int start_broker(struct helpers *h, const struct helpers_opts *o, int *pr
 		sv[1] = -1;
 	}
 out:
-	for (int i = 0; i < 2; i++) {
-		if (sv[i] >= 0)
-			close(sv[i]);
-		if (ready[i] >= 0)
-			close(ready[i]);
-	}
-	if (tfd >= 0)
-		close(tfd);
+	close_fds((int[]){sv[0], sv[1], ready[0], ready[1], tfd}, 5);
 	buf_release(&prog);
 	return ret;
 }
@@ -204,16 +205,7 @@ static int start_proxy(struct helpers *h, const struct helpers_opts *o, int brok
 		rep[0] = -1;
 	}
 out:
-	for (int i = 0; i < 2; i++) {
-		if (ready[i] >= 0)
-			close(ready[i]);
-		if (rep[i] >= 0)
-			close(rep[i]);
-	}
-	if (lfd >= 0)
-		close(lfd);
-	if (kfd >= 0)
-		close(kfd);
+	close_fds((int[]){ready[0], ready[1], rep[0], rep[1], lfd, kfd}, 6);
 	buf_release(&prog);
 	return ret;
 }
