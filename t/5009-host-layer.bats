@@ -129,3 +129,16 @@ BUILD/aibox-proxy --listen-fd 3 --log-fd 4 --ready-fd 5 --report-fd 7 --allow ex
 	assert_failure 1
 	assert_output "error: the value of A is not valid UTF-8"
 }
+
+@test "host layer: a worker keeps only the fds it is given, stdin on /dev/null; a detached one has its own session" {
+	run test-host worker pdeath
+	assert_success
+	[[ "${lines[0]}" =~ ^kept:\ ([0-9]+)\ extra:\ [0-9]+$ ]] || fail "${lines[0]}"
+	kept=${BASH_REMATCH[1]}
+	assert_line "fds: 0 1 2 $kept"
+	assert_line "stdin: /dev/null"
+	assert_line "session: ours"
+	run test-host worker detach
+	assert_line "fds: 0 1 2 $kept"
+	assert_line "session: own"
+}

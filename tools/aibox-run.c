@@ -195,27 +195,15 @@ static void start_cleaner(struct run *r)
 
 	if (pipe2(p, O_CLOEXEC) < 0)
 		die_errno("cannot make a pipe");
-	pid = fork();
+	/* Not the project lock, the VM's fds or anything else: only the pipe. */
+	pid = spawn_worker(&p[0], 1, SPAWN_WORKER_DETACH);
 	if (pid < 0)
-		die_errno("cannot fork");
+		die_err(pid, "cannot fork");
 	if (pid == 0) {
 		struct buf where = BUF_INIT, runs = BUF_INIT;
 		char c;
-		int null = open("/dev/null", O_RDWR | O_CLOEXEC), dfd;
+		int dfd;
 
-		setsid();
-		for (int s = 1; s < NSIG; s++)
-			if (s != SIGKILL && s != SIGSTOP)
-				signal(s, SIG_IGN);
-		if (null >= 0) {
-			dup2(null, 0);
-			dup2(null, 1);
-		}
-		close(p[1]);
-		/* Not the project lock, the VM's fds or anything else: only the pipe. */
-		for (int fd = 3; fd < 1024; fd++)
-			if (fd != p[0])
-				close(fd);
 		while (read(p[0], &c, 1) < 0 && errno == EINTR)
 			;
 		buf_addf(&runs, "%s/runs", r->project.dir);
