@@ -62,20 +62,28 @@ int broker_tokens_take(const struct config *cfg, struct buf *lines, struct buf *
 			ret = -EINVAL;
 			break;
 		}
-		for (size_t k = 0; k < v.len; k++)
-			if ((unsigned char)v.buf[k] <= 0x20 || (unsigned char)v.buf[k] >= 0x7f) {
-				buf_addf(err,
-					 "the token in %s (for the git remote '%s') holds a space or "
-					 "control character",
-					 g->token_env, g->url);
-				ret = -EINVAL;
-				break;
-			}
-		if (!ret)
-			buf_addf(lines, "%s=%s\n", g->token_env, v.buf);
+		if (!broker_token_ok(v.buf, v.len)) {
+			buf_addf(err,
+			         "the token in %s (for the git remote '%s') holds a space or "
+			         "control character",
+			         g->token_env, g->url);
+			ret = -EINVAL;
+			break;
+		}
+		buf_addf(lines, "%s=%s\n", g->token_env, v.buf);
 	}
 	buf_wipe_release(&v);
 	return ret;
+}
+
+int broker_token_ok(const char *v, size_t n)
+{
+	if (!n)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)v[i] <= 0x20 || (unsigned char)v[i] >= 0x7f)
+			return 0;
+	return 1;
 }
 
 int broker_token_lookup(const char *lines, size_t len, const char *name, struct buf *value)

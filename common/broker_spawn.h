@@ -33,6 +33,13 @@ void broker_spawn_remotes(struct spawn *sp, const struct config *cfg);
 int broker_tokens_take(const struct config *cfg, struct buf *lines, struct buf *err);
 
 /*
+ * 1 when a token's value v[0..n) can go into an Authorization header: not
+ * empty, printable ASCII without spaces (0x21-0x7e).  The one rule for
+ * broker_tokens_take() and aibox-broker.
+ */
+int broker_token_ok(const char *v, size_t n);
+
+/*
  * Before anything starts: each of cfg's git: remotes is a plain https:// URL
  * whose host resolves (as aibox-broker will resolve it).  0, or -EINVAL with
  * the first problem appended to why (one wording for aibox task and aibox

@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -18,6 +17,7 @@
 #include "err.h"
 #include "num.h"
 #include "sandbox.h"
+#include "spawn.h"
 #include "banned.h"
 
 int bundle_limits_set(struct bundle_limits *l, const char *name, const char *value, struct buf *err)
@@ -183,25 +183,12 @@ static int child_limits(const struct bundle_limits *lim)
 	                        SANDBOX_KEEP_FILES | SANDBOX_NO_NEW_SOCKETS | SANDBOX_NO_PROCESSES);
 }
 
-static void child(struct bundle_check *c, pid_t parent, int go, int ans)
+static void child(struct bundle_check *c, int go, int ans)
 {
 	struct bundle_check_msg m;
 	ssize_t n;
 	char b;
-	int null;
 
-	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
-		_exit(1);
-	signal(SIGINT, SIG_IGN);
-	signal(SIGHUP, SIG_IGN);
-	/* Not the caller's stdout: whoever reads it waits for its EOF, not ours. */
-	if ((null = open("/dev/null", O_RDWR | O_CLOEXEC)) >= 0) {
-		dup2(null, 0);
-		dup2(null, 1);
-	}
-	for (int fd = 3; fd < 1024; fd++)
-		if (fd != go && fd != ans && fd != c->fd)
-			close(fd);
 	while ((n = read(go, &b, 1)) < 0 && errno == EINTR)
 		;
 	if (n != 1)
@@ -216,7 +203,7 @@ static void child(struct bundle_check *c, pid_t parent, int go, int ans)
 int bundle_check_fork(struct bundle_check *c)
 {
 	int go[2], ans[2];
-	pid_t parent = getpid(), pid;
+	pid_t pid;
 
 	if (pipe2(go, O_CLOEXEC) < 0)
 		return -errno;
@@ -227,23 +214,16 @@ int bundle_check_fork(struct bundle_check *c)
 		close(go[1]);
 		return ret;
 	}
-	fflush(stdout);
-	fflush(stderr);
-	pid = fork();
+	pid = spawn_worker((const int[]){go[0], ans[1], c->fd}, 3, SPAWN_WORKER_PDEATH);
 	if (pid < 0) {
-		int ret = -errno;
-
 		close(go[0]);
 		close(go[1]);
 		close(ans[0]);
 		close(ans[1]);
-		return ret;
+		return pid;
 	}
-	if (pid == 0) {
-		close(go[1]);
-		close(ans[0]);
-		child(c, parent, go[0], ans[1]);
-	}
+	if (pid == 0)
+		child(c, go[0], ans[1]);
 	close(go[0]);
 	close(ans[1]);
 	c->pid = pid;

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -376,4 +377,51 @@ int spawn_capture(struct spawn *sp, struct buf *out, size_t max)
 		return (int)n;
 	}
 	return spawn_wait(sp);
+}
+
+/* In the worker: the signals, stdin and stdout, the fds (spawn.h). */
+static void worker_setup(pid_t parent, const int *keep, size_t nkeep, int flags)
+{
+	int null;
+
+	if ((flags & SPAWN_WORKER_PDEATH) &&
+	    (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent))
+		_exit(1);
+	if (flags & SPAWN_WORKER_PDEATH) {
+		signal(SIGINT, SIG_IGN);
+		signal(SIGHUP, SIG_IGN);
+	}
+	if (flags & SPAWN_WORKER_DETACH) {
+		setsid();
+		for (int s = 1; s < NSIG; s++)
+			if (s != SIGKILL && s != SIGSTOP)
+				signal(s, SIG_IGN);
+	}
+	/* Not the caller's stdout: whoever reads it waits for its EOF, not ours. */
+	if ((null = open("/dev/null", O_RDWR | O_CLOEXEC)) >= 0) {
+		dup2(null, 0);
+		dup2(null, 1);
+	}
+	for (int fd = 3; fd < 1024; fd++) {
+		int kept = 0;
+
+		for (size_t i = 0; i < nkeep; i++)
+			kept |= keep[i] == fd;
+		if (!kept)
+			close(fd);
+	}
+}
+
+pid_t spawn_worker(const int *keep, size_t nkeep, int flags)
+{
+	pid_t parent = getpid(), pid;
+
+	fflush(stdout);
+	fflush(stderr);
+	pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid == 0)
+		worker_setup(parent, keep, nkeep, flags);
+	return pid;
 }

@@ -102,6 +102,22 @@ int spawn_run(struct spawn *sp);
 struct buf;
 int spawn_capture(struct spawn *sp, struct buf *out, size_t max);
 
+/*
+ * A worker: a child of ours that runs our own code, not a program, forked
+ * before a lockdown to do later what the lockdown forbids (aibox task's
+ * bundle check, aibox run's cleaner).  Fork with stdout and stderr flushed;
+ * in the child, stdin and stdout on /dev/null (stderr stays ours) and every
+ * fd from 3 to 1023 closed but keep[0..nkeep).  With SPAWN_WORKER_PDEATH it
+ * gets SIGKILL when we die (and exits at once if we already have), SIGINT
+ * and SIGHUP ignored; with SPAWN_WORKER_DETACH it runs in a session of its
+ * own with every signal ignored but SIGKILL and SIGSTOP, so that it outlives
+ * us.  Returns as fork(): 0 in the child, which must end with _exit(); the
+ * child's pid; or a negative errno.
+ */
+#define SPAWN_WORKER_PDEATH 1
+#define SPAWN_WORKER_DETACH 2
+pid_t spawn_worker(const int *keep, size_t nkeep, int flags);
+
 /* Set O_CLOEXEC (on != 0) or clear it on fd.  0 or -errno. */
 int fd_set_cloexec(int fd, int on);
 

@@ -524,8 +524,8 @@ static int keygen(const char *file, struct buf *err)
 	return 0;
 }
 
-int ssh_task_keys_make(const char *dir, const char *forced_command, struct ssh_task_keys *k,
-		       struct buf *err)
+int ssh_task_keys_make(const char *dir, const char *forced_command, int pty,
+                       struct ssh_task_keys *k, struct buf *err)
 {
 	struct buf sshdir = BUF_INIT, host = BUF_INIT, user = BUF_INIT, path = BUF_INIT,
 		   pub = BUF_INIT, auth = BUF_INIT;
@@ -561,8 +561,8 @@ int ssh_task_keys_make(const char *dir, const char *forced_command, struct ssh_t
 		goto out;
 	}
 	buf_rtrim(&pub);
-	buf_addf(&auth, "command=\"%s\",restrict %s\n",
-		 forced_command ? forced_command : SSH_FORCED_COMMAND, pub.buf);
+	buf_addf(&auth, "command=\"%s\",restrict%s %s\n",
+	         forced_command ? forced_command : SSH_FORCED_COMMAND, pty ? ",pty" : "", pub.buf);
 	buf_reset(&path);
 	buf_addf(&path, "%s/authorized_keys", sshdir.buf);
 	if ((ret = buf_write_file(&auth, path.buf, 0644)) < 0) {

@@ -138,7 +138,8 @@ int ssh_pubkey_blob(const char *line, size_t len, struct buf *blob);
  * The keys of one task, made by spawning ssh-keygen (so before any
  * lockdown): under dir, ssh/ssh_host_ed25519_key (+ .pub), the guest's host
  * key, and ssh/authorized_keys, the user key's public half after
- * `command="<forced_command>",restrict `.  The user's private key never stays
+ * `command="<forced_command>",restrict ` (`restrict,pty ` with pty set: aibox
+ * run's session may ask for a terminal).  The user's private key never stays
  * on disk: it is read into user_key and its files removed.  host_blob gets
  * the host key's raw blob, to pin.  forced_command NULL means
  * SSH_FORCED_COMMAND.  0, or a negative errno with a message in err.
@@ -152,8 +153,8 @@ struct ssh_task_keys {
 
 #define SSH_TASK_KEYS_INIT { BUF_INIT, BUF_INIT }
 
-int ssh_task_keys_make(const char *dir, const char *forced_command, struct ssh_task_keys *k,
-		       struct buf *err);
+int ssh_task_keys_make(const char *dir, const char *forced_command, int pty,
+                       struct ssh_task_keys *k, struct buf *err);
 
 void ssh_task_keys_release(struct ssh_task_keys *k);
 

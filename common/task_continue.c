@@ -13,12 +13,12 @@
 #include <jansson.h>
 
 #include "bundle_check.h"
+#include "checkout.h"
 #include "err.h"
 #include "guest_abi.h"
 #include "project.h"
 #include "results.h"
 #include "session_mend.h"
-#include "spawn.h"
 #include "task_info.h"
 #include "slurm_detach.h"
 #include "banned.h"
@@ -222,19 +222,12 @@ out:
 	return ret;
 }
 
-/* git in checkout, hooks and fsmonitor off; its exit code. */
+/* git in checkout (common/checkout.h); its exit code. */
 static int git(const char *checkout, struct buf *out, const char *const *args)
 {
-	struct spawn sp = SPAWN_INIT;
 	struct buf ignore = BUF_INIT;
-	int ret;
+	int ret = checkout_git(checkout, out ? out : &ignore, args);
 
-	strvec_pushl(&sp.args, "git", "-C", checkout, "-c", "core.hooksPath=/dev/null", "-c",
-	             "core.fsmonitor=false", NULL);
-	strvec_pushv(&sp.args, args);
-	sp.err = SPAWN_NULL;
-	ret = spawn_capture(&sp, out ? out : &ignore, 64 * 1024);
-	spawn_clear(&sp);
 	buf_release(&ignore);
 	return ret;
 }

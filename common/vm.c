@@ -221,11 +221,47 @@ int vm_spawn(struct spawn *sp, const struct vm_config *cfg, struct vm *vm)
 	return 0;
 }
 
+void vm_cold_args(struct strvec *a, const struct vm_config *cfg, int kvm)
+{
+	struct buf b = BUF_INIT;
+
+	vm_base_args(a, cfg, kvm, cfg->extra_cmdline);
+	strvec_pushl(a, "-drive",
+	             "file=/dev/fd/" TOSTR(FD_STATE) ",format=raw,if=none,id=state,cache=unsafe",
+	             "-device", "virtio-blk-pci,drive=state,serial=" GUEST_SERIAL_STATE, NULL);
+
+	buf_addstr(&b, "local,path=");
+	vm_add_opt_value(&b, cfg->share_dir);
+	buf_addstr(&b, ",mount_tag=" GUEST_TAG_TASK ",security_model=none,readonly=on");
+	strvec_pushl(a, "-virtfs", b.buf, NULL);
+	for (size_t i = 0; i < cfg->nr_mounts; i++) {
+		buf_reset(&b);
+		buf_addstr(&b, "local,path=");
+		vm_add_opt_value(&b, cfg->mounts[i].host_path);
+		buf_addf(&b, ",mount_tag=%s,security_model=none", cfg->mounts[i].tag);
+		/* aibox run: the project and its home; files made are the host user's. */
+		if (!cfg->mounts[i].writable)
+			buf_addstr(&b, ",readonly=on");
+		strvec_pushl(a, "-virtfs", b.buf, NULL);
+	}
+
+	strvec_pushl(a, "-device", "virtio-serial-pci", "-chardev",
+	             "socket,id=ssh,fd=" TOSTR(FD_SSH), "-device",
+	             "virtserialport,chardev=ssh,name=" GUEST_PORT_SSH, NULL);
+
+	if (cfg->proxy_socket) {
+		buf_reset(&b);
+		vm_netdev_arg(cfg, &b);
+		strvec_pushl(a, "-netdev", b.buf, "-device",
+		             "virtio-net-pci,netdev=net0,romfile=", NULL);
+	}
+	buf_release(&b);
+}
+
 /* The cold boot (vm.h). */
 static int start_cold(const struct vm_config *cfg, struct vm *vm)
 {
 	struct spawn sp = SPAWN_INIT;
-	struct buf b = BUF_INIT;
 	int state_fd = -1, sv[2] = {-1, -1};
 	int ret;
 
@@ -239,37 +275,7 @@ static int start_cold(const struct vm_config *cfg, struct vm *vm)
 		goto out;
 	}
 
-	vm_base_args(&sp.args, cfg, vm->kvm, cfg->extra_cmdline);
-	strvec_pushl(&sp.args, "-drive",
-	             "file=/dev/fd/" TOSTR(FD_STATE) ",format=raw,if=none,id=state,cache=unsafe",
-	             "-device", "virtio-blk-pci,drive=state,serial=" GUEST_SERIAL_STATE, NULL);
-
-	buf_addstr(&b, "local,path=");
-	vm_add_opt_value(&b, cfg->share_dir);
-	buf_addstr(&b, ",mount_tag=" GUEST_TAG_TASK ",security_model=none,readonly=on");
-	strvec_pushl(&sp.args, "-virtfs", b.buf, NULL);
-	for (size_t i = 0; i < cfg->nr_mounts; i++) {
-		buf_reset(&b);
-		buf_addstr(&b, "local,path=");
-		vm_add_opt_value(&b, cfg->mounts[i].host_path);
-		buf_addf(&b, ",mount_tag=%s,security_model=none", cfg->mounts[i].tag);
-		/* aibox run: the project and its home; files made are the host user's. */
-		if (!cfg->mounts[i].writable)
-			buf_addstr(&b, ",readonly=on");
-		strvec_pushl(&sp.args, "-virtfs", b.buf, NULL);
-	}
-
-	strvec_pushl(&sp.args, "-device", "virtio-serial-pci", "-chardev",
-	             "socket,id=ssh,fd=" TOSTR(FD_SSH), "-device",
-	             "virtserialport,chardev=ssh,name=" GUEST_PORT_SSH, NULL);
-
-	if (cfg->proxy_socket) {
-		buf_reset(&b);
-		vm_netdev_arg(cfg, &b);
-		strvec_pushl(&sp.args, "-netdev", b.buf, "-device",
-		             "virtio-net-pci,netdev=net0,romfile=", NULL);
-	}
-
+	vm_cold_args(&sp.args, cfg, vm->kvm);
 	spawn_give_fd(&sp, state_fd, FD_STATE);
 	spawn_give_fd(&sp, sv[1], FD_SSH);
 	if ((ret = vm_spawn(&sp, cfg, vm)) < 0)
@@ -279,7 +285,6 @@ static int start_cold(const struct vm_config *cfg, struct vm *vm)
 	ret = 0;
 out:
 	spawn_clear(&sp);
-	buf_release(&b);
 	if (state_fd >= 0)
 		close(state_fd);
 	if (sv[0] >= 0)

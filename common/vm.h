@@ -120,6 +120,17 @@ struct vm {
 		.pid = -1, .pidfd = -1, .ssh_fd = -1, .ctl_fd = -1                                 \
 	}
 
+/*
+ * QEMU's argv for a cold boot of cfg (vm_start()'s without a snapshot),
+ * appended to a: the program, the machine (KVM or TCG as kvm says), the
+ * kernel and its command line, the root and state disks, the task folder and
+ * each of cfg->mounts over 9p, the SSH port and the network.  The state disk
+ * and the SSH port are the fds 3 and 4 QEMU is given.  Pure: it opens,
+ * checks and starts nothing (vm_start() checks cfg first).
+ */
+struct strvec;
+void vm_cold_args(struct strvec *a, const struct vm_config *cfg, int kvm);
+
 /* 1 when KVM can be used here (vmx/svm in /proc/cpuinfo and /dev/kvm opens). */
 int vm_kvm_usable(void);
 

@@ -32,6 +32,14 @@ ssh_host_ed25519_key.pub"
 	assert_output "-----BEGIN OPENSSH PRIVATE KEY-----"
 }
 
+@test "ssh: aibox run's keys: authorized_keys also lets the session ask for a terminal" {
+	mkdir "$T/keys3"
+	run test-task ssh-keys --pty "$T/keys3"
+	assert_success
+	run cat "$T/keys3/ssh/authorized_keys"
+	assert_output --regexp '^command="/usr/lib/aibox/aibox-init session",restrict,pty ssh-ed25519 [A-Za-z0-9+/]+=* aibox-task$'
+}
+
 @test "ssh: a command's stdin, stdout, stderr and exit code go through" {
 	forced 'echo "cmd: $SSH_ORIGINAL_COMMAND"; sed s/^/in:/; echo "progress 1" >&2; printf "no newline" >&2; exit 3'
 	printf '{"env": {"A": "b"}}\nsecond line\n' >in

@@ -197,9 +197,8 @@ static void read_tokens(struct broker *br, int token_fd)
 			die(token_fd >= 0 ? "the token '%s' is not on --token-fd"
 					  : "the token variable '%s' is not set",
 			    name);
-		for (size_t k = 0; k < v.len; k++)
-			if ((unsigned char)v.buf[k] < 0x21 || (unsigned char)v.buf[k] >= 0x7f)
-				die("the token in '%s' holds a space or control character", name);
+		if (!broker_token_ok(v.buf, v.len))
+			die("the token in '%s' holds a space or control character", name);
 		br->remotes[i].token = xstrdup(v.buf);
 	}
 	buf_wipe_release(&v);

@@ -325,10 +325,7 @@ static int slurm_node(struct task *t)
 	buf_reset(&err);
 	if (config_load(&t->cfg, path.buf, &err) < 0)
 		die("%s", err.buf);
-	if (t->o.memory_mib)
-		t->cfg.memory_mib = t->o.memory_mib;
-	if (t->o.cpus)
-		t->cfg.cpus = t->o.cpus;
+	host_size(&t->cfg, t->o.memory_mib, t->o.cpus);
 	/* The same caps and day ledger as on one host: the project is the folder's grandparent. */
 	if (t->api == TASK_API_FORWARD) {
 		struct buf pdir = BUF_INIT;
@@ -347,7 +344,7 @@ static int slurm_node(struct task *t)
 		buf_release(&pdir);
 	}
 	buf_reset(&err);
-	if (claude_shares_plan(&t->cfg, getenv("HOME"), &t->shares, &err) < 0)
+	if (shares_plan(&t->shares, &t->cfg, getenv("HOME"), "m", &err) < 0)
 		die("%s", err.buf);
 	buf_reset(&err);
 	if (image_find(t->o.image ? t->o.image : "default", &t->image_dir, &err) < 0)

@@ -13,14 +13,9 @@
  * each phase's time.
  */
 #include <errno.h>
-#include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,15 +24,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "broker_spawn.h"
 #include "buf.h"
 #include "bundle_check.h"
 #include "bundle_read.h"
-#include "bundle_write.h"
-#include "claude_share.h"
+#include "checkout.h"
 #include "config.h"
 #include "duration.h"
 #include "err.h"
+#include "host_start.h"
 #include "host_system.h"
 #include "image.h"
 #include "login.h"
@@ -51,24 +45,25 @@
 #include "spend.h"
 #include "results.h"
 #include "sandbox.h"
-#include "secret.h"
+#include "shares.h"
 #include "slurm.h"
 #include "slurm_detach.h"
 #include "spawn.h"
 #include "ssh.h"
 #include "strvec.h"
+#include "system_prompt.h"
 #include "task_continue.h"
+#include "task_folder.h"
+#include "task_log.h"
+#include "task_vm.h"
 #include "task_settings.h"
 #include "task_record.h"
 #include "task_session.h"
 #include "taskid.h"
-#include "vm.h"
 #include "banned.h"
 
 #define DEFAULT_TIMEOUT_MS (60LL * 60 * 1000)
 #define MAX_FILES 64
-/* From QEMU's start to the guest's SSH banner, at most. */
-#define SSH_WAIT_MS (600 * 1000)
 
 static const char usage_text[] =
 	"usage: aibox task [options] [prompt...]\n"
@@ -124,18 +119,14 @@ struct task {
 	struct opts o;
 	struct project p;
 	struct config cfg;
-	struct claude_shares shares; /* ~/.claude's skills, agents, commands */
+	struct shares shares; /* the VM's 9p shares (common/shares.h) */
 	struct buf checkout;
 	struct buf prompt;
 	char start_commit[65];
 	struct buf git_name, git_email;
-	struct strvec env_names; /* names whose values go in over stdin */
-	struct strvec env_values;
+	struct host_env env;      /* the env values, the login (the key and tokens: below) */
 	struct buf api_key;	  /* for the proxy (--key-fd), when api is forward */
 	struct buf broker_tokens; /* for the broker (--token-fd): NAME=value lines */
-	struct login login;
-	const char *env_unset[CONFIG_MAX_ENV]; /* env names not set in the shell */
-	size_t nr_env_unset;
 	enum task_api api;
 	int project_lock_fd, task_lock_fd;
 	char name[TASK_NAME_LEN + 1];
@@ -144,14 +135,9 @@ struct task {
 	struct buf image_dir;
 	struct ssh_task_keys keys;
 	int result_fds[RESULT_NFILES];
-	int console_fd, proxy_log_fd, aibox_log_fd, broker_log_fd;
-	int record_fd; /* summary.json (common/task_record.h) */
-	int proxy_report_fd; /* the read end of the proxy's --report-fd */
-	struct spend spend;  /* the caps and the day's ledger (docs/budget.md) */
-	int usage_fd;	     /* usage.json */
-	int broker_sock; /* the proxy's end of the hand-off socket pair; -1 without git: */
-	struct spawn proxy, broker;
-	struct vm vm;
+	int aibox_log_fd;
+	int record_fd;      /* summary.json (common/task_record.h) */
+	struct spend spend; /* the caps and the day's ledger (docs/budget.md) */
 	struct buf proxy_sock;
 	struct bundle_check checker; /* the check of changes.bundle (start_checker()) */
 	struct timespec t0, tphase;
@@ -277,56 +263,15 @@ static void parse_args(struct opts *o, int argc, char **argv)
 	buf_release(&why);
 }
 
-/* Run git in the checkout with hooks and fsmonitor off; its stdout in out. */
-static int git_capture(struct task *t, struct buf *out, ...)
+/* The start commit and the identity the VM commits as (common/checkout.h). */
+static void read_checkout(struct task *t)
 {
-	struct spawn sp = SPAWN_INIT;
-	va_list ap;
-	const char *arg;
-	int ret;
+	struct buf why = BUF_INIT;
 
-	strvec_pushl(&sp.args, "git", "-C", t->checkout.buf, "-c", "core.hooksPath=/dev/null", "-c",
-		     "core.fsmonitor=false", NULL);
-	va_start(ap, out);
-	while ((arg = va_arg(ap, const char *)))
-		strvec_push(&sp.args, arg);
-	va_end(ap);
-	sp.err = SPAWN_NULL;
-	ret = spawn_capture(&sp, out, 64 * 1024);
-	spawn_clear(&sp);
-	buf_rtrim(out);
-	return ret;
-}
-
-static void find_start_commit(struct task *t)
-{
-	struct buf out = BUF_INIT, rev = BUF_INIT;
-	const char *from = t->o.from ? t->o.from : "HEAD";
-	int ret;
-
-	ret = git_capture(t, &out, "rev-parse", "--is-shallow-repository", NULL);
-	if (ret != 0)
-		die("cannot run git in '%s'", t->checkout.buf);
-	if (!strcmp(out.buf, "true"))
-		die("'%s' is a shallow clone: a task needs the full history (git fetch --unshallow)",
-		    t->checkout.buf);
-	buf_reset(&out);
-	buf_addf(&rev, "%s^{commit}", from);
-	ret = git_capture(t, &out, "rev-parse", "--verify", "--quiet", "--end-of-options", rev.buf,
-			  NULL);
-	if (ret != 0 || (out.len != 40 && out.len != 64))
-		die("--from: '%s' names no commit in '%s'", from, t->checkout.buf);
-	memcpy(t->start_commit, out.buf, out.len + 1);
-	buf_release(&out);
-	buf_release(&rev);
-}
-
-static void read_git_identity(struct task *t)
-{
-	if (git_capture(t, &t->git_name, "config", "user.name", NULL) != 0 || !t->git_name.len)
-		die("git has no user.name: set it with git config --global user.name 'Your Name'");
-	if (git_capture(t, &t->git_email, "config", "user.email", NULL) != 0 || !t->git_email.len)
-		die("git has no user.email: set it with git config --global user.email you@example.com");
+	if (checkout_start_commit(t->checkout.buf, t->o.from, t->start_commit, &why) < 0 ||
+	    checkout_identity(t->checkout.buf, &t->git_name, &t->git_email, &why) < 0)
+		die("%s", why.buf);
+	buf_release(&why);
 }
 
 /*
@@ -338,55 +283,14 @@ static void read_git_identity(struct task *t)
  */
 static void read_env(struct task *t)
 {
-	struct buf v = BUF_INIT, oauth = BUF_INIT, err = BUF_INIT;
-	struct login *l = &t->login;
-	int has_base = 0, ret;
+	struct buf err = BUF_INIT;
 
-	l->nr_env = (int)t->cfg.env.nr;
-	/* Both logins leave our environment, listed or not: no child needs them. */
-	l->key_set = secret_take_env("ANTHROPIC_API_KEY", &t->api_key) > 0 && t->api_key.len;
-	l->token_set = secret_take_env("CLAUDE_CODE_OAUTH_TOKEN", &oauth) > 0 && oauth.len;
-	t->api = TASK_API_NONE;
-	for (size_t i = 0; i < t->cfg.env.nr; i++) {
-		const char *name = t->cfg.env.v[i];
-		int set;
-
-		buf_reset(&v);
-		if (!strcmp(name, "ANTHROPIC_BASE_URL"))
-			has_base = 1;
-		if (!strcmp(name, "ANTHROPIC_API_KEY")) {
-			l->key_listed = 1;
-			continue; /* never into the VM */
-		}
-		if (!strcmp(name, "CLAUDE_CODE_OAUTH_TOKEN")) {
-			l->token_listed = 1;
-			set = l->token_set;
-			buf_add(&v, oauth.buf, oauth.len);
-		} else {
-			set = secret_take_env(name, &v) > 0;
-		}
-		if (!set) {
-			t->env_unset[t->nr_env_unset++] = name;
-			continue;
-		}
-		if (login_other(name))
-			l->other = 1;
-		strvec_push(&t->env_names, name);
-		strvec_push(&t->env_values, v.buf);
-	}
-	if (l->key_listed && l->key_set && has_base)
-		die("the config sets ANTHROPIC_BASE_URL next to ANTHROPIC_API_KEY: the key would "
-		    "leave through it; remove ANTHROPIC_BASE_URL from env");
-	if (l->key_listed && l->key_set)
-		t->api = TASK_API_FORWARD;
-	else if (l->token_listed && l->token_set)
-		t->api = TASK_API_OAUTH;
-	else
-		buf_wipe_release(&t->api_key);
-	if ((ret = broker_tokens_take(&t->cfg, &t->broker_tokens, &err)) < 0)
+	if (host_env_take(&t->env, &t->cfg, &err) < 0)
 		die("%s", err.buf);
-	buf_wipe_release(&v);
-	buf_wipe_release(&oauth);
+	/* Handed over to the fields the VM phase and the Slurm path wipe. */
+	t->api_key = t->env.api_key;
+	t->broker_tokens = t->env.tokens;
+	t->env.api_key = t->env.tokens = (struct buf)BUF_INIT;
 	buf_release(&err);
 }
 
@@ -397,17 +301,18 @@ static void read_env(struct task *t)
  */
 static void check_login(struct task *t, const char *cfg_path)
 {
+	struct strvec warnings = STRVEC_INIT;
 	struct buf msg = BUF_INIT;
+	int api;
 
-	if (login_check_task(&t->login, cfg_path, &msg) < 0)
+	if (host_env_task_login(&t->env, cfg_path, &api, &msg, &warnings) < 0)
 		die("%s", msg.buf);
-	if (msg.len)
-		warning("%s", msg.buf);
-	if (t->login.key_listed && !t->login.key_set)
-		warning("ANTHROPIC_API_KEY is in the config's env but not set: the task goes without it");
-	for (size_t i = 0; i < t->nr_env_unset; i++)
-		warning("%s is in the config's env but not set: the task goes without it",
-			t->env_unset[i]);
+	for (size_t i = 0; i < warnings.nr; i++)
+		warning("%s", warnings.v[i]);
+	t->api = api;
+	if (t->api != TASK_API_FORWARD)
+		buf_wipe_release(&t->api_key);
+	strvec_clear(&warnings);
 	buf_release(&msg);
 }
 
@@ -421,22 +326,12 @@ static void check_before_folder(struct task *t)
 {
 	struct buf why = BUF_INIT;
 
-	if (image_find(t->o.image ? t->o.image : "default", &t->image_dir, &why) < 0)
-		die("%s", why.buf);
-	if (config_host_check(&t->cfg, &why) < 0)
-		die("%s", why.buf);
-	if (broker_remotes_check(&t->cfg, &why) < 0)
+	if (host_checks(&t->cfg, t->o.image, &t->image_dir, &why) < 0)
 		die("%s", why.buf);
 	if (t->o.slurm && slurm_shared_check(t->p.dir, &t->cfg.slurm.shared, &why) < 0)
 		die("%s", why.buf);
 	buf_release(&why);
 }
-
-/* When aibox's data has no system prompt parts (a build tree without them). */
-static const char default_system_prompt[] =
-	"You run unattended in a throwaway VM on a clone of the user's project, with no one to "
-	"answer questions.  Do the task in the prompt, commit your work on the current branch "
-	"with clear messages, and end with a short summary of what you did.\n";
 
 /* The system aibox runs on (host_system.h): the host part, the fetch command's quoting. */
 static enum host_system host_system(void)
@@ -449,42 +344,27 @@ static enum host_system host_system(void)
 	return sys;
 }
 
-/* image/task.md, then the part of image/host/ for the system aibox runs on. */
+/* image/task.md and image/host/<system>.md (common/system_prompt.h). */
 static void read_system_prompt(struct buf *out)
 {
-	struct buf path = BUF_INIT, host = BUF_INIT;
-	const char *parts[] = {"image/task.md", NULL};
+	struct strvec missing = STRVEC_INIT;
+	struct buf err = BUF_INIT;
 
-	buf_addf(&host, "image/host/%s.md", host_system_name(host_system()));
-	parts[1] = host.buf;
-	for (size_t i = 0; i < ARRAY_SIZE(parts); i++) {
-		ssize_t n;
-
-		buf_reset(&path);
-		buf_addf(&path, "%s/%s", data_dir(), parts[i]);
-		if (out->len)
-			buf_addstr(out, "\n");
-		n = buf_read_file(out, path.buf, 256 * 1024);
-		if (n == -ENOENT)
-			warning("no '%s': the task goes without that part of its system prompt", path.buf);
-		else if (n < 0)
-			die_err((int)n, "cannot read '%s'", path.buf);
-	}
-	if (!out->len || out->len == 1)
-		buf_addstr(out, default_system_prompt);
-	buf_release(&path);
-	buf_release(&host);
+	if (system_prompt_read(host_system(), out, &missing, &err) < 0)
+		die("%s", err.buf);
+	for (size_t i = 0; i < missing.nr; i++)
+		warning("no '%s': the task goes without that part of its system prompt",
+		        missing.v[i]);
+	strvec_clear(&missing);
+	buf_release(&err);
 }
 
 static void write_file(struct task *t, const char *name, const struct buf *b, int mode)
 {
-	struct buf path = BUF_INIT;
-	int ret;
+	int ret = task_folder_write(t->dir.buf, name, b, mode);
 
-	buf_addf(&path, "%s/%s", t->dir.buf, name);
-	if ((ret = buf_write_file(b, path.buf, mode)) < 0)
-		die_err(ret, "cannot write '%s'", path.buf);
-	buf_release(&path);
+	if (ret < 0)
+		die_err(ret, "cannot write '%s/%s'", t->dir.buf, name);
 }
 
 /* --continue: the earlier task's end is the start (common/task_continue.h). */
@@ -517,7 +397,6 @@ static void write_continue(struct task *t)
 static void write_inputs(struct task *t)
 {
 	struct task_settings ts = { 0 };
-	struct task_mount *mounts = NULL;
 	const char **remotes;
 	struct buf settings = BUF_INIT, err = BUF_INIT, sys = BUF_INIT;
 	int ret;
@@ -533,26 +412,12 @@ static void write_inputs(struct task *t)
 	ts.git_name = t->git_name.buf;
 	ts.git_email = t->git_email.buf;
 	ts.start_commit = t->start_commit;
-	ts.env_names = t->env_names.v;
-	ts.nenv = t->env_names.nr;
+	ts.env_names = t->env.names.v;
+	ts.nenv = t->env.names.nr;
 	ts.api = t->api;
 	ts.path = t->cfg.path;
-	/* The config's mounts under guest_mount_tag()'s tags, as start_vm() shares them. */
-	mounts = xcalloc(t->cfg.nr_mounts + t->shares.nr + 1, sizeof(*mounts));
-	for (size_t i = 0; i < t->cfg.nr_mounts; i++) {
-		char *tag = xmalloc(GUEST_TAG_MAX + 1);
-
-		guest_mount_tag(tag, i);
-		mounts[i].tag = tag;
-		mounts[i].path = t->cfg.mounts[i].vm;
-	}
-	/* Then ~/.claude's folders, under their own tags (start_vm() shares the same). */
-	for (size_t i = 0; i < t->shares.nr; i++) {
-		mounts[t->cfg.nr_mounts + i].tag = xstrdup(t->shares.v[i].tag);
-		mounts[t->cfg.nr_mounts + i].path = t->shares.v[i].guest;
-	}
-	ts.mounts = mounts;
-	ts.nmounts = t->cfg.nr_mounts + t->shares.nr;
+	ts.mounts = t->shares.settings;
+	ts.nmounts = t->shares.nr_settings;
 	ts.system_prompt = sys.buf;
 	remotes = xcalloc(t->cfg.nr_git + 1, sizeof(*remotes));
 	for (size_t i = 0; i < t->cfg.nr_git; i++)
@@ -568,12 +433,9 @@ static void write_inputs(struct task *t)
 	write_file(t, "settings.json", &settings, 0644);
 
 	buf_reset(&err);
-	if ((ret = ssh_task_keys_make(t->dir.buf, NULL, &t->keys, &err)) < 0)
+	if ((ret = ssh_task_keys_make(t->dir.buf, NULL, 0, &t->keys, &err)) < 0)
 		die("%s", err.buf);
 
-	for (size_t i = 0; i < ts.nmounts; i++)
-		free((char *)mounts[i].tag);
-	free(mounts);
 	free(remotes);
 	buf_release(&settings);
 	buf_release(&err);
@@ -586,22 +448,14 @@ static void write_inputs(struct task *t)
  */
 static void open_results(struct task *t, int create)
 {
-	for (size_t i = 0; i < RESULT_NFILES; i++) {
-		struct buf path = BUF_INIT;
+	struct buf err = BUF_INIT;
 
-		buf_addf(&path, "%s/%s", t->dir.buf, guest_results[i].name);
-		/* O_RDWR: result.json and the bundle are read back after the lockdown. */
-		t->result_fds[i] = open(path.buf,
-					O_RDWR | (create ? O_CREAT | O_EXCL : 0) | O_NOFOLLOW | O_CLOEXEC,
-					0644);
-		if (t->result_fds[i] < 0)
-			die_errno("cannot create '%s'", path.buf);
-		buf_release(&path);
-	}
+	if (task_folder_open_results(t->dir.buf, t->result_fds, create, &err) < 0)
+		die("%s", err.buf);
+	buf_release(&err);
 }
 
 static int open_in_task(struct task *t, const char *name, int flags);
-static double since(const struct timespec *a);
 static void log_line(struct task *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /*
@@ -621,8 +475,8 @@ static struct task *failing_task;
 static void write_record(struct task *t, const char *state, int code, const char *why,
 			 const struct summary_in *in)
 {
-	struct task_record_in ri = { t->dir.buf, t->name, state, code, why, since(&t->t0),
-				     t->start_commit, in };
+	struct task_record_in ri = {
+	    t->dir.buf, t->name, state, code, why, task_clock_since(&t->t0), t->start_commit, in};
 	struct buf json = BUF_INIT;
 	int ret;
 
@@ -646,16 +500,16 @@ static void task_failed(const char *msg)
 	unlink(path.buf);
 	if (t->proxy_sock.len)
 		unlink(t->proxy_sock.buf);
-	log_line(t, "total %.3fs exit %d\n", since(&t->t0), die_status);
+	log_line(t, "total %.3fs exit %d\n", task_clock_since(&t->t0), die_status);
 	write_record(t, "failed to start", die_status, msg, NULL);
 	buf_release(&path);
 }
 
 static void start(struct task *t)
 {
-	struct buf err = BUF_INIT, cfgpath = BUF_INIT, tasks = BUF_INIT;
+	struct buf err = BUF_INIT, cfgpath = BUF_INIT;
 	struct prompt_opts po = { 0 };
-	int ret, created = 0;
+	int ret;
 
 	po.args = t->o.words;
 	po.nargs = t->o.nwords;
@@ -666,19 +520,9 @@ static void start(struct task *t)
 		die("%s", err.buf);
 
 	buf_reset(&err);
-	if (project_checkout_here(&t->checkout, &err) < 0)
+	if (host_project_open(&t->checkout, &t->p, &cfgpath, &t->cfg, &err) < 0)
 		die("%s", err.buf);
-	if ((ret = project_open(t->checkout.buf, &t->p, &created)) < 0)
-		die_err(ret, "cannot open the project of '%s'", t->checkout.buf);
-	buf_addf(&cfgpath, "%s/config.yaml", t->p.dir);
-	buf_reset(&err);
-	/* config_load() initialises cfg itself (config_init() first would leak). */
-	if ((ret = config_load(&t->cfg, cfgpath.buf, &err)) < 0)
-		die("%s", err.buf);
-	if (t->o.memory_mib)
-		t->cfg.memory_mib = t->o.memory_mib;
-	if (t->o.cpus)
-		t->cfg.cpus = t->o.cpus;
+	host_size(&t->cfg, t->o.memory_mib, t->o.cpus);
 	if (t->cfg.set & CONFIG_SET_SLURM)
 		t->o.slurm = 1;
 	if (t->o.detach && !t->o.slurm) {
@@ -689,14 +533,13 @@ static void start(struct task *t)
 		die("--detach and --json: a detached task's record is "
 		    "'aibox tasks show --json TASK'");
 	buf_reset(&err);
-	if (claude_shares_plan(&t->cfg, getenv("HOME"), &t->shares, &err) < 0)
+	if (shares_plan(&t->shares, &t->cfg, getenv("HOME"), &err) < 0)
 		die("%s", err.buf);
 
 	read_env(t);
 	if (t->o.cont)
 		continue_from(t);
-	find_start_commit(t);
-	read_git_identity(t);
+	read_checkout(t);
 	check_login(t, cfgpath.buf);
 	check_before_folder(t);
 	/* Spend is counted where the key is forwarded; refused here when the day is spent. */
@@ -707,18 +550,11 @@ static void start(struct task *t)
 			       t->cfg.budget_day, &err)) < 0)
 		die("%s", err.buf);
 
-	t->project_lock_fd = project_lock(t->p.dir, PROJECT_LOCK_SHARED | PROJECT_LOCK_NONBLOCK);
-	if (t->project_lock_fd == -EWOULDBLOCK)
-		die("the project '%s' is being removed", t->p.name);
-	if (t->project_lock_fd < 0)
-		die_err(t->project_lock_fd, "cannot lock the project '%s'", t->p.name);
-	buf_addf(&tasks, "%s/tasks", t->p.dir);
-	if (mkdir(tasks.buf, 0700) < 0 && errno != EEXIST)
-		die_errno("cannot make '%s'", tasks.buf);
-	if ((ret = task_create(tasks.buf, time(NULL), t->name, &t->task_lock_fd)) < 0)
-		die_err(ret, "cannot make a task folder in '%s'", tasks.buf);
+	if ((t->project_lock_fd = host_project_lock(&t->p, &err)) < 0)
+		die("%s", err.buf);
+	if (task_folder_create(t->p.dir, t->name, &t->task_lock_fd, &t->dir, &err) < 0)
+		die("%s", err.buf);
 	t->id = t->name + TASK_NAME_LEN - TASK_ID_LEN;
-	buf_addf(&t->dir, "%s/%s", tasks.buf, t->name);
 	if (!t->o.json)
 		printf("%s\n", t->dir.buf);
 	fflush(stdout);
@@ -730,7 +566,6 @@ static void start(struct task *t)
 	open_results(t, 1);
 	buf_release(&err);
 	buf_release(&cfgpath);
-	buf_release(&tasks);
 }
 
 
@@ -745,365 +580,38 @@ static void on_stop(int sig)
 		kill(stop_qemu_pid, SIGKILL);
 }
 
-static double since(const struct timespec *a)
-{
-	struct timespec b;
-
-	clock_gettime(CLOCK_MONOTONIC, &b);
-	return (double)(b.tv_sec - a->tv_sec) + (double)(b.tv_nsec - a->tv_nsec) / 1e9;
-}
-
-/* One line in aibox.log (docs/task-host.md, "aibox.log"); a help, not the task. */
+/* One line in aibox.log (common/task_log.h). */
 static void log_line(struct task *t, const char *fmt, ...)
 {
-	char line[160];
 	va_list ap;
-	int n;
 
 	va_start(ap, fmt);
-	n = vsnprintf(line, sizeof(line), fmt, ap);
+	task_log_vline(t->aibox_log_fd, fmt, ap);
 	va_end(ap);
-	if (t->aibox_log_fd >= 0 && n > 0 && (size_t)n < sizeof(line)) {
-		ssize_t w = write(t->aibox_log_fd, line, (size_t)n);
-		(void)w;
-	}
 }
 
 /* The phase and its time as the host measured it, then the next phase starts. */
 static double phase_done(struct task *t, const char *name)
 {
-	double s = since(&t->tphase);
-
-	log_line(t, "%s %.3fs\n", name, s);
-	clock_gettime(CLOCK_MONOTONIC, &t->tphase);
-	return s;
-}
-
-/* The guest's own time for a step, from result.json; -1 when it has none. */
-static double step_seconds(const struct task_result *r, const char *name)
-{
-	for (size_t i = 0; r && i < r->nsteps; i++)
-		if (!strcmp(r->steps[i].name, name))
-			return r->steps[i].status == RESULT_SKIPPED ? -1 : r->steps[i].seconds;
-	return -1;
-}
-
-/*
- * The phases inside the session, which the host does not see: clone and
- * agent are the guest's times for its clone and claude steps (result.json),
- * results the rest of the session (the SSH connection, the commit and bundle
- * steps, the transfer of the results).  "-" when result.json has no time.
- */
-static void log_guest_phases(struct task *t, const struct task_result *r, double *agent)
-{
-	double clone = step_seconds(r, "clone"), claude = step_seconds(r, "claude");
-	double rest = t->session_s - (clone > 0 ? clone : 0) - (claude > 0 ? claude : 0);
-
-	if (clone >= 0)
-		log_line(t, "clone %.3fs (guest)\n", clone);
-	else
-		log_line(t, "clone - (guest)\n");
-	if (claude >= 0)
-		log_line(t, "agent %.3fs (guest)\n", claude);
-	else
-		log_line(t, "agent - (guest)\n");
-	if (r && rest >= 0)
-		log_line(t, "results %.3fs (session - clone - agent)\n", rest);
-	else
-		log_line(t, "results - (session - clone - agent)\n");
-	*agent = claude > 0 ? claude : 0;
+	return task_log_phase(t->aibox_log_fd, &t->tphase, name);
 }
 
 static int open_in_task(struct task *t, const char *name, int flags)
 {
-	struct buf path = BUF_INIT;
-	int fd;
+	int fd = task_folder_open(t->dir.buf, name, flags);
 
-	buf_addf(&path, "%s/%s", t->dir.buf, name);
-	fd = open(path.buf, flags | O_NOFOLLOW | O_CLOEXEC, 0644);
 	if (fd < 0)
-		die_errno("cannot create '%s'", path.buf);
-	buf_release(&path);
+		die_err(fd, "cannot create '%s/%s'", t->dir.buf, name);
 	return fd;
 }
 
 static void write_start_bundle(struct task *t)
 {
-	struct bundle_write_opts bo = { 0 };
-	struct buf path = BUF_INIT, idx = BUF_INIT, err = BUF_INIT;
-	char oid[BUNDLE_HEXSZ_MAX + 1];
-	int ret;
+	struct buf err = BUF_INIT;
 
-	buf_addf(&path, "%s/start.bundle", t->dir.buf);
-	buf_addf(&idx, "%s/start.idx", t->dir.buf);
-	bo.repo_dir = t->checkout.buf;
-	bo.rev = t->start_commit;
-	bo.out_path = path.buf;
-	bo.idx_path = idx.buf; /* the guest's clone places it beside the pack */
-	if ((ret = bundle_write_start(&bo, oid, &err)) < 0)
-		die("cannot write '%s': %s", path.buf, err.buf);
-	if (strcmp(oid, t->start_commit))
-		die("start.bundle holds %s, not %s", oid, t->start_commit);
-	/*
-	 * The guest clones it as its unprivileged user (the share shows the
-	 * host's modes): the folder may be passed through, the bundle read;
-	 * the rest stays the owner's (ssh/ is 0700).
-	 */
-	if (chmod(path.buf, 0644) < 0 || chmod(t->dir.buf, 0711) < 0)
-		die_errno("cannot open '%s' to the VM", path.buf);
-	buf_release(&path);
-	buf_release(&idx);
+	if (task_folder_start_bundle(t->dir.buf, t->checkout.buf, t->start_commit, &err) < 0)
+		die("%s", err.buf);
 	buf_release(&err);
-}
-
-/* Read a child's ready line from fd (then closed): 1 when it starts with "ready". */
-static int read_ready(int fd)
-{
-	struct buf ready = BUF_INIT;
-	char c[256];
-	ssize_t n;
-	int ok;
-
-	while ((n = read(fd, c, sizeof(c))) != 0) {
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			break;
-		buf_add(&ready, c, (size_t)n);
-		if (ready.len > 4096)
-			break;
-	}
-	close(fd);
-	ok = !strncmp(ready.buf ? ready.buf : "", "ready", 5);
-	buf_release(&ready);
-	return ok;
-}
-
-/*
- * aibox-broker for the config's git: remotes (docs/broker.md), remote n for
- * entry n, its log in broker.log; the proxy gets the other end of the
- * hand-off socket pair (t->broker_sock).  The tokens, out of our environment
- * since read_env(), go to the broker over a pipe (--token-fd 6) and are
- * wiped here once it is started.
- */
-static void start_broker(struct task *t)
-{
-	struct spawn *sp = &t->broker;
-	struct buf prog = BUF_INIT;
-	int sv[2], pfd[2], tfd, ret;
-
-	if (!t->cfg.nr_git)
-		return;
-	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
-		die_errno("cannot make a socket pair");
-	if (pipe2(pfd, O_CLOEXEC) < 0)
-		die_errno("cannot make a pipe");
-	t->broker_log_fd = open_in_task(t, "broker.log", O_WRONLY | O_CREAT | O_EXCL | O_APPEND);
-
-	buf_addf(&prog, "%s/aibox-broker", libexec_dir());
-	strvec_push(&sp->args, prog.buf);
-	broker_spawn_remotes(sp, &t->cfg);
-	strvec_pushl(&sp->args, "--handoff-fd", "3", "--log-fd", "4", "--ready-fd", "5",
-		     "--token-fd", "6", NULL);
-	if (t->o.no_sandbox)
-		strvec_push(&sp->args, "--no-sandbox");
-	if ((tfd = secret_pipe(t->broker_tokens.buf, t->broker_tokens.len)) < 0)
-		die_err(tfd, "cannot pass the git tokens to aibox-broker");
-	buf_wipe_release(&t->broker_tokens);
-	spawn_give_fd(sp, sv[0], 3);
-	spawn_give_fd(sp, t->broker_log_fd, 4);
-	spawn_give_fd(sp, pfd[1], 5);
-	spawn_give_fd(sp, tfd, 6);
-	sp->in = SPAWN_NULL;
-	sp->out = SPAWN_NULL;
-	sp->pdeathsig = SIGKILL;
-	sp->new_session = 1;
-	if ((ret = spawn_start(sp)) < 0)
-		die_err(ret, "cannot start '%s'", prog.buf);
-	close(sv[0]);
-	close(pfd[1]);
-	close(tfd);
-	t->broker_sock = sv[1];
-	if (!read_ready(pfd[0]))
-		die("aibox-broker did not start (see its messages above)");
-	buf_release(&prog);
-}
-
-/*
- * aibox-proxy on a unix socket in the task folder, its log in proxy.log, its
- * record (what the VM connected to) on a pipe read by stop_proxy().
- */
-static void start_proxy(struct task *t)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	struct spawn *sp = &t->proxy;
-	struct buf prog = BUF_INIT;
-	int lfd, pfd[2], rfd[2], kfd = -1, ret;
-
-	buf_addf(&t->proxy_sock, "%s/proxy.sock", t->dir.buf);
-	if (t->proxy_sock.len >= sizeof(sa.sun_path))
-		die("the task folder's path is too long for a socket: '%s'", t->proxy_sock.buf);
-	memcpy(sa.sun_path, t->proxy_sock.buf, t->proxy_sock.len + 1);
-	lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(lfd, 64) < 0)
-		die_errno("cannot listen on '%s'", t->proxy_sock.buf);
-	if (pipe2(pfd, O_CLOEXEC) < 0 || pipe2(rfd, O_CLOEXEC) < 0)
-		die_errno("cannot make a pipe");
-	t->proxy_log_fd = open_in_task(t, "proxy.log", O_WRONLY | O_CREAT | O_EXCL | O_APPEND);
-
-	buf_addf(&prog, "%s/aibox-proxy", libexec_dir());
-	strvec_pushl(&sp->args, prog.buf, "--listen-fd", "3", "--log-fd", "4", "--ready-fd", "5",
-		     "--report-fd", "7", NULL);
-	for (size_t i = 0; i < t->cfg.allow.nr; i++)
-		strvec_pushl(&sp->args, "--allow", t->cfg.allow.v[i], NULL);
-	if (t->api == TASK_API_FORWARD) {
-		strvec_pushl(&sp->args, "--key-fd", "8", NULL);
-		if ((kfd = secret_pipe(t->api_key.buf, t->api_key.len)) < 0)
-			die_err(kfd, "cannot pass the API key to aibox-proxy");
-		buf_wipe_release(&t->api_key);
-		spawn_give_fd(sp, kfd, 8);
-		spend_proxy_args(&t->spend, &sp->args, 9);
-		if (t->spend.ledger_fd >= 0)
-			spawn_give_fd(sp, t->spend.ledger_fd, 9);
-		t->usage_fd = open_in_task(t, "usage.json", O_WRONLY | O_CREAT | O_EXCL);
-	}
-	if (t->broker_sock >= 0)
-		strvec_pushl(&sp->args, "--broker-fd", "6", NULL);
-	if (t->o.no_sandbox)
-		strvec_push(&sp->args, "--no-sandbox");
-	spawn_give_fd(sp, lfd, 3);
-	spawn_give_fd(sp, t->proxy_log_fd, 4);
-	spawn_give_fd(sp, pfd[1], 5);
-	if (t->broker_sock >= 0)
-		spawn_give_fd(sp, t->broker_sock, 6);
-	spawn_give_fd(sp, rfd[1], 7);
-	sp->in = SPAWN_NULL;
-	sp->out = SPAWN_NULL;
-	sp->pdeathsig = SIGKILL;
-	sp->new_session = 1;
-	if ((ret = spawn_start(sp)) < 0)
-		die_err(ret, "cannot start '%s'", prog.buf);
-	close(lfd);
-	close(pfd[1]);
-	close(rfd[1]);
-	t->proxy_report_fd = rfd[0];
-	/* The summary reads the record, not proxy.log, whose size the VM drives. */
-	close(t->proxy_log_fd);
-	t->proxy_log_fd = -1;
-	if (kfd >= 0)
-		close(kfd);
-	if (t->broker_sock >= 0) {
-		/* Only the proxy holds it now: when the proxy ends, the broker sees it. */
-		close(t->broker_sock);
-		t->broker_sock = -1;
-	}
-	if (!read_ready(pfd[0]))
-		die("aibox-proxy did not start (see its messages above)");
-	buf_release(&prog);
-}
-
-/*
- * Stop the proxy in order (SIGTERM: it ends its connections and writes its
- * record), within PROXY_STOP_MS, then SIGKILL.  0 with the record in rep, or
- * -1 with why set.
- */
-#define PROXY_STOP_MS 5000
-static int stop_proxy(struct task *t, struct proxy_report *rep, struct buf *why)
-{
-	struct buf rec = BUF_INIT;
-	struct timespec t0;
-	int ret = -1, r;
-	double used;
-
-	if (t->proxy.pid <= 0 || t->proxy_report_fd < 0) {
-		buf_addstr(why, "aibox-proxy was not running");
-		return -1;
-	}
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	kill(t->proxy.pid, SIGTERM);
-	r = (int)buf_read_fd_within(&rec, t->proxy_report_fd, PROXY_REPORT_MAX, PROXY_STOP_MS);
-	close(t->proxy_report_fd);
-	t->proxy_report_fd = -1;
-	used = since(&t0) * 1000;
-	spawn_wait_within(&t->proxy, used < PROXY_STOP_MS ? PROXY_STOP_MS - (int)used : 0);
-	if (r == -ETIMEDOUT)
-		buf_addf(why, "aibox-proxy gave no record within %d s", PROXY_STOP_MS / 1000);
-	else if (r == -EFBIG)
-		buf_addf(why, "aibox-proxy's record is over %d bytes", PROXY_REPORT_MAX);
-	else if (r < 0)
-		buf_addf(why, "cannot read aibox-proxy's record: %s", strerror(-r));
-	else if (!rec.len)
-		buf_addstr(why, "aibox-proxy gave no record");
-	else if (proxy_report_parse(rec.buf, rec.len, rep, why) == 0)
-		ret = 0;
-	buf_release(&rec);
-	return ret;
-}
-
-static void start_vm(struct task *t, struct vm_mount *mounts, struct buf *tags)
-{
-	struct vm_config vc = VM_CONFIG_INIT;
-	struct buf state = BUF_INIT, plog = BUF_INIT;
-	int ret;
-
-	for (size_t i = 0; i < t->cfg.nr_mounts; i++) {
-		mounts[i].host_path = t->cfg.mounts[i].host;
-		mounts[i].tag = tags[i].buf;
-	}
-	for (size_t i = 0; i < t->shares.nr; i++) {
-		mounts[t->cfg.nr_mounts + i].host_path = t->shares.v[i].host;
-		mounts[t->cfg.nr_mounts + i].tag = t->shares.v[i].tag;
-	}
-	/* On a Slurm node the state disk goes to the node's own scratch space. */
-	if (t->o.slurm_node)
-		buf_addstr(&state, getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-	else
-		buf_addf(&state, "%s/..", t->dir.buf);
-	vc.image_dir = t->image_dir.buf;
-	vc.share_dir = t->dir.buf;
-	vc.mode = "task";
-	vc.memory_mb = (unsigned)t->cfg.memory_mib;
-	vc.cpus = (unsigned)t->cfg.cpus;
-	vc.disk_bytes = (unsigned long long)t->cfg.disk_mib * 1024 * 1024;
-	vc.state_dir = state.buf;
-	vc.proxy_socket = t->proxy_sock.buf;
-	buf_addf(&plog, "%s/proxy.log", t->dir.buf);
-	vc.conns_log = plog.buf; /* aibox-connect's refusals (its cap: VM_MAX_CONNS) */
-	vc.mounts = mounts;
-	vc.nr_mounts = t->cfg.nr_mounts + t->shares.nr;
-	vc.log_fd = t->console_fd;
-	/* AIBOX_SNAPSHOT=0: always a cold boot (docs/image.md, "Snapshots"). */
-	vc.snapshot = !getenv("AIBOX_SNAPSHOT") || strcmp(getenv("AIBOX_SNAPSHOT"), "0");
-	if ((ret = vm_start(&vc, &t->vm)) < 0)
-		die_err(ret, "cannot start the VM");
-	stop_qemu_pid = t->vm.pid;
-	if (t->vm.note[0])
-		out_printf(2, "aibox", t->id, "%s", t->vm.note);
-	if (!t->vm.kvm)
-		out_printf(2, "aibox", t->id, "no KVM here: the VM runs under TCG, much slower");
-	buf_release(&state);
-	buf_release(&plog);
-}
-
-static ssize_t read_fd_all(int fd, struct buf *out, size_t max)
-{
-	char c[8192];
-	off_t off = 0;
-
-	for (;;) {
-		ssize_t n = pread(fd, c, sizeof(c), off);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			return (ssize_t)out->len;
-		buf_add(out, c, (size_t)n);
-		off += n;
-		if (out->len > max)
-			return -EFBIG;
-	}
 }
 
 /*
@@ -1141,17 +649,6 @@ static int check_changes(struct task *t, char *end, struct buf *why)
 	return result_bundle_verdict(&v.m, end, why);
 }
 
-/* What the VM phase leaves for the checks and the summary (from a Slurm node: slurm.status). */
-struct vm_outcome {
-	int session_ret;
-	struct buf why;
-	int have_report;
-	struct proxy_report report;
-	struct buf report_why;
-};
-
-#define VM_OUTCOME_INIT { 0, BUF_INIT, 0, PROXY_REPORT_INIT, BUF_INIT }
-
 static void catch_stops(void)
 {
 	struct sigaction sa = { 0 };
@@ -1167,109 +664,65 @@ static void catch_stops(void)
 /* The env values as the session's stdin takes them (docs/internals.md). */
 static void make_secrets(struct task *t, struct buf *secrets)
 {
-	struct task_secret *sec;
 	struct buf err = BUF_INIT;
 
-	sec = xcalloc(t->env_names.nr + 1, sizeof(*sec));
-	for (size_t i = 0; i < t->env_names.nr; i++) {
-		sec[i].name = t->env_names.v[i];
-		sec[i].value = t->env_values.v[i];
-	}
-	if (task_secrets_json(sec, t->env_names.nr, secrets, &err) < 0)
+	if (host_env_json(&t->env.names, &t->env.values, 0, secrets, &err) < 0)
 		die("cannot pass the secrets: %s", err.buf);
-	free(sec);
 	buf_release(&err);
 }
 
+static void say(void *ctx, const char *line)
+{
+	out_printf(2, "aibox", ((struct task *)ctx)->id, "%s", line);
+}
+
 /*
- * The VM phase: the broker, the proxy, the VM, the lockdown, the session
- * and the stops, up to the results in the task folder.  The same on one
- * host and on a Slurm node (docs/slurm.md).
+ * The VM phase (common/task_vm.h): the helpers, the VM, the lockdown, the
+ * session and the stops, up to the results in the task folder.  The same on
+ * one host and on a Slurm node (docs/slurm.md).
  */
 static void run_vm(struct task *t, struct buf *secrets, struct vm_outcome *o)
 {
-	struct task_session s = { 0 };
-	struct buf *tags;
-	struct vm_mount *mounts;
-	int ret;
+	struct task_vm v = {0};
+	struct buf state = BUF_INIT, err = BUF_INIT;
 
-	start_broker(t);
-	start_proxy(t);
-	t->console_fd = open_in_task(t, "console.log", O_WRONLY | O_CREAT | O_EXCL | O_APPEND);
-	phase_done(t, "proxy");
-
-	tags = xcalloc(t->cfg.nr_mounts + 1, sizeof(*tags));
-	mounts = xcalloc(t->cfg.nr_mounts + t->shares.nr + 1, sizeof(*mounts));
-	for (size_t i = 0; i < t->cfg.nr_mounts; i++) {
-		char tag[GUEST_TAG_MAX + 1];
-
-		guest_mount_tag(tag, i);
-		tags[i] = (struct buf)BUF_INIT;
-		buf_addstr(&tags[i], tag);
-	}
-	if (!stop_signal)
-		start_vm(t, mounts, tags);
-
-	/* Everything is open: from here on no file is opened and nothing runs. */
+	/* On a Slurm node the state disk goes to the node's own scratch space. */
+	if (t->o.slurm_node)
+		buf_addstr(&state,
+		           getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+	else
+		buf_addf(&state, "%s/..", t->dir.buf);
+	buf_addf(&t->proxy_sock, "%s/proxy.sock", t->dir.buf);
+	v.id = t->id;
+	v.dir = t->dir.buf;
+	v.image_dir = t->image_dir.buf;
+	v.state_dir = state.buf;
+	v.proxy_sock = t->proxy_sock.buf;
+	v.cfg = &t->cfg;
+	v.shares = &t->shares;
+	v.keys = &t->keys;
+	v.result_fds = t->result_fds;
+	v.aibox_log_fd = t->aibox_log_fd;
+	v.tphase = &t->tphase;
+	v.timeout_ms = (long)t->o.timeout_ms;
+	/* AIBOX_SNAPSHOT=0: always a cold boot (docs/image.md, "Snapshots"). */
+	v.snapshot = !getenv("AIBOX_SNAPSHOT") || strcmp(getenv("AIBOX_SNAPSHOT"), "0");
+	v.no_sandbox = t->o.no_sandbox;
+	v.api_key = t->api == TASK_API_FORWARD ? &t->api_key : NULL;
+	v.spend = &t->spend;
+	v.tokens = &t->broker_tokens;
+	v.stop = &stop_signal;
+	v.qemu_pid = &stop_qemu_pid;
+	v.say = say;
+	v.say_ctx = t;
 	if (t->o.no_sandbox)
 		warning("--no-sandbox: aibox-task runs without its own lockdown");
-	else if ((ret = sandbox_lockdown(SANDBOX_SECCOMP, 0)) < 0)
-		die_err(ret, "cannot lock aibox-task down");
-
-	if (!stop_signal) {
-		ret = vm_wait_ssh(&t->vm, SSH_WAIT_MS);
-		if (ret < 0 && !stop_signal)
-			vm_wait_ssh_why(ret, SSH_WAIT_MS, &o->why);
-	} else {
-		ret = -EINTR;
-	}
-	t->boot_s = phase_done(t, "boot");
-	o->session_ret = ret;
-	if (ret == 0 && !stop_signal) {
-		s.fd = t->vm.ssh_fd;
-		s.keys = &t->keys;
-		s.id = t->id;
-		s.err_fd = 2;
-		s.log_fd = t->aibox_log_fd;
-		s.secrets = secrets->buf;
-		s.secrets_len = secrets->len;
-		for (int i = 0; i < RESULT_NFILES; i++)
-			s.result_fds[i] = t->result_fds[i];
-		/* The product's limit: the VM is stopped 25 minutes after the timeout. */
-		s.timeout_ms = (long)(t->o.timeout_ms + 25LL * 60 * 1000);
-		s.idle_ms = 300000;
-		o->session_ret = task_session_run(&s);
-		if (o->session_ret < 0 && !stop_signal)
-			buf_addf(&o->why, "%s", s.reason);
-	}
-	t->session_s = phase_done(t, "session");
-	buf_wipe_release(secrets);
-
-	if (t->vm.ssh_fd >= 0)
-		shutdown(t->vm.ssh_fd, SHUT_RDWR);
-	/*
-	 * Everything the VM had to give is in the result files (or never
-	 * will be): nothing in it is kept, so it is not waited for.
-	 */
-	if (t->vm.pid > 0)
-		vm_stop(&t->vm, 0);
-	stop_qemu_pid = -1;
-	o->have_report = stop_proxy(t, &o->report, &o->report_why) == 0;
-	if (o->have_report && o->report.usage.present &&
-	    spend_write_usage(t->usage_fd, &o->report.usage) < 0)
-		out_printf(2, "aibox", t->id, "cannot write usage.json: %s", strerror(errno));
-	spawn_stop(&t->broker, SIGTERM);
-	phase_done(t, "stop");
-
-	if (stop_signal) {
-		buf_reset(&o->why);
-		buf_addf(&o->why, "the VM was stopped by %s",
-			 stop_signal == SIGINT ? "SIGINT" : "a signal");
-	}
-	for (size_t i = 0; i < t->cfg.nr_mounts; i++)
-		buf_release(&tags[i]);
-	free(tags);
-	free(mounts);
+	if (task_vm_run(&v, secrets, o, &err) < 0)
+		die("%s", err.buf);
+	t->boot_s = o->boot_s;
+	t->session_s = o->session_s;
+	buf_release(&state);
+	buf_release(&err);
 }
 
 /* The results read, the bundle checked, the summary: on the host the task started on. */
@@ -1284,7 +737,7 @@ static int finish_task(struct task *t, struct vm_outcome *o)
 	int ok = 0, have_result = 0, session_ret = o->session_ret;
 	ssize_t n;
 
-	n = read_fd_all(t->result_fds[RESULT_JSON], &rj, RESULT_JSON_MAX);
+	n = task_folder_read_fd(t->result_fds[RESULT_JSON], &rj, RESULT_JSON_MAX);
 	if (n > 0) {
 		buf_reset(&err);
 		if (result_parse(rj.buf, rj.len, &r, &err) < 0) {
@@ -1294,7 +747,7 @@ static int finish_task(struct task *t, struct vm_outcome *o)
 			in.result = &r;
 		}
 	}
-	log_guest_phases(t, have_result ? &r : NULL, &agent_s);
+	task_log_guest_phases(t->aibox_log_fd, have_result ? &r : NULL, t->session_s, &agent_s);
 	if (have_result && r.changes && session_ret == 0 && !stop_signal) {
 		if (check_changes(t, end, why) == 0)
 			in.end_commit = end;
@@ -1316,11 +769,7 @@ static int finish_task(struct task *t, struct vm_outcome *o)
 		in.windows = host_system() == HOST_WINDOWS;
 		in.no_changes = session_ret == 0 && !stop_signal && have_result && !r.changes &&
 		                fstat(t->result_fds[RESULT_BUNDLE], &st) == 0 && st.st_size == 0;
-		ok = session_ret == 0 && !stop_signal && !why->len && have_result &&
-		     !r.failed_step && r.has_claude && r.claude.has_exit_code &&
-		     r.claude.exit_code == 0 &&
-		     (!r.claude.has_ended_by || r.claude.ended_by == ENDED_COMPLETED) &&
-		     (!r.changes || in.end_commit) && !(o->have_report && o->report.usage.capped);
+		ok = task_vm_finished(o, stop_signal, have_result ? &r : NULL, in.end_commit);
 		if (!t->o.slurm_check) /* aibox tasks show prints it */
 			task_summary_print(2, t->id, &in, ok, why->buf);
 		write_record(t, ok ? "finished" : "not finished", ok ? 0 : 1, why->buf, &in);
@@ -1328,7 +777,7 @@ static int finish_task(struct task *t, struct vm_outcome *o)
 		buf_release(&branch);
 	}
 
-	total_s = since(&t->t0);
+	total_s = task_clock_since(&t->t0);
 	log_line(t, "total %.3fs exit %d\n", total_s, ok ? 0 : 1);
 	log_line(t, "overhead %.3fs (total - boot - agent)\n", total_s - t->boot_s - agent_s);
 	if (have_result)
@@ -1368,10 +817,12 @@ static int run_task(struct task *t)
 
 int main(int argc, char **argv)
 {
-	struct task t = { .project_lock_fd = -1, .task_lock_fd = -1, .console_fd = -1,
-			  .proxy_log_fd = -1, .aibox_log_fd = -1, .broker_log_fd = -1,
-			  .broker_sock = -1, .proxy_report_fd = -1, .record_fd = -1,
-			  .checker = BUNDLE_CHECK_INIT, .spend = SPEND_INIT, .usage_fd = -1 };
+	struct task t = {.project_lock_fd = -1,
+	                 .task_lock_fd = -1,
+	                 .aibox_log_fd = -1,
+	                 .record_fd = -1,
+	                 .checker = BUNDLE_CHECK_INIT,
+	                 .spend = SPEND_INIT};
 
 	tool_init(argc, argv);
 	clock_gettime(CLOCK_MONOTONIC, &t.t0);
@@ -1383,16 +834,13 @@ int main(int argc, char **argv)
 	t.git_email = (struct buf)BUF_INIT;
 	t.dir = (struct buf)BUF_INIT;
 	t.proxy_sock = (struct buf)BUF_INIT;
-	t.env_names = (struct strvec)STRVEC_INIT;
-	t.env_values = (struct strvec)STRVEC_INIT;
+	t.env = (struct host_env)HOST_ENV_INIT;
 	t.api_key = (struct buf)BUF_INIT;
 	t.broker_tokens = (struct buf)BUF_INIT;
 	t.keys = (struct ssh_task_keys)SSH_TASK_KEYS_INIT;
-	t.proxy = (struct spawn)SPAWN_INIT;
-	t.broker = (struct spawn)SPAWN_INIT;
-	t.vm = (struct vm)VM_INIT;
 	t.image_dir = (struct buf)BUF_INIT;
 	t.cont = (struct task_continue)TASK_CONTINUE_INIT;
+	t.shares = (struct shares)SHARES_INIT;
 	parse_args(&t.o, argc, argv);
 	if (t.o.slurm_node)
 		return slurm_node(&t);

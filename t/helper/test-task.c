@@ -5,8 +5,9 @@
  *	read a results tar into DIR/<name> (the four result names, with the
  *	caps of docs/internals.md unless NAME=CAP overrides one), feeding it in
  *	chunks of varying size; print "ok NAME SIZE..." or "refused: REASON"
- *   test-task ssh-keys DIR
- *	make a task's keys under DIR; keep the user key in DIR/test_user_key
+ *   test-task ssh-keys [--pty] DIR
+ *	make a task's keys under DIR (with --pty, aibox run's: restrict,pty);
+ *	keep the user key in DIR/test_user_key
  *   test-task ssh-run [--user U] [--timeout-ms N] [--idle-ms N] [--count]
  *		[--interactive] [--in FILE] --key FILE --host-pub FILE COMMAND -- SSHD-ARGV...
  *	start SSHD-ARGV (sshd -i) on one end of a socketpair and run COMMAND
@@ -139,11 +140,13 @@ static int cmd_ssh_keys(int argc, char **argv)
 {
 	struct ssh_task_keys k = SSH_TASK_KEYS_INIT;
 	struct buf err = BUF_INIT, path = BUF_INIT;
-	int ret;
+	int ret, pty = argc == 2 && !strcmp(argv[0], "--pty");
 
+	argc -= pty;
+	argv += pty;
 	if (argc != 1)
-		die("usage: test-task ssh-keys DIR");
-	if ((ret = ssh_task_keys_make(argv[0], NULL, &k, &err)) < 0)
+		die("usage: test-task ssh-keys [--pty] DIR");
+	if ((ret = ssh_task_keys_make(argv[0], NULL, pty, &k, &err)) < 0)
 		die("%s", err.buf);
 	buf_addf(&path, "%s/test_user_key", argv[0]);
 	if ((ret = buf_write_file(&k.user_key, path.buf, 0600)) < 0)

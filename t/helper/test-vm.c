@@ -18,6 +18,13 @@
  * --snapshot 1 starts from the image's snapshot (vm.h cfg.snapshot) and
  * prints "test-vm: restored" or "test-vm: cold", and vm.note if any.
  * --start-only 1 stops the VM right after that (no wait for SSH).
+ *
+ *   test-vm --args-only KVM(0|1) [--image DIR] [--share DIR] [--proxy SOCK]
+ *           [--mount TAG=DIR] [--rw-mount TAG=DIR] [--memory MB] [--cpus N]
+ *           [--connect PROG] [--conns-log FILE] [--cmdline TEXT] [--mode M]
+ *
+ * prints QEMU's argv for a cold boot (vm_cold_args()), one a line, and
+ * starts nothing.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -37,6 +44,7 @@
 #include "err.h"
 #include "num.h"
 #include "spawn.h"
+#include "strvec.h"
 #include "vm.h"
 #include "banned.h"
 
@@ -118,7 +126,7 @@ int main(int argc, char **argv)
 	struct vm vm = VM_INIT;
 	struct vm_mount mounts[8] = {0};
 	const char *listen_path = NULL;
-	long grace = 0, val, start_only = 0;
+	long grace = 0, val, start_only = 0, args_only = -1;
 	char **cmd = NULL;
 	pid_t server = -1;
 	long t0;
@@ -158,14 +166,23 @@ int main(int argc, char **argv)
 			cfg.log_fd = open(v, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 			if (cfg.log_fd < 0)
 				die_errno("cannot open '%s'", v);
-		} else if (!strcmp(a, "--mount")) {
+		} else if (!strcmp(a, "--mount") || !strcmp(a, "--rw-mount")) {
 			char *eq = strchr(v, '=');
 
 			if (!eq || cfg.nr_mounts >= ARRAY_SIZE(mounts))
 				die("bad --mount '%s'", v);
 			mounts[cfg.nr_mounts].tag = xstrndup(v, (size_t)(eq - v));
 			mounts[cfg.nr_mounts].host_path = eq + 1;
+			mounts[cfg.nr_mounts].writable = !strcmp(a, "--rw-mount");
 			cfg.nr_mounts++;
+		} else if (!strcmp(a, "--connect")) {
+			cfg.connect_prog = v;
+		} else if (!strcmp(a, "--conns-log")) {
+			cfg.conns_log = v;
+		} else if (!strcmp(a, "--cpus") && parse_long(v, 1, 1024, &val) == 0) {
+			cfg.cpus = (unsigned)val;
+		} else if (!strcmp(a, "--args-only") && parse_long(v, 0, 1, &val) == 0) {
+			args_only = val;
 		} else if (!strcmp(a, "--memory") && parse_long(v, 64, 65536, &val) == 0)
 			cfg.memory_mb = (unsigned)val;
 		else if (!strcmp(a, "--disk-mb") && parse_long(v, 16, 1 << 20, &val) == 0)
@@ -180,6 +197,17 @@ int main(int argc, char **argv)
 			die("bad option '%s %s'", a, v);
 	}
 
+	if (args_only >= 0) {
+		struct strvec a = STRVEC_INIT;
+
+		vm_cold_args(&a, &cfg, (int)args_only);
+		for (size_t i = 0; i < a.nr; i++)
+			printf("%s\n", a.v[i]);
+		strvec_clear(&a);
+		for (size_t i = 0; i < cfg.nr_mounts; i++)
+			free((char *)mounts[i].tag);
+		return 0;
+	}
 	t0 = now_ms();
 	if ((r = vm_start(&cfg, &vm)) < 0)
 		die_err(r, "cannot start the VM");

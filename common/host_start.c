@@ -1,0 +1,173 @@
+/* The start that aibox task and aibox run share (host_start.h). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "broker_spawn.h"
+#include "host_start.h"
+#include "err.h"
+#include "image.h"
+#include "project.h"
+#include "secret.h"
+#include "shares.h"
+#include "task_settings.h"
+#include "vm.h"
+#include "banned.h"
+
+int host_project_open(struct buf *checkout, struct project *p, struct buf *cfg_path,
+                      struct config *cfg, struct buf *err)
+{
+	int ret, created;
+
+	if ((ret = project_checkout_here(checkout, err)) < 0)
+		return ret;
+	if ((ret = project_open(checkout->buf, p, &created)) < 0) {
+		buf_addf(err, "cannot open the project of '%s': %s", checkout->buf, strerror(-ret));
+		return ret;
+	}
+	buf_addf(cfg_path, "%s/config.yaml", p->dir);
+	return config_load(cfg, cfg_path->buf, err);
+}
+
+int host_project_lock(const struct project *p, struct buf *err)
+{
+	int fd = project_lock(p->dir, PROJECT_LOCK_SHARED | PROJECT_LOCK_NONBLOCK);
+
+	if (fd == -EWOULDBLOCK)
+		buf_addf(err, "the project '%s' is being removed", p->name);
+	else if (fd < 0)
+		buf_addf(err, "cannot lock the project '%s': %s", p->name, strerror(-fd));
+	return fd;
+}
+
+int host_env_take(struct host_env *e, const struct config *cfg, struct buf *err)
+{
+	struct buf v = BUF_INIT, oauth = BUF_INIT;
+	struct login *l = &e->login;
+	int ret;
+
+	l->nr_env = (int)cfg->env.nr;
+	/* Both logins leave our environment, listed or not: no child needs them. */
+	l->key_set = secret_take_env("ANTHROPIC_API_KEY", &e->api_key) > 0 && e->api_key.len;
+	l->token_set = secret_take_env("CLAUDE_CODE_OAUTH_TOKEN", &oauth) > 0 && oauth.len;
+	if (!l->key_set)
+		buf_wipe_release(&e->api_key);
+	for (size_t i = 0; i < cfg->env.nr; i++) {
+		const char *name = cfg->env.v[i];
+		int set;
+
+		buf_reset(&v);
+		if (!strcmp(name, "ANTHROPIC_API_KEY")) {
+			l->key_listed = 1;
+			continue; /* never into the VM */
+		}
+		if (!strcmp(name, "CLAUDE_CODE_OAUTH_TOKEN")) {
+			l->token_listed = 1;
+			set = l->token_set;
+			buf_add(&v, oauth.buf, oauth.len);
+		} else {
+			set = secret_take_env(name, &v) > 0;
+		}
+		if (!set) {
+			e->unset[e->nr_unset++] = name;
+			continue;
+		}
+		if (login_other(name))
+			l->other = 1;
+		strvec_push(&e->names, name);
+		strvec_push(&e->values, v.buf);
+	}
+	ret = broker_tokens_take(cfg, &e->tokens, err);
+	buf_wipe_release(&v);
+	buf_wipe_release(&oauth);
+	return ret;
+}
+
+int host_env_task_login(const struct host_env *e, const char *cfg_path, int *api, struct buf *msg,
+                        struct strvec *warnings)
+{
+	const struct login *l = &e->login;
+	int ret;
+
+	if ((ret = login_check_task(l, cfg_path, msg)) < 0)
+		return ret;
+	if (msg->len)
+		strvec_push(warnings, msg->buf);
+	if (l->key_listed && !l->key_set)
+		strvec_push(warnings,
+		            "ANTHROPIC_API_KEY is in the config's env but not set: the task "
+		            "goes without it");
+	for (size_t i = 0; i < e->nr_unset; i++)
+		strvec_pushf(warnings,
+		             "%s is in the config's env but not set: the task goes without it",
+		             e->unset[i]);
+	if (l->key_listed && l->key_set)
+		*api = TASK_API_FORWARD;
+	else if (l->token_listed && l->token_set)
+		*api = TASK_API_OAUTH;
+	else
+		*api = TASK_API_NONE;
+	return 0;
+}
+
+int host_env_json(const struct strvec *names, const struct strvec *values, int object_only,
+                  struct buf *out, struct buf *err)
+{
+	static const char head[] = "{\"env\": ", tail[] = "}\n";
+	struct task_secret *sec = xcalloc(names->nr + 1, sizeof(*sec));
+	size_t start = out->len, inner;
+	int ret;
+
+	for (size_t i = 0; i < names->nr; i++) {
+		sec[i].name = names->v[i];
+		sec[i].value = values->v[i];
+	}
+	ret = task_secrets_json(sec, names->nr, out, err);
+	free(sec);
+	if (ret < 0 || !object_only)
+		return ret;
+	/* The inner object, moved in place; the bytes past it wiped. */
+	inner = out->len - start - strlen(head) - strlen(tail);
+	memmove(out->buf + start, out->buf + start + strlen(head), inner);
+	explicit_bzero(out->buf + start + inner, out->len - start - inner);
+	buf_setlen(out, start + inner);
+	return 0;
+}
+
+void host_env_release(struct host_env *e)
+{
+	buf_wipe_release(&e->api_key);
+	buf_wipe_release(&e->tokens);
+	for (size_t i = 0; i < e->values.nr; i++)
+		explicit_bzero((char *)e->values.v[i], strlen(e->values.v[i]));
+	strvec_clear(&e->values);
+	strvec_clear(&e->names);
+	e->nr_unset = 0;
+}
+
+int host_checks(const struct config *cfg, const char *image, struct buf *image_dir, struct buf *err)
+{
+	int ret;
+
+	if ((ret = image_find(image ? image : "default", image_dir, err)) < 0 ||
+	    (ret = config_host_check(cfg, err)) < 0 || (ret = broker_remotes_check(cfg, err)) < 0)
+		return ret;
+	return 0;
+}
+
+void host_size(struct config *cfg, uint64_t memory_mib, int cpus)
+{
+	if (memory_mib)
+		cfg->memory_mib = memory_mib;
+	if (cpus)
+		cfg->cpus = cpus;
+}
+
+void host_vm_config(struct vm_config *vc, const struct config *cfg, const struct shares *s)
+{
+	vc->memory_mb = (unsigned)cfg->memory_mib;
+	vc->cpus = (unsigned)cfg->cpus;
+	vc->disk_bytes = (unsigned long long)cfg->disk_mib * 1024 * 1024;
+	vc->mounts = s->vm;
+	vc->nr_mounts = s->nr;
+}

@@ -1,0 +1,134 @@
+/* A task folder's files (task_folder.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bundle_read.h"
+#include "bundle_write.h"
+#include "project.h"
+#include "task_folder.h"
+#include "task_session.h"
+#include "banned.h"
+
+int task_folder_create(const char *project_dir, char *name, int *lock_fd, struct buf *dir,
+                       struct buf *err)
+{
+	struct buf tasks = BUF_INIT;
+	int ret = 0;
+
+	buf_addf(&tasks, "%s/tasks", project_dir);
+	if (mkdir(tasks.buf, 0700) < 0 && errno != EEXIST) {
+		ret = -errno;
+		buf_addf(err, "cannot make '%s': %s", tasks.buf, strerror(errno));
+	} else if ((ret = task_create(tasks.buf, time(NULL), name, lock_fd)) < 0) {
+		buf_addf(err, "cannot make a task folder in '%s': %s", tasks.buf, strerror(-ret));
+	} else {
+		buf_addf(dir, "%s/%s", tasks.buf, name);
+	}
+	buf_release(&tasks);
+	return ret;
+}
+
+int task_folder_open_results(const char *dir, int *fds, int create, struct buf *err)
+{
+	for (size_t i = 0; i < RESULT_NFILES; i++) {
+		/* O_RDWR: result.json and the bundle are read back after the lockdown. */
+		fds[i] = task_folder_open(dir, task_result_names[i],
+		                          O_RDWR | (create ? O_CREAT | O_EXCL : 0));
+		if (fds[i] < 0) {
+			int ret = fds[i];
+
+			buf_addf(err, "cannot create '%s/%s': %s", dir, task_result_names[i],
+			         strerror(-ret));
+			return ret;
+		}
+	}
+	return 0;
+}
+
+int task_folder_open(const char *dir, const char *name, int flags)
+{
+	struct buf path = BUF_INIT;
+	int fd;
+
+	buf_addf(&path, "%s/%s", dir, name);
+	fd = open(path.buf, flags | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd < 0)
+		fd = -errno;
+	buf_release(&path);
+	return fd;
+}
+
+int task_folder_write(const char *dir, const char *name, const struct buf *b, int mode)
+{
+	struct buf path = BUF_INIT;
+	int ret;
+
+	buf_addf(&path, "%s/%s", dir, name);
+	ret = buf_write_file(b, path.buf, mode);
+	buf_release(&path);
+	return ret;
+}
+
+ssize_t task_folder_read_fd(int fd, struct buf *out, size_t max)
+{
+	char c[8192];
+	off_t off = 0;
+	size_t start = out->len;
+
+	for (;;) {
+		ssize_t n = pread(fd, c, sizeof(c), off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return (ssize_t)(out->len - start);
+		buf_add(out, c, (size_t)n);
+		off += n;
+		if (out->len - start > max)
+			return -EFBIG;
+	}
+}
+
+int task_folder_start_bundle(const char *dir, const char *checkout, const char *commit,
+                             struct buf *err)
+{
+	struct bundle_write_opts bo = {0};
+	struct buf path = BUF_INIT, idx = BUF_INIT, why = BUF_INIT;
+	char oid[BUNDLE_HEXSZ_MAX + 1];
+	int ret;
+
+	buf_addf(&path, "%s/start.bundle", dir);
+	buf_addf(&idx, "%s/start.idx", dir);
+	bo.repo_dir = checkout;
+	bo.rev = commit;
+	bo.out_path = path.buf;
+	bo.idx_path = idx.buf; /* the guest's clone places it beside the pack */
+	if ((ret = bundle_write_start(&bo, oid, &why)) < 0) {
+		buf_addf(err, "cannot write '%s': %s", path.buf, why.buf);
+		goto out;
+	} else if (strcmp(oid, commit)) {
+		buf_addf(err, "start.bundle holds %s, not %s", oid, commit);
+		ret = -EINVAL;
+		goto out;
+	}
+	/*
+	 * The guest clones it as its unprivileged user (the share shows the
+	 * host's modes): the folder may be passed through, the bundle read;
+	 * the rest stays the owner's (ssh/ is 0700).
+	 */
+	if (chmod(path.buf, 0644) < 0 || chmod(dir, 0711) < 0) {
+		ret = -errno;
+		buf_addf(err, "cannot open '%s' to the VM: %s", path.buf, strerror(errno));
+	}
+out:
+	buf_release(&path);
+	buf_release(&idx);
+	buf_release(&why);
+	return ret;
+}

@@ -1,0 +1,36 @@
+/*
+ * aibox.log: a task's phases and their times, one line each
+ * (docs/task-host.md, "aibox.log").  A help for the reader, not part of the
+ * task: a line that cannot be written, or would be over 159 bytes, is left
+ * out.
+ */
+#ifndef AIBOX_TASK_LOG_H
+#define AIBOX_TASK_LOG_H
+
+#include <stdarg.h>
+#include <time.h>
+
+struct task_result;
+
+/* Seconds since a (CLOCK_MONOTONIC). */
+double task_clock_since(const struct timespec *a);
+
+/* One line to fd (-1: none). */
+__attribute__((format(printf, 2, 0))) void task_log_vline(int fd, const char *fmt, va_list ap);
+
+/*
+ * "NAME S.SSSs": the phase that began at *tphase ended now; *tphase becomes
+ * now, the next phase's start.  Returns the phase's seconds.
+ */
+double task_log_phase(int fd, struct timespec *tphase, const char *name);
+
+/*
+ * The phases inside the session, which the host does not see: clone and
+ * agent are the guest's times for its clone and claude steps (r, NULL when
+ * there is no result.json), results the rest of session_s (the SSH
+ * connection, the commit and bundle steps, the transfer of the results);
+ * "-" for a time not known.  *agent gets the agent's seconds (0 unknown).
+ */
+void task_log_guest_phases(int fd, const struct task_result *r, double session_s, double *agent);
+
+#endif

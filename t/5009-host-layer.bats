@@ -1,0 +1,144 @@
+#!/usr/bin/env bats
+# The host layer aibox task and aibox run share (docs/internals.md, "The
+# host layer"), without a VM: a stand-in QEMU records its argv and the
+# helpers its parent started, then exits, so both stop at the boot.
+load lib-common
+load lib-lock
+
+teardown() { lock_teardown; }
+
+setup() {
+	common_setup
+	no_vm_project
+	export CLAUDE_CODE_OAUTH_TOKEN=sk-ant-oat01-test-token
+	export ANTHROPIC_API_KEY=sk-ant-api03-test-key
+	export GIT_TOKEN=tok-123
+	mkdir -p "$HOME/.claude/skills" "$T/data"
+	printf 'env: [CLAUDE_CODE_OAUTH_TOKEN, ANTHROPIC_API_KEY]\nallow: [example.com]\nmounts:\n  - host: %s\n    vm: /data\ngit:\n  - url: https://127.0.0.1/o/r.git\n    token: GIT_TOKEN\n' \
+		"$T/data" >"$cfg"
+	# The stand-in QEMU (which gets HOME, not our environment): its argv in
+	# ~/qemu.args, its parent's other children in ~/qemu.args.helpers, the
+	# shared folder's settings.json in ~/qemu.args.settings.
+	cat >"$T/fake-bin/qemu-system-x86_64" <<-'EOS'
+		#!/bin/sh
+		printf '%s\n' "$@" >"$HOME/qemu.args"
+		ps -o args= --ppid "$PPID" | grep -e /aibox-proxy -e /aibox-broker >"$HOME/qemu.args.helpers"
+		share=$(printf '%s\n' "$@" | sed -n 's/^local,path=\(.*\),mount_tag=aibox.task,.*/\1/p')
+		cp "$share/settings.json" "$HOME/qemu.args.settings"
+		exit 1
+	EOS
+}
+
+# boot NAME CMD...: run CMD, which stops at the boot; keep what QEMU saw as $T/NAME.args.
+boot() {
+	local name=$1
+	shift
+	run "$@"
+	mv "$HOME/qemu.args" "$T/$name.args"
+	mv "$HOME/qemu.args.helpers" "$T/$name.args.helpers"
+	mv "$HOME/qemu.args.settings" "$T/$name.args.settings"
+}
+
+# helpers FILE: the recorded helpers' argv, the build folder named BUILD.
+helpers() {
+	sed -e "s|$BUILD|BUILD|g" -e 's/--max-task-nano [0-9]* //' "$1.helpers" | sort
+}
+
+@test "host layer: aibox task and aibox run start aibox-proxy and aibox-broker with the same fds and options" {
+	boot task aibox task hello
+	assert_failure
+	boot run aibox run -- true
+	assert_failure 125
+	run helpers "$T/task.args"
+	assert_output "BUILD/aibox-broker --remote https://127.0.0.1/o/r.git --token-env GIT_TOKEN --auth-user x-access-token --fetch --handoff-fd 3 --log-fd 4 --ready-fd 5 --token-fd 6
+BUILD/aibox-proxy --listen-fd 3 --log-fd 4 --ready-fd 5 --report-fd 7 --allow example.com --key-fd 8 --ledger-fd 9 --broker-fd 6"
+	task=$output
+	# aibox run does not read the proxy's record.
+	run helpers "$T/run.args"
+	assert_output "${task/ --report-fd 7/}"
+}
+
+@test "host layer: aibox task and aibox run share the config's mounts and ~/.claude read-only; run adds the project and its home read-write" {
+	boot task aibox task hello
+	boot run aibox run -- true
+	run grep -e '^local,' "$T/task.args"
+	assert_line --index 1 "local,path=$T/data,mount_tag=m0,security_model=none,readonly=on"
+	assert_line --index 2 "local,path=$HOME/.claude/skills,mount_tag=aibox.skills,security_model=none,readonly=on"
+	assert_equal "${#lines[@]}" 3
+	run grep -e '^local,' "$T/run.args"
+	assert_line --index 1 "local,path=$T/data,mount_tag=aibox.m0,security_model=none,readonly=on"
+	assert_line --index 2 "local,path=$HOME/.claude/skills,mount_tag=aibox.skills,security_model=none,readonly=on"
+	assert_line --index 3 "local,path=$T/repo,mount_tag=aibox.project,security_model=none"
+	assert_line --index 4 "local,path=$AIBOX_HOME/projects/repo/home,mount_tag=aibox.home,security_model=none"
+	assert_equal "${#lines[@]}" 5
+}
+
+@test "host layer: an empty CLAUDE_CODE_OAUTH_TOKEN is not set, for aibox run as for aibox task" {
+	export CLAUDE_CODE_OAUTH_TOKEN= FOO=bar
+	unset ANTHROPIC_API_KEY
+	printf 'env: [CLAUDE_CODE_OAUTH_TOKEN, FOO]\n' >"$cfg"
+	run --separate-stderr aibox task hello
+	assert_failure 2
+	[[ "$stderr" == *"CLAUDE_CODE_OAUTH_TOKEN"*"not set"* ]] || fail "$stderr"
+	boot run aibox run -- true
+	assert_failure 125
+	run python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["env_names"])' "$T/run.args.settings"
+	assert_output "['FOO']"
+}
+
+@test "host layer: the VM's size: the config's memory and cpus, --memory and --cpus winning, the same for task and run" {
+	printf 'env: [CLAUDE_CODE_OAUTH_TOKEN]\nmemory: 3G\ncpus: 1\n' >"$cfg"
+	boot task aibox task hello
+	boot run aibox run -- true
+	for m in task run; do
+		run grep -A1 -e '^-m$' -e '^-smp$' "$T/$m.args"
+		assert_output "-m
+3072
+-smp
+1"
+	done
+	boot task aibox task --memory 1G hello
+	boot run aibox run --memory 1G -- true
+	for m in task run; do
+		run grep -A1 -e '^-m$' "$T/$m.args"
+		assert_output "-m
+1024"
+	done
+}
+
+@test "host layer: a project being removed is refused by aibox run as by aibox task, not waited for" {
+	printf 'env: [CLAUDE_CODE_OAUTH_TOKEN]\n' >"$cfg"
+	hold_lock "$AIBOX_HOME/projects/repo/lock" ex
+	run --separate-stderr timeout 20 aibox task hello
+	assert_failure 2
+	assert_equal "$stderr" "aibox-task: the project 'repo' is being removed"
+	run --separate-stderr timeout 20 aibox run -- true
+	assert_failure 125
+	assert_equal "$stderr" "aibox-run: the project 'repo' is being removed"
+}
+
+@test "host layer: the env values are written one way: the task's stdin, and aibox run's AIBOX_ENV its inner object" {
+	run test-host env-json A=b 'C=d"e'
+	assert_success
+	assert_output '{"env": {"A": "b", "C": "d\"e"}}'
+	run test-host env-json --object A=b 'C=d"e'
+	assert_output '{"A": "b", "C": "d\"e"}'
+	run test-host env-json --object
+	assert_output '{}'
+	run test-host env-json --object "A=$(printf '\xff')"
+	assert_failure 1
+	assert_output "error: the value of A is not valid UTF-8"
+}
+
+@test "host layer: a worker keeps only the fds it is given, stdin on /dev/null; a detached one has its own session" {
+	run test-host worker pdeath
+	assert_success
+	[[ "${lines[0]}" =~ ^kept:\ ([0-9]+)\ extra:\ [0-9]+$ ]] || fail "${lines[0]}"
+	kept=${BASH_REMATCH[1]}
+	assert_line "fds: 0 1 2 $kept"
+	assert_line "stdin: /dev/null"
+	assert_line "session: ours"
+	run test-host worker detach
+	assert_line "fds: 0 1 2 $kept"
+	assert_line "session: own"
+}

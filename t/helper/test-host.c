@@ -1,0 +1,110 @@
+/*
+ * test-host: the host layer of aibox task and aibox run (common/host_start.h),
+ * for t/5009-host-layer.bats.
+ *
+ *   test-host env-json [--object] NAME=VALUE...
+ *	print host_env_json() of the pairs: the task's stdin, or with --object
+ *	aibox run's AIBOX_ENV; "error: REASON" (exit 1) when refused
+ *   test-host worker pdeath|detach
+ *	spawn_worker() with that flag, an extra fd open in the parent; the
+ *	worker prints "fds: N..." (its open fds), "stdin: TARGET", and
+ *	"session: own" or "session: ours", over the one fd it keeps
+ */
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "buf.h"
+#include "err.h"
+#include "host_start.h"
+#include "spawn.h"
+#include "strvec.h"
+#include "banned.h"
+
+static int cmd_env_json(int argc, char **argv)
+{
+	struct strvec names = STRVEC_INIT, values = STRVEC_INIT;
+	struct buf out = BUF_INIT, err = BUF_INIT;
+	int object = argc > 0 && !strcmp(argv[0], "--object"), ret;
+
+	for (int i = object; i < argc; i++) {
+		const char *eq = strchr(argv[i], '=');
+
+		if (!eq)
+			die("usage: test-host env-json [--object] NAME=VALUE...");
+		strvec_pushf(&names, "%.*s", (int)(eq - argv[i]), argv[i]);
+		strvec_push(&values, eq + 1);
+	}
+	ret = host_env_json(&names, &values, object, &out, &err);
+	if (ret < 0)
+		printf("error: %s\n", err.buf);
+	else
+		fwrite(out.buf, 1, out.len, stdout);
+	strvec_clear(&names);
+	strvec_clear(&values);
+	buf_release(&out);
+	buf_release(&err);
+	return ret < 0;
+}
+
+/* In the worker: what it has, written to fd. */
+static void worker_report(int fd, pid_t parent_sid)
+{
+	struct buf out = BUF_INIT;
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	char target[256];
+	ssize_t n;
+
+	buf_addstr(&out, "fds:");
+	while (d && (e = readdir(d)))
+		if (e->d_name[0] != '.' && atoi(e->d_name) != dirfd(d))
+			buf_addf(&out, " %s", e->d_name);
+	if (d)
+		closedir(d);
+	n = readlink("/proc/self/fd/0", target, sizeof(target) - 1);
+	target[n > 0 ? n : 0] = 0;
+	buf_addf(&out, "\nstdin: %s\nsession: %s\n", target,
+	         getsid(0) == parent_sid ? "ours" : "own");
+	(void)write_all(fd, out.buf, out.len);
+	_exit(0);
+}
+
+static int cmd_worker(int argc, char **argv)
+{
+	struct buf out = BUF_INIT;
+	int p[2], extra, flags, status;
+	pid_t pid, sid = getsid(0);
+
+	if (argc != 1 || (strcmp(argv[0], "pdeath") && strcmp(argv[0], "detach")))
+		die("usage: test-host worker pdeath|detach");
+	flags = !strcmp(argv[0], "pdeath") ? SPAWN_WORKER_PDEATH : SPAWN_WORKER_DETACH;
+	if (pipe(p) < 0 || (extra = open("/dev/null", O_RDONLY)) < 0)
+		die_errno("cannot make a pipe");
+	pid = spawn_worker(&p[1], 1, flags);
+	if (pid < 0)
+		die_err(pid, "cannot fork");
+	if (pid == 0)
+		worker_report(p[1], sid);
+	close(p[1]);
+	if (buf_read_fd(&out, p[0], 4096) < 0)
+		die("cannot read the worker");
+	waitpid(pid, &status, 0);
+	printf("kept: %d extra: %d\n%s", p[1], extra, out.buf);
+	buf_release(&out);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	tool_init(argc, argv);
+	if (argc >= 2 && !strcmp(argv[1], "worker"))
+		return cmd_worker(argc - 2, argv + 2);
+	if (argc >= 2 && !strcmp(argv[1], "env-json"))
+		return cmd_env_json(argc - 2, argv + 2);
+	die("usage: test-host env-json [--object] NAME=VALUE...");
+}
