@@ -10,6 +10,7 @@
 #include "bundle_write.h"
 #include "project.h"
 #include "task_folder.h"
+#include "guest_abi.h"
 #include "task_session.h"
 #include "banned.h"
 
@@ -36,12 +37,12 @@ int task_folder_open_results(const char *dir, int *fds, int create, struct buf *
 {
 	for (size_t i = 0; i < RESULT_NFILES; i++) {
 		/* O_RDWR: result.json and the bundle are read back after the lockdown. */
-		fds[i] = task_folder_open(dir, task_result_names[i],
+		fds[i] = task_folder_open(dir, guest_results[i].name,
 		                          O_RDWR | (create ? O_CREAT | O_EXCL : 0));
 		if (fds[i] < 0) {
 			int ret = fds[i];
 
-			buf_addf(err, "cannot create '%s/%s': %s", dir, task_result_names[i],
+			buf_addf(err, "cannot create '%s/%s': %s", dir, guest_results[i].name,
 			         strerror(-ret));
 			return ret;
 		}

@@ -58,11 +58,11 @@ BUILD/aibox-proxy --listen-fd 3 --log-fd 4 --ready-fd 5 --report-fd 7 --allow ex
 	assert_output "${task/ --report-fd 7/}"
 }
 
-@test "host layer: aibox task and aibox run share the config's mounts and ~/.claude read-only; run adds the project and its home read-write" {
+@test "host layer: aibox task and aibox run share the config's mounts (one tag scheme) and ~/.claude read-only; run adds the project and its home read-write" {
 	boot task aibox task hello
 	boot run aibox run -- true
 	run grep -e '^local,' "$T/task.args"
-	assert_line --index 1 "local,path=$T/data,mount_tag=m0,security_model=none,readonly=on"
+	assert_line --index 1 "local,path=$T/data,mount_tag=aibox.m0,security_model=none,readonly=on"
 	assert_line --index 2 "local,path=$HOME/.claude/skills,mount_tag=aibox.skills,security_model=none,readonly=on"
 	assert_equal "${#lines[@]}" 3
 	run grep -e '^local,' "$T/run.args"

@@ -344,7 +344,7 @@ static int slurm_node(struct task *t)
 		buf_release(&pdir);
 	}
 	buf_reset(&err);
-	if (shares_plan(&t->shares, &t->cfg, getenv("HOME"), "m", &err) < 0)
+	if (shares_plan(&t->shares, &t->cfg, getenv("HOME"), &err) < 0)
 		die("%s", err.buf);
 	buf_reset(&err);
 	if (image_find(t->o.image ? t->o.image : "default", &t->image_dir, &err) < 0)
@@ -442,7 +442,7 @@ static int slurm_check(struct task *t)
 		buf_reset(&path);
 		buf_addf(&path, "%s/start.bundle", t->dir.buf);
 		unlink(path.buf);
-		log_line(t, "total %.3fs exit 2\n", since(&t->t0));
+		log_line(t, "total %.3fs exit 2\n", task_clock_since(&t->t0));
 		write_record(t, "failed to start", 2, msg, NULL);
 		ret = 0;
 		goto out;
