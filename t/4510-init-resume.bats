@@ -101,7 +101,7 @@ run_task() {
 	printf '{}\n' >share/resume.jsonl
 	run_task
 	assert_equal "$(python3 -c 'import json; print(json.load(open("res/result.json"))["failed_step"])')" clone
-	grep -q '"resume_session" is not a session id' progress.txt
+	grep -q 'the session to resume is not a session id' progress.txt
 
 	rm -rf res out.tar project && mkdir res
 	RESUME="\"$SID\""
