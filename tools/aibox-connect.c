@@ -199,7 +199,9 @@ static void relay(int s)
 				memmove(down, down + n, downlen - (size_t)n);
 				downlen -= (size_t)n;
 			} else if (n < 0 && errno != EINTR && errno != EAGAIN) {
-				return; /* the guest closed */
+				/* The reader went: drop what it missed, still send what it said. */
+				downlen = 0;
+				sock_eof = 1;
 			}
 		}
 		if (in_eof && !uplen)

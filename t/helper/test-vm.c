@@ -84,10 +84,17 @@ static void relay(int client, int guest)
 	}
 }
 
-static pid_t serve(const char *path, struct vm *vm)
+/*
+ * Relay each connection to SOCK to the guest, one at a time, in a child.
+ * The child ends when *stop (the write end of a pipe it watches) is closed
+ * and no client is connected: the last bytes a client sent before it went
+ * (SSH's channel close, which ends the guest's session) still reach the guest.
+ */
+static pid_t serve(const char *path, struct vm *vm, int *stop)
 {
 	struct sockaddr_un sun = {.sun_family = AF_UNIX};
 	int l = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int p[2];
 	pid_t pid;
 
 	if (l < 0 || strlen(path) >= sizeof(sun.sun_path))
@@ -95,18 +102,28 @@ static pid_t serve(const char *path, struct vm *vm)
 	memcpy(sun.sun_path, path, strlen(path) + 1);
 	if (bind(l, (struct sockaddr *)&sun, sizeof(sun)) < 0 || listen(l, 4) < 0)
 		die_errno("cannot listen on '%s'", path);
+	if (pipe2(p, O_CLOEXEC) < 0)
+		die_errno("pipe");
 	pid = fork();
 	if (pid < 0)
 		die_errno("fork");
 	if (pid > 0) {
 		close(l);
+		close(p[0]);
+		*stop = p[1];
 		return pid;
 	}
+	close(p[1]);
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	for (;;) {
-		int c = accept(l, NULL, NULL);
-		int r;
+		struct pollfd pfd[2] = {{.fd = l, .events = POLLIN}, {.fd = p[0], .events = POLLIN}};
+		int c, r;
 
+		if (poll(pfd, 2, -1) < 0)
+			continue;
+		if (pfd[1].revents)
+			_exit(0);
+		c = accept(l, NULL, NULL);
 		if (c < 0)
 			continue;
 		r = vm_wait_ssh(vm, 60000);
@@ -120,6 +137,19 @@ static pid_t serve(const char *path, struct vm *vm)
 	}
 }
 
+/* Close the relay's stop pipe and give it up to 10 s to finish, then kill it. */
+static void serve_end(pid_t server, int stop)
+{
+	close(stop);
+	for (int t = 0; t < 1000; t++) {
+		if (waitpid(server, NULL, WNOHANG) == server)
+			return;
+		usleep(10000);
+	}
+	kill(server, SIGKILL);
+	waitpid(server, NULL, 0);
+}
+
 int main(int argc, char **argv)
 {
 	struct vm_config cfg = VM_CONFIG_INIT;
@@ -129,6 +159,7 @@ int main(int argc, char **argv)
 	long grace = 0, val, start_only = 0, args_only = -1;
 	char **cmd = NULL;
 	pid_t server = -1;
+	int stop = -1;
 	long t0;
 	int r, status = 0;
 
@@ -231,7 +262,7 @@ int main(int argc, char **argv)
 	printf("ssh-ready %ld\n", now_ms() - t0);
 	fflush(stdout);
 	if (listen_path)
-		server = serve(listen_path, &vm);
+		server = serve(listen_path, &vm, &stop);
 	if (cmd && cmd[0]) {
 		struct spawn sp = SPAWN_INIT;
 
@@ -241,10 +272,8 @@ int main(int argc, char **argv)
 		if (status < 0)
 			die_err(status, "cannot run '%s'", cmd[0]);
 	}
-	if (server > 0) {
-		kill(server, SIGKILL);
-		waitpid(server, NULL, 0);
-	}
+	if (server > 0)
+		serve_end(server, stop);
 	r = vm_stop(&vm, (int)grace);
 	printf("vm: %s\n", r == 1 ? "powered off" : "killed");
 	for (size_t i = 0; i < cfg.nr_mounts; i++)
