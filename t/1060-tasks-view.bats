@@ -399,17 +399,16 @@ EOF
 	# -f: what is there, then what comes, until the lock is free.
 	aibox tasks log -f aaaaaa >"$T/follow" 2>&1 &
 	follow=$!
-	for i in $(seq 100); do grep -q 'Bash: npm test' "$T/follow" && break; sleep 0.1; done
+	wait_until 10 grep -q 'Bash: npm test' "$T/follow"
 	printf '10:00:05 vm[aaaaaa]: Edit: /project/a.js \e[31mred\n10:00:06 vm[aaaaaa]: claude exi' >>"$log"
-	for i in $(seq 100); do grep -q 'Edit: ' "$T/follow" && break; sleep 0.1; done
+	wait_until 10 grep -q 'Edit: ' "$T/follow"
 	run cat "$T/follow"
 	assert_line "10:00:05 Edit: /project/a.js red"
 	kill -0 "$follow"
 	printf 'ted with 0\ntotal 9.000s exit 0\n' >>"$log"
 	echo '{"type":"result","subtype":"success","num_turns":2}' >"$TK/20260101-100000-aaaaaa/transcript.jsonl"
 	release_locks
-	for i in $(seq 100); do kill -0 "$follow" 2>/dev/null || break; sleep 0.1; done
-	run ! kill -0 "$follow"
+	wait_until 10 gone "$follow"
 	wait "$follow"
 	run cat "$T/follow"
 	assert_output $'10:00:01 cloning\n10:00:02 claude started\n10:00:03 Bash: npm test\n10:00:05 Edit: /project/a.js red\n10:00:06 claude exited with 0\n= success, 2 turns\nthe task ended: finished'

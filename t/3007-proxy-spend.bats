@@ -170,7 +170,7 @@ NANO=13872000
 	# another task holds the lock, and writes its own total before letting go
 	flock -x "$T/ledger" -c "touch '$T/held'; sleep 3; printf '%020d\n' 1000 >'$T/ledger'" &
 	holder=$!
-	while [ ! -e "$T/held" ]; do sleep 0.05; done
+	wait_until 10 test -e "$T/held"
 	ask "$SONNET" true
 	wait "$holder"
 	[ "$(cat "$T/ledger")" = "$(printf '%020d' $((1000 + NANO)))" ]
