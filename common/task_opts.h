@@ -11,7 +11,7 @@
 
 struct buf;
 
-#define TASK_OPTS_MAX_FILES 64 /* --file, at most this many times */
+#define TASK_OPTS_MAX_FILES          64 /* --file, at most this many times */
 #define TASK_OPTS_DEFAULT_TIMEOUT_MS (60LL * 60 * 1000)
 
 struct task_opts {
@@ -28,15 +28,15 @@ struct task_opts {
 	const char *image;
 	int no_sandbox;
 	int json;
-	int slurm;		 /* --slurm, or the config's slurm: (docs/slurm.md) */
-	int detach;		 /* --detach: sbatch, no waiting (common/slurm_detach.h) */
-	const char *slurm_node;	 /* --slurm-node DIR: the node's part of a --slurm task */
+	int slurm;               /* --slurm, or the config's slurm: (docs/slurm.md) */
+	int detach;              /* --detach: sbatch, no waiting (common/slurm_detach.h) */
+	const char *slurm_node;  /* --slurm-node DIR: the node's part of a --slurm task */
 	const char *slurm_check; /* --slurm-check DIR: a detached task's check on the host */
-	char **words;		 /* the prompt's words in order, NULL-terminated */
+	char **words;            /* the prompt's words in order, NULL-terminated */
 	size_t nwords;
 };
 
-#define TASK_OPTS_HELP 1  /* -h or --help: the caller prints its usage */
+#define TASK_OPTS_HELP  1 /* -h or --help: the caller prints its usage */
 #define TASK_OPTS_USAGE 2 /* an unknown option or a missing value: the reason in why */
 
 /*

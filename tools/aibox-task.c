@@ -120,7 +120,6 @@ struct task {
 	struct task_continue cont; /* with --continue */
 };
 
-
 /* The options (common/task_opts.h): those that fail die, -h prints the usage. */
 static void parse_args(struct task_opts *o, int argc, char **argv)
 {

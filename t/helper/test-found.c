@@ -207,7 +207,7 @@ static int cmd_config_default(char **args)
 
 static int cmd_push_allowed(char **args)
 {
-	struct config_git g = { 0 };
+	struct config_git g = {0};
 	int m;
 
 	strvec_push(&g.push, args[0]);
@@ -289,21 +289,21 @@ static const struct {
 	int nargs;
 	int (*fn)(char **args);
 } commands[] = {
-	{ "duration", 1, cmd_duration },
-	{ "task-id", -1, cmd_task_id },
-	{ "task-name", 2, cmd_task_name },
-	{ "task-parse", 1, cmd_task_parse },
-	{ "task-lock-name", 1, cmd_task_lock_name },
-	{ "task-create", 1, cmd_task_create },
-	{ "task-check", 2, cmd_task_check },
-	{ "config", 1, cmd_config },
-	{ "config-default", -1, cmd_config_default },
-	{ "push-allowed", 2, cmd_push_allowed },
-	{ "project-name", 1, cmd_project_name },
-	{ "checkout", 1, cmd_checkout },
-	{ "project-lock", 2, cmd_project_lock },
-	{ "rmtree", 2, cmd_rmtree },
-	{ "bytes", 1, cmd_bytes },
+    {"duration", 1, cmd_duration},
+    {"task-id", -1, cmd_task_id},
+    {"task-name", 2, cmd_task_name},
+    {"task-parse", 1, cmd_task_parse},
+    {"task-lock-name", 1, cmd_task_lock_name},
+    {"task-create", 1, cmd_task_create},
+    {"task-check", 2, cmd_task_check},
+    {"config", 1, cmd_config},
+    {"config-default", -1, cmd_config_default},
+    {"push-allowed", 2, cmd_push_allowed},
+    {"project-name", 1, cmd_project_name},
+    {"checkout", 1, cmd_checkout},
+    {"project-lock", 2, cmd_project_lock},
+    {"rmtree", 2, cmd_rmtree},
+    {"bytes", 1, cmd_bytes},
 };
 
 int main(int argc, char **argv)

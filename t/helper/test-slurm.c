@@ -140,7 +140,7 @@ static int cmd_shared(int argc, char **argv)
 
 static int cmd_job_args(int argc, char **argv)
 {
-	struct slurm_job j = { 0 };
+	struct slurm_job j = {0};
 	struct strvec args = STRVEC_INIT, options = STRVEC_INIT;
 
 	for (int i = 8; i < argc; i++)
@@ -208,15 +208,15 @@ static const struct {
 	int argc, at_least;
 	int (*fn)(int argc, char **argv);
 } commands[] = {
-	{ "secrets-write", 8, 0, cmd_secrets_write },
-	{ "secrets-take", 3, 0, cmd_secrets_take },
-	{ "status-write", 9, 0, cmd_status_write },
-	{ "status-parse", 3, 0, cmd_status_parse },
-	{ "shared", 3, 1, cmd_shared },
-	{ "job-args", 8, 1, cmd_job_args },
-	{ "job-id", 3, 0, cmd_job_id },
-	{ "job-write", 5, 0, cmd_job_write },
-	{ "job-read", 3, 0, cmd_job_read },
+    {"secrets-write", 8, 0, cmd_secrets_write},
+    {"secrets-take", 3, 0, cmd_secrets_take},
+    {"status-write", 9, 0, cmd_status_write},
+    {"status-parse", 3, 0, cmd_status_parse},
+    {"shared", 3, 1, cmd_shared},
+    {"job-args", 8, 1, cmd_job_args},
+    {"job-id", 3, 0, cmd_job_id},
+    {"job-write", 5, 0, cmd_job_write},
+    {"job-read", 3, 0, cmd_job_read},
 };
 
 int main(int argc, char **argv)

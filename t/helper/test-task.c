@@ -216,8 +216,7 @@ struct ssh_run_opts {
 };
 
 /* An option with a value, argv[i + 1]: the value's index. */
-static int ssh_run_value(int argc, char **argv, int i, struct ssh_client *c,
-                         struct ssh_run_opts *o)
+static int ssh_run_value(int argc, char **argv, int i, struct ssh_client *c, struct ssh_run_opts *o)
 {
 	const char *a = argv[i], *v;
 	struct buf *file = NULL;
@@ -294,10 +293,10 @@ static void ssh_run_print(int ret, const struct ssh_client *c, const struct ssh_
 static int cmd_ssh_run(int argc, char **argv)
 {
 	struct ssh_client c = SSH_CLIENT_INIT;
-	struct ssh_exec x = { 0 };
-	struct run_ctx rc = { 0 };
+	struct ssh_exec x = {0};
+	struct run_ctx rc = {0};
 	struct spawn sp = SPAWN_INIT;
-	struct ssh_run_opts o = { NULL, 0, BUF_INIT, BUF_INIT, BUF_INIT };
+	struct ssh_run_opts o = {NULL, 0, BUF_INIT, BUF_INIT, BUF_INIT};
 	struct buf blob = BUF_INIT;
 	int sv[2], i, ret;
 	double t0;
@@ -555,8 +554,7 @@ struct settings_args {
 };
 
 /* settings' options, into ts and sa. */
-static void settings_args(int argc, char **argv, struct task_settings *ts,
-                          struct settings_args *sa)
+static void settings_args(int argc, char **argv, struct task_settings *ts, struct settings_args *sa)
 {
 	for (int i = 0; i < argc; i += 2) {
 		const char *a = argv[i], *v = argv[i + 1];
@@ -593,12 +591,16 @@ static void settings_args(int argc, char **argv, struct task_settings *ts,
 			ts->has_budget = 1;
 			ts->max_budget_usd = strtod(v, NULL);
 		} else if (!strcmp(a, "--api"))
-			ts->api = !strcmp(v, "none") ? TASK_API_NONE : !strcmp(v, "oauth") ? TASK_API_OAUTH : !strcmp(v, "forward") ? TASK_API_FORWARD : (enum task_api)7;
+			ts->api = !strcmp(v, "none")      ? TASK_API_NONE
+			          : !strcmp(v, "oauth")   ? TASK_API_OAUTH
+			          : !strcmp(v, "forward") ? TASK_API_FORWARD
+			                                  : (enum task_api)7;
 		else if (!strcmp(a, "--env") && sa->nsec < 16 && (sep = strchr(argv[i + 1], '='))) {
 			*sep = '\0';
 			sa->secrets[sa->nsec].name = sa->names[sa->nsec] = argv[i + 1];
 			sa->secrets[sa->nsec++].value = sep + 1;
-		} else if (!strcmp(a, "--mount") && sa->nmounts < 16 && (sep = strchr(argv[i + 1], ':'))) {
+		} else if (!strcmp(a, "--mount") && sa->nmounts < 16 &&
+		           (sep = strchr(argv[i + 1], ':'))) {
 			*sep = '\0';
 			sa->mounts[sa->nmounts].tag = argv[i + 1];
 			sa->mounts[sa->nmounts++].path = sep + 1;
@@ -627,14 +629,14 @@ static void settings_args(int argc, char **argv, struct task_settings *ts,
 static int cmd_settings(int argc, char **argv)
 {
 	struct task_settings ts = {
-		.id = "259e07",
-		.start_commit = "0123456789abcdef0123456789abcdef01234567",
-		.timeout_s = 3600,
-		.git_name = "Test User",
-		.git_email = "test@example.com",
-		.api = TASK_API_FORWARD,
+	    .id = "259e07",
+	    .start_commit = "0123456789abcdef0123456789abcdef01234567",
+	    .timeout_s = 3600,
+	    .git_name = "Test User",
+	    .git_email = "test@example.com",
+	    .api = TASK_API_FORWARD,
 	};
-	struct settings_args sa = { 0 };
+	struct settings_args sa = {0};
 	struct buf out = BUF_INIT, err = BUF_INIT, sec = BUF_INIT;
 	int ret;
 

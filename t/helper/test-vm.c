@@ -281,7 +281,7 @@ static int run_cmd(char **cmd)
 
 int main(int argc, char **argv)
 {
-	struct opts o = { .cfg = VM_CONFIG_INIT, .args_only = -1 };
+	struct opts o = {.cfg = VM_CONFIG_INIT, .args_only = -1};
 	struct vm vm = VM_INIT;
 	pid_t server = -1;
 	int stop = -1;
