@@ -29,7 +29,6 @@
 #include "bundle_read.h"
 #include "checkout.h"
 #include "config.h"
-#include "duration.h"
 #include "err.h"
 #include "host_start.h"
 #include "host_system.h"
@@ -55,15 +54,13 @@
 #include "task_continue.h"
 #include "task_folder.h"
 #include "task_log.h"
+#include "task_opts.h"
 #include "task_vm.h"
 #include "task_settings.h"
 #include "task_record.h"
 #include "task_session.h"
 #include "taskid.h"
 #include "banned.h"
-
-#define DEFAULT_TIMEOUT_MS (60LL * 60 * 1000)
-#define MAX_FILES 64
 
 static const char usage_text[] =
 	"usage: aibox task [options] [prompt...]\n"
@@ -93,30 +90,8 @@ static const char usage_text[] =
 	"read from stdin unless it is a terminal.\n"
 	"Exit status: 0 the task finished, 1 it did not, 2 usage or error.\n";
 
-struct opts {
-	const char *model;
-	const char *from;
-	const char *cont; /* --continue TASK */
-	const char *files[MAX_FILES];
-	size_t nfiles;
-	int64_t timeout_ms;
-	int has_budget;
-	double budget;
-	uint64_t memory_mib;
-	int cpus;
-	const char *image;
-	int no_sandbox;
-	int json;
-	int slurm;		/* --slurm, or the config's slurm: (docs/slurm.md) */
-	int detach;		/* --detach: sbatch, no waiting (common/slurm_detach.h) */
-	const char *slurm_node; /* --slurm-node DIR: the node's part of a --slurm task */
-	const char *slurm_check; /* --slurm-check DIR: a detached task's check on the host */
-	char **words;
-	size_t nwords;
-};
-
 struct task {
-	struct opts o;
+	struct task_opts o;
 	struct project p;
 	struct config cfg;
 	struct shares shares; /* the VM's 9p shares (common/shares.h) */
@@ -145,121 +120,22 @@ struct task {
 	struct task_continue cont; /* with --continue */
 };
 
-
-/* Options anywhere among the prompt's words (common/opt.h); words go to o->words. */
-static void parse_args(struct opts *o, int argc, char **argv)
+/* The options (common/task_opts.h): those that fail die, -h prints the usage. */
+static void parse_args(struct task_opts *o, int argc, char **argv)
 {
-	enum { O_MODEL = 256, O_FROM, O_FILE, O_TIMEOUT, O_BUDGET, O_MEMORY, O_CPUS, O_IMAGE,
-	       O_NO_SANDBOX, O_JSON, O_CONTINUE, O_SLURM, O_SLURM_NODE, O_DETACH, O_SLURM_CHECK };
-	static const struct option options[] = {
-		{ "model", required_argument, NULL, O_MODEL },
-		{ "from", required_argument, NULL, O_FROM },
-		{ "continue", required_argument, NULL, O_CONTINUE },
-		{ "file", required_argument, NULL, O_FILE },
-		{ "timeout", required_argument, NULL, O_TIMEOUT },
-		{ "max-budget-usd", required_argument, NULL, O_BUDGET },
-		{ "memory", required_argument, NULL, O_MEMORY },
-		{ "cpus", required_argument, NULL, O_CPUS },
-		{ "image", required_argument, NULL, O_IMAGE },
-		{ "no-sandbox", no_argument, NULL, O_NO_SANDBOX },
-		{ "json", no_argument, NULL, O_JSON },
-		{ "slurm", no_argument, NULL, O_SLURM },
-		{ "slurm-node", required_argument, NULL, O_SLURM_NODE },
-		{ "detach", no_argument, NULL, O_DETACH },
-		{ "slurm-check", required_argument, NULL, O_SLURM_CHECK },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
 	struct buf why = BUF_INIT;
-	const char *v;
-	int opt;
+	int ret = task_opts_parse(o, argc, argv, &why);
 
-	o->timeout_ms = DEFAULT_TIMEOUT_MS;
-	/* The words, in order: at most argc of them, NULL-terminated. */
-	o->words = xcalloc((size_t)argc + 1, sizeof(*o->words));
-	while ((opt = opt_next(argc, argv, "h", options, &v, &why)) != OPT_END) {
-		switch (opt) {
-		case OPT_WORD:
-			o->words[o->nwords++] = (char *)v;
-			break;
-		case 'h':
-			fputs(usage_text, stdout);
-			exit(0);
-		case O_NO_SANDBOX:
-			o->no_sandbox = 1;
-			break;
-		case O_JSON:
-			o->json = 1;
-			break;
-		case O_SLURM:
-			o->slurm = 1;
-			break;
-		case O_SLURM_NODE:
-			o->slurm_node = v;
-			break;
-		case O_DETACH:
-			o->detach = 1;
-			break;
-		case O_SLURM_CHECK:
-			o->slurm_check = v;
-			break;
-		case O_MODEL:
-			o->model = v;
-			if (!*o->model)
-				die("--model: the name is empty");
-			break;
-		case O_FROM:
-			o->from = v;
-			if (!*o->from || o->from[0] == '-')
-				die("--from: '%s' is not a revision", o->from);
-			break;
-		case O_CONTINUE:
-			o->cont = v;
-			break;
-		case O_FILE:
-			if (o->nfiles == MAX_FILES)
-				die("--file: at most %d files", MAX_FILES);
-			o->files[o->nfiles++] = v;
-			break;
-		case O_TIMEOUT:
-			if (duration_parse(v, &o->timeout_ms, &why) < 0)
-				die("--timeout: '%s' is not a duration: %s", v, why.buf);
-			if (o->timeout_ms < 1000)
-				die("--timeout: '%s' is less than a second", v);
-			if (o->timeout_ms > 7LL * 24 * 3600 * 1000)
-				die("--timeout: '%s' is more than a week", v);
-			break;
-		case O_BUDGET: {
-			char *end;
-
-			errno = 0;
-			o->budget = strtod(v, &end);
-			if (!*v || *end || errno || !(o->budget > 0 && o->budget < 1e6))
-				die("--max-budget-usd: '%s' is not a positive amount", v);
-			o->has_budget = 1;
-			break;
-		}
-		case O_MEMORY:
-			if (config_parse_memory(v, &o->memory_mib, &why) < 0)
-				die("--memory: %s", why.buf);
-			break;
-		case O_CPUS:
-			if (parse_cpus(v, &o->cpus, &why) < 0)
-				die("--cpus: %s", why.buf);
-			break;
-		case O_IMAGE:
-			o->image = v;
-			if (!image_name_ok(o->image))
-				die("--image: '%s' is not an image name", o->image);
-			break;
-		default:
-			error("%s", why.buf);
-			usage_die(usage_text);
-		}
+	if (ret == TASK_OPTS_HELP) {
+		fputs(usage_text, stdout);
+		exit(0);
 	}
-	/* After `--`: words, even those that look like options. */
-	while (optind < argc)
-		o->words[o->nwords++] = argv[optind++];
+	if (ret == TASK_OPTS_USAGE) {
+		error("%s", why.buf);
+		usage_die(usage_text);
+	}
+	if (ret < 0)
+		die("%s", why.buf);
 	buf_release(&why);
 }
 

@@ -41,8 +41,9 @@ static const char *claude_kind(const struct config_claude *c)
 	                                       : "default";
 }
 
-static int cmd_config(const char *file)
+static int cmd_config(char **args)
 {
+	const char *file = args[0];
 	struct config cfg;
 	struct buf err = BUF_INIT;
 
@@ -106,161 +107,213 @@ static int lock_mode(const char *s)
 	die("unknown lock mode '%s'", s);
 }
 
+static int cmd_duration(char **args)
+{
+	struct buf why = BUF_INIT, out = BUF_INIT;
+	int64_t ms;
+	int ret = duration_parse(args[0], &ms, &why);
+
+	if (ret < 0) {
+		printf("error %s (%s)\n", why.buf, ret == -ERANGE ? "ERANGE" : "EINVAL");
+		buf_release(&why);
+		return 1;
+	}
+	duration_format(&out, ms);
+	printf("%" PRId64 " %s\n", ms, out.buf);
+	buf_release(&out);
+	return 0;
+}
+
+static int cmd_task_id(char **args)
+{
+	char id[TASK_ID_LEN + 1];
+
+	(void)args;
+	if (task_id_new(id) < 0)
+		die("no id");
+	printf("%s\n", id);
+	return 0;
+}
+
+static int cmd_task_name(char **args)
+{
+	char name[TASK_NAME_LEN + 1];
+	int ret = task_name_make(name, (time_t)atoll(args[0]), args[1]);
+
+	if (ret < 0) {
+		printf("error %s\n", strerror(-ret));
+		return 1;
+	}
+	printf("%s\n", name);
+	return 0;
+}
+
+static int cmd_task_parse(char **args)
+{
+	char id[TASK_ID_LEN + 1];
+	time_t t;
+
+	if (task_name_parse(args[0], &t, id) < 0) {
+		printf("invalid\n");
+		return 1;
+	}
+	printf("%lld %s\n", (long long)t, id);
+	return 0;
+}
+
+static int cmd_task_lock_name(char **args)
+{
+	char folder[TASK_NAME_LEN + 1];
+
+	if (!task_lock_name_parse(args[0], folder)) {
+		printf("invalid\n");
+		return 1;
+	}
+	printf("%s\n", folder);
+	return 0;
+}
+
+static int cmd_task_create(char **args)
+{
+	char name[TASK_NAME_LEN + 1];
+	int fd, ret = task_create(args[0], time(NULL), name, &fd);
+
+	if (ret < 0)
+		die_err(ret, "cannot create a task in '%s'", args[0]);
+	printf("%s\n", name);
+	return 0;
+}
+
+static int cmd_task_check(char **args)
+{
+	int dfd = open(args[0], O_RDONLY | O_DIRECTORY), fd, ret;
+
+	if (dfd < 0)
+		die_errno("cannot open '%s'", args[0]);
+	ret = task_check(dfd, args[1], &fd);
+	if (ret < 0)
+		printf("error %s\n", strerror(-ret));
+	else
+		printf("%s%s\n", ret ? "running" : "ended", fd >= 0 ? " (locked)" : "");
+	return ret < 0;
+}
+
+static int cmd_config_default(char **args)
+{
+	(void)args;
+	fputs(config_default_text, stdout);
+	return 0;
+}
+
+static int cmd_push_allowed(char **args)
+{
+	struct config_git g = {0};
+	int m;
+
+	strvec_push(&g.push, args[0]);
+	m = config_git_push_allowed(&g, args[1]);
+	strvec_clear(&g.push);
+
+	printf("%s\n", m ? "match" : "no match");
+	return !m;
+}
+
+static int cmd_project_name(char **args)
+{
+	struct buf name = BUF_INIT;
+
+	project_name_base(args[0], &name);
+	printf("%s %s\n", name.buf, project_name_valid(name.buf) ? "valid" : "INVALID");
+	buf_release(&name);
+	return 0;
+}
+
+static int cmd_checkout(char **args)
+{
+	struct buf out = BUF_INIT;
+	int ret = project_checkout(args[0], &out);
+
+	if (ret < 0) {
+		printf("error %s\n", strerror(-ret));
+		buf_release(&out);
+		return 1;
+	}
+	printf("%s\n", out.buf);
+	buf_release(&out);
+	return 0;
+}
+
+static int cmd_project_lock(char **args)
+{
+	int ret = project_lock(args[0], lock_mode(args[1]));
+
+	if (ret < 0) {
+		printf("error %s\n", strerror(-ret));
+		return 1;
+	}
+	printf("locked\n");
+	return 0;
+}
+
+static int cmd_rmtree(char **args)
+{
+	struct rmtree_stats st = {0};
+	struct buf where = BUF_INIT;
+	int dfd = open(args[0], O_RDONLY | O_DIRECTORY), ret;
+
+	if (dfd < 0)
+		die_errno("cannot open '%s'", args[0]);
+	ret = rmtree_at(dfd, args[1], &st, &where);
+	if (ret < 0) {
+		printf("error %s: %s\n", where.buf, strerror(-ret));
+		buf_release(&where);
+		return 1;
+	}
+	printf("removed %zu entries\n", st.entries);
+	return 0;
+}
+
+static int cmd_bytes(char **args)
+{
+	struct buf out = BUF_INIT;
+
+	format_bytes(&out, strtoull(args[0], NULL, 10));
+	printf("%s\n", out.buf);
+	buf_release(&out);
+	return 0;
+}
+
+/* The commands and how many arguments each takes (-1: any). */
+static const struct {
+	const char *name;
+	int nargs;
+	int (*fn)(char **args);
+} commands[] = {
+    {"duration", 1, cmd_duration},
+    {"task-id", -1, cmd_task_id},
+    {"task-name", 2, cmd_task_name},
+    {"task-parse", 1, cmd_task_parse},
+    {"task-lock-name", 1, cmd_task_lock_name},
+    {"task-create", 1, cmd_task_create},
+    {"task-check", 2, cmd_task_check},
+    {"config", 1, cmd_config},
+    {"config-default", -1, cmd_config_default},
+    {"push-allowed", 2, cmd_push_allowed},
+    {"project-name", 1, cmd_project_name},
+    {"checkout", 1, cmd_checkout},
+    {"project-lock", 2, cmd_project_lock},
+    {"rmtree", 2, cmd_rmtree},
+    {"bytes", 1, cmd_bytes},
+};
+
 int main(int argc, char **argv)
 {
-	const char *cmd;
-
 	tool_init(argc, argv);
 	if (argc < 2)
 		die("usage: test-found <command> [args]");
-	cmd = argv[1];
-	if (!strcmp(cmd, "duration") && argc == 3) {
-		struct buf why = BUF_INIT, out = BUF_INIT;
-		int64_t ms;
-		int ret = duration_parse(argv[2], &ms, &why);
-
-		if (ret < 0) {
-			printf("error %s (%s)\n", why.buf, ret == -ERANGE ? "ERANGE" : "EINVAL");
-			buf_release(&why);
-			return 1;
-		}
-		duration_format(&out, ms);
-		printf("%" PRId64 " %s\n", ms, out.buf);
-		buf_release(&out);
-		return 0;
-	}
-	if (!strcmp(cmd, "task-id")) {
-		char id[TASK_ID_LEN + 1];
-
-		if (task_id_new(id) < 0)
-			die("no id");
-		printf("%s\n", id);
-		return 0;
-	}
-	if (!strcmp(cmd, "task-name") && argc == 4) {
-		char name[TASK_NAME_LEN + 1];
-		int ret = task_name_make(name, (time_t)atoll(argv[2]), argv[3]);
-
-		if (ret < 0) {
-			printf("error %s\n", strerror(-ret));
-			return 1;
-		}
-		printf("%s\n", name);
-		return 0;
-	}
-	if (!strcmp(cmd, "task-parse") && argc == 3) {
-		char id[TASK_ID_LEN + 1];
-		time_t t;
-
-		if (task_name_parse(argv[2], &t, id) < 0) {
-			printf("invalid\n");
-			return 1;
-		}
-		printf("%lld %s\n", (long long)t, id);
-		return 0;
-	}
-	if (!strcmp(cmd, "task-lock-name") && argc == 3) {
-		char folder[TASK_NAME_LEN + 1];
-
-		if (!task_lock_name_parse(argv[2], folder)) {
-			printf("invalid\n");
-			return 1;
-		}
-		printf("%s\n", folder);
-		return 0;
-	}
-	if (!strcmp(cmd, "task-create") && argc == 3) {
-		char name[TASK_NAME_LEN + 1];
-		int fd, ret = task_create(argv[2], time(NULL), name, &fd);
-
-		if (ret < 0)
-			die_err(ret, "cannot create a task in '%s'", argv[2]);
-		printf("%s\n", name);
-		return 0;
-	}
-	if (!strcmp(cmd, "task-check") && argc == 4) {
-		int dfd = open(argv[2], O_RDONLY | O_DIRECTORY), fd, ret;
-
-		if (dfd < 0)
-			die_errno("cannot open '%s'", argv[2]);
-		ret = task_check(dfd, argv[3], &fd);
-		if (ret < 0)
-			printf("error %s\n", strerror(-ret));
-		else
-			printf("%s%s\n", ret ? "running" : "ended", fd >= 0 ? " (locked)" : "");
-		return ret < 0;
-	}
-	if (!strcmp(cmd, "config") && argc == 3)
-		return cmd_config(argv[2]);
-	if (!strcmp(cmd, "config-default")) {
-		fputs(config_default_text, stdout);
-		return 0;
-	}
-	if (!strcmp(cmd, "push-allowed") && argc == 4) {
-		struct config_git g = { 0 };
-		int m;
-
-		strvec_push(&g.push, argv[2]);
-		m = config_git_push_allowed(&g, argv[3]);
-		strvec_clear(&g.push);
-
-		printf("%s\n", m ? "match" : "no match");
-		return !m;
-	}
-	if (!strcmp(cmd, "project-name") && argc == 3) {
-		struct buf name = BUF_INIT;
-
-		project_name_base(argv[2], &name);
-		printf("%s %s\n", name.buf, project_name_valid(name.buf) ? "valid" : "INVALID");
-		buf_release(&name);
-		return 0;
-	}
-	if (!strcmp(cmd, "checkout") && argc == 3) {
-		struct buf out = BUF_INIT;
-		int ret = project_checkout(argv[2], &out);
-
-		if (ret < 0) {
-			printf("error %s\n", strerror(-ret));
-			buf_release(&out);
-			return 1;
-		}
-		printf("%s\n", out.buf);
-		buf_release(&out);
-		return 0;
-	}
-	if (!strcmp(cmd, "project-lock") && argc == 4) {
-		int ret = project_lock(argv[2], lock_mode(argv[3]));
-
-		if (ret < 0) {
-			printf("error %s\n", strerror(-ret));
-			return 1;
-		}
-		printf("locked\n");
-		return 0;
-	}
-	if (!strcmp(cmd, "rmtree") && argc == 4) {
-		struct rmtree_stats st = {0};
-		struct buf where = BUF_INIT;
-		int dfd = open(argv[2], O_RDONLY | O_DIRECTORY), ret;
-
-		if (dfd < 0)
-			die_errno("cannot open '%s'", argv[2]);
-		ret = rmtree_at(dfd, argv[3], &st, &where);
-		if (ret < 0) {
-			printf("error %s: %s\n", where.buf, strerror(-ret));
-			buf_release(&where);
-			return 1;
-		}
-		printf("removed %zu entries\n", st.entries);
-		return 0;
-	}
-	if (!strcmp(cmd, "bytes") && argc == 3) {
-		struct buf out = BUF_INIT;
-
-		format_bytes(&out, strtoull(argv[2], NULL, 10));
-		printf("%s\n", out.buf);
-		buf_release(&out);
-		return 0;
-	}
-	die("unknown command or wrong arguments: '%s'", cmd);
+	for (size_t i = 0; i < ARRAY_SIZE(commands); i++)
+		if (!strcmp(argv[1], commands[i].name) &&
+		    (commands[i].nargs < 0 || commands[i].nargs == argc - 2))
+			return commands[i].fn(argv + 2);
+	die("unknown command or wrong arguments: '%s'", argv[1]);
 }

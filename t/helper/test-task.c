@@ -208,17 +208,49 @@ static int run_interactive(struct ssh_client *c, struct ssh_exec *x, const struc
 	return ret;
 }
 
-static int cmd_ssh_run(int argc, char **argv)
+/* ssh-run's options, the keys and the input read. */
+struct ssh_run_opts {
+	const char *command;
+	int interactive;
+	struct buf key, pub, in;
+};
+
+/* An option with a value, argv[i + 1]: the value's index. */
+static int ssh_run_value(int argc, char **argv, int i, struct ssh_client *c, struct ssh_run_opts *o)
 {
-	struct ssh_client c = SSH_CLIENT_INIT;
-	struct ssh_exec x = { 0 };
-	struct run_ctx rc = { 0 };
-	struct spawn sp = SPAWN_INIT;
-	struct buf key = BUF_INIT, pub = BUF_INIT, blob = BUF_INIT, in = BUF_INIT;
-	const char *command = NULL;
-	int sv[2], i, ret, interactive = 0;
-	double t0;
-	long v;
+	const char *a = argv[i], *v;
+	struct buf *file = NULL;
+	long n, max = 16384;
+
+	if (i + 1 >= argc)
+		die("option '%s' needs a value", a);
+	v = argv[i + 1];
+	if (!strcmp(a, "--user")) {
+		c->user = v;
+	} else if (!strcmp(a, "--timeout-ms") && !parse_long(v, 0, LONG_MAX, &n)) {
+		c->timeout_ms = n;
+	} else if (!strcmp(a, "--idle-ms") && !parse_long(v, 0, LONG_MAX, &n)) {
+		c->idle_ms = n;
+	} else if (!strcmp(a, "--in")) {
+		file = &o->in;
+		max = 1 << 20;
+	} else if (!strcmp(a, "--key")) {
+		file = &o->key;
+	} else if (!strcmp(a, "--host-pub")) {
+		file = &o->pub;
+	} else {
+		die("unknown option '%s'", a);
+	}
+	if (file && buf_read_file(file, v, (size_t)max) < 0)
+		die_errno("cannot read '%s'", v);
+	return i + 1;
+}
+
+/* ssh-run [options] COMMAND -- SSHD-ARGV...: argv's index of SSHD-ARGV. */
+static int ssh_run_args(int argc, char **argv, struct ssh_client *c, struct run_ctx *rc,
+                        struct ssh_run_opts *o)
+{
+	int i;
 
 	for (i = 0; i < argc; i++) {
 		const char *a = argv[i];
@@ -227,39 +259,50 @@ static int cmd_ssh_run(int argc, char **argv)
 			i++;
 			break;
 		} else if (!strcmp(a, "--count")) {
-			rc.count = 1;
+			rc->count = 1;
 		} else if (!strcmp(a, "--interactive")) {
-			interactive = 1;
+			o->interactive = 1;
 		} else if (a[0] != '-') {
-			if (command)
+			if (o->command)
 				die("more than one command: '%s'", a);
-			command = a;
-		} else if (i + 1 >= argc) {
-			die("option '%s' needs a value", a);
-		} else if (!strcmp(a, "--user")) {
-			c.user = argv[++i];
-		} else if (!strcmp(a, "--timeout-ms") && !parse_long(argv[i + 1], 0, LONG_MAX, &v)) {
-			c.timeout_ms = v;
-			i++;
-		} else if (!strcmp(a, "--idle-ms") && !parse_long(argv[i + 1], 0, LONG_MAX, &v)) {
-			c.idle_ms = v;
-			i++;
-		} else if (!strcmp(a, "--in")) {
-			if (buf_read_file(&in, argv[++i], 1 << 20) < 0)
-				die_errno("cannot read '%s'", argv[i]);
-		} else if (!strcmp(a, "--key")) {
-			if (buf_read_file(&key, argv[++i], 16384) < 0)
-				die_errno("cannot read '%s'", argv[i]);
-		} else if (!strcmp(a, "--host-pub")) {
-			if (buf_read_file(&pub, argv[++i], 16384) < 0)
-				die_errno("cannot read '%s'", argv[i]);
+			o->command = a;
 		} else {
-			die("unknown option '%s'", a);
+			i = ssh_run_value(argc, argv, i, c, o);
 		}
 	}
-	if (!command || i >= argc)
+	if (!o->command || i >= argc)
 		die("usage: test-task ssh-run [options] COMMAND -- SSHD-ARGV...");
-	if (ssh_pubkey_blob(pub.buf, pub.len, &blob) < 0)
+	return i;
+}
+
+/* The command's end as the tests read it: "exit N [signal S]", or the error. */
+static void ssh_run_print(int ret, const struct ssh_client *c, const struct ssh_exec *x,
+                          const struct run_ctx *rc, double dt)
+{
+	if (ret < 0) {
+		printf("error: %s\n", c->error);
+		return;
+	}
+	if (rc->count)
+		printf("stdout %llu bytes, %.1f MB/s\n", (unsigned long long)x->out_bytes,
+		       (double)x->out_bytes / 1e6 / (dt > 0 ? dt : 1e-9));
+	printf("exit %d%s%s\n", x->exit_status, x->exit_signal[0] ? " signal " : "",
+	       x->exit_signal);
+}
+
+static int cmd_ssh_run(int argc, char **argv)
+{
+	struct ssh_client c = SSH_CLIENT_INIT;
+	struct ssh_exec x = {0};
+	struct run_ctx rc = {0};
+	struct spawn sp = SPAWN_INIT;
+	struct ssh_run_opts o = {NULL, 0, BUF_INIT, BUF_INIT, BUF_INIT};
+	struct buf blob = BUF_INIT;
+	int sv[2], i, ret;
+	double t0;
+
+	i = ssh_run_args(argc, argv, &c, &rc, &o);
+	if (ssh_pubkey_blob(o.pub.buf, o.pub.len, &blob) < 0)
 		die("not an ed25519 public key");
 
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
@@ -275,44 +318,34 @@ static int cmd_ssh_run(int argc, char **argv)
 	c.fd = sv[0];
 	c.host_key = (const unsigned char *)blob.buf;
 	c.host_key_len = blob.len;
-	c.user_key = key.buf;
-	c.user_key_len = key.len;
-	x.command = command;
-	x.in = in.buf;
-	x.in_len = in.len;
+	c.user_key = o.key.buf;
+	c.user_key_len = o.key.len;
+	x.command = o.command;
+	x.in = o.in.buf;
+	x.in_len = o.in.len;
 	x.on_stdout = on_stdout;
 	x.on_stderr_line = on_stderr_line;
 	x.ctx = &rc;
 
 	t0 = now_s();
 	ret = ssh_connect(&c);
-	if (!ret && interactive)
-		ret = run_interactive(&c, &x, &in);
+	if (!ret && o.interactive)
+		ret = run_interactive(&c, &x, &o.in);
 	else if (!ret)
 		ret = ssh_exec(&c, &x);
 	fflush(stdout);
-	if (ret < 0) {
-		printf("error: %s\n", c.error);
-	} else {
-		double dt = now_s() - t0;
-
-		if (rc.count)
-			printf("stdout %llu bytes, %.1f MB/s\n", (unsigned long long)x.out_bytes,
-			       (double)x.out_bytes / 1e6 / (dt > 0 ? dt : 1e-9));
-		printf("exit %d%s%s\n", x.exit_status, x.exit_signal[0] ? " signal " : "",
-		       x.exit_signal);
-	}
+	ssh_run_print(ret, &c, &x, &rc, now_s() - t0);
 	ssh_close(&c);
 	close(sv[0]);
 	/* SIGKILL: sshd -i waits for a session child that a test may have stopped. */
 	kill(sp.pid, SIGKILL);
 	spawn_wait(&sp);
 	spawn_clear(&sp);
-	explicit_bzero(key.buf, key.len);
-	buf_release(&key);
-	buf_release(&pub);
+	explicit_bzero(o.key.buf, o.key.len);
+	buf_release(&o.key);
+	buf_release(&o.pub);
 	buf_release(&blob);
-	buf_release(&in);
+	buf_release(&o.in);
 	return ret < 0 ? 1 : 0;
 }
 
@@ -511,99 +544,114 @@ static int cmd_windows_quote(int argc, char **argv)
 	return ret < 0 ? 1 : 0;
 }
 
-static int cmd_settings(int argc, char **argv)
-{
-	struct task_settings ts = {
-		.id = "259e07",
-		.start_commit = "0123456789abcdef0123456789abcdef01234567",
-		.timeout_s = 3600,
-		.git_name = "Test User",
-		.git_email = "test@example.com",
-		.api = TASK_API_FORWARD,
-	};
+/* settings' lists, filled from its options (16 of each at most). */
+struct settings_args {
 	struct task_secret secrets[16];
 	struct task_mount mounts[16];
 	const char *names[16], *remotes[16], *words[16];
-	const char *secrets_file = NULL;
-	struct buf out = BUF_INIT, err = BUF_INIT, sec = BUF_INIT;
-	size_t nsec = 0, nmounts = 0, nremotes = 0;
-	int ret;
+	const char *secrets_file;
+	size_t nsec, nmounts, nremotes;
+};
 
+/* settings' options, into ts and sa. */
+static void settings_args(int argc, char **argv, struct task_settings *ts, struct settings_args *sa)
+{
 	for (int i = 0; i < argc; i += 2) {
 		const char *a = argv[i], *v = argv[i + 1];
 		char *sep;
 
 		if (!strcmp(a, "--run")) {
-			ts.mode = TASK_MODE_RUN;
+			ts->mode = TASK_MODE_RUN;
 			i--;
 		} else if (i + 1 >= argc)
 			die("'%s' needs a value", a);
-		else if (!strcmp(a, "--command") && ts.ncommand < 16)
-			words[ts.ncommand++] = v;
+		else if (!strcmp(a, "--command") && ts->ncommand < 16)
+			sa->words[ts->ncommand++] = v;
 		else if (!strcmp(a, "--uid"))
-			ts.uid = strtol(v, NULL, 10);
+			ts->uid = strtol(v, NULL, 10);
 		else if (!strcmp(a, "--gid"))
-			ts.gid = strtol(v, NULL, 10);
+			ts->gid = strtol(v, NULL, 10);
 		else if (!strcmp(a, "--path"))
-			ts.path = v;
+			ts->path = v;
 		else if (!strcmp(a, "--resume"))
-			ts.resume_session = v;
+			ts->resume_session = v;
 		else if (!strcmp(a, "--branch"))
-			ts.branch = v;
+			ts->branch = v;
 		else if (!strcmp(a, "--proxy"))
-			ts.proxy = v;
+			ts->proxy = v;
 		else if (!strcmp(a, "--id"))
-			ts.id = v;
+			ts->id = v;
 		else if (!strcmp(a, "--commit"))
-			ts.start_commit = v;
+			ts->start_commit = v;
 		else if (!strcmp(a, "--model"))
-			ts.model = v;
+			ts->model = v;
 		else if (!strcmp(a, "--timeout"))
-			ts.timeout_s = strtol(v, NULL, 10);
+			ts->timeout_s = strtol(v, NULL, 10);
 		else if (!strcmp(a, "--budget")) {
-			ts.has_budget = 1;
-			ts.max_budget_usd = strtod(v, NULL);
+			ts->has_budget = 1;
+			ts->max_budget_usd = strtod(v, NULL);
 		} else if (!strcmp(a, "--api"))
-			ts.api = !strcmp(v, "none") ? TASK_API_NONE : !strcmp(v, "oauth") ? TASK_API_OAUTH : !strcmp(v, "forward") ? TASK_API_FORWARD : (enum task_api)7;
-		else if (!strcmp(a, "--env") && nsec < 16 && (sep = strchr(argv[i + 1], '='))) {
+			ts->api = !strcmp(v, "none")      ? TASK_API_NONE
+			          : !strcmp(v, "oauth")   ? TASK_API_OAUTH
+			          : !strcmp(v, "forward") ? TASK_API_FORWARD
+			                                  : (enum task_api)7;
+		else if (!strcmp(a, "--env") && sa->nsec < 16 && (sep = strchr(argv[i + 1], '='))) {
 			*sep = '\0';
-			secrets[nsec].name = names[nsec] = argv[i + 1];
-			secrets[nsec++].value = sep + 1;
-		} else if (!strcmp(a, "--mount") && nmounts < 16 && (sep = strchr(argv[i + 1], ':'))) {
+			sa->secrets[sa->nsec].name = sa->names[sa->nsec] = argv[i + 1];
+			sa->secrets[sa->nsec++].value = sep + 1;
+		} else if (!strcmp(a, "--mount") && sa->nmounts < 16 &&
+		           (sep = strchr(argv[i + 1], ':'))) {
 			*sep = '\0';
-			mounts[nmounts].tag = argv[i + 1];
-			mounts[nmounts++].path = sep + 1;
+			sa->mounts[sa->nmounts].tag = argv[i + 1];
+			sa->mounts[sa->nmounts++].path = sep + 1;
 		} else if (!strcmp(a, "--system-prompt"))
-			ts.system_prompt = v;
+			ts->system_prompt = v;
 		else if (!strcmp(a, "--git") && (sep = strchr(argv[i + 1], ':'))) {
 			*sep = '\0';
-			ts.git_name = argv[i + 1];
-			ts.git_email = sep + 1;
+			ts->git_name = argv[i + 1];
+			ts->git_email = sep + 1;
 		} else if (!strcmp(a, "--secrets"))
-			secrets_file = v;
-		else if (!strcmp(a, "--remote") && nremotes < 16)
-			remotes[nremotes++] = v;
+			sa->secrets_file = v;
+		else if (!strcmp(a, "--remote") && sa->nremotes < 16)
+			sa->remotes[sa->nremotes++] = v;
 		else
 			die("unknown option '%s'", a);
 	}
-	ts.command = words;
-	ts.env_names = names;
-	ts.nenv = nsec;
-	ts.mounts = mounts;
-	ts.nmounts = nmounts;
-	ts.git_remotes = remotes;
-	ts.ngit_remotes = nremotes;
+	ts->command = sa->words;
+	ts->env_names = sa->names;
+	ts->nenv = sa->nsec;
+	ts->mounts = sa->mounts;
+	ts->nmounts = sa->nmounts;
+	ts->git_remotes = sa->remotes;
+	ts->ngit_remotes = sa->nremotes;
+}
+
+static int cmd_settings(int argc, char **argv)
+{
+	struct task_settings ts = {
+	    .id = "259e07",
+	    .start_commit = "0123456789abcdef0123456789abcdef01234567",
+	    .timeout_s = 3600,
+	    .git_name = "Test User",
+	    .git_email = "test@example.com",
+	    .api = TASK_API_FORWARD,
+	};
+	struct settings_args sa = {0};
+	struct buf out = BUF_INIT, err = BUF_INIT, sec = BUF_INIT;
+	int ret;
+
+	settings_args(argc, argv, &ts, &sa);
 	if ((ret = task_settings_json(&ts, &out, &err)) < 0) {
 		printf("error: %s\n", err.buf);
 		goto out;
 	}
-	if (secrets_file) {
-		if ((ret = task_secrets_json(secrets, nsec, &sec, &err)) < 0) {
+	if (sa.secrets_file) {
+		if ((ret = task_secrets_json(sa.secrets, sa.nsec, &sec, &err)) < 0) {
 			printf("error: %s\n", err.buf);
 			goto out;
 		}
-		if ((ret = buf_write_file(&sec, secrets_file, 0600)) < 0)
-			die_err(ret, "cannot write '%s'", secrets_file);
+		if ((ret = buf_write_file(&sec, sa.secrets_file, 0600)) < 0)
+			die_err(ret, "cannot write '%s'", sa.secrets_file);
 	}
 	fwrite(out.buf, 1, out.len, stdout);
 out:

@@ -150,104 +150,157 @@ static void serve_end(pid_t server, int stop)
 	waitpid(server, NULL, 0);
 }
 
+struct opts {
+	struct vm_config cfg;
+	struct vm_mount mounts[8];
+	const char *listen_path;
+	long grace, start_only, args_only;
+	char **cmd; /* after --, or NULL */
+};
+
+/* An option whose value is a name or a path: 1 if a is one. */
+static int set_path(struct opts *o, const char *a, const char *v)
+{
+	struct vm_config *cfg = &o->cfg;
+
+	if (!strcmp(a, "--image"))
+		cfg->image_dir = v;
+	else if (!strcmp(a, "--share"))
+		cfg->share_dir = v;
+	else if (!strcmp(a, "--proxy"))
+		cfg->proxy_socket = v;
+	else if (!strcmp(a, "--mode"))
+		cfg->mode = v;
+	else if (!strcmp(a, "--listen"))
+		o->listen_path = v;
+	else if (!strcmp(a, "--cmdline"))
+		cfg->extra_cmdline = v;
+	else if (!strcmp(a, "--state-dir"))
+		cfg->state_dir = v;
+	else if (!strcmp(a, "--connect"))
+		cfg->connect_prog = v;
+	else if (!strcmp(a, "--conns-log"))
+		cfg->conns_log = v;
+	else if (!strcmp(a, "--log")) {
+		cfg->log_fd = open(v, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+		if (cfg->log_fd < 0)
+			die_errno("cannot open '%s'", v);
+	} else if (!strcmp(a, "--mount") || !strcmp(a, "--rw-mount")) {
+		char *eq = strchr(v, '=');
+
+		if (!eq || cfg->nr_mounts >= ARRAY_SIZE(o->mounts))
+			die("bad --mount '%s'", v);
+		o->mounts[cfg->nr_mounts].tag = xstrndup(v, (size_t)(eq - v));
+		o->mounts[cfg->nr_mounts].host_path = eq + 1;
+		o->mounts[cfg->nr_mounts].writable = !strcmp(a, "--rw-mount");
+		cfg->nr_mounts++;
+	} else
+		return 0;
+	return 1;
+}
+
+/* An option whose value is a number: 1 if a is one and v in its range. */
+static int set_number(struct opts *o, const char *a, const char *v)
+{
+	struct vm_config *cfg = &o->cfg;
+	long val;
+
+	if (!strcmp(a, "--cpus") && parse_long(v, 1, 1024, &val) == 0)
+		cfg->cpus = (unsigned)val;
+	else if (!strcmp(a, "--args-only") && parse_long(v, 0, 1, &val) == 0)
+		o->args_only = val;
+	else if (!strcmp(a, "--memory") && parse_long(v, 64, 65536, &val) == 0)
+		cfg->memory_mb = (unsigned)val;
+	else if (!strcmp(a, "--disk-mb") && parse_long(v, 16, 1 << 20, &val) == 0)
+		cfg->disk_bytes = (unsigned long long)val << 20;
+	else if (!strcmp(a, "--start-only") && parse_long(v, 0, 1, &val) == 0)
+		o->start_only = val;
+	else if (!strcmp(a, "--snapshot") && parse_long(v, 0, 1, &val) == 0)
+		cfg->snapshot = (int)val;
+	else if (!strcmp(a, "--grace-ms") && parse_long(v, 0, 600000, &val) == 0)
+		o->grace = val;
+	else
+		return 0;
+	return 1;
+}
+
+static void parse_args(struct opts *o, int argc, char **argv)
+{
+	o->cfg.mode = "task";
+	o->cfg.state_dir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+	o->cfg.memory_mb = 1024;
+	o->cfg.disk_bytes = 1ULL << 30;
+	o->cfg.mounts = o->mounts;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+
+		if (!strcmp(a, "--")) {
+			o->cmd = argv + i + 1;
+			break;
+		}
+		if (!v)
+			die("option '%s' needs a value", a);
+		i++;
+		if (!set_path(o, a, v) && !set_number(o, a, v))
+			die("bad option '%s %s'", a, v);
+	}
+}
+
+static void free_mounts(struct opts *o)
+{
+	for (size_t i = 0; i < o->cfg.nr_mounts; i++)
+		free((char *)o->mounts[i].tag);
+}
+
+/* --args-only: QEMU's argv for a cold boot. */
+static int print_args(struct opts *o)
+{
+	struct strvec a = STRVEC_INIT;
+
+	vm_cold_args(&a, &o->cfg, (int)o->args_only);
+	for (size_t i = 0; i < a.nr; i++)
+		printf("%s\n", a.v[i]);
+	strvec_clear(&a);
+	free_mounts(o);
+	return 0;
+}
+
+/* Run CMD while the VM is up: its status. */
+static int run_cmd(char **cmd)
+{
+	struct spawn sp = SPAWN_INIT;
+	int status;
+
+	strvec_pushv(&sp.args, (const char *const *)cmd);
+	status = spawn_run(&sp);
+	spawn_clear(&sp);
+	if (status < 0)
+		die_err(status, "cannot run '%s'", cmd[0]);
+	return status;
+}
+
 int main(int argc, char **argv)
 {
-	struct vm_config cfg = VM_CONFIG_INIT;
+	struct opts o = {.cfg = VM_CONFIG_INIT, .args_only = -1};
 	struct vm vm = VM_INIT;
-	struct vm_mount mounts[8] = {0};
-	const char *listen_path = NULL;
-	long grace = 0, val, start_only = 0, args_only = -1;
-	char **cmd = NULL;
 	pid_t server = -1;
 	int stop = -1;
 	long t0;
 	int r, status = 0;
 
 	tool_init(argc, argv);
-	cfg.mode = "task";
-	cfg.state_dir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-	cfg.memory_mb = 1024;
-	cfg.disk_bytes = 1ULL << 30;
-	cfg.mounts = mounts;
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-
-		if (!strcmp(a, "--")) {
-			cmd = argv + i + 1;
-			break;
-		}
-		if (!v)
-			die("option '%s' needs a value", a);
-		i++;
-		if (!strcmp(a, "--image"))
-			cfg.image_dir = v;
-		else if (!strcmp(a, "--share"))
-			cfg.share_dir = v;
-		else if (!strcmp(a, "--proxy"))
-			cfg.proxy_socket = v;
-		else if (!strcmp(a, "--mode"))
-			cfg.mode = v;
-		else if (!strcmp(a, "--listen"))
-			listen_path = v;
-		else if (!strcmp(a, "--cmdline"))
-			cfg.extra_cmdline = v;
-		else if (!strcmp(a, "--state-dir"))
-			cfg.state_dir = v;
-		else if (!strcmp(a, "--log")) {
-			cfg.log_fd = open(v, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-			if (cfg.log_fd < 0)
-				die_errno("cannot open '%s'", v);
-		} else if (!strcmp(a, "--mount") || !strcmp(a, "--rw-mount")) {
-			char *eq = strchr(v, '=');
-
-			if (!eq || cfg.nr_mounts >= ARRAY_SIZE(mounts))
-				die("bad --mount '%s'", v);
-			mounts[cfg.nr_mounts].tag = xstrndup(v, (size_t)(eq - v));
-			mounts[cfg.nr_mounts].host_path = eq + 1;
-			mounts[cfg.nr_mounts].writable = !strcmp(a, "--rw-mount");
-			cfg.nr_mounts++;
-		} else if (!strcmp(a, "--connect")) {
-			cfg.connect_prog = v;
-		} else if (!strcmp(a, "--conns-log")) {
-			cfg.conns_log = v;
-		} else if (!strcmp(a, "--cpus") && parse_long(v, 1, 1024, &val) == 0) {
-			cfg.cpus = (unsigned)val;
-		} else if (!strcmp(a, "--args-only") && parse_long(v, 0, 1, &val) == 0) {
-			args_only = val;
-		} else if (!strcmp(a, "--memory") && parse_long(v, 64, 65536, &val) == 0)
-			cfg.memory_mb = (unsigned)val;
-		else if (!strcmp(a, "--disk-mb") && parse_long(v, 16, 1 << 20, &val) == 0)
-			cfg.disk_bytes = (unsigned long long)val << 20;
-		else if (!strcmp(a, "--start-only") && parse_long(v, 0, 1, &val) == 0)
-			start_only = val;
-		else if (!strcmp(a, "--snapshot") && parse_long(v, 0, 1, &val) == 0)
-			cfg.snapshot = (int)val;
-		else if (!strcmp(a, "--grace-ms") && parse_long(v, 0, 600000, &val) == 0)
-			grace = val;
-		else
-			die("bad option '%s %s'", a, v);
-	}
-
-	if (args_only >= 0) {
-		struct strvec a = STRVEC_INIT;
-
-		vm_cold_args(&a, &cfg, (int)args_only);
-		for (size_t i = 0; i < a.nr; i++)
-			printf("%s\n", a.v[i]);
-		strvec_clear(&a);
-		for (size_t i = 0; i < cfg.nr_mounts; i++)
-			free((char *)mounts[i].tag);
-		return 0;
-	}
+	parse_args(&o, argc, argv);
+	if (o.args_only >= 0)
+		return print_args(&o);
 	t0 = now_ms();
-	if ((r = vm_start(&cfg, &vm)) < 0)
+	if ((r = vm_start(&o.cfg, &vm)) < 0)
 		die_err(r, "cannot start the VM");
 	fprintf(stderr, "test-vm: %s\n", vm.kvm ? "kvm" : "tcg");
-	if (cfg.snapshot)
+	if (o.cfg.snapshot)
 		fprintf(stderr, "test-vm: %s\n", vm.restored ? "restored" : "cold");
 	if (vm.note[0])
 		fprintf(stderr, "test-vm: %s\n", vm.note);
-	if (start_only) {
+	if (o.start_only) {
 		vm_stop(&vm, 0);
 		return 0;
 	}
@@ -261,24 +314,16 @@ int main(int argc, char **argv)
 	}
 	printf("ssh-ready %ld\n", now_ms() - t0);
 	fflush(stdout);
-	if (listen_path)
-		server = serve(listen_path, &vm, &stop);
-	if (cmd && cmd[0]) {
-		struct spawn sp = SPAWN_INIT;
-
-		strvec_pushv(&sp.args, (const char *const *)cmd);
-		status = spawn_run(&sp);
-		spawn_clear(&sp);
-		if (status < 0)
-			die_err(status, "cannot run '%s'", cmd[0]);
-	}
+	if (o.listen_path)
+		server = serve(o.listen_path, &vm, &stop);
+	if (o.cmd && o.cmd[0])
+		status = run_cmd(o.cmd);
 	if (server > 0)
 		serve_end(server, stop);
-	r = vm_stop(&vm, (int)grace);
+	r = vm_stop(&vm, (int)o.grace);
 	printf("vm: %s\n", r == 1 ? "powered off" : "killed");
-	for (size_t i = 0; i < cfg.nr_mounts; i++)
-		free((char *)mounts[i].tag);
-	if (cfg.log_fd >= 0)
-		close(cfg.log_fd);
+	free_mounts(&o);
+	if (o.cfg.log_fd >= 0)
+		close(o.cfg.log_fd);
 	return status;
 }
