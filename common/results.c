@@ -10,6 +10,7 @@
 #include "bundle_check.h"
 #include "bundle_read.h"
 #include "err.h"
+#include "gitproto.h"
 #include "results.h"
 #include "utf8.h"
 #include "banned.h"
@@ -97,11 +98,8 @@ static int get_commit(json_t *obj, const char *key, char out[65], struct buf *er
 	if (!(s = json_string_value(v)))
 		return bad(err, "'%s' is not a string", key);
 	n = json_string_length(v);
-	if (n != 40 && n != 64)
+	if (!oid_hex_valid(s, n))
 		return bad(err, "'%s' is not a commit id", key);
-	for (size_t i = 0; i < n; i++)
-		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-			return bad(err, "'%s' is not a commit id", key);
 	memcpy(out, s, n + 1);
 	return 1;
 }

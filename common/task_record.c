@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "err.h"
+#include "gitproto.h"
 #include "out.h"
 #include "taskid.h"
 #include "banned.h"
@@ -177,7 +178,7 @@ static int get_commit(json_t *o, const char *key, char out[65], struct buf *err)
 	out[0] = '\0';
 	if (!v || json_is_null(v))
 		return 0;
-	if (!s || (n != 40 && n != 64) || strspn(s, "0123456789abcdef") != n)
+	if (!s || !oid_hex_valid(s, n))
 		return bad(err, "'%s' is not a commit id", key);
 	memcpy(out, s, n + 1);
 	return 1;
