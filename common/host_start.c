@@ -129,8 +129,7 @@ int host_env_json(const struct strvec *names, const struct strvec *values, int o
 	/* The inner object, moved in place; the bytes past it wiped. */
 	inner = out->len - start - strlen(head) - strlen(tail);
 	memmove(out->buf + start, out->buf + start + strlen(head), inner);
-	explicit_bzero(out->buf + start + inner, out->len - start - inner);
-	buf_setlen(out, start + inner);
+	buf_wipe_setlen(out, start + inner);
 	return 0;
 }
 

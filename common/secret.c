@@ -96,8 +96,7 @@ ssize_t secret_read_fd(int fd, struct buf *out, size_t max)
 	}
 	close(fd);
 	if (ret < 0) {
-		explicit_bzero(out->buf + start, out->len - start);
-		buf_setlen(out, start);
+		buf_wipe_setlen(out, start);
 	}
 	return ret;
 }

@@ -22,7 +22,6 @@
 #include "snapshot.h"
 #include "spawn.h"
 #include "strvec.h"
-#include "task_settings.h"
 #include "vm.h"
 #include "banned.h"
 

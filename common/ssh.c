@@ -587,9 +587,7 @@ out:
 
 void ssh_task_keys_release(struct ssh_task_keys *k)
 {
-	if (k->user_key.alloc)
-		explicit_bzero(k->user_key.buf, k->user_key.alloc);
-	buf_release(&k->user_key);
+	buf_wipe_release(&k->user_key);
 	buf_release(&k->host_blob);
 }
 
