@@ -123,7 +123,7 @@ int run_setup(struct guest_settings *gs)
 		/* The git: remotes go through the proxy to the broker (docs/broker.md). */
 		struct buf why = BUF_INIT;
 
-		r = git_remotes_write("/etc/gitconfig", json_object_get(d.root, "git_remotes"),
+		r = git_remotes_write("/etc/gitconfig", s->git_remotes, s->ngit_remotes,
 		                      s->proxy ? s->proxy : GUEST_PROXY_URL, &why);
 		if (r < 0)
 			error("%s", why.buf);
