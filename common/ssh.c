@@ -356,6 +356,21 @@ static int chan_write(struct ssh_client *c, LIBSSH2_CHANNEL *ch, struct chan_in 
 }
 
 /*
+ * The end of a turn of a command's loop: 1 when its output and error output
+ * ended and the channel is at EOF; else 0 after a keepalive if one was due
+ * (the seconds to the next in *next), or the negative error recorded.
+ */
+static int turn_end(struct ssh_client *c, LIBSSH2_CHANNEL *ch, int out_done, int err_done,
+                    int *next)
+{
+	if (out_done && err_done && libssh2_channel_eof(ch))
+		return 1;
+	if (libssh2_keepalive_send(c->session, next) < 0)
+		return fail_ssh(c, LIBSSH2_ERROR_SOCKET_SEND, "sending a keepalive");
+	return 0;
+}
+
+/*
  * One read of the channel's stdout (to x->on_stdout) and of its stderr (in
  * lines to x->on_stderr_line); *out_done and *err_done at each one's EOF,
  * *progress when bytes came.  0 or the negative error recorded (the
@@ -424,12 +439,10 @@ int ssh_exec(struct ssh_client *c, struct ssh_exec *x)
 		                      &progress)) < 0 ||
 		    (ret = exec_read(c, ch, x, lb, &out_done, &err_done, &progress)) < 0)
 			goto out;
-		if (out_done && err_done && libssh2_channel_eof(ch))
-			break;
-		if (libssh2_keepalive_send(s, &next) < 0) {
-			ret = fail_ssh(c, LIBSSH2_ERROR_SOCKET_SEND, "sending a keepalive");
+		if ((ret = turn_end(c, ch, out_done, err_done, &next)) < 0)
 			goto out;
-		}
+		if (ret)
+			break;
 		if (progress)
 			continue;
 		/*
@@ -821,12 +834,10 @@ int ssh_interactive(struct ssh_client *c, struct ssh_interactive *x)
 		    (ret = copy_stream(c, ch, SSH_EXTENDED_DATA_STDERR, x->err_fd, &err_done,
 		                       &progress)) < 0)
 			goto out;
-		if (out_done && err_done && libssh2_channel_eof(ch))
-			break;
-		if (libssh2_keepalive_send(s, &next) < 0) {
-			ret = fail_ssh(c, LIBSSH2_ERROR_SOCKET_SEND, "sending a keepalive");
+		if ((ret = turn_end(c, ch, out_done, err_done, &next)) < 0)
 			goto out;
-		}
+		if (ret)
+			break;
 		if (!progress && (ret = iact_wait(c, x, &st, next)) < 0)
 			goto out;
 	}
