@@ -104,7 +104,7 @@ static int check_result(struct task_continue *c, struct buf *why)
 {
 	struct buf b = BUF_INIT, err = BUF_INIT;
 	struct task_result r;
-	ssize_t n = read_in(c, "result.json", &b, RESULT_JSON_MAX);
+	ssize_t n = read_in(c, guest_results[RESULT_JSON].name, &b, RESULT_JSON_MAX);
 	int ret = -EINVAL;
 
 	if (n <= 0) {
