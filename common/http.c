@@ -483,7 +483,8 @@ int http_api_path_ok(const char *p, size_t n, const char **why)
 		if (c == '%') {
 			int hi, lo, d;
 
-			if (i + 2 >= n || (hi = hex_digit(p[i + 1])) < 0 || (lo = hex_digit(p[i + 2])) < 0) {
+			if (i + 2 >= n || (hi = hex_digit(p[i + 1])) < 0 ||
+			    (lo = hex_digit(p[i + 2])) < 0) {
 				*why = "malformed escape in the path";
 				return 0;
 			}

@@ -307,7 +307,8 @@ static int close_channel(struct ssh_client *c, LIBSSH2_CHANNEL *ch)
 	do
 		ret = ssh_again(c, libssh2_channel_close(ch), "closing the channel");
 	while (ret > 0);
-	while (!ret && (ret = ssh_again(c, libssh2_channel_wait_closed(ch), "closing the channel")) > 0)
+	while (!ret &&
+	       (ret = ssh_again(c, libssh2_channel_wait_closed(ch), "closing the channel")) > 0)
 		;
 	return ret;
 }
@@ -427,7 +428,8 @@ int ssh_exec(struct ssh_client *c, struct ssh_exec *x)
 	if ((ret = open_channel(c, &ch)) < 0)
 		goto out;
 	do
-		ret = ssh_again(c, libssh2_channel_exec(ch, x->command), "starting the task command");
+		ret =
+		    ssh_again(c, libssh2_channel_exec(ch, x->command), "starting the task command");
 	while (ret > 0);
 	if (ret < 0)
 		goto out;
@@ -435,8 +437,8 @@ int ssh_exec(struct ssh_client *c, struct ssh_exec *x)
 	for (;;) {
 		int progress = 0, out_done = 0, err_done = 0, next;
 
-		if ((ret = chan_write(c, ch, &in, "writing the task's input", "ending the task's input",
-		                      &progress)) < 0 ||
+		if ((ret = chan_write(c, ch, &in, "writing the task's input",
+		                      "ending the task's input", &progress)) < 0 ||
 		    (ret = exec_read(c, ch, x, lb, &out_done, &err_done, &progress)) < 0)
 			goto out;
 		if ((ret = turn_end(c, ch, out_done, err_done, &next)) < 0)
@@ -686,8 +688,8 @@ static int open_interactive(struct ssh_client *c, struct ssh_interactive *x, LIB
 			return fail(c, -EINVAL, "not NAME=value: '%.32s'", *e);
 		do
 			ret = ssh_again(c,
-			                libssh2_channel_setenv_ex(ch, *e, (unsigned)(eq - *e), eq + 1,
-			                                          (unsigned)strlen(eq + 1)),
+			                libssh2_channel_setenv_ex(ch, *e, (unsigned)(eq - *e),
+			                                          eq + 1, (unsigned)strlen(eq + 1)),
 			                "sending the environment");
 		while (ret > 0);
 		if (ret < 0)
@@ -696,9 +698,9 @@ static int open_interactive(struct ssh_client *c, struct ssh_interactive *x, LIB
 	if (x->term) {
 		do
 			ret = ssh_again(c,
-			                libssh2_channel_request_pty_ex(ch, x->term, (unsigned)strlen(x->term),
-			                                               NULL, 0, (int)x->cols, (int)x->rows,
-			                                               0, 0),
+			                libssh2_channel_request_pty_ex(
+			                    ch, x->term, (unsigned)strlen(x->term), NULL, 0,
+			                    (int)x->cols, (int)x->rows, 0, 0),
 			                "asking for a terminal");
 		while (ret > 0);
 		if (ret < 0)
@@ -712,7 +714,7 @@ static int open_interactive(struct ssh_client *c, struct ssh_interactive *x, LIB
 
 /* ssh_interactive()'s state: the local input not yet written, a resize to send. */
 struct iact {
-	char *in;	  /* IACT_IN_SIZE bytes */
+	char *in;         /* IACT_IN_SIZE bytes */
 	struct chan_in q; /* what of in is to be written */
 	int resize_pending;
 };

@@ -100,7 +100,8 @@ static int parse_go(char *msg, unsigned char *seed, struct timespec *now, long *
 			    !hex_is_lower(line + 5, 2 * SNAP_SEED_BYTES))
 				return -EINVAL;
 			for (int i = 0; i < SNAP_SEED_BYTES; i++) {
-				int hi = hex_digit(line[5 + 2 * i]), lo = hex_digit(line[6 + 2 * i]);
+				int hi = hex_digit(line[5 + 2 * i]),
+				    lo = hex_digit(line[6 + 2 * i]);
 
 				if (seed)
 					seed[i] = (unsigned char)(hi << 4 | lo);

@@ -152,7 +152,8 @@ static void task_steps(struct task *t)
 	deadline = now_ms() + t->o->git_limit_ms;
 
 	if (t->transcript_fd >= 0)
-		results_send_file(t, guest_results[RESULT_TRANSCRIPT].name, t->transcript_fd, TRANSCRIPT_MAX);
+		results_send_file(t, guest_results[RESULT_TRANSCRIPT].name, t->transcript_fd,
+		                  TRANSCRIPT_MAX);
 	resume_send(t);
 	if (run_step(t, S_COMMIT, step_commit, deadline))
 		run_step(t, S_BUNDLE, step_bundle, deadline);
