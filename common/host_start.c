@@ -137,9 +137,7 @@ void host_env_release(struct host_env *e)
 {
 	buf_wipe_release(&e->api_key);
 	buf_wipe_release(&e->tokens);
-	for (size_t i = 0; i < e->values.nr; i++)
-		explicit_bzero((char *)e->values.v[i], strlen(e->values.v[i]));
-	strvec_clear(&e->values);
+	strvec_wipe_clear(&e->values);
 	strvec_clear(&e->names);
 	e->nr_unset = 0;
 }
