@@ -109,6 +109,8 @@ void secret_json_wipe(json_t *obj)
 	if (!json_is_object(obj))
 		return;
 	json_object_foreach(obj, name, v)
+	{
 		if (json_is_string(v))
 			explicit_bzero((char *)json_string_value(v), json_string_length(v));
+	}
 }
