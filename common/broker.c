@@ -21,7 +21,6 @@
 #include "err.h"
 #include "gitproto.h"
 #include "hconn.h"
-#include "task_settings.h"
 #include "tls.h"
 #include "banned.h"
 

@@ -31,6 +31,20 @@ void buf_release(struct buf *b)
 	buf_init(b, 0);
 }
 
+void buf_wipe_release(struct buf *b)
+{
+	if (b->alloc)
+		explicit_bzero(b->buf, b->alloc);
+	buf_release(b);
+}
+
+void buf_wipe_setlen(struct buf *b, size_t n)
+{
+	if (n < b->len)
+		explicit_bzero(b->buf + n, b->len - n);
+	buf_setlen(b, n);
+}
+
 void buf_reset(struct buf *b)
 {
 	buf_setlen(b, 0);

@@ -29,6 +29,16 @@ void buf_init(struct buf *b, size_t hint);
 /* Free the memory and return to BUF_INIT. */
 void buf_release(struct buf *b);
 
+/*
+ * buf_release() for a buffer that held a secret: its whole memory is
+ * overwritten with zeros first.  The one wiping release: secrets go nowhere
+ * else.
+ */
+void buf_wipe_release(struct buf *b);
+
+/* Overwrite the bytes from n on (n <= len) with zeros and set len to n. */
+void buf_wipe_setlen(struct buf *b, size_t n);
+
 /* Keep the memory, empty the contents. */
 void buf_reset(struct buf *b);
 

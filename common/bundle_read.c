@@ -17,6 +17,7 @@
 #include "buf.h"
 #include "err.h"
 #include "gitproto.h"
+#include "hex.h"
 #include "banned.h"
 
 static const char sig_v2[] = "# v2 git bundle";
@@ -48,23 +49,12 @@ const char *bundle_oid_format_name(enum bundle_oid_format f)
 	return f == BUNDLE_SHA256 ? "sha256" : "sha1";
 }
 
-static int hexval(unsigned char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 size_t bundle_oid_parse(const char *s, size_t len, char *out)
 {
 	if (len != 40 && len != 64)
 		return 0;
 	for (size_t i = 0; i < len; i++) {
-		int v = hexval((unsigned char)s[i]);
+		int v = hex_digit((unsigned char)s[i]);
 
 		if (v < 0)
 			return 0;

@@ -7,18 +7,8 @@
 
 #include "err.h"
 #include "gitproto.h"
+#include "hex.h"
 #include "banned.h"
-
-static int hexval(int c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
 
 int pkt_parse(const char *data, size_t len, enum pkt_kind *kind, const char **payload,
 	      size_t *plen)
@@ -28,7 +18,7 @@ int pkt_parse(const char *data, size_t len, enum pkt_kind *kind, const char **pa
 	if (len < 4)
 		return 0;
 	for (int i = 0; i < 4; i++) {
-		int v = hexval((unsigned char)data[i]);
+		int v = hex_digit((unsigned char)data[i]);
 
 		if (v < 0)
 			return -EBADMSG;
@@ -124,12 +114,7 @@ void pkt_add_sideband(struct buf *out, int band, const void *data, size_t n, siz
 
 int oid_hex_valid(const char *s, size_t n)
 {
-	if (n != 40 && n != 64)
-		return 0;
-	for (size_t i = 0; i < n; i++)
-		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-			return 0;
-	return 1;
+	return (n == 40 || n == 64) && hex_is_lower(s, n);
 }
 
 int oid_is_null(const char *oid)

@@ -19,7 +19,6 @@
 #include "spawn.h"
 #include "spend.h"
 #include "strvec.h"
-#include "task_settings.h"
 #include "banned.h"
 
 /* The fd numbers of helpers.h. */

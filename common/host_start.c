@@ -129,8 +129,7 @@ int host_env_json(const struct strvec *names, const struct strvec *values, int o
 	/* The inner object, moved in place; the bytes past it wiped. */
 	inner = out->len - start - strlen(head) - strlen(tail);
 	memmove(out->buf + start, out->buf + start + strlen(head), inner);
-	explicit_bzero(out->buf + start + inner, out->len - start - inner);
-	buf_setlen(out, start + inner);
+	buf_wipe_setlen(out, start + inner);
 	return 0;
 }
 
@@ -138,9 +137,7 @@ void host_env_release(struct host_env *e)
 {
 	buf_wipe_release(&e->api_key);
 	buf_wipe_release(&e->tokens);
-	for (size_t i = 0; i < e->values.nr; i++)
-		explicit_bzero((char *)e->values.v[i], strlen(e->values.v[i]));
-	strvec_clear(&e->values);
+	strvec_wipe_clear(&e->values);
 	strvec_clear(&e->names);
 	e->nr_unset = 0;
 }

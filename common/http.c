@@ -5,6 +5,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "hex.h"
 #include "banned.h"
 
 /* RFC 9110 tchar */
@@ -448,16 +449,6 @@ int http_split_authority(const char *s, size_t n, int default_port, char *host, 
 	return 0;
 }
 
-static int hexval(int c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	c = tolower(c);
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	return -1;
-}
-
 int http_api_path_ok(const char *p, size_t n, const char **why)
 {
 	size_t pathlen = n, seg;
@@ -492,7 +483,8 @@ int http_api_path_ok(const char *p, size_t n, const char **why)
 		if (c == '%') {
 			int hi, lo, d;
 
-			if (i + 2 >= n || (hi = hexval(p[i + 1])) < 0 || (lo = hexval(p[i + 2])) < 0) {
+			if (i + 2 >= n || (hi = hex_digit(p[i + 1])) < 0 ||
+			    (lo = hex_digit(p[i + 2])) < 0) {
 				*why = "malformed escape in the path";
 				return 0;
 			}
@@ -579,7 +571,7 @@ static int size_byte(struct http_body *b, unsigned char c)
 
 	switch (b->state) {
 	case CK_SIZE:
-		d = hexval(c);
+		d = hex_digit(c);
 		if (d >= 0) {
 			if (++b->ndigits > 15)
 				return -1;

@@ -10,6 +10,7 @@
 #include "bundle_check.h"
 #include "bundle_read.h"
 #include "err.h"
+#include "gitproto.h"
 #include "results.h"
 #include "utf8.h"
 #include "banned.h"
@@ -85,25 +86,26 @@ static int get_real(json_t *obj, const char *key, double max, double *out, struc
 	return 1;
 }
 
-static int get_commit(json_t *obj, const char *key, char out[65], struct buf *err)
+int result_commit_get(json_t *o, const char *key, char out[65])
 {
-	json_t *v = json_object_get(obj, key);
-	const char *s;
-	size_t n;
+	json_t *v = json_object_get(o, key);
+	const char *s = json_string_value(v);
+	size_t n = s ? json_string_length(v) : 0;
 
 	out[0] = '\0';
 	if (!v || json_is_null(v))
 		return 0;
-	if (!(s = json_string_value(v)))
-		return bad(err, "'%s' is not a string", key);
-	n = json_string_length(v);
-	if (n != 40 && n != 64)
-		return bad(err, "'%s' is not a commit id", key);
-	for (size_t i = 0; i < n; i++)
-		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-			return bad(err, "'%s' is not a commit id", key);
+	if (!s || !oid_hex_valid(s, n))
+		return -EINVAL;
 	memcpy(out, s, n + 1);
 	return 1;
+}
+
+static int get_commit(json_t *obj, const char *key, char out[65], struct buf *err)
+{
+	int r = result_commit_get(obj, key, out);
+
+	return r < 0 ? bad(err, "'%s' is not a commit id", key) : r;
 }
 
 static int parse_steps(json_t *root, struct task_result *r, struct buf *err)

@@ -74,6 +74,15 @@ int result_parse(const char *json, size_t len, struct task_result *r, struct buf
 
 void result_release(struct task_result *r);
 
+/*
+ * The commit id member key of the JSON object o, as result.json and
+ * summary.json hold them: 1 with its 40 or 64 lowercase hex digits in out, 0
+ * when it is absent or null, -EINVAL when it is anything else.  out is ""
+ * unless 1.
+ */
+struct json_t;
+int result_commit_get(struct json_t *o, const char *key, char out[65]);
+
 const char *result_status_name(enum result_status s);
 const char *result_ended_name(enum result_ended e);
 

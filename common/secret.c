@@ -1,6 +1,7 @@
 /* Secrets out of the environment and over pipes (secret.h). */
 #include <errno.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -9,7 +10,6 @@ extern char **environ;
 
 #include "buf.h"
 #include "secret.h"
-#include "task_settings.h"
 #include "banned.h"
 
 int secret_take_env(const char *name, struct buf *value)
@@ -96,8 +96,21 @@ ssize_t secret_read_fd(int fd, struct buf *out, size_t max)
 	}
 	close(fd);
 	if (ret < 0) {
-		explicit_bzero(out->buf + start, out->len - start);
-		buf_setlen(out, start);
+		buf_wipe_setlen(out, start);
 	}
 	return ret;
+}
+
+void secret_json_wipe(json_t *obj)
+{
+	const char *name;
+	json_t *v;
+
+	if (!json_is_object(obj))
+		return;
+	json_object_foreach(obj, name, v)
+	{
+		if (json_is_string(v))
+			explicit_bzero((char *)json_string_value(v), json_string_length(v));
+	}
 }

@@ -51,4 +51,13 @@ int secret_pipe(const void *data, size_t len);
  */
 ssize_t secret_read_fd(int fd, struct buf *out, size_t max);
 
+/*
+ * Overwrite with zeros the bytes of every string member of the JSON object
+ * obj (jansson's copies of secret values, as the init parses them) before
+ * the caller frees it; members of another type and a NULL or non-object obj
+ * are left alone.
+ */
+struct json_t;
+void secret_json_wipe(struct json_t *obj);
+
 #endif

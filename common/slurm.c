@@ -13,7 +13,6 @@
 #include "proxy_report.h"
 #include "secret.h"
 #include "slurm.h"
-#include "task_settings.h"
 #include "banned.h"
 
 uint64_t slurm_job_mem_mib(uint64_t vm_mib)

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "gitproto.h"
 #include "paths.h"
 #include "slurm.h"
 #include "spawn.h"
@@ -23,15 +24,6 @@ static size_t digits(const char *s, size_t n)
 	size_t i = 0;
 
 	while (i < n && s[i] >= '0' && s[i] <= '9')
-		i++;
-	return i;
-}
-
-static size_t lower_hex(const char *s, size_t n)
-{
-	size_t i = 0;
-
-	while (i < n && ((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
 		i++;
 	return i;
 }
@@ -80,8 +72,8 @@ int slurm_job_read(int dfd, struct slurm_job_rec *r)
 	d = digits(b.buf, b.len);
 	if (!d || d > SLURM_JOB_ID_MAX || d + 1 >= b.len || b.buf[d] != ' ')
 		goto out;
-	h = lower_hex(b.buf + d + 1, b.len - d - 1);
-	if ((h != 40 && h != 64) || d + 1 + h + 1 != b.len || b.buf[b.len - 1] != '\n')
+	h = b.len - d - 2; /* the commit id between the space and the newline */
+	if (!oid_hex_valid(b.buf + d + 1, h) || b.buf[b.len - 1] != '\n')
 		goto out;
 	memcpy(r->id, b.buf, d);
 	r->id[d] = '\0';

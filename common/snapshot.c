@@ -17,11 +17,11 @@
 #include "buf.h"
 #include "err.h"
 #include "guest_abi.h"
+#include "hex.h"
 #include "qmp.h"
 #include "snapshot.h"
 #include "spawn.h"
 #include "strvec.h"
-#include "task_settings.h"
 #include "vm.h"
 #include "banned.h"
 
@@ -119,8 +119,7 @@ static void sha256_hex(const void *data, size_t len, char *hex)
 	unsigned int n = 0;
 
 	EVP_Digest(data, len, sum, &n, EVP_sha256(), NULL);
-	for (unsigned i = 0; i < 32; i++)
-		snprintf(hex + 2 * i, 3, "%02x", sum[i]);
+	hex_encode(hex, sum, sizeof(sum));
 }
 
 /*
@@ -274,8 +273,7 @@ static int fd_sha256(int fd, unsigned long long *size, char *hex)
 		off += r;
 	}
 	EVP_DigestFinal_ex(c, sum, &n);
-	for (unsigned i = 0; i < 32; i++)
-		snprintf(hex + 2 * i, 3, "%02x", sum[i]);
+	hex_encode(hex, sum, sizeof(sum));
 	*size = (unsigned long long)off;
 	if (lseek(fd, 0, SEEK_SET) < 0)
 		ret = -errno;
@@ -655,6 +653,7 @@ int snapshot_save(const struct vm_config *cfg, struct buf *why)
 static int go_message(const struct vm_config *cfg, struct buf *b)
 {
 	unsigned char seed[SNAP_SEED_BYTES];
+	char seed_hex[2 * SNAP_SEED_BYTES + 1];
 	struct timespec now;
 	size_t got = 0;
 
@@ -668,9 +667,10 @@ static int go_message(const struct vm_config *cfg, struct buf *b)
 	}
 	clock_gettime(CLOCK_REALTIME, &now);
 	buf_addf(b, "aibox-go 1\ntime %lld %ld\nseed ", (long long)now.tv_sec, now.tv_nsec);
-	for (size_t i = 0; i < sizeof(seed); i++)
-		buf_addf(b, "%02x", seed[i]);
+	hex_encode(seed_hex, seed, sizeof(seed));
+	buf_addstr(b, seed_hex);
 	explicit_bzero(seed, sizeof(seed));
+	explicit_bzero(seed_hex, sizeof(seed_hex));
 	buf_addf(b, "\ndisk %llu\n", vm_disk_bytes(cfg));
 	for (size_t i = 0; i < cfg->nr_mounts; i++)
 		buf_addf(b, "share %s " SNAP_SLOT_TAG "%zu\n", cfg->mounts[i].tag, i);

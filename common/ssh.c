@@ -105,6 +105,25 @@ static int wait_ssh(struct ssh_client *c)
 	return wait_socket(c, ev ? ev : POLLIN, 0);
 }
 
+/*
+ * What is left after a libssh2 call that returned rc: 1 to make the call
+ * again (it said EAGAIN and the socket is ready now), 0 when it succeeded, or
+ * the negative error recorded (the wait failed, or the call failed while
+ * what).  The one retry of a non-blocking call:
+ *
+ *	do
+ *		ret = ssh_again(c, libssh2_call(...), "doing it");
+ *	while (ret > 0);
+ */
+static int ssh_again(struct ssh_client *c, int rc, const char *what)
+{
+	int ret;
+
+	if (rc == LIBSSH2_ERROR_EAGAIN)
+		return (ret = wait_ssh(c)) < 0 ? ret : 1;
+	return rc ? fail_ssh(c, rc, what) : 0;
+}
+
 /* The server speaks first in SSH; we send nothing until it has. */
 static int wait_banner(struct ssh_client *c)
 {
@@ -159,11 +178,11 @@ int ssh_connect(struct ssh_client *c)
 	if (libssh2_session_method_pref(s, LIBSSH2_METHOD_HOSTKEY, "ssh-ed25519"))
 		return fail_ssh(c, -1, "choosing ed25519");
 
-	while ((rc = libssh2_session_handshake(s, c->fd)) == LIBSSH2_ERROR_EAGAIN)
-		if ((ret = wait_ssh(c)) < 0)
-			return ret;
-	if (rc)
-		return fail_ssh(c, rc, "greeting the VM");
+	do
+		ret = ssh_again(c, libssh2_session_handshake(s, c->fd), "greeting the VM");
+	while (ret > 0);
+	if (ret < 0)
+		return ret;
 
 	key = libssh2_session_hostkey(s, &key_len, &type);
 	if (!key || type != LIBSSH2_HOSTKEY_TYPE_ED25519 || key_len != c->host_key_len ||
@@ -283,54 +302,72 @@ static int open_channel(struct ssh_client *c, LIBSSH2_CHANNEL **out)
 /* Close the channel and wait for the server's close.  0 or the negative error recorded. */
 static int close_channel(struct ssh_client *c, LIBSSH2_CHANNEL *ch)
 {
-	int rc, ret;
+	int ret;
 
-	while ((rc = libssh2_channel_close(ch)) == LIBSSH2_ERROR_EAGAIN)
-		if ((ret = wait_ssh(c)) < 0)
-			return ret;
-	while (!rc && (rc = libssh2_channel_wait_closed(ch)) == LIBSSH2_ERROR_EAGAIN)
-		if ((ret = wait_ssh(c)) < 0)
-			return ret;
-	if (rc)
-		return fail_ssh(c, rc, "closing the channel");
-	return 0;
+	do
+		ret = ssh_again(c, libssh2_channel_close(ch), "closing the channel");
+	while (ret > 0);
+	while (!ret &&
+	       (ret = ssh_again(c, libssh2_channel_wait_closed(ch), "closing the channel")) > 0)
+		;
+	return ret;
 }
 
-/* ssh_exec()'s input: what of x->in is written, and whether the EOF is sent. */
-struct exec_in {
-	size_t written;
-	int eof_sent;
+/*
+ * Input for a channel: len bytes at buf of which off are written, whether
+ * it has ended (no bytes will follow these) and whether the EOF is sent.
+ */
+struct chan_in {
+	const char *buf;
+	size_t len, off;
+	int ended, eof_sent;
 };
 
 /*
- * Write what the channel takes of the rest of x->in, then the EOF once all is
- * written; *progress when something went.  0 or the negative error recorded.
+ * Write what the channel takes of in's bytes not yet written (at most 32 KiB
+ * a turn), then the EOF once in has ended and all is written; *progress when
+ * something went.  0, or the negative error recorded, said as writing or
+ * ending.
  */
-static int exec_write(struct ssh_client *c, LIBSSH2_CHANNEL *ch, const struct ssh_exec *x,
-                      struct exec_in *in, int *progress)
+static int chan_write(struct ssh_client *c, LIBSSH2_CHANNEL *ch, struct chan_in *in,
+                      const char *writing, const char *ending, int *progress)
 {
 	ssize_t n;
 	int rc;
 
-	if (!in->eof_sent && in->written < x->in_len) {
-		size_t k = x->in_len - in->written;
+	if (in->off < in->len) {
+		size_t k = in->len - in->off;
 
-		n = libssh2_channel_write(ch, (const char *)x->in + in->written,
-		                          k > 32768 ? 32768 : k);
+		n = libssh2_channel_write(ch, in->buf + in->off, k > 32768 ? 32768 : k);
 		if (n > 0) {
-			in->written += (size_t)n;
+			in->off += (size_t)n;
 			*progress = 1;
 		} else if (n != LIBSSH2_ERROR_EAGAIN) {
-			return fail_ssh(c, (int)n, "writing the task's input");
+			return fail_ssh(c, (int)n, writing);
 		}
 	}
-	if (!in->eof_sent && in->written == x->in_len) {
+	if (in->ended && in->off == in->len && !in->eof_sent) {
 		rc = libssh2_channel_send_eof(ch);
 		if (!rc)
 			in->eof_sent = *progress = 1;
 		else if (rc != LIBSSH2_ERROR_EAGAIN)
-			return fail_ssh(c, rc, "ending the task's input");
+			return fail_ssh(c, rc, ending);
 	}
+	return 0;
+}
+
+/*
+ * The end of a turn of a command's loop: 1 when its output and error output
+ * ended and the channel is at EOF; else 0 after a keepalive if one was due
+ * (the seconds to the next in *next), or the negative error recorded.
+ */
+static int turn_end(struct ssh_client *c, LIBSSH2_CHANNEL *ch, int out_done, int err_done,
+                    int *next)
+{
+	if (out_done && err_done && libssh2_channel_eof(ch))
+		return 1;
+	if (libssh2_keepalive_send(c->session, next) < 0)
+		return fail_ssh(c, LIBSSH2_ERROR_SOCKET_SEND, "sending a keepalive");
 	return 0;
 }
 
@@ -378,8 +415,8 @@ int ssh_exec(struct ssh_client *c, struct ssh_exec *x)
 	LIBSSH2_SESSION *s = c->session;
 	LIBSSH2_CHANNEL *ch = NULL;
 	struct line_buf *lb = xcalloc(1, sizeof(*lb));
-	struct exec_in in = {0, 0};
-	int rc, ret;
+	struct chan_in in = {.buf = (const char *)x->in, .len = x->in_len, .ended = 1};
+	int ret;
 
 	x->exit_status = -1;
 	x->exit_signal[0] = '\0';
@@ -390,26 +427,24 @@ int ssh_exec(struct ssh_client *c, struct ssh_exec *x)
 	}
 	if ((ret = open_channel(c, &ch)) < 0)
 		goto out;
-	while ((rc = libssh2_channel_exec(ch, x->command)) == LIBSSH2_ERROR_EAGAIN)
-		if ((ret = wait_ssh(c)) < 0)
-			goto out;
-	if (rc) {
-		ret = fail_ssh(c, rc, "starting the task command");
+	do
+		ret =
+		    ssh_again(c, libssh2_channel_exec(ch, x->command), "starting the task command");
+	while (ret > 0);
+	if (ret < 0)
 		goto out;
-	}
 
 	for (;;) {
 		int progress = 0, out_done = 0, err_done = 0, next;
 
-		if ((ret = exec_write(c, ch, x, &in, &progress)) < 0 ||
+		if ((ret = chan_write(c, ch, &in, "writing the task's input",
+		                      "ending the task's input", &progress)) < 0 ||
 		    (ret = exec_read(c, ch, x, lb, &out_done, &err_done, &progress)) < 0)
 			goto out;
-		if (out_done && err_done && libssh2_channel_eof(ch))
-			break;
-		if (libssh2_keepalive_send(s, &next) < 0) {
-			ret = fail_ssh(c, LIBSSH2_ERROR_SOCKET_SEND, "sending a keepalive");
+		if ((ret = turn_end(c, ch, out_done, err_done, &next)) < 0)
 			goto out;
-		}
+		if (ret)
+			break;
 		if (progress)
 			continue;
 		/*
@@ -587,9 +622,7 @@ out:
 
 void ssh_task_keys_release(struct ssh_task_keys *k)
 {
-	if (k->user_key.alloc)
-		explicit_bzero(k->user_key.buf, k->user_key.alloc);
-	buf_release(&k->user_key);
+	buf_wipe_release(&k->user_key);
 	buf_release(&k->host_blob);
 }
 
@@ -643,7 +676,7 @@ static int copy_stream(struct ssh_client *c, LIBSSH2_CHANNEL *ch, int stream, in
 static int open_interactive(struct ssh_client *c, struct ssh_interactive *x, LIBSSH2_CHANNEL **out)
 {
 	LIBSSH2_CHANNEL *ch;
-	int rc, ret;
+	int ret;
 
 	if ((ret = open_channel(c, out)) < 0)
 		return ret;
@@ -653,35 +686,37 @@ static int open_interactive(struct ssh_client *c, struct ssh_interactive *x, LIB
 
 		if (!eq)
 			return fail(c, -EINVAL, "not NAME=value: '%.32s'", *e);
-		while ((rc = libssh2_channel_setenv_ex(ch, *e, (unsigned)(eq - *e), eq + 1,
-						       (unsigned)strlen(eq + 1))) == LIBSSH2_ERROR_EAGAIN)
-			if ((ret = wait_ssh(c)) < 0)
-				return ret;
-		if (rc)
-			return fail_ssh(c, rc, "sending the environment");
+		do
+			ret = ssh_again(c,
+			                libssh2_channel_setenv_ex(ch, *e, (unsigned)(eq - *e),
+			                                          eq + 1, (unsigned)strlen(eq + 1)),
+			                "sending the environment");
+		while (ret > 0);
+		if (ret < 0)
+			return ret;
 	}
 	if (x->term) {
-		while ((rc = libssh2_channel_request_pty_ex(ch, x->term, (unsigned)strlen(x->term), NULL,
-							    0, (int)x->cols, (int)x->rows, 0, 0)) ==
-		       LIBSSH2_ERROR_EAGAIN)
-			if ((ret = wait_ssh(c)) < 0)
-				return ret;
-		if (rc)
-			return fail_ssh(c, rc, "asking for a terminal");
-	}
-	while ((rc = libssh2_channel_exec(ch, x->command)) == LIBSSH2_ERROR_EAGAIN)
-		if ((ret = wait_ssh(c)) < 0)
+		do
+			ret = ssh_again(c,
+			                libssh2_channel_request_pty_ex(
+			                    ch, x->term, (unsigned)strlen(x->term), NULL, 0,
+			                    (int)x->cols, (int)x->rows, 0, 0),
+			                "asking for a terminal");
+		while (ret > 0);
+		if (ret < 0)
 			return ret;
-	if (rc)
-		return fail_ssh(c, rc, "starting the command");
-	return 0;
+	}
+	do
+		ret = ssh_again(c, libssh2_channel_exec(ch, x->command), "starting the command");
+	while (ret > 0);
+	return ret;
 }
 
 /* ssh_interactive()'s state: the local input not yet written, a resize to send. */
 struct iact {
-	char *in; /* IACT_IN_SIZE bytes */
-	size_t in_len, in_off;
-	int in_eof, eof_sent, resize_pending;
+	char *in;         /* IACT_IN_SIZE bytes */
+	struct chan_in q; /* what of in is to be written */
+	int resize_pending;
 };
 
 #define IACT_IN_SIZE (16 * 1024)
@@ -711,35 +746,6 @@ static void iact_resize(LIBSSH2_CHANNEL *ch, struct ssh_interactive *x, struct i
 }
 
 /*
- * Write what the channel takes of the input read so far, then the EOF once
- * the local input ended and all is written; *progress when something went.
- * 0 or the negative error recorded.
- */
-static int iact_write(struct ssh_client *c, LIBSSH2_CHANNEL *ch, struct iact *st, int *progress)
-{
-	ssize_t n;
-	int rc;
-
-	if (st->in_off < st->in_len) {
-		n = libssh2_channel_write(ch, st->in + st->in_off, st->in_len - st->in_off);
-		if (n > 0) {
-			st->in_off += (size_t)n;
-			*progress = 1;
-		} else if (n != LIBSSH2_ERROR_EAGAIN) {
-			return fail_ssh(c, (int)n, "writing the input");
-		}
-	}
-	if (st->in_eof && st->in_off == st->in_len && !st->eof_sent) {
-		rc = libssh2_channel_send_eof(ch);
-		if (!rc)
-			st->eof_sent = *progress = 1;
-		else if (rc != LIBSSH2_ERROR_EAGAIN)
-			return fail_ssh(c, rc, "ending the input");
-	}
-	return 0;
-}
-
-/*
  * With nothing moving: wait (until the next keepalive is due, next seconds)
  * for the socket, the local input (when all before it is written), a resize
  * or the stop fd; then read what came.  0 to go on, or the negative error
@@ -755,7 +761,7 @@ static int iact_wait(struct ssh_client *c, struct ssh_interactive *x, struct iac
 	pfd[nfd++] = (struct pollfd){
 	    .fd = c->fd,
 	    .events = (short)(POLLIN | ((dir & LIBSSH2_SESSION_BLOCK_OUTBOUND) ? POLLOUT : 0))};
-	if (!st->in_eof && st->in_off == st->in_len) {
+	if (!st->q.ended && st->q.off == st->q.len) {
 		i_in = nfd;
 		pfd[nfd++] = (struct pollfd){.fd = x->in_fd, .events = POLLIN};
 	}
@@ -794,11 +800,11 @@ static int iact_wait(struct ssh_client *c, struct ssh_interactive *x, struct iac
 		ssize_t n = read(x->in_fd, st->in, IACT_IN_SIZE);
 
 		if (n > 0) {
-			st->in_len = (size_t)n;
-			st->in_off = 0;
+			st->q.len = (size_t)n;
+			st->q.off = 0;
 		} else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
-			st->in_eof = 1;
-			st->in_len = st->in_off = 0;
+			st->q.ended = 1;
+			st->q.len = st->q.off = 0;
 		}
 	}
 	return 0;
@@ -809,7 +815,7 @@ int ssh_interactive(struct ssh_client *c, struct ssh_interactive *x)
 	LIBSSH2_SESSION *s = c->session;
 	LIBSSH2_CHANNEL *ch = NULL;
 	static char in[IACT_IN_SIZE];
-	struct iact st = {.in = in, .in_eof = x->in_fd < 0};
+	struct iact st = {.in = in, .q = {.buf = in, .ended = x->in_fd < 0}};
 	int ret;
 
 	x->exit_status = -1;
@@ -824,17 +830,16 @@ int ssh_interactive(struct ssh_client *c, struct ssh_interactive *x)
 		int progress = 0, out_done = 0, err_done = 0, next;
 
 		iact_resize(ch, x, &st, &progress);
-		if ((ret = iact_write(c, ch, &st, &progress)) < 0 ||
+		if ((ret = chan_write(c, ch, &st.q, "writing the input", "ending the input",
+		                      &progress)) < 0 ||
 		    (ret = copy_stream(c, ch, 0, x->out_fd, &out_done, &progress)) < 0 ||
 		    (ret = copy_stream(c, ch, SSH_EXTENDED_DATA_STDERR, x->err_fd, &err_done,
 		                       &progress)) < 0)
 			goto out;
-		if (out_done && err_done && libssh2_channel_eof(ch))
-			break;
-		if (libssh2_keepalive_send(s, &next) < 0) {
-			ret = fail_ssh(c, LIBSSH2_ERROR_SOCKET_SEND, "sending a keepalive");
+		if ((ret = turn_end(c, ch, out_done, err_done, &next)) < 0)
 			goto out;
-		}
+		if (ret)
+			break;
 		if (!progress && (ret = iact_wait(c, x, &st, next)) < 0)
 			goto out;
 	}

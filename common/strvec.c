@@ -2,6 +2,7 @@
 
 #include <stdarg.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "buf.h"
 #include "err.h"
@@ -75,4 +76,11 @@ void strvec_clear(struct strvec *sv)
 		free(sv->v);
 	}
 	strvec_init(sv);
+}
+
+void strvec_wipe_clear(struct strvec *sv)
+{
+	for (size_t i = 0; i < sv->nr; i++)
+		explicit_bzero((char *)sv->v[i], strlen(sv->v[i]));
+	strvec_clear(sv);
 }

@@ -34,4 +34,7 @@ void strvec_pop(struct strvec *sv);
 /* Free everything and return to STRVEC_INIT. */
 void strvec_clear(struct strvec *sv);
 
+/* strvec_clear() for strings that held secrets: each is overwritten with zeros first. */
+void strvec_wipe_clear(struct strvec *sv);
+
 #endif

@@ -15,6 +15,7 @@
 #include "bundle_check.h"
 #include "checkout.h"
 #include "err.h"
+#include "gitproto.h"
 #include "guest_abi.h"
 #include "project.h"
 #include "results.h"
@@ -85,7 +86,7 @@ static int read_start_commit(struct task_continue *c, struct buf *why)
 	if (read_in(c, "settings.json", &b, SETTINGS_MAX) < 0 ||
 	    !(j = json_loadb(b.buf, b.len, JSON_REJECT_DUPLICATES, NULL)) ||
 	    !(s = json_string_value(json_object_get(j, "start_commit"))) ||
-	    (strlen(s) != 40 && strlen(s) != 64) || strspn(s, "0123456789abcdef") != strlen(s)) {
+	    !oid_hex_valid(s, strlen(s))) {
 		buf_addf(why, "task '%s' has no readable settings.json with its start commit",
 		         c->name);
 		goto out;
@@ -103,7 +104,7 @@ static int check_result(struct task_continue *c, struct buf *why)
 {
 	struct buf b = BUF_INIT, err = BUF_INIT;
 	struct task_result r;
-	ssize_t n = read_in(c, "result.json", &b, RESULT_JSON_MAX);
+	ssize_t n = read_in(c, guest_results[RESULT_JSON].name, &b, RESULT_JSON_MAX);
 	int ret = -EINVAL;
 
 	if (n <= 0) {

@@ -213,7 +213,7 @@ static void read_record(struct task_info *ti, int dfd)
 		problem(ti, "summary.json", strerror((int)-n));
 	/* No record (a task of an older aibox, or one whose aibox was killed). */
 	buf_reset(&b);
-	n = task_file_read(dfd, "result.json", RESULT_JSON_MAX, &b);
+	n = task_file_read(dfd, guest_results[RESULT_JSON].name, RESULT_JSON_MAX, &b);
 	if (n > 0) {
 		if (result_parse(b.buf, b.len, &r, &err) < 0) {
 			problem(ti, "result.json", err.buf + strlen("result.json: "));

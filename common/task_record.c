@@ -170,17 +170,9 @@ static int get_str(json_t *o, const char *key, size_t max, char **out, struct bu
 
 static int get_commit(json_t *o, const char *key, char out[65], struct buf *err)
 {
-	json_t *v = json_object_get(o, key);
-	const char *s = json_string_value(v);
-	size_t n = s ? json_string_length(v) : 0;
+	int r = result_commit_get(o, key, out);
 
-	out[0] = '\0';
-	if (!v || json_is_null(v))
-		return 0;
-	if (!s || (n != 40 && n != 64) || strspn(s, "0123456789abcdef") != n)
-		return bad(err, "'%s' is not a commit id", key);
-	memcpy(out, s, n + 1);
-	return 1;
+	return r < 0 ? bad(err, "'%s' is not a commit id", key) : r;
 }
 
 int task_record_parse(const char *p, size_t n, struct task_record *r, struct buf *err)

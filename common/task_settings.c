@@ -483,10 +483,3 @@ int task_secrets_json(const struct task_secret *v, size_t n, struct buf *out, st
 	buf_addstr(out, "}}\n");
 	return 0;
 }
-
-void buf_wipe_release(struct buf *b)
-{
-	if (b->alloc)
-		explicit_bzero(b->buf, b->alloc);
-	buf_release(b);
-}

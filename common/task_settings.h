@@ -156,7 +156,4 @@ struct task_secret {
  */
 int task_secrets_json(const struct task_secret *v, size_t n, struct buf *out, struct buf *err);
 
-/* Overwrite b's memory with zeros, then release it. */
-void buf_wipe_release(struct buf *b);
-
 #endif

@@ -15,7 +15,6 @@
 #include "task_folder.h"
 #include "task_log.h"
 #include "task_session.h"
-#include "task_settings.h"
 #include "task_vm.h"
 #include "vm.h"
 #include "banned.h"

@@ -4,11 +4,11 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "hex.h"
 #include "banned.h"
 
 int task_id_new(char id[TASK_ID_LEN + 1])
 {
-	static const char hex[] = "0123456789abcdef";
 	unsigned char r[TASK_ID_LEN / 2];
 	ssize_t n;
 
@@ -19,25 +19,14 @@ int task_id_new(char id[TASK_ID_LEN + 1])
 		return -errno;
 	if ((size_t)n != sizeof(r))
 		return -EIO;
-	for (size_t i = 0; i < sizeof(r); i++) {
-		id[2 * i] = hex[r[i] >> 4];
-		id[2 * i + 1] = hex[r[i] & 15];
-	}
-	id[TASK_ID_LEN] = '\0';
+	hex_encode(id, r, sizeof(r));
 	return 0;
-}
-
-static int is_lower_hex(char c)
-{
-	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
 }
 
 int task_id_valid(const char *s)
 {
-	for (int i = 0; i < TASK_ID_LEN; i++)
-		if (!is_lower_hex(s[i]))
-			return 0;
-	return s[TASK_ID_LEN] == '\0';
+	/* hex_is_lower() stops at the first byte that is no digit, a NUL too. */
+	return hex_is_lower(s, TASK_ID_LEN) && s[TASK_ID_LEN] == '\0';
 }
 
 int task_name_make(char name[TASK_NAME_LEN + 1], time_t t, const char *id)

@@ -441,7 +441,8 @@ print(len(body.encode()), body[0], set(body[1:]) == {"\u00e9"}, note)'
 	write_settings
 	run_task "say hi"
 	assert_file_not_exists "$T/gitconfig"
-	# A URL git's config could not hold plainly fails the clone step.
+	# A URL git's config could not hold plainly fails the clone step, with the
+	# one settings parser's reason.
 	for bad in '"http://x/y"' '"https://x/a b"' '"https://x/a\"b"' '"https://x/a\\\\b"' '7'; do
 		rm -rf res state/aibox-results && mkdir res
 		python3 - "$bad" <<-'EOF'
@@ -452,6 +453,12 @@ print(len(body.encode()), body[0], set(body[1:]) == {"\u00e9"}, note)'
 		EOF
 		run_task "say hi"
 		[ "$(jget failed_step)" = clone ] || { echo "accepted: $bad"; false; }
+		if [ "$bad" = 7 ]; then
+			assert_output --partial '"git_remotes"[0] is not a string'
+		else
+			assert_output --partial "the git remote '"
+			assert_output --partial "is not a plain https:// URL"
+		fi
 	done
 	assert_file_not_exists "$T/gitconfig"
 }

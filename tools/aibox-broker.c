@@ -45,7 +45,6 @@
 #include "num.h"
 #include "sandbox.h"
 #include "secret.h"
-#include "task_settings.h"
 #include "tls.h"
 #include "banned.h"
 

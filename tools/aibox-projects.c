@@ -230,6 +230,20 @@ static void find_current(struct project *p)
 	buf_release(&why);
 }
 
+/* The project called name into p, or die saying why there is none. */
+static void find_named(const char *name, struct project *p)
+{
+	int ret;
+
+	if (!project_name_valid(name))
+		die("'%s' is not a project name (see `aibox projects`)", name);
+	ret = project_by_name(name, p);
+	if (ret == -ENOENT)
+		die("no project '%s' (see `aibox projects`)", name);
+	if (ret < 0)
+		die_err(ret, "cannot read project '%s'", name);
+}
+
 static int cmd_check(const char *name)
 {
 	struct project p = PROJECT_INIT;
@@ -237,17 +251,10 @@ static int cmd_check(const char *name)
 	struct config cfg;
 	int ret;
 
-	if (name) {
-		if (!project_name_valid(name))
-			die("'%s' is not a project name (see `aibox projects`)", name);
-		ret = project_by_name(name, &p);
-		if (ret == -ENOENT)
-			die("no project '%s' (see `aibox projects`)", name);
-		if (ret < 0)
-			die_err(ret, "cannot read project '%s'", name);
-	} else {
+	if (name)
+		find_named(name, &p);
+	else
 		find_current(&p);
-	}
 	buf_addf(&path, "%s/config.yaml", p.dir);
 	ret = config_load(&cfg, path.buf, &err);
 	if (ret == -EINVAL) {
@@ -281,13 +288,7 @@ static int cmd_remove(const char *name)
 	struct buf where = BUF_INIT, pdir = BUF_INIT, size = BUF_INIT;
 	int lock, pfd, ret;
 
-	if (!project_name_valid(name))
-		die("'%s' is not a project name (see `aibox projects`)", name);
-	ret = project_by_name(name, &p);
-	if (ret == -ENOENT)
-		die("no project '%s' (see `aibox projects`)", name);
-	if (ret < 0)
-		die_err(ret, "cannot read project '%s'", name);
+	find_named(name, &p);
 	lock = project_lock(p.dir, PROJECT_LOCK_EXCLUSIVE | PROJECT_LOCK_NONBLOCK);
 	if (lock == -EWOULDBLOCK) {
 		error("project '%s' is in use by a task or aibox run: left alone", name);

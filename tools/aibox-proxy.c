@@ -31,7 +31,6 @@
 #include "sandbox.h"
 #include "secret.h"
 #include "spawn.h"
-#include "task_settings.h"
 #include "tls.h"
 #include "usage.h"
 #include <openssl/crypto.h>

@@ -22,6 +22,7 @@
 
 #include "buf.h"
 #include "err.h"
+#include "guest_abi.h"
 #include "out.h"
 #include "project.h"
 #include "task_info.h"
@@ -86,7 +87,8 @@ static int show_transcript(struct logger *l, int only_end)
 	int long_line = 0, fd;
 	ssize_t n;
 
-	fd = openat(l->td.dfd, "transcript.jsonl", O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	fd = openat(l->td.dfd, guest_results[RESULT_TRANSCRIPT].name,
+	            O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
 		return -ENOENT;
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size == 0) {

@@ -83,7 +83,7 @@ static void read_facts(struct shown *s)
 	if (!s->has_record) {
 		buf_reset(&b);
 		buf_reset(&err);
-		n = task_file_read(s->td.dfd, "result.json", RESULT_JSON_MAX, &b);
+		n = task_file_read(s->td.dfd, guest_results[RESULT_JSON].name, RESULT_JSON_MAX, &b);
 		if (n > 0 && result_parse(b.buf, b.len, &s->res, &err) == 0)
 			s->has_result = 1;
 		else if (n > 0 && !s->problem.len)

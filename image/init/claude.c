@@ -105,9 +105,7 @@ void step_claude(struct task *t, struct step_info *si, struct step_group *g, int
 out:
 	if (prompt >= 0)
 		close(prompt);
-	for (size_t i = 0; i < env.nr; i++)
-		explicit_bzero((char *)env.v[i], strlen(env.v[i]));
 	strvec_clear(&argv);
-	strvec_clear(&env);
+	strvec_wipe_clear(&env);
 	buf_release(&file);
 }

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "err.h"
+#include "secret.h"
 #include "task_int.h"
 #include "banned.h"
 
@@ -98,22 +99,16 @@ int secrets_read(struct task *t, struct buf *why)
 out:
 	if (s) {
 		/* jansson's copies: overwrite the values before they are freed. */
-		env = json_object_get(s, "env");
-		if (json_is_object(env))
-			json_object_foreach(env, name, v) if (json_is_string(v))
-			    explicit_bzero((char *)json_string_value(v), json_string_length(v));
+		secret_json_wipe(json_object_get(s, "env"));
 		json_decref(s);
 	}
-	explicit_bzero(b.buf, b.alloc ? b.alloc : b.len);
-	buf_release(&b);
+	buf_wipe_release(&b);
 	return ret;
 }
 
 void secrets_clear(struct task *t)
 {
-	for (size_t i = 0; i < t->secrets.nr; i++)
-		explicit_bzero((char *)t->secrets.v[i], strlen(t->secrets.v[i]));
-	strvec_clear(&t->secrets);
+	strvec_wipe_clear(&t->secrets);
 }
 
 char *find_in_path(const char *name)

@@ -10,10 +10,8 @@
 #include "err.h"
 #include "gitconfig.h"
 #include "task_int.h"
-#include "task_settings.h"
 #include "banned.h"
 
-#define GIT_REMOTES_MAX TASK_SETTINGS_REMOTES_MAX
 #define GIT_BROKER_URL  "http://git.aibox.internal/"
 
 void gitconfig_value(struct buf *out, const char *s)
@@ -27,38 +25,18 @@ void gitconfig_value(struct buf *out, const char *s)
 	buf_addch(out, '"');
 }
 
-int git_remotes_write(const char *path, json_t *remotes, const char *proxy, struct buf *why)
+int git_remotes_write(const char *path, const char *const *remotes, size_t nremotes,
+                      const char *proxy, struct buf *why)
 {
 	struct buf b = BUF_INIT;
-	json_t *v;
-	size_t i;
 	int fd, ret = 0;
 
-	if (!remotes || json_is_null(remotes))
+	if (!nremotes)
 		return 0;
-	if (!json_is_array(remotes) || json_array_size(remotes) > GIT_REMOTES_MAX) {
-		buf_addf(why, "settings.json: \"git_remotes\" is not a list of at most %d URLs",
-		         GIT_REMOTES_MAX);
-		return -EINVAL;
-	}
-	if (!json_array_size(remotes))
-		return 0;
-	if (!proxy || has_control(proxy)) {
-		buf_addstr(why, "settings.json: no proxy for the git remotes");
-		return -EINVAL;
-	}
-	json_array_foreach(remotes, i, v)
-	{
-		const char *u = json_string_value(v);
-		size_t n;
+	for (size_t i = 0; i < nremotes; i++) {
+		const char *u = remotes[i];
+		size_t n = strlen(u);
 
-		if (!u || strlen(u) != json_string_length(v) || !task_git_remote_valid(u)) {
-			buf_addf(why, "settings.json: git_remotes[%zu] is not a plain https:// URL",
-			         i);
-			buf_release(&b);
-			return -EINVAL;
-		}
-		n = strlen(u);
 		while (n > 8 && u[n - 1] == '/')
 			n--;
 		buf_addf(&b, "[url \"" GIT_BROKER_URL "%zu/\"]\n\tinsteadOf = %.*s\n", i, (int)n,

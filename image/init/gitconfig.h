@@ -5,7 +5,7 @@
 #ifndef AIBOX_INIT_GITCONFIG_H
 #define AIBOX_INIT_GITCONFIG_H
 
-#include <jansson.h>
+#include <stddef.h>
 
 struct buf;
 
@@ -14,12 +14,16 @@ void gitconfig_value(struct buf *out, const char *s);
 
 /*
  * Add to the git config file at path (created 0644 if missing) the rewrite of
- * settings.json's "git_remotes" (docs/broker.md, "In the VM"): for entry n
- * with URL U, url."http://git.aibox.internal/<n>/".insteadOf U and U with
- * ".git" added or removed, and http."http://git.aibox.internal/".proxy
- * proxy.  remotes NULL or empty: nothing is written.  0, or -EINVAL (a
- * malformed list) or -errno with the reason in why.
+ * settings.json's "git_remotes" (docs/broker.md, "In the VM"): for entry i
+ * of the n remotes with URL U, url."http://git.aibox.internal/<i>/".insteadOf
+ * U and U with ".git" added or removed, and
+ * http."http://git.aibox.internal/".proxy proxy.  remotes and proxy are as
+ * the one settings parser (common/task_settings.h) read and checked them: at
+ * most TASK_SETTINGS_REMOTES_MAX URLs each task_git_remote_valid(), a proxy
+ * without control characters; this does not check them again.  n 0: nothing
+ * is written.  0, or -errno with the reason in why.
  */
-int git_remotes_write(const char *path, json_t *remotes, const char *proxy, struct buf *why);
+int git_remotes_write(const char *path, const char *const *remotes, size_t n, const char *proxy,
+                      struct buf *why);
 
 #endif

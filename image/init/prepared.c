@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "buf.h"
+#include "hex.h"
 #include "sha1.h"
 #include "banned.h"
 
@@ -143,11 +144,7 @@ int prepared_check(int bundle_fd, const char *start, const char *branch, const u
 		goto out;
 	}
 	p->objects = be32(pack + 8);
-	for (int i = 0; i < SHA1_LEN; i++) {
-		p->pack_hex[2 * i] = "0123456789abcdef"[p->pack_sum[i] >> 4];
-		p->pack_hex[2 * i + 1] = "0123456789abcdef"[p->pack_sum[i] & 15];
-	}
-	p->pack_hex[2 * SHA1_LEN] = '\0';
+	hex_encode(p->pack_hex, p->pack_sum, SHA1_LEN);
 	ret = check_idx(idx, idx_len, p, why);
 out:
 	buf_release(&head);

@@ -141,13 +141,13 @@ int results_finish(struct task *t)
 	vmlog(t, "task ended%s%s", t->failed_step >= 0 ? ", failed step: " : "",
 	      t->failed_step >= 0 ? step_names[t->failed_step] : "");
 	if (t->log_fd >= 0)
-		results_send_file(t, "vm.log", t->log_fd, LOG_MAX + 4096);
+		results_send_file(t, guest_results[RESULT_VM_LOG].name, t->log_fd, LOG_MAX + 4096);
 	if (!t->out_broken) {
 		struct buf r = BUF_INIT;
 
 		buf_addstr(&r, result);
 		buf_addch(&r, '\n');
-		if (tar_out_buf(t->o->out, "result.json", r.buf, r.len) < 0 ||
+		if (tar_out_buf(t->o->out, guest_results[RESULT_JSON].name, r.buf, r.len) < 0 ||
 		    tar_out_end(t->o->out) < 0)
 			t->out_broken = 1;
 		buf_release(&r);

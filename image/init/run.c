@@ -17,6 +17,7 @@
 #include "err.h"
 #include "gitconfig.h"
 #include "run.h"
+#include "secret.h"
 #include "strvec.h"
 #include "task.h"
 #include "task_settings.h"
@@ -123,7 +124,7 @@ int run_setup(struct guest_settings *gs)
 		/* The git: remotes go through the proxy to the broker (docs/broker.md). */
 		struct buf why = BUF_INIT;
 
-		r = git_remotes_write("/etc/gitconfig", json_object_get(d.root, "git_remotes"),
+		r = git_remotes_write("/etc/gitconfig", s->git_remotes, s->ngit_remotes,
 		                      s->proxy ? s->proxy : GUEST_PROXY_URL, &why);
 		if (r < 0)
 			error("%s", why.buf);
@@ -196,10 +197,7 @@ static int build_env(const struct task_settings *s, struct strvec *env)
 		strvec_pushf(env, "%s=%s", name, json_string_value(v));
 	}
 out:
-	if (obj)
-		json_object_foreach(obj, name, v)
-			if (json_is_string(v))
-				explicit_bzero((char *)json_string_value(v), json_string_length(v));
+	secret_json_wipe(obj);
 	json_decref(obj);
 	return ret;
 }
@@ -286,9 +284,7 @@ int run_session(void)
 	}
 	ret = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 out:
-	for (size_t i = 0; i < env.nr; i++)
-		explicit_bzero((char *)env.v[i], strlen(env.v[i]));
-	strvec_clear(&env);
+	strvec_wipe_clear(&env);
 	strvec_clear(&argv);
 	task_settings_doc_release(&d);
 	return ret;

@@ -16,6 +16,7 @@
 #include "base.h"
 #include "buf.h"
 #include "err.h"
+#include "hex.h"
 #include "num.h"
 #include "snapshot.h"
 #include "banned.h"
@@ -50,15 +51,6 @@ const char *snap_share_tag(const char *tag)
 		if (!strcmp(map_tag[i], tag))
 			return map_slot[i];
 	return tag;
-}
-
-static int hexval(int c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	return -1;
 }
 
 /* A tag of the go message: guest_tag_valid() (common/guest_abi.h). */
@@ -104,13 +96,13 @@ static int parse_go(char *msg, unsigned char *seed, struct timespec *now, long *
 			now->tv_sec = a;
 			now->tv_nsec = b;
 		} else if (!strncmp(line, "seed ", 5)) {
-			if (strlen(line + 5) != 2 * SNAP_SEED_BYTES)
+			if (strlen(line + 5) != 2 * SNAP_SEED_BYTES ||
+			    !hex_is_lower(line + 5, 2 * SNAP_SEED_BYTES))
 				return -EINVAL;
 			for (int i = 0; i < SNAP_SEED_BYTES; i++) {
-				int hi = hexval(line[5 + 2 * i]), lo = hexval(line[6 + 2 * i]);
+				int hi = hex_digit(line[5 + 2 * i]),
+				    lo = hex_digit(line[6 + 2 * i]);
 
-				if (hi < 0 || lo < 0)
-					return -EINVAL;
 				if (seed)
 					seed[i] = (unsigned char)(hi << 4 | lo);
 			}

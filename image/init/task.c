@@ -21,14 +21,6 @@ const char *const step_names[S_NR] = {"clone", "claude", "commit", "bundle"};
 
 /* ---- settings --------------------------------------------------------- */
 
-int has_control(const char *s)
-{
-	for (; *s; s++)
-		if ((unsigned char)*s < 0x20 || *s == 0x7f)
-			return 1;
-	return 0;
-}
-
 /* settings.json through the one parser (common/task_settings.h), task mode only. */
 static int read_settings(struct task *t, struct buf *why)
 {
@@ -64,7 +56,8 @@ static int read_settings(struct task *t, struct buf *why)
 	t->proxy = d.s.proxy;
 	t->path = d.s.path;
 	t->system_prompt = d.s.system_prompt;
-	t->git_remotes = json_object_get(d.root, "git_remotes");
+	memcpy(t->git_remotes, d.s.git_remotes, d.s.ngit_remotes * sizeof(*t->git_remotes));
+	t->ngit_remotes = d.s.ngit_remotes;
 	t->resume = d.s.resume_session;
 	ret = 0;
 out:
@@ -136,7 +129,7 @@ static int task_prepare(struct task *t)
 	else if (!(t->claude = o->claude ? xstrdup(o->claude) : find_in_path("claude")))
 		progress(t, "cannot find claude in %s", GUEST_PATH);
 	else if (err >= 0 && o->gitconfig &&
-	         git_remotes_write(o->gitconfig, t->git_remotes,
+	         git_remotes_write(o->gitconfig, t->git_remotes, t->ngit_remotes,
 	                           t->proxy ? t->proxy : GUEST_PROXY_URL, &why) < 0)
 		progress(t, "%s", why.buf);
 	else if (err >= 0)
@@ -159,12 +152,13 @@ static void task_steps(struct task *t)
 	deadline = now_ms() + t->o->git_limit_ms;
 
 	if (t->transcript_fd >= 0)
-		results_send_file(t, "transcript.jsonl", t->transcript_fd, TRANSCRIPT_MAX);
+		results_send_file(t, guest_results[RESULT_TRANSCRIPT].name, t->transcript_fd,
+		                  TRANSCRIPT_MAX);
 	resume_send(t);
 	if (run_step(t, S_COMMIT, step_commit, deadline))
 		run_step(t, S_BUNDLE, step_bundle, deadline);
 	if (t->changes)
-		results_send_file(t, "changes.bundle", t->bundle_fd, BUNDLE_MAX);
+		results_send_file(t, guest_results[RESULT_BUNDLE].name, t->bundle_fd, BUNDLE_MAX);
 }
 
 static void task_release(struct task *t)

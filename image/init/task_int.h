@@ -25,6 +25,7 @@
 #include "guest_abi.h"
 #include "strvec.h"
 #include "task.h"
+#include "task_settings.h"
 
 /* The guest's fixed places; the short names stand for common/guest_abi.h's. */
 #define GUEST_SHARE         GUEST_TASK_DIR
@@ -70,7 +71,8 @@ struct task {
 	double budget;
 	int has_budget;
 	json_t *env_names;
-	json_t *git_remotes;   /* NULL: none */
+	const char *git_remotes[TASK_SETTINGS_REMOTES_MAX]; /* in settings */
+	size_t ngit_remotes;
 	const char *resume;    /* the session Claude Code resumes; NULL: a new one */
 	struct strvec secrets; /* NAME=value, only for Claude Code's environment */
 
@@ -101,11 +103,6 @@ struct task {
 };
 
 extern const char *const step_names[S_NR];
-
-/* task.c: a check also used for the git config (names are checked by guest_abi.h's). */
-
-/* 1 when s has a control character (below 0x20, or 0x7f). */
-int has_control(const char *s);
 
 /* progress.c */
 
