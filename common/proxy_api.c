@@ -208,7 +208,7 @@ static int budget_refused(struct conn *c)
 			 PROXY_BUDGET_ERROR, "message", msg.buf);
 	text = body ? json_dumps(body, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
 	if (!text)
-		die("out of memory");
+		die_oom();
 	buf_addf(&why, "budget: the %s cap of %s USD is reached",
 		 which == USAGE_CAPPED_TASK ? "task" : "day", cap.buf);
 	px_respond_with(c, 400, "refused", why.buf, text);

@@ -326,5 +326,11 @@ int main(int argc, char **argv)
 		return cmd_opts(argc - 1, argv + 1);
 	if (!strncmp(argv[1], "guest-", 6))
 		return cmd_guest(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "bug")) {
+		struct spawn sp = SPAWN_INIT;
+
+		spawn_give_fd(&sp, 5, 1); /* a child's fd 1 is not the caller's to give */
+		return 0;
+	}
 	die("unknown command '%s'", argv[1]);
 }
