@@ -125,9 +125,11 @@ static int cmd_tar_in(int argc, char **argv)
 			break;
 	}
 	if (ret < 0) {
-		printf("refused: %s\n", t.reason);
+		printf("refused: %s\n", t.err.buf);
+		tar_in_clear(&t);
 		return 1;
 	}
+	tar_in_clear(&t);
 	printf("ok");
 	for (size_t j = 0; j < ARRAY_SIZE(files); j++)
 		if (files[j].seen)
@@ -292,7 +294,7 @@ static int cmd_ssh_run(int argc, char **argv)
 		ret = ssh_exec(&c, &x);
 	fflush(stdout);
 	if (ret < 0) {
-		printf("error: %s\n", c.error);
+		printf("error: %s\n", c.err.buf);
 	} else {
 		double dt = now_s() - t0;
 
@@ -462,7 +464,7 @@ static int cmd_session(int argc, char **argv)
 
 	ret = task_session_run(&ts);
 	if (ret < 0) {
-		printf("failed: %s (%s)\n", ts.reason, strerror(-ret));
+		printf("failed: %s (%s)\n", ts.err.buf, strerror(-ret));
 	} else {
 		printf("ok exit %d", ts.exit_status);
 		for (int j = 0; j < RESULT_NFILES; j++)
@@ -470,6 +472,7 @@ static int cmd_session(int argc, char **argv)
 				printf(" %s %llu", ts.files[j].name, (unsigned long long)ts.files[j].size);
 		printf("\n");
 	}
+	task_session_clear(&ts);
 	close(sv[0]);
 	kill(sp.pid, SIGKILL);
 	spawn_wait(&sp);
