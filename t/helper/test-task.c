@@ -689,7 +689,8 @@ static int cmd_check_bundle(int argc, char **argv)
 			die("%s", why.buf);
 		bundle_check_run(&c, &v, NULL);
 		fprintf(stderr, "checker: cpu %.3f peak %ld\n", v.cpu_s, v.max_rss_kib);
-		ret = result_bundle_verdict(&v.m, end, &why);
+		ret = result_bundle_verdict(&v, end, &why);
+		bundle_verdict_clear(&v);
 		bundle_check_clear(&c);
 	} else {
 		ret = result_check_bundle(fd, argv[i], repo, NULL, max, NULL, end, &why);
