@@ -500,18 +500,20 @@ static void src_hash_window(struct pack_src *s, uint64_t upto)
 }
 
 /*
- * The bytes at off (off <= len): at least min(want, len - off) of them, want
- * at most PACK_WINDOW; *avail says how many follow in memory.  NULL with
- * *err set when the file cannot be read.
+ * The bytes at off (off <= len) in *p: at least min(want, len - off) of them,
+ * want at most PACK_WINDOW; *avail says how many follow in memory.  0, or
+ * -errno when the file cannot be read.
  */
-static const unsigned char *src_at(struct pack_src *s, uint64_t off, size_t want, size_t *avail,
-                                   int *err)
+static int src_at(struct pack_src *s, uint64_t off, size_t want, const unsigned char **p,
+                  size_t *avail)
 {
 	uint64_t left = s->len - off;
+	int ret;
 
 	if (s->mem) {
 		*avail = left > SIZE_MAX ? SIZE_MAX : (size_t)left;
-		return s->mem + off;
+		*p = s->mem + off;
+		return 0;
 	}
 	if (want > left)
 		want = (size_t)left;
@@ -519,15 +521,16 @@ static const unsigned char *src_at(struct pack_src *s, uint64_t off, size_t want
 		/* Hash what this window had, and anything skipped, before it goes. */
 		src_hash_window(s, UINT64_MAX);
 		while (s->sha && s->hashed < off && s->hashed < s->hash_end) {
-			if ((*err = src_fill(s, s->hashed)) < 0)
-				return NULL;
+			if ((ret = src_fill(s, s->hashed)) < 0)
+				return ret;
 			src_hash_window(s, off);
 		}
-		if ((*err = src_fill(s, off)) < 0)
-			return NULL;
+		if ((ret = src_fill(s, off)) < 0)
+			return ret;
 	}
 	*avail = (size_t)(s->win_off + s->win_len - off);
-	return s->win + (off - s->win_off);
+	*p = s->win + (off - s->win_off);
+	return 0;
 }
 
 /* The checksum of the pack's first hash_end bytes, into sum[20]. */
@@ -540,9 +543,10 @@ static int src_hash_finish(struct pack_src *s, unsigned char *sum)
 		EVP_DigestUpdate(s->sha, s->mem, s->hash_end);
 	} else {
 		while (s->hashed < s->hash_end) {
+			const unsigned char *p;
 			size_t avail;
 
-			if (!src_at(s, s->hashed, 1, &avail, &err))
+			if ((err = src_at(s, s->hashed, 1, &p, &avail)) < 0)
 				return err;
 			src_hash_window(s, s->hash_end);
 		}
@@ -672,8 +676,7 @@ static int walk_start(struct walk *w)
 	w->max_object = w->o->max_object;
 	if (w->max_object > PACK_OBJECT_MAX)
 		w->max_object = PACK_OBJECT_MAX;
-	p = src_at(s, 0, 12, &avail, &ret);
-	if (!p)
+	if ((ret = src_at(s, 0, 12, &p, &avail)) < 0)
 		return ret;
 	if (s->len < 4 || memcmp(p, "PACK", 4))
 		return refuse(&res->err, s->len < 4
@@ -736,7 +739,7 @@ static int walk_header(struct walk *w, uint32_t i, unsigned *type, uint64_t *siz
 		return refuse(&res->err, "pack: ends after %u of %u objects (truncated?)",
 		              (unsigned)i, (unsigned)res->objects);
 	/* The object's header: type and size, then a delta's base; 64 bytes hold it. */
-	if (!(p = src_at(w->s, w->pos, 64, &avail, &ret)))
+	if ((ret = src_at(w->s, w->pos, 64, &p, &avail)) < 0)
 		return ret;
 	hlen = w->end - w->pos < avail ? w->end - w->pos : avail;
 	if ((k = pack_obj_header(p, (size_t)hlen, type, size)) < 0)
@@ -797,7 +800,7 @@ static int walk_inflate(struct walk *w, uint32_t i, unsigned type, uint64_t size
 				return refuse(&res->err,
 				              "pack: object %u: its data ends early (truncated?)",
 				              (unsigned)i);
-			if (!(p = src_at(w->s, w->pos, PACK_WINDOW, &avail, &ret)))
+			if ((ret = src_at(w->s, w->pos, PACK_WINDOW, &p, &avail)) < 0)
 				return ret;
 			if (avail > w->end - w->pos)
 				avail = (size_t)(w->end - w->pos);
@@ -858,7 +861,7 @@ static int walk_finish(struct walk *w)
 		              (unsigned long long)(w->end - w->pos), (unsigned)res->objects);
 	if ((ret = src_hash_finish(w->s, sum)) < 0)
 		return ret;
-	if (!(p = src_at(w->s, w->end, 20, &avail, &ret)))
+	if ((ret = src_at(w->s, w->end, 20, &p, &avail)) < 0)
 		return ret;
 	if (memcmp(sum, p, 20))
 		return refuse(&res->err, "pack: checksum mismatch");
@@ -995,9 +998,9 @@ static int index_pack(struct pack_src *s, const struct bundle_pack_opts *o,
 	/* In slices: the indexer copies what it is given. */
 	for (uint64_t off = 0; off < s->len;) {
 		size_t avail;
-		const unsigned char *p = src_at(s, off, PACK_WINDOW, &avail, &ret);
+		const unsigned char *p;
 
-		if (!p)
+		if ((ret = src_at(s, off, PACK_WINDOW, &p, &avail)) < 0)
 			goto out;
 		if (avail > PACK_WINDOW)
 			avail = PACK_WINDOW;
