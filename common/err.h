@@ -9,9 +9,9 @@
  *    parameter and, on failure only, appends one reason: no program name, no
  *    newline, lowercase, the subject quoted ("'x' is not a task").  Nothing is
  *    appended (and nothing allocated) when all is well.
- *  - An object that meets its error later (a streaming reader) keeps its first
- *    reason in a `struct buf` member named `err`, under the same rule, released
- *    by the object's clear function.
+ *  - An object that meets its error later (a streaming reader) keeps the
+ *    reason of its failure in a `struct buf` member named `err`, under the
+ *    same rule, released by the object's clear function.
  *
  * There are no `const char **why` out-parameters, no fixed `char reason[N]`
  * arrays and no positive codes that index a table of reasons.
