@@ -32,7 +32,8 @@ static int add_one(struct allow_list *l, const char *s, const char *presets_dir,
 		   int allow_presets, struct buf *err)
 {
 	struct allow_entry e;
-	const char *why = NULL, *rest = s;
+	struct buf why = BUF_INIT; /* filled only on the way out */
+	const char *rest = s;
 	size_t n = strlen(s);
 	int colons = 0;
 
@@ -83,7 +84,8 @@ static int add_one(struct allow_list *l, const char *s, const char *presets_dir,
 		rest = s + 2;
 	}
 	if (http_split_authority(rest, strlen(rest), 443, e.host, sizeof(e.host), &e.port, &why)) {
-		buf_addf(err, "invalid entry '%s': %s", s, why);
+		buf_addf(err, "invalid entry '%s': %s", s, why.buf);
+		buf_release(&why);
 		return -1;
 	}
 	if (inet_pton(AF_INET, e.host, e.addr) == 1) {

@@ -281,7 +281,8 @@ static int upstream_connect(const struct request *rq, struct hconn *up, struct b
 	up->fd = fd;
 	up->ssl = tls_client_new(rq->br->ssl_ctx, fd, rm->host);
 	if (!up->ssl) {
-		buf_addf(why, "cannot start TLS: %s", tls_error());
+		buf_addstr(why, "cannot start TLS: ");
+		tls_error(why);
 		return -ENOMEM;
 	}
 	if (SSL_connect(up->ssl) != 1) {

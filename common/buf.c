@@ -55,7 +55,7 @@ void buf_grow(struct buf *b, size_t extra)
 	size_t want;
 
 	if (extra > SIZE_MAX / 2 - b->len)
-		die("buffer size overflow");
+		BUG("buffer size overflow");
 	want = b->len + extra + 1;
 	if (want <= b->alloc)
 		return;
@@ -71,11 +71,11 @@ void buf_setlen(struct buf *b, size_t n)
 	if (!b->alloc) {
 		/* Only 0 fits in the slop buffer, and it is already terminated. */
 		if (n)
-			die("buf_setlen beyond allocation");
+			BUG("buf_setlen beyond allocation");
 		return;
 	}
 	if (n >= b->alloc)
-		die("buf_setlen beyond allocation");
+		BUG("buf_setlen beyond allocation");
 	b->len = n;
 	b->buf[n] = '\0';
 }
@@ -111,7 +111,7 @@ void buf_vaddf(struct buf *b, const char *fmt, va_list ap)
 	n = vsnprintf(b->buf + b->len, b->alloc - b->len, fmt, cp);
 	va_end(cp);
 	if (n < 0)
-		die("vsnprintf failed");
+		BUG("vsnprintf failed");
 	if ((size_t)n >= b->alloc - b->len) {
 		buf_grow(b, (size_t)n);
 		n = vsnprintf(b->buf + b->len, b->alloc - b->len, fmt, ap);

@@ -88,14 +88,22 @@ int bundle_limits_parse(struct bundle_limits *l, const char *list, struct buf *e
 	return ret;
 }
 
-int bundle_check_here(const struct bundle_check *c, struct bundle_check_msg *m)
+void bundle_verdict_clear(struct bundle_verdict *v)
+{
+	buf_release(&v->err);
+}
+
+int bundle_check_here(const struct bundle_check *c, struct bundle_verdict *v)
 {
 	struct bundle_header h = BUNDLE_HEADER_INIT;
 	struct bundle_pack_opts o = BUNDLE_PACK_OPTS_INIT;
+	struct bundle_pack_result res = BUNDLE_PACK_RESULT_INIT;
+	struct bundle_check_msg *m = &v->m;
 	struct strvec tips = STRVEC_INIT;
 	int ret;
 
-	memset(m, 0, sizeof(*m));
+	memset(v, 0, sizeof(*v));
+	buf_init(&v->err, 0);
 	if (lseek(c->fd, 0, SEEK_SET) < 0) {
 		ret = -errno;
 		goto out;
@@ -104,13 +112,12 @@ int bundle_check_here(const struct bundle_check *c, struct bundle_check_msg *m)
 	if (ret == 0)
 		ret = bundle_header_expect(&h, c->refs.v, c->refs.nr, c->bases.v, c->bases.nr);
 	if (ret) {
-		memcpy(m->pack.reason, h.reason, sizeof(m->pack.reason));
+		buf_addstr(&v->err, h.err.buf);
 		goto out;
 	}
 	if (h.oid_format == BUNDLE_SHA256) {
 		/* libgit2 1.5 and our walk know SHA-1 packs only. */
-		snprintf(m->pack.reason, sizeof(m->pack.reason),
-		         "pack: sha256 packs cannot be verified (only sha1)");
+		buf_addstr(&v->err, "pack: sha256 packs cannot be verified (only sha1)");
 		ret = BUNDLE_REFUSED;
 		goto out;
 	}
@@ -138,13 +145,22 @@ int bundle_check_here(const struct bundle_check *c, struct bundle_check_msg *m)
 	o.max_inflated = c->lim.max_inflated;
 	o.tips = (const char *const *)tips.v;
 	o.nr_tips = tips.nr;
-	ret = bundle_pack_verify_fd(c->fd, &o, &m->pack);
-	if (ret == 0)
+	ret = bundle_pack_verify_fd(c->fd, &o, &res);
+	m->version = res.version;
+	m->objects = res.objects;
+	m->indexed = res.indexed;
+	memcpy(m->checksum, res.checksum, sizeof(m->checksum));
+	if (ret)
+		buf_addstr(&v->err, res.err.buf);
+	else
 		memcpy(m->tip, h.refs[0].oid, sizeof(m->tip));
 out:
+	if (ret < 0 && !v->err.len)
+		buf_addstr(&v->err, strerror(-ret));
 	m->ret = ret;
 	strvec_clear(&tips);
 	bundle_header_clear(&h);
+	bundle_pack_result_clear(&res);
 	return ret;
 }
 
@@ -185,6 +201,7 @@ static int child_limits(const struct bundle_limits *lim)
 
 static void child(struct bundle_check *c, int go, int ans)
 {
+	struct bundle_verdict v;
 	struct bundle_check_msg m;
 	ssize_t n;
 	char b;
@@ -194,8 +211,11 @@ static void child(struct bundle_check *c, int go, int ans)
 	if (n != 1)
 		_exit(0);
 	memset(&m, 0, sizeof(m));
-	if ((m.ret = child_limits(&c->lim)) == 0)
-		bundle_check_here(c, &m);
+	if ((m.ret = child_limits(&c->lim)) == 0) {
+		bundle_check_here(c, &v);
+		m = v.m;
+		snprintf(m.reason, sizeof(m.reason), "%s", v.err.buf);
+	}
 	(void)write_all(ans, &m, sizeof(m));
 	_exit(0);
 }
@@ -263,8 +283,9 @@ static int verdict(struct bundle_verdict *v, int ret, const char *fmt, ...)
 	va_list ap;
 
 	memset(&v->m, 0, sizeof(v->m));
+	buf_reset(&v->err);
 	va_start(ap, fmt);
-	vsnprintf(v->m.pack.reason, sizeof(v->m.pack.reason), fmt, ap);
+	buf_vaddf(&v->err, fmt, ap);
 	va_end(ap);
 	v->m.ret = ret;
 	return ret;
@@ -281,6 +302,7 @@ int bundle_check_run(struct bundle_check *c, struct bundle_verdict *v,
 	pid_t w;
 
 	memset(v, 0, sizeof(*v));
+	buf_init(&v->err, 0);
 	if (c->pid < 0 || c->go_fd < 0)
 		return verdict(v, -ECHILD, "the checker is gone");
 	clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -345,15 +367,14 @@ int bundle_check_run(struct bundle_check *c, struct bundle_verdict *v,
 		               w > 0 && WIFEXITED(status) ? WEXITSTATUS(status) : -1);
 	}
 	/* From here the message is the child's: untrusted. */
-	if (!clean_str(m.pack.reason, sizeof(m.pack.reason)) ||
-	    !clean_str(m.pack.checksum, sizeof(m.pack.checksum)) ||
+	if (!clean_str(m.reason, sizeof(m.reason)) || !clean_str(m.checksum, sizeof(m.checksum)) ||
 	    !clean_str(m.tip, sizeof(m.tip)) || m.ret > BUNDLE_REFUSED || m.ret < -4095 ||
-	    (m.ret == BUNDLE_REFUSED && !m.pack.reason[0]) ||
+	    (m.ret == BUNDLE_REFUSED && !m.reason[0]) ||
 	    (m.ret == 0 && !bundle_oid_parse(m.tip, strlen(m.tip), m.tip)))
 		return verdict(v, -EIO, "the checker's answer is malformed");
 	v->m = m;
-	if (m.ret < 0 && !m.pack.reason[0])
-		snprintf(v->m.pack.reason, sizeof(v->m.pack.reason), "%s", strerror(-m.ret));
+	if (m.ret)
+		buf_addstr(&v->err, m.reason[0] ? m.reason : strerror(-m.ret));
 	return m.ret;
 }
 

@@ -9,6 +9,8 @@
  *	... (aibox-task: the VM, its own lockdown, the session) ...
  *	bundle_check_run(&c, &v, NULL);   verdict in v; the child is reaped
  *	bundle_check_clear(&c);
+ *	... v.m.ret, v.err ...
+ *	bundle_verdict_clear(&v);
  *
  * The child keeps only the bundle's fd, its two pipes and fds 0-2 (0 and 1
  * on /dev/null), ignores SIGINT and SIGHUP, dies with its parent
@@ -87,36 +89,53 @@ struct bundle_check {
 		.lim = BUNDLE_LIMITS_INIT, .pid = -1, .go_fd = -1, .answer_fd = -1                 \
 	}
 
-/* What the child writes: fixed size, every string NUL-terminated. */
+/* The reason's room in the child's message, its NUL included; a longer one is cut there. */
+#define BUNDLE_CHECK_REASON_MAX 512
+
+/*
+ * What the child writes: fixed size, every string NUL-terminated.  A wire
+ * format between two processes (its reason a field of it, not a reason
+ * kept): the parent moves the reason into a bundle_verdict's err.
+ */
 struct bundle_check_msg {
-	int32_t ret;                    /* 0, BUNDLE_REFUSED or -errno */
-	struct bundle_pack_result pack; /* pack.reason: the reason of a refusal, header or pack */
-	char tip[BUNDLE_HEXSZ_MAX + 1]; /* the first ref's id (hex), when accepted */
+	int32_t ret;                          /* 0, BUNDLE_REFUSED or -errno */
+	uint32_t version, objects, indexed;   /* as struct bundle_pack_result */
+	char checksum[41];                    /* as struct bundle_pack_result */
+	char reason[BUNDLE_CHECK_REASON_MAX]; /* a refusal's reason, header or pack */
+	char tip[BUNDLE_HEXSZ_MAX + 1];       /* the first ref's id (hex), when accepted */
 };
 
 /* The verdict, and what the child cost. */
 struct bundle_verdict {
-	struct bundle_check_msg m;
-	long max_rss_kib; /* the child's peak resident memory */
-	double cpu_s;     /* its user + system time */
+	struct bundle_check_msg m; /* m.reason not used: see err */
+	struct buf err;            /* why refused (m.ret > 0) or failed (m.ret < 0) */
+	long max_rss_kib;          /* the child's peak resident memory */
+	double cpu_s;              /* its user + system time */
 };
+
+/* Free what v holds (its err). */
+void bundle_verdict_clear(struct bundle_verdict *v);
 
 /*
  * The check itself, in this process (the child runs it; test helpers too):
  * the header (bundle_header_read_fd, bundle_header_expect with c->refs and
  * c->bases), then the pack (bundle_pack_verify_fd within c->max_bytes and
  * c->lim's two caps), whose refs' tips must be in it unless they are one of
- * c->bases (a tip at the start commit: no changes).  Fills m; returns m->ret.
+ * c->bases (a tip at the start commit: no changes).  Sets v up (release it
+ * with bundle_verdict_clear()) and fills v->m and, unless it returns 0,
+ * v->err (strerror() for an errno that has no words of its own); returns
+ * v->m.ret.
  */
-int bundle_check_here(const struct bundle_check *c, struct bundle_check_msg *m);
+int bundle_check_here(const struct bundle_check *c, struct bundle_verdict *v);
 
 /* Fork the child, which waits.  0 or -errno. */
 int bundle_check_fork(struct bundle_check *c);
 
 /*
  * Let the child go, wait for its verdict (at most c->lim.wall_s; sooner when
- * *stop becomes non-zero, if stop is given: -EINTR) and reap it.  Returns
- * v->m.ret: 0 accepted, BUNDLE_REFUSED with v->m.pack.reason (also when a
+ * *stop becomes non-zero, if stop is given: -EINTR) and reap it.  Sets v up
+ * (release it with bundle_verdict_clear()).  Returns v->m.ret: 0 accepted,
+ * BUNDLE_REFUSED with the reason in v->err (also when a
  * limit of the child was reached: the limit is named), or -errno with a
  * reason when the child ended without a verdict.  Works after the caller's
  * own sandbox_lockdown(): it only writes, polls, kills and waits.

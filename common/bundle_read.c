@@ -23,12 +23,14 @@
 static const char sig_v2[] = "# v2 git bundle";
 static const char sig_v3[] = "# v3 git bundle";
 
-__attribute__((format(printf, 2, 3))) static int refuse(char *reason, const char *fmt, ...)
+/* The reason replaces any before it: the last refusal is the one returned. */
+__attribute__((format(printf, 2, 3))) static int refuse(struct buf *err, const char *fmt, ...)
 {
 	va_list ap;
 
+	buf_reset(err);
 	va_start(ap, fmt);
-	vsnprintf(reason, BUNDLE_REASON_MAX, fmt, ap);
+	buf_vaddf(err, fmt, ap);
 	va_end(ap);
 	return BUNDLE_REFUSED;
 }
@@ -41,7 +43,9 @@ void bundle_header_clear(struct bundle_header *h)
 		free(h->prereqs[i].comment);
 	free(h->refs);
 	free(h->prereqs);
+	buf_release(&h->err);
 	memset(h, 0, sizeof(*h));
+	buf_init(&h->err, 0);
 }
 
 const char *bundle_oid_format_name(enum bundle_oid_format f)
@@ -90,14 +94,14 @@ static size_t parse_line_oid(struct bundle_header *h, const char *s, size_t len,
 		n++;
 	if (!bundle_oid_parse(s, n, out) || n != want) {
 		if (bundle_oid_parse(s, n, out))
-			refuse(h->reason, "line %zu: object id is not %s", lineno,
+			refuse(&h->err, "line %zu: object id is not %s", lineno,
 			       bundle_oid_format_name(h->oid_format));
 		else
-			refuse(h->reason, "line %zu: not an object id", lineno);
+			refuse(&h->err, "line %zu: not an object id", lineno);
 		return 0;
 	}
 	if (oid_is_null(out)) {
-		refuse(h->reason, "line %zu: null object id", lineno);
+		refuse(&h->err, "line %zu: null object id", lineno);
 		return 0;
 	}
 	return n;
@@ -113,26 +117,26 @@ static int parse_capability(struct bundle_header *h, const char *s, size_t len, 
 		size_t vlen = eq ? len - klen - 1 : 0;
 
 		if (*seen_format)
-			return refuse(h->reason, "line %zu: object-format given twice", lineno);
+			return refuse(&h->err, "line %zu: object-format given twice", lineno);
 		*seen_format = 1;
 		if (vlen == 4 && !memcmp(eq + 1, "sha1", 4))
 			h->oid_format = BUNDLE_SHA1;
 		else if (vlen == 6 && !memcmp(eq + 1, "sha256", 6))
 			h->oid_format = BUNDLE_SHA256;
 		else
-			return refuse(h->reason, "line %zu: unknown object format", lineno);
+			return refuse(&h->err, "line %zu: unknown object format", lineno);
 		return 0;
 	}
 	if (klen == 6 && !memcmp(s, "filter", 6))
-		return refuse(h->reason, "line %zu: filtered (partial) bundles are not accepted",
+		return refuse(&h->err, "line %zu: filtered (partial) bundles are not accepted",
 		              lineno);
 	if (klen > 64)
 		klen = 64;
 	/* The name goes into a message: keep it printable. */
 	for (size_t i = 0; i < klen; i++)
 		if ((unsigned char)s[i] < 0x21 || (unsigned char)s[i] > 0x7e)
-			return refuse(h->reason, "line %zu: unknown capability", lineno);
-	return refuse(h->reason, "line %zu: unknown capability '@%.*s'", lineno, (int)klen, s);
+			return refuse(&h->err, "line %zu: unknown capability", lineno);
+	return refuse(&h->err, "line %zu: unknown capability '@%.*s'", lineno, (int)klen, s);
 }
 
 /*
@@ -149,25 +153,25 @@ static int next_line(struct bundle_header *h, const char *data, size_t len, size
 
 	if (avail == 0) {
 		if (len == BUNDLE_HEADER_MAX)
-			return refuse(h->reason, "header larger than %d bytes", BUNDLE_HEADER_MAX);
+			return refuse(&h->err, "header larger than %d bytes", BUNDLE_HEADER_MAX);
 		if (lineno == 1)
-			return refuse(h->reason, "empty file");
-		return refuse(h->reason, "header ends before the blank line (truncated)");
+			return refuse(&h->err, "empty file");
+		return refuse(&h->err, "header ends before the blank line (truncated)");
 	}
 	nl = memchr(line, '\n', avail < BUNDLE_LINE_MAX + 1 ? avail : BUNDLE_LINE_MAX + 1);
 	if (!nl && avail > BUNDLE_LINE_MAX)
-		return refuse(h->reason, "line %zu: longer than %d bytes", lineno, BUNDLE_LINE_MAX);
+		return refuse(&h->err, "line %zu: longer than %d bytes", lineno, BUNDLE_LINE_MAX);
 	*n = nl ? (size_t)(nl - line) : avail;
 	if (*n >= 4 && !memcmp(line, "PACK", 4) && lineno > 1)
-		return refuse(h->reason, "line %zu: pack starts without the blank line", lineno);
+		return refuse(&h->err, "line %zu: pack starts without the blank line", lineno);
 	if (memchr(line, '\0', *n))
-		return refuse(h->reason, "line %zu: NUL byte in header", lineno);
+		return refuse(&h->err, "line %zu: NUL byte in header", lineno);
 	if (memchr(line, '\r', *n))
-		return refuse(h->reason, "line %zu: carriage return in header (CRLF?)", lineno);
+		return refuse(&h->err, "line %zu: carriage return in header (CRLF?)", lineno);
 	if (!nl) {
 		if (len == BUNDLE_HEADER_MAX)
-			return refuse(h->reason, "header larger than %d bytes", BUNDLE_HEADER_MAX);
-		return refuse(h->reason, "line %zu: header ends in mid-line (truncated)", lineno);
+			return refuse(&h->err, "header larger than %d bytes", BUNDLE_HEADER_MAX);
+		return refuse(&h->err, "line %zu: header ends in mid-line (truncated)", lineno);
 	}
 	*pos += *n + 1;
 	return 0;
@@ -181,9 +185,9 @@ static int parse_signature(struct bundle_header *h, const char *line, size_t n)
 	else if (n == sizeof(sig_v3) - 1 && !memcmp(line, sig_v3, n))
 		h->version = 3;
 	else if (n > 14 && !memcmp(line, "# v", 3) && !memcmp(line + n - 11, " git bundle", 11))
-		return refuse(h->reason, "unsupported bundle version");
+		return refuse(&h->err, "unsupported bundle version");
 	else
-		return refuse(h->reason, "not a git bundle (no bundle signature)");
+		return refuse(&h->err, "not a git bundle (no bundle signature)");
 	return 0;
 }
 
@@ -195,12 +199,12 @@ static int parse_prereq(struct bundle_header *h, const char *line, size_t n, siz
 	char oid[BUNDLE_HEXSZ_MAX + 1];
 
 	if (h->nr_refs)
-		return refuse(h->reason, "line %zu: prerequisite after a ref", lineno);
+		return refuse(&h->err, "line %zu: prerequisite after a ref", lineno);
 	olen = parse_line_oid(h, line + 1, n - 1, lineno, oid);
 	if (!olen)
 		return BUNDLE_REFUSED;
 	if (h->nr_prereqs >= BUNDLE_PREREQS_MAX)
-		return refuse(h->reason, "more than %d prerequisites", BUNDLE_PREREQS_MAX);
+		return refuse(&h->err, "more than %d prerequisites", BUNDLE_PREREQS_MAX);
 	ALLOC_GROW(h->prereqs, h->nr_prereqs + 1, h->alloc_prereqs);
 	p = &h->prereqs[h->nr_prereqs++];
 	memcpy(p->oid, oid, sizeof(oid));
@@ -224,7 +228,7 @@ static int parse_ref(struct bundle_header *h, const char *line, size_t n, size_t
 	if (!olen)
 		return BUNDLE_REFUSED;
 	if (olen == n || line[olen] != ' ')
-		return refuse(h->reason, "line %zu: ref without a name", lineno);
+		return refuse(&h->err, "line %zu: ref without a name", lineno);
 	name = line + olen + 1;
 	nlen = n - olen - 1;
 	if (!bundle_refname_ok(name, nlen)) {
@@ -236,15 +240,15 @@ static int parse_ref(struct bundle_header *h, const char *line, size_t n, size_t
 			    (unsigned char)name[i] >= 0x80 || name[i] == '\'')
 				break;
 		if (i == nlen)
-			return refuse(h->reason, "line %zu: invalid ref name '%.*s'", lineno,
+			return refuse(&h->err, "line %zu: invalid ref name '%.*s'", lineno,
 			              (int)nlen, name);
-		return refuse(h->reason, "line %zu: invalid ref name", lineno);
+		return refuse(&h->err, "line %zu: invalid ref name", lineno);
 	}
 	if (h->nr_refs >= BUNDLE_REFS_MAX)
-		return refuse(h->reason, "more than %d refs", BUNDLE_REFS_MAX);
+		return refuse(&h->err, "more than %d refs", BUNDLE_REFS_MAX);
 	for (size_t i = 0; i < h->nr_refs; i++)
 		if (strlen(h->refs[i].name) == nlen && !memcmp(h->refs[i].name, name, nlen))
-			return refuse(h->reason, "line %zu: ref '%.*s' given twice", lineno,
+			return refuse(&h->err, "line %zu: ref '%.*s' given twice", lineno,
 			              (int)nlen, name);
 	ALLOC_GROW(h->refs, h->nr_refs + 1, h->alloc_refs);
 	r = &h->refs[h->nr_refs++];
@@ -282,13 +286,13 @@ int bundle_header_parse(struct bundle_header *h, const char *data, size_t len)
 		if (line[0] == '@') {
 			if (!in_caps)
 				return refuse(
-				    h->reason,
+				    &h->err,
 				    h->version == 2
 				        ? "line %zu: capability in a v2 bundle"
 				        : "line %zu: capability after refs or prerequisites",
 				    lineno);
 			if (h->version == 3 && lineno - 1 > BUNDLE_CAPS_MAX)
-				return refuse(h->reason, "more than %d capabilities",
+				return refuse(&h->err, "more than %d capabilities",
 				              BUNDLE_CAPS_MAX);
 			ret = parse_capability(h, line + 1, n - 1, lineno, &seen_format);
 		} else {
@@ -300,7 +304,7 @@ int bundle_header_parse(struct bundle_header *h, const char *data, size_t len)
 			return ret;
 	}
 	if (!h->nr_refs)
-		return refuse(h->reason, "bundle has no refs");
+		return refuse(&h->err, "bundle has no refs");
 	h->pack_offset = pos;
 	return 0;
 }
@@ -324,7 +328,7 @@ int bundle_header_expect(struct bundle_header *h, const char *const *refs, size_
 				if (!strcmp(h->refs[i].name, refs[j]))
 					break;
 			if (j == nr_refs)
-				return refuse(h->reason, "unexpected ref '%s'", h->refs[i].name);
+				return refuse(&h->err, "unexpected ref '%s'", h->refs[i].name);
 		}
 		for (size_t j = 0; j < nr_refs; j++) {
 			size_t i;
@@ -333,7 +337,7 @@ int bundle_header_expect(struct bundle_header *h, const char *const *refs, size_
 				if (!strcmp(h->refs[i].name, refs[j]))
 					break;
 			if (i == h->nr_refs)
-				return refuse(h->reason, "missing ref '%s'", refs[j]);
+				return refuse(&h->err, "missing ref '%s'", refs[j]);
 		}
 	}
 	for (size_t i = 0; i < h->nr_prereqs; i++) {
@@ -349,9 +353,9 @@ int bundle_header_expect(struct bundle_header *h, const char *const *refs, size_
 		if (found)
 			continue;
 		if (nr_bases)
-			return refuse(h->reason, "prerequisite %s is not a given base",
+			return refuse(&h->err, "prerequisite %s is not a given base",
 			              h->prereqs[i].oid);
-		return refuse(h->reason, "needs prerequisite %s (no --base given)",
+		return refuse(&h->err, "needs prerequisite %s (no --base given)",
 		              h->prereqs[i].oid);
 	}
 	return 0;
@@ -412,18 +416,17 @@ static int libgit2_reason(struct bundle_pack_result *res)
 {
 	const git_error *e = git_error_last();
 	const char *msg = e && e->message ? e->message : "unknown error";
-	char clean[256];
-	size_t i;
 
 	if (strstr(msg, "thin pack"))
-		return refuse(res->reason, "pack: a delta's base is not in the pack "
-		                           "(a thin pack: give --repo)");
+		return refuse(&res->err, "pack: a delta's base is not in the pack "
+		                         "(a thin pack: give --repo)");
 	if (e && e->klass == GIT_ERROR_NOMEMORY)
-		return refuse(res->reason, "pack: the check ran out of memory (memory)");
-	for (i = 0; msg[i] && i < sizeof(clean) - 1; i++)
-		clean[i] = ((unsigned char)msg[i] < 0x20 || msg[i] == 0x7f) ? ' ' : msg[i];
-	clean[i] = '\0';
-	return refuse(res->reason, "pack: %s", clean);
+		return refuse(&res->err, "pack: the check ran out of memory (memory)");
+	refuse(&res->err, "pack: ");
+	for (size_t i = 0; msg[i] && i < 255; i++)
+		buf_addch(&res->err,
+		          ((unsigned char)msg[i] < 0x20 || msg[i] == 0x7f) ? ' ' : msg[i]);
+	return BUNDLE_REFUSED;
 }
 
 /* The largest object the format can state; git's own limit is the address space. */
@@ -487,18 +490,20 @@ static void src_hash_window(struct pack_src *s, uint64_t upto)
 }
 
 /*
- * The bytes at off (off <= len): at least min(want, len - off) of them, want
- * at most PACK_WINDOW; *avail says how many follow in memory.  NULL with
- * *err set when the file cannot be read.
+ * The bytes at off (off <= len) in *p: at least min(want, len - off) of them,
+ * want at most PACK_WINDOW; *avail says how many follow in memory.  0, or
+ * -errno when the file cannot be read.
  */
-static const unsigned char *src_at(struct pack_src *s, uint64_t off, size_t want, size_t *avail,
-                                   int *err)
+static int src_at(struct pack_src *s, uint64_t off, size_t want, const unsigned char **p,
+                  size_t *avail)
 {
 	uint64_t left = s->len - off;
+	int ret;
 
 	if (s->mem) {
 		*avail = left > SIZE_MAX ? SIZE_MAX : (size_t)left;
-		return s->mem + off;
+		*p = s->mem + off;
+		return 0;
 	}
 	if (want > left)
 		want = (size_t)left;
@@ -506,15 +511,16 @@ static const unsigned char *src_at(struct pack_src *s, uint64_t off, size_t want
 		/* Hash what this window had, and anything skipped, before it goes. */
 		src_hash_window(s, UINT64_MAX);
 		while (s->sha && s->hashed < off && s->hashed < s->hash_end) {
-			if ((*err = src_fill(s, s->hashed)) < 0)
-				return NULL;
+			if ((ret = src_fill(s, s->hashed)) < 0)
+				return ret;
 			src_hash_window(s, off);
 		}
-		if ((*err = src_fill(s, off)) < 0)
-			return NULL;
+		if ((ret = src_fill(s, off)) < 0)
+			return ret;
 	}
 	*avail = (size_t)(s->win_off + s->win_len - off);
-	return s->win + (off - s->win_off);
+	*p = s->win + (off - s->win_off);
+	return 0;
 }
 
 /* The checksum of the pack's first hash_end bytes, into sum[20]. */
@@ -527,9 +533,10 @@ static int src_hash_finish(struct pack_src *s, unsigned char *sum)
 		EVP_DigestUpdate(s->sha, s->mem, s->hash_end);
 	} else {
 		while (s->hashed < s->hash_end) {
+			const unsigned char *p;
 			size_t avail;
 
-			if (!src_at(s, s->hashed, 1, &avail, &err))
+			if ((err = src_at(s, s->hashed, 1, &p, &avail)) < 0)
 				return err;
 			src_hash_window(s, s->hash_end);
 		}
@@ -571,14 +578,14 @@ static int add_inflated(struct bundle_pack_result *res, const struct bundle_pack
                         uint64_t bytes, uint64_t *total)
 {
 	if (size > max_object)
-		return refuse(res->reason,
+		return refuse(&res->err,
 		              "pack: object %u: %s%llu bytes%s, over the limit of %llu for one "
 		              "object (max-object)",
 		              (unsigned)i, what, (unsigned long long)size, *what ? "" : " inflated",
 		              (unsigned long long)max_object);
 	*total += bytes;
 	if (*total > o->max_inflated)
-		return refuse(res->reason,
+		return refuse(&res->err,
 		              "pack: more than %llu bytes inflated in all (max-inflated), at "
 		              "object %u",
 		              (unsigned long long)o->max_inflated, (unsigned)i);
@@ -659,21 +666,20 @@ static int walk_start(struct walk *w)
 	w->max_object = w->o->max_object;
 	if (w->max_object > PACK_OBJECT_MAX)
 		w->max_object = PACK_OBJECT_MAX;
-	p = src_at(s, 0, 12, &avail, &ret);
-	if (!p)
+	if ((ret = src_at(s, 0, 12, &p, &avail)) < 0)
 		return ret;
 	if (s->len < 4 || memcmp(p, "PACK", 4))
-		return refuse(res->reason, s->len < 4
-		                               ? "pack: missing (the bundle ends after its header)"
-		                               : "pack: no pack signature");
+		return refuse(&res->err, s->len < 4
+		                             ? "pack: missing (the bundle ends after its header)"
+		                             : "pack: no pack signature");
 	if (s->len < 12)
-		return refuse(res->reason, "pack: truncated in its header");
+		return refuse(&res->err, "pack: truncated in its header");
 	res->version = be32(p + 4);
 	if (res->version != 2 && res->version != 3)
-		return refuse(res->reason, "pack: unsupported version %u", (unsigned)res->version);
+		return refuse(&res->err, "pack: unsupported version %u", (unsigned)res->version);
 	res->objects = be32(p + 8);
 	if (s->len < 12 + 20)
-		return refuse(res->reason, "pack: truncated (no checksum)");
+		return refuse(&res->err, "pack: truncated (no checksum)");
 	w->pos = 12;
 	w->end = s->len - 20;
 
@@ -720,18 +726,18 @@ static int walk_header(struct walk *w, uint32_t i, unsigned *type, uint64_t *siz
 	int k, n, ret = 0;
 
 	if (w->pos >= w->end)
-		return refuse(res->reason, "pack: ends after %u of %u objects (truncated?)",
+		return refuse(&res->err, "pack: ends after %u of %u objects (truncated?)",
 		              (unsigned)i, (unsigned)res->objects);
 	/* The object's header: type and size, then a delta's base; 64 bytes hold it. */
-	if (!(p = src_at(w->s, w->pos, 64, &avail, &ret)))
+	if ((ret = src_at(w->s, w->pos, 64, &p, &avail)) < 0)
 		return ret;
 	hlen = w->end - w->pos < avail ? w->end - w->pos : avail;
 	if ((k = pack_obj_header(p, (size_t)hlen, type, size)) < 0)
-		return refuse(res->reason, "pack: object %u: bad size", (unsigned)i);
+		return refuse(&res->err, "pack: object %u: bad size", (unsigned)i);
 	if ((ret = add_inflated(res, w->o, i, "", *size, w->max_object, *size, &w->total)))
 		return ret;
 	if (*type == 0 || *type == 5)
-		return refuse(res->reason, "pack: object %u: unknown type %u", (unsigned)i, *type);
+		return refuse(&res->err, "pack: object %u: unknown type %u", (unsigned)i, *type);
 	if (*type == 6) { /* OFS_DELTA: the base is this many bytes back */
 		uint64_t back;
 
@@ -739,10 +745,10 @@ static int walk_header(struct walk *w, uint32_t i, unsigned *type, uint64_t *siz
 			goto trunc;
 		k += n;
 		if (back == 0 || back > start - 12)
-			return refuse(res->reason, "pack: object %u: delta base out of the pack",
+			return refuse(&res->err, "pack: object %u: delta base out of the pack",
 			              (unsigned)i);
 		if (!walk_base_known(w, start - back))
-			return refuse(res->reason, "pack: object %u: delta base is not an object",
+			return refuse(&res->err, "pack: object %u: delta base is not an object",
 			              (unsigned)i);
 	} else if (*type == 7) { /* REF_DELTA: the base's id */
 		if (hlen - (uint64_t)k < 20)
@@ -754,7 +760,7 @@ static int walk_header(struct walk *w, uint32_t i, unsigned *type, uint64_t *siz
 	w->offs[w->nr_offs++] = start;
 	return 0;
 trunc:
-	return refuse(res->reason, "pack: object %u: truncated", (unsigned)i);
+	return refuse(&res->err, "pack: object %u: truncated", (unsigned)i);
 }
 
 /*
@@ -781,10 +787,10 @@ static int walk_inflate(struct walk *w, uint32_t i, unsigned type, uint64_t size
 			const unsigned char *p;
 
 			if (w->pos >= w->end)
-				return refuse(res->reason,
+				return refuse(&res->err,
 				              "pack: object %u: its data ends early (truncated?)",
 				              (unsigned)i);
-			if (!(p = src_at(w->s, w->pos, PACK_WINDOW, &avail, &ret)))
+			if ((ret = src_at(w->s, w->pos, PACK_WINDOW, &p, &avail)) < 0)
 				return ret;
 			if (avail > w->end - w->pos)
 				avail = (size_t)(w->end - w->pos);
@@ -813,12 +819,12 @@ static int walk_inflate(struct walk *w, uint32_t i, unsigned type, uint64_t size
 			break;
 	}
 	if (got > size || (zr == Z_STREAM_END && got != size))
-		return refuse(res->reason, "pack: object %u: inflates to %s%llu bytes, not %llu",
+		return refuse(&res->err, "pack: object %u: inflates to %s%llu bytes, not %llu",
 		              (unsigned)i, got > size ? "more than " : "",
 		              (unsigned long long)(got > size ? size : got),
 		              (unsigned long long)size);
 	if (zr != Z_STREAM_END)
-		return refuse(res->reason, "pack: object %u does not inflate (%s)", (unsigned)i,
+		return refuse(&res->err, "pack: object %u does not inflate (%s)", (unsigned)i,
 		              z->msg ? z->msg : "zlib error");
 	if ((type == 6 || type == 7) && delta_sizes(dhead, nhead, &dbase, &dresult) == 0) {
 		/* libgit2 holds the base and the result whole, and makes the result. */
@@ -840,15 +846,15 @@ static int walk_finish(struct walk *w)
 	int ret = 0;
 
 	if (w->pos != w->end)
-		return refuse(res->reason,
+		return refuse(&res->err,
 		              "pack: %llu bytes after the last of %u objects (wrong object count?)",
 		              (unsigned long long)(w->end - w->pos), (unsigned)res->objects);
 	if ((ret = src_hash_finish(w->s, sum)) < 0)
 		return ret;
-	if (!(p = src_at(w->s, w->end, 20, &avail, &ret)))
+	if ((ret = src_at(w->s, w->end, 20, &p, &avail)) < 0)
 		return ret;
 	if (memcmp(sum, p, 20))
-		return refuse(res->reason, "pack: checksum mismatch");
+		return refuse(&res->err, "pack: checksum mismatch");
 	for (int j = 0; j < 20; j++) {
 		res->checksum[2 * j] = "0123456789abcdef"[sum[j] >> 4];
 		res->checksum[2 * j + 1] = "0123456789abcdef"[sum[j] & 15];
@@ -931,8 +937,8 @@ static int check_tips(git_indexer *idx, const char *dir, const struct bundle_pac
 		git_oid id;
 
 		if (git_oid_fromstr(&id, o->tips[i]) < 0 || !git_odb_exists(odb, &id)) {
-			ret = refuse(res->reason, "pack: does not hold %.64s, a ref's tip",
-			             o->tips[i]);
+			ret =
+			    refuse(&res->err, "pack: does not hold %.64s, a ref's tip", o->tips[i]);
 			break;
 		}
 	}
@@ -982,9 +988,9 @@ static int index_pack(struct pack_src *s, const struct bundle_pack_opts *o,
 	/* In slices: the indexer copies what it is given. */
 	for (uint64_t off = 0; off < s->len;) {
 		size_t avail;
-		const unsigned char *p = src_at(s, off, PACK_WINDOW, &avail, &ret);
+		const unsigned char *p;
 
-		if (!p)
+		if ((ret = src_at(s, off, PACK_WINDOW, &p, &avail)) < 0)
 			goto out;
 		if (avail > PACK_WINDOW)
 			avail = PACK_WINDOW;
@@ -1021,12 +1027,27 @@ static int verify(struct pack_src *s, const struct bundle_pack_opts *o,
 	return index_pack(s, o, res);
 }
 
+/* Empty res for a new verification, keeping its err's memory. */
+static void result_reset(struct bundle_pack_result *res)
+{
+	struct buf err = res->err;
+
+	memset(res, 0, sizeof(*res));
+	res->err = err;
+	buf_reset(&res->err);
+}
+
+void bundle_pack_result_clear(struct bundle_pack_result *res)
+{
+	buf_release(&res->err);
+}
+
 int bundle_pack_verify_buf(const void *data, size_t len, const struct bundle_pack_opts *o,
                            struct bundle_pack_result *res)
 {
 	struct pack_src s = {.mem = data, .fd = -1, .len = len};
 
-	memset(res, 0, sizeof(*res));
+	result_reset(res);
 	return verify(&s, o, res);
 }
 
@@ -1036,14 +1057,14 @@ int bundle_pack_verify_fd(int fd, const struct bundle_pack_opts *o, struct bundl
 	off_t here;
 	int ret;
 
-	memset(res, 0, sizeof(*res));
+	result_reset(res);
 	here = lseek(fd, 0, SEEK_CUR);
 	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && here >= 0 && st.st_size >= here) {
 		/* A file: read in windows, whatever its size. */
 		struct pack_src s = {.fd = fd, .base = here, .len = (uint64_t)(st.st_size - here)};
 
 		if (s.len > o->max_bytes)
-			return refuse(res->reason, "pack: larger than %llu bytes",
+			return refuse(&res->err, "pack: larger than %llu bytes",
 			              (unsigned long long)o->max_bytes);
 		s.win = xmalloc(PACK_WINDOW);
 		ret = verify(&s, o, res);
@@ -1055,7 +1076,7 @@ int bundle_pack_verify_fd(int fd, const struct bundle_pack_opts *o, struct bundl
 		    buf_read_fd(&b, fd, o->max_bytes > SIZE_MAX ? SIZE_MAX : (size_t)o->max_bytes);
 
 		if (n == -EFBIG)
-			ret = refuse(res->reason, "pack: larger than %llu bytes",
+			ret = refuse(&res->err, "pack: larger than %llu bytes",
 			             (unsigned long long)o->max_bytes);
 		else if (n < 0)
 			ret = (int)n;

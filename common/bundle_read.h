@@ -13,7 +13,7 @@
  * Everything here is untrusted input.  The parser works on a buffer with hard
  * caps (header size, line length, counts), refuses rather than truncates,
  * never trusts a size it reads, and explains every refusal in one short
- * lowercase sentence (h->reason) fit to follow "aibox-bundle-check: FILE: ".
+ * lowercase sentence (h->err, res->err) fit to follow "aibox-bundle-check: FILE: ".
  *
  * Return convention: 0 accepted, BUNDLE_REFUSED (> 0) with a reason, or a
  * negative errno for an I/O error (the input could not be read at all).
@@ -25,6 +25,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "buf.h"
+
 #define BUNDLE_REFUSED 1
 
 /* Hard caps on what a header may hold.  A header beyond them is refused. */
@@ -34,8 +36,7 @@
 #define BUNDLE_PREREQS_MAX 10000
 #define BUNDLE_CAPS_MAX    16
 
-#define BUNDLE_HEXSZ_MAX  64
-#define BUNDLE_REASON_MAX 512
+#define BUNDLE_HEXSZ_MAX 64
 
 enum bundle_oid_format { BUNDLE_SHA1 = 0, BUNDLE_SHA256 = 1 };
 
@@ -57,14 +58,15 @@ struct bundle_header {
 	struct bundle_prereq *prereqs;
 	size_t nr_prereqs, alloc_prereqs;
 	size_t pack_offset; /* where the pack starts, once the header is accepted */
-	char reason[BUNDLE_REASON_MAX];
+	struct buf err;     /* why it was refused */
 };
 
 #define BUNDLE_HEADER_INIT                                                                         \
 	{                                                                                          \
-		0                                                                                  \
+		.err = BUF_INIT                                                                    \
 	}
 
+/* Free what h holds, err too, and return it to BUNDLE_HEADER_INIT. */
 void bundle_header_clear(struct bundle_header *h);
 
 /* "sha1" or "sha256". */
@@ -74,7 +76,7 @@ const char *bundle_oid_format_name(enum bundle_oid_format f);
  * Parse the header at the start of data[0..len).  len may extend past the
  * header (into the pack); only what is needed is looked at.  Returns 0 with
  * refs, prerequisites and pack_offset filled in, or BUNDLE_REFUSED with
- * h->reason set.  Never reads past data + len.
+ * the reason in h->err.  Never reads past data + len.
  */
 int bundle_header_parse(struct bundle_header *h, const char *data, size_t len);
 
@@ -93,7 +95,7 @@ int bundle_header_read_fd(struct bundle_header *h, int fd);
  * changes.bundle): the bundle's refs must be exactly the full refnames
  * refs[0..nr_refs) (nr_refs 0: any refs), and each prerequisite one of
  * bases[0..nr_bases) (hex, either case; nr_bases 0: no prerequisite at all).
- * Returns 0 or BUNDLE_REFUSED with h->reason set.
+ * Returns 0 or BUNDLE_REFUSED with the reason in h->err.
  */
 int bundle_header_expect(struct bundle_header *h, const char *const *refs, size_t nr_refs,
                          const char *const *bases, size_t nr_bases);
@@ -126,8 +128,16 @@ struct bundle_pack_result {
 	uint32_t objects;  /* the object count the pack claims */
 	uint32_t indexed;  /* objects read and resolved */
 	char checksum[41]; /* the pack's trailing SHA-1, hex, once verified */
-	char reason[BUNDLE_REASON_MAX];
+	struct buf err;    /* why it was refused, or why it could not be read */
 };
+
+#define BUNDLE_PACK_RESULT_INIT                                                                    \
+	{                                                                                          \
+		.err = BUF_INIT                                                                    \
+	}
+
+/* Free what res holds (its err). */
+void bundle_pack_result_clear(struct bundle_pack_result *res);
 
 /*
  * What a pack may make the check inflate (docs/bundles.md, "Limits"): the
@@ -168,9 +178,10 @@ struct bundle_pack_opts {
  *
  * libgit2's indexer does the delta work; it needs a folder to write its
  * index to: a private folder is made under o->tmp_parent and removed before
- * returning.  Returns 0 verified, BUNDLE_REFUSED with res->reason (a limit
- * is named in it), or -errno when fd could not be read, tmp_parent could not
- * be written or repo_dir could not be opened (-ENOENT).
+ * returning.  res starts as BUNDLE_PACK_RESULT_INIT (or as a previous call
+ * left it) and is emptied first.  Returns 0 verified, BUNDLE_REFUSED with
+ * the reason in res->err (a limit is named in it), or -errno when fd could not be read, tmp_parent
+ * could not be written or repo_dir could not be opened (-ENOENT).
  */
 int bundle_pack_verify_fd(int fd, const struct bundle_pack_opts *o, struct bundle_pack_result *res);
 

@@ -96,12 +96,24 @@ void usage_die(const char *usage)
 	exit(die_status);
 }
 
-static void oom(size_t n)
+void bug_at(const char *file, int line, const char *fmt, ...)
+{
+	char msg[4096];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "BUG: %s:%d: %s\n", file, line, msg);
+	fflush(stderr);
+	abort();
+}
+
+void die_oom(void)
 {
 	/* No allocation here: we are out of memory. */
 	char msg[] = "out of memory\n";
 
-	(void)n;
 	if (write(2, msg, sizeof(msg) - 1) < 0) {
 		/* nothing left to report to */
 	}
@@ -113,7 +125,7 @@ void *xmalloc(size_t n)
 	void *p = malloc(n ? n : 1);
 
 	if (!p)
-		oom(n);
+		die_oom();
 	return p;
 }
 
@@ -122,7 +134,7 @@ void *xcalloc(size_t nmemb, size_t size)
 	void *p = calloc(nmemb ? nmemb : 1, size ? size : 1);
 
 	if (!p)
-		oom(nmemb * size);
+		die_oom();
 	return p;
 }
 
@@ -131,7 +143,7 @@ void *xrealloc(void *p, size_t n)
 	void *q = realloc(p, n ? n : 1);
 
 	if (!q)
-		oom(n);
+		die_oom();
 	return q;
 }
 
@@ -140,7 +152,7 @@ char *xstrdup(const char *s)
 	char *p = strdup(s);
 
 	if (!p)
-		oom(strlen(s));
+		die_oom();
 	return p;
 }
 
@@ -149,7 +161,7 @@ char *xstrndup(const char *s, size_t n)
 	char *p = strndup(s, n);
 
 	if (!p)
-		oom(n);
+		die_oom();
 	return p;
 }
 

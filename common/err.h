@@ -1,10 +1,27 @@
 /*
  * Errors, messages and the process-wide program name.
  *
- * Library code (common/) never calls die(): it returns 0 or a negative errno
- * and leaves the message to its caller.  Tools call die() when they cannot go
- * on.  Messages follow git: "prog: cannot open 'x': No such file or directory",
- * lowercase, no full stop, the subject quoted.
+ * How a reason for failure travels, the one form everywhere:
+ *
+ *  - A function that can fail returns 0 (or a count or a pointer) on success
+ *    and a negative errno (or NULL) on failure.
+ *  - When its caller needs the words, it takes `struct buf *err` as its last
+ *    parameter and, on failure only, appends one reason: no program name, no
+ *    newline, lowercase, the subject quoted ("'x' is not a task").  Nothing is
+ *    appended (and nothing allocated) when all is well.
+ *  - An object that meets its error later (a streaming reader) keeps the
+ *    reason of its failure in a `struct buf` member named `err`, under the
+ *    same rule, released by the object's clear function.
+ *
+ * There are no `const char **why` out-parameters, no fixed `char reason[N]`
+ * arrays and no positive codes that index a table of reasons.
+ *
+ * Library code (common/) never calls die() and never prints: it returns as
+ * above and leaves the message to its caller.  Tools call die() when they
+ * cannot go on.  A programmer's mistake (an impossible request, a broken
+ * invariant) is BUG(), never a user-facing error.  Messages follow git:
+ * "prog: cannot open 'x': No such file or directory", lowercase, no full stop,
+ * the subject quoted.
  *
  * Exit codes (docs/exit-codes.md): 0 done, 1 the job ran and its answer is no
  * (task did not finish, bundle refused, something not cleaned), 2 usage or
@@ -52,14 +69,26 @@ __attribute__((format(printf, 1, 2))) int error(const char *fmt, ...);
 /* Print "prog: warning: <msg>\n" to stderr. */
 __attribute__((format(printf, 1, 2))) void warning(const char *fmt, ...);
 
+/*
+ * A programmer's mistake, not the user's: print "BUG: file:line: <msg>\n" to
+ * stderr and abort() (a core, not an exit status a caller could take for an
+ * answer).  For states the code itself rules out, never for bad input.
+ */
+#define BUG(...) bug_at(__FILE__, __LINE__, __VA_ARGS__)
+__attribute__((noreturn, format(printf, 3, 4))) void bug_at(const char *file, int line,
+                                                            const char *fmt, ...);
+
 /* Print a usage text (already formatted) to stderr and exit with die_status. */
 __attribute__((noreturn)) void usage_die(const char *usage);
 
 /*
  * Allocation that cannot fail: on exhaustion the process aborts with a
  * message.  Every caller would otherwise have to invent a path for a state it
- * cannot recover from (git's xmalloc does the same).
+ * cannot recover from (git's xmalloc does the same).  die_oom() is that one
+ * path, for an allocator that is not ours (jansson's json_dumps() returning
+ * NULL): it writes "out of memory" to stderr and aborts.
  */
+__attribute__((noreturn)) void die_oom(void);
 void *xmalloc(size_t n);
 void *xcalloc(size_t nmemb, size_t size);
 void *xrealloc(void *p, size_t n);

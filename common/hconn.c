@@ -112,32 +112,31 @@ void hconn_head_release(struct hconn_head *m)
 	buf_release(&m->raw);
 }
 
-static int parse(int request, const char *p, size_t n, struct http_head *h, const char **why)
+static int parse(int request, const char *p, size_t n, struct http_head *h)
 {
-	return request ? http_parse_request(p, n, h, why) : http_parse_response(p, n, h, why);
+	return request ? http_parse_request(p, n, h, NULL) : http_parse_response(p, n, h, NULL);
 }
 
 int hconn_read_head(struct hconn *c, int request, struct hconn_head *m)
 {
-	const char *why;
-
 	for (;;) {
 		size_t avail = c->in.len - c->off;
 		ssize_t r;
 
 		if (avail) {
-			int k = parse(request, c->in.buf + c->off, avail, &m->h, &why);
+			int k = parse(request, c->in.buf + c->off, avail, &m->h);
 
 			if (k > 0) {
 				buf_reset(&m->raw);
 				buf_add(&m->raw, c->in.buf + c->off, (size_t)k);
 				c->off += (size_t)k;
 				/* The same bytes again, so that m->h points into m->raw. */
-				return parse(request, m->raw.buf, m->raw.len, &m->h, &why) == k ? 0
-												 : -EBADMSG;
+				return parse(request, m->raw.buf, m->raw.len, &m->h) == k
+				           ? 0
+				           : -EBADMSG;
 			}
 			if (k < 0)
-				return k == -2 ? -EFBIG : -EBADMSG;
+				return k == -EMSGSIZE ? -EFBIG : -EBADMSG;
 			if (avail >= HTTP_MAX_HEAD)
 				return -EFBIG;
 		}
@@ -167,7 +166,6 @@ ssize_t hconn_body_read(struct hconn_body *b, void *dst, size_t n)
 
 	while (!b->b.done && n) {
 		size_t avail = c->in.len - c->off, got = 0;
-		const char *why;
 		long k;
 
 		if (!avail) {
@@ -184,7 +182,7 @@ ssize_t hconn_body_read(struct hconn_body *b, void *dst, size_t n)
 			continue;
 		}
 		k = http_body_decode(&b->b, c->in.buf + c->off, avail < n ? avail : n, dst, &got,
-				     &why);
+		                     NULL);
 		if (k < 0)
 			return -EBADMSG;
 		c->off += (size_t)k;

@@ -2,11 +2,21 @@
 
 #include <arpa/inet.h>
 #include <ctype.h>
+#include <errno.h>
 #include <string.h>
 #include <strings.h>
 
+#include "buf.h"
 #include "hex.h"
 #include "banned.h"
+
+/* Append why to err (when there is one) and return ret, a negative errno. */
+static int refuse(struct buf *err, int ret, const char *why)
+{
+	if (err)
+		buf_addstr(err, why);
+	return ret;
+}
 
 /* RFC 9110 tchar */
 static int is_tchar(unsigned char c)
@@ -99,46 +109,37 @@ struct seen {
 	int cl, te, keep_alive;
 };
 
-/* Fill h from one header that has a meaning for the framing or the connection.  0 or -1. */
+/*
+ * Fill h from one header that has a meaning for the framing or the connection.
+ * 0, or -EBADMSG with the reason appended to err.
+ */
 static int field_meaning(struct http_head *h, const struct http_header *hd, struct seen *seen,
-			 const char **why)
+                         struct buf *err)
 {
 	const char *v = hd->value;
 
 	if (http_name_is(hd, "content-length")) {
 		uint64_t cl = 0;
 
-		if (seen->cl++) {
-			*why = "duplicate Content-Length";
-			return -1;
-		}
-		if (!hd->value_len || hd->value_len > 15) {
-			*why = "invalid Content-Length";
-			return -1;
-		}
+		if (seen->cl++)
+			return refuse(err, -EBADMSG, "duplicate Content-Length");
+		if (!hd->value_len || hd->value_len > 15)
+			return refuse(err, -EBADMSG, "invalid Content-Length");
 		for (size_t i = 0; i < hd->value_len; i++) {
-			if (!isdigit((unsigned char)v[i])) {
-				*why = "invalid Content-Length";
-				return -1;
-			}
+			if (!isdigit((unsigned char)v[i]))
+				return refuse(err, -EBADMSG, "invalid Content-Length");
 			cl = cl * 10 + (v[i] - '0');
 		}
 		h->content_length = (int64_t)cl;
 	} else if (http_name_is(hd, "transfer-encoding")) {
-		if (seen->te++) {
-			*why = "duplicate Transfer-Encoding";
-			return -1;
-		}
-		if (hd->value_len != 7 || strncasecmp(v, "chunked", 7)) {
-			*why = "unsupported Transfer-Encoding";
-			return -1;
-		}
+		if (seen->te++)
+			return refuse(err, -EBADMSG, "duplicate Transfer-Encoding");
+		if (hd->value_len != 7 || strncasecmp(v, "chunked", 7))
+			return refuse(err, -EBADMSG, "unsupported Transfer-Encoding");
 		h->chunked = 1;
 	} else if (http_name_is(hd, "host")) {
-		if (h->host) {
-			*why = "duplicate Host";
-			return -1;
-		}
+		if (h->host)
+			return refuse(err, -EBADMSG, "duplicate Host");
 		h->host = v;
 		h->host_len = hd->value_len;
 	} else if (http_name_is(hd, "connection") || http_name_is(hd, "proxy-connection")) {
@@ -155,7 +156,7 @@ static int field_meaning(struct http_head *h, const struct http_header *hd, stru
 
 /* Parse the header lines and the empty line after the start line. */
 static int parse_fields(const char *buf, size_t len, size_t pos, int request, struct http_head *h,
-			const char **why)
+                        struct buf *err)
 {
 	struct seen seen = { 0, 0, 0 };
 
@@ -171,80 +172,58 @@ static int parse_fields(const char *buf, size_t len, size_t pos, int request, st
 		const char *line = buf + pos, *colon, *v, *ve;
 		struct http_header *hd;
 
-		if (pos >= HTTP_MAX_HEAD) {
-			*why = "request head too large";
-			return -2;
-		}
+		if (pos >= HTTP_MAX_HEAD)
+			return refuse(err, -EMSGSIZE, "request head too large");
 		n = line_end(line, len - pos, HTTP_MAX_LINE);
 		if (n == -2)
 			return 0;
-		if (n == -3) {
-			*why = "header line too long";
-			return -2;
-		}
-		if (n == -1) {
-			*why = "bare CR or LF in the head";
-			return -1;
-		}
+		if (n == -3)
+			return refuse(err, -EMSGSIZE, "header line too long");
+		if (n == -1)
+			return refuse(err, -EBADMSG, "bare CR or LF in the head");
 		if (n == 0) {
 			pos += 2;
 			break;
 		}
-		if (pos + n + 2 > HTTP_MAX_HEAD) {
-			*why = "request head too large";
-			return -2;
-		}
-		if (line[0] == ' ' || line[0] == '\t') {
-			*why = "obs-fold (folded header line)";
-			return -1;
-		}
+		if (pos + n + 2 > HTTP_MAX_HEAD)
+			return refuse(err, -EMSGSIZE, "request head too large");
+		if (line[0] == ' ' || line[0] == '\t')
+			return refuse(err, -EBADMSG, "obs-fold (folded header line)");
 		colon = memchr(line, ':', n);
-		if (!colon || colon == line) {
-			*why = "header line without a name";
-			return -1;
-		}
+		if (!colon || colon == line)
+			return refuse(err, -EBADMSG, "header line without a name");
 		for (const char *q = line; q < colon; q++)
-			if (!is_tchar((unsigned char)*q)) {
-				*why = "invalid header name";
-				return -1;
-			}
+			if (!is_tchar((unsigned char)*q))
+				return refuse(err, -EBADMSG, "invalid header name");
 		/*
 		 * Some servers read "Transfer_Encoding" as Transfer-Encoding (CGI
 		 * spells both HTTP_TRANSFER_ENCODING): a request would then be framed
 		 * one way here and another way upstream.
 		 */
-		if (request && memchr(line, '_', colon - line)) {
-			*why = "underscore in a header name";
-			return -1;
-		}
-		if (h->nhdr >= HTTP_MAX_HEADERS) {
-			*why = "too many header lines";
-			return -2;
-		}
+		if (request && memchr(line, '_', colon - line))
+			return refuse(err, -EBADMSG, "underscore in a header name");
+		if (h->nhdr >= HTTP_MAX_HEADERS)
+			return refuse(err, -EMSGSIZE, "too many header lines");
 		v = colon + 1;
 		ve = line + n;
 		while (v < ve && (*v == ' ' || *v == '\t'))
 			v++;
 		while (ve > v && (ve[-1] == ' ' || ve[-1] == '\t'))
 			ve--;
-		if (!value_ok(v, ve - v)) {
-			*why = "control character in a header value";
-			return -1;
-		}
+		if (!value_ok(v, ve - v))
+			return refuse(err, -EBADMSG, "control character in a header value");
 		hd = &h->hdr[h->nhdr++];
 		hd->name = line;
 		hd->name_len = colon - line;
 		hd->value = v;
 		hd->value_len = ve - v;
 
-		if (field_meaning(h, hd, &seen, why) < 0)
-			return -1;
+		if (field_meaning(h, hd, &seen, err) < 0)
+			return -EBADMSG;
 		pos += n + 2;
 	}
-	if (seen.cl && seen.te) {
-		*why = "both Content-Length and Transfer-Encoding";
-		return -1;
-	}
+	if (seen.cl && seen.te)
+		return refuse(err, -EBADMSG, "both Content-Length and Transfer-Encoding");
 	if (h->minor == 0 && !seen.keep_alive)
 		h->conn_close = 1;
 	h->head_len = pos;
@@ -259,81 +238,63 @@ static int parse_version(const char *p, size_t n, struct http_head *h)
 	return 0;
 }
 
-int http_parse_request(const char *buf, size_t len, struct http_head *h, const char **why)
+int http_parse_request(const char *buf, size_t len, struct http_head *h, struct buf *err)
 {
 	long n = line_end(buf, len, HTTP_MAX_LINE);
 	const char *sp1, *sp2, *end;
 
 	if (n == -2)
 		return 0;
-	if (n == -3) {
-		*why = "request line too long";
-		return -2;
-	}
-	if (n == -1) {
-		*why = "bare CR or LF in the request line";
-		return -1;
-	}
+	if (n == -3)
+		return refuse(err, -EMSGSIZE, "request line too long");
+	if (n == -1)
+		return refuse(err, -EBADMSG, "bare CR or LF in the request line");
 	end = buf + n;
 	sp1 = memchr(buf, ' ', n);
-	if (!sp1 || sp1 == buf) {
-		*why = "malformed request line";
-		return -1;
-	}
+	if (!sp1 || sp1 == buf)
+		return refuse(err, -EBADMSG, "malformed request line");
 	for (const char *q = buf; q < sp1; q++)
-		if (!is_tchar((unsigned char)*q)) {
-			*why = "malformed request line";
-			return -1;
-		}
+		if (!is_tchar((unsigned char)*q))
+			return refuse(err, -EBADMSG, "malformed request line");
 	sp2 = memchr(sp1 + 1, ' ', end - sp1 - 1);
-	if (!sp2 || sp2 == sp1 + 1) {
-		*why = "malformed request line";
-		return -1;
-	}
+	if (!sp2 || sp2 == sp1 + 1)
+		return refuse(err, -EBADMSG, "malformed request line");
 	for (const char *q = sp1 + 1; q < sp2; q++)
-		if ((unsigned char)*q <= 0x20 || (unsigned char)*q >= 0x7f) {
-			*why = "invalid character in the request target";
-			return -1;
-		}
-	if (parse_version(sp2 + 1, end - sp2 - 1, h)) {
-		*why = "unsupported HTTP version";
-		return -1;
-	}
+		if ((unsigned char)*q <= 0x20 || (unsigned char)*q >= 0x7f)
+			return refuse(err, -EBADMSG, "invalid character in the request target");
+	if (parse_version(sp2 + 1, end - sp2 - 1, h))
+		return refuse(err, -EBADMSG, "unsupported HTTP version");
 	h->method = buf;
 	h->method_len = sp1 - buf;
 	h->target = sp1 + 1;
 	h->target_len = sp2 - sp1 - 1;
 	h->status = 0;
-	return parse_fields(buf, len, n + 2, 1, h, why);
+	return parse_fields(buf, len, n + 2, 1, h, err);
 }
 
-int http_parse_response(const char *buf, size_t len, struct http_head *h, const char **why)
+int http_parse_response(const char *buf, size_t len, struct http_head *h, struct buf *err)
 {
 	long n = line_end(buf, len, HTTP_MAX_LINE);
 	const char *p = buf;
 
 	if (n == -2)
 		return 0;
-	if (n < 0) {
-		*why = n == -3 ? "status line too long" : "bare CR or LF in the status line";
-		return n == -3 ? -2 : -1;
-	}
+	if (n == -3)
+		return refuse(err, -EMSGSIZE, "status line too long");
+	if (n < 0)
+		return refuse(err, -EBADMSG, "bare CR or LF in the status line");
 	if (n < 12 || parse_version(p, 8, h) || p[8] != ' ' || !isdigit((unsigned char)p[9]) ||
 	    !isdigit((unsigned char)p[10]) || !isdigit((unsigned char)p[11]) ||
-	    (n > 12 && p[12] != ' ') || !value_ok(p, n)) {
-		*why = "malformed status line";
-		return -1;
-	}
+	    (n > 12 && p[12] != ' ') || !value_ok(p, n))
+		return refuse(err, -EBADMSG, "malformed status line");
 	h->status = (p[9] - '0') * 100 + (p[10] - '0') * 10 + (p[11] - '0');
-	if (h->status < 100) {
-		*why = "malformed status line";
-		return -1;
-	}
+	if (h->status < 100)
+		return refuse(err, -EBADMSG, "malformed status line");
 	h->method = NULL;
 	h->method_len = 0;
 	h->target = n > 13 ? p + 13 : p + n;
 	h->target_len = n > 13 ? (size_t)n - 13 : 0;
-	return parse_fields(buf, len, n + 2, 0, h, why);
+	return parse_fields(buf, len, n + 2, 0, h, err);
 }
 
 static int host_ok(const char *h)
@@ -376,26 +337,25 @@ static int looks_numeric(const char *h)
 }
 
 int http_split_authority(const char *s, size_t n, int default_port, char *host, size_t hostsz,
-			 int *port, const char **why)
+                         int *port, struct buf *err)
 {
 	const char *hs, *he, *ps = NULL;
 	struct in6_addr a6;
 	struct in_addr a4;
 	size_t hl;
 
-	*why = "invalid host";
 	if (!n)
-		return -1;
+		return refuse(err, -EINVAL, "invalid host");
 	if (s[0] == '[') {
 		const char *rb = memchr(s, ']', n);
 
 		if (!rb)
-			return -1;
+			return refuse(err, -EINVAL, "invalid host");
 		hs = s + 1;
 		he = rb;
 		if (rb + 1 < s + n) {
 			if (rb[1] != ':')
-				return -1;
+				return refuse(err, -EINVAL, "invalid host");
 			ps = rb + 2;
 		}
 	} else {
@@ -405,99 +365,85 @@ int http_split_authority(const char *s, size_t n, int default_port, char *host, 
 		he = colon ? colon : s + n;
 		if (colon) {
 			if (memchr(colon + 1, ':', s + n - colon - 1))
-				return -1;
+				return refuse(err, -EINVAL, "invalid host");
 			ps = colon + 1;
 		}
 	}
 	hl = he - hs;
 	if (!hl || hl >= hostsz)
-		return -1;
+		return refuse(err, -EINVAL, "invalid host");
 	for (size_t i = 0; i < hl; i++)
 		host[i] = (char)tolower((unsigned char)hs[i]);
 	host[hl] = '\0';
 	if (s[0] == '[') {
 		if (inet_pton(AF_INET6, host, &a6) != 1)
-			return -1;
+			return refuse(err, -EINVAL, "invalid host");
 	} else {
 		if (hl > 1 && host[hl - 1] == '.')
 			host[--hl] = '\0';
 		if (inet_pton(AF_INET, host, &a4) != 1 && (!host_ok(host) || looks_numeric(host)))
-			return -1;
+			return refuse(err, -EINVAL, "invalid host");
 	}
 	if (ps) {
 		long p = 0;
 		size_t pl = s + n - ps;
 
-		*why = "invalid port";
 		if (!pl || pl > 5)
-			return -1;
+			return refuse(err, -EINVAL, "invalid port");
 		for (size_t i = 0; i < pl; i++) {
 			if (!isdigit((unsigned char)ps[i]))
-				return -1;
+				return refuse(err, -EINVAL, "invalid port");
 			p = p * 10 + (ps[i] - '0');
 		}
 		if (p < 1 || p > 65535)
-			return -1;
+			return refuse(err, -EINVAL, "invalid port");
 		*port = (int)p;
 	} else {
-		if (!default_port) {
-			*why = "port missing";
-			return -1;
-		}
+		if (!default_port)
+			return refuse(err, -EINVAL, "port missing");
 		*port = default_port;
 	}
 	return 0;
 }
 
-int http_api_path_ok(const char *p, size_t n, const char **why)
+int http_api_path_ok(const char *p, size_t n, struct buf *err)
 {
 	size_t pathlen = n, seg;
 	const char *q = memchr(p, '?', n);
 
-	*why = "path not allowed for key forwarding";
 	if (q)
 		pathlen = q - p;
 	if (!pathlen || p[0] != '/')
-		return 0;
+		return refuse(err, -EINVAL, "path not allowed for key forwarding");
 	for (size_t i = 0; i < n; i++) {
 		unsigned char c = (unsigned char)p[i];
 
-		if (c <= 0x20 || c >= 0x7f || c == '\\' || c == '#') {
-			*why = "invalid character in the path";
-			return 0;
-		}
+		if (c <= 0x20 || c >= 0x7f || c == '\\' || c == '#')
+			return refuse(err, -EINVAL, "invalid character in the path");
 		/*
 		 * Path parameters ("/v1/..;/x"): servers that strip them would see
 		 * another path than the one checked here.
 		 */
-		if (i < pathlen && c == ';') {
-			*why = "path parameter (;) in the path";
-			return 0;
-		}
+		if (i < pathlen && c == ';')
+			return refuse(err, -EINVAL, "path parameter (;) in the path");
 		/* The path is RFC 3986 pchars and slashes, nothing else. */
 		if (i < pathlen && c != '%' && c != '/' && !isalnum(c) &&
-		    !strchr("-._~!$&'()*+,=:@", c)) {
-			*why = "invalid character in the path";
-			return 0;
-		}
+		    !strchr("-._~!$&'()*+,=:@", c))
+			return refuse(err, -EINVAL, "invalid character in the path");
 		if (c == '%') {
 			int hi, lo, d;
 
 			if (i + 2 >= n || (hi = hex_digit(p[i + 1])) < 0 ||
-			    (lo = hex_digit(p[i + 2])) < 0) {
-				*why = "malformed escape in the path";
-				return 0;
-			}
+			    (lo = hex_digit(p[i + 2])) < 0)
+				return refuse(err, -EINVAL, "malformed escape in the path");
 			d = hi * 16 + lo;
-			if (i < pathlen && d == ';') {
-				*why = "path parameter (;) in the path";
-				return 0;
-			}
-			if (i < pathlen && (d == '/' || d == '\\' || d == '.' || d == '%' || d < 0x20 ||
-					    d >= 0x7f)) {
-				*why = "encoded slash, backslash, dot or control in the path";
-				return 0;
-			}
+			if (i < pathlen && d == ';')
+				return refuse(err, -EINVAL, "path parameter (;) in the path");
+			if (i < pathlen && (d == '/' || d == '\\' || d == '.' || d == '%' ||
+			                    d < 0x20 || d >= 0x7f))
+				return refuse(
+				    err, -EINVAL,
+				    "encoded slash, backslash, dot or control in the path");
 		}
 	}
 	/* Dot segments and empty segments, in the path part. */
@@ -507,19 +453,16 @@ int http_api_path_ok(const char *p, size_t n, const char **why)
 			size_t sl = i - seg;
 
 			if ((sl == 0 && i != pathlen) || (sl == 1 && p[seg] == '.') ||
-			    (sl == 2 && p[seg] == '.' && p[seg + 1] == '.')) {
-				*why = "dot or empty segment in the path";
-				return 0;
-			}
+			    (sl == 2 && p[seg] == '.' && p[seg + 1] == '.'))
+				return refuse(err, -EINVAL, "dot or empty segment in the path");
 			seg = i + 1;
 		}
 	}
 	if (pathlen == 10 && !memcmp(p, "/api/hello", 10))
-		return 1;
+		return 0;
 	if (pathlen > 4 && !memcmp(p, "/v1/", 4))
-		return 1;
-	*why = "path not under /v1/ or /api/hello";
-	return 0;
+		return 0;
+	return refuse(err, -EINVAL, "path not under /v1/ or /api/hello");
 }
 
 void http_body_init(struct http_body *b, enum http_body_kind kind, uint64_t length)
@@ -652,7 +595,7 @@ static int trailer_byte(struct http_body *b, unsigned char c)
  * payload bytes among those taken are copied to out + *out_len.
  */
 static long body_run(struct http_body *b, const char *p, size_t n, char *out, size_t *out_len,
-		     const char **why)
+                     struct buf *err)
 {
 	size_t i = 0;
 
@@ -692,23 +635,21 @@ static long body_run(struct http_body *b, const char *p, size_t n, char *out, si
 				b->state = CK_DATA_CR;
 			continue;
 		}
-		if ((b->state >= CK_TRAILER ? trailer_byte(b, c) : size_byte(b, c)) < 0) {
-			*why = "malformed chunked body";
-			return -1;
-		}
+		if ((b->state >= CK_TRAILER ? trailer_byte(b, c) : size_byte(b, c)) < 0)
+			return refuse(err, -EBADMSG, "malformed chunked body");
 		i++;
 	}
 	return (long)i;
 }
 
-long http_body_feed(struct http_body *b, const char *p, size_t n, const char **why)
+long http_body_feed(struct http_body *b, const char *p, size_t n, struct buf *err)
 {
-	return body_run(b, p, n, NULL, NULL, why);
+	return body_run(b, p, n, NULL, NULL, err);
 }
 
 long http_body_decode(struct http_body *b, const char *p, size_t n, char *out, size_t *out_len,
-		      const char **why)
+                      struct buf *err)
 {
 	*out_len = 0;
-	return body_run(b, p, n, out, out_len, why);
+	return body_run(b, p, n, out, out_len, err);
 }

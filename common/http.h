@@ -20,6 +20,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct buf;
+
 #define HTTP_MAX_LINE 8192   /* request line, status line, one header line */
 #define HTTP_MAX_HEAD 16384  /* the whole head, empty line included */
 #define HTTP_MAX_HEADERS 100
@@ -51,15 +53,17 @@ struct http_head {
 /*
  * Parse a request head from the start of buf[0..len).  Returns the head's
  * length (> 0) when complete, 0 when more bytes are needed (the caller
- * refuses when len reached HTTP_MAX_HEAD), or -1 with *why set to a short
- * reason ("bare LF in the head", ...) when the bytes are refused; -2 (with
- * *why) when they are refused for a cap: a line, the head or the number of
- * headers (a server answers 413 rather than 400).
+ * refuses when len reached HTTP_MAX_HEAD), or -EBADMSG with a short reason
+ * ("bare CR or LF in the head", ...) appended to err when the bytes are
+ * refused; -EMSGSIZE (with the reason) when they are refused for a cap: a
+ * line, the head or the number of headers (a server answers 413 rather than
+ * 400).  Here and below, err may be NULL, and nothing is appended to it (or
+ * allocated) when the bytes are taken.
  */
-int http_parse_request(const char *buf, size_t len, struct http_head *h, const char **why);
+int http_parse_request(const char *buf, size_t len, struct http_head *h, struct buf *err);
 
 /* The same for a response head ("HTTP/1.1 200 OK"). */
-int http_parse_response(const char *buf, size_t len, struct http_head *h, const char **why);
+int http_parse_response(const char *buf, size_t len, struct http_head *h, struct buf *err);
 
 /* Case-insensitive equality of a header name with a lowercase string. */
 int http_name_is(const struct http_header *hd, const char *lower);
@@ -74,19 +78,19 @@ const struct http_header *http_header(const struct http_head *h, const char *low
  * Split an authority "host:port", "host" (default_port, 0 to require a
  * port), "[v6]:port" or "[v6]" into a lowercase host without brackets and a
  * port.  The host is checked to be a valid DNS name or an IP literal; host
- * must hold hostsz bytes.  0 or -1 with *why.
+ * must hold hostsz bytes.  0, or -EINVAL with the reason appended to err.
  */
 int http_split_authority(const char *s, size_t n, int default_port, char *host, size_t hostsz,
-			 int *port, const char **why);
+                         int *port, struct buf *err);
 
 /*
  * Is p[0..n) an origin path the key forwarding may pass on: "/v1/..." or
  * "/api/hello" (a query allowed after either), plain printable ASCII, the
  * path only RFC 3986 pchars and "/", with no dot segment in any spelling, no
  * encoded slash or backslash, no path parameter (";" or "%3B"), no empty
- * segment and no fragment.  1 yes, 0 no with *why.
+ * segment and no fragment.  0 yes, or -EINVAL with the reason appended to err.
  */
-int http_api_path_ok(const char *p, size_t n, const char **why);
+int http_api_path_ok(const char *p, size_t n, struct buf *err);
 
 /* The framing of a body, and how much of it is left. */
 enum http_body_kind {
@@ -116,12 +120,12 @@ void http_body_init(struct http_body *b, enum http_body_kind kind, uint64_t leng
 
 /*
  * Feed n body bytes at p.  Returns how many belong to this body (<= n; less
- * than n only when the body ended inside p, and then b->done is set), or -1
- * with *why when chunked framing is broken (a trailer line that is not
- * "name: value", the name a token without "_", counts as broken).  The bytes are not changed:
+ * than n only when the body ended inside p, and then b->done is set), or
+ * -EBADMSG with the reason appended to err when chunked framing is broken (a trailer line that is
+ * not "name: value", the name a token without "_", counts as broken).  The bytes are not changed:
  * the proxy passes the framing through as it came.
  */
-long http_body_feed(struct http_body *b, const char *p, size_t n, const char **why);
+long http_body_feed(struct http_body *b, const char *p, size_t n, struct buf *err);
 
 /*
  * http_body_feed() for a reader that wants the payload: the same bytes are
@@ -130,6 +134,6 @@ long http_body_feed(struct http_body *b, const char *p, size_t n, const char **w
  * which must hold n bytes; *out_len is how many.
  */
 long http_body_decode(struct http_body *b, const char *p, size_t n, char *out, size_t *out_len,
-		      const char **why);
+                      struct buf *err);
 
 #endif

@@ -208,7 +208,7 @@ static int budget_refused(struct conn *c)
 			 PROXY_BUDGET_ERROR, "message", msg.buf);
 	text = body ? json_dumps(body, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
 	if (!text)
-		die("out of memory");
+		die_oom();
 	buf_addf(&why, "budget: the %s cap of %s USD is reached",
 		 which == USAGE_CAPPED_TASK ? "task" : "day", cap.buf);
 	px_respond_with(c, 400, "refused", why.buf, text);
@@ -226,7 +226,7 @@ out:
 int px_api_request(struct conn *c, const struct http_head *h, const char *t, size_t tl)
 {
 	struct proxy *px = c->px;
-	const char *why = NULL;
+	struct buf why = BUF_INIT;
 
 	snprintf(c->host, sizeof(c->host), "localhost");
 	c->port = PROXY_API_PORT;
@@ -240,8 +240,9 @@ int px_api_request(struct conn *c, const struct http_head *h, const char *t, siz
 		px_respond(c, 405, "refused", "method not forwarded to the API");
 		return 0;
 	}
-	if (!http_api_path_ok(t, tl, &why)) {
-		px_refuse(c, why);
+	if (http_api_path_ok(t, tl, &why) < 0) {
+		px_refuse(c, why.buf);
+		buf_release(&why);
 		return 0;
 	}
 	c->paid = px->cfg->prices && api_paid(h, t, tl);

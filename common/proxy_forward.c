@@ -158,7 +158,7 @@ static void finish_request(struct conn *c)
 static int response_head(struct conn *c)
 {
 	struct http_head h;
-	const char *why = NULL;
+	struct buf why = BUF_INIT;
 	struct buf b = BUF_INIT;
 	int r;
 
@@ -172,10 +172,12 @@ static int response_head(struct conn *c)
 			return 0;
 		}
 		if (r < 0) {
-			char msg[120];
+			struct buf msg = BUF_INIT;
 
-			snprintf(msg, sizeof(msg), "bad response from upstream: %s", why);
-			px_respond(c, 502, "failed", msg);
+			buf_addf(&msg, "bad response from upstream: %s", why.buf);
+			px_respond(c, 502, "failed", msg.buf);
+			buf_release(&msg);
+			buf_release(&why);
 			return -1;
 		}
 		if (h.status == 101) {
@@ -230,7 +232,7 @@ int px_fwd_request(struct conn *c)
 	struct proxy *px = c->px;
 
 	for (int rounds = 0; rounds < 64; rounds++) {
-		const char *why = NULL;
+		struct buf why = BUF_INIT;
 		int f = px_flush_spill(c, &c->to_upstream, 0);
 
 		if (f < 0) {
@@ -245,7 +247,8 @@ int px_fwd_request(struct conn *c)
 						&why);
 
 			if (k < 0) {
-				abort_forward(c, why);
+				abort_forward(c, why.buf);
+				buf_release(&why);
 				return -1;
 			}
 			c->req_ready = (size_t)k;
@@ -348,7 +351,7 @@ int px_fwd_response(struct conn *c)
 	struct proxy *px = c->px;
 
 	for (int rounds = 0; rounds < 64; rounds++) {
-		const char *why = NULL;
+		struct buf why = BUF_INIT;
 		int f = px_flush_spill(c, &c->to_client, 1), r;
 
 		if (f < 0) {
@@ -363,7 +366,8 @@ int px_fwd_response(struct conn *c)
 						&why);
 
 			if (k < 0) {
-				abort_forward(c, why);
+				abort_forward(c, why.buf);
+				buf_release(&why);
 				return -1;
 			}
 			c->resp_ready = (size_t)k;

@@ -57,18 +57,18 @@ static void hand_to_broker(struct conn *c, const struct http_head *h, int remote
 	}
 	r = handoff_send(px->cfg->broker_fd, c->cfd, remote, c->in + start, len);
 	if (r < 0) {
-		char why[120];
+		struct buf why = BUF_INIT;
 
 		if (r == -EAGAIN || r == -EWOULDBLOCK) {
 			px_respond(c, 503, "failed", "aibox-broker is busy");
 			return;
 		}
 		if (r == -EPIPE || r == -ECONNREFUSED || r == -ECONNRESET || r == -ENOTCONN)
-			snprintf(why, sizeof(why), "aibox-broker is not running");
+			buf_addstr(&why, "aibox-broker is not running");
 		else
-			snprintf(why, sizeof(why), "cannot hand the request to aibox-broker: %s",
-				 strerror(-r));
-		px_respond(c, 502, "failed", why);
+			buf_addf(&why, "cannot hand the request to aibox-broker: %s", strerror(-r));
+		px_respond(c, 502, "failed", why.buf);
+		buf_release(&why);
 		return;
 	}
 	/*

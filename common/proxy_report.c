@@ -109,7 +109,7 @@ void proxy_report_json(const struct proxy_report *r, struct buf *out)
 		json_object_set_new(root, "usage", usage_count_to_json(&r->usage));
 	text = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
 	if (!text)
-		die("out of memory");
+		die_oom();
 	buf_addstr(out, text);
 	buf_addch(out, '\n');
 	free(text);

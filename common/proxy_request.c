@@ -33,14 +33,15 @@ void px_set_what(struct conn *c, const char *method, size_t mlen, const char *pa
 static void connect_request(struct conn *c, const struct http_head *h)
 {
 	struct proxy *px = c->px;
-	const char *why = NULL;
+	struct buf why = BUF_INIT;
 
 	c->is_connect = 1;
 	px_set_what(c, h->method, h->method_len, NULL, 0);
 	if (http_split_authority(h->target, h->target_len, 0, c->host, sizeof(c->host), &c->port,
 				 &why)) {
 		c->host[0] = '\0';
-		px_refuse(c, why);
+		px_refuse(c, why.buf);
+		buf_release(&why);
 		return;
 	}
 	/* Key forwarding goes to the upstream whatever host the client names. */
@@ -48,7 +49,7 @@ static void connect_request(struct conn *c, const struct http_head *h)
 		char hh[256];
 		int hp;
 
-		if (http_split_authority(h->host, h->host_len, 0, hh, sizeof(hh), &hp, &why) ||
+		if (http_split_authority(h->host, h->host_len, 0, hh, sizeof(hh), &hp, NULL) ||
 		    strcmp(hh, c->host) || hp != c->port) {
 			px_refuse(c, "Host disagrees with the CONNECT target");
 			return;
@@ -96,7 +97,7 @@ static int absolute_request(struct conn *c, const struct http_head *h, const cha
 			    size_t *tl)
 {
 	const char *auth = *t + 7, *end = *t + *tl, *slash, *q;
-	const char *why = NULL;
+	struct buf why = BUF_INIT;
 	size_t al;
 	char hh[256];
 	int hp;
@@ -116,7 +117,8 @@ static int absolute_request(struct conn *c, const struct http_head *h, const cha
 	}
 	if (http_split_authority(auth, al, 80, c->host, sizeof(c->host), &c->port, &why)) {
 		c->host[0] = '\0';
-		px_refuse(c, why);
+		px_refuse(c, why.buf);
+		buf_release(&why);
 		return 0;
 	}
 	/*
@@ -131,7 +133,7 @@ static int absolute_request(struct conn *c, const struct http_head *h, const cha
 		return 0;
 	}
 	if (!c->is_api &&
-	    (http_split_authority(h->host, h->host_len, 80, hh, sizeof(hh), &hp, &why) ||
+	    (http_split_authority(h->host, h->host_len, 80, hh, sizeof(hh), &hp, NULL) ||
 	     strcmp(hh, c->host) || hp != c->port)) {
 		px_refuse(c, "Host disagrees with the request target");
 		return 0;
@@ -194,7 +196,7 @@ void px_read_head(struct conn *c)
 
 	for (;;) {
 		struct http_head h;
-		const char *why = NULL;
+		struct buf why = BUF_INIT;
 		int r;
 
 		if (c->in_len > c->in_off) {
@@ -207,7 +209,8 @@ void px_read_head(struct conn *c)
 			}
 			if (r < 0) {
 				px_reset_request(c);
-				px_refuse(c, why);
+				px_refuse(c, why.buf);
+				buf_release(&why);
 				return;
 			}
 			if (c->in_len - c->in_off >= HTTP_MAX_HEAD) {

@@ -86,11 +86,12 @@ static void try_connect(struct conn *c)
 		return;
 	}
 	{
-		char why[128];
+		struct buf why = BUF_INIT;
 
-		snprintf(why, sizeof(why), "cannot connect: %s",
-			 strerror(c->connect_err ? c->connect_err : ECONNREFUSED));
-		px_respond(c, 502, "failed", why);
+		buf_addf(&why, "cannot connect: %s",
+		         strerror(c->connect_err ? c->connect_err : ECONNREFUSED));
+		px_respond(c, 502, "failed", why.buf);
+		buf_release(&why);
 	}
 }
 
@@ -198,13 +199,17 @@ void px_tls_step(struct conn *c)
 		c->ssl_rw = 1;
 		return;
 	default: {
-		char why[200];
+		struct buf why = BUF_INIT;
 		long v = SSL_get_verify_result(c->ssl);
 
-		snprintf(why, sizeof(why), "TLS with the API upstream failed: %s",
-			 v != X509_V_OK ? X509_verify_cert_error_string(v) : tls_error());
+		buf_addstr(&why, "TLS with the API upstream failed: ");
+		if (v != X509_V_OK)
+			buf_addstr(&why, X509_verify_cert_error_string(v));
+		else
+			tls_error(&why);
 		ERR_clear_error();
-		px_respond(c, 502, "failed", why);
+		px_respond(c, 502, "failed", why.buf);
+		buf_release(&why);
 	}
 	}
 }

@@ -504,15 +504,15 @@ int result_bundle_check_start(struct bundle_check *c, int fd, const char *start_
 	return ret;
 }
 
-int result_bundle_verdict(const struct bundle_check_msg *m, char end[65], struct buf *why)
+int result_bundle_verdict(const struct bundle_verdict *v, char end[65], struct buf *why)
 {
-	if (m->ret == 0)
-		memcpy(end, m->tip, sizeof(m->tip));
-	else if (m->ret > 0)
-		buf_addf(why, "changes.bundle refused: %s", m->pack.reason);
+	if (v->m.ret == 0)
+		memcpy(end, v->m.tip, sizeof(v->m.tip));
+	else if (v->m.ret > 0)
+		buf_addf(why, "changes.bundle refused: %s", v->err.buf);
 	else
-		buf_addf(why, "cannot check changes.bundle: %s", m->pack.reason);
-	return m->ret;
+		buf_addf(why, "cannot check changes.bundle: %s", v->err.buf);
+	return v->m.ret;
 }
 
 int result_check_bundle(int fd, const char *start_commit, const char *repo_dir,
@@ -520,16 +520,16 @@ int result_check_bundle(int fd, const char *start_commit, const char *repo_dir,
 			const struct bundle_limits *lim, char end[65], struct buf *why)
 {
 	struct bundle_check c = BUNDLE_CHECK_INIT;
-	struct bundle_check_msg m;
+	struct bundle_verdict v;
 	int ret;
 
 	check_init(&c, fd, start_commit, repo_dir, tmp_parent);
 	c.max_bytes = max_bytes;
 	if (lim)
 		c.lim = *lim;
-	if (bundle_check_here(&c, &m) < 0 && !m.pack.reason[0])
-		snprintf(m.pack.reason, sizeof(m.pack.reason), "%s", strerror(-m.ret));
-	ret = result_bundle_verdict(&m, end, why);
+	bundle_check_here(&c, &v);
+	ret = result_bundle_verdict(&v, end, why);
+	bundle_verdict_clear(&v);
 	bundle_check_clear(&c);
 	return ret;
 }

@@ -180,7 +180,7 @@ int result_bundle_check_start(struct bundle_check *c, int fd, const char *start_
  * BUNDLE_REFUSED (1) with "changes.bundle refused: <reason>" appended to why;
  * or a negative errno with "cannot check changes.bundle: <what>".
  */
-int result_bundle_verdict(const struct bundle_check_msg *m, char end[65], struct buf *why);
+int result_bundle_verdict(const struct bundle_verdict *v, char end[65], struct buf *why);
 
 /*
  * The same check in this process, no child, no rlimit (the test helper):

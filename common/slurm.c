@@ -256,7 +256,7 @@ void slurm_status_json(const struct slurm_status *st, struct buf *out)
 	json_object_set_new(o, "report_why", json_stringn(st->report_why.buf, st->report_why.len));
 	s = json_dumps(o, JSON_COMPACT);
 	if (!s)
-		die("out of memory");
+		die_oom();
 	buf_addstr(out, s);
 	buf_addch(out, '\n');
 	free(s);

@@ -21,7 +21,7 @@ extern char **environ;
 void spawn_give_fd(struct spawn *sp, int from, int to)
 {
 	if (sp->ngive >= SPAWN_MAX_FDS || to < 3)
-		die("spawn_give_fd: bad request (%d -> %d)", from, to);
+		BUG("spawn_give_fd: bad request (%d -> %d)", from, to);
 	sp->give[sp->ngive].from = from;
 	sp->give[sp->ngive].to = to;
 	sp->ngive++;

@@ -32,8 +32,9 @@ __attribute__((format(printf, 3, 4))) static int fail(struct ssh_client *c, int 
 {
 	va_list ap;
 
+	buf_reset(&c->err);
 	va_start(ap, fmt);
-	vsnprintf(c->error, sizeof(c->error), fmt, ap);
+	buf_vaddf(&c->err, fmt, ap);
 	va_end(ap);
 	return err;
 }
@@ -161,7 +162,7 @@ int ssh_connect(struct ssh_client *c)
 	size_t key_len;
 	int type, rc, ret;
 
-	c->error[0] = '\0';
+	buf_reset(&c->err);
 	c->last_recv = now_ms();
 	c->deadline = c->timeout_ms ? c->last_recv + c->timeout_ms : 0;
 	if (libssh2_init(0))
@@ -472,19 +473,22 @@ out:
 
 void ssh_close(struct ssh_client *c)
 {
-	if (!c->session)
+	if (!c->session) {
+		buf_release(&c->err);
 		return;
+	}
 	/*
 	 * Freeing a session with an open channel waits for the server to
 	 * confirm the channel's close, which a dead or stalled VM never does:
 	 * after a failure, end the connection first so that every wait ends.
 	 */
-	if (c->error[0])
+	if (c->err.len)
 		shutdown(c->fd, SHUT_RDWR);
 	else
 		libssh2_session_disconnect(c->session, "done");
 	libssh2_session_free(c->session);
 	c->session = NULL;
+	buf_release(&c->err);
 }
 
 static int b64_value(int ch)

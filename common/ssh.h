@@ -15,12 +15,13 @@
  *
  *	struct ssh_client c = SSH_CLIENT_INIT;
  *	c.fd = fd; c.host_key = ...; c.user_key = ...; c.timeout_ms = ...;
- *	if (ssh_connect(&c) < 0) say c.error;
+ *	if (ssh_connect(&c) < 0) say c.err.buf;
  *	struct ssh_exec x = { .command = "task", .in = ..., .on_stdout = ..., ... };
- *	if (ssh_exec(&c, &x) < 0) say c.error; else x.exit_status ...
+ *	if (ssh_exec(&c, &x) < 0) say c.err.buf; else x.exit_status ...
  *	ssh_close(&c);
  *
- * Functions return 0 or a negative errno and leave a message in c->error:
+ * Functions return 0 or a negative errno and leave a message in c->err (the
+ * reason of the latest failure, replacing any before it):
  * -ETIMEDOUT (deadline or idle timeout), -EPERM (host key refused), -EACCES
  * (authentication refused), -ECONNRESET (the server went away), -EPROTO (any
  * other SSH failure), or the error a callback returned.
@@ -43,7 +44,7 @@ struct ssh_client {
 	long timeout_ms;		/* overall, from ssh_connect() on; 0: none */
 	long idle_ms;			/* longest silence from the server; 0: none */
 
-	char error[256];
+	struct buf err;
 
 	/* Private. */
 	void *session;
@@ -51,12 +52,15 @@ struct ssh_client {
 	int64_t last_recv;	/* monotonic ms of the last byte from the server */
 };
 
-#define SSH_CLIENT_INIT { .fd = -1 }
+#define SSH_CLIENT_INIT                                                                            \
+	{                                                                                          \
+		.fd = -1, .err = BUF_INIT                                                          \
+	}
 
 /*
  * What to run.  stdin gets `in` and then EOF.  stdout bytes go to on_stdout
  * as they come; a negative return from it stops everything and is returned
- * (the caller's message in its own state, c->error says "stopped by the
+ * (the caller's message in its own state, c->err says "stopped by the
  * caller"; the error output already received is passed on first).  stderr
  * goes to on_stderr_line one line at a time, without the
  * newline; lines longer than SSH_LINE_MAX come in pieces of that size, and
@@ -122,9 +126,10 @@ int ssh_connect(struct ssh_client *c);
 int ssh_exec(struct ssh_client *c, struct ssh_exec *x);
 
 /*
- * End the session and free it.  After a failure (c->error set) it shuts the
- * socket down first (without that, freeing waits on a peer that may be dead);
- * the fd itself stays the caller's to close.  Safe to call twice.
+ * End the session and free it, c->err too: read it before.  After a failure
+ * (c->err set) it shuts the socket down first (without that, freeing waits on
+ * a peer that may be dead); the fd itself stays the caller's to close.  Safe
+ * to call twice.
  */
 void ssh_close(struct ssh_client *c);
 

@@ -24,6 +24,7 @@
 void tar_in_init(struct tar_in *t, struct tar_in_file *files, size_t nfiles)
 {
 	memset(t, 0, sizeof(*t));
+	buf_init(&t->err, 0);
 	t->files = files;
 	t->nfiles = nfiles;
 	for (size_t i = 0; i < nfiles; i++) {
@@ -31,6 +32,11 @@ void tar_in_init(struct tar_in *t, struct tar_in_file *files, size_t nfiles)
 		files[i].complete = 0;
 		files[i].size = 0;
 	}
+}
+
+void tar_in_clear(struct tar_in *t)
+{
+	buf_release(&t->err);
 }
 
 int tar_in_ended(const struct tar_in *t)
@@ -43,7 +49,7 @@ __attribute__((format(printf, 3, 4))) static int refuse(struct tar_in *t, int er
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(t->reason, sizeof(t->reason), fmt, ap);
+	buf_vaddf(&t->err, fmt, ap);
 	va_end(ap);
 	t->error = err;
 	return err;

@@ -15,8 +15,9 @@
  *	};
  *	struct tar_in t;
  *	tar_in_init(&t, files, ARRAY_SIZE(files));
- *	while (data comes) if (tar_in_feed(&t, data, n) < 0) stop, say t.reason;
- *	at EOF: if (tar_in_finish(&t) < 0) say t.reason;
+ *	while (data comes) if (tar_in_feed(&t, data, n) < 0) stop, say t.err.buf;
+ *	at EOF: if (tar_in_finish(&t) < 0) say t.err.buf;
+ *	tar_in_clear(&t);
  *
  * What is accepted: POSIX ustar headers ("ustar\0" "00", or GNU's "ustar  \0")
  * with a correct checksum and strictly octal numeric fields; regular files
@@ -33,6 +34,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "buf.h"
 
 #define TAR_IN_MAX_TRAILER (1024 * 1024)
 
@@ -51,7 +54,7 @@ struct tar_in_file {
 struct tar_in {
 	struct tar_in_file *files;
 	size_t nfiles;
-	char reason[256]; /* why the stream was refused; "" while all is well */
+	struct buf err; /* why the stream was refused; empty while all is well */
 
 	/* Private. */
 	unsigned char block[512];
@@ -68,9 +71,12 @@ struct tar_in {
 /* Start reading; files (not copied) must outlive the reader. */
 void tar_in_init(struct tar_in *t, struct tar_in_file *files, size_t nfiles);
 
+/* Release what the reader holds (its err); t can be initialized again. */
+void tar_in_clear(struct tar_in *t);
+
 /*
  * Take the next n bytes of the stream.  Returns 0, or a negative errno with
- * t->reason set: -EPROTO for a malformed or refused stream, -EFBIG for a file
+ * the reason in t->err: -EPROTO for a malformed or refused stream, -EFBIG for a file
  * over its cap, or the errno of a failed write.  Errors are sticky: every
  * later call returns the same error.
  */
@@ -78,7 +84,7 @@ int tar_in_feed(struct tar_in *t, const void *data, size_t n);
 
 /*
  * The stream has ended.  0 when it ended after the end-of-archive blocks,
- * otherwise -EPROTO with t->reason ("the results end in the middle of
+ * otherwise -EPROTO with t->err ("the results end in the middle of
  * 'vm.log'", ...), or the sticky error of an earlier feed.
  */
 int tar_in_finish(struct tar_in *t);

@@ -149,7 +149,8 @@ static int check_bundle(struct task_continue *c, const char *checkout, const cha
 	if (ret == 0) {
 		/* A check that could not run says why in the verdict, as for any task. */
 		bundle_check_run(&chk, &v, NULL);
-		ret = result_bundle_verdict(&v.m, c->end_commit, &err);
+		ret = result_bundle_verdict(&v, c->end_commit, &err);
+		bundle_verdict_clear(&v);
 		if (ret == 0 && !strcmp(c->end_commit, c->start_commit))
 			buf_addstr(&err, "its bundle holds no commit after the start");
 	}

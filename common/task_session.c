@@ -51,7 +51,7 @@ int task_session_run(struct task_session *s)
 	int ret;
 
 	s->exit_status = -1;
-	s->reason[0] = '\0';
+	buf_init(&s->err, 0);
 	for (int i = 0; i < RESULT_NFILES; i++) {
 		memset(&s->files[i], 0, sizeof(s->files[i]));
 		s->files[i].name = guest_results[i].name;
@@ -81,24 +81,30 @@ int task_session_run(struct task_session *s)
 		ret = ssh_exec(&cl, &x);
 	if (ret < 0) {
 		/* A refusal of the tar says more than "stopped by the caller". */
-		snprintf(s->reason, sizeof(s->reason), "%s", c.tar.reason[0] ? c.tar.reason : cl.error);
+		buf_addstr(&s->err, c.tar.err.len ? c.tar.err.buf : cl.err.buf);
 		goto out;
 	}
 	s->exit_status = x.exit_status;
 	if ((ret = tar_in_finish(&c.tar)) < 0) {
-		snprintf(s->reason, sizeof(s->reason), "%s", c.tar.reason);
+		buf_addstr(&s->err, c.tar.err.buf);
 		goto out;
 	}
 	if (x.exit_status != 0) {
 		ret = -ECHILD;
 		if (x.exit_signal[0])
-			snprintf(s->reason, sizeof(s->reason), "the task command in the VM ended by SIG%s",
-				 x.exit_signal);
+			buf_addf(&s->err, "the task command in the VM ended by SIG%s",
+			         x.exit_signal);
 		else
-			snprintf(s->reason, sizeof(s->reason), "the task command in the VM exited with %d",
-				 x.exit_status);
+			buf_addf(&s->err, "the task command in the VM exited with %d",
+			         x.exit_status);
 	}
 out:
 	ssh_close(&cl);
+	tar_in_clear(&c.tar);
 	return ret;
+}
+
+void task_session_clear(struct task_session *s)
+{
+	buf_release(&s->err);
 }

@@ -34,16 +34,20 @@ struct task_session {
 	/* Set by task_session_run(). */
 	struct tar_in_file files[RESULT_NFILES];
 	int exit_status;		/* the task command's, or -1 */
-	char reason[320];		/* why it failed, when it did */
+	struct buf err;                 /* why it failed, when it did */
 };
 
 /*
  * Connect, run `task`, read the results.  0 when the tar ended properly and
- * the command exited 0; otherwise a negative errno with s->reason set:
+ * the command exited 0; otherwise a negative errno with the reason in s->err
+ * (which it starts empty; task_session_clear() releases it):
  * -EPROTO or -EFBIG (results refused: the caller stops the VM), -ETIMEDOUT,
  * -EPERM (host key), -EACCES (our key refused), -ECONNRESET (the VM went
  * away), -ECHILD (the command exited non-zero or by a signal).
  */
 int task_session_run(struct task_session *s);
+
+/* Release what task_session_run() left in s (its err). */
+void task_session_clear(struct task_session *s);
 
 #endif

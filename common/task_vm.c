@@ -113,7 +113,8 @@ static void session(const struct task_vm *v, struct vm *vm, struct buf *secrets,
 	s.idle_ms = SESSION_IDLE_MS;
 	o->session_ret = task_session_run(&s);
 	if (o->session_ret < 0 && !*v->stop)
-		buf_addf(&o->why, "%s", s.reason);
+		buf_addf(&o->why, "%s", s.err.buf);
+	task_session_clear(&s);
 }
 
 /* Everything stopped: QEMU (not waited for), the proxy (its record kept), the broker. */

@@ -17,7 +17,8 @@ SSL_CTX *tls_client_ctx(const char *ca_file, struct buf *err)
 			 NULL);
 	ctx = SSL_CTX_new(TLS_client_method());
 	if (!ctx) {
-		buf_addf(err, "cannot make a TLS context: %s", tls_error());
+		buf_addstr(err, "cannot make a TLS context: ");
+		tls_error(err);
 		return NULL;
 	}
 	if (!file) {
@@ -26,7 +27,8 @@ SSL_CTX *tls_client_ctx(const char *ca_file, struct buf *err)
 			file = X509_get_default_cert_file();
 	}
 	if (SSL_CTX_load_verify_locations(ctx, file, NULL) != 1) {
-		buf_addf(err, "cannot load the certificates in '%s': %s", file, tls_error());
+		buf_addf(err, "cannot load the certificates in '%s': ", file);
+		tls_error(err);
 		SSL_CTX_free(ctx);
 		return NULL;
 	}
@@ -64,14 +66,17 @@ fail:
 	return NULL;
 }
 
-const char *tls_error(void)
+void tls_error(struct buf *err)
 {
-	static char msg[256];
 	unsigned long e = ERR_get_error();
 
-	if (!e)
-		return "unknown TLS error";
-	ERR_error_string_n(e, msg, sizeof(msg));
+	if (!e) {
+		buf_addstr(err, "unknown TLS error");
+		return;
+	}
+	/* OpenSSL's text is at most 256 bytes, its NUL included. */
+	buf_grow(err, 256);
+	ERR_error_string_n(e, err->buf + err->len, 256);
+	buf_setlen(err, err->len + strlen(err->buf + err->len));
 	ERR_clear_error();
-	return msg;
 }

@@ -27,7 +27,7 @@ SSL_CTX *tls_client_ctx(const char *ca_file, struct buf *err);
  */
 SSL *tls_client_new(SSL_CTX *ctx, int fd, const char *host);
 
-/* The last OpenSSL error as text, for messages; the queue is cleared. */
-const char *tls_error(void);
+/* Append the last OpenSSL error as text to err, for messages; the queue is cleared. */
+void tls_error(struct buf *err);
 
 #endif

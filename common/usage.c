@@ -530,7 +530,7 @@ void usage_count_json(const struct usage_count *c, struct buf *out)
 	char *text = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
 
 	if (!text)
-		die("out of memory");
+		die_oom();
 	buf_addstr(out, text);
 	free(text);
 	json_decref(root);

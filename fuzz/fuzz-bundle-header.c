@@ -33,7 +33,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		for (size_t i = 0; i < h.nr_prereqs; i++)
 			if (strlen(h.prereqs[i].oid) != hex)
 				abort();
-	} else if (ret != BUNDLE_REFUSED || !h.reason[0]) {
+	} else if (ret != BUNDLE_REFUSED || !h.err.len) {
 		abort();
 	}
 	bundle_header_clear(&h);

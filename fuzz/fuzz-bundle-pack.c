@@ -47,7 +47,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct bundle_pack_opts opts = BUNDLE_PACK_OPTS_INIT;
-	struct bundle_pack_result res;
+	struct bundle_pack_result res = BUNDLE_PACK_RESULT_INIT;
 	uint8_t *copy = NULL;
 	int ret;
 
@@ -66,9 +66,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	ret = bundle_pack_verify_buf(data, size, &opts, &res);
 	free(copy);
 
-	if (ret == BUNDLE_REFUSED && !res.reason[0])
+	if (ret == BUNDLE_REFUSED && !res.err.len)
 		abort();
 	if (ret == 0 && (size < 32 || res.checksum[0] == '\0'))
 		abort();
+	bundle_pack_result_clear(&res);
 	return 0;
 }

@@ -13,12 +13,14 @@
  * Besides not crashing: heads and headers lie inside the input, a body
  * never takes more bytes than it was fed, and http_body_decode() (the
  * broker's reading) takes and refuses exactly what http_body_feed() does,
- * its payload never more than the bytes taken.  `make fuzz && build/fuzz/fuzz-http`.
+ * its payload never more than the bytes taken; a refusal comes with a reason
+ * and anything taken with none.  `make fuzz && build/fuzz/fuzz-http`.
  */
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
+#include "buf.h"
 #include "http.h"
 #include "banned.h"
 
@@ -46,7 +48,7 @@ static void check_head(const struct http_head *h, const char *p, size_t len)
  */
 static long feed(struct http_body *b, const char *p, size_t n)
 {
-	const char *why = NULL, *dwhy = NULL;
+	struct buf why = BUF_INIT, dwhy = BUF_INIT;
 	struct http_body d = *b; /* the same body, decoded */
 	size_t off = 0;
 
@@ -61,9 +63,11 @@ static long feed(struct http_body *b, const char *p, size_t n)
 		kd = http_body_decode(&d, p + off, piece, out, &got, &dwhy);
 		if (kd != k || d.done != b->done || (k >= 0 && got > (size_t)k))
 			__builtin_trap();
+		if ((k < 0) != (why.len > 0) || (kd < 0) != (dwhy.len > 0))
+			__builtin_trap();
 		if (k < 0) {
-			if (!why)
-				__builtin_trap();
+			buf_release(&why);
+			buf_release(&dwhy);
 			return -1;
 		}
 		if ((size_t)k > piece || (!b->done && (size_t)k != piece))
@@ -77,13 +81,18 @@ static long feed(struct http_body *b, const char *p, size_t n)
 static void request_body(const struct http_head *h, struct http_body *b)
 {
 	char host[256];
-	const char *why = NULL;
+	struct buf why = BUF_INIT;
 	int port;
 
-	http_api_path_ok(h->target, h->target_len, &why);
-	http_split_authority(h->target, h->target_len, 0, host, sizeof(host), &port, &why);
+	if ((http_api_path_ok(h->target, h->target_len, &why) < 0) != (why.len > 0))
+		__builtin_trap();
+	buf_reset(&why);
+	if ((http_split_authority(h->target, h->target_len, 0, host, sizeof(host), &port, &why) <
+	     0) != (why.len > 0))
+		__builtin_trap();
 	if (h->host)
-		http_split_authority(h->host, h->host_len, 80, host, sizeof(host), &port, &why);
+		http_split_authority(h->host, h->host_len, 80, host, sizeof(host), &port, NULL);
+	buf_release(&why);
 	if (h->chunked)
 		http_body_init(b, BODY_CHUNKED, 0);
 	else if (h->content_length > 0)
@@ -111,7 +120,8 @@ static void stream(const char *p, size_t size, int responses)
 	size_t off = 0;
 
 	for (int m = 0; m < MAX_MESSAGES && off < size; m++) {
-		const char *q = p + off, *why = NULL;
+		const char *q = p + off;
+		struct buf why = BUF_INIT;
 		size_t len = size - off;
 		struct http_head h;
 		struct http_body b;
@@ -119,6 +129,9 @@ static void stream(const char *p, size_t size, int responses)
 		                  : http_parse_request(q, len, &h, &why);
 		long k;
 
+		if ((r < 0) != (why.len > 0))
+			__builtin_trap();
+		buf_release(&why);
 		if (r <= 0)
 			return;
 		if ((size_t)r > len || h.head_len != (size_t)r ||

@@ -47,8 +47,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	if (ret == 0)
 		ret = tar_in_finish(&t);
-	if (ret < 0 && !t.reason[0])
+	if ((ret < 0) != (t.err.len > 0))
 		abort();
+	tar_in_clear(&t);
 	for (size_t i = 0; i < ARRAY_SIZE(files); i++)
 		if (files[i].seen && files[i].size > files[i].max)
 			abort();

@@ -26,6 +26,13 @@ load lib-common
 	assert_output "read 100"
 }
 
+@test "common: a programmer's mistake is a BUG that names its place and aborts" {
+	ulimit -c 0
+	run test-common bug
+	[ "$status" -eq 134 ]
+	assert_output --regexp '^BUG: common/spawn\.c:[0-9]+: spawn_give_fd: bad request \(5 -> 1\)$'
+}
+
 @test "common: a read within a time gives up at the deadline; the wait for a child kills it after its time" {
 	run bash -c 'head -c 100 /dev/zero | test-common read-capped 100 2000'
 	assert_output "read 100"

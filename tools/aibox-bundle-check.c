@@ -54,9 +54,8 @@ struct check {
 	int header_ok;
 	int pack_checked;
 	int pack_ret;
-	struct bundle_pack_result pr;
 	struct bundle_verdict v;
-	char reason[BUNDLE_REASON_MAX];
+	const char *reason; /* in h.err or v.err */
 };
 
 /* A JSON string of untrusted bytes: invalid UTF-8 becomes U+FFFD-free '?'. */
@@ -108,13 +107,13 @@ static void print_json(struct check *c, int accepted)
 
 		json_object_set_new(p, "ok", json_boolean(c->pack_ret == 0));
 		json_object_set_new(p, "version",
-		                    c->pr.version ? json_integer(c->pr.version) : json_null());
-		json_object_set_new(p, "objects", json_integer(c->pr.objects));
+		                    c->v.m.version ? json_integer(c->v.m.version) : json_null());
+		json_object_set_new(p, "objects", json_integer(c->v.m.objects));
 		json_object_set_new(p, "checksum",
-		                    c->pack_ret == 0 && c->pr.checksum[0]
-		                        ? json_string(c->pr.checksum)
+		                    c->pack_ret == 0 && c->v.m.checksum[0]
+		                        ? json_string(c->v.m.checksum)
 		                        : json_null());
-		json_object_set_new(p, "reason", c->pack_ret ? jstr(c->pr.reason) : json_null());
+		json_object_set_new(p, "reason", c->pack_ret ? jstr(c->v.err.buf) : json_null());
 		json_object_set_new(p, "checker",
 		                    json_pack("{s:f,s:I}", "cpu_s", c->v.cpu_s, "max_rss_kib",
 		                              (json_int_t)c->v.max_rss_kib));
@@ -216,12 +215,12 @@ int main(int argc, char **argv)
 	if (ret < 0)
 		die_err(ret, "cannot read '%s'", c.file);
 	if (ret) {
-		memcpy(c.reason, c.h.reason, sizeof(c.reason));
+		c.reason = c.h.err.buf;
 	} else {
 		c.header_ok = 1;
 		ret = bundle_header_expect(&c.h, c.refs.v, c.refs.nr, c.bases.v, c.bases.nr);
 		if (ret)
-			memcpy(c.reason, c.h.reason, sizeof(c.reason));
+			c.reason = c.h.err.buf;
 	}
 	if (!ret && c.pack) {
 		struct bundle_check bc = BUNDLE_CHECK_INIT;
@@ -238,13 +237,12 @@ int main(int argc, char **argv)
 			die_err(ret, "cannot start the check of '%s'", c.file);
 		c.pack_ret = bundle_check_run(&bc, &c.v, NULL);
 		bundle_check_clear(&bc);
-		c.pr = c.v.m.pack;
 		if (c.pack_ret == -ENOENT && c.repo)
 			die("cannot open repository '%s'", c.repo);
 		if (c.pack_ret < 0)
-			die("cannot verify the pack of '%s': %s", c.file, c.pr.reason);
+			die("cannot verify the pack of '%s': %s", c.file, c.v.err.buf);
 		if (c.pack_ret)
-			memcpy(c.reason, c.pr.reason, sizeof(c.reason));
+			c.reason = c.v.err.buf;
 		ret = c.pack_ret;
 	}
 	close(fd);
@@ -255,6 +253,8 @@ int main(int argc, char **argv)
 	if (!accepted)
 		fprintf(stderr, "%s: %s: %s\n", progname, c.file, c.reason);
 	bundle_header_clear(&c.h);
+	if (c.pack_checked)
+		bundle_verdict_clear(&c.v);
 	strvec_clear(&c.refs);
 	strvec_clear(&c.bases);
 	return accepted ? 0 : EXIT_REFUSED;

@@ -201,7 +201,7 @@ static int open_listener(const char *spec, struct buf *shown)
 	} else {
 		char host[256];
 		int port;
-		const char *why;
+		struct buf why = BUF_INIT;
 		struct sockaddr_storage ss;
 		socklen_t len;
 		size_t n;
@@ -211,10 +211,10 @@ static int open_listener(const char *spec, struct buf *shown)
 		if (n > 2 && !strcmp(spec + n - 2, ":0")) {
 			/* Port 0: any free port, named in the ready line. */
 			if (http_split_authority(spec, n - 2, 1, host, sizeof(host), &port, &why))
-				die("invalid --listen '%s': %s", spec, why);
+				die("invalid --listen '%s': %s", spec, why.buf);
 			port = 0;
 		} else if (http_split_authority(spec, n, 0, host, sizeof(host), &port, &why)) {
-			die("invalid --listen '%s': %s", spec, why);
+			die("invalid --listen '%s': %s", spec, why.buf);
 		}
 		if (!strcmp(host, "localhost"))
 			memcpy(host, "127.0.0.1", 10);
@@ -250,7 +250,7 @@ static int open_listener(const char *spec, struct buf *shown)
 static void parse_upstream(struct proxy_config *cfg)
 {
 	const char *u = getenv("AIBOX_API_UPSTREAM");
-	const char *auth, *end, *why;
+	const char *auth, *end;
 
 	if (!u || !*u)
 		u = "https://api.anthropic.com";
@@ -262,7 +262,7 @@ static void parse_upstream(struct proxy_config *cfg)
 		end--;
 	if (memchr(auth, '/', end - auth) || memchr(auth, '@', end - auth) ||
 	    http_split_authority(auth, end - auth, 443, cfg->api_host, sizeof(cfg->api_host),
-				 &cfg->api_port, &why))
+	                         &cfg->api_port, NULL))
 		die("AIBOX_API_UPSTREAM '%s': not https://HOST[:PORT]", u);
 }
 

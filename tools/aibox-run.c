@@ -453,20 +453,25 @@ static int session(struct run *r, struct ssh_task_keys *keys, int tty)
 	c.user_key_len = keys->user_key.len;
 	c.timeout_ms = CONNECT_TIMEOUT_MS;
 	if ((ret = ssh_connect(&c)) < 0) {
+		char *why = buf_detach(&c.err, NULL);
+
 		ssh_close(&c);
 		stop_all(r);
-		die("cannot connect to the VM: %s", c.error);
+		die("cannot connect to the VM: %s", why);
 	}
 	if (tty && (ret = tty_raw(0)) < 0)
 		die_err(ret, "cannot put the terminal in raw mode");
 	ret = ssh_interactive(&c, &x);
 	tty_restore();
 	buf_wipe_release(&envb);
-	ssh_close(&c);
 	if (ret < 0) {
+		char *why = buf_detach(&c.err, NULL);
+
+		ssh_close(&c);
 		stop_all(r);
-		die("%s", c.error);
+		die("%s", why);
 	}
+	ssh_close(&c);
 	stop_all(r);
 	if (x.exit_status < 0)
 		error("the VM sent no exit status");

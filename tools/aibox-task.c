@@ -519,10 +519,14 @@ static int check_changes(struct task *t, char *end, struct buf *why)
 	struct bundle_verdict v;
 	int ret = bundle_check_run(&t->checker, &v, &stop_signal);
 
-	if (ret == -EINTR && stop_signal)
+	if (ret == -EINTR && stop_signal) {
+		bundle_verdict_clear(&v);
 		return ret;
+	}
 	log_line(t, "checker: cpu %.3fs, peak %ld KiB\n", v.cpu_s, v.max_rss_kib);
-	return result_bundle_verdict(&v.m, end, why);
+	ret = result_bundle_verdict(&v, end, why);
+	bundle_verdict_clear(&v);
+	return ret;
 }
 
 static void catch_stops(void)

@@ -96,7 +96,7 @@ static int cmd_header(int argc, char **argv)
 	if (ret < 0)
 		die_err(ret, "cannot read '%s'", argv[0]);
 	if (ret) {
-		printf("refused: %s\n", h.reason);
+		printf("refused: %s\n", h.err.buf);
 	} else {
 		printf("version %d %s\n", h.version, bundle_oid_format_name(h.oid_format));
 		for (size_t i = 0; i < h.nr_prereqs; i++)

@@ -16,6 +16,7 @@
  *   test-common guest-valid env|path|tag S         "yes" or "no" by common/guest_abi.h's rule
  *   test-common guest-mount-tag N                  guest_mount_tag() of mount N
  *   test-common guest-results                      the result files: "NAME CAP" in order
+ *   test-common bug                                a programmer's mistake: BUG() aborts
  */
 #include <dirent.h>
 #include <errno.h>
@@ -291,6 +292,15 @@ static int cmd_guest(int argc, char **argv)
 	return 0;
 }
 
+/* A programmer's mistake: a child's fd 1 is not the caller's to give. */
+static int cmd_bug(void)
+{
+	struct spawn sp = SPAWN_INIT;
+
+	spawn_give_fd(&sp, 5, 1);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	tool_init(argc, argv);
@@ -326,5 +336,7 @@ int main(int argc, char **argv)
 		return cmd_opts(argc - 1, argv + 1);
 	if (!strncmp(argv[1], "guest-", 6))
 		return cmd_guest(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "bug"))
+		return cmd_bug();
 	die("unknown command '%s'", argv[1]);
 }

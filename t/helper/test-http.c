@@ -44,11 +44,12 @@ static int cmd_decode(const char *kind, const char *length, const char *piece_ar
 	out = xmalloc((size_t)piece);
 	while (off < in.len && !b.done) {
 		size_t n = in.len - off < (size_t)piece ? in.len - off : (size_t)piece, got;
-		const char *why = NULL;
+		struct buf why = BUF_INIT;
 		long k = http_body_decode(&b, in.buf + off, n, out, &got, &why);
 
 		if (k < 0) {
-			fprintf(stderr, "refused: %s\n", why);
+			fprintf(stderr, "refused: %s\n", why.buf);
+			buf_release(&why);
 			ret = 1;
 			goto out;
 		}

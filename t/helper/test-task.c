@@ -125,9 +125,11 @@ static int cmd_tar_in(int argc, char **argv)
 			break;
 	}
 	if (ret < 0) {
-		printf("refused: %s\n", t.reason);
+		printf("refused: %s\n", t.err.buf);
+		tar_in_clear(&t);
 		return 1;
 	}
+	tar_in_clear(&t);
 	printf("ok");
 	for (size_t j = 0; j < ARRAY_SIZE(files); j++)
 		if (files[j].seen)
@@ -280,7 +282,7 @@ static void ssh_run_print(int ret, const struct ssh_client *c, const struct ssh_
                           const struct run_ctx *rc, double dt)
 {
 	if (ret < 0) {
-		printf("error: %s\n", c->error);
+		printf("error: %s\n", c->err.buf);
 		return;
 	}
 	if (rc->count)
@@ -495,7 +497,7 @@ static int cmd_session(int argc, char **argv)
 
 	ret = task_session_run(&ts);
 	if (ret < 0) {
-		printf("failed: %s (%s)\n", ts.reason, strerror(-ret));
+		printf("failed: %s (%s)\n", ts.err.buf, strerror(-ret));
 	} else {
 		printf("ok exit %d", ts.exit_status);
 		for (int j = 0; j < RESULT_NFILES; j++)
@@ -503,6 +505,7 @@ static int cmd_session(int argc, char **argv)
 				printf(" %s %llu", ts.files[j].name, (unsigned long long)ts.files[j].size);
 		printf("\n");
 	}
+	task_session_clear(&ts);
 	close(sv[0]);
 	kill(sp.pid, SIGKILL);
 	spawn_wait(&sp);
@@ -734,7 +737,8 @@ static int cmd_check_bundle(int argc, char **argv)
 			die("%s", why.buf);
 		bundle_check_run(&c, &v, NULL);
 		fprintf(stderr, "checker: cpu %.3f peak %ld\n", v.cpu_s, v.max_rss_kib);
-		ret = result_bundle_verdict(&v.m, end, &why);
+		ret = result_bundle_verdict(&v, end, &why);
+		bundle_verdict_clear(&v);
 		bundle_check_clear(&c);
 	} else {
 		ret = result_check_bundle(fd, argv[i], repo, NULL, max, NULL, end, &why);
