@@ -27,6 +27,7 @@
 #   fuzz           build the libFuzzer targets in fuzz/ (clang)
 #   fuzz-run       run each fuzzer for FUZZ_SECONDS on its corpus
 #   format         clang-format every C file
+#   format-check   fail, naming them, if `make format` would change a C file (t/check-format)
 #   clean
 
 VERSION = 0.1.0
@@ -221,11 +222,14 @@ deb: all
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
 
+format-check:
+	$(Q)t/check-format
+
 clean:
 	rm -rf $(B)
 
 FORCE:
-.PHONY: all check check-cold demo deps install deb fuzz fuzz-run format clean FORCE
+.PHONY: all check check-cold demo deps install deb fuzz fuzz-run format format-check clean FORCE
 .DELETE_ON_ERROR:
 
 -include $(shell find $(B) -name '*.d' 2>/dev/null)

@@ -16,10 +16,9 @@
 #include "strvec.h"
 #include "banned.h"
 
-static const char usage_text[] =
-	"usage: aibox <command> [<subcommand>] [<args>]\n"
-	"       aibox help [<command> [<subcommand>]]\n"
-	"       aibox --version\n";
+static const char usage_text[] = "usage: aibox <command> [<subcommand>] [<args>]\n"
+                                 "       aibox help [<command> [<subcommand>]]\n"
+                                 "       aibox --version\n";
 
 /* The commands, or with word only the subcommands of `aibox word` ("tasks clean"). */
 static void print_commands(FILE *f, const char *word)

@@ -26,10 +26,10 @@ int allow_preset_name_ok(const char *n)
 }
 
 static int add_lines(struct allow_list *l, const char *text, const char *presets_dir,
-		     int allow_presets, const char *what, struct buf *err);
+                     int allow_presets, const char *what, struct buf *err);
 
-static int add_one(struct allow_list *l, const char *s, const char *presets_dir,
-		   int allow_presets, struct buf *err)
+static int add_one(struct allow_list *l, const char *s, const char *presets_dir, int allow_presets,
+                   struct buf *err)
 {
 	struct allow_entry e;
 	struct buf why = BUF_INIT; /* filled only on the way out */
@@ -55,7 +55,7 @@ static int add_one(struct allow_list *l, const char *s, const char *presets_dir,
 		r = buf_read_file(&text, path.buf, PRESET_MAX);
 		if (r < 0) {
 			buf_addf(err, "unknown preset '%s': cannot read '%s': %s", s + 7, path.buf,
-				 strerror((int)-r));
+			         strerror((int)-r));
 			buf_release(&path);
 			buf_release(&text);
 			return -1;
@@ -110,7 +110,7 @@ add:
 }
 
 static int add_lines(struct allow_list *l, const char *text, const char *presets_dir,
-		     int allow_presets, const char *what, struct buf *err)
+                     int allow_presets, const char *what, struct buf *err)
 {
 	const char *p = text;
 	int lineno = 0;
@@ -152,8 +152,7 @@ int allow_add(struct allow_list *l, const char *entry, const char *presets_dir, 
 	return add_one(l, entry, presets_dir, 1, err);
 }
 
-int allow_add_file(struct allow_list *l, const char *path, const char *presets_dir,
-		   struct buf *err)
+int allow_add_file(struct allow_list *l, const char *path, const char *presets_dir, struct buf *err)
 {
 	struct buf text = BUF_INIT;
 	ssize_t r = buf_read_file(&text, path, 1 << 20);
@@ -225,10 +224,10 @@ static int v4_public(uint32_t a)
 		uint32_t net;
 		int bits;
 	} special[] = {
-		{ 0x00000000, 8 },  { 0x0a000000, 8 },	{ 0x64400000, 10 }, { 0x7f000000, 8 },
-		{ 0xa9fe0000, 16 }, { 0xac100000, 12 }, { 0xc0000000, 24 }, { 0xc0000200, 24 },
-		{ 0xc0586300, 24 }, { 0xc0a80000, 16 }, { 0xc6120000, 15 }, { 0xc6336400, 24 },
-		{ 0xcb007100, 24 }, { 0xe0000000, 4 },	{ 0xf0000000, 4 },
+	    {0x00000000, 8},  {0x0a000000, 8},  {0x64400000, 10}, {0x7f000000, 8},
+	    {0xa9fe0000, 16}, {0xac100000, 12}, {0xc0000000, 24}, {0xc0000200, 24},
+	    {0xc0586300, 24}, {0xc0a80000, 16}, {0xc6120000, 15}, {0xc6336400, 24},
+	    {0xcb007100, 24}, {0xe0000000, 4},  {0xf0000000, 4},
 	};
 
 	for (size_t i = 0; i < ARRAY_SIZE(special); i++) {
@@ -255,7 +254,8 @@ int addr_is_public(const struct sockaddr *sa)
 			return 0;
 		if (a[0] == 0x20 && a[1] == 0x01 && a[2] < 0x02) /* 2001::/23 */
 			return 0;
-		if (a[0] == 0x20 && a[1] == 0x01 && a[2] == 0x0d && a[3] == 0xb8) /* 2001:db8::/32 */
+		if (a[0] == 0x20 && a[1] == 0x01 && a[2] == 0x0d &&
+		    a[3] == 0xb8) /* 2001:db8::/32 */
 			return 0;
 		if (a[0] == 0x20 && a[1] == 0x02) /* 2002::/16, 6to4 */
 			return 0;

@@ -23,16 +23,16 @@
 struct buf;
 
 enum allow_kind {
-	ALLOW_NAME,	/* exact name */
+	ALLOW_NAME,     /* exact name */
 	ALLOW_WILDCARD, /* subdomains of host */
-	ALLOW_ADDR,	/* an IP literal */
+	ALLOW_ADDR,     /* an IP literal */
 };
 
 struct allow_entry {
 	enum allow_kind kind;
 	char host[256]; /* lowercase; for ALLOW_WILDCARD the domain without "*." */
 	int port;
-	int family;	/* ALLOW_ADDR: AF_INET or AF_INET6 */
+	int family; /* ALLOW_ADDR: AF_INET or AF_INET6 */
 	unsigned char addr[16];
 };
 
@@ -41,7 +41,10 @@ struct allow_list {
 	size_t nr, alloc;
 };
 
-#define ALLOW_LIST_INIT { NULL, 0, 0 }
+#define ALLOW_LIST_INIT                                                                            \
+	{                                                                                          \
+		NULL, 0, 0                                                                         \
+	}
 
 /* The longest preset name. */
 #define ALLOW_PRESET_NAME_MAX 32
@@ -64,7 +67,7 @@ int allow_add(struct allow_list *l, const char *entry, const char *presets_dir, 
  * '#' ignored, surrounding spaces trimmed.  0, or -1 with a message in err.
  */
 int allow_add_file(struct allow_list *l, const char *path, const char *presets_dir,
-		   struct buf *err);
+                   struct buf *err);
 
 void allow_clear(struct allow_list *l);
 

@@ -29,8 +29,8 @@
  * held whole: git-http-backend's own default cap (http.maxRequestBuffer).
  * docs/broker.md, "Memory", adds up what a broker may cost.
  */
-#define BODY_MAX (10u << 20)
-#define DRAIN_MAX (4ull << 30) /* body read and dropped before a refusal */
+#define BODY_MAX     (10u << 20)
+#define DRAIN_MAX    (4ull << 30) /* body read and dropped before a refusal */
 #define IO_TIMEOUT_S 300
 
 /* ---- logging: one line per operation, never a token ---- */
@@ -69,7 +69,7 @@ void broker_log(const struct broker *br, const char *fmt, ...)
 
 static void set_timeouts(int fd)
 {
-	struct timeval tv = { IO_TIMEOUT_S, 0 };
+	struct timeval tv = {IO_TIMEOUT_S, 0};
 
 	(void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	(void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
@@ -106,16 +106,16 @@ static void send_answer(struct hconn *c, int status, const char *ctype, const st
 	struct buf b = BUF_INIT;
 
 	buf_addf(&b,
-		 "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
-		 "Cache-Control: no-cache\r\nConnection: close\r\n\r\n",
-		 status, reason_phrase(status), ctype, body->len);
+	         "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
+	         "Cache-Control: no-cache\r\nConnection: close\r\n\r\n",
+	         status, reason_phrase(status), ctype, body->len);
 	buf_add(&b, body->buf, body->len);
 	(void)hconn_write(c, b.buf, b.len);
 	buf_release(&b);
 }
 
 __attribute__((format(printf, 3, 4))) static void send_text(struct hconn *c, int status,
-							    const char *fmt, ...)
+                                                            const char *fmt, ...)
 {
 	struct buf body = BUF_INIT;
 	va_list ap;
@@ -133,8 +133,7 @@ __attribute__((format(printf, 3, 4))) static void send_text(struct hconn *c, int
  * A refusal git prints as "fatal: remote error: <msg>": an ERR pkt-line
  * where the client expects the service's answer.
  */
-static void send_git_error(struct hconn *c, const char *service, int advertisement,
-			   const char *msg)
+static void send_git_error(struct hconn *c, const char *service, int advertisement, const char *msg)
 {
 	struct buf body = BUF_INIT;
 	char ctype[64];
@@ -145,7 +144,7 @@ static void send_git_error(struct hconn *c, const char *service, int advertiseme
 	}
 	pkt_addf(&body, "ERR aibox-broker: %s", msg);
 	snprintf(ctype, sizeof(ctype), "application/x-%s-%s", service,
-		 advertisement ? "advertisement" : "result");
+	         advertisement ? "advertisement" : "result");
 	send_answer(c, 200, ctype, &body);
 	buf_release(&body);
 }
@@ -154,19 +153,20 @@ static void send_git_error(struct hconn *c, const char *service, int advertiseme
 
 /* Request headers the client may send on to the remote; all others are dropped. */
 static const char *const pass_request[] = {
-	"Accept", "Accept-Language", "Content-Type", "Git-Protocol", "User-Agent", "Pragma",
+    "Accept", "Accept-Language", "Content-Type", "Git-Protocol", "User-Agent", "Pragma",
 };
 
 /* Response headers the remote may send back; all others are dropped. */
 static const char *const pass_response[] = {
-	"Content-Type", "Content-Encoding", "Cache-Control", "Expires", "Pragma", "Last-Modified",
+    "Content-Type", "Content-Encoding", "Cache-Control", "Expires", "Pragma", "Last-Modified",
 };
 
 /* Is the header hd named in list? */
 static int in_list(const struct http_header *hd, const char *const *list, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
-		if (strlen(list[i]) == hd->name_len && !strncasecmp(hd->name, list[i], hd->name_len))
+		if (strlen(list[i]) == hd->name_len &&
+		    !strncasecmp(hd->name, list[i], hd->name_len))
 			return 1;
 	return 0;
 }
@@ -180,7 +180,7 @@ struct request {
 	size_t idx;
 	const char *rest;    /* after /<n>/: "info/refs?service=...", "git-upload-pack", ... */
 	const char *service; /* git-upload-pack or git-receive-pack */
-	int advert;	     /* info/refs */
+	int advert;          /* info/refs */
 	int gzip;
 	int http10;
 	int want_continue;
@@ -237,7 +237,7 @@ struct scrub {
 
 /* Pass n bytes on through sc (last: all of what is held).  0 or -errno. */
 static int relay(struct hconn *client, int chunked, struct scrub *sc, const char *data, size_t n,
-		 int last)
+                 int last)
 {
 	size_t keep = last || !sc->rm->secret_max ? 0 : sc->rm->secret_max - 1;
 	size_t ready;
@@ -249,7 +249,7 @@ static int relay(struct hconn *client, int chunked, struct scrub *sc, const char
 		return 0;
 	ready = sc->hold.len - keep;
 	r = chunked ? send_chunk(client, sc->hold.buf, ready)
-		    : hconn_write(client, sc->hold.buf, ready);
+	            : hconn_write(client, sc->hold.buf, ready);
 	buf_consume(&sc->hold, ready);
 	return r;
 }
@@ -290,7 +290,7 @@ static int upstream_connect(const struct request *rq, struct hconn *up, struct b
 
 		if (v != X509_V_OK)
 			buf_addf(why, "TLS with %s failed: %s", rm->hostport,
-				 X509_verify_cert_error_string(v));
+			         X509_verify_cert_error_string(v));
 		else
 			buf_addf(why, "TLS with %s failed", rm->hostport);
 		ERR_clear_error();
@@ -380,12 +380,12 @@ static void upstream_head(const struct request *rq, long long length, struct buf
 	const struct http_head *h = &rq->m.h;
 
 	buf_addf(head, "%s %s/%s HTTP/1.1\r\nHost: %s\r\n", rq->method, rm->path, rq->rest,
-		 rm->hostport);
+	         rm->hostport);
 	buf_addstr(head, rm->auth_header);
 	for (int i = 0; i < h->nhdr; i++)
 		if (in_list(&h->hdr[i], pass_request, ARRAY_SIZE(pass_request)))
 			buf_addf(head, "%.*s: %.*s\r\n", (int)h->hdr[i].name_len, h->hdr[i].name,
-				 (int)h->hdr[i].value_len, h->hdr[i].value);
+			         (int)h->hdr[i].value_len, h->hdr[i].value);
 	if (!strcmp(rq->method, "POST")) {
 		if (length >= 0)
 			buf_addf(head, "Content-Length: %lld\r\n", length);
@@ -401,7 +401,7 @@ static void upstream_head(const struct request *rq, long long length, struct buf
  * `length`, or chunked when it is -1.  0, or -1 with res->why.
  */
 static int send_upstream(struct hconn *up, const struct request *rq, const struct buf *pre,
-			 struct hconn_body *rest, long long length, struct fwd_result *res)
+                         struct hconn_body *rest, long long length, struct fwd_result *res)
 {
 	struct buf head = BUF_INIT;
 	char *data = NULL;
@@ -426,7 +426,8 @@ static int send_upstream(struct hconn *up, const struct request *rq, const struc
 		if (n == 0)
 			break;
 		res->up_bytes += (unsigned long long)n;
-		r = length >= 0 ? hconn_write(up, data, (size_t)n) : send_chunk(up, data, (size_t)n);
+		r = length >= 0 ? hconn_write(up, data, (size_t)n)
+		                : send_chunk(up, data, (size_t)n);
 	}
 	if (!r && length < 0)
 		r = hconn_write(up, "0\r\n\r\n", 5);
@@ -441,13 +442,14 @@ out:
 
 /* The remote's answer head, interim 1xx heads skipped.  0, or -1 with res->why. */
 static int read_answer_head(struct hconn *up, const struct request *rq, struct hconn_head *resp,
-			    struct fwd_result *res)
+                            struct fwd_result *res)
 {
 	for (;;) {
 		int r = hconn_read_head(up, 0, resp);
 
 		if (r < 0) {
-			buf_addf(&res->why, "bad answer from %s: %s", rq->rm->hostport, strerror(-r));
+			buf_addf(&res->why, "bad answer from %s: %s", rq->rm->hostport,
+			         strerror(-r));
 			return -1;
 		}
 		if (resp->h.status >= 200)
@@ -466,11 +468,11 @@ static int read_answer_head(struct hconn *up, const struct request *rq, struct h
  * answer broke off.
  */
 static int relay_answer(struct hconn *client, const struct request *rq,
-			const struct http_head *resp, struct hconn_body *rb, const struct buf *ahead,
-			long long out_len, struct fwd_result *res)
+                        const struct http_head *resp, struct hconn_body *rb,
+                        const struct buf *ahead, long long out_len, struct fwd_result *res)
 {
 	struct buf head = BUF_INIT;
-	struct scrub sc = { rq->rm, BUF_INIT };
+	struct scrub sc = {rq->rm, BUF_INIT};
 	char *data = xmalloc(65536);
 	int r, chunked_out = 0;
 
@@ -478,8 +480,8 @@ static int relay_answer(struct hconn *client, const struct request *rq,
 	for (int i = 0; i < resp->nhdr; i++)
 		if (in_list(&resp->hdr[i], pass_response, ARRAY_SIZE(pass_response)))
 			buf_addf(&head, "%.*s: %.*s\r\n", (int)resp->hdr[i].name_len,
-				 resp->hdr[i].name, (int)resp->hdr[i].value_len,
-				 resp->hdr[i].value);
+			         resp->hdr[i].name, (int)resp->hdr[i].value_len,
+			         resp->hdr[i].value);
 	scrub_span(rq->rm, head.buf, head.len);
 	if (out_len >= 0) {
 		buf_addf(&head, "Content-Length: %lld\r\n", out_len);
@@ -521,14 +523,14 @@ out:
  * filled), else 0.
  */
 static int answer_refused(struct hconn *client, const struct request *rq,
-			  const struct http_head *resp, struct fwd_result *res)
+                          const struct http_head *resp, struct fwd_result *res)
 {
 	int status = resp->status;
 	const struct http_header *ce = http_header(resp, "content-encoding", NULL);
 
 	if (status == 401 || status == 407 || (status >= 300 && status < 400)) {
 		buf_addf(&res->why, "%s answered %d%s", rq->rm->hostport, status,
-			 status == 401 ? " (the token was not accepted)" : "");
+		         status == 401 ? " (the token was not accepted)" : "");
 		res->status = 502;
 		send_text(client, 502, "the remote answered %d", status);
 		return 1;
@@ -550,7 +552,7 @@ static int answer_refused(struct hconn *client, const struct request *rq,
  * (nothing sent to the client yet when res->status is 0).
  */
 static int forward(struct hconn *client, const struct request *rq, const struct buf *pre,
-		   struct hconn_body *rest, long long length, struct fwd_result *res)
+                   struct hconn_body *rest, long long length, struct fwd_result *res)
 {
 	struct hconn up;
 	struct hconn_head resp = HCONN_HEAD_INIT;
@@ -577,7 +579,7 @@ static int forward(struct hconn *client, const struct request *rq, const struct 
 
 		if (r < 0) {
 			buf_addf(&res->why, "bad receive-pack advertisement from %s: %s",
-				 rq->rm->hostport, strerror(-r));
+			         rq->rm->hostport, strerror(-r));
 			res->status = 502;
 			send_text(client, 502, "the remote sent a bad receive-pack advertisement");
 			goto out;
@@ -630,7 +632,7 @@ static const char *push_refusal(const struct broker_remote *rm, const struct pus
  * `all` is a reason for the whole push; else why[i] for each ref refused.
  */
 static void send_push_refusal(struct hconn *client, const struct broker_remote *rm,
-			      const struct push_commands *pc, const char **why, const char *all)
+                              const struct push_commands *pc, const char **why, const char *all)
 {
 	struct buf report = BUF_INIT, body = BUF_INIT, progress = BUF_INIT, allowed = BUF_INIT;
 	int sb64 = caps_have(pc->caps, "side-band-64k");
@@ -642,18 +644,19 @@ static void send_push_refusal(struct hconn *client, const struct broker_remote *
 	if (all)
 		buf_addf(&progress, "aibox-broker: refusing this push: %s\n", all);
 	for (size_t i = 0; i < pc->nr; i++) {
-		const char *w = why[i] ? why[i] : "not pushed: another ref of this push was refused";
+		const char *w =
+		    why[i] ? why[i] : "not pushed: another ref of this push was refused";
 
 		if (all)
 			pkt_addf(&report, "ng %s %s\n", pc->cmds[i].ref, all);
 		else
 			pkt_addf(&report, "ng %s %s (allowed: branches %s)\n", pc->cmds[i].ref, w,
-				 allowed.buf);
+			         allowed.buf);
 		if (why[i] && !all)
 			buf_addf(&progress,
-				 "aibox-broker: refusing %s: %s; this remote allows pushing "
-				 "branches %s\n",
-				 pc->cmds[i].ref, why[i], allowed.buf);
+			         "aibox-broker: refusing %s: %s; this remote allows pushing "
+			         "branches %s\n",
+			         pc->cmds[i].ref, why[i], allowed.buf);
 	}
 	pkt_flush(&report);
 	if (!rs) {
@@ -686,7 +689,7 @@ static const char *op_name(const struct request *rq)
 
 /* Log one operation; `refs` may be NULL. */
 static void log_op(const struct request *rq, const char *result, const char *refs,
-		   const struct fwd_result *res)
+                   const struct fwd_result *res)
 {
 	struct buf b = BUF_INIT;
 
@@ -762,8 +765,8 @@ static int read_command_list(struct hconn_body *body, struct push_commands *pc, 
 
 /* Forward pre, and the rest of body when it is not NULL; log as allowed or failed. */
 static void forward_logged(struct hconn *client, const struct request *rq, const struct buf *pre,
-			   struct hconn_body *body, long long length, const char *refs,
-			   struct fwd_result *res)
+                           struct hconn_body *body, long long length, const char *refs,
+                           struct fwd_result *res)
 {
 	if (forward(client, rq, pre, body, length, res) < 0 && !res->status) {
 		res->status = 502;
@@ -774,13 +777,13 @@ static void forward_logged(struct hconn *client, const struct request *rq, const
 
 /* Refuse a command list that push_commands_parse() (or reading it) refused with r. */
 static void refuse_command_list(struct hconn *client, const struct request *rq, int r,
-				struct fwd_result *res)
+                                struct fwd_result *res)
 {
-	const char *what = r == -EAGAIN	   ? "the command list ends without a flush"
-			   : r == -EFBIG   ? "the command list is too long"
-			   : r == -ENODATA ? "the command list is empty"
-			   : r == -EBADMSG ? "the command list is malformed"
-					   : strerror(-r);
+	const char *what = r == -EAGAIN    ? "the command list ends without a flush"
+	                   : r == -EFBIG   ? "the command list is too long"
+	                   : r == -ENODATA ? "the command list is empty"
+	                   : r == -EBADMSG ? "the command list is malformed"
+	                                   : strerror(-r);
 
 	buf_addf(&res->why, "%s", what);
 	res->status = r == -EFBIG ? 413 : 400;
@@ -795,8 +798,8 @@ static void refuse_command_list(struct hconn *client, const struct request *rq, 
  * (push options), or NULL; *refused is set when anything is.
  */
 static const char *check_commands(const struct request *rq, const struct push_commands *pc,
-				  const char **why, struct buf *refs, int *refused,
-				  struct fwd_result *res)
+                                  const char **why, struct buf *refs, int *refused,
+                                  struct fwd_result *res)
 {
 	*refused = 0;
 	for (size_t i = 0; i < pc->nr; i++) {
@@ -808,8 +811,8 @@ static const char *check_commands(const struct request *rq, const struct push_co
 			buf_addch(refs, ',');
 		log_add_clean(refs, c->ref, strlen(c->ref), 0);
 		buf_addstr(refs, oid_is_null(c->new_oid)   ? "(delete)"
-				 : oid_is_null(c->old_oid) ? "(create)"
-							   : "");
+		                 : oid_is_null(c->old_oid) ? "(create)"
+		                                           : "");
 		if (why[i])
 			buf_addf(&res->why, "%s%s: %s", res->why.len ? "; " : "", c->ref, why[i]);
 	}
@@ -839,7 +842,7 @@ static int is_probe(struct hconn_body *body, const struct buf *pre)
 }
 
 static void serve_push(struct hconn *client, const struct request *rq, struct hconn_body *body,
-		       struct fwd_result *res)
+                       struct fwd_result *res)
 {
 	struct push_commands pc = PUSH_COMMANDS_INIT;
 	struct buf pre = BUF_INIT, refs = BUF_INIT;
@@ -856,7 +859,7 @@ static void serve_push(struct hconn *client, const struct request *rq, struct hc
 			buf_addf(&res->why, "gzip body: %s", strerror(-r));
 			res->status = r == -EFBIG ? 413 : 400;
 			send_text(client, res->status, "cannot read the gzip request body: %s",
-				  strerror(-r));
+			          strerror(-r));
 			log_op(rq, "refused", NULL, res);
 			goto out;
 		}
@@ -899,7 +902,7 @@ out:
  * pkt-lines before anything goes to the remote.
  */
 static void serve_fetch_post(struct hconn *client, const struct request *rq,
-			     struct hconn_body *body, struct fwd_result *res)
+                             struct hconn_body *body, struct fwd_result *res)
 {
 	struct buf pre = BUF_INIT;
 	const char *what = NULL;
@@ -928,7 +931,8 @@ static void serve_fetch_post(struct hconn *client, const struct request *rq,
 		free(data);
 	}
 	if (r < 0)
-		what = rq->gzip ? "cannot read the gzip request body" : "cannot read the request body";
+		what =
+		    rq->gzip ? "cannot read the gzip request body" : "cannot read the request body";
 	else if (!pkt_stream_ok(pre.buf, pre.len))
 		what = "the request is not well-formed pkt-lines";
 	if (what) {
@@ -955,7 +959,7 @@ out:
  */
 static void linger_close(struct hconn *c)
 {
-	struct timeval tv = { 5, 0 };
+	struct timeval tv = {5, 0};
 	char *sink;
 	size_t total = 0;
 
@@ -974,15 +978,14 @@ static void linger_close(struct hconn *c)
 }
 
 /* Log a refusal of a request not yet tied to a remote's operation, with s escaped. */
-static void log_refused(const struct request *rq, const char *why, const char *what,
-			const char *s)
+static void log_refused(const struct request *rq, const char *why, const char *what, const char *s)
 {
 	struct buf t = BUF_INIT;
 
 	log_add_clean(&t, s, strlen(s), 1);
 	if (rq->rm)
 		broker_log(rq->br, "remote=%zu result=refused why=\"%s\" %s=\"%s\"", rq->idx, why,
-			   what, t.buf);
+		           what, t.buf);
 	else
 		broker_log(rq->br, "result=refused why=\"%s\" %s=\"%s\"", why, what, t.buf);
 	buf_release(&t);
@@ -1005,8 +1008,8 @@ static int read_request(struct hconn *client, struct request *rq, long want_idx)
 	rq->http10 = rq->m.h.minor == 0;
 	rq->method = xstrndup(rq->m.h.method, rq->m.h.method_len);
 	rq->target = xstrndup(rq->m.h.target, rq->m.h.target_len);
-	if (breq_parse_target(rq->target, &rq->idx, &rq->rest) < 0 ||
-	    rq->idx >= rq->br->nremotes || (want_idx >= 0 && (size_t)want_idx != rq->idx)) {
+	if (breq_parse_target(rq->target, &rq->idx, &rq->rest) < 0 || rq->idx >= rq->br->nremotes ||
+	    (want_idx >= 0 && (size_t)want_idx != rq->idx)) {
 		send_text(client, 404, "no such remote");
 		log_refused(rq, "no such remote", "target", rq->target);
 		return -1;
@@ -1030,7 +1033,7 @@ static int read_request(struct hconn *client, struct request *rq, long want_idx)
 
 /* Refuse rq with status and why, answered as text.  Returns -1. */
 static int refuse(struct hconn *client, const struct request *rq, int status, const char *why,
-		  const char *answer, struct fwd_result *res)
+                  const char *answer, struct fwd_result *res)
 {
 	res->status = status;
 	buf_addstr(&res->why, why);
@@ -1061,13 +1064,13 @@ static int check_request(struct hconn *client, struct request *rq, struct fwd_re
 		return refuse(client, rq, 400, "GET with a body", "GET with a body", res);
 	if (!rq->advert && !h->chunked && h->content_length < 0)
 		return refuse(client, rq, 400, "POST without Content-Length or chunked",
-			      "POST needs Content-Length or chunked", res);
+		              "POST needs Content-Length or chunked", res);
 	ce = http_header(h, "content-encoding", &nce);
 	if (ce) {
 		if (nce > 1 || !((ce->value_len == 4 && !strncasecmp(ce->value, "gzip", 4)) ||
-				 (ce->value_len == 6 && !strncasecmp(ce->value, "x-gzip", 6))))
+		                 (ce->value_len == 6 && !strncasecmp(ce->value, "x-gzip", 6))))
 			return refuse(client, rq, 415, "unsupported Content-Encoding",
-				      "only gzip request bodies are understood", res);
+			              "only gzip request bodies are understood", res);
 		rq->gzip = 1;
 	}
 	return 0;
@@ -1079,7 +1082,7 @@ static int check_request(struct hconn *client, struct request *rq, struct fwd_re
  * sent it.  0, or -1 when refused (answered and logged).
  */
 static int check_policy(struct hconn *client, const struct request *rq, struct hconn_body *body,
-			struct fwd_result *res)
+                        struct fwd_result *res)
 {
 	int fetch = !strcmp(rq->service, "git-upload-pack");
 
@@ -1090,14 +1093,14 @@ static int check_policy(struct hconn *client, const struct request *rq, struct h
 	buf_addstr(&res->why, fetch ? "fetch is not allowed" : "push is not allowed");
 	res->status = 200;
 	send_git_error(client, rq->service, rq->advert,
-		       fetch ? "fetching from this remote is not allowed"
-			     : "pushing to this remote is not allowed");
+	               fetch ? "fetching from this remote is not allowed"
+	                     : "pushing to this remote is not allowed");
 	log_op(rq, "refused", NULL, res);
 	return -1;
 }
 
 void broker_serve(const struct broker *br, int fd, const char *prefix, size_t prefix_len,
-		  long want_idx)
+                  long want_idx)
 {
 	struct hconn client;
 	struct request rq;
@@ -1188,10 +1191,10 @@ void broker_remote_credentials(struct broker_remote *rm)
 		size_t n;
 
 		buf_addf(&plain, "%s:%s", rm->auth_user ? rm->auth_user : "x-access-token",
-			 rm->token);
+		         rm->token);
 		buf_grow(&cred, 4 * ((plain.len + 2) / 3) + 1);
 		n = (size_t)EVP_EncodeBlock((unsigned char *)cred.buf,
-					    (const unsigned char *)plain.buf, (int)plain.len);
+		                            (const unsigned char *)plain.buf, (int)plain.len);
 		buf_setlen(&cred, n);
 		buf_wipe_release(&plain);
 		buf_addf(&hdr, "Authorization: Basic %s\r\n", cred.buf);

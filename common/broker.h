@@ -24,7 +24,7 @@ struct broker_remote {
 	char *url;
 	char *host; /* as in the URL, without brackets */
 	char *port;
-	char *path;	/* "/owner/repo.git", no trailing '/', may be "" */
+	char *path;     /* "/owner/repo.git", no trailing '/', may be "" */
 	char *hostport; /* for the Host header */
 	const char *token_env;
 	char *token;
@@ -59,7 +59,7 @@ void broker_remote_credentials(struct broker_remote *rm);
 
 /* One line "<UTC time> [<pid>] <text>" on br->log_fd; never fails. */
 __attribute__((format(printf, 2, 3))) void broker_log(const struct broker *br, const char *fmt,
-						      ...);
+                                                      ...);
 
 /*
  * Serve the one request on the connected socket fd, answer it and close fd.
@@ -67,6 +67,6 @@ __attribute__((format(printf, 2, 3))) void broker_log(const struct broker *br, c
  * want_idx the remote the hand-off named, or -1.
  */
 void broker_serve(const struct broker *br, int fd, const char *prefix, size_t prefix_len,
-		  long want_idx);
+                  long want_idx);
 
 #endif

@@ -57,8 +57,9 @@ int broker_tokens_take(const struct config *cfg, struct buf *lines, struct buf *
 			continue;
 		buf_reset(&v);
 		if (secret_take_env(g->token_env, &v) <= 0 || !v.len) {
-			buf_addf(err, "the git remote '%s' takes its token from %s, which is not set",
-				 g->url, g->token_env);
+			buf_addf(err,
+			         "the git remote '%s' takes its token from %s, which is not set",
+			         g->url, g->token_env);
 			ret = -EINVAL;
 			break;
 		}

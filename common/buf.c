@@ -180,7 +180,7 @@ static ssize_t read_fd(struct buf *b, int fd, size_t max, int timeout_ms)
 		ssize_t n;
 
 		if (timeout_ms >= 0) {
-			struct pollfd pfd = { .fd = fd, .events = POLLIN };
+			struct pollfd pfd = {.fd = fd, .events = POLLIN};
 			int64_t left = until - mono_ms();
 			int r;
 

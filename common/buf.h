@@ -22,7 +22,10 @@ struct buf {
 };
 
 extern char buf_slopbuf[];
-#define BUF_INIT { buf_slopbuf, 0, 0 }
+#define BUF_INIT                                                                                   \
+	{                                                                                          \
+		buf_slopbuf, 0, 0                                                                  \
+	}
 
 void buf_init(struct buf *b, size_t hint);
 

@@ -19,11 +19,11 @@ static char *buf_take(struct buf *b)
 }
 
 static int plan_one(const struct config_claude *c, const char *key, const char *home,
-		    struct claude_shares *out, struct buf *err)
+                    struct claude_shares *out, struct buf *err)
 {
 	struct buf host = BUF_INIT, guest = BUF_INIT, tag = BUF_INIT;
 	struct claude_share *s;
-	struct stat st = { 0 };
+	struct stat st = {0};
 
 	if (c->kind == CONFIG_CLAUDE_NONE)
 		return 0;
@@ -57,7 +57,7 @@ static int plan_one(const struct config_claude *c, const char *key, const char *
 }
 
 int claude_shares_plan(const struct config *cfg, const char *home, struct claude_shares *out,
-		       struct buf *err)
+                       struct buf *err)
 {
 	int ret;
 

@@ -25,7 +25,7 @@
 #include "config.h"
 #include "guest_abi.h"
 
-#define CLAUDE_SHARE_MAX        3
+#define CLAUDE_SHARE_MAX 3
 
 struct claude_share {
 	const char *key; /* "skills", "agents" or "commands" (static) */
@@ -51,7 +51,7 @@ struct claude_shares {
  * reason in err ("skills: '/x' is not a folder"); out is then empty.
  */
 int claude_shares_plan(const struct config *cfg, const char *home, struct claude_shares *out,
-		       struct buf *err);
+                       struct buf *err);
 
 void claude_shares_release(struct claude_shares *s);
 

@@ -22,8 +22,8 @@
 #include "usage.h"
 #include "banned.h"
 
-#define STR_(x) #x
-#define STR(x)  STR_(x)
+#define STR_(x)         #x
+#define STR(x)          STR_(x)
 #define PRESET_MAX_TEXT STR(ALLOW_PRESET_NAME_MAX)
 
 const char config_default_text[] =

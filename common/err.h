@@ -34,7 +34,7 @@
 #include <stddef.h>
 
 #define EXIT_REFUSED 1
-#define EXIT_ERROR 2
+#define EXIT_ERROR   2
 
 /* The name messages start with; set by tool_init() from argv[0]. */
 extern const char *progname;
@@ -96,15 +96,15 @@ char *xstrdup(const char *s);
 char *xstrndup(const char *s, size_t n);
 
 /* Grow an array of `nr` used elements to hold at least `want`, doubling. */
-#define ALLOC_GROW(p, want, alloc)                                                          \
-	do {                                                                                \
-		if ((size_t)(want) > (alloc)) {                                             \
-			size_t alloc_grow_n_ = (alloc) ? (alloc) * 2 : 16;                  \
-			if (alloc_grow_n_ < (size_t)(want))                                 \
-				alloc_grow_n_ = (want);                                     \
-			(p) = xrealloc((p), alloc_grow_n_ * sizeof(*(p)));                  \
-			(alloc) = alloc_grow_n_;                                            \
-		}                                                                           \
+#define ALLOC_GROW(p, want, alloc)                                                                 \
+	do {                                                                                       \
+		if ((size_t)(want) > (alloc)) {                                                    \
+			size_t alloc_grow_n_ = (alloc) ? 2 * (alloc) : 16;                         \
+			if (alloc_grow_n_ < (size_t)(want))                                        \
+				alloc_grow_n_ = (want);                                            \
+			(p) = xrealloc((p), alloc_grow_n_ * sizeof(*(p)));                         \
+			(alloc) = alloc_grow_n_;                                                   \
+		}                                                                                  \
 	} while (0)
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))

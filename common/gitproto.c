@@ -10,8 +10,7 @@
 #include "hex.h"
 #include "banned.h"
 
-int pkt_parse(const char *data, size_t len, enum pkt_kind *kind, const char **payload,
-	      size_t *plen)
+int pkt_parse(const char *data, size_t len, enum pkt_kind *kind, const char **payload, size_t *plen)
 {
 	size_t n = 0;
 

@@ -25,8 +25,8 @@
 
 enum pkt_kind {
 	PKT_DATA,
-	PKT_FLUSH,	 /* 0000 */
-	PKT_DELIM,	 /* 0001 (protocol v2) */
+	PKT_FLUSH,       /* 0000 */
+	PKT_DELIM,       /* 0001 (protocol v2) */
 	PKT_RESPONSE_END /* 0002 (protocol v2) */
 };
 
@@ -38,7 +38,7 @@ enum pkt_kind {
  * which git never sends), or exceeds PKT_MAX.
  */
 int pkt_parse(const char *data, size_t len, enum pkt_kind *kind, const char **payload,
-	      size_t *plen);
+              size_t *plen);
 
 /* Whether data[0..len) is one or more whole, well-formed pkt-lines, nothing else. */
 int pkt_stream_ok(const char *data, size_t len);
@@ -69,11 +69,14 @@ struct push_cmd {
 struct push_commands {
 	struct push_cmd *cmds;
 	size_t nr, alloc;
-	char *caps;	 /* the capability list after the first command's NUL, or "" */
+	char *caps;      /* the capability list after the first command's NUL, or "" */
 	size_t consumed; /* bytes of the body up to and including the flush */
 };
 
-#define PUSH_COMMANDS_INIT { NULL, 0, 0, NULL, 0 }
+#define PUSH_COMMANDS_INIT                                                                         \
+	{                                                                                          \
+		NULL, 0, 0, NULL, 0                                                                \
+	}
 
 /*
  * Parse the command list at the start of a receive-pack request body: lines

@@ -19,14 +19,14 @@ int handoff_send(int sock, int fd, int remote, const void *data, size_t len)
 {
 	char hdr[HANDOFF_LINE_MAX];
 	int n = remote >= 0 ? snprintf(hdr, sizeof(hdr), "aibox-broker/1 %d %zu\n", remote, len)
-			    : snprintf(hdr, sizeof(hdr), "aibox-broker/1 - %zu\n", len);
-	struct iovec iov[2] = { { hdr, (size_t)n }, { (void *)data, len } };
+	                    : snprintf(hdr, sizeof(hdr), "aibox-broker/1 - %zu\n", len);
+	struct iovec iov[2] = {{hdr, (size_t)n}, {(void *)data, len}};
 	union {
 		char b[CMSG_SPACE(sizeof(int))];
 		struct cmsghdr align;
 	} cm;
-	struct msghdr msg = { .msg_iov = iov, .msg_iovlen = 2, .msg_control = cm.b,
-			      .msg_controllen = sizeof(cm.b) };
+	struct msghdr msg = {
+	    .msg_iov = iov, .msg_iovlen = 2, .msg_control = cm.b, .msg_controllen = sizeof(cm.b)};
 	struct cmsghdr *cmsg;
 	ssize_t r;
 
@@ -102,9 +102,11 @@ int handoff_recv(int sock, struct handoff_msg *m)
 		char buf[CMSG_SPACE(sizeof(int) * MAX_FDS)];
 		struct cmsghdr align;
 	} cm;
-	struct iovec iov = { data, sizeof(data) };
-	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf,
-			      .msg_controllen = sizeof(cm.buf) };
+	struct iovec iov = {data, sizeof(data)};
+	struct msghdr msg = {.msg_iov = &iov,
+	                     .msg_iovlen = 1,
+	                     .msg_control = cm.buf,
+	                     .msg_controllen = sizeof(cm.buf)};
 	int fds[MAX_FDS], nfds, r = -EBADMSG;
 	struct stat st;
 	char *nl;

@@ -31,7 +31,7 @@ int handoff_send(int sock, int fd, int remote, const void *data, size_t len);
 
 /* One message received. */
 struct handoff_msg {
-	int fd;	     /* the connection, now the caller's to close */
+	int fd;      /* the connection, now the caller's to close */
 	long remote; /* the remote number, -1 for "-" */
 	size_t len;
 	char data[HANDOFF_DATA_MAX];

@@ -100,7 +100,7 @@ int hconn_write(struct hconn *c, const void *data, size_t n)
 
 		if (r <= 0)
 			return SSL_get_error(c->ssl, r) == SSL_ERROR_SYSCALL && errno ? -errno
-										      : -EPROTO;
+			                                                              : -EPROTO;
 		p += r;
 		n -= (size_t)r;
 	}
@@ -148,8 +148,7 @@ int hconn_read_head(struct hconn *c, int request, struct hconn_head *m)
 	}
 }
 
-void hconn_body_init(struct hconn_body *b, struct hconn *c, const struct http_head *h,
-		     int request)
+void hconn_body_init(struct hconn_body *b, struct hconn *c, const struct http_head *h, int request)
 {
 	b->c = c;
 	if (h->chunked)
@@ -194,7 +193,7 @@ ssize_t hconn_body_read(struct hconn_body *b, void *dst, size_t n)
 
 /* Inflate n bytes at in into out, at most max bytes in all.  0 or -errno. */
 static int inflate_some(z_stream *zs, int *zr, const char *in, size_t n, struct buf *out,
-			size_t max)
+                        size_t max)
 {
 	zs->next_in = (unsigned char *)in;
 	zs->avail_in = (unsigned)n;
@@ -220,7 +219,7 @@ static int inflate_some(z_stream *zs, int *zr, const char *in, size_t n, struct 
 }
 
 int hconn_body_inflate(struct hconn_body *b, struct buf *out, size_t max,
-		       unsigned long long *in_bytes)
+                       unsigned long long *in_bytes)
 {
 	z_stream zs;
 	char *in = xmalloc(FILL_SIZE);

@@ -20,7 +20,7 @@
 #include "http.h"
 
 struct hconn {
-	int fd;	  /* -1: none; then only the bytes put into `in` are read */
+	int fd;   /* -1: none; then only the bytes put into `in` are read */
 	SSL *ssl; /* when set, reads and writes go through it */
 	/*
 	 * Another source of bytes (the fuzz target's): when set, reads call it
@@ -51,7 +51,10 @@ struct hconn_head {
 	struct http_head h; /* points into raw */
 };
 
-#define HCONN_HEAD_INIT { BUF_INIT }
+#define HCONN_HEAD_INIT                                                                            \
+	{                                                                                          \
+		BUF_INIT                                                                           \
+	}
 
 void hconn_head_release(struct hconn_head *m);
 
@@ -75,8 +78,7 @@ struct hconn_body {
  * else none for a request and up to the end of the connection for a
  * response.
  */
-void hconn_body_init(struct hconn_body *b, struct hconn *c, const struct http_head *h,
-		     int request);
+void hconn_body_init(struct hconn_body *b, struct hconn *c, const struct http_head *h, int request);
 
 /*
  * Up to n payload bytes.  > 0, 0 at the body's end, -EBADMSG for broken
@@ -91,6 +93,6 @@ ssize_t hconn_body_read(struct hconn_body *b, void *dst, size_t n);
  * hconn_body_read() error.  Memory: out plus 64 KiB and zlib's state.
  */
 int hconn_body_inflate(struct hconn_body *b, struct buf *out, size_t max,
-		       unsigned long long *in_bytes);
+                       unsigned long long *in_bytes);
 
 #endif

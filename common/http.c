@@ -158,7 +158,7 @@ static int field_meaning(struct http_head *h, const struct http_header *hd, stru
 static int parse_fields(const char *buf, size_t len, size_t pos, int request, struct http_head *h,
                         struct buf *err)
 {
-	struct seen seen = { 0, 0, 0 };
+	struct seen seen = {0, 0, 0};
 
 	h->nhdr = 0;
 	h->content_length = -1;
@@ -481,7 +481,7 @@ enum {
 	CK_DATA,
 	CK_DATA_CR,
 	CK_DATA_LF,
-	CK_TRAILER,	 /* at the start of a trailer line */
+	CK_TRAILER,      /* at the start of a trailer line */
 	CK_TRAILER_NAME, /* inside a trailer field's name */
 	CK_TRAILER_LINE, /* inside a trailer field's value */
 	CK_TRAILER_LF,

@@ -22,8 +22,8 @@
 
 struct buf;
 
-#define HTTP_MAX_LINE 8192   /* request line, status line, one header line */
-#define HTTP_MAX_HEAD 16384  /* the whole head, empty line included */
+#define HTTP_MAX_LINE    8192  /* request line, status line, one header line */
+#define HTTP_MAX_HEAD    16384 /* the whole head, empty line included */
 #define HTTP_MAX_HEADERS 100
 
 struct http_header {
@@ -35,18 +35,18 @@ struct http_head {
 	/* Request: method and target; response: status and reason in target. */
 	const char *method, *target;
 	size_t method_len, target_len;
-	int status;	   /* responses only */
-	int minor;	   /* HTTP/1.<minor>: 0 or 1 */
-	size_t head_len;   /* bytes up to and including the empty line */
+	int status;      /* responses only */
+	int minor;       /* HTTP/1.<minor>: 0 or 1 */
+	size_t head_len; /* bytes up to and including the empty line */
 	int nhdr;
 	struct http_header hdr[HTTP_MAX_HEADERS];
 
 	/* Filled from the headers. */
-	int64_t content_length;	 /* -1 when absent */
-	int chunked;		 /* Transfer-Encoding: chunked */
-	int conn_close;		 /* Connection: close (or HTTP/1.0 without keep-alive) */
-	int expect_continue;	 /* Expect: 100-continue */
-	const char *host;	 /* the Host header's value, or NULL */
+	int64_t content_length; /* -1 when absent */
+	int chunked;            /* Transfer-Encoding: chunked */
+	int conn_close;         /* Connection: close (or HTTP/1.0 without keep-alive) */
+	int expect_continue;    /* Expect: 100-continue */
+	const char *host;       /* the Host header's value, or NULL */
 	size_t host_len;
 };
 
@@ -102,9 +102,9 @@ enum http_body_kind {
 
 struct http_body {
 	enum http_body_kind kind;
-	uint64_t left;	 /* BODY_LENGTH: bytes to go; BODY_CHUNKED: of this chunk */
-	int state;	 /* chunked parser state */
-	unsigned line;	 /* length of the current size/trailer line */
+	uint64_t left; /* BODY_LENGTH: bytes to go; BODY_CHUNKED: of this chunk */
+	int state;     /* chunked parser state */
+	unsigned line; /* length of the current size/trailer line */
 	unsigned ndigits;
 	int done;
 	/*

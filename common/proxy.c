@@ -371,11 +371,11 @@ static void listen_or_not(struct proxy *px)
 
 	if (px->nconns < cfg->max_conns && !px->listening &&
 	    px->now_ms >= px->accept_paused_until) {
-		px_set_events(px, cfg->listen_fd, &px->h_listen, &(uint32_t){ 0 }, EPOLLIN);
+		px_set_events(px, cfg->listen_fd, &px->h_listen, &(uint32_t){0}, EPOLLIN);
 		px->listening = 1;
 	} else if ((px->nconns >= cfg->max_conns || px->now_ms < px->accept_paused_until) &&
-		   px->listening) {
-		px_set_events(px, cfg->listen_fd, &px->h_listen, &(uint32_t){ EPOLLIN }, 0);
+	           px->listening) {
+		px_set_events(px, cfg->listen_fd, &px->h_listen, &(uint32_t){EPOLLIN}, 0);
 		px->listening = 0;
 	}
 }

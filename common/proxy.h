@@ -46,17 +46,17 @@ struct usage_prices;
 
 #define PROXY_API_PORT GUEST_API_FORWARD_PORT
 /* The methods key forwarding passes on (the ones the API uses); others get 405. */
-#define PROXY_API_METHODS "GET, POST, DELETE"
+#define PROXY_API_METHODS  "GET, POST, DELETE"
 #define PROXY_API_POOL_MAX 64
-#define PROXY_GIT_HOST "git.aibox.internal"
-#define PROXY_LOG_MAX (16LL * 1024 * 1024)
-#define PROXY_LOG_RESERVE 512
+#define PROXY_GIT_HOST     "git.aibox.internal"
+#define PROXY_LOG_MAX      (16LL * 1024 * 1024)
+#define PROXY_LOG_RESERVE  512
 /* The API's error type in the answer to a request refused by a cap (docs/budget.md). */
 #define PROXY_BUDGET_ERROR "invalid_request_error"
 
 struct proxy_config {
-	int listen_fd;		/* listening, any address family; made non-blocking */
-	int log_fd;		/* proxy.log, one line per request or tunnel; -1 for none */
+	int listen_fd; /* listening, any address family; made non-blocking */
+	int log_fd;    /* proxy.log, one line per request or tunnel; -1 for none */
 	/*
 	 * The most bytes written to log_fd (PROXY_LOG_MAX by default), 0 for no
 	 * cap.  Past it, one line says the log is full and the lines after it
@@ -67,7 +67,7 @@ struct proxy_config {
 	int64_t log_max;
 	/* Every request and tunnel is counted here (common/proxy_report.h). */
 	struct proxy_report *report;
-	int signal_fd;		/* a signalfd: readable means stop; -1 for none */
+	int signal_fd; /* a signalfd: readable means stop; -1 for none */
 	const struct allow_list *allow;
 	struct resolver *resolver;
 
@@ -76,8 +76,8 @@ struct proxy_config {
 	SSL_CTX *tls;
 	char api_host[256]; /* upstream host (name or IP literal), port */
 	int api_port;
-	int api_pool;	       /* idle upstream connections kept, 0 to PROXY_API_POOL_MAX */
-	int api_pool_idle_ms;  /* an idle pooled connection is closed after this */
+	int api_pool;         /* idle upstream connections kept, 0 to PROXY_API_POOL_MAX */
+	int api_pool_idle_ms; /* an idle pooled connection is closed after this */
 
 	/*
 	 * Spend (docs/budget.md), with key forwarding: when prices is set, the
@@ -97,9 +97,9 @@ struct proxy_config {
 	 */
 	int broker_fd;
 
-	int max_conns;		/* connections at once; more wait in the backlog */
-	int header_timeout_ms;	/* a request head must arrive within this */
-	int idle_timeout_ms;	/* a tunnel or an idle keep-alive connection */
+	int max_conns;          /* connections at once; more wait in the backlog */
+	int header_timeout_ms;  /* a request head must arrive within this */
+	int idle_timeout_ms;    /* a tunnel or an idle keep-alive connection */
 	int connect_timeout_ms; /* name resolution plus connect plus TLS handshake */
 };
 

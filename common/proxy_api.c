@@ -71,10 +71,10 @@ void px_pool_put(struct conn *c)
 {
 	struct proxy *px = c->px;
 	struct pooled *p = NULL;
-	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP };
+	struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP};
 
-	if (!c->is_api || !c->ssl || c->ufd < 0 || c->up_close || !c->req_done ||
-	    !c->respb.done || c->respb.kind == BODY_CLOSE || c->rb_len > c->rb_off ||
+	if (!c->is_api || !c->ssl || c->ufd < 0 || c->up_close || !c->req_done || !c->respb.done ||
+	    c->respb.kind == BODY_CLOSE || c->rb_len > c->rb_off ||
 	    px_spill_pending(&c->to_upstream) || SSL_has_pending(c->ssl) || c->ssl_rw || c->ssl_ww)
 		return;
 	for (int i = 0; i < px->cfg->api_pool; i++) {
@@ -105,7 +105,7 @@ int px_pool_take(struct conn *c)
 
 	for (;;) {
 		struct pooled *p = NULL;
-		struct epoll_event ev = { .events = EPOLLOUT, .data.ptr = &c->hu };
+		struct epoll_event ev = {.events = EPOLLOUT, .data.ptr = &c->hu};
 
 		for (int i = 0; i < px->cfg->api_pool; i++)
 			if (px->pool[i].fd >= 0 && (!p || px->pool[i].since_ms >= p->since_ms))
@@ -151,7 +151,7 @@ static int api_paid(const struct http_head *h, const char *t, size_t tl)
 
 	return h->method_len == 4 && !memcmp(h->method, "POST", 4) &&
 	       ((n == 12 && !memcmp(t, "/v1/messages", 12)) ||
-		(n == 12 && !memcmp(t, "/v1/complete", 12)));
+	        (n == 12 && !memcmp(t, "/v1/complete", 12)));
 }
 
 /*
@@ -173,9 +173,10 @@ static int budget_refused(struct conn *c)
 		which = USAGE_CAPPED_TASK;
 		usage_format_usd(&spent, u->nano);
 		usage_format_usd(&cap, u->cap_task);
-		buf_addf(&msg, "aibox: this task's budget of %s USD is spent (%s USD by aibox's "
-			       "count); aibox-proxy refuses further API requests",
-			 cap.buf, spent.buf);
+		buf_addf(&msg,
+		         "aibox: this task's budget of %s USD is spent (%s USD by aibox's "
+		         "count); aibox-proxy refuses further API requests",
+		         cap.buf, spent.buf);
 	} else if (u->cap_day && px->cfg->ledger_fd >= 0) {
 		r = usage_ledger_add(px->cfg->ledger_fd, 0, &total);
 		if (r == 0)
@@ -185,17 +186,17 @@ static int budget_refused(struct conn *c)
 			usage_format_usd(&cap, u->cap_day);
 			if (r < 0)
 				buf_addf(&msg,
-					 "aibox: the project's ledger of today's spend cannot be "
-					 "read (%s), so its daily budget of %s USD cannot be kept; "
-					 "aibox-proxy refuses further API requests",
-					 strerror(-r), cap.buf);
+				         "aibox: the project's ledger of today's spend cannot be "
+				         "read (%s), so its daily budget of %s USD cannot be kept; "
+				         "aibox-proxy refuses further API requests",
+				         strerror(-r), cap.buf);
 			else {
 				usage_format_usd(&spent, total);
 				buf_addf(&msg,
-					 "aibox: the project's daily budget of %s USD is spent (%s "
-					 "USD today by aibox's count); aibox-proxy refuses further "
-					 "API requests",
-					 cap.buf, spent.buf);
+				         "aibox: the project's daily budget of %s USD is spent (%s "
+				         "USD today by aibox's count); aibox-proxy refuses further "
+				         "API requests",
+				         cap.buf, spent.buf);
 			}
 		}
 	}
@@ -205,12 +206,12 @@ static int budget_refused(struct conn *c)
 	if (!u->capped)
 		u->capped = which;
 	body = json_pack("{s:s, s:{s:s, s:s}}", "type", "error", "error", "type",
-			 PROXY_BUDGET_ERROR, "message", msg.buf);
+	                 PROXY_BUDGET_ERROR, "message", msg.buf);
 	text = body ? json_dumps(body, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
 	if (!text)
 		die_oom();
 	buf_addf(&why, "budget: the %s cap of %s USD is reached",
-		 which == USAGE_CAPPED_TASK ? "task" : "day", cap.buf);
+	         which == USAGE_CAPPED_TASK ? "task" : "day", cap.buf);
 	px_respond_with(c, 400, "refused", why.buf, text);
 	free(text);
 	json_decref(body);
@@ -274,7 +275,7 @@ static void usage_apply(struct conn *c, const struct usage_tokens *d)
 static void usage_content(void *ctx, const char *p, size_t n)
 {
 	struct conn *c = ctx;
-	struct usage_tokens d = { { 0 } };
+	struct usage_tokens d = {{0}};
 
 	if (!c->us)
 		return;
@@ -300,10 +301,10 @@ void px_usage_begin(struct conn *c, const struct http_head *h)
 			if (hd->value_len >= 17 && !strncasecmp(hd->value, "text/event-stream", 17))
 				mode = USAGE_SSE;
 			else if (hd->value_len >= 16 &&
-				 !strncasecmp(hd->value, "application/json", 16))
+			         !strncasecmp(hd->value, "application/json", 16))
 				mode = USAGE_JSON;
 		} else if (http_name_is(hd, "content-encoding") &&
-			   !(hd->value_len == 8 && !strncasecmp(hd->value, "identity", 8))) {
+		           !(hd->value_len == 8 && !strncasecmp(hd->value, "identity", 8))) {
 			encoded = 1;
 		}
 	}
@@ -320,7 +321,7 @@ void px_usage_begin(struct conn *c, const struct http_head *h)
 void px_usage_done(struct conn *c)
 {
 	struct proxy *px = c->px;
-	struct usage_tokens d = { { 0 } };
+	struct usage_tokens d = {{0}};
 
 	if (!c->us)
 		return;

@@ -54,10 +54,10 @@ static void spill_free(struct spill *s)
 
 void px_set_events(struct proxy *px, int fd, struct handle *h, uint32_t *cur, uint32_t want)
 {
-	struct epoll_event ev = { .events = want, .data.ptr = h };
+	struct epoll_event ev = {.events = want, .data.ptr = h};
 
-	if (fd < 0 || *cur == want || (h->c && ((h == &h->c->hc && h->c->c_gone) ||
-						 (h == &h->c->hu && h->c->u_gone))))
+	if (fd < 0 || *cur == want ||
+	    (h->c && ((h == &h->c->hc && h->c->c_gone) || (h == &h->c->hu && h->c->u_gone))))
 		return;
 	if (epoll_ctl(px->epfd, EPOLL_CTL_MOD, fd, &ev) == 0)
 		*cur = want;
@@ -65,7 +65,7 @@ void px_set_events(struct proxy *px, int fd, struct handle *h, uint32_t *cur, ui
 
 int px_add_fd(struct proxy *px, int fd, struct handle *h, uint32_t events)
 {
-	struct epoll_event ev = { .events = events, .data.ptr = h };
+	struct epoll_event ev = {.events = events, .data.ptr = h};
 
 	return epoll_ctl(px->epfd, EPOLL_CTL_ADD, fd, &ev);
 }
@@ -180,7 +180,7 @@ void px_enter_head(struct conn *c)
 
 	c->state = ST_HEAD;
 	c->deadline_ms = px->now_ms + (c->in_len > c->in_off ? px->cfg->header_timeout_ms
-							     : px->cfg->idle_timeout_ms);
+	                                                     : px->cfg->idle_timeout_ms);
 }
 
 /*
@@ -188,16 +188,16 @@ void px_enter_head(struct conn *c)
  * "aibox-proxy: why" in text, or json when given.
  */
 void px_respond_with(struct conn *c, int code, const char *verdict, const char *why,
-		     const char *json)
+                     const char *json)
 {
 	struct proxy *px = c->px;
-	const char *text = code == 400 ? "Bad Request"
-			   : code == 403 ? "Forbidden"
-			   : code == 405 ? "Method Not Allowed"
-			   : code == 502 ? "Bad Gateway"
-			   : code == 504 ? "Gateway Timeout"
-			   : code == 503 ? "Service Unavailable"
-					 : "Error";
+	const char *text = code == 400   ? "Bad Request"
+	                   : code == 403 ? "Forbidden"
+	                   : code == 405 ? "Method Not Allowed"
+	                   : code == 502 ? "Bad Gateway"
+	                   : code == 504 ? "Gateway Timeout"
+	                   : code == 503 ? "Service Unavailable"
+	                                 : "Error";
 	struct buf b = BUF_INIT;
 
 	c->status = code;
@@ -212,14 +212,14 @@ void px_respond_with(struct conn *c, int code, const char *verdict, const char *
 		buf_addstr(&b, "Allow: " PROXY_API_METHODS "\r\n");
 	if (json)
 		buf_addf(&b,
-			 "Content-Type: application/json\r\nContent-Length: %zu\r\n"
-			 "Connection: close\r\n\r\n%s",
-			 strlen(json), json);
+		         "Content-Type: application/json\r\nContent-Length: %zu\r\n"
+		         "Connection: close\r\n\r\n%s",
+		         strlen(json), json);
 	else
 		buf_addf(&b,
-			 "Content-Type: text/plain\r\nContent-Length: %zu\r\n"
-			 "Connection: close\r\n\r\naibox-proxy: %s\n",
-			 strlen(why) + 14, why);
+		         "Content-Type: text/plain\r\nContent-Length: %zu\r\n"
+		         "Connection: close\r\n\r\naibox-proxy: %s\n",
+		         strlen(why) + 14, why);
 	px_spill_add(&c->to_client, b.buf, b.len);
 	buf_release(&b);
 	c->state = ST_CLOSING;
@@ -327,7 +327,7 @@ int px_flush_spill(struct conn *c, struct spill *s, int to_client)
 {
 	while (px_spill_pending(s)) {
 		ssize_t w = to_client ? px_cl_write(c, s->p + s->off, px_spill_pending(s))
-				      : px_up_write(c, s->p + s->off, px_spill_pending(s));
+		                      : px_up_write(c, s->p + s->off, px_spill_pending(s));
 
 		if (w == -EAGAIN)
 			return 0;

@@ -18,12 +18,12 @@
 
 static int hdr_dropped(const struct http_header *hd, int api)
 {
-	static const char *const hop[] = { "host",   "connection", "proxy-connection",
-					   "keep-alive", "te",	       "upgrade",
-					   "expect", "proxy-authorization" };
+	static const char *const hop[] = {
+	    "host", "connection", "proxy-connection", "keep-alive",
+	    "te",   "upgrade",    "expect",           "proxy-authorization"};
 	/* accept-encoding: the proxy reads the API's answers (usage), so they come plain. */
-	static const char *const cred[] = { "x-api-key", "authorization", "cookie",
-					    "accept-encoding" };
+	static const char *const cred[] = {"x-api-key", "authorization", "cookie",
+	                                   "accept-encoding"};
 
 	for (size_t i = 0; i < ARRAY_SIZE(hop); i++)
 		if (http_name_is(hd, hop[i]))
@@ -72,7 +72,7 @@ void px_start_forward(struct conn *c, const struct http_head *h, const char *pat
 		buf_addf(&b, "Accept-Encoding: identity\r\nx-api-key: %s\r\n", px->cfg->api_key);
 	/* Upstream connections are kept for the API only (px->cfg->api_pool). */
 	buf_addf(&b, "Connection: %s\r\n\r\n",
-		 c->is_api && px->cfg->api_pool > 0 ? "keep-alive" : "close");
+	         c->is_api && px->cfg->api_pool > 0 ? "keep-alive" : "close");
 	px_spill_add(&c->to_upstream, b.buf, b.len);
 	c->sent += h->head_len; /* the client's bytes, not ours (ours hold the key) */
 
@@ -204,8 +204,9 @@ static int response_head(struct conn *c)
 	px_usage_begin(c, &h);
 
 	/* The status line as it came, the headers without the hop-by-hop ones. */
-	buf_add(&b, c->rb + c->rb_off, (const char *)memchr(c->rb + c->rb_off, '\n', h.head_len) -
-						   (c->rb + c->rb_off) + 1);
+	buf_add(&b, c->rb + c->rb_off,
+	        (const char *)memchr(c->rb + c->rb_off, '\n', h.head_len) - (c->rb + c->rb_off) +
+	            1);
 	for (int i = 0; i < h.nhdr; i++) {
 		const struct http_header *hd = &h.hdr[i];
 
@@ -244,7 +245,7 @@ int px_fwd_request(struct conn *c)
 			return 0;
 		if (!c->req_ready && c->in_len > c->in_off) {
 			long k = http_body_feed(&c->reqb, c->in + c->in_off, c->in_len - c->in_off,
-						&why);
+			                        &why);
 
 			if (k < 0) {
 				abort_forward(c, why.buf);
@@ -363,7 +364,7 @@ int px_fwd_response(struct conn *c)
 		if (c->resp_head_done && !c->resp_ready && c->rb_len > c->rb_off &&
 		    !c->respb.done) {
 			long k = http_body_feed(&c->respb, c->rb + c->rb_off, c->rb_len - c->rb_off,
-						&why);
+			                        &why);
 
 			if (k < 0) {
 				abort_forward(c, why.buf);

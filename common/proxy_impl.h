@@ -37,9 +37,9 @@ enum state {
 	ST_HEAD,    /* reading a request head from the client */
 	ST_RESOLVE, /* waiting for the resolver */
 	ST_CONNECT, /* non-blocking connect in progress */
-	ST_TLS,	    /* TLS handshake with the API upstream */
+	ST_TLS,     /* TLS handshake with the API upstream */
 	ST_TUNNEL,  /* CONNECT: bytes both ways */
-	ST_FWD,	    /* one request forwarded, its response coming back */
+	ST_FWD,     /* one request forwarded, its response coming back */
 	ST_CLOSING, /* our answer is being flushed, then a lingering close */
 };
 
@@ -99,15 +99,15 @@ struct conn {
 	int64_t bulk_after_ms[2]; /* no pipe before this (the last try failed) */
 
 	/* Key forwarding over a pooled upstream connection. */
-	int reused;	  /* the upstream connection came from the pool */
-	int up_close;	  /* the upstream's response said Connection: close */
-	char *replay;	  /* the upstream head, kept to send it again (no body) */
+	int reused;   /* the upstream connection came from the pool */
+	int up_close; /* the upstream's response said Connection: close */
+	char *replay; /* the upstream head, kept to send it again (no body) */
 	size_t replay_len;
 
 	/* Spend: a request to a paid endpoint, and what its answer reported. */
 	int paid;
 	struct usage_stream *us; /* while the answer is read */
-	int us_counted;		 /* the answer has reported usage */
+	int us_counted;          /* the answer has reported usage */
 	struct usage_tokens req_tokens;
 	uint64_t req_nano;
 	char req_model[USAGE_MODEL_MAX + 1];
@@ -136,7 +136,7 @@ struct proxy {
 	const struct proxy_config *cfg;
 	int epfd;
 	struct conn *conns;
-	struct conn *graveyard;	 /* killed in this round, freed after it */
+	struct conn *graveyard;  /* killed in this round, freed after it */
 	struct conn *again_list; /* to pump once more before sleeping */
 	int nconns, listening;
 	int64_t accept_paused_until; /* after EMFILE: let connections close first */
@@ -199,7 +199,7 @@ void px_enter_head(struct conn *c);
  * given.  c goes to ST_CLOSING.
  */
 void px_respond_with(struct conn *c, int code, const char *verdict, const char *why,
-		     const char *json);
+                     const char *json);
 void px_respond(struct conn *c, int code, const char *verdict, const char *why);
 /* A 403 "refused". */
 void px_refuse(struct conn *c, const char *why);
@@ -224,8 +224,7 @@ void px_log_left_out(struct proxy *px);
 /* Read and handle request heads until c waits or leaves ST_HEAD. */
 void px_read_head(struct conn *c);
 /* c->what: the method, and the path when given, escaped for the log. */
-void px_set_what(struct conn *c, const char *method, size_t mlen, const char *path,
-		 size_t plen);
+void px_set_what(struct conn *c, const char *method, size_t mlen, const char *path, size_t plen);
 
 /* ---- common/proxy_forward.c: one request forwarded, its answer back ---- */
 

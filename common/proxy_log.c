@@ -69,9 +69,9 @@ static int log_room(struct proxy *px, size_t len)
 		px->log_full = 1;
 		log_time(&b);
 		buf_addf(&b,
-			 " note - (proxy.log reached its cap of %lld bytes: the lines after this "
-			 "one are left out, and counted in the last line)\n",
-			 (long long)px->cfg->log_max);
+		         " note - (proxy.log reached its cap of %lld bytes: the lines after this "
+		         "one are left out, and counted in the last line)\n",
+		         (long long)px->cfg->log_max);
 		log_write(px, &b);
 		buf_release(&b);
 	}
@@ -88,7 +88,7 @@ void px_log_left_out(struct proxy *px)
 		return;
 	log_time(&b);
 	buf_addf(&b, " note - (%llu lines left out: proxy.log reached its cap of %lld bytes)\n",
-		 (unsigned long long)px->cfg->report->log_left_out, (long long)px->cfg->log_max);
+	         (unsigned long long)px->cfg->report->log_left_out, (long long)px->cfg->log_max);
 	log_write(px, &b);
 	buf_release(&b);
 }
@@ -129,10 +129,10 @@ void px_log_line(struct conn *c, const char *verdict, const char *why)
 		host_name(&name, c);
 	if (px->cfg->report)
 		proxy_report_count(px->cfg->report,
-				   !strcmp(verdict, "allowed")	 ? PROXY_ALLOWED
-				   : !strcmp(verdict, "refused") ? PROXY_REFUSED
-								 : PROXY_FAILED,
-				   c->host[0] ? name.buf : NULL, c->sent, c->received);
+		                   !strcmp(verdict, "allowed")   ? PROXY_ALLOWED
+		                   : !strcmp(verdict, "refused") ? PROXY_REFUSED
+		                                                 : PROXY_FAILED,
+		                   c->host[0] ? name.buf : NULL, c->sent, c->received);
 	if (px->cfg->log_fd < 0)
 		goto out;
 	log_time(&b);
@@ -153,12 +153,12 @@ void px_log_line(struct conn *c, const char *verdict, const char *why)
 		buf_addf(&b, " model=%s", c->req_model[0] ? c->req_model : "-");
 		for (int k = 0; k < USAGE_KINDS; k++)
 			buf_addf(&b, " %s=%llu", usage_kind_names[k],
-				 (unsigned long long)c->req_tokens.n[k]);
+			         (unsigned long long)c->req_tokens.n[k]);
 		buf_addstr(&b, " usd=");
 		usage_format_usd(&b, c->req_nano);
 	}
 	buf_addf(&b, " sent=%llu received=%llu duration=%.3fs\n", (unsigned long long)c->sent,
-		 (unsigned long long)c->received, (double)(px->now_ms - c->start_ms) / 1000.0);
+	         (unsigned long long)c->received, (double)(px->now_ms - c->start_ms) / 1000.0);
 	if (log_room(px, b.len))
 		log_write(px, &b);
 out:

@@ -43,7 +43,7 @@ static int seen_add(struct proxy_report *r, const char *name)
 }
 
 void proxy_report_count(struct proxy_report *r, enum proxy_verdict v, const char *name,
-			uint64_t sent, uint64_t received)
+                        uint64_t sent, uint64_t received)
 {
 	struct proxy_report_host *hp = NULL;
 

@@ -28,16 +28,16 @@ struct buf;
 
 /* Readers refuse other versions; new fields may appear without a new version. */
 #define PROXY_REPORT_VERSION 1
-#define PROXY_REPORT_HOSTS 256
-#define PROXY_REPORT_MORE 16384
+#define PROXY_REPORT_HOSTS   256
+#define PROXY_REPORT_MORE    16384
 /* The record's size is far below this; a reader refuses more. */
-#define PROXY_REPORT_MAX (1024 * 1024)
+#define PROXY_REPORT_MAX      (1024 * 1024)
 #define PROXY_REPORT_HOST_MAX 263 /* "[" 253 "]:" 5 digits, without the NUL */
 
 struct proxy_report_host {
 	char name[PROXY_REPORT_HOST_MAX + 1]; /* "host:port" as proxy.log writes it */
-	uint64_t allowed;		      /* requests and tunnels allowed */
-	uint64_t sent, received;	      /* the client's bytes, as in proxy.log */
+	uint64_t allowed;                     /* requests and tunnels allowed */
+	uint64_t sent, received;              /* the client's bytes, as in proxy.log */
 };
 
 enum proxy_verdict { PROXY_ALLOWED, PROXY_REFUSED, PROXY_FAILED };
@@ -45,11 +45,11 @@ enum proxy_verdict { PROXY_ALLOWED, PROXY_REFUSED, PROXY_FAILED };
 struct proxy_report {
 	struct proxy_report_host *hosts; /* at most PROXY_REPORT_HOSTS */
 	size_t nhosts;
-	uint64_t more_hosts;	 /* distinct hosts allowed past the list */
-	int more_hosts_at_least; /* more_hosts stopped at PROXY_REPORT_MORE */
-	uint64_t more_allowed;	 /* requests and tunnels to those */
+	uint64_t more_hosts;               /* distinct hosts allowed past the list */
+	int more_hosts_at_least;           /* more_hosts stopped at PROXY_REPORT_MORE */
+	uint64_t more_allowed;             /* requests and tunnels to those */
 	uint64_t allowed, refused, failed; /* every request and tunnel, by verdict */
-	uint64_t log_left_out;	 /* lines proxy.log did not get (its cap) */
+	uint64_t log_left_out;             /* lines proxy.log did not get (its cap) */
 	/*
 	 * What the key forwarding spent (common/usage.h), under "usage" in the
 	 * record when usage.present is set (counting was on); a record without
@@ -62,7 +62,10 @@ struct proxy_report {
 	size_t seen_slots;
 };
 
-#define PROXY_REPORT_INIT { 0 }
+#define PROXY_REPORT_INIT                                                                          \
+	{                                                                                          \
+		0                                                                                  \
+	}
 
 /*
  * Count one request or tunnel (one proxy.log line) with its verdict.  name is
@@ -71,7 +74,7 @@ struct proxy_report {
  * above.
  */
 void proxy_report_count(struct proxy_report *r, enum proxy_verdict v, const char *name,
-			uint64_t sent, uint64_t received);
+                        uint64_t sent, uint64_t received);
 
 /* Append the record, one JSON object and a newline, to out (usage included). */
 void proxy_report_json(const struct proxy_report *r, struct buf *out);

@@ -38,7 +38,7 @@ static void connect_request(struct conn *c, const struct http_head *h)
 	c->is_connect = 1;
 	px_set_what(c, h->method, h->method_len, NULL, 0);
 	if (http_split_authority(h->target, h->target_len, 0, c->host, sizeof(c->host), &c->port,
-				 &why)) {
+	                         &why)) {
 		c->host[0] = '\0';
 		px_refuse(c, why.buf);
 		buf_release(&why);
@@ -93,8 +93,7 @@ static void connect_request(struct conn *c, const struct http_head *h)
  * it, c->is_api, and *t and *tl narrowed to its path.  1 to go on; 0 when
  * c was answered or handed to the broker.
  */
-static int absolute_request(struct conn *c, const struct http_head *h, const char **t,
-			    size_t *tl)
+static int absolute_request(struct conn *c, const struct http_head *h, const char **t, size_t *tl)
 {
 	const char *auth = *t + 7, *end = *t + *tl, *slash, *q;
 	struct buf why = BUF_INIT;
@@ -236,7 +235,7 @@ void px_read_head(struct conn *c)
 				if (c->in_len) {
 					px_reset_request(c);
 					px_log_line(c, "refused",
-						    "connection closed inside a request head");
+					            "connection closed inside a request head");
 				}
 				px_conn_kill(c);
 				return;

@@ -85,7 +85,7 @@ static int relay_splice(struct conn *c, int from_client)
 
 		while (c->pipe_len[d]) {
 			n = splice(c->pipe_r[d], NULL, dst, NULL, c->pipe_len[d],
-				   SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
+			           SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
 			if (n < 0 && errno == EINTR)
 				continue;
 			if (n < 0 && errno == EAGAIN)
@@ -102,7 +102,7 @@ static int relay_splice(struct conn *c, int from_client)
 			return 0;
 		}
 		n = splice(src, NULL, c->pipe_w[d], NULL, c->pipe_cap[d],
-			   SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
+		           SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && errno == EAGAIN)
@@ -152,7 +152,7 @@ int px_relay(struct conn *c, int from_client)
 			return 0;
 		}
 		n = from_client ? px_cl_read(c, px->scratch, sizeof(px->scratch))
-				: px_up_read(c, px->scratch, sizeof(px->scratch));
+		                : px_up_read(c, px->scratch, sizeof(px->scratch));
 		if (n == -EAGAIN)
 			return 0;
 		if (n < 0)

@@ -121,8 +121,8 @@ static void resolved(struct conn *c, struct resolve_result *res)
 
 	if (res->err) {
 		px_respond(c, 502, "failed",
-			   res->err == -ENOENT ? "cannot resolve the host name"
-					       : "name resolution failed");
+		           res->err == -ENOENT ? "cannot resolve the host name"
+		                               : "name resolution failed");
 		return;
 	}
 	/* Keep only the addresses the entry allows. */

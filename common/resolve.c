@@ -208,7 +208,7 @@ struct resolver *resolver_new(const char *hosts_path, int use_dns, int nthreads,
 
 	if (n < 0 && (hosts_path || n != -ENOENT)) {
 		buf_addf(err, "cannot read '%s': %s", hosts_path ? hosts_path : "/etc/hosts",
-			 strerror((int)-n));
+		         strerror((int)-n));
 		buf_release(&text);
 		free(r);
 		return NULL;

@@ -15,9 +15,9 @@
 #include "utf8.h"
 #include "banned.h"
 
-static const char *const step_names[] = { "clone", "claude", "commit", "bundle" };
-static const char *const status_names[] = { "ok", "failed", "timeout", "skipped" };
-static const char *const ended_names[] = { "completed", "timeout", "budget", "error" };
+static const char *const step_names[] = {"clone", "claude", "commit", "bundle"};
+static const char *const status_names[] = {"ok", "failed", "timeout", "skipped"};
+static const char *const ended_names[] = {"completed", "timeout", "budget", "error"};
 
 const char *result_status_name(enum result_status s)
 {
@@ -119,7 +119,8 @@ static int parse_steps(json_t *root, struct task_result *r, struct buf *err)
 		return bad(err, "'steps' is not an array");
 	if (json_array_size(steps) > RESULT_STEPS_MAX)
 		return bad(err, "'steps' has more than %d steps", RESULT_STEPS_MAX);
-	json_array_foreach(steps, i, st) {
+	json_array_foreach(steps, i, st)
+	{
 		struct result_step *s = &r->steps[i];
 		int k;
 
@@ -128,7 +129,8 @@ static int parse_steps(json_t *root, struct task_result *r, struct buf *err)
 		if ((k = pick(json_object_get(st, "name"), step_names, ARRAY_SIZE(step_names))) < 0)
 			return bad(err, "a step has no known 'name'");
 		s->name = step_names[k];
-		if ((k = pick(json_object_get(st, "status"), status_names, ARRAY_SIZE(status_names))) < 0)
+		if ((k = pick(json_object_get(st, "status"), status_names,
+		              ARRAY_SIZE(status_names))) < 0)
 			return bad(err, "step '%s' has no known 'status'", s->name);
 		s->status = (enum result_status)k;
 		if ((ret = get_real(st, "seconds", 1e7, &s->seconds, err)) < 0)
@@ -161,7 +163,7 @@ static int parse_claude(json_t *root, struct task_result *r, struct buf *err)
 		return ret;
 	r->claude.has_turns = ret;
 	if ((ret = get_int(c, "duration_ms", 0, 100L * 24 * 3600 * 1000, &r->claude.duration_ms,
-			   err)) < 0)
+	                   err)) < 0)
 		return ret;
 	r->claude.has_duration = ret;
 	if ((ret = get_real(c, "total_cost_usd", 1e6, &r->claude.cost_usd, err)) < 0)
@@ -258,7 +260,8 @@ static void add_line(struct summary *s, int vm, struct buf *text)
 	s->nr++;
 }
 
-__attribute__((format(printf, 3, 4))) static void addf(struct summary *s, int vm, const char *fmt, ...)
+__attribute__((format(printf, 3, 4))) static void addf(struct summary *s, int vm, const char *fmt,
+                                                       ...)
 {
 	struct buf b = BUF_INIT;
 	va_list ap;
@@ -290,14 +293,14 @@ void summary_fetch_command(const struct summary_in *in, struct buf *out)
 
 /* aibox's count of the spend beside Claude Code's own estimate (docs/budget.md). */
 static void summary_usage(struct summary *s, const struct usage_count *u,
-			  const struct task_result *r)
+                          const struct task_result *r)
 {
 	struct buf b = BUF_INIT;
 
 	buf_addstr(&b, "aibox counted ");
 	usage_format_usd(&b, u->nano);
 	buf_addf(&b, " USD for %llu API request%s", (unsigned long long)u->requests,
-		 u->requests == 1 ? "" : "s");
+	         u->requests == 1 ? "" : "s");
 	if (r)
 		buf_addf(&b, " (Claude Code's own estimate: about %.2f USD)", r->claude.cost_usd);
 	add_line(s, 0, &b);
@@ -315,7 +318,8 @@ static void summary_usage(struct summary *s, const struct usage_count *u,
 	if (u->capped) {
 		buf_reset(&b);
 		usage_format_usd(&b, u->capped == USAGE_CAPPED_TASK ? u->cap_task : u->cap_day);
-		addf(s, 0, "ended by budget: the %s cap of %s USD was reached (%llu request%s refused)",
+		addf(s, 0,
+		     "ended by budget: the %s cap of %s USD was reached (%llu request%s refused)",
 		     u->capped == USAGE_CAPPED_TASK ? "task" : "day", b.buf,
 		     (unsigned long long)u->refused, u->refused == 1 ? "" : "s");
 	}
@@ -354,7 +358,8 @@ void summary_make(const struct summary_in *in, struct summary *s)
 		const char *how = "failed";
 
 		for (size_t i = 0; i < r->nsteps; i++)
-			if (r->steps[i].name == r->failed_step && r->steps[i].status == RESULT_TIMEOUT)
+			if (r->steps[i].name == r->failed_step &&
+			    r->steps[i].status == RESULT_TIMEOUT)
 				how = "timed out";
 		addf(s, 0, "the step %s %s", r->failed_step, how);
 	}
@@ -364,14 +369,17 @@ void summary_make(const struct summary_in *in, struct summary *s)
 		if (r->claude.has_exit_code)
 			addf(s, 0, "Claude Code exited with %d", r->claude.exit_code);
 		if (r->claude.has_turns)
-			buf_addf(&b, "%ld turn%s", r->claude.num_turns, r->claude.num_turns == 1 ? "" : "s");
+			buf_addf(&b, "%ld turn%s", r->claude.num_turns,
+			         r->claude.num_turns == 1 ? "" : "s");
 		if (r->claude.has_duration)
-			buf_addf(&b, "%s%ld.%03lds", b.len ? " in " : "", r->claude.duration_ms / 1000,
-				 r->claude.duration_ms % 1000);
+			buf_addf(&b, "%s%ld.%03lds", b.len ? " in " : "",
+			         r->claude.duration_ms / 1000, r->claude.duration_ms % 1000);
 		if (r->claude.has_cost)
-			buf_addf(&b, "%sabout %.2f USD at API prices", b.len ? ", " : "", r->claude.cost_usd);
+			buf_addf(&b, "%sabout %.2f USD at API prices", b.len ? ", " : "",
+			         r->claude.cost_usd);
 		if (r->claude.has_ended_by)
-			buf_addf(&b, "%sended by %s", b.len ? ", " : "", ended_names[r->claude.ended_by]);
+			buf_addf(&b, "%sended by %s", b.len ? ", " : "",
+			         ended_names[r->claude.ended_by]);
 		if (b.len)
 			add_line(s, 0, &b);
 		buf_release(&b);
@@ -421,7 +429,7 @@ void summary_release(struct summary *s)
 void shell_quote(struct buf *out, const char *s)
 {
 	static const char safe[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-				   "0123456789_@%+=:,./-";
+	                           "0123456789_@%+=:,./-";
 
 	if (*s && strspn(s, safe) == strlen(s)) {
 		buf_addstr(out, s);
@@ -480,7 +488,7 @@ int windows_quote(struct buf *out, const char *path)
 }
 
 static void check_init(struct bundle_check *c, int fd, const char *start_commit,
-		       const char *repo_dir, const char *tmp_parent)
+                       const char *repo_dir, const char *tmp_parent)
 {
 	c->fd = fd;
 	strvec_push(&c->refs, "refs/heads/aibox/task");
@@ -491,8 +499,8 @@ static void check_init(struct bundle_check *c, int fd, const char *start_commit,
 }
 
 int result_bundle_check_start(struct bundle_check *c, int fd, const char *start_commit,
-			      const char *repo_dir, const char *tmp_parent, const char *limits,
-			      struct buf *err)
+                              const char *repo_dir, const char *tmp_parent, const char *limits,
+                              struct buf *err)
 {
 	int ret;
 
@@ -516,8 +524,8 @@ int result_bundle_verdict(const struct bundle_verdict *v, char end[65], struct b
 }
 
 int result_check_bundle(int fd, const char *start_commit, const char *repo_dir,
-			const char *tmp_parent, uint64_t max_bytes,
-			const struct bundle_limits *lim, char end[65], struct buf *why)
+                        const char *tmp_parent, uint64_t max_bytes, const struct bundle_limits *lim,
+                        char end[65], struct buf *why)
 {
 	struct bundle_check c = BUNDLE_CHECK_INIT;
 	struct bundle_verdict v;

@@ -30,7 +30,7 @@
  * so; the cap leaves room for that line.
  */
 #define RESULT_MESSAGE_MAX (65 * 1024)
-#define RESULT_STEPS_MAX 8
+#define RESULT_STEPS_MAX   8
 
 enum result_status { RESULT_OK, RESULT_FAILED, RESULT_TIMEOUT, RESULT_SKIPPED };
 enum result_ended { ENDED_COMPLETED, ENDED_TIMEOUT, ENDED_BUDGET, ENDED_ERROR };
@@ -52,10 +52,10 @@ struct task_result {
 	int has_claude; /* "claude" was an object, not null or absent */
 	struct {
 		int has_exit_code, has_turns, has_duration, has_cost, has_ended_by;
-		int exit_code;	   /* 0-255 */
-		long num_turns;	   /* 0-1000000 */
-		long duration_ms;  /* 0 to 100 days */
-		double cost_usd;   /* 0-1000000 */
+		int exit_code;    /* 0-255 */
+		long num_turns;   /* 0-1000000 */
+		long duration_ms; /* 0 to 100 days */
+		double cost_usd;  /* 0-1000000 */
 		enum result_ended ended_by;
 		char *last_message; /* owned, NULL if absent; at most RESULT_MESSAGE_MAX bytes */
 	} claude;
@@ -97,19 +97,22 @@ struct summary {
 	size_t nr, alloc;
 };
 
-#define SUMMARY_INIT { NULL, 0, 0 }
+#define SUMMARY_INIT                                                                               \
+	{                                                                                          \
+		NULL, 0, 0                                                                         \
+	}
 
 struct summary_in {
 	const struct task_result *result; /* NULL when no acceptable result.json came */
 	/* What the VM connected to, from aibox-proxy's record; NULL when it has none */
 	const struct proxy_report *report;
-	const char *report_why; /* why there is no record */
-	const char *end_commit;	 /* the tip of aibox/task from the checked bundle;
-				    NULL when there are no changes to fetch */
+	const char *report_why;  /* why there is no record */
+	const char *end_commit;  /* the tip of aibox/task from the checked bundle;
+	                            NULL when there are no changes to fetch */
 	const char *bundle_path; /* the task folder's changes.bundle */
 	int no_changes;          /* the VM says so: the session ended with its results
 	                            accepted, result.json's changes false, no changes.bundle */
-	const char *branch;	 /* "aibox/task-<folder name>" */
+	const char *branch;      /* "aibox/task-<folder name>" */
 	int windows;             /* quote the fetch command with windows_quote(), not
 	                            shell_quote() (which a path it refuses falls back to) */
 };
@@ -162,17 +165,17 @@ int windows_quote(struct buf *out, const char *path);
  * docs/bundles.md): a bundle_check (bundle_check.h) of fd with refs exactly
  * refs/heads/aibox/task, start_commit the only base, the thin pack's bases
  * from repo_dir (which has the start commit), the indexer's folder under
- * tmp_parent (NULL: $TMPDIR or /tmp), the pack at most RESULT_BUNDLE_CHECK_MAX bytes, the default limits
- * changed by limits ("name=value,...", the AIBOX_BUNDLE_LIMITS variable; NULL:
- * none), and its child forked (it waits for bundle_check_run()).  The indexer
- * opens the project's objects and writes its index, so the child must be
- * forked before a sandbox_lockdown() without SANDBOX_KEEP_FILES.  0, or
- * -EINVAL with the fault in limits, or -errno of the fork, appended to err.
+ * tmp_parent (NULL: $TMPDIR or /tmp), the pack at most RESULT_BUNDLE_CHECK_MAX bytes, the default
+ * limits changed by limits ("name=value,...", the AIBOX_BUNDLE_LIMITS variable; NULL: none), and
+ * its child forked (it waits for bundle_check_run()).  The indexer opens the project's objects and
+ * writes its index, so the child must be forked before a sandbox_lockdown() without
+ * SANDBOX_KEEP_FILES.  0, or -EINVAL with the fault in limits, or -errno of the fork, appended to
+ * err.
  */
 #define RESULT_BUNDLE_CHECK_MAX (2ULL << 30)
 int result_bundle_check_start(struct bundle_check *c, int fd, const char *start_commit,
-			      const char *repo_dir, const char *tmp_parent, const char *limits,
-			      struct buf *err);
+                              const char *repo_dir, const char *tmp_parent, const char *limits,
+                              struct buf *err);
 
 /*
  * The verdict as the task says it: 0 with aibox/task's commit (lowercase hex)
@@ -188,7 +191,7 @@ int result_bundle_verdict(const struct bundle_verdict *v, char end[65], struct b
  * result_bundle_verdict().
  */
 int result_check_bundle(int fd, const char *start_commit, const char *repo_dir,
-			const char *tmp_parent, uint64_t max_bytes,
-			const struct bundle_limits *lim, char end[65], struct buf *why);
+                        const char *tmp_parent, uint64_t max_bytes, const struct bundle_limits *lim,
+                        char end[65], struct buf *why);
 
 #endif

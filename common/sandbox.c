@@ -13,43 +13,58 @@
 #include "banned.h"
 
 static const int deny_eacces[] = {
-	SCMP_SYS(open),
-	SCMP_SYS(openat),
-	SCMP_SYS(creat),
-	SCMP_SYS(open_by_handle_at),
-	SCMP_SYS(name_to_handle_at),
+    SCMP_SYS(open),
+    SCMP_SYS(openat),
+    SCMP_SYS(creat),
+    SCMP_SYS(open_by_handle_at),
+    SCMP_SYS(name_to_handle_at),
 };
 
 /* Changing the file system (SANDBOX_KEEP_FILES leaves these and deny_eacces). */
 static const int deny_fs[] = {
-	SCMP_SYS(mkdir),      SCMP_SYS(mkdirat),	  SCMP_SYS(rmdir),
-	SCMP_SYS(unlink),     SCMP_SYS(unlinkat),	  SCMP_SYS(rename),
-	SCMP_SYS(renameat),   SCMP_SYS(renameat2),	  SCMP_SYS(link),
-	SCMP_SYS(linkat),     SCMP_SYS(symlink),	  SCMP_SYS(symlinkat),
-	SCMP_SYS(chmod),      SCMP_SYS(fchmodat),	  SCMP_SYS(chown),
-	SCMP_SYS(lchown),     SCMP_SYS(fchownat),	  SCMP_SYS(truncate),
+    SCMP_SYS(mkdir),    SCMP_SYS(mkdirat),  SCMP_SYS(rmdir),    SCMP_SYS(unlink),
+    SCMP_SYS(unlinkat), SCMP_SYS(rename),   SCMP_SYS(renameat), SCMP_SYS(renameat2),
+    SCMP_SYS(link),     SCMP_SYS(linkat),   SCMP_SYS(symlink),  SCMP_SYS(symlinkat),
+    SCMP_SYS(chmod),    SCMP_SYS(fchmodat), SCMP_SYS(chown),    SCMP_SYS(lchown),
+    SCMP_SYS(fchownat), SCMP_SYS(truncate),
 };
 
 static const int deny_eperm[] = {
-	SCMP_SYS(execve),     SCMP_SYS(execveat),	  SCMP_SYS(mknod),
-	SCMP_SYS(mknodat),    SCMP_SYS(mount),		  SCMP_SYS(umount2),
-	SCMP_SYS(pivot_root), SCMP_SYS(chroot),		  SCMP_SYS(io_uring_setup),
-	SCMP_SYS(io_uring_enter), SCMP_SYS(io_uring_register), SCMP_SYS(ptrace),
-	SCMP_SYS(process_vm_readv), SCMP_SYS(process_vm_writev), SCMP_SYS(bpf),
-	SCMP_SYS(setns),      SCMP_SYS(unshare),	  SCMP_SYS(memfd_create),
-	SCMP_SYS(fanotify_init), SCMP_SYS(open_tree),	  SCMP_SYS(move_mount),
-	SCMP_SYS(fsopen),     SCMP_SYS(fsmount),	  SCMP_SYS(userfaultfd),
+    SCMP_SYS(execve),
+    SCMP_SYS(execveat),
+    SCMP_SYS(mknod),
+    SCMP_SYS(mknodat),
+    SCMP_SYS(mount),
+    SCMP_SYS(umount2),
+    SCMP_SYS(pivot_root),
+    SCMP_SYS(chroot),
+    SCMP_SYS(io_uring_setup),
+    SCMP_SYS(io_uring_enter),
+    SCMP_SYS(io_uring_register),
+    SCMP_SYS(ptrace),
+    SCMP_SYS(process_vm_readv),
+    SCMP_SYS(process_vm_writev),
+    SCMP_SYS(bpf),
+    SCMP_SYS(setns),
+    SCMP_SYS(unshare),
+    SCMP_SYS(memfd_create),
+    SCMP_SYS(fanotify_init),
+    SCMP_SYS(open_tree),
+    SCMP_SYS(move_mount),
+    SCMP_SYS(fsopen),
+    SCMP_SYS(fsmount),
+    SCMP_SYS(userfaultfd),
 };
 
 static const int deny_sockets[] = {
-	SCMP_SYS(socket),
-	SCMP_SYS(socketpair),
+    SCMP_SYS(socket),
+    SCMP_SYS(socketpair),
 };
 
 static const int deny_processes[] = {
-	SCMP_SYS(fork),
-	SCMP_SYS(vfork),
-	SCMP_SYS(clone),
+    SCMP_SYS(fork),
+    SCMP_SYS(vfork),
+    SCMP_SYS(clone),
 };
 
 static int add_rules(scmp_filter_ctx ctx, const int *sys, size_t n, int err)

@@ -312,7 +312,7 @@ int spawn_wait(struct spawn *sp)
 
 int spawn_wait_within(struct spawn *sp, int timeout_ms)
 {
-	const struct timespec tick = { 0, 10 * 1000 * 1000 };
+	const struct timespec tick = {0, 10 * 1000 * 1000};
 
 	if (sp->pid <= 0)
 		return spawn_wait(sp);

@@ -24,20 +24,20 @@
 
 /* Values of in, out and err besides a real fd (>= 0) to dup into place. */
 #define SPAWN_INHERIT (-1) /* the parent's own fd */
-#define SPAWN_PIPE (-2)	   /* a new pipe; the parent's end in in_fd/out_fd/err_fd */
-#define SPAWN_NULL (-3)	   /* /dev/null */
+#define SPAWN_PIPE    (-2) /* a new pipe; the parent's end in in_fd/out_fd/err_fd */
+#define SPAWN_NULL    (-3) /* /dev/null */
 
 #define SPAWN_MAX_FDS 8
 
 struct spawn {
 	struct strvec args; /* args.v[0] is the program; searched in PATH without a '/' */
 	struct strvec env;  /* "NAME=value" added to (or with env_replace, replacing) ours;
-			       "NAME" alone removes NAME */
+	                       "NAME" alone removes NAME */
 	int env_replace;
-	int in, out, err;  /* SPAWN_* or an fd of ours to put there (not closed by us) */
-	const char *dir;   /* chdir here first, if set */
-	int pdeathsig;     /* signal the child gets when we die (PR_SET_PDEATHSIG), 0 none */
-	int new_session;   /* setsid() in the child: own process group, no controlling tty */
+	int in, out, err; /* SPAWN_* or an fd of ours to put there (not closed by us) */
+	const char *dir;  /* chdir here first, if set */
+	int pdeathsig;    /* signal the child gets when we die (PR_SET_PDEATHSIG), 0 none */
+	int new_session;  /* setsid() in the child: own process group, no controlling tty */
 	struct {
 		int from, to;
 	} give[SPAWN_MAX_FDS];
@@ -50,11 +50,11 @@ struct spawn {
 	int err_fd; /* read end of the child's stderr pipe, or -1 */
 };
 
-#define SPAWN_INIT                                                                          \
-	{                                                                                   \
-		.args = STRVEC_INIT, .env = STRVEC_INIT, .in = SPAWN_INHERIT,               \
-		.out = SPAWN_INHERIT, .err = SPAWN_INHERIT, .pid = -1, .in_fd = -1,         \
-		.out_fd = -1, .err_fd = -1                                                  \
+#define SPAWN_INIT                                                                                 \
+	{                                                                                          \
+		.args = STRVEC_INIT, .env = STRVEC_INIT, .in = SPAWN_INHERIT,                      \
+		.out = SPAWN_INHERIT, .err = SPAWN_INHERIT, .pid = -1, .in_fd = -1, .out_fd = -1,  \
+		.err_fd = -1                                                                       \
 	}
 
 /* Give our fd `from` to the child as its fd `to` (to >= 3). */

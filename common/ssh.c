@@ -28,7 +28,8 @@ static int64_t now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-__attribute__((format(printf, 3, 4))) static int fail(struct ssh_client *c, int err, const char *fmt, ...)
+__attribute__((format(printf, 3, 4))) static int fail(struct ssh_client *c, int err,
+                                                      const char *fmt, ...)
 {
 	va_list ap;
 
@@ -50,7 +51,8 @@ static int fail_ssh(struct ssh_client *c, int rc, const char *what)
 		msg = "unknown error";
 	if (rc == LIBSSH2_ERROR_SOCKET_DISCONNECT || rc == LIBSSH2_ERROR_SOCKET_RECV ||
 	    rc == LIBSSH2_ERROR_SOCKET_SEND)
-		return fail(c, -ECONNRESET, "the connection to the VM ended while %s: %s", what, msg);
+		return fail(c, -ECONNRESET, "the connection to the VM ended while %s: %s", what,
+		            msg);
 	return fail(c, -EPROTO, "SSH failed while %s: %s", what, msg);
 }
 
@@ -74,7 +76,7 @@ static LIBSSH2_RECV_FUNC(recv_counted)
 static int wait_socket(struct ssh_client *c, int events, int keepalive_ms)
 {
 	int64_t now = now_ms(), wait = keepalive_ms > 0 ? keepalive_ms : 1000;
-	struct pollfd pfd = { .fd = c->fd, .events = (short)events };
+	struct pollfd pfd = {.fd = c->fd, .events = (short)events};
 
 	if (c->deadline) {
 		if (now >= c->deadline)
@@ -86,7 +88,8 @@ static int wait_socket(struct ssh_client *c, int events, int keepalive_ms)
 		int64_t idle_end = c->last_recv + c->idle_ms;
 
 		if (now >= idle_end)
-			return fail(c, -ETIMEDOUT, "the VM sent nothing for %ld s", c->idle_ms / 1000);
+			return fail(c, -ETIMEDOUT, "the VM sent nothing for %ld s",
+			            c->idle_ms / 1000);
 		if (idle_end - now < wait)
 			wait = idle_end - now;
 	}
@@ -136,17 +139,19 @@ static int wait_banner(struct ssh_client *c)
 
 		if (n == sizeof(peek)) {
 			if (memcmp(peek, "SSH-", 4))
-				return fail(c, -EPROTO, "the VM's SSH server did not start with a banner");
+				return fail(c, -EPROTO,
+				            "the VM's SSH server did not start with a banner");
 			c->last_recv = now_ms();
 			return 0;
 		}
 		if (n == 0)
-			return fail(c, -ECONNRESET, "the channel to the VM closed before its SSH server spoke");
+			return fail(c, -ECONNRESET,
+			            "the channel to the VM closed before its SSH server spoke");
 		if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
 			return fail(c, -errno, "cannot read the SSH channel: %s", strerror(errno));
 		if (n > 0) {
 			/* Part of the banner: poll would return at once, so nap. */
-			struct timespec ts = { 0, 10 * 1000 * 1000 };
+			struct timespec ts = {0, 10 * 1000 * 1000};
 
 			nanosleep(&ts, NULL);
 		}
@@ -191,12 +196,13 @@ int ssh_connect(struct ssh_client *c)
 		return fail(c, -EPERM, "the VM's host key is not the one made for this task");
 
 	while ((rc = libssh2_userauth_publickey_frommemory(s, user, strlen(user), NULL, 0,
-							   c->user_key, c->user_key_len, NULL)) ==
+	                                                   c->user_key, c->user_key_len, NULL)) ==
 	       LIBSSH2_ERROR_EAGAIN)
 		if ((ret = wait_ssh(c)) < 0)
 			return ret;
 	if (rc) {
-		if (rc == LIBSSH2_ERROR_AUTHENTICATION_FAILED || rc == LIBSSH2_ERROR_PUBLICKEY_UNVERIFIED)
+		if (rc == LIBSSH2_ERROR_AUTHENTICATION_FAILED ||
+		    rc == LIBSSH2_ERROR_PUBLICKEY_UNVERIFIED)
 			return fail(c, -EACCES, "the VM refused the task's key");
 		return fail_ssh(c, rc, "authenticating");
 	}
@@ -243,7 +249,7 @@ static void stderr_bytes(struct ssh_exec *x, struct line_buf *lb, const char *p,
 #define SSH_DRAIN_MAX (4 << 20)
 
 static void drain_stderr(LIBSSH2_CHANNEL *ch, struct ssh_exec *x, struct line_buf *lb, char *data,
-			 size_t size)
+                         size_t size)
 {
 	size_t total = 0;
 	ssize_t n;
@@ -533,7 +539,8 @@ int ssh_pubkey_blob(const char *line, size_t len, struct buf *blob)
 		}
 	}
 	/* An ed25519 blob: string "ssh-ed25519" and a 32-byte string. */
-	if (blob->len - start != 4 + 11 + 4 + 32 || memcmp(blob->buf + start, "\0\0\0\x0bssh-ed25519", 15))
+	if (blob->len - start != 4 + 11 + 4 + 32 ||
+	    memcmp(blob->buf + start, "\0\0\0\x0bssh-ed25519", 15))
 		goto bad;
 	return 0;
 bad:
@@ -547,7 +554,7 @@ static int keygen(const char *file, struct buf *err)
 	int ret;
 
 	strvec_pushl(&sp.args, "ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "aibox-task",
-		     "-f", file, NULL);
+	             "-f", file, NULL);
 	sp.in = SPAWN_NULL;
 	sp.out = SPAWN_NULL;
 	ret = spawn_run(&sp);
@@ -567,7 +574,7 @@ int ssh_task_keys_make(const char *dir, const char *forced_command, int pty,
                        struct ssh_task_keys *k, struct buf *err)
 {
 	struct buf sshdir = BUF_INIT, host = BUF_INIT, user = BUF_INIT, path = BUF_INIT,
-		   pub = BUF_INIT, auth = BUF_INIT;
+	           pub = BUF_INIT, auth = BUF_INIT;
 	ssize_t n;
 	int ret;
 
@@ -639,7 +646,7 @@ static int write_local(int fd, const char *p, size_t n)
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w < 0 && errno == EAGAIN) {
-			struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+			struct pollfd pfd = {.fd = fd, .events = POLLOUT};
 
 			poll(&pfd, 1, 1000);
 			continue;
@@ -658,7 +665,7 @@ static int write_local(int fd, const char *p, size_t n)
  * negative error fail()/fail_ssh() recorded.
  */
 static int copy_stream(struct ssh_client *c, LIBSSH2_CHANNEL *ch, int stream, int fd, int *done,
-		       int *progress)
+                       int *progress)
 {
 	const char *what = stream ? "error output" : "output";
 	static char data[32 * 1024];
@@ -672,7 +679,8 @@ static int copy_stream(struct ssh_client *c, LIBSSH2_CHANNEL *ch, int stream, in
 	} else if (n == 0) {
 		*done = 1;
 	} else if (n != LIBSSH2_ERROR_EAGAIN) {
-		return fail_ssh(c, (int)n, stream ? "reading the error output" : "reading the output");
+		return fail_ssh(c, (int)n,
+		                stream ? "reading the error output" : "reading the output");
 	}
 	return 0;
 }
@@ -851,7 +859,7 @@ int ssh_interactive(struct ssh_client *c, struct ssh_interactive *x)
 	if ((ret = close_channel(c, ch)) < 0)
 		goto out;
 	{
-		struct ssh_exec e = { 0 };
+		struct ssh_exec e = {0};
 
 		exit_of(c, ch, &e);
 		x->exit_status = e.exit_status;

@@ -35,21 +35,21 @@
 #include "buf.h"
 
 struct ssh_client {
-	int fd;				/* connected stream socket; not closed by us */
-	const char *user;		/* default "root" */
-	const unsigned char *host_key;	/* the pinned raw ed25519 host key blob */
+	int fd;                        /* connected stream socket; not closed by us */
+	const char *user;              /* default "root" */
+	const unsigned char *host_key; /* the pinned raw ed25519 host key blob */
 	size_t host_key_len;
-	const char *user_key;		/* OpenSSH private key (ed25519, no passphrase) */
+	const char *user_key; /* OpenSSH private key (ed25519, no passphrase) */
 	size_t user_key_len;
-	long timeout_ms;		/* overall, from ssh_connect() on; 0: none */
-	long idle_ms;			/* longest silence from the server; 0: none */
+	long timeout_ms; /* overall, from ssh_connect() on; 0: none */
+	long idle_ms;    /* longest silence from the server; 0: none */
 
 	struct buf err;
 
 	/* Private. */
 	void *session;
-	int64_t deadline;	/* monotonic ms, or 0 */
-	int64_t last_recv;	/* monotonic ms of the last byte from the server */
+	int64_t deadline;  /* monotonic ms, or 0 */
+	int64_t last_recv; /* monotonic ms of the last byte from the server */
 };
 
 #define SSH_CLIENT_INIT                                                                            \
@@ -77,9 +77,9 @@ struct ssh_exec {
 	void *ctx;
 
 	/* Set by ssh_exec() when it returns 0. */
-	int exit_status;	/* 0-255, or 128 + signal number, or -1 if none came */
-	char exit_signal[32];	/* the signal's name ("KILL") if one ended it */
-	uint64_t out_bytes;	/* stdout bytes received */
+	int exit_status;      /* 0-255, or 128 + signal number, or -1 if none came */
+	char exit_signal[32]; /* the signal's name ("KILL") if one ended it */
+	uint64_t out_bytes;   /* stdout bytes received */
 };
 
 /*
@@ -156,7 +156,10 @@ struct ssh_task_keys {
 	struct buf host_blob;
 };
 
-#define SSH_TASK_KEYS_INIT { BUF_INIT, BUF_INIT }
+#define SSH_TASK_KEYS_INIT                                                                         \
+	{                                                                                          \
+		BUF_INIT, BUF_INIT                                                                 \
+	}
 
 int ssh_task_keys_make(const char *dir, const char *forced_command, int pty,
                        struct ssh_task_keys *k, struct buf *err);

@@ -8,7 +8,7 @@
 #include "err.h"
 #include "banned.h"
 
-const char *strvec_empty[] = { NULL };
+const char *strvec_empty[] = {NULL};
 
 void strvec_init(struct strvec *sv)
 {

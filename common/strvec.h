@@ -14,13 +14,17 @@ struct strvec {
 };
 
 extern const char *strvec_empty[];
-#define STRVEC_INIT { strvec_empty, 0, 0 }
+#define STRVEC_INIT                                                                                \
+	{                                                                                          \
+		strvec_empty, 0, 0                                                                 \
+	}
 
 void strvec_init(struct strvec *sv);
 
 /* Append a copy of s; returns the copy. */
 const char *strvec_push(struct strvec *sv, const char *s);
-__attribute__((format(printf, 2, 3))) const char *strvec_pushf(struct strvec *sv, const char *fmt, ...);
+__attribute__((format(printf, 2, 3))) const char *strvec_pushf(struct strvec *sv, const char *fmt,
+                                                               ...);
 
 /* Append copies of each argument up to a NULL. */
 __attribute__((sentinel)) void strvec_pushl(struct strvec *sv, ...);

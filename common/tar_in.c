@@ -8,16 +8,16 @@
 #include "banned.h"
 
 /* ustar header field offsets and lengths. */
-#define NAME_OFF 0
-#define NAME_LEN 100
-#define MODE_OFF 100
-#define UID_OFF 108
-#define GID_OFF 116
-#define SIZE_OFF 124
-#define MTIME_OFF 136
+#define NAME_OFF   0
+#define NAME_LEN   100
+#define MODE_OFF   100
+#define UID_OFF    108
+#define GID_OFF    116
+#define SIZE_OFF   124
+#define MTIME_OFF  136
 #define CHKSUM_OFF 148
-#define TYPE_OFF 156
-#define MAGIC_OFF 257
+#define TYPE_OFF   156
+#define MAGIC_OFF  257
 #define PREFIX_OFF 345
 #define PREFIX_LEN 155
 
@@ -44,7 +44,8 @@ int tar_in_ended(const struct tar_in *t)
 	return t->zero_blocks >= 2;
 }
 
-__attribute__((format(printf, 3, 4))) static int refuse(struct tar_in *t, int err, const char *fmt, ...)
+__attribute__((format(printf, 3, 4))) static int refuse(struct tar_in *t, int err, const char *fmt,
+                                                        ...)
 {
 	va_list ap;
 
@@ -151,13 +152,18 @@ static int header(struct tar_in *t)
 	if (t->zero_blocks)
 		return refuse(t, -EPROTO, "the results have a lone zero block inside the archive");
 	if (t->after_last)
-		return refuse(t, -EPROTO, "%s must come last", t->cur ? t->cur->name : "the last file");
+		return refuse(t, -EPROTO, "%s must come last",
+		              t->cur ? t->cur->name : "the last file");
 
 	for (size_t i = 0; i < 512; i++)
 		sum += (i >= CHKSUM_OFF && i < CHKSUM_OFF + 8) ? ' ' : h[i];
 	if (parse_octal(h + CHKSUM_OFF, 8, &chk) < 0 || chk != sum)
 		return refuse(t, -EPROTO, "a results tar header has a bad checksum");
-	if (memcmp(h + MAGIC_OFF, "ustar\0" "00", 8) && memcmp(h + MAGIC_OFF, "ustar  \0", 8))
+	if (memcmp(h + MAGIC_OFF,
+	           "ustar\0"
+	           "00",
+	           8) &&
+	    memcmp(h + MAGIC_OFF, "ustar  \0", 8))
 		return refuse(t, -EPROTO, "a results tar header is not ustar");
 
 	namelen = strnlen((const char *)h + NAME_OFF, NAME_LEN);
@@ -184,12 +190,13 @@ static int header(struct tar_in *t)
 		return refuse(t, -EPROTO, "'%s' sent twice", f->name);
 	if (parse_octal(h + MODE_OFF, 8, &num) < 0 || parse_octal(h + UID_OFF, 8, &num) < 0 ||
 	    parse_octal(h + GID_OFF, 8, &num) < 0 || parse_octal(h + MTIME_OFF, 12, &num) < 0)
-		return refuse(t, -EPROTO, "the header of '%s' has a field that is not octal", f->name);
+		return refuse(t, -EPROTO, "the header of '%s' has a field that is not octal",
+		              f->name);
 	if (parse_octal(h + SIZE_OFF, 12, &size) < 0)
 		return refuse(t, -EPROTO, "the size of '%s' is not an octal number", f->name);
 	if (size > f->max)
 		return refuse(t, -EFBIG, "'%s' over its size limit of %llu bytes", f->name,
-			      (unsigned long long)f->max);
+		              (unsigned long long)f->max);
 
 	f->seen = 1;
 	f->size = size;
@@ -213,17 +220,20 @@ int tar_in_feed(struct tar_in *t, const void *data, size_t n)
 	while (n) {
 		if (tar_in_ended(t)) {
 			if (!is_zero(p, n))
-				return refuse(t, -EPROTO, "the results have data after the end of the archive");
+				return refuse(t, -EPROTO,
+				              "the results have data after the end of the archive");
 			t->trailer += n;
 			if (t->trailer > TAR_IN_MAX_TRAILER)
-				return refuse(t, -EPROTO, "the results have too much padding after the end");
+				return refuse(t, -EPROTO,
+				              "the results have too much padding after the end");
 			return 0;
 		}
 		if (t->data_left) {
 			size_t k = n < t->data_left ? n : (size_t)t->data_left;
 
 			if ((ret = write_all(t->cur->fd, p, k)) < 0)
-				return refuse(t, ret, "cannot write '%s': %s", t->cur->name, strerror(-ret));
+				return refuse(t, ret, "cannot write '%s': %s", t->cur->name,
+				              strerror(-ret));
 			t->data_left -= k;
 			p += k;
 			n -= k;

@@ -41,14 +41,14 @@
 
 struct tar_in_file {
 	const char *name; /* exact name, no '/' */
-	int fd;		  /* where its bytes go (written with write_all) */
-	uint64_t max;	  /* size cap in bytes */
-	int last;	  /* nothing but the end of the archive may follow it */
+	int fd;           /* where its bytes go (written with write_all) */
+	uint64_t max;     /* size cap in bytes */
+	int last;         /* nothing but the end of the archive may follow it */
 
 	/* Set by the reader. */
-	int seen;	   /* its header was accepted */
-	int complete;	   /* all its bytes were written */
-	uint64_t size;	   /* its size from the header */
+	int seen;      /* its header was accepted */
+	int complete;  /* all its bytes were written */
+	uint64_t size; /* its size from the header */
 };
 
 struct tar_in {
@@ -60,12 +60,12 @@ struct tar_in {
 	unsigned char block[512];
 	size_t block_len;
 	struct tar_in_file *cur; /* file whose data is coming, or NULL */
-	uint64_t data_left;	 /* bytes of cur's data still to come */
-	uint64_t pad_left;	 /* padding bytes after the data */
-	int zero_blocks;	 /* consecutive zero header blocks seen (0-2) */
-	int after_last;		 /* a `last` file was completed */
-	uint64_t trailer;	 /* bytes after the end of the archive */
-	int error;		 /* sticky negative errno */
+	uint64_t data_left;      /* bytes of cur's data still to come */
+	uint64_t pad_left;       /* padding bytes after the data */
+	int zero_blocks;         /* consecutive zero header blocks seen (0-2) */
+	int after_last;          /* a `last` file was completed */
+	uint64_t trailer;        /* bytes after the end of the archive */
+	int error;               /* sticky negative errno */
 };
 
 /* Start reading; files (not copied) must outlive the reader. */

@@ -46,8 +46,8 @@ static void on_stderr_line(void *arg, const char *line, size_t n)
 int task_session_run(struct task_session *s)
 {
 	struct ssh_client cl = SSH_CLIENT_INIT;
-	struct ssh_exec x = { 0 };
-	struct ctx c = { .s = s };
+	struct ssh_exec x = {0};
+	struct ctx c = {.s = s};
 	int ret;
 
 	s->exit_status = -1;

@@ -19,22 +19,22 @@
 #define TASK_SESSION_LOG_MAX (16 << 20)
 
 struct task_session {
-	int fd;				/* the stream to the guest's SSH server */
-	const char *user;		/* NULL: root */
+	int fd;           /* the stream to the guest's SSH server */
+	const char *user; /* NULL: root */
 	const struct ssh_task_keys *keys;
-	const char *id;			/* the task id, for vm[id] lines */
-	int err_fd;			/* where vm lines go */
-	int log_fd;			/* when above 2, vm lines go here too (aibox.log), at
-					   most TASK_SESSION_LOG_MAX bytes of them */
-	const char *secrets;		/* task_secrets_json() text, for stdin */
+	const char *id;      /* the task id, for vm[id] lines */
+	int err_fd;          /* where vm lines go */
+	int log_fd;          /* when above 2, vm lines go here too (aibox.log), at
+	                        most TASK_SESSION_LOG_MAX bytes of them */
+	const char *secrets; /* task_secrets_json() text, for stdin */
 	size_t secrets_len;
-	int result_fds[RESULT_NFILES];  /* open for writing, indexed as guest_results */
-	long timeout_ms, idle_ms;	/* as struct ssh_client */
+	int result_fds[RESULT_NFILES]; /* open for writing, indexed as guest_results */
+	long timeout_ms, idle_ms;      /* as struct ssh_client */
 
 	/* Set by task_session_run(). */
 	struct tar_in_file files[RESULT_NFILES];
-	int exit_status;		/* the task command's, or -1 */
-	struct buf err;                 /* why it failed, when it did */
+	int exit_status; /* the task command's, or -1 */
+	struct buf err;  /* why it failed, when it did */
 };
 
 /*

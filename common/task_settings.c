@@ -417,8 +417,7 @@ static int parse(const char *text, size_t len, int place_only, struct task_setti
 	return 0;
 }
 
-int task_settings_parse(const char *text, size_t len, struct task_settings_doc *d,
-                        struct buf *err)
+int task_settings_parse(const char *text, size_t len, struct task_settings_doc *d, struct buf *err)
 {
 	return parse(text, len, 0, d, err);
 }

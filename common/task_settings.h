@@ -24,9 +24,9 @@ enum task_mode {
 };
 
 enum task_api {
-	TASK_API_NONE,	  /* no login: Claude Code gets nothing */
+	TASK_API_NONE,    /* no login: Claude Code gets nothing */
 	TASK_API_FORWARD, /* placeholder key + ANTHROPIC_BASE_URL to the proxy's 3129 */
-	TASK_API_OAUTH,	  /* CLAUDE_CODE_OAUTH_TOKEN comes in with the secrets */
+	TASK_API_OAUTH,   /* CLAUDE_CODE_OAUTH_TOKEN comes in with the secrets */
 };
 
 struct task_mount {
@@ -53,11 +53,11 @@ struct task_mount {
  */
 struct task_settings {
 	enum task_mode mode;
-	const char *id;		  /* 6 lowercase hex */
-	const char *model;	  /* NULL: Claude Code's default */
-	long timeout_s;		  /* > 0 */
+	const char *id;    /* 6 lowercase hex */
+	const char *model; /* NULL: Claude Code's default */
+	long timeout_s;    /* > 0 */
 	int has_budget;
-	double max_budget_usd;	  /* > 0 when has_budget */
+	double max_budget_usd; /* > 0 when has_budget */
 	const char *git_name, *git_email;
 	const char *start_commit; /* 40 or 64 lowercase hex */
 	const char *branch;       /* NULL: GUEST_BRANCH, the only one */

@@ -13,8 +13,8 @@ SSL_CTX *tls_client_ctx(const char *ca_file, struct buf *err)
 	const char *file = ca_file;
 
 	OPENSSL_init_ssl(OPENSSL_INIT_LOAD_SSL_STRINGS | OPENSSL_INIT_LOAD_CRYPTO_STRINGS |
-				 OPENSSL_INIT_LOAD_CONFIG,
-			 NULL);
+	                     OPENSSL_INIT_LOAD_CONFIG,
+	                 NULL);
 	ctx = SSL_CTX_new(TLS_client_method());
 	if (!ctx) {
 		buf_addstr(err, "cannot make a TLS context: ");
@@ -35,7 +35,7 @@ SSL_CTX *tls_client_ctx(const char *ca_file, struct buf *err)
 	SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
 	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
 	SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
-				      SSL_MODE_RELEASE_BUFFERS);
+	                          SSL_MODE_RELEASE_BUFFERS);
 	return ctx;
 }
 

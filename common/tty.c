@@ -14,11 +14,11 @@
 static struct termios saved, raw_state;
 static volatile sig_atomic_t saved_fd = -1;
 static volatile sig_atomic_t is_raw; /* the terminal is in our raw mode now */
-static int winch_pipe[2] = { -1, -1 };
+static int winch_pipe[2] = {-1, -1};
 static struct sigaction tstp_action;
 
-static const int fatal_signals[] = { SIGHUP,  SIGINT,  SIGQUIT, SIGTERM, SIGPIPE, SIGALRM, SIGUSR1,
-				     SIGUSR2, SIGSEGV, SIGBUS,	SIGFPE,	 SIGILL,  SIGABRT };
+static const int fatal_signals[] = {SIGHUP,  SIGINT,  SIGQUIT, SIGTERM, SIGPIPE, SIGALRM, SIGUSR1,
+                                    SIGUSR2, SIGSEGV, SIGBUS,  SIGFPE,  SIGILL,  SIGABRT};
 
 void tty_restore(void)
 {
@@ -102,7 +102,7 @@ static void on_cont(int sig)
 	errno = e;
 }
 
-static const int stop_signals[] = { SIGTSTP, SIGTTIN, SIGTTOU };
+static const int stop_signals[] = {SIGTSTP, SIGTTIN, SIGTTOU};
 
 /* sa for each of the n signals, except one ignored when we started (nohup stays nohup). */
 static void handle_unless_ignored(const int *sigs, size_t n, const struct sigaction *sa)

@@ -27,7 +27,7 @@
 #define DEFAULT_DISK_BYTES (16ULL << 30)
 
 /* What QEMU's environment gets of ours (vm.h). */
-static const char *const qemu_env[] = { "PATH", "HOME", "TMPDIR", "LANG", "LC_ALL" };
+static const char *const qemu_env[] = {"PATH", "HOME", "TMPDIR", "LANG", "LC_ALL"};
 
 /* The fd numbers QEMU gets (spawn_give_fd). */
 #define FD_STATE 3

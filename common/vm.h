@@ -101,10 +101,10 @@ struct vm_config {
 #define VM_MAX_CONNS 64
 
 struct vm {
-	pid_t pid;  /* QEMU */
-	int pidfd;  /* pidfd of QEMU (poll: readable when it exits), or -1 */
-	int ssh_fd; /* stream socket to the guest's SSH server */
-	int kvm;    /* 1 with KVM, 0 under TCG */
+	pid_t pid;    /* QEMU */
+	int pidfd;    /* pidfd of QEMU (poll: readable when it exits), or -1 */
+	int ssh_fd;   /* stream socket to the guest's SSH server */
+	int kvm;      /* 1 with KVM, 0 under TCG */
 	int restored; /* 1 when started from a snapshot */
 	int ctl_fd;   /* a snapshot's control port (snapshot.h), or -1 */
 	/*

@@ -39,8 +39,8 @@ static void check_report(const char *p, size_t n)
 
 	if (proxy_report_parse(p, n, &rep, &err) == 0) {
 		struct summary s = SUMMARY_INIT;
-		struct summary_in in = { .report = &rep, .bundle_path = "/t/changes.bundle",
-					 .branch = "aibox/task-x" };
+		struct summary_in in = {
+		    .report = &rep, .bundle_path = "/t/changes.bundle", .branch = "aibox/task-x"};
 
 		if (err.len || rep.nhosts > PROXY_REPORT_HOSTS)
 			abort();
@@ -71,10 +71,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (ret == 0) {
 		struct summary s = SUMMARY_INIT;
 		struct summary_in in = {
-			.result = &r,
-			.end_commit = r.end_commit[0] ? r.end_commit : NULL,
-			.bundle_path = "/tmp/it's here/changes.bundle",
-			.branch = "aibox/task-x",
+		    .result = &r,
+		    .end_commit = r.end_commit[0] ? r.end_commit : NULL,
+		    .bundle_path = "/tmp/it's here/changes.bundle",
+		    .branch = "aibox/task-x",
 		};
 
 		if (err.len || r.version != 1 || r.nsteps > RESULT_STEPS_MAX)

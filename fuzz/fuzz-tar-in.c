@@ -20,10 +20,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static int devnull = -1;
 	struct tar_in_file files[] = {
-		{ .name = "changes.bundle", .max = 4096 },
-		{ .name = "transcript.jsonl", .max = 1000 },
-		{ .name = "vm.log", .max = 0 },
-		{ .name = "result.json", .max = 600, .last = 1 },
+	    {.name = "changes.bundle", .max = 4096},
+	    {.name = "transcript.jsonl", .max = 1000},
+	    {.name = "vm.log", .max = 0},
+	    {.name = "result.json", .max = 600, .last = 1},
 	};
 	struct tar_in t;
 	size_t chunk, off = 0;

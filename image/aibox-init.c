@@ -99,8 +99,7 @@ static int pid1_main(int resumed)
 	}
 	if (mount_task_share() < 0 || settings_read(&settings) < 0 ||
 	    state_disk_setup(&settings) < 0 || (!strcmp(mode, "run") && run_setup(&settings) < 0) ||
-	    mount_extra(&settings) < 0 || net_setup() < 0 ||
-	    ssh_prepare() < 0)
+	    mount_extra(&settings) < 0 || net_setup() < 0 || ssh_prepare() < 0)
 		goto fail;
 	settings_clear(&settings);
 	if ((r = find_port(GUEST_PORT_SSH, port, sizeof(port))) < 0) {
@@ -114,7 +113,8 @@ static int pid1_main(int resumed)
 	if (relay == 0) {
 		sigprocmask(SIG_UNBLOCK, &all, NULL);
 		/* aibox run ends like a task: when its session is over. */
-		_exit(ssh_relay_loop(port, !strcmp(mode, "task") || !strcmp(mode, "run")) < 0 ? 1 : 0);
+		_exit(ssh_relay_loop(port, !strcmp(mode, "task") || !strcmp(mode, "run")) < 0 ? 1
+		                                                                              : 0);
 	}
 	console("ready (mode %s, ssh on %s)", mode, port);
 

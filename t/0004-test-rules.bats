@@ -62,3 +62,16 @@ B
 		[[ " $line " != *" t/$f.bats "* ]]
 	done
 }
+
+@test "test-rules: the format check names a C file that is not as .clang-format says" {
+	printf 'int  f(void){return 1;}\n' >bad.c
+	run "$TOP/t/check-format" "$T/bad.c"
+	assert_failure 1
+	assert_line "$T/bad.c: not as .clang-format says (make format):"
+}
+
+@test "test-rules: every C file of the tree is as .clang-format says: make format changes nothing" {
+	run "$TOP/t/check-format"
+	assert_success
+	assert_output ''
+}

@@ -49,32 +49,32 @@
 #include "banned.h"
 
 static const char usage_text[] =
-	"usage: aibox-broker --remote URL [--token-env NAME] [--fetch] [--push PATTERN]...\n"
-	"                    [--token-fd N]\n"
-	"                    [--auth basic|bearer] [--auth-user NAME] [--remote ...]...\n"
-	"                    (--listen HOST:PORT | --listen-fd N | --conn-fd N | --handoff-fd N)\n"
-	"                    [--log FILE | --log-fd N] [--ready-fd N] [--ca FILE] [--no-sandbox]\n"
-	"\n"
-	"  --remote URL        an https remote; the options up to the next --remote apply to it;\n"
-	"                      the first is served under /0/, the next under /1/, ...\n"
-	"  --token-env NAME    the environment variable holding its token (read at start);\n"
-	"                      without it, requests go to the remote with no credentials\n"
-	"  --token-fd N        read the --token-env variables from fd N instead, as\n"
-	"                      NAME=value lines up to EOF\n"
-	"  --fetch             allow fetch and clone\n"
-	"  --push PATTERN      allow pushing branches matching PATTERN ('*' stays within one\n"
-	"                      '/' level: aibox/* matches aibox/x); repeatable\n"
-	"  --auth basic|bearer how the token is sent (default basic, user x-access-token)\n"
-	"  --auth-user NAME    the user name for basic auth\n"
-	"  --listen HOST:PORT  listen on TCP (port 0: any; the ready line names it)\n"
-	"  --listen-fd N       accept on this listening socket\n"
-	"  --conn-fd N         serve the one connection on fd N, then exit\n"
-	"  --handoff-fd N      receive connections over this unix socket (SCM_RIGHTS)\n"
-	"  --log FILE          append one line per operation (default: stderr)\n"
-	"  --log-fd N          the same, to an open fd\n"
-	"  --ready-fd N        write \"ready ...\\n\" here once serving, then close it\n"
-	"  --ca FILE           trust only the CAs in FILE (for tests; also AIBOX_BROKER_CA)\n"
-	"  --no-sandbox        do not lock the process down (seccomp)\n";
+    "usage: aibox-broker --remote URL [--token-env NAME] [--fetch] [--push PATTERN]...\n"
+    "                    [--token-fd N]\n"
+    "                    [--auth basic|bearer] [--auth-user NAME] [--remote ...]...\n"
+    "                    (--listen HOST:PORT | --listen-fd N | --conn-fd N | --handoff-fd N)\n"
+    "                    [--log FILE | --log-fd N] [--ready-fd N] [--ca FILE] [--no-sandbox]\n"
+    "\n"
+    "  --remote URL        an https remote; the options up to the next --remote apply to it;\n"
+    "                      the first is served under /0/, the next under /1/, ...\n"
+    "  --token-env NAME    the environment variable holding its token (read at start);\n"
+    "                      without it, requests go to the remote with no credentials\n"
+    "  --token-fd N        read the --token-env variables from fd N instead, as\n"
+    "                      NAME=value lines up to EOF\n"
+    "  --fetch             allow fetch and clone\n"
+    "  --push PATTERN      allow pushing branches matching PATTERN ('*' stays within one\n"
+    "                      '/' level: aibox/* matches aibox/x); repeatable\n"
+    "  --auth basic|bearer how the token is sent (default basic, user x-access-token)\n"
+    "  --auth-user NAME    the user name for basic auth\n"
+    "  --listen HOST:PORT  listen on TCP (port 0: any; the ready line names it)\n"
+    "  --listen-fd N       accept on this listening socket\n"
+    "  --conn-fd N         serve the one connection on fd N, then exit\n"
+    "  --handoff-fd N      receive connections over this unix socket (SCM_RIGHTS)\n"
+    "  --log FILE          append one line per operation (default: stderr)\n"
+    "  --log-fd N          the same, to an open fd\n"
+    "  --ready-fd N        write \"ready ...\\n\" here once serving, then close it\n"
+    "  --ca FILE           trust only the CAs in FILE (for tests; also AIBOX_BROKER_CA)\n"
+    "  --no-sandbox        do not lock the process down (seccomp)\n";
 
 #define CHILDREN_MAX 32
 
@@ -194,7 +194,7 @@ static void read_tokens(struct broker *br, int token_fd)
 			found = secret_take_env(name, &v);
 		if (!found || !v.len)
 			die(token_fd >= 0 ? "the token '%s' is not on --token-fd"
-					  : "the token variable '%s' is not set",
+			                  : "the token variable '%s' is not set",
 			    name);
 		if (!broker_token_ok(v.buf, v.len))
 			die("the token in '%s' holds a space or control character", name);
@@ -254,7 +254,7 @@ static int listen_on(const char *spec, struct buf *addr)
 	free(host);
 	if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0 &&
 	    getnameinfo((struct sockaddr *)&ss, sl, hbuf, sizeof(hbuf), pbuf, sizeof(pbuf),
-			NI_NUMERICHOST | NI_NUMERICSERV) == 0)
+	                NI_NUMERICHOST | NI_NUMERICSERV) == 0)
 		buf_addf(addr, strchr(hbuf, ':') ? "[%s]:%s" : "%s:%s", hbuf, pbuf);
 	return fd;
 }
@@ -289,7 +289,7 @@ static void reap(int block)
 
 /* Serve fd in a child; closes fd in the parent. */
 static void spawn_server(const struct broker *br, int fd, int close_in_child, const char *prefix,
-			 size_t plen, long want_idx)
+                         size_t plen, long want_idx)
 {
 	pid_t pid;
 
@@ -338,7 +338,7 @@ static int handoff_one(const struct broker *br, int hfd)
 static void serve_loop(const struct broker *br, int listen_fd, int handoff_fd)
 {
 	while (!stop) {
-		struct pollfd pfd = { listen_fd >= 0 ? listen_fd : handoff_fd, POLLIN, 0 };
+		struct pollfd pfd = {listen_fd >= 0 ? listen_fd : handoff_fd, POLLIN, 0};
 
 		reap(0);
 		if (poll(&pfd, 1, 1000) <= 0)
@@ -368,9 +368,25 @@ struct options {
 	int listen_fd, conn_fd, handoff_fd, ready_fd, token_fd, sandbox, nsources;
 };
 
-enum { O_REMOTE = 256, O_TOKEN_ENV, O_FETCH, O_PUSH, O_AUTH, O_AUTH_USER, O_LISTEN,
-       O_LISTEN_FD, O_CONN_FD, O_HANDOFF_FD, O_LOG, O_LOG_FD, O_READY_FD, O_CA,
-       O_NO_SANDBOX, O_TOKEN_FD, O_HELP };
+enum {
+	O_REMOTE = 256,
+	O_TOKEN_ENV,
+	O_FETCH,
+	O_PUSH,
+	O_AUTH,
+	O_AUTH_USER,
+	O_LISTEN,
+	O_LISTEN_FD,
+	O_CONN_FD,
+	O_HANDOFF_FD,
+	O_LOG,
+	O_LOG_FD,
+	O_READY_FD,
+	O_CA,
+	O_NO_SANDBOX,
+	O_TOKEN_FD,
+	O_HELP
+};
 
 /* An option of the current --remote group. */
 static void remote_option(struct broker *br, int opt, const char *arg)
@@ -421,7 +437,7 @@ static void remote_option(struct broker *br, int opt, const char *arg)
 
 /* An option that takes an fd number. */
 static void fd_option(struct broker *br, struct options *o, int opt, const char *arg,
-		      const char *name)
+                      const char *name)
 {
 	int fd;
 
@@ -445,24 +461,24 @@ static void fd_option(struct broker *br, struct options *o, int opt, const char 
 static void parse_options(int argc, char **argv, struct broker *br, struct options *o)
 {
 	static const struct option opts[] = {
-		{ "remote", required_argument, NULL, O_REMOTE },
-		{ "token-env", required_argument, NULL, O_TOKEN_ENV },
-		{ "fetch", no_argument, NULL, O_FETCH },
-		{ "push", required_argument, NULL, O_PUSH },
-		{ "auth", required_argument, NULL, O_AUTH },
-		{ "auth-user", required_argument, NULL, O_AUTH_USER },
-		{ "listen", required_argument, NULL, O_LISTEN },
-		{ "listen-fd", required_argument, NULL, O_LISTEN_FD },
-		{ "conn-fd", required_argument, NULL, O_CONN_FD },
-		{ "handoff-fd", required_argument, NULL, O_HANDOFF_FD },
-		{ "log", required_argument, NULL, O_LOG },
-		{ "log-fd", required_argument, NULL, O_LOG_FD },
-		{ "ready-fd", required_argument, NULL, O_READY_FD },
-		{ "ca", required_argument, NULL, O_CA },
-		{ "no-sandbox", no_argument, NULL, O_NO_SANDBOX },
-		{ "token-fd", required_argument, NULL, O_TOKEN_FD },
-		{ "help", no_argument, NULL, O_HELP },
-		{ NULL, 0, NULL, 0 },
+	    {"remote", required_argument, NULL, O_REMOTE},
+	    {"token-env", required_argument, NULL, O_TOKEN_ENV},
+	    {"fetch", no_argument, NULL, O_FETCH},
+	    {"push", required_argument, NULL, O_PUSH},
+	    {"auth", required_argument, NULL, O_AUTH},
+	    {"auth-user", required_argument, NULL, O_AUTH_USER},
+	    {"listen", required_argument, NULL, O_LISTEN},
+	    {"listen-fd", required_argument, NULL, O_LISTEN_FD},
+	    {"conn-fd", required_argument, NULL, O_CONN_FD},
+	    {"handoff-fd", required_argument, NULL, O_HANDOFF_FD},
+	    {"log", required_argument, NULL, O_LOG},
+	    {"log-fd", required_argument, NULL, O_LOG_FD},
+	    {"ready-fd", required_argument, NULL, O_READY_FD},
+	    {"ca", required_argument, NULL, O_CA},
+	    {"no-sandbox", no_argument, NULL, O_NO_SANDBOX},
+	    {"token-fd", required_argument, NULL, O_TOKEN_FD},
+	    {"help", no_argument, NULL, O_HELP},
+	    {NULL, 0, NULL, 0},
 	};
 	int opt;
 
@@ -543,9 +559,13 @@ static void start(struct broker *br, struct options *o, struct buf *addr)
 
 int main(int argc, char **argv)
 {
-	struct broker br = { .log_fd = 2 };
-	struct options o = { .listen_fd = -1, .conn_fd = -1, .handoff_fd = -1, .ready_fd = -1,
-			     .token_fd = -1, .sandbox = 1 };
+	struct broker br = {.log_fd = 2};
+	struct options o = {.listen_fd = -1,
+	                    .conn_fd = -1,
+	                    .handoff_fd = -1,
+	                    .ready_fd = -1,
+	                    .token_fd = -1,
+	                    .sandbox = 1};
 	struct buf addr = BUF_INIT;
 	struct sigaction sa;
 	int r;
@@ -560,7 +580,7 @@ int main(int argc, char **argv)
 	}
 	for (size_t i = 0; i < br.nremotes; i++)
 		broker_log(&br, "start remote=%zu url=%s fetch=%s push=%zu", i, br.remotes[i].url,
-			   br.remotes[i].fetch ? "yes" : "no", br.remotes[i].npush);
+		           br.remotes[i].fetch ? "yes" : "no", br.remotes[i].npush);
 
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal;

@@ -41,7 +41,7 @@ static const char usage_text[] = "usage: aibox-connect [--max N [--log FILE]] <s
 /* The most --max allows: each slot is one byte of the slots file. */
 #define MAX_SLOTS 100000
 /* Where the refusals are counted in the slots file: past every slot. */
-#define COUNT_AT  MAX_SLOTS
+#define COUNT_AT MAX_SLOTS
 
 /*
  * Take one of the max slots of socket: 0, the lock held until we exit, or
@@ -57,7 +57,8 @@ static int take_slot(const char *socket, long max, int *slots_fd)
 	if (fd < 0)
 		ret = -errno;
 	for (long i = 0; fd >= 0 && i < max; i++) {
-		struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = i, .l_len = 1 };
+		struct flock fl = {
+		    .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = i, .l_len = 1};
 
 		if (fcntl(fd, F_SETLK, &fl) == 0) {
 			ret = 0; /* fd stays open: closing it would drop the lock */
@@ -79,9 +80,9 @@ static int take_slot(const char *socket, long max, int *slots_fd)
  */
 static uint64_t count_refusal(int fd)
 {
-	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = COUNT_AT + 8,
-			    .l_len = 1 };
-	unsigned char b[8] = { 0 };
+	struct flock fl = {
+	    .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = COUNT_AT + 8, .l_len = 1};
+	unsigned char b[8] = {0};
 	uint64_t n = 0;
 
 	if (fcntl(fd, F_SETLKW, &fl) < 0)
@@ -114,9 +115,9 @@ static void log_refusal(const char *log, long max, uint64_t count)
 	gmtime_r(&ts.tv_sec, &tm);
 	strftime(tbuf, sizeof(tbuf), "%Y-%m-%dT%H:%M:%S", &tm);
 	buf_addf(&b,
-		 "%s.%03ldZ refused - (too many connections from the VM: %ld at once; %llu "
-		 "refused so far, logged at powers of two) sent=0 received=0 duration=0.000s\n",
-		 tbuf, ts.tv_nsec / 1000000, max, (unsigned long long)(count ? count : 1));
+	         "%s.%03ldZ refused - (too many connections from the VM: %ld at once; %llu "
+	         "refused so far, logged at powers of two) sent=0 received=0 duration=0.000s\n",
+	         tbuf, ts.tv_nsec / 1000000, max, (unsigned long long)(count ? count : 1));
 	if (!log) {
 		error("too many connections from the VM: %ld at once", max);
 	} else if ((fd = open(log, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC)) >= 0) {
@@ -232,7 +233,8 @@ int main(int argc, char **argv)
 	for (; i + 1 < argc && argv[i][0] == '-'; i += 2) {
 		if (!strcmp(argv[i], "--max")) {
 			if (parse_long(argv[i + 1], 1, MAX_SLOTS, &max) < 0)
-				die("--max: '%s' is not a number from 1 to %d", argv[i + 1], MAX_SLOTS);
+				die("--max: '%s' is not a number from 1 to %d", argv[i + 1],
+				    MAX_SLOTS);
 		} else if (!strcmp(argv[i], "--log")) {
 			log = argv[i + 1];
 		} else {

@@ -131,7 +131,8 @@ static int cmd_list(int argc, char **argv)
 			json_object_set_new(o, "built", text_json(manifest_field(&m, "built", &v)));
 			json_object_set_new(o, "claude_code",
 			                    text_json(manifest_field(&m, "claude-code", &v)));
-			json_object_set_new(o, "kernel", text_json(manifest_field(&m, "kernel", &v)));
+			json_object_set_new(o, "kernel",
+			                    text_json(manifest_field(&m, "kernel", &v)));
 			json_array_append_new(array, o);
 			continue;
 		}

@@ -302,7 +302,8 @@ static int cmd_remove(const char *name)
 	ret = any_task_running(p.dir);
 	if (ret) {
 		if (ret < 0)
-			error("cannot tell whether the tasks of project '%s' run: left alone", name);
+			error("cannot tell whether the tasks of project '%s' run: left alone",
+			      name);
 		else
 			error("project '%s' has a running task: left alone", name);
 		close(lock);

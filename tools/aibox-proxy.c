@@ -37,47 +37,47 @@
 #include "banned.h"
 
 static const char usage[] =
-	"usage: aibox-proxy [--listen HOST:PORT | --listen unix:PATH | --listen-fd N]\n"
-	"                   [--allow ENTRY]... [--allow-file FILE] [--log FILE | --log-fd N]\n"
-	"                   [--log-max BYTES] [--report-fd N]\n"
-	"                   [--key-env NAME | --key-fd N] [--ready-fd N] [--presets DIR]\n"
-	"                   [--header-timeout T] [--idle-timeout T] [--connect-timeout T]\n"
-	"                   [--max-conns N] [--api-pool N] [--api-pool-idle T]\n"
-	"                   [--broker-fd N] [--prices FILE] [--budget-task USD]\n"
-	"                   [--budget-day USD --ledger-fd N] [--no-sandbox]\n"
-	"\n"
-	"  --listen ADDR        listen on HOST:PORT (an IP address or localhost; default\n"
-	"                       127.0.0.1:3128) or on the unix socket unix:PATH\n"
-	"  --listen-fd N        accept on the listening socket N instead\n"
-	"  --allow ENTRY        allow host, host:port, *.domain, an IP literal or preset:NAME\n"
-	"  --allow-file FILE    allow the entries in FILE, one a line\n"
-	"  --log FILE           append one line per request or tunnel to FILE\n"
-	"  --log-fd N           write those lines to fd N\n"
-	"  --log-max BYTES      write at most BYTES of log lines, then count them\n"
-	"                       (default 16 MiB; 0: no cap)\n"
-	"  --report-fd N        when told to stop, write the record (what the VM\n"
-	"                       reached, counted; one JSON object) to fd N\n"
-	"  --key-env NAME       forward 127.0.0.1:3129 to the API with the key in $NAME\n"
-	"  --key-fd N           the same with the key read from fd N (to its EOF)\n"
-	"  --ready-fd N         write \"ready ADDR\" to fd N once listening, then close it\n"
-	"  --presets DIR        read preset:NAME from DIR/NAME (default: aibox's data)\n"
-	"  --header-timeout T   time for a request head to arrive (default 30s)\n"
-	"  --idle-timeout T     time a tunnel or connection may sit idle (default 600s)\n"
-	"  --connect-timeout T  time to resolve, connect and shake hands (default 30s)\n"
-	"  --max-conns N        connections at once (default 10000)\n"
-	"  --api-pool N         keep up to N idle TLS connections to the API upstream\n"
-	"                       for the next request (default 4; 0: one per request)\n"
-	"  --api-pool-idle T    close an idle pooled connection after T (default 20s)\n"
-	"  --broker-fd N        hand requests for git.aibox.internal to aibox-broker over\n"
-	"                       the unix SOCK_SEQPACKET socket N (its --handoff-fd)\n"
-	"  --prices FILE        count key forwarding's spend with this price table\n"
-	"                       (default: aibox's data, share/prices)\n"
-	"  --budget-task USD    refuse paid API requests once this task spent USD\n"
-	"  --budget-day USD     refuse them once the day's ledger reached USD\n"
-	"  --ledger-fd N        add each cost to the day's ledger open on fd N\n"
-	"  --no-sandbox         do not lock the process down with seccomp\n"
-	"\n"
-	"T is a number of seconds, or a number followed by ms or s.\n";
+    "usage: aibox-proxy [--listen HOST:PORT | --listen unix:PATH | --listen-fd N]\n"
+    "                   [--allow ENTRY]... [--allow-file FILE] [--log FILE | --log-fd N]\n"
+    "                   [--log-max BYTES] [--report-fd N]\n"
+    "                   [--key-env NAME | --key-fd N] [--ready-fd N] [--presets DIR]\n"
+    "                   [--header-timeout T] [--idle-timeout T] [--connect-timeout T]\n"
+    "                   [--max-conns N] [--api-pool N] [--api-pool-idle T]\n"
+    "                   [--broker-fd N] [--prices FILE] [--budget-task USD]\n"
+    "                   [--budget-day USD --ledger-fd N] [--no-sandbox]\n"
+    "\n"
+    "  --listen ADDR        listen on HOST:PORT (an IP address or localhost; default\n"
+    "                       127.0.0.1:3128) or on the unix socket unix:PATH\n"
+    "  --listen-fd N        accept on the listening socket N instead\n"
+    "  --allow ENTRY        allow host, host:port, *.domain, an IP literal or preset:NAME\n"
+    "  --allow-file FILE    allow the entries in FILE, one a line\n"
+    "  --log FILE           append one line per request or tunnel to FILE\n"
+    "  --log-fd N           write those lines to fd N\n"
+    "  --log-max BYTES      write at most BYTES of log lines, then count them\n"
+    "                       (default 16 MiB; 0: no cap)\n"
+    "  --report-fd N        when told to stop, write the record (what the VM\n"
+    "                       reached, counted; one JSON object) to fd N\n"
+    "  --key-env NAME       forward 127.0.0.1:3129 to the API with the key in $NAME\n"
+    "  --key-fd N           the same with the key read from fd N (to its EOF)\n"
+    "  --ready-fd N         write \"ready ADDR\" to fd N once listening, then close it\n"
+    "  --presets DIR        read preset:NAME from DIR/NAME (default: aibox's data)\n"
+    "  --header-timeout T   time for a request head to arrive (default 30s)\n"
+    "  --idle-timeout T     time a tunnel or connection may sit idle (default 600s)\n"
+    "  --connect-timeout T  time to resolve, connect and shake hands (default 30s)\n"
+    "  --max-conns N        connections at once (default 10000)\n"
+    "  --api-pool N         keep up to N idle TLS connections to the API upstream\n"
+    "                       for the next request (default 4; 0: one per request)\n"
+    "  --api-pool-idle T    close an idle pooled connection after T (default 20s)\n"
+    "  --broker-fd N        hand requests for git.aibox.internal to aibox-broker over\n"
+    "                       the unix SOCK_SEQPACKET socket N (its --handoff-fd)\n"
+    "  --prices FILE        count key forwarding's spend with this price table\n"
+    "                       (default: aibox's data, share/prices)\n"
+    "  --budget-task USD    refuse paid API requests once this task spent USD\n"
+    "  --budget-day USD     refuse them once the day's ledger reached USD\n"
+    "  --ledger-fd N        add each cost to the day's ledger open on fd N\n"
+    "  --no-sandbox         do not lock the process down with seccomp\n"
+    "\n"
+    "T is a number of seconds, or a number followed by ms or s.\n";
 
 enum {
 	OPT_LISTEN = 256,
@@ -108,32 +108,32 @@ enum {
 };
 
 static const struct option options[] = {
-	{ "listen", required_argument, NULL, OPT_LISTEN },
-	{ "listen-fd", required_argument, NULL, OPT_LISTEN_FD },
-	{ "allow", required_argument, NULL, OPT_ALLOW },
-	{ "allow-file", required_argument, NULL, OPT_ALLOW_FILE },
-	{ "log", required_argument, NULL, OPT_LOG },
-	{ "log-fd", required_argument, NULL, OPT_LOG_FD },
-	{ "log-max", required_argument, NULL, OPT_LOG_MAX },
-	{ "report-fd", required_argument, NULL, OPT_REPORT_FD },
-	{ "key-env", required_argument, NULL, OPT_KEY_ENV },
-	{ "key-fd", required_argument, NULL, OPT_KEY_FD },
-	{ "ready-fd", required_argument, NULL, OPT_READY_FD },
-	{ "presets", required_argument, NULL, OPT_PRESETS },
-	{ "header-timeout", required_argument, NULL, OPT_HEADER_TIMEOUT },
-	{ "idle-timeout", required_argument, NULL, OPT_IDLE_TIMEOUT },
-	{ "connect-timeout", required_argument, NULL, OPT_CONNECT_TIMEOUT },
-	{ "max-conns", required_argument, NULL, OPT_MAX_CONNS },
-	{ "api-pool", required_argument, NULL, OPT_API_POOL },
-	{ "api-pool-idle", required_argument, NULL, OPT_API_POOL_IDLE },
-	{ "broker-fd", required_argument, NULL, OPT_BROKER_FD },
-	{ "prices", required_argument, NULL, OPT_PRICES },
-	{ "budget-task", required_argument, NULL, OPT_BUDGET_TASK },
-	{ "budget-day", required_argument, NULL, OPT_BUDGET_DAY },
-	{ "ledger-fd", required_argument, NULL, OPT_LEDGER_FD },
-	{ "no-sandbox", no_argument, NULL, OPT_NO_SANDBOX },
-	{ "help", no_argument, NULL, OPT_HELP },
-	{ NULL, 0, NULL, 0 },
+    {"listen", required_argument, NULL, OPT_LISTEN},
+    {"listen-fd", required_argument, NULL, OPT_LISTEN_FD},
+    {"allow", required_argument, NULL, OPT_ALLOW},
+    {"allow-file", required_argument, NULL, OPT_ALLOW_FILE},
+    {"log", required_argument, NULL, OPT_LOG},
+    {"log-fd", required_argument, NULL, OPT_LOG_FD},
+    {"log-max", required_argument, NULL, OPT_LOG_MAX},
+    {"report-fd", required_argument, NULL, OPT_REPORT_FD},
+    {"key-env", required_argument, NULL, OPT_KEY_ENV},
+    {"key-fd", required_argument, NULL, OPT_KEY_FD},
+    {"ready-fd", required_argument, NULL, OPT_READY_FD},
+    {"presets", required_argument, NULL, OPT_PRESETS},
+    {"header-timeout", required_argument, NULL, OPT_HEADER_TIMEOUT},
+    {"idle-timeout", required_argument, NULL, OPT_IDLE_TIMEOUT},
+    {"connect-timeout", required_argument, NULL, OPT_CONNECT_TIMEOUT},
+    {"max-conns", required_argument, NULL, OPT_MAX_CONNS},
+    {"api-pool", required_argument, NULL, OPT_API_POOL},
+    {"api-pool-idle", required_argument, NULL, OPT_API_POOL_IDLE},
+    {"broker-fd", required_argument, NULL, OPT_BROKER_FD},
+    {"prices", required_argument, NULL, OPT_PRICES},
+    {"budget-task", required_argument, NULL, OPT_BUDGET_TASK},
+    {"budget-day", required_argument, NULL, OPT_BUDGET_DAY},
+    {"ledger-fd", required_argument, NULL, OPT_LEDGER_FD},
+    {"no-sandbox", no_argument, NULL, OPT_NO_SANDBOX},
+    {"help", no_argument, NULL, OPT_HELP},
+    {NULL, 0, NULL, 0},
 };
 
 static int parse_duration(const char *s, const char *opt)
@@ -186,7 +186,7 @@ static int open_listener(const char *spec, struct buf *shown)
 	int fd, one = 1;
 
 	if (!strncmp(spec, "unix:", 5)) {
-		struct sockaddr_un sun = { .sun_family = AF_UNIX };
+		struct sockaddr_un sun = {.sun_family = AF_UNIX};
 		const char *path = spec + 5;
 
 		if (!*path || strlen(path) >= sizeof(sun.sun_path))
@@ -222,7 +222,8 @@ static int open_listener(const char *spec, struct buf *shown)
 			((struct sockaddr_in *)&ss)->sin_family = AF_INET;
 			((struct sockaddr_in *)&ss)->sin_port = htons(port);
 			len = sizeof(struct sockaddr_in);
-		} else if (inet_pton(AF_INET6, host, &((struct sockaddr_in6 *)&ss)->sin6_addr) == 1) {
+		} else if (inet_pton(AF_INET6, host, &((struct sockaddr_in6 *)&ss)->sin6_addr) ==
+		           1) {
 			((struct sockaddr_in6 *)&ss)->sin6_family = AF_INET6;
 			((struct sockaddr_in6 *)&ss)->sin6_port = htons(port);
 			len = sizeof(struct sockaddr_in6);
@@ -238,9 +239,11 @@ static int open_listener(const char *spec, struct buf *shown)
 		len = sizeof(ss);
 		getsockname(fd, (struct sockaddr *)&ss, &len);
 		if (ss.ss_family == AF_INET6)
-			buf_addf(shown, "[%s]:%d", host, ntohs(((struct sockaddr_in6 *)&ss)->sin6_port));
+			buf_addf(shown, "[%s]:%d", host,
+			         ntohs(((struct sockaddr_in6 *)&ss)->sin6_port));
 		else
-			buf_addf(shown, "%s:%d", host, ntohs(((struct sockaddr_in *)&ss)->sin_port));
+			buf_addf(shown, "%s:%d", host,
+			         ntohs(((struct sockaddr_in *)&ss)->sin_port));
 	}
 	if (listen(fd, 4096) < 0)
 		die_errno("listen");
@@ -299,8 +302,8 @@ static void read_key(struct proxy_config *cfg, const char *key_env, int key_fd)
 	}
 	for (size_t i = 0; i < key.len; i++)
 		if ((unsigned char)key.buf[i] <= 0x20 || (unsigned char)key.buf[i] >= 0x7f)
-			die("%s%s%s holds characters a key cannot have", key_env ? "the variable '" : "the key on ",
-			    from, key_env ? "'" : "");
+			die("%s%s%s holds characters a key cannot have",
+			    key_env ? "the variable '" : "the key on ", from, key_env ? "'" : "");
 	cfg->api_key = xstrdup(key.buf);
 	buf_wipe_release(&key);
 	buf_release(&fdname);
@@ -333,7 +336,7 @@ static void budget_option(uint64_t *cap, const char *arg, const char *opt)
 
 /* One option; the ones that take an fd or a time are checked as they come. */
 static void one_option(int opt, const char *arg, struct proxy_config *cfg,
-		       struct proxy_report *report, struct options *o)
+                       struct proxy_report *report, struct options *o)
 {
 	switch (opt) {
 	case OPT_LISTEN:
@@ -420,7 +423,7 @@ static void one_option(int opt, const char *arg, struct proxy_config *cfg,
 }
 
 static void parse_options(int argc, char **argv, struct proxy_config *cfg,
-			  struct proxy_report *report, struct options *o)
+                          struct proxy_report *report, struct options *o)
 {
 	int opt;
 
@@ -448,7 +451,7 @@ static void parse_options(int argc, char **argv, struct proxy_config *cfg,
 
 /* Spend is counted wherever the key is used (docs/budget.md). */
 static void setup_spend(struct proxy_config *cfg, struct proxy_report *report,
-			struct usage_prices *prices, const char *prices_path)
+                        struct usage_prices *prices, const char *prices_path)
 {
 	struct buf err = BUF_INIT;
 	uint64_t day;
@@ -499,7 +502,7 @@ static struct resolver *setup_resolver(void)
 		die("%s", err.buf);
 	if (!hosts_file) {
 		/* Let glibc read nsswitch.conf and resolv.conf while it still can. */
-		struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *ai = NULL;
+		struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
 
 		if (getaddrinfo("localhost", NULL, &hints, &ai) == 0)
 			freeaddrinfo(ai);
@@ -538,7 +541,7 @@ static void setup_sockets(struct proxy_config *cfg, const struct options *o, str
 		buf_addf(shown, "fd:%d", cfg->listen_fd);
 	} else {
 		cfg->listen_fd =
-			open_listener(o->listen_spec ? o->listen_spec : "127.0.0.1:3128", shown);
+		    open_listener(o->listen_spec ? o->listen_spec : "127.0.0.1:3128", shown);
 	}
 
 	if (cfg->broker_fd >= 0) {
@@ -575,11 +578,19 @@ static void write_record(int report_fd, const struct proxy_report *report)
 
 int main(int argc, char **argv)
 {
-	struct proxy_config cfg = { .listen_fd = -1, .log_fd = -1, .signal_fd = -1,
-				    .broker_fd = -1, .ledger_fd = -1, .log_max = PROXY_LOG_MAX };
-	struct options o = { .allow_entries = STRVEC_INIT, .allow_files = STRVEC_INIT,
-			     .ready_fd = -1, .report_fd = -1, .key_fd = -1, .max_conns = 10000,
-			     .api_pool = 4 };
+	struct proxy_config cfg = {.listen_fd = -1,
+	                           .log_fd = -1,
+	                           .signal_fd = -1,
+	                           .broker_fd = -1,
+	                           .ledger_fd = -1,
+	                           .log_max = PROXY_LOG_MAX};
+	struct options o = {.allow_entries = STRVEC_INIT,
+	                    .allow_files = STRVEC_INIT,
+	                    .ready_fd = -1,
+	                    .report_fd = -1,
+	                    .key_fd = -1,
+	                    .max_conns = 10000,
+	                    .api_pool = 4};
 	struct usage_prices prices = USAGE_PRICES_INIT;
 	struct proxy_report report = PROXY_REPORT_INIT;
 	struct allow_list allow = ALLOW_LIST_INIT;

@@ -55,21 +55,21 @@
 #include "banned.h"
 
 static const char usage_text[] =
-	"usage: aibox run [--memory SIZE] [--cpus N] [--image NAME] [--no-sandbox]\n"
-	"                 [-- COMMAND ARGS...]\n"
-	"\n"
-	"Boot a VM on this checkout's project and run Claude Code (or COMMAND) in it,\n"
-	"with the project folder shared read-write and the terminal passed through.\n"
-	"\n"
-	"  --memory SIZE   the VM's memory, 512M to 1T (default: the config's, 4G)\n"
-	"  --cpus N        the VM's CPUs, 1 to this machine's (default: the config's, 2)\n"
-	"  --image NAME    the image to boot (default: default)\n"
-	"  --no-sandbox    do not lock aibox down with seccomp\n"
-	"\n"
-	"Exits with the command's exit status (128 + N when signal N ended it, 126 or\n"
-	"127 when it could not be started), or 125 when aibox itself failed.\n";
+    "usage: aibox run [--memory SIZE] [--cpus N] [--image NAME] [--no-sandbox]\n"
+    "                 [-- COMMAND ARGS...]\n"
+    "\n"
+    "Boot a VM on this checkout's project and run Claude Code (or COMMAND) in it,\n"
+    "with the project folder shared read-write and the terminal passed through.\n"
+    "\n"
+    "  --memory SIZE   the VM's memory, 512M to 1T (default: the config's, 4G)\n"
+    "  --cpus N        the VM's CPUs, 1 to this machine's (default: the config's, 2)\n"
+    "  --image NAME    the image to boot (default: default)\n"
+    "  --no-sandbox    do not lock aibox down with seccomp\n"
+    "\n"
+    "Exits with the command's exit status (128 + N when signal N ended it, 126 or\n"
+    "127 when it could not be started), or 125 when aibox itself failed.\n";
 
-#define BOOT_TIMEOUT_MS (300 * 1000)
+#define BOOT_TIMEOUT_MS    (300 * 1000)
 #define CONNECT_TIMEOUT_MS (120 * 1000)
 /* aibox run's own failures: not a status a command is likely to have (env(1)). */
 #define EXIT_RUN_ERROR 125
@@ -88,25 +88,22 @@ struct run {
 	int cpus;
 	int no_sandbox;
 	int forward_key;
-	struct host_env env;            /* the key, the env values, the git tokens */
-	struct shares shares;           /* config mounts, claude dirs, project, home */
-	struct helpers helpers;         /* aibox-broker and aibox-proxy */
-	struct spend spend;		/* the day's cap and ledger (docs/budget.md) */
+	struct host_env env;    /* the key, the env values, the git tokens */
+	struct shares shares;   /* config mounts, claude dirs, project, home */
+	struct helpers helpers; /* aibox-broker and aibox-proxy */
+	struct spend spend;     /* the day's cap and ledger (docs/budget.md) */
 	struct vm vm;
 	int console_fd;
-	int cleaner_fd;			/* write end: the cleaner removes the run folder at its EOF */
+	int cleaner_fd; /* write end: the cleaner removes the run folder at its EOF */
 };
 
 /* Options anywhere before `--` (common/opt.h); the command is what follows `--`. */
 static void parse_options(struct run *r, int argc, char **argv)
 {
 	static const struct option options[] = {
-		{ "memory", required_argument, NULL, 'm' },
-		{ "cpus", required_argument, NULL, 'c' },
-		{ "image", required_argument, NULL, 'i' },
-		{ "no-sandbox", no_argument, NULL, 'n' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+	    {"memory", required_argument, NULL, 'm'}, {"cpus", required_argument, NULL, 'c'},
+	    {"image", required_argument, NULL, 'i'},  {"no-sandbox", no_argument, NULL, 'n'},
+	    {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
 	};
 	struct buf why = BUF_INIT;
 	const char *v;
@@ -209,7 +206,7 @@ static void start_cleaner(struct run *r)
 		dfd = open(runs.buf, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		if (dfd < 0 || rmtree_at(dfd, r->run_name, NULL, &where) < 0)
 			fprintf(stderr, "aibox-run: cannot remove '%s/%s'\n", runs.buf,
-				where.len ? where.buf : r->run_name);
+			        where.len ? where.buf : r->run_name);
 		_exit(0);
 	}
 	close(p[0]);
@@ -255,10 +252,11 @@ static void read_env(struct run *r, const char *cfg_path)
 		login_both_warning(cfg_path, &err);
 		warning("%s", err.buf);
 	} else if (!l->key_set && !l->token_listed && l->token_set) {
-		warning("CLAUDE_CODE_OAUTH_TOKEN is set in your shell, but the env of '%s' does not "
-			"list it, so the VM does not get it: log in at Claude Code's prompt, or add "
-			"it to env",
-			cfg_path);
+		warning(
+		    "CLAUDE_CODE_OAUTH_TOKEN is set in your shell, but the env of '%s' does not "
+		    "list it, so the VM does not get it: log in at Claude Code's prompt, or add "
+		    "it to env",
+		    cfg_path);
 	}
 	/* Before the run folder, in the words aibox task uses. */
 	buf_reset(&err);
@@ -428,9 +426,9 @@ static void setup_terminal(struct ssh_interactive *x, int tty)
 static int session(struct run *r, struct ssh_task_keys *keys, int tty)
 {
 	struct ssh_client c = SSH_CLIENT_INIT;
-	struct ssh_interactive x = { 0 };
+	struct ssh_interactive x = {0};
 	struct buf envb = BUF_INIT, err = BUF_INIT;
-	const char *env[2] = { NULL, NULL };
+	const char *env[2] = {NULL, NULL};
 	int ret;
 
 	buf_addstr(&envb, "AIBOX_ENV=");

@@ -69,7 +69,7 @@ out:
  */
 static int wait_job(struct spawn *sp, const char *name)
 {
-	const struct timespec tick = { 0, 100 * 1000 * 1000 };
+	const struct timespec tick = {0, 100 * 1000 * 1000};
 	int status, cancelled = 0;
 
 	for (;;) {
@@ -335,11 +335,11 @@ static int slurm_node(struct task *t)
 		    !strcmp(pdir.buf + pdir.len - strlen("/tasks"), "/tasks"))
 			buf_setlen(&pdir, pdir.len - strlen("/tasks"));
 		buf_reset(&err);
-		if ((ret = spend_start(&t->spend, pdir.buf,
-		                       spend_cap_min(t->cfg.budget_task,
-		                                     t->o.has_budget ? (uint64_t)(t->o.budget * 1e9 + 0.5)
-		                                                     : 0),
-		                       t->cfg.budget_day, &err)) < 0)
+		if ((ret = spend_start(
+		         &t->spend, pdir.buf,
+		         spend_cap_min(t->cfg.budget_task,
+		                       t->o.has_budget ? (uint64_t)(t->o.budget * 1e9 + 0.5) : 0),
+		         t->cfg.budget_day, &err)) < 0)
 			die("%s", err.buf);
 		buf_release(&pdir);
 	}

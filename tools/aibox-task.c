@@ -63,32 +63,32 @@
 #include "banned.h"
 
 static const char usage_text[] =
-	"usage: aibox task [options] [prompt...]\n"
-	"\n"
-	"Run Claude Code unattended in a fresh VM on a bundle of one commit.\n"
-	"The task folder's path goes to stdout, everything else to stderr.\n"
-	"\n"
-	"    --model NAME           the model Claude Code uses (default: its own)\n"
-	"    --from REV             start from this branch, tag, commit or stash (default HEAD)\n"
-	"    --continue TASK        start from TASK's changes and resume its conversation\n"
-	"    --file PATH            add the text of PATH to the prompt; - reads stdin (repeatable)\n"
-	"    --timeout DURATION     Claude Code's time limit, like 60m or 1h30m (default 60m)\n"
-	"    --max-budget-usd N     the cost cap, kept by aibox's proxy and Claude Code\n"
-	"    --memory SIZE          the VM's memory, 512M to 1T, like 8G (default from the config)\n"
-	"    --cpus N               the VM's CPUs, 1 to this machine's (default from the config)\n"
-	"    --image NAME           the VM image (default: default)\n"
-	"    --no-sandbox           skip aibox's own lockdown (seccomp), with a warning\n"
-	"    --json                 at the end, one JSON object on stdout instead of the folder's\n"
-	"                           path (its keys: docs/json.md)\n"
-	"    --slurm                run the VM part as a Slurm job on a compute node\n"
-	"    --detach               with Slurm: submit the job and return at once with the\n"
-	"                           folder's path ('aibox tasks show TASK' checks its results)\n"
-	"    -h, --help             show this help\n"
-	"\n"
-	"Options may stand before, between or after the prompt's words; after '--'\n"
-	"every word is the prompt's.  Without prompt words or --file, the prompt is\n"
-	"read from stdin unless it is a terminal.\n"
-	"Exit status: 0 the task finished, 1 it did not, 2 usage or error.\n";
+    "usage: aibox task [options] [prompt...]\n"
+    "\n"
+    "Run Claude Code unattended in a fresh VM on a bundle of one commit.\n"
+    "The task folder's path goes to stdout, everything else to stderr.\n"
+    "\n"
+    "    --model NAME           the model Claude Code uses (default: its own)\n"
+    "    --from REV             start from this branch, tag, commit or stash (default HEAD)\n"
+    "    --continue TASK        start from TASK's changes and resume its conversation\n"
+    "    --file PATH            add the text of PATH to the prompt; - reads stdin (repeatable)\n"
+    "    --timeout DURATION     Claude Code's time limit, like 60m or 1h30m (default 60m)\n"
+    "    --max-budget-usd N     the cost cap, kept by aibox's proxy and Claude Code\n"
+    "    --memory SIZE          the VM's memory, 512M to 1T, like 8G (default from the config)\n"
+    "    --cpus N               the VM's CPUs, 1 to this machine's (default from the config)\n"
+    "    --image NAME           the VM image (default: default)\n"
+    "    --no-sandbox           skip aibox's own lockdown (seccomp), with a warning\n"
+    "    --json                 at the end, one JSON object on stdout instead of the folder's\n"
+    "                           path (its keys: docs/json.md)\n"
+    "    --slurm                run the VM part as a Slurm job on a compute node\n"
+    "    --detach               with Slurm: submit the job and return at once with the\n"
+    "                           folder's path ('aibox tasks show TASK' checks its results)\n"
+    "    -h, --help             show this help\n"
+    "\n"
+    "Options may stand before, between or after the prompt's words; after '--'\n"
+    "every word is the prompt's.  Without prompt words or --file, the prompt is\n"
+    "read from stdin unless it is a terminal.\n"
+    "Exit status: 0 the task finished, 1 it did not, 2 usage or error.\n";
 
 struct task {
 	struct task_opts o;
@@ -100,7 +100,7 @@ struct task {
 	char start_commit[65];
 	struct buf git_name, git_email;
 	struct host_env env;      /* the env values, the login (the key and tokens: below) */
-	struct buf api_key;	  /* for the proxy (--key-fd), when api is forward */
+	struct buf api_key;       /* for the proxy (--key-fd), when api is forward */
 	struct buf broker_tokens; /* for the broker (--token-fd): NAME=value lines */
 	enum task_api api;
 	int project_lock_fd, task_lock_fd;
@@ -116,7 +116,7 @@ struct task {
 	struct buf proxy_sock;
 	struct bundle_check checker; /* the check of changes.bundle (start_checker()) */
 	struct timespec t0, tphase;
-	double boot_s, session_s; /* for the derived lines of aibox.log */
+	double boot_s, session_s;  /* for the derived lines of aibox.log */
 	struct task_continue cont; /* with --continue */
 };
 
@@ -272,7 +272,7 @@ static void write_continue(struct task *t)
 
 static void write_inputs(struct task *t)
 {
-	struct task_settings ts = { 0 };
+	struct task_settings ts = {0};
 	const char **remotes;
 	struct buf settings = BUF_INIT, err = BUF_INIT, sys = BUF_INIT;
 	int ret;
@@ -349,7 +349,7 @@ static struct task *failing_task;
  * (common/task_record.h); in is NULL for a task that failed to start.
  */
 static void write_record(struct task *t, const char *state, int code, const char *why,
-			 const struct summary_in *in)
+                         const struct summary_in *in)
 {
 	struct task_record_in ri = {
 	    t->dir.buf, t->name, state, code, why, task_clock_since(&t->t0), t->start_commit, in};
@@ -384,7 +384,7 @@ static void task_failed(const char *msg)
 static void start(struct task *t)
 {
 	struct buf err = BUF_INIT, cfgpath = BUF_INIT;
-	struct prompt_opts po = { 0 };
+	struct prompt_opts po = {0};
 	int ret;
 
 	po.args = t->o.words;
@@ -420,10 +420,11 @@ static void start(struct task *t)
 	check_before_folder(t);
 	/* Spend is counted where the key is forwarded; refused here when the day is spent. */
 	if (t->api == TASK_API_FORWARD &&
-	    (ret = spend_start(&t->spend, t->p.dir,
-			       spend_cap_min(t->cfg.budget_task,
-					     t->o.has_budget ? (uint64_t)(t->o.budget * 1e9 + 0.5) : 0),
-			       t->cfg.budget_day, &err)) < 0)
+	    (ret = spend_start(
+	         &t->spend, t->p.dir,
+	         spend_cap_min(t->cfg.budget_task,
+	                       t->o.has_budget ? (uint64_t)(t->o.budget * 1e9 + 0.5) : 0),
+	         t->cfg.budget_day, &err)) < 0)
 		die("%s", err.buf);
 
 	if ((t->project_lock_fd = host_project_lock(&t->p, &err)) < 0)
@@ -443,7 +444,6 @@ static void start(struct task *t)
 	buf_release(&err);
 	buf_release(&cfgpath);
 }
-
 
 /* SIGINT/SIGTERM: kill QEMU (the session then sees the VM gone) and say so. */
 static volatile sig_atomic_t stop_signal;
@@ -502,9 +502,9 @@ static void start_checker(struct task *t)
 {
 	struct buf err = BUF_INIT;
 	const char *limits = getenv("AIBOX_BUNDLE_LIMITS");
-	int ret = result_bundle_check_start(&t->checker, t->result_fds[RESULT_BUNDLE],
-					    t->start_commit, t->checkout.buf, t->dir.buf, limits,
-					    &err);
+	int ret =
+	    result_bundle_check_start(&t->checker, t->result_fds[RESULT_BUNDLE], t->start_commit,
+	                              t->checkout.buf, t->dir.buf, limits, &err);
 
 	if (ret == -EINVAL)
 		die("AIBOX_BUNDLE_LIMITS: %s", err.buf);
@@ -531,7 +531,7 @@ static int check_changes(struct task *t, char *end, struct buf *why)
 
 static void catch_stops(void)
 {
-	struct sigaction sa = { 0 };
+	struct sigaction sa = {0};
 
 	sa.sa_handler = on_stop;
 	sigemptyset(&sa.sa_mask);
@@ -611,7 +611,7 @@ static int finish_task(struct task *t, struct vm_outcome *o)
 	struct buf err = BUF_INIT, rj = BUF_INIT;
 	struct buf *why = &o->why;
 	struct task_result r;
-	struct summary_in in = { 0 };
+	struct summary_in in = {0};
 	char end[BUNDLE_HEXSZ_MAX + 1] = "";
 	double agent_s = 0, total_s;
 	int ok = 0, have_result = 0, session_ret = o->session_ret;
@@ -689,7 +689,7 @@ static int run_task(struct task *t)
 	else
 		run_vm(t, &secrets, &o);
 	if (t->o.detach) /* submitted: the host's check comes later (--slurm-check) */
-		exit(0);  /* from here, so that the leak check sees main's task reachable */
+		exit(0); /* from here, so that the leak check sees main's task reachable */
 	return finish_task(t, &o);
 }
 

@@ -3,8 +3,8 @@
  *
  * Removes what ended tasks of the current checkout's project leave behind:
  * start.bundle (the only file a task cannot remove itself, being locked down
- * by then) with what writing it left if aibox was killed meanwhile, or with --all the whole folder and its lock; and locks of tasks
- * that failed to start.  A task has ended when its lock is free
+ * by then) with what writing it left if aibox was killed meanwhile, or with --all the whole folder
+ * and its lock; and locks of tasks that failed to start.  A task has ended when its lock is free
  * (common/project.h, task_check) and, for a detached Slurm task, once its
  * results were checked (common/slurm_detach.h).  Everything is done relative to the
  * tasks/ folder's fd, and nothing is followed through a symlink
@@ -147,7 +147,7 @@ static void remove_bundle(struct clean *c, const char *name)
 			strvec_push(&leftovers, de->d_name);
 	closedir(d);
 	for (size_t i = 0; i < leftovers.nr; i++) {
-		struct rmtree_stats rs = { 0 };
+		struct rmtree_stats rs = {0};
 		int ret;
 
 		buf_reset(&where);

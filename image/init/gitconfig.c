@@ -12,7 +12,7 @@
 #include "task_int.h"
 #include "banned.h"
 
-#define GIT_BROKER_URL  "http://git.aibox.internal/"
+#define GIT_BROKER_URL "http://git.aibox.internal/"
 
 void gitconfig_value(struct buf *out, const char *s)
 {

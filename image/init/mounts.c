@@ -17,7 +17,7 @@
 #include "task_settings.h"
 #include "banned.h"
 
-#define MSIZE_9P     "msize=524288"
+#define MSIZE_9P "msize=524288"
 
 long uptime_ms(void)
 {

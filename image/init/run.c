@@ -23,10 +23,10 @@
 #include "task_settings.h"
 #include "banned.h"
 
-#define RUN_ENV_MAX (1024 * 1024)
+#define RUN_ENV_MAX       (1024 * 1024)
 #define RUN_ENV_NAMES_MAX 128
 #define GUEST_PATH_VALUE  "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-#define MOUNT_9P_RW "trans=virtio,version=9p2000.L,msize=524288,access=client,cache=none"
+#define MOUNT_9P_RW       "trans=virtio,version=9p2000.L,msize=524288,access=client,cache=none"
 
 /* settings.json in run mode, through the one parser (common/task_settings.h). */
 static int settings_load(struct task_settings_doc *d)
@@ -184,7 +184,8 @@ static int build_env(const struct task_settings *s, struct strvec *env)
 		ret = -EINVAL;
 		goto out;
 	}
-	json_object_foreach(obj, name, v) {
+	json_object_foreach(obj, name, v)
+	{
 		if (!json_is_string(v) || !guest_env_name_valid(name) ||
 		    memchr(json_string_value(v), '\0', json_string_length(v))) {
 			error("%s: bad entry '%.64s'", RUN_ENV_VAR, name);
@@ -204,7 +205,7 @@ out:
 
 int run_session(void)
 {
-	static const int job_signals[] = { SIGINT, SIGQUIT, SIGTSTP, SIGTTIN, SIGTTOU, SIGHUP };
+	static const int job_signals[] = {SIGINT, SIGQUIT, SIGTSTP, SIGTTIN, SIGTTOU, SIGHUP};
 	struct task_settings_doc d;
 	const struct task_settings *s = &d.s;
 	struct strvec env = STRVEC_INIT, argv = STRVEC_INIT;
@@ -248,12 +249,14 @@ int run_session(void)
 		/* Before SIGTTOU is back to its default: we are not in the foreground yet. */
 		setpgid(0, 0);
 		if (isatty(0) && tcsetpgrp(0, getpid()) < 0)
-			fprintf(stderr, "aibox-init: cannot take the terminal: %s\n", strerror(errno));
+			fprintf(stderr, "aibox-init: cannot take the terminal: %s\n",
+			        strerror(errno));
 		for (size_t i = 0; i < sizeof(job_signals) / sizeof(job_signals[0]); i++)
 			signal(job_signals[i], SIG_DFL);
 		if (setgroups(0, NULL) < 0 || setgid((gid_t)s->gid) < 0 ||
 		    setuid((uid_t)s->uid) < 0) {
-			fprintf(stderr, "aibox-init: cannot become the user: %s\n", strerror(errno));
+			fprintf(stderr, "aibox-init: cannot become the user: %s\n",
+			        strerror(errno));
 			_exit(127);
 		}
 		if (chdir(s->path) < 0) {

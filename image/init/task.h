@@ -23,12 +23,12 @@
 
 /* The run of a task; task_session() uses the guest's fixed values. */
 struct task_opts {
-	const char *share;  /* the read-only task folder: /run/aibox/task */
-	const char *state;  /* the state disk; results go to <state>/aibox-results */
-	const char *home;   /* the user's home: /home/aibox */
-	const char *claude; /* Claude Code; NULL: looked up in the guest's PATH */
+	const char *share;     /* the read-only task folder: /run/aibox/task */
+	const char *state;     /* the state disk; results go to <state>/aibox-results */
+	const char *home;      /* the user's home: /home/aibox */
+	const char *claude;    /* Claude Code; NULL: looked up in the guest's PATH */
 	const char *gitconfig; /* the system git config the git_remotes rewrite is added to
-				  (/etc/gitconfig); NULL: not written */
+	                          (/etc/gitconfig); NULL: not written */
 	enum step_backend backend;
 	int drop; /* run git and Claude Code as uid/gid (the user aibox) */
 	uid_t uid;

@@ -106,8 +106,8 @@ static int cmd_spawn_fds(void)
 	if (pipe(p) < 0)
 		die_errno("pipe");
 	fd_set_cloexec(p[0], 0);
-	strvec_pushl(&sp.args, "sh", "-c", "ls /proc/self/fd | sort -n | tr '\\n' ' '; echo; cat <&5",
-		     NULL);
+	strvec_pushl(&sp.args, "sh", "-c",
+	             "ls /proc/self/fd | sort -n | tr '\\n' ' '; echo; cat <&5", NULL);
 	spawn_give_fd(&sp, p[0], 5);
 	sp.out = SPAWN_PIPE;
 	ret = spawn_start(&sp);
@@ -172,7 +172,8 @@ static int cmd_read_capped(const char *max, const char *ms)
 
 static int cmd_spawn_within(void)
 {
-	static const char *const scripts[] = { "sleep 30", "trap '' TERM; while :; do sleep 0.05; done" };
+	static const char *const scripts[] = {"sleep 30",
+	                                      "trap '' TERM; while :; do sleep 0.05; done"};
 
 	for (size_t i = 0; i < ARRAY_SIZE(scripts); i++) {
 		struct spawn sp = SPAWN_INIT;

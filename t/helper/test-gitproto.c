@@ -41,7 +41,8 @@ static int cmd_commands(void)
 	} else {
 		printf("caps '%s' consumed %zu\n", pc.caps, pc.consumed);
 		for (size_t i = 0; i < pc.nr; i++)
-			printf("%s %s %s\n", pc.cmds[i].old_oid, pc.cmds[i].new_oid, pc.cmds[i].ref);
+			printf("%s %s %s\n", pc.cmds[i].old_oid, pc.cmds[i].new_oid,
+			       pc.cmds[i].ref);
 	}
 	push_commands_release(&pc);
 	buf_release(&in);
@@ -50,7 +51,7 @@ static int cmd_commands(void)
 
 static int cmd_pkt(void)
 {
-	static const char *const names[] = { "data", "flush", "delim", "response-end" };
+	static const char *const names[] = {"data", "flush", "delim", "response-end"};
 	struct buf in = BUF_INIT;
 	size_t pos = 0;
 

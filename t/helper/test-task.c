@@ -75,12 +75,12 @@
 static int cmd_tar_in(int argc, char **argv)
 {
 	struct tar_in_file files[] = {
-		{ .name = "changes.bundle", .max = 2ULL << 30 },
-		{ .name = "transcript.jsonl", .max = 256ULL << 20 },
-		{ .name = "vm.log", .max = 64ULL << 20 },
-		{ .name = "result.json", .max = 1ULL << 20, .last = 1 },
+	    {.name = "changes.bundle", .max = 2ULL << 30},
+	    {.name = "transcript.jsonl", .max = 256ULL << 20},
+	    {.name = "vm.log", .max = 64ULL << 20},
+	    {.name = "result.json", .max = 1ULL << 20, .last = 1},
 	};
-	static const size_t chunks[] = { 1, 7, 512, 100, 4096, 3, 65536 };
+	static const size_t chunks[] = {1, 7, 512, 100, 4096, 3, 65536};
 	struct tar_in t;
 	char data[65536];
 	size_t ci = 0;
@@ -354,7 +354,7 @@ static int cmd_ssh_run(int argc, char **argv)
 static int cmd_results(int argc, char **argv)
 {
 	struct task_result r;
-	struct summary_in in = { .bundle_path = "/tasks/x/changes.bundle", .branch = "aibox/task-x" };
+	struct summary_in in = {.bundle_path = "/tasks/x/changes.bundle", .branch = "aibox/task-x"};
 	struct summary sum = SUMMARY_INIT;
 	struct proxy_report rep = PROXY_REPORT_INIT;
 	struct buf json = BUF_INIT, err = BUF_INIT, rec = BUF_INIT, rep_why = BUF_INIT;
@@ -379,7 +379,8 @@ static int cmd_results(int argc, char **argv)
 
 			if (n < 0)
 				die_err((int)n, "cannot read '%s'", argv[i + 1]);
-			in.report = proxy_report_parse(rec.buf, rec.len, &rep, &rep_why) ? NULL : &rep;
+			in.report =
+			    proxy_report_parse(rec.buf, rec.len, &rep, &rep_why) ? NULL : &rep;
 			in.report_why = rep_why.buf;
 		} else if (!strcmp(argv[i], "--no-report")) {
 			in.report = NULL;
@@ -421,12 +422,12 @@ out:
 
 static int cmd_session(int argc, char **argv)
 {
-	struct task_session ts = { .err_fd = 2, .id = "259e07" };
+	struct task_session ts = {.err_fd = 2, .id = "259e07"};
 	struct ssh_task_keys keys = SSH_TASK_KEYS_INIT;
 	struct task_secret secrets[8];
 	struct buf pub = BUF_INIT, path = BUF_INIT, sec = BUF_INIT, err = BUF_INIT;
 	struct spawn sp = SPAWN_INIT;
-	const char *dirs[2] = { NULL, NULL };
+	const char *dirs[2] = {NULL, NULL};
 	size_t nsec = 0, ndirs = 0;
 	int sv[2], i, ret;
 	long v;
@@ -445,7 +446,8 @@ static int cmd_session(int argc, char **argv)
 			die("option '%s' needs a value", a);
 		} else if (!strcmp(a, "--user")) {
 			ts.user = argv[++i];
-		} else if (!strcmp(a, "--timeout-ms") && !parse_long(argv[i + 1], 0, LONG_MAX, &v)) {
+		} else if (!strcmp(a, "--timeout-ms") &&
+		           !parse_long(argv[i + 1], 0, LONG_MAX, &v)) {
 			ts.timeout_ms = v;
 			i++;
 		} else if (!strcmp(a, "--idle-ms") && !parse_long(argv[i + 1], 0, LONG_MAX, &v)) {
@@ -502,7 +504,8 @@ static int cmd_session(int argc, char **argv)
 		printf("ok exit %d", ts.exit_status);
 		for (int j = 0; j < RESULT_NFILES; j++)
 			if (ts.files[j].seen)
-				printf(" %s %llu", ts.files[j].name, (unsigned long long)ts.files[j].size);
+				printf(" %s %llu", ts.files[j].name,
+				       (unsigned long long)ts.files[j].size);
 		printf("\n");
 	}
 	task_session_clear(&ts);
@@ -677,7 +680,8 @@ static int cmd_settings_parse(int argc, char **argv)
 		die("usage: test-task settings-parse [--place] FILE");
 	if ((n = buf_read_file(&in, argv[place], GUEST_SETTINGS_MAX + 1)) < 0)
 		die_err((int)n, "cannot read '%s'", argv[place]);
-	if ((place ? task_settings_parse_place : task_settings_parse)(in.buf, in.len, &d, &err) < 0) {
+	if ((place ? task_settings_parse_place : task_settings_parse)(in.buf, in.len, &d, &err) <
+	    0) {
 		printf("error: %s\n", err.buf);
 	} else if (place) {
 		printf("path %s\n", d.s.path);
@@ -724,7 +728,8 @@ static int cmd_check_bundle(int argc, char **argv)
 		}
 	}
 	if (argc - i != 2)
-		die("usage: test-task check-bundle [--repo DIR] [--max BYTES] [--child] START FILE");
+		die("usage: test-task check-bundle [--repo DIR] [--max BYTES] [--child] START "
+		    "FILE");
 	fd = open(argv[i + 1], O_RDWR | O_CLOEXEC);
 	if (fd < 0)
 		die_errno("cannot open '%s'", argv[i + 1]);
@@ -733,7 +738,7 @@ static int cmd_check_bundle(int argc, char **argv)
 		struct bundle_verdict v;
 
 		if (result_bundle_check_start(&c, fd, argv[i], repo, NULL,
-					      getenv("AIBOX_BUNDLE_LIMITS"), &why) < 0)
+		                              getenv("AIBOX_BUNDLE_LIMITS"), &why) < 0)
 			die("%s", why.buf);
 		bundle_check_run(&c, &v, NULL);
 		fprintf(stderr, "checker: cpu %.3f peak %ld\n", v.cpu_s, v.max_rss_kib);

@@ -116,7 +116,8 @@ static pid_t serve(const char *path, struct vm *vm, int *stop)
 	close(p[1]);
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	for (;;) {
-		struct pollfd pfd[2] = {{.fd = l, .events = POLLIN}, {.fd = p[0], .events = POLLIN}};
+		struct pollfd pfd[2] = {{.fd = l, .events = POLLIN},
+		                        {.fd = p[0], .events = POLLIN}};
 		int c, r;
 
 		if (poll(pfd, 2, -1) < 0)
