@@ -497,11 +497,18 @@ static int valid_port(const char *s)
 	return *s != '0' && parse_long(s, 1, 65535, &v) == 0;
 }
 
+/* Append why to err and return -EINVAL: the file's validators' one way to say no. */
+static int refuse(struct buf *err, const char *why)
+{
+	buf_addstr(err, why);
+	return -EINVAL;
+}
+
 /*
- * host, host:port, *.domain[:port], IPv4[:port], [IPv6][:port].  Returns
- * NULL when fine, else the reason.  hostbuf gets the host part.
+ * host, host:port, *.domain[:port], IPv4[:port], [IPv6][:port].  0 when
+ * fine, else -EINVAL with the reason in err.
  */
-static const char *check_host_port(char *s)
+static int check_host_port(char *s, struct buf *err)
 {
 	char *host = s, *port = NULL, *end;
 	unsigned char addr[16];
@@ -509,39 +516,41 @@ static const char *check_host_port(char *s)
 	if (*s == '[') {
 		end = strchr(s, ']');
 		if (!end)
-			return "an IPv6 address needs its closing ']'";
+			return refuse(err, "an IPv6 address needs its closing ']'");
 		*end = '\0';
 		if (inet_pton(AF_INET6, s + 1, addr) != 1) {
 			*end = ']';
-			return "not an IPv6 address";
+			return refuse(err, "not an IPv6 address");
 		}
 		*end = ']';
 		if (end[1] == ':')
 			port = end + 2;
 		else if (end[1])
-			return "unexpected text after ']'";
+			return refuse(err, "unexpected text after ']'");
 		if (port && !valid_port(port))
-			return "the port must be a number from 1 to 65535";
-		return NULL;
+			return refuse(err, "the port must be a number from 1 to 65535");
+		return 0;
 	}
 	end = strchr(s, ':');
 	if (end) {
 		if (strchr(end + 1, ':'))
-			return "write an IPv6 address in brackets, like [2001:db8::1]:443";
+			return refuse(err,
+			              "write an IPv6 address in brackets, like [2001:db8::1]:443");
 		port = end + 1;
 		*end = '\0';
 	}
 	if (port && !valid_port(port)) {
 		*end = ':';
-		return "the port must be a number from 1 to 65535";
+		return refuse(err, "the port must be a number from 1 to 65535");
 	}
 	if (inet_pton(AF_INET, host, addr) == 1)
 		goto ok;
 	if (!strncmp(host, "*.", 2) ? !valid_hostname(host + 2) : !valid_hostname(host)) {
 		if (end)
 			*end = ':';
-		return strchr(host, '*') ? "a wildcard is only allowed as '*.' at the start"
-		                         : "not a host name";
+		return refuse(err, strchr(host, '*')
+		                       ? "a wildcard is only allowed as '*.' at the start"
+		                       : "not a host name");
 	}
 	{
 		/* All-digit last label that inet_pton refused: a bad IPv4 address. */
@@ -551,25 +560,39 @@ static const char *check_host_port(char *s)
 		if (strspn(last, "0123456789") == strlen(last)) {
 			if (end)
 				*end = ':';
-			return "not an IPv4 address";
+			return refuse(err, "not an IPv4 address");
 		}
 	}
 ok:
 	if (end)
 		*end = ':';
-	return NULL;
+	return 0;
+}
+
+/* One allow entry, lowercased: 0, or -EINVAL with the reason in err. */
+static int check_allow_entry(char *s, struct buf *err)
+{
+	if (strstr(s, "://"))
+		return refuse(err, "name a host, not a URL (like example.com or example.com:8443)");
+	if (!strcmp(s, "*") || !strncmp(s, "*:", 2))
+		return refuse(err, "allowing every host is not supported");
+	if (!strncmp(s, "preset:", 7))
+		return allow_preset_name_ok(s + 7)
+		           ? 0
+		           : refuse(err, "a preset name is 1 to " PRESET_MAX_TEXT
+		                         " lowercase letters, digits and '-'");
+	return check_host_port(s, err);
 }
 
 static int check_allow(struct ctx *c, const struct node *v, struct config *cfg)
 {
-	struct buf key = BUF_INIT;
+	struct buf key = BUF_INIT, why = BUF_INIT;
 	size_t nr = 0;
 	int ret = want_list(c, v, "allow", CONFIG_MAX_ALLOW, "[api.anthropic.com]", &nr);
 
 	for (size_t i = 0; !ret && i < nr; i++) {
 		const struct node *e = v->items[i];
 		char *s;
-		const char *why = NULL;
 
 		buf_reset(&key);
 		buf_addf(&key, "allow[%zu]", i);
@@ -577,19 +600,8 @@ static int check_allow(struct ctx *c, const struct node *v, struct config *cfg)
 			break;
 		s = xstrdup(e->str);
 		lowercase(s);
-		if (strstr(s, "://"))
-			why = "name a host, not a URL (like example.com or example.com:8443)";
-		else if (!strcmp(s, "*") || !strncmp(s, "*:", 2))
-			why = "allowing every host is not supported";
-		else if (!strncmp(s, "preset:", 7)) {
-			if (!allow_preset_name_ok(s + 7))
-				why = "a preset name is 1 to " PRESET_MAX_TEXT
-				      " lowercase letters, digits and '-'";
-		} else {
-			why = check_host_port(s);
-		}
-		if (why) {
-			ret = fail(c, e, key.buf, "'%s': %s", e->str, why);
+		if (check_allow_entry(s, &why) < 0) {
+			ret = fail(c, e, key.buf, "'%s': %s", e->str, why.buf);
 			free(s);
 			break;
 		}
@@ -597,6 +609,7 @@ static int check_allow(struct ctx *c, const struct node *v, struct config *cfg)
 		free(s);
 	}
 	buf_release(&key);
+	buf_release(&why);
 	return ret;
 }
 
@@ -646,29 +659,29 @@ static int path_within(const char *a, const char *b)
 	return !strncmp(a, b, n) && (a[n] == '\0' || a[n] == '/');
 }
 
-static const char *check_vm_path(const char *s)
+static int check_vm_path(const char *s, struct buf *err)
 {
 	if (s[0] != '/')
-		return "must be an absolute path";
+		return refuse(err, "must be an absolute path");
 	if (!strcmp(s, "/"))
-		return "cannot be /";
+		return refuse(err, "cannot be /");
 	if (strlen(s) > GUEST_PATH_MAX)
-		return "is too long";
+		return refuse(err, "is too long");
 	for (const char *p = s; *p; p++)
 		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
 		      (*p >= '0' && *p <= '9') || strchr("/._-+@=~", *p)))
-			return "may hold only letters, digits, '/' and ._-+@=~";
+			return refuse(err, "may hold only letters, digits, '/' and ._-+@=~");
 	if (strstr(s, "//") || s[strlen(s) - 1] == '/')
-		return "must be written plainly, without '//' or a trailing '/'";
+		return refuse(err, "must be written plainly, without '//' or a trailing '/'");
 	if (!guest_path_valid(s))
-		return "cannot hold '.' or '..'";
+		return refuse(err, "cannot hold '.' or '..'");
 	for (int i = 0; vm_system[i]; i++)
 		if (path_within(s, vm_system[i]))
-			return "is a system folder of the VM";
+			return refuse(err, "is a system folder of the VM");
 	for (int i = 0; vm_reserved_exact[i]; i++)
 		if (!strcmp(s, vm_reserved_exact[i]))
-			return "is a folder the VM needs; use a folder inside it";
-	return NULL;
+			return refuse(err, "is a folder the VM needs; use a folder inside it");
+	return 0;
 }
 
 static int check_mounts(struct ctx *c, const struct node *v, struct config *cfg,
@@ -684,7 +697,7 @@ static int check_mounts(struct ctx *c, const struct node *v, struct config *cfg,
 	for (size_t i = 0; !ret && i < nr; i++) {
 		const struct node *e = v->items[i], *host = NULL, *vm = NULL;
 		struct config_mount *m = &cfg->mounts[i];
-		const char *why;
+		struct buf why = BUF_INIT;
 
 		buf_reset(&key);
 		buf_addf(&key, "mounts[%zu]", i);
@@ -731,8 +744,9 @@ static int check_mounts(struct ctx *c, const struct node *v, struct config *cfg,
 		buf_addstr(&key, ".vm");
 		if ((ret = want_string(c, vm, key.buf)))
 			break;
-		if ((why = check_vm_path(vm->str))) {
-			ret = fail(c, vm, key.buf, "'%s' %s", vm->str, why);
+		if (check_vm_path(vm->str, &why) < 0) {
+			ret = fail(c, vm, key.buf, "'%s' %s", vm->str, why.buf);
+			buf_release(&why);
 			break;
 		}
 		if (path_within(vm->str, cfg->path) || path_within(cfg->path, vm->str)) {
@@ -784,13 +798,16 @@ static int check_claude(struct ctx *c, const struct node *v, const char *key,
 
 static int check_path(struct ctx *c, const struct node *v, struct config *cfg)
 {
-	const char *why;
+	struct buf why = BUF_INIT;
 	int ret = want_string(c, v, "path");
 
 	if (ret)
 		return ret;
-	if ((why = check_vm_path(v->str)))
-		return fail(c, v, "path", "'%s' %s", v->str, why);
+	if (check_vm_path(v->str, &why) < 0) {
+		ret = fail(c, v, "path", "'%s' %s", v->str, why.buf);
+		buf_release(&why);
+		return ret;
+	}
 	free(cfg->path);
 	cfg->path = xstrdup(v->str);
 	return 0;
@@ -949,54 +966,56 @@ int config_parse_memory(const char *s, uint64_t *mib, struct buf *why)
 	return parse_size_mib(s, CONFIG_MIN_MEMORY_MIB, CONFIG_MAX_MEMORY_MIB, mib, why);
 }
 
-/* Why s is not a push pattern (branch_pattern_ok() is the rule), or NULL. */
-static const char *check_branch_pattern(const char *s)
+/* 0 when s is a push pattern (branch_pattern_ok() is the rule), else -EINVAL and why in err. */
+static int check_branch_pattern(const char *s, struct buf *err)
 {
 	if (!*s)
-		return "is empty";
+		return refuse(err, "is empty");
 	if (strlen(s) > BRANCH_PATTERN_MAX)
-		return "is too long";
+		return refuse(err, "is too long");
 	if (!strncmp(s, "refs/", 5))
-		return "names a branch without refs/heads/";
+		return refuse(err, "names a branch without refs/heads/");
 	if (!strcmp(s, "HEAD") || !strcmp(s, "@"))
-		return "is not a branch name";
+		return refuse(err, "is not a branch name");
 	if (!branch_pattern_ok(s))
-		return "is not a branch name or pattern";
-	return NULL;
+		return refuse(err, "is not a branch name or pattern");
+	return 0;
 }
 
 /* https://host[:port]/path, no credentials, query, fragment or dot segments. */
-static const char *check_git_url(const char *s, char **host_out)
+static int check_git_url(const char *s, char **host_out, struct buf *err)
 {
 	const char *auth, *slash;
 	char *hp, *colon;
-	const char *why;
+	int r;
 
 	if (strncmp(s, "https://", 8))
-		return "must be an https:// URL";
+		return refuse(err, "must be an https:// URL");
 	auth = s + 8;
 	slash = strchr(auth, '/');
 	if (!slash || !slash[1])
-		return "needs a repository path after the host";
+		return refuse(err, "needs a repository path after the host");
 	if (memchr(auth, '@', (size_t)(slash - auth)))
-		return "cannot hold credentials; name the variable holding the token in token";
+		return refuse(
+		    err, "cannot hold credentials; name the variable holding the token in token");
 	for (const char *p = slash; *p; p++)
 		if ((unsigned char)*p <= ' ' || *p >= 0x7f || strchr("?#\\\"<>{}|^`", *p))
-			return "may hold no spaces, query, fragment or special characters in its "
-			       "path";
+			return refuse(
+			    err, "may hold no spaces, query, fragment or special characters in its "
+			         "path");
 	for (const char *p = slash; p; p = strchr(p + 1, '/'))
 		if (!strcmp(p, "/.") || !strncmp(p, "/./", 3) || !strcmp(p, "/..") ||
 		    !strncmp(p, "/../", 4) || !strncmp(p, "//", 2))
-			return "cannot hold '.', '..' or '//' in its path";
+			return refuse(err, "cannot hold '.', '..' or '//' in its path");
 	hp = xstrndup(auth, (size_t)(slash - auth));
 	lowercase(hp);
 	if (hp[0] == '*' || (!strchr(hp, '[') && (colon = strchr(hp, ':')) && !colon[1]))
-		why = "needs a host";
+		r = refuse(err, "needs a host");
 	else
-		why = check_host_port(hp);
-	if (why) {
+		r = check_host_port(hp, err);
+	if (r < 0) {
 		free(hp);
-		return why;
+		return r;
 	}
 	/* The host without the port. */
 	if (hp[0] == '[') {
@@ -1007,7 +1026,7 @@ static const char *check_git_url(const char *s, char **host_out)
 		*colon = '\0';
 	}
 	*host_out = hp;
-	return NULL;
+	return 0;
 }
 
 static int check_git_entry(struct ctx *c, const struct node *e, struct buf *key,
@@ -1025,7 +1044,7 @@ static int check_git_entry(struct ctx *c, const struct node *e, struct buf *key,
 	g->auth = CONFIG_GIT_BASIC;
 	for (size_t k = 0; !ret && k < e->nr; k += 2) {
 		const struct node *kn = e->items[k], *vn = e->items[k + 1];
-		const char *why;
+		struct buf why = BUF_INIT;
 
 		buf_setlen(key, base);
 		if (!known(kn->str, git_keys))
@@ -1034,8 +1053,11 @@ static int check_git_entry(struct ctx *c, const struct node *e, struct buf *key,
 		if (!strcmp(kn->str, "url")) {
 			if ((ret = want_string(c, vn, key->buf)))
 				break;
-			if ((why = check_git_url(vn->str, &g->host)))
-				return fail(c, vn, key->buf, "'%.200s' %s", vn->str, why);
+			if (check_git_url(vn->str, &g->host, &why) < 0) {
+				ret = fail(c, vn, key->buf, "'%.200s' %s", vn->str, why.buf);
+				buf_release(&why);
+				return ret;
+			}
 			url = vn;
 			{
 				/* Scheme and host are case-insensitive: keep one spelling. */
@@ -1088,8 +1110,11 @@ static int check_git_entry(struct ctx *c, const struct node *e, struct buf *key,
 				buf_addf(key, "[%zu]", i);
 				if ((ret = want_string(c, p, key->buf)))
 					return ret;
-				if ((why = check_branch_pattern(p->str)))
-					return fail(c, p, key->buf, "'%.64s' %s", p->str, why);
+				if (check_branch_pattern(p->str, &why) < 0) {
+					ret = fail(c, p, key->buf, "'%.64s' %s", p->str, why.buf);
+					buf_release(&why);
+					return ret;
+				}
 				strvec_push(&g->push, p->str);
 				buf_setlen(key, pbase);
 			}
