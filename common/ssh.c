@@ -70,6 +70,23 @@ static LIBSSH2_RECV_FUNC(recv_counted)
 }
 
 /*
+ * The idle limit (c->idle_ms since the VM last sent anything): -ETIMEDOUT,
+ * said, once it has passed; else 0, *wait cut to the time left.
+ */
+static int idle_check(struct ssh_client *c, int64_t now, int64_t *wait)
+{
+	int64_t idle_end = c->last_recv + c->idle_ms;
+
+	if (!c->idle_ms)
+		return 0;
+	if (now >= idle_end)
+		return fail(c, -ETIMEDOUT, "the VM sent nothing for %ld s", c->idle_ms / 1000);
+	if (idle_end - now < *wait)
+		*wait = idle_end - now;
+	return 0;
+}
+
+/*
  * Wait until the socket is ready for what libssh2 is blocked on, or until the
  * next keepalive is due.  0 to go on, or -ETIMEDOUT.
  */
@@ -84,15 +101,8 @@ static int wait_socket(struct ssh_client *c, int events, int keepalive_ms)
 		if (c->deadline - now < wait)
 			wait = c->deadline - now;
 	}
-	if (c->idle_ms) {
-		int64_t idle_end = c->last_recv + c->idle_ms;
-
-		if (now >= idle_end)
-			return fail(c, -ETIMEDOUT, "the VM sent nothing for %ld s",
-			            c->idle_ms / 1000);
-		if (idle_end - now < wait)
-			wait = idle_end - now;
-	}
+	if (idle_check(c, now, &wait) < 0)
+		return -ETIMEDOUT;
 	if (poll(&pfd, 1, (int)wait) < 0 && errno != EINTR)
 		return fail(c, -errno, "cannot poll the SSH channel: %s", strerror(errno));
 	return 0;
@@ -785,15 +795,8 @@ static int iact_wait(struct ssh_client *c, struct ssh_interactive *x, struct iac
 		i_st = nfd;
 		pfd[nfd++] = (struct pollfd){.fd = x->stop_fd, .events = POLLIN};
 	}
-	if (c->idle_ms) {
-		int64_t idle_end = c->last_recv + c->idle_ms;
-
-		if (now >= idle_end)
-			return fail(c, -ETIMEDOUT, "the VM sent nothing for %ld s",
-			            c->idle_ms / 1000);
-		if (idle_end - now < wait)
-			wait = idle_end - now;
-	}
+	if (idle_check(c, now, &wait) < 0)
+		return -ETIMEDOUT;
 	if (poll(pfd, (nfds_t)nfd, (int)wait) < 0) {
 		if (errno == EINTR)
 			return 0;
