@@ -45,11 +45,11 @@ static int add_one(struct allow_list *l, const char *s, const char *presets_dir,
 
 		if (!allow_presets) {
 			buf_addf(err, "invalid entry '%s': a preset cannot name a preset", s);
-			return -1;
+			return -EINVAL;
 		}
 		if (!allow_preset_name_ok(s + 7)) {
 			buf_addf(err, "invalid entry '%s': bad preset name", s);
-			return -1;
+			return -EINVAL;
 		}
 		buf_addf(&path, "%s/%s", presets_dir, s + 7);
 		r = buf_read_file(&text, path.buf, PRESET_MAX);
@@ -58,7 +58,7 @@ static int add_one(struct allow_list *l, const char *s, const char *presets_dir,
 			         strerror((int)-r));
 			buf_release(&path);
 			buf_release(&text);
-			return -1;
+			return (int)r;
 		}
 		ret = add_lines(l, text.buf, presets_dir, 0, s, err);
 		buf_release(&path);
@@ -71,7 +71,7 @@ static int add_one(struct allow_list *l, const char *s, const char *presets_dir,
 		/* A bare IPv6 literal, port 443. */
 		if (n >= sizeof(e.host) || inet_pton(AF_INET6, s, e.addr) != 1) {
 			buf_addf(err, "invalid entry '%s': bad IPv6 address (use [addr]:port)", s);
-			return -1;
+			return -EINVAL;
 		}
 		e.kind = ALLOW_ADDR;
 		e.family = AF_INET6;
@@ -86,7 +86,7 @@ static int add_one(struct allow_list *l, const char *s, const char *presets_dir,
 	if (http_split_authority(rest, strlen(rest), 443, e.host, sizeof(e.host), &e.port, &why)) {
 		buf_addf(err, "invalid entry '%s': %s", s, why.buf);
 		buf_release(&why);
-		return -1;
+		return -EINVAL;
 	}
 	if (inet_pton(AF_INET, e.host, e.addr) == 1) {
 		e.family = AF_INET;
@@ -96,12 +96,12 @@ static int add_one(struct allow_list *l, const char *s, const char *presets_dir,
 	if (e.family) {
 		if (e.kind == ALLOW_WILDCARD) {
 			buf_addf(err, "invalid entry '%s': a wildcard needs a domain name", s);
-			return -1;
+			return -EINVAL;
 		}
 		e.kind = ALLOW_ADDR;
 	} else if (e.kind == ALLOW_WILDCARD && !strchr(e.host, '.')) {
 		buf_addf(err, "invalid entry '%s': a wildcard needs a domain with a dot", s);
-		return -1;
+		return -EINVAL;
 	}
 add:
 	ALLOC_GROW(l->v, l->nr + 1, l->alloc);
@@ -113,7 +113,7 @@ static int add_lines(struct allow_list *l, const char *text, const char *presets
                      int allow_presets, const char *what, struct buf *err)
 {
 	const char *p = text;
-	int lineno = 0;
+	int lineno = 0, r;
 
 	while (*p) {
 		const char *e = strchr(p, '\n'), *s, *t;
@@ -135,13 +135,13 @@ static int add_lines(struct allow_list *l, const char *text, const char *presets
 			continue;
 		if (len >= sizeof(line)) {
 			buf_addf(err, "%s:%d: entry too long", what, lineno);
-			return -1;
+			return -EINVAL;
 		}
 		memcpy(line, s, len);
 		line[len] = '\0';
-		if (add_one(l, line, presets_dir, allow_presets, err) < 0) {
+		if ((r = add_one(l, line, presets_dir, allow_presets, err)) < 0) {
 			buf_addf(err, " (%s:%d)", what, lineno);
-			return -1;
+			return r;
 		}
 	}
 	return 0;
@@ -161,12 +161,12 @@ int allow_add_file(struct allow_list *l, const char *path, const char *presets_d
 	if (r < 0) {
 		buf_addf(err, "cannot read '%s': %s", path, strerror((int)-r));
 		buf_release(&text);
-		return -1;
+		return (int)r;
 	}
 	if (memchr(text.buf, '\0', text.len)) {
 		buf_addf(err, "'%s' holds a NUL byte", path);
 		buf_release(&text);
-		return -1;
+		return -EINVAL;
 	}
 	ret = add_lines(l, text.buf, presets_dir, 1, path, err);
 	buf_release(&text);

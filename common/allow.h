@@ -57,14 +57,14 @@ int allow_preset_name_ok(const char *n);
 
 /*
  * Add one entry.  A preset is read now from presets_dir/NAME (NAME is
- * [a-z0-9-], at most 32 long).  0, or -1 with a message in err
+ * [a-z0-9-], at most 32 long).  0, or a negative errno with a message in err
  * ("invalid entry 'x': ...").
  */
 int allow_add(struct allow_list *l, const char *entry, const char *presets_dir, struct buf *err);
 
 /*
  * Add the entries of a file: one a line, blank lines and lines starting with
- * '#' ignored, surrounding spaces trimmed.  0, or -1 with a message in err.
+ * '#' ignored, surrounding spaces trimmed.  0, or a negative errno with a message in err.
  */
 int allow_add_file(struct allow_list *l, const char *path, const char *presets_dir,
                    struct buf *err);
