@@ -94,6 +94,13 @@ void buf_addstr(struct buf *b, const char *s)
 	buf_add(b, s, strlen(s));
 }
 
+int buf_refuse(struct buf *err, int ret, const char *why)
+{
+	if (err)
+		buf_addstr(err, why);
+	return ret;
+}
+
 void buf_addch(struct buf *b, int c)
 {
 	char ch = (char)c;

@@ -57,6 +57,12 @@ void buf_addch(struct buf *b, int c);
 __attribute__((format(printf, 2, 3))) void buf_addf(struct buf *b, const char *fmt, ...);
 void buf_vaddf(struct buf *b, const char *fmt, va_list ap);
 
+/*
+ * The one form's refusal (common/err.h): append why to err, when there is an
+ * err, and return ret, a negative errno.
+ */
+int buf_refuse(struct buf *err, int ret, const char *why);
+
 /* Drop the first n bytes (n <= len), moving the rest to the front. */
 void buf_consume(struct buf *b, size_t n);
 

@@ -497,13 +497,6 @@ static int valid_port(const char *s)
 	return *s != '0' && parse_long(s, 1, 65535, &v) == 0;
 }
 
-/* Append why to err and return -EINVAL: the file's validators' one way to say no. */
-static int refuse(struct buf *err, const char *why)
-{
-	buf_addstr(err, why);
-	return -EINVAL;
-}
-
 /*
  * host, host:port, *.domain[:port], IPv4[:port], [IPv6][:port].  0 when
  * fine, else -EINVAL with the reason in err.
@@ -516,41 +509,44 @@ static int check_host_port(char *s, struct buf *err)
 	if (*s == '[') {
 		end = strchr(s, ']');
 		if (!end)
-			return refuse(err, "an IPv6 address needs its closing ']'");
+			return buf_refuse(err, -EINVAL, "an IPv6 address needs its closing ']'");
 		*end = '\0';
 		if (inet_pton(AF_INET6, s + 1, addr) != 1) {
 			*end = ']';
-			return refuse(err, "not an IPv6 address");
+			return buf_refuse(err, -EINVAL, "not an IPv6 address");
 		}
 		*end = ']';
 		if (end[1] == ':')
 			port = end + 2;
 		else if (end[1])
-			return refuse(err, "unexpected text after ']'");
+			return buf_refuse(err, -EINVAL, "unexpected text after ']'");
 		if (port && !valid_port(port))
-			return refuse(err, "the port must be a number from 1 to 65535");
+			return buf_refuse(err, -EINVAL,
+			                  "the port must be a number from 1 to 65535");
 		return 0;
 	}
 	end = strchr(s, ':');
 	if (end) {
 		if (strchr(end + 1, ':'))
-			return refuse(err,
-			              "write an IPv6 address in brackets, like [2001:db8::1]:443");
+			return buf_refuse(
+			    err, -EINVAL,
+			    "write an IPv6 address in brackets, like [2001:db8::1]:443");
 		port = end + 1;
 		*end = '\0';
 	}
 	if (port && !valid_port(port)) {
 		*end = ':';
-		return refuse(err, "the port must be a number from 1 to 65535");
+		return buf_refuse(err, -EINVAL, "the port must be a number from 1 to 65535");
 	}
 	if (inet_pton(AF_INET, host, addr) == 1)
 		goto ok;
 	if (!strncmp(host, "*.", 2) ? !valid_hostname(host + 2) : !valid_hostname(host)) {
 		if (end)
 			*end = ':';
-		return refuse(err, strchr(host, '*')
-		                       ? "a wildcard is only allowed as '*.' at the start"
-		                       : "not a host name");
+		return buf_refuse(err, -EINVAL,
+		                  strchr(host, '*')
+		                      ? "a wildcard is only allowed as '*.' at the start"
+		                      : "not a host name");
 	}
 	{
 		/* All-digit last label that inet_pton refused: a bad IPv4 address. */
@@ -560,7 +556,7 @@ static int check_host_port(char *s, struct buf *err)
 		if (strspn(last, "0123456789") == strlen(last)) {
 			if (end)
 				*end = ':';
-			return refuse(err, "not an IPv4 address");
+			return buf_refuse(err, -EINVAL, "not an IPv4 address");
 		}
 	}
 ok:
@@ -573,14 +569,16 @@ ok:
 static int check_allow_entry(char *s, struct buf *err)
 {
 	if (strstr(s, "://"))
-		return refuse(err, "name a host, not a URL (like example.com or example.com:8443)");
+		return buf_refuse(err, -EINVAL,
+		                  "name a host, not a URL (like example.com or example.com:8443)");
 	if (!strcmp(s, "*") || !strncmp(s, "*:", 2))
-		return refuse(err, "allowing every host is not supported");
+		return buf_refuse(err, -EINVAL, "allowing every host is not supported");
 	if (!strncmp(s, "preset:", 7))
 		return allow_preset_name_ok(s + 7)
 		           ? 0
-		           : refuse(err, "a preset name is 1 to " PRESET_MAX_TEXT
-		                         " lowercase letters, digits and '-'");
+		           : buf_refuse(err, -EINVAL,
+		                        "a preset name is 1 to " PRESET_MAX_TEXT
+		                        " lowercase letters, digits and '-'");
 	return check_host_port(s, err);
 }
 
@@ -662,25 +660,28 @@ static int path_within(const char *a, const char *b)
 static int check_vm_path(const char *s, struct buf *err)
 {
 	if (s[0] != '/')
-		return refuse(err, "must be an absolute path");
+		return buf_refuse(err, -EINVAL, "must be an absolute path");
 	if (!strcmp(s, "/"))
-		return refuse(err, "cannot be /");
+		return buf_refuse(err, -EINVAL, "cannot be /");
 	if (strlen(s) > GUEST_PATH_MAX)
-		return refuse(err, "is too long");
+		return buf_refuse(err, -EINVAL, "is too long");
 	for (const char *p = s; *p; p++)
 		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
 		      (*p >= '0' && *p <= '9') || strchr("/._-+@=~", *p)))
-			return refuse(err, "may hold only letters, digits, '/' and ._-+@=~");
+			return buf_refuse(err, -EINVAL,
+			                  "may hold only letters, digits, '/' and ._-+@=~");
 	if (strstr(s, "//") || s[strlen(s) - 1] == '/')
-		return refuse(err, "must be written plainly, without '//' or a trailing '/'");
+		return buf_refuse(err, -EINVAL,
+		                  "must be written plainly, without '//' or a trailing '/'");
 	if (!guest_path_valid(s))
-		return refuse(err, "cannot hold '.' or '..'");
+		return buf_refuse(err, -EINVAL, "cannot hold '.' or '..'");
 	for (int i = 0; vm_system[i]; i++)
 		if (path_within(s, vm_system[i]))
-			return refuse(err, "is a system folder of the VM");
+			return buf_refuse(err, -EINVAL, "is a system folder of the VM");
 	for (int i = 0; vm_reserved_exact[i]; i++)
 		if (!strcmp(s, vm_reserved_exact[i]))
-			return refuse(err, "is a folder the VM needs; use a folder inside it");
+			return buf_refuse(err, -EINVAL,
+			                  "is a folder the VM needs; use a folder inside it");
 	return 0;
 }
 
@@ -970,15 +971,15 @@ int config_parse_memory(const char *s, uint64_t *mib, struct buf *why)
 static int check_branch_pattern(const char *s, struct buf *err)
 {
 	if (!*s)
-		return refuse(err, "is empty");
+		return buf_refuse(err, -EINVAL, "is empty");
 	if (strlen(s) > BRANCH_PATTERN_MAX)
-		return refuse(err, "is too long");
+		return buf_refuse(err, -EINVAL, "is too long");
 	if (!strncmp(s, "refs/", 5))
-		return refuse(err, "names a branch without refs/heads/");
+		return buf_refuse(err, -EINVAL, "names a branch without refs/heads/");
 	if (!strcmp(s, "HEAD") || !strcmp(s, "@"))
-		return refuse(err, "is not a branch name");
+		return buf_refuse(err, -EINVAL, "is not a branch name");
 	if (!branch_pattern_ok(s))
-		return refuse(err, "is not a branch name or pattern");
+		return buf_refuse(err, -EINVAL, "is not a branch name or pattern");
 	return 0;
 }
 
@@ -990,27 +991,30 @@ static int check_git_url(const char *s, char **host_out, struct buf *err)
 	int r;
 
 	if (strncmp(s, "https://", 8))
-		return refuse(err, "must be an https:// URL");
+		return buf_refuse(err, -EINVAL, "must be an https:// URL");
 	auth = s + 8;
 	slash = strchr(auth, '/');
 	if (!slash || !slash[1])
-		return refuse(err, "needs a repository path after the host");
+		return buf_refuse(err, -EINVAL, "needs a repository path after the host");
 	if (memchr(auth, '@', (size_t)(slash - auth)))
-		return refuse(
-		    err, "cannot hold credentials; name the variable holding the token in token");
+		return buf_refuse(
+		    err, -EINVAL,
+		    "cannot hold credentials; name the variable holding the token in token");
 	for (const char *p = slash; *p; p++)
 		if ((unsigned char)*p <= ' ' || *p >= 0x7f || strchr("?#\\\"<>{}|^`", *p))
-			return refuse(
-			    err, "may hold no spaces, query, fragment or special characters in its "
-			         "path");
+			return buf_refuse(
+			    err, -EINVAL,
+			    "may hold no spaces, query, fragment or special characters in its "
+			    "path");
 	for (const char *p = slash; p; p = strchr(p + 1, '/'))
 		if (!strcmp(p, "/.") || !strncmp(p, "/./", 3) || !strcmp(p, "/..") ||
 		    !strncmp(p, "/../", 4) || !strncmp(p, "//", 2))
-			return refuse(err, "cannot hold '.', '..' or '//' in its path");
+			return buf_refuse(err, -EINVAL,
+			                  "cannot hold '.', '..' or '//' in its path");
 	hp = xstrndup(auth, (size_t)(slash - auth));
 	lowercase(hp);
 	if (hp[0] == '*' || (!strchr(hp, '[') && (colon = strchr(hp, ':')) && !colon[1]))
-		r = refuse(err, "needs a host");
+		r = buf_refuse(err, -EINVAL, "needs a host");
 	else
 		r = check_host_port(hp, err);
 	if (r < 0) {

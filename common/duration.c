@@ -19,13 +19,6 @@ static const struct unit units[] = {
     {"s", 1000},
 };
 
-static int refuse(struct buf *why, int err, const char *msg)
-{
-	if (why)
-		buf_addstr(why, msg);
-	return err;
-}
-
 static int is_digit(char c)
 {
 	return c >= '0' && c <= '9';
@@ -36,11 +29,11 @@ int duration_parse(const char *s, int64_t *ms, struct buf *why)
 	int64_t total = 0;
 
 	if (!s || !*s)
-		return refuse(why, -EINVAL, "empty duration");
+		return buf_refuse(why, -EINVAL, "empty duration");
 	if (*s == '-')
-		return refuse(why, -EINVAL, "a duration cannot be negative");
+		return buf_refuse(why, -EINVAL, "a duration cannot be negative");
 	if (*s == '+')
-		return refuse(why, -EINVAL, "a duration takes no sign");
+		return buf_refuse(why, -EINVAL, "a duration takes no sign");
 	if (!strcmp(s, "0")) {
 		*ms = 0;
 		return 0;
@@ -57,8 +50,8 @@ int duration_parse(const char *s, int64_t *ms, struct buf *why)
 		}
 		for (; is_digit(*s); s++, digits++) {
 			if (whole > (INT64_MAX - 9) / 10)
-				return refuse(why, -ERANGE,
-				              "too large (the limit is about 292 years)");
+				return buf_refuse(why, -ERANGE,
+				                  "too large (the limit is about 292 years)");
 			whole = whole * 10 + (*s - '0');
 		}
 		if (*s == '.') {
@@ -66,14 +59,14 @@ int duration_parse(const char *s, int64_t *ms, struct buf *why)
 			for (; is_digit(*s); s++, digits++) {
 				/* 18 fraction digits always fit; more cannot be exact in ms. */
 				if (scale > INT64_MAX / 100)
-					return refuse(why, -EINVAL,
-					              "too many digits after the point");
+					return buf_refuse(why, -EINVAL,
+					                  "too many digits after the point");
 				frac = frac * 10 + (*s - '0');
 				scale *= 10;
 			}
 		}
 		if (!digits)
-			return refuse(why, -EINVAL, "a point needs digits");
+			return buf_refuse(why, -EINVAL, "a point needs digits");
 		for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
 			size_t n = strlen(units[i].name);
 
@@ -85,7 +78,7 @@ int duration_parse(const char *s, int64_t *ms, struct buf *why)
 		}
 		if (!u) {
 			if (!*s)
-				return refuse(why, -EINVAL, "missing unit (use h, m, s or ms)");
+				return buf_refuse(why, -EINVAL, "missing unit (use h, m, s or ms)");
 			if (why) {
 				size_t n = 0;
 
@@ -96,25 +89,25 @@ int duration_parse(const char *s, int64_t *ms, struct buf *why)
 			return -EINVAL;
 		}
 		if (whole > INT64_MAX / u->ms)
-			return refuse(why, -ERANGE, "too large (the limit is about 292 years)");
+			return buf_refuse(why, -ERANGE, "too large (the limit is about 292 years)");
 		part = whole * u->ms;
 		if (frac) {
 			/* frac/scale of a unit, exact to the millisecond or refused. */
 			__int128 f = (__int128)frac * u->ms;
 
 			if (f % scale)
-				return refuse(why, -EINVAL, "finer than a millisecond");
+				return buf_refuse(why, -EINVAL, "finer than a millisecond");
 			if (part > INT64_MAX - (int64_t)(f / scale))
-				return refuse(why, -ERANGE,
-				              "too large (the limit is about 292 years)");
+				return buf_refuse(why, -ERANGE,
+				                  "too large (the limit is about 292 years)");
 			part += (int64_t)(f / scale);
 		}
 		if (total > INT64_MAX - part)
-			return refuse(why, -ERANGE, "too large (the limit is about 292 years)");
+			return buf_refuse(why, -ERANGE, "too large (the limit is about 292 years)");
 		total += part;
 	}
 	if (total > DURATION_MAX_MS)
-		return refuse(why, -ERANGE, "too large (the limit is about 292 years)");
+		return buf_refuse(why, -ERANGE, "too large (the limit is about 292 years)");
 	*ms = total;
 	return 0;
 }

@@ -10,14 +10,6 @@
 #include "hex.h"
 #include "banned.h"
 
-/* Append why to err (when there is one) and return ret, a negative errno. */
-static int refuse(struct buf *err, int ret, const char *why)
-{
-	if (err)
-		buf_addstr(err, why);
-	return ret;
-}
-
 /* RFC 9110 tchar */
 static int is_tchar(unsigned char c)
 {
@@ -122,24 +114,24 @@ static int field_meaning(struct http_head *h, const struct http_header *hd, stru
 		uint64_t cl = 0;
 
 		if (seen->cl++)
-			return refuse(err, -EBADMSG, "duplicate Content-Length");
+			return buf_refuse(err, -EBADMSG, "duplicate Content-Length");
 		if (!hd->value_len || hd->value_len > 15)
-			return refuse(err, -EBADMSG, "invalid Content-Length");
+			return buf_refuse(err, -EBADMSG, "invalid Content-Length");
 		for (size_t i = 0; i < hd->value_len; i++) {
 			if (!isdigit((unsigned char)v[i]))
-				return refuse(err, -EBADMSG, "invalid Content-Length");
+				return buf_refuse(err, -EBADMSG, "invalid Content-Length");
 			cl = cl * 10 + (v[i] - '0');
 		}
 		h->content_length = (int64_t)cl;
 	} else if (http_name_is(hd, "transfer-encoding")) {
 		if (seen->te++)
-			return refuse(err, -EBADMSG, "duplicate Transfer-Encoding");
+			return buf_refuse(err, -EBADMSG, "duplicate Transfer-Encoding");
 		if (hd->value_len != 7 || strncasecmp(v, "chunked", 7))
-			return refuse(err, -EBADMSG, "unsupported Transfer-Encoding");
+			return buf_refuse(err, -EBADMSG, "unsupported Transfer-Encoding");
 		h->chunked = 1;
 	} else if (http_name_is(hd, "host")) {
 		if (h->host)
-			return refuse(err, -EBADMSG, "duplicate Host");
+			return buf_refuse(err, -EBADMSG, "duplicate Host");
 		h->host = v;
 		h->host_len = hd->value_len;
 	} else if (http_name_is(hd, "connection") || http_name_is(hd, "proxy-connection")) {
@@ -173,37 +165,37 @@ static int parse_fields(const char *buf, size_t len, size_t pos, int request, st
 		struct http_header *hd;
 
 		if (pos >= HTTP_MAX_HEAD)
-			return refuse(err, -EMSGSIZE, "request head too large");
+			return buf_refuse(err, -EMSGSIZE, "request head too large");
 		n = line_end(line, len - pos, HTTP_MAX_LINE);
 		if (n == -2)
 			return 0;
 		if (n == -3)
-			return refuse(err, -EMSGSIZE, "header line too long");
+			return buf_refuse(err, -EMSGSIZE, "header line too long");
 		if (n == -1)
-			return refuse(err, -EBADMSG, "bare CR or LF in the head");
+			return buf_refuse(err, -EBADMSG, "bare CR or LF in the head");
 		if (n == 0) {
 			pos += 2;
 			break;
 		}
 		if (pos + n + 2 > HTTP_MAX_HEAD)
-			return refuse(err, -EMSGSIZE, "request head too large");
+			return buf_refuse(err, -EMSGSIZE, "request head too large");
 		if (line[0] == ' ' || line[0] == '\t')
-			return refuse(err, -EBADMSG, "obs-fold (folded header line)");
+			return buf_refuse(err, -EBADMSG, "obs-fold (folded header line)");
 		colon = memchr(line, ':', n);
 		if (!colon || colon == line)
-			return refuse(err, -EBADMSG, "header line without a name");
+			return buf_refuse(err, -EBADMSG, "header line without a name");
 		for (const char *q = line; q < colon; q++)
 			if (!is_tchar((unsigned char)*q))
-				return refuse(err, -EBADMSG, "invalid header name");
+				return buf_refuse(err, -EBADMSG, "invalid header name");
 		/*
 		 * Some servers read "Transfer_Encoding" as Transfer-Encoding (CGI
 		 * spells both HTTP_TRANSFER_ENCODING): a request would then be framed
 		 * one way here and another way upstream.
 		 */
 		if (request && memchr(line, '_', colon - line))
-			return refuse(err, -EBADMSG, "underscore in a header name");
+			return buf_refuse(err, -EBADMSG, "underscore in a header name");
 		if (h->nhdr >= HTTP_MAX_HEADERS)
-			return refuse(err, -EMSGSIZE, "too many header lines");
+			return buf_refuse(err, -EMSGSIZE, "too many header lines");
 		v = colon + 1;
 		ve = line + n;
 		while (v < ve && (*v == ' ' || *v == '\t'))
@@ -211,7 +203,7 @@ static int parse_fields(const char *buf, size_t len, size_t pos, int request, st
 		while (ve > v && (ve[-1] == ' ' || ve[-1] == '\t'))
 			ve--;
 		if (!value_ok(v, ve - v))
-			return refuse(err, -EBADMSG, "control character in a header value");
+			return buf_refuse(err, -EBADMSG, "control character in a header value");
 		hd = &h->hdr[h->nhdr++];
 		hd->name = line;
 		hd->name_len = colon - line;
@@ -223,7 +215,7 @@ static int parse_fields(const char *buf, size_t len, size_t pos, int request, st
 		pos += n + 2;
 	}
 	if (seen.cl && seen.te)
-		return refuse(err, -EBADMSG, "both Content-Length and Transfer-Encoding");
+		return buf_refuse(err, -EBADMSG, "both Content-Length and Transfer-Encoding");
 	if (h->minor == 0 && !seen.keep_alive)
 		h->conn_close = 1;
 	h->head_len = pos;
@@ -246,24 +238,24 @@ int http_parse_request(const char *buf, size_t len, struct http_head *h, struct 
 	if (n == -2)
 		return 0;
 	if (n == -3)
-		return refuse(err, -EMSGSIZE, "request line too long");
+		return buf_refuse(err, -EMSGSIZE, "request line too long");
 	if (n == -1)
-		return refuse(err, -EBADMSG, "bare CR or LF in the request line");
+		return buf_refuse(err, -EBADMSG, "bare CR or LF in the request line");
 	end = buf + n;
 	sp1 = memchr(buf, ' ', n);
 	if (!sp1 || sp1 == buf)
-		return refuse(err, -EBADMSG, "malformed request line");
+		return buf_refuse(err, -EBADMSG, "malformed request line");
 	for (const char *q = buf; q < sp1; q++)
 		if (!is_tchar((unsigned char)*q))
-			return refuse(err, -EBADMSG, "malformed request line");
+			return buf_refuse(err, -EBADMSG, "malformed request line");
 	sp2 = memchr(sp1 + 1, ' ', end - sp1 - 1);
 	if (!sp2 || sp2 == sp1 + 1)
-		return refuse(err, -EBADMSG, "malformed request line");
+		return buf_refuse(err, -EBADMSG, "malformed request line");
 	for (const char *q = sp1 + 1; q < sp2; q++)
 		if ((unsigned char)*q <= 0x20 || (unsigned char)*q >= 0x7f)
-			return refuse(err, -EBADMSG, "invalid character in the request target");
+			return buf_refuse(err, -EBADMSG, "invalid character in the request target");
 	if (parse_version(sp2 + 1, end - sp2 - 1, h))
-		return refuse(err, -EBADMSG, "unsupported HTTP version");
+		return buf_refuse(err, -EBADMSG, "unsupported HTTP version");
 	h->method = buf;
 	h->method_len = sp1 - buf;
 	h->target = sp1 + 1;
@@ -280,16 +272,16 @@ int http_parse_response(const char *buf, size_t len, struct http_head *h, struct
 	if (n == -2)
 		return 0;
 	if (n == -3)
-		return refuse(err, -EMSGSIZE, "status line too long");
+		return buf_refuse(err, -EMSGSIZE, "status line too long");
 	if (n < 0)
-		return refuse(err, -EBADMSG, "bare CR or LF in the status line");
+		return buf_refuse(err, -EBADMSG, "bare CR or LF in the status line");
 	if (n < 12 || parse_version(p, 8, h) || p[8] != ' ' || !isdigit((unsigned char)p[9]) ||
 	    !isdigit((unsigned char)p[10]) || !isdigit((unsigned char)p[11]) ||
 	    (n > 12 && p[12] != ' ') || !value_ok(p, n))
-		return refuse(err, -EBADMSG, "malformed status line");
+		return buf_refuse(err, -EBADMSG, "malformed status line");
 	h->status = (p[9] - '0') * 100 + (p[10] - '0') * 10 + (p[11] - '0');
 	if (h->status < 100)
-		return refuse(err, -EBADMSG, "malformed status line");
+		return buf_refuse(err, -EBADMSG, "malformed status line");
 	h->method = NULL;
 	h->method_len = 0;
 	h->target = n > 13 ? p + 13 : p + n;
@@ -345,17 +337,17 @@ int http_split_authority(const char *s, size_t n, int default_port, char *host, 
 	size_t hl;
 
 	if (!n)
-		return refuse(err, -EINVAL, "invalid host");
+		return buf_refuse(err, -EINVAL, "invalid host");
 	if (s[0] == '[') {
 		const char *rb = memchr(s, ']', n);
 
 		if (!rb)
-			return refuse(err, -EINVAL, "invalid host");
+			return buf_refuse(err, -EINVAL, "invalid host");
 		hs = s + 1;
 		he = rb;
 		if (rb + 1 < s + n) {
 			if (rb[1] != ':')
-				return refuse(err, -EINVAL, "invalid host");
+				return buf_refuse(err, -EINVAL, "invalid host");
 			ps = rb + 2;
 		}
 	} else {
@@ -365,42 +357,42 @@ int http_split_authority(const char *s, size_t n, int default_port, char *host, 
 		he = colon ? colon : s + n;
 		if (colon) {
 			if (memchr(colon + 1, ':', s + n - colon - 1))
-				return refuse(err, -EINVAL, "invalid host");
+				return buf_refuse(err, -EINVAL, "invalid host");
 			ps = colon + 1;
 		}
 	}
 	hl = he - hs;
 	if (!hl || hl >= hostsz)
-		return refuse(err, -EINVAL, "invalid host");
+		return buf_refuse(err, -EINVAL, "invalid host");
 	for (size_t i = 0; i < hl; i++)
 		host[i] = (char)tolower((unsigned char)hs[i]);
 	host[hl] = '\0';
 	if (s[0] == '[') {
 		if (inet_pton(AF_INET6, host, &a6) != 1)
-			return refuse(err, -EINVAL, "invalid host");
+			return buf_refuse(err, -EINVAL, "invalid host");
 	} else {
 		if (hl > 1 && host[hl - 1] == '.')
 			host[--hl] = '\0';
 		if (inet_pton(AF_INET, host, &a4) != 1 && (!host_ok(host) || looks_numeric(host)))
-			return refuse(err, -EINVAL, "invalid host");
+			return buf_refuse(err, -EINVAL, "invalid host");
 	}
 	if (ps) {
 		long p = 0;
 		size_t pl = s + n - ps;
 
 		if (!pl || pl > 5)
-			return refuse(err, -EINVAL, "invalid port");
+			return buf_refuse(err, -EINVAL, "invalid port");
 		for (size_t i = 0; i < pl; i++) {
 			if (!isdigit((unsigned char)ps[i]))
-				return refuse(err, -EINVAL, "invalid port");
+				return buf_refuse(err, -EINVAL, "invalid port");
 			p = p * 10 + (ps[i] - '0');
 		}
 		if (p < 1 || p > 65535)
-			return refuse(err, -EINVAL, "invalid port");
+			return buf_refuse(err, -EINVAL, "invalid port");
 		*port = (int)p;
 	} else {
 		if (!default_port)
-			return refuse(err, -EINVAL, "port missing");
+			return buf_refuse(err, -EINVAL, "port missing");
 		*port = default_port;
 	}
 	return 0;
@@ -414,34 +406,34 @@ int http_api_path_ok(const char *p, size_t n, struct buf *err)
 	if (q)
 		pathlen = q - p;
 	if (!pathlen || p[0] != '/')
-		return refuse(err, -EINVAL, "path not allowed for key forwarding");
+		return buf_refuse(err, -EINVAL, "path not allowed for key forwarding");
 	for (size_t i = 0; i < n; i++) {
 		unsigned char c = (unsigned char)p[i];
 
 		if (c <= 0x20 || c >= 0x7f || c == '\\' || c == '#')
-			return refuse(err, -EINVAL, "invalid character in the path");
+			return buf_refuse(err, -EINVAL, "invalid character in the path");
 		/*
 		 * Path parameters ("/v1/..;/x"): servers that strip them would see
 		 * another path than the one checked here.
 		 */
 		if (i < pathlen && c == ';')
-			return refuse(err, -EINVAL, "path parameter (;) in the path");
+			return buf_refuse(err, -EINVAL, "path parameter (;) in the path");
 		/* The path is RFC 3986 pchars and slashes, nothing else. */
 		if (i < pathlen && c != '%' && c != '/' && !isalnum(c) &&
 		    !strchr("-._~!$&'()*+,=:@", c))
-			return refuse(err, -EINVAL, "invalid character in the path");
+			return buf_refuse(err, -EINVAL, "invalid character in the path");
 		if (c == '%') {
 			int hi, lo, d;
 
 			if (i + 2 >= n || (hi = hex_digit(p[i + 1])) < 0 ||
 			    (lo = hex_digit(p[i + 2])) < 0)
-				return refuse(err, -EINVAL, "malformed escape in the path");
+				return buf_refuse(err, -EINVAL, "malformed escape in the path");
 			d = hi * 16 + lo;
 			if (i < pathlen && d == ';')
-				return refuse(err, -EINVAL, "path parameter (;) in the path");
+				return buf_refuse(err, -EINVAL, "path parameter (;) in the path");
 			if (i < pathlen && (d == '/' || d == '\\' || d == '.' || d == '%' ||
 			                    d < 0x20 || d >= 0x7f))
-				return refuse(
+				return buf_refuse(
 				    err, -EINVAL,
 				    "encoded slash, backslash, dot or control in the path");
 		}
@@ -454,7 +446,7 @@ int http_api_path_ok(const char *p, size_t n, struct buf *err)
 
 			if ((sl == 0 && i != pathlen) || (sl == 1 && p[seg] == '.') ||
 			    (sl == 2 && p[seg] == '.' && p[seg + 1] == '.'))
-				return refuse(err, -EINVAL, "dot or empty segment in the path");
+				return buf_refuse(err, -EINVAL, "dot or empty segment in the path");
 			seg = i + 1;
 		}
 	}
@@ -462,7 +454,7 @@ int http_api_path_ok(const char *p, size_t n, struct buf *err)
 		return 0;
 	if (pathlen > 4 && !memcmp(p, "/v1/", 4))
 		return 0;
-	return refuse(err, -EINVAL, "path not under /v1/ or /api/hello");
+	return buf_refuse(err, -EINVAL, "path not under /v1/ or /api/hello");
 }
 
 void http_body_init(struct http_body *b, enum http_body_kind kind, uint64_t length)
@@ -636,7 +628,7 @@ static long body_run(struct http_body *b, const char *p, size_t n, char *out, si
 			continue;
 		}
 		if ((b->state >= CK_TRAILER ? trailer_byte(b, c) : size_byte(b, c)) < 0)
-			return refuse(err, -EBADMSG, "malformed chunked body");
+			return buf_refuse(err, -EBADMSG, "malformed chunked body");
 		i++;
 	}
 	return (long)i;

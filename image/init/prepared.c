@@ -44,12 +44,6 @@ static int pread_all(int fd, void *data, size_t n, uint64_t off)
 	return 0;
 }
 
-static int bad(struct buf *why, const char *what)
-{
-	buf_addstr(why, what);
-	return -EINVAL;
-}
-
 /* The index's tables: names, CRCs, offsets, large offsets, then the two checksums. */
 static int check_idx(const unsigned char *idx, size_t len, const struct prepared *p,
                      struct buf *why)
@@ -62,20 +56,21 @@ static int check_idx(const unsigned char *idx, size_t len, const struct prepared
 	uint32_t prev = 0;
 
 	if (len < IDX_HEAD + 2 * SHA1_LEN || memcmp(idx, magic, sizeof(magic)))
-		return bad(why, "start.idx is not a version 2 pack index");
+		return buf_refuse(why, -EINVAL, "start.idx is not a version 2 pack index");
 	for (int i = 0; i < 256; i++) {
 		uint32_t f = be32(idx + 8 + 4 * i);
 
 		if (f < prev)
-			return bad(why, "start.idx: its fan-out table goes down");
+			return buf_refuse(why, -EINVAL, "start.idx: its fan-out table goes down");
 		prev = f;
 	}
 	n = prev;
 	if (n != p->objects)
-		return bad(why, "start.idx counts another number of objects than the pack");
+		return buf_refuse(why, -EINVAL,
+		                  "start.idx counts another number of objects than the pack");
 	want = IDX_HEAD + n * (SHA1_LEN + 4 + 4) + 2 * SHA1_LEN;
 	if (len < want || (len - want) % 8)
-		return bad(why, "start.idx has the wrong size for its objects");
+		return buf_refuse(why, -EINVAL, "start.idx has the wrong size for its objects");
 	nlarge = (len - want) / 8;
 	names = idx + IDX_HEAD;
 	offs = names + n * (SHA1_LEN + 4);
@@ -87,24 +82,29 @@ static int check_idx(const unsigned char *idx, size_t len, const struct prepared
 		uint64_t at = o;
 
 		if (i >= be32(idx + 8 + 4 * name[0]) || i < below)
-			return bad(why, "start.idx: an object name is outside its fan-out range");
+			return buf_refuse(why, -EINVAL,
+			                  "start.idx: an object name is outside its fan-out range");
 		if (i && memcmp(name - SHA1_LEN, name, SHA1_LEN) >= 0)
-			return bad(why, "start.idx: its object names are not sorted");
+			return buf_refuse(why, -EINVAL,
+			                  "start.idx: its object names are not sorted");
 		if (o & 0x80000000U) {
 			if ((o & 0x7fffffffU) >= nlarge)
-				return bad(why, "start.idx: a large offset is missing");
+				return buf_refuse(why, -EINVAL,
+				                  "start.idx: a large offset is missing");
 			at = be64(large + (uint64_t)(o & 0x7fffffffU) * 8);
 		}
 		if (at < PACK_HEAD || at >= pack_end)
-			return bad(why, "start.idx: an offset is outside the pack");
+			return buf_refuse(why, -EINVAL, "start.idx: an offset is outside the pack");
 	}
 	if (memcmp(idx + len - 2 * SHA1_LEN, p->pack_sum, SHA1_LEN))
-		return bad(why, "start.idx belongs to another pack than start.bundle's");
+		return buf_refuse(why, -EINVAL,
+		                  "start.idx belongs to another pack than start.bundle's");
 	sha1_init(&c);
 	sha1_update(&c, idx, len - SHA1_LEN);
 	sha1_final(&c, sum);
 	if (memcmp(sum, idx + len - SHA1_LEN, SHA1_LEN))
-		return bad(why, "start.idx: its checksum does not match its content");
+		return buf_refuse(why, -EINVAL,
+		                  "start.idx: its checksum does not match its content");
 	return 0;
 }
 
@@ -127,8 +127,9 @@ int prepared_check(int bundle_fd, const char *start, const char *branch, const u
 	}
 	if ((uint64_t)st.st_size < head.len + PACK_HEAD + PACK_TRAIL ||
 	    pread_all(bundle_fd, got.buf, head.len, 0) < 0 || memcmp(got.buf, head.buf, head.len)) {
-		ret = bad(why,
-		          "start.bundle is not the bundle aibox-task writes for the start commit");
+		ret = buf_refuse(
+		    why, -EINVAL,
+		    "start.bundle is not the bundle aibox-task writes for the start commit");
 		goto out;
 	}
 	p->pack_off = head.len;
@@ -140,7 +141,7 @@ int prepared_check(int bundle_fd, const char *start, const char *branch, const u
 		goto out;
 	}
 	if (memcmp(pack, pack_magic, sizeof(pack_magic))) {
-		ret = bad(why, "start.bundle does not hold a version 2 pack");
+		ret = buf_refuse(why, -EINVAL, "start.bundle does not hold a version 2 pack");
 		goto out;
 	}
 	p->objects = be32(pack + 8);
