@@ -32,6 +32,89 @@ B
 	assert_output ''
 }
 
+@test "test-rules: a mid-test '[ A ] && [ B ]' or 'cmd && cmd' list is refused" {
+	printf '@test "x" {\n\t[ -e a ] && [ -e b ]\n\ttrue\n}\n@test "y" {\n\tcd sub && grep -q x f; true\n\ttrue\n}\n' >and.bats
+	run "$TOP/t/check-bang" and.bats
+	assert_failure 1
+	assert_line --partial 'and.bats:2: an "A && B" list in the middle of a test asserts nothing when A fails'
+	assert_line --partial 'and.bats:6: an "A && B" list in the middle of a test asserts nothing when A fails'
+	assert_equal "${#lines[@]}" 2
+}
+
+@test "test-rules: '&&' that only guards an assignment or a break, is last, or sits in a condition, a subshell or a string passes" {
+	sed 's/^TEST/@test/' >ok.bats <<'B'
+TEST "x" {
+	[ -n "$h" ] && hwm=$h
+	for i in 1 2; do
+		[ -e a ] && [ -e b ] && break
+	done
+	if [ -e a ] && [ -e b ]; then
+		true
+	fi
+	(cd sub && grep -q x f)
+	v=$(cd sub && pwd)
+	echo "a && b"
+	[ -e a ] ||
+		[ -e b ] && [ -e c ]
+	cat <<-EOF
+		x && y
+	EOF
+	[ -e a ] && [ -e b ]
+}
+helper() {
+	[ -n "$x" ] && kill "$x"
+	true
+}
+B
+	run "$TOP/t/check-bang" ok.bats
+	assert_success
+	assert_output ''
+}
+
+@test "test-rules: a 'run' whose status and output nothing reads is refused, up to the next run and at the test's end" {
+	printf '@test "x" {\n\trun aibox task x\n\trun cat f\n\tassert_output y\n\trun --separate-stderr aibox task y\n\t[ -e f ]\n}\n' >run.bats
+	run "$TOP/t/check-bang" run.bats
+	assert_failure 1
+	assert_line --partial 'run.bats:2: a "run" whose status and output nothing checks'
+	assert_line --partial 'run.bats:5: a "run" whose status and output nothing checks'
+	assert_equal "${#lines[@]}" 2
+}
+
+@test "test-rules: a run read by \$status, \$output, \$stderr, assert_ or refute_, and 'run !' and 'run -N', pass" {
+	sed 's/^TEST/@test/' >ok.bats <<'B'
+TEST "x" {
+	run a
+	[ "$status" -eq 0 ]
+	run b
+	[ "$output" = x ]
+	run --separate-stderr c
+	[[ $stderr == *x* ]]
+	run d
+	refute_output
+	run e
+	[ "${lines[0]}" = y ]
+	run -1 f
+	run ! g
+	FOO=1 run h \
+		--long
+	assert_success
+}
+B
+	run "$TOP/t/check-bang" ok.bats
+	assert_success
+	assert_output ''
+}
+
+@test "test-rules: a refusal of an aibox tool checked only by its status is refused" {
+	printf '@test "x" {\n\trun aibox task --bogus\n\tassert_failure 2\n\trun aibox-proxy --bogus\n\t[ "$status" -eq 2 ]\n\trun ! build/aibox-broker\n\trun aibox-connect x\n\tassert_failure\n\tassert_output --partial "usage"\n\trun ! grep -q x f\n}\n' >refusal.bats
+	run "$TOP/t/check-bang" refusal.bats
+	assert_failure 1
+	assert_line --partial 'refusal.bats:2: a refusal checked only by its status (check what it says'
+	assert_line --partial 'refusal.bats:4: a refusal checked only by its status'
+	assert_line --partial 'refusal.bats:6: a refusal checked only by its status'
+	assert_equal "${#lines[@]}" 3
+}
+
 @test "test-rules: every test file of the suite passes the check" {
 	run "$TOP/t/check-bang" "$TOP"/t/*.bats "$TOP"/t/lib-*.bash
 	assert_success
