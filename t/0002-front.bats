@@ -24,6 +24,7 @@ load lib-common
 @test "front: a path is never taken as a command" {
 	run aibox ../../bin/true
 	assert_failure 2
+	assert_output --partial "'../../bin/true' is not an aibox command"
 }
 
 @test "front: help lists the commands" {
@@ -38,7 +39,8 @@ load lib-common
 @test "front: dispatches to aibox-<a>-<b>, else aibox-<a> with the rest" {
 	mkdir bin
 	cp "$BUILD/aibox" bin/aibox
-	mkdir common && touch common/paths.h   # makes bin/ a build tree
+	mkdir common
+	touch common/paths.h   # makes bin/ a build tree
 	printf '#!/bin/sh\necho "two: $0 $*"\n' >bin/aibox-foo-bar
 	printf '#!/bin/sh\necho "one: $0 $*"\n' >bin/aibox-foo
 	chmod +x bin/aibox-foo-bar bin/aibox-foo

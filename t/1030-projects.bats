@@ -131,6 +131,7 @@ teardown() { lock_teardown; }
 	hold_lock "$P/lock" sh
 	run aibox projects remove my-repo
 	assert_failure 1
+	assert_output "aibox-projects: project 'my-repo' is in use by a task or aibox run: left alone"
 	release_locks
 	run aibox projects remove my-repo
 	assert_success
@@ -182,6 +183,7 @@ teardown() { lock_teardown; }
 	assert_output --partial "is not a project name"
 	run aibox projects remove .lock
 	assert_failure 2
+	assert_output --partial "'.lock' is not a project name"
 	run aibox projects remove
 	assert_failure 2
 	assert_output --partial "usage: aibox projects"
@@ -199,8 +201,10 @@ teardown() { lock_teardown; }
 	assert_line --index 0 "aibox-projects: unknown subcommand 'frob'"
 	run aibox projects path extra
 	assert_failure 2
+	assert_line --index 0 "aibox-projects: path takes no arguments"
 	run aibox projects --bogus
 	assert_failure 2
+	assert_line --index 0 --partial "'--bogus'"
 }
 
 @test "project lock: shared with shared, exclusive alone, none once removed" {
@@ -296,6 +300,7 @@ waits_for_lock() {
 		"[\"my-repo\",2,1,\"$T/My Repo!\",\"$AIBOX_HOME/projects/my-repo\"]"
 	run aibox projects list --all
 	assert_failure 2
+	assert_line --index 0 "aibox-projects: list takes no arguments"
 }
 
 @test "image list: --json is one array with name, built, claude_code and kernel, checked with jq" {

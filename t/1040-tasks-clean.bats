@@ -127,6 +127,7 @@ now_name() { echo "$(date +%Y%m%d-%H%M%S)-$1"; }
 	done
 	run aibox tasks clean --older-than
 	assert_failure 2
+	assert_line --index 0 "aibox-tasks-clean: --older-than needs a duration, like 720h"
 	run aibox tasks clean --bogus
 	assert_failure 2
 	assert_line --index 0 "aibox-tasks-clean: unknown argument '--bogus'"

@@ -30,13 +30,16 @@ teardown() {
 	assert_output --partial "--allow ENTRY"
 	run aibox-proxy --bogus
 	[ "$status" -eq 2 ]
+	assert_line --index 0 --partial "'--bogus'"
 	run aibox-proxy --allow 'exa mple.com'
 	[ "$status" -eq 2 ]
 	assert_output --partial "invalid entry 'exa mple.com'"
 	run aibox-proxy --allow '*.com'
 	[ "$status" -eq 2 ]
+	assert_output --partial "invalid entry '*.com': a wildcard needs a domain with a dot"
 	run aibox-proxy --allow 'example.com:99999'
 	[ "$status" -eq 2 ]
+	assert_output --partial "invalid entry 'example.com:99999': invalid port"
 	run aibox-proxy --allow 'preset:nonesuch'
 	[ "$status" -eq 2 ]
 	assert_output --partial "unknown preset 'nonesuch'"
@@ -48,6 +51,7 @@ teardown() {
 	assert_output "aibox-proxy: the variable 'AIBOX_TEST_NO_KEY' is not set"
 	run aibox-proxy --listen 127.0.0.1:0 --listen-fd 5
 	[ "$status" -eq 2 ]
+	assert_output --partial "--listen-fd 5"
 }
 
 @test "proxy: an allowed host:port is reached, plain HTTP and through CONNECT, and logged" {

@@ -119,7 +119,6 @@ REQ='{"model":"m","stream":true,"tools":[{"name":"Bash"}],"messages":[{"role":"u
 	assert_output --partial "$(printf 'HTTP/1.1 200 OK\r')"
 	[ "$(jq -r '.path' "$T/rec/0003.json")" = /api/hello ]
 	[ "$(jq -r '.headers.host' "$T/rec/0003.json")" = "localhost:$FAKE_API_PORT" ]
-	run cat "$T/proxy.log"
 	[ "$(grep -c ' allowed localhost:3129 GET /api/hello status=200 ' "$T/proxy.log")" = 2 ]
 	run ! grep -q 'evil.test\|refused' "$T/proxy.log"
 	key_nowhere
@@ -149,6 +148,7 @@ REQ='{"model":"m","stream":true,"tools":[{"name":"Bash"}],"messages":[{"role":"u
 	assert_output --partial "not an https:// URL"
 	AIBOX_API_UPSTREAM=https://localhost:1/path run aibox-proxy --key-env AIBOX_TEST_KEY
 	[ "$status" -eq 2 ]
+	assert_output --partial "'https://localhost:1/path': not https://HOST[:PORT]"
 	AIBOX_TEST_KEY=$'sk-bad\r\nX-Injected: 1' run aibox-proxy --key-env AIBOX_TEST_KEY
 	[ "$status" -eq 2 ]
 	assert_output --partial "holds characters a key cannot have"

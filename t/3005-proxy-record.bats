@@ -54,6 +54,9 @@ flood() {
 	run curl -sS -x "$PROXY" "http://evil.test/"
 	assert_output 'aibox-proxy: not on the allow list'
 	run raw_request "BAD\r\n\r\n"
+	assert_success
+	assert_line --index 0 "$(printf 'HTTP/1.1 403 Forbidden\r')"
+	assert_output --partial "aibox-proxy: malformed request line"
 	run curl -sS -x "$PROXY" "http://127.0.0.1:3129/api/hello"
 	assert_output 'aibox-proxy: key forwarding is off'
 	[ ! -s "$T/record.json" ] # nothing before the stop
@@ -173,8 +176,10 @@ flood() {
 	assert_output --partial "invalid --log-max '100'"
 	run aibox-proxy --log-max 1x
 	[ "$status" -eq 2 ]
+	assert_output --partial "invalid --log-max '1x'"
 	run aibox-proxy --report-fd 9
 	[ "$status" -eq 2 ]
+	assert_output "aibox-proxy: --report-fd 9: Bad file descriptor"
 	run aibox-proxy --help
 	assert_output --partial "--report-fd N"
 }

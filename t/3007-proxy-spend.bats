@@ -256,6 +256,7 @@ NANO=13872000
 	assert_output --partial "invalid --budget-task '0'"
 	run aibox-proxy --budget-task 1.0000001
 	[ "$status" -eq 2 ]
+	assert_output --partial "invalid --budget-task '1.0000001'"
 	run aibox-proxy --budget-day 5
 	[ "$status" -eq 2 ]
 	assert_output --partial "--budget-day needs --ledger-fd"

@@ -81,7 +81,8 @@ export PATH="$PATH:/usr/sbin:/sbin"
 	assert_line "aibox-image: saved the snapshot for tasks of 4096 MiB and $cpus CPUs"
 	assert_line "$img"
 	snap=$img/snapshot-4096m-${cpus}c
-	[ "$(stat -c %a "$snap.vmstate")" = 444 ] && [ "$(stat -c %a "$snap.manifest")" = 444 ]
+	[ "$(stat -c %a "$snap.vmstate")" = 444 ]
+	[ "$(stat -c %a "$snap.manifest")" = 444 ]
 	grep -qx "size $(stat -c %s "$snap.vmstate")" "$snap.manifest"
 	grep -qx "memory 4096" "$snap.manifest"
 	grep -qx "cpus $cpus" "$snap.manifest"
@@ -151,6 +152,7 @@ fake_image() {
 	assert_output --partial "no recipe for image 'nosuch'"
 	run aibox image frob
 	assert_failure 2
+	assert_line --index 0 "aibox-image: unknown subcommand 'frob'"
 	run aibox image --help
 	assert_success
 	assert_output --partial "aibox image build"

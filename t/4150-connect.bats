@@ -81,6 +81,7 @@ both_held() {
 	for args in "--max 0 s" "--max x s" "--log f s" "--max 1" "--bogus 1 s" ""; do
 		run aibox-connect $args
 		assert_failure 2
+		[[ $output == "aibox-connect: --max: '"* || $output == "usage: aibox-connect "* ]]
 	done
 	run aibox-connect --max 100001 s
 	assert_output "aibox-connect: --max: '100001' is not a number from 1 to 100000"

@@ -179,7 +179,8 @@ commit hello.txt hi"
 
 @test "init task: the clone has the host's git name and email however they are spelled" {
 	for idx in no yes; do
-		rm -rf project res src share/start.bundle share/start.idx share/settings.json && mkdir res
+		rm -rf project res src share/start.bundle share/start.idx share/settings.json
+		mkdir res
 		if [ "$idx" = yes ]; then
 			make_repo src
 			START=$(git -C src rev-parse HEAD)
@@ -297,7 +298,8 @@ EOF
 	assert_success
 	assert_equal "$(jget claude.ended_by)" budget
 	assert_equal "$(jget claude.subtype)" error_max_budget_usd
-	rm -rf project res state/aibox-results && mkdir res
+	rm -rf project res state/aibox-results
+	mkdir res
 	run_task "noresult"
 	assert_success
 	assert_equal "$(jget claude.ended_by)" error
@@ -398,7 +400,8 @@ print(len(body.encode()), body[0], set(body[1:]) == {"\u00e9"}, note)'
 	assert_equal "$(jget failed_step)" clone
 	for bad in '"timeout_s": 0' '"path": "relative"' '"path": "/a/../b"' '"start_commit": "xyz"' \
 		'"branch": "main"' '"api": "other"' '"env_names": ["1BAD"]' '"proxy": "socks5://x"'; do
-		rm -rf res state/aibox-results && mkdir res
+		rm -rf res state/aibox-results
+		mkdir res
 		write_settings
 		python3 - "$bad" <<-'EOF'
 		import json, sys
@@ -437,14 +440,17 @@ print(len(body.encode()), body[0], set(body[1:]) == {"\u00e9"}, note)'
 	run git config --get-urlmatch http.proxy https://github.com/o/r.git
 	assert_failure
 	# No remotes: nothing is written.
-	rm -f "$T/gitconfig" && rm -rf res state/aibox-results && mkdir res
+	rm -f "$T/gitconfig"
+	rm -rf res state/aibox-results
+	mkdir res
 	write_settings
 	run_task "say hi"
 	assert_file_not_exists "$T/gitconfig"
 	# A URL git's config could not hold plainly fails the clone step, with the
 	# one settings parser's reason.
 	for bad in '"http://x/y"' '"https://x/a b"' '"https://x/a\"b"' '"https://x/a\\\\b"' '7'; do
-		rm -rf res state/aibox-results && mkdir res
+		rm -rf res state/aibox-results
+		mkdir res
 		python3 - "$bad" <<-'EOF'
 		import json, sys
 		s = json.load(open("share/settings.json"))
@@ -583,7 +589,8 @@ same_as_plain() {
 	same_as_plain
 	# One changed byte in the middle of the index: an object name or offset.
 	for at in 2000 $(( $(stat -c %s good.idx) - 200 )); do
-		rm -rf project res && mkdir res
+		rm -rf project res
+		mkdir res
 		cp good.idx share/start.idx
 		printf '\x5a' | dd of=share/start.idx bs=1 seek="$at" conv=notrunc status=none
 		run_task "say nothing to do"
@@ -592,7 +599,8 @@ same_as_plain() {
 		same_as_plain
 	done
 	# A cut index.
-	rm -rf project res && mkdir res
+	rm -rf project res
+	mkdir res
 	head -c 3000 good.idx >share/start.idx
 	run_task "say nothing to do"
 	assert_equal "$(jget steps.0.status)" ok
@@ -611,7 +619,8 @@ same_as_plain() {
 	grep -q "the prepared clone is not used: start.idx belongs to another pack" res/vm.log
 	# Damaged inside, its trailer kept: git cannot check it out, the plain
 	# clone (which indexes the pack) refuses it, and the folder is left empty.
-	rm -rf project res && mkdir res
+	rm -rf project res
+	mkdir res
 	cp good.bundle share/start.bundle
 	size=$(stat -c %s good.bundle)
 	head -c 20000 /dev/zero | dd of=share/start.bundle bs=1 seek=$((size / 2)) conv=notrunc status=none
@@ -649,7 +658,8 @@ hostile_share() {
 
 @test "init task: names a plain clone cannot check out fail the prepared clone the same way" {
 	for kind in long dotgit; do
-		rm -rf project res && mkdir res
+		rm -rf project res
+		mkdir res
 		hostile_share "$kind"
 		# Today's clone of the same bundle fails in its checkout.
 		run ! git clone -q share/start.bundle "plain-$kind"

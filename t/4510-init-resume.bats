@@ -84,13 +84,15 @@ run_task() {
 	assert_equal "$names" "transcript.jsonl session.jsonl vm.log result.json "
 	grep -q '"new turn"' res/session.jsonl
 
-	rm -rf res out.tar project aibox-home/.claude && mkdir res
+	rm -rf res out.tar project aibox-home/.claude
+	mkdir res
 	touch aibox-home/no-file
 	run_task
 	assert_equal "$names" "transcript.jsonl vm.log result.json "
 	grep -q "no session file to send" state/aibox-results/vm.log
 
-	rm -rf res out.tar project aibox-home/no-file && mkdir res
+	rm -rf res out.tar project aibox-home/no-file
+	mkdir res
 	echo "../../../etc/x" >aibox-home/sid
 	run_task
 	assert_equal "$names" "transcript.jsonl vm.log result.json "
@@ -103,7 +105,8 @@ run_task() {
 	assert_equal "$(python3 -c 'import json; print(json.load(open("res/result.json"))["failed_step"])')" clone
 	grep -q 'the session to resume is not a session id' progress.txt
 
-	rm -rf res out.tar project && mkdir res
+	rm -rf res out.tar project
+	mkdir res
 	RESUME="\"$SID\""
 	mkdir -p aibox-home/.claude "$T/elsewhere"
 	ln -s "$T/elsewhere" aibox-home/.claude/projects

@@ -209,7 +209,8 @@ EOF
 	kill "$FORWARD_PID" "$FAKE_API_PID"
 	wait "$FORWARD_PID" "$FAKE_API_PID" 2>/dev/null || true
 	FORWARD_PID= FAKE_API_PID=
-	rm -rf res rec proxy.sock ssh.sock api.port console.log && mkdir res
+	rm -rf res rec proxy.sock ssh.sock api.port console.log
+	mkdir res
 	start_api '{"turns": [{"error": {"status": 400, "type": "invalid_request_error", "message": "scripted failure"}}]}'
 	run_vm_task "Fail, please."
 	assert_success
@@ -282,7 +283,8 @@ EOF2
 	)
 	START=$(git -C big rev-parse HEAD)
 	# A share whose key may run any command: "Claude Code" is replaced below.
-	rm -rf task hostkey hostkey.pub userkey userkey.pub && vm_share "$T/task"
+	rm -rf task hostkey hostkey.pub userkey userkey.pub
+	vm_share "$T/task"
 	write_settings
 	test-bundle write --idx task/start.idx big HEAD task/start.bundle
 	summary_script >task/summary

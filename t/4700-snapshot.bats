@@ -125,7 +125,8 @@ PROBE
 	for k in random boot-id stack; do
 		a=$(grep "^$k " "$T/a/out")
 		b=$(grep "^$k " "$T/b/out")
-		[ -n "$a" ] && [ "${a#* }" != "" ]
+		[ -n "$a" ]
+		[ "${a#* }" != "" ]
 		[ "$a" != "$b" ]
 	done
 	# each VM answered with its own task's host key (the pin held), and they differ
@@ -177,13 +178,15 @@ PROBE
 	assert_success
 	assert_output --partial "test-vm: cold"
 	assert_output --partial "test-vm: booting cold: the snapshot does not match its manifest's digest$removed"
-	[ ! -e "$f" ] && [ ! -e "$m" ]
+	[ ! -e "$f" ]
+	[ ! -e "$m" ]
 	# writable by its owner: refused before it is read
 	fresh
 	chmod 0644 "$f"
 	run start
 	assert_output --partial "test-vm: booting cold: the snapshot is not a read-only file$removed"
-	[ ! -e "$f" ] && [ ! -e "$m" ]
+	[ ! -e "$f" ]
+	[ ! -e "$m" ]
 	# made by another QEMU
 	fresh
 	chmod u+w "$m"
@@ -191,7 +194,8 @@ PROBE
 	run start
 	assert_output --partial "test-vm: booting cold: the snapshot was made for 'qemu QEMU emulator version 6.2.0', this VM is 'qemu QEMU emulator version"
 	assert_output --partial "$removed"
-	[ ! -e "$f" ] && [ ! -e "$m" ]
+	[ ! -e "$f" ]
+	[ ! -e "$m" ]
 	# made for another CPU model
 	fresh
 	chmod u+w "$m"
@@ -202,7 +206,8 @@ PROBE
 	fresh
 	run start
 	assert_output --partial "test-vm: restored"
-	[ -e "$f" ] && [ -e "$m" ]
+	[ -e "$f" ]
+	[ -e "$m" ]
 	# an image built before snapshots (no "snapshot 1" in its manifest)
 	sed -i '/^snapshot 1$/d' "$T/img/manifest"
 	run start

@@ -403,7 +403,8 @@ check_bundle() {
 	assert_output "changes.bundle refused: pack: object 0: 536870912 bytes inflated, over the limit of 16777216 for one object (max-object)"
 	echo "$stderr"
 	read -r _ _ cpu _ peak <<<"$stderr"
-	[ "$peak" -gt 0 ] && [ "$peak" -lt $((64 * 1024)) ]
+	[ "$peak" -gt 0 ]
+	[ "$peak" -lt $((64 * 1024)) ]
 	awk -v c="$cpu" 'BEGIN { exit !(c < 10) }'
 	# the limits from the environment
 	AIBOX_BUNDLE_LIMITS=max-inflated=100,cpu=5 TMPDIR=$T/tmp \

@@ -40,6 +40,7 @@ task_dir() {
 @test "task: the prompt comes from --file and from stdin" {
 	printf 'step 1\nstep 2\n' >plan.md
 	run --separate-stderr aibox task --file plan.md "do only step 2"
+	assert_stopped_at_boot
 	run cat "$(task_dir)/prompt.txt"
 	assert_output "do only step 2
 
@@ -47,6 +48,7 @@ step 1
 step 2"
 	rm -rf "$AIBOX_HOME/projects/repo/tasks"
 	run --separate-stderr bash -c 'echo "from stdin" | aibox task'
+	assert_stopped_at_boot
 	run cat "$(task_dir)/prompt.txt"
 	assert_output "from stdin"
 }
@@ -54,12 +56,14 @@ step 2"
 @test "task: --from a tag and a stash" {
 	git tag v1 HEAD~1
 	run --separate-stderr aibox task --from v1 x
+	assert_stopped_at_boot
 	run python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["start_commit"])' "$(task_dir)/settings.json"
 	assert_output "$(git rev-parse HEAD~1)"
 	rm -rf "$AIBOX_HOME/projects/repo/tasks"
 	echo dirty >>README.md
 	git stash -q
 	run --separate-stderr aibox task --from stash@{0} x
+	assert_stopped_at_boot
 	run python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["start_commit"])' "$(task_dir)/settings.json"
 	assert_output "$(git rev-parse 'stash@{0}')"
 }
@@ -79,6 +83,7 @@ step 2"
 		"--memory 1M x" "--cpus 0 x" "--image ../x x" "--from nope x" "--bogus x" "--model"; do
 		run aibox task $args
 		assert_failure 2
+		[[ ${lines[0]} == "aibox-task: "*"${args%% *}"* ]]
 	done
 	run aibox task --from nope x
 	assert_output "aibox-task: --from: 'nope' names no commit in '$T/repo'"
@@ -95,6 +100,7 @@ step 2"
 	assert_file_exists "$cfg"
 	printf 'env:\n  - GITHUB_TOKEN\n  - ANTHROPIC_API_KEY\n' >"$cfg"
 	GITHUB_TOKEN=ghp-secret-4f9a ANTHROPIC_API_KEY=sk-ant-secret-77 run --separate-stderr aibox task x
+	assert_stopped_at_boot
 	dir=$(task_dir)
 	run grep -rl -e ghp-secret-4f9a -e sk-ant-secret-77 "$dir"
 	assert_output ""
@@ -112,6 +118,7 @@ step 2"
 	mkdir -p "$HOME/.claude/skills/hello" "$HOME/.claude/agents" "$HOME/.claude/commands"
 	echo "a skill" >"$HOME/.claude/skills/hello/SKILL.md"
 	run --separate-stderr aibox task x
+	assert_stopped_at_boot
 	dir=$(task_dir)
 	run python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["mounts"])' "$dir/settings.json"
 	assert_output "[{'tag': 'aibox.skills', 'path': '/home/aibox/.claude/skills'}, {'tag': 'aibox.agents', 'path': '/home/aibox/.claude/agents'}, {'tag': 'aibox.commands', 'path': '/home/aibox/.claude/commands'}]"
@@ -122,6 +129,7 @@ step 2"
 	mkdir -p "$T/team-agents"
 	printf 'skills: none\nagents: %s\nenv: [CLAUDE_CODE_OAUTH_TOKEN]\n' "$T/team-agents" >"$cfg"
 	run --separate-stderr aibox task x
+	assert_stopped_at_boot
 	dir=$(task_dir)
 	run python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["mounts"])' "$dir/settings.json"
 	assert_output "[{'tag': 'aibox.agents', 'path': '/home/aibox/.claude/agents'}]"
@@ -211,6 +219,7 @@ and set ANTHROPIC_API_KEY in your shell to an API key; for a claude.ai subscript
 
 @test "task: options stand anywhere among the prompt's words, as with git; -- ends them" {
 	run --separate-stderr aibox task "fix the test" --model sonnet --timeout 5m
+	assert_stopped_at_boot
 	dir=$(task_dir)
 	run cat "$dir/prompt.txt"
 	assert_output "fix the test"
@@ -220,6 +229,7 @@ and set ANTHROPIC_API_KEY in your shell to an API key; for a claude.ai subscript
 	rm -rf "$AIBOX_HOME/projects/repo/tasks"
 	printf 'step 1\n' >plan.md
 	POSIXLY_CORRECT=1 run --separate-stderr aibox task do --file plan.md it
+	assert_stopped_at_boot
 	run cat "$(task_dir)/prompt.txt"
 	assert_output "do it
 
@@ -227,6 +237,7 @@ step 1"
 
 	rm -rf "$AIBOX_HOME/projects/repo/tasks"
 	run --separate-stderr aibox task --model opus -- --model sonnet -x -
+	assert_stopped_at_boot
 	dir=$(task_dir)
 	run cat "$dir/prompt.txt"
 	assert_output "--model sonnet -x -"

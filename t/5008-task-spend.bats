@@ -29,6 +29,7 @@ task_dir() {
 	# below the cap it starts (and stops at the boot: no VM here)
 	printf '%020d\n' 1499999999 >"$pdir/spend/$(date +%F)"
 	run --separate-stderr aibox task x
+	assert_stopped_at_boot
 	[ -n "$(task_dir)" ]
 	# a ledger that is not one number is not reset: the task is refused
 	rm -rf "$pdir/tasks"
@@ -49,6 +50,7 @@ task_dir() {
 	# the config's cap when it is the smaller one
 	rm -rf "$pdir/tasks"
 	run --separate-stderr aibox task --max-budget-usd 7 x
+	assert_stopped_at_boot
 	[ "$(jq -c '.caps.task_usd' "$(task_dir)/usage.json")" = 5 ]
 }
 

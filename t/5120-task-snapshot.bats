@@ -61,7 +61,8 @@ teardown() {
 		first=$(task_dir)
 	fi
 	f=$img/$snap.vmstate
-	[ -f "$f" ] && [ -f "$img/$snap.manifest" ]
+	[ -f "$f" ]
+	[ -f "$img/$snap.manifest" ]
 	# one byte changed in the middle
 	chmod u+w "$f"
 	printf 'X' | dd of="$f" bs=1 seek=$(($(stat -c %s "$f") / 2)) conv=notrunc status=none

@@ -21,6 +21,7 @@ teardown() {
 	assert_output --partial "usage: aibox-broker"
 	run aibox-broker
 	assert_failure 2
+	assert_output --partial "usage: aibox-broker --remote URL"
 	run aibox-broker --fetch --remote https://x/r --listen 127.0.0.1:0
 	assert_failure 2
 	assert_output "aibox-broker: --fetch must follow a --remote"
@@ -40,6 +41,7 @@ teardown() {
 	run aibox-broker --remote https://localhost/r --token-env GIT_TOKEN --push 'a..b' \
 		--listen 127.0.0.1:0
 	assert_failure 2
+	assert_output "aibox-broker: --push 'a..b' is not a branch name or pattern"
 	run aibox-broker --remote https://localhost/r --token-env GIT_TOKEN --fetch
 	assert_failure 2
 	assert_output --partial "give exactly one of --listen"

@@ -110,6 +110,7 @@ stop_handoff() {
 @test "broker: a hand-off fd that is not a SOCK_SEQPACKET unix socket is refused" {
 	run aibox-broker --remote "$UP_URL" --token-env GIT_TOKEN --fetch --handoff-fd 3 3<seed/README.md
 	assert_failure 2
+	assert_output --partial "--handoff-fd 3 is not a unix SOCK_SEQPACKET socket"
 	run bash -c 'aibox-broker --remote "$1" --token-env GIT_TOKEN --fetch --handoff-fd 3 3</dev/null' _ "$UP_URL"
 	assert_failure 2
 	assert_output "aibox-broker: --handoff-fd 3 is not a unix SOCK_SEQPACKET socket"

@@ -92,6 +92,7 @@ config() {
 @test "broker task: without git: entries no broker starts and settings.json has no remotes" {
 	run --separate-stderr aibox task "Push."
 	assert_failure 1
+	[[ "$stderr" == *"QEMU exited"* ]]
 	dir=$(task_dir)
 	assert_file_not_exists "$dir/broker.log"
 	run python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["git_remotes"])' "$dir/settings.json"
