@@ -15,6 +15,7 @@
 #include <zlib.h>
 
 #include "buf.h"
+#include "bundle_fsck.h"
 #include "err.h"
 #include "gitproto.h"
 #include "hex.h"
@@ -790,7 +791,7 @@ static int walk_inflate(struct walk *w, uint32_t i, unsigned type, uint64_t size
 				return refuse(&res->err,
 				              "pack: object %u: its data ends early (truncated?)",
 				              (unsigned)i);
-			if ((ret = src_at(w->s, w->pos, PACK_WINDOW, &p, &avail)) < 0)
+			if ((ret = src_at(w->s, w->pos, 1, &p, &avail)) < 0)
 				return ret;
 			if (avail > w->end - w->pos)
 				avail = (size_t)(w->end - w->pos);
@@ -914,8 +915,111 @@ static void remove_tmp(const char *dir)
 	rmdir(dir);
 }
 
-/* Whether each of o->tips is in the pack the indexer wrote into dir. */
-static int check_tips(git_indexer *idx, const char *dir, const struct bundle_pack_opts *o,
+/* The ids of the objects of a pack, raw, as git_odb_foreach() lists them. */
+struct pack_ids {
+	git_oid *ids;
+	size_t nr, alloc;
+};
+
+static int collect_id(const git_oid *id, void *payload)
+{
+	struct pack_ids *l = payload;
+
+	ALLOC_GROW(l->ids, l->nr + 1, l->alloc);
+	l->ids[l->nr++] = *id;
+	return 0;
+}
+
+/* "pack: object <id>: " before a reason of common/bundle_fsck.c. */
+static int fsck_refuse(struct bundle_pack_result *res, const git_oid *id, struct buf *why)
+{
+	char hex[GIT_OID_HEXSZ + 1];
+
+	git_oid_tostr(hex, sizeof(hex), id);
+	return refuse(&res->err, "pack: object %s: %s", hex, why->buf);
+}
+
+/*
+ * What git fsck --strict checks, for every object of the pack
+ * (common/bundle_fsck.h): each commit, tree and tag, then each blob a tree
+ * names .gitmodules or .gitattributes that the pack holds (one it lacks is
+ * the project's own, from --repo).
+ */
+static int fsck_pack(git_odb *odb, struct bundle_pack_result *res)
+{
+	struct bundle_fsck_blobs found = BUNDLE_FSCK_BLOBS_INIT;
+	struct pack_ids l = {NULL, 0, 0};
+	struct buf why = BUF_INIT;
+	int ret = 0;
+
+	if (git_odb_foreach(odb, collect_id, &l) < 0) {
+		ret = -EIO;
+		goto out;
+	}
+	for (size_t i = 0; i < l.nr && !ret; i++) {
+		git_object_t type;
+		git_odb_object *obj = NULL;
+		size_t len;
+		const char *data;
+
+		if (git_odb_read_header(&len, &type, odb, &l.ids[i]) < 0) {
+			ret = libgit2_reason(res);
+			break;
+		}
+		if (type != GIT_OBJECT_COMMIT && type != GIT_OBJECT_TREE && type != GIT_OBJECT_TAG)
+			continue;
+		if (git_odb_read(&obj, odb, &l.ids[i]) < 0) {
+			ret = libgit2_reason(res);
+			break;
+		}
+		data = git_odb_object_data(obj);
+		len = git_odb_object_size(obj);
+		if (type == GIT_OBJECT_COMMIT)
+			ret = bundle_fsck_commit(data, len, &why);
+		else if (type == GIT_OBJECT_TAG)
+			ret = bundle_fsck_tag(data, len, &why);
+		else
+			ret = bundle_fsck_tree(data, len, &found, &why);
+		if (ret)
+			ret = fsck_refuse(res, &l.ids[i], &why);
+		git_odb_object_free(obj);
+	}
+	for (size_t i = 0; i < found.nr && !ret; i++) {
+		git_oid id;
+		git_odb_object *obj = NULL;
+
+		git_oid_fromraw(&id, found.ids[i]);
+		if (!git_odb_exists(odb, &id))
+			continue;
+		if (git_odb_read(&obj, odb, &id) < 0) {
+			ret = libgit2_reason(res);
+			break;
+		}
+		if (git_odb_object_type(obj) != GIT_OBJECT_BLOB) {
+			buf_addstr(&why, found.kind[i] == FSCK_GITMODULES
+			                     ? ".gitmodules is not a blob (gitmodulesBlob)"
+			                     : ".gitattributes is not a blob (gitattributesBlob)");
+			ret = BUNDLE_REFUSED;
+		} else {
+			ret = bundle_fsck_blob(found.kind[i], git_odb_object_data(obj),
+			                       git_odb_object_size(obj), &why);
+		}
+		if (ret)
+			ret = fsck_refuse(res, &id, &why);
+		git_odb_object_free(obj);
+	}
+out:
+	free(l.ids);
+	bundle_fsck_blobs_clear(&found);
+	buf_release(&why);
+	return ret;
+}
+
+/*
+ * The pack the indexer wrote into dir: each of o->tips must be in it, and
+ * every object pass fsck_pack().
+ */
+static int check_pack(git_indexer *idx, const char *dir, const struct bundle_pack_opts *o,
                       struct bundle_pack_result *res)
 {
 	struct buf path = BUF_INIT;
@@ -942,6 +1046,8 @@ static int check_tips(git_indexer *idx, const char *dir, const struct bundle_pac
 			break;
 		}
 	}
+	if (!ret)
+		ret = fsck_pack(odb, res);
 out:
 	git_odb_free(odb);
 	buf_release(&path);
@@ -975,6 +1081,9 @@ static int index_pack(struct pack_src *s, const struct bundle_pack_opts *o,
 	/* Small windows on its copy of the pack: what it maps stays small too. */
 	git_libgit2_opts(GIT_OPT_SET_MWINDOW_SIZE, (size_t)PACK_WINDOW);
 	git_libgit2_opts(GIT_OPT_SET_MWINDOW_MAPPED_LIMIT, (size_t)(8 * PACK_WINDOW));
+	/* The checks read each object once: no cache, and the indexer hashed them all. */
+	git_libgit2_opts(GIT_OPT_ENABLE_CACHING, 0);
+	git_libgit2_opts(GIT_OPT_ENABLE_STRICT_HASH_VERIFICATION, 0);
 	if (o->repo_dir &&
 	    (git_repository_open_ext(&repo, o->repo_dir, GIT_REPOSITORY_OPEN_NO_SEARCH, NULL) < 0 ||
 	     git_repository_odb(&odb, repo) < 0)) {
@@ -1005,8 +1114,7 @@ static int index_pack(struct pack_src *s, const struct bundle_pack_opts *o,
 		goto out;
 	}
 	res->indexed = stats.indexed_objects;
-	if (o->nr_tips)
-		ret = check_tips(idx, tmp.buf, o, res);
+	ret = check_pack(idx, tmp.buf, o, res);
 out:
 	git_indexer_free(idx);
 	git_odb_free(odb);

@@ -398,3 +398,223 @@ checked() {
 	"$TOP/t/make-bundle-fixtures" --bomb wide 16 wide.bundle
 	refused wide.bundle "pack: the check ran out of memory (memory)" --pack --limit memory=20M
 }
+
+# A repository r for hostile commits, made with git's plumbing, which checks nothing.
+hostile_repo() {
+	export GIT_AUTHOR_NAME=T GIT_AUTHOR_EMAIL=t@example.com GIT_COMMITTER_NAME=T
+	export GIT_COMMITTER_EMAIL=t@example.com GIT_AUTHOR_DATE=1700000000 GIT_COMMITTER_DATE=1700000000
+	git init -q -b main r
+	blob=$(printf 'x\n' | git -C r hash-object -w --stdin)
+}
+
+# raw_tree MODE NAME OID [MODE NAME OID]...: a tree of exactly these entries in this
+# order (the mode as written, names as bytes with printf escapes); prints its id.
+raw_tree() {
+	python3 -c 'import sys
+a = sys.argv[1:]
+out = b""
+for i in range(0, len(a), 3):
+    name = a[i + 1].encode().decode("unicode_escape").encode("latin-1")
+    out += a[i].encode() + b" " + name + b"\0" + bytes.fromhex(a[i + 2])
+sys.stdout.buffer.write(out)' "$@" | git -C r hash-object --literally -t tree -w --stdin
+}
+
+# bundle_of NAME OBJECT: NAME.bundle, aibox/task at a commit of the tree OBJECT (or at
+# OBJECT, a commit).
+bundle_of() {
+	local c=$2
+	[ "$(git -C r cat-file -t "$c")" = commit ] || c=$(git -C r commit-tree "$2" -m hostile)
+	git -C r update-ref refs/heads/aibox/task "$c"
+	git -C r bundle create -q "$T/$1.bundle" aibox/task 2>/dev/null
+}
+
+# one_object NAME TYPE HEX: NAME.bundle of a pack of one object of TYPE (a number) and
+# the data HEX, aibox/task at it; its id in NAME.id.
+one_object() {
+	python3 - "$@" <<'PY'
+import hashlib, struct, sys, zlib
+name, t, data = sys.argv[1], int(sys.argv[2]), bytes.fromhex(sys.argv[3])
+kind = {1: b"commit", 2: b"tree", 3: b"blob", 4: b"tag"}[t]
+oid = hashlib.sha1(kind + b" %d\0" % len(data) + data).hexdigest()
+size, head = len(data), bytearray()
+b = (t << 4) | (size & 15)
+size >>= 4
+while size:
+    head.append(b | 0x80)
+    b = size & 0x7f
+    size >>= 7
+head.append(b)
+pack = b"PACK" + struct.pack(">II", 2, 1) + bytes(head) + zlib.compress(data)
+pack += hashlib.sha1(pack).digest()
+open(name + ".bundle", "wb").write(b"# v2 git bundle\n" + oid.encode() + b" refs/heads/aibox/task\n\n" + pack)
+open(name + ".id", "w").write(oid)
+PY
+}
+
+# fsck_refused NAME ID REASON [git]: NAME.bundle refused under --pack, naming the object
+# ID and REASON; with "git", git fsck --strict of r refuses it too.
+fsck_refused() {
+	refused "$1.bundle" "pack: object $2: $3" --pack
+	if [ "${4:-}" = git ]; then
+		run git -C r fsck --strict --no-dangling
+		assert_equal "$status" 1
+	fi
+	git -C r update-ref -d refs/heads/aibox/task
+}
+
+@test "bundle-check: a .gitmodules git fsck refuses is refused: option-like url and path, '..', newlines, commands" {
+	hostile_repo
+	while IFS='|' read -r text reason; do
+		printf '%b' "$text" >r/.gitmodules
+		id=$(git -C r hash-object -w .gitmodules)
+		bundle_of gm "$(raw_tree 100644 .gitmodules "$id")"
+		fsck_refused gm "$id" "$reason" git
+	done <<'CASES'
+[submodule "x"]\n\tpath = x\n\turl = --upload-pack=touch /tmp/pwned\n|.gitmodules: the url '--upload-pack=touch /tmp/pwned' is not allowed (gitmodulesUrl)
+[submodule "x"]\n\tpath = --x\n\turl = https://example.com/x.git\n|.gitmodules: the path '--x' is not allowed (gitmodulesPath)
+[submodule "../../hooks"]\n\tpath = x\n|.gitmodules: the submodule name '../../hooks' is not allowed (gitmodulesName)
+[submodule "a\\\\\\\\.."]\n\tpath = x\n|.gitmodules: the submodule name 'a\\..' is not allowed (gitmodulesName)
+[submodule "x"]\n\turl = ./x%0ahost=evil.example.com\n|.gitmodules: the url './x%0ahost=evil.example.com' is not allowed (gitmodulesUrl)
+[submodule "x"]\n\turl = ../:evil.example.com/x\n|.gitmodules: the url '../:evil.example.com/x' is not allowed (gitmodulesUrl)
+[submodule "x"]\n\turl = https://user@/x.git\n|.gitmodules: the url 'https://user@/x.git' is not allowed (gitmodulesUrl)
+[submodule "x"]\n\turl = "--up\\\nload-pack=x"\n|.gitmodules: the url '--upload-pack=x' is not allowed (gitmodulesUrl)
+[submodule "x"]\n\tupdate = !sh -c pwned\n|.gitmodules: an update command is not allowed (gitmodulesUpdate)
+[submodule.x]\n\tURL = -u\n|.gitmodules: the url '-u' is not allowed (gitmodulesUrl)
+CASES
+	# Under any name git takes for .gitmodules: case, NTFS short name, HFS+ ignorables.
+	printf '[submodule "x"]\n\turl = --x\n' >r/.gitmodules
+	id=$(git -C r hash-object -w .gitmodules)
+	for name in .GITMODULES GITMOD~1 '.gitmodules. ' '.git\xe2\x80\x8cmodules' 'a\\.gitmodules'; do
+		bundle_of gm "$(raw_tree 100644 "$name" "$id")"
+		fsck_refused gm "$id" ".gitmodules: the url '--x' is not allowed (gitmodulesUrl)"
+	done
+	# One that does not parse as git config.
+	printf '[submodule "x"\n\turl = a\n' >r/.gitmodules
+	id=$(git -C r hash-object -w .gitmodules)
+	bundle_of gm "$(raw_tree 100644 .gitmodules "$id")"
+	fsck_refused gm "$id" ".gitmodules does not parse as git config (gitmodulesParse)"
+}
+
+@test "bundle-check: a tree entry that is .git in any spelling is refused" {
+	hostile_repo
+	for name in .git .GIT .Git GIT~1 git~1 '.git.' '.git ' '.git. . .' '.git::$INDEX_ALLOCATION' \
+		'.g\xe2\x80\x8cit' '\xef\xbb\xbf.git' '.gi\xe2\x80\xaet' 'a\\.git' 'a\\git~1\\b'; do
+		tree=$(raw_tree 40000 "$name" "$(raw_tree 100644 f "$blob")")
+		bundle_of dotgit "$tree"
+		shown=$(printf '%b' "$name" | LC_ALL=C tr -c ' -~' '?')
+		fsck_refused dotgit "$tree" "tree: the entry '$shown' is '.git' (hasDotgit)" git
+	done
+}
+
+@test "bundle-check: bad and zero-padded modes are refused" {
+	hostile_repo
+	sub=$(raw_tree 100644 f "$blob")
+	tree=$(raw_tree 40000 a "$sub" 040000 d "$sub")
+	bundle_of mode "$tree"
+	fsck_refused mode "$tree" "tree: the entry 'd' has a zero-padded mode (zeroPaddedFilemode)" git
+	for mode in 100664 100600 100777 120644 0100644; do
+		tree=$(raw_tree "$mode" f "$blob")
+		bundle_of mode "$tree"
+		reason="tree: the entry 'f' has the bad mode ${mode#0} (badFilemode)"
+		[ "$mode" != 0100644 ] || reason="tree: the entry 'f' has a zero-padded mode (zeroPaddedFilemode)"
+		fsck_refused mode "$tree" "$reason"
+	done
+	one_object mode 2 "$(printf '10064x f\0' | xxd -p)$(git -C r rev-parse "$blob")"
+	fsck_refused mode "$(cat mode.id)" "tree: an entry's mode is not octal (badTree)"
+}
+
+@test "bundle-check: symbolic links named .gitmodules, .gitattributes, .gitignore, .mailmap are refused" {
+	hostile_repo
+	while IFS='|' read -r name what id; do
+		tree=$(raw_tree 120000 "$name" "$blob")
+		bundle_of link "$tree"
+		fsck_refused link "$tree" "tree: the entry '$name' is a symbolic link named $what (${id}Symlink)"
+	done <<'CASES'
+.gitmodules|.gitmodules|gitmodules
+.GitModules|.gitmodules|gitmodules
+GI7EBA~1|.gitmodules|gitmodules
+.gitattributes|.gitattributes|gitattributes
+GITATT~2|.gitattributes|gitattributes
+.gitignore|.gitignore|gitignore
+.mailmap|.mailmap|mailmap
+CASES
+}
+
+@test "bundle-check: unsorted trees, duplicates and bad entries are refused" {
+	hostile_repo
+	sub=$(raw_tree 100644 f "$blob")
+	check() { # check REASON ENTRIES...
+		local reason=$1 tree
+		shift
+		tree=$(raw_tree "$@")
+		bundle_of tree "$tree"
+		fsck_refused tree "$tree" "$reason" git
+	}
+	check "tree: not sorted (treeNotSorted)" 100644 b "$blob" 100644 a "$blob"
+	check "tree: the entry 'a' is there twice (duplicateEntries)" 100644 a "$blob" 100644 a "$blob"
+	check "tree: the entry 'a' is there twice (duplicateEntries)" \
+		100644 a "$blob" 100644 a.b "$blob" 40000 a "$sub"
+	check "tree: the entry '.' is '.' (hasDot)" 40000 . "$sub"
+	check "tree: the entry '..' is '..' (hasDotdot)" 40000 .. "$sub"
+	check "tree: the entry 'a/b' holds '/' (fullPathname)" 100644 a/b "$blob"
+	check "tree: the entry 'a' points at the null id (nullSha1)" \
+		160000 a 0000000000000000000000000000000000000000
+	# git cannot bundle a tree it cannot read: these are packed by hand.
+	one_object tree 2 "$(printf '100644 \0' | xxd -p)$(git -C r rev-parse "$blob")"
+	fsck_refused tree "$(cat tree.id)" "tree: an entry has an empty name (badTree)"
+	one_object tree 2 "$(printf '100644 a\0abc' | xxd -p)"
+	fsck_refused tree "$(cat tree.id)" "tree: an entry is cut short (badTree)"
+}
+
+@test "bundle-check: commits and tags with bad headers are refused" {
+	hostile_repo
+	tree=$(raw_tree 100644 f "$blob")
+	while IFS='|' read -r text reason; do
+		c=$(printf "$text" "$tree" | git -C r hash-object --literally -t commit -w --stdin)
+		bundle_of commit "$c"
+		fsck_refused commit "$c" "commit: $reason" git
+	done <<'CASES'
+tree %s\ncommitter T <t@x> 1 +0000\n\nm\n|no 'author' line (missingAuthor)
+tree %s\nauthor T <t@x> 1 +0000\nauthor T <t@x> 1 +0000\ncommitter T <t@x> 1 +0000\n\nm\n|more than one 'author' line (multipleAuthors)
+tree %s\nauthor T <t@x> 1 +0000\n\nm\n|no 'committer' line (missingCommitter)
+tree %s\nauthor T t@x> 1 +0000\ncommitter T <t@x> 1 +0000\n\nm\n|author: bad name (badName)
+tree %s\nauthor T <t@x 1 +0000\ncommitter T <t@x> 1 +0000\n\nm\n|author: bad email (badEmail)
+tree %s\nauthor T<t@x> 1 +0000\ncommitter T <t@x> 1 +0000\n\nm\n|author: no space before the email (missingSpaceBeforeEmail)
+tree %s\nauthor T <t@x> 01 +0000\ncommitter T <t@x> 1 +0000\n\nm\n|author: zero-padded date (zeroPaddedDate)
+tree %s\nauthor T <t@x> 99999999999999999999 +0000\ncommitter T <t@x> 1 +0000\n\nm\n|author: the date overflows (badDateOverflow)
+tree %s\nauthor T <t@x> 1 +00000\ncommitter T <t@x> 1 +0000\n\nm\n|author: bad time zone (badTimezone)
+tree %s\nauthor T <t@x> 1 +0000\ncommitter T <t@x> x +0000\n\nm\n|committer: bad date (badDate)
+tree %s\nauthor T <t@x> 1 +0000\ncommitter T <t@x> 1 +0000\n\nm\0x\n|NUL byte in the commit (nulInCommit)
+tree %s\nauthor T <t@x> 1 +0000\ncommitter\0T <t@x> 1 +0000\n\nm\n|NUL byte in the header (nulInHeader)
+CASES
+	# git cannot bundle a commit whose parent it cannot read: packed by hand.
+	one_object commit 1 "$(printf 'tree %s\nparent 123\nauthor T <t@x> 1 +0000\ncommitter T <t@x> 1 +0000\n\nm\n' "$tree" | xxd -p | tr -d '\n')"
+	fsck_refused commit "$(cat commit.id)" "commit: bad 'parent' line (badParentSha1)"
+	# A tag whose type is none of git's (git will not point a ref at it): packed by hand.
+	one_object tag 4 "$(printf 'object %s\ntype frob\ntag v1\ntagger T <t@x> 1 +0000\n\nm\n' "$tree" | xxd -p | tr -d '\n')"
+	refused tag.bundle "pack: object $(cat tag.id): tag: bad 'type' (badType)" --pack
+}
+
+@test "bundle-check: a .gitattributes with a line too long for git is refused" {
+	hostile_repo
+	python3 -c 'print("*.c " + "a" * 3000)' >r/.gitattributes
+	id=$(git -C r hash-object -w .gitattributes)
+	bundle_of attr "$(raw_tree 100644 .gitattributes "$id")"
+	fsck_refused attr "$id" ".gitattributes has a line of 2048 bytes or more (gitattributesLineLength)" git
+}
+
+@test "bundle-check: what git fsck --strict accepts is accepted: submodules, odd but valid names" {
+	hostile_repo
+	printf '[submodule "lib/x"]\n\tpath = lib/x\n\turl = https://example.com/x.git\n[submodule "y"]\n\turl = ../y.git\n\tupdate = rebase\n' >r/.gitmodules
+	gm=$(git -C r hash-object -w .gitmodules)
+	printf '* text=auto\n' >r/.gitattributes
+	ga=$(git -C r hash-object -w .gitattributes)
+	sub=$(raw_tree 100644 f "$blob")
+	tree=$(raw_tree 100644 .gitattributes "$ga" 40000 .github "$sub" 100644 .gitmodules "$gm" \
+		100644 .gitx "$blob" 100755 a "$blob" 100644 a.b "$blob" 40000 a0 "$sub" \
+		120000 git "$blob" 160000 sub "$(git -C r commit-tree "$sub" -m s)" 100644 '\xc3\xa9' "$blob")
+	c=$(git -C r commit-tree "$tree" -m ok)
+	git -C r fsck --strict --no-dangling
+	bundle_of ok "$c"
+	accepted --pack --ref aibox/task ok.bundle
+}
