@@ -14,6 +14,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "api_paths.h"
 #include "buf.h"
 #include "err.h"
 #include "http.h"
@@ -143,17 +144,6 @@ static int api_method_ok(const char *m, size_t n)
 	       (n == 6 && !memcmp(m, "DELETE", 6));
 }
 
-/* The endpoints that cost money: POST /v1/messages and /v1/complete, any query. */
-static int api_paid(const struct http_head *h, const char *t, size_t tl)
-{
-	const char *q = memchr(t, '?', tl);
-	size_t n = q ? (size_t)(q - t) : tl;
-
-	return h->method_len == 4 && !memcmp(h->method, "POST", 4) &&
-	       ((n == 12 && !memcmp(t, "/v1/messages", 12)) ||
-	        (n == 12 && !memcmp(t, "/v1/complete", 12)));
-}
-
 /*
  * A paid request when a cap is reached: answer it in the API's own error
  * shape, so that the client reports it and stops.  1 when refused.
@@ -224,10 +214,12 @@ out:
 	return r == 1;
 }
 
-int px_api_request(struct conn *c, const struct http_head *h, const char *t, size_t tl)
+int px_api_request(struct conn *c, const struct http_head *h, const char *t, size_t tl,
+                   struct buf *path)
 {
 	struct proxy *px = c->px;
 	struct buf why = BUF_INIT;
+	int kind;
 
 	snprintf(c->host, sizeof(c->host), "localhost");
 	c->port = PROXY_API_PORT;
@@ -241,12 +233,13 @@ int px_api_request(struct conn *c, const struct http_head *h, const char *t, siz
 		px_respond(c, 405, "refused", "method not forwarded to the API");
 		return 0;
 	}
-	if (http_api_path_ok(t, tl, &why) < 0) {
+	kind = api_path_classify(h->method, h->method_len, t, tl, path, &why);
+	if (kind < 0) {
 		px_refuse(c, why.buf);
 		buf_release(&why);
 		return 0;
 	}
-	c->paid = px->cfg->prices && api_paid(h, t, tl);
+	c->paid = px->cfg->prices && kind == API_PATH_PAID;
 	return !(c->paid && budget_refused(c));
 }
 

@@ -257,10 +257,12 @@ void px_tls_step(struct conn *c);
 /* 127.0.0.1 or localhost at PROXY_API_PORT. */
 int px_is_api_authority(const char *host, int port);
 /*
- * A request for the API (path t) passes the checks of key forwarding and
- * of spend: 1, or 0 when c was answered (refused, 405, budget).
+ * A request for the API (target t) passes the checks of key forwarding and
+ * of spend: 1 with the target to forward in path (api_path_classify()), or
+ * 0 when c was answered (refused, 405, budget).
  */
-int px_api_request(struct conn *c, const struct http_head *h, const char *t, size_t tl);
+int px_api_request(struct conn *c, const struct http_head *h, const char *t, size_t tl,
+                   struct buf *path);
 /* The answer to a paid request began (h): read its usage as its body goes past. */
 void px_usage_begin(struct conn *c, const struct http_head *h);
 /* The answer ended (or the request did): read what is left, count it, let go. */

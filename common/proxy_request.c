@@ -176,15 +176,18 @@ static void handle_request(struct conn *c, const struct http_head *h)
 	}
 
 	if (c->is_api) {
-		if (!px_api_request(c, h, t, tl))
-			return;
-	} else {
-		px_set_what(c, h->method, h->method_len, NULL, 0);
-		c->entry = allow_match(px->cfg->allow, c->host, c->port);
-		if (!c->entry) {
-			px_refuse(c, "not on the allow list");
-			return;
-		}
+		struct buf path = BUF_INIT;
+
+		if (px_api_request(c, h, t, tl, &path))
+			px_start_forward(c, h, path.buf, path.len);
+		buf_release(&path);
+		return;
+	}
+	px_set_what(c, h->method, h->method_len, NULL, 0);
+	c->entry = allow_match(px->cfg->allow, c->host, c->port);
+	if (!c->entry) {
+		px_refuse(c, "not on the allow list");
+		return;
 	}
 	px_start_forward(c, h, t, tl);
 }

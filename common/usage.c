@@ -52,24 +52,22 @@ void usage_stream_release(struct usage_stream *s)
 	usage_stream_init(s, USAGE_OFF);
 }
 
-/* A token count: a non-negative number, at most USAGE_TOKENS_MAX; -1 for none. */
+/*
+ * A token count, at most USAGE_TOKENS_MAX; -1 for none (absent or null).
+ * Anything else that is not a count (negative, fractional, too large, not
+ * a number) is the largest count: a hostile answer cannot make itself free.
+ * Integers are read as doubles (JSON_DECODE_INT_AS_REAL), exact to 2^53.
+ */
 static int64_t tokens_of(json_t *v)
 {
-	if (json_is_integer(v)) {
-		json_int_t i = json_integer_value(v);
+	double d;
 
-		if (i < 0)
-			return -1;
-		return (uint64_t)i > USAGE_TOKENS_MAX ? (int64_t)USAGE_TOKENS_MAX : (int64_t)i;
-	}
-	if (json_is_real(v)) {
-		double d = json_real_value(v);
-
-		if (!(d >= 0) || isnan(d))
-			return -1;
-		return d >= (double)USAGE_TOKENS_MAX ? (int64_t)USAGE_TOKENS_MAX : (int64_t)d;
-	}
-	return -1;
+	if (!v || json_is_null(v))
+		return -1;
+	d = json_is_real(v) ? json_real_value(v) : -1;
+	if (!(d >= 0) || d >= (double)USAGE_TOKENS_MAX || d != (double)(int64_t)d)
+		return (int64_t)USAGE_TOKENS_MAX;
+	return (int64_t)d;
 }
 
 static void see(struct usage_stream *s, int kind, json_t *v, struct usage_tokens *delta)
@@ -105,7 +103,7 @@ static void see_model(struct usage_stream *s, json_t *m)
 static void read_json(struct usage_stream *s, const char *p, size_t n, struct usage_tokens *delta)
 {
 	json_error_t e;
-	json_t *root = json_loadb(p, n, 0, &e), *u, *msg, *cc;
+	json_t *root = json_loadb(p, n, JSON_DECODE_INT_AS_REAL, &e), *u, *msg, *cc;
 
 	if (!json_is_object(root)) {
 		s->skipped++;

@@ -335,3 +335,50 @@ conns() {
 	assert_output 1
 	key_nowhere
 }
+
+# post_path PATH: POST $REQ to the key forwarding port at PATH; the answer's head and body in $T/out
+post_path() {
+	curl -sS -i -x "$PROXY" -H 'content-type: application/json' --data-binary "$REQ" \
+		"http://127.0.0.1:3129$1" >"$T/out"
+}
+
+@test "key: every spelling of /v1/messages is forwarded as /v1/messages, the query as it came" {
+	start_proxy --key-env AIBOX_TEST_KEY
+	for p in /v1/Messages /v1/messages/ /v1/MESSAGES/ '/v1/%6Dessages' '/v1/messages/?beta=true'; do
+		post_path "$p"
+		assert_equal "$(head -1 "$T/out")" "$(printf 'HTTP/1.1 200 OK\r')"
+	done
+	run jq -r .path "$T"/rec/*.json
+	[ "$status" -eq 0 ]
+	assert_output "$(printf '/v1/messages\n/v1/messages\n/v1/messages\n/v1/messages\n/v1/messages?beta=true')"
+}
+
+@test "key: batches, chat completions, text completions and unlisted paths get no key, in any spelling" {
+	start_proxy --key-env AIBOX_TEST_KEY
+	for p in /v1/messages/batches /v1/messages/batches/ /v1/Messages/Batches '/v1/messages/%62atches' \
+		/v1/messages/batches/msgbatch_1/cancel /v1/chat/completions /v1/Chat/Completions/ /V1/messages /v1/complete \
+		'/v1/messages%3Fbeta=true' /v1/messagesx /v1/messages/x /v1/files /v1/models/a/b /api/oauth/token /admin; do
+		post_path "$p"
+		assert_equal "$(head -1 "$T/out")" "$(printf 'HTTP/1.1 403 Forbidden\r')"
+	done
+	# a listed path with another method
+	run curl -sS -i -x "$PROXY" http://127.0.0.1:3129/v1/messages
+	[ "$status" -eq 0 ]
+	assert_line --index 0 "$(printf 'HTTP/1.1 403 Forbidden\r')"
+	assert_output --partial 'method not forwarded for this API path'
+	[ ! -e "$T/rec" ] || [ -z "$(ls "$T/rec")" ]
+	grep -q 'refused localhost:3129 POST /v1/messages/batches (the Message Batches API is not forwarded: its spend cannot be counted) status=403' "$T/proxy.log"
+	grep -q 'refused localhost:3129 POST /v1/chat/completions (the OpenAI-compatible API is not forwarded: its spend is not counted) status=403' "$T/proxy.log"
+	grep -q 'refused localhost:3129 POST /v1/messages%3Fbeta=true (path not forwarded to the API) status=403' "$T/proxy.log"
+}
+
+@test "key: the free paths are forwarded: count_tokens, the models list and a model" {
+	start_proxy --key-env AIBOX_TEST_KEY
+	post_path /v1/messages/count_tokens
+	assert_equal "$(head -1 "$T/out")" "$(printf 'HTTP/1.1 200 OK\r')"
+	curl -sS -x "$PROXY" http://127.0.0.1:3129/v1/models/ >/dev/null
+	curl -sS -x "$PROXY" http://127.0.0.1:3129/v1/Models/claude-Opus-5 >/dev/null
+	run jq -r '.path + " " + .headers["x-api-key"]' "$T"/rec/*.json
+	[ "$status" -eq 0 ]
+	assert_output "$(printf '/v1/messages/count_tokens %s\n/v1/models %s\n/v1/models/claude-Opus-5 %s' "$KEY" "$KEY" "$KEY")"
+}

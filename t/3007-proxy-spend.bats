@@ -200,12 +200,12 @@ NANO=13872000
 	# and the proxy still answers
 	ask claude-sonnet-4-5 false
 	stop_proxy
-	# input stays 100 (5 does not lower it), output the highest (60); the
-	# 1e300 cache write is clamped to USAGE_TOKENS_MAX; the too-large integer,
-	# the huge event, the broken JSON and the array are skipped
-	[ "$(usage '.models[0] | [.input, .output, .cache_write_5m, .cache_read]')" = '[100,60,1000000000,50]' ]
-	# four events in the stream, then the second answer's body (not JSON)
-	[ "$(usage '.skipped')" = 5 ]
+	# output the highest (60); the too-large integer (input), the 1e300
+	# cache write and the negative cache read count as USAGE_TOKENS_MAX; the
+	# huge event, the broken JSON and the array are skipped
+	[ "$(usage '.models[0] | [.input, .output, .cache_write_5m, .cache_read]')" = '[1000000000,60,1000000000,1000000000]' ]
+	# three events in the stream, then the second answer's body (not JSON)
+	[ "$(usage '.skipped')" = 4 ]
 }
 
 @test "spend: events reach the client as they come, a huge one too, while the proxy counts them" {
@@ -272,4 +272,46 @@ NANO=13872000
 	run aibox-proxy --key-env AIBOX_TEST_KEY --ledger-fd 5 5<>"$T/ledger"
 	[ "$status" -eq 2 ]
 	assert_output --partial "cannot read the ledger"
+}
+
+@test "spend: after a cap only the free paths pass, whatever the spelling of a paid one" {
+	api "{\"usage\":$USAGE}"
+	start_recorded --budget-task 0.01
+	ask "$SONNET" true
+	for p in /v1/messages /v1/Messages /v1/messages/ '/v1/%6Dessages?beta=true'; do
+		run curl -sS -x "$PROXY" -H 'content-type: application/json' --data-binary '{"model":"m","messages":[]}' \
+			"http://127.0.0.1:3129$p"
+		[ "$status" -eq 0 ]
+		assert_output --partial "budget of 0.010000 USD is spent"
+	done
+	for p in /v1/messages/batches /v1/chat/completions; do
+		run curl -sS -x "$PROXY" -H 'content-type: application/json' --data-binary '{"model":"m","messages":[]}' \
+			"http://127.0.0.1:3129$p"
+		[ "$status" -eq 0 ]
+		assert_output --partial "is not forwarded"
+	done
+	ask "$SONNET" false /v1/messages/count_tokens
+	stop_proxy
+	# the first answer and count_tokens, nothing else
+	run jq -r .path "$T"/rec/*.json
+	assert_output "$(printf '/v1/messages?beta=true\n/v1/messages/count_tokens')"
+	[ "$(usage '[.requests, .refused]')" = '[1,4]' ]
+}
+
+@test "spend: a usage count out of range (2^63, negative, fractional, not a number) is charged as the largest" {
+	for v in 9223372036854775808 -1 1.5 '"5"' true 1e30; do
+		jq -cn --arg v "$v" '{turns: [{raw: [
+			"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"claude-haiku-4-5\",\"usage\":{\"input_tokens\":10,\"output_tokens\":1}}}\n\n",
+			"data: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":\($v)}}\n\n",
+			"data: {\"type\":\"message_stop\"}\n\n"]}]}' >"$T/script.json"
+		api "$(cat "$T/script.json")"
+		start_recorded
+		ask claude-haiku-4-5 true
+		stop_proxy
+		stop_fake_api
+		rm -rf "$T/rec"
+		# 10^9 output tokens at 5 USD per million, 10 input at 1
+		[ "$(usage '[.models[0].output, .nano_usd, .skipped]')" = '[1000000000,5000000010000,0]' ] ||
+			{ echo "output_tokens $v: $(usage .)" >&2; false; }
+	done
 }
