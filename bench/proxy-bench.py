@@ -81,19 +81,23 @@ def tunnel(pport, sport):
         if not b:
             raise RuntimeError("proxy closed")
         head += b
-    assert head.startswith(b"HTTP/1.1 200 "), head
+    assert head.startswith((b"HTTP/1.1 200 ", b"HTTP/1.0 200 ")), head
     return s
 
 
-def cpu_seconds(pid):
-    """CPU time of a process so far: /proc/PID/schedstat (ns), else stat (ticks)."""
+def cpu_seconds(pid, threads=False):
+    """CPU time of a process so far.  One thread: /proc/PID/schedstat (ns).
+    threads: every thread's, ended ones included (a proxy that runs a thread
+    per connection, as tinyproxy does): /proc/PID/stat's utime + stime, in
+    clock ticks."""
     if not pid:
         return 0.0
-    try:
-        with open("/proc/%d/schedstat" % pid) as f:
-            return int(f.read().split()[0]) / 1e9
-    except (OSError, ValueError, IndexError):
-        pass
+    if not threads:
+        try:
+            with open("/proc/%d/schedstat" % pid) as f:
+                return int(f.read().split()[0]) / 1e9
+        except (OSError, ValueError, IndexError):
+            pass
     with open("/proc/%d/stat" % pid) as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
@@ -127,9 +131,9 @@ def main():
 
     def leg(times, cpu, connect):
         s = connect()
-        c0 = (cpu_seconds(os.getpid()), cpu_seconds(p.pid), cpu_seconds(a.pid))
+        c0 = (cpu_seconds(os.getpid()), cpu_seconds(p.pid), cpu_seconds(a.pid, True))
         times.append(send(s, a.bytes))
-        c1 = (cpu_seconds(os.getpid()), cpu_seconds(p.pid), cpu_seconds(a.pid))
+        c1 = (cpu_seconds(os.getpid()), cpu_seconds(p.pid), cpu_seconds(a.pid, True))
         for i in range(3):
             cpu[i] += c1[i] - c0[i]
         s.close()
