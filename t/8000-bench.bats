@@ -1,0 +1,76 @@
+#!/usr/bin/env bats
+# The benches under bench/ (docs/performance.md), each run once at its
+# smallest size, so that a broken bench fails the suite.  They time nothing
+# here and assert no speed: each must end with status 0 and print its figures
+# (the lines checked are the ones docs/performance.md takes its tables from).
+# bench/slurm needs root and a cluster: t/9200-bench-slurm.bats runs it.
+load lib-common
+load lib-vm
+
+# bench NAME ARGS...: run bench/NAME with its output in $T/NAME.out, and fail,
+# showing it, when it exits non-zero.
+bench() {
+	local name=$1
+	shift
+	run --separate-stderr "$TOP/bench/$name" "$@"
+	printf '%s\n%s\n' "$output" "$stderr" >"$T/$name.out"
+	[ "$status" -eq 0 ] || fail "bench/$name exited $status: $(tail -30 "$T/$name.out")"
+}
+
+# figure REGEX: a line of the last bench's stdout matches REGEX (an extended
+# regular expression), else the test fails naming it.
+figure() {
+	grep -qE -- "$1" <<<"$output" || fail "bench printed no line matching '$1': $(tail -30 "$T"/*.out)"
+}
+
+@test "bench: bench/bundle at its smallest size prints its table of aibox against git" {
+	RUNS=1 bench bundle 200
+	figure '^\| start bundle .* \| [0-9]+ ms \| [0-9]+ ms \| [0-9.]+ \|$'
+	figure '^\| aibox-bundle-check --pack .* \| [0-9]+ ms \| [0-9]+ ms \| [0-9.]+ \|$'
+	figure '^\| header check alone, in process .* \| [0-9]+ µs \|'
+}
+
+@test "bench: bench/bundle bombs prints each bomb's verdict, CPU and peak memory" {
+	bench bundle bombs
+	figure '^\| blob, .* over the limit .* \| [0-9.]+ s \| [0-9]+ KiB \|$'
+	figure '^\| legit .* \| accepted \| [0-9.]+ s \| [0-9]+ KiB \|$'
+}
+
+@test "bench: bench/proxy at its smallest size measures aibox-proxy and tinyproxy side by side" {
+	command -v tinyproxy >/dev/null || fail "no tinyproxy: make deps installs it"
+	BENCH_SMALL=1 bench proxy 4194304
+	figure '^## aibox-proxy$'
+	figure '^## tinyproxy [0-9.]+$'
+	run grep -cE '^tunnel: +[0-9.]+ s +[0-9]+ MiB/s$' "$T/proxy.out"
+	assert_output 2
+	run grep -cE '^CPU s per GiB, tunnel: sender [0-9.]+, sink [0-9.]+, proxy [0-9.]+' "$T/proxy.out"
+	assert_output 2
+	run grep -cE '^tunnels opened and closed one after another: [0-9]+ per second$' "$T/proxy.out"
+	assert_output 2
+	run grep -cE '^VmHWM:[[:space:]]+[0-9]+ kB$' "$T/proxy.out"
+	assert_output 2
+}
+
+@test "bench: bench/boot 1 prints a cold and a restored boot's figures" {
+	vm_image
+	bench boot 1
+	figure '^run 1: bare [0-9]+ ms, cold: ready [0-9]+ ms, ssh [0-9]+ ms, claude [0-9]+ ms, rss [0-9]+ KiB$'
+	figure '^run 1: snapshot: ready [0-9]+ ms, ssh [0-9]+ ms, claude [0-9]+ ms, rss [0-9]+ KiB$'
+}
+
+@test "bench: bench/clone at its smallest shape prints the host's and the guest's clone" {
+	vm_image
+	RUNS=1 bench clone 20:4:3
+	figure '^### 20 files of 4 KiB, 3 commits: pack [0-9.]+ MiB'
+	figure '^\| host: test-bundle write --idx .* \| [0-9]+ \| [0-9]+ \| [0-9.]+ \|$'
+	figure '^\| guest: the clone step under (TCG|KVM) \(s, one boot each; ok / ok\) \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \|$'
+}
+
+@test "bench: bench/task at its smallest size runs a one-commit task and prints its phases" {
+	vm_image
+	BENCH_SMALL=1 bench task 1
+	figure '^\| wall \| - \| - \| [0-9.]+ \|$'
+	figure '^\| agent \| - \| - \| [0-9.]+ \|$'
+	figure '^\| overhead \| - \| - \| [0-9.]+ \|$'
+	figure '^\| host-clone \| - \| - \| [0-9.]+ \|$'
+}
