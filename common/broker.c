@@ -65,12 +65,30 @@ void broker_log(const struct broker *br, const char *fmt, ...)
 	buf_release(&b);
 }
 
-static void set_timeouts(int fd)
+/* Time-outs on fd: reads recv_ms (0: IO_TIMEOUT_S), writes IO_TIMEOUT_S. */
+static void set_timeouts(int fd, int64_t recv_ms)
 {
 	struct timeval tv = {IO_TIMEOUT_S, 0};
+	struct timeval rtv = {(time_t)(recv_ms / 1000), (suseconds_t)(recv_ms % 1000 * 1000)};
 
-	(void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	(void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, recv_ms > 0 ? &rtv : &tv, sizeof(tv));
 	(void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+}
+
+int64_t broker_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* hconn's wait hook on the client: mark in the shared slot since when we wait on it. */
+static void client_wait(void *ctx, int waiting)
+{
+	struct broker_slot *slot = ctx;
+
+	__atomic_store_n(&slot->client_wait_ms, waiting ? broker_now_ms() : 0, __ATOMIC_RELAXED);
 }
 
 /* ---- answers of our own ---- */
@@ -88,6 +106,8 @@ static const char *reason_phrase(int status)
 		return "Not Found";
 	case 405:
 		return "Method Not Allowed";
+	case 408:
+		return "Request Timeout";
 	case 413:
 		return "Payload Too Large";
 	case 415:
@@ -97,6 +117,12 @@ static const char *reason_phrase(int status)
 	default:
 		return "Error";
 	}
+}
+
+/* The status of a refusal for a read that failed with r: past a cap, stalled, or malformed. */
+static int refusal_status(int r)
+{
+	return r == -EFBIG ? 413 : r == -ETIMEDOUT ? 408 : 400;
 }
 
 static void send_answer(struct hconn *c, int status, const char *ctype, const struct buf *body)
@@ -265,7 +291,7 @@ static int upstream_connect(const struct request *rq, struct hconn *up, struct b
 			err = -errno;
 			continue;
 		}
-		set_timeouts(fd);
+		set_timeouts(fd, 0);
 		if (!connect(fd, ai->ai_addr, ai->ai_addrlen))
 			break;
 		err = -errno;
@@ -754,14 +780,15 @@ static void forward_logged(struct hconn *client, const struct request *rq, const
 static void refuse_command_list(struct hconn *client, const struct request *rq, int r,
                                 struct fwd_result *res)
 {
-	const char *what = r == -EAGAIN    ? "the command list ends without a flush"
-	                   : r == -EFBIG   ? "the command list is too long"
-	                   : r == -ENODATA ? "the command list is empty"
-	                   : r == -EBADMSG ? "the command list is malformed"
-	                                   : strerror(-r);
+	const char *what = r == -EAGAIN      ? "the command list ends without a flush"
+	                   : r == -EFBIG     ? "the command list is too long"
+	                   : r == -ENODATA   ? "the command list is empty"
+	                   : r == -EBADMSG   ? "the command list is malformed"
+	                   : r == -ETIMEDOUT ? "the request body stalled"
+	                                     : strerror(-r);
 
 	buf_addf(&res->why, "%s", what);
-	res->status = r == -EFBIG ? 413 : 400;
+	res->status = refusal_status(r);
 	send_text(client, res->status, "push refused: %s", what);
 	log_op(rq, "refused", NULL, res);
 }
@@ -842,7 +869,7 @@ static void serve_push(struct hconn *client, const struct request *rq, struct hc
 		res->up_bytes = 0;
 		if (r < 0) {
 			buf_addf(&res->why, "gzip body: %s", strerror(-r));
-			res->status = r == -EFBIG ? 413 : 400;
+			res->status = refusal_status(r);
 			send_text(client, res->status, "cannot read the gzip request body: %s",
 			          strerror(-r));
 			log_op(rq, "refused", NULL, res);
@@ -925,7 +952,7 @@ static void serve_fetch_post(struct hconn *client, const struct request *rq,
 			buf_addf(&res->why, "%s: %s", what, strerror(-r));
 		else
 			buf_addstr(&res->why, what);
-		res->status = r == -EFBIG ? 413 : 400;
+		res->status = refusal_status(r);
 		send_text(client, res->status, "%s", res->why.buf);
 		log_op(rq, "refused", NULL, res);
 		goto out;
@@ -952,6 +979,8 @@ static void linger_close(struct hconn *c)
 		return;
 	(void)setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	sink = xmalloc(65536);
+	if (c->wait)
+		c->wait(c->wait_ctx, 1);
 	while (total < (64u << 20)) {
 		ssize_t n = read(c->fd, sink, 65536);
 
@@ -959,6 +988,8 @@ static void linger_close(struct hconn *c)
 			break;
 		total += (size_t)n;
 	}
+	if (c->wait)
+		c->wait(c->wait_ctx, 0);
 	free(sink);
 }
 
@@ -986,7 +1017,7 @@ static int read_request(struct hconn *client, struct request *rq, long want_idx)
 
 	if (r < 0) {
 		if (r != -ENODATA)
-			send_text(client, r == -EFBIG ? 413 : 400, "bad request");
+			send_text(client, refusal_status(r), "bad request");
 		broker_log(rq->br, "result=refused why=\"bad request head: %s\"", strerror(-r));
 		return -1;
 	}
@@ -1105,7 +1136,11 @@ void broker_serve(const struct broker *br, int fd, const char *prefix, size_t pr
 	fl = fcntl(fd, F_GETFL);
 	if (fl >= 0 && (fl & O_NONBLOCK))
 		(void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
-	set_timeouts(fd);
+	set_timeouts(fd, br->client_timeout_ms);
+	if (br->slot) {
+		client.wait = client_wait;
+		client.wait_ctx = br->slot;
+	}
 	buf_add(&client.in, prefix, prefix_len);
 
 	if (read_request(&client, &rq, want_idx) < 0 || check_request(&client, &rq, &res) < 0)

@@ -185,6 +185,60 @@ push_body() {
 	assert_file_contains hook.log '^options=0 $'
 }
 
+# children_are N: the broker ($BR_PID) has N children.
+children_are() {
+	[ "$(pgrep -c -P "$BR_PID")" -eq "$1" ]
+}
+
+# still_open: the number t/stall-clients last wrote.
+still_open() {
+	sed -n 's/^open //p' "$T/stall.state"
+}
+
+# all_closed: t/stall-clients has no connection left open.
+all_closed() {
+	[ "$(still_open)" = 0 ]
+}
+
+@test "broker: stalled request bodies end after --client-timeout, and cannot take every child" {
+	# A broker of its own, with a short time-out.
+	start_broker --remote "$UP_URL" --token-env GIT_TOKEN --fetch --push 'aibox/*' \
+		--client-timeout 8s
+	"$TOP/t/stall-clients" "$BR_PORT" 40 "$T/stall.state" "$T/stall.answers" &
+	BROKER_PIDS+=("$!")
+	wait_until 10 test -s stall.state
+	# 32 children hold stalled bodies; the other 8 wait in the queue.
+	wait_until 10 children_are 32
+	# The task's own git is served at once, each request ending a stalled child.
+	run git clone -q "$BR_URL" c
+	assert_success
+	git -C c checkout -q -b aibox/stall
+	git -C c commit -q --allow-empty -m stall
+	run git -C c push -q origin aibox/stall
+	assert_success
+	assert_equal "$(git -C up/repo.git rev-parse aibox/stall)" "$(git -C c rev-parse HEAD)"
+	# Before the time-out: most stalled bodies are still open.
+	[ "$(still_open)" -gt 20 ]
+	assert_file_contains broker.log 'why="every child busy: ended pid [0-9]*, which had waited [0-9]* ms on its client"'
+	# After it, every one is closed, told why.
+	wait_until 40 all_closed
+	assert_file_contains stall.answers 'HTTP/1.1 408 Request Timeout'
+	assert_file_contains broker.log 'op=fetch request=POST git-upload-pack result=refused status=408 .* why="cannot read the request body: Connection timed out"'
+	assert_file_contains broker.log 'op=push request=POST git-receive-pack result=refused status=408 .* why="the request body stalled"'
+	run grep -c 'result=refused status=408' broker.log
+	[ "$output" -ge 20 ]
+	wait_until 10 children_are 0
+}
+
+# A time-out that is no duration, or out of range, is a usage error.
+@test "broker: --client-timeout takes a duration between 1s and 1h" {
+	for bad in x 0 500ms 2h -1s; do
+		run aibox-broker --remote "$UP_URL" --fetch --listen 127.0.0.1:0 --client-timeout "$bad"
+		assert_failure 2
+		assert_output --partial "aibox-broker: --client-timeout '$bad'"
+	done
+}
+
 @test "broker: a gzip bomb is refused at the inflate cap" {
 	# 200 MiB of zeros, about 200 KiB compressed; the cap is 10 MiB.
 	head -c $((200 << 20)) /dev/zero | gzip -1 >bomb.gz
