@@ -21,6 +21,7 @@
 #include "err.h"
 #include "gitproto.h"
 #include "hconn.h"
+#include "log_escape.h"
 #include "tls.h"
 #include "banned.h"
 
@@ -29,24 +30,21 @@
  * held whole: git-http-backend's own default cap (http.maxRequestBuffer).
  * docs/broker.md, "Memory", adds up what a broker may cost.
  */
-#define BODY_MAX     (10u << 20)
-#define DRAIN_MAX    (4ull << 30) /* body read and dropped before a refusal */
-#define IO_TIMEOUT_S 300
+#define BODY_MAX  (10u << 20)
+#define DRAIN_MAX (4ull << 30) /* body read and dropped before a refusal */
+/* The most of a receive-pack advertisement read before its first ref line. */
+#define ADVERT_HEAD_MAX (1u << 20)
+#define IO_TIMEOUT_S    300
 
 /* ---- logging: one line per operation, never a token ---- */
 
-/* Append s with control bytes, quotes, backslashes and (unless quoted) spaces as \xNN. */
-static void log_add_clean(struct buf *b, const char *s, size_t n, int quoted)
-{
-	for (size_t i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)s[i];
-
-		if (c < 0x20 || (c == ' ' && !quoted) || c >= 0x7f || c == '\\' || c == '"')
-			buf_addf(b, "\\x%02x", c);
-		else
-			buf_addch(b, c);
-	}
-}
+/*
+ * The most bytes of a client's field the log takes (the rest cut, "..."
+ * appended): a method, a path or target, a ref, a reason.
+ */
+#define LOG_METHOD_MAX 16
+#define LOG_FIELD_MAX  256
+#define LOG_WHY_MAX    4096
 
 void broker_log(const struct broker *br, const char *fmt, ...)
 {
@@ -67,12 +65,30 @@ void broker_log(const struct broker *br, const char *fmt, ...)
 	buf_release(&b);
 }
 
-static void set_timeouts(int fd)
+/* Time-outs on fd: reads recv_ms (0: IO_TIMEOUT_S), writes IO_TIMEOUT_S. */
+static void set_timeouts(int fd, int64_t recv_ms)
 {
 	struct timeval tv = {IO_TIMEOUT_S, 0};
+	struct timeval rtv = {(time_t)(recv_ms / 1000), (suseconds_t)(recv_ms % 1000 * 1000)};
 
-	(void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	(void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, recv_ms > 0 ? &rtv : &tv, sizeof(tv));
 	(void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+}
+
+int64_t broker_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* hconn's wait hook on the client: mark in the shared slot since when we wait on it. */
+static void client_wait(void *ctx, int waiting)
+{
+	struct broker_slot *slot = ctx;
+
+	__atomic_store_n(&slot->client_wait_ms, waiting ? broker_now_ms() : 0, __ATOMIC_RELAXED);
 }
 
 /* ---- answers of our own ---- */
@@ -90,6 +106,8 @@ static const char *reason_phrase(int status)
 		return "Not Found";
 	case 405:
 		return "Method Not Allowed";
+	case 408:
+		return "Request Timeout";
 	case 413:
 		return "Payload Too Large";
 	case 415:
@@ -99,6 +117,12 @@ static const char *reason_phrase(int status)
 	default:
 		return "Error";
 	}
+}
+
+/* The status of a refusal for a read that failed with r: past a cap, stalled, or malformed. */
+static int refusal_status(int r)
+{
+	return r == -EFBIG ? 413 : r == -ETIMEDOUT ? 408 : 400;
 }
 
 static void send_answer(struct hconn *c, int status, const char *ctype, const struct buf *body)
@@ -267,7 +291,7 @@ static int upstream_connect(const struct request *rq, struct hconn *up, struct b
 			err = -errno;
 			continue;
 		}
-		set_timeouts(fd);
+		set_timeouts(fd, 0);
 		if (!connect(fd, ai->ai_addr, ai->ai_addrlen))
 			break;
 		err = -errno;
@@ -301,67 +325,44 @@ static int upstream_connect(const struct request *rq, struct hconn *up, struct b
 
 /*
  * Read the start of a receive-pack advertisement into `out`, up to its
- * first ref line (the one whose capabilities follow a NUL; git sends it
- * after "# service=...", a flush and maybe "version 1"), and drop
- * "push-options" from those capabilities, so git does not offer to send
- * any (they are refused: serve_push()).  *removed is how many bytes
- * shorter the body got.  0, or -EBADMSG for what is not pkt-lines, or a
- * read error.
+ * first ref line, found where git's client finds it (advert_find_caps()),
+ * and drop "push-options" in every spelling git reads (caps_drop()) from
+ * that line's capabilities, so git does not offer to send any (they are
+ * refused: check_commands()).  *removed is how many bytes shorter the body
+ * got.  0, or -EBADMSG for what git would not read as an advertisement,
+ * -EFBIG when no ref line comes within ADVERT_HEAD_MAX, or a read error.
  */
 static int advert_drop_push_options(struct hconn_body *rb, struct buf *out, size_t *removed)
 {
-	size_t pos = 0;
-	int pkts = 0;
+	size_t at = 0, n = 0;
+	int r;
 
-	while (pkts < 4) {
-		enum pkt_kind kind;
-		const char *p, *nul, *caps, *end;
-		size_t n;
-		struct buf line = BUF_INIT, rest = BUF_INIT;
-		int r = pkt_parse(out->buf + pos, out->len - pos, &kind, &p, &n);
+	while (!(r = advert_find_caps(out->buf, out->len, "git-receive-pack", &at, &n))) {
+		ssize_t k;
 
-		if (r < 0)
-			return r;
-		if (r == 0) {
-			ssize_t k;
+		if (out->len >= ADVERT_HEAD_MAX)
+			return -EFBIG;
+		buf_grow(out, 65536);
+		k = hconn_body_read(rb, out->buf + out->len, 65536);
+		if (k < 0)
+			return (int)k;
+		if (k == 0)
+			return -EBADMSG;
+		buf_setlen(out, out->len + (size_t)k);
+	}
+	if (r < 0)
+		return r;
+	if (r == 1) {
+		struct buf line = BUF_INIT;
 
-			buf_grow(out, 65536);
-			k = hconn_body_read(rb, out->buf + out->len, 65536);
-			if (k <= 0)
-				return (int)k;
-			buf_setlen(out, out->len + (size_t)k);
-			continue;
-		}
-		pkts++;
-		nul = kind == PKT_DATA ? memchr(p, '\0', n) : NULL;
-		if (!nul) {
-			pos += (size_t)r;
-			continue;
-		}
-		buf_add(&line, p, (size_t)(nul + 1 - p));
-		end = p + n;
-		if (end > nul + 1 && end[-1] == '\n')
-			end--;
-		for (caps = nul + 1; caps < end;) {
-			const char *sp = memchr(caps, ' ', (size_t)(end - caps));
-			size_t k = sp ? (size_t)(sp - caps) : (size_t)(end - caps);
-
-			if (k && !(k == 12 && !memcmp(caps, "push-options", 12))) {
-				if (line.len > (size_t)(nul + 1 - p))
-					buf_addch(&line, ' ');
-				buf_add(&line, caps, k);
-			}
-			caps += k + 1;
-		}
-		buf_add(&line, end, (size_t)(p + n - end));
+		advert_caps_rewrite(out->buf + at + 4, n - 4, "push-options", &line);
+		if (line.len > n)
+			BUG("the advertisement's rewritten line grew");
 		*removed = n - line.len;
-		buf_add(&rest, out->buf + pos + (size_t)r, out->len - pos - (size_t)r);
-		buf_setlen(out, pos);
-		pkt_add(out, line.buf, line.len);
-		buf_add(out, rest.buf, rest.len);
+		memcpy(out->buf + at, line.buf, line.len);
+		memmove(out->buf + at + line.len, out->buf + at + n, out->len - at - n);
+		buf_setlen(out, out->len - *removed);
 		buf_release(&line);
-		buf_release(&rest);
-		return 0;
 	}
 	return 0;
 }
@@ -694,7 +695,7 @@ static void log_op(const struct request *rq, const char *result, const char *ref
 	struct buf b = BUF_INIT;
 
 	buf_addf(&b, "remote=%zu url=%s op=%s request=", rq->idx, rq->rm->url, op_name(rq));
-	log_add_clean(&b, rq->method, strlen(rq->method), 0);
+	log_escape(&b, rq->method, strlen(rq->method), LOG_METHOD_MAX, 0);
 	buf_addf(&b, " %s", rq->advert ? "info/refs" : rq->service);
 	if (refs)
 		buf_addf(&b, " refs=%s", refs);
@@ -704,7 +705,7 @@ static void log_op(const struct request *rq, const char *result, const char *ref
 	buf_addf(&b, " bytes_up=%llu bytes_down=%llu", res->up_bytes, res->down_bytes);
 	if (res->why.len) {
 		buf_addstr(&b, " why=\"");
-		log_add_clean(&b, res->why.buf, res->why.len, 1);
+		log_escape(&b, res->why.buf, res->why.len, LOG_WHY_MAX, LOG_ESCAPE_KEEP_SPACE);
 		buf_addch(&b, '"');
 	}
 	broker_log(rq->br, "%s", b.buf);
@@ -779,14 +780,15 @@ static void forward_logged(struct hconn *client, const struct request *rq, const
 static void refuse_command_list(struct hconn *client, const struct request *rq, int r,
                                 struct fwd_result *res)
 {
-	const char *what = r == -EAGAIN    ? "the command list ends without a flush"
-	                   : r == -EFBIG   ? "the command list is too long"
-	                   : r == -ENODATA ? "the command list is empty"
-	                   : r == -EBADMSG ? "the command list is malformed"
-	                                   : strerror(-r);
+	const char *what = r == -EAGAIN      ? "the command list ends without a flush"
+	                   : r == -EFBIG     ? "the command list is too long"
+	                   : r == -ENODATA   ? "the command list is empty"
+	                   : r == -EBADMSG   ? "the command list is malformed"
+	                   : r == -ETIMEDOUT ? "the request body stalled"
+	                                     : strerror(-r);
 
 	buf_addf(&res->why, "%s", what);
-	res->status = r == -EFBIG ? 413 : 400;
+	res->status = refusal_status(r);
 	send_text(client, res->status, "push refused: %s", what);
 	log_op(rq, "refused", NULL, res);
 }
@@ -795,12 +797,15 @@ static void refuse_command_list(struct hconn *client, const struct request *rq, 
  * Check every command of pc against the remote's policy: why[i] the reason
  * ref i is refused (NULL: allowed), the refs listed into `refs` for the log,
  * the reasons into res->why.  Returns the reason the whole push is refused
- * (push options), or NULL; *refused is set when anything is.
+ * (push options, a capability list git would not send), or NULL; *refused
+ * is set when anything is.
  */
 static const char *check_commands(const struct request *rq, const struct push_commands *pc,
                                   const char **why, struct buf *refs, int *refused,
                                   struct fwd_result *res)
 {
+	const char *all;
+
 	*refused = 0;
 	for (size_t i = 0; i < pc->nr; i++) {
 		const struct push_cmd *c = &pc->cmds[i];
@@ -809,23 +814,30 @@ static const char *check_commands(const struct request *rq, const struct push_co
 		*refused |= why[i] != NULL;
 		if (i)
 			buf_addch(refs, ',');
-		log_add_clean(refs, c->ref, strlen(c->ref), 0);
+		log_escape(refs, c->ref, strlen(c->ref), LOG_FIELD_MAX, 0);
 		buf_addstr(refs, oid_is_null(c->new_oid)   ? "(delete)"
 		                 : oid_is_null(c->old_oid) ? "(create)"
 		                                           : "");
 		if (why[i])
 			buf_addf(&res->why, "%s%s: %s", res->why.len ? "; " : "", c->ref, why[i]);
 	}
-	if (!caps_have(pc->caps, "push-options"))
-		return NULL;
 	/*
 	 * Push options steer the remote beyond the ref updates (GitLab's
-	 * merge_request.* and ci.variable=, for one): none pass.
+	 * merge_request.* and ci.variable=, for one): none pass, in any
+	 * spelling receive-pack reads (caps_have()).  A capability list with a
+	 * byte git never writes there (a TAB, a control byte, UTF-8) is refused
+	 * too: another server may split it where git does not.
 	 */
+	if (caps_have(pc->caps, "push-options"))
+		all = "push options (git push -o) are not allowed";
+	else if (!caps_printable(pc->caps))
+		all = "the capability list holds a byte git does not send there";
+	else
+		return NULL;
 	*refused = 1;
 	buf_reset(&res->why);
-	buf_addstr(&res->why, "push options (git push -o) are not allowed");
-	return "push options (git push -o) are not allowed";
+	buf_addstr(&res->why, all);
+	return all;
 }
 
 /*
@@ -857,7 +869,7 @@ static void serve_push(struct hconn *client, const struct request *rq, struct hc
 		res->up_bytes = 0;
 		if (r < 0) {
 			buf_addf(&res->why, "gzip body: %s", strerror(-r));
-			res->status = r == -EFBIG ? 413 : 400;
+			res->status = refusal_status(r);
 			send_text(client, res->status, "cannot read the gzip request body: %s",
 			          strerror(-r));
 			log_op(rq, "refused", NULL, res);
@@ -940,7 +952,7 @@ static void serve_fetch_post(struct hconn *client, const struct request *rq,
 			buf_addf(&res->why, "%s: %s", what, strerror(-r));
 		else
 			buf_addstr(&res->why, what);
-		res->status = r == -EFBIG ? 413 : 400;
+		res->status = refusal_status(r);
 		send_text(client, res->status, "%s", res->why.buf);
 		log_op(rq, "refused", NULL, res);
 		goto out;
@@ -967,6 +979,8 @@ static void linger_close(struct hconn *c)
 		return;
 	(void)setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	sink = xmalloc(65536);
+	if (c->wait)
+		c->wait(c->wait_ctx, 1);
 	while (total < (64u << 20)) {
 		ssize_t n = read(c->fd, sink, 65536);
 
@@ -974,6 +988,8 @@ static void linger_close(struct hconn *c)
 			break;
 		total += (size_t)n;
 	}
+	if (c->wait)
+		c->wait(c->wait_ctx, 0);
 	free(sink);
 }
 
@@ -982,7 +998,7 @@ static void log_refused(const struct request *rq, const char *why, const char *w
 {
 	struct buf t = BUF_INIT;
 
-	log_add_clean(&t, s, strlen(s), 1);
+	log_escape(&t, s, strlen(s), LOG_FIELD_MAX, 0);
 	if (rq->rm)
 		broker_log(rq->br, "remote=%zu result=refused why=\"%s\" %s=\"%s\"", rq->idx, why,
 		           what, t.buf);
@@ -1001,7 +1017,7 @@ static int read_request(struct hconn *client, struct request *rq, long want_idx)
 
 	if (r < 0) {
 		if (r != -ENODATA)
-			send_text(client, r == -EFBIG ? 413 : 400, "bad request");
+			send_text(client, refusal_status(r), "bad request");
 		broker_log(rq->br, "result=refused why=\"bad request head: %s\"", strerror(-r));
 		return -1;
 	}
@@ -1120,7 +1136,11 @@ void broker_serve(const struct broker *br, int fd, const char *prefix, size_t pr
 	fl = fcntl(fd, F_GETFL);
 	if (fl >= 0 && (fl & O_NONBLOCK))
 		(void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
-	set_timeouts(fd);
+	set_timeouts(fd, br->client_timeout_ms);
+	if (br->slot) {
+		client.wait = client_wait;
+		client.wait_ctx = br->slot;
+	}
 	buf_add(&client.in, prefix, prefix_len);
 
 	if (read_request(&client, &rq, want_idx) < 0 || check_request(&client, &rq, &res) < 0)

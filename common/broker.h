@@ -14,6 +14,8 @@
 #include <netdb.h>
 #include <openssl/ssl.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
 
 #include "buf.h"
 
@@ -43,11 +45,27 @@ struct broker_remote {
 	size_t nsecrets, secrets_alloc, secret_max;
 };
 
+/*
+ * What a child serving a request shows its parent, in memory they share
+ * (docs/broker.md, "Limits"): since when (CLOCK_MONOTONIC, in ms) it has
+ * been blocked reading from or writing to its client, or 0 when it is not.
+ */
+struct broker_slot {
+	pid_t pid; /* the parent's to set and clear */
+	int64_t client_wait_ms;
+};
+
+/* How long a client may send nothing, by default (--client-timeout). */
+#define BROKER_CLIENT_TIMEOUT_MS 30000
+
 struct broker {
 	struct broker_remote *remotes;
 	size_t nremotes, remotes_alloc;
 	SSL_CTX *ssl_ctx; /* common/tls.h tls_client_ctx() */
 	int log_fd;
+	/* A read from the client that gets no byte for this long ends the request (408). */
+	int64_t client_timeout_ms;
+	struct broker_slot *slot; /* the serving child's, or NULL */
 };
 
 /*
@@ -56,6 +74,9 @@ struct broker {
  * and their URL-encoded spellings.
  */
 void broker_remote_credentials(struct broker_remote *rm);
+
+/* The current CLOCK_MONOTONIC time in ms (what struct broker_slot holds). */
+int64_t broker_now_ms(void);
 
 /* One line "<UTC time> [<pid>] <text>" on br->log_fd; never fails. */
 __attribute__((format(printf, 2, 3))) void broker_log(const struct broker *br, const char *fmt,

@@ -225,22 +225,151 @@ void push_commands_release(struct push_commands *pc)
 	pc->consumed = 0;
 }
 
+/* What git's ctype calls space (ctype.c sane_ctype): the separators of a capability list. */
+static int git_space(char c)
+{
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
 int caps_have(const char *caps, const char *cap)
 {
 	size_t n = strlen(cap);
 	const char *p = caps;
 
+	if (!n)
+		return 0;
 	while (*p) {
-		const char *end = strchr(p, ' ');
-		size_t k = end ? (size_t)(end - p) : strlen(p);
+		const char *found = strstr(p, cap);
 
-		if (k == n && !memcmp(p, cap, n))
+		if (!found)
+			return 0;
+		if ((found == caps || git_space(found[-1])) &&
+		    (!found[n] || git_space(found[n]) || found[n] == '='))
 			return 1;
-		if (!end)
-			break;
-		p = end + 1;
+		p = found + 1;
 	}
 	return 0;
+}
+
+int caps_printable(const char *caps)
+{
+	for (const char *p = caps; *p; p++)
+		if ((unsigned char)*p < 0x20 || (unsigned char)*p > 0x7e)
+			return 0;
+	return 1;
+}
+
+void caps_drop(const char *caps, const char *name, struct buf *out)
+{
+	size_t n = strlen(name);
+	int first = 1;
+
+	for (const char *p = caps; *p;) {
+		const char *end = p;
+		size_t k;
+
+		while (*end && !git_space(*end))
+			end++;
+		k = (size_t)(end - p);
+		if (k && !(k >= n && !memcmp(p, name, n) && (k == n || p[n] == '='))) {
+			if (!first)
+				buf_addch(out, ' ');
+			buf_add(out, p, k);
+			first = 0;
+		}
+		p = *end ? end + 1 : end;
+	}
+}
+
+/*
+ * Whether the data pkt-line p[0..n) reads as the line `s` to git's packet
+ * reader with PACKET_READ_CHOMP_NEWLINE: one trailing LF dropped, then read
+ * as a C string (up to a NUL).
+ */
+static int line_is(const char *p, size_t n, const char *s)
+{
+	const char *nul = memchr(p, '\0', n);
+	size_t len = nul ? (size_t)(nul - p) : n && p[n - 1] == '\n' ? n - 1 : n;
+
+	return len == strlen(s) && !memcmp(p, s, len);
+}
+
+int advert_find_caps(const char *data, size_t len, const char *service, size_t *at, size_t *pktlen)
+{
+	enum { SERVICE, HEADER, VERSION, FIRST_REF } state = SERVICE;
+	size_t pos = 0;
+	struct buf want = BUF_INIT;
+	int ret = 0;
+
+	buf_addf(&want, "# service=%s", service);
+	while (!ret) {
+		enum pkt_kind kind;
+		const char *p;
+		size_t n;
+		int r = pkt_parse(data + pos, len - pos, &kind, &p, &n);
+
+		if (r <= 0) {
+			ret = r;
+			break;
+		}
+		switch (state) {
+		case SERVICE:
+			if (kind != PKT_DATA || !line_is(p, n, want.buf))
+				ret = -EBADMSG;
+			state = HEADER;
+			break;
+		case HEADER:
+			/* remote-curl skips any lines up to the end of the header. */
+			if (kind != PKT_DATA)
+				state = VERSION;
+			break;
+		case VERSION:
+			if (kind == PKT_DATA && n >= 8 && !memcmp(p, "version ", 8)) {
+				if (!line_is(p, n, "version 1"))
+					ret = -EBADMSG; /* git dies, or speaks v2 */
+				state = FIRST_REF;
+				break;
+			}
+			/* No version line (protocol v0): this is the first ref's. */
+			__attribute__((fallthrough));
+		case FIRST_REF:
+			if (kind != PKT_DATA) {
+				ret = 2;
+				break;
+			}
+			*at = pos;
+			*pktlen = (size_t)r;
+			ret = 1;
+			break;
+		}
+		pos += (size_t)r;
+	}
+	buf_release(&want);
+	return ret;
+}
+
+void advert_caps_rewrite(const char *p, size_t n, const char *name, struct buf *out)
+{
+	size_t len = n && p[n - 1] == '\n' ? n - 1 : n;
+	const char *nul = memchr(p, '\0', len), *caps_end;
+	struct buf line = BUF_INIT;
+	char *caps;
+
+	if (!nul) {
+		pkt_add(out, p, n);
+		return;
+	}
+	caps_end = memchr(nul + 1, '\0', (size_t)(p + len - nul - 1));
+	if (!caps_end)
+		caps_end = p + len;
+	caps = xstrndup(nul + 1, (size_t)(caps_end - nul - 1));
+	buf_add(&line, p, (size_t)(nul + 1 - p));
+	caps_drop(caps, name, &line);
+	if (len < n)
+		buf_addch(&line, '\n');
+	pkt_add(out, line.buf, line.len);
+	free(caps);
+	buf_release(&line);
 }
 
 int refname_ok(const char *name)

@@ -94,8 +94,46 @@ int push_commands_parse(struct push_commands *pc, const char *data, size_t len);
 
 void push_commands_release(struct push_commands *pc);
 
-/* Whether the capability list `caps` (space-separated) names `cap` exactly. */
+/*
+ * Whether the capability list `caps` (a C string: git reads one up to a
+ * NUL) names `cap` as git finds a capability (connect.c
+ * parse_feature_value(), which receive-pack and send-pack use): `cap` at
+ * the start or after a space, TAB, LF or CR, and followed by the end, one
+ * of those, or '=' and a value.  So "push-options", "push-options=1" and
+ * "report-status\tpush-options" all name push-options;
+ * "xpush-options" and "push-optionsx" do not.
+ */
 int caps_have(const char *caps, const char *cap);
+
+/* Whether caps is printable ASCII and spaces only, as git writes a capability list. */
+int caps_printable(const char *caps);
+
+/*
+ * Append caps to out without any capability named `name` (alone or
+ * "name=value"): split where caps_have() splits, joined again by single
+ * spaces.  caps_have() finds no `name` in what it appends.
+ */
+void caps_drop(const char *caps, const char *name, struct buf *out);
+
+/*
+ * Find the first ref line of a smart HTTP ref advertisement for `service`
+ * in data[0..len), where git's client reads it (remote-curl.c
+ * check_smart_http(), connect.c discover_version() and
+ * get_remote_heads()): after a "# service=<service>" line, any lines up to
+ * a flush, and maybe "version 1".  That line's capabilities follow its
+ * first NUL.  Returns 1 with the pkt-line (its 4 length bytes included) at
+ * data[*at..*at + *pktlen); 2 when there is no ref line (a flush where it
+ * would be); 0 when data ends first (read more); -EBADMSG for what git's
+ * client would not read as such an advertisement, or a version but 1.
+ */
+int advert_find_caps(const char *data, size_t len, const char *service, size_t *at, size_t *pktlen);
+
+/*
+ * Append the ref line whose payload is p[0..n) to out as a pkt-line, with
+ * `name` dropped from its capabilities (caps_drop()); bytes after a second
+ * NUL, which git does not read, are left out.  Never longer than n.
+ */
+void advert_caps_rewrite(const char *p, size_t n, const char *name, struct buf *out);
 
 /* Whether oid is all zeros (a ref that does not exist: creation or deletion). */
 int oid_is_null(const char *oid);

@@ -19,6 +19,8 @@ void hconn_init(struct hconn *c, int fd)
 	c->ssl = NULL;
 	c->read = NULL;
 	c->read_ctx = NULL;
+	c->wait = NULL;
+	c->wait_ctx = NULL;
 	buf_init(&c->in, 0);
 	c->off = 0;
 	c->eof = 0;
@@ -37,8 +39,25 @@ void hconn_close(struct hconn *c)
 	c->off = 0;
 }
 
-/* Up to n bytes from the socket: > 0, 0 at the end, or -errno. */
+static ssize_t socket_read(struct hconn *c, void *dst, size_t n);
+
+/*
+ * Up to n bytes from the socket: > 0, 0 at the end, or -errno; -ETIMEDOUT
+ * when the socket's receive time-out passed without a byte.
+ */
 static ssize_t raw_read(struct hconn *c, void *dst, size_t n)
+{
+	ssize_t r;
+
+	if (c->wait)
+		c->wait(c->wait_ctx, 1);
+	r = socket_read(c, dst, n);
+	if (c->wait)
+		c->wait(c->wait_ctx, 0);
+	return r == -EAGAIN || r == -EWOULDBLOCK ? -ETIMEDOUT : r;
+}
+
+static ssize_t socket_read(struct hconn *c, void *dst, size_t n)
 {
 	if (c->read)
 		return c->read(c->read_ctx, dst, n);
@@ -88,7 +107,21 @@ static ssize_t fill(struct hconn *c)
 	return r;
 }
 
+static int socket_write(struct hconn *c, const void *data, size_t n);
+
 int hconn_write(struct hconn *c, const void *data, size_t n)
+{
+	int r;
+
+	if (c->wait)
+		c->wait(c->wait_ctx, 1);
+	r = socket_write(c, data, n);
+	if (c->wait)
+		c->wait(c->wait_ctx, 0);
+	return r == -EAGAIN || r == -EWOULDBLOCK ? -ETIMEDOUT : r;
+}
+
+static int socket_write(struct hconn *c, const void *data, size_t n)
 {
 	const char *p = data;
 

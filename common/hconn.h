@@ -28,6 +28,13 @@ struct hconn {
 	 */
 	ssize_t (*read)(void *ctx, void *dst, size_t n);
 	void *read_ctx;
+	/*
+	 * When set, called with 1 before each read or write of the socket
+	 * that may block, and with 0 after it (aibox-broker marks the time a
+	 * child waits on its client: docs/broker.md, "Limits").
+	 */
+	void (*wait)(void *ctx, int waiting);
+	void *wait_ctx;
 	struct buf in;
 	size_t off; /* bytes of `in` already taken */
 	int eof;

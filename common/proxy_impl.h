@@ -206,8 +206,6 @@ void px_refuse(struct conn *c, const char *why);
 
 /* ---- common/proxy_log.c: proxy.log and the record's counts ---- */
 
-/* Copy s into out, printable ASCII only (the rest as \xNN), at most max bytes. */
-void px_log_escape(struct buf *out, const char *s, size_t n, size_t max);
 /*
  * Count the request or tunnel c in the record (verdict "allowed",
  * "refused" or "failed") and write its line to the log, within its cap.

@@ -9,29 +9,12 @@
 
 #include "buf.h"
 #include "err.h"
+#include "log_escape.h"
 #include "proxy_impl.h"
 #include "proxy_report.h"
 #include "spawn.h"
 #include "usage.h"
 #include "banned.h"
-
-void px_log_escape(struct buf *out, const char *s, size_t n, size_t max)
-{
-	size_t start = out->len;
-
-	for (size_t i = 0; i < n; i++) {
-		unsigned char ch = (unsigned char)s[i];
-
-		if (out->len - start >= max) {
-			buf_addstr(out, "...");
-			return;
-		}
-		if (ch > 0x20 && ch < 0x7f && ch != '\\')
-			buf_addch(out, ch);
-		else
-			buf_addf(out, "\\x%02x", ch);
-	}
-}
 
 static void log_time(struct buf *b)
 {
@@ -113,7 +96,7 @@ static void host_name(struct buf *b, const struct conn *c)
 
 	if (v6)
 		buf_addch(b, '[');
-	px_log_escape(b, c->host, strlen(c->host), 255);
+	log_escape(b, c->host, strlen(c->host), 255, 0);
 	if (v6)
 		buf_addch(b, ']');
 	buf_addf(b, ":%d", c->port);

@@ -13,6 +13,7 @@
 #include "buf.h"
 #include "err.h"
 #include "http.h"
+#include "log_escape.h"
 #include "proxy_impl.h"
 #include "banned.h"
 
@@ -20,10 +21,10 @@ void px_set_what(struct conn *c, const char *method, size_t mlen, const char *pa
 {
 	struct buf b = BUF_INIT;
 
-	px_log_escape(&b, method, mlen, 16);
+	log_escape(&b, method, mlen, 16, 0);
 	if (path) {
 		buf_addch(&b, ' ');
-		px_log_escape(&b, path, plen, 150);
+		log_escape(&b, path, plen, 150, 0);
 	}
 	snprintf(c->what, sizeof(c->what), "%s", b.buf);
 	buf_release(&b);

@@ -1,7 +1,14 @@
-/* libFuzzer target: the push command list and pkt-line parsers on any bytes. */
+/*
+ * libFuzzer target: the push command list and pkt-line parsers on any bytes,
+ * and the receive-pack advertisement's rewrite: what it leaves never names
+ * push-options (caps_have()) and is never longer than what it replaced.
+ */
 #include <stddef.h>
 #include <stdint.h>
 
+#include <string.h>
+
+#include "err.h"
 #include "gitproto.h"
 #include "banned.h"
 
@@ -23,5 +30,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	push_commands_release(&pc);
 	(void)pkt_parse((const char *)data, size, &kind, &p, &n);
+	{
+		size_t at = 0, len = 0;
+
+		if (advert_find_caps((const char *)data, size, "git-receive-pack", &at, &len) ==
+		    1) {
+			struct buf line = BUF_INIT;
+			const char *nul;
+
+			advert_caps_rewrite((const char *)data + at + 4, len - 4, "push-options",
+			                    &line);
+			if (line.len > len)
+				BUG("the rewritten line grew");
+			nul = memchr(line.buf + 4, '\0', line.len - 4);
+			if (nul && caps_have(nul + 1, "push-options"))
+				BUG("push-options left in the advertisement");
+			buf_release(&line);
+		}
+	}
 	return 0;
 }

@@ -141,3 +141,113 @@ pkt() {
 	run test-gitproto commands <body
 	assert_output 'error File too large'
 }
+
+@test "gitproto: a capability is found where git's receive-pack finds it" {
+	# Named: alone, with a value, first, last, after a TAB, LF or CR.
+	for list in 'push-options' 'push-options=1' 'push-options=x report-status' \
+		'report-status push-options' $'report-status\tpush-options' \
+		$'report-status\npush-options' $'report-status\rpush-options side-band-64k' \
+		'xpush-options push-options'; do
+		run test-gitproto caps push-options <<<"$list"
+		assert_output yes
+	done
+	# Not named: part of another word, after a byte git does not count as space, after a NUL.
+	for list in 'xpush-options' 'push-optionsx' 'push-options-x' 'agent=push-options' \
+		$'report-status\vpush-options' $'report-status\fpush-options' ''; do
+		printf '%s' "$list" >caps
+		run test-gitproto caps push-options <caps
+		assert_output no
+	done
+	printf 'report-status\0push-options' >caps
+	run test-gitproto caps push-options <caps
+	assert_output no
+}
+
+@test "gitproto: push-options is dropped from a capability list in every spelling" {
+	printf 'push-options=x report-status\tpush-options\npush-options=1 side-band-64k  agent=git/2.39 push-optionsx' >caps
+	run test-gitproto caps-drop push-options <caps
+	assert_output 'report-status side-band-64k agent=git/2.39 push-optionsx'
+	run test-gitproto caps push-options <<<"$output"
+	assert_output no
+}
+
+# pktf FORMAT: printf FORMAT (its escapes, \0 too) as a pkt-line.
+pktf() {
+	# shellcheck disable=SC2059
+	printf '%04x' $(($(printf "$1" | wc -c) + 4))
+	# shellcheck disable=SC2059
+	printf "$1"
+}
+
+# advert FIRST-REF [HEADER LINES...]: a receive-pack advertisement whose first
+# ref line is FIRST-REF, one more ref after it; each a printf FORMAT.
+advert() {
+	local first=$1 h
+	shift
+	pktf '# service=git-receive-pack\n'
+	for h; do pktf "$h"; done
+	printf 0000
+	pktf "$first"
+	pktf "$B40 refs/heads/other\n"
+	printf 0000
+}
+
+@test "gitproto: the receive-pack advertisement loses push-options where git reads its capabilities" {
+	advert "$A40 refs/heads/main\\0report-status push-options=1\\tdelete-refs push-options\\n" >adv
+	run test-gitproto advert <adv
+	assert_output --partial "refs/heads/main"
+	refute_output --partial push-options
+	assert_output --partial 'report-status delete-refs'
+	# Header lines before the flush, which git skips, do not hide the first ref; nor a
+	# NUL in one of them.
+	advert "$A40 refs/heads/main\\0push-options\\n" 'x-header: 1' '# service=git-receive-pack\0push-options' >adv
+	run test-gitproto advert <adv
+	refute_output --regexp "main.*push-options"
+	assert_output --partial '# service=git-receive-pack'
+	# "version 1" before the first ref, and bytes after a second NUL (git reads none).
+	{
+		pktf '# service=git-receive-pack\n'
+		printf 0000
+		pktf 'version 1\n'
+		pktf "$A40 refs/heads/main\\0report-status\\0push-options\\n"
+		printf 0000
+	} >adv
+	run test-gitproto advert <adv
+	assert_output --partial "$A40 refs/heads/main"
+	refute_output --partial push-options
+	# An empty repository: the first line is capabilities^{}.
+	advert "$Z40 capabilities^{}\\0push-options report-status\\n" >adv
+	run test-gitproto advert <adv
+	refute_output --partial push-options
+	# No ref line at all, and what git would not read as an advertisement.
+	{ pktf '# service=git-receive-pack\n'; printf 00000000; } >adv
+	run test-gitproto advert <adv
+	assert_output 'no ref'
+	for bad in "pktf '# service=git-upload-pack\\n'; printf 0000" "pktf 'version 2\\n'" \
+		"pktf '# service=git-receive-pack\\n'; printf 0000; pktf 'version 2\\n'" \
+		"pktf '# service=git-receive-pack\\n'; printf 0000; pktf 'version 3\\n'" \
+		"printf 0000; pktf '# service=git-receive-pack\\n'"; do
+		eval "$bad" >adv
+		run test-gitproto advert <adv
+		assert_output 'error Bad message'
+	done
+	# Cut short: more is needed.
+	pktf '# service=git-receive-pack\n' >adv
+	run test-gitproto advert <adv
+	assert_output more
+}
+
+@test "gitproto: the log escaper leaves only printable ASCII, cut at its cap" {
+	printf 'GET\033[31m\r\n\x07\x7f\xc3\x28\xe2\x80\xae "q" \\b' >in
+	run test-gitproto log-escape 0 <in
+	assert_output 'GET\x1b[31m\x0d\x0a\x07\x7f\xc3(\xe2\x80\xae\x20\x22q\x22\x20\x5cb'
+	run test-gitproto log-escape 0 keep-space <in
+	assert_output 'GET\x1b[31m\x0d\x0a\x07\x7f\xc3(\xe2\x80\xae \x22q\x22 \x5cb'
+	# Every byte: only the 94 printable ones but '"' and '\' pass as they are.
+	python3 -c 'import sys; sys.stdout.buffer.write(bytes(range(256)))' >all
+	run test-gitproto log-escape 0 <all
+	assert_equal "$(printf '%s' "$output" | sed 's/\\x[0-9a-f][0-9a-f]//g')" \
+		"$(printf '%s' '!#$%&'"'"'()*+,-./0123456789:;<=>?@ABCDEFGHIJKLMNOPQRSTUVWXYZ[]^_`abcdefghijklmnopqrstuvwxyz{|}~')"
+	run test-gitproto log-escape 5 <all
+	assert_output '\x00\x01...'
+}

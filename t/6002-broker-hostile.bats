@@ -129,6 +129,116 @@ assert_nothing_forwarded() {
 	assert_nothing_forwarded
 }
 
+# push_body CAPS [OPTION...]: a push creating refs/heads/aibox/po at $NEW, its
+# capability list CAPS (printf's escapes), the push options, and an empty pack.
+push_body() {
+	# shellcheck disable=SC2059
+	python3 - "$OLD" "$NEW" "$(printf "$1")" "${@:2}" <<-'PY'
+	import hashlib, sys
+	def pkt(b):
+	    return b"%04x" % (len(b) + 4) + b
+	z = b"0" * len(sys.argv[1])
+	body = pkt(z + b" " + sys.argv[2].encode() + b" refs/heads/aibox/po\0" + sys.argv[3].encode() + b"\n") + b"0000"
+	if len(sys.argv) > 4:
+	    body += b"".join(pkt(o.encode() + b"\n") for o in sys.argv[4:]) + b"0000"
+	pack = b"PACK\0\0\0\2\0\0\0\0"
+	sys.stdout.buffer.write(body + pack + hashlib.sha1(pack).digest())
+	PY
+}
+
+@test "broker: push options are refused in every spelling receive-pack reads" {
+	# The remote takes push options, and its pre-receive hook writes down what it got.
+	git -C up/repo.git config receive.advertisePushOptions true
+	mkdir -p up/repo.git/hooks
+	printf '#!/bin/sh\necho "options=${GIT_PUSH_OPTION_COUNT:-none} ${GIT_PUSH_OPTION_0:-}" >>%s\n' \
+		"$T/hook.log" >up/repo.git/hooks/pre-receive
+	chmod +x up/repo.git/hooks/pre-receive
+	# Straight to the remote, without the broker, the hook sees them.
+	git -C seed push -q -o ci.variable=PWNED=1 "$T/up/repo.git" main:refs/heads/aibox/direct
+	assert_file_contains hook.log 'options=1 ci.variable=PWNED=1'
+	rm hook.log
+	before=$(up_refs)
+	for caps in 'report-status push-options' 'report-status push-options=1' \
+		'push-options=x report-status' 'report-status\tpush-options' \
+		'report-status\npush-options' 'report-status\rpush-options side-band-64k'; do
+		push_body "$caps" merge_request.create ci.variable=PWNED=1 >body
+		run post git-receive-pack body
+		assert_output 200
+		assert_file_contains answer 'ng refs/heads/aibox/po push options (git push -o) are not allowed'
+	done
+	run grep -c 'refs=refs/heads/aibox/po(create) result=refused status=200 .* why="push options (git push -o) are not allowed"' broker.log
+	assert_output 6
+	# Not a spelling git reads, but one another server might split at: refused too.
+	push_body 'report-status\vpush-options' ci.variable=PWNED=1 >body
+	run post git-receive-pack body
+	assert_output 200
+	assert_file_contains answer 'ERR aibox-broker: refusing this push: the capability list holds a byte git does not send there'
+	assert_file_contains broker.log 'result=refused status=200 .* why="the capability list holds a byte git does not send there"'
+	# Nothing reached the remote's hook, and nothing changed there.
+	assert_file_not_exists hook.log
+	assert_equal "$(up_refs)" "$before"
+	# The same push without options passes: the hook runs, and sees none.
+	push_body 'report-status' >body
+	run post git-receive-pack body
+	assert_output 200
+	assert_file_contains answer 'ok refs/heads/aibox/po'
+	assert_file_contains hook.log '^options=0 $'
+}
+
+# children_are N: the broker ($BR_PID) has N children.
+children_are() {
+	[ "$(pgrep -c -P "$BR_PID")" -eq "$1" ]
+}
+
+# still_open: the number t/stall-clients last wrote.
+still_open() {
+	sed -n 's/^open //p' "$T/stall.state"
+}
+
+# all_closed: t/stall-clients has no connection left open.
+all_closed() {
+	[ "$(still_open)" = 0 ]
+}
+
+@test "broker: stalled request bodies end after --client-timeout, and cannot take every child" {
+	# A broker of its own, with a short time-out.
+	start_broker --remote "$UP_URL" --token-env GIT_TOKEN --fetch --push 'aibox/*' \
+		--client-timeout 8s
+	"$TOP/t/stall-clients" "$BR_PORT" 40 "$T/stall.state" "$T/stall.answers" &
+	BROKER_PIDS+=("$!")
+	wait_until 10 test -s stall.state
+	# 32 children hold stalled bodies; the other 8 wait in the queue.
+	wait_until 10 children_are 32
+	# The task's own git is served at once, each request ending a stalled child.
+	run git clone -q "$BR_URL" c
+	assert_success
+	git -C c checkout -q -b aibox/stall
+	git -C c commit -q --allow-empty -m stall
+	run git -C c push -q origin aibox/stall
+	assert_success
+	assert_equal "$(git -C up/repo.git rev-parse aibox/stall)" "$(git -C c rev-parse HEAD)"
+	# Before the time-out: most stalled bodies are still open.
+	[ "$(still_open)" -gt 20 ]
+	assert_file_contains broker.log 'why="every child busy: ended pid [0-9]*, which had waited [0-9]* ms on its client"'
+	# After it, every one is closed, told why.
+	wait_until 40 all_closed
+	assert_file_contains stall.answers 'HTTP/1.1 408 Request Timeout'
+	assert_file_contains broker.log 'op=fetch request=POST git-upload-pack result=refused status=408 .* why="cannot read the request body: Connection timed out"'
+	assert_file_contains broker.log 'op=push request=POST git-receive-pack result=refused status=408 .* why="the request body stalled"'
+	run grep -c 'result=refused status=408' broker.log
+	[ "$output" -ge 20 ]
+	wait_until 10 children_are 0
+}
+
+# A time-out that is no duration, or out of range, is a usage error.
+@test "broker: --client-timeout takes a duration between 1s and 1h" {
+	for bad in x 0 500ms 2h -1s; do
+		run aibox-broker --remote "$UP_URL" --fetch --listen 127.0.0.1:0 --client-timeout "$bad"
+		assert_failure 2
+		assert_output --partial "aibox-broker: --client-timeout '$bad'"
+	done
+}
+
 @test "broker: a gzip bomb is refused at the inflate cap" {
 	# 200 MiB of zeros, about 200 KiB compressed; the cap is 10 MiB.
 	head -c $((200 << 20)) /dev/zero | gzip -1 >bomb.gz
@@ -247,6 +357,37 @@ assert_nothing_forwarded() {
 	assert_file_contains broker.log 'target="/x\\x22\\x5cy/info/refs"'
 	run grep -c $'[\x01-\x09\x0b-\x1f\x7f]' broker.log
 	assert_output 0
+}
+
+@test "broker: refs with control bytes, ESC, newlines and invalid UTF-8 are escaped in the log, long fields cut" {
+	# A ref is any bytes but NUL: refused by name, and logged escaped, in refs= and why=.
+	python3 - "$OLD" "$NEW" >body <<-'PY'
+	import sys
+	def pkt(b):
+	    return b"%04x" % (len(b) + 4) + b
+	ref = b"refs/heads/aibox/\x1b[31mred\x1b]0;title\x07\n2026-01-01T00:00:00Z [1] result=allowed\r\xff\xfe\xc3(\x7f\"\\"
+	sys.stdout.buffer.write(pkt(sys.argv[1].encode() + b" " + sys.argv[2].encode() + b" " + ref + b"\0report-status\n") + b"0000")
+	PY
+	run post git-receive-pack body
+	assert_output 200
+	assert_file_contains answer 'not a valid ref name'
+	want='refs/heads/aibox/\x1b[31mred\x1b]0;title\x07\x0a2026-01-01T00:00:00Z\x20[1]\x20result=allowed\x0d\xff\xfe\xc3(\x7f\x22\x5c'
+	run grep -cF "refs=$want result=refused" broker.log
+	assert_output 1
+	run grep -cF "why=\"${want//\\x20/ }: not a valid ref name\"" broker.log
+	assert_output 1
+	# Every line is one whole log line: a time first, no byte outside printable ASCII.
+	run grep -cv '^20[0-9-]*T[0-9:]*Z \[[0-9]*\] ' broker.log
+	assert_output 0
+	run env LC_ALL=C grep -c '[^ -~]' broker.log
+	assert_output 0
+	# A long method (a token, so the parser takes it) is cut at 16 bytes.
+	run send_raw "$(head -c 5000 /dev/zero | tr '\0' M) /0/info/refs?service=git-upload-pack HTTP/1.1\r\nHost: x\r\n\r\n"
+	assert_output --partial 'HTTP/1.1 405'
+	assert_file_contains broker.log 'request=MMMMMMMMMMMMMMMM\.\.\. info/refs result=refused status=405'
+	run grep -c 'MMMMMMMMMMMMMMMMM' broker.log
+	assert_output 0
+	assert_nothing_forwarded
 }
 
 @test "broker: a request with a bare LF is refused, as common/http.c refuses it" {

@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -39,6 +40,7 @@
 #include "broker.h"
 #include "broker_spawn.h"
 #include "buf.h"
+#include "duration.h"
 #include "err.h"
 #include "gitproto.h"
 #include "handoff.h"
@@ -54,6 +56,7 @@ static const char usage_text[] =
     "                    [--auth basic|bearer] [--auth-user NAME] [--remote ...]...\n"
     "                    (--listen HOST:PORT | --listen-fd N | --conn-fd N | --handoff-fd N)\n"
     "                    [--log FILE | --log-fd N] [--ready-fd N] [--ca FILE] [--no-sandbox]\n"
+    "                    [--client-timeout DURATION]\n"
     "\n"
     "  --remote URL        an https remote; the options up to the next --remote apply to it;\n"
     "                      the first is served under /0/, the next under /1/, ...\n"
@@ -74,9 +77,18 @@ static const char usage_text[] =
     "  --log-fd N          the same, to an open fd\n"
     "  --ready-fd N        write \"ready ...\\n\" here once serving, then close it\n"
     "  --ca FILE           trust only the CAs in FILE (for tests; also AIBOX_BROKER_CA)\n"
-    "  --no-sandbox        do not lock the process down (seccomp)\n";
+    "  --no-sandbox        do not lock the process down (seccomp)\n"
+    "  --client-timeout DURATION  end a request whose client sends nothing for this\n"
+    "                      long (default 30s)\n";
 
 #define CHILDREN_MAX 32
+
+/*
+ * With every child busy and a new connection in hand, a child that has
+ * waited on its client at least this long is ended to make room
+ * (docs/broker.md, "Limits").
+ */
+#define EVICT_IDLE_MS 2000
 
 /* ---- setup ---- */
 
@@ -269,6 +281,8 @@ static void check_fd(int fd, const char *opt)
 
 static volatile sig_atomic_t stop;
 static size_t nchildren;
+/* One per child, shared with the children (struct broker_slot); pid 0: free. */
+static struct broker_slot *slots;
 
 static void on_signal(int sig)
 {
@@ -283,7 +297,52 @@ static void reap(int block)
 		if (p <= 0)
 			break;
 		nchildren--;
+		for (size_t i = 0; i < CHILDREN_MAX; i++)
+			if (slots[i].pid == p)
+				slots[i].pid = 0;
 		block = 0;
+	}
+}
+
+/*
+ * Every child is busy and a connection waits: end the child that has waited
+ * longest on its client, if that is EVICT_IDLE_MS or more.  1 when one was
+ * ended.
+ */
+static int evict_one(const struct broker *br)
+{
+	int64_t now = broker_now_ms(), oldest = 0;
+	size_t pick = CHILDREN_MAX;
+
+	for (size_t i = 0; i < CHILDREN_MAX; i++) {
+		int64_t since = __atomic_load_n(&slots[i].client_wait_ms, __ATOMIC_RELAXED);
+
+		if (slots[i].pid > 0 && since && now - since >= EVICT_IDLE_MS &&
+		    (pick == CHILDREN_MAX || since < oldest)) {
+			pick = i;
+			oldest = since;
+		}
+	}
+	if (pick == CHILDREN_MAX)
+		return 0;
+	broker_log(br,
+	           "result=refused why=\"every child busy: ended pid %d, which had waited %lld ms "
+	           "on its client\"",
+	           (int)slots[pick].pid, (long long)(now - oldest));
+	(void)kill(slots[pick].pid, SIGKILL);
+	return 1;
+}
+
+/* Wait until a child is free: reap, ending an idle one (evict_one()) when there is one. */
+static void make_room(const struct broker *br)
+{
+	while (nchildren >= CHILDREN_MAX && !stop) {
+		if (evict_one(br)) {
+			reap(1);
+			continue;
+		}
+		(void)poll(NULL, 0, 100);
+		reap(0);
 	}
 }
 
@@ -291,14 +350,17 @@ static void reap(int block)
 static void spawn_server(const struct broker *br, int fd, int close_in_child, const char *prefix,
                          size_t plen, long want_idx)
 {
+	size_t slot = 0;
 	pid_t pid;
 
-	while (nchildren >= CHILDREN_MAX && !stop)
-		reap(1);
+	make_room(br);
 	if (stop) {
 		close(fd);
 		return;
 	}
+	while (slots[slot].pid)
+		slot++;
+	slots[slot].client_wait_ms = 0;
 	pid = fork();
 	if (pid < 0) {
 		broker_log(br, "result=failed why=\"cannot fork: %s\"", strerror(errno));
@@ -306,14 +368,18 @@ static void spawn_server(const struct broker *br, int fd, int close_in_child, co
 		return;
 	}
 	if (pid == 0) {
+		struct broker mine = *br;
+
 		signal(SIGTERM, SIG_DFL);
 		signal(SIGINT, SIG_DFL);
 		prctl(PR_SET_PDEATHSIG, SIGTERM);
 		if (close_in_child >= 0)
 			close(close_in_child);
-		broker_serve(br, fd, prefix, plen, want_idx);
+		mine.slot = &slots[slot];
+		broker_serve(&mine, fd, prefix, plen, want_idx);
 		_exit(0);
 	}
+	slots[slot].pid = pid;
 	nchildren++;
 	close(fd);
 }
@@ -385,6 +451,7 @@ enum {
 	O_CA,
 	O_NO_SANDBOX,
 	O_TOKEN_FD,
+	O_CLIENT_TIMEOUT,
 	O_HELP
 };
 
@@ -477,6 +544,7 @@ static void parse_options(int argc, char **argv, struct broker *br, struct optio
 	    {"ca", required_argument, NULL, O_CA},
 	    {"no-sandbox", no_argument, NULL, O_NO_SANDBOX},
 	    {"token-fd", required_argument, NULL, O_TOKEN_FD},
+	    {"client-timeout", required_argument, NULL, O_CLIENT_TIMEOUT},
 	    {"help", no_argument, NULL, O_HELP},
 	    {NULL, 0, NULL, 0},
 	};
@@ -513,6 +581,16 @@ static void parse_options(int argc, char **argv, struct broker *br, struct optio
 		case O_NO_SANDBOX:
 			o->sandbox = 0;
 			break;
+		case O_CLIENT_TIMEOUT: {
+			struct buf why = BUF_INIT;
+
+			if (duration_parse(optarg, &br->client_timeout_ms, &why) < 0)
+				die("--client-timeout '%s': %s", optarg, why.buf);
+			if (br->client_timeout_ms < 1000 || br->client_timeout_ms > 3600000)
+				die("--client-timeout '%s' is not between 1s and 1h", optarg);
+			buf_release(&why);
+			break;
+		}
 		case O_HELP:
 			fputs(usage_text, stdout);
 			exit(0);
@@ -547,6 +625,10 @@ static void start(struct broker *br, struct options *o, struct buf *addr)
 	}
 	if (o->listen_spec)
 		o->listen_fd = listen_on(o->listen_spec, addr);
+	slots = mmap(NULL, CHILDREN_MAX * sizeof(*slots), PROT_READ | PROT_WRITE,
+	             MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (slots == MAP_FAILED)
+		die_errno("cannot map the children's slots");
 	if (o->handoff_fd >= 0) {
 		int type;
 		socklen_t tl = sizeof(type);
@@ -559,7 +641,7 @@ static void start(struct broker *br, struct options *o, struct buf *addr)
 
 int main(int argc, char **argv)
 {
-	struct broker br = {.log_fd = 2};
+	struct broker br = {.log_fd = 2, .client_timeout_ms = BROKER_CLIENT_TIMEOUT_MS};
 	struct options o = {.listen_fd = -1,
 	                    .conn_fd = -1,
 	                    .handoff_fd = -1,

@@ -6,15 +6,22 @@
  *   test-gitproto refname NAME             "yes" or "no"
  *   test-gitproto commands < body          the parsed push command list, or the error
  *   test-gitproto pkt < body               each pkt-line's kind and length, or the error
+ *   test-gitproto caps CAP < list          "yes" or "no": caps_have() on the list
+ *   test-gitproto caps-drop NAME < list    the list without NAME (caps_drop())
+ *   test-gitproto advert < body            the receive-pack advertisement with
+ *                                          push-options dropped, or "error ..."/"no ref"
+ *   test-gitproto log-escape MAX [keep-space] < bytes   log_escape()'s line
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "buf.h"
 #include "err.h"
 #include "gitproto.h"
+#include "log_escape.h"
 #include "banned.h"
 
 static const char *yes_no(int v)
@@ -77,6 +84,41 @@ static int cmd_pkt(void)
 	return 0;
 }
 
+/* stdin as a C string, as git reads a capability list. */
+static char *stdin_string(void)
+{
+	struct buf in = BUF_INIT;
+
+	read_stdin(&in);
+	return buf_detach(&in, NULL);
+}
+
+static int cmd_advert(void)
+{
+	struct buf in = BUF_INIT, out = BUF_INIT;
+	size_t at = 0, n = 0;
+	int r;
+
+	read_stdin(&in);
+	r = advert_find_caps(in.buf, in.len, "git-receive-pack", &at, &n);
+	if (r < 0)
+		printf("error %s\n", strerror(-r));
+	else if (r == 0)
+		puts("more");
+	else if (r == 2)
+		puts("no ref");
+	if (r != 1)
+		goto out;
+	buf_add(&out, in.buf, at);
+	advert_caps_rewrite(in.buf + at + 4, n - 4, "push-options", &out);
+	buf_add(&out, in.buf + at + n, in.len - at - n);
+	fwrite(out.buf, 1, out.len, stdout);
+out:
+	buf_release(&in);
+	buf_release(&out);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	tool_init(argc, argv);
@@ -90,7 +132,33 @@ int main(int argc, char **argv)
 		return cmd_commands();
 	else if (argc == 2 && !strcmp(argv[1], "pkt"))
 		return cmd_pkt();
-	else
-		usage_die("usage: test-gitproto match|pattern-ok|refname|commands|pkt ...\n");
+	else if (argc == 3 && !strcmp(argv[1], "caps")) {
+		char *caps = stdin_string();
+
+		puts(yes_no(caps_have(caps, argv[2])));
+		free(caps);
+	} else if (argc == 3 && !strcmp(argv[1], "caps-drop")) {
+		char *caps = stdin_string();
+		struct buf out = BUF_INIT;
+
+		caps_drop(caps, argv[2], &out);
+		printf("%s\n", out.buf);
+		free(caps);
+		buf_release(&out);
+	} else if (argc == 2 && !strcmp(argv[1], "advert")) {
+		return cmd_advert();
+	} else if ((argc == 3 || argc == 4) && !strcmp(argv[1], "log-escape")) {
+		struct buf in = BUF_INIT, out = BUF_INIT;
+
+		read_stdin(&in);
+		log_escape(&out, in.buf, in.len, (size_t)atol(argv[2]),
+		           argc == 4 ? LOG_ESCAPE_KEEP_SPACE : 0);
+		printf("%s\n", out.buf);
+		buf_release(&in);
+		buf_release(&out);
+	} else
+		usage_die(
+		    "usage: test-gitproto "
+		    "match|pattern-ok|refname|commands|pkt|caps|caps-drop|advert|log-escape ...\n");
 	return 0;
 }
