@@ -847,8 +847,9 @@ static int digits(const char *p, int n, int base, uint64_t *out)
 	return 0;
 }
 
-/* Read the ledger (locked by the caller): the total and the slots; *nslots of them. */
-static int ledger_read(int fd, uint64_t *total, struct slot *sl, int *nslots)
+/* Read the ledger (locked by the caller): the total and the slots, *nslots of them; empty: 0 bytes.
+ */
+static int ledger_read(int fd, uint64_t *total, struct slot *sl, int *nslots, int *empty)
 {
 	char b[LEDGER_MAX + 1];
 	ssize_t n;
@@ -860,6 +861,7 @@ static int ledger_read(int fd, uint64_t *total, struct slot *sl, int *nslots)
 		return -errno;
 	*total = 0;
 	*nslots = 0;
+	*empty = !n;
 	if (!n)
 		return 0;
 	if (n < LEDGER_DIGITS + 1 || n > LEDGER_MAX || (n - LEDGER_DIGITS - 1) % SLOT_LEN ||
@@ -930,11 +932,11 @@ static int ledger_op(int fd, uint64_t id, uint64_t add, int admit, uint64_t cap,
 {
 	struct slot sl[USAGE_LEDGER_SLOTS];
 	uint64_t total = 0, others = 0;
-	int nslots = 0, ret, verdict = USAGE_ADMIT;
+	int nslots = 0, empty = 0, ret, verdict = USAGE_ADMIT;
 
 	if ((ret = lock(fd, LOCK_EX)) < 0)
 		return ret;
-	if ((ret = ledger_read(fd, &total, sl, &nslots)) < 0)
+	if ((ret = ledger_read(fd, &total, sl, &nslots, &empty)) < 0)
 		goto out;
 	for (int i = 0; i < nslots; i++)
 		if (sl[i].id && sl[i].id != id && sl[i].until > (uint64_t)now)
@@ -947,7 +949,7 @@ static int ledger_op(int fd, uint64_t id, uint64_t add, int admit, uint64_t cap,
 		else if (held && sat_add(total, held) >= cap)
 			verdict = USAGE_WAIT;
 	}
-	if (add || !nslots) {
+	if (add || (empty && id)) {
 		total = sat_add(total, add);
 		if ((ret = write_total(fd, total)) < 0)
 			goto out;

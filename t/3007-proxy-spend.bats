@@ -270,10 +270,13 @@ NANO=13872000
 	run aibox-proxy --key-env AIBOX_TEST_KEY --prices "$T/prices"
 	[ "$status" -eq 2 ]
 	assert_output --partial "line 2: want a model family and 5 prices"
-	printf 'garbage\n' >"$T/ledger"
-	run aibox-proxy --key-env AIBOX_TEST_KEY --ledger-fd 5 5<>"$T/ledger"
-	[ "$status" -eq 2 ]
-	assert_output --partial "cannot read the ledger"
+	for l in 'garbage\n' '%020d\nxyz\n' '%020d\n%016x %020d %020d\n\n' '%020d\n%016X %020d %020d\n'; do
+		# shellcheck disable=SC2059
+		printf "$l" 0 255 1 1 >"$T/ledger"
+		run aibox-proxy --key-env AIBOX_TEST_KEY --ledger-fd 5 5<>"$T/ledger"
+		[ "$status" -eq 2 ]
+		assert_output --partial "cannot read the ledger"
+	done
 }
 
 @test "spend: after a cap only the free paths pass, whatever the spelling of a paid one" {
