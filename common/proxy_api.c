@@ -159,9 +159,9 @@ static uint64_t ledger_id(struct proxy *px)
  * The most the paid request c may cost in all (docs/budget.md, "Caps"):
  * its tokens so far, its output raised to its max_tokens, and until the
  * answer reports its input, one input token per byte of its body at the
- * highest input-like price of its model.  Before its body has been read,
- * the model is unknown (the table's top price) and max_tokens the largest
- * count.
+ * highest input-like price of its model (whichever of input and the cache
+ * writes usage_cost() prices highest).  Before its body has been read, the
+ * model is unknown (the table's top price) and max_tokens the largest count.
  */
 static uint64_t worst_cost(const struct conn *c)
 {
@@ -170,27 +170,28 @@ static uint64_t worst_cost(const struct conn *c)
 	const char *model = c->us && c->us->model[0] ? c->us->model
 	                    : c->req_done            ? usage_req_model(&c->rq)
 	                                             : NULL;
-	uint64_t out = c->req_done ? usage_req_max_tokens(&c->rq) : USAGE_TOKENS_MAX;
+	static const int input_like[] = {USAGE_INPUT, USAGE_CACHE_5M, USAGE_CACHE_1H};
+	uint64_t out = c->req_done ? usage_req_max_tokens(&c->rq) : USAGE_TOKENS_MAX, in, worst = 0;
 
 	usage_price_of(c->px->cfg->prices, model, &p);
-	if (!c->us_counted) {
-		uint64_t in = c->req_len >= 0 ? (uint64_t)c->req_len
-		              : c->req_done   ? c->rq.bytes
-		                              : USAGE_TOKENS_MAX;
-		int k = USAGE_INPUT;
-
-		if (p->nano[USAGE_CACHE_5M] > p->nano[k])
-			k = USAGE_CACHE_5M;
-		if (p->nano[USAGE_CACHE_1H] > p->nano[k])
-			k = USAGE_CACHE_1H;
-		if (in > USAGE_TOKENS_MAX)
-			in = USAGE_TOKENS_MAX;
-		if (t.n[k] < in)
-			t.n[k] = in;
-	}
 	if (t.n[USAGE_OUTPUT] < out)
 		t.n[USAGE_OUTPUT] = out;
-	return usage_cost(p, &t);
+	if (c->us_counted)
+		return usage_cost(p, &t);
+	in = c->req_len >= 0 ? (uint64_t)c->req_len : c->req_done ? c->rq.bytes : USAGE_TOKENS_MAX;
+	if (in > USAGE_TOKENS_MAX)
+		in = USAGE_TOKENS_MAX;
+	for (size_t i = 0; i < ARRAY_SIZE(input_like); i++) {
+		struct usage_tokens w = t;
+		uint64_t cost;
+
+		if (w.n[input_like[i]] < in)
+			w.n[input_like[i]] = in;
+		cost = usage_cost(p, &w);
+		if (cost > worst)
+			worst = cost;
+	}
+	return worst;
 }
 
 /* c's reservation: what it may still cost, beyond what is counted already. */
