@@ -209,9 +209,11 @@ static void on_event(struct handle *h, uint32_t ev)
 			c->u_gone = 1;
 		return;
 	}
-	if (h->side == SIDE_CLIENT && c->state == ST_FWD)
-		px_client_gone(c, "client went away");
-	else if (h->side == SIDE_CLIENT && c->state != ST_HEAD && c->state != ST_CLOSING) {
+	if (h->side == SIDE_CLIENT && c->state == ST_FWD) {
+		/* Draining: the upstream's mask changes (it may have waited for the client). */
+		if (px_client_gone(c, "client went away") == 0)
+			px_pump(c);
+	} else if (h->side == SIDE_CLIENT && c->state != ST_HEAD && c->state != ST_CLOSING) {
 		px_log_line(c, "failed", "client went away");
 		px_conn_kill(c);
 	}

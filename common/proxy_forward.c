@@ -370,7 +370,9 @@ int px_client_gone(struct conn *c, const char *why)
 {
 	struct proxy *px = c->px;
 
-	if (!c->admitted || !c->req_done || c->draining || (c->resp_head_done && c->respb.done)) {
+	if (c->draining)
+		return 0;
+	if (!c->admitted || !c->req_done || (c->resp_head_done && c->respb.done)) {
 		abort_forward(c, why);
 		return -1;
 	}

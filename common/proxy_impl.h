@@ -257,8 +257,8 @@ int px_fwd_request(struct conn *c);
 int px_fwd_response(struct conn *c);
 /*
  * The client of a forwarded request went away (why): a paid request sent
- * whole goes on reading its answer without it (draining), anything else
- * ends.  -1 when c is gone.
+ * whole goes on reading its answer without it (draining; 0, also when it
+ * was already), anything else ends (-1, c is gone).
  */
 int px_client_gone(struct conn *c, const char *why);
 

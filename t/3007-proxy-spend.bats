@@ -327,6 +327,11 @@ NANO=13872000
 	done
 }
 
+# lines_in N PATTERN FILE: FILE has N lines with PATTERN (for wait_until)
+lines_in() {
+	[ "$(grep -c -- "$2" "$3")" = "$1" ]
+}
+
 # clients N MARK [MAX_TOKENS [MODEL [STREAM]]]: N requests at once through the
 # proxy, each closed with a reset as soon as MARK (a Python bytes literal's
 # text; "" for never) has arrived; each answer's bytes in $T/got.N
@@ -392,8 +397,7 @@ stream_script() {
 		grep -q content_block_stop "$T/got.$i"
 		run ! grep -q message_delta "$T/got.$i"
 	done
-	wait_until 20 grep -c 'its answer was read to the end' "$T/proxy.log"
-	wait_until 20 test "$(grep -c 'its answer was read to the end' "$T/proxy.log")" = 10
+	wait_until 30 lines_in 10 'its answer was read to the end' "$T/proxy.log"
 	stop_proxy
 	# 10 x (10 x 3 + 100,000 x 15) USD per million: about 15 USD, as the API bills
 	[ "$(usage '[.models[0].output, .nano_usd, .requests]')" = '[1000000,15000300000,10]' ]
@@ -411,7 +415,7 @@ stream_script() {
 		[ "$(wc -c <"$T/got.$i")" -lt 1000000 ]
 	done
 	# (an answer the kernel's buffers took whole before the reset is read to its end as well)
-	wait_until 30 test "$(grep -c ' status=200 model=claude-sonnet-4-5 input=10 output=100000 ' "$T/proxy.log")" = 20
+	wait_until 60 lines_in 20 ' status=200 model=claude-sonnet-4-5 input=10 output=100000 ' "$T/proxy.log"
 	stop_proxy
 	[ "$(usage '[.models[0].output, .nano_usd]')" = '[2000000,30000600000]' ]
 }
