@@ -73,6 +73,9 @@ static void update_events(struct conn *c)
 	case ST_CLOSING:
 		ce = to_c ? 0 : EPOLLIN;
 		break;
+	case ST_WAIT:
+		ce = EPOLLRDHUP; /* nothing is read while it waits, but its leaving is seen */
+		break;
 	}
 	if (to_c)
 		ce |= EPOLLOUT;
@@ -157,6 +160,8 @@ void px_pump(struct conn *c)
 		case ST_CLOSING:
 			closing_step(c);
 			break;
+		case ST_WAIT:
+			break;
 		}
 		if (c->dead || c->state == before)
 			break;
@@ -176,7 +181,7 @@ static void on_event(struct handle *h, uint32_t ev)
 	struct conn *c = h->c;
 	struct proxy *px = c->px;
 
-	if (c->dead)
+	if (c->dead || (h->side == SIDE_CLIENT && c->draining))
 		return;
 	if (c->state == ST_CONNECT && h->side == SIDE_UPSTREAM) {
 		px_connect_done(c);
@@ -184,7 +189,7 @@ static void on_event(struct handle *h, uint32_t ev)
 			return;
 	}
 	px_pump(c);
-	if (c->dead || !(ev & (EPOLLERR | EPOLLHUP)))
+	if (c->dead || !(ev & (EPOLLERR | EPOLLHUP) || (ev & EPOLLRDHUP && c->state == ST_WAIT)))
 		return;
 	/* A hangup stays reported whatever the mask: act on it, or the loop spins. */
 	if (c->state == ST_TUNNEL) {
@@ -204,7 +209,11 @@ static void on_event(struct handle *h, uint32_t ev)
 			c->u_gone = 1;
 		return;
 	}
-	if (h->side == SIDE_CLIENT && c->state != ST_HEAD && c->state != ST_CLOSING) {
+	if (h->side == SIDE_CLIENT && c->state == ST_FWD) {
+		/* Draining: the upstream's mask changes (it may have waited for the client). */
+		if (px_client_gone(c, "client went away") == 0)
+			px_pump(c);
+	} else if (h->side == SIDE_CLIENT && c->state != ST_HEAD && c->state != ST_CLOSING) {
 		px_log_line(c, "failed", "client went away");
 		px_conn_kill(c);
 	}
@@ -281,11 +290,21 @@ static void sweep(struct proxy *px)
 			break;
 		case ST_TUNNEL:
 		case ST_FWD:
-			px_log_line(c, "allowed", "idle timeout");
+			px_log_line(c, "allowed",
+			            !c->draining ? "idle timeout"
+			            : px->now_ms >= c->drain_until
+			                ? "client went away: its answer "
+			                  "passed the drain bound in time"
+			                : "client went away: idle timeout");
 			px_conn_kill(c);
 			break;
 		case ST_CLOSING:
 			px_conn_kill(c);
+			break;
+		case ST_WAIT:
+			px_respond(c, 503, "refused",
+			           "budget: timed out waiting for the API requests in flight");
+			px_pump(c);
 			break;
 		}
 	}
@@ -320,6 +339,8 @@ static void stop_all(struct proxy *px)
 		px_conn_kill(c);
 	}
 	px_free_graveyard(px);
+	if (px->cfg->prices)
+		px_spend_round(px, 0); /* the reservations are gone from the ledger too */
 	px_pool_close_all(px);
 	px_log_left_out(px);
 }
@@ -408,6 +429,7 @@ static int loop(struct proxy *px)
 	struct epoll_event evs[MAX_EVENTS];
 	int tick = sweep_tick(px->cfg);
 	int64_t next_sweep;
+	int tick_now;
 
 	update_now(px);
 	next_sweep = px->now_ms + tick;
@@ -423,11 +445,15 @@ static int loop(struct proxy *px)
 				return 0;
 		pump_again(px);
 		px_free_graveyard(px);
-		if (px->now_ms >= next_sweep) {
+		tick_now = px->now_ms >= next_sweep;
+		if (tick_now) {
 			sweep(px);
 			px_pool_sweep(px);
 			next_sweep = px->now_ms + tick;
 		}
+		px_free_graveyard(px);
+		if (px->cfg->prices)
+			px_spend_round(px, tick_now);
 		px_free_graveyard(px);
 		listen_or_not(px);
 	}

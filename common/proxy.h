@@ -51,6 +51,10 @@ struct usage_prices;
 #define PROXY_GIT_HOST     "git.aibox.internal"
 #define PROXY_LOG_MAX      (16LL * 1024 * 1024)
 #define PROXY_LOG_RESERVE  512
+/* A paid answer whose client went away is read for at most this long, and this many bytes. */
+#define PROXY_DRAIN_MS  600000
+#define PROXY_DRAIN_MAX (64ULL * 1024 * 1024)
+
 /* The API's error type in the answer to a request refused by a cap (docs/budget.md). */
 #define PROXY_BUDGET_ERROR "invalid_request_error"
 
@@ -86,10 +90,20 @@ struct proxy_config {
 	 * ledger_fd (usage_ledger_add(); -1 for none).  A paid request is
 	 * refused with 400 (PROXY_BUDGET_ERROR) once report->usage.nano reaches
 	 * report->usage.cap_task, or the ledger's total reaches
-	 * report->usage.cap_day (0: no cap); an answer under way is let through.
+	 * report->usage.cap_day (0: no cap).  A paid request is forwarded only
+	 * while the caps hold with what the requests in flight may still cost
+	 * (their reservations, in the ledger too), and waits until they do
+	 * (docs/budget.md, "Caps").
 	 */
 	const struct usage_prices *prices;
 	int ledger_fd;
+	/*
+	 * A paid request whose client went away after sending it whole: its
+	 * answer is still read, for its usage, for at most drain_ms and
+	 * drain_max bytes (PROXY_DRAIN_MS, PROXY_DRAIN_MAX by default).
+	 */
+	int drain_ms;
+	uint64_t drain_max;
 
 	/*
 	 * One end of a unix SOCK_SEQPACKET socket pair whose other end is

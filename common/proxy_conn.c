@@ -154,10 +154,15 @@ void px_reset_request(struct conn *c)
 	struct proxy *px = c->px;
 
 	px_usage_done(c);
-	c->paid = c->us_counted = 0;
+	c->paid = c->us_counted = c->us_final = 0;
 	memset(&c->req_tokens, 0, sizeof(c->req_tokens));
 	c->req_nano = 0;
 	c->req_model[0] = '\0';
+	usage_req_init(&c->rq);
+	c->req_len = 0;
+	c->charged_max = 0; /* admitted and resv: px_usage_done() settled them */
+	c->draining = 0;
+	c->drained = 0;
 	px_drop_replay(c);
 	c->reused = c->up_close = 0;
 	c->is_connect = c->is_api = c->head_method = 0;

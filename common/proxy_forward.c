@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <unistd.h>
 
 #include "buf.h"
 #include "err.h"
@@ -82,6 +84,8 @@ void px_start_forward(struct conn *c, const struct http_head *h, const char *pat
 		http_body_init(&c->reqb, BODY_LENGTH, (uint64_t)h->content_length);
 	else
 		http_body_init(&c->reqb, BODY_NONE, 0);
+	if (c->paid)
+		px_spend_body_begin(c);
 	/*
 	 * A request without a body whose method is safe can be sent again if a
 	 * reused connection turns out dead before answering; keep its head.
@@ -142,9 +146,14 @@ static void finish_request(struct conn *c)
 	struct proxy *px = c->px;
 	int keep = !c->close_after && !c->client_close && c->req_done;
 
-	px_log_line(c, "allowed", NULL);
+	px_log_line(c, "allowed",
+	            c->draining ? "client went away: its answer was read to the end" : NULL);
 	px_pool_put(c);
 	px_close_upstream(c);
+	if (c->draining) {
+		px_conn_kill(c);
+		return;
+	}
 	if (!keep) {
 		c->state = ST_CLOSING;
 		c->deadline_ms = px->now_ms + LINGER_MS;
@@ -271,6 +280,7 @@ int px_fwd_request(struct conn *c)
 		}
 		if (c->reqb.done) {
 			c->req_done = 1;
+			px_spend_body_done(c);
 			return 0;
 		}
 		/* Need more body from the client. */
@@ -315,6 +325,10 @@ static int read_response(struct conn *c)
 		c->rb_len -= c->rb_off;
 		c->rb_off = 0;
 	}
+	if (c->draining && c->drained >= px->cfg->drain_max) {
+		abort_forward(c, "client went away: its answer passed the drain bound in bytes");
+		return -1;
+	}
 	n = px_up_read(c, c->rb + c->rb_len, RBUF_SIZE - c->rb_len);
 	if (n == -EAGAIN)
 		return 0;
@@ -342,9 +356,38 @@ static int read_response(struct conn *c)
 	}
 	c->rb_len += n;
 	c->deadline_ms = px->now_ms + px->cfg->idle_timeout_ms;
+	if (c->draining) {
+		c->drained += (uint64_t)n;
+		if (c->deadline_ms > c->drain_until)
+			c->deadline_ms = c->drain_until;
+	}
 	if (!c->resp_head_done && response_head(c) < 0)
 		return -1;
 	return 1;
+}
+
+int px_client_gone(struct conn *c, const char *why)
+{
+	struct proxy *px = c->px;
+
+	if (c->draining)
+		return 0;
+	if (!c->admitted || !c->req_done || (c->resp_head_done && c->respb.done)) {
+		abort_forward(c, why);
+		return -1;
+	}
+	/* It is paid for whether read or not: read it, for its usage (docs/budget.md). */
+	c->draining = 1;
+	c->client_close = 1;
+	c->to_client.off = c->to_client.len;
+	epoll_ctl(px->epfd, EPOLL_CTL_DEL, c->cfd, NULL);
+	close(c->cfd);
+	c->cfd = -1;
+	c->cev = 0;
+	c->drain_until = px->now_ms + px->cfg->drain_ms;
+	if (c->deadline_ms > c->drain_until)
+		c->deadline_ms = c->drain_until;
+	return 0;
 }
 
 int px_fwd_response(struct conn *c)
@@ -353,11 +396,12 @@ int px_fwd_response(struct conn *c)
 
 	for (int rounds = 0; rounds < 64; rounds++) {
 		struct buf why = BUF_INIT;
-		int f = px_flush_spill(c, &c->to_client, 1), r;
+		int f = c->draining ? 1 : px_flush_spill(c, &c->to_client, 1), r;
 
 		if (f < 0) {
-			abort_forward(c, "client write failed");
-			return -1;
+			if (px_client_gone(c, "client write failed") < 0)
+				return -1;
+			continue;
 		}
 		if (!f)
 			return 0;
@@ -374,18 +418,22 @@ int px_fwd_response(struct conn *c)
 			c->resp_ready = (size_t)k;
 		}
 		if (c->resp_ready) {
-			ssize_t w = px_cl_write(c, c->rb + c->rb_off, c->resp_ready);
+			ssize_t w = c->draining ? (ssize_t)c->resp_ready
+			                        : px_cl_write(c, c->rb + c->rb_off, c->resp_ready);
 
 			if (w == -EAGAIN)
 				return 0;
 			if (w < 0) {
-				abort_forward(c, "client write failed");
-				return -1;
+				if (px_client_gone(c, "client write failed") < 0)
+					return -1;
+				continue;
 			}
 			c->rb_off += w;
 			c->resp_ready -= w;
-			c->received += w;
-			c->deadline_ms = px->now_ms + px->cfg->idle_timeout_ms;
+			if (!c->draining) {
+				c->received += w;
+				c->deadline_ms = px->now_ms + px->cfg->idle_timeout_ms;
+			}
 			continue;
 		}
 		if (c->resp_head_done && c->respb.done) {

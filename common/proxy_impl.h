@@ -41,6 +41,7 @@ enum state {
 	ST_TUNNEL,  /* CONNECT: bytes both ways */
 	ST_FWD,     /* one request forwarded, its response coming back */
 	ST_CLOSING, /* our answer is being flushed, then a lingering close */
+	ST_WAIT,    /* a paid request's head, waiting for the requests in flight (budget) */
 };
 
 enum side { SIDE_CLIENT, SIDE_UPSTREAM, SIDE_LISTEN, SIDE_SIGNAL, SIDE_RESOLVER, SIDE_POOL };
@@ -106,11 +107,22 @@ struct conn {
 
 	/* Spend: a request to a paid endpoint, and what its answer reported. */
 	int paid;
-	struct usage_stream *us; /* while the answer is read */
-	int us_counted;          /* the answer has reported usage */
-	struct usage_tokens req_tokens;
+	struct usage_stream *us;        /* while the answer is read */
+	int us_counted;                 /* the answer has reported usage */
+	int us_final;                   /* its final usage came */
+	struct usage_tokens req_tokens; /* the request's tokens so far (cumulative) */
 	uint64_t req_nano;
 	char req_model[USAGE_MODEL_MAX + 1];
+	struct usage_req rq; /* the request's body, read as it is forwarded */
+	int64_t req_len;     /* its Content-Length, -1 when chunked */
+	int admitted;        /* forwarded under the caps: holds a reservation */
+	uint64_t resv;       /* what it may still cost (its share of px->reserved) */
+	int charged_max;     /* its final usage never came: charged its max_tokens */
+	int64_t wait_until;  /* ST_WAIT: how long it may wait in all */
+	/* The client went away: the answer is read to its end for its usage. */
+	int draining;
+	int64_t drain_until;
+	uint64_t drained;
 
 	struct resolve_job *job;
 	struct resolve_result addrs;
@@ -146,6 +158,12 @@ struct proxy {
 	int64_t log_written;
 	int log_full;
 	struct pooled pool[PROXY_API_POOL_MAX];
+	/* Spend: the reservations of this proxy's paid requests in flight (docs/budget.md). */
+	uint64_t reserved;
+	uint64_t ledger_id;       /* this proxy's reservations in the ledger */
+	uint64_t ledger_reserved; /* as last written there */
+	int64_t ledger_synced_ms;
+	int budget_changed;         /* a reservation went down: the waiting requests look again */
 	char scratch[SCRATCH_SIZE]; /* a tunnel's bytes on their way through */
 };
 
@@ -235,6 +253,12 @@ void px_start_forward(struct conn *c, const struct http_head *h, const char *pat
 int px_fwd_request(struct conn *c);
 /* Upstream to client: the response.  -1 when c is gone or answered. */
 int px_fwd_response(struct conn *c);
+/*
+ * The client of a forwarded request went away (why): a paid request sent
+ * whole goes on reading its answer without it (draining; 0, also when it
+ * was already), anything else ends (-1, c is gone).
+ */
+int px_client_gone(struct conn *c, const char *why);
 
 /* ---- common/proxy_upstream.c: resolving, connecting, TLS ---- */
 
@@ -256,15 +280,32 @@ void px_tls_step(struct conn *c);
 int px_is_api_authority(const char *host, int port);
 /*
  * A request for the API (target t) passes the checks of key forwarding and
- * of spend: 1 with the target to forward in path (api_path_classify()), or
- * 0 when c was answered (refused, 405, budget).
+ * of spend: 1 with the target to forward in path (api_path_classify()), 0
+ * when c was answered (refused, 405, budget), or 2 when a paid request must
+ * wait for the requests in flight (docs/budget.md, "Caps"): c is left as it
+ * was, for the caller to put in ST_WAIT.
  */
 int px_api_request(struct conn *c, const struct http_head *h, const char *t, size_t tl,
                    struct buf *path);
 /* The answer to a paid request began (h): read its usage as its body goes past. */
 void px_usage_begin(struct conn *c, const struct http_head *h);
-/* The answer ended (or the request did): read what is left, count it, let go. */
+/*
+ * The answer ended (or the request did): read what is left, count it, let
+ * go.  A paid request sent whole whose final usage never came (cut, or a
+ * bound hit) is charged its max_tokens of output; its reservation ends.
+ */
 void px_usage_done(struct conn *c);
+/* A paid request's body is forwarded: read its max_tokens and model as it goes. */
+void px_spend_body_begin(struct conn *c);
+/* The paid request's body ended: its reservation from what the body says. */
+void px_spend_body_done(struct conn *c);
+/*
+ * Once a round: write this proxy's reservations to the ledger when they
+ * changed or are due a refresh, and let the waiting requests look again
+ * when a reservation went down (or, with others in the ledger, each tick:
+ * tick set).
+ */
+void px_spend_round(struct proxy *px, int tick);
 
 /* Every slot free (px->pool; api_pool of them are used). */
 void px_pool_init(struct proxy *px);

@@ -139,6 +139,8 @@ void px_log_line(struct conn *c, const char *verdict, const char *why)
 			         (unsigned long long)c->req_tokens.n[k]);
 		buf_addstr(&b, " usd=");
 		usage_format_usd(&b, c->req_nano);
+		if (c->charged_max)
+			buf_addstr(&b, " charged=max_tokens");
 	}
 	buf_addf(&b, " sent=%llu received=%llu duration=%.3fs\n", (unsigned long long)c->sent,
 	         (unsigned long long)c->received, (double)(px->now_ms - c->start_ms) / 1000.0);

@@ -178,9 +178,20 @@ static void handle_request(struct conn *c, const struct http_head *h)
 
 	if (c->is_api) {
 		struct buf path = BUF_INIT;
+		int r = px_api_request(c, h, t, tl, &path);
 
-		if (px_api_request(c, h, t, tl, &path))
+		if (r == 1) {
 			px_start_forward(c, h, path.buf, path.len);
+		} else if (r == 2) {
+			/* The head stays, to be read again when the budget is looked at again. */
+			c->in_off -= h->head_len;
+			c->state = ST_WAIT;
+			if (!c->wait_until)
+				c->wait_until = px->now_ms + px->cfg->idle_timeout_ms;
+			c->deadline_ms = c->wait_until;
+		}
+		if (r != 2)
+			c->wait_until = 0;
 		buf_release(&path);
 		return;
 	}

@@ -104,6 +104,7 @@ static void read_json(struct usage_stream *s, const char *p, size_t n, struct us
 {
 	json_error_t e;
 	json_t *root = json_loadb(p, n, JSON_DECODE_INT_AS_REAL, &e), *u, *msg, *cc;
+	const char *type;
 
 	if (!json_is_object(root)) {
 		s->skipped++;
@@ -117,6 +118,11 @@ static void read_json(struct usage_stream *s, const char *p, size_t n, struct us
 	see_model(s, json_object_get(root, "model"));
 	if (json_is_object(msg))
 		see_model(s, json_object_get(msg, "model"));
+	/* The final usage: a message_delta's, or a whole body's. */
+	type = json_string_value(json_object_get(root, "type"));
+	if (json_is_object(u) &&
+	    (s->mode == USAGE_JSON || (type && !strcmp(type, "message_delta"))))
+		s->final = 1;
 	if (json_is_object(u)) {
 		see(s, USAGE_INPUT, json_object_get(u, "input_tokens"), delta);
 		see(s, USAGE_OUTPUT, json_object_get(u, "output_tokens"), delta);
@@ -228,6 +234,179 @@ void usage_stream_end(struct usage_stream *s, struct usage_tokens *delta)
 	buf_release(&s->line);
 	buf_release(&s->data);
 	s->line_over = s->data_over = 0;
+}
+
+/* ---- a request's body ---- */
+
+/* Where the scanner is in the top-level object (depth 1). */
+enum { RQ_KEY_NEXT, RQ_KEY, RQ_COLON, RQ_VALUE, RQ_STRVAL, RQ_SCALAR, RQ_AFTER };
+enum { RQ_OTHER, RQ_MAX_TOKENS, RQ_MODEL };
+
+void usage_req_init(struct usage_req *r)
+{
+	memset(r, 0, sizeof(*r));
+}
+
+static void rq_tok(struct usage_req *r, char ch)
+{
+	if (r->tok_len == sizeof(r->tok) - 1)
+		r->tok_over = 1;
+	else
+		r->tok[r->tok_len++] = ch;
+}
+
+static void rq_tok_start(struct usage_req *r)
+{
+	r->tok_len = 0;
+	r->tok_over = r->tok_esc = 0;
+}
+
+static void rq_key_done(struct usage_req *r)
+{
+	r->tok[r->tok_len] = '\0';
+	r->field = RQ_OTHER;
+	if (r->tok_esc || r->tok_over) {
+		/* It may spell either. */
+		r->mt_state = r->model_state = -1;
+	} else if (!strcmp(r->tok, "max_tokens")) {
+		r->field = RQ_MAX_TOKENS;
+	} else if (!strcmp(r->tok, "model")) {
+		r->field = RQ_MODEL;
+	}
+	r->st = RQ_COLON;
+}
+
+/* A value at depth 1 ended: a string (is_str), a scalar, or a container (tok empty). */
+static void rq_value_done(struct usage_req *r, int is_str)
+{
+	int ok = !r->tok_esc && !r->tok_over && r->tok_len;
+	uint64_t v = 0;
+
+	r->tok[r->tok_len] = '\0';
+	if (r->field == RQ_MAX_TOKENS) {
+		ok = ok && !is_str && r->tok_len <= 12;
+		for (size_t i = 0; ok && i < r->tok_len; i++)
+			ok = r->tok[i] >= '0' && r->tok[i] <= '9';
+		for (size_t i = 0; ok && i < r->tok_len; i++)
+			v = v * 10 + (uint64_t)(r->tok[i] - '0');
+		if (v > USAGE_TOKENS_MAX)
+			v = USAGE_TOKENS_MAX;
+		if (!ok)
+			r->mt_state = -1;
+		else if (r->mt_state >= 0) {
+			if (!r->mt_state || v > r->max_tokens)
+				r->max_tokens = v;
+			r->mt_state = 1;
+		}
+	} else if (r->field == RQ_MODEL) {
+		ok = ok && is_str;
+		for (size_t i = 0; ok && i < r->tok_len; i++)
+			ok = (unsigned char)r->tok[i] > 0x20 && (unsigned char)r->tok[i] < 0x7f;
+		if (!ok || (r->model_state == 1 && strcmp(r->model, r->tok)))
+			r->model_state = -1;
+		else if (!r->model_state) {
+			memcpy(r->model, r->tok, r->tok_len + 1);
+			r->model_state = 1;
+		}
+	}
+	r->st = RQ_AFTER;
+}
+
+static void rq_string_byte(struct usage_req *r, char ch)
+{
+	int capture = r->depth == 1 && (r->st == RQ_KEY || r->st == RQ_STRVAL);
+
+	if (r->esc) {
+		r->esc = 0;
+	} else if (ch == '\\') {
+		r->esc = r->tok_esc = 1;
+	} else if (ch == '"') {
+		r->in_str = 0;
+		if (capture && r->st == RQ_KEY)
+			rq_key_done(r);
+		else if (capture)
+			rq_value_done(r, 1);
+		return;
+	}
+	if (capture)
+		rq_tok(r, ch);
+}
+
+void usage_req_feed(struct usage_req *r, const char *p, size_t n)
+{
+	r->bytes += n;
+	for (size_t i = 0; i < n; i++) {
+		char ch = p[i];
+		int top = r->depth == 1;
+
+		if (r->in_str) {
+			rq_string_byte(r, ch);
+			continue;
+		}
+		switch (ch) {
+		case ' ':
+		case '\t':
+		case '\n':
+		case '\r':
+			if (top && r->st == RQ_SCALAR)
+				rq_value_done(r, 0);
+			break;
+		case '"':
+			r->in_str = 1;
+			if (top && (r->st == RQ_KEY_NEXT || r->st == RQ_VALUE)) {
+				r->st = r->st == RQ_KEY_NEXT ? RQ_KEY : RQ_STRVAL;
+				rq_tok_start(r);
+			}
+			break;
+		case '{':
+		case '[':
+			if (!r->depth && ch == '[')
+				r->top_bad = 1;
+			if (top && r->st == RQ_VALUE) {
+				rq_tok_start(r);
+				rq_value_done(r, 0); /* a container: not a count, not a name */
+			}
+			if (!r->depth)
+				r->st = RQ_KEY_NEXT;
+			r->depth++;
+			break;
+		case '}':
+		case ']':
+			if (top && r->st == RQ_SCALAR)
+				rq_value_done(r, 0);
+			if (r->depth)
+				r->depth--;
+			break;
+		case ',':
+			if (top && r->st == RQ_SCALAR)
+				rq_value_done(r, 0);
+			if (top)
+				r->st = RQ_KEY_NEXT;
+			break;
+		case ':':
+			if (top && r->st == RQ_COLON)
+				r->st = RQ_VALUE;
+			break;
+		default:
+			if (top && r->st == RQ_VALUE) {
+				r->st = RQ_SCALAR;
+				rq_tok_start(r);
+			}
+			if (top && r->st == RQ_SCALAR)
+				rq_tok(r, ch);
+			break;
+		}
+	}
+}
+
+uint64_t usage_req_max_tokens(const struct usage_req *r)
+{
+	return r->mt_state == 1 && !r->top_bad ? r->max_tokens : USAGE_MAX_TOKENS_UNREAD;
+}
+
+const char *usage_req_model(const struct usage_req *r)
+{
+	return r->model_state == 1 && !r->top_bad ? r->model : NULL;
 }
 
 /* ---- prices ---- */
@@ -637,49 +816,173 @@ static int lock(int fd, int op)
 	return 0;
 }
 
-int usage_ledger_add(int fd, uint64_t nano, uint64_t *total)
-{
-	char b[LEDGER_DIGITS + 2];
-	uint64_t v = 0;
-	ssize_t n;
-	int ret;
+/*
+ * The ledger's lines: the day's total ("%020llu\n"), then up to
+ * USAGE_LEDGER_SLOTS reservations, "%016llx %020llu %020llu\n": a proxy's
+ * id (0: a free slot), its reservation in nano-USD and when it lapses (Unix
+ * seconds).  Slots are rewritten in place and never removed, so the file
+ * only grows by whole lines and a crash leaves it readable.
+ */
+#define SLOT_LEN   59
+#define LEDGER_MAX (LEDGER_DIGITS + 1 + SLOT_LEN * USAGE_LEDGER_SLOTS)
 
-	if ((ret = lock(fd, nano ? LOCK_EX : LOCK_SH)) < 0)
-		return ret;
+struct slot {
+	uint64_t id, nano, until;
+};
+
+static int digits(const char *p, int n, int base, uint64_t *out)
+{
+	uint64_t v = 0;
+
+	for (int i = 0; i < n; i++) {
+		int d = p[i] >= '0' && p[i] <= '9'                 ? p[i] - '0'
+		        : base == 16 && p[i] >= 'a' && p[i] <= 'f' ? p[i] - 'a' + 10
+		                                                   : -1;
+
+		if (d < 0)
+			return -EINVAL;
+		v = sat_add(sat_mul(v, (uint64_t)base), (uint64_t)d);
+	}
+	*out = v;
+	return 0;
+}
+
+/* Read the ledger (locked by the caller): the total and the slots, *nslots of them; empty: 0 bytes.
+ */
+static int ledger_read(int fd, uint64_t *total, struct slot *sl, int *nslots, int *empty)
+{
+	char b[LEDGER_MAX + 1];
+	ssize_t n;
+
 	do
 		n = pread(fd, b, sizeof(b), 0);
 	while (n < 0 && errno == EINTR);
-	if (n < 0) {
-		ret = -errno;
+	if (n < 0)
+		return -errno;
+	*total = 0;
+	*nslots = 0;
+	*empty = !n;
+	if (!n)
+		return 0;
+	if (n < LEDGER_DIGITS + 1 || n > LEDGER_MAX || (n - LEDGER_DIGITS - 1) % SLOT_LEN ||
+	    b[LEDGER_DIGITS] != '\n' || digits(b, LEDGER_DIGITS, 10, total) < 0)
+		return -EINVAL;
+	for (const char *p = b + LEDGER_DIGITS + 1; p < b + n; p += SLOT_LEN) {
+		struct slot *s = &sl[(*nslots)++];
+
+		if (p[16] != ' ' || p[37] != ' ' || p[58] != '\n' ||
+		    digits(p, 16, 16, &s->id) < 0 || digits(p + 17, 20, 10, &s->nano) < 0 ||
+		    digits(p + 38, 20, 10, &s->until) < 0)
+			return -EINVAL;
+	}
+	return 0;
+}
+
+static int write_at(int fd, const char *p, size_t n, off_t off)
+{
+	ssize_t w;
+
+	do
+		w = pwrite(fd, p, n, off);
+	while (w < 0 && errno == EINTR);
+	return w == (ssize_t)n ? 0 : w < 0 ? -errno : -EIO;
+}
+
+static int write_total(int fd, uint64_t v)
+{
+	char b[LEDGER_DIGITS + 2];
+
+	snprintf(b, sizeof(b), "%0*llu\n", LEDGER_DIGITS, (unsigned long long)v);
+	return write_at(fd, b, LEDGER_DIGITS + 1, 0);
+}
+
+/* Set this proxy's slot (a free one, a lapsed one, or a new line) to nano; 0 frees it. */
+static int write_slot(int fd, struct slot *sl, int nslots, uint64_t id, uint64_t nano, time_t now)
+{
+	char b[SLOT_LEN + 1];
+	int i, pick = -1;
+
+	for (i = 0; i < nslots; i++) {
+		if (sl[i].id == id)
+			break;
+		if (pick < 0 && (!sl[i].id || sl[i].until <= (uint64_t)now))
+			pick = i;
+	}
+	if (i == nslots && !nano)
+		return 0;
+	if (i == nslots)
+		i = pick;
+	if (i < 0 && nslots >= USAGE_LEDGER_SLOTS)
+		return -ENOSPC;
+	if (i < 0)
+		i = nslots;
+	snprintf(b, sizeof(b), "%016llx %020llu %020llu\n", (unsigned long long)(nano ? id : 0),
+	         (unsigned long long)nano,
+	         (unsigned long long)(nano ? (uint64_t)now + USAGE_LEDGER_TTL : 0));
+	return write_at(fd, b, SLOT_LEN, LEDGER_DIGITS + 1 + (off_t)i * SLOT_LEN);
+}
+
+/*
+ * The one ledger operation, under an exclusive lock: read, add to the
+ * total, decide an admission (admit: cap, mine, want), set this proxy's
+ * reservation.  The verdict, or a negative errno.
+ */
+static int ledger_op(int fd, uint64_t id, uint64_t add, int admit, uint64_t cap, uint64_t mine,
+                     uint64_t want, time_t now, struct usage_ledger_view *v)
+{
+	struct slot sl[USAGE_LEDGER_SLOTS];
+	uint64_t total = 0, others = 0;
+	int nslots = 0, empty = 0, ret, verdict = USAGE_ADMIT;
+
+	if ((ret = lock(fd, LOCK_EX)) < 0)
+		return ret;
+	if ((ret = ledger_read(fd, &total, sl, &nslots, &empty)) < 0)
 		goto out;
+	for (int i = 0; i < nslots; i++)
+		if (sl[i].id && sl[i].id != id && sl[i].until > (uint64_t)now)
+			others = sat_add(others, sl[i].nano);
+	if (admit && cap) {
+		uint64_t held = sat_add(mine, others);
+
+		if (total >= cap)
+			verdict = USAGE_REFUSE;
+		else if (held && sat_add(total, held) >= cap)
+			verdict = USAGE_WAIT;
 	}
-	if (n) {
-		if (n != LEDGER_DIGITS + 1 || b[LEDGER_DIGITS] != '\n') {
-			ret = -EINVAL;
+	if (add || (empty && id)) {
+		total = sat_add(total, add);
+		if ((ret = write_total(fd, total)) < 0)
 			goto out;
-		}
-		for (int i = 0; i < LEDGER_DIGITS; i++) {
-			if (b[i] < '0' || b[i] > '9') {
-				ret = -EINVAL;
-				goto out;
-			}
-			v = sat_add(sat_mul(v, 10), (uint64_t)(b[i] - '0'));
-		}
 	}
-	if (nano) {
-		v = sat_add(v, nano);
-		snprintf(b, sizeof(b), "%0*llu\n", LEDGER_DIGITS, (unsigned long long)v);
-		do
-			n = pwrite(fd, b, LEDGER_DIGITS + 1, 0);
-		while (n < 0 && errno == EINTR);
-		if (n != LEDGER_DIGITS + 1) {
-			ret = n < 0 ? -errno : -EIO;
-			goto out;
-		}
-	}
-	*total = v;
-	ret = 0;
+	if (id && verdict == USAGE_ADMIT &&
+	    (ret = write_slot(fd, sl, nslots, id, admit ? want : mine, now)) < 0)
+		goto out;
+	v->total = total;
+	v->others = others;
+	ret = verdict;
 out:
 	lock(fd, LOCK_UN);
 	return ret;
+}
+
+int usage_ledger_sync(int fd, uint64_t id, uint64_t add, uint64_t reserve, time_t now,
+                      struct usage_ledger_view *v)
+{
+	return ledger_op(fd, id, add, 0, 0, reserve, 0, now, v);
+}
+
+int usage_ledger_admit(int fd, uint64_t id, uint64_t cap, uint64_t mine, uint64_t want, time_t now,
+                       struct usage_ledger_view *v)
+{
+	return ledger_op(fd, id, 0, 1, cap, mine, want, now, v);
+}
+
+int usage_ledger_add(int fd, uint64_t nano, uint64_t *total)
+{
+	struct usage_ledger_view v;
+	int ret = ledger_op(fd, 0, nano, 0, 0, 0, 0, time(NULL), &v);
+
+	if (ret >= 0)
+		*total = v.total;
+	return ret < 0 ? ret : 0;
 }

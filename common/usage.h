@@ -72,6 +72,7 @@ struct usage_stream {
 	struct usage_tokens seen;        /* the highest of each kind this answer reported */
 	char model[USAGE_MODEL_MAX + 1]; /* "" until the answer names one */
 	uint64_t skipped;                /* events or bodies not counted: too large or not JSON */
+	int final; /* the final usage came: a message_delta's, or the body's (JSON) */
 };
 
 void usage_stream_init(struct usage_stream *s, enum usage_mode mode);
@@ -92,6 +93,41 @@ void usage_stream_release(struct usage_stream *s);
 
 /* 1 when any kind in t is non-zero. */
 int usage_tokens_any(const struct usage_tokens *t);
+
+/* ---- a request's body ---- */
+
+/*
+ * The output charged for a paid request whose body has no readable
+ * max_tokens, and whose answer's final usage never came (docs/budget.md).
+ */
+#define USAGE_MAX_TOKENS_UNREAD 128000ULL
+
+/*
+ * A scanner of a paid request's JSON body as it is forwarded: the top-level
+ * "max_tokens" and "model", with a few bytes of state (no copy of the body).
+ * Where it cannot read what the API would, it says "unreadable", which
+ * charges more, never less: a top-level key or a model spelled with an
+ * escape, a max_tokens that is not plain digits, a field given twice with
+ * different values (max_tokens: the largest counts).
+ */
+struct usage_req {
+	uint64_t bytes;      /* the body's bytes so far */
+	uint64_t max_tokens; /* when mt_state is 1 (at most USAGE_TOKENS_MAX) */
+	char model[USAGE_MODEL_MAX + 1];
+	int mt_state, model_state; /* 0 not seen, 1 read, -1 unreadable */
+	/* the scanner's state */
+	int depth, in_str, esc, st, field, top_bad;
+	char tok[USAGE_MODEL_MAX + 1];
+	size_t tok_len;
+	int tok_over, tok_esc;
+};
+
+void usage_req_init(struct usage_req *r);
+void usage_req_feed(struct usage_req *r, const char *p, size_t n);
+/* The body's max_tokens, or USAGE_MAX_TOKENS_UNREAD when it has none that can be read. */
+uint64_t usage_req_max_tokens(const struct usage_req *r);
+/* The body's model, or NULL when it has none that can be read. */
+const char *usage_req_model(const struct usage_req *r);
 
 /* ---- prices ---- */
 
@@ -212,9 +248,49 @@ int usage_ledger_open(const char *project_dir, time_t now, struct buf *err);
 /*
  * Under an exclusive flock(2) on fd: read the day's total (an empty file is
  * 0), add nano (saturating), write it back in place, and set *total.  A
- * ledger that is not one number is an error (-EINVAL), never reset.  0, or a
- * negative errno.  nano 0 only reads (under a shared lock).
+ * ledger that is not as usage_ledger_sync() writes it is an error
+ * (-EINVAL), never reset.  0, or a negative errno.
  */
 int usage_ledger_add(int fd, uint64_t nano, uint64_t *total);
+
+/*
+ * Reservations: what the paid requests in flight of each proxy may still
+ * cost, kept in the ledger beside the total so that every proxy of the
+ * project sees them (docs/budget.md, "The day's ledger").  A proxy names
+ * its own by an id (not 0, unique per proxy); a reservation lapses
+ * USAGE_LEDGER_TTL seconds after its proxy last set it, so that one of a
+ * proxy that died blocks no one for longer; the ledger holds at most
+ * USAGE_LEDGER_SLOTS proxies' reservations at once (-ENOSPC past them).
+ */
+#define USAGE_LEDGER_TTL   60
+#define USAGE_LEDGER_SLOTS 64
+
+struct usage_ledger_view {
+	uint64_t total;  /* the day's spend */
+	uint64_t others; /* the reservations of the other proxies, not lapsed */
+};
+
+/* The verdicts of usage_ledger_admit(). */
+enum { USAGE_ADMIT, USAGE_WAIT, USAGE_REFUSE };
+
+/*
+ * Under the exclusive lock: add nano to the total, set the reservation of
+ * proxy id to reserve (0 removes it; id 0: none) lapsing at now +
+ * USAGE_LEDGER_TTL, and read the view.  0, or a negative errno.
+ */
+int usage_ledger_sync(int fd, uint64_t id, uint64_t add, uint64_t reserve, time_t now,
+                      struct usage_ledger_view *v);
+
+/*
+ * Whether proxy id, whose requests in flight hold mine, may start a paid
+ * request under the day's cap (0: no cap, always admitted), decided and
+ * recorded under one exclusive lock: USAGE_REFUSE when the total reached
+ * cap; USAGE_WAIT when some reservation is held (mine or another proxy's)
+ * and the total with all of them reaches cap; else USAGE_ADMIT, and the
+ * proxy's reservation becomes want.  The verdict with the view, or a
+ * negative errno.
+ */
+int usage_ledger_admit(int fd, uint64_t id, uint64_t cap, uint64_t mine, uint64_t want, time_t now,
+                       struct usage_ledger_view *v);
 
 #endif

@@ -10,8 +10,13 @@
  * depend on where the stream was cut (fed whole, the same counts and model
  * come out); the model is printable ASCII without spaces.  An accepted price
  * table has a date and at least one family, its top price at least every
- * family's.
+ * family's.  The request scanner (usage_req_feed()) gives the same
+ * max_tokens and model wherever the body was cut, and where jansson reads
+ * the body as an object, never less: its max_tokens at least jansson's (or
+ * the documented maximum for one it cannot read), its model jansson's or
+ * none.
  */
+#include <jansson.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,6 +65,43 @@ static void run(const char *p, size_t n, enum usage_mode mode, unsigned cut, str
 			abort();
 }
 
+static void req_check(const char *p, size_t n, unsigned cut)
+{
+	struct usage_req a, b;
+	json_t *root, *v;
+	size_t off = 0;
+
+	usage_req_init(&a);
+	usage_req_init(&b);
+	while (off < n) {
+		size_t take = 1 + (size_t)(((unsigned char)p[off] * 17u + cut) % (cut * 8));
+
+		if (take > n - off)
+			take = n - off;
+		usage_req_feed(&a, p + off, take);
+		off += take;
+	}
+	usage_req_feed(&b, p, n);
+	if (usage_req_max_tokens(&a) != usage_req_max_tokens(&b) ||
+	    !usage_req_model(&a) != !usage_req_model(&b) ||
+	    (usage_req_model(&a) && strcmp(usage_req_model(&a), usage_req_model(&b))) ||
+	    a.bytes != n)
+		abort();
+	root = json_loadb(p, n, JSON_DECODE_INT_AS_REAL, NULL);
+	if (json_is_object(root)) {
+		v = json_object_get(root, "max_tokens");
+		if (json_is_real(v) && json_real_value(v) >= 0 && json_real_value(v) <= 1e9 &&
+		    (double)usage_req_max_tokens(&a) < json_real_value(v) &&
+		    usage_req_max_tokens(&a) != USAGE_MAX_TOKENS_UNREAD)
+			abort();
+		v = json_object_get(root, "model");
+		if (usage_req_model(&a) &&
+		    (!json_is_string(v) || strcmp(json_string_value(v), usage_req_model(&a))))
+			abort();
+	}
+	json_decref(root);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct usage_stream a, b;
@@ -79,6 +121,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	usage_stream_release(&a);
 	usage_stream_release(&b);
+	req_check((const char *)data + 1, size - 1, cut);
 
 	if (usage_prices_parse((const char *)data, size, &t, &err) == 0) {
 		if (!t.date[0] || !t.nr)

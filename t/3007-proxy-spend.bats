@@ -36,10 +36,11 @@ start_recorded() {
 	return $st
 }
 
-# ask MODEL STREAM [PATH]: one main request (with tools) through the proxy; the answer in $T/out
+# ask MODEL STREAM [PATH]: one main request (with tools, max_tokens 1000)
+# through the proxy; the answer in $T/out
 ask() {
 	curl -sS -x "$PROXY" -H 'content-type: application/json' --data-binary \
-		"{\"model\":\"$1\",\"stream\":$2,\"tools\":[{\"name\":\"Bash\"}],\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}" \
+		"{\"model\":\"$1\",\"max_tokens\":1000,\"stream\":$2,\"tools\":[{\"name\":\"Bash\"}],\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}" \
 		"http://127.0.0.1:3129${3:-/v1/messages?beta=true}" >"$T/out"
 }
 
@@ -143,8 +144,8 @@ NANO=13872000
 		done
 	done
 	for j in "${pids[@]}"; do wait "$j"; done
-	# 16 answers, each 13872000 nano-USD, all in the ledger
-	[ "$(cat "$T/ledger")" = "$(printf '%020d' $((16 * NANO)))" ]
+	# 16 answers, each 13872000 nano-USD, all in the ledger's total
+	[ "$(head -1 "$T/ledger")" = "$(printf '%020d' $((16 * NANO)))" ]
 	# a third proxy whose day cap the ledger has reached refuses at once
 	stop_proxy
 	exec 5<>"$T/ledger"
@@ -173,7 +174,7 @@ NANO=13872000
 	wait_until 10 test -e "$T/held"
 	ask "$SONNET" true
 	wait "$holder"
-	[ "$(cat "$T/ledger")" = "$(printf '%020d' $((1000 + NANO)))" ]
+	[ "$(head -1 "$T/ledger")" = "$(printf '%020d' $((1000 + NANO)))" ]
 }
 
 @test "spend: hostile streams (huge events, broken JSON, usage going down, absurd numbers) cannot crash, stall or lower the count" {
@@ -200,10 +201,11 @@ NANO=13872000
 	# and the proxy still answers
 	ask claude-sonnet-4-5 false
 	stop_proxy
-	# output the highest (60); the too-large integer (input), the 1e300
-	# cache write and the negative cache read count as USAGE_TOKENS_MAX; the
-	# huge event, the broken JSON and the array are skipped
-	[ "$(usage '.models[0] | [.input, .output, .cache_write_5m, .cache_read]')" = '[1000000000,60,1000000000,1000000000]' ]
+	# output the highest (60), and the second answer (its body not JSON, so
+	# no final usage) its max_tokens (1000); the too-large integer (input),
+	# the 1e300 cache write and the negative cache read count as
+	# USAGE_TOKENS_MAX; the huge event, the broken JSON and the array are skipped
+	[ "$(usage '.models[0] | [.input, .output, .cache_write_5m, .cache_read]')" = '[1000000000,1060,1000000000,1000000000]' ]
 	# three events in the stream, then the second answer's body (not JSON)
 	[ "$(usage '.skipped')" = 4 ]
 }
@@ -268,10 +270,13 @@ NANO=13872000
 	run aibox-proxy --key-env AIBOX_TEST_KEY --prices "$T/prices"
 	[ "$status" -eq 2 ]
 	assert_output --partial "line 2: want a model family and 5 prices"
-	printf 'garbage\n' >"$T/ledger"
-	run aibox-proxy --key-env AIBOX_TEST_KEY --ledger-fd 5 5<>"$T/ledger"
-	[ "$status" -eq 2 ]
-	assert_output --partial "cannot read the ledger"
+	for l in 'garbage\n' '%020d\nxyz\n' '%020d\n%016x %020d %020d\n\n' '%020d\n%016X %020d %020d\n'; do
+		# shellcheck disable=SC2059
+		printf "$l" 0 255 1 1 >"$T/ledger"
+		run aibox-proxy --key-env AIBOX_TEST_KEY --ledger-fd 5 5<>"$T/ledger"
+		[ "$status" -eq 2 ]
+		assert_output --partial "cannot read the ledger"
+	done
 }
 
 @test "spend: after a cap only the free paths pass, whatever the spelling of a paid one" {
@@ -284,11 +289,17 @@ NANO=13872000
 		[ "$status" -eq 0 ]
 		assert_output --partial "budget of 0.010000 USD is spent"
 	done
-	for p in /v1/messages/batches /v1/chat/completions; do
+	for p in /v1/messages/batches /v1/chat/completions /v1/messages/Batches/ /v1/complete; do
 		run curl -sS -x "$PROXY" -H 'content-type: application/json' --data-binary '{"model":"m","messages":[]}' \
 			"http://127.0.0.1:3129$p"
 		[ "$status" -eq 0 ]
 		assert_output --partial "is not forwarded"
+	done
+	for p in '/v1/messages%3Fbeta=true' '/v1/messages%3fbeta=true' /v1/messages/x /v1/messagesx; do
+		run curl -sS -x "$PROXY" -H 'content-type: application/json' --data-binary '{"model":"m","messages":[]}' \
+			"http://127.0.0.1:3129$p"
+		[ "$status" -eq 0 ]
+		assert_output 'aibox-proxy: path not forwarded to the API'
 	done
 	ask "$SONNET" false /v1/messages/count_tokens
 	stop_proxy
@@ -314,4 +325,221 @@ NANO=13872000
 		[ "$(usage '[.models[0].output, .nano_usd, .skipped]')" = '[1000000000,5000000010000,0]' ] ||
 			{ echo "output_tokens $v: $(usage .)" >&2; false; }
 	done
+}
+
+# lines_in N PATTERN FILE: FILE has N lines with PATTERN (for wait_until)
+lines_in() {
+	[ "$(grep -c -- "$2" "$3")" = "$1" ]
+}
+
+# clients N MARK [MAX_TOKENS [MODEL [STREAM]]]: N requests at once through the
+# proxy, each closed with a reset as soon as MARK (a Python bytes literal's
+# text; "" for never) has arrived; each answer's bytes in $T/got.N
+clients() {
+	python3 - "$T" "$PROXY_PORT" "$@" <<-'PY'
+		import json, socket, struct, sys, threading
+		tdir, port, n, mark = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4].encode()
+		max_tokens = int(sys.argv[5]) if len(sys.argv) > 5 else 32000
+		model = sys.argv[6] if len(sys.argv) > 6 else "claude-sonnet-4-5"
+		stream = sys.argv[7] != "false" if len(sys.argv) > 7 else True
+		body = json.dumps({"model": model, "max_tokens": max_tokens, "stream": stream,
+		                   "tools": [{"name": "Bash"}],
+		                   "messages": [{"role": "user", "content": "hi"}]}).encode()
+		def one(i):
+		    s = socket.create_connection(("127.0.0.1", port), timeout=60)
+		    s.sendall(b"POST http://127.0.0.1:3129/v1/messages HTTP/1.1\r\nHost: 127.0.0.1:3129\r\n"
+		              b"Content-Type: application/json\r\nConnection: close\r\n"
+		              b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+		    got = b""
+		    while not (mark and mark in got):
+		        b = s.recv(65536)
+		        if not b:
+		            break
+		        got += b
+		    # a reset, as a client killed mid-answer leaves it
+		    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+		    s.close()
+		    with open("%s/got.%d" % (tdir, i), "wb") as f:
+		        f.write(got)
+		ts = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+		for t in ts:
+		    t.start()
+		for t in ts:
+		    t.join()
+	PY
+}
+
+# stream_script OUTPUT PAUSE TEXT_EVENTS [CUT]: a raw streamed answer of
+# claude-sonnet-4-5: message_start (input 10, output 1), TEXT_EVENTS text
+# deltas of 10,000 bytes, content_block_stop, PAUSE seconds, message_delta
+# with OUTPUT tokens, message_stop; with CUT, the upstream cuts it after
+# the text instead
+stream_script() {
+	jq -cn --argjson out "$1" --argjson pause "$2" --argjson n "$3" --arg cut "${4:-}" '
+		("x" * 10000) as $x |
+		{turns: [{cut: ($cut != ""), raw: (
+			["event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"claude-sonnet-4-5\",\"usage\":{\"input_tokens\":10,\"output_tokens\":1}}}\n\n",
+			 "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n"] +
+			[range($n) | "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"\($x)\"}}\n\n"] +
+			["event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n"] +
+			(if $cut != "" then [] else
+			[$pause,
+			 "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":\($out)}}\n\n",
+			 "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"] end))}]}'
+}
+
+@test "spend: a client that leaves after the text, before message_delta, is charged what the answer cost" {
+	api "$(stream_script 100000 1 1)"
+	start_recorded
+	clients 10 content_block_stop
+	# each client had the text, and none had the final usage
+	for i in $(seq 0 9); do
+		grep -q content_block_stop "$T/got.$i"
+		run ! grep -q message_delta "$T/got.$i"
+	done
+	wait_until 30 lines_in 10 'its answer was read to the end' "$T/proxy.log"
+	stop_proxy
+	# 10 x (10 x 3 + 100,000 x 15) USD per million: about 15 USD, as the API bills
+	[ "$(usage '[.models[0].output, .nano_usd, .requests]')" = '[1000000,15000300000,10]' ]
+	run grep -c " allowed localhost:3129 POST /v1/messages (client went away: its answer was read to the end) status=200 model=claude-sonnet-4-5 input=10 output=100000 .* usd=1.500030 " "$T/proxy.log"
+	[ "$status" -eq 0 ]
+	[ "$output" = 10 ]
+}
+
+@test "spend: streams cut by their clients mid-content are charged their final usage" {
+	api "$(stream_script 100000 0 180)"
+	start_recorded
+	# 20 answers of 1.8 MB of text each, every client gone after its first 20 KB
+	clients 20 xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx
+	for i in $(seq 0 19); do
+		[ "$(wc -c <"$T/got.$i")" -lt 1000000 ]
+	done
+	# (an answer the kernel's buffers took whole before the reset is read to its end as well)
+	wait_until 60 lines_in 20 ' status=200 model=claude-sonnet-4-5 input=10 output=100000 ' "$T/proxy.log"
+	stop_proxy
+	[ "$(usage '[.models[0].output, .nano_usd]')" = '[2000000,30000600000]' ]
+}
+
+@test "spend: an answer the upstream cuts is charged its request's max_tokens of output" {
+	api "$(stream_script 100000 0 1 cut)"
+	start_recorded
+	clients 1 "" 5000
+	grep -q content_block_stop "$T/got.0"
+	run ! grep -q message_delta "$T/got.0"
+	stop_proxy
+	# message_start's input, and max_tokens of output
+	[ "$(usage '[.models[0].input, .models[0].output, .nano_usd]')" = '[10,5000,75030000]' ]
+	grep -Eq ' failed localhost:3129 POST /v1/messages \(upstream (read failed|closed inside the response)\) status=200 model=claude-sonnet-4-5 input=10 output=5000 .* usd=0.075030 charged=max_tokens ' "$T/proxy.log"
+}
+
+@test "spend: a non-streamed answer cut short is charged its request's max_tokens of output" {
+	jq -cn '{turns: [{cut: true, raw: ["{\"type\":\"message\",\"model\":\"claude-sonnet-4-5\",\"content\":[{\"type\":\"text\",\"text\":\"hel"]}]}' >"$T/script.json"
+	api "$(cat "$T/script.json")"
+	start_recorded
+	clients 1 "" 7000 claude-sonnet-4-5 false
+	grep -q '"text":"hel' "$T/got.0"
+	stop_proxy
+	[ "$(usage '[.models[0].model, .models[0].input, .models[0].output, .nano_usd]')" = '["claude-sonnet-4-5",0,7000,105000000]' ]
+}
+
+@test "spend: max_tokens is read from the body as the API reads it; an unreadable one charges the documented maximum" {
+	api "$(stream_script 100000 0 1 cut)"
+	start_recorded
+	m='"model":"claude-sonnet-4-5","stream":true,"tools":[{"name":"Bash"}],"messages":[]'
+	for b in "{$m,\"max_tokens\":5000}" "{$m}" "{$m,\"max\\u005ftokens\":5}" \
+		"{\"max_tokens\":5, $m, \"max_tokens\" : 7000 }" "{$m,\"max_tokens\":\"5\"}" \
+		"{$m,\"max_tokens\":5e3}" "{$m,\"metadata\":{\"max_tokens\":5}}" \
+		"{$m,\"system\":\"\\\"max_tokens\\\":5\"}" "{\"max_tokens\":300,\"a\":[{\"b\":\"}\"}],$m}"; do
+		run curl -sS -x "$PROXY" -H 'content-type: application/json' --data-binary "$b" \
+			http://127.0.0.1:3129/v1/messages
+		[ "$status" -ne 0 ]
+		assert_output --partial content_block_stop
+	done
+	stop_proxy
+	run sed -n 's/.* output=\([0-9]*\) .*charged=max_tokens .*/\1/p' "$T/proxy.log"
+	[ "$status" -eq 0 ]
+	assert_output "$(printf '5000\n128000\n128000\n7000\n128000\n128000\n128000\n128000\n300')"
+}
+
+@test "spend: a client gone away is read for at most --drain-max bytes and --drain-timeout, then charged its max_tokens" {
+	api "$(stream_script 100000 0 180)"
+	start_recorded --drain-max 100K
+	clients 1 xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx 32000
+	wait_until 10 grep -q 'drain bound' "$T/proxy.log"
+	stop_proxy
+	grep -q ' failed localhost:3129 POST /v1/messages (client went away: its answer passed the drain bound in bytes) status=200 model=claude-sonnet-4-5 input=10 output=32000 .* charged=max_tokens ' "$T/proxy.log"
+	stop_fake_api
+	rm -rf "$T/rec"
+	api "$(stream_script 100000 6 1)"
+	start_recorded --drain-timeout 1s --log "$T/proxy2.log"
+	clients 1 content_block_stop 32000
+	wait_until 10 grep -q 'drain bound' "$T/proxy2.log"
+	stop_proxy
+	grep -q ' allowed localhost:3129 POST /v1/messages (client went away: its answer passed the drain bound in time) status=200 model=claude-sonnet-4-5 input=10 output=32000 .* charged=max_tokens ' "$T/proxy2.log"
+}
+
+@test "spend: 30 concurrent streams against a task cap: one answer passes, the rest wait for it and are refused" {
+	# each answer 10 x 3 + 10,000 x 15 USD per million: 0.15003 USD
+	api "$(stream_script 10000 1 1)"
+	start_recorded --budget-task 0.05
+	clients 30 ""
+	stop_proxy
+	[ "$(ls "$T/rec" | wc -l)" = 1 ]
+	[ "$(usage '[.nano_usd, .requests, .refused, .ended_by_cap]')" = '[150030000,1,29,"task"]' ]
+	run grep -l 'budget of 0.050000 USD is spent (0.150030 USD' "$T"/got.*
+	[ "$status" -eq 0 ]
+	[ "${#lines[@]}" = 29 ]
+}
+
+@test "spend: two proxies on one day ledger, 20 concurrent requests: the day passes its cap by one answer at most" {
+	api "$(stream_script 10000 1 1)"
+	: >"$T/ledger"
+	exec 5<>"$T/ledger"
+	start_recorded --ledger-fd 5 --budget-day 0.05
+	P1=$PROXY_PORT PID1=$PROXY_PID
+	PROXY_PID=
+	exec 5>&-
+	exec 5<>"$T/ledger"
+	start_proxy --key-env AIBOX_TEST_KEY --ledger-fd 5 --budget-day 0.05 --log "$T/proxy2.log"
+	exec 5>&-
+	P2=$PROXY_PORT
+	PROXY_PORT=$P1 clients 10 "" &
+	c1=$!
+	mkdir "$T/2"
+	T=$T/2 PROXY_PORT=$P2 clients 10 "" &
+	c2=$!
+	wait "$c1"
+	wait "$c2"
+	stop_proxy
+	kill -TERM "$PID1"
+	wait "$PID1"
+	PID1=
+	# one answer forwarded, the other 19 refused
+	[ "$(ls "$T/rec" | wc -l)" = 1 ]
+	[ "$(head -1 "$T/ledger")" = "$(printf '%020d' 150030000)" ]
+	[ "$(cat "$T"/got.* "$T"/2/got.* | grep -c "daily budget of 0.050000 USD is spent")" = 19 ]
+	# and no reservation is left in the ledger
+	run tail -n +2 "$T/ledger"
+	[ "$status" -eq 0 ]
+	refute_output --regexp '^[0-9a-f]{16} 0*[1-9]'
+}
+
+@test "spend: a reservation in the ledger holds other proxies back until it lapses (a proxy that died)" {
+	api "$(stream_script 10 0 1)"
+	now=$(date +%s)
+	{
+		printf '%020d\n' 0
+		printf '%016x %020d %020d\n' 255 1000000000000 $((now + 4)) 254 1000000000000 $((now - 1))
+	} >"$T/ledger"
+	exec 5<>"$T/ledger"
+	start_recorded --ledger-fd 5 --budget-day 1
+	exec 5>&-
+	start=$(date +%s%N)
+	clients 1 ""
+	end=$(date +%s%N)
+	grep -q message_stop "$T/got.0"
+	# held back until the live one lapsed (the lapsed one never held it)
+	[ $(((end - start) / 1000000)) -ge 2500 ]
+	stop_proxy
+	[ "$(usage '[.requests, .refused]')" = '[1,0]' ]
 }

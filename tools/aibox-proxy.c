@@ -43,6 +43,7 @@ static const char usage[] =
     "                   [--key-env NAME | --key-fd N] [--ready-fd N] [--presets DIR]\n"
     "                   [--header-timeout T] [--idle-timeout T] [--connect-timeout T]\n"
     "                   [--max-conns N] [--api-pool N] [--api-pool-idle T]\n"
+    "                   [--drain-timeout T] [--drain-max BYTES]\n"
     "                   [--broker-fd N] [--prices FILE] [--budget-task USD]\n"
     "                   [--budget-day USD --ledger-fd N] [--no-sandbox]\n"
     "\n"
@@ -68,6 +69,9 @@ static const char usage[] =
     "  --api-pool N         keep up to N idle TLS connections to the API upstream\n"
     "                       for the next request (default 4; 0: one per request)\n"
     "  --api-pool-idle T    close an idle pooled connection after T (default 20s)\n"
+    "  --drain-timeout T    read a paid answer whose client went away for at most T\n"
+    "                       (default 10m)\n"
+    "  --drain-max BYTES    ... and at most BYTES of it (default 64M)\n"
     "  --broker-fd N        hand requests for git.aibox.internal to aibox-broker over\n"
     "                       the unix SOCK_SEQPACKET socket N (its --handoff-fd)\n"
     "  --prices FILE        count key forwarding's spend with this price table\n"
@@ -98,6 +102,8 @@ enum {
 	OPT_MAX_CONNS,
 	OPT_API_POOL,
 	OPT_API_POOL_IDLE,
+	OPT_DRAIN_TIMEOUT,
+	OPT_DRAIN_MAX,
 	OPT_BROKER_FD,
 	OPT_PRICES,
 	OPT_BUDGET_TASK,
@@ -126,6 +132,8 @@ static const struct option options[] = {
     {"max-conns", required_argument, NULL, OPT_MAX_CONNS},
     {"api-pool", required_argument, NULL, OPT_API_POOL},
     {"api-pool-idle", required_argument, NULL, OPT_API_POOL_IDLE},
+    {"drain-timeout", required_argument, NULL, OPT_DRAIN_TIMEOUT},
+    {"drain-max", required_argument, NULL, OPT_DRAIN_MAX},
     {"broker-fd", required_argument, NULL, OPT_BROKER_FD},
     {"prices", required_argument, NULL, OPT_PRICES},
     {"budget-task", required_argument, NULL, OPT_BUDGET_TASK},
@@ -395,6 +403,13 @@ static void one_option(int opt, const char *arg, struct proxy_config *cfg,
 	case OPT_API_POOL_IDLE:
 		cfg->api_pool_idle_ms = parse_duration(arg, "--api-pool-idle");
 		break;
+	case OPT_DRAIN_TIMEOUT:
+		cfg->drain_ms = parse_duration(arg, "--drain-timeout");
+		break;
+	case OPT_DRAIN_MAX:
+		if (parse_size(arg, 1, UINT64_MAX, &cfg->drain_max) < 0)
+			die("invalid --drain-max '%s'", arg);
+		break;
 	case OPT_BROKER_FD:
 		cfg->broker_fd = fd_arg(arg, "--broker-fd", 0);
 		break;
@@ -431,6 +446,8 @@ static void parse_options(int argc, char **argv, struct proxy_config *cfg,
 	cfg->idle_timeout_ms = 600000;
 	cfg->connect_timeout_ms = 30000;
 	cfg->api_pool_idle_ms = 20000;
+	cfg->drain_ms = PROXY_DRAIN_MS;
+	cfg->drain_max = PROXY_DRAIN_MAX;
 	while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1)
 		one_option(opt, optarg, cfg, report, o);
 	if (optind < argc)
