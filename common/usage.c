@@ -324,7 +324,7 @@ static int word_is(const char *f, size_t n, const char *word)
 }
 
 /* A line's fields: at most this many (more is an error). */
-#define PRICE_FIELDS (6 + 6 * USAGE_BANDS + 2)
+#define PRICE_FIELDS (6 + 7 * USAGE_BANDS + 2)
 
 /* Five prices from f[0..4] into nano[]; 0 or -EINVAL. */
 static int parse_prices(const char *const *f, const size_t *fl, uint64_t *nano)
