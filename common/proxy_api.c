@@ -252,8 +252,7 @@ static void usage_apply(struct conn *c, const struct usage_tokens *d)
 
 	if (!usage_tokens_any(d))
 		return;
-	usage_count_add(u, px->cfg->prices, c->us->model, &c->req_tokens, d, !c->us_counted,
-	                &nano);
+	usage_count_add(u, px->cfg->prices, c->us->model, &c->req_tokens, d, !c->us_counted, &nano);
 	if (!c->us_counted)
 		memcpy(c->req_model, c->us->model, sizeof(c->req_model));
 	c->us_counted = 1;

@@ -347,9 +347,10 @@ static int parse_row(const char *const *f, const size_t *fl, int nf, int line,
 	memset(r, 0, sizeof(*r));
 	r->line = line;
 	if (nf < 1 + USAGE_KINDS)
-		return prices_bad(err, line,
-		                  "want a model family and 5 prices (then optionally 'above TOKENS' "
-		                  "and 5 prices, and 'date YYYY-MM-DD')");
+		return prices_bad(
+		    err, line,
+		    "want a model family and 5 prices (then optionally 'above TOKENS' "
+		    "and 5 prices, and 'date YYYY-MM-DD')");
 	if (fl[0] > USAGE_MODEL_MAX)
 		return prices_bad(err, line, "a family is at most 64 characters");
 	for (size_t j = 0; j < fl[0]; j++)
@@ -364,14 +365,15 @@ static int parse_row(const char *const *f, const size_t *fl, int nf, int line,
 	for (i = 1 + USAGE_KINDS; i < nf;) {
 		if (word_is(f[i], fl[i], "date")) {
 			if (i + 2 != nf || !date_ok(f[i + 1], fl[i + 1]))
-				return prices_bad(err, line,
-				                  "'date' takes a date YYYY-MM-DD, at the row's end");
+				return prices_bad(
+				    err, line, "'date' takes a date YYYY-MM-DD, at the row's end");
 			memcpy(r->date, f[i + 1], fl[i + 1]);
 			break;
 		}
 		if (!word_is(f[i], fl[i], "above"))
-			return prices_bad(err, line, "after the prices: 'above TOKENS' and 5 prices, "
-			                             "or 'date YYYY-MM-DD'");
+			return prices_bad(err, line,
+			                  "after the prices: 'above TOKENS' and 5 prices, "
+			                  "or 'date YYYY-MM-DD'");
 		struct usage_band *b = &r->band[r->nband], *below = b - 1;
 		uint64_t tokens;
 
@@ -379,19 +381,22 @@ static int parse_row(const char *const *f, const size_t *fl, int nf, int line,
 			return prices_bad(err, line, "at most 3 'above' bands");
 		if (i + 1 + USAGE_KINDS >= nf ||
 		    parse_fixed(f[i + 1], fl[i + 1], 0, USAGE_TOKENS_MAX, &tokens) < 0 || !tokens)
-			return prices_bad(err, line,
-			                  "'above' takes a number of prompt tokens (1 to 1000000000) "
-			                  "and 5 prices");
+			return prices_bad(
+			    err, line,
+			    "'above' takes a number of prompt tokens (1 to 1000000000) "
+			    "and 5 prices");
 		if (tokens <= below->above)
-			return prices_bad(err, line, "each 'above' threshold must be higher than the last");
+			return prices_bad(err, line,
+			                  "each 'above' threshold must be higher than the last");
 		b->above = tokens;
 		if (parse_prices(f + i + 2, fl + i + 2, b->nano) < 0)
 			return prices_bad(err, line, bad_price);
 		for (int k = 0; k < USAGE_KINDS; k++)
 			if (b->nano[k] < below->nano[k])
-				return prices_bad(err, line,
-				                  "the prices above a threshold must be no lower than "
-				                  "below it, kind by kind");
+				return prices_bad(
+				    err, line,
+				    "the prices above a threshold must be no lower than "
+				    "below it, kind by kind");
 		r->nband++;
 		i += 2 + USAGE_KINDS;
 	}
@@ -595,7 +600,8 @@ int usage_price_of(const struct usage_prices *t, const char *model, const struct
 	for (size_t i = 0; model && i < t->nr; i++) {
 		size_t l = strlen(t->v[i].family);
 
-		if (l > best_len && !strncmp(model, t->v[i].family, l) && model_suffix_ok(model + l)) {
+		if (l > best_len && !strncmp(model, t->v[i].family, l) &&
+		    model_suffix_ok(model + l)) {
 			best = &t->v[i];
 			best_len = l;
 		}

@@ -129,7 +129,10 @@ struct usage_prices {
 	struct usage_price top; /* one band: the highest price of each kind, for models not in v */
 };
 
-#define USAGE_PRICES_INIT {0}
+#define USAGE_PRICES_INIT                                                                          \
+	{                                                                                          \
+		0                                                                                  \
+	}
 #define USAGE_PRICES_MAX      256 /* families in a table */
 #define USAGE_PRICES_FILE_MAX (64 * 1024)
 

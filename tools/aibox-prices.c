@@ -218,12 +218,14 @@ int main(int argc, char **argv)
 		if (json) {
 			print_json(model_json(&t, model, r, priced));
 		} else if (priced) {
-			printf("%s is priced by the row %s of %s, line %d (USD per million tokens):\n\n",
+			printf("%s is priced by the row %s of %s, line %d (USD per million "
+			       "tokens):\n\n",
 			       model, r->family, t.files[r->file].path, r->line);
 			print_header();
 			print_row(r);
 		} else {
-			printf("%s is in no row of the price table: aibox charges it the highest price "
+			printf("%s is in no row of the price table: aibox charges it the highest "
+			       "price "
 			       "of each column (USD per million tokens):\n\n",
 			       model);
 			print_header();
