@@ -138,3 +138,12 @@ const char *prices_file(void)
 
 	return data_path(&b, "prices", 0);
 }
+
+const char *user_prices_file(void)
+{
+	static struct buf b = BUF_INIT;
+
+	buf_reset(&b);
+	buf_addf(&b, "%s/prices", aibox_home());
+	return b.buf;
+}

@@ -24,6 +24,9 @@ const char *presets_dir(void);
 /* The price table (docs/budget.md): data_dir()/share/prices, else data_dir()/prices. */
 const char *prices_file(void);
 
+/* The user's prices, over the installed table's (docs/budget.md): aibox_home()/prices. */
+const char *user_prices_file(void);
+
 /* $AIBOX_HOME, or ~/.aibox.  Never NULL; "/.aibox" relative to "/" without HOME. */
 const char *aibox_home(void);
 

@@ -377,7 +377,7 @@ static void usage_apply(struct conn *c, const char *model, const struct usage_to
 
 	if (!usage_tokens_any(d))
 		return;
-	usage_count_add(u, px->cfg->prices, model, d, !c->us_counted, &nano);
+	usage_count_add(u, px->cfg->prices, model, &c->req_tokens, d, !c->us_counted, &nano);
 	if (!c->us_counted)
 		snprintf(c->req_model, sizeof(c->req_model), "%s", model ? model : "");
 	c->us_counted = 1;

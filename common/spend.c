@@ -15,6 +15,9 @@ int spend_start(struct spend *s, const char *project_dir, uint64_t cap_task, uin
 
 	s->cap_task = cap_task;
 	s->cap_day = cap_day;
+	/* aibox-proxy reads the same table when it starts: a bad one is refused here first. */
+	if ((ret = spend_prices_check(err)) < 0)
+		return ret;
 	s->ledger_fd = usage_ledger_open(project_dir, time(NULL), err);
 	if (s->ledger_fd < 0)
 		return s->ledger_fd;
@@ -35,6 +38,15 @@ int spend_start(struct spend *s, const char *project_dir, uint64_t cap_task, uin
 	}
 	buf_release(&spent);
 	buf_release(&cap);
+	return ret;
+}
+
+int spend_prices_check(struct buf *err)
+{
+	struct usage_prices t = USAGE_PRICES_INIT;
+	int ret = usage_prices_load_in_use(&t, err);
+
+	usage_prices_release(&t);
 	return ret;
 }
 

@@ -26,13 +26,20 @@ struct spend {
 	}
 
 /*
- * Open the project's ledger for today (usage_ledger_open()) and read it.
- * -EDQUOT when cap_day is set and the day's total has reached it, with the
- * message in err; another negative errno when the ledger cannot be opened or
- * read; 0 otherwise, with s filled.
+ * Check the price table in use (spend_prices_check()), then open the
+ * project's ledger for today (usage_ledger_open()) and read it.  -EDQUOT
+ * when cap_day is set and the day's total has reached it, with the message
+ * in err; another negative errno when the table is bad or the ledger cannot
+ * be opened or read; 0 otherwise, with s filled.
  */
 int spend_start(struct spend *s, const char *project_dir, uint64_t cap_task, uint64_t cap_day,
                 struct buf *err);
+
+/*
+ * Read the price table aibox-proxy will count with (usage_prices_load_in_use()):
+ * 0, or a negative errno with the file, the line and the reason in err.
+ */
+int spend_prices_check(struct buf *err);
 
 /* The smaller of two caps, 0 meaning none. */
 uint64_t spend_cap_min(uint64_t a, uint64_t b);

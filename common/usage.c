@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "err.h"
+#include "paths.h"
 #include "banned.h"
 
 const char *const usage_kind_names[USAGE_KINDS] = {
@@ -474,70 +475,191 @@ static int prices_bad(struct buf *err, int line, const char *why)
 	return -EINVAL;
 }
 
+/* YYYY-MM-DD, month 01-12, day 01-31. */
+static int date_ok(const char *s, size_t n)
+{
+	static const char shape[] = "dddd-dd-dd";
+	int month, day;
+
+	if (n != sizeof(shape) - 1)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (shape[i] == 'd' ? s[i] < '0' || s[i] > '9' : s[i] != '-')
+			return 0;
+	month = (s[5] - '0') * 10 + (s[6] - '0');
+	day = (s[8] - '0') * 10 + (s[9] - '0');
+	return month >= 1 && month <= 12 && day >= 1 && day <= 31;
+}
+
+static int name_char(char ch)
+{
+	return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+	       ch == '.' || ch == '-' || ch == '_';
+}
+
+static int word_is(const char *f, size_t n, const char *word)
+{
+	return n == strlen(word) && !memcmp(f, word, n);
+}
+
+/* A line's fields: at most this many (more is an error). */
+#define PRICE_FIELDS (6 + 7 * USAGE_BANDS + 2)
+
+/* Five prices from f[0..4] into nano[]; 0 or -EINVAL. */
+static int parse_prices(const char *const *f, const size_t *fl, uint64_t *nano)
+{
+	for (int k = 0; k < USAGE_KINDS; k++)
+		if (parse_fixed(f[k], fl[k], 3, 1000000, &nano[k]) < 0)
+			return -EINVAL;
+	return 0;
+}
+
+static const char bad_price[] =
+    "a price is a number of USD per million tokens (at most 3 decimals, at most 1000000)";
+
+/* One row, fields f[0..nf), into r.  0, or -EINVAL with the reason in err. */
+static int parse_row(const char *const *f, const size_t *fl, int nf, int line,
+                     struct usage_price *r, struct buf *err)
+{
+	int i;
+
+	memset(r, 0, sizeof(*r));
+	r->line = line;
+	if (nf < 1 + USAGE_KINDS)
+		return prices_bad(
+		    err, line,
+		    "want a model family and 5 prices (then optionally 'above TOKENS' "
+		    "and 5 prices, and 'date YYYY-MM-DD')");
+	if (fl[0] > USAGE_MODEL_MAX)
+		return prices_bad(err, line, "a family is at most 64 characters");
+	for (size_t j = 0; j < fl[0]; j++)
+		if (!name_char(f[0][j]))
+			return prices_bad(err, line,
+			                  "a family is a model's name: letters, digits, '.', '-' "
+			                  "and '_'");
+	memcpy(r->family, f[0], fl[0]);
+	if (parse_prices(f + 1, fl + 1, r->band[0].nano) < 0)
+		return prices_bad(err, line, bad_price);
+	r->nband = 1;
+	for (i = 1 + USAGE_KINDS; i < nf;) {
+		if (word_is(f[i], fl[i], "date")) {
+			if (i + 2 != nf || !date_ok(f[i + 1], fl[i + 1]))
+				return prices_bad(
+				    err, line, "'date' takes a date YYYY-MM-DD, at the row's end");
+			memcpy(r->date, f[i + 1], fl[i + 1]);
+			break;
+		}
+		if (!word_is(f[i], fl[i], "above"))
+			return prices_bad(err, line,
+			                  "after the prices: 'above TOKENS' and 5 prices, "
+			                  "or 'date YYYY-MM-DD'");
+		struct usage_band *b = &r->band[r->nband], *below = b - 1;
+		uint64_t tokens;
+
+		if (r->nband >= USAGE_BANDS)
+			return prices_bad(err, line, "at most 3 'above' bands");
+		if (i + 1 + USAGE_KINDS >= nf ||
+		    parse_fixed(f[i + 1], fl[i + 1], 0, USAGE_TOKENS_MAX, &tokens) < 0 || !tokens)
+			return prices_bad(
+			    err, line,
+			    "'above' takes a number of prompt tokens (1 to 1000000000) "
+			    "and 5 prices");
+		if (tokens <= below->above)
+			return prices_bad(err, line,
+			                  "each 'above' threshold must be higher than the last");
+		b->above = tokens;
+		if (parse_prices(f + i + 2, fl + i + 2, b->nano) < 0)
+			return prices_bad(err, line, bad_price);
+		for (int k = 0; k < USAGE_KINDS; k++)
+			if (b->nano[k] < below->nano[k])
+				return prices_bad(
+				    err, line,
+				    "the prices above a threshold must be no lower than "
+				    "below it, kind by kind");
+		r->nband++;
+		i += 2 + USAGE_KINDS;
+	}
+	return 0;
+}
+
+static void update_top(struct usage_prices *t)
+{
+	memset(&t->top, 0, sizeof(t->top));
+	t->top.nband = 1;
+	for (size_t i = 0; i < t->nr; i++)
+		for (size_t b = 0; b < t->v[i].nband; b++)
+			for (int k = 0; k < USAGE_KINDS; k++)
+				if (t->v[i].band[b].nano[k] > t->top.band[0].nano[k])
+					t->top.band[0].nano[k] = t->v[i].band[b].nano[k];
+}
+
+static struct usage_price *find_family(const struct usage_prices *t, const char *family)
+{
+	for (size_t i = 0; i < t->nr; i++)
+		if (!strcmp(t->v[i].family, family))
+			return &t->v[i];
+	return NULL;
+}
+
 int usage_prices_parse(const char *p, size_t n, struct usage_prices *t, struct buf *err)
 {
 	const char *end = p + n;
 	int line = 0, ret = -EINVAL;
+	struct buf why = BUF_INIT;
 
 	memset(t, 0, sizeof(*t));
+	t->nfiles = 1;
 	while (p < end) {
 		const char *nl = memchr(p, '\n', (size_t)(end - p)), *le = nl ? nl : end;
-		const char *f[USAGE_KINDS + 1];
-		size_t fl[USAGE_KINDS + 1];
+		const char *f[PRICE_FIELDS];
+		size_t fl[PRICE_FIELDS];
 		int nf = 0;
 		const char *q = p;
+		struct usage_price *dup;
 
 		line++;
 		p = nl ? nl + 1 : end;
-		while (q < le && nf <= USAGE_KINDS) {
-			while (q < le && (*q == ' ' || *q == '\t'))
+		while (q < le) {
+			while (q < le && (*q == ' ' || *q == '\t' || *q == '\r'))
 				q++;
 			if (q == le || *q == '#')
 				break;
+			if (nf == PRICE_FIELDS) {
+				ret = prices_bad(err, line, "too many fields");
+				goto out;
+			}
 			f[nf] = q;
-			while (q < le && *q != ' ' && *q != '\t')
+			while (q < le && *q != ' ' && *q != '\t' && *q != '\r' && *q != '#')
 				q++;
 			fl[nf] = (size_t)(q - f[nf]);
 			nf++;
 		}
-		while (q < le && (*q == ' ' || *q == '\t'))
-			q++;
-		if (q < le && *q != '#') {
-			ret = prices_bad(err, line, "too many fields");
-			goto out;
-		}
 		if (!nf)
 			continue;
-		if (fl[0] == 4 && !memcmp(f[0], "date", 4)) {
-			if (nf != 2 || fl[1] >= sizeof(t->date)) {
-				ret = prices_bad(err, line, "'date' takes one word");
+		if (word_is(f[0], fl[0], "date")) {
+			if (nf != 2 || !date_ok(f[1], fl[1])) {
+				ret = prices_bad(err, line, "'date' takes a date YYYY-MM-DD");
 				goto out;
 			}
-			memcpy(t->date, f[1], fl[1]);
-			t->date[fl[1]] = '\0';
+			if (t->files[0].date[0]) {
+				ret = prices_bad(err, line, "a second 'date' line");
+				goto out;
+			}
+			memcpy(t->files[0].date, f[1], fl[1]);
 			continue;
 		}
-		if (nf != USAGE_KINDS + 1) {
-			ret = prices_bad(err, line, "want a model family and 5 prices");
-			goto out;
-		}
-		if (fl[0] > USAGE_MODEL_MAX || t->nr >= USAGE_PRICES_MAX) {
-			ret = prices_bad(err, line, "family name too long, or too many families");
+		if (t->nr >= USAGE_PRICES_MAX) {
+			ret = prices_bad(err, line, "more than 256 families");
 			goto out;
 		}
 		t->v = xrealloc(t->v, (t->nr + 1) * sizeof(*t->v));
-		memset(&t->v[t->nr], 0, sizeof(t->v[t->nr]));
-		memcpy(t->v[t->nr].family, f[0], fl[0]);
-		for (int k = 0; k < USAGE_KINDS; k++) {
-			if (parse_fixed(f[k + 1], fl[k + 1], 3, 1000000, &t->v[t->nr].nano[k]) <
-			    0) {
-				ret = prices_bad(err, line,
-				                 "a price is a number of USD per million tokens "
-				                 "(at most 3 decimals, at most 1000000)");
-				goto out;
-			}
-			if (t->v[t->nr].nano[k] > t->top.nano[k])
-				t->top.nano[k] = t->v[t->nr].nano[k];
+		if ((ret = parse_row(f, fl, nf, line, &t->v[t->nr], err)) < 0)
+			goto out;
+		if ((dup = find_family(t, t->v[t->nr].family)) && dup != &t->v[t->nr]) {
+			buf_addf(&why, "the family '%s' is listed twice (first on line %d)",
+			         dup->family, dup->line);
+			ret = prices_bad(err, line, why.buf);
+			goto out;
 		}
 		t->nr++;
 	}
@@ -545,12 +667,17 @@ int usage_prices_parse(const char *p, size_t n, struct usage_prices *t, struct b
 		ret = prices_bad(err, line, "no prices");
 		goto out;
 	}
-	if (!t->date[0]) {
+	if (!t->files[0].date[0]) {
 		ret = prices_bad(err, line, "no 'date' line");
 		goto out;
 	}
+	for (size_t i = 0; i < t->nr; i++)
+		if (!t->v[i].date[0])
+			memcpy(t->v[i].date, t->files[0].date, sizeof(t->v[i].date));
+	update_top(t);
 	ret = 0;
 out:
+	buf_release(&why);
 	if (ret < 0)
 		usage_prices_release(t);
 	return ret;
@@ -559,22 +686,89 @@ out:
 int usage_prices_load(const char *path, struct usage_prices *t, struct buf *err)
 {
 	struct buf b = BUF_INIT, why = BUF_INIT;
-	ssize_t r = buf_read_file(&b, path, USAGE_PRICES_FILE_MAX);
-	int ret;
+	struct usage_prices add;
+	ssize_t r;
+	int ret, file = (int)t->nfiles;
 
-	memset(t, 0, sizeof(*t));
+	if (t->nfiles >= USAGE_PRICES_FILES)
+		BUG("more than %d price tables", USAGE_PRICES_FILES);
+	r = buf_read_file(&b, path, USAGE_PRICES_FILE_MAX);
 	if (r < 0) {
-		buf_addf(err, "cannot read '%s': %s", path,
-		         r == -EFBIG ? "too large" : strerror((int)-r));
+		buf_addf(err, "cannot read the price table '%s': %s", path,
+		         r == -EFBIG ? "larger than 64 KiB" : strerror((int)-r));
 		buf_release(&b);
 		return (int)r;
 	}
-	ret = usage_prices_parse(b.buf, b.len, t, &why);
-	if (ret < 0)
-		buf_addf(err, "'%s': %s", path, why.buf);
+	ret = usage_prices_parse(b.buf, b.len, &add, &why);
 	buf_release(&b);
+	if (ret < 0) {
+		buf_addf(err, "the price table '%s', %s", path, why.buf);
+		buf_release(&why);
+		return ret;
+	}
+	t->files[file].path = xstrdup(path);
+	memcpy(t->files[file].date, add.files[0].date, sizeof(t->files[file].date));
+	t->nfiles++;
+	for (size_t i = 0; i < add.nr; i++) {
+		struct usage_price *row = find_family(t, add.v[i].family);
+
+		if (!row) {
+			t->v = xrealloc(t->v, (t->nr + 1) * sizeof(*t->v));
+			row = &t->v[t->nr++];
+		}
+		*row = add.v[i];
+		row->file = file;
+	}
+	update_top(t);
+	usage_prices_release(&add);
+	return 0;
+}
+
+int usage_prices_load_in_use(struct usage_prices *t, struct buf *err)
+{
+	struct buf why = BUF_INIT;
+	int ret = usage_prices_load(prices_file(), t, err);
+
+	if (ret < 0)
+		return ret;
+	ret = usage_prices_load(user_prices_file(), t, &why);
+	if (ret == -ENOENT)
+		ret = 0;
+	if (ret < 0) {
+		buf_addstr(err, why.buf);
+		usage_prices_release(t);
+	}
 	buf_release(&why);
 	return ret;
+}
+
+/*
+ * What may follow a family in a model's name: a date ("-20250929"), then a
+ * form such as "@20250805", then a variant ("[1m]"), each optional.
+ */
+static int model_suffix_ok(const char *s)
+{
+	if (s[0] == '-') {
+		for (int i = 1; i <= 8; i++)
+			if (s[i] < '0' || s[i] > '9')
+				return 0;
+		s += 9;
+	}
+	if (*s == '@') {
+		if (!name_char(*++s))
+			return 0;
+		while (name_char(*s))
+			s++;
+	}
+	if (*s == '[') {
+		if (!name_char(*++s))
+			return 0;
+		while (name_char(*s))
+			s++;
+		if (*s++ != ']')
+			return 0;
+	}
+	return !*s;
 }
 
 int usage_price_of(const struct usage_prices *t, const char *model, const struct usage_price **out)
@@ -586,7 +780,7 @@ int usage_price_of(const struct usage_prices *t, const char *model, const struct
 		size_t l = strlen(t->v[i].family);
 
 		if (l > best_len && !strncmp(model, t->v[i].family, l) &&
-		    (!model[l] || model[l] == '-' || model[l] == '@')) {
+		    model_suffix_ok(model + l)) {
 			best = &t->v[i];
 			best_len = l;
 		}
@@ -595,18 +789,29 @@ int usage_price_of(const struct usage_prices *t, const char *model, const struct
 	return best != NULL;
 }
 
+uint64_t usage_prompt(const struct usage_tokens *t)
+{
+	return sat_add(sat_add(t->n[USAGE_INPUT], t->n[USAGE_CACHE_READ]),
+	               sat_add(t->n[USAGE_CACHE_5M], t->n[USAGE_CACHE_1H]));
+}
+
 uint64_t usage_cost(const struct usage_price *p, const struct usage_tokens *t)
 {
-	uint64_t sum = 0;
+	uint64_t sum = 0, prompt = usage_prompt(t);
+	size_t b = 0;
 
+	while (b + 1 < p->nband && prompt > p->band[b + 1].above)
+		b++;
 	for (int k = 0; k < USAGE_KINDS; k++)
-		sum = sat_add(sum, sat_mul(t->n[k], p->nano[k]));
+		sum = sat_add(sum, sat_mul(t->n[k], p->band[b].nano[k]));
 	return sum;
 }
 
 void usage_prices_release(struct usage_prices *t)
 {
 	free(t->v);
+	for (size_t i = 0; i < t->nfiles && i < USAGE_PRICES_FILES; i++)
+		free(t->files[i].path);
 	memset(t, 0, sizeof(*t));
 }
 
@@ -637,12 +842,21 @@ static struct usage_model *model_slot(struct usage_count *c, const char *name)
 }
 
 void usage_count_add(struct usage_count *c, const struct usage_prices *t, const char *model,
-                     const struct usage_tokens *d, int new_answer, uint64_t *nano)
+                     const struct usage_tokens *before, const struct usage_tokens *d,
+                     int new_answer, uint64_t *nano)
 {
 	const struct usage_price *p;
 	int priced = usage_price_of(t, name_ok(model) ? model : NULL, &p);
 	struct usage_model *m = model_slot(c, name_ok(model) ? model : USAGE_MODEL_OTHER);
-	uint64_t cost = usage_cost(p, d);
+	struct usage_tokens after;
+	uint64_t was, now, cost;
+
+	for (int k = 0; k < USAGE_KINDS; k++)
+		after.n[k] = sat_add(before->n[k], d->n[k]);
+	/* Bands never get cheaper above a threshold, so now >= was; kept safe anyway. */
+	was = usage_cost(p, before);
+	now = usage_cost(p, &after);
+	cost = now > was ? now - was : 0;
 
 	for (int k = 0; k < USAGE_KINDS; k++)
 		m->t.n[k] = sat_add(m->t.n[k], d->n[k]);

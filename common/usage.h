@@ -1,7 +1,8 @@
 /*
  * What a task spends on the Claude API, counted where the key is used:
  * aibox-proxy reads the usage the API reports in each answer it forwards
- * with the key, prices it with the table in share/prices, and keeps the
+ * with the key, prices it with the table in share/prices (and the user's
+ * prices file over it), and keeps the
  * task's and the project's daily count (docs/budget.md).
  *
  * Four parts, each usable alone:
@@ -131,49 +132,89 @@ const char *usage_req_model(const struct usage_req *r);
 
 /* ---- prices ---- */
 
-struct usage_price {
-	char family[USAGE_MODEL_MAX + 1]; /* a model name prefix */
-	uint64_t nano[USAGE_KINDS];       /* nano-USD per token */
+/* Price bands of one row: its first, and up to 3 above prompt-length thresholds. */
+#define USAGE_BANDS 4
+
+struct usage_band {
+	uint64_t above;             /* the prompt tokens this band starts above; 0 for the first */
+	uint64_t nano[USAGE_KINDS]; /* nano-USD per token */
 };
+
+struct usage_price {
+	char family[USAGE_MODEL_MAX + 1]; /* a model's name, without its date or variant */
+	char date[11];                    /* YYYY-MM-DD: the row's, else its file's */
+	size_t nband;                     /* 1 to USAGE_BANDS, thresholds rising */
+	struct usage_band band[USAGE_BANDS];
+	int file; /* where the row comes from: its index in usage_prices.files */
+	int line; /* and its line there */
+};
+
+/* A file a table was read from. */
+struct usage_prices_file {
+	char *path;
+	char date[11]; /* its "date" line */
+};
+
+#define USAGE_PRICES_FILES 2 /* the installed table, and the user's over it */
 
 struct usage_prices {
 	struct usage_price *v;
 	size_t nr;
-	char date[32];          /* the table's "date" line */
-	struct usage_price top; /* the highest price of each kind: for models not in v */
+	struct usage_prices_file files[USAGE_PRICES_FILES];
+	size_t nfiles;
+	struct usage_price top; /* one band: the highest price of each kind, for models not in v */
 };
 
 #define USAGE_PRICES_INIT                                                                          \
 	{                                                                                          \
-		NULL, 0, "",                                                                       \
-		{                                                                                  \
-			"",                                                                        \
-			{                                                                          \
-				0                                                                  \
-			}                                                                          \
-		}                                                                                  \
+		0                                                                                  \
 	}
 #define USAGE_PRICES_MAX      256 /* families in a table */
 #define USAGE_PRICES_FILE_MAX (64 * 1024)
 
 /*
  * Read a price table (the format is in share/prices and docs/budget.md):
- * "date YYYY-MM-DD", then lines "FAMILY INPUT OUTPUT CACHE5M CACHE1H CACHEREAD"
- * in USD per million tokens (at most 3 decimals, at most 1000000), '#'
- * comments.  0, or -EINVAL with the line and the reason in err.
+ * "date YYYY-MM-DD", then one row a line,
+ *	FAMILY IN OUT CW5M CW1H CR [above TOKENS IN OUT CW5M CW1H CR]... [date YYYY-MM-DD]
+ * in USD per million tokens (at most 3 decimals, at most 1000000), each band
+ * above a higher threshold and no cheaper, kind by kind, than the one below;
+ * '#' comments.  Each family once.  0, or -EINVAL with "line N: why" in err.
+ * The rows' file is 0 and t->files[0] has the date (no path).
  */
 int usage_prices_parse(const char *p, size_t n, struct usage_prices *t, struct buf *err);
 
-/* usage_prices_parse() on the file at path (at most USAGE_PRICES_FILE_MAX bytes). */
+/*
+ * Add the table at path (at most USAGE_PRICES_FILE_MAX bytes) to t, which is
+ * empty or holds what earlier calls added: its rows replace t's rows of the
+ * same family and add the others.  t is left as it was on failure.  0; or a
+ * negative errno with "the price table 'PATH', line N: why" (or "cannot
+ * read the price table 'PATH': why") in err; -ENOENT for a missing file.
+ */
 int usage_prices_load(const char *path, struct usage_prices *t, struct buf *err);
 
 /*
- * The price of model: the family that is the longest prefix of it; 1 when
- * found, 0 when not (then *out is the table's top price).
+ * The price table in use (docs/budget.md): the installed one (prices_file(),
+ * common/paths.h), then the user's (user_prices_file()) over it when that
+ * file exists.  0, or a negative errno with the reason in err.
+ */
+int usage_prices_load_in_use(struct usage_prices *t, struct buf *err);
+
+/*
+ * The row that prices model: the longest family that is the model's name,
+ * or its name followed by a date ("-20250929"), a form such as
+ * "@20250805", or a variant ("[1m]"), in that order; never a family of
+ * another version ("claude-opus-4" does not price "claude-opus-4-8").  1
+ * when found; 0 when not (NULL model too), *out then the table's top price.
  */
 int usage_price_of(const struct usage_prices *t, const char *model, const struct usage_price **out);
 
-/* What t costs at price p, in nano-USD (saturating). */
+/* The prompt tokens of t: input, cache writes and cache reads (saturating). */
+uint64_t usage_prompt(const struct usage_tokens *t);
+
+/*
+ * What t costs at p, in nano-USD (saturating), t being ONE request's
+ * cumulative tokens: the band is chosen by t's own prompt (usage_prompt()).
+ */
 uint64_t usage_cost(const struct usage_price *p, const struct usage_tokens *t);
 
 void usage_prices_release(struct usage_prices *t);
@@ -208,11 +249,14 @@ struct usage_count {
 
 /*
  * Add one answer's growth d for model (NULL or "" for unknown) at the
- * prices in t.  new_answer: the first growth of this answer (counts a
- * request for the model).  *nano gets d's cost.
+ * prices in t; before: the answer's tokens before d (cumulative).
+ * new_answer: the first growth of this answer (counts a request for the
+ * model).  *nano gets d's cost: usage_cost(before + d) - usage_cost(before),
+ * so an answer is priced by its whole prompt, whatever its growths were.
  */
 void usage_count_add(struct usage_count *c, const struct usage_prices *t, const char *model,
-                     const struct usage_tokens *d, int new_answer, uint64_t *nano);
+                     const struct usage_tokens *before, const struct usage_tokens *d,
+                     int new_answer, uint64_t *nano);
 
 /* Append c as one JSON object (no newline): the "usage" of the record and usage.json. */
 void usage_count_json(const struct usage_count *c, struct buf *out);

@@ -9,12 +9,15 @@
  * USAGE_TOKENS_MAX, equals the sum of the growths reported, and does not
  * depend on where the stream was cut (fed whole, the same counts and model
  * come out); the model is printable ASCII without spaces.  An accepted price
- * table has a date and at least one family, its top price at least every
- * family's.  The request scanner (usage_req_feed()) gives the same
- * max_tokens and model wherever the body was cut, and where jansson reads
- * the body as an object, never less: its max_tokens at least jansson's (or
- * the documented maximum for one it cannot read), its model jansson's or
- * none.
+ * table has a date and at least one family, each row 1 to USAGE_BANDS bands
+ * with rising thresholds and prices that never fall, its top price at least
+ * every band's; a model named by the input is priced by a row whose family
+ * starts its name; fewer tokens never cost more, and an answer counted in
+ * two growths (usage_count_add()) costs what it costs counted at once.  The
+ * request scanner (usage_req_feed()) gives the same max_tokens and model
+ * wherever the body was cut, and where jansson reads the body as an object,
+ * never less: its max_tokens at least jansson's (or the documented maximum
+ * for one it cannot read), its model jansson's or none.
  */
 #include <jansson.h>
 #include <stdint.h>
@@ -119,21 +122,55 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (memcmp(&a.seen, &b.seen, sizeof(a.seen)) || strcmp(a.model, b.model) ||
 	    a.skipped != b.skipped)
 		abort();
-	usage_stream_release(&a);
 	usage_stream_release(&b);
 	req_check((const char *)data + 1, size - 1, cut);
 
 	if (usage_prices_parse((const char *)data, size, &t, &err) == 0) {
-		if (!t.date[0] || !t.nr)
+		const struct usage_price *p;
+		struct usage_tokens half, whole;
+
+		if (!t.files[0].date[0] || !t.nr)
 			abort();
-		for (size_t i = 0; i < t.nr; i++)
+		for (size_t i = 0; i < t.nr; i++) {
+			const struct usage_price *r = &t.v[i];
+
+			if (!r->nband || r->nband > USAGE_BANDS || r->band[0].above || !r->date[0])
+				abort();
+			for (size_t b = 0; b < r->nband; b++)
+				for (int k = 0; k < USAGE_KINDS; k++)
+					if (r->band[b].nano[k] > t.top.band[0].nano[k] ||
+					    (b && (r->band[b].above <= r->band[b - 1].above ||
+					           r->band[b].nano[k] < r->band[b - 1].nano[k])))
+						abort();
+		}
+		/* The stream's model (if any) against the table; the tokens seen, split in two. */
+		if (usage_price_of(&t, a.model[0] ? a.model : NULL, &p) &&
+		    strncmp(a.model, p->family, strlen(p->family)))
+			abort();
+		for (int k = 0; k < USAGE_KINDS; k++) {
+			whole.n[k] = a.seen.n[k];
+			half.n[k] = a.seen.n[k] / 2;
+		}
+		if (usage_cost(p, &half) > usage_cost(p, &whole))
+			abort();
+		{
+			static struct usage_count c;
+			struct usage_tokens zero = {{0}}, rest;
+			uint64_t n1, n2;
+
+			memset(&c, 0, sizeof(c));
 			for (int k = 0; k < USAGE_KINDS; k++)
-				if (t.v[i].nano[k] > t.top.nano[k])
-					abort();
+				rest.n[k] = whole.n[k] - half.n[k];
+			usage_count_add(&c, &t, a.model, &zero, &half, 1, &n1);
+			usage_count_add(&c, &t, a.model, &half, &rest, 0, &n2);
+			if (c.nano != usage_cost(p, &whole) || n1 + n2 != c.nano)
+				abort();
+		}
 		usage_prices_release(&t);
 	} else if (!err.len || t.v || t.nr) {
 		abort();
 	}
+	usage_stream_release(&a);
 	buf_release(&err);
 	return 0;
 }

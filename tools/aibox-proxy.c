@@ -75,7 +75,7 @@ static const char usage[] =
     "  --broker-fd N        hand requests for git.aibox.internal to aibox-broker over\n"
     "                       the unix SOCK_SEQPACKET socket N (its --handoff-fd)\n"
     "  --prices FILE        count key forwarding's spend with this price table\n"
-    "                       (default: aibox's data, share/prices)\n"
+    "                       (default: aibox's share/prices with ~/.aibox/prices over it)\n"
     "  --budget-task USD    refuse paid API requests once this task spent USD\n"
     "  --budget-day USD     refuse them once the day's ledger reached USD\n"
     "  --ledger-fd N        add each cost to the day's ledger open on fd N\n"
@@ -480,8 +480,9 @@ static void setup_spend(struct proxy_config *cfg, struct proxy_report *report,
 			    "--key-fd)");
 		return;
 	}
-	if (usage_prices_load(prices_path ? prices_path : prices_file(), prices, &err) < 0)
-		die("the price table %s", err.buf);
+	if ((prices_path ? usage_prices_load(prices_path, prices, &err)
+	                 : usage_prices_load_in_use(prices, &err)) < 0)
+		die("%s", err.buf);
 	cfg->prices = prices;
 	report->usage.present = 1;
 	if (cfg->ledger_fd >= 0 && (ret = usage_ledger_add(cfg->ledger_fd, 0, &day)) < 0)
