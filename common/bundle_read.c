@@ -1038,7 +1038,8 @@ static uint32_t idx_find(const struct pack_idx *x, const unsigned char *id)
 static int resolve_types(const struct pack_layout *l, const struct pack_idx *x, git_odb *odb,
                          unsigned char *t, struct bundle_pack_result *res)
 {
-	memcpy(t, l->types, l->nr);
+	if (l->nr)
+		memcpy(t, l->types, l->nr);
 	for (size_t i = 0; i < l->nr; i++) {
 		size_t j = i, steps = 0;
 		unsigned char final;
