@@ -34,7 +34,8 @@ static void add_quoted(struct buf *err, const char *s, size_t n)
 {
 	buf_addch(err, '\'');
 	for (size_t i = 0; i < n && i < 64; i++)
-		buf_addch(err, (unsigned char)s[i] < 0x20 || (unsigned char)s[i] >= 0x7f ? '?' : s[i]);
+		buf_addch(err,
+		          (unsigned char)s[i] < 0x20 || (unsigned char)s[i] >= 0x7f ? '?' : s[i]);
 	if (n > 64)
 		buf_addstr(err, "...");
 	buf_addch(err, '\'');
@@ -134,14 +135,20 @@ static int ident_ok(const char **pp, const char *end, const char *who, struct bu
 	if (p == le || *p != ' ')
 		return bad(err, "%s: no space before the date (missingSpaceBeforeDate)", who);
 	p++;
-	if (p < le && *p == '0' && (p + 1 == le || p[1] != ' '))
-		return bad(err, "%s: zero-padded date (zeroPaddedDate)", who);
+	/* git takes more blanks before the date, as it always has. */
+	while (p < le && (*p == ' ' || *p == '\t'))
+		p++;
 	if (p == le || !is_digit(*p))
 		return bad(err, "%s: bad date (badDate)", who);
+	if (*p == '0' && (p + 1 == le || p[1] != ' '))
+		return bad(err, "%s: zero-padded date (zeroPaddedDate)", who);
+	/* A date must fit git's time_t: at most INT64_MAX. */
 	for (; p < le && is_digit(*p); p++) {
-		if (t > ((uint64_t)INT64_MAX - 9) / 10)
+		uint64_t d = (uint64_t)(*p - '0');
+
+		if (t > ((uint64_t)INT64_MAX - d) / 10)
 			return bad(err, "%s: the date overflows (badDateOverflow)", who);
-		t = t * 10 + (uint64_t)(*p - '0');
+		t = t * 10 + d;
 	}
 	if (p == le || *p != ' ')
 		return bad(err, "%s: bad date (badDate)", who);
@@ -202,7 +209,8 @@ int bundle_fsck_tag(const char *data, size_t len, struct buf *err)
 	if (!(eol = memchr(p, '\n', (size_t)(end - p))))
 		return bad(err, "tag: ends after its 'type' line (missingType)");
 	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
-		known |= (size_t)(eol - p) == strlen(types[i]) && !memcmp(p, types[i], strlen(types[i]));
+		known |=
+		    (size_t)(eol - p) == strlen(types[i]) && !memcmp(p, types[i], strlen(types[i]));
 	if (!known)
 		return bad(err, "tag: bad 'type' (badType)");
 	p = eol + 1;
@@ -212,8 +220,17 @@ int bundle_fsck_tag(const char *data, size_t len, struct buf *err)
 		return bad(err, "tag: ends after its 'tag' line (missingTag)");
 	p = eol + 1;
 	/* Early tags have no tagger: git only notes it. */
-	if (skip(&p, end, "tagger "))
-		return ident_ok(&p, end, "tag: tagger", err);
+	if (skip(&p, end, "tagger ") && (ret = ident_ok(&p, end, "tag: tagger", err)))
+		return ret;
+	/* A signature header, and its continuation lines, each ending in a newline. */
+	if (skip(&p, end, "gpgsig ") || skip(&p, end, "gpgsig-sha256 ")) {
+		if (!(eol = memchr(p, '\n', (size_t)(end - p))))
+			return bad(err, "tag: ends in its 'gpgsig' line (badGpgsig)");
+		for (p = eol + 1; p < end && *p == ' '; p = eol + 1)
+			if (!(eol = memchr(p, '\n', (size_t)(end - p))))
+				return bad(err, "tag: ends in a 'gpgsig' continuation line "
+				                "(badHeaderContinuation)");
+	}
 	return 0;
 }
 
@@ -418,6 +435,9 @@ static void note_blob(struct bundle_fsck_blobs *found, const unsigned char *id, 
 	found->kind[found->nr++] = (unsigned char)kind;
 }
 
+/* git's limit on one name in a tree (its fsck.largePathname default). */
+#define PATH_COMPONENT_MAX 4096
+
 /* One entry's name and mode; its id at id.  0 or a refusal naming it. */
 static int entry_ok(const char *name, size_t n, unsigned mode, const unsigned char *id,
                     struct bundle_fsck_blobs *found, struct buf *err)
@@ -436,6 +456,18 @@ static int entry_ok(const char *name, size_t n, unsigned mode, const unsigned ch
 		why = "is '..' (hasDotdot)";
 	if (why)
 		goto refuse;
+	if (n > PATH_COMPONENT_MAX) {
+		why = "is longer than 4096 bytes (largePathname)";
+		goto refuse;
+	}
+	/*
+	 * Every name below starts, in git's spelling rules, with '.', '~', 'g' or
+	 * 'm' in either case, or with a code point HFS+ ignores (not ASCII), or
+	 * holds a backslash: the rest (most names) need none of it.
+	 */
+	if (!strchr(".~gGmM", name[0]) && !((unsigned char)name[0] & 0x80) &&
+	    !memchr(name, '\\', n))
+		return 0;
 	dotgit = hfs_dot(name, "git") || ntfs_dotgit(name);
 	for (const char *bs = strchr(name, '\\'); bs; bs = strchr(bs + 1, '\\')) {
 		dotgit |= ntfs_dotgit(bs + 1);
@@ -469,8 +501,7 @@ refuse:
 	return bad(err, " %s", why);
 }
 
-int bundle_fsck_tree(const char *data, size_t len, struct bundle_fsck_blobs *found,
-                     struct buf *err)
+int bundle_fsck_tree(const char *data, size_t len, struct bundle_fsck_blobs *found, struct buf *err)
 {
 	const char *p = data, *end = data + len;
 	struct tree_order order = {NULL};
@@ -575,6 +606,99 @@ static int url_has_newline(const char *url)
 	return nl;
 }
 
+/* Whether every '%' in s[0..n) starts an escape of two hex digits. */
+static int escapes_ok(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (s[i] == '%' && (i + 2 >= n || hex_digit((unsigned char)s[i + 1]) < 0 ||
+		                    hex_digit((unsigned char)s[i + 2]) < 0))
+			return 0;
+	return 1;
+}
+
+static int in_set(const char *set, const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!s[i] || !strchr(set, s[i]))
+			return 0;
+	return 1;
+}
+
+#define URL_ALNUM "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+
+/*
+ * Whether a URL for git's curl transport normalizes as newer git's
+ * url_normalize() requires (git 2.45's check_submodule_url()): a scheme and
+ * "://", valid %-escapes, a host of host characters, a port of 1 to 65535,
+ * no ".." above the path's root.
+ */
+static int curl_url_normal(const char *url)
+{
+	size_t scheme = strspn(url, URL_ALNUM "+.-"), n;
+	const char *p, *at, *slash, *colon, *q;
+	int depth = 0;
+
+	if (!scheme || !strchr(URL_ALNUM, url[0]) || (url[0] >= '0' && url[0] <= '9') ||
+	    strncmp(url + scheme, "://", 3))
+		return 0;
+	p = url + scheme + 3;
+	slash = p + strcspn(p, "/?#");
+	at = strchr(p, '@');
+	if (at && at < slash) {
+		if (!escapes_ok(p, (size_t)(at - p)))
+			return 0;
+		p = at + 1;
+	}
+	if (!*p || strchr(":/?#", *p))
+		return 0; /* no host */
+	for (colon = slash - 1; colon > p && *colon != ':' && *colon != ']'; colon--)
+		;
+	if (*colon != ':')
+		colon = slash;
+	if (!in_set(URL_ALNUM ".-_[:]", p, (size_t)(colon - p)))
+		return 0;
+	if (colon < slash) {
+		const char *port = colon + 1;
+
+		while (port < slash && *port == '0')
+			port++;
+		if (port == slash && port[-1] == '0')
+			port--; /* all zeros: port 0 */
+		n = (size_t)(slash - port);
+		if (n) {
+			unsigned long v = 0;
+
+			if (!in_set("0123456789", port, n) || n > 5)
+				return 0;
+			for (size_t i = 0; i < n; i++)
+				v = v * 10 + (unsigned long)(port[i] - '0');
+			if (v == 0 || v > 65535)
+				return 0;
+		}
+	}
+	/* The path, a segment at a time, up to '?' or '#'. */
+	for (p = slash; *p == '/';) {
+		struct buf seg = BUF_INIT;
+		int dots;
+
+		p++;
+		q = p + strcspn(p, "/?#");
+		if (!escapes_ok(p, (size_t)(q - p)))
+			return 0;
+		url_decode(&seg, p, (size_t)(q - p));
+		dots = (seg.len == 1 || seg.len == 2) && !strncmp(seg.buf, "..", seg.len);
+		if (dots && seg.len == 2 && depth-- == 0) {
+			buf_release(&seg);
+			return 0;
+		}
+		if (!dots)
+			depth++;
+		buf_release(&seg);
+		p = q;
+	}
+	return escapes_ok(p, strlen(p));
+}
+
 /* git's check_submodule_url(): 0 allowed, -1 not. */
 static int submodule_url_ok(const char *url)
 {
@@ -625,7 +749,7 @@ static int submodule_url_ok(const char *url)
 		url_decode(&h, host, (size_t)(stop - host));
 		empty = h.len == 0;
 		buf_release(&h);
-		return empty ? -1 : 0;
+		return empty || !curl_url_normal(curl) ? -1 : 0;
 	}
 	return 0;
 }
@@ -734,11 +858,13 @@ static int cfg_section(struct cfg *c, struct buf *sec)
 			return -1;
 		buf_addch(sec, (char)lower(ch));
 	}
-	/* [section "subsection"]: kept as written, \x is x. */
+	/* [section "subsection"]: kept as written, \x is x; no newline before it. */
 	buf_addch(sec, '.');
-	do
+	do {
+		if (ch == '\n')
+			return -1;
 		ch = cfg_next(c);
-	while (git_space(ch) && !c->eof);
+	} while (git_space(ch));
 	if (ch != '"')
 		return -1;
 	for (;;) {
@@ -870,8 +996,9 @@ int bundle_fsck_blob(int kind, const char *data, size_t len, struct buf *err)
 		while (eol < end && *eol && *eol != '\n')
 			eol++;
 		if (eol - p >= ATTR_LINE_MAX)
-			return bad(err, ".gitattributes has a line of %d bytes or more "
-			                "(gitattributesLineLength)",
+			return bad(err,
+			           ".gitattributes has a line of %d bytes or more "
+			           "(gitattributesLineLength)",
 			           ATTR_LINE_MAX);
 		p = eol < end && *eol == '\n' ? eol + 1 : eol;
 	}

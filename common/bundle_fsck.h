@@ -42,13 +42,16 @@ void bundle_fsck_blobs_clear(struct bundle_fsck_blobs *b);
 /* A commit's header: tree, parents, one author, a committer; no NUL anywhere. */
 int bundle_fsck_commit(const char *data, size_t len, struct buf *err);
 
-/* A tag's header: object, type, tag, and a tagger when there is one. */
+/*
+ * A tag's header: object, type, tag, a tagger when there is one, and a
+ * gpgsig header's lines each ended.
+ */
 int bundle_fsck_tag(const char *data, size_t len, struct buf *err);
 
 /*
  * A tree: every entry parses (an octal mode, a name, an id), its mode one of
  * git's five without zero padding, its name not empty, ".", "..", ".git" in
- * any spelling, nor holding '/'; no null id; sorted as git sorts, without
+ * any spelling, longer than 4096 bytes, nor holding '/'; no null id; sorted as git sorts, without
  * duplicates; .gitmodules, .gitattributes, .gitignore and .mailmap not
  * symlinks.  The ids of .gitmodules and .gitattributes entries are added to
  * found (NULL: not noted).
@@ -58,7 +61,8 @@ int bundle_fsck_tree(const char *data, size_t len, struct bundle_fsck_blobs *fou
 
 /*
  * A blob a tree named .gitmodules (kind FSCK_GITMODULES: it parses as git
- * config, every submodule's name, url, path and update as git allows them)
+ * config, every submodule's name, url, path and update as git allows them;
+ * a url for git's curl transport also as newer git normalizes it)
  * or .gitattributes (FSCK_GITATTRIBUTES: no line of 2048 bytes or more).
  */
 int bundle_fsck_blob(int kind, const char *data, size_t len, struct buf *err);

@@ -593,16 +593,56 @@ static int add_inflated(struct bundle_pack_result *res, const struct bundle_pack
 	return 0;
 }
 
+/*
+ * What the walk learnt of each object, in pack order (ascending offsets):
+ * where it starts, its type as packed (1-4, or 6 and 7 for deltas) and a
+ * delta's base: an OFS_DELTA's as the base's index, a REF_DELTA's as a slot
+ * of ref_ids (the base's raw id).  The checks after the indexer use it to
+ * know every object's type without asking libgit2, and to read in pack order.
+ */
+struct pack_layout {
+	uint64_t *offs;
+	unsigned char *types;
+	uint32_t *base;
+	size_t nr, alloc, alloc_types, alloc_base;
+	unsigned char (*ref_ids)[20];
+	size_t nr_refs, alloc_refs;
+};
+
+static void layout_clear(struct pack_layout *l)
+{
+	free(l->offs);
+	free(l->types);
+	free(l->base);
+	free(l->ref_ids);
+	memset(l, 0, sizeof(*l));
+}
+
+/* The index of the object starting at off, or SIZE_MAX. */
+static size_t layout_find(const struct pack_layout *l, uint64_t off)
+{
+	size_t lo = 0, hi = l->nr;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (l->offs[mid] < off)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < l->nr && l->offs[lo] == off ? lo : SIZE_MAX;
+}
+
 /* A walk over the pack: where it is, what it has seen, its inflater. */
 struct walk {
 	struct pack_src *s;
 	const struct bundle_pack_opts *o;
 	struct bundle_pack_result *res;
-	uint64_t pos, end;   /* the next object; where the checksum starts */
-	uint64_t total;      /* inflated so far */
-	uint64_t max_object; /* o->max_object, at most PACK_OBJECT_MAX */
-	uint64_t *offs;      /* where each object so far starts, ascending */
-	size_t nr_offs, alloc_offs;
+	uint64_t pos, end;     /* the next object; where the checksum starts */
+	uint64_t total;        /* inflated so far */
+	uint64_t max_object;   /* o->max_object, at most PACK_OBJECT_MAX */
+	struct pack_layout *l; /* each object so far */
 	z_stream z;
 	int zinit;
 	unsigned char *out; /* inflate's output, thrown away */
@@ -697,22 +737,6 @@ static int walk_start(struct walk *w)
 	return 0;
 }
 
-/* An OFS_DELTA's base must be where an earlier object starts. */
-static int walk_base_known(const struct walk *w, uint64_t base)
-{
-	size_t lo = 0, hi = w->nr_offs;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (w->offs[mid] < base)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo < w->nr_offs && w->offs[lo] == base;
-}
-
 /*
  * Object i's header at w->pos: its type and size (counted against the
  * limits), a delta's base (an OFS_DELTA's must be an earlier object).
@@ -723,6 +747,7 @@ static int walk_header(struct walk *w, uint32_t i, unsigned *type, uint64_t *siz
 	struct bundle_pack_result *res = w->res;
 	const unsigned char *p;
 	uint64_t start = w->pos, hlen;
+	uint32_t base = UINT32_MAX;
 	size_t avail;
 	int k, n, ret = 0;
 
@@ -748,17 +773,26 @@ static int walk_header(struct walk *w, uint32_t i, unsigned *type, uint64_t *siz
 		if (back == 0 || back > start - 12)
 			return refuse(&res->err, "pack: object %u: delta base out of the pack",
 			              (unsigned)i);
-		if (!walk_base_known(w, start - back))
+		if ((base = (uint32_t)layout_find(w->l, start - back)) == UINT32_MAX)
 			return refuse(&res->err, "pack: object %u: delta base is not an object",
 			              (unsigned)i);
 	} else if (*type == 7) { /* REF_DELTA: the base's id */
+		struct pack_layout *l = w->l;
+
 		if (hlen - (uint64_t)k < 20)
 			goto trunc;
+		ALLOC_GROW(l->ref_ids, l->nr_refs + 1, l->alloc_refs);
+		memcpy(l->ref_ids[l->nr_refs], p + k, 20);
+		base = (uint32_t)l->nr_refs++;
 		k += 20;
 	}
 	w->pos += (uint64_t)k;
-	ALLOC_GROW(w->offs, w->nr_offs + 1, w->alloc_offs);
-	w->offs[w->nr_offs++] = start;
+	ALLOC_GROW(w->l->offs, w->l->nr + 1, w->l->alloc);
+	ALLOC_GROW(w->l->types, w->l->nr + 1, w->l->alloc_types);
+	ALLOC_GROW(w->l->base, w->l->nr + 1, w->l->alloc_base);
+	w->l->offs[w->l->nr] = start;
+	w->l->types[w->l->nr] = (unsigned char)*type;
+	w->l->base[w->l->nr++] = base;
 	return 0;
 trunc:
 	return refuse(&res->err, "pack: object %u: truncated", (unsigned)i);
@@ -872,9 +906,9 @@ static int walk_finish(struct walk *w)
  * wrong size and words the rest for its own developers).
  */
 static int walk_pack(struct pack_src *s, const struct bundle_pack_opts *o,
-                     struct bundle_pack_result *res)
+                     struct bundle_pack_result *res, struct pack_layout *l)
 {
-	struct walk w = {.s = s, .o = o, .res = res};
+	struct walk w = {.s = s, .o = o, .res = res, .l = l};
 	int ret = walk_start(&w);
 
 	for (uint32_t i = 0; !ret && i < res->objects; i++) {
@@ -891,7 +925,6 @@ static int walk_pack(struct pack_src *s, const struct bundle_pack_opts *o,
 	EVP_MD_CTX_free(s->sha);
 	s->sha = NULL;
 	free(w.out);
-	free(w.offs);
 	return ret;
 }
 
@@ -915,21 +948,6 @@ static void remove_tmp(const char *dir)
 	rmdir(dir);
 }
 
-/* The ids of the objects of a pack, raw, as git_odb_foreach() lists them. */
-struct pack_ids {
-	git_oid *ids;
-	size_t nr, alloc;
-};
-
-static int collect_id(const git_oid *id, void *payload)
-{
-	struct pack_ids *l = payload;
-
-	ALLOC_GROW(l->ids, l->nr + 1, l->alloc);
-	l->ids[l->nr++] = *id;
-	return 0;
-}
-
 /* "pack: object <id>: " before a reason of common/bundle_fsck.c. */
 static int fsck_refuse(struct bundle_pack_result *res, const git_oid *id, struct buf *why)
 {
@@ -939,77 +957,259 @@ static int fsck_refuse(struct bundle_pack_result *res, const git_oid *id, struct
 	return refuse(&res->err, "pack: object %s: %s", hex, why->buf);
 }
 
+static uint64_t be64(const unsigned char *p)
+{
+	return (uint64_t)be32(p) << 32 | be32(p + 4);
+}
+
+/*
+ * The index file the indexer wrote (version 2), read whole: its n ids in
+ * order, each one's offset.  The pack's own checks made it; it is read
+ * with bounds all the same.
+ */
+struct pack_idx {
+	struct buf b;
+	uint32_t n;
+	size_t n64;
+	const unsigned char *ids, *offs32, *offs64;
+};
+
+static int idx_load(struct pack_idx *x, const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t got;
+	size_t need;
+
+	if (fd < 0)
+		return -errno;
+	got = buf_read_fd(&x->b, fd, (size_t)1 << 40); /* the object count bounds it */
+	close(fd);
+	if (got < 0)
+		return (int)got;
+	if (x->b.len < 8 + 1024 + 40 || memcmp(x->b.buf, "\377tOc", 4) ||
+	    be32((const unsigned char *)x->b.buf + 4) != 2)
+		return -EIO;
+	x->n = be32((const unsigned char *)x->b.buf + 8 + 255 * 4);
+	need = 8 + 1024 + (size_t)x->n * 28 + 40;
+	if (x->b.len < need || (x->b.len - need) % 8)
+		return -EIO;
+	x->n64 = (x->b.len - need) / 8;
+	x->ids = (const unsigned char *)x->b.buf + 8 + 1024;
+	x->offs32 = x->ids + (size_t)x->n * 24;
+	x->offs64 = x->offs32 + (size_t)x->n * 4;
+	return 0;
+}
+
+/* Entry k's offset in the pack, or UINT64_MAX when the index is malformed. */
+static uint64_t idx_offset(const struct pack_idx *x, uint32_t k)
+{
+	uint32_t v = be32(x->offs32 + (size_t)k * 4);
+
+	if (!(v & 0x80000000))
+		return v;
+	v &= 0x7fffffff;
+	return v < x->n64 ? be64(x->offs64 + (size_t)v * 8) : UINT64_MAX;
+}
+
+/* The entry of the raw id, or UINT32_MAX. */
+static uint32_t idx_find(const struct pack_idx *x, const unsigned char *id)
+{
+	uint32_t lo = 0, hi = x->n;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		int c = memcmp(x->ids + (size_t)mid * 20, id, 20);
+
+		if (!c)
+			return mid;
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return UINT32_MAX;
+}
+
+/*
+ * Each object's type, deltas resolved through their bases (the walk's
+ * layout, the index for a REF_DELTA's base; one outside the pack is a thin
+ * pack's base, which the indexer appended: its type from odb), into t.
+ */
+static int resolve_types(const struct pack_layout *l, const struct pack_idx *x, git_odb *odb,
+                         unsigned char *t, struct bundle_pack_result *res)
+{
+	if (l->nr)
+		memcpy(t, l->types, l->nr);
+	for (size_t i = 0; i < l->nr; i++) {
+		size_t j = i, steps = 0;
+		unsigned char final;
+
+		while (t[j] == 6 || t[j] == 7) {
+			size_t next = SIZE_MAX;
+
+			if (++steps > l->nr)
+				return refuse(&res->err, "pack: a delta chain loops");
+			if (t[j] == 6) {
+				next = l->base[j];
+			} else {
+				const unsigned char *id = l->ref_ids[l->base[j]];
+				uint32_t k = idx_find(x, id);
+
+				if (k != UINT32_MAX)
+					next = layout_find(l, idx_offset(x, k));
+				if (next == SIZE_MAX) {
+					git_object_t type;
+					git_oid oid;
+					size_t len;
+
+					git_oid_fromraw(&oid, id);
+					if (git_odb_read_header(&len, &type, odb, &oid) < 0)
+						return libgit2_reason(res);
+					t[j] = (unsigned char)type;
+					break;
+				}
+			}
+			j = next;
+		}
+		final = t[j];
+		for (size_t k = i; t[k] == 6 || t[k] == 7;) {
+			size_t next = l->types[k] == 6 ? l->base[k] : SIZE_MAX;
+
+			t[k] = final;
+			if (next == SIZE_MAX)
+				break;
+			k = next;
+		}
+	}
+	return 0;
+}
+
+/*
+ * A blob a tree named .gitmodules or .gitattributes: from the pack, else
+ * from the project's repository (repo_odb, may be NULL) as git reads it;
+ * found nowhere, refused as git refuses it.
+ */
+static int fsck_named_blob(git_odb *odb, git_odb *repo_odb, const unsigned char *raw, int kind,
+                           struct buf *why)
+{
+	const int mods = kind == FSCK_GITMODULES;
+	git_odb_object *obj = NULL;
+	git_odb *from = odb;
+	git_oid id;
+	int ret;
+
+	git_oid_fromraw(&id, raw);
+	if (!git_odb_exists(odb, &id))
+		from = repo_odb && git_odb_exists(repo_odb, &id) ? repo_odb : NULL;
+	if (!from) {
+		buf_addstr(why, mods ? ".gitmodules is not in the pack or the repository "
+		                       "(gitmodulesMissing)"
+		                     : ".gitattributes is not in the pack or the repository "
+		                       "(gitattributesMissing)");
+		return BUNDLE_REFUSED;
+	}
+	if (git_odb_read(&obj, from, &id) < 0)
+		return -EIO;
+	if (git_odb_object_type(obj) != GIT_OBJECT_BLOB) {
+		buf_addstr(why, mods ? ".gitmodules is not a blob (gitmodulesBlob)"
+		                     : ".gitattributes is not a blob (gitattributesBlob)");
+		ret = BUNDLE_REFUSED;
+	} else {
+		ret =
+		    bundle_fsck_blob(kind, git_odb_object_data(obj), git_odb_object_size(obj), why);
+	}
+	git_odb_object_free(obj);
+	return ret;
+}
+
+struct named_blob {
+	unsigned char id[20];
+	unsigned char kind;
+};
+
+static int named_cmp(const void *a, const void *b)
+{
+	const struct named_blob *x = a, *y = b;
+	int c = memcmp(x->id, y->id, 20);
+
+	return c ? c : (int)x->kind - (int)y->kind;
+}
+
 /*
  * What git fsck --strict checks, for every object of the pack
- * (common/bundle_fsck.h): each commit, tree and tag, then each blob a tree
- * names .gitmodules or .gitattributes that the pack holds (one it lacks is
- * the project's own, from --repo).
+ * (common/bundle_fsck.h): each commit, tree and tag, read in pack order (so
+ * a delta's base is still in libgit2's cache), then each blob a tree names
+ * .gitmodules or .gitattributes.  Blobs are known from the walk and the
+ * index, and never read otherwise.
  */
-static int fsck_pack(git_odb *odb, struct bundle_pack_result *res)
+static int fsck_pack(git_odb *odb, git_odb *repo_odb, const struct pack_layout *l,
+                     const struct pack_idx *x, struct bundle_pack_result *res)
 {
 	struct bundle_fsck_blobs found = BUNDLE_FSCK_BLOBS_INIT;
-	struct pack_ids l = {NULL, 0, 0};
+	struct named_blob *named = NULL;
+	uint32_t *pos = xmalloc(l->nr ? l->nr * sizeof(*pos) : 1);
+	unsigned char *t = xmalloc(l->nr ? l->nr : 1);
 	struct buf why = BUF_INIT;
 	int ret = 0;
 
-	if (git_odb_foreach(odb, collect_id, &l) < 0) {
-		ret = -EIO;
-		goto out;
-	}
-	for (size_t i = 0; i < l.nr && !ret; i++) {
-		git_object_t type;
-		git_odb_object *obj = NULL;
-		size_t len;
-		const char *data;
+	for (size_t i = 0; i < l->nr; i++)
+		pos[i] = UINT32_MAX;
+	for (uint32_t k = 0; k < x->n; k++) {
+		size_t i = layout_find(l, idx_offset(x, k));
 
-		if (git_odb_read_header(&len, &type, odb, &l.ids[i]) < 0) {
-			ret = libgit2_reason(res);
-			break;
-		}
-		if (type != GIT_OBJECT_COMMIT && type != GIT_OBJECT_TREE && type != GIT_OBJECT_TAG)
+		if (i != SIZE_MAX)
+			pos[i] = k;
+	}
+	for (size_t i = 0; i < l->nr && !ret; i++)
+		if (pos[i] == UINT32_MAX)
+			ret = refuse(&res->err, "pack: object %zu is not in the index", i);
+	if (!ret)
+		ret = resolve_types(l, x, odb, t, res);
+	for (size_t i = 0; i < l->nr && !ret; i++) {
+		git_odb_object *obj = NULL;
+		const char *data;
+		size_t len;
+		git_oid id;
+
+		if (t[i] != GIT_OBJECT_COMMIT && t[i] != GIT_OBJECT_TREE && t[i] != GIT_OBJECT_TAG)
 			continue;
-		if (git_odb_read(&obj, odb, &l.ids[i]) < 0) {
+		git_oid_fromraw(&id, x->ids + (size_t)pos[i] * 20);
+		if (git_odb_read(&obj, odb, &id) < 0) {
 			ret = libgit2_reason(res);
 			break;
 		}
 		data = git_odb_object_data(obj);
 		len = git_odb_object_size(obj);
-		if (type == GIT_OBJECT_COMMIT)
+		if (t[i] == GIT_OBJECT_COMMIT)
 			ret = bundle_fsck_commit(data, len, &why);
-		else if (type == GIT_OBJECT_TAG)
+		else if (t[i] == GIT_OBJECT_TAG)
 			ret = bundle_fsck_tag(data, len, &why);
 		else
 			ret = bundle_fsck_tree(data, len, &found, &why);
 		if (ret)
-			ret = fsck_refuse(res, &l.ids[i], &why);
-		git_odb_object_free(obj);
-	}
-	for (size_t i = 0; i < found.nr && !ret; i++) {
-		git_oid id;
-		git_odb_object *obj = NULL;
-
-		git_oid_fromraw(&id, found.ids[i]);
-		if (!git_odb_exists(odb, &id))
-			continue;
-		if (git_odb_read(&obj, odb, &id) < 0) {
-			ret = libgit2_reason(res);
-			break;
-		}
-		if (git_odb_object_type(obj) != GIT_OBJECT_BLOB) {
-			buf_addstr(&why, found.kind[i] == FSCK_GITMODULES
-			                     ? ".gitmodules is not a blob (gitmodulesBlob)"
-			                     : ".gitattributes is not a blob (gitattributesBlob)");
-			ret = BUNDLE_REFUSED;
-		} else {
-			ret = bundle_fsck_blob(found.kind[i], git_odb_object_data(obj),
-			                       git_odb_object_size(obj), &why);
-		}
-		if (ret)
 			ret = fsck_refuse(res, &id, &why);
 		git_odb_object_free(obj);
 	}
-out:
-	free(l.ids);
+	/* Many trees name the same blob: check each blob and kind once. */
+	named = xmalloc(found.nr ? found.nr * sizeof(*named) : 1);
+	for (size_t i = 0; i < found.nr; i++) {
+		memcpy(named[i].id, found.ids[i], 20);
+		named[i].kind = found.kind[i];
+	}
+	qsort(named, found.nr, sizeof(*named), named_cmp);
+	for (size_t i = 0; i < found.nr && !ret; i++) {
+		if (i && !named_cmp(&named[i - 1], &named[i]))
+			continue;
+		if ((ret = fsck_named_blob(odb, repo_odb, named[i].id, named[i].kind, &why)) > 0) {
+			git_oid id;
+
+			git_oid_fromraw(&id, named[i].id);
+			ret = fsck_refuse(res, &id, &why);
+		}
+	}
+	free(named);
+	free(pos);
+	free(t);
 	bundle_fsck_blobs_clear(&found);
 	buf_release(&why);
 	return ret;
@@ -1020,8 +1220,10 @@ out:
  * every object pass fsck_pack().
  */
 static int check_pack(git_indexer *idx, const char *dir, const struct bundle_pack_opts *o,
+                      const struct pack_layout *l, git_odb *repo_odb,
                       struct bundle_pack_result *res)
 {
+	struct pack_idx x = {.b = BUF_INIT};
 	struct buf path = BUF_INIT;
 	git_odb *odb = NULL;
 	git_odb_backend *be = NULL;
@@ -1046,17 +1248,18 @@ static int check_pack(git_indexer *idx, const char *dir, const struct bundle_pac
 			break;
 		}
 	}
-	if (!ret)
-		ret = fsck_pack(odb, res);
+	if (!ret && !(ret = idx_load(&x, path.buf)))
+		ret = fsck_pack(odb, repo_odb, l, &x, res);
 out:
 	git_odb_free(odb);
+	buf_release(&x.b);
 	buf_release(&path);
 	return ret;
 }
 
 /* Let libgit2's indexer resolve every delta (bases from o->repo_dir if given). */
 static int index_pack(struct pack_src *s, const struct bundle_pack_opts *o,
-                      struct bundle_pack_result *res)
+                      const struct pack_layout *l, struct bundle_pack_result *res)
 {
 	git_indexer_options opts = GIT_INDEXER_OPTIONS_INIT;
 	git_indexer_progress stats = {0};
@@ -1114,7 +1317,7 @@ static int index_pack(struct pack_src *s, const struct bundle_pack_opts *o,
 		goto out;
 	}
 	res->indexed = stats.indexed_objects;
-	ret = check_pack(idx, tmp.buf, o, res);
+	ret = check_pack(idx, tmp.buf, o, l, odb, res);
 out:
 	git_indexer_free(idx);
 	git_odb_free(odb);
@@ -1128,11 +1331,13 @@ out:
 static int verify(struct pack_src *s, const struct bundle_pack_opts *o,
                   struct bundle_pack_result *res)
 {
-	int ret = walk_pack(s, o, res);
+	struct pack_layout l = {NULL};
+	int ret = walk_pack(s, o, res, &l);
 
-	if (ret)
-		return ret;
-	return index_pack(s, o, res);
+	if (!ret)
+		ret = index_pack(s, o, &l, res);
+	layout_clear(&l);
+	return ret;
 }
 
 /* Empty res for a new verification, keeping its err's memory. */

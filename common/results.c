@@ -283,7 +283,7 @@ void summary_fetch_command(const struct summary_in *in, struct buf *out)
 {
 	struct buf refspec = BUF_INIT;
 
-	buf_addstr(out, "git -c transfer.fsckObjects=true fetch ");
+	buf_addstr(out, "git fetch ");
 	quote_arg(out, in->bundle_path, in->windows);
 	buf_addstr(out, " ");
 	buf_addf(&refspec, "aibox/task:%s", in->branch);

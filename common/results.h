@@ -127,7 +127,7 @@ struct summary_in {
  *	N turns in Xs, about $ USD at API prices, ended by R
  *	| line					(vm: the last message, line by line)
  *	the changes end at <12 hex>, fetch them with
- *	  git -c transfer.fsckObjects=true fetch '<bundle>' aibox/task:<branch>
+ *	  git fetch '<bundle>' aibox/task:<branch>
  * or, without an end commit, "nothing to fetch" when result.json says there
  * were changes (the bundle was refused or not checked), "no changes" when
  * no_changes says so, and nothing otherwise (a failed boot, a stop, refused

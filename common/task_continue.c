@@ -250,8 +250,7 @@ static int fetch(struct task_continue *c, const char *checkout, struct buf *why)
 	else
 		buf_addf(&spec, GUEST_BRANCH ":" GUEST_BRANCH "-%s", c->name);
 	if (git(checkout, NULL,
-	        (const char *const[]){"-c", "transfer.fsckObjects=true", "fetch", "--quiet",
-	                              bundle.buf, spec.buf, NULL}) != 0) {
+	        (const char *const[]){"fetch", "--quiet", bundle.buf, spec.buf, NULL}) != 0) {
 		buf_addf(why, "cannot fetch task '%s''s changes into '%s'", c->name, checkout);
 		ret = -EIO;
 		goto out;

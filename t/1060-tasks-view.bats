@@ -218,7 +218,7 @@ PY
 		assert_line --index 7 --regexp '^[0-9:]{8} vm\[aaaaaa\]: \| I fixed the test.$'
 		assert_line --index 8 --regexp '^[0-9:]{8} vm\[aaaaaa\]: \| It passes.$'
 		assert_line --index 9 --regexp "^[0-9:]{8} aibox\\[aaaaaa\\]: the changes end at ${C2:0:12}, fetch them with\$"
-		assert_line --index 10 --regexp "^[0-9:]{8} aibox\\[aaaaaa\\]:   git -c transfer.fsckObjects=true fetch $TK/20260101-100000-aaaaaa/changes.bundle aibox/task:aibox/task-20260101-100000-aaaaaa\$"
+		assert_line --index 10 --regexp "^[0-9:]{8} aibox\\[aaaaaa\\]:   git fetch $TK/20260101-100000-aaaaaa/changes.bundle aibox/task:aibox/task-20260101-100000-aaaaaa\$"
 		assert_equal "${#lines[@]}" 11
 	done
 	run aibox tasks show bbbbbb

@@ -36,7 +36,7 @@ aibox: 4 turns in 8.321s, about 0.05 USD at API prices, ended by completed
 vm: | I added a "Purpose" section to the README and committed it as f3572af.
 vm: | Second line.
 aibox: the changes end at f3572af8c6df, fetch them with
-aibox:   git -c transfer.fsckObjects=true fetch /home/u/.aibox/projects/p/tasks/20261007-170916-259e07/changes.bundle aibox/task:aibox/task-20261007-170916-259e07'
+aibox:   git fetch /home/u/.aibox/projects/p/tasks/20261007-170916-259e07/changes.bundle aibox/task:aibox/task-20261007-170916-259e07'
 }
 
 @test "results: no changes, a failed step, a missing result" {
@@ -158,7 +158,7 @@ aibox: no changes'
 		run test-task results result.json --end $C40 --bundle "$T/$dir/changes.bundle" --branch aibox/task-x
 		cmd=$(printf '%s\n' "$output" | sed -n 's/^aibox:   //p; /^line/p')
 		# The shell must see exactly the path, whatever is in it.
-		got=$(sh -c "set -- ${cmd#git -c transfer.fsckObjects=true fetch }; printf '%s' \"\$1\"")
+		got=$(sh -c "set -- ${cmd#git fetch }; printf '%s' \"\$1\"")
 		[ "$got" = "$T/$dir/changes.bundle" ] || { echo "dir: $dir -> $got"; false; }
 	done
 }
@@ -226,12 +226,12 @@ winq() {
 			--bundle "$T/$dir/changes.bundle" --branch aibox/task-x
 		assert_success
 		want=$(test-task windows-quote "$T/$dir/changes.bundle")
-		assert_line "aibox:   git -c transfer.fsckObjects=true fetch $want aibox/task:aibox/task-x"
+		assert_line "aibox:   git fetch $want aibox/task:aibox/task-x"
 	done
-	assert_line "aibox:   git -c transfer.fsckObjects=true fetch \"$T/it's/changes.bundle\" aibox/task:aibox/task-x"
+	assert_line "aibox:   git fetch \"$T/it's/changes.bundle\" aibox/task:aibox/task-x"
 	AIBOX_HOST_SYSTEM=linux run test-task results result.json --end $C40 \
 		--bundle "$T/it's/changes.bundle" --branch aibox/task-x
-	assert_line "aibox:   git -c transfer.fsckObjects=true fetch '$T/it'\\''s/changes.bundle' aibox/task:aibox/task-x"
+	assert_line "aibox:   git fetch '$T/it'\\''s/changes.bundle' aibox/task:aibox/task-x"
 }
 
 # record [HOSTS-JSON [EXTRA-FIELDS]]: the proxy's record (docs/proxy.md, "The record") in record.json

@@ -91,7 +91,7 @@ fetch_shared() {
 	cp -a "$S/repo" "$T/fetched"
 	cd "$T/fetched" || return 1
 	fetch=$(grep -A1 'fetch them with' "$S/err" | tail -1 | sed 's/^.*]:  *//')
-	[[ "$fetch" == "git -c transfer.fsckObjects=true fetch "* ]] || return 1
+	[[ "$fetch" == "git fetch "* ]] || return 1
 	eval "$fetch"
 	BRANCH=aibox/task-$(basename "$DIR")
 }

@@ -95,7 +95,7 @@ follow_ended() { ! kill -0 "$FOLLOW_PID" 2>/dev/null; }
 	assert_line --regexp "aibox\\[$id\\]: the VM connected to localhost:3129\$"
 	assert_line --regexp "vm\\[$id\\]: \\| I waited and committed done.txt.\$"
 	# The fetch command it prints works, and the list then says fetched.
-	fetch=$(printf '%s\n' "${lines[@]}" | grep -o 'git -c transfer.fsckObjects=true fetch .*')
+	fetch=$(printf '%s\n' "${lines[@]}" | grep -o 'git fetch .*')
 	eval "$fetch"
 	assert_equal "$(git rev-parse "aibox/task-${dir##*/}")" "$end"
 	run aibox tasks list
