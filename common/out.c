@@ -1,4 +1,5 @@
 #include <errno.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <string.h>
@@ -25,11 +26,6 @@ static uint32_t peek(const struct scan *sc, size_t *len)
 
 	*len = (size_t)(r < 0 ? -r : r);
 	return cp; /* U+FFFD for an ill-formed sequence */
-}
-
-static int is_bidi_control(uint32_t cp)
-{
-	return (cp >= 0x202A && cp <= 0x202E) || (cp >= 0x2066 && cp <= 0x2069);
 }
 
 /* After a CSI introducer: parameters, intermediates, one final byte. */
@@ -141,8 +137,20 @@ void out_sanitize(struct buf *out, const char *s, size_t n)
 				skip_string(&sc);
 			continue;
 		}
-		if (is_bidi_control(cp))
+		if (cp == 0x2028 || cp == 0x2029) {
+			/* the line and paragraph separators: a line break like any other */
+			buf_addch(out, '\n');
+			col = 0;
 			continue;
+		}
+		if (utf8_is_format(cp)) {
+			size_t before = out->len;
+
+			/* invisible, or able to reorder what follows: shown, never passed */
+			buf_addf(out, "<U+%04" PRIX32 ">", cp);
+			col += out->len - before;
+			continue;
+		}
 		utf8_add(out, cp);
 		col++;
 	}
@@ -224,3 +232,4 @@ int out_printf(int fd, const char *source, const char *id, const char *fmt, ...)
 	buf_release(&text);
 	return ret;
 }
+

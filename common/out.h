@@ -23,7 +23,8 @@
 
 /*
  * Append a cleaned copy of s[0..n) to out.  The result is well-formed UTF-8
- * whose only control character is '\n':
+ * with no control character but '\n' and no format character, and
+ * cleaning it again changes nothing:
  * - "\r\n" and a lone "\r" become "\n"; a tab becomes spaces up to the next
  *   multiple of 8 columns (columns counted in characters since the last line
  *   break); every other C0 control and DEL is dropped;
@@ -33,9 +34,15 @@
  *   with no terminator ends at the next line break; a lone ESC is dropped;
  * - C1 controls (U+0080..U+009F) are dropped, and the 8-bit forms of CSI,
  *   OSC, DCS, SOS, PM and APC take their payload with them;
- * - the bidi embedding, override and isolate characters U+202A..U+202E and
- *   U+2066..U+2069 are dropped (they can make text read differently from
- *   what it is);
+ * - the line and paragraph separators U+2028 and U+2029 are line breaks
+ *   ("\n");
+ * - every format character (utf8_is_format(): Unicode's category Cf, the
+ *   bidi embeddings, overrides, isolates and marks, zero-width spaces and
+ *   joiners, the byte order mark, soft hyphen, the tag characters, ...)
+ *   becomes the ASCII text "<U+XXXX>" (4 to 6 uppercase hex digits): they
+ *   are invisible or make text read differently from what it is, and a
+ *   hidden one must not pass into what the user reads or copies, nor go
+ *   unseen;
  * - ill-formed UTF-8 (overlong forms, surrogates, > U+10FFFF, stray or
  *   missing continuation bytes) becomes U+FFFD, one per maximal subpart.
  */

@@ -296,7 +296,7 @@ PY
 	assert_success
 	refute_output --partial $'\e'
 	refute_output --partial $'\a'
-	assert_line --regexp 'vm\[aaaaaa\]: \| fixed$'
+	assert_line --regexp 'vm\[aaaaaa\]: \| fixed<U\+202E>$'
 	# A field of the wrong type: the record is refused whole, said so, and result.json used.
 	sed -i 's/"exit":0/"exit":"0"/' "$TK/20260101-100000-aaaaaa/summary.json"
 	echo '{"version":1,"steps":[],"claude":{"num_turns":2,"last_message":"from result.json"}}' \
@@ -310,6 +310,84 @@ PY
 	run aibox tasks show aaaaaa
 	assert_success
 	refute_output --partial $'\e'
+}
+
+# HIDE: one of each kind of character that hides or moves text: a zero-width
+# space, a line separator, a byte order mark, the language tag and a tag
+# letter, a right-to-left override (JSON escapes); SHOWN: how each shows.
+HIDE='a\u200bb\u2028c\ufeffd\udb40\udc01\udb40\udc41e\u202ef'
+SHOWN=$'a<U+200B>b\nc<U+FEFF>d<U+E0001><U+E0041>e<U+202E>f'
+
+# no_hidden FILE: no format character, U+2028 or U+2029 in FILE (UTF-8)
+no_hidden() {
+	python3 - "$1" <<-'PY'
+		import sys, unicodedata
+		text = open(sys.argv[1], encoding="utf-8").read()
+		bad = [hex(ord(c)) for c in text if unicodedata.category(c) == "Cf" or c in "\u2028\u2029"]
+		sys.exit("hidden: " + " ".join(bad) if bad else 0)
+	PY
+}
+
+@test "tasks list, show and log: format characters and line separators from the folder are shown, never passed" {
+	raw=$(printf '%s' "$HIDE" | python3 -c 'import json,sys; sys.stdout.write(json.loads("\"" + sys.stdin.read() + "\""))')
+	mk_task 20260101-100000-aaaaaa "$raw"
+	record 20260101-100000-aaaaaa "not finished" 1 "$C2"
+	python3 - "$TK/20260101-100000-aaaaaa/summary.json" "$HIDE" <<-'PY'
+		import sys
+		text = open(sys.argv[1]).read()
+		text = text.replace("I fixed the test.", sys.argv[2]).replace("the step claude failed", "why " + sys.argv[2])
+		open(sys.argv[1], "w").write(text)
+	PY
+	printf '{"type":"assistant","message":{"content":[{"type":"text","text":"%s"},{"type":"tool_use","name":"Bash","input":{"command":"%s"}}]}}\n' \
+		"$HIDE" "$HIDE" >"$TK/20260101-100000-aaaaaa/transcript.jsonl"
+	# the VM's lines in aibox.log, as an older aibox wrote them (raw)
+	mk_task 20260101-110000-bbbbbb 'live'
+	printf '10:00:01 vm[bbbbbb]: %s\n' "$raw" >>"$TK/20260101-110000-bbbbbb/aibox.log"
+	hold_lock "$TK/20260101-110000-bbbbbb.lock"
+	# no record: result.json alone
+	mk_task 20260101-120000-cccccc 'result only'
+	printf '{"version":1,"steps":[],"claude":{"last_message":"%s"}}' "$HIDE" >"$TK/20260101-120000-cccccc/result.json"
+
+	run aibox tasks list
+	assert_success
+	printf '%s\n' "$output" >"$T/out"
+	no_hidden "$T/out"
+	assert_line --regexp '^aaaaaa  not finished .* a<U\+200B>b$'
+	run aibox tasks list --json
+	assert_success
+	assert_equal "$(jq -r '.[] | select(.id == "aaaaaa") | .prompt' <<<"$output")" 'a<U+200B>b'
+
+	run aibox tasks show aaaaaa
+	assert_success
+	printf '%s\n' "$output" >"$T/out"
+	no_hidden "$T/out"
+	assert_line "prompt: a<U+200B>b"
+	assert_line --regexp '^[0-9:]{8} vm\[aaaaaa\]: \| a<U\+200B>b$'
+	assert_line --regexp '^[0-9:]{8} vm\[aaaaaa\]: c<U\+FEFF>d<U\+E0001><U\+E0041>e<U\+202E>f$'
+	assert_line --regexp '^[0-9:]{8} aibox\[aaaaaa\]: the task did not finish: why a<U\+200B>b$'
+	assert_line --regexp '^[0-9:]{8} aibox\[aaaaaa\]: c<U\+FEFF>d<U\+E0001><U\+E0041>e<U\+202E>f$'
+	run aibox tasks show cccccc
+	assert_success
+	printf '%s\n' "$output" >"$T/out"
+	no_hidden "$T/out"
+	assert_line --regexp '^[0-9:]{8} vm\[cccccc\]: c<U\+FEFF>d<U\+E0001><U\+E0041>e<U\+202E>f$'
+
+	run aibox tasks log aaaaaa
+	assert_success
+	printf '%s\n' "$output" >"$T/out"
+	no_hidden "$T/out"
+	assert_output "$SHOWN"$'\n> Bash: a<U+200B>b c<U+FEFF>d<U+E0001><U+E0041>e<U+202E>f'
+	run aibox tasks log bbbbbb
+	assert_success
+	printf '%s\n' "$output" >"$T/out"
+	no_hidden "$T/out"
+	assert_output $'10:00:01 a<U+200B>b\nc<U+FEFF>d<U+E0001><U+E0041>e<U+202E>f'
+	# and the check itself catches each kind
+	for c in '\u200b' '\u2028' '\u2029' '\ufeff' '\U000e0001' '\U000e0041' '\u202e' '\u00ad'; do
+		printf "x$c" >"$T/bad"
+		run ! no_hidden "$T/bad"
+		assert_output --partial 'hidden: 0x'
+	done
 }
 
 # transcript NAME: a transcript.jsonl of the shapes Claude Code writes, with hostile text.
