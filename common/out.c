@@ -1,12 +1,17 @@
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "buf.h"
 #include "out.h"
+#include "spawn.h"
 #include "utf8.h"
 #include "banned.h"
 
@@ -233,3 +238,83 @@ int out_printf(int fd, const char *source, const char *id, const char *fmt, ...)
 	return ret;
 }
 
+/* The worker: lines from in to fd until the end of file. */
+static __attribute__((noreturn)) void relay_run(int in, int fd, const char *source, const char *id)
+{
+	struct buf line = BUF_INIT;
+	char chunk[4096];
+	ssize_t n;
+
+	while ((n = read(in, chunk, sizeof(chunk))) != 0) {
+		const char *p = chunk, *end;
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			break;
+		end = chunk + n;
+		while (p < end) {
+			const char *nl = memchr(p, '\n', (size_t)(end - p));
+			size_t take = nl ? (size_t)(nl - p) : (size_t)(end - p);
+
+			buf_add(&line, p, take);
+			p += take;
+			if (nl) {
+				p++;
+			} else if (line.len < OUT_LINE_MAX) {
+				break; /* the rest of the line is still to come */
+			}
+			out_write(fd, source, id, line.buf, line.len);
+			buf_reset(&line);
+		}
+	}
+	if (line.len)
+		out_write(fd, source, id, line.buf, line.len);
+	_exit(0);
+}
+
+int out_relay_start(struct out_relay *r, int fd, const char *source, const char *id)
+{
+	int p[2];
+	pid_t pid;
+
+	*r = (struct out_relay)OUT_RELAY_INIT;
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -errno;
+	pid = spawn_worker((int[]){p[0], fd}, 2, SPAWN_WORKER_PDEATH);
+	if (pid == 0) {
+		close(p[1]);
+		relay_run(p[0], fd, source, id);
+	}
+	close(p[0]);
+	if (pid < 0) {
+		close(p[1]);
+		return (int)pid;
+	}
+	r->pid = pid;
+	r->fd = p[1];
+	return 0;
+}
+
+void out_relay_end(struct out_relay *r, int timeout_ms)
+{
+	int waited = 0;
+
+	if (r->fd >= 0)
+		close(r->fd);
+	r->fd = -1;
+	if (r->pid <= 0)
+		return;
+	while (waitpid(r->pid, NULL, WNOHANG) == 0) {
+		struct timespec ts = {0, 10 * 1000000L};
+
+		if (waited >= timeout_ms) {
+			kill(r->pid, SIGKILL);
+			waitpid(r->pid, NULL, 0);
+			break;
+		}
+		nanosleep(&ts, NULL);
+		waited += 10;
+	}
+	r->pid = -1;
+}

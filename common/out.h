@@ -14,6 +14,7 @@
 #define AIBOX_OUT_H
 
 #include <stddef.h>
+#include <sys/types.h>
 #include <time.h>
 
 #include "buf.h"
@@ -65,6 +66,37 @@ void out_format(struct buf *out, time_t when, const char *source, const char *id
  * Returns 0 or -errno.
  */
 int out_write(int fd, const char *source, const char *id, const char *s, size_t n);
+
+/*
+ * A relay that gives other programs' stderr our lines: what is written to
+ * the pipe it makes goes to fd as out_write() lines of source and id, one a
+ * line as it comes (a line without its end is written once it is
+ * OUT_LINE_MAX bytes long, or at the end).  aibox task hands the write end
+ * to its helpers as their stderr (docs/tasks.md, "Results").
+ *
+ * The relay is a worker of ours (spawn_worker(), SPAWN_WORKER_PDEATH) that
+ * holds the read end and fd, and ends at the pipe's end of file: once every
+ * holder of the write end has closed it.
+ */
+struct out_relay {
+	pid_t pid; /* the worker, -1 when none */
+	int fd;    /* the pipe's write end (ours until out_relay_end()), -1 when none */
+};
+
+#define OUT_RELAY_INIT                                                                             \
+	{                                                                                          \
+		-1, -1                                                                             \
+	}
+
+/* Start the relay.  0, or -errno (then r holds nothing). */
+int out_relay_start(struct out_relay *r, int fd, const char *source, const char *id);
+
+/*
+ * Close our write end and wait for the worker to write what it has and end,
+ * at most timeout_ms (a writer that still holds the pipe: then SIGKILL).
+ * Nothing to do for a relay never started.
+ */
+void out_relay_end(struct out_relay *r, int timeout_ms);
 
 /* out_write() of a printf-formatted text. */
 __attribute__((format(printf, 4, 5))) int out_printf(int fd, const char *source, const char *id,

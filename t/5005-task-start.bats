@@ -285,6 +285,12 @@ step 1"
 	assert_output "$dir"
 	[[ "$stderr" =~ (^|$'\n')[0-9][0-9]:[0-9][0-9]:[0-9][0-9]\ aibox\[${dir: -6}\]:\ aibox-proxy\ did\ not\ start ]] || fail "$stderr"
 	[[ "$stderr" != *"aibox-task: "* ]] || fail "$stderr"
+	# the proxy's own words too have the time, the source and the id, before the line that points at them
+	[[ "$stderr" =~ [0-9:]{8}\ aibox\[${dir: -6}\]:\ aibox-proxy:\ [^$'\n']*garbage[^$'\n']*$'\n'[0-9:]{8}\ aibox\[${dir: -6}\]:\ aibox-proxy\ did\ not\ start ]] || fail "$stderr"
+	printf '%s\n' "$stderr" >"$T/stderr"
+	run grep -cvE "^[0-9]{2}:[0-9]{2}:[0-9]{2} aibox\[${dir: -6}\]: " "$T/stderr"
+	assert_failure 1
+	assert_output 0
 	[[ "$stderr" != *"no changes"* ]] || fail "$stderr"
 	run tail -n 1 "$dir/aibox.log"
 	assert_output --regexp '^total [0-9.]+s exit 2$'
@@ -306,4 +312,12 @@ step 1"
 	assert_failure 1
 	[[ "$stderr" == *"the task did not finish: QEMU exited"* ]] || fail "$stderr"
 	[[ "$stderr" != *"no changes"* ]] || fail "$stderr"
+}
+
+@test "task: its warnings, once the folder is made, are aibox[id] lines too" {
+	run --separate-stderr aibox task --no-sandbox x
+	assert_failure 1
+	dir=$(task_dir)
+	[[ "$stderr" =~ (^|$'\n')[0-9:]{8}\ aibox\[${dir: -6}\]:\ warning:\ --no-sandbox:\ aibox-task\ runs\ without\ its\ own\ lockdown$'\n' ]] || fail "$stderr"
+	[[ "$stderr" != *"aibox-task: "* ]] || fail "$stderr"
 }

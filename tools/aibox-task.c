@@ -381,6 +381,12 @@ static void task_failed(const char *msg)
 	buf_release(&path);
 }
 
+/* error() and warning() once the task folder exists: aibox[id] lines. */
+static void task_report(const char *msg)
+{
+	out_printf(2, "aibox", failing_task->id, "%s", msg);
+}
+
 static void start(struct task *t)
 {
 	struct buf err = BUF_INIT, cfgpath = BUF_INIT;
@@ -438,6 +444,7 @@ static void start(struct task *t)
 	t->aibox_log_fd = open_in_task(t, "aibox.log", O_WRONLY | O_CREAT | O_EXCL | O_APPEND);
 	failing_task = t;
 	die_routine = task_failed;
+	report_routine = task_report;
 
 	write_inputs(t);
 	open_results(t, 1);
