@@ -208,11 +208,16 @@ void out_format(struct buf *out, time_t when, const char *source, const char *id
 
 int out_write(int fd, const char *source, const char *id, const char *s, size_t n)
 {
+	return out_write_at(fd, time(NULL), source, id, s, n);
+}
+
+int out_write_at(int fd, time_t when, const char *source, const char *id, const char *s, size_t n)
+{
 	struct buf lines = BUF_INIT;
 	size_t pos = 0;
 	int ret = 0;
 
-	out_format(&lines, time(NULL), source, id, s, n);
+	out_format(&lines, when, source, id, s, n);
 	while (pos < lines.len && !ret) {
 		const char *nl = memchr(lines.buf + pos, '\n', lines.len - pos);
 		size_t end = (size_t)(nl - lines.buf) + 1; /* every line ends in '\n' */

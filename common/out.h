@@ -67,6 +67,9 @@ void out_format(struct buf *out, time_t when, const char *source, const char *id
  */
 int out_write(int fd, const char *source, const char *id, const char *s, size_t n);
 
+/* out_write() of lines written at `when` (aibox tasks show: a task's lines with their times). */
+int out_write_at(int fd, time_t when, const char *source, const char *id, const char *s, size_t n);
+
 /*
  * A relay that gives other programs' stderr our lines: what is written to
  * the pipe it makes goes to fd as out_write() lines of source and id, one a

@@ -212,15 +212,32 @@ PY
 		assert_line --index 1 "folder: $TK/20260101-100000-aaaaaa"
 		assert_line --index 2 "started 2026-01-01 10:00:00, for 1m23s"
 		assert_line --index 3 "prompt: fix the flaky test"
-		assert_line --index 4 --regexp '^[0-9:]{8} aibox\[aaaaaa\]: the VM connected to localhost:3129$'
-		assert_line --index 5 --regexp '^[0-9:]{8} aibox\[aaaaaa\]: Claude Code exited with 0$'
-		assert_line --index 6 --regexp '^[0-9:]{8} aibox\[aaaaaa\]: 4 turns in 8.321s, about 0.05 USD at API prices, ended by completed$'
-		assert_line --index 7 --regexp '^[0-9:]{8} vm\[aaaaaa\]: \| I fixed the test.$'
-		assert_line --index 8 --regexp '^[0-9:]{8} vm\[aaaaaa\]: \| It passes.$'
-		assert_line --index 9 --regexp "^[0-9:]{8} aibox\\[aaaaaa\\]: the changes end at ${C2:0:12}, fetch them with\$"
-		assert_line --index 10 --regexp "^[0-9:]{8} aibox\\[aaaaaa\\]:   git -c transfer.fsckObjects=true fetch $TK/20260101-100000-aaaaaa/changes.bundle aibox/task:aibox/task-20260101-100000-aaaaaa\$"
-		assert_equal "${#lines[@]}" 11
+		# the lines as aibox task printed them, at their own times: a record without
+		# its times (an older aibox's) has them from the name and its seconds
+		assert_line --index 4 "10:00:00 aibox[aaaaaa]: task aaaaaa starts from $C1"
+		assert_line --index 5 '10:01:23 aibox[aaaaaa]: the VM connected to localhost:3129'
+		assert_line --index 6 '10:01:23 aibox[aaaaaa]: Claude Code exited with 0'
+		assert_line --index 7 '10:01:23 aibox[aaaaaa]: 4 turns in 8.321s, about 0.05 USD at API prices, ended by completed'
+		assert_line --index 8 '10:01:23 vm[aaaaaa]: | I fixed the test.'
+		assert_line --index 9 '10:01:23 vm[aaaaaa]: | It passes.'
+		assert_line --index 10 "10:01:23 aibox[aaaaaa]: the changes end at ${C2:0:12}, fetch them with"
+		assert_line --index 11 "10:01:23 aibox[aaaaaa]:   git -c transfer.fsckObjects=true fetch $TK/20260101-100000-aaaaaa/changes.bundle aibox/task:aibox/task-20260101-100000-aaaaaa"
+		assert_equal "${#lines[@]}" 12
 	done
+	# a record with its times: those
+	start=$(date -d '2026-01-01 10:00:02' +%s)
+	sed -i "s/\"start_commit\":/\"start_time\":$start,\"end_time\":$((start + 3600 + 62)),\"start_commit\":/" \
+		"$TK/20260101-100000-aaaaaa/summary.json"
+	run aibox tasks show aaaaaa
+	assert_success
+	assert_line --index 4 "10:00:02 aibox[aaaaaa]: task aaaaaa starts from $C1"
+	assert_line --index 5 '11:01:04 aibox[aaaaaa]: the VM connected to localhost:3129'
+	assert_line --index 11 --regexp '^11:01:04 aibox\[aaaaaa\]:   git '
+	# a time that is not one refuses the record, as any field of the wrong type
+	sed -i "s/\"end_time\":[0-9]*/\"end_time\":-5/" "$TK/20260101-100000-aaaaaa/summary.json"
+	run aibox tasks show aaaaaa
+	assert_success
+	assert_line "cannot read all of it: summary.json: 'end_time' is not a time"
 	run aibox tasks show bbbbbb
 	assert_success
 	assert_line --regexp '^[0-9:]{8} aibox\[bbbbbb\]: the task did not finish: the step claude failed$'
@@ -556,8 +573,18 @@ EOF
 	assert_equal "$(echo "$output" | jq -r .why)" "$(jq -r .why "$dir/summary.json")"
 	[ -n "$(echo "$output" | jq -r .why)" ]
 	assert_equal "$(echo "$output" | jq -c 'keys_unsorted')" \
-		'["version","folder","name","id","state","exit","why","seconds","start_commit","end_commit","branch","fetch","no_changes","result","hosts","hosts_why"]'
+		'["version","folder","name","id","state","exit","why","seconds","start_commit","start_time","end_time","end_commit","branch","fetch","no_changes","result","hosts","hosts_why"]'
 	assert_equal "$output" "$(cat "$dir/summary.json")"
+	# the times of its start line and its end, which aibox tasks show prints them at
+	start=$(echo "$output" | jq .start_time)
+	end=$(echo "$output" | jq .end_time)
+	[ "$end" -ge "$start" ]
+	[[ "$stderr" == *"$(date -d "@$start" +%T) aibox[${dir: -6}]: task ${dir: -6} starts from $C2"* ]] || fail "$stderr"
+	[[ "$stderr" == *"$(date -d "@$end" +%T) aibox[${dir: -6}]: the task did not finish: "* ]] || fail "$stderr"
+	run aibox tasks show "${dir: -6}"
+	assert_success
+	assert_line "$(date -d "@$start" +%T) aibox[${dir: -6}]: task ${dir: -6} starts from $C2"
+	assert_line --regexp "^$(date -d "@$end" +%T) aibox\[${dir: -6}\]: the task did not finish: "
 	run aibox tasks list
 	assert_line --index 1 --regexp "^${dir: -6}  not finished .* do it\$"
 }
