@@ -181,8 +181,11 @@ int task_vm_run(const struct task_vm *v, struct buf *secrets, struct vm_outcome 
 		goto fail;
 	}
 	ret = *v->stop ? -EINTR : vm_wait_ssh(&vm, SSH_WAIT_MS);
-	if (ret < 0 && !*v->stop)
+	if (ret < 0 && !*v->stop) {
 		vm_wait_ssh_why(ret, SSH_WAIT_MS, &o->why);
+		/* What QEMU and the guest's kernel said is there. */
+		buf_addf(&o->why, " (see %s/console.log)", v->dir);
+	}
 	o->boot_s = task_log_phase(v->aibox_log_fd, v->tphase, "boot");
 	o->session_ret = ret;
 	if (ret == 0 && !*v->stop)

@@ -307,11 +307,15 @@ step 1"
 	assert_file_not_exists "$dir.lock"
 }
 
-@test "task: a boot that fails does not say 'no changes'" {
+@test "task: a boot that fails does not say 'no changes', and points at console.log" {
 	run --separate-stderr aibox task x
 	assert_failure 1
 	[[ "$stderr" == *"the task did not finish: QEMU exited"* ]] || fail "$stderr"
 	[[ "$stderr" != *"no changes"* ]] || fail "$stderr"
+	# the line points at what QEMU and the kernel said
+	dir=$(task_dir)
+	[[ "$stderr" == *"aibox[${dir: -6}]: the task did not finish: QEMU exited before the VM's SSH server answered (see $dir/console.log)"* ]] || fail "$stderr"
+	assert_file_exists "$dir/console.log"
 }
 
 @test "task: its warnings, once the folder is made, are aibox[id] lines too" {
