@@ -297,7 +297,8 @@ static void summary_usage(struct summary *s, const struct usage_count *u,
 {
 	struct buf b = BUF_INIT;
 
-	/* A task that made no API request (it stopped before Claude Code asked) has no count to give. */
+	/* A task that made no API request (it stopped before Claude Code asked) has no count to
+	 * give. */
 	if (u->requests || u->nano) {
 		buf_addstr(&b, "aibox counted ");
 		usage_format_usd(&b, u->nano);
