@@ -13,16 +13,24 @@
 const char *progname = "aibox";
 int die_status = EXIT_ERROR;
 void (*die_routine)(const char *msg);
+void (*report_routine)(const char *msg);
 
 static void vreport(const char *prefix, const char *fmt, va_list ap, int err)
 {
 	char msg[4096];
+	size_t n;
 
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	if (err)
-		fprintf(stderr, "%s: %s%s: %s\n", progname, prefix, msg, strerror(err));
+	snprintf(msg, sizeof(msg), "%s", prefix);
+	n = strlen(msg);
+	vsnprintf(msg + n, sizeof(msg) - n, fmt, ap);
+	if (err) {
+		n = strlen(msg);
+		snprintf(msg + n, sizeof(msg) - n, ": %s", strerror(err));
+	}
+	if (report_routine)
+		report_routine(msg);
 	else
-		fprintf(stderr, "%s: %s%s\n", progname, prefix, msg);
+		fprintf(stderr, "%s: %s\n", progname, msg);
 	fflush(stderr);
 }
 

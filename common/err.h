@@ -54,6 +54,13 @@ extern int die_status;
  */
 extern void (*die_routine)(const char *msg);
 
+/*
+ * The same for error() and warning(): when set, they hand it the message
+ * ("warning: " and the text for a warning) instead of printing it.  aibox
+ * task sets it with die_routine (its lines as aibox[id] lines).
+ */
+extern void (*report_routine)(const char *msg);
+
 /* Print "prog: <msg>\n" to stderr and exit with die_status. */
 __attribute__((noreturn, format(printf, 1, 2))) void die(const char *fmt, ...);
 

@@ -85,15 +85,18 @@ static int read_ready(int fd)
 }
 
 /*
- * Start sp, its ready pipe's write end given as fd 5, and wait for its ready
- * line; both ends of ready are closed (and set to -1).
+ * Start sp, its ready pipe's write end given as fd 5 and err_fd (above 2) as
+ * its stderr, and wait for its ready line; both ends of ready are closed (and
+ * set to -1).
  */
-static int start_one(struct spawn *sp, int ready[2], const char *name, struct buf *err)
+static int start_one(struct spawn *sp, int ready[2], const char *name, int err_fd, struct buf *err)
 {
 	int ret;
 
 	sp->in = SPAWN_NULL;
 	sp->out = SPAWN_NULL;
+	if (err_fd > 2)
+		sp->err = err_fd;
 	sp->pdeathsig = SIGKILL;
 	sp->new_session = 1;
 	spawn_give_fd(sp, ready[1], B_READY);
@@ -133,7 +136,7 @@ static int start_broker(struct helpers *h, const struct helpers_opts *o, int *pr
 	spawn_give_fd(&h->broker, sv[0], B_HANDOFF);
 	spawn_give_fd(&h->broker, o->broker_log_fd, B_LOG);
 	spawn_give_fd(&h->broker, tfd, B_TOKENS);
-	ret = start_one(&h->broker, ready, "aibox-broker", err);
+	ret = start_one(&h->broker, ready, "aibox-broker", o->err_fd, err);
 	if (ret == 0) {
 		*proxy_end = sv[1];
 		sv[1] = -1;
@@ -198,7 +201,7 @@ static int start_proxy(struct helpers *h, const struct helpers_opts *o, int brok
 		if (o->spend && o->spend->ledger_fd >= 0)
 			spawn_give_fd(&h->proxy, o->spend->ledger_fd, P_LEDGER);
 	}
-	ret = start_one(&h->proxy, ready, "aibox-proxy", err);
+	ret = start_one(&h->proxy, ready, "aibox-proxy", o->err_fd, err);
 	if (ret == 0 && o->report) {
 		h->report_fd = rep[0];
 		rep[0] = -1;

@@ -42,6 +42,12 @@ struct helpers_opts {
 	const struct spend *spend; /* with api_key: the caps and the ledger (spend.h) */
 	/* broker_tokens_take()'s lines (broker_spawn.h): passed on, then wiped. */
 	struct buf *tokens;
+	/*
+	 * Above 2: an fd of ours both get as their stderr (aibox task's relay,
+	 * common/out.h, so that each of their lines has its prefix); else they
+	 * share our stderr.
+	 */
+	int err_fd;
 	int report;     /* a pipe for the proxy's record (read by helpers_stop_proxy()) */
 	int no_sandbox; /* --no-sandbox for both */
 };

@@ -1,11 +1,17 @@
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "buf.h"
 #include "out.h"
+#include "spawn.h"
 #include "utf8.h"
 #include "banned.h"
 
@@ -25,11 +31,6 @@ static uint32_t peek(const struct scan *sc, size_t *len)
 
 	*len = (size_t)(r < 0 ? -r : r);
 	return cp; /* U+FFFD for an ill-formed sequence */
-}
-
-static int is_bidi_control(uint32_t cp)
-{
-	return (cp >= 0x202A && cp <= 0x202E) || (cp >= 0x2066 && cp <= 0x2069);
 }
 
 /* After a CSI introducer: parameters, intermediates, one final byte. */
@@ -141,8 +142,20 @@ void out_sanitize(struct buf *out, const char *s, size_t n)
 				skip_string(&sc);
 			continue;
 		}
-		if (is_bidi_control(cp))
+		if (cp == 0x2028 || cp == 0x2029) {
+			/* the line and paragraph separators: a line break like any other */
+			buf_addch(out, '\n');
+			col = 0;
 			continue;
+		}
+		if (utf8_is_format(cp)) {
+			size_t before = out->len;
+
+			/* invisible, or able to reorder what follows: shown, never passed */
+			buf_addf(out, "<U+%04" PRIX32 ">", cp);
+			col += out->len - before;
+			continue;
+		}
 		utf8_add(out, cp);
 		col++;
 	}
@@ -195,11 +208,16 @@ void out_format(struct buf *out, time_t when, const char *source, const char *id
 
 int out_write(int fd, const char *source, const char *id, const char *s, size_t n)
 {
+	return out_write_at(fd, time(NULL), source, id, s, n);
+}
+
+int out_write_at(int fd, time_t when, const char *source, const char *id, const char *s, size_t n)
+{
 	struct buf lines = BUF_INIT;
 	size_t pos = 0;
 	int ret = 0;
 
-	out_format(&lines, time(NULL), source, id, s, n);
+	out_format(&lines, when, source, id, s, n);
 	while (pos < lines.len && !ret) {
 		const char *nl = memchr(lines.buf + pos, '\n', lines.len - pos);
 		size_t end = (size_t)(nl - lines.buf) + 1; /* every line ends in '\n' */
@@ -223,4 +241,85 @@ int out_printf(int fd, const char *source, const char *id, const char *fmt, ...)
 	ret = out_write(fd, source, id, text.buf, text.len);
 	buf_release(&text);
 	return ret;
+}
+
+/* The worker: lines from in to fd until the end of file. */
+static __attribute__((noreturn)) void relay_run(int in, int fd, const char *source, const char *id)
+{
+	struct buf line = BUF_INIT;
+	char chunk[4096];
+	ssize_t n;
+
+	while ((n = read(in, chunk, sizeof(chunk))) != 0) {
+		const char *p = chunk, *end;
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			break;
+		end = chunk + n;
+		while (p < end) {
+			const char *nl = memchr(p, '\n', (size_t)(end - p));
+			size_t take = nl ? (size_t)(nl - p) : (size_t)(end - p);
+
+			buf_add(&line, p, take);
+			p += take;
+			if (nl) {
+				p++;
+			} else if (line.len < OUT_LINE_MAX) {
+				break; /* the rest of the line is still to come */
+			}
+			out_write(fd, source, id, line.buf, line.len);
+			buf_reset(&line);
+		}
+	}
+	if (line.len)
+		out_write(fd, source, id, line.buf, line.len);
+	_exit(0);
+}
+
+int out_relay_start(struct out_relay *r, int fd, const char *source, const char *id)
+{
+	int p[2];
+	pid_t pid;
+
+	*r = (struct out_relay)OUT_RELAY_INIT;
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -errno;
+	pid = spawn_worker((int[]){p[0], fd}, 2, SPAWN_WORKER_PDEATH);
+	if (pid == 0) {
+		close(p[1]);
+		relay_run(p[0], fd, source, id);
+	}
+	close(p[0]);
+	if (pid < 0) {
+		close(p[1]);
+		return (int)pid;
+	}
+	r->pid = pid;
+	r->fd = p[1];
+	return 0;
+}
+
+void out_relay_end(struct out_relay *r, int timeout_ms)
+{
+	int waited = 0;
+
+	if (r->fd >= 0)
+		close(r->fd);
+	r->fd = -1;
+	if (r->pid <= 0)
+		return;
+	while (waitpid(r->pid, NULL, WNOHANG) == 0) {
+		struct timespec ts = {0, 10 * 1000000L};
+
+		if (waited >= timeout_ms) {
+			kill(r->pid, SIGKILL);
+			waitpid(r->pid, NULL, 0);
+			break;
+		}
+		nanosleep(&ts, NULL);
+		waited += 10;
+	}
+	r->pid = -1;
 }

@@ -3,6 +3,7 @@
  * round), the answers the proxy gives itself, and I/O on either side.
  */
 #include <errno.h>
+#include <jansson.h>
 #include <openssl/err.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -192,10 +193,40 @@ void px_enter_head(struct conn *c)
  * Answer the client ourselves and close: refusals and errors.  The body is
  * "aibox-proxy: why" in text, or json when given.
  */
+/*
+ * A refusal of a request for the API, in the API's own error shape: Claude
+ * Code shows an error's message, so the VM's user reads one sentence that
+ * says who refused what and why.  A new string (free it).
+ */
+static char *api_error_json(int code, const char *verdict, const char *why)
+{
+	struct buf msg = BUF_INIT;
+	json_t *body;
+	char *text;
+
+	if (!strcmp(verdict, "refused"))
+		buf_addf(&msg, "aibox-proxy refused this request: %s (the task's proxy.log has it)",
+		         why);
+	else
+		buf_addf(&msg, "aibox-proxy: %s", why);
+	body = json_pack("{s:s, s:{s:s, s:s%}}", "type", "error", "error", "type",
+	                 code == 403   ? "permission_error"
+	                 : code >= 500 ? "api_error"
+	                               : "invalid_request_error",
+	                 "message", msg.buf, msg.len);
+	text = body ? json_dumps(body, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+	if (!text)
+		die_oom();
+	json_decref(body);
+	buf_release(&msg);
+	return text;
+}
+
 void px_respond_with(struct conn *c, int code, const char *verdict, const char *why,
                      const char *json)
 {
 	struct proxy *px = c->px;
+	char *api_json = !json && c->is_api ? api_error_json(code, verdict, why) : NULL;
 	const char *text = code == 400   ? "Bad Request"
 	                   : code == 403 ? "Forbidden"
 	                   : code == 405 ? "Method Not Allowed"
@@ -215,6 +246,8 @@ void px_respond_with(struct conn *c, int code, const char *verdict, const char *
 	buf_addf(&b, "HTTP/1.1 %d %s\r\n", code, text);
 	if (code == 405)
 		buf_addstr(&b, "Allow: " PROXY_API_METHODS "\r\n");
+	if (api_json)
+		json = api_json;
 	if (json)
 		buf_addf(&b,
 		         "Content-Type: application/json\r\nContent-Length: %zu\r\n"
@@ -227,6 +260,7 @@ void px_respond_with(struct conn *c, int code, const char *verdict, const char *
 		         strlen(why) + 14, why);
 	px_spill_add(&c->to_client, b.buf, b.len);
 	buf_release(&b);
+	free(api_json);
 	c->state = ST_CLOSING;
 	c->deadline_ms = px->now_ms + LINGER_MS;
 }

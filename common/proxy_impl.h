@@ -213,8 +213,11 @@ void px_reset_request(struct conn *c);
 void px_enter_head(struct conn *c);
 /*
  * Log the request with verdict and why, then answer the client ourselves
- * and close: code with the body "aibox-proxy: why" in text, or json when
- * given.  c goes to ST_CLOSING.
+ * and close: code with json when given; else for a request for the API
+ * (c->is_api) the API's error shape, {"type": "error", "error": {"type":
+ * ..., "message": "aibox-proxy refused this request: why (...)"}}, whose
+ * message Claude Code shows as its error; else the body "aibox-proxy: why"
+ * in text.  c goes to ST_CLOSING.
  */
 void px_respond_with(struct conn *c, int code, const char *verdict, const char *why,
                      const char *json);

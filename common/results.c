@@ -297,13 +297,18 @@ static void summary_usage(struct summary *s, const struct usage_count *u,
 {
 	struct buf b = BUF_INIT;
 
-	buf_addstr(&b, "aibox counted ");
-	usage_format_usd(&b, u->nano);
-	buf_addf(&b, " USD for %llu API request%s", (unsigned long long)u->requests,
-	         u->requests == 1 ? "" : "s");
-	if (r)
-		buf_addf(&b, " (Claude Code's own estimate: about %.2f USD)", r->claude.cost_usd);
-	add_line(s, 0, &b);
+	/* A task that made no API request (it stopped before Claude Code asked) has no count to
+	 * give. */
+	if (u->requests || u->nano) {
+		buf_addstr(&b, "aibox counted ");
+		usage_format_usd(&b, u->nano);
+		buf_addf(&b, " USD for %llu API request%s", (unsigned long long)u->requests,
+		         u->requests == 1 ? "" : "s");
+		if (r)
+			buf_addf(&b, " (Claude Code's own estimate: about %.2f USD)",
+			         r->claude.cost_usd);
+		add_line(s, 0, &b);
+	}
 	for (size_t i = 0; i < u->nr; i++)
 		if (u->m[i].unpriced)
 			addf(s, 0,

@@ -115,6 +115,10 @@ void task_record_json(const struct task_record_in *in, struct buf *out)
 	json_object_set_new(o, "why", in->why && *in->why ? text_value(in->why) : json_null());
 	json_object_set_new(o, "seconds", json_real(in->seconds));
 	json_object_set_new(o, "start_commit", str_or_null(in->start_commit));
+	json_object_set_new(o, "start_time",
+	                    in->start_time > 0 ? json_integer(in->start_time) : json_null());
+	json_object_set_new(o, "end_time",
+	                    in->end_time > 0 ? json_integer(in->end_time) : json_null());
 	json_object_set_new(o, "end_commit", str_or_null(s ? s->end_commit : NULL));
 	json_object_set_new(o, "branch", str_or_null(s ? s->branch : NULL));
 	if (s && s->end_commit) {
@@ -166,6 +170,21 @@ static int get_str(json_t *o, const char *key, size_t max, char **out, struct bu
 		return bad(err, "'%s' is not a string of at most %zu bytes", key, max);
 	*out = xstrndup(json_string_value(v), json_string_length(v));
 	return 1;
+}
+
+/* A Unix time (after 1970, before 2^40 s), or null: 0 when null or absent, <0 refused. */
+static int get_time(json_t *o, const char *key, time_t *out, struct buf *err)
+{
+	json_t *v = json_object_get(o, key);
+
+	*out = 0;
+	if (!v || json_is_null(v))
+		return 0;
+	if (!json_is_integer(v) || json_integer_value(v) <= 0 ||
+	    json_integer_value(v) >= (json_int_t)1 << 40)
+		return bad(err, "'%s' is not a time", key);
+	*out = (time_t)json_integer_value(v);
+	return 0;
 }
 
 static int get_commit(json_t *o, const char *key, char out[65], struct buf *err)
@@ -224,6 +243,8 @@ int task_record_parse(const char *p, size_t n, struct task_record *r, struct buf
 	if (get_str(root, "why", TASK_RECORD_WHY_MAX, &r->why, err) < 0 ||
 	    get_str(root, "hosts_why", TASK_RECORD_WHY_MAX, &r->report_why, err) < 0 ||
 	    get_commit(root, "start_commit", r->start_commit, err) < 0 ||
+	    get_time(root, "start_time", &r->start_time, err) < 0 ||
+	    get_time(root, "end_time", &r->end_time, err) < 0 ||
 	    get_commit(root, "end_commit", r->end_commit, err) < 0)
 		goto out;
 	v = json_object_get(root, "no_changes");
@@ -273,17 +294,27 @@ void task_record_release(struct task_record *r)
 	memset(r, 0, sizeof(*r));
 }
 
-void task_summary_print(int fd, const char *id, const struct summary_in *in, int finished,
-                        const char *why)
+void task_start_line(struct buf *out, const char *id, const char *commit)
+{
+	buf_addf(out, "task %s starts from %s", id, commit);
+}
+
+void task_summary_print(int fd, time_t when, const char *id, const struct summary_in *in,
+                        int finished, const char *why)
 {
 	struct summary sum = SUMMARY_INIT;
+	struct buf b = BUF_INIT;
 
 	summary_make(in, &sum);
 	for (size_t i = 0; i < sum.nr; i++)
-		out_printf(fd, sum.v[i].vm ? "vm" : "aibox", id, "%s", sum.v[i].text);
+		out_write_at(fd, when, sum.v[i].vm ? "vm" : "aibox", id, sum.v[i].text,
+		             strlen(sum.v[i].text));
 	summary_release(&sum);
 	if (why && *why)
-		out_printf(fd, "aibox", id, "the task did not finish: %s", why);
+		buf_addf(&b, "the task did not finish: %s", why);
 	else if (!finished)
-		out_printf(fd, "aibox", id, "the task did not finish");
+		buf_addstr(&b, "the task did not finish");
+	if (b.len)
+		out_write_at(fd, when, "aibox", id, b.buf, b.len);
+	buf_release(&b);
 }

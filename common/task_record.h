@@ -15,6 +15,7 @@
 #define AIBOX_TASK_RECORD_H
 
 #include <stddef.h>
+#include <time.h>
 
 #include "buf.h"
 #include "proxy_report.h"
@@ -34,6 +35,8 @@ struct task_record_in {
 	const char *why;    /* why it did not finish, or NULL */
 	double seconds;     /* aibox task's start to its end */
 	const char *start_commit;
+	/* When it printed its start line (task_start_line()) and its end: 0 not known. */
+	time_t start_time, end_time;
 	const struct summary_in *sum; /* NULL for a task that failed to start */
 };
 
@@ -50,7 +53,8 @@ struct task_record {
 	char *why; /* owned, NULL when none */
 	double seconds;
 	char start_commit[65];
-	char end_commit[65]; /* "" when there is nothing to fetch */
+	time_t start_time, end_time; /* Unix times, 0 when the record has none */
+	char end_commit[65];         /* "" when there is nothing to fetch */
 	int no_changes;
 	int has_result;            /* a result was recorded: result below */
 	struct task_result result; /* the VM's facts, as result_parse() checks them */
@@ -68,11 +72,19 @@ int task_record_parse(const char *p, size_t n, struct task_record *r, struct buf
 void task_record_release(struct task_record *r);
 
 /*
+ * The line aibox task prints when the task starts, "task ID starts from
+ * COMMIT" (the commit reviewers diff against, docs/tasks.md, "Reviewing the
+ * commits"), appended to out; aibox tasks show prints it again.
+ */
+void task_start_line(struct buf *out, const char *id, const char *commit);
+
+/*
  * Print a task's summary to fd as its end shows it (docs/tasks.md,
  * "Results"): summary_make()'s lines as aibox[id] and vm[id] lines, then
- * "the task did not finish[: why]" unless finished.  id is the task's.
+ * "the task did not finish[: why]" unless finished, each written at `when`.
+ * id is the task's.
  */
-void task_summary_print(int fd, const char *id, const struct summary_in *in, int finished,
-                        const char *why);
+void task_summary_print(int fd, time_t when, const char *id, const struct summary_in *in,
+                        int finished, const char *why);
 
 #endif

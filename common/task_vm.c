@@ -7,6 +7,7 @@
 
 #include "config.h"
 #include "helpers.h"
+#include "out.h"
 #include "results.h"
 #include "host_start.h"
 #include "sandbox.h"
@@ -24,6 +25,8 @@
 /* The product's limit: the VM is stopped 25 minutes after the timeout. */
 #define SESSION_GRACE_MS (25L * 60 * 1000)
 #define SESSION_IDLE_MS  300000
+/* How long the helpers' last lines may take through the relay once they ended. */
+#define RELAY_END_MS 2000
 
 /* The files of the phase, made in the task folder; -1 when not (yet) made. */
 struct files {
@@ -39,10 +42,16 @@ static int make(const struct task_vm *v, const char *name, int flags, int *fd, s
 }
 
 static int start_helpers(const struct task_vm *v, struct helpers *h, struct files *f,
-                         struct buf *err)
+                         struct out_relay *relay, struct buf *err)
 {
 	struct helpers_opts ho = {0};
 	int ret;
+
+	/* Their lines get the task's prefix (common/out.h); without a relay they are bare. */
+	if ((ret = out_relay_start(relay, 2, "aibox", v->id)) < 0) {
+		buf_addf(err, "cannot start the relay of the helpers' lines: %s", strerror(-ret));
+		return ret;
+	}
 
 	if ((v->cfg->nr_git &&
 	     (ret = make(v, "broker.log", O_WRONLY | O_APPEND, &f->broker_log, err)) < 0) ||
@@ -58,7 +67,11 @@ static int start_helpers(const struct task_vm *v, struct helpers *h, struct file
 	ho.tokens = v->tokens;
 	ho.report = 1;
 	ho.no_sandbox = v->no_sandbox;
+	ho.err_fd = relay->fd;
 	ret = helpers_start(h, &ho, err);
+	/* Only the helpers hold the pipe now: the relay ends when they do. */
+	close(relay->fd);
+	relay->fd = -1;
 	/* The summary reads the record, not proxy.log, whose size the VM drives. */
 	close(f->proxy_log);
 	f->proxy_log = -1;
@@ -117,9 +130,12 @@ static void session(const struct task_vm *v, struct vm *vm, struct buf *secrets,
 	task_session_clear(&s);
 }
 
-/* Everything stopped: QEMU (not waited for), the proxy (its record kept), the broker. */
+/*
+ * Everything stopped: QEMU (not waited for), the proxy (its record kept), the
+ * broker, and the relay of their lines once it wrote their last ones.
+ */
 static void stop_all(const struct task_vm *v, struct vm *vm, struct helpers *h,
-                     struct vm_outcome *o, int usage_fd)
+                     struct out_relay *relay, struct vm_outcome *o, int usage_fd)
 {
 	if (vm->ssh_fd >= 0)
 		shutdown(vm->ssh_fd, SHUT_RDWR);
@@ -142,16 +158,18 @@ static void stop_all(const struct task_vm *v, struct vm *vm, struct helpers *h,
 		}
 	}
 	helpers_stop(h);
+	out_relay_end(relay, RELAY_END_MS);
 }
 
 int task_vm_run(const struct task_vm *v, struct buf *secrets, struct vm_outcome *o, struct buf *err)
 {
 	struct helpers h = HELPERS_INIT;
+	struct out_relay relay = OUT_RELAY_INIT;
 	struct vm vm = VM_INIT;
 	struct files f = {-1, -1, -1, -1};
 	int ret;
 
-	if ((ret = start_helpers(v, &h, &f, err)) < 0 ||
+	if ((ret = start_helpers(v, &h, &f, &relay, err)) < 0 ||
 	    (ret = make(v, "console.log", O_WRONLY | O_APPEND, &f.console, err)) < 0)
 		goto fail;
 	task_log_phase(v->aibox_log_fd, v->tphase, "proxy");
@@ -163,15 +181,18 @@ int task_vm_run(const struct task_vm *v, struct buf *secrets, struct vm_outcome 
 		goto fail;
 	}
 	ret = *v->stop ? -EINTR : vm_wait_ssh(&vm, SSH_WAIT_MS);
-	if (ret < 0 && !*v->stop)
+	if (ret < 0 && !*v->stop) {
 		vm_wait_ssh_why(ret, SSH_WAIT_MS, &o->why);
+		/* What QEMU and the guest's kernel said is there. */
+		buf_addf(&o->why, " (see %s/console.log)", v->dir);
+	}
 	o->boot_s = task_log_phase(v->aibox_log_fd, v->tphase, "boot");
 	o->session_ret = ret;
 	if (ret == 0 && !*v->stop)
 		session(v, &vm, secrets, o);
 	o->session_s = task_log_phase(v->aibox_log_fd, v->tphase, "session");
 	buf_wipe_release(secrets);
-	stop_all(v, &vm, &h, o, f.usage);
+	stop_all(v, &vm, &h, &relay, o, f.usage);
 	task_log_phase(v->aibox_log_fd, v->tphase, "stop");
 	if (*v->stop) {
 		buf_reset(&o->why);
@@ -181,7 +202,7 @@ int task_vm_run(const struct task_vm *v, struct buf *secrets, struct vm_outcome 
 	ret = 0;
 	goto out;
 fail:
-	stop_all(v, &vm, &h, NULL, -1);
+	stop_all(v, &vm, &h, &relay, NULL, -1);
 out:
 	if (f.broker_log >= 0)
 		close(f.broker_log);

@@ -7,7 +7,8 @@
 #include "banned.h"
 
 /*
- * Append s[0..n) on one line: line breaks and tabs as spaces, at most cols
+ * Append s[0..n) on one line: line breaks (U+2028 and U+2029 too, which the
+ * output sanitizer breaks lines at) and tabs as spaces, at most cols
  * characters (UTF-8 lead bytes counted), "..." marking a cut.
  */
 static void add_cut(struct buf *out, const char *s, size_t n, size_t cols)
@@ -20,6 +21,12 @@ static void add_cut(struct buf *out, const char *s, size_t n, size_t cols)
 		if ((c & 0xc0) != 0x80 && chars++ == cols) {
 			buf_addstr(out, "...");
 			return;
+		}
+		if (c == 0xE2 && i + 2 < n && (unsigned char)s[i + 1] == 0x80 &&
+		    ((unsigned char)s[i + 2] == 0xA8 || (unsigned char)s[i + 2] == 0xA9)) {
+			buf_addch(out, ' ');
+			i += 2;
+			continue;
 		}
 		buf_addch(out, c == '\n' || c == '\r' || c == '\t' ? ' ' : (char)c);
 	}

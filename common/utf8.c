@@ -101,3 +101,39 @@ int utf8_valid(const char *s, size_t n, size_t *bad)
 	}
 	return 1;
 }
+
+/*
+ * General_Category=Cf (format) of Unicode 15.0, from its UnicodeData.txt
+ * (Debian's unicode-data 15.0.0: /usr/share/unicode/UnicodeData.txt), as
+ * inclusive ranges in order; t/0100-out.bats compares it with that file
+ * when the machine has it.  Made with
+ *	awk -F';' '$3 == "Cf" { print $1 }' UnicodeData.txt
+ * and consecutive code points joined.
+ */
+static const struct {
+	uint32_t first, last;
+} format_chars[] = {
+    {0x00AD, 0x00AD},   {0x0600, 0x0605},   {0x061C, 0x061C},   {0x06DD, 0x06DD},
+    {0x070F, 0x070F},   {0x0890, 0x0891},   {0x08E2, 0x08E2},   {0x180E, 0x180E},
+    {0x200B, 0x200F},   {0x202A, 0x202E},   {0x2060, 0x2064},   {0x2066, 0x206F},
+    {0xFEFF, 0xFEFF},   {0xFFF9, 0xFFFB},   {0x110BD, 0x110BD}, {0x110CD, 0x110CD},
+    {0x13430, 0x1343F}, {0x1BCA0, 0x1BCA3}, {0x1D173, 0x1D17A}, {0xE0001, 0xE0001},
+    {0xE0020, 0xE007F},
+};
+
+int utf8_is_format(uint32_t cp)
+{
+	size_t lo = 0, hi = sizeof(format_chars) / sizeof(format_chars[0]);
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (cp < format_chars[mid].first)
+			hi = mid;
+		else if (cp > format_chars[mid].last)
+			lo = mid + 1;
+		else
+			return 1;
+	}
+	return 0;
+}

@@ -32,4 +32,13 @@ void utf8_add(struct buf *b, uint32_t cp);
  */
 int utf8_valid(const char *s, size_t n, size_t *bad);
 
+/*
+ * Is cp a format character (General_Category=Cf in Unicode 15.0: soft
+ * hyphen, zero-width space and joiners, the bidi marks, embeddings,
+ * overrides and isolates, the byte order mark, the tag characters
+ * U+E0001 and U+E0020..U+E007F, ...)?  Most are invisible: the output
+ * sanitizer shows them (common/out.h).  1 or 0.
+ */
+int utf8_is_format(uint32_t cp);
+
 #endif

@@ -1,8 +1,10 @@
 /*
  * fuzz-sanitize: out_sanitize() and out_format() on arbitrary bytes.  The
  * sanitized text must be well-formed UTF-8 whose only control is '\n', with
- * no C1 controls and no bidi controls; every formatted line must start with
- * the prefix, hold no other line break and no more than OUT_LINE_MAX bytes.
+ * no C1 controls, no format characters (bidi controls among them) and no
+ * U+2028 or U+2029, and cleaning it again must change nothing; every
+ * formatted line must start with the prefix, hold no other line break and no
+ * more than OUT_LINE_MAX bytes.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -32,7 +34,7 @@ static void check_clean(const char *s, size_t n)
 			abort();
 		if (cp >= 0x80 && cp <= 0x9F)
 			abort();
-		if ((cp >= 0x202A && cp <= 0x202E) || (cp >= 0x2066 && cp <= 0x2069))
+		if (utf8_is_format(cp) || cp == 0x2028 || cp == 0x2029)
 			abort();
 		i += (size_t)r;
 	}
@@ -41,11 +43,14 @@ static void check_clean(const char *s, size_t n)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static const char prefix[] = "00:00:00 vm[abcdef]: ";
-	struct buf clean = BUF_INIT, lines = BUF_INIT;
+	struct buf clean = BUF_INIT, lines = BUF_INIT, again = BUF_INIT;
 	size_t pos = 0;
 
 	out_sanitize(&clean, (const char *)data, size);
 	check_clean(clean.buf, clean.len);
+	out_sanitize(&again, clean.buf, clean.len);
+	if (again.len != clean.len || memcmp(again.buf, clean.buf, clean.len))
+		abort();
 
 	setenv("TZ", "UTC", 1);
 	out_format(&lines, 0, "vm", "0123abcdef", (const char *)data, size);
@@ -63,6 +68,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		pos += len + 1;
 	}
 	buf_release(&clean);
+	buf_release(&again);
 	buf_release(&lines);
 	return 0;
 }

@@ -12,6 +12,16 @@ no_controls() {
 		iconv -f UTF-8 -t UTF-8 "$1" >/dev/null
 }
 
+# no_format FILE: no format character (test-prompt format-chars), no U+2028 or U+2029
+no_format() {
+	test-prompt format-chars >"$BATS_TEST_TMPDIR/cf"
+	python3 - "$1" "$BATS_TEST_TMPDIR/cf" <<-'EOF'
+		import sys
+		bad = {int(l, 16) for l in open(sys.argv[2])} | {0x2028, 0x2029}
+		sys.exit(any(ord(c) in bad for c in open(sys.argv[1], encoding="utf-8").read()))
+	EOF
+}
+
 @test "out: lines are HH:MM:SS source[id6]: text in local time" {
 	run bash -c 'printf "hello" | TZ=UTC test-prompt lines vm 20261007-170916-259e07 0'
 	assert_success
@@ -83,9 +93,54 @@ no_controls() {
 	assert_output "é 日本語 🎉 Ω"
 }
 
-@test "out: bidi overrides and isolates are dropped" {
-	run bash -c "printf 'a\xe2\x80\xaeb\xe2\x80\xaac\xe2\x81\xa6d\xe2\x81\xa9e' | test-prompt sanitize"
-	assert_output "abcde"
+@test "out: format characters are shown as <U+XXXX>, never passed on" {
+	# zero-width space, byte order mark, soft hyphen, zero-width joiner, word joiner
+	run bash -c "printf 'a\xe2\x80\x8bb\xef\xbb\xbfc\xc2\xadd\xe2\x80\x8de\xe2\x81\xa0f' | test-prompt sanitize"
+	assert_success
+	assert_output "a<U+200B>b<U+FEFF>c<U+00AD>d<U+200D>e<U+2060>f"
+	# the tag characters: LANGUAGE TAG, then "hi" hidden as TAG LATIN SMALL LETTERs, CANCEL TAG
+	run bash -c "printf 'a\xf3\xa0\x80\x81\xf3\xa0\x81\xa8\xf3\xa0\x81\xa9\xf3\xa0\x81\xbfb' | test-prompt sanitize"
+	assert_success
+	assert_output "a<U+E0001><U+E0068><U+E0069><U+E007F>b"
+	# bidi: RLO, LRE, LRI, PDI, RLM, ALM
+	run bash -c "printf 'a\xe2\x80\xaeb\xe2\x80\xaac\xe2\x81\xa6d\xe2\x81\xa9e\xe2\x80\x8ff\xd8\x9cg' | test-prompt sanitize"
+	assert_success
+	assert_output "a<U+202E>b<U+202A>c<U+2066>d<U+2069>e<U+200F>f<U+061C>g"
+	# the rest of the range's ends: U+0600, U+180E, U+FFFB, U+110BD, U+1343F, U+1D17A
+	run bash -c "printf '\xd8\x80\xe1\xa0\x8e\xef\xbf\xbb\xf0\x91\x82\xbd\xf0\x93\x90\xbf\xf0\x9d\x85\xba' | test-prompt sanitize"
+	assert_success
+	assert_output "<U+0600><U+180E><U+FFFB><U+110BD><U+1343F><U+1D17A>"
+	# their neighbours are ordinary characters and pass: U+200A, U+2065 (unassigned), U+E0080
+	run bash -c "printf 'a\xe2\x80\x8ab\xe2\x81\xa5c\xf3\xa0\x82\x80d' | test-prompt sanitize"
+	assert_success
+	assert_output "$(printf 'a\xe2\x80\x8ab\xe2\x81\xa5c\xf3\xa0\x82\x80d')"
+	# a tab after an escape goes to the next stop counted in what is shown
+	run bash -c "printf '\xe2\x80\x8b\tx' | test-prompt sanitize"
+	assert_success
+	assert_output "<U+200B>        x"
+}
+
+@test "out: the format characters are Unicode 15's category Cf, every one" {
+	data=/usr/share/unicode/UnicodeData.txt
+	[ -r "$data" ] || skip "no $data (Debian's unicode-data)"
+	grep -q '^1343F;' "$data" || skip "$data is older than Unicode 15"
+	awk -F';' '$3 == "Cf" { print $1 }' "$data" >want
+	run test-prompt format-chars
+	assert_success
+	printf '%s\n' "$output" >got
+	diff want got
+	[ "$(wc -l <got)" -eq 170 ]
+}
+
+@test "out: U+2028 and U+2029 are line breaks, each new line with its prefix" {
+	printf 'one\xe2\x80\xa8aibox[123456]: fake\xe2\x80\xa9two' >in
+	TZ=UTC test-prompt lines vm abcdef 0 <in >out
+	run cat out
+	assert_success
+	assert_line --index 0 "00:00:00 vm[abcdef]: one"
+	assert_line --index 1 "00:00:00 vm[abcdef]: aibox[123456]: fake"
+	assert_line --index 2 "00:00:00 vm[abcdef]: two"
+	[ "$(wc -l <out)" -eq 3 ]
 }
 
 @test "out: long lines are split at a character boundary, each piece prefixed" {
@@ -104,9 +159,16 @@ no_controls() {
 
 @test "out: hostile bytes of every kind give clean UTF-8 lines" {
 	head -c 65536 /dev/urandom >random
+	# and valid UTF-8 thick with the characters to hide
+	python3 -c 'import random,sys; sys.stdout.write("".join(chr(random.choice([0x200b,0x2028,0x2029,0xfeff,0xe0001,0xe0041,0x202e,0x2066,0x9b,0x1b,0x41,0x0a])) for _ in range(20000)))' >>random
 	TZ=UTC test-prompt lines vm abcdef 0 <random >out
 	no_controls out
+	no_format out
 	[ "$(grep -cv '^00:00:00 vm\[abcdef\]: ' out)" -eq 0 ]
+	# cleaning again changes nothing
+	test-prompt sanitize <random >once
+	test-prompt sanitize <once >twice
+	cmp once twice
 	# and the check itself catches what it should
 	printf 'a\x1bb' >bad
 	run ! no_controls bad
@@ -114,6 +176,10 @@ no_controls() {
 	run ! no_controls bad
 	printf 'a\xffb' >bad
 	run ! no_controls bad
+	printf 'a\xe2\x80\x8bb' >bad
+	run ! no_format bad
+	printf 'a\xe2\x80\xa8b' >bad
+	run ! no_format bad
 }
 
 @test "out: each line goes out in one write, so lines of several writers do not mix" {

@@ -212,15 +212,32 @@ PY
 		assert_line --index 1 "folder: $TK/20260101-100000-aaaaaa"
 		assert_line --index 2 "started 2026-01-01 10:00:00, for 1m23s"
 		assert_line --index 3 "prompt: fix the flaky test"
-		assert_line --index 4 --regexp '^[0-9:]{8} aibox\[aaaaaa\]: the VM connected to localhost:3129$'
-		assert_line --index 5 --regexp '^[0-9:]{8} aibox\[aaaaaa\]: Claude Code exited with 0$'
-		assert_line --index 6 --regexp '^[0-9:]{8} aibox\[aaaaaa\]: 4 turns in 8.321s, about 0.05 USD at API prices, ended by completed$'
-		assert_line --index 7 --regexp '^[0-9:]{8} vm\[aaaaaa\]: \| I fixed the test.$'
-		assert_line --index 8 --regexp '^[0-9:]{8} vm\[aaaaaa\]: \| It passes.$'
-		assert_line --index 9 --regexp "^[0-9:]{8} aibox\\[aaaaaa\\]: the changes end at ${C2:0:12}, fetch them with\$"
-		assert_line --index 10 --regexp "^[0-9:]{8} aibox\\[aaaaaa\\]:   git fetch $TK/20260101-100000-aaaaaa/changes.bundle aibox/task:aibox/task-20260101-100000-aaaaaa\$"
-		assert_equal "${#lines[@]}" 11
+		# the lines as aibox task printed them, at their own times: a record without
+		# its times (an older aibox's) has them from the name and its seconds
+		assert_line --index 4 "10:00:00 aibox[aaaaaa]: task aaaaaa starts from $C1"
+		assert_line --index 5 '10:01:23 aibox[aaaaaa]: the VM connected to localhost:3129'
+		assert_line --index 6 '10:01:23 aibox[aaaaaa]: Claude Code exited with 0'
+		assert_line --index 7 '10:01:23 aibox[aaaaaa]: 4 turns in 8.321s, about 0.05 USD at API prices, ended by completed'
+		assert_line --index 8 '10:01:23 vm[aaaaaa]: | I fixed the test.'
+		assert_line --index 9 '10:01:23 vm[aaaaaa]: | It passes.'
+		assert_line --index 10 "10:01:23 aibox[aaaaaa]: the changes end at ${C2:0:12}, fetch them with"
+		assert_line --index 11 "10:01:23 aibox[aaaaaa]:   git fetch $TK/20260101-100000-aaaaaa/changes.bundle aibox/task:aibox/task-20260101-100000-aaaaaa"
+		assert_equal "${#lines[@]}" 12
 	done
+	# a record with its times: those
+	start=$(date -d '2026-01-01 10:00:02' +%s)
+	sed -i "s/\"start_commit\":/\"start_time\":$start,\"end_time\":$((start + 3600 + 62)),\"start_commit\":/" \
+		"$TK/20260101-100000-aaaaaa/summary.json"
+	run aibox tasks show aaaaaa
+	assert_success
+	assert_line --index 4 "10:00:02 aibox[aaaaaa]: task aaaaaa starts from $C1"
+	assert_line --index 5 '11:01:04 aibox[aaaaaa]: the VM connected to localhost:3129'
+	assert_line --index 11 --regexp '^11:01:04 aibox\[aaaaaa\]:   git '
+	# a time that is not one refuses the record, as any field of the wrong type
+	sed -i "s/\"end_time\":[0-9]*/\"end_time\":-5/" "$TK/20260101-100000-aaaaaa/summary.json"
+	run aibox tasks show aaaaaa
+	assert_success
+	assert_line "cannot read all of it: summary.json: 'end_time' is not a time"
 	run aibox tasks show bbbbbb
 	assert_success
 	assert_line --regexp '^[0-9:]{8} aibox\[bbbbbb\]: the task did not finish: the step claude failed$'
@@ -296,7 +313,7 @@ PY
 	assert_success
 	refute_output --partial $'\e'
 	refute_output --partial $'\a'
-	assert_line --regexp 'vm\[aaaaaa\]: \| fixed$'
+	assert_line --regexp 'vm\[aaaaaa\]: \| fixed<U\+202E>$'
 	# A field of the wrong type: the record is refused whole, said so, and result.json used.
 	sed -i 's/"exit":0/"exit":"0"/' "$TK/20260101-100000-aaaaaa/summary.json"
 	echo '{"version":1,"steps":[],"claude":{"num_turns":2,"last_message":"from result.json"}}' \
@@ -310,6 +327,84 @@ PY
 	run aibox tasks show aaaaaa
 	assert_success
 	refute_output --partial $'\e'
+}
+
+# HIDE: one of each kind of character that hides or moves text: a zero-width
+# space, a line separator, a byte order mark, the language tag and a tag
+# letter, a right-to-left override (JSON escapes); SHOWN: how each shows.
+HIDE='a\u200bb\u2028c\ufeffd\udb40\udc01\udb40\udc41e\u202ef'
+SHOWN=$'a<U+200B>b\nc<U+FEFF>d<U+E0001><U+E0041>e<U+202E>f'
+
+# no_hidden FILE: no format character, U+2028 or U+2029 in FILE (UTF-8)
+no_hidden() {
+	python3 - "$1" <<-'PY'
+		import sys, unicodedata
+		text = open(sys.argv[1], encoding="utf-8").read()
+		bad = [hex(ord(c)) for c in text if unicodedata.category(c) == "Cf" or c in "\u2028\u2029"]
+		sys.exit("hidden: " + " ".join(bad) if bad else 0)
+	PY
+}
+
+@test "tasks list, show and log: format characters and line separators from the folder are shown, never passed" {
+	raw=$(printf '%s' "$HIDE" | python3 -c 'import json,sys; sys.stdout.write(json.loads("\"" + sys.stdin.read() + "\""))')
+	mk_task 20260101-100000-aaaaaa "$raw"
+	record 20260101-100000-aaaaaa "not finished" 1 "$C2"
+	python3 - "$TK/20260101-100000-aaaaaa/summary.json" "$HIDE" <<-'PY'
+		import sys
+		text = open(sys.argv[1]).read()
+		text = text.replace("I fixed the test.", sys.argv[2]).replace("the step claude failed", "why " + sys.argv[2])
+		open(sys.argv[1], "w").write(text)
+	PY
+	printf '{"type":"assistant","message":{"content":[{"type":"text","text":"%s"},{"type":"tool_use","name":"Bash","input":{"command":"%s"}}]}}\n' \
+		"$HIDE" "$HIDE" >"$TK/20260101-100000-aaaaaa/transcript.jsonl"
+	# the VM's lines in aibox.log, as an older aibox wrote them (raw)
+	mk_task 20260101-110000-bbbbbb 'live'
+	printf '10:00:01 vm[bbbbbb]: %s\n' "$raw" >>"$TK/20260101-110000-bbbbbb/aibox.log"
+	hold_lock "$TK/20260101-110000-bbbbbb.lock"
+	# no record: result.json alone
+	mk_task 20260101-120000-cccccc 'result only'
+	printf '{"version":1,"steps":[],"claude":{"last_message":"%s"}}' "$HIDE" >"$TK/20260101-120000-cccccc/result.json"
+
+	run aibox tasks list
+	assert_success
+	printf '%s\n' "$output" >"$T/out"
+	no_hidden "$T/out"
+	assert_line --regexp '^aaaaaa  not finished .* a<U\+200B>b$'
+	run aibox tasks list --json
+	assert_success
+	assert_equal "$(jq -r '.[] | select(.id == "aaaaaa") | .prompt' <<<"$output")" 'a<U+200B>b'
+
+	run aibox tasks show aaaaaa
+	assert_success
+	printf '%s\n' "$output" >"$T/out"
+	no_hidden "$T/out"
+	assert_line "prompt: a<U+200B>b"
+	assert_line --regexp '^[0-9:]{8} vm\[aaaaaa\]: \| a<U\+200B>b$'
+	assert_line --regexp '^[0-9:]{8} vm\[aaaaaa\]: c<U\+FEFF>d<U\+E0001><U\+E0041>e<U\+202E>f$'
+	assert_line --regexp '^[0-9:]{8} aibox\[aaaaaa\]: the task did not finish: why a<U\+200B>b$'
+	assert_line --regexp '^[0-9:]{8} aibox\[aaaaaa\]: c<U\+FEFF>d<U\+E0001><U\+E0041>e<U\+202E>f$'
+	run aibox tasks show cccccc
+	assert_success
+	printf '%s\n' "$output" >"$T/out"
+	no_hidden "$T/out"
+	assert_line --regexp '^[0-9:]{8} vm\[cccccc\]: c<U\+FEFF>d<U\+E0001><U\+E0041>e<U\+202E>f$'
+
+	run aibox tasks log aaaaaa
+	assert_success
+	printf '%s\n' "$output" >"$T/out"
+	no_hidden "$T/out"
+	assert_output "$SHOWN"$'\n> Bash: a<U+200B>b c<U+FEFF>d<U+E0001><U+E0041>e<U+202E>f'
+	run aibox tasks log bbbbbb
+	assert_success
+	printf '%s\n' "$output" >"$T/out"
+	no_hidden "$T/out"
+	assert_output $'10:00:01 a<U+200B>b\nc<U+FEFF>d<U+E0001><U+E0041>e<U+202E>f'
+	# and the check itself catches each kind
+	for c in '\u200b' '\u2028' '\u2029' '\ufeff' '\U000e0001' '\U000e0041' '\u202e' '\u00ad'; do
+		printf "x$c" >"$T/bad"
+		run ! no_hidden "$T/bad"
+		assert_output --partial 'hidden: 0x'
+	done
 }
 
 # transcript NAME: a transcript.jsonl of the shapes Claude Code writes, with hostile text.
@@ -478,8 +573,18 @@ EOF
 	assert_equal "$(echo "$output" | jq -r .why)" "$(jq -r .why "$dir/summary.json")"
 	[ -n "$(echo "$output" | jq -r .why)" ]
 	assert_equal "$(echo "$output" | jq -c 'keys_unsorted')" \
-		'["version","folder","name","id","state","exit","why","seconds","start_commit","end_commit","branch","fetch","no_changes","result","hosts","hosts_why"]'
+		'["version","folder","name","id","state","exit","why","seconds","start_commit","start_time","end_time","end_commit","branch","fetch","no_changes","result","hosts","hosts_why"]'
 	assert_equal "$output" "$(cat "$dir/summary.json")"
+	# the times of its start line and its end, which aibox tasks show prints them at
+	start=$(echo "$output" | jq .start_time)
+	end=$(echo "$output" | jq .end_time)
+	[ "$end" -ge "$start" ]
+	[[ "$stderr" == *"$(date -d "@$start" +%T) aibox[${dir: -6}]: task ${dir: -6} starts from $C2"* ]] || fail "$stderr"
+	[[ "$stderr" == *"$(date -d "@$end" +%T) aibox[${dir: -6}]: the task did not finish: "* ]] || fail "$stderr"
+	run aibox tasks show "${dir: -6}"
+	assert_success
+	assert_line "$(date -d "@$start" +%T) aibox[${dir: -6}]: task ${dir: -6} starts from $C2"
+	assert_line --regexp "^$(date -d "@$end" +%T) aibox\[${dir: -6}\]: the task did not finish: "
 	run aibox tasks list
 	assert_line --index 1 --regexp "^${dir: -6}  not finished .* do it\$"
 }

@@ -22,12 +22,17 @@ teardown() {
 	common_teardown
 }
 
-# refused REQUEST REASON: the proxy answers 403 with REASON, logs it, and the
-# fake upstream never sees a request.
+# refused REQUEST REASON: the proxy answers 403 with REASON (for the API, in
+# the API's error shape), logs it, and the fake upstream never sees a request.
 refused() {
 	run raw_request "$1"
 	assert_line --index 0 "$(printf 'HTTP/1.1 403 Forbidden\r')"
-	assert_output --partial "aibox-proxy: $2"
+	if [[ "$output" == *"Content-Type: application/json"* ]]; then
+		assert_equal "$(sed '1,/^\r$/d' <<<"$output" | jq -r .error.message)" \
+			"aibox-proxy refused this request: $2 (the task's proxy.log has it)"
+	else
+		assert_output --partial "aibox-proxy: $2"
+	fi
 	grep -F "($2)" "$T/proxy.log" | grep -q "^[^ ]* refused "
 	assert_file_not_exists "$T/rec/0001.json"
 }

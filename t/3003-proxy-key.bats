@@ -142,7 +142,8 @@ REQ='{"model":"m","stream":true,"tools":[{"name":"Bash"}],"messages":[{"role":"u
 @test "key: without --key-env the port is refused; a bad upstream or key is an error" {
 	start_proxy
 	run curl -sS -x "$PROXY" "http://127.0.0.1:3129/api/hello"
-	assert_output 'aibox-proxy: key forwarding is off'
+	assert_success
+	assert_equal "$(jq -r .error.message <<<"$output")" "aibox-proxy refused this request: key forwarding is off (the task's proxy.log has it)"
 	AIBOX_API_UPSTREAM=http://localhost:1 run aibox-proxy --key-env AIBOX_TEST_KEY
 	[ "$status" -eq 2 ]
 	assert_output --partial "not an https:// URL"
@@ -366,6 +367,16 @@ post_path() {
 	[ "$status" -eq 0 ]
 	assert_line --index 0 "$(printf 'HTTP/1.1 403 Forbidden\r')"
 	assert_output --partial 'method not forwarded for this API path'
+	# each refusal in the API's error shape, whose message Claude Code shows: one sentence
+	post_path /v1/messages/batches
+	assert_equal "$(grep -i '^content-type:' "$T/out")" "$(printf 'Content-Type: application/json\r')"
+	run jq -r '[.type, .error.type, .error.message] | join("|")' < <(sed '1,/^\r$/d' "$T/out")
+	assert_success
+	assert_output "error|permission_error|aibox-proxy refused this request: the Message Batches API is not forwarded: its spend cannot be counted (the task's proxy.log has it)"
+	run curl -sS -X TRACE -x "$PROXY" http://127.0.0.1:3129/v1/messages
+	assert_success
+	assert_equal "$(jq -r '.error.type + "|" + .error.message' <<<"$output")" \
+		"invalid_request_error|aibox-proxy refused this request: method not forwarded to the API (the task's proxy.log has it)"
 	[ ! -e "$T/rec" ] || [ -z "$(ls "$T/rec")" ]
 	grep -q 'refused localhost:3129 POST /v1/messages/batches (the Message Batches API is not forwarded: its spend cannot be counted) status=403' "$T/proxy.log"
 	grep -q 'refused localhost:3129 POST /v1/chat/completions (the OpenAI-compatible API is not forwarded: its spend is not counted) status=403' "$T/proxy.log"

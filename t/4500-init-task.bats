@@ -242,7 +242,7 @@ EOF
 	assert_line "the branch aibox/task is gone"
 }
 
-@test "init task: no changes sends no bundle and says so" {
+@test "init task: no changes sends no bundle, and leaves saying so to the host's summary" {
 	run_task "say nothing to do"
 	assert_success
 	assert_equal "$(names)" "transcript.jsonl vm.log result.json "
@@ -252,7 +252,8 @@ EOF
 	assert_equal "$(jget steps.3.status)" ok
 	assert_equal "$(jget claude.last_message)" "nothing to do"
 	run cat progress.txt
-	assert_line "no changes"
+	assert_success
+	refute_line "no changes"
 	refute_line bundling
 }
 

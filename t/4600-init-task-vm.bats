@@ -204,7 +204,8 @@ EOF
 	assert_equal "$(jget end_commit)" "$START"
 	assert_equal "$(jget claude.ended_by)" completed
 	run cat progress.txt
-	assert_line "no changes"
+	assert_success
+	refute_line "no changes"
 
 	kill "$FORWARD_PID" "$FAKE_API_PID"
 	wait "$FORWARD_PID" "$FAKE_API_PID" 2>/dev/null || true

@@ -439,6 +439,12 @@ check_bundle() {
 	record '[]'
 	run test-task results result.json --report record.json
 	refute_output --partial "aibox counted"
+	# no request made: no count of nothing, but a cap still says so
+	record '[]' ", \"usage\": {${u/\"requests\":3,\"usd\":91.513872,\"nano_usd\":91513872000/\"requests\":0,\"usd\":0,\"nano_usd\":0}}"
+	run test-task results result.json --report record.json
+	assert_success
+	refute_output --partial "aibox counted"
+	assert_line "aibox: ended by budget: the task cap of 5.000000 USD was reached (2 requests refused)"
 	# a broken usage object makes the record unusable, as any other broken field
 	record '[]' ', "usage": {"requests": -1}'
 	run test-task results - --report record.json

@@ -285,6 +285,12 @@ step 1"
 	assert_output "$dir"
 	[[ "$stderr" =~ (^|$'\n')[0-9][0-9]:[0-9][0-9]:[0-9][0-9]\ aibox\[${dir: -6}\]:\ aibox-proxy\ did\ not\ start ]] || fail "$stderr"
 	[[ "$stderr" != *"aibox-task: "* ]] || fail "$stderr"
+	# the proxy's own words too have the time, the source and the id, before the line that points at them
+	[[ "$stderr" =~ [0-9:]{8}\ aibox\[${dir: -6}\]:\ aibox-proxy:\ [^$'\n']*garbage[^$'\n']*$'\n'[0-9:]{8}\ aibox\[${dir: -6}\]:\ aibox-proxy\ did\ not\ start ]] || fail "$stderr"
+	printf '%s\n' "$stderr" >"$T/stderr"
+	run grep -cvE "^[0-9]{2}:[0-9]{2}:[0-9]{2} aibox\[${dir: -6}\]: " "$T/stderr"
+	assert_failure 1
+	assert_output 0
 	[[ "$stderr" != *"no changes"* ]] || fail "$stderr"
 	run tail -n 1 "$dir/aibox.log"
 	assert_output --regexp '^total [0-9.]+s exit 2$'
@@ -301,9 +307,21 @@ step 1"
 	assert_file_not_exists "$dir.lock"
 }
 
-@test "task: a boot that fails does not say 'no changes'" {
+@test "task: a boot that fails does not say 'no changes', and points at console.log" {
 	run --separate-stderr aibox task x
 	assert_failure 1
 	[[ "$stderr" == *"the task did not finish: QEMU exited"* ]] || fail "$stderr"
 	[[ "$stderr" != *"no changes"* ]] || fail "$stderr"
+	# the line points at what QEMU and the kernel said
+	dir=$(task_dir)
+	[[ "$stderr" == *"aibox[${dir: -6}]: the task did not finish: QEMU exited before the VM's SSH server answered (see $dir/console.log)"* ]] || fail "$stderr"
+	assert_file_exists "$dir/console.log"
+}
+
+@test "task: its warnings, once the folder is made, are aibox[id] lines too" {
+	run --separate-stderr aibox task --no-sandbox x
+	assert_failure 1
+	dir=$(task_dir)
+	[[ "$stderr" =~ (^|$'\n')[0-9:]{8}\ aibox\[${dir: -6}\]:\ warning:\ --no-sandbox:\ aibox-task\ runs\ without\ its\ own\ lockdown$'\n' ]] || fail "$stderr"
+	[[ "$stderr" != *"aibox-task: "* ]] || fail "$stderr"
 }

@@ -37,6 +37,21 @@ session() {
 	}
 }
 
+@test "session: format characters and line separators in the VM's progress are shown, never passed" {
+	printf '{"version": 1, "steps": []}\n' >result.json
+	$MKTAR result.json:file=$T/result.json >results.tar
+	# a zero-width space, a line separator, a byte order mark, a tag, a right-to-left override
+	printf 'a\xe2\x80\x8bb\xe2\x80\xa8aibox[259e07]: c\xef\xbb\xbfd\xf3\xa0\x80\x81e\xe2\x80\xaef\n' >progress
+	forced "cat >/dev/null; cat $T/progress >&2; cat $T/results.tar"
+	run --separate-stderr session
+	assert_success
+	assert_output "ok exit 0 result.json 28"
+	[[ "$stderr" =~ ^[0-9:]{8}\ vm\[259e07\]:\ a\<U\+200B\>b$'\n'[0-9:]{8}\ vm\[259e07\]:\ aibox\[259e07\]:\ c\<U\+FEFF\>d\<U\+E0001\>e\<U\+202E\>f$ ]] || {
+		echo "stderr: $stderr"
+		false
+	}
+}
+
 @test "session: an extra file stops the session with the reason" {
 	$MKTAR vm.log:size=3 evil.sh:size=10 result.json:size=2 >results.tar
 	forced "cat >/dev/null; cat $T/results.tar; sleep 20"

@@ -85,13 +85,14 @@ follow_ended() { ! kill -0 "$FOLLOW_PID" 2>/dev/null; }
 	assert_success
 	assert_equal "$(echo "$output" | jq -r '.[0] | [.id, .state, .exit, .turns, .end_commit, .fetched, .prompt] | map(tostring) | join("|")')" \
 		"$id|finished|0|2|$end|false|Wait, then commit done.txt."
-	# show: the summary as aibox task printed it at its end (times aside).
+	# show: the start line and the summary as aibox task printed them, times and all.
 	run aibox tasks show "$id"
 	assert_success
 	assert_line --index 0 "task $id, ${dir##*/}: finished"
-	n=$((${#lines[@]} - 4))
+	assert_line --index 4 "$(grep -m 1 " aibox\[$id\]: task $id starts from " "$T/err")"
+	n=$((${#lines[@]} - 5))
 	[ "$n" -ge 5 ]
-	assert_equal "$(printf '%s\n' "${lines[@]:4}" | cut -d' ' -f2-)" "$(tail -n "$n" "$T/err" | cut -d' ' -f2-)"
+	assert_equal "$(printf '%s\n' "${lines[@]:5}")" "$(tail -n "$n" "$T/err")"
 	assert_line --regexp "aibox\\[$id\\]: the VM connected to localhost:3129\$"
 	assert_line --regexp "vm\\[$id\\]: \\| I waited and committed done.txt.\$"
 	# The fetch command it prints works, and the list then says fetched.

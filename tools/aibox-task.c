@@ -116,8 +116,9 @@ struct task {
 	struct buf proxy_sock;
 	struct bundle_check checker; /* the check of changes.bundle (start_checker()) */
 	struct timespec t0, tphase;
-	double boot_s, session_s;  /* for the derived lines of aibox.log */
-	struct task_continue cont; /* with --continue */
+	time_t start_time, end_time; /* of its start line and its summary, for the record */
+	double boot_s, session_s;    /* for the derived lines of aibox.log */
+	struct task_continue cont;   /* with --continue */
 };
 
 /* The options (common/task_opts.h): those that fail die, -h prints the usage. */
@@ -351,8 +352,16 @@ static struct task *failing_task;
 static void write_record(struct task *t, const char *state, int code, const char *why,
                          const struct summary_in *in)
 {
-	struct task_record_in ri = {
-	    t->dir.buf, t->name, state, code, why, task_clock_since(&t->t0), t->start_commit, in};
+	struct task_record_in ri = {t->dir.buf,
+	                            t->name,
+	                            state,
+	                            code,
+	                            why,
+	                            task_clock_since(&t->t0),
+	                            t->start_commit,
+	                            t->start_time,
+	                            t->end_time ? t->end_time : time(NULL),
+	                            in};
 	struct buf json = BUF_INIT;
 	int ret;
 
@@ -379,6 +388,12 @@ static void task_failed(const char *msg)
 	log_line(t, "total %.3fs exit %d\n", task_clock_since(&t->t0), die_status);
 	write_record(t, "failed to start", die_status, msg, NULL);
 	buf_release(&path);
+}
+
+/* error() and warning() once the task folder exists: aibox[id] lines. */
+static void task_report(const char *msg)
+{
+	out_printf(2, "aibox", failing_task->id, "%s", msg);
 }
 
 static void start(struct task *t)
@@ -438,6 +453,7 @@ static void start(struct task *t)
 	t->aibox_log_fd = open_in_task(t, "aibox.log", O_WRONLY | O_CREAT | O_EXCL | O_APPEND);
 	failing_task = t;
 	die_routine = task_failed;
+	report_routine = task_report;
 
 	write_inputs(t);
 	open_results(t, 1);
@@ -650,8 +666,9 @@ static int finish_task(struct task *t, struct vm_outcome *o)
 		in.no_changes = session_ret == 0 && !stop_signal && have_result && !r.changes &&
 		                fstat(t->result_fds[RESULT_BUNDLE], &st) == 0 && st.st_size == 0;
 		ok = task_vm_finished(o, stop_signal, have_result ? &r : NULL, in.end_commit);
+		t->end_time = time(NULL);
 		if (!t->o.slurm_check) /* aibox tasks show prints it */
-			task_summary_print(2, t->id, &in, ok, why->buf);
+			task_summary_print(2, t->end_time, t->id, &in, ok, why->buf);
 		write_record(t, ok ? "finished" : "not finished", ok ? 0 : 1, why->buf, &in);
 		buf_release(&bpath);
 		buf_release(&branch);
@@ -728,7 +745,14 @@ int main(int argc, char **argv)
 		exit(slurm_check(&t)); /* t stays reachable for the leak check */
 	start(&t);
 	phase_done(&t, "start");
-	out_printf(2, "aibox", t.id, "task %s starts from %s", t.id, t.start_commit);
+	{
+		struct buf line = BUF_INIT;
+
+		task_start_line(&line, t.id, t.start_commit);
+		t.start_time = time(NULL);
+		out_write_at(2, t.start_time, "aibox", t.id, line.buf, line.len);
+		buf_release(&line);
+	}
 	if (t.o.cont)
 		out_printf(2, "aibox", t.id,
 		           "it continues task %s and resumes its conversation%s%s", t.cont.name,

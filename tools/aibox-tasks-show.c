@@ -5,7 +5,9 @@
  * "Results"), with the fetch command: from its record (summary.json,
  * common/task_record.h), or for a task without one from result.json alone.
  * TASK is an id, a folder's name or a folder's path (common/task_info.h,
- * task_find()).  Everything from the folder is sanitized before it is
+ * task_find()).  The lines aibox task printed, its start line ("task ...
+ * starts from <commit>") and its summary, come again with the times it
+ * printed them at.  Everything from the folder is sanitized before it is
  * printed.
  */
 #include <errno.h>
@@ -101,6 +103,7 @@ static void print_text(struct shown *s)
 	char start[32] = "";
 	struct tm tm;
 	const char *why = NULL;
+	time_t end;
 	int finished;
 
 	if (localtime_r(&ti->start, &tm))
@@ -144,6 +147,20 @@ static void print_text(struct shown *s)
 
 		in.windows = host_system_get(&sys) == 0 && sys == HOST_WINDOWS;
 	}
+	/*
+	 * The lines with the times aibox task printed them at: the record's
+	 * (an older one has none: the start from the name, the end from its
+	 * seconds).
+	 */
+	end = ti->start + (ti->has_seconds ? (time_t)(ti->seconds + 0.5) : 0);
+	if (s->has_record && s->rec.start_commit[0]) {
+		buf_reset(&line);
+		task_start_line(&line, ti->id, s->rec.start_commit);
+		out_write_at(1, s->rec.start_time ? s->rec.start_time : ti->start, "aibox", ti->id,
+		             line.buf, line.len);
+	}
+	if (s->has_record && s->rec.end_time)
+		end = s->rec.end_time;
 	if (s->has_record) {
 		in.result = s->rec.has_result ? &s->rec.result : NULL;
 		in.report = s->rec.has_report ? &s->rec.report : NULL;
@@ -157,7 +174,7 @@ static void print_text(struct shown *s)
 		in.report_why = "the task has no record of its end (summary.json)";
 		finished = ti->finished > 0;
 	}
-	task_summary_print(1, ti->id, &in, finished, why);
+	task_summary_print(1, end, ti->id, &in, finished, why);
 out:
 	buf_release(&line);
 	buf_release(&time_s);

@@ -11,11 +11,14 @@
  *       run CMD with a seccomp filter that fails openat2 with that error, as an
  *       old kernel or a container's filter would
  *   test-prompt sanitize < text             out_sanitize() of stdin to stdout
+ *   test-prompt format-chars                each code point utf8_is_format()
+ *       holds, as 4 to 6 uppercase hex digits, one a line
  *   test-prompt lines SOURCE ID [EPOCH] < text
  *       out_write() (or out_format() at EPOCH, written as one block) to stdout;
  *       ID "-" means none
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <seccomp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +31,7 @@
 #include "out.h"
 #include "prompt.h"
 #include "strvec.h"
+#include "utf8.h"
 #include "banned.h"
 
 /* Print the error as "ENAME: message", free the buffers, return 1. */
@@ -154,6 +158,12 @@ int main(int argc, char **argv)
 			die_errno("write");
 		buf_release(&in);
 		buf_release(&out);
+		return 0;
+	}
+	if (!strcmp(argv[1], "format-chars")) {
+		for (uint32_t cp = 0; cp <= 0x10FFFF; cp++)
+			if (utf8_is_format(cp))
+				printf("%04" PRIX32 "\n", cp);
 		return 0;
 	}
 	if (!strcmp(argv[1], "lines") && (argc == 4 || argc == 5)) {
