@@ -201,10 +201,16 @@ teardown() { lock_teardown; }
 	assert_line --index 0 "aibox-projects: unknown subcommand 'frob'"
 	run aibox projects path extra
 	assert_failure 2
-	assert_line --index 0 "aibox-projects: path takes no arguments"
+	assert_line --index 0 "aibox-projects: unexpected argument 'extra'"
 	run aibox projects --bogus
 	assert_failure 2
-	assert_line --index 0 --partial "'--bogus'"
+	assert_line --index 0 "aibox-projects: unknown option '--bogus'"
+	run aibox projects remove
+	assert_failure 2
+	assert_line --index 0 "aibox-projects: remove takes one project name"
+	run aibox projects remove a b
+	assert_failure 2
+	assert_line --index 0 "aibox-projects: unexpected argument 'b'"
 }
 
 @test "project lock: shared with shared, exclusive alone, none once removed" {
@@ -300,7 +306,7 @@ waits_for_lock() {
 		"[\"my-repo\",2,1,\"$T/My Repo!\",\"$AIBOX_HOME/projects/my-repo\"]"
 	run aibox projects list --all
 	assert_failure 2
-	assert_line --index 0 "aibox-projects: list takes no arguments"
+	assert_line --index 0 "aibox-projects: unknown option '--all'"
 }
 
 @test "image list: --json is one array with name, built, claude_code and kernel, checked with jq" {

@@ -127,10 +127,13 @@ now_name() { echo "$(date +%Y%m%d-%H%M%S)-$1"; }
 	done
 	run aibox tasks clean --older-than
 	assert_failure 2
-	assert_line --index 0 "aibox-tasks-clean: --older-than needs a duration, like 720h"
+	assert_line --index 0 "aibox-tasks-clean: --older-than needs a value"
 	run aibox tasks clean --bogus
 	assert_failure 2
-	assert_line --index 0 "aibox-tasks-clean: unknown argument '--bogus'"
+	assert_line --index 0 "aibox-tasks-clean: unknown option '--bogus'"
+	run aibox tasks clean extra
+	assert_failure 2
+	assert_line --index 0 "aibox-tasks-clean: unexpected argument 'extra'"
 	assert_file_exists "$TK/20200101-120000-aaaaaa/start.bundle"
 }
 
