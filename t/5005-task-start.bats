@@ -63,6 +63,26 @@ task_dir() {
 	wait_until 10 gone "$(cat "$T/qemu.pid")"
 }
 
+@test "task: README's first task: a new checkout and a key in the shell get a task past every check" {
+	# As README.md, "Your first task", has it after make install: no project
+	# yet, only ANTHROPIC_API_KEY in the shell.
+	unset CLAUDE_CODE_OAUTH_TOKEN
+	cd "$T"
+	make_repo fresh
+	cd fresh
+	[ ! -e "$AIBOX_HOME/projects/fresh" ]
+	ANTHROPIC_API_KEY=sk-ant-first-1 run --separate-stderr aibox task "add a Purpose section to the README"
+	assert_stopped_at_boot
+	[[ "$stderr" != *"would not be logged in"* ]] || fail "stopped at the login: $stderr"
+	dir=$(ls -d "$AIBOX_HOME"/projects/fresh/tasks/*-??????)
+	run python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["api"])' "$dir/settings.json"
+	assert_output "forward"
+	# The README's words are what this test runs.
+	run grep -c -e '^    export ANTHROPIC_API_KEY=' -e '^    aibox task "add a Purpose section to the README"' \
+		-e '^    aibox image build ' "$TOP/README.md"
+	assert_output 3
+}
+
 @test "task: the prompt comes from --file and from stdin" {
 	printf 'step 1\nstep 2\n' >plan.md
 	run --separate-stderr aibox task --file plan.md "do only step 2"
