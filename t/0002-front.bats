@@ -183,3 +183,33 @@ command_words() {
 	assert_success
 	assert_line --index 0 "usage: aibox image list [--json]"
 }
+
+@test "front: aibox(1) has an entry for every command, under the name aibox help gives it" {
+	local words n=0
+	run --separate-stderr aibox help
+	assert_success
+	while read -r words; do
+		# A tagged paragraph whose tag starts with the words: `.B "tasks list ...`,
+		# `.BI "projects remove " name`, `.B run`.
+		grep -A1 -x '\.TP' "$TOP/docs/man/aibox.1" |
+			grep -Eq "^\.B[IR]? \"?${words// /\\ }( |\"|\$)" ||
+			fail "docs/man/aibox.1 has no entry for 'aibox $words'"
+		n=$((n + 1))
+	done < <(printf '%s\n' "$output" | sed -nE 's/^   ([a-z]+( [a-z]+)?)( {3,}.*)?$/\1/p')
+	[ "$n" -ge 12 ]
+}
+
+@test "front: every option a tool's --help names is an entry (.TP) of its man page" {
+	local prog name man flag esc
+	for prog in "$BUILD"/aibox-*; do
+		name=${prog##*/}
+		case $name in aibox-init | aibox-completion | *.*) continue ;; esac
+		man=$TOP/docs/man/$name.1
+		assert_file_exists "$man"
+		for flag in $("$prog" --help | grep -oE '^ +(-[a-z], )?--[a-z][a-z0-9-]*' | grep -oE -- '--[a-z0-9-]+'); do
+			esc=${flag//-/\\-}
+			awk -v f="$esc" 'prev == ".TP" && /^\.B/ && index($0, f) { found = 1 } { prev = $0 }
+				END { exit !found }' "$man" || fail "$man has no .TP entry for $flag"
+		done
+	done
+}
