@@ -18,31 +18,79 @@
 
 static const char usage_text[] = "usage: aibox <command> [<subcommand>] [<args>]\n"
                                  "       aibox help [<command> [<subcommand>]]\n"
-                                 "       aibox --version\n";
+                                 "       aibox --version\n"
+                                 "\n";
+
+/*
+ * Each command's line in `aibox help`, as git's command-list.txt gives them:
+ * one a command, in the order `aibox help` lists them (sorted by name), each
+ * as the NAME line of its man page in docs/man says it.  A command missing
+ * here is listed by its name alone.
+ */
+static const struct {
+	const char *name; /* the program's name without "aibox-" */
+	const char *what;
+} descriptions[] = {
+    {"broker", "git fetch and push for a task's VM, with the token kept on the host"},
+    {"bundle-check", "accept or refuse a git bundle, without git"},
+    {"completion", "print the bash or zsh completion script"},
+    {"image", "build, list and remove the VM images aibox boots"},
+    {"projects", "list, find, check and remove aibox projects"},
+    {"proxy", "allow-listing HTTP proxy with API key forwarding, for one task"},
+    {"run", "work with Claude Code in a VM on the project folder"},
+    {"task", "run Claude Code unattended in a throwaway VM on one commit"},
+    {"tasks-clean", "remove what ended tasks leave behind"},
+    {"tasks-list", "list the tasks, newest first"},
+    {"tasks-log", "show a task's transcript, or follow a running task"},
+    {"tasks-show", "show a task's summary again"},
+};
+
+static const char *description(const char *name)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(descriptions); i++)
+		if (!strcmp(descriptions[i].name, name))
+			return descriptions[i].what;
+	return NULL;
+}
 
 /* The commands, or with word only the subcommands of `aibox word` ("tasks clean"). */
 static void print_commands(FILE *f, const char *word)
 {
-	struct strvec cmds = STRVEC_INIT;
+	struct strvec cmds = STRVEC_INIT, words = STRVEC_INIT;
 	struct buf prefix = BUF_INIT;
+	int width = 0;
 
 	commands_list(&cmds);
 	if (word)
 		buf_addf(&prefix, "aibox-%s-", word);
-	fprintf(f, word ? "subcommands of '%s':\n" : "commands:\n", word);
 	for (size_t i = 0; i < cmds.nr; i++) {
-		char *words;
+		char *w;
 
 		if (word && strncmp(cmds.v[i], prefix.buf, prefix.len))
 			continue;
-		words = xstrdup(cmds.v[i] + 6);
-		for (char *p = words; *p; p++)
+		w = xstrdup(cmds.v[i] + 6);
+		for (char *p = w; *p; p++)
 			if (*p == '-')
 				*p = ' ';
-		fprintf(f, "   %s\n", words);
-		free(words);
+		if ((int)strlen(w) > width)
+			width = (int)strlen(w);
+		strvec_push(&words, w);
+		free(w);
+		strvec_push(&words, cmds.v[i] + 6);
 	}
+	fprintf(f, word ? "subcommands of '%s':\n" : "commands:\n", word);
+	for (size_t i = 0; i + 1 < words.nr; i += 2) {
+		const char *what = description(words.v[i + 1]);
+
+		if (what)
+			fprintf(f, "   %-*s   %s\n", width, words.v[i], what);
+		else
+			fprintf(f, "   %s\n", words.v[i]);
+	}
+	if (!word)
+		fprintf(f, "\n'aibox help <command>' shows a command's manual page.\n");
 	strvec_clear(&cmds);
+	strvec_clear(&words);
 	buf_release(&prefix);
 }
 
@@ -98,7 +146,7 @@ static void unknown(int argc, char **argv)
 {
 	if (has_subcommands(argv[0])) {
 		if (argc < 2 || argv[1][0] == '-')
-			fprintf(stderr, "usage: aibox %s <subcommand> [<args>]\n", argv[0]);
+			fprintf(stderr, "usage: aibox %s <subcommand> [<args>]\n\n", argv[0]);
 		else
 			fprintf(stderr,
 			        "aibox: '%s %s' is not an aibox command, see 'aibox help %s'\n",
@@ -124,7 +172,7 @@ static int help(int argc, char **argv)
 	}
 	used = resolve(argc, argv, &path);
 	if (!used && argc == 1 && has_subcommands(argv[0])) {
-		printf("usage: aibox %s <subcommand> [<args>]\n", argv[0]);
+		printf("usage: aibox %s <subcommand> [<args>]\n\n", argv[0]);
 		print_commands(stdout, argv[0]);
 		buf_release(&path);
 		return 0;
@@ -153,8 +201,12 @@ int main(int argc, char **argv)
 	progname = "aibox";
 	argc--;
 	argv++;
-	if (argc == 0)
-		usage_die(usage_text);
+	if (argc == 0) {
+		/* As `aibox help`, but a usage error. */
+		fputs(usage_text, stderr);
+		print_commands(stderr, NULL);
+		return EXIT_ERROR;
+	}
 	if (!strcmp(argv[0], "--version") || !strcmp(argv[0], "version")) {
 		printf("aibox version %s\n", AIBOX_VERSION);
 		return 0;
@@ -162,10 +214,14 @@ int main(int argc, char **argv)
 	if (!strcmp(argv[0], "help") || !strcmp(argv[0], "--help") || !strcmp(argv[0], "-h"))
 		return help(argc - 1, argv + 1);
 	if (argv[0][0] == '-') {
-		error("unknown option '%s'", argv[0]);
+		error("unknown option '%.*s'", (int)strcspn(argv[0], "="), argv[0]);
 		usage_die(usage_text);
 	}
 	used = resolve(argc, argv, &path);
+	/* `aibox tasks --help` is `aibox help tasks`. */
+	if (!used && argc == 2 && has_subcommands(argv[0]) &&
+	    (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")))
+		return help(1, argv);
 	if (!used)
 		unknown(argc, argv);
 	strvec_push(&args, strrchr(path.buf, '/') + 1);

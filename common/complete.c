@@ -1,6 +1,7 @@
 #include "complete.h"
 
 #include <dirent.h>
+#include <git2.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -20,7 +21,7 @@
 #define HELP_MAX (64 * 1024)
 
 /* Words a command takes before or besides its flags (docs/package.md). */
-enum kind { K_NONE, K_TASKS, K_IMAGES, K_PROJECTS, K_FILES, K_WORDS };
+enum kind { K_NONE, K_TASKS, K_IMAGES, K_PROJECTS, K_REFS, K_FILES, K_WORDS };
 
 static const struct {
 	const char *cmd;  /* "projects", "tasks show" */
@@ -47,6 +48,7 @@ static const struct {
 } values[] = {
     {"--image", K_IMAGES},
     {"--continue", K_TASKS},
+    {"--from", K_REFS},
 };
 
 static int cmp_str(const void *a, const void *b)
@@ -136,6 +138,36 @@ out:
 	buf_release(&co);
 	buf_release(&why);
 	buf_release(&dir);
+}
+
+static int add_ref(const char *name, void *payload)
+{
+	struct strvec *v = payload;
+
+	if (!strncmp(name, "refs/heads/", 11) || !strncmp(name, "refs/tags/", 10))
+		strvec_push(v, name);
+	return 0;
+}
+
+void complete_refs(struct strvec *out)
+{
+	struct strvec refs = STRVEC_INIT;
+	git_repository *repo = NULL;
+
+	git_libgit2_init();
+	if (git_repository_open_ext(&repo, ".", 0, NULL) == 0)
+		git_reference_foreach_name(repo, add_ref, &refs);
+	git_repository_free(repo);
+	git_libgit2_shutdown();
+	/* refs/heads/ sorts before refs/tags/: the branches, then the tags. */
+	qsort(refs.v, refs.nr, sizeof(*refs.v), cmp_str);
+	for (size_t i = 0; i < refs.nr; i++) {
+		const char *name = refs.v[i] + (refs.v[i][5] == 'h' ? 11 : 10);
+
+		if (!has(out, name))
+			strvec_push(out, name);
+	}
+	strvec_clear(&refs);
 }
 
 /* Folders in dir whose name is an image name and that hold `file` (NULL: any). */
@@ -303,6 +335,9 @@ static int add_kind(struct strvec *out, enum kind kind, const char *words)
 		break;
 	case K_PROJECTS:
 		projects_list(out);
+		break;
+	case K_REFS:
+		complete_refs(out);
 		break;
 	case K_FILES:
 		return COMPLETE_FILES;

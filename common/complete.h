@@ -13,6 +13,8 @@
  *	images				the built ones in the store and the
  *					recipes (common/image.h)
  *	projects			projects_list()
+ *	--from's revisions		the current checkout's branches and
+ *					tags
  */
 #ifndef AIBOX_COMPLETE_H
 #define AIBOX_COMPLETE_H
@@ -33,6 +35,13 @@ int complete_words(int cword, int argc, const char *const *argv, struct strvec *
 
 /* The task ids of the current checkout's project, newest first (none: nothing appended). */
 void complete_task_ids(struct strvec *out);
+
+/*
+ * The branches, then the tags, of the repository that holds the current
+ * folder, by their short names, each sorted, without repeats (none outside
+ * a repository).
+ */
+void complete_refs(struct strvec *out);
 
 /* The image names: built ones and recipes, sorted, without repeats. */
 void complete_images(struct strvec *out);

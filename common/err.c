@@ -104,6 +104,18 @@ void usage_die(const char *usage)
 	exit(die_status);
 }
 
+void usage_exit(int help, const char *why, const char *usage)
+{
+	if (help) {
+		fputs(usage, stdout);
+		if (fflush(stdout) || ferror(stdout))
+			exit(die_status);
+		exit(0);
+	}
+	error("%s", why);
+	usage_die(usage);
+}
+
 void bug_at(const char *file, int line, const char *fmt, ...)
 {
 	char msg[4096];

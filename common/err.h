@@ -89,6 +89,13 @@ __attribute__((noreturn, format(printf, 3, 4))) void bug_at(const char *file, in
 __attribute__((noreturn)) void usage_die(const char *usage);
 
 /*
+ * The end of a command line that asked for help or was refused (common/opt.h):
+ * with help, the usage on stdout and exit 0; else "prog: <why>" and the usage
+ * on stderr and exit with die_status.
+ */
+__attribute__((noreturn)) void usage_exit(int help, const char *why, const char *usage);
+
+/*
  * Allocation that cannot fail: on exhaustion the process aborts with a
  * message.  Every caller would otherwise have to invent a path for a state it
  * cannot recover from (git's xmalloc does the same).  die_oom() is that one

@@ -9,6 +9,7 @@
 #include "bundle_read.h"
 #include "bundle_write.h"
 #include "project.h"
+#include "spawn.h"
 #include "task_folder.h"
 #include "guest_abi.h"
 #include "task_session.h"
@@ -132,4 +133,38 @@ out:
 	buf_release(&idx);
 	buf_release(&why);
 	return ret;
+}
+
+int task_folder_remove_at_exit(const char *dir, const char *const *names, size_t n)
+{
+	int p[2], keep[2];
+	pid_t pid;
+	char c;
+
+	keep[1] = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (keep[1] < 0)
+		return -errno;
+	if (pipe2(p, O_CLOEXEC) < 0) {
+		int err = -errno;
+
+		close(keep[1]);
+		return err;
+	}
+	keep[0] = p[0];
+	pid = spawn_worker(keep, 2, SPAWN_WORKER_DETACH);
+	if (pid == 0) {
+		while (read(p[0], &c, 1) < 0 && errno == EINTR)
+			;
+		for (size_t i = 0; i < n; i++)
+			unlinkat(keep[1], names[i], 0);
+		_exit(0);
+	}
+	close(p[0]);
+	close(keep[1]);
+	if (pid < 0) {
+		close(p[1]);
+		return (int)pid;
+	}
+	/* Left open on purpose: our exit closes it, and that is the worker's signal. */
+	return 0;
 }

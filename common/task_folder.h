@@ -48,4 +48,17 @@ ssize_t task_folder_read_fd(int fd, struct buf *out, size_t max);
 int task_folder_start_bundle(const char *dir, const char *checkout, const char *commit,
                              struct buf *err);
 
+/*
+ * Remove the files names[0..n) of the folder dir once this process has
+ * exited, in any way, SIGKILL included: for what a task makes and can no
+ * longer remove after its lockdown, proxy.sock and proxy.sock.slots, which
+ * would otherwise stay in every ended folder as sockets nobody listens on.
+ * A worker (common/spawn.h, SPAWN_WORKER_DETACH: it outlives us) waits for
+ * EOF on a pipe whose write end only this process holds (close-on-exec),
+ * then unlinks each name relative to dir's fd, never following a link; a
+ * name already gone, or a folder removed meanwhile, is no failure, and the
+ * worker reports nothing.  0, or a negative errno.
+ */
+int task_folder_remove_at_exit(const char *dir, const char *const *names, size_t n);
+
 #endif

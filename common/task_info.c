@@ -21,8 +21,8 @@
 #include "task_record.h"
 #include "banned.h"
 
-static const char *const state_names[] = {"running",         "finished", "not finished",
-                                          "failed to start", "cleaned",  "queued"};
+static const char *const state_names[] = {"running", "finished",        "not finished", "timed out",
+                                          "killed",  "failed to start", "queued"};
 
 const char *task_state_name(enum task_state s)
 {
@@ -186,6 +186,29 @@ static void take_result(struct task_info *ti, const struct task_result *r)
 		ti->cost_usd = r->claude.cost_usd;
 }
 
+/* A record's result says the task ran out of time: a step, or Claude Code. */
+static int timed_out(const struct task_result *r)
+{
+	for (size_t i = 0; i < r->nsteps; i++)
+		if (r->steps[i].name == r->failed_step && r->steps[i].status == RESULT_TIMEOUT)
+			return 1;
+	return r->has_claude && r->claude.has_ended_by && r->claude.ended_by == ENDED_TIMEOUT;
+}
+
+/* How a task with a record ended. */
+static enum task_state record_state(const struct task_record *rec)
+{
+	if (!strcmp(rec->state, "finished"))
+		return TASK_FINISHED;
+	if (rec->exit_code == 2)
+		return TASK_FAILED_TO_START;
+	if (rec->why && !strncmp(rec->why, TASK_WHY_STOPPED, strlen(TASK_WHY_STOPPED)))
+		return TASK_KILLED;
+	if (rec->has_result && timed_out(&rec->result))
+		return TASK_TIMED_OUT;
+	return TASK_NOT_FINISHED;
+}
+
 static void read_record(struct task_info *ti, int dfd)
 {
 	struct buf b = BUF_INIT, err = BUF_INIT;
@@ -193,12 +216,13 @@ static void read_record(struct task_info *ti, int dfd)
 	struct task_result r;
 	ssize_t n = task_file_read(dfd, "summary.json", TASK_RECORD_MAX, &b);
 
-	if (n >= 0) {
+	if (n > 0) {
 		if (task_record_parse(b.buf, b.len, &rec, &err) < 0) {
 			problem(ti, "summary.json", err.buf + strlen("summary.json: "));
 			goto out;
 		}
 		ti->has_record = 1;
+		ti->state = record_state(&rec);
 		ti->finished = !strcmp(rec.state, "finished");
 		ti->exit_code = rec.exit_code;
 		ti->has_seconds = 1;
@@ -209,7 +233,9 @@ static void read_record(struct task_info *ti, int dfd)
 		task_record_release(&rec);
 		goto out;
 	}
-	if (n != -ENOENT)
+	if (n == 0)
+		ti->empty_record = 1; /* made at the start, never written: aibox task died */
+	else if (n != -ENOENT)
 		problem(ti, "summary.json", strerror((int)-n));
 	/* No record (a task of an older aibox, or one whose aibox was killed). */
 	buf_reset(&b);
@@ -272,18 +298,15 @@ int task_info_read(int tasks_fd, const char *name, time_t now, struct task_info 
 	read_record(ti, dfd);
 	if (!ti->has_record)
 		read_log_total(ti, dfd);
-	if (ti->has_record) {
-		ti->state = ti->finished ? TASK_FINISHED : TASK_NOT_FINISHED;
-	} else if (ti->exit_code == 2) {
-		ti->finished = 0;
-	} else {
+	if (!ti->has_record) {
+		/* By aibox.log's last line, when aibox task lived to write it. */
 		ti->finished = ti->exit_code == 0;
-		ti->state = ti->finished ? TASK_FINISHED : TASK_NOT_FINISHED;
+		ti->state = ti->finished                            ? TASK_FINISHED
+		            : ti->exit_code == 2                    ? TASK_FAILED_TO_START
+		            : ti->empty_record && ti->exit_code < 0 ? TASK_KILLED
+		                                                    : TASK_NOT_FINISHED;
 	}
-	if (ti->exit_code == 2)
-		ti->state = TASK_FAILED_TO_START; /* by its record or aibox.log */
-	else if (fstatat(dfd, "start.bundle", &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT)
-		ti->state = TASK_CLEANED;
+	ti->cleaned = fstatat(dfd, "start.bundle", &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT;
 	close(dfd);
 	return 0;
 }
@@ -551,6 +574,7 @@ json_t *task_info_json(const struct task_info *ti, const char *project, const ch
 	json_object_set_new(o, "finished",
 	                    ti->finished < 0 ? json_null() : json_boolean(ti->finished));
 	json_object_set_new(o, "exit", maybe_int(ti->exit_code >= 0, ti->exit_code));
+	json_object_set_new(o, "cleaned", json_boolean(ti->cleaned));
 	json_object_set_new(o, "started", json_string(start));
 	json_object_set_new(o, "seconds", ti->has_seconds ? json_real(ti->seconds) : json_null());
 	json_object_set_new(o, "turns", maybe_int(ti->has_turns, ti->turns));

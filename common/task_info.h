@@ -22,26 +22,34 @@
 #include "taskid.h"
 
 /*
- * running: its lock is held.  finished, not finished: its record says so (or,
- * without one, aibox.log's last "total Xs exit N": 0 finished, 1 not; a task
- * whose aibox-task was killed has neither and is not finished).  failed to
- * start: ended with exit 2 before its VM's session, the folder made but the
- * task never ran.  cleaned: ended, and `aibox tasks clean` removed its
- * start.bundle; task_info.finished still tells how it ended.  queued: a
- * detached Slurm task whose job waits in Slurm's queue; such a task is
- * running while its job runs, and ended only once checked on the host
+ * How a task is, or how it ended; `aibox tasks clean` changes none of it
+ * (task_info.cleaned says it removed the start.bundle).  running: its lock
+ * is held.  finished, not finished: its record says so (or, without one,
+ * aibox.log's last "total Xs exit N": 0 finished, 1 not).  timed out: not
+ * finished, and its record's result says a step or Claude Code ran out of
+ * time (the VM's word).  killed: not finished because a signal stopped aibox
+ * task (its record's why starts with TASK_WHY_STOPPED), or aibox task died
+ * without writing its record (summary.json left empty, as it is made when
+ * the task starts).  failed to start: ended with exit 2 before its VM's
+ * session, the folder made but the task never ran.  queued: a detached
+ * Slurm task whose job waits in Slurm's queue; such a task is running while
+ * its job runs, and ended only once checked on the host
  * (common/slurm_detach.h).
  */
 enum task_state {
 	TASK_RUNNING,
 	TASK_FINISHED,
 	TASK_NOT_FINISHED,
+	TASK_TIMED_OUT,
+	TASK_KILLED,
 	TASK_FAILED_TO_START,
-	TASK_CLEANED,
 	TASK_QUEUED
 };
 
-/* "running", "finished", "not finished", "failed to start", "cleaned", "queued". */
+/*
+ * "running", "finished", "not finished", "timed out", "killed", "failed to
+ * start", "queued".
+ */
 const char *task_state_name(enum task_state s);
 
 /* The first line of the prompt is kept up to this many bytes (then cut, marked "..."). */
@@ -66,6 +74,8 @@ struct task_info {
 	char *prompt_line;   /* owned, raw, NULL when prompt.txt cannot be read */
 	char *problem;       /* owned: what could not be read, NULL when nothing */
 	int unchecked;       /* a detached task whose job ended, not yet checked */
+	int cleaned;         /* ended, and its start.bundle is gone (aibox tasks clean) */
+	int empty_record;    /* summary.json is empty: aibox task died before writing it */
 };
 
 #define TASK_INFO_INIT                                                                             \

@@ -25,6 +25,12 @@
 /* result.json's cap, the proxy's record's cap and room for the rest. */
 #define TASK_RECORD_MAX     (RESULT_JSON_MAX + PROXY_REPORT_MAX + 64 * 1024)
 #define TASK_RECORD_WHY_MAX 4096
+/*
+ * How `why` starts when a signal stopped aibox task (and with it the VM):
+ * "the VM was stopped by SIGINT" or "... by a signal".  `aibox tasks list`
+ * reads it as a killed task (common/task_info.h).
+ */
+#define TASK_WHY_STOPPED "the VM was stopped by "
 
 /* What aibox-task knows at its end, besides the summary's input. */
 struct task_record_in {

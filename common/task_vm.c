@@ -15,6 +15,7 @@
 #include "spend.h"
 #include "task_folder.h"
 #include "task_log.h"
+#include "task_record.h"
 #include "task_session.h"
 #include "task_vm.h"
 #include "vm.h"
@@ -196,7 +197,7 @@ int task_vm_run(const struct task_vm *v, struct buf *secrets, struct vm_outcome 
 	task_log_phase(v->aibox_log_fd, v->tphase, "stop");
 	if (*v->stop) {
 		buf_reset(&o->why);
-		buf_addf(&o->why, "the VM was stopped by %s",
+		buf_addf(&o->why, TASK_WHY_STOPPED "%s",
 		         *v->stop == SIGINT ? "SIGINT" : "a signal");
 	}
 	ret = 0;

@@ -118,6 +118,33 @@ fake_tree() {
 	assert_output ""
 }
 
+@test "completion: bash and zsh offer the checkout's branches, then its tags, for --from" {
+	make_repo repo
+	cd repo
+	git branch feature
+	git branch fix/flaky
+	git tag v1.0
+	git tag feature-tag
+	main=$(git symbolic-ref --short HEAD)
+	run bash_complete aibox task --from ''
+	assert_success
+	assert_output "$(printf '%s\n' feature fix/flaky "$main" | sort; printf 'feature-tag\nv1.0')"
+	run bash_complete aibox task --from fe
+	assert_success
+	assert_output "$(printf 'feature\nfeature-tag')"
+	run bash_complete aibox task "the prompt" --from v
+	assert_success
+	assert_output "v1.0"
+	run zsh_complete aibox task --from fi
+	assert_success
+	assert_output "fix/flaky"
+	# Outside a repository there are none.
+	cd "$T"
+	run bash_complete aibox task --from ''
+	assert_success
+	assert_output ""
+}
+
 @test "completion: bash offers file names for a --file value" {
 	touch notes.txt nothing.md
 	run bash_complete aibox task --file no

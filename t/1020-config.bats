@@ -11,7 +11,7 @@ cfg() {
 	run test-found config config.yaml
 }
 
-@test "config: the default config parses, allowing the two Claude hosts and nothing else" {
+@test "config: the default config parses, allowing the two Claude hosts and nothing else, and lists the API key" {
 	test-found config-default >config.yaml
 	run test-found config config.yaml
 	assert_success
@@ -20,7 +20,10 @@ cfg() {
 	assert_equal "$(grep -c '^allow ' <<<"$output")" 2
 	assert_line "path /project"
 	assert_line "skills default"
-	refute_line --regexp '^env '
+	# The login a first task needs (README.md, "Your first task"): the key, which
+	# stays on the host.
+	assert_line "env ANTHROPIC_API_KEY"
+	assert_equal "$(grep -c '^env ' <<<"$output")" 1
 	# Every key is explained in the default, commented out or set.
 	for key in allow mounts skills agents commands path env git memory cpus disk budget slurm; do
 		grep -Eq "^#? ?$key:" config.yaml || fail "default config does not explain $key"

@@ -24,17 +24,18 @@ mk_task() {
 }
 
 # record NAME STATE EXIT [END_COMMIT]: the summary.json an ended task leaves.
+# $WHY is its why when not finished, $ENDED Claude Code's ended_by.
 record() {
 	local end=${4:-} e=null why=null
 	[ -n "$end" ] && e="\"$end\""
-	[ "$2" = finished ] || why='"the step claude failed"'
+	[ "$2" = finished ] || why="\"${WHY:-the step claude failed}\""
 	cat >"$TK/$1/summary.json" <<EOF
 {"version":1,"folder":"$TK/$1","name":"$1","id":"${1: -6}","state":"$2","exit":$3,"why":$why,
  "seconds":83.4,"start_commit":"$C1","end_commit":$e,"branch":"aibox/task-$1","fetch":null,
  "no_changes":false,
  "result":{"version":1,"steps":[],"failed_step":null,
    "claude":{"exit_code":0,"num_turns":4,"duration_ms":8321,"total_cost_usd":0.05,
-             "ended_by":"completed","last_message":"I fixed the test.\nIt passes."},
+             "ended_by":"${ENDED:-completed}","last_message":"I fixed the test.\nIt passes."},
    "start_commit":"$C1","end_commit":"$C2","changes":true},
  "hosts":{"version":1,"hosts":[{"host":"localhost:3129","allowed":3,"sent":5,"received":6}],
    "more_hosts":0,"more_hosts_at_least":false,"more_allowed":0,"allowed":3,"refused":0,
@@ -66,7 +67,7 @@ five() {
 	assert_success
 	assert_line --index 0 --regexp '^ID +STATE +STARTED +TIME +TURNS +COST +FETCHED +PROMPT$'
 	assert_line --index 1 --regexp '^eeeeee  running          2026-01-01 14:00 +[0-9hms]+ +- +- +- +running one$'
-	assert_line --index 2 --regexp '^dddddd  cleaned          2026-01-01 13:00 +1m23s +4 +0.05 +- +cleaned one$'
+	assert_line --index 2 --regexp '^dddddd  finished         2026-01-01 13:00 +1m23s +4 +0.05 +- +cleaned one$'
 	assert_line --index 3 --regexp '^cccccc  failed to start  2026-01-01 12:00 +1s +- +- +- +failed to start one$'
 	assert_line --index 4 --regexp '^bbbbbb  not finished     2026-01-01 11:00 +1m23s +4 +0.05 +- +not finished one$'
 	assert_line --index 5 --regexp '^aaaaaa  finished         2026-01-01 10:00 +1m23s +4 +0.05 +no +fix the flaky test$'
@@ -77,6 +78,49 @@ five() {
 	assert_line --index 5 --regexp '^aaaaaa  finished .* 0.05 +yes +fix the flaky test$'
 }
 
+@test "tasks list: how each task ended (finished, timed out, killed, not finished) stays after tasks clean" {
+	mk_task 20260101-100000-aaaaaa 'finished one'
+	record 20260101-100000-aaaaaa finished 0 "$C2"
+	mk_task 20260101-110000-bbbbbb 'timed out one'
+	ENDED=timeout WHY="Claude Code ran out of time" record 20260101-110000-bbbbbb "not finished" 1
+	mk_task 20260101-120000-cccccc 'stopped one'
+	WHY="the VM was stopped by SIGINT" record 20260101-120000-cccccc "not finished" 1
+	# aibox task killed with SIGKILL: summary.json as it made it, empty; no "total" line.
+	mk_task 20260101-130000-dddddd 'killed one'
+	: >"$TK/20260101-130000-dddddd/summary.json"
+	mk_task 20260101-140000-eeeeee 'failed one'
+	record 20260101-140000-eeeeee "not finished" 1
+	local want="not finished,killed,killed,timed out,finished"
+	run aibox tasks list --json
+	assert_success
+	assert_equal "$(echo "$output" | jq -r 'map(.state) | join(",")')" "$want"
+	assert_equal "$(echo "$output" | jq -c 'map(.cleaned)')" '[false,false,false,false,false]'
+	run aibox tasks clean
+	assert_success
+	run aibox tasks list --json
+	assert_success
+	assert_equal "$(echo "$output" | jq -r 'map(.state) | join(",")')" "$want"
+	assert_equal "$(echo "$output" | jq -c 'map(.cleaned)')" '[true,true,true,true,true]'
+	assert_equal "$(echo "$output" | jq -c 'map(.finished)')" '[false,false,false,false,true]'
+	# The killed task's empty record is how it ended, not a problem.
+	assert_equal "$(echo "$output" | jq -c 'map(.problem)')" '[null,null,null,null,null]'
+	run aibox tasks list
+	assert_success
+	assert_line --index 1 --regexp '^eeeeee  not finished  '
+	assert_line --index 2 --regexp '^dddddd  killed  '
+	assert_line --index 3 --regexp '^cccccc  killed  '
+	assert_line --index 4 --regexp '^bbbbbb  timed out  '
+	assert_line --index 5 --regexp '^aaaaaa  finished  '
+	run --separate-stderr aibox tasks show dddddd
+	assert_success
+	assert_line --index 0 "task dddddd, 20260101-130000-dddddd: killed"
+	refute_output --partial "not JSON"
+	run --separate-stderr aibox tasks show --json dddddd
+	assert_success
+	assert_equal "$(echo "$output" | jq -c '[.state, .finished, .cleaned, .problem, .record]')" \
+		'["killed",false,true,null,null]'
+}
+
 @test "tasks list: --json is one array with the documented keys, checked with jq" {
 	five
 	git branch aibox/task-20260101-100000-aaaaaa "$C2"
@@ -85,7 +129,8 @@ five() {
 	echo "$output" >"$T/list.json"
 	assert_equal "$(jq -r 'map(.id) | join(" ")' "$T/list.json")" "eeeeee dddddd cccccc bbbbbb aaaaaa"
 	assert_equal "$(jq -r 'map(.state) | join(",")' "$T/list.json")" \
-		"running,cleaned,failed to start,not finished,finished"
+		"running,finished,failed to start,not finished,finished"
+	assert_equal "$(jq -c 'map(.cleaned)' "$T/list.json")" '[false,true,true,false,false]'
 	assert_equal "$(jq -c 'map(.finished)' "$T/list.json")" '[null,true,false,false,true]'
 	assert_equal "$(jq -c 'map(.exit)' "$T/list.json")" '[null,0,2,1,0]'
 	assert_equal "$(jq -r '.[4] | [.name, .project, .folder, .started, .seconds, .turns, .cost_usd, .end_commit, .branch, .fetched, .prompt, .problem] | map(tostring) | join("|")' "$T/list.json")" \
@@ -135,8 +180,8 @@ five() {
 	run aibox tasks list --all
 	assert_success
 	assert_line --index 0 --regexp '^ID +PROJECT +STATE'
-	# A folder without start.bundle, record or aibox.log: ended, cleaned.
-	assert_output --regexp 'ffffff  other +cleaned .* in other'
+	# A folder without start.bundle, record or aibox.log: ended, nothing says it finished.
+	assert_output --regexp 'ffffff  other +not finished .* in other'
 	assert_output --regexp 'aaaaaa  repo +finished .* in repo'
 	run aibox tasks list --all --json
 	assert_equal "$(echo "$output" | jq -r 'map(.project + ":" + .id) | sort | join(" ")')" \
@@ -271,7 +316,7 @@ PY
 	assert_output --partial "$P2/tasks/20260102-100000-aaaaaa"
 	run aibox tasks show bbbbbb
 	assert_success
-	assert_line --index 0 "task bbbbbb, 20260103-100000-bbbbbb: cleaned"
+	assert_line --index 0 "task bbbbbb, 20260103-100000-bbbbbb: not finished"
 	run aibox tasks show 123456
 	assert_failure 2
 	assert_output "aibox-tasks-show: no task '123456' in any project"

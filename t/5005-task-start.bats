@@ -37,6 +37,52 @@ task_dir() {
 	assert_file_exists "$dir.lock"
 }
 
+@test "task: an ended task's folder keeps no proxy.sock, also when aibox task was killed" {
+	run --separate-stderr aibox task x
+	assert_stopped_at_boot
+	dir=$(task_dir)
+	assert_file_exists "$dir/summary.json"
+	# Removed by a helper that outlives the task, just after its end.
+	wait_until 10 test ! -e "$dir/proxy.sock"
+	run ls -A "$dir"
+	assert_success
+	refute_line --regexp '^proxy\.sock'
+	rm -rf "$AIBOX_HOME/projects/repo/tasks"
+	# Killed while its VM runs: the socket goes all the same.
+	printf '#!/bin/sh\n[ "$1" = --version ] && exit 1\necho $$ >"%s"\nexec sleep 60\n' \
+		"$T/qemu.pid" >"$T/fake-bin/qemu-system-x86_64"
+	aibox task x >"$T/out" 2>"$T/err" &
+	pid=$!
+	wait_until 20 test -s "$T/qemu.pid"
+	dir=$(task_dir)
+	[ -S "$dir/proxy.sock" ]
+	kill -9 "$pid"
+	wait "$pid" || true
+	wait_until 10 test ! -e "$dir/proxy.sock"
+	# The fake QEMU dies with aibox task (its parent-death signal).
+	wait_until 10 gone "$(cat "$T/qemu.pid")"
+}
+
+@test "task: README's first task: a new checkout and a key in the shell get a task past every check" {
+	# As README.md, "Your first task", has it after make install: no project
+	# yet, only ANTHROPIC_API_KEY in the shell.
+	unset CLAUDE_CODE_OAUTH_TOKEN
+	cd "$T"
+	make_repo fresh
+	cd fresh
+	[ ! -e "$AIBOX_HOME/projects/fresh" ]
+	ANTHROPIC_API_KEY=sk-ant-first-1 run --separate-stderr aibox task "add a Purpose section to the README"
+	assert_stopped_at_boot
+	[[ "$stderr" != *"would not be logged in"* ]] || fail "stopped at the login: $stderr"
+	dir=$(ls -d "$AIBOX_HOME"/projects/fresh/tasks/*-??????)
+	run python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["api"])' "$dir/settings.json"
+	assert_output "forward"
+	# The README's words are what this test runs.
+	run grep -c -e '^    export ANTHROPIC_API_KEY=' -e '^    aibox task "add a Purpose section to the README"' \
+		-e '^    aibox image build ' "$TOP/README.md"
+	assert_output 3
+}
+
 @test "task: the prompt comes from --file and from stdin" {
 	printf 'step 1\nstep 2\n' >plan.md
 	run --separate-stderr aibox task --file plan.md "do only step 2"

@@ -109,16 +109,16 @@ follow_ended() { ! kill -0 "$FOLLOW_PID" 2>/dev/null; }
 	assert_line --regexp '^= success, 2 turns, '
 }
 
-@test "tasks view vm: a cleaned task is listed as cleaned and can still be shown and read" {
+@test "tasks view vm: a cleaned task is listed as it ended, marked cleaned, and can still be shown and read" {
 	dir=$(task_dir)
 	id=${dir: -6}
 	run aibox tasks clean
 	assert_success
 	run aibox tasks list --json
-	assert_equal "$(echo "$output" | jq -r '.[0] | [.state, .finished] | map(tostring) | join(" ")')" "cleaned true"
+	assert_equal "$(echo "$output" | jq -r '.[0] | [.state, .finished, .cleaned] | map(tostring) | join(" ")')" "finished true true"
 	run aibox tasks show "$id"
 	assert_success
-	assert_line --index 0 "task $id, ${dir##*/}: cleaned"
+	assert_line --index 0 "task $id, ${dir##*/}: finished"
 	assert_line --regexp "the changes end at "
 	run aibox tasks log "$id"
 	assert_line "I waited and committed done.txt."

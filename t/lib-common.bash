@@ -73,3 +73,29 @@ assert_stopped_at_boot() {
 	assert_failure 1
 	[[ "$stderr" == *"QEMU exited"* ]] || fail "not stopped at the boot: $stderr"
 }
+
+# Ways to make a thing aibox cannot remove or check, that hold for root too
+# (root ignores a chmod, so t/run's root family would pass through them).
+#
+# too_deep DIR: a chain of folders DIR/d/d/... deeper than common/rmtree.h's
+# RMTREE_MAX_DEPTH, which the removal does not go down (it names the folder
+# with ELOOP, "Too many levels of symbolic links").
+too_deep() {
+	mkdir -p "$1/$(printf 'd/%.0s' $(seq 260))"
+}
+
+# busy FILE CMD...: run CMD where FILE is a mount point (bound onto itself in a
+# mount namespace of CMD's own, in a user namespace when not root), so that
+# removing it fails with EBUSY, "Device or resource busy".  Skips the test
+# where namespaces are not allowed.
+busy() {
+	unshare -rm true 2>/dev/null || skip "needs user and mount namespaces (unshare -rm)"
+	unshare -rm sh -c 'mount --bind "$1" "$1" && shift && exec "$@"' sh "$@"
+}
+
+# not_a_lock FILE: FILE made a named pipe, which no lock can be: a task with
+# such a lock cannot be checked (EINVAL, "Invalid argument").
+not_a_lock() {
+	rm -f "$1"
+	mkfifo "$1"
+}

@@ -24,7 +24,6 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <netdb.h>
 #include <poll.h>
 #include <signal.h>
@@ -45,6 +44,7 @@
 #include "gitproto.h"
 #include "handoff.h"
 #include "num.h"
+#include "opt.h"
 #include "sandbox.h"
 #include "secret.h"
 #include "tls.h"
@@ -548,9 +548,11 @@ static void parse_options(int argc, char **argv, struct broker *br, struct optio
 	    {"help", no_argument, NULL, O_HELP},
 	    {NULL, 0, NULL, 0},
 	};
+	struct buf why = BUF_INIT, name = BUF_INIT;
+	const char *v;
 	int opt;
 
-	while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+	while ((opt = opt_next(argc, argv, "h", opts, &v, &why)) != OPT_END) {
 		switch (opt) {
 		case O_REMOTE:
 		case O_TOKEN_ENV:
@@ -558,10 +560,10 @@ static void parse_options(int argc, char **argv, struct broker *br, struct optio
 		case O_PUSH:
 		case O_AUTH:
 		case O_AUTH_USER:
-			remote_option(br, opt, optarg);
+			remote_option(br, opt, v);
 			break;
 		case O_LISTEN:
-			o->listen_spec = optarg;
+			o->listen_spec = v;
 			o->nsources++;
 			break;
 		case O_LISTEN_FD:
@@ -570,36 +572,49 @@ static void parse_options(int argc, char **argv, struct broker *br, struct optio
 		case O_LOG_FD:
 		case O_READY_FD:
 		case O_TOKEN_FD:
-			fd_option(br, o, opt, optarg, argv[optind - 2]);
+			buf_reset(&name);
+			buf_addf(&name, "--%s", opt_name(opts, opt));
+			fd_option(br, o, opt, v, name.buf);
 			break;
 		case O_LOG:
-			o->log_path = optarg;
+			o->log_path = v;
 			break;
 		case O_CA:
-			o->ca = optarg;
+			o->ca = v;
 			break;
 		case O_NO_SANDBOX:
 			o->sandbox = 0;
 			break;
 		case O_CLIENT_TIMEOUT: {
-			struct buf why = BUF_INIT;
+			struct buf dwhy = BUF_INIT;
 
-			if (duration_parse(optarg, &br->client_timeout_ms, &why) < 0)
-				die("--client-timeout '%s': %s", optarg, why.buf);
+			if (duration_parse(v, &br->client_timeout_ms, &dwhy) < 0)
+				die("--client-timeout '%s': %s", v, dwhy.buf);
 			if (br->client_timeout_ms < 1000 || br->client_timeout_ms > 3600000)
-				die("--client-timeout '%s' is not between 1s and 1h", optarg);
-			buf_release(&why);
+				die("--client-timeout '%s' is not between 1s and 1h", v);
+			buf_release(&dwhy);
 			break;
 		}
+		case 'h':
 		case O_HELP:
 			fputs(usage_text, stdout);
 			exit(0);
+		case OPT_WORD:
+			error("unexpected argument '%s'", v);
+			usage_die(usage_text);
 		default:
+			error("%s", why.buf);
 			usage_die(usage_text);
 		}
 	}
-	if (optind != argc || !br->nremotes)
+	if (optind != argc) {
+		error("unexpected argument '%s'", argv[optind]);
 		usage_die(usage_text);
+	}
+	if (!br->nremotes)
+		usage_die(usage_text);
+	buf_release(&why);
+	buf_release(&name);
 	if (o->nsources != 1)
 		die("give exactly one of --listen, --listen-fd, --conn-fd and --handoff-fd");
 	if (!o->ca)

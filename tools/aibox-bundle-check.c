@@ -20,6 +20,7 @@
 #include "bundle_check.h"
 #include "bundle_read.h"
 #include "err.h"
+#include "opt.h"
 #include "strvec.h"
 #include "banned.h"
 
@@ -129,67 +130,68 @@ static void print_json(struct check *c, int accepted)
 	json_decref(o);
 }
 
+/* The value of --ref, --base or --limit. */
+static void value_option(struct check *c, int opt, const char *v)
+{
+	struct buf err = BUF_INIT;
+	char oid[BUNDLE_HEXSZ_MAX + 1];
+
+	if (opt == 'r') {
+		bundle_full_refname(&err, v);
+		if (!*v || !bundle_refname_ok(err.buf, err.len))
+			die("invalid ref name '%s'", v);
+		strvec_push(&c->refs, err.buf);
+	} else if (opt == 'b') {
+		if (!bundle_oid_parse(v, strlen(v), oid))
+			die("invalid object id '%s'", v);
+		strvec_push(&c->bases, oid);
+	} else {
+		if (bundle_limits_parse(&c->lim, v, &err) < 0)
+			die("--limit: %s", err.buf);
+		c->limits_given = 1;
+	}
+	buf_release(&err);
+}
+
 static void parse_args(struct check *c, int argc, char **argv)
 {
-	int i;
+	static const struct option options[] = {
+	    {"ref", required_argument, NULL, 'r'},  {"base", required_argument, NULL, 'b'},
+	    {"repo", required_argument, NULL, 'R'}, {"limit", required_argument, NULL, 'l'},
+	    {"pack", no_argument, NULL, 'p'},       {"json", no_argument, NULL, 'j'},
+	    {"help", no_argument, NULL, 'h'},       {NULL, 0, NULL, 0},
+	};
+	struct buf why = BUF_INIT;
+	size_t nwords = 0;
+	const char *v;
+	int opt;
 
-	for (i = 1; i < argc; i++) {
-		const char *a = argv[i];
-
-		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-			fputs(usage_text, stdout);
-			exit(0);
-		} else if (!strcmp(a, "--ref") || !strcmp(a, "--base") || !strcmp(a, "--repo") ||
-		           !strcmp(a, "--limit")) {
-			if (i + 1 >= argc)
-				usage_die(usage_text);
-			const char *v = argv[++i];
-
-			if (!strcmp(a, "--ref")) {
-				struct buf full = BUF_INIT;
-
-				bundle_full_refname(&full, v);
-				if (!*v || !bundle_refname_ok(full.buf, full.len))
-					die("invalid ref name '%s'", v);
-				strvec_push(&c->refs, full.buf);
-				buf_release(&full);
-			} else if (!strcmp(a, "--base")) {
-				char oid[BUNDLE_HEXSZ_MAX + 1];
-
-				if (!bundle_oid_parse(v, strlen(v), oid))
-					die("invalid object id '%s'", v);
-				strvec_push(&c->bases, oid);
-			} else if (!strcmp(a, "--limit")) {
-				struct buf err = BUF_INIT;
-
-				if (bundle_limits_parse(&c->lim, v, &err) < 0)
-					die("--limit: %s", err.buf);
-				c->limits_given = 1;
-				buf_release(&err);
-			} else {
-				c->repo = v;
-			}
-		} else if (!strcmp(a, "--pack")) {
+	while ((opt = opt_next(argc, argv, "h", options, &v, &why)) != OPT_END) {
+		if (opt == 'h' || opt == OPT_BAD)
+			usage_exit(opt == 'h', why.buf, usage_text);
+		if (opt == OPT_WORD && !nwords++)
+			c->file = v;
+		else if (opt == OPT_WORD)
+			continue;
+		else if (opt == 'R')
+			c->repo = v;
+		else if (opt == 'p')
 			c->pack = 1;
-		} else if (!strcmp(a, "--json")) {
+		else if (opt == 'j')
 			c->json = 1;
-		} else if (!strcmp(a, "--")) {
-			i++;
-			break;
-		} else if (a[0] == '-' && a[1]) {
-			error("unknown option '%s'", a);
-			usage_die(usage_text);
-		} else {
-			break;
-		}
+		else
+			value_option(c, opt, v);
 	}
-	if (argc - i != 1)
+	for (; optind < argc; optind++)
+		if (!nwords++)
+			c->file = argv[optind];
+	if (nwords != 1)
 		usage_die(usage_text);
 	if (c->repo && !c->pack)
 		die("--repo needs --pack");
 	if (c->limits_given && !c->pack)
 		die("--limit needs --pack");
-	c->file = argv[i];
+	buf_release(&why);
 }
 
 int main(int argc, char **argv)

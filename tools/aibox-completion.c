@@ -12,6 +12,7 @@
 #include "complete.h"
 #include "err.h"
 #include "num.h"
+#include "opt.h"
 #include "paths.h"
 #include "strvec.h"
 #include "banned.h"
@@ -44,34 +45,47 @@ static void print_script(const char *file)
 	buf_release(&text);
 }
 
+/* The candidates for word number cword of words (common/complete.h), one a line. */
+static void print_words(const char *cword_arg, int argc, char **words)
+{
+	struct strvec out = STRVEC_INIT;
+	long cword;
+
+	if (parse_long(cword_arg, 0, argc, &cword) < 0)
+		usage_die(usage_text);
+	if (complete_words((int)cword, argc, (const char *const *)words, &out) == COMPLETE_FILES)
+		puts(":files");
+	for (size_t i = 0; i < out.nr; i++)
+		puts(out.v[i]);
+	strvec_clear(&out);
+}
+
 int main(int argc, char **argv)
 {
+	struct strvec words = STRVEC_INIT;
+	struct buf why = BUF_INIT;
+	unsigned flags;
+	int ret;
+
 	tool_init(argc, argv);
 	progname = "aibox completion";
-	if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-		fputs(usage_text, stdout);
-		return 0;
-	}
-	if (argc == 2 && !strcmp(argv[1], "bash")) {
-		print_script("aibox.bash");
-	} else if (argc == 2 && !strcmp(argv[1], "zsh")) {
-		print_script("_aibox");
-	} else if (argc >= 3 && !strcmp(argv[1], "--words")) {
-		struct strvec out = STRVEC_INIT;
-		long cword;
-
-		if (parse_long(argv[2], 0, argc - 3, &cword) < 0)
-			usage_die(usage_text);
-		if (complete_words((int)cword, argc - 3, (const char *const *)argv + 3, &out) ==
-		    COMPLETE_FILES)
-			puts(":files");
-		for (size_t i = 0; i < out.nr; i++)
-			puts(out.v[i]);
-		strvec_clear(&out);
+	/* The words to complete may look like options: they are not parsed. */
+	if (argc >= 3 && !strcmp(argv[1], "--words")) {
+		print_words(argv[2], argc - 3, argv + 3);
 	} else {
-		usage_die(usage_text);
+		ret = opt_words(argc, argv, NULL, 1, &flags, &words, &why);
+		if (ret)
+			usage_exit(ret == 1, why.buf, usage_text);
+		if (words.nr == 1 && !strcmp(words.v[0], "bash"))
+			print_script("aibox.bash");
+		else if (words.nr == 1 && !strcmp(words.v[0], "zsh"))
+			print_script("_aibox");
+		else
+			usage_die(usage_text);
 	}
 	if (fflush(stdout) || ferror(stdout))
 		die_errno("cannot write to stdout");
+	strvec_clear(&words);
+	buf_release(&why);
 	return 0;
 }

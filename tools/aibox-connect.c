@@ -34,6 +34,7 @@
 #include "buf.h"
 #include "err.h"
 #include "num.h"
+#include "opt.h"
 #include "banned.h"
 
 static const char usage_text[] = "usage: aibox-connect [--max N [--log FILE]] <socket>\n";
@@ -212,10 +213,42 @@ static void relay(int s)
 	}
 }
 
+/* The options; returns the socket's path. */
+static const char *parse_options(int argc, char **argv, long *max, const char **log)
+{
+	static const struct option options[] = {
+	    {"max", required_argument, NULL, 'm'},
+	    {"log", required_argument, NULL, 'l'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
+	};
+	struct buf why = BUF_INIT;
+	const char *v, *path = NULL;
+	int opt, nwords = 0;
+
+	while ((opt = opt_next(argc, argv, "h", options, &v, &why)) != OPT_END) {
+		if (opt == 'h' || opt == OPT_BAD)
+			usage_exit(opt == 'h', why.buf, usage_text);
+		if (opt == OPT_WORD && !nwords++)
+			path = v;
+		else if (opt == 'l')
+			*log = v;
+		else if (opt == 'm' && parse_long(v, 1, MAX_SLOTS, max) < 0)
+			die("--max: '%s' is not a number from 1 to %d", v, MAX_SLOTS);
+	}
+	for (; optind < argc; optind++)
+		if (!nwords++)
+			path = argv[optind];
+	if (nwords != 1 || (*log && !*max))
+		usage_die(usage_text);
+	buf_release(&why);
+	return path;
+}
+
 int main(int argc, char **argv)
 {
 	struct sockaddr_un sun = {.sun_family = AF_UNIX};
-	int s, i = 1, slots_fd = -1, ret;
+	int s, slots_fd = -1, ret;
 	const char *log = NULL, *path;
 	long max = 0;
 
@@ -226,24 +259,7 @@ int main(int argc, char **argv)
 	 * copy first, EOF on stdin says when.
 	 */
 	signal(SIGHUP, SIG_IGN);
-	if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-		fputs(usage_text, stdout);
-		return 0;
-	}
-	for (; i + 1 < argc && argv[i][0] == '-'; i += 2) {
-		if (!strcmp(argv[i], "--max")) {
-			if (parse_long(argv[i + 1], 1, MAX_SLOTS, &max) < 0)
-				die("--max: '%s' is not a number from 1 to %d", argv[i + 1],
-				    MAX_SLOTS);
-		} else if (!strcmp(argv[i], "--log")) {
-			log = argv[i + 1];
-		} else {
-			usage_die(usage_text);
-		}
-	}
-	if (i != argc - 1 || (log && !max))
-		usage_die(usage_text);
-	path = argv[i];
+	path = parse_options(argc, argv, &max, &log);
 	if (strlen(path) >= sizeof(sun.sun_path))
 		die("socket path too long: '%s'", path);
 	memcpy(sun.sun_path, path, strlen(path) + 1);

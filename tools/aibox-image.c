@@ -19,6 +19,7 @@
 #include "config.h"
 #include "err.h"
 #include "image.h"
+#include "opt.h"
 #include "out.h"
 #include "paths.h"
 #include "snapshot.h"
@@ -29,6 +30,23 @@
 static const char usage_text[] = "usage: aibox image list [--json]\n"
                                  "       aibox image build [--force] [<name>]\n"
                                  "       aibox image remove <name>\n";
+
+/*
+ * A subcommand's options (common/opt.h) and its words, from 0 to max of
+ * them; -h and --help print the usage.  Returns the bits of the options given.
+ */
+static unsigned sub_args(int argc, char **argv, const struct option *options, size_t max,
+                         struct strvec *words)
+{
+	struct buf why = BUF_INIT;
+	unsigned flags = 0;
+	int ret = opt_words(argc, argv, options, max, &flags, words, &why);
+
+	if (ret)
+		usage_exit(ret == 1, why.buf, usage_text);
+	buf_release(&why);
+	return flags;
+}
 
 static int mkdir_p(const char *path)
 {
@@ -98,10 +116,10 @@ static int cmd_list(int argc, char **argv)
 	struct strvec names = STRVEC_INIT;
 	struct buf dir = BUF_INIT, path = BUF_INIT, m = BUF_INIT, v = BUF_INIT;
 	json_t *array = json_array();
-	int json = argc == 2 && !strcmp(argv[1], "--json");
+	static const struct option options[] = {{"json", no_argument, NULL, 0}, {NULL, 0, NULL, 0}};
+	struct strvec none = STRVEC_INIT;
+	int json = sub_args(argc, argv, options, 0, &none) & 1;
 
-	if (argc != 1 && !json)
-		usage_die(usage_text);
 	d = opendir(image_store());
 	if (!d) {
 		if (errno == ENOENT) {
@@ -190,22 +208,17 @@ static void save_snapshot(const char *name)
 
 static int cmd_build(int argc, char **argv)
 {
+	static const struct option options[] = {{"force", no_argument, NULL, 0},
+	                                        {NULL, 0, NULL, 0}};
+	struct strvec words = STRVEC_INIT;
 	const char *name = "default";
-	int force = 0, i, r;
+	int force = sub_args(argc, argv, options, 1, &words) & 1, r;
 	struct buf recipe = BUF_INIT, path = BUF_INIT, m = BUF_INIT, before = BUF_INIT;
 	struct buf after = BUF_INIT;
 	struct spawn sp = SPAWN_INIT;
 
-	for (i = 1; i < argc && argv[i][0] == '-'; i++) {
-		if (!strcmp(argv[i], "--force"))
-			force = 1;
-		else
-			usage_die(usage_text);
-	}
-	if (i < argc)
-		name = argv[i++];
-	if (i != argc)
-		usage_die(usage_text);
+	if (words.nr)
+		name = words.v[0];
 	if (!image_name_ok(name))
 		die("bad image name '%s'", name);
 	if (image_recipe_dir(name, &recipe) < 0)
@@ -239,6 +252,7 @@ static int cmd_build(int argc, char **argv)
 	buf_release(&before);
 	buf_release(&after);
 	printf("%s/%s\n", image_store(), name);
+	strvec_clear(&words);
 	return 0;
 }
 
@@ -250,18 +264,24 @@ static int rm_one(const char *path, const struct stat *st, int flag, struct FTW 
 static int cmd_remove(int argc, char **argv)
 {
 	struct buf dir = BUF_INIT, tmp = BUF_INIT;
+	struct strvec words = STRVEC_INIT;
+	const char *name;
 	struct stat st;
 	int ret = 0;
 
-	if (argc != 2)
+	sub_args(argc, argv, NULL, 1, &words);
+	if (words.nr != 1) {
+		error("remove takes one image name");
 		usage_die(usage_text);
-	if (!image_name_ok(argv[1]))
-		die("bad image name '%s'", argv[1]);
-	buf_addf(&dir, "%s/%s", image_store(), argv[1]);
+	}
+	name = words.v[0];
+	if (!image_name_ok(name))
+		die("bad image name '%s'", name);
+	buf_addf(&dir, "%s/%s", image_store(), name);
 	if (lstat(dir.buf, &st) < 0 || !S_ISDIR(st.st_mode))
-		die("no image '%s' in '%s'", argv[1], image_store());
+		die("no image '%s' in '%s'", name, image_store());
 	/* Out of sight first, so nobody starts a VM on half an image. */
-	buf_addf(&tmp, "%s/.remove-%s.%ld", image_store(), argv[1], (long)getpid());
+	buf_addf(&tmp, "%s/.remove-%s.%ld", image_store(), name, (long)getpid());
 	if (rename(dir.buf, tmp.buf) < 0)
 		die_errno("cannot remove '%s'", dir.buf);
 	if (nftw(tmp.buf, rm_one, 16, FTW_DEPTH | FTW_PHYS) < 0) {
@@ -270,24 +290,27 @@ static int cmd_remove(int argc, char **argv)
 	}
 	buf_release(&dir);
 	buf_release(&tmp);
+	strvec_clear(&words);
 	return ret;
 }
 
 int main(int argc, char **argv)
 {
+	struct buf why = BUF_INIT;
+	int i;
+
 	tool_init(argc, argv);
-	if (argc < 2)
+	i = opt_subcommand(argc, argv, &why);
+	if (i <= 0)
+		usage_exit(i == 0, why.buf, usage_text);
+	if (i == argc)
 		usage_die(usage_text);
-	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-		fputs(usage_text, stdout);
-		return 0;
-	}
-	if (!strcmp(argv[1], "list"))
-		return cmd_list(argc - 1, argv + 1);
-	if (!strcmp(argv[1], "build"))
-		return cmd_build(argc - 1, argv + 1);
-	if (!strcmp(argv[1], "remove"))
-		return cmd_remove(argc - 1, argv + 1);
-	error("unknown subcommand '%s'", argv[1]);
+	if (!strcmp(argv[i], "list"))
+		return cmd_list(argc - i, argv + i);
+	if (!strcmp(argv[i], "build"))
+		return cmd_build(argc - i, argv + i);
+	if (!strcmp(argv[i], "remove"))
+		return cmd_remove(argc - i, argv + i);
+	error("unknown subcommand '%s'", argv[i]);
 	usage_die(usage_text);
 }

@@ -16,6 +16,7 @@
 #include "buf.h"
 #include "config.h"
 #include "err.h"
+#include "opt.h"
 #include "out.h"
 #include "paths.h"
 #include "project.h"
@@ -333,33 +334,54 @@ static int cmd_remove(const char *name)
 	return ret;
 }
 
+/* The words of a subcommand's line, up to max; -h and --help print the usage. */
+static void sub_words(int argc, char **argv, const struct option *options, size_t max,
+                      unsigned *flags, struct strvec *words)
+{
+	struct buf why = BUF_INIT;
+	int ret = opt_words(argc, argv, options, max, flags, words, &why);
+
+	if (ret)
+		usage_exit(ret == 1, why.buf, usage_text);
+	buf_release(&why);
+}
+
 int main(int argc, char **argv)
 {
+	static const struct option json[] = {{"json", no_argument, NULL, 0}, {NULL, 0, NULL, 0}};
+	struct strvec words = STRVEC_INIT;
+	struct buf why = BUF_INIT;
+	unsigned flags = 0;
+	int i;
+
 	tool_init(argc, argv);
-	if (argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-		fputs(usage_text, stdout);
-		return 0;
-	}
-	if (argc == 1 || (argc == 2 && !strcmp(argv[1], "list")))
+	i = opt_subcommand(argc, argv, &why);
+	if (i <= 0)
+		usage_exit(i == 0, why.buf, usage_text);
+	if (i == argc)
 		return cmd_list(0);
-	if (argc == 3 && !strcmp(argv[1], "list") && !strcmp(argv[2], "--json"))
-		return cmd_list(1);
-	if (argc == 2 && !strcmp(argv[1], "path"))
+	argc -= i;
+	argv += i;
+	if (!strcmp(argv[0], "list")) {
+		sub_words(argc, argv, json, 0, &flags, &words);
+		return cmd_list(flags & 1);
+	}
+	if (!strcmp(argv[0], "path")) {
+		sub_words(argc, argv, NULL, 0, &flags, &words);
 		return cmd_path();
-	if (!strcmp(argv[1], "check") && argc <= 3)
-		return cmd_check(argc == 3 ? argv[2] : NULL);
-	if (!strcmp(argv[1], "remove")) {
-		if (argc != 3) {
+	}
+	if (!strcmp(argv[0], "check")) {
+		sub_words(argc, argv, NULL, 1, &flags, &words);
+		return cmd_check(words.nr ? words.v[0] : NULL);
+	}
+	if (!strcmp(argv[0], "remove")) {
+		sub_words(argc, argv, NULL, 1, &flags, &words);
+		if (words.nr != 1) {
 			error("remove takes one project name");
 			usage_die(usage_text);
 		}
-		return cmd_remove(argv[2]);
+		return cmd_remove(words.v[0]);
 	}
-	if (argv[1][0] == '-')
-		error("unknown option '%s'", argv[1]);
-	else if (!strcmp(argv[1], "list") || !strcmp(argv[1], "path"))
-		error("%s takes no arguments", argv[1]);
-	else
-		error("unknown subcommand '%s'", argv[1]);
+	error("unknown subcommand '%s'", argv[0]);
 	usage_die(usage_text);
 }

@@ -4,7 +4,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <netdb.h>
 #include <signal.h>
 #include <stdio.h>
@@ -24,6 +23,7 @@
 #include "err.h"
 #include "http.h"
 #include "num.h"
+#include "opt.h"
 #include "paths.h"
 #include "proxy.h"
 #include "proxy_report.h"
@@ -433,13 +433,15 @@ static void one_option(int opt, const char *arg, struct proxy_config *cfg,
 		fputs(usage, stdout);
 		exit(0);
 	default:
-		usage_die(usage);
+		BUG("option %d has no case", opt);
 	}
 }
 
 static void parse_options(int argc, char **argv, struct proxy_config *cfg,
                           struct proxy_report *report, struct options *o)
 {
+	struct buf why = BUF_INIT;
+	const char *v;
 	int opt;
 
 	cfg->header_timeout_ms = 30000;
@@ -448,10 +450,20 @@ static void parse_options(int argc, char **argv, struct proxy_config *cfg,
 	cfg->api_pool_idle_ms = 20000;
 	cfg->drain_ms = PROXY_DRAIN_MS;
 	cfg->drain_max = PROXY_DRAIN_MAX;
-	while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1)
-		one_option(opt, optarg, cfg, report, o);
-	if (optind < argc)
+	while ((opt = opt_next(argc, argv, "h", options, &v, &why)) != OPT_END) {
+		if (opt == OPT_BAD)
+			error("%s", why.buf);
+		else if (opt == OPT_WORD)
+			error("unexpected argument '%s'", v);
+		if (opt == OPT_BAD || opt == OPT_WORD)
+			usage_die(usage);
+		one_option(opt, v, cfg, report, o);
+	}
+	if (optind < argc) {
+		error("unexpected argument '%s'", argv[optind]);
 		usage_die(usage);
+	}
+	buf_release(&why);
 	if (o->listen_spec && cfg->listen_fd >= 0)
 		die("--listen and --listen-fd cannot be used together");
 	if (o->log_path && cfg->log_fd >= 0)

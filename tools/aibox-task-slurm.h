@@ -249,7 +249,7 @@ static void slurm_submit(struct task *t, struct buf *secrets, struct vm_outcome 
 	read_node_status(t, o);
 	if (stop_signal) {
 		buf_reset(&o->why);
-		buf_addf(&o->why, "the VM was stopped by %s",
+		buf_addf(&o->why, TASK_WHY_STOPPED "%s",
 		         stop_signal == SIGINT ? "SIGINT" : "a signal");
 	}
 	/* What the node wrote, through new descriptors (NFS's close-to-open consistency). */

@@ -577,6 +577,9 @@ static void say(void *ctx, const char *line)
  * session and the stops, up to the results in the task folder.  The same on
  * one host and on a Slurm node (docs/slurm.md).
  */
+/* What the VM phase leaves that the task cannot remove once locked down. */
+static const char *const proxy_sock_files[] = {"proxy.sock", "proxy.sock.slots"};
+
 static void run_vm(struct task *t, struct buf *secrets, struct vm_outcome *o)
 {
 	struct task_vm v = {0};
@@ -589,6 +592,8 @@ static void run_vm(struct task *t, struct buf *secrets, struct vm_outcome *o)
 	else
 		buf_addf(&state, "%s/..", t->dir.buf);
 	buf_addf(&t->proxy_sock, "%s/proxy.sock", t->dir.buf);
+	if (task_folder_remove_at_exit(t->dir.buf, proxy_sock_files, 2) < 0)
+		warning("proxy.sock will stay in the task folder when the task ends");
 	v.id = t->id;
 	v.dir = t->dir.buf;
 	v.image_dir = t->image_dir.buf;

@@ -24,6 +24,7 @@
 #include "buf.h"
 #include "duration.h"
 #include "err.h"
+#include "opt.h"
 #include "paths.h"
 #include "project.h"
 #include "rmtree.h"
@@ -325,6 +326,45 @@ static void clean_tasks(struct clean *c)
 	strvec_clear(&locks);
 }
 
+static void parse_options(struct clean *c, int argc, char **argv)
+{
+	static const struct option options[] = {
+	    {"all", no_argument, NULL, 'a'},
+	    {"older-than", required_argument, NULL, 'o'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
+	};
+	struct buf why = BUF_INIT;
+	const char *v;
+	int opt;
+
+	while ((opt = opt_next(argc, argv, "h", options, &v, &why)) != OPT_END) {
+		switch (opt) {
+		case 'a':
+			c->all = 1;
+			break;
+		case 'o':
+			if (duration_parse(v, &c->older_ms, &why) < 0)
+				die("--older-than: '%s' is not a duration: %s", v, why.buf);
+			break;
+		case 'h':
+			fputs(usage_text, stdout);
+			exit(0);
+		case OPT_WORD:
+			error("unexpected argument '%s'", v);
+			usage_die(usage_text);
+		default:
+			error("%s", why.buf);
+			usage_die(usage_text);
+		}
+	}
+	if (optind < argc) {
+		error("unexpected argument '%s'", argv[optind]);
+		usage_die(usage_text);
+	}
+	buf_release(&why);
+}
+
 int main(int argc, char **argv)
 {
 	struct clean c = {.older_ms = -1, .tasks_fd = -1};
@@ -333,34 +373,7 @@ int main(int argc, char **argv)
 	int ret;
 
 	tool_init(argc, argv);
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i], *val = NULL;
-
-		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-			fputs(usage_text, stdout);
-			return 0;
-		} else if (!strcmp(a, "--all")) {
-			c.all = 1;
-		} else if (!strcmp(a, "--older-than")) {
-			if (++i == argc) {
-				error("--older-than needs a duration, like 720h");
-				usage_die(usage_text);
-			}
-			val = argv[i];
-		} else if (!strncmp(a, "--older-than=", 13)) {
-			val = a + 13;
-		} else {
-			error("unknown argument '%s'", a);
-			usage_die(usage_text);
-		}
-		if (val) {
-			struct buf why = BUF_INIT;
-
-			if (duration_parse(val, &c.older_ms, &why) < 0)
-				die("--older-than: '%s' is not a duration: %s", val, why.buf);
-		}
-	}
-
+	parse_options(&c, argc, argv);
 	{
 		struct buf why = BUF_INIT;
 

@@ -17,6 +17,7 @@
 #include "buf.h"
 #include "duration.h"
 #include "err.h"
+#include "opt.h"
 #include "out.h"
 #include "paths.h"
 #include "project.h"
@@ -163,25 +164,33 @@ static void list_project(struct lister *l, const char *project, const char *proj
 	buf_release(&folder);
 }
 
+static void parse_options(struct lister *l, int argc, char **argv)
+{
+	static const struct option options[] = {
+	    {"all", no_argument, NULL, 0},
+	    {"json", no_argument, NULL, 0},
+	    {NULL, 0, NULL, 0},
+	};
+	struct strvec words = STRVEC_INIT;
+	struct buf why = BUF_INIT;
+	unsigned flags;
+	int ret = opt_words(argc, argv, options, 0, &flags, &words, &why);
+
+	if (ret)
+		usage_exit(ret == 1, why.buf, usage_text);
+	l->all = !!(flags & 1);
+	l->json = !!(flags & 2);
+	strvec_clear(&words);
+	buf_release(&why);
+}
+
 int main(int argc, char **argv)
 {
 	struct lister l = {0};
 	struct project p = PROJECT_INIT;
 
 	tool_init(argc, argv);
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-			fputs(usage_text, stdout);
-			return 0;
-		} else if (!strcmp(argv[i], "--all")) {
-			l.all = 1;
-		} else if (!strcmp(argv[i], "--json")) {
-			l.json = 1;
-		} else {
-			error("unknown argument '%s'", argv[i]);
-			usage_die(usage_text);
-		}
-	}
+	parse_options(&l, argc, argv);
 	l.now = time(NULL);
 	l.array = json_array();
 	if (l.all) {

@@ -74,12 +74,13 @@ static void read_facts(struct shown *s)
 	ssize_t n;
 
 	n = task_file_read(s->td.dfd, "summary.json", TASK_RECORD_MAX, &b);
-	if (n >= 0) {
+	/* An empty one is no problem: its task was killed (common/task_info.h). */
+	if (n > 0) {
 		if (task_record_parse(b.buf, b.len, &s->rec, &err) == 0)
 			s->has_record = 1;
 		else
 			buf_add(&s->problem, err.buf, err.len);
-	} else if (n != -ENOENT) {
+	} else if (n < 0 && n != -ENOENT) {
 		buf_addf(&s->problem, "summary.json: %s", strerror((int)-n));
 	}
 	if (!s->has_record) {
