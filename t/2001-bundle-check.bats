@@ -369,10 +369,14 @@ checked() {
 		run --separate-stderr aibox-bundle-check --pack --json --ref aibox/task big.bundle
 	jq -c .pack <<<"$output"
 	assert_success
-	# the second version is a delta on the first: libgit2 holds both
+	# the second version is a delta on the first: libgit2 holds both (45 MiB
+	# without a sanitizer, docs/performance.md; ASan's shadow and redzones add a
+	# fifth, as for the wide bomb above: 67 MiB measured, so 80 MiB there)
 	rss=$(jq .pack.checker.max_rss_kib <<<"$output")
 	cpu=$(jq .pack.checker.cpu_s <<<"$output")
-	[ "$rss" -lt $((64 * 1024)) ]
+	bound=$((64 * 1024))
+	if ldd "$(command -v aibox-bundle-check)" | grep -q libasan; then bound=$((80 * 1024)); fi
+	[ "$rss" -lt "$bound" ]
 	awk -v c="$cpu" 'BEGIN { exit !(c < 10) }'
 	# and refused under a lower limit (git stores the newer version whole)
 	run --separate-stderr aibox-bundle-check --pack --limit max-object=10M big.bundle
