@@ -184,6 +184,26 @@ REQ='{"model":"m","stream":true,"tools":[{"name":"Bash"}],"messages":[{"role":"u
 	assert_output "aibox-proxy: --key-env and --key-fd cannot be used together"
 }
 
+@test "key: a refusal by the proxy reaches the real Claude Code as one readable sentence" {
+	need_claude
+	start_proxy # no key: every request for the API is refused
+	mkdir "$T/work"
+	cd "$T/work"
+	st=0
+	env -u NO_PROXY -u no_proxy \
+		HTTPS_PROXY="$PROXY" HTTP_PROXY="$PROXY" https_proxy="$PROXY" http_proxy="$PROXY" \
+		ANTHROPIC_BASE_URL=http://127.0.0.1:3129 ANTHROPIC_API_KEY=sk-ant-placeholder \
+		CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 CLAUDE_CODE_MAX_RETRIES=0 \
+		DISABLE_AUTOUPDATER=1 HOME="$HOME" $([ "$(id -u)" = 0 ] && echo IS_SANDBOX=1) \
+		timeout 120 "$CLAUDE_BIN" --print --output-format stream-json --verbose \
+		"say hello" >"$T/out.jsonl" 2>"$T/err" || st=$?
+	assert_equal "$st" 1
+	result=$(jq -r 'select(.type == "result") | .result' "$T/out.jsonl")
+	[[ "$result" == *"API Error: 403 aibox-proxy refused this request: key forwarding is off (the task's proxy.log has it)" ]] ||
+		fail "Claude Code showed: $result"
+	grep -q "refused localhost:3129 POST /v1/messages?beta=true (key forwarding is off) status=403" "$T/proxy.log"
+}
+
 @test "key: the real Claude Code CLI through the proxy gets its scripted reply" {
 	need_claude
 	start_proxy --key-env AIBOX_TEST_KEY
