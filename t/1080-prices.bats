@@ -57,10 +57,10 @@ user_prices() {
 	[ "$(jq -c '[.model, .priced, .row, .highest.input, .highest.output]' <<<"$output")" = '["claude-opus-4-9",false,null,15,75]' ]
 	run aibox prices a b
 	assert_failure 2
-	assert_output --partial "aibox prices: one MODEL at most"
+	assert_output --partial "aibox-prices: unexpected argument 'b'"
 	run aibox prices --frob
 	assert_failure 2
-	assert_output --partial "aibox prices: unknown option '--frob'"
+	assert_output --partial "aibox-prices: unknown option '--frob'"
 }
 
 @test "prices: the user's file replaces rows by family and adds rows, with its own date" {
@@ -94,7 +94,7 @@ bad() {
 	user_prices "$1"
 	run aibox prices
 	assert_failure 2
-	assert_output "aibox prices: the price table '$AIBOX_HOME/prices', $2"
+	assert_output "aibox-prices: the price table '$AIBOX_HOME/prices', $2"
 }
 
 @test "prices: every bad line is refused with the file and the line, by aibox prices" {
@@ -149,12 +149,12 @@ claude-x 1 2 3 4 5 $(seq 1 40 | tr '\n' ' ')" "line 2: too many fields"
 	head -c 70000 /dev/zero | tr '\0' '#' >"$AIBOX_HOME/prices"
 	run aibox prices
 	assert_failure 2
-	assert_output "aibox prices: cannot read the price table '$AIBOX_HOME/prices': larger than 64 KiB"
+	assert_output "aibox-prices: cannot read the price table '$AIBOX_HOME/prices': larger than 64 KiB"
 	rm "$AIBOX_HOME/prices"
 	mkdir "$AIBOX_HOME/prices"
 	run aibox prices
 	assert_failure 2
-	assert_output "aibox prices: cannot read the price table '$AIBOX_HOME/prices': Is a directory"
+	assert_output "aibox-prices: cannot read the price table '$AIBOX_HOME/prices': Is a directory"
 	# CRLF lines and comments anywhere are fine
 	rmdir "$AIBOX_HOME/prices"
 	printf 'date 2026-12-01\r\nclaude-x 1 2 3 4 5#c\r\n  # c\r\n' >"$AIBOX_HOME/prices"
@@ -168,11 +168,11 @@ claude-x 1 2 3 4 5 $(seq 1 40 | tr '\n' ' ')" "line 2: too many fields"
 	printf 'date 2026-12-01\nclaude-x 1 2 3 4\n' >"$T/data/share/prices"
 	AIBOX_DATA_DIR=$T/data run aibox prices
 	assert_failure 2
-	assert_output "aibox prices: the price table '$T/data/share/prices', line 2: want a model family and 5 prices (then optionally 'above TOKENS' and 5 prices, and 'date YYYY-MM-DD')"
+	assert_output "aibox-prices: the price table '$T/data/share/prices', line 2: want a model family and 5 prices (then optionally 'above TOKENS' and 5 prices, and 'date YYYY-MM-DD')"
 	rm "$T/data/share/prices"
 	AIBOX_DATA_DIR=$T/data run aibox prices
 	assert_failure 2
-	assert_output "aibox prices: cannot read the price table '$T/data/prices': No such file or directory"
+	assert_output "aibox-prices: cannot read the price table '$T/data/prices': No such file or directory"
 }
 
 @test "prices: aibox task and aibox run refuse a bad prices file before anything starts" {

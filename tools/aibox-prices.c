@@ -16,7 +16,9 @@
 
 #include "buf.h"
 #include "err.h"
+#include "opt.h"
 #include "paths.h"
+#include "strvec.h"
 #include "usage.h"
 #include "banned.h"
 
@@ -183,34 +185,35 @@ static const char *model_name(const char *s)
 	return s;
 }
 
+/* --json and at most one MODEL (into words), through common/opt.c as every tool. */
+static void parse_options(int argc, char **argv, int *json, struct strvec *words)
+{
+	static const struct option options[] = {
+	    {"json", no_argument, NULL, 0},
+	    {NULL, 0, NULL, 0},
+	};
+	struct buf why = BUF_INIT;
+	unsigned flags;
+	int ret = opt_words(argc, argv, options, 1, &flags, words, &why);
+
+	if (ret)
+		usage_exit(ret == 1, why.buf, usage_text);
+	*json = !!(flags & 1);
+	buf_release(&why);
+}
+
 int main(int argc, char **argv)
 {
 	struct usage_prices t = USAGE_PRICES_INIT;
 	struct buf err = BUF_INIT;
 	const char *model = NULL;
 	const struct usage_price *r;
-	int json = 0, priced = 1, words = 1;
+	struct strvec words = STRVEC_INIT;
+	int json = 0, priced = 1;
 
 	tool_init(argc, argv);
-	progname = "aibox prices";
-	for (int i = 1; i < argc; i++) {
-		if (words && !strcmp(argv[i], "--")) {
-			words = 0;
-		} else if (words && (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))) {
-			fputs(usage_text, stdout);
-			return 0;
-		} else if (words && !strcmp(argv[i], "--json")) {
-			json = 1;
-		} else if (words && argv[i][0] == '-') {
-			error("unknown option '%s'", argv[i]);
-			usage_die(usage_text);
-		} else if (!model) {
-			model = argv[i];
-		} else {
-			error("one MODEL at most");
-			usage_die(usage_text);
-		}
-	}
+	parse_options(argc, argv, &json, &words);
+	model = words.nr ? words.v[0] : NULL;
 	if (usage_prices_load_in_use(&t, &err) < 0)
 		die("%s", err.buf);
 	if (model) {
@@ -241,6 +244,7 @@ int main(int argc, char **argv)
 		print_band("any other model", &t.top.band[0], NULL, NULL);
 	}
 	usage_prices_release(&t);
+	strvec_clear(&words);
 	buf_release(&err);
 	if (fflush(stdout) != 0 || ferror(stdout))
 		die_errno("cannot write to stdout");
