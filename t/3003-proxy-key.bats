@@ -190,13 +190,7 @@ REQ='{"model":"m","stream":true,"tools":[{"name":"Bash"}],"messages":[{"role":"u
 	mkdir "$T/work"
 	cd "$T/work"
 	st=0
-	env -u NO_PROXY -u no_proxy \
-		HTTPS_PROXY="$PROXY" HTTP_PROXY="$PROXY" https_proxy="$PROXY" http_proxy="$PROXY" \
-		ANTHROPIC_BASE_URL=http://127.0.0.1:3129 ANTHROPIC_API_KEY=sk-ant-placeholder \
-		CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 CLAUDE_CODE_MAX_RETRIES=0 \
-		DISABLE_AUTOUPDATER=1 HOME="$HOME" $([ "$(id -u)" = 0 ] && echo IS_SANDBOX=1) \
-		timeout 120 "$CLAUDE_BIN" --print --output-format stream-json --verbose \
-		"say hello" >"$T/out.jsonl" 2>"$T/err" || st=$?
+	claude_via_proxy "say hello" || st=$?
 	assert_equal "$st" 1
 	result=$(jq -r 'select(.type == "result") | .result' "$T/out.jsonl")
 	[[ "$result" == *"API Error: 403 aibox-proxy refused this request: key forwarding is off (the task's proxy.log has it)" ]] ||
@@ -210,13 +204,7 @@ REQ='{"model":"m","stream":true,"tools":[{"name":"Bash"}],"messages":[{"role":"u
 	mkdir "$T/work"
 	cd "$T/work"
 	st=0
-	env -u NO_PROXY -u no_proxy \
-		HTTPS_PROXY="$PROXY" HTTP_PROXY="$PROXY" https_proxy="$PROXY" http_proxy="$PROXY" \
-		ANTHROPIC_BASE_URL=http://127.0.0.1:3129 ANTHROPIC_API_KEY=sk-ant-placeholder \
-		CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 CLAUDE_CODE_MAX_RETRIES=0 \
-		DISABLE_AUTOUPDATER=1 HOME="$HOME" \
-		timeout 120 "$CLAUDE_BIN" --print --output-format stream-json --verbose \
-		"say hello" >"$T/out.jsonl" 2>"$T/err" || st=$?
+	claude_via_proxy "say hello" || st=$?
 	cat "$T/err" "$T/fake-api.log" "$T/proxy.log"
 	[ "$st" -eq 0 ]
 	result=$(grep '"type":"result"' "$T/out.jsonl" | tail -1)

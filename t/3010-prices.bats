@@ -194,13 +194,7 @@ against_claude() {
 	start_recorded
 	mkdir -p "$T/work"
 	cd "$T/work"
-	env -u NO_PROXY -u no_proxy \
-		HTTPS_PROXY="$PROXY" HTTP_PROXY="$PROXY" https_proxy="$PROXY" http_proxy="$PROXY" \
-		ANTHROPIC_BASE_URL=http://127.0.0.1:3129 ANTHROPIC_API_KEY=sk-ant-placeholder \
-		CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 CLAUDE_CODE_MAX_RETRIES=0 \
-		DISABLE_AUTOUPDATER=1 HOME="$HOME" $([ "$(id -u)" = 0 ] && echo IS_SANDBOX=1) \
-		timeout 120 "$CLAUDE_BIN" --print --output-format stream-json --verbose \
-		--model "$m" "say done" >"$T/out.jsonl" 2>"$T/err" || st=$?
+	claude_via_proxy --model "$m" "say done" || st=$?
 	stop_proxy
 	[ "$st" -eq 0 ] || fail "Claude Code failed ($st): $(cat "$T/err")"
 	sent=$(jq -r 'select(.type == "result") | .modelUsage | keys[]' "$T/out.jsonl" | sort -u | tr '\n' ' ')
