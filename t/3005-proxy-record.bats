@@ -58,7 +58,7 @@ flood() {
 	assert_line --index 0 "$(printf 'HTTP/1.1 403 Forbidden\r')"
 	assert_output --partial "aibox-proxy: malformed request line"
 	run curl -sS -x "$PROXY" "http://127.0.0.1:3129/api/hello"
-	assert_output 'aibox-proxy: key forwarding is off'
+	assert_output '{"type":"error","error":{"type":"permission_error","message":"aibox-proxy refused this request: key forwarding is off (the task'"'"'s proxy.log has it)"}}'
 	[ ! -s "$T/record.json" ] # nothing before the stop
 	stop_proxy
 	[ "$(wc -l <"$T/record.json")" = 1 ]
