@@ -299,7 +299,7 @@ NANO=13872000
 		run curl -sS -x "$PROXY" -H 'content-type: application/json' --data-binary '{"model":"m","messages":[]}' \
 			"http://127.0.0.1:3129$p"
 		[ "$status" -eq 0 ]
-		assert_output 'aibox-proxy: path not forwarded to the API'
+		assert_output '{"type":"error","error":{"type":"permission_error","message":"aibox-proxy refused this request: path not forwarded to the API (the task'"'"'s proxy.log has it)"}}'
 	done
 	ask "$SONNET" false /v1/messages/count_tokens
 	stop_proxy
