@@ -269,13 +269,13 @@ start_cancellable() {
 	grep -qx 'aibox-task' "$T/node-comms"
 }
 
-# node_gone: no process of the job step (NODE_PIDS) and none naming the
-# folder is left, nor the secrets.
+# node_gone: no process of the job step (NODE_PIDS) runs (a detached worker's
+# zombie may wait a moment for PID 1) and none naming the folder is left, nor
+# the secrets.
 node_gone() {
 	local p
 	for p in $NODE_PIDS; do
-		run kill -0 "$p"
-		assert_failure
+		wait_until 30 ended "$p"
 	done
 	run pgrep -f "$dir"
 	assert_failure

@@ -43,6 +43,13 @@ gone() {
 	return 0
 }
 
+# ended PID: PID has exited: it is gone, or a zombie waiting for its reaper
+# (a detached worker's is PID 1, which may reap it a moment later).
+ended() {
+	kill -0 "$1" 2>/dev/null || return 0
+	[ "$(ps -o stat= -p "$1" 2>/dev/null | cut -c1)" = Z ]
+}
+
 # task_source BUNDLE: $T/src, a repository of three commits with *.log ignored,
 # START its HEAD, and BUNDLE made from it as aibox-task makes start.bundle: HEAD
 # a symref to aibox/task, both at START, written from a bare repository
