@@ -221,8 +221,10 @@ int main(int argc, char **argv)
 	used = resolve(argc, argv, &path);
 	/* `aibox tasks --help` is `aibox help tasks`. */
 	if (!used && argc == 2 && has_subcommands(argv[0]) &&
-	    (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")))
+	    (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+		buf_release(&path);
 		return help(1, argv);
+	}
 	if (!used)
 		unknown(argc, argv);
 	strvec_push(&args, strrchr(path.buf, '/') + 1);

@@ -41,9 +41,9 @@ dpkg_install() {
 	run root/usr/bin/aibox help
 	assert_success
 	assert_output --partial "usage: aibox"
-	assert_line "   task"
-	assert_line "   tasks clean"
-	refute_line "   init"
+	assert_line --regexp '^   task +run Claude Code unattended'
+	assert_line --regexp '^   tasks clean +remove what ended tasks leave behind$'
+	refute_line --regexp '^   init( |$)'
 	# help for one command runs that tool from libexec (stdout is no terminal).
 	run root/usr/bin/aibox help task
 	assert_success

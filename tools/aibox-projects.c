@@ -371,16 +371,24 @@ int main(int argc, char **argv)
 		return cmd_path();
 	}
 	if (!strcmp(argv[0], "check")) {
+		int ret;
+
 		sub_words(argc, argv, NULL, 1, &flags, &words);
-		return cmd_check(words.nr ? words.v[0] : NULL);
+		ret = cmd_check(words.nr ? words.v[0] : NULL);
+		strvec_clear(&words);
+		return ret;
 	}
 	if (!strcmp(argv[0], "remove")) {
+		int ret;
+
 		sub_words(argc, argv, NULL, 1, &flags, &words);
 		if (words.nr != 1) {
 			error("remove takes one project name");
 			usage_die(usage_text);
 		}
-		return cmd_remove(words.v[0]);
+		ret = cmd_remove(words.v[0]);
+		strvec_clear(&words);
+		return ret;
 	}
 	error("unknown subcommand '%s'", argv[0]);
 	usage_die(usage_text);
