@@ -32,8 +32,8 @@ figure() {
 
 @test "bench: bench/bundle bombs prints each bomb's verdict, CPU and peak memory" {
 	bench bundle bombs
-	figure '^\| blob, .* over the limit .* \| [0-9.]+ s \| [0-9]+ KiB \|$'
-	figure '^\| legit .* \| accepted \| [0-9.]+ s \| [0-9]+ KiB \|$'
+	figure '^\| blob 1024: .* over the limit .* \| [0-9.]+ s \| [0-9]+ KiB \|$'
+	figure '^\| a file of 12 MiB .* \| accepted \| [0-9.]+ s \| [0-9]+ KiB \|$'
 }
 
 @test "bench: bench/proxy at its smallest size measures aibox-proxy and tinyproxy side by side" {
