@@ -16,6 +16,8 @@ setup() {
 	make_repo proj
 	PROJ=$T/proj
 	PDIR=$(cd "$PROJ" && aibox projects path)
+	# the new config's env (ANTHROPIC_API_KEY) replaced by the test's own
+	sed -i '/^env:$/,/^$/d' "$PDIR/config.yaml"
 	printf 'env:\n  - AIBOX_T_VALUE\n  - AIBOX_T_UNSET\n' >>"$PDIR/config.yaml"
 	unset AIBOX_T_UNSET
 	TMUX_SOCK=$T/tmux.sock
@@ -139,6 +141,8 @@ setup_file() {
 	make_repo proj
 	local proj=$T/proj pdir status=0 pid
 	pdir=$(cd "$proj" && aibox projects path)
+	# the new config's env (ANTHROPIC_API_KEY) replaced by the test's own
+	sed -i '/^env:$/,/^$/d' "$pdir/config.yaml"
 	printf 'env:\n  - AIBOX_T_VALUE\n  - AIBOX_T_UNSET\n' >>"$pdir/config.yaml"
 	# (not exported: setup_file's exports would reach every test of the file)
 	local env=(AIBOX_T_VALUE='env-secret-7010, a value with spaces & "quotes"'
