@@ -423,7 +423,7 @@ shown() {
 	assert_failure
 }
 
-@test "slurm: a detached task scancelled early in its boot leaves no process on the node and a task that did not finish" {
+@test "slurm: a detached task scancelled early in its boot leaves no process on the node and a killed task" {
 	slurm_task_setup
 	DETACHED=1
 	api "$(one_commit)"
@@ -443,7 +443,7 @@ shown() {
 	as_user scancel "$job"
 	wait_until 60 no_jobs "aibox-$(basename "$dir")"
 	run as_user aibox tasks show "$id"
-	assert_line "task $id, $(basename "$dir"): not finished"
+	assert_line "task $id, $(basename "$dir"): killed"
 	assert_output --partial "the task did not finish: the VM was stopped by a signal"
 	refute_output --partial "fetch them with"
 	node_gone
