@@ -862,3 +862,23 @@ out:
 	snap_release(&s);
 	return r;
 }
+
+int snapshot_boot(const struct vm_config *cfg, struct vm *vm)
+{
+	struct buf why = BUF_INIT;
+	char note[sizeof(vm->note)];
+	int ret;
+
+	*vm = (struct vm)VM_INIT;
+	if ((ret = vm_check_config(cfg)) < 0)
+		return ret;
+	ret = snapshot_start(cfg, vm, &why);
+	/* The reasons are made short (above): this never cuts one. */
+	snprintf(note, sizeof(note), "%s%s", ret < 0 ? "booting cold: " : "", why.buf);
+	buf_release(&why);
+	if (ret < 0)
+		ret = vm_start(cfg, vm);
+	if (ret == 0)
+		memcpy(vm->note, note, sizeof(note));
+	return ret;
+}

@@ -52,6 +52,13 @@ struct vm_config;
 int snapshot_start(const struct vm_config *cfg, struct vm *vm, struct buf *why);
 
 /*
+ * Start a task VM from the image's snapshot (snapshot_start(), which saves
+ * it first when there is none), or cold with vm_start() when that cannot be,
+ * saying why in vm->note.  Returns as vm_start() does.
+ */
+int snapshot_boot(const struct vm_config *cfg, struct vm *vm);
+
+/*
  * Save the snapshot for cfg's image, memory size and CPU count unless a good
  * one is there: boot the image with SNAP_CMDLINE, wait for SNAP_WAITING,
  * stop it and migrate it to a temporary file in the image's folder, then

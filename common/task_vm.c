@@ -12,6 +12,7 @@
 #include "host_start.h"
 #include "sandbox.h"
 #include "shares.h"
+#include "snapshot.h"
 #include "spend.h"
 #include "task_folder.h"
 #include "task_log.h"
@@ -94,8 +95,8 @@ static int start_vm(const struct task_vm *v, struct vm *vm, int console_fd, stru
 	buf_addf(&plog, "%s/proxy.log", v->dir);
 	vc.conns_log = plog.buf; /* aibox-connect's refusals (its cap: VM_MAX_CONNS) */
 	vc.log_fd = console_fd;
-	vc.snapshot = v->snapshot;
-	if ((ret = vm_start(&vc, vm)) < 0) {
+	ret = v->snapshot ? snapshot_boot(&vc, vm) : vm_start(&vc, vm);
+	if (ret < 0) {
 		buf_addf(err, "cannot start the VM: %s", strerror(-ret));
 	} else {
 		*v->qemu_pid = vm->pid;

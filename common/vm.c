@@ -17,7 +17,6 @@
 #include "err.h"
 #include "guest_abi.h"
 #include "paths.h"
-#include "snapshot.h"
 #include "spawn.h"
 #include "vm.h"
 #include "banned.h"
@@ -294,12 +293,8 @@ out:
 	return ret;
 }
 
-int vm_start(const struct vm_config *cfg, struct vm *vm)
+int vm_check_config(const struct vm_config *cfg)
 {
-	struct buf why = BUF_INIT;
-	int ret;
-
-	*vm = (struct vm)VM_INIT;
 	if (!cfg->image_dir || !cfg->share_dir || !cfg->state_dir || !cfg->mode ||
 	    (strcmp(cfg->mode, "task") && strcmp(cfg->mode, "run")))
 		return -EINVAL;
@@ -307,19 +302,16 @@ int vm_start(const struct vm_config *cfg, struct vm *vm)
 		if (!guest_tag_valid(cfg->mounts[i].tag) ||
 		    !strcmp(cfg->mounts[i].tag, GUEST_TAG_TASK) || !cfg->mounts[i].host_path)
 			return -EINVAL;
-	if ((ret = check_image(cfg->image_dir)) < 0)
+	return check_image(cfg->image_dir);
+}
+
+int vm_start(const struct vm_config *cfg, struct vm *vm)
+{
+	int ret;
+
+	*vm = (struct vm)VM_INIT;
+	if ((ret = vm_check_config(cfg)) < 0)
 		return ret;
-	if (cfg->snapshot) {
-		ret = snapshot_start(cfg, vm, &why);
-		if (ret < 0)
-			*vm = (struct vm)VM_INIT;
-		/* The reasons are made short (snapshot.c): this never cuts one. */
-		snprintf(vm->note, sizeof(vm->note), "%s%s", ret < 0 ? "booting cold: " : "",
-		         why.buf);
-		buf_release(&why);
-		if (ret == 0)
-			return 0;
-	}
 	vm->kvm = vm_kvm_usable();
 	return start_cold(cfg, vm);
 }

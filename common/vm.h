@@ -85,11 +85,6 @@ struct vm_config {
 	const char *qemu;          /* NULL: qemu-system-x86_64 from PATH */
 	const char *connect_prog;  /* NULL: aibox-connect in libexec_dir() */
 	const char *extra_cmdline; /* appended to the kernel command line, or NULL */
-	/*
-	 * Task mode: start from the image's snapshot (common/snapshot.h),
-	 * saving it first when there is none; a cold boot when that cannot be.
-	 */
-	int snapshot;
 };
 
 #define VM_CONFIG_INIT                                                                             \
@@ -108,9 +103,9 @@ struct vm {
 	int restored; /* 1 when started from a snapshot */
 	int ctl_fd;   /* a snapshot's control port (snapshot.h), or -1 */
 	/*
-	 * With cfg.snapshot: one line for the user, or "": why the VM booted
-	 * cold ("cold boot: the snapshot is truncated"), or that a snapshot
-	 * was saved.
+	 * After snapshot_boot() (snapshot.h): one line for the user, or "": why
+	 * the VM booted cold ("booting cold: the snapshot is truncated"), or that
+	 * a snapshot was saved.  vm_start() leaves it "".
 	 */
 	char note[512];
 };
@@ -135,9 +130,17 @@ void vm_cold_args(struct strvec *a, const struct vm_config *cfg, int kvm);
 int vm_kvm_usable(void);
 
 /*
- * Start QEMU.  0 with *vm filled, or a negative errno: -EINVAL for a bad
- * config (mode, tag), -ENOENT when the image lacks a file, the errno of a
- * failed open, socketpair or spawn.  On failure nothing is left running.
+ * 0 when cfg can start a VM: its mode is "task" or "run", its folders are
+ * given, its mounts' tags are valid, and its image has every file; else
+ * -EINVAL for a bad config (mode, tag) or -ENOENT when the image lacks a file.
+ */
+int vm_check_config(const struct vm_config *cfg);
+
+/*
+ * Boot QEMU cold (a snapshot is the caller's choice: snapshot_boot() in
+ * snapshot.h).  0 with *vm filled, or a negative errno: vm_check_config()'s,
+ * the errno of a failed open, socketpair or spawn.  On failure nothing is
+ * left running.
  */
 int vm_start(const struct vm_config *cfg, struct vm *vm);
 

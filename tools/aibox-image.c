@@ -193,7 +193,6 @@ static void save_snapshot(const char *name)
 		vc.mode = "task";
 		vc.memory_mb = (unsigned)cfg.memory_mib;
 		vc.cpus = (unsigned)cfg.cpus;
-		vc.snapshot = 1;
 		r = snapshot_save(&vc, &why);
 	}
 	if (r > 0)

@@ -15,7 +15,7 @@
  * its own; prints "vm: powered off" or "vm: killed".  Exits with CMD's
  * status, or 0 without CMD; 3 when the VM never got ready (after printing
  * "vm-exited <ms>" if QEMU exited: the bare boot of bench/boot).
- * --snapshot 1 starts from the image's snapshot (vm.h cfg.snapshot) and
+ * --snapshot 1 starts from the image's snapshot (snapshot_boot()) and
  * prints "test-vm: restored" or "test-vm: cold", and vm.note if any.
  * --start-only 1 stops the VM right after that (no wait for SSH).
  *
@@ -43,6 +43,7 @@
 #include "buf.h"
 #include "err.h"
 #include "num.h"
+#include "snapshot.h"
 #include "spawn.h"
 #include "strvec.h"
 #include "vm.h"
@@ -153,6 +154,7 @@ static void serve_end(pid_t server, int stop)
 
 struct opts {
 	struct vm_config cfg;
+	int snapshot; /* --snapshot 1: snapshot_boot() */
 	struct vm_mount mounts[8];
 	const char *listen_path;
 	long grace, start_only, args_only;
@@ -217,7 +219,7 @@ static int set_number(struct opts *o, const char *a, const char *v)
 	else if (!strcmp(a, "--start-only") && parse_long(v, 0, 1, &val) == 0)
 		o->start_only = val;
 	else if (!strcmp(a, "--snapshot") && parse_long(v, 0, 1, &val) == 0)
-		cfg->snapshot = (int)val;
+		o->snapshot = (int)val;
 	else if (!strcmp(a, "--grace-ms") && parse_long(v, 0, 600000, &val) == 0)
 		o->grace = val;
 	else
@@ -294,10 +296,10 @@ int main(int argc, char **argv)
 	if (o.args_only >= 0)
 		return print_args(&o);
 	t0 = now_ms();
-	if ((r = vm_start(&o.cfg, &vm)) < 0)
+	if ((r = o.snapshot ? snapshot_boot(&o.cfg, &vm) : vm_start(&o.cfg, &vm)) < 0)
 		die_err(r, "cannot start the VM");
 	fprintf(stderr, "test-vm: %s\n", vm.kvm ? "kvm" : "tcg");
-	if (o.cfg.snapshot)
+	if (o.snapshot)
 		fprintf(stderr, "test-vm: %s\n", vm.restored ? "restored" : "cold");
 	if (vm.note[0])
 		fprintf(stderr, "test-vm: %s\n", vm.note);
