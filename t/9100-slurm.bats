@@ -423,7 +423,7 @@ shown() {
 	assert_failure
 }
 
-@test "slurm: a detached task scancelled early in its boot leaves no process on the node and a killed task" {
+@test "slurm: a detached task scancelled early in its boot leaves no process on the node and a task that did not finish" {
 	slurm_task_setup
 	DETACHED=1
 	api "$(one_commit)"
@@ -443,8 +443,9 @@ shown() {
 	as_user scancel "$job"
 	wait_until 60 no_jobs "aibox-$(basename "$dir")"
 	run as_user aibox tasks show "$id"
-	assert_line "task $id, $(basename "$dir"): killed"
-	assert_output --partial "the task did not finish: the VM was stopped by a signal"
+	# scancel ends the node's aibox-task before or after it writes its record
+	assert_line --regexp "^task $id, $(basename "$dir"): (killed|not finished)\$"
+	assert_line --regexp "the task did not finish: (the VM was stopped by a signal|the job on the Slurm node ended without its status)\$"
 	refute_output --partial "fetch them with"
 	node_gone
 }
