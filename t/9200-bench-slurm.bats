@@ -17,7 +17,8 @@ setup() {
 }
 
 @test "bench: bench/slurm 1 runs a task directly and with --slurm and prints both columns" {
-	run --separate-stderr "$TOP/bench/slurm" 1
+	# 1G: the size whose snapshot t/9100's tasks saved (no run saves one here)
+	BENCH_MEMORY=1G run --separate-stderr "$TOP/bench/slurm" 1
 	[ "$status" -eq 0 ] || fail "bench/slurm exited $status: $(tail -30 <<<"$stderr")"
 	assert_line --regexp '^\| to-vm-start \| [0-9.]+ \| [0-9.]+ \|$'
 	assert_line --regexp '^\| queue \| - \| [0-9.]+ \|$'
