@@ -27,15 +27,6 @@ teardown() {
 	common_teardown
 }
 
-# start_recorded ARGS...: start_proxy with key forwarding and its record in $T/record.json
-start_recorded() {
-	exec 4>"$T/record.json"
-	start_proxy --key-env AIBOX_TEST_KEY --report-fd 4 "$@"
-	local st=$?
-	exec 4>&-
-	return $st
-}
-
 # ask MODEL STREAM [PATH]: one main request (with tools, max_tokens 1000)
 # through the proxy; the answer in $T/out
 ask() {
