@@ -204,6 +204,7 @@ token" --secrets secrets.json
 	assert_output "$(printf 'path /project\nmount aibox.m0 /data')"
 	run test-task settings-parse place.json
 	assert_failure
+	assert_output 'error: settings.json: "version" is not 1'
 	printf '{"version": 1, "path": "/a/../b"}' >place.json
 	run test-task settings-parse --place place.json
 	assert_output "error: settings.json: the project path '/a/../b' is not a clean absolute path"
