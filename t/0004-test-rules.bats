@@ -181,6 +181,16 @@ B
 	assert_equal "${#lines[@]}" 3
 }
 
+@test "test-rules: a test helper's refusal, or an aibox tool's behind as_user, env, timeout or bin/, checked only by its status is refused; test-vm's passes" {
+	printf '@test "x" {\n\trun test-slurm job-id x\n\tassert_failure\n\trun as_user env A=1 timeout 10 aibox tasks show x\n\tassert_failure 2\n\trun bin/aibox foo\n\tassert_output y\n\trun test-vm --image x\n\tassert_failure 3\n}\n' >refusal.bats
+	run "$TOP/t/check-bang" refusal.bats
+	assert_failure 1
+	assert_line --partial 'refusal.bats:2: a refusal checked only by its status (check what it says'
+	assert_line --partial 'refusal.bats:4: a refusal checked only by its status'
+	assert_line --partial 'refusal.bats:6: a "run" of an aibox tool whose exit status nothing checks'
+	assert_equal "${#lines[@]}" 3
+}
+
 @test "test-rules: every test file of the suite passes the check" {
 	run "$TOP/t/check-bang" "$TOP"/t/*.bats "$TOP"/t/lib-*.bash
 	assert_success
