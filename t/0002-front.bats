@@ -87,12 +87,16 @@ load lib-common
 	printf '#!/bin/sh\necho "one: $0 $*"\n' >bin/aibox-foo
 	chmod +x bin/aibox-foo-bar bin/aibox-foo
 	run bin/aibox foo bar x y
+	assert_success
 	assert_output "two: $T/bin/aibox-foo-bar x y"
 	run bin/aibox foo baz x
+	assert_success
 	assert_output "one: $T/bin/aibox-foo baz x"
 	run bin/aibox foo --bar
+	assert_success
 	assert_output "one: $T/bin/aibox-foo --bar"
 	run bin/aibox help
+	assert_success
 	assert_line "   foo"
 	assert_line "   foo bar"
 }

@@ -41,6 +41,41 @@ B
 	assert_equal "${#lines[@]}" 2
 }
 
+@test "test-rules: '[[ A ]] && [[ B ]]' and 'test A && test B' in the middle of a test are refused" {
+	printf '@test "x" {\n\t[[ -e a ]] && [[ $b == "x && y" ]]\n\ttrue\n}\n@test "y" {\n\ttest -e a && test -e b\n\ttrue\n}\n' >and.bats
+	run "$TOP/t/check-bang" and.bats
+	assert_failure 1
+	assert_line --partial 'and.bats:2: an "A && B" list in the middle of a test asserts nothing when A fails'
+	assert_line --partial 'and.bats:6: an "A && B" list in the middle of a test asserts nothing when A fails'
+	assert_equal "${#lines[@]}" 2
+}
+
+@test "test-rules: an '&&' list over lines, or one whose '||' is inside braces, is refused in the middle of a test" {
+	printf '@test "x" {\n\t[ -e a ] &&\n\t\t[ -e b ]\n\ttrue\n}\n@test "y" {\n\t[ -e a ] && { [ -e b ] || [ -e c ]; }\n\ttrue\n}\n' >and.bats
+	run "$TOP/t/check-bang" and.bats
+	assert_failure 1
+	assert_line --partial 'and.bats:2: an "A && B" list in the middle of a test asserts nothing when A fails'
+	assert_line --partial 'and.bats:7: an "A && B" list in the middle of a test asserts nothing when A fails'
+	assert_equal "${#lines[@]}" 2
+}
+
+@test "test-rules: a list over lines that ends the test, has its own '||' or guards an assignment passes" {
+	sed 's/^TEST/@test/' >ok.bats <<'B'
+TEST "x" {
+	[ -e a ] &&
+		[ -e b ] || fail "no b"
+	[ -n "$h" ] &&
+		hwm=$h
+	[ -e a ] && { [ -e b ] || [ -e c ]; } || fail "none"
+	[ -e a ] &&
+		[ -e b ]
+}
+B
+	run "$TOP/t/check-bang" ok.bats
+	assert_success
+	assert_output ''
+}
+
 @test "test-rules: '&&' that only guards an assignment or a break, is last, or sits in a condition, a subshell or a string passes" {
 	sed 's/^TEST/@test/' >ok.bats <<'B'
 TEST "x" {
@@ -80,6 +115,37 @@ B
 	assert_equal "${#lines[@]}" 2
 }
 
+@test "test-rules: a run of an aibox tool whose exit status nothing checks is refused, though what it says is" {
+	printf '@test "x" {\n\trun aibox tasks list\n\tassert_output x\n\trun --separate-stderr build/aibox-task x\n\t[ "$stderr" = y ]\n\trun cat f\n\tassert_output z\n}\n' >run.bats
+	run "$TOP/t/check-bang" run.bats
+	assert_failure 1
+	assert_line --partial 'run.bats:2: a "run" of an aibox tool whose exit status nothing checks (assert_success, assert_failure)'
+	assert_line --partial 'run.bats:4: a "run" of an aibox tool whose exit status nothing checks'
+	assert_equal "${#lines[@]}" 2
+}
+
+@test "test-rules: a run of an aibox tool checked by assert_success, assert_failure, \$status, assert_stopped_at_boot, 'run !' or 'run -N' passes" {
+	sed 's/^TEST/@test/' >ok.bats <<'B'
+TEST "x" {
+	run aibox tasks list
+	assert_success
+	run aibox task x
+	assert_output y
+	assert_failure 2
+	run --separate-stderr aibox task x
+	assert_stopped_at_boot
+	run aibox-proxy --help
+	[ "$status" -eq 0 ]
+	run -0 aibox tasks list
+	run ! aibox tasks show x
+	assert_output --partial "no task"
+}
+B
+	run "$TOP/t/check-bang" ok.bats
+	assert_success
+	assert_output ''
+}
+
 @test "test-rules: a run read by \$status, \$output, \$stderr, assert_ or refute_, and 'run !' and 'run -N', pass" {
 	sed 's/^TEST/@test/' >ok.bats <<'B'
 TEST "x" {
@@ -112,6 +178,16 @@ B
 	assert_line --partial 'refusal.bats:2: a refusal checked only by its status (check what it says'
 	assert_line --partial 'refusal.bats:4: a refusal checked only by its status'
 	assert_line --partial 'refusal.bats:6: a refusal checked only by its status'
+	assert_equal "${#lines[@]}" 3
+}
+
+@test "test-rules: a test helper's refusal, or an aibox tool's behind as_user, env, timeout or bin/, checked only by its status is refused; test-vm's passes" {
+	printf '@test "x" {\n\trun test-slurm job-id x\n\tassert_failure\n\trun as_user env A=1 timeout 10 aibox tasks show x\n\tassert_failure 2\n\trun bin/aibox foo\n\tassert_output y\n\trun test-vm --image x\n\tassert_failure 3\n}\n' >refusal.bats
+	run "$TOP/t/check-bang" refusal.bats
+	assert_failure 1
+	assert_line --partial 'refusal.bats:2: a refusal checked only by its status (check what it says'
+	assert_line --partial 'refusal.bats:4: a refusal checked only by its status'
+	assert_line --partial 'refusal.bats:6: a "run" of an aibox tool whose exit status nothing checks'
 	assert_equal "${#lines[@]}" 3
 }
 

@@ -65,6 +65,7 @@ load lib-common
 	assert_output "1791392956 259e07"
 	run test-found task-name 1791392956 259E07
 	assert_failure
+	assert_output "error Invalid argument"
 }
 
 @test "task name: anything but YYYYMMDD-HHMMSS-<6 hex> is not a task" {
@@ -81,6 +82,7 @@ load lib-common
 	assert_success
 	run test-found task-parse 20230229-000000-abcdef
 	assert_failure
+	assert_output invalid
 }
 
 @test "task lock names: <folder>.lock only" {
@@ -88,10 +90,13 @@ load lib-common
 	assert_output "20261007-170916-259e07"
 	run test-found task-lock-name 20261007-170916-259e07
 	assert_failure
+	assert_output invalid
 	run test-found task-lock-name 20261007-170916-259e07.lock.lock
 	assert_failure
+	assert_output invalid
 	run test-found task-lock-name x.lock
 	assert_failure
+	assert_output invalid
 }
 
 @test "task create: lock first, then the folder, both named for now" {

@@ -258,16 +258,19 @@ cfg() {
 	assert_output "no match"
 	run test-found push-allowed 'aibox/*' main
 	assert_failure
+	assert_output "no match"
 	run test-found push-allowed 'feat-*-draft' feat-x-draft
 	assert_output "match"
 	run test-found push-allowed 'feat-*-draft' feat-x-draft2
 	assert_failure
+	assert_output "no match"
 	run test-found push-allowed 'fix-?' fix-1
 	assert_output "match"
 	run test-found push-allowed main main
 	assert_output "match"
 	run test-found push-allowed main mainline
 	assert_failure
+	assert_output "no match"
 }
 
 @test "config: a push pattern is checked by the broker's rule" {
@@ -457,9 +460,11 @@ EOF2
 	done
 	# and take what it takes (both then stop at the missing image)
 	run aibox task --memory 1T --cpus "$n" x
+	assert_failure 2
 	refute_output --partial "--memory"
 	refute_output --partial "--cpus"
 	run aibox run --memory 1T --cpus "$n" -- true
+	assert_failure 125
 	refute_output --partial "--memory"
 	refute_output --partial "--cpus"
 }

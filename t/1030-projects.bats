@@ -98,6 +98,7 @@ teardown() { lock_teardown; }
 	assert_line --index 2 --regexp "^second +0 +0  $T/second +$AIBOX_HOME/projects/second\$"
 	release_locks
 	run aibox projects list
+	assert_success
 	assert_line --index 1 --regexp "^my-repo +3 +0  "
 }
 
@@ -117,6 +118,7 @@ teardown() { lock_teardown; }
 	assert_output --regexp "^removed project 'my-repo' \($P, freed [0-9.]+ [KM]iB\)$"
 	assert_dir_not_exists "$P"
 	run --separate-stderr aibox projects
+	assert_success
 	assert_output ""
 }
 

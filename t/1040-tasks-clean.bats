@@ -110,10 +110,12 @@ now_name() { echo "$(date +%Y%m%d-%H%M%S)-$1"; }
 	assert_line --index 0 --partial "removed $TK/$recent/start.bundle"
 	assert_file_exists "$TK/$new/start.bundle"
 	run aibox tasks clean --older-than=1h30m
+	assert_success
 	assert_output "nothing to clean"
 	# The file times do not matter, only the name.
 	touch -d '2 years ago' "$TK/$new" "$TK/$new/start.bundle" "$TK/$new.lock"
 	run aibox tasks clean --older-than 1h
+	assert_success
 	assert_output "nothing to clean"
 	assert_file_exists "$TK/$new/start.bundle"
 }

@@ -16,8 +16,10 @@ setup() {
 	assert_failure 125
 	[[ "$stderr" == *"aibox-run: the VM did not come up: QEMU exited"* ]] || fail "$stderr"
 	run --separate-stderr aibox run --no-sandbox --cpus 1 --image default --memory 1G -- true
+	assert_failure 125
 	[[ "$stderr" == *"aibox-run: the VM did not come up: QEMU exited"* ]] || fail "$stderr"
 	POSIXLY_CORRECT=1 run --separate-stderr aibox run --no-sandbox --cpus 1 -- true
+	assert_failure 125
 	[[ "$stderr" == *"aibox-run: the VM did not come up: QEMU exited"* ]] || fail "$stderr"
 	run aibox run true
 	assert_failure 125
@@ -51,6 +53,7 @@ setup() {
 		assert_equal "$stderr" "aibox-run: $want"
 	done
 	run --separate-stderr aibox run --image nosuch -- true
+	assert_failure 125
 	assert_equal "$stderr" "aibox-run: the image 'nosuch' is not built: run 'aibox image build nosuch'"
 	[ -z "$(ls "$AIBOX_HOME/projects/repo/runs" 2>/dev/null)" ]
 	[ -z "$(ls "$AIBOX_HOME/projects/repo/tasks" 2>/dev/null)" ]

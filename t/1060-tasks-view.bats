@@ -75,6 +75,7 @@ five() {
 	# Fetched once the branch is in the checkout.
 	git branch aibox/task-20260101-100000-aaaaaa "$C2"
 	run aibox tasks list
+	assert_success
 	assert_line --index 5 --regexp '^aaaaaa  finished .* 0.05 +yes +fix the flaky test$'
 }
 
@@ -163,6 +164,7 @@ five() {
 	assert_line --index 1 --regexp '^eeeeee  running '
 	assert_line --index 301 --regexp '^000064  finished .* task 100$'
 	run timeout 60 aibox tasks list --json
+	assert_success
 	assert_equal "$(echo "$output" | jq length)" 301
 }
 
@@ -184,6 +186,7 @@ five() {
 	assert_output --regexp 'ffffff  other +not finished .* in other'
 	assert_output --regexp 'aaaaaa  repo +finished .* in repo'
 	run aibox tasks list --all --json
+	assert_success
 	assert_equal "$(echo "$output" | jq -r 'map(.project + ":" + .id) | sort | join(" ")')" \
 		"other:ffffff repo:aaaaaa"
 }
@@ -631,5 +634,6 @@ EOF
 	assert_line "$(date -d "@$start" +%T) aibox[${dir: -6}]: task ${dir: -6} starts from $C2"
 	assert_line --regexp "^$(date -d "@$end" +%T) aibox\[${dir: -6}\]: the task did not finish: "
 	run aibox tasks list
+	assert_success
 	assert_line --index 1 --regexp "^${dir: -6}  not finished .* do it\$"
 }

@@ -221,6 +221,11 @@ REQ='{"model":"m","stream":true,"tools":[{"name":"Bash"}],"messages":[{"role":"u
 	key_nowhere "$T/out.jsonl" "$T/err"
 }
 
+# no_api_conns: no connection to the fake API is open (for wait_until)
+no_api_conns() {
+	[ -z "$(ss -Htn state established "( dport = :$FAKE_API_PORT )")" ]
+}
+
 # conns: the upstream connection number of each recorded request, in order
 conns() {
 	local f
@@ -280,7 +285,7 @@ conns() {
 	start_proxy --key-env AIBOX_TEST_KEY --api-pool-idle 300ms
 	curl -sS -x "$PROXY" "http://127.0.0.1:3129/api/hello" >/dev/null
 	curl -sS -x "$PROXY" "http://127.0.0.1:3129/api/hello" >/dev/null
-	sleep 1
+	wait_until 5 no_api_conns
 	run curl -sS -x "$PROXY" "http://127.0.0.1:3129/api/hello"
 	assert_output '{}'
 	[ "$(conns)" = "1 1 2 " ]

@@ -25,15 +25,6 @@ teardown() {
 	common_teardown
 }
 
-# start_recorded ARGS...: start_proxy with its record going to $T/record.json
-start_recorded() {
-	exec 4>"$T/record.json"
-	start_proxy --report-fd 4 "$@"
-	local st=$?
-	exec 4>&-
-	return $st
-}
-
 # flood N HOST: N requests for HOST through the proxy, one connection each
 flood() {
 	python3 - "$PROXY_PORT" "$1" "$2" <<-'PY'
@@ -181,5 +172,6 @@ flood() {
 	[ "$status" -eq 2 ]
 	assert_output "aibox-proxy: --report-fd 9: Bad file descriptor"
 	run aibox-proxy --help
+	assert_success
 	assert_output --partial "--report-fd N"
 }

@@ -26,6 +26,7 @@ teardown() { common_teardown; }
 	printf '4\r\nabcd\n0\r\n\r\n' >body
 	run test-http decode chunked 64 <body
 	assert_failure 1
+	assert_output "refused: malformed chunked body"
 }
 
 @test "http body: Content-Length and until-close bodies are passed whole" {

@@ -27,15 +27,6 @@ teardown() {
 	common_teardown
 }
 
-# start_recorded ARGS...: start_proxy with key forwarding and its record in $T/record.json
-start_recorded() {
-	exec 4>"$T/record.json"
-	start_proxy --key-env AIBOX_TEST_KEY --report-fd 4 "$@"
-	local st=$?
-	exec 4>&-
-	return $st
-}
-
 # ask MODEL STREAM [PATH]: one main request (with tools, max_tokens 1000)
 # through the proxy; the answer in $T/out
 ask() {
@@ -168,8 +159,11 @@ NANO=13872000
 	exec 5<>"$T/ledger"
 	start_proxy --key-env AIBOX_TEST_KEY --ledger-fd 5
 	exec 5>&-
-	# another task holds the lock, and writes its own total before letting go
-	flock -x "$T/ledger" -c "touch '$T/held'; sleep 3; printf '%020d\n' 1000 >'$T/ledger'" &
+	# another task holds the lock, and writes its own total before letting go,
+	# once the proxy waits for the lock (its waiter's "->" line in /proc/locks)
+	flock -x "$T/ledger" bash -c '. "$1/t/lib-base.bash"; touch "$2/held"
+		wait_until 30 grep -qE -- "-> FLOCK .*:$3 " /proc/locks || exit 1
+		printf "%020d\n" 1000 >"$2/ledger"' _ "$TOP" "$T" "$(stat -c %i "$T/ledger")" &
 	holder=$!
 	wait_until 10 test -e "$T/held"
 	ask "$SONNET" true

@@ -71,15 +71,6 @@ bill_nano() {
 	PY
 }
 
-# start_recorded ARGS...: start_proxy with key forwarding and its record in $T/record.json
-start_recorded() {
-	exec 4>"$T/record.json"
-	start_proxy --key-env AIBOX_TEST_KEY --report-fd 4 "$@"
-	local st=$?
-	exec 4>&-
-	return $st
-}
-
 # ask MODEL: one streamed request through the proxy
 ask() {
 	curl -sS -f -x "$PROXY" -H 'content-type: application/json' --data-binary \

@@ -135,6 +135,7 @@ fake_image() {
 	assert_success
 	assert_dir_not_exists "$T/images/alpha"
 	run aibox image list
+	assert_success
 	refute_output --partial alpha
 	assert_output --partial beta
 }

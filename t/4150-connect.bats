@@ -47,6 +47,7 @@ both_held() {
 	wait_until 10 both_held
 	run timeout 10 aibox-connect --max 2 --log "$T/proxy.log" "$T/p.sock" </dev/null
 	assert_failure 1
+	assert_output ''
 	assert_file_exists "$T/p.sock.slots"
 	run grep -c 'too many connections' "$T/proxy.log"
 	[ "$output" -ge 1 ]
@@ -71,6 +72,7 @@ both_held() {
 	for i in $(seq 40); do
 		run timeout 10 aibox-connect --max 2 --log "$T/proxy.log" "$T/p.sock" </dev/null
 		assert_failure 1
+		assert_output ''
 	done
 	# refusals 1, 2, 4, 8, 16 and 32 are logged, each with the count so far
 	run grep -o '; [0-9]* refused so far' "$T/proxy.log"
@@ -88,5 +90,6 @@ both_held() {
 	assert_line --index 0 "aibox-connect: unknown option '--bogus'"
 	assert_line --index 1 --partial "usage: aibox-connect "
 	run aibox-connect --max 100001 s
+	assert_failure 2
 	assert_output "aibox-connect: --max: '100001' is not a number from 1 to 100000"
 }

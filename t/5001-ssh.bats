@@ -166,9 +166,10 @@ exit 0"
 @test "ssh: a peer that never speaks runs into the deadline without being sent a byte" {
 	run test-task ssh-run --user "$(id -un)" --key keys/test_user_key \
 		--host-pub keys/ssh/ssh_host_ed25519_key.pub --timeout-ms 1500 task -- \
-		sh -c "exec head -c 100 >$T/got"
+		sh -c "echo \$\$ >$T/peer.pid; exec head -c 100 >$T/got"
 	assert_failure
 	assert_output "error: the task's SSH session ran out of time"
-	sleep 2
+	# the peer has read all there was once it ended (its end closed with ours)
+	wait_until 10 gone "$(cat "$T/peer.pid")"
 	[ ! -s got ]
 }

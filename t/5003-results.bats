@@ -149,6 +149,7 @@ aibox: no changes'
 	python3 -c 'import json; print(json.dumps({"version":1,"steps":[],"pad":"x"*1048576}))' >result.json
 	run test-task results result.json
 	assert_failure
+	assert_output "test-task: cannot read 'result.json': File too large"
 }
 
 @test "results: the fetch command is quoted for a POSIX shell when the path needs it" {

@@ -198,12 +198,15 @@ token" --secrets secrets.json
 }
 
 @test "settings: PID 1 reads only path and mounts, checked as the task and run commands check them" {
-	printf '{"model": "-bad", "mounts": [{"tag": "aibox.m0", "path": "/data"}]}' >place.json
+	# a task's settings with a bad model: PID 1's parse does not read it
+	test-task settings >task.json
+	python3 -c 'import json; s = json.load(open("task.json")); s["model"] = "-bad"; s["mounts"] = [{"tag": "aibox.m0", "path": "/data"}]; json.dump(s, open("place.json", "w"))'
 	run test-task settings-parse --place place.json
 	assert_success
 	assert_output "$(printf 'path /project\nmount aibox.m0 /data')"
 	run test-task settings-parse place.json
 	assert_failure
+	assert_output "error: settings.json: the model name '-bad' is not valid"
 	printf '{"version": 1, "path": "/a/../b"}' >place.json
 	run test-task settings-parse --place place.json
 	assert_output "error: settings.json: the project path '/a/../b' is not a clean absolute path"

@@ -21,6 +21,7 @@ task_dir() {
 
 @test "task: the task folder's path alone goes to stdout, with the inputs in it" {
 	run --separate-stderr aibox task --model sonnet --timeout 90m --max-budget-usd 2.5 "fix the flaky test"
+	assert_stopped_at_boot
 	dir=$(task_dir)
 	[ -n "$dir" ]
 	assert_output "$dir"
@@ -132,6 +133,7 @@ step 2"
 		[[ ${lines[0]} == "aibox-task: "*"${args%% *}"* ]]
 	done
 	run aibox task --from nope x
+	assert_failure 2
 	assert_output "aibox-task: --from: 'nope' names no commit in '$T/repo'"
 	[ -z "$(task_dir)" ]
 }
@@ -193,6 +195,7 @@ step 2"
 	for sys in linux macos windows; do
 		rm -rf "$AIBOX_HOME/projects/repo/tasks"
 		AIBOX_HOST_SYSTEM=$sys run --separate-stderr aibox task x
+		assert_stopped_at_boot
 		python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["system_prompt"], end="")' \
 			"$(task_dir)/settings.json" >"$T/prompt-$sys"
 		# task.md, a blank line, then the host's part, whole.

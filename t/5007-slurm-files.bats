@@ -107,6 +107,7 @@ teardown() { lock_teardown; }
 	# a prefix of the name is not a parent folder
 	run test-slurm shared ab "$T/a"
 	assert_failure
+	assert_output --partial "error 18: '$T/ab' is not on storage the Slurm nodes see"
 	# the shared folder through a link counts as the folder
 	ln -s "$T/a" link
 	run test-slurm shared a/b "$T/link"
@@ -147,6 +148,7 @@ teardown() { lock_teardown; }
 	for bad in '' $'\n' 4242 $'x1\n' $'12 \n' $'1\n2\n' $'123456789012345678901\n'; do
 		run test-slurm job-id "$bad"
 		assert_failure
+		assert_output error
 	done
 	mkdir task
 	c=0123456789abcdef0123456789abcdef01234567
@@ -157,6 +159,7 @@ teardown() { lock_teardown; }
 	# never over one that is there
 	run test-slurm job-write task 1 "$c"
 	assert_failure
+	assert_output "test-slurm: cannot write 'task/slurm.job': File exists"
 	bad() {
 		printf "$1" >task/slurm.job
 		run test-slurm job-read task
@@ -223,6 +226,7 @@ detached_folder() {
 	assert_line "its Slurm job waits in the queue: its results are checked here once it has ended"
 	refute_output --partial "fetch"
 	run aibox tasks list --json
+	assert_success
 	assert_output --partial '"state": "queued"'
 	run aibox tasks clean
 	assert_success
@@ -252,6 +256,7 @@ detached_folder() {
 	run grep -c '^total ' "$DIR/aibox.log"
 	assert_output 1
 	run aibox tasks clean
+	assert_success
 	assert_output --partial "removed"
 	[ ! -e "$DIR/start.bundle" ]
 }

@@ -42,6 +42,7 @@ task_dir() {
 @test "task spend: the proxy gets the smaller task cap and the day's; usage.json records them" {
 	printf 'env:\n  - ANTHROPIC_API_KEY\nbudget:\n  task: 5\n  day: 50\n' >"$pdir/config.yaml"
 	run --separate-stderr aibox task --max-budget-usd 2.5 x
+	assert_stopped_at_boot
 	dir=$(task_dir)
 	[ -n "$dir" ]
 	[ "$(jq -c '[.caps.task_usd, .caps.day_usd, .requests, .usd, .ended_by_cap]' "$dir/usage.json")" = '[2.5,50,0,0,null]' ]

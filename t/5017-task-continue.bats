@@ -55,6 +55,7 @@ only_old() {
 @test "task continue: a task with changes: its end fetched into its branch, its conversation to the VM, the folder says what it continues" {
 	ended_task a1b2c3 changes
 	run --separate-stderr aibox task --continue a1b2c3 "now add tests"
+	assert_stopped_at_boot
 	dir=$(echo "$TASKS"/*-[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f] | tr ' ' '\n' | grep -v a1b2c3)
 	[ -n "$dir" ]
 	id=${dir: -6}
@@ -67,6 +68,7 @@ only_old() {
 	assert_output "$END $SID"
 	# Once fetched, the next continue fetches nothing; the folder path works too.
 	run --separate-stderr aibox task --continue "$OLD" "more"
+	assert_stopped_at_boot
 	[[ "$stderr" == *"resumes its conversation"* ]]
 	[[ "$stderr" != *"fetched"* ]]
 }
@@ -96,23 +98,29 @@ only_old() {
 	exec 9>"$OLD.lock"
 	flock 9
 	run aibox task --continue 112233 x
+	assert_failure 2
 	assert_output "aibox-task: cannot continue: task '20260101-100000-112233' is still running: continue it once it has ended"
 	exec 9>&-
 	run aibox task --continue 112233 --from HEAD x
+	assert_failure 2
 	assert_output "aibox-task: --continue and --from: a continued task starts where the earlier one ended"
 	cp "$OLD/session.jsonl" "$T/session"
 	printf 'not json\n' >>"$OLD/session.jsonl"
 	run aibox task --continue 112233 x
+	assert_failure 2
 	assert_output "aibox-task: cannot continue: task '20260101-100000-112233''s session.jsonl is refused: line 3 is not a JSON object"
 	printf '{"sessionId":"../../etc/passwd"}\n' >"$OLD/session.jsonl"
 	run aibox task --continue 112233 x
+	assert_failure 2
 	assert_output --partial "line 1 has a malformed \"sessionId\""
 	: >"$OLD/session.jsonl"
 	run aibox task --continue 112233 x
+	assert_failure 2
 	assert_output "aibox-task: cannot continue: task '20260101-100000-112233' kept no Claude Code conversation to resume"
 	cp "$T/session" "$OLD/session.jsonl"
 	printf 'garbage' >"$OLD/changes.bundle"
 	run aibox task --continue 112233 x
+	assert_failure 2
 	assert_output --partial "aibox-task: cannot continue: task '20260101-100000-112233': changes.bundle refused: "
 	run aibox task --continue "$T" x
 	assert_output "aibox-task: cannot continue: '$T' is no task id, task folder name or task folder of this project"
@@ -163,6 +171,7 @@ session_as_left() {
 		{"type":"assistant","message":$LAST,"session_id":"$SID","uuid":"$U5"}
 	EOF
 	run --separate-stderr aibox task --continue 445566 "now add tests"
+	assert_stopped_at_boot
 	dir=$(echo "$TASKS"/*-[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f] | tr ' ' '\n' | grep -v 445566)
 	[ -n "$dir" ]
 	[[ "$stderr" == *"resumes its conversation; added 1 message its session.jsonl lacked from its transcript.jsonl; fetched its changes"* ]]
@@ -177,6 +186,7 @@ session_as_left() {
 	printf '{"type":"user","message":%s,"parent_tool_use_id":null,"session_id":"%s","uuid":"%s"}\n' \
 		"$RESULT" "$SID" "$U3" >"$OLD/transcript.jsonl"
 	run --separate-stderr aibox task --continue 778899 "go on"
+	assert_stopped_at_boot
 	[[ "$stderr" != *"added"* ]]
 	dir=$(ls -d "$TASKS"/*-[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f] | grep -v 778899)
 	cmp "$OLD/session.jsonl" "$dir/resume.jsonl"
@@ -185,6 +195,7 @@ session_as_left() {
 	rm "$OLD/transcript.jsonl"
 	ln -s "$T/elsewhere" "$OLD/transcript.jsonl"
 	run --separate-stderr aibox task --continue 778899 "go on"
+	assert_stopped_at_boot
 	[[ "$stderr" != *"added"* ]]
 	dir=$(ls -d "$TASKS"/*-[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f] | grep -v 778899)
 	cmp "$OLD/session.jsonl" "$dir/resume.jsonl"

@@ -189,9 +189,11 @@ and commit it."
 	assert_equal "$(echo "$output" | jq -r '.[0] | [.id, .state, .finished, .exit] | map(tostring) | join(" ")')" \
 		"$id not finished false 1"
 	run aibox tasks show --json "$id"
+	assert_success
 	assert_equal "$(echo "$output" | jq -r '[.state, .record.state, .record.exit] | map(tostring) | join(" ")')" \
 		"not finished not finished 1"
 	run aibox tasks show "$id"
+	assert_success
 	assert_line --index 0 "task $id, ${dir##*/}: not finished"
 	assert_line --regexp "aibox\\[$id\\]: the task did not finish"
 	run aibox tasks log "$id"

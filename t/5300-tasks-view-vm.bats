@@ -32,42 +32,34 @@ teardown() {
 	true
 }
 
-# wait_for SECONDS COMMAND...: until COMMAND succeeds, at most SECONDS.
-wait_for() {
-	local end=$((SECONDS + $1))
-	shift
-	until "$@"; do
-		[ "$SECONDS" -lt "$end" ] || return 1
-		sleep 0.5
-	done
-}
-
 has_folder() { [ -n "$(task_dir)" ]; }
 follow_saw_tool() { grep -q 'Bash: sleep 20 && echo done' "$T/follow" 2>/dev/null; }
 task_ended() { ! kill -0 "$TASK_PID" 2>/dev/null; }
 follow_ended() { ! kill -0 "$FOLLOW_PID" 2>/dev/null; }
 
 @test "tasks view vm: log -f of a running task shows its tool call before the task ends, and follows it to its end" {
-	wait_for 300 has_folder || { show; false; }
+	wait_until 300 has_folder || { show; false; }
 	dir=$(task_dir)
 	id=${dir: -6}
 	aibox tasks log -f "$id" >"$T/follow" 2>&1 3>&- &
 	FOLLOW_PID=$!
-	wait_for 900 follow_saw_tool || { kill "$FOLLOW_PID"; show; cat "$T/follow"; false; }
+	wait_until 900 follow_saw_tool || { kill "$FOLLOW_PID"; show; cat "$T/follow"; false; }
 	# Seen while the task still runs (its Bash call sleeps 20 s).
 	kill -0 "$TASK_PID"
 	run aibox tasks list --json
+	assert_success
 	assert_equal "$(echo "$output" | jq -r '.[0].state')" running
 	run aibox tasks log "$id"
+	assert_success
 	assert_line --regexp '^[0-9:]{8} Bash: sleep 20 && echo done > done.txt && git add done.txt && git commit -q -m done$'
-	wait_for 900 follow_ended || { kill "$FOLLOW_PID"; show; false; }
+	wait_until 900 follow_ended || { kill "$FOLLOW_PID"; show; false; }
 	wait "$FOLLOW_PID"
 	run cat "$T/follow"
 	assert_line --regexp '^[0-9:]{8} claude started$'
 	assert_line --regexp '^= success, 2 turns, '
 	assert_line "the task ended: finished"
 	# aibox task showed it on stderr and kept it in aibox.log.
-	wait_for 300 task_ended || { show; false; }
+	wait_until 300 task_ended || { show; false; }
 	assert_equal "$(jq -r .exit "$T/out")" 0
 	grep -q "^[0-9:]\{8\} vm\[$id\]: Bash: sleep 20 && echo done" "$T/err"
 	grep -q "^[0-9:]\{8\} vm\[$id\]: Bash: sleep 20 && echo done" "$dir/aibox.log"
@@ -100,6 +92,7 @@ follow_ended() { ! kill -0 "$FOLLOW_PID" 2>/dev/null; }
 	eval "$fetch"
 	assert_equal "$(git rev-parse "aibox/task-${dir##*/}")" "$end"
 	run aibox tasks list
+	assert_success
 	assert_line --index 1 --regexp "^$id  finished .* yes +Wait, then commit done.txt.\$"
 	# log: the transcript.
 	run aibox tasks log "$id"
@@ -115,11 +108,13 @@ follow_ended() { ! kill -0 "$FOLLOW_PID" 2>/dev/null; }
 	run aibox tasks clean
 	assert_success
 	run aibox tasks list --json
+	assert_success
 	assert_equal "$(echo "$output" | jq -r '.[0] | [.state, .finished, .cleaned] | map(tostring) | join(" ")')" "finished true true"
 	run aibox tasks show "$id"
 	assert_success
 	assert_line --index 0 "task $id, ${dir##*/}: finished"
 	assert_line --regexp "the changes end at "
 	run aibox tasks log "$id"
+	assert_success
 	assert_line "I waited and committed done.txt."
 }

@@ -475,8 +475,8 @@ stopped() {
 	# The terminal's echo and cat's copy.
 	wait_count '^one$' 2 30
 	keys C-z
-	sleep 2
 	# The pty echoes ^Z (it made a SIGTSTP of it), then the line; cat copies it.
+	wait_pane '^\^Z' 30
 	keys two Enter
 	wait_pane '^\^Ztwo$' 30
 	wait_count 'two$' 2 30

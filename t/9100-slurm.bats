@@ -17,6 +17,7 @@ export USER_IMAGES=${USER_IMAGES:-${AIBOX_IMAGES:-/home/aibox-test/.cache/aibox/
 load lib-common
 load lib-task
 load lib-slurm
+load lib-lock
 bats_require_minimum_version 1.5.0
 
 # as_user CMD...: CMD as aibox-test, with the test's environment and the key
@@ -27,6 +28,12 @@ as_user() {
 		SLURM_CONF="$SLURM_CONF" AIBOX_IMAGES="$USER_IMAGES" GIT_CONFIG_NOSYSTEM=1 \
 		AIBOX_API_UPSTREAM="${AIBOX_API_UPSTREAM:-}" AIBOX_API_CA="${AIBOX_API_CA:-}" \
 		KEYFILE="$T/key" bash -c 'ANTHROPIC_API_KEY=$(cat "$KEYFILE") exec "$@"' as_user "$@"
+}
+
+# qemu_or_gone PID: a QEMU of the test's home runs, or PID has ended (for
+# wait_until)
+qemu_or_gone() {
+	pgrep -u aibox-test -f "qemu-system.*$T/home" >/dev/null || gone "$1"
 }
 
 # slurm_task_setup: $T (the test user's) with a repository whose project sends
@@ -89,12 +96,9 @@ setup_file() {
 	echo "$FAKE_API_PID" >"$SLURM_TOP/fake-api.pid"
 	as_user aibox task --slurm --memory 1G --cpus 1 --timeout 10m "Add uid.txt" \
 		>"$T/out" 2>"$T/err" &
-	local pid=$! i qemu=
-	for i in $(seq 1200); do
-		qemu=$(pgrep -u aibox-test -f "qemu-system.*$T/home" | head -1)
-		[ -n "$qemu" ] || ! kill -0 "$pid" 2>/dev/null && break
-		sleep 0.25
-	done
+	local pid=$!
+	# (neither within 5 minutes: the tests show what the task did)
+	wait_until 300 qemu_or_gone "$pid" || true
 	# While the VM runs: every process on the node, and their environments.
 	ps -eo pid,args >"$T/ps-during"
 	grep -lF -f "$T/key" /proc/[0-9]*/environ 2>/dev/null >"$T/key-environ" || true
@@ -246,16 +250,12 @@ shared() {
 # NODE_PIDS every process of its job step (from the step's freezer cgroup),
 # QEMU and aibox-proxy among them.
 start_cancellable() {
-	local i job cg
+	local job cg
 	slurm_task_setup
 	api "$(one_commit)"
 	as_user aibox task --slurm --memory 1G --cpus 1 "Add uid.txt" >"$T/out" 2>"$T/err" &
 	TASK_PID=$!
-	for i in $(seq 1200); do
-		pgrep -u aibox-test -f "qemu-system.*$T/home" >/dev/null && break
-		kill -0 "$TASK_PID" 2>/dev/null || break
-		sleep 0.25
-	done
+	wait_until 300 qemu_or_gone "$TASK_PID"
 	dir=$(task_dir)
 	[ -n "$dir" ] || { show; return 1; }
 	# the front aibox execs aibox-task: "aibox-task --slurm ..." (the node's has a path)
@@ -383,19 +383,23 @@ shown() {
 	assert_equal "$(stat -c %a "$dir/slurm.secrets")" 600
 	[ ! -e "$dir/summary.json" ]
 	run as_user aibox tasks list
+	assert_success
 	assert_output --regexp "$id +queued"
 	run as_user aibox tasks show "$id"
+	assert_success
 	assert_line "task $id, $(basename "$dir"): queued"
 	refute_output --partial "fetch"
 	run as_user aibox tasks clean
+	assert_success
 	assert_output --partial "left 1 running task alone"
 	[ -e "$dir/start.bundle" ]
 	# the node free: the job runs, holding the task's lock, then show checks it here
 	scancel "$FILLER"
 	FILLER=
 	wait_until 120 shown running "$id"
-	run flock -n "$dir.lock" true
-	assert_failure
+	# "running" is squeue's word for the job, which starts before the node's
+	# aibox-task takes the lock (docs/slurm.md, "The task's lock"): wait for it
+	wait_until 60 locked "$dir.lock"
 	# show --wait waits for the job's end, checks it, and exits as the task did
 	run as_user timeout 1200 aibox tasks show --wait "$id"
 	assert_success
@@ -439,10 +443,12 @@ shown() {
 	grep -q '^qemu-system' "$T/node-comms"
 	grep -qx 'aibox-task' "$T/node-comms"
 	run as_user aibox tasks show "$id"
+	assert_success
 	assert_line "task $id, $(basename "$dir"): running"
 	as_user scancel "$job"
 	wait_until 60 no_jobs "aibox-$(basename "$dir")"
 	run as_user aibox tasks show "$id"
+	assert_success
 	# scancel ends the node's aibox-task before or after it writes its record
 	assert_line --regexp "^task $id, $(basename "$dir"): (killed|not finished)\$"
 	assert_line --regexp "the task did not finish: (the VM was stopped by a signal|the job on the Slurm node ended without its status)\$"
@@ -465,5 +471,6 @@ shown() {
 	[ ! -e "$dir/slurm.job" ]
 	[ ! -e "$dir/start.bundle" ]
 	run as_user aibox tasks show "${dir: -6}"
+	assert_success
 	assert_line "task ${dir: -6}, $(basename "$dir"): failed to start"
 }

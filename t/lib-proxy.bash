@@ -25,6 +25,18 @@ start_proxy() {
 	PROXY=http://127.0.0.1:$PROXY_PORT
 }
 
+# start_recorded ARGS...: start_proxy with ARGS and its record (--report-fd)
+# going to $T/record.json; with key forwarding (--key-env AIBOX_TEST_KEY) when
+# the test exported AIBOX_TEST_KEY (t/3007, t/3010).
+start_recorded() {
+	local st
+	exec 4>"$T/record.json"
+	start_proxy ${AIBOX_TEST_KEY+--key-env AIBOX_TEST_KEY} --report-fd 4 "$@"
+	st=$?
+	exec 4>&-
+	return $st
+}
+
 stop_proxy() {
 	local st=0
 	if [ -n "${PROXY_PID:-}" ]; then

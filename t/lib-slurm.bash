@@ -30,7 +30,7 @@ slurm_port() {
 }
 
 slurm_start() {
-	local d=$1 mem=$2 host i
+	local d=$1 mem=$2 host
 	host=$(hostname -s)
 	mkdir -p "$d/munge" "$d/state" "$d/spool" "$d/log"
 	chmod 755 "$d"
@@ -83,29 +83,30 @@ PartitionName=agents Nodes=$host Default=YES MaxTime=INFINITE State=UP
 EOF
 	export SLURM_CONF=$d/slurm.conf
 	slurmctld -c -f "$SLURM_CONF" || return 1
-	for i in $(seq 50); do [ -s "$d/slurmctld.pid" ] && break; sleep 0.1; done
+	wait_until 5 test -s "$d/slurmctld.pid" || return 1
 	cat "$d/slurmctld.pid" >>"$d/pids"
 	slurmd -f "$SLURM_CONF" || return 1
-	for i in $(seq 50); do [ -s "$d/slurmd.pid" ] && break; sleep 0.1; done
+	wait_until 5 test -s "$d/slurmd.pid" || return 1
 	cat "$d/slurmd.pid" >>"$d/pids"
-	for i in $(seq 100); do
-		sinfo -h -o %T 2>/dev/null | grep -qx idle && return 0
-		sleep 0.1
-	done
+	wait_until 10 node_idle && return 0
 	echo "slurm_start: the node is not idle after 10 s:" >&2
 	sinfo >&2
 	tail -20 "$d/log/slurmctld.log" "$d/log/slurmd.log" >&2
 	return 1
 }
 
+# node_idle: the cluster's node is idle (for wait_until)
+node_idle() {
+	sinfo -h -o %T 2>/dev/null | grep -qx idle
+}
+
 slurm_stop() {
-	local d=$1 p i
+	local d=$1 p
 	[ -f "$d/pids" ] || return 0
 	# slurmd, slurmctld, then munged; each waited for (none is our child).
 	for p in $(tac "$d/pids"); do
 		kill "$p" 2>/dev/null || continue
-		for i in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-		kill -9 "$p" 2>/dev/null || true
+		wait_until 10 gone "$p" || kill -9 "$p" 2>/dev/null || true
 	done
 	rm -f "$d/pids"
 	# slurmd's freezer cgroups (proctrack/cgroup) outlive it: empty now, removed.
