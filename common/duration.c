@@ -142,3 +142,43 @@ void duration_format(struct buf *out, int64_t ms)
 	} else
 		buf_addf(out, "%llds", (long long)s);
 }
+
+/* duration_format() without the zero parts after the first: "24h", "1m30s". */
+static void format_short(struct buf *out, int64_t ms)
+{
+	size_t at = out->len;
+
+	duration_format(out, ms);
+	while (out->len - at > 2) {
+		const char *end = out->buf + out->len;
+
+		if (end[-1] == 's' && end[-2] == '0' && (end[-3] == 'm' || end[-3] == 'h'))
+			buf_setlen(out, out->len - 2);
+		else if (end[-1] == 'm' && end[-2] == '0' && end[-3] == 'h')
+			buf_setlen(out, out->len - 2);
+		else
+			break;
+	}
+}
+
+int duration_arg(const char *name, const char *v, int64_t min_ms, int64_t max_ms, int64_t *ms,
+                 struct buf *why)
+{
+	struct buf reason = BUF_INIT;
+	int64_t d;
+	int ret = duration_parse(v, &d, &reason);
+
+	if (ret < 0) {
+		buf_addf(why, "--%s: '%s' is not a duration: %s", name, v, reason.buf);
+	} else if (d < min_ms || d > max_ms) {
+		buf_addf(why, "--%s: '%s' is not between ", name, v);
+		format_short(why, min_ms);
+		buf_addstr(why, " and ");
+		format_short(why, max_ms);
+		ret = -EINVAL;
+	} else {
+		*ms = d;
+	}
+	buf_release(&reason);
+	return ret;
+}

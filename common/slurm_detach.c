@@ -12,7 +12,6 @@
 #include "paths.h"
 #include "slurm.h"
 #include "spawn.h"
-#include "task_info.h"
 #include "taskid.h"
 #include "banned.h"
 
@@ -61,14 +60,22 @@ int slurm_job_write(const char *dir, const struct slurm_job_rec *r, struct buf *
 int slurm_job_read(int dfd, struct slurm_job_rec *r)
 {
 	struct buf b = BUF_INIT;
-	ssize_t n = task_file_read(dfd, SLURM_JOB_FILE, SLURM_JOB_FILE_MAX, &b);
+	struct stat st;
+	ssize_t n = -EINVAL;
 	size_t d, h;
 	int ret = -EINVAL;
+	int fd =
+	    openat(dfd, SLURM_JOB_FILE, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
 
-	if (n < 0) {
-		ret = n == -ENOENT ? -ENOENT : -EINVAL;
+	if (fd < 0) {
+		ret = errno == ENOENT ? -ENOENT : -EINVAL;
 		goto out;
 	}
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size <= SLURM_JOB_FILE_MAX)
+		n = buf_read_fd(&b, fd, SLURM_JOB_FILE_MAX);
+	close(fd);
+	if (n < 0)
+		goto out;
 	d = digits(b.buf, b.len);
 	if (!d || d > SLURM_JOB_ID_MAX || d + 1 >= b.len || b.buf[d] != ' ')
 		goto out;

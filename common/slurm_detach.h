@@ -10,9 +10,10 @@
  * The task's lock ("<folder>.lock" beside the folder) is the submitter's
  * until slurm.job is written, then free while the job waits in Slurm's
  * queue, then the node's aibox-task's from before it takes slurm.secrets
- * until it ends.  summary.json is written by the first command on a
- * submitting host that finds the job ended (aibox-task --slurm-check DIR,
- * under the lock): until then the task is queued or running, never ended.
+ * until it ends.  summary.json is written by the check on a submitting host
+ * of a task whose job ended (aibox-task --slurm-check DIR, under the lock,
+ * run by slurm_detached_check()): until then the task is queued, running or
+ * unchecked (its job ended, how is not known here), never ended.
  */
 #ifndef AIBOX_SLURM_DETACH_H
 #define AIBOX_SLURM_DETACH_H
@@ -85,7 +86,10 @@ int slurm_task_lock(const char *dir, int nonblock);
 /*
  * Run the host's check of the detached task in the folder dir:
  * <libexec>/aibox-task --slurm-check DIR, its stderr ours.  Returns as
- * spawn_run(): 0 when it checked the task or found nothing to do.
+ * spawn_run(): 0 when it checked the task or found nothing to do.  It
+ * writes the task's record: only commands that settle a task call it
+ * (`aibox tasks show --wait`, `aibox task --continue`), never a reader such
+ * as `aibox tasks list` or a plain `show` (docs/slurm.md).
  */
 int slurm_detached_check(const char *dir);
 

@@ -21,8 +21,9 @@
 #include "task_record.h"
 #include "banned.h"
 
-static const char *const state_names[] = {"running", "finished",        "not finished", "timed out",
-                                          "killed",  "failed to start", "queued"};
+static const char *const state_names[] = {"running",   "finished", "not finished",
+                                          "timed out", "killed",   "failed to start",
+                                          "queued",    "unchecked"};
 
 const char *task_state_name(enum task_state s)
 {
@@ -280,12 +281,17 @@ int task_info_read(int tasks_fd, const char *name, time_t now, struct task_info 
 		if (why.len)
 			problem(ti, "its Slurm job", why.buf);
 		buf_release(&why);
+		if (ds == SLURM_DETACHED_ENDED) {
+			/* Its end is not known here until a submitting host checked it. */
+			ti->state = TASK_UNCHECKED;
+			close(dfd);
+			return 0;
+		}
 		if (ds == SLURM_DETACHED_QUEUED || ds == SLURM_DETACHED_RUNNING) {
 			ret = 1;
 			if (ds == SLURM_DETACHED_QUEUED)
 				ti->state = TASK_QUEUED;
 		}
-		ti->unchecked = ds == SLURM_DETACHED_ENDED;
 	}
 	if (ret == 1) {
 		if (ti->state != TASK_QUEUED)
@@ -309,18 +315,6 @@ int task_info_read(int tasks_fd, const char *name, time_t now, struct task_info 
 	ti->cleaned = fstatat(dfd, "start.bundle", &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT;
 	close(dfd);
 	return 0;
-}
-
-int task_info_read_checked(int tasks_fd, const char *dir, const char *name, time_t now,
-                           struct task_info *ti)
-{
-	int ret = task_info_read(tasks_fd, name, now, ti);
-
-	if (ret == 0 && ti->unchecked && slurm_detached_check(dir) == 0) {
-		task_info_release(ti);
-		ret = task_info_read(tasks_fd, name, now, ti);
-	}
-	return ret;
 }
 
 void task_info_release(struct task_info *ti)

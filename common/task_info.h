@@ -33,8 +33,10 @@
  * the task starts).  failed to start: ended with exit 2 before its VM's
  * session, the folder made but the task never ran.  queued: a detached
  * Slurm task whose job waits in Slurm's queue; such a task is running while
- * its job runs, and ended only once checked on the host
- * (common/slurm_detach.h).
+ * its job runs, unchecked once its job has ended, and shows how it ended
+ * only once checked on a submitting host (common/slurm_detach.h,
+ * slurm_detached_check(): `aibox tasks show --wait` and `aibox task
+ * --continue` run it; a reader never does).
  */
 enum task_state {
 	TASK_RUNNING,
@@ -43,12 +45,13 @@ enum task_state {
 	TASK_TIMED_OUT,
 	TASK_KILLED,
 	TASK_FAILED_TO_START,
-	TASK_QUEUED
+	TASK_QUEUED,
+	TASK_UNCHECKED
 };
 
 /*
  * "running", "finished", "not finished", "timed out", "killed", "failed to
- * start", "queued".
+ * start", "queued", "unchecked".
  */
 const char *task_state_name(enum task_state s);
 
@@ -73,7 +76,6 @@ struct task_info {
 	char end_commit[65]; /* the checked tip, "" when nothing to fetch */
 	char *prompt_line;   /* owned, raw, NULL when prompt.txt cannot be read */
 	char *problem;       /* owned: what could not be read, NULL when nothing */
-	int unchecked;       /* a detached task whose job ended, not yet checked */
 	int cleaned;         /* ended, and its start.bundle is gone (aibox tasks clean) */
 	int empty_record;    /* summary.json is empty: aibox task died before writing it */
 };
@@ -90,15 +92,6 @@ struct task_info {
  */
 int task_info_read(int tasks_fd, const char *name, time_t now, struct task_info *ti);
 void task_info_release(struct task_info *ti);
-
-/*
- * task_info_read() of the task folder dir (named name in tasks_fd), and
- * for a detached task whose job ended, its check on this host first
- * (slurm_detached_check()), then read again: what `aibox tasks list` and
- * `show` read.  Returns as task_info_read().
- */
-int task_info_read_checked(int tasks_fd, const char *dir, const char *name, time_t now,
-                           struct task_info *ti);
 
 /*
  * Read the regular file `name` in the folder dirfd into out, at most max

@@ -120,19 +120,7 @@ static int set_name(struct task_opts *o, int opt, const char *v, struct buf *why
 /* --timeout: a second to a week. */
 static int set_timeout(struct task_opts *o, const char *v, struct buf *why)
 {
-	struct buf reason = BUF_INIT;
-	int ret = -EINVAL;
-
-	if (duration_parse(v, &o->timeout_ms, &reason) < 0)
-		buf_addf(why, "--timeout: '%s' is not a duration: %s", v, reason.buf);
-	else if (o->timeout_ms < 1000)
-		buf_addf(why, "--timeout: '%s' is less than a second", v);
-	else if (o->timeout_ms > 7LL * 24 * 3600 * 1000)
-		buf_addf(why, "--timeout: '%s' is more than a week", v);
-	else
-		ret = 0;
-	buf_release(&reason);
-	return ret;
+	return duration_arg("timeout", v, 1000, 7LL * 24 * 3600 * 1000, &o->timeout_ms, why);
 }
 
 /* --max-budget-usd: more than 0, less than a million. */

@@ -217,3 +217,43 @@ command_words() {
 		done
 	done
 }
+
+# One duration grammar (common/duration.h) for every duration option: a bare
+# number is no duration, save "0", which each option's range then judges.
+@test "front: every duration option refuses a bare number in the same words, and takes the same units" {
+	local opt
+	for opt in "aibox task --timeout" "aibox tasks clean --older-than" \
+		"aibox-broker --client-timeout" "aibox-proxy --header-timeout" \
+		"aibox-proxy --idle-timeout" "aibox-proxy --connect-timeout" \
+		"aibox-proxy --api-pool-idle" "aibox-proxy --drain-timeout"; do
+		local tool=${opt% *} name=${opt##* }
+		local prog=${tool/aibox /aibox-}
+		prog=${prog// /-}
+		# timeout: a tool that took it would run on
+		run timeout 10 $tool "$name" 30
+		assert_failure 2
+		assert_line --index 0 "$prog: $name: '30' is not a duration: missing unit (use h, m, s or ms)"
+		run timeout 10 $tool "$name" 1.5x
+		assert_failure 2
+		assert_line --index 0 "$prog: $name: '1.5x' is not a duration: unknown unit 'x' (use h, m, s or ms)"
+	done
+	# "0" is a duration: of zero, which a time-out's range refuses and --older-than takes
+	run timeout 10 aibox-proxy --header-timeout 0
+	assert_failure 2
+	assert_line --index 0 "aibox-proxy: --header-timeout: '0' is not between 1ms and 24h"
+	run aibox task --timeout 0
+	assert_failure 2
+	assert_line --index 0 "aibox-task: --timeout: '0' is not between 1s and 168h"
+	run aibox task --timeout 168h0.001s
+	assert_failure 2
+	assert_line --index 0 "aibox-task: --timeout: '168h0.001s' is not between 1s and 168h"
+	run timeout 10 aibox-broker --client-timeout 1h1ms
+	assert_failure 2
+	assert_line --index 0 "aibox-broker: --client-timeout: '1h1ms' is not between 1s and 1h"
+	run timeout 10 aibox-proxy --header-timeout 24h0m0.001s
+	assert_failure 2
+	assert_line --index 0 "aibox-proxy: --header-timeout: '24h0m0.001s' is not between 1ms and 24h"
+	no_vm_project
+	run aibox tasks clean --older-than 0
+	assert_success
+}

@@ -235,13 +235,29 @@ detached_folder() {
 	[ ! -e "$DIR/summary.json" ]
 }
 
-@test "slurm files: a detached task whose node took the secrets and let go of the lock is checked once by aibox tasks show" {
+@test "slurm files: a detached task whose node took the secrets and let go of the lock is unchecked to list and show, and checked once by show --wait" {
 	detached_folder
 	export SLURM_CONF=$T/no-slurm.conf
 	rm "$DIR/slurm.secrets"
-	# the node ran and ended without its status (killed): no Slurm is asked
+	# list and show only read: the job ended, and how is not known here yet
+	run aibox tasks list
+	assert_success
+	assert_output --regexp "$ID +unchecked "
+	run aibox tasks list --json
+	assert_success
+	assert_output --partial '"state": "unchecked"'
 	run --separate-stderr aibox tasks show "$ID"
 	assert_success
+	assert_line "task $ID, $(basename "$DIR"): unchecked"
+	assert_line "its Slurm job has ended: 'aibox tasks show --wait $ID' checks its results here"
+	refute_output --partial "fetch them with"
+	[ ! -e "$DIR/summary.json" ]
+	run cat "$DIR/aibox.log"
+	assert_success
+	refute_output --partial "total "
+	# the node ran and ended without its status (killed): no Slurm is asked
+	run --separate-stderr aibox tasks show --wait "$ID"
+	assert_equal "$status" 1
 	assert_line "task $ID, $(basename "$DIR"): not finished"
 	assert_output --partial "the job on the Slurm node ended without its status"
 	refute_output --partial "fetch them with"
@@ -250,9 +266,12 @@ detached_folder() {
 	assert_output --regexp '^overhead '
 	run grep -c '^total .* exit 1$' "$DIR/aibox.log"
 	assert_output 1
-	# once: a second show reads the record
+	# once: a second show, with or without --wait, reads the record
 	run aibox tasks show "$ID"
 	assert_success
+	assert_line "task $ID, $(basename "$DIR"): not finished"
+	run aibox tasks show --wait "$ID"
+	assert_equal "$status" 1
 	run grep -c '^total ' "$DIR/aibox.log"
 	assert_output 1
 	run aibox tasks clean

@@ -235,7 +235,7 @@ all_closed() {
 	for bad in x 0 500ms 2h -1s; do
 		run aibox-broker --remote "$UP_URL" --fetch --listen 127.0.0.1:0 --client-timeout "$bad"
 		assert_failure 2
-		assert_output --partial "aibox-broker: --client-timeout '$bad'"
+		assert_output --partial "aibox-broker: --client-timeout: '$bad' is not"
 	done
 }
 

@@ -447,8 +447,12 @@ shown() {
 	assert_line "task $id, $(basename "$dir"): running"
 	as_user scancel "$job"
 	wait_until 60 no_jobs "aibox-$(basename "$dir")"
+	# list and show only read: ended, not yet checked; show --wait checks it here
 	run as_user aibox tasks show "$id"
 	assert_success
+	assert_line "task $id, $(basename "$dir"): unchecked"
+	run as_user aibox tasks show --wait "$id"
+	assert_equal "$status" 1
 	# scancel ends the node's aibox-task before or after it writes its record
 	assert_line --regexp "^task $id, $(basename "$dir"): (killed|not finished)\$"
 	assert_line --regexp "the task did not finish: (the VM was stopped by a signal|the job on the Slurm node ended without its status)\$"

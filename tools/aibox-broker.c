@@ -588,10 +588,9 @@ static void parse_options(int argc, char **argv, struct broker *br, struct optio
 		case O_CLIENT_TIMEOUT: {
 			struct buf dwhy = BUF_INIT;
 
-			if (duration_parse(v, &br->client_timeout_ms, &dwhy) < 0)
-				die("--client-timeout '%s': %s", v, dwhy.buf);
-			if (br->client_timeout_ms < 1000 || br->client_timeout_ms > 3600000)
-				die("--client-timeout '%s' is not between 1s and 1h", v);
+			if (duration_arg("client-timeout", v, 1000, 3600000, &br->client_timeout_ms,
+			                 &dwhy) < 0)
+				die("%s", dwhy.buf);
 			buf_release(&dwhy);
 			break;
 		}

@@ -20,6 +20,7 @@
 
 #include "allow.h"
 #include "buf.h"
+#include "duration.h"
 #include "err.h"
 #include "http.h"
 #include "num.h"
@@ -62,7 +63,8 @@ static const char usage[] =
     "  --key-fd N           the same with the key read from fd N (to its EOF)\n"
     "  --ready-fd N         write \"ready ADDR\" to fd N once listening, then close it\n"
     "  --presets DIR        read preset:NAME from DIR/NAME (default: aibox's data)\n"
-    "  --header-timeout T   time for a request head to arrive (default 30s)\n"
+    "  --header-timeout T   time for a request head to arrive (default 30s; T a\n"
+    "                       duration with its unit: 500ms, 30s, 10m, 1h)\n"
     "  --idle-timeout T     time a tunnel or connection may sit idle (default 600s)\n"
     "  --connect-timeout T  time to resolve, connect and shake hands (default 30s)\n"
     "  --max-conns N        connections at once (default 10000)\n"
@@ -144,25 +146,16 @@ static const struct option options[] = {
     {NULL, 0, NULL, 0},
 };
 
+/* A timeout of aibox-proxy: 1 ms to a day, as every tool reads a duration. */
 static int parse_duration(const char *s, const char *opt)
 {
-	char num[32];
-	size_t n = strlen(s);
-	long v, mult = 1000;
+	struct buf why = BUF_INIT;
+	int64_t ms;
 
-	if (n > 2 && !strcmp(s + n - 2, "ms")) {
-		n -= 2;
-		mult = 1;
-	} else if (n > 1 && s[n - 1] == 's') {
-		n -= 1;
-	}
-	if (!n || n >= sizeof(num))
-		die("invalid %s '%s'", opt, s);
-	memcpy(num, s, n);
-	num[n] = '\0';
-	if (parse_long(num, 1, 86400L * 1000 / mult, &v) < 0)
-		die("invalid %s '%s'", opt, s);
-	return (int)(v * mult);
+	if (duration_arg(opt, s, 1, 24 * 3600 * 1000, &ms, &why) < 0)
+		die("%s", why.buf);
+	buf_release(&why);
+	return (int)ms;
 }
 
 static int fd_arg(const char *s, const char *opt, int min)
@@ -384,13 +377,13 @@ static void one_option(int opt, const char *arg, struct proxy_config *cfg,
 		o->presets = arg;
 		break;
 	case OPT_HEADER_TIMEOUT:
-		cfg->header_timeout_ms = parse_duration(arg, "--header-timeout");
+		cfg->header_timeout_ms = parse_duration(arg, "header-timeout");
 		break;
 	case OPT_IDLE_TIMEOUT:
-		cfg->idle_timeout_ms = parse_duration(arg, "--idle-timeout");
+		cfg->idle_timeout_ms = parse_duration(arg, "idle-timeout");
 		break;
 	case OPT_CONNECT_TIMEOUT:
-		cfg->connect_timeout_ms = parse_duration(arg, "--connect-timeout");
+		cfg->connect_timeout_ms = parse_duration(arg, "connect-timeout");
 		break;
 	case OPT_MAX_CONNS:
 		if (parse_long(arg, 1, 1000000, &o->max_conns) < 0)
@@ -401,10 +394,10 @@ static void one_option(int opt, const char *arg, struct proxy_config *cfg,
 			die("invalid --api-pool '%s' (0 to %d)", arg, PROXY_API_POOL_MAX);
 		break;
 	case OPT_API_POOL_IDLE:
-		cfg->api_pool_idle_ms = parse_duration(arg, "--api-pool-idle");
+		cfg->api_pool_idle_ms = parse_duration(arg, "api-pool-idle");
 		break;
 	case OPT_DRAIN_TIMEOUT:
-		cfg->drain_ms = parse_duration(arg, "--drain-timeout");
+		cfg->drain_ms = parse_duration(arg, "drain-timeout");
 		break;
 	case OPT_DRAIN_MAX:
 		if (parse_size(arg, 1, UINT64_MAX, &cfg->drain_max) < 0)

@@ -344,8 +344,9 @@ static void parse_options(struct clean *c, int argc, char **argv)
 			c->all = 1;
 			break;
 		case 'o':
-			if (duration_parse(v, &c->older_ms, &why) < 0)
-				die("--older-than: '%s' is not a duration: %s", v, why.buf);
+			if (duration_arg("older-than", v, 0, DURATION_MAX_MS, &c->older_ms, &why) <
+			    0)
+				die("%s", why.buf);
 			break;
 		case 'h':
 			fputs(usage_text, stdout);

@@ -142,7 +142,7 @@ static void list_project(struct lister *l, const char *project, const char *proj
 
 		buf_reset(&folder);
 		buf_addf(&folder, "%s/tasks/%s", project_dir, names.v[i]);
-		ret = task_info_read_checked(fd, folder.buf, names.v[i], l->now, &ti);
+		ret = task_info_read(fd, names.v[i], l->now, &ti);
 		if (ret < 0) {
 			/* Gone meanwhile (cleaned) is no error; anything else is said. */
 			if (ret != -ENOENT)

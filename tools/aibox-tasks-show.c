@@ -26,6 +26,7 @@
 #include "host_system.h"
 #include "out.h"
 #include "results.h"
+#include "slurm_detach.h"
 #include "task_info.h"
 #include "task_record.h"
 #include "banned.h"
@@ -62,9 +63,41 @@ static void open_task(struct shown *s, const char *arg)
 
 	if (task_open(arg, &s->td, &s->why) < 0)
 		die("%s", s->why.buf);
-	ret = task_info_read_checked(s->td.tasks_fd, s->td.dir.buf, s->td.name, time(NULL), &s->ti);
+	ret = task_info_read(s->td.tasks_fd, s->td.name, time(NULL), &s->ti);
 	if (ret < 0)
 		die_err(ret, "cannot read '%s'", s->td.dir.buf);
+}
+
+/*
+ * --wait: until the task has ended, polled, as a detached task's job on a
+ * cluster can only be asked about.  A detached task whose job ended is
+ * checked here (the one writer of its record, docs/slurm.md): the check
+ * finds the lock held while another command checks it, and we wait for that.
+ */
+static void wait_ended(struct shown *s)
+{
+	int ret;
+
+	for (;;) {
+		if (s->ti.state == TASK_UNCHECKED) {
+			ret = slurm_detached_check(s->td.dir.buf);
+			if (ret < 0)
+				die_err(ret, "cannot check the task '%s'", s->td.name);
+			if (ret > 0)
+				die("cannot check the task '%s' (aibox-task --slurm-check exit %d)",
+				    s->td.name, ret);
+		} else if (s->ti.state == TASK_RUNNING || s->ti.state == TASK_QUEUED) {
+			sleep(WAIT_POLL_S);
+		} else {
+			return;
+		}
+		task_info_release(&s->ti);
+		ret = task_info_read(s->td.tasks_fd, s->td.name, time(NULL), &s->ti);
+		if (ret < 0)
+			die_err(ret, "cannot read '%s'", s->td.dir.buf);
+		if (s->ti.state == TASK_UNCHECKED)
+			sleep(WAIT_POLL_S); /* another command checks it */
+	}
 }
 
 /* The record, else result.json; what cannot be read goes to s->problem. */
@@ -132,6 +165,12 @@ static void print_text(struct shown *s)
 	if (ti->state == TASK_QUEUED) {
 		printf("its Slurm job waits in the queue: its results are checked here once it "
 		       "has ended\n");
+		goto out;
+	}
+	if (ti->state == TASK_UNCHECKED) {
+		printf("its Slurm job has ended: 'aibox tasks show --wait %s' checks its results "
+		       "here\n",
+		       ti->id);
 		goto out;
 	}
 	if (ti->state == TASK_RUNNING) {
@@ -231,15 +270,8 @@ int main(int argc, char **argv)
 	}
 	json = flags & 1;
 	open_task(&s, arg);
-	/* --wait: polled, as a detached task's job on a cluster can only be asked about. */
-	while ((flags & 2) && (s.ti.state == TASK_RUNNING || s.ti.state == TASK_QUEUED)) {
-		sleep(WAIT_POLL_S);
-		task_info_release(&s.ti);
-		ret = task_info_read_checked(s.td.tasks_fd, s.td.dir.buf, s.td.name, time(NULL),
-		                             &s.ti);
-		if (ret < 0)
-			die_err(ret, "cannot read '%s'", s.td.dir.buf);
-	}
+	if (flags & 2)
+		wait_ended(&s);
 	read_facts(&s);
 	if (json)
 		print_json(&s);
