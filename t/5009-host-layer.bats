@@ -142,3 +142,42 @@ BUILD/aibox-proxy --listen-fd 3 --log-fd 4 --ready-fd 5 --report-fd 7 --allow ex
 	assert_line "fds: 0 1 2 $kept"
 	assert_line "session: own"
 }
+
+@test "host layer: one builder makes every guest environment: ours wins, NO_PROXY and bad names are left out" {
+	run test-host guest-env --proxy=http://10.0.2.100:3128 --forward --claude \
+		MY_TOKEN=s3cret HOME=/elsewhere NO_PROXY='*' no_proxy='*' '1BAD=x' MY_TOKEN=again \
+		ANTHROPIC_API_KEY=real HTTPS_PROXY=http://evil:1 'NOEQUALS'
+	assert_success
+	assert_line "MY_TOKEN=s3cret"
+	assert_line "HOME=/home/aibox"
+	assert_line "HTTPS_PROXY=http://10.0.2.100:3128"
+	assert_line "ANTHROPIC_API_KEY=sk-ant-aibox-placeholder-the-host-adds-the-key"
+	assert_line "CLAUDE_CODE_MAX_RETRIES=4"
+	assert_line "TERM=dumb"
+	refute_line --partial "NO_PROXY"
+	refute_line --partial "no_proxy"
+	refute_line --partial "BAD"
+	refute_line "MY_TOKEN=again"
+	refute_line "ANTHROPIC_API_KEY=real"
+	refute_line "HTTPS_PROXY=http://evil:1"
+	refute_line --partial "SSL_CERT_FILE"
+	run test-host guest-env --root --term="$(printf 'x\033[2J')"
+	assert_success
+	assert_line "IS_SANDBOX=1"
+	assert_line "TERM=dumb"
+	refute_line --partial "HTTPS_PROXY"
+	run test-host guest-env --term=xterm-256color --git
+	assert_success
+	assert_line "TERM=xterm-256color"
+	assert_line "GIT_CONFIG_NOSYSTEM=1"
+	refute_line --partial "IS_SANDBOX"
+}
+
+@test "host layer: with the task's CA every tool's bundle variable names the guest's bundle, and Node's fetch uses the proxy" {
+	run test-host guest-env --ca --proxy=http://10.0.2.100:3128
+	assert_success
+	for v in SSL_CERT_FILE NODE_EXTRA_CA_CERTS REQUESTS_CA_BUNDLE CURL_CA_BUNDLE GIT_SSL_CAINFO PIP_CERT CARGO_HTTP_CAINFO; do
+		assert_line "$v=/etc/ssl/certs/ca-certificates.crt"
+	done
+	assert_line "NODE_USE_ENV_PROXY=1"
+}
