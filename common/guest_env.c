@@ -12,8 +12,9 @@
 
 /* The variables through which common tools find a CA bundle (docs/proxy.md). */
 static const char *const ca_vars[] = {
-	"SSL_CERT_FILE", "NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE",
-	"GIT_SSL_CAINFO", "PIP_CERT",           "CARGO_HTTP_CAINFO",
+    "SSL_CERT_FILE",     "NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",    "GIT_SSL_CAINFO",      "PIP_CERT",
+    "CARGO_HTTP_CAINFO",
 };
 
 int guest_env_has(const struct strvec *env, const char *name, size_t n)

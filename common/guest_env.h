@@ -17,16 +17,16 @@
 
 /* What guest_env_build() makes an environment of. */
 struct guest_env {
-	const char *path; /* PATH */
-	const char *home; /* HOME */
-	const char *user; /* USER and LOGNAME */
-	const char *term; /* TERM: NULL or not a short printable word: "dumb" */
-	int sandbox;      /* IS_SANDBOX=1: the root session Claude Code asks for */
-	int claude;       /* Claude Code's own switches (task mode) */
-	int git;          /* git's: no system or global config, C locale, no prompt */
+	const char *path;  /* PATH */
+	const char *home;  /* HOME */
+	const char *user;  /* USER and LOGNAME */
+	const char *term;  /* TERM: NULL or not a short printable word: "dumb" */
+	int sandbox;       /* IS_SANDBOX=1: the root session Claude Code asks for */
+	int claude;        /* Claude Code's own switches (task mode) */
+	int git;           /* git's: no system or global config, C locale, no prompt */
 	const char *proxy; /* HTTP(S)_PROXY in both cases, NULL: none */
-	int api_forward;  /* ANTHROPIC_BASE_URL and the key's placeholder */
-	int task_ca;      /* the tools' CA variables point at GUEST_CA_BUNDLE */
+	int api_forward;   /* ANTHROPIC_BASE_URL and the key's placeholder */
+	int task_ca;       /* the tools' CA variables point at GUEST_CA_BUNDLE */
 	/* NAME=value each: the config's env values and the secrets' placeholders,
 	   taken in order; a name already set above, a repeated one, a bad name and
 	   NO_PROXY (which would bypass the proxy) are left out. */
