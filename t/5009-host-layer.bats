@@ -181,3 +181,45 @@ BUILD/aibox-proxy --listen-fd 3 --log-fd 4 --ready-fd 5 --report-fd 7 --allow ex
 	done
 	assert_line "NODE_USE_ENV_PROXY=1"
 }
+
+@test "host layer: a secret not set in the shell stops aibox task (2) and aibox run (125) with the config's path and line" {
+	printf 'env: [CLAUDE_CODE_OAUTH_TOKEN]\nallow: [example.com]\nsecrets:\n  - {env: NPM_TOKEN, hosts: [example.com]}\n' >"$cfg"
+	unset NPM_TOKEN
+	run --separate-stderr aibox task hello
+	assert_failure 2
+	assert_equal "$stderr" "aibox-task: $cfg:4: secrets[0].env: NPM_TOKEN is not set in your shell"
+	run --separate-stderr aibox run -- true
+	assert_failure 125
+	assert_equal "$stderr" "aibox-run: $cfg:4: secrets[0].env: NPM_TOKEN is not set in your shell"
+	NPM_TOKEN= run --separate-stderr aibox task hello
+	assert_failure 2
+	assert_equal "$stderr" "aibox-task: $cfg:4: secrets[0].env: NPM_TOKEN is not set in your shell"
+	assert_not_exist "$HOME/qemu.args"
+}
+
+@test "host layer: a secret's value stays on the host: the VM is told of its name, QEMU and the task folder never see the value" {
+	printf 'env: [CLAUDE_CODE_OAUTH_TOKEN]\nallow: [example.com]\nsecrets:\n  - {env: NPM_TOKEN, hosts: [example.com]}\n' >"$cfg"
+	export NPM_TOKEN=npm_s3cretvalue-4711
+	boot task aibox task hello
+	assert_failure
+	run jq -c .env_names "$T/task.args.settings"
+	assert_success
+	assert_output '["CLAUDE_CODE_OAUTH_TOKEN","NPM_TOKEN"]'
+	run grep -rl npm_s3cretvalue-4711 "$T/task.args" "$T/task.args.settings" "$AIBOX_HOME"
+	assert_failure 1
+	assert_output ""
+}
+
+@test "host layer: a secret's placeholder is new for each task, with the fixed prefix, and the value is never written" {
+	printf 'allow: [example.com]\nsecrets:\n  - {env: NPM_TOKEN, hosts: [example.com]}\n  - {env: GH_TOKEN, hosts: [example.com]}\n' >"$T/c.yaml"
+	NPM_TOKEN=npm_s3cret GH_TOKEN=gh_s3cret run test-host env-take "$T/c.yaml"
+	assert_success
+	assert_equal "${#lines[@]}" 2
+	[[ "${lines[0]}" =~ ^NPM_TOKEN=aibox-secret-[0-9a-f]{32}$ ]] || fail "${lines[0]}"
+	[[ "${lines[1]}" =~ ^GH_TOKEN=aibox-secret-[0-9a-f]{32}$ ]] || fail "${lines[1]}"
+	first=${lines[0]}
+	refute_output --partial s3cret
+	NPM_TOKEN=npm_s3cret GH_TOKEN=gh_s3cret run test-host env-take "$T/c.yaml"
+	assert_success
+	[[ "${lines[0]}" != "$first" ]] || fail "the same placeholder twice: $first"
+}

@@ -8,6 +8,9 @@
  *   test-host guest-env [FLAG...] [NAME=VALUE...]
  *	print guest_env_build()'s environment, one variable a line; flags:
  *	--root, --git, --claude, --forward, --ca, --proxy=URL, --term=T
+ *   test-host env-take CONFIG
+ *	host_env_take() of CONFIG: the names and values the VM would get,
+ *	NAME=VALUE a line; "error: REASON" (exit 1) when refused
  *   test-host worker pdeath|detach
  *	spawn_worker() with that flag, an extra fd open in the parent; the
  *	worker prints "fds: N..." (its open fds), "stdin: TARGET", and
@@ -103,6 +106,25 @@ static int cmd_worker(int argc, char **argv)
 	return 0;
 }
 
+static int cmd_env_take(int argc, char **argv)
+{
+	struct host_env e = HOST_ENV_INIT;
+	struct config cfg;
+	struct buf err = BUF_INIT;
+
+	if (argc != 1)
+		die("usage: test-host env-take CONFIG");
+	if (config_load(&cfg, argv[0], &err) < 0 || host_env_take(&e, &cfg, argv[0], &err) < 0) {
+		printf("error: %s\n", err.buf);
+		return 1;
+	}
+	for (size_t i = 0; i < e.names.nr; i++)
+		printf("%s=%s\n", e.names.v[i], e.values.v[i]);
+	host_env_release(&e);
+	config_release(&cfg);
+	return 0;
+}
+
 static int cmd_guest_env(int argc, char **argv)
 {
 	struct guest_env g = {.path = "/bin", .home = "/home/aibox", .user = "aibox"};
@@ -143,6 +165,8 @@ int main(int argc, char **argv)
 		return cmd_worker(argc - 2, argv + 2);
 	if (argc >= 2 && !strcmp(argv[1], "env-json"))
 		return cmd_env_json(argc - 2, argv + 2);
+	if (argc >= 2 && !strcmp(argv[1], "env-take"))
+		return cmd_env_take(argc - 2, argv + 2);
 	if (argc >= 2 && !strcmp(argv[1], "guest-env"))
 		return cmd_guest_env(argc - 2, argv + 2);
 	die("usage: test-host env-json [--object] NAME=VALUE...");
