@@ -81,8 +81,8 @@ static int constraint(const char *entry, struct buf *nc, struct buf *err)
 		return 0;
 	}
 	n = strcspn(entry, ":");
-	if (!n || n >= sizeof(host) || strspn(entry, "abcdefghijklmnopqrstuvwxyz0123456789.-*:") !=
-	                                   strlen(entry))
+	if (!n || n >= sizeof(host) ||
+	    strspn(entry, "abcdefghijklmnopqrstuvwxyz0123456789.-*:") != strlen(entry))
 		return bad_host(entry, err);
 	memcpy(host, entry, n);
 	host[n] = '\0';
@@ -128,8 +128,8 @@ int task_ca_make(struct task_ca *ca, const char *const *hosts, size_t n, long va
 	if (!X509_set_version(ca->cert, 2) || !set_serial(ca->cert) ||
 	    !X509_gmtime_adj(X509_getm_notBefore(ca->cert), -60) ||
 	    !X509_time_adj_ex(X509_getm_notAfter(ca->cert), 0, valid_s, NULL) ||
-	    !X509_NAME_add_entry_by_txt(name, "O", MBSTRING_ASC, (const unsigned char *)"aibox",
-	                                -1, -1, 0) ||
+	    !X509_NAME_add_entry_by_txt(name, "O", MBSTRING_ASC, (const unsigned char *)"aibox", -1,
+	                                -1, 0) ||
 	    !X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
 	                                (const unsigned char *)"aibox task CA", -1, -1, 0) ||
 	    !X509_set_issuer_name(ca->cert, name) || !X509_set_pubkey(ca->cert, ca->key) ||
@@ -182,8 +182,8 @@ X509 *task_ca_issue(const struct task_ca *ca, const char *host, struct buf *err)
 	    !X509_gmtime_adj(X509_getm_notBefore(c), -60) ||
 	    !ASN1_TIME_set(X509_getm_notAfter(c), (time_t)ca->not_after) ||
 	    /* An address in CN would be checked against the DNS constraints: SAN only. */
-	    !X509_NAME_add_entry_by_txt(name, "O", MBSTRING_ASC, (const unsigned char *)"aibox",
-	                                -1, -1, 0) ||
+	    !X509_NAME_add_entry_by_txt(name, "O", MBSTRING_ASC, (const unsigned char *)"aibox", -1,
+	                                -1, 0) ||
 	    (!is_ip && !X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
 	                                           (const unsigned char *)host, -1, -1, 0)) ||
 	    !X509_set_issuer_name(c, X509_get_subject_name(ca->cert)) ||

@@ -30,8 +30,8 @@ int main(int argc, char **argv)
 		die("usage: test-ca DIR VALID_S ENTRY... [-- HOST...]");
 	while (n < argc && strcmp(argv[n], "--"))
 		n++;
-	if (task_ca_make(&ca, (const char *const *)argv + 3, (size_t)(n - 3), atol(argv[2]),
-	                 &err) < 0) {
+	if (task_ca_make(&ca, (const char *const *)argv + 3, (size_t)(n - 3), atol(argv[2]), &err) <
+	    0) {
 		printf("error: %s\n", err.buf);
 		return 1;
 	}
