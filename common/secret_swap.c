@@ -13,8 +13,8 @@
 #include "banned.h"
 
 /* Append s (len bytes) to out with every placeholder of the allowed secrets swapped. */
-static int swap_in(const struct swap_secret *sec, size_t n, const char *s, size_t len,
-                   int query, struct buf *out, unsigned *used)
+static int swap_in(const struct swap_secret *sec, size_t n, const char *s, size_t len, int query,
+                   struct buf *out, unsigned *used)
 {
 	int swapped = 0;
 
@@ -22,7 +22,8 @@ static int swap_in(const struct swap_secret *sec, size_t n, const char *s, size_
 		size_t best = len, which = n;
 
 		for (size_t i = 0; i < n; i++) {
-			const char *p = memmem(s, len, sec[i].placeholder, strlen(sec[i].placeholder));
+			const char *p =
+			    memmem(s, len, sec[i].placeholder, strlen(sec[i].placeholder));
 
 			if (p && (size_t)(p - s) < best) {
 				best = (size_t)(p - s);
@@ -34,7 +35,8 @@ static int swap_in(const struct swap_secret *sec, size_t n, const char *s, size_
 			break;
 		if (query) {
 			for (const char *v = sec[which].value; *v; v++)
-				if (strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~",
+				if (strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz012"
+				           "3456789-._~",
 				           *v))
 					buf_add(out, v, 1);
 				else
@@ -156,7 +158,8 @@ int swap_request_head(const struct swap_secret *secrets, size_t n, const char *h
 		}
 		if (q) {
 			buf_add(&out, p, (size_t)(q + 1 - p));
-			swapped += swap_in(secrets, n, q + 1, (size_t)(eol - q - 1), 0, &out, &mask);
+			swapped +=
+			    swap_in(secrets, n, q + 1, (size_t)(eol - q - 1), 0, &out, &mask);
 			buf_addstr(&out, "\r\n");
 		} else {
 			buf_add(&out, p, (size_t)(eol + 2 - p));
@@ -283,4 +286,68 @@ int swap_rule_allows(const struct config_rule *r, const char *method, const char
 		buf_addf(why, "path %.200s is not allowed", path.buf);
 	buf_release(&path);
 	return ok;
+}
+
+void swap_echo_init(struct swap_echo *e, const struct swap_secret *secrets, size_t n)
+{
+	e->secrets = secrets;
+	e->n = n;
+	e->longest = 0;
+	for (size_t i = 0; i < n; i++)
+		if (strlen(secrets[i].value) > e->longest)
+			e->longest = strlen(secrets[i].value);
+	e->held = (struct buf)BUF_INIT;
+}
+
+/* Pass held on to out with every value replaced, keeping back `keep` bytes at most. */
+static void echo_flush(struct swap_echo *e, size_t keep, struct buf *out)
+{
+	const char *s = e->held.buf;
+	size_t len = e->held.len, pass;
+
+	for (;;) {
+		size_t best = len, which = e->n;
+
+		for (size_t i = 0; i < e->n; i++) {
+			const char *p =
+			    memmem(s, len, e->secrets[i].value, strlen(e->secrets[i].value));
+
+			if (p && (size_t)(p - s) < best) {
+				best = (size_t)(p - s);
+				which = i;
+			}
+		}
+		if (which == e->n)
+			break;
+		buf_add(out, s, best);
+		buf_addstr(out, e->secrets[which].placeholder);
+		s += best + strlen(e->secrets[which].value);
+		len -= best + strlen(e->secrets[which].value);
+	}
+	pass = len > keep ? len - keep : 0;
+	buf_add(out, s, pass);
+	s += pass;
+	len -= pass;
+	memmove(e->held.buf, s, len);
+	buf_wipe_setlen(&e->held, len);
+}
+
+void swap_echo_feed(struct swap_echo *e, const char *in, size_t len, struct buf *out)
+{
+	if (!e->n) {
+		buf_add(out, in, len);
+		return;
+	}
+	buf_add(&e->held, in, len);
+	echo_flush(e, e->longest - 1, out);
+}
+
+void swap_echo_end(struct swap_echo *e, struct buf *out)
+{
+	echo_flush(e, 0, out);
+}
+
+void swap_echo_release(struct swap_echo *e)
+{
+	buf_wipe_release(&e->held);
 }

@@ -11,6 +11,7 @@
 #include <stddef.h>
 
 #include "allow.h"
+#include "buf.h"
 
 struct buf;
 struct strvec;
@@ -58,5 +59,23 @@ int swap_normalize_path(const char *target, struct buf *out);
 struct config_rule;
 int swap_rule_allows(const struct config_rule *r, const char *method, const char *target,
                      struct buf *why);
+
+/*
+ * An intercepted answer on its way to the VM (headers and body alike): each
+ * secret's value, where it comes back as it is, is replaced by its
+ * placeholder, also when it is split across reads.  feed() appends to out
+ * what can be passed now and keeps back fewer bytes than the longest value;
+ * end() appends those.  release() wipes what is kept.  Other spellings of a
+ * value (base64, percent-encoded) are not looked for.
+ */
+struct swap_echo {
+	const struct swap_secret *secrets;
+	size_t n, longest;
+	struct buf held;
+};
+void swap_echo_init(struct swap_echo *e, const struct swap_secret *secrets, size_t n);
+void swap_echo_feed(struct swap_echo *e, const char *in, size_t len, struct buf *out);
+void swap_echo_end(struct swap_echo *e, struct buf *out);
+void swap_echo_release(struct swap_echo *e);
 
 #endif

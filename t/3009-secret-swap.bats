@@ -131,3 +131,17 @@ X-A: 1"
 	assert_success
 	assert_output "allowed"
 }
+
+@test "secret swap: a value echoed in an answer reaches the VM as its placeholder, split across reads or not" {
+	printf 'HTTP/1.1 200 OK\r\nX-Echo: npm_s3cret\r\n\r\n{"token": "npm_s3cret", "other": "gh_v4lue", "npm_s3cre": 1}npm_s3cret' >"$T/answer"
+	want='HTTP/1.1 200 OK\r\nX-Echo: PH1\r\n\r\n{"token": "PH1", "other": "PH2", "npm_s3cre": 1}PH1'
+	for chunk in 1 2 3 7 10 1000; do
+		run test-swap echo $chunk npm_s3cret PH1 gh_v4lue PH2 <"$T/answer"
+		assert_success
+		assert_output "$(printf "$want")"
+	done
+	# an answer cut inside a value's first bytes is passed as it came
+	run test-swap echo 1 npm_s3cret PH1 < <(printf 'abc npm_s3cr')
+	assert_success
+	assert_output 'abc npm_s3cr'
+}

@@ -9,6 +9,9 @@
  *   test-swap rule METHODS PATHS METHOD TARGET
  *	swap_rule_allows() of a rule (METHODS, PATHS comma-separated, "-" for
  *	any): "allowed", or "refused: WHY"
+ *   test-swap echo CHUNK VALUE PLACEHOLDER...
+ *	stdin through swap_echo_feed() CHUNK bytes at a time, then
+ *	swap_echo_end(), to stdout
  *   test-swap path TARGET
  *	swap_normalize_path(): the path, or "error"
  */
@@ -74,6 +77,30 @@ static int cmd_head(int argc, char **argv)
 	return ret < 0;
 }
 
+static int cmd_echo(int argc, char **argv)
+{
+	struct swap_secret sec[8];
+	struct swap_echo e;
+	struct buf in = BUF_INIT, out = BUF_INIT;
+	size_t chunk, n = 0;
+
+	if (argc < 3 || (argc - 1) % 2 || (argc - 1) / 2 > 8 || !(chunk = (size_t)atol(argv[0])))
+		die("usage: test-swap echo CHUNK VALUE PLACEHOLDER...");
+	for (int i = 1; i < argc; i += 2, n++)
+		sec[n] = (struct swap_secret){"S", argv[i + 1], argv[i], ALLOW_LIST_INIT};
+	if (buf_read_fd(&in, 0, 64 << 20) < 0)
+		die("cannot read stdin");
+	swap_echo_init(&e, sec, n);
+	for (size_t at = 0; at < in.len; at += chunk)
+		swap_echo_feed(&e, in.buf + at, in.len - at < chunk ? in.len - at : chunk, &out);
+	swap_echo_end(&e, &out);
+	swap_echo_release(&e);
+	fwrite(out.buf, 1, out.len, stdout);
+	buf_release(&in);
+	buf_release(&out);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	tool_init(argc, argv);
@@ -95,6 +122,8 @@ int main(int argc, char **argv)
 		buf_release(&why);
 		return !ok;
 	}
+	if (argc >= 2 && !strcmp(argv[1], "echo"))
+		return cmd_echo(argc - 2, argv + 2);
 	if (argc == 3 && !strcmp(argv[1], "path")) {
 		struct buf out = BUF_INIT;
 		int ret = swap_normalize_path(argv[2], &out);
