@@ -33,6 +33,7 @@ int main(int argc, char **argv)
 	if (task_ca_make(&ca, (const char *const *)argv + 3, (size_t)(n - 3), atol(argv[2]), &err) <
 	    0) {
 		printf("error: %s\n", err.buf);
+		buf_release(&err);
 		return 1;
 	}
 	task_ca_pem(&ca, &pem);

@@ -116,6 +116,9 @@ static int cmd_env_take(int argc, char **argv)
 		die("usage: test-host env-take CONFIG");
 	if (config_load(&cfg, argv[0], &err) < 0 || host_env_take(&e, &cfg, argv[0], &err) < 0) {
 		printf("error: %s\n", err.buf);
+		buf_release(&err);
+		host_env_release(&e);
+		config_release(&cfg);
 		return 1;
 	}
 	for (size_t i = 0; i < e.names.nr; i++)
