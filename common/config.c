@@ -47,6 +47,13 @@ const char config_default_text[] =
     "env:\n"
     "  - ANTHROPIC_API_KEY\n"
     "\n"
+    "# Secrets the VM uses without seeing them: it gets a placeholder under the\n"
+    "# same name, which stands for the value only toward the hosts listed\n"
+    "# (each also in allow; docs/config.md).\n"
+    "# secrets:\n"
+    "#   - env: NPM_TOKEN\n"
+    "#     hosts: [registry.npmjs.org]\n"
+    "\n"
     "# Host folders the VM sees, always read-only.\n"
     "# mounts:\n"
     "#   - host: ~/datasets\n"
@@ -376,12 +383,14 @@ static int build_tree(struct ctx *c, const char *data, size_t len, struct node *
 
 /* ---- the schema ---- */
 
-static const char *const top_keys[] = {"allow", "mounts", "skills", "agents", "commands",
-                                       "path",  "env",    "git",    "memory", "cpus",
-                                       "disk",  "budget", "slurm",  NULL};
+static const char *const top_keys[] = {"allow", "mounts", "skills", "agents",  "commands",
+                                       "path",  "env",    "git",    "memory",  "cpus",
+                                       "disk",  "budget", "slurm",  "secrets", NULL};
 static const char *const mount_keys[] = {"host", "vm", "read-only", NULL};
 static const char *const git_keys[] = {"url", "token", "auth", "user", "fetch", "push", NULL};
 static const char *const budget_keys[] = {"task", "day", NULL};
+static const char *const rule_keys[] = {"host", "methods", "paths", NULL};
+static const char *const secret_keys[] = {"env", "hosts", NULL};
 static const char *const slurm_keys[] = {"partition", "account", "options", "shared", NULL};
 
 static void list_keys(struct buf *b, const char *const *keys)
@@ -584,18 +593,137 @@ static int check_allow_entry(char *s, struct buf *err)
 	return check_host_port(s, err);
 }
 
+/* A method of an allow rule: an uppercase token, like GET. */
+static int rule_method_ok(const char *m)
+{
+	size_t n = strlen(m);
+
+	return n && n <= 32 && strspn(m, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") == n;
+}
+
+/*
+ * A path pattern of an allow rule: '/' then printable ASCII without space,
+ * '?', '#' or '%', no '.' or '..' segment and no '//' (the proxy matches
+ * the request's path after it decoded and resolved those: docs/proxy.md).
+ */
+static const char *rule_path_why(const char *p)
+{
+	if (p[0] != '/')
+		return "must start with '/'";
+	if (strlen(p) > 1024)
+		return "is longer than 1024 bytes";
+	for (const char *q = p; *q; q++)
+		if (*q <= ' ' || *q > '~' || *q == '?' || *q == '#' || *q == '%')
+			return "holds a space, a control or non-ASCII byte, '?', '#' or '%'";
+	for (const char *q = p; q; q = strchr(q + 1, '/'))
+		if (!strcmp(q, "/.") || !strncmp(q, "/./", 3) || !strcmp(q, "/..") ||
+		    !strncmp(q, "/../", 4) || !strncmp(q, "//", 2))
+			return "cannot hold '.', '..' or '//' segments";
+	return NULL;
+}
+
+/* methods: or paths: of an allow rule at key, into out. */
+static int check_rule_list(struct ctx *c, const struct node *v, const char *key, int methods,
+                           struct strvec *out)
+{
+	size_t nr = 0;
+	int ret = want_list(c, v, key, CONFIG_MAX_RULE_ITEMS,
+	                    methods ? "[GET, POST]" : "[\"/repos/you/project/*\"]", &nr);
+
+	if (!ret && !nr)
+		return fail(c, v, key, "must list at least one %s (leave the key out for any)",
+		            methods ? "method" : "path");
+	for (size_t i = 0; !ret && i < nr; i++) {
+		const struct node *e = v->items[i];
+		const char *why;
+
+		if ((ret = want_string(c, e, key)))
+			break;
+		if (methods && !rule_method_ok(e->str))
+			return fail(c, e, key,
+			            "'%.64s' is not an HTTP method in capitals, like GET", e->str);
+		if (!methods && (why = rule_path_why(e->str)))
+			return fail(c, e, key, "'%.64s' %s", e->str, why);
+		strvec_push(out, e->str);
+	}
+	return ret;
+}
+
+/* allow[i] in its map form: {host, methods, paths}. */
+static int check_allow_rule(struct ctx *c, const struct node *e, const char *key,
+                            struct config *cfg)
+{
+	struct config_rule *r;
+	struct buf k = BUF_INIT, why = BUF_INIT;
+	const struct node *host = NULL;
+	int ret = 0;
+
+	r = &cfg->rules[cfg->nr_rules];
+	memset(r, 0, sizeof(*r));
+	strvec_init(&r->methods);
+	strvec_init(&r->paths);
+	r->line = e->line;
+	cfg->nr_rules++;
+	for (size_t i = 0; !ret && i < e->nr; i += 2) {
+		const struct node *kn = e->items[i], *vn = e->items[i + 1];
+
+		if (!known(kn->str, rule_keys)) {
+			ret = unknown_key(c, kn, key, rule_keys);
+			break;
+		}
+		buf_reset(&k);
+		buf_addf(&k, "%s.%s", key, kn->str);
+		if (!strcmp(kn->str, "host")) {
+			if ((ret = want_string(c, vn, k.buf)))
+				break;
+			host = vn;
+		} else {
+			ret =
+			    check_rule_list(c, vn, k.buf, !strcmp(kn->str, "methods"),
+			                    !strcmp(kn->str, "methods") ? &r->methods : &r->paths);
+		}
+	}
+	if (!ret && !host)
+		ret = fail(c, e, key, "needs a host, like {host: api.github.com, methods: [GET]}");
+	if (!ret) {
+		buf_reset(&k);
+		buf_addf(&k, "%s.host", key);
+		r->host = xstrdup(host->str);
+		lowercase(r->host);
+		if (!strncmp(r->host, "preset:", 7))
+			ret = fail(c, host, k.buf, "a rule names one host, not a preset");
+		else if (check_allow_entry(r->host, &why) < 0)
+			ret = fail(c, host, k.buf, "'%s': %s", host->str, why.buf);
+	}
+	for (size_t i = 0; !ret && i + 1 < cfg->nr_rules; i++)
+		if (!strcmp(cfg->rules[i].host, r->host))
+			ret = fail(c, host, k.buf, "%s has a rule already (line %zu)", r->host,
+			           cfg->rules[i].line);
+	if (!ret)
+		strvec_push(&cfg->allow, r->host);
+	buf_release(&k);
+	buf_release(&why);
+	return ret;
+}
+
 static int check_allow(struct ctx *c, const struct node *v, struct config *cfg)
 {
 	struct buf key = BUF_INIT, why = BUF_INIT;
 	size_t nr = 0;
 	int ret = want_list(c, v, "allow", CONFIG_MAX_ALLOW, "[api.anthropic.com]", &nr);
 
+	if (!ret && nr)
+		cfg->rules = xcalloc(nr, sizeof(*cfg->rules));
 	for (size_t i = 0; !ret && i < nr; i++) {
 		const struct node *e = v->items[i];
 		char *s;
 
 		buf_reset(&key);
 		buf_addf(&key, "allow[%zu]", i);
+		if (e->kind == NODE_MAP) {
+			ret = check_allow_rule(c, e, key.buf, cfg);
+			continue;
+		}
 		if ((ret = want_string(c, e, key.buf)))
 			break;
 		s = xstrdup(e->str);
@@ -873,6 +1001,165 @@ static int check_env(struct ctx *c, const struct node *v, struct config *cfg)
 		    fail(c, base_url, "env",
 		         "ANTHROPIC_BASE_URL cannot be set next to ANTHROPIC_API_KEY: aibox points "
 		         "it at its own port, which adds the key on the host");
+	buf_release(&key);
+	return ret;
+}
+
+/*
+ * Whether the allow list (its entries that are no preset) lets the VM reach
+ * the secret's host entry h: a name or address it matches, or for
+ * "*.domain" the same wildcard entry.
+ */
+static int secret_host_allowed(const struct config *cfg, const char *h)
+{
+	struct allow_list al = ALLOW_LIST_INIT, one = ALLOW_LIST_INIT;
+	struct buf why = BUF_INIT;
+	int ok = 0;
+
+	for (size_t i = 0; i < cfg->allow.nr; i++)
+		if (strncmp(cfg->allow.v[i], "preset:", 7))
+			allow_add(&al, cfg->allow.v[i], NULL, &why);
+	if (allow_add(&one, h, NULL, &why) == 0 && one.nr == 1) {
+		const struct allow_entry *e = &one.v[0];
+
+		if (e->kind != ALLOW_WILDCARD) {
+			char lit[64];
+
+			if (e->kind == ALLOW_ADDR)
+				inet_ntop(e->family, e->addr, lit, sizeof(lit));
+			ok = allow_match(&al, e->kind == ALLOW_ADDR ? lit : e->host, e->port) !=
+			     NULL;
+		}
+		for (size_t i = 0; !ok && i < al.nr; i++)
+			ok = al.v[i].kind == e->kind && al.v[i].port == e->port &&
+			     !strcmp(al.v[i].host, e->host) && e->kind == ALLOW_WILDCARD;
+	}
+	allow_clear(&al);
+	allow_clear(&one);
+	buf_release(&why);
+	return ok;
+}
+
+/* One secrets[i]: {env: NAME, hosts: [...]}. */
+static int check_secret(struct ctx *c, const struct node *e, const char *key, struct config *cfg)
+{
+	struct config_secret *sc = &cfg->secrets[cfg->nr_secrets];
+	const struct node *env = NULL, *hosts = NULL;
+	struct buf k = BUF_INIT, why = BUF_INIT;
+	size_t nr = 0;
+	int ret = 0;
+
+	memset(sc, 0, sizeof(*sc));
+	strvec_init(&sc->hosts);
+	sc->line = e->line;
+	cfg->nr_secrets++;
+	if (e->kind != NODE_MAP)
+		return fail(c, e, key,
+		            "must be a mapping like {env: NPM_TOKEN, hosts: "
+		            "[registry.npmjs.org]}, not %s",
+		            kind_name(e));
+	for (size_t i = 0; !ret && i < e->nr; i += 2) {
+		const struct node *kn = e->items[i];
+
+		if (!known(kn->str, secret_keys))
+			return unknown_key(c, kn, key, secret_keys);
+		if (!strcmp(kn->str, "env"))
+			env = e->items[i + 1];
+		else
+			hosts = e->items[i + 1];
+	}
+	if (!env)
+		return fail(c, e, key, "needs env: the host variable that holds the value");
+	if (!hosts)
+		return fail(c, e, key, "needs hosts: the hosts the value may be sent to");
+	buf_addf(&k, "%s.env", key);
+	if ((ret = want_string(c, env, k.buf)))
+		goto out;
+	if (!guest_env_name_valid(env->str)) {
+		ret = fail(c, env, k.buf, "'%.64s' is not a variable name", env->str);
+		goto out;
+	}
+	if (known(env->str, env_reserved) || is_proxy_var(env->str)) {
+		ret = fail(c, env, k.buf, "%s is set by aibox in the VM", env->str);
+		goto out;
+	}
+	if (!strcmp(env->str, "ANTHROPIC_API_KEY") || !strcmp(env->str, "ANTHROPIC_BASE_URL")) {
+		ret = fail(c, env, k.buf,
+		           "%s is the API's: list ANTHROPIC_API_KEY under env, and the proxy adds "
+		           "it on the host",
+		           env->str);
+		goto out;
+	}
+	for (size_t j = 0; j < cfg->env.nr; j++)
+		if (!strcmp(cfg->env.v[j], env->str)) {
+			ret =
+			    fail(c, env, k.buf,
+			         "%s is also in env, which would give the VM its value", env->str);
+			goto out;
+		}
+	for (size_t j = 0; j < cfg->nr_git; j++)
+		if (cfg->git[j].token_env && !strcmp(cfg->git[j].token_env, env->str)) {
+			ret = fail(c, env, k.buf,
+			           "%s is the token of git[%zu], which the broker keeps", env->str,
+			           j);
+			goto out;
+		}
+	for (size_t j = 0; j + 1 < cfg->nr_secrets; j++)
+		if (!strcmp(cfg->secrets[j].env, env->str)) {
+			ret = fail(c, env, k.buf, "%s is listed twice", env->str);
+			goto out;
+		}
+	sc->env = xstrdup(env->str);
+	buf_reset(&k);
+	buf_addf(&k, "%s.hosts", key);
+	if ((ret =
+	         want_list(c, hosts, k.buf, CONFIG_MAX_SECRET_HOSTS, "[registry.npmjs.org]", &nr)))
+		goto out;
+	if (!nr) {
+		ret = fail(c, hosts, k.buf, "must name at least one host the value may go to");
+		goto out;
+	}
+	for (size_t i = 0; i < nr; i++) {
+		const struct node *h = hosts->items[i];
+		char *s;
+
+		if ((ret = want_string(c, h, k.buf)))
+			goto out;
+		s = xstrdup(h->str);
+		lowercase(s);
+		buf_reset(&why);
+		if (!strncmp(s, "preset:", 7))
+			buf_addstr(&why, "name a host, not a preset");
+		else if (check_allow_entry(s, &why) == 0 && !secret_host_allowed(cfg, s))
+			buf_addstr(&why, "is not allowed: add it to allow too");
+		if (why.len) {
+			ret = fail(c, h, k.buf, "'%.200s': %s", h->str, why.buf);
+			free(s);
+			goto out;
+		}
+		strvec_push(&sc->hosts, s);
+		free(s);
+	}
+out:
+	buf_release(&k);
+	buf_release(&why);
+	return ret;
+}
+
+static int check_secrets(struct ctx *c, const struct node *v, struct config *cfg)
+{
+	struct buf key = BUF_INIT;
+	size_t nr = 0;
+	int ret = want_list(c, v, "secrets", CONFIG_MAX_SECRETS,
+	                    "[{env: NPM_TOKEN, hosts: [registry.npmjs.org]}]", &nr);
+
+	if (!ret && nr)
+		cfg->secrets = xcalloc(nr, sizeof(*cfg->secrets));
+	for (size_t i = 0; !ret && i < nr; i++) {
+		buf_reset(&key);
+		buf_addf(&key, "secrets[%zu]", i);
+		ret = check_secret(c, v->items[i], key.buf, cfg);
+	}
 	buf_release(&key);
 	return ret;
 }
@@ -1295,6 +1582,8 @@ static int check_root(struct ctx *c, const struct node *root, struct config *cfg
 		ret = check_budget(c, val[11], cfg);
 	if (!ret && val[12])
 		ret = check_slurm(c, val[12], cfg);
+	if (!ret && val[13])
+		ret = check_secrets(c, val[13], cfg);
 	/* A token the broker holds must not also be handed to the VM. */
 	for (size_t i = 0; !ret && i < cfg->nr_git; i++) {
 		const char *t = cfg->git[i].token_env;
@@ -1335,6 +1624,21 @@ void config_release(struct config *cfg)
 {
 	strvec_clear(&cfg->allow);
 	strvec_clear(&cfg->env);
+	for (size_t i = 0; i < cfg->nr_rules; i++) {
+		free(cfg->rules[i].host);
+		strvec_clear(&cfg->rules[i].methods);
+		strvec_clear(&cfg->rules[i].paths);
+	}
+	free(cfg->rules);
+	cfg->rules = NULL;
+	cfg->nr_rules = 0;
+	for (size_t i = 0; i < cfg->nr_secrets; i++) {
+		free(cfg->secrets[i].env);
+		strvec_clear(&cfg->secrets[i].hosts);
+	}
+	free(cfg->secrets);
+	cfg->secrets = NULL;
+	cfg->nr_secrets = 0;
 	for (size_t i = 0; i < cfg->nr_mounts; i++) {
 		free(cfg->mounts[i].host);
 		free(cfg->mounts[i].vm);

@@ -29,15 +29,18 @@
 
 struct buf;
 
-#define CONFIG_MAX_BYTES  (256 * 1024)
-#define CONFIG_MAX_DEPTH  8 /* the schema needs 4 */
-#define CONFIG_MAX_NODES  20000
-#define CONFIG_MAX_SCALAR 4096 /* bytes in any one key or value */
-#define CONFIG_MAX_ALLOW  256
-#define CONFIG_MAX_MOUNTS 32
-#define CONFIG_MAX_ENV    128
-#define CONFIG_MAX_GIT    32
-#define CONFIG_MAX_PUSH   64
+#define CONFIG_MAX_BYTES        (256 * 1024)
+#define CONFIG_MAX_DEPTH        8 /* the schema needs 4 */
+#define CONFIG_MAX_NODES        20000
+#define CONFIG_MAX_SCALAR       4096 /* bytes in any one key or value */
+#define CONFIG_MAX_ALLOW        256
+#define CONFIG_MAX_MOUNTS       32
+#define CONFIG_MAX_ENV          128
+#define CONFIG_MAX_GIT          32
+#define CONFIG_MAX_PUSH         64
+#define CONFIG_MAX_SECRETS      32
+#define CONFIG_MAX_SECRET_HOSTS 32
+#define CONFIG_MAX_RULE_ITEMS   64 /* methods or paths of one allow rule */
 
 /* Defaults and ranges; memory and disk in MiB. */
 #define CONFIG_DEFAULT_PATH       GUEST_PROJECT_PATH
@@ -83,6 +86,31 @@ struct config_git {
 	struct strvec push; /* branch names and patterns ('*' matches any run) */
 };
 
+/*
+ * An allow entry in its map form, {host: H, methods: [...], paths: [...]}
+ * (docs/config.md, "allow"): the proxy intercepts H's TLS and lets through
+ * only the requests whose method and path match (docs/proxy.md).  The host
+ * is also on config.allow.
+ */
+struct config_rule {
+	char *host;            /* an allow entry, lowercased; no preset */
+	struct strvec methods; /* uppercase tokens; empty: any method */
+	struct strvec paths;   /* '/'-rooted patterns, '*' matches any run; empty: any */
+	size_t line;           /* of the entry in the file */
+};
+
+/*
+ * A secret the VM uses without seeing it (docs/config.md, "secrets"): the
+ * VM's NAME holds a placeholder that the proxy swaps for the value toward
+ * the hosts named.  Each host is an allow entry (not a preset, not '*') that
+ * the allow list allows.
+ */
+struct config_secret {
+	char *env;           /* NAME of the host variable that holds the value */
+	struct strvec hosts; /* allow entries, lowercased */
+	size_t line;         /* of the entry in the file */
+};
+
 /* Which keys the file set itself (the rest hold their defaults). */
 #define CONFIG_SET_ALLOW    0x001
 #define CONFIG_SET_MOUNTS   0x002
@@ -97,6 +125,7 @@ struct config_git {
 #define CONFIG_SET_DISK     0x400
 #define CONFIG_SET_BUDGET   0x800
 #define CONFIG_SET_SLURM    0x1000
+#define CONFIG_SET_SECRETS  0x2000
 
 #define CONFIG_MAX_SLURM_OPTIONS 32
 
@@ -123,6 +152,10 @@ struct config {
 	/* budget: caps in nano-USD (common/usage.h, docs/budget.md), 0: none. */
 	uint64_t budget_task, budget_day;
 	struct config_slurm slurm;
+	struct config_rule *rules; /* allow's map entries, in order */
+	size_t nr_rules;
+	struct config_secret *secrets;
+	size_t nr_secrets;
 	unsigned set; /* CONFIG_SET_* */
 };
 

@@ -40,7 +40,39 @@ int host_project_lock(const struct project *p, struct buf *err)
 	return fd;
 }
 
-int host_env_take(struct host_env *e, const struct config *cfg, struct buf *err)
+/* Each of cfg's secrets: its value kept for the proxy, its placeholder for the VM. */
+static int take_secrets(struct host_env *e, const struct config *cfg, const char *cfg_path,
+                        struct buf *err)
+{
+	struct buf v = BUF_INIT;
+	char ph[SECRET_PLACEHOLDER_LEN + 1];
+	int ret = 0;
+
+	for (size_t i = 0; i < cfg->nr_secrets && !ret; i++) {
+		const struct config_secret *sc = &cfg->secrets[i];
+
+		buf_reset(&v);
+		buf_grow(&v, 4096);
+		if (secret_take_env(sc->env, &v) <= 0 || !v.len) {
+			buf_addf(err, "%s:%zu: secrets[%zu].env: %s is not set in your shell",
+			         cfg_path, sc->line, i, sc->env);
+			ret = -EINVAL;
+		} else if ((ret = secret_placeholder(ph)) < 0) {
+			buf_addf(err, "cannot make a placeholder for %s: %s", sc->env,
+			         strerror(-ret));
+		} else {
+			strvec_push(&e->secret_values, v.buf);
+			strvec_push(&e->placeholders, ph);
+			strvec_push(&e->names, sc->env);
+			strvec_push(&e->values, ph);
+		}
+	}
+	buf_wipe_release(&v);
+	return ret;
+}
+
+int host_env_take(struct host_env *e, const struct config *cfg, const char *cfg_path,
+                  struct buf *err)
 {
 	struct buf v = BUF_INIT, oauth = BUF_INIT;
 	struct login *l = &e->login;
@@ -78,6 +110,8 @@ int host_env_take(struct host_env *e, const struct config *cfg, struct buf *err)
 		strvec_push(&e->values, v.buf);
 	}
 	ret = broker_tokens_take(cfg, &e->tokens, err);
+	if (!ret)
+		ret = take_secrets(e, cfg, cfg_path, err);
 	buf_wipe_release(&v);
 	buf_wipe_release(&oauth);
 	return ret;
@@ -139,6 +173,8 @@ void host_env_release(struct host_env *e)
 	buf_wipe_release(&e->tokens);
 	strvec_wipe_clear(&e->values);
 	strvec_clear(&e->names);
+	strvec_wipe_clear(&e->secret_values);
+	strvec_clear(&e->placeholders);
 	e->nr_unset = 0;
 }
 

@@ -44,14 +44,16 @@ struct host_env {
 	/* The git: remotes' tokens: broker_tokens_take()'s lines (broker_spawn.h). */
 	struct buf tokens;
 	struct login login; /* which logins are listed and set (login.h) */
+	/* The config's secrets, in config order: their values (which stay on the
+	   host, for the proxy) and their placeholders (also among names and
+	   values above, which is how the VM gets them). */
+	struct strvec secret_values, placeholders;
 };
 
 #define HOST_ENV_INIT                                                                              \
 	{                                                                                          \
-		BUF_INIT, STRVEC_INIT, STRVEC_INIT, {NULL}, 0, BUF_INIT,                           \
-		{                                                                                  \
-			0                                                                          \
-		}                                                                                  \
+		BUF_INIT, STRVEC_INIT, STRVEC_INIT, {NULL}, 0, BUF_INIT, {0}, STRVEC_INIT,         \
+		    STRVEC_INIT                                                                    \
 	}
 
 /*
@@ -59,10 +61,14 @@ struct host_env {
  * child starts, so that none inherits them): ANTHROPIC_API_KEY and
  * CLAUDE_CODE_OAUTH_TOKEN whether listed or not, each of cfg's env names and
  * the git: remotes' tokens.  ANTHROPIC_API_KEY is never among names: it
- * stays on the host.  0, or -EINVAL with the message in err (a git token
- * not set or not printable: broker_tokens_take()).
+ * stays on the host.  Each of cfg's secrets is taken too, and gets a new
+ * placeholder (secret_placeholder()), which the VM gets under the secret's
+ * name.  0, or -EINVAL with the message in err (a git token not set or not
+ * printable: broker_tokens_take(); a secret not set or empty:
+ * "CFG_PATH:LINE: secrets[i].env: NAME is not set in your shell").
  */
-int host_env_take(struct host_env *e, const struct config *cfg, struct buf *err);
+int host_env_take(struct host_env *e, const struct config *cfg, const char *cfg_path,
+                  struct buf *err);
 
 /*
  * The env values as the VM takes them, appended to out, written by

@@ -4,6 +4,7 @@
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -113,4 +114,27 @@ void secret_json_wipe(json_t *obj)
 		if (json_is_string(v))
 			explicit_bzero((char *)json_string_value(v), json_string_length(v));
 	}
+}
+
+int secret_placeholder(char out[SECRET_PLACEHOLDER_LEN + 1])
+{
+	static const char hex[] = "0123456789abcdef";
+	unsigned char r[16];
+	size_t n = strlen(SECRET_PLACEHOLDER_PREFIX);
+	ssize_t got;
+
+	do
+		got = getrandom(r, sizeof(r), 0);
+	while (got < 0 && errno == EINTR);
+	if (got < 0)
+		return -errno;
+	if (got != (ssize_t)sizeof(r))
+		return -EIO;
+	memcpy(out, SECRET_PLACEHOLDER_PREFIX, n);
+	for (size_t i = 0; i < sizeof(r); i++) {
+		out[n + 2 * i] = hex[r[i] >> 4];
+		out[n + 2 * i + 1] = hex[r[i] & 15];
+	}
+	out[SECRET_PLACEHOLDER_LEN] = '\0';
+	return 0;
 }

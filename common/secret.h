@@ -60,4 +60,14 @@ ssize_t secret_read_fd(int fd, struct buf *out, size_t max);
 struct json_t;
 void secret_json_wipe(struct json_t *obj);
 
+/*
+ * A secret's placeholder, the value the VM holds in its place
+ * (docs/config.md, "secrets"): SECRET_PLACEHOLDER_PREFIX then 32 lowercase
+ * hex digits of getrandom(2), new at each call, NUL-terminated in out.
+ * 0, or -errno when the kernel has no randomness to give.
+ */
+#define SECRET_PLACEHOLDER_PREFIX "aibox-secret-"
+#define SECRET_PLACEHOLDER_LEN    (sizeof(SECRET_PLACEHOLDER_PREFIX) - 1 + 32)
+int secret_placeholder(char out[SECRET_PLACEHOLDER_LEN + 1]);
+
 #endif

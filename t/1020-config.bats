@@ -25,7 +25,7 @@ cfg() {
 	assert_line "env ANTHROPIC_API_KEY"
 	assert_equal "$(grep -c '^env ' <<<"$output")" 1
 	# Every key is explained in the default, commented out or set.
-	for key in allow mounts skills agents commands path env git memory cpus disk budget slurm; do
+	for key in allow mounts skills agents commands path env git memory cpus disk budget slurm secrets; do
 		grep -Eq "^#? ?$key:" config.yaml || fail "default config does not explain $key"
 	done
 }
@@ -70,7 +70,7 @@ cfg() {
 @test "config: an unknown key is refused with file:line:column and the known keys" {
 	cfg $'allow: []\nalow: [x]'
 	assert_failure 1
-	assert_output "config.yaml:2:1: unknown key 'alow' (known keys: allow, mounts, skills, agents, commands, path, env, git, memory, cpus, disk, budget, slurm)"
+	assert_output "config.yaml:2:1: unknown key 'alow' (known keys: allow, mounts, skills, agents, commands, path, env, git, memory, cpus, disk, budget, slurm, secrets)"
 	cfg $'mounts:\n  - host: /a\n    vm: /b\n    rw: true'
 	assert_failure 1
 	assert_output "config.yaml:4:5: mounts[0]: unknown key 'rw' (known keys: host, vm, read-only)"
@@ -491,4 +491,118 @@ EOF2
 	assert_output "config.yaml:2:3: budget: unknown key 'week' (known keys: task, day)"
 	cfg 'budget: 5'
 	assert_output "config.yaml:1:9: budget: must be a mapping like {task: 5.00, day: 50.00}, not a string"
+}
+
+@test "config: allow's map form is a rule: its host is allowed, its methods and paths read" {
+	cfg 'allow:
+  - example.com
+  - {host: API.GitHub.com, methods: [GET, POST], paths: ["/repos/you/project/*", /user]}
+  - host: uploads.github.com'
+	assert_success
+	assert_line "allow example.com"
+	assert_line "allow api.github.com"
+	assert_line "allow uploads.github.com"
+	assert_line "rule api.github.com line=3 methods=GET,POST paths=/repos/you/project/*,/user"
+	assert_line "rule uploads.github.com line=4 methods= paths="
+}
+
+@test "config: a bad allow rule is refused with its place" {
+	cfg 'allow: [{methods: [GET]}]'
+	assert_output "config.yaml:1:9: allow[0]: needs a host, like {host: api.github.com, methods: [GET]}"
+	cfg 'allow: [{host: "*", methods: [GET]}]'
+	assert_output "config.yaml:1:16: allow[0].host: '*': allowing every host is not supported"
+	cfg 'allow: [{host: preset:github}]'
+	assert_output "config.yaml:1:16: allow[0].host: a rule names one host, not a preset"
+	cfg 'allow: [{host: "exa mple.com"}]'
+	assert_output "config.yaml:1:16: allow[0].host: 'exa mple.com': not a host name"
+	cfg 'allow: [{host: a.com, methods: [get]}]'
+	assert_output "config.yaml:1:33: allow[0].methods: 'get' is not an HTTP method in capitals, like GET"
+	cfg 'allow: [{host: a.com, methods: []}]'
+	assert_output "config.yaml:1:32: allow[0].methods: must list at least one method (leave the key out for any)"
+	cfg 'allow: [{host: a.com, paths: [repos]}]'
+	assert_output "config.yaml:1:31: allow[0].paths: 'repos' must start with '/'"
+	for p in /a/../b /a/./b //a /a/.. /a%2fb '/a?x' '/a#x' '/a b'; do
+		cfg "allow: [{host: a.com, paths: [\"$p\"]}]"
+		assert_failure
+		assert_output --partial "allow[0].paths: '$p'"
+	done
+	cfg 'allow: [{host: a.com, verbs: [GET]}]'
+	assert_output "config.yaml:1:23: allow[0]: unknown key 'verbs' (known keys: host, methods, paths)"
+	cfg 'allow:
+  - {host: a.com, methods: [GET]}
+  - {host: A.com, methods: [POST]}'
+	assert_output "config.yaml:3:12: allow[1].host: a.com has a rule already (line 2)"
+}
+
+@test "config: secrets name a variable and the allowed hosts its value may go to" {
+	cfg 'allow: [registry.npmjs.org, "*.example.com", "10.0.0.1:8443", api.github.com]
+secrets:
+  - {env: NPM_TOKEN, hosts: [Registry.NPMjs.org]}
+  - env: GH_TOKEN
+    hosts: [api.github.com, x.example.com, "*.example.com", "10.0.0.1:8443"]'
+	assert_success
+	assert_line "secret NPM_TOKEN line=3 hosts=registry.npmjs.org"
+	assert_line "secret GH_TOKEN line=4 hosts=api.github.com,x.example.com,*.example.com,10.0.0.1:8443"
+}
+
+@test "config: hostile: every bad secret is refused with its place" {
+	cfg 'allow: [a.com]
+secrets: [{env: T}]'
+	assert_output "config.yaml:2:11: secrets[0]: needs hosts: the hosts the value may be sent to"
+	cfg 'allow: [a.com]
+secrets: [{env: T, hosts: []}]'
+	assert_output "config.yaml:2:27: secrets[0].hosts: must name at least one host the value may go to"
+	cfg 'allow: [a.com]
+secrets: [{env: T, hosts: ["*"]}]'
+	assert_output "config.yaml:2:28: secrets[0].hosts: '*': allowing every host is not supported"
+	cfg 'allow: [a.com]
+secrets: [{env: T, hosts: ["*:443"]}]'
+	assert_output --partial "secrets[0].hosts: '*:443': allowing every host is not supported"
+	cfg 'allow: [a.com]
+secrets: [{env: T, hosts: ["https://a.com/"]}]'
+	assert_output --partial "secrets[0].hosts: 'https://a.com/': name a host, not a URL"
+	cfg 'allow: [a.com]
+secrets: [{env: T, hosts: ["a_b.com"]}]'
+	assert_output --partial "secrets[0].hosts: 'a_b.com': not a host name"
+	cfg 'allow: [a.com]
+secrets: [{env: T, hosts: [preset:github]}]'
+	assert_output --partial "secrets[0].hosts: 'preset:github': name a host, not a preset"
+	cfg 'allow: [a.com]
+secrets: [{env: T, hosts: [b.com]}]'
+	assert_output "config.yaml:2:28: secrets[0].hosts: 'b.com': is not allowed: add it to allow too"
+	# another port, a wildcard that only a wider wildcard allows, the address of an allowed name
+	for h in a.com:8443 '*.a.com' 1.2.3.4; do
+		cfg "allow: [a.com]
+secrets: [{env: T, hosts: [\"$h\"]}]"
+		assert_output --partial "secrets[0].hosts: '$h': is not allowed: add it to allow too"
+	done
+	cfg 'allow: [a.com]
+env: [T]
+secrets: [{env: T, hosts: [a.com]}]'
+	assert_output "config.yaml:3:17: secrets[0].env: T is also in env, which would give the VM its value"
+	cfg 'allow: [a.com]
+git: [{url: "https://a.com/o/r.git", token: T}]
+secrets: [{env: T, hosts: [a.com]}]'
+	assert_output "config.yaml:3:17: secrets[0].env: T is the token of git[0], which the broker keeps"
+	cfg 'allow: [a.com]
+secrets: [{env: T, hosts: [a.com]}, {env: T, hosts: [a.com]}]'
+	assert_output --partial "secrets[1].env: T is listed twice"
+	for n in ANTHROPIC_API_KEY ANTHROPIC_BASE_URL; do
+		cfg "allow: [a.com]
+secrets: [{env: $n, hosts: [a.com]}]"
+		assert_output --partial "secrets[0].env: $n is the API's"
+	done
+	for n in HOME https_proxy NO_PROXY; do
+		cfg "allow: [a.com]
+secrets: [{env: $n, hosts: [a.com]}]"
+		assert_output --partial "secrets[0].env: $n is set by aibox in the VM"
+	done
+	cfg 'allow: [a.com]
+secrets: [{env: "1T", hosts: [a.com]}]'
+	assert_output --partial "secrets[0].env: '1T' is not a variable name"
+	cfg 'allow: [a.com]
+secrets: [{env: T, hosts: [a.com], paths: [/]}]'
+	assert_output --partial "secrets[0]: unknown key 'paths' (known keys: env, hosts)"
+	cfg 'secrets: [T]'
+	assert_output --partial "secrets[0]: must be a mapping like {env: NPM_TOKEN, hosts: [registry.npmjs.org]}, not a string"
 }

@@ -142,3 +142,84 @@ BUILD/aibox-proxy --listen-fd 3 --log-fd 4 --ready-fd 5 --report-fd 7 --allow ex
 	assert_line "fds: 0 1 2 $kept"
 	assert_line "session: own"
 }
+
+@test "host layer: one builder makes every guest environment: ours wins, NO_PROXY and bad names are left out" {
+	run test-host guest-env --proxy=http://10.0.2.100:3128 --forward --claude \
+		MY_TOKEN=s3cret HOME=/elsewhere NO_PROXY='*' no_proxy='*' '1BAD=x' MY_TOKEN=again \
+		ANTHROPIC_API_KEY=real HTTPS_PROXY=http://evil:1 'NOEQUALS'
+	assert_success
+	assert_line "MY_TOKEN=s3cret"
+	assert_line "HOME=/home/aibox"
+	assert_line "HTTPS_PROXY=http://10.0.2.100:3128"
+	assert_line "ANTHROPIC_API_KEY=sk-ant-aibox-placeholder-the-host-adds-the-key"
+	assert_line "CLAUDE_CODE_MAX_RETRIES=4"
+	assert_line "TERM=dumb"
+	refute_line --partial "NO_PROXY"
+	refute_line --partial "no_proxy"
+	refute_line --partial "BAD"
+	refute_line "MY_TOKEN=again"
+	refute_line "ANTHROPIC_API_KEY=real"
+	refute_line "HTTPS_PROXY=http://evil:1"
+	refute_line --partial "SSL_CERT_FILE"
+	run test-host guest-env --root --term="$(printf 'x\033[2J')"
+	assert_success
+	assert_line "IS_SANDBOX=1"
+	assert_line "TERM=dumb"
+	refute_line --partial "HTTPS_PROXY"
+	run test-host guest-env --term=xterm-256color --git
+	assert_success
+	assert_line "TERM=xterm-256color"
+	assert_line "GIT_CONFIG_NOSYSTEM=1"
+	refute_line --partial "IS_SANDBOX"
+}
+
+@test "host layer: with the task's CA every tool's bundle variable names the guest's bundle, and Node's fetch uses the proxy" {
+	run test-host guest-env --ca --proxy=http://10.0.2.100:3128
+	assert_success
+	for v in SSL_CERT_FILE NODE_EXTRA_CA_CERTS REQUESTS_CA_BUNDLE CURL_CA_BUNDLE GIT_SSL_CAINFO PIP_CERT CARGO_HTTP_CAINFO; do
+		assert_line "$v=/etc/ssl/certs/ca-certificates.crt"
+	done
+	assert_line "NODE_USE_ENV_PROXY=1"
+}
+
+@test "host layer: a secret not set in the shell stops aibox task (2) and aibox run (125) with the config's path and line" {
+	printf 'env: [CLAUDE_CODE_OAUTH_TOKEN]\nallow: [example.com]\nsecrets:\n  - {env: NPM_TOKEN, hosts: [example.com]}\n' >"$cfg"
+	unset NPM_TOKEN
+	run --separate-stderr aibox task hello
+	assert_failure 2
+	assert_equal "$stderr" "aibox-task: $cfg:4: secrets[0].env: NPM_TOKEN is not set in your shell"
+	run --separate-stderr aibox run -- true
+	assert_failure 125
+	assert_equal "$stderr" "aibox-run: $cfg:4: secrets[0].env: NPM_TOKEN is not set in your shell"
+	NPM_TOKEN= run --separate-stderr aibox task hello
+	assert_failure 2
+	assert_equal "$stderr" "aibox-task: $cfg:4: secrets[0].env: NPM_TOKEN is not set in your shell"
+	assert_not_exist "$HOME/qemu.args"
+}
+
+@test "host layer: a secret's value stays on the host: the VM is told of its name, QEMU and the task folder never see the value" {
+	printf 'env: [CLAUDE_CODE_OAUTH_TOKEN]\nallow: [example.com]\nsecrets:\n  - {env: NPM_TOKEN, hosts: [example.com]}\n' >"$cfg"
+	export NPM_TOKEN=npm_s3cretvalue-4711
+	boot task aibox task hello
+	assert_failure
+	run jq -c .env_names "$T/task.args.settings"
+	assert_success
+	assert_output '["CLAUDE_CODE_OAUTH_TOKEN","NPM_TOKEN"]'
+	run grep -rl npm_s3cretvalue-4711 "$T/task.args" "$T/task.args.settings" "$AIBOX_HOME"
+	assert_failure 1
+	assert_output ""
+}
+
+@test "host layer: a secret's placeholder is new for each task, with the fixed prefix, and the value is never written" {
+	printf 'allow: [example.com]\nsecrets:\n  - {env: NPM_TOKEN, hosts: [example.com]}\n  - {env: GH_TOKEN, hosts: [example.com]}\n' >"$T/c.yaml"
+	NPM_TOKEN=npm_s3cret GH_TOKEN=gh_s3cret run test-host env-take "$T/c.yaml"
+	assert_success
+	assert_equal "${#lines[@]}" 2
+	[[ "${lines[0]}" =~ ^NPM_TOKEN=aibox-secret-[0-9a-f]{32}$ ]] || fail "${lines[0]}"
+	[[ "${lines[1]}" =~ ^GH_TOKEN=aibox-secret-[0-9a-f]{32}$ ]] || fail "${lines[1]}"
+	first=${lines[0]}
+	refute_output --partial s3cret
+	NPM_TOKEN=npm_s3cret GH_TOKEN=gh_s3cret run test-host env-take "$T/c.yaml"
+	assert_success
+	[[ "${lines[0]}" != "$first" ]] || fail "the same placeholder twice: $first"
+}

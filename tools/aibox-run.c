@@ -245,7 +245,7 @@ static void read_env(struct run *r, const char *cfg_path)
 	struct buf err = BUF_INIT;
 	const struct login *l = &r->env.login;
 
-	if (host_env_take(&r->env, &r->cfg, &err) < 0)
+	if (host_env_take(&r->env, &r->cfg, cfg_path, &err) < 0)
 		die("%s", err.buf);
 	r->forward_key = l->key_set;
 	if (l->key_set && l->token_listed && l->token_set) {

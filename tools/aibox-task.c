@@ -158,11 +158,11 @@ static void read_checkout(struct task *t)
  * proxy gets it over a pipe), the other values go in over the session's
  * stdin, the git tokens to the broker over a pipe.  check_login() follows.
  */
-static void read_env(struct task *t)
+static void read_env(struct task *t, const char *cfg_path)
 {
 	struct buf err = BUF_INIT;
 
-	if (host_env_take(&t->env, &t->cfg, &err) < 0)
+	if (host_env_take(&t->env, &t->cfg, cfg_path, &err) < 0)
 		die("%s", err.buf);
 	/* Handed over to the fields the VM phase and the Slurm path wipe. */
 	t->api_key = t->env.api_key;
@@ -427,7 +427,7 @@ static void start(struct task *t)
 	if (shares_plan(&t->shares, &t->cfg, getenv("HOME"), &err) < 0)
 		die("%s", err.buf);
 
-	read_env(t);
+	read_env(t, cfgpath.buf);
 	if (t->o.cont)
 		continue_from(t);
 	read_checkout(t);

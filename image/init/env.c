@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "err.h"
+#include "guest_env.h"
 #include "secret.h"
 #include "task_int.h"
 #include "banned.h"
@@ -130,50 +131,26 @@ char *find_in_path(const char *name)
 	return NULL;
 }
 
-void base_env(struct task *t, struct strvec *env)
+void base_env(struct task *t, struct strvec *env, const struct guest_env *more)
 {
-	strvec_pushf(env, "PATH=%s", GUEST_PATH);
-	strvec_pushf(env, "HOME=%s", t->o->home);
-	strvec_pushl(env, "USER=" GUEST_USER, "LOGNAME=" GUEST_USER, "SHELL=/bin/bash",
-	             "LANG=C.UTF-8", "TERM=dumb", NULL);
-}
+	struct guest_env g = {0};
 
-static int env_has(const struct strvec *env, const char *name)
-{
-	size_t n = strlen(name);
-
-	for (size_t i = 0; i < env->nr; i++)
-		if (!strncmp(env->v[i], name, n) && env->v[i][n] == '=')
-			return 1;
-	return 0;
+	if (more)
+		g = *more;
+	g.path = GUEST_PATH;
+	g.home = t->o->home;
+	g.user = GUEST_USER;
+	guest_env_build(&g, env);
 }
 
 void claude_env(struct task *t, struct strvec *env)
 {
-	base_env(t, env);
-	strvec_pushl(env, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
-	             "CLAUDE_CODE_MAX_RETRIES=" CLAUDE_MAX_RETRIES, "DISABLE_AUTOUPDATER=1", NULL);
-	if (t->proxy) {
-		strvec_pushf(env, "HTTP_PROXY=%s", t->proxy);
-		strvec_pushf(env, "HTTPS_PROXY=%s", t->proxy);
-		strvec_pushf(env, "http_proxy=%s", t->proxy);
-		strvec_pushf(env, "https_proxy=%s", t->proxy);
-	}
-	if (!strcmp(t->api, "forward"))
-		strvec_pushl(env, "ANTHROPIC_BASE_URL=" API_FORWARD_URL,
-		             "ANTHROPIC_API_KEY=" API_PLACEHOLDER_KEY, NULL);
-	/* The config's env, except what we set ourselves (NO_PROXY would bypass the forward). */
-	for (size_t i = 0; i < t->secrets.nr; i++) {
-		const char *s = t->secrets.v[i];
-		char name[130];
-		size_t n = strcspn(s, "=");
+	struct guest_env g = {0};
 
-		if (n >= sizeof(name))
-			continue;
-		memcpy(name, s, n);
-		name[n] = '\0';
-		if (env_has(env, name) || !strcasecmp(name, "NO_PROXY"))
-			continue;
-		strvec_push(env, s);
-	}
+	g.claude = 1;
+	g.proxy = t->proxy;
+	g.api_forward = !strcmp(t->api, "forward");
+	g.vars = (const char *const *)t->secrets.v;
+	g.nvars = t->secrets.nr;
+	base_env(t, env, &g);
 }

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "guest_env.h"
 #include "task_int.h"
 #include "banned.h"
 
@@ -55,9 +56,7 @@ int run_git_to(struct task *t, struct step_group *g, int64_t deadline, const cha
 	             "commit.gpgSign=false", "-c", "core.pager=cat", "-c",
 	             "advice.detachedHead=false", NULL);
 	strvec_pushv(&argv, args);
-	base_env(t, &env);
-	strvec_pushl(&env, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
-	             "GIT_TERMINAL_PROMPT=0", "GIT_ATTR_NOSYSTEM=1", "LC_ALL=C", NULL);
+	base_env(t, &env, &(struct guest_env){.git = 1});
 	if (extra_env)
 		strvec_pushv(&env, extra_env);
 	for (size_t i = 0; args[i]; i++)

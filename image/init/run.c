@@ -16,6 +16,7 @@
 #include "buf.h"
 #include "err.h"
 #include "gitconfig.h"
+#include "guest_env.h"
 #include "run.h"
 #include "secret.h"
 #include "strvec.h"
@@ -138,66 +139,56 @@ out:
 	return r;
 }
 
-static int env_has(const struct strvec *env, const char *name, size_t n)
-{
-	for (size_t i = 0; i < env->nr; i++)
-		if (!strncmp(env->v[i], name, n) && env->v[i][n] == '=')
-			return 1;
-	return 0;
-}
-
+/*
+ * The session's environment: guest_env_build() with the config's env values
+ * of RUN_ENV_VAR (checked here: a JSON object of at most RUN_ENV_NAMES_MAX
+ * strings under valid names).  0, or a negative errno after error().
+ */
 static int build_env(const struct task_settings *s, struct strvec *env)
 {
-	const char *term = getenv("TERM"), *secrets = getenv(RUN_ENV_VAR);
-	json_t *obj, *v;
+	const char *secrets = getenv(RUN_ENV_VAR);
+	struct guest_env g = {0};
+	struct strvec vars = STRVEC_INIT;
+	json_t *obj = NULL, *v;
 	const char *name;
 	int ret = 0;
 
-	strvec_push(env, "PATH=" GUEST_PATH_VALUE);
-	if (s->uid == 0)
-		/* The VM is the sandbox Claude Code asks for before it runs as root. */
-		strvec_pushl(env, "HOME=" GUEST_HOME, "USER=root", "LOGNAME=root", "IS_SANDBOX=1",
-		             NULL);
-	else
-		strvec_pushl(env, "HOME=" GUEST_HOME, "USER=aibox", "LOGNAME=aibox", NULL);
-	strvec_pushl(env, "SHELL=/bin/bash", "LANG=C.UTF-8", NULL);
-	strvec_pushf(env, "TERM=%s", term && *term && strlen(term) < 64 ? term : "dumb");
-	if (s->proxy) {
-		strvec_pushf(env, "HTTP_PROXY=%s", s->proxy);
-		strvec_pushf(env, "HTTPS_PROXY=%s", s->proxy);
-		strvec_pushf(env, "http_proxy=%s", s->proxy);
-		strvec_pushf(env, "https_proxy=%s", s->proxy);
-	}
-	if (s->api == TASK_API_FORWARD)
-		strvec_pushl(env, "ANTHROPIC_BASE_URL=" GUEST_API_FORWARD_URL,
-		             "ANTHROPIC_API_KEY=" GUEST_API_KEY_PLACEHOLDER, NULL);
-	if (!secrets || !*secrets)
-		return 0;
-	if (strlen(secrets) > RUN_ENV_MAX) {
-		error("%s is too long", RUN_ENV_VAR);
-		return -E2BIG;
-	}
-	obj = json_loads(secrets, JSON_REJECT_DUPLICATES, NULL);
-	if (!json_is_object(obj) || json_object_size(obj) > RUN_ENV_NAMES_MAX) {
-		error("%s is not a JSON object of at most %d strings", RUN_ENV_VAR,
-		      RUN_ENV_NAMES_MAX);
-		ret = -EINVAL;
-		goto out;
-	}
-	json_object_foreach(obj, name, v)
-	{
-		if (!json_is_string(v) || !guest_env_name_valid(name) ||
-		    memchr(json_string_value(v), '\0', json_string_length(v))) {
-			error("%s: bad entry '%.64s'", RUN_ENV_VAR, name);
+	g.path = GUEST_PATH_VALUE;
+	g.home = GUEST_HOME;
+	g.user = s->uid == 0 ? "root" : "aibox";
+	/* The VM is the sandbox Claude Code asks for before it runs as root. */
+	g.sandbox = s->uid == 0;
+	g.term = getenv("TERM");
+	g.proxy = s->proxy;
+	g.api_forward = s->api == TASK_API_FORWARD;
+	if (secrets && *secrets) {
+		if (strlen(secrets) > RUN_ENV_MAX) {
+			error("%s is too long", RUN_ENV_VAR);
+			return -E2BIG;
+		}
+		obj = json_loads(secrets, JSON_REJECT_DUPLICATES, NULL);
+		if (!json_is_object(obj) || json_object_size(obj) > RUN_ENV_NAMES_MAX) {
+			error("%s is not a JSON object of at most %d strings", RUN_ENV_VAR,
+			      RUN_ENV_NAMES_MAX);
 			ret = -EINVAL;
 			goto out;
 		}
-		/* What we set ourselves wins; NO_PROXY would bypass the key forward. */
-		if (env_has(env, name, strlen(name)) || !strcasecmp(name, "NO_PROXY"))
-			continue;
-		strvec_pushf(env, "%s=%s", name, json_string_value(v));
+		json_object_foreach(obj, name, v)
+		{
+			if (!json_is_string(v) || !guest_env_name_valid(name) ||
+			    memchr(json_string_value(v), '\0', json_string_length(v))) {
+				error("%s: bad entry '%.64s'", RUN_ENV_VAR, name);
+				ret = -EINVAL;
+				goto out;
+			}
+			strvec_pushf(&vars, "%s=%s", name, json_string_value(v));
+		}
 	}
+	g.vars = (const char *const *)vars.v;
+	g.nvars = vars.nr;
+	guest_env_build(&g, env);
 out:
+	strvec_wipe_clear(&vars);
 	secret_json_wipe(obj);
 	json_decref(obj);
 	return ret;

@@ -38,17 +38,16 @@
 #define API_PLACEHOLDER_KEY GUEST_API_KEY_PLACEHOLDER
 
 /* Caps: the host's (common/guest_abi.h) and our own on what we read. */
-#define SECRETS_MAX        (1 << 20)
-#define SECRETS_WAIT_MS    60000
-#define PROMPT_MAX         (4 << 20)
-#define BUNDLE_MAX         RESULT_BUNDLE_MAX
-#define TRANSCRIPT_MAX     RESULT_TRANSCRIPT_MAX
-#define LOG_MAX            (RESULT_VM_LOG_MAX - 4096)
-#define RESULT_MAX         RESULT_JSON_MAX
-#define LINE_MAX_PARSE     (16 << 20)
-#define LAST_MESSAGE_MAX   65536
-#define GIT_OUT_MAX        (1 << 20)
-#define CLAUDE_MAX_RETRIES "4"
+#define SECRETS_MAX      (1 << 20)
+#define SECRETS_WAIT_MS  60000
+#define PROMPT_MAX       (4 << 20)
+#define BUNDLE_MAX       RESULT_BUNDLE_MAX
+#define TRANSCRIPT_MAX   RESULT_TRANSCRIPT_MAX
+#define LOG_MAX          (RESULT_VM_LOG_MAX - 4096)
+#define RESULT_MAX       RESULT_JSON_MAX
+#define LINE_MAX_PARSE   (16 << 20)
+#define LAST_MESSAGE_MAX 65536
+#define GIT_OUT_MAX      (1 << 20)
 
 enum { S_CLONE, S_CLAUDE, S_COMMIT, S_BUNDLE, S_NR };
 
@@ -135,13 +134,18 @@ void secrets_clear(struct task *t);
 /* The program name in GUEST_PATH (allocated), or NULL. */
 char *find_in_path(const char *name);
 
-/* The user's environment every program of the task starts from: PATH, HOME, USER ... */
-void base_env(struct task *t, struct strvec *env);
+/*
+ * The environment of a program of the task: guest_env_build() (guest_env.h)
+ * with more's switches and vars (NULL: none), and the task user's PATH, HOME,
+ * USER and LOGNAME.
+ */
+struct guest_env;
+void base_env(struct task *t, struct strvec *env, const struct guest_env *more);
 
 /*
- * Claude Code's environment: base_env(), its own switches, the proxy, the
- * API forward, then the secrets, except those naming a variable already set
- * and NO_PROXY.  The caller wipes it after use (it holds the secrets).
+ * Claude Code's environment: base_env() with its own switches, the proxy, the
+ * API forward, then the secrets (guest_env_build()'s rules).  The caller
+ * wipes it after use (it holds the secrets).
  */
 void claude_env(struct task *t, struct strvec *env);
 

@@ -62,6 +62,25 @@ static int cmd_config(char **args)
 	printf("path %s\n", cfg.path);
 	for (size_t i = 0; i < cfg.env.nr; i++)
 		printf("env %s\n", cfg.env.v[i]);
+	for (size_t i = 0; i < cfg.nr_rules; i++) {
+		const struct config_rule *r = &cfg.rules[i];
+
+		printf("rule %s line=%zu methods=", r->host, r->line);
+		for (size_t j = 0; j < r->methods.nr; j++)
+			printf("%s%s", j ? "," : "", r->methods.v[j]);
+		printf(" paths=");
+		for (size_t j = 0; j < r->paths.nr; j++)
+			printf("%s%s", j ? "," : "", r->paths.v[j]);
+		printf("\n");
+	}
+	for (size_t i = 0; i < cfg.nr_secrets; i++) {
+		const struct config_secret *sc = &cfg.secrets[i];
+
+		printf("secret %s line=%zu hosts=", sc->env, sc->line);
+		for (size_t j = 0; j < sc->hosts.nr; j++)
+			printf("%s%s", j ? "," : "", sc->hosts.v[j]);
+		printf("\n");
+	}
 	for (size_t i = 0; i < cfg.nr_git; i++) {
 		const struct config_git *g = &cfg.git[i];
 

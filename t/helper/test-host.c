@@ -5,6 +5,12 @@
  *   test-host env-json [--object] NAME=VALUE...
  *	print host_env_json() of the pairs: the task's stdin, or with --object
  *	aibox run's AIBOX_ENV; "error: REASON" (exit 1) when refused
+ *   test-host guest-env [FLAG...] [NAME=VALUE...]
+ *	print guest_env_build()'s environment, one variable a line; flags:
+ *	--root, --git, --claude, --forward, --ca, --proxy=URL, --term=T
+ *   test-host env-take CONFIG
+ *	host_env_take() of CONFIG: the names and values the VM would get,
+ *	NAME=VALUE a line; "error: REASON" (exit 1) when refused
  *   test-host worker pdeath|detach
  *	spawn_worker() with that flag, an extra fd open in the parent; the
  *	worker prints "fds: N..." (its open fds), "stdin: TARGET", and
@@ -20,6 +26,7 @@
 
 #include "buf.h"
 #include "err.h"
+#include "guest_env.h"
 #include "host_start.h"
 #include "spawn.h"
 #include "strvec.h"
@@ -99,6 +106,61 @@ static int cmd_worker(int argc, char **argv)
 	return 0;
 }
 
+static int cmd_env_take(int argc, char **argv)
+{
+	struct host_env e = HOST_ENV_INIT;
+	struct config cfg;
+	struct buf err = BUF_INIT;
+
+	if (argc != 1)
+		die("usage: test-host env-take CONFIG");
+	if (config_load(&cfg, argv[0], &err) < 0 || host_env_take(&e, &cfg, argv[0], &err) < 0) {
+		printf("error: %s\n", err.buf);
+		buf_release(&err);
+		host_env_release(&e);
+		config_release(&cfg);
+		return 1;
+	}
+	for (size_t i = 0; i < e.names.nr; i++)
+		printf("%s=%s\n", e.names.v[i], e.values.v[i]);
+	host_env_release(&e);
+	config_release(&cfg);
+	return 0;
+}
+
+static int cmd_guest_env(int argc, char **argv)
+{
+	struct guest_env g = {.path = "/bin", .home = "/home/aibox", .user = "aibox"};
+	struct strvec env = STRVEC_INIT;
+	int i;
+
+	for (i = 0; i < argc && !strncmp(argv[i], "--", 2); i++) {
+		if (!strcmp(argv[i], "--root"))
+			g.sandbox = 1;
+		else if (!strcmp(argv[i], "--git"))
+			g.git = 1;
+		else if (!strcmp(argv[i], "--claude"))
+			g.claude = 1;
+		else if (!strcmp(argv[i], "--forward"))
+			g.api_forward = 1;
+		else if (!strcmp(argv[i], "--ca"))
+			g.task_ca = 1;
+		else if (!strncmp(argv[i], "--proxy=", 8))
+			g.proxy = argv[i] + 8;
+		else if (!strncmp(argv[i], "--term=", 7))
+			g.term = argv[i] + 7;
+		else
+			die("unknown flag '%s'", argv[i]);
+	}
+	g.vars = (const char *const *)argv + i;
+	g.nvars = (size_t)(argc - i);
+	guest_env_build(&g, &env);
+	for (size_t k = 0; k < env.nr; k++)
+		printf("%s\n", env.v[k]);
+	strvec_clear(&env);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	tool_init(argc, argv);
@@ -106,5 +168,9 @@ int main(int argc, char **argv)
 		return cmd_worker(argc - 2, argv + 2);
 	if (argc >= 2 && !strcmp(argv[1], "env-json"))
 		return cmd_env_json(argc - 2, argv + 2);
+	if (argc >= 2 && !strcmp(argv[1], "env-take"))
+		return cmd_env_take(argc - 2, argv + 2);
+	if (argc >= 2 && !strcmp(argv[1], "guest-env"))
+		return cmd_guest_env(argc - 2, argv + 2);
 	die("usage: test-host env-json [--object] NAME=VALUE...");
 }
