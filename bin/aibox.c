@@ -35,6 +35,7 @@ static const struct {
     {"bundle-check", "accept or refuse a git bundle, without git"},
     {"completion", "print the bash or zsh completion script"},
     {"image", "build, list and remove the VM images aibox boots"},
+    {"policy", "show the administrator's policy, and what a project may do under it"},
     {"prices", "show the price table aibox counts API spend with"},
     {"projects", "list, find, check and remove aibox projects"},
     {"proxy", "allow-listing HTTP proxy with API key forwarding, for one task"},

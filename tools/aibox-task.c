@@ -29,6 +29,7 @@
 #include "bundle_read.h"
 #include "checkout.h"
 #include "config.h"
+#include "policy.h"
 #include "err.h"
 #include "host_start.h"
 #include "host_system.h"
@@ -138,6 +139,35 @@ static void parse_args(struct task_opts *o, int argc, char **argv)
 	if (ret < 0)
 		die("%s", why.buf);
 	buf_release(&why);
+}
+
+/*
+ * The administrator's policy (common/policy.h), read again wherever a task
+ * starts (here and on a Slurm node): the config read from cfg_path and the
+ * options are held to it before anything else is made, and what they leave
+ * to defaults is brought within it.  A policy refused, or anything asked
+ * beyond it, dies with exit 2.
+ */
+static void check_policy(struct task *t, const char *cfg_path)
+{
+	struct policy p;
+	struct buf err = BUF_INIT;
+	struct policy_ask ask = {
+	    .memory_mib = t->o.memory_mib,
+	    .cpus = t->o.cpus,
+	    /* the default is not asked for: the policy lowers it */
+	    .timeout_ms = t->o.timeout_ms != TASK_OPTS_DEFAULT_TIMEOUT_MS ? t->o.timeout_ms : 0,
+	    .budget = t->o.has_budget ? (uint64_t)(t->o.budget * 1e9 + 0.5) : 0,
+	    .image = t->o.image,
+	};
+
+	policy_init(&p);
+	if (policy_load(&p, &err) < 0 || policy_check(&p, &t->cfg, cfg_path, &ask, &err) < 0 ||
+	    policy_user_day(&p, &t->cfg.budget_task, &err) < 0)
+		die("%s", err.buf);
+	t->o.timeout_ms = policy_timeout(&p, t->o.timeout_ms);
+	policy_release(&p);
+	buf_release(&err);
 }
 
 /* The start commit and the identity the VM commits as (common/checkout.h). */
@@ -413,6 +443,7 @@ static void start(struct task *t)
 	buf_reset(&err);
 	if (host_project_open(&t->checkout, &t->p, &cfgpath, &t->cfg, &err) < 0)
 		die("%s", err.buf);
+	check_policy(t, cfgpath.buf);
 	host_size(&t->cfg, t->o.memory_mib, t->o.cpus);
 	if (t->cfg.set & CONFIG_SET_SLURM)
 		t->o.slurm = 1;
