@@ -86,7 +86,8 @@ static int read_extra(struct policy *p, struct config_extra *x, struct buf *err)
 
 		if (!x[3].is_list || m[0] != '/' || strstr(m, "/../") || strstr(m, "/./") ||
 		    strstr(m, "//")) {
-			buf_addf(err, "%s:%zu: mounts: '%.200s' must be an absolute folder, in a list",
+			buf_addf(err,
+			         "%s:%zu: mounts: '%.200s' must be an absolute folder, in a list",
 			         p->path, x[3].lines[i] ? x[3].lines[i] : x[3].line, m);
 			return -EINVAL;
 		}
@@ -335,14 +336,16 @@ static int check_git(const struct policy *p, const struct config *cfg, const cha
 		size_t line = cfg->lines.git[i];
 
 		if (g->push.nr && !p->push)
-			return beyond(err, name, line,
-			              "git[%zu].push: pushes are beyond the policy (%s:%zu: push: no)",
-			              i, p->path, p->push_line);
+			return beyond(
+			    err, name, line,
+			    "git[%zu].push: pushes are beyond the policy (%s:%zu: push: no)", i,
+			    p->path, p->push_line);
 		if (g->token_env && (p->cfg.set & CONFIG_SET_ENV) && !env_listed(p, g->token_env)) {
 			size_t k;
 
 			for (k = 0; k < p->cfg.nr_git; k++)
-				if (same_url(p->cfg.git[k].url, g->url) && p->cfg.git[k].token_env &&
+				if (same_url(p->cfg.git[k].url, g->url) &&
+				    p->cfg.git[k].token_env &&
 				    !strcmp(p->cfg.git[k].token_env, g->token_env))
 					break;
 			if (k == p->cfg.nr_git)
@@ -362,29 +365,29 @@ static int check_git(const struct policy *p, const struct config *cfg, const cha
 			              "git[%zu].url: '%s' is beyond the policy (%s:%zu: git)", i,
 			              g->url, p->path, gl);
 		if (pg->token_env && (!g->token_env || strcmp(pg->token_env, g->token_env)))
-			return beyond(err, name, line,
-			              "git[%zu].token: the policy's remote takes the token %s (%s:%zu: "
-			              "git)",
-			              i, pg->token_env, p->path,
-			              p->cfg.lines.git[pg - p->cfg.git]);
+			return beyond(
+			    err, name, line,
+			    "git[%zu].token: the policy's remote takes the token %s (%s:%zu: "
+			    "git)",
+			    i, pg->token_env, p->path, p->cfg.lines.git[pg - p->cfg.git]);
 		if (g->fetch && !pg->fetch)
 			return beyond(err, name, line,
 			              "git[%zu].fetch: fetching is beyond the policy (%s:%zu: git)",
 			              i, p->path, p->cfg.lines.git[pg - p->cfg.git]);
 		for (size_t b = 0; b < g->push.nr; b++)
 			if (!push_within(pg, g->push.v[b]))
-				return beyond(err, name, line,
-				              "git[%zu].push: '%s' is beyond the policy (%s:%zu: git)",
-				              i, g->push.v[b], p->path,
-				              p->cfg.lines.git[pg - p->cfg.git]);
+				return beyond(
+				    err, name, line,
+				    "git[%zu].push: '%s' is beyond the policy (%s:%zu: git)", i,
+				    g->push.v[b], p->path, p->cfg.lines.git[pg - p->cfg.git]);
 	}
 	return 0;
 }
 
 /* A size or count: the config's above the policy's is refused, its default lowered. */
 static int check_size(const struct policy *p, const struct config *cfg, const char *name,
-                      unsigned bit, const char *key, uint64_t want, uint64_t max,
-                      uint64_t *set_to, struct buf *err)
+                      unsigned bit, const char *key, uint64_t want, uint64_t max, uint64_t *set_to,
+                      struct buf *err)
 {
 	struct buf a = BUF_INIT, b = BUF_INIT;
 	int ret = 0;
@@ -433,8 +436,9 @@ static int check_ask(const struct policy *p, const struct policy_ask *ask, struc
 	} else if (ask->timeout_ms && p->timeout_ms && ask->timeout_ms > p->timeout_ms) {
 		duration_format(&a, ask->timeout_ms);
 		duration_format(&b, p->timeout_ms);
-		ret = beyond(err, NULL, 0, "--timeout: %s is beyond the policy (%s:%zu: timeout: %s)",
-		             a.buf, p->path, p->timeout_line, b.buf);
+		ret =
+		    beyond(err, NULL, 0, "--timeout: %s is beyond the policy (%s:%zu: timeout: %s)",
+		           a.buf, p->path, p->timeout_line, b.buf);
 	} else if (ask->budget && p->cfg.budget_task && ask->budget > p->cfg.budget_task) {
 		usage_format_usd(&a, ask->budget);
 		usage_format_usd(&b, p->cfg.budget_task);
@@ -463,8 +467,8 @@ int policy_check(const struct policy *p, struct config *cfg, const char *name,
 	for (size_t i = 0; (p->cfg.set & CONFIG_SET_ENV) && i < cfg->env.nr; i++)
 		if (!env_listed(p, cfg->env.v[i]))
 			return beyond(err, name, cfg->lines.env[i],
-			              "env[%zu]: the secret %s is beyond the policy (%s:%zu: env)", i,
-			              cfg->env.v[i], p->path,
+			              "env[%zu]: the secret %s is beyond the policy (%s:%zu: env)",
+			              i, cfg->env.v[i], p->path,
 			              config_key_line(&p->cfg.lines, CONFIG_SET_ENV));
 	if ((ret = check_git(p, cfg, name, err)) < 0)
 		return ret;
@@ -475,14 +479,15 @@ int policy_check(const struct policy *p, struct config *cfg, const char *name,
 			if (path_in(cfg->mounts[i].host, p->mounts.v[k]))
 				break;
 		if (k == p->mounts.nr)
-			return beyond(err, name, cfg->lines.mounts[i],
-			              "mounts[%zu].host: '%s' is beyond the policy (%s:%zu: mounts)",
-			              i, cfg->mounts[i].host, p->path, p->mounts_line);
+			return beyond(
+			    err, name, cfg->lines.mounts[i],
+			    "mounts[%zu].host: '%s' is beyond the policy (%s:%zu: mounts)", i,
+			    cfg->mounts[i].host, p->path, p->mounts_line);
 	}
 	if ((ret = check_size(p, cfg, name, CONFIG_SET_MEMORY, "memory", cfg->memory_mib,
 	                      p->cfg.memory_mib, &cfg->memory_mib, err)) < 0 ||
-	    (ret = check_size(p, cfg, name, CONFIG_SET_DISK, "disk", cfg->disk_mib,
-	                      p->cfg.disk_mib, &cfg->disk_mib, err)) < 0 ||
+	    (ret = check_size(p, cfg, name, CONFIG_SET_DISK, "disk", cfg->disk_mib, p->cfg.disk_mib,
+	                      &cfg->disk_mib, err)) < 0 ||
 	    (ret = check_size(p, cfg, name, CONFIG_SET_CPUS, "cpus", cpus, (uint64_t)p->cfg.cpus,
 	                      &cpus, err)) < 0)
 		return ret;

@@ -36,11 +36,11 @@ struct buf;
 
 /* The policy's own keys, beside the config's (each: its line, 0 when not set). */
 struct policy {
-	char *path;        /* the file read; NULL: no policy, nothing is bounded */
-	struct config cfg; /* the config's keys: cfg.set says which the policy bounds */
-	int run;           /* run: may `aibox run` start (default yes) */
-	int push;          /* push: may a git remote list push branches (default yes) */
-	int64_t timeout_ms; /* timeout: the longest task, 0 for none */
+	char *path;           /* the file read; NULL: no policy, nothing is bounded */
+	struct config cfg;    /* the config's keys: cfg.set says which the policy bounds */
+	int run;              /* run: may `aibox run` start (default yes) */
+	int push;             /* push: may a git remote list push branches (default yes) */
+	int64_t timeout_ms;   /* timeout: the longest task, 0 for none */
 	struct strvec mounts; /* mounts: host folders a mount may be in (absolute) */
 	struct strvec images; /* images: the images a task or a run may boot */
 	size_t run_line, push_line, timeout_line, mounts_line, images_line;
