@@ -16,8 +16,7 @@
 #include "paths.h"
 #include "banned.h"
 
-static const char zero_hash[] =
-    "0000000000000000000000000000000000000000000000000000000000000000";
+static const char zero_hash[] = "0000000000000000000000000000000000000000000000000000000000000000";
 
 void audit_path(struct buf *out)
 {
@@ -55,8 +54,7 @@ static int entry_hash(json_t *o, struct buf *out)
  * One line's check against the chain so far (seq and prev of the line
  * before): 0 with *seq and hash set to this line's, or -EBADMSG with why.
  */
-static int check_line(const char *line, size_t len, int64_t *seq, struct buf *hash,
-                      struct buf *why)
+static int check_line(const char *line, size_t len, int64_t *seq, struct buf *hash, struct buf *why)
 {
 	json_error_t je;
 	json_t *o = json_loadb(line, len, JSON_REJECT_DUPLICATES, &je), *v;
