@@ -30,11 +30,19 @@ void policy_init(struct policy *p)
 
 void policy_release(struct policy *p)
 {
+	struct config released;
+
 	free(p->path);
 	config_release(&p->cfg);
 	strvec_clear(&p->mounts);
 	strvec_clear(&p->images);
-	policy_init(p);
+	/* As policy_init() leaves it, without a config holding defaults to free again. */
+	released = p->cfg;
+	memset(p, 0, sizeof(*p));
+	p->cfg = released;
+	p->run = p->push = 1;
+	strvec_init(&p->mounts);
+	strvec_init(&p->images);
 }
 
 /* Owned by root and not writable by group or others. */

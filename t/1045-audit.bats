@@ -97,6 +97,7 @@ setup() {
 @test "audit: a task does not start on a chain that is not whole, and says why" {
 	sed -i '2s/"not finished"/"finished"/' "$log"
 	run --separate-stderr aibox task "third prompt"
+	[ "$status" -eq 2 ] || fail "$stderr"
 	assert_failure 2
 	[[ "$stderr" == *"cannot write the audit record: '$log' is not a whole chain (aibox audit verify): 2: its hash does not match it: the entry was edited"* ]] || fail "$stderr"
 	assert_equal "$(wc -l <"$log")" 4

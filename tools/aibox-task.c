@@ -255,11 +255,13 @@ static void audit_task(struct task *t, const char *event, const char *result, in
 	if (t->audit_fd < 0)
 		t->audit_fd = audit_open(path.buf, &err);
 	if (t->audit_fd < 0 || audit_append(t->audit_fd, path.buf, e, &err) < 0) {
+		json_decref(e);
 		if (!strcmp(event, "start"))
 			die("cannot write the audit record: %s", err.buf);
 		warning("cannot write the audit record: %s", err.buf);
+	} else {
+		json_decref(e);
 	}
-	json_decref(e);
 	buf_release(&path);
 	buf_release(&err);
 	buf_release(&digest);
