@@ -31,10 +31,13 @@ static const struct {
 	const char *name; /* the program's name without "aibox-" */
 	const char *what;
 } descriptions[] = {
+    {"audit-list", "list the entries of the audit record of tasks"},
+    {"audit-verify", "check the hash chain of the audit record"},
     {"broker", "git fetch and push for a task's VM, with the token kept on the host"},
     {"bundle-check", "accept or refuse a git bundle, without git"},
     {"completion", "print the bash or zsh completion script"},
     {"image", "build, list and remove the VM images aibox boots"},
+    {"policy", "show the administrator's policy, and what a project may do under it"},
     {"prices", "show the price table aibox counts API spend with"},
     {"projects", "list, find, check and remove aibox projects"},
     {"proxy", "allow-listing HTTP proxy with API key forwarding, for one task"},

@@ -32,6 +32,7 @@ static const struct {
     {"projects", NULL, K_WORDS, "list path remove check"},
     {"projects", "remove", K_PROJECTS, NULL},
     {"projects", "check", K_PROJECTS, NULL},
+    {"policy", NULL, K_PROJECTS, NULL},
     {"image", NULL, K_WORDS, "list build remove"},
     {"image", "build", K_IMAGES, NULL},
     {"image", "remove", K_IMAGES, NULL},

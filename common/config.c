@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -1530,6 +1531,40 @@ static int check_slurm(struct ctx *c, const struct node *v, struct config *cfg)
 	return ret;
 }
 
+/* Each list entry's line (config_lines), once the keys are checked: one entry a node. */
+static void record_lines(struct config *cfg, const struct node *const *val)
+{
+	static const struct {
+		int key;
+		size_t off, max;
+	} lists[] = {
+	    {0, offsetof(struct config_lines, allow), CONFIG_MAX_ALLOW},
+	    {6, offsetof(struct config_lines, env), CONFIG_MAX_ENV},
+	    {1, offsetof(struct config_lines, mounts), CONFIG_MAX_MOUNTS},
+	    {7, offsetof(struct config_lines, git), CONFIG_MAX_GIT},
+	};
+
+	for (size_t l = 0; l < ARRAY_SIZE(lists); l++) {
+		const struct node *v = val[lists[l].key];
+		size_t *lines = (size_t *)((char *)&cfg->lines + lists[l].off);
+
+		for (size_t i = 0; v && v->kind == NODE_SEQ && i < v->nr && i < lists[l].max; i++)
+			lines[i] = v->items[i]->line;
+	}
+	for (size_t k = 0; val[11] && val[11]->kind == NODE_MAP && k < val[11]->nr; k += 2)
+		*(strcmp(val[11]->items[k]->str, "task") ? &cfg->lines.budget_day
+		                                         : &cfg->lines.budget_task) =
+		    val[11]->items[k + 1]->line;
+}
+
+size_t config_key_line(const struct config_lines *l, unsigned set_bit)
+{
+	if (!set_bit || set_bit & (set_bit - 1) ||
+	    (unsigned)__builtin_ctz(set_bit) >= ARRAY_SIZE(l->key))
+		BUG("config_key_line: 0x%x is not one CONFIG_SET_* bit", set_bit);
+	return l->key[__builtin_ctz(set_bit)];
+}
+
 /* Keys whose meaning depends on another key are checked after all of them. */
 static int check_root(struct ctx *c, const struct node *root, struct config *cfg)
 {
@@ -1552,6 +1587,7 @@ static int check_root(struct ctx *c, const struct node *root, struct config *cfg
 			return unknown_key(c, kn, NULL, top_keys);
 		val[i] = root->items[k + 1];
 		cfg->set |= 1u << i;
+		cfg->lines.key[i] = kn->line;
 	}
 	/* Indices follow top_keys. */
 	if (!ret && val[5])
@@ -1584,6 +1620,8 @@ static int check_root(struct ctx *c, const struct node *root, struct config *cfg
 		ret = check_slurm(c, val[12], cfg);
 	if (!ret && val[13])
 		ret = check_secrets(c, val[13], cfg);
+	if (!ret)
+		record_lines(cfg, val);
 	/* A token the broker holds must not also be handed to the VM. */
 	for (size_t i = 0; !ret && i < cfg->nr_git; i++) {
 		const char *t = cfg->git[i].token_env;
@@ -1667,8 +1705,61 @@ void config_release(struct config *cfg)
 	strvec_init(&cfg->slurm.shared);
 }
 
+/*
+ * Take extra's keys out of root (a mapping) into extra (config_parse_extra()).
+ * 0 or -EINVAL.
+ */
+static int take_extra(struct ctx *c, struct node *root, struct config_extra *extra, size_t nr)
+{
+	for (size_t e = 0; e < nr; e++) {
+		struct config_extra *x = &extra[e];
+
+		for (size_t k = 0; root && root->kind == NODE_MAP && k < root->nr; k += 2) {
+			struct node *kn = root->items[k], *vn = root->items[k + 1];
+
+			if (strcmp(kn->str, x->key))
+				continue;
+			x->line = kn->line;
+			if (vn->kind == NODE_SCALAR && !is_null(vn)) {
+				strvec_push(&x->values, vn->str);
+				x->lines[0] = vn->line;
+			} else if (vn->kind == NODE_SEQ || is_null(vn)) {
+				x->is_list = 1;
+				if (vn->nr > CONFIG_EXTRA_MAX)
+					return fail(c, vn, x->key, "more than %d entries",
+					            CONFIG_EXTRA_MAX);
+				for (size_t i = 0; i < vn->nr; i++) {
+					if (vn->items[i]->kind != NODE_SCALAR ||
+					    is_null(vn->items[i]))
+						return fail(c, vn->items[i], x->key,
+						            "entries must be strings, not %s",
+						            kind_name(vn->items[i]));
+					strvec_push(&x->values, vn->items[i]->str);
+					x->lines[i] = vn->items[i]->line;
+				}
+			} else {
+				return fail(c, vn, x->key, "must be a string or a list, not %s",
+				            kind_name(vn));
+			}
+			node_free(kn);
+			node_free(vn);
+			memmove(root->items + k, root->items + k + 2,
+			        (root->nr - k - 2) * sizeof(*root->items));
+			root->nr -= 2;
+			break;
+		}
+	}
+	return 0;
+}
+
 int config_parse(struct config *cfg, const char *name, const char *data, size_t len,
                  struct buf *err)
+{
+	return config_parse_extra(cfg, name, data, len, NULL, 0, err);
+}
+
+int config_parse_extra(struct config *cfg, const char *name, const char *data, size_t len,
+                       struct config_extra *extra, size_t nr, struct buf *err)
 {
 	struct ctx c = {.name = name, .err = err};
 	struct node *root = NULL;
@@ -1683,6 +1774,8 @@ int config_parse(struct config *cfg, const char *name, const char *data, size_t 
 	ret = check_text(&c, (const unsigned char *)data, len);
 	if (!ret)
 		ret = build_tree(&c, data, len, &root);
+	if (!ret && nr)
+		ret = take_extra(&c, root, extra, nr);
 	if (!ret)
 		ret = check_root(&c, root, cfg);
 	node_free(root);

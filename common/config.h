@@ -137,6 +137,21 @@ struct config_slurm {
 	struct strvec shared;  /* absolute folders the nodes see at the same path */
 };
 
+/*
+ * Where the file gave each key and each list entry: lines from 1, 0 for what
+ * the file does not set.  For messages that name the config's line (the
+ * policy's refusals, common/policy.h).
+ */
+struct config_lines {
+	size_t key[16]; /* each top key's line, at the bit of its CONFIG_SET_* */
+	size_t allow[CONFIG_MAX_ALLOW], env[CONFIG_MAX_ENV];
+	size_t mounts[CONFIG_MAX_MOUNTS], git[CONFIG_MAX_GIT];
+	size_t budget_task, budget_day;
+};
+
+/* The line of the key whose CONFIG_SET_* bit is set_bit, 0 when not in the file. */
+size_t config_key_line(const struct config_lines *l, unsigned set_bit);
+
 struct config {
 	struct strvec allow; /* proxy entries, hosts lowercased; syntax checked here */
 	struct config_mount *mounts;
@@ -157,6 +172,7 @@ struct config {
 	struct config_secret *secrets;
 	size_t nr_secrets;
 	unsigned set; /* CONFIG_SET_* */
+	struct config_lines lines;
 };
 
 /* An empty config holding the defaults (allow list empty). */
@@ -172,6 +188,30 @@ void config_release(struct config *cfg);
  */
 int config_parse(struct config *cfg, const char *name, const char *data, size_t len,
                  struct buf *err);
+
+/*
+ * A top key outside the config's schema that the caller reads itself (the
+ * policy's own keys, common/policy.h): its value a string or a list of
+ * strings (or null: an empty list).
+ */
+#define CONFIG_EXTRA_MAX 64
+struct config_extra {
+	const char *key;      /* in: the key's name */
+	size_t line;          /* out: the key's line, 0 when the file does not have it */
+	int is_list;          /* out: the value was a list (or null) */
+	struct strvec values; /* out: the string, or the list's entries (strvec_init() first) */
+	size_t lines[CONFIG_EXTRA_MAX]; /* out: each entry's line */
+};
+
+/*
+ * config_parse() with the top keys of extra[0..nr) taken out of the
+ * document before the schema sees it, and filled in as above; the config's
+ * own keys are checked as config_parse() checks them.  A list of more than
+ * CONFIG_EXTRA_MAX entries, or a value that is not a string or a list of
+ * strings, is refused as the config's errors are.
+ */
+int config_parse_extra(struct config *cfg, const char *name, const char *data, size_t len,
+                       struct config_extra *extra, size_t nr, struct buf *err);
 
 /*
  * Read and parse the file at path (a regular file of at most

@@ -35,6 +35,7 @@
 #include "helpers.h"
 #include "host_start.h"
 #include "image.h"
+#include "policy.h"
 #include "login.h"
 #include "num.h"
 #include "opt.h"
@@ -143,14 +144,24 @@ static void parse_options(struct run *r, int argc, char **argv)
 	buf_release(&why);
 }
 
-/* The project, held shared, and its config (common/host_start.h). */
+/*
+ * The project, held shared, and its config (common/host_start.h), held to
+ * the administrator's policy (common/policy.h) with the options.
+ */
 static void find_project(struct run *r, struct buf *cfg_path)
 {
 	struct buf checkout = BUF_INIT, err = BUF_INIT;
+	struct policy_ask ask = {
+	    .memory_mib = r->memory_mib, .cpus = r->cpus, .image = r->image, .run = 1};
+	struct policy p;
 
+	policy_init(&p);
 	if (host_project_open(&checkout, &r->project, cfg_path, &r->cfg, &err) < 0 ||
+	    policy_load(&p, &err) < 0 || policy_check(&p, &r->cfg, cfg_path->buf, &ask, &err) < 0 ||
+	    policy_user_day(&p, &r->cfg.budget_task, &err) < 0 ||
 	    (r->lock_fd = host_project_lock(&r->project, &err)) < 0)
 		die("%s", err.buf);
+	policy_release(&p);
 	host_size(&r->cfg, r->memory_mib, r->cpus);
 	buf_release(&checkout);
 	buf_release(&err);

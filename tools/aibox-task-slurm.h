@@ -325,6 +325,8 @@ static int slurm_node(struct task *t)
 	buf_reset(&err);
 	if (config_load(&t->cfg, path.buf, &err) < 0)
 		die("%s", err.buf);
+	/* The node's own policy, read again here: the submitting host's may be another's. */
+	check_policy(t, path.buf);
 	host_size(&t->cfg, t->o.memory_mib, t->o.cpus);
 	/* The same caps and day ledger as on one host: the project is the folder's grandparent. */
 	if (t->api == TASK_API_FORWARD) {

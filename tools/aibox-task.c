@@ -13,6 +13,8 @@
  * each phase's time.
  */
 #include <errno.h>
+#include <pwd.h>
+#include <jansson.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <fcntl.h>
@@ -28,7 +30,9 @@
 #include "bundle_check.h"
 #include "bundle_read.h"
 #include "checkout.h"
+#include "audit.h"
 #include "config.h"
+#include "policy.h"
 #include "err.h"
 #include "host_start.h"
 #include "host_system.h"
@@ -119,6 +123,8 @@ struct task {
 	time_t start_time, end_time; /* of its start line and its summary, for the record */
 	double boot_s, session_s;    /* for the derived lines of aibox.log */
 	struct task_continue cont;   /* with --continue */
+	int audit_started;           /* the audit record has this task's start */
+	int audit_fd;                /* audit.jsonl, open from the start (common/audit.h) */
 };
 
 /* The options (common/task_opts.h): those that fail die, -h prints the usage. */
@@ -138,6 +144,127 @@ static void parse_args(struct task_opts *o, int argc, char **argv)
 	if (ret < 0)
 		die("%s", why.buf);
 	buf_release(&why);
+}
+
+/*
+ * The administrator's policy (common/policy.h), read again wherever a task
+ * starts (here and on a Slurm node): the config read from cfg_path and the
+ * options are held to it before anything else is made, and what they leave
+ * to defaults is brought within it.  A policy refused, or anything asked
+ * beyond it, dies with exit 2.
+ */
+static void check_policy(struct task *t, const char *cfg_path)
+{
+	struct policy p;
+	struct buf err = BUF_INIT;
+	struct policy_ask ask = {
+	    .memory_mib = t->o.memory_mib,
+	    .cpus = t->o.cpus,
+	    /* the default is not asked for: the policy lowers it */
+	    .timeout_ms = t->o.timeout_ms != TASK_OPTS_DEFAULT_TIMEOUT_MS ? t->o.timeout_ms : 0,
+	    .budget = t->o.has_budget ? (uint64_t)(t->o.budget * 1e9 + 0.5) : 0,
+	    .image = t->o.image,
+	};
+
+	policy_init(&p);
+	if (policy_load(&p, &err) < 0 || policy_check(&p, &t->cfg, cfg_path, &ask, &err) < 0 ||
+	    policy_user_day(&p, &t->cfg.budget_task, &err) < 0)
+		die("%s", err.buf);
+	t->o.timeout_ms = policy_timeout(&p, t->o.timeout_ms);
+	policy_release(&p);
+	buf_release(&err);
+}
+
+/* list's entries joined by commas, for an audit entry's string. */
+static json_t *joined(const struct strvec *list)
+{
+	struct buf b = BUF_INIT;
+	json_t *s;
+
+	for (size_t i = 0; i < list->nr; i++)
+		buf_addf(&b, "%s%s", i ? "," : "", list->v[i]);
+	s = json_string(b.len ? b.buf : "");
+	buf_release(&b);
+	return s;
+}
+
+/*
+ * The audit record's entry of this task (common/audit.h): "start" once the
+ * folder is made, "end" with the outcome.  A start that cannot be recorded
+ * stops the task; an end that cannot warns.
+ */
+static void audit_task(struct task *t, const char *event, const char *result, int code,
+                       const struct vm_outcome *o, const char *end_commit)
+{
+	json_t *e = json_object();
+	struct buf path = BUF_INIT, err = BUF_INIT, digest = BUF_INIT;
+	const struct passwd *pw = getpwuid(getuid());
+
+	json_object_set_new(e, "time", json_integer((json_int_t)time(NULL)));
+	json_object_set_new(e, "event", json_string(event));
+	json_object_set_new(e, "uid", json_integer((json_int_t)getuid()));
+	json_object_set_new(e, "user", json_string(pw && pw->pw_name ? pw->pw_name : ""));
+	json_object_set_new(e, "project", json_string(t->p.name ? t->p.name : ""));
+	json_object_set_new(e, "task", json_string(t->name));
+	if (!strcmp(event, "start")) {
+		struct strvec secrets = STRVEC_INIT;
+
+		audit_sha256_hex(t->prompt.buf, t->prompt.len, &digest);
+		json_object_set_new(e, "prompt_sha256", json_string(digest.buf));
+		json_object_set_new(e, "start_commit", json_string(t->start_commit));
+		json_object_set_new(e, "memory_mib", json_integer((json_int_t)t->cfg.memory_mib));
+		json_object_set_new(e, "cpus", json_integer(t->cfg.cpus));
+		json_object_set_new(e, "timeout_s",
+		                    json_integer((json_int_t)(t->o.timeout_ms / 1000)));
+		json_object_set_new(e, "image", json_string(t->o.image ? t->o.image : "default"));
+		json_object_set_new(e, "slurm", json_integer(t->o.slurm));
+		json_object_set_new(e, "model", json_string(t->o.model ? t->o.model : ""));
+		json_object_set_new(e, "allow", joined(&t->cfg.allow));
+		/* The secrets by name: the key, the env names set, the git tokens. */
+		if (t->api == TASK_API_FORWARD)
+			strvec_push(&secrets, "ANTHROPIC_API_KEY");
+		for (size_t i = 0; i < t->env.names.nr; i++)
+			strvec_push(&secrets, t->env.names.v[i]);
+		for (size_t i = 0; i < t->cfg.nr_git; i++)
+			if (t->cfg.git[i].token_env)
+				strvec_push(&secrets, t->cfg.git[i].token_env);
+		json_object_set_new(e, "secrets", joined(&secrets));
+		strvec_clear(&secrets);
+	} else {
+		struct buf hosts = BUF_INIT;
+
+		json_object_set_new(e, "result", json_string(result));
+		json_object_set_new(e, "exit", json_integer(code));
+		for (size_t i = 0; o && o->have_report && i < o->report.nhosts; i++) {
+			const struct proxy_report_host *h = &o->report.hosts[i];
+
+			buf_addf(&hosts, "%s%s %llu requests %llu sent %llu received", i ? "," : "",
+			         h->name, (unsigned long long)h->allowed,
+			         (unsigned long long)h->sent, (unsigned long long)h->received);
+		}
+		json_object_set_new(e, "hosts", json_string(hosts.len ? hosts.buf : ""));
+		json_object_set_new(
+		    e, "spend_nano_usd",
+		    json_integer(o && o->have_report ? (json_int_t)o->report.usage.nano : 0));
+		json_object_set_new(e, "commit", json_string(end_commit ? end_commit : ""));
+		/* Whether the results were fetched is the user's git's: aibox does not learn it. */
+		json_object_set_new(e, "fetched", json_string("unknown"));
+		buf_release(&hosts);
+	}
+	audit_path(&path);
+	if (t->audit_fd < 0)
+		t->audit_fd = audit_open(path.buf, &err);
+	if (t->audit_fd < 0 || audit_append(t->audit_fd, path.buf, e, &err) < 0) {
+		json_decref(e);
+		if (!strcmp(event, "start"))
+			die("cannot write the audit record: %s", err.buf);
+		warning("cannot write the audit record: %s", err.buf);
+	} else {
+		json_decref(e);
+	}
+	buf_release(&path);
+	buf_release(&err);
+	buf_release(&digest);
 }
 
 /* The start commit and the identity the VM commits as (common/checkout.h). */
@@ -387,6 +514,8 @@ static void task_failed(const char *msg)
 		unlink(t->proxy_sock.buf);
 	log_line(t, "total %.3fs exit %d\n", task_clock_since(&t->t0), die_status);
 	write_record(t, "failed to start", die_status, msg, NULL);
+	if (t->audit_started)
+		audit_task(t, "end", "failed to start", die_status, NULL, NULL);
 	buf_release(&path);
 }
 
@@ -413,6 +542,7 @@ static void start(struct task *t)
 	buf_reset(&err);
 	if (host_project_open(&t->checkout, &t->p, &cfgpath, &t->cfg, &err) < 0)
 		die("%s", err.buf);
+	check_policy(t, cfgpath.buf);
 	host_size(&t->cfg, t->o.memory_mib, t->o.cpus);
 	if (t->cfg.set & CONFIG_SET_SLURM)
 		t->o.slurm = 1;
@@ -455,6 +585,8 @@ static void start(struct task *t)
 	die_routine = task_failed;
 	report_routine = task_report;
 
+	audit_task(t, "start", NULL, 0, NULL, NULL);
+	t->audit_started = 1;
 	write_inputs(t);
 	open_results(t, 1);
 	buf_release(&err);
@@ -675,6 +807,8 @@ static int finish_task(struct task *t, struct vm_outcome *o)
 		if (!t->o.slurm_check) /* aibox tasks show prints it */
 			task_summary_print(2, t->end_time, t->id, &in, ok, why->buf);
 		write_record(t, ok ? "finished" : "not finished", ok ? 0 : 1, why->buf, &in);
+		audit_task(t, "end", ok ? "finished" : "not finished", ok ? 0 : 1, o,
+		           in.end_commit);
 		buf_release(&bpath);
 		buf_release(&branch);
 	}
@@ -720,6 +854,7 @@ static int run_task(struct task *t)
 int main(int argc, char **argv)
 {
 	struct task t = {.project_lock_fd = -1,
+	                 .audit_fd = -1,
 	                 .task_lock_fd = -1,
 	                 .aibox_log_fd = -1,
 	                 .record_fd = -1,

@@ -1,0 +1,127 @@
+#!/usr/bin/env bats
+# The audit record (common/audit.h, docs/security.md "The audit record"):
+# every task's start and end in $AIBOX_HOME/audit.jsonl, hash-chained;
+# aibox audit verify finds an edited, removed, moved or forged entry and
+# names its line; aibox audit list reads it.  No VM: the tasks stop at
+# no_vm's boot, which ends them ("not finished").  The system log's copy is
+# read back in t/9300-policy.bats (a syslog daemon needs root).
+load lib-common
+
+setup() {
+	common_setup
+	export ANTHROPIC_API_KEY=sk-ant-test-key
+	no_vm_project
+	echo 'env: [ANTHROPIC_API_KEY]' >"$cfg"
+	log=$AIBOX_HOME/audit.jsonl
+	run --separate-stderr aibox task "first prompt"
+	assert_stopped_at_boot
+	run --separate-stderr aibox task "second prompt"
+	assert_stopped_at_boot
+}
+
+@test "audit: each task's start and end are recorded, chained, with who, what and how it ended" {
+	run aibox audit verify
+	assert_success
+	assert_output "$log: 4 entries, the chain is whole"
+	run jq -sc '[.[] | [.seq, .event, .uid, .project]]' "$log"
+	assert_success
+	assert_output "[[1,\"start\",$(id -u),\"repo\"],[2,\"end\",$(id -u),\"repo\"],[3,\"start\",$(id -u),\"repo\"],[4,\"end\",$(id -u),\"repo\"]]"
+	run jq -r 'select(.seq == 1) | [.prompt_sha256, .secrets, .image, .memory_mib, .timeout_s] | @tsv' "$log"
+	assert_success
+	sum=$(printf 'first prompt' | sha256sum | cut -d' ' -f1)
+	assert_output "$sum	ANTHROPIC_API_KEY	default	4096	3600"
+	run jq -r 'select(.seq == 2) | [.result, .exit, .commit, .fetched] | @tsv' "$log"
+	assert_success
+	assert_output "not finished	1		unknown"
+	# each entry's task is the task folder's name
+	run jq -r 'select(.event == "start") | .task' "$log"
+	assert_success
+	assert_equal "$output" "$(ls "$AIBOX_HOME/projects/repo/tasks" | grep -v lock | sort)"
+	# the first entry follows nothing; each next one the hash of the one before
+	run jq -r '.prev' "$log"
+	assert_success
+	assert_equal "$(sed -n 1p <<<"$output")" "$(printf '0%.0s' {1..64})"
+	assert_equal "$(sed -n 2p <<<"$output")" "$(jq -r 'select(.seq == 1) | .hash' "$log")"
+	# the file is the user's alone
+	assert_equal "$(stat -c %a "$log")" 600
+}
+
+@test "audit: aibox audit verify names the line of an edited, removed, moved or forged entry" {
+	cp "$log" "$T/good"
+	# edited: the hash no longer matches
+	sed '2s/"not finished"/"finished"/' "$T/good" >"$log"
+	run --separate-stderr aibox audit verify
+	assert_failure 1
+	assert_equal "$stderr" "aibox-audit-verify: $log:2: its hash does not match it: the entry was edited"
+	# removed
+	sed '2d' "$T/good" >"$log"
+	run --separate-stderr aibox audit verify
+	assert_failure 1
+	assert_equal "$stderr" "aibox-audit-verify: $log:2: entry 3 where entry 2 belongs: an entry was removed or moved before it"
+	# the first removed
+	sed '1d' "$T/good" >"$log"
+	run --separate-stderr aibox audit verify
+	assert_failure 1
+	assert_equal "$stderr" "aibox-audit-verify: $log:1: entry 2 where entry 1 belongs: an entry was removed or moved before it"
+	# moved: lines 2 and 3 swapped
+	for n in 1 3 2 4; do sed -n "${n}p" "$T/good"; done >"$log"
+	run --separate-stderr aibox audit verify
+	assert_failure 1
+	assert_equal "$stderr" "aibox-audit-verify: $log:2: entry 3 where entry 2 belongs: an entry was removed or moved before it"
+	# forged: line 2 edited and its hash made again; line 3 no longer follows it
+	line2=$(sed -n 2p "$T/good" | jq -c '.result = "finished" | del(.hash)')
+	hash=$(jq -cS . <<<"$line2" | tr -d '\n' | sha256sum | cut -d' ' -f1)
+	{
+		sed -n 1p "$T/good"
+		jq -c --arg h "$hash" '.hash = $h' <<<"$line2"
+		sed -n '3,$p' "$T/good"
+	} >"$log"
+	run --separate-stderr aibox audit verify
+	assert_failure 1
+	assert_equal "$stderr" "aibox-audit-verify: $log:3: it does not follow the line before it: an entry was removed, moved or edited before it"
+	# not an entry, cut short
+	{ sed -n 1p "$T/good"; echo '{"seq": 2}'; } >"$log"
+	run --separate-stderr aibox audit verify
+	assert_failure 1
+	assert_equal "$stderr" "aibox-audit-verify: $log:2: not an audit entry (no seq, prev or hash)"
+	{ cat "$T/good"; printf '{"seq":5'; } >"$log"
+	run --separate-stderr aibox audit verify
+	assert_failure 1
+	assert_equal "$stderr" "aibox-audit-verify: $log:5: the line is cut short (no newline)"
+	# a file of its own, named
+	run aibox audit verify "$T/good"
+	assert_success
+	assert_output "$T/good: 4 entries, the chain is whole"
+}
+
+@test "audit: a task does not start on a chain that is not whole, and says why" {
+	sed -i '2s/"not finished"/"finished"/' "$log"
+	run --separate-stderr aibox task "third prompt"
+	[ "$status" -eq 2 ] || fail "$stderr"
+	assert_failure 2
+	[[ "$stderr" == *"cannot write the audit record: '$log' is not a whole chain (aibox audit verify): 2: its hash does not match it: the entry was edited"* ]] || fail "$stderr"
+	assert_equal "$(wc -l <"$log")" 4
+}
+
+@test "audit: aibox audit list shows the entries, --json as they are, --since from a date or a duration" {
+	run --separate-stderr aibox audit list
+	assert_success
+	assert_equal "$(wc -l <<<"$output")" 4
+	assert_line --index 0 --regexp "^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9:]{8} event=start uid=$(id -u) .* project=repo .*secrets=ANTHROPIC_API_KEY seq=1$"
+	assert_line --index 1 --regexp " event=end .* result=not finished exit=1 .* seq=2$"
+	run --separate-stderr aibox audit list --json
+	assert_success
+	assert_equal "$(jq -c . <<<"$output")" "$(jq -sc . "$log")"
+	run --separate-stderr aibox audit list --json --since "$(date +%F)"
+	assert_success
+	assert_equal "$(jq length <<<"$output")" 4
+	run --separate-stderr aibox audit list --json --since "$(date -d tomorrow +%F)"
+	assert_success
+	assert_equal "$(jq length <<<"$output")" 0
+	run --separate-stderr aibox audit list --json --since 1h
+	assert_success
+	assert_equal "$(jq length <<<"$output")" 4
+	run --separate-stderr aibox audit list --since soon
+	assert_failure 2
+	assert_equal "$stderr" "aibox-audit-list: --since: 'soon' is not a date like 2026-12-04 or a duration like 2h"
+}
