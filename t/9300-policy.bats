@@ -62,7 +62,7 @@ git:
 	check "allow: [\"*.org\"]" "1: allow[0]: '*.org'" "1: allow"
 	check "allow: [\"api.example.com:8443\"]" "1: allow[0]: 'api.example.com:8443'" "1: allow"
 	check "env: [ANTHROPIC_API_KEY, NPM_TOKEN]" "1: env[1]: the secret NPM_TOKEN" "4: env"
-	NPM_TOKEN=npm-value check $'env: [ANTHROPIC_API_KEY]\nallow: [api.anthropic.com, api.example.com]\nsecrets:\n  - env: NPM_TOKEN\n    hosts: [api.example.com]' "3: secrets[0].env: the secret NPM_TOKEN" "4: env"
+	NPM_TOKEN=npm-value check $'env: [ANTHROPIC_API_KEY]\nallow: [api.anthropic.com, api.example.com]\nsecrets:\n  - env: NPM_TOKEN\n    hosts: [api.example.com]' "4: secrets[0].env: the secret NPM_TOKEN" "4: env"
 	check "memory: 4G" "1: memory: 4G" "5: memory: 2G"
 	check "cpus: 2" "1: cpus: 2" "6: cpus: 1"
 	check "disk: 20G" "1: disk: 20G" "7: disk: 10G"
