@@ -17,16 +17,14 @@
 #include "err.h"
 #include "gitconfig.h"
 #include "run.h"
+#include "guest_secrets.h"
 #include "secret.h"
 #include "strvec.h"
 #include "task.h"
 #include "task_settings.h"
 #include "banned.h"
 
-#define RUN_ENV_MAX       (1024 * 1024)
-#define RUN_ENV_NAMES_MAX 128
-#define GUEST_PATH_VALUE  "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-#define MOUNT_9P_RW       "trans=virtio,version=9p2000.L,msize=524288,access=client,cache=none"
+#define MOUNT_9P_RW "trans=virtio,version=9p2000.L,msize=524288,access=client,cache=none"
 
 /* settings.json in run mode, through the one parser (common/task_settings.h). */
 static int settings_load(struct task_settings_doc *d)
@@ -36,9 +34,9 @@ static int settings_load(struct task_settings_doc *d)
 	int r = -EINVAL;
 
 	memset(d, 0, sizeof(*d));
-	n = buf_read_file(&b, GUEST_TASK_DIR "/settings.json", GUEST_SETTINGS_MAX);
+	n = buf_read_file(&b, GUEST_TASK_DIR "/" GUEST_FILE_SETTINGS, GUEST_SETTINGS_MAX);
 	if (n < 0) {
-		error("cannot read settings.json: %s", strerror((int)-n));
+		error("cannot read " GUEST_FILE_SETTINGS ": %s", strerror((int)-n));
 		r = (int)n;
 	} else if (task_settings_parse(b.buf, b.len, d, &why) < 0) {
 		error("%s", why.buf);
@@ -149,11 +147,11 @@ static int env_has(const struct strvec *env, const char *name, size_t n)
 static int build_env(const struct task_settings *s, struct strvec *env)
 {
 	const char *term = getenv("TERM"), *secrets = getenv(RUN_ENV_VAR);
-	json_t *obj, *v;
-	const char *name;
+	struct strvec vals = STRVEC_INIT;
+	struct buf err = BUF_INIT;
 	int ret = 0;
 
-	strvec_push(env, "PATH=" GUEST_PATH_VALUE);
+	strvec_push(env, "PATH=" GUEST_PATH);
 	if (s->uid == 0)
 		/* The VM is the sandbox Claude Code asks for before it runs as root. */
 		strvec_pushl(env, "HOME=" GUEST_HOME, "USER=root", "LOGNAME=root", "IS_SANDBOX=1",
@@ -171,35 +169,25 @@ static int build_env(const struct task_settings *s, struct strvec *env)
 	if (s->api == TASK_API_FORWARD)
 		strvec_pushl(env, "ANTHROPIC_BASE_URL=" GUEST_API_FORWARD_URL,
 		             "ANTHROPIC_API_KEY=" GUEST_API_KEY_PLACEHOLDER, NULL);
-	if (!secrets || !*secrets)
+	if (!secrets)
 		return 0;
-	if (strlen(secrets) > RUN_ENV_MAX) {
-		error("%s is too long", RUN_ENV_VAR);
-		return -E2BIG;
-	}
-	obj = json_loads(secrets, JSON_REJECT_DUPLICATES, NULL);
-	if (!json_is_object(obj) || json_object_size(obj) > RUN_ENV_NAMES_MAX) {
-		error("%s is not a JSON object of at most %d strings", RUN_ENV_VAR,
-		      RUN_ENV_NAMES_MAX);
+	if (guest_secrets_read(secrets, strlen(secrets), GUEST_SECRETS_ENV_VAR, &vals, &err) < 0) {
+		error("%s", err.buf);
 		ret = -EINVAL;
 		goto out;
 	}
-	json_object_foreach(obj, name, v)
-	{
-		if (!json_is_string(v) || !guest_env_name_valid(name) ||
-		    memchr(json_string_value(v), '\0', json_string_length(v))) {
-			error("%s: bad entry '%.64s'", RUN_ENV_VAR, name);
-			ret = -EINVAL;
-			goto out;
-		}
+	for (size_t i = 0; i < vals.nr; i++) {
+		size_t n = strcspn(vals.v[i], "=");
+
 		/* What we set ourselves wins; NO_PROXY would bypass the key forward. */
-		if (env_has(env, name, strlen(name)) || !strcasecmp(name, "NO_PROXY"))
+		if (env_has(env, vals.v[i], n) ||
+		    (n == strlen("NO_PROXY") && !strncasecmp(vals.v[i], "NO_PROXY", n)))
 			continue;
-		strvec_pushf(env, "%s=%s", name, json_string_value(v));
+		strvec_push(env, vals.v[i]);
 	}
 out:
-	secret_json_wipe(obj);
-	json_decref(obj);
+	strvec_wipe_clear(&vals);
+	buf_release(&err);
 	return ret;
 }
 
