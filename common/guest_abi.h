@@ -74,7 +74,7 @@
 /*
  * aibox run's env values: one SSH environment request of this variable
  * (the guest's sshd accepts only it), its value written by
- * guest_secrets_write() and read by guest_secrets_read() (common/secret.h).
+ * guest_secrets_write() and read by guest_secrets_read() (common/guest_secrets.h).
  */
 #define GUEST_RUN_ENV_VAR "AIBOX_ENV"
 
