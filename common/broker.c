@@ -279,44 +279,44 @@ static int relay(struct hconn *client, int chunked, struct scrub *sc, const char
 }
 
 /* The TLS connection to the remote, certificate and host name checked.  0 or -errno. */
-static int upstream_connect(const struct request *rq, struct hconn *up, struct buf *why)
+static int upstream_connect(const struct request *rq, struct hconn *up, struct buf *err)
 {
 	const struct broker_remote *rm = rq->rm;
 	struct addrinfo *ai;
-	int fd = -1, err = -ECONNREFUSED;
+	int fd = -1, e = -ECONNREFUSED;
 
 	for (ai = rm->addrs; ai; ai = ai->ai_next) {
 		fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
 		if (fd < 0) {
-			err = -errno;
+			e = -errno;
 			continue;
 		}
 		set_timeouts(fd, 0);
 		if (!connect(fd, ai->ai_addr, ai->ai_addrlen))
 			break;
-		err = -errno;
+		e = -errno;
 		close(fd);
 		fd = -1;
 	}
 	if (fd < 0) {
-		buf_addf(why, "cannot connect to %s: %s", rm->hostport, strerror(-err));
-		return err;
+		buf_addf(err, "cannot connect to %s: %s", rm->hostport, strerror(-e));
+		return e;
 	}
 	up->fd = fd;
 	up->ssl = tls_client_new(rq->br->ssl_ctx, fd, rm->host);
 	if (!up->ssl) {
-		buf_addstr(why, "cannot start TLS: ");
-		tls_error(why);
+		buf_addstr(err, "cannot start TLS: ");
+		tls_error(err);
 		return -ENOMEM;
 	}
 	if (SSL_connect(up->ssl) != 1) {
 		long v = SSL_get_verify_result(up->ssl);
 
 		if (v != X509_V_OK)
-			buf_addf(why, "TLS with %s failed: %s", rm->hostport,
+			buf_addf(err, "TLS with %s failed: %s", rm->hostport,
 			         X509_verify_cert_error_string(v));
 		else
-			buf_addf(why, "TLS with %s failed", rm->hostport);
+			buf_addf(err, "TLS with %s failed", rm->hostport);
 		ERR_clear_error();
 		return -EPROTO;
 	}

@@ -106,7 +106,7 @@ int broker_token_lookup(const char *lines, size_t len, const char *name, struct 
 }
 
 /* g's host resolves as aibox-broker resolves it (tools/aibox-broker.c). */
-static int check_host(const struct config_git *g, struct buf *why)
+static int check_host(const struct config_git *g, struct buf *err)
 {
 	struct addrinfo hints = {0}, *ai = NULL;
 	size_t n = strlen(g->host);
@@ -120,7 +120,7 @@ static int check_host(const struct config_git *g, struct buf *why)
 	r = getaddrinfo(h, NULL, &hints, &ai);
 	free(h);
 	if (r) {
-		buf_addf(why, "the git remote '%s': cannot resolve '%s': %s", g->url, g->host,
+		buf_addf(err, "the git remote '%s': cannot resolve '%s': %s", g->url, g->host,
 		         gai_strerror(r));
 		return -EINVAL;
 	}
@@ -128,16 +128,16 @@ static int check_host(const struct config_git *g, struct buf *why)
 	return 0;
 }
 
-int broker_remotes_check(const struct config *cfg, struct buf *why)
+int broker_remotes_check(const struct config *cfg, struct buf *err)
 {
 	for (size_t i = 0; i < cfg->nr_git; i++) {
 		const struct config_git *g = &cfg->git[i];
 
 		if (!task_git_remote_valid(g->url)) {
-			buf_addf(why, "the git remote '%s' is not a plain https:// URL", g->url);
+			buf_addf(err, "the git remote '%s' is not a plain https:// URL", g->url);
 			return -EINVAL;
 		}
-		if (check_host(g, why) < 0)
+		if (check_host(g, err) < 0)
 			return -EINVAL;
 	}
 	return 0;

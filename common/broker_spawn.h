@@ -42,10 +42,10 @@ int broker_token_ok(const char *v, size_t n);
 /*
  * Before anything starts: each of cfg's git: remotes is a plain https:// URL
  * whose host resolves (as aibox-broker will resolve it).  0, or -EINVAL with
- * the first problem appended to why (one wording for aibox task and aibox
+ * the first problem appended to err (one wording for aibox task and aibox
  * run).  The tokens are checked by broker_tokens_take().
  */
-int broker_remotes_check(const struct config *cfg, struct buf *why);
+int broker_remotes_check(const struct config *cfg, struct buf *err);
 
 /*
  * The value of the variable name in lines (broker_tokens_take()'s text),

@@ -949,12 +949,12 @@ static void remove_tmp(const char *dir)
 }
 
 /* "pack: object <id>: " before a reason of common/bundle_fsck.c. */
-static int fsck_refuse(struct bundle_pack_result *res, const git_oid *id, struct buf *why)
+static int fsck_refuse(struct bundle_pack_result *res, const git_oid *id, struct buf *err)
 {
 	char hex[GIT_OID_HEXSZ + 1];
 
 	git_oid_tostr(hex, sizeof(hex), id);
-	return refuse(&res->err, "pack: object %s: %s", hex, why->buf);
+	return refuse(&res->err, "pack: object %s: %s", hex, err->buf);
 }
 
 static uint64_t be64(const unsigned char *p)
@@ -1090,7 +1090,7 @@ static int resolve_types(const struct pack_layout *l, const struct pack_idx *x, 
  * found nowhere, refused as git refuses it.
  */
 static int fsck_named_blob(git_odb *odb, git_odb *repo_odb, const unsigned char *raw, int kind,
-                           struct buf *why)
+                           struct buf *err)
 {
 	const int mods = kind == FSCK_GITMODULES;
 	git_odb_object *obj = NULL;
@@ -1102,7 +1102,7 @@ static int fsck_named_blob(git_odb *odb, git_odb *repo_odb, const unsigned char 
 	if (!git_odb_exists(odb, &id))
 		from = repo_odb && git_odb_exists(repo_odb, &id) ? repo_odb : NULL;
 	if (!from) {
-		buf_addstr(why, mods ? ".gitmodules is not in the pack or the repository "
+		buf_addstr(err, mods ? ".gitmodules is not in the pack or the repository "
 		                       "(gitmodulesMissing)"
 		                     : ".gitattributes is not in the pack or the repository "
 		                       "(gitattributesMissing)");
@@ -1111,12 +1111,12 @@ static int fsck_named_blob(git_odb *odb, git_odb *repo_odb, const unsigned char 
 	if (git_odb_read(&obj, from, &id) < 0)
 		return -EIO;
 	if (git_odb_object_type(obj) != GIT_OBJECT_BLOB) {
-		buf_addstr(why, mods ? ".gitmodules is not a blob (gitmodulesBlob)"
+		buf_addstr(err, mods ? ".gitmodules is not a blob (gitmodulesBlob)"
 		                     : ".gitattributes is not a blob (gitattributesBlob)");
 		ret = BUNDLE_REFUSED;
 	} else {
 		ret =
-		    bundle_fsck_blob(kind, git_odb_object_data(obj), git_odb_object_size(obj), why);
+		    bundle_fsck_blob(kind, git_odb_object_data(obj), git_odb_object_size(obj), err);
 	}
 	git_odb_object_free(obj);
 	return ret;

@@ -22,7 +22,7 @@ int checkout_git(const char *checkout, struct buf *out, const char *const *args)
 	return ret;
 }
 
-int checkout_start_commit(const char *checkout, const char *from, char commit[65], struct buf *why)
+int checkout_start_commit(const char *checkout, const char *from, char commit[65], struct buf *err)
 {
 	struct buf out = BUF_INIT, rev = BUF_INIT;
 	int ret = -EINVAL;
@@ -31,11 +31,11 @@ int checkout_start_commit(const char *checkout, const char *from, char commit[65
 	if (checkout_git(checkout, &out,
 	                 (const char *const[]){"rev-parse", "--is-shallow-repository", NULL}) !=
 	    0) {
-		buf_addf(why, "cannot run git in '%s'", checkout);
+		buf_addf(err, "cannot run git in '%s'", checkout);
 		goto out;
 	}
 	if (!strcmp(out.buf, "true")) {
-		buf_addf(why,
+		buf_addf(err,
 		         "'%s' is a shallow clone: a task needs the full history (git fetch "
 		         "--unshallow)",
 		         checkout);
@@ -47,7 +47,7 @@ int checkout_start_commit(const char *checkout, const char *from, char commit[65
 	                 (const char *const[]){"rev-parse", "--verify", "--quiet",
 	                                       "--end-of-options", rev.buf, NULL}) != 0 ||
 	    (out.len != 40 && out.len != 64)) {
-		buf_addf(why, "--from: '%s' names no commit in '%s'", from, checkout);
+		buf_addf(err, "--from: '%s' names no commit in '%s'", from, checkout);
 		goto out;
 	}
 	memcpy(commit, out.buf, out.len + 1);
@@ -58,18 +58,18 @@ out:
 	return ret;
 }
 
-int checkout_identity(const char *checkout, struct buf *name, struct buf *email, struct buf *why)
+int checkout_identity(const char *checkout, struct buf *name, struct buf *email, struct buf *err)
 {
 	if (checkout_git(checkout, name, (const char *const[]){"config", "user.name", NULL}) != 0 ||
 	    !name->len) {
-		buf_addstr(why, "git has no user.name: set it with git config --global user.name "
+		buf_addstr(err, "git has no user.name: set it with git config --global user.name "
 		                "'Your Name'");
 		return -ENOENT;
 	}
 	if (checkout_git(checkout, email, (const char *const[]){"config", "user.email", NULL}) !=
 	        0 ||
 	    !email->len) {
-		buf_addstr(why, "git has no user.email: set it with git config --global user.email "
+		buf_addstr(err, "git has no user.email: set it with git config --global user.email "
 		                "you@example.com");
 		return -ENOENT;
 	}

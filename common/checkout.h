@@ -17,15 +17,15 @@ int checkout_git(const char *checkout, struct buf *out, const char *const *args)
 
 /*
  * The commit from names (NULL: HEAD), as full hex into commit.  0, or
- * -EINVAL with why set: git cannot run there, the checkout is a shallow
+ * -EINVAL with err set: git cannot run there, the checkout is a shallow
  * clone (a task needs the full history), or from names no commit.
  */
-int checkout_start_commit(const char *checkout, const char *from, char commit[65], struct buf *why);
+int checkout_start_commit(const char *checkout, const char *from, char commit[65], struct buf *err);
 
 /*
  * git's user.name and user.email there, appended to name and email.  0, or
- * -ENOENT with why saying which is missing and how to set it.
+ * -ENOENT with err saying which is missing and how to set it.
  */
-int checkout_identity(const char *checkout, struct buf *name, struct buf *email, struct buf *why);
+int checkout_identity(const char *checkout, struct buf *name, struct buf *email, struct buf *err);
 
 #endif

@@ -1252,9 +1252,9 @@ int config_host_check(const struct config *cfg, struct buf *err)
 	return ret;
 }
 
-int config_parse_memory(const char *s, uint64_t *mib, struct buf *why)
+int config_parse_memory(const char *s, uint64_t *mib, struct buf *err)
 {
-	return parse_size_mib(s, CONFIG_MIN_MEMORY_MIB, CONFIG_MAX_MEMORY_MIB, mib, why);
+	return parse_size_mib(s, CONFIG_MIN_MEMORY_MIB, CONFIG_MAX_MEMORY_MIB, mib, err);
 }
 
 /* 0 when s is a push pattern (branch_pattern_ok() is the rule), else -EINVAL and why in err. */

@@ -234,10 +234,10 @@ int config_host_check(const struct config *cfg, struct buf *err);
  * The memory key's rule for a value from elsewhere (aibox task --memory,
  * aibox run --memory): parse_size_mib() within CONFIG_MIN_MEMORY_MIB and
  * CONFIG_MAX_MEMORY_MIB.  The cpus key's rule is parse_cpus() (common/num.h).
- * 0, or -EINVAL/-ERANGE with the reason appended to why (the text the config
+ * 0, or -EINVAL/-ERANGE with the reason appended to err (the text the config
  * gives after "memory: ").
  */
-int config_parse_memory(const char *s, uint64_t *mib, struct buf *why);
+int config_parse_memory(const char *s, uint64_t *mib, struct buf *err);
 
 /* The commented default config a new project gets. */
 extern const char config_default_text[];

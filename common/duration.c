@@ -24,16 +24,16 @@ static int is_digit(char c)
 	return c >= '0' && c <= '9';
 }
 
-int duration_parse(const char *s, int64_t *ms, struct buf *why)
+int duration_parse(const char *s, int64_t *ms, struct buf *err)
 {
 	int64_t total = 0;
 
 	if (!s || !*s)
-		return buf_refuse(why, -EINVAL, "empty duration");
+		return buf_refuse(err, -EINVAL, "empty duration");
 	if (*s == '-')
-		return buf_refuse(why, -EINVAL, "a duration cannot be negative");
+		return buf_refuse(err, -EINVAL, "a duration cannot be negative");
 	if (*s == '+')
-		return buf_refuse(why, -EINVAL, "a duration takes no sign");
+		return buf_refuse(err, -EINVAL, "a duration takes no sign");
 	if (!strcmp(s, "0")) {
 		*ms = 0;
 		return 0;
@@ -44,13 +44,13 @@ int duration_parse(const char *s, int64_t *ms, struct buf *why)
 		int digits = 0;
 
 		if (!is_digit(*s) && *s != '.') {
-			if (why)
-				buf_addf(why, "expected a number at '%.16s'", s);
+			if (err)
+				buf_addf(err, "expected a number at '%.16s'", s);
 			return -EINVAL;
 		}
 		for (; is_digit(*s); s++, digits++) {
 			if (whole > (INT64_MAX - 9) / 10)
-				return buf_refuse(why, -ERANGE,
+				return buf_refuse(err, -ERANGE,
 				                  "too large (the limit is about 292 years)");
 			whole = whole * 10 + (*s - '0');
 		}
@@ -59,14 +59,14 @@ int duration_parse(const char *s, int64_t *ms, struct buf *why)
 			for (; is_digit(*s); s++, digits++) {
 				/* 18 fraction digits always fit; more cannot be exact in ms. */
 				if (scale > INT64_MAX / 100)
-					return buf_refuse(why, -EINVAL,
+					return buf_refuse(err, -EINVAL,
 					                  "too many digits after the point");
 				frac = frac * 10 + (*s - '0');
 				scale *= 10;
 			}
 		}
 		if (!digits)
-			return buf_refuse(why, -EINVAL, "a point needs digits");
+			return buf_refuse(err, -EINVAL, "a point needs digits");
 		for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
 			size_t n = strlen(units[i].name);
 
@@ -78,36 +78,36 @@ int duration_parse(const char *s, int64_t *ms, struct buf *why)
 		}
 		if (!u) {
 			if (!*s)
-				return buf_refuse(why, -EINVAL, "missing unit (use h, m, s or ms)");
-			if (why) {
+				return buf_refuse(err, -EINVAL, "missing unit (use h, m, s or ms)");
+			if (err) {
 				size_t n = 0;
 
 				while (s[n] && !is_digit(s[n]) && s[n] != '.' && n < 8)
 					n++;
-				buf_addf(why, "unknown unit '%.*s' (use h, m, s or ms)", (int)n, s);
+				buf_addf(err, "unknown unit '%.*s' (use h, m, s or ms)", (int)n, s);
 			}
 			return -EINVAL;
 		}
 		if (whole > INT64_MAX / u->ms)
-			return buf_refuse(why, -ERANGE, "too large (the limit is about 292 years)");
+			return buf_refuse(err, -ERANGE, "too large (the limit is about 292 years)");
 		part = whole * u->ms;
 		if (frac) {
 			/* frac/scale of a unit, exact to the millisecond or refused. */
 			__int128 f = (__int128)frac * u->ms;
 
 			if (f % scale)
-				return buf_refuse(why, -EINVAL, "finer than a millisecond");
+				return buf_refuse(err, -EINVAL, "finer than a millisecond");
 			if (part > INT64_MAX - (int64_t)(f / scale))
-				return buf_refuse(why, -ERANGE,
+				return buf_refuse(err, -ERANGE,
 				                  "too large (the limit is about 292 years)");
 			part += (int64_t)(f / scale);
 		}
 		if (total > INT64_MAX - part)
-			return buf_refuse(why, -ERANGE, "too large (the limit is about 292 years)");
+			return buf_refuse(err, -ERANGE, "too large (the limit is about 292 years)");
 		total += part;
 	}
 	if (total > DURATION_MAX_MS)
-		return buf_refuse(why, -ERANGE, "too large (the limit is about 292 years)");
+		return buf_refuse(err, -ERANGE, "too large (the limit is about 292 years)");
 	*ms = total;
 	return 0;
 }

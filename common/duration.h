@@ -23,11 +23,11 @@ struct buf;
 
 /*
  * Parse s into milliseconds.  Returns 0 with *ms set, -EINVAL for a malformed
- * duration or -ERANGE for one over DURATION_MAX_MS.  On failure, when why is
+ * duration or -ERANGE for one over DURATION_MAX_MS.  On failure, when err is
  * not NULL, a one-line reason is appended to it (without the input, which
  * the caller quotes), e.g. "unknown unit 'd' (use h, m, s or ms)".
  */
-int duration_parse(const char *s, int64_t *ms, struct buf *why);
+int duration_parse(const char *s, int64_t *ms, struct buf *err);
 
 /*
  * The value v of the option --name, a duration between min_ms and max_ms.

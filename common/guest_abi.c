@@ -2,6 +2,8 @@
 #include <string.h>
 
 #include "guest_abi.h"
+#include "snapshot.h"
+#include "ustar.h"
 #include "banned.h"
 
 const struct guest_result_file guest_results[RESULT_NFILES] = {
@@ -10,6 +12,57 @@ const struct guest_result_file guest_results[RESULT_NFILES] = {
     [RESULT_BUNDLE] = {"changes.bundle", RESULT_BUNDLE_MAX},
     [RESULT_VM_LOG] = {"vm.log", RESULT_VM_LOG_MAX},
     [RESULT_JSON] = {"result.json", RESULT_JSON_MAX},
+};
+
+#define LIT(kind, macro, home)                                                                     \
+	{                                                                                          \
+#macro, macro, GUEST_LIT_##kind, home                                              \
+	}
+#define ABI(kind, macro)                                                                           \
+	{                                                                                          \
+#macro, macro, GUEST_LIT_##kind, "common/guest_abi"                                \
+	}
+
+const struct guest_literal guest_literals[] = {
+    ABI(TOKEN, GUEST_RUN_DIR),
+    ABI(TOKEN, GUEST_TASK_DIR),
+    ABI(TOKEN, GUEST_STATE_DIR),
+    ABI(TOKEN, GUEST_HOME),
+    ABI(WORD, GUEST_PROJECT_PATH),
+    ABI(TOKEN, GUEST_PATH),
+    ABI(WORD, GUEST_BRANCH),
+    ABI(TOKEN, GUEST_BRANCH_REF),
+    ABI(NAME, GUEST_FILE_SETTINGS),
+    ABI(NAME, GUEST_FILE_PROMPT),
+    ABI(NAME, GUEST_FILE_START_BUNDLE),
+    ABI(NAME, GUEST_FILE_START_IDX),
+    ABI(WORD, GUEST_SSH_SUBDIR),
+    ABI(NAME, GUEST_SSH_HOST_KEY),
+    ABI(NAME, GUEST_SSH_AUTH),
+    ABI(TOKEN, GUEST_CMDLINE_MODE),
+    ABI(WORD, GUEST_MODE_TASK),
+    ABI(WORD, GUEST_MODE_RUN),
+    ABI(TOKEN, GUEST_INIT_PATH),
+    ABI(WORD, GUEST_INIT_SESSION),
+    ABI(TOKEN, GUEST_FORCED_COMMAND),
+    ABI(WORD, GUEST_CMD_TASK),
+    ABI(WORD, GUEST_CMD_RUN),
+    ABI(TOKEN, GUEST_RUN_ENV_VAR),
+    ABI(TOKEN, GUEST_PROXY_HOSTPORT),
+    ABI(TOKEN, GUEST_PROXY_URL),
+    ABI(TOKEN, GUEST_API_FORWARD_URL),
+    ABI(TOKEN, GUEST_API_KEY_PLACEHOLDER),
+    ABI(WORD, GUEST_SERIAL_ROOT),
+    ABI(WORD, GUEST_SERIAL_STATE),
+    ABI(TOKEN, GUEST_PORT_SSH),
+    ABI(TOKEN, GUEST_TAG_TASK),
+    ABI(TOKEN, GUEST_TAG_PROJECT),
+    ABI(TOKEN, GUEST_TAG_HOME),
+    LIT(NAME, SESSION_FILE_NAME, "common/session_file"),
+    LIT(NAME, SESSION_RESUME_NAME, "common/session_file"),
+    LIT(TOKEN, SNAP_CMDLINE, "common/snapshot"),
+    LIT(WORD, USTAR_MAGIC_NAME, "common/ustar"),
+    {NULL, NULL, 0, NULL},
 };
 
 int guest_tag_valid(const char *t)

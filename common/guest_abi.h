@@ -26,9 +26,57 @@
 #define GUEST_USER_UID     1000
 #define GUEST_USER_GID     1000
 
+/*
+ * The guest's PATH, for PID 1, the task's git and Claude Code, and the run's
+ * command; the init looks programs up in it.
+ */
+#define GUEST_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
 /* The branch the task works on, and its ref. */
 #define GUEST_BRANCH     "aibox/task"
 #define GUEST_BRANCH_REF "refs/heads/" GUEST_BRANCH
+
+/* ---- the task (or run) folder, shared as GUEST_TAG_TASK ----------------- */
+/* Its files' names, as the host writes them and the init reads them. */
+#define GUEST_FILE_SETTINGS     "settings.json" /* common/task_settings.h */
+#define GUEST_FILE_PROMPT       "prompt.txt"    /* the task's prompt, at most GUEST_PROMPT_MAX */
+#define GUEST_FILE_START_BUNDLE "start.bundle"  /* the start commit and its history */
+#define GUEST_FILE_START_IDX    "start.idx"     /* its pack's index: the prepared clone */
+/* The SSH keys (common/ssh.h ssh_task_keys_make()): a folder of the share. */
+#define GUEST_SSH_SUBDIR   "ssh"
+#define GUEST_SSH_HOST_KEY "ssh_host_ed25519_key" /* the guest's host key (+ ".pub") */
+#define GUEST_SSH_AUTH     "authorized_keys"      /* the task key, with the forced command */
+
+/*
+ * The prompt's cap in bytes: the host refuses a longer one (common/prompt.h)
+ * and the init does not run Claude Code with one (docs/prompt.md).
+ */
+#define GUEST_PROMPT_MAX ((size_t)1 << 20)
+
+/* ---- the modes and the SSH session ------------------------------------- */
+/*
+ * The kernel command line's key for the mode (common/vm.c writes it, PID 1
+ * reads it) and the modes it names, which are settings.json's "mode" too.
+ */
+#define GUEST_CMDLINE_MODE "aibox.mode="
+#define GUEST_MODE_TASK    "task"
+#define GUEST_MODE_RUN     "run"
+/*
+ * The forced command of the task key in authorized_keys: the init, as the
+ * session, which runs the SSH command the host asked for: GUEST_CMD_TASK in
+ * task mode, GUEST_CMD_RUN in run mode (docs/internals.md).
+ */
+#define GUEST_INIT_PATH      "/usr/lib/aibox/aibox-init"
+#define GUEST_INIT_SESSION   "session"
+#define GUEST_FORCED_COMMAND GUEST_INIT_PATH " " GUEST_INIT_SESSION
+#define GUEST_CMD_TASK       "task"
+#define GUEST_CMD_RUN        "run"
+/*
+ * aibox run's env values: one SSH environment request of this variable
+ * (the guest's sshd accepts only it), its value written by
+ * guest_secrets_write() and read by guest_secrets_read() (common/guest_secrets.h).
+ */
+#define GUEST_RUN_ENV_VAR "AIBOX_ENV"
 
 /* ---- the network path (docs/internals.md, "The network path") ---------- */
 /* The guestfwd address QEMU gives the task's aibox-proxy, and its URL. */
@@ -80,8 +128,13 @@ int guest_env_name_valid(const char *s);
  */
 int guest_path_valid(const char *p);
 
-/* ---- the results tar (docs/internals.md, "The results tar") ------------ */
 #define GUEST_SETTINGS_MAX (1 << 20) /* settings.json, read by the init */
+
+/*
+ * ---- the results tar (docs/internals.md, "The results tar") ------------
+ * The stream's layout, for the init's writer and the host's reader:
+ * common/ustar.h.
+ */
 
 /* The result files, in the order the init sends them; result.json is last. */
 enum {
@@ -106,5 +159,25 @@ struct guest_result_file {
 
 /* Indexed by the enum above. */
 extern const struct guest_result_file guest_results[RESULT_NFILES];
+
+/*
+ * Every string of this contract, for t/0030-guest-abi.bats, which fails when
+ * one is written as a literal outside its module (and when a string macro of
+ * this header is missing here).  Ends with a NULL name.
+ */
+enum guest_literal_kind {
+	GUEST_LIT_NAME,  /* a file name: refused as a whole literal or a path's part */
+	GUEST_LIT_TOKEN, /* refused anywhere inside a literal */
+	GUEST_LIT_WORD,  /* refused as a whole literal; other meanings are listed in the test */
+};
+
+struct guest_literal {
+	const char *name;  /* the macro, or the table's entry */
+	const char *value; /* the string */
+	enum guest_literal_kind kind;
+	const char *home; /* its module, without .h or .c: the only file that may spell it */
+};
+
+extern const struct guest_literal guest_literals[];
 
 #endif

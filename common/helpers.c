@@ -240,7 +240,7 @@ static double ms_since(const struct timespec *a)
 	return (double)(b.tv_sec - a->tv_sec) * 1000 + (double)(b.tv_nsec - a->tv_nsec) / 1e6;
 }
 
-int helpers_stop_proxy(struct helpers *h, struct proxy_report *rep, struct buf *why)
+int helpers_stop_proxy(struct helpers *h, struct proxy_report *rep, struct buf *err)
 {
 	struct buf rec = BUF_INIT;
 	struct timespec t0;
@@ -248,7 +248,7 @@ int helpers_stop_proxy(struct helpers *h, struct proxy_report *rep, struct buf *
 	double used;
 
 	if (h->proxy.pid <= 0 || h->report_fd < 0) {
-		buf_addstr(why, "aibox-proxy was not running");
+		buf_addstr(err, "aibox-proxy was not running");
 		return -1;
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -260,15 +260,15 @@ int helpers_stop_proxy(struct helpers *h, struct proxy_report *rep, struct buf *
 	spawn_wait_within(&h->proxy,
 	                  used < HELPERS_PROXY_STOP_MS ? HELPERS_PROXY_STOP_MS - (int)used : 0);
 	if (r == -ETIMEDOUT)
-		buf_addf(why, "aibox-proxy gave no record within %d s",
+		buf_addf(err, "aibox-proxy gave no record within %d s",
 		         HELPERS_PROXY_STOP_MS / 1000);
 	else if (r == -EFBIG)
-		buf_addf(why, "aibox-proxy's record is over %d bytes", PROXY_REPORT_MAX);
+		buf_addf(err, "aibox-proxy's record is over %d bytes", PROXY_REPORT_MAX);
 	else if (r < 0)
-		buf_addf(why, "cannot read aibox-proxy's record: %s", strerror(-r));
+		buf_addf(err, "cannot read aibox-proxy's record: %s", strerror(-r));
 	else if (!rec.len)
-		buf_addstr(why, "aibox-proxy gave no record");
-	else if (proxy_report_parse(rec.buf, rec.len, rep, why) == 0)
+		buf_addstr(err, "aibox-proxy gave no record");
+	else if (proxy_report_parse(rec.buf, rec.len, rep, err) == 0)
 		ret = 0;
 	buf_release(&rec);
 	return ret;

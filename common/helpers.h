@@ -87,10 +87,10 @@ int helpers_start(struct helpers *h, const struct helpers_opts *o, struct buf *e
  * Stop the proxy in order: SIGTERM (it ends its connections and writes its
  * record), the record read within HELPERS_PROXY_STOP_MS, then the proxy
  * waited for (SIGKILL at the same deadline).  0 with the record in rep, or
- * -1 with why set (no record, a refused one, ...): the proxy is stopped
+ * -1 with err set (no record, a refused one, ...): the proxy is stopped
  * either way.
  */
-int helpers_stop_proxy(struct helpers *h, struct proxy_report *rep, struct buf *why);
+int helpers_stop_proxy(struct helpers *h, struct proxy_report *rep, struct buf *err);
 
 /* SIGTERM to what still runs, the proxy first, and wait; frees h's args. */
 void helpers_stop(struct helpers *h);

@@ -144,27 +144,19 @@ int host_env_task_login(const struct host_env *e, const char *cfg_path, int *api
 	return 0;
 }
 
-int host_env_json(const struct strvec *names, const struct strvec *values, int object_only,
-                  struct buf *out, struct buf *err)
+int host_env_json(const struct strvec *names, const struct strvec *values,
+                  enum guest_secrets_framing f, struct buf *out, struct buf *err)
 {
-	static const char head[] = "{\"env\": ", tail[] = "}\n";
-	struct task_secret *sec = xcalloc(names->nr + 1, sizeof(*sec));
-	size_t start = out->len, inner;
+	struct guest_secret *sec = xcalloc(names->nr + 1, sizeof(*sec));
 	int ret;
 
 	for (size_t i = 0; i < names->nr; i++) {
 		sec[i].name = names->v[i];
 		sec[i].value = values->v[i];
 	}
-	ret = task_secrets_json(sec, names->nr, out, err);
+	ret = guest_secrets_write(sec, names->nr, f, out, err);
 	free(sec);
-	if (ret < 0 || !object_only)
-		return ret;
-	/* The inner object, moved in place; the bytes past it wiped. */
-	inner = out->len - start - strlen(head) - strlen(tail);
-	memmove(out->buf + start, out->buf + start + strlen(head), inner);
-	buf_wipe_setlen(out, start + inner);
-	return 0;
+	return ret;
 }
 
 void host_env_release(struct host_env *e)

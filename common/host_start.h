@@ -11,6 +11,7 @@
 
 #include "buf.h"
 #include "config.h"
+#include "guest_secrets.h"
 #include "login.h"
 #include "strvec.h"
 
@@ -71,15 +72,14 @@ int host_env_take(struct host_env *e, const struct config *cfg, const char *cfg_
                   struct buf *err);
 
 /*
- * The env values as the VM takes them, appended to out, written by
- * task_secrets_json() (no copy of a value left anywhere but out, which the
- * caller wipes): {"env": {"NAME": "value", ...}} and a newline for the task
- * command's stdin, or with object_only the inner {"NAME": "value", ...}
- * alone, aibox run's AIBOX_ENV (docs/internals.md).  0, or -EINVAL with err
- * set (a value that is not UTF-8, ...).
+ * The env values as the VM takes them, appended to out in framing f by the
+ * one writer, guest_secrets_write() (common/guest_secrets.h; no copy of a
+ * value left anywhere but out, which the caller wipes): the task command's
+ * stdin, or aibox run's GUEST_RUN_ENV_VAR.  0, or -EINVAL with err set (a
+ * value that is not UTF-8, ...).
  */
-int host_env_json(const struct strvec *names, const struct strvec *values, int object_only,
-                  struct buf *out, struct buf *err);
+int host_env_json(const struct strvec *names, const struct strvec *values,
+                  enum guest_secrets_framing f, struct buf *out, struct buf *err);
 
 /*
  * For aibox task, which needs a login (login.h): -ENOKEY with the refusal

@@ -77,14 +77,14 @@ int image_recipe_dir(const char *name, struct buf *out)
 	return 0;
 }
 
-int image_find(const char *name, struct buf *out, struct buf *why)
+int image_find(const char *name, struct buf *out, struct buf *err)
 {
 	int ret = image_dir(name, out);
 
 	if (ret == -ENOENT)
-		buf_addf(why, "the image '%s' is not built: run 'aibox image build %s'", name,
+		buf_addf(err, "the image '%s' is not built: run 'aibox image build %s'", name,
 		         name);
 	else if (ret == -EINVAL)
-		buf_addf(why, "'%.64s' is not an image name", name);
+		buf_addf(err, "'%.64s' is not an image name", name);
 	return ret;
 }

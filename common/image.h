@@ -25,9 +25,9 @@ int image_dir(const char *name, struct buf *out);
 /*
  * image_dir() with the reason a user reads, the one wording every tool uses:
  * "the image 'x' is not built: run 'aibox image build x'" (-ENOENT),
- * "'x' is not an image name" (-EINVAL), appended to why.
+ * "'x' is not an image name" (-EINVAL), appended to err.
  */
-int image_find(const char *name, struct buf *out, struct buf *why);
+int image_find(const char *name, struct buf *out, struct buf *err);
 
 /* The folder of the recipe for `name` into out.  0, -EINVAL or -ENOENT. */
 int image_recipe_dir(const char *name, struct buf *out);

@@ -97,7 +97,7 @@ void format_size_mib(struct buf *out, uint64_t mib)
 }
 
 int parse_size_mib(const char *s, uint64_t min_mib, uint64_t max_mib, uint64_t *mib,
-                   struct buf *why)
+                   struct buf *err)
 {
 	uint64_t bytes;
 	unsigned unit;
@@ -112,14 +112,14 @@ int parse_size_mib(const char *s, uint64_t min_mib, uint64_t max_mib, uint64_t *
 	*mib = bytes >> 20;
 	return 0;
 bad:
-	buf_addf(why, "'%.64s' is not a size like 512M, 4G or 1T", s);
+	buf_addf(err, "'%.64s' is not a size like 512M, 4G or 1T", s);
 	return -EINVAL;
 range:
-	buf_addf(why, "'%.64s' is out of range (", s);
-	format_size_mib(why, min_mib);
-	buf_addstr(why, " to ");
-	format_size_mib(why, max_mib);
-	buf_addstr(why, ")");
+	buf_addf(err, "'%.64s' is out of range (", s);
+	format_size_mib(err, min_mib);
+	buf_addstr(err, " to ");
+	format_size_mib(err, max_mib);
+	buf_addstr(err, ")");
 	return -ERANGE;
 }
 
@@ -130,22 +130,22 @@ int host_cpus(void)
 	return n < 1 ? 1 : n > 4096 ? 4096 : (int)n;
 }
 
-int parse_cpus(const char *s, int *cpus, struct buf *why)
+int parse_cpus(const char *s, int *cpus, struct buf *err)
 {
 	int max = host_cpus(), ret;
 	long n;
 
 	ret = parse_long(s, LONG_MIN, LONG_MAX, &n);
 	if (ret == -EINVAL) {
-		buf_addf(why, "'%.64s' is not a whole number", s);
+		buf_addf(err, "'%.64s' is not a whole number", s);
 		return ret;
 	}
 	if (ret || n < 1) {
-		buf_addf(why, "'%.64s' is out of range (1 to %d)", s, max);
+		buf_addf(err, "'%.64s' is out of range (1 to %d)", s, max);
 		return -ERANGE;
 	}
 	if (n > max) {
-		buf_addf(why, "%ld is more than the %d CPUs of this machine", n, max);
+		buf_addf(err, "%ld is more than the %d CPUs of this machine", n, max);
 		return -ERANGE;
 	}
 	*cpus = (int)n;

@@ -39,12 +39,12 @@ int parse_size(const char *s, uint64_t min, uint64_t max, uint64_t *out);
 /*
  * A size in MiB: size_scan() with a unit of M, G or T (no unit or K is
  * refused).  The size in MiB must be in [min_mib, max_mib].  0 with *mib set,
- * or -EINVAL (not a size) or -ERANGE, with the reason appended to why, the
+ * or -EINVAL (not a size) or -ERANGE, with the reason appended to err, the
  * value quoted (at most 64 bytes of it): "'4GB' is not a size like 512M, 4G
  * or 1T", "'2T' is out of range (512M to 1T)".  docs/config.md states the rule.
  */
 int parse_size_mib(const char *s, uint64_t min_mib, uint64_t max_mib, uint64_t *mib,
-                   struct buf *why);
+                   struct buf *err);
 
 /* Append a size in MiB as parse_size_mib() reads it, in the largest exact unit ("4G"). */
 void format_size_mib(struct buf *out, uint64_t mib);
@@ -54,10 +54,10 @@ int host_cpus(void);
 
 /*
  * A CPU count: a whole number from 1 to host_cpus().  0 with *cpus set, or
- * -EINVAL or -ERANGE with the reason appended to why: "'x' is not a whole
+ * -EINVAL or -ERANGE with the reason appended to err: "'x' is not a whole
  * number", "'0' is out of range (1 to 8)", "64 is more than the 8 CPUs of
  * this machine".
  */
-int parse_cpus(const char *s, int *cpus, struct buf *why);
+int parse_cpus(const char *s, int *cpus, struct buf *err);
 
 #endif

@@ -10,7 +10,7 @@
 #include "banned.h"
 
 int opt_next(int argc, char **argv, const char *shortopts, const struct option *longopts,
-             const char **arg, struct buf *why)
+             const char **arg, struct buf *err)
 {
 	char spec[64];
 	int opt, at;
@@ -27,11 +27,11 @@ int opt_next(int argc, char **argv, const char *shortopts, const struct option *
 		const char *a = optind > at && optind <= argc ? argv[optind - 1] : argv[at];
 
 		if (opt == '?' && optopt && !(a[0] == '-' && a[1] == '-'))
-			buf_addf(why, "unknown option '-%c'", optopt);
+			buf_addf(err, "unknown option '-%c'", optopt);
 		else if (opt == '?')
-			buf_addf(why, "unknown option '%.*s'", (int)strcspn(a, "="), a);
+			buf_addf(err, "unknown option '%.*s'", (int)strcspn(a, "="), a);
 		else
-			buf_addf(why, "%s needs a value", a);
+			buf_addf(err, "%s needs a value", a);
 		return OPT_BAD;
 	}
 	return opt;
@@ -52,7 +52,7 @@ const char *opt_name(const struct option *longopts, int val)
 }
 
 int opt_words(int argc, char **argv, const struct option *longopts, size_t max, unsigned *flags,
-              struct strvec *words, struct buf *why)
+              struct strvec *words, struct buf *err)
 {
 	struct option all[17];
 	const char *v;
@@ -67,7 +67,7 @@ int opt_words(int argc, char **argv, const struct option *longopts, size_t max, 
 	all[n] = (struct option){"help", no_argument, NULL, 'h'};
 	all[n + 1] = (struct option){NULL, 0, NULL, 0};
 	*flags = 0;
-	while ((opt = opt_next(argc, argv, "h", all, &v, why)) != OPT_END) {
+	while ((opt = opt_next(argc, argv, "h", all, &v, err)) != OPT_END) {
 		if (opt == 'h')
 			return 1;
 		if (opt == OPT_BAD)
@@ -80,19 +80,19 @@ int opt_words(int argc, char **argv, const struct option *longopts, size_t max, 
 	for (; optind < argc; optind++)
 		strvec_push(words, argv[optind]);
 	if (words->nr > max) {
-		buf_addf(why, "unexpected argument '%s'", words->v[max]);
+		buf_addf(err, "unexpected argument '%s'", words->v[max]);
 		return -EINVAL;
 	}
 	return 0;
 }
 
-int opt_subcommand(int argc, char **argv, struct buf *why)
+int opt_subcommand(int argc, char **argv, struct buf *err)
 {
 	static const struct option help[] = {{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
 	const char *v;
 	int opt, at;
 
-	opt = opt_next(argc, argv, "h", help, &v, why);
+	opt = opt_next(argc, argv, "h", help, &v, err);
 	if (opt == 'h')
 		return 0;
 	if (opt == OPT_BAD)

@@ -556,17 +556,17 @@ out:
 	return ret;
 }
 
-int project_checkout_here(struct buf *out, struct buf *why)
+int project_checkout_here(struct buf *out, struct buf *err)
 {
 	int ret = project_checkout(".", out);
 
 	if (ret == -ENOENT)
-		buf_addstr(why,
+		buf_addstr(err,
 		           "not in a git checkout: a project is the checkout of a git repository");
 	else if (ret == -ENOTDIR)
-		buf_addstr(why, "a bare repository has no checkout, so no project");
+		buf_addstr(err, "a bare repository has no checkout, so no project");
 	else if (ret < 0)
-		buf_addf(why, "cannot find the git checkout of the current folder: %s",
+		buf_addf(err, "cannot find the git checkout of the current folder: %s",
 		         strerror(-ret));
 	return ret;
 }

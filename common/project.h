@@ -50,12 +50,12 @@ int project_checkout(const char *dir, struct buf *out);
 
 /*
  * project_checkout() of the current folder, with the reason every tool gives
- * appended to why: "not in a git checkout: a project is the checkout of a
+ * appended to err: "not in a git checkout: a project is the checkout of a
  * git repository" (-ENOENT), "a bare repository has no checkout, so no
  * project" (-ENOTDIR), "cannot find the git checkout of the current folder:
  * <strerror>" (other -errno).
  */
-int project_checkout_here(struct buf *out, struct buf *why);
+int project_checkout_here(struct buf *out, struct buf *err);
 
 /* 1 when name is a name project_open() could have made. */
 int project_name_valid(const char *name);

@@ -40,8 +40,10 @@
 #include <stddef.h>
 
 #include "buf.h"
+#include "guest_abi.h"
 
-#define PROMPT_MAX ((size_t)1 << 20)
+/* The host's cap is the guest's (common/guest_abi.h): the init runs no longer prompt. */
+#define PROMPT_MAX GUEST_PROMPT_MAX
 
 /* Flags for prompt_read() and prompt_open(). */
 #define PROMPT_NO_OPENAT2 0x1 /* use the portable walk even where openat2 exists */

@@ -20,7 +20,7 @@ static long now_ms(void)
 }
 
 /* The next line from QEMU, parsed, into *out (a new reference). */
-static int read_msg(struct qmp *q, json_t **out, long deadline, struct buf *why)
+static int read_msg(struct qmp *q, json_t **out, long deadline, struct buf *err)
 {
 	for (;;) {
 		char *nl = q->in.len ? memchr(q->in.buf, '\n', q->in.len) : NULL;
@@ -39,29 +39,29 @@ static int read_msg(struct qmp *q, json_t **out, long deadline, struct buf *why)
 			if (!*out || !json_is_object(*out)) {
 				json_decref(*out);
 				*out = NULL;
-				buf_addstr(why, "QEMU's monitor sent something that is not QMP");
+				buf_addstr(err, "QEMU's monitor sent something that is not QMP");
 				return -EPROTO;
 			}
 			return 0;
 		}
 		if (q->in.len >= QMP_LINE_MAX) {
-			buf_addf(why, "a line from QEMU's monitor is over %d bytes", QMP_LINE_MAX);
+			buf_addf(err, "a line from QEMU's monitor is over %d bytes", QMP_LINE_MAX);
 			return -EFBIG;
 		}
 		left = deadline - now_ms();
 		if (left <= 0) {
-			buf_addstr(why, "QEMU's monitor did not answer in time");
+			buf_addstr(err, "QEMU's monitor did not answer in time");
 			return -ETIMEDOUT;
 		}
 		r = poll(p, q->pidfd >= 0 ? 2 : 1, (int)left);
 		if (r < 0 && errno != EINTR) {
-			buf_addf(why, "cannot wait for QEMU's monitor: %s", strerror(errno));
+			buf_addf(err, "cannot wait for QEMU's monitor: %s", strerror(errno));
 			return -errno;
 		}
 		if (r <= 0)
 			continue;
 		if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR)) && (p[1].revents & POLLIN)) {
-			buf_addstr(why, "QEMU exited");
+			buf_addstr(err, "QEMU exited");
 			return -ECHILD;
 		}
 		if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR)))
@@ -71,20 +71,20 @@ static int read_msg(struct qmp *q, json_t **out, long deadline, struct buf *why)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n == 0 || (n < 0 && errno == ECONNRESET)) {
-			buf_addstr(why, "QEMU closed its monitor (it exited)");
+			buf_addstr(err, "QEMU closed its monitor (it exited)");
 			return -ECHILD;
 		}
 		if (n < 0) {
 			int e = errno;
 
-			buf_addf(why, "cannot read QEMU's monitor: %s", strerror(e));
+			buf_addf(err, "cannot read QEMU's monitor: %s", strerror(e));
 			return -e;
 		}
 		buf_setlen(&q->in, q->in.len + (size_t)n);
 	}
 }
 
-int qmp_open(struct qmp *q, int fd, int pidfd, int timeout_ms, struct buf *why)
+int qmp_open(struct qmp *q, int fd, int pidfd, int timeout_ms, struct buf *err)
 {
 	long deadline = now_ms() + timeout_ms;
 	json_t *greeting = NULL;
@@ -92,19 +92,19 @@ int qmp_open(struct qmp *q, int fd, int pidfd, int timeout_ms, struct buf *why)
 
 	q->fd = fd;
 	q->pidfd = pidfd;
-	if ((r = read_msg(q, &greeting, deadline, why)) < 0)
+	if ((r = read_msg(q, &greeting, deadline, err)) < 0)
 		return r;
 	r = json_object_get(greeting, "QMP") ? 0 : -EPROTO;
 	json_decref(greeting);
 	if (r < 0) {
-		buf_addstr(why, "QEMU's monitor did not greet with QMP");
+		buf_addstr(err, "QEMU's monitor did not greet with QMP");
 		return r;
 	}
-	return qmp_call(q, "qmp_capabilities", NULL, NULL, (int)(deadline - now_ms()), why);
+	return qmp_call(q, "qmp_capabilities", NULL, NULL, (int)(deadline - now_ms()), err);
 }
 
 int qmp_call(struct qmp *q, const char *execute, json_t *args, json_t **ret, int timeout_ms,
-             struct buf *why)
+             struct buf *err)
 {
 	long deadline = now_ms() + timeout_ms;
 	json_t *cmd = json_pack("{s:s}", "execute", execute);
@@ -124,13 +124,13 @@ int qmp_call(struct qmp *q, const char *execute, json_t *args, json_t **ret, int
 		r = write_all(q->fd, "\n", 1);
 	free(text);
 	if (r < 0) {
-		buf_addf(why, "cannot write to QEMU's monitor: %s", strerror(-r));
+		buf_addf(err, "cannot write to QEMU's monitor: %s", strerror(-r));
 		return r;
 	}
 	for (;;) {
 		json_t *msg, *v;
 
-		if ((r = read_msg(q, &msg, deadline, why)) < 0)
+		if ((r = read_msg(q, &msg, deadline, err)) < 0)
 			return r;
 		if ((v = json_object_get(msg, "return"))) {
 			if (ret)
@@ -141,7 +141,7 @@ int qmp_call(struct qmp *q, const char *execute, json_t *args, json_t **ret, int
 		if ((v = json_object_get(msg, "error"))) {
 			const char *desc = json_string_value(json_object_get(v, "desc"));
 
-			buf_addf(why, "QEMU refused %s: %.200s", execute,
+			buf_addf(err, "QEMU refused %s: %.200s", execute,
 			         desc ? desc : "no reason");
 			json_decref(msg);
 			return -EPROTO;

@@ -12,7 +12,7 @@
  * Every wait is bounded by its timeout and ends early when QEMU exits
  * (pidfd readable).  Errors: -ETIMEDOUT, -ECHILD (QEMU exited or closed the
  * monitor), -EPROTO (not QMP, or QEMU's error reply), -EFBIG, -errno; the
- * reason, in words, is appended to why.
+ * reason, in words, is appended to err.
  */
 #ifndef AIBOX_QMP_H
 #define AIBOX_QMP_H
@@ -35,7 +35,7 @@ struct qmp {
 	}
 
 /* Take fd, read QEMU's greeting and enter command mode (qmp_capabilities). */
-int qmp_open(struct qmp *q, int fd, int pidfd, int timeout_ms, struct buf *why);
+int qmp_open(struct qmp *q, int fd, int pidfd, int timeout_ms, struct buf *err);
 
 /*
  * Run `execute` with args (a JSON object, or NULL; the reference is stolen)
@@ -43,7 +43,7 @@ int qmp_open(struct qmp *q, int fd, int pidfd, int timeout_ms, struct buf *why);
  * the reply's "return" value.  0 or a negative error (above).
  */
 int qmp_call(struct qmp *q, const char *execute, json_t *args, json_t **ret, int timeout_ms,
-             struct buf *why);
+             struct buf *err);
 
 void qmp_close(struct qmp *q);
 

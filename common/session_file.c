@@ -44,25 +44,25 @@ int session_project_dir(struct buf *out, const char *path)
 	return 0;
 }
 
-int session_file_check(const char *data, size_t len, char id[SESSION_ID_LEN + 1], struct buf *why)
+int session_file_check(const char *data, size_t len, char id[SESSION_ID_LEN + 1], struct buf *err)
 {
 	size_t line = 0;
 
 	id[0] = '\0';
 	if (len > SESSION_FILE_MAX) {
-		buf_addf(why, "it is over %llu MiB", SESSION_FILE_MAX >> 20);
+		buf_addf(err, "it is over %llu MiB", SESSION_FILE_MAX >> 20);
 		return -EFBIG;
 	}
 	if (!len) {
-		buf_addstr(why, "it is empty");
+		buf_addstr(err, "it is empty");
 		return -EINVAL;
 	}
 	if (!utf8_valid(data, len, NULL)) {
-		buf_addstr(why, "it is not UTF-8");
+		buf_addstr(err, "it is not UTF-8");
 		return -EINVAL;
 	}
 	if (data[len - 1] != '\n') {
-		buf_addstr(why, "its last line has no newline");
+		buf_addstr(err, "its last line has no newline");
 		return -EINVAL;
 	}
 	for (const char *p = data, *end = data + len; p < end;) {
@@ -72,13 +72,13 @@ int session_file_check(const char *data, size_t len, char id[SESSION_ID_LEN + 1]
 
 		line++;
 		if (n > SESSION_LINE_MAX) {
-			buf_addf(why, "line %zu is over %d MiB", line, SESSION_LINE_MAX >> 20);
+			buf_addf(err, "line %zu is over %d MiB", line, SESSION_LINE_MAX >> 20);
 			return -EINVAL;
 		}
 		j = json_loadb(p, n, JSON_REJECT_DUPLICATES, NULL);
 		if (!json_is_object(j)) {
 			json_decref(j);
-			buf_addf(why, "line %zu is not a JSON object", line);
+			buf_addf(err, "line %zu is not a JSON object", line);
 			return -EINVAL;
 		}
 		sid = json_object_get(j, "sessionId");
@@ -87,7 +87,7 @@ int session_file_check(const char *data, size_t len, char id[SESSION_ID_LEN + 1]
 
 			if (!s || !session_id_valid(s)) {
 				json_decref(j);
-				buf_addf(why, "line %zu has a malformed \"sessionId\"", line);
+				buf_addf(err, "line %zu has a malformed \"sessionId\"", line);
 				id[0] = '\0';
 				return -EINVAL;
 			}
@@ -97,7 +97,7 @@ int session_file_check(const char *data, size_t len, char id[SESSION_ID_LEN + 1]
 		p = nl + 1;
 	}
 	if (!id[0]) {
-		buf_addstr(why, "no line names its session");
+		buf_addstr(err, "no line names its session");
 		return -EINVAL;
 	}
 	return 0;

@@ -40,8 +40,8 @@ int session_project_dir(struct buf *out, const char *path);
  * "sessionId" member a session id, and at least one line with one.  0 with
  * the last line's id in id (a resumed conversation's file may hold the
  * earlier turns under their first session's id), or -EFBIG or -EINVAL with
- * the reason in why ("line 3 is not a JSON object").
+ * the reason in err ("line 3 is not a JSON object").
  */
-int session_file_check(const char *data, size_t len, char id[SESSION_ID_LEN + 1], struct buf *why);
+int session_file_check(const char *data, size_t len, char id[SESSION_ID_LEN + 1], struct buf *err);
 
 #endif

@@ -62,7 +62,7 @@ static int path_under(const char *path, const char *dir)
 	return !strncmp(path, dir, n) && (path[n] == '\0' || path[n] == '/');
 }
 
-int slurm_shared_check(const char *dir, const struct strvec *shared, struct buf *why)
+int slurm_shared_check(const char *dir, const struct strvec *shared, struct buf *err)
 {
 	char real[PATH_MAX];
 	struct statfs sf;
@@ -70,7 +70,7 @@ int slurm_shared_check(const char *dir, const struct strvec *shared, struct buf 
 	if (!realpath(dir, real) || statfs(real, &sf) < 0) {
 		int ret = -errno;
 
-		buf_addf(why, "cannot look at '%s': %s", dir, strerror(errno));
+		buf_addf(err, "cannot look at '%s': %s", dir, strerror(errno));
 		return ret;
 	}
 	for (size_t i = 0; shared && i < shared->nr; i++) {
@@ -83,7 +83,7 @@ int slurm_shared_check(const char *dir, const struct strvec *shared, struct buf 
 	for (size_t i = 0; i < ARRAY_SIZE(network_fs); i++)
 		if ((unsigned long)sf.f_type == network_fs[i].magic)
 			return 0;
-	buf_addf(why,
+	buf_addf(err,
 	         "'%s' is not on storage the Slurm nodes see (not a network filesystem, not "
 	         "under the config's slurm.shared): put AIBOX_HOME on shared storage, or list "
 	         "the folder the nodes mount at the same path under slurm: shared:",

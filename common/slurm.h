@@ -69,10 +69,10 @@ void slurm_job_args(struct strvec *args, const struct slurm_job *j);
  * yes when its real path is one of shared or below one, or when it is on a
  * network filesystem (NFS, SMB, Lustre, GPFS, CephFS, BeeGFS, AFS, GlusterFS
  * over FUSE does not count: a FUSE mount is often one host's).  0, or
- * -EXDEV with the reason appended to why (which names the folder and what
+ * -EXDEV with the reason appended to err (which names the folder and what
  * to do), or -errno when dir cannot be looked at.
  */
-int slurm_shared_check(const char *dir, const struct strvec *shared, struct buf *why);
+int slurm_shared_check(const char *dir, const struct strvec *shared, struct buf *err);
 
 struct slurm_secrets {
 	struct buf key;          /* ANTHROPIC_API_KEY for the proxy, or empty */

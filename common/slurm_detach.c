@@ -92,8 +92,8 @@ out:
 	return ret;
 }
 
-/* The job's state as squeue lists it: QUEUED, RUNNING, ENDED, or -1 with why set. */
-static int ask_squeue(const char *name, const char *id, struct buf *why)
+/* The job's state as squeue lists it: QUEUED, RUNNING, ENDED, or -1 with err set. */
+static int ask_squeue(const char *name, const char *id, struct buf *err)
 {
 	struct spawn sp = SPAWN_INIT;
 	struct buf out = BUF_INIT;
@@ -108,9 +108,9 @@ static int ask_squeue(const char *name, const char *id, struct buf *why)
 	spawn_clear(&sp);
 	if (ret != 0) {
 		if (ret < 0)
-			buf_addf(why, "cannot run squeue: %s", strerror(-ret));
+			buf_addf(err, "cannot run squeue: %s", strerror(-ret));
 		else
-			buf_addf(why, "squeue exit %d", ret);
+			buf_addf(err, "squeue exit %d", ret);
 		state = -1;
 		goto out;
 	}
@@ -142,7 +142,7 @@ int slurm_detached_unchecked(int dfd)
 	return fstatat(dfd, SLURM_JOB_FILE, &st, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
-int slurm_detached_state(int dfd, const char *name, struct buf *why)
+int slurm_detached_state(int dfd, const char *name, struct buf *err)
 {
 	struct slurm_job_rec r;
 	struct stat st;
@@ -151,12 +151,12 @@ int slurm_detached_state(int dfd, const char *name, struct buf *why)
 	if (!slurm_detached_unchecked(dfd))
 		return SLURM_DETACHED_NO;
 	if ((ret = slurm_job_read(dfd, &r)) < 0) {
-		buf_addf(why, "%s is not an id and a commit", SLURM_JOB_FILE);
+		buf_addf(err, "%s is not an id and a commit", SLURM_JOB_FILE);
 		return ret;
 	}
 	if (fstatat(dfd, SLURM_SECRETS_NAME, &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT)
 		return SLURM_DETACHED_ENDED;
-	ret = ask_squeue(name, r.id, why);
+	ret = ask_squeue(name, r.id, err);
 	return ret < 0 ? SLURM_DETACHED_QUEUED : ret;
 }
 

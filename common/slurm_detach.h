@@ -74,7 +74,7 @@ enum slurm_detached {
  * is queued, with why said in why.  Returns the state, or a negative errno
  * for a slurm.job that cannot be read (why says so).
  */
-int slurm_detached_state(int dfd, const char *name, struct buf *why);
+int slurm_detached_state(int dfd, const char *name, struct buf *err);
 
 /*
  * Take the lock of the task folder dir ("<dir>.lock" beside it, which must

@@ -151,7 +151,7 @@ static void add_cpu(int kvm, struct buf *deps)
 	buf_release(&id);
 }
 
-static int snap_init(const struct vm_config *cfg, struct snap *s, struct buf *why)
+static int snap_init(const struct vm_config *cfg, struct snap *s, struct buf *err)
 {
 	struct buf man = BUF_INIT;
 	int r;
@@ -165,7 +165,7 @@ static int snap_init(const struct vm_config *cfg, struct snap *s, struct buf *wh
 
 	buf_addf(&s->deps, "aibox-snapshot 1\ndevices %d\nqemu ", SNAP_DEVICES);
 	if (qemu_version(cfg, &s->deps) < 0) {
-		buf_addstr(why, "cannot read QEMU's version");
+		buf_addstr(err, "cannot read QEMU's version");
 		r = -EIO;
 		goto out;
 	}
@@ -180,7 +180,7 @@ static int snap_init(const struct vm_config *cfg, struct snap *s, struct buf *wh
 		buf_release(&path);
 	}
 	if (r >= 0 && !strstr(man.buf, "\nsnapshot 1\n")) {
-		buf_addstr(why,
+		buf_addstr(err,
 		           "the image's init predates snapshots (rebuild it: aibox image build)");
 		r = -ENOTSUP;
 		goto out;
@@ -188,7 +188,7 @@ static int snap_init(const struct vm_config *cfg, struct snap *s, struct buf *wh
 	if (r < 0 || add_image_sum(&man, "vmlinuz", "kernel", &s->deps) < 0 ||
 	    add_image_sum(&man, "initramfs", "initramfs", &s->deps) < 0 ||
 	    add_image_sum(&man, "rootfs.ext4", "rootfs", &s->deps) < 0) {
-		buf_addstr(why, "the image's manifest has no digests of its files");
+		buf_addstr(err, "the image's manifest has no digests of its files");
 		r = -EINVAL;
 		goto out;
 	}
@@ -203,7 +203,7 @@ out:
  * digest, -ENOENT when there is none, -ESTALE when it was made for
  * something else (why says what).
  */
-static int read_manifest(const struct snap *s, unsigned long long *size, char *hex, struct buf *why)
+static int read_manifest(const struct snap *s, unsigned long long *size, char *hex, struct buf *err)
 {
 	struct buf m = BUF_INIT;
 	ssize_t n = buf_read_file(&m, s->manifest.buf, MANIFEST_MAX);
@@ -211,21 +211,21 @@ static int read_manifest(const struct snap *s, unsigned long long *size, char *h
 	int r = -ESTALE;
 
 	if (n == -ENOENT) {
-		buf_addstr(why, "there is no snapshot yet");
+		buf_addstr(err, "there is no snapshot yet");
 		r = -ENOENT;
 		goto out;
 	}
 	if (n < 0) {
-		buf_addf(why, "cannot read the snapshot's manifest: %s", strerror((int)-n));
+		buf_addf(err, "cannot read the snapshot's manifest: %s", strerror((int)-n));
 		r = (int)n;
 		goto out;
 	}
-	/* Line by line: the first that differs says why. */
+	/* Line by line: the first that differs says err. */
 	for (a = m.buf, b = s->deps.buf; *b;) {
 		size_t la = strcspn(a, "\n"), lb = strcspn(b, "\n");
 
 		if (la != lb || memcmp(a, b, la) || a[la] != '\n') {
-			buf_addf(why, "the snapshot was made for '%.*s', this VM is '%.*s'",
+			buf_addf(err, "the snapshot was made for '%.*s', this VM is '%.*s'",
 			         (int)(la < 100 ? la : 100), a, (int)(lb < 100 ? lb : 100), b);
 			goto out;
 		}
@@ -234,7 +234,7 @@ static int read_manifest(const struct snap *s, unsigned long long *size, char *h
 	}
 	rest = a;
 	if (sscanf(rest, "size %llu\nsha256 %64[0-9a-f]\n", size, hex) != 2 || strlen(hex) != 64) {
-		buf_addstr(why, "the snapshot's manifest is damaged");
+		buf_addstr(err, "the snapshot's manifest is damaged");
 		goto out;
 	}
 	r = 0;
@@ -367,7 +367,7 @@ static void close_fd(int *fd)
 }
 
 /* Wait for an outgoing migration: 0 once completed. */
-static int wait_migrated(struct qmp *q, long deadline, struct buf *why)
+static int wait_migrated(struct qmp *q, long deadline, struct buf *err)
 {
 	for (;;) {
 		json_t *ret = NULL;
@@ -375,7 +375,7 @@ static int wait_migrated(struct qmp *q, long deadline, struct buf *why)
 		int r;
 
 		if ((r = qmp_call(q, "query-migrate", NULL, &ret, (int)(deadline - now_ms()),
-		                  why)) < 0)
+		                  err)) < 0)
 			return r;
 		st = json_string_value(json_object_get(ret, "status"));
 		if (st && !strcmp(st, "completed")) {
@@ -383,13 +383,13 @@ static int wait_migrated(struct qmp *q, long deadline, struct buf *why)
 			return 0;
 		}
 		if (st && (!strcmp(st, "failed") || !strcmp(st, "cancelled"))) {
-			buf_addf(why, "QEMU's migration to the file %s", st);
+			buf_addf(err, "QEMU's migration to the file %s", st);
 			json_decref(ret);
 			return -EIO;
 		}
 		json_decref(ret);
 		if (now_ms() > deadline) {
-			buf_addstr(why, "QEMU did not write the snapshot in time");
+			buf_addstr(err, "QEMU did not write the snapshot in time");
 			return -ETIMEDOUT;
 		}
 		usleep(20000);
@@ -470,21 +470,21 @@ static void snap_qemu_clear(struct snap_qemu *x)
  */
 static int snap_qemu_start(struct snap_qemu *x, const struct vm_config *cfg, const struct snap *s,
                            const char *state_dir, const char *share, const char *const *slots,
-                           const char *netdev, int in_fd, struct vm *vm, struct buf *why)
+                           const char *netdev, int in_fd, struct vm *vm, struct buf *err)
 {
 	int r;
 
 	if ((x->state_fd = vm_make_state_disk(state_dir, PLACEHOLDER_BYTES)) < 0) {
 		r = x->state_fd;
 		x->state_fd = -1;
-		buf_addf(why, "cannot make the state disk: %s", strerror(-r));
+		buf_addf(err, "cannot make the state disk: %s", strerror(-r));
 		return r;
 	}
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, x->ssh) < 0 ||
 	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, x->ctl) < 0 ||
 	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, x->mon) < 0) {
 		r = -errno;
-		buf_addf(why, "cannot make a socket pair: %s", strerror(errno));
+		buf_addf(err, "cannot make a socket pair: %s", strerror(errno));
 		return r;
 	}
 	vm_base_args(&x->sp.args, cfg, s->kvm, SNAP_CMDLINE);
@@ -499,20 +499,20 @@ static int snap_qemu_start(struct snap_qemu *x, const struct vm_config *cfg, con
 	spawn_give_fd(&x->sp, x->mon[1], FD_QMP);
 	vm->kvm = s->kvm;
 	if ((r = vm_spawn(&x->sp, cfg, vm)) < 0) {
-		buf_addf(why, "cannot start QEMU: %s", strerror(-r));
+		buf_addf(err, "cannot start QEMU: %s", strerror(-r));
 		return r;
 	}
 	close_fd(&x->ssh[1]);
 	close_fd(&x->ctl[1]);
 	close_fd(&x->mon[1]);
-	if ((r = qmp_open(&x->q, x->mon[0], vm->pidfd, in_fd >= 0 ? RESTORE_MS : BOOT_MS, why)) < 0)
+	if ((r = qmp_open(&x->q, x->mon[0], vm->pidfd, in_fd >= 0 ? RESTORE_MS : BOOT_MS, err)) < 0)
 		return r;
 	x->mon[0] = -1; /* the monitor's now */
 	return 0;
 }
 
 /* The saving: s is initialized, the lock is held. */
-static int save_locked(const struct vm_config *cfg, struct snap *s, struct buf *why)
+static int save_locked(const struct vm_config *cfg, struct snap *s, struct buf *err)
 {
 	struct snap_qemu x = SNAP_QEMU_INIT;
 	struct vm vm = VM_INIT;
@@ -526,7 +526,7 @@ static int save_locked(const struct vm_config *cfg, struct snap *s, struct buf *
 
 	if (mkdir(s->empty.buf, 0555) < 0 && errno != EEXIST) {
 		r = -errno;
-		buf_addf(why, "cannot create '%s': %s", s->empty.buf, strerror(errno));
+		buf_addf(err, "cannot create '%s': %s", s->empty.buf, strerror(errno));
 		goto out;
 	}
 	remove_leftovers(cfg->image_dir);
@@ -534,7 +534,7 @@ static int save_locked(const struct vm_config *cfg, struct snap *s, struct buf *
 	if ((out_fd = mkostemp(tmp.buf, O_CLOEXEC)) < 0) {
 		r = -errno;
 		buf_reset(&tmp);
-		buf_addf(why, "cannot create the snapshot's file: %s", strerror(errno));
+		buf_addf(err, "cannot create the snapshot's file: %s", strerror(errno));
 		goto out;
 	}
 	for (int i = 0; i < SNAP_SHARES; i++)
@@ -544,38 +544,38 @@ static int save_locked(const struct vm_config *cfg, struct snap *s, struct buf *
 	         &x, cfg, s, cfg->image_dir, s->empty.buf, slots,
 	         "user,id=net0,restrict=on,ipv6=off,guestfwd=tcp:" GUEST_PROXY_HOSTPORT
 	         "-cmd:false",
-	         -1, &vm, why)) < 0)
+	         -1, &vm, err)) < 0)
 		goto out;
 	if ((r = wait_line(x.ctl[0], vm.pidfd, SNAP_WAITING, now_ms() + BOOT_MS)) < 0) {
-		buf_addstr(why, r == -ETIMEDOUT ? "the snapshot's VM did not come up in time"
+		buf_addstr(err, r == -ETIMEDOUT ? "the snapshot's VM did not come up in time"
 		                                : "the snapshot's VM stopped before it was ready");
 		goto out;
 	}
 	deadline = now_ms() + MIGRATE_MS;
 	buf_addstr(&uri, "exec:cat > ");
 	vm_add_sh_quoted(&uri, tmp.buf);
-	if ((r = qmp_call(&x.q, "stop", NULL, NULL, MIGRATE_MS, why)) < 0 ||
+	if ((r = qmp_call(&x.q, "stop", NULL, NULL, MIGRATE_MS, err)) < 0 ||
 	    (r = qmp_call(&x.q, "migrate", json_pack("{s:s}", "uri", uri.buf), NULL, MIGRATE_MS,
-	                  why)) < 0 ||
-	    (r = wait_migrated(&x.q, deadline, why)) < 0)
+	                  err)) < 0 ||
+	    (r = wait_migrated(&x.q, deadline, err)) < 0)
 		goto out;
 	if (fsync(out_fd) < 0 || (r = fd_sha256(out_fd, &size, hex)) < 0 || size == 0 ||
 	    fchmod(out_fd, 0444) < 0) {
 		r = r < 0 ? r : -EIO;
-		buf_addstr(why, "cannot finish the snapshot's file");
+		buf_addstr(err, "cannot finish the snapshot's file");
 		goto out;
 	}
 	/* The old manifest goes first: a reader never pairs it with the new file. */
 	if ((unlink(s->manifest.buf) < 0 && errno != ENOENT) || rename(tmp.buf, s->file.buf) < 0) {
 		r = -errno;
-		buf_addf(why, "cannot rename the snapshot: %s", strerror(errno));
+		buf_addf(err, "cannot rename the snapshot: %s", strerror(errno));
 		goto out;
 	}
 	buf_reset(&tmp);
 	buf_add(&text, s->deps.buf, s->deps.len);
 	buf_addf(&text, "size %llu\nsha256 %s\n", size, hex);
 	if ((r = write_atomic(s->manifest.buf, &text)) < 0) {
-		buf_addf(why, "cannot write the snapshot's manifest: %s", strerror(-r));
+		buf_addf(err, "cannot write the snapshot's manifest: %s", strerror(-r));
 		goto out;
 	}
 	r = 1;
@@ -593,7 +593,7 @@ out:
 }
 
 /* The lock of the image's snapshots: held while one is saved. */
-static int lock_image(const struct vm_config *cfg, struct buf *why)
+static int lock_image(const struct vm_config *cfg, struct buf *err)
 {
 	struct buf p = BUF_INIT;
 	int fd;
@@ -602,7 +602,7 @@ static int lock_image(const struct vm_config *cfg, struct buf *why)
 	fd = open(p.buf, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
 	buf_release(&p);
 	if (fd < 0) {
-		buf_addf(why, "cannot save a snapshot in the image's folder: %s", strerror(errno));
+		buf_addf(err, "cannot save a snapshot in the image's folder: %s", strerror(errno));
 		return -errno;
 	}
 	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
@@ -610,41 +610,41 @@ static int lock_image(const struct vm_config *cfg, struct buf *why)
 
 		close(fd);
 		if (e == EWOULDBLOCK) {
-			buf_addstr(why, "another task is saving the snapshot");
+			buf_addstr(err, "another task is saving the snapshot");
 			return -EBUSY;
 		}
-		buf_addf(why, "cannot lock the image's snapshot: %s", strerror(e));
+		buf_addf(err, "cannot lock the image's snapshot: %s", strerror(e));
 		return -e;
 	}
 	return fd;
 }
 
-static int save(const struct vm_config *cfg, struct snap *s, struct buf *why)
+static int save(const struct vm_config *cfg, struct snap *s, struct buf *err)
 {
 	struct buf ignored = BUF_INIT;
 	unsigned long long size;
 	char hex[65];
 	int lock, r;
 
-	if ((lock = lock_image(cfg, why)) < 0)
+	if ((lock = lock_image(cfg, err)) < 0)
 		return lock;
 	/* Saved by another meanwhile? */
 	if (read_manifest(s, &size, hex, &ignored) == 0)
 		r = 0;
 	else
-		r = save_locked(cfg, s, why);
+		r = save_locked(cfg, s, err);
 	close(lock);
 	buf_release(&ignored);
 	return r;
 }
 
-int snapshot_save(const struct vm_config *cfg, struct buf *why)
+int snapshot_save(const struct vm_config *cfg, struct buf *err)
 {
 	struct snap s = SNAP_INIT;
 	int r;
 
-	if ((r = snap_init(cfg, &s, why)) == 0)
-		r = save(cfg, &s, why);
+	if ((r = snap_init(cfg, &s, err)) == 0)
+		r = save(cfg, &s, err);
 	snap_release(&s);
 	return r;
 }
@@ -679,14 +679,14 @@ static int go_message(const struct vm_config *cfg, struct buf *b)
 }
 
 /* Wait until the restored VM runs. */
-static int wait_running(struct qmp *q, long deadline, struct buf *why)
+static int wait_running(struct qmp *q, long deadline, struct buf *err)
 {
 	for (;;) {
 		json_t *ret = NULL;
 		const char *st;
 		int r;
 
-		if ((r = qmp_call(q, "query-status", NULL, &ret, (int)(deadline - now_ms()), why)) <
+		if ((r = qmp_call(q, "query-status", NULL, &ret, (int)(deadline - now_ms()), err)) <
 		    0)
 			return r;
 		st = json_string_value(json_object_get(ret, "status"));
@@ -697,16 +697,16 @@ static int wait_running(struct qmp *q, long deadline, struct buf *why)
 		/* Saved stopped, so restored paused once loaded: run it. */
 		if (st && !strcmp(st, "paused")) {
 			json_decref(ret);
-			return qmp_call(q, "cont", NULL, NULL, (int)(deadline - now_ms()), why);
+			return qmp_call(q, "cont", NULL, NULL, (int)(deadline - now_ms()), err);
 		}
 		if (!st || strcmp(st, "inmigrate")) {
-			buf_addf(why, "the restored VM is '%.40s', not running", st ? st : "?");
+			buf_addf(err, "the restored VM is '%.40s', not running", st ? st : "?");
 			json_decref(ret);
 			return -EIO;
 		}
 		json_decref(ret);
 		if (now_ms() > deadline) {
-			buf_addstr(why, "QEMU did not restore the snapshot in time");
+			buf_addstr(err, "QEMU did not restore the snapshot in time");
 			return -ETIMEDOUT;
 		}
 		usleep(10000);
@@ -714,7 +714,7 @@ static int wait_running(struct qmp *q, long deadline, struct buf *why)
 }
 
 static int restore(const struct vm_config *cfg, struct snap *s, int in_fd, struct vm *vm,
-                   struct buf *why)
+                   struct buf *err)
 {
 	struct snap_qemu x = SNAP_QEMU_INIT;
 	struct buf net = BUF_INIT, go = BUF_INIT;
@@ -724,22 +724,22 @@ static int restore(const struct vm_config *cfg, struct snap *s, int in_fd, struc
 
 	if (mkdir(s->empty.buf, 0555) < 0 && errno != EEXIST) {
 		r = -errno;
-		buf_addf(why, "cannot create '%s': %s", s->empty.buf, strerror(errno));
+		buf_addf(err, "cannot create '%s': %s", s->empty.buf, strerror(errno));
 		goto out;
 	}
 	for (size_t i = 0; i < SNAP_SHARES; i++)
 		slots[i] = i < cfg->nr_mounts ? cfg->mounts[i].host_path : s->empty.buf;
 	vm_netdev_arg(cfg, &net);
 	if ((r = snap_qemu_start(&x, cfg, s, cfg->state_dir, cfg->share_dir, slots, net.buf, in_fd,
-	                         vm, why)) < 0 ||
-	    (r = wait_running(&x.q, deadline, why)) < 0 ||
+	                         vm, err)) < 0 ||
+	    (r = wait_running(&x.q, deadline, err)) < 0 ||
 	    (r = qmp_call(
 	         &x.q, "block_resize",
 	         json_pack("{s:s,s:I}", "device", "state", "size", (json_int_t)vm_disk_bytes(cfg)),
-	         NULL, RESTORE_MS, why)) < 0)
+	         NULL, RESTORE_MS, err)) < 0)
 		goto out;
 	if ((r = go_message(cfg, &go)) < 0 || (r = write_all(x.ctl[0], go.buf, go.len)) < 0) {
-		buf_addf(why, "cannot send the go message: %s", strerror(-r));
+		buf_addf(err, "cannot send the go message: %s", strerror(-r));
 		goto out;
 	}
 	vm->ssh_fd = x.ssh[0];
@@ -783,7 +783,7 @@ static int discard(const struct vm_config *cfg, struct snap *s, const char *hex)
 	return ret;
 }
 
-int snapshot_start(const struct vm_config *cfg, struct vm *vm, struct buf *why)
+int snapshot_start(const struct vm_config *cfg, struct vm *vm, struct buf *err)
 {
 	struct snap s = SNAP_INIT;
 	unsigned long long size = 0, got = 0;
@@ -791,34 +791,34 @@ int snapshot_start(const struct vm_config *cfg, struct vm *vm, struct buf *why)
 	struct stat st;
 	int in_fd = -1, saved = 0, bad = 0, r;
 
-	if (strcmp(cfg->mode, "task") || cfg->extra_cmdline) {
-		buf_addstr(why, "only a task's VM starts from a snapshot");
+	if (strcmp(cfg->mode, GUEST_MODE_TASK) || cfg->extra_cmdline) {
+		buf_addstr(err, "only a task's VM starts from a snapshot");
 		return -EINVAL;
 	}
 	if (!cfg->proxy_socket) {
-		buf_addstr(why, "a snapshot's VM has a network: this VM has none");
+		buf_addstr(err, "a snapshot's VM has a network: this VM has none");
 		return -EINVAL;
 	}
 	if (cfg->nr_mounts > SNAP_SHARES) {
-		buf_addf(why, "the task has %zu shares, a snapshot's VM %d", cfg->nr_mounts,
+		buf_addf(err, "the task has %zu shares, a snapshot's VM %d", cfg->nr_mounts,
 		         SNAP_SHARES);
 		return -E2BIG;
 	}
 	for (size_t i = 0; i < cfg->nr_mounts; i++)
 		if (cfg->mounts[i].writable) {
-			buf_addstr(why, "a snapshot's VM has no writable share");
+			buf_addstr(err, "a snapshot's VM has no writable share");
 			return -EINVAL;
 		}
-	if ((r = snap_init(cfg, &s, why)) < 0)
+	if ((r = snap_init(cfg, &s, err)) < 0)
 		goto out;
-	r = read_manifest(&s, &size, hex, why);
+	r = read_manifest(&s, &size, hex, err);
 	if (r == -ENOENT) {
 		/* The first task of this image and size saves it. */
-		buf_reset(why);
-		if ((r = save(cfg, &s, why)) < 0)
+		buf_reset(err);
+		if ((r = save(cfg, &s, err)) < 0)
 			goto out;
 		saved = r;
-		r = read_manifest(&s, &size, hex, why);
+		r = read_manifest(&s, &size, hex, err);
 	}
 	if (r < 0) {
 		bad = r == -ESTALE;
@@ -827,38 +827,38 @@ int snapshot_start(const struct vm_config *cfg, struct vm *vm, struct buf *why)
 	if ((in_fd = open(s.file.buf, O_RDONLY | O_CLOEXEC)) < 0) {
 		r = -errno;
 		bad = r == -ENOENT;
-		buf_addf(why, "cannot open the snapshot: %s", strerror(errno));
+		buf_addf(err, "cannot open the snapshot: %s", strerror(errno));
 		goto out;
 	}
 	bad = 1; /* until it is found good */
 	if (fstat(in_fd, &st) < 0 || !S_ISREG(st.st_mode) || (st.st_mode & 0222)) {
 		r = -EPERM;
-		buf_addstr(why, "the snapshot is not a read-only file");
+		buf_addstr(err, "the snapshot is not a read-only file");
 		goto out;
 	}
 	if ((unsigned long long)st.st_size != size) {
 		r = -EINVAL;
-		buf_addf(why, "the snapshot is %s (%llu bytes, its manifest says %llu)",
+		buf_addf(err, "the snapshot is %s (%llu bytes, its manifest says %llu)",
 		         (unsigned long long)st.st_size < size ? "truncated" : "too long",
 		         (unsigned long long)st.st_size, size);
 		goto out;
 	}
 	if ((r = fd_sha256(in_fd, &got, sum)) < 0 || got != size || strcmp(sum, hex)) {
 		r = r < 0 ? r : -EINVAL;
-		buf_addstr(why, "the snapshot does not match its manifest's digest");
+		buf_addstr(err, "the snapshot does not match its manifest's digest");
 		goto out;
 	}
 	bad = 0;
-	if ((r = restore(cfg, &s, in_fd, vm, why)) < 0)
+	if ((r = restore(cfg, &s, in_fd, vm, err)) < 0)
 		goto out;
 	if (saved)
-		buf_addf(why, "saved the image's snapshot for %u MiB and %u CPUs (%llu MB)",
+		buf_addf(err, "saved the image's snapshot for %u MiB and %u CPUs (%llu MB)",
 		         vm_memory_mb(cfg), vm_cpus(cfg), size / 1000000);
 out:
 	if (in_fd >= 0)
 		close(in_fd);
 	if (bad && discard(cfg, &s, hex))
-		buf_addstr(why, "; it is removed, the next task saves a new one");
+		buf_addstr(err, "; it is removed, the next task saves a new one");
 	snap_release(&s);
 	return r;
 }

@@ -45,11 +45,11 @@ struct vm_config;
  * Start cfg's VM (task mode) from the image's snapshot for its memory size
  * and CPU count, saving one first when there is none (made once per image,
  * see snapshot_save()).  0 with *vm running the restored guest, which has
- * had its go message; or a negative errno with the reason appended to why,
+ * had its go message; or a negative errno with the reason appended to err,
  * one clause a user reads ("the snapshot is truncated"), nothing left
  * running: the caller boots cold.
  */
-int snapshot_start(const struct vm_config *cfg, struct vm *vm, struct buf *why);
+int snapshot_start(const struct vm_config *cfg, struct vm *vm, struct buf *err);
 
 /*
  * Start a task VM from the image's snapshot (snapshot_start(), which saves
@@ -64,9 +64,9 @@ int snapshot_boot(const struct vm_config *cfg, struct vm *vm);
  * stop it and migrate it to a temporary file in the image's folder, then
  * make it read-only (0444) and rename it, and write its manifest the same
  * way.  1 when one was saved, 0 when a good one was there, or a negative
- * errno with the reason appended to why (-EBUSY: another process is saving
+ * errno with the reason appended to err (-EBUSY: another process is saving
  * it).
  */
-int snapshot_save(const struct vm_config *cfg, struct buf *why);
+int snapshot_save(const struct vm_config *cfg, struct buf *err);
 
 #endif

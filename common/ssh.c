@@ -16,6 +16,7 @@
 #include "err.h"
 #include "spawn.h"
 #include "ssh.h"
+#include "guest_abi.h"
 #include "banned.h"
 
 #define KEY_FILE_MAX (16 * 1024)
@@ -588,13 +589,13 @@ int ssh_task_keys_make(const char *dir, const char *forced_command, int pty,
 	ssize_t n;
 	int ret;
 
-	buf_addf(&sshdir, "%s/ssh", dir);
+	buf_addf(&sshdir, "%s/" GUEST_SSH_SUBDIR, dir);
 	if (mkdir(sshdir.buf, 0700) < 0) {
 		ret = -errno;
 		buf_addf(err, "cannot make '%s': %s", sshdir.buf, strerror(errno));
 		goto out;
 	}
-	buf_addf(&host, "%s/ssh_host_ed25519_key", sshdir.buf);
+	buf_addf(&host, "%s/" GUEST_SSH_HOST_KEY, sshdir.buf);
 	buf_addf(&user, "%s/.task_key", sshdir.buf);
 	if ((ret = keygen(host.buf, err)) < 0 || (ret = keygen(user.buf, err)) < 0)
 		goto out;
@@ -618,9 +619,10 @@ int ssh_task_keys_make(const char *dir, const char *forced_command, int pty,
 	}
 	buf_rtrim(&pub);
 	buf_addf(&auth, "command=\"%s\",restrict%s %s\n",
-	         forced_command ? forced_command : SSH_FORCED_COMMAND, pty ? ",pty" : "", pub.buf);
+	         forced_command ? forced_command : GUEST_FORCED_COMMAND, pty ? ",pty" : "",
+	         pub.buf);
 	buf_reset(&path);
-	buf_addf(&path, "%s/authorized_keys", sshdir.buf);
+	buf_addf(&path, "%s/" GUEST_SSH_AUTH, sshdir.buf);
 	if ((ret = buf_write_file(&auth, path.buf, 0644)) < 0) {
 		buf_addf(err, "cannot write '%s': %s", path.buf, strerror(-ret));
 		goto out;

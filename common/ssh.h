@@ -147,9 +147,8 @@ int ssh_pubkey_blob(const char *line, size_t len, struct buf *blob);
  * run's session may ask for a terminal).  The user's private key never stays
  * on disk: it is read into user_key and its files removed.  host_blob gets
  * the host key's raw blob, to pin.  forced_command NULL means
- * SSH_FORCED_COMMAND.  0, or a negative errno with a message in err.
+ * GUEST_FORCED_COMMAND (common/guest_abi.h).  0, or a negative errno with a message in err.
  */
-#define SSH_FORCED_COMMAND "/usr/lib/aibox/aibox-init session"
 
 struct ssh_task_keys {
 	struct buf user_key;

@@ -5,21 +5,8 @@
 
 #include "buf.h"
 #include "tar_in.h"
+#include "ustar.h"
 #include "banned.h"
-
-/* ustar header field offsets and lengths. */
-#define NAME_OFF   0
-#define NAME_LEN   100
-#define MODE_OFF   100
-#define UID_OFF    108
-#define GID_OFF    116
-#define SIZE_OFF   124
-#define MTIME_OFF  136
-#define CHKSUM_OFF 148
-#define TYPE_OFF   156
-#define MAGIC_OFF  257
-#define PREFIX_OFF 345
-#define PREFIX_LEN 155
 
 void tar_in_init(struct tar_in *t, struct tar_in_file *files, size_t nfiles)
 {
@@ -145,7 +132,7 @@ static int header(struct tar_in *t)
 	size_t namelen;
 	struct tar_in_file *f = NULL;
 
-	if (is_zero(h, 512)) {
+	if (is_zero(h, USTAR_BLOCK)) {
 		t->zero_blocks++;
 		return 0;
 	}
@@ -155,44 +142,42 @@ static int header(struct tar_in *t)
 		return refuse(t, -EPROTO, "%s must come last",
 		              t->cur ? t->cur->name : "the last file");
 
-	for (size_t i = 0; i < 512; i++)
-		sum += (i >= CHKSUM_OFF && i < CHKSUM_OFF + 8) ? ' ' : h[i];
-	if (parse_octal(h + CHKSUM_OFF, 8, &chk) < 0 || chk != sum)
+	sum = ustar_checksum(h);
+	if (parse_octal(h + USTAR_CHKSUM_OFF, USTAR_CHKSUM_LEN, &chk) < 0 || chk != sum)
 		return refuse(t, -EPROTO, "a results tar header has a bad checksum");
-	if (memcmp(h + MAGIC_OFF,
-	           "ustar\0"
-	           "00",
-	           8) &&
-	    memcmp(h + MAGIC_OFF, "ustar  \0", 8))
+	if (memcmp(h + USTAR_MAGIC_OFF, USTAR_MAGIC, USTAR_MAGIC_LEN) &&
+	    memcmp(h + USTAR_MAGIC_OFF, USTAR_MAGIC_GNU, USTAR_MAGIC_LEN))
 		return refuse(t, -EPROTO, "a results tar header is not ustar");
 
-	namelen = strnlen((const char *)h + NAME_OFF, NAME_LEN);
-	quote_name(h + NAME_OFF, namelen, qname, sizeof(qname));
+	namelen = strnlen((const char *)h + USTAR_NAME_OFF, USTAR_NAME_LEN);
+	quote_name(h + USTAR_NAME_OFF, namelen, qname, sizeof(qname));
 	if (!namelen)
 		return refuse(t, -EPROTO, "a results tar entry has an empty name");
-	if (!is_zero(h + NAME_OFF + namelen, NAME_LEN - namelen))
+	if (!is_zero(h + USTAR_NAME_OFF + namelen, USTAR_NAME_LEN - namelen))
 		return refuse(t, -EPROTO, "the name of '%s' has bytes after its end", qname);
-	if (!is_zero(h + PREFIX_OFF, PREFIX_LEN))
+	if (!is_zero(h + USTAR_PREFIX_OFF, USTAR_PREFIX_LEN))
 		return refuse(t, -EPROTO, "'%s' has a path prefix", qname);
-	if (memchr(h + NAME_OFF, '/', namelen))
+	if (memchr(h + USTAR_NAME_OFF, '/', namelen))
 		return refuse(t, -EPROTO, "the file name '%s' has a slash", qname);
 	if (strstr(qname, ".."))
 		return refuse(t, -EPROTO, "the file name '%s' has '..'", qname);
 	for (size_t i = 0; i < t->nfiles; i++)
 		if (strlen(t->files[i].name) == namelen &&
-		    !memcmp(t->files[i].name, h + NAME_OFF, namelen))
+		    !memcmp(t->files[i].name, h + USTAR_NAME_OFF, namelen))
 			f = &t->files[i];
-	if (h[TYPE_OFF] != '0' && h[TYPE_OFF] != '\0')
-		return refuse(t, -EPROTO, "'%s' is %s", qname, type_name(h[TYPE_OFF]));
+	if (h[USTAR_TYPE_OFF] != USTAR_TYPE_REG && h[USTAR_TYPE_OFF] != '\0')
+		return refuse(t, -EPROTO, "'%s' is %s", qname, type_name(h[USTAR_TYPE_OFF]));
 	if (!f)
 		return refuse(t, -EPROTO, "unexpected file '%s'", qname);
 	if (f->seen)
 		return refuse(t, -EPROTO, "'%s' sent twice", f->name);
-	if (parse_octal(h + MODE_OFF, 8, &num) < 0 || parse_octal(h + UID_OFF, 8, &num) < 0 ||
-	    parse_octal(h + GID_OFF, 8, &num) < 0 || parse_octal(h + MTIME_OFF, 12, &num) < 0)
+	if (parse_octal(h + USTAR_MODE_OFF, USTAR_MODE_LEN, &num) < 0 ||
+	    parse_octal(h + USTAR_UID_OFF, USTAR_UID_LEN, &num) < 0 ||
+	    parse_octal(h + USTAR_GID_OFF, USTAR_GID_LEN, &num) < 0 ||
+	    parse_octal(h + USTAR_MTIME_OFF, USTAR_MTIME_LEN, &num) < 0)
 		return refuse(t, -EPROTO, "the header of '%s' has a field that is not octal",
 		              f->name);
-	if (parse_octal(h + SIZE_OFF, 12, &size) < 0)
+	if (parse_octal(h + USTAR_SIZE_OFF, USTAR_SIZE_LEN, &size) < 0)
 		return refuse(t, -EPROTO, "the size of '%s' is not an octal number", f->name);
 	if (size > f->max)
 		return refuse(t, -EFBIG, "'%s' over its size limit of %llu bytes", f->name,
@@ -202,7 +187,7 @@ static int header(struct tar_in *t)
 	f->size = size;
 	t->cur = f;
 	t->data_left = size;
-	t->pad_left = (512 - size % 512) % 512;
+	t->pad_left = (USTAR_BLOCK - size % USTAR_BLOCK) % USTAR_BLOCK;
 	if (!size) {
 		f->complete = 1;
 		t->after_last = f->last;

@@ -18,14 +18,11 @@
 #include "gitproto.h"
 #include "guest_abi.h"
 #include "project.h"
-#include "results.h"
+#include "task_results.h"
 #include "session_mend.h"
 #include "task_info.h"
 #include "slurm_detach.h"
 #include "banned.h"
-
-/* settings.json is aibox's own, but read as any file: capped. */
-#define SETTINGS_MAX (1 << 20)
 
 static const char cleaned_hint[] =
     "no such task in this project (aibox tasks clean --all removes ended tasks' folders)";
@@ -36,7 +33,7 @@ static const char cleaned_hint[] =
  * none.
  */
 static int find_name(struct task_continue *c, const char *tasks_dir, const char *ref,
-                     struct buf *why)
+                     struct buf *err)
 {
 	struct buf dir = BUF_INIT, project = BUF_INIT, e = BUF_INIT;
 	char real_tasks[PATH_MAX];
@@ -44,14 +41,14 @@ static int find_name(struct task_continue *c, const char *tasks_dir, const char 
 	int ret = task_find(ref, &dir, &project, &e);
 
 	if (ret == -ENOENT) {
-		buf_addf(why, "task '%s': %s", ref, cleaned_hint);
+		buf_addf(err, "task '%s': %s", ref, cleaned_hint);
 		goto out;
 	}
 	base = ret < 0 ? NULL : strrchr(dir.buf, '/');
 	if (!base || !realpath(tasks_dir, real_tasks) ||
 	    (size_t)(base - dir.buf) != strlen(real_tasks) ||
 	    strncmp(dir.buf, real_tasks, strlen(real_tasks))) {
-		buf_addf(why, "'%s' is no task id, task folder name or task folder of this project",
+		buf_addf(err, "'%s' is no task id, task folder name or task folder of this project",
 		         ref);
 		ret = -ENOENT;
 		goto out;
@@ -76,18 +73,18 @@ static ssize_t read_in(struct task_continue *c, const char *name, struct buf *ou
 	return n;
 }
 
-static int read_start_commit(struct task_continue *c, struct buf *why)
+static int read_start_commit(struct task_continue *c, struct buf *err)
 {
 	struct buf b = BUF_INIT;
 	json_t *j = NULL;
 	const char *s;
 	int ret = -EINVAL;
 
-	if (read_in(c, "settings.json", &b, SETTINGS_MAX) < 0 ||
+	if (read_in(c, GUEST_FILE_SETTINGS, &b, GUEST_SETTINGS_MAX) < 0 ||
 	    !(j = json_loadb(b.buf, b.len, JSON_REJECT_DUPLICATES, NULL)) ||
 	    !(s = json_string_value(json_object_get(j, "start_commit"))) ||
 	    !oid_hex_valid(s, strlen(s))) {
-		buf_addf(why, "task '%s' has no readable settings.json with its start commit",
+		buf_addf(err, "task '%s' has no readable settings.json with its start commit",
 		         c->name);
 		goto out;
 	}
@@ -100,23 +97,23 @@ out:
 }
 
 /* result.json must say the task made changes. */
-static int check_result(struct task_continue *c, struct buf *why)
+static int check_result(struct task_continue *c, struct buf *err)
 {
-	struct buf b = BUF_INIT, err = BUF_INIT;
+	struct buf b = BUF_INIT, sub = BUF_INIT;
 	struct task_result r;
 	ssize_t n = read_in(c, guest_results[RESULT_JSON].name, &b, RESULT_JSON_MAX);
 	int ret = -EINVAL;
 
 	if (n <= 0) {
-		buf_addf(why, "task '%s' sent no results: it did not finish", c->name);
+		buf_addf(err, "task '%s' sent no results: it did not finish", c->name);
 		goto out;
 	}
-	if (result_parse(b.buf, b.len, &r, &err) < 0) {
-		buf_addf(why, "task '%s': %s", c->name, err.buf);
+	if (result_parse(b.buf, b.len, &r, &sub) < 0) {
+		buf_addf(err, "task '%s': %s", c->name, sub.buf);
 		goto out;
 	}
 	if (!r.changes)
-		buf_addf(why,
+		buf_addf(err,
 		         "task '%s' ended with no changes: there is no commit to continue from",
 		         c->name);
 	else
@@ -124,38 +121,38 @@ static int check_result(struct task_continue *c, struct buf *why)
 	result_release(&r);
 out:
 	buf_release(&b);
-	buf_release(&err);
+	buf_release(&sub);
 	return ret;
 }
 
 static int check_bundle(struct task_continue *c, const char *checkout, const char *limits,
-                        struct buf *why)
+                        struct buf *err)
 {
 	struct bundle_check chk = BUNDLE_CHECK_INIT;
 	struct bundle_verdict v;
-	struct buf path = BUF_INIT, err = BUF_INIT;
+	struct buf path = BUF_INIT, sub = BUF_INIT;
 	struct stat st;
 	int fd, ret;
 
-	buf_addf(&path, "%s/changes.bundle", c->dir.buf);
+	buf_addf(&path, "%s/%s", c->dir.buf, guest_results[RESULT_BUNDLE].name);
 	fd = open(path.buf, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0 || fstat(fd, &st) < 0 || !st.st_size) {
-		buf_addf(why, "task '%s' has no changes.bundle%s", c->name,
+		buf_addf(err, "task '%s' has no changes.bundle%s", c->name,
 		         fd < 0 && errno == ENOENT ? ": it was removed" : "");
 		ret = -ENOENT;
 		goto out;
 	}
-	ret = result_bundle_check_start(&chk, fd, c->start_commit, checkout, NULL, limits, &err);
+	ret = result_bundle_check_start(&chk, fd, c->start_commit, checkout, NULL, limits, &sub);
 	if (ret == 0) {
-		/* A check that could not run says why in the verdict, as for any task. */
+		/* A check that could not run says err in the verdict, as for any task. */
 		bundle_check_run(&chk, &v, NULL);
-		ret = result_bundle_verdict(&v, c->end_commit, &err);
+		ret = result_bundle_verdict(&v, c->end_commit, &sub);
 		bundle_verdict_clear(&v);
 		if (ret == 0 && !strcmp(c->end_commit, c->start_commit))
-			buf_addstr(&err, "its bundle holds no commit after the start");
+			buf_addstr(&sub, "its bundle holds no commit after the start");
 	}
-	if (err.len || ret != 0) {
-		buf_addf(why, "task '%s': %s", c->name, err.buf);
+	if (sub.len || ret != 0) {
+		buf_addf(err, "task '%s': %s", c->name, sub.buf);
 		ret = -EINVAL;
 	}
 out:
@@ -163,7 +160,7 @@ out:
 	if (fd >= 0)
 		close(fd);
 	buf_release(&path);
-	buf_release(&err);
+	buf_release(&sub);
 	return ret;
 }
 
@@ -173,14 +170,14 @@ out:
  * transcript's last SESSION_FILE_MAX bytes are enough: no more can be added.
  * A task without a readable transcript keeps its session as it is.
  */
-static int mend_session(struct task_continue *c, struct buf *why)
+static int mend_session(struct task_continue *c, struct buf *err)
 {
-	struct buf path = BUF_INIT, t = BUF_INIT, err = BUF_INIT;
+	struct buf path = BUF_INIT, t = BUF_INIT, sub = BUF_INIT;
 	struct stat st;
 	size_t skip = 0;
 	int fd, ret = 0, whole = 1;
 
-	buf_addf(&path, "%s/transcript.jsonl", c->dir.buf);
+	buf_addf(&path, "%s/%s", c->dir.buf, guest_results[RESULT_TRANSCRIPT].name);
 	fd = open(path.buf, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
 		goto out;
@@ -199,15 +196,15 @@ static int mend_session(struct task_continue *c, struct buf *why)
 	}
 	ret = session_mend(&c->session, t.buf + skip, t.len - skip, whole);
 	if (ret == -EFBIG) {
-		buf_addf(why,
+		buf_addf(err,
 		         "task '%s''s conversation with the messages its %s lacks is over %llu MiB",
 		         c->name, SESSION_FILE_NAME, SESSION_FILE_MAX >> 20);
 		goto out;
 	}
 	if (ret > 0 &&
-	    session_file_check(c->session.buf, c->session.len, c->session_id, &err) < 0) {
-		buf_addf(why, "task '%s''s %s is refused once mended: %s", c->name,
-		         SESSION_FILE_NAME, err.buf);
+	    session_file_check(c->session.buf, c->session.len, c->session_id, &sub) < 0) {
+		buf_addf(err, "task '%s''s %s is refused once mended: %s", c->name,
+		         SESSION_FILE_NAME, sub.buf);
 		ret = -EINVAL;
 		goto out;
 	}
@@ -220,7 +217,7 @@ out:
 		close(fd);
 	buf_release(&path);
 	buf_release(&t);
-	buf_release(&err);
+	buf_release(&sub);
 	return ret;
 }
 
@@ -234,14 +231,14 @@ static int git(const char *checkout, struct buf *out, const char *const *args)
 	return ret;
 }
 
-static int fetch(struct task_continue *c, const char *checkout, struct buf *why)
+static int fetch(struct task_continue *c, const char *checkout, struct buf *err)
 {
 	struct buf commit = BUF_INIT, branch = BUF_INIT, bundle = BUF_INIT, spec = BUF_INIT;
 	int ret = 0;
 
 	buf_addf(&commit, "%s^{commit}", c->end_commit);
 	buf_addf(&branch, GUEST_BRANCH_REF "-%s", c->name);
-	buf_addf(&bundle, "%s/changes.bundle", c->dir.buf);
+	buf_addf(&bundle, "%s/%s", c->dir.buf, guest_results[RESULT_BUNDLE].name);
 	if (git(checkout, NULL, (const char *const[]){"cat-file", "-e", commit.buf, NULL}) == 0)
 		goto out;
 	if (git(checkout, NULL,
@@ -251,7 +248,7 @@ static int fetch(struct task_continue *c, const char *checkout, struct buf *why)
 		buf_addf(&spec, GUEST_BRANCH ":" GUEST_BRANCH "-%s", c->name);
 	if (git(checkout, NULL,
 	        (const char *const[]){"fetch", "--quiet", bundle.buf, spec.buf, NULL}) != 0) {
-		buf_addf(why, "cannot fetch task '%s''s changes into '%s'", c->name, checkout);
+		buf_addf(err, "cannot fetch task '%s''s changes into '%s'", c->name, checkout);
 		ret = -EIO;
 		goto out;
 	}
@@ -266,19 +263,19 @@ out:
 }
 
 int task_continue_prepare(struct task_continue *c, const char *tasks_dir, const char *ref,
-                          const char *checkout, const char *limits, struct buf *why)
+                          const char *checkout, const char *limits, struct buf *err)
 {
 	struct buf serr = BUF_INIT;
 	int tasks_fd = -1, lock_fd = -1, ret;
 	ssize_t n;
 
-	if ((ret = find_name(c, tasks_dir, ref, why)) < 0)
+	if ((ret = find_name(c, tasks_dir, ref, err)) < 0)
 		goto out;
 	buf_reset(&c->dir);
 	buf_addf(&c->dir, "%s/%s", tasks_dir, c->name);
 	tasks_fd = open(tasks_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (tasks_fd < 0 || faccessat(tasks_fd, c->name, F_OK, AT_SYMLINK_NOFOLLOW) < 0) {
-		buf_addf(why, "task '%s': %s", c->name, cleaned_hint);
+		buf_addf(err, "task '%s': %s", c->name, cleaned_hint);
 		ret = -ENOENT;
 		goto out;
 	}
@@ -295,32 +292,32 @@ int task_continue_prepare(struct task_continue *c, const char *tasks_dir, const 
 			close(dfd);
 	}
 	if (ret == 1) {
-		buf_addf(why, "task '%s' is still running: continue it once it has ended", c->name);
+		buf_addf(err, "task '%s' is still running: continue it once it has ended", c->name);
 		ret = -EBUSY;
 		goto out;
 	}
 	if (ret < 0) {
-		buf_addf(why, "cannot tell whether task '%s' runs: %s", c->name, strerror(-ret));
+		buf_addf(err, "cannot tell whether task '%s' runs: %s", c->name, strerror(-ret));
 		goto out;
 	}
-	if ((ret = check_result(c, why)) < 0 || (ret = read_start_commit(c, why)) < 0)
+	if ((ret = check_result(c, err)) < 0 || (ret = read_start_commit(c, err)) < 0)
 		goto out;
 	buf_reset(&c->session);
 	n = read_in(c, SESSION_FILE_NAME, &c->session, SESSION_FILE_MAX);
 	if (n == 0 || n == -ENOENT) {
-		buf_addf(why, "task '%s' kept no Claude Code conversation to resume", c->name);
+		buf_addf(err, "task '%s' kept no Claude Code conversation to resume", c->name);
 		ret = -ENOENT;
 		goto out;
 	}
 	if (n < 0 || session_file_check(c->session.buf, c->session.len, c->session_id, &serr) < 0) {
-		buf_addf(why, "task '%s''s %s is refused: %s", c->name, SESSION_FILE_NAME,
+		buf_addf(err, "task '%s''s %s is refused: %s", c->name, SESSION_FILE_NAME,
 		         n < 0 ? strerror((int)-n) : serr.buf);
 		ret = -EINVAL;
 		goto out;
 	}
-	if ((ret = mend_session(c, why)) < 0 || (ret = check_bundle(c, checkout, limits, why)) < 0)
+	if ((ret = mend_session(c, err)) < 0 || (ret = check_bundle(c, checkout, limits, err)) < 0)
 		goto out;
-	ret = fetch(c, checkout, why);
+	ret = fetch(c, checkout, err);
 out:
 	if (lock_fd >= 0)
 		close(lock_fd);

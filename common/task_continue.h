@@ -42,7 +42,7 @@ struct task_continue {
  * changes: ...").
  */
 int task_continue_prepare(struct task_continue *c, const char *tasks_dir, const char *ref,
-                          const char *checkout, const char *limits, struct buf *why);
+                          const char *checkout, const char *limits, struct buf *err);
 
 void task_continue_release(struct task_continue *c);
 

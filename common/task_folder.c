@@ -105,8 +105,8 @@ int task_folder_start_bundle(const char *dir, const char *checkout, const char *
 	char oid[BUNDLE_HEXSZ_MAX + 1];
 	int ret;
 
-	buf_addf(&path, "%s/start.bundle", dir);
-	buf_addf(&idx, "%s/start.idx", dir);
+	buf_addf(&path, "%s/" GUEST_FILE_START_BUNDLE, dir);
+	buf_addf(&idx, "%s/" GUEST_FILE_START_IDX, dir);
 	bo.repo_dir = checkout;
 	bo.rev = commit;
 	bo.out_path = path.buf;

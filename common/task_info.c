@@ -15,10 +15,11 @@
 #include "opt.h"
 #include "out.h"
 #include "project.h"
-#include "results.h"
+#include "task_results.h"
 #include "slurm_detach.h"
 #include "strvec.h"
 #include "task_record.h"
+#include "guest_abi.h"
 #include "banned.h"
 
 static const char *const state_names[] = {"running",   "finished", "not finished",
@@ -119,12 +120,12 @@ static void problem(struct task_info *ti, const char *what, const char *why)
 static void read_prompt(struct task_info *ti, int dfd)
 {
 	struct buf b = BUF_INIT;
-	ssize_t n = file_head(dfd, "prompt.txt", TASK_INFO_PROMPT_MAX + 1, &b);
+	ssize_t n = file_head(dfd, GUEST_FILE_PROMPT, TASK_INFO_PROMPT_MAX + 1, &b);
 	size_t len;
 
 	if (n < 0) {
 		if (n != -ENOENT)
-			problem(ti, "prompt.txt", strerror((int)-n));
+			problem(ti, GUEST_FILE_PROMPT, strerror((int)-n));
 		buf_release(&b);
 		return;
 	}
@@ -215,6 +216,7 @@ static void read_record(struct task_info *ti, int dfd)
 	struct buf b = BUF_INIT, err = BUF_INIT;
 	struct task_record rec;
 	struct task_result r;
+	const char *name = guest_results[RESULT_JSON].name;
 	ssize_t n = task_file_read(dfd, "summary.json", TASK_RECORD_MAX, &b);
 
 	if (n > 0) {
@@ -240,16 +242,17 @@ static void read_record(struct task_info *ti, int dfd)
 		problem(ti, "summary.json", strerror((int)-n));
 	/* No record (a task of an older aibox, or one whose aibox was killed). */
 	buf_reset(&b);
-	n = task_file_read(dfd, guest_results[RESULT_JSON].name, RESULT_JSON_MAX, &b);
+	n = task_file_read(dfd, name, RESULT_JSON_MAX, &b);
 	if (n > 0) {
 		if (result_parse(b.buf, b.len, &r, &err) < 0) {
-			problem(ti, "result.json", err.buf + strlen("result.json: "));
+			/* result_parse()'s reason starts with the file's name. */
+			problem(ti, name, err.buf + strlen(name) + strlen(": "));
 		} else {
 			take_result(ti, &r);
 			result_release(&r);
 		}
 	} else if (n < 0 && n != -ENOENT) {
-		problem(ti, "result.json", strerror((int)-n));
+		problem(ti, name, strerror((int)-n));
 	}
 out:
 	buf_release(&b);
@@ -312,7 +315,8 @@ int task_info_read(int tasks_fd, const char *name, time_t now, struct task_info 
 		            : ti->empty_record && ti->exit_code < 0 ? TASK_KILLED
 		                                                    : TASK_NOT_FINISHED;
 	}
-	ti->cleaned = fstatat(dfd, "start.bundle", &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT;
+	ti->cleaned =
+	    fstatat(dfd, GUEST_FILE_START_BUNDLE, &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT;
 	close(dfd);
 	return 0;
 }
@@ -397,7 +401,7 @@ static void find_in(const char *project_dir, const char *arg, struct strvec *fou
 	strvec_clear(&names);
 }
 
-int task_find(const char *arg, struct buf *dir, struct buf *project_dir, struct buf *why)
+int task_find(const char *arg, struct buf *dir, struct buf *project_dir, struct buf *err)
 {
 	struct strvec found = STRVEC_INIT, projects = STRVEC_INIT;
 	struct buf here = BUF_INIT, pd = BUF_INIT;
@@ -410,7 +414,7 @@ int task_find(const char *arg, struct buf *dir, struct buf *project_dir, struct 
 
 		if (!real || stat(real, &st) < 0) {
 			ret = -errno;
-			buf_addf(why, "cannot find the task '%s': %s", arg, strerror(errno));
+			buf_addf(err, "cannot find the task '%s': %s", arg, strerror(errno));
 			free(real);
 			goto out;
 		}
@@ -419,7 +423,7 @@ int task_find(const char *arg, struct buf *dir, struct buf *project_dir, struct 
 		if (!S_ISDIR(st.st_mode) || !task_name_valid(base) || slash - real < 6 ||
 		    strncmp(slash - 6, "/tasks", 6)) {
 			ret = -EINVAL;
-			buf_addf(why, "'%s' is not a task folder", arg);
+			buf_addf(err, "'%s' is not a task folder", arg);
 			free(real);
 			goto out;
 		}
@@ -430,7 +434,7 @@ int task_find(const char *arg, struct buf *dir, struct buf *project_dir, struct 
 	}
 	if (!task_name_valid(arg) && !task_id_valid(arg)) {
 		ret = -EINVAL;
-		buf_addf(why,
+		buf_addf(err,
 		         "'%s' is not a task: give its id (6 hex), its folder's name or its path",
 		         arg);
 		goto out;
@@ -439,7 +443,7 @@ int task_find(const char *arg, struct buf *dir, struct buf *project_dir, struct 
 		find_in(here.buf, arg, &found);
 	if (!found.nr) {
 		if ((ret = projects_list(&projects)) < 0) {
-			buf_addf(why, "cannot read the projects: %s", strerror(-ret));
+			buf_addf(err, "cannot read the projects: %s", strerror(-ret));
 			goto out;
 		}
 		for (size_t i = 0; i < projects.nr; i++) {
@@ -451,14 +455,14 @@ int task_find(const char *arg, struct buf *dir, struct buf *project_dir, struct 
 	}
 	if (!found.nr) {
 		ret = -ENOENT;
-		buf_addf(why, "no task '%s' in any project", arg);
+		buf_addf(err, "no task '%s' in any project", arg);
 		goto out;
 	}
 	if (found.nr > 1) {
 		ret = -EINVAL;
-		buf_addf(why, "'%s' names %zu tasks, give the folder's path:", arg, found.nr);
+		buf_addf(err, "'%s' names %zu tasks, give the folder's path:", arg, found.nr);
 		for (size_t i = 0; i < found.nr; i++)
-			buf_addf(why, "\n  %s", found.v[i]);
+			buf_addf(err, "\n  %s", found.v[i]);
 		goto out;
 	}
 	buf_addstr(dir, found.v[0]);
@@ -501,7 +505,7 @@ int task_branches_has(struct task_branches *tb, const char *name)
 
 	if (!tb)
 		return -1;
-	buf_addf(&ref, "refs/heads/aibox/task-%s", name);
+	buf_addf(&ref, GUEST_BRANCH_REF "-%s", name);
 	ret = git_reference_lookup(&r, tb->repo, ref.buf);
 	git_reference_free(r);
 	buf_release(&ref);
@@ -584,12 +588,12 @@ json_t *task_info_json(const struct task_info *ti, const char *project, const ch
 	return o;
 }
 
-int task_open(const char *arg, struct task_dir *td, struct buf *why)
+int task_open(const char *arg, struct task_dir *td, struct buf *err)
 {
 	struct buf tasks = BUF_INIT;
 	int ret;
 
-	if ((ret = task_find(arg, &td->dir, &td->project_dir, why)) < 0)
+	if ((ret = task_find(arg, &td->dir, &td->project_dir, err)) < 0)
 		return ret;
 	td->name = strrchr(td->dir.buf, '/') + 1;
 	task_name_parse(td->name, NULL, td->id);
@@ -597,13 +601,13 @@ int task_open(const char *arg, struct task_dir *td, struct buf *why)
 	td->tasks_fd = open(tasks.buf, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (td->tasks_fd < 0) {
 		ret = -errno;
-		buf_addf(why, "cannot open '%s': %s", tasks.buf, strerror(errno));
+		buf_addf(err, "cannot open '%s': %s", tasks.buf, strerror(errno));
 		goto out;
 	}
 	td->dfd = openat(td->tasks_fd, td->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (td->dfd < 0) {
 		ret = -errno;
-		buf_addf(why, "cannot open '%s': %s", td->dir.buf, strerror(errno));
+		buf_addf(err, "cannot open '%s': %s", td->dir.buf, strerror(errno));
 	}
 out:
 	buf_release(&tasks);
@@ -622,7 +626,7 @@ void task_dir_release(struct task_dir *td)
 }
 
 int task_args(int argc, char **argv, const char *shortopts, const struct option *longopts,
-              unsigned *flags, const char **task, struct buf *why)
+              unsigned *flags, const char **task, struct buf *err)
 {
 	struct option all[16];
 	struct buf shorts = BUF_INIT;
@@ -636,14 +640,14 @@ int task_args(int argc, char **argv, const char *shortopts, const struct option 
 	all[n] = (struct option){NULL, 0, NULL, 0};
 	buf_addf(&shorts, "%sh", shortopts);
 	*task = NULL;
-	while ((opt = opt_next(argc, argv, shorts.buf, all, &v, why)) != OPT_END) {
+	while ((opt = opt_next(argc, argv, shorts.buf, all, &v, err)) != OPT_END) {
 		if (opt == 'h') {
 			ret = 1;
 			goto out;
 		} else if (opt == OPT_WORD && !*task) {
 			*task = v;
 		} else if (opt == OPT_WORD) {
-			buf_addstr(why, "give one task");
+			buf_addstr(err, "give one task");
 			ret = -EINVAL;
 			goto out;
 		} else if (opt == OPT_BAD) {
@@ -658,10 +662,10 @@ int task_args(int argc, char **argv, const char *shortopts, const struct option 
 	if (optind < argc && !*task)
 		*task = argv[optind++];
 	if (optind < argc) {
-		buf_addstr(why, "give one task");
+		buf_addstr(err, "give one task");
 		ret = -EINVAL;
 	} else if (!*task) {
-		buf_addstr(why, "which task? give its id, its folder's name or its path");
+		buf_addstr(err, "which task? give its id, its folder's name or its path");
 		ret = -EINVAL;
 	}
 out:

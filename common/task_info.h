@@ -116,9 +116,9 @@ int task_list_names(const char *project_dir, struct strvec *names, int *tasks_fd
  * current checkout first, then in every project; an id that more than one
  * task has is refused, naming them.  0 with the folder's path in dir and its
  * project's folder in project_dir; -ENOENT, -EINVAL (not a task, or
- * ambiguous) or another -errno, with the reason appended to why.
+ * ambiguous) or another -errno, with the reason appended to err.
  */
-int task_find(const char *arg, struct buf *dir, struct buf *project_dir, struct buf *why);
+int task_find(const char *arg, struct buf *dir, struct buf *project_dir, struct buf *err);
 
 /* Append s sanitized (common/out.h), its first line only. */
 void task_text_line(struct buf *out, const char *s);
@@ -138,11 +138,11 @@ struct json_t *task_info_json(const struct task_info *ti, const char *project, c
  * shortopts their short ones (a short form's val is its letter, a long
  * option's without one any other val from 256 up); the option longopts[i]
  * sets bit i of *flags.  -h and --help are always there.  0 with *task set,
- * 1 for help, or -EINVAL with the reason appended to why.
+ * 1 for help, or -EINVAL with the reason appended to err.
  */
 struct option;
 int task_args(int argc, char **argv, const char *shortopts, const struct option *longopts,
-              unsigned *flags, const char **task, struct buf *why);
+              unsigned *flags, const char **task, struct buf *err);
 
 /* A task folder opened for reading, as task_open() gives it. */
 struct task_dir {
@@ -161,9 +161,9 @@ struct task_dir {
 
 /*
  * task_find() of arg, then its tasks/ and the folder opened (O_NOFOLLOW).
- * 0, or a negative errno with the reason appended to why; release td either way.
+ * 0, or a negative errno with the reason appended to err; release td either way.
  */
-int task_open(const char *arg, struct task_dir *td, struct buf *why);
+int task_open(const char *arg, struct task_dir *td, struct buf *err);
 void task_dir_release(struct task_dir *td);
 
 /*

@@ -3,7 +3,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "results.h"
+#include "task_results.h"
 #include "task_log.h"
 #include "banned.h"
 

@@ -71,7 +71,7 @@ static int set_flag(struct task_opts *o, int opt)
 }
 
 /* The options that name something: as set_flag(), or -EINVAL or -E2BIG with why. */
-static int set_name(struct task_opts *o, int opt, const char *v, struct buf *why)
+static int set_name(struct task_opts *o, int opt, const char *v, struct buf *err)
 {
 	switch (opt) {
 	case O_SLURM_NODE:
@@ -86,20 +86,20 @@ static int set_name(struct task_opts *o, int opt, const char *v, struct buf *why
 	case O_MODEL:
 		o->model = v;
 		if (!*o->model) {
-			buf_addstr(why, "--model: the name is empty");
+			buf_addstr(err, "--model: the name is empty");
 			return -EINVAL;
 		}
 		break;
 	case O_FROM:
 		o->from = v;
 		if (!*o->from || o->from[0] == '-') {
-			buf_addf(why, "--from: '%s' is not a revision", o->from);
+			buf_addf(err, "--from: '%s' is not a revision", o->from);
 			return -EINVAL;
 		}
 		break;
 	case O_FILE:
 		if (o->nfiles == TASK_OPTS_MAX_FILES) {
-			buf_addf(why, "--file: at most %d files", TASK_OPTS_MAX_FILES);
+			buf_addf(err, "--file: at most %d files", TASK_OPTS_MAX_FILES);
 			return -E2BIG;
 		}
 		o->files[o->nfiles++] = v;
@@ -107,7 +107,7 @@ static int set_name(struct task_opts *o, int opt, const char *v, struct buf *why
 	case O_IMAGE:
 		o->image = v;
 		if (!image_name_ok(o->image)) {
-			buf_addf(why, "--image: '%s' is not an image name", o->image);
+			buf_addf(err, "--image: '%s' is not an image name", o->image);
 			return -EINVAL;
 		}
 		break;
@@ -118,20 +118,20 @@ static int set_name(struct task_opts *o, int opt, const char *v, struct buf *why
 }
 
 /* --timeout: a second to a week. */
-static int set_timeout(struct task_opts *o, const char *v, struct buf *why)
+static int set_timeout(struct task_opts *o, const char *v, struct buf *err)
 {
-	return duration_arg("timeout", v, 1000, 7LL * 24 * 3600 * 1000, &o->timeout_ms, why);
+	return duration_arg("timeout", v, 1000, 7LL * 24 * 3600 * 1000, &o->timeout_ms, err);
 }
 
 /* --max-budget-usd: more than 0, less than a million. */
-static int set_budget(struct task_opts *o, const char *v, struct buf *why)
+static int set_budget(struct task_opts *o, const char *v, struct buf *err)
 {
 	char *end;
 
 	errno = 0;
 	o->budget = strtod(v, &end);
 	if (!*v || *end || errno || !(o->budget > 0 && o->budget < 1e6)) {
-		buf_addf(why, "--max-budget-usd: '%s' is not a positive amount", v);
+		buf_addf(err, "--max-budget-usd: '%s' is not a positive amount", v);
 		return -EINVAL;
 	}
 	o->has_budget = 1;
@@ -139,25 +139,25 @@ static int set_budget(struct task_opts *o, const char *v, struct buf *why)
 }
 
 /* The options that are amounts: as set_name(). */
-static int set_amount(struct task_opts *o, int opt, const char *v, struct buf *why)
+static int set_amount(struct task_opts *o, int opt, const char *v, struct buf *err)
 {
 	struct buf reason = BUF_INIT;
 	int ret = 0;
 
 	switch (opt) {
 	case O_TIMEOUT:
-		return set_timeout(o, v, why);
+		return set_timeout(o, v, err);
 	case O_BUDGET:
-		return set_budget(o, v, why);
+		return set_budget(o, v, err);
 	case O_MEMORY:
 		if (config_parse_memory(v, &o->memory_mib, &reason) < 0) {
-			buf_addf(why, "--memory: %s", reason.buf);
+			buf_addf(err, "--memory: %s", reason.buf);
 			ret = -EINVAL;
 		}
 		break;
 	case O_CPUS:
 		if (parse_cpus(v, &o->cpus, &reason) < 0) {
-			buf_addf(why, "--cpus: %s", reason.buf);
+			buf_addf(err, "--cpus: %s", reason.buf);
 			ret = -EINVAL;
 		}
 		break;
@@ -168,7 +168,7 @@ static int set_amount(struct task_opts *o, int opt, const char *v, struct buf *w
 	return ret;
 }
 
-int task_opts_parse(struct task_opts *o, int argc, char **argv, struct buf *why)
+int task_opts_parse(struct task_opts *o, int argc, char **argv, struct buf *err)
 {
 	const char *v;
 	int opt, ret;
@@ -176,7 +176,7 @@ int task_opts_parse(struct task_opts *o, int argc, char **argv, struct buf *why)
 	o->timeout_ms = TASK_OPTS_DEFAULT_TIMEOUT_MS;
 	/* The words, in order: at most argc of them, NULL-terminated. */
 	o->words = xcalloc((size_t)argc + 1, sizeof(*o->words));
-	while ((opt = opt_next(argc, argv, "h", options, &v, why)) != OPT_END) {
+	while ((opt = opt_next(argc, argv, "h", options, &v, err)) != OPT_END) {
 		if (opt == OPT_WORD) {
 			o->words[o->nwords++] = (char *)v;
 			continue;
@@ -184,8 +184,8 @@ int task_opts_parse(struct task_opts *o, int argc, char **argv, struct buf *why)
 		if (opt == 'h')
 			return TASK_OPTS_HELP;
 		if ((ret = set_flag(o, opt)) == -ENOENT &&
-		    (ret = set_name(o, opt, v, why)) == -ENOENT)
-			ret = set_amount(o, opt, v, why);
+		    (ret = set_name(o, opt, v, err)) == -ENOENT)
+			ret = set_amount(o, opt, v, err);
 		if (ret == -ENOENT) /* OPT_BAD */
 			return TASK_OPTS_USAGE;
 		if (ret < 0)

@@ -37,16 +37,16 @@ struct task_opts {
 };
 
 #define TASK_OPTS_HELP  1 /* -h or --help: the caller prints its usage */
-#define TASK_OPTS_USAGE 2 /* an unknown option or a missing value: the reason in why */
+#define TASK_OPTS_USAGE 2 /* an unknown option or a missing value: the reason in err */
 
 /*
  * Parse argv into o (zeroed by the caller; the values point into argv, the
  * words array is allocated and stays the caller's for the process's life).
  * Returns 0; TASK_OPTS_HELP at -h; TASK_OPTS_USAGE with the reason appended
  * to why; or -EINVAL or -E2BIG for a value refused, with the whole message
- * appended to why ("--timeout: '5ms' is less than a second").  Uses
+ * appended to err ("--timeout: '5ms' is less than a second").  Uses
  * getopt_long()'s globals: one parse per process.
  */
-int task_opts_parse(struct task_opts *o, int argc, char **argv, struct buf *why);
+int task_opts_parse(struct task_opts *o, int argc, char **argv, struct buf *err);
 
 #endif

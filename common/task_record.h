@@ -19,7 +19,7 @@
 
 #include "buf.h"
 #include "proxy_report.h"
-#include "results.h"
+#include "task_results.h"
 
 #define TASK_RECORD_VERSION 1
 /* result.json's cap, the proxy's record's cap and room for the rest. */

@@ -5,6 +5,7 @@
 
 #include "out.h"
 #include "task_session.h"
+#include "guest_abi.h"
 #include "banned.h"
 
 struct ctx {
@@ -69,7 +70,7 @@ int task_session_run(struct task_session *s)
 	cl.user_key_len = s->keys->user_key.len;
 	cl.timeout_ms = s->timeout_ms;
 	cl.idle_ms = s->idle_ms;
-	x.command = "task";
+	x.command = GUEST_CMD_TASK;
 	x.in = s->secrets;
 	x.in_len = s->secrets_len;
 	x.on_stdout = on_stdout;

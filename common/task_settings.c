@@ -210,7 +210,7 @@ int task_settings_json(const struct task_settings *s, struct buf *out, struct bu
 	cmd = run && s->ncommand ? strings(s->command, s->ncommand) : json_null();
 	/* The order of docs/internals.md, "settings.json". */
 	if (set(root, "version", json_integer(1)) || set(root, "id", json_string(s->id)) ||
-	    set(root, "mode", json_string(run ? "run" : "task")) ||
+	    set(root, "mode", json_string(run ? GUEST_MODE_RUN : GUEST_MODE_TASK)) ||
 	    (run ? set(root, "command", cmd) : (json_decref(cmd), add_task_fields(root, s))))
 		goto out;
 	if (run &&
@@ -363,9 +363,9 @@ static int parse_doc(struct task_settings_doc *d, struct buf *err)
 		return bad(err, "\"version\" is not 1");
 	if (get_str(root, "mode", 0, &str, err))
 		return -EINVAL;
-	if (strcmp(str, "task") && strcmp(str, "run"))
+	if (strcmp(str, GUEST_MODE_TASK) && strcmp(str, GUEST_MODE_RUN))
 		return bad(err, "\"mode\" is not task or run");
-	s->mode = strcmp(str, "task") ? TASK_MODE_RUN : TASK_MODE_TASK;
+	s->mode = strcmp(str, GUEST_MODE_TASK) ? TASK_MODE_RUN : TASK_MODE_TASK;
 	if (get_str(root, "id", 0, &s->id, err))
 		return -EINVAL;
 	if (s->mode == TASK_MODE_TASK ? parse_task_fields(root, s, err)
@@ -432,53 +432,4 @@ void task_settings_doc_release(struct task_settings_doc *d)
 {
 	json_decref(d->root);
 	memset(d, 0, sizeof(*d));
-}
-
-static void json_quote(struct buf *out, const char *s)
-{
-	buf_addch(out, '"');
-	for (; *s; s++) {
-		unsigned char ch = (unsigned char)*s;
-
-		if (ch == '"' || ch == '\\') {
-			buf_addch(out, '\\');
-			buf_addch(out, ch);
-		} else if (ch < 0x20 || ch == 0x7f) {
-			buf_addf(out, "\\u%04x", ch);
-		} else {
-			buf_addch(out, ch);
-		}
-	}
-	buf_addch(out, '"');
-}
-
-int task_secrets_json(const struct task_secret *v, size_t n, struct buf *out, struct buf *err)
-{
-	/*
-	 * Grow once, generously, so that no realloc leaves a copy of a value
-	 * behind in freed memory.
-	 */
-	size_t need = 32;
-
-	for (size_t i = 0; i < n; i++) {
-		if (!guest_env_name_valid(v[i].name))
-			return bad(err, "'%s' is not a valid variable name", v[i].name);
-		if (!utf8_valid(v[i].value, strlen(v[i].value), NULL))
-			return bad(err, "the value of %s is not valid UTF-8", v[i].name);
-		for (size_t j = 0; j < i; j++)
-			if (!strcmp(v[i].name, v[j].name))
-				return bad(err, "%s is given twice", v[i].name);
-		need += strlen(v[i].name) + 6 * strlen(v[i].value) + 8;
-	}
-	buf_grow(out, need);
-	buf_addstr(out, "{\"env\": {");
-	for (size_t i = 0; i < n; i++) {
-		if (i)
-			buf_addstr(out, ", ");
-		json_quote(out, v[i].name);
-		buf_addstr(out, ": ");
-		json_quote(out, v[i].value);
-	}
-	buf_addstr(out, "}}\n");
-	return 0;
 }

@@ -142,18 +142,4 @@ int task_git_remote_valid(const char *s);
  */
 int task_settings_json(const struct task_settings *s, struct buf *out, struct buf *err);
 
-struct task_secret {
-	const char *name;
-	const char *value;
-};
-
-/*
- * Append {"env": {"NAME": "value", ...}} to out, for the task command's
- * stdin.  Written by hand rather than through jansson so that the values are
- * copied into no memory but out (which the caller wipes with
- * buf_wipe_release()).  0, or -EINVAL with the reason in err (a bad name, a
- * value that is not UTF-8, a name twice).
- */
-int task_secrets_json(const struct task_secret *v, size_t n, struct buf *out, struct buf *err);
-
 #endif

@@ -8,7 +8,7 @@
 #include "config.h"
 #include "helpers.h"
 #include "out.h"
-#include "results.h"
+#include "task_results.h"
 #include "host_start.h"
 #include "sandbox.h"
 #include "shares.h"
@@ -20,6 +20,7 @@
 #include "task_session.h"
 #include "task_vm.h"
 #include "vm.h"
+#include "guest_abi.h"
 #include "banned.h"
 
 /* From QEMU's start to the guest's SSH banner, at most. */
@@ -88,7 +89,7 @@ static int start_vm(const struct task_vm *v, struct vm *vm, int console_fd, stru
 
 	vc.image_dir = v->image_dir;
 	vc.share_dir = v->dir;
-	vc.mode = "task";
+	vc.mode = GUEST_MODE_TASK;
 	host_vm_config(&vc, v->cfg, v->shares);
 	vc.state_dir = v->state_dir;
 	vc.proxy_socket = v->proxy_sock;

@@ -150,7 +150,7 @@ void vm_base_args(struct strvec *a, const struct vm_config *cfg, int kvm, const 
 	strvec_push(a, "-initrd");
 	strvec_pushf(a, "%s/initramfs", cfg->image_dir);
 	strvec_push(a, "-append");
-	strvec_pushf(a, "console=ttyS0 quiet panic=-1 aibox.mode=%s%s%s", cfg->mode,
+	strvec_pushf(a, "console=ttyS0 quiet panic=-1 " GUEST_CMDLINE_MODE "%s%s%s", cfg->mode,
 	             cmdline ? " " : "", cmdline ? cmdline : "");
 	strvec_pushl(a, "-chardev", "stdio,id=con,signal=off", "-serial", "chardev:con", NULL);
 
@@ -296,7 +296,7 @@ out:
 int vm_check_config(const struct vm_config *cfg)
 {
 	if (!cfg->image_dir || !cfg->share_dir || !cfg->state_dir || !cfg->mode ||
-	    (strcmp(cfg->mode, "task") && strcmp(cfg->mode, "run")))
+	    (strcmp(cfg->mode, GUEST_MODE_TASK) && strcmp(cfg->mode, GUEST_MODE_RUN)))
 		return -EINVAL;
 	for (size_t i = 0; i < cfg->nr_mounts; i++)
 		if (!guest_tag_valid(cfg->mounts[i].tag) ||
@@ -390,14 +390,14 @@ int vm_wait_ssh(struct vm *vm, int timeout_ms)
 	}
 }
 
-void vm_wait_ssh_why(int err, int timeout_ms, struct buf *why)
+void vm_wait_ssh_why(int ret, int timeout_ms, struct buf *err)
 {
-	if (err == -ECHILD)
-		buf_addstr(why, "QEMU exited before the VM's SSH server answered");
-	else if (err == -ETIMEDOUT)
-		buf_addf(why, "the VM's SSH server did not answer within %d s", timeout_ms / 1000);
+	if (ret == -ECHILD)
+		buf_addstr(err, "QEMU exited before the VM's SSH server answered");
+	else if (ret == -ETIMEDOUT)
+		buf_addf(err, "the VM's SSH server did not answer within %d s", timeout_ms / 1000);
 	else
-		buf_addf(why, "the VM's SSH server did not answer: %s", strerror(-err));
+		buf_addf(err, "the VM's SSH server did not answer: %s", strerror(-ret));
 }
 
 int vm_stop(struct vm *vm, int grace_ms)

@@ -154,11 +154,11 @@ int vm_start(const struct vm_config *cfg, struct vm *vm);
 int vm_wait_ssh(struct vm *vm, int timeout_ms);
 
 /*
- * Why vm_wait_ssh() failed with err, in words for a user, appended to why:
+ * Why vm_wait_ssh() failed with ret, in words for a user, appended to err:
  * QEMU exited, no banner within timeout_ms, or the errno's text.
  */
 struct buf;
-void vm_wait_ssh_why(int err, int timeout_ms, struct buf *why);
+void vm_wait_ssh_why(int ret, int timeout_ms, struct buf *err);
 
 /*
  * Wait up to grace_ms for QEMU to exit on its own (the guest powers off),

@@ -1,6 +1,6 @@
 /*
  * libFuzzer target: what aibox-task reads back at the end of a task:
- * result.json from the VM (common/results.c: result_parse() and the summary
+ * result.json from the VM (common/task_results.c: result_parse() and the summary
  * made from what it accepts) and, on the same bytes, the proxy's record
  * (common/proxy_report.c: proxy_report_parse(), and the summary's host lines
  * made from what it accepts).
@@ -17,7 +17,7 @@
 
 #include "buf.h"
 #include "proxy_report.h"
-#include "results.h"
+#include "task_results.h"
 #include "banned.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -73,14 +73,15 @@ static int pid1_main(int resumed)
 	sigprocmask(SIG_BLOCK, &all, NULL);
 	setsid();
 	umask(022);
-	if (setenv("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", 1) < 0)
+	if (setenv("PATH", GUEST_PATH, 1) < 0)
 		power_off();
 
 	if (!resumed && mount_early() < 0)
 		goto fail;
 	console(resumed ? "resumed" : "started");
 	if ((r = guest_mode(mode, sizeof(mode))) < 0) {
-		error("no usable aibox.mode= on the kernel command line (%s)", strerror(-r));
+		error("no usable " GUEST_CMDLINE_MODE " on the kernel command line (%s)",
+		      strerror(-r));
 		goto fail;
 	}
 	if (resumed && snap_load_map() < 0)
@@ -93,12 +94,13 @@ static int pid1_main(int resumed)
 		 * Every restored VM would share PID 1's address space layout and
 		 * stack canary: a new exec draws them from the reseeded kernel.
 		 */
-		execl("/usr/lib/aibox/aibox-init", "aibox-init", "resumed", (char *)NULL);
+		execl(GUEST_INIT_PATH, "aibox-init", "resumed", (char *)NULL);
 		error("cannot re-execute aibox-init: %s", strerror(errno));
 		goto fail;
 	}
 	if (mount_task_share() < 0 || settings_read(&settings) < 0 ||
-	    state_disk_setup(&settings) < 0 || (!strcmp(mode, "run") && run_setup(&settings) < 0) ||
+	    state_disk_setup(&settings) < 0 ||
+	    (!strcmp(mode, GUEST_MODE_RUN) && run_setup(&settings) < 0) ||
 	    mount_extra(&settings) < 0 || net_setup() < 0 || ssh_prepare() < 0)
 		goto fail;
 	settings_clear(&settings);
@@ -113,8 +115,10 @@ static int pid1_main(int resumed)
 	if (relay == 0) {
 		sigprocmask(SIG_UNBLOCK, &all, NULL);
 		/* aibox run ends like a task: when its session is over. */
-		_exit(ssh_relay_loop(port, !strcmp(mode, "task") || !strcmp(mode, "run")) < 0 ? 1
-		                                                                              : 0);
+		_exit(ssh_relay_loop(port, !strcmp(mode, GUEST_MODE_TASK) ||
+		                               !strcmp(mode, GUEST_MODE_RUN)) < 0
+		          ? 1
+		          : 0);
 	}
 	console("ready (mode %s, ssh on %s)", mode, port);
 
@@ -148,9 +152,9 @@ static int session_main(void)
 		die("no mode on the kernel command line");
 	if (!cmd)
 		cmd = "";
-	if (!strcmp(mode, "task") && !strcmp(cmd, "task"))
+	if (!strcmp(mode, GUEST_MODE_TASK) && !strcmp(cmd, GUEST_CMD_TASK))
 		return task_session();
-	if (!strcmp(mode, "run") && !strcmp(cmd, "run"))
+	if (!strcmp(mode, GUEST_MODE_RUN) && !strcmp(cmd, GUEST_CMD_RUN))
 		return run_session();
 	die("unknown session command '%.64s' in %s mode", cmd, mode);
 }
@@ -160,7 +164,7 @@ int main(int argc, char **argv)
 	tool_init(argc, argv);
 	if (getpid() == 1)
 		return pid1_main(argc == 2 && !strcmp(argv[1], "resumed"));
-	if (argc == 2 && !strcmp(argv[1], "session"))
+	if (argc == 2 && !strcmp(argv[1], GUEST_INIT_SESSION))
 		return session_main();
 	if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
 		fputs(usage_text, stdout);

@@ -37,9 +37,10 @@ EOF
 }
 
 # run_task PROMPT [SECRETS]: the task's results in out.tar (unpacked in res/),
-# progress in progress.txt, the exit code in $status
+# progress in progress.txt, the exit code in $status; PROMPT - keeps
+# share/prompt.txt as the test wrote it
 run_task() {
-	printf '%s\n' "$1" >share/prompt.txt
+	[ "$1" = - ] || printf '%s\n' "$1" >share/prompt.txt
 	[ -f share/settings.json ] || write_settings
 	printf '%s' "${2:-}" >secrets.json
 	status=0
@@ -381,6 +382,26 @@ m = json.load(open("res/result.json"))["claude"]["last_message"]
 body, note = m.rsplit("\n", 1)
 print(len(body.encode()), body[0], set(body[1:]) == {"\u00e9"}, note)'
 	assert_output "65535 a True [cut by aibox-init at 65536 bytes]"
+}
+
+@test "init task: a prompt of exactly 1 MiB runs Claude Code, one byte more does not (the host's cap)" {
+	# "say hi", then blank lines (fake-claude skips them) up to 1048576 bytes.
+	{ printf 'say hi\n'; head -c $((1048576 - 7)) /dev/zero | tr '\0' '\n'; } >share/prompt.txt
+	[ "$(stat -c %s share/prompt.txt)" -eq 1048576 ]
+	run_task -
+	assert_success
+	assert_equal "$(jget steps.1.status)" ok
+	assert_equal "$(jget failed_step)" null
+
+	printf '\n' >>share/prompt.txt
+	rm -rf res state aibox-home project
+	mkdir res state aibox-home
+	run_task -
+	assert_success
+	assert_equal "$(jget steps.1.status)" failed
+	assert_equal "$(jget failed_step)" claude
+	run cat progress.txt
+	assert_line "cannot use '$T/share/prompt.txt': not a plain file of at most 1 MiB"
 }
 
 @test "init task: secrets over 1 MiB are refused, results still come" {

@@ -25,6 +25,7 @@
 #include "snapshot.h"
 #include "spawn.h"
 #include "vm.h"
+#include "guest_abi.h"
 #include "banned.h"
 
 static const char usage_text[] = "usage: aibox image list [--json]\n"
@@ -190,7 +191,7 @@ static void save_snapshot(const char *name)
 	config_init(&cfg);
 	if ((r = image_find(name, &dir, &why)) == 0) {
 		vc.image_dir = dir.buf;
-		vc.mode = "task";
+		vc.mode = GUEST_MODE_TASK;
 		vc.memory_mb = (unsigned)cfg.memory_mib;
 		vc.cpus = (unsigned)cfg.cpus;
 		r = snapshot_save(&vc, &why);

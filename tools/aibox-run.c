@@ -53,6 +53,7 @@
 #include "taskid.h"
 #include "tty.h"
 #include "vm.h"
+#include "guest_abi.h"
 #include "banned.h"
 
 static const char usage_text[] =
@@ -299,7 +300,7 @@ static void write_settings(struct run *r)
 	ts.ngit_remotes = r->cfg.nr_git;
 	if (task_settings_json(&ts, &text, &err) < 0)
 		die("cannot write settings.json: %s", err.buf);
-	buf_addf(&path, "%s/settings.json", r->run_dir.buf);
+	buf_addf(&path, "%s/" GUEST_FILE_SETTINGS, r->run_dir.buf);
 	if ((ret = buf_write_file(&text, path.buf, 0644)) < 0)
 		die_err(ret, "cannot write '%s'", path.buf);
 	free(remotes);
@@ -375,7 +376,7 @@ static void boot(struct run *r, const char *proxy_sock)
 		die_errno("cannot open '%s'", console.buf);
 	vc.image_dir = r->image_dir.buf;
 	vc.share_dir = r->run_dir.buf;
-	vc.mode = "run";
+	vc.mode = GUEST_MODE_RUN;
 	host_vm_config(&vc, &r->cfg, &r->shares);
 	vc.state_dir = r->run_dir.buf;
 	vc.proxy_socket = proxy_sock;
@@ -413,7 +414,7 @@ static void setup_terminal(struct ssh_interactive *x, int tty)
 {
 	const char *term = getenv("TERM");
 
-	x->command = "run";
+	x->command = GUEST_CMD_RUN;
 	x->in_fd = 0;
 	x->out_fd = 1;
 	x->err_fd = 2;
@@ -442,8 +443,8 @@ static int session(struct run *r, struct ssh_task_keys *keys, int tty)
 	const char *env[2] = {NULL, NULL};
 	int ret;
 
-	buf_addstr(&envb, "AIBOX_ENV=");
-	if (host_env_json(&r->env.names, &r->env.values, 1, &envb, &err) < 0)
+	buf_addstr(&envb, GUEST_RUN_ENV_VAR "=");
+	if (host_env_json(&r->env.names, &r->env.values, GUEST_SECRETS_ENV_VAR, &envb, &err) < 0)
 		die("cannot pass the environment: %s", err.buf);
 	env[0] = envb.buf;
 	x.env = env;

@@ -442,7 +442,7 @@ static int slurm_check(struct task *t)
 		                  "queued, or refused: see slurm.out)";
 
 		buf_reset(&path);
-		buf_addf(&path, "%s/start.bundle", t->dir.buf);
+		buf_addf(&path, "%s/" GUEST_FILE_START_BUNDLE, t->dir.buf);
 		unlink(path.buf);
 		log_line(t, "total %.3fs exit 2\n", task_clock_since(&t->t0));
 		write_record(t, "failed to start", 2, msg, NULL);

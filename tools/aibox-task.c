@@ -46,7 +46,7 @@
 #include "prompt.h"
 #include "proxy_report.h"
 #include "spend.h"
-#include "results.h"
+#include "task_results.h"
 #include "sandbox.h"
 #include "shares.h"
 #include "slurm.h"
@@ -64,6 +64,7 @@
 #include "task_record.h"
 #include "task_session.h"
 #include "taskid.h"
+#include "guest_abi.h"
 #include "banned.h"
 
 static const char usage_text[] =
@@ -405,7 +406,7 @@ static void write_inputs(struct task *t)
 	struct buf settings = BUF_INIT, err = BUF_INIT, sys = BUF_INIT;
 	int ret;
 
-	write_file(t, "prompt.txt", &t->prompt, 0644);
+	write_file(t, GUEST_FILE_PROMPT, &t->prompt, 0644);
 
 	read_system_prompt(&sys);
 	ts.id = t->id;
@@ -434,7 +435,7 @@ static void write_inputs(struct task *t)
 	}
 	if ((ret = task_settings_json(&ts, &settings, &err)) < 0)
 		die("cannot write settings.json: %s", err.buf);
-	write_file(t, "settings.json", &settings, 0644);
+	write_file(t, GUEST_FILE_SETTINGS, &settings, 0644);
 
 	buf_reset(&err);
 	if ((ret = ssh_task_keys_make(t->dir.buf, NULL, 0, &t->keys, &err)) < 0)
@@ -508,7 +509,7 @@ static void task_failed(const char *msg)
 	struct buf path = BUF_INIT;
 
 	out_printf(2, "aibox", t->id, "%s", msg);
-	buf_addf(&path, "%s/start.bundle", t->dir.buf);
+	buf_addf(&path, "%s/" GUEST_FILE_START_BUNDLE, t->dir.buf);
 	unlink(path.buf);
 	if (t->proxy_sock.len)
 		unlink(t->proxy_sock.buf);
@@ -662,7 +663,7 @@ static void start_checker(struct task *t)
 }
 
 /* changes.bundle: exactly aibox/task, no prerequisite but the start commit, a sound pack. */
-static int check_changes(struct task *t, char *end, struct buf *why)
+static int check_changes(struct task *t, char *end, struct buf *err)
 {
 	struct bundle_verdict v;
 	int ret = bundle_check_run(&t->checker, &v, &stop_signal);
@@ -672,7 +673,7 @@ static int check_changes(struct task *t, char *end, struct buf *why)
 		return ret;
 	}
 	log_line(t, "checker: cpu %.3fs, peak %ld KiB\n", v.cpu_s, v.max_rss_kib);
-	ret = result_bundle_verdict(&v, end, why);
+	ret = result_bundle_verdict(&v, end, err);
 	bundle_verdict_clear(&v);
 	return ret;
 }
@@ -694,7 +695,7 @@ static void make_secrets(struct task *t, struct buf *secrets)
 {
 	struct buf err = BUF_INIT;
 
-	if (host_env_json(&t->env.names, &t->env.values, 0, secrets, &err) < 0)
+	if (host_env_json(&t->env.names, &t->env.values, GUEST_SECRETS_STDIN, secrets, &err) < 0)
 		die("cannot pass the secrets: %s", err.buf);
 	buf_release(&err);
 }
@@ -793,7 +794,7 @@ static int finish_task(struct task *t, struct vm_outcome *o)
 		struct stat st;
 		const char *slash = strrchr(t->dir.buf, '/');
 
-		buf_addf(&bpath, "%s/changes.bundle", t->dir.buf);
+		buf_addf(&bpath, "%s/%s", t->dir.buf, guest_results[RESULT_BUNDLE].name);
 		buf_addf(&branch, "aibox/task-%s", slash ? slash + 1 : t->dir.buf);
 		in.report = o->have_report ? &o->report : NULL;
 		in.report_why = o->report_why.buf;

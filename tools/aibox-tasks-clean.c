@@ -31,6 +31,7 @@
 #include "slurm_detach.h"
 #include "strvec.h"
 #include "taskid.h"
+#include "guest_abi.h"
 #include "banned.h"
 
 /* A lock without its folder is left this long: its task may be starting. */
@@ -90,9 +91,9 @@ static void report_removed(struct clean *c, const char *what, uint64_t bytes)
  */
 static int bundle_leftover(const char *name)
 {
-	if (!strcmp(name, "start.idx"))
+	if (!strcmp(name, GUEST_FILE_START_IDX))
 		return 1;
-	if (!strcmp(name, "start.bundle.lock")) /* git's partial output */
+	if (!strcmp(name, GUEST_FILE_START_BUNDLE ".lock")) /* git's partial output */
 		return 1;
 	if (strncmp(name, ".start-bundle.", 14) || strlen(name) != 20)
 		return 0;
@@ -118,8 +119,8 @@ static void remove_bundle(struct clean *c, const char *name)
 		c->failed = 1;
 		return;
 	}
-	buf_addf(&rel, "%s/start.bundle", name);
-	if (fstatat(dfd, "start.bundle", &st, AT_SYMLINK_NOFOLLOW) < 0) {
+	buf_addf(&rel, "%s/" GUEST_FILE_START_BUNDLE, name);
+	if (fstatat(dfd, GUEST_FILE_START_BUNDLE, &st, AT_SYMLINK_NOFOLLOW) < 0) {
 		if (errno != ENOENT) {
 			error("cannot clean '%s/%s': %s", c->tasks_dir, rel.buf, strerror(errno));
 			c->failed = 1;
@@ -127,7 +128,7 @@ static void remove_bundle(struct clean *c, const char *name)
 	} else if (S_ISDIR(st.st_mode)) {
 		error("cannot clean '%s/%s': is a folder, not a bundle", c->tasks_dir, rel.buf);
 		c->failed = 1;
-	} else if (unlinkat(dfd, "start.bundle", 0) < 0) {
+	} else if (unlinkat(dfd, GUEST_FILE_START_BUNDLE, 0) < 0) {
 		error("cannot clean '%s/%s': cannot remove start.bundle: %s", c->tasks_dir, name,
 		      strerror(errno));
 		c->failed = 1;

@@ -25,10 +25,11 @@
 #include "err.h"
 #include "host_system.h"
 #include "out.h"
-#include "results.h"
+#include "task_results.h"
 #include "slurm_detach.h"
 #include "task_info.h"
 #include "task_record.h"
+#include "guest_abi.h"
 #include "banned.h"
 
 static const char usage_text[] =
@@ -178,7 +179,7 @@ static void print_text(struct shown *s)
 		goto out;
 	}
 
-	buf_addf(&bpath, "%s/changes.bundle", s->td.dir.buf);
+	buf_addf(&bpath, "%s/%s", s->td.dir.buf, guest_results[RESULT_BUNDLE].name);
 	buf_addf(&branch, "aibox/task-%s", s->td.name);
 	in.bundle_path = bpath.buf;
 	in.branch = branch.buf;

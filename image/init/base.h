@@ -16,7 +16,9 @@
 
 #include "guest_abi.h" /* the paths, tags and settings the host shares */
 
-#define GUEST_SSH_DIR      GUEST_RUN_DIR "/ssh" /* host key + authorized_keys, root only */
+#define GUEST_SSH_DIR                                                                              \
+	GUEST_RUN_DIR "/" GUEST_SSH_SUBDIR /* host key + authorized_keys, root only                \
+	                                    */
 #define GUEST_SESSION_FLAG GUEST_RUN_DIR "/session-started"
 
 /* The settings the base needs (the task mode reads the rest itself). */

@@ -13,7 +13,7 @@
 #include "task_int.h"
 #include "banned.h"
 
-const char *ended_by(const struct task *t)
+const char *ended_by(const struct guest_task *t)
 {
 	json_t *sub = json_object_get(t->result_line, "subtype");
 	json_t *is_error = json_object_get(t->result_line, "is_error");
@@ -27,7 +27,7 @@ const char *ended_by(const struct task *t)
 	return "error";
 }
 
-void step_claude(struct task *t, struct step_info *si, struct step_group *g, int64_t unused)
+void step_claude(struct guest_task *t, struct step_info *si, struct step_group *g, int64_t unused)
 {
 	struct strvec argv = STRVEC_INIT, env = STRVEC_INIT;
 	struct buf file = BUF_INIT;
@@ -37,16 +37,16 @@ void step_claude(struct task *t, struct step_info *si, struct step_group *g, int
 	int prompt = -1, err;
 
 	si->status = "failed";
-	buf_addf(&file, "%s/prompt.txt", t->o->share);
+	buf_addf(&file, "%s/" GUEST_FILE_PROMPT, t->o->share);
 	prompt = open(file.buf, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (prompt < 0 || fstat(prompt, &st) < 0 || !S_ISREG(st.st_mode) ||
-	    st.st_size > PROMPT_MAX) {
+	    (uint64_t)st.st_size > PROMPT_MAX) {
 		progress(t, "cannot use '%s': %s", file.buf,
-		         prompt < 0 ? strerror(errno) : "not a plain file of at most 4 MiB");
+		         prompt < 0 ? strerror(errno) : "not a plain file of at most 1 MiB");
 		goto out;
 	}
 	buf_reset(&file);
-	buf_addf(&file, "%s/transcript.jsonl", t->results);
+	buf_addf(&file, "%s/%s", t->results, guest_results[RESULT_TRANSCRIPT].name);
 	t->transcript_fd = open(file.buf, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (t->transcript_fd < 0) {
 		progress(t, "cannot open '%s': %s", file.buf, strerror(errno));

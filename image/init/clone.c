@@ -17,7 +17,7 @@
 #include "task_int.h"
 #include "banned.h"
 
-static int ensure_project_dir(struct task *t)
+static int ensure_project_dir(struct guest_task *t)
 {
 	struct stat st;
 
@@ -37,7 +37,7 @@ static int ensure_project_dir(struct task *t)
  * host's start.bundle (HEAD a symref to BRANCH) is.  Read straight from the
  * files git just wrote: nothing else has run in the repository yet.
  */
-static int clone_on_start(struct task *t)
+static int clone_on_start(struct guest_task *t)
 {
 	struct buf file = BUF_INIT, b = BUF_INIT, want = BUF_INIT;
 	int ok = 0;
@@ -58,7 +58,7 @@ out:
 }
 
 /* Empty the project folder (it is a mount point: it stays) for the plain clone. */
-static int empty_project(struct task *t)
+static int empty_project(struct guest_task *t)
 {
 	struct buf where = BUF_INIT;
 	struct dirent *e;
@@ -90,7 +90,7 @@ static int empty_project(struct task *t)
 }
 
 /* Create path (no such file yet) with mode, owned by the user; the fd or -errno. */
-static int create_user_file(struct task *t, const char *path, int mode, int flags)
+static int create_user_file(struct guest_task *t, const char *path, int mode, int flags)
 {
 	int fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | flags, mode);
 
@@ -106,7 +106,7 @@ static int create_user_file(struct task *t, const char *path, int mode, int flag
 }
 
 /* Copy the pack out of the bundle into .git/objects/pack, in large reads (9p). */
-static int place_pack(struct task *t, int bundle_fd, const struct prepared *p,
+static int place_pack(struct guest_task *t, int bundle_fd, const struct prepared *p,
                       const struct buf *idx)
 {
 	const size_t chunk = 1 << 20;
@@ -153,7 +153,7 @@ out:
 }
 
 /* The branch at the start commit, and the user's name and email in the config. */
-static int write_branch_and_user(struct task *t)
+static int write_branch_and_user(struct guest_task *t)
 {
 	struct buf path = BUF_INIT, b = BUF_INIT;
 	int fd, ret = 0;
@@ -197,14 +197,14 @@ out:
  * match the bundle, or a step failed: the reason is in vm.log and the
  * project folder is empty again, for the plain clone.
  */
-static int clone_prepared(struct task *t, struct step_group *g, int64_t deadline)
+static int clone_prepared(struct guest_task *t, struct step_group *g, int64_t deadline)
 {
 	struct buf path = BUF_INIT, idx = BUF_INIT, why = BUF_INIT;
 	struct prepared p;
 	struct stat st;
 	int idx_fd = -1, bundle_fd = -1, ok = 0, ret;
 
-	buf_addf(&path, "%s/start.idx", t->o->share);
+	buf_addf(&path, "%s/" GUEST_FILE_START_IDX, t->o->share);
 	idx_fd = open(path.buf, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (idx_fd < 0) {
 		vmlog(t, "no start.idx (%s): cloning the bundle", strerror(errno));
@@ -219,7 +219,7 @@ static int clone_prepared(struct task *t, struct step_group *g, int64_t deadline
 		goto out;
 	}
 	buf_reset(&path);
-	buf_addf(&path, "%s/start.bundle", t->o->share);
+	buf_addf(&path, "%s/" GUEST_FILE_START_BUNDLE, t->o->share);
 	bundle_fd = open(path.buf, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (bundle_fd < 0) {
 		vmlog(t, "cannot open start.bundle: %s", strerror(errno));
@@ -271,7 +271,7 @@ out:
  * config and checks out aibox/task) and the remote's removal.  A bundle whose
  * HEAD is not aibox/task at the start commit costs a checkout more.
  */
-void step_clone(struct task *t, struct step_info *si, struct step_group *g, int64_t unused)
+void step_clone(struct guest_task *t, struct step_info *si, struct step_group *g, int64_t unused)
 {
 	int64_t deadline = now_ms() + t->o->git_limit_ms;
 	struct buf bundle = BUF_INIT, name = BUF_INIT, email = BUF_INIT, head = BUF_INIT;
@@ -287,7 +287,7 @@ void step_clone(struct task *t, struct step_info *si, struct step_group *g, int6
 		si->status = "ok";
 		goto out;
 	}
-	buf_addf(&bundle, "%s/start.bundle", t->o->share);
+	buf_addf(&bundle, "%s/" GUEST_FILE_START_BUNDLE, t->o->share);
 	buf_addf(&name, "user.name=%s", t->git_name);
 	buf_addf(&email, "user.email=%s", t->git_email);
 	if (!git_ok(t, si,

@@ -68,7 +68,7 @@ static void status_parse(const struct status_out *so, int *on_branch, int *dirty
  * One git process when Claude Code committed everything (status); add and
  * commit more when it left changes.
  */
-void step_commit(struct task *t, struct step_info *si, struct step_group *g, int64_t deadline)
+void step_commit(struct guest_task *t, struct step_info *si, struct step_group *g, int64_t deadline)
 {
 	struct status_out so = {BUF_INIT, 0};
 	int ret, on_branch, dirty;
@@ -113,7 +113,7 @@ out:
 
 static int bundle_sink(void *ctx, const char *data, size_t n)
 {
-	struct task *t = ctx;
+	struct guest_task *t = ctx;
 
 	if (t->bundle_len + n > BUNDLE_MAX) {
 		t->bundle_too_big = 1;
@@ -128,7 +128,7 @@ static int bundle_sink(void *ctx, const char *data, size_t n)
 }
 
 /* aibox/task's commit into t->end_commit, by git rev-parse.  0, 1: the branch is gone, <0. */
-static int branch_tip(struct task *t, struct step_group *g, int64_t deadline)
+static int branch_tip(struct guest_task *t, struct step_group *g, int64_t deadline)
 {
 	struct buf out = BUF_INIT;
 	int ret;
@@ -145,7 +145,7 @@ static int branch_tip(struct task *t, struct step_group *g, int64_t deadline)
 }
 
 /* aibox/task's commit as the bundle's header names it, into t->end_commit.  1 when found. */
-static int bundle_tip(struct task *t)
+static int bundle_tip(struct guest_task *t)
 {
 	char head[4096 + 1];
 	size_t olen = strlen(t->start);
@@ -173,7 +173,7 @@ static int bundle_tip(struct task *t)
  * One git process when there is nothing to send (rev-list), two when there is
  * (and bundle create); rev-parse only to explain a failure.
  */
-void step_bundle(struct task *t, struct step_info *si, struct step_group *g, int64_t deadline)
+void step_bundle(struct guest_task *t, struct step_info *si, struct step_group *g, int64_t deadline)
 {
 	struct buf out = BUF_INIT, file = BUF_INIT, range = BUF_INIT;
 	long left, right;
@@ -211,13 +211,13 @@ void step_bundle(struct task *t, struct step_info *si, struct step_group *g, int
 	if (right == 0) {
 		free(t->end_commit);
 		t->end_commit = xstrdup(t->start);
-		/* Not said here: the host's summary says "no changes" (common/results.h). */
+		/* Not said here: the host's summary says "no changes" (common/task_results.h). */
 		si->status = "ok";
 		goto out;
 	}
 
 	progress(t, "bundling");
-	buf_addf(&file, "%s/changes.bundle", t->results);
+	buf_addf(&file, "%s/%s", t->results, guest_results[RESULT_BUNDLE].name);
 	t->bundle_fd = open(file.buf, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (t->bundle_fd < 0) {
 		progress(t, "cannot open '%s': %s", file.buf, strerror(errno));

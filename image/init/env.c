@@ -11,11 +11,12 @@
 
 #include "err.h"
 #include "guest_env.h"
+#include "guest_secrets.h"
 #include "secret.h"
 #include "task_int.h"
 #include "banned.h"
 
-static int env_name_allowed(struct task *t, const char *name)
+static int env_name_allowed(struct guest_task *t, const char *name)
 {
 	size_t i;
 	json_t *v;
@@ -59,55 +60,40 @@ static int read_fd_timed(int fd, struct buf *b, size_t max, int ms)
 	}
 }
 
-int secrets_read(struct task *t, struct buf *why)
+int secrets_read(struct guest_task *t, struct buf *err)
 {
 	struct buf b = BUF_INIT;
-	json_t *s = NULL, *env, *v;
-	json_error_t jerr;
-	const char *name;
-	int ret = -1, err;
+	int ret = -1, r;
 
 	/* Room for all of it at once: growing would leave copies in freed memory. */
-	buf_grow(&b, SECRETS_MAX + 65536);
-	err = read_fd_timed(t->o->in, &b, SECRETS_MAX, SECRETS_WAIT_MS);
-	if (err < 0) {
-		buf_addf(why, "cannot read the secrets from stdin: %s", strerror(-err));
+	buf_grow(&b, GUEST_SECRETS_MAX + 65536);
+	r = read_fd_timed(t->o->in, &b, GUEST_SECRETS_MAX, SECRETS_WAIT_MS);
+	if (r < 0) {
+		buf_addf(err, "cannot read the secrets from stdin: %s", strerror(-r));
 		goto out;
 	}
-	if (!b.len) {
-		ret = 0; /* no secrets at all */
+	if (guest_secrets_read(b.buf, b.len, GUEST_SECRETS_STDIN, &t->secrets, err) < 0)
 		goto out;
-	}
-	s = json_loadb(b.buf, b.len, JSON_REJECT_DUPLICATES, &jerr);
-	env = s ? json_object_get(s, "env") : NULL;
-	if (!json_is_object(s) || !json_is_object(env) || json_object_size(s) != 1) {
-		buf_addstr(why, "the secrets on stdin are not {\"env\": {...}}");
-		goto out;
-	}
-	json_object_foreach(env, name, v)
-	{
-		if (!guest_env_name_valid(name) || !env_name_allowed(t, name)) {
-			buf_addf(why, "secret '%s' is not in env_names", name);
+	for (size_t i = 0; i < t->secrets.nr; i++) {
+		const char *s = t->secrets.v[i];
+		char name[GUEST_ENV_NAME_MAX + 1];
+		size_t n = strcspn(s, "=");
+
+		memcpy(name, s, n); /* guest_secrets_read() checked it: a valid name */
+		name[n] = '\0';
+		if (!env_name_allowed(t, name)) {
+			buf_addf(err, "secret '%s' is not in env_names", name);
+			strvec_wipe_clear(&t->secrets);
 			goto out;
 		}
-		if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v)) {
-			buf_addf(why, "secret '%s' is not a string", name);
-			goto out;
-		}
-		strvec_pushf(&t->secrets, "%s=%s", name, json_string_value(v));
 	}
 	ret = 0;
 out:
-	if (s) {
-		/* jansson's copies: overwrite the values before they are freed. */
-		secret_json_wipe(json_object_get(s, "env"));
-		json_decref(s);
-	}
 	buf_wipe_release(&b);
 	return ret;
 }
 
-void secrets_clear(struct task *t)
+void secrets_clear(struct guest_task *t)
 {
 	strvec_wipe_clear(&t->secrets);
 }
@@ -131,7 +117,7 @@ char *find_in_path(const char *name)
 	return NULL;
 }
 
-void base_env(struct task *t, struct strvec *env, const struct guest_env *more)
+void base_env(struct guest_task *t, struct strvec *env, const struct guest_env *more)
 {
 	struct guest_env g = {0};
 
@@ -143,7 +129,7 @@ void base_env(struct task *t, struct strvec *env, const struct guest_env *more)
 	guest_env_build(&g, env);
 }
 
-void claude_env(struct task *t, struct strvec *env)
+void claude_env(struct guest_task *t, struct strvec *env)
 {
 	struct guest_env g = {0};
 

@@ -10,7 +10,7 @@
 #include "banned.h"
 
 struct capture {
-	struct task *t;
+	struct guest_task *t;
 	struct buf *out;
 	int too_long;
 	step_sink_fn fn; /* instead of out */
@@ -39,7 +39,7 @@ static int capture_err(void *ctx, const char *data, size_t n)
 	return 0;
 }
 
-int run_git_to(struct task *t, struct step_group *g, int64_t deadline, const char *dir,
+int run_git_to(struct guest_task *t, struct step_group *g, int64_t deadline, const char *dir,
                struct buf *out, step_sink_fn fn, void *fn_ctx, const char *const *extra_env,
                const char *const *args)
 {
@@ -89,13 +89,13 @@ int run_git_to(struct task *t, struct step_group *g, int64_t deadline, const cha
 	return ret;
 }
 
-int run_git(struct task *t, struct step_group *g, int64_t deadline, const char *dir,
+int run_git(struct guest_task *t, struct step_group *g, int64_t deadline, const char *dir,
             struct buf *out, const char *const *extra_env, const char *const *args)
 {
 	return run_git_to(t, g, deadline, dir, out, NULL, NULL, extra_env, args);
 }
 
-int git_ok(struct task *t, struct step_info *si, int ret, const char *what)
+int git_ok(struct guest_task *t, struct step_info *si, int ret, const char *what)
 {
 	if (ret == 0)
 		return 1;

@@ -26,7 +26,7 @@ void gitconfig_value(struct buf *out, const char *s)
 }
 
 int git_remotes_write(const char *path, const char *const *remotes, size_t nremotes,
-                      const char *proxy, struct buf *why)
+                      const char *proxy, struct buf *err)
 {
 	struct buf b = BUF_INIT;
 	int fd, ret = 0;
@@ -52,11 +52,11 @@ int git_remotes_write(const char *path, const char *const *remotes, size_t nremo
 	fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0644);
 	if (fd < 0) {
 		ret = -errno;
-		buf_addf(why, "cannot open '%s': %s", path, strerror(errno));
+		buf_addf(err, "cannot open '%s': %s", path, strerror(errno));
 	} else {
 		if (write_all(fd, b.buf, b.len) < 0) {
 			ret = -errno;
-			buf_addf(why, "cannot write '%s': %s", path, strerror(errno));
+			buf_addf(err, "cannot write '%s': %s", path, strerror(errno));
 		}
 		close(fd);
 	}

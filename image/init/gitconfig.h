@@ -21,9 +21,9 @@ void gitconfig_value(struct buf *out, const char *s);
  * the one settings parser (common/task_settings.h) read and checked them: at
  * most TASK_SETTINGS_REMOTES_MAX URLs each task_git_remote_valid(), a proxy
  * without control characters; this does not check them again.  n 0: nothing
- * is written.  0, or -errno with the reason in why.
+ * is written.  0, or -errno with the reason in err.
  */
 int git_remotes_write(const char *path, const char *const *remotes, size_t n, const char *proxy,
-                      struct buf *why);
+                      struct buf *err);
 
 #endif

@@ -36,14 +36,15 @@ int guest_mode(char *out, size_t n)
 
 	if (r < 0)
 		return (int)r;
-	for (p = cmdline.buf; (p = strstr(p, "aibox.mode=")); p++) {
+	for (p = cmdline.buf; (p = strstr(p, GUEST_CMDLINE_MODE)); p++) {
 		size_t len;
 
 		if (p != cmdline.buf && p[-1] != ' ')
 			continue;
-		p += strlen("aibox.mode=");
+		p += strlen(GUEST_CMDLINE_MODE);
 		len = strcspn(p, " \n");
-		if ((len == 4 && !memcmp(p, "task", 4)) || (len == 3 && !memcmp(p, "run", 3))) {
+		if ((len == strlen(GUEST_MODE_TASK) && !memcmp(p, GUEST_MODE_TASK, len)) ||
+		    (len == strlen(GUEST_MODE_RUN) && !memcmp(p, GUEST_MODE_RUN, len))) {
 			if (len >= n) {
 				ret = -ENAMETOOLONG;
 				break;
@@ -127,14 +128,14 @@ int settings_read(struct guest_settings *s)
 	memset(s, 0, sizeof(*s));
 	s->user_uid = GUEST_USER_UID;
 	s->user_gid = GUEST_USER_GID;
-	r = buf_read_file(&raw, GUEST_TASK_DIR "/settings.json", GUEST_SETTINGS_MAX);
+	r = buf_read_file(&raw, GUEST_TASK_DIR "/" GUEST_FILE_SETTINGS, GUEST_SETTINGS_MAX);
 	if (r == -ENOENT) {
 		s->path = xstrdup(GUEST_PROJECT_PATH);
 		ret = 0;
 		goto out;
 	}
 	if (r < 0) {
-		error("cannot read settings.json: %s", strerror((int)-r));
+		error("cannot read " GUEST_FILE_SETTINGS ": %s", strerror((int)-r));
 		ret = (int)r;
 		goto out;
 	}
@@ -324,10 +325,10 @@ int ssh_prepare(void)
 
 	if (mkdir(GUEST_SSH_DIR, 0700) < 0 && errno != EEXIST)
 		return -errno;
-	if ((r = copy_small(GUEST_TASK_DIR "/ssh/ssh_host_ed25519_key",
-	                    GUEST_SSH_DIR "/ssh_host_ed25519_key")) < 0 ||
-	    (r = copy_small(GUEST_TASK_DIR "/ssh/authorized_keys",
-	                    GUEST_SSH_DIR "/authorized_keys")) < 0)
+	if ((r = copy_small(GUEST_TASK_DIR "/" GUEST_SSH_SUBDIR "/" GUEST_SSH_HOST_KEY,
+	                    GUEST_SSH_DIR "/" GUEST_SSH_HOST_KEY)) < 0 ||
+	    (r = copy_small(GUEST_TASK_DIR "/" GUEST_SSH_SUBDIR "/" GUEST_SSH_AUTH,
+	                    GUEST_SSH_DIR "/" GUEST_SSH_AUTH)) < 0)
 		return r;
 	return 0;
 }

@@ -46,7 +46,7 @@ static int pread_all(int fd, void *data, size_t n, uint64_t off)
 
 /* The index's tables: names, CRCs, offsets, large offsets, then the two checksums. */
 static int check_idx(const unsigned char *idx, size_t len, const struct prepared *p,
-                     struct buf *why)
+                     struct buf *err)
 {
 	static const unsigned char magic[8] = {0xff, 't', 'O', 'c', 0, 0, 0, 2};
 	const unsigned char *names, *offs, *large;
@@ -56,21 +56,21 @@ static int check_idx(const unsigned char *idx, size_t len, const struct prepared
 	uint32_t prev = 0;
 
 	if (len < IDX_HEAD + 2 * SHA1_LEN || memcmp(idx, magic, sizeof(magic)))
-		return buf_refuse(why, -EINVAL, "start.idx is not a version 2 pack index");
+		return buf_refuse(err, -EINVAL, "start.idx is not a version 2 pack index");
 	for (int i = 0; i < 256; i++) {
 		uint32_t f = be32(idx + 8 + 4 * i);
 
 		if (f < prev)
-			return buf_refuse(why, -EINVAL, "start.idx: its fan-out table goes down");
+			return buf_refuse(err, -EINVAL, "start.idx: its fan-out table goes down");
 		prev = f;
 	}
 	n = prev;
 	if (n != p->objects)
-		return buf_refuse(why, -EINVAL,
+		return buf_refuse(err, -EINVAL,
 		                  "start.idx counts another number of objects than the pack");
 	want = IDX_HEAD + n * (SHA1_LEN + 4 + 4) + 2 * SHA1_LEN;
 	if (len < want || (len - want) % 8)
-		return buf_refuse(why, -EINVAL, "start.idx has the wrong size for its objects");
+		return buf_refuse(err, -EINVAL, "start.idx has the wrong size for its objects");
 	nlarge = (len - want) / 8;
 	names = idx + IDX_HEAD;
 	offs = names + n * (SHA1_LEN + 4);
@@ -82,34 +82,34 @@ static int check_idx(const unsigned char *idx, size_t len, const struct prepared
 		uint64_t at = o;
 
 		if (i >= be32(idx + 8 + 4 * name[0]) || i < below)
-			return buf_refuse(why, -EINVAL,
+			return buf_refuse(err, -EINVAL,
 			                  "start.idx: an object name is outside its fan-out range");
 		if (i && memcmp(name - SHA1_LEN, name, SHA1_LEN) >= 0)
-			return buf_refuse(why, -EINVAL,
+			return buf_refuse(err, -EINVAL,
 			                  "start.idx: its object names are not sorted");
 		if (o & 0x80000000U) {
 			if ((o & 0x7fffffffU) >= nlarge)
-				return buf_refuse(why, -EINVAL,
+				return buf_refuse(err, -EINVAL,
 				                  "start.idx: a large offset is missing");
 			at = be64(large + (uint64_t)(o & 0x7fffffffU) * 8);
 		}
 		if (at < PACK_HEAD || at >= pack_end)
-			return buf_refuse(why, -EINVAL, "start.idx: an offset is outside the pack");
+			return buf_refuse(err, -EINVAL, "start.idx: an offset is outside the pack");
 	}
 	if (memcmp(idx + len - 2 * SHA1_LEN, p->pack_sum, SHA1_LEN))
-		return buf_refuse(why, -EINVAL,
+		return buf_refuse(err, -EINVAL,
 		                  "start.idx belongs to another pack than start.bundle's");
 	sha1_init(&c);
 	sha1_update(&c, idx, len - SHA1_LEN);
 	sha1_final(&c, sum);
 	if (memcmp(sum, idx + len - SHA1_LEN, SHA1_LEN))
-		return buf_refuse(why, -EINVAL,
+		return buf_refuse(err, -EINVAL,
 		                  "start.idx: its checksum does not match its content");
 	return 0;
 }
 
 int prepared_check(int bundle_fd, const char *start, const char *branch, const unsigned char *idx,
-                   size_t idx_len, struct prepared *p, struct buf *why)
+                   size_t idx_len, struct prepared *p, struct buf *err)
 {
 	static const unsigned char pack_magic[8] = {'P', 'A', 'C', 'K', 0, 0, 0, 2};
 	struct buf head = BUF_INIT, got = BUF_INIT;
@@ -122,13 +122,13 @@ int prepared_check(int bundle_fd, const char *start, const char *branch, const u
 	buf_grow(&got, head.len);
 	if (fstat(bundle_fd, &st) < 0) {
 		ret = -errno;
-		buf_addf(why, "cannot read start.bundle: %s", strerror(errno));
+		buf_addf(err, "cannot read start.bundle: %s", strerror(errno));
 		goto out;
 	}
 	if ((uint64_t)st.st_size < head.len + PACK_HEAD + PACK_TRAIL ||
 	    pread_all(bundle_fd, got.buf, head.len, 0) < 0 || memcmp(got.buf, head.buf, head.len)) {
 		ret = buf_refuse(
-		    why, -EINVAL,
+		    err, -EINVAL,
 		    "start.bundle is not the bundle aibox-task writes for the start commit");
 		goto out;
 	}
@@ -137,16 +137,16 @@ int prepared_check(int bundle_fd, const char *start, const char *branch, const u
 	if ((ret = pread_all(bundle_fd, pack, sizeof(pack), p->pack_off)) < 0 ||
 	    (ret = pread_all(bundle_fd, p->pack_sum, SHA1_LEN, (uint64_t)st.st_size - SHA1_LEN)) <
 	        0) {
-		buf_addf(why, "cannot read start.bundle: %s", strerror(-ret));
+		buf_addf(err, "cannot read start.bundle: %s", strerror(-ret));
 		goto out;
 	}
 	if (memcmp(pack, pack_magic, sizeof(pack_magic))) {
-		ret = buf_refuse(why, -EINVAL, "start.bundle does not hold a version 2 pack");
+		ret = buf_refuse(err, -EINVAL, "start.bundle does not hold a version 2 pack");
 		goto out;
 	}
 	p->objects = be32(pack + 8);
 	hex_encode(p->pack_hex, p->pack_sum, SHA1_LEN);
-	ret = check_idx(idx, idx_len, p, why);
+	ret = check_idx(idx, idx_len, p, err);
 out:
 	buf_release(&head);
 	buf_release(&got);

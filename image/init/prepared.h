@@ -32,9 +32,9 @@ struct prepared {
  * counts the pack's objects, and its fan-out, object names (sorted, no
  * duplicates) and offsets (inside the pack) are consistent.  The pack's
  * body is not read.  0 with *p filled in, -EINVAL when something does not
- * match, or -errno of a read; the reason in why.
+ * match, or -errno of a read; the reason in err.
  */
 int prepared_check(int bundle_fd, const char *start, const char *branch, const unsigned char *idx,
-                   size_t idx_len, struct prepared *p, struct buf *why);
+                   size_t idx_len, struct prepared *p, struct buf *err);
 
 #endif

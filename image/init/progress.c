@@ -7,7 +7,7 @@
 #include "task_int.h"
 #include "banned.h"
 
-void log_raw(struct task *t, const char *data, size_t n)
+void log_raw(struct guest_task *t, const char *data, size_t n)
 {
 	if (t->log_fd < 0 || t->log_full)
 		return;
@@ -28,7 +28,7 @@ int log_sink(void *ctx, const char *data, size_t n)
 	return 0;
 }
 
-void vmlog(struct task *t, const char *fmt, ...)
+void vmlog(struct guest_task *t, const char *fmt, ...)
 {
 	struct buf b = BUF_INIT;
 	int64_t ms = now_ms() - t->t0;
@@ -43,7 +43,7 @@ void vmlog(struct task *t, const char *fmt, ...)
 	buf_release(&b);
 }
 
-void progress(struct task *t, const char *fmt, ...)
+void progress(struct guest_task *t, const char *fmt, ...)
 {
 	struct buf b = BUF_INIT;
 	va_list ap;

@@ -136,7 +136,8 @@ static enum relay_end relay_session(int port)
 		return SERVER_DONE;
 	}
 	/* AIBOX_ENV: aibox run's env values, sent as an SSH env request (run.h). */
-	strvec_pushl(&sp.args, "/usr/sbin/sshd", "-i", "-e", "-o", "AcceptEnv=AIBOX_ENV", NULL);
+	strvec_pushl(&sp.args, "/usr/sbin/sshd", "-i", "-e", "-o", "AcceptEnv=" GUEST_RUN_ENV_VAR,
+	             NULL);
 	sp.in = sv[1];
 	sp.out = sv[1];
 	sp.new_session = 1;

@@ -12,14 +12,14 @@
 #include "banned.h"
 
 /* HOME/.claude/projects/<folder of path> into dir; -ENAMETOOLONG past Claude Code's rule. */
-static int sessions_dir(const struct task_opts *o, const char *path, struct buf *dir)
+static int sessions_dir(const struct guest_task_opts *o, const char *path, struct buf *dir)
 {
 	buf_addf(dir, "%s/.claude/projects/", o->home);
 	return session_project_dir(dir, path);
 }
 
 /* Make dir (0700, the user's) unless it is there; it must be a folder, not a link. */
-static int make_dir(const struct task_opts *o, const char *dir)
+static int make_dir(const struct guest_task_opts *o, const char *dir)
 {
 	struct stat st;
 
@@ -34,7 +34,7 @@ static int make_dir(const struct task_opts *o, const char *dir)
 	return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
 }
 
-int resume_place(const struct task_opts *o, const char *path, const char *id, struct buf *why)
+int resume_place(const struct guest_task_opts *o, const char *path, const char *id, struct buf *err)
 {
 	struct buf src = BUF_INIT, data = BUF_INIT, dir = BUF_INIT, file = BUF_INIT;
 	size_t home_len = strlen(o->home);
@@ -45,11 +45,11 @@ int resume_place(const struct task_opts *o, const char *path, const char *id, st
 	n = buf_read_file(&data, src.buf, SESSION_FILE_MAX);
 	if (n < 0) {
 		ret = (int)n;
-		buf_addf(why, "cannot read '%s': %s", src.buf, strerror(-ret));
+		buf_addf(err, "cannot read '%s': %s", src.buf, strerror(-ret));
 		goto out;
 	}
 	if ((ret = sessions_dir(o, path, &dir)) < 0) {
-		buf_addf(why, "cannot resume a conversation in '%s': %s", path, strerror(-ret));
+		buf_addf(err, "cannot resume a conversation in '%s': %s", path, strerror(-ret));
 		goto out;
 	}
 	/* Each folder from the home down: .claude, projects, the project's. */
@@ -61,7 +61,7 @@ int resume_place(const struct task_opts *o, const char *path, const char *id, st
 		*p = '\0';
 		ret = make_dir(o, dir.buf);
 		if (ret < 0) {
-			buf_addf(why, "cannot make '%s': %s", dir.buf, strerror(-ret));
+			buf_addf(err, "cannot make '%s': %s", dir.buf, strerror(-ret));
 			goto out;
 		}
 		*p = save;
@@ -73,7 +73,7 @@ int resume_place(const struct task_opts *o, const char *path, const char *id, st
 	if (fd < 0 || (o->drop && fchown(fd, o->uid, o->gid) < 0) ||
 	    (ret = write_all(fd, data.buf, data.len)) < 0) {
 		ret = fd < 0 || ret >= 0 ? -errno : ret;
-		buf_addf(why, "cannot write '%s': %s", file.buf, strerror(-ret));
+		buf_addf(err, "cannot write '%s': %s", file.buf, strerror(-ret));
 		goto out;
 	}
 	ret = 0;
@@ -87,7 +87,7 @@ out:
 	return ret;
 }
 
-int resume_session_open(const struct task_opts *o, const char *path, const char *id)
+int resume_session_open(const struct guest_task_opts *o, const char *path, const char *id)
 {
 	struct buf file = BUF_INIT;
 	struct stat st;
@@ -114,7 +114,7 @@ out:
 	return ret;
 }
 
-void resume_send(struct task *t)
+void resume_send(struct guest_task *t)
 {
 	const char *id = json_string_value(json_object_get(t->result_line, "session_id"));
 	int fd = id ? resume_session_open(t->o, t->path, id) : -ENOENT;

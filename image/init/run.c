@@ -18,16 +18,14 @@
 #include "gitconfig.h"
 #include "guest_env.h"
 #include "run.h"
+#include "guest_secrets.h"
 #include "secret.h"
 #include "strvec.h"
 #include "task.h"
 #include "task_settings.h"
 #include "banned.h"
 
-#define RUN_ENV_MAX       (1024 * 1024)
-#define RUN_ENV_NAMES_MAX 128
-#define GUEST_PATH_VALUE  "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-#define MOUNT_9P_RW       "trans=virtio,version=9p2000.L,msize=524288,access=client,cache=none"
+#define MOUNT_9P_RW "trans=virtio,version=9p2000.L,msize=524288,access=client,cache=none"
 
 /* settings.json in run mode, through the one parser (common/task_settings.h). */
 static int settings_load(struct task_settings_doc *d)
@@ -37,9 +35,9 @@ static int settings_load(struct task_settings_doc *d)
 	int r = -EINVAL;
 
 	memset(d, 0, sizeof(*d));
-	n = buf_read_file(&b, GUEST_TASK_DIR "/settings.json", GUEST_SETTINGS_MAX);
+	n = buf_read_file(&b, GUEST_TASK_DIR "/" GUEST_FILE_SETTINGS, GUEST_SETTINGS_MAX);
 	if (n < 0) {
-		error("cannot read settings.json: %s", strerror((int)-n));
+		error("cannot read " GUEST_FILE_SETTINGS ": %s", strerror((int)-n));
 		r = (int)n;
 	} else if (task_settings_parse(b.buf, b.len, d, &why) < 0) {
 		error("%s", why.buf);
@@ -141,19 +139,18 @@ out:
 
 /*
  * The session's environment: guest_env_build() with the config's env values
- * of RUN_ENV_VAR (checked here: a JSON object of at most RUN_ENV_NAMES_MAX
- * strings under valid names).  0, or a negative errno after error().
+ * of RUN_ENV_VAR (guest_secrets_read(): the one framing of the run mode's
+ * secrets).  0, or a negative errno after error().
  */
 static int build_env(const struct task_settings *s, struct strvec *env)
 {
 	const char *secrets = getenv(RUN_ENV_VAR);
 	struct guest_env g = {0};
-	struct strvec vars = STRVEC_INIT;
-	json_t *obj = NULL, *v;
-	const char *name;
+	struct strvec vals = STRVEC_INIT;
+	struct buf err = BUF_INIT;
 	int ret = 0;
 
-	g.path = GUEST_PATH_VALUE;
+	g.path = GUEST_PATH;
 	g.home = GUEST_HOME;
 	g.user = s->uid == 0 ? "root" : "aibox";
 	/* The VM is the sandbox Claude Code asks for before it runs as root. */
@@ -161,36 +158,18 @@ static int build_env(const struct task_settings *s, struct strvec *env)
 	g.term = getenv("TERM");
 	g.proxy = s->proxy;
 	g.api_forward = s->api == TASK_API_FORWARD;
-	if (secrets && *secrets) {
-		if (strlen(secrets) > RUN_ENV_MAX) {
-			error("%s is too long", RUN_ENV_VAR);
-			return -E2BIG;
-		}
-		obj = json_loads(secrets, JSON_REJECT_DUPLICATES, NULL);
-		if (!json_is_object(obj) || json_object_size(obj) > RUN_ENV_NAMES_MAX) {
-			error("%s is not a JSON object of at most %d strings", RUN_ENV_VAR,
-			      RUN_ENV_NAMES_MAX);
-			ret = -EINVAL;
-			goto out;
-		}
-		json_object_foreach(obj, name, v)
-		{
-			if (!json_is_string(v) || !guest_env_name_valid(name) ||
-			    memchr(json_string_value(v), '\0', json_string_length(v))) {
-				error("%s: bad entry '%.64s'", RUN_ENV_VAR, name);
-				ret = -EINVAL;
-				goto out;
-			}
-			strvec_pushf(&vars, "%s=%s", name, json_string_value(v));
-		}
+	if (secrets &&
+	    guest_secrets_read(secrets, strlen(secrets), GUEST_SECRETS_ENV_VAR, &vals, &err) < 0) {
+		error("%s", err.buf);
+		ret = -EINVAL;
+		goto out;
 	}
-	g.vars = (const char *const *)vars.v;
-	g.nvars = vars.nr;
+	g.vars = (const char *const *)vals.v;
+	g.nvars = vals.nr;
 	guest_env_build(&g, env);
 out:
-	strvec_wipe_clear(&vars);
-	secret_json_wipe(obj);
-	json_decref(obj);
+	strvec_wipe_clear(&vals);
+	buf_release(&err);
 	return ret;
 }
 

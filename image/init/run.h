@@ -30,9 +30,11 @@
 #ifndef AIBOX_INIT_RUN_H
 #define AIBOX_INIT_RUN_H
 
+#include "guest_abi.h"
+
 struct guest_settings;
 
-#define RUN_ENV_VAR "AIBOX_ENV"
+#define RUN_ENV_VAR GUEST_RUN_ENV_VAR
 
 int run_setup(struct guest_settings *gs);
 int run_session(void);

@@ -11,7 +11,7 @@
 #include "transcript.h"
 #include "banned.h"
 
-static void transcript_write(struct task *t, const char *data, size_t n)
+static void transcript_write(struct guest_task *t, const char *data, size_t n)
 {
 	int err;
 
@@ -35,7 +35,7 @@ static void transcript_write(struct task *t, const char *data, size_t n)
  * One whole line of stream-json: a progress line for each tool call in it
  * (common/transcript.h), and keep it if it is the result line.
  */
-static void transcript_line(struct task *t, const char *line, size_t n)
+static void transcript_line(struct guest_task *t, const char *line, size_t n)
 {
 	struct buf calls = BUF_INIT;
 	json_t *j, *type;
@@ -58,7 +58,7 @@ static void transcript_line(struct task *t, const char *line, size_t n)
 
 int transcript_sink(void *ctx, const char *data, size_t n)
 {
-	struct task *t = ctx;
+	struct guest_task *t = ctx;
 
 	while (n) {
 		const char *nl = memchr(data, '\n', n);
@@ -89,7 +89,7 @@ int transcript_sink(void *ctx, const char *data, size_t n)
 	return 0;
 }
 
-void transcript_flush(struct task *t)
+void transcript_flush(struct guest_task *t)
 {
 	if (!t->line.len)
 		return;

@@ -8,12 +8,11 @@
 #include <unistd.h>
 
 #include "buf.h"
+#include "ustar.h"
 #include "banned.h"
 
-#define BLOCK 512
-
 /* Put v in octal into the width-byte field f: width-1 digits and a NUL. */
-static int put_octal(char *f, size_t width, uint64_t v)
+static int put_octal(unsigned char *f, size_t width, uint64_t v)
 {
 	char tmp[32];
 	int n = snprintf(tmp, sizeof(tmp), "%0*llo", (int)(width - 1), (unsigned long long)v);
@@ -26,38 +25,35 @@ static int put_octal(char *f, size_t width, uint64_t v)
 
 static int write_header(int fd, const char *name, uint64_t size)
 {
-	char h[BLOCK];
+	unsigned char h[USTAR_BLOCK];
 	size_t namelen = strlen(name);
-	unsigned sum = 0;
 	int err;
 
-	if (!namelen || namelen >= 100)
+	if (!namelen || namelen >= USTAR_NAME_LEN)
 		return -ENAMETOOLONG;
 	memset(h, 0, sizeof(h));
-	memcpy(h, name, namelen);
-	if ((err = put_octal(h + 100, 8, 0644)) < 0 || (err = put_octal(h + 108, 8, 0)) < 0 ||
-	    (err = put_octal(h + 116, 8, 0)) < 0 || (err = put_octal(h + 124, 12, size)) < 0 ||
-	    (err = put_octal(h + 136, 12, (uint64_t)time(NULL))) < 0)
+	memcpy(h + USTAR_NAME_OFF, name, namelen);
+	if ((err = put_octal(h + USTAR_MODE_OFF, USTAR_MODE_LEN, 0644)) < 0 ||
+	    (err = put_octal(h + USTAR_UID_OFF, USTAR_UID_LEN, 0)) < 0 ||
+	    (err = put_octal(h + USTAR_GID_OFF, USTAR_GID_LEN, 0)) < 0 ||
+	    (err = put_octal(h + USTAR_SIZE_OFF, USTAR_SIZE_LEN, size)) < 0 ||
+	    (err = put_octal(h + USTAR_MTIME_OFF, USTAR_MTIME_LEN, (uint64_t)time(NULL))) < 0)
 		return err;
-	memset(h + 148, ' ', 8);
-	h[156] = '0';
-	memcpy(h + 257, "ustar", 6);
-	memcpy(h + 263, "00", 2);
-	memcpy(h + 265, "root", 4);
-	memcpy(h + 297, "root", 4);
-	for (size_t i = 0; i < sizeof(h); i++)
-		sum += (unsigned char)h[i];
+	h[USTAR_TYPE_OFF] = USTAR_TYPE_REG;
+	memcpy(h + USTAR_MAGIC_OFF, USTAR_MAGIC, USTAR_MAGIC_LEN);
+	memcpy(h + USTAR_UNAME_OFF, "root", 4);
+	memcpy(h + USTAR_GNAME_OFF, "root", 4);
 	/* The checksum: six octal digits, a NUL and a space. */
-	if ((err = put_octal(h + 148, 7, sum)) < 0)
+	if ((err = put_octal(h + USTAR_CHKSUM_OFF, USTAR_CHKSUM_LEN - 1, ustar_checksum(h))) < 0)
 		return err;
-	h[155] = ' ';
+	h[USTAR_CHKSUM_OFF + USTAR_CHKSUM_LEN - 1] = ' ';
 	return write_all(fd, h, sizeof(h));
 }
 
 static int write_padding(int fd, uint64_t size)
 {
-	static const char zero[BLOCK];
-	size_t pad = (size_t)((BLOCK - size % BLOCK) % BLOCK);
+	static const char zero[USTAR_BLOCK];
+	size_t pad = (size_t)((USTAR_BLOCK - size % USTAR_BLOCK) % USTAR_BLOCK);
 
 	return pad ? write_all(fd, zero, pad) : 0;
 }
@@ -109,7 +105,7 @@ int tar_out_file(int fd, const char *name, int src, uint64_t max)
 
 int tar_out_end(int fd)
 {
-	static const char zero[2 * BLOCK];
+	static const char zero[2 * USTAR_BLOCK];
 
 	return write_all(fd, zero, sizeof(zero));
 }

@@ -22,23 +22,23 @@ const char *const step_names[S_NR] = {"clone", "claude", "commit", "bundle"};
 /* ---- settings --------------------------------------------------------- */
 
 /* settings.json through the one parser (common/task_settings.h), task mode only. */
-static int read_settings(struct task *t, struct buf *why)
+static int read_settings(struct guest_task *t, struct buf *err)
 {
 	struct task_settings_doc d;
 	struct buf b = BUF_INIT, file = BUF_INIT;
 	ssize_t n;
 	int ret = -1;
 
-	buf_addf(&file, "%s/settings.json", t->o->share);
+	buf_addf(&file, "%s/" GUEST_FILE_SETTINGS, t->o->share);
 	n = buf_read_file(&b, file.buf, GUEST_SETTINGS_MAX);
 	if (n < 0) {
-		buf_addf(why, "cannot read '%s': %s", file.buf, strerror((int)-n));
+		buf_addf(err, "cannot read '%s': %s", file.buf, strerror((int)-n));
 		goto out;
 	}
-	if (task_settings_parse(b.buf, b.len, &d, why) < 0)
+	if (task_settings_parse(b.buf, b.len, &d, err) < 0)
 		goto out;
 	if (d.s.mode != TASK_MODE_TASK) {
-		buf_addstr(why, "settings.json: \"mode\" is not 'task'");
+		buf_addstr(err, "settings.json: \"mode\" is not 'task'");
 		task_settings_doc_release(&d);
 		goto out;
 	}
@@ -69,10 +69,10 @@ out:
 /* ---- the task ----------------------------------------------------------- */
 
 /* Run one step in a group of its own; a step not ok becomes the failed step. */
-typedef void (*step_fn)(struct task *t, struct step_info *si, struct step_group *g,
+typedef void (*step_fn)(struct guest_task *t, struct step_info *si, struct step_group *g,
                         int64_t deadline);
 
-static int run_step(struct task *t, int idx, step_fn fn, int64_t deadline)
+static int run_step(struct guest_task *t, int idx, step_fn fn, int64_t deadline)
 {
 	struct step_info *si = &t->steps[idx];
 	struct step_group g;
@@ -99,7 +99,7 @@ static int run_step(struct task *t, int idx, step_fn fn, int64_t deadline)
 }
 
 /* A failure before the steps: it counts as the clone's. */
-static void fail_before(struct task *t)
+static void fail_before(struct guest_task *t)
 {
 	t->steps[S_CLONE].status = "failed";
 	t->failed_step = S_CLONE;
@@ -110,9 +110,9 @@ static void fail_before(struct task *t)
  * git and Claude Code, the git remotes' rewrite.  0, or -1 after a progress
  * line and fail_before().
  */
-static int task_prepare(struct task *t)
+static int task_prepare(struct guest_task *t)
 {
-	const struct task_opts *o = t->o;
+	const struct guest_task_opts *o = t->o;
 	struct buf why = BUF_INIT;
 	int err, ret = -1;
 
@@ -141,7 +141,7 @@ static int task_prepare(struct task *t)
 }
 
 /* The steps, and the results each leaves, sent as soon as they are complete. */
-static void task_steps(struct task *t)
+static void task_steps(struct guest_task *t)
 {
 	int64_t deadline;
 
@@ -161,7 +161,7 @@ static void task_steps(struct task *t)
 		results_send_file(t, guest_results[RESULT_BUNDLE].name, t->bundle_fd, BUNDLE_MAX);
 }
 
-static void task_release(struct task *t)
+static void task_release(struct guest_task *t)
 {
 	json_decref(t->result_line);
 	json_decref(t->settings);
@@ -178,7 +178,7 @@ static void task_release(struct task *t)
 		close(t->bundle_fd);
 }
 
-void task_opts_guest(struct task_opts *o)
+void guest_task_opts_fill(struct guest_task_opts *o)
 {
 	struct passwd *pw = getpwnam(GUEST_USER);
 
@@ -197,9 +197,9 @@ void task_opts_guest(struct task_opts *o)
 	o->out = 1;
 	o->err = 2;
 }
-int task_run(const struct task_opts *o)
+int task_run(const struct guest_task_opts *o)
 {
-	struct task task = {0}, *t = &task;
+	struct guest_task task = {0}, *t = &task;
 	int ret;
 
 	t->o = o;
@@ -220,8 +220,8 @@ int task_run(const struct task_opts *o)
 
 int task_session(void)
 {
-	struct task_opts o;
+	struct guest_task_opts o;
 
-	task_opts_guest(&o);
+	guest_task_opts_fill(&o);
 	return task_run(&o);
 }

@@ -22,7 +22,7 @@
 #include "step.h"
 
 /* The run of a task; task_session() uses the guest's fixed values. */
-struct task_opts {
+struct guest_task_opts {
 	const char *share;     /* the read-only task folder: /run/aibox/task */
 	const char *state;     /* the state disk; results go to <state>/aibox-results */
 	const char *home;      /* the user's home: /home/aibox */
@@ -38,12 +38,12 @@ struct task_opts {
 };
 
 /* Fill o with the guest's values (the user aibox looked up in /etc/passwd). */
-void task_opts_guest(struct task_opts *o);
+void guest_task_opts_fill(struct guest_task_opts *o);
 
 /* Run one task as o says and return the session's exit code (see above). */
-int task_run(const struct task_opts *o);
+int task_run(const struct guest_task_opts *o);
 
-/* task_run() with task_opts_guest(): what `aibox-init session` runs for `task`. */
+/* task_run() with guest_task_opts_fill(): what `aibox-init session` runs for `task`. */
 int task_session(void);
 
 #endif

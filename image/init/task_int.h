@@ -1,5 +1,5 @@
 /*
- * The parts of aibox-init's task mode (task.h), which share one struct task:
+ * The parts of aibox-init's task mode (task.h), which share one struct guest_task:
  *   task.c      settings.json, and the task from start to end (task_run)
  *   progress.c  vm.log and the progress lines
  *   env.c       the secrets and the environments git and Claude Code run in
@@ -9,7 +9,7 @@
  *   stream.c    Claude Code's stream-json: transcript.jsonl, tool-call lines,
  *               the result line
  *   commit.c    the steps commit and bundle
- *   results.c   the results folder and the ustar stream of results
+ *   results_send.c  the results folder and the ustar stream of results
  *   resume.c    the conversation a continued task resumes (resume.h)
  * This header is theirs only; the rest of the init uses task.h.
  */
@@ -31,23 +31,22 @@
 #define GUEST_SHARE         GUEST_TASK_DIR
 #define GUEST_STATE         GUEST_STATE_DIR
 #define GUEST_USER          "aibox"
-#define GUEST_PATH          "/usr/local/bin:/usr/bin:/bin"
 #define BRANCH              GUEST_BRANCH
 #define BRANCH_REF          GUEST_BRANCH_REF
 #define API_FORWARD_URL     GUEST_API_FORWARD_URL
 #define API_PLACEHOLDER_KEY GUEST_API_KEY_PLACEHOLDER
 
 /* Caps: the host's (common/guest_abi.h) and our own on what we read. */
-#define SECRETS_MAX      (1 << 20)
-#define SECRETS_WAIT_MS  60000
-#define PROMPT_MAX       (4 << 20)
-#define BUNDLE_MAX       RESULT_BUNDLE_MAX
-#define TRANSCRIPT_MAX   RESULT_TRANSCRIPT_MAX
-#define LOG_MAX          (RESULT_VM_LOG_MAX - 4096)
-#define RESULT_MAX       RESULT_JSON_MAX
-#define LINE_MAX_PARSE   (16 << 20)
-#define LAST_MESSAGE_MAX 65536
-#define GIT_OUT_MAX      (1 << 20)
+#define SECRETS_WAIT_MS    60000
+#define PROMPT_MAX         GUEST_PROMPT_MAX
+#define BUNDLE_MAX         RESULT_BUNDLE_MAX
+#define TRANSCRIPT_MAX     RESULT_TRANSCRIPT_MAX
+#define LOG_MAX            (RESULT_VM_LOG_MAX - 4096)
+#define RESULT_MAX         RESULT_JSON_MAX
+#define LINE_MAX_PARSE     (16 << 20)
+#define LAST_MESSAGE_MAX   65536
+#define GIT_OUT_MAX        (1 << 20)
+#define CLAUDE_MAX_RETRIES "4"
 
 enum { S_CLONE, S_CLAUDE, S_COMMIT, S_BUNDLE, S_NR };
 
@@ -58,8 +57,8 @@ struct step_info {
 	int has_exit;
 };
 
-struct task {
-	const struct task_opts *o;
+struct guest_task {
+	const struct guest_task_opts *o;
 	int64_t t0;
 	int out_broken;
 
@@ -106,16 +105,16 @@ extern const char *const step_names[S_NR];
 /* progress.c */
 
 /* Append to vm.log, up to LOG_MAX bytes; past that one note, then nothing. */
-void log_raw(struct task *t, const char *data, size_t n);
+void log_raw(struct guest_task *t, const char *data, size_t n);
 
-/* A step_sink_fn (ctx a struct task) that appends to vm.log. */
+/* A step_sink_fn (ctx a struct guest_task) that appends to vm.log. */
 int log_sink(void *ctx, const char *data, size_t n);
 
 /* A line in vm.log only, with the time since the start. */
-__attribute__((format(printf, 2, 3))) void vmlog(struct task *t, const char *fmt, ...);
+__attribute__((format(printf, 2, 3))) void vmlog(struct guest_task *t, const char *fmt, ...);
 
 /* A progress line: to stderr (the host shows it) and to vm.log. */
-__attribute__((format(printf, 2, 3))) void progress(struct task *t, const char *fmt, ...);
+__attribute__((format(printf, 2, 3))) void progress(struct guest_task *t, const char *fmt, ...);
 
 /* env.c */
 
@@ -124,12 +123,12 @@ __attribute__((format(printf, 2, 3))) void progress(struct task *t, const char *
  * at most SECRETS_MAX bytes within SECRETS_WAIT_MS; no input at all is no
  * secrets.  Each name must be in settings.json's env_names.  The values go
  * into t->secrets as NAME=value and are wiped from every other copy.  0, or
- * -1 with the reason in why.
+ * -1 with the reason in err.
  */
-int secrets_read(struct task *t, struct buf *why);
+int secrets_read(struct guest_task *t, struct buf *err);
 
 /* Wipe and free t->secrets. */
-void secrets_clear(struct task *t);
+void secrets_clear(struct guest_task *t);
 
 /* The program name in GUEST_PATH (allocated), or NULL. */
 char *find_in_path(const char *name);
@@ -140,14 +139,14 @@ char *find_in_path(const char *name);
  * USER and LOGNAME.
  */
 struct guest_env;
-void base_env(struct task *t, struct strvec *env, const struct guest_env *more);
+void base_env(struct guest_task *t, struct strvec *env, const struct guest_env *more);
 
 /*
  * Claude Code's environment: base_env() with its own switches, the proxy, the
  * API forward, then the secrets (guest_env_build()'s rules).  The caller
  * wipes it after use (it holds the secrets).
  */
-void claude_env(struct task *t, struct strvec *env);
+void claude_env(struct guest_task *t, struct strvec *env);
 
 /* git.c */
 
@@ -157,12 +156,12 @@ void claude_env(struct task *t, struct strvec *env);
  * or to fn (if set), stderr into vm.log.  extra_env adds to the environment.
  * Returns git's exit code, -ETIMEDOUT, or -errno.
  */
-int run_git_to(struct task *t, struct step_group *g, int64_t deadline, const char *dir,
+int run_git_to(struct guest_task *t, struct step_group *g, int64_t deadline, const char *dir,
                struct buf *out, step_sink_fn fn, void *fn_ctx, const char *const *extra_env,
                const char *const *args);
 
 /* run_git_to() without a sink. */
-int run_git(struct task *t, struct step_group *g, int64_t deadline, const char *dir,
+int run_git(struct guest_task *t, struct step_group *g, int64_t deadline, const char *dir,
             struct buf *out, const char *const *extra_env, const char *const *args);
 
 #define GIT(t, g, dl, dir, out, ...)                                                               \
@@ -172,29 +171,32 @@ int run_git(struct task *t, struct step_group *g, int64_t deadline, const char *
  * The result ret of a git command that must succeed: 1 when it did; else 0,
  * with the step's status, exit code and a progress line saying what failed.
  */
-int git_ok(struct task *t, struct step_info *si, int ret, const char *what);
+int git_ok(struct guest_task *t, struct step_info *si, int ret, const char *what);
 
 /* The steps: each fills in si->status ("ok", "failed", "timeout", "skipped"). */
 
 /* Clone start.bundle into the project folder on BRANCH; deadline: its own (git_limit_ms). */
-void step_clone(struct task *t, struct step_info *si, struct step_group *g, int64_t deadline);
+void step_clone(struct guest_task *t, struct step_info *si, struct step_group *g, int64_t deadline);
 
 /* Run Claude Code on the prompt; deadline: its own (settings.json's timeout_s). */
-void step_claude(struct task *t, struct step_info *si, struct step_group *g, int64_t deadline);
+void step_claude(struct guest_task *t, struct step_info *si, struct step_group *g,
+                 int64_t deadline);
 
 /* Commit what Claude Code left uncommitted on BRANCH. */
-void step_commit(struct task *t, struct step_info *si, struct step_group *g, int64_t deadline);
+void step_commit(struct guest_task *t, struct step_info *si, struct step_group *g,
+                 int64_t deadline);
 
 /* Bundle BRANCH's new commits into <results>/changes.bundle; set end_commit and changes. */
-void step_bundle(struct task *t, struct step_info *si, struct step_group *g, int64_t deadline);
+void step_bundle(struct guest_task *t, struct step_info *si, struct step_group *g,
+                 int64_t deadline);
 
 /* claude.c: how Claude Code ended: "timeout", "budget", "completed" or "error". */
-const char *ended_by(const struct task *t);
+const char *ended_by(const struct guest_task *t);
 
 /* stream.c */
 
 /*
- * A step_sink_fn (ctx a struct task) for Claude Code's stdout: copies it to
+ * A step_sink_fn (ctx a struct guest_task) for Claude Code's stdout: copies it to
  * t->transcript_fd (at most TRANSCRIPT_MAX bytes), a progress line for each
  * tool call, and keeps the last result line in t->result_line.  Lines over
  * LINE_MAX_PARSE bytes are copied without being parsed.
@@ -202,23 +204,23 @@ const char *ended_by(const struct task *t);
 int transcript_sink(void *ctx, const char *data, size_t n);
 
 /* The last line, when Claude Code's output did not end in a newline. */
-void transcript_flush(struct task *t);
+void transcript_flush(struct guest_task *t);
 
-/* results.c */
+/* results_send.c */
 
 /* Make <state>/aibox-results (t->results) and open vm.log in it.  0 or -errno. */
-int results_open(struct task *t);
+int results_open(struct guest_task *t);
 
 /*
  * Send fd (from its start, at most max bytes) as the member name of the
  * results; after a failure to send, nothing more is sent (t->out_broken).
  */
-void results_send_file(struct task *t, const char *name, int fd, uint64_t max);
+void results_send_file(struct guest_task *t, const char *name, int fd, uint64_t max);
 
 /*
  * Send vm.log and result.json (the steps, Claude Code's result line, the
  * commits) and end the stream.  0, or -1 when the results could not be sent.
  */
-int results_finish(struct task *t);
+int results_finish(struct guest_task *t);
 
 #endif

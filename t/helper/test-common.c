@@ -16,6 +16,9 @@
  *   test-common guest-valid env|path|tag S         "yes" or "no" by common/guest_abi.h's rule
  *   test-common guest-mount-tag N                  guest_mount_tag() of mount N
  *   test-common guest-results                      the result files: "NAME CAP" in order
+ *   test-common guest-literals                     the contract's strings: "KIND HOME NAME VALUE"
+ *   test-common guest-secrets stdin|env-var < TEXT guest_secrets_read(): NAME=value lines,
+ *                                                  or "error: REASON" (exit 1)
  *   test-common bug                                a programmer's mistake: BUG() aborts
  */
 #include <dirent.h>
@@ -34,6 +37,7 @@
 #include "config.h"
 #include "err.h"
 #include "guest_abi.h"
+#include "guest_secrets.h"
 #include "num.h"
 #include "opt.h"
 #include "sandbox.h"
@@ -263,6 +267,27 @@ static int cmd_opts(int argc, char **argv)
 	return 0;
 }
 
+static int cmd_guest_secrets(const char *framing)
+{
+	struct buf in = BUF_INIT, err = BUF_INIT;
+	struct strvec out = STRVEC_INIT;
+	int ret;
+
+	if (buf_read_fd(&in, 0, 2 * GUEST_SECRETS_MAX) < 0)
+		die_errno("cannot read stdin");
+	ret = guest_secrets_read(
+	    in.buf, in.len, !strcmp(framing, "stdin") ? GUEST_SECRETS_STDIN : GUEST_SECRETS_ENV_VAR,
+	    &out, &err);
+	if (ret < 0)
+		printf("error: %s\n", err.buf);
+	for (size_t i = 0; i < out.nr; i++)
+		printf("%s\n", out.v[i]);
+	strvec_wipe_clear(&out);
+	buf_release(&in);
+	buf_release(&err);
+	return ret < 0 ? 1 : 0;
+}
+
 static int cmd_guest(int argc, char **argv)
 {
 	char tag[GUEST_TAG_MAX + 1];
@@ -274,6 +299,20 @@ static int cmd_guest(int argc, char **argv)
 			       (unsigned long long)guest_results[i].max);
 		return 0;
 	}
+	if (!strcmp(argv[0], "guest-literals") && argc == 1) {
+		static const char *const kinds[] = {"name", "token", "word"};
+
+		for (const struct guest_literal *l = guest_literals; l->name; l++)
+			printf("%s %s %s %s\n", kinds[l->kind], l->home, l->name, l->value);
+		/* The result files' names are the table's, spelled in guest_abi.c. */
+		for (int i = 0; i < RESULT_NFILES; i++)
+			if (strcmp(guest_results[i].name, SESSION_FILE_NAME))
+				printf("name common/guest_abi guest_results[%d] %s\n", i,
+				       guest_results[i].name);
+		return 0;
+	}
+	if (!strcmp(argv[0], "guest-secrets") && argc == 2)
+		return cmd_guest_secrets(argv[1]);
 	if (!strcmp(argv[0], "guest-mount-tag") && argc == 2) {
 		guest_mount_tag(tag, strtoul(argv[1], NULL, 10));
 		printf("%s %s\n", tag, guest_tag_valid(tag) ? "valid" : "invalid");

@@ -46,7 +46,8 @@ static int cmd_env_json(int argc, char **argv)
 		strvec_pushf(&names, "%.*s", (int)(eq - argv[i]), argv[i]);
 		strvec_push(&values, eq + 1);
 	}
-	ret = host_env_json(&names, &values, object, &out, &err);
+	ret = host_env_json(&names, &values, object ? GUEST_SECRETS_ENV_VAR : GUEST_SECRETS_STDIN,
+	                    &out, &err);
 	if (ret < 0)
 		printf("error: %s\n", err.buf);
 	else

@@ -30,12 +30,12 @@ static const char *need(const char *name)
 
 int main(int argc, char **argv)
 {
-	struct task_opts o;
+	struct guest_task_opts o;
 	const char *limit;
 	long ms;
 
 	tool_init(argc, argv);
-	task_opts_guest(&o);
+	guest_task_opts_fill(&o);
 	o.share = need("AIBOX_TEST_TASK_SHARE");
 	o.state = need("AIBOX_TEST_TASK_STATE");
 	o.home = need("AIBOX_TEST_TASK_HOME");

@@ -64,9 +64,10 @@
 #include "err.h"
 #include "host_system.h"
 #include "num.h"
-#include "results.h"
+#include "task_results.h"
 #include "spawn.h"
 #include "ssh.h"
+#include "guest_secrets.h"
 #include "tar_in.h"
 #include "task_session.h"
 #include "task_settings.h"
@@ -424,7 +425,7 @@ static int cmd_session(int argc, char **argv)
 {
 	struct task_session ts = {.err_fd = 2, .id = "259e07"};
 	struct ssh_task_keys keys = SSH_TASK_KEYS_INIT;
-	struct task_secret secrets[8];
+	struct guest_secret secrets[8];
 	struct buf pub = BUF_INIT, path = BUF_INIT, sec = BUF_INIT, err = BUF_INIT;
 	struct spawn sp = SPAWN_INIT;
 	const char *dirs[2] = {NULL, NULL};
@@ -480,7 +481,7 @@ static int cmd_session(int argc, char **argv)
 		if (ts.result_fds[j] < 0)
 			die_errno("cannot create '%s'", path.buf);
 	}
-	if ((ret = task_secrets_json(secrets, nsec, &sec, &err)) < 0)
+	if ((ret = guest_secrets_write(secrets, nsec, GUEST_SECRETS_STDIN, &sec, &err)) < 0)
 		die("%s", err.buf);
 	ts.secrets = sec.buf;
 	ts.secrets_len = sec.len;
@@ -552,7 +553,7 @@ static int cmd_windows_quote(int argc, char **argv)
 
 /* settings' lists, filled from its options (16 of each at most). */
 struct settings_args {
-	struct task_secret secrets[16];
+	struct guest_secret secrets[16];
 	struct task_mount mounts[16];
 	const char *names[16], *remotes[16], *words[16];
 	const char *secrets_file;
@@ -652,7 +653,8 @@ static int cmd_settings(int argc, char **argv)
 		goto out;
 	}
 	if (sa.secrets_file) {
-		if ((ret = task_secrets_json(sa.secrets, sa.nsec, &sec, &err)) < 0) {
+		if ((ret = guest_secrets_write(sa.secrets, sa.nsec, GUEST_SECRETS_STDIN, &sec,
+		                               &err)) < 0) {
 			printf("error: %s\n", err.buf);
 			goto out;
 		}

@@ -11,7 +11,7 @@
 #include "bundle_read.h"
 #include "err.h"
 #include "gitproto.h"
-#include "results.h"
+#include "task_results.h"
 #include "utf8.h"
 #include "banned.h"
 
@@ -272,7 +272,7 @@ __attribute__((format(printf, 3, 4))) static void addf(struct summary *s, int vm
 	add_line(s, vm, &b);
 }
 
-/* One argument of the fetch command, for the host system's shells (results.h). */
+/* One argument of the fetch command, for the host system's shells (task_results.h). */
 static void quote_arg(struct buf *b, const char *s, int windows)
 {
 	if (!windows || windows_quote(b, s) < 0)
@@ -496,7 +496,7 @@ static void check_init(struct bundle_check *c, int fd, const char *start_commit,
                        const char *repo_dir, const char *tmp_parent)
 {
 	c->fd = fd;
-	strvec_push(&c->refs, "refs/heads/aibox/task");
+	strvec_push(&c->refs, GUEST_BRANCH_REF);
 	strvec_push(&c->bases, start_commit);
 	c->repo_dir = repo_dir;
 	c->tmp_parent = tmp_parent;
@@ -517,20 +517,20 @@ int result_bundle_check_start(struct bundle_check *c, int fd, const char *start_
 	return ret;
 }
 
-int result_bundle_verdict(const struct bundle_verdict *v, char end[65], struct buf *why)
+int result_bundle_verdict(const struct bundle_verdict *v, char end[65], struct buf *err)
 {
 	if (v->m.ret == 0)
 		memcpy(end, v->m.tip, sizeof(v->m.tip));
 	else if (v->m.ret > 0)
-		buf_addf(why, "changes.bundle refused: %s", v->err.buf);
+		buf_addf(err, "changes.bundle refused: %s", v->err.buf);
 	else
-		buf_addf(why, "cannot check changes.bundle: %s", v->err.buf);
+		buf_addf(err, "cannot check changes.bundle: %s", v->err.buf);
 	return v->m.ret;
 }
 
 int result_check_bundle(int fd, const char *start_commit, const char *repo_dir,
                         const char *tmp_parent, uint64_t max_bytes, const struct bundle_limits *lim,
-                        char end[65], struct buf *why)
+                        char end[65], struct buf *err)
 {
 	struct bundle_check c = BUNDLE_CHECK_INIT;
 	struct bundle_verdict v;
@@ -541,7 +541,7 @@ int result_check_bundle(int fd, const char *start_commit, const char *repo_dir,
 	if (lim)
 		c.lim = *lim;
 	bundle_check_here(&c, &v);
-	ret = result_bundle_verdict(&v, end, why);
+	ret = result_bundle_verdict(&v, end, err);
 	bundle_verdict_clear(&v);
 	bundle_check_clear(&c);
 	return ret;

@@ -13,8 +13,8 @@
  * word, for the output writer to print with the time, the source and the
  * task's id.
  */
-#ifndef AIBOX_RESULTS_H
-#define AIBOX_RESULTS_H
+#ifndef AIBOX_TASK_RESULTS_H
+#define AIBOX_TASK_RESULTS_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -180,10 +180,10 @@ int result_bundle_check_start(struct bundle_check *c, int fd, const char *start_
 /*
  * The verdict as the task says it: 0 with aibox/task's commit (lowercase hex)
  * in end (in the pack, or the start commit itself: no changes);
- * BUNDLE_REFUSED (1) with "changes.bundle refused: <reason>" appended to why;
+ * BUNDLE_REFUSED (1) with "changes.bundle refused: <reason>" appended to err;
  * or a negative errno with "cannot check changes.bundle: <what>".
  */
-int result_bundle_verdict(const struct bundle_verdict *v, char end[65], struct buf *why);
+int result_bundle_verdict(const struct bundle_verdict *v, char end[65], struct buf *err);
 
 /*
  * The same check in this process, no child, no rlimit (the test helper):
@@ -192,6 +192,6 @@ int result_bundle_verdict(const struct bundle_verdict *v, char end[65], struct b
  */
 int result_check_bundle(int fd, const char *start_commit, const char *repo_dir,
                         const char *tmp_parent, uint64_t max_bytes, const struct bundle_limits *lim,
-                        char end[65], struct buf *why);
+                        char end[65], struct buf *err);
 
 #endif

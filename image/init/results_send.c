@@ -15,7 +15,7 @@
 #include "task_int.h"
 #include "banned.h"
 
-void results_send_file(struct task *t, const char *name, int fd, uint64_t max)
+void results_send_file(struct guest_task *t, const char *name, int fd, uint64_t max)
 {
 	int err;
 
@@ -46,7 +46,7 @@ static json_t *json_cut_string(const char *s, size_t max)
 	return j;
 }
 
-static json_t *claude_json(struct task *t)
+static json_t *claude_json(struct guest_task *t)
 {
 	json_t *c, *r = t->result_line, *v;
 
@@ -78,7 +78,7 @@ static json_t *claude_json(struct task *t)
 	return c;
 }
 
-static char *result_json(struct task *t)
+static char *result_json(struct guest_task *t)
 {
 	json_t *root = json_object(), *steps = json_array();
 	char *s;
@@ -109,7 +109,7 @@ static char *result_json(struct task *t)
 	return s;
 }
 
-int results_open(struct task *t)
+int results_open(struct guest_task *t)
 {
 	struct buf b = BUF_INIT;
 	int ret = 0;
@@ -120,7 +120,7 @@ int results_open(struct task *t)
 	t->results = buf_detach(&b, NULL);
 	if (ret)
 		return ret;
-	buf_addf(&b, "%s/vm.log", t->results);
+	buf_addf(&b, "%s/%s", t->results, guest_results[RESULT_VM_LOG].name);
 	t->log_fd = open(b.buf, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (t->log_fd < 0)
 		ret = -errno;
@@ -128,7 +128,7 @@ int results_open(struct task *t)
 	return ret;
 }
 
-int results_finish(struct task *t)
+int results_finish(struct guest_task *t)
 {
 	char *result = result_json(t);
 	int ret = 0;
