@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "broker_req.h"
+#include "clock.h"
 #include "err.h"
 #include "gitproto.h"
 #include "hconn.h"
@@ -75,20 +76,12 @@ static void set_timeouts(int fd, int64_t recv_ms)
 	(void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 }
 
-int64_t broker_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* hconn's wait hook on the client: mark in the shared slot since when we wait on it. */
 static void client_wait(void *ctx, int waiting)
 {
 	struct broker_slot *slot = ctx;
 
-	__atomic_store_n(&slot->client_wait_ms, waiting ? broker_now_ms() : 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&slot->client_wait_ms, waiting ? clock_ms() : 0, __ATOMIC_RELAXED);
 }
 
 /* ---- answers of our own ---- */

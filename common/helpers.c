@@ -10,6 +10,7 @@
 
 #include "broker_spawn.h"
 #include "buf.h"
+#include "clock.h"
 #include "config.h"
 #include "err.h"
 #include "helpers.h"
@@ -232,31 +233,22 @@ int helpers_start(struct helpers *h, const struct helpers_opts *o, struct buf *e
 	return ret;
 }
 
-static double ms_since(const struct timespec *a)
-{
-	struct timespec b;
-
-	clock_gettime(CLOCK_MONOTONIC, &b);
-	return (double)(b.tv_sec - a->tv_sec) * 1000 + (double)(b.tv_nsec - a->tv_nsec) / 1e6;
-}
-
 int helpers_stop_proxy(struct helpers *h, struct proxy_report *rep, struct buf *why)
 {
 	struct buf rec = BUF_INIT;
-	struct timespec t0;
+	int64_t t0, used;
 	int ret = -1, r;
-	double used;
 
 	if (h->proxy.pid <= 0 || h->report_fd < 0) {
 		buf_addstr(why, "aibox-proxy was not running");
 		return -1;
 	}
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	t0 = clock_ms();
 	kill(h->proxy.pid, SIGTERM);
 	r = (int)buf_read_fd_within(&rec, h->report_fd, PROXY_REPORT_MAX, HELPERS_PROXY_STOP_MS);
 	close(h->report_fd);
 	h->report_fd = -1;
-	used = ms_since(&t0);
+	used = clock_ms() - t0;
 	spawn_wait_within(&h->proxy,
 	                  used < HELPERS_PROXY_STOP_MS ? HELPERS_PROXY_STOP_MS - (int)used : 0);
 	if (r == -ETIMEDOUT)

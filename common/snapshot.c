@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "buf.h"
+#include "clock.h"
 #include "err.h"
 #include "guest_abi.h"
 #include "hex.h"
@@ -63,14 +64,6 @@ static void snap_release(struct snap *s)
 	buf_release(&s->manifest);
 	buf_release(&s->empty);
 	buf_release(&s->deps);
-}
-
-static long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
 }
 
 /* The image manifest's "sha256 <hex> <file>" for file, as "<key> <hex>\n" into deps. */
@@ -331,7 +324,7 @@ static int wait_line(int fd, int pidfd, const char *line, long deadline)
 	for (;;) {
 		struct pollfd p[2] = {{.fd = fd, .events = POLLIN},
 		                      {.fd = pidfd, .events = POLLIN}};
-		long left = deadline - now_ms();
+		long left = deadline - clock_ms();
 		ssize_t n;
 
 		if (left <= 0)
@@ -374,7 +367,7 @@ static int wait_migrated(struct qmp *q, long deadline, struct buf *why)
 		const char *st;
 		int r;
 
-		if ((r = qmp_call(q, "query-migrate", NULL, &ret, (int)(deadline - now_ms()),
+		if ((r = qmp_call(q, "query-migrate", NULL, &ret, (int)(deadline - clock_ms()),
 		                  why)) < 0)
 			return r;
 		st = json_string_value(json_object_get(ret, "status"));
@@ -388,7 +381,7 @@ static int wait_migrated(struct qmp *q, long deadline, struct buf *why)
 			return -EIO;
 		}
 		json_decref(ret);
-		if (now_ms() > deadline) {
+		if (clock_ms() > deadline) {
 			buf_addstr(why, "QEMU did not write the snapshot in time");
 			return -ETIMEDOUT;
 		}
@@ -546,12 +539,12 @@ static int save_locked(const struct vm_config *cfg, struct snap *s, struct buf *
 	         "-cmd:false",
 	         -1, &vm, why)) < 0)
 		goto out;
-	if ((r = wait_line(x.ctl[0], vm.pidfd, SNAP_WAITING, now_ms() + BOOT_MS)) < 0) {
+	if ((r = wait_line(x.ctl[0], vm.pidfd, SNAP_WAITING, clock_ms() + BOOT_MS)) < 0) {
 		buf_addstr(why, r == -ETIMEDOUT ? "the snapshot's VM did not come up in time"
 		                                : "the snapshot's VM stopped before it was ready");
 		goto out;
 	}
-	deadline = now_ms() + MIGRATE_MS;
+	deadline = clock_ms() + MIGRATE_MS;
 	buf_addstr(&uri, "exec:cat > ");
 	vm_add_sh_quoted(&uri, tmp.buf);
 	if ((r = qmp_call(&x.q, "stop", NULL, NULL, MIGRATE_MS, why)) < 0 ||
@@ -686,8 +679,8 @@ static int wait_running(struct qmp *q, long deadline, struct buf *why)
 		const char *st;
 		int r;
 
-		if ((r = qmp_call(q, "query-status", NULL, &ret, (int)(deadline - now_ms()), why)) <
-		    0)
+		if ((r = qmp_call(q, "query-status", NULL, &ret, (int)(deadline - clock_ms()),
+		                  why)) < 0)
 			return r;
 		st = json_string_value(json_object_get(ret, "status"));
 		if (st && !strcmp(st, "running")) {
@@ -697,7 +690,7 @@ static int wait_running(struct qmp *q, long deadline, struct buf *why)
 		/* Saved stopped, so restored paused once loaded: run it. */
 		if (st && !strcmp(st, "paused")) {
 			json_decref(ret);
-			return qmp_call(q, "cont", NULL, NULL, (int)(deadline - now_ms()), why);
+			return qmp_call(q, "cont", NULL, NULL, (int)(deadline - clock_ms()), why);
 		}
 		if (!st || strcmp(st, "inmigrate")) {
 			buf_addf(why, "the restored VM is '%.40s', not running", st ? st : "?");
@@ -705,7 +698,7 @@ static int wait_running(struct qmp *q, long deadline, struct buf *why)
 			return -EIO;
 		}
 		json_decref(ret);
-		if (now_ms() > deadline) {
+		if (clock_ms() > deadline) {
 			buf_addstr(why, "QEMU did not restore the snapshot in time");
 			return -ETIMEDOUT;
 		}
@@ -719,7 +712,7 @@ static int restore(const struct vm_config *cfg, struct snap *s, int in_fd, struc
 	struct snap_qemu x = SNAP_QEMU_INIT;
 	struct buf net = BUF_INIT, go = BUF_INIT;
 	const char *slots[SNAP_SHARES];
-	long deadline = now_ms() + RESTORE_MS;
+	long deadline = clock_ms() + RESTORE_MS;
 	int r;
 
 	if (mkdir(s->empty.buf, 0555) < 0 && errno != EEXIST) {

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "buf.h"
+#include "clock.h"
 #include "err.h"
 #include "guest_abi.h"
 #include "paths.h"
@@ -324,17 +325,9 @@ int vm_start(const struct vm_config *cfg, struct vm *vm)
 	return start_cold(cfg, vm);
 }
 
-static long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
-}
-
 int vm_wait_ssh(struct vm *vm, int timeout_ms)
 {
-	long deadline = now_ms() + timeout_ms;
+	long deadline = clock_ms() + timeout_ms;
 
 	for (;;) {
 		struct pollfd pfd[2] = {
@@ -342,7 +335,7 @@ int vm_wait_ssh(struct vm *vm, int timeout_ms)
 		    {.fd = vm->pidfd, .events = POLLIN},
 		};
 		char peek[256];
-		long left = deadline - now_ms();
+		long left = deadline - clock_ms();
 		ssize_t n;
 		int r;
 
@@ -416,10 +409,10 @@ int vm_stop(struct vm *vm, int grace_ms)
 		return -ECHILD;
 	if (grace_ms > 0 && vm->pidfd >= 0) {
 		struct pollfd pfd = {.fd = vm->pidfd, .events = POLLIN};
-		long deadline = now_ms() + grace_ms;
+		long deadline = clock_ms() + grace_ms;
 
 		for (;;) {
-			long left = deadline - now_ms();
+			long left = deadline - clock_ms();
 			int r;
 
 			if (left <= 0)

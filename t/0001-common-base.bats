@@ -132,3 +132,14 @@ EOF2
 	run test-common size 1 1048576 1TiB
 	assert_output "1048576"
 }
+
+@test "common: clock_ms() counts milliseconds of the monotonic clock" {
+	run test-common clock 300
+	assert_success
+	[ "$output" -ge 300 ]
+	[ "$output" -lt 3000 ]
+	run test-common clock 0
+	assert_success
+	[ "$output" -ge 0 ]
+	[ "$output" -lt 100 ]
+}

@@ -39,6 +39,7 @@
 #include "broker.h"
 #include "broker_spawn.h"
 #include "buf.h"
+#include "clock.h"
 #include "duration.h"
 #include "err.h"
 #include "gitproto.h"
@@ -311,7 +312,7 @@ static void reap(int block)
  */
 static int evict_one(const struct broker *br)
 {
-	int64_t now = broker_now_ms(), oldest = 0;
+	int64_t now = clock_ms(), oldest = 0;
 	size_t pick = CHILDREN_MAX;
 
 	for (size_t i = 0; i < CHILDREN_MAX; i++) {

@@ -17,6 +17,7 @@
  *   test-common guest-mount-tag N                  guest_mount_tag() of mount N
  *   test-common guest-results                      the result files: "NAME CAP" in order
  *   test-common bug                                a programmer's mistake: BUG() aborts
+ *   test-common clock MS                           sleep MS ms: what clock_ms() saw pass
  */
 #include <dirent.h>
 #include <errno.h>
@@ -28,9 +29,11 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "buf.h"
+#include "clock.h"
 #include "config.h"
 #include "err.h"
 #include "guest_abi.h"
@@ -302,6 +305,24 @@ static int cmd_bug(void)
 	return 0;
 }
 
+/* Sleep ms milliseconds and print the milliseconds clock_ms() saw pass. */
+static int cmd_clock(const char *ms)
+{
+	long v;
+	int64_t t0;
+	struct timespec ts;
+
+	if (parse_long(ms, 0, 10000, &v) < 0)
+		die("invalid milliseconds '%s'", ms);
+	ts.tv_sec = v / 1000;
+	ts.tv_nsec = (v % 1000) * 1000000;
+	t0 = clock_ms();
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+	printf("%lld\n", (long long)(clock_ms() - t0));
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	tool_init(argc, argv);
@@ -339,5 +360,7 @@ int main(int argc, char **argv)
 		return cmd_guest(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "bug"))
 		return cmd_bug();
+	if (!strcmp(argv[1], "clock") && argc == 3)
+		return cmd_clock(argv[2]);
 	die("unknown command '%s'", argv[1]);
 }

@@ -61,6 +61,7 @@
 #include <unistd.h>
 
 #include "buf.h"
+#include "clock.h"
 #include "err.h"
 #include "host_system.h"
 #include "num.h"
@@ -178,14 +179,6 @@ static void on_stderr_line(void *ctx, const char *line, size_t n)
 	fflush(stdout);
 	printf("stderr: %.*s\n", (int)n, line);
 	fflush(stdout);
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 /* ssh_interactive() with x's command, in on its stdin (a pipe), its exit into x. */
@@ -329,14 +322,14 @@ static int cmd_ssh_run(int argc, char **argv)
 	x.on_stderr_line = on_stderr_line;
 	x.ctx = &rc;
 
-	t0 = now_s();
+	t0 = (double)clock_ms() / 1000;
 	ret = ssh_connect(&c);
 	if (!ret && o.interactive)
 		ret = run_interactive(&c, &x, &o.in);
 	else if (!ret)
 		ret = ssh_exec(&c, &x);
 	fflush(stdout);
-	ssh_run_print(ret, &c, &x, &rc, now_s() - t0);
+	ssh_run_print(ret, &c, &x, &rc, (double)clock_ms() / 1000 - t0);
 	ssh_close(&c);
 	close(sv[0]);
 	/* SIGKILL: sshd -i waits for a session child that a test may have stopped. */
