@@ -12,6 +12,7 @@
 #include "err.h"
 #include "gitproto.h"
 #include "results.h"
+#include "shell_quote.h"
 #include "utf8.h"
 #include "banned.h"
 
@@ -429,25 +430,6 @@ void summary_release(struct summary *s)
 	free(s->v);
 	s->v = NULL;
 	s->nr = s->alloc = 0;
-}
-
-void shell_quote(struct buf *out, const char *s)
-{
-	static const char safe[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-	                           "0123456789_@%+=:,./-";
-
-	if (*s && strspn(s, safe) == strlen(s)) {
-		buf_addstr(out, s);
-		return;
-	}
-	buf_addch(out, '\'');
-	for (; *s; s++) {
-		if (*s == '\'')
-			buf_addstr(out, "'\\''");
-		else
-			buf_addch(out, *s);
-	}
-	buf_addch(out, '\'');
 }
 
 /* p starts one of U+2018..U+201E (E2 80 98..9E) whose last byte is lo..hi. */

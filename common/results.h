@@ -141,12 +141,6 @@ void summary_fetch_command(const struct summary_in *in, struct buf *out);
 void summary_release(struct summary *s);
 
 /*
- * Append s quoted for a POSIX shell: as is when it is non-empty and only has
- * [A-Za-z0-9_@%+=:,./-], else in single quotes with each ' as '\''.
- */
-void shell_quote(struct buf *out, const char *s);
-
-/*
  * Append path for pasting into PowerShell, cmd.exe and Git Bash alike, as the
  * fetch command names the bundle on Windows (docs/platforms.md).  Each
  * backslash becomes a forward slash.  Then the path goes as is when it is

@@ -20,6 +20,7 @@
 #include "guest_abi.h"
 #include "hex.h"
 #include "qmp.h"
+#include "shell_quote.h"
 #include "snapshot.h"
 #include "spawn.h"
 #include "strvec.h"
@@ -546,7 +547,7 @@ static int save_locked(const struct vm_config *cfg, struct snap *s, struct buf *
 	}
 	deadline = clock_ms() + MIGRATE_MS;
 	buf_addstr(&uri, "exec:cat > ");
-	vm_add_sh_quoted(&uri, tmp.buf);
+	shell_quote(&uri, tmp.buf);
 	if ((r = qmp_call(&x.q, "stop", NULL, NULL, MIGRATE_MS, why)) < 0 ||
 	    (r = qmp_call(&x.q, "migrate", json_pack("{s:s}", "uri", uri.buf), NULL, MIGRATE_MS,
 	                  why)) < 0 ||

@@ -18,6 +18,7 @@
 #include "err.h"
 #include "guest_abi.h"
 #include "paths.h"
+#include "shell_quote.h"
 #include "snapshot.h"
 #include "spawn.h"
 #include "vm.h"
@@ -63,18 +64,6 @@ void vm_add_opt_value(struct buf *b, const char *s)
 			buf_addch(b, ',');
 		buf_addch(b, *s);
 	}
-}
-
-void vm_add_sh_quoted(struct buf *b, const char *s)
-{
-	buf_addch(b, '\'');
-	for (; *s; s++) {
-		if (*s == '\'')
-			buf_addstr(b, "'\\''");
-		else
-			buf_addch(b, *s);
-	}
-	buf_addch(b, '\'');
 }
 
 int vm_make_state_disk(const char *dir, unsigned long long size)
@@ -169,21 +158,21 @@ void vm_netdev_arg(const struct vm_config *cfg, struct buf *b)
 	struct buf cmd = BUF_INIT;
 
 	if (cfg->connect_prog) {
-		vm_add_sh_quoted(&cmd, cfg->connect_prog);
+		shell_quote(&cmd, cfg->connect_prog);
 	} else {
 		struct buf prog = BUF_INIT;
 
 		buf_addf(&prog, "%s/aibox-connect", libexec_dir());
-		vm_add_sh_quoted(&cmd, prog.buf);
+		shell_quote(&cmd, prog.buf);
 		buf_release(&prog);
 	}
 	buf_addf(&cmd, " --max %u", cfg->max_conns ? cfg->max_conns : VM_MAX_CONNS);
 	if (cfg->conns_log) {
 		buf_addstr(&cmd, " --log ");
-		vm_add_sh_quoted(&cmd, cfg->conns_log);
+		shell_quote(&cmd, cfg->conns_log);
 	}
 	buf_addch(&cmd, ' ');
-	vm_add_sh_quoted(&cmd, cfg->proxy_socket);
+	shell_quote(&cmd, cfg->proxy_socket);
 	buf_addstr(b,
 	           "user,id=net0,restrict=on,ipv6=off,guestfwd=tcp:" GUEST_PROXY_HOSTPORT "-cmd:");
 	vm_add_opt_value(b, cmd.buf);

@@ -143,3 +143,25 @@ EOF2
 	[ "$output" -ge 0 ]
 	[ "$output" -lt 100 ]
 }
+
+@test "common: shell_quote() leaves safe strings alone and quotes the rest so sh reads them back" {
+	run test-common shell-quote /a/b_c-1.2/d@e:f,g+h=i%
+	assert_success
+	assert_output "/a/b_c-1.2/d@e:f,g+h=i%"
+	run test-common shell-quote ""
+	assert_success
+	assert_output "''"
+	run test-common shell-quote "it's"
+	assert_success
+	assert_output "'it'\\''s'"
+	run test-common shell-quote 'a $b `c` "d"'
+	assert_success
+	assert_output "'a \$b \`c\` \"d\"'"
+	for s in "it's" ' lead' $'new\nline' '*' '~x' '-n' "'" '\'; do
+		run test-common shell-quote "$s"
+		assert_success
+		run sh -c "printf '%s' $output"
+		assert_success
+		assert_output "$s"
+	done
+}

@@ -45,6 +45,7 @@
 #include "results.h"
 #include "sandbox.h"
 #include "shares.h"
+#include "shell_quote.h"
 #include "slurm.h"
 #include "slurm_detach.h"
 #include "spawn.h"

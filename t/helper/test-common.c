@@ -17,6 +17,7 @@
  *   test-common guest-mount-tag N                  guest_mount_tag() of mount N
  *   test-common guest-results                      the result files: "NAME CAP" in order
  *   test-common bug                                a programmer's mistake: BUG() aborts
+ *   test-common shell-quote S                      S as shell_quote() appends it
  *   test-common clock MS                           sleep MS ms: what clock_ms() saw pass
  */
 #include <dirent.h>
@@ -40,6 +41,7 @@
 #include "num.h"
 #include "opt.h"
 #include "sandbox.h"
+#include "shell_quote.h"
 #include "spawn.h"
 #include "banned.h"
 
@@ -323,6 +325,16 @@ static int cmd_clock(const char *ms)
 	return 0;
 }
 
+static int cmd_shell_quote(const char *s)
+{
+	struct buf b = BUF_INIT;
+
+	shell_quote(&b, s);
+	printf("%s\n", b.buf);
+	buf_release(&b);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	tool_init(argc, argv);
@@ -360,6 +372,8 @@ int main(int argc, char **argv)
 		return cmd_guest(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "bug"))
 		return cmd_bug();
+	if (!strcmp(argv[1], "shell-quote") && argc == 3)
+		return cmd_shell_quote(argv[2]);
 	if (!strcmp(argv[1], "clock") && argc == 3)
 		return cmd_clock(argv[2]);
 	die("unknown command '%s'", argv[1]);

@@ -27,7 +27,6 @@
  *		KEYDIR OUTDIR -- SSHD-ARGV...
  *	task_session_run() against SSHD-ARGV with the keys of `ssh-keys KEYDIR`,
  *	the results into OUTDIR; vm lines on stderr; "ok ..." or "failed: ..."
- *   test-task shell-quote STRING
  *   test-task windows-quote STRING
  *	print STRING as windows_quote() appends it, or "error: REASON" (exit 1)
  *   test-task settings [--id ID] [--commit HEX] [--model M] [--timeout S]
@@ -516,18 +515,6 @@ static int cmd_session(int argc, char **argv)
 	return ret < 0 ? 1 : 0;
 }
 
-static int cmd_shell_quote(int argc, char **argv)
-{
-	struct buf b = BUF_INIT;
-
-	if (argc != 1)
-		die("usage: test-task shell-quote STRING");
-	shell_quote(&b, argv[0]);
-	printf("%s\n", b.buf);
-	buf_release(&b);
-	return 0;
-}
-
 static int cmd_windows_quote(int argc, char **argv)
 {
 	struct buf b = BUF_INIT;
@@ -800,8 +787,6 @@ int main(int argc, char **argv)
 		return cmd_results(argc - 2, argv + 2);
 	if (!strcmp(argv[1], "session"))
 		return cmd_session(argc - 2, argv + 2);
-	if (!strcmp(argv[1], "shell-quote"))
-		return cmd_shell_quote(argc - 2, argv + 2);
 	if (!strcmp(argv[1], "windows-quote"))
 		return cmd_windows_quote(argc - 2, argv + 2);
 	if (!strcmp(argv[1], "settings"))
