@@ -127,7 +127,7 @@ int bundle_check_here(const struct bundle_check *c, struct bundle_verdict *v)
 		int base = 0;
 
 		for (size_t j = 0; j < c->bases.nr && !base; j++) {
-			char oid[BUNDLE_HEXSZ_MAX + 1];
+			char oid[OID_HEX_MAX + 1];
 
 			base = bundle_oid_parse(c->bases.v[j], strlen(c->bases.v[j]), oid) &&
 			       !strcmp(oid, h.refs[i].oid);

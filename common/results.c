@@ -87,7 +87,7 @@ static int get_real(json_t *obj, const char *key, double max, double *out, struc
 	return 1;
 }
 
-int result_commit_get(json_t *o, const char *key, char out[65])
+int result_commit_get(json_t *o, const char *key, char out[OID_HEX_MAX + 1])
 {
 	json_t *v = json_object_get(o, key);
 	const char *s = json_string_value(v);
@@ -102,7 +102,7 @@ int result_commit_get(json_t *o, const char *key, char out[65])
 	return 1;
 }
 
-static int get_commit(json_t *obj, const char *key, char out[65], struct buf *err)
+static int get_commit(json_t *obj, const char *key, char out[OID_HEX_MAX + 1], struct buf *err)
 {
 	int r = result_commit_get(obj, key, out);
 
@@ -499,7 +499,8 @@ int result_bundle_check_start(struct bundle_check *c, int fd, const char *start_
 	return ret;
 }
 
-int result_bundle_verdict(const struct bundle_verdict *v, char end[65], struct buf *why)
+int result_bundle_verdict(const struct bundle_verdict *v, char end[OID_HEX_MAX + 1],
+                          struct buf *why)
 {
 	if (v->m.ret == 0)
 		memcpy(end, v->m.tip, sizeof(v->m.tip));
@@ -512,7 +513,7 @@ int result_bundle_verdict(const struct bundle_verdict *v, char end[65], struct b
 
 int result_check_bundle(int fd, const char *start_commit, const char *repo_dir,
                         const char *tmp_parent, uint64_t max_bytes, const struct bundle_limits *lim,
-                        char end[65], struct buf *why)
+                        char end[OID_HEX_MAX + 1], struct buf *why)
 {
 	struct bundle_check c = BUNDLE_CHECK_INIT;
 	struct bundle_verdict v;

@@ -686,7 +686,7 @@ static int cmd_check_bundle(int argc, char **argv)
 	const char *repo = NULL;
 	uint64_t max = 2ULL << 30;
 	struct buf why = BUF_INIT;
-	char end[65] = "";
+	char end[OID_HEX_MAX + 1] = "";
 	int i, fd, ret, child = 0;
 
 	for (i = 0; i < argc && argv[i][0] == '-'; i++) {
