@@ -22,6 +22,7 @@
 #include "err.h"
 #include "gitproto.h"
 #include "hconn.h"
+#include "http.h"
 #include "log_escape.h"
 #include "tls.h"
 #include "banned.h"
@@ -86,32 +87,6 @@ static void client_wait(void *ctx, int waiting)
 
 /* ---- answers of our own ---- */
 
-static const char *reason_phrase(int status)
-{
-	switch (status) {
-	case 200:
-		return "OK";
-	case 400:
-		return "Bad Request";
-	case 403:
-		return "Forbidden";
-	case 404:
-		return "Not Found";
-	case 405:
-		return "Method Not Allowed";
-	case 408:
-		return "Request Timeout";
-	case 413:
-		return "Payload Too Large";
-	case 415:
-		return "Unsupported Media Type";
-	case 502:
-		return "Bad Gateway";
-	default:
-		return "Error";
-	}
-}
-
 /* The status of a refusal for a read that failed with r: past a cap, stalled, or malformed. */
 static int refusal_status(int r)
 {
@@ -125,7 +100,7 @@ static void send_answer(struct hconn *c, int status, const char *ctype, const st
 	buf_addf(&b,
 	         "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
 	         "Cache-Control: no-cache\r\nConnection: close\r\n\r\n",
-	         status, reason_phrase(status), ctype, body->len);
+	         status, http_reason(status), ctype, body->len);
 	buf_add(&b, body->buf, body->len);
 	(void)hconn_write(c, b.buf, b.len);
 	buf_release(&b);
@@ -470,7 +445,7 @@ static int relay_answer(struct hconn *client, const struct request *rq,
 	char *data = xmalloc(65536);
 	int r, chunked_out = 0;
 
-	buf_addf(&head, "HTTP/1.1 %d %s\r\n", resp->status, reason_phrase(resp->status));
+	buf_addf(&head, "HTTP/1.1 %d %s\r\n", resp->status, http_reason(resp->status));
 	for (int i = 0; i < resp->nhdr; i++)
 		if (in_list(&resp->hdr[i], pass_response, ARRAY_SIZE(pass_response)))
 			buf_addf(&head, "%.*s: %.*s\r\n", (int)resp->hdr[i].name_len,
@@ -1143,7 +1118,7 @@ void broker_serve(const struct broker *br, int fd, const char *prefix, size_t pr
 	if (check_policy(&client, &rq, &body, &res) < 0)
 		goto out;
 	if (rq.want_continue)
-		(void)hconn_write(&client, "HTTP/1.1 100 Continue\r\n\r\n", 25);
+		(void)hconn_write(&client, HTTP_CONTINUE_HEAD, sizeof(HTTP_CONTINUE_HEAD) - 1);
 	if (rq.advert) {
 		struct buf none = BUF_INIT;
 

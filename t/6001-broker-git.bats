@@ -262,7 +262,8 @@ teardown() {
 		curl -sS -D errhead.txt -o err.txt -H 'Content-Type: application/x-git-upload-pack-request' \
 			--data-binary 0000 "${BR_URL}git-upload-pack"
 		assert_file_contains head.txt 'HTTP/1.1 200'
-		assert_file_contains errhead.txt 'HTTP/1.1 500'
+		# The upstream's status with the one table's words, not "Error".
+		assert_file_contains errhead.txt 'HTTP/1.1 500 Internal Server Error'
 		assert_file_contains ok.txt '^auth: [A-Za-z]* \*\*\*\*'
 		assert_file_contains err.txt '^decoded: '
 		python3 - "$GIT_TOKEN" "$cred" >forms <<-'PY'
