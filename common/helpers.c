@@ -50,7 +50,7 @@ void helpers_broker_args(struct spawn *sp, const char *prog, const struct helper
 	if (!o->cfg->nr_git)
 		return;
 	strvec_push(&sp->args, prog);
-	broker_spawn_remotes(sp, o->cfg);
+	broker_spawn_remotes(sp, o->cfg->git, o->cfg->nr_git, &o->cfg->env);
 	push_fd(&sp->args, "--handoff-fd", HELPER_B_HANDOFF);
 	push_fd(&sp->args, "--log-fd", HELPER_B_LOG);
 	push_fd(&sp->args, "--ready-fd", HELPER_B_READY);

@@ -165,3 +165,30 @@ EOF2
 		assert_output "$s"
 	done
 }
+
+@test "common: a git remote's URL has one grammar, taken apart for the broker" {
+	run test-common git-remote https://GitHub.com/o/r.git/
+	assert_success
+	assert_output "github.com 443 github.com /o/r.git"
+	run test-common git-remote 'https://[2001:DB8::1]:8443/a/b'
+	assert_success
+	assert_output "2001:db8::1 8443 [2001:db8::1]:8443 /a/b"
+	run test-common git-remote https://10.0.0.1:1/x
+	assert_success
+	assert_output "10.0.0.1 1 10.0.0.1:1 /x"
+	run test-common git-remote https://h:0/x
+	assert_failure
+	assert_output "error: has a bad host: the port must be a number from 1 to 65535"
+	run test-common git-remote https://h:/x
+	assert_failure
+	assert_output "error: needs a host"
+	run test-common git-remote https://*.h/x
+	assert_failure
+	assert_output "error: needs a host"
+	run test-common git-remote https://h/a/../b
+	assert_failure
+	assert_output "error: cannot hold '.', '..' or '//' in its path"
+	run test-common git-remote https://h/a%3Bb
+	assert_success
+	assert_output "h 443 h /a%3Bb"
+}

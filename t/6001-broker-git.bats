@@ -27,10 +27,10 @@ teardown() {
 	assert_output "aibox-broker: --fetch must follow a --remote"
 	run aibox-broker --remote http://example.com/r --token-env GIT_TOKEN --listen 127.0.0.1:0
 	assert_failure 2
-	assert_output "aibox-broker: remote 'http://example.com/r' is not an https URL"
+	assert_output "aibox-broker: remote 'http://example.com/r' must be an https:// URL"
 	run aibox-broker --remote https://u:p@localhost/r --token-env GIT_TOKEN --listen 127.0.0.1:0
 	assert_failure 2
-	assert_output --partial "has credentials in it"
+	assert_output "aibox-broker: remote 'https://u:p@localhost/r' cannot hold credentials; name the variable holding the token in token"
 	run aibox-broker --remote https://localhost/r --token-env NOT_SET_HERE --listen 127.0.0.1:0
 	assert_failure 2
 	assert_output "aibox-broker: the token variable 'NOT_SET_HERE' is not set"

@@ -18,6 +18,8 @@
  *   test-common guest-results                      the result files: "NAME CAP" in order
  *   test-common bug                                a programmer's mistake: BUG() aborts
  *   test-common shell-quote S                      S as shell_quote() appends it
+ *   test-common git-remote URL                     git_remote_url_parse(): "HOST PORT HOSTPORT
+ *                                                  PATH", or "error: REASON"
  *   test-common clock MS                           sleep MS ms: what clock_ms() saw pass
  */
 #include <dirent.h>
@@ -37,6 +39,7 @@
 #include "clock.h"
 #include "config.h"
 #include "err.h"
+#include "git_remote.h"
 #include "guest_abi.h"
 #include "num.h"
 #include "opt.h"
@@ -335,6 +338,21 @@ static int cmd_shell_quote(const char *s)
 	return 0;
 }
 
+static int cmd_git_remote(const char *url)
+{
+	struct git_remote_url u;
+	struct buf err = BUF_INIT;
+
+	if (git_remote_url_parse(url, &u, &err) < 0) {
+		printf("error: %s\n", err.buf);
+		buf_release(&err);
+		return 1;
+	}
+	printf("%s %s %s %s\n", u.host, u.port, u.hostport, u.path);
+	git_remote_url_release(&u);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	tool_init(argc, argv);
@@ -374,6 +392,8 @@ int main(int argc, char **argv)
 		return cmd_bug();
 	if (!strcmp(argv[1], "shell-quote") && argc == 3)
 		return cmd_shell_quote(argv[2]);
+	if (!strcmp(argv[1], "git-remote") && argc == 3)
+		return cmd_git_remote(argv[2]);
 	if (!strcmp(argv[1], "clock") && argc == 3)
 		return cmd_clock(argv[2]);
 	die("unknown command '%s'", argv[1]);
