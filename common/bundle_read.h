@@ -40,8 +40,8 @@
 enum bundle_oid_format { BUNDLE_SHA1 = 0, BUNDLE_SHA256 = 1 };
 
 struct bundle_ref {
-	char oid[OID_HEX_MAX + 1];      /* lowercase hex */
-	char *name;                     /* full refname ("refs/heads/x" or "HEAD") */
+	char oid[OID_HEX_MAX + 1]; /* lowercase hex */
+	char *name;                /* full refname ("refs/heads/x" or "HEAD") */
 };
 
 struct bundle_prereq {

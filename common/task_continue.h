@@ -13,8 +13,8 @@
 #include "taskid.h"
 
 struct task_continue {
-	struct buf dir;               /* the earlier task's folder */
-	char name[TASK_NAME_LEN + 1]; /* its folder's name */
+	struct buf dir;                     /* the earlier task's folder */
+	char name[TASK_NAME_LEN + 1];       /* its folder's name */
 	char start_commit[OID_HEX_MAX + 1]; /* its start, from its settings.json (aibox's own) */
 	char end_commit[OID_HEX_MAX + 1];   /* aibox/task in its checked changes.bundle */
 	char session_id[SESSION_ID_LEN + 1];

@@ -60,7 +60,7 @@ struct task_record {
 	char *why; /* owned, NULL when none */
 	double seconds;
 	char start_commit[OID_HEX_MAX + 1];
-	time_t start_time, end_time; /* Unix times, 0 when the record has none */
+	time_t start_time, end_time;      /* Unix times, 0 when the record has none */
 	char end_commit[OID_HEX_MAX + 1]; /* "" when there is nothing to fetch */
 	int no_changes;
 	int has_result;            /* a result was recorded: result below */
