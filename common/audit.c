@@ -54,7 +54,7 @@ static int entry_hash(json_t *o, struct buf *out)
  * One line's check against the chain so far (seq and prev of the line
  * before): 0 with *seq and hash set to this line's, or -EBADMSG with why.
  */
-static int check_line(const char *line, size_t len, int64_t *seq, struct buf *hash, struct buf *why)
+static int check_line(const char *line, size_t len, int64_t *seq, struct buf *hash, struct buf *err)
 {
 	json_error_t je;
 	json_t *o = json_loadb(line, len, JSON_REJECT_DUPLICATES, &je), *v;
@@ -63,22 +63,22 @@ static int check_line(const char *line, size_t len, int64_t *seq, struct buf *ha
 	int ret = -EBADMSG;
 
 	if (!json_is_object(o)) {
-		buf_addstr(why, "not a JSON object");
+		buf_addstr(err, "not a JSON object");
 		goto out;
 	}
 	json_object_foreach(o, key, v) if (!json_is_string(v) && !json_is_integer(v))
 	{
-		buf_addf(why, "'%.64s' is not a string or an integer", key);
+		buf_addf(err, "'%.64s' is not a string or an integer", key);
 		goto out;
 	}
 	if (!json_is_integer(json_object_get(o, "seq")) ||
 	    !json_is_string(json_object_get(o, "prev")) ||
 	    !json_is_string(json_object_get(o, "hash"))) {
-		buf_addstr(why, "not an audit entry (no seq, prev or hash)");
+		buf_addstr(err, "not an audit entry (no seq, prev or hash)");
 		goto out;
 	}
 	if (json_integer_value(json_object_get(o, "seq")) != *seq + 1) {
-		buf_addf(why,
+		buf_addf(err,
 		         "entry %lld where entry %lld belongs: an entry was removed or moved "
 		         "before it",
 		         (long long)json_integer_value(json_object_get(o, "seq")),
@@ -87,7 +87,7 @@ static int check_line(const char *line, size_t len, int64_t *seq, struct buf *ha
 	}
 	if (strcmp(json_string_value(json_object_get(o, "prev")),
 	           hash->len ? hash->buf : zero_hash)) {
-		buf_addstr(why, "it does not follow the line before it: an entry was removed, "
+		buf_addstr(err, "it does not follow the line before it: an entry was removed, "
 		                "moved or edited before it");
 		goto out;
 	}
@@ -96,7 +96,7 @@ static int check_line(const char *line, size_t len, int64_t *seq, struct buf *ha
 		goto out;
 	}
 	if (strcmp(want.buf, json_string_value(json_object_get(o, "hash")))) {
-		buf_addstr(why, "its hash does not match it: the entry was edited");
+		buf_addstr(err, "its hash does not match it: the entry was edited");
 		goto out;
 	}
 	*seq += 1;

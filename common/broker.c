@@ -18,9 +18,11 @@
 #include <unistd.h>
 
 #include "broker_req.h"
+#include "clock.h"
 #include "err.h"
 #include "gitproto.h"
 #include "hconn.h"
+#include "http.h"
 #include "log_escape.h"
 #include "tls.h"
 #include "banned.h"
@@ -75,49 +77,15 @@ static void set_timeouts(int fd, int64_t recv_ms)
 	(void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 }
 
-int64_t broker_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* hconn's wait hook on the client: mark in the shared slot since when we wait on it. */
 static void client_wait(void *ctx, int waiting)
 {
 	struct broker_slot *slot = ctx;
 
-	__atomic_store_n(&slot->client_wait_ms, waiting ? broker_now_ms() : 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&slot->client_wait_ms, waiting ? clock_ms() : 0, __ATOMIC_RELAXED);
 }
 
 /* ---- answers of our own ---- */
-
-static const char *reason_phrase(int status)
-{
-	switch (status) {
-	case 200:
-		return "OK";
-	case 400:
-		return "Bad Request";
-	case 403:
-		return "Forbidden";
-	case 404:
-		return "Not Found";
-	case 405:
-		return "Method Not Allowed";
-	case 408:
-		return "Request Timeout";
-	case 413:
-		return "Payload Too Large";
-	case 415:
-		return "Unsupported Media Type";
-	case 502:
-		return "Bad Gateway";
-	default:
-		return "Error";
-	}
-}
 
 /* The status of a refusal for a read that failed with r: past a cap, stalled, or malformed. */
 static int refusal_status(int r)
@@ -132,7 +100,7 @@ static void send_answer(struct hconn *c, int status, const char *ctype, const st
 	buf_addf(&b,
 	         "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
 	         "Cache-Control: no-cache\r\nConnection: close\r\n\r\n",
-	         status, reason_phrase(status), ctype, body->len);
+	         status, http_reason(status), ctype, body->len);
 	buf_add(&b, body->buf, body->len);
 	(void)hconn_write(c, b.buf, b.len);
 	buf_release(&b);
@@ -477,7 +445,7 @@ static int relay_answer(struct hconn *client, const struct request *rq,
 	char *data = xmalloc(65536);
 	int r, chunked_out = 0;
 
-	buf_addf(&head, "HTTP/1.1 %d %s\r\n", resp->status, reason_phrase(resp->status));
+	buf_addf(&head, "HTTP/1.1 %d %s\r\n", resp->status, http_reason(resp->status));
 	for (int i = 0; i < resp->nhdr; i++)
 		if (in_list(&resp->hdr[i], pass_response, ARRAY_SIZE(pass_response)))
 			buf_addf(&head, "%.*s: %.*s\r\n", (int)resp->hdr[i].name_len,
@@ -1150,7 +1118,7 @@ void broker_serve(const struct broker *br, int fd, const char *prefix, size_t pr
 	if (check_policy(&client, &rq, &body, &res) < 0)
 		goto out;
 	if (rq.want_continue)
-		(void)hconn_write(&client, "HTTP/1.1 100 Continue\r\n\r\n", 25);
+		(void)hconn_write(&client, HTTP_CONTINUE_HEAD, sizeof(HTTP_CONTINUE_HEAD) - 1);
 	if (rq.advert) {
 		struct buf none = BUF_INIT;
 

@@ -47,7 +47,7 @@ struct broker_remote {
 
 /*
  * What a child serving a request shows its parent, in memory they share
- * (docs/broker.md, "Limits"): since when (CLOCK_MONOTONIC, in ms) it has
+ * (docs/broker.md, "Limits"): since when (clock_ms(), common/clock.h) it has
  * been blocked reading from or writing to its client, or 0 when it is not.
  */
 struct broker_slot {
@@ -74,9 +74,6 @@ struct broker {
  * and their URL-encoded spellings.
  */
 void broker_remote_credentials(struct broker_remote *rm);
-
-/* The current CLOCK_MONOTONIC time in ms (what struct broker_slot holds). */
-int64_t broker_now_ms(void);
 
 /* One line "<UTC time> [<pid>] <text>" on br->log_fd; never fails. */
 __attribute__((format(printf, 2, 3))) void broker_log(const struct broker *br, const char *fmt,

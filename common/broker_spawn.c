@@ -8,23 +8,23 @@
 
 #include "broker_spawn.h"
 #include "buf.h"
-#include "config.h"
+#include "git_remote.h"
 #include "err.h"
 #include "secret.h"
 #include "spawn.h"
 #include "strvec.h"
-#include "task_settings.h"
 #include "banned.h"
 
-void broker_spawn_remotes(struct spawn *sp, const struct config *cfg)
+void broker_spawn_remotes(struct spawn *sp, const struct git_remote *r, size_t nr,
+                          const struct strvec *env_names)
 {
-	for (size_t i = 0; i < cfg->nr_git; i++) {
-		const struct config_git *g = &cfg->git[i];
+	for (size_t i = 0; i < nr; i++) {
+		const struct git_remote *g = &r[i];
 
 		strvec_pushl(&sp->args, "--remote", g->url, NULL);
 		if (g->token_env)
 			strvec_pushl(&sp->args, "--token-env", g->token_env, NULL);
-		if (g->auth == CONFIG_GIT_BEARER)
+		if (g->auth == GIT_REMOTE_BEARER)
 			strvec_pushl(&sp->args, "--auth", "bearer", NULL);
 		else if (g->user)
 			strvec_pushl(&sp->args, "--auth-user", g->user, NULL);
@@ -34,24 +34,24 @@ void broker_spawn_remotes(struct spawn *sp, const struct config *cfg)
 			strvec_pushl(&sp->args, "--push", g->push.v[j], NULL);
 	}
 	strvec_pushl(&sp->env, "ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", NULL);
-	for (size_t i = 0; i < cfg->env.nr; i++)
-		strvec_push(&sp->env, cfg->env.v[i]);
+	for (size_t i = 0; i < env_names->nr; i++)
+		strvec_push(&sp->env, env_names->v[i]);
 }
 
-int broker_tokens_take(const struct config *cfg, struct buf *lines, struct buf *err)
+int broker_tokens_take(const struct git_remote *r, size_t nr, struct buf *lines, struct buf *err)
 {
 	struct buf v = BUF_INIT;
 	int ret = 0;
 
 	buf_grow(lines, 4096); /* fewer stale copies: the tokens are short */
-	for (size_t i = 0; i < cfg->nr_git && !ret; i++) {
-		const struct config_git *g = &cfg->git[i];
+	for (size_t i = 0; i < nr && !ret; i++) {
+		const struct git_remote *g = &r[i];
 		int seen = 0;
 
 		if (!g->token_env)
 			continue;
 		for (size_t j = 0; j < i; j++)
-			if (cfg->git[j].token_env && !strcmp(cfg->git[j].token_env, g->token_env))
+			if (r[j].token_env && !strcmp(r[j].token_env, g->token_env))
 				seen = 1;
 		if (seen)
 			continue;
@@ -106,19 +106,15 @@ int broker_token_lookup(const char *lines, size_t len, const char *name, struct 
 }
 
 /* g's host resolves as aibox-broker resolves it (tools/aibox-broker.c). */
-static int check_host(const struct config_git *g, struct buf *err)
+static int check_host(const struct git_remote *g, struct buf *err)
 {
 	struct addrinfo hints = {0}, *ai = NULL;
-	size_t n = strlen(g->host);
-	/* An IPv6 host keeps its brackets in the config. */
-	char *h = g->host[0] == '[' && n > 2 ? xstrndup(g->host + 1, n - 2) : xstrdup(g->host);
 	int r;
 
 	hints.ai_family = AF_UNSPEC;
 	hints.ai_socktype = SOCK_STREAM;
 	hints.ai_flags = AI_ADDRCONFIG;
-	r = getaddrinfo(h, NULL, &hints, &ai);
-	free(h);
+	r = getaddrinfo(g->host, NULL, &hints, &ai);
 	if (r) {
 		buf_addf(err, "the git remote '%s': cannot resolve '%s': %s", g->url, g->host,
 		         gai_strerror(r));
@@ -128,13 +124,15 @@ static int check_host(const struct config_git *g, struct buf *err)
 	return 0;
 }
 
-int broker_remotes_check(const struct config *cfg, struct buf *err)
+int broker_remotes_check(const struct git_remote *r, size_t nr, struct buf *err)
 {
-	for (size_t i = 0; i < cfg->nr_git; i++) {
-		const struct config_git *g = &cfg->git[i];
+	for (size_t i = 0; i < nr; i++) {
+		const struct git_remote *g = &r[i];
+		struct buf e = BUF_INIT;
 
-		if (!task_git_remote_valid(g->url)) {
-			buf_addf(err, "the git remote '%s' is not a plain https:// URL", g->url);
+		if (git_remote_url_check(g->url, &e) < 0) {
+			buf_addf(err, "the git remote '%.200s' %s", g->url, e.buf);
+			buf_release(&e);
 			return -EINVAL;
 		}
 		if (check_host(g, err) < 0)

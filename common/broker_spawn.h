@@ -9,20 +9,22 @@
 #define AIBOX_BROKER_SPAWN_H
 
 #include "buf.h"
-#include "config.h"
+#include "git_remote.h"
 #include "spawn.h"
 
 /*
- * Appends to sp->args, for each of cfg's git: entries, --remote URL and its
- * --token-env, --auth or --auth-user, --fetch and --push options; and to
- * sp->env the names the broker must not inherit: ANTHROPIC_API_KEY,
- * CLAUDE_CODE_OAUTH_TOKEN and the config's env names.  The caller adds the
- * program first and its fd options after.
+ * Appends to sp->args, for each of the nr remotes r (the config's git:
+ * entries, in order), --remote URL and its --token-env, --auth or
+ * --auth-user, --fetch and --push options; and to sp->env the names the
+ * broker must not inherit: ANTHROPIC_API_KEY, CLAUDE_CODE_OAUTH_TOKEN and
+ * env_names (the config's env names).  The caller adds the program first
+ * and its fd options after.
  */
-void broker_spawn_remotes(struct spawn *sp, const struct config *cfg);
+void broker_spawn_remotes(struct spawn *sp, const struct git_remote *r, size_t nr,
+                          const struct strvec *env_names);
 
 /*
- * Takes the token of each of cfg's git: entries out of our environment
+ * Takes the token of each of the nr remotes r out of our environment
  * (secret_take_env(): its bytes wiped there), checks that it is set and
  * non-empty printable ASCII without spaces, and appends "NAME=value\n" for
  * each variable (once, however many entries name it) to lines: the text
@@ -30,7 +32,7 @@ void broker_spawn_remotes(struct spawn *sp, const struct config *cfg);
  * anything is started, so that no child inherits a token.  0, or -EINVAL
  * with the message in err; lines may then hold a part (wipe it).
  */
-int broker_tokens_take(const struct config *cfg, struct buf *lines, struct buf *err);
+int broker_tokens_take(const struct git_remote *r, size_t nr, struct buf *lines, struct buf *err);
 
 /*
  * 1 when a token's value v[0..n) can go into an Authorization header: not
@@ -40,12 +42,13 @@ int broker_tokens_take(const struct config *cfg, struct buf *lines, struct buf *
 int broker_token_ok(const char *v, size_t n);
 
 /*
- * Before anything starts: each of cfg's git: remotes is a plain https:// URL
- * whose host resolves (as aibox-broker will resolve it).  0, or -EINVAL with
+ * Before anything starts: each of the nr remotes r has a URL of the one
+ * grammar (git_remote.h) whose host resolves (as aibox-broker will resolve
+ * it).  0, or -EINVAL with
  * the first problem appended to err (one wording for aibox task and aibox
  * run).  The tokens are checked by broker_tokens_take().
  */
-int broker_remotes_check(const struct config *cfg, struct buf *err);
+int broker_remotes_check(const struct git_remote *r, size_t nr, struct buf *err);
 
 /*
  * The value of the variable name in lines (broker_tokens_take()'s text),

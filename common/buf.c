@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "err.h"
 #include "banned.h"
 
@@ -168,19 +169,11 @@ char *buf_detach(struct buf *b, size_t *len)
 	return p;
 }
 
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* buf_read_fd(), with a deadline when timeout_ms >= 0. */
 static ssize_t read_fd(struct buf *b, int fd, size_t max, int timeout_ms)
 {
 	size_t start = b->len;
-	int64_t until = timeout_ms >= 0 ? mono_ms() + timeout_ms : 0;
+	int64_t until = timeout_ms >= 0 ? clock_ms() + timeout_ms : 0;
 
 	for (;;) {
 		size_t room;
@@ -188,7 +181,7 @@ static ssize_t read_fd(struct buf *b, int fd, size_t max, int timeout_ms)
 
 		if (timeout_ms >= 0) {
 			struct pollfd pfd = {.fd = fd, .events = POLLIN};
-			int64_t left = until - mono_ms();
+			int64_t left = until - clock_ms();
 			int r;
 
 			r = left > 0 ? poll(&pfd, 1, (int)left) : 0;

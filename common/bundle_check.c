@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "buf.h"
+#include "clock.h"
 #include "err.h"
 #include "num.h"
 #include "sandbox.h"
@@ -126,7 +127,7 @@ int bundle_check_here(const struct bundle_check *c, struct bundle_verdict *v)
 		int base = 0;
 
 		for (size_t j = 0; j < c->bases.nr && !base; j++) {
-			char oid[BUNDLE_HEXSZ_MAX + 1];
+			char oid[OID_HEX_MAX + 1];
 
 			base = bundle_oid_parse(c->bases.v[j], strlen(c->bases.v[j]), oid) &&
 			       !strcmp(oid, h.refs[i].oid);
@@ -252,15 +253,11 @@ int bundle_check_fork(struct bundle_check *c)
 	return 0;
 }
 
-static long ms_left(const struct timespec *t0, unsigned wall_s)
+static long ms_left(int64_t t0, unsigned wall_s)
 {
-	struct timespec now;
-	long ms;
+	int64_t ms = (int64_t)wall_s * 1000 - (clock_ms() - t0);
 
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	ms = (long)wall_s * 1000 -
-	     ((now.tv_sec - t0->tv_sec) * 1000 + (now.tv_nsec - t0->tv_nsec) / 1000000);
-	return ms < 0 ? 0 : ms;
+	return ms < 0 ? 0 : (long)ms;
 }
 
 /* Whether s[0..n) is NUL-terminated; what precedes the NUL made printable. */
@@ -295,7 +292,7 @@ int bundle_check_run(struct bundle_check *c, struct bundle_verdict *v,
                      const volatile sig_atomic_t *stop)
 {
 	struct bundle_check_msg m;
-	struct timespec t0;
+	int64_t t0;
 	struct rusage ru;
 	size_t got = 0;
 	int status = 0, timed_out = 0, interrupted = 0;
@@ -305,14 +302,14 @@ int bundle_check_run(struct bundle_check *c, struct bundle_verdict *v,
 	buf_init(&v->err, 0);
 	if (c->pid < 0 || c->go_fd < 0)
 		return verdict(v, -ECHILD, "the checker is gone");
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	t0 = clock_ms();
 	if (write(c->go_fd, "g", 1) != 1) {
 		bundle_check_stop(c);
 		return verdict(v, -EPIPE, "the checker is gone");
 	}
 	while (got < sizeof(m)) {
 		struct pollfd p = {.fd = c->answer_fd, .events = POLLIN};
-		long left = ms_left(&t0, c->lim.wall_s);
+		long left = ms_left(t0, c->lim.wall_s);
 		int r;
 		ssize_t n;
 

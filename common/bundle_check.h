@@ -102,7 +102,7 @@ struct bundle_check_msg {
 	uint32_t version, objects, indexed;   /* as struct bundle_pack_result */
 	char checksum[41];                    /* as struct bundle_pack_result */
 	char reason[BUNDLE_CHECK_REASON_MAX]; /* a refusal's reason, header or pack */
-	char tip[BUNDLE_HEXSZ_MAX + 1];       /* the first ref's id (hex), when accepted */
+	char tip[OID_HEX_MAX + 1];            /* the first ref's id (hex), when accepted */
 };
 
 /* The verdict, and what the child cost. */

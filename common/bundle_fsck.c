@@ -68,17 +68,17 @@ static int skip(const char **p, const char *end, const char *s)
 	return 1;
 }
 
-/* 40 hex digits (either case) and a newline at *p; *p moves past them. */
+/* A SHA-1 id in hex (either case) and a newline at *p; *p moves past them. */
 static int oid_line(const char **p, const char *end)
 {
-	if (end - *p < 41)
+	if (end - *p < OID_SHA1_HEX + 1)
 		return 0;
-	for (int i = 0; i < 40; i++)
+	for (int i = 0; i < OID_SHA1_HEX; i++)
 		if (hex_digit((unsigned char)(*p)[i]) < 0)
 			return 0;
-	if ((*p)[40] != '\n')
+	if ((*p)[OID_SHA1_HEX] != '\n')
 		return 0;
-	*p += 41;
+	*p += OID_SHA1_HEX + 1;
 	return 1;
 }
 

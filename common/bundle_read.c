@@ -56,7 +56,7 @@ const char *bundle_oid_format_name(enum bundle_oid_format f)
 
 size_t bundle_oid_parse(const char *s, size_t len, char *out)
 {
-	if (len != 40 && len != 64)
+	if (!OID_HEX_LEN_OK(len))
 		return 0;
 	for (size_t i = 0; i < len; i++) {
 		int v = hex_digit((unsigned char)s[i]);
@@ -197,7 +197,7 @@ static int parse_prereq(struct bundle_header *h, const char *line, size_t n, siz
 {
 	struct bundle_prereq *p;
 	size_t olen;
-	char oid[BUNDLE_HEXSZ_MAX + 1];
+	char oid[OID_HEX_MAX + 1];
 
 	if (h->nr_refs)
 		return refuse(&h->err, "line %zu: prerequisite after a ref", lineno);
@@ -221,7 +221,7 @@ static int parse_ref(struct bundle_header *h, const char *line, size_t n, size_t
 {
 	struct bundle_ref *r;
 	size_t olen;
-	char oid[BUNDLE_HEXSZ_MAX + 1];
+	char oid[OID_HEX_MAX + 1];
 	const char *name;
 	size_t nlen;
 
@@ -345,7 +345,7 @@ int bundle_header_expect(struct bundle_header *h, const char *const *refs, size_
 		int found = 0;
 
 		for (size_t j = 0; j < nr_bases && !found; j++) {
-			char oid[BUNDLE_HEXSZ_MAX + 1];
+			char oid[OID_HEX_MAX + 1];
 
 			if (bundle_oid_parse(bases[j], strlen(bases[j]), oid) &&
 			    !strcmp(oid, h->prereqs[i].oid))

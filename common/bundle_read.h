@@ -26,6 +26,7 @@
 #include <sys/types.h>
 
 #include "buf.h"
+#include "oid.h"
 
 #define BUNDLE_REFUSED 1
 
@@ -36,17 +37,15 @@
 #define BUNDLE_PREREQS_MAX 10000
 #define BUNDLE_CAPS_MAX    16
 
-#define BUNDLE_HEXSZ_MAX 64
-
 enum bundle_oid_format { BUNDLE_SHA1 = 0, BUNDLE_SHA256 = 1 };
 
 struct bundle_ref {
-	char oid[BUNDLE_HEXSZ_MAX + 1]; /* lowercase hex */
-	char *name;                     /* full refname ("refs/heads/x" or "HEAD") */
+	char oid[OID_HEX_MAX + 1]; /* lowercase hex */
+	char *name;                /* full refname ("refs/heads/x" or "HEAD") */
 };
 
 struct bundle_prereq {
-	char oid[BUNDLE_HEXSZ_MAX + 1];
+	char oid[OID_HEX_MAX + 1];
 	char *comment; /* "" when none */
 };
 
@@ -117,7 +116,7 @@ int bundle_refname_ok(const char *name, size_t len);
 
 /*
  * Parse an object id given in hex (either case) of exactly 40 (sha1) or 64
- * (sha256) digits into lowercase hex in out[BUNDLE_HEXSZ_MAX + 1].  Returns the
+ * (sha256) digits into lowercase hex in out[OID_HEX_MAX + 1].  Returns the
  * number of digits, or 0 if s is not one.
  */
 size_t bundle_oid_parse(const char *s, size_t len, char *out);

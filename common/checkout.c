@@ -22,7 +22,8 @@ int checkout_git(const char *checkout, struct buf *out, const char *const *args)
 	return ret;
 }
 
-int checkout_start_commit(const char *checkout, const char *from, char commit[65], struct buf *err)
+int checkout_start_commit(const char *checkout, const char *from, char commit[OID_HEX_MAX + 1],
+                          struct buf *err)
 {
 	struct buf out = BUF_INIT, rev = BUF_INIT;
 	int ret = -EINVAL;
@@ -46,7 +47,7 @@ int checkout_start_commit(const char *checkout, const char *from, char commit[65
 	if (checkout_git(checkout, &out,
 	                 (const char *const[]){"rev-parse", "--verify", "--quiet",
 	                                       "--end-of-options", rev.buf, NULL}) != 0 ||
-	    (out.len != 40 && out.len != 64)) {
+	    !OID_HEX_LEN_OK(out.len)) {
 		buf_addf(err, "--from: '%s' names no commit in '%s'", from, checkout);
 		goto out;
 	}

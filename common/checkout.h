@@ -7,6 +7,7 @@
 #define AIBOX_CHECKOUT_H
 
 #include "buf.h"
+#include "oid.h"
 
 /*
  * git -C checkout ARGS..., stderr to /dev/null, stdout appended to out
@@ -20,7 +21,8 @@ int checkout_git(const char *checkout, struct buf *out, const char *const *args)
  * -EINVAL with err set: git cannot run there, the checkout is a shallow
  * clone (a task needs the full history), or from names no commit.
  */
-int checkout_start_commit(const char *checkout, const char *from, char commit[65], struct buf *err);
+int checkout_start_commit(const char *checkout, const char *from, char commit[OID_HEX_MAX + 1],
+                          struct buf *err);
 
 /*
  * git's user.name and user.email there, appended to name and email.  0, or

@@ -16,7 +16,9 @@
 #include "buf.h"
 #include "err.h"
 #include "guest_abi.h"
+#include "git_remote.h"
 #include "gitproto.h"
+#include "host_port.h"
 #include "num.h"
 #include "paths.h"
 #include "allow.h"
@@ -470,113 +472,6 @@ static int want_bool(struct ctx *c, const struct node *n, const char *key, int *
 	return fail(c, n, key, "must be yes or no (true or false)");
 }
 
-/* A DNS name: labels of [a-z0-9-], 1..63 each, not starting or ending in '-'. */
-static int valid_hostname(const char *s)
-{
-	size_t total = strlen(s), label = 0;
-
-	if (!total || total > 253)
-		return 0;
-	for (const char *p = s;; p++) {
-		if (*p == '.' || !*p) {
-			if (!label || p[-1] == '-')
-				return 0;
-			if (!*p)
-				return 1;
-			label = 0;
-			continue;
-		}
-		if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '-'))
-			return 0;
-		if (*p == '-' && !label)
-			return 0;
-		if (++label > 63)
-			return 0;
-	}
-}
-
-static void lowercase(char *s)
-{
-	for (; *s; s++)
-		if (*s >= 'A' && *s <= 'Z')
-			*s += 'a' - 'A';
-}
-
-static int valid_port(const char *s)
-{
-	long v;
-
-	return *s != '0' && parse_long(s, 1, 65535, &v) == 0;
-}
-
-/*
- * host, host:port, *.domain[:port], IPv4[:port], [IPv6][:port].  0 when
- * fine, else -EINVAL with the reason in err.
- */
-static int check_host_port(char *s, struct buf *err)
-{
-	char *host = s, *port = NULL, *end;
-	unsigned char addr[16];
-
-	if (*s == '[') {
-		end = strchr(s, ']');
-		if (!end)
-			return buf_refuse(err, -EINVAL, "an IPv6 address needs its closing ']'");
-		*end = '\0';
-		if (inet_pton(AF_INET6, s + 1, addr) != 1) {
-			*end = ']';
-			return buf_refuse(err, -EINVAL, "not an IPv6 address");
-		}
-		*end = ']';
-		if (end[1] == ':')
-			port = end + 2;
-		else if (end[1])
-			return buf_refuse(err, -EINVAL, "unexpected text after ']'");
-		if (port && !valid_port(port))
-			return buf_refuse(err, -EINVAL,
-			                  "the port must be a number from 1 to 65535");
-		return 0;
-	}
-	end = strchr(s, ':');
-	if (end) {
-		if (strchr(end + 1, ':'))
-			return buf_refuse(
-			    err, -EINVAL,
-			    "write an IPv6 address in brackets, like [2001:db8::1]:443");
-		port = end + 1;
-		*end = '\0';
-	}
-	if (port && !valid_port(port)) {
-		*end = ':';
-		return buf_refuse(err, -EINVAL, "the port must be a number from 1 to 65535");
-	}
-	if (inet_pton(AF_INET, host, addr) == 1)
-		goto ok;
-	if (!strncmp(host, "*.", 2) ? !valid_hostname(host + 2) : !valid_hostname(host)) {
-		if (end)
-			*end = ':';
-		return buf_refuse(err, -EINVAL,
-		                  strchr(host, '*')
-		                      ? "a wildcard is only allowed as '*.' at the start"
-		                      : "not a host name");
-	}
-	{
-		/* All-digit last label that inet_pton refused: a bad IPv4 address. */
-		const char *dot = strrchr(host, '.');
-		const char *last = dot ? dot + 1 : host;
-
-		if (strspn(last, "0123456789") == strlen(last)) {
-			if (end)
-				*end = ':';
-			return buf_refuse(err, -EINVAL, "not an IPv4 address");
-		}
-	}
-ok:
-	if (end)
-		*end = ':';
-	return 0;
-}
-
 /* One allow entry, lowercased: 0, or -EINVAL with the reason in err. */
 static int check_allow_entry(char *s, struct buf *err)
 {
@@ -591,7 +486,7 @@ static int check_allow_entry(char *s, struct buf *err)
 		           : buf_refuse(err, -EINVAL,
 		                        "a preset name is 1 to " PRESET_MAX_TEXT
 		                        " lowercase letters, digits and '-'");
-	return check_host_port(s, err);
+	return host_port_check(s, err);
 }
 
 /* A method of an allow rule: an uppercase token, like GET. */
@@ -690,7 +585,7 @@ static int check_allow_rule(struct ctx *c, const struct node *e, const char *key
 		buf_reset(&k);
 		buf_addf(&k, "%s.host", key);
 		r->host = xstrdup(host->str);
-		lowercase(r->host);
+		host_port_lower(r->host);
 		if (!strncmp(r->host, "preset:", 7))
 			ret = fail(c, host, k.buf, "a rule names one host, not a preset");
 		else if (check_allow_entry(r->host, &why) < 0)
@@ -728,7 +623,7 @@ static int check_allow(struct ctx *c, const struct node *v, struct config *cfg)
 		if ((ret = want_string(c, e, key.buf)))
 			break;
 		s = xstrdup(e->str);
-		lowercase(s);
+		host_port_lower(s);
 		if (check_allow_entry(s, &why) < 0) {
 			ret = fail(c, e, key.buf, "'%s': %s", e->str, why.buf);
 			free(s);
@@ -1127,7 +1022,7 @@ static int check_secret(struct ctx *c, const struct node *e, const char *key, st
 		if ((ret = want_string(c, h, k.buf)))
 			goto out;
 		s = xstrdup(h->str);
-		lowercase(s);
+		host_port_lower(s);
 		buf_reset(&why);
 		if (!strncmp(s, "preset:", 7))
 			buf_addstr(&why, "name a host, not a preset");
@@ -1273,59 +1168,10 @@ static int check_branch_pattern(const char *s, struct buf *err)
 	return 0;
 }
 
-/* https://host[:port]/path, no credentials, query, fragment or dot segments. */
-static int check_git_url(const char *s, char **host_out, struct buf *err)
-{
-	const char *auth, *slash;
-	char *hp, *colon;
-	int r;
-
-	if (strncmp(s, "https://", 8))
-		return buf_refuse(err, -EINVAL, "must be an https:// URL");
-	auth = s + 8;
-	slash = strchr(auth, '/');
-	if (!slash || !slash[1])
-		return buf_refuse(err, -EINVAL, "needs a repository path after the host");
-	if (memchr(auth, '@', (size_t)(slash - auth)))
-		return buf_refuse(
-		    err, -EINVAL,
-		    "cannot hold credentials; name the variable holding the token in token");
-	for (const char *p = slash; *p; p++)
-		if ((unsigned char)*p <= ' ' || *p >= 0x7f || strchr("?#\\\"<>{}|^`", *p))
-			return buf_refuse(
-			    err, -EINVAL,
-			    "may hold no spaces, query, fragment or special characters in its "
-			    "path");
-	for (const char *p = slash; p; p = strchr(p + 1, '/'))
-		if (!strcmp(p, "/.") || !strncmp(p, "/./", 3) || !strcmp(p, "/..") ||
-		    !strncmp(p, "/../", 4) || !strncmp(p, "//", 2))
-			return buf_refuse(err, -EINVAL,
-			                  "cannot hold '.', '..' or '//' in its path");
-	hp = xstrndup(auth, (size_t)(slash - auth));
-	lowercase(hp);
-	if (hp[0] == '*' || (!strchr(hp, '[') && (colon = strchr(hp, ':')) && !colon[1]))
-		r = buf_refuse(err, -EINVAL, "needs a host");
-	else
-		r = check_host_port(hp, err);
-	if (r < 0) {
-		free(hp);
-		return r;
-	}
-	/* The host without the port. */
-	if (hp[0] == '[') {
-		char *end = strchr(hp, ']');
-
-		end[1] = '\0';
-	} else if ((colon = strchr(hp, ':'))) {
-		*colon = '\0';
-	}
-	*host_out = hp;
-	return 0;
-}
-
 static int check_git_entry(struct ctx *c, const struct node *e, struct buf *key,
-                           struct config_git *g)
+                           struct git_remote *g)
 {
+	struct git_remote_url u;
 	const struct node *url = NULL;
 	size_t base = key->len;
 	int ret = 0;
@@ -1335,7 +1181,7 @@ static int check_git_entry(struct ctx *c, const struct node *e, struct buf *key,
 		            "must be a mapping with url, token, fetch and push, not %s",
 		            kind_name(e));
 	g->fetch = 1;
-	g->auth = CONFIG_GIT_BASIC;
+	g->auth = GIT_REMOTE_BASIC;
 	for (size_t k = 0; !ret && k < e->nr; k += 2) {
 		const struct node *kn = e->items[k], *vn = e->items[k + 1];
 		struct buf why = BUF_INIT;
@@ -1347,22 +1193,18 @@ static int check_git_entry(struct ctx *c, const struct node *e, struct buf *key,
 		if (!strcmp(kn->str, "url")) {
 			if ((ret = want_string(c, vn, key->buf)))
 				break;
-			if (check_git_url(vn->str, &g->host, &why) < 0) {
+			if (git_remote_url_parse(vn->str, &u, &why) < 0) {
 				ret = fail(c, vn, key->buf, "'%.200s' %s", vn->str, why.buf);
 				buf_release(&why);
 				return ret;
 			}
 			url = vn;
-			{
-				/* Scheme and host are case-insensitive: keep one spelling. */
-				const char *path = strchr(vn->str + 8, '/');
-				struct buf u = BUF_INIT;
-
-				buf_add(&u, vn->str, (size_t)(path - vn->str));
-				lowercase(u.buf);
-				buf_addstr(&u, path);
-				g->url = buf_detach(&u, NULL);
-			}
+			/* Scheme and host are case-insensitive: keep one spelling. */
+			buf_addf(&why, "https://%s%s", u.hostport, strchr(vn->str + 8, '/'));
+			g->url = buf_detach(&why, NULL);
+			g->host = u.host;
+			u.host = NULL;
+			git_remote_url_release(&u);
 		} else if (!strcmp(kn->str, "token")) {
 			if ((ret = want_string(c, vn, key->buf)))
 				break;
@@ -1375,9 +1217,9 @@ static int check_git_entry(struct ctx *c, const struct node *e, struct buf *key,
 			if ((ret = want_string(c, vn, key->buf)))
 				break;
 			if (!strcmp(vn->str, "basic"))
-				g->auth = CONFIG_GIT_BASIC;
+				g->auth = GIT_REMOTE_BASIC;
 			else if (!strcmp(vn->str, "bearer"))
-				g->auth = CONFIG_GIT_BEARER;
+				g->auth = GIT_REMOTE_BEARER;
 			else
 				return fail(c, vn, key->buf, "must be basic or bearer");
 		} else if (!strcmp(kn->str, "user")) {
@@ -1419,9 +1261,9 @@ static int check_git_entry(struct ctx *c, const struct node *e, struct buf *key,
 		return ret;
 	if (!url)
 		return fail(c, e, key->buf, "needs a url");
-	if (!g->user && g->auth == CONFIG_GIT_BASIC)
+	if (!g->user && g->auth == GIT_REMOTE_BASIC)
 		g->user = xstrdup("x-access-token");
-	if (g->user && g->auth == CONFIG_GIT_BEARER)
+	if (g->user && g->auth == GIT_REMOTE_BEARER)
 		return fail(c, e, key->buf, "user goes with auth: basic only");
 	return 0;
 }
@@ -1436,7 +1278,7 @@ static int check_git(struct ctx *c, const struct node *v, struct config *cfg)
 	if (!ret && nr)
 		cfg->git = xcalloc(nr, sizeof(*cfg->git));
 	for (size_t i = 0; !ret && i < nr; i++) {
-		struct config_git *g = &cfg->git[i];
+		struct git_remote *g = &cfg->git[i];
 
 		buf_reset(&key);
 		buf_addf(&key, "git[%zu]", i);
@@ -1822,7 +1664,7 @@ int config_load(struct config *cfg, const char *path, struct buf *err)
 	return ret;
 }
 
-int config_git_push_allowed(const struct config_git *g, const char *branch)
+int config_git_push_allowed(const struct git_remote *g, const char *branch)
 {
 	for (size_t i = 0; i < g->push.nr; i++)
 		if (branch_pattern_match(g->push.v[i], branch))

@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "git_remote.h"
 #include "guest_abi.h"
 #include "strvec.h"
 
@@ -68,22 +69,6 @@ struct config_claude {
 struct config_mount {
 	char *host; /* absolute, "~/" expanded */
 	char *vm;   /* absolute, normalized, not inside or above the project path */
-};
-
-enum config_git_auth {
-	CONFIG_GIT_BASIC,  /* Authorization: Basic base64(user:token) */
-	CONFIG_GIT_BEARER, /* Authorization: Bearer token */
-};
-
-/* A remote the broker may reach for the VM (docs/config.md, "git"; docs/broker.md). */
-struct config_git {
-	char *url;       /* https://host[:port]/path, no credentials, query or fragment */
-	char *host;      /* the URL's host, lowercase */
-	char *token_env; /* NAME of the host variable holding the token */
-	enum config_git_auth auth;
-	char *user;         /* for basic auth; default "x-access-token" */
-	int fetch;          /* 1: fetch and clone pass */
-	struct strvec push; /* branch names and patterns ('*' matches any run) */
 };
 
 /*
@@ -159,7 +144,7 @@ struct config {
 	struct config_claude skills, agents, commands;
 	char *path;        /* where the project sits in the VM */
 	struct strvec env; /* names of host variables */
-	struct config_git *git;
+	struct git_remote *git;
 	size_t nr_git;
 	uint64_t memory_mib;
 	int cpus;
@@ -247,6 +232,6 @@ extern const char config_default_text[];
  * of its push patterns matches by branch_pattern_match() (gitproto.h), the
  * broker's rule, so config and broker agree.
  */
-int config_git_push_allowed(const struct config_git *g, const char *branch);
+int config_git_push_allowed(const struct git_remote *g, const char *branch);
 
 #endif

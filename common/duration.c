@@ -162,19 +162,19 @@ static void format_short(struct buf *out, int64_t ms)
 }
 
 int duration_arg(const char *name, const char *v, int64_t min_ms, int64_t max_ms, int64_t *ms,
-                 struct buf *why)
+                 struct buf *err)
 {
 	struct buf reason = BUF_INIT;
 	int64_t d;
 	int ret = duration_parse(v, &d, &reason);
 
 	if (ret < 0) {
-		buf_addf(why, "--%s: '%s' is not a duration: %s", name, v, reason.buf);
+		buf_addf(err, "--%s: '%s' is not a duration: %s", name, v, reason.buf);
 	} else if (d < min_ms || d > max_ms) {
-		buf_addf(why, "--%s: '%s' is not between ", name, v);
-		format_short(why, min_ms);
-		buf_addstr(why, " and ");
-		format_short(why, max_ms);
+		buf_addf(err, "--%s: '%s' is not between ", name, v);
+		format_short(err, min_ms);
+		buf_addstr(err, " and ");
+		format_short(err, max_ms);
 		ret = -EINVAL;
 	} else {
 		*ms = d;

@@ -40,7 +40,7 @@ int duration_parse(const char *s, int64_t *ms, struct buf *err);
  * everywhere ("missing unit"), never read as seconds.
  */
 int duration_arg(const char *name, const char *v, int64_t min_ms, int64_t max_ms, int64_t *ms,
-                 struct buf *why);
+                 struct buf *err);
 
 /* Append ms in Go's canonical form: "1h30m0s", "45s", "500ms", "0s". */
 void duration_format(struct buf *out, int64_t ms);

@@ -113,7 +113,7 @@ void pkt_add_sideband(struct buf *out, int band, const void *data, size_t n, siz
 
 int oid_hex_valid(const char *s, size_t n)
 {
-	return (n == 40 || n == 64) && hex_is_lower(s, n);
+	return OID_HEX_LEN_OK(n) && hex_is_lower(s, n);
 }
 
 int oid_is_null(const char *oid)

@@ -13,6 +13,7 @@
 #include <stddef.h>
 
 #include "buf.h"
+#include "oid.h"
 
 /* The largest pkt-line git writes or reads, its 4 length bytes included. */
 #define PKT_MAX 65520
@@ -61,8 +62,8 @@ void pkt_add_sideband(struct buf *out, int band, const void *data, size_t n, siz
 
 /* One ref update of a push: "<old-oid> SP <new-oid> SP <refname>". */
 struct push_cmd {
-	char old_oid[65];
-	char new_oid[65];
+	char old_oid[OID_HEX_MAX + 1];
+	char new_oid[OID_HEX_MAX + 1];
 	char *ref;
 };
 

@@ -98,7 +98,8 @@ int guest_secrets_read(const char *text, size_t len, enum guest_secrets_framing 
 		env = json_object_size(root) == 1 ? json_object_get(root, STDIN_MEMBER) : NULL;
 	if (!json_is_object(env)) {
 		buf_addf(err, "%s: not %s", what,
-		         f == GUEST_SECRETS_STDIN ? "{\"" STDIN_MEMBER "\": {...}}" : "a JSON object");
+		         f == GUEST_SECRETS_STDIN ? "{\"" STDIN_MEMBER "\": {...}}"
+		                                  : "a JSON object");
 		goto out;
 	}
 	if (json_object_size(env) > GUEST_SECRETS_NAMES_MAX) {

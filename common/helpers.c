@@ -10,6 +10,7 @@
 
 #include "broker_spawn.h"
 #include "buf.h"
+#include "clock.h"
 #include "config.h"
 #include "err.h"
 #include "helpers.h"
@@ -20,10 +21,6 @@
 #include "spend.h"
 #include "strvec.h"
 #include "banned.h"
-
-/* The fd numbers of helpers.h. */
-enum { B_HANDOFF = 3, B_LOG, B_READY, B_TOKENS };
-enum { P_LISTEN = 3, P_LOG, P_READY, P_BROKER, P_REPORT, P_KEY, P_LEDGER };
 
 /* A ready line's cap: "ready unix:PATH" is far shorter. */
 #define READY_MAX 4096
@@ -41,14 +38,23 @@ static int forwards_key(const struct helpers_opts *o)
 	return o->api_key && o->api_key->len;
 }
 
+/* Append "opt fd" to args: an fd number of helpers.h, spelled once. */
+static void push_fd(struct strvec *args, const char *opt, int fd)
+{
+	strvec_push(args, opt);
+	strvec_pushf(args, "%d", fd);
+}
+
 void helpers_broker_args(struct spawn *sp, const char *prog, const struct helpers_opts *o)
 {
 	if (!o->cfg->nr_git)
 		return;
 	strvec_push(&sp->args, prog);
-	broker_spawn_remotes(sp, o->cfg);
-	strvec_pushl(&sp->args, "--handoff-fd", "3", "--log-fd", "4", "--ready-fd", "5",
-	             "--token-fd", "6", NULL);
+	broker_spawn_remotes(sp, o->cfg->git, o->cfg->nr_git, &o->cfg->env);
+	push_fd(&sp->args, "--handoff-fd", HELPER_B_HANDOFF);
+	push_fd(&sp->args, "--log-fd", HELPER_B_LOG);
+	push_fd(&sp->args, "--ready-fd", HELPER_B_READY);
+	push_fd(&sp->args, "--token-fd", HELPER_B_TOKENS);
 	if (o->no_sandbox)
 		strvec_push(&sp->args, "--no-sandbox");
 }
@@ -56,18 +62,21 @@ void helpers_broker_args(struct spawn *sp, const char *prog, const struct helper
 void helpers_proxy_args(struct strvec *args, const char *prog, const struct helpers_opts *o,
                         int with_broker)
 {
-	strvec_pushl(args, prog, "--listen-fd", "3", "--log-fd", "4", "--ready-fd", "5", NULL);
+	strvec_push(args, prog);
+	push_fd(args, "--listen-fd", HELPER_P_LISTEN);
+	push_fd(args, "--log-fd", HELPER_P_LOG);
+	push_fd(args, "--ready-fd", HELPER_P_READY);
 	if (o->report)
-		strvec_pushl(args, "--report-fd", "7", NULL);
+		push_fd(args, "--report-fd", HELPER_P_REPORT);
 	for (size_t i = 0; i < o->cfg->allow.nr; i++)
 		strvec_pushl(args, "--allow", o->cfg->allow.v[i], NULL);
 	if (forwards_key(o)) {
-		strvec_pushl(args, "--key-fd", "8", NULL);
+		push_fd(args, "--key-fd", HELPER_P_KEY);
 		if (o->spend)
-			spend_proxy_args(o->spend, args, P_LEDGER);
+			spend_proxy_args(o->spend, args, HELPER_P_LEDGER);
 	}
 	if (with_broker)
-		strvec_pushl(args, "--broker-fd", "6", NULL);
+		push_fd(args, "--broker-fd", HELPER_P_BROKER);
 	if (o->no_sandbox)
 		strvec_push(args, "--no-sandbox");
 }
@@ -99,7 +108,7 @@ static int start_one(struct spawn *sp, int ready[2], const char *name, int err_f
 		sp->err = err_fd;
 	sp->pdeathsig = SIGKILL;
 	sp->new_session = 1;
-	spawn_give_fd(sp, ready[1], B_READY);
+	spawn_give_fd(sp, ready[1], HELPER_B_READY);
 	ret = spawn_start(sp);
 	/* Only the child holds the write end now: its exit is our EOF. */
 	close(ready[1]);
@@ -133,9 +142,9 @@ static int start_broker(struct helpers *h, const struct helpers_opts *o, int *pr
 		goto out;
 	}
 	helpers_broker_args(&h->broker, prog.buf, o);
-	spawn_give_fd(&h->broker, sv[0], B_HANDOFF);
-	spawn_give_fd(&h->broker, o->broker_log_fd, B_LOG);
-	spawn_give_fd(&h->broker, tfd, B_TOKENS);
+	spawn_give_fd(&h->broker, sv[0], HELPER_B_HANDOFF);
+	spawn_give_fd(&h->broker, o->broker_log_fd, HELPER_B_LOG);
+	spawn_give_fd(&h->broker, tfd, HELPER_B_TOKENS);
 	ret = start_one(&h->broker, ready, "aibox-broker", o->err_fd, err);
 	if (ret == 0) {
 		*proxy_end = sv[1];
@@ -190,16 +199,16 @@ static int start_proxy(struct helpers *h, const struct helpers_opts *o, int brok
 		goto out;
 	}
 	helpers_proxy_args(&h->proxy.args, prog.buf, o, broker_end >= 0);
-	spawn_give_fd(&h->proxy, lfd, P_LISTEN);
-	spawn_give_fd(&h->proxy, o->proxy_log_fd, P_LOG);
+	spawn_give_fd(&h->proxy, lfd, HELPER_P_LISTEN);
+	spawn_give_fd(&h->proxy, o->proxy_log_fd, HELPER_P_LOG);
 	if (broker_end >= 0)
-		spawn_give_fd(&h->proxy, broker_end, P_BROKER);
+		spawn_give_fd(&h->proxy, broker_end, HELPER_P_BROKER);
 	if (o->report)
-		spawn_give_fd(&h->proxy, rep[1], P_REPORT);
+		spawn_give_fd(&h->proxy, rep[1], HELPER_P_REPORT);
 	if (kfd >= 0) {
-		spawn_give_fd(&h->proxy, kfd, P_KEY);
+		spawn_give_fd(&h->proxy, kfd, HELPER_P_KEY);
 		if (o->spend && o->spend->ledger_fd >= 0)
-			spawn_give_fd(&h->proxy, o->spend->ledger_fd, P_LEDGER);
+			spawn_give_fd(&h->proxy, o->spend->ledger_fd, HELPER_P_LEDGER);
 	}
 	ret = start_one(&h->proxy, ready, "aibox-proxy", o->err_fd, err);
 	if (ret == 0 && o->report) {
@@ -232,31 +241,22 @@ int helpers_start(struct helpers *h, const struct helpers_opts *o, struct buf *e
 	return ret;
 }
 
-static double ms_since(const struct timespec *a)
-{
-	struct timespec b;
-
-	clock_gettime(CLOCK_MONOTONIC, &b);
-	return (double)(b.tv_sec - a->tv_sec) * 1000 + (double)(b.tv_nsec - a->tv_nsec) / 1e6;
-}
-
 int helpers_stop_proxy(struct helpers *h, struct proxy_report *rep, struct buf *err)
 {
 	struct buf rec = BUF_INIT;
-	struct timespec t0;
+	int64_t t0, used;
 	int ret = -1, r;
-	double used;
 
 	if (h->proxy.pid <= 0 || h->report_fd < 0) {
 		buf_addstr(err, "aibox-proxy was not running");
 		return -1;
 	}
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	t0 = clock_ms();
 	kill(h->proxy.pid, SIGTERM);
 	r = (int)buf_read_fd_within(&rec, h->report_fd, PROXY_REPORT_MAX, HELPERS_PROXY_STOP_MS);
 	close(h->report_fd);
 	h->report_fd = -1;
-	used = ms_since(&t0);
+	used = clock_ms() - t0;
 	spawn_wait_within(&h->proxy,
 	                  used < HELPERS_PROXY_STOP_MS ? HELPERS_PROXY_STOP_MS - (int)used : 0);
 	if (r == -ETIMEDOUT)

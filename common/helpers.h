@@ -3,11 +3,8 @@
  * entries) and aibox-proxy, started one way for aibox task and aibox run
  * (docs/internals.md, "The host layer").
  *
- * Both get their fds at fixed numbers and nothing through their environment:
- * the broker --handoff-fd 3, --log-fd 4, --ready-fd 5, --token-fd 6; the
- * proxy --listen-fd 3 (a unix socket bound here), --log-fd 4, --ready-fd 5,
- * --broker-fd 6 (the other end of the broker's hand-off pair), --report-fd 7,
- * --key-fd 8 and the spend ledger 9 when the key is forwarded.  Each runs in
+ * Both get their fds at fixed numbers (enum helpers_fds below, the one
+ * spelling of them) and nothing through their environment.  Each runs in
  * a session of its own with SIGKILL as its parent-death signal, so neither
  * outlives its aibox; each is waited for until its ready line.
  *
@@ -23,6 +20,26 @@
 
 #include "buf.h"
 #include "spawn.h"
+
+/*
+ * The helpers' fd numbers: the broker --handoff-fd, --log-fd, --ready-fd,
+ * --token-fd; the proxy --listen-fd (a unix socket bound here), --log-fd,
+ * --ready-fd, --broker-fd (the other end of the broker's hand-off pair),
+ * --report-fd, --key-fd and the spend ledger when the key is forwarded.
+ */
+enum helpers_fds {
+	HELPER_B_HANDOFF = 3,
+	HELPER_B_LOG,
+	HELPER_B_READY,
+	HELPER_B_TOKENS,
+	HELPER_P_LISTEN = 3,
+	HELPER_P_LOG,
+	HELPER_P_READY,
+	HELPER_P_BROKER,
+	HELPER_P_REPORT,
+	HELPER_P_KEY,
+	HELPER_P_LEDGER,
+};
 
 struct config;
 struct spend;

@@ -109,7 +109,7 @@ int host_env_take(struct host_env *e, const struct config *cfg, const char *cfg_
 		strvec_push(&e->names, name);
 		strvec_push(&e->values, v.buf);
 	}
-	ret = broker_tokens_take(cfg, &e->tokens, err);
+	ret = broker_tokens_take(cfg->git, cfg->nr_git, &e->tokens, err);
 	if (!ret)
 		ret = take_secrets(e, cfg, cfg_path, err);
 	buf_wipe_release(&v);
@@ -175,7 +175,8 @@ int host_checks(const struct config *cfg, const char *image, struct buf *image_d
 	int ret;
 
 	if ((ret = image_find(image ? image : "default", image_dir, err)) < 0 ||
-	    (ret = config_host_check(cfg, err)) < 0 || (ret = broker_remotes_check(cfg, err)) < 0)
+	    (ret = config_host_check(cfg, err)) < 0 ||
+	    (ret = broker_remotes_check(cfg->git, cfg->nr_git, err)) < 0)
 		return ret;
 	return 0;
 }

@@ -645,3 +645,43 @@ long http_body_decode(struct http_body *b, const char *p, size_t n, char *out, s
 	*out_len = 0;
 	return body_run(b, p, n, out, out_len, err);
 }
+
+const char *http_reason(int status)
+{
+	static const struct {
+		int status;
+		const char *reason;
+	} table[] = {
+	    {100, "Continue"},
+	    {200, "OK"},
+	    {201, "Created"},
+	    {204, "No Content"},
+	    {301, "Moved Permanently"},
+	    {302, "Found"},
+	    {304, "Not Modified"},
+	    {307, "Temporary Redirect"},
+	    {308, "Permanent Redirect"},
+	    {400, "Bad Request"},
+	    {401, "Unauthorized"},
+	    {403, "Forbidden"},
+	    {404, "Not Found"},
+	    {405, "Method Not Allowed"},
+	    {407, "Proxy Authentication Required"},
+	    {408, "Request Timeout"},
+	    {411, "Length Required"},
+	    {413, "Payload Too Large"},
+	    {415, "Unsupported Media Type"},
+	    {422, "Unprocessable Entity"},
+	    {429, "Too Many Requests"},
+	    {500, "Internal Server Error"},
+	    {501, "Not Implemented"},
+	    {502, "Bad Gateway"},
+	    {503, "Service Unavailable"},
+	    {504, "Gateway Timeout"},
+	};
+
+	for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
+		if (table[i].status == status)
+			return table[i].reason;
+	return "Error";
+}

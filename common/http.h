@@ -136,4 +136,16 @@ long http_body_feed(struct http_body *b, const char *p, size_t n, struct buf *er
 long http_body_decode(struct http_body *b, const char *p, size_t n, char *out, size_t *out_len,
                       struct buf *err);
 
+/*
+ * The reason phrase of an HTTP status (RFC 9110's words: "OK", "Bad
+ * Request", "Bad Gateway", ...), "Error" for a status not in the table.
+ * The one table for every status line we write: the proxy's answers, the
+ * broker's own and the upstream's it relays.
+ */
+const char *http_reason(int status);
+
+/* The two heads written without a table: the interim 100 and a tunnel's start. */
+#define HTTP_CONTINUE_HEAD "HTTP/1.1 100 Continue\r\n\r\n"
+#define HTTP_TUNNEL_HEAD   "HTTP/1.1 200 Connection established\r\n\r\n"
+
 #endif

@@ -301,7 +301,7 @@ static int same_url(const char *a, const char *b)
 }
 
 /* A push pattern of the config within the policy's patterns of its remote. */
-static int push_within(const struct config_git *pol, const char *pattern)
+static int push_within(const struct git_remote *pol, const char *pattern)
 {
 	for (size_t i = 0; i < pol->push.nr; i++)
 		if (!strcmp(pol->push.v[i], pattern))
@@ -340,7 +340,7 @@ static int check_git(const struct policy *p, const struct config *cfg, const cha
 	size_t gl = config_key_line(&p->cfg.lines, CONFIG_SET_GIT);
 
 	for (size_t i = 0; i < cfg->nr_git; i++) {
-		const struct config_git *g = &cfg->git[i], *pg = NULL;
+		const struct git_remote *g = &cfg->git[i], *pg = NULL;
 		size_t line = cfg->lines.git[i];
 
 		if (g->push.nr && !p->push)
@@ -480,10 +480,11 @@ int policy_check(const struct policy *p, struct config *cfg, const char *name,
 			              config_key_line(&p->cfg.lines, CONFIG_SET_ENV));
 	for (size_t i = 0; (p->cfg.set & CONFIG_SET_ENV) && i < cfg->nr_secrets; i++)
 		if (!env_listed(p, cfg->secrets[i].env))
-			return beyond(err, name, cfg->secrets[i].line,
-			              "secrets[%zu].env: the secret %s is beyond the policy (%s:%zu: env)",
-			              i, cfg->secrets[i].env, p->path,
-			              config_key_line(&p->cfg.lines, CONFIG_SET_ENV));
+			return beyond(
+			    err, name, cfg->secrets[i].line,
+			    "secrets[%zu].env: the secret %s is beyond the policy (%s:%zu: env)", i,
+			    cfg->secrets[i].env, p->path,
+			    config_key_line(&p->cfg.lines, CONFIG_SET_ENV));
 	if ((ret = check_git(p, cfg, name, err)) < 0)
 		return ret;
 	for (size_t i = 0; p->mounts_line && i < cfg->nr_mounts; i++) {

@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "err.h"
 #include "proxy.h"
 #include "proxy_impl.h"
@@ -24,10 +25,7 @@
 
 static void update_now(struct proxy *px)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	px->now_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	px->now_ms = clock_ms();
 }
 
 static void update_events(struct conn *c)

@@ -38,6 +38,7 @@
 #include <stdint.h>
 
 #include "guest_abi.h"
+#include "log_line.h"
 
 struct allow_list;
 struct proxy_report;
@@ -50,7 +51,7 @@ struct usage_prices;
 #define PROXY_API_POOL_MAX 64
 #define PROXY_GIT_HOST     "git.aibox.internal"
 #define PROXY_LOG_MAX      (16LL * 1024 * 1024)
-#define PROXY_LOG_RESERVE  512
+#define PROXY_LOG_RESERVE  LOG_LINE_RESERVE
 /* A paid answer whose client went away is read for at most this long, and this many bytes. */
 #define PROXY_DRAIN_MS  600000
 #define PROXY_DRAIN_MAX (64ULL * 1024 * 1024)

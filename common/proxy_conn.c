@@ -14,6 +14,7 @@
 
 #include "buf.h"
 #include "err.h"
+#include "http.h"
 #include "proxy_impl.h"
 #include "resolve.h"
 #include "banned.h"
@@ -227,13 +228,6 @@ void px_respond_with(struct conn *c, int code, const char *verdict, const char *
 {
 	struct proxy *px = c->px;
 	char *api_json = !json && c->is_api ? api_error_json(code, verdict, why) : NULL;
-	const char *text = code == 400   ? "Bad Request"
-	                   : code == 403 ? "Forbidden"
-	                   : code == 405 ? "Method Not Allowed"
-	                   : code == 502 ? "Bad Gateway"
-	                   : code == 504 ? "Gateway Timeout"
-	                   : code == 503 ? "Service Unavailable"
-	                                 : "Error";
 	struct buf b = BUF_INIT;
 
 	c->status = code;
@@ -243,7 +237,7 @@ void px_respond_with(struct conn *c, int code, const char *verdict, const char *
 		resolver_cancel(px->cfg->resolver, c->job);
 		c->job = NULL;
 	}
-	buf_addf(&b, "HTTP/1.1 %d %s\r\n", code, text);
+	buf_addf(&b, "HTTP/1.1 %d %s\r\n", code, http_reason(code));
 	if (code == 405)
 		buf_addstr(&b, "Allow: " PROXY_API_METHODS "\r\n");
 	if (api_json)

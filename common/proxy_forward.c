@@ -101,7 +101,7 @@ void px_start_forward(struct conn *c, const struct http_head *h, const char *pat
 	c->head_method = h->method_len == 4 && !memcmp(h->method, "HEAD", 4);
 	c->client_close = h->conn_close;
 	if (h->expect_continue && !c->reqb.done)
-		px_spill_add(&c->to_client, "HTTP/1.1 100 Continue\r\n\r\n", 25);
+		px_spill_add(&c->to_client, HTTP_CONTINUE_HEAD, sizeof(HTTP_CONTINUE_HEAD) - 1);
 	px_start_resolve(c);
 }
 

@@ -153,7 +153,7 @@ struct proxy {
 	int nconns, listening;
 	int64_t accept_paused_until; /* after EMFILE: let connections close first */
 	struct handle h_listen, h_signal, h_resolver;
-	int64_t now_ms; /* CLOCK_MONOTONIC, read once per round of the loop */
+	int64_t now_ms; /* clock_ms(), read once per round of the loop */
 	/* Bytes this proxy wrote to the log, and whether it reached cfg->log_max. */
 	int64_t log_written;
 	int log_full;

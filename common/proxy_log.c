@@ -10,30 +10,16 @@
 #include "buf.h"
 #include "err.h"
 #include "log_escape.h"
+#include "log_line.h"
 #include "proxy_impl.h"
 #include "proxy_report.h"
 #include "spawn.h"
 #include "usage.h"
 #include "banned.h"
 
-static void log_time(struct buf *b)
-{
-	struct timespec ts;
-	struct tm tm;
-	char tbuf[32];
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	gmtime_r(&ts.tv_sec, &tm);
-	strftime(tbuf, sizeof(tbuf), "%Y-%m-%dT%H:%M:%S", &tm);
-	buf_addf(b, "%s.%03ldZ", tbuf, ts.tv_nsec / 1000000);
-}
-
 static void log_write(struct proxy *px, const struct buf *b)
 {
-	if (write_all(px->cfg->log_fd, b->buf, b->len) < 0) {
-		/* A full disk must not stop the proxy; the line is lost. */
-	}
-	px->log_written += (int64_t)b->len;
+	log_line_write(px->cfg->log_fd, b->buf, b->len, &px->log_written);
 }
 
 /*
@@ -44,13 +30,13 @@ static void log_write(struct proxy *px, const struct buf *b)
 static int log_room(struct proxy *px, size_t len)
 {
 	struct buf b = BUF_INIT;
-	int64_t room = px->cfg->log_max - PROXY_LOG_RESERVE;
 
-	if (!px->cfg->log_max || (!px->log_full && px->log_written + (int64_t)len <= room))
+	if (!px->cfg->log_max ||
+	    (!px->log_full && log_line_fits(px->cfg->log_max, px->log_written, len)))
 		return 1;
 	if (!px->log_full) {
 		px->log_full = 1;
-		log_time(&b);
+		log_line_time(&b);
 		buf_addf(&b,
 		         " note - (proxy.log reached its cap of %lld bytes: the lines after this "
 		         "one are left out, and counted in the last line)\n",
@@ -69,7 +55,7 @@ void px_log_left_out(struct proxy *px)
 
 	if (px->cfg->log_fd < 0 || !px->log_full || !px->cfg->report)
 		return;
-	log_time(&b);
+	log_line_time(&b);
 	buf_addf(&b, " note - (%llu lines left out: proxy.log reached its cap of %lld bytes)\n",
 	         (unsigned long long)px->cfg->report->log_left_out, (long long)px->cfg->log_max);
 	log_write(px, &b);
@@ -82,7 +68,7 @@ void px_log_note(struct proxy *px, const char *what, int err)
 
 	if (px->cfg->log_fd < 0)
 		return;
-	log_time(&b);
+	log_line_time(&b);
 	buf_addf(&b, " note - (%s: %s)\n", what, strerror(err));
 	if (log_room(px, b.len))
 		log_write(px, &b);
@@ -118,7 +104,7 @@ void px_log_line(struct conn *c, const char *verdict, const char *why)
 		                   c->host[0] ? name.buf : NULL, c->sent, c->received);
 	if (px->cfg->log_fd < 0)
 		goto out;
-	log_time(&b);
+	log_line_time(&b);
 	/*
 	 * The verdict first, then the host, then what the client sent: a parser
 	 * takes the verdict and the host from fixed fields before any field the

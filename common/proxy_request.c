@@ -75,7 +75,7 @@ static void connect_request(struct conn *c, const struct http_head *h)
 		}
 		snprintf(c->host, sizeof(c->host), "localhost");
 		px_log_line(c, "allowed", "key forwarding");
-		px_spill_add(&c->to_client, "HTTP/1.1 200 Connection established\r\n\r\n", 39);
+		px_spill_add(&c->to_client, HTTP_TUNNEL_HEAD, sizeof(HTTP_TUNNEL_HEAD) - 1);
 		c->api_tunnel = 1;
 		px_reset_request(c);
 		px_enter_head(c);

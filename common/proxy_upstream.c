@@ -17,6 +17,7 @@
 
 #include "allow.h"
 #include "err.h"
+#include "http.h"
 #include "proxy_impl.h"
 #include "resolve.h"
 #include "tls.h"
@@ -29,7 +30,7 @@ static void connected(struct conn *c)
 	if (c->is_connect) {
 		c->state = ST_TUNNEL;
 		c->deadline_ms = px->now_ms + px->cfg->idle_timeout_ms;
-		px_spill_add(&c->to_client, "HTTP/1.1 200 Connection established\r\n\r\n", 39);
+		px_spill_add(&c->to_client, HTTP_TUNNEL_HEAD, sizeof(HTTP_TUNNEL_HEAD) - 1);
 		/* Bytes the client sent after the head (a TLS hello) go first. */
 		if (c->in_len > c->in_off) {
 			px_spill_add(&c->to_upstream, c->in + c->in_off, c->in_len - c->in_off);

@@ -7,17 +7,10 @@
 #include <unistd.h>
 
 #include "buf.h"
+#include "clock.h"
 #include "err.h"
 #include "qmp.h"
 #include "banned.h"
-
-static long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
-}
 
 /* The next line from QEMU, parsed, into *out (a new reference). */
 static int read_msg(struct qmp *q, json_t **out, long deadline, struct buf *err)
@@ -48,7 +41,7 @@ static int read_msg(struct qmp *q, json_t **out, long deadline, struct buf *err)
 			buf_addf(err, "a line from QEMU's monitor is over %d bytes", QMP_LINE_MAX);
 			return -EFBIG;
 		}
-		left = deadline - now_ms();
+		left = deadline - clock_ms();
 		if (left <= 0) {
 			buf_addstr(err, "QEMU's monitor did not answer in time");
 			return -ETIMEDOUT;
@@ -86,7 +79,7 @@ static int read_msg(struct qmp *q, json_t **out, long deadline, struct buf *err)
 
 int qmp_open(struct qmp *q, int fd, int pidfd, int timeout_ms, struct buf *err)
 {
-	long deadline = now_ms() + timeout_ms;
+	long deadline = clock_ms() + timeout_ms;
 	json_t *greeting = NULL;
 	int r;
 
@@ -100,13 +93,13 @@ int qmp_open(struct qmp *q, int fd, int pidfd, int timeout_ms, struct buf *err)
 		buf_addstr(err, "QEMU's monitor did not greet with QMP");
 		return r;
 	}
-	return qmp_call(q, "qmp_capabilities", NULL, NULL, (int)(deadline - now_ms()), err);
+	return qmp_call(q, "qmp_capabilities", NULL, NULL, (int)(deadline - clock_ms()), err);
 }
 
 int qmp_call(struct qmp *q, const char *execute, json_t *args, json_t **ret, int timeout_ms,
              struct buf *err)
 {
-	long deadline = now_ms() + timeout_ms;
+	long deadline = clock_ms() + timeout_ms;
 	json_t *cmd = json_pack("{s:s}", "execute", execute);
 	char *text;
 	int r;

@@ -81,7 +81,7 @@ static int has_placeholder(const struct swap_secret *s, const char *p, size_t le
 }
 
 int swap_request_head(const struct swap_secret *secrets, size_t n, const char *host, int port,
-                      struct buf *head, struct strvec *used, struct buf *why)
+                      struct buf *head, struct strvec *used, struct buf *err)
 {
 	struct buf out = BUF_INIT, dec = BUF_INIT, sw = BUF_INIT;
 	const char *p = head->buf, *end = head->buf + head->len, *eol, *sp1, *q;
@@ -93,7 +93,7 @@ int swap_request_head(const struct swap_secret *secrets, size_t n, const char *h
 		BUG("more than 32 secrets");
 	if (head->len > SWAP_MAX_HEAD || !(eol = memmem(p, head->len, "\r\n", 2)) ||
 	    !(sp1 = memchr(p, ' ', (size_t)(eol - p))))
-		return buf_refuse(why, -EINVAL, "not a request head");
+		return buf_refuse(err, -EINVAL, "not a request head");
 	/* A placeholder toward a host its secret does not name: refused whole. */
 	for (size_t i = 0; i < n; i++) {
 		int found = has_placeholder(&secrets[i], head->buf, head->len);
@@ -107,7 +107,7 @@ int swap_request_head(const struct swap_secret *secrets, size_t n, const char *h
 				found = has_placeholder(&secrets[i], dec.buf, dec.len);
 		}
 		if (found && !allow_match(&secrets[i].hosts, host, port)) {
-			buf_addf(why, "%s to %s:%d", secrets[i].name, host, port);
+			buf_addf(err, "%s to %s:%d", secrets[i].name, host, port);
 			buf_release(&dec);
 			return -EPERM;
 		}
@@ -119,7 +119,7 @@ int swap_request_head(const struct swap_secret *secrets, size_t n, const char *h
 		const char *qm = sp2 ? memchr(sp1 + 1, '?', (size_t)(sp2 - sp1 - 1)) : NULL;
 
 		if (!sp2)
-			return buf_refuse(why, -EINVAL, "not a request head");
+			return buf_refuse(err, -EINVAL, "not a request head");
 		if (qm) {
 			buf_add(&out, p, (size_t)(qm - p));
 			swapped += swap_in(secrets, n, qm, (size_t)(sp2 - qm), 1, &out, &mask);
@@ -132,7 +132,7 @@ int swap_request_head(const struct swap_secret *secrets, size_t n, const char *h
 		if (!(eol = memmem(p, (size_t)(end - p), "\r\n", 2))) {
 			buf_release(&out);
 			buf_release(&dec);
-			return buf_refuse(why, -EINVAL, "a header line without CRLF");
+			return buf_refuse(err, -EINVAL, "a header line without CRLF");
 		}
 		q = memchr(p, ':', (size_t)(eol - p));
 		buf_reset(&dec);
@@ -263,7 +263,7 @@ static int glob(const char *pat, const char *s)
 }
 
 int swap_rule_allows(const struct config_rule *r, const char *method, const char *target,
-                     struct buf *why)
+                     struct buf *err)
 {
 	struct buf path = BUF_INIT;
 	int ok = !r->methods.nr;
@@ -271,11 +271,11 @@ int swap_rule_allows(const struct config_rule *r, const char *method, const char
 	for (size_t i = 0; !ok && i < r->methods.nr; i++)
 		ok = !strcmp(r->methods.v[i], method);
 	if (!ok) {
-		buf_addf(why, "method %.32s is not allowed", method);
+		buf_addf(err, "method %.32s is not allowed", method);
 		return 0;
 	}
 	if (swap_normalize_path(target, &path) < 0) {
-		buf_addstr(why, "the path is not one the rules can read");
+		buf_addstr(err, "the path is not one the rules can read");
 		buf_release(&path);
 		return 0;
 	}
@@ -283,7 +283,7 @@ int swap_rule_allows(const struct config_rule *r, const char *method, const char
 	for (size_t i = 0; !ok && i < r->paths.nr; i++)
 		ok = glob(r->paths.v[i], path.buf);
 	if (!ok)
-		buf_addf(why, "path %.200s is not allowed", path.buf);
+		buf_addf(err, "path %.200s is not allowed", path.buf);
 	buf_release(&path);
 	return ok;
 }

@@ -41,7 +41,7 @@ struct swap_secret {
  * (no request line, a line without CRLF, over SWAP_MAX_HEAD).
  */
 int swap_request_head(const struct swap_secret *secrets, size_t n, const char *host, int port,
-                      struct buf *head, struct strvec *used, struct buf *why);
+                      struct buf *head, struct strvec *used, struct buf *err);
 
 /*
  * The path of target (origin form, "/..." with an optional query) as a rule
@@ -58,7 +58,7 @@ int swap_normalize_path(const char *target, struct buf *out);
  */
 struct config_rule;
 int swap_rule_allows(const struct config_rule *r, const char *method, const char *target,
-                     struct buf *why);
+                     struct buf *err);
 
 /*
  * An intercepted answer on its way to the VM (headers and body alike): each

@@ -21,6 +21,7 @@
 #include <stddef.h>
 
 #include "buf.h"
+#include "oid.h"
 
 #define SLURM_JOB_FILE "slurm.job"
 #define SLURM_OUT_NAME "slurm.out"
@@ -31,7 +32,7 @@
 
 struct slurm_job_rec {
 	char id[SLURM_JOB_ID_MAX + 1];
-	char start_commit[65];
+	char start_commit[OID_HEX_MAX + 1];
 };
 
 /*

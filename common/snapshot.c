@@ -15,10 +15,12 @@
 #include <unistd.h>
 
 #include "buf.h"
+#include "clock.h"
 #include "err.h"
 #include "guest_abi.h"
 #include "hex.h"
 #include "qmp.h"
+#include "shell_quote.h"
 #include "snapshot.h"
 #include "spawn.h"
 #include "strvec.h"
@@ -63,14 +65,6 @@ static void snap_release(struct snap *s)
 	buf_release(&s->manifest);
 	buf_release(&s->empty);
 	buf_release(&s->deps);
-}
-
-static long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
 }
 
 /* The image manifest's "sha256 <hex> <file>" for file, as "<key> <hex>\n" into deps. */
@@ -331,7 +325,7 @@ static int wait_line(int fd, int pidfd, const char *line, long deadline)
 	for (;;) {
 		struct pollfd p[2] = {{.fd = fd, .events = POLLIN},
 		                      {.fd = pidfd, .events = POLLIN}};
-		long left = deadline - now_ms();
+		long left = deadline - clock_ms();
 		ssize_t n;
 
 		if (left <= 0)
@@ -374,7 +368,7 @@ static int wait_migrated(struct qmp *q, long deadline, struct buf *err)
 		const char *st;
 		int r;
 
-		if ((r = qmp_call(q, "query-migrate", NULL, &ret, (int)(deadline - now_ms()),
+		if ((r = qmp_call(q, "query-migrate", NULL, &ret, (int)(deadline - clock_ms()),
 		                  err)) < 0)
 			return r;
 		st = json_string_value(json_object_get(ret, "status"));
@@ -388,7 +382,7 @@ static int wait_migrated(struct qmp *q, long deadline, struct buf *err)
 			return -EIO;
 		}
 		json_decref(ret);
-		if (now_ms() > deadline) {
+		if (clock_ms() > deadline) {
 			buf_addstr(err, "QEMU did not write the snapshot in time");
 			return -ETIMEDOUT;
 		}
@@ -546,14 +540,14 @@ static int save_locked(const struct vm_config *cfg, struct snap *s, struct buf *
 	         "-cmd:false",
 	         -1, &vm, err)) < 0)
 		goto out;
-	if ((r = wait_line(x.ctl[0], vm.pidfd, SNAP_WAITING, now_ms() + BOOT_MS)) < 0) {
+	if ((r = wait_line(x.ctl[0], vm.pidfd, SNAP_WAITING, clock_ms() + BOOT_MS)) < 0) {
 		buf_addstr(err, r == -ETIMEDOUT ? "the snapshot's VM did not come up in time"
 		                                : "the snapshot's VM stopped before it was ready");
 		goto out;
 	}
-	deadline = now_ms() + MIGRATE_MS;
+	deadline = clock_ms() + MIGRATE_MS;
 	buf_addstr(&uri, "exec:cat > ");
-	vm_add_sh_quoted(&uri, tmp.buf);
+	shell_quote(&uri, tmp.buf);
 	if ((r = qmp_call(&x.q, "stop", NULL, NULL, MIGRATE_MS, err)) < 0 ||
 	    (r = qmp_call(&x.q, "migrate", json_pack("{s:s}", "uri", uri.buf), NULL, MIGRATE_MS,
 	                  err)) < 0 ||
@@ -686,8 +680,8 @@ static int wait_running(struct qmp *q, long deadline, struct buf *err)
 		const char *st;
 		int r;
 
-		if ((r = qmp_call(q, "query-status", NULL, &ret, (int)(deadline - now_ms()), err)) <
-		    0)
+		if ((r = qmp_call(q, "query-status", NULL, &ret, (int)(deadline - clock_ms()),
+		                  err)) < 0)
 			return r;
 		st = json_string_value(json_object_get(ret, "status"));
 		if (st && !strcmp(st, "running")) {
@@ -697,7 +691,7 @@ static int wait_running(struct qmp *q, long deadline, struct buf *err)
 		/* Saved stopped, so restored paused once loaded: run it. */
 		if (st && !strcmp(st, "paused")) {
 			json_decref(ret);
-			return qmp_call(q, "cont", NULL, NULL, (int)(deadline - now_ms()), err);
+			return qmp_call(q, "cont", NULL, NULL, (int)(deadline - clock_ms()), err);
 		}
 		if (!st || strcmp(st, "inmigrate")) {
 			buf_addf(err, "the restored VM is '%.40s', not running", st ? st : "?");
@@ -705,7 +699,7 @@ static int wait_running(struct qmp *q, long deadline, struct buf *err)
 			return -EIO;
 		}
 		json_decref(ret);
-		if (now_ms() > deadline) {
+		if (clock_ms() > deadline) {
 			buf_addstr(err, "QEMU did not restore the snapshot in time");
 			return -ETIMEDOUT;
 		}
@@ -719,7 +713,7 @@ static int restore(const struct vm_config *cfg, struct snap *s, int in_fd, struc
 	struct snap_qemu x = SNAP_QEMU_INIT;
 	struct buf net = BUF_INIT, go = BUF_INIT;
 	const char *slots[SNAP_SHARES];
-	long deadline = now_ms() + RESTORE_MS;
+	long deadline = clock_ms() + RESTORE_MS;
 	int r;
 
 	if (mkdir(s->empty.buf, 0555) < 0 && errno != EEXIST) {

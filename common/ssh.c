@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "buf.h"
+#include "clock.h"
 #include "err.h"
 #include "spawn.h"
 #include "ssh.h"
@@ -20,14 +21,6 @@
 #include "banned.h"
 
 #define KEY_FILE_MAX (16 * 1024)
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 __attribute__((format(printf, 3, 4))) static int fail(struct ssh_client *c, int err,
                                                       const char *fmt, ...)
@@ -66,7 +59,7 @@ static LIBSSH2_RECV_FUNC(recv_counted)
 	if (n < 0)
 		return -errno;
 	if (n > 0)
-		c->last_recv = now_ms();
+		c->last_recv = clock_ms();
 	return n;
 }
 
@@ -93,7 +86,7 @@ static int idle_check(struct ssh_client *c, int64_t now, int64_t *wait)
  */
 static int wait_socket(struct ssh_client *c, int events, int keepalive_ms)
 {
-	int64_t now = now_ms(), wait = keepalive_ms > 0 ? keepalive_ms : 1000;
+	int64_t now = clock_ms(), wait = keepalive_ms > 0 ? keepalive_ms : 1000;
 	struct pollfd pfd = {.fd = c->fd, .events = (short)events};
 
 	if (c->deadline) {
@@ -152,7 +145,7 @@ static int wait_banner(struct ssh_client *c)
 			if (memcmp(peek, "SSH-", 4))
 				return fail(c, -EPROTO,
 				            "the VM's SSH server did not start with a banner");
-			c->last_recv = now_ms();
+			c->last_recv = clock_ms();
 			return 0;
 		}
 		if (n == 0)
@@ -179,7 +172,7 @@ int ssh_connect(struct ssh_client *c)
 	int type, rc, ret;
 
 	buf_reset(&c->err);
-	c->last_recv = now_ms();
+	c->last_recv = clock_ms();
 	c->deadline = c->timeout_ms ? c->last_recv + c->timeout_ms : 0;
 	if (libssh2_init(0))
 		return fail(c, -ENOMEM, "cannot initialise libssh2");
@@ -780,7 +773,7 @@ static int iact_wait(struct ssh_client *c, struct ssh_interactive *x, struct iac
 	struct pollfd pfd[4];
 	int dir = libssh2_session_block_directions(c->session), nfd = 0;
 	int i_in = -1, i_rs = -1, i_st = -1;
-	int64_t now = now_ms(), wait = next > 0 ? next * 1000 : 1000;
+	int64_t now = clock_ms(), wait = next > 0 ? next * 1000 : 1000;
 
 	pfd[nfd++] = (struct pollfd){
 	    .fd = c->fd,

@@ -8,14 +8,15 @@
 #define AIBOX_TASK_CONTINUE_H
 
 #include "buf.h"
+#include "oid.h"
 #include "session_file.h"
 #include "taskid.h"
 
 struct task_continue {
-	struct buf dir;               /* the earlier task's folder */
-	char name[TASK_NAME_LEN + 1]; /* its folder's name */
-	char start_commit[65];        /* its start, from its settings.json (aibox's own) */
-	char end_commit[65];          /* aibox/task in its checked changes.bundle */
+	struct buf dir;                     /* the earlier task's folder */
+	char name[TASK_NAME_LEN + 1];       /* its folder's name */
+	char start_commit[OID_HEX_MAX + 1]; /* its start, from its settings.json (aibox's own) */
+	char end_commit[OID_HEX_MAX + 1];   /* aibox/task in its checked changes.bundle */
 	char session_id[SESSION_ID_LEN + 1];
 	struct buf session; /* its session.jsonl, checked and mended */
 	struct buf note;    /* what was done, for the user: "fetched ..." or "" */

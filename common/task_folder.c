@@ -102,7 +102,7 @@ int task_folder_start_bundle(const char *dir, const char *checkout, const char *
 {
 	struct bundle_write_opts bo = {0};
 	struct buf path = BUF_INIT, idx = BUF_INIT, why = BUF_INIT;
-	char oid[BUNDLE_HEXSZ_MAX + 1];
+	char oid[OID_HEX_MAX + 1];
 	int ret;
 
 	buf_addf(&path, "%s/" GUEST_FILE_START_BUNDLE, dir);

@@ -187,7 +187,7 @@ static int get_time(json_t *o, const char *key, time_t *out, struct buf *err)
 	return 0;
 }
 
-static int get_commit(json_t *o, const char *key, char out[65], struct buf *err)
+static int get_commit(json_t *o, const char *key, char out[OID_HEX_MAX + 1], struct buf *err)
 {
 	int r = result_commit_get(o, key, out);
 

@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "buf.h"
+#include "oid.h"
 #include "proxy_report.h"
 #include "task_results.h"
 
@@ -58,9 +59,9 @@ struct task_record {
 	int exit_code;
 	char *why; /* owned, NULL when none */
 	double seconds;
-	char start_commit[65];
-	time_t start_time, end_time; /* Unix times, 0 when the record has none */
-	char end_commit[65];         /* "" when there is nothing to fetch */
+	char start_commit[OID_HEX_MAX + 1];
+	time_t start_time, end_time;      /* Unix times, 0 when the record has none */
+	char end_commit[OID_HEX_MAX + 1]; /* "" when there is nothing to fetch */
 	int no_changes;
 	int has_result;            /* a result was recorded: result below */
 	struct task_result result; /* the VM's facts, as result_parse() checks them */

@@ -12,6 +12,7 @@
 #include "err.h"
 #include "gitproto.h"
 #include "task_results.h"
+#include "shell_quote.h"
 #include "utf8.h"
 #include "banned.h"
 
@@ -86,7 +87,7 @@ static int get_real(json_t *obj, const char *key, double max, double *out, struc
 	return 1;
 }
 
-int result_commit_get(json_t *o, const char *key, char out[65])
+int result_commit_get(json_t *o, const char *key, char out[OID_HEX_MAX + 1])
 {
 	json_t *v = json_object_get(o, key);
 	const char *s = json_string_value(v);
@@ -101,7 +102,7 @@ int result_commit_get(json_t *o, const char *key, char out[65])
 	return 1;
 }
 
-static int get_commit(json_t *obj, const char *key, char out[65], struct buf *err)
+static int get_commit(json_t *obj, const char *key, char out[OID_HEX_MAX + 1], struct buf *err)
 {
 	int r = result_commit_get(obj, key, out);
 
@@ -431,25 +432,6 @@ void summary_release(struct summary *s)
 	s->nr = s->alloc = 0;
 }
 
-void shell_quote(struct buf *out, const char *s)
-{
-	static const char safe[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-	                           "0123456789_@%+=:,./-";
-
-	if (*s && strspn(s, safe) == strlen(s)) {
-		buf_addstr(out, s);
-		return;
-	}
-	buf_addch(out, '\'');
-	for (; *s; s++) {
-		if (*s == '\'')
-			buf_addstr(out, "'\\''");
-		else
-			buf_addch(out, *s);
-	}
-	buf_addch(out, '\'');
-}
-
 /* p starts one of U+2018..U+201E (E2 80 98..9E) whose last byte is lo..hi. */
 static int smart_quote(const unsigned char *p, unsigned char lo, unsigned char hi)
 {
@@ -517,7 +499,8 @@ int result_bundle_check_start(struct bundle_check *c, int fd, const char *start_
 	return ret;
 }
 
-int result_bundle_verdict(const struct bundle_verdict *v, char end[65], struct buf *err)
+int result_bundle_verdict(const struct bundle_verdict *v, char end[OID_HEX_MAX + 1],
+                          struct buf *err)
 {
 	if (v->m.ret == 0)
 		memcpy(end, v->m.tip, sizeof(v->m.tip));
@@ -530,7 +513,7 @@ int result_bundle_verdict(const struct bundle_verdict *v, char end[65], struct b
 
 int result_check_bundle(int fd, const char *start_commit, const char *repo_dir,
                         const char *tmp_parent, uint64_t max_bytes, const struct bundle_limits *lim,
-                        char end[65], struct buf *err)
+                        char end[OID_HEX_MAX + 1], struct buf *err)
 {
 	struct bundle_check c = BUNDLE_CHECK_INIT;
 	struct bundle_verdict v;

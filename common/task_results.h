@@ -22,6 +22,7 @@
 #include "buf.h"
 #include "bundle_check.h"
 #include "guest_abi.h" /* RESULT_JSON_MAX */
+#include "oid.h"
 #include "proxy_report.h"
 #include "strvec.h"
 
@@ -60,8 +61,8 @@ struct task_result {
 		char *last_message; /* owned, NULL if absent; at most RESULT_MESSAGE_MAX bytes */
 	} claude;
 
-	char start_commit[65]; /* "" if null or absent */
-	char end_commit[65];
+	char start_commit[OID_HEX_MAX + 1]; /* "" if null or absent */
+	char end_commit[OID_HEX_MAX + 1];
 	int changes;
 };
 
@@ -81,7 +82,7 @@ void result_release(struct task_result *r);
  * unless 1.
  */
 struct json_t;
-int result_commit_get(struct json_t *o, const char *key, char out[65]);
+int result_commit_get(struct json_t *o, const char *key, char out[OID_HEX_MAX + 1]);
 
 const char *result_status_name(enum result_status s);
 const char *result_ended_name(enum result_ended e);
@@ -141,12 +142,6 @@ void summary_fetch_command(const struct summary_in *in, struct buf *out);
 void summary_release(struct summary *s);
 
 /*
- * Append s quoted for a POSIX shell: as is when it is non-empty and only has
- * [A-Za-z0-9_@%+=:,./-], else in single quotes with each ' as '\''.
- */
-void shell_quote(struct buf *out, const char *s);
-
-/*
  * Append path for pasting into PowerShell, cmd.exe and Git Bash alike, as the
  * fetch command names the bundle on Windows (docs/platforms.md).  Each
  * backslash becomes a forward slash.  Then the path goes as is when it is
@@ -183,7 +178,8 @@ int result_bundle_check_start(struct bundle_check *c, int fd, const char *start_
  * BUNDLE_REFUSED (1) with "changes.bundle refused: <reason>" appended to err;
  * or a negative errno with "cannot check changes.bundle: <what>".
  */
-int result_bundle_verdict(const struct bundle_verdict *v, char end[65], struct buf *err);
+int result_bundle_verdict(const struct bundle_verdict *v, char end[OID_HEX_MAX + 1],
+                          struct buf *err);
 
 /*
  * The same check in this process, no child, no rlimit (the test helper):
@@ -192,6 +188,6 @@ int result_bundle_verdict(const struct bundle_verdict *v, char end[65], struct b
  */
 int result_check_bundle(int fd, const char *start_commit, const char *repo_dir,
                         const char *tmp_parent, uint64_t max_bytes, const struct bundle_limits *lim,
-                        char end[65], struct buf *err);
+                        char end[OID_HEX_MAX + 1], struct buf *err);
 
 #endif

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "task_settings.h"
+#include "git_remote.h"
 #include "gitproto.h"
 #include "session_file.h"
 #include "taskid.h"
@@ -20,21 +21,6 @@ __attribute__((format(printf, 2, 3))) static int bad(struct buf *err, const char
 	buf_vaddf(err, fmt, ap);
 	va_end(ap);
 	return -EINVAL;
-}
-
-int task_git_remote_valid(const char *s)
-{
-	size_t n = strlen(s);
-
-	if (n <= 8 || n > 2048 || strncmp(s, "https://", 8))
-		return 0;
-	for (size_t i = 0; i < n; i++) {
-		unsigned char ch = (unsigned char)s[i];
-
-		if (ch <= 0x20 || ch >= 0x7f || strchr("\"\\#;", ch))
-			return 0;
-	}
-	return 1;
 }
 
 static const char *const api_names[] = {"none", "forward", "oauth"};
@@ -151,10 +137,15 @@ int task_settings_check(const struct task_settings *s, struct buf *err)
 		return -EINVAL;
 	if (s->ngit_remotes > TASK_SETTINGS_REMOTES_MAX)
 		return bad(err, "over %d git remotes", TASK_SETTINGS_REMOTES_MAX);
-	for (size_t i = 0; i < s->ngit_remotes; i++)
-		if (!task_git_remote_valid(s->git_remotes[i]))
-			return bad(err, "the git remote '%s' is not a plain https:// URL",
-			           s->git_remotes[i]);
+	for (size_t i = 0; i < s->ngit_remotes; i++) {
+		struct buf why = BUF_INIT;
+
+		if (git_remote_url_check(s->git_remotes[i], &why) < 0) {
+			bad(err, "the git remote '%.200s' %s", s->git_remotes[i], why.buf);
+			buf_release(&why);
+			return -EINVAL;
+		}
+	}
 	return 0;
 }
 

@@ -129,13 +129,6 @@ void task_settings_doc_release(struct task_settings_doc *d);
 const char *task_api_name(enum task_api api);
 
 /*
- * Is s a remote URL the init may write into git's config unquoted:
- * "https://" and then at most 2048 printable ASCII bytes with no space, '"',
- * '\\', '#' or ';'?
- */
-int task_git_remote_valid(const char *s);
-
-/*
  * Append settings.json's text for s to out (pretty-printed, ending in a
  * newline).  0, or -EINVAL with the reason in err ("the model name is not
  * valid UTF-8").

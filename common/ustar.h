@@ -40,8 +40,10 @@ enum {
 
 /* POSIX's magic and version (what the writer writes), and GNU's (also read). */
 #define USTAR_MAGIC_NAME "ustar"
-#define USTAR_MAGIC      USTAR_MAGIC_NAME "\0" "00"
-#define USTAR_MAGIC_GNU  USTAR_MAGIC_NAME "  \0"
+#define USTAR_MAGIC                                                                                \
+	USTAR_MAGIC_NAME "\0"                                                                      \
+	                 "00"
+#define USTAR_MAGIC_GNU USTAR_MAGIC_NAME "  \0"
 
 /* The typeflag of a regular file (an old archive's '\0' means the same). */
 #define USTAR_TYPE_REG '0'

@@ -14,9 +14,11 @@
 #include <unistd.h>
 
 #include "buf.h"
+#include "clock.h"
 #include "err.h"
 #include "guest_abi.h"
 #include "paths.h"
+#include "shell_quote.h"
 #include "spawn.h"
 #include "vm.h"
 #include "banned.h"
@@ -61,18 +63,6 @@ void vm_add_opt_value(struct buf *b, const char *s)
 			buf_addch(b, ',');
 		buf_addch(b, *s);
 	}
-}
-
-void vm_add_sh_quoted(struct buf *b, const char *s)
-{
-	buf_addch(b, '\'');
-	for (; *s; s++) {
-		if (*s == '\'')
-			buf_addstr(b, "'\\''");
-		else
-			buf_addch(b, *s);
-	}
-	buf_addch(b, '\'');
 }
 
 int vm_make_state_disk(const char *dir, unsigned long long size)
@@ -167,21 +157,21 @@ void vm_netdev_arg(const struct vm_config *cfg, struct buf *b)
 	struct buf cmd = BUF_INIT;
 
 	if (cfg->connect_prog) {
-		vm_add_sh_quoted(&cmd, cfg->connect_prog);
+		shell_quote(&cmd, cfg->connect_prog);
 	} else {
 		struct buf prog = BUF_INIT;
 
 		buf_addf(&prog, "%s/aibox-connect", libexec_dir());
-		vm_add_sh_quoted(&cmd, prog.buf);
+		shell_quote(&cmd, prog.buf);
 		buf_release(&prog);
 	}
 	buf_addf(&cmd, " --max %u", cfg->max_conns ? cfg->max_conns : VM_MAX_CONNS);
 	if (cfg->conns_log) {
 		buf_addstr(&cmd, " --log ");
-		vm_add_sh_quoted(&cmd, cfg->conns_log);
+		shell_quote(&cmd, cfg->conns_log);
 	}
 	buf_addch(&cmd, ' ');
-	vm_add_sh_quoted(&cmd, cfg->proxy_socket);
+	shell_quote(&cmd, cfg->proxy_socket);
 	buf_addstr(b,
 	           "user,id=net0,restrict=on,ipv6=off,guestfwd=tcp:" GUEST_PROXY_HOSTPORT "-cmd:");
 	vm_add_opt_value(b, cmd.buf);
@@ -316,17 +306,9 @@ int vm_start(const struct vm_config *cfg, struct vm *vm)
 	return start_cold(cfg, vm);
 }
 
-static long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
-}
-
 int vm_wait_ssh(struct vm *vm, int timeout_ms)
 {
-	long deadline = now_ms() + timeout_ms;
+	long deadline = clock_ms() + timeout_ms;
 
 	for (;;) {
 		struct pollfd pfd[2] = {
@@ -334,7 +316,7 @@ int vm_wait_ssh(struct vm *vm, int timeout_ms)
 		    {.fd = vm->pidfd, .events = POLLIN},
 		};
 		char peek[256];
-		long left = deadline - now_ms();
+		long left = deadline - clock_ms();
 		ssize_t n;
 		int r;
 
@@ -408,10 +390,10 @@ int vm_stop(struct vm *vm, int grace_ms)
 		return -ECHILD;
 	if (grace_ms > 0 && vm->pidfd >= 0) {
 		struct pollfd pfd = {.fd = vm->pidfd, .events = POLLIN};
-		long deadline = now_ms() + grace_ms;
+		long deadline = clock_ms() + grace_ms;
 
 		for (;;) {
-			long left = deadline - now_ms();
+			long left = deadline - clock_ms();
 			int r;
 
 			if (left <= 0)

@@ -187,6 +187,5 @@ void vm_netdev_arg(const struct vm_config *cfg, struct buf *b);
 int vm_make_state_disk(const char *dir, unsigned long long size);
 int vm_spawn(struct spawn *sp, const struct vm_config *cfg, struct vm *vm);
 void vm_add_opt_value(struct buf *b, const char *s);
-void vm_add_sh_quoted(struct buf *b, const char *s);
 
 #endif

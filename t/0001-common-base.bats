@@ -132,3 +132,63 @@ EOF2
 	run test-common size 1 1048576 1TiB
 	assert_output "1048576"
 }
+
+@test "common: clock_ms() counts milliseconds of the monotonic clock" {
+	run test-common clock 300
+	assert_success
+	[ "$output" -ge 300 ]
+	[ "$output" -lt 3000 ]
+	run test-common clock 0
+	assert_success
+	[ "$output" -ge 0 ]
+	[ "$output" -lt 100 ]
+}
+
+@test "common: shell_quote() leaves safe strings alone and quotes the rest so sh reads them back" {
+	run test-common shell-quote /a/b_c-1.2/d@e:f,g+h=i%
+	assert_success
+	assert_output "/a/b_c-1.2/d@e:f,g+h=i%"
+	run test-common shell-quote ""
+	assert_success
+	assert_output "''"
+	run test-common shell-quote "it's"
+	assert_success
+	assert_output "'it'\\''s'"
+	run test-common shell-quote 'a $b `c` "d"'
+	assert_success
+	assert_output "'a \$b \`c\` \"d\"'"
+	for s in "it's" ' lead' $'new\nline' '*' '~x' '-n' "'" '\'; do
+		run test-common shell-quote "$s"
+		assert_success
+		run sh -c "printf '%s' $output"
+		assert_success
+		assert_output "$s"
+	done
+}
+
+@test "common: a git remote's URL has one grammar, taken apart for the broker" {
+	run test-common git-remote https://GitHub.com/o/r.git/
+	assert_success
+	assert_output "github.com 443 github.com /o/r.git"
+	run test-common git-remote 'https://[2001:DB8::1]:8443/a/b'
+	assert_success
+	assert_output "2001:db8::1 8443 [2001:db8::1]:8443 /a/b"
+	run test-common git-remote https://10.0.0.1:1/x
+	assert_success
+	assert_output "10.0.0.1 1 10.0.0.1:1 /x"
+	run test-common git-remote https://h:0/x
+	assert_failure
+	assert_output "error: has a bad host: the port must be a number from 1 to 65535"
+	run test-common git-remote https://h:/x
+	assert_failure
+	assert_output "error: needs a host"
+	run test-common git-remote https://*.h/x
+	assert_failure
+	assert_output "error: needs a host"
+	run test-common git-remote https://h/a/../b
+	assert_failure
+	assert_output "error: cannot hold '.', '..' or '//' in its path"
+	run test-common git-remote https://h/a%3Bb
+	assert_success
+	assert_output "h 443 h /a%3Bb"
+}

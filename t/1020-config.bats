@@ -234,6 +234,11 @@ cfg() {
 	assert_output --partial "may hold no spaces, query, fragment"
 	cfg $'git:\n  - url: https://github.com'
 	assert_output --partial "needs a repository path after the host"
+	# What git's config could not hold plainly is refused here, not at the task's start.
+	cfg $'git:\n  - url: "https://github.com/a;b"'
+	assert_output "config.yaml:2:10: git[0].url: 'https://github.com/a;b' may hold no spaces, query, fragment or special characters in its path"
+	cfg "git: [{url: https://github.com/$(head -c 2041 /dev/zero | tr '\0' a)}]"
+	assert_output --partial "is longer than 2048 bytes"
 	cfg $'git:\n  - token: GITHUB_TOKEN'
 	assert_output "config.yaml:2:5: git[0]: needs a url"
 	cfg $'git:\n  - url: https://github.com/a/b\n    token: ghp_0123456789abcdef-x'

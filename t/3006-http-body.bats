@@ -39,3 +39,27 @@ teardown() { common_teardown; }
 	assert_output abcdefNEXT
 	[ "$stderr" = "taken=10 done=0" ]
 }
+
+@test "http: one status table gives every status line its reason phrase" {
+	run test-http reason 100 200 400 403 404 405 408 413 415 500 502 503 504
+	assert_success
+	assert_output "100 Continue
+200 OK
+400 Bad Request
+403 Forbidden
+404 Not Found
+405 Method Not Allowed
+408 Request Timeout
+413 Payload Too Large
+415 Unsupported Media Type
+500 Internal Server Error
+502 Bad Gateway
+503 Service Unavailable
+504 Gateway Timeout"
+	run test-http reason 299 600 0 -1
+	assert_success
+	assert_output "299 Error
+600 Error
+0 Error
+-1 Error"
+}

@@ -38,6 +38,6 @@ load lib-common
 	run test-vm --args-only 0 --image /img --share /s --proxy "/p q's.sock" --connect /bin/c \
 		--conns-log /l.log
 	assert_success
-	assert_line "user,id=net0,restrict=on,ipv6=off,guestfwd=tcp:10.0.2.100:3128-cmd:'/bin/c' --max 64 --log '/l.log' '/p q'\\''s.sock'"
+	assert_line "user,id=net0,restrict=on,ipv6=off,guestfwd=tcp:10.0.2.100:3128-cmd:/bin/c --max 64 --log /l.log '/p q'\\''s.sock'"
 	assert_line "virtio-net-pci,netdev=net0,romfile="
 }

@@ -79,6 +79,26 @@ both_held() {
 	assert_output "$(printf '; %s refused so far\n' 1 2 4 8 16 32)"
 }
 
+@test "connect: a refusal's line honours proxy.log's cap, counting what the file holds" {
+	hold 1
+	hold 2
+	wait_until 10 both_held
+	# The log just under the proxy's cap (16 MiB) less its reserve: a line still fits.
+	truncate -s $((16 * 1024 * 1024 - 512 - 300)) "$T/proxy.log"
+	run timeout 10 aibox-connect --max 2 --log "$T/proxy.log" "$T/p.sock" </dev/null
+	assert_failure 1
+	run tail -c 300 "$T/proxy.log"
+	assert_success
+	assert_output --partial "; 1 refused so far"
+	# At the cap: the next logged refusal (the 2nd) is left out.
+	truncate -s $((16 * 1024 * 1024 - 512)) "$T/proxy.log"
+	run timeout 10 aibox-connect --max 2 --log "$T/proxy.log" "$T/p.sock" </dev/null
+	assert_failure 1
+	run stat -c %s "$T/proxy.log"
+	assert_success
+	assert_output $((16 * 1024 * 1024 - 512))
+}
+
 @test "connect: bad options are usage errors" {
 	for args in "--max 0 s" "--max x s" "--log f s" "--max 1" ""; do
 		run aibox-connect $args

@@ -485,7 +485,7 @@ print(len(body.encode()), body[0], set(body[1:]) == {"\u00e9"}, note)'
 			assert_output --partial '"git_remotes"[0] is not a string'
 		else
 			assert_output --partial "the git remote '"
-			assert_output --partial "is not a plain https:// URL"
+			assert_output --regexp "(must be an https:// URL|may hold no spaces, query, fragment or special characters in its path)"
 		fi
 	done
 	assert_file_not_exists "$T/gitconfig"

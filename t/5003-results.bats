@@ -164,17 +164,6 @@ aibox: no changes'
 	done
 }
 
-@test "results: shell-quote leaves safe strings alone and quotes the rest" {
-	run test-task shell-quote /a/b_c-1.2/d@e:f,g+h=i%
-	assert_output "/a/b_c-1.2/d@e:f,g+h=i%"
-	run test-task shell-quote ""
-	assert_output "''"
-	run test-task shell-quote "it's"
-	assert_output "'it'\\''s'"
-	run test-task shell-quote 'a $b `c` "d"'
-	assert_output "'a \$b \`c\` \"d\"'"
-}
-
 # winq PATH EXPECTED: windows_quote() of PATH is EXPECTED.
 winq() {
 	run test-task windows-quote "$1"

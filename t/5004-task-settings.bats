@@ -33,11 +33,27 @@ load lib-common
 }
 
 @test "settings: a git remote the init could not write into git's config is refused" {
-	for bad in http://github.com/o/r 'https://h/a b' 'https://h/a"b' 'https://h/a\b' \
-		'https://h/a#b' 'https://h/a;b' "https://h/$(printf 'a\tb')" https://; do
+	run test-task settings --remote http://github.com/o/r
+	assert_failure
+	assert_output "error: the git remote 'http://github.com/o/r' must be an https:// URL"
+	for bad in 'https://h/a b' 'https://h/a"b' 'https://h/a\b' \
+		'https://h/a#b' 'https://h/a;b' "https://h/$(printf 'a\tb')"; do
 		run test-task settings --remote "$bad"
-		assert_output "error: the git remote '$bad' is not a plain https:// URL"
+		assert_failure
+		assert_output "error: the git remote '$bad' may hold no spaces, query, fragment or special characters in its path"
 	done
+	run test-task settings --remote https://
+	assert_failure
+	assert_output "error: the git remote 'https://' needs a repository path after the host"
+	# The config's grammar, all of it: the host too, and the length.
+	run test-task settings --remote 'https://h_x/a'
+	assert_failure
+	assert_output "error: the git remote 'https://h_x/a' has a bad host: not a host name"
+	run test-task settings --remote "https://h/$(head -c 2039 /dev/zero | tr '\0' a)"
+	assert_failure
+	assert_output --partial "is longer than 2048 bytes"
+	run test-task settings --remote "https://h/$(head -c 2038 /dev/zero | tr '\0' a)"
+	assert_success
 	run test-task settings
 	printf '%s\n' "$output" >settings.json
 	run python3 -c 'import json; print(json.load(open("settings.json"))["git_remotes"])'

@@ -27,10 +27,10 @@ teardown() {
 	assert_output "aibox-broker: --fetch must follow a --remote"
 	run aibox-broker --remote http://example.com/r --token-env GIT_TOKEN --listen 127.0.0.1:0
 	assert_failure 2
-	assert_output "aibox-broker: remote 'http://example.com/r' is not an https URL"
+	assert_output "aibox-broker: remote 'http://example.com/r' must be an https:// URL"
 	run aibox-broker --remote https://u:p@localhost/r --token-env GIT_TOKEN --listen 127.0.0.1:0
 	assert_failure 2
-	assert_output --partial "has credentials in it"
+	assert_output "aibox-broker: remote 'https://u:p@localhost/r' cannot hold credentials; name the variable holding the token in token"
 	run aibox-broker --remote https://localhost/r --token-env NOT_SET_HERE --listen 127.0.0.1:0
 	assert_failure 2
 	assert_output "aibox-broker: the token variable 'NOT_SET_HERE' is not set"
@@ -262,7 +262,8 @@ teardown() {
 		curl -sS -D errhead.txt -o err.txt -H 'Content-Type: application/x-git-upload-pack-request' \
 			--data-binary 0000 "${BR_URL}git-upload-pack"
 		assert_file_contains head.txt 'HTTP/1.1 200'
-		assert_file_contains errhead.txt 'HTTP/1.1 500'
+		# The upstream's status with the one table's words, not "Error".
+		assert_file_contains errhead.txt 'HTTP/1.1 500 Internal Server Error'
 		assert_file_contains ok.txt '^auth: [A-Za-z]* \*\*\*\*'
 		assert_file_contains err.txt '^decoded: '
 		python3 - "$GIT_TOKEN" "$cred" >forms <<-'PY'

@@ -39,8 +39,10 @@
 #include "broker.h"
 #include "broker_spawn.h"
 #include "buf.h"
+#include "clock.h"
 #include "duration.h"
 #include "err.h"
+#include "git_remote.h"
 #include "gitproto.h"
 #include "handoff.h"
 #include "num.h"
@@ -99,57 +101,18 @@ static struct broker_remote *cur_remote(struct broker *br, const char *opt)
 	return &br->remotes[br->nremotes - 1];
 }
 
+/* rm's URL by the one grammar (common/git_remote.h), taken apart. */
 static void parse_url(struct broker_remote *rm)
 {
-	const char *p = rm->url, *auth_end, *host_end;
-	char *authority;
+	struct git_remote_url u;
+	struct buf why = BUF_INIT;
 
-	if (strncmp(p, "https://", 8))
-		die("remote '%s' is not an https URL", rm->url);
-	p += 8;
-	auth_end = p + strcspn(p, "/?#");
-	if (*auth_end == '?' || *auth_end == '#' || strpbrk(p, "?#"))
-		die("remote '%s' has a query or fragment", rm->url);
-	authority = xstrndup(p, (size_t)(auth_end - p));
-	if (strchr(authority, '@'))
-		die("remote '%s' has credentials in it; use --token-env", rm->url);
-	if (authority[0] == '[') {
-		host_end = strchr(authority, ']');
-		if (!host_end)
-			die("remote '%s' has a bad host", rm->url);
-		rm->host = xstrndup(authority + 1, (size_t)(host_end - authority - 1));
-		host_end++;
-	} else {
-		host_end = authority + strcspn(authority, ":");
-		rm->host = xstrndup(authority, (size_t)(host_end - authority));
-	}
-	if (*host_end == ':') {
-		long port;
-
-		if (parse_long(host_end + 1, 1, 65535, &port) < 0)
-			die("remote '%s' has a bad port", rm->url);
-		rm->port = xstrdup(host_end + 1);
-	} else if (*host_end) {
-		die("remote '%s' has a bad host", rm->url);
-	} else {
-		rm->port = xstrdup("443");
-	}
-	if (!*rm->host)
-		die("remote '%s' has no host", rm->url);
-	for (const char *h = rm->host; *h; h++)
-		if (!isalnum((unsigned char)*h) && !strchr(".-:_", *h))
-			die("remote '%s' has a bad host", rm->url);
-	rm->hostport = authority;
-	{
-		size_t n = strlen(auth_end);
-
-		while (n && auth_end[n - 1] == '/')
-			n--;
-		rm->path = xstrndup(auth_end, n);
-		for (const char *q = rm->path; *q; q++)
-			if ((unsigned char)*q <= ' ' || (unsigned char)*q >= 0x7f)
-				die("remote '%s' has a bad path", rm->url);
-	}
+	if (git_remote_url_parse(rm->url, &u, &why) < 0)
+		die("remote '%s' %s", rm->url, why.buf);
+	rm->host = u.host;
+	rm->port = u.port;
+	rm->hostport = u.hostport;
+	rm->path = u.path;
 }
 
 static void setup_remote(struct broker_remote *rm)
@@ -311,7 +274,7 @@ static void reap(int block)
  */
 static int evict_one(const struct broker *br)
 {
-	int64_t now = broker_now_ms(), oldest = 0;
+	int64_t now = clock_ms(), oldest = 0;
 	size_t pick = CHILDREN_MAX;
 
 	for (size_t i = 0; i < CHILDREN_MAX; i++) {

@@ -134,7 +134,7 @@ static void print_json(struct check *c, int accepted)
 static void value_option(struct check *c, int opt, const char *v)
 {
 	struct buf err = BUF_INIT;
-	char oid[BUNDLE_HEXSZ_MAX + 1];
+	char oid[OID_HEX_MAX + 1];
 
 	if (opt == 'r') {
 		bundle_full_refname(&err, v);

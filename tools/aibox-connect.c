@@ -33,8 +33,10 @@
 
 #include "buf.h"
 #include "err.h"
+#include "log_line.h"
 #include "num.h"
 #include "opt.h"
+#include "proxy.h"
 #include "banned.h"
 
 static const char usage_text[] = "usage: aibox-connect [--max N [--log FILE]] <socket>\n";
@@ -107,24 +109,18 @@ static uint64_t count_refusal(int fd)
 static void log_refusal(const char *log, long max, uint64_t count)
 {
 	struct buf b = BUF_INIT;
-	struct timespec ts;
-	struct tm tm;
-	char tbuf[32];
 	int fd;
 
-	clock_gettime(CLOCK_REALTIME, &ts);
-	gmtime_r(&ts.tv_sec, &tm);
-	strftime(tbuf, sizeof(tbuf), "%Y-%m-%dT%H:%M:%S", &tm);
+	log_line_time(&b);
 	buf_addf(&b,
-	         "%s.%03ldZ refused - (too many connections from the VM: %ld at once; %llu "
+	         " refused - (too many connections from the VM: %ld at once; %llu "
 	         "refused so far, logged at powers of two) sent=0 received=0 duration=0.000s\n",
-	         tbuf, ts.tv_nsec / 1000000, max, (unsigned long long)(count ? count : 1));
+	         max, (unsigned long long)(count ? count : 1));
 	if (!log) {
 		error("too many connections from the VM: %ld at once", max);
 	} else if ((fd = open(log, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC)) >= 0) {
-		if (write_all(fd, b.buf, b.len) < 0) {
-			/* A full disk: the line is lost, the connection closed all the same. */
-		}
+		/* The proxy's cap, counting all the file holds; a full disk loses the line. */
+		(void)log_line_append_capped(fd, b.buf, b.len, PROXY_LOG_MAX);
 		close(fd);
 	}
 	buf_release(&b);

@@ -49,6 +49,7 @@
 #include "task_results.h"
 #include "sandbox.h"
 #include "shares.h"
+#include "shell_quote.h"
 #include "slurm.h"
 #include "slurm_detach.h"
 #include "spawn.h"
@@ -102,7 +103,7 @@ struct task {
 	struct shares shares; /* the VM's 9p shares (common/shares.h) */
 	struct buf checkout;
 	struct buf prompt;
-	char start_commit[65];
+	char start_commit[OID_HEX_MAX + 1];
 	struct buf git_name, git_email;
 	struct host_env env;      /* the env values, the login (the key and tokens: below) */
 	struct buf api_key;       /* for the proxy (--key-fd), when api is forward */
@@ -766,7 +767,7 @@ static int finish_task(struct task *t, struct vm_outcome *o)
 	struct buf *why = &o->why;
 	struct task_result r;
 	struct summary_in in = {0};
-	char end[BUNDLE_HEXSZ_MAX + 1] = "";
+	char end[OID_HEX_MAX + 1] = "";
 	double agent_s = 0, total_s;
 	int ok = 0, have_result = 0, session_ret = o->session_ret;
 	ssize_t n;

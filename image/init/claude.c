@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "err.h"
 #include "resume.h"
 #include "task_int.h"
@@ -83,7 +84,7 @@ void step_claude(struct guest_task *t, struct step_info *si, struct step_group *
 	p.on_err = log_sink;
 	p.ctx = t;
 	progress(t, "claude started");
-	err = step_run(&p, g, now_ms() + (int64_t)t->timeout_s * 1000, &r);
+	err = step_run(&p, g, clock_ms() + (int64_t)t->timeout_s * 1000, &r);
 	if (err < 0) {
 		progress(t, "cannot start claude: %s", strerror(-err));
 		goto out;

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "err.h"
 #include "gitconfig.h"
 #include "prepared.h"
@@ -273,7 +274,7 @@ out:
  */
 void step_clone(struct guest_task *t, struct step_info *si, struct step_group *g, int64_t unused)
 {
-	int64_t deadline = now_ms() + t->o->git_limit_ms;
+	int64_t deadline = clock_ms() + t->o->git_limit_ms;
 	struct buf bundle = BUF_INIT, name = BUF_INIT, email = BUF_INIT, head = BUF_INIT;
 	int err;
 

@@ -9,6 +9,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "err.h"
 #include "guest_env.h"
 #include "guest_secrets.h"
@@ -28,11 +29,11 @@ static int env_name_allowed(struct guest_task *t, const char *name)
 /* Read all of fd, at most max bytes, giving up after ms.  0 or -errno. */
 static int read_fd_timed(int fd, struct buf *b, size_t max, int ms)
 {
-	int64_t until = now_ms() + ms;
+	int64_t until = clock_ms() + ms;
 
 	for (;;) {
 		struct pollfd pf = {.fd = fd, .events = POLLIN};
-		int64_t left = until - now_ms();
+		int64_t left = until - clock_ms();
 		ssize_t n;
 
 		if (left <= 0)

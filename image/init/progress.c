@@ -3,6 +3,7 @@
  */
 #include <stdarg.h>
 
+#include "clock.h"
 #include "err.h"
 #include "task_int.h"
 #include "banned.h"
@@ -31,7 +32,7 @@ int log_sink(void *ctx, const char *data, size_t n)
 void vmlog(struct guest_task *t, const char *fmt, ...)
 {
 	struct buf b = BUF_INIT;
-	int64_t ms = now_ms() - t->t0;
+	int64_t ms = clock_ms() - t->t0;
 	va_list ap;
 
 	buf_addf(&b, "[%6lld.%03lld] ", (long long)(ms / 1000), (long long)(ms % 1000));

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "buf.h"
+#include "clock.h"
 #include "err.h"
 #include "spawn.h"
 #include "banned.h"
@@ -27,14 +28,6 @@
 /* How long a killed group gets to empty, and output to drain after an exit. */
 #define EMPTY_WAIT_MS 5000
 #define DRAIN_MS      2000
-
-int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void sleep_ms(long ms)
 {
@@ -168,7 +161,7 @@ int step_group_kill(struct step_group *g)
 /* Reap the zombies of killed orphans that came back to us as subreaper. */
 static void reap_orphans(int patient)
 {
-	int64_t until = now_ms() + (patient ? 1000 : 0);
+	int64_t until = clock_ms() + (patient ? 1000 : 0);
 
 	for (;;) {
 		pid_t r = waitpid(-1, NULL, WNOHANG);
@@ -177,7 +170,7 @@ static void reap_orphans(int patient)
 			continue;
 		if (r < 0 && errno == EINTR)
 			continue;
-		if (r < 0 || now_ms() >= until)
+		if (r < 0 || clock_ms() >= until)
 			break;
 		sleep_ms(10);
 	}
@@ -188,10 +181,10 @@ int step_group_destroy(struct step_group *g)
 	int ret = step_group_kill(g);
 
 	if (g->backend == STEP_CGROUP && g->path) {
-		int64_t until = now_ms() + EMPTY_WAIT_MS;
+		int64_t until = clock_ms() + EMPTY_WAIT_MS;
 		int pop;
 
-		while ((pop = cgroup_populated(g->path)) == 1 && now_ms() < until)
+		while ((pop = cgroup_populated(g->path)) == 1 && clock_ms() < until)
 			sleep_ms(10);
 		reap_orphans(0);
 		if (pop == 1)
@@ -391,13 +384,13 @@ static void watch(struct watch *w, const struct step_proc *p, struct step_group 
 			}
 		if (w->exited && istream[0] < 0 && istream[1] < 0)
 			return;
-		left = (w->exited ? w->drain_until : w->deadline) - now_ms();
+		left = (w->exited ? w->drain_until : w->deadline) - clock_ms();
 		if (left <= 0) {
 			if (w->exited)
 				return; /* a writer escaped the kill: stop listening to it */
 			res->timed_out = 1;
 			watch_kill(w, g);
-			w->deadline = now_ms() + EMPTY_WAIT_MS;
+			w->deadline = clock_ms() + EMPTY_WAIT_MS;
 			continue;
 		}
 		if (poll(pf, (nfds_t)nfds, left > INT_MAX ? INT_MAX : (int)left) < 0) {
@@ -405,7 +398,7 @@ static void watch(struct watch *w, const struct step_proc *p, struct step_group 
 				continue;
 			watch_kill(w, g);
 			w->exited = 1;
-			w->drain_until = now_ms();
+			w->drain_until = clock_ms();
 			continue;
 		}
 		for (int i = 0; i < 2; i++)
@@ -415,7 +408,7 @@ static void watch(struct watch *w, const struct step_proc *p, struct step_group 
 			/* The step's process ended: nothing it started may outlive it. */
 			w->exited = 1;
 			step_group_kill(g);
-			w->drain_until = now_ms() + DRAIN_MS;
+			w->drain_until = clock_ms() + DRAIN_MS;
 		}
 	}
 }
@@ -425,7 +418,7 @@ int step_run(const struct step_proc *p, struct step_group *g, int64_t deadline,
 {
 	struct watch w = {
 	    .pidfd = -1, .deadline = deadline, .streams = {{-1, p->on_out, 0}, {-1, p->on_err, 0}}};
-	int64_t start = now_ms();
+	int64_t start = clock_ms();
 	int devnull, status = 0, ret;
 
 	memset(res, 0, sizeof(*res));
@@ -441,7 +434,7 @@ int step_run(const struct step_proc *p, struct step_group *g, int64_t deadline,
 		/* Cannot watch it: kill it rather than lose control of it. */
 		watch_kill(&w, g);
 		w.exited = 1;
-		w.drain_until = now_ms() + DRAIN_MS;
+		w.drain_until = clock_ms() + DRAIN_MS;
 	}
 	watch(&w, p, g, res);
 	/* It ran: whatever went wrong while watching it, *res tells how it ended. */
@@ -451,7 +444,7 @@ int step_run(const struct step_proc *p, struct step_group *g, int64_t deadline,
 			break;
 		}
 	res->code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-	res->ms = now_ms() - start;
+	res->ms = clock_ms() - start;
 out:
 	for (int i = 0; i < 2; i++)
 		if (w.streams[i].fd >= 0)

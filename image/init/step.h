@@ -53,9 +53,6 @@ int step_group_kill(struct step_group *g);
  */
 int step_group_destroy(struct step_group *g);
 
-/* Monotonic time in milliseconds, for deadlines. */
-int64_t now_ms(void);
-
 /* Receives a chunk of a child's output; returning < 0 stops reading (the fd is drained and
  * dropped). */
 typedef int (*step_sink_fn)(void *ctx, const char *data, size_t n);
@@ -80,7 +77,7 @@ struct step_result {
 };
 
 /*
- * Run p in group g until it exits or the deadline (now_ms() scale) passes.
+ * Run p in group g until it exits or the deadline (clock_ms() scale, common/clock.h) passes.
  * When the process exits, the rest of the group is killed at once (nothing
  * it started outlives it); at the deadline all of the group is.  Its output
  * is passed to the sinks until every writer is gone.  Returns 0 with *res

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "buf.h"
+#include "clock.h"
 #include "err.h"
 #include "gitconfig.h"
 #include "resume.h"
@@ -76,7 +77,7 @@ static int run_step(struct guest_task *t, int idx, step_fn fn, int64_t deadline)
 {
 	struct step_info *si = &t->steps[idx];
 	struct step_group g;
-	int64_t start = now_ms();
+	int64_t start = clock_ms();
 	int err;
 
 	err = step_group_create(&g, t->o->backend, step_names[idx]);
@@ -90,7 +91,7 @@ static int run_step(struct guest_task *t, int idx, step_fn fn, int64_t deadline)
 			vmlog(t, "the group of %s did not go away cleanly: %s", step_names[idx],
 			      strerror(-err));
 	}
-	si->ms = now_ms() - start;
+	si->ms = clock_ms() - start;
 	if (!si->status)
 		si->status = "failed";
 	if (strcmp(si->status, "ok") && strcmp(si->status, "skipped") && t->failed_step < 0)
@@ -149,7 +150,7 @@ static void task_steps(struct guest_task *t)
 		return;
 	/* Whatever way Claude Code ended, what it left is committed and sent. */
 	run_step(t, S_CLAUDE, step_claude, 0);
-	deadline = now_ms() + t->o->git_limit_ms;
+	deadline = clock_ms() + t->o->git_limit_ms;
 
 	if (t->transcript_fd >= 0)
 		results_send_file(t, guest_results[RESULT_TRANSCRIPT].name, t->transcript_fd,
@@ -203,7 +204,7 @@ int task_run(const struct guest_task_opts *o)
 	int ret;
 
 	t->o = o;
-	t->t0 = now_ms();
+	t->t0 = clock_ms();
 	t->log_fd = t->transcript_fd = t->bundle_fd = -1;
 	t->failed_step = -1;
 	strvec_init(&t->secrets);

@@ -34,7 +34,7 @@ static int cmd_write(int argc, char **argv)
 {
 	struct bundle_write_opts o = {0};
 	struct buf err = BUF_INIT;
-	char oid[BUNDLE_HEXSZ_MAX + 1];
+	char oid[OID_HEX_MAX + 1];
 	int i, ret;
 
 	for (i = 0; i < argc; i++) {
@@ -66,7 +66,7 @@ static int cmd_resolve(int argc, char **argv)
 {
 	struct bundle_write_opts o = {0};
 	struct buf err = BUF_INIT;
-	char oid[BUNDLE_HEXSZ_MAX + 1];
+	char oid[OID_HEX_MAX + 1];
 	int ret;
 
 	if (argc != 2)

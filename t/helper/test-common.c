@@ -20,6 +20,10 @@
  *   test-common guest-secrets stdin|env-var < TEXT guest_secrets_read(): NAME=value lines,
  *                                                  or "error: REASON" (exit 1)
  *   test-common bug                                a programmer's mistake: BUG() aborts
+ *   test-common shell-quote S                      S as shell_quote() appends it
+ *   test-common git-remote URL                     git_remote_url_parse(): "HOST PORT HOSTPORT
+ *                                                  PATH", or "error: REASON"
+ *   test-common clock MS                           sleep MS ms: what clock_ms() saw pass
  */
 #include <dirent.h>
 #include <errno.h>
@@ -31,16 +35,20 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "buf.h"
+#include "clock.h"
 #include "config.h"
 #include "err.h"
+#include "git_remote.h"
 #include "guest_abi.h"
 #include "guest_secrets.h"
 #include "num.h"
 #include "opt.h"
 #include "sandbox.h"
+#include "shell_quote.h"
 #include "spawn.h"
 #include "banned.h"
 
@@ -341,6 +349,49 @@ static int cmd_bug(void)
 	return 0;
 }
 
+/* Sleep ms milliseconds and print the milliseconds clock_ms() saw pass. */
+static int cmd_clock(const char *ms)
+{
+	long v;
+	int64_t t0;
+	struct timespec ts;
+
+	if (parse_long(ms, 0, 10000, &v) < 0)
+		die("invalid milliseconds '%s'", ms);
+	ts.tv_sec = v / 1000;
+	ts.tv_nsec = (v % 1000) * 1000000;
+	t0 = clock_ms();
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+	printf("%lld\n", (long long)(clock_ms() - t0));
+	return 0;
+}
+
+static int cmd_shell_quote(const char *s)
+{
+	struct buf b = BUF_INIT;
+
+	shell_quote(&b, s);
+	printf("%s\n", b.buf);
+	buf_release(&b);
+	return 0;
+}
+
+static int cmd_git_remote(const char *url)
+{
+	struct git_remote_url u;
+	struct buf err = BUF_INIT;
+
+	if (git_remote_url_parse(url, &u, &err) < 0) {
+		printf("error: %s\n", err.buf);
+		buf_release(&err);
+		return 1;
+	}
+	printf("%s %s %s %s\n", u.host, u.port, u.hostport, u.path);
+	git_remote_url_release(&u);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	tool_init(argc, argv);
@@ -378,5 +429,11 @@ int main(int argc, char **argv)
 		return cmd_guest(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "bug"))
 		return cmd_bug();
+	if (!strcmp(argv[1], "shell-quote") && argc == 3)
+		return cmd_shell_quote(argv[2]);
+	if (!strcmp(argv[1], "git-remote") && argc == 3)
+		return cmd_git_remote(argv[2]);
+	if (!strcmp(argv[1], "clock") && argc == 3)
+		return cmd_clock(argv[2]);
 	die("unknown command '%s'", argv[1]);
 }

@@ -82,11 +82,11 @@ static int cmd_config(char **args)
 		printf("\n");
 	}
 	for (size_t i = 0; i < cfg.nr_git; i++) {
-		const struct config_git *g = &cfg.git[i];
+		const struct git_remote *g = &cfg.git[i];
 
 		printf("git %s host=%s token=%s auth=%s user=%s fetch=%d push=", g->url, g->host,
 		       g->token_env ? g->token_env : "-",
-		       g->auth == CONFIG_GIT_BEARER ? "bearer" : "basic", g->user ? g->user : "-",
+		       g->auth == GIT_REMOTE_BEARER ? "bearer" : "basic", g->user ? g->user : "-",
 		       g->fetch);
 		for (size_t j = 0; j < g->push.nr; j++)
 			printf("%s%s", j ? "," : "", g->push.v[j]);
@@ -226,7 +226,7 @@ static int cmd_config_default(char **args)
 
 static int cmd_push_allowed(char **args)
 {
-	struct config_git g = {0};
+	struct git_remote g = {0};
 	int m;
 
 	strvec_push(&g.push, args[0]);

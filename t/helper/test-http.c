@@ -5,6 +5,8 @@
  *	http_body_decode() on stdin fed PIECE bytes at a time: the payload
  *	on stdout, then "taken=K done=D" on stderr (K bytes of the input
  *	belong to the body); exit 1 with "refused: WHY" on stderr
+ *   test-http reason STATUS...
+ *	http_reason() of each STATUS, one "STATUS REASON" line each
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,12 +66,26 @@ out:
 	return ret;
 }
 
+static int cmd_reason(int argc, char **argv)
+{
+	for (int i = 0; i < argc; i++) {
+		long v;
+
+		if (parse_long(argv[i], -1, 1000, &v) < 0)
+			die("invalid status '%s'", argv[i]);
+		printf("%ld %s\n", v, http_reason((int)v));
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	tool_init(argc, argv);
+	if (argc >= 3 && !strcmp(argv[1], "reason"))
+		return cmd_reason(argc - 2, argv + 2);
 	if (argc == 5 && !strcmp(argv[1], "decode") && !strcmp(argv[2], "length"))
 		return cmd_decode(argv[2], argv[3], argv[4]);
 	if (argc == 4 && !strcmp(argv[1], "decode"))
 		return cmd_decode(argv[2], NULL, argv[3]);
-	die("usage: test-http decode chunked|length N|close PIECE < body");
+	die("usage: test-http decode chunked|length N|close PIECE < body | reason STATUS...");
 }

@@ -27,7 +27,6 @@
  *		KEYDIR OUTDIR -- SSHD-ARGV...
  *	task_session_run() against SSHD-ARGV with the keys of `ssh-keys KEYDIR`,
  *	the results into OUTDIR; vm lines on stderr; "ok ..." or "failed: ..."
- *   test-task shell-quote STRING
  *   test-task windows-quote STRING
  *	print STRING as windows_quote() appends it, or "error: REASON" (exit 1)
  *   test-task settings [--id ID] [--commit HEX] [--model M] [--timeout S]
@@ -61,6 +60,7 @@
 #include <unistd.h>
 
 #include "buf.h"
+#include "clock.h"
 #include "err.h"
 #include "host_system.h"
 #include "num.h"
@@ -179,14 +179,6 @@ static void on_stderr_line(void *ctx, const char *line, size_t n)
 	fflush(stdout);
 	printf("stderr: %.*s\n", (int)n, line);
 	fflush(stdout);
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 /* ssh_interactive() with x's command, in on its stdin (a pipe), its exit into x. */
@@ -330,14 +322,14 @@ static int cmd_ssh_run(int argc, char **argv)
 	x.on_stderr_line = on_stderr_line;
 	x.ctx = &rc;
 
-	t0 = now_s();
+	t0 = (double)clock_ms() / 1000;
 	ret = ssh_connect(&c);
 	if (!ret && o.interactive)
 		ret = run_interactive(&c, &x, &o.in);
 	else if (!ret)
 		ret = ssh_exec(&c, &x);
 	fflush(stdout);
-	ssh_run_print(ret, &c, &x, &rc, now_s() - t0);
+	ssh_run_print(ret, &c, &x, &rc, (double)clock_ms() / 1000 - t0);
 	ssh_close(&c);
 	close(sv[0]);
 	/* SIGKILL: sshd -i waits for a session child that a test may have stopped. */
@@ -524,18 +516,6 @@ static int cmd_session(int argc, char **argv)
 	return ret < 0 ? 1 : 0;
 }
 
-static int cmd_shell_quote(int argc, char **argv)
-{
-	struct buf b = BUF_INIT;
-
-	if (argc != 1)
-		die("usage: test-task shell-quote STRING");
-	shell_quote(&b, argv[0]);
-	printf("%s\n", b.buf);
-	buf_release(&b);
-	return 0;
-}
-
 static int cmd_windows_quote(int argc, char **argv)
 {
 	struct buf b = BUF_INIT;
@@ -708,7 +688,7 @@ static int cmd_check_bundle(int argc, char **argv)
 	const char *repo = NULL;
 	uint64_t max = 2ULL << 30;
 	struct buf why = BUF_INIT;
-	char end[65] = "";
+	char end[OID_HEX_MAX + 1] = "";
 	int i, fd, ret, child = 0;
 
 	for (i = 0; i < argc && argv[i][0] == '-'; i++) {
@@ -809,8 +789,6 @@ int main(int argc, char **argv)
 		return cmd_results(argc - 2, argv + 2);
 	if (!strcmp(argv[1], "session"))
 		return cmd_session(argc - 2, argv + 2);
-	if (!strcmp(argv[1], "shell-quote"))
-		return cmd_shell_quote(argc - 2, argv + 2);
 	if (!strcmp(argv[1], "windows-quote"))
 		return cmd_windows_quote(argc - 2, argv + 2);
 	if (!strcmp(argv[1], "settings"))

@@ -41,6 +41,7 @@
 #include <unistd.h>
 
 #include "buf.h"
+#include "clock.h"
 #include "err.h"
 #include "num.h"
 #include "snapshot.h"
@@ -48,14 +49,6 @@
 #include "strvec.h"
 #include "vm.h"
 #include "banned.h"
-
-static long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
-}
 
 /* Copy between a client and the guest until the client is done. */
 static void relay(int client, int guest)
@@ -295,7 +288,7 @@ int main(int argc, char **argv)
 	parse_args(&o, argc, argv);
 	if (o.args_only >= 0)
 		return print_args(&o);
-	t0 = now_ms();
+	t0 = clock_ms();
 	if ((r = o.snapshot ? snapshot_boot(&o.cfg, &vm) : vm_start(&o.cfg, &vm)) < 0)
 		die_err(r, "cannot start the VM");
 	fprintf(stderr, "test-vm: %s\n", vm.kvm ? "kvm" : "tcg");
@@ -310,12 +303,12 @@ int main(int argc, char **argv)
 	r = vm_wait_ssh(&vm, 180000);
 	if (r < 0) {
 		if (r == -ECHILD)
-			printf("vm-exited %ld\n", now_ms() - t0);
+			printf("vm-exited %ld\n", clock_ms() - t0);
 		fprintf(stderr, "test-vm: the VM did not get ready: %s\n", strerror(-r));
 		vm_stop(&vm, 0);
 		return 3;
 	}
-	printf("ssh-ready %ld\n", now_ms() - t0);
+	printf("ssh-ready %ld\n", clock_ms() - t0);
 	fflush(stdout);
 	if (o.listen_path)
 		server = serve(o.listen_path, &vm, &stop);
