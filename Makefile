@@ -63,7 +63,7 @@ QLD = @echo '   LINK ' $@;
 QAR = @echo '   AR   ' $@;
 endif
 
-LIB_SRC := $(sort $(wildcard common/*.c))
+LIB_SRC := $(sort $(wildcard common/*/*.c))
 LIB_OBJ := $(LIB_SRC:%.c=$(B)/%.o)
 TOOL_SRC := $(sort $(wildcard tools/aibox-*.c))
 TOOLS := $(TOOL_SRC:tools/%.c=$(B)/%)
@@ -118,7 +118,7 @@ $(B)/test-init-task: $(B)/t/helper/test-init-task.o $(INIT_TASK_OBJ) $(B)/libaib
 FUZZ_CC = clang
 FUZZ_CFLAGS = -std=gnu11 -D_GNU_SOURCE -DAIBOX_VERSION='"$(VERSION)"' -Icommon -g -O1 \
 	-fsanitize=fuzzer,address,undefined $(PKG_CFLAGS)
-$(B)/fuzz/%: fuzz/%.c $(LIB_SRC) $(wildcard common/*.h)
+$(B)/fuzz/%: fuzz/%.c $(LIB_SRC) $(wildcard common/*/*.h)
 	@mkdir -p $(dir $@)
 	$(QLD)$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< $(LIB_SRC) $(LIBS)
 

@@ -26,7 +26,7 @@ zsh_complete() {
 # made-up command aibox-tasks-show, whose --help names TASK.
 fake_tree() {
 	mkdir -p "$T/tree/build" "$T/tree/common"
-	touch "$T/tree/common/paths.h"
+	touch "$T/tree/common/base/paths.h"
 	cp "$BUILD/aibox" "$BUILD/aibox-completion" "$T/tree/build/"
 	printf '#!/bin/sh\necho "usage: aibox tasks show TASK"\necho "    --json  as JSON"\n' \
 		>"$T/tree/build/aibox-tasks-show"

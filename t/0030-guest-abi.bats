@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# common/guest_abi.h: the checks and tables the host and the guest init share.
+# common/base/guest_abi.h: the checks and tables the host and the guest init share.
 load lib-common
 
 @test "guest-abi: env names are [A-Za-z_][A-Za-z0-9_]*, at most 128 bytes" {
@@ -76,10 +76,10 @@ EOF
 	assert_line --regexp "^$T/tools/aibox-x.c:6: \"run\" spells GUEST_(MODE|CMD)_RUN \\(common/guest_abi\\)\$"
 	assert_line "$T/tools/aibox-x.c:7: \"transcript.jsonl\" spells guest_results[0] (common/guest_abi)"
 
-	{ cat "$TOP/common/guest_abi.h"; echo '#define GUEST_NEW_NAME "new.txt"'; } >abi.h
+	{ cat "$TOP/common/base/guest_abi.h"; echo '#define GUEST_NEW_NAME "new.txt"'; } >abi.h
 	CHECK_GUEST_ABI_HEADER=$T/abi.h run "$TOP/t/check-guest-abi" literals
 	assert_failure 1
-	assert_output "$T/abi.h: GUEST_NEW_NAME is not in guest_literals[] (common/guest_abi.c)"
+	assert_output "$T/abi.h: GUEST_NEW_NAME is not in guest_literals[] (common/base/guest_abi.c)"
 }
 
 @test "guest-abi: the secrets' framing: what the one writer writes the one reader reads, in both modes" {
