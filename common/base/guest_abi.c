@@ -59,7 +59,7 @@ const struct guest_literal guest_literals[] = {
     ABI(TOKEN, GUEST_TAG_HOME),
     LIT(NAME, SESSION_FILE_NAME, "common/base/session_file"),
     LIT(NAME, SESSION_RESUME_NAME, "common/base/session_file"),
-    LIT(TOKEN, SNAP_CMDLINE, "common/base/guest_abi"),
+    ABI(TOKEN, SNAP_CMDLINE),
     LIT(WORD, USTAR_MAGIC_NAME, "common/base/ustar"),
     {NULL, NULL, 0, NULL},
 };

@@ -180,18 +180,7 @@ struct guest_literal {
 
 extern const struct guest_literal guest_literals[];
 
-/*
- * A snapshot's control port (vm/snapshot.h says what the host sends on it):
- * the guest booted with SNAP_CMDLINE writes SNAP_WAITING there, then reads
- * the go message.
- */
-#define SNAP_PORT       "aibox.ctl" /* the virtio-serial port of the go message */
-#define SNAP_CMDLINE    "aibox.snapshot=1"
-#define SNAP_WAITING    "aibox-init: waiting\n"
-#define SNAP_GO_MAX     4096
-#define SNAP_SEED_BYTES 64
-/* The spare 9p devices of a snapshot's VM: tags aibox.s0 .. aibox.s7. */
-#define SNAP_SHARES   8
-#define SNAP_SLOT_TAG "aibox.s"
+/* The kernel command line word of a VM booted to be saved (vm/snapshot.h). */
+#define SNAP_CMDLINE "aibox.snapshot=1"
 
 #endif

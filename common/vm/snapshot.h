@@ -28,8 +28,15 @@
 #ifndef AIBOX_SNAPSHOT_H
 #define AIBOX_SNAPSHOT_H
 
-/* The port, the go message's caps and its words: base/guest_abi.h (SNAP_*). */
-#include "base/guest_abi.h"
+#include "base/guest_abi.h" /* SNAP_CMDLINE */
+
+#define SNAP_PORT       "aibox.ctl" /* the virtio-serial port of the go message */
+#define SNAP_WAITING    "aibox-init: waiting\n"
+#define SNAP_GO_MAX     4096
+#define SNAP_SEED_BYTES 64
+/* The spare 9p devices of a snapshot's VM: tags aibox.s0 .. aibox.s7. */
+#define SNAP_SHARES   8
+#define SNAP_SLOT_TAG "aibox.s"
 
 struct buf;
 struct vm;

@@ -315,7 +315,7 @@ static int cmd_guest(int argc, char **argv)
 		/* The result files' names are the table's, spelled in guest_abi.c. */
 		for (int i = 0; i < RESULT_NFILES; i++)
 			if (strcmp(guest_results[i].name, SESSION_FILE_NAME))
-				printf("name common/guest_abi guest_results[%d] %s\n", i,
+				printf("name common/base/guest_abi guest_results[%d] %s\n", i,
 				       guest_results[i].name);
 		return 0;
 	}
