@@ -81,7 +81,7 @@ load lib-common
 @test "front: dispatches to aibox-<a>-<b>, else aibox-<a> with the rest" {
 	mkdir bin
 	cp "$BUILD/aibox" bin/aibox
-	mkdir common
+	mkdir -p common/base
 	touch common/base/paths.h   # makes bin/ a build tree
 	printf '#!/bin/sh\necho "two: $0 $*"\n' >bin/aibox-foo-bar
 	printf '#!/bin/sh\necho "one: $0 $*"\n' >bin/aibox-foo

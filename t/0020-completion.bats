@@ -25,7 +25,7 @@ zsh_complete() {
 # fake_tree: $T/tree/build, a build tree with aibox, aibox-completion and a
 # made-up command aibox-tasks-show, whose --help names TASK.
 fake_tree() {
-	mkdir -p "$T/tree/build" "$T/tree/common"
+	mkdir -p "$T/tree/build" "$T/tree/common/base"
 	touch "$T/tree/common/base/paths.h"
 	cp "$BUILD/aibox" "$BUILD/aibox-completion" "$T/tree/build/"
 	printf '#!/bin/sh\necho "usage: aibox tasks show TASK"\necho "    --json  as JSON"\n' \
