@@ -63,7 +63,7 @@ QLD = @echo '   LINK ' $@;
 QAR = @echo '   AR   ' $@;
 endif
 
-LIB_SRC := $(sort $(wildcard common/*.c))
+LIB_SRC := $(sort $(wildcard common/*/*.c))
 LIB_OBJ := $(LIB_SRC:%.c=$(B)/%.o)
 TOOL_SRC := $(sort $(wildcard tools/aibox-*.c))
 TOOLS := $(TOOL_SRC:tools/%.c=$(B)/%)

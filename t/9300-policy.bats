@@ -1,6 +1,6 @@
 #!/usr/bin/env bats
 # The administrator's policy (docs/config.md, "The administrator's policy";
-# common/policy.h): a config or an option asking beyond it is refused before
+# common/task/policy.h): a config or an option asking beyond it is refused before
 # anything starts, naming both lines; a policy file of the wrong owner or
 # mode, or with a bad line, is refused loudly.  In the root family (t/run runs
 # t/9*.bats as root) because the policy must be owned by root: the tests make
