@@ -212,10 +212,18 @@ detached_folder() {
 	test-slurm secrets-write "$DIR" k t e u h
 }
 
+# no_cluster: every Slurm command fails at once, as where there is no cluster.
+# An empty configuration does that; a missing one makes each command retry for
+# 60 s before it fails (the same failure, a minute later).
+no_cluster() {
+	: >"$T/no-slurm.conf"
+	export SLURM_CONF=$T/no-slurm.conf
+}
+
 @test "slurm files: a detached task whose job Slurm cannot be asked about is queued, never ended, and left alone by clean" {
 	detached_folder
 	# no cluster here: squeue fails (or is not installed)
-	export SLURM_CONF=$T/no-slurm.conf
+	no_cluster
 	run aibox tasks list
 	assert_success
 	assert_output --regexp "$ID +queued"
@@ -237,7 +245,7 @@ detached_folder() {
 
 @test "slurm files: a detached task whose node took the secrets and let go of the lock is unchecked to list and show, and checked once by show --wait" {
 	detached_folder
-	export SLURM_CONF=$T/no-slurm.conf
+	no_cluster
 	rm "$DIR/slurm.secrets"
 	# list and show only read: the job ended, and how is not known here yet
 	run aibox tasks list
@@ -282,7 +290,7 @@ detached_folder() {
 
 @test "slurm files: a detached task not yet checked cannot be continued: it is still running" {
 	detached_folder
-	export SLURM_CONF=$T/no-slurm.conf
+	no_cluster
 	run --separate-stderr aibox task --continue "$ID" "More"
 	assert_equal "$status" 2
 	[[ "$stderr" == *"task '$(basename "$DIR")' is still running: continue it once it has ended"* ]]
@@ -291,7 +299,7 @@ detached_folder() {
 
 @test "slurm files: aibox tasks show --wait waits while the task runs, then shows it and exits as the task did" {
 	detached_folder
-	export SLURM_CONF=$T/no-slurm.conf
+	no_cluster
 	rm "$DIR/slurm.secrets"
 	hold_lock "$DIR.lock"
 	run timeout 3 aibox tasks show --wait "$ID"
