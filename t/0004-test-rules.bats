@@ -224,9 +224,15 @@ B
 
 @test "test-rules: the format check names a C file that is not as .clang-format says" {
 	printf 'int  f(void){return 1;}\n' >bad.c
-	run "$TOP/t/check-format" "$T/bad.c"
+	printf 'int g(void)\n{\n\treturn 1;\n}\n' >good.c
+	run "$TOP/t/check-format" "$T/good.c" "$T/bad.c"
 	assert_failure 1
 	assert_line "$T/bad.c: not as .clang-format says (make format):"
+	assert_line "-int  f(void){return 1;}"
+	refute_output --partial good.c
+	run "$TOP/t/check-format" "$T/good.c"
+	assert_success
+	assert_output ''
 }
 
 @test "test-rules: every C file of the tree is as .clang-format says: make format changes nothing" {
