@@ -223,7 +223,9 @@ EOF
 }
 
 @test "vm task: Claude Code past its time limit is killed, result.json says timeout, results still come" {
-	TIMEOUT=60
+	# The limit only has to pass: the kill, the cgroup and the results after
+	# it are the same at 20 s as at 60 (Claude Code need not have asked yet).
+	TIMEOUT=20
 	write_settings
 	start_api '{"turns": [{"stall": 600}]}'
 	SECONDS=0
@@ -240,7 +242,7 @@ EOF
 	assert_equal "$(jget changes)" false
 	assert_equal "$(names)" "transcript.jsonl vm.log result.json"
 	run cat progress.txt
-	assert_line "claude timed out after 60 s and was stopped"
+	assert_line "claude timed out after 20 s and was stopped"
 	# The step's cgroup emptied and went away after the kill.
 	run grep "did not go away" res/vm.log
 	assert_failure
