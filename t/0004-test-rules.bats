@@ -233,6 +233,10 @@ B
 	run "$TOP/t/check-format" "$T/good.c"
 	assert_success
 	assert_output ''
+	# a file clang-format cannot read fails the check, and so every file after it
+	run "$TOP/t/check-format" "$T/missing.c" "$T/bad.c"
+	assert_failure 2
+	assert_output --partial "check-format: clang-format failed"
 }
 
 @test "test-rules: every C file of the tree is as .clang-format says: make format changes nothing" {
