@@ -69,3 +69,48 @@ EOF
 	assert_success
 	assert_output $'65534\n65534'
 }
+
+@test "audit: where journald listens, each entry goes to the journal's socket with aibox's fields and no uid of its own" {
+	no_vm_project
+	echo 'env: [ANTHROPIC_API_KEY]' >"$cfg"
+	chown -R 65534:65534 "$T"
+	chmod 755 "$T"
+	export T LISTEN=$BATS_TEST_DIRNAME/journal-listen
+	# In the namespace: /run/systemd a fresh tmpfs, t/journal-listen at the
+	# journal's socket in it (no journald here), the task as 65534.
+	run --separate-stderr timeout 60 unshare -m --propagation private bash -c '
+		set -e
+		mkdir -p /run/systemd
+		mount -t tmpfs tmpfs /run/systemd
+		mkdir /run/systemd/journal
+		"$LISTEN" /run/systemd/journal/socket "$T/journal.out" 2 &
+		for i in $(seq 100); do [ -e "$T/journal.out.ready" ] && break; sleep 0.1; done
+		[ -S /run/systemd/journal/socket ]
+		cd "$T/repo"
+		setpriv --reuid=65534 --regid=65534 --clear-groups env HOME="$HOME" AIBOX_HOME="$AIBOX_HOME" \
+			PATH="$PATH" AIBOX_IMAGES="$AIBOX_IMAGES" ANTHROPIC_API_KEY=sk-ant-test-key \
+			GIT_CONFIG_NOSYSTEM=1 aibox task "a prompt" || true
+		wait $!
+	'
+	[ "$status" -eq 0 ] || fail "$stderr"
+	assert_success
+	run grep -c '' "$T/journal.out"
+	assert_success
+	assert_output 2
+	for i in 1 2; do
+		entry=$(sed -n "${i}p" "$AIBOX_HOME/audit.jsonl")
+		m=$(sed -n "${i}p" "$T/journal.out")
+		# the kernel's word for who sent it: what journald stamps as _UID
+		assert_equal "$(jq -r .cred_uid <<<"$m")" 65534
+		assert_equal "$(jq -r .MESSAGE <<<"$m")" "aibox-audit: $entry"
+		assert_equal "$(jq -r .AIBOX_AUDIT <<<"$m")" "$entry"
+		assert_equal "$(jq -r '[.SYSLOG_IDENTIFIER, .SYSLOG_FACILITY, .PRIORITY] | @tsv' <<<"$m")" $'aibox\t10\t6'
+		assert_equal "$(jq -r '[.AIBOX_EVENT, .AIBOX_PROJECT, .AIBOX_TASK, .AIBOX_SEQ, .AIBOX_HASH] | @tsv' <<<"$m")" \
+			"$(jq -r '[.event, .project, .task, (.seq | tostring), .hash] | @tsv' <<<"$entry")"
+		# no trusted field (_UID, _PID, ...) and no other: journald stamps those itself
+		assert_equal "$(jq -c 'keys' <<<"$m")" '["AIBOX_AUDIT","AIBOX_EVENT","AIBOX_HASH","AIBOX_PROJECT","AIBOX_SEQ","AIBOX_TASK","MESSAGE","PRIORITY","SYSLOG_FACILITY","SYSLOG_IDENTIFIER","cred_pid","cred_uid"]'
+	done
+	run jq -r .event "$AIBOX_HOME/audit.jsonl"
+	assert_success
+	assert_output $'start\nend'
+}

@@ -198,14 +198,9 @@ static json_t *joined(const struct strvec *list)
 static void audit_task(struct task *t, const char *event, const char *result, int code,
                        const struct vm_outcome *o, const char *end_commit)
 {
-	json_t *e = json_object();
-	struct buf path = BUF_INIT, err = BUF_INIT, digest = BUF_INIT;
-	const struct passwd *pw = getpwuid(getuid());
+	json_t *e = audit_entry(event);
+	struct buf err = BUF_INIT, digest = BUF_INIT;
 
-	json_object_set_new(e, "time", json_integer((json_int_t)time(NULL)));
-	json_object_set_new(e, "event", json_string(event));
-	json_object_set_new(e, "uid", json_integer((json_int_t)getuid()));
-	json_object_set_new(e, "user", json_string(pw && pw->pw_name ? pw->pw_name : ""));
 	json_object_set_new(e, "project", json_string(t->p.name ? t->p.name : ""));
 	json_object_set_new(e, "task", json_string(t->name));
 	if (!strcmp(event, "start")) {
@@ -253,10 +248,7 @@ static void audit_task(struct task *t, const char *event, const char *result, in
 		json_object_set_new(e, "fetched", json_string("unknown"));
 		buf_release(&hosts);
 	}
-	audit_path(&path);
-	if (t->audit_fd < 0)
-		t->audit_fd = audit_open(path.buf, &err);
-	if (t->audit_fd < 0 || audit_append(t->audit_fd, path.buf, e, &err) < 0) {
+	if (audit_write(&t->audit_fd, e, &err) < 0) {
 		json_decref(e);
 		if (!strcmp(event, "start"))
 			die("cannot write the audit record: %s", err.buf);
@@ -264,7 +256,6 @@ static void audit_task(struct task *t, const char *event, const char *result, in
 	} else {
 		json_decref(e);
 	}
-	buf_release(&path);
 	buf_release(&err);
 	buf_release(&digest);
 }

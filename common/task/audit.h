@@ -25,15 +25,25 @@ struct buf;
 #define AUDIT_FILE     "audit.jsonl"
 #define AUDIT_LINE_MAX (64 * 1024)
 #define AUDIT_HASH_HEX 64
+/* The system log's copy: syslog's identifier, the text before the entry. */
+#define AUDIT_IDENT "aibox"
+#define AUDIT_TAG   "aibox-audit: "
+/* Where journald listens for its native protocol (sd_journal_send()). */
+#define AUDIT_JOURNAL_SOCKET "/run/systemd/journal/socket"
+
+/* 1 when journald listens at AUDIT_JOURNAL_SOCKET (a socket is there). */
+int audit_journal_running(void);
 
 /* $AIBOX_HOME/audit.jsonl appended to out. */
 void audit_path(struct buf *out);
 
 /*
  * Open the file at path for audit_append() (creating it, mode 0600) and
- * connect to the system log, so that a process that locks itself down
- * afterwards (aibox task's lockdown) can still append.  The fd, or a
- * negative errno with the reason in err.
+ * choose the system log: the journal when audit_journal_running(), else
+ * syslog(3), connected now.  A process that locks itself down afterwards
+ * (aibox task's lockdown forbids socket()) can still append once it has
+ * appended one entry before (the journal's socket is made at the first
+ * send).  The fd, or a negative errno with the reason in err.
  */
 int audit_open(const char *path, struct buf *err);
 
@@ -41,12 +51,30 @@ int audit_open(const char *path, struct buf *err);
  * Append entry (a jansson object, json_t *, of strings and integers; "seq",
  * "prev" and "hash" are set here) to fd, audit_open()'s of path (named in
  * messages), under an exclusive
- * flock, after the last line's chain, then send the line to the system log
- * (syslog(3), facility LOG_AUTHPRIV, "aibox-audit: " and the line).  0, or
+ * flock, after the last line's chain, then send the line to the system log:
+ * to the journal through sd_journal_send() (MESSAGE "aibox-audit: " and the
+ * line, SYSLOG_IDENTIFIER "aibox", SYSLOG_FACILITY authpriv, PRIORITY info,
+ * AIBOX_AUDIT the line, AIBOX_EVENT, AIBOX_PROJECT, AIBOX_TASK (a task's or
+ * a run's name), AIBOX_SEQ, AIBOX_HASH; no trusted field: journald stamps
+ * _UID), or, without a journal or when it refuses, through syslog(3)
+ * (LOG_AUTHPRIV, ident "aibox", "aibox-audit: " and the line).  0, or
  * a negative errno with the reason in err (the line then is not written; a
  * chain whose last line cannot be read is not extended: -EBADMSG).
  */
 int audit_append(int fd, const char *path, void *entry, struct buf *err);
+
+/*
+ * A new entry (json_t *) with "time" (now, Unix seconds), "event", and who
+ * runs us: "uid" and "user".
+ */
+void *audit_entry(const char *event);
+
+/*
+ * audit_append() entry to $AIBOX_HOME/audit.jsonl, opened with audit_open()
+ * into *fd first when *fd is negative (kept open for the next).  entry is
+ * not released.  0, or a negative errno with the reason in err.
+ */
+int audit_write(int *fd, void *entry, struct buf *err);
 
 /*
  * Check the chain of the file at path.  0 with *n the number of lines;
