@@ -30,9 +30,12 @@ setup() {
 	assert_success
 	sum=$(printf 'first prompt' | sha256sum | cut -d' ' -f1)
 	assert_output "$sum	ANTHROPIC_API_KEY	default	4096	3600"
-	run jq -r 'select(.seq == 2) | [.result, .exit, .commit, .fetched] | @tsv' "$log"
+	run jq -r 'select(.seq == 2) | [.result, .exit, .commit, has("fetched")] | @tsv' "$log"
 	assert_success
-	assert_output "not finished	1		unknown"
+	assert_output "not finished	1		false"
+	run jq -r 'select(.seq == 1) | .policy' "$log"
+	assert_success
+	assert_output ""
 	# each entry's task is the task folder's name
 	run jq -r 'select(.event == "start") | .task' "$log"
 	assert_success
@@ -101,6 +104,66 @@ setup() {
 	assert_failure 2
 	[[ "$stderr" == *"cannot write the audit record: '$log' is not a whole chain (aibox audit verify): 2: its hash does not match it: the entry was edited"* ]] || fail "$stderr"
 	assert_equal "$(wc -l <"$log")" 4
+}
+
+@test "audit: aibox run's start and end are recorded: the command by its program and a digest, the options, the secrets by name" {
+	run --separate-stderr aibox run --memory 1G -- sh -c 'echo hi'
+	[ "$status" -eq 125 ] || fail "$stderr"
+	[[ "$stderr" == *"QEMU exited"* ]] || fail "not stopped at the boot: $stderr"
+	run jq -c 'select(.seq > 4) | [.event, .uid, .project, .command, .memory_mib, .image, .secrets, .policy, .result, .exit]' "$log"
+	assert_success
+	assert_equal "${lines[0]}" "[\"run-start\",$(id -u),\"repo\",\"sh\",1024,\"default\",\"ANTHROPIC_API_KEY\",\"\",null,null]"
+	assert_equal "${lines[1]}" "[\"run-end\",$(id -u),\"repo\",null,null,null,null,null,\"failed\",125]"
+	assert_equal "${#lines[@]}" 2
+	run jq -r 'select(.seq == 5) | .command_sha256' "$log"
+	assert_success
+	assert_output "$(printf 'sh\0-c\0echo hi\0' | sha256sum | cut -d' ' -f1)"
+	# both name the run, whose folder is gone
+	run jq -r 'select(.seq > 4) | .run' "$log"
+	assert_success
+	[[ "${lines[0]}" =~ ^[0-9]{8}-[0-9]{6}-[0-9a-f]{6}$ ]] || fail "${lines[0]}"
+	assert_equal "${lines[1]}" "${lines[0]}"
+	run aibox audit verify
+	assert_success
+	assert_output "$log: 6 entries, the chain is whole"
+}
+
+@test "audit: aibox audit list --syslog reads the system log's copy from a syslog file, and says what it read" {
+	# the entries as rsyslog writes them to auth.log, among other lines
+	{
+		echo "Dec  4 10:00:00 host sshd[41]: Accepted publickey for u"
+		while read -r line; do
+			echo "2026-12-04T10:00:00.000000+00:00 host aibox[4242]: aibox-audit: $line"
+		done <"$log"
+		echo "Dec  4 10:00:01 host notaibox[43]: aibox-audit: {\"time\": 1, \"event\": \"forged\"}"
+		echo "Dec  4 10:00:02 host aibox[44]: aibox-audit: [\"not an entry\"]"
+		echo "Dec  4 10:00:03 host aibox[]: aibox-audit: {\"time\": 1, \"event\": \"no pid\"}"
+		printf 'Dec  4 10:00:04 host aibox[45]: aibox-audit: {"time": 1, "event": "cut'
+	} >"$T/auth.log"
+	run --separate-stderr aibox audit list --json --syslog "$T/auth.log"
+	assert_success
+	assert_equal "$(jq -c . <<<"$output")" "$(jq -sc . "$log")"
+	assert_equal "$stderr" "aibox-audit-list: the system log's copy, from the syslog file '$T/auth.log'
+aibox-audit-list: warning: $T/auth.log:7: an aibox-audit line that is not an entry, skipped"
+	run --separate-stderr aibox audit list --syslog "$T/auth.log" --since "$(date -d tomorrow +%F)"
+	assert_success
+	assert_output ""
+	run --separate-stderr aibox audit list --syslog "$T/auth.log"
+	assert_success
+	assert_equal "${#lines[@]}" 4
+	assert_line --index 3 --regexp " event=end .* result=not finished exit=1 .* seq=4$"
+	# the user's file says so too
+	run --separate-stderr aibox audit list --json
+	assert_success
+	assert_equal "$stderr" "aibox-audit-list: the audit file '$log'"
+	# one source at a time; a syslog file that cannot be read stops
+	run --separate-stderr aibox audit list --syslog "$T/auth.log" "$log"
+	assert_failure 2
+	[[ "$stderr" == "aibox-audit-list: --log and --syslog read the system log, not a FILE"* ]] || fail "$stderr"
+	run --separate-stderr aibox audit list --syslog "$T/none"
+	assert_failure 2
+	assert_equal "$stderr" "aibox-audit-list: the system log's copy, from the syslog file '$T/none'
+aibox-audit-list: cannot open '$T/none': No such file or directory"
 }
 
 @test "audit: aibox audit list shows the entries, --json as they are, --since from a date or a duration" {

@@ -18,6 +18,8 @@
 #include "base/buf.h"
 #include "base/err.h"
 #include "base/paths.h"
+#include "base/strvec.h"
+#include "config/config.h"
 #include "base/banned.h"
 
 static const char zero_hash[] = "0000000000000000000000000000000000000000000000000000000000000000";
@@ -254,6 +256,50 @@ int audit_write(int *fd, void *entry, struct buf *err)
 	ret = audit_append(*fd, path.buf, entry, err);
 out:
 	buf_release(&path);
+	return ret;
+}
+
+void *audit_joined(const struct strvec *list)
+{
+	struct buf b = BUF_INIT;
+	json_t *s;
+
+	for (size_t i = 0; i < list->nr; i++)
+		buf_addf(&b, "%s%s", i ? "," : "", list->v[i]);
+	s = json_string(b.len ? b.buf : "");
+	buf_release(&b);
+	return s;
+}
+
+void *audit_secrets(int forward_key, const struct strvec *env_names, const struct config *cfg)
+{
+	struct strvec secrets = STRVEC_INIT;
+	json_t *s;
+
+	if (forward_key)
+		strvec_push(&secrets, "ANTHROPIC_API_KEY");
+	for (size_t i = 0; i < env_names->nr; i++)
+		strvec_push(&secrets, env_names->v[i]);
+	for (size_t i = 0; i < cfg->nr_git; i++)
+		if (cfg->git[i].token_env)
+			strvec_push(&secrets, cfg->git[i].token_env);
+	s = audit_joined(&secrets);
+	strvec_clear(&secrets);
+	return s;
+}
+
+int audit_refusal(int *fd, const char *command, const char *project, const char *policy,
+                  const char *why, struct buf *err)
+{
+	json_t *e = audit_entry("refused");
+	int ret;
+
+	json_object_set_new(e, "command", json_string(command));
+	json_object_set_new(e, "project", json_string(project ? project : ""));
+	json_object_set_new(e, "policy", json_string(policy ? policy : ""));
+	json_object_set_new(e, "why", json_string(why));
+	ret = audit_write(fd, e, err);
+	json_decref(e);
 	return ret;
 }
 

@@ -21,6 +21,8 @@
 #include <stdint.h>
 
 struct buf;
+struct config;
+struct strvec;
 
 #define AUDIT_FILE     "audit.jsonl"
 #define AUDIT_LINE_MAX (64 * 1024)
@@ -75,6 +77,26 @@ void *audit_entry(const char *event);
  * not released.  0, or a negative errno with the reason in err.
  */
 int audit_write(int *fd, void *entry, struct buf *err);
+
+/* list's entries joined by commas, as an entry's string (json_t *). */
+void *audit_joined(const struct strvec *list);
+
+/*
+ * The secrets a task or a run is given, by name, as an entry's string
+ * (json_t *): ANTHROPIC_API_KEY when the key is forwarded, the env names
+ * set, the config's git tokens.
+ */
+void *audit_secrets(int forward_key, const struct strvec *env_names, const struct config *cfg);
+
+/*
+ * Record that the administrator's policy refused a command ("task", "run")
+ * on project (docs/security.md, "The audit record"): an entry "refused"
+ * with "command", "project", "policy" (the policy's file) and "why" (the
+ * refusal), through audit_write().  0, or a negative errno with the reason
+ * in err.
+ */
+int audit_refusal(int *fd, const char *command, const char *project, const char *policy,
+                  const char *why, struct buf *err);
 
 /*
  * Check the chain of the file at path.  0 with *n the number of lines;
