@@ -107,35 +107,18 @@ static void take(json_t *o, time_t since, int json, json_t *all)
 		print_entry(o);
 }
 
-/* The audit file's lines (a missing file has none); a line not an entry dies. */
-static void read_file(const char *path, time_t since, int json, json_t *all)
+/* All of the file at path into data; a missing one is empty when missing_ok. */
+static void read_whole(const char *path, int missing_ok, struct buf *data)
 {
-	struct buf data = BUF_INIT;
-	size_t line = 0;
 	ssize_t n;
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 
-	if (fd < 0 && errno != ENOENT)
+	if (fd < 0 && (errno != ENOENT || !missing_ok))
 		die_errno("cannot open '%s'", path);
-	if (fd >= 0 && (n = buf_read_fd(&data, fd, FILE_MAX)) < 0)
+	if (fd >= 0 && (n = buf_read_fd(data, fd, FILE_MAX)) < 0)
 		die_err((int)n, "cannot read '%s'", path);
 	if (fd >= 0)
 		close(fd);
-	for (const char *p = data.buf, *end = data.buf + data.len; p < end;) {
-		const char *nl = memchr(p, '\n', (size_t)(end - p));
-		json_t *o;
-
-		line++;
-		o = json_loadb(p, nl ? (size_t)(nl - p) : (size_t)(end - p), 0, NULL);
-		if (!json_is_object(o))
-			die("%s:%zu: not an audit entry", path, line);
-		take(o, since, json, all);
-		json_decref(o);
-		if (!nl)
-			break;
-		p = nl + 1;
-	}
-	buf_release(&data);
 }
 
 /*
@@ -159,25 +142,25 @@ static json_t *syslog_entry(const char *p, size_t len)
 	return json_loadb(at, (size_t)(p + len - at), JSON_REJECT_DUPLICATES, NULL);
 }
 
-/* The audit entries of a syslog file: its lines of aibox-audit, in its order. */
-static void read_syslog(const char *path, time_t since, int json, json_t *all)
+/*
+ * The entries of the audit file at path (a missing one has none; a line
+ * not an entry dies) or, with syslog, of the syslog file at path (its lines
+ * of aibox-audit; one not an entry is skipped with a warning).
+ */
+static void read_lines(const char *path, int syslog, time_t since, int json, json_t *all)
 {
 	struct buf data = BUF_INIT;
 	size_t line = 0;
-	ssize_t n;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
 
-	if (fd < 0)
-		die_errno("cannot open '%s'", path);
-	if ((n = buf_read_fd(&data, fd, FILE_MAX)) < 0)
-		die_err((int)n, "cannot read '%s'", path);
-	close(fd);
+	read_whole(path, !syslog, &data);
 	for (const char *p = data.buf, *end = data.buf + data.len; p < end;) {
 		const char *nl = memchr(p, '\n', (size_t)(end - p));
 		size_t len = nl ? (size_t)(nl - p) : (size_t)(end - p);
-		json_t *o = syslog_entry(p, len);
+		json_t *o = syslog ? syslog_entry(p, len) : json_loadb(p, len, 0, NULL);
 
 		line++;
+		if (!syslog && !json_is_object(o))
+			die("%s:%zu: not an audit entry", path, line);
 		if (o && !json_is_object(o))
 			warning("%s:%zu: an aibox-audit line that is not an entry, skipped", path,
 			        line);
@@ -288,7 +271,7 @@ int main(int argc, char **argv)
 		fprintf(stderr,
 		        "aibox-audit-list: the system log's copy, from the syslog file '%s'\n",
 		        syslog_file);
-		read_syslog(syslog_file, since, json, all);
+		read_lines(syslog_file, 1, since, json, all);
 	} else if (log) {
 		fprintf(stderr, "aibox-audit-list: the system log's copy, from the journal\n");
 		read_journal(since, json, all);
@@ -296,7 +279,7 @@ int main(int argc, char **argv)
 		if (!path.len)
 			audit_path(&path);
 		fprintf(stderr, "aibox-audit-list: the audit file '%s'\n", path.buf);
-		read_file(path.buf, since, json, all);
+		read_lines(path.buf, 0, since, json, all);
 	}
 	if (json) {
 		char *text = json_dumps(all, JSON_INDENT(2) | JSON_PRESERVE_ORDER);

@@ -193,6 +193,7 @@ static void audit_run(struct run *r, const char *event, const char *result, int 
 {
 	json_t *e = audit_entry(event);
 	struct buf err = BUF_INIT, words = BUF_INIT;
+	int ret;
 
 	json_object_set_new(e, "project", json_string(r->project.name ? r->project.name : ""));
 	json_object_set_new(e, "run", json_string(r->run_name));
@@ -217,14 +218,12 @@ static void audit_run(struct run *r, const char *event, const char *result, int 
 		json_object_set_new(e, "result", json_string(result));
 		json_object_set_new(e, "exit", json_integer(code));
 	}
-	if (audit_write(&r->audit_fd, e, &err) < 0) {
-		json_decref(e);
-		if (!strcmp(event, "run-start"))
-			die("cannot write the audit record: %s", err.buf);
+	ret = audit_write(&r->audit_fd, e, &err);
+	json_decref(e);
+	if (ret < 0 && !strcmp(event, "run-start"))
+		die("cannot write the audit record: %s", err.buf);
+	if (ret < 0)
 		warning("cannot write the audit record: %s", err.buf);
-	} else {
-		json_decref(e);
-	}
 	buf_release(&words);
 	buf_release(&err);
 }

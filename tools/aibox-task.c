@@ -195,6 +195,7 @@ static void audit_task(struct task *t, const char *event, const char *result, in
 {
 	json_t *e = audit_entry(event);
 	struct buf err = BUF_INIT, digest = BUF_INIT;
+	int ret;
 
 	json_object_set_new(e, "project", json_string(t->p.name ? t->p.name : ""));
 	json_object_set_new(e, "task", json_string(t->name));
@@ -234,14 +235,12 @@ static void audit_task(struct task *t, const char *event, const char *result, in
 		json_object_set_new(e, "commit", json_string(end_commit ? end_commit : ""));
 		buf_release(&hosts);
 	}
-	if (audit_write(&t->audit_fd, e, &err) < 0) {
-		json_decref(e);
-		if (!strcmp(event, "start"))
-			die("cannot write the audit record: %s", err.buf);
+	ret = audit_write(&t->audit_fd, e, &err);
+	json_decref(e);
+	if (ret < 0 && !strcmp(event, "start"))
+		die("cannot write the audit record: %s", err.buf);
+	if (ret < 0)
 		warning("cannot write the audit record: %s", err.buf);
-	} else {
-		json_decref(e);
-	}
 	buf_release(&err);
 	buf_release(&digest);
 }
