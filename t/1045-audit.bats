@@ -26,6 +26,10 @@ setup() {
 	run jq -sc '[.[] | [.seq, .event, .uid, .project]]' "$log"
 	assert_success
 	assert_output "[[1,\"start\",$(id -u),\"repo\"],[2,\"end\",$(id -u),\"repo\"],[3,\"start\",$(id -u),\"repo\"],[4,\"end\",$(id -u),\"repo\"]]"
+	# the user's name in each, the end's too (after the lockdown)
+	run jq -r .user "$log"
+	assert_success
+	assert_output "$(printf '%s\n' "$(id -un)" "$(id -un)" "$(id -un)" "$(id -un)")"
 	run jq -r 'select(.seq == 1) | [.prompt_sha256, .secrets, .image, .memory_mib, .timeout_s] | @tsv' "$log"
 	assert_success
 	sum=$(printf 'first prompt' | sha256sum | cut -d' ' -f1)

@@ -218,7 +218,7 @@ static const char *str_of(json_t *o, const char *key)
  * facility, and fields of our own (AIBOX_AUDIT the entry's line).  The
  * journal adds the trusted fields (_UID, _PID, ...) itself: none is sent.
  * The socket libsystemd opens at the first send stays open, so the first
- * entry must be sent before a lockdown that forbids socket().
+ * entry must be sent before a lockdown that would forbid socket().
  */
 static int send_journal(json_t *o, const char *text)
 {
@@ -235,13 +235,22 @@ static int send_journal(json_t *o, const char *text)
 
 void *audit_entry(const char *event)
 {
+	/* Looked up once: a lockdown may forbid reading /etc/passwd later. */
+	static char user[256];
+	static int looked_up;
 	json_t *e = json_object();
-	const struct passwd *pw = getpwuid(getuid());
 
+	if (!looked_up) {
+		const struct passwd *pw = getpwuid(getuid());
+
+		if (pw && pw->pw_name && strlen(pw->pw_name) < sizeof(user))
+			memcpy(user, pw->pw_name, strlen(pw->pw_name) + 1);
+		looked_up = 1;
+	}
 	json_object_set_new(e, "time", json_integer((json_int_t)time(NULL)));
 	json_object_set_new(e, "event", json_string(event));
 	json_object_set_new(e, "uid", json_integer((json_int_t)getuid()));
-	json_object_set_new(e, "user", json_string(pw && pw->pw_name ? pw->pw_name : ""));
+	json_object_set_new(e, "user", json_string(user));
 	return e;
 }
 

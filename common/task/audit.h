@@ -43,7 +43,7 @@ void audit_path(struct buf *out);
  * Open the file at path for audit_append() (creating it, mode 0600) and
  * choose the system log: the journal when audit_journal_running(), else
  * syslog(3), connected now.  A process that locks itself down afterwards
- * (aibox task's lockdown forbids socket()) can still append once it has
+ * (one with SANDBOX_NO_NEW_SOCKETS, common/base/sandbox.h) can still append once it has
  * appended one entry before (the journal's socket is made at the first
  * send).  The fd, or a negative errno with the reason in err.
  */
@@ -67,7 +67,8 @@ int audit_append(int fd, const char *path, void *entry, struct buf *err);
 
 /*
  * A new entry (json_t *) with "time" (now, Unix seconds), "event", and who
- * runs us: "uid" and "user".
+ * runs us: "uid" and "user" (the name looked up at the first call, so that
+ * a locked-down process still has it; "" when it has none).
  */
 void *audit_entry(const char *event);
 
