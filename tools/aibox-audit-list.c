@@ -268,17 +268,16 @@ int main(int argc, char **argv)
 	if (syslog_file || (log && !audit_journal_running())) {
 		if (!syslog_file)
 			syslog_file = AUDIT_SYSLOG_FILE;
-		fprintf(stderr,
-		        "aibox-audit-list: the system log's copy, from the syslog file '%s'\n",
+		fprintf(stderr, "%s: the system log's copy, from the syslog file '%s'\n", progname,
 		        syslog_file);
 		read_lines(syslog_file, 1, since, json, all);
 	} else if (log) {
-		fprintf(stderr, "aibox-audit-list: the system log's copy, from the journal\n");
+		fprintf(stderr, "%s: the system log's copy, from the journal\n", progname);
 		read_journal(since, json, all);
 	} else {
 		if (!path.len)
 			audit_path(&path);
-		fprintf(stderr, "aibox-audit-list: the audit file '%s'\n", path.buf);
+		fprintf(stderr, "%s: the audit file '%s'\n", progname, path.buf);
 		read_lines(path.buf, 0, since, json, all);
 	}
 	if (json) {

@@ -4,11 +4,11 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <openssl/evp.h>
+#include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
-#include <pwd.h>
 #include <syslog.h>
 #define SD_JOURNAL_SUPPRESS_LOCATION /* no CODE_FILE, CODE_LINE, CODE_FUNC */
 #include <systemd/sd-journal.h>
