@@ -1,10 +1,12 @@
 #!/usr/bin/env bats
 # The audit record (common/task/audit.h, docs/security.md "The audit record"):
-# every task's start and end in $AIBOX_HOME/audit.jsonl, hash-chained;
-# aibox audit verify finds an edited, removed, moved or forged entry and
-# names its line; aibox audit list reads it.  No VM: the tasks stop at
-# no_vm's boot, which ends them ("not finished").  The system log's copy is
-# read back in t/9300-policy.bats (a syslog daemon needs root).
+# every task's and every aibox run's start and end in $AIBOX_HOME/audit.jsonl,
+# hash-chained; aibox audit verify finds an edited, removed, moved or forged
+# entry and names its line; aibox audit list reads it, and (--syslog) the
+# system log's copy in a syslog file the test writes.  No VM: the tasks and
+# the run stop at no_vm's boot, which ends them ("not finished").  The system
+# log's copy is read back from log daemons in t/9310-audit-syslog.bats (they
+# need root); the policy's refusals are in t/9300-policy.bats.
 load lib-common
 
 setup() {
@@ -19,7 +21,7 @@ setup() {
 	assert_stopped_at_boot
 }
 
-@test "audit: each task's start and end are recorded, chained, with who, what and how it ended" {
+@test "audit: each task's and each run's start and end are recorded, chained, with who, what and how it ended" {
 	run aibox audit verify
 	assert_success
 	assert_output "$log: 4 entries, the chain is whole"
@@ -51,6 +53,26 @@ setup() {
 	assert_equal "$(sed -n 2p <<<"$output")" "$(jq -r 'select(.seq == 1) | .hash' "$log")"
 	# the file is the user's alone
 	assert_equal "$(stat -c %a "$log")" 600
+	# aibox run: the command by its program and a digest, the options, the secrets by name
+	run --separate-stderr aibox run --memory 1G -- sh -c 'echo hi'
+	[ "$status" -eq 125 ] || fail "$stderr"
+	[[ "$stderr" == *"QEMU exited"* ]] || fail "not stopped at the boot: $stderr"
+	run jq -c 'select(.seq > 4) | [.event, .uid, .project, .command, .memory_mib, .image, .secrets, .policy, .result, .exit]' "$log"
+	assert_success
+	assert_equal "${lines[0]}" "[\"run-start\",$(id -u),\"repo\",\"sh\",1024,\"default\",\"ANTHROPIC_API_KEY\",\"\",null,null]"
+	assert_equal "${lines[1]}" "[\"run-end\",$(id -u),\"repo\",null,null,null,null,null,\"failed\",125]"
+	assert_equal "${#lines[@]}" 2
+	run jq -r 'select(.seq == 5) | .command_sha256' "$log"
+	assert_success
+	assert_output "$(printf 'sh\0-c\0echo hi\0' | sha256sum | cut -d' ' -f1)"
+	# both name the run, whose folder is gone
+	run jq -r 'select(.seq > 4) | .run' "$log"
+	assert_success
+	[[ "${lines[0]}" =~ ^[0-9]{8}-[0-9]{6}-[0-9a-f]{6}$ ]] || fail "${lines[0]}"
+	assert_equal "${lines[1]}" "${lines[0]}"
+	run aibox audit verify
+	assert_success
+	assert_output "$log: 6 entries, the chain is whole"
 }
 
 @test "audit: aibox audit verify names the line of an edited, removed, moved or forged entry" {
@@ -110,29 +132,28 @@ setup() {
 	assert_equal "$(wc -l <"$log")" 4
 }
 
-@test "audit: aibox run's start and end are recorded: the command by its program and a digest, the options, the secrets by name" {
-	run --separate-stderr aibox run --memory 1G -- sh -c 'echo hi'
-	[ "$status" -eq 125 ] || fail "$stderr"
-	[[ "$stderr" == *"QEMU exited"* ]] || fail "not stopped at the boot: $stderr"
-	run jq -c 'select(.seq > 4) | [.event, .uid, .project, .command, .memory_mib, .image, .secrets, .policy, .result, .exit]' "$log"
+@test "audit: aibox audit list shows the entries, --json as they are, --since from a date or a duration; --syslog from a syslog file" {
+	run --separate-stderr aibox audit list
 	assert_success
-	assert_equal "${lines[0]}" "[\"run-start\",$(id -u),\"repo\",\"sh\",1024,\"default\",\"ANTHROPIC_API_KEY\",\"\",null,null]"
-	assert_equal "${lines[1]}" "[\"run-end\",$(id -u),\"repo\",null,null,null,null,null,\"failed\",125]"
-	assert_equal "${#lines[@]}" 2
-	run jq -r 'select(.seq == 5) | .command_sha256' "$log"
+	assert_equal "$(wc -l <<<"$output")" 4
+	assert_line --index 0 --regexp "^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9:]{8} event=start uid=$(id -u) .* project=repo .*secrets=ANTHROPIC_API_KEY seq=1$"
+	assert_line --index 1 --regexp " event=end .* result=not finished exit=1 .* seq=2$"
+	run --separate-stderr aibox audit list --json
 	assert_success
-	assert_output "$(printf 'sh\0-c\0echo hi\0' | sha256sum | cut -d' ' -f1)"
-	# both name the run, whose folder is gone
-	run jq -r 'select(.seq > 4) | .run' "$log"
+	assert_equal "$(jq -c . <<<"$output")" "$(jq -sc . "$log")"
+	run --separate-stderr aibox audit list --json --since "$(date +%F)"
 	assert_success
-	[[ "${lines[0]}" =~ ^[0-9]{8}-[0-9]{6}-[0-9a-f]{6}$ ]] || fail "${lines[0]}"
-	assert_equal "${lines[1]}" "${lines[0]}"
-	run aibox audit verify
+	assert_equal "$(jq length <<<"$output")" 4
+	run --separate-stderr aibox audit list --json --since "$(date -d tomorrow +%F)"
 	assert_success
-	assert_output "$log: 6 entries, the chain is whole"
-}
-
-@test "audit: aibox audit list --syslog reads the system log's copy from a syslog file, and says what it read" {
+	assert_equal "$(jq length <<<"$output")" 0
+	run --separate-stderr aibox audit list --json --since 1h
+	assert_success
+	assert_equal "$(jq length <<<"$output")" 4
+	run --separate-stderr aibox audit list --since soon
+	assert_failure 2
+	assert_equal "$stderr" "aibox-audit-list: --since: 'soon' is not a date like 2026-12-04 or a duration like 2h"
+	# --syslog: the system log's copy from a syslog file, said on stderr
 	# the entries as rsyslog writes them to auth.log, among other lines
 	{
 		echo "Dec  4 10:00:00 host sshd[41]: Accepted publickey for u"
@@ -168,27 +189,4 @@ aibox-audit-list: warning: $T/auth.log:7: an aibox-audit line that is not an ent
 	assert_failure 2
 	assert_equal "$stderr" "aibox-audit-list: the system log's copy, from the syslog file '$T/none'
 aibox-audit-list: cannot open '$T/none': No such file or directory"
-}
-
-@test "audit: aibox audit list shows the entries, --json as they are, --since from a date or a duration" {
-	run --separate-stderr aibox audit list
-	assert_success
-	assert_equal "$(wc -l <<<"$output")" 4
-	assert_line --index 0 --regexp "^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9:]{8} event=start uid=$(id -u) .* project=repo .*secrets=ANTHROPIC_API_KEY seq=1$"
-	assert_line --index 1 --regexp " event=end .* result=not finished exit=1 .* seq=2$"
-	run --separate-stderr aibox audit list --json
-	assert_success
-	assert_equal "$(jq -c . <<<"$output")" "$(jq -sc . "$log")"
-	run --separate-stderr aibox audit list --json --since "$(date +%F)"
-	assert_success
-	assert_equal "$(jq length <<<"$output")" 4
-	run --separate-stderr aibox audit list --json --since "$(date -d tomorrow +%F)"
-	assert_success
-	assert_equal "$(jq length <<<"$output")" 0
-	run --separate-stderr aibox audit list --json --since 1h
-	assert_success
-	assert_equal "$(jq length <<<"$output")" 4
-	run --separate-stderr aibox audit list --since soon
-	assert_failure 2
-	assert_equal "$stderr" "aibox-audit-list: --since: 'soon' is not a date like 2026-12-04 or a duration like 2h"
 }
