@@ -36,7 +36,7 @@ B = build
 
 CC ?= cc
 CFLAGS ?= -O2 -g
-PKGS = libgit2 yaml-0.1 openssl libssh2 libseccomp jansson zlib
+PKGS = libgit2 yaml-0.1 openssl libssh2 libseccomp jansson zlib libsystemd
 
 WARNINGS = -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wformat-security \
 	-Wstrict-prototypes -Wmissing-prototypes -Wold-style-definition \

@@ -77,7 +77,7 @@ dpkg_install() {
 	run dpkg-deb -f "$DEB" Depends
 	assert_success
 	local p
-	for p in 'libgit2-1.5' 'libssh2-1' 'libjansson4' 'libseccomp2' 'git' 'openssh-client' \
+	for p in 'libgit2-1.5' 'libssh2-1' 'libjansson4' 'libseccomp2' 'libsystemd0' 'git' 'openssh-client' \
 		'qemu-system-x86' 'mmdebstrap' 'uidmap' 'busybox-static' 'cpio' 'e2fsprogs' 'npm | nodejs'; do
 		[[ ", $output," == *", $p"[\ ,]* ]] || fail "Depends has no '$p': $output"
 	done

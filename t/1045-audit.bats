@@ -1,10 +1,12 @@
 #!/usr/bin/env bats
 # The audit record (common/task/audit.h, docs/security.md "The audit record"):
-# every task's start and end in $AIBOX_HOME/audit.jsonl, hash-chained;
-# aibox audit verify finds an edited, removed, moved or forged entry and
-# names its line; aibox audit list reads it.  No VM: the tasks stop at
-# no_vm's boot, which ends them ("not finished").  The system log's copy is
-# read back in t/9300-policy.bats (a syslog daemon needs root).
+# every task's and every aibox run's start and end in $AIBOX_HOME/audit.jsonl,
+# hash-chained; aibox audit verify finds an edited, removed, moved or forged
+# entry and names its line; aibox audit list reads it, and (--syslog) the
+# system log's copy in a syslog file the test writes.  No VM: the tasks and
+# the run stop at no_vm's boot, which ends them ("not finished").  The system
+# log's copy is read back from log daemons in t/9310-audit-syslog.bats (they
+# need root); the policy's refusals are in t/9300-policy.bats.
 load lib-common
 
 setup() {
@@ -19,20 +21,27 @@ setup() {
 	assert_stopped_at_boot
 }
 
-@test "audit: each task's start and end are recorded, chained, with who, what and how it ended" {
+@test "audit: each task's and each run's start and end are recorded, chained, with who, what and how it ended" {
 	run aibox audit verify
 	assert_success
 	assert_output "$log: 4 entries, the chain is whole"
 	run jq -sc '[.[] | [.seq, .event, .uid, .project]]' "$log"
 	assert_success
 	assert_output "[[1,\"start\",$(id -u),\"repo\"],[2,\"end\",$(id -u),\"repo\"],[3,\"start\",$(id -u),\"repo\"],[4,\"end\",$(id -u),\"repo\"]]"
+	# the user's name in each, the end's too (after the lockdown)
+	run jq -r .user "$log"
+	assert_success
+	assert_output "$(printf '%s\n' "$(id -un)" "$(id -un)" "$(id -un)" "$(id -un)")"
 	run jq -r 'select(.seq == 1) | [.prompt_sha256, .secrets, .image, .memory_mib, .timeout_s] | @tsv' "$log"
 	assert_success
 	sum=$(printf 'first prompt' | sha256sum | cut -d' ' -f1)
 	assert_output "$sum	ANTHROPIC_API_KEY	default	4096	3600"
-	run jq -r 'select(.seq == 2) | [.result, .exit, .commit, .fetched] | @tsv' "$log"
+	run jq -r 'select(.seq == 2) | [.result, .exit, .commit, has("fetched")] | @tsv' "$log"
 	assert_success
-	assert_output "not finished	1		unknown"
+	assert_output "not finished	1		false"
+	run jq -r 'select(.seq == 1) | .policy' "$log"
+	assert_success
+	assert_output ""
 	# each entry's task is the task folder's name
 	run jq -r 'select(.event == "start") | .task' "$log"
 	assert_success
@@ -44,6 +53,26 @@ setup() {
 	assert_equal "$(sed -n 2p <<<"$output")" "$(jq -r 'select(.seq == 1) | .hash' "$log")"
 	# the file is the user's alone
 	assert_equal "$(stat -c %a "$log")" 600
+	# aibox run: the command by its program and a digest, the options, the secrets by name
+	run --separate-stderr aibox run --memory 1G -- sh -c 'echo hi'
+	[ "$status" -eq 125 ] || fail "$stderr"
+	[[ "$stderr" == *"QEMU exited"* ]] || fail "not stopped at the boot: $stderr"
+	run jq -c 'select(.seq > 4) | [.event, .uid, .project, .command, .memory_mib, .image, .secrets, .policy, .result, .exit]' "$log"
+	assert_success
+	assert_equal "${lines[0]}" "[\"run-start\",$(id -u),\"repo\",\"sh\",1024,\"default\",\"ANTHROPIC_API_KEY\",\"\",null,null]"
+	assert_equal "${lines[1]}" "[\"run-end\",$(id -u),\"repo\",null,null,null,null,null,\"failed\",125]"
+	assert_equal "${#lines[@]}" 2
+	run jq -r 'select(.seq == 5) | .command_sha256' "$log"
+	assert_success
+	assert_output "$(printf 'sh\0-c\0echo hi\0' | sha256sum | cut -d' ' -f1)"
+	# both name the run, whose folder is gone
+	run jq -r 'select(.seq > 4) | .run' "$log"
+	assert_success
+	[[ "${lines[0]}" =~ ^[0-9]{8}-[0-9]{6}-[0-9a-f]{6}$ ]] || fail "${lines[0]}"
+	assert_equal "${lines[1]}" "${lines[0]}"
+	run aibox audit verify
+	assert_success
+	assert_output "$log: 6 entries, the chain is whole"
 }
 
 @test "audit: aibox audit verify names the line of an edited, removed, moved or forged entry" {
@@ -103,7 +132,7 @@ setup() {
 	assert_equal "$(wc -l <"$log")" 4
 }
 
-@test "audit: aibox audit list shows the entries, --json as they are, --since from a date or a duration" {
+@test "audit: aibox audit list shows the entries, --json as they are, --since from a date or a duration; --syslog from a syslog file" {
 	run --separate-stderr aibox audit list
 	assert_success
 	assert_equal "$(wc -l <<<"$output")" 4
@@ -124,4 +153,40 @@ setup() {
 	run --separate-stderr aibox audit list --since soon
 	assert_failure 2
 	assert_equal "$stderr" "aibox-audit-list: --since: 'soon' is not a date like 2026-12-04 or a duration like 2h"
+	# --syslog: the system log's copy from a syslog file, said on stderr
+	# the entries as rsyslog writes them to auth.log, among other lines
+	{
+		echo "Dec  4 10:00:00 host sshd[41]: Accepted publickey for u"
+		while read -r line; do
+			echo "2026-12-04T10:00:00.000000+00:00 host aibox[4242]: aibox-audit: $line"
+		done <"$log"
+		echo "Dec  4 10:00:01 host notaibox[43]: aibox-audit: {\"time\": 1, \"event\": \"forged\"}"
+		echo "Dec  4 10:00:02 host aibox[44]: aibox-audit: [\"not an entry\"]"
+		echo "Dec  4 10:00:03 host aibox[]: aibox-audit: {\"time\": 1, \"event\": \"no pid\"}"
+		printf 'Dec  4 10:00:04 host aibox[45]: aibox-audit: {"time": 1, "event": "cut'
+	} >"$T/auth.log"
+	run --separate-stderr aibox audit list --json --syslog "$T/auth.log"
+	assert_success
+	assert_equal "$(jq -c . <<<"$output")" "$(jq -sc . "$log")"
+	assert_equal "$stderr" "aibox-audit-list: the system log's copy, from the syslog file '$T/auth.log'
+aibox-audit-list: warning: $T/auth.log:7: an aibox-audit line that is not an entry, skipped"
+	run --separate-stderr aibox audit list --syslog "$T/auth.log" --since "$(date -d tomorrow +%F)"
+	assert_success
+	assert_output ""
+	run --separate-stderr aibox audit list --syslog "$T/auth.log"
+	assert_success
+	assert_equal "${#lines[@]}" 4
+	assert_line --index 3 --regexp " event=end .* result=not finished exit=1 .* seq=4$"
+	# the user's file says so too
+	run --separate-stderr aibox audit list --json
+	assert_success
+	assert_equal "$stderr" "aibox-audit-list: the audit file '$log'"
+	# one source at a time; a syslog file that cannot be read stops
+	run --separate-stderr aibox audit list --syslog "$T/auth.log" "$log"
+	assert_failure 2
+	[[ "$stderr" == "aibox-audit-list: --log and --syslog read the system log, not a FILE"* ]] || fail "$stderr"
+	run --separate-stderr aibox audit list --syslog "$T/none"
+	assert_failure 2
+	assert_equal "$stderr" "aibox-audit-list: the system log's copy, from the syslog file '$T/none'
+aibox-audit-list: cannot open '$T/none': No such file or directory"
 }

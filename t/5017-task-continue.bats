@@ -62,6 +62,10 @@ only_old() {
 	[[ "$stderr" == *"aibox[$id]: task $id starts from $END"* ]]
 	[[ "$stderr" == *"aibox[$id]: it continues task 20260101-100000-a1b2c3 and resumes its conversation; fetched its changes (git fetch ... aibox/task:aibox/task-20260101-100000-a1b2c3)"* ]]
 	assert_equal "$(git rev-parse aibox/task-20260101-100000-a1b2c3)" "$END"
+	# the fetch is in the audit record, before the new task's start
+	run jq -c 'select(.event == "fetch") | [.task, .commit, .refspec, .by, .project]' "$AIBOX_HOME/audit.jsonl"
+	assert_success
+	assert_output "[\"20260101-100000-a1b2c3\",\"$END\",\"aibox/task:aibox/task-20260101-100000-a1b2c3\",\"aibox task --continue\",\"repo\"]"
 	cmp "$OLD/session.jsonl" "$dir/resume.jsonl"
 	assert_equal "$(cat "$dir/continues")" "20260101-100000-a1b2c3 $END"
 	run python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); print(s["start_commit"], s["resume_session"])' "$dir/settings.json"
@@ -71,6 +75,9 @@ only_old() {
 	assert_stopped_at_boot
 	[[ "$stderr" == *"resumes its conversation"* ]]
 	[[ "$stderr" != *"fetched"* ]]
+	run jq -r .event "$AIBOX_HOME/audit.jsonl"
+	assert_success
+	assert_output $'fetch\nstart\nend\nstart\nend'
 }
 
 @test "task continue: a task that ended with no changes says so, and nothing starts" {

@@ -95,6 +95,15 @@ git:
 	printf 'env: [ANTHROPIC_API_KEY]\ngit:\n  - url: https://127.0.0.1/team/repo.git\n' >"$cfg"
 	run --separate-stderr aibox task x
 	assert_stopped_at_boot
+	# the refusals are in the audit record, and the task that started names the policy
+	run jq -c '[.event, .command, .project, .policy, .why]' "$AIBOX_HOME/audit.jsonl"
+	assert_success
+	assert_equal "${lines[0]}" "[\"refused\",\"task\",\"repo\",\"$pol\",\"$cfg:3: git[0].push: pushes are beyond the policy ($pol:1: push: no)\"]"
+	assert_equal "${lines[1]}" "[\"refused\",\"run\",\"repo\",\"$pol\",\"aibox run is beyond the policy ($pol:2: run: no)\"]"
+	assert_equal "${lines[2]}" "[\"start\",null,\"repo\",\"$pol\",null]"
+	assert_equal "${#lines[@]}" 4
+	run aibox audit verify
+	assert_success
 }
 
 @test "policy: an option asking beyond the policy is refused, naming the option and the policy's line" {

@@ -49,23 +49,13 @@ static json_t *strings(const struct strvec *v)
 	return a;
 }
 
-static json_t *size_json(uint64_t mib)
+/* A size or an amount as its text: format (format_size_mib(), usage_format_usd()) of v. */
+static json_t *text_json(void (*format)(struct buf *, uint64_t), uint64_t v)
 {
 	struct buf b = BUF_INIT;
 	json_t *s;
 
-	format_size_mib(&b, mib);
-	s = json_string(b.buf);
-	buf_release(&b);
-	return s;
-}
-
-static json_t *usd_json(uint64_t nano)
-{
-	struct buf b = BUF_INIT;
-	json_t *s;
-
-	usage_format_usd(&b, nano);
+	format(&b, v);
 	s = json_string(b.buf);
 	buf_release(&b);
 	return s;
@@ -99,15 +89,15 @@ static void config_keys(json_t *o, const struct config *c, unsigned set)
 	if (set & CONFIG_SET_GIT)
 		json_object_set_new(o, "git", git_json(c));
 	if (set & CONFIG_SET_MEMORY)
-		json_object_set_new(o, "memory", size_json(c->memory_mib));
+		json_object_set_new(o, "memory", text_json(format_size_mib, c->memory_mib));
 	if (set & CONFIG_SET_CPUS)
 		json_object_set_new(o, "cpus", json_integer(c->cpus));
 	if (set & CONFIG_SET_DISK)
-		json_object_set_new(o, "disk", size_json(c->disk_mib));
+		json_object_set_new(o, "disk", text_json(format_size_mib, c->disk_mib));
 	if ((set & CONFIG_SET_BUDGET) && c->budget_task)
-		json_object_set_new(o, "budget.task", usd_json(c->budget_task));
+		json_object_set_new(o, "budget.task", text_json(usage_format_usd, c->budget_task));
 	if ((set & CONFIG_SET_BUDGET) && c->budget_day)
-		json_object_set_new(o, "budget.day", usd_json(c->budget_day));
+		json_object_set_new(o, "budget.day", text_json(usage_format_usd, c->budget_day));
 }
 
 static json_t *policy_json(const struct policy *p)

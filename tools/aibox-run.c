@@ -28,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "task/audit.h"
 #include "task/broker_spawn.h"
 #include "base/buf.h"
 #include "config/config.h"
@@ -96,8 +97,13 @@ struct run {
 	struct spend spend;     /* the day's cap and ledger (docs/budget.md) */
 	struct vm vm;
 	int console_fd;
-	int cleaner_fd; /* write end: the cleaner removes the run folder at its EOF */
+	int cleaner_fd;         /* write end: the cleaner removes the run folder at its EOF */
+	int audit_fd;           /* audit.jsonl (common/task/audit.h), open from the run's start */
+	struct buf policy_path; /* the policy in force, "" for none */
 };
+
+/* The run, for die_routine: its end in the audit record. */
+static struct run *failing_run;
 
 /* Options anywhere before `--` (common/base/opt.h); the command is what follows `--`. */
 static void parse_options(struct run *r, int argc, char **argv)
@@ -157,15 +163,80 @@ static void find_project(struct run *r, struct buf *cfg_path)
 	struct policy p;
 
 	policy_init(&p);
-	if (host_project_open(&checkout, &r->project, cfg_path, &r->cfg, &err) < 0 ||
-	    policy_load(&p, &err) < 0 || policy_check(&p, &r->cfg, cfg_path->buf, &ask, &err) < 0 ||
-	    policy_user_day(&p, &r->cfg.budget_task, &err) < 0 ||
-	    (r->lock_fd = host_project_lock(&r->project, &err)) < 0)
+	if (host_project_open(&checkout, &r->project, cfg_path, &r->cfg, &err) < 0)
 		die("%s", err.buf);
+	if (policy_load(&p, &err) < 0 || policy_check(&p, &r->cfg, cfg_path->buf, &ask, &err) < 0 ||
+	    policy_user_day(&p, &r->cfg.budget_task, &err) < 0) {
+		struct buf aerr = BUF_INIT;
+
+		if (audit_refusal(&r->audit_fd, "run", r->project.name, p.path, err.buf, &aerr) < 0)
+			warning("cannot write the audit record: %s", aerr.buf);
+		die("%s", err.buf);
+	}
+	if ((r->lock_fd = host_project_lock(&r->project, &err)) < 0)
+		die("%s", err.buf);
+	if (p.path)
+		buf_addstr(&r->policy_path, p.path);
 	policy_release(&p);
 	host_size(&r->cfg, r->memory_mib, r->cpus);
 	buf_release(&checkout);
 	buf_release(&err);
+}
+
+/*
+ * The run's entry in the audit record (docs/security.md, "The audit
+ * record"): "run-start" once its folder is made (one that cannot be recorded
+ * stops the run), "run-end" with its exit status (one that cannot warns).
+ * The command is recorded by its program and a digest of all its words.
+ */
+static void audit_run(struct run *r, const char *event, const char *result, int code)
+{
+	json_t *e = audit_entry(event);
+	struct buf err = BUF_INIT, words = BUF_INIT;
+	int ret;
+
+	json_object_set_new(e, "project", json_string(r->project.name ? r->project.name : ""));
+	json_object_set_new(e, "run", json_string(r->run_name));
+	if (!strcmp(event, "run-start")) {
+		for (size_t i = 0; i < r->command.nr; i++)
+			buf_add(&words, r->command.v[i], strlen(r->command.v[i]) + 1);
+		json_object_set_new(e, "command",
+		                    json_string(r->command.nr ? r->command.v[0] : "claude"));
+		buf_reset(&err);
+		audit_sha256_hex(words.buf, words.len, &err);
+		json_object_set_new(e, "command_sha256", json_string(err.buf));
+		buf_reset(&err);
+		json_object_set_new(e, "memory_mib", json_integer((json_int_t)r->cfg.memory_mib));
+		json_object_set_new(e, "cpus", json_integer(r->cfg.cpus));
+		json_object_set_new(e, "image", json_string(r->image));
+		json_object_set_new(e, "allow", audit_joined(&r->cfg.allow));
+		json_object_set_new(e, "policy",
+		                    json_string(r->policy_path.len ? r->policy_path.buf : ""));
+		json_object_set_new(e, "secrets",
+		                    audit_secrets(r->forward_key, &r->env.names, &r->cfg));
+	} else {
+		json_object_set_new(e, "result", json_string(result));
+		json_object_set_new(e, "exit", json_integer(code));
+	}
+	ret = audit_write(&r->audit_fd, e, &err);
+	json_decref(e);
+	if (ret < 0 && !strcmp(event, "run-start"))
+		die("cannot write the audit record: %s", err.buf);
+	if (ret < 0)
+		warning("cannot write the audit record: %s", err.buf);
+	buf_release(&words);
+	buf_release(&err);
+}
+
+/* die() once the run has started: its end in the audit record, then the message. */
+static void run_failed(const char *msg)
+{
+	struct run *r = failing_run;
+
+	failing_run = NULL;
+	fprintf(stderr, "%s: %s\n", progname, msg);
+	if (r)
+		audit_run(r, "run-end", "failed", die_status);
 }
 
 static int mkdir_ok(const char *path, mode_t mode)
@@ -503,6 +574,8 @@ int main(int argc, char **argv)
 	                .vm = VM_INIT,
 	                .console_fd = -1,
 	                .cleaner_fd = -1,
+	                .audit_fd = -1,
+	                .policy_path = BUF_INIT,
 	                .spend = SPEND_INIT};
 	struct ssh_task_keys keys = SSH_TASK_KEYS_INIT;
 	struct buf sock = BUF_INIT, err = BUF_INIT, cfg_path = BUF_INIT;
@@ -519,6 +592,9 @@ int main(int argc, char **argv)
 	if (r.forward_key && spend_start(&r.spend, r.project.dir, 0, r.cfg.budget_day, &err) < 0)
 		die("%s", err.buf);
 	make_run_dir(&r);
+	audit_run(&r, "run-start", NULL, 0);
+	failing_run = &r;
+	die_routine = run_failed;
 	start_cleaner(&r);
 	if (ssh_task_keys_make(r.run_dir.buf, NULL, 1, &keys, &err) < 0)
 		die("%s", err.buf);
@@ -527,6 +603,8 @@ int main(int argc, char **argv)
 	start_helpers(&r, &sock);
 	boot(&r, sock.buf);
 	status = session(&r, &keys, tty);
+	die_routine = NULL;
+	audit_run(&r, "run-end", "ended", status);
 
 	ssh_task_keys_release(&keys);
 	buf_release(&sock);
@@ -539,6 +617,7 @@ int main(int argc, char **argv)
 	project_release(&r.project);
 	buf_release(&r.run_dir);
 	buf_release(&r.image_dir);
+	buf_release(&r.policy_path);
 	/* Our exit closes the cleaner's pipe: it removes the run folder then. */
 	return status;
 }

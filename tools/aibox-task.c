@@ -127,6 +127,7 @@ struct task {
 	struct task_continue cont;   /* with --continue */
 	int audit_started;           /* the audit record has this task's start */
 	int audit_fd;                /* audit.jsonl, open from the start (common/task/audit.h) */
+	struct buf policy_path;      /* the policy in force (common/task/policy.h), "" for none */
 };
 
 /* The options (common/task/task_opts.h): those that fail die, -h prints the usage. */
@@ -170,24 +171,18 @@ static void check_policy(struct task *t, const char *cfg_path)
 
 	policy_init(&p);
 	if (policy_load(&p, &err) < 0 || policy_check(&p, &t->cfg, cfg_path, &ask, &err) < 0 ||
-	    policy_user_day(&p, &t->cfg.budget_task, &err) < 0)
+	    policy_user_day(&p, &t->cfg.budget_task, &err) < 0) {
+		struct buf aerr = BUF_INIT;
+
+		if (audit_refusal(&t->audit_fd, "task", t->p.name, p.path, err.buf, &aerr) < 0)
+			warning("cannot write the audit record: %s", aerr.buf);
 		die("%s", err.buf);
+	}
 	t->o.timeout_ms = policy_timeout(&p, t->o.timeout_ms);
+	if (p.path)
+		buf_addstr(&t->policy_path, p.path);
 	policy_release(&p);
 	buf_release(&err);
-}
-
-/* list's entries joined by commas, for an audit entry's string. */
-static json_t *joined(const struct strvec *list)
-{
-	struct buf b = BUF_INIT;
-	json_t *s;
-
-	for (size_t i = 0; i < list->nr; i++)
-		buf_addf(&b, "%s%s", i ? "," : "", list->v[i]);
-	s = json_string(b.len ? b.buf : "");
-	buf_release(&b);
-	return s;
 }
 
 /*
@@ -198,19 +193,13 @@ static json_t *joined(const struct strvec *list)
 static void audit_task(struct task *t, const char *event, const char *result, int code,
                        const struct vm_outcome *o, const char *end_commit)
 {
-	json_t *e = json_object();
-	struct buf path = BUF_INIT, err = BUF_INIT, digest = BUF_INIT;
-	const struct passwd *pw = getpwuid(getuid());
+	json_t *e = audit_entry(event);
+	struct buf err = BUF_INIT, digest = BUF_INIT;
+	int ret;
 
-	json_object_set_new(e, "time", json_integer((json_int_t)time(NULL)));
-	json_object_set_new(e, "event", json_string(event));
-	json_object_set_new(e, "uid", json_integer((json_int_t)getuid()));
-	json_object_set_new(e, "user", json_string(pw && pw->pw_name ? pw->pw_name : ""));
 	json_object_set_new(e, "project", json_string(t->p.name ? t->p.name : ""));
 	json_object_set_new(e, "task", json_string(t->name));
 	if (!strcmp(event, "start")) {
-		struct strvec secrets = STRVEC_INIT;
-
 		audit_sha256_hex(t->prompt.buf, t->prompt.len, &digest);
 		json_object_set_new(e, "prompt_sha256", json_string(digest.buf));
 		json_object_set_new(e, "start_commit", json_string(t->start_commit));
@@ -221,17 +210,12 @@ static void audit_task(struct task *t, const char *event, const char *result, in
 		json_object_set_new(e, "image", json_string(t->o.image ? t->o.image : "default"));
 		json_object_set_new(e, "slurm", json_integer(t->o.slurm));
 		json_object_set_new(e, "model", json_string(t->o.model ? t->o.model : ""));
-		json_object_set_new(e, "allow", joined(&t->cfg.allow));
-		/* The secrets by name: the key, the env names set, the git tokens. */
-		if (t->api == TASK_API_FORWARD)
-			strvec_push(&secrets, "ANTHROPIC_API_KEY");
-		for (size_t i = 0; i < t->env.names.nr; i++)
-			strvec_push(&secrets, t->env.names.v[i]);
-		for (size_t i = 0; i < t->cfg.nr_git; i++)
-			if (t->cfg.git[i].token_env)
-				strvec_push(&secrets, t->cfg.git[i].token_env);
-		json_object_set_new(e, "secrets", joined(&secrets));
-		strvec_clear(&secrets);
+		json_object_set_new(e, "allow", audit_joined(&t->cfg.allow));
+		json_object_set_new(e, "policy",
+		                    json_string(t->policy_path.len ? t->policy_path.buf : ""));
+		json_object_set_new(
+		    e, "secrets",
+		    audit_secrets(t->api == TASK_API_FORWARD, &t->env.names, &t->cfg));
 	} else {
 		struct buf hosts = BUF_INIT;
 
@@ -249,22 +233,14 @@ static void audit_task(struct task *t, const char *event, const char *result, in
 		    e, "spend_nano_usd",
 		    json_integer(o && o->have_report ? (json_int_t)o->report.usage.nano : 0));
 		json_object_set_new(e, "commit", json_string(end_commit ? end_commit : ""));
-		/* Whether the results were fetched is the user's git's: aibox does not learn it. */
-		json_object_set_new(e, "fetched", json_string("unknown"));
 		buf_release(&hosts);
 	}
-	audit_path(&path);
-	if (t->audit_fd < 0)
-		t->audit_fd = audit_open(path.buf, &err);
-	if (t->audit_fd < 0 || audit_append(t->audit_fd, path.buf, e, &err) < 0) {
-		json_decref(e);
-		if (!strcmp(event, "start"))
-			die("cannot write the audit record: %s", err.buf);
+	ret = audit_write(&t->audit_fd, e, &err);
+	json_decref(e);
+	if (ret < 0 && !strcmp(event, "start"))
+		die("cannot write the audit record: %s", err.buf);
+	if (ret < 0)
 		warning("cannot write the audit record: %s", err.buf);
-	} else {
-		json_decref(e);
-	}
-	buf_release(&path);
 	buf_release(&err);
 	buf_release(&digest);
 }
@@ -385,6 +361,20 @@ static void continue_from(struct task *t)
 	                          getenv("AIBOX_BUNDLE_LIMITS"), &why) < 0)
 		die("cannot continue: %s", why.buf);
 	t->o.from = t->cont.end_commit;
+	if (t->cont.fetched[0]) {
+		json_t *e = audit_entry("fetch");
+
+		/* The one fetch aibox makes itself: the printed command's are git's. */
+		json_object_set_new(e, "project", json_string(t->p.name ? t->p.name : ""));
+		json_object_set_new(e, "task", json_string(t->cont.name));
+		json_object_set_new(e, "commit", json_string(t->cont.end_commit));
+		json_object_set_new(e, "refspec", json_string(t->cont.fetched));
+		json_object_set_new(e, "by", json_string("aibox task --continue"));
+		buf_reset(&why);
+		if (audit_write(&t->audit_fd, e, &why) < 0)
+			die("cannot write the audit record: %s", why.buf);
+		json_decref(e);
+	}
 	buf_release(&tasks);
 	buf_release(&why);
 }
@@ -878,6 +868,7 @@ int main(int argc, char **argv)
 	t.broker_tokens = (struct buf)BUF_INIT;
 	t.keys = (struct ssh_task_keys)SSH_TASK_KEYS_INIT;
 	t.image_dir = (struct buf)BUF_INIT;
+	t.policy_path = (struct buf)BUF_INIT;
 	t.cont = (struct task_continue)TASK_CONTINUE_INIT;
 	t.shares = (struct shares)SHARES_INIT;
 	parse_args(&t.o, argc, argv);

@@ -4,16 +4,22 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <openssl/evp.h>
+#include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <syslog.h>
+#define SD_JOURNAL_SUPPRESS_LOCATION /* no CODE_FILE, CODE_LINE, CODE_FUNC */
+#include <systemd/sd-journal.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/buf.h"
 #include "base/err.h"
 #include "base/paths.h"
+#include "base/strvec.h"
+#include "config/config.h"
 #include "base/banned.h"
 
 static const char zero_hash[] = "0000000000000000000000000000000000000000000000000000000000000000";
@@ -174,6 +180,16 @@ int audit_verify(const char *path, size_t *n, struct buf *err)
 	return ret;
 }
 
+/* Whether audit_open() found journald listening: entries then go to the journal. */
+static int to_journal;
+
+int audit_journal_running(void)
+{
+	struct stat st;
+
+	return stat(AUDIT_JOURNAL_SOCKET, &st) == 0 && S_ISSOCK(st.st_mode);
+}
+
 int audit_open(const char *path, struct buf *err)
 {
 	int fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
@@ -183,9 +199,117 @@ int audit_open(const char *path, struct buf *err)
 		buf_addf(err, "cannot open '%s': %s", path, strerror(errno));
 		return fd;
 	}
+	to_journal = audit_journal_running();
 	/* Connected now: a locked-down process can still send. */
-	openlog("aibox", LOG_PID | LOG_NDELAY, LOG_AUTHPRIV);
+	if (!to_journal)
+		openlog(AUDIT_IDENT, LOG_PID | LOG_NDELAY, LOG_AUTHPRIV);
 	return fd;
+}
+
+static const char *str_of(json_t *o, const char *key)
+{
+	const char *s = json_string_value(json_object_get(o, key));
+
+	return s ? s : "";
+}
+
+/*
+ * The entry to the journal: the syslog form's MESSAGE, identifier and
+ * facility, and fields of our own (AIBOX_AUDIT the entry's line).  The
+ * journal adds the trusted fields (_UID, _PID, ...) itself: none is sent.
+ * The socket libsystemd opens at the first send stays open, so the first
+ * entry must be sent before a lockdown that would forbid socket().
+ */
+static int send_journal(json_t *o, const char *text)
+{
+	const char *what = json_object_get(o, "task") ? "task" : "run";
+
+	return sd_journal_send(
+	    "MESSAGE=" AUDIT_TAG "%s", text, "PRIORITY=%d", LOG_INFO, "SYSLOG_FACILITY=%d",
+	    LOG_AUTHPRIV >> 3, "SYSLOG_IDENTIFIER=" AUDIT_IDENT, "AIBOX_AUDIT=%s", text,
+	    "AIBOX_EVENT=%s", str_of(o, "event"), "AIBOX_PROJECT=%s", str_of(o, "project"),
+	    "AIBOX_TASK=%s", str_of(o, what), "AIBOX_SEQ=%lld",
+	    (long long)json_integer_value(json_object_get(o, "seq")), "AIBOX_HASH=%s",
+	    str_of(o, "hash"), NULL);
+}
+
+void *audit_entry(const char *event)
+{
+	/* Looked up once: a lockdown may forbid reading /etc/passwd later. */
+	static char user[256];
+	static int looked_up;
+	json_t *e = json_object();
+
+	if (!looked_up) {
+		const struct passwd *pw = getpwuid(getuid());
+
+		if (pw && pw->pw_name && strlen(pw->pw_name) < sizeof(user))
+			memcpy(user, pw->pw_name, strlen(pw->pw_name) + 1);
+		looked_up = 1;
+	}
+	json_object_set_new(e, "time", json_integer((json_int_t)time(NULL)));
+	json_object_set_new(e, "event", json_string(event));
+	json_object_set_new(e, "uid", json_integer((json_int_t)getuid()));
+	json_object_set_new(e, "user", json_string(user));
+	return e;
+}
+
+int audit_write(int *fd, void *entry, struct buf *err)
+{
+	struct buf path = BUF_INIT;
+	int ret;
+
+	audit_path(&path);
+	if (*fd < 0 && (ret = *fd = audit_open(path.buf, err)) < 0)
+		goto out;
+	ret = audit_append(*fd, path.buf, entry, err);
+out:
+	buf_release(&path);
+	return ret;
+}
+
+void *audit_joined(const struct strvec *list)
+{
+	struct buf b = BUF_INIT;
+	json_t *s;
+
+	for (size_t i = 0; i < list->nr; i++)
+		buf_addf(&b, "%s%s", i ? "," : "", list->v[i]);
+	s = json_string(b.len ? b.buf : "");
+	buf_release(&b);
+	return s;
+}
+
+void *audit_secrets(int forward_key, const struct strvec *env_names, const struct config *cfg)
+{
+	struct strvec secrets = STRVEC_INIT;
+	json_t *s;
+
+	if (forward_key)
+		strvec_push(&secrets, "ANTHROPIC_API_KEY");
+	for (size_t i = 0; i < env_names->nr; i++)
+		strvec_push(&secrets, env_names->v[i]);
+	for (size_t i = 0; i < cfg->nr_git; i++)
+		if (cfg->git[i].token_env)
+			strvec_push(&secrets, cfg->git[i].token_env);
+	s = audit_joined(&secrets);
+	strvec_clear(&secrets);
+	return s;
+}
+
+int audit_refusal(int *fd, const char *command, const char *project, const char *policy,
+                  const char *why, struct buf *err)
+{
+	json_t *e = audit_entry("refused");
+	int ret;
+
+	json_object_set_new(e, "command", json_string(command));
+	json_object_set_new(e, "project", json_string(project ? project : ""));
+	json_object_set_new(e, "policy", json_string(policy ? policy : ""));
+	json_object_set_new(e, "why", json_string(why));
+	ret = audit_write(fd, e, err);
+	json_decref(e);
+	return ret;
 }
 
 int audit_append(int fd, const char *path, void *entry, struct buf *err)
@@ -226,7 +350,12 @@ int audit_append(int fd, const char *path, void *entry, struct buf *err)
 		goto out;
 	}
 	/* The system log stamps who sent it; the user cannot rewrite it. */
-	syslog(LOG_AUTHPRIV | LOG_INFO, "aibox-audit: %s", text);
+	if (!to_journal || send_journal(o, text) < 0) {
+		if (to_journal) /* journald went away: /dev/log may still be there */
+			openlog(AUDIT_IDENT, LOG_PID | LOG_NDELAY, LOG_AUTHPRIV);
+		to_journal = 0;
+		syslog(LOG_AUTHPRIV | LOG_INFO, AUDIT_TAG "%s", text);
+	}
 	ret = 0;
 out:
 	flock(fd, LOCK_UN);

@@ -328,10 +328,30 @@ static int check_allow(const struct policy *p, const struct config *cfg, const c
 	return 0;
 }
 
-/* A secret's name, in env or as a git token, is one the policy's env lists. */
-static int env_listed(const struct policy *p, const char *name)
+/*
+ * A secret's name the config gives (in env, secrets or as a git token; key
+ * and its index i, what names it: "env[0]", "secrets[1].env",
+ * "git[2].token") at line of cfg_name: refused unless the policy's env lists
+ * it, or the policy bounds no env.
+ */
+static int check_secret(const struct policy *p, const char *cfg_name, size_t line, const char *key,
+                        size_t i, const char *field, const char *secret, struct buf *err)
 {
-	return listed(&p->cfg.env, name);
+	if (!(p->cfg.set & CONFIG_SET_ENV) || listed(&p->cfg.env, secret))
+		return 0;
+	return beyond(err, cfg_name, line,
+	              "%s[%zu]%s: the secret %s is beyond the policy (%s:%zu: env)", key, i, field,
+	              secret, p->path, config_key_line(&p->cfg.lines, CONFIG_SET_ENV));
+}
+
+/* The policy's remote of url names secret as its token. */
+static int policy_remote_token(const struct policy *p, const char *url, const char *secret)
+{
+	for (size_t k = 0; k < p->cfg.nr_git; k++)
+		if (same_url(p->cfg.git[k].url, url) && p->cfg.git[k].token_env &&
+		    !strcmp(p->cfg.git[k].token_env, secret))
+			return 1;
+	return 0;
 }
 
 static int check_git(const struct policy *p, const struct config *cfg, const char *name,
@@ -342,27 +362,16 @@ static int check_git(const struct policy *p, const struct config *cfg, const cha
 	for (size_t i = 0; i < cfg->nr_git; i++) {
 		const struct git_remote *g = &cfg->git[i], *pg = NULL;
 		size_t line = cfg->lines.git[i];
+		int ret;
 
 		if (g->push.nr && !p->push)
 			return beyond(
 			    err, name, line,
 			    "git[%zu].push: pushes are beyond the policy (%s:%zu: push: no)", i,
 			    p->path, p->push_line);
-		if (g->token_env && (p->cfg.set & CONFIG_SET_ENV) && !env_listed(p, g->token_env)) {
-			size_t k;
-
-			for (k = 0; k < p->cfg.nr_git; k++)
-				if (same_url(p->cfg.git[k].url, g->url) &&
-				    p->cfg.git[k].token_env &&
-				    !strcmp(p->cfg.git[k].token_env, g->token_env))
-					break;
-			if (k == p->cfg.nr_git)
-				return beyond(err, name, line,
-				              "git[%zu].token: the secret %s is beyond the policy "
-				              "(%s:%zu: env)",
-				              i, g->token_env, p->path,
-				              config_key_line(&p->cfg.lines, CONFIG_SET_ENV));
-		}
+		if (g->token_env && !policy_remote_token(p, g->url, g->token_env) &&
+		    (ret = check_secret(p, name, line, "git", i, ".token", g->token_env, err)) < 0)
+			return ret;
 		if (!(p->cfg.set & CONFIG_SET_GIT))
 			continue;
 		for (size_t k = 0; k < p->cfg.nr_git && !pg; k++)
@@ -472,19 +481,14 @@ int policy_check(const struct policy *p, struct config *cfg, const char *name,
 		return 0;
 	if ((p->cfg.set & CONFIG_SET_ALLOW) && (ret = check_allow(p, cfg, name, err)) < 0)
 		return ret;
-	for (size_t i = 0; (p->cfg.set & CONFIG_SET_ENV) && i < cfg->env.nr; i++)
-		if (!env_listed(p, cfg->env.v[i]))
-			return beyond(err, name, cfg->lines.env[i],
-			              "env[%zu]: the secret %s is beyond the policy (%s:%zu: env)",
-			              i, cfg->env.v[i], p->path,
-			              config_key_line(&p->cfg.lines, CONFIG_SET_ENV));
-	for (size_t i = 0; (p->cfg.set & CONFIG_SET_ENV) && i < cfg->nr_secrets; i++)
-		if (!env_listed(p, cfg->secrets[i].env))
-			return beyond(
-			    err, name, cfg->secrets[i].line,
-			    "secrets[%zu].env: the secret %s is beyond the policy (%s:%zu: env)", i,
-			    cfg->secrets[i].env, p->path,
-			    config_key_line(&p->cfg.lines, CONFIG_SET_ENV));
+	for (size_t i = 0; i < cfg->env.nr; i++)
+		if ((ret = check_secret(p, name, cfg->lines.env[i], "env", i, "", cfg->env.v[i],
+		                        err)) < 0)
+			return ret;
+	for (size_t i = 0; i < cfg->nr_secrets; i++)
+		if ((ret = check_secret(p, name, cfg->secrets[i].line, "secrets", i, ".env",
+		                        cfg->secrets[i].env, err)) < 0)
+			return ret;
 	if ((ret = check_git(p, cfg, name, err)) < 0)
 		return ret;
 	for (size_t i = 0; p->mounts_line && i < cfg->nr_mounts; i++) {

@@ -254,6 +254,9 @@ static int fetch(struct task_continue *c, const char *checkout, struct buf *err)
 	}
 	buf_addf(&c->note, "%sfetched its changes (git fetch ... %s)", c->note.len ? "; " : "",
 	         spec.buf);
+	if (spec.len >= sizeof(c->fetched))
+		BUG("refspec '%s' too long", spec.buf);
+	memcpy(c->fetched, spec.buf, spec.len + 1);
 out:
 	buf_release(&commit);
 	buf_release(&branch);

@@ -20,6 +20,7 @@ struct task_continue {
 	char session_id[SESSION_ID_LEN + 1];
 	struct buf session; /* its session.jsonl, checked and mended */
 	struct buf note;    /* what was done, for the user: "fetched ..." or "" */
+	char fetched[64];   /* the refspec fetched into the checkout, "" when none was */
 };
 
 #define TASK_CONTINUE_INIT                                                                         \
