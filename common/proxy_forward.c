@@ -30,7 +30,10 @@ static int hdr_dropped(const struct http_header *hd, int api)
 	for (size_t i = 0; i < ARRAY_SIZE(hop); i++)
 		if (http_name_is(hd, hop[i]))
 			return 1;
-	if (api)
+	/* Intercepted answers come plain too: an echoed value is looked for in them. */
+	if (api == 2 && http_name_is(hd, "accept-encoding"))
+		return 1;
+	if (api == 1)
 		for (size_t i = 0; i < ARRAY_SIZE(cred); i++)
 			if (http_name_is(hd, cred[i]))
 				return 1;
@@ -56,14 +59,14 @@ void px_start_forward(struct conn *c, const struct http_head *h, const char *pat
 		int v6 = strchr(c->host, ':') != NULL;
 
 		buf_addf(&b, "%s%s%s", v6 ? "[" : "", c->host, v6 ? "]" : "");
-		if (c->port != 80)
+		if (c->port != (c->intercept ? 443 : 80))
 			buf_addf(&b, ":%d", c->port);
 	}
 	buf_addstr(&b, "\r\n");
 	for (int i = 0; i < h->nhdr; i++) {
 		const struct http_header *hd = &h->hdr[i];
 
-		if (hdr_dropped(hd, c->is_api))
+		if (hdr_dropped(hd, c->is_api ? 1 : c->intercept ? 2 : 0))
 			continue;
 		buf_add(&b, hd->name, hd->name_len);
 		buf_addstr(&b, ": ");
@@ -72,6 +75,8 @@ void px_start_forward(struct conn *c, const struct http_head *h, const char *pat
 	}
 	if (c->is_api)
 		buf_addf(&b, "Accept-Encoding: identity\r\nx-api-key: %s\r\n", px->cfg->api_key);
+	if (c->intercept)
+		buf_addstr(&b, "Accept-Encoding: identity\r\n");
 	/* Upstream connections are kept for the API only (px->cfg->api_pool). */
 	buf_addf(&b, "Connection: %s\r\n\r\n",
 	         c->is_api && px->cfg->api_pool > 0 ? "keep-alive" : "close");
@@ -208,7 +213,9 @@ static int response_head(struct conn *c)
 		http_body_init(&c->respb, BODY_LENGTH, (uint64_t)h.content_length);
 	else
 		http_body_init(&c->respb, BODY_CLOSE, 0);
-	if (c->respb.kind == BODY_CLOSE || c->client_close)
+	/* An intercepted answer's body changes length where an echo is replaced. */
+	c->rechunk = c->intercept && c->respb.kind != BODY_NONE;
+	if ((c->respb.kind == BODY_CLOSE && !c->rechunk) || c->client_close)
 		c->close_after = 1;
 	px_usage_begin(c, &h);
 
@@ -223,12 +230,19 @@ static int response_head(struct conn *c)
 		    http_name_is(hd, "proxy-connection") || http_name_is(hd, "te") ||
 		    http_name_is(hd, "upgrade"))
 			continue;
+		if (c->rechunk &&
+		    (http_name_is(hd, "content-length") || http_name_is(hd, "transfer-encoding")))
+			continue;
 		buf_add(&b, hd->name, hd->name_len);
 		buf_addstr(&b, ": ");
 		buf_add(&b, hd->value, hd->value_len);
 		buf_addstr(&b, "\r\n");
 	}
+	if (c->rechunk)
+		buf_addstr(&b, "Transfer-Encoding: chunked\r\n");
 	buf_addf(&b, "Connection: %s\r\n\r\n", c->close_after ? "close" : "keep-alive");
+	if (c->intercept)
+		px_intercept_head(c, &b);
 	px_spill_add(&c->to_client, b.buf, b.len);
 	c->received += b.len;
 	buf_release(&b);
@@ -405,6 +419,27 @@ int px_fwd_response(struct conn *c)
 		}
 		if (!f)
 			return 0;
+		if (c->rechunk == 1 && c->resp_head_done && c->rb_len > c->rb_off &&
+		    !c->respb.done) {
+			size_t dl = 0;
+			long k = http_body_decode(&c->respb, c->rb + c->rb_off,
+			                          c->rb_len - c->rb_off, px->scratch, &dl, &why);
+
+			if (k < 0) {
+				abort_forward(c, why.buf);
+				buf_release(&why);
+				return -1;
+			}
+			c->rb_off += (size_t)k;
+			c->received += (uint64_t)k;
+			px_intercept_body(c, px->scratch, dl, c->respb.done);
+			c->deadline_ms = px->now_ms + px->cfg->idle_timeout_ms;
+			continue;
+		}
+		if (c->rechunk == 1 && c->resp_head_done && c->respb.done) {
+			px_intercept_body(c, "", 0, 1);
+			continue;
+		}
 		if (c->resp_head_done && !c->resp_ready && c->rb_len > c->rb_off &&
 		    !c->respb.done) {
 			long k = http_body_feed(&c->respb, c->rb + c->rb_off, c->rb_len - c->rb_off,

@@ -117,6 +117,9 @@ void px_log_line(struct conn *c, const char *verdict, const char *why)
 		buf_addf(&b, " (%s)", why);
 	if (c->status)
 		buf_addf(&b, " status=%d", c->status);
+	/* The names passed config's check: no spaces, printable. */
+	if (c->used[0])
+		buf_addf(&b, " secrets=%s", c->used);
 	if (c->us_counted) {
 		/* The model name passed usage_stream's check: printable, no spaces. */
 		buf_addf(&b, " model=%s", c->req_model[0] ? c->req_model : "-");

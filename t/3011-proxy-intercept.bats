@@ -1,0 +1,247 @@
+#!/usr/bin/env bats
+# aibox-proxy's interception (docs/proxy.md, "Secrets and interception"):
+# the secrets and rules read from --secrets-fd, the hosts they name ended
+# with the task CA's certificates and relayed request by request through the
+# swap and the rules; every other host a tunnel.  Loopback HTTPS services
+# (t/tls-echo) with a CA of their own stand in for the real ones:
+# SSL_CERT_FILE points the proxy at that CA.
+bats_require_minimum_version 1.5.0
+load lib-common
+load lib-tls
+load lib-proxy
+
+PH=aibox-secret-0123456789abcdef0123456789abcdef
+VALUE='s3cr3t-Value_1'
+
+# start_echo NAME: a t/tls-echo on a free port, its requests in $T/NAME.seen;
+# sets NAME's port in ECHO_PORT.
+start_echo() {
+	rm -f "$T/$1.port"
+	"$TOP/t/tls-echo" --cert "$T/ca/server.pem" --key "$T/ca/server.key" \
+		--port-file "$T/$1.port" --log "$T/$1.seen" 2>"$T/$1.err" &
+	echo $! >>"$T/echo.pids"
+	wait_until 10 file_or_gone "$T/$1.port" $! || return 1
+	ECHO_PORT=$(cat "$T/$1.port")
+}
+
+setup_file() {
+	make_test_ca "$BATS_FILE_TMPDIR/ca"
+}
+
+setup() {
+	common_setup
+	cp -r "$BATS_FILE_TMPDIR/ca" "$T/ca"
+	start_echo a
+	A=$ECHO_PORT
+	start_echo b
+	B=$ECHO_PORT
+	export SSL_CERT_FILE=$T/ca/ca.pem
+	# TOK goes to 127.0.0.1:A only; localhost:A has a rule; 127.0.0.1:B is a tunnel.
+	printf 'secret TOK %s\nvalue %s\nhost 127.0.0.1:%s\nrule localhost:%s\nmethod GET\nmethod POST\npath /ok/*\npath /v1/items\n' \
+		"$PH" "$VALUE" "$A" "$A" >"$T/secrets"
+}
+
+teardown() {
+	stop_proxy || true
+	if [ -s "$T/echo.pids" ]; then
+		kill $(cat "$T/echo.pids") 2>/dev/null
+	fi
+	common_teardown
+}
+
+# start_intercepting [ARGS...]: the proxy with $T/secrets on --secrets-fd and
+# the task CA to $T/taskca.pem, allowing the three hosts.
+start_intercepting() {
+	local st
+	exec 5<"$T/secrets" 6>"$T/taskca.pem"
+	start_proxy --allow "127.0.0.1:$A" --allow "localhost:$A" --allow "127.0.0.1:$B" \
+		--secrets-fd 5 --ca-fd 6 "$@"
+	st=$?
+	exec 5<&- 6>&-
+	return $st
+}
+
+icurl() {
+	curl -sS -x "$PROXY" --cacert "$T/taskca.pem" "$@"
+}
+
+# codes URL...: each URL's status through the proxy, one a line
+codes() {
+	local u
+	for u in "$@"; do
+		icurl -o /dev/null -w '%{http_code}\n' "$u" || return 1
+	done
+}
+
+@test "intercept: the placeholder becomes the value at its host: after Bearer, inside Basic, in the query; the log names the secret" {
+	start_intercepting
+	run icurl -H "Authorization: Bearer $PH" "https://127.0.0.1:$A/x?q=$PH&r=1" -o /dev/null
+	assert_success
+	run icurl -u "me:$PH" "https://127.0.0.1:$A/y" -o /dev/null
+	assert_success
+	run cat "$T/a.seen"
+	assert_line "GET /x?q=$VALUE&r=1 HTTP/1.1"
+	assert_line "Authorization: Bearer $VALUE"
+	assert_line "GET /y HTTP/1.1"
+	assert_line "Authorization: Basic $(printf 'me:%s' "$VALUE" | base64)"
+	refute_output --partial "$PH"
+	stop_proxy
+	run cat "$T/proxy.log"
+	assert_line --regexp "^[^ ]+ allowed 127\.0\.0\.1:$A CONNECT \(intercepted\) "
+	assert_line --regexp "^[^ ]+ allowed 127\.0\.0\.1:$A GET /x status=200 secrets=TOK sent=[0-9]+ received=[0-9]+ "
+	assert_line --regexp "^[^ ]+ allowed 127\.0\.0\.1:$A GET /y status=200 secrets=TOK "
+	refute_output --partial "$VALUE"
+	refute_output --partial "q="
+}
+
+@test "intercept: an echo of the value in the answer, in a header and split across chunks in the body, reaches the client as the placeholder" {
+	start_intercepting
+	run icurl -i -H "Authorization: token $PH" "https://127.0.0.1:$A/echo"
+	assert_success
+	assert_line "X-Seen-Authorization: token $PH"$'\r'
+	assert_line "echo:token $PH"
+	assert_line "Transfer-Encoding: chunked"$'\r'
+	refute_output --partial "$VALUE"
+	run grep -c "Authorization: token $VALUE" "$T/a.seen"
+	assert_success
+	assert_output 1
+}
+
+@test "intercept: hostile: the placeholder toward another intercepted host is refused with 403 and a log line, nothing forwarded" {
+	start_intercepting
+	run icurl -H "Authorization: Bearer $PH" "https://localhost:$A/ok/1"
+	assert_success
+	assert_output "aibox-proxy: TOK to localhost:$A"
+	run icurl "https://localhost:$A/ok/$PH"
+	assert_success
+	assert_output "aibox-proxy: TOK to localhost:$A"
+	run icurl -H "X-Other: a${PH}b" -w '%{http_code}\n' -o /dev/null "https://localhost:$A/ok/2"
+	assert_success
+	assert_output 403
+	[ ! -e "$T/a.seen" ]
+	stop_proxy
+	run grep -c "refused localhost:$A GET /ok/[^ ]* (TOK to localhost:$A) status=403" "$T/proxy.log"
+	assert_success
+	assert_output 3
+}
+
+@test "intercept: rules: only the methods and paths listed pass, whatever the spelling of the path" {
+	start_intercepting
+	run codes "https://localhost:$A/ok/a" "https://localhost:$A/v1/items" \
+		"https://localhost:$A/ok/%2e%2e/secret" "https://localhost:$A/v1/items/1" "https://localhost:$A/"
+	assert_success
+	assert_output "$(printf '200\n200\n403\n403\n403')"
+	run icurl -X DELETE "https://localhost:$A/ok/a"
+	assert_success
+	assert_output "aibox-proxy: method DELETE is not allowed"
+	run icurl --path-as-is "https://localhost:$A/ok/../admin"
+	assert_success
+	assert_output "aibox-proxy: path /admin is not allowed"
+	run icurl "https://localhost:$A/%6fk/b" -o /dev/null -w '%{http_code}\n'
+	assert_success
+	assert_output 200
+	run grep -c '^GET /' "$T/a.seen"
+	assert_success
+	assert_output 3
+	stop_proxy
+	run grep "refused localhost:$A DELETE /ok/a (method DELETE is not allowed) status=403" "$T/proxy.log"
+	assert_success
+}
+
+@test "intercept: HTTP as clients use it: keep-alive, chunked and 100-continue uploads, a large download, ALPN http/1.1 only" {
+	start_intercepting
+	head -c 3000000 /dev/urandom >"$T/up.bin"
+	sum=$(sha256sum "$T/up.bin" | cut -d' ' -f1)
+	run icurl -H "Transfer-Encoding: chunked" --data-binary @"$T/up.bin" "https://localhost:$A/ok/up"
+	assert_success
+	assert_line "body=3000000 sha256=$sum"
+	run icurl -H "Expect: 100-continue" --data-binary @"$T/up.bin" "https://localhost:$A/ok/up"
+	assert_success
+	assert_line "body=3000000 sha256=$sum"
+	run icurl -o "$T/big" -w '%{size_download} %{http_version}\n' "https://localhost:$A/ok/big?n=30000000"
+	assert_success
+	assert_output "30000000 1.1"
+	run icurl --http2 -w '%{http_version} %{num_connects}\n' -o /dev/null "https://localhost:$A/ok/1" -o /dev/null "https://localhost:$A/ok/2"
+	assert_success
+	assert_output "$(printf '1.1 1\n1.1 0')"
+	stop_proxy
+	run grep -c "allowed localhost:$A CONNECT (intercepted)" "$T/proxy.log"
+	assert_success
+	assert_output 4
+}
+
+@test "intercept: a host no secret or rule names stays a tunnel: its own certificate, the placeholder as it was" {
+	start_intercepting
+	run curl -sS -x "$PROXY" --cacert "$T/ca/ca.pem" -H "Authorization: Bearer $PH" "https://127.0.0.1:$B/z" -o /dev/null
+	assert_success
+	run cat "$T/b.seen"
+	assert_line "Authorization: Bearer $PH"
+	# the task CA is no use there: the host's own certificate came through
+	run icurl "https://127.0.0.1:$B/z"
+	assert_failure 60
+	stop_proxy
+	run grep -c "allowed 127.0.0.1:$B CONNECT " "$T/proxy.log"
+	assert_success
+	assert_output 2
+	run grep "intercepted" "$T/proxy.log"
+	assert_failure 1
+}
+
+@test "intercept: the task CA on --ca-fd permits only the intercepted hosts; the hosts are checked against SSL_CERT_FILE" {
+	start_intercepting
+	run openssl x509 -in "$T/taskca.pem" -noout -text
+	assert_success
+	assert_line --regexp '^ +IP:127\.0\.0\.1/255\.255\.255\.255$'
+	assert_line --regexp '^ +DNS:localhost$'
+	stop_proxy
+	# another CA in SSL_CERT_FILE: the host's certificate is refused, the client told
+	make_test_ca "$T/other"
+	SSL_CERT_FILE=$T/other/ca.pem start_intercepting
+	run icurl -H "Authorization: Bearer $PH" "https://127.0.0.1:$A/x"
+	assert_success
+	assert_output "aibox-proxy: TLS with the host failed: unable to get local issuer certificate"
+	[ ! -e "$T/a.seen" ]
+}
+
+@test "intercept: the value is in neither the proxy's argv nor its environment nor its messages" {
+	start_intercepting
+	run icurl -H "Authorization: Bearer $PH" "https://127.0.0.1:$A/x" -o /dev/null
+	assert_success
+	run cat "/proc/$PROXY_PID/cmdline" "/proc/$PROXY_PID/environ"
+	assert_success
+	refute_output --partial "$VALUE"
+	refute_output --partial "$PH"
+	run ps -ww -o args= -p "$PROXY_PID"
+	assert_success
+	refute_output --partial "$VALUE"
+	stop_proxy
+	run cat "$T/proxy.log" "$T/proxy.err"
+	refute_output --partial "$VALUE"
+}
+
+@test "intercept: hostile --secrets-fd: each bad text refused with its line, never the value" {
+	bad() {
+		printf "$1" >"$T/bad"
+		run aibox-proxy --listen 127.0.0.1:0 --secrets-fd 5 5<"$T/bad"
+		assert_failure 2
+		assert_output "aibox-proxy: $2"
+		refute_output --partial "$VALUE"
+	}
+	bad "value $VALUE\n" "secrets, line 1: a value outside a secret"
+	bad "secret TOK $PH\nvalue $VALUE\n" "secrets, line 2: a secret without hosts"
+	bad "secret TOK $PH\nhost a.com\n" "secrets, line 2: a secret without a value"
+	bad "secret TOK aibox-secret-12\nvalue $VALUE\nhost a.com\n" "secrets, line 1: not 'secret NAME PLACEHOLDER'"
+	bad "secret TOK $PH\nvalue $VALUE\nhost *\n" "secrets, line 3: host '*': not a host"
+	bad "secret TOK $PH\nvalue $VALUE\nhost preset:github\n" "secrets, line 3: host 'preset:github': not a host"
+	bad "secret TOK $PH\nvalue a\tb\nhost a.com\n" "secrets, line 2: a value must be 1 to 4096 printable ASCII characters"
+	bad "rule a.com\nmethod GET\nvalue $VALUE\n" "secrets, line 3: a value outside a secret"
+	bad "method GET\n" "secrets, line 1: a method outside a rule, or not a token"
+	bad "rule a.com\npath x\n" "secrets, line 2: a path outside a rule, or not '/'-rooted"
+	bad "secret TOK $PH\nvalue $VALUE\nhost a.com" "secrets, line 3: no newline at the end"
+	bad "bogus\n" "secrets, line 1: not 'WORD REST'"
+	bad "what ever\n" "secrets, line 1: an unknown word"
+	run aibox-proxy --listen 127.0.0.1:0 --ca-fd 1
+	assert_failure 2
+	assert_output "aibox-proxy: --ca-fd and --ca-valid need --secrets-fd"
+}
+
