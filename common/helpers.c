@@ -16,6 +16,7 @@
 #include "helpers.h"
 #include "paths.h"
 #include "proxy_report.h"
+#include "proxy_secrets.h"
 #include "secret.h"
 #include "spawn.h"
 #include "spend.h"
@@ -36,6 +37,12 @@ static void close_fds(const int *fds, size_t n)
 static int forwards_key(const struct helpers_opts *o)
 {
 	return o->api_key && o->api_key->len;
+}
+
+/* The proxy intercepts: the config has secrets (their values given) or allow rules. */
+static int intercepts(const struct helpers_opts *o)
+{
+	return (o->cfg->nr_secrets && o->secret_values) || o->cfg->nr_rules;
 }
 
 /* Append "opt fd" to args: an fd number of helpers.h, spelled once. */
@@ -77,6 +84,10 @@ void helpers_proxy_args(struct strvec *args, const char *prog, const struct help
 	}
 	if (with_broker)
 		push_fd(args, "--broker-fd", HELPER_P_BROKER);
+	if (intercepts(o)) {
+		push_fd(args, "--secrets-fd", HELPER_P_SECRETS);
+		push_fd(args, "--ca-fd", HELPER_P_CA);
+	}
 	if (o->no_sandbox)
 		strvec_push(args, "--no-sandbox");
 }
@@ -183,7 +194,8 @@ static int start_proxy(struct helpers *h, const struct helpers_opts *o, int brok
                        struct buf *err)
 {
 	struct buf prog = BUF_INIT;
-	int lfd = -1, ready[2] = {-1, -1}, rep[2] = {-1, -1}, kfd = -1, ret;
+	int lfd = -1, ready[2] = {-1, -1}, rep[2] = {-1, -1}, kfd = -1, sfd = -1, ret;
+	int ca[2] = {-1, -1};
 
 	buf_addf(&prog, "%s/aibox-proxy", libexec_dir());
 	if ((lfd = ret = listen_unix(o->sock_path, err)) < 0)
@@ -198,6 +210,22 @@ static int start_proxy(struct helpers *h, const struct helpers_opts *o, int brok
 		buf_addf(err, "cannot pass the API key to aibox-proxy: %s", strerror(-ret));
 		goto out;
 	}
+	if (intercepts(o)) {
+		struct buf text = BUF_INIT;
+		struct strvec none = STRVEC_INIT;
+
+		proxy_secrets_write(o->cfg, o->secret_values ? o->secret_values : &none,
+		                    o->placeholders ? o->placeholders : &none, &text);
+		sfd = secret_pipe(text.buf, text.len);
+		buf_wipe_release(&text);
+		if (sfd < 0 || pipe2(ca, O_CLOEXEC) < 0) {
+			ret = sfd < 0 ? sfd : -errno;
+			buf_addf(err, "cannot pass the secrets to aibox-proxy: %s", strerror(-ret));
+			goto out;
+		}
+		spawn_give_fd(&h->proxy, sfd, HELPER_P_SECRETS);
+		spawn_give_fd(&h->proxy, ca[1], HELPER_P_CA);
+	}
 	helpers_proxy_args(&h->proxy.args, prog.buf, o, broker_end >= 0);
 	spawn_give_fd(&h->proxy, lfd, HELPER_P_LISTEN);
 	spawn_give_fd(&h->proxy, o->proxy_log_fd, HELPER_P_LOG);
@@ -211,12 +239,21 @@ static int start_proxy(struct helpers *h, const struct helpers_opts *o, int brok
 			spawn_give_fd(&h->proxy, o->spend->ledger_fd, HELPER_P_LEDGER);
 	}
 	ret = start_one(&h->proxy, ready, "aibox-proxy", o->err_fd, err);
+	if (ca[1] >= 0) {
+		/* The proxy wrote it before its ready line; a pipe holds it whole. */
+		close(ca[1]);
+		ca[1] = -1;
+		if (ret == 0 && buf_read_fd(&h->ca_pem, ca[0], 64 * 1024) <= 0) {
+			buf_addstr(err, "aibox-proxy gave no CA certificate");
+			ret = -EPROTO;
+		}
+	}
 	if (ret == 0 && o->report) {
 		h->report_fd = rep[0];
 		rep[0] = -1;
 	}
 out:
-	close_fds((int[]){ready[0], ready[1], rep[0], rep[1], lfd, kfd}, 6);
+	close_fds((int[]){ready[0], ready[1], rep[0], rep[1], lfd, kfd, sfd, ca[0], ca[1]}, 9);
 	buf_release(&prog);
 	return ret;
 }
@@ -283,4 +320,5 @@ void helpers_stop(struct helpers *h)
 	spawn_stop(&h->broker, SIGTERM);
 	spawn_clear(&h->proxy);
 	spawn_clear(&h->broker);
+	buf_release(&h->ca_pem);
 }

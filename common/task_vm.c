@@ -68,6 +68,8 @@ static int start_helpers(const struct task_vm *v, struct helpers *h, struct file
 	ho.api_key = v->api_key;
 	ho.spend = v->spend;
 	ho.tokens = v->tokens;
+	ho.secret_values = v->secret_values;
+	ho.placeholders = v->placeholders;
 	ho.report = 1;
 	ho.no_sandbox = v->no_sandbox;
 	ho.err_fd = relay->fd;

@@ -245,3 +245,59 @@ codes() {
 	assert_output "aibox-proxy: --ca-fd and --ca-valid need --secrets-fd"
 }
 
+# unix_get SOCK CA HOST:PORT PATH AUTH: GET PATH with Authorization AUTH through
+# the proxy on the unix socket SOCK (CONNECT, then TLS trusting CA); prints
+# the answer's status line.
+unix_get() {
+	python3 - "$@" <<-'PY'
+		import socket, ssl, sys
+		sock, ca, authority, path, auth = sys.argv[1:]
+		s = socket.socket(socket.AF_UNIX)
+		s.settimeout(10)
+		s.connect(sock)
+		s.sendall(b"CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (authority.encode(), authority.encode()))
+		head = b""
+		while b"\r\n\r\n" not in head:
+		    head += s.recv(1)
+		ctx = ssl.create_default_context(cafile=ca)
+		t = ctx.wrap_socket(s, server_hostname=authority.rsplit(":", 1)[0])
+		t.sendall(b"GET %s HTTP/1.1\r\nHost: %s\r\nAuthorization: %s\r\nConnection: close\r\n\r\n" % (path.encode(), authority.encode(), auth.encode()))
+		out = b""
+		while True:
+		    b = t.recv(65536)
+		    if not b:
+		        break
+		    out += b
+		print(out.split(b"\r\n")[0].decode())
+	PY
+}
+
+@test "intercept: aibox task's helpers pass the config's secrets and rules on a pipe and get the task CA back" {
+	printf 'allow: ["127.0.0.1:%s", {host: "localhost:%s", methods: [GET], paths: ["/ok/*"]}]\nsecrets:\n  - {env: MY_TOKEN, hosts: ["127.0.0.1:%s"]}\n' \
+		"$A" "$A" "$A" >"$T/cfg.yaml"
+	mkfifo "$T/in"
+	MY_TOKEN=$VALUE test-host helpers "$T/cfg.yaml" "$T/h.sock" "$T/h.log" <"$T/in" >"$T/h.out" 2>"$T/h.err" &
+	exec 7>"$T/in"
+	wait_until 10 grep -q '^ready$' "$T/h.out" || { exec 7>&-; cat "$T/h.err" >&2; false; }
+	ph=$(sed -n 's/^MY_TOKEN=//p' "$T/h.out")
+	[[ "$ph" =~ ^aibox-secret-[0-9a-f]{32}$ ]] || fail "placeholder: $ph"
+	run grep '^args: ' "$T/h.out"
+	assert_success
+	assert_output --regexp ' --secrets-fd [0-9]+ --ca-fd [0-9]+ '
+	refute_output --partial "$VALUE"
+	sed -n '/BEGIN CERT/,/END CERT/p' "$T/h.out" >"$T/hca.pem"
+	run unix_get "$T/h.sock" "$T/hca.pem" "127.0.0.1:$A" /hh "Bearer $ph"
+	assert_success
+	assert_output "HTTP/1.1 200 OK"
+	run unix_get "$T/h.sock" "$T/hca.pem" "localhost:$A" /admin "Bearer x"
+	assert_success
+	assert_output "HTTP/1.1 403 Forbidden"
+	exec 7>&-
+	wait_until 10 grep -q '^{"version"' "$T/h.out"
+	run grep -c "Authorization: Bearer $VALUE" "$T/a.seen"
+	assert_success
+	assert_output 1
+	run cat "$T/h.log"
+	assert_line --regexp "allowed 127\.0\.0\.1:$A GET /hh status=200 secrets=MY_TOKEN "
+	assert_line --regexp "refused localhost:$A GET /admin \(path /admin is not allowed\) status=403 "
+}
