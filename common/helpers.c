@@ -212,10 +212,8 @@ static int start_proxy(struct helpers *h, const struct helpers_opts *o, int brok
 	}
 	if (intercepts(o)) {
 		struct buf text = BUF_INIT;
-		struct strvec none = STRVEC_INIT;
 
-		proxy_secrets_write(o->cfg, o->secret_values ? o->secret_values : &none,
-		                    o->placeholders ? o->placeholders : &none, &text);
+		proxy_secrets_write(o->cfg, o->secret_values, o->placeholders, &text);
 		sfd = secret_pipe(text.buf, text.len);
 		buf_wipe_release(&text);
 		if (sfd < 0 || pipe2(ca, O_CLOEXEC) < 0) {

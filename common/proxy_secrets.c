@@ -15,14 +15,14 @@
 void proxy_secrets_write(const struct config *cfg, const struct strvec *values,
                          const struct strvec *placeholders, struct buf *out)
 {
-	if (values->nr != cfg->nr_secrets || placeholders->nr != cfg->nr_secrets)
-		BUG("%zu secrets, %zu values, %zu placeholders", cfg->nr_secrets, values->nr,
-		    placeholders->nr);
-	for (size_t i = 0; i < cfg->nr_secrets; i++) {
+	size_t n = values ? cfg->nr_secrets : 0;
+
+	if (values && (values->nr != n || !placeholders || placeholders->nr != n))
+		BUG("%zu secrets, %zu values", n, values->nr);
+	for (size_t i = 0; i < n; i++) {
 		const struct config_secret *s = &cfg->secrets[i];
 
-		buf_addf(out, "secret %s %s\nvalue %s\n", s->env, placeholders->v[i],
-		         values->v[i]);
+		buf_addf(out, "secret %s %s\nvalue %s\n", s->env, placeholders->v[i], values->v[i]);
 		for (size_t k = 0; k < s->hosts.nr; k++)
 			buf_addf(out, "host %s\n", s->hosts.v[k]);
 	}
@@ -100,8 +100,8 @@ static int secret_done(const struct proxy_secrets *ps, size_t line, struct buf *
 }
 
 /* "host ENTRY" or "rule ENTRY": an allow entry, added to what is intercepted. */
-static int add_host(struct proxy_secrets *ps, struct allow_list *to, const char *entry,
-                    size_t line, struct buf *err)
+static int add_host(struct proxy_secrets *ps, struct allow_list *to, const char *entry, size_t line,
+                    struct buf *err)
 {
 	struct buf why = BUF_INIT;
 	int ret = 0;
@@ -119,8 +119,8 @@ static int add_host(struct proxy_secrets *ps, struct allow_list *to, const char 
 	return ret;
 }
 
-static int one_line(struct proxy_secrets *ps, const char *w, size_t wl, const char *rest,
-                    size_t rl, size_t line, int *in_rule, struct buf *err)
+static int one_line(struct proxy_secrets *ps, const char *w, size_t wl, const char *rest, size_t rl,
+                    size_t line, int *in_rule, struct buf *err)
 {
 	char *r = dupz(rest, rl);
 	int ret = 0;
@@ -151,7 +151,8 @@ static int one_line(struct proxy_secrets *ps, const char *w, size_t wl, const ch
 		if (!s || s->value)
 			ret = bad(err, line, "a value outside a secret");
 		else if (!rl || rl > PROXY_SECRET_VALUE_MAX || !printable(r, rl))
-			ret = bad(err, line, "a value must be 1 to 4096 printable ASCII characters");
+			ret =
+			    bad(err, line, "a value must be 1 to 4096 printable ASCII characters");
 		else
 			s->value = xstrdup(r);
 	} else if (wl == 4 && !memcmp(w, "host", 4)) {
@@ -201,8 +202,7 @@ out:
 	return ret;
 }
 
-int proxy_secrets_parse(const char *text, size_t len, struct proxy_secrets *ps,
-                        struct buf *err)
+int proxy_secrets_parse(const char *text, size_t len, struct proxy_secrets *ps, struct buf *err)
 {
 	size_t line = 0;
 	int in_rule = 0, ret = 0;

@@ -44,12 +44,13 @@ struct proxy_secrets {
 
 #define PROXY_SECRETS_INIT                                                                         \
 	{                                                                                          \
-		NULL, 0, NULL, NULL, 0, ALLOW_LIST_INIT, STRVEC_INIT                                     \
+		NULL, 0, NULL, NULL, 0, ALLOW_LIST_INIT, STRVEC_INIT                               \
 	}
 
 /*
  * The text for cfg's secrets (values[i] and placeholders[i] for
- * cfg->secrets[i]) and rules, appended to out (wipe it after use).
+ * cfg->secrets[i]; values NULL: no secrets, the rules only) and rules,
+ * appended to out (wipe it after use).
  */
 void proxy_secrets_write(const struct config *cfg, const struct strvec *values,
                          const struct strvec *placeholders, struct buf *out);
@@ -62,8 +63,7 @@ void proxy_secrets_write(const struct config *cfg, const struct strvec *values,
  * one, a host entry the allow list refuses, a method or path outside a
  * rule, more than CONFIG_MAX_SECRETS secrets.
  */
-int proxy_secrets_parse(const char *text, size_t len, struct proxy_secrets *ps,
-                        struct buf *err);
+int proxy_secrets_parse(const char *text, size_t len, struct proxy_secrets *ps, struct buf *err);
 
 /* Wipe the values and free everything; ps is PROXY_SECRETS_INIT again. */
 void proxy_secrets_release(struct proxy_secrets *ps);
