@@ -178,6 +178,7 @@ void px_reset_request(struct conn *c)
 	c->req_done = c->resp_head_done = c->resp_done = 0;
 	c->sent = c->received = 0;
 	c->used[0] = '\0';
+	c->used_refused = 0;
 	c->rechunk = 0;
 	if (c->echo) {
 		swap_echo_release(c->echo);

@@ -83,8 +83,9 @@ struct conn {
 	int cssl_rw, cssl_ww;
 	char ihost[256];
 	int iport;
-	char used[200]; /* the secrets swapped into the request, comma-separated */
-	int rechunk;    /* the answer goes to the client chunked, echoes replaced */
+	char used[200];   /* the secrets swapped into the request, comma-separated */
+	int used_refused; /* ... or the one whose placeholder got the request refused */
+	int rechunk;      /* the answer goes to the client chunked, echoes replaced */
 	struct swap_echo *echo;
 
 	/* The request in progress. */

@@ -181,6 +181,12 @@ void px_intercept_request(struct conn *c, const struct http_head *h, const char 
 	}
 	buf_add(&head, c->in + c->in_off - h->head_len, h->head_len);
 	r = swap_request_head(ps->secrets, ps->nr, c->host, c->port, &head, &used, &why);
+	if (r == -EPERM && strstr(why.buf, " to ")) {
+		/* "NAME to HOST": the secret is named in the record and the log line. */
+		snprintf(c->used, sizeof(c->used), "%.*s", (int)(strstr(why.buf, " to ") - why.buf),
+		         why.buf);
+		c->used_refused = 1;
+	}
 	if (r < 0) {
 		px_refuse(c, why.len ? why.buf : "a request head the swap refuses");
 		goto out;

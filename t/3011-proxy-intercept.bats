@@ -245,6 +245,41 @@ codes() {
 	assert_output "aibox-proxy: --ca-fd and --ca-valid need --secrets-fd"
 }
 
+@test "intercept: the record lists which secret went to which host and where it was refused; the task summary says so" {
+	exec 4>"$T/record.json"
+	start_intercepting --report-fd 4
+	exec 4>&-
+	run icurl -H "Authorization: Bearer $PH" -o /dev/null "https://127.0.0.1:$A/1" -o /dev/null "https://127.0.0.1:$A/2"
+	assert_success
+	run icurl -H "Authorization: Bearer $PH" "https://localhost:$A/ok/1"
+	assert_success
+	assert_output "aibox-proxy: TOK to localhost:$A"
+	run icurl "https://localhost:$A/ok/1" -o /dev/null
+	assert_success
+	stop_proxy
+	run jq -c '.secrets, .more_secrets' "$T/record.json"
+	assert_success
+	assert_output "$(printf '[{"name":"TOK","host":"127.0.0.1:%s","sent":2,"refused":0},{"name":"TOK","host":"localhost:%s","sent":0,"refused":1}]\n0' "$A" "$A")"
+	run grep "refused localhost:$A GET /ok/1 (TOK to localhost:$A) status=403 secret=TOK sent=" "$T/proxy.log"
+	assert_success
+	run test-task results - --report "$T/record.json"
+	assert_success
+	assert_line "aibox: the secret TOK was sent to 127.0.0.1:$A (2 requests)"
+	assert_line "aibox: the secret TOK was refused toward localhost:$A: its placeholder was sent there (1 request, see proxy.log)"
+	# a record without secrets (an older one too) reads as none
+	run jq -c 'del(.secrets, .more_secrets)' "$T/record.json"
+	assert_success
+	echo "$output" >"$T/old.json"
+	run test-task results - --report "$T/old.json"
+	assert_success
+	refute_output --partial "secret"
+	# a hostile record: a name with a space is refused
+	jq -c '.secrets[0].name = "A B"' "$T/record.json" >"$T/bad.json"
+	run test-task results - --report "$T/bad.json"
+	assert_success
+	assert_output --partial "the proxy's record: a secret without a proper name or host"
+}
+
 # unix_get SOCK CA HOST:PORT PATH AUTH: GET PATH with Authorization AUTH through
 # the proxy on the unix socket SOCK (CONNECT, then TLS trusting CA); prints
 # the answer's status line.
