@@ -280,6 +280,88 @@ codes() {
 	assert_output --partial "the proxy's record: a secret without a proper name or host"
 }
 
+# tls_raw HOST:PORT BYTES [PRE]: CONNECT to HOST:PORT through the proxy (PRE,
+# printf %b escapes, sent right after the CONNECT head), TLS trusting the task
+# CA, then BYTES (printf %b escapes); prints what came back inside (5 s).
+tls_raw() {
+	python3 - "$PROXY_PORT" "$T/taskca.pem" "$@" <<-'PY'
+		import codecs, socket, ssl, sys
+		port, ca, authority, data = sys.argv[1:5]
+		pre = codecs.escape_decode(sys.argv[5].encode())[0] if len(sys.argv) > 5 else b""
+		s = socket.create_connection(("127.0.0.1", int(port)), timeout=5)
+		s.sendall(b"CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (authority.encode(), authority.encode()) + pre)
+		head = b""
+		while b"\r\n\r\n" not in head:
+		    b = s.recv(1)
+		    if not b:
+		        print("closed after: %r" % head)
+		        sys.exit(0)
+		    head += b
+		if pre:
+		    print("closed" if not s.recv(1) else "open")
+		    sys.exit(0)
+		ctx = ssl.create_default_context(cafile=ca)
+		t = ctx.wrap_socket(s, server_hostname=authority.rsplit(":", 1)[0])
+		t.sendall(codecs.escape_decode(data.encode())[0])
+		out = b""
+		try:
+		    while True:
+		        b = t.recv(65536)
+		        if not b:
+		            break
+		        out += b
+		except (socket.timeout, ssl.SSLError, ConnectionResetError):
+		    pass
+		sys.stdout.write(out.decode("latin-1"))
+	PY
+}
+
+@test "intercept: hostile: no TLS after the CONNECT, bytes before its answer, CONNECT or an absolute URI inside, a placeholder in the body" {
+	start_intercepting
+	# plain HTTP where the TLS hello should be
+	run python3 - "$PROXY_PORT" "$A" <<-'PY'
+		import socket, sys
+		s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)
+		s.sendall(b"CONNECT 127.0.0.1:%s HTTP/1.1\r\nHost: 127.0.0.1:%s\r\n\r\n" % (sys.argv[2].encode(), sys.argv[2].encode()))
+		head = b""
+		while b"\r\n\r\n" not in head:
+		    head += s.recv(1)
+		s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+		try:
+		    rest = s.recv(65536)
+		except ConnectionResetError:
+		    rest = b""
+		print(head.decode().split("\r\n")[0], "then", b"HTTP" not in rest)
+	PY
+	assert_success
+	assert_output "HTTP/1.1 200 Connection established then True"
+	run tls_raw "127.0.0.1:$A" "GET / HTTP/1.1\r\n\r\n" "early bytes"
+	assert_success
+	assert_output closed
+	run tls_raw "127.0.0.1:$A" "CONNECT 127.0.0.1:$B HTTP/1.1\r\nHost: 127.0.0.1:$B\r\n\r\n"
+	assert_success
+	assert_line "aibox-proxy: CONNECT inside an intercepted connection"
+	run tls_raw "127.0.0.1:$A" "GET http://127.0.0.1:$B/ HTTP/1.1\r\nHost: 127.0.0.1:$B\r\n\r\n"
+	assert_success
+	assert_line "aibox-proxy: an intercepted request needs an origin-form target"
+	# the body is never swapped: the placeholder arrives as it was sent
+	printf 'token=%s' "$PH" >"$T/body"
+	run icurl --data-binary @"$T/body" "https://127.0.0.1:$A/form"
+	assert_success
+	assert_line "body=$((6 + ${#PH})) sha256=$(sha256sum "$T/body" | cut -d' ' -f1)"
+	# the proxy still serves
+	run icurl -o /dev/null -w '%{http_code}\n' "https://127.0.0.1:$A/after"
+	assert_success
+	assert_output 200
+	stop_proxy
+	run cat "$T/proxy.log"
+	assert_line --regexp "failed 127\.0\.0\.1:$A CONNECT \(TLS with the client failed: .*\) "
+	assert_line --regexp "failed 127\.0\.0\.1:$A CONNECT \(bytes sent before the tunnel was established\) "
+	assert_line --regexp "refused 127\.0\.0\.1:$A CONNECT \(CONNECT inside an intercepted connection\) status=403 "
+	run grep -c "$B" "$T/b.seen"
+	assert_failure 2
+}
+
 # unix_get SOCK CA HOST:PORT PATH AUTH: GET PATH with Authorization AUTH through
 # the proxy on the unix socket SOCK (CONNECT, then TLS trusting CA); prints
 # the answer's status line.
