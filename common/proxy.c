@@ -55,6 +55,11 @@ static void update_events(struct conn *c)
 			ue |= EPOLLIN;
 		if (to_u)
 			ue |= EPOLLOUT;
+		/* An upgraded intercept: TLS on each side may wait the other way. */
+		if (c->ssl_rw)
+			ue |= EPOLLOUT;
+		if (c->ssl_ww)
+			ue |= EPOLLIN;
 		break;
 	case ST_FWD:
 		if (!c->req_done && !to_u && !c->req_ready && c->in_len - c->in_off < HTTP_MAX_HEAD)

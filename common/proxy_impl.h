@@ -86,6 +86,7 @@ struct conn {
 	char used[200];   /* the secrets swapped into the request, comma-separated */
 	int used_refused; /* ... or the one whose placeholder got the request refused */
 	int rechunk;      /* the answer goes to the client chunked, echoes replaced */
+	int websocket;    /* the request asked for a WebSocket upgrade */
 	struct swap_echo *echo;
 
 	/* The request in progress. */

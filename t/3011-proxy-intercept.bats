@@ -362,6 +362,50 @@ tls_raw() {
 	assert_failure 2
 }
 
+@test "intercept: a WebSocket upgrade is relayed both ways once its request passed the rules and the swap" {
+	start_intercepting
+	run python3 - "$PROXY_PORT" "$T/taskca.pem" "$A" "$PH" <<-'PY'
+		import socket, ssl, sys
+		port, ca, a, ph = sys.argv[1:]
+		def ws(host, path, auth):
+		    s = socket.create_connection(("127.0.0.1", int(port)), timeout=5)
+		    s.sendall(b"CONNECT %s:%s HTTP/1.1\r\nHost: %s:%s\r\n\r\n" % (host.encode(), a.encode(), host.encode(), a.encode()))
+		    h = b""
+		    while b"\r\n\r\n" not in h:
+		        h += s.recv(1)
+		    t = ssl.create_default_context(cafile=ca).wrap_socket(s, server_hostname=host)
+		    t.sendall(b"GET %s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nAuthorization: %s\r\n\r\n" % (path.encode(), host.encode(), auth.encode()))
+		    h = b""
+		    while b"\r\n\r\n" not in h:
+		        b = t.recv(1)
+		        if not b:
+		            break
+		        h += b
+		    print(h.split(b"\r\n")[0].decode())
+		    if b" 101 " not in h:
+		        return
+		    print([l for l in h.decode().split("\r\n") if l.startswith("X-Seen")][0])
+		    for msg in (b"hello", b"x" * 100000):
+		        t.sendall(msg)
+		        got = b""
+		        while len(got.replace(b"echo:", b"")) < len(msg):
+		            got += t.recv(65536)
+		        print(got[:10].decode(), got.replace(b"echo:", b"") == msg)
+		    t.close()
+		ws("127.0.0.1", "/ws", "Bearer " + ph)
+		ws("localhost", "/admin", "Bearer x")
+	PY
+	assert_success
+	assert_output "$(printf 'HTTP/1.1 101 Switching Protocols\nX-Seen-Authorization: Bearer %s\necho:hello True\necho:xxxxx True\nHTTP/1.1 403 Forbidden' "$PH")"
+	run grep -c "Authorization: Bearer $VALUE" "$T/a.seen"
+	assert_success
+	assert_output 1
+	stop_proxy
+	run cat "$T/proxy.log"
+	assert_line --regexp "allowed 127\.0\.0\.1:$A GET /ws (\(connection reset\) )?status=101 secrets=TOK sent=[0-9]{6} received=[0-9]{6} "
+	assert_line --regexp "refused localhost:$A GET /admin \(path /admin is not allowed\) status=403 "
+}
+
 # unix_get SOCK CA HOST:PORT PATH AUTH: GET PATH with Authorization AUTH through
 # the proxy on the unix socket SOCK (CONNECT, then TLS trusting CA); prints
 # the answer's status line.
