@@ -39,10 +39,22 @@ static int forwards_key(const struct helpers_opts *o)
 	return o->api_key && o->api_key->len;
 }
 
+/*
+ * The secrets' values, when there is one for each of the config's secrets
+ * (a Slurm node has none: docs/slurm.md), else NULL.
+ */
+static const struct strvec *secret_values(const struct helpers_opts *o)
+{
+	if (!o->cfg->nr_secrets || !o->secret_values || !o->placeholders ||
+	    o->secret_values->nr != o->cfg->nr_secrets || o->placeholders->nr != o->cfg->nr_secrets)
+		return NULL;
+	return o->secret_values;
+}
+
 /* The proxy intercepts: the config has secrets (their values given) or allow rules. */
 static int intercepts(const struct helpers_opts *o)
 {
-	return (o->cfg->nr_secrets && o->secret_values) || o->cfg->nr_rules;
+	return secret_values(o) || o->cfg->nr_rules;
 }
 
 /* Append "opt fd" to args: an fd number of helpers.h, spelled once. */
@@ -213,7 +225,7 @@ static int start_proxy(struct helpers *h, const struct helpers_opts *o, int brok
 	if (intercepts(o)) {
 		struct buf text = BUF_INIT;
 
-		proxy_secrets_write(o->cfg, o->secret_values, o->placeholders, &text);
+		proxy_secrets_write(o->cfg, secret_values(o), o->placeholders, &text);
 		sfd = secret_pipe(text.buf, text.len);
 		buf_wipe_release(&text);
 		if (sfd < 0 || pipe2(ca, O_CLOEXEC) < 0) {

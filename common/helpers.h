@@ -72,7 +72,7 @@ struct helpers_opts {
 	 * The values and placeholders of cfg's secrets, in its order (struct
 	 * host_env's): with them, or with allow rules, the proxy gets the
 	 * secrets and rules over a pipe (common/proxy_secrets.h) and intercepts
-	 * their hosts.  NULL: none.
+	 * their hosts.  NULL, or not one for each secret: the rules only.
 	 */
 	const struct strvec *secret_values, *placeholders;
 	int report;     /* a pipe for the proxy's record (read by helpers_stop_proxy()) */

@@ -462,3 +462,25 @@ unix_get() {
 	assert_line --regexp "allowed 127\.0\.0\.1:$A GET /hh status=200 secrets=MY_TOKEN "
 	assert_line --regexp "refused localhost:$A GET /admin \(path /admin is not allowed\) status=403 "
 }
+
+@test "intercept: without the secrets' values (a Slurm node) the helpers pass the rules only: the secret's host is a tunnel" {
+	printf 'allow: ["127.0.0.1:%s", {host: "localhost:%s", methods: [GET], paths: ["/ok/*"]}]\nsecrets:\n  - {env: MY_TOKEN, hosts: ["127.0.0.1:%s"]}\n' \
+		"$A" "$A" "$A" >"$T/cfg.yaml"
+	mkfifo "$T/in"
+	MY_TOKEN=$VALUE test-host helpers --no-values "$T/cfg.yaml" "$T/h.sock" "$T/h.log" <"$T/in" >"$T/h.out" 2>"$T/h.err" &
+	exec 7>"$T/in"
+	wait_until 10 grep -q '^ready$' "$T/h.out" || { exec 7>&-; cat "$T/h.err" >&2; false; }
+	sed -n '/BEGIN CERT/,/END CERT/p' "$T/h.out" >"$T/hca.pem"
+	run unix_get "$T/h.sock" "$T/hca.pem" "localhost:$A" /admin "Bearer x"
+	assert_success
+	assert_output "HTTP/1.1 403 Forbidden"
+	# the secret's host is not intercepted: the task CA is no use there
+	run unix_get "$T/h.sock" "$T/hca.pem" "127.0.0.1:$A" /hh "Bearer x"
+	assert_failure
+	assert_output --partial "CERTIFICATE_VERIFY_FAILED"
+	exec 7>&-
+	wait_until 10 grep -q '^{"version"' "$T/h.out"
+	run cat "$T/h.log"
+	assert_line --regexp "allowed 127\.0\.0\.1:$A CONNECT "
+	refute_line --regexp "127\.0\.0\.1:$A CONNECT \(intercepted\)"
+}

@@ -11,11 +11,12 @@
  *   test-host env-take CONFIG
  *	host_env_take() of CONFIG: the names and values the VM would get,
  *	NAME=VALUE a line; "error: REASON" (exit 1) when refused
- *   test-host helpers CONFIG SOCK LOG
+ *   test-host helpers [--no-values] CONFIG SOCK LOG
  *	host_env_take() of CONFIG, then helpers_start() with the proxy on the
  *	unix socket SOCK logging to LOG and the secrets passed on: prints the
  *	env (NAME=VALUE), "args: ..." (the proxy's argv), the task CA's PEM and
- *	"ready"; on EOF of stdin stops the helpers and prints the record
+ *	"ready"; on EOF of stdin stops the helpers and prints the record;
+ *	--no-values: no secret values given (as on a Slurm node)
  *   test-host worker pdeath|detach
  *	spawn_worker() with that flag, an extra fd open in the parent; the
  *	worker prints "fds: N..." (its open fds), "stdin: TARGET", and
@@ -144,8 +145,12 @@ static int cmd_helpers(int argc, char **argv)
 	struct proxy_report rep = PROXY_REPORT_INIT;
 	struct config cfg;
 	struct buf err = BUF_INIT, rec = BUF_INIT;
+	struct strvec none = STRVEC_INIT;
+	int no_values = argc > 0 && !strcmp(argv[0], "--no-values");
 	char c;
 
+	argc -= no_values;
+	argv += no_values;
 	if (argc != 3)
 		die("usage: test-host helpers CONFIG SOCK LOG");
 	if (config_load(&cfg, argv[0], &err) < 0 || host_env_take(&e, &cfg, argv[0], &err) < 0)
@@ -156,7 +161,7 @@ static int cmd_helpers(int argc, char **argv)
 	if (o.proxy_log_fd < 0)
 		die_errno("cannot open '%s'", argv[2]);
 	o.broker_log_fd = -1;
-	o.secret_values = &e.secret_values;
+	o.secret_values = no_values ? &none : &e.secret_values;
 	o.placeholders = &e.placeholders;
 	o.report = 1;
 	o.no_sandbox = 1;
