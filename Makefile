@@ -63,7 +63,7 @@ QLD = @echo '   LINK ' $@;
 QAR = @echo '   AR   ' $@;
 endif
 
-LIB_SRC := $(sort $(wildcard common/*.c))
+LIB_SRC := $(sort $(wildcard common/*/*.c))
 LIB_OBJ := $(LIB_SRC:%.c=$(B)/%.o)
 TOOL_SRC := $(sort $(wildcard tools/aibox-*.c))
 TOOLS := $(TOOL_SRC:tools/%.c=$(B)/%)
@@ -117,10 +117,18 @@ $(B)/test-init-task: $(B)/t/helper/test-init-task.o $(INIT_TASK_OBJ) $(B)/libaib
 
 FUZZ_CC = clang
 FUZZ_CFLAGS = -std=gnu11 -D_GNU_SOURCE -DAIBOX_VERSION='"$(VERSION)"' -Icommon -g -O1 \
-	-fsanitize=fuzzer,address,undefined $(PKG_CFLAGS)
-$(B)/fuzz/%: fuzz/%.c $(LIB_SRC) $(wildcard common/*.h)
+	-fsanitize=fuzzer-no-link,address,undefined $(PKG_CFLAGS)
+# The library is compiled once for libFuzzer (build/fuzz/libaibox-fuzz.a);
+# each fuzzer is its one file linked with it.
+FUZZ_LIB_OBJ := $(LIB_SRC:%.c=$(B)/fuzz/lib/%.o)
+$(B)/fuzz/lib/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(QLD)$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< $(LIB_SRC) $(LIBS)
+	$(QCC)$(FUZZ_CC) $(FUZZ_CFLAGS) -MMD -MP -c -o $@ $<
+$(B)/fuzz/libaibox-fuzz.a: $(FUZZ_LIB_OBJ)
+	$(QAR)rm -f $@ && ar rcs $@ $^
+$(B)/fuzz/%: fuzz/%.c $(B)/fuzz/libaibox-fuzz.a
+	@mkdir -p $(dir $@)
+	$(QLD)$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(B)/fuzz/libaibox-fuzz.a $(LIBS)
 
 fuzz: $(FUZZERS)
 

@@ -9,12 +9,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "buf.h"
-#include "commands.h"
-#include "err.h"
-#include "paths.h"
-#include "strvec.h"
-#include "banned.h"
+#include "base/buf.h"
+#include "base/commands.h"
+#include "base/err.h"
+#include "base/paths.h"
+#include "base/strvec.h"
+#include "base/banned.h"
 
 static const char usage_text[] = "usage: aibox <command> [<subcommand>] [<args>]\n"
                                  "       aibox help [<command> [<subcommand>]]\n"

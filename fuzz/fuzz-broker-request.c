@@ -1,9 +1,9 @@
 /*
  * libFuzzer target for aibox-broker's request reading, the code the broker
- * runs on what the VM sends: the request head through common/hconn.c and
- * common/http.c, the target's remote number (common/broker_req.c), the body
+ * runs on what the VM sends: the request head through common/net/hconn.c and
+ * common/net/http.c, the target's remote number (common/net/broker_req.c), the body
  * (Content-Length or chunked, gzip inflated) and then the push command list
- * and pkt-line check on it (common/gitproto.c).  The first byte sets how
+ * and pkt-line check on it (common/git/gitproto.c).  The first byte sets how
  * many bytes each read returns (1 to 64), so lines and chunks split
  * anywhere.  `make fuzz && build/fuzz/fuzz-broker-request`.
  */
@@ -15,11 +15,11 @@
 #include <strings.h>
 #include <sys/types.h>
 
-#include "broker_req.h"
-#include "err.h"
-#include "gitproto.h"
-#include "hconn.h"
-#include "banned.h"
+#include "net/broker_req.h"
+#include "base/err.h"
+#include "git/gitproto.h"
+#include "net/hconn.h"
+#include "base/banned.h"
 
 /* Kept below the broker's 10 MiB so a run stays fast; the code is the same. */
 #define FUZZ_BODY_MAX (1u << 20)

@@ -1,5 +1,5 @@
 /*
- * libFuzzer target: the bundle header parser (common/bundle_read.c).
+ * libFuzzer target: the bundle header parser (common/git/bundle_read.c).
  * Seeds: fuzz/corpus/fuzz-bundle-header/ (t/make-bundle-fixtures).
  *
  * Besides not crashing, a parse it accepts must be consistent: the pack
@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bundle_read.h"
-#include "banned.h"
+#include "git/bundle_read.h"
+#include "base/banned.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -18,8 +18,8 @@
 
 #include <openssl/evp.h>
 
-#include "bundle_read.h"
-#include "banned.h"
+#include "git/bundle_read.h"
+#include "base/banned.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv);

@@ -2,9 +2,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "buf.h"
-#include "config.h"
-#include "banned.h"
+#include "base/buf.h"
+#include "config/config.h"
+#include "base/banned.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -4,9 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "buf.h"
-#include "duration.h"
-#include "banned.h"
+#include "base/buf.h"
+#include "base/duration.h"
+#include "base/banned.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

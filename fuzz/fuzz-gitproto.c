@@ -8,9 +8,9 @@
 
 #include <string.h>
 
-#include "err.h"
-#include "gitproto.h"
-#include "banned.h"
+#include "base/err.h"
+#include "git/gitproto.h"
+#include "base/banned.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

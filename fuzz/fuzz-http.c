@@ -1,10 +1,10 @@
 /*
- * libFuzzer target for the proxy's HTTP parsing (common/http.c), on every
+ * libFuzzer target for the proxy's HTTP parsing (common/net/http.c), on every
  * input:
  *   - a stream of requests as the proxy reads them from the VM: each head,
  *     the forwarding checks on its target and Host (the key forwarding path
  *     check, authority splitting), then its body framed as
- *     common/proxy_forward.c frames it (chunked, Content-Length or none), fed in
+ *     common/proxy/proxy_forward.c frames it (chunked, Content-Length or none), fed in
  *     pieces, then the next request on the same connection;
  *   - a stream of responses as the proxy reads them from upstream: interim
  *     1xx heads dropped, then the final head and its body (chunked with
@@ -20,9 +20,9 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "buf.h"
-#include "http.h"
-#include "banned.h"
+#include "base/buf.h"
+#include "net/http.h"
+#include "base/banned.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -77,7 +77,7 @@ static long feed(struct http_body *b, const char *p, size_t n)
 	return (long)off;
 }
 
-/* The framing common/proxy_forward.c gives the body after a request head. */
+/* The framing common/proxy/proxy_forward.c gives the body after a request head. */
 static void request_body(const struct http_head *h, struct http_body *b)
 {
 	char host[256];
@@ -101,7 +101,7 @@ static void request_body(const struct http_head *h, struct http_body *b)
 		http_body_init(b, BODY_NONE, 0);
 }
 
-/* The framing common/proxy_forward.c gives the body after a final response head. */
+/* The framing common/proxy/proxy_forward.c gives the body after a final response head. */
 static void response_body(const struct http_head *h, struct http_body *b)
 {
 	if (h->status == 204 || h->status == 304)

@@ -7,10 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "buf.h"
-#include "prompt.h"
-#include "utf8.h"
-#include "banned.h"
+#include "base/buf.h"
+#include "config/prompt.h"
+#include "base/utf8.h"
+#include "base/banned.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,8 +1,8 @@
 /*
  * libFuzzer target: what aibox-task reads back at the end of a task:
- * result.json from the VM (common/task_results.c: result_parse() and the summary
+ * result.json from the VM (common/task/task_results.c: result_parse() and the summary
  * made from what it accepts) and, on the same bytes, the proxy's record
- * (common/proxy_report.c: proxy_report_parse(), and the summary's host lines
+ * (common/proxy/proxy_report.c: proxy_report_parse(), and the summary's host lines
  * made from what it accepts).
  *
  * Besides not crashing: an accepted result holds only checked values
@@ -15,10 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "buf.h"
-#include "proxy_report.h"
-#include "task_results.h"
-#include "banned.h"
+#include "base/buf.h"
+#include "proxy/proxy_report.h"
+#include "task/task_results.h"
+#include "base/banned.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -10,10 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "buf.h"
-#include "out.h"
-#include "utf8.h"
-#include "banned.h"
+#include "base/buf.h"
+#include "base/out.h"
+#include "base/utf8.h"
+#include "base/banned.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

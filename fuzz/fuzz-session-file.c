@@ -6,9 +6,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "buf.h"
-#include "session_file.h"
-#include "banned.h"
+#include "base/buf.h"
+#include "base/session_file.h"
+#include "base/banned.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

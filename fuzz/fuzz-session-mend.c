@@ -11,10 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "buf.h"
-#include "session_file.h"
-#include "session_mend.h"
-#include "banned.h"
+#include "base/buf.h"
+#include "base/session_file.h"
+#include "task/session_mend.h"
+#include "base/banned.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

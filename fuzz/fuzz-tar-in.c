@@ -10,9 +10,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "err.h"
-#include "tar_in.h"
-#include "banned.h"
+#include "base/err.h"
+#include "git/tar_in.h"
+#include "base/banned.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,9 +1,9 @@
 /*
  * libFuzzer target: what `aibox tasks log`, `show` and `list` read from a
  * task folder: each line of the input as a line of Claude Code's transcript
- * (common/transcript.c: transcript_render(), transcript_tool_calls(), the
+ * (common/task/transcript.c: transcript_render(), transcript_tool_calls(), the
  * latter also run by the guest's init on every line Claude Code writes) and
- * the whole input as summary.json (common/task_record.c:
+ * the whole input as summary.json (common/task/task_record.c:
  * task_record_parse()).
  *
  * Besides not crashing: a rendered line always ends in a line break; a tool
@@ -15,10 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "buf.h"
-#include "task_record.h"
-#include "transcript.h"
-#include "banned.h"
+#include "base/buf.h"
+#include "task/task_record.h"
+#include "task/transcript.h"
+#include "base/banned.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,6 +1,6 @@
 /*
  * libFuzzer target: the usage parser aibox-proxy runs on every answer it
- * forwards with the key (common/usage.c: usage_stream_feed() and
+ * forwards with the key (common/config/usage.c: usage_stream_feed() and
  * usage_stream_end()), and on the same bytes the price table parser
  * (usage_prices_parse()).
  *
@@ -24,9 +24,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "buf.h"
-#include "usage.h"
-#include "banned.h"
+#include "base/buf.h"
+#include "config/usage.h"
+#include "base/banned.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -25,10 +25,10 @@
 #include <unistd.h>
 
 #include "base.h"
-#include "err.h"
+#include "base/err.h"
 #include "run.h"
 #include "task.h"
-#include "banned.h"
+#include "base/banned.h"
 
 static const char usage_text[] = "usage: aibox-init              (as PID 1 in the aibox VM)\n"
                                  "       aibox-init session      (as the SSH forced command)\n";

@@ -30,7 +30,7 @@ load lib-common
 	ulimit -c 0
 	run test-common bug
 	[ "$status" -eq 134 ]
-	assert_output --regexp '^BUG: common/spawn\.c:[0-9]+: spawn_give_fd: bad request \(5 -> 1\)$'
+	assert_output --regexp '^BUG: common/base/spawn\.c:[0-9]+: spawn_give_fd: bad request \(5 -> 1\)$'
 }
 
 @test "common: a read within a time gives up at the deadline; the wait for a child kills it after its time" {
@@ -74,7 +74,7 @@ load lib-common
 }
 
 @test "common: the lockdown can keep files but forbid exec, new processes and sockets" {
-	# the bundle checker's (common/bundle_check.h)
+	# the bundle checker's (common/git/bundle_check.h)
 	run test-common sandbox --keep-files --no-processes --no-sockets
 	assert_success
 	assert_line "open: ok"

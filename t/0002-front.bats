@@ -81,8 +81,8 @@ load lib-common
 @test "front: dispatches to aibox-<a>-<b>, else aibox-<a> with the rest" {
 	mkdir bin
 	cp "$BUILD/aibox" bin/aibox
-	mkdir common
-	touch common/paths.h   # makes bin/ a build tree
+	mkdir -p common/base
+	touch common/base/paths.h   # makes bin/ a build tree
 	printf '#!/bin/sh\necho "two: $0 $*"\n' >bin/aibox-foo-bar
 	printf '#!/bin/sh\necho "one: $0 $*"\n' >bin/aibox-foo
 	chmod +x bin/aibox-foo-bar bin/aibox-foo
@@ -218,7 +218,7 @@ command_words() {
 	done
 }
 
-# One duration grammar (common/duration.h) for every duration option: a bare
+# One duration grammar (common/base/duration.h) for every duration option: a bare
 # number is no duration, save "0", which each option's range then judges.
 @test "front: every duration option refuses a bare number in the same words, and takes the same units" {
 	local opt

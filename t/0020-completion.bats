@@ -25,8 +25,8 @@ zsh_complete() {
 # fake_tree: $T/tree/build, a build tree with aibox, aibox-completion and a
 # made-up command aibox-tasks-show, whose --help names TASK.
 fake_tree() {
-	mkdir -p "$T/tree/build" "$T/tree/common"
-	touch "$T/tree/common/paths.h"
+	mkdir -p "$T/tree/build" "$T/tree/common/base"
+	touch "$T/tree/common/base/paths.h"
 	cp "$BUILD/aibox" "$BUILD/aibox-completion" "$T/tree/build/"
 	printf '#!/bin/sh\necho "usage: aibox tasks show TASK"\necho "    --json  as JSON"\n' \
 		>"$T/tree/build/aibox-tasks-show"

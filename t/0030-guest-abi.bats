@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# common/guest_abi.h: the checks and tables the host and the guest init share.
+# common/base/guest_abi.h: the checks and tables the host and the guest init share.
 load lib-common
 
 @test "guest-abi: env names are [A-Za-z_][A-Za-z0-9_]*, at most 128 bytes" {
@@ -46,9 +46,9 @@ load lib-common
 
 @test "guest-abi: no string of the contract is written as a literal outside its module" {
 	test-common guest-literals >literals
-	grep -q '^name common/guest_abi GUEST_FILE_SETTINGS settings.json$' literals
-	grep -q '^token common/guest_abi GUEST_RUN_ENV_VAR AIBOX_ENV$' literals
-	grep -q '^name common/guest_abi guest_results\[4\] result.json$' literals
+	grep -q '^name common/base/guest_abi GUEST_FILE_SETTINGS settings.json$' literals
+	grep -q '^token common/base/guest_abi GUEST_RUN_ENV_VAR AIBOX_ENV$' literals
+	grep -q '^name common/base/guest_abi guest_results\[4\] result.json$' literals
 	run "$TOP/t/check-guest-abi" literals
 	assert_success
 	assert_output ''
@@ -71,15 +71,15 @@ EOF
 	run "$TOP/t/check-guest-abi" literals tools/aibox-x.c
 	assert_failure 1
 	assert_equal "${#lines[@]}" 4
-	assert_line "$T/tools/aibox-x.c:4: \"%s/start.bundle\" spells GUEST_FILE_START_BUNDLE (common/guest_abi)"
-	assert_line "$T/tools/aibox-x.c:5: \"AIBOX_ENV=\" spells GUEST_RUN_ENV_VAR (common/guest_abi)"
-	assert_line --regexp "^$T/tools/aibox-x.c:6: \"run\" spells GUEST_(MODE|CMD)_RUN \\(common/guest_abi\\)\$"
-	assert_line "$T/tools/aibox-x.c:7: \"transcript.jsonl\" spells guest_results[0] (common/guest_abi)"
+	assert_line "$T/tools/aibox-x.c:4: \"%s/start.bundle\" spells GUEST_FILE_START_BUNDLE (common/base/guest_abi)"
+	assert_line "$T/tools/aibox-x.c:5: \"AIBOX_ENV=\" spells GUEST_RUN_ENV_VAR (common/base/guest_abi)"
+	assert_line --regexp "^$T/tools/aibox-x.c:6: \"run\" spells GUEST_(MODE|CMD)_RUN \\(common/base/guest_abi\\)\$"
+	assert_line "$T/tools/aibox-x.c:7: \"transcript.jsonl\" spells guest_results[0] (common/base/guest_abi)"
 
-	{ cat "$TOP/common/guest_abi.h"; echo '#define GUEST_NEW_NAME "new.txt"'; } >abi.h
+	{ cat "$TOP/common/base/guest_abi.h"; echo '#define GUEST_NEW_NAME "new.txt"'; } >abi.h
 	CHECK_GUEST_ABI_HEADER=$T/abi.h run "$TOP/t/check-guest-abi" literals
 	assert_failure 1
-	assert_output "$T/abi.h: GUEST_NEW_NAME is not in guest_literals[] (common/guest_abi.c)"
+	assert_output "$T/abi.h: GUEST_NEW_NAME is not in guest_literals[] (common/base/guest_abi.c)"
 }
 
 @test "guest-abi: the secrets' framing: what the one writer writes the one reader reads, in both modes" {

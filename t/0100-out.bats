@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# Output lines and the sanitizer for untrusted text (common/out.c), through
+# Output lines and the sanitizer for untrusted text (common/base/out.c), through
 # test-prompt sanitize / lines.  What came from the VM must never reach the
 # terminal as a control, an escape sequence, invalid UTF-8 or a line that
 # pretends to be from aibox.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# The audit record (common/audit.h, docs/security.md "The audit record"):
+# The audit record (common/task/audit.h, docs/security.md "The audit record"):
 # every task's start and end in $AIBOX_HOME/audit.jsonl, hash-chained;
 # aibox audit verify finds an edited, removed, moved or forged entry and
 # names its line; aibox audit list reads it.  No VM: the tasks stop at

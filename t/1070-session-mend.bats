@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# common/session_mend.c through t/helper/test-session: the messages of the
+# common/task/session_mend.c through t/helper/test-session: the messages of the
 # transcript that a session file lacks, added as Claude Code's own entries
 # (t/5017 has the same through aibox task --continue, t/5110 with the real
 # Claude Code).

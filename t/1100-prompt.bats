@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# The prompt reader (common/prompt.c) through test-prompt: how the prompt is
+# The prompt reader (common/config/prompt.c) through test-prompt: how the prompt is
 # put together, the path rules against links and special files, the 1 MiB
 # limit counted as saved, and the text conversions.  Every path test runs
 # twice: with openat2(RESOLVE_BENEATH) where the kernel has it, and with the

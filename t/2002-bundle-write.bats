@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# The start bundle (common/bundle_write.c, through t/helper/test-bundle):
+# The start bundle (common/git/bundle_write.c, through t/helper/test-bundle):
 # resolving --from, refusing what lacks history, the round trip, nothing added
 # to the project, no hooks or programs from config, no leftovers when killed.
 load lib-common

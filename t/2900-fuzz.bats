@@ -7,6 +7,14 @@ load lib-common
 
 FUZZ_SECONDS=${AIBOX_FUZZ_SECONDS:-3}
 
+# Every fuzzer, built once for the file (the library compiled once for them
+# all); a test whose fuzzer did not build says why when it makes it again.
+setup_file() {
+	export FUZZ_BUILD=$BATS_FILE_TMPDIR/build
+	command -v clang >/dev/null || return 0
+	make -s -C "$TOP" -j2 B="$FUZZ_BUILD" fuzz >/dev/null 2>&1 || true
+}
+
 setup() {
 	common_setup
 	command -v clang >/dev/null || skip "clang is not installed (packages.txt has it)"
@@ -20,9 +28,9 @@ teardown() { common_teardown; }
 # fuzz NAME: build it into $T and run it for FUZZ_SECONDS.
 fuzz() {
 	local name=$1
-	make -s -C "$TOP" B="$T/build" "$T/build/fuzz/$name" >/dev/null
+	make -s -C "$TOP" B="$FUZZ_BUILD" "$FUZZ_BUILD/fuzz/$name" >/dev/null
 	mkdir -p "corpus-$name" tmp
-	TMPDIR=$T/tmp run "$T/build/fuzz/$name" -max_total_time="$FUZZ_SECONDS" \
+	TMPDIR=$T/tmp run "$FUZZ_BUILD/fuzz/$name" -max_total_time="$FUZZ_SECONDS" \
 		-max_len=65536 -timeout=10 -rss_limit_mb=2048 -artifact_prefix="$T/" \
 		-print_final_stats=1 "corpus-$name" "$TOP/fuzz/corpus/$name"
 	echo "$output" | grep -E '^(stat::number_of_executed_units|Done)' || true
@@ -47,10 +55,10 @@ fuzz() {
 }
 
 @test "fuzz: make fuzz-run runs every fuzzer, with or without a seed corpus" {
-	make -s -C "$TOP" B="$T/build" "$T/build/fuzz/fuzz-duration" >/dev/null
-	cp "$T/build/fuzz/fuzz-duration" "$T/build/fuzz/fuzz-no-such-corpus"
-	run make -s -C "$TOP" B="$T/build" FUZZ_SECONDS=1 \
-		FUZZERS="$T/build/fuzz/fuzz-no-such-corpus $T/build/fuzz/fuzz-duration" fuzz-run
+	make -s -C "$TOP" B="$FUZZ_BUILD" "$FUZZ_BUILD/fuzz/fuzz-duration" >/dev/null
+	cp "$FUZZ_BUILD/fuzz/fuzz-duration" "$FUZZ_BUILD/fuzz/fuzz-no-such-corpus"
+	run make -s -C "$TOP" B="$FUZZ_BUILD" FUZZ_SECONDS=1 \
+		FUZZERS="$FUZZ_BUILD/fuzz/fuzz-no-such-corpus $FUZZ_BUILD/fuzz/fuzz-duration" fuzz-run
 	assert_success
 	assert_output --partial "fuzz-no-such-corpus: no seed corpus"
 	# The second fuzzer ran after the first, and read its seeds.

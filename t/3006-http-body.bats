@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# common/http.c's body framing read for its payload (http_body_decode(), the
+# common/net/http.c's body framing read for its payload (http_body_decode(), the
 # broker's way; the proxy passes the framing through with http_body_feed(),
 # and fuzz/fuzz-http.c checks that both take the same bytes).
 bats_require_minimum_version 1.5.0

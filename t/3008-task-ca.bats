@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# The task's CA for the proxy's TLS interception (common/task_ca.h): ECDSA
+# The task's CA for the proxy's TLS interception (common/net/task_ca.h): ECDSA
 # P-256, name constraints that permit only the intercepted hosts, valid no
 # longer than the task, its key never written.  openssl verify judges.
 bats_require_minimum_version 1.5.0

@@ -1,6 +1,6 @@
 #!/usr/bin/env bats
 # What the proxy does to a request head on an intercepted connection
-# (common/secret_swap.h): placeholders swapped toward their hosts, refused
+# (common/proxy/secret_swap.h): placeholders swapped toward their hosts, refused
 # toward any other, and allow rules' methods and paths.  Everything in the
 # head is the VM's, so hostile.
 bats_require_minimum_version 1.5.0

@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# common/vm.c's QEMU argv for a cold boot (vm_cold_args(), pure): no VM, no
+# common/vm/vm.c's QEMU argv for a cold boot (vm_cold_args(), pure): no VM, no
 # QEMU; test-vm --args-only prints it one argument a line.
 load lib-common
 

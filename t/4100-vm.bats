@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# Real boots of the default image under the launcher (common/vm.h), with
+# Real boots of the default image under the launcher (common/vm/vm.h), with
 # aibox-init's base as PID 1: the SSH server on the private channel with the
 # pinned host key, the read-only share and mounts, the state disk, the network
 # that reaches only the proxy forward, and the power-off after a session.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# A task's VM started from the image's saved snapshot (common/snapshot.h,
+# A task's VM started from the image's saved snapshot (common/vm/snapshot.h,
 # docs/image.md "Snapshots"): restored VMs differ where it matters and share
 # nothing writable; a snapshot that is damaged or made for something else is
 # not used, and the VM boots cold with the reason.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# The files and arguments of aibox task --slurm (common/slurm.h, docs/slurm.md),
+# The files and arguments of aibox task --slurm (common/task/slurm.h, docs/slurm.md),
 # without a cluster: slurm.secrets (0600, taken once, strict), slurm.status
 # (untrusted, bounded), the shared-storage check, the job's options.
 # t/9100-slurm.bats runs them against a real cluster.
@@ -195,7 +195,7 @@ teardown() { lock_teardown; }
 }
 
 # detached_folder: a task folder as a detached task's submitter leaves it
-# (common/slurm_detach.h): its lock free, slurm.job, slurm.secrets, the
+# (common/task/slurm_detach.h): its lock free, slurm.job, slurm.secrets, the
 # result files empty; DIR its path, ID its id.
 detached_folder() {
 	no_vm_project

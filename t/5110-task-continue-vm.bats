@@ -25,7 +25,7 @@ setup_file() {
 	echo $? >"$T/status1"
 	FIRST=$(cat "$T/out1")
 	# Claude Code's exit can cut short the write of its session file's last
-	# lines (common/session_mend.h); a slow VM makes that happen at times.
+	# lines (common/task/session_mend.h); a slow VM makes that happen at times.
 	# Here it happens every time: the first task's last answer is taken out
 	# of the session.jsonl it sent (kept as it came in $T/session1).
 	if [ -f "$FIRST/session.jsonl" ]; then

@@ -71,7 +71,8 @@ teardown() {
 	echo "$stderr" >"$T/err"
 	[ "$status" -eq 0 ] || show
 	assert_success
-	grep -q " aibox\[.*\]: booting cold: the snapshot does not match its manifest's digest; it is removed" "$T/err"
+	grep -q " aibox\[.*\]: booting cold: the snapshot does not match its manifest's digest; it is removed" "$T/err" ||
+		fail "no line saying why it booted cold in: $(cat "$T/err")"
 	[[ "$stderr" == *"Claude Code exited with 0"* ]]
 	dir=$(task_dir | grep -vxF "$first")
 	[ -n "$dir" ]

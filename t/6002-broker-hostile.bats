@@ -344,7 +344,7 @@ all_closed() {
 }
 
 @test "broker: a request line with control bytes is refused, and client bytes are escaped in the log" {
-	# A method is a token (common/http.c): control bytes in it are refused.
+	# A method is a token (common/net/http.c): control bytes in it are refused.
 	run send_raw 'G\033[31mE\rT /0/info/refs?service=git-upload-pack HTTP/1.1\r\nHost: x\r\n\r\n'
 	assert_output --partial 'HTTP/1.1 400'
 	# Another token is a method the service does not take.
@@ -390,7 +390,7 @@ all_closed() {
 	assert_nothing_forwarded
 }
 
-@test "broker: a request with a bare LF is refused, as common/http.c refuses it" {
+@test "broker: a request with a bare LF is refused, as common/net/http.c refuses it" {
 	# In the head.
 	run send_raw 'GET /0/info/refs?service=git-upload-pack HTTP/1.1\nHost: x\n\n'
 	assert_output --partial 'HTTP/1.1 400'

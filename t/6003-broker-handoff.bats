@@ -87,7 +87,7 @@ stop_handoff() {
 @test "broker: a hand-off with more than 16 KiB read ahead is refused" {
 	local line
 	line=$(head -c 7000 /dev/zero | tr '\0' a)
-	# The proxy reads at most a 16 KiB head before it hands over (common/handoff.h).
+	# The proxy reads at most a 16 KiB head before it hands over (common/net/handoff.h).
 	start_handoff --peek 17000
 	run curl -sS --max-time 10 -o /dev/null -H "X-A: $line" -H "X-B: $line" -H "X-C: $line" \
 		"${HP_URL}info/refs?service=git-upload-pack"

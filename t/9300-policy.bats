@@ -1,6 +1,6 @@
 #!/usr/bin/env bats
 # The administrator's policy (docs/config.md, "The administrator's policy";
-# common/policy.h): a config or an option asking beyond it is refused before
+# common/task/policy.h): a config or an option asking beyond it is refused before
 # anything starts, naming both lines; a policy file of the wrong owner or
 # mode, or with a bad line, is refused loudly.  In the root family (t/run runs
 # t/9*.bats as root) because the policy must be owned by root: the tests make
@@ -195,7 +195,7 @@ git:
 		assert_failure 2
 		assert_equal "$stderr" "aibox-policy: $pol:$2"
 	}
-	bad $'memory: 2G\nmemroy: 3G' "2:1: unknown key 'memroy' (known keys: allow, mounts, skills, agents, commands, path, env, git, memory, cpus, disk, budget, slurm)"
+	bad $'memory: 2G\nmemroy: 3G' "2:1: unknown key 'memroy' (known keys: allow, mounts, skills, agents, commands, path, env, git, memory, cpus, disk, budget, slurm, secrets)"
 	bad $'memory: 2g' "1:9: memory: '2g' is not a size like 512M, 4G or 1T"
 	bad $'run: maybe' "1: run: must be yes or no"
 	bad $'push: [no]' "1: push: must be yes or no"

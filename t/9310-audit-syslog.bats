@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# The audit record's copy in the system log (common/audit.c, docs/security.md
+# The audit record's copy in the system log (common/task/audit.c, docs/security.md
 # "The audit record"), read back from a real syslog daemon that the test
 # starts itself: rsyslogd, in a mount namespace of the test's own where /dev
 # is a fresh tmpfs (the machine's devices bound back in), so that its

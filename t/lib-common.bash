@@ -15,7 +15,7 @@ load lib-base
 
 TOP=$(cd "$BATS_TEST_DIRNAME/.." && pwd)
 BUILD=$TOP/build
-# A VM's QEMU for pgrep -f (common/vm.c's vm_base_args()): not the
+# A VM's QEMU for pgrep -f (common/vm/vm.c's vm_base_args()): not the
 # `qemu-system-x86_64 --version` that the snapshot code runs before it.
 QEMU_VM='qemu-system[^ ]* -nodefaults'
 export PATH="$BUILD:$PATH"
@@ -77,7 +77,7 @@ assert_stopped_at_boot() {
 # Ways to make a thing aibox cannot remove or check, that hold for root too
 # (root ignores a chmod, so t/run's root family would pass through them).
 #
-# too_deep DIR: a chain of folders DIR/d/d/... deeper than common/rmtree.h's
+# too_deep DIR: a chain of folders DIR/d/d/... deeper than common/base/rmtree.h's
 # RMTREE_MAX_DEPTH, which the removal does not go down (it names the folder
 # with ELOOP, "Too many levels of symbolic links").
 too_deep() {

@@ -1,5 +1,5 @@
 /*
- * aibox-audit-list: the entries of the audit record (common/audit.h,
+ * aibox-audit-list: the entries of the audit record (common/task/audit.h,
  * docs/security.md "The audit record").
  *
  *	aibox audit list [--json] [--since WHEN] [FILE]
@@ -20,13 +20,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "audit.h"
-#include "buf.h"
-#include "duration.h"
-#include "err.h"
-#include "opt.h"
-#include "strvec.h"
-#include "banned.h"
+#include "task/audit.h"
+#include "base/buf.h"
+#include "base/duration.h"
+#include "base/err.h"
+#include "base/opt.h"
+#include "base/strvec.h"
+#include "base/banned.h"
 
 static const char usage_text[] =
     "usage: aibox audit list [--json] [--since WHEN] [FILE]\n"

@@ -1,5 +1,5 @@
 /*
- * aibox-audit-verify: check the chain of the audit record (common/audit.h,
+ * aibox-audit-verify: check the chain of the audit record (common/task/audit.h,
  * docs/security.md "The audit record").
  *
  *	aibox audit verify [FILE]
@@ -11,12 +11,12 @@
 #include <errno.h>
 #include <stdio.h>
 
-#include "audit.h"
-#include "buf.h"
-#include "err.h"
-#include "opt.h"
-#include "strvec.h"
-#include "banned.h"
+#include "task/audit.h"
+#include "base/buf.h"
+#include "base/err.h"
+#include "base/opt.h"
+#include "base/strvec.h"
+#include "base/banned.h"
 
 static const char usage_text[] =
     "usage: aibox audit verify [FILE]\n"

@@ -18,7 +18,7 @@
  * client that talks to a proxy sends it.  See docs/broker.md.
  *
  * This file keeps the options, the setup before the lockdown, listening,
- * the hand-off loop and the children; serving a request is common/broker.c
+ * the hand-off loop and the children; serving a request is common/broker/broker.c
  * (docs/internals.md, "Broker hand-off", lists where each part lives).
  */
 #include <ctype.h>
@@ -36,21 +36,21 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "broker.h"
-#include "broker_spawn.h"
-#include "buf.h"
-#include "clock.h"
-#include "duration.h"
-#include "err.h"
-#include "git_remote.h"
-#include "gitproto.h"
-#include "handoff.h"
-#include "num.h"
-#include "opt.h"
-#include "sandbox.h"
-#include "secret.h"
-#include "tls.h"
-#include "banned.h"
+#include "broker/broker.h"
+#include "task/broker_spawn.h"
+#include "base/buf.h"
+#include "base/clock.h"
+#include "base/duration.h"
+#include "base/err.h"
+#include "net/git_remote.h"
+#include "git/gitproto.h"
+#include "net/handoff.h"
+#include "base/num.h"
+#include "base/opt.h"
+#include "base/sandbox.h"
+#include "base/secret.h"
+#include "net/tls.h"
+#include "base/banned.h"
 
 static const char usage_text[] =
     "usage: aibox-broker --remote URL [--token-env NAME] [--fetch] [--push PATTERN]...\n"
@@ -101,7 +101,7 @@ static struct broker_remote *cur_remote(struct broker *br, const char *opt)
 	return &br->remotes[br->nremotes - 1];
 }
 
-/* rm's URL by the one grammar (common/git_remote.h), taken apart. */
+/* rm's URL by the one grammar (common/net/git_remote.h), taken apart. */
 static void parse_url(struct broker_remote *rm)
 {
 	struct git_remote_url u;
@@ -180,7 +180,7 @@ static void read_tokens(struct broker *br, int token_fd)
 }
 
 /*
- * The TLS client context (common/tls.h), its CAs loaded now: the sandbox
+ * The TLS client context (common/net/tls.h), its CAs loaded now: the sandbox
  * forbids opening files later.
  */
 static void setup_tls(struct broker *br, const char *ca)
@@ -347,7 +347,7 @@ static void spawn_server(const struct broker *br, int fd, int close_in_child, co
 	close(fd);
 }
 
-/* One hand-off message (common/handoff.h).  Returns 0 at the end, else 1. */
+/* One hand-off message (common/net/handoff.h).  Returns 0 at the end, else 1. */
 static int handoff_one(const struct broker *br, int hfd)
 {
 	struct handoff_msg *m = xmalloc(sizeof(*m));

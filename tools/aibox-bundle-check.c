@@ -16,13 +16,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "buf.h"
-#include "bundle_check.h"
-#include "bundle_read.h"
-#include "err.h"
-#include "opt.h"
-#include "strvec.h"
-#include "banned.h"
+#include "base/buf.h"
+#include "git/bundle_check.h"
+#include "git/bundle_read.h"
+#include "base/err.h"
+#include "base/opt.h"
+#include "base/strvec.h"
+#include "base/banned.h"
 
 static const char usage_text[] =
     "usage: aibox-bundle-check [--ref NAME]... [--base OID]... [--pack [--repo DIR]\n"

@@ -2,20 +2,20 @@
  * aibox completion bash|zsh      print the completion script for the shell
  * aibox completion --words N WORD...
  *                                the candidates for WORD number N (the
- *                                scripts call this; common/complete.h)
+ *                                scripts call this; common/task/complete.h)
  */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "buf.h"
-#include "complete.h"
-#include "err.h"
-#include "num.h"
-#include "opt.h"
-#include "paths.h"
-#include "strvec.h"
-#include "banned.h"
+#include "base/buf.h"
+#include "task/complete.h"
+#include "base/err.h"
+#include "base/num.h"
+#include "base/opt.h"
+#include "base/paths.h"
+#include "base/strvec.h"
+#include "base/banned.h"
 
 static const char usage_text[] =
     "usage: aibox completion bash|zsh\n"
@@ -45,7 +45,7 @@ static void print_script(const char *file)
 	buf_release(&text);
 }
 
-/* The candidates for word number cword of words (common/complete.h), one a line. */
+/* The candidates for word number cword of words (common/task/complete.h), one a line. */
 static void print_words(const char *cword_arg, int argc, char **words)
 {
 	struct strvec out = STRVEC_INIT;

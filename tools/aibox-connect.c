@@ -31,13 +31,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "buf.h"
-#include "err.h"
-#include "log_line.h"
-#include "num.h"
-#include "opt.h"
-#include "proxy.h"
-#include "banned.h"
+#include "base/buf.h"
+#include "base/err.h"
+#include "proxy/log_line.h"
+#include "base/num.h"
+#include "base/opt.h"
+#include "proxy/proxy.h"
+#include "base/banned.h"
 
 static const char usage_text[] = "usage: aibox-connect [--max N [--log FILE]] <socket>\n";
 

@@ -1,7 +1,7 @@
 /*
  * aibox image list | build [--force] [NAME] | remove NAME
  *
- * Manages the image store (common/image.h, docs/image.md).  `build` runs
+ * Manages the image store (common/vm/image.h, docs/image.md).  `build` runs
  * image/build-image on the recipe; an unchanged recipe is not rebuilt.
  */
 #define _XOPEN_SOURCE 700
@@ -15,25 +15,25 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "buf.h"
-#include "config.h"
-#include "err.h"
-#include "image.h"
-#include "opt.h"
-#include "out.h"
-#include "paths.h"
-#include "snapshot.h"
-#include "spawn.h"
-#include "vm.h"
-#include "guest_abi.h"
-#include "banned.h"
+#include "base/buf.h"
+#include "config/config.h"
+#include "base/err.h"
+#include "vm/image.h"
+#include "base/opt.h"
+#include "base/out.h"
+#include "base/paths.h"
+#include "vm/snapshot.h"
+#include "base/spawn.h"
+#include "vm/vm.h"
+#include "base/guest_abi.h"
+#include "base/banned.h"
 
 static const char usage_text[] = "usage: aibox image list [--json]\n"
                                  "       aibox image build [--force] [<name>]\n"
                                  "       aibox image remove <name>\n";
 
 /*
- * A subcommand's options (common/opt.h) and its words, from 0 to max of
+ * A subcommand's options (common/base/opt.h) and its words, from 0 to max of
  * them; -h and --help print the usage.  Returns the bits of the options given.
  */
 static unsigned sub_args(int argc, char **argv, const struct option *options, size_t max,
@@ -98,7 +98,7 @@ static int cmp_str(const void *a, const void *b)
 	return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-/* A manifest's value as JSON: sanitized (common/out.h), so always a string. */
+/* A manifest's value as JSON: sanitized (common/base/out.h), so always a string. */
 static json_t *text_json(const char *s)
 {
 	struct buf b = BUF_INIT;
@@ -177,7 +177,7 @@ static int cmd_list(int argc, char **argv)
 
 /*
  * After a build that made something: save the image's snapshot for a task of
- * the default size (common/config.h), so that the first task restores it
+ * the default size (common/config/config.h), so that the first task restores it
  * rather than saving it (docs/image.md, "Snapshots").  A failure costs only
  * that: the first task saves it, or boots cold.
  */

@@ -1,6 +1,6 @@
 /*
  * aibox-policy: the administrator's policy in force (docs/config.md, "The
- * administrator's policy"; common/policy.h).
+ * administrator's policy"; common/task/policy.h).
  *
  *	aibox policy [--json] [PROJECT]
  *
@@ -16,17 +16,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "buf.h"
-#include "config.h"
-#include "duration.h"
-#include "err.h"
-#include "num.h"
-#include "opt.h"
-#include "policy.h"
-#include "project.h"
-#include "strvec.h"
-#include "usage.h"
-#include "banned.h"
+#include "base/buf.h"
+#include "config/config.h"
+#include "base/duration.h"
+#include "base/err.h"
+#include "base/num.h"
+#include "base/opt.h"
+#include "task/policy.h"
+#include "config/project.h"
+#include "base/strvec.h"
+#include "config/usage.h"
+#include "base/banned.h"
 
 static const char usage_text[] =
     "usage: aibox policy [--json] [PROJECT]\n"

@@ -14,13 +14,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "buf.h"
-#include "err.h"
-#include "opt.h"
-#include "paths.h"
-#include "strvec.h"
-#include "usage.h"
-#include "banned.h"
+#include "base/buf.h"
+#include "base/err.h"
+#include "base/opt.h"
+#include "base/paths.h"
+#include "base/strvec.h"
+#include "config/usage.h"
+#include "base/banned.h"
 
 static const char usage_text[] =
     "usage: aibox prices [--json] [MODEL]\n"
@@ -185,7 +185,7 @@ static const char *model_name(const char *s)
 	return s;
 }
 
-/* --json and at most one MODEL (into words), through common/opt.c as every tool. */
+/* --json and at most one MODEL (into words), through common/base/opt.c as every tool. */
 static void parse_options(int argc, char **argv, int *json, struct strvec *words)
 {
 	static const struct option options[] = {

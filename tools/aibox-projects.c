@@ -13,17 +13,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "buf.h"
-#include "config.h"
-#include "err.h"
-#include "opt.h"
-#include "out.h"
-#include "paths.h"
-#include "project.h"
-#include "rmtree.h"
-#include "strvec.h"
-#include "taskid.h"
-#include "banned.h"
+#include "base/buf.h"
+#include "config/config.h"
+#include "base/err.h"
+#include "base/opt.h"
+#include "base/out.h"
+#include "base/paths.h"
+#include "config/project.h"
+#include "base/rmtree.h"
+#include "base/strvec.h"
+#include "base/taskid.h"
+#include "base/banned.h"
 
 static const char usage_text[] =
     "usage: aibox projects [list [--json]]\n"

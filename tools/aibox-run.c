@@ -28,33 +28,33 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "broker_spawn.h"
-#include "buf.h"
-#include "config.h"
-#include "err.h"
-#include "helpers.h"
-#include "host_start.h"
-#include "image.h"
-#include "policy.h"
-#include "login.h"
-#include "num.h"
-#include "opt.h"
-#include "paths.h"
-#include "project.h"
-#include "spend.h"
-#include "rmtree.h"
-#include "sandbox.h"
-#include "secret.h"
-#include "shares.h"
-#include "spawn.h"
-#include "ssh.h"
-#include "strvec.h"
-#include "task_settings.h"
-#include "taskid.h"
-#include "tty.h"
-#include "vm.h"
-#include "guest_abi.h"
-#include "banned.h"
+#include "task/broker_spawn.h"
+#include "base/buf.h"
+#include "config/config.h"
+#include "base/err.h"
+#include "task/helpers.h"
+#include "task/host_start.h"
+#include "vm/image.h"
+#include "task/policy.h"
+#include "task/login.h"
+#include "base/num.h"
+#include "base/opt.h"
+#include "base/paths.h"
+#include "config/project.h"
+#include "proxy/spend.h"
+#include "base/rmtree.h"
+#include "base/sandbox.h"
+#include "base/secret.h"
+#include "task/shares.h"
+#include "base/spawn.h"
+#include "vm/ssh.h"
+#include "base/strvec.h"
+#include "task/task_settings.h"
+#include "base/taskid.h"
+#include "base/tty.h"
+#include "vm/vm.h"
+#include "base/guest_abi.h"
+#include "base/banned.h"
 
 static const char usage_text[] =
     "usage: aibox run [--memory SIZE] [--cpus N] [--image NAME] [--no-sandbox]\n"
@@ -99,7 +99,7 @@ struct run {
 	int cleaner_fd; /* write end: the cleaner removes the run folder at its EOF */
 };
 
-/* Options anywhere before `--` (common/opt.h); the command is what follows `--`. */
+/* Options anywhere before `--` (common/base/opt.h); the command is what follows `--`. */
 static void parse_options(struct run *r, int argc, char **argv)
 {
 	static const struct option options[] = {
@@ -146,8 +146,8 @@ static void parse_options(struct run *r, int argc, char **argv)
 }
 
 /*
- * The project, held shared, and its config (common/host_start.h), held to
- * the administrator's policy (common/policy.h) with the options.
+ * The project, held shared, and its config (common/task/host_start.h), held to
+ * the administrator's policy (common/task/policy.h) with the options.
  */
 static void find_project(struct run *r, struct buf *cfg_path)
 {
@@ -227,7 +227,7 @@ static void start_cleaner(struct run *r)
 
 /*
  * The config's mounts and ~/.claude's folders read-only, the checkout and
- * the project's home read-write (common/shares.h).
+ * the project's home read-write (common/task/shares.h).
  */
 static void plan_mounts(struct run *r)
 {
@@ -247,7 +247,7 @@ static void plan_mounts(struct run *r)
 
 /*
  * The config's env values, the API key and the git tokens, taken out of our
- * environment (common/secret.h) so that no child inherits them: the values
+ * environment (common/base/secret.h) so that no child inherits them: the values
  * go in over SSH, the key to the proxy and the tokens to the broker over
  * pipes.  No login is required: Claude Code in aibox run can be logged in
  * at its prompt, and the login stays in the project's home (docs/run.md).
@@ -325,7 +325,7 @@ static int open_log(struct run *r, const char *name)
 
 /*
  * aibox-broker for the config's git: remotes and aibox-proxy, as aibox task
- * starts them (common/helpers.h); their logs are broker.log and proxy.log in
+ * starts them (common/task/helpers.h); their logs are broker.log and proxy.log in
  * the project's folder.  The key and the tokens, out of our environment
  * since read_env(), are wiped once passed on.
  */

@@ -114,7 +114,7 @@ static void write_config_copy(struct task *t)
 /*
  * --detach: the job submitted with sbatch, its node part as the batch
  * script; slurm.job written while we still hold the task's lock, which the
- * node takes when it starts (common/slurm_detach.h).  A job sbatch refuses
+ * node takes when it starts (common/task/slurm_detach.h).  A job sbatch refuses
  * is a task that failed to start.
  */
 static void submit_detached(struct task *t, const struct slurm_job *job, const struct strvec *node)

@@ -26,47 +26,47 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "buf.h"
-#include "bundle_check.h"
-#include "bundle_read.h"
-#include "checkout.h"
-#include "audit.h"
-#include "config.h"
-#include "policy.h"
-#include "err.h"
-#include "host_start.h"
-#include "host_system.h"
-#include "image.h"
-#include "login.h"
-#include "num.h"
-#include "opt.h"
-#include "out.h"
-#include "paths.h"
-#include "project.h"
-#include "prompt.h"
-#include "proxy_report.h"
-#include "spend.h"
-#include "task_results.h"
-#include "sandbox.h"
-#include "shares.h"
-#include "shell_quote.h"
-#include "slurm.h"
-#include "slurm_detach.h"
-#include "spawn.h"
-#include "ssh.h"
-#include "strvec.h"
-#include "system_prompt.h"
-#include "task_continue.h"
-#include "task_folder.h"
-#include "task_log.h"
-#include "task_opts.h"
-#include "task_vm.h"
-#include "task_settings.h"
-#include "task_record.h"
-#include "task_session.h"
-#include "taskid.h"
-#include "guest_abi.h"
-#include "banned.h"
+#include "base/buf.h"
+#include "git/bundle_check.h"
+#include "git/bundle_read.h"
+#include "git/checkout.h"
+#include "task/audit.h"
+#include "config/config.h"
+#include "task/policy.h"
+#include "base/err.h"
+#include "task/host_start.h"
+#include "vm/host_system.h"
+#include "vm/image.h"
+#include "task/login.h"
+#include "base/num.h"
+#include "base/opt.h"
+#include "base/out.h"
+#include "base/paths.h"
+#include "config/project.h"
+#include "config/prompt.h"
+#include "proxy/proxy_report.h"
+#include "proxy/spend.h"
+#include "task/task_results.h"
+#include "base/sandbox.h"
+#include "task/shares.h"
+#include "base/shell_quote.h"
+#include "task/slurm.h"
+#include "task/slurm_detach.h"
+#include "base/spawn.h"
+#include "vm/ssh.h"
+#include "base/strvec.h"
+#include "task/system_prompt.h"
+#include "task/task_continue.h"
+#include "task/task_folder.h"
+#include "task/task_log.h"
+#include "task/task_opts.h"
+#include "task/task_vm.h"
+#include "task/task_settings.h"
+#include "task/task_record.h"
+#include "task/task_session.h"
+#include "base/taskid.h"
+#include "base/guest_abi.h"
+#include "base/banned.h"
 
 static const char usage_text[] =
     "usage: aibox task [options] [prompt...]\n"
@@ -100,7 +100,7 @@ struct task {
 	struct task_opts o;
 	struct project p;
 	struct config cfg;
-	struct shares shares; /* the VM's 9p shares (common/shares.h) */
+	struct shares shares; /* the VM's 9p shares (common/task/shares.h) */
 	struct buf checkout;
 	struct buf prompt;
 	char start_commit[OID_HEX_MAX + 1];
@@ -117,7 +117,7 @@ struct task {
 	struct ssh_task_keys keys;
 	int result_fds[RESULT_NFILES];
 	int aibox_log_fd;
-	int record_fd;      /* summary.json (common/task_record.h) */
+	int record_fd;      /* summary.json (common/task/task_record.h) */
 	struct spend spend; /* the caps and the day's ledger (docs/budget.md) */
 	struct buf proxy_sock;
 	struct bundle_check checker; /* the check of changes.bundle (start_checker()) */
@@ -126,10 +126,10 @@ struct task {
 	double boot_s, session_s;    /* for the derived lines of aibox.log */
 	struct task_continue cont;   /* with --continue */
 	int audit_started;           /* the audit record has this task's start */
-	int audit_fd;                /* audit.jsonl, open from the start (common/audit.h) */
+	int audit_fd;                /* audit.jsonl, open from the start (common/task/audit.h) */
 };
 
-/* The options (common/task_opts.h): those that fail die, -h prints the usage. */
+/* The options (common/task/task_opts.h): those that fail die, -h prints the usage. */
 static void parse_args(struct task_opts *o, int argc, char **argv)
 {
 	struct buf why = BUF_INIT;
@@ -149,7 +149,7 @@ static void parse_args(struct task_opts *o, int argc, char **argv)
 }
 
 /*
- * The administrator's policy (common/policy.h), read again wherever a task
+ * The administrator's policy (common/task/policy.h), read again wherever a task
  * starts (here and on a Slurm node): the config read from cfg_path and the
  * options are held to it before anything else is made, and what they leave
  * to defaults is brought within it.  A policy refused, or anything asked
@@ -191,7 +191,7 @@ static json_t *joined(const struct strvec *list)
 }
 
 /*
- * The audit record's entry of this task (common/audit.h): "start" once the
+ * The audit record's entry of this task (common/task/audit.h): "start" once the
  * folder is made, "end" with the outcome.  A start that cannot be recorded
  * stops the task; an end that cannot warns.
  */
@@ -269,7 +269,7 @@ static void audit_task(struct task *t, const char *event, const char *result, in
 	buf_release(&digest);
 }
 
-/* The start commit and the identity the VM commits as (common/checkout.h). */
+/* The start commit and the identity the VM commits as (common/git/checkout.h). */
 static void read_checkout(struct task *t)
 {
 	struct buf why = BUF_INIT;
@@ -282,7 +282,7 @@ static void read_checkout(struct task *t)
 
 /*
  * The login and the other secrets, taken out of our environment now
- * (common/secret.h), before any child starts, so that none inherits them and
+ * (common/base/secret.h), before any child starts, so that none inherits them and
  * /proc/PID/environ no longer shows them: the API key stays on the host (the
  * proxy gets it over a pipe), the other values go in over the session's
  * stdin, the git tokens to the broker over a pipe.  check_login() follows.
@@ -301,7 +301,7 @@ static void read_env(struct task *t, const char *cfg_path)
 }
 
 /*
- * Claude Code in the VM is logged in only through env (common/login.h): no
+ * Claude Code in the VM is logged in only through env (common/task/login.h): no
  * login stops the task before anything starts; then the names listed but not
  * set, and the key next to the token, are warned about.
  */
@@ -350,7 +350,7 @@ static enum host_system host_system(void)
 	return sys;
 }
 
-/* image/task.md and image/host/<system>.md (common/system_prompt.h). */
+/* image/task.md and image/host/<system>.md (common/task/system_prompt.h). */
 static void read_system_prompt(struct buf *out)
 {
 	struct strvec missing = STRVEC_INIT;
@@ -373,7 +373,7 @@ static void write_file(struct task *t, const char *name, const struct buf *b, in
 		die_err(ret, "cannot write '%s/%s'", t->dir.buf, name);
 }
 
-/* --continue: the earlier task's end is the start (common/task_continue.h). */
+/* --continue: the earlier task's end is the start (common/task/task_continue.h). */
 static void continue_from(struct task *t)
 {
 	struct buf tasks = BUF_INIT, why = BUF_INIT;
@@ -476,7 +476,7 @@ static struct task *failing_task;
 
 /*
  * summary.json, and with --json the same object on stdout
- * (common/task_record.h); in is NULL for a task that failed to start.
+ * (common/task/task_record.h); in is NULL for a task that failed to start.
  */
 static void write_record(struct task *t, const char *state, int code, const char *why,
                          const struct summary_in *in)
@@ -606,7 +606,7 @@ static void on_stop(int sig)
 		kill(stop_qemu_pid, SIGKILL);
 }
 
-/* One line in aibox.log (common/task_log.h). */
+/* One line in aibox.log (common/task/task_log.h). */
 static void log_line(struct task *t, const char *fmt, ...)
 {
 	va_list ap;
@@ -643,7 +643,7 @@ static void write_start_bundle(struct task *t)
 /*
  * The check of changes.bundle reads the project's objects (the thin pack's
  * bases) and creates files (libgit2's indexer writes an index), which the
- * lockdown forbids.  So its child (common/bundle_check.h) is forked before
+ * lockdown forbids.  So its child (common/git/bundle_check.h) is forked before
  * the lockdown and waits; it holds no fd but the bundle's and its two pipes,
  * and checks under its own limits and seccomp filter when the task lets it
  * go (docs/task-host.md, "The check of changes.bundle").
@@ -707,7 +707,7 @@ static void say(void *ctx, const char *line)
 }
 
 /*
- * The VM phase (common/task_vm.h): the helpers, the VM, the lockdown, the
+ * The VM phase (common/task/task_vm.h): the helpers, the VM, the lockdown, the
  * session and the stops, up to the results in the task folder.  The same on
  * one host and on a Slurm node (docs/slurm.md).
  */

@@ -5,10 +5,10 @@
  * start.bundle (the only file a task cannot remove itself, being locked down
  * by then) with what writing it left if aibox was killed meanwhile, or with --all the whole folder
  * and its lock; and locks of tasks that failed to start.  A task has ended when its lock is free
- * (common/project.h, task_check) and, for a detached Slurm task, once its
- * results were checked (common/slurm_detach.h).  Everything is done relative to the
+ * (common/config/project.h, task_check) and, for a detached Slurm task, once its
+ * results were checked (common/task/slurm_detach.h).  Everything is done relative to the
  * tasks/ folder's fd, and nothing is followed through a symlink
- * (common/rmtree.h).
+ * (common/base/rmtree.h).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -21,18 +21,18 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "buf.h"
-#include "duration.h"
-#include "err.h"
-#include "opt.h"
-#include "paths.h"
-#include "project.h"
-#include "rmtree.h"
-#include "slurm_detach.h"
-#include "strvec.h"
-#include "taskid.h"
-#include "guest_abi.h"
-#include "banned.h"
+#include "base/buf.h"
+#include "base/duration.h"
+#include "base/err.h"
+#include "base/opt.h"
+#include "base/paths.h"
+#include "config/project.h"
+#include "base/rmtree.h"
+#include "task/slurm_detach.h"
+#include "base/strvec.h"
+#include "base/taskid.h"
+#include "base/guest_abi.h"
+#include "base/banned.h"
 
 /* A lock without its folder is left this long: its task may be starting. */
 #define ORPHAN_LOCK_AGE 60
@@ -87,7 +87,7 @@ static void report_removed(struct clean *c, const char *what, uint64_t bytes)
 /*
  * What goes with start.bundle: its pack's index (start.idx, for the guest's
  * prepared clone, docs/init-task.md) and what writing them leaves when aibox
- * is killed (common/bundle_write.h).
+ * is killed (common/git/bundle_write.h).
  */
 static int bundle_leftover(const char *name)
 {

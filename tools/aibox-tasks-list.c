@@ -2,9 +2,9 @@
  * aibox tasks list [--all] [--json]
  *
  * The tasks of the current checkout's project (every project's with --all),
- * newest first: what each folder already holds (common/task_info.h), never
+ * newest first: what each folder already holds (common/task/task_info.h), never
  * waking a running task.  Text from a task folder is sanitized before it is
- * printed (common/out.h); --json gives one array (docs/json.md).
+ * printed (common/base/out.h); --json gives one array (docs/json.md).
  */
 #include <errno.h>
 #include <jansson.h>
@@ -14,16 +14,16 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "buf.h"
-#include "duration.h"
-#include "err.h"
-#include "opt.h"
-#include "out.h"
-#include "paths.h"
-#include "project.h"
-#include "strvec.h"
-#include "task_info.h"
-#include "banned.h"
+#include "base/buf.h"
+#include "base/duration.h"
+#include "base/err.h"
+#include "base/opt.h"
+#include "base/out.h"
+#include "base/paths.h"
+#include "config/project.h"
+#include "base/strvec.h"
+#include "task/task_info.h"
+#include "base/banned.h"
 
 /* The prompt's first line is shown up to this many characters in the table. */
 #define PROMPT_COLS 60

@@ -1,14 +1,14 @@
 /*
  * aibox tasks log [-f] TASK
  *
- * A task's transcript as a person reads it (common/transcript.h).  An ended
+ * A task's transcript as a person reads it (common/task/transcript.h).  An ended
  * task's comes from transcript.jsonl; while a task runs there is none yet
  * (it comes back with the results), so what it has done so far is its live
  * lines: the vm[id] lines aibox task keeps in aibox.log, among them one per
  * tool call.  -f follows a running task's live lines until it ends (its
  * lock is free), then prints how it ended.  Nothing here wakes or signals
  * the task: aibox.log is read as it grows.  Everything is sanitized before
- * it is printed (common/out.h).
+ * it is printed (common/base/out.h).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -20,14 +20,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "buf.h"
-#include "err.h"
-#include "guest_abi.h"
-#include "out.h"
-#include "project.h"
-#include "task_info.h"
-#include "transcript.h"
-#include "banned.h"
+#include "base/buf.h"
+#include "base/err.h"
+#include "base/guest_abi.h"
+#include "base/out.h"
+#include "config/project.h"
+#include "task/task_info.h"
+#include "task/transcript.h"
+#include "base/banned.h"
 
 /* How often -f looks at aibox.log and the lock. */
 #define FOLLOW_MS 250
@@ -75,7 +75,7 @@ static void transcript_render_filtered(const char *line, size_t n, int only_end,
 
 /*
  * Render transcript.jsonl, line by line, each parsed within the bound of
- * common/transcript.h.  only_end: just the result line.  0, or -ENOENT when
+ * common/task/transcript.h.  only_end: just the result line.  0, or -ENOENT when
  * there is no transcript or it is empty.
  */
 static int show_transcript(struct logger *l, int only_end)

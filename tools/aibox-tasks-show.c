@@ -3,8 +3,8 @@
  *
  * A task's summary again, as aibox task printed it at its end (docs/tasks.md,
  * "Results"), with the fetch command: from its record (summary.json,
- * common/task_record.h), or for a task without one from result.json alone.
- * TASK is an id, a folder's name or a folder's path (common/task_info.h,
+ * common/task/task_record.h), or for a task without one from result.json alone.
+ * TASK is an id, a folder's name or a folder's path (common/task/task_info.h,
  * task_find()).  The lines aibox task printed, its start line ("task ...
  * starts from <commit>") and its summary, come again with the times it
  * printed them at.  Everything from the folder is sanitized before it is
@@ -20,17 +20,17 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "buf.h"
-#include "duration.h"
-#include "err.h"
-#include "host_system.h"
-#include "out.h"
-#include "task_results.h"
-#include "slurm_detach.h"
-#include "task_info.h"
-#include "task_record.h"
-#include "guest_abi.h"
-#include "banned.h"
+#include "base/buf.h"
+#include "base/duration.h"
+#include "base/err.h"
+#include "vm/host_system.h"
+#include "base/out.h"
+#include "task/task_results.h"
+#include "task/slurm_detach.h"
+#include "task/task_info.h"
+#include "task/task_record.h"
+#include "base/guest_abi.h"
+#include "base/banned.h"
 
 static const char usage_text[] =
     "usage: aibox tasks show [--json] [--wait] TASK\n"
@@ -108,7 +108,7 @@ static void read_facts(struct shown *s)
 	ssize_t n;
 
 	n = task_file_read(s->td.dfd, "summary.json", TASK_RECORD_MAX, &b);
-	/* An empty one is no problem: its task was killed (common/task_info.h). */
+	/* An empty one is no problem: its task was killed (common/task/task_info.h). */
 	if (n > 0) {
 		if (task_record_parse(b.buf, b.len, &s->rec, &err) == 0)
 			s->has_record = 1;

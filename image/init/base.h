@@ -2,7 +2,7 @@
  * The base of aibox-init, PID 1 in the guest: the mounts, the state disk, the
  * network and the SSH server on the private channel.  The guest layout these
  * functions make is documented in docs/image.md; the launcher that boots it
- * is common/vm.h.
+ * is common/vm/vm.h.
  *
  * Every function returns 0 or a negative errno and prints what went wrong
  * with error() (to the console), so PID 1 can stop at the first failure and
@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "guest_abi.h" /* the paths, tags and settings the host shares */
+#include "base/guest_abi.h" /* the paths, tags and settings the host shares */
 
 #define GUEST_SSH_DIR                                                                              \
 	GUEST_RUN_DIR "/" GUEST_SSH_SUBDIR /* host key + authorized_keys, root only                \
@@ -50,7 +50,7 @@ int mount_task_share(void);
 
 /*
  * Read GUEST_TASK_DIR/settings.json (a missing file means the defaults)
- * with the one parser, task_settings_parse() (common/task_settings.h): what
+ * with the one parser, task_settings_parse() (common/task/task_settings.h): what
  * it refuses is refused here with -EINVAL.
  */
 int settings_read(struct guest_settings *s);
@@ -85,7 +85,7 @@ int ssh_relay_loop(const char *port, int task_mode);
 int find_disk(const char *serial, char *dev, size_t n);
 
 /*
- * A snapshot's VM (common/snapshot.h, docs/image.md "Snapshots"):
+ * A snapshot's VM (common/vm/snapshot.h, docs/image.md "Snapshots"):
  * snap_mode() is 1 when the kernel command line has aibox.snapshot=1.
  * snap_wait_go() says SNAP_WAITING on the port SNAP_PORT, waits for the go
  * message (the snapshot is taken during that wait), reseeds the kernel's

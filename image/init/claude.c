@@ -8,11 +8,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "err.h"
+#include "base/clock.h"
+#include "base/err.h"
 #include "resume.h"
 #include "task_int.h"
-#include "banned.h"
+#include "base/banned.h"
 
 const char *ended_by(const struct guest_task *t)
 {

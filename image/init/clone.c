@@ -10,13 +10,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "err.h"
+#include "base/clock.h"
+#include "base/err.h"
 #include "gitconfig.h"
 #include "prepared.h"
-#include "rmtree.h"
+#include "base/rmtree.h"
 #include "task_int.h"
-#include "banned.h"
+#include "base/banned.h"
 
 static int ensure_project_dir(struct guest_task *t)
 {

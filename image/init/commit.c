@@ -8,9 +8,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "err.h"
+#include "base/err.h"
 #include "task_int.h"
-#include "banned.h"
+#include "base/banned.h"
 
 static const char *const aibox_ident[] = {
     "GIT_AUTHOR_NAME=aibox", "GIT_AUTHOR_EMAIL=aibox@localhost", "GIT_COMMITTER_NAME=aibox",
@@ -211,7 +211,8 @@ void step_bundle(struct guest_task *t, struct step_info *si, struct step_group *
 	if (right == 0) {
 		free(t->end_commit);
 		t->end_commit = xstrdup(t->start);
-		/* Not said here: the host's summary says "no changes" (common/task_results.h). */
+		/* Not said here: the host's summary says "no changes" (common/task/task_results.h).
+		 */
 		si->status = "ok";
 		goto out;
 	}

@@ -9,13 +9,13 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "err.h"
-#include "guest_env.h"
-#include "guest_secrets.h"
-#include "secret.h"
+#include "base/clock.h"
+#include "base/err.h"
+#include "base/guest_env.h"
+#include "base/guest_secrets.h"
+#include "base/secret.h"
 #include "task_int.h"
-#include "banned.h"
+#include "base/banned.h"
 
 static int env_name_allowed(struct guest_task *t, const char *name)
 {

@@ -5,9 +5,9 @@
 #include <errno.h>
 #include <string.h>
 
-#include "guest_env.h"
+#include "base/guest_env.h"
 #include "task_int.h"
-#include "banned.h"
+#include "base/banned.h"
 
 struct capture {
 	struct guest_task *t;

@@ -7,10 +7,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "err.h"
+#include "base/err.h"
 #include "gitconfig.h"
 #include "task_int.h"
-#include "banned.h"
+#include "base/banned.h"
 
 #define GIT_BROKER_URL "http://git.aibox.internal/"
 

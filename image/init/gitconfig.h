@@ -18,10 +18,10 @@ void gitconfig_value(struct buf *out, const char *s);
  * of the n remotes with URL U, url."http://git.aibox.internal/<i>/".insteadOf
  * U and U with ".git" added or removed, and
  * http."http://git.aibox.internal/".proxy proxy.  remotes and proxy are as
- * the one settings parser (common/task_settings.h) read and checked them: at
- * most TASK_SETTINGS_REMOTES_MAX URLs each git_remote_url_check() (common/git_remote.h), a proxy
- * without control characters; this does not check them again.  n 0: nothing
- * is written.  0, or -errno with the reason in err.
+ * the one settings parser (common/task/task_settings.h) read and checked them: at
+ * most TASK_SETTINGS_REMOTES_MAX URLs each git_remote_url_check() (common/net/git_remote.h), a
+ * proxy without control characters; this does not check them again.  n 0: nothing is written.  0,
+ * or -errno with the reason in err.
  */
 int git_remotes_write(const char *path, const char *const *remotes, size_t n, const char *proxy,
                       struct buf *err);

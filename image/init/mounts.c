@@ -11,11 +11,11 @@
 #include <unistd.h>
 
 #include "base.h"
-#include "buf.h"
-#include "err.h"
-#include "spawn.h"
-#include "task_settings.h"
-#include "banned.h"
+#include "base/buf.h"
+#include "base/err.h"
+#include "base/spawn.h"
+#include "task/task_settings.h"
+#include "base/banned.h"
 
 #define MSIZE_9P "msize=524288"
 

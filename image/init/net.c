@@ -14,8 +14,8 @@
 #include <unistd.h>
 
 #include "base.h"
-#include "err.h"
-#include "banned.h"
+#include "base/err.h"
+#include "base/banned.h"
 
 static int set_addr(int s, const char *ifname, unsigned long req, const char *addr)
 {

@@ -5,10 +5,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "buf.h"
-#include "hex.h"
+#include "base/buf.h"
+#include "base/hex.h"
 #include "sha1.h"
-#include "banned.h"
+#include "base/banned.h"
 
 #define IDX_HEAD   (8 + 256 * 4) /* magic, version, fan-out */
 #define PACK_HEAD  12

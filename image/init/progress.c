@@ -3,10 +3,10 @@
  */
 #include <stdarg.h>
 
-#include "clock.h"
-#include "err.h"
+#include "base/clock.h"
+#include "base/err.h"
 #include "task_int.h"
-#include "banned.h"
+#include "base/banned.h"
 
 void log_raw(struct guest_task *t, const char *data, size_t n)
 {

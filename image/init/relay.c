@@ -21,10 +21,10 @@
 #include <unistd.h>
 
 #include "base.h"
-#include "buf.h"
-#include "err.h"
-#include "spawn.h"
-#include "banned.h"
+#include "base/buf.h"
+#include "base/err.h"
+#include "base/spawn.h"
+#include "base/banned.h"
 
 #define RELAY_BUF (64 * 1024)
 

@@ -10,10 +10,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "err.h"
+#include "base/err.h"
 #include "tar_out.h"
 #include "task_int.h"
-#include "banned.h"
+#include "base/banned.h"
 
 void results_send_file(struct guest_task *t, const char *name, int fd, uint64_t max)
 {

@@ -6,10 +6,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "buf.h"
-#include "session_file.h"
+#include "base/buf.h"
+#include "base/session_file.h"
 #include "task_int.h"
-#include "banned.h"
+#include "base/banned.h"
 
 /* HOME/.claude/projects/<folder of path> into dir; -ENAMETOOLONG past Claude Code's rule. */
 static int sessions_dir(const struct guest_task_opts *o, const char *path, struct buf *dir)

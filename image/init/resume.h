@@ -1,6 +1,6 @@
 /*
  * A task's Claude Code conversation in the guest (docs/init-task.md, "Resuming a
- * conversation"; common/session_file.h has the shapes both sides share).  Claude
+ * conversation"; common/base/session_file.h has the shapes both sides share).  Claude
  * Code keeps a session as HOME/.claude/projects/<its folder for the working
  * folder>/<session id>.jsonl: a continued task's copy is put there before Claude
  * Code starts with --resume, and the file of the session it ran is sent back.

@@ -13,21 +13,21 @@
 #include <unistd.h>
 
 #include "base.h"
-#include "buf.h"
-#include "err.h"
+#include "base/buf.h"
+#include "base/err.h"
 #include "gitconfig.h"
-#include "guest_env.h"
+#include "base/guest_env.h"
 #include "run.h"
-#include "guest_secrets.h"
-#include "secret.h"
-#include "strvec.h"
+#include "base/guest_secrets.h"
+#include "base/secret.h"
+#include "base/strvec.h"
 #include "task.h"
-#include "task_settings.h"
-#include "banned.h"
+#include "task/task_settings.h"
+#include "base/banned.h"
 
 #define MOUNT_9P_RW "trans=virtio,version=9p2000.L,msize=524288,access=client,cache=none"
 
-/* settings.json in run mode, through the one parser (common/task_settings.h). */
+/* settings.json in run mode, through the one parser (common/task/task_settings.h). */
 static int settings_load(struct task_settings_doc *d)
 {
 	struct buf b = BUF_INIT, why = BUF_INIT;

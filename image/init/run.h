@@ -30,7 +30,7 @@
 #ifndef AIBOX_INIT_RUN_H
 #define AIBOX_INIT_RUN_H
 
-#include "guest_abi.h"
+#include "base/guest_abi.h"
 
 struct guest_settings;
 

@@ -2,7 +2,7 @@
 
 #include <string.h>
 
-#include "banned.h"
+#include "base/banned.h"
 
 static uint32_t rol(uint32_t x, int n)
 {

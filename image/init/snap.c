@@ -1,5 +1,5 @@
 /*
- * aibox-init: the wait of a snapshot's VM for its task (common/snapshot.h has
+ * aibox-init: the wait of a snapshot's VM for its task (common/vm/snapshot.h has
  * the go message, docs/image.md "Snapshots" the design).
  */
 #include <errno.h>
@@ -14,12 +14,12 @@
 #include <unistd.h>
 
 #include "base.h"
-#include "buf.h"
-#include "err.h"
-#include "hex.h"
-#include "num.h"
-#include "snapshot.h"
-#include "banned.h"
+#include "base/buf.h"
+#include "base/err.h"
+#include "base/hex.h"
+#include "base/num.h"
+#include "vm/snapshot.h"
+#include "base/banned.h"
 
 #define GO_FILE      GUEST_RUN_DIR "/go" /* the go message without its seed */
 #define DISK_WAIT_MS 20000
@@ -53,7 +53,7 @@ const char *snap_share_tag(const char *tag)
 	return tag;
 }
 
-/* A tag of the go message: guest_tag_valid() (common/guest_abi.h). */
+/* A tag of the go message: guest_tag_valid() (common/base/guest_abi.h). */
 static int copy_tag(char *dst, const char *src, size_t len)
 {
 	if (len > GUEST_TAG_MAX)
@@ -64,7 +64,7 @@ static int copy_tag(char *dst, const char *src, size_t len)
 }
 
 /*
- * Parse a go message (common/snapshot.h); with seed non-NULL the seed, the
+ * Parse a go message (common/vm/snapshot.h); with seed non-NULL the seed, the
  * time and the disk size too.  The share map goes into map_*.
  */
 static int parse_go(char *msg, unsigned char *seed, struct timespec *now, long *disk)

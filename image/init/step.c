@@ -15,11 +15,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "buf.h"
-#include "clock.h"
-#include "err.h"
-#include "spawn.h"
-#include "banned.h"
+#include "base/buf.h"
+#include "base/clock.h"
+#include "base/err.h"
+#include "base/spawn.h"
+#include "base/banned.h"
 
 #ifndef CLOSE_RANGE_CLOEXEC
 #define CLOSE_RANGE_CLOEXEC (1U << 2)

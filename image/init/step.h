@@ -77,7 +77,7 @@ struct step_result {
 };
 
 /*
- * Run p in group g until it exits or the deadline (clock_ms() scale, common/clock.h) passes.
+ * Run p in group g until it exits or the deadline (clock_ms() scale, common/base/clock.h) passes.
  * When the process exits, the rest of the group is killed at once (nothing
  * it started outlives it); at the deadline all of the group is.  Its output
  * is passed to the sinks until every writer is gone.  Returns 0 with *res

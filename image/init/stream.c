@@ -6,10 +6,10 @@
 #include <errno.h>
 #include <string.h>
 
-#include "err.h"
+#include "base/err.h"
 #include "task_int.h"
-#include "transcript.h"
-#include "banned.h"
+#include "task/transcript.h"
+#include "base/banned.h"
 
 static void transcript_write(struct guest_task *t, const char *data, size_t n)
 {
@@ -33,7 +33,7 @@ static void transcript_write(struct guest_task *t, const char *data, size_t n)
 
 /*
  * One whole line of stream-json: a progress line for each tool call in it
- * (common/transcript.h), and keep it if it is the result line.
+ * (common/task/transcript.h), and keep it if it is the result line.
  */
 static void transcript_line(struct guest_task *t, const char *line, size_t n)
 {

@@ -7,9 +7,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "buf.h"
-#include "ustar.h"
-#include "banned.h"
+#include "base/buf.h"
+#include "base/ustar.h"
+#include "base/banned.h"
 
 /* Put v in octal into the width-byte field f: width-1 digits and a NUL. */
 static int put_octal(unsigned char *f, size_t width, uint64_t v)

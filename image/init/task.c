@@ -7,22 +7,22 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
-#include "buf.h"
-#include "clock.h"
-#include "err.h"
+#include "base/buf.h"
+#include "base/clock.h"
+#include "base/err.h"
 #include "gitconfig.h"
 #include "resume.h"
-#include "session_file.h"
-#include "strvec.h"
+#include "base/session_file.h"
+#include "base/strvec.h"
 #include "task_int.h"
-#include "task_settings.h"
-#include "banned.h"
+#include "task/task_settings.h"
+#include "base/banned.h"
 
 const char *const step_names[S_NR] = {"clone", "claude", "commit", "bundle"};
 
 /* ---- settings --------------------------------------------------------- */
 
-/* settings.json through the one parser (common/task_settings.h), task mode only. */
+/* settings.json through the one parser (common/task/task_settings.h), task mode only. */
 static int read_settings(struct guest_task *t, struct buf *err)
 {
 	struct task_settings_doc d;

@@ -21,13 +21,13 @@
 
 #include <jansson.h>
 
-#include "buf.h"
-#include "guest_abi.h"
-#include "strvec.h"
+#include "base/buf.h"
+#include "base/guest_abi.h"
+#include "base/strvec.h"
 #include "task.h"
-#include "task_settings.h"
+#include "task/task_settings.h"
 
-/* The guest's fixed places; the short names stand for common/guest_abi.h's. */
+/* The guest's fixed places; the short names stand for common/base/guest_abi.h's. */
 #define GUEST_SHARE         GUEST_TASK_DIR
 #define GUEST_STATE         GUEST_STATE_DIR
 #define GUEST_USER          "aibox"
@@ -36,7 +36,7 @@
 #define API_FORWARD_URL     GUEST_API_FORWARD_URL
 #define API_PLACEHOLDER_KEY GUEST_API_KEY_PLACEHOLDER
 
-/* Caps: the host's (common/guest_abi.h) and our own on what we read. */
+/* Caps: the host's (common/base/guest_abi.h) and our own on what we read. */
 #define SECRETS_WAIT_MS    60000
 #define PROMPT_MAX         GUEST_PROMPT_MAX
 #define BUNDLE_MAX         RESULT_BUNDLE_MAX

@@ -23,12 +23,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "buf.h"
-#include "bundle_read.h"
-#include "bundle_write.h"
-#include "err.h"
-#include "num.h"
-#include "banned.h"
+#include "base/buf.h"
+#include "git/bundle_read.h"
+#include "git/bundle_write.h"
+#include "base/err.h"
+#include "base/num.h"
+#include "base/banned.h"
 
 static int cmd_write(int argc, char **argv)
 {

@@ -1,5 +1,5 @@
 /*
- * test-ca: the task's CA (common/task_ca.h), for t/3008-task-ca.bats.
+ * test-ca: the task's CA (common/net/task_ca.h), for t/3008-task-ca.bats.
  *
  *   test-ca DIR VALID_S ENTRY... [-- HOST...]
  *	task_ca_make() for the allow entries, its certificate written to
@@ -13,10 +13,10 @@
 
 #include <openssl/pem.h>
 
-#include "buf.h"
-#include "err.h"
-#include "task_ca.h"
-#include "banned.h"
+#include "base/buf.h"
+#include "base/err.h"
+#include "net/task_ca.h"
+#include "base/banned.h"
 
 int main(int argc, char **argv)
 {

@@ -13,7 +13,7 @@
  *   test-common bytes S                            parse_size() over 0..2^64-1
  *   test-common memory S | cpus S                  the rules of --memory and --cpus
  *   test-common opts ARGS...                       opt_next() on ARGS, one line per event
- *   test-common guest-valid env|path|tag S         "yes" or "no" by common/guest_abi.h's rule
+ *   test-common guest-valid env|path|tag S         "yes" or "no" by common/base/guest_abi.h's rule
  *   test-common guest-mount-tag N                  guest_mount_tag() of mount N
  *   test-common guest-results                      the result files: "NAME CAP" in order
  *   test-common guest-literals                     the contract's strings: "KIND HOME NAME VALUE"
@@ -38,19 +38,19 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "buf.h"
-#include "clock.h"
-#include "config.h"
-#include "err.h"
-#include "git_remote.h"
-#include "guest_abi.h"
-#include "guest_secrets.h"
-#include "num.h"
-#include "opt.h"
-#include "sandbox.h"
-#include "shell_quote.h"
-#include "spawn.h"
-#include "banned.h"
+#include "base/buf.h"
+#include "base/clock.h"
+#include "config/config.h"
+#include "base/err.h"
+#include "net/git_remote.h"
+#include "base/guest_abi.h"
+#include "base/guest_secrets.h"
+#include "base/num.h"
+#include "base/opt.h"
+#include "base/sandbox.h"
+#include "base/shell_quote.h"
+#include "base/spawn.h"
+#include "base/banned.h"
 
 static int cmd_sandbox(int argc, char **argv)
 {
@@ -315,7 +315,7 @@ static int cmd_guest(int argc, char **argv)
 		/* The result files' names are the table's, spelled in guest_abi.c. */
 		for (int i = 0; i < RESULT_NFILES; i++)
 			if (strcmp(guest_results[i].name, SESSION_FILE_NAME))
-				printf("name common/guest_abi guest_results[%d] %s\n", i,
+				printf("name common/base/guest_abi guest_results[%d] %s\n", i,
 				       guest_results[i].name);
 		return 0;
 	}

@@ -25,14 +25,14 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "buf.h"
-#include "config.h"
-#include "duration.h"
-#include "err.h"
-#include "project.h"
-#include "rmtree.h"
-#include "taskid.h"
-#include "banned.h"
+#include "base/buf.h"
+#include "config/config.h"
+#include "base/duration.h"
+#include "base/err.h"
+#include "config/project.h"
+#include "base/rmtree.h"
+#include "base/taskid.h"
+#include "base/banned.h"
 
 static const char *claude_kind(const struct config_claude *c)
 {

@@ -1,5 +1,5 @@
 /*
- * test-gitproto: common/gitproto.c's internals, for t/6000-gitproto.bats.
+ * test-gitproto: common/git/gitproto.c's internals, for t/6000-gitproto.bats.
  *
  *   test-gitproto match PATTERN BRANCH     "yes" or "no"
  *   test-gitproto pattern-ok PATTERN       "yes" or "no"
@@ -18,11 +18,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "buf.h"
-#include "err.h"
-#include "gitproto.h"
-#include "log_escape.h"
-#include "banned.h"
+#include "base/buf.h"
+#include "base/err.h"
+#include "git/gitproto.h"
+#include "base/log_escape.h"
+#include "base/banned.h"
 
 static const char *yes_no(int v)
 {

@@ -1,5 +1,5 @@
 /*
- * test-host: the host layer of aibox task and aibox run (common/host_start.h),
+ * test-host: the host layer of aibox task and aibox run (common/task/host_start.h),
  * for t/5009-host-layer.bats.
  *
  *   test-host env-json [--object] NAME=VALUE...
@@ -30,15 +30,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "buf.h"
-#include "err.h"
-#include "guest_env.h"
-#include "helpers.h"
-#include "host_start.h"
-#include "proxy_report.h"
-#include "spawn.h"
-#include "strvec.h"
-#include "banned.h"
+#include "base/buf.h"
+#include "base/err.h"
+#include "base/guest_env.h"
+#include "task/helpers.h"
+#include "task/host_start.h"
+#include "proxy/proxy_report.h"
+#include "base/spawn.h"
+#include "base/strvec.h"
+#include "base/banned.h"
 
 static int cmd_env_json(int argc, char **argv)
 {

@@ -1,5 +1,5 @@
 /*
- * test-http: common/http.c's body framing, for t/3006-http-body.bats.
+ * test-http: common/net/http.c's body framing, for t/3006-http-body.bats.
  *
  *   test-http decode chunked|length N|close PIECE < body
  *	http_body_decode() on stdin fed PIECE bytes at a time: the payload
@@ -13,11 +13,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "buf.h"
-#include "err.h"
-#include "http.h"
-#include "num.h"
-#include "banned.h"
+#include "base/buf.h"
+#include "base/err.h"
+#include "net/http.h"
+#include "base/num.h"
+#include "base/banned.h"
 
 #define INPUT_MAX (1 << 20)
 

@@ -14,10 +14,10 @@
  */
 #include <stdlib.h>
 
-#include "err.h"
-#include "num.h"
+#include "base/err.h"
+#include "base/num.h"
 #include "task.h"
-#include "banned.h"
+#include "base/banned.h"
 
 static const char *need(const char *name)
 {

@@ -25,14 +25,14 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "buf.h"
-#include "err.h"
-#include "num.h"
-#include "out.h"
-#include "prompt.h"
-#include "strvec.h"
-#include "utf8.h"
-#include "banned.h"
+#include "base/buf.h"
+#include "base/err.h"
+#include "base/num.h"
+#include "base/out.h"
+#include "config/prompt.h"
+#include "base/strvec.h"
+#include "base/utf8.h"
+#include "base/banned.h"
 
 /* Print the error as "ENAME: message", free the buffers, return 1. */
 static int fail(int ret, struct buf *err, struct buf *other)

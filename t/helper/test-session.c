@@ -1,5 +1,5 @@
 /*
- * test-session: common/session_mend.c, for t/1070-session-mend.bats.
+ * test-session: common/task/session_mend.c, for t/1070-session-mend.bats.
  *
  *   test-session mend whole|tail SESSION TRANSCRIPT
  *	session_mend() on the files: the session as it then is on stdout,
@@ -8,11 +8,11 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "buf.h"
-#include "err.h"
-#include "session_file.h"
-#include "session_mend.h"
-#include "banned.h"
+#include "base/buf.h"
+#include "base/err.h"
+#include "base/session_file.h"
+#include "task/session_mend.h"
+#include "base/banned.h"
 
 int main(int argc, char **argv)
 {

@@ -19,12 +19,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "buf.h"
-#include "err.h"
-#include "slurm.h"
-#include "slurm_detach.h"
-#include "strvec.h"
-#include "banned.h"
+#include "base/buf.h"
+#include "base/err.h"
+#include "task/slurm.h"
+#include "task/slurm_detach.h"
+#include "base/strvec.h"
+#include "base/banned.h"
 
 static void put(const char *name, const struct buf *b)
 {

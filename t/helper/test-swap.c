@@ -1,5 +1,5 @@
 /*
- * test-swap: the proxy's swap and rules (common/secret_swap.h), for
+ * test-swap: the proxy's swap and rules (common/proxy/secret_swap.h), for
  * t/3009-secret-swap.bats.
  *
  *   test-swap head HOST PORT NAME PLACEHOLDER VALUE HOSTS [NAME ...]
@@ -20,12 +20,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "buf.h"
-#include "config.h"
-#include "err.h"
-#include "secret_swap.h"
-#include "strvec.h"
-#include "banned.h"
+#include "base/buf.h"
+#include "config/config.h"
+#include "base/err.h"
+#include "proxy/secret_swap.h"
+#include "base/strvec.h"
+#include "base/banned.h"
 
 static void split(const char *s, struct strvec *out)
 {

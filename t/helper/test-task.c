@@ -59,19 +59,19 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "buf.h"
-#include "clock.h"
-#include "err.h"
-#include "host_system.h"
-#include "num.h"
-#include "task_results.h"
-#include "spawn.h"
-#include "ssh.h"
-#include "guest_secrets.h"
-#include "tar_in.h"
-#include "task_session.h"
-#include "task_settings.h"
-#include "banned.h"
+#include "base/buf.h"
+#include "base/clock.h"
+#include "base/err.h"
+#include "vm/host_system.h"
+#include "base/num.h"
+#include "task/task_results.h"
+#include "base/spawn.h"
+#include "vm/ssh.h"
+#include "base/guest_secrets.h"
+#include "git/tar_in.h"
+#include "task/task_session.h"
+#include "task/task_settings.h"
+#include "base/banned.h"
 
 static int cmd_tar_in(int argc, char **argv)
 {

@@ -1,5 +1,5 @@
 /*
- * test-vm: boot an aibox image through the launcher (common/vm.h) for the
+ * test-vm: boot an aibox image through the launcher (common/vm/vm.h) for the
  * tests, and let a command talk to the guest's SSH server.
  *
  *   test-vm --image DIR --share DIR [--proxy SOCK] [--mount TAG=DIR]...
@@ -40,15 +40,15 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "buf.h"
-#include "clock.h"
-#include "err.h"
-#include "num.h"
-#include "snapshot.h"
-#include "spawn.h"
-#include "strvec.h"
-#include "vm.h"
-#include "banned.h"
+#include "base/buf.h"
+#include "base/clock.h"
+#include "base/err.h"
+#include "base/num.h"
+#include "vm/snapshot.h"
+#include "base/spawn.h"
+#include "base/strvec.h"
+#include "vm/vm.h"
+#include "base/banned.h"
 
 /* Copy between a client and the guest until the client is done. */
 static void relay(int client, int guest)

@@ -1,0 +1,87 @@
+/* The guest's one environment builder (guest_env.h). */
+#include <string.h>
+#include <strings.h>
+
+#include "base/err.h"
+#include "base/guest_abi.h"
+#include "base/guest_env.h"
+#include "base/banned.h"
+
+/* Claude Code's retries of a failed API request in a task. */
+#define GUEST_CLAUDE_MAX_RETRIES "4"
+
+/* The variables through which common tools find a CA bundle (docs/proxy.md). */
+static const char *const ca_vars[] = {
+    "SSL_CERT_FILE",     "NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",    "GIT_SSL_CAINFO",      "PIP_CERT",
+    "CARGO_HTTP_CAINFO",
+};
+
+int guest_env_has(const struct strvec *env, const char *name, size_t n)
+{
+	for (size_t i = 0; i < env->nr; i++)
+		if (!strncmp(env->v[i], name, n) && env->v[i][n] == '=')
+			return 1;
+	return 0;
+}
+
+static int term_ok(const char *t)
+{
+	size_t n = t ? strlen(t) : 0;
+
+	if (!n || n >= 64)
+		return 0;
+	for (; *t; t++)
+		if (*t <= ' ' || *t > '~')
+			return 0;
+	return 1;
+}
+
+void guest_env_build(const struct guest_env *g, struct strvec *env)
+{
+	strvec_pushf(env, "PATH=%s", g->path);
+	strvec_pushf(env, "HOME=%s", g->home);
+	strvec_pushf(env, "USER=%s", g->user);
+	strvec_pushf(env, "LOGNAME=%s", g->user);
+	if (g->sandbox)
+		strvec_push(env, "IS_SANDBOX=1");
+	strvec_pushl(env, "SHELL=/bin/bash", "LANG=C.UTF-8", NULL);
+	strvec_pushf(env, "TERM=%s", term_ok(g->term) ? g->term : "dumb");
+	if (g->git)
+		strvec_pushl(env, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
+		             "GIT_TERMINAL_PROMPT=0", "GIT_ATTR_NOSYSTEM=1", "LC_ALL=C", NULL);
+	if (g->claude)
+		strvec_pushl(env, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
+		             "CLAUDE_CODE_MAX_RETRIES=" GUEST_CLAUDE_MAX_RETRIES,
+		             "DISABLE_AUTOUPDATER=1", NULL);
+	if (g->proxy) {
+		strvec_pushf(env, "HTTP_PROXY=%s", g->proxy);
+		strvec_pushf(env, "HTTPS_PROXY=%s", g->proxy);
+		strvec_pushf(env, "http_proxy=%s", g->proxy);
+		strvec_pushf(env, "https_proxy=%s", g->proxy);
+	}
+	if (g->task_ca) {
+		for (size_t i = 0; i < ARRAY_SIZE(ca_vars); i++)
+			strvec_pushf(env, "%s=%s", ca_vars[i], GUEST_CA_BUNDLE);
+		if (g->proxy)
+			strvec_push(env, "NODE_USE_ENV_PROXY=1"); /* Node's own fetch */
+	}
+	if (g->api_forward)
+		strvec_pushl(env, "ANTHROPIC_BASE_URL=" GUEST_API_FORWARD_URL,
+		             "ANTHROPIC_API_KEY=" GUEST_API_KEY_PLACEHOLDER, NULL);
+	/* What we set ourselves wins; NO_PROXY would bypass the proxy. */
+	for (size_t i = 0; i < g->nvars; i++) {
+		const char *s = g->vars[i], *eq = strchr(s, '=');
+		char name[GUEST_ENV_NAME_MAX + 1];
+		size_t n = eq ? (size_t)(eq - s) : 0;
+
+		if (!eq || n >= sizeof(name))
+			continue;
+		memcpy(name, s, n);
+		name[n] = '\0';
+		if (!guest_env_name_valid(name) || !strcasecmp(name, "NO_PROXY") ||
+		    guest_env_has(env, s, n))
+			continue;
+		strvec_push(env, s);
+	}
+}

@@ -1,0 +1,325 @@
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/buf.h"
+#include "base/out.h"
+#include "base/spawn.h"
+#include "base/utf8.h"
+#include "base/banned.h"
+
+#define ESC 0x1B
+#define BEL 0x07
+
+struct scan {
+	const unsigned char *s;
+	size_t n, i;
+};
+
+/* The code point at the current position, and its length, without moving. */
+static uint32_t peek(const struct scan *sc, size_t *len)
+{
+	uint32_t cp;
+	int r = utf8_decode(sc->s + sc->i, sc->n - sc->i, &cp);
+
+	*len = (size_t)(r < 0 ? -r : r);
+	return cp; /* U+FFFD for an ill-formed sequence */
+}
+
+/* After a CSI introducer: parameters, intermediates, one final byte. */
+static void skip_csi(struct scan *sc)
+{
+	while (sc->i < sc->n) {
+		unsigned char c = sc->s[sc->i];
+
+		if (c >= 0x20 && c <= 0x3F) {
+			sc->i++;
+			continue;
+		}
+		if (c >= 0x40 && c <= 0x7E)
+			sc->i++; /* the final byte ends it */
+		/* anything else cuts the sequence short and is looked at anew */
+		return;
+	}
+}
+
+/* After an OSC/DCS/SOS/PM/APC introducer: up to BEL, ST, or a line break. */
+static void skip_string(struct scan *sc)
+{
+	while (sc->i < sc->n) {
+		unsigned char c = sc->s[sc->i];
+		size_t len;
+		uint32_t cp;
+
+		if (c == BEL) {
+			sc->i++;
+			return;
+		}
+		if (c == '\n' || c == '\r')
+			return;
+		if (c == ESC) {
+			if (sc->i + 1 < sc->n && sc->s[sc->i + 1] == '\\')
+				sc->i += 2; /* ST */
+			/* another ESC ends the string and starts something new */
+			return;
+		}
+		cp = peek(sc, &len);
+		sc->i += len;
+		if (cp == 0x9C) /* 8-bit ST */
+			return;
+	}
+}
+
+static void skip_escape(struct scan *sc)
+{
+	unsigned char c;
+
+	/* sc->i is just past the ESC */
+	if (sc->i >= sc->n)
+		return;
+	c = sc->s[sc->i];
+	if (c == '[') {
+		sc->i++;
+		skip_csi(sc);
+	} else if (c == ']' || c == 'P' || c == 'X' || c == '^' || c == '_') {
+		sc->i++;
+		skip_string(sc);
+	} else if (c >= 0x20 && c <= 0x2F) {
+		while (sc->i < sc->n && sc->s[sc->i] >= 0x20 && sc->s[sc->i] <= 0x2F)
+			sc->i++;
+		if (sc->i < sc->n && sc->s[sc->i] >= 0x30 && sc->s[sc->i] <= 0x7E)
+			sc->i++;
+	} else if (c >= 0x30 && c <= 0x7E) {
+		sc->i++;
+	}
+	/* else: a lone ESC; what follows is ordinary text */
+}
+
+void out_sanitize(struct buf *out, const char *s, size_t n)
+{
+	struct scan sc = {(const unsigned char *)s, n, 0};
+	size_t col = 0;
+
+	while (sc.i < sc.n) {
+		unsigned char c = sc.s[sc.i];
+		size_t len;
+		uint32_t cp;
+
+		if (c < 0x80) {
+			sc.i++;
+			if (c == '\n' || c == '\r') {
+				if (c == '\r' && sc.i < sc.n && sc.s[sc.i] == '\n')
+					sc.i++;
+				buf_addch(out, '\n');
+				col = 0;
+			} else if (c == '\t') {
+				do {
+					buf_addch(out, ' ');
+					col++;
+				} while (col % 8);
+			} else if (c == ESC) {
+				skip_escape(&sc);
+			} else if (c >= 0x20 && c < 0x7F) {
+				buf_addch(out, (char)c);
+				col++;
+			}
+			/* other C0 controls and DEL: dropped */
+			continue;
+		}
+		cp = peek(&sc, &len);
+		sc.i += len;
+		if (cp >= 0x80 && cp <= 0x9F) {
+			if (cp == 0x9B)
+				skip_csi(&sc);
+			else if (cp == 0x9D || cp == 0x90 || cp == 0x98 || cp == 0x9E || cp == 0x9F)
+				skip_string(&sc);
+			continue;
+		}
+		if (cp == 0x2028 || cp == 0x2029) {
+			/* the line and paragraph separators: a line break like any other */
+			buf_addch(out, '\n');
+			col = 0;
+			continue;
+		}
+		if (utf8_is_format(cp)) {
+			size_t before = out->len;
+
+			/* invisible, or able to reorder what follows: shown, never passed */
+			buf_addf(out, "<U+%04" PRIX32 ">", cp);
+			col += out->len - before;
+			continue;
+		}
+		utf8_add(out, cp);
+		col++;
+	}
+}
+
+static void add_prefix(struct buf *out, const struct tm *tm, const char *source, const char *id)
+{
+	buf_addf(out, "%02d:%02d:%02d %s", tm->tm_hour, tm->tm_min, tm->tm_sec, source);
+	if (id && *id) {
+		size_t len = strlen(id);
+
+		/* the end of the id: a folder name "20261007-170916-259e07" gives 259e07 */
+		buf_addf(out, "[%s]", id + (len > 6 ? len - 6 : 0));
+	}
+	buf_addstr(out, ": ");
+}
+
+void out_format(struct buf *out, time_t when, const char *source, const char *id, const char *s,
+                size_t n)
+{
+	struct buf clean = BUF_INIT;
+	struct tm tm;
+	size_t pos = 0;
+
+	if (!localtime_r(&when, &tm))
+		memset(&tm, 0, sizeof(tm));
+	out_sanitize(&clean, s, n);
+	do {
+		const char *nl = memchr(clean.buf + pos, '\n', clean.len - pos);
+		size_t end = nl ? (size_t)(nl - clean.buf) : clean.len;
+
+		/* one logical line, in pieces of at most OUT_LINE_MAX bytes */
+		do {
+			size_t cut = end;
+
+			if (cut - pos > OUT_LINE_MAX) {
+				cut = pos + OUT_LINE_MAX;
+				while (cut > pos && ((unsigned char)clean.buf[cut] & 0xC0) == 0x80)
+					cut--;
+			}
+			add_prefix(out, &tm, source, id);
+			buf_add(out, clean.buf + pos, cut - pos);
+			buf_addch(out, '\n');
+			pos = cut;
+		} while (pos < end);
+		pos = nl ? end + 1 : end;
+	} while (pos < clean.len);
+	buf_release(&clean);
+}
+
+int out_write(int fd, const char *source, const char *id, const char *s, size_t n)
+{
+	return out_write_at(fd, time(NULL), source, id, s, n);
+}
+
+int out_write_at(int fd, time_t when, const char *source, const char *id, const char *s, size_t n)
+{
+	struct buf lines = BUF_INIT;
+	size_t pos = 0;
+	int ret = 0;
+
+	out_format(&lines, when, source, id, s, n);
+	while (pos < lines.len && !ret) {
+		const char *nl = memchr(lines.buf + pos, '\n', lines.len - pos);
+		size_t end = (size_t)(nl - lines.buf) + 1; /* every line ends in '\n' */
+
+		ret = write_all(fd, lines.buf + pos, end - pos);
+		pos = end;
+	}
+	buf_release(&lines);
+	return ret;
+}
+
+int out_printf(int fd, const char *source, const char *id, const char *fmt, ...)
+{
+	struct buf text = BUF_INIT;
+	va_list ap;
+	int ret;
+
+	va_start(ap, fmt);
+	buf_vaddf(&text, fmt, ap);
+	va_end(ap);
+	ret = out_write(fd, source, id, text.buf, text.len);
+	buf_release(&text);
+	return ret;
+}
+
+/* The worker: lines from in to fd until the end of file. */
+static __attribute__((noreturn)) void relay_run(int in, int fd, const char *source, const char *id)
+{
+	struct buf line = BUF_INIT;
+	char chunk[4096];
+	ssize_t n;
+
+	while ((n = read(in, chunk, sizeof(chunk))) != 0) {
+		const char *p = chunk, *end;
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			break;
+		end = chunk + n;
+		while (p < end) {
+			const char *nl = memchr(p, '\n', (size_t)(end - p));
+			size_t take = nl ? (size_t)(nl - p) : (size_t)(end - p);
+
+			buf_add(&line, p, take);
+			p += take;
+			if (nl) {
+				p++;
+			} else if (line.len < OUT_LINE_MAX) {
+				break; /* the rest of the line is still to come */
+			}
+			out_write(fd, source, id, line.buf, line.len);
+			buf_reset(&line);
+		}
+	}
+	if (line.len)
+		out_write(fd, source, id, line.buf, line.len);
+	_exit(0);
+}
+
+int out_relay_start(struct out_relay *r, int fd, const char *source, const char *id)
+{
+	int p[2];
+	pid_t pid;
+
+	*r = (struct out_relay)OUT_RELAY_INIT;
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -errno;
+	pid = spawn_worker((int[]){p[0], fd}, 2, SPAWN_WORKER_PDEATH);
+	if (pid == 0) {
+		close(p[1]);
+		relay_run(p[0], fd, source, id);
+	}
+	close(p[0]);
+	if (pid < 0) {
+		close(p[1]);
+		return (int)pid;
+	}
+	r->pid = pid;
+	r->fd = p[1];
+	return 0;
+}
+
+void out_relay_end(struct out_relay *r, int timeout_ms)
+{
+	int waited = 0;
+
+	if (r->fd >= 0)
+		close(r->fd);
+	r->fd = -1;
+	if (r->pid <= 0)
+		return;
+	while (waitpid(r->pid, NULL, WNOHANG) == 0) {
+		struct timespec ts = {0, 10 * 1000000L};
+
+		if (waited >= timeout_ms) {
+			kill(r->pid, SIGKILL);
+			waitpid(r->pid, NULL, 0);
+			break;
+		}
+		nanosleep(&ts, NULL);
+		waited += 10;
+	}
+	r->pid = -1;
+}

@@ -1,0 +1,108 @@
+/*
+ * Output lines and the sanitizer for untrusted text (docs/internals.md, "Output").
+ *
+ * Everything aibox shows on stderr is a line "HH:MM:SS source[id6]: text"
+ * (local time; source "aibox" for the host's own lines, "vm" for what came
+ * from the VM; id6 the last 6 characters of the task id, which is all of a
+ * 6-hex id and its end in a task folder's name).  The text always
+ * goes through out_sanitize() first, whoever wrote it, so a line from the VM
+ * can never move the cursor, retitle the terminal, recolour it, hide text, or
+ * start a new line that pretends to be from aibox: every line break in the
+ * text becomes a new line with its own prefix.
+ */
+#ifndef AIBOX_OUT_H
+#define AIBOX_OUT_H
+
+#include <stddef.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include "base/buf.h"
+
+/* Bytes of text per output line; longer lines are split (at a character boundary). */
+#define OUT_LINE_MAX 2000
+
+/*
+ * Append a cleaned copy of s[0..n) to out.  The result is well-formed UTF-8
+ * with no control character but '\n' and no format character, and
+ * cleaning it again changes nothing:
+ * - "\r\n" and a lone "\r" become "\n"; a tab becomes spaces up to the next
+ *   multiple of 8 columns (columns counted in characters since the last line
+ *   break); every other C0 control and DEL is dropped;
+ * - escape sequences are dropped whole: CSI (ESC [ ... final), OSC
+ *   (ESC ] ... BEL or ST), DCS/SOS/PM/APC strings (ESC P/X/^/_ ... ST),
+ *   ESC with intermediates (ESC ( B), two-character ESC sequences; a string
+ *   with no terminator ends at the next line break; a lone ESC is dropped;
+ * - C1 controls (U+0080..U+009F) are dropped, and the 8-bit forms of CSI,
+ *   OSC, DCS, SOS, PM and APC take their payload with them;
+ * - the line and paragraph separators U+2028 and U+2029 are line breaks
+ *   ("\n");
+ * - every format character (utf8_is_format(): Unicode's category Cf, the
+ *   bidi embeddings, overrides, isolates and marks, zero-width spaces and
+ *   joiners, the byte order mark, soft hyphen, the tag characters, ...)
+ *   becomes the ASCII text "<U+XXXX>" (4 to 6 uppercase hex digits): they
+ *   are invisible or make text read differently from what it is, and a
+ *   hidden one must not pass into what the user reads or copies, nor go
+ *   unseen;
+ * - ill-formed UTF-8 (overlong forms, surrogates, > U+10FFFF, stray or
+ *   missing continuation bytes) becomes U+FFFD, one per maximal subpart.
+ */
+void out_sanitize(struct buf *out, const char *s, size_t n);
+
+/*
+ * Append to out the lines for text s[0..n), as written at `when`: the text
+ * is sanitized, split at its line breaks and every OUT_LINE_MAX bytes, and
+ * each piece becomes "HH:MM:SS source[id6]: piece\n" ("source: " when id is
+ * NULL or empty).  A final line break adds no empty line; an empty text gives
+ * one line with an empty text.  source and id are the caller's own
+ * (trusted) strings.
+ */
+void out_format(struct buf *out, time_t when, const char *source, const char *id, const char *s,
+                size_t n);
+
+/*
+ * out_format() for now, written to fd with one write per line (so lines from
+ * several processes sharing a terminal do not interleave mid-line).
+ * Returns 0 or -errno.
+ */
+int out_write(int fd, const char *source, const char *id, const char *s, size_t n);
+
+/* out_write() of lines written at `when` (aibox tasks show: a task's lines with their times). */
+int out_write_at(int fd, time_t when, const char *source, const char *id, const char *s, size_t n);
+
+/*
+ * A relay that gives other programs' stderr our lines: what is written to
+ * the pipe it makes goes to fd as out_write() lines of source and id, one a
+ * line as it comes (a line without its end is written once it is
+ * OUT_LINE_MAX bytes long, or at the end).  aibox task hands the write end
+ * to its helpers as their stderr (docs/tasks.md, "Results").
+ *
+ * The relay is a worker of ours (spawn_worker(), SPAWN_WORKER_PDEATH) that
+ * holds the read end and fd, and ends at the pipe's end of file: once every
+ * holder of the write end has closed it.
+ */
+struct out_relay {
+	pid_t pid; /* the worker, -1 when none */
+	int fd;    /* the pipe's write end (ours until out_relay_end()), -1 when none */
+};
+
+#define OUT_RELAY_INIT                                                                             \
+	{                                                                                          \
+		-1, -1                                                                             \
+	}
+
+/* Start the relay.  0, or -errno (then r holds nothing). */
+int out_relay_start(struct out_relay *r, int fd, const char *source, const char *id);
+
+/*
+ * Close our write end and wait for the worker to write what it has and end,
+ * at most timeout_ms (a writer that still holds the pipe: then SIGKILL).
+ * Nothing to do for a relay never started.
+ */
+void out_relay_end(struct out_relay *r, int timeout_ms);
+
+/* out_write() of a printf-formatted text. */
+__attribute__((format(printf, 4, 5))) int out_printf(int fd, const char *source, const char *id,
+                                                     const char *fmt, ...);
+
+#endif

@@ -1,0 +1,44 @@
+/*
+ * Strict UTF-8, as RFC 3629 and Unicode's "well-formed" table define it: no
+ * overlong forms, no surrogates (U+D800..U+DFFF), nothing above U+10FFFF.
+ * Used by the prompt reader (which refuses bad text) and the output sanitizer
+ * (which replaces it).
+ */
+#ifndef AIBOX_UTF8_H
+#define AIBOX_UTF8_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/buf.h"
+
+#define UTF8_REPLACEMENT 0xFFFD
+
+/*
+ * Decode the sequence at s[0..n) (n > 0).  On success returns its length
+ * (1-4) and stores the code point in *cp.  On an ill-formed sequence returns
+ * minus the length of its maximal subpart (1-3: the bytes to replace with one
+ * U+FFFD before going on, Unicode's recommended practice) and stores
+ * UTF8_REPLACEMENT in *cp.
+ */
+int utf8_decode(const unsigned char *s, size_t n, uint32_t *cp);
+
+/* Append the UTF-8 form of cp (a scalar value: <= U+10FFFF, not a surrogate). */
+void utf8_add(struct buf *b, uint32_t cp);
+
+/*
+ * Is s[0..n) well-formed UTF-8?  Returns 1, or 0 with the offset of the first
+ * bad byte in *bad (if bad is not NULL).
+ */
+int utf8_valid(const char *s, size_t n, size_t *bad);
+
+/*
+ * Is cp a format character (General_Category=Cf in Unicode 15.0: soft
+ * hyphen, zero-width space and joiners, the bidi marks, embeddings,
+ * overrides and isolates, the byte order mark, the tag characters
+ * U+E0001 and U+E0020..U+E007F, ...)?  Most are invisible: the output
+ * sanitizer shows them (common/base/out.h).  1 or 0.
+ */
+int utf8_is_format(uint32_t cp);
+
+#endif

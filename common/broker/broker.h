@@ -1,0 +1,90 @@
+/*
+ * aibox-broker's request handling: one git smart-HTTP request from a client
+ * in the VM, checked against its remote's policy and forwarded to the
+ * remote with the token (docs/broker.md).  The tool (tools/aibox-broker.c)
+ * parses the options into a struct broker, listens or takes hand-offs, and
+ * calls broker_serve() for each connection in a child process.
+ *
+ * Nothing here prints: what happens goes to the broker's log (one line per
+ * operation, docs/broker.md "Log"), and the client gets an HTTP answer.
+ */
+#ifndef AIBOX_BROKER_H
+#define AIBOX_BROKER_H
+
+#include <netdb.h>
+#include <openssl/ssl.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "base/buf.h"
+
+enum broker_auth { BROKER_AUTH_BASIC, BROKER_AUTH_BEARER };
+
+/* One --remote group. */
+struct broker_remote {
+	char *url;
+	char *host; /* as in the URL, without brackets */
+	char *port;
+	char *path;     /* "/owner/repo.git", no trailing '/', may be "" */
+	char *hostport; /* for the Host header */
+	const char *token_env;
+	char *token;
+	enum broker_auth auth;
+	const char *auth_user;
+	char *auth_header; /* "Authorization: ...\r\n", "" without a token */
+	int fetch;
+	const char **push; /* branch patterns (gitproto.h branch_pattern_match) */
+	size_t npush, push_alloc;
+	struct addrinfo *addrs;
+	/*
+	 * The forms of the token a remote could reflect (docs/broker.md,
+	 * "What the client sees"): replaced in whatever goes back to the client.
+	 */
+	struct buf *secrets;
+	size_t nsecrets, secrets_alloc, secret_max;
+};
+
+/*
+ * What a child serving a request shows its parent, in memory they share
+ * (docs/broker.md, "Limits"): since when (clock_ms(), common/base/clock.h) it has
+ * been blocked reading from or writing to its client, or 0 when it is not.
+ */
+struct broker_slot {
+	pid_t pid; /* the parent's to set and clear */
+	int64_t client_wait_ms;
+};
+
+/* How long a client may send nothing, by default (--client-timeout). */
+#define BROKER_CLIENT_TIMEOUT_MS 30000
+
+struct broker {
+	struct broker_remote *remotes;
+	size_t nremotes, remotes_alloc;
+	SSL_CTX *ssl_ctx; /* common/net/tls.h tls_client_ctx() */
+	int log_fd;
+	/* A read from the client that gets no byte for this long ends the request (408). */
+	int64_t client_timeout_ms;
+	struct broker_slot *slot; /* the serving child's, or NULL */
+};
+
+/*
+ * Set rm->auth_header from rm->token (none: ""), and remember the forms of
+ * the token the remote could send back: the token, its basic credential,
+ * and their URL-encoded spellings.
+ */
+void broker_remote_credentials(struct broker_remote *rm);
+
+/* One line "<UTC time> [<pid>] <text>" on br->log_fd; never fails. */
+__attribute__((format(printf, 2, 3))) void broker_log(const struct broker *br, const char *fmt,
+                                                      ...);
+
+/*
+ * Serve the one request on the connected socket fd, answer it and close fd.
+ * prefix[0..prefix_len) holds bytes already read from it (a hand-off's),
+ * want_idx the remote the hand-off named, or -1.
+ */
+void broker_serve(const struct broker *br, int fd, const char *prefix, size_t prefix_len,
+                  long want_idx);
+
+#endif

@@ -1,0 +1,1202 @@
+#include "config/usage.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/err.h"
+#include "base/paths.h"
+#include "base/banned.h"
+
+const char *const usage_kind_names[USAGE_KINDS] = {
+    "input", "output", "cache_write_5m", "cache_write_1h", "cache_read",
+};
+
+static uint64_t sat_add(uint64_t a, uint64_t b)
+{
+	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+static uint64_t sat_mul(uint64_t a, uint64_t b)
+{
+	return b && a > UINT64_MAX / b ? UINT64_MAX : a * b;
+}
+
+int usage_tokens_any(const struct usage_tokens *t)
+{
+	for (int k = 0; k < USAGE_KINDS; k++)
+		if (t->n[k])
+			return 1;
+	return 0;
+}
+
+/* ---- one answer ---- */
+
+void usage_stream_init(struct usage_stream *s, enum usage_mode mode)
+{
+	memset(s, 0, sizeof(*s));
+	s->mode = mode;
+	s->line = (struct buf)BUF_INIT;
+	s->data = (struct buf)BUF_INIT;
+}
+
+void usage_stream_release(struct usage_stream *s)
+{
+	buf_release(&s->line);
+	buf_release(&s->data);
+	usage_stream_init(s, USAGE_OFF);
+}
+
+/*
+ * A token count, at most USAGE_TOKENS_MAX; -1 for none (absent or null).
+ * Anything else that is not a count (negative, fractional, too large, not
+ * a number) is the largest count: a hostile answer cannot make itself free.
+ * Integers are read as doubles (JSON_DECODE_INT_AS_REAL), exact to 2^53.
+ */
+static int64_t tokens_of(json_t *v)
+{
+	double d;
+
+	if (!v || json_is_null(v))
+		return -1;
+	d = json_is_real(v) ? json_real_value(v) : -1;
+	if (!(d >= 0) || d >= (double)USAGE_TOKENS_MAX || d != (double)(int64_t)d)
+		return (int64_t)USAGE_TOKENS_MAX;
+	return (int64_t)d;
+}
+
+static void see(struct usage_stream *s, int kind, json_t *v, struct usage_tokens *delta)
+{
+	int64_t n = tokens_of(v);
+
+	if (n < 0 || (uint64_t)n <= s->seen.n[kind])
+		return;
+	delta->n[kind] = sat_add(delta->n[kind], (uint64_t)n - s->seen.n[kind]);
+	s->seen.n[kind] = (uint64_t)n;
+}
+
+static void see_model(struct usage_stream *s, json_t *m)
+{
+	const char *name = json_string_value(m);
+	size_t n;
+
+	if (s->model[0] || !name)
+		return;
+	n = strlen(name);
+	if (!n || n > USAGE_MODEL_MAX)
+		return;
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)name[i] <= 0x20 || (unsigned char)name[i] >= 0x7f)
+			return;
+	memcpy(s->model, name, n + 1);
+}
+
+/*
+ * One event or body: its usage is "usage" at the top (a message, a
+ * message_delta) or in "message" (message_start); so is the model.
+ */
+static void read_json(struct usage_stream *s, const char *p, size_t n, struct usage_tokens *delta)
+{
+	json_error_t e;
+	json_t *root = json_loadb(p, n, JSON_DECODE_INT_AS_REAL, &e), *u, *msg, *cc;
+	const char *type;
+
+	if (!json_is_object(root)) {
+		s->skipped++;
+		json_decref(root);
+		return;
+	}
+	msg = json_object_get(root, "message");
+	u = json_object_get(root, "usage");
+	if (!json_is_object(u) && json_is_object(msg))
+		u = json_object_get(msg, "usage");
+	see_model(s, json_object_get(root, "model"));
+	if (json_is_object(msg))
+		see_model(s, json_object_get(msg, "model"));
+	/* The final usage: a message_delta's, or a whole body's. */
+	type = json_string_value(json_object_get(root, "type"));
+	if (json_is_object(u) &&
+	    (s->mode == USAGE_JSON || (type && !strcmp(type, "message_delta"))))
+		s->final = 1;
+	if (json_is_object(u)) {
+		see(s, USAGE_INPUT, json_object_get(u, "input_tokens"), delta);
+		see(s, USAGE_OUTPUT, json_object_get(u, "output_tokens"), delta);
+		see(s, USAGE_CACHE_READ, json_object_get(u, "cache_read_input_tokens"), delta);
+		cc = json_object_get(u, "cache_creation");
+		if (json_is_object(cc)) {
+			see(s, USAGE_CACHE_5M, json_object_get(cc, "ephemeral_5m_input_tokens"),
+			    delta);
+			see(s, USAGE_CACHE_1H, json_object_get(cc, "ephemeral_1h_input_tokens"),
+			    delta);
+		} else {
+			see(s, USAGE_CACHE_5M, json_object_get(u, "cache_creation_input_tokens"),
+			    delta);
+		}
+	}
+	json_decref(root);
+}
+
+/* An SSE line ended: a data line joins the event, an empty line ends it. */
+static void sse_line(struct usage_stream *s, struct usage_tokens *delta)
+{
+	const char *l = s->line.buf;
+	size_t n = s->line.len;
+
+	if (s->line_over) {
+		/* A line past the cap: if it was data, the event cannot be read. */
+		s->data_over = 1;
+	} else if (!n) {
+		if (s->data_over)
+			s->skipped++;
+		else if (s->data.len)
+			read_json(s, s->data.buf, s->data.len, delta);
+		buf_reset(&s->data);
+		s->data_over = 0;
+	} else if (n >= 5 && !memcmp(l, "data:", 5) && !s->data_over) {
+		l += 5;
+		n -= 5;
+		if (n && *l == ' ') {
+			l++;
+			n--;
+		}
+		if (s->data.len + n + 1 > USAGE_EVENT_MAX) {
+			s->data_over = 1;
+			buf_release(&s->data);
+		} else {
+			if (s->data.len)
+				buf_addch(&s->data, '\n');
+			buf_add(&s->data, l, n);
+		}
+	}
+	buf_reset(&s->line);
+	s->line_over = 0;
+}
+
+void usage_stream_feed(struct usage_stream *s, const char *p, size_t n, struct usage_tokens *delta)
+{
+	if (s->mode == USAGE_JSON) {
+		if (s->line_over || s->line.len + n > USAGE_BODY_MAX) {
+			s->line_over = 1;
+			buf_release(&s->line);
+			return;
+		}
+		buf_add(&s->line, p, n);
+		return;
+	}
+	if (s->mode != USAGE_SSE)
+		return;
+	while (n) {
+		const char *end = p;
+		size_t take;
+
+		while (end < p + n && *end != '\n' && *end != '\r')
+			end++;
+		take = (size_t)(end - p);
+		if (take && !s->line_over) {
+			if (s->line.len + take > USAGE_EVENT_MAX) {
+				s->line_over = 1;
+				buf_release(&s->line);
+			} else {
+				buf_add(&s->line, p, take);
+			}
+		}
+		if (take)
+			s->after_cr = 0;
+		p += take;
+		n -= take;
+		if (!n)
+			break;
+		/* A line end: CR, LF or CR LF. */
+		if (*p == '\n' && s->after_cr) {
+			s->after_cr = 0;
+		} else {
+			s->after_cr = *p == '\r';
+			sse_line(s, delta);
+		}
+		p++;
+		n--;
+	}
+}
+
+void usage_stream_end(struct usage_stream *s, struct usage_tokens *delta)
+{
+	if (s->mode == USAGE_JSON) {
+		if (s->line_over)
+			s->skipped++;
+		else if (s->line.len)
+			read_json(s, s->line.buf, s->line.len, delta);
+	}
+	buf_release(&s->line);
+	buf_release(&s->data);
+	s->line_over = s->data_over = 0;
+}
+
+/* ---- a request's body ---- */
+
+/* Where the scanner is in the top-level object (depth 1). */
+enum { RQ_KEY_NEXT, RQ_KEY, RQ_COLON, RQ_VALUE, RQ_STRVAL, RQ_SCALAR, RQ_AFTER };
+enum { RQ_OTHER, RQ_MAX_TOKENS, RQ_MODEL };
+
+void usage_req_init(struct usage_req *r)
+{
+	memset(r, 0, sizeof(*r));
+}
+
+static void rq_tok(struct usage_req *r, char ch)
+{
+	if (r->tok_len == sizeof(r->tok) - 1)
+		r->tok_over = 1;
+	else
+		r->tok[r->tok_len++] = ch;
+}
+
+static void rq_tok_start(struct usage_req *r)
+{
+	r->tok_len = 0;
+	r->tok_over = r->tok_esc = 0;
+}
+
+static void rq_key_done(struct usage_req *r)
+{
+	r->tok[r->tok_len] = '\0';
+	r->field = RQ_OTHER;
+	if (r->tok_esc || r->tok_over) {
+		/* It may spell either. */
+		r->mt_state = r->model_state = -1;
+	} else if (!strcmp(r->tok, "max_tokens")) {
+		r->field = RQ_MAX_TOKENS;
+	} else if (!strcmp(r->tok, "model")) {
+		r->field = RQ_MODEL;
+	}
+	r->st = RQ_COLON;
+}
+
+/* A value at depth 1 ended: a string (is_str), a scalar, or a container (tok empty). */
+static void rq_value_done(struct usage_req *r, int is_str)
+{
+	int ok = !r->tok_esc && !r->tok_over && r->tok_len;
+	uint64_t v = 0;
+
+	r->tok[r->tok_len] = '\0';
+	if (r->field == RQ_MAX_TOKENS) {
+		ok = ok && !is_str && r->tok_len <= 12;
+		for (size_t i = 0; ok && i < r->tok_len; i++)
+			ok = r->tok[i] >= '0' && r->tok[i] <= '9';
+		for (size_t i = 0; ok && i < r->tok_len; i++)
+			v = v * 10 + (uint64_t)(r->tok[i] - '0');
+		if (v > USAGE_TOKENS_MAX)
+			v = USAGE_TOKENS_MAX;
+		if (!ok)
+			r->mt_state = -1;
+		else if (r->mt_state >= 0) {
+			if (!r->mt_state || v > r->max_tokens)
+				r->max_tokens = v;
+			r->mt_state = 1;
+		}
+	} else if (r->field == RQ_MODEL) {
+		ok = ok && is_str;
+		for (size_t i = 0; ok && i < r->tok_len; i++)
+			ok = (unsigned char)r->tok[i] > 0x20 && (unsigned char)r->tok[i] < 0x7f;
+		if (!ok || (r->model_state == 1 && strcmp(r->model, r->tok)))
+			r->model_state = -1;
+		else if (!r->model_state) {
+			memcpy(r->model, r->tok, r->tok_len + 1);
+			r->model_state = 1;
+		}
+	}
+	r->st = RQ_AFTER;
+}
+
+static void rq_string_byte(struct usage_req *r, char ch)
+{
+	int capture = r->depth == 1 && (r->st == RQ_KEY || r->st == RQ_STRVAL);
+
+	if (r->esc) {
+		r->esc = 0;
+	} else if (ch == '\\') {
+		r->esc = r->tok_esc = 1;
+	} else if (ch == '"') {
+		r->in_str = 0;
+		if (capture && r->st == RQ_KEY)
+			rq_key_done(r);
+		else if (capture)
+			rq_value_done(r, 1);
+		return;
+	}
+	if (capture)
+		rq_tok(r, ch);
+}
+
+void usage_req_feed(struct usage_req *r, const char *p, size_t n)
+{
+	r->bytes += n;
+	for (size_t i = 0; i < n; i++) {
+		char ch = p[i];
+		int top = r->depth == 1;
+
+		if (r->in_str) {
+			rq_string_byte(r, ch);
+			continue;
+		}
+		switch (ch) {
+		case ' ':
+		case '\t':
+		case '\n':
+		case '\r':
+			if (top && r->st == RQ_SCALAR)
+				rq_value_done(r, 0);
+			break;
+		case '"':
+			r->in_str = 1;
+			if (top && (r->st == RQ_KEY_NEXT || r->st == RQ_VALUE)) {
+				r->st = r->st == RQ_KEY_NEXT ? RQ_KEY : RQ_STRVAL;
+				rq_tok_start(r);
+			}
+			break;
+		case '{':
+		case '[':
+			if (!r->depth && ch == '[')
+				r->top_bad = 1;
+			if (top && r->st == RQ_VALUE) {
+				rq_tok_start(r);
+				rq_value_done(r, 0); /* a container: not a count, not a name */
+			}
+			if (!r->depth)
+				r->st = RQ_KEY_NEXT;
+			r->depth++;
+			break;
+		case '}':
+		case ']':
+			if (top && r->st == RQ_SCALAR)
+				rq_value_done(r, 0);
+			if (r->depth)
+				r->depth--;
+			break;
+		case ',':
+			if (top && r->st == RQ_SCALAR)
+				rq_value_done(r, 0);
+			if (top)
+				r->st = RQ_KEY_NEXT;
+			break;
+		case ':':
+			if (top && r->st == RQ_COLON)
+				r->st = RQ_VALUE;
+			break;
+		default:
+			if (top && r->st == RQ_VALUE) {
+				r->st = RQ_SCALAR;
+				rq_tok_start(r);
+			}
+			if (top && r->st == RQ_SCALAR)
+				rq_tok(r, ch);
+			break;
+		}
+	}
+}
+
+uint64_t usage_req_max_tokens(const struct usage_req *r)
+{
+	return r->mt_state == 1 && !r->top_bad ? r->max_tokens : USAGE_MAX_TOKENS_UNREAD;
+}
+
+const char *usage_req_model(const struct usage_req *r)
+{
+	return r->model_state == 1 && !r->top_bad ? r->model : NULL;
+}
+
+/* ---- prices ---- */
+
+/*
+ * A decimal number of at most max_whole with at most decimals digits after
+ * the point, as an integer in units of 10^-decimals.  0, or -EINVAL.
+ */
+static int parse_fixed(const char *s, size_t n, int decimals, uint64_t max_whole, uint64_t *out)
+{
+	uint64_t whole = 0, frac = 0;
+	size_t i = 0, nd = 0;
+	int fd = 0;
+
+	while (i < n && s[i] >= '0' && s[i] <= '9') {
+		whole = whole * 10 + (uint64_t)(s[i] - '0');
+		if (whole > max_whole)
+			return -EINVAL;
+		i++;
+		nd++;
+	}
+	if (!nd)
+		return -EINVAL;
+	if (i < n && s[i] == '.') {
+		i++;
+		while (i < n && s[i] >= '0' && s[i] <= '9') {
+			if (++fd > decimals)
+				return -EINVAL;
+			frac = frac * 10 + (uint64_t)(s[i] - '0');
+			i++;
+		}
+		if (!fd)
+			return -EINVAL;
+	}
+	if (i != n)
+		return -EINVAL;
+	for (; fd < decimals; fd++)
+		frac *= 10;
+	for (int k = 0; k < decimals; k++)
+		whole *= 10;
+	*out = whole + frac;
+	return 0;
+}
+
+int usage_parse_usd(const char *s, uint64_t *nano)
+{
+	uint64_t micro;
+
+	if (parse_fixed(s, strlen(s), 6, USAGE_CAP_MAX_USD, &micro) < 0 || !micro ||
+	    micro > (uint64_t)USAGE_CAP_MAX_USD * 1000000)
+		return -EINVAL;
+	*nano = micro * 1000;
+	return 0;
+}
+
+void usage_format_usd(struct buf *out, uint64_t nano)
+{
+	buf_addf(out, "%llu.%06llu", (unsigned long long)(nano / USAGE_NANO_PER_USD),
+	         (unsigned long long)(nano % USAGE_NANO_PER_USD / 1000));
+}
+
+static int prices_bad(struct buf *err, int line, const char *why)
+{
+	buf_addf(err, "line %d: %s", line, why);
+	return -EINVAL;
+}
+
+/* YYYY-MM-DD, month 01-12, day 01-31. */
+static int date_ok(const char *s, size_t n)
+{
+	static const char shape[] = "dddd-dd-dd";
+	int month, day;
+
+	if (n != sizeof(shape) - 1)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (shape[i] == 'd' ? s[i] < '0' || s[i] > '9' : s[i] != '-')
+			return 0;
+	month = (s[5] - '0') * 10 + (s[6] - '0');
+	day = (s[8] - '0') * 10 + (s[9] - '0');
+	return month >= 1 && month <= 12 && day >= 1 && day <= 31;
+}
+
+static int name_char(char ch)
+{
+	return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+	       ch == '.' || ch == '-' || ch == '_';
+}
+
+static int word_is(const char *f, size_t n, const char *word)
+{
+	return n == strlen(word) && !memcmp(f, word, n);
+}
+
+/* A line's fields: at most this many (more is an error). */
+#define PRICE_FIELDS (6 + 7 * USAGE_BANDS + 2)
+
+/* Five prices from f[0..4] into nano[]; 0 or -EINVAL. */
+static int parse_prices(const char *const *f, const size_t *fl, uint64_t *nano)
+{
+	for (int k = 0; k < USAGE_KINDS; k++)
+		if (parse_fixed(f[k], fl[k], 3, 1000000, &nano[k]) < 0)
+			return -EINVAL;
+	return 0;
+}
+
+static const char bad_price[] =
+    "a price is a number of USD per million tokens (at most 3 decimals, at most 1000000)";
+
+/* One row, fields f[0..nf), into r.  0, or -EINVAL with the reason in err. */
+static int parse_row(const char *const *f, const size_t *fl, int nf, int line,
+                     struct usage_price *r, struct buf *err)
+{
+	int i;
+
+	memset(r, 0, sizeof(*r));
+	r->line = line;
+	if (nf < 1 + USAGE_KINDS)
+		return prices_bad(
+		    err, line,
+		    "want a model family and 5 prices (then optionally 'above TOKENS' "
+		    "and 5 prices, and 'date YYYY-MM-DD')");
+	if (fl[0] > USAGE_MODEL_MAX)
+		return prices_bad(err, line, "a family is at most 64 characters");
+	for (size_t j = 0; j < fl[0]; j++)
+		if (!name_char(f[0][j]))
+			return prices_bad(err, line,
+			                  "a family is a model's name: letters, digits, '.', '-' "
+			                  "and '_'");
+	memcpy(r->family, f[0], fl[0]);
+	if (parse_prices(f + 1, fl + 1, r->band[0].nano) < 0)
+		return prices_bad(err, line, bad_price);
+	r->nband = 1;
+	for (i = 1 + USAGE_KINDS; i < nf;) {
+		if (word_is(f[i], fl[i], "date")) {
+			if (i + 2 != nf || !date_ok(f[i + 1], fl[i + 1]))
+				return prices_bad(
+				    err, line, "'date' takes a date YYYY-MM-DD, at the row's end");
+			memcpy(r->date, f[i + 1], fl[i + 1]);
+			break;
+		}
+		if (!word_is(f[i], fl[i], "above"))
+			return prices_bad(err, line,
+			                  "after the prices: 'above TOKENS' and 5 prices, "
+			                  "or 'date YYYY-MM-DD'");
+		struct usage_band *b = &r->band[r->nband], *below = b - 1;
+		uint64_t tokens;
+
+		if (r->nband >= USAGE_BANDS)
+			return prices_bad(err, line, "at most 3 'above' bands");
+		if (i + 1 + USAGE_KINDS >= nf ||
+		    parse_fixed(f[i + 1], fl[i + 1], 0, USAGE_TOKENS_MAX, &tokens) < 0 || !tokens)
+			return prices_bad(
+			    err, line,
+			    "'above' takes a number of prompt tokens (1 to 1000000000) "
+			    "and 5 prices");
+		if (tokens <= below->above)
+			return prices_bad(err, line,
+			                  "each 'above' threshold must be higher than the last");
+		b->above = tokens;
+		if (parse_prices(f + i + 2, fl + i + 2, b->nano) < 0)
+			return prices_bad(err, line, bad_price);
+		for (int k = 0; k < USAGE_KINDS; k++)
+			if (b->nano[k] < below->nano[k])
+				return prices_bad(
+				    err, line,
+				    "the prices above a threshold must be no lower than "
+				    "below it, kind by kind");
+		r->nband++;
+		i += 2 + USAGE_KINDS;
+	}
+	return 0;
+}
+
+static void update_top(struct usage_prices *t)
+{
+	memset(&t->top, 0, sizeof(t->top));
+	t->top.nband = 1;
+	for (size_t i = 0; i < t->nr; i++)
+		for (size_t b = 0; b < t->v[i].nband; b++)
+			for (int k = 0; k < USAGE_KINDS; k++)
+				if (t->v[i].band[b].nano[k] > t->top.band[0].nano[k])
+					t->top.band[0].nano[k] = t->v[i].band[b].nano[k];
+}
+
+static struct usage_price *find_family(const struct usage_prices *t, const char *family)
+{
+	for (size_t i = 0; i < t->nr; i++)
+		if (!strcmp(t->v[i].family, family))
+			return &t->v[i];
+	return NULL;
+}
+
+int usage_prices_parse(const char *p, size_t n, struct usage_prices *t, struct buf *err)
+{
+	const char *end = p + n;
+	int line = 0, ret = -EINVAL;
+	struct buf why = BUF_INIT;
+
+	memset(t, 0, sizeof(*t));
+	t->nfiles = 1;
+	while (p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p)), *le = nl ? nl : end;
+		const char *f[PRICE_FIELDS];
+		size_t fl[PRICE_FIELDS];
+		int nf = 0;
+		const char *q = p;
+		struct usage_price *dup;
+
+		line++;
+		p = nl ? nl + 1 : end;
+		while (q < le) {
+			while (q < le && (*q == ' ' || *q == '\t' || *q == '\r'))
+				q++;
+			if (q == le || *q == '#')
+				break;
+			if (nf == PRICE_FIELDS) {
+				ret = prices_bad(err, line, "too many fields");
+				goto out;
+			}
+			f[nf] = q;
+			while (q < le && *q != ' ' && *q != '\t' && *q != '\r' && *q != '#')
+				q++;
+			fl[nf] = (size_t)(q - f[nf]);
+			nf++;
+		}
+		if (!nf)
+			continue;
+		if (word_is(f[0], fl[0], "date")) {
+			if (nf != 2 || !date_ok(f[1], fl[1])) {
+				ret = prices_bad(err, line, "'date' takes a date YYYY-MM-DD");
+				goto out;
+			}
+			if (t->files[0].date[0]) {
+				ret = prices_bad(err, line, "a second 'date' line");
+				goto out;
+			}
+			memcpy(t->files[0].date, f[1], fl[1]);
+			continue;
+		}
+		if (t->nr >= USAGE_PRICES_MAX) {
+			ret = prices_bad(err, line, "more than 256 families");
+			goto out;
+		}
+		t->v = xrealloc(t->v, (t->nr + 1) * sizeof(*t->v));
+		if ((ret = parse_row(f, fl, nf, line, &t->v[t->nr], err)) < 0)
+			goto out;
+		if ((dup = find_family(t, t->v[t->nr].family)) && dup != &t->v[t->nr]) {
+			buf_addf(&why, "the family '%s' is listed twice (first on line %d)",
+			         dup->family, dup->line);
+			ret = prices_bad(err, line, why.buf);
+			goto out;
+		}
+		t->nr++;
+	}
+	if (!t->nr) {
+		ret = prices_bad(err, line, "no prices");
+		goto out;
+	}
+	if (!t->files[0].date[0]) {
+		ret = prices_bad(err, line, "no 'date' line");
+		goto out;
+	}
+	for (size_t i = 0; i < t->nr; i++)
+		if (!t->v[i].date[0])
+			memcpy(t->v[i].date, t->files[0].date, sizeof(t->v[i].date));
+	update_top(t);
+	ret = 0;
+out:
+	buf_release(&why);
+	if (ret < 0)
+		usage_prices_release(t);
+	return ret;
+}
+
+int usage_prices_load(const char *path, struct usage_prices *t, struct buf *err)
+{
+	struct buf b = BUF_INIT, why = BUF_INIT;
+	struct usage_prices add;
+	ssize_t r;
+	int ret, file = (int)t->nfiles;
+
+	if (t->nfiles >= USAGE_PRICES_FILES)
+		BUG("more than %d price tables", USAGE_PRICES_FILES);
+	r = buf_read_file(&b, path, USAGE_PRICES_FILE_MAX);
+	if (r < 0) {
+		buf_addf(err, "cannot read the price table '%s': %s", path,
+		         r == -EFBIG ? "larger than 64 KiB" : strerror((int)-r));
+		buf_release(&b);
+		return (int)r;
+	}
+	ret = usage_prices_parse(b.buf, b.len, &add, &why);
+	buf_release(&b);
+	if (ret < 0) {
+		buf_addf(err, "the price table '%s', %s", path, why.buf);
+		buf_release(&why);
+		return ret;
+	}
+	t->files[file].path = xstrdup(path);
+	memcpy(t->files[file].date, add.files[0].date, sizeof(t->files[file].date));
+	t->nfiles++;
+	for (size_t i = 0; i < add.nr; i++) {
+		struct usage_price *row = find_family(t, add.v[i].family);
+
+		if (!row) {
+			t->v = xrealloc(t->v, (t->nr + 1) * sizeof(*t->v));
+			row = &t->v[t->nr++];
+		}
+		*row = add.v[i];
+		row->file = file;
+	}
+	update_top(t);
+	usage_prices_release(&add);
+	return 0;
+}
+
+int usage_prices_load_in_use(struct usage_prices *t, struct buf *err)
+{
+	struct buf why = BUF_INIT;
+	int ret = usage_prices_load(prices_file(), t, err);
+
+	if (ret < 0)
+		return ret;
+	ret = usage_prices_load(user_prices_file(), t, &why);
+	if (ret == -ENOENT)
+		ret = 0;
+	if (ret < 0) {
+		buf_addstr(err, why.buf);
+		usage_prices_release(t);
+	}
+	buf_release(&why);
+	return ret;
+}
+
+/*
+ * What may follow a family in a model's name: a date ("-20250929"), then a
+ * form such as "@20250805", then a variant ("[1m]"), each optional.
+ */
+static int model_suffix_ok(const char *s)
+{
+	if (s[0] == '-') {
+		for (int i = 1; i <= 8; i++)
+			if (s[i] < '0' || s[i] > '9')
+				return 0;
+		s += 9;
+	}
+	if (*s == '@') {
+		if (!name_char(*++s))
+			return 0;
+		while (name_char(*s))
+			s++;
+	}
+	if (*s == '[') {
+		if (!name_char(*++s))
+			return 0;
+		while (name_char(*s))
+			s++;
+		if (*s++ != ']')
+			return 0;
+	}
+	return !*s;
+}
+
+int usage_price_of(const struct usage_prices *t, const char *model, const struct usage_price **out)
+{
+	const struct usage_price *best = NULL;
+	size_t best_len = 0;
+
+	for (size_t i = 0; model && i < t->nr; i++) {
+		size_t l = strlen(t->v[i].family);
+
+		if (l > best_len && !strncmp(model, t->v[i].family, l) &&
+		    model_suffix_ok(model + l)) {
+			best = &t->v[i];
+			best_len = l;
+		}
+	}
+	*out = best ? best : &t->top;
+	return best != NULL;
+}
+
+uint64_t usage_prompt(const struct usage_tokens *t)
+{
+	return sat_add(sat_add(t->n[USAGE_INPUT], t->n[USAGE_CACHE_READ]),
+	               sat_add(t->n[USAGE_CACHE_5M], t->n[USAGE_CACHE_1H]));
+}
+
+uint64_t usage_cost(const struct usage_price *p, const struct usage_tokens *t)
+{
+	uint64_t sum = 0, prompt = usage_prompt(t);
+	size_t b = 0;
+
+	while (b + 1 < p->nband && prompt > p->band[b + 1].above)
+		b++;
+	for (int k = 0; k < USAGE_KINDS; k++)
+		sum = sat_add(sum, sat_mul(t->n[k], p->band[b].nano[k]));
+	return sum;
+}
+
+void usage_prices_release(struct usage_prices *t)
+{
+	free(t->v);
+	for (size_t i = 0; i < t->nfiles && i < USAGE_PRICES_FILES; i++)
+		free(t->files[i].path);
+	memset(t, 0, sizeof(*t));
+}
+
+/* ---- a task's count ---- */
+
+static int name_ok(const char *s)
+{
+	size_t n = s ? strlen(s) : 0;
+
+	if (!n || n > USAGE_MODEL_MAX)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)s[i] <= 0x20 || (unsigned char)s[i] >= 0x7f)
+			return 0;
+	return 1;
+}
+
+static struct usage_model *model_slot(struct usage_count *c, const char *name)
+{
+	for (size_t i = 0; i < c->nr; i++)
+		if (!strcmp(c->m[i].name, name))
+			return &c->m[i];
+	if (c->nr >= USAGE_MODELS && strcmp(name, USAGE_MODEL_OTHER))
+		return model_slot(c, USAGE_MODEL_OTHER);
+	memset(&c->m[c->nr], 0, sizeof(c->m[c->nr]));
+	memcpy(c->m[c->nr].name, name, strlen(name) + 1);
+	return &c->m[c->nr++];
+}
+
+void usage_count_add(struct usage_count *c, const struct usage_prices *t, const char *model,
+                     const struct usage_tokens *before, const struct usage_tokens *d,
+                     int new_answer, uint64_t *nano)
+{
+	const struct usage_price *p;
+	int priced = usage_price_of(t, name_ok(model) ? model : NULL, &p);
+	struct usage_model *m = model_slot(c, name_ok(model) ? model : USAGE_MODEL_OTHER);
+	struct usage_tokens after;
+	uint64_t was, now, cost;
+
+	for (int k = 0; k < USAGE_KINDS; k++)
+		after.n[k] = sat_add(before->n[k], d->n[k]);
+	/* Bands never get cheaper above a threshold, so now >= was; kept safe anyway. */
+	was = usage_cost(p, before);
+	now = usage_cost(p, &after);
+	cost = now > was ? now - was : 0;
+
+	for (int k = 0; k < USAGE_KINDS; k++)
+		m->t.n[k] = sat_add(m->t.n[k], d->n[k]);
+	if (new_answer)
+		m->requests++;
+	if (!priced)
+		m->unpriced = 1;
+	m->nano = sat_add(m->nano, cost);
+	c->nano = sat_add(c->nano, cost);
+	*nano = cost;
+}
+
+static json_t *jcount(uint64_t n)
+{
+	return json_integer((json_int_t)(n > INT64_MAX ? INT64_MAX : n));
+}
+
+static json_t *jusd(uint64_t nano)
+{
+	return json_real((double)(nano / 1000) / 1e6);
+}
+
+static const char *const capped_names[] = {NULL, "task", "day"};
+
+void *usage_count_to_json(const struct usage_count *c)
+{
+	json_t *root = json_object(), *models = json_array(), *caps = json_object();
+
+	for (size_t i = 0; i < c->nr; i++) {
+		json_t *m = json_object();
+
+		json_object_set_new(m, "model", json_string(c->m[i].name));
+		for (int k = 0; k < USAGE_KINDS; k++)
+			json_object_set_new(m, usage_kind_names[k], jcount(c->m[i].t.n[k]));
+		json_object_set_new(m, "requests", jcount(c->m[i].requests));
+		json_object_set_new(m, "usd", jusd(c->m[i].nano));
+		json_object_set_new(m, "nano_usd", jcount(c->m[i].nano));
+		json_object_set_new(m, "priced", json_boolean(!c->m[i].unpriced));
+		json_array_append_new(models, m);
+	}
+	json_object_set_new(caps, "task_usd", c->cap_task ? jusd(c->cap_task) : json_null());
+	json_object_set_new(caps, "day_usd", c->cap_day ? jusd(c->cap_day) : json_null());
+	json_object_set_new(root, "requests", jcount(c->requests));
+	json_object_set_new(root, "usd", jusd(c->nano));
+	json_object_set_new(root, "nano_usd", jcount(c->nano));
+	json_object_set_new(root, "models", models);
+	json_object_set_new(root, "uncounted", jcount(c->uncounted));
+	json_object_set_new(root, "skipped", jcount(c->skipped));
+	json_object_set_new(root, "refused", jcount(c->refused));
+	json_object_set_new(root, "caps", caps);
+	json_object_set_new(root, "cap_task_nano", jcount(c->cap_task));
+	json_object_set_new(root, "cap_day_nano", jcount(c->cap_day));
+	json_object_set_new(root, "day_nano_usd", jcount(c->day_nano));
+	json_object_set_new(root, "ended_by_cap",
+	                    c->capped ? json_string(capped_names[c->capped]) : json_null());
+	return root;
+}
+
+void usage_count_json(const struct usage_count *c, struct buf *out)
+{
+	json_t *root = usage_count_to_json(c);
+	char *text = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
+
+	if (!text)
+		die_oom();
+	buf_addstr(out, text);
+	free(text);
+	json_decref(root);
+}
+
+static int get_n(json_t *o, const char *key, uint64_t *out, struct buf *err)
+{
+	json_t *v = json_object_get(o, key);
+
+	if (!json_is_integer(v) || json_integer_value(v) < 0) {
+		buf_addf(err, "usage: '%s' is not a count", key);
+		return -EINVAL;
+	}
+	*out = (uint64_t)json_integer_value(v);
+	return 0;
+}
+
+int usage_count_from_json(const void *json, struct usage_count *c, struct buf *err)
+{
+	json_t *root = (json_t *)json, *models, *v;
+
+	memset(c, 0, sizeof(*c));
+	if (!json_is_object(root)) {
+		buf_addstr(err, "usage: not an object");
+		return -EINVAL;
+	}
+	if (get_n(root, "requests", &c->requests, err) || get_n(root, "nano_usd", &c->nano, err) ||
+	    get_n(root, "uncounted", &c->uncounted, err) ||
+	    get_n(root, "skipped", &c->skipped, err) || get_n(root, "refused", &c->refused, err) ||
+	    get_n(root, "cap_task_nano", &c->cap_task, err) ||
+	    get_n(root, "cap_day_nano", &c->cap_day, err) ||
+	    get_n(root, "day_nano_usd", &c->day_nano, err))
+		goto bad;
+	v = json_object_get(root, "ended_by_cap");
+	if (json_is_string(v) && !strcmp(json_string_value(v), "task"))
+		c->capped = USAGE_CAPPED_TASK;
+	else if (json_is_string(v) && !strcmp(json_string_value(v), "day"))
+		c->capped = USAGE_CAPPED_DAY;
+	else if (!json_is_null(v)) {
+		buf_addstr(err, "usage: 'ended_by_cap' is not task, day or null");
+		goto bad;
+	}
+	models = json_object_get(root, "models");
+	if (!json_is_array(models) || json_array_size(models) > USAGE_MODELS + 1) {
+		buf_addstr(err, "usage: 'models' is not a list, or too long");
+		goto bad;
+	}
+	for (size_t i = 0; i < json_array_size(models); i++) {
+		json_t *m = json_array_get(models, i), *name = json_object_get(m, "model");
+		struct usage_model *um = &c->m[i];
+
+		if (!json_is_string(name) || !name_ok(json_string_value(name))) {
+			buf_addstr(err, "usage: a model without a proper name");
+			goto bad;
+		}
+		memcpy(um->name, json_string_value(name), strlen(json_string_value(name)) + 1);
+		for (int k = 0; k < USAGE_KINDS; k++)
+			if (get_n(m, usage_kind_names[k], &um->t.n[k], err))
+				goto bad;
+		if (get_n(m, "requests", &um->requests, err) ||
+		    get_n(m, "nano_usd", &um->nano, err))
+			goto bad;
+		um->unpriced = json_is_false(json_object_get(m, "priced"));
+		c->nr++;
+	}
+	c->present = 1;
+	return 0;
+bad:
+	memset(c, 0, sizeof(*c));
+	return -EINVAL;
+}
+
+/* ---- the daily ledger ---- */
+
+#define LEDGER_DIGITS 20
+
+int usage_ledger_open(const char *project_dir, time_t now, struct buf *err)
+{
+	struct buf path = BUF_INIT;
+	struct tm tm;
+	int fd;
+
+	buf_addf(&path, "%s/spend", project_dir);
+	if (mkdir(path.buf, 0700) < 0 && errno != EEXIST) {
+		fd = -errno;
+		buf_addf(err, "cannot make '%s': %s", path.buf, strerror(errno));
+		goto out;
+	}
+	localtime_r(&now, &tm);
+	buf_addf(&path, "/%04d-%02d-%02d", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday);
+	fd = open(path.buf, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0) {
+		fd = -errno;
+		buf_addf(err, "cannot open '%s': %s", path.buf, strerror(errno));
+	}
+out:
+	buf_release(&path);
+	return fd;
+}
+
+static int lock(int fd, int op)
+{
+	while (flock(fd, op) < 0)
+		if (errno != EINTR)
+			return -errno;
+	return 0;
+}
+
+/*
+ * The ledger's lines: the day's total ("%020llu\n"), then up to
+ * USAGE_LEDGER_SLOTS reservations, "%016llx %020llu %020llu\n": a proxy's
+ * id (0: a free slot), its reservation in nano-USD and when it lapses (Unix
+ * seconds).  Slots are rewritten in place and never removed, so the file
+ * only grows by whole lines and a crash leaves it readable.
+ */
+#define SLOT_LEN   59
+#define LEDGER_MAX (LEDGER_DIGITS + 1 + SLOT_LEN * USAGE_LEDGER_SLOTS)
+
+struct slot {
+	uint64_t id, nano, until;
+};
+
+static int digits(const char *p, int n, int base, uint64_t *out)
+{
+	uint64_t v = 0;
+
+	for (int i = 0; i < n; i++) {
+		int d = p[i] >= '0' && p[i] <= '9'                 ? p[i] - '0'
+		        : base == 16 && p[i] >= 'a' && p[i] <= 'f' ? p[i] - 'a' + 10
+		                                                   : -1;
+
+		if (d < 0)
+			return -EINVAL;
+		v = sat_add(sat_mul(v, (uint64_t)base), (uint64_t)d);
+	}
+	*out = v;
+	return 0;
+}
+
+/* Read the ledger (locked by the caller): the total and the slots, *nslots of them; empty: 0 bytes.
+ */
+static int ledger_read(int fd, uint64_t *total, struct slot *sl, int *nslots, int *empty)
+{
+	char b[LEDGER_MAX + 1];
+	ssize_t n;
+
+	do
+		n = pread(fd, b, sizeof(b), 0);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -errno;
+	*total = 0;
+	*nslots = 0;
+	*empty = !n;
+	if (!n)
+		return 0;
+	if (n < LEDGER_DIGITS + 1 || n > LEDGER_MAX || (n - LEDGER_DIGITS - 1) % SLOT_LEN ||
+	    b[LEDGER_DIGITS] != '\n' || digits(b, LEDGER_DIGITS, 10, total) < 0)
+		return -EINVAL;
+	for (const char *p = b + LEDGER_DIGITS + 1; p < b + n; p += SLOT_LEN) {
+		struct slot *s = &sl[(*nslots)++];
+
+		if (p[16] != ' ' || p[37] != ' ' || p[58] != '\n' ||
+		    digits(p, 16, 16, &s->id) < 0 || digits(p + 17, 20, 10, &s->nano) < 0 ||
+		    digits(p + 38, 20, 10, &s->until) < 0)
+			return -EINVAL;
+	}
+	return 0;
+}
+
+static int write_at(int fd, const char *p, size_t n, off_t off)
+{
+	ssize_t w;
+
+	do
+		w = pwrite(fd, p, n, off);
+	while (w < 0 && errno == EINTR);
+	return w == (ssize_t)n ? 0 : w < 0 ? -errno : -EIO;
+}
+
+static int write_total(int fd, uint64_t v)
+{
+	char b[LEDGER_DIGITS + 2];
+
+	snprintf(b, sizeof(b), "%0*llu\n", LEDGER_DIGITS, (unsigned long long)v);
+	return write_at(fd, b, LEDGER_DIGITS + 1, 0);
+}
+
+/* Set this proxy's slot (a free one, a lapsed one, or a new line) to nano; 0 frees it. */
+static int write_slot(int fd, struct slot *sl, int nslots, uint64_t id, uint64_t nano, time_t now)
+{
+	char b[SLOT_LEN + 1];
+	int i, pick = -1;
+
+	for (i = 0; i < nslots; i++) {
+		if (sl[i].id == id)
+			break;
+		if (pick < 0 && (!sl[i].id || sl[i].until <= (uint64_t)now))
+			pick = i;
+	}
+	if (i == nslots && !nano)
+		return 0;
+	if (i == nslots)
+		i = pick;
+	if (i < 0 && nslots >= USAGE_LEDGER_SLOTS)
+		return -ENOSPC;
+	if (i < 0)
+		i = nslots;
+	snprintf(b, sizeof(b), "%016llx %020llu %020llu\n", (unsigned long long)(nano ? id : 0),
+	         (unsigned long long)nano,
+	         (unsigned long long)(nano ? (uint64_t)now + USAGE_LEDGER_TTL : 0));
+	return write_at(fd, b, SLOT_LEN, LEDGER_DIGITS + 1 + (off_t)i * SLOT_LEN);
+}
+
+/*
+ * The one ledger operation, under an exclusive lock: read, add to the
+ * total, decide an admission (admit: cap, mine, want), set this proxy's
+ * reservation.  The verdict, or a negative errno.
+ */
+static int ledger_op(int fd, uint64_t id, uint64_t add, int admit, uint64_t cap, uint64_t mine,
+                     uint64_t want, time_t now, struct usage_ledger_view *v)
+{
+	struct slot sl[USAGE_LEDGER_SLOTS];
+	uint64_t total = 0, others = 0;
+	int nslots = 0, empty = 0, ret, verdict = USAGE_ADMIT;
+
+	if ((ret = lock(fd, LOCK_EX)) < 0)
+		return ret;
+	if ((ret = ledger_read(fd, &total, sl, &nslots, &empty)) < 0)
+		goto out;
+	for (int i = 0; i < nslots; i++)
+		if (sl[i].id && sl[i].id != id && sl[i].until > (uint64_t)now)
+			others = sat_add(others, sl[i].nano);
+	if (admit && cap) {
+		uint64_t held = sat_add(mine, others);
+
+		if (total >= cap)
+			verdict = USAGE_REFUSE;
+		else if (held && sat_add(total, held) >= cap)
+			verdict = USAGE_WAIT;
+	}
+	if (add || (empty && id)) {
+		total = sat_add(total, add);
+		if ((ret = write_total(fd, total)) < 0)
+			goto out;
+	}
+	if (id && verdict == USAGE_ADMIT &&
+	    (ret = write_slot(fd, sl, nslots, id, admit ? want : mine, now)) < 0)
+		goto out;
+	v->total = total;
+	v->others = others;
+	ret = verdict;
+out:
+	lock(fd, LOCK_UN);
+	return ret;
+}
+
+int usage_ledger_sync(int fd, uint64_t id, uint64_t add, uint64_t reserve, time_t now,
+                      struct usage_ledger_view *v)
+{
+	return ledger_op(fd, id, add, 0, 0, reserve, 0, now, v);
+}
+
+int usage_ledger_admit(int fd, uint64_t id, uint64_t cap, uint64_t mine, uint64_t want, time_t now,
+                       struct usage_ledger_view *v)
+{
+	return ledger_op(fd, id, 0, 1, cap, mine, want, now, v);
+}
+
+int usage_ledger_add(int fd, uint64_t nano, uint64_t *total)
+{
+	struct usage_ledger_view v;
+	int ret = ledger_op(fd, 0, nano, 0, 0, 0, 0, time(NULL), &v);
+
+	if (ret >= 0)
+		*total = v.total;
+	return ret < 0 ? ret : 0;
+}

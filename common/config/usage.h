@@ -1,0 +1,340 @@
+/*
+ * What a task spends on the Claude API, counted where the key is used:
+ * aibox-proxy reads the usage the API reports in each answer it forwards
+ * with the key, prices it with the table in share/prices (and the user's
+ * prices file over it), and keeps the
+ * task's and the project's daily count (docs/budget.md).
+ *
+ * Four parts, each usable alone:
+ *   - usage_stream: the parser of one answer as it streams past (SSE for a
+ *     streamed /v1/messages, one JSON body otherwise), with bounded buffers;
+ *     it never holds bytes back, it only reads copies of what is forwarded;
+ *   - usage_prices: the price table;
+ *   - usage_count: tokens by kind and model, requests and cost, and its JSON
+ *     form (in aibox-proxy's record, and usage.json in the task folder);
+ *   - the daily ledger: one small file per project and local day, updated
+ *     under an exclusive flock(2) by every task and aibox run of the project.
+ *
+ * Money is counted in nano-USD (1e-9 USD) in 64-bit integers: a price of
+ * X USD per million tokens is X * 1000 nano-USD per token.  Every sum and
+ * product saturates at UINT64_MAX instead of wrapping.
+ */
+#ifndef AIBOX_USAGE_H
+#define AIBOX_USAGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "base/buf.h"
+
+enum usage_kind {
+	USAGE_INPUT,
+	USAGE_OUTPUT,
+	USAGE_CACHE_5M,   /* cache writes kept 5 minutes */
+	USAGE_CACHE_1H,   /* cache writes kept 1 hour */
+	USAGE_CACHE_READ, /* cache hits */
+	USAGE_KINDS
+};
+
+/* "input", "output", "cache_write_5m", "cache_write_1h", "cache_read". */
+extern const char *const usage_kind_names[USAGE_KINDS];
+
+/* One answer's tokens of one kind above this are counted as this (not refused). */
+#define USAGE_TOKENS_MAX 1000000000ULL
+/* One SSE event's data; a longer event is skipped for counting (and counted in skipped). */
+#define USAGE_EVENT_MAX (256 * 1024)
+/* A non-streamed answer's body; a longer one is skipped for counting likewise. */
+#define USAGE_BODY_MAX (4 * 1024 * 1024)
+/* A model name longer than this is counted under USAGE_MODEL_OTHER. */
+#define USAGE_MODEL_MAX 64
+/* Models counted by name; the rest are counted together under USAGE_MODEL_OTHER. */
+#define USAGE_MODELS       32
+#define USAGE_MODEL_OTHER  "(other)"
+#define USAGE_NANO_PER_USD 1000000000ULL
+/* A cap is at most this many USD (config and options refuse more). */
+#define USAGE_CAP_MAX_USD 1000000
+
+struct usage_tokens {
+	uint64_t n[USAGE_KINDS];
+};
+
+/* ---- one answer ---- */
+
+enum usage_mode { USAGE_OFF, USAGE_SSE, USAGE_JSON };
+
+struct usage_stream {
+	enum usage_mode mode;
+	struct buf line;                 /* SSE: the line being read; JSON: the body */
+	struct buf data;                 /* SSE: the data lines of the event being read */
+	int line_over;                   /* the line or body passed its cap: skipped */
+	int data_over;                   /* the event's data passed its cap: skipped */
+	int after_cr;                    /* the last byte was a CR (a CR LF is one line end) */
+	struct usage_tokens seen;        /* the highest of each kind this answer reported */
+	char model[USAGE_MODEL_MAX + 1]; /* "" until the answer names one */
+	uint64_t skipped;                /* events or bodies not counted: too large or not JSON */
+	int final; /* the final usage came: a message_delta's, or the body's (JSON) */
+};
+
+void usage_stream_init(struct usage_stream *s, enum usage_mode mode);
+
+/*
+ * Read the next n bytes of the answer's body (without the chunked framing).
+ * What the answer's usage grew by is added to *delta (never less than 0 per
+ * kind: usage that goes down changes nothing; each kind is taken as the
+ * highest value seen, at most USAGE_TOKENS_MAX).  Never fails; memory stays
+ * within USAGE_EVENT_MAX (SSE) or USAGE_BODY_MAX (JSON) per buffer.
+ */
+void usage_stream_feed(struct usage_stream *s, const char *p, size_t n, struct usage_tokens *delta);
+
+/* The body ended: a JSON body is read now (an SSE event left open is dropped). */
+void usage_stream_end(struct usage_stream *s, struct usage_tokens *delta);
+
+void usage_stream_release(struct usage_stream *s);
+
+/* 1 when any kind in t is non-zero. */
+int usage_tokens_any(const struct usage_tokens *t);
+
+/* ---- a request's body ---- */
+
+/*
+ * The output charged for a paid request whose body has no readable
+ * max_tokens, and whose answer's final usage never came (docs/budget.md).
+ */
+#define USAGE_MAX_TOKENS_UNREAD 128000ULL
+
+/*
+ * A scanner of a paid request's JSON body as it is forwarded: the top-level
+ * "max_tokens" and "model", with a few bytes of state (no copy of the body).
+ * Where it cannot read what the API would, it says "unreadable", which
+ * charges more, never less: a top-level key or a model spelled with an
+ * escape, a max_tokens that is not plain digits, a field given twice with
+ * different values (max_tokens: the largest counts).
+ */
+struct usage_req {
+	uint64_t bytes;      /* the body's bytes so far */
+	uint64_t max_tokens; /* when mt_state is 1 (at most USAGE_TOKENS_MAX) */
+	char model[USAGE_MODEL_MAX + 1];
+	int mt_state, model_state; /* 0 not seen, 1 read, -1 unreadable */
+	/* the scanner's state */
+	int depth, in_str, esc, st, field, top_bad;
+	char tok[USAGE_MODEL_MAX + 1];
+	size_t tok_len;
+	int tok_over, tok_esc;
+};
+
+void usage_req_init(struct usage_req *r);
+void usage_req_feed(struct usage_req *r, const char *p, size_t n);
+/* The body's max_tokens, or USAGE_MAX_TOKENS_UNREAD when it has none that can be read. */
+uint64_t usage_req_max_tokens(const struct usage_req *r);
+/* The body's model, or NULL when it has none that can be read. */
+const char *usage_req_model(const struct usage_req *r);
+
+/* ---- prices ---- */
+
+/* Price bands of one row: its first, and up to 3 above prompt-length thresholds. */
+#define USAGE_BANDS 4
+
+struct usage_band {
+	uint64_t above;             /* the prompt tokens this band starts above; 0 for the first */
+	uint64_t nano[USAGE_KINDS]; /* nano-USD per token */
+};
+
+struct usage_price {
+	char family[USAGE_MODEL_MAX + 1]; /* a model's name, without its date or variant */
+	char date[11];                    /* YYYY-MM-DD: the row's, else its file's */
+	size_t nband;                     /* 1 to USAGE_BANDS, thresholds rising */
+	struct usage_band band[USAGE_BANDS];
+	int file; /* where the row comes from: its index in usage_prices.files */
+	int line; /* and its line there */
+};
+
+/* A file a table was read from. */
+struct usage_prices_file {
+	char *path;
+	char date[11]; /* its "date" line */
+};
+
+#define USAGE_PRICES_FILES 2 /* the installed table, and the user's over it */
+
+struct usage_prices {
+	struct usage_price *v;
+	size_t nr;
+	struct usage_prices_file files[USAGE_PRICES_FILES];
+	size_t nfiles;
+	struct usage_price top; /* one band: the highest price of each kind, for models not in v */
+};
+
+#define USAGE_PRICES_INIT                                                                          \
+	{                                                                                          \
+		0                                                                                  \
+	}
+#define USAGE_PRICES_MAX      256 /* families in a table */
+#define USAGE_PRICES_FILE_MAX (64 * 1024)
+
+/*
+ * Read a price table (the format is in share/prices and docs/budget.md):
+ * "date YYYY-MM-DD", then one row a line,
+ *	FAMILY IN OUT CW5M CW1H CR [above TOKENS IN OUT CW5M CW1H CR]... [date YYYY-MM-DD]
+ * in USD per million tokens (at most 3 decimals, at most 1000000), each band
+ * above a higher threshold and no cheaper, kind by kind, than the one below;
+ * '#' comments.  Each family once.  0, or -EINVAL with "line N: why" in err.
+ * The rows' file is 0 and t->files[0] has the date (no path).
+ */
+int usage_prices_parse(const char *p, size_t n, struct usage_prices *t, struct buf *err);
+
+/*
+ * Add the table at path (at most USAGE_PRICES_FILE_MAX bytes) to t, which is
+ * empty or holds what earlier calls added: its rows replace t's rows of the
+ * same family and add the others.  t is left as it was on failure.  0; or a
+ * negative errno with "the price table 'PATH', line N: why" (or "cannot
+ * read the price table 'PATH': why") in err; -ENOENT for a missing file.
+ */
+int usage_prices_load(const char *path, struct usage_prices *t, struct buf *err);
+
+/*
+ * The price table in use (docs/budget.md): the installed one (prices_file(),
+ * common/base/paths.h), then the user's (user_prices_file()) over it when that
+ * file exists.  0, or a negative errno with the reason in err.
+ */
+int usage_prices_load_in_use(struct usage_prices *t, struct buf *err);
+
+/*
+ * The row that prices model: the longest family that is the model's name,
+ * or its name followed by a date ("-20250929"), a form such as
+ * "@20250805", or a variant ("[1m]"), in that order; never a family of
+ * another version ("claude-opus-4" does not price "claude-opus-4-8").  1
+ * when found; 0 when not (NULL model too), *out then the table's top price.
+ */
+int usage_price_of(const struct usage_prices *t, const char *model, const struct usage_price **out);
+
+/* The prompt tokens of t: input, cache writes and cache reads (saturating). */
+uint64_t usage_prompt(const struct usage_tokens *t);
+
+/*
+ * What t costs at p, in nano-USD (saturating), t being ONE request's
+ * cumulative tokens: the band is chosen by t's own prompt (usage_prompt()).
+ */
+uint64_t usage_cost(const struct usage_price *p, const struct usage_tokens *t);
+
+void usage_prices_release(struct usage_prices *t);
+
+/* ---- a task's count ---- */
+
+struct usage_model {
+	char name[USAGE_MODEL_MAX + 1]; /* USAGE_MODEL_OTHER for the rest */
+	struct usage_tokens t;
+	uint64_t requests; /* answers that reported usage for this model */
+	uint64_t nano;     /* their cost */
+	int unpriced;      /* not in the price table: charged at its top price */
+};
+
+/* Which cap ended the task, if one did. */
+enum usage_capped { USAGE_CAPPED_NONE, USAGE_CAPPED_TASK, USAGE_CAPPED_DAY };
+
+struct usage_count {
+	struct usage_model m[USAGE_MODELS + 1];
+	size_t nr;
+	uint64_t requests;  /* answers to paid endpoints forwarded */
+	uint64_t nano;      /* their cost by aibox's count */
+	uint64_t uncounted; /* answers whose usage could not be read (docs/budget.md) */
+	uint64_t skipped;   /* events or bodies skipped (too large, not JSON) */
+	uint64_t refused;   /* requests refused because a cap was reached */
+	uint64_t cap_task;  /* nano-USD, 0: none */
+	uint64_t cap_day;   /* nano-USD, 0: none */
+	uint64_t day_nano;  /* the project's day total, as last seen in the ledger */
+	enum usage_capped capped;
+	int present; /* counting is on (the proxy), or the record had usage (its reader) */
+};
+
+/*
+ * Add one answer's growth d for model (NULL or "" for unknown) at the
+ * prices in t; before: the answer's tokens before d (cumulative).
+ * new_answer: the first growth of this answer (counts a request for the
+ * model).  *nano gets d's cost: usage_cost(before + d) - usage_cost(before),
+ * so an answer is priced by its whole prompt, whatever its growths were.
+ */
+void usage_count_add(struct usage_count *c, const struct usage_prices *t, const char *model,
+                     const struct usage_tokens *before, const struct usage_tokens *d,
+                     int new_answer, uint64_t *nano);
+
+/* Append c as one JSON object (no newline): the "usage" of the record and usage.json. */
+void usage_count_json(const struct usage_count *c, struct buf *out);
+
+/* The same object as a new jansson json_t (void * so that this header needs no jansson). */
+void *usage_count_to_json(const struct usage_count *c);
+
+/*
+ * Read the object usage_count_json() wrote, from a jansson json_t (passed as
+ * void * so that this header needs no jansson).  0, or -EINVAL with the
+ * reason in err.
+ */
+int usage_count_from_json(const void *json, struct usage_count *c, struct buf *err);
+
+/* "12.345678" USD from nano-USD, into out. */
+void usage_format_usd(struct buf *out, uint64_t nano);
+
+/*
+ * A cap in USD from text ("5", "5.00", "0.5"): more than 0, at most
+ * USAGE_CAP_MAX_USD, at most 6 decimals.  0 with *nano set, or -EINVAL.
+ */
+int usage_parse_usd(const char *s, uint64_t *nano);
+
+/* ---- the project's daily ledger ---- */
+
+/*
+ * Open (creating them) DIR/spend/ and DIR/spend/YYYY-MM-DD for the local day
+ * of now, read-write, close-on-exec.  The fd, or a negative errno with the
+ * path in err.
+ */
+int usage_ledger_open(const char *project_dir, time_t now, struct buf *err);
+
+/*
+ * Under an exclusive flock(2) on fd: read the day's total (an empty file is
+ * 0), add nano (saturating), write it back in place, and set *total.  A
+ * ledger that is not as usage_ledger_sync() writes it is an error
+ * (-EINVAL), never reset.  0, or a negative errno.
+ */
+int usage_ledger_add(int fd, uint64_t nano, uint64_t *total);
+
+/*
+ * Reservations: what the paid requests in flight of each proxy may still
+ * cost, kept in the ledger beside the total so that every proxy of the
+ * project sees them (docs/budget.md, "The day's ledger").  A proxy names
+ * its own by an id (not 0, unique per proxy); a reservation lapses
+ * USAGE_LEDGER_TTL seconds after its proxy last set it, so that one of a
+ * proxy that died blocks no one for longer; the ledger holds at most
+ * USAGE_LEDGER_SLOTS proxies' reservations at once (-ENOSPC past them).
+ */
+#define USAGE_LEDGER_TTL   60
+#define USAGE_LEDGER_SLOTS 64
+
+struct usage_ledger_view {
+	uint64_t total;  /* the day's spend */
+	uint64_t others; /* the reservations of the other proxies, not lapsed */
+};
+
+/* The verdicts of usage_ledger_admit(). */
+enum { USAGE_ADMIT, USAGE_WAIT, USAGE_REFUSE };
+
+/*
+ * Under the exclusive lock: add nano to the total, set the reservation of
+ * proxy id to reserve (0 removes it; id 0: none) lapsing at now +
+ * USAGE_LEDGER_TTL, and read the view.  0, or a negative errno.
+ */
+int usage_ledger_sync(int fd, uint64_t id, uint64_t add, uint64_t reserve, time_t now,
+                      struct usage_ledger_view *v);
+
+/*
+ * Whether proxy id, whose requests in flight hold mine, may start a paid
+ * request under the day's cap (0: no cap, always admitted), decided and
+ * recorded under one exclusive lock: USAGE_REFUSE when the total reached
+ * cap; USAGE_WAIT when some reservation is held (mine or another proxy's)
+ * and the total with all of them reaches cap; else USAGE_ADMIT, and the
+ * proxy's reservation becomes want.  The verdict with the view, or a
+ * negative errno.
+ */
+int usage_ledger_admit(int fd, uint64_t id, uint64_t cap, uint64_t mine, uint64_t want, time_t now,
+                       struct usage_ledger_view *v);
+
+#endif

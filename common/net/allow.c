@@ -1,0 +1,290 @@
+#include "net/allow.h"
+
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/buf.h"
+#include "base/err.h"
+#include "net/http.h"
+#include "base/banned.h"
+
+#define PRESET_MAX 65536
+
+int allow_preset_name_ok(const char *n)
+{
+	size_t len = strlen(n);
+
+	if (!len || len > ALLOW_PRESET_NAME_MAX)
+		return 0;
+	for (size_t i = 0; i < len; i++)
+		if (!(islower((unsigned char)n[i]) || isdigit((unsigned char)n[i]) || n[i] == '-'))
+			return 0;
+	return 1;
+}
+
+static int add_lines(struct allow_list *l, const char *text, const char *presets_dir,
+                     int allow_presets, const char *what, struct buf *err);
+
+static int add_one(struct allow_list *l, const char *s, const char *presets_dir, int allow_presets,
+                   struct buf *err)
+{
+	struct allow_entry e;
+	struct buf why = BUF_INIT; /* filled only on the way out */
+	const char *rest = s;
+	size_t n = strlen(s);
+	int colons = 0;
+
+	memset(&e, 0, sizeof(e));
+	if (!strncmp(s, "preset:", 7)) {
+		struct buf path = BUF_INIT, text = BUF_INIT;
+		ssize_t r;
+		int ret;
+
+		if (!allow_presets) {
+			buf_addf(err, "invalid entry '%s': a preset cannot name a preset", s);
+			return -EINVAL;
+		}
+		if (!allow_preset_name_ok(s + 7)) {
+			buf_addf(err, "invalid entry '%s': bad preset name", s);
+			return -EINVAL;
+		}
+		buf_addf(&path, "%s/%s", presets_dir, s + 7);
+		r = buf_read_file(&text, path.buf, PRESET_MAX);
+		if (r < 0) {
+			buf_addf(err, "unknown preset '%s': cannot read '%s': %s", s + 7, path.buf,
+			         strerror((int)-r));
+			buf_release(&path);
+			buf_release(&text);
+			return (int)r;
+		}
+		ret = add_lines(l, text.buf, presets_dir, 0, s, err);
+		buf_release(&path);
+		buf_release(&text);
+		return ret;
+	}
+	for (size_t i = 0; i < n; i++)
+		colons += s[i] == ':';
+	if (colons >= 2 && s[0] != '[') {
+		/* A bare IPv6 literal, port 443. */
+		if (n >= sizeof(e.host) || inet_pton(AF_INET6, s, e.addr) != 1) {
+			buf_addf(err, "invalid entry '%s': bad IPv6 address (use [addr]:port)", s);
+			return -EINVAL;
+		}
+		e.kind = ALLOW_ADDR;
+		e.family = AF_INET6;
+		e.port = 443;
+		memcpy(e.host, s, n + 1);
+		goto add;
+	}
+	if (!strncmp(s, "*.", 2)) {
+		e.kind = ALLOW_WILDCARD;
+		rest = s + 2;
+	}
+	if (http_split_authority(rest, strlen(rest), 443, e.host, sizeof(e.host), &e.port, &why)) {
+		buf_addf(err, "invalid entry '%s': %s", s, why.buf);
+		buf_release(&why);
+		return -EINVAL;
+	}
+	if (inet_pton(AF_INET, e.host, e.addr) == 1) {
+		e.family = AF_INET;
+	} else if (inet_pton(AF_INET6, e.host, e.addr) == 1) {
+		e.family = AF_INET6;
+	}
+	if (e.family) {
+		if (e.kind == ALLOW_WILDCARD) {
+			buf_addf(err, "invalid entry '%s': a wildcard needs a domain name", s);
+			return -EINVAL;
+		}
+		e.kind = ALLOW_ADDR;
+	} else if (e.kind == ALLOW_WILDCARD && !strchr(e.host, '.')) {
+		buf_addf(err, "invalid entry '%s': a wildcard needs a domain with a dot", s);
+		return -EINVAL;
+	}
+add:
+	ALLOC_GROW(l->v, l->nr + 1, l->alloc);
+	l->v[l->nr++] = e;
+	return 0;
+}
+
+static int add_lines(struct allow_list *l, const char *text, const char *presets_dir,
+                     int allow_presets, const char *what, struct buf *err)
+{
+	const char *p = text;
+	int lineno = 0, r;
+
+	while (*p) {
+		const char *e = strchr(p, '\n'), *s, *t;
+		char line[512];
+		size_t len;
+
+		if (!e)
+			e = p + strlen(p);
+		lineno++;
+		s = p;
+		t = e;
+		while (s < t && isspace((unsigned char)*s))
+			s++;
+		while (t > s && isspace((unsigned char)t[-1]))
+			t--;
+		len = t - s;
+		p = *e ? e + 1 : e;
+		if (!len || *s == '#')
+			continue;
+		if (len >= sizeof(line)) {
+			buf_addf(err, "%s:%d: entry too long", what, lineno);
+			return -EINVAL;
+		}
+		memcpy(line, s, len);
+		line[len] = '\0';
+		if ((r = add_one(l, line, presets_dir, allow_presets, err)) < 0) {
+			buf_addf(err, " (%s:%d)", what, lineno);
+			return r;
+		}
+	}
+	return 0;
+}
+
+int allow_add(struct allow_list *l, const char *entry, const char *presets_dir, struct buf *err)
+{
+	return add_one(l, entry, presets_dir, 1, err);
+}
+
+int allow_add_file(struct allow_list *l, const char *path, const char *presets_dir, struct buf *err)
+{
+	struct buf text = BUF_INIT;
+	ssize_t r = buf_read_file(&text, path, 1 << 20);
+	int ret;
+
+	if (r < 0) {
+		buf_addf(err, "cannot read '%s': %s", path, strerror((int)-r));
+		buf_release(&text);
+		return (int)r;
+	}
+	if (memchr(text.buf, '\0', text.len)) {
+		buf_addf(err, "'%s' holds a NUL byte", path);
+		buf_release(&text);
+		return -EINVAL;
+	}
+	ret = add_lines(l, text.buf, presets_dir, 1, path, err);
+	buf_release(&text);
+	return ret;
+}
+
+void allow_clear(struct allow_list *l)
+{
+	free(l->v);
+	l->v = NULL;
+	l->nr = l->alloc = 0;
+}
+
+const struct allow_entry *allow_match(const struct allow_list *l, const char *host, int port)
+{
+	unsigned char addr[16];
+	int family = 0;
+	size_t hl = strlen(host);
+
+	if (inet_pton(AF_INET, host, addr) == 1)
+		family = AF_INET;
+	else if (inet_pton(AF_INET6, host, addr) == 1)
+		family = AF_INET6;
+	for (size_t i = 0; i < l->nr; i++) {
+		const struct allow_entry *e = &l->v[i];
+
+		if (e->port != port)
+			continue;
+		switch (e->kind) {
+		case ALLOW_ADDR:
+			if (family == e->family &&
+			    !memcmp(addr, e->addr, family == AF_INET ? 4 : 16))
+				return e;
+			break;
+		case ALLOW_NAME:
+			if (!family && !strcmp(host, e->host))
+				return e;
+			break;
+		case ALLOW_WILDCARD: {
+			size_t dl = strlen(e->host);
+
+			if (!family && hl > dl + 1 && host[hl - dl - 1] == '.' &&
+			    !strcmp(host + hl - dl, e->host))
+				return e;
+			break;
+		}
+		}
+	}
+	return NULL;
+}
+
+static int v4_public(uint32_t a)
+{
+	static const struct {
+		uint32_t net;
+		int bits;
+	} special[] = {
+	    {0x00000000, 8},  {0x0a000000, 8},  {0x64400000, 10}, {0x7f000000, 8},
+	    {0xa9fe0000, 16}, {0xac100000, 12}, {0xc0000000, 24}, {0xc0000200, 24},
+	    {0xc0586300, 24}, {0xc0a80000, 16}, {0xc6120000, 15}, {0xc6336400, 24},
+	    {0xcb007100, 24}, {0xe0000000, 4},  {0xf0000000, 4},
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(special); i++) {
+		uint32_t mask = 0xffffffffu << (32 - special[i].bits);
+
+		if ((a & mask) == special[i].net)
+			return 0;
+	}
+	return 1;
+}
+
+int addr_is_public(const struct sockaddr *sa)
+{
+	if (sa->sa_family == AF_INET) {
+		const struct sockaddr_in *s4 = (const struct sockaddr_in *)sa;
+
+		return v4_public(ntohl(s4->sin_addr.s_addr));
+	}
+	if (sa->sa_family == AF_INET6) {
+		const unsigned char *a = ((const struct sockaddr_in6 *)sa)->sin6_addr.s6_addr;
+
+		/* Global unicast is 2000::/3; within it refuse the special blocks. */
+		if ((a[0] & 0xe0) != 0x20)
+			return 0;
+		if (a[0] == 0x20 && a[1] == 0x01 && a[2] < 0x02) /* 2001::/23 */
+			return 0;
+		if (a[0] == 0x20 && a[1] == 0x01 && a[2] == 0x0d &&
+		    a[3] == 0xb8) /* 2001:db8::/32 */
+			return 0;
+		if (a[0] == 0x20 && a[1] == 0x02) /* 2002::/16, 6to4 */
+			return 0;
+		if (a[0] == 0x3f && a[1] == 0xff && (a[2] & 0xf0) == 0) /* 3fff::/20 */
+			return 0;
+		return 1;
+	}
+	return 0;
+}
+
+int addr_is_loopback(const struct sockaddr *sa)
+{
+	if (sa->sa_family == AF_INET)
+		return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
+	if (sa->sa_family == AF_INET6)
+		return IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)sa)->sin6_addr);
+	return 0;
+}
+
+int allow_addr_ok(const struct allow_entry *e, const struct sockaddr *sa)
+{
+	if (e->kind == ALLOW_ADDR) {
+		if (sa->sa_family != e->family)
+			return 0;
+		if (e->family == AF_INET)
+			return !memcmp(&((const struct sockaddr_in *)sa)->sin_addr, e->addr, 4);
+		return !memcmp(&((const struct sockaddr_in6 *)sa)->sin6_addr, e->addr, 16);
+	}
+	if (e->kind == ALLOW_NAME && !strcmp(e->host, "localhost"))
+		return addr_is_loopback(sa);
+	return addr_is_public(sa);
+}

@@ -1,0 +1,508 @@
+/*
+ * Key forwarding: the requests for the API the proxy answers itself, the
+ * pool of idle TLS connections to the upstream, and spend (docs/budget.md):
+ * the caps, and the usage read from each answer through http.c's body
+ * hook (struct http_body's content callback).
+ */
+#include <errno.h>
+#include <jansson.h>
+#include <openssl/rand.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "proxy/api_paths.h"
+#include "base/buf.h"
+#include "base/err.h"
+#include "net/http.h"
+#include "proxy/proxy_impl.h"
+#include "proxy/proxy_report.h"
+#include "config/usage.h"
+#include "base/banned.h"
+
+static void pool_close(struct pooled *p)
+{
+	if (p->fd < 0)
+		return;
+	/* No close_notify: the peer may be gone, and a write could block. */
+	SSL_set_quiet_shutdown(p->ssl, 1);
+	SSL_free(p->ssl);
+	close(p->fd); /* leaves epoll with it */
+	p->ssl = NULL;
+	p->fd = -1;
+}
+
+/* An idle connection is alive when nothing at all is waiting on it. */
+static int pool_alive(struct pooled *p)
+{
+	char b;
+	ssize_t r = recv(p->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+
+	return r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && !SSL_has_pending(p->ssl);
+}
+
+void px_pool_init(struct proxy *px)
+{
+	for (int i = 0; i < PROXY_API_POOL_MAX; i++) {
+		px->pool[i].h.c = NULL;
+		px->pool[i].h.side = SIDE_POOL;
+		px->pool[i].fd = -1;
+		px->pool[i].ssl = NULL;
+	}
+}
+
+void px_pool_close_all(struct proxy *px)
+{
+	for (int i = 0; i < PROXY_API_POOL_MAX; i++)
+		pool_close(&px->pool[i]);
+}
+
+void px_pool_sweep(struct proxy *px)
+{
+	for (int i = 0; i < px->cfg->api_pool; i++)
+		if (px->pool[i].fd >= 0 &&
+		    px->now_ms - px->pool[i].since_ms >= px->cfg->api_pool_idle_ms)
+			pool_close(&px->pool[i]);
+}
+
+void px_pool_put(struct conn *c)
+{
+	struct proxy *px = c->px;
+	struct pooled *p = NULL;
+	struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP};
+
+	if (!c->is_api || !c->ssl || c->ufd < 0 || c->up_close || !c->req_done || !c->respb.done ||
+	    c->respb.kind == BODY_CLOSE || c->rb_len > c->rb_off ||
+	    px_spill_pending(&c->to_upstream) || SSL_has_pending(c->ssl) || c->ssl_rw || c->ssl_ww)
+		return;
+	for (int i = 0; i < px->cfg->api_pool; i++) {
+		if (px->pool[i].fd < 0) {
+			p = &px->pool[i];
+			break;
+		}
+		if (!p || px->pool[i].since_ms < p->since_ms)
+			p = &px->pool[i]; /* full: the oldest makes room */
+	}
+	if (!p)
+		return;
+	pool_close(p);
+	ev.data.ptr = &p->h;
+	if (epoll_ctl(px->epfd, EPOLL_CTL_MOD, c->ufd, &ev) < 0)
+		return;
+	p->fd = c->ufd;
+	p->ssl = c->ssl;
+	p->since_ms = px->now_ms;
+	c->ufd = -1;
+	c->ssl = NULL;
+	c->uev = 0;
+}
+
+int px_pool_take(struct conn *c)
+{
+	struct proxy *px = c->px;
+
+	for (;;) {
+		struct pooled *p = NULL;
+		struct epoll_event ev = {.events = EPOLLOUT, .data.ptr = &c->hu};
+
+		for (int i = 0; i < px->cfg->api_pool; i++)
+			if (px->pool[i].fd >= 0 && (!p || px->pool[i].since_ms >= p->since_ms))
+				p = &px->pool[i];
+		if (!p)
+			return 0;
+		if (!pool_alive(p) || epoll_ctl(px->epfd, EPOLL_CTL_MOD, p->fd, &ev) < 0) {
+			pool_close(p);
+			continue;
+		}
+		c->ufd = p->fd;
+		c->ssl = p->ssl;
+		c->uev = EPOLLOUT;
+		p->fd = -1;
+		p->ssl = NULL;
+		return 1;
+	}
+}
+
+void px_pool_event(struct pooled *p)
+{
+	if (p->fd >= 0 && !pool_alive(p))
+		pool_close(p);
+}
+
+int px_is_api_authority(const char *host, int port)
+{
+	return port == PROXY_API_PORT && (!strcmp(host, "127.0.0.1") || !strcmp(host, "localhost"));
+}
+
+/* The methods the API uses (PROXY_API_METHODS); the rest get a 405. */
+static int api_method_ok(const char *m, size_t n)
+{
+	return (n == 3 && !memcmp(m, "GET", 3)) || (n == 4 && !memcmp(m, "POST", 4)) ||
+	       (n == 6 && !memcmp(m, "DELETE", 6));
+}
+
+/* This proxy's name in the ledger's reservations: random, never 0. */
+static uint64_t ledger_id(struct proxy *px)
+{
+	while (!px->ledger_id)
+		if (RAND_bytes((unsigned char *)&px->ledger_id, sizeof(px->ledger_id)) != 1)
+			px->ledger_id = ((uint64_t)getpid() << 32) ^ (uint64_t)px->now_ms;
+	return px->ledger_id;
+}
+
+/*
+ * The most the paid request c may cost in all (docs/budget.md, "Caps"):
+ * its tokens so far, its output raised to its max_tokens, and until the
+ * answer reports its input, one input token per byte of its body at the
+ * highest input-like price of its model (whichever of input and the cache
+ * writes usage_cost() prices highest).  Before its body has been read, the
+ * model is unknown (the table's top price) and max_tokens the largest count.
+ */
+static uint64_t worst_cost(const struct conn *c)
+{
+	const struct usage_price *p;
+	struct usage_tokens t = c->req_tokens;
+	const char *model = c->us && c->us->model[0] ? c->us->model
+	                    : c->req_done            ? usage_req_model(&c->rq)
+	                                             : NULL;
+	static const int input_like[] = {USAGE_INPUT, USAGE_CACHE_5M, USAGE_CACHE_1H};
+	uint64_t out = c->req_done ? usage_req_max_tokens(&c->rq) : USAGE_TOKENS_MAX, in, worst = 0;
+
+	usage_price_of(c->px->cfg->prices, model, &p);
+	if (t.n[USAGE_OUTPUT] < out)
+		t.n[USAGE_OUTPUT] = out;
+	if (c->us_counted)
+		return usage_cost(p, &t);
+	in = c->req_len >= 0 ? (uint64_t)c->req_len : c->req_done ? c->rq.bytes : USAGE_TOKENS_MAX;
+	if (in > USAGE_TOKENS_MAX)
+		in = USAGE_TOKENS_MAX;
+	for (size_t i = 0; i < ARRAY_SIZE(input_like); i++) {
+		struct usage_tokens w = t;
+		uint64_t cost;
+
+		if (w.n[input_like[i]] < in)
+			w.n[input_like[i]] = in;
+		cost = usage_cost(p, &w);
+		if (cost > worst)
+			worst = cost;
+	}
+	return worst;
+}
+
+/* c's reservation: what it may still cost, beyond what is counted already. */
+static void spend_update(struct conn *c)
+{
+	struct proxy *px = c->px;
+	uint64_t worst, resv;
+
+	if (!c->admitted)
+		return;
+	worst = worst_cost(c);
+	resv = worst > c->req_nano ? worst - c->req_nano : 0;
+	if (resv < c->resv)
+		px->budget_changed = 1;
+	px->reserved = px->reserved - c->resv + resv;
+	c->resv = resv;
+}
+
+/*
+ * The refusal of a paid request by a cap, in the API's own error shape, so
+ * that the client reports it and stops.  which: the cap; total: what was
+ * spent against it; r: the ledger's error, if that is why.
+ */
+static void budget_refuse(struct conn *c, enum usage_capped which, uint64_t total, int r)
+{
+	struct usage_count *u = &c->px->cfg->report->usage;
+	struct buf msg = BUF_INIT, spent = BUF_INIT, cap = BUF_INIT, why = BUF_INIT;
+	json_t *body;
+	char *text;
+
+	usage_format_usd(&cap, which == USAGE_CAPPED_TASK ? u->cap_task : u->cap_day);
+	usage_format_usd(&spent, total);
+	if (which == USAGE_CAPPED_TASK)
+		buf_addf(&msg,
+		         "aibox: this task's budget of %s USD is spent (%s USD by aibox's "
+		         "count); aibox-proxy refuses further API requests",
+		         cap.buf, spent.buf);
+	else if (r < 0)
+		buf_addf(&msg,
+		         "aibox: the project's ledger of today's spend cannot be read (%s), so its "
+		         "daily budget of %s USD cannot be kept; aibox-proxy refuses further API "
+		         "requests",
+		         strerror(-r), cap.buf);
+	else
+		buf_addf(&msg,
+		         "aibox: the project's daily budget of %s USD is spent (%s USD today by "
+		         "aibox's count); aibox-proxy refuses further API requests",
+		         cap.buf, spent.buf);
+	u->refused++;
+	if (!u->capped)
+		u->capped = which;
+	body = json_pack("{s:s, s:{s:s, s:s}}", "type", "error", "error", "type",
+	                 PROXY_BUDGET_ERROR, "message", msg.buf);
+	text = body ? json_dumps(body, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+	if (!text)
+		die_oom();
+	buf_addf(&why, "budget: the %s cap of %s USD is reached",
+	         which == USAGE_CAPPED_TASK ? "task" : "day", cap.buf);
+	px_respond_with(c, 400, "refused", why.buf, text);
+	free(text);
+	json_decref(body);
+	buf_release(&msg);
+	buf_release(&spent);
+	buf_release(&cap);
+	buf_release(&why);
+}
+
+/*
+ * May the paid request c start?  Refused (answered, 0) once a cap is
+ * reached; waits (2) while the requests in flight, at what they may still
+ * cost, would reach it; else admitted (1) with its reservation, which the
+ * ledger records in the same lock as the decision.
+ */
+static int budget_check(struct conn *c)
+{
+	struct proxy *px = c->px;
+	struct usage_count *u = &px->cfg->report->usage;
+	struct usage_ledger_view v;
+	uint64_t resv;
+	int r = USAGE_ADMIT;
+
+	if (u->cap_task && u->nano >= u->cap_task) {
+		budget_refuse(c, USAGE_CAPPED_TASK, u->nano, 0);
+		return 0;
+	}
+	if (u->cap_task && px->reserved && u->nano + px->reserved >= u->cap_task)
+		return 2;
+	resv = worst_cost(c);
+	if (px->cfg->ledger_fd >= 0) {
+		uint64_t want = px->reserved > UINT64_MAX - resv ? UINT64_MAX : px->reserved + resv;
+
+		r = usage_ledger_admit(px->cfg->ledger_fd, ledger_id(px), u->cap_day, px->reserved,
+		                       want, time(NULL), &v);
+		if (r >= 0) {
+			u->day_nano = v.total;
+			px->ledger_reserved = want;
+			px->ledger_synced_ms = px->now_ms;
+		}
+		if (r < 0 && u->cap_day) {
+			budget_refuse(c, USAGE_CAPPED_DAY, 0, r);
+			return 0;
+		}
+	}
+	if (r == USAGE_REFUSE) {
+		budget_refuse(c, USAGE_CAPPED_DAY, v.total, 0);
+		return 0;
+	}
+	if (r == USAGE_WAIT)
+		return 2;
+	c->admitted = 1;
+	c->resv = resv;
+	px->reserved = px->reserved > UINT64_MAX - resv ? UINT64_MAX : px->reserved + resv;
+	return 1;
+}
+
+void px_spend_round(struct proxy *px, int tick)
+{
+	const struct proxy_config *cfg = px->cfg;
+	struct usage_ledger_view v;
+	int waiting = 0;
+
+	if (cfg->ledger_fd >= 0 && px->ledger_id &&
+	    (px->reserved != px->ledger_reserved ||
+	     (px->reserved && px->now_ms - px->ledger_synced_ms >= USAGE_LEDGER_TTL * 1000 / 4)) &&
+	    usage_ledger_sync(cfg->ledger_fd, px->ledger_id, 0, px->reserved, time(NULL), &v) ==
+	        0) {
+		px->ledger_reserved = px->reserved;
+		px->ledger_synced_ms = px->now_ms;
+		cfg->report->usage.day_nano = v.total;
+	}
+	if (!px->budget_changed && !(tick && cfg->ledger_fd >= 0))
+		return;
+	px->budget_changed = 0;
+	for (struct conn *c = px->conns; c && !waiting; c = c->next)
+		waiting = c->state == ST_WAIT;
+	if (!waiting)
+		return;
+	for (struct conn *c = px->conns, *next; c; c = next) {
+		next = c->next;
+		if (c->state != ST_WAIT)
+			continue;
+		c->state = ST_HEAD;
+		px_pump(c);
+	}
+}
+
+int px_api_request(struct conn *c, const struct http_head *h, const char *t, size_t tl,
+                   struct buf *path)
+{
+	struct proxy *px = c->px;
+	struct buf why = BUF_INIT;
+	int kind;
+
+	snprintf(c->host, sizeof(c->host), "localhost");
+	c->port = PROXY_API_PORT;
+	px_set_what(c, h->method, h->method_len, t, tl);
+	if (!px->cfg->api_key) {
+		px_refuse(c, "key forwarding is off");
+		return 0;
+	}
+	if (!api_method_ok(h->method, h->method_len)) {
+		/* TRACE and the like could echo the key back. */
+		px_respond(c, 405, "refused", "method not forwarded to the API");
+		return 0;
+	}
+	kind = api_path_classify(h->method, h->method_len, t, tl, path, &why);
+	if (kind < 0) {
+		px_refuse(c, why.buf);
+		buf_release(&why);
+		return 0;
+	}
+	c->paid = px->cfg->prices && kind == API_PATH_PAID;
+	c->req_len = h->chunked ? -1 : h->content_length > 0 ? h->content_length : 0;
+	return c->paid ? budget_check(c) : 1;
+}
+
+/* Count what one answer's usage grew by, for model. */
+static void usage_apply(struct conn *c, const char *model, const struct usage_tokens *d)
+{
+	struct proxy *px = c->px;
+	struct usage_count *u = &px->cfg->report->usage;
+	uint64_t nano, total;
+
+	if (!usage_tokens_any(d))
+		return;
+	usage_count_add(u, px->cfg->prices, model, &c->req_tokens, d, !c->us_counted, &nano);
+	if (!c->us_counted)
+		snprintf(c->req_model, sizeof(c->req_model), "%s", model ? model : "");
+	c->us_counted = 1;
+	for (int k = 0; k < USAGE_KINDS; k++)
+		c->req_tokens.n[k] += d->n[k];
+	c->req_nano += nano;
+	/* Each task adds as it goes, so that a killed task's spend is still there. */
+	if (px->cfg->ledger_fd >= 0 && nano &&
+	    usage_ledger_add(px->cfg->ledger_fd, nano, &total) == 0)
+		u->day_nano = total;
+	spend_update(c);
+}
+
+static void usage_content(void *ctx, const char *p, size_t n)
+{
+	struct conn *c = ctx;
+	struct usage_tokens d = {{0}};
+
+	if (!c->us)
+		return;
+	usage_stream_feed(c->us, p, n, &d);
+	c->us_final = c->us->final;
+	usage_apply(c, c->us->model, &d);
+}
+
+static void req_content(void *ctx, const char *p, size_t n)
+{
+	struct conn *c = ctx;
+
+	usage_req_feed(&c->rq, p, n);
+}
+
+void px_spend_body_begin(struct conn *c)
+{
+	usage_req_init(&c->rq);
+	c->reqb.content = req_content;
+	c->reqb.content_ctx = c;
+}
+
+void px_spend_body_done(struct conn *c)
+{
+	spend_update(c);
+}
+
+/*
+ * The request was sent whole and its answer's final usage never came (cut,
+ * or a bound hit; an answer other than 2xx costs nothing): its output is
+ * charged as its max_tokens.  Then its reservation ends.
+ */
+static void settle(struct conn *c)
+{
+	struct proxy *px = c->px;
+	struct usage_tokens d = {{0}};
+	uint64_t max = usage_req_max_tokens(&c->rq);
+
+	if (!c->admitted)
+		return;
+	if (c->req_done && !c->us_final &&
+	    (!c->resp_head_done || (c->status >= 200 && c->status <= 299)) &&
+	    c->req_tokens.n[USAGE_OUTPUT] < max) {
+		d.n[USAGE_OUTPUT] = max - c->req_tokens.n[USAGE_OUTPUT];
+		c->charged_max = 1;
+		usage_apply(c, c->us && c->us->model[0] ? c->us->model : usage_req_model(&c->rq),
+		            &d);
+	}
+	px->reserved -= c->resv;
+	c->resv = 0;
+	c->admitted = 0;
+	px->budget_changed = 1;
+}
+
+/* Only an answer the API reports usage in is read. */
+void px_usage_begin(struct conn *c, const struct http_head *h)
+{
+	struct proxy *px = c->px;
+	struct usage_count *u = &px->cfg->report->usage;
+	enum usage_mode mode = USAGE_OFF;
+	int encoded = 0;
+
+	if (!c->paid || h->status < 200 || h->status > 299)
+		return;
+	u->requests++;
+	for (int i = 0; i < h->nhdr; i++) {
+		const struct http_header *hd = &h->hdr[i];
+
+		if (http_name_is(hd, "content-type")) {
+			if (hd->value_len >= 17 && !strncasecmp(hd->value, "text/event-stream", 17))
+				mode = USAGE_SSE;
+			else if (hd->value_len >= 16 &&
+			         !strncasecmp(hd->value, "application/json", 16))
+				mode = USAGE_JSON;
+		} else if (http_name_is(hd, "content-encoding") &&
+		           !(hd->value_len == 8 && !strncasecmp(hd->value, "identity", 8))) {
+			encoded = 1;
+		}
+	}
+	if (mode == USAGE_OFF || encoded || c->respb.kind == BODY_NONE) {
+		u->uncounted++;
+		return;
+	}
+	c->us = xmalloc(sizeof(*c->us));
+	usage_stream_init(c->us, mode);
+	c->respb.content = usage_content;
+	c->respb.content_ctx = c;
+}
+
+void px_usage_done(struct conn *c)
+{
+	struct proxy *px = c->px;
+	struct usage_tokens d = {{0}};
+
+	if (!c->us) {
+		settle(c);
+		return;
+	}
+	if (c->respb.done)
+		usage_stream_end(c->us, &d);
+	c->us_final = c->us->final;
+	usage_apply(c, c->us->model, &d);
+	settle(c);
+	px->cfg->report->usage.skipped += c->us->skipped;
+	if (c->us->mode == USAGE_JSON && !c->respb.done)
+		px->cfg->report->usage.uncounted++; /* cut short: its body was never read */
+	usage_stream_release(c->us);
+	free(c->us);
+	c->us = NULL;
+	c->respb.content = NULL;
+}

@@ -1,0 +1,393 @@
+/*
+ * The proxy engine's insides, shared by its modules and by nothing else
+ * (common/proxy/proxy.h is the interface; docs/internals.md, "The proxy's
+ * files", says which file holds what).
+ *
+ * One struct proxy per proxy_run(): the epoll set, the connections, the
+ * pool of idle API connections and the log's count.  Each struct conn
+ * points back at its proxy; a function given a connection reaches the
+ * proxy and its config through c->px.
+ *
+ * Conventions of every px_ function that takes a connection: it may end
+ * the connection (px_conn_kill(), or an answer of our own and
+ * ST_CLOSING), so the caller looks at c->dead and c->state afterwards; a
+ * dead connection is freed only by px_free_graveyard() after the round.
+ */
+#ifndef AIBOX_PROXY_IMPL_H
+#define AIBOX_PROXY_IMPL_H
+
+#include <openssl/ssl.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "net/http.h"
+#include "proxy/proxy.h"
+#include "proxy/secret_swap.h"
+#include "net/resolve.h"
+#include "config/usage.h"
+
+struct buf;
+
+#define SCRATCH_SIZE (64 * 1024)
+/* The upstream's response head and body pass through a buffer this size. */
+#define RBUF_SIZE (16 * 1024)
+/* An answer of our own is flushed, then the connection lingers this long. */
+#define LINGER_MS 2000
+/* Host certificates kept for the next connections to the same host. */
+#define PX_LEAVES 16
+
+enum state {
+	ST_HEAD,    /* reading a request head from the client */
+	ST_RESOLVE, /* waiting for the resolver */
+	ST_CONNECT, /* non-blocking connect in progress */
+	ST_TLS,     /* TLS handshake with the API upstream */
+	ST_TUNNEL,  /* CONNECT: bytes both ways */
+	ST_FWD,     /* one request forwarded, its response coming back */
+	ST_CLOSING, /* our answer is being flushed, then a lingering close */
+	ST_WAIT,    /* a paid request's head, waiting for the requests in flight (budget) */
+	ST_CTLS,    /* interception: the TLS handshake with the client */
+};
+
+enum side { SIDE_CLIENT, SIDE_UPSTREAM, SIDE_LISTEN, SIDE_SIGNAL, SIDE_RESOLVER, SIDE_POOL };
+
+struct conn;
+
+/* What epoll's data.ptr points at: a connection's side, or one of the proxy's own fds. */
+struct handle {
+	struct conn *c;
+	enum side side;
+};
+
+/* Bytes that could not be written yet; allocated only while there are some. */
+struct spill {
+	char *p;
+	size_t off, len, cap;
+};
+
+struct conn {
+	struct proxy *px;
+	struct handle hc, hu;
+	struct conn *prev, *next, *gnext, *anext;
+	int again; /* on the again list: TLS holds bytes epoll cannot see */
+	int cfd, ufd;
+	int c_gone, u_gone; /* fd taken out of epoll after a hangup */
+	SSL *ssl;
+	uint32_t cev, uev; /* the epoll masks registered now */
+	enum state state;
+	int dead;
+	int api_tunnel; /* inside a CONNECT to the key forwarding port */
+
+	/* Interception: the client's TLS, ended here, and the host it is for. */
+	SSL *cssl;
+	int intercept; /* the handshake is done: requests come inside cssl */
+	int cssl_rw, cssl_ww;
+	char ihost[256];
+	int iport;
+	char used[200];   /* the secrets swapped into the request, comma-separated */
+	int used_refused; /* ... or the one whose placeholder got the request refused */
+	int rechunk;      /* the answer goes to the client chunked, echoes replaced */
+	int websocket;    /* the request asked for a WebSocket upgrade */
+	struct swap_echo *echo;
+
+	/* The request in progress. */
+	int is_connect, is_api, head_method;
+	char method[16];
+	char host[256];
+	int port;
+	char what[200]; /* method and path, for the log */
+	const struct allow_entry *entry;
+	int status;
+	int client_close, close_after;
+
+	char *in; /* the client's bytes: heads and request bodies */
+	size_t in_off, in_len;
+	char *rb; /* the upstream's response (ST_FWD) */
+	size_t rb_off, rb_len;
+	struct spill to_client, to_upstream;
+	size_t req_ready, resp_ready; /* framed body bytes waiting to be written */
+	struct http_body reqb, respb;
+	int req_done, resp_head_done, resp_done;
+	int c_eof, u_eof, c_shut, u_shut;
+	int ssl_rw, ssl_ww; /* SSL read wants write, SSL write wants read */
+
+	/* Bulk tunnel directions (0 client to upstream, 1 back): a pipe for splice. */
+	int pipe_r[2], pipe_w[2];
+	size_t pipe_len[2], pipe_cap[2];
+	int64_t bulk_after_ms[2]; /* no pipe before this (the last try failed) */
+
+	/* Key forwarding over a pooled upstream connection. */
+	int reused;   /* the upstream connection came from the pool */
+	int up_close; /* the upstream's response said Connection: close */
+	char *replay; /* the upstream head, kept to send it again (no body) */
+	size_t replay_len;
+
+	/* Spend: a request to a paid endpoint, and what its answer reported. */
+	int paid;
+	struct usage_stream *us;        /* while the answer is read */
+	int us_counted;                 /* the answer has reported usage */
+	int us_final;                   /* its final usage came */
+	struct usage_tokens req_tokens; /* the request's tokens so far (cumulative) */
+	uint64_t req_nano;
+	char req_model[USAGE_MODEL_MAX + 1];
+	struct usage_req rq; /* the request's body, read as it is forwarded */
+	int64_t req_len;     /* its Content-Length, -1 when chunked */
+	int admitted;        /* forwarded under the caps: holds a reservation */
+	uint64_t resv;       /* what it may still cost (its share of px->reserved) */
+	int charged_max;     /* its final usage never came: charged its max_tokens */
+	int64_t wait_until;  /* ST_WAIT: how long it may wait in all */
+	/* The client went away: the answer is read to its end for its usage. */
+	int draining;
+	int64_t drain_until;
+	uint64_t drained;
+
+	struct resolve_job *job;
+	struct resolve_result addrs;
+	int ai;
+	int connect_err;
+
+	uint64_t sent, received;
+	int64_t start_ms, deadline_ms;
+};
+
+/*
+ * An idle TLS connection to the API upstream, waiting for one request.
+ * A slot is free when fd < 0; its handle stays where epoll was told it is.
+ */
+struct pooled {
+	struct handle h;
+	int fd;
+	SSL *ssl;
+	int64_t since_ms;
+};
+
+struct proxy {
+	const struct proxy_config *cfg;
+	int epfd;
+	struct conn *conns;
+	struct conn *graveyard;  /* killed in this round, freed after it */
+	struct conn *again_list; /* to pump once more before sleeping */
+	int nconns, listening;
+	int64_t accept_paused_until; /* after EMFILE: let connections close first */
+	struct handle h_listen, h_signal, h_resolver;
+	int64_t now_ms; /* clock_ms(), read once per round of the loop */
+	/* Bytes this proxy wrote to the log, and whether it reached cfg->log_max. */
+	int64_t log_written;
+	int log_full;
+	struct pooled pool[PROXY_API_POOL_MAX];
+	/* Spend: the reservations of this proxy's paid requests in flight (docs/budget.md). */
+	uint64_t reserved;
+	uint64_t ledger_id;       /* this proxy's reservations in the ledger */
+	uint64_t ledger_reserved; /* as last written there */
+	int64_t ledger_synced_ms;
+	int budget_changed; /* a reservation went down: the waiting requests look again */
+	/* Interception: the host certificates issued, the last few kept. */
+	struct {
+		char host[256];
+		X509 *cert;
+	} leaves[PX_LEAVES];
+	int leaf_next;
+	char scratch[SCRATCH_SIZE]; /* a tunnel's bytes on their way through */
+};
+
+/* ---- common/proxy/proxy.c: the loop and accept ---- */
+
+/* Move c along as far as it goes now, then set its epoll masks. */
+void px_pump(struct conn *c);
+
+/* ---- common/proxy/proxy_conn.c: connection life, answers of our own, I/O ---- */
+
+/* Append n bytes to s (grown as needed). */
+void px_spill_add(struct spill *s, const void *p, size_t n);
+/* The bytes of s not written yet. */
+size_t px_spill_pending(const struct spill *s);
+/* Write out a spill.  1 when empty afterwards, 0 when bytes remain, <0 on error. */
+int px_flush_spill(struct conn *c, struct spill *s, int to_client);
+
+/*
+ * Change fd's epoll mask to want when it differs from *cur (then updated);
+ * nothing for a side taken out of epoll after a hangup.
+ */
+void px_set_events(struct proxy *px, int fd, struct handle *h, uint32_t *cur, uint32_t want);
+/* Add fd to epoll with h; 0 or -1 with errno. */
+int px_add_fd(struct proxy *px, int fd, struct handle *h, uint32_t events);
+
+/*
+ * Read or write one side, retrying EINTR: bytes moved, 0 at EOF, or
+ * -errno (-EAGAIN: try when epoll says so; for TLS, c->ssl_rw and
+ * c->ssl_ww say which way it waits).
+ */
+ssize_t px_cl_read(struct conn *c, void *p, size_t n);
+ssize_t px_cl_write(struct conn *c, const void *p, size_t n);
+ssize_t px_up_read(struct conn *c, void *p, size_t n);
+ssize_t px_up_write(struct conn *c, const void *p, size_t n);
+
+/* Wipe and free the upstream head kept for a replay. */
+void px_drop_replay(struct conn *c);
+/* Close the upstream side (fd, TLS, its buffers); the client side stays. */
+void px_close_upstream(struct conn *c);
+/* Close both sides and put c on the graveyard; a second call does nothing. */
+void px_conn_kill(struct conn *c);
+/* Free the connections killed in this round. */
+void px_free_graveyard(struct proxy *px);
+/* Forget the request in progress (its usage counted first); a new one starts now. */
+void px_reset_request(struct conn *c);
+/* Wait for the next request head (header or idle timeout). */
+void px_enter_head(struct conn *c);
+/*
+ * Log the request with verdict and why, then answer the client ourselves
+ * and close: code with json when given; else for a request for the API
+ * (c->is_api) the API's error shape, {"type": "error", "error": {"type":
+ * ..., "message": "aibox-proxy refused this request: why (...)"}}, whose
+ * message Claude Code shows as its error; else the body "aibox-proxy: why"
+ * in text.  c goes to ST_CLOSING.
+ */
+void px_respond_with(struct conn *c, int code, const char *verdict, const char *why,
+                     const char *json);
+void px_respond(struct conn *c, int code, const char *verdict, const char *why);
+/* A 403 "refused". */
+void px_refuse(struct conn *c, const char *why);
+
+/* ---- common/proxy/proxy_log.c: proxy.log and the record's counts ---- */
+
+/*
+ * Count the request or tunnel c in the record (verdict "allowed",
+ * "refused" or "failed") and write its line to the log, within its cap.
+ * The usage of an answer under way is counted first.
+ */
+void px_log_line(struct conn *c, const char *verdict, const char *why);
+/* A line of the proxy's own in the log, within its cap: common/ never prints. */
+void px_log_note(struct proxy *px, const char *what, int err);
+/* The last line, when the cap left lines out. */
+void px_log_left_out(struct proxy *px);
+
+/* ---- common/proxy/proxy_request.c: request heads and what each asks for ---- */
+
+/* Read and handle request heads until c waits or leaves ST_HEAD. */
+void px_read_head(struct conn *c);
+/* c->what: the method, and the path when given, escaped for the log. */
+void px_set_what(struct conn *c, const char *method, size_t mlen, const char *path, size_t plen);
+
+/* ---- common/proxy/proxy_forward.c: one request forwarded, its answer back ---- */
+
+/*
+ * Set up forwarding of one request to path: the upstream head goes into
+ * to_upstream, the body follows as it comes; then the upstream is found.
+ */
+void px_start_forward(struct conn *c, const struct http_head *h, const char *path, size_t plen);
+/* Client to upstream: the request head and body.  -1 when c is gone. */
+int px_fwd_request(struct conn *c);
+/* Upstream to client: the response.  -1 when c is gone or answered. */
+int px_fwd_response(struct conn *c);
+/*
+ * The client of a forwarded request went away (why): a paid request sent
+ * whole goes on reading its answer without it (draining; 0, also when it
+ * was already), anything else ends (-1, c is gone).
+ */
+int px_client_gone(struct conn *c, const char *why);
+
+/* ---- common/proxy/proxy_upstream.c: resolving, connecting, TLS ---- */
+
+/*
+ * Find an upstream for c: a pooled API connection (ST_FWD), or resolve
+ * (ST_RESOLVE) and connect (ST_CONNECT, then ST_TLS for the API).
+ */
+void px_start_resolve(struct conn *c);
+/* The resolver's answer for the connection cookie (resolver_collect()'s callback). */
+void px_resolver_done(void *cookie, struct resolve_result *res);
+/* The non-blocking connect's outcome: the next address, or connected. */
+void px_connect_done(struct conn *c);
+/* One step of the TLS handshake with the API upstream. */
+void px_tls_step(struct conn *c);
+
+/* ---- common/proxy/proxy_api.c: key forwarding, its pool and spend ---- */
+
+/* 127.0.0.1 or localhost at PROXY_API_PORT. */
+int px_is_api_authority(const char *host, int port);
+/*
+ * A request for the API (target t) passes the checks of key forwarding and
+ * of spend: 1 with the target to forward in path (api_path_classify()), 0
+ * when c was answered (refused, 405, budget), or 2 when a paid request must
+ * wait for the requests in flight (docs/budget.md, "Caps"): c is left as it
+ * was, for the caller to put in ST_WAIT.
+ */
+int px_api_request(struct conn *c, const struct http_head *h, const char *t, size_t tl,
+                   struct buf *path);
+/* The answer to a paid request began (h): read its usage as its body goes past. */
+void px_usage_begin(struct conn *c, const struct http_head *h);
+/*
+ * The answer ended (or the request did): read what is left, count it, let
+ * go.  A paid request sent whole whose final usage never came (cut, or a
+ * bound hit) is charged its max_tokens of output; its reservation ends.
+ */
+void px_usage_done(struct conn *c);
+/* A paid request's body is forwarded: read its max_tokens and model as it goes. */
+void px_spend_body_begin(struct conn *c);
+/* The paid request's body ended: its reservation from what the body says. */
+void px_spend_body_done(struct conn *c);
+/*
+ * Once a round: write this proxy's reservations to the ledger when they
+ * changed or are due a refresh, and let the waiting requests look again
+ * when a reservation went down (or, with others in the ledger, each tick:
+ * tick set).
+ */
+void px_spend_round(struct proxy *px, int tick);
+
+/* Every slot free (px->pool; api_pool of them are used). */
+void px_pool_init(struct proxy *px);
+/* Close every idle connection (at the stop), without close_notify. */
+void px_pool_close_all(struct proxy *px);
+/* Close the idle connections past api_pool_idle_ms. */
+void px_pool_sweep(struct proxy *px);
+/*
+ * Keep c's upstream connection for the next request, if it is clean: the
+ * exchange complete on both sides, nothing unread, and the upstream willing.
+ * Takes the fd and SSL away from c.
+ */
+void px_pool_put(struct conn *c);
+/* Give c the most recently used live idle connection.  1 when it got one. */
+int px_pool_take(struct conn *c);
+/* epoll saw the idle connection p: closed by the upstream, or it spoke out of turn. */
+void px_pool_event(struct pooled *p);
+
+/* ---- common/proxy/proxy_git.c: the hand-off to aibox-broker ---- */
+
+/* The host is PROXY_GIT_HOST, which the proxy never connects to. */
+int px_is_git_host(const char *host);
+/* A request for PROXY_GIT_HOST with path t: handed to the broker, or refused. */
+void px_git_request(struct conn *c, const struct http_head *h, const char *t, size_t tl);
+
+/* ---- common/proxy/proxy_intercept.c: interception ---- */
+
+/* The CONNECT target c->host:c->port is a host to intercept. */
+int px_intercepts(const struct conn *c);
+/* Intercept the CONNECT of c: answer 200, then ST_CTLS. */
+void px_intercept_start(struct conn *c);
+/* One step of the TLS handshake with the client. */
+void px_ctls_step(struct conn *c);
+/*
+ * A request on an intercepted connection (h, target t of tl bytes): the
+ * rules, then the swap, then forwarded (or refused: 403).
+ */
+void px_intercept_request(struct conn *c, const struct http_head *h, const char *t, size_t tl);
+/* The answer's head on an intercepted connection: echoes replaced in b. */
+void px_intercept_head(struct conn *c, struct buf *b);
+/*
+ * Body bytes of an intercepted answer (payload p, n bytes; done at its end)
+ * to the client, chunked, echoes replaced, into c->to_client.
+ */
+void px_intercept_body(struct conn *c, const char *p, size_t n, int done);
+/* Free c's interception state (the client's TLS, the echo filter). */
+void px_intercept_free(struct conn *c);
+
+/* ---- common/proxy/proxy_tunnel.c: the tunnel relay ---- */
+
+/* Bytes of one tunnel direction not yet written to its destination. */
+size_t px_tunnel_pending(const struct conn *c, int from_client);
+/* Move bytes from one side to the other.  -1 when the connection failed. */
+int px_relay(struct conn *c, int from_client);
+/* Close direction d's pipe, if it has one. */
+void px_drop_pipe(struct conn *c, int d);
+/* A tunnel quiet for PIPE_IDLE_MS gives its empty pipes back. */
+void px_tunnel_sweep(struct conn *c);
+
+#endif

@@ -1,0 +1,280 @@
+/*
+ * Request heads from the client, and what each asks for: a tunnel, a
+ * request forwarded to an allowed host, key forwarding, or the hand-off
+ * to aibox-broker.  Everything else is refused here.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "net/allow.h"
+#include "base/buf.h"
+#include "base/err.h"
+#include "net/http.h"
+#include "base/log_escape.h"
+#include "proxy/proxy_impl.h"
+#include "base/banned.h"
+
+void px_set_what(struct conn *c, const char *method, size_t mlen, const char *path, size_t plen)
+{
+	struct buf b = BUF_INIT;
+
+	log_escape(&b, method, mlen, 16, 0);
+	if (path) {
+		buf_addch(&b, ' ');
+		log_escape(&b, path, plen, 150, 0);
+	}
+	snprintf(c->what, sizeof(c->what), "%s", b.buf);
+	buf_release(&b);
+}
+
+/* A CONNECT: a tunnel to an allowed host, or key forwarding inside it. */
+static void connect_request(struct conn *c, const struct http_head *h)
+{
+	struct proxy *px = c->px;
+	struct buf why = BUF_INIT;
+
+	c->is_connect = 1;
+	px_set_what(c, h->method, h->method_len, NULL, 0);
+	if (http_split_authority(h->target, h->target_len, 0, c->host, sizeof(c->host), &c->port,
+	                         &why)) {
+		c->host[0] = '\0';
+		px_refuse(c, why.buf);
+		buf_release(&why);
+		return;
+	}
+	/* Key forwarding goes to the upstream whatever host the client names. */
+	if (h->host && !px_is_api_authority(c->host, c->port)) {
+		char hh[256];
+		int hp;
+
+		if (http_split_authority(h->host, h->host_len, 0, hh, sizeof(hh), &hp, NULL) ||
+		    strcmp(hh, c->host) || hp != c->port) {
+			px_refuse(c, "Host disagrees with the CONNECT target");
+			return;
+		}
+	}
+	if (h->content_length > 0 || h->chunked) {
+		px_refuse(c, "CONNECT with a body");
+		return;
+	}
+	if (c->api_tunnel) {
+		px_refuse(c, "CONNECT inside the key forwarding port");
+		return;
+	}
+	if (px_is_git_host(c->host)) {
+		px_refuse(c, PROXY_GIT_HOST " takes plain http:// requests, not CONNECT");
+		return;
+	}
+	if (px_is_api_authority(c->host, c->port)) {
+		if (!px->cfg->api_key) {
+			px_refuse(c, "key forwarding is off");
+			return;
+		}
+		snprintf(c->host, sizeof(c->host), "localhost");
+		px_log_line(c, "allowed", "key forwarding");
+		px_spill_add(&c->to_client, HTTP_TUNNEL_HEAD, sizeof(HTTP_TUNNEL_HEAD) - 1);
+		c->api_tunnel = 1;
+		px_reset_request(c);
+		px_enter_head(c);
+		return;
+	}
+	c->entry = allow_match(px->cfg->allow, c->host, c->port);
+	if (!c->entry) {
+		px_refuse(c, "not on the allow list");
+		return;
+	}
+	if (px_intercepts(c)) {
+		px_intercept_start(c);
+		return;
+	}
+	px_start_resolve(c);
+}
+
+/*
+ * An absolute-URI request (target http://...): c->host and c->port from
+ * it, c->is_api, and *t and *tl narrowed to its path.  1 to go on; 0 when
+ * c was answered or handed to the broker.
+ */
+static int absolute_request(struct conn *c, const struct http_head *h, const char **t, size_t *tl)
+{
+	const char *auth = *t + 7, *end = *t + *tl, *slash, *q;
+	struct buf why = BUF_INIT;
+	size_t al;
+	char hh[256];
+	int hp;
+
+	slash = memchr(auth, '/', end - auth);
+	q = memchr(auth, '?', end - auth);
+	if (q && (!slash || q < slash))
+		slash = q;
+	al = (slash ? slash : end) - auth;
+	if (memchr(auth, '@', al)) {
+		px_refuse(c, "user information in the request target");
+		return 0;
+	}
+	if (memchr(*t, '#', *tl)) {
+		px_refuse(c, "fragment in the request target");
+		return 0;
+	}
+	if (http_split_authority(auth, al, 80, c->host, sizeof(c->host), &c->port, &why)) {
+		c->host[0] = '\0';
+		px_refuse(c, why.buf);
+		buf_release(&why);
+		return 0;
+	}
+	/*
+	 * Key forwarding (the key forwarding port named, or any request
+	 * inside a CONNECT to it) goes to the API upstream whatever host
+	 * the request or its Host header names; the Host header is not
+	 * passed on.
+	 */
+	c->is_api = px_is_api_authority(c->host, c->port) || c->api_tunnel;
+	if (!c->is_api && !h->host) {
+		px_refuse(c, "Host header missing");
+		return 0;
+	}
+	if (!c->is_api &&
+	    (http_split_authority(h->host, h->host_len, 80, hh, sizeof(hh), &hp, NULL) ||
+	     strcmp(hh, c->host) || hp != c->port)) {
+		px_refuse(c, "Host disagrees with the request target");
+		return 0;
+	}
+	*t = slash ? slash : "/";
+	*tl = slash ? (size_t)(end - slash) : 1;
+	if (**t == '?') {
+		px_refuse(c, "request target without a path");
+		return 0;
+	}
+	if (!c->is_api && px_is_git_host(c->host)) {
+		px_git_request(c, h, *t, *tl);
+		return 0;
+	}
+	return 1;
+}
+
+static void handle_request(struct conn *c, const struct http_head *h)
+{
+	struct proxy *px = c->px;
+	const char *t = h->target;
+	size_t tl = h->target_len;
+
+	px_reset_request(c);
+	c->in_off += h->head_len;
+	if (c->intercept) {
+		if (h->method_len == 7 && !memcmp(h->method, "CONNECT", 7)) {
+			snprintf(c->host, sizeof(c->host), "%s", c->ihost);
+			c->port = c->iport;
+			px_set_what(c, h->method, h->method_len, NULL, 0);
+			px_refuse(c, "CONNECT inside an intercepted connection");
+		} else {
+			px_intercept_request(c, h, t, tl);
+		}
+		return;
+	}
+	if (h->method_len == 7 && !memcmp(h->method, "CONNECT", 7)) {
+		connect_request(c, h);
+		return;
+	}
+	if (tl >= 7 && !strncasecmp(t, "http://", 7)) {
+		if (!absolute_request(c, h, &t, &tl))
+			return;
+	} else if (tl >= 8 && !strncasecmp(t, "https://", 8)) {
+		px_refuse(c, "https:// requests need CONNECT");
+		return;
+	} else if (tl && t[0] == '/' && c->api_tunnel) {
+		c->is_api = 1;
+	} else {
+		px_refuse(c, tl && t[0] == '/' ? "not a proxy request" : "invalid request target");
+		return;
+	}
+
+	if (c->is_api) {
+		struct buf path = BUF_INIT;
+		int r = px_api_request(c, h, t, tl, &path);
+
+		if (r == 1) {
+			px_start_forward(c, h, path.buf, path.len);
+		} else if (r == 2) {
+			/* The head stays, to be read again when the budget is looked at again. */
+			c->in_off -= h->head_len;
+			c->state = ST_WAIT;
+			if (!c->wait_until)
+				c->wait_until = px->now_ms + px->cfg->idle_timeout_ms;
+			c->deadline_ms = c->wait_until;
+		}
+		if (r != 2)
+			c->wait_until = 0;
+		buf_release(&path);
+		return;
+	}
+	px_set_what(c, h->method, h->method_len, NULL, 0);
+	c->entry = allow_match(px->cfg->allow, c->host, c->port);
+	if (!c->entry) {
+		px_refuse(c, "not on the allow list");
+		return;
+	}
+	px_start_forward(c, h, t, tl);
+}
+
+void px_read_head(struct conn *c)
+{
+	struct proxy *px = c->px;
+
+	for (;;) {
+		struct http_head h;
+		struct buf why = BUF_INIT;
+		int r;
+
+		if (c->in_len > c->in_off) {
+			r = http_parse_request(c->in + c->in_off, c->in_len - c->in_off, &h, &why);
+			if (r > 0) {
+				handle_request(c, &h);
+				if (c->dead || c->state != ST_HEAD)
+					return;
+				continue;
+			}
+			if (r < 0) {
+				px_reset_request(c);
+				px_refuse(c, why.buf);
+				buf_release(&why);
+				return;
+			}
+			if (c->in_len - c->in_off >= HTTP_MAX_HEAD) {
+				px_reset_request(c);
+				px_refuse(c, "request head too large");
+				return;
+			}
+		}
+		if (c->in_off) {
+			memmove(c->in, c->in + c->in_off, c->in_len - c->in_off);
+			c->in_len -= c->in_off;
+			c->in_off = 0;
+		}
+		if (!c->in)
+			c->in = xmalloc(HTTP_MAX_HEAD);
+		{
+			int was_empty = c->in_len == 0;
+			ssize_t n = px_cl_read(c, c->in + c->in_len, HTTP_MAX_HEAD - c->in_len);
+
+			if (n == -EAGAIN)
+				return;
+			if (n <= 0) {
+				if (c->in_len) {
+					px_reset_request(c);
+					px_log_line(c, "refused",
+					            "connection closed inside a request head");
+				}
+				px_conn_kill(c);
+				return;
+			}
+			c->in_len += n;
+			if (was_empty) {
+				c->start_ms = px->now_ms;
+				c->deadline_ms = px->now_ms + px->cfg->header_timeout_ms;
+			}
+		}
+	}
+}

@@ -1,0 +1,353 @@
+/* The swap of secrets and the rules on an intercepted request (secret_swap.h). */
+#include <errno.h>
+#include <string.h>
+#include <strings.h>
+
+#include <openssl/evp.h>
+
+#include "base/buf.h"
+#include "config/config.h"
+#include "base/err.h"
+#include "proxy/secret_swap.h"
+#include "base/strvec.h"
+#include "base/banned.h"
+
+/* Append s (len bytes) to out with every placeholder of the allowed secrets swapped. */
+static int swap_in(const struct swap_secret *sec, size_t n, const char *s, size_t len, int query,
+                   struct buf *out, unsigned *used)
+{
+	int swapped = 0;
+
+	while (len) {
+		size_t best = len, which = n;
+
+		for (size_t i = 0; i < n; i++) {
+			const char *p =
+			    memmem(s, len, sec[i].placeholder, strlen(sec[i].placeholder));
+
+			if (p && (size_t)(p - s) < best) {
+				best = (size_t)(p - s);
+				which = i;
+			}
+		}
+		buf_add(out, s, best);
+		if (which == n)
+			break;
+		if (query) {
+			for (const char *v = sec[which].value; *v; v++)
+				if (strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz012"
+				           "3456789-._~",
+				           *v))
+					buf_add(out, v, 1);
+				else
+					buf_addf(out, "%%%02X", (unsigned char)*v);
+		} else {
+			buf_addstr(out, sec[which].value);
+		}
+		*used |= 1u << which;
+		swapped++;
+		s += best + strlen(sec[which].placeholder);
+		len -= best + strlen(sec[which].placeholder);
+	}
+	return swapped;
+}
+
+/* The Basic credential of an Authorization value, decoded into out: 1, else 0. */
+static int basic_decode(const char *v, size_t len, size_t *tok, struct buf *out)
+{
+	size_t skip = strspn(v, " \t");
+	unsigned char dec[4096];
+	int n;
+
+	if (len < skip + 6 || strncasecmp(v + skip, "basic ", 6))
+		return 0;
+	skip += 6;
+	skip += strspn(v + skip, " ");
+	if (len - skip > (sizeof(dec) / 3) * 4 || (len - skip) % 4 || len == skip)
+		return 0;
+	n = EVP_DecodeBlock(dec, (const unsigned char *)v + skip, (int)(len - skip));
+	if (n < 0)
+		return 0;
+	while (n > 0 && v[len - 1] == '=' && len-- && n--)
+		;
+	buf_add(out, dec, (size_t)n);
+	*tok = skip;
+	return 1;
+}
+
+static int has_placeholder(const struct swap_secret *s, const char *p, size_t len)
+{
+	return memmem(p, len, s->placeholder, strlen(s->placeholder)) != NULL;
+}
+
+int swap_request_head(const struct swap_secret *secrets, size_t n, const char *host, int port,
+                      struct buf *head, struct strvec *used, struct buf *err)
+{
+	struct buf out = BUF_INIT, dec = BUF_INIT, sw = BUF_INIT;
+	const char *p = head->buf, *end = head->buf + head->len, *eol, *sp1, *q;
+	unsigned mask = 0;
+	int swapped = 0;
+	size_t tok;
+
+	if (n > 32)
+		BUG("more than 32 secrets");
+	if (head->len > SWAP_MAX_HEAD || !(eol = memmem(p, head->len, "\r\n", 2)) ||
+	    !(sp1 = memchr(p, ' ', (size_t)(eol - p))))
+		return buf_refuse(err, -EINVAL, "not a request head");
+	/* A placeholder toward a host its secret does not name: refused whole. */
+	for (size_t i = 0; i < n; i++) {
+		int found = has_placeholder(&secrets[i], head->buf, head->len);
+
+		for (const char *l = head->buf; !found && l < end; l = eol + 2) {
+			if (!(eol = memmem(l, (size_t)(end - l), "\r\n", 2)))
+				break;
+			buf_reset(&dec);
+			q = memchr(l, ':', (size_t)(eol - l));
+			if (q && basic_decode(q + 1, (size_t)(eol - q - 1), &tok, &dec))
+				found = has_placeholder(&secrets[i], dec.buf, dec.len);
+		}
+		if (found && !allow_match(&secrets[i].hosts, host, port)) {
+			buf_addf(err, "%s to %s:%d", secrets[i].name, host, port);
+			buf_release(&dec);
+			return -EPERM;
+		}
+	}
+	/* The request line: the query only. */
+	eol = memmem(p, head->len, "\r\n", 2);
+	{
+		const char *sp2 = memchr(sp1 + 1, ' ', (size_t)(eol - sp1 - 1));
+		const char *qm = sp2 ? memchr(sp1 + 1, '?', (size_t)(sp2 - sp1 - 1)) : NULL;
+
+		if (!sp2)
+			return buf_refuse(err, -EINVAL, "not a request head");
+		if (qm) {
+			buf_add(&out, p, (size_t)(qm - p));
+			swapped += swap_in(secrets, n, qm, (size_t)(sp2 - qm), 1, &out, &mask);
+			buf_add(&out, sp2, (size_t)(eol + 2 - sp2));
+		} else {
+			buf_add(&out, p, (size_t)(eol + 2 - p));
+		}
+	}
+	for (p = eol + 2; p < end; p = eol + 2) {
+		if (!(eol = memmem(p, (size_t)(end - p), "\r\n", 2))) {
+			buf_release(&out);
+			buf_release(&dec);
+			return buf_refuse(err, -EINVAL, "a header line without CRLF");
+		}
+		q = memchr(p, ':', (size_t)(eol - p));
+		buf_reset(&dec);
+		if (q && basic_decode(q + 1, (size_t)(eol - q - 1), &tok, &dec)) {
+			int k;
+
+			buf_reset(&sw);
+			k = swap_in(secrets, n, dec.buf, dec.len, 0, &sw, &mask);
+			if (k) {
+				size_t at = out.len;
+
+				swapped += k;
+				buf_add(&out, p, (size_t)(q + 1 + tok - p));
+				buf_grow(&out, sw.len * 2 + 8);
+				at = out.len;
+				out.len += (size_t)EVP_EncodeBlock((unsigned char *)out.buf + at,
+				                                   (const unsigned char *)sw.buf,
+				                                   (int)sw.len);
+				out.buf[out.len] = '\0';
+				buf_addstr(&out, "\r\n");
+				continue;
+			}
+		}
+		if (q) {
+			buf_add(&out, p, (size_t)(q + 1 - p));
+			swapped +=
+			    swap_in(secrets, n, q + 1, (size_t)(eol - q - 1), 0, &out, &mask);
+			buf_addstr(&out, "\r\n");
+		} else {
+			buf_add(&out, p, (size_t)(eol + 2 - p));
+		}
+	}
+	for (size_t i = 0; i < n; i++)
+		if (mask & (1u << i))
+			strvec_push(used, secrets[i].name);
+	if (swapped) {
+		buf_wipe_release(head);
+		*head = out;
+	} else {
+		buf_release(&out);
+	}
+	buf_wipe_release(&dec);
+	buf_wipe_release(&sw);
+	return swapped;
+}
+
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	c = (char)(c | 0x20);
+	return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+int swap_normalize_path(const char *target, struct buf *out)
+{
+	struct buf dec = BUF_INIT;
+	size_t len = strcspn(target, "?#");
+	const char *s;
+
+	if (target[0] != '/')
+		return -EINVAL;
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)target[i];
+
+		if (c == '%') {
+			if (i + 2 >= len || hexval(target[i + 1]) < 0 || hexval(target[i + 2]) < 0)
+				goto bad;
+			c = (unsigned char)(hexval(target[i + 1]) * 16 + hexval(target[i + 2]));
+			i += 2;
+		}
+		if (c < 0x20 || c == 0x7f || c == '\\')
+			goto bad;
+		buf_add(&dec, &c, 1);
+	}
+	/* RFC 3986's remove_dot_segments, with "//" folded. */
+	for (s = dec.buf; *s;) {
+		size_t seg;
+
+		while (*s == '/')
+			s++;
+		seg = strcspn(s, "/");
+		if ((seg == 1 && s[0] == '.') || !seg) {
+			/* nothing */
+		} else if (seg == 2 && s[0] == '.' && s[1] == '.') {
+			while (out->len && out->buf[out->len - 1] != '/')
+				out->len--;
+			if (out->len)
+				out->len--;
+		} else {
+			buf_addch(out, '/');
+			buf_add(out, s, seg);
+		}
+		s += seg;
+	}
+	if (!out->len || (dec.len > 1 && dec.buf[dec.len - 1] == '/'))
+		buf_addch(out, '/');
+	out->buf[out->len] = '\0';
+	buf_release(&dec);
+	return 0;
+bad:
+	buf_release(&dec);
+	return -EINVAL;
+}
+
+/* '*' matches any run of bytes, '/' included. */
+static int glob(const char *pat, const char *s)
+{
+	const char *star = NULL, *back = NULL;
+
+	while (*s) {
+		if (*pat == '*') {
+			star = pat++;
+			back = s;
+		} else if (*pat == *s) {
+			pat++;
+			s++;
+		} else if (star) {
+			pat = star + 1;
+			s = ++back;
+		} else {
+			return 0;
+		}
+	}
+	while (*pat == '*')
+		pat++;
+	return !*pat;
+}
+
+int swap_rule_allows(const struct config_rule *r, const char *method, const char *target,
+                     struct buf *err)
+{
+	struct buf path = BUF_INIT;
+	int ok = !r->methods.nr;
+
+	for (size_t i = 0; !ok && i < r->methods.nr; i++)
+		ok = !strcmp(r->methods.v[i], method);
+	if (!ok) {
+		buf_addf(err, "method %.32s is not allowed", method);
+		return 0;
+	}
+	if (swap_normalize_path(target, &path) < 0) {
+		buf_addstr(err, "the path is not one the rules can read");
+		buf_release(&path);
+		return 0;
+	}
+	ok = !r->paths.nr;
+	for (size_t i = 0; !ok && i < r->paths.nr; i++)
+		ok = glob(r->paths.v[i], path.buf);
+	if (!ok)
+		buf_addf(err, "path %.200s is not allowed", path.buf);
+	buf_release(&path);
+	return ok;
+}
+
+void swap_echo_init(struct swap_echo *e, const struct swap_secret *secrets, size_t n)
+{
+	e->secrets = secrets;
+	e->n = n;
+	e->longest = 0;
+	for (size_t i = 0; i < n; i++)
+		if (strlen(secrets[i].value) > e->longest)
+			e->longest = strlen(secrets[i].value);
+	e->held = (struct buf)BUF_INIT;
+}
+
+/* Pass held on to out with every value replaced, keeping back `keep` bytes at most. */
+static void echo_flush(struct swap_echo *e, size_t keep, struct buf *out)
+{
+	const char *s = e->held.buf;
+	size_t len = e->held.len, pass;
+
+	for (;;) {
+		size_t best = len, which = e->n;
+
+		for (size_t i = 0; i < e->n; i++) {
+			const char *p =
+			    memmem(s, len, e->secrets[i].value, strlen(e->secrets[i].value));
+
+			if (p && (size_t)(p - s) < best) {
+				best = (size_t)(p - s);
+				which = i;
+			}
+		}
+		if (which == e->n)
+			break;
+		buf_add(out, s, best);
+		buf_addstr(out, e->secrets[which].placeholder);
+		s += best + strlen(e->secrets[which].value);
+		len -= best + strlen(e->secrets[which].value);
+	}
+	pass = len > keep ? len - keep : 0;
+	buf_add(out, s, pass);
+	s += pass;
+	len -= pass;
+	memmove(e->held.buf, s, len);
+	buf_wipe_setlen(&e->held, len);
+}
+
+void swap_echo_feed(struct swap_echo *e, const char *in, size_t len, struct buf *out)
+{
+	if (!e->n) {
+		buf_add(out, in, len);
+		return;
+	}
+	buf_add(&e->held, in, len);
+	echo_flush(e, e->longest - 1, out);
+}
+
+void swap_echo_end(struct swap_echo *e, struct buf *out)
+{
+	echo_flush(e, 0, out);
+}
+
+void swap_echo_release(struct swap_echo *e)
+{
+	buf_wipe_release(&e->held);
+}

@@ -1,0 +1,81 @@
+/*
+ * What the proxy does to a request on an intercepted connection
+ * (docs/proxy.md, "Secrets" and "Rules"): the secrets' placeholders swapped
+ * for their values toward the hosts they name, refused toward any other,
+ * and an allow rule's methods and paths checked.  Pure functions on one
+ * request head: no I/O, for the proxy and its tests.
+ */
+#ifndef AIBOX_SECRET_SWAP_H
+#define AIBOX_SECRET_SWAP_H
+
+#include <stddef.h>
+
+#include "net/allow.h"
+#include "base/buf.h"
+
+struct buf;
+struct strvec;
+
+/* A secret as the proxy holds it. */
+struct swap_secret {
+	const char *name;        /* the variable's name, for the log */
+	const char *placeholder; /* what the VM holds (secret_placeholder()) */
+	const char *value;       /* the real value, printable ASCII */
+	struct allow_list hosts; /* where the value may go */
+};
+
+#define SWAP_MAX_HEAD (64 * 1024)
+
+/*
+ * Swap in head (a request head: "METHOD TARGET HTTP/1.x\r\n", header lines,
+ * "\r\n") the placeholders of secrets[0..n) for their values, for a request
+ * to host:port (lowercase; an IP literal without brackets): anywhere in a
+ * header's value, inside a Basic credential's base64 (decoded, swapped,
+ * encoded again) and in the target's query string (the value
+ * percent-encoded).  A placeholder in the path is left as it is.
+ *
+ * Returns the number of placeholders swapped (0: head untouched), with the
+ * names of the secrets used appended to used (once each); or -EPERM when a
+ * placeholder stands in a request to a host its secret does not name (head
+ * untouched, "NAME to HOST" in why), or -EINVAL for a head that is not one
+ * (no request line, a line without CRLF, over SWAP_MAX_HEAD).
+ */
+int swap_request_head(const struct swap_secret *secrets, size_t n, const char *host, int port,
+                      struct buf *head, struct strvec *used, struct buf *err);
+
+/*
+ * The path of target (origin form, "/..." with an optional query) as a rule
+ * matches it: the query dropped, every %XX decoded, "." and ".." segments
+ * resolved and "//" folded, into out.  0, or -EINVAL for a target that is
+ * not in origin form, a bad or NUL/control escape, or a backslash.
+ */
+int swap_normalize_path(const char *target, struct buf *out);
+
+/*
+ * Whether an allow rule (config.h's struct config_rule: methods, paths;
+ * empty: any) lets method and target through: 1, or 0 with the reason in
+ * why ("method DELETE is not allowed", "path /x is not allowed").
+ */
+struct config_rule;
+int swap_rule_allows(const struct config_rule *r, const char *method, const char *target,
+                     struct buf *err);
+
+/*
+ * An intercepted answer on its way to the VM (headers and body alike): each
+ * secret's value, where it comes back as it is, is replaced by its
+ * placeholder, also when it is split across reads.  feed() appends to out
+ * what can be passed now and keeps back fewer bytes than the longest value;
+ * end() appends those.  release() wipes what is kept.  Other spellings of a
+ * value (base64, percent-encoded) are not looked for.
+ */
+struct swap_echo {
+	const struct swap_secret *secrets;
+	size_t n, longest;
+	struct buf held;
+};
+void swap_echo_init(struct swap_echo *e, const struct swap_secret *secrets, size_t n);
+void swap_echo_feed(struct swap_echo *e, const char *in, size_t len, struct buf *out);
+void swap_echo_end(struct swap_echo *e, struct buf *out);
+void swap_echo_release(struct swap_echo *e);
+
+#endif

@@ -1,0 +1,549 @@
+#include <errno.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <unistd.h>
+
+#include "git/bundle_check.h"
+#include "git/bundle_read.h"
+#include "base/err.h"
+#include "git/gitproto.h"
+#include "task/task_results.h"
+#include "base/shell_quote.h"
+#include "base/utf8.h"
+#include "base/banned.h"
+
+static const char *const step_names[] = {"clone", "claude", "commit", "bundle"};
+static const char *const status_names[] = {"ok", "failed", "timeout", "skipped"};
+static const char *const ended_names[] = {"completed", "timeout", "budget", "error"};
+
+const char *result_status_name(enum result_status s)
+{
+	return status_names[s];
+}
+
+const char *result_ended_name(enum result_ended e)
+{
+	return ended_names[e];
+}
+
+__attribute__((format(printf, 2, 3))) static int bad(struct buf *err, const char *fmt, ...)
+{
+	va_list ap;
+
+	buf_addstr(err, "result.json: ");
+	va_start(ap, fmt);
+	buf_vaddf(err, fmt, ap);
+	va_end(ap);
+	return -EINVAL;
+}
+
+/* Index of the string value v in names, or -1 (also for a non-string). */
+static int pick(json_t *v, const char *const *names, size_t n)
+{
+	const char *s = json_string_value(v);
+
+	if (!s || strlen(s) != json_string_length(v))
+		return -1;
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(s, names[i]))
+			return (int)i;
+	return -1;
+}
+
+/* 1 if present with a value, 0 if absent or null, <0 if of the wrong type or out of range. */
+static int get_int(json_t *obj, const char *key, long min, long max, long *out, struct buf *err)
+{
+	json_t *v = json_object_get(obj, key);
+	json_int_t i;
+
+	if (!v || json_is_null(v))
+		return 0;
+	if (!json_is_integer(v))
+		return bad(err, "'%s' is not an integer", key);
+	i = json_integer_value(v);
+	if (i < min || i > max)
+		return bad(err, "'%s' is out of range", key);
+	*out = (long)i;
+	return 1;
+}
+
+static int get_real(json_t *obj, const char *key, double max, double *out, struct buf *err)
+{
+	json_t *v = json_object_get(obj, key);
+	double d;
+
+	if (!v || json_is_null(v))
+		return 0;
+	if (!json_is_number(v))
+		return bad(err, "'%s' is not a number", key);
+	d = json_number_value(v);
+	if (!(d >= 0 && d <= max))
+		return bad(err, "'%s' is out of range", key);
+	*out = d;
+	return 1;
+}
+
+int result_commit_get(json_t *o, const char *key, char out[OID_HEX_MAX + 1])
+{
+	json_t *v = json_object_get(o, key);
+	const char *s = json_string_value(v);
+	size_t n = s ? json_string_length(v) : 0;
+
+	out[0] = '\0';
+	if (!v || json_is_null(v))
+		return 0;
+	if (!s || !oid_hex_valid(s, n))
+		return -EINVAL;
+	memcpy(out, s, n + 1);
+	return 1;
+}
+
+static int get_commit(json_t *obj, const char *key, char out[OID_HEX_MAX + 1], struct buf *err)
+{
+	int r = result_commit_get(obj, key, out);
+
+	return r < 0 ? bad(err, "'%s' is not a commit id", key) : r;
+}
+
+static int parse_steps(json_t *root, struct task_result *r, struct buf *err)
+{
+	json_t *steps = json_object_get(root, "steps"), *st;
+	size_t i;
+	long l;
+	int ret;
+
+	if (!json_is_array(steps))
+		return bad(err, "'steps' is not an array");
+	if (json_array_size(steps) > RESULT_STEPS_MAX)
+		return bad(err, "'steps' has more than %d steps", RESULT_STEPS_MAX);
+	json_array_foreach(steps, i, st)
+	{
+		struct result_step *s = &r->steps[i];
+		int k;
+
+		if (!json_is_object(st))
+			return bad(err, "a step is not an object");
+		if ((k = pick(json_object_get(st, "name"), step_names, ARRAY_SIZE(step_names))) < 0)
+			return bad(err, "a step has no known 'name'");
+		s->name = step_names[k];
+		if ((k = pick(json_object_get(st, "status"), status_names,
+		              ARRAY_SIZE(status_names))) < 0)
+			return bad(err, "step '%s' has no known 'status'", s->name);
+		s->status = (enum result_status)k;
+		if ((ret = get_real(st, "seconds", 1e7, &s->seconds, err)) < 0)
+			return ret;
+		if ((ret = get_int(st, "exit_code", 0, 255, &l, err)) < 0)
+			return ret;
+		s->has_exit_code = ret;
+		s->exit_code = ret ? (int)l : 0;
+		r->nsteps = i + 1;
+	}
+	return 0;
+}
+
+static int parse_claude(json_t *root, struct task_result *r, struct buf *err)
+{
+	json_t *c = json_object_get(root, "claude"), *v;
+	long l;
+	int ret, k;
+
+	if (!c || json_is_null(c))
+		return 0;
+	if (!json_is_object(c))
+		return bad(err, "'claude' is not an object");
+	r->has_claude = 1;
+	if ((ret = get_int(c, "exit_code", 0, 255, &l, err)) < 0)
+		return ret;
+	r->claude.has_exit_code = ret;
+	r->claude.exit_code = ret ? (int)l : 0;
+	if ((ret = get_int(c, "num_turns", 0, 1000000, &r->claude.num_turns, err)) < 0)
+		return ret;
+	r->claude.has_turns = ret;
+	if ((ret = get_int(c, "duration_ms", 0, 100L * 24 * 3600 * 1000, &r->claude.duration_ms,
+	                   err)) < 0)
+		return ret;
+	r->claude.has_duration = ret;
+	if ((ret = get_real(c, "total_cost_usd", 1e6, &r->claude.cost_usd, err)) < 0)
+		return ret;
+	r->claude.has_cost = ret;
+	v = json_object_get(c, "ended_by");
+	if (v && !json_is_null(v)) {
+		if ((k = pick(v, ended_names, ARRAY_SIZE(ended_names))) < 0)
+			return bad(err, "'ended_by' is not a known reason");
+		r->claude.ended_by = (enum result_ended)k;
+		r->claude.has_ended_by = 1;
+	}
+	v = json_object_get(c, "last_message");
+	if (v && !json_is_null(v)) {
+		if (!json_is_string(v))
+			return bad(err, "'last_message' is not a string");
+		if (json_string_length(v) > RESULT_MESSAGE_MAX)
+			return bad(err, "'last_message' is over %d bytes", RESULT_MESSAGE_MAX);
+		r->claude.last_message = xstrndup(json_string_value(v), json_string_length(v));
+	}
+	return 0;
+}
+
+int result_parse(const char *data, size_t len, struct task_result *r, struct buf *err)
+{
+	json_t *root = NULL, *v;
+	json_error_t jerr;
+	long version;
+	int ret, k;
+
+	memset(r, 0, sizeof(*r));
+	if (len > RESULT_JSON_MAX) {
+		buf_addf(err, "result.json: over %d bytes", RESULT_JSON_MAX);
+		return -EFBIG;
+	}
+	/* jansson refuses \u0000 in strings unless told otherwise: good. */
+	root = json_loadb(data, len, JSON_REJECT_DUPLICATES, &jerr);
+	if (!root) {
+		ret = bad(err, "not JSON (line %d: %s)", jerr.line, jerr.text);
+		goto out;
+	}
+	if (!json_is_object(root)) {
+		ret = bad(err, "not an object");
+		goto out;
+	}
+	if ((ret = get_int(root, "version", 1, 1, &version, err)) <= 0) {
+		if (!ret)
+			ret = bad(err, "no 'version'");
+		goto out;
+	}
+	r->version = (int)version;
+	if ((ret = parse_steps(root, r, err)) < 0)
+		goto out;
+	v = json_object_get(root, "failed_step");
+	if (v && !json_is_null(v)) {
+		if ((k = pick(v, step_names, ARRAY_SIZE(step_names))) < 0) {
+			ret = bad(err, "'failed_step' is not a known step");
+			goto out;
+		}
+		r->failed_step = step_names[k];
+	}
+	if ((ret = parse_claude(root, r, err)) < 0)
+		goto out;
+	if ((ret = get_commit(root, "start_commit", r->start_commit, err)) < 0 ||
+	    (ret = get_commit(root, "end_commit", r->end_commit, err)) < 0)
+		goto out;
+	v = json_object_get(root, "changes");
+	if (v && !json_is_null(v)) {
+		if (!json_is_boolean(v)) {
+			ret = bad(err, "'changes' is not true or false");
+			goto out;
+		}
+		r->changes = json_is_true(v);
+	}
+	ret = 0;
+out:
+	json_decref(root);
+	if (ret < 0)
+		result_release(r);
+	return ret;
+}
+
+void result_release(struct task_result *r)
+{
+	free(r->claude.last_message);
+	memset(r, 0, sizeof(*r));
+}
+
+static void add_line(struct summary *s, int vm, struct buf *text)
+{
+	ALLOC_GROW(s->v, s->nr + 1, s->alloc);
+	s->v[s->nr].vm = vm;
+	s->v[s->nr].text = buf_detach(text, NULL);
+	s->nr++;
+}
+
+__attribute__((format(printf, 3, 4))) static void addf(struct summary *s, int vm, const char *fmt,
+                                                       ...)
+{
+	struct buf b = BUF_INIT;
+	va_list ap;
+
+	va_start(ap, fmt);
+	buf_vaddf(&b, fmt, ap);
+	va_end(ap);
+	add_line(s, vm, &b);
+}
+
+/* One argument of the fetch command, for the host system's shells (task_results.h). */
+static void quote_arg(struct buf *b, const char *s, int windows)
+{
+	if (!windows || windows_quote(b, s) < 0)
+		shell_quote(b, s);
+}
+
+void summary_fetch_command(const struct summary_in *in, struct buf *out)
+{
+	struct buf refspec = BUF_INIT;
+
+	buf_addstr(out, "git fetch ");
+	quote_arg(out, in->bundle_path, in->windows);
+	buf_addstr(out, " ");
+	buf_addf(&refspec, "aibox/task:%s", in->branch);
+	quote_arg(out, refspec.buf, in->windows);
+	buf_release(&refspec);
+}
+
+/* aibox's count of the spend beside Claude Code's own estimate (docs/budget.md). */
+static void summary_usage(struct summary *s, const struct usage_count *u,
+                          const struct task_result *r)
+{
+	struct buf b = BUF_INIT;
+
+	/* A task that made no API request (it stopped before Claude Code asked) has no count to
+	 * give. */
+	if (u->requests || u->nano) {
+		buf_addstr(&b, "aibox counted ");
+		usage_format_usd(&b, u->nano);
+		buf_addf(&b, " USD for %llu API request%s", (unsigned long long)u->requests,
+		         u->requests == 1 ? "" : "s");
+		if (r)
+			buf_addf(&b, " (Claude Code's own estimate: about %.2f USD)",
+			         r->claude.cost_usd);
+		add_line(s, 0, &b);
+	}
+	for (size_t i = 0; i < u->nr; i++)
+		if (u->m[i].unpriced)
+			addf(s, 0,
+			     "the model %s is not in aibox's price table: charged at the highest "
+			     "price in it",
+			     u->m[i].name);
+	if (u->uncounted)
+		addf(s, 0,
+		     "%llu answer%s could not be counted (encoded or of an unknown type; "
+		     "docs/budget.md)",
+		     (unsigned long long)u->uncounted, u->uncounted == 1 ? "" : "s");
+	if (u->capped) {
+		buf_reset(&b);
+		usage_format_usd(&b, u->capped == USAGE_CAPPED_TASK ? u->cap_task : u->cap_day);
+		addf(s, 0,
+		     "ended by budget: the %s cap of %s USD was reached (%llu request%s refused)",
+		     u->capped == USAGE_CAPPED_TASK ? "task" : "day", b.buf,
+		     (unsigned long long)u->refused, u->refused == 1 ? "" : "s");
+	}
+	buf_release(&b);
+}
+
+void summary_make(const struct summary_in *in, struct summary *s)
+{
+	const struct task_result *r = in->result;
+
+	const struct proxy_report *rep = in->report;
+
+	if (rep) {
+		for (size_t i = 0; i < rep->nhosts; i++)
+			addf(s, 0, "the VM connected to %s", rep->hosts[i].name);
+		/* Never a partial list without saying so. */
+		if (rep->more_hosts || rep->more_allowed)
+			addf(s, 0,
+			     "the VM connected to %s%llu more hosts (%llu requests), not listed: "
+			     "the proxy names the first %d, so the list above is partial",
+			     rep->more_hosts_at_least ? "at least " : "",
+			     (unsigned long long)rep->more_hosts,
+			     (unsigned long long)rep->more_allowed, PROXY_REPORT_HOSTS);
+		for (size_t i = 0; i < rep->nsecrets; i++) {
+			const struct proxy_report_secret *sp = &rep->secrets[i];
+
+			if (sp->sent)
+				addf(s, 0, "the secret %s was sent to %s (%llu request%s)",
+				     sp->name, sp->host, (unsigned long long)sp->sent,
+				     sp->sent == 1 ? "" : "s");
+			if (sp->refused)
+				addf(
+				    s, 0,
+				    "the secret %s was refused toward %s: its placeholder was sent "
+				    "there (%llu request%s, see proxy.log)",
+				    sp->name, sp->host, (unsigned long long)sp->refused,
+				    sp->refused == 1 ? "" : "s");
+		}
+		if (rep->more_secrets)
+			addf(s, 0, "%llu more requests with a secret, not listed",
+			     (unsigned long long)rep->more_secrets);
+		if (rep->log_left_out)
+			addf(s, 0,
+			     "proxy.log left out %llu lines past its cap (the hosts above are "
+			     "counted in full)",
+			     (unsigned long long)rep->log_left_out);
+	} else {
+		addf(s, 0, "the hosts the VM connected to are not known: %s (see proxy.log)",
+		     in->report_why ? in->report_why : "aibox-proxy gave no record");
+	}
+	if (rep && rep->usage.present)
+		summary_usage(s, &rep->usage, r && r->has_claude && r->claude.has_cost ? r : NULL);
+	if (r && r->failed_step) {
+		const char *how = "failed";
+
+		for (size_t i = 0; i < r->nsteps; i++)
+			if (r->steps[i].name == r->failed_step &&
+			    r->steps[i].status == RESULT_TIMEOUT)
+				how = "timed out";
+		addf(s, 0, "the step %s %s", r->failed_step, how);
+	}
+	if (r && r->has_claude) {
+		struct buf b = BUF_INIT;
+
+		if (r->claude.has_exit_code)
+			addf(s, 0, "Claude Code exited with %d", r->claude.exit_code);
+		if (r->claude.has_turns)
+			buf_addf(&b, "%ld turn%s", r->claude.num_turns,
+			         r->claude.num_turns == 1 ? "" : "s");
+		if (r->claude.has_duration)
+			buf_addf(&b, "%s%ld.%03lds", b.len ? " in " : "",
+			         r->claude.duration_ms / 1000, r->claude.duration_ms % 1000);
+		if (r->claude.has_cost)
+			buf_addf(&b, "%sabout %.2f USD at API prices", b.len ? ", " : "",
+			         r->claude.cost_usd);
+		if (r->claude.has_ended_by)
+			buf_addf(&b, "%sended by %s", b.len ? ", " : "",
+			         ended_names[r->claude.ended_by]);
+		if (b.len)
+			add_line(s, 0, &b);
+		buf_release(&b);
+		if (r->claude.last_message) {
+			const char *p = r->claude.last_message, *end = p + strlen(p);
+
+			/* Trailing newlines would only make empty "|" lines. */
+			while (end > p && (end[-1] == '\n' || end[-1] == '\r'))
+				end--;
+			while (p < end) {
+				const char *nl = memchr(p, '\n', (size_t)(end - p));
+				size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
+
+				if (n && p[n - 1] == '\r')
+					n--;
+				addf(s, 1, "|%s%.*s", n ? " " : "", (int)n, p);
+				p = nl ? nl + 1 : end;
+			}
+		}
+	} else if (r) {
+		addf(s, 0, "Claude Code did not run");
+	}
+	if (in->end_commit) {
+		struct buf b = BUF_INIT;
+
+		addf(s, 0, "the changes end at %.12s, fetch them with", in->end_commit);
+		buf_addstr(&b, "  ");
+		summary_fetch_command(in, &b);
+		add_line(s, 0, &b);
+	} else if (r && r->changes) {
+		/* The VM says it changed something, but nothing was checked: not "no changes". */
+		addf(s, 0, "nothing to fetch");
+	} else if (in->no_changes) {
+		addf(s, 0, "no changes");
+	}
+}
+
+void summary_release(struct summary *s)
+{
+	for (size_t i = 0; i < s->nr; i++)
+		free(s->v[i].text);
+	free(s->v);
+	s->v = NULL;
+	s->nr = s->alloc = 0;
+}
+
+/* p starts one of U+2018..U+201E (E2 80 98..9E) whose last byte is lo..hi. */
+static int smart_quote(const unsigned char *p, unsigned char lo, unsigned char hi)
+{
+	return p[0] == 0xe2 && p[1] == 0x80 && p[2] >= lo && p[2] <= hi;
+}
+
+int windows_quote(struct buf *out, const char *path)
+{
+	static const char safe[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	                           "0123456789_./:+-\\";
+	const unsigned char *p;
+	size_t n = strlen(path);
+	int powershell = 0;
+
+	if (!utf8_valid(path, n, NULL))
+		return -EINVAL;
+	for (p = (const unsigned char *)path; *p; p++) {
+		if (*p < 0x20 || *p == 0x7f)
+			return -EINVAL;
+		if (strchr("$`%!\"", *p) || smart_quote(p, 0x9c, 0x9e))
+			powershell = 1;
+	}
+	if (n && strspn(path, safe) == n) {
+		for (p = (const unsigned char *)path; *p; p++)
+			buf_addch(out, *p == '\\' ? '/' : (char)*p);
+		return 0;
+	}
+	buf_addch(out, powershell ? '\'' : '"');
+	for (p = (const unsigned char *)path; *p; p++) {
+		if (powershell && (*p == '\'' || smart_quote(p, 0x98, 0x9b))) {
+			/* Doubled: the quote itself (one byte, or three for U+2018..U+201B). */
+			buf_add(out, (const char *)p, *p == '\'' ? 1 : 3);
+			buf_add(out, (const char *)p, *p == '\'' ? 1 : 3);
+			p += *p == '\'' ? 0 : 2;
+		} else {
+			buf_addch(out, *p == '\\' ? '/' : (char)*p);
+		}
+	}
+	buf_addch(out, powershell ? '\'' : '"');
+	return 0;
+}
+
+static void check_init(struct bundle_check *c, int fd, const char *start_commit,
+                       const char *repo_dir, const char *tmp_parent)
+{
+	c->fd = fd;
+	strvec_push(&c->refs, GUEST_BRANCH_REF);
+	strvec_push(&c->bases, start_commit);
+	c->repo_dir = repo_dir;
+	c->tmp_parent = tmp_parent;
+	c->max_bytes = RESULT_BUNDLE_CHECK_MAX;
+}
+
+int result_bundle_check_start(struct bundle_check *c, int fd, const char *start_commit,
+                              const char *repo_dir, const char *tmp_parent, const char *limits,
+                              struct buf *err)
+{
+	int ret;
+
+	check_init(c, fd, start_commit, repo_dir, tmp_parent);
+	if (limits && (ret = bundle_limits_parse(&c->lim, limits, err)) < 0)
+		return ret;
+	if ((ret = bundle_check_fork(c)) < 0)
+		buf_addf(err, "cannot start the check of changes.bundle: %s", strerror(-ret));
+	return ret;
+}
+
+int result_bundle_verdict(const struct bundle_verdict *v, char end[OID_HEX_MAX + 1],
+                          struct buf *err)
+{
+	if (v->m.ret == 0)
+		memcpy(end, v->m.tip, sizeof(v->m.tip));
+	else if (v->m.ret > 0)
+		buf_addf(err, "changes.bundle refused: %s", v->err.buf);
+	else
+		buf_addf(err, "cannot check changes.bundle: %s", v->err.buf);
+	return v->m.ret;
+}
+
+int result_check_bundle(int fd, const char *start_commit, const char *repo_dir,
+                        const char *tmp_parent, uint64_t max_bytes, const struct bundle_limits *lim,
+                        char end[OID_HEX_MAX + 1], struct buf *err)
+{
+	struct bundle_check c = BUNDLE_CHECK_INIT;
+	struct bundle_verdict v;
+	int ret;
+
+	check_init(&c, fd, start_commit, repo_dir, tmp_parent);
+	c.max_bytes = max_bytes;
+	if (lim)
+		c.lim = *lim;
+	bundle_check_here(&c, &v);
+	ret = result_bundle_verdict(&v, end, err);
+	bundle_verdict_clear(&v);
+	bundle_check_clear(&c);
+	return ret;
+}

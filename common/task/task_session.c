@@ -1,0 +1,111 @@
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/out.h"
+#include "task/task_session.h"
+#include "base/guest_abi.h"
+#include "base/banned.h"
+
+struct ctx {
+	struct task_session *s;
+	struct tar_in tar;
+	size_t log_len; /* vm lines written to log_fd */
+};
+
+static int on_stdout(void *arg, const char *data, size_t n)
+{
+	struct ctx *c = arg;
+
+	return tar_in_feed(&c->tar, data, n);
+}
+
+static void on_stderr_line(void *arg, const char *line, size_t n)
+{
+	struct ctx *c = arg;
+
+	/* A terminal that went away must not stop the task: the line is lost. */
+	out_write(c->s->err_fd, "vm", c->s->id, line, n);
+	if (c->s->log_fd > 2 && c->log_len <= TASK_SESSION_LOG_MAX) {
+		struct buf b = BUF_INIT;
+
+		out_format(&b, time(NULL), "vm", c->s->id, line, n);
+		c->log_len += b.len;
+		if (c->log_len > TASK_SESSION_LOG_MAX) {
+			static const char full[] =
+			    "the VM's lines past 16 MiB are left out of aibox.log";
+
+			buf_reset(&b);
+			out_format(&b, time(NULL), "aibox", c->s->id, full, sizeof(full) - 1);
+		}
+		write_all(c->s->log_fd, b.buf, b.len);
+		buf_release(&b);
+	}
+}
+
+int task_session_run(struct task_session *s)
+{
+	struct ssh_client cl = SSH_CLIENT_INIT;
+	struct ssh_exec x = {0};
+	struct ctx c = {.s = s};
+	int ret;
+
+	s->exit_status = -1;
+	buf_init(&s->err, 0);
+	for (int i = 0; i < RESULT_NFILES; i++) {
+		memset(&s->files[i], 0, sizeof(s->files[i]));
+		s->files[i].name = guest_results[i].name;
+		s->files[i].max = guest_results[i].max;
+		s->files[i].fd = s->result_fds[i];
+		s->files[i].last = i == RESULT_JSON;
+	}
+	tar_in_init(&c.tar, s->files, RESULT_NFILES);
+
+	cl.fd = s->fd;
+	cl.user = s->user;
+	cl.host_key = (const unsigned char *)s->keys->host_blob.buf;
+	cl.host_key_len = s->keys->host_blob.len;
+	cl.user_key = s->keys->user_key.buf;
+	cl.user_key_len = s->keys->user_key.len;
+	cl.timeout_ms = s->timeout_ms;
+	cl.idle_ms = s->idle_ms;
+	x.command = GUEST_CMD_TASK;
+	x.in = s->secrets;
+	x.in_len = s->secrets_len;
+	x.on_stdout = on_stdout;
+	x.on_stderr_line = on_stderr_line;
+	x.ctx = &c;
+
+	ret = ssh_connect(&cl);
+	if (!ret)
+		ret = ssh_exec(&cl, &x);
+	if (ret < 0) {
+		/* A refusal of the tar says more than "stopped by the caller". */
+		buf_addstr(&s->err, c.tar.err.len ? c.tar.err.buf : cl.err.buf);
+		goto out;
+	}
+	s->exit_status = x.exit_status;
+	if ((ret = tar_in_finish(&c.tar)) < 0) {
+		buf_addstr(&s->err, c.tar.err.buf);
+		goto out;
+	}
+	if (x.exit_status != 0) {
+		ret = -ECHILD;
+		if (x.exit_signal[0])
+			buf_addf(&s->err, "the task command in the VM ended by SIG%s",
+			         x.exit_signal);
+		else
+			buf_addf(&s->err, "the task command in the VM exited with %d",
+			         x.exit_status);
+	}
+out:
+	ssh_close(&cl);
+	tar_in_clear(&c.tar);
+	return ret;
+}
+
+void task_session_clear(struct task_session *s)
+{
+	buf_release(&s->err);
+}

@@ -1,0 +1,53 @@
+/*
+ * The task's SSH session, host side: run the init's `task` command with the
+ * secrets on its stdin, take the results tar off its stdout into the result
+ * files opened beforehand (common/git/tar_in.h), and print its stderr as
+ * vm[id] lines (common/base/out.h sanitizes them), kept in aibox.log too, where
+ * `aibox tasks log` reads them while the task runs.  Everything it needs is open
+ * before it starts, so it runs the same after the lockdown.
+ */
+#ifndef AIBOX_TASK_SESSION_H
+#define AIBOX_TASK_SESSION_H
+
+#include <stddef.h>
+
+#include "base/guest_abi.h"
+#include "vm/ssh.h"
+#include "git/tar_in.h"
+
+/* The VM's lines kept in aibox.log, at most (then one line says the rest is left out). */
+#define TASK_SESSION_LOG_MAX (16 << 20)
+
+struct task_session {
+	int fd;           /* the stream to the guest's SSH server */
+	const char *user; /* NULL: root */
+	const struct ssh_task_keys *keys;
+	const char *id;      /* the task id, for vm[id] lines */
+	int err_fd;          /* where vm lines go */
+	int log_fd;          /* when above 2, vm lines go here too (aibox.log), at
+	                        most TASK_SESSION_LOG_MAX bytes of them */
+	const char *secrets; /* task_secrets_json() text, for stdin */
+	size_t secrets_len;
+	int result_fds[RESULT_NFILES]; /* open for writing, indexed as guest_results */
+	long timeout_ms, idle_ms;      /* as struct ssh_client */
+
+	/* Set by task_session_run(). */
+	struct tar_in_file files[RESULT_NFILES];
+	int exit_status; /* the task command's, or -1 */
+	struct buf err;  /* why it failed, when it did */
+};
+
+/*
+ * Connect, run `task`, read the results.  0 when the tar ended properly and
+ * the command exited 0; otherwise a negative errno with the reason in s->err
+ * (which it starts empty; task_session_clear() releases it):
+ * -EPROTO or -EFBIG (results refused: the caller stops the VM), -ETIMEDOUT,
+ * -EPERM (host key), -EACCES (our key refused), -ECONNRESET (the VM went
+ * away), -ECHILD (the command exited non-zero or by a signal).
+ */
+int task_session_run(struct task_session *s);
+
+/* Release what task_session_run() left in s (its err). */
+void task_session_clear(struct task_session *s);
+
+#endif

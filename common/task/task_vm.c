@@ -1,0 +1,228 @@
+/* The VM phase of a task (task_vm.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "config/config.h"
+#include "task/helpers.h"
+#include "base/out.h"
+#include "task/task_results.h"
+#include "task/host_start.h"
+#include "base/sandbox.h"
+#include "task/shares.h"
+#include "vm/snapshot.h"
+#include "proxy/spend.h"
+#include "task/task_folder.h"
+#include "task/task_log.h"
+#include "task/task_record.h"
+#include "task/task_session.h"
+#include "task/task_vm.h"
+#include "vm/vm.h"
+#include "base/guest_abi.h"
+#include "base/banned.h"
+
+/* From QEMU's start to the guest's SSH banner, at most. */
+#define SSH_WAIT_MS (600 * 1000)
+/* The product's limit: the VM is stopped 25 minutes after the timeout. */
+#define SESSION_GRACE_MS (25L * 60 * 1000)
+#define SESSION_IDLE_MS  300000
+/* How long the helpers' last lines may take through the relay once they ended. */
+#define RELAY_END_MS 2000
+
+/* The files of the phase, made in the task folder; -1 when not (yet) made. */
+struct files {
+	int broker_log, proxy_log, usage, console;
+};
+
+static int make(const struct task_vm *v, const char *name, int flags, int *fd, struct buf *err)
+{
+	*fd = task_folder_open(v->dir, name, flags | O_CREAT | O_EXCL);
+	if (*fd < 0)
+		buf_addf(err, "cannot create '%s/%s': %s", v->dir, name, strerror(-*fd));
+	return *fd < 0 ? *fd : 0;
+}
+
+static int start_helpers(const struct task_vm *v, struct helpers *h, struct files *f,
+                         struct out_relay *relay, struct buf *err)
+{
+	struct helpers_opts ho = {0};
+	int ret;
+
+	/* Their lines get the task's prefix (common/base/out.h); without a relay they are bare. */
+	if ((ret = out_relay_start(relay, 2, "aibox", v->id)) < 0) {
+		buf_addf(err, "cannot start the relay of the helpers' lines: %s", strerror(-ret));
+		return ret;
+	}
+
+	if ((v->cfg->nr_git &&
+	     (ret = make(v, "broker.log", O_WRONLY | O_APPEND, &f->broker_log, err)) < 0) ||
+	    (ret = make(v, "proxy.log", O_WRONLY | O_APPEND, &f->proxy_log, err)) < 0 ||
+	    (v->api_key && (ret = make(v, "usage.json", O_WRONLY, &f->usage, err)) < 0))
+		return ret;
+	ho.cfg = v->cfg;
+	ho.sock_path = v->proxy_sock;
+	ho.proxy_log_fd = f->proxy_log;
+	ho.broker_log_fd = f->broker_log;
+	ho.api_key = v->api_key;
+	ho.spend = v->spend;
+	ho.tokens = v->tokens;
+	ho.secret_values = v->secret_values;
+	ho.placeholders = v->placeholders;
+	ho.report = 1;
+	ho.no_sandbox = v->no_sandbox;
+	ho.err_fd = relay->fd;
+	ret = helpers_start(h, &ho, err);
+	/* Only the helpers hold the pipe now: the relay ends when they do. */
+	close(relay->fd);
+	relay->fd = -1;
+	/* The summary reads the record, not proxy.log, whose size the VM drives. */
+	close(f->proxy_log);
+	f->proxy_log = -1;
+	return ret;
+}
+
+static int start_vm(const struct task_vm *v, struct vm *vm, int console_fd, struct buf *err)
+{
+	struct vm_config vc = VM_CONFIG_INIT;
+	struct buf plog = BUF_INIT;
+	int ret;
+
+	vc.image_dir = v->image_dir;
+	vc.share_dir = v->dir;
+	vc.mode = GUEST_MODE_TASK;
+	host_vm_config(&vc, v->cfg, v->shares);
+	vc.state_dir = v->state_dir;
+	vc.proxy_socket = v->proxy_sock;
+	buf_addf(&plog, "%s/proxy.log", v->dir);
+	vc.conns_log = plog.buf; /* aibox-connect's refusals (its cap: VM_MAX_CONNS) */
+	vc.log_fd = console_fd;
+	ret = v->snapshot ? snapshot_boot(&vc, vm) : vm_start(&vc, vm);
+	if (ret < 0) {
+		buf_addf(err, "cannot start the VM: %s", strerror(-ret));
+	} else {
+		*v->qemu_pid = vm->pid;
+		if (vm->note[0])
+			v->say(v->say_ctx, vm->note);
+		if (!vm->kvm)
+			v->say(v->say_ctx, "no KVM here: the VM runs under TCG, much slower");
+	}
+	buf_release(&plog);
+	return ret;
+}
+
+/* The session, once the VM's SSH server answered; o->session_ret and o->why. */
+static void session(const struct task_vm *v, struct vm *vm, struct buf *secrets,
+                    struct vm_outcome *o)
+{
+	struct task_session s = {0};
+
+	s.fd = vm->ssh_fd;
+	s.keys = v->keys;
+	s.id = v->id;
+	s.err_fd = 2;
+	s.log_fd = v->aibox_log_fd;
+	s.secrets = secrets->buf;
+	s.secrets_len = secrets->len;
+	for (int i = 0; i < RESULT_NFILES; i++)
+		s.result_fds[i] = v->result_fds[i];
+	s.timeout_ms = v->timeout_ms + SESSION_GRACE_MS;
+	s.idle_ms = SESSION_IDLE_MS;
+	o->session_ret = task_session_run(&s);
+	if (o->session_ret < 0 && !*v->stop)
+		buf_addf(&o->why, "%s", s.err.buf);
+	task_session_clear(&s);
+}
+
+/*
+ * Everything stopped: QEMU (not waited for), the proxy (its record kept), the
+ * broker, and the relay of their lines once it wrote their last ones.
+ */
+static void stop_all(const struct task_vm *v, struct vm *vm, struct helpers *h,
+                     struct out_relay *relay, struct vm_outcome *o, int usage_fd)
+{
+	if (vm->ssh_fd >= 0)
+		shutdown(vm->ssh_fd, SHUT_RDWR);
+	/*
+	 * Everything the VM had to give is in the result files (or never
+	 * will be): nothing in it is kept, so it is not waited for.
+	 */
+	if (vm->pid > 0)
+		vm_stop(vm, 0);
+	*v->qemu_pid = -1;
+	if (o) {
+		o->have_report = helpers_stop_proxy(h, &o->report, &o->report_why) == 0;
+		if (o->have_report && o->report.usage.present &&
+		    spend_write_usage(usage_fd, &o->report.usage) < 0) {
+			struct buf line = BUF_INIT;
+
+			buf_addf(&line, "cannot write usage.json: %s", strerror(errno));
+			v->say(v->say_ctx, line.buf);
+			buf_release(&line);
+		}
+	}
+	helpers_stop(h);
+	out_relay_end(relay, RELAY_END_MS);
+}
+
+int task_vm_run(const struct task_vm *v, struct buf *secrets, struct vm_outcome *o, struct buf *err)
+{
+	struct helpers h = HELPERS_INIT;
+	struct out_relay relay = OUT_RELAY_INIT;
+	struct vm vm = VM_INIT;
+	struct files f = {-1, -1, -1, -1};
+	int ret;
+
+	if ((ret = start_helpers(v, &h, &f, &relay, err)) < 0 ||
+	    (ret = make(v, "console.log", O_WRONLY | O_APPEND, &f.console, err)) < 0)
+		goto fail;
+	task_log_phase(v->aibox_log_fd, v->tphase, "proxy");
+	if (!*v->stop && (ret = start_vm(v, &vm, f.console, err)) < 0)
+		goto fail;
+	/* Everything is open: from here on no file is opened and nothing runs. */
+	if (!v->no_sandbox && (ret = sandbox_lockdown(SANDBOX_SECCOMP, 0)) < 0) {
+		buf_addf(err, "cannot lock aibox-task down: %s", strerror(-ret));
+		goto fail;
+	}
+	ret = *v->stop ? -EINTR : vm_wait_ssh(&vm, SSH_WAIT_MS);
+	if (ret < 0 && !*v->stop) {
+		vm_wait_ssh_why(ret, SSH_WAIT_MS, &o->why);
+		/* What QEMU and the guest's kernel said is there. */
+		buf_addf(&o->why, " (see %s/console.log)", v->dir);
+	}
+	o->boot_s = task_log_phase(v->aibox_log_fd, v->tphase, "boot");
+	o->session_ret = ret;
+	if (ret == 0 && !*v->stop)
+		session(v, &vm, secrets, o);
+	o->session_s = task_log_phase(v->aibox_log_fd, v->tphase, "session");
+	buf_wipe_release(secrets);
+	stop_all(v, &vm, &h, &relay, o, f.usage);
+	task_log_phase(v->aibox_log_fd, v->tphase, "stop");
+	if (*v->stop) {
+		buf_reset(&o->why);
+		buf_addf(&o->why, TASK_WHY_STOPPED "%s",
+		         *v->stop == SIGINT ? "SIGINT" : "a signal");
+	}
+	ret = 0;
+	goto out;
+fail:
+	stop_all(v, &vm, &h, &relay, NULL, -1);
+out:
+	if (f.broker_log >= 0)
+		close(f.broker_log);
+	if (f.usage >= 0)
+		close(f.usage);
+	if (f.console >= 0)
+		close(f.console);
+	return ret;
+}
+
+int task_vm_finished(const struct vm_outcome *o, int stopped, const struct task_result *r,
+                     const char *end_commit)
+{
+	return o->session_ret == 0 && !stopped && !o->why.len && r && !r->failed_step &&
+	       r->has_claude && r->claude.has_exit_code && r->claude.exit_code == 0 &&
+	       (!r->claude.has_ended_by || r->claude.ended_by == ENDED_COMPLETED) &&
+	       (!r->changes || end_commit) && !(o->have_report && o->report.usage.capped);
+}

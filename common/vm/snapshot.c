@@ -1,0 +1,878 @@
+/* Snapshots of the image's VM (snapshot.h, docs/image.md "Snapshots"). */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/buf.h"
+#include "base/clock.h"
+#include "base/err.h"
+#include "base/guest_abi.h"
+#include "base/hex.h"
+#include "vm/qmp.h"
+#include "base/shell_quote.h"
+#include "vm/snapshot.h"
+#include "base/spawn.h"
+#include "base/strvec.h"
+#include "vm/vm.h"
+#include "base/banned.h"
+
+/* The device set below: a snapshot made for another one is stale. */
+#define SNAP_DEVICES 1
+/* The state disk's size while the snapshot is made (and right after a restore). */
+#define PLACEHOLDER_BYTES  (1ULL << 20)
+#define BOOT_MS            (300 * 1000) /* the saving VM's boot, under TCG on a busy host */
+#define MIGRATE_MS         (120 * 1000)
+#define RESTORE_MS         (120 * 1000)
+#define MANIFEST_MAX       8192
+#define IMAGE_MANIFEST_MAX (4 << 20)
+
+/* The fd numbers QEMU gets. */
+#define FD_STATE 3
+#define FD_SSH   4
+#define FD_CTL   5
+#define FD_QMP   6
+#define FD_IN    7
+#define STR_(x)  #x
+#define TOSTR(x) STR_(x)
+
+struct snap {
+	struct buf file;     /* <image>/snapshot-<mem>m-<cpus>c.vmstate */
+	struct buf manifest; /* the same with .manifest */
+	struct buf empty;    /* <image>/.snapshot-empty: the unused shares */
+	struct buf deps;     /* what the snapshot depends on: the manifest's first lines */
+	int kvm;
+};
+
+#define SNAP_INIT                                                                                  \
+	{                                                                                          \
+		.file = BUF_INIT, .manifest = BUF_INIT, .empty = BUF_INIT, .deps = BUF_INIT        \
+	}
+
+static void snap_release(struct snap *s)
+{
+	buf_release(&s->file);
+	buf_release(&s->manifest);
+	buf_release(&s->empty);
+	buf_release(&s->deps);
+}
+
+/* The image manifest's "sha256 <hex> <file>" for file, as "<key> <hex>\n" into deps. */
+static int add_image_sum(const struct buf *manifest, const char *file, const char *key,
+                         struct buf *deps)
+{
+	const char *p = manifest->buf;
+
+	while ((p = strstr(p, "sha256 "))) {
+		const char *eol = strchrnul(p, '\n'),
+		           *sp = memchr(p + 7, ' ', (size_t)(eol - p - 7));
+
+		if ((p == manifest->buf || p[-1] == '\n') && sp && sp - (p + 7) == 64 &&
+		    (size_t)(eol - sp - 1) == strlen(file) && !memcmp(sp + 1, file, strlen(file))) {
+			buf_addf(deps, "%s %.64s\n", key, p + 7);
+			return 0;
+		}
+		p = eol;
+	}
+	return -ENOENT;
+}
+
+/* The first line of `qemu --version`. */
+static int qemu_version(const struct vm_config *cfg, struct buf *out)
+{
+	struct spawn sp = SPAWN_INIT;
+	struct buf b = BUF_INIT;
+	int r;
+
+	strvec_pushl(&sp.args, cfg->qemu ? cfg->qemu : "qemu-system-x86_64", "--version", NULL);
+	sp.err = SPAWN_NULL;
+	r = spawn_capture(&sp, &b, 4096);
+	spawn_clear(&sp);
+	if (r == 0 && b.len) {
+		buf_setlen(&b, strcspn(b.buf, "\n"));
+		buf_add(out, b.buf, b.len);
+	}
+	buf_release(&b);
+	return r == 0 ? 0 : -EIO;
+}
+
+/* sha256 of data in hex (65 bytes). */
+static void sha256_hex(const void *data, size_t len, char *hex)
+{
+	unsigned char sum[32];
+	unsigned int n = 0;
+
+	EVP_Digest(data, len, sum, &n, EVP_sha256(), NULL);
+	hex_encode(hex, sum, sizeof(sum));
+}
+
+/*
+ * Under KVM the CPU model is the host's: its model name and flags (the first
+ * processor's) stand for it.
+ */
+static void add_cpu(int kvm, struct buf *deps)
+{
+	struct buf info = BUF_INIT, id = BUF_INIT;
+	char hex[65];
+
+	if (!kvm) {
+		buf_addstr(deps, "cpu max\n");
+		return;
+	}
+	if (buf_read_file(&info, "/proc/cpuinfo", 16 << 20) >= 0) {
+		const char *keys[] = {"model name", "flags"};
+
+		for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
+			const char *p = strstr(info.buf, keys[i]);
+
+			if (p)
+				buf_add(&id, p, strcspn(p, "\n"));
+		}
+	}
+	sha256_hex(id.buf, id.len, hex);
+	buf_addf(deps, "cpu host %s\n", hex);
+	buf_release(&info);
+	buf_release(&id);
+}
+
+static int snap_init(const struct vm_config *cfg, struct snap *s, struct buf *err)
+{
+	struct buf man = BUF_INIT;
+	int r;
+
+	s->kvm = vm_kvm_usable();
+	buf_addf(&s->file, "%s/snapshot-%um-%uc.vmstate", cfg->image_dir, vm_memory_mb(cfg),
+	         vm_cpus(cfg));
+	buf_addf(&s->manifest, "%s/snapshot-%um-%uc.manifest", cfg->image_dir, vm_memory_mb(cfg),
+	         vm_cpus(cfg));
+	buf_addf(&s->empty, "%s/.snapshot-empty", cfg->image_dir);
+
+	buf_addf(&s->deps, "aibox-snapshot 1\ndevices %d\nqemu ", SNAP_DEVICES);
+	if (qemu_version(cfg, &s->deps) < 0) {
+		buf_addstr(err, "cannot read QEMU's version");
+		r = -EIO;
+		goto out;
+	}
+	buf_addf(&s->deps, "\nmachine q35\naccel %s\n", s->kvm ? "kvm" : "tcg");
+	add_cpu(s->kvm, &s->deps);
+	buf_addf(&s->deps, "memory %u\ncpus %u\n", vm_memory_mb(cfg), vm_cpus(cfg));
+	{
+		struct buf path = BUF_INIT;
+
+		buf_addf(&path, "%s/manifest", cfg->image_dir);
+		r = (int)buf_read_file(&man, path.buf, IMAGE_MANIFEST_MAX);
+		buf_release(&path);
+	}
+	if (r >= 0 && !strstr(man.buf, "\nsnapshot 1\n")) {
+		buf_addstr(err,
+		           "the image's init predates snapshots (rebuild it: aibox image build)");
+		r = -ENOTSUP;
+		goto out;
+	}
+	if (r < 0 || add_image_sum(&man, "vmlinuz", "kernel", &s->deps) < 0 ||
+	    add_image_sum(&man, "initramfs", "initramfs", &s->deps) < 0 ||
+	    add_image_sum(&man, "rootfs.ext4", "rootfs", &s->deps) < 0) {
+		buf_addstr(err, "the image's manifest has no digests of its files");
+		r = -EINVAL;
+		goto out;
+	}
+	r = 0;
+out:
+	buf_release(&man);
+	return r;
+}
+
+/*
+ * The snapshot's manifest checked against s->deps: 0 with its size and
+ * digest, -ENOENT when there is none, -ESTALE when it was made for
+ * something else (why says what).
+ */
+static int read_manifest(const struct snap *s, unsigned long long *size, char *hex, struct buf *err)
+{
+	struct buf m = BUF_INIT;
+	ssize_t n = buf_read_file(&m, s->manifest.buf, MANIFEST_MAX);
+	const char *a, *b, *rest;
+	int r = -ESTALE;
+
+	if (n == -ENOENT) {
+		buf_addstr(err, "there is no snapshot yet");
+		r = -ENOENT;
+		goto out;
+	}
+	if (n < 0) {
+		buf_addf(err, "cannot read the snapshot's manifest: %s", strerror((int)-n));
+		r = (int)n;
+		goto out;
+	}
+	/* Line by line: the first that differs says err. */
+	for (a = m.buf, b = s->deps.buf; *b;) {
+		size_t la = strcspn(a, "\n"), lb = strcspn(b, "\n");
+
+		if (la != lb || memcmp(a, b, la) || a[la] != '\n') {
+			buf_addf(err, "the snapshot was made for '%.*s', this VM is '%.*s'",
+			         (int)(la < 100 ? la : 100), a, (int)(lb < 100 ? lb : 100), b);
+			goto out;
+		}
+		a += la + 1;
+		b += lb + 1;
+	}
+	rest = a;
+	if (sscanf(rest, "size %llu\nsha256 %64[0-9a-f]\n", size, hex) != 2 || strlen(hex) != 64) {
+		buf_addstr(err, "the snapshot's manifest is damaged");
+		goto out;
+	}
+	r = 0;
+out:
+	buf_release(&m);
+	return r;
+}
+
+/* The sha256 of what fd holds, from its start; the offset is left at 0. */
+static int fd_sha256(int fd, unsigned long long *size, char *hex)
+{
+	EVP_MD_CTX *c = EVP_MD_CTX_new();
+	unsigned char sum[32];
+	unsigned int n = 0;
+	size_t bufsz = 1 << 20;
+	char *b = xmalloc(bufsz);
+	off_t off = 0;
+	int ret = 0;
+
+	if (!c || !EVP_DigestInit_ex(c, EVP_sha256(), NULL)) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	for (;;) {
+		ssize_t r = pread(fd, b, bufsz, off);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			ret = -errno;
+			goto out;
+		}
+		if (r == 0)
+			break;
+		EVP_DigestUpdate(c, b, (size_t)r);
+		off += r;
+	}
+	EVP_DigestFinal_ex(c, sum, &n);
+	hex_encode(hex, sum, sizeof(sum));
+	*size = (unsigned long long)off;
+	if (lseek(fd, 0, SEEK_SET) < 0)
+		ret = -errno;
+out:
+	EVP_MD_CTX_free(c);
+	free(b);
+	return ret;
+}
+
+/*
+ * The snapshot VM's devices, in one order for saving and restoring (QEMU
+ * matches them by their place): the state disk, the task share and the
+ * SNAP_SHARES spare shares, the SSH and control ports, virtio-rng, the
+ * network, the monitor.  slots[i] is the folder of spare share i.
+ */
+static void snap_devices(struct strvec *a, const char *share, const char *const *slots,
+                         const char *netdev)
+{
+	struct buf b = BUF_INIT;
+
+	strvec_pushl(a, "-drive",
+	             "file=/dev/fd/" TOSTR(FD_STATE) ",format=raw,if=none,id=state,cache=unsafe",
+	             "-device", "virtio-blk-pci,drive=state,serial=" GUEST_SERIAL_STATE, NULL);
+	for (int i = -1; i < SNAP_SHARES; i++) {
+		buf_reset(&b);
+		buf_addstr(&b, "local,path=");
+		vm_add_opt_value(&b, i < 0 ? share : slots[i]);
+		buf_addf(&b, ",id=fs%d,security_model=none,readonly=on", i + 1);
+		strvec_pushl(a, "-fsdev", b.buf, "-device", NULL);
+		if (i < 0)
+			strvec_pushf(a, "virtio-9p-pci,fsdev=fs0,mount_tag=" GUEST_TAG_TASK);
+		else
+			strvec_pushf(a, "virtio-9p-pci,fsdev=fs%d,mount_tag=" SNAP_SLOT_TAG "%d",
+			             i + 1, i);
+	}
+	strvec_pushl(a, "-device", "virtio-serial-pci", "-chardev",
+	             "socket,id=ssh,fd=" TOSTR(FD_SSH), "-device",
+	             "virtserialport,chardev=ssh,name=" GUEST_PORT_SSH, "-chardev",
+	             "socket,id=ctl,fd=" TOSTR(FD_CTL), "-device",
+	             "virtserialport,chardev=ctl,name=" SNAP_PORT, NULL);
+	strvec_pushl(a, "-object", "rng-random,id=rng,filename=/dev/urandom", "-device",
+	             "virtio-rng-pci,rng=rng", NULL);
+	strvec_pushl(a, "-netdev", netdev, "-device",
+	             "virtio-net-pci,netdev=net0,romfile=", "-chardev",
+	             "socket,id=qmp,fd=" TOSTR(FD_QMP), "-mon", "chardev=qmp,mode=control", NULL);
+	buf_release(&b);
+}
+
+/* Read from fd until it has sent `line`; bounded by deadline and QEMU's life. */
+static int wait_line(int fd, int pidfd, const char *line, long deadline)
+{
+	char got[512];
+	size_t len = 0;
+
+	for (;;) {
+		struct pollfd p[2] = {{.fd = fd, .events = POLLIN},
+		                      {.fd = pidfd, .events = POLLIN}};
+		long left = deadline - clock_ms();
+		ssize_t n;
+
+		if (left <= 0)
+			return -ETIMEDOUT;
+		if (poll(p, pidfd >= 0 ? 2 : 1, (int)left) < 0 && errno != EINTR)
+			return -errno;
+		if (p[1].revents & POLLIN)
+			return -ECHILD;
+		if (!(p[0].revents & (POLLIN | POLLHUP)))
+			continue;
+		if (len == sizeof(got) - 1) {
+			/* Keep the tail: the line may start in it. */
+			memmove(got, got + len / 2, len - len / 2);
+			len -= len / 2;
+		}
+		n = read(fd, got + len, sizeof(got) - 1 - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n == 0 ? -ECHILD : -errno;
+		len += (size_t)n;
+		got[len] = '\0';
+		if (strstr(got, line))
+			return 0;
+	}
+}
+
+static void close_fd(int *fd)
+{
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+}
+
+/* Wait for an outgoing migration: 0 once completed. */
+static int wait_migrated(struct qmp *q, long deadline, struct buf *err)
+{
+	for (;;) {
+		json_t *ret = NULL;
+		const char *st;
+		int r;
+
+		if ((r = qmp_call(q, "query-migrate", NULL, &ret, (int)(deadline - clock_ms()),
+		                  err)) < 0)
+			return r;
+		st = json_string_value(json_object_get(ret, "status"));
+		if (st && !strcmp(st, "completed")) {
+			json_decref(ret);
+			return 0;
+		}
+		if (st && (!strcmp(st, "failed") || !strcmp(st, "cancelled"))) {
+			buf_addf(err, "QEMU's migration to the file %s", st);
+			json_decref(ret);
+			return -EIO;
+		}
+		json_decref(ret);
+		if (clock_ms() > deadline) {
+			buf_addstr(err, "QEMU did not write the snapshot in time");
+			return -ETIMEDOUT;
+		}
+		usleep(20000);
+	}
+}
+
+/* Write text to path through a temporary file: 0444, synced, renamed. */
+static int write_atomic(const char *path, const struct buf *text)
+{
+	struct buf tmp = BUF_INIT;
+	int fd, r = 0;
+
+	buf_addf(&tmp, "%s.tmp-XXXXXX", path);
+	if ((fd = mkostemp(tmp.buf, O_CLOEXEC)) < 0) {
+		buf_release(&tmp);
+		return -errno;
+	}
+	if ((r = write_all(fd, text->buf, text->len)) == 0 &&
+	    (fchmod(fd, 0444) < 0 || fsync(fd) < 0 || rename(tmp.buf, path) < 0))
+		r = -errno;
+	if (r < 0)
+		unlink(tmp.buf);
+	close(fd);
+	buf_release(&tmp);
+	return r;
+}
+
+/*
+ * Remove what a saving process that died left (its temporary files): under
+ * the lock, no other process is writing one.
+ */
+static void remove_leftovers(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+
+	while (d && (de = readdir(d)))
+		if ((!strncmp(de->d_name, ".snapshot-", 10) && strlen(de->d_name) == 16 &&
+		     strcmp(de->d_name, ".snapshot-empty")) ||
+		    (!strncmp(de->d_name, "snapshot-", 9) && strstr(de->d_name, ".manifest.tmp-")))
+			unlinkat(dirfd(d), de->d_name, 0);
+	if (d)
+		closedir(d);
+}
+
+/* A snapshot VM's QEMU, saving or restoring: what it holds of ours. */
+struct snap_qemu {
+	struct spawn sp;
+	struct qmp q;
+	int state_fd;
+	int ssh[2], ctl[2], mon[2]; /* [0] ours, [1] QEMU's */
+};
+
+#define SNAP_QEMU_INIT                                                                             \
+	{                                                                                          \
+		.sp = SPAWN_INIT, .q = QMP_INIT, .state_fd = -1, .ssh = {-1, -1}, .ctl = {-1, -1}, \
+		.mon = { -1,                                                                       \
+			 -1 }                                                                      \
+	}
+
+static void snap_qemu_clear(struct snap_qemu *x)
+{
+	qmp_close(&x->q);
+	close_fd(&x->state_fd);
+	for (int i = 0; i < 2; i++) {
+		close_fd(&x->ssh[i]);
+		close_fd(&x->ctl[i]);
+		close_fd(&x->mon[i]);
+	}
+	spawn_clear(&x->sp);
+}
+
+/*
+ * Start a snapshot VM's QEMU (snap_devices()) with a new placeholder state
+ * disk in state_dir, and take its monitor.  in_fd >= 0: restore from it.
+ * 0 with vm->pid set, or a negative errno with why (QEMU may run: the caller
+ * stops it).
+ */
+static int snap_qemu_start(struct snap_qemu *x, const struct vm_config *cfg, const struct snap *s,
+                           const char *state_dir, const char *share, const char *const *slots,
+                           const char *netdev, int in_fd, struct vm *vm, struct buf *err)
+{
+	int r;
+
+	if ((x->state_fd = vm_make_state_disk(state_dir, PLACEHOLDER_BYTES)) < 0) {
+		r = x->state_fd;
+		x->state_fd = -1;
+		buf_addf(err, "cannot make the state disk: %s", strerror(-r));
+		return r;
+	}
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, x->ssh) < 0 ||
+	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, x->ctl) < 0 ||
+	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, x->mon) < 0) {
+		r = -errno;
+		buf_addf(err, "cannot make a socket pair: %s", strerror(errno));
+		return r;
+	}
+	vm_base_args(&x->sp.args, cfg, s->kvm, SNAP_CMDLINE);
+	snap_devices(&x->sp.args, share, slots, netdev);
+	if (in_fd >= 0) {
+		strvec_pushl(&x->sp.args, "-incoming", "fd:" TOSTR(FD_IN), NULL);
+		spawn_give_fd(&x->sp, in_fd, FD_IN);
+	}
+	spawn_give_fd(&x->sp, x->state_fd, FD_STATE);
+	spawn_give_fd(&x->sp, x->ssh[1], FD_SSH);
+	spawn_give_fd(&x->sp, x->ctl[1], FD_CTL);
+	spawn_give_fd(&x->sp, x->mon[1], FD_QMP);
+	vm->kvm = s->kvm;
+	if ((r = vm_spawn(&x->sp, cfg, vm)) < 0) {
+		buf_addf(err, "cannot start QEMU: %s", strerror(-r));
+		return r;
+	}
+	close_fd(&x->ssh[1]);
+	close_fd(&x->ctl[1]);
+	close_fd(&x->mon[1]);
+	if ((r = qmp_open(&x->q, x->mon[0], vm->pidfd, in_fd >= 0 ? RESTORE_MS : BOOT_MS, err)) < 0)
+		return r;
+	x->mon[0] = -1; /* the monitor's now */
+	return 0;
+}
+
+/* The saving: s is initialized, the lock is held. */
+static int save_locked(const struct vm_config *cfg, struct snap *s, struct buf *err)
+{
+	struct snap_qemu x = SNAP_QEMU_INIT;
+	struct vm vm = VM_INIT;
+	struct buf tmp = BUF_INIT, uri = BUF_INIT, text = BUF_INIT;
+	const char *slots[SNAP_SHARES];
+	int out_fd = -1;
+	unsigned long long size = 0;
+	char hex[65];
+	long deadline;
+	int r;
+
+	if (mkdir(s->empty.buf, 0555) < 0 && errno != EEXIST) {
+		r = -errno;
+		buf_addf(err, "cannot create '%s': %s", s->empty.buf, strerror(errno));
+		goto out;
+	}
+	remove_leftovers(cfg->image_dir);
+	buf_addf(&tmp, "%s/.snapshot-XXXXXX", cfg->image_dir);
+	if ((out_fd = mkostemp(tmp.buf, O_CLOEXEC)) < 0) {
+		r = -errno;
+		buf_reset(&tmp);
+		buf_addf(err, "cannot create the snapshot's file: %s", strerror(errno));
+		goto out;
+	}
+	for (int i = 0; i < SNAP_SHARES; i++)
+		slots[i] = s->empty.buf;
+	/* Nothing connects while the snapshot is made: the command is never run. */
+	if ((r = snap_qemu_start(
+	         &x, cfg, s, cfg->image_dir, s->empty.buf, slots,
+	         "user,id=net0,restrict=on,ipv6=off,guestfwd=tcp:" GUEST_PROXY_HOSTPORT
+	         "-cmd:false",
+	         -1, &vm, err)) < 0)
+		goto out;
+	if ((r = wait_line(x.ctl[0], vm.pidfd, SNAP_WAITING, clock_ms() + BOOT_MS)) < 0) {
+		buf_addstr(err, r == -ETIMEDOUT ? "the snapshot's VM did not come up in time"
+		                                : "the snapshot's VM stopped before it was ready");
+		goto out;
+	}
+	deadline = clock_ms() + MIGRATE_MS;
+	buf_addstr(&uri, "exec:cat > ");
+	shell_quote(&uri, tmp.buf);
+	if ((r = qmp_call(&x.q, "stop", NULL, NULL, MIGRATE_MS, err)) < 0 ||
+	    (r = qmp_call(&x.q, "migrate", json_pack("{s:s}", "uri", uri.buf), NULL, MIGRATE_MS,
+	                  err)) < 0 ||
+	    (r = wait_migrated(&x.q, deadline, err)) < 0)
+		goto out;
+	if (fsync(out_fd) < 0 || (r = fd_sha256(out_fd, &size, hex)) < 0 || size == 0 ||
+	    fchmod(out_fd, 0444) < 0) {
+		r = r < 0 ? r : -EIO;
+		buf_addstr(err, "cannot finish the snapshot's file");
+		goto out;
+	}
+	/* The old manifest goes first: a reader never pairs it with the new file. */
+	if ((unlink(s->manifest.buf) < 0 && errno != ENOENT) || rename(tmp.buf, s->file.buf) < 0) {
+		r = -errno;
+		buf_addf(err, "cannot rename the snapshot: %s", strerror(errno));
+		goto out;
+	}
+	buf_reset(&tmp);
+	buf_add(&text, s->deps.buf, s->deps.len);
+	buf_addf(&text, "size %llu\nsha256 %s\n", size, hex);
+	if ((r = write_atomic(s->manifest.buf, &text)) < 0) {
+		buf_addf(err, "cannot write the snapshot's manifest: %s", strerror(-r));
+		goto out;
+	}
+	r = 1;
+out:
+	if (vm.pid > 0)
+		vm_stop(&vm, 0);
+	snap_qemu_clear(&x);
+	if (tmp.len)
+		unlink(tmp.buf);
+	close_fd(&out_fd);
+	buf_release(&tmp);
+	buf_release(&uri);
+	buf_release(&text);
+	return r;
+}
+
+/* The lock of the image's snapshots: held while one is saved. */
+static int lock_image(const struct vm_config *cfg, struct buf *err)
+{
+	struct buf p = BUF_INIT;
+	int fd;
+
+	buf_addf(&p, "%s/.snapshot.lock", cfg->image_dir);
+	fd = open(p.buf, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	buf_release(&p);
+	if (fd < 0) {
+		buf_addf(err, "cannot save a snapshot in the image's folder: %s", strerror(errno));
+		return -errno;
+	}
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		int e = errno;
+
+		close(fd);
+		if (e == EWOULDBLOCK) {
+			buf_addstr(err, "another task is saving the snapshot");
+			return -EBUSY;
+		}
+		buf_addf(err, "cannot lock the image's snapshot: %s", strerror(e));
+		return -e;
+	}
+	return fd;
+}
+
+static int save(const struct vm_config *cfg, struct snap *s, struct buf *err)
+{
+	struct buf ignored = BUF_INIT;
+	unsigned long long size;
+	char hex[65];
+	int lock, r;
+
+	if ((lock = lock_image(cfg, err)) < 0)
+		return lock;
+	/* Saved by another meanwhile? */
+	if (read_manifest(s, &size, hex, &ignored) == 0)
+		r = 0;
+	else
+		r = save_locked(cfg, s, err);
+	close(lock);
+	buf_release(&ignored);
+	return r;
+}
+
+int snapshot_save(const struct vm_config *cfg, struct buf *err)
+{
+	struct snap s = SNAP_INIT;
+	int r;
+
+	if ((r = snap_init(cfg, &s, err)) == 0)
+		r = save(cfg, &s, err);
+	snap_release(&s);
+	return r;
+}
+
+/* The go message (snapshot.h) for cfg, into b. */
+static int go_message(const struct vm_config *cfg, struct buf *b)
+{
+	unsigned char seed[SNAP_SEED_BYTES];
+	char seed_hex[2 * SNAP_SEED_BYTES + 1];
+	struct timespec now;
+	size_t got = 0;
+
+	while (got < sizeof(seed)) {
+		ssize_t n = getrandom(seed + got, sizeof(seed) - got, 0);
+
+		if (n < 0 && errno != EINTR)
+			return -errno;
+		if (n > 0)
+			got += (size_t)n;
+	}
+	clock_gettime(CLOCK_REALTIME, &now);
+	buf_addf(b, "aibox-go 1\ntime %lld %ld\nseed ", (long long)now.tv_sec, now.tv_nsec);
+	hex_encode(seed_hex, seed, sizeof(seed));
+	buf_addstr(b, seed_hex);
+	explicit_bzero(seed, sizeof(seed));
+	explicit_bzero(seed_hex, sizeof(seed_hex));
+	buf_addf(b, "\ndisk %llu\n", vm_disk_bytes(cfg));
+	for (size_t i = 0; i < cfg->nr_mounts; i++)
+		buf_addf(b, "share %s " SNAP_SLOT_TAG "%zu\n", cfg->mounts[i].tag, i);
+	buf_addstr(b, "end\n");
+	return b->len <= SNAP_GO_MAX ? 0 : -EFBIG;
+}
+
+/* Wait until the restored VM runs. */
+static int wait_running(struct qmp *q, long deadline, struct buf *err)
+{
+	for (;;) {
+		json_t *ret = NULL;
+		const char *st;
+		int r;
+
+		if ((r = qmp_call(q, "query-status", NULL, &ret, (int)(deadline - clock_ms()),
+		                  err)) < 0)
+			return r;
+		st = json_string_value(json_object_get(ret, "status"));
+		if (st && !strcmp(st, "running")) {
+			json_decref(ret);
+			return 0;
+		}
+		/* Saved stopped, so restored paused once loaded: run it. */
+		if (st && !strcmp(st, "paused")) {
+			json_decref(ret);
+			return qmp_call(q, "cont", NULL, NULL, (int)(deadline - clock_ms()), err);
+		}
+		if (!st || strcmp(st, "inmigrate")) {
+			buf_addf(err, "the restored VM is '%.40s', not running", st ? st : "?");
+			json_decref(ret);
+			return -EIO;
+		}
+		json_decref(ret);
+		if (clock_ms() > deadline) {
+			buf_addstr(err, "QEMU did not restore the snapshot in time");
+			return -ETIMEDOUT;
+		}
+		usleep(10000);
+	}
+}
+
+static int restore(const struct vm_config *cfg, struct snap *s, int in_fd, struct vm *vm,
+                   struct buf *err)
+{
+	struct snap_qemu x = SNAP_QEMU_INIT;
+	struct buf net = BUF_INIT, go = BUF_INIT;
+	const char *slots[SNAP_SHARES];
+	long deadline = clock_ms() + RESTORE_MS;
+	int r;
+
+	if (mkdir(s->empty.buf, 0555) < 0 && errno != EEXIST) {
+		r = -errno;
+		buf_addf(err, "cannot create '%s': %s", s->empty.buf, strerror(errno));
+		goto out;
+	}
+	for (size_t i = 0; i < SNAP_SHARES; i++)
+		slots[i] = i < cfg->nr_mounts ? cfg->mounts[i].host_path : s->empty.buf;
+	vm_netdev_arg(cfg, &net);
+	if ((r = snap_qemu_start(&x, cfg, s, cfg->state_dir, cfg->share_dir, slots, net.buf, in_fd,
+	                         vm, err)) < 0 ||
+	    (r = wait_running(&x.q, deadline, err)) < 0 ||
+	    (r = qmp_call(
+	         &x.q, "block_resize",
+	         json_pack("{s:s,s:I}", "device", "state", "size", (json_int_t)vm_disk_bytes(cfg)),
+	         NULL, RESTORE_MS, err)) < 0)
+		goto out;
+	if ((r = go_message(cfg, &go)) < 0 || (r = write_all(x.ctl[0], go.buf, go.len)) < 0) {
+		buf_addf(err, "cannot send the go message: %s", strerror(-r));
+		goto out;
+	}
+	vm->ssh_fd = x.ssh[0];
+	x.ssh[0] = -1;
+	vm->ctl_fd = x.ctl[0];
+	x.ctl[0] = -1;
+	vm->restored = 1;
+	r = 0;
+out:
+	if (r < 0 && vm->pid > 0)
+		vm_stop(vm, 0);
+	snap_qemu_clear(&x);
+	buf_release(&net);
+	buf_wipe_release(&go);
+	return r;
+}
+
+/*
+ * Remove a snapshot found bad (stale, damaged): the next task saves a new
+ * one.  Under the lock, and only if its manifest still says what was read
+ * (hex, or stale): another process may have replaced it meanwhile.  1 when
+ * removed.
+ */
+static int discard(const struct vm_config *cfg, struct snap *s, const char *hex)
+{
+	struct buf ignored = BUF_INIT;
+	unsigned long long size;
+	char now[65] = "";
+	int lock, r, ret = 0;
+
+	if ((lock = lock_image(cfg, &ignored)) >= 0) {
+		r = read_manifest(s, &size, now, &ignored);
+		if ((r == -ESTALE || (r == 0 && !strcmp(now, hex))) &&
+		    unlink(s->manifest.buf) == 0) {
+			unlink(s->file.buf);
+			ret = 1;
+		}
+		close(lock);
+	}
+	buf_release(&ignored);
+	return ret;
+}
+
+int snapshot_start(const struct vm_config *cfg, struct vm *vm, struct buf *err)
+{
+	struct snap s = SNAP_INIT;
+	unsigned long long size = 0, got = 0;
+	char hex[65] = "", sum[65] = "";
+	struct stat st;
+	int in_fd = -1, saved = 0, bad = 0, r;
+
+	if (strcmp(cfg->mode, GUEST_MODE_TASK) || cfg->extra_cmdline) {
+		buf_addstr(err, "only a task's VM starts from a snapshot");
+		return -EINVAL;
+	}
+	if (!cfg->proxy_socket) {
+		buf_addstr(err, "a snapshot's VM has a network: this VM has none");
+		return -EINVAL;
+	}
+	if (cfg->nr_mounts > SNAP_SHARES) {
+		buf_addf(err, "the task has %zu shares, a snapshot's VM %d", cfg->nr_mounts,
+		         SNAP_SHARES);
+		return -E2BIG;
+	}
+	for (size_t i = 0; i < cfg->nr_mounts; i++)
+		if (cfg->mounts[i].writable) {
+			buf_addstr(err, "a snapshot's VM has no writable share");
+			return -EINVAL;
+		}
+	if ((r = snap_init(cfg, &s, err)) < 0)
+		goto out;
+	r = read_manifest(&s, &size, hex, err);
+	if (r == -ENOENT) {
+		/* The first task of this image and size saves it. */
+		buf_reset(err);
+		if ((r = save(cfg, &s, err)) < 0)
+			goto out;
+		saved = r;
+		r = read_manifest(&s, &size, hex, err);
+	}
+	if (r < 0) {
+		bad = r == -ESTALE;
+		goto out;
+	}
+	if ((in_fd = open(s.file.buf, O_RDONLY | O_CLOEXEC)) < 0) {
+		r = -errno;
+		bad = r == -ENOENT;
+		buf_addf(err, "cannot open the snapshot: %s", strerror(errno));
+		goto out;
+	}
+	bad = 1; /* until it is found good */
+	if (fstat(in_fd, &st) < 0 || !S_ISREG(st.st_mode) || (st.st_mode & 0222)) {
+		r = -EPERM;
+		buf_addstr(err, "the snapshot is not a read-only file");
+		goto out;
+	}
+	if ((unsigned long long)st.st_size != size) {
+		r = -EINVAL;
+		buf_addf(err, "the snapshot is %s (%llu bytes, its manifest says %llu)",
+		         (unsigned long long)st.st_size < size ? "truncated" : "too long",
+		         (unsigned long long)st.st_size, size);
+		goto out;
+	}
+	if ((r = fd_sha256(in_fd, &got, sum)) < 0 || got != size || strcmp(sum, hex)) {
+		r = r < 0 ? r : -EINVAL;
+		buf_addstr(err, "the snapshot does not match its manifest's digest");
+		goto out;
+	}
+	bad = 0;
+	if ((r = restore(cfg, &s, in_fd, vm, err)) < 0)
+		goto out;
+	if (saved)
+		buf_addf(err, "saved the image's snapshot for %u MiB and %u CPUs (%llu MB)",
+		         vm_memory_mb(cfg), vm_cpus(cfg), size / 1000000);
+out:
+	if (in_fd >= 0)
+		close(in_fd);
+	if (bad && discard(cfg, &s, hex))
+		buf_addstr(err, "; it is removed, the next task saves a new one");
+	snap_release(&s);
+	return r;
+}
+
+int snapshot_boot(const struct vm_config *cfg, struct vm *vm)
+{
+	struct buf why = BUF_INIT;
+	char note[sizeof(vm->note)];
+	int ret;
+
+	*vm = (struct vm)VM_INIT;
+	if ((ret = vm_check_config(cfg)) < 0)
+		return ret;
+	ret = snapshot_start(cfg, vm, &why);
+	/* The reasons are made short (above): this never cuts one. */
+	snprintf(note, sizeof(note), "%s%s", ret < 0 ? "booting cold: " : "", why.buf);
+	buf_release(&why);
+	if (ret < 0)
+		ret = vm_start(cfg, vm);
+	if (ret == 0)
+		memcpy(vm->note, note, sizeof(note));
+	return ret;
+}

@@ -1,0 +1,73 @@
+/*
+ * Starting a task's VM from a saved snapshot of the image's VM instead of a
+ * cold boot (docs/image.md, "Snapshots").
+ *
+ * The snapshot is QEMU's migration stream of a VM booted with
+ * "aibox.snapshot=1" up to the point where aibox-init waits on the
+ * virtio-serial port SNAP_PORT: kernel up, modules loaded, the root disk
+ * mounted read-only, nothing of any task.  A task's QEMU restores it with
+ * `-incoming`, gets the task's state disk to its size (QMP block_resize), and
+ * sends the go message below; only then does the guest mount the task's
+ * share, read its settings and keys, format its state disk and start sshd.
+ *
+ * The go message is the one contract both sides share (this header is
+ * included by aibox-init too).  Lines, host to guest, at most SNAP_GO_MAX
+ * bytes in all, in this order:
+ *
+ *	aibox-go 1
+ *	time <seconds> <nanoseconds>     the host's CLOCK_REALTIME
+ *	seed <128 hex digits>            64 fresh bytes for the kernel's pool
+ *	disk <bytes>                     the state disk's size once resized
+ *	share <tag> <slot tag>           0 to SNAP_SHARES times
+ *	end
+ *
+ * It carries nothing secret but the seed, and the port is private to the
+ * VM's QEMU.  Before it, the guest writes SNAP_WAITING on the port: the
+ * host saves the snapshot only after that line.
+ */
+#ifndef AIBOX_SNAPSHOT_H
+#define AIBOX_SNAPSHOT_H
+
+#include "base/guest_abi.h" /* SNAP_CMDLINE */
+
+#define SNAP_PORT       "aibox.ctl" /* the virtio-serial port of the go message */
+#define SNAP_WAITING    "aibox-init: waiting\n"
+#define SNAP_GO_MAX     4096
+#define SNAP_SEED_BYTES 64
+/* The spare 9p devices of a snapshot's VM: tags aibox.s0 .. aibox.s7. */
+#define SNAP_SHARES   8
+#define SNAP_SLOT_TAG "aibox.s"
+
+struct buf;
+struct vm;
+struct vm_config;
+
+/*
+ * Start cfg's VM (task mode) from the image's snapshot for its memory size
+ * and CPU count, saving one first when there is none (made once per image,
+ * see snapshot_save()).  0 with *vm running the restored guest, which has
+ * had its go message; or a negative errno with the reason appended to err,
+ * one clause a user reads ("the snapshot is truncated"), nothing left
+ * running: the caller boots cold.
+ */
+int snapshot_start(const struct vm_config *cfg, struct vm *vm, struct buf *err);
+
+/*
+ * Start a task VM from the image's snapshot (snapshot_start(), which saves
+ * it first when there is none), or cold with vm_start() when that cannot be,
+ * saying why in vm->note.  Returns as vm_start() does.
+ */
+int snapshot_boot(const struct vm_config *cfg, struct vm *vm);
+
+/*
+ * Save the snapshot for cfg's image, memory size and CPU count unless a good
+ * one is there: boot the image with SNAP_CMDLINE, wait for SNAP_WAITING,
+ * stop it and migrate it to a temporary file in the image's folder, then
+ * make it read-only (0444) and rename it, and write its manifest the same
+ * way.  1 when one was saved, 0 when a good one was there, or a negative
+ * errno with the reason appended to err (-EBUSY: another process is saving
+ * it).
+ */
+int snapshot_save(const struct vm_config *cfg, struct buf *err);
+
+#endif
