@@ -345,7 +345,8 @@ static void start_helpers(struct run *r, struct buf *sock)
 	ho.secret_values = &r->env.secret_values;
 	ho.placeholders = &r->env.placeholders;
 	ho.no_sandbox = r->no_sandbox;
-	if (helpers_start(&r->helpers, &ho, &err) < 0)
+	if (helpers_start(&r->helpers, &ho, &err) < 0 ||
+	    helpers_ca_write(&r->helpers, r->run_dir.buf, &err) < 0)
 		die("%s", err.buf);
 	close(ho.proxy_log_fd);
 	if (ho.broker_log_fd >= 0)

@@ -13,6 +13,7 @@
 #include "base/clock.h"
 #include "config/config.h"
 #include "base/err.h"
+#include "base/guest_abi.h"
 #include "task/helpers.h"
 #include "base/paths.h"
 #include "proxy/proxy_report.h"
@@ -253,8 +254,11 @@ static int start_proxy(struct helpers *h, const struct helpers_opts *o, int brok
 		/* The proxy wrote it before its ready line; a pipe holds it whole. */
 		close(ca[1]);
 		ca[1] = -1;
-		if (ret == 0 && buf_read_fd(&h->ca_pem, ca[0], 64 * 1024) <= 0) {
+		if (ret == 0 && buf_read_fd(&h->ca_pem, ca[0], GUEST_CA_PEM_MAX) <= 0) {
 			buf_addstr(err, "aibox-proxy gave no CA certificate");
+			ret = -EPROTO;
+		} else if (ret == 0 && !guest_ca_pem_valid(h->ca_pem.buf, h->ca_pem.len)) {
+			buf_addstr(err, "aibox-proxy's CA certificate is not one PEM certificate");
 			ret = -EPROTO;
 		}
 	}
@@ -265,6 +269,25 @@ static int start_proxy(struct helpers *h, const struct helpers_opts *o, int brok
 out:
 	close_fds((int[]){ready[0], ready[1], rep[0], rep[1], lfd, kfd, sfd, ca[0], ca[1]}, 9);
 	buf_release(&prog);
+	return ret;
+}
+
+int helpers_ca_write(const struct helpers *h, const char *dir, struct buf *err)
+{
+	struct buf path = BUF_INIT;
+	int fd, ret = 0;
+
+	if (!h->ca_pem.len)
+		return 0;
+	buf_addf(&path, "%s/" GUEST_FILE_TASK_CA, dir);
+	fd = open(path.buf, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd < 0 || (ret = write_all(fd, h->ca_pem.buf, h->ca_pem.len)) < 0) {
+		ret = fd < 0 ? -errno : ret;
+		buf_addf(err, "cannot write '%s': %s", path.buf, strerror(-ret));
+	}
+	if (fd >= 0)
+		close(fd);
+	buf_release(&path);
 	return ret;
 }
 

@@ -91,6 +91,14 @@ struct helpers {
 		SPAWN_INIT, SPAWN_INIT, -1, BUF_INIT                                               \
 	}
 
+/*
+ * When the proxy intercepts: write h's CA certificate (checked by
+ * helpers_start() with guest_ca_pem_valid()) to dir/GUEST_FILE_TASK_CA, a new
+ * file, for the guest to trust (docs/proxy.md).  Without a CA: nothing.  0,
+ * or a negative errno with the message in err.
+ */
+int helpers_ca_write(const struct helpers *h, const char *dir, struct buf *err);
+
 /* How long helpers_stop_proxy() waits for the record, then for the proxy. */
 #define HELPERS_PROXY_STOP_MS 5000
 

@@ -74,6 +74,9 @@ static int start_helpers(const struct task_vm *v, struct helpers *h, struct file
 	ho.no_sandbox = v->no_sandbox;
 	ho.err_fd = relay->fd;
 	ret = helpers_start(h, &ho, err);
+	/* The VM trusts the task CA: its certificate goes in the task folder (docs/proxy.md). */
+	if (ret == 0)
+		ret = helpers_ca_write(h, v->dir, err);
 	/* Only the helpers hold the pipe now: the relay ends when they do. */
 	close(relay->fd);
 	relay->fd = -1;
