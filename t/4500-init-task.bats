@@ -343,6 +343,115 @@ EOF
 	assert_line "ANTHROPIC_API_KEY=<unset>"
 }
 
+# make_ca FILE: a CA certificate as the proxy's task CA writes it (PEM, 64-column lines)
+make_ca() {
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=aibox-task-ca \
+		-days 1 -keyout /dev/null -out "$1" 2>/dev/null
+}
+
+ca_env='env SSL_CERT_FILE
+env NODE_EXTRA_CA_CERTS
+env REQUESTS_CA_BUNDLE
+env CURL_CA_BUNDLE
+env GIT_SSL_CAINFO
+env PIP_CERT
+env CARGO_HTTP_CAINFO
+env NODE_USE_ENV_PROXY'
+
+@test "init task: the task CA goes into the system bundle once and Claude Code's CA variables point there" {
+	make_ca share/task_ca.pem
+	printf 'system bundle without a final newline' >bundle.crt
+	export AIBOX_TEST_TASK_CA_BUNDLE="$T/bundle.crt"
+	run_task "$ca_env"
+	assert_success
+	assert_equal "$(jget failed_step)" null
+	run jget claude.last_message
+	assert_success
+	for v in SSL_CERT_FILE NODE_EXTRA_CA_CERTS REQUESTS_CA_BUNDLE CURL_CA_BUNDLE GIT_SSL_CAINFO \
+		PIP_CERT CARGO_HTTP_CAINFO; do
+		assert_line "$v=/etc/ssl/certs/ca-certificates.crt"
+	done
+	assert_line "NODE_USE_ENV_PROXY=1"
+	# The system's certificates stay, the task CA follows on a line of its own.
+	{ printf 'system bundle without a final newline\n'; cat share/task_ca.pem; } >want.crt
+	cmp bundle.crt want.crt
+	run openssl x509 -in bundle.crt -noout -subject
+	assert_success
+	assert_output --partial aibox-task-ca
+	# A second session of the same boot does not add it again.
+	rm -rf res state/aibox-results project
+	mkdir res
+	run_task "say hi"
+	assert_success
+	cmp bundle.crt want.crt
+}
+
+@test "init task: without a task CA the bundle is left alone and no CA variable is set" {
+	printf 'system bundle\n' >bundle.crt
+	export AIBOX_TEST_TASK_CA_BUNDLE="$T/bundle.crt"
+	run_task "$ca_env"
+	assert_success
+	run jget claude.last_message
+	assert_success
+	assert_line "SSL_CERT_FILE=<unset>"
+	assert_line "NODE_EXTRA_CA_CERTS=<unset>"
+	assert_line "NODE_USE_ENV_PROXY=<unset>"
+	assert_equal "$(cat bundle.crt)" "system bundle"
+}
+
+@test "init task: a task CA over the cap, not one PEM certificate or a link fails the clone step, the bundle untouched" {
+	make_ca good.pem
+	export AIBOX_TEST_TASK_CA_BUNDLE="$T/bundle.crt"
+	# name|what the file holds
+	python3 - "$T" <<-'EOF'
+	import os, sys
+	t = sys.argv[1]
+	good = open(t + "/good.pem").read()
+	lines = good.splitlines(True)
+	body = "".join(lines[1:-1])
+	cases = {
+	    "big": "-----BEGIN CERTIFICATE-----\n" + ("A" * 64 + "\n") * 600 + "-----END CERTIFICATE-----\n",
+	    "two": good + good,
+	    "key": good.replace("CERTIFICATE", "PRIVATE KEY"),
+	    "crlf": good.replace("\n", "\r\n"),
+	    "nul": good.replace("\n", "\n\0", 1),
+	    "noend": good[:-1],
+	    "text": "hello\n",
+	    "empty": "",
+	    "long": "-----BEGIN CERTIFICATE-----\n" + "A" * 77 + "\n-----END CERTIFICATE-----\n",
+	    "pad": lines[0] + "QUJD=\n" + body + lines[-1],
+	    "badchar": lines[0] + "QU JD\n" + body + lines[-1],
+	    "blank": lines[0] + "\n" + body + lines[-1],
+	    "before": "x\n" + good,
+	    "after": good + "x\n",
+	}
+	os.mkdir(t + "/cases")
+	for k, v in cases.items():
+	    open(t + "/cases/" + k, "w", newline="").write(v)
+	EOF
+	for f in cases/* link fifo; do
+		rm -rf res state/aibox-results project share/task_ca.pem
+		mkdir res
+		case $f in
+		link) ln -s "$T/good.pem" share/task_ca.pem ;;
+		fifo) mkfifo share/task_ca.pem ;;
+		*) cp "$f" share/task_ca.pem ;;
+		esac
+		printf 'system bundle\n' >bundle.crt
+		run_task "say hi"
+		assert_success
+		[ "$(jget failed_step)" = clone ] || { echo "accepted: $f"; false; }
+		run cat progress.txt
+		assert_success
+		case $f in
+		cases/big) assert_line "task_ca.pem is over 32768 bytes" ;;
+		link) assert_line --partial "Too many levels of symbolic links" ;;
+		*) assert_line "task_ca.pem is not one PEM certificate" ;;
+		esac
+		assert_equal "$(cat bundle.crt)" "system bundle"
+	done
+}
+
 @test "init task: a secret not named in env_names fails the clone step, results still come" {
 	run_task "say hi" '{"env": {"SNEAKY": "x"}}'
 	assert_success

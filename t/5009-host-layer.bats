@@ -197,6 +197,17 @@ BUILD/aibox-proxy --listen-fd 3 --log-fd 4 --ready-fd 5 --report-fd 7 --allow ex
 	assert_not_exist "$HOME/qemu.args"
 }
 
+@test "host layer: a secret whose value the proxy cannot swap in (a control character, over 4096 bytes) stops aibox task (2) with the config's path and line" {
+	printf 'env: [CLAUDE_CODE_OAUTH_TOKEN]\nallow: [example.com]\nsecrets:\n  - {env: NPM_TOKEN, hosts: [example.com]}\n' >"$cfg"
+	NPM_TOKEN=$'a\tb' run --separate-stderr aibox task hello
+	assert_failure 2
+	assert_equal "$stderr" "aibox-task: $cfg:4: secrets[0].env: NPM_TOKEN holds a value the proxy cannot swap in (1 to 4096 printable ASCII characters)"
+	NPM_TOKEN=$(head -c 4097 /dev/zero | tr '\0' a) run --separate-stderr aibox run -- true
+	assert_failure 125
+	assert_equal "$stderr" "aibox-run: $cfg:4: secrets[0].env: NPM_TOKEN holds a value the proxy cannot swap in (1 to 4096 printable ASCII characters)"
+	assert_not_exist "$HOME/qemu.args"
+}
+
 @test "host layer: a secret's value stays on the host: the VM is told of its name, QEMU and the task folder never see the value" {
 	printf 'env: [CLAUDE_CODE_OAUTH_TOKEN]\nallow: [example.com]\nsecrets:\n  - {env: NPM_TOKEN, hosts: [example.com]}\n' >"$cfg"
 	export NPM_TOKEN=npm_s3cretvalue-4711

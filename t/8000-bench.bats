@@ -41,6 +41,10 @@ figure() {
 	BENCH_SMALL=1 bench proxy 4194304
 	figure '^## aibox-proxy$'
 	figure '^## tinyproxy [0-9.]+$'
+	# The interception against the tunnel, in the same run.
+	figure '^download ratio, intercepted/tunnel: [0-9.]+$'
+	figure '^new intercepted TLS connections, one after another: [0-9]+ per second$'
+	figure '^proxy memory per idle intercepted connection: -?[0-9.]+ KiB \(50 open\)$'
 	run grep -cE '^tunnel: +[0-9.]+ s +[0-9]+ MiB/s$' "$T/proxy.out"
 	assert_output 2
 	run grep -cE '^CPU s per GiB, tunnel: sender [0-9.]+, sink [0-9.]+, proxy [0-9.]+' "$T/proxy.out"

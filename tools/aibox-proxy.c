@@ -28,10 +28,12 @@
 #include "base/paths.h"
 #include "proxy/proxy.h"
 #include "proxy/proxy_report.h"
+#include "proxy/proxy_secrets.h"
 #include "net/resolve.h"
 #include "base/sandbox.h"
 #include "base/secret.h"
 #include "base/spawn.h"
+#include "net/task_ca.h"
 #include "net/tls.h"
 #include "config/usage.h"
 #include <openssl/crypto.h>
@@ -45,6 +47,7 @@ static const char usage[] =
     "                   [--header-timeout T] [--idle-timeout T] [--connect-timeout T]\n"
     "                   [--max-conns N] [--api-pool N] [--api-pool-idle T]\n"
     "                   [--drain-timeout T] [--drain-max BYTES]\n"
+    "                   [--secrets-fd N [--ca-fd N] [--ca-valid T]]\n"
     "                   [--broker-fd N] [--prices FILE] [--budget-task USD]\n"
     "                   [--budget-day USD --ledger-fd N] [--no-sandbox]\n"
     "\n"
@@ -74,6 +77,11 @@ static const char usage[] =
     "  --drain-timeout T    read a paid answer whose client went away for at most T\n"
     "                       (default 10m)\n"
     "  --drain-max BYTES    ... and at most BYTES of it (default 64M)\n"
+    "  --secrets-fd N       the secrets and rules to apply, read from fd N (to its\n"
+    "                       EOF); their hosts are intercepted (docs/proxy.md)\n"
+    "  --ca-fd N            write the task CA's certificate (PEM) to fd N, then\n"
+    "                       close it\n"
+    "  --ca-valid T         how long the task CA is valid (default 7 days)\n"
     "  --broker-fd N        hand requests for git.aibox.internal to aibox-broker over\n"
     "                       the unix SOCK_SEQPACKET socket N (its --handoff-fd)\n"
     "  --prices FILE        count key forwarding's spend with this price table\n"
@@ -107,6 +115,9 @@ enum {
 	OPT_DRAIN_TIMEOUT,
 	OPT_DRAIN_MAX,
 	OPT_BROKER_FD,
+	OPT_SECRETS_FD,
+	OPT_CA_FD,
+	OPT_CA_VALID,
 	OPT_PRICES,
 	OPT_BUDGET_TASK,
 	OPT_BUDGET_DAY,
@@ -137,6 +148,9 @@ static const struct option options[] = {
     {"drain-timeout", required_argument, NULL, OPT_DRAIN_TIMEOUT},
     {"drain-max", required_argument, NULL, OPT_DRAIN_MAX},
     {"broker-fd", required_argument, NULL, OPT_BROKER_FD},
+    {"secrets-fd", required_argument, NULL, OPT_SECRETS_FD},
+    {"ca-fd", required_argument, NULL, OPT_CA_FD},
+    {"ca-valid", required_argument, NULL, OPT_CA_VALID},
     {"prices", required_argument, NULL, OPT_PRICES},
     {"budget-task", required_argument, NULL, OPT_BUDGET_TASK},
     {"budget-day", required_argument, NULL, OPT_BUDGET_DAY},
@@ -315,7 +329,8 @@ static void read_key(struct proxy_config *cfg, const char *key_env, int key_fd)
 struct options {
 	const char *listen_spec, *log_path, *key_env, *presets, *prices_path;
 	struct strvec allow_entries, allow_files;
-	int ready_fd, report_fd, key_fd, no_sandbox;
+	int ready_fd, report_fd, key_fd, secrets_fd, ca_fd, no_sandbox;
+	int64_t ca_valid_ms;
 	long max_conns, api_pool;
 };
 
@@ -406,6 +421,21 @@ static void one_option(int opt, const char *arg, struct proxy_config *cfg,
 	case OPT_BROKER_FD:
 		cfg->broker_fd = fd_arg(arg, "--broker-fd", 0);
 		break;
+	case OPT_SECRETS_FD:
+		o->secrets_fd = fd_arg(arg, "--secrets-fd", 0);
+		break;
+	case OPT_CA_FD:
+		o->ca_fd = fd_arg(arg, "--ca-fd", 1);
+		break;
+	case OPT_CA_VALID: {
+		struct buf why = BUF_INIT;
+
+		if (duration_arg("ca-valid", arg, 1000, 30LL * 24 * 3600 * 1000, &o->ca_valid_ms,
+		                 &why) < 0)
+			die("%s", why.buf);
+		buf_release(&why);
+		break;
+	}
 	case OPT_PRICES:
 		o->prices_path = arg;
 		break;
@@ -467,6 +497,8 @@ static void parse_options(int argc, char **argv, struct proxy_config *cfg,
 
 	if (o->key_env && o->key_fd >= 0)
 		die("--key-env and --key-fd cannot be used together");
+	if ((o->ca_fd >= 0 || o->ca_valid_ms) && o->secrets_fd < 0)
+		die("--ca-fd and --ca-valid need --secrets-fd");
 	if (report->usage.cap_day && cfg->ledger_fd < 0)
 		die("--budget-day needs --ledger-fd");
 }
@@ -552,6 +584,78 @@ static SSL_CTX *setup_tls(void)
 	return tls;
 }
 
+/* Offer http/1.1 and nothing else toward the VM (docs/proxy.md). */
+static int alpn_select(SSL *ssl, const unsigned char **out, unsigned char *outlen,
+                       const unsigned char *in, unsigned int inlen, void *arg)
+{
+	static const unsigned char h11[] = "\x08http/1.1";
+	unsigned char *o;
+
+	(void)ssl;
+	(void)arg;
+	if (SSL_select_next_proto(&o, outlen, h11, sizeof(h11) - 1, in, inlen) !=
+	    OPENSSL_NPN_NEGOTIATED)
+		return SSL_TLSEXT_ERR_NOACK;
+	*out = o;
+	return SSL_TLSEXT_ERR_OK;
+}
+
+/*
+ * The secrets and rules from fd (to EOF), the task CA for the hosts they
+ * name, and both TLS contexts of interception; the CA's certificate to
+ * ca_fd when given.  Before the lockdown: the trust store is read here.
+ */
+static void setup_secrets(struct proxy_config *cfg, struct proxy_secrets *ps, struct task_ca *ca,
+                          const struct options *o)
+{
+	struct buf text = BUF_INIT, err = BUF_INIT, pem = BUF_INIT;
+	ssize_t n = secret_read_fd(o->secrets_fd, &text, PROXY_SECRETS_MAX + 1);
+	SSL *warm;
+	int ret;
+
+	if (n == -EFBIG)
+		die("the secrets on --secrets-fd %d are over %d bytes", o->secrets_fd,
+		    PROXY_SECRETS_MAX);
+	if (n < 0)
+		die_err((int)n, "cannot read the secrets from --secrets-fd %d", o->secrets_fd);
+	ret = proxy_secrets_parse(text.buf, text.len, ps, &err);
+	buf_wipe_release(&text);
+	if (ret < 0)
+		die("%s", err.buf);
+	if (!ps->hosts.nr)
+		return;
+	if (task_ca_make(ca, ps->hosts.v, ps->hosts.nr,
+	                 (long)((o->ca_valid_ms ? o->ca_valid_ms : 7LL * 24 * 3600 * 1000) / 1000),
+	                 &err) < 0)
+		die("%s", err.buf);
+	if (o->ca_fd >= 0) {
+		task_ca_pem(ca, &pem);
+		if (write_all(o->ca_fd, pem.buf, pem.len) < 0)
+			die_errno("cannot write the CA certificate to --ca-fd %d", o->ca_fd);
+		close(o->ca_fd);
+	}
+	cfg->itls = tls_client_ctx(NULL, &err);
+	if (!cfg->itls)
+		die("%s", err.buf);
+	cfg->isrv = SSL_CTX_new(TLS_server_method());
+	if (!cfg->isrv || !SSL_CTX_set_min_proto_version(cfg->isrv, TLS1_2_VERSION))
+		die("cannot make a TLS server context");
+	SSL_CTX_set_alpn_select_cb(cfg->isrv, alpn_select, NULL);
+	SSL_CTX_set_mode(cfg->isrv, SSL_MODE_ENABLE_PARTIAL_WRITE |
+	                                SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
+	                                SSL_MODE_RELEASE_BUFFERS);
+	SSL_CTX_set_session_cache_mode(cfg->isrv, SSL_SESS_CACHE_OFF);
+	SSL_CTX_set_num_tickets(cfg->isrv, 0);
+	warm = SSL_new(cfg->itls);
+	SSL_free(warm);
+	warm = SSL_new(cfg->isrv);
+	SSL_free(warm);
+	cfg->secrets = ps;
+	cfg->ca = ca;
+	buf_release(&pem);
+	buf_release(&err);
+}
+
 /* The listening socket (its name for the ready line into shown), and the broker's socket. */
 static void setup_sockets(struct proxy_config *cfg, const struct options *o, struct buf *shown)
 {
@@ -612,11 +716,15 @@ int main(int argc, char **argv)
 	                    .ready_fd = -1,
 	                    .report_fd = -1,
 	                    .key_fd = -1,
+	                    .secrets_fd = -1,
+	                    .ca_fd = -1,
 	                    .max_conns = 10000,
 	                    .api_pool = 4};
 	struct usage_prices prices = USAGE_PRICES_INIT;
 	struct proxy_report report = PROXY_REPORT_INIT;
 	struct allow_list allow = ALLOW_LIST_INIT;
+	struct proxy_secrets secrets = PROXY_SECRETS_INIT;
+	struct task_ca ca = {0};
 	struct buf shown = BUF_INIT;
 	sigset_t mask;
 	int ret;
@@ -633,6 +741,8 @@ int main(int argc, char **argv)
 	/* The key first, so it leaves the environment as early as possible. */
 	if (o.key_env || o.key_fd >= 0)
 		read_key(&cfg, o.key_env, o.key_fd);
+	if (o.secrets_fd >= 0)
+		setup_secrets(&cfg, &secrets, &ca, &o);
 	setup_spend(&cfg, &report, &prices, o.prices_path);
 
 	raise_nofile();
@@ -671,6 +781,12 @@ int main(int argc, char **argv)
 	buf_release(&shown);
 	if (cfg.tls)
 		SSL_CTX_free(cfg.tls);
+	if (cfg.itls)
+		SSL_CTX_free(cfg.itls);
+	if (cfg.isrv)
+		SSL_CTX_free(cfg.isrv);
+	task_ca_release(&ca);
+	proxy_secrets_release(&secrets);
 	if (cfg.api_key) {
 		OPENSSL_cleanse((char *)cfg.api_key, strlen(cfg.api_key));
 		free((char *)cfg.api_key);

@@ -413,8 +413,11 @@ static void start_helpers(struct run *r, struct buf *sock)
 	ho.api_key = r->forward_key ? &r->env.api_key : NULL;
 	ho.spend = &r->spend;
 	ho.tokens = &r->env.tokens;
+	ho.secret_values = &r->env.secret_values;
+	ho.placeholders = &r->env.placeholders;
 	ho.no_sandbox = r->no_sandbox;
-	if (helpers_start(&r->helpers, &ho, &err) < 0)
+	if (helpers_start(&r->helpers, &ho, &err) < 0 ||
+	    helpers_ca_write(&r->helpers, r->run_dir.buf, &err) < 0)
 		die("%s", err.buf);
 	close(ho.proxy_log_fd);
 	if (ho.broker_log_fd >= 0)

@@ -736,6 +736,8 @@ static void run_vm(struct task *t, struct buf *secrets, struct vm_outcome *o)
 	v.api_key = t->api == TASK_API_FORWARD ? &t->api_key : NULL;
 	v.spend = &t->spend;
 	v.tokens = &t->broker_tokens;
+	v.secret_values = &t->env.secret_values;
+	v.placeholders = &t->env.placeholders;
 	v.stop = &stop_signal;
 	v.qemu_pid = &stop_qemu_pid;
 	v.say = say;

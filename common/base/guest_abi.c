@@ -35,6 +35,7 @@ const struct guest_literal guest_literals[] = {
     ABI(NAME, GUEST_FILE_PROMPT),
     ABI(NAME, GUEST_FILE_START_BUNDLE),
     ABI(NAME, GUEST_FILE_START_IDX),
+    ABI(NAME, GUEST_FILE_TASK_CA),
     ABI(WORD, GUEST_SSH_SUBDIR),
     ABI(NAME, GUEST_SSH_HOST_KEY),
     ABI(NAME, GUEST_SSH_AUTH),
@@ -108,4 +109,43 @@ int guest_path_valid(const char *p)
 		}
 	}
 	return 1;
+}
+
+#define PEM_BEGIN "-----BEGIN CERTIFICATE-----\n"
+#define PEM_END   "-----END CERTIFICATE-----\n"
+
+static int b64_char(char c)
+{
+	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+	       c == '+' || c == '/';
+}
+
+int guest_ca_pem_valid(const char *s, size_t n)
+{
+	size_t b = strlen(PEM_BEGIN), e = strlen(PEM_END), at, lines = 0;
+	int padded = 0;
+
+	if (!s || n > GUEST_CA_PEM_MAX || n < b + e || memcmp(s, PEM_BEGIN, b) ||
+	    memcmp(s + n - e, PEM_END, e))
+		return 0;
+	for (at = b; at < n - e;) {
+		size_t len = 0, pad = 0;
+
+		if (padded) /* '=' ended the base64: no line after it */
+			return 0;
+		for (; at + len < n - e && s[at + len] != '\n'; len++) {
+			char c = s[at + len];
+
+			if (c == '=')
+				pad++;
+			else if (pad || !b64_char(c))
+				return 0;
+		}
+		if (at + len >= n - e || len == 0 || len > 76 || pad > 2)
+			return 0;
+		padded = pad > 0;
+		at += len + 1;
+		lines++;
+	}
+	return lines > 0;
 }

@@ -42,6 +42,12 @@
 #define GUEST_FILE_PROMPT       "prompt.txt"    /* the task's prompt, at most GUEST_PROMPT_MAX */
 #define GUEST_FILE_START_BUNDLE "start.bundle"  /* the start commit and its history */
 #define GUEST_FILE_START_IDX    "start.idx"     /* its pack's index: the prepared clone */
+/*
+ * The task CA's certificate (PEM, never its key) when the proxy intercepts
+ * (docs/proxy.md): the host writes it once the proxy made the CA, before the
+ * VM boots; the init appends it to the guest's system bundle.  Absent: no CA.
+ */
+#define GUEST_FILE_TASK_CA "task_ca.pem"
 /* The SSH keys (common/vm/ssh.h ssh_task_keys_make()): a folder of the share. */
 #define GUEST_SSH_SUBDIR   "ssh"
 #define GUEST_SSH_HOST_KEY "ssh_host_ed25519_key" /* the guest's host key (+ ".pub") */
@@ -129,6 +135,18 @@ int guest_env_name_valid(const char *s);
 int guest_path_valid(const char *p);
 
 #define GUEST_SETTINGS_MAX (1 << 20) /* settings.json, read by the init */
+
+/* GUEST_FILE_TASK_CA's cap: the host never writes more, the guest refuses more. */
+#define GUEST_CA_PEM_MAX (32 * 1024)
+
+/*
+ * Is s (n bytes) one PEM certificate as the task CA writes it, at most
+ * GUEST_CA_PEM_MAX bytes: "-----BEGIN CERTIFICATE-----\n", lines of 1 to 76
+ * base64 characters each ending in "\n" ('=' only in the last line's end),
+ * "-----END CERTIFICATE-----\n" and nothing else (no NUL, no CR, no second
+ * certificate)?  1 or 0.  The shape only: the bytes are not parsed as DER.
+ */
+int guest_ca_pem_valid(const char *s, size_t n);
 
 /*
  * ---- the results tar (docs/internals.md, "The results tar") ------------

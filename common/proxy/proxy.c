@@ -55,6 +55,11 @@ static void update_events(struct conn *c)
 			ue |= EPOLLIN;
 		if (to_u)
 			ue |= EPOLLOUT;
+		/* An upgraded intercept: TLS on each side may wait the other way. */
+		if (c->ssl_rw)
+			ue |= EPOLLOUT;
+		if (c->ssl_ww)
+			ue |= EPOLLIN;
 		break;
 	case ST_FWD:
 		if (!c->req_done && !to_u && !c->req_ready && c->in_len - c->in_off < HTTP_MAX_HEAD)
@@ -74,7 +79,14 @@ static void update_events(struct conn *c)
 	case ST_WAIT:
 		ce = EPOLLRDHUP; /* nothing is read while it waits, but its leaving is seen */
 		break;
+	case ST_CTLS:
+		ce = to_c || c->cssl_rw ? EPOLLOUT : EPOLLIN;
+		break;
 	}
+	if (c->cssl_rw)
+		ce |= EPOLLOUT;
+	if (c->cssl_ww)
+		ce |= EPOLLIN;
 	if (to_c)
 		ce |= EPOLLOUT;
 	px_set_events(c->px, c->cfd, &c->hc, &c->cev, ce);
@@ -109,6 +121,8 @@ static void closing_step(struct conn *c)
 	if (!f)
 		return;
 	if (!c->c_shut) {
+		if (c->cssl)
+			SSL_shutdown(c->cssl);
 		shutdown(c->cfd, SHUT_WR);
 		c->c_shut = 1;
 	}
@@ -160,6 +174,9 @@ void px_pump(struct conn *c)
 			break;
 		case ST_WAIT:
 			break;
+		case ST_CTLS:
+			px_ctls_step(c);
+			break;
 		}
 		if (c->dead || c->state == before)
 			break;
@@ -168,6 +185,11 @@ void px_pump(struct conn *c)
 		return;
 	update_events(c);
 	if (c->ssl && !c->again && SSL_pending(c->ssl) > 0 && (c->uev & EPOLLIN)) {
+		c->again = 1;
+		c->anext = px->again_list;
+		px->again_list = c;
+	}
+	if (c->cssl && !c->again && SSL_pending(c->cssl) > 0 && (c->cev & EPOLLIN)) {
 		c->again = 1;
 		c->anext = px->again_list;
 		px->again_list = c;
@@ -297,6 +319,10 @@ static void sweep(struct proxy *px)
 			px_conn_kill(c);
 			break;
 		case ST_CLOSING:
+			px_conn_kill(c);
+			break;
+		case ST_CTLS:
+			px_log_line(c, "failed", "TLS with the client timed out");
 			px_conn_kill(c);
 			break;
 		case ST_WAIT:
@@ -472,6 +498,9 @@ int proxy_run(const struct proxy_config *cfg)
 		ret = loop(px);
 	if (px->epfd >= 0)
 		close(px->epfd);
+	for (int i = 0; i < PX_LEAVES; i++)
+		if (px->leaves[i].cert)
+			X509_free(px->leaves[i].cert);
 	free(px);
 	return ret;
 }

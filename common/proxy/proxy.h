@@ -42,6 +42,8 @@
 
 struct allow_list;
 struct proxy_report;
+struct proxy_secrets;
+struct task_ca;
 struct resolver;
 struct usage_prices;
 
@@ -111,6 +113,19 @@ struct proxy_config {
 	 * aibox-broker's --handoff-fd; -1: requests for PROXY_GIT_HOST are refused.
 	 */
 	int broker_fd;
+
+	/*
+	 * Interception (docs/proxy.md, "Secrets and interception"): a CONNECT
+	 * to a host of secrets->intercept is ended here with a certificate of
+	 * ca (ALPN http/1.1 only) and its requests are relayed one by one to
+	 * the host over TLS verified with itls, through the rules and the
+	 * swap of common/proxy/secret_swap.h.  NULL secrets: every CONNECT is a
+	 * tunnel.
+	 */
+	const struct proxy_secrets *secrets;
+	const struct task_ca *ca;
+	SSL_CTX *itls; /* client side, toward the intercepted hosts */
+	SSL_CTX *isrv; /* server side, toward the VM */
 
 	int max_conns;          /* connections at once; more wait in the backlog */
 	int header_timeout_ms;  /* a request head must arrive within this */

@@ -145,6 +145,7 @@ void px_free_graveyard(struct proxy *px)
 		px->graveyard = c->gnext;
 		px_usage_done(c);
 		px_drop_replay(c);
+		px_intercept_free(c);
 		spill_free(&c->to_client);
 		free(c->in);
 		free(c);
@@ -176,6 +177,15 @@ void px_reset_request(struct conn *c)
 	c->req_ready = c->resp_ready = 0;
 	c->req_done = c->resp_head_done = c->resp_done = 0;
 	c->sent = c->received = 0;
+	c->used[0] = '\0';
+	c->used_refused = 0;
+	c->websocket = 0;
+	c->rechunk = 0;
+	if (c->echo) {
+		swap_echo_release(c->echo);
+		free(c->echo);
+		c->echo = NULL;
+	}
 	c->ai = 0;
 	c->connect_err = 0;
 	c->start_ms = px->now_ms;
@@ -269,8 +279,55 @@ void px_refuse(struct conn *c, const char *why)
 	px_respond(c, 403, "refused", why);
 }
 
+/* SSL_read() as px_up_read() says; *want_write set when it waits to write. */
+static ssize_t tls_read(SSL *ssl, void *p, size_t n, int *want_write)
+{
+	int r;
+
+	ERR_clear_error();
+	r = SSL_read(ssl, p, (int)(n > INT32_MAX ? INT32_MAX : n));
+	*want_write = 0;
+	if (r > 0)
+		return r;
+	switch (SSL_get_error(ssl, r)) {
+	case SSL_ERROR_WANT_READ:
+		return -EAGAIN;
+	case SSL_ERROR_WANT_WRITE:
+		*want_write = 1;
+		return -EAGAIN;
+	case SSL_ERROR_ZERO_RETURN:
+		return 0;
+	default:
+		/* An EOF without close_notify: treat as EOF, the framing decides. */
+		return ERR_peek_error() ? -EPROTO : 0;
+	}
+}
+
+/* SSL_write(), the same way; *want_read set when it waits to read. */
+static ssize_t tls_write(SSL *ssl, const void *p, size_t n, int *want_read)
+{
+	int r;
+
+	ERR_clear_error();
+	r = SSL_write(ssl, p, (int)(n > INT32_MAX ? INT32_MAX : n));
+	*want_read = 0;
+	if (r > 0)
+		return r;
+	switch (SSL_get_error(ssl, r)) {
+	case SSL_ERROR_WANT_WRITE:
+		return -EAGAIN;
+	case SSL_ERROR_WANT_READ:
+		*want_read = 1;
+		return -EAGAIN;
+	default:
+		return -EPIPE;
+	}
+}
+
 ssize_t px_cl_read(struct conn *c, void *p, size_t n)
 {
+	if (c->cssl)
+		return tls_read(c->cssl, p, n, &c->cssl_rw);
 	for (;;) {
 		ssize_t r = read(c->cfd, p, n);
 
@@ -283,6 +340,8 @@ ssize_t px_cl_read(struct conn *c, void *p, size_t n)
 
 ssize_t px_cl_write(struct conn *c, const void *p, size_t n)
 {
+	if (c->cssl)
+		return tls_write(c->cssl, p, n, &c->cssl_ww);
 	for (;;) {
 		ssize_t r = send(c->cfd, p, n, MSG_NOSIGNAL);
 
@@ -295,27 +354,8 @@ ssize_t px_cl_write(struct conn *c, const void *p, size_t n)
 
 ssize_t px_up_read(struct conn *c, void *p, size_t n)
 {
-	if (c->ssl) {
-		int r;
-
-		ERR_clear_error();
-		r = SSL_read(c->ssl, p, (int)(n > INT32_MAX ? INT32_MAX : n));
-		c->ssl_rw = 0;
-		if (r > 0)
-			return r;
-		switch (SSL_get_error(c->ssl, r)) {
-		case SSL_ERROR_WANT_READ:
-			return -EAGAIN;
-		case SSL_ERROR_WANT_WRITE:
-			c->ssl_rw = 1;
-			return -EAGAIN;
-		case SSL_ERROR_ZERO_RETURN:
-			return 0;
-		default:
-			/* An EOF without close_notify: treat as EOF, the framing decides. */
-			return ERR_peek_error() ? -EPROTO : 0;
-		}
-	}
+	if (c->ssl)
+		return tls_read(c->ssl, p, n, &c->ssl_rw);
 	for (;;) {
 		ssize_t r = read(c->ufd, p, n);
 
@@ -328,24 +368,8 @@ ssize_t px_up_read(struct conn *c, void *p, size_t n)
 
 ssize_t px_up_write(struct conn *c, const void *p, size_t n)
 {
-	if (c->ssl) {
-		int r;
-
-		ERR_clear_error();
-		r = SSL_write(c->ssl, p, (int)(n > INT32_MAX ? INT32_MAX : n));
-		c->ssl_ww = 0;
-		if (r > 0)
-			return r;
-		switch (SSL_get_error(c->ssl, r)) {
-		case SSL_ERROR_WANT_WRITE:
-			return -EAGAIN;
-		case SSL_ERROR_WANT_READ:
-			c->ssl_ww = 1;
-			return -EAGAIN;
-		default:
-			return -EPIPE;
-		}
-	}
+	if (c->ssl)
+		return tls_write(c->ssl, p, n, &c->ssl_ww);
 	for (;;) {
 		ssize_t r = send(c->ufd, p, n, MSG_NOSIGNAL);
 

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/epoll.h>
 #include <unistd.h>
 
@@ -30,10 +31,25 @@ static int hdr_dropped(const struct http_header *hd, int api)
 	for (size_t i = 0; i < ARRAY_SIZE(hop); i++)
 		if (http_name_is(hd, hop[i]))
 			return 1;
-	if (api)
+	/* Intercepted answers come plain too: an echoed value is looked for in them. */
+	if (api == 2 && http_name_is(hd, "accept-encoding"))
+		return 1;
+	if (api == 1)
 		for (size_t i = 0; i < ARRAY_SIZE(cred); i++)
 			if (http_name_is(hd, cred[i]))
 				return 1;
+	return 0;
+}
+
+/* An intercepted request for a WebSocket upgrade: "Upgrade: websocket", any case. */
+static int wants_websocket(const struct conn *c, const struct http_head *h)
+{
+	if (!c->intercept || (h->method_len != 3 || memcmp(h->method, "GET", 3)))
+		return 0;
+	for (int i = 0; i < h->nhdr; i++)
+		if (http_name_is(&h->hdr[i], "upgrade") && h->hdr[i].value_len == 9 &&
+		    !strncasecmp(h->hdr[i].value, "websocket", 9))
+			return 1;
 	return 0;
 }
 
@@ -56,14 +72,14 @@ void px_start_forward(struct conn *c, const struct http_head *h, const char *pat
 		int v6 = strchr(c->host, ':') != NULL;
 
 		buf_addf(&b, "%s%s%s", v6 ? "[" : "", c->host, v6 ? "]" : "");
-		if (c->port != 80)
+		if (c->port != (c->intercept ? 443 : 80))
 			buf_addf(&b, ":%d", c->port);
 	}
 	buf_addstr(&b, "\r\n");
 	for (int i = 0; i < h->nhdr; i++) {
 		const struct http_header *hd = &h->hdr[i];
 
-		if (hdr_dropped(hd, c->is_api))
+		if (hdr_dropped(hd, c->is_api ? 1 : c->intercept ? 2 : 0))
 			continue;
 		buf_add(&b, hd->name, hd->name_len);
 		buf_addstr(&b, ": ");
@@ -72,9 +88,15 @@ void px_start_forward(struct conn *c, const struct http_head *h, const char *pat
 	}
 	if (c->is_api)
 		buf_addf(&b, "Accept-Encoding: identity\r\nx-api-key: %s\r\n", px->cfg->api_key);
+	if (c->intercept)
+		buf_addstr(&b, "Accept-Encoding: identity\r\n");
 	/* Upstream connections are kept for the API only (px->cfg->api_pool). */
-	buf_addf(&b, "Connection: %s\r\n\r\n",
-	         c->is_api && px->cfg->api_pool > 0 ? "keep-alive" : "close");
+	c->websocket = wants_websocket(c, h);
+	if (c->websocket)
+		buf_addstr(&b, "Connection: Upgrade\r\nUpgrade: websocket\r\n\r\n");
+	else
+		buf_addf(&b, "Connection: %s\r\n\r\n",
+		         c->is_api && px->cfg->api_pool > 0 ? "keep-alive" : "close");
 	px_spill_add(&c->to_upstream, b.buf, b.len);
 	c->sent += h->head_len; /* the client's bytes, not ours (ours hold the key) */
 
@@ -164,6 +186,49 @@ static void finish_request(struct conn *c)
 	px_read_head(c);
 }
 
+/*
+ * The host took an intercepted WebSocket upgrade (h, its 101): the head
+ * goes to the client with the upgrade's headers, and from then on the
+ * connection is a relay of bytes both ways, TLS on each side (ST_TUNNEL).
+ */
+static void upgraded(struct conn *c, const struct http_head *h)
+{
+	struct proxy *px = c->px;
+	struct buf b = BUF_INIT;
+
+	c->status = 101;
+	buf_add(&b, c->rb + c->rb_off,
+	        (const char *)memchr(c->rb + c->rb_off, '\n', h->head_len) - (c->rb + c->rb_off) +
+	            1);
+	for (int i = 0; i < h->nhdr; i++) {
+		const struct http_header *hd = &h->hdr[i];
+
+		if (http_name_is(hd, "connection") || http_name_is(hd, "keep-alive") ||
+		    http_name_is(hd, "proxy-connection") || http_name_is(hd, "upgrade"))
+			continue;
+		buf_add(&b, hd->name, hd->name_len);
+		buf_addstr(&b, ": ");
+		buf_add(&b, hd->value, hd->value_len);
+		buf_addstr(&b, "\r\n");
+	}
+	buf_addstr(&b, "Connection: Upgrade\r\nUpgrade: websocket\r\n\r\n");
+	px_intercept_head(c, &b);
+	px_spill_add(&c->to_client, b.buf, b.len);
+	c->received += b.len;
+	buf_release(&b);
+	c->rb_off += h->head_len;
+	/* What either side sent after the heads goes first. */
+	px_spill_add(&c->to_client, c->rb + c->rb_off, c->rb_len - c->rb_off);
+	c->received += c->rb_len - c->rb_off;
+	c->rb_off = c->rb_len = 0;
+	px_spill_add(&c->to_upstream, c->in + c->in_off, c->in_len - c->in_off);
+	c->sent += c->in_len - c->in_off;
+	c->in_off = c->in_len = 0;
+	c->resp_head_done = 1;
+	c->state = ST_TUNNEL;
+	c->deadline_ms = px->now_ms + px->cfg->idle_timeout_ms;
+}
+
 static int response_head(struct conn *c)
 {
 	struct http_head h;
@@ -189,6 +254,10 @@ static int response_head(struct conn *c)
 			buf_release(&why);
 			return -1;
 		}
+		if (h.status == 101 && c->websocket) {
+			upgraded(c, &h);
+			return -1;
+		}
 		if (h.status == 101) {
 			px_respond(c, 502, "failed", "upstream switched protocols");
 			return -1;
@@ -208,7 +277,9 @@ static int response_head(struct conn *c)
 		http_body_init(&c->respb, BODY_LENGTH, (uint64_t)h.content_length);
 	else
 		http_body_init(&c->respb, BODY_CLOSE, 0);
-	if (c->respb.kind == BODY_CLOSE || c->client_close)
+	/* An intercepted answer's body changes length where an echo is replaced. */
+	c->rechunk = c->intercept && c->respb.kind != BODY_NONE;
+	if ((c->respb.kind == BODY_CLOSE && !c->rechunk) || c->client_close)
 		c->close_after = 1;
 	px_usage_begin(c, &h);
 
@@ -223,12 +294,19 @@ static int response_head(struct conn *c)
 		    http_name_is(hd, "proxy-connection") || http_name_is(hd, "te") ||
 		    http_name_is(hd, "upgrade"))
 			continue;
+		if (c->rechunk &&
+		    (http_name_is(hd, "content-length") || http_name_is(hd, "transfer-encoding")))
+			continue;
 		buf_add(&b, hd->name, hd->name_len);
 		buf_addstr(&b, ": ");
 		buf_add(&b, hd->value, hd->value_len);
 		buf_addstr(&b, "\r\n");
 	}
+	if (c->rechunk)
+		buf_addstr(&b, "Transfer-Encoding: chunked\r\n");
 	buf_addf(&b, "Connection: %s\r\n\r\n", c->close_after ? "close" : "keep-alive");
+	if (c->intercept)
+		px_intercept_head(c, &b);
 	px_spill_add(&c->to_client, b.buf, b.len);
 	c->received += b.len;
 	buf_release(&b);
@@ -405,6 +483,27 @@ int px_fwd_response(struct conn *c)
 		}
 		if (!f)
 			return 0;
+		if (c->rechunk == 1 && c->resp_head_done && c->rb_len > c->rb_off &&
+		    !c->respb.done) {
+			size_t dl = 0;
+			long k = http_body_decode(&c->respb, c->rb + c->rb_off,
+			                          c->rb_len - c->rb_off, px->scratch, &dl, &why);
+
+			if (k < 0) {
+				abort_forward(c, why.buf);
+				buf_release(&why);
+				return -1;
+			}
+			c->rb_off += (size_t)k;
+			c->received += (uint64_t)k;
+			px_intercept_body(c, px->scratch, dl, c->respb.done);
+			c->deadline_ms = px->now_ms + px->cfg->idle_timeout_ms;
+			continue;
+		}
+		if (c->rechunk == 1 && c->resp_head_done && c->respb.done) {
+			px_intercept_body(c, "", 0, 1);
+			continue;
+		}
 		if (c->resp_head_done && !c->resp_ready && c->rb_len > c->rb_off &&
 		    !c->respb.done) {
 			long k = http_body_feed(&c->respb, c->rb + c->rb_off, c->rb_len - c->rb_off,

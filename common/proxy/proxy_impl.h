@@ -22,6 +22,7 @@
 
 #include "net/http.h"
 #include "proxy/proxy.h"
+#include "proxy/secret_swap.h"
 #include "net/resolve.h"
 #include "config/usage.h"
 
@@ -32,6 +33,8 @@ struct buf;
 #define RBUF_SIZE (16 * 1024)
 /* An answer of our own is flushed, then the connection lingers this long. */
 #define LINGER_MS 2000
+/* Host certificates kept for the next connections to the same host. */
+#define PX_LEAVES 16
 
 enum state {
 	ST_HEAD,    /* reading a request head from the client */
@@ -42,6 +45,7 @@ enum state {
 	ST_FWD,     /* one request forwarded, its response coming back */
 	ST_CLOSING, /* our answer is being flushed, then a lingering close */
 	ST_WAIT,    /* a paid request's head, waiting for the requests in flight (budget) */
+	ST_CTLS,    /* interception: the TLS handshake with the client */
 };
 
 enum side { SIDE_CLIENT, SIDE_UPSTREAM, SIDE_LISTEN, SIDE_SIGNAL, SIDE_RESOLVER, SIDE_POOL };
@@ -72,6 +76,18 @@ struct conn {
 	enum state state;
 	int dead;
 	int api_tunnel; /* inside a CONNECT to the key forwarding port */
+
+	/* Interception: the client's TLS, ended here, and the host it is for. */
+	SSL *cssl;
+	int intercept; /* the handshake is done: requests come inside cssl */
+	int cssl_rw, cssl_ww;
+	char ihost[256];
+	int iport;
+	char used[200];   /* the secrets swapped into the request, comma-separated */
+	int used_refused; /* ... or the one whose placeholder got the request refused */
+	int rechunk;      /* the answer goes to the client chunked, echoes replaced */
+	int websocket;    /* the request asked for a WebSocket upgrade */
+	struct swap_echo *echo;
 
 	/* The request in progress. */
 	int is_connect, is_api, head_method;
@@ -163,7 +179,13 @@ struct proxy {
 	uint64_t ledger_id;       /* this proxy's reservations in the ledger */
 	uint64_t ledger_reserved; /* as last written there */
 	int64_t ledger_synced_ms;
-	int budget_changed;         /* a reservation went down: the waiting requests look again */
+	int budget_changed; /* a reservation went down: the waiting requests look again */
+	/* Interception: the host certificates issued, the last few kept. */
+	struct {
+		char host[256];
+		X509 *cert;
+	} leaves[PX_LEAVES];
+	int leaf_next;
 	char scratch[SCRATCH_SIZE]; /* a tunnel's bytes on their way through */
 };
 
@@ -333,6 +355,29 @@ void px_pool_event(struct pooled *p);
 int px_is_git_host(const char *host);
 /* A request for PROXY_GIT_HOST with path t: handed to the broker, or refused. */
 void px_git_request(struct conn *c, const struct http_head *h, const char *t, size_t tl);
+
+/* ---- common/proxy/proxy_intercept.c: interception ---- */
+
+/* The CONNECT target c->host:c->port is a host to intercept. */
+int px_intercepts(const struct conn *c);
+/* Intercept the CONNECT of c: answer 200, then ST_CTLS. */
+void px_intercept_start(struct conn *c);
+/* One step of the TLS handshake with the client. */
+void px_ctls_step(struct conn *c);
+/*
+ * A request on an intercepted connection (h, target t of tl bytes): the
+ * rules, then the swap, then forwarded (or refused: 403).
+ */
+void px_intercept_request(struct conn *c, const struct http_head *h, const char *t, size_t tl);
+/* The answer's head on an intercepted connection: echoes replaced in b. */
+void px_intercept_head(struct conn *c, struct buf *b);
+/*
+ * Body bytes of an intercepted answer (payload p, n bytes; done at its end)
+ * to the client, chunked, echoes replaced, into c->to_client.
+ */
+void px_intercept_body(struct conn *c, const char *p, size_t n, int done);
+/* Free c's interception state (the client's TLS, the echo filter). */
+void px_intercept_free(struct conn *c);
 
 /* ---- common/proxy/proxy_tunnel.c: the tunnel relay ---- */
 

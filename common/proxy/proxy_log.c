@@ -96,6 +96,13 @@ void px_log_line(struct conn *c, const char *verdict, const char *why)
 	px_usage_done(c);
 	if (c->host[0])
 		host_name(&name, c);
+	if (px->cfg->report && c->used[0] && c->host[0]) {
+		char names[sizeof(c->used)], *save = NULL;
+
+		memcpy(names, c->used, sizeof(names));
+		for (char *t = strtok_r(names, ",", &save); t; t = strtok_r(NULL, ",", &save))
+			proxy_report_secret(px->cfg->report, t, name.buf, c->used_refused);
+	}
 	if (px->cfg->report)
 		proxy_report_count(px->cfg->report,
 		                   !strcmp(verdict, "allowed")   ? PROXY_ALLOWED
@@ -117,6 +124,9 @@ void px_log_line(struct conn *c, const char *verdict, const char *why)
 		buf_addf(&b, " (%s)", why);
 	if (c->status)
 		buf_addf(&b, " status=%d", c->status);
+	/* The names passed config's check: no spaces, printable. */
+	if (c->used[0])
+		buf_addf(&b, " %s=%s", c->used_refused ? "secret" : "secrets", c->used);
 	if (c->us_counted) {
 		/* The model name passed usage_stream's check: printable, no spaces. */
 		buf_addf(&b, " model=%s", c->req_model[0] ? c->req_model : "-");

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <jansson.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -77,6 +78,30 @@ void proxy_report_count(struct proxy_report *r, enum proxy_verdict v, const char
 	hp->received += received;
 }
 
+void proxy_report_secret(struct proxy_report *r, const char *name, const char *host, int refused)
+{
+	struct proxy_report_secret *sp = NULL;
+	char nm[PROXY_REPORT_SECRET_NAME + 1];
+
+	snprintf(nm, sizeof(nm), "%s", name);
+	for (size_t i = 0; i < r->nsecrets && !sp; i++)
+		if (!strcmp(r->secrets[i].name, nm) && !strcmp(r->secrets[i].host, host))
+			sp = &r->secrets[i];
+	if (!sp && r->nsecrets < PROXY_REPORT_SECRETS) {
+		if (!r->secrets)
+			r->secrets = xcalloc(PROXY_REPORT_SECRETS, sizeof(*r->secrets));
+		sp = &r->secrets[r->nsecrets++];
+		memcpy(sp->name, nm, strlen(nm) + 1);
+		snprintf(sp->host, sizeof(sp->host), "%s", host);
+	}
+	if (!sp)
+		r->more_secrets++;
+	else if (refused)
+		sp->refused++;
+	else
+		sp->sent++;
+}
+
 static json_t *count(uint64_t n)
 {
 	return json_integer((json_int_t)(n > INT64_MAX ? INT64_MAX : n));
@@ -107,6 +132,18 @@ void proxy_report_json(const struct proxy_report *r, struct buf *out)
 	json_object_set_new(root, "log_left_out", count(r->log_left_out));
 	if (r->usage.present)
 		json_object_set_new(root, "usage", usage_count_to_json(&r->usage));
+	if (r->nsecrets || r->more_secrets) {
+		json_t *secrets = json_array();
+
+		for (size_t i = 0; i < r->nsecrets; i++)
+			json_array_append_new(
+			    secrets,
+			    json_pack("{s:s, s:s, s:o, s:o}", "name", r->secrets[i].name, "host",
+			              r->secrets[i].host, "sent", count(r->secrets[i].sent),
+			              "refused", count(r->secrets[i].refused)));
+		json_object_set_new(root, "secrets", secrets);
+		json_object_set_new(root, "more_secrets", count(r->more_secrets));
+	}
 	text = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
 	if (!text)
 		die_oom();
@@ -147,6 +184,37 @@ static int host_name_ok(const char *s)
 	return 1;
 }
 
+static int parse_secrets(json_t *root, struct proxy_report *r, struct buf *err)
+{
+	json_t *list = json_object_get(root, "secrets");
+
+	if (!list)
+		return 0;
+	if (!json_is_array(list) || json_array_size(list) > PROXY_REPORT_SECRETS)
+		return bad(err, "'secrets' is not a list, or too long");
+	if (get_count(root, "more_secrets", &r->more_secrets, err))
+		return -EINVAL;
+	if (json_array_size(list))
+		r->secrets = xcalloc(json_array_size(list), sizeof(*r->secrets));
+	for (size_t i = 0; i < json_array_size(list); i++) {
+		json_t *e = json_array_get(list, i), *name = json_object_get(e, "name"),
+		       *host = json_object_get(e, "host");
+		struct proxy_report_secret *sp = &r->secrets[i];
+
+		if (!json_is_string(name) || !host_name_ok(json_string_value(name)) ||
+		    strlen(json_string_value(name)) > PROXY_REPORT_SECRET_NAME ||
+		    !json_is_string(host) || !host_name_ok(json_string_value(host)))
+			return bad(err, "a secret without a proper name or host");
+		memcpy(sp->name, json_string_value(name), strlen(json_string_value(name)) + 1);
+		memcpy(sp->host, json_string_value(host), strlen(json_string_value(host)) + 1);
+		if (get_count(e, "sent", &sp->sent, err) ||
+		    get_count(e, "refused", &sp->refused, err))
+			return -EINVAL;
+		r->nsecrets++;
+	}
+	return 0;
+}
+
 int proxy_report_parse(const char *p, size_t n, struct proxy_report *r, struct buf *err)
 {
 	json_t *root = NULL, *hosts, *v;
@@ -185,6 +253,9 @@ int proxy_report_parse(const char *p, size_t n, struct proxy_report *r, struct b
 		ret = -EINVAL;
 		goto out;
 	}
+	/* Older records, and records of tasks without secrets, have none. */
+	if (parse_secrets(root, r, err) < 0)
+		goto out;
 	hosts = json_object_get(root, "hosts");
 	if (!json_is_array(hosts) || json_array_size(hosts) > PROXY_REPORT_HOSTS) {
 		ret = bad(err, "'hosts' is not a list, or too long");
@@ -218,6 +289,7 @@ out:
 void proxy_report_release(struct proxy_report *r)
 {
 	free(r->hosts);
+	free(r->secrets);
 	free(r->seen);
 	memset(r, 0, sizeof(*r));
 }

@@ -42,6 +42,16 @@ struct proxy_report_host {
 
 enum proxy_verdict { PROXY_ALLOWED, PROXY_REFUSED, PROXY_FAILED };
 
+/* Which secret went to which host (docs/proxy.md, "Secrets and interception"). */
+#define PROXY_REPORT_SECRETS     256
+#define PROXY_REPORT_SECRET_NAME 64
+struct proxy_report_secret {
+	char name[PROXY_REPORT_SECRET_NAME + 1]; /* the variable's */
+	char host[PROXY_REPORT_HOST_MAX + 1];    /* "host:port" as proxy.log writes it */
+	uint64_t sent;                           /* requests that carried its value there */
+	uint64_t refused; /* requests refused because its placeholder was sent there */
+};
+
 struct proxy_report {
 	struct proxy_report_host *hosts; /* at most PROXY_REPORT_HOSTS */
 	size_t nhosts;
@@ -56,6 +66,10 @@ struct proxy_report {
 	 * it reads as usage.present == 0.
 	 */
 	struct usage_count usage;
+	/* The secrets' pairs, in order of first use; past PROXY_REPORT_SECRETS, not listed. */
+	struct proxy_report_secret *secrets;
+	size_t nsecrets;
+	uint64_t more_secrets; /* requests with a secret past the list */
 
 	/* The proxy's side only: hashes of the hosts counted in more_hosts. */
 	uint64_t *seen;
@@ -75,6 +89,13 @@ struct proxy_report {
  */
 void proxy_report_count(struct proxy_report *r, enum proxy_verdict v, const char *name,
                         uint64_t sent, uint64_t received);
+
+/*
+ * Count one request that carried the secret name's value to host (refused
+ * 0), or was refused for its placeholder there (refused 1).  Names longer
+ * than PROXY_REPORT_SECRET_NAME are cut.  Never fails.
+ */
+void proxy_report_secret(struct proxy_report *r, const char *name, const char *host, int refused);
 
 /* Append the record, one JSON object and a newline, to out (usage included). */
 void proxy_report_json(const struct proxy_report *r, struct buf *out);

@@ -86,6 +86,10 @@ static void connect_request(struct conn *c, const struct http_head *h)
 		px_refuse(c, "not on the allow list");
 		return;
 	}
+	if (px_intercepts(c)) {
+		px_intercept_start(c);
+		return;
+	}
 	px_start_resolve(c);
 }
 
@@ -159,6 +163,17 @@ static void handle_request(struct conn *c, const struct http_head *h)
 
 	px_reset_request(c);
 	c->in_off += h->head_len;
+	if (c->intercept) {
+		if (h->method_len == 7 && !memcmp(h->method, "CONNECT", 7)) {
+			snprintf(c->host, sizeof(c->host), "%s", c->ihost);
+			c->port = c->iport;
+			px_set_what(c, h->method, h->method_len, NULL, 0);
+			px_refuse(c, "CONNECT inside an intercepted connection");
+		} else {
+			px_intercept_request(c, h, t, tl);
+		}
+		return;
+	}
 	if (h->method_len == 7 && !memcmp(h->method, "CONNECT", 7)) {
 		connect_request(c, h);
 		return;

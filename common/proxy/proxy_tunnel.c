@@ -139,13 +139,18 @@ int px_relay(struct conn *c, int from_client)
 			return -1;
 		if (!f)
 			return 0;
-		if (*count >= BULK_BYTES && !*src_eof) {
+		/* splice(2) moves bytes, not TLS records: an upgraded intercept stays here. */
+		if (*count >= BULK_BYTES && !*src_eof && !c->ssl && !c->cssl) {
 			go_bulk(c, d);
 			if (c->pipe_r[d] >= 0)
 				return relay_splice(c, from_client);
 		}
 		if (*src_eof) {
 			if (!*dst_shut) {
+				SSL *tls = from_client ? c->ssl : c->cssl;
+
+				if (tls)
+					SSL_shutdown(tls);
 				shutdown(from_client ? c->ufd : c->cfd, SHUT_WR);
 				*dst_shut = 1;
 			}

@@ -41,8 +41,9 @@ static void connected(struct conn *c)
 		c->in_off = c->in_len = 0;
 		return;
 	}
-	if (c->is_api) {
-		c->ssl = tls_client_new(px->cfg->tls, c->ufd, px->cfg->api_host);
+	if (c->is_api || c->intercept) {
+		c->ssl = c->intercept ? tls_client_new(px->cfg->itls, c->ufd, c->host)
+		                      : tls_client_new(px->cfg->tls, c->ufd, px->cfg->api_host);
 		if (!c->ssl) {
 			px_respond(c, 502, "failed", "cannot start TLS");
 			return;
@@ -203,7 +204,8 @@ void px_tls_step(struct conn *c)
 		struct buf why = BUF_INIT;
 		long v = SSL_get_verify_result(c->ssl);
 
-		buf_addstr(&why, "TLS with the API upstream failed: ");
+		buf_addstr(&why, c->intercept ? "TLS with the host failed: "
+		                              : "TLS with the API upstream failed: ");
 		if (v != X509_V_OK)
 			buf_addstr(&why, X509_verify_cert_error_string(v));
 		else

@@ -13,9 +13,11 @@
 #include "base/clock.h"
 #include "config/config.h"
 #include "base/err.h"
+#include "base/guest_abi.h"
 #include "task/helpers.h"
 #include "base/paths.h"
 #include "proxy/proxy_report.h"
+#include "proxy/proxy_secrets.h"
 #include "base/secret.h"
 #include "base/spawn.h"
 #include "proxy/spend.h"
@@ -36,6 +38,24 @@ static void close_fds(const int *fds, size_t n)
 static int forwards_key(const struct helpers_opts *o)
 {
 	return o->api_key && o->api_key->len;
+}
+
+/*
+ * The secrets' values, when there is one for each of the config's secrets
+ * (a Slurm node has none: docs/slurm.md), else NULL.
+ */
+static const struct strvec *secret_values(const struct helpers_opts *o)
+{
+	if (!o->cfg->nr_secrets || !o->secret_values || !o->placeholders ||
+	    o->secret_values->nr != o->cfg->nr_secrets || o->placeholders->nr != o->cfg->nr_secrets)
+		return NULL;
+	return o->secret_values;
+}
+
+/* The proxy intercepts: the config has secrets (their values given) or allow rules. */
+static int intercepts(const struct helpers_opts *o)
+{
+	return secret_values(o) || o->cfg->nr_rules;
 }
 
 /* Append "opt fd" to args: an fd number of helpers.h, spelled once. */
@@ -77,6 +97,10 @@ void helpers_proxy_args(struct strvec *args, const char *prog, const struct help
 	}
 	if (with_broker)
 		push_fd(args, "--broker-fd", HELPER_P_BROKER);
+	if (intercepts(o)) {
+		push_fd(args, "--secrets-fd", HELPER_P_SECRETS);
+		push_fd(args, "--ca-fd", HELPER_P_CA);
+	}
 	if (o->no_sandbox)
 		strvec_push(args, "--no-sandbox");
 }
@@ -183,7 +207,8 @@ static int start_proxy(struct helpers *h, const struct helpers_opts *o, int brok
                        struct buf *err)
 {
 	struct buf prog = BUF_INIT;
-	int lfd = -1, ready[2] = {-1, -1}, rep[2] = {-1, -1}, kfd = -1, ret;
+	int lfd = -1, ready[2] = {-1, -1}, rep[2] = {-1, -1}, kfd = -1, sfd = -1, ret;
+	int ca[2] = {-1, -1};
 
 	buf_addf(&prog, "%s/aibox-proxy", libexec_dir());
 	if ((lfd = ret = listen_unix(o->sock_path, err)) < 0)
@@ -198,6 +223,20 @@ static int start_proxy(struct helpers *h, const struct helpers_opts *o, int brok
 		buf_addf(err, "cannot pass the API key to aibox-proxy: %s", strerror(-ret));
 		goto out;
 	}
+	if (intercepts(o)) {
+		struct buf text = BUF_INIT;
+
+		proxy_secrets_write(o->cfg, secret_values(o), o->placeholders, &text);
+		sfd = secret_pipe(text.buf, text.len);
+		buf_wipe_release(&text);
+		if (sfd < 0 || pipe2(ca, O_CLOEXEC) < 0) {
+			ret = sfd < 0 ? sfd : -errno;
+			buf_addf(err, "cannot pass the secrets to aibox-proxy: %s", strerror(-ret));
+			goto out;
+		}
+		spawn_give_fd(&h->proxy, sfd, HELPER_P_SECRETS);
+		spawn_give_fd(&h->proxy, ca[1], HELPER_P_CA);
+	}
 	helpers_proxy_args(&h->proxy.args, prog.buf, o, broker_end >= 0);
 	spawn_give_fd(&h->proxy, lfd, HELPER_P_LISTEN);
 	spawn_give_fd(&h->proxy, o->proxy_log_fd, HELPER_P_LOG);
@@ -211,13 +250,44 @@ static int start_proxy(struct helpers *h, const struct helpers_opts *o, int brok
 			spawn_give_fd(&h->proxy, o->spend->ledger_fd, HELPER_P_LEDGER);
 	}
 	ret = start_one(&h->proxy, ready, "aibox-proxy", o->err_fd, err);
+	if (ca[1] >= 0) {
+		/* The proxy wrote it before its ready line; a pipe holds it whole. */
+		close(ca[1]);
+		ca[1] = -1;
+		if (ret == 0 && buf_read_fd(&h->ca_pem, ca[0], GUEST_CA_PEM_MAX) <= 0) {
+			buf_addstr(err, "aibox-proxy gave no CA certificate");
+			ret = -EPROTO;
+		} else if (ret == 0 && !guest_ca_pem_valid(h->ca_pem.buf, h->ca_pem.len)) {
+			buf_addstr(err, "aibox-proxy's CA certificate is not one PEM certificate");
+			ret = -EPROTO;
+		}
+	}
 	if (ret == 0 && o->report) {
 		h->report_fd = rep[0];
 		rep[0] = -1;
 	}
 out:
-	close_fds((int[]){ready[0], ready[1], rep[0], rep[1], lfd, kfd}, 6);
+	close_fds((int[]){ready[0], ready[1], rep[0], rep[1], lfd, kfd, sfd, ca[0], ca[1]}, 9);
 	buf_release(&prog);
+	return ret;
+}
+
+int helpers_ca_write(const struct helpers *h, const char *dir, struct buf *err)
+{
+	struct buf path = BUF_INIT;
+	int fd, ret = 0;
+
+	if (!h->ca_pem.len)
+		return 0;
+	buf_addf(&path, "%s/" GUEST_FILE_TASK_CA, dir);
+	fd = open(path.buf, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd < 0 || (ret = write_all(fd, h->ca_pem.buf, h->ca_pem.len)) < 0) {
+		ret = fd < 0 ? -errno : ret;
+		buf_addf(err, "cannot write '%s': %s", path.buf, strerror(-ret));
+	}
+	if (fd >= 0)
+		close(fd);
+	buf_release(&path);
 	return ret;
 }
 
@@ -283,4 +353,5 @@ void helpers_stop(struct helpers *h)
 	spawn_stop(&h->broker, SIGTERM);
 	spawn_clear(&h->proxy);
 	spawn_clear(&h->broker);
+	buf_release(&h->ca_pem);
 }

@@ -25,7 +25,8 @@
  * The helpers' fd numbers: the broker --handoff-fd, --log-fd, --ready-fd,
  * --token-fd; the proxy --listen-fd (a unix socket bound here), --log-fd,
  * --ready-fd, --broker-fd (the other end of the broker's hand-off pair),
- * --report-fd, --key-fd and the spend ledger when the key is forwarded.
+ * --report-fd, --key-fd and the spend ledger when the key is forwarded,
+ * --secrets-fd and --ca-fd when the config has secrets or allow rules.
  */
 enum helpers_fds {
 	HELPER_B_HANDOFF = 3,
@@ -39,6 +40,8 @@ enum helpers_fds {
 	HELPER_P_REPORT,
 	HELPER_P_KEY,
 	HELPER_P_LEDGER,
+	HELPER_P_SECRETS,
+	HELPER_P_CA,
 };
 
 struct config;
@@ -65,6 +68,13 @@ struct helpers_opts {
 	 * share our stderr.
 	 */
 	int err_fd;
+	/*
+	 * The values and placeholders of cfg's secrets, in its order (struct
+	 * host_env's): with them, or with allow rules, the proxy gets the
+	 * secrets and rules over a pipe (common/proxy/proxy_secrets.h) and intercepts
+	 * their hosts.  NULL, or not one for each secret: the rules only.
+	 */
+	const struct strvec *secret_values, *placeholders;
 	int report;     /* a pipe for the proxy's record (read by helpers_stop_proxy()) */
 	int no_sandbox; /* --no-sandbox for both */
 };
@@ -72,12 +82,22 @@ struct helpers_opts {
 struct helpers {
 	struct spawn proxy, broker;
 	int report_fd; /* the read end of the proxy's --report-fd, or -1 */
+	/* The task CA's certificate (PEM) when the proxy intercepts, else empty. */
+	struct buf ca_pem;
 };
 
 #define HELPERS_INIT                                                                               \
 	{                                                                                          \
-		SPAWN_INIT, SPAWN_INIT, -1                                                         \
+		SPAWN_INIT, SPAWN_INIT, -1, BUF_INIT                                               \
 	}
+
+/*
+ * When the proxy intercepts: write h's CA certificate (checked by
+ * helpers_start() with guest_ca_pem_valid()) to dir/GUEST_FILE_TASK_CA, a new
+ * file, for the guest to trust (docs/proxy.md).  Without a CA: nothing.  0,
+ * or a negative errno with the message in err.
+ */
+int helpers_ca_write(const struct helpers *h, const char *dir, struct buf *err);
 
 /* How long helpers_stop_proxy() waits for the record, then for the proxy. */
 #define HELPERS_PROXY_STOP_MS 5000

@@ -8,6 +8,7 @@
 #include "base/err.h"
 #include "vm/image.h"
 #include "config/project.h"
+#include "proxy/proxy_secrets.h"
 #include "base/secret.h"
 #include "task/shares.h"
 #include "task/task_settings.h"
@@ -40,6 +41,17 @@ int host_project_lock(const struct project *p, struct buf *err)
 	return fd;
 }
 
+/* A value the proxy can swap in (common/proxy/proxy_secrets.h): printable ASCII, not too long. */
+static int value_ok(const struct buf *v)
+{
+	if (v->len > PROXY_SECRET_VALUE_MAX)
+		return 0;
+	for (size_t i = 0; i < v->len; i++)
+		if ((unsigned char)v->buf[i] < 0x20 || (unsigned char)v->buf[i] >= 0x7f)
+			return 0;
+	return 1;
+}
+
 /* Each of cfg's secrets: its value kept for the proxy, its placeholder for the VM. */
 static int take_secrets(struct host_env *e, const struct config *cfg, const char *cfg_path,
                         struct buf *err)
@@ -56,6 +68,12 @@ static int take_secrets(struct host_env *e, const struct config *cfg, const char
 		if (secret_take_env(sc->env, &v) <= 0 || !v.len) {
 			buf_addf(err, "%s:%zu: secrets[%zu].env: %s is not set in your shell",
 			         cfg_path, sc->line, i, sc->env);
+			ret = -EINVAL;
+		} else if (!value_ok(&v)) {
+			buf_addf(err,
+			         "%s:%zu: secrets[%zu].env: %s holds a value the proxy cannot swap "
+			         "in (1 to %d printable ASCII characters)",
+			         cfg_path, sc->line, i, sc->env, PROXY_SECRET_VALUE_MAX);
 			ret = -EINVAL;
 		} else if ((ret = secret_placeholder(ph)) < 0) {
 			buf_addf(err, "cannot make a placeholder for %s: %s", sc->env,

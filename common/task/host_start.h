@@ -66,7 +66,9 @@ struct host_env {
  * placeholder (secret_placeholder()), which the VM gets under the secret's
  * name.  0, or -EINVAL with the message in err (a git token not set or not
  * printable: broker_tokens_take(); a secret not set or empty:
- * "CFG_PATH:LINE: secrets[i].env: NAME is not set in your shell").
+ * "CFG_PATH:LINE: secrets[i].env: NAME is not set in your shell"; a value
+ * that is not 1 to PROXY_SECRET_VALUE_MAX printable ASCII characters: "...
+ * NAME holds a value the proxy cannot swap in (...)").
  */
 int host_env_take(struct host_env *e, const struct config *cfg, const char *cfg_path,
                   struct buf *err);

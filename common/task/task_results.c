@@ -349,6 +349,24 @@ void summary_make(const struct summary_in *in, struct summary *s)
 			     rep->more_hosts_at_least ? "at least " : "",
 			     (unsigned long long)rep->more_hosts,
 			     (unsigned long long)rep->more_allowed, PROXY_REPORT_HOSTS);
+		for (size_t i = 0; i < rep->nsecrets; i++) {
+			const struct proxy_report_secret *sp = &rep->secrets[i];
+
+			if (sp->sent)
+				addf(s, 0, "the secret %s was sent to %s (%llu request%s)",
+				     sp->name, sp->host, (unsigned long long)sp->sent,
+				     sp->sent == 1 ? "" : "s");
+			if (sp->refused)
+				addf(
+				    s, 0,
+				    "the secret %s was refused toward %s: its placeholder was sent "
+				    "there (%llu request%s, see proxy.log)",
+				    sp->name, sp->host, (unsigned long long)sp->refused,
+				    sp->refused == 1 ? "" : "s");
+		}
+		if (rep->more_secrets)
+			addf(s, 0, "%llu more requests with a secret, not listed",
+			     (unsigned long long)rep->more_secrets);
 		if (rep->log_left_out)
 			addf(s, 0,
 			     "proxy.log left out %llu lines past its cap (the hosts above are "

@@ -68,10 +68,15 @@ static int start_helpers(const struct task_vm *v, struct helpers *h, struct file
 	ho.api_key = v->api_key;
 	ho.spend = v->spend;
 	ho.tokens = v->tokens;
+	ho.secret_values = v->secret_values;
+	ho.placeholders = v->placeholders;
 	ho.report = 1;
 	ho.no_sandbox = v->no_sandbox;
 	ho.err_fd = relay->fd;
 	ret = helpers_start(h, &ho, err);
+	/* The VM trusts the task CA: its certificate goes in the task folder (docs/proxy.md). */
+	if (ret == 0)
+		ret = helpers_ca_write(h, v->dir, err);
 	/* Only the helpers hold the pipe now: the relay ends when they do. */
 	close(relay->fd);
 	relay->fd = -1;

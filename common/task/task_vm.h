@@ -54,6 +54,8 @@ struct task_vm {
 	struct buf *api_key;
 	const struct spend *spend;
 	struct buf *tokens;
+	/* The config's secrets' values and placeholders (struct host_env's), for the proxy. */
+	const struct strvec *secret_values, *placeholders;
 	/*
 	 * The caller's stop: *stop set by its signal handler (SIGINT, SIGTERM,
 	 * SIGHUP), which kills *qemu_pid (set here while QEMU runs, else -1).

@@ -16,6 +16,7 @@
 #include "base/buf.h"
 #include "base/err.h"
 #include "gitconfig.h"
+#include "guest_ca.h"
 #include "base/guest_env.h"
 #include "run.h"
 #include "base/guest_secrets.h"
@@ -94,6 +95,18 @@ static int mount_rw(const char *tag, const char *target)
 	return 0;
 }
 
+/* The run folder's task CA, if any, into GUEST_CA_BUNDLE (guest_ca.h). */
+static int run_ca_add(struct buf *why)
+{
+	struct buf pem = BUF_INIT;
+	int r = guest_ca_read(GUEST_TASK_DIR, &pem, why);
+
+	if (r > 0)
+		r = guest_ca_install(GUEST_CA_BUNDLE, &pem, why);
+	buf_release(&pem);
+	return r < 0 ? r : 0;
+}
+
 int run_setup(struct guest_settings *gs)
 {
 	struct task_settings_doc d;
@@ -125,6 +138,9 @@ int run_setup(struct guest_settings *gs)
 
 		r = git_remotes_write("/etc/gitconfig", s->git_remotes, s->ngit_remotes,
 		                      s->proxy ? s->proxy : GUEST_PROXY_URL, &why);
+		/* The task CA, when the proxy intercepts (docs/proxy.md). */
+		if (r >= 0)
+			r = run_ca_add(&why);
 		if (r < 0)
 			error("%s", why.buf);
 		buf_release(&why);
@@ -158,6 +174,19 @@ static int build_env(const struct task_settings *s, struct strvec *env)
 	g.term = getenv("TERM");
 	g.proxy = s->proxy;
 	g.api_forward = s->api == TASK_API_FORWARD;
+	{
+		/* PID 1 put it in the bundle (run_setup()) or stopped the boot. */
+		struct buf pem = BUF_INIT;
+		int r = guest_ca_read(GUEST_TASK_DIR, &pem, &err);
+
+		buf_release(&pem);
+		if (r < 0) {
+			error("%s", err.buf);
+			ret = r;
+			goto out;
+		}
+		g.task_ca = r > 0;
+	}
 	if (secrets &&
 	    guest_secrets_read(secrets, strlen(secrets), GUEST_SECRETS_ENV_VAR, &vals, &err) < 0) {
 		error("%s", err.buf);

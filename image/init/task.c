@@ -11,6 +11,8 @@
 #include "base/clock.h"
 #include "base/err.h"
 #include "gitconfig.h"
+#include "guest_ca.h"
+#include "base/guest_env.h"
 #include "resume.h"
 #include "base/session_file.h"
 #include "base/strvec.h"
@@ -106,6 +108,20 @@ static void fail_before(struct guest_task *t)
 	t->failed_step = S_CLONE;
 }
 
+/* The task CA of the task folder, if any, into o->ca_bundle (guest_ca.h). */
+static int task_ca_add(struct guest_task *t, struct buf *why)
+{
+	struct buf pem = BUF_INIT;
+	int r = guest_ca_read(t->o->share, &pem, why);
+
+	if (r > 0 && (r = guest_ca_install(t->o->ca_bundle, &pem, why)) == 0) {
+		t->task_ca = 1;
+		vmlog(t, "the task CA is in %s", t->o->ca_bundle);
+	}
+	buf_release(&pem);
+	return r < 0 ? r : 0;
+}
+
 /*
  * Everything the steps need: the results folder, the settings, the secrets,
  * git and Claude Code, the git remotes' rewrite.  0, or -1 after a progress
@@ -132,6 +148,8 @@ static int task_prepare(struct guest_task *t)
 	else if (err >= 0 && o->gitconfig &&
 	         git_remotes_write(o->gitconfig, t->git_remotes, t->ngit_remotes,
 	                           t->proxy ? t->proxy : GUEST_PROXY_URL, &why) < 0)
+		progress(t, "%s", why.buf);
+	else if (err >= 0 && o->ca_bundle && task_ca_add(t, &why) < 0)
 		progress(t, "%s", why.buf);
 	else if (err >= 0)
 		ret = 0; /* else: said above */
@@ -189,6 +207,7 @@ void guest_task_opts_fill(struct guest_task_opts *o)
 	o->home = GUEST_HOME;
 	o->claude = NULL;
 	o->gitconfig = "/etc/gitconfig";
+	o->ca_bundle = GUEST_CA_BUNDLE;
 	o->backend = STEP_CGROUP;
 	o->drop = 1;
 	o->uid = pw ? pw->pw_uid : 1000;

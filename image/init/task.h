@@ -29,6 +29,8 @@ struct guest_task_opts {
 	const char *claude;    /* Claude Code; NULL: looked up in the guest's PATH */
 	const char *gitconfig; /* the system git config the git_remotes rewrite is added to
 	                          (/etc/gitconfig); NULL: not written */
+	const char *ca_bundle; /* the system CA bundle the task CA is added to
+	                          (GUEST_CA_BUNDLE); NULL: the task CA is not used */
 	enum step_backend backend;
 	int drop; /* run git and Claude Code as uid/gid (the user aibox) */
 	uid_t uid;

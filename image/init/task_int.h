@@ -73,6 +73,7 @@ struct guest_task {
 	size_t ngit_remotes;
 	const char *resume;    /* the session Claude Code resumes; NULL: a new one */
 	struct strvec secrets; /* NAME=value, only for Claude Code's environment */
+	int task_ca;           /* the task CA is in the bundle: Claude Code gets the CA variables */
 
 	char *git, *claude;
 	char *results; /* <state>/aibox-results */

@@ -11,6 +11,12 @@
  *   test-host env-take CONFIG
  *	host_env_take() of CONFIG: the names and values the VM would get,
  *	NAME=VALUE a line; "error: REASON" (exit 1) when refused
+ *   test-host helpers [--no-values] CONFIG SOCK LOG
+ *	host_env_take() of CONFIG, then helpers_start() with the proxy on the
+ *	unix socket SOCK logging to LOG and the secrets passed on: prints the
+ *	env (NAME=VALUE), "args: ..." (the proxy's argv), the task CA's PEM and
+ *	"ready"; on EOF of stdin stops the helpers and prints the record;
+ *	--no-values: no secret values given (as on a Slurm node)
  *   test-host worker pdeath|detach
  *	spawn_worker() with that flag, an extra fd open in the parent; the
  *	worker prints "fds: N..." (its open fds), "stdin: TARGET", and
@@ -27,7 +33,9 @@
 #include "base/buf.h"
 #include "base/err.h"
 #include "base/guest_env.h"
+#include "task/helpers.h"
 #include "task/host_start.h"
+#include "proxy/proxy_report.h"
 #include "base/spawn.h"
 #include "base/strvec.h"
 #include "base/banned.h"
@@ -129,6 +137,58 @@ static int cmd_env_take(int argc, char **argv)
 	return 0;
 }
 
+static int cmd_helpers(int argc, char **argv)
+{
+	struct host_env e = HOST_ENV_INIT;
+	struct helpers h = HELPERS_INIT;
+	struct helpers_opts o = {0};
+	struct proxy_report rep = PROXY_REPORT_INIT;
+	struct config cfg;
+	struct buf err = BUF_INIT, rec = BUF_INIT;
+	struct strvec none = STRVEC_INIT;
+	int no_values = argc > 0 && !strcmp(argv[0], "--no-values");
+	char c;
+
+	argc -= no_values;
+	argv += no_values;
+	if (argc != 3)
+		die("usage: test-host helpers CONFIG SOCK LOG");
+	if (config_load(&cfg, argv[0], &err) < 0 || host_env_take(&e, &cfg, argv[0], &err) < 0)
+		die("%s", err.buf);
+	o.cfg = &cfg;
+	o.sock_path = argv[1];
+	o.proxy_log_fd = open(argv[2], O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+	if (o.proxy_log_fd < 0)
+		die_errno("cannot open '%s'", argv[2]);
+	o.broker_log_fd = -1;
+	o.secret_values = no_values ? &none : &e.secret_values;
+	o.placeholders = &e.placeholders;
+	o.report = 1;
+	o.no_sandbox = 1;
+	if (helpers_start(&h, &o, &err) < 0)
+		die("%s", err.buf);
+	close(o.proxy_log_fd);
+	for (size_t i = 0; i < e.names.nr; i++)
+		printf("%s=%s\n", e.names.v[i], e.values.v[i]);
+	printf("args:");
+	for (size_t i = 0; i < h.proxy.args.nr; i++)
+		printf(" %s", h.proxy.args.v[i]);
+	printf("\n%sready\n", h.ca_pem.buf);
+	fflush(stdout);
+	while (read(0, &c, 1) > 0)
+		;
+	if (helpers_stop_proxy(&h, &rep, &err) < 0)
+		die("%s", err.buf);
+	proxy_report_json(&rep, &rec);
+	printf("%s", rec.buf);
+	helpers_stop(&h);
+	proxy_report_release(&rep);
+	host_env_release(&e);
+	config_release(&cfg);
+	buf_release(&rec);
+	return 0;
+}
+
 static int cmd_guest_env(int argc, char **argv)
 {
 	struct guest_env g = {.path = "/bin", .home = "/home/aibox", .user = "aibox"};
@@ -169,6 +229,8 @@ int main(int argc, char **argv)
 		return cmd_worker(argc - 2, argv + 2);
 	if (argc >= 2 && !strcmp(argv[1], "env-json"))
 		return cmd_env_json(argc - 2, argv + 2);
+	if (argc >= 2 && !strcmp(argv[1], "helpers"))
+		return cmd_helpers(argc - 2, argv + 2);
 	if (argc >= 2 && !strcmp(argv[1], "env-take"))
 		return cmd_env_take(argc - 2, argv + 2);
 	if (argc >= 2 && !strcmp(argv[1], "guest-env"))

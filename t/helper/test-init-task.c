@@ -9,6 +9,7 @@
  *   AIBOX_TEST_TASK_CLAUDE  the program run as Claude Code (t/fake-claude)
  *   AIBOX_TEST_TASK_GIT_LIMIT_MS  the git steps' time limit (default 10 minutes)
  *   AIBOX_TEST_TASK_GITCONFIG  where the git_remotes rewrite goes (default: not written)
+ *   AIBOX_TEST_TASK_CA_BUNDLE  the bundle the task CA is added to (default: not used)
  * The steps run as the calling user, in process groups instead of cgroups
  * (a test user cannot make cgroups here; see image/init/step.h).
  */
@@ -42,6 +43,7 @@ int main(int argc, char **argv)
 	o.claude = need("AIBOX_TEST_TASK_CLAUDE");
 	/* Not the host's /etc/gitconfig: a file of the test's, or none. */
 	o.gitconfig = getenv("AIBOX_TEST_TASK_GITCONFIG");
+	o.ca_bundle = getenv("AIBOX_TEST_TASK_CA_BUNDLE");
 	o.backend = STEP_PGROUP;
 	o.drop = 0;
 	limit = getenv("AIBOX_TEST_TASK_GIT_LIMIT_MS");

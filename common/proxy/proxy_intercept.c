@@ -1,0 +1,281 @@
+/*
+ * Interception (docs/proxy.md, "Secrets and interception"): a CONNECT to a
+ * host that a secret or a rule names is answered here, its TLS ended with
+ * a certificate of the task CA, and each request inside it goes through
+ * the rules and the swap (common/proxy/secret_swap.h) and is then forwarded
+ * like any other (common/proxy/proxy_forward.c) over TLS of our own to the host.
+ * The answer comes back chunked, with each value echoed in it replaced by
+ * its placeholder.
+ */
+#include <errno.h>
+#include <openssl/crypto.h>
+#include <openssl/err.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "net/allow.h"
+#include "base/buf.h"
+#include "base/err.h"
+#include "net/http.h"
+#include "proxy/proxy_impl.h"
+#include "proxy/proxy_secrets.h"
+#include "proxy/secret_swap.h"
+#include "base/strvec.h"
+#include "net/task_ca.h"
+#include "net/tls.h"
+#include "base/banned.h"
+
+int px_intercepts(const struct conn *c)
+{
+	const struct proxy_secrets *ps = c->px->cfg->secrets;
+
+	return ps && allow_match(&ps->intercept, c->host, c->port) != NULL;
+}
+
+void px_intercept_start(struct conn *c)
+{
+	struct proxy *px = c->px;
+
+	snprintf(c->ihost, sizeof(c->ihost), "%s", c->host);
+	c->iport = c->port;
+	px_spill_add(&c->to_client, HTTP_TUNNEL_HEAD, sizeof(HTTP_TUNNEL_HEAD) - 1);
+	c->state = ST_CTLS;
+	c->deadline_ms = px->now_ms + px->cfg->header_timeout_ms;
+}
+
+/* The certificate for host, issued once and kept among the last PX_LEAVES. */
+static X509 *leaf_for(struct proxy *px, const char *host, struct buf *err)
+{
+	X509 *x;
+	int i;
+
+	for (i = 0; i < PX_LEAVES; i++)
+		if (px->leaves[i].cert && !strcmp(px->leaves[i].host, host))
+			return px->leaves[i].cert;
+	x = task_ca_issue(px->cfg->ca, host, err);
+	if (!x)
+		return NULL;
+	i = px->leaf_next;
+	px->leaf_next = (i + 1) % PX_LEAVES;
+	if (px->leaves[i].cert)
+		X509_free(px->leaves[i].cert);
+	snprintf(px->leaves[i].host, sizeof(px->leaves[i].host), "%s", host);
+	px->leaves[i].cert = x;
+	return x;
+}
+
+static void ctls_failed(struct conn *c, const char *why)
+{
+	px_log_line(c, "failed", why);
+	px_conn_kill(c);
+}
+
+void px_ctls_step(struct conn *c)
+{
+	struct proxy *px = c->px;
+	struct buf err = BUF_INIT;
+	int r, f;
+
+	if (!c->cssl) {
+		f = px_flush_spill(c, &c->to_client, 1);
+		if (f < 0) {
+			ctls_failed(c, "client went away");
+			return;
+		}
+		if (!f)
+			return;
+		if (c->in_len > c->in_off) {
+			/* A client waits for the 200 before its TLS hello. */
+			ctls_failed(c, "bytes sent before the tunnel was established");
+			return;
+		}
+		c->cssl = SSL_new(px->cfg->isrv);
+		if (!c->cssl || !SSL_set_fd(c->cssl, c->cfd) ||
+		    !SSL_use_certificate(c->cssl, leaf_for(px, c->ihost, &err)) ||
+		    !SSL_use_PrivateKey(c->cssl, px->cfg->ca->leaf_key)) {
+			ctls_failed(c, "cannot start TLS with the client");
+			buf_release(&err);
+			return;
+		}
+		SSL_set_accept_state(c->cssl);
+	}
+	ERR_clear_error();
+	r = SSL_do_handshake(c->cssl);
+	c->cssl_rw = c->cssl_ww = 0;
+	if (r == 1) {
+		/* The tunnel's own line: its requests get one each. */
+		px_log_line(c, "allowed", "intercepted");
+		px_reset_request(c);
+		c->intercept = 1;
+		px_enter_head(c);
+		return;
+	}
+	switch (SSL_get_error(c->cssl, r)) {
+	case SSL_ERROR_WANT_READ:
+		c->cssl_ww = 1;
+		return;
+	case SSL_ERROR_WANT_WRITE:
+		c->cssl_rw = 1;
+		return;
+	default:
+		buf_addstr(&err, "TLS with the client failed: ");
+		tls_error(&err);
+		ERR_clear_error();
+		ctls_failed(c, err.buf);
+		buf_release(&err);
+	}
+}
+
+/* The first rule on c's host that lets the request through: 1; else 0 with why. */
+static int rules_allow(struct conn *c, const char *method, const char *target, struct buf *why)
+{
+	const struct proxy_secrets *ps = c->px->cfg->secrets;
+	int any = 0;
+
+	for (size_t i = 0; i < ps->nr_rules; i++) {
+		if (!allow_match(&ps->rule_hosts[i], c->host, c->port))
+			continue;
+		if (any)
+			buf_reset(why);
+		any = 1;
+		if (swap_rule_allows(&ps->rules[i], method, target, why))
+			return 1;
+	}
+	return !any;
+}
+
+void px_intercept_request(struct conn *c, const struct http_head *h, const char *t, size_t tl)
+{
+	const struct proxy_secrets *ps = c->px->cfg->secrets;
+	struct buf head = BUF_INIT, why = BUF_INIT, path = BUF_INIT;
+	struct strvec used = STRVEC_INIT;
+	struct http_head h2;
+	char *method = NULL, *target = NULL;
+	const char *q;
+	int r;
+
+	snprintf(c->host, sizeof(c->host), "%s", c->ihost);
+	c->port = c->iport;
+	/* The log has the path without its query: a query may hold a secret. */
+	q = memchr(t, '?', tl);
+	px_set_what(c, h->method, h->method_len, t, q ? (size_t)(q - t) : tl);
+	c->entry = allow_match(c->px->cfg->allow, c->host, c->port);
+	if (!c->entry) {
+		px_refuse(c, "not on the allow list");
+		goto out;
+	}
+	if (!tl || t[0] != '/') {
+		px_refuse(c, "an intercepted request needs an origin-form target");
+		goto out;
+	}
+	method = xmalloc(h->method_len + 1);
+	memcpy(method, h->method, h->method_len);
+	method[h->method_len] = '\0';
+	target = xmalloc(tl + 1);
+	memcpy(target, t, tl);
+	target[tl] = '\0';
+	if (!rules_allow(c, method, target, &why)) {
+		px_refuse(c, why.buf);
+		goto out;
+	}
+	buf_add(&head, c->in + c->in_off - h->head_len, h->head_len);
+	r = swap_request_head(ps->secrets, ps->nr, c->host, c->port, &head, &used, &why);
+	if (r == -EPERM && strstr(why.buf, " to ")) {
+		/* "NAME to HOST": the secret is named in the record and the log line. */
+		snprintf(c->used, sizeof(c->used), "%.*s", (int)(strstr(why.buf, " to ") - why.buf),
+		         why.buf);
+		c->used_refused = 1;
+	}
+	if (r < 0) {
+		px_refuse(c, why.len ? why.buf : "a request head the swap refuses");
+		goto out;
+	}
+	for (size_t i = 0; i < used.nr; i++)
+		snprintf(c->used + strlen(c->used), sizeof(c->used) - strlen(c->used), "%s%s",
+		         i ? "," : "", used.v[i]);
+	if (http_parse_request(head.buf, head.len, &h2, &why) <= 0) {
+		px_refuse(c, "the request head is too large once swapped");
+		goto out;
+	}
+	/* Our head to the host, with the values, is built here and wiped after. */
+	px_start_forward(c, &h2, h2.target, h2.target_len);
+	c->sent -= h2.head_len;
+	c->sent += h->head_len;
+out:
+	OPENSSL_cleanse(head.buf, head.len);
+	buf_release(&head);
+	buf_release(&why);
+	buf_release(&path);
+	strvec_clear(&used);
+	free(method);
+	free(target);
+}
+
+void px_intercept_head(struct conn *c, struct buf *b)
+{
+	const struct proxy_secrets *ps = c->px->cfg->secrets;
+	struct swap_echo e;
+	struct buf out = BUF_INIT;
+
+	if (!ps->nr)
+		return;
+	swap_echo_init(&e, ps->secrets, ps->nr);
+	swap_echo_feed(&e, b->buf, b->len, &out);
+	swap_echo_end(&e, &out);
+	swap_echo_release(&e);
+	OPENSSL_cleanse(b->buf, b->len);
+	buf_reset(b);
+	buf_add(b, out.buf, out.len);
+	OPENSSL_cleanse(out.buf, out.len);
+	buf_release(&out);
+}
+
+static void add_chunk(struct conn *c, const char *p, size_t n)
+{
+	char size[24];
+
+	if (!n)
+		return;
+	snprintf(size, sizeof(size), "%zx\r\n", n);
+	px_spill_add(&c->to_client, size, strlen(size));
+	px_spill_add(&c->to_client, p, n);
+	px_spill_add(&c->to_client, "\r\n", 2);
+}
+
+void px_intercept_body(struct conn *c, const char *p, size_t n, int done)
+{
+	const struct proxy_secrets *ps = c->px->cfg->secrets;
+	struct buf out = BUF_INIT;
+
+	if (!c->echo) {
+		c->echo = xcalloc(1, sizeof(*c->echo));
+		swap_echo_init(c->echo, ps->secrets, ps->nr);
+	}
+	swap_echo_feed(c->echo, p, n, &out);
+	if (done)
+		swap_echo_end(c->echo, &out);
+	add_chunk(c, out.buf, out.len);
+	if (done) {
+		px_spill_add(&c->to_client, "0\r\n\r\n", 5);
+		c->rechunk = 2;
+		swap_echo_release(c->echo);
+		free(c->echo);
+		c->echo = NULL;
+	}
+	OPENSSL_cleanse(out.buf, out.len);
+	buf_release(&out);
+}
+
+void px_intercept_free(struct conn *c)
+{
+	if (c->echo) {
+		swap_echo_release(c->echo);
+		free(c->echo);
+		c->echo = NULL;
+	}
+	if (c->cssl) {
+		SSL_free(c->cssl);
+		c->cssl = NULL;
+	}
+}

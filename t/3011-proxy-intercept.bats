@@ -1,0 +1,486 @@
+#!/usr/bin/env bats
+# aibox-proxy's interception (docs/proxy.md, "Secrets and interception"):
+# the secrets and rules read from --secrets-fd, the hosts they name ended
+# with the task CA's certificates and relayed request by request through the
+# swap and the rules; every other host a tunnel.  Loopback HTTPS services
+# (t/tls-echo) with a CA of their own stand in for the real ones:
+# SSL_CERT_FILE points the proxy at that CA.
+bats_require_minimum_version 1.5.0
+load lib-common
+load lib-tls
+load lib-proxy
+
+PH=aibox-secret-0123456789abcdef0123456789abcdef
+VALUE='s3cr3t-Value_1'
+
+# start_echo NAME: a t/tls-echo on a free port, its requests in $T/NAME.seen;
+# sets NAME's port in ECHO_PORT.
+start_echo() {
+	rm -f "$T/$1.port"
+	"$TOP/t/tls-echo" --cert "$T/ca/server.pem" --key "$T/ca/server.key" \
+		--port-file "$T/$1.port" --log "$T/$1.seen" 2>"$T/$1.err" &
+	echo $! >>"$T/echo.pids"
+	wait_until 10 file_or_gone "$T/$1.port" $! || return 1
+	ECHO_PORT=$(cat "$T/$1.port")
+}
+
+setup_file() {
+	make_test_ca "$BATS_FILE_TMPDIR/ca"
+}
+
+setup() {
+	common_setup
+	cp -r "$BATS_FILE_TMPDIR/ca" "$T/ca"
+	start_echo a
+	A=$ECHO_PORT
+	start_echo b
+	B=$ECHO_PORT
+	export SSL_CERT_FILE=$T/ca/ca.pem
+	# TOK goes to 127.0.0.1:A only; localhost:A has a rule; 127.0.0.1:B is a tunnel.
+	printf 'secret TOK %s\nvalue %s\nhost 127.0.0.1:%s\nrule localhost:%s\nmethod GET\nmethod POST\npath /ok/*\npath /v1/items\n' \
+		"$PH" "$VALUE" "$A" "$A" >"$T/secrets"
+}
+
+teardown() {
+	stop_proxy || true
+	if [ -s "$T/echo.pids" ]; then
+		kill $(cat "$T/echo.pids") 2>/dev/null
+	fi
+	common_teardown
+}
+
+# start_intercepting [ARGS...]: the proxy with $T/secrets on --secrets-fd and
+# the task CA to $T/taskca.pem, allowing the three hosts.
+start_intercepting() {
+	local st
+	exec 5<"$T/secrets" 6>"$T/taskca.pem"
+	start_proxy --allow "127.0.0.1:$A" --allow "localhost:$A" --allow "127.0.0.1:$B" \
+		--secrets-fd 5 --ca-fd 6 "$@"
+	st=$?
+	exec 5<&- 6>&-
+	return $st
+}
+
+icurl() {
+	curl -sS -x "$PROXY" --cacert "$T/taskca.pem" "$@"
+}
+
+# codes URL...: each URL's status through the proxy, one a line
+codes() {
+	local u
+	for u in "$@"; do
+		icurl -o /dev/null -w '%{http_code}\n' "$u" || return 1
+	done
+}
+
+@test "intercept: the placeholder becomes the value at its host: after Bearer, inside Basic, in the query; the log names the secret" {
+	start_intercepting
+	run icurl -H "Authorization: Bearer $PH" "https://127.0.0.1:$A/x?q=$PH&r=1" -o /dev/null
+	assert_success
+	run icurl -u "me:$PH" "https://127.0.0.1:$A/y" -o /dev/null
+	assert_success
+	run cat "$T/a.seen"
+	assert_line "GET /x?q=$VALUE&r=1 HTTP/1.1"
+	assert_line "Authorization: Bearer $VALUE"
+	assert_line "GET /y HTTP/1.1"
+	assert_line "Authorization: Basic $(printf 'me:%s' "$VALUE" | base64)"
+	refute_output --partial "$PH"
+	stop_proxy
+	run cat "$T/proxy.log"
+	assert_line --regexp "^[^ ]+ allowed 127\.0\.0\.1:$A CONNECT \(intercepted\) "
+	assert_line --regexp "^[^ ]+ allowed 127\.0\.0\.1:$A GET /x status=200 secrets=TOK sent=[0-9]+ received=[0-9]+ "
+	assert_line --regexp "^[^ ]+ allowed 127\.0\.0\.1:$A GET /y status=200 secrets=TOK "
+	refute_output --partial "$VALUE"
+	refute_output --partial "q="
+}
+
+@test "intercept: an echo of the value in the answer, in a header and split across chunks in the body, reaches the client as the placeholder" {
+	start_intercepting
+	run icurl -i -H "Authorization: token $PH" "https://127.0.0.1:$A/echo"
+	assert_success
+	assert_line "X-Seen-Authorization: token $PH"$'\r'
+	assert_line "echo:token $PH"
+	assert_line "Transfer-Encoding: chunked"$'\r'
+	refute_output --partial "$VALUE"
+	run grep -c "Authorization: token $VALUE" "$T/a.seen"
+	assert_success
+	assert_output 1
+}
+
+@test "intercept: hostile: the placeholder toward another intercepted host is refused with 403 and a log line, nothing forwarded" {
+	start_intercepting
+	run icurl -H "Authorization: Bearer $PH" "https://localhost:$A/ok/1"
+	assert_success
+	assert_output "aibox-proxy: TOK to localhost:$A"
+	run icurl "https://localhost:$A/ok/$PH"
+	assert_success
+	assert_output "aibox-proxy: TOK to localhost:$A"
+	run icurl -H "X-Other: a${PH}b" -w '%{http_code}\n' -o /dev/null "https://localhost:$A/ok/2"
+	assert_success
+	assert_output 403
+	[ ! -e "$T/a.seen" ]
+	stop_proxy
+	run grep -c "refused localhost:$A GET /ok/[^ ]* (TOK to localhost:$A) status=403" "$T/proxy.log"
+	assert_success
+	assert_output 3
+}
+
+@test "intercept: rules: only the methods and paths listed pass, whatever the spelling of the path" {
+	start_intercepting
+	run codes "https://localhost:$A/ok/a" "https://localhost:$A/v1/items" \
+		"https://localhost:$A/ok/%2e%2e/secret" "https://localhost:$A/v1/items/1" "https://localhost:$A/"
+	assert_success
+	assert_output "$(printf '200\n200\n403\n403\n403')"
+	run icurl -X DELETE "https://localhost:$A/ok/a"
+	assert_success
+	assert_output "aibox-proxy: method DELETE is not allowed"
+	run icurl --path-as-is "https://localhost:$A/ok/../admin"
+	assert_success
+	assert_output "aibox-proxy: path /admin is not allowed"
+	run icurl "https://localhost:$A/%6fk/b" -o /dev/null -w '%{http_code}\n'
+	assert_success
+	assert_output 200
+	run grep -c '^GET /' "$T/a.seen"
+	assert_success
+	assert_output 3
+	stop_proxy
+	run grep "refused localhost:$A DELETE /ok/a (method DELETE is not allowed) status=403" "$T/proxy.log"
+	assert_success
+}
+
+@test "intercept: HTTP as clients use it: keep-alive, chunked and 100-continue uploads, a large download, ALPN http/1.1 only" {
+	start_intercepting
+	head -c 3000000 /dev/urandom >"$T/up.bin"
+	sum=$(sha256sum "$T/up.bin" | cut -d' ' -f1)
+	run icurl -H "Transfer-Encoding: chunked" --data-binary @"$T/up.bin" "https://localhost:$A/ok/up"
+	assert_success
+	assert_line "body=3000000 sha256=$sum"
+	run icurl -H "Expect: 100-continue" --data-binary @"$T/up.bin" "https://localhost:$A/ok/up"
+	assert_success
+	assert_line "body=3000000 sha256=$sum"
+	run icurl -o "$T/big" -w '%{size_download} %{http_version}\n' "https://localhost:$A/ok/big?n=30000000"
+	assert_success
+	assert_output "30000000 1.1"
+	run icurl --http2 -w '%{http_version} %{num_connects}\n' -o /dev/null "https://localhost:$A/ok/1" -o /dev/null "https://localhost:$A/ok/2"
+	assert_success
+	assert_output "$(printf '1.1 1\n1.1 0')"
+	stop_proxy
+	run grep -c "allowed localhost:$A CONNECT (intercepted)" "$T/proxy.log"
+	assert_success
+	assert_output 4
+}
+
+@test "intercept: a host no secret or rule names stays a tunnel: its own certificate, the placeholder as it was" {
+	start_intercepting
+	run curl -sS -x "$PROXY" --cacert "$T/ca/ca.pem" -H "Authorization: Bearer $PH" "https://127.0.0.1:$B/z" -o /dev/null
+	assert_success
+	run cat "$T/b.seen"
+	assert_line "Authorization: Bearer $PH"
+	# the task CA is no use there: the host's own certificate came through
+	run icurl "https://127.0.0.1:$B/z"
+	assert_failure 60
+	stop_proxy
+	run grep -c "allowed 127.0.0.1:$B CONNECT " "$T/proxy.log"
+	assert_success
+	assert_output 2
+	run grep "intercepted" "$T/proxy.log"
+	assert_failure 1
+}
+
+@test "intercept: the task CA on --ca-fd permits only the intercepted hosts; the hosts are checked against SSL_CERT_FILE" {
+	start_intercepting
+	run openssl x509 -in "$T/taskca.pem" -noout -text
+	assert_success
+	assert_line --regexp '^ +IP:127\.0\.0\.1/255\.255\.255\.255$'
+	assert_line --regexp '^ +DNS:localhost$'
+	stop_proxy
+	# another CA in SSL_CERT_FILE: the host's certificate is refused, the client told
+	make_test_ca "$T/other"
+	SSL_CERT_FILE=$T/other/ca.pem start_intercepting
+	run icurl -H "Authorization: Bearer $PH" "https://127.0.0.1:$A/x"
+	assert_success
+	assert_output "aibox-proxy: TLS with the host failed: unable to get local issuer certificate"
+	[ ! -e "$T/a.seen" ]
+}
+
+@test "intercept: the value is in neither the proxy's argv nor its environment nor its messages" {
+	start_intercepting
+	run icurl -H "Authorization: Bearer $PH" "https://127.0.0.1:$A/x" -o /dev/null
+	assert_success
+	run cat "/proc/$PROXY_PID/cmdline" "/proc/$PROXY_PID/environ"
+	assert_success
+	refute_output --partial "$VALUE"
+	refute_output --partial "$PH"
+	run ps -ww -o args= -p "$PROXY_PID"
+	assert_success
+	refute_output --partial "$VALUE"
+	stop_proxy
+	run cat "$T/proxy.log" "$T/proxy.err"
+	refute_output --partial "$VALUE"
+}
+
+@test "intercept: hostile --secrets-fd: each bad text refused with its line, never the value" {
+	bad() {
+		printf "$1" >"$T/bad"
+		run aibox-proxy --listen 127.0.0.1:0 --secrets-fd 5 5<"$T/bad"
+		assert_failure 2
+		assert_output "aibox-proxy: $2"
+		refute_output --partial "$VALUE"
+	}
+	bad "value $VALUE\n" "secrets, line 1: a value outside a secret"
+	bad "secret TOK $PH\nvalue $VALUE\n" "secrets, line 2: a secret without hosts"
+	bad "secret TOK $PH\nhost a.com\n" "secrets, line 2: a secret without a value"
+	bad "secret TOK aibox-secret-12\nvalue $VALUE\nhost a.com\n" "secrets, line 1: not 'secret NAME PLACEHOLDER'"
+	bad "secret TOK $PH\nvalue $VALUE\nhost *\n" "secrets, line 3: host '*': not a host"
+	bad "secret TOK $PH\nvalue $VALUE\nhost preset:github\n" "secrets, line 3: host 'preset:github': not a host"
+	bad "secret TOK $PH\nvalue a\tb\nhost a.com\n" "secrets, line 2: a value must be 1 to 4096 printable ASCII characters"
+	bad "rule a.com\nmethod GET\nvalue $VALUE\n" "secrets, line 3: a value outside a secret"
+	bad "method GET\n" "secrets, line 1: a method outside a rule, or not a token"
+	bad "rule a.com\npath x\n" "secrets, line 2: a path outside a rule, or not '/'-rooted"
+	bad "secret TOK $PH\nvalue $VALUE\nhost a.com" "secrets, line 3: no newline at the end"
+	bad "bogus\n" "secrets, line 1: not 'WORD REST'"
+	bad "what ever\n" "secrets, line 1: an unknown word"
+	run aibox-proxy --listen 127.0.0.1:0 --ca-fd 1
+	assert_failure 2
+	assert_output "aibox-proxy: --ca-fd and --ca-valid need --secrets-fd"
+}
+
+@test "intercept: the record lists which secret went to which host and where it was refused; the task summary says so" {
+	exec 4>"$T/record.json"
+	start_intercepting --report-fd 4
+	exec 4>&-
+	run icurl -H "Authorization: Bearer $PH" -o /dev/null "https://127.0.0.1:$A/1" -o /dev/null "https://127.0.0.1:$A/2"
+	assert_success
+	run icurl -H "Authorization: Bearer $PH" "https://localhost:$A/ok/1"
+	assert_success
+	assert_output "aibox-proxy: TOK to localhost:$A"
+	run icurl "https://localhost:$A/ok/1" -o /dev/null
+	assert_success
+	stop_proxy
+	run jq -c '.secrets, .more_secrets' "$T/record.json"
+	assert_success
+	assert_output "$(printf '[{"name":"TOK","host":"127.0.0.1:%s","sent":2,"refused":0},{"name":"TOK","host":"localhost:%s","sent":0,"refused":1}]\n0' "$A" "$A")"
+	run grep "refused localhost:$A GET /ok/1 (TOK to localhost:$A) status=403 secret=TOK sent=" "$T/proxy.log"
+	assert_success
+	run test-task results - --report "$T/record.json"
+	assert_success
+	assert_line "aibox: the secret TOK was sent to 127.0.0.1:$A (2 requests)"
+	assert_line "aibox: the secret TOK was refused toward localhost:$A: its placeholder was sent there (1 request, see proxy.log)"
+	# a record without secrets (an older one too) reads as none
+	run jq -c 'del(.secrets, .more_secrets)' "$T/record.json"
+	assert_success
+	echo "$output" >"$T/old.json"
+	run test-task results - --report "$T/old.json"
+	assert_success
+	refute_output --partial "secret"
+	# a hostile record: a name with a space is refused
+	jq -c '.secrets[0].name = "A B"' "$T/record.json" >"$T/bad.json"
+	run test-task results - --report "$T/bad.json"
+	assert_success
+	assert_output --partial "the proxy's record: a secret without a proper name or host"
+}
+
+# tls_raw HOST:PORT BYTES [PRE]: CONNECT to HOST:PORT through the proxy (PRE,
+# printf %b escapes, sent right after the CONNECT head), TLS trusting the task
+# CA, then BYTES (printf %b escapes); prints what came back inside (5 s).
+tls_raw() {
+	python3 - "$PROXY_PORT" "$T/taskca.pem" "$@" <<-'PY'
+		import codecs, socket, ssl, sys
+		port, ca, authority, data = sys.argv[1:5]
+		pre = codecs.escape_decode(sys.argv[5].encode())[0] if len(sys.argv) > 5 else b""
+		s = socket.create_connection(("127.0.0.1", int(port)), timeout=5)
+		s.sendall(b"CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (authority.encode(), authority.encode()) + pre)
+		head = b""
+		while b"\r\n\r\n" not in head:
+		    b = s.recv(1)
+		    if not b:
+		        print("closed after: %r" % head)
+		        sys.exit(0)
+		    head += b
+		if pre:
+		    print("closed" if not s.recv(1) else "open")
+		    sys.exit(0)
+		ctx = ssl.create_default_context(cafile=ca)
+		t = ctx.wrap_socket(s, server_hostname=authority.rsplit(":", 1)[0])
+		t.sendall(codecs.escape_decode(data.encode())[0])
+		out = b""
+		try:
+		    while True:
+		        b = t.recv(65536)
+		        if not b:
+		            break
+		        out += b
+		except (socket.timeout, ssl.SSLError, ConnectionResetError):
+		    pass
+		sys.stdout.write(out.decode("latin-1"))
+	PY
+}
+
+@test "intercept: hostile: no TLS after the CONNECT, bytes before its answer, CONNECT or an absolute URI inside, a placeholder in the body" {
+	start_intercepting
+	# plain HTTP where the TLS hello should be
+	run python3 - "$PROXY_PORT" "$A" <<-'PY'
+		import socket, sys
+		s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)
+		s.sendall(b"CONNECT 127.0.0.1:%s HTTP/1.1\r\nHost: 127.0.0.1:%s\r\n\r\n" % (sys.argv[2].encode(), sys.argv[2].encode()))
+		head = b""
+		while b"\r\n\r\n" not in head:
+		    head += s.recv(1)
+		s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+		try:
+		    rest = s.recv(65536)
+		except ConnectionResetError:
+		    rest = b""
+		print(head.decode().split("\r\n")[0], "then", b"HTTP" not in rest)
+	PY
+	assert_success
+	assert_output "HTTP/1.1 200 Connection established then True"
+	run tls_raw "127.0.0.1:$A" "GET / HTTP/1.1\r\n\r\n" "early bytes"
+	assert_success
+	assert_output closed
+	run tls_raw "127.0.0.1:$A" "CONNECT 127.0.0.1:$B HTTP/1.1\r\nHost: 127.0.0.1:$B\r\n\r\n"
+	assert_success
+	assert_line "aibox-proxy: CONNECT inside an intercepted connection"
+	run tls_raw "127.0.0.1:$A" "GET http://127.0.0.1:$B/ HTTP/1.1\r\nHost: 127.0.0.1:$B\r\n\r\n"
+	assert_success
+	assert_line "aibox-proxy: an intercepted request needs an origin-form target"
+	# the body is never swapped: the placeholder arrives as it was sent
+	printf 'token=%s' "$PH" >"$T/body"
+	run icurl --data-binary @"$T/body" "https://127.0.0.1:$A/form"
+	assert_success
+	assert_line "body=$((6 + ${#PH})) sha256=$(sha256sum "$T/body" | cut -d' ' -f1)"
+	# the proxy still serves
+	run icurl -o /dev/null -w '%{http_code}\n' "https://127.0.0.1:$A/after"
+	assert_success
+	assert_output 200
+	stop_proxy
+	run cat "$T/proxy.log"
+	assert_line --regexp "failed 127\.0\.0\.1:$A CONNECT \(TLS with the client failed: .*\) "
+	assert_line --regexp "failed 127\.0\.0\.1:$A CONNECT \(bytes sent before the tunnel was established\) "
+	assert_line --regexp "refused 127\.0\.0\.1:$A CONNECT \(CONNECT inside an intercepted connection\) status=403 "
+	run grep -c "$B" "$T/b.seen"
+	assert_failure 2
+}
+
+@test "intercept: a WebSocket upgrade is relayed both ways once its request passed the rules and the swap" {
+	start_intercepting
+	run python3 - "$PROXY_PORT" "$T/taskca.pem" "$A" "$PH" <<-'PY'
+		import socket, ssl, sys
+		port, ca, a, ph = sys.argv[1:]
+		def ws(host, path, auth):
+		    s = socket.create_connection(("127.0.0.1", int(port)), timeout=5)
+		    s.sendall(b"CONNECT %s:%s HTTP/1.1\r\nHost: %s:%s\r\n\r\n" % (host.encode(), a.encode(), host.encode(), a.encode()))
+		    h = b""
+		    while b"\r\n\r\n" not in h:
+		        h += s.recv(1)
+		    t = ssl.create_default_context(cafile=ca).wrap_socket(s, server_hostname=host)
+		    t.sendall(b"GET %s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nAuthorization: %s\r\n\r\n" % (path.encode(), host.encode(), auth.encode()))
+		    h = b""
+		    while b"\r\n\r\n" not in h:
+		        b = t.recv(1)
+		        if not b:
+		            break
+		        h += b
+		    print(h.split(b"\r\n")[0].decode())
+		    if b" 101 " not in h:
+		        return
+		    print([l for l in h.decode().split("\r\n") if l.startswith("X-Seen")][0])
+		    for msg in (b"hello", b"x" * 100000):
+		        t.sendall(msg)
+		        got = b""
+		        while len(got.replace(b"echo:", b"")) < len(msg):
+		            got += t.recv(65536)
+		        print(got[:10].decode(), got.replace(b"echo:", b"") == msg)
+		    t.close()
+		ws("127.0.0.1", "/ws", "Bearer " + ph)
+		ws("localhost", "/admin", "Bearer x")
+	PY
+	assert_success
+	assert_output "$(printf 'HTTP/1.1 101 Switching Protocols\nX-Seen-Authorization: Bearer %s\necho:hello True\necho:xxxxx True\nHTTP/1.1 403 Forbidden' "$PH")"
+	run grep -c "Authorization: Bearer $VALUE" "$T/a.seen"
+	assert_success
+	assert_output 1
+	stop_proxy
+	run cat "$T/proxy.log"
+	assert_line --regexp "allowed 127\.0\.0\.1:$A GET /ws (\(connection reset\) )?status=101 secrets=TOK sent=[0-9]{6} received=[0-9]{6} "
+	assert_line --regexp "refused localhost:$A GET /admin \(path /admin is not allowed\) status=403 "
+}
+
+# unix_get SOCK CA HOST:PORT PATH AUTH: GET PATH with Authorization AUTH through
+# the proxy on the unix socket SOCK (CONNECT, then TLS trusting CA); prints
+# the answer's status line.
+unix_get() {
+	python3 - "$@" <<-'PY'
+		import socket, ssl, sys
+		sock, ca, authority, path, auth = sys.argv[1:]
+		s = socket.socket(socket.AF_UNIX)
+		s.settimeout(10)
+		s.connect(sock)
+		s.sendall(b"CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (authority.encode(), authority.encode()))
+		head = b""
+		while b"\r\n\r\n" not in head:
+		    head += s.recv(1)
+		ctx = ssl.create_default_context(cafile=ca)
+		t = ctx.wrap_socket(s, server_hostname=authority.rsplit(":", 1)[0])
+		t.sendall(b"GET %s HTTP/1.1\r\nHost: %s\r\nAuthorization: %s\r\nConnection: close\r\n\r\n" % (path.encode(), authority.encode(), auth.encode()))
+		out = b""
+		while True:
+		    b = t.recv(65536)
+		    if not b:
+		        break
+		    out += b
+		print(out.split(b"\r\n")[0].decode())
+	PY
+}
+
+@test "intercept: aibox task's helpers pass the config's secrets and rules on a pipe and get the task CA back" {
+	printf 'allow: ["127.0.0.1:%s", {host: "localhost:%s", methods: [GET], paths: ["/ok/*"]}]\nsecrets:\n  - {env: MY_TOKEN, hosts: ["127.0.0.1:%s"]}\n' \
+		"$A" "$A" "$A" >"$T/cfg.yaml"
+	mkfifo "$T/in"
+	MY_TOKEN=$VALUE test-host helpers "$T/cfg.yaml" "$T/h.sock" "$T/h.log" <"$T/in" >"$T/h.out" 2>"$T/h.err" &
+	exec 7>"$T/in"
+	wait_until 10 grep -q '^ready$' "$T/h.out" || { exec 7>&-; cat "$T/h.err" >&2; false; }
+	ph=$(sed -n 's/^MY_TOKEN=//p' "$T/h.out")
+	[[ "$ph" =~ ^aibox-secret-[0-9a-f]{32}$ ]] || fail "placeholder: $ph"
+	run grep '^args: ' "$T/h.out"
+	assert_success
+	assert_output --regexp ' --secrets-fd [0-9]+ --ca-fd [0-9]+ '
+	refute_output --partial "$VALUE"
+	sed -n '/BEGIN CERT/,/END CERT/p' "$T/h.out" >"$T/hca.pem"
+	run unix_get "$T/h.sock" "$T/hca.pem" "127.0.0.1:$A" /hh "Bearer $ph"
+	assert_success
+	assert_output "HTTP/1.1 200 OK"
+	run unix_get "$T/h.sock" "$T/hca.pem" "localhost:$A" /admin "Bearer x"
+	assert_success
+	assert_output "HTTP/1.1 403 Forbidden"
+	exec 7>&-
+	wait_until 10 grep -q '^{"version"' "$T/h.out"
+	run grep -c "Authorization: Bearer $VALUE" "$T/a.seen"
+	assert_success
+	assert_output 1
+	run cat "$T/h.log"
+	assert_line --regexp "allowed 127\.0\.0\.1:$A GET /hh status=200 secrets=MY_TOKEN "
+	assert_line --regexp "refused localhost:$A GET /admin \(path /admin is not allowed\) status=403 "
+}
+
+@test "intercept: without the secrets' values (a Slurm node) the helpers pass the rules only: the secret's host is a tunnel" {
+	printf 'allow: ["127.0.0.1:%s", {host: "localhost:%s", methods: [GET], paths: ["/ok/*"]}]\nsecrets:\n  - {env: MY_TOKEN, hosts: ["127.0.0.1:%s"]}\n' \
+		"$A" "$A" "$A" >"$T/cfg.yaml"
+	mkfifo "$T/in"
+	MY_TOKEN=$VALUE test-host helpers --no-values "$T/cfg.yaml" "$T/h.sock" "$T/h.log" <"$T/in" >"$T/h.out" 2>"$T/h.err" &
+	exec 7>"$T/in"
+	wait_until 10 grep -q '^ready$' "$T/h.out" || { exec 7>&-; cat "$T/h.err" >&2; false; }
+	sed -n '/BEGIN CERT/,/END CERT/p' "$T/h.out" >"$T/hca.pem"
+	run unix_get "$T/h.sock" "$T/hca.pem" "localhost:$A" /admin "Bearer x"
+	assert_success
+	assert_output "HTTP/1.1 403 Forbidden"
+	# the secret's host is not intercepted: the task CA is no use there
+	run unix_get "$T/h.sock" "$T/hca.pem" "127.0.0.1:$A" /hh "Bearer x"
+	assert_failure
+	assert_output --partial "CERTIFICATE_VERIFY_FAILED"
+	exec 7>&-
+	wait_until 10 grep -q '^{"version"' "$T/h.out"
+	run cat "$T/h.log"
+	assert_line --regexp "allowed 127\.0\.0\.1:$A CONNECT "
+	refute_line --regexp "127\.0\.0\.1:$A CONNECT \(intercepted\)"
+}

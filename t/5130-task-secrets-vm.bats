@@ -1,0 +1,154 @@
+#!/usr/bin/env bats
+# Secrets in a real task (docs/proxy.md, "Secrets and interception"): one
+# task, run once in setup_file against t/fake-api, whose one tool call has
+# the VM's clients (curl, Python's urllib, git, curl on the system bundle
+# alone) reach a loopback HTTPS service (t/tls-echo, its own CA, allowed as
+# localhost:PORT with a rule) through the proxy, with the secret's
+# placeholder; the tests read what the service got, what came back into the
+# VM and the task folder.
+load lib-common
+load lib-task
+bats_require_minimum_version 1.5.0
+
+VALUE=real-Value-of-MY_TOKEN-5130
+
+setup_file() {
+	task_setup
+	export S=$T
+	"$TOP/t/tls-echo" --cert "$T/ca/server.pem" --key "$T/ca/server.key" \
+		--port-file "$T/echo.port" --log "$T/echo.seen" 2>"$T/echo.err" &
+	echo $! >"$S/echo.pid"
+	wait_until 10 file_or_gone "$T/echo.port" $!
+	local p probe
+	p=$(cat "$T/echo.port")
+	cat >>"$AIBOX_HOME/projects/repo/config.yaml" <<-EOF2
+	allow:
+	  - host: localhost:$p
+	    methods: [GET, POST]
+	    paths: ["/ok/*"]
+	secrets:
+	  - env: MY_TOKEN
+	    hosts: [localhost:$p]
+	EOF2
+	# Each client's answer (t/tls-echo says what it got) into a file the task commits.
+	probe="u=https://localhost:$p
+curl -sS -H \"Authorization: Bearer \$MY_TOKEN\" \"\$u/ok/curl?key=\$MY_TOKEN\" >curl.out 2>&1
+python3 -c 'import os, urllib.request as u; print(u.urlopen(u.Request(\"https://localhost:$p/ok/python\", headers={\"Authorization\": \"token \" + os.environ[\"MY_TOKEN\"]})).read().decode())' >python.out 2>&1
+git -c http.extraHeader=\"Authorization: Bearer \$MY_TOKEN\" ls-remote \"\$u/ok/repo.git\" >git.out 2>&1
+env -u CURL_CA_BUNDLE -u SSL_CERT_FILE curl -sS \"\$u/ok/system\" >system.out 2>&1
+curl -sS -o /dev/null -w '%{http_code}\n' -X DELETE -H \"Authorization: Bearer \$MY_TOKEN\" \"\$u/ok/del\" >refused.out 2>&1
+curl -sS -w '\n%{http_code}\n' -H \"Authorization: Bearer \$MY_TOKEN\" \"\$u/admin\" >>refused.out 2>&1
+env >env.out
+git add curl.out python.out git.out system.out refused.out env.out && git commit -q -m probes"
+	api "$(python3 -c 'import json, sys; print(json.dumps({"turns": [
+	  {"tool_use": {"name": "Bash", "input": {"command": sys.argv[1], "description": "probe"}}},
+	  {"text": "I ran the probes."}], "require_key": sys.argv[2]}))' "$probe" "$KEY")"
+	echo "$FAKE_API_PID" >"$S/api.pid"
+	local status=0
+	# The proxy trusts t/tls-echo's CA; the VM trusts the task's.
+	MY_TOKEN=$VALUE SSL_CERT_FILE=$T/ca/ca.pem aibox task "Run the probes." \
+		>"$S/out" 2>"$S/err" 3>&- || status=$?
+	echo "$status" >"$S/status"
+	stop_fake_api
+	rm "$S/api.pid"
+}
+
+teardown_file() {
+	local f
+	for f in "$S/api.pid" "$S/echo.pid"; do
+		[ -s "$f" ] && kill "$(cat "$f")" 2>/dev/null
+	done
+	T=$S common_teardown
+}
+
+setup() {
+	T=$S
+	cd "$S/repo" || return 1
+}
+
+teardown() {
+	true
+}
+
+# shared: the task went well; DIR is its folder; its commit is checked out
+# in $S/probes, where probe FILE prints a file of it.
+shared() {
+	DIR=$(cat "$S/out")
+	[ "$(cat "$S/status")" = 0 ] || { (show); false; }
+	[ -d "$S/probes" ] && return 0
+	git clone -q "$S/repo" "$S/probes"
+	git -C "$S/probes" fetch -q "$DIR/changes.bundle" "+refs/heads/*:refs/remotes/task/*"
+	git -C "$S/probes" checkout -q --detach task/aibox/task
+}
+
+probe() {
+	cat "$S/probes/$1"
+}
+
+@test "task secrets vm: curl, Python and git in the VM trust the task CA and the service gets the value, never the placeholder" {
+	shared
+	[ -f "$DIR/task_ca.pem" ]
+	run openssl x509 -in "$DIR/task_ca.pem" -noout -text
+	assert_success
+	assert_output --partial "Permitted:"
+	run grep -c 'Authorization: Bearer real-Value-of-MY_TOKEN-5130$' "$T/echo.seen"
+	assert_success
+	assert_output 2 # curl's and git's
+	run grep -E '^(GET|POST|DELETE) ' "$T/echo.seen"
+	assert_success
+	assert_line "GET /ok/curl?key=$VALUE HTTP/1.1"
+	assert_line "GET /ok/python HTTP/1.1"
+	assert_line --regexp '^GET /ok/repo.git/info/refs\?service=git-upload-pack HTTP/1.1$'
+	assert_line "GET /ok/system HTTP/1.1"
+	grep -q "Authorization: token $VALUE" "$T/echo.seen"
+	run grep -c aibox-secret- "$T/echo.seen"
+	assert_failure
+	assert_output 0
+	# What came back to the VM: the service's echo, the value as its placeholder.
+	run probe curl.out
+	assert_success
+	assert_line --regexp "^GET /ok/curl\?key=aibox-secret-[0-9a-f]{32} HTTP/1.1$"
+	run probe python.out
+	assert_success
+	assert_line --regexp "^Authorization: token aibox-secret-[0-9a-f]{32}$"
+	run probe system.out
+	assert_success
+	assert_line "GET /ok/system HTTP/1.1"
+	run probe git.out
+	assert_success
+	refute_output --partial "SSL certificate problem"
+	refute_output --partial "server certificate verification failed"
+}
+
+@test "task secrets vm: the VM holds the placeholder only: its environment, the commit, the task folder" {
+	shared
+	run probe env.out
+	assert_success
+	assert_line --regexp '^MY_TOKEN=aibox-secret-[0-9a-f]{32}$'
+	assert_line 'SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt'
+	assert_line 'NODE_EXTRA_CA_CERTS=/etc/ssl/certs/ca-certificates.crt'
+	assert_line 'NODE_USE_ENV_PROXY=1'
+	run grep -r -l -a -F "$VALUE" "$S/probes" "$DIR"
+	assert_failure
+	assert_output ""
+	# The bundle's objects are compressed: its unpacked commit was searched above.
+	run grep -a -c -F 'Authorization: Bearer $MY_TOKEN' "$DIR/transcript.jsonl"
+	assert_success
+}
+
+@test "task secrets vm: a request the rule refuses gets the proxy's 403 and never reaches the service" {
+	shared
+	run probe refused.out
+	assert_success
+	assert_line --index 0 403
+	assert_line "aibox-proxy: path /admin is not allowed"
+	assert_line 403
+	run grep -E '^(DELETE /ok/del|GET /admin)' "$T/echo.seen"
+	assert_failure
+	run grep -F 'refused localhost:' "$DIR/proxy.log"
+	assert_success
+	assert_line --partial 'DELETE /ok/del (method DELETE is not allowed) status=403'
+	assert_line --partial 'GET /admin (path /admin is not allowed) status=403'
+	run grep -F 'the secret MY_TOKEN was sent to localhost:' "$S/err"
+	assert_success
+}
