@@ -1,0 +1,159 @@
+/*
+ * test-cache: the dependency cache's store (common/net/dep_cache.h), for
+ * t/3012-dep-cache.bats.  The store is filled only by the proxy; this drives
+ * the same calls from a shell.
+ *
+ *   test-cache put ROOT MAX KEY SCOPE [ALGO HEX] [--slow MS] [--cut N]
+ *	fill KEY in SCOPE ("-" for none) from stdin, waiting for the key's
+ *	lock; with ALGO and HEX, the bytes' ALGO digest must be HEX.  Prints
+ *	"stored", or "found" when another filler made the entry meanwhile, or
+ *	"refused: WHY".  --slow sleeps MS ms after each 4 KiB; --cut N writes N
+ *	bytes and then kills itself (a proxy killed half way).
+ *   test-cache get ROOT KEY SCOPE
+ *	the entry's bytes on stdout, exit 0; "miss" and exit 1 when there is
+ *	none; "refused: WHY" and exit 2 when it cannot be read
+ *   test-cache key-ok KEY / scope-ok SCOPE
+ *	"yes" or "no"
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/buf.h"
+#include "base/err.h"
+#include "base/hex.h"
+#include "base/num.h"
+#include "net/dep_cache.h"
+#include "base/banned.h"
+
+static const char *scope_arg(const char *s)
+{
+	return strcmp(s, "-") ? s : "";
+}
+
+static int cmd_put(int argc, char **argv)
+{
+	struct dep_cache c;
+	struct dep_cache_fill f;
+	struct dep_cache_entry e = DEP_CACHE_ENTRY_INIT;
+	struct buf why = BUF_INIT;
+	const char *algo = NULL, *hex = NULL;
+	unsigned char want[64];
+	size_t want_len = 0;
+	long slow = 0, cut = -1;
+	uint64_t max;
+	char chunk[4096];
+	int i, ret;
+
+	if (argc < 6 || parse_size(argv[3], 0, UINT64_MAX, &max) < 0)
+		die("usage: test-cache put ROOT MAX KEY SCOPE [ALGO HEX] [--slow MS] [--cut N]");
+	for (i = 6; i < argc; i++) {
+		if (!strcmp(argv[i], "--slow") && i + 1 < argc)
+			slow = atol(argv[++i]);
+		else if (!strcmp(argv[i], "--cut") && i + 1 < argc)
+			cut = atol(argv[++i]);
+		else if (!algo && i + 1 < argc) {
+			algo = argv[i];
+			hex = argv[++i];
+		} else
+			die("test-cache put: bad argument '%s'", argv[i]);
+	}
+	if (hex) {
+		want_len = strlen(hex) / 2;
+		if (want_len > sizeof(want))
+			die("test-cache put: digest too long");
+		for (size_t k = 0; k < want_len; k++)
+			want[k] = (unsigned char)(hex_digit(hex[2 * k]) << 4 | hex_digit(hex[2 * k + 1]));
+	}
+	if (dep_cache_open(&c, argv[2], max, &why) < 0)
+		die("%s", why.buf);
+	ret = dep_cache_fill_begin(&c, argv[4], scope_arg(argv[5]), algo, 1, &f, &e, &why);
+	if (ret == 1) {
+		puts("found");
+		dep_cache_entry_clear(&e);
+		return 0;
+	}
+	if (ret < 0) {
+		printf("refused: %s\n", why.buf);
+		return 1;
+	}
+	for (long done = 0;;) {
+		ssize_t n = read(0, chunk, sizeof(chunk));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			die_errno("test-cache: cannot read stdin");
+		if (!n)
+			break;
+		if (cut >= 0 && done + n > cut)
+			n = cut - done;
+		if (dep_cache_fill_write(&f, chunk, (size_t)n, &why) < 0) {
+			dep_cache_fill_abort(&f);
+			printf("refused: %s\n", why.buf);
+			return 1;
+		}
+		done += n;
+		if (cut >= 0 && done >= cut)
+			raise(SIGKILL);
+		if (slow)
+			nanosleep(&(struct timespec){slow / 1000, (slow % 1000) * 1000000}, NULL);
+	}
+	if (cut >= 0)
+		raise(SIGKILL);
+	if (dep_cache_fill_commit(&f, hex ? want : NULL, want_len, &why) < 0) {
+		printf("refused: %s\n", why.buf);
+		return 1;
+	}
+	puts("stored");
+	dep_cache_close(&c);
+	buf_release(&why);
+	return 0;
+}
+
+static int cmd_get(int argc, char **argv)
+{
+	struct dep_cache c;
+	struct dep_cache_entry e = DEP_CACHE_ENTRY_INIT;
+	struct buf why = BUF_INIT, data = BUF_INIT;
+	int ret;
+
+	if (argc != 5)
+		die("usage: test-cache get ROOT KEY SCOPE");
+	if (dep_cache_open(&c, argv[2], UINT64_MAX, &why) < 0)
+		die("%s", why.buf);
+	ret = dep_cache_lookup(&c, argv[3], scope_arg(argv[4]), &e, &why);
+	if (ret < 0) {
+		printf("refused: %s\n", why.buf);
+		return 2;
+	}
+	if (!ret) {
+		puts("miss");
+		return 1;
+	}
+	if (buf_read_fd(&data, e.fd, e.size + 1) != (ssize_t)e.size)
+		die("test-cache: entry '%s' is not %llu bytes", e.path, (unsigned long long)e.size);
+	fwrite(data.buf, 1, data.len, stdout);
+	dep_cache_entry_clear(&e);
+	dep_cache_close(&c);
+	buf_release(&data);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	tool_init(argc, argv);
+	if (argc == 3 && !strcmp(argv[1], "key-ok"))
+		return puts(dep_cache_key_ok(argv[2]) ? "yes" : "no"), 0;
+	if (argc == 3 && !strcmp(argv[1], "scope-ok"))
+		return puts(dep_cache_scope_ok(argv[2]) ? "yes" : "no"), 0;
+	if (argc >= 2 && !strcmp(argv[1], "put"))
+		return cmd_put(argc, argv);
+	if (argc >= 2 && !strcmp(argv[1], "get"))
+		return cmd_get(argc, argv);
+	die("usage: test-cache put|get|key-ok|scope-ok ...");
+}
