@@ -212,3 +212,144 @@ holds() { test-cache get "$S" "$1" - | cmp -s - blob; }
 	assert_failure 2
 	assert_equal "${stderr%%$'\n'*}" "aibox-cache: unknown subcommand 'bogus'"
 }
+
+# req HEAD: the request head (\n for CRLF, the empty line added) through dep_request_cacheable().
+req() { printf '%s\n\n' "$1" | sed 's/$/\r/' | test-cache request; }
+
+@test "dep rules: a GET without Range, conditions or encodings may be cached; any other bypasses" {
+	run req $'GET /p/-/p-1.0.0.tgz HTTP/1.1\nHost: r'
+	assert_success
+	assert_output cacheable
+	run req $'GET /p/-/p-1.0.0.tgz HTTP/1.1\nHost: r\naccept-encoding: IDENTITY'
+	assert_output cacheable
+	for h in 'Range: bytes=0-10' 'rAnGe: bytes=5-' 'If-Range: "x"' 'If-None-Match: "x"' \
+		'If-Modified-Since: Thu, 01 Jan 1970 00:00:00 GMT' 'If-Match: *' \
+		'If-Unmodified-Since: Thu, 01 Jan 1970 00:00:00 GMT'; do
+		run req $'GET /p/-/p-1.0.0.tgz HTTP/1.1\nHost: r\n'"$h"
+		assert_success
+		assert_output "bypass: a $(printf '%s' "${h%%:*}" | tr A-Z a-z) header"
+	done
+	for h in 'Accept-Encoding: gzip' 'Accept-Encoding: identity, gzip' $'Accept-Encoding: identity\nAccept-Encoding: gzip'; do
+		run req $'GET /p/-/p-1.0.0.tgz HTTP/1.1\nHost: r\n'"$h"
+		assert_output "bypass: an Accept-Encoding other than identity"
+	done
+	run req $'HEAD /p/-/p-1.0.0.tgz HTTP/1.1\nHost: r'
+	assert_output "bypass: not a GET"
+	run req $'get /p/-/p-1.0.0.tgz HTTP/1.1\nHost: r'
+	assert_output "bypass: not a GET"
+	# A GET with a body: a second request could hide in it.
+	run req $'GET /p/-/p-1.0.0.tgz HTTP/1.1\nHost: r\nContent-Length: 40'
+	assert_output "bypass: a body"
+	run req $'GET /p/-/p-1.0.0.tgz HTTP/1.1\nHost: r\nTransfer-Encoding: chunked'
+	assert_output "bypass: a body"
+}
+
+@test "dep rules: the key is the normalized URL; a URL that could name two things is refused" {
+	run test-cache key Registry.EXAMPLE 443 /p/-/p-1.0.0.tgz
+	assert_success
+	assert_output https://registry.example/p/-/p-1.0.0.tgz
+	run test-cache key registry.example 8443 /p/-/p-1.0.0.tgz
+	assert_output https://registry.example:8443/p/-/p-1.0.0.tgz
+	# A mutable URL shaped like an artifact: the query could make it anything.
+	for t in '/p/-/p-1.0.0.tgz?v=2' '/p/-/p-1.0.0.tgz#x' '/p/-/p%2d1.0.0.tgz' '/p/-/p-1.0.0.tgz%3fv=2'; do
+		run test-cache key r 443 "$t"
+		assert_output "refused: a query, fragment or escape"
+	done
+	for t in '/p/../q/-/q-1.tgz' '/p/./-/p-1.tgz' '/p/-/..' '/p/-/.'; do
+		run test-cache key r 443 "$t"
+		assert_output "refused: a dot segment"
+	done
+	run test-cache key r 443 '/p//-/p-1.tgz'
+	assert_output "refused: an empty segment"
+	run test-cache key r 443 $'/p/-/p-\x7f.tgz'
+	assert_output "refused: a byte outside printable ASCII"
+	run test-cache key r 443 "/$(printf 'x%.0s' {1..2040})"
+	assert_output "refused: longer than the cache's key cap"
+	run test-cache key r 443 'p/-/p-1.tgz'
+	assert_output "refused: not an absolute path"
+	# URLs in metadata, relative to the page they are in.
+	B=https://pypi.example/simple/p/
+	run test-cache url "$B" ../../packages/aa/p-1.whl#sha256=00
+	assert_output https://pypi.example/packages/aa/p-1.whl
+	run test-cache url "$B" ./p-1.whl
+	assert_output https://pypi.example/simple/p/p-1.whl
+	run test-cache url "$B" ../../../../x.whl
+	assert_output https://pypi.example/x.whl
+	run test-cache url "$B" /packages/p-1.whl
+	assert_output https://pypi.example/packages/p-1.whl
+	run test-cache url "$B" HTTPS://Files.Example:443/p-1.whl
+	assert_output https://files.example/p-1.whl
+	run test-cache url "$B" //evil.example/p-1.whl
+	assert_output "refused: an empty segment"
+	for u in http://files.example/p-1.whl javascript:alert file:///etc/passwd; do
+		run test-cache url "$B" "$u"
+		assert_output "refused: not an https URL"
+	done
+	run test-cache url "$B" 'https://bad host/p-1.whl'
+	assert_output "refused: a URL whose host is not a host"
+}
+
+@test "dep rules: npm tarballs' digests from dist.integrity of the document the proxy fetched" {
+	sri=sha512-$(openssl dgst -sha512 -binary blob | base64 -w0)
+	hex=$(sha512sum blob | cut -c1-128)
+	B=https://registry.example/p
+	cat >doc.json <<-JSON
+		{"name": "p", "versions": {
+		  "1.0.0": {"dist": {"tarball": "https://registry.example/p/-/p-1.0.0.tgz", "integrity": "sha1-AAAA $sri"}},
+		  "1.0.1": {"dist": {"tarball": "https://registry.example/p/-/p-1.0.1.tgz", "shasum": "$(sha1sum blob | cut -c1-40)"}},
+		  "1.0.2": {"dist": {"tarball": "http://registry.example/p/-/p-1.0.2.tgz", "integrity": "$sri"}},
+		  "1.0.3": {"dist": {"tarball": "https://registry.example/p/-/p-1.0.3.tgz?x", "integrity": "$sri"}},
+		  "1.0.4": {"dist": {"tarball": "https://registry.example/p/-/p-1.0.4.tgz", "integrity": "sha512-short=="}},
+		  "1.0.5": {"dist": {"tarball": 5, "integrity": "$sri"}}
+		}}
+	JSON
+	run test-cache npm "$B" doc.json https://registry.example/p/-/p-1.0.0.tgz \
+		https://registry.example/p/-/p-1.0.1.tgz https://registry.example/p/-/p-1.0.4.tgz
+	assert_success
+	assert_line --index 0 "learnt 1"
+	assert_line --index 1 "https://registry.example/p/-/p-1.0.0.tgz sha512 $hex"
+	assert_line --index 2 "https://registry.example/p/-/p-1.0.1.tgz none"
+	assert_line --index 3 "https://registry.example/p/-/p-1.0.4.tgz none"
+	# A second document naming the same tarball with other bytes: neither is trusted.
+	sed "s|$sri|sha512-$(openssl dgst -sha512 -binary doc.json | base64 -w0)|" doc.json >doc2.json
+	run test-cache npm "$B" doc.json,doc2.json https://registry.example/p/-/p-1.0.0.tgz
+	assert_success
+	assert_line --index 1 "https://registry.example/p/-/p-1.0.0.tgz none"
+	run test-cache npm "$B" doc.json,doc.json https://registry.example/p/-/p-1.0.0.tgz
+	assert_line --index 1 "https://registry.example/p/-/p-1.0.0.tgz sha512 $hex"
+	printf '{"versions": {"1": {}}, "versions": {}}' >dup.json
+	for f in dup.json blob; do
+		run test-cache npm "$B" "$f"
+		assert_failure 1
+		assert_output "refused: a package document that is not JSON"
+	done
+	# What it learnt is what the store checks.
+	run test-cache put "$S" 1G https://registry.example/p/-/p-1.0.0.tgz - sha512 "$hex" <blob
+	assert_output stored
+	head -c 9999 blob >cut
+	run test-cache put "$S" 1G https://registry.example/p/-/p-1.0.0.tgz.x - sha512 "$hex" <cut
+	assert_output "refused: the artifact's digest does not match"
+}
+
+@test "dep rules: PyPI files' digests from the sha256 of their links in the index the proxy fetched" {
+	B=https://pypi.example/simple/p/
+	cat >index.html <<-HTML
+		<!DOCTYPE html><html><body>
+		<a href="../../packages/aa/bb/p-1.0-py3-none-any.whl#sha256=$SUM">p-1.0-py3-none-any.whl</a>
+		<a href="https://files.example/packages/p-1.0.tar.gz#sha256=$SUM" data-requires-python="&gt;=3">p-1.0.tar.gz</a>
+		<a href="https://files.example/packages/p-0.9.tar.gz#md5=0123456789abcdef0123456789abcdef">old</a>
+		<a href="https://files.example/packages/p-0.8.tar.gz#sha256=${SUM:0:63}g">bad hex</a>
+		<a href="https://files.example/packages/p-0.7.tar.gz?x=1&amp;y=2#sha256=$SUM">query</a>
+		<a href="https://files.example/packages/p-0.6.tar.gz#sha256=$SUM
+	HTML
+	run test-cache pypi "$B" index.html https://pypi.example/packages/aa/bb/p-1.0-py3-none-any.whl \
+		https://files.example/packages/p-1.0.tar.gz https://files.example/packages/p-0.9.tar.gz \
+		https://files.example/packages/p-0.8.tar.gz https://files.example/packages/p-0.6.tar.gz
+	assert_success
+	assert_line --index 0 "learnt 2"
+	assert_line --index 1 "https://pypi.example/packages/aa/bb/p-1.0-py3-none-any.whl sha256 $SUM"
+	assert_line --index 2 "https://files.example/packages/p-1.0.tar.gz sha256 $SUM"
+	assert_line --index 3 "https://files.example/packages/p-0.9.tar.gz none"
+	assert_line --index 4 "https://files.example/packages/p-0.8.tar.gz none"
+	assert_line --index 5 "https://files.example/packages/p-0.6.tar.gz none"
+}

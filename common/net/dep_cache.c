@@ -223,7 +223,8 @@ static int read_header(int fd, const char *path, struct dep_cache_entry *e, stru
 		goto bad;
 	if ((uint64_t)st.st_size != sz + DEP_CACHE_HEADER) {
 		if (err)
-			buf_addf(err, "'%s' is cut short or too long: %llu bytes, its header says %llu",
+			buf_addf(err,
+			         "'%s' is cut short or too long: %llu bytes, its header says %llu",
 			         path, (unsigned long long)(st.st_size - DEP_CACHE_HEADER),
 			         (unsigned long long)sz);
 		return -EBADMSG;

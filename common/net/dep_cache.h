@@ -46,14 +46,17 @@ struct dep_cache {
 
 /* What an entry's header says, and where it is. */
 struct dep_cache_entry {
-	int fd;      /* open for reading at DEP_CACHE_HEADER, or -1 */
+	int fd;        /* open for reading at DEP_CACHE_HEADER, or -1 */
 	uint64_t size; /* the bytes after the header */
 	char sha256[65];
 	char *key, *scope;
 	char *path;
 	time_t atime;
 };
-#define DEP_CACHE_ENTRY_INIT {-1}
+#define DEP_CACHE_ENTRY_INIT                                                                       \
+	{                                                                                          \
+		-1                                                                                 \
+	}
 
 void dep_cache_entry_clear(struct dep_cache_entry *e);
 
@@ -95,7 +98,10 @@ struct dep_cache_fill {
 	void *sha256, *check; /* EVP_MD_CTX * */
 	int failed;
 };
-#define DEP_CACHE_FILL_INIT {NULL, -1, -1}
+#define DEP_CACHE_FILL_INIT                                                                        \
+	{                                                                                          \
+		NULL, -1, -1                                                                       \
+	}
 
 /*
  * Take key's fill lock (waiting for it when wait, else -EAGAIN when another

@@ -14,8 +14,20 @@
  *	none; "refused: WHY" and exit 2 when it cannot be read
  *   test-cache key-ok KEY / scope-ok SCOPE
  *	"yes" or "no"
+ *
+ * The rules (common/proxy/dep_rules.h):
+ *   test-cache request
+ *	dep_request_cacheable() of the request head on stdin: "cacheable" or
+ *	"bypass: WHY"
+ *   test-cache key HOST PORT TARGET / url BASE URL
+ *	dep_key() / dep_key_from_url(): the key, or "refused: WHY"
+ *   test-cache npm|pypi BASE FILE [KEY ...]
+ *	learn from the package document or index page in FILE fetched from
+ *	BASE (FILE may be given twice, as "FILE,FILE"): "learnt N", then for each
+ *	KEY "KEY ALGO HEX" or "KEY none"
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +40,8 @@
 #include "base/hex.h"
 #include "base/num.h"
 #include "net/dep_cache.h"
+#include "net/http.h"
+#include "proxy/dep_rules.h"
 #include "base/banned.h"
 
 static const char *scope_arg(const char *s)
@@ -67,7 +81,8 @@ static int cmd_put(int argc, char **argv)
 		if (want_len > sizeof(want))
 			die("test-cache put: digest too long");
 		for (size_t k = 0; k < want_len; k++)
-			want[k] = (unsigned char)(hex_digit(hex[2 * k]) << 4 | hex_digit(hex[2 * k + 1]));
+			want[k] =
+			    (unsigned char)(hex_digit(hex[2 * k]) << 4 | hex_digit(hex[2 * k + 1]));
 	}
 	if (dep_cache_open(&c, argv[2], max, &why) < 0)
 		die("%s", why.buf);
@@ -144,6 +159,82 @@ static int cmd_get(int argc, char **argv)
 	return 0;
 }
 
+static int cmd_request(void)
+{
+	struct buf head = BUF_INIT, why = BUF_INIT;
+	struct http_head h;
+
+	if (buf_read_fd(&head, 0, 65536) < 0 ||
+	    http_parse_request(head.buf, head.len, &h, &why) <= 0)
+		die("test-cache: not a request head: %s", why.buf);
+	if (dep_request_cacheable(&h, &why))
+		puts("cacheable");
+	else
+		printf("bypass: %s\n", why.buf);
+	buf_release(&head);
+	buf_release(&why);
+	return 0;
+}
+
+static int cmd_key(int argc, char **argv)
+{
+	struct buf key = BUF_INIT, why = BUF_INIT;
+	int ret;
+
+	if (!strcmp(argv[1], "key"))
+		ret = dep_key(argv[2], atoi(argv[3]), argv[4], strlen(argv[4]), &key, &why);
+	else
+		ret = dep_key_from_url(argv[2], argv[3], &key, &why);
+	if (ret < 0)
+		printf("refused: %s\n", why.buf);
+	else
+		puts(key.buf);
+	buf_release(&key);
+	buf_release(&why);
+	return 0;
+}
+
+static int cmd_learn(int argc, char **argv)
+{
+	struct dep_digests d = DEP_DIGESTS_INIT;
+	struct buf why = BUF_INIT;
+	char *files = xstrdup(argv[3]), *save = NULL;
+	int learnt = 0;
+
+	for (char *f = strtok_r(files, ",", &save); f; f = strtok_r(NULL, ",", &save)) {
+		struct buf doc = BUF_INIT;
+		int fd = open(f, O_RDONLY), ret;
+
+		if (fd < 0 || buf_read_fd(&doc, fd, DEP_META_MAX + 1) < 0)
+			die_errno("test-cache: cannot read '%s'", f);
+		close(fd);
+		ret = !strcmp(argv[1], "npm")
+		          ? dep_npm_document(&d, argv[2], doc.buf, doc.len, &why)
+		          : dep_pypi_index(&d, argv[2], doc.buf, doc.len, &why);
+		buf_release(&doc);
+		if (ret < 0) {
+			printf("refused: %s\n", why.buf);
+			return 1;
+		}
+		learnt += ret;
+	}
+	printf("learnt %d\n", learnt);
+	for (int i = 4; i < argc; i++) {
+		const struct dep_digest *g = dep_digests_find(&d, argv[i]);
+		char hex[129];
+
+		if (!g) {
+			printf("%s none\n", argv[i]);
+			continue;
+		}
+		hex_encode(hex, g->md, g->len);
+		printf("%s %s %s\n", argv[i], g->algo, hex);
+	}
+	dep_digests_clear(&d);
+	free(files);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	tool_init(argc, argv);
@@ -155,5 +246,11 @@ int main(int argc, char **argv)
 		return cmd_put(argc, argv);
 	if (argc >= 2 && !strcmp(argv[1], "get"))
 		return cmd_get(argc, argv);
-	die("usage: test-cache put|get|key-ok|scope-ok ...");
+	if (argc == 2 && !strcmp(argv[1], "request"))
+		return cmd_request();
+	if ((argc == 5 && !strcmp(argv[1], "key")) || (argc == 4 && !strcmp(argv[1], "url")))
+		return cmd_key(argc, argv);
+	if (argc >= 4 && (!strcmp(argv[1], "npm") || !strcmp(argv[1], "pypi")))
+		return cmd_learn(argc, argv);
+	die("usage: test-cache put|get|key-ok|scope-ok|request|key|url|npm|pypi ...");
 }
