@@ -93,8 +93,8 @@ int dep_key_from_url(const char *base, const char *url, struct buf *key, struct 
 		slash = memchr(auth, '/', ul - 8);
 		if (!slash)
 			return buf_refuse(why, -EINVAL, "a URL without a path");
-		if (http_split_authority(auth, (size_t)(slash - auth), 443, host, sizeof(host), &port,
-		                         NULL) < 0)
+		if (http_split_authority(auth, (size_t)(slash - auth), 443, host, sizeof(host),
+		                         &port, NULL) < 0)
 			return buf_refuse(why, -EINVAL, "a URL whose host is not a host");
 		return dep_key(host, port, slash, ul - (size_t)(slash - url), key, why);
 	}
@@ -119,7 +119,8 @@ int dep_key_from_url(const char *base, const char *url, struct buf *key, struct 
 			if (n == 2 && !memcmp(u, "..", 2)) {
 				if (path.len > 1) {
 					buf_setlen(&path, path.len - 1);
-					buf_setlen(&path, (size_t)(strrchr(path.buf, '/') - path.buf) + 1);
+					buf_setlen(&path,
+					           (size_t)(strrchr(path.buf, '/') - path.buf) + 1);
 				}
 			} else if (!(n == 1 && u[0] == '.')) {
 				buf_add(&path, u, n);
@@ -161,8 +162,8 @@ const struct dep_digest *dep_digests_find(const struct dep_digests *d, const cha
  * Learn key's digest; one learnt before with other bytes makes the key's
  * entry empty for good (len 0: found by no lookup).  1 when learnt.
  */
-static int learn(struct dep_digests *d, const char *key, const char *algo,
-                 const unsigned char *md, size_t len)
+static int learn(struct dep_digests *d, const char *key, const char *algo, const unsigned char *md,
+                 size_t len)
 {
 	for (size_t i = 0; i < d->nr; i++) {
 		if (strcmp(d->v[i].key, key))
@@ -197,7 +198,8 @@ static int sri_sha512(const char *s, unsigned char md[64])
 		while (*p == ' ')
 			p++;
 		n = strcspn(p, " ");
-		if (n == 7 + 88 && !strncmp(p, "sha512-", 7) && p[n - 1] == '=' && p[n - 2] == '=') {
+		if (n == 7 + 88 && !strncmp(p, "sha512-", 7) && p[n - 1] == '=' &&
+		    p[n - 2] == '=') {
 			if (EVP_DecodeBlock(dec, (const unsigned char *)p + 7, 88) == 66) {
 				memcpy(md, dec, 64);
 				return 1;
@@ -273,7 +275,8 @@ int dep_pypi_index(struct dep_digests *d, const char *base, const char *html, si
 				goto next;
 			md[i] = (unsigned char)(hi << 4 | lo);
 		}
-		if (memchr(url.buf, '\0', url.len) || dep_key_from_url(base, url.buf, &key, NULL) < 0)
+		if (memchr(url.buf, '\0', url.len) ||
+		    dep_key_from_url(base, url.buf, &key, NULL) < 0)
 			continue;
 		learnt += learn(d, key.buf, "sha256", md, 32);
 	next:;

@@ -59,7 +59,10 @@ struct dep_digests {
 	struct dep_digest *v;
 	size_t nr, alloc;
 };
-#define DEP_DIGESTS_INIT {0}
+#define DEP_DIGESTS_INIT                                                                           \
+	{                                                                                          \
+		0                                                                                  \
+	}
 
 void dep_digests_clear(struct dep_digests *d);
 

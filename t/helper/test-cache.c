@@ -90,11 +90,13 @@ static int cmd_put(int argc, char **argv)
 	if (ret == 1) {
 		puts("found");
 		dep_cache_entry_clear(&e);
-		return 0;
+		ret = 0;
+		goto out;
 	}
 	if (ret < 0) {
 		printf("refused: %s\n", why.buf);
-		return 1;
+		ret = 1;
+		goto out;
 	}
 	for (long done = 0;;) {
 		ssize_t n = read(0, chunk, sizeof(chunk));
@@ -110,7 +112,8 @@ static int cmd_put(int argc, char **argv)
 		if (dep_cache_fill_write(&f, chunk, (size_t)n, &why) < 0) {
 			dep_cache_fill_abort(&f);
 			printf("refused: %s\n", why.buf);
-			return 1;
+			ret = 1;
+			goto out;
 		}
 		done += n;
 		if (cut >= 0 && done >= cut)
@@ -120,14 +123,16 @@ static int cmd_put(int argc, char **argv)
 	}
 	if (cut >= 0)
 		raise(SIGKILL);
+	ret = 0;
 	if (dep_cache_fill_commit(&f, hex ? want : NULL, want_len, &why) < 0) {
 		printf("refused: %s\n", why.buf);
-		return 1;
-	}
-	puts("stored");
+		ret = 1;
+	} else
+		puts("stored");
+out:
 	dep_cache_close(&c);
 	buf_release(&why);
-	return 0;
+	return ret;
 }
 
 static int cmd_get(int argc, char **argv)
@@ -142,13 +147,14 @@ static int cmd_get(int argc, char **argv)
 	if (dep_cache_open(&c, argv[2], UINT64_MAX, &why) < 0)
 		die("%s", why.buf);
 	ret = dep_cache_lookup(&c, argv[3], scope_arg(argv[4]), &e, &why);
-	if (ret < 0) {
-		printf("refused: %s\n", why.buf);
-		return 2;
-	}
-	if (!ret) {
-		puts("miss");
-		return 1;
+	if (ret <= 0) {
+		if (ret < 0)
+			printf("refused: %s\n", why.buf);
+		else
+			puts("miss");
+		dep_cache_close(&c);
+		buf_release(&why);
+		return ret < 0 ? 2 : 1;
 	}
 	if (buf_read_fd(&data, e.fd, e.size + 1) != (ssize_t)e.size)
 		die("test-cache: entry '%s' is not %llu bytes", e.path, (unsigned long long)e.size);
@@ -214,6 +220,9 @@ static int cmd_learn(int argc, char **argv)
 		buf_release(&doc);
 		if (ret < 0) {
 			printf("refused: %s\n", why.buf);
+			dep_digests_clear(&d);
+			buf_release(&why);
+			free(files);
 			return 1;
 		}
 		learnt += ret;
