@@ -155,7 +155,7 @@ holds() { test-cache get "$S" "$1" - | cmp -s - blob; }
 	done
 	run test-cache key-ok "https://a/$(printf 'x%.0s' {1..2030})"
 	assert_output yes
-	for s in 'a b' 'a;b' "$(printf 'x%.0s' {1..257})"; do
+	for s in 'a b' 'a;b' - -a .a "$(printf 'x%.0s' {1..257})"; do
 		run test-cache scope-ok "$s"
 		assert_output no
 	done

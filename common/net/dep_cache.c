@@ -1,6 +1,7 @@
 /*
  * The dependency cache's store: see dep_cache.h and docs/cache.md.
  */
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -47,7 +48,8 @@ int dep_cache_scope_ok(const char *scope)
 {
 	size_t n = strlen(scope);
 
-	if (n > DEP_CACHE_SCOPE_MAX)
+	/* "-" is the header's word for no scope: a scope starts with a letter or digit. */
+	if (n > DEP_CACHE_SCOPE_MAX || (n && !isalnum((unsigned char)scope[0])))
 		return 0;
 	for (size_t i = 0; i < n; i++)
 		if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._:/-",

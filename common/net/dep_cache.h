@@ -31,7 +31,10 @@ struct buf;
 
 /* The fixed header before an entry's bytes. */
 #define DEP_CACHE_HEADER 4096
-/* Caps on a key (printable ASCII, no space) and a scope ([A-Za-z0-9._:/-]). */
+/*
+ * Caps on a key (printable ASCII, no space) and a scope ([A-Za-z0-9._:/-],
+ * starting with a letter or digit; "" for none).
+ */
 #define DEP_CACHE_KEY_MAX   2048
 #define DEP_CACHE_SCOPE_MAX 256
 /* The cap when the user sets none (docs/cache.md), and the range one may set. */
