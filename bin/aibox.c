@@ -35,6 +35,7 @@ static const struct {
     {"audit-verify", "check the hash chain of the audit record"},
     {"broker", "git fetch and push for a task's VM, with the token kept on the host"},
     {"bundle-check", "accept or refuse a git bundle, without git"},
+    {"cache", "list, measure, verify or clear the dependency cache"},
     {"completion", "print the bash or zsh completion script"},
     {"image", "build, list and remove the VM images aibox boots"},
     {"policy", "show the administrator's policy, and what a project may do under it"},

@@ -55,6 +55,14 @@ figure() {
 	assert_output 2
 }
 
+@test "bench: bench/cache at its smallest size prints a fill's and a hit's times" {
+	bench cache 4 20
+	figure '^fill: [0-9]+ ms \(sha512sum alone: [0-9]+ ms\)$'
+	figure '^hit: [0-9]+ ms \(cat alone: [0-9]+ ms\)$'
+	figure '^fill: [0-9]+ µs each$'
+	figure '^hit: [0-9]+ µs each$'
+}
+
 @test "bench: bench/boot 1 prints a cold and a restored boot's figures" {
 	vm_image
 	bench boot 1

@@ -147,3 +147,28 @@ const char *user_prices_file(void)
 	buf_addf(&b, "%s/prices", aibox_home());
 	return b.buf;
 }
+
+const char *deps_cache_dir(void)
+{
+	static struct buf b = BUF_INIT;
+	const char *env = getenv("AIBOX_DEPS_CACHE"), *xdg = getenv("XDG_CACHE_HOME");
+	const char *home = getenv("HOME");
+
+	buf_reset(&b);
+	if (env && *env)
+		buf_addstr(&b, env);
+	else if (xdg && xdg[0] == '/')
+		buf_addf(&b, "%s/aibox/deps", xdg);
+	else
+		buf_addf(&b, "%s/.cache/aibox/deps", home ? home : "");
+	return b.buf;
+}
+
+const char *deps_cache_max_file(void)
+{
+	static struct buf b = BUF_INIT;
+
+	buf_reset(&b);
+	buf_addf(&b, "%s/cache-max", aibox_home());
+	return b.buf;
+}

@@ -30,4 +30,14 @@ const char *user_prices_file(void);
 /* $AIBOX_HOME, or ~/.aibox.  Never NULL; "/.aibox" relative to "/" without HOME. */
 const char *aibox_home(void);
 
+/*
+ * The dependency cache's folder (docs/cache.md), shared by every project:
+ * $AIBOX_DEPS_CACHE, else $XDG_CACHE_HOME/aibox/deps, else ~/.cache/aibox/deps
+ * (beside the images of docs/image.md).  Never NULL.
+ */
+const char *deps_cache_dir(void);
+
+/* The user's cap on that folder's size (docs/cache.md): aibox_home()/cache-max. */
+const char *deps_cache_max_file(void);
+
 #endif

@@ -1,0 +1,722 @@
+/*
+ * The dependency cache's store: see dep_cache.h and docs/cache.md.
+ */
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/buf.h"
+#include "base/err.h"
+#include "base/hex.h"
+#include "base/num.h"
+#include "net/dep_cache.h"
+#include "base/banned.h"
+
+#define MAGIC "aibox-cache 1\n"
+
+void dep_cache_entry_clear(struct dep_cache_entry *e)
+{
+	if (e->fd >= 0)
+		close(e->fd);
+	free(e->key);
+	free(e->scope);
+	free(e->path);
+	*e = (struct dep_cache_entry)DEP_CACHE_ENTRY_INIT;
+}
+
+int dep_cache_key_ok(const char *key)
+{
+	size_t n = strlen(key);
+
+	if (!n || n > DEP_CACHE_KEY_MAX)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (key[i] <= ' ' || key[i] > '~')
+			return 0;
+	return 1;
+}
+
+int dep_cache_scope_ok(const char *scope)
+{
+	size_t n = strlen(scope);
+
+	/* "-" is the header's word for no scope: a scope starts with a letter or digit. */
+	if (n > DEP_CACHE_SCOPE_MAX || (n && !isalnum((unsigned char)scope[0])))
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._:/-",
+		            scope[i]))
+			return 0;
+	return 1;
+}
+
+static int mkdir_p(const char *path, struct buf *err)
+{
+	struct buf b = BUF_INIT;
+	int ret = 0;
+
+	buf_addstr(&b, path);
+	for (size_t i = 1; i <= b.len; i++) {
+		if (i < b.len && b.buf[i] != '/')
+			continue;
+		b.buf[i] = '\0';
+		if (mkdir(b.buf, 0700) < 0 && errno != EEXIST) {
+			ret = -errno;
+			if (err)
+				buf_addf(err, "cannot make '%s': %s", b.buf, strerror(errno));
+			break;
+		}
+		if (i < b.len)
+			b.buf[i] = '/';
+	}
+	buf_release(&b);
+	return ret;
+}
+
+int dep_cache_open(struct dep_cache *c, const char *root, uint64_t max_bytes, struct buf *err)
+{
+	struct buf b = BUF_INIT;
+	int ret;
+
+	c->root = NULL;
+	if (!root[0])
+		return buf_refuse(err, -EINVAL, "the cache folder is empty");
+	buf_addf(&b, "%s/v1", root);
+	ret = mkdir_p(b.buf, err);
+	if (!ret) {
+		buf_reset(&b);
+		buf_addf(&b, "%s/locks", root);
+		ret = mkdir_p(b.buf, err);
+	}
+	buf_release(&b);
+	if (ret < 0)
+		return ret;
+	c->root = xstrdup(root);
+	c->max_bytes = max_bytes;
+	return 0;
+}
+
+void dep_cache_close(struct dep_cache *c)
+{
+	free(c->root);
+	c->root = NULL;
+}
+
+int dep_cache_read_max(const char *path, uint64_t *max_bytes, struct buf *err)
+{
+	struct buf b = BUF_INIT, why = BUF_INIT;
+	uint64_t mib;
+	int fd = open(path, O_RDONLY | O_CLOEXEC), ret;
+
+	if (fd < 0) {
+		if (errno == ENOENT) {
+			*max_bytes = DEP_CACHE_DEFAULT_MAX;
+			return 0;
+		}
+		ret = -errno;
+		if (err)
+			buf_addf(err, "cannot open '%s': %s", path, strerror(errno));
+		return ret;
+	}
+	ret = buf_read_fd(&b, fd, 64);
+	close(fd);
+	if (ret == -EFBIG) {
+		if (err)
+			buf_addf(err, "'%s': more than one short line", path);
+		ret = -EINVAL;
+		goto out;
+	}
+	if (ret < 0) {
+		if (err)
+			buf_addf(err, "cannot read '%s': %s", path, strerror(-ret));
+		goto out;
+	}
+	buf_rtrim(&b);
+	ret = parse_size_mib(b.buf, DEP_CACHE_MIN_MAX_MIB, DEP_CACHE_MAX_MAX_MIB, &mib, &why);
+	if (ret < 0) {
+		if (err)
+			buf_addf(err, "'%s': %s", path, why.buf);
+		goto out;
+	}
+	*max_bytes = mib << 20;
+	ret = 0;
+out:
+	buf_release(&b);
+	buf_release(&why);
+	return ret;
+}
+
+static void key_hash(const char *key, const char *scope, char out[65])
+{
+	unsigned char md[32];
+	unsigned int len = 0;
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+
+	if (!ctx || !EVP_DigestInit_ex(ctx, EVP_sha256(), NULL))
+		die_oom();
+	EVP_DigestUpdate(ctx, "aibox-cache-key 1\n", 18);
+	EVP_DigestUpdate(ctx, scope, strlen(scope));
+	EVP_DigestUpdate(ctx, "\n", 1);
+	EVP_DigestUpdate(ctx, key, strlen(key));
+	EVP_DigestFinal_ex(ctx, md, &len);
+	EVP_MD_CTX_free(ctx);
+	hex_encode(out, md, 32);
+}
+
+/* The value of the header line "NAME VALUE\n" at *p, moving *p past it; NULL if not. */
+static char *header_field(char **p, const char *name)
+{
+	size_t n = strlen(name);
+	char *nl;
+
+	if (strncmp(*p, name, n) || (*p)[n] != ' ')
+		return NULL;
+	nl = strchr(*p + n + 1, '\n');
+	if (!nl)
+		return NULL;
+	*nl = '\0';
+	n = (size_t)(nl - (*p + n + 1));
+	nl = *p + strlen(name) + 1;
+	*p += strlen(name) + 1 + n + 1;
+	return nl;
+}
+
+/*
+ * Read and check the header of the entry open at fd (path for messages), and
+ * its file's size: 0 with e's fields set, -EBADMSG with the reason, or -errno.
+ */
+static int read_header(int fd, const char *path, struct dep_cache_entry *e, struct buf *err)
+{
+	char hdr[DEP_CACHE_HEADER + 1], *p = hdr, *size, *sha, *scope, *key;
+	struct stat st;
+	ssize_t n;
+	uint64_t sz;
+
+	n = pread(fd, hdr, DEP_CACHE_HEADER, 0);
+	if (n < 0) {
+		if (err)
+			buf_addf(err, "cannot read '%s': %s", path, strerror(errno));
+		return -errno;
+	}
+	hdr[n] = '\0';
+	if (fstat(fd, &st) < 0) {
+		if (err)
+			buf_addf(err, "cannot stat '%s': %s", path, strerror(errno));
+		return -errno;
+	}
+	if (n != DEP_CACHE_HEADER || strncmp(hdr, MAGIC, strlen(MAGIC)))
+		goto bad;
+	p += strlen(MAGIC);
+	size = header_field(&p, "size");
+	sha = size ? header_field(&p, "sha256") : NULL;
+	scope = sha ? header_field(&p, "scope") : NULL;
+	key = scope ? header_field(&p, "key") : NULL;
+	if (!key || *p || parse_size(size, 0, UINT64_MAX - DEP_CACHE_HEADER, &sz) < 0 ||
+	    strlen(sha) != 64 || !hex_is_lower(sha, 64) || !dep_cache_key_ok(key) ||
+	    (strcmp(scope, "-") && !dep_cache_scope_ok(scope)))
+		goto bad;
+	if ((uint64_t)st.st_size != sz + DEP_CACHE_HEADER) {
+		if (err)
+			buf_addf(err,
+			         "'%s' is cut short or too long: %llu bytes, its header says %llu",
+			         path, (unsigned long long)(st.st_size - DEP_CACHE_HEADER),
+			         (unsigned long long)sz);
+		return -EBADMSG;
+	}
+	e->size = sz;
+	memcpy(e->sha256, sha, 65);
+	e->key = xstrdup(key);
+	e->scope = xstrdup(strcmp(scope, "-") ? scope : "");
+	e->atime = st.st_atim.tv_sec;
+	return 0;
+bad:
+	if (err)
+		buf_addf(err, "'%s' is not a cache entry", path);
+	return -EBADMSG;
+}
+
+static void entry_path(const struct dep_cache *c, const char *hash, const char *sub,
+                       const char *prefix, struct buf *out)
+{
+	buf_addf(out, "%s/%s/%.2s/%s%s", c->root, sub, hash, prefix, hash);
+}
+
+int dep_cache_lookup(struct dep_cache *c, const char *key, const char *scope,
+                     struct dep_cache_entry *e, struct buf *err)
+{
+	struct buf path = BUF_INIT;
+	char hash[65];
+	int fd, ret;
+
+	if (!dep_cache_key_ok(key) || !dep_cache_scope_ok(scope))
+		BUG("dep_cache_lookup: a key or scope the store does not take");
+	key_hash(key, scope, hash);
+	entry_path(c, hash, "v1", "", &path);
+	fd = open(path.buf, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0) {
+		ret = errno == ENOENT ? 0 : -errno;
+		if (ret && err)
+			buf_addf(err, "cannot open '%s': %s", path.buf, strerror(errno));
+		buf_release(&path);
+		return ret;
+	}
+	ret = read_header(fd, path.buf, e, err);
+	if (!ret && (strcmp(e->key, key) || strcmp(e->scope, scope))) {
+		if (err)
+			buf_addf(err, "'%s' holds another key", path.buf);
+		ret = -EBADMSG;
+	}
+	if (!ret && lseek(fd, DEP_CACHE_HEADER, SEEK_SET) < 0)
+		ret = -errno;
+	if (ret < 0) {
+		close(fd);
+		dep_cache_entry_clear(e);
+		buf_release(&path);
+		return ret;
+	}
+	/* The access time eviction goes by, whatever the mount's atime rule. */
+	futimens(fd, (struct timespec[2]){{0, UTIME_NOW}, {0, UTIME_OMIT}});
+	e->fd = fd;
+	e->path = buf_detach(&path, NULL);
+	return 1;
+}
+
+static void fill_clear(struct dep_cache_fill *f)
+{
+	if (f->fd >= 0)
+		close(f->fd);
+	if (f->lock_fd >= 0)
+		close(f->lock_fd); /* releases the flock */
+	EVP_MD_CTX_free(f->sha256);
+	EVP_MD_CTX_free(f->check);
+	free(f->key);
+	free(f->scope);
+	free(f->tmp_path);
+	free(f->path);
+	free(f->dir);
+	*f = (struct dep_cache_fill)DEP_CACHE_FILL_INIT;
+}
+
+int dep_cache_fill_begin(struct dep_cache *c, const char *key, const char *scope,
+                         const char *check_algo, int wait, struct dep_cache_fill *f,
+                         struct dep_cache_entry *e, struct buf *err)
+{
+	struct buf b = BUF_INIT;
+	const EVP_MD *md = NULL;
+	char zeros[DEP_CACHE_HEADER] = {0};
+	int ret;
+
+	if (!dep_cache_key_ok(key) || !dep_cache_scope_ok(scope))
+		BUG("dep_cache_fill_begin: a key or scope the store does not take");
+	if (check_algo && !(md = EVP_get_digestbyname(check_algo)))
+		BUG("dep_cache_fill_begin: no digest '%s'", check_algo);
+	*f = (struct dep_cache_fill)DEP_CACHE_FILL_INIT;
+	f->c = c;
+	key_hash(key, scope, f->hash);
+	f->key = xstrdup(key);
+	f->scope = xstrdup(scope);
+
+	buf_addf(&b, "%s/locks/%.2s", c->root, f->hash);
+	ret = mkdir_p(b.buf, err);
+	if (ret < 0)
+		goto fail;
+	buf_reset(&b);
+	entry_path(c, f->hash, "locks", "", &b);
+	f->lock_fd = open(b.buf, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (f->lock_fd < 0) {
+		ret = -errno;
+		if (err)
+			buf_addf(err, "cannot open '%s': %s", b.buf, strerror(errno));
+		goto fail;
+	}
+	while (flock(f->lock_fd, LOCK_EX | (wait ? 0 : LOCK_NB)) < 0) {
+		if (errno == EINTR)
+			continue;
+		ret = errno == EWOULDBLOCK ? -EAGAIN : -errno;
+		if (ret != -EAGAIN && err)
+			buf_addf(err, "cannot lock '%s': %s", b.buf, strerror(errno));
+		goto fail;
+	}
+	/* An entry that cannot be read (cut short, another key) is filled anew. */
+	ret = dep_cache_lookup(c, key, scope, e, NULL);
+	if (ret > 0) {
+		fill_clear(f);
+		buf_release(&b);
+		return ret;
+	}
+
+	buf_reset(&b);
+	buf_addf(&b, "%s/v1/%.2s", c->root, f->hash);
+	ret = mkdir_p(b.buf, err);
+	if (ret < 0)
+		goto fail;
+	f->dir = buf_detach(&b, NULL);
+	entry_path(c, f->hash, "v1", "", &b);
+	f->path = buf_detach(&b, NULL);
+	/* With the lock held, a .tmp file of this key is a dead filler's: O_TRUNC. */
+	entry_path(c, f->hash, "v1", ".tmp.", &b);
+	f->tmp_path = buf_detach(&b, NULL);
+	f->fd = open(f->tmp_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (f->fd < 0) {
+		ret = -errno;
+		if (err)
+			buf_addf(err, "cannot make '%s': %s", f->tmp_path, strerror(errno));
+		goto fail;
+	}
+	if (write(f->fd, zeros, sizeof(zeros)) != (ssize_t)sizeof(zeros)) {
+		ret = errno ? -errno : -ENOSPC;
+		if (err)
+			buf_addf(err, "cannot write '%s': %s", f->tmp_path, strerror(-ret));
+		goto fail;
+	}
+	f->sha256 = EVP_MD_CTX_new();
+	if (!f->sha256 || !EVP_DigestInit_ex(f->sha256, EVP_sha256(), NULL))
+		die_oom();
+	if (md) {
+		f->check = EVP_MD_CTX_new();
+		if (!f->check || !EVP_DigestInit_ex(f->check, md, NULL))
+			die_oom();
+	}
+	return 0;
+fail:
+	buf_release(&b);
+	dep_cache_fill_abort(f);
+	return ret;
+}
+
+int dep_cache_fill_write(struct dep_cache_fill *f, const void *data, size_t n, struct buf *err)
+{
+	const char *p = data;
+	size_t left = n;
+
+	if (f->fd < 0)
+		BUG("dep_cache_fill_write: no fill under way");
+	if (f->failed)
+		return -EIO;
+	if (n > f->c->max_bytes || f->size + DEP_CACHE_HEADER > f->c->max_bytes - n) {
+		f->failed = 1;
+		return buf_refuse(err, -EFBIG, "the artifact is bigger than the cache's cap");
+	}
+	while (left) {
+		ssize_t w = write(f->fd, p, left);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			int ret = w < 0 ? -errno : -ENOSPC;
+
+			f->failed = 1;
+			if (err)
+				buf_addf(err, "cannot write '%s': %s", f->tmp_path, strerror(-ret));
+			return ret;
+		}
+		p += w;
+		left -= (size_t)w;
+	}
+	EVP_DigestUpdate(f->sha256, data, n);
+	if (f->check)
+		EVP_DigestUpdate(f->check, data, n);
+	f->size += n;
+	return 0;
+}
+
+static int sync_dir(const char *dir)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), ret = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (fsync(fd) < 0)
+		ret = -errno;
+	close(fd);
+	return ret;
+}
+
+int dep_cache_fill_commit(struct dep_cache_fill *f, const unsigned char *want, size_t want_len,
+                          struct buf *err)
+{
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int len = 0;
+	char sha[65];
+	struct buf hdr = BUF_INIT;
+	struct dep_cache *c = f->c;
+	int ret = 0;
+
+	if (f->fd < 0)
+		BUG("dep_cache_fill_commit: no fill under way");
+	if (f->failed) {
+		ret = buf_refuse(err, -EIO, "the fill failed before its end");
+		goto fail;
+	}
+	if (f->check) {
+		EVP_DigestFinal_ex(f->check, md, &len);
+		if (len != want_len || CRYPTO_memcmp(md, want, len)) {
+			ret = buf_refuse(err, -EBADMSG, "the artifact's digest does not match");
+			goto fail;
+		}
+	}
+	EVP_DigestFinal_ex(f->sha256, md, &len);
+	hex_encode(sha, md, 32);
+	buf_addf(&hdr, MAGIC "size %llu\nsha256 %s\nscope %s\nkey %s\n",
+	         (unsigned long long)f->size, sha, f->scope[0] ? f->scope : "-", f->key);
+	if (hdr.len >= DEP_CACHE_HEADER)
+		BUG("dep_cache_fill_commit: a header over %d bytes", DEP_CACHE_HEADER);
+	if (pwrite(f->fd, hdr.buf, hdr.len, 0) != (ssize_t)hdr.len || fsync(f->fd) < 0) {
+		ret = errno ? -errno : -ENOSPC;
+		if (err)
+			buf_addf(err, "cannot write '%s': %s", f->tmp_path, strerror(-ret));
+		goto fail;
+	}
+	if (rename(f->tmp_path, f->path) < 0) {
+		ret = -errno;
+		if (err)
+			buf_addf(err, "cannot rename '%s': %s", f->tmp_path, strerror(errno));
+		goto fail;
+	}
+	sync_dir(f->dir);
+	buf_release(&hdr);
+	fill_clear(f);
+	return dep_cache_trim(c, c->max_bytes, NULL, err);
+fail:
+	buf_release(&hdr);
+	dep_cache_fill_abort(f);
+	return ret;
+}
+
+void dep_cache_fill_abort(struct dep_cache_fill *f)
+{
+	if (f->tmp_path && f->fd >= 0)
+		unlink(f->tmp_path);
+	fill_clear(f);
+}
+
+/* Call fn(dirfd, name, path, data) for each file of ROOT/v1/XX/. */
+static int walk_files(struct dep_cache *c,
+                      int (*fn)(int dirfd, const char *name, const char *path, void *data),
+                      void *data, struct buf *err)
+{
+	struct buf b = BUF_INIT;
+	DIR *top, *sub;
+	struct dirent *d, *s;
+	int ret = 0;
+
+	buf_addf(&b, "%s/v1", c->root);
+	top = opendir(b.buf);
+	if (!top) {
+		ret = -errno;
+		if (err)
+			buf_addf(err, "cannot open '%s': %s", b.buf, strerror(errno));
+		buf_release(&b);
+		return ret;
+	}
+	while (!ret && (d = readdir(top))) {
+		if (strlen(d->d_name) != 2 || !hex_is_lower(d->d_name, 2))
+			continue;
+		buf_reset(&b);
+		buf_addf(&b, "%s/v1/%s", c->root, d->d_name);
+		sub = opendir(b.buf);
+		if (!sub)
+			continue;
+		while (!ret && (s = readdir(sub))) {
+			size_t len = b.len;
+
+			if (!strcmp(s->d_name, ".") || !strcmp(s->d_name, ".."))
+				continue;
+			buf_addf(&b, "/%s", s->d_name);
+			ret = fn(dirfd(sub), s->d_name, b.buf, data);
+			buf_setlen(&b, len);
+		}
+		closedir(sub);
+	}
+	closedir(top);
+	buf_release(&b);
+	return ret;
+}
+
+struct walk_ctx {
+	int (*fn)(const struct dep_cache_entry *e, void *data);
+	void *data;
+};
+
+static int walk_one(int dirfd, const char *name, const char *path, void *data)
+{
+	struct walk_ctx *w = data;
+	struct dep_cache_entry e = DEP_CACHE_ENTRY_INIT;
+	int fd, ret;
+
+	if (strlen(name) != 64 || !hex_is_lower(name, 64))
+		return 0;
+	fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return 0; /* removed meanwhile */
+	ret = read_header(fd, path, &e, NULL);
+	close(fd);
+	if (ret < 0) {
+		/* A file that is not a whole entry is still listed, to be verified or cleared. */
+		e.key = xstrdup("");
+		e.scope = xstrdup("");
+		memset(e.sha256, 0, sizeof(e.sha256));
+	}
+	e.path = xstrdup(path);
+	ret = w->fn(&e, w->data);
+	dep_cache_entry_clear(&e);
+	return ret;
+}
+
+int dep_cache_walk(struct dep_cache *c, int (*fn)(const struct dep_cache_entry *e, void *data),
+                   void *data, struct buf *err)
+{
+	struct walk_ctx w = {fn, data};
+
+	return walk_files(c, walk_one, &w, err);
+}
+
+int dep_cache_verify(const char *path, struct buf *err)
+{
+	struct dep_cache_entry e = DEP_CACHE_ENTRY_INIT;
+	unsigned char md[32];
+	unsigned int len = 0;
+	char sha[65], chunk[65536];
+	EVP_MD_CTX *ctx;
+	uint64_t seen = 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW), ret;
+
+	if (fd < 0) {
+		ret = -errno;
+		if (err)
+			buf_addf(err, "cannot open '%s': %s", path, strerror(errno));
+		return ret;
+	}
+	ret = read_header(fd, path, &e, err);
+	if (ret < 0) {
+		close(fd);
+		return ret;
+	}
+	ctx = EVP_MD_CTX_new();
+	if (!ctx || !EVP_DigestInit_ex(ctx, EVP_sha256(), NULL))
+		die_oom();
+	for (;;) {
+		ssize_t n = pread(fd, chunk, sizeof(chunk), (off_t)(DEP_CACHE_HEADER + seen));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			ret = -errno;
+			if (err)
+				buf_addf(err, "cannot read '%s': %s", path, strerror(errno));
+			goto out;
+		}
+		if (!n)
+			break;
+		EVP_DigestUpdate(ctx, chunk, (size_t)n);
+		seen += (uint64_t)n;
+	}
+	EVP_DigestFinal_ex(ctx, md, &len);
+	hex_encode(sha, md, 32);
+	if (seen != e.size || strcmp(sha, e.sha256)) {
+		if (err)
+			buf_addf(err, "'%s': its bytes do not match its SHA-256", path);
+		ret = -EBADMSG;
+	}
+out:
+	EVP_MD_CTX_free(ctx);
+	close(fd);
+	dep_cache_entry_clear(&e);
+	return ret;
+}
+
+int dep_cache_remove(const char *path)
+{
+	return unlink(path) < 0 && errno != ENOENT ? -errno : 0;
+}
+
+struct trim_file {
+	char *path;
+	time_t atime;
+	uint64_t size;
+};
+
+struct trim_ctx {
+	struct dep_cache *c;
+	struct trim_file *v;
+	size_t nr, alloc;
+	uint64_t total;
+	size_t removed;
+};
+
+/* A .tmp file whose key's lock is free belongs to a dead filler: remove it. */
+static void drop_dead_tmp(struct dep_cache *c, const char *name, const char *path)
+{
+	struct buf b = BUF_INIT;
+	const char *hash = name + 5;
+	int fd;
+
+	if (strlen(hash) != 64 || !hex_is_lower(hash, 64))
+		return;
+	entry_path(c, hash, "locks", "", &b);
+	fd = open(b.buf, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) == 0)
+		unlink(path);
+	if (fd >= 0)
+		close(fd);
+	buf_release(&b);
+}
+
+static int trim_one(int dirfd, const char *name, const char *path, void *data)
+{
+	struct trim_ctx *t = data;
+	struct stat st;
+
+	if (!strncmp(name, ".tmp.", 5)) {
+		drop_dead_tmp(t->c, name, path);
+		return 0;
+	}
+	if (strlen(name) != 64 || !hex_is_lower(name, 64) ||
+	    fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
+		return 0;
+	if (t->nr == t->alloc) {
+		t->alloc = t->alloc ? 2 * t->alloc : 64;
+		t->v = realloc(t->v, t->alloc * sizeof(*t->v));
+		if (!t->v)
+			die_oom();
+	}
+	t->v[t->nr++] = (struct trim_file){xstrdup(path), st.st_atim.tv_sec, (uint64_t)st.st_size};
+	t->total += (uint64_t)st.st_size;
+	return 0;
+}
+
+static int by_atime(const void *a, const void *b)
+{
+	const struct trim_file *x = a, *y = b;
+
+	return (x->atime > y->atime) - (x->atime < y->atime);
+}
+
+int dep_cache_trim(struct dep_cache *c, uint64_t max_bytes, size_t *removed, struct buf *err)
+{
+	struct trim_ctx t = {c};
+	int ret = walk_files(c, trim_one, &t, err);
+
+	if (!ret) {
+		qsort(t.v, t.nr, sizeof(*t.v), by_atime);
+		for (size_t i = 0; i < t.nr && t.total > max_bytes; i++)
+			if (dep_cache_remove(t.v[i].path) == 0) {
+				t.total -= t.v[i].size;
+				t.removed++;
+			}
+	}
+	for (size_t i = 0; i < t.nr; i++)
+		free(t.v[i].path);
+	free(t.v);
+	if (removed)
+		*removed = t.removed;
+	return ret;
+}

@@ -1,0 +1,164 @@
+/*
+ * The dependency cache's store (docs/cache.md): immutable artifacts the
+ * proxy fetched itself from upstream, kept on the host and shared by every
+ * project.
+ *
+ * An entry is named by the SHA-256 of its key (the normalized upstream URL)
+ * and its scope ("" for an artifact anyone may get; a project's secret scope
+ * for one fetched with a secret), and holds the bytes after a fixed header
+ * that records the key, the scope, the size and the SHA-256 of the bytes.
+ * It sits at ROOT/v1/XX/HASH (XX: the hash's first two digits).
+ *
+ * The store's promises:
+ *  - no partial entry is ever visible: a filler writes ROOT/v1/XX/.tmp.HASH,
+ *    checks the digest, fsyncs it, renames it into place and fsyncs the
+ *    folder; a filler killed half way leaves only the .tmp file, which the
+ *    next filler of that key (or an eviction) removes;
+ *  - one filler per key: ROOT/locks/XX/HASH is flock()ed for the whole fill,
+ *    and a filler that waited for it finds the entry the other one made;
+ *  - the size cap: after each fill, the entries least recently used (by
+ *    their access time, set on every hit) are removed until the store's
+ *    files fit in the cap.
+ */
+#ifndef AIBOX_DEP_CACHE_H
+#define AIBOX_DEP_CACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+struct buf;
+
+/* The fixed header before an entry's bytes. */
+#define DEP_CACHE_HEADER 4096
+/*
+ * Caps on a key (printable ASCII, no space) and a scope ([A-Za-z0-9._:/-],
+ * starting with a letter or digit; "" for none).
+ */
+#define DEP_CACHE_KEY_MAX   2048
+#define DEP_CACHE_SCOPE_MAX 256
+/* The cap when the user sets none (docs/cache.md), and the range one may set. */
+#define DEP_CACHE_DEFAULT_MAX (4ULL << 30)
+#define DEP_CACHE_MIN_MAX_MIB 16ULL
+#define DEP_CACHE_MAX_MAX_MIB (64ULL << 20)
+
+struct dep_cache {
+	char *root;
+	uint64_t max_bytes;
+};
+
+/* What an entry's header says, and where it is. */
+struct dep_cache_entry {
+	int fd;        /* open for reading at DEP_CACHE_HEADER, or -1 */
+	uint64_t size; /* the bytes after the header */
+	char sha256[65];
+	char *key, *scope;
+	char *path;
+	time_t atime;
+};
+#define DEP_CACHE_ENTRY_INIT                                                                       \
+	{                                                                                          \
+		-1                                                                                 \
+	}
+
+void dep_cache_entry_clear(struct dep_cache_entry *e);
+
+/* 1 when key and scope are ones the store takes (see the caps above), else 0. */
+int dep_cache_key_ok(const char *key);
+int dep_cache_scope_ok(const char *scope);
+
+/*
+ * Open the store at root (made with its folders, mode 0700, when missing)
+ * with a cap of max_bytes.  0, or a negative errno with the reason in err.
+ */
+int dep_cache_open(struct dep_cache *c, const char *root, uint64_t max_bytes, struct buf *err);
+void dep_cache_close(struct dep_cache *c);
+
+/*
+ * The user's cap: the size in the file at path (one line like "4G", docs/cache.md),
+ * DEP_CACHE_DEFAULT_MAX when there is no such file.  0, or -EINVAL with
+ * "'PATH': ..." in err.
+ */
+int dep_cache_read_max(const char *path, uint64_t *max_bytes, struct buf *err);
+
+/*
+ * Look key up in scope.  1 with *e filled (e->fd open at the bytes) and the
+ * entry's access time set to now; 0 when there is no such entry; a negative
+ * errno with the reason in err when it cannot be read (-EBADMSG: not an entry
+ * of this key, or cut short; the caller must not serve it).
+ */
+int dep_cache_lookup(struct dep_cache *c, const char *key, const char *scope,
+                     struct dep_cache_entry *e, struct buf *err);
+
+/* One fill under way; see dep_cache_fill_begin(). */
+struct dep_cache_fill {
+	struct dep_cache *c;
+	int lock_fd, fd;
+	char hash[65];
+	char *key, *scope;
+	char *tmp_path, *path, *dir;
+	uint64_t size;
+	void *sha256, *check; /* EVP_MD_CTX * */
+	int failed;
+};
+#define DEP_CACHE_FILL_INIT                                                                        \
+	{                                                                                          \
+		NULL, -1, -1                                                                       \
+	}
+
+/*
+ * Take key's fill lock (waiting for it when wait, else -EAGAIN when another
+ * filler holds it), then look again.  1: the entry is there (another filler
+ * made it), *e filled as by dep_cache_lookup(), the lock released; 0: the
+ * caller fills it: dep_cache_fill_write() the bytes, then
+ * dep_cache_fill_commit() or dep_cache_fill_abort().  check_algo names a
+ * digest (OpenSSL's name: "sha256", "sha512", "sha1") computed over the bytes
+ * for dep_cache_fill_commit() to compare, or is NULL.  A negative errno with
+ * the reason in err otherwise.
+ */
+int dep_cache_fill_begin(struct dep_cache *c, const char *key, const char *scope,
+                         const char *check_algo, int wait, struct dep_cache_fill *f,
+                         struct dep_cache_entry *e, struct buf *err);
+
+/* Append n bytes.  0, -EFBIG when the entry would be bigger than the cap, or -errno. */
+int dep_cache_fill_write(struct dep_cache_fill *f, const void *data, size_t n, struct buf *err);
+
+/*
+ * Finish the fill: when the fill has a check_algo, its digest must equal the
+ * want_len bytes at want (-EBADMSG otherwise: nothing is stored); the entry is
+ * then fsynced and renamed into place, the lock released, and the store
+ * trimmed to its cap.  The fill is cleared in every case.  0 or a negative
+ * errno with the reason in err.
+ */
+int dep_cache_fill_commit(struct dep_cache_fill *f, const unsigned char *want, size_t want_len,
+                          struct buf *err);
+
+/* Drop the fill: its temporary file is removed, the lock released, nothing stored. */
+void dep_cache_fill_abort(struct dep_cache_fill *f);
+
+/*
+ * Call fn for every entry (e->fd is -1; e is cleared after fn returns), in no
+ * order.  Files that are not entries are skipped.  fn returns 0 to go on, or a
+ * negative errno that ends the walk and is returned.
+ */
+int dep_cache_walk(struct dep_cache *c, int (*fn)(const struct dep_cache_entry *e, void *data),
+                   void *data, struct buf *err);
+
+/*
+ * Read the entry at path whole and compare its bytes with its header's size
+ * and SHA-256: 0 when they match, -EBADMSG with the reason in err when not,
+ * or another negative errno.
+ */
+int dep_cache_verify(const char *path, struct buf *err);
+
+/* Remove the entry at path (an entry's path from a walk).  0 or -errno. */
+int dep_cache_remove(const char *path);
+
+/*
+ * Remove the entries least recently used until the store's files take at most
+ * max_bytes, and the temporary files no filler holds.  *removed (when not
+ * NULL) is the count removed.  0 or a negative errno with the reason in err.
+ */
+int dep_cache_trim(struct dep_cache *c, uint64_t max_bytes, size_t *removed, struct buf *err);
+
+#endif

@@ -1,0 +1,287 @@
+/*
+ * The dependency cache's rules: see dep_rules.h and docs/cache.md.
+ */
+#include <errno.h>
+#include <jansson.h>
+#include <openssl/evp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "base/buf.h"
+#include "base/err.h"
+#include "base/hex.h"
+#include "net/dep_cache.h"
+#include "net/http.h"
+#include "proxy/dep_rules.h"
+#include "base/banned.h"
+
+int dep_request_cacheable(const struct http_head *h, struct buf *why)
+{
+	static const char *const bypass[] = {
+	    "range",         "if-range",          "if-match",
+	    "if-none-match", "if-modified-since", "if-unmodified-since",
+	};
+	const struct http_header *ae;
+	int n = 0;
+
+	if (h->method_len != 3 || memcmp(h->method, "GET", 3))
+		return buf_refuse(why, 0, "not a GET");
+	for (size_t i = 0; i < ARRAY_SIZE(bypass); i++)
+		if (http_header(h, bypass[i], NULL)) {
+			if (why)
+				buf_addf(why, "a %s header", bypass[i]);
+			return 0;
+		}
+	ae = http_header(h, "accept-encoding", &n);
+	if (ae && (n > 1 || ae->value_len != 8 || strncasecmp(ae->value, "identity", 8)))
+		return buf_refuse(why, 0, "an Accept-Encoding other than identity");
+	if (h->content_length > 0 || h->chunked || http_header(h, "transfer-encoding", NULL))
+		return buf_refuse(why, 0, "a body");
+	return 1;
+}
+
+/* A path the cache takes: "/" and printable ASCII, no query, escapes or dot segments. */
+static int path_ok(const char *p, size_t n, struct buf *why)
+{
+	if (!n || p[0] != '/')
+		return buf_refuse(why, -EINVAL, "not an absolute path");
+	for (size_t i = 0; i < n; i++) {
+		if (p[i] <= ' ' || p[i] > '~')
+			return buf_refuse(why, -EINVAL, "a byte outside printable ASCII");
+		if (strchr("?#%\\", p[i]))
+			return buf_refuse(why, -EINVAL, "a query, fragment or escape");
+		if (p[i] == '/' && i + 1 < n && p[i + 1] == '/')
+			return buf_refuse(why, -EINVAL, "an empty segment");
+		if (p[i] == '/' && i + 1 < n && p[i + 1] == '.' &&
+		    (i + 2 == n || p[i + 2] == '/' ||
+		     (p[i + 2] == '.' && (i + 3 == n || p[i + 3] == '/'))))
+			return buf_refuse(why, -EINVAL, "a dot segment");
+	}
+	return 0;
+}
+
+int dep_key(const char *host, int port, const char *target, size_t tl, struct buf *key,
+            struct buf *why)
+{
+	int ret = path_ok(target, tl, why);
+
+	if (ret < 0)
+		return ret;
+	buf_reset(key);
+	buf_addstr(key, "https://");
+	for (const char *h = host; *h; h++)
+		buf_addch(key, *h >= 'A' && *h <= 'Z' ? *h - 'A' + 'a' : *h);
+	if (port != 443)
+		buf_addf(key, ":%d", port);
+	buf_add(key, target, tl);
+	if (!dep_cache_key_ok(key->buf))
+		return buf_refuse(why, -EINVAL, "longer than the cache's key cap");
+	return 0;
+}
+
+int dep_key_from_url(const char *base, const char *url, struct buf *key, struct buf *why)
+{
+	char host[256];
+	const char *auth, *slash, *colon, *first, *frag = strchr(url, '#');
+	size_t ul = frag ? (size_t)(frag - url) : strlen(url);
+	struct buf path = BUF_INIT;
+	int port, ret;
+
+	if (ul >= 8 && !strncasecmp(url, "https://", 8)) {
+		auth = url + 8;
+		slash = memchr(auth, '/', ul - 8);
+		if (!slash)
+			return buf_refuse(why, -EINVAL, "a URL without a path");
+		if (http_split_authority(auth, (size_t)(slash - auth), 443, host, sizeof(host),
+		                         &port, NULL) < 0)
+			return buf_refuse(why, -EINVAL, "a URL whose host is not a host");
+		return dep_key(host, port, slash, ul - (size_t)(slash - url), key, why);
+	}
+	colon = memchr(url, ':', ul);
+	first = memchr(url, '/', ul);
+	if (colon && (!first || colon < first))
+		return buf_refuse(why, -EINVAL, "not an https URL");
+	/* Relative: against base's path ("https://h/a/b/" + "../c" is "https://h/a/c"). */
+	slash = strchr(base + 8, '/');
+	if (strncmp(base, "https://", 8) || !slash)
+		BUG("dep_key_from_url: base '%s' is not a key", base);
+	if (url[0] == '/') {
+		buf_add(&path, url, ul);
+	} else {
+		const char *last = strrchr(slash, '/');
+
+		buf_add(&path, slash, (size_t)(last - slash) + 1);
+		for (const char *u = url; u < url + ul;) {
+			const char *e = memchr(u, '/', (size_t)(url + ul - u));
+			size_t n = e ? (size_t)(e - u) : (size_t)(url + ul - u);
+
+			if (n == 2 && !memcmp(u, "..", 2)) {
+				if (path.len > 1) {
+					buf_setlen(&path, path.len - 1);
+					buf_setlen(&path,
+					           (size_t)(strrchr(path.buf, '/') - path.buf) + 1);
+				}
+			} else if (!(n == 1 && u[0] == '.')) {
+				buf_add(&path, u, n);
+				if (e)
+					buf_addch(&path, '/');
+			}
+			u += n + (e ? 1 : 0);
+		}
+	}
+	buf_reset(key);
+	buf_add(key, base, (size_t)(slash - base));
+	ret = path_ok(path.buf, path.len, why);
+	if (!ret) {
+		buf_add(key, path.buf, path.len);
+		if (!dep_cache_key_ok(key->buf))
+			ret = buf_refuse(why, -EINVAL, "longer than the cache's key cap");
+	}
+	buf_release(&path);
+	return ret;
+}
+
+void dep_digests_clear(struct dep_digests *d)
+{
+	for (size_t i = 0; i < d->nr; i++)
+		free(d->v[i].key);
+	free(d->v);
+	*d = (struct dep_digests)DEP_DIGESTS_INIT;
+}
+
+const struct dep_digest *dep_digests_find(const struct dep_digests *d, const char *key)
+{
+	for (size_t i = 0; i < d->nr; i++)
+		if (!strcmp(d->v[i].key, key))
+			return d->v[i].len ? &d->v[i] : NULL;
+	return NULL;
+}
+
+/*
+ * Learn key's digest; one learnt before with other bytes makes the key's
+ * entry empty for good (len 0: found by no lookup).  1 when learnt.
+ */
+static int learn(struct dep_digests *d, const char *key, const char *algo, const unsigned char *md,
+                 size_t len)
+{
+	for (size_t i = 0; i < d->nr; i++) {
+		if (strcmp(d->v[i].key, key))
+			continue;
+		if (d->v[i].len && (strcmp(d->v[i].algo, algo) || d->v[i].len != len ||
+		                    memcmp(d->v[i].md, md, len)))
+			d->v[i].len = 0;
+		return 0;
+	}
+	if (d->nr >= DEP_DIGESTS_MAX)
+		return 0;
+	if (d->nr == d->alloc) {
+		d->alloc = d->alloc ? 2 * d->alloc : 64;
+		d->v = realloc(d->v, d->alloc * sizeof(*d->v));
+		if (!d->v)
+			die_oom();
+	}
+	d->v[d->nr] = (struct dep_digest){xstrdup(key), algo, {0}, len};
+	memcpy(d->v[d->nr].md, md, len);
+	d->nr++;
+	return 1;
+}
+
+/* The sha512 of an SRI string ("sha1-... sha512-..."): 1 with md, else 0. */
+static int sri_sha512(const char *s, unsigned char md[64])
+{
+	unsigned char dec[100];
+
+	for (const char *p = s; p && *p;) {
+		size_t n;
+
+		while (*p == ' ')
+			p++;
+		n = strcspn(p, " ");
+		if (n == 7 + 88 && !strncmp(p, "sha512-", 7) && p[n - 1] == '=' &&
+		    p[n - 2] == '=') {
+			if (EVP_DecodeBlock(dec, (const unsigned char *)p + 7, 88) == 66) {
+				memcpy(md, dec, 64);
+				return 1;
+			}
+		}
+		p += n;
+	}
+	return 0;
+}
+
+int dep_npm_document(struct dep_digests *d, const char *base, const char *doc, size_t len,
+                     struct buf *why)
+{
+	json_error_t jerr;
+	json_t *root, *versions, *v;
+	const char *name;
+	struct buf key = BUF_INIT;
+	int learnt = 0;
+
+	if (len > DEP_META_MAX)
+		return buf_refuse(why, -EINVAL, "a package document over the cap");
+	root = json_loadb(doc, len, JSON_REJECT_DUPLICATES, &jerr);
+	if (!root)
+		return buf_refuse(why, -EINVAL, "a package document that is not JSON");
+	versions = json_object_get(root, "versions");
+	json_object_foreach(versions, name, v)
+	{
+		json_t *dist = json_object_get(v, "dist");
+		const char *tarball = json_string_value(json_object_get(dist, "tarball"));
+		const char *sri = json_string_value(json_object_get(dist, "integrity"));
+		unsigned char md[64];
+
+		if (!tarball || !sri || !sri_sha512(sri, md) ||
+		    dep_key_from_url(base, tarball, &key, NULL) < 0)
+			continue;
+		learnt += learn(d, key.buf, "sha512", md, 64);
+	}
+	json_decref(root);
+	buf_release(&key);
+	return learnt;
+}
+
+int dep_pypi_index(struct dep_digests *d, const char *base, const char *html, size_t len,
+                   struct buf *why)
+{
+	struct buf url = BUF_INIT, key = BUF_INIT;
+	const char *p = html, *end = html + len;
+	int learnt = 0;
+
+	if (len > DEP_META_MAX)
+		return buf_refuse(why, -EINVAL, "an index page over the cap");
+	while ((p = memmem(p, (size_t)(end - p), "href=\"", 6))) {
+		const char *q = memchr(p + 6, '"', (size_t)(end - p - 6)), *h;
+		unsigned char md[32];
+
+		if (!q)
+			break;
+		buf_reset(&url);
+		/* The one entity a link's URL carries in a simple index. */
+		for (const char *s = p + 6; s < q; s++) {
+			buf_addch(&url, *s);
+			if (*s == '&' && q - s >= 5 && !memcmp(s, "&amp;", 5))
+				s += 4;
+		}
+		p = q + 1;
+		h = strstr(url.buf, "#sha256=");
+		if (!h || strlen(h + 8) != 64)
+			continue;
+		for (int i = 0; i < 32; i++) {
+			int hi = hex_digit(h[8 + 2 * i]), lo = hex_digit(h[9 + 2 * i]);
+
+			if (hi < 0 || lo < 0)
+				goto next;
+			md[i] = (unsigned char)(hi << 4 | lo);
+		}
+		if (memchr(url.buf, '\0', url.len) ||
+		    dep_key_from_url(base, url.buf, &key, NULL) < 0)
+			continue;
+		learnt += learn(d, key.buf, "sha256", md, 32);
+	next:;
+	}
+	buf_release(&url);
+	buf_release(&key);
+	return learnt;
+}

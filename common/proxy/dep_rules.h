@@ -1,0 +1,90 @@
+/*
+ * The dependency cache's rules (docs/cache.md): which request may be answered
+ * from the cache, under which key, and the digests an artifact must match,
+ * learnt from the metadata the proxy itself fetched from upstream.  Pure
+ * functions over bytes; the store is common/net/dep_cache.h.
+ *
+ * Everything here reads what the VM sent or what an upstream answered:
+ * hostile input, parsed with caps, refused rather than guessed.
+ */
+#ifndef AIBOX_DEP_RULES_H
+#define AIBOX_DEP_RULES_H
+
+#include <stddef.h>
+
+struct buf;
+struct http_head;
+
+/* The most digests one task's table holds; more are not learnt. */
+#define DEP_DIGESTS_MAX 200000
+/* The largest package document or index page read for digests. */
+#define DEP_META_MAX (64u << 20)
+
+/*
+ * 1 when the request h may be answered from the cache: GET, no Range or
+ * If-Range, no conditional header (If-Match, If-None-Match,
+ * If-Modified-Since, If-Unmodified-Since), no Accept-Encoding but identity,
+ * no body.  0 with the reason in why otherwise (the request bypasses the
+ * cache).
+ */
+int dep_request_cacheable(const struct http_head *h, struct buf *why);
+
+/*
+ * The cache key of a request for target (origin-form, tl bytes) on host:port:
+ * "https://HOST[:PORT]/PATH", the host lowercased, :443 left out.  0, or
+ * -EINVAL with the reason in why when the target is not one the cache takes
+ * (a query or fragment, a '%', "//", a "." or ".." segment, a byte outside
+ * printable ASCII, longer than the store's key cap).
+ */
+int dep_key(const char *host, int port, const char *target, size_t tl, struct buf *key,
+            struct buf *why);
+
+/*
+ * The same key from an absolute https URL found in metadata (an npm document's
+ * dist.tarball, a link of a PyPI index), resolved against base (the key of the
+ * page it was found in) when it is relative.  0 or -EINVAL with why.
+ */
+int dep_key_from_url(const char *base, const char *url, struct buf *key, struct buf *why);
+
+/* One digest an artifact must match: algo is OpenSSL's name. */
+struct dep_digest {
+	char *key;
+	const char *algo; /* "sha512" or "sha256" */
+	unsigned char md[64];
+	size_t len;
+};
+
+/* The digests learnt in one task: what its proxy fetched itself. */
+struct dep_digests {
+	struct dep_digest *v;
+	size_t nr, alloc;
+};
+#define DEP_DIGESTS_INIT                                                                           \
+	{                                                                                          \
+		0                                                                                  \
+	}
+
+void dep_digests_clear(struct dep_digests *d);
+
+/* The digest learnt for key, or NULL (the artifact is then not cached). */
+const struct dep_digest *dep_digests_find(const struct dep_digests *d, const char *key);
+
+/*
+ * Learn the tarballs' digests from an npm package document (JSON) fetched
+ * from base: each versions.*.dist with a tarball URL and an integrity of
+ * sha512 (the strongest named, when several are).  A tarball learnt before
+ * with another digest is forgotten (neither is trusted).  Returns the count
+ * learnt, or -EINVAL with why when the document is not JSON.
+ */
+int dep_npm_document(struct dep_digests *d, const char *base, const char *doc, size_t len,
+                     struct buf *why);
+
+/*
+ * Learn the files' digests from a PyPI simple index page (HTML) fetched from
+ * base: each href whose fragment is #sha256=HEX (64 hex digits).  The count
+ * learnt, or -EINVAL with why.
+ */
+int dep_pypi_index(struct dep_digests *d, const char *base, const char *html, size_t len,
+                   struct buf *why);
+
+#endif

@@ -1,0 +1,355 @@
+#!/usr/bin/env bats
+# The dependency cache's store (common/net/dep_cache.h, docs/cache.md) through
+# t/helper/test-cache.c, and `aibox cache`: no partial entry is ever seen, one
+# filler per key, scopes kept apart, the cap kept by least recent use.
+bats_require_minimum_version 1.5.0
+load lib-common
+
+setup() {
+	common_setup
+	unset XDG_CACHE_HOME
+	export AIBOX_DEPS_CACHE=$T/store
+	S=$T/store
+	U=https://registry.example/p/-/p-1.0.0.tgz
+	head -c 10000 /dev/urandom >blob
+	SUM=$(sha256sum blob | cut -c1-64)
+}
+teardown() { common_teardown; }
+
+# The files of the store's entries (not locks, not temporaries).
+entries() { find "$S/v1" -type f -name '[0-9a-f]*' | sort; }
+# A filler's temporary file is there.
+filling() { compgen -G "$S/v1/*/.tmp.*" >/dev/null; }
+# holds KEY: the store serves KEY (no scope) with blob's bytes.
+holds() { test-cache get "$S" "$1" - | cmp -s - blob; }
+
+@test "dep cache: an entry is stored and served whole; another scope or key misses it" {
+	run test-cache put "$S" 1G "$U" - sha256 "$SUM" <blob
+	assert_success
+	assert_output stored
+	test-cache get "$S" "$U" - >got
+	cmp blob got
+	# A private artifact of one project is not another project's, nor anyone's.
+	run test-cache put "$S" 1G "$U.private" project:a/registry.example <blob
+	assert_output stored
+	run test-cache get "$S" "$U.private" project:b/registry.example
+	assert_failure 1
+	assert_output miss
+	run test-cache get "$S" "$U.private" -
+	assert_failure 1
+	assert_output miss
+	run test-cache get "$S" "$U" project:a/registry.example
+	assert_failure 1
+	assert_output miss
+	run test-cache get "$S" "${U}x" -
+	assert_failure 1
+	assert_output miss
+	run entries
+	assert_success
+	[ "${#lines[@]}" -eq 2 ]
+	# A second filler of a stored key finds it and reads nothing.
+	run test-cache put "$S" 1G "$U" - </dev/null
+	assert_success
+	assert_output found
+}
+
+@test "dep cache: bytes that do not match their digest are refused and nothing is stored" {
+	run test-cache put "$S" 1G "$U" - sha256 "00${SUM:2}" <blob
+	assert_failure 1
+	assert_output "refused: the artifact's digest does not match"
+	run test-cache put "$S" 1G "$U" - sha512 "$SUM" <blob
+	assert_output "refused: the artifact's digest does not match"
+	run test-cache get "$S" "$U" -
+	assert_failure 1
+	assert_output miss
+	run find "$S/v1" -type f
+	assert_success
+	assert_output ""
+	# sha512 as npm's integrity names it.
+	run test-cache put "$S" 1G "$U" - sha512 "$(sha512sum blob | cut -c1-128)" <blob
+	assert_output stored
+}
+
+@test "dep cache: a filler killed half way leaves no entry; the next filler of the key stores it" {
+	run test-cache put "$S" 1G "$U" - sha256 "$SUM" --cut 5000 <blob
+	assert_failure 137
+	assert_output ""
+	run test-cache get "$S" "$U" -
+	assert_failure 1
+	assert_output miss
+	run entries
+	assert_output ""
+	run aibox cache list --json
+	assert_success
+	assert_output "[]"
+	# Its temporary file is there until the next filler of the key.
+	run find "$S/v1" -name '.tmp.*'
+	assert_success
+	[ "${#lines[@]}" -eq 1 ]
+	run test-cache put "$S" 1G "$U" - sha256 "$SUM" <blob
+	assert_output stored
+	run find "$S/v1" -name '.tmp.*'
+	assert_output ""
+	test-cache get "$S" "$U" - >got
+	cmp blob got
+}
+
+@test "dep cache: two fillers of one key at once: one reads upstream, both get the same bytes" {
+	head -c 10000 /dev/urandom >other
+	test-cache put "$S" 1G "$U" - --slow 50 <blob >one &
+	pid=$!
+	wait_until 10 filling
+	run test-cache put "$S" 1G "$U" - <other
+	assert_success
+	assert_output found
+	wait "$pid"
+	run cat one
+	assert_output stored
+	test-cache get "$S" "$U" - >got
+	cmp blob got
+}
+
+@test "dep cache: over the cap, the least recently used entries go; a bigger artifact is refused" {
+	for k in a b c; do
+		run test-cache put "$S" 100000 "$U.$k" - <blob
+		assert_output stored
+	done
+	find "$S/v1" -type f -exec touch -a -d @1000000000 {} +
+	test-cache get "$S" "$U.b" - >/dev/null # b is now the most recent
+	# 14096 bytes per file: 4 do not fit in 40000; the oldest two go.
+	run test-cache put "$S" 40000 "$U.d" - <blob
+	assert_output stored
+	holds "$U.b"
+	holds "$U.d"
+	run test-cache get "$S" "$U.a" -
+	assert_failure 1
+	assert_output miss
+	run test-cache get "$S" "$U.c" -
+	assert_failure 1
+	assert_output miss
+	run test-cache put "$S" 12000 "$U.e" - <blob
+	assert_failure 1
+	assert_output "refused: the artifact is bigger than the cache's cap"
+	run find "$S/v1" -name '.tmp.*'
+	assert_output ""
+}
+
+@test "dep cache: an entry cut short is not served, and is filled anew" {
+	run test-cache put "$S" 1G "$U" - <blob
+	assert_output stored
+	f=$(entries)
+	truncate -s 9000 "$f"
+	run test-cache get "$S" "$U" -
+	assert_failure 2
+	assert_output "refused: '$f' is cut short or too long: 4904 bytes, its header says 10000"
+	run test-cache put "$S" 1G "$U" - <blob
+	assert_output stored
+	test-cache get "$S" "$U" - >got
+	cmp blob got
+}
+
+@test "dep cache: keys and scopes the store takes" {
+	for k in "https://a/b c" $'https://a/\nb' '' "https://a/$(printf 'x%.0s' {1..2040})"; do
+		run test-cache key-ok "$k"
+		assert_output no
+	done
+	run test-cache key-ok "https://a/$(printf 'x%.0s' {1..2030})"
+	assert_output yes
+	for s in 'a b' 'a;b' - -a .a "$(printf 'x%.0s' {1..257})"; do
+		run test-cache scope-ok "$s"
+		assert_output no
+	done
+	run test-cache scope-ok project:my.proj/registry.npmjs.org:443
+	assert_output yes
+}
+
+@test "aibox cache: list, size, verify, clear" {
+	unset AIBOX_DEPS_CACHE
+	S=$HOME/.cache/aibox/deps
+	run aibox cache list
+	assert_success
+	assert_output ""
+	[ -d "$S/v1" ]
+	test-cache put "$S" 1G "$U" - >/dev/null <blob
+	test-cache put "$S" 1G "$U.2" project:a/registry.example >/dev/null <blob
+	run aibox cache list
+	assert_success
+	assert_line --index 0 --regexp '^ +SIZE  USED +SCOPE  URL$'
+	assert_line --index 1 --regexp "^ +10000  20[0-9-]+T[0-9:]+Z  -  $U\$"
+	assert_line --index 2 --regexp "^ +10000  20[0-9-]+T[0-9:]+Z  project:a/registry.example  $U.2\$"
+	run aibox cache list --json
+	assert_success
+	[ "$(jq -r 'sort_by(.url) | .[0] | [.url, .size, .sha256, (.scope // "-")] | join(" ")' <<<"$output")" = "$U 10000 $SUM -" ]
+	run aibox cache size
+	assert_success
+	assert_output "20000 bytes in 2 entries, cap 4294967296 bytes ($S)"
+	mkdir -p "$AIBOX_HOME"
+	echo 64M >"$AIBOX_HOME/cache-max"
+	run aibox cache size
+	assert_success
+	assert_output "20000 bytes in 2 entries, cap 67108864 bytes ($S)"
+	run aibox cache verify
+	assert_success
+	assert_output ""
+	# One flipped byte in an entry: verify says so and removes it.
+	f=$(find "$S/v1" -type f -name '[0-9a-f]*' | head -1)
+	printf '\1' | dd of="$f" bs=1 seek=5000 conv=notrunc 2>/dev/null
+	run --separate-stderr aibox cache verify
+	assert_failure 1
+	assert_equal "$stderr" "aibox-cache: '$f': its bytes do not match its SHA-256: removed"
+	[ ! -e "$f" ]
+	run aibox cache clear
+	assert_success
+	assert_output "removed 1 entries"
+	run aibox cache list --json
+	assert_success
+	assert_output "[]"
+	echo 1M >"$AIBOX_HOME/cache-max"
+	run --separate-stderr aibox cache size
+	assert_failure 2
+	assert_equal "$stderr" "aibox-cache: '$AIBOX_HOME/cache-max': '1M' is out of range (16M to 64T)"
+	run --separate-stderr aibox cache bogus
+	assert_failure 2
+	assert_equal "${stderr%%$'\n'*}" "aibox-cache: unknown subcommand 'bogus'"
+}
+
+# req HEAD: the request head (\n for CRLF, the empty line added) through dep_request_cacheable().
+req() { printf '%s\n\n' "$1" | sed 's/$/\r/' | test-cache request; }
+
+@test "dep rules: a GET without Range, conditions or encodings may be cached; any other bypasses" {
+	run req $'GET /p/-/p-1.0.0.tgz HTTP/1.1\nHost: r'
+	assert_success
+	assert_output cacheable
+	run req $'GET /p/-/p-1.0.0.tgz HTTP/1.1\nHost: r\naccept-encoding: IDENTITY'
+	assert_output cacheable
+	for h in 'Range: bytes=0-10' 'rAnGe: bytes=5-' 'If-Range: "x"' 'If-None-Match: "x"' \
+		'If-Modified-Since: Thu, 01 Jan 1970 00:00:00 GMT' 'If-Match: *' \
+		'If-Unmodified-Since: Thu, 01 Jan 1970 00:00:00 GMT'; do
+		run req $'GET /p/-/p-1.0.0.tgz HTTP/1.1\nHost: r\n'"$h"
+		assert_success
+		assert_output "bypass: a $(printf '%s' "${h%%:*}" | tr A-Z a-z) header"
+	done
+	for h in 'Accept-Encoding: gzip' 'Accept-Encoding: identity, gzip' $'Accept-Encoding: identity\nAccept-Encoding: gzip'; do
+		run req $'GET /p/-/p-1.0.0.tgz HTTP/1.1\nHost: r\n'"$h"
+		assert_output "bypass: an Accept-Encoding other than identity"
+	done
+	run req $'HEAD /p/-/p-1.0.0.tgz HTTP/1.1\nHost: r'
+	assert_output "bypass: not a GET"
+	run req $'get /p/-/p-1.0.0.tgz HTTP/1.1\nHost: r'
+	assert_output "bypass: not a GET"
+	# A GET with a body: a second request could hide in it.
+	run req $'GET /p/-/p-1.0.0.tgz HTTP/1.1\nHost: r\nContent-Length: 40'
+	assert_output "bypass: a body"
+	run req $'GET /p/-/p-1.0.0.tgz HTTP/1.1\nHost: r\nTransfer-Encoding: chunked'
+	assert_output "bypass: a body"
+}
+
+@test "dep rules: the key is the normalized URL; a URL that could name two things is refused" {
+	run test-cache key Registry.EXAMPLE 443 /p/-/p-1.0.0.tgz
+	assert_success
+	assert_output https://registry.example/p/-/p-1.0.0.tgz
+	run test-cache key registry.example 8443 /p/-/p-1.0.0.tgz
+	assert_output https://registry.example:8443/p/-/p-1.0.0.tgz
+	# A mutable URL shaped like an artifact: the query could make it anything.
+	for t in '/p/-/p-1.0.0.tgz?v=2' '/p/-/p-1.0.0.tgz#x' '/p/-/p%2d1.0.0.tgz' '/p/-/p-1.0.0.tgz%3fv=2'; do
+		run test-cache key r 443 "$t"
+		assert_output "refused: a query, fragment or escape"
+	done
+	for t in '/p/../q/-/q-1.tgz' '/p/./-/p-1.tgz' '/p/-/..' '/p/-/.'; do
+		run test-cache key r 443 "$t"
+		assert_output "refused: a dot segment"
+	done
+	run test-cache key r 443 '/p//-/p-1.tgz'
+	assert_output "refused: an empty segment"
+	run test-cache key r 443 $'/p/-/p-\x7f.tgz'
+	assert_output "refused: a byte outside printable ASCII"
+	run test-cache key r 443 "/$(printf 'x%.0s' {1..2040})"
+	assert_output "refused: longer than the cache's key cap"
+	run test-cache key r 443 'p/-/p-1.tgz'
+	assert_output "refused: not an absolute path"
+	# URLs in metadata, relative to the page they are in.
+	B=https://pypi.example/simple/p/
+	run test-cache url "$B" ../../packages/aa/p-1.whl#sha256=00
+	assert_output https://pypi.example/packages/aa/p-1.whl
+	run test-cache url "$B" ./p-1.whl
+	assert_output https://pypi.example/simple/p/p-1.whl
+	run test-cache url "$B" ../../../../x.whl
+	assert_output https://pypi.example/x.whl
+	run test-cache url "$B" /packages/p-1.whl
+	assert_output https://pypi.example/packages/p-1.whl
+	run test-cache url "$B" HTTPS://Files.Example:443/p-1.whl
+	assert_output https://files.example/p-1.whl
+	run test-cache url "$B" //evil.example/p-1.whl
+	assert_output "refused: an empty segment"
+	for u in http://files.example/p-1.whl javascript:alert file:///etc/passwd; do
+		run test-cache url "$B" "$u"
+		assert_output "refused: not an https URL"
+	done
+	run test-cache url "$B" 'https://bad host/p-1.whl'
+	assert_output "refused: a URL whose host is not a host"
+}
+
+@test "dep rules: npm tarballs' digests from dist.integrity of the document the proxy fetched" {
+	sri=sha512-$(openssl dgst -sha512 -binary blob | base64 -w0)
+	hex=$(sha512sum blob | cut -c1-128)
+	B=https://registry.example/p
+	cat >doc.json <<-JSON
+		{"name": "p", "versions": {
+		  "1.0.0": {"dist": {"tarball": "https://registry.example/p/-/p-1.0.0.tgz", "integrity": "sha1-AAAA $sri"}},
+		  "1.0.1": {"dist": {"tarball": "https://registry.example/p/-/p-1.0.1.tgz", "shasum": "$(sha1sum blob | cut -c1-40)"}},
+		  "1.0.2": {"dist": {"tarball": "http://registry.example/p/-/p-1.0.2.tgz", "integrity": "$sri"}},
+		  "1.0.3": {"dist": {"tarball": "https://registry.example/p/-/p-1.0.3.tgz?x", "integrity": "$sri"}},
+		  "1.0.4": {"dist": {"tarball": "https://registry.example/p/-/p-1.0.4.tgz", "integrity": "sha512-short=="}},
+		  "1.0.5": {"dist": {"tarball": 5, "integrity": "$sri"}}
+		}}
+	JSON
+	run test-cache npm "$B" doc.json https://registry.example/p/-/p-1.0.0.tgz \
+		https://registry.example/p/-/p-1.0.1.tgz https://registry.example/p/-/p-1.0.4.tgz
+	assert_success
+	assert_line --index 0 "learnt 1"
+	assert_line --index 1 "https://registry.example/p/-/p-1.0.0.tgz sha512 $hex"
+	assert_line --index 2 "https://registry.example/p/-/p-1.0.1.tgz none"
+	assert_line --index 3 "https://registry.example/p/-/p-1.0.4.tgz none"
+	# A second document naming the same tarball with other bytes: neither is trusted.
+	sed "s|$sri|sha512-$(openssl dgst -sha512 -binary doc.json | base64 -w0)|" doc.json >doc2.json
+	run test-cache npm "$B" doc.json,doc2.json https://registry.example/p/-/p-1.0.0.tgz
+	assert_success
+	assert_line --index 1 "https://registry.example/p/-/p-1.0.0.tgz none"
+	run test-cache npm "$B" doc.json,doc.json https://registry.example/p/-/p-1.0.0.tgz
+	assert_line --index 1 "https://registry.example/p/-/p-1.0.0.tgz sha512 $hex"
+	printf '{"versions": {"1": {}}, "versions": {}}' >dup.json
+	for f in dup.json blob; do
+		run test-cache npm "$B" "$f"
+		assert_failure 1
+		assert_output "refused: a package document that is not JSON"
+	done
+	# What it learnt is what the store checks.
+	run test-cache put "$S" 1G https://registry.example/p/-/p-1.0.0.tgz - sha512 "$hex" <blob
+	assert_output stored
+	head -c 9999 blob >cut
+	run test-cache put "$S" 1G https://registry.example/p/-/p-1.0.0.tgz.x - sha512 "$hex" <cut
+	assert_output "refused: the artifact's digest does not match"
+}
+
+@test "dep rules: PyPI files' digests from the sha256 of their links in the index the proxy fetched" {
+	B=https://pypi.example/simple/p/
+	cat >index.html <<-HTML
+		<!DOCTYPE html><html><body>
+		<a href="../../packages/aa/bb/p-1.0-py3-none-any.whl#sha256=$SUM">p-1.0-py3-none-any.whl</a>
+		<a href="https://files.example/packages/p-1.0.tar.gz#sha256=$SUM" data-requires-python="&gt;=3">p-1.0.tar.gz</a>
+		<a href="https://files.example/packages/p-0.9.tar.gz#md5=0123456789abcdef0123456789abcdef">old</a>
+		<a href="https://files.example/packages/p-0.8.tar.gz#sha256=${SUM:0:63}g">bad hex</a>
+		<a href="https://files.example/packages/p-0.7.tar.gz?x=1&amp;y=2#sha256=$SUM">query</a>
+		<a href="https://files.example/packages/p-0.6.tar.gz#sha256=$SUM
+	HTML
+	run test-cache pypi "$B" index.html https://pypi.example/packages/aa/bb/p-1.0-py3-none-any.whl \
+		https://files.example/packages/p-1.0.tar.gz https://files.example/packages/p-0.9.tar.gz \
+		https://files.example/packages/p-0.8.tar.gz https://files.example/packages/p-0.6.tar.gz
+	assert_success
+	assert_line --index 0 "learnt 2"
+	assert_line --index 1 "https://pypi.example/packages/aa/bb/p-1.0-py3-none-any.whl sha256 $SUM"
+	assert_line --index 2 "https://files.example/packages/p-1.0.tar.gz sha256 $SUM"
+	assert_line --index 3 "https://files.example/packages/p-0.9.tar.gz none"
+	assert_line --index 4 "https://files.example/packages/p-0.8.tar.gz none"
+	assert_line --index 5 "https://files.example/packages/p-0.6.tar.gz none"
+}
