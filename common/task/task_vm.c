@@ -34,6 +34,7 @@
 /* The files of the phase, made in the task folder; -1 when not (yet) made. */
 struct files {
 	int broker_log, proxy_log, usage, console;
+	int disk; /* the state disk's folder: a VM paused on a full disk is said (ssh.h) */
 };
 
 static int make(const struct task_vm *v, const char *name, int flags, int *fd, struct buf *err)
@@ -111,7 +112,7 @@ static int start_vm(const struct task_vm *v, struct vm *vm, int console_fd, stru
 }
 
 /* The session, once the VM's SSH server answered; o->session_ret and o->why. */
-static void session(const struct task_vm *v, struct vm *vm, struct buf *secrets,
+static void session(const struct task_vm *v, struct vm *vm, int disk_fd, struct buf *secrets,
                     struct vm_outcome *o)
 {
 	struct task_session s = {0};
@@ -127,6 +128,8 @@ static void session(const struct task_vm *v, struct vm *vm, struct buf *secrets,
 		s.result_fds[i] = v->result_fds[i];
 	s.timeout_ms = v->timeout_ms + SESSION_GRACE_MS;
 	s.idle_ms = SESSION_IDLE_MS;
+	s.disk_fd = disk_fd;
+	s.disk_name = v->state_dir;
 	o->session_ret = task_session_run(&s);
 	if (o->session_ret < 0 && !*v->stop)
 		buf_addf(&o->why, "%s", s.err.buf);
@@ -169,13 +172,15 @@ int task_vm_run(const struct task_vm *v, struct buf *secrets, struct vm_outcome 
 	struct helpers h = HELPERS_INIT;
 	struct out_relay relay = OUT_RELAY_INIT;
 	struct vm vm = VM_INIT;
-	struct files f = {-1, -1, -1, -1};
+	struct files f = {-1, -1, -1, -1, -1};
 	int ret;
 
 	if ((ret = start_helpers(v, &h, &f, &relay, err)) < 0 ||
 	    (ret = make(v, "console.log", O_WRONLY | O_APPEND, &f.console, err)) < 0)
 		goto fail;
 	task_log_phase(v->aibox_log_fd, v->tphase, "proxy");
+	/* Not having it only costs the early word on a full disk. */
+	f.disk = open(v->state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (!*v->stop && (ret = start_vm(v, &vm, f.console, err)) < 0)
 		goto fail;
 	/* Everything is open: from here on no file is opened and nothing runs. */
@@ -192,7 +197,7 @@ int task_vm_run(const struct task_vm *v, struct buf *secrets, struct vm_outcome 
 	o->boot_s = task_log_phase(v->aibox_log_fd, v->tphase, "boot");
 	o->session_ret = ret;
 	if (ret == 0 && !*v->stop)
-		session(v, &vm, secrets, o);
+		session(v, &vm, f.disk, secrets, o);
 	o->session_s = task_log_phase(v->aibox_log_fd, v->tphase, "session");
 	buf_wipe_release(secrets);
 	stop_all(v, &vm, &h, &relay, o, f.usage);
@@ -213,6 +218,8 @@ out:
 		close(f.usage);
 	if (f.console >= 0)
 		close(f.console);
+	if (f.disk >= 0)
+		close(f.disk);
 	return ret;
 }
 
