@@ -112,6 +112,16 @@ small_disk() {
 	DISK=/proc/$SMALL_DISK_PID/root$T/disk
 }
 
+# on_small_disk SIZE DIR CMD...: run CMD with DIR (a folder) a fresh tmpfs of
+# SIZE bytes, in a mount namespace of CMD's own (a user namespace too, as
+# root there, when not root): the tmpfs goes when CMD ends.  Skips the test
+# where namespaces are not allowed.
+on_small_disk() {
+	unshare -rm true 2>/dev/null || skip "needs user and mount namespaces (unshare -rm)"
+	unshare -rm sh -c 'mount -t tmpfs -o size="$1" tmpfs "$2" && shift 2 && exec "$@"' \
+		sh "$@"
+}
+
 small_disk_end() {
 	[ -n "${SMALL_DISK_PID:-}" ] || return 0
 	kill "$SMALL_DISK_PID" 2>/dev/null
