@@ -115,7 +115,8 @@ static int idle_check(struct ssh_client *c, int64_t now, int64_t *wait)
 static int wait_socket(struct ssh_client *c, int events, int keepalive_ms)
 {
 	int64_t now = clock_ms(), wait = keepalive_ms > 0 ? keepalive_ms : 1000;
-	struct pollfd pfd = {.fd = c->fd, .events = (short)events};
+	struct pollfd pfd[2] = {{.fd = c->fd, .events = (short)events},
+	                        {.fd = c->stop_fd, .events = POLLIN}};
 	int ret;
 
 	if (c->deadline) {
@@ -126,8 +127,10 @@ static int wait_socket(struct ssh_client *c, int events, int keepalive_ms)
 	}
 	if ((ret = idle_check(c, now, &wait)) < 0)
 		return ret;
-	if (poll(&pfd, 1, (int)wait) < 0 && errno != EINTR)
+	if (poll(pfd, 2, (int)wait) < 0 && errno != EINTR)
 		return fail(c, -errno, "cannot poll the SSH channel: %s", strerror(errno));
+	if (pfd[1].revents)
+		return fail(c, -ECANCELED, "stopped");
 	return 0;
 }
 

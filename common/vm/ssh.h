@@ -56,6 +56,8 @@ struct ssh_client {
 	 */
 	int disk_fd;
 	const char *disk_name;
+	/* Readable when the session must end (-ECANCELED, "stopped"), or -1. */
+	int stop_fd;
 
 	struct buf err;
 
@@ -67,7 +69,7 @@ struct ssh_client {
 
 #define SSH_CLIENT_INIT                                                                            \
 	{                                                                                          \
-		.fd = -1, .disk_fd = -1, .err = BUF_INIT                                           \
+		.fd = -1, .disk_fd = -1, .stop_fd = -1, .err = BUF_INIT                            \
 	}
 
 /*

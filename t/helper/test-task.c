@@ -419,7 +419,7 @@ out:
 
 static int cmd_session(int argc, char **argv)
 {
-	struct task_session ts = {.err_fd = 2, .id = "259e07", .disk_fd = -1};
+	struct task_session ts = {.err_fd = 2, .id = "259e07", .disk_fd = -1, .stop_fd = -1};
 	struct ssh_task_keys keys = SSH_TASK_KEYS_INIT;
 	struct guest_secret secrets[8];
 	struct buf pub = BUF_INIT, path = BUF_INIT, sec = BUF_INIT, err = BUF_INIT;

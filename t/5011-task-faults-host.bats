@@ -1,8 +1,10 @@
 #!/usr/bin/env bats
-# A task whose folder's disk fills up (docs/reliability.md), without a VM:
-# the tasks folder is a small tmpfs (t/lib-common.bash on_small_disk) while
-# start.bundle is written, and results coming back are written onto a full
-# one.  A VM stopped by QEMU on a full disk: t/5001-ssh.bats.
+# A task's faults that need no VM (docs/reliability.md).  Its folder's disk
+# fills up: the tasks folder is a small tmpfs (t/lib-common.bash
+# on_small_disk) while start.bundle is written, and results coming back are
+# written onto a full one (a VM stopped by QEMU on a full disk:
+# t/5001-ssh.bats).  A helper killed while the VM boots: a QEMU that never
+# boots (it sleeps) holds the task in its boot wait.
 load lib-common
 bats_require_minimum_version 1.5.0
 
@@ -61,4 +63,42 @@ setup() {
 	run --separate-stderr on_small_disk 131072 out sh -c 'test-task tar-in "$1" <"$2"' sh out results.tar
 	assert_failure
 	assert_output "refused: cannot write 'changes.bundle': No space left on device"
+}
+
+# ended PID: PID has ended (gone, or a zombie until it is waited for).
+ended() {
+	[ ! -e "/proc/$1" ] || grep -q '^State:.*Z' "/proc/$1/status" 2>/dev/null
+}
+
+@test "helpers: aibox-proxy killed while the VM boots ends the task at once, saying so; nothing is left running" {
+	# answers aibox's probe of its version, then never boots
+	printf '#!/bin/sh\n[ "$1" != --version ] || { echo "QEMU emulator version 8.2.2"; exit 0; }\nexec sleep 300\n' \
+		>"$T/fake-bin/qemu-system-x86_64"
+	ANTHROPIC_API_KEY=k aibox task "Do it." >out 2>err &
+	pid=$!
+	wait_until 30 pgrep -P "$pid" -x sleep >/dev/null || fail "no QEMU: $(cat err)"
+	qemu=$(pgrep -P "$pid" -x sleep)
+	proxy=$(pgrep -P "$pid" -f aibox-proxy)
+	SECONDS=0
+	kill -KILL "$proxy"
+	wait_until 20 ended "$pid" || kill -KILL "$pid"
+	run wait "$pid"
+	assert_failure 1
+	[ "$SECONDS" -le 15 ] || fail "it took $SECONDS s"
+	dir=$(cat out)
+	id=${dir: -6}
+	run grep -F "aibox[$id]: the task did not finish: aibox-proxy was killed by SIGKILL while the task ran" err
+	assert_success
+	run grep -F "fetch them with" err
+	assert_failure
+	run kill -0 "$qemu"
+	assert_failure
+	run pgrep -f "$dir"
+	assert_failure
+	run aibox tasks list
+	assert_success
+	assert_line --regexp "^$id +not finished "
+	run aibox tasks clean --all
+	assert_success
+	assert_line --partial "removed $dir/"
 }
