@@ -116,6 +116,20 @@ ssh_host_ed25519_key.pub"
 	[ "$elapsed" -ge 3 ] && [ "$elapsed" -le 10 ]
 }
 
+@test "ssh: a server that stalls while its disk's folder is full ends at once, saying the disk is full" {
+	# As QEMU does when the VM's disk cannot grow: the VM stops, silent.
+	small_disk 1048576
+	forced "echo started >&2; sleep 1; echo \$PPID >$T/stalled.pid; echo \$\$ >$T/script.pid; kill -STOP \$PPID; sleep 30"
+	SECONDS=0
+	run ssh_run --timeout-ms 60000 --idle-ms 30000 --disk "$DISK" task
+	elapsed=$SECONDS
+	kill -KILL "$(cat stalled.pid)" "$(cat script.pid)" 2>/dev/null || true
+	assert_failure
+	assert_line "stderr: started"
+	assert_line "error: the disk of '$DISK' is full (0 KiB free): the VM stopped when its disk could not grow; free space there and run the task again"
+	[ "$elapsed" -le 10 ] || fail "it took $elapsed s"
+}
+
 @test "ssh: a quiet command is not idle while the server answers keepalives" {
 	forced 'sleep 5; echo done'
 	run ssh_run --timeout-ms 60000 --idle-ms 3000 task

@@ -35,6 +35,7 @@ common_setup() {
 
 common_teardown() {
 	cd /
+	small_disk_end
 	[ -n "${T:-}" ] && chmod -R u+rwX "$T" 2>/dev/null
 	[ -n "${T:-}" ] && rm -rf "$T"
 	return 0
@@ -91,6 +92,41 @@ too_deep() {
 busy() {
 	unshare -rm true 2>/dev/null || skip "needs user and mount namespaces (unshare -rm)"
 	unshare -rm sh -c 'mount --bind "$1" "$1" && shift && exec "$@"' sh "$@"
+}
+
+# small_disk SIZE [FILL]: a tmpfs of SIZE bytes with a file of FILL bytes in
+# it (default: as much as fits, leaving it full), mounted in a mount namespace
+# of its own (a user namespace too when not root) by a process that holds it
+# until the test ends (common_teardown).  DISK is its path as seen from here,
+# through that process's /proc/PID/root.  Skips the test where namespaces are
+# not allowed.
+small_disk() {
+	unshare -rm true 2>/dev/null || skip "needs user and mount namespaces (unshare -rm)"
+	mkdir -p "$T/disk"
+	unshare -rm sh -c 'mount -t tmpfs -o size="$1" tmpfs "$2" || exit 1
+		head -c "$3" /dev/zero >"$2/fill" 2>/dev/null
+		echo ready >"$2.ready"
+		exec sleep 900' sh "$1" "$T/disk" "${2:-$1}" 3>&- &
+	SMALL_DISK_PID=$!
+	wait_until 10 test -s "$T/disk.ready" || fail "cannot mount a tmpfs"
+	DISK=/proc/$SMALL_DISK_PID/root$T/disk
+}
+
+# on_small_disk SIZE DIR CMD...: run CMD with DIR (a folder) a fresh tmpfs of
+# SIZE bytes, in a mount namespace of CMD's own (a user namespace too, as
+# root there, when not root): the tmpfs goes when CMD ends.  Skips the test
+# where namespaces are not allowed.
+on_small_disk() {
+	unshare -rm true 2>/dev/null || skip "needs user and mount namespaces (unshare -rm)"
+	unshare -rm sh -c 'mount -t tmpfs -o size="$1" tmpfs "$2" && shift 2 && exec "$@"' \
+		sh "$@"
+}
+
+small_disk_end() {
+	[ -n "${SMALL_DISK_PID:-}" ] || return 0
+	kill "$SMALL_DISK_PID" 2>/dev/null
+	wait "$SMALL_DISK_PID" 2>/dev/null
+	SMALL_DISK_PID=
 }
 
 # not_a_lock FILE: FILE made a named pipe, which no lock can be: a task with

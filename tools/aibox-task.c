@@ -713,6 +713,8 @@ static void run_vm(struct task *t, struct buf *secrets, struct vm_outcome *o)
 	if (t->o.slurm_node)
 		buf_addstr(&state,
 		           getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+	else if (strrchr(t->dir.buf, '/') > t->dir.buf) /* the tasks folder, its parent */
+		buf_add(&state, t->dir.buf, (size_t)(strrchr(t->dir.buf, '/') - t->dir.buf));
 	else
 		buf_addf(&state, "%s/..", t->dir.buf);
 	buf_addf(&t->proxy_sock, "%s/proxy.sock", t->dir.buf);

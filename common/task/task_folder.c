@@ -1,5 +1,6 @@
 /* A task folder's files (task_folder.h). */
 #include <errno.h>
+#include <sys/statvfs.h>
 #include <fcntl.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -97,6 +98,9 @@ ssize_t task_folder_read_fd(int fd, struct buf *out, size_t max)
 	}
 }
 
+/* Less free than this where start.bundle failed: its disk is said to be full. */
+#define START_DISK_FULL_BYTES (1ULL << 20)
+
 int task_folder_start_bundle(const char *dir, const char *checkout, const char *commit,
                              struct buf *err)
 {
@@ -112,7 +116,21 @@ int task_folder_start_bundle(const char *dir, const char *checkout, const char *
 	bo.out_path = path.buf;
 	bo.idx_path = idx.buf; /* the guest's clone places it beside the pack */
 	if ((ret = bundle_write_start(&bo, oid, &why)) < 0) {
-		buf_addf(err, "cannot write '%s': %s", path.buf, why.buf);
+		struct statvfs st;
+
+		/*
+		 * git's own words for it vary, and its temporary pack is gone
+		 * by now: either of them, or a disk all but full, says it.
+		 */
+		if (!statvfs(dir, &st) &&
+		    ((unsigned long long)st.f_bavail * st.f_frsize < START_DISK_FULL_BYTES ||
+		     strstr(why.buf, "Out of diskspace") || strstr(why.buf, strerror(ENOSPC))))
+			buf_addf(err,
+			         "cannot write '%s': the disk of '%s' is full (%llu KiB free): %s",
+			         path.buf, dir,
+			         ((unsigned long long)st.f_bavail * st.f_frsize) >> 10, why.buf);
+		else
+			buf_addf(err, "cannot write '%s': %s", path.buf, why.buf);
 		goto out;
 	} else if (strcmp(oid, commit)) {
 		buf_addf(err, "start.bundle holds %s, not %s", oid, commit);

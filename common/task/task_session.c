@@ -70,6 +70,9 @@ int task_session_run(struct task_session *s)
 	cl.user_key_len = s->keys->user_key.len;
 	cl.timeout_ms = s->timeout_ms;
 	cl.idle_ms = s->idle_ms;
+	cl.disk_fd = s->disk_fd;
+	cl.disk_name = s->disk_name;
+	cl.stop_fd = s->stop_fd;
 	x.command = GUEST_CMD_TASK;
 	x.in = s->secrets;
 	x.in_len = s->secrets_len;

@@ -30,6 +30,9 @@ struct task_session {
 	size_t secrets_len;
 	int result_fds[RESULT_NFILES]; /* open for writing, indexed as guest_results */
 	long timeout_ms, idle_ms;      /* as struct ssh_client */
+	int disk_fd;                   /* as struct ssh_client: -1, or the folder of */
+	const char *disk_name;         /* the VM's state disk, and its name */
+	int stop_fd;                   /* as struct ssh_client */
 
 	/* Set by task_session_run(). */
 	struct tar_in_file files[RESULT_NFILES];

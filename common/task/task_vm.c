@@ -2,11 +2,16 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "config/config.h"
 #include "task/helpers.h"
+#include "base/err.h"
 #include "base/out.h"
 #include "task/task_results.h"
 #include "task/host_start.h"
@@ -34,7 +39,57 @@
 /* The files of the phase, made in the task folder; -1 when not (yet) made. */
 struct files {
 	int broker_log, proxy_log, usage, console;
+	int disk;      /* the state disk's folder: a VM paused on a full disk is said (ssh.h) */
+	int watch;     /* an epoll fd of the helpers' pidfds: readable when one of them ended */
+	int pidfds[2]; /* the proxy's and the broker's, in it (closing one takes it out) */
 };
+
+/*
+ * An epoll fd that becomes readable when the proxy or the broker ends, so
+ * that the boot and the session stop at once without them; -1 when it
+ * cannot be made (then a dead helper is noticed only by what fails).
+ */
+static int watch_helpers(const struct helpers *h, struct files *f)
+{
+	const struct spawn *sp[] = {&h->proxy, &h->broker};
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+
+	for (size_t i = 0; ep >= 0 && i < ARRAY_SIZE(sp); i++) {
+		struct epoll_event ev = {.events = EPOLLIN};
+		int fd = sp[i]->pid > 0 ? (int)syscall(SYS_pidfd_open, sp[i]->pid, 0) : -1;
+
+		f->pidfds[i] = fd;
+		if (fd >= 0 && epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) < 0) {
+			close(ep);
+			ep = -1;
+		}
+	}
+	return ep;
+}
+
+/* Which helper ended, and how, into why (the task's line). */
+static void helper_ended(const struct helpers *h, struct buf *why)
+{
+	const struct spawn *sp[] = {&h->proxy, &h->broker};
+	const char *name[] = {"aibox-proxy", "aibox-broker"};
+
+	for (size_t i = 0; i < ARRAY_SIZE(sp); i++) {
+		siginfo_t si = {0};
+
+		if (sp[i]->pid <= 0 ||
+		    waitid(P_PID, (id_t)sp[i]->pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0 ||
+		    si.si_pid != sp[i]->pid)
+			continue;
+		buf_reset(why);
+		if (si.si_code == CLD_EXITED)
+			buf_addf(why, "%s exited with %d while the task ran", name[i],
+			         si.si_status);
+		else
+			buf_addf(why, "%s was killed by SIG%s while the task ran", name[i],
+			         sigabbrev_np(si.si_status) ? sigabbrev_np(si.si_status) : "?");
+		return;
+	}
+}
 
 static int make(const struct task_vm *v, const char *name, int flags, int *fd, struct buf *err)
 {
@@ -116,8 +171,8 @@ static int start_vm(const struct task_vm *v, struct vm *vm, int console_fd, stru
 }
 
 /* The session, once the VM's SSH server answered; o->session_ret and o->why. */
-static void session(const struct task_vm *v, struct vm *vm, struct buf *secrets,
-                    struct vm_outcome *o)
+static void session(const struct task_vm *v, struct vm *vm, const struct files *f,
+                    struct buf *secrets, struct vm_outcome *o)
 {
 	struct task_session s = {0};
 
@@ -132,6 +187,9 @@ static void session(const struct task_vm *v, struct vm *vm, struct buf *secrets,
 		s.result_fds[i] = v->result_fds[i];
 	s.timeout_ms = v->timeout_ms + SESSION_GRACE_MS;
 	s.idle_ms = SESSION_IDLE_MS;
+	s.disk_fd = f->disk;
+	s.stop_fd = f->watch;
+	s.disk_name = v->state_dir;
 	o->session_ret = task_session_run(&s);
 	if (o->session_ret < 0 && !*v->stop)
 		buf_addf(&o->why, "%s", s.err.buf);
@@ -174,13 +232,16 @@ int task_vm_run(const struct task_vm *v, struct buf *secrets, struct vm_outcome 
 	struct helpers h = HELPERS_INIT;
 	struct out_relay relay = OUT_RELAY_INIT;
 	struct vm vm = VM_INIT;
-	struct files f = {-1, -1, -1, -1};
+	struct files f = {-1, -1, -1, -1, -1, -1, {-1, -1}};
 	int ret;
 
 	if ((ret = start_helpers(v, &h, &f, &relay, err)) < 0 ||
 	    (ret = make(v, "console.log", O_WRONLY | O_APPEND, &f.console, err)) < 0)
 		goto fail;
 	task_log_phase(v->aibox_log_fd, v->tphase, "proxy");
+	/* Not having it only costs the early word on a full disk. */
+	f.disk = open(v->state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	f.watch = watch_helpers(&h, &f);
 	if (!*v->stop && (ret = start_vm(v, &vm, f.console, err)) < 0)
 		goto fail;
 	/* Everything is open: from here on no file is opened and nothing runs. */
@@ -188,8 +249,11 @@ int task_vm_run(const struct task_vm *v, struct buf *secrets, struct vm_outcome 
 		buf_addf(err, "cannot lock aibox-task down: %s", strerror(-ret));
 		goto fail;
 	}
+	vm.stop_fd = f.watch; /* set after the start, which makes vm anew */
 	ret = *v->stop ? -EINTR : vm_wait_ssh(&vm, SSH_WAIT_MS);
-	if (ret < 0 && !*v->stop) {
+	if (ret == -ECANCELED && !*v->stop) {
+		helper_ended(&h, &o->why);
+	} else if (ret < 0 && !*v->stop) {
 		vm_wait_ssh_why(ret, SSH_WAIT_MS, &o->why);
 		/* What QEMU and the guest's kernel said is there. */
 		buf_addf(&o->why, " (see %s/console.log)", v->dir);
@@ -197,7 +261,9 @@ int task_vm_run(const struct task_vm *v, struct buf *secrets, struct vm_outcome 
 	o->boot_s = task_log_phase(v->aibox_log_fd, v->tphase, "boot");
 	o->session_ret = ret;
 	if (ret == 0 && !*v->stop)
-		session(v, &vm, secrets, o);
+		session(v, &vm, &f, secrets, o);
+	if (o->session_ret == -ECANCELED && !*v->stop)
+		helper_ended(&h, &o->why);
 	o->session_s = task_log_phase(v->aibox_log_fd, v->tphase, "session");
 	buf_wipe_release(secrets);
 	stop_all(v, &vm, &h, &relay, o, f.usage);
@@ -218,6 +284,13 @@ out:
 		close(f.usage);
 	if (f.console >= 0)
 		close(f.console);
+	if (f.disk >= 0)
+		close(f.disk);
+	if (f.watch >= 0)
+		close(f.watch);
+	for (size_t i = 0; i < ARRAY_SIZE(f.pidfds); i++)
+		if (f.pidfds[i] >= 0)
+			close(f.pidfds[i]);
 	return ret;
 }
 

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -64,13 +65,40 @@ static LIBSSH2_RECV_FUNC(recv_counted)
 }
 
 /*
+ * The disk the VM's disk grows in (ssh.h): -ENOSPC, said, when the VM has
+ * been quiet a while and that disk is full; else 0, *wait cut to a second.
+ */
+static int disk_check(struct ssh_client *c, int64_t now, int64_t *wait)
+{
+	struct statvfs st;
+	unsigned long long avail;
+
+	if (c->disk_fd < 0)
+		return 0;
+	if (*wait > 1000)
+		*wait = 1000;
+	if (now - c->last_recv < SSH_DISK_QUIET_MS || fstatvfs(c->disk_fd, &st) < 0)
+		return 0;
+	avail = (unsigned long long)st.f_bavail * st.f_frsize;
+	if (avail >= SSH_DISK_FULL_BYTES)
+		return 0;
+	return fail(c, -ENOSPC,
+	            "the disk of '%s' is full (%llu KiB free): the VM stopped when its disk "
+	            "could not grow; free space there and run the task again",
+	            c->disk_name ? c->disk_name : "?", avail >> 10);
+}
+
+/*
  * The idle limit (c->idle_ms since the VM last sent anything): -ETIMEDOUT,
- * said, once it has passed; else 0, *wait cut to the time left.
+ * said, once it has passed; else 0, *wait cut to the time left.  A full
+ * disk (disk_check) ends it sooner.
  */
 static int idle_check(struct ssh_client *c, int64_t now, int64_t *wait)
 {
 	int64_t idle_end = c->last_recv + c->idle_ms;
 
+	if (disk_check(c, now, wait) < 0)
+		return -ENOSPC;
 	if (!c->idle_ms)
 		return 0;
 	if (now >= idle_end)
@@ -82,12 +110,14 @@ static int idle_check(struct ssh_client *c, int64_t now, int64_t *wait)
 
 /*
  * Wait until the socket is ready for what libssh2 is blocked on, or until the
- * next keepalive is due.  0 to go on, or -ETIMEDOUT.
+ * next keepalive is due.  0 to go on, or -ETIMEDOUT (-ENOSPC: disk_check).
  */
 static int wait_socket(struct ssh_client *c, int events, int keepalive_ms)
 {
 	int64_t now = clock_ms(), wait = keepalive_ms > 0 ? keepalive_ms : 1000;
-	struct pollfd pfd = {.fd = c->fd, .events = (short)events};
+	struct pollfd pfd[2] = {{.fd = c->fd, .events = (short)events},
+	                        {.fd = c->stop_fd, .events = POLLIN}};
+	int ret;
 
 	if (c->deadline) {
 		if (now >= c->deadline)
@@ -95,10 +125,12 @@ static int wait_socket(struct ssh_client *c, int events, int keepalive_ms)
 		if (c->deadline - now < wait)
 			wait = c->deadline - now;
 	}
-	if (idle_check(c, now, &wait) < 0)
-		return -ETIMEDOUT;
-	if (poll(&pfd, 1, (int)wait) < 0 && errno != EINTR)
+	if ((ret = idle_check(c, now, &wait)) < 0)
+		return ret;
+	if (poll(pfd, 2, (int)wait) < 0 && errno != EINTR)
 		return fail(c, -errno, "cannot poll the SSH channel: %s", strerror(errno));
+	if (pfd[1].revents)
+		return fail(c, -ECANCELED, "stopped");
 	return 0;
 }
 
@@ -772,7 +804,7 @@ static int iact_wait(struct ssh_client *c, struct ssh_interactive *x, struct iac
 {
 	struct pollfd pfd[4];
 	int dir = libssh2_session_block_directions(c->session), nfd = 0;
-	int i_in = -1, i_rs = -1, i_st = -1;
+	int i_in = -1, i_rs = -1, i_st = -1, ret;
 	int64_t now = clock_ms(), wait = next > 0 ? next * 1000 : 1000;
 
 	pfd[nfd++] = (struct pollfd){
@@ -790,8 +822,8 @@ static int iact_wait(struct ssh_client *c, struct ssh_interactive *x, struct iac
 		i_st = nfd;
 		pfd[nfd++] = (struct pollfd){.fd = x->stop_fd, .events = POLLIN};
 	}
-	if (idle_check(c, now, &wait) < 0)
-		return -ETIMEDOUT;
+	if ((ret = idle_check(c, now, &wait)) < 0)
+		return ret;
 	if (poll(pfd, (nfds_t)nfd, (int)wait) < 0) {
 		if (errno == EINTR)
 			return 0;

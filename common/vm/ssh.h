@@ -34,6 +34,9 @@
 
 #include "base/buf.h"
 
+#define SSH_DISK_QUIET_MS   3000
+#define SSH_DISK_FULL_BYTES (8ULL << 20)
+
 struct ssh_client {
 	int fd;                        /* connected stream socket; not closed by us */
 	const char *user;              /* default "root" */
@@ -43,6 +46,18 @@ struct ssh_client {
 	size_t user_key_len;
 	long timeout_ms; /* overall, from ssh_connect() on; 0: none */
 	long idle_ms;    /* longest silence from the server; 0: none */
+	/*
+	 * A folder on the filesystem the VM's disk grows in, or -1 (none).
+	 * QEMU pauses the VM when a write to its disk fails for lack of
+	 * space, and the VM then says nothing: once the server has been
+	 * silent SSH_DISK_QUIET_MS, the session ends with -ENOSPC, saying
+	 * that disk_name's disk is full, as soon as less than
+	 * SSH_DISK_FULL_BYTES are free there (checked every second).
+	 */
+	int disk_fd;
+	const char *disk_name;
+	/* Readable when the session must end (-ECANCELED, "stopped"), or -1. */
+	int stop_fd;
 
 	struct buf err;
 
@@ -54,7 +69,7 @@ struct ssh_client {
 
 #define SSH_CLIENT_INIT                                                                            \
 	{                                                                                          \
-		.fd = -1, .err = BUF_INIT                                                          \
+		.fd = -1, .disk_fd = -1, .stop_fd = -1, .err = BUF_INIT                            \
 	}
 
 /*

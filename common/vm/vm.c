@@ -311,9 +311,10 @@ int vm_wait_ssh(struct vm *vm, int timeout_ms)
 	long deadline = clock_ms() + timeout_ms;
 
 	for (;;) {
-		struct pollfd pfd[2] = {
+		struct pollfd pfd[3] = {
 		    {.fd = vm->ssh_fd, .events = POLLIN},
 		    {.fd = vm->pidfd, .events = POLLIN},
+		    {.fd = vm->stop_fd, .events = POLLIN},
 		};
 		char peek[256];
 		long left = deadline - clock_ms();
@@ -322,7 +323,8 @@ int vm_wait_ssh(struct vm *vm, int timeout_ms)
 
 		if (left <= 0)
 			return -ETIMEDOUT;
-		r = poll(pfd, vm->pidfd >= 0 ? 2 : 1, (int)left);
+		/* poll() passes over the entries whose fd is -1 */
+		r = poll(pfd, 3, (int)left);
 		if (r < 0) {
 			if (errno == EINTR)
 				continue;
@@ -330,6 +332,8 @@ int vm_wait_ssh(struct vm *vm, int timeout_ms)
 		}
 		if (pfd[1].revents & POLLIN)
 			return -ECHILD;
+		if (pfd[2].revents)
+			return -ECANCELED;
 		if (!(pfd[0].revents & (POLLIN | POLLHUP)))
 			continue;
 		n = recv(vm->ssh_fd, peek, sizeof(peek), MSG_PEEK | MSG_DONTWAIT);

@@ -102,6 +102,7 @@ struct vm {
 	int kvm;      /* 1 with KVM, 0 under TCG */
 	int restored; /* 1 when started from a snapshot */
 	int ctl_fd;   /* a snapshot's control port (snapshot.h), or -1 */
+	int stop_fd;  /* the caller's: readable when the wait must end (-ECANCELED), or -1 */
 	/*
 	 * After snapshot_boot() (snapshot.h): one line for the user, or "": why
 	 * the VM booted cold ("booting cold: the snapshot is truncated"), or that
@@ -112,7 +113,7 @@ struct vm {
 
 #define VM_INIT                                                                                    \
 	{                                                                                          \
-		.pid = -1, .pidfd = -1, .ssh_fd = -1, .ctl_fd = -1                                 \
+		.pid = -1, .pidfd = -1, .ssh_fd = -1, .ctl_fd = -1, .stop_fd = -1                  \
 	}
 
 /*

@@ -8,7 +8,7 @@
  *   test-task ssh-keys [--pty] DIR
  *	make a task's keys under DIR (with --pty, aibox run's: restrict,pty);
  *	keep the user key in DIR/test_user_key
- *   test-task ssh-run [--user U] [--timeout-ms N] [--idle-ms N] [--count]
+ *   test-task ssh-run [--user U] [--timeout-ms N] [--idle-ms N] [--disk DIR] [--count]
  *		[--interactive] [--in FILE] --key FILE --host-pub FILE COMMAND -- SSHD-ARGV...
  *	start SSHD-ARGV (sshd -i) on one end of a socketpair and run COMMAND
  *	over the other; print stdout (or with --count its size and speed),
@@ -226,6 +226,10 @@ static int ssh_run_value(int argc, char **argv, int i, struct ssh_client *c, str
 		c->timeout_ms = n;
 	} else if (!strcmp(a, "--idle-ms") && !parse_long(v, 0, LONG_MAX, &n)) {
 		c->idle_ms = n;
+	} else if (!strcmp(a, "--disk")) {
+		c->disk_name = v;
+		if ((c->disk_fd = open(v, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+			die_errno("cannot open '%s'", v);
 	} else if (!strcmp(a, "--in")) {
 		file = &o->in;
 		max = 1 << 20;
@@ -415,7 +419,7 @@ out:
 
 static int cmd_session(int argc, char **argv)
 {
-	struct task_session ts = {.err_fd = 2, .id = "259e07"};
+	struct task_session ts = {.err_fd = 2, .id = "259e07", .disk_fd = -1, .stop_fd = -1};
 	struct ssh_task_keys keys = SSH_TASK_KEYS_INIT;
 	struct guest_secret secrets[8];
 	struct buf pub = BUF_INIT, path = BUF_INIT, sec = BUF_INIT, err = BUF_INIT;
