@@ -74,6 +74,24 @@ assert_group_of_2() {
 		run cat "$d/prompt.txt"
 		assert_output "fix the flaky test"
 	done
+	# The tasks commands: the group names its attempts; list gives each one's group.
+	gid=$(cat "$(task_dirs | head -1)/group")
+	run --separate-stderr aibox tasks show "$gid"
+	assert_failure 2
+	[[ "$stderr" == *"'$gid' is the group of 2 attempts, give one of them:"* ]] || fail "$stderr"
+	for d in $(task_dirs); do
+		[[ "$stderr" == *"  $d"* ]] || fail "$d not named: $stderr"
+	done
+	run --separate-stderr aibox tasks list --json
+	assert_success
+	run python3 -c 'import json,sys; print(sorted(t["group"] for t in json.load(sys.stdin)))' <<<"$output"
+	assert_success
+	assert_output "['$gid', '$gid']"
+	# A group of one attempt left (the other removed) names it.
+	rm -rf "$(task_dirs | head -1)"
+	run --separate-stderr aibox tasks show "$gid"
+	assert_success
+	assert_line "folder: $(task_dirs)"
 }
 
 @test "attempts: the config's attempts: 2, and a prompt from stdin read once for both" {

@@ -22,11 +22,12 @@ static int group_attempts(struct task *t)
 
 	if (t->o.attempts)
 		return t->o.attempts;
+	/* Zeroed, it can be released whatever host_project_open() got to. */
+	memset(&cfg, 0, sizeof(cfg));
 	/* A project that cannot be opened: start() says why, as for any task. */
-	if (host_project_open(&checkout, &p, &cfgpath, &cfg, &err) == 0) {
+	if (host_project_open(&checkout, &p, &cfgpath, &cfg, &err) == 0)
 		n = cfg.attempts;
-		config_release(&cfg);
-	}
+	config_release(&cfg);
 	project_release(&p);
 	buf_release(&checkout);
 	buf_release(&cfgpath);
@@ -170,10 +171,8 @@ static int run_group(struct task *t, int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 
 	for (int i = 0; i < n; i++) {
-		a[i] = (struct attempt){.sp = SPAWN_INIT,
-		                        .line = BUF_INIT,
-		                        .folder = BUF_INIT,
-		                        .code = -1};
+		a[i] = (struct attempt){
+		    .sp = SPAWN_INIT, .line = BUF_INIT, .folder = BUF_INIT, .code = -1};
 		start_attempt(&a[i], gid, &prompt, argc, argv);
 	}
 	buf_wipe_release(&prompt);
@@ -204,7 +203,8 @@ static int run_group(struct task *t, int argc, char **argv)
 				continue;
 			if (waitpid(a[i].sp.pid, &status, 0) < 0)
 				continue;
-			a[i].code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+			a[i].code =
+			    WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 			a[i].sp.pid = -1;
 			running--;
 		}

@@ -59,6 +59,7 @@
 #include "task/system_prompt.h"
 #include "task/task_continue.h"
 #include "task/task_folder.h"
+#include "task/task_info.h"
 #include "task/task_log.h"
 #include "task/task_opts.h"
 #include "task/task_vm.h"
@@ -133,7 +134,7 @@ struct task {
 	struct task_continue cont;   /* with --continue */
 	int audit_started;           /* the audit record has this task's start */
 	int audit_fd;                /* audit.jsonl, open from the start (common/task/audit.h) */
-	char group[TASK_ID_LEN + 1]; /* an attempt's group (--attempt-of, the folder's group) */
+	char group[TASK_ID_LEN + 1]; /* a detached attempt's group, read by slurm_check() */
 };
 
 /* The options (common/task/task_opts.h): those that fail die, -h prints the usage. */
@@ -489,30 +490,6 @@ static void log_line(struct task *t, const char *fmt, ...) __attribute__((format
 static struct task *failing_task;
 
 /*
- * The group of an attempt: --attempt-of's, or (for a detached attempt's
- * check) the folder's "group" file that the attempt wrote; "" for a task
- * that is no attempt.
- */
-static void read_group(struct task *t)
-{
-	struct buf path = BUF_INIT, b = BUF_INIT;
-
-	if (!t->group[0] && t->o.attempt_of)
-		memcpy(t->group, t->o.attempt_of, TASK_ID_LEN + 1);
-	if (!t->group[0] && t->dir.len) {
-		buf_addf(&path, "%s/" GROUP_FILE, t->dir.buf);
-		if (buf_read_file(&b, path.buf, TASK_ID_LEN + 1) == TASK_ID_LEN + 1 &&
-		    b.buf[TASK_ID_LEN] == '\n') {
-			b.buf[TASK_ID_LEN] = '\0';
-			if (task_id_valid(b.buf))
-				memcpy(t->group, b.buf, TASK_ID_LEN + 1);
-		}
-	}
-	buf_release(&path);
-	buf_release(&b);
-}
-
-/*
  * summary.json, and with --json the same object on stdout
  * (common/task/task_record.h); in is NULL for a task that failed to start.
  */
@@ -532,8 +509,7 @@ static void write_record(struct task *t, const char *state, int code, const char
 	struct buf json = BUF_INIT;
 	int ret;
 
-	read_group(t);
-	ri.group = t->group[0] ? t->group : NULL;
+	ri.group = t->o.attempt_of ? t->o.attempt_of : t->group[0] ? t->group : NULL;
 	task_record_json(&ri, &json);
 	if (t->record_fd >= 0 && (ret = write_all(t->record_fd, json.buf, json.len)) < 0)
 		out_printf(2, "aibox", t->id, "cannot write summary.json: %s", strerror(-ret));
