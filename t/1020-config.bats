@@ -70,7 +70,7 @@ cfg() {
 @test "config: an unknown key is refused with file:line:column and the known keys" {
 	cfg $'allow: []\nalow: [x]'
 	assert_failure 1
-	assert_output "config.yaml:2:1: unknown key 'alow' (known keys: allow, mounts, skills, agents, commands, path, env, git, memory, cpus, disk, budget, slurm, secrets)"
+	assert_output "config.yaml:2:1: unknown key 'alow' (known keys: allow, mounts, skills, agents, commands, path, env, git, memory, cpus, disk, budget, slurm, secrets, attempts)"
 	cfg $'mounts:\n  - host: /a\n    vm: /b\n    rw: true'
 	assert_failure 1
 	assert_output "config.yaml:4:5: mounts[0]: unknown key 'rw' (known keys: host, vm, read-only)"

@@ -621,7 +621,7 @@ EOF
 	assert_equal "$(echo "$output" | jq -r .why)" "$(jq -r .why "$dir/summary.json")"
 	[ -n "$(echo "$output" | jq -r .why)" ]
 	assert_equal "$(echo "$output" | jq -c 'keys_unsorted')" \
-		'["version","folder","name","id","state","exit","why","seconds","start_commit","start_time","end_time","end_commit","branch","fetch","no_changes","result","hosts","hosts_why"]'
+		'["version","folder","name","id","group","state","exit","why","seconds","start_commit","start_time","end_time","end_commit","branch","fetch","no_changes","result","hosts","hosts_why"]'
 	assert_equal "$output" "$(cat "$dir/summary.json")"
 	# the times of its start line and its end, which aibox tasks show prints them at
 	start=$(echo "$output" | jq .start_time)

@@ -204,7 +204,7 @@ git:
 		assert_failure 2
 		assert_equal "$stderr" "aibox-policy: $pol:$2"
 	}
-	bad $'memory: 2G\nmemroy: 3G' "2:1: unknown key 'memroy' (known keys: allow, mounts, skills, agents, commands, path, env, git, memory, cpus, disk, budget, slurm, secrets)"
+	bad $'memory: 2G\nmemroy: 3G' "2:1: unknown key 'memroy' (known keys: allow, mounts, skills, agents, commands, path, env, git, memory, cpus, disk, budget, slurm, secrets, attempts)"
 	bad $'memory: 2g' "1:9: memory: '2g' is not a size like 512M, 4G or 1T"
 	bad $'run: maybe' "1: run: must be yes or no"
 	bad $'push: [no]' "1: push: must be yes or no"

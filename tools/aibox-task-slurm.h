@@ -407,6 +407,7 @@ static int slurm_check(struct task *t)
 		die_errno("cannot open '%s'", t->dir.buf);
 	if ((ret = slurm_detached_state(dfd, t->name, &why)) < 0)
 		die("cannot check the task '%s': %s", t->dir.buf, why.buf);
+	task_group_read(dfd, t->group); /* a detached attempt's, for its record */
 	if (ret != SLURM_DETACHED_ENDED || slurm_job_read(dfd, &rec) < 0)
 		return 0;
 	memcpy(t->start_commit, rec.start_commit, sizeof(rec.start_commit));

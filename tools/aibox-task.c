@@ -13,6 +13,7 @@
  * each phase's time.
  */
 #include <errno.h>
+#include <poll.h>
 #include <pwd.h>
 #include <jansson.h>
 #include <signal.h>
@@ -58,6 +59,7 @@
 #include "task/system_prompt.h"
 #include "task/task_continue.h"
 #include "task/task_folder.h"
+#include "task/task_info.h"
 #include "task/task_log.h"
 #include "task/task_opts.h"
 #include "task/task_vm.h"
@@ -67,6 +69,9 @@
 #include "base/taskid.h"
 #include "base/guest_abi.h"
 #include "base/banned.h"
+
+/* In an attempt's folder: its group's id and a newline (docs/tasks.md, "Several attempts"). */
+#define GROUP_FILE "group"
 
 static const char usage_text[] =
     "usage: aibox task [options] [prompt...]\n"
@@ -87,6 +92,8 @@ static const char usage_text[] =
     "    --json                 at the end, one JSON object on stdout instead of the folder's\n"
     "                           path (its keys: docs/json.md)\n"
     "    --slurm                run the VM part as a Slurm job on a compute node\n"
+    "    --attempts N           run N attempts (1 to 8) side by side, one folder each\n"
+    "                           (default: the config's attempts:, else 1)\n"
     "    --detach               with Slurm: submit the job and return at once with the\n"
     "                           folder's path ('aibox tasks show TASK' checks its results)\n"
     "    -h, --help             show this help\n"
@@ -128,6 +135,7 @@ struct task {
 	int audit_started;           /* the audit record has this task's start */
 	int audit_fd;                /* audit.jsonl, open from the start (common/task/audit.h) */
 	struct buf policy_path;      /* the policy in force (common/task/policy.h), "" for none */
+	char group[TASK_ID_LEN + 1]; /* a detached attempt's group, read by slurm_check() */
 };
 
 /* The options (common/task/task_opts.h): those that fail die, -h prints the usage. */
@@ -398,6 +406,13 @@ static void write_inputs(struct task *t)
 	int ret;
 
 	write_file(t, GUEST_FILE_PROMPT, &t->prompt, 0644);
+	if (t->o.attempt_of) {
+		struct buf g = BUF_INIT;
+
+		buf_addf(&g, "%s\n", t->o.attempt_of);
+		write_file(t, GROUP_FILE, &g, 0644);
+		buf_release(&g);
+	}
 
 	read_system_prompt(&sys);
 	ts.id = t->id;
@@ -484,6 +499,7 @@ static void write_record(struct task *t, const char *state, int code, const char
 	struct buf json = BUF_INIT;
 	int ret;
 
+	ri.group = t->o.attempt_of ? t->o.attempt_of : t->group[0] ? t->group : NULL;
 	task_record_json(&ri, &json);
 	if (t->record_fd >= 0 && (ret = write_all(t->record_fd, json.buf, json.len)) < 0)
 		out_printf(2, "aibox", t->id, "cannot write summary.json: %s", strerror(-ret));
@@ -523,10 +539,13 @@ static void start(struct task *t)
 	struct prompt_opts po = {0};
 	int ret;
 
-	po.args = t->o.words;
-	po.nargs = t->o.nwords;
-	po.files = t->o.files;
-	po.nfiles = t->o.nfiles;
+	/* An attempt's prompt is its group's, made once, on stdin (aibox-task-group.h). */
+	if (!t->o.attempt_of) {
+		po.args = t->o.words;
+		po.nargs = t->o.nwords;
+		po.files = t->o.files;
+		po.nfiles = t->o.nfiles;
+	}
 	po.stdin_fd = 0;
 	if ((ret = prompt_read(&po, &t->prompt, &err)) < 0)
 		die("%s", err.buf);
@@ -569,7 +588,7 @@ static void start(struct task *t)
 	if (task_folder_create(t->p.dir, t->name, &t->task_lock_fd, &t->dir, &err) < 0)
 		die("%s", err.buf);
 	t->id = t->name + TASK_NAME_LEN - TASK_ID_LEN;
-	if (!t->o.json)
+	if (!t->o.json || t->o.attempt_of) /* an attempt's group reads its folder first */
 		printf("%s\n", t->dir.buf);
 	fflush(stdout);
 	t->aibox_log_fd = open_in_task(t, "aibox.log", O_WRONLY | O_CREAT | O_EXCL | O_APPEND);
@@ -846,6 +865,7 @@ static int run_task(struct task *t)
 }
 
 #include "aibox-task-slurm.h"
+#include "aibox-task-group.h"
 
 int main(int argc, char **argv)
 {
@@ -880,6 +900,8 @@ int main(int argc, char **argv)
 		return slurm_node(&t);
 	if (t.o.slurm_check)
 		exit(slurm_check(&t)); /* t stays reachable for the leak check */
+	if (!t.o.attempt_of && group_attempts(&t) > 1)
+		exit(run_group(&t, argc, argv));
 	start(&t);
 	phase_done(&t, "start");
 	{

@@ -151,3 +151,20 @@ int parse_cpus(const char *s, int *cpus, struct buf *err)
 	*cpus = (int)n;
 	return 0;
 }
+
+int parse_attempts(const char *s, int *n, struct buf *err)
+{
+	long v;
+	int ret = parse_long(s, LONG_MIN, LONG_MAX, &v);
+
+	if (ret == -EINVAL) {
+		buf_addf(err, "'%.64s' is not a whole number", s);
+		return ret;
+	}
+	if (ret || v < 1 || v > ATTEMPTS_MAX) {
+		buf_addf(err, "'%.64s' is out of range (1 to %d)", s, ATTEMPTS_MAX);
+		return -ERANGE;
+	}
+	*n = (int)v;
+	return 0;
+}

@@ -60,4 +60,14 @@ int host_cpus(void);
  */
 int parse_cpus(const char *s, int *cpus, struct buf *err);
 
+/* The most attempts of one task (--attempts, the config's attempts:). */
+#define ATTEMPTS_MAX 8
+
+/*
+ * An attempt count: a whole number from 1 to ATTEMPTS_MAX.  0 with *n set,
+ * or -EINVAL or -ERANGE with the reason appended to err: "'x' is not a whole
+ * number", "'9' is out of range (1 to 8)".
+ */
+int parse_attempts(const char *s, int *n, struct buf *err);
+
 #endif

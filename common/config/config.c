@@ -386,9 +386,9 @@ static int build_tree(struct ctx *c, const char *data, size_t len, struct node *
 
 /* ---- the schema ---- */
 
-static const char *const top_keys[] = {"allow", "mounts", "skills", "agents",  "commands",
-                                       "path",  "env",    "git",    "memory",  "cpus",
-                                       "disk",  "budget", "slurm",  "secrets", NULL};
+static const char *const top_keys[] = {
+    "allow",  "mounts", "skills", "agents", "commands", "path",    "env",      "git",
+    "memory", "cpus",   "disk",   "budget", "slurm",    "secrets", "attempts", NULL};
 static const char *const mount_keys[] = {"host", "vm", "read-only", NULL};
 static const char *const git_keys[] = {"url", "token", "auth", "user", "fetch", "push", NULL};
 static const char *const budget_keys[] = {"task", "day", NULL};
@@ -1088,6 +1088,20 @@ static int check_cpus(struct ctx *c, const struct node *v, struct config *cfg)
 	return ret;
 }
 
+/* attempts: how many attempts a task makes by default (parse_attempts()). */
+static int check_attempts(struct ctx *c, const struct node *v, struct config *cfg)
+{
+	struct buf why = BUF_INIT;
+	int ret = 0;
+
+	if (v->kind != NODE_SCALAR || !v->plain || is_null(v))
+		return fail(c, v, "attempts", "must be a whole number, like 2");
+	if (parse_attempts(v->str, &cfg->attempts, &why) < 0)
+		ret = fail(c, v, "attempts", "%s", why.buf);
+	buf_release(&why);
+	return ret;
+}
+
 /* budget: {task: USD, day: USD}; the amount's rules are common/usage's, shared with the options. */
 static int check_budget(struct ctx *c, const struct node *v, struct config *cfg)
 {
@@ -1462,6 +1476,8 @@ static int check_root(struct ctx *c, const struct node *root, struct config *cfg
 		ret = check_slurm(c, val[12], cfg);
 	if (!ret && val[13])
 		ret = check_secrets(c, val[13], cfg);
+	if (!ret && val[14])
+		ret = check_attempts(c, val[14], cfg);
 	if (!ret)
 		record_lines(cfg, val);
 	/* A token the broker holds must not also be handed to the VM. */
@@ -1492,6 +1508,7 @@ void config_init(struct config *cfg)
 	cfg->memory_mib = CONFIG_DEFAULT_MEMORY_MIB;
 	cfg->cpus = host_cpus() < CONFIG_DEFAULT_CPUS ? host_cpus() : CONFIG_DEFAULT_CPUS;
 	cfg->disk_mib = CONFIG_DEFAULT_DISK_MIB;
+	cfg->attempts = 1;
 }
 
 static void claude_release(struct config_claude *cc)

@@ -111,6 +111,7 @@ struct config_secret {
 #define CONFIG_SET_BUDGET   0x800
 #define CONFIG_SET_SLURM    0x1000
 #define CONFIG_SET_SECRETS  0x2000
+#define CONFIG_SET_ATTEMPTS 0x4000
 
 #define CONFIG_MAX_SLURM_OPTIONS 32
 
@@ -156,6 +157,7 @@ struct config {
 	size_t nr_rules;
 	struct config_secret *secrets;
 	size_t nr_secrets;
+	int attempts; /* attempts: a task's attempts without --attempts (1 to 8; 1 default) */
 	unsigned set; /* CONFIG_SET_* */
 	struct config_lines lines;
 };

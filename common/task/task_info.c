@@ -259,6 +259,23 @@ out:
 	buf_release(&err);
 }
 
+int task_group_read(int dfd, char *group)
+{
+	struct buf b = BUF_INIT;
+	int ok = task_file_read(dfd, "group", TASK_ID_LEN + 1, &b) == TASK_ID_LEN + 1 &&
+	         b.buf[TASK_ID_LEN] == '\n';
+
+	group[0] = '\0';
+	if (ok) {
+		b.buf[TASK_ID_LEN] = '\0';
+		ok = task_id_valid(b.buf);
+		if (ok)
+			memcpy(group, b.buf, TASK_ID_LEN + 1);
+	}
+	buf_release(&b);
+	return ok;
+}
+
 int task_info_read(int tasks_fd, const char *name, time_t now, struct task_info *ti)
 {
 	struct stat st;
@@ -277,6 +294,7 @@ int task_info_read(int tasks_fd, const char *name, time_t now, struct task_info 
 	if (dfd < 0)
 		return -errno;
 	read_prompt(ti, dfd);
+	task_group_read(dfd, ti->group);
 	if (ret == 0) {
 		struct buf why = BUF_INIT;
 		int ds = slurm_detached_state(dfd, name, &why);
@@ -401,11 +419,33 @@ static void find_in(const char *project_dir, const char *arg, struct strvec *fou
 	strvec_clear(&names);
 }
 
+/* The attempts of the group arg in project_dir's tasks, appended to found as paths. */
+static void find_group_in(const char *project_dir, const char *arg, struct strvec *found)
+{
+	struct strvec names = STRVEC_INIT;
+	char group[TASK_ID_LEN + 1];
+	int fd, dfd;
+
+	if (task_list_names(project_dir, &names, &fd) < 0)
+		return;
+	for (size_t i = 0; i < names.nr; i++) {
+		dfd = openat(fd, names.v[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (dfd < 0)
+			continue;
+		if (task_group_read(dfd, group) && !strcmp(group, arg))
+			strvec_pushf(found, "%s/tasks/%s", project_dir, names.v[i]);
+		close(dfd);
+	}
+	if (fd >= 0)
+		close(fd);
+	strvec_clear(&names);
+}
+
 int task_find(const char *arg, struct buf *dir, struct buf *project_dir, struct buf *err)
 {
 	struct strvec found = STRVEC_INIT, projects = STRVEC_INIT;
 	struct buf here = BUF_INIT, pd = BUF_INIT;
-	int ret = 0;
+	int ret = 0, is_group = 0;
 
 	if (strchr(arg, '/')) {
 		char *real = realpath(arg, NULL);
@@ -453,9 +493,29 @@ int task_find(const char *arg, struct buf *dir, struct buf *project_dir, struct 
 			find_in(pd.buf, arg, &found);
 		}
 	}
+	/* No task of that id: the attempts of a group of that id, as one project's tasks. */
+	if (!found.nr && task_id_valid(arg)) {
+		if (here.len)
+			find_group_in(here.buf, arg, &found);
+		for (size_t i = 0; !found.nr && i < projects.nr; i++) {
+			buf_reset(&pd);
+			projects_dir(&pd);
+			buf_addf(&pd, "/%s", projects.v[i]);
+			find_group_in(pd.buf, arg, &found);
+		}
+		is_group = found.nr > 0;
+	}
 	if (!found.nr) {
 		ret = -ENOENT;
 		buf_addf(err, "no task '%s' in any project", arg);
+		goto out;
+	}
+	if (found.nr > 1 && is_group) {
+		ret = -EINVAL;
+		buf_addf(err, "'%s' is the group of %zu attempts, give one of them:", arg,
+		         found.nr);
+		for (size_t i = 0; i < found.nr; i++)
+			buf_addf(err, "\n  %s", found.v[i]);
 		goto out;
 	}
 	if (found.nr > 1) {
@@ -565,6 +625,7 @@ json_t *task_info_json(const struct task_info *ti, const char *project, const ch
 	if (localtime_r(&ti->start, &tm))
 		strftime(start, sizeof(start), "%Y-%m-%dT%H:%M:%S%z", &tm);
 	json_object_set_new(o, "id", json_string(ti->id));
+	json_object_set_new(o, "group", ti->group[0] ? json_string(ti->group) : json_null());
 	json_object_set_new(o, "name", json_string(ti->name));
 	json_object_set_new(o, "project", json_string(project));
 	json_object_set_new(o, "folder", text_or_null(folder, 0));

@@ -71,13 +71,14 @@ struct task_info {
 	int has_seconds;
 	double seconds; /* start to end; for a running task, to now */
 	int has_turns, has_cost;
-	long turns;          /* the VM's word, from result.json */
-	double cost_usd;     /* the VM's word */
-	char end_commit[65]; /* the checked tip, "" when nothing to fetch */
-	char *prompt_line;   /* owned, raw, NULL when prompt.txt cannot be read */
-	char *problem;       /* owned: what could not be read, NULL when nothing */
-	int cleaned;         /* ended, and its start.bundle is gone (aibox tasks clean) */
-	int empty_record;    /* summary.json is empty: aibox task died before writing it */
+	long turns;                  /* the VM's word, from result.json */
+	double cost_usd;             /* the VM's word */
+	char end_commit[65];         /* the checked tip, "" when nothing to fetch */
+	char *prompt_line;           /* owned, raw, NULL when prompt.txt cannot be read */
+	char *problem;               /* owned: what could not be read, NULL when nothing */
+	int cleaned;                 /* ended, and its start.bundle is gone (aibox tasks clean) */
+	int empty_record;            /* summary.json is empty: aibox task died before writing it */
+	char group[TASK_ID_LEN + 1]; /* an attempt's group (task_group_read()), "" when none */
 };
 
 #define TASK_INFO_INIT                                                                             \
@@ -92,6 +93,14 @@ struct task_info {
  */
 int task_info_read(int tasks_fd, const char *name, time_t now, struct task_info *ti);
 void task_info_release(struct task_info *ti);
+
+/*
+ * The group of the attempt whose folder is dfd (its file "group": 6 hex
+ * digits and a newline, docs/tasks.md, "Several attempts") into group
+ * (TASK_ID_LEN + 1 bytes).  1 when it has one, 0 when not (no file, or one
+ * not of that form: group is then "").
+ */
+int task_group_read(int dfd, char *group);
 
 /*
  * Read the regular file `name` in the folder dirfd into out, at most max
@@ -114,7 +123,10 @@ int task_list_names(const char *project_dir, struct strvec *names, int *tasks_fd
  * reads it: a path (it has a '/') to a task folder; a folder's name; or a
  * task's id (6 hex).  A name or an id is looked up in the project of the
  * current checkout first, then in every project; an id that more than one
- * task has is refused, naming them.  0 with the folder's path in dir and its
+ * task has is refused, naming them.  An id no task has may be a group's
+ * (task_group_read()): the group of one attempt names it, of more is refused,
+ * naming them ("'ID' is the group of 2 attempts, give one of them:").
+ * 0 with the folder's path in dir and its
  * project's folder in project_dir; -ENOENT, -EINVAL (not a task, or
  * ambiguous) or another -errno, with the reason appended to err.
  */

@@ -9,6 +9,7 @@
 #include "vm/image.h"
 #include "base/num.h"
 #include "base/opt.h"
+#include "base/taskid.h"
 #include "task/task_opts.h"
 #include "base/banned.h"
 
@@ -27,7 +28,9 @@ enum {
 	O_SLURM,
 	O_SLURM_NODE,
 	O_DETACH,
-	O_SLURM_CHECK
+	O_SLURM_CHECK,
+	O_ATTEMPTS,
+	O_ATTEMPT_OF
 };
 
 static const struct option options[] = {
@@ -46,6 +49,8 @@ static const struct option options[] = {
     {"slurm-node", required_argument, NULL, O_SLURM_NODE},
     {"detach", no_argument, NULL, O_DETACH},
     {"slurm-check", required_argument, NULL, O_SLURM_CHECK},
+    {"attempts", required_argument, NULL, O_ATTEMPTS},
+    {"attempt-of", required_argument, NULL, O_ATTEMPT_OF},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -82,6 +87,13 @@ static int set_name(struct task_opts *o, int opt, const char *v, struct buf *err
 		break;
 	case O_CONTINUE:
 		o->cont = v;
+		break;
+	case O_ATTEMPT_OF:
+		o->attempt_of = v;
+		if (!task_id_valid(v)) {
+			buf_addf(err, "--attempt-of: '%s' is not a group id", v);
+			return -EINVAL;
+		}
 		break;
 	case O_MODEL:
 		o->model = v;
@@ -152,6 +164,12 @@ static int set_amount(struct task_opts *o, int opt, const char *v, struct buf *e
 	case O_MEMORY:
 		if (config_parse_memory(v, &o->memory_mib, &reason) < 0) {
 			buf_addf(err, "--memory: %s", reason.buf);
+			ret = -EINVAL;
+		}
+		break;
+	case O_ATTEMPTS:
+		if (parse_attempts(v, &o->attempts, &reason) < 0) {
+			buf_addf(err, "--attempts: %s", reason.buf);
 			ret = -EINVAL;
 		}
 		break;

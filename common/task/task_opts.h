@@ -32,6 +32,9 @@ struct task_opts {
 	int detach;              /* --detach: sbatch, no waiting (common/task/slurm_detach.h) */
 	const char *slurm_node;  /* --slurm-node DIR: the node's part of a --slurm task */
 	const char *slurm_check; /* --slurm-check DIR: a detached task's check on the host */
+	int attempts;            /* --attempts N (1 to ATTEMPTS_MAX), 0 not given */
+	const char *attempt_of;  /* --attempt-of GROUP: one attempt of a group (docs/tasks.md,
+	                            "Several attempts"), its prompt on stdin */
 	char **words;            /* the prompt's words in order, NULL-terminated */
 	size_t nwords;
 };

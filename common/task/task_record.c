@@ -110,6 +110,7 @@ void task_record_json(const struct task_record_in *in, struct buf *out)
 	json_object_set_new(o, "folder", json_string(in->folder));
 	json_object_set_new(o, "name", json_string(in->name));
 	json_object_set_new(o, "id", json_string(id));
+	json_object_set_new(o, "group", str_or_null(in->group));
 	json_object_set_new(o, "state", json_string(in->state));
 	json_object_set_new(o, "exit", json_integer(in->exit_code));
 	json_object_set_new(o, "why", in->why && *in->why ? text_value(in->why) : json_null());
@@ -240,6 +241,14 @@ int task_record_parse(const char *p, size_t n, struct task_record *r, struct buf
 		goto out;
 	}
 	r->seconds = json_number_value(v);
+	v = json_object_get(root, "group");
+	if (v && !json_is_null(v)) {
+		if (!json_is_string(v) || !task_id_valid(json_string_value(v))) {
+			bad(err, "'group' is not a group id");
+			goto out;
+		}
+		memcpy(r->group, json_string_value(v), TASK_ID_LEN + 1);
+	}
 	if (get_str(root, "why", TASK_RECORD_WHY_MAX, &r->why, err) < 0 ||
 	    get_str(root, "hosts_why", TASK_RECORD_WHY_MAX, &r->report_why, err) < 0 ||
 	    get_commit(root, "start_commit", r->start_commit, err) < 0 ||

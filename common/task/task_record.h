@@ -19,6 +19,7 @@
 
 #include "base/buf.h"
 #include "base/oid.h"
+#include "base/taskid.h"
 #include "proxy/proxy_report.h"
 #include "task/task_results.h"
 
@@ -45,6 +46,7 @@ struct task_record_in {
 	/* When it printed its start line (task_start_line()) and its end: 0 not known. */
 	time_t start_time, end_time;
 	const struct summary_in *sum; /* NULL for a task that failed to start */
+	const char *group;            /* the group of an attempt (--attempts), or NULL */
 };
 
 /*
@@ -55,7 +57,8 @@ void task_record_json(const struct task_record_in *in, struct buf *out);
 
 /* What a reader gets back. */
 struct task_record {
-	char state[16]; /* "finished", "not finished" or "failed to start" */
+	char group[TASK_ID_LEN + 1]; /* the attempt's group, "" when not an attempt */
+	char state[16];              /* "finished", "not finished" or "failed to start" */
 	int exit_code;
 	char *why; /* owned, NULL when none */
 	double seconds;

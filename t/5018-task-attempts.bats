@@ -1,0 +1,152 @@
+#!/usr/bin/env bats
+# aibox task --attempts N without a VM (docs/tasks.md, "Several attempts"):
+# the count's checks, the group's folders, ids and line, the prompt made
+# once, a stop passed on to every attempt.  Each attempt stops at the boot
+# (no_vm).
+load lib-common
+bats_require_minimum_version 1.5.0
+
+setup() {
+	common_setup
+	no_vm_project
+	printf 'env:\n  - CLAUDE_CODE_OAUTH_TOKEN\n' >"$cfg"
+	export CLAUDE_CODE_OAUTH_TOKEN=sk-ant-oat01-test-token
+	unset ANTHROPIC_API_KEY
+}
+
+task_dirs() {
+	ls -d "$AIBOX_HOME"/projects/repo/tasks/*-[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f] 2>/dev/null
+}
+
+@test "attempts: a count out of 1 to 8, or not a number, is refused before anything starts" {
+	for v in 0 9 -1 99999999999999999999; do
+		run --separate-stderr aibox task --attempts "$v" "fix it"
+		assert_failure 2
+		[[ "$stderr" == *"--attempts: '$v' is out of range (1 to 8)"* ]] || fail "$v: $stderr"
+	done
+	for v in x 2x ''; do
+		run --separate-stderr aibox task --attempts "$v" "fix it"
+		assert_failure 2
+		[[ "$stderr" == *"--attempts: '$v' is not a whole number"* ]] || fail "$v: $stderr"
+	done
+	run --separate-stderr aibox task --attempt-of 12345g "fix it"
+	assert_failure 2
+	[[ "$stderr" == *"--attempt-of: '12345g' is not a group id"* ]] || fail "$stderr"
+	run task_dirs
+	assert_output ""
+}
+
+@test "attempts: the config's attempts: is checked like --attempts" {
+	printf 'attempts: 9\n' >>"$cfg"
+	run --separate-stderr aibox task "fix it"
+	assert_failure 2
+	[[ "$stderr" == *"attempts: '9' is out of range (1 to 8)"* ]] || fail "$stderr"
+	printf 'env:\n  - CLAUDE_CODE_OAUTH_TOKEN\nattempts: two\n' >"$cfg"
+	run --separate-stderr aibox task "fix it"
+	assert_failure 2
+	[[ "$stderr" == *"attempts: '"*"two"*"is not a whole number"* ]] || fail "$stderr"
+}
+
+# The checks of one group of 2 that stopped at the boot: its output in $output/$stderr.
+assert_group_of_2() {
+	local dirs gid
+	assert_failure 1
+	dirs=$(task_dirs | sort)
+	[ "$(echo "$dirs" | wc -l)" -eq 2 ] || fail "not 2 folders: $dirs"
+	assert_equal "$(echo "$output" | sort)" "$dirs"
+	gid=$(cat "$(echo "$dirs" | head -1)/group")
+	[[ "$gid" =~ ^[0-9a-f]{6}$ ]] || fail "group '$gid'"
+	for d in $dirs; do
+		assert_equal "$(cat "$d/group")" "$gid"
+		run python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(r["group"], r["state"])' "$d/summary.json"
+		assert_success
+		assert_output "$gid not finished"
+	done
+	[[ "$stderr" == *"aibox[$gid]: group $gid: 0 of 2 attempts finished; aibox counted 0.000000 USD for them all"* ]] || fail "$stderr"
+}
+
+@test "attempts: --attempts 2 makes two folders of one group, one line each on stdout" {
+	run --separate-stderr aibox task --attempts 2 "fix the flaky test"
+	assert_failure 1
+	[[ "$stderr" == *"QEMU exited"* ]] || fail "$stderr"
+	assert_group_of_2
+	for d in $(task_dirs); do
+		run cat "$d/prompt.txt"
+		assert_output "fix the flaky test"
+	done
+	# The tasks commands: the group names its attempts; list gives each one's group.
+	gid=$(cat "$(task_dirs | head -1)/group")
+	run --separate-stderr aibox tasks show "$gid"
+	assert_failure 2
+	[[ "$stderr" == *"'$gid' is the group of 2 attempts, give one of them:"* ]] || fail "$stderr"
+	for d in $(task_dirs); do
+		[[ "$stderr" == *"  $d"* ]] || fail "$d not named: $stderr"
+	done
+	run --separate-stderr aibox tasks list --json
+	assert_success
+	run python3 -c 'import json,sys; print(sorted(t["group"] for t in json.load(sys.stdin)))' <<<"$output"
+	assert_success
+	assert_output "['$gid', '$gid']"
+	# A group of one attempt left (the other removed) names it.
+	rm -rf "$(task_dirs | head -1)"
+	run --separate-stderr aibox tasks show "$gid"
+	assert_success
+	assert_line "folder: $(task_dirs)"
+}
+
+@test "attempts: the config's attempts: 2, and a prompt from stdin read once for both" {
+	printf 'attempts: 2\n' >>"$cfg"
+	run --separate-stderr aibox task <<<"the prompt from stdin"
+	assert_failure 1
+	[[ "$stderr" == *"QEMU exited"* ]] || fail "$stderr"
+	assert_group_of_2
+	for d in $(task_dirs); do
+		run cat "$d/prompt.txt"
+		assert_output "the prompt from stdin"
+	done
+}
+
+@test "attempts: --attempts 1 over the config's attempts: 2 is one ordinary task" {
+	printf 'attempts: 2\n' >>"$cfg"
+	run --separate-stderr aibox task --attempts 1 "fix it"
+	assert_stopped_at_boot
+	assert_equal "$(task_dirs | wc -l)" 1
+	assert_file_not_exists "$(task_dirs)/group"
+	run python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["group"])' "$(task_dirs)/summary.json"
+	assert_success
+	assert_output "None"
+}
+
+@test "attempts: --json gives one record a line, the folders not printed" {
+	run --separate-stderr aibox task --attempts 2 --json "fix it"
+	assert_failure 1
+	assert_equal "$(echo "$output" | wc -l)" 2
+	run python3 -c '
+import json,sys
+rs=[json.loads(l) for l in sys.stdin]
+print(len({r["group"] for r in rs}), sorted(r["folder"] for r in rs) == sorted(sys.argv[1:]))' $(task_dirs) <<<"$output"
+	assert_success
+	assert_output "1 True"
+}
+
+@test "attempts: SIGINT to aibox stops every attempt" {
+	# A QEMU that waits: each attempt is in its boot when the stop comes.
+	printf '#!/bin/sh\n[ "$1" = --version ] && exit 1\ntouch "%s/qemu.$$"\nexec sleep 60\n' "$T" >"$T/fake-bin/qemu-system-x86_64"
+	aibox task --attempts 2 "fix it" >"$T/out" 2>"$T/err" &
+	pid=$!
+	for _ in $(seq 100); do
+		[ "$(ls "$T" | grep -c '^qemu\.')" -ge 2 ] && break
+		sleep 0.1
+	done
+	kill -INT "$pid"
+	rc=0
+	wait "$pid" || rc=$?
+	assert_equal "$rc" 1
+	[ "$(wc -l <"$T/out")" -eq 2 ] || fail "$(cat "$T/out")"
+	for d in $(cat "$T/out"); do
+		run python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(r["state"], r["why"])' "$d/summary.json"
+		assert_success
+		assert_output --partial "not finished the VM was stopped by SIGINT"
+	done
+	grep -q "0 of 2 attempts finished" "$T/err" || fail "$(cat "$T/err")"
+}
