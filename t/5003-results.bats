@@ -283,16 +283,16 @@ record() {
 	record '[]'
 	sed -i 's/"version": 1/"version": 2/' record.json
 	run test-task results - --report record.json
-	assert_line --index 0 "aibox: the hosts the VM connected to are not known: the proxy's record: not version 1 (see proxy.log)"
+	assert_line --index 0 "aibox: the hosts the VM connected to are not known: the proxy's record: 'version' is out of range (see proxy.log)"
 	record '[{"host": "a b:443", "allowed": 1, "sent": 1, "received": 1}]'
 	run test-task results - --report record.json
 	assert_output --partial "not known: the proxy's record: a host without a proper name"
 	record '[{"host": "a:443", "allowed": -1, "sent": 1, "received": 1}]'
 	run test-task results - --report record.json
-	assert_output --partial "not known: the proxy's record: 'allowed' is not a count"
+	assert_output --partial "not known: the proxy's record: 'allowed' is out of range"
 	record "$(python3 -c 'import json; print(json.dumps([{"host": "h%d:443" % i, "allowed": 1, "sent": 1, "received": 1} for i in range(257)]))')"
 	run test-task results - --report record.json
-	assert_output --partial "not known: the proxy's record: 'hosts' is not a list, or too long"
+	assert_output --partial "not known: the proxy's record: 'hosts' has over 256 elements"
 	echo '{"version": 1' >record.json
 	run test-task results - --report record.json
 	assert_output --partial "not known: the proxy's record: not a JSON object"
@@ -439,5 +439,5 @@ check_bundle() {
 	# a broken usage object makes the record unusable, as any other broken field
 	record '[]' ', "usage": {"requests": -1}'
 	run test-task results - --report record.json
-	assert_output --partial "not known: usage: 'requests' is not a count"
+	assert_output --partial "not known: usage: 'requests' is out of range"
 }

@@ -57,8 +57,8 @@ int json_get_str(json_t *o, const char *key, unsigned flags, size_t max, const c
 	return 1;
 }
 
-int json_get_int(json_t *o, const char *key, unsigned flags, int64_t min, int64_t max,
-                 int64_t *out, struct buf *err)
+int json_get_int(json_t *o, const char *key, unsigned flags, int64_t min, int64_t max, int64_t *out,
+                 struct buf *err)
 {
 	int r;
 	json_t *v = member(o, key, flags, &r, err);
@@ -75,8 +75,8 @@ int json_get_int(json_t *o, const char *key, unsigned flags, int64_t min, int64_
 	return 1;
 }
 
-int json_get_real(json_t *o, const char *key, unsigned flags, double min, double max,
-                  double *out, struct buf *err)
+int json_get_real(json_t *o, const char *key, unsigned flags, double min, double max, double *out,
+                  struct buf *err)
 {
 	int r;
 	json_t *v = member(o, key, flags, &r, err);
