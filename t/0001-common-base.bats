@@ -192,3 +192,42 @@ EOF2
 	assert_success
 	assert_output "h 443 h /a%3Bb"
 }
+
+@test "common: JSON members have one rule: absent and null are missing, a NUL byte or a wrong type is refused" {
+	cases=$(cat <<-'EOF'
+		str|req|{"k":"abc"}|set abc
+		str|req|{}|error: 'k' is missing
+		str|req|{"k":null}|error: 'k' is missing
+		str|opt|{}|missing
+		str|opt|{"k":null}|missing
+		str|opt|{"k":"a\u0000b"}|error: 'k' has a NUL byte
+		str|req|{"k":"\u0000"}|error: 'k' has a NUL byte
+		str|opt|{"k":"12345678"}|set 12345678
+		str|opt|{"k":"123456789"}|error: 'k' is over 8 bytes
+		str|opt|{"k":1}|error: 'k' is not a string
+		str|opt|[1]|missing
+		int|req|{"k":-5}|set -5
+		int|req|{"k":6}|error: 'k' is out of range
+		int|req|{"k":-9223372036854775808}|error: 'k' is out of range
+		int|req|{"k":1.0}|error: 'k' is not an integer
+		int|req|{"k":"1"}|error: 'k' is not an integer
+		int|opt|{"k":null}|missing
+		real|req|{"k":0}|set 0
+		real|req|{"k":0.25}|set 0.25
+		real|req|{"k":0.6}|error: 'k' is out of range
+		real|req|{"k":"0"}|error: 'k' is not a number
+		bool|req|{"k":false}|set 0
+		bool|req|{"k":0}|error: 'k' is not true or false
+		bool|opt|{}|missing
+		obj|req|{"k":{"a":1}}|set 1 members
+		obj|req|{"k":[]}|error: 'k' is not an object
+		list|req|{"k":[1,2]}|set 2 elements
+		list|req|{"k":[1,2,3]}|error: 'k' has over 2 elements
+		list|req|{"k":{}}|error: 'k' is not a list
+		list|req|{"j":[]}|error: 'k' is missing
+	EOF
+	)
+	run test-common json-get <<<"$(cut -d'|' -f1-3 <<<"$cases")"
+	assert_success
+	assert_output "$(cut -d'|' -f4- <<<"$cases")"
+}

@@ -285,7 +285,7 @@ PY
 	sed -i "s/\"end_time\":[0-9]*/\"end_time\":-5/" "$TK/20260101-100000-aaaaaa/summary.json"
 	run aibox tasks show aaaaaa
 	assert_success
-	assert_line "cannot read all of it: summary.json: 'end_time' is not a time"
+	assert_line "cannot read all of it: summary.json: 'end_time' is out of range"
 	run aibox tasks show bbbbbb
 	assert_success
 	assert_line --regexp '^[0-9:]{8} aibox\[bbbbbb\]: the task did not finish: the step claude failed$'
@@ -368,7 +368,7 @@ PY
 		>"$TK/20260101-100000-aaaaaa/result.json"
 	run aibox tasks show aaaaaa
 	assert_success
-	assert_line "cannot read all of it: summary.json: 'exit' is not an exit status"
+	assert_line "cannot read all of it: summary.json: 'exit' is not an integer"
 	assert_line --regexp 'vm\[aaaaaa\]: \| from result.json$'
 	# Both gone bad.
 	head -c 2000000 /dev/urandom >"$TK/20260101-100000-aaaaaa/result.json"

@@ -105,16 +105,17 @@ aibox: no changes'
 		assert_output "refused: result.json: $2"
 	}
 	refused '[]' "not an object"
-	refused '{"steps":[]}' "no 'version'"
+	refused '{"steps":[]}' "'version' is missing"
 	refused '{"version":2,"steps":[]}' "'version' is out of range"
 	refused '{"version":"1","steps":[]}' "'version' is not an integer"
-	refused '{"version":1}' "'steps' is not an array"
+	refused '{"version":1}' "'steps' is missing"
 	refused '{"version":1,"steps":[1]}' "a step is not an object"
 	refused '{"version":1,"steps":[{"name":"rm -rf","status":"ok"}]}' "a step has no known 'name'"
 	refused '{"version":1,"steps":[{"name":"clone","status":"fine"}]}' "step 'clone' has no known 'status'"
 	refused '{"version":1,"steps":[{"name":"clone","status":"ok","seconds":-1}]}' "'seconds' is out of range"
 	refused '{"version":1,"steps":[{"name":"clone","status":"ok","exit_code":256}]}' "'exit_code' is out of range"
-	refused '{"version":1,"steps":[1,2,3,4,5,6,7,8,9]}' "'steps' has more than 8 steps"
+	refused '{"version":1,"steps":[1,2,3,4,5,6,7,8,9]}' "'steps' has over 8 elements"
+	refused '{"version":1,"steps":{}}' "'steps' is not a list"
 	refused '{"version":1,"steps":[],"failed_step":"other"}' "'failed_step' is not a known step"
 	refused '{"version":1,"steps":[],"claude":[]}' "'claude' is not an object"
 	refused '{"version":1,"steps":[],"claude":{"num_turns":-1}}' "'num_turns' is out of range"
@@ -282,16 +283,16 @@ record() {
 	record '[]'
 	sed -i 's/"version": 1/"version": 2/' record.json
 	run test-task results - --report record.json
-	assert_line --index 0 "aibox: the hosts the VM connected to are not known: the proxy's record: not version 1 (see proxy.log)"
+	assert_line --index 0 "aibox: the hosts the VM connected to are not known: the proxy's record: 'version' is out of range (see proxy.log)"
 	record '[{"host": "a b:443", "allowed": 1, "sent": 1, "received": 1}]'
 	run test-task results - --report record.json
 	assert_output --partial "not known: the proxy's record: a host without a proper name"
 	record '[{"host": "a:443", "allowed": -1, "sent": 1, "received": 1}]'
 	run test-task results - --report record.json
-	assert_output --partial "not known: the proxy's record: 'allowed' is not a count"
+	assert_output --partial "not known: the proxy's record: 'allowed' is out of range"
 	record "$(python3 -c 'import json; print(json.dumps([{"host": "h%d:443" % i, "allowed": 1, "sent": 1, "received": 1} for i in range(257)]))')"
 	run test-task results - --report record.json
-	assert_output --partial "not known: the proxy's record: 'hosts' is not a list, or too long"
+	assert_output --partial "not known: the proxy's record: 'hosts' has over 256 elements"
 	echo '{"version": 1' >record.json
 	run test-task results - --report record.json
 	assert_output --partial "not known: the proxy's record: not a JSON object"
@@ -438,5 +439,5 @@ check_bundle() {
 	# a broken usage object makes the record unusable, as any other broken field
 	record '[]' ', "usage": {"requests": -1}'
 	run test-task results - --report record.json
-	assert_output --partial "not known: usage: 'requests' is not a count"
+	assert_output --partial "not known: usage: 'requests' is out of range"
 }

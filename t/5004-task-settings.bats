@@ -188,14 +188,17 @@ token" --secrets secrets.json
 		assert_failure
 		assert_output "error: settings.json: $want"
 	done <<-'EOF'
-		"version": 2|"version" is not 1
-		"mode": "shell"|"mode" is not task or run
-		"id": 7|"id" is missing or not a string
-		"timeout_s": "1"|"timeout_s" is not a whole number
-		"git": []|"git" is not an object
-		"env_names": ["A", 1]|"env_names"[1] is not a string
+		"version": 2|'version' is out of range
+		"mode": "shell"|'mode' is not task or run
+		"id": 7|'id' is not a string
+		"id": null|'id' is missing
+		"timeout_s": "1"|'timeout_s' is not an integer
+		"timeout_s": null|'timeout_s' is missing
+		"git": []|'git' is not an object
+		"env_names": ["A", 1]|'env_names'[1] is not a string
+		"env_names": {}|'env_names' is not a list
 		"env_names": ["1A"]|'1A' is not a valid variable name
-		"api": "key"|unknown "api" 'key'
+		"api": "key"|'api' is not none, forward or oauth
 		"mounts": [{"tag": "a b", "path": "/x"}]|the mount tag 'a b' is not valid
 		"mounts": [7]|mount 0 is not an object
 		"start_commit": "abc"|the start commit is not a full commit id
@@ -210,7 +213,7 @@ token" --secrets secrets.json
 	test-task settings --run >run.json
 	python3 -c 'import json; s = json.load(open("run.json")); s["command"] = ["a", 1]; json.dump(s, open("bad.json", "w"))'
 	run test-task settings-parse bad.json
-	assert_output 'error: settings.json: "command"[1] is not a string'
+	assert_output "error: settings.json: 'command'[1] is not a string"
 }
 
 @test "settings: PID 1 reads only path and mounts, checked as the task and run commands check them" {

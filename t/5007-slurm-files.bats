@@ -81,12 +81,13 @@ teardown() { lock_teardown; }
 	ok='"version":1,"session_ok":true,"stopped":false,"boot_s":1,"session_s":2,"report":null,"report_why":""'
 	refuse '[1]' "is not a JSON object"
 	refuse "{$ok,\"why\":\"\",\"why\":\"x\"}" "is not a JSON object"
-	refuse "{${ok/\"version\":1/\"version\":2},\"why\":\"\"}" "version is not 1"
-	refuse "{${ok/\"session_ok\":true/\"session_ok\":1},\"why\":\"\"}" "session_ok or stopped is not a boolean"
-	refuse "{${ok/\"boot_s\":1/\"boot_s\":-1},\"why\":\"\"}" "boot_s is not a time"
+	refuse "{${ok/\"version\":1/\"version\":2},\"why\":\"\"}" "'version' is out of range"
+	refuse "{${ok/\"session_ok\":true/\"session_ok\":1},\"why\":\"\"}" "'session_ok' is not true or false"
+	refuse "{${ok/\"boot_s\":1/\"boot_s\":-1},\"why\":\"\"}" "'boot_s' is out of range"
 	refuse "{$ok,\"why\":\"a\\u0000b\"}" "is not allowed without JSON_ALLOW_NUL"
-	refuse "{$ok,\"why\":\"$(head -c 4097 /dev/zero | tr '\0' x)\"}" "why is not a string of at most 4096 bytes"
-	refuse "{$ok}" "why is not a string"
+	refuse "{$ok,\"why\":\"$(head -c 4097 /dev/zero | tr '\0' x)\"}" "'why' is over 4096 bytes"
+	refuse "{$ok}" "slurm.status: 'why' is missing"
+	refuse "{$ok,\"why\":5}" "slurm.status: 'why' is not a string"
 	head -c $((8 * 1024 * 1024 + 1)) /dev/zero | tr '\0' ' ' >st.json
 	run test-slurm status-parse st.json
 	assert_failure

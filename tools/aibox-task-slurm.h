@@ -393,7 +393,6 @@ static int slurm_check(struct task *t)
 	struct vm_outcome o = VM_OUTCOME_INIT;
 	struct slurm_job_rec rec;
 	struct buf why = BUF_INIT, pdir = BUF_INIT, path = BUF_INIT;
-	struct timespec now;
 	struct stat st;
 	time_t start, end = time(NULL);
 	int dfd, ret;
@@ -427,9 +426,7 @@ static int slurm_check(struct task *t)
 	if (fstatat(dfd, SLURM_STATUS_NAME, &st, AT_SYMLINK_NOFOLLOW) == 0)
 		end = st.st_mtime;
 	if (task_name_parse(t->name, &start, NULL) == 0 && end >= start) {
-		clock_gettime(CLOCK_MONOTONIC, &now);
-		t->t0.tv_sec = now.tv_sec - (end - start) - (time(NULL) - end);
-		t->t0.tv_nsec = now.tv_nsec;
+		t->t0 = clock_ms() - ((int64_t)(end - start) + (time(NULL) - end)) * 1000;
 	}
 	if (fstatat(dfd, SLURM_JOB_FILE, &st, AT_SYMLINK_NOFOLLOW) == 0 && end >= st.st_mtime)
 		log_line(t, "slurm %lds (submission to the job's end)\n",
@@ -445,7 +442,7 @@ static int slurm_check(struct task *t)
 		buf_reset(&path);
 		buf_addf(&path, "%s/" GUEST_FILE_START_BUNDLE, t->dir.buf);
 		unlink(path.buf);
-		log_line(t, "total %.3fs exit 2\n", task_clock_since(&t->t0));
+		log_line(t, "total %.3fs exit 2\n", task_clock_since(t->t0));
 		write_record(t, "failed to start", 2, msg, NULL);
 		ret = 0;
 		goto out;

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "base/buf.h"
+#include "base/clock.h"
 #include "git/bundle_check.h"
 #include "git/bundle_read.h"
 #include "git/checkout.h"
@@ -128,7 +129,7 @@ struct task {
 	struct spend spend; /* the caps and the day's ledger (docs/budget.md) */
 	struct buf proxy_sock;
 	struct bundle_check checker; /* the check of changes.bundle (start_checker()) */
-	struct timespec t0, tphase;
+	int64_t t0, tphase;          /* clock_ms() at the start, and at this phase's */
 	time_t start_time, end_time; /* of its start line and its summary, for the record */
 	double boot_s, session_s;    /* for the derived lines of aibox.log */
 	struct task_continue cont;   /* with --continue */
@@ -491,7 +492,7 @@ static void write_record(struct task *t, const char *state, int code, const char
 	                            state,
 	                            code,
 	                            why,
-	                            task_clock_since(&t->t0),
+	                            task_clock_since(t->t0),
 	                            t->start_commit,
 	                            t->start_time,
 	                            t->end_time ? t->end_time : time(NULL),
@@ -520,7 +521,7 @@ static void task_failed(const char *msg)
 	unlink(path.buf);
 	if (t->proxy_sock.len)
 		unlink(t->proxy_sock.buf);
-	log_line(t, "total %.3fs exit %d\n", task_clock_since(&t->t0), die_status);
+	log_line(t, "total %.3fs exit %d\n", task_clock_since(t->t0), die_status);
 	write_record(t, "failed to start", die_status, msg, NULL);
 	if (t->audit_started)
 		audit_task(t, "end", "failed to start", die_status, NULL, NULL);
@@ -828,7 +829,7 @@ static int finish_task(struct task *t, struct vm_outcome *o)
 		buf_release(&branch);
 	}
 
-	total_s = task_clock_since(&t->t0);
+	total_s = task_clock_since(t->t0);
 	log_line(t, "total %.3fs exit %d\n", total_s, ok ? 0 : 1);
 	log_line(t, "overhead %.3fs (total - boot - agent)\n", total_s - t->boot_s - agent_s);
 	if (have_result)
@@ -878,7 +879,7 @@ int main(int argc, char **argv)
 	                 .spend = SPEND_INIT};
 
 	tool_init(argc, argv);
-	clock_gettime(CLOCK_MONOTONIC, &t.t0);
+	t.t0 = clock_ms();
 	t.tphase = t.t0;
 	t.p = (struct project)PROJECT_INIT;
 	t.checkout = (struct buf)BUF_INIT;

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "base/err.h"
+#include "base/json_get.h"
 #include "base/paths.h"
 #include "base/banned.h"
 
@@ -927,69 +928,74 @@ void usage_count_json(const struct usage_count *c, struct buf *out)
 	json_decref(root);
 }
 
+/* A count: an integer from 0 to 2^63 - 1. */
 static int get_n(json_t *o, const char *key, uint64_t *out, struct buf *err)
 {
-	json_t *v = json_object_get(o, key);
+	int64_t n;
+	int r = json_get_int(o, key, 0, 0, INT64_MAX, &n, err);
 
-	if (!json_is_integer(v) || json_integer_value(v) < 0) {
-		buf_addf(err, "usage: '%s' is not a count", key);
-		return -EINVAL;
-	}
-	*out = (uint64_t)json_integer_value(v);
-	return 0;
+	if (r > 0)
+		*out = (uint64_t)n;
+	return r < 0 ? r : 0;
 }
 
 int usage_count_from_json(const void *json, struct usage_count *c, struct buf *err)
 {
-	json_t *root = (json_t *)json, *models, *v;
+	struct buf why = BUF_INIT;
+	json_t *root = (json_t *)json, *models = NULL;
+	const char *cap = NULL;
 
 	memset(c, 0, sizeof(*c));
 	if (!json_is_object(root)) {
-		buf_addstr(err, "usage: not an object");
-		return -EINVAL;
-	}
-	if (get_n(root, "requests", &c->requests, err) || get_n(root, "nano_usd", &c->nano, err) ||
-	    get_n(root, "uncounted", &c->uncounted, err) ||
-	    get_n(root, "skipped", &c->skipped, err) || get_n(root, "refused", &c->refused, err) ||
-	    get_n(root, "cap_task_nano", &c->cap_task, err) ||
-	    get_n(root, "cap_day_nano", &c->cap_day, err) ||
-	    get_n(root, "day_nano_usd", &c->day_nano, err))
+		buf_addstr(&why, "not an object");
 		goto bad;
-	v = json_object_get(root, "ended_by_cap");
-	if (json_is_string(v) && !strcmp(json_string_value(v), "task"))
+	}
+	if (get_n(root, "requests", &c->requests, &why) ||
+	    get_n(root, "nano_usd", &c->nano, &why) ||
+	    get_n(root, "uncounted", &c->uncounted, &why) ||
+	    get_n(root, "skipped", &c->skipped, &why) ||
+	    get_n(root, "refused", &c->refused, &why) ||
+	    get_n(root, "cap_task_nano", &c->cap_task, &why) ||
+	    get_n(root, "cap_day_nano", &c->cap_day, &why) ||
+	    get_n(root, "day_nano_usd", &c->day_nano, &why) ||
+	    json_get_str(root, "ended_by_cap", JSON_OPTIONAL, 8, &cap, &why) < 0)
+		goto bad;
+	if (cap && !strcmp(cap, "task"))
 		c->capped = USAGE_CAPPED_TASK;
-	else if (json_is_string(v) && !strcmp(json_string_value(v), "day"))
+	else if (cap && !strcmp(cap, "day"))
 		c->capped = USAGE_CAPPED_DAY;
-	else if (!json_is_null(v)) {
-		buf_addstr(err, "usage: 'ended_by_cap' is not task, day or null");
+	else if (cap) {
+		buf_addstr(&why, "'ended_by_cap' is not task, day or null");
 		goto bad;
 	}
-	models = json_object_get(root, "models");
-	if (!json_is_array(models) || json_array_size(models) > USAGE_MODELS + 1) {
-		buf_addstr(err, "usage: 'models' is not a list, or too long");
+	if (json_get_list(root, "models", 0, USAGE_MODELS + 1, &models, &why) < 0)
 		goto bad;
-	}
 	for (size_t i = 0; i < json_array_size(models); i++) {
-		json_t *m = json_array_get(models, i), *name = json_object_get(m, "model");
+		json_t *m = json_array_get(models, i);
+		const char *name = json_str_checked(json_object_get(m, "model"), USAGE_MODEL_MAX);
 		struct usage_model *um = &c->m[i];
+		int priced = 1;
 
-		if (!json_is_string(name) || !name_ok(json_string_value(name))) {
-			buf_addstr(err, "usage: a model without a proper name");
+		if (!name || !name_ok(name)) {
+			buf_addstr(&why, "a model without a proper name");
 			goto bad;
 		}
-		memcpy(um->name, json_string_value(name), strlen(json_string_value(name)) + 1);
+		memcpy(um->name, name, strlen(name) + 1);
 		for (int k = 0; k < USAGE_KINDS; k++)
-			if (get_n(m, usage_kind_names[k], &um->t.n[k], err))
+			if (get_n(m, usage_kind_names[k], &um->t.n[k], &why))
 				goto bad;
-		if (get_n(m, "requests", &um->requests, err) ||
-		    get_n(m, "nano_usd", &um->nano, err))
+		if (get_n(m, "requests", &um->requests, &why) ||
+		    get_n(m, "nano_usd", &um->nano, &why) ||
+		    json_get_bool(m, "priced", JSON_OPTIONAL, &priced, &why) < 0)
 			goto bad;
-		um->unpriced = json_is_false(json_object_get(m, "priced"));
+		um->unpriced = !priced;
 		c->nr++;
 	}
 	c->present = 1;
 	return 0;
 bad:
+	buf_addf(err, "usage: %s", why.buf);
+	buf_release(&why);
 	memset(c, 0, sizeof(*c));
 	return -EINVAL;
 }

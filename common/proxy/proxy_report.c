@@ -8,6 +8,7 @@
 
 #include "base/buf.h"
 #include "base/err.h"
+#include "base/json_get.h"
 #include "base/banned.h"
 
 /* FNV-1a; 0 marks an empty slot, so no name hashes to it. */
@@ -159,17 +160,19 @@ static int bad(struct buf *err, const char *what)
 	return -EINVAL;
 }
 
-/* A non-negative integer field; 0, or -EINVAL. */
+/* A count: an integer from 0 to 2^63 - 1; 0, or -EINVAL. */
 static int get_count(json_t *o, const char *key, uint64_t *out, struct buf *err)
 {
-	json_t *v = json_object_get(o, key);
+	struct buf why = BUF_INIT;
+	int64_t n;
+	int r = json_get_int(o, key, 0, 0, INT64_MAX, &n, &why);
 
-	if (!json_is_integer(v) || json_integer_value(v) < 0) {
-		buf_addf(err, "the proxy's record: '%s' is not a count", key);
-		return -EINVAL;
-	}
-	*out = (uint64_t)json_integer_value(v);
-	return 0;
+	if (r > 0)
+		*out = (uint64_t)n;
+	else
+		bad(err, why.buf);
+	buf_release(&why);
+	return r < 0 ? r : 0;
 }
 
 static int host_name_ok(const char *s)
@@ -217,8 +220,10 @@ static int parse_secrets(json_t *root, struct proxy_report *r, struct buf *err)
 
 int proxy_report_parse(const char *p, size_t n, struct proxy_report *r, struct buf *err)
 {
-	json_t *root = NULL, *hosts, *v;
+	struct buf why = BUF_INIT;
+	json_t *root = NULL, *hosts = NULL, *v;
 	json_error_t jerr;
+	int64_t version;
 	int ret = -EINVAL;
 
 	memset(r, 0, sizeof(*r));
@@ -229,9 +234,9 @@ int proxy_report_parse(const char *p, size_t n, struct proxy_report *r, struct b
 		ret = bad(err, "not a JSON object");
 		goto out;
 	}
-	v = json_object_get(root, "version");
-	if (!json_is_integer(v) || json_integer_value(v) != PROXY_REPORT_VERSION) {
-		ret = bad(err, "not version 1");
+	if (json_get_int(root, "version", 0, PROXY_REPORT_VERSION, PROXY_REPORT_VERSION, &version,
+	                 &why) < 0) {
+		ret = bad(err, why.buf);
 		goto out;
 	}
 	if (get_count(root, "more_hosts", &r->more_hosts, err) ||
@@ -241,37 +246,36 @@ int proxy_report_parse(const char *p, size_t n, struct proxy_report *r, struct b
 	    get_count(root, "failed", &r->failed, err) ||
 	    get_count(root, "log_left_out", &r->log_left_out, err))
 		goto out;
-	v = json_object_get(root, "more_hosts_at_least");
-	if (!json_is_boolean(v)) {
-		ret = bad(err, "'more_hosts_at_least' is not true or false");
+	if (json_get_bool(root, "more_hosts_at_least", 0, &r->more_hosts_at_least, &why) < 0) {
+		ret = bad(err, why.buf);
 		goto out;
 	}
-	r->more_hosts_at_least = json_is_true(v);
 	/* Older records have no usage: then usage.present stays 0. */
 	v = json_object_get(root, "usage");
-	if (v && usage_count_from_json(v, &r->usage, err) < 0) {
+	if (v && !json_is_null(v) && usage_count_from_json(v, &r->usage, err) < 0) {
 		ret = -EINVAL;
 		goto out;
 	}
 	/* Older records, and records of tasks without secrets, have none. */
 	if (parse_secrets(root, r, err) < 0)
 		goto out;
-	hosts = json_object_get(root, "hosts");
-	if (!json_is_array(hosts) || json_array_size(hosts) > PROXY_REPORT_HOSTS) {
-		ret = bad(err, "'hosts' is not a list, or too long");
+	if (json_get_list(root, "hosts", 0, PROXY_REPORT_HOSTS, &hosts, &why) < 0) {
+		ret = bad(err, why.buf);
 		goto out;
 	}
 	if (json_array_size(hosts))
 		r->hosts = xcalloc(json_array_size(hosts), sizeof(*r->hosts));
 	for (size_t i = 0; i < json_array_size(hosts); i++) {
-		json_t *h = json_array_get(hosts, i), *name = json_object_get(h, "host");
+		json_t *h = json_array_get(hosts, i);
+		const char *name =
+		    json_str_checked(json_object_get(h, "host"), PROXY_REPORT_HOST_MAX);
 		struct proxy_report_host *hp = &r->hosts[i];
 
-		if (!json_is_string(name) || !host_name_ok(json_string_value(name))) {
+		if (!name || !host_name_ok(name)) {
 			ret = bad(err, "a host without a proper name");
 			goto out;
 		}
-		memcpy(hp->name, json_string_value(name), strlen(json_string_value(name)) + 1);
+		memcpy(hp->name, name, strlen(name) + 1);
 		if (get_count(h, "allowed", &hp->allowed, err) ||
 		    get_count(h, "sent", &hp->sent, err) ||
 		    get_count(h, "received", &hp->received, err))
@@ -280,6 +284,7 @@ int proxy_report_parse(const char *p, size_t n, struct proxy_report *r, struct b
 	}
 	ret = 0;
 out:
+	buf_release(&why);
 	json_decref(root);
 	if (ret < 0)
 		proxy_report_release(r);

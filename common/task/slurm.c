@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "base/err.h"
+#include "base/json_get.h"
 #include "proxy/proxy_report.h"
 #include "base/secret.h"
 #include "task/slurm.h"
@@ -263,37 +264,28 @@ void slurm_status_json(const struct slurm_status *st, struct buf *out)
 	json_decref(o);
 }
 
-/* A string member of at most max bytes, without NUL, into b. */
-static int get_text(json_t *o, const char *key, size_t max, struct buf *b, struct buf *err)
+/* The longest a boot or a session may be said to take: a week. */
+#define SLURM_SECONDS_MAX 604800.0
+
+/* A string member of at most max bytes into b (json_get's rule). */
+static int get_text(json_t *o, const char *key, unsigned flags, size_t max, struct buf *b,
+                    struct buf *err)
 {
-	json_t *v = json_object_get(o, key);
+	const char *s = NULL;
+	int r = json_get_str(o, key, flags, max, &s, err);
 
-	if (!json_is_string(v) || json_string_length(v) > max ||
-	    strlen(json_string_value(v)) != json_string_length(v)) {
-		buf_addf(err, "slurm.status: %s is not a string of at most %zu bytes", key, max);
-		return -EINVAL;
-	}
-	buf_add(b, json_string_value(v), json_string_length(v));
-	return 0;
-}
-
-static int get_seconds(json_t *o, const char *key, double *out, struct buf *err)
-{
-	json_t *v = json_object_get(o, key);
-
-	if (!json_is_number(v) || !(json_number_value(v) >= 0 && json_number_value(v) < 604800)) {
-		buf_addf(err, "slurm.status: %s is not a time", key);
-		return -EINVAL;
-	}
-	*out = json_number_value(v);
-	return 0;
+	if (r > 0)
+		buf_addstr(b, s);
+	return r;
 }
 
 int slurm_status_parse(const char *p, size_t n, struct slurm_status *st, struct buf *err)
 {
 	json_error_t je;
-	json_t *o, *v;
-	int ret = -EINVAL;
+	struct buf why = BUF_INIT;
+	int64_t version;
+	json_t *o;
+	int ret = -EINVAL, r;
 
 	if (n > SLURM_STATUS_MAX) {
 		buf_addf(err, "slurm.status is over %d bytes", SLURM_STATUS_MAX);
@@ -304,32 +296,21 @@ int slurm_status_parse(const char *p, size_t n, struct slurm_status *st, struct 
 		buf_addf(err, "slurm.status is not a JSON object: %s", o ? "" : je.text);
 		goto out;
 	}
-	v = json_object_get(o, "version");
-	if (!json_is_integer(v) || json_integer_value(v) != 1) {
-		buf_addstr(err, "slurm.status: version is not 1");
+	if (json_get_int(o, "version", 0, 1, 1, &version, &why) < 0 ||
+	    json_get_bool(o, "session_ok", 0, &st->session_ok, &why) < 0 ||
+	    json_get_bool(o, "stopped", 0, &st->stopped, &why) < 0 ||
+	    json_get_real(o, "boot_s", 0, 0, SLURM_SECONDS_MAX, &st->boot_s, &why) < 0 ||
+	    json_get_real(o, "session_s", 0, 0, SLURM_SECONDS_MAX, &st->session_s, &why) < 0 ||
+	    get_text(o, "why", 0, 4096, &st->why, &why) < 0 ||
+	    get_text(o, "report_why", 0, 4096, &st->report_why, &why) < 0 ||
+	    (r = get_text(o, "report", JSON_OPTIONAL, PROXY_REPORT_MAX, &st->report, &why)) < 0) {
+		buf_addf(err, "slurm.status: %s", why.buf);
 		goto out;
 	}
-	if (!json_is_boolean(json_object_get(o, "session_ok")) ||
-	    !json_is_boolean(json_object_get(o, "stopped"))) {
-		buf_addstr(err, "slurm.status: session_ok or stopped is not a boolean");
-		goto out;
-	}
-	st->session_ok = json_is_true(json_object_get(o, "session_ok"));
-	st->stopped = json_is_true(json_object_get(o, "stopped"));
-	if (get_seconds(o, "boot_s", &st->boot_s, err) < 0 ||
-	    get_seconds(o, "session_s", &st->session_s, err) < 0)
-		goto out;
-	if (get_text(o, "why", 4096, &st->why, err) < 0 ||
-	    get_text(o, "report_why", 4096, &st->report_why, err) < 0)
-		goto out;
-	v = json_object_get(o, "report");
-	if (!json_is_null(v)) {
-		if (get_text(o, "report", PROXY_REPORT_MAX, &st->report, err) < 0)
-			goto out;
-		st->have_report = 1;
-	}
+	st->have_report = r > 0;
 	ret = 0;
 out:
+	buf_release(&why);
 	json_decref(o);
 	if (ret)
 		slurm_status_release(st);

@@ -17,6 +17,7 @@
 #include "base/err.h"
 #include "git/gitproto.h"
 #include "base/guest_abi.h"
+#include "base/json_get.h"
 #include "config/project.h"
 #include "task/task_results.h"
 #include "task/session_mend.h"
@@ -75,14 +76,14 @@ static ssize_t read_in(struct task_continue *c, const char *name, struct buf *ou
 
 static int read_start_commit(struct task_continue *c, struct buf *err)
 {
-	struct buf b = BUF_INIT;
+	struct buf b = BUF_INIT, why = BUF_INIT;
 	json_t *j = NULL;
-	const char *s;
+	const char *s = NULL;
 	int ret = -EINVAL;
 
 	if (read_in(c, GUEST_FILE_SETTINGS, &b, GUEST_SETTINGS_MAX) < 0 ||
 	    !(j = json_loadb(b.buf, b.len, JSON_REJECT_DUPLICATES, NULL)) ||
-	    !(s = json_string_value(json_object_get(j, "start_commit"))) ||
+	    json_get_str(j, "start_commit", 0, OID_HEX_MAX, &s, &why) < 0 ||
 	    !oid_hex_valid(s, strlen(s))) {
 		buf_addf(err, "task '%s' has no readable settings.json with its start commit",
 		         c->name);
@@ -92,6 +93,7 @@ static int read_start_commit(struct task_continue *c, struct buf *err)
 	ret = 0;
 out:
 	json_decref(j);
+	buf_release(&why);
 	buf_release(&b);
 	return ret;
 }

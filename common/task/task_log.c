@@ -3,16 +3,14 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "task/task_results.h"
 #include "task/task_log.h"
 #include "base/banned.h"
 
-double task_clock_since(const struct timespec *a)
+double task_clock_since(int64_t since_ms)
 {
-	struct timespec b;
-
-	clock_gettime(CLOCK_MONOTONIC, &b);
-	return (double)(b.tv_sec - a->tv_sec) + (double)(b.tv_nsec - a->tv_nsec) / 1e9;
+	return (double)(clock_ms() - since_ms) / 1e3;
 }
 
 void task_log_vline(int fd, const char *fmt, va_list ap)
@@ -35,12 +33,13 @@ __attribute__((format(printf, 2, 3))) static void log_line(int fd, const char *f
 	va_end(ap);
 }
 
-double task_log_phase(int fd, struct timespec *tphase, const char *name)
+double task_log_phase(int fd, int64_t *tphase, const char *name)
 {
-	double s = task_clock_since(tphase);
+	int64_t now = clock_ms();
+	double s = (double)(now - *tphase) / 1e3;
 
 	log_line(fd, "%s %.3fs\n", name, s);
-	clock_gettime(CLOCK_MONOTONIC, tphase);
+	*tphase = now;
 	return s;
 }
 

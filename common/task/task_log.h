@@ -8,12 +8,13 @@
 #define AIBOX_TASK_LOG_H
 
 #include <stdarg.h>
+#include <stdint.h>
 #include <time.h>
 
 struct task_result;
 
-/* Seconds since a (CLOCK_MONOTONIC). */
-double task_clock_since(const struct timespec *a);
+/* Seconds since since_ms, a reading of clock_ms() (base/clock.h). */
+double task_clock_since(int64_t since_ms);
 
 /* One line to fd (-1: none). */
 __attribute__((format(printf, 2, 0))) void task_log_vline(int fd, const char *fmt, va_list ap);
@@ -22,7 +23,7 @@ __attribute__((format(printf, 2, 0))) void task_log_vline(int fd, const char *fm
  * "NAME S.SSSs": the phase that began at *tphase ended now; *tphase becomes
  * now, the next phase's start.  Returns the phase's seconds.
  */
-double task_log_phase(int fd, struct timespec *tphase, const char *name);
+double task_log_phase(int fd, int64_t *tphase, const char *name);
 
 /*
  * The phases inside the session, which the host does not see: clone and

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/err.h"
+#include "base/json_get.h"
 #include "base/out.h"
 #include "base/taskid.h"
 #include "base/banned.h"
@@ -148,58 +149,43 @@ void task_record_json(const struct task_record_in *in, struct buf *out)
 	json_decref(o);
 }
 
-__attribute__((format(printf, 2, 3))) static int bad(struct buf *err, const char *fmt, ...)
-{
-	va_list ap;
-
-	buf_addstr(err, "summary.json: ");
-	va_start(ap, fmt);
-	buf_vaddf(err, fmt, ap);
-	va_end(ap);
-	return -EINVAL;
-}
-
-/* A string of at most max bytes, or null: 1 set, 0 null or absent, <0 refused. */
+/* A string of at most max bytes, copied: 1 set, 0 missing, <0 refused. */
 static int get_str(json_t *o, const char *key, size_t max, char **out, struct buf *err)
 {
-	json_t *v = json_object_get(o, key);
+	const char *s = NULL;
+	int r = json_get_str(o, key, JSON_OPTIONAL, max, &s, err);
 
-	*out = NULL;
-	if (!v || json_is_null(v))
-		return 0;
-	if (!json_is_string(v) || json_string_length(v) > max)
-		return bad(err, "'%s' is not a string of at most %zu bytes", key, max);
-	*out = xstrndup(json_string_value(v), json_string_length(v));
-	return 1;
+	*out = r > 0 ? xstrdup(s) : NULL;
+	return r;
 }
 
-/* A Unix time (after 1970, before 2^40 s), or null: 0 when null or absent, <0 refused. */
+/* A Unix time (after 1970, before 2^40 s): 0 when missing, <0 refused. */
 static int get_time(json_t *o, const char *key, time_t *out, struct buf *err)
 {
-	json_t *v = json_object_get(o, key);
+	int64_t t = 0;
+	int r = json_get_int(o, key, JSON_OPTIONAL, 1, ((int64_t)1 << 40) - 1, &t, err);
 
-	*out = 0;
-	if (!v || json_is_null(v))
-		return 0;
-	if (!json_is_integer(v) || json_integer_value(v) <= 0 ||
-	    json_integer_value(v) >= (json_int_t)1 << 40)
-		return bad(err, "'%s' is not a time", key);
-	*out = (time_t)json_integer_value(v);
-	return 0;
+	*out = (time_t)t;
+	return r;
 }
 
 static int get_commit(json_t *o, const char *key, char out[OID_HEX_MAX + 1], struct buf *err)
 {
 	int r = result_commit_get(o, key, out);
 
-	return r < 0 ? bad(err, "'%s' is not a commit id", key) : r;
+	if (r < 0)
+		buf_addf(err, "'%s' is not a commit id", key);
+	return r;
 }
 
 int task_record_parse(const char *p, size_t n, struct task_record *r, struct buf *err)
 {
-	json_t *root, *v;
+	struct buf why = BUF_INIT;
+	json_t *root, *v = NULL;
 	json_error_t jerr;
+	const char *state = NULL, *group = NULL;
 	char *text = NULL;
+	int64_t i;
 	int ret = -EINVAL;
 
 	memset(r, 0, sizeof(*r));
@@ -209,77 +195,60 @@ int task_record_parse(const char *p, size_t n, struct task_record *r, struct buf
 	}
 	root = json_loadb(p, n, JSON_REJECT_DUPLICATES, &jerr);
 	if (!root) {
-		bad(err, "not JSON (line %d: %s)", jerr.line, jerr.text);
+		buf_addf(err, "summary.json: not JSON (line %d: %s)", jerr.line, jerr.text);
 		return -EINVAL;
 	}
 	if (!json_is_object(root)) {
-		bad(err, "not an object");
+		buf_addstr(&why, "not an object");
 		goto out;
 	}
-	v = json_object_get(root, "version");
-	if (!json_is_integer(v) || json_integer_value(v) != TASK_RECORD_VERSION) {
-		bad(err, "not version %d", TASK_RECORD_VERSION);
+	if (json_get_int(root, "version", 0, TASK_RECORD_VERSION, TASK_RECORD_VERSION, &i, &why) <
+	        0 ||
+	    json_get_str(root, "state", 0, 32, &state, &why) < 0)
 		goto out;
-	}
-	v = json_object_get(root, "state");
-	for (size_t i = 0; i < ARRAY_SIZE(states); i++)
-		if (json_is_string(v) && !strcmp(json_string_value(v), states[i]))
-			memcpy(r->state, states[i], strlen(states[i]) + 1);
+	for (size_t k = 0; k < ARRAY_SIZE(states); k++)
+		if (!strcmp(state, states[k]))
+			memcpy(r->state, states[k], strlen(states[k]) + 1);
 	if (!r->state[0]) {
-		bad(err, "'state' is not a known state");
+		buf_addstr(&why, "'state' is not a known state");
 		goto out;
 	}
-	v = json_object_get(root, "exit");
-	if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 255) {
-		bad(err, "'exit' is not an exit status");
+	if (json_get_int(root, "exit", 0, 0, 255, &i, &why) < 0)
+		goto out;
+	r->exit_code = (int)i;
+	if (json_get_str(root, "group", JSON_OPTIONAL, TASK_ID_LEN, &group, &why) < 0)
+		goto out;
+	if (group && !task_id_valid(group)) {
+		buf_addstr(&why, "'group' is not a group id");
 		goto out;
 	}
-	r->exit_code = (int)json_integer_value(v);
-	v = json_object_get(root, "seconds");
-	if (!json_is_number(v) || !(json_number_value(v) >= 0 && json_number_value(v) < 1e9)) {
-		bad(err, "'seconds' is not a duration");
+	if (group)
+		memcpy(r->group, group, TASK_ID_LEN + 1);
+	if (json_get_real(root, "seconds", 0, 0, 1e9, &r->seconds, &why) < 0 ||
+	    get_str(root, "why", TASK_RECORD_WHY_MAX, &r->why, &why) < 0 ||
+	    get_str(root, "hosts_why", TASK_RECORD_WHY_MAX, &r->report_why, &why) < 0 ||
+	    get_commit(root, "start_commit", r->start_commit, &why) < 0 ||
+	    get_time(root, "start_time", &r->start_time, &why) < 0 ||
+	    get_time(root, "end_time", &r->end_time, &why) < 0 ||
+	    get_commit(root, "end_commit", r->end_commit, &why) < 0 ||
+	    json_get_bool(root, "no_changes", 0, &r->no_changes, &why) < 0 ||
+	    json_get_obj(root, "result", JSON_OPTIONAL, &v, &why) < 0)
 		goto out;
-	}
-	r->seconds = json_number_value(v);
-	v = json_object_get(root, "group");
-	if (v && !json_is_null(v)) {
-		if (!json_is_string(v) || !task_id_valid(json_string_value(v))) {
-			bad(err, "'group' is not a group id");
-			goto out;
-		}
-		memcpy(r->group, json_string_value(v), TASK_ID_LEN + 1);
-	}
-	if (get_str(root, "why", TASK_RECORD_WHY_MAX, &r->why, err) < 0 ||
-	    get_str(root, "hosts_why", TASK_RECORD_WHY_MAX, &r->report_why, err) < 0 ||
-	    get_commit(root, "start_commit", r->start_commit, err) < 0 ||
-	    get_time(root, "start_time", &r->start_time, err) < 0 ||
-	    get_time(root, "end_time", &r->end_time, err) < 0 ||
-	    get_commit(root, "end_commit", r->end_commit, err) < 0)
-		goto out;
-	v = json_object_get(root, "no_changes");
-	if (!json_is_boolean(v)) {
-		bad(err, "'no_changes' is not true or false");
-		goto out;
-	}
-	r->no_changes = json_is_true(v);
-	v = json_object_get(root, "result");
-	if (v && !json_is_null(v)) {
-		if (!json_is_object(v) || !(text = json_dumps(v, JSON_COMPACT))) {
-			bad(err, "'result' is not an object");
-			goto out;
-		}
+	if (v) {
+		if (!(text = json_dumps(v, JSON_COMPACT)))
+			die_oom();
 		if (result_parse(text, strlen(text), &r->result, err) < 0)
 			goto out;
 		r->has_result = 1;
 		free(text);
 		text = NULL;
 	}
-	v = json_object_get(root, "hosts");
-	if (v && !json_is_null(v)) {
-		if (!json_is_object(v) || !(text = json_dumps(v, JSON_COMPACT))) {
-			bad(err, "'hosts' is not an object");
-			goto out;
-		}
+	v = NULL;
+	if (json_get_obj(root, "hosts", JSON_OPTIONAL, &v, &why) < 0)
+		goto out;
+	if (v) {
+		if (!(text = json_dumps(v, JSON_COMPACT)))
+			die_oom();
 		if (proxy_report_parse(text, strlen(text), &r->report, err) < 0)
 			goto out;
 		r->has_report = 1;
@@ -288,6 +257,9 @@ int task_record_parse(const char *p, size_t n, struct task_record *r, struct buf
 out:
 	free(text);
 	json_decref(root);
+	if (why.len)
+		buf_addf(err, "summary.json: %s", why.buf);
+	buf_release(&why);
 	if (ret < 0)
 		task_record_release(r);
 	return ret;

@@ -10,6 +10,7 @@
 #include "git/bundle_check.h"
 #include "git/bundle_read.h"
 #include "base/err.h"
+#include "base/json_get.h"
 #include "git/gitproto.h"
 #include "task/task_results.h"
 #include "base/shell_quote.h"
@@ -30,11 +31,10 @@ const char *result_ended_name(enum result_ended e)
 	return ended_names[e];
 }
 
-__attribute__((format(printf, 2, 3))) static int bad(struct buf *err, const char *fmt, ...)
+__attribute__((format(printf, 2, 3))) static int refuse(struct buf *err, const char *fmt, ...)
 {
 	va_list ap;
 
-	buf_addstr(err, "result.json: ");
 	va_start(ap, fmt);
 	buf_vaddf(err, fmt, ap);
 	va_end(ap);
@@ -44,9 +44,9 @@ __attribute__((format(printf, 2, 3))) static int bad(struct buf *err, const char
 /* Index of the string value v in names, or -1 (also for a non-string). */
 static int pick(json_t *v, const char *const *names, size_t n)
 {
-	const char *s = json_string_value(v);
+	const char *s = json_str_checked(v, 64);
 
-	if (!s || strlen(s) != json_string_length(v))
+	if (!s)
 		return -1;
 	for (size_t i = 0; i < n; i++)
 		if (!strcmp(s, names[i]))
@@ -54,51 +54,30 @@ static int pick(json_t *v, const char *const *names, size_t n)
 	return -1;
 }
 
-/* 1 if present with a value, 0 if absent or null, <0 if of the wrong type or out of range. */
-static int get_int(json_t *obj, const char *key, long min, long max, long *out, struct buf *err)
+/* get_int() for a long; 1 set, 0 missing (optional), <0 refused. */
+static int get_long(json_t *obj, const char *key, long min, long max, long *out, struct buf *err)
 {
-	json_t *v = json_object_get(obj, key);
-	json_int_t i;
+	int64_t i;
+	int r = json_get_int(obj, key, JSON_OPTIONAL, min, max, &i, err);
 
-	if (!v || json_is_null(v))
-		return 0;
-	if (!json_is_integer(v))
-		return bad(err, "'%s' is not an integer", key);
-	i = json_integer_value(v);
-	if (i < min || i > max)
-		return bad(err, "'%s' is out of range", key);
-	*out = (long)i;
-	return 1;
-}
-
-static int get_real(json_t *obj, const char *key, double max, double *out, struct buf *err)
-{
-	json_t *v = json_object_get(obj, key);
-	double d;
-
-	if (!v || json_is_null(v))
-		return 0;
-	if (!json_is_number(v))
-		return bad(err, "'%s' is not a number", key);
-	d = json_number_value(v);
-	if (!(d >= 0 && d <= max))
-		return bad(err, "'%s' is out of range", key);
-	*out = d;
-	return 1;
+	if (r > 0)
+		*out = (long)i;
+	return r;
 }
 
 int result_commit_get(json_t *o, const char *key, char out[OID_HEX_MAX + 1])
 {
-	json_t *v = json_object_get(o, key);
-	const char *s = json_string_value(v);
-	size_t n = s ? json_string_length(v) : 0;
+	struct buf why = BUF_INIT;
+	const char *s = NULL;
+	int r = json_get_str(o, key, JSON_OPTIONAL, OID_HEX_MAX, &s, &why);
 
+	buf_release(&why);
 	out[0] = '\0';
-	if (!v || json_is_null(v))
-		return 0;
-	if (!s || !oid_hex_valid(s, n))
+	if (r <= 0)
+		return r;
+	if (!oid_hex_valid(s, strlen(s)))
 		return -EINVAL;
-	memcpy(out, s, n + 1);
+	memcpy(out, s, strlen(s) + 1);
 	return 1;
 }
 
@@ -106,37 +85,38 @@ static int get_commit(json_t *obj, const char *key, char out[OID_HEX_MAX + 1], s
 {
 	int r = result_commit_get(obj, key, out);
 
-	return r < 0 ? bad(err, "'%s' is not a commit id", key) : r;
+	if (r < 0)
+		buf_addf(err, "'%s' is not a commit id", key);
+	return r;
 }
 
 static int parse_steps(json_t *root, struct task_result *r, struct buf *err)
 {
-	json_t *steps = json_object_get(root, "steps"), *st;
+	json_t *steps = NULL, *st;
 	size_t i;
 	long l;
 	int ret;
 
-	if (!json_is_array(steps))
-		return bad(err, "'steps' is not an array");
-	if (json_array_size(steps) > RESULT_STEPS_MAX)
-		return bad(err, "'steps' has more than %d steps", RESULT_STEPS_MAX);
+	if ((ret = json_get_list(root, "steps", 0, RESULT_STEPS_MAX, &steps, err)) < 0)
+		return ret;
 	json_array_foreach(steps, i, st)
 	{
 		struct result_step *s = &r->steps[i];
 		int k;
 
 		if (!json_is_object(st))
-			return bad(err, "a step is not an object");
+			return refuse(err, "a step is not an object");
 		if ((k = pick(json_object_get(st, "name"), step_names, ARRAY_SIZE(step_names))) < 0)
-			return bad(err, "a step has no known 'name'");
+			return refuse(err, "a step has no known 'name'");
 		s->name = step_names[k];
 		if ((k = pick(json_object_get(st, "status"), status_names,
 		              ARRAY_SIZE(status_names))) < 0)
-			return bad(err, "step '%s' has no known 'status'", s->name);
+			return refuse(err, "step '%s' has no known 'status'", s->name);
 		s->status = (enum result_status)k;
-		if ((ret = get_real(st, "seconds", 1e7, &s->seconds, err)) < 0)
+		if ((ret = json_get_real(st, "seconds", JSON_OPTIONAL, 0, 1e7, &s->seconds, err)) <
+		    0)
 			return ret;
-		if ((ret = get_int(st, "exit_code", 0, 255, &l, err)) < 0)
+		if ((ret = get_long(st, "exit_code", 0, 255, &l, err)) < 0)
 			return ret;
 		s->has_exit_code = ret;
 		s->exit_code = ret ? (int)l : 0;
@@ -147,52 +127,52 @@ static int parse_steps(json_t *root, struct task_result *r, struct buf *err)
 
 static int parse_claude(json_t *root, struct task_result *r, struct buf *err)
 {
-	json_t *c = json_object_get(root, "claude"), *v;
+	json_t *c = NULL;
+	const char *s = NULL;
 	long l;
 	int ret, k;
 
-	if (!c || json_is_null(c))
-		return 0;
-	if (!json_is_object(c))
-		return bad(err, "'claude' is not an object");
+	if ((ret = json_get_obj(root, "claude", JSON_OPTIONAL, &c, err)) <= 0)
+		return ret;
 	r->has_claude = 1;
-	if ((ret = get_int(c, "exit_code", 0, 255, &l, err)) < 0)
+	if ((ret = get_long(c, "exit_code", 0, 255, &l, err)) < 0)
 		return ret;
 	r->claude.has_exit_code = ret;
 	r->claude.exit_code = ret ? (int)l : 0;
-	if ((ret = get_int(c, "num_turns", 0, 1000000, &r->claude.num_turns, err)) < 0)
+	if ((ret = get_long(c, "num_turns", 0, 1000000, &r->claude.num_turns, err)) < 0)
 		return ret;
 	r->claude.has_turns = ret;
-	if ((ret = get_int(c, "duration_ms", 0, 100L * 24 * 3600 * 1000, &r->claude.duration_ms,
-	                   err)) < 0)
+	if ((ret = get_long(c, "duration_ms", 0, 100L * 24 * 3600 * 1000, &r->claude.duration_ms,
+	                    err)) < 0)
 		return ret;
 	r->claude.has_duration = ret;
-	if ((ret = get_real(c, "total_cost_usd", 1e6, &r->claude.cost_usd, err)) < 0)
+	if ((ret = json_get_real(c, "total_cost_usd", JSON_OPTIONAL, 0, 1e6, &r->claude.cost_usd,
+	                         err)) < 0)
 		return ret;
 	r->claude.has_cost = ret;
-	v = json_object_get(c, "ended_by");
-	if (v && !json_is_null(v)) {
-		if ((k = pick(v, ended_names, ARRAY_SIZE(ended_names))) < 0)
-			return bad(err, "'ended_by' is not a known reason");
+	if ((ret = json_get_str(c, "ended_by", JSON_OPTIONAL, 64, &s, err)) < 0)
+		return ret;
+	if (ret) {
+		if ((k = pick(json_object_get(c, "ended_by"), ended_names,
+		              ARRAY_SIZE(ended_names))) < 0)
+			return refuse(err, "'ended_by' is not a known reason");
 		r->claude.ended_by = (enum result_ended)k;
 		r->claude.has_ended_by = 1;
 	}
-	v = json_object_get(c, "last_message");
-	if (v && !json_is_null(v)) {
-		if (!json_is_string(v))
-			return bad(err, "'last_message' is not a string");
-		if (json_string_length(v) > RESULT_MESSAGE_MAX)
-			return bad(err, "'last_message' is over %d bytes", RESULT_MESSAGE_MAX);
-		r->claude.last_message = xstrndup(json_string_value(v), json_string_length(v));
-	}
+	if ((ret = json_get_str(c, "last_message", JSON_OPTIONAL, RESULT_MESSAGE_MAX, &s, err)) < 0)
+		return ret;
+	if (ret)
+		r->claude.last_message = xstrdup(s);
 	return 0;
 }
 
 int result_parse(const char *data, size_t len, struct task_result *r, struct buf *err)
 {
-	json_t *root = NULL, *v;
+	struct buf why = BUF_INIT;
+	json_t *root = NULL;
 	json_error_t jerr;
-	long version;
+	const char *s = NULL;
+	int64_t version;
 	int ret, k;
 
 	memset(r, 0, sizeof(*r));
@@ -203,47 +183,43 @@ int result_parse(const char *data, size_t len, struct task_result *r, struct buf
 	/* jansson refuses \u0000 in strings unless told otherwise: good. */
 	root = json_loadb(data, len, JSON_REJECT_DUPLICATES, &jerr);
 	if (!root) {
-		ret = bad(err, "not JSON (line %d: %s)", jerr.line, jerr.text);
+		ret = refuse(&why, "not JSON (line %d: %s)", jerr.line, jerr.text);
 		goto out;
 	}
 	if (!json_is_object(root)) {
-		ret = bad(err, "not an object");
+		ret = refuse(&why, "not an object");
 		goto out;
 	}
-	if ((ret = get_int(root, "version", 1, 1, &version, err)) <= 0) {
-		if (!ret)
-			ret = bad(err, "no 'version'");
+	if ((ret = json_get_int(root, "version", 0, 1, 1, &version, &why)) < 0)
 		goto out;
-	}
 	r->version = (int)version;
-	if ((ret = parse_steps(root, r, err)) < 0)
+	if ((ret = parse_steps(root, r, &why)) < 0)
 		goto out;
-	v = json_object_get(root, "failed_step");
-	if (v && !json_is_null(v)) {
-		if ((k = pick(v, step_names, ARRAY_SIZE(step_names))) < 0) {
-			ret = bad(err, "'failed_step' is not a known step");
+	if ((ret = json_get_str(root, "failed_step", JSON_OPTIONAL, 64, &s, &why)) < 0)
+		goto out;
+	if (ret) {
+		if ((k = pick(json_object_get(root, "failed_step"), step_names,
+		              ARRAY_SIZE(step_names))) < 0) {
+			ret = refuse(&why, "'failed_step' is not a known step");
 			goto out;
 		}
 		r->failed_step = step_names[k];
 	}
-	if ((ret = parse_claude(root, r, err)) < 0)
+	if ((ret = parse_claude(root, r, &why)) < 0)
 		goto out;
-	if ((ret = get_commit(root, "start_commit", r->start_commit, err)) < 0 ||
-	    (ret = get_commit(root, "end_commit", r->end_commit, err)) < 0)
+	if ((ret = get_commit(root, "start_commit", r->start_commit, &why)) < 0 ||
+	    (ret = get_commit(root, "end_commit", r->end_commit, &why)) < 0)
 		goto out;
-	v = json_object_get(root, "changes");
-	if (v && !json_is_null(v)) {
-		if (!json_is_boolean(v)) {
-			ret = bad(err, "'changes' is not true or false");
-			goto out;
-		}
-		r->changes = json_is_true(v);
-	}
+	if ((ret = json_get_bool(root, "changes", JSON_OPTIONAL, &r->changes, &why)) < 0)
+		goto out;
 	ret = 0;
 out:
 	json_decref(root);
-	if (ret < 0)
+	if (ret < 0) {
+		buf_addf(err, "result.json: %s", why.buf);
 		result_release(r);
+	}
+	buf_release(&why);
 	return ret;
 }
 

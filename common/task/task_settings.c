@@ -1,6 +1,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <limits.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +9,7 @@
 #include "task/task_settings.h"
 #include "net/git_remote.h"
 #include "git/gitproto.h"
+#include "base/json_get.h"
 #include "base/session_file.h"
 #include "base/taskid.h"
 #include "base/utf8.h"
@@ -238,73 +240,58 @@ out:
 
 /* ---- the parser ---------------------------------------------------------- */
 
-/*
- * Member key of o as a string into *out: 0, or -EINVAL with a reason.  An
- * absent member or null is *out = NULL when nullable.  A string with a NUL
- * in it is refused (jansson keeps them).
- */
+/* Member key of o as a string into *out (json_get's rule): 0, or -EINVAL. */
 static int get_str(json_t *o, const char *key, int nullable, const char **out, struct buf *err)
 {
-	json_t *v = json_object_get(o, key);
-
 	*out = NULL;
-	if (nullable && (!v || json_is_null(v)))
-		return 0;
-	if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v))
-		return bad(err, "\"%s\" is missing or not a string", key);
-	*out = json_string_value(v);
-	return 0;
+	return json_get_str(o, key, nullable ? JSON_OPTIONAL : 0, GUEST_SETTINGS_MAX, out, err) < 0
+	           ? -EINVAL
+	           : 0;
 }
 
-/* Member key of o, an array of at most max strings (absent or null: none), into v. */
+/* Member key of o, a list of at most max strings (missing: none), into v. */
 static int get_strings(json_t *o, const char *key, const char **v, size_t max, size_t *n,
                        struct buf *err)
 {
-	json_t *a = json_object_get(o, key), *e;
+	json_t *a = NULL, *e;
 	size_t i;
 
 	*n = 0;
-	if (!a || json_is_null(a))
-		return 0;
-	if (!json_is_array(a) || json_array_size(a) > max)
-		return bad(err, "\"%s\" is not a list of at most %zu strings", key, max);
+	if (json_get_list(o, key, JSON_OPTIONAL, max, &a, err) < 0)
+		return -EINVAL;
 	json_array_foreach(a, i, e)
 	{
-		if (!json_is_string(e) || strlen(json_string_value(e)) != json_string_length(e))
-			return bad(err, "\"%s\"[%zu] is not a string", key, i);
-		v[(*n)++] = json_string_value(e);
+		if (!(v[*n] = json_str_checked(e, GUEST_SETTINGS_MAX)))
+			return bad(err, "'%s'[%zu] is not a string", key, i);
+		(*n)++;
 	}
 	return 0;
 }
 
+/* A whole number into *out; missing: dflt, or refused when dflt < 0. */
 static int get_long(json_t *o, const char *key, long dflt, long *out, struct buf *err)
 {
-	json_t *v = json_object_get(o, key);
+	int64_t l = dflt;
+	int r = json_get_int(o, key, dflt >= 0 ? JSON_OPTIONAL : 0, 0, LONG_MAX, &l, err);
 
-	*out = dflt;
-	if (!v && dflt >= 0)
-		return 0;
-	if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > LONG_MAX)
-		return bad(err, "\"%s\" is not a whole number", key);
-	*out = (long)json_integer_value(v);
-	return 0;
+	*out = (long)l;
+	return r < 0 ? -EINVAL : 0;
 }
 
 static int parse_task_fields(json_t *root, struct task_settings *s, struct buf *err)
 {
-	json_t *v = json_object_get(root, "max_budget_usd"), *git = json_object_get(root, "git");
+	json_t *git = NULL;
+	int r;
 
 	if (get_str(root, "model", 1, &s->model, err) ||
 	    get_long(root, "timeout_s", -1, &s->timeout_s, err))
 		return -EINVAL;
-	if (v && !json_is_null(v)) {
-		if (!json_is_number(v))
-			return bad(err, "\"max_budget_usd\" is not a number");
-		s->has_budget = 1;
-		s->max_budget_usd = json_number_value(v);
-	}
-	if (!json_is_object(git))
-		return bad(err, "\"git\" is not an object");
+	if ((r = json_get_real(root, "max_budget_usd", JSON_OPTIONAL, -HUGE_VAL, HUGE_VAL,
+	                       &s->max_budget_usd, err)) < 0)
+		return -EINVAL;
+	s->has_budget = r > 0;
+	if (json_get_obj(root, "git", 0, &git, err) < 0)
+		return -EINVAL;
 	return get_str(git, "name", 0, &s->git_name, err) ||
 	               get_str(git, "email", 0, &s->git_email, err) ||
 	               get_str(root, "start_commit", 0, &s->start_commit, err) ||
@@ -319,17 +306,15 @@ static int parse_task_fields(json_t *root, struct task_settings *s, struct buf *
 static int parse_place(struct task_settings_doc *d, struct buf *err)
 {
 	struct task_settings *s = &d->s;
-	json_t *v, *m;
+	json_t *v = NULL, *m;
 	size_t i;
 
 	if (get_str(d->root, "path", 1, &s->path, err))
 		return -EINVAL;
 	if (!s->path)
 		s->path = GUEST_PROJECT_PATH;
-	v = json_object_get(d->root, "mounts");
-	if (v && !json_is_null(v) &&
-	    (!json_is_array(v) || json_array_size(v) > TASK_SETTINGS_MOUNTS_MAX))
-		return bad(err, "\"mounts\" is not a list of at most %d", TASK_SETTINGS_MOUNTS_MAX);
+	if (json_get_list(d->root, "mounts", JSON_OPTIONAL, TASK_SETTINGS_MOUNTS_MAX, &v, err) < 0)
+		return -EINVAL;
 	json_array_foreach(v, i, m)
 	{
 		if (!json_is_object(m))
@@ -346,16 +331,15 @@ static int parse_place(struct task_settings_doc *d, struct buf *err)
 static int parse_doc(struct task_settings_doc *d, struct buf *err)
 {
 	struct task_settings *s = &d->s;
-	json_t *root = d->root, *v;
+	json_t *root = d->root;
 	const char *str;
+	int64_t version;
 
-	v = json_object_get(root, "version");
-	if (!json_is_integer(v) || json_integer_value(v) != 1)
-		return bad(err, "\"version\" is not 1");
-	if (get_str(root, "mode", 0, &str, err))
+	if (json_get_int(root, "version", 0, 1, 1, &version, err) < 0 ||
+	    get_str(root, "mode", 0, &str, err))
 		return -EINVAL;
 	if (strcmp(str, GUEST_MODE_TASK) && strcmp(str, GUEST_MODE_RUN))
-		return bad(err, "\"mode\" is not task or run");
+		return bad(err, "'mode' is not task or run");
 	s->mode = strcmp(str, GUEST_MODE_TASK) ? TASK_MODE_RUN : TASK_MODE_TASK;
 	if (get_str(root, "id", 0, &s->id, err))
 		return -EINVAL;
@@ -376,7 +360,7 @@ static int parse_doc(struct task_settings_doc *d, struct buf *err)
 	for (s->api = 0; task_api_name(s->api) && strcmp(task_api_name(s->api), str); s->api++)
 		;
 	if (!task_api_name(s->api))
-		return bad(err, "unknown \"api\" '%s'", str);
+		return bad(err, "'api' is not none, forward or oauth");
 	if (parse_place(d, err) < 0)
 		return -EINVAL;
 	return task_settings_check(s, err);

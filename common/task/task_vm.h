@@ -44,12 +44,12 @@ struct task_vm {
 	const struct config *cfg;
 	const struct shares *shares;
 	const struct ssh_task_keys *keys;
-	const int *result_fds;   /* RESULT_NFILES of them, open (task_session.h) */
-	int aibox_log_fd;        /* aibox.log, or -1 */
-	struct timespec *tphase; /* aibox.log's phase clock (task_log.h) */
-	long timeout_ms;         /* the session's limit */
-	int snapshot;            /* start from the image's snapshot (vm.h) */
-	int no_sandbox;          /* no lockdown (the caller says so) */
+	const int *result_fds; /* RESULT_NFILES of them, open (task_session.h) */
+	int aibox_log_fd;      /* aibox.log, or -1 */
+	int64_t *tphase;       /* aibox.log's phase clock (task_log.h) */
+	long timeout_ms;       /* the session's limit */
+	int snapshot;          /* start from the image's snapshot (vm.h) */
+	int no_sandbox;        /* no lockdown (the caller says so) */
 	/* For the helpers: the key (NULL: not forwarded) and the tokens, wiped once passed on. */
 	struct buf *api_key;
 	const struct spend *spend;

@@ -24,6 +24,11 @@
  *   test-common git-remote URL                     git_remote_url_parse(): "HOST PORT HOSTPORT
  *                                                  PATH", or "error: REASON"
  *   test-common clock MS                           sleep MS ms: what clock_ms() saw pass
+ *   test-common json-get < LINES                   each line KIND|req or opt|JSON, KIND str,
+ *	                                            int, real, bool, obj or list: member "k"
+ *	                                            of JSON (\u0000 kept) by json_get, one
+ *	                                            line each: "set VALUE", "missing" or
+ *	                                            "error: REASON"
  */
 #include <dirent.h>
 #include <errno.h>
@@ -45,6 +50,7 @@
 #include "net/git_remote.h"
 #include "base/guest_abi.h"
 #include "base/guest_secrets.h"
+#include "base/json_get.h"
 #include "base/num.h"
 #include "base/opt.h"
 #include "base/sandbox.h"
@@ -392,6 +398,60 @@ static int cmd_git_remote(const char *url)
 	return 0;
 }
 
+static void json_get_one(const char *kind, const char *need, const char *json)
+{
+	unsigned flags = !strcmp(need, "opt") ? JSON_OPTIONAL : 0;
+	const char *key = "k", *s = NULL;
+	struct buf err = BUF_INIT, out = BUF_INIT;
+	json_t *root, *v = NULL;
+	json_error_t je;
+	int64_t i = 0;
+	double d = 0;
+	int b = 0;
+
+	root = json_loads(json, JSON_ALLOW_NUL, &je);
+	if (!root)
+		die("not JSON: %s", je.text);
+	if (!strcmp(kind, "str") && json_get_str(root, key, flags, 8, &s, &err) > 0)
+		buf_addstr(&out, s);
+	else if (!strcmp(kind, "int") && json_get_int(root, key, flags, -5, 5, &i, &err) > 0)
+		buf_addf(&out, "%lld", (long long)i);
+	else if (!strcmp(kind, "real") && json_get_real(root, key, flags, -0.5, 0.5, &d, &err) > 0)
+		buf_addf(&out, "%g", d);
+	else if (!strcmp(kind, "bool") && json_get_bool(root, key, flags, &b, &err) > 0)
+		buf_addf(&out, "%d", b);
+	else if (!strcmp(kind, "obj") && json_get_obj(root, key, flags, &v, &err) > 0)
+		buf_addf(&out, "%zu members", json_object_size(v));
+	else if (!strcmp(kind, "list") && json_get_list(root, key, flags, 2, &v, &err) > 0)
+		buf_addf(&out, "%zu elements", json_array_size(v));
+	json_decref(root);
+	if (err.len)
+		printf("error: %s\n", err.buf);
+	else if (out.len)
+		printf("set %s\n", out.buf);
+	else
+		printf("missing\n");
+	buf_release(&err);
+	buf_release(&out);
+}
+
+static int cmd_json_get(void)
+{
+	char line[512];
+
+	while (fgets(line, sizeof(line), stdin)) {
+		char *need = strchr(line, '|'), *json = need ? strchr(need + 1, '|') : NULL;
+
+		if (!json)
+			die("not KIND|NEED|JSON: %s", line);
+		*need++ = '\0';
+		*json++ = '\0';
+		json[strcspn(json, "\n")] = '\0';
+		json_get_one(line, need, json);
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	tool_init(argc, argv);
@@ -433,6 +493,8 @@ int main(int argc, char **argv)
 		return cmd_shell_quote(argv[2]);
 	if (!strcmp(argv[1], "git-remote") && argc == 3)
 		return cmd_git_remote(argv[2]);
+	if (!strcmp(argv[1], "json-get") && argc == 2)
+		return cmd_json_get();
 	if (!strcmp(argv[1], "clock") && argc == 3)
 		return cmd_clock(argv[2]);
 	die("unknown command '%s'", argv[1]);
