@@ -58,6 +58,7 @@
 #include "base/strvec.h"
 #include "task/system_prompt.h"
 #include "task/task_continue.h"
+#include "task/task_group.h"
 #include "task/task_folder.h"
 #include "task/task_info.h"
 #include "task/task_log.h"
@@ -539,7 +540,7 @@ static void start(struct task *t)
 	struct prompt_opts po = {0};
 	int ret;
 
-	/* An attempt's prompt is its group's, made once, on stdin (aibox-task-group.h). */
+	/* An attempt's prompt is its group's, made once, on stdin (task/task_group.h). */
 	if (!t->o.attempt_of) {
 		po.args = t->o.words;
 		po.nargs = t->o.nwords;
