@@ -97,7 +97,8 @@ int task_group_run(struct task_group *g, const struct buf *prompt, struct buf *e
 			return ret;
 		}
 		for (int i = 0; i < g->n; i++)
-			if (g->a[i].sp.out_fd >= 0 && (pfd[i].revents & (POLLIN | POLLHUP | POLLERR)))
+			if (g->a[i].sp.out_fd >= 0 &&
+			    (pfd[i].revents & (POLLIN | POLLHUP | POLLERR)))
 				attempt_read(g, &g->a[i]);
 		for (int i = 0; i < g->n; i++) {
 			struct task_group_attempt *a = &g->a[i];

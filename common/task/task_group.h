@@ -31,13 +31,13 @@ struct task_group_attempt {
 
 struct task_group {
 	/* Set by the caller before task_group_run(). */
-	int n;                          /* attempts, 1 to ATTEMPTS_MAX */
-	char gid[TASK_ID_LEN + 1];      /* the group's id */
-	const char *self;               /* the program each attempt runs */
-	char *const *argv;              /* what each attempt gets after --attempt-of GROUP */
+	int n;                     /* attempts, 1 to ATTEMPTS_MAX */
+	char gid[TASK_ID_LEN + 1]; /* the group's id */
+	const char *self;          /* the program each attempt runs */
+	char *const *argv;         /* what each attempt gets after --attempt-of GROUP */
 	int argc;
-	int json;                       /* an attempt's first line (its folder) is kept, not handed on */
-	volatile sig_atomic_t *stop;    /* a signal to pass on when nonzero (reset to 0), or NULL */
+	int json; /* an attempt's first line (its folder) is kept, not handed on */
+	volatile sig_atomic_t *stop; /* a signal to pass on when nonzero (reset to 0), or NULL */
 	/* Each whole line of an attempt's stdout that is handed on, with its '\n'. */
 	void (*line_out)(void *ctx, const char *s, size_t n);
 	void *ctx;
@@ -63,7 +63,8 @@ int task_group_run(struct task_group *g, const struct buf *prompt, struct buf *e
  */
 void task_group_summary(const struct task_group *g, int detach, struct buf *out);
 
-/* 0 when one attempt finished (there is one to pick), 2 when none started (each exited 2), else 1. */
+/* 0 when one attempt finished (there is one to pick), 2 when none started (each exited 2), else 1.
+ */
 int task_group_status(const struct task_group *g);
 
 /* Release what task_group_run() holds (g itself is the caller's); only after task_group_run(). */
