@@ -8,21 +8,26 @@
  * line at the end.
  */
 
-/* The attempts asked for: --attempts, else the project config's attempts: (else 1). */
+/*
+ * The attempts asked for: --attempts, else the project config's attempts:
+ * (else 1).  More than one are held to the policy here, before any starts
+ * (one refusal, not one per attempt); one is held to it by start().
+ */
 static int group_attempts(struct task *t)
 {
 	struct buf checkout = BUF_INIT, cfgpath = BUF_INIT, err = BUF_INIT;
 	struct project p = PROJECT_INIT;
 	struct config cfg;
-	int n = 1;
+	int n = t->o.attempts ? t->o.attempts : 1, opened;
 
-	if (t->o.attempts)
-		return t->o.attempts;
 	/* Zeroed, it can be released whatever host_project_open() got to. */
 	memset(&cfg, 0, sizeof(cfg));
-	/* A project that cannot be opened: start() says why, as for any task. */
-	if (host_project_open(&checkout, &p, &cfgpath, &cfg, &err) == 0)
+	/* A project that cannot be opened: start() (or each attempt's) says why. */
+	opened = host_project_open(&checkout, &p, &cfgpath, &cfg, &err) == 0;
+	if (opened && !t->o.attempts)
 		n = cfg.attempts;
+	if (opened && n > 1)
+		check_policy_of(t, p.name, &cfg, cfgpath.buf);
 	config_release(&cfg);
 	project_release(&p);
 	buf_release(&checkout);
