@@ -48,7 +48,8 @@ budget:
 mounts: [$T/data]
 git:
   - url: https://127.0.0.1/team/repo.git
-    push: [aibox/*]"
+    push: [aibox/*]
+attempts: 2"
 	# check CONFIG WHERE POLICY'S: CONFIG (with the login's env unless it has env)
 	# refused at WHERE of the config and at POLICY'S of the policy
 	check() {
@@ -66,6 +67,7 @@ git:
 	check "memory: 4G" "1: memory: 4G" "5: memory: 2G"
 	check "cpus: 2" "1: cpus: 2" "6: cpus: 1"
 	check "disk: 20G" "1: disk: 20G" "7: disk: 10G"
+	check "attempts: 3" "1: attempts: 3" "14: attempts: 2"
 	check $'budget:\n  task: 5' "2: budget.task: 5.000000" "9: budget.task: 2.000000"
 	check $'mounts:\n  - host: '"$T/other"$'\n    vm: /data' "2: mounts[0].host: '$T/other'" "10: mounts"
 	# a prefix is a folder, not a string: $T/data-x is not inside $T/data
@@ -108,7 +110,7 @@ git:
 
 @test "policy: an option asking beyond the policy is refused, naming the option and the policy's line" {
 	no_vm_project
-	policy $'memory: 2G\ncpus: 1\ntimeout: 30m\nbudget: {task: 2}\nimages: [default]'
+	policy $'memory: 2G\ncpus: 1\ntimeout: 30m\nbudget: {task: 2}\nimages: [default]\nattempts: 2'
 	echo 'env: [ANTHROPIC_API_KEY]' >"$cfg"
 	refused_task --memory 3G
 	assert_equal "$stderr" "aibox-task: --memory: 3G is beyond the policy ($pol:1: memory: 2G)"
@@ -120,6 +122,17 @@ git:
 	assert_equal "$stderr" "aibox-task: --max-budget-usd: 3.000000 is beyond the policy ($pol:4: budget.task: 2.000000)"
 	refused_task --image big
 	assert_equal "$stderr" "aibox-task: --image: 'big' is beyond the policy ($pol:5: images)"
+	refused_task --attempts 3
+	assert_equal "$stderr" "aibox-task: --attempts: 3 is beyond the policy ($pol:6: attempts: 2)"
+	# the config's attempts: is refused even when --attempts 1 asks for one
+	printf 'env: [ANTHROPIC_API_KEY]\nattempts: 3\n' >"$cfg"
+	refused_task --attempts 1
+	assert_equal "$stderr" "aibox-task: $cfg:2: attempts: 3 is beyond the policy ($pol:6: attempts: 2)"
+	echo 'env: [ANTHROPIC_API_KEY]' >"$cfg"
+	# as many as the policy allows start, each to the boot
+	run --separate-stderr aibox task --attempts 2 x
+	assert_stopped_at_boot
+	[[ "$stderr" == *": 0 of 2 attempts finished; "* ]] || fail "$stderr"
 	run --separate-stderr aibox run --memory 3G -- true
 	assert_failure 125
 	assert_equal "$stderr" "aibox-run: --memory: 3G is beyond the policy ($pol:1: memory: 2G)"

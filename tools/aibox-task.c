@@ -59,6 +59,7 @@
 #include "base/strvec.h"
 #include "task/system_prompt.h"
 #include "task/task_continue.h"
+#include "task/task_group.h"
 #include "task/task_folder.h"
 #include "task/task_info.h"
 #include "task/task_log.h"
@@ -165,13 +166,16 @@ static void parse_args(struct task_opts *o, int argc, char **argv)
  * to defaults is brought within it.  A policy refused, or anything asked
  * beyond it, dies with exit 2.
  */
-static void check_policy(struct task *t, const char *cfg_path)
+/* Hold project's config cfg (read from cfg_path) and the options to the policy; beyond it dies. */
+static void check_policy_of(struct task *t, const char *project, struct config *cfg,
+                            const char *cfg_path)
 {
 	struct policy p;
 	struct buf err = BUF_INIT;
 	struct policy_ask ask = {
 	    .memory_mib = t->o.memory_mib,
 	    .cpus = t->o.cpus,
+	    .attempts = t->o.attempts,
 	    /* the default is not asked for: the policy lowers it */
 	    .timeout_ms = t->o.timeout_ms != TASK_OPTS_DEFAULT_TIMEOUT_MS ? t->o.timeout_ms : 0,
 	    .budget = t->o.has_budget ? (uint64_t)(t->o.budget * 1e9 + 0.5) : 0,
@@ -179,11 +183,11 @@ static void check_policy(struct task *t, const char *cfg_path)
 	};
 
 	policy_init(&p);
-	if (policy_load(&p, &err) < 0 || policy_check(&p, &t->cfg, cfg_path, &ask, &err) < 0 ||
-	    policy_user_day(&p, &t->cfg.budget_task, &err) < 0) {
+	if (policy_load(&p, &err) < 0 || policy_check(&p, cfg, cfg_path, &ask, &err) < 0 ||
+	    policy_user_day(&p, &cfg->budget_task, &err) < 0) {
 		struct buf aerr = BUF_INIT;
 
-		if (audit_refusal(&t->audit_fd, "task", t->p.name, p.path, err.buf, &aerr) < 0)
+		if (audit_refusal(&t->audit_fd, "task", project, p.path, err.buf, &aerr) < 0)
 			warning("cannot write the audit record: %s", aerr.buf);
 		die("%s", err.buf);
 	}
@@ -192,6 +196,11 @@ static void check_policy(struct task *t, const char *cfg_path)
 		buf_addstr(&t->policy_path, p.path);
 	policy_release(&p);
 	buf_release(&err);
+}
+
+static void check_policy(struct task *t, const char *cfg_path)
+{
+	check_policy_of(t, t->p.name, &t->cfg, cfg_path);
 }
 
 /*
@@ -540,7 +549,7 @@ static void start(struct task *t)
 	struct prompt_opts po = {0};
 	int ret;
 
-	/* An attempt's prompt is its group's, made once, on stdin (aibox-task-group.h). */
+	/* An attempt's prompt is its group's, made once, on stdin (task/task_group.h). */
 	if (!t->o.attempt_of) {
 		po.args = t->o.words;
 		po.nargs = t->o.nwords;

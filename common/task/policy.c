@@ -412,7 +412,7 @@ static int check_size(const struct policy *p, const struct config *cfg, const ch
 	if (!(p->cfg.set & bit) || want <= max)
 		return 0;
 	if (cfg->set & bit) {
-		if (bit == CONFIG_SET_CPUS) {
+		if (bit == CONFIG_SET_CPUS || bit == CONFIG_SET_ATTEMPTS) {
 			buf_addf(&a, "%llu", (unsigned long long)want);
 			buf_addf(&b, "%llu", (unsigned long long)max);
 		} else {
@@ -450,6 +450,12 @@ static int check_ask(const struct policy *p, const struct policy_ask *ask, struc
 		ret = beyond(err, NULL, 0, "--cpus: %d is beyond the policy (%s:%zu: cpus: %d)",
 		             ask->cpus, p->path, config_key_line(&p->cfg.lines, CONFIG_SET_CPUS),
 		             p->cfg.cpus);
+	} else if (ask->attempts && (p->cfg.set & CONFIG_SET_ATTEMPTS) &&
+	           ask->attempts > p->cfg.attempts) {
+		ret = beyond(err, NULL, 0,
+		             "--attempts: %d is beyond the policy (%s:%zu: attempts: %d)",
+		             ask->attempts, p->path,
+		             config_key_line(&p->cfg.lines, CONFIG_SET_ATTEMPTS), p->cfg.attempts);
 	} else if (ask->timeout_ms && p->timeout_ms && ask->timeout_ms > p->timeout_ms) {
 		duration_format(&a, ask->timeout_ms);
 		duration_format(&b, p->timeout_ms);
@@ -474,7 +480,7 @@ static int check_ask(const struct policy *p, const struct policy_ask *ask, struc
 int policy_check(const struct policy *p, struct config *cfg, const char *name,
                  const struct policy_ask *ask, struct buf *err)
 {
-	uint64_t cpus = (uint64_t)cfg->cpus;
+	uint64_t cpus = (uint64_t)cfg->cpus, attempts = (uint64_t)cfg->attempts;
 	int ret;
 
 	if (!p->path)
@@ -508,9 +514,12 @@ int policy_check(const struct policy *p, struct config *cfg, const char *name,
 	    (ret = check_size(p, cfg, name, CONFIG_SET_DISK, "disk", cfg->disk_mib, p->cfg.disk_mib,
 	                      &cfg->disk_mib, err)) < 0 ||
 	    (ret = check_size(p, cfg, name, CONFIG_SET_CPUS, "cpus", cpus, (uint64_t)p->cfg.cpus,
-	                      &cpus, err)) < 0)
+	                      &cpus, err)) < 0 ||
+	    (ret = check_size(p, cfg, name, CONFIG_SET_ATTEMPTS, "attempts", attempts,
+	                      (uint64_t)p->cfg.attempts, &attempts, err)) < 0)
 		return ret;
 	cfg->cpus = (int)cpus;
+	cfg->attempts = (int)attempts;
 	if (p->cfg.budget_task && cfg->budget_task > p->cfg.budget_task) {
 		struct buf a = BUF_INIT, b = BUF_INIT;
 

@@ -68,6 +68,7 @@ int policy_load_path(struct policy *p, const char *path, struct buf *err);
 struct policy_ask {
 	uint64_t memory_mib; /* --memory */
 	int cpus;            /* --cpus */
+	int attempts;        /* --attempts */
 	int64_t timeout_ms;  /* --timeout */
 	uint64_t budget;     /* --max-budget-usd, nano-USD */
 	const char *image;   /* --image (NULL: "default") */
@@ -77,8 +78,8 @@ struct policy_ask {
 /*
  * Hold cfg (read from the file cfg_name) and ask to p.  -EPERM with the
  * first thing asked beyond it appended to err (both places, as above); else
- * 0, with what cfg leaves to its defaults brought within p: memory, cpus and
- * disk lowered to p's, budget.task set to p's when cfg's is larger or none.
+ * 0, with what cfg leaves to its defaults brought within p: memory, cpus,
+ * disk and attempts lowered to p's, budget.task set to p's when cfg's is larger or none.
  * A p without a path allows everything and changes nothing.
  */
 int policy_check(const struct policy *p, struct config *cfg, const char *cfg_name,

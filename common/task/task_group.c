@@ -1,0 +1,177 @@
+/* The attempts of one task (task/task_group.h, docs/tasks.md "Several attempts"). */
+#include <errno.h>
+#include <poll.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "base/err.h"
+#include "config/usage.h"
+#include "task/task_group.h"
+#include "task/task_record.h"
+
+/* Hand on whole lines of a's stdout; the first is its folder.  0 at its end of file. */
+static int attempt_read(struct task_group *g, struct task_group_attempt *a)
+{
+	char chunk[4096];
+	ssize_t n = read(a->sp.out_fd, chunk, sizeof(chunk));
+	char *nl;
+
+	if (n < 0 && (errno == EINTR || errno == EAGAIN))
+		return 1;
+	if (n <= 0) {
+		close(a->sp.out_fd);
+		a->sp.out_fd = -1;
+		return 0;
+	}
+	buf_add(&a->line, chunk, (size_t)n);
+	while ((nl = memchr(a->line.buf, '\n', a->line.len))) {
+		size_t len = (size_t)(nl - a->line.buf) + 1;
+
+		if (!a->lines++)
+			buf_add(&a->folder, a->line.buf, len - 1);
+		if ((a->lines > 1 || !g->json) && g->line_out)
+			g->line_out(g->ctx, a->line.buf, len);
+		buf_consume(&a->line, len);
+	}
+	return 1;
+}
+
+/* Each attempt gets what the group was given, the group's id and the prompt. */
+static int start_attempt(struct task_group *g, struct task_group_attempt *a,
+                         const struct buf *prompt, struct buf *err)
+{
+	int ret;
+
+	strvec_pushl(&a->sp.args, g->self, "--attempt-of", g->gid, NULL);
+	for (int i = 0; i < g->argc; i++)
+		strvec_push(&a->sp.args, g->argv[i]);
+	a->sp.in = SPAWN_PIPE;
+	a->sp.out = SPAWN_PIPE;
+	a->sp.pdeathsig = SIGTERM;
+	if ((ret = spawn_start(&a->sp)) < 0) {
+		buf_addf(err, "cannot start an attempt: %s", strerror(-ret));
+		return ret;
+	}
+	/* It reads its whole prompt before anything else; one that died early gets EPIPE. */
+	write_all(a->sp.in_fd, prompt->buf, prompt->len);
+	close(a->sp.in_fd);
+	a->sp.in_fd = -1;
+	return 0;
+}
+
+int task_group_run(struct task_group *g, const struct buf *prompt, struct buf *err)
+{
+	int running, ret;
+
+	if (g->n < 1 || g->n > ATTEMPTS_MAX)
+		BUG("task_group_run: %d attempts", g->n);
+	for (int i = 0; i < g->n; i++)
+		g->a[i] = (struct task_group_attempt){
+		    .sp = SPAWN_INIT, .line = BUF_INIT, .folder = BUF_INIT, .code = -1};
+	g->started = 0;
+	for (int i = 0; i < g->n; i++) {
+		if ((ret = start_attempt(g, &g->a[i], prompt, err)) < 0)
+			return ret;
+		g->started++;
+	}
+
+	running = g->n;
+	while (running) {
+		struct pollfd pfd[ATTEMPTS_MAX];
+
+		for (int i = 0; i < g->n; i++) {
+			pfd[i].fd = g->a[i].sp.out_fd; /* -1 once read to its end: poll skips it */
+			pfd[i].events = POLLIN;
+		}
+		if (g->stop && *g->stop) {
+			for (int i = 0; i < g->n; i++)
+				if (g->a[i].code < 0)
+					kill(g->a[i].sp.pid, *g->stop);
+			*g->stop = 0;
+		}
+		if (poll(pfd, (nfds_t)g->n, 200) < 0 && errno != EINTR) {
+			ret = -errno;
+			buf_addf(err, "poll: %s", strerror(-ret));
+			return ret;
+		}
+		for (int i = 0; i < g->n; i++)
+			if (g->a[i].sp.out_fd >= 0 &&
+			    (pfd[i].revents & (POLLIN | POLLHUP | POLLERR)))
+				attempt_read(g, &g->a[i]);
+		for (int i = 0; i < g->n; i++) {
+			struct task_group_attempt *a = &g->a[i];
+			int status;
+
+			if (a->code >= 0 || a->sp.out_fd >= 0)
+				continue;
+			if (waitpid(a->sp.pid, &status, 0) < 0)
+				continue;
+			a->code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+			a->sp.pid = -1;
+			running--;
+		}
+	}
+	return 0;
+}
+
+void task_group_summary(const struct task_group *g, int detach, struct buf *out)
+{
+	uint64_t nano = 0;
+	int finished = 0, recorded = 0;
+	struct buf path = BUF_INIT, data = BUF_INIT, err = BUF_INIT;
+
+	for (int i = 0; i < g->started; i++) {
+		struct task_record r;
+
+		if (!g->a[i].folder.len)
+			continue;
+		buf_reset(&path);
+		buf_reset(&data);
+		buf_addf(&path, "%s/summary.json", g->a[i].folder.buf);
+		if (buf_read_file(&data, path.buf, TASK_RECORD_MAX) <= 0)
+			continue;
+		buf_reset(&err);
+		if (task_record_parse(data.buf, data.len, &r, &err) < 0)
+			continue;
+		recorded++;
+		finished += !strcmp(r.state, "finished");
+		if (r.has_report)
+			nano = nano + r.report.usage.nano < nano ? UINT64_MAX
+			                                         : nano + r.report.usage.nano;
+		task_record_release(&r);
+	}
+	if (detach && !recorded) {
+		buf_addf(out, "group %s: %d attempts submitted", g->gid, g->n);
+	} else {
+		buf_addf(out, "group %s: %d of %d attempts finished; aibox counted ", g->gid,
+		         finished, g->n);
+		usage_format_usd(out, nano);
+		buf_addstr(out, " USD for them all");
+	}
+	buf_release(&path);
+	buf_release(&data);
+	buf_release(&err);
+}
+
+int task_group_status(const struct task_group *g)
+{
+	int any_ok = 0, all_usage = 1;
+
+	for (int i = 0; i < g->started; i++) {
+		any_ok |= g->a[i].code == 0;
+		all_usage &= g->a[i].code == 2;
+	}
+	return any_ok ? 0 : all_usage ? 2 : 1;
+}
+
+void task_group_release(struct task_group *g)
+{
+	/* task_group_run() made all n ready before starting any. */
+	for (int i = 0; i < g->n && i < ATTEMPTS_MAX; i++) {
+		spawn_clear(&g->a[i].sp);
+		buf_release(&g->a[i].line);
+		buf_release(&g->a[i].folder);
+	}
+}
