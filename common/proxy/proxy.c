@@ -287,6 +287,25 @@ static void accept_all(struct proxy *px)
 	}
 }
 
+/*
+ * The whole request went upstream and no answer's head came back within
+ * --idle-timeout: an upstream that accepted and never answered.  The client
+ * is told so with a 504 (in the API's error shape on the API port).
+ */
+static void upstream_silent(struct conn *c)
+{
+	struct buf why = BUF_INIT;
+	int ms = c->px->cfg->idle_timeout_ms;
+
+	if (ms % 1000)
+		buf_addf(&why, "upstream sent no answer in %d ms", ms);
+	else
+		buf_addf(&why, "upstream sent no answer in %d s", ms / 1000);
+	px_respond(c, 504, "failed", why.buf);
+	buf_release(&why);
+	px_pump(c);
+}
+
 static void sweep(struct proxy *px)
 {
 	for (struct conn *c = px->conns, *next; c; c = next) {
@@ -308,8 +327,13 @@ static void sweep(struct proxy *px)
 			px_respond(c, 504, "failed", "timed out connecting");
 			px_pump(c);
 			break;
-		case ST_TUNNEL:
 		case ST_FWD:
+			if (!c->draining && c->req_done && !c->resp_head_done) {
+				upstream_silent(c);
+				break;
+			}
+			/* fall through */
+		case ST_TUNNEL:
 			px_log_line(c, "allowed",
 			            !c->draining ? "idle timeout"
 			            : px->now_ms >= c->drain_until
