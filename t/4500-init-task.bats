@@ -591,7 +591,7 @@ print(len(body.encode()), body[0], set(body[1:]) == {"\u00e9"}, note)'
 		run_task "say hi"
 		[ "$(jget failed_step)" = clone ] || { echo "accepted: $bad"; false; }
 		if [ "$bad" = 7 ]; then
-			assert_output --partial '"git_remotes"[0] is not a string'
+			assert_output --partial "'git_remotes'[0] is not a string"
 		else
 			assert_output --partial "the git remote '"
 			assert_output --regexp "(must be an https:// URL|may hold no spaces, query, fragment or special characters in its path)"
