@@ -189,27 +189,31 @@ static int host_name_ok(const char *s)
 
 static int parse_secrets(json_t *root, struct proxy_report *r, struct buf *err)
 {
-	json_t *list = json_object_get(root, "secrets");
+	struct buf why = BUF_INIT;
+	json_t *list = NULL;
+	int ret = json_get_list(root, "secrets", JSON_OPTIONAL, PROXY_REPORT_SECRETS, &list, &why);
 
-	if (!list)
-		return 0;
-	if (!json_is_array(list) || json_array_size(list) > PROXY_REPORT_SECRETS)
-		return bad(err, "'secrets' is not a list, or too long");
+	if (ret < 0)
+		bad(err, why.buf);
+	buf_release(&why);
+	if (ret <= 0)
+		return ret;
 	if (get_count(root, "more_secrets", &r->more_secrets, err))
 		return -EINVAL;
 	if (json_array_size(list))
 		r->secrets = xcalloc(json_array_size(list), sizeof(*r->secrets));
 	for (size_t i = 0; i < json_array_size(list); i++) {
-		json_t *e = json_array_get(list, i), *name = json_object_get(e, "name"),
-		       *host = json_object_get(e, "host");
+		json_t *e = json_array_get(list, i);
+		const char *name = json_str_checked(json_object_get(e, "name"),
+		                                    PROXY_REPORT_SECRET_NAME),
+		           *host =
+		               json_str_checked(json_object_get(e, "host"), PROXY_REPORT_HOST_MAX);
 		struct proxy_report_secret *sp = &r->secrets[i];
 
-		if (!json_is_string(name) || !host_name_ok(json_string_value(name)) ||
-		    strlen(json_string_value(name)) > PROXY_REPORT_SECRET_NAME ||
-		    !json_is_string(host) || !host_name_ok(json_string_value(host)))
+		if (!name || !host_name_ok(name) || !host || !host_name_ok(host))
 			return bad(err, "a secret without a proper name or host");
-		memcpy(sp->name, json_string_value(name), strlen(json_string_value(name)) + 1);
-		memcpy(sp->host, json_string_value(host), strlen(json_string_value(host)) + 1);
+		memcpy(sp->name, name, strlen(name) + 1);
+		memcpy(sp->host, host, strlen(host) + 1);
 		if (get_count(e, "sent", &sp->sent, err) ||
 		    get_count(e, "refused", &sp->refused, err))
 			return -EINVAL;
