@@ -23,12 +23,13 @@ zsh_complete() {
 }
 
 # fake_tree: $T/tree/build, a build tree with aibox, aibox-completion and a
-# made-up command aibox-tasks-show, whose --help names TASK.
+# made-up command aibox-tasks-show, whose option table (what it answers to
+# --aibox-options, common/base/opt.h) has --json only.
 fake_tree() {
 	mkdir -p "$T/tree/build" "$T/tree/common/base"
 	touch "$T/tree/common/base/paths.h"
 	cp "$BUILD/aibox" "$BUILD/aibox-completion" "$T/tree/build/"
-	printf '#!/bin/sh\necho "usage: aibox tasks show TASK"\necho "    --json  as JSON"\n' \
+	printf '#!/bin/sh\n[ "$1" = --aibox-options ] || exit 2\nprintf "\\t--json\\t\\tflag\\t\\n"\n' \
 		>"$T/tree/build/aibox-tasks-show"
 	chmod +x "$T/tree/build/aibox-tasks-show"
 }
@@ -49,7 +50,7 @@ fake_tree() {
 	assert_line "completion"
 }
 
-@test "completion: bash offers a command's flags, read from its --help" {
+@test "completion: bash offers a command's flags, read from its option table" {
 	run bash_complete aibox task --
 	assert_success
 	assert_line "--model"

@@ -213,10 +213,14 @@ static void read_journal(time_t since, int json, json_t *all)
 
 int main(int argc, char **argv)
 {
-	static const struct option options[] = {
-	    {"json", no_argument, NULL, 'j'}, {"since", required_argument, NULL, 's'},
-	    {"log", no_argument, NULL, 'l'},  {"syslog", required_argument, NULL, 'S'},
-	    {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
+	static const struct opt_spec options[] = {
+	    {"json", 0, OPT_FLAG, NULL, 'j', "the entries as one JSON array"},
+	    {"since", 0, OPT_TEXT, "WHEN", 's',
+	     "only entries from WHEN on: a date like 2026-12-04, or a"},
+	    {"log", 0, OPT_FLAG, NULL, 'l',
+	     "the system log's copy: the journal where journald runs,"},
+	    {"syslog", 0, OPT_FILE, "FILE", 'S', "the system log's copy in the syslog file FILE"},
+	    {NULL, 0, 0, NULL, 0, NULL},
 	};
 	struct buf why = BUF_INIT, path = BUF_INIT;
 	json_t *all = json_array();
@@ -225,7 +229,9 @@ int main(int argc, char **argv)
 	int opt, json = 0, log = 0;
 
 	tool_init(argc, argv);
-	while ((opt = opt_next(argc, argv, "h", options, &v, &why)) != OPT_END) {
+	while ((opt = opt_parse(argc, argv, options, &v, &why)) != OPT_END) {
+		if (opt == OPT_DESCRIBE)
+			opt_describe_exit(options);
 		switch (opt) {
 		case 'j':
 			json = 1;

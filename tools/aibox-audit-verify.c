@@ -38,8 +38,7 @@ int main(int argc, char **argv)
 	int ret;
 
 	tool_init(argc, argv);
-	if ((ret = opt_words(argc, argv, NULL, 1, &flags, &words, &err)))
-		usage_exit(ret == 1, err.buf, usage_text);
+	opt_words_exit(argc, argv, NULL, 1, &flags, &words, usage_text);
 	if (words.nr)
 		buf_addstr(&path, words.v[0]);
 	else

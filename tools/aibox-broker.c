@@ -415,7 +415,6 @@ enum {
 	O_NO_SANDBOX,
 	O_TOKEN_FD,
 	O_CLIENT_TIMEOUT,
-	O_HELP
 };
 
 /* An option of the current --remote group. */
@@ -490,32 +489,44 @@ static void fd_option(struct broker *br, struct options *o, int opt, const char 
 
 static void parse_options(int argc, char **argv, struct broker *br, struct options *o)
 {
-	static const struct option opts[] = {
-	    {"remote", required_argument, NULL, O_REMOTE},
-	    {"token-env", required_argument, NULL, O_TOKEN_ENV},
-	    {"fetch", no_argument, NULL, O_FETCH},
-	    {"push", required_argument, NULL, O_PUSH},
-	    {"auth", required_argument, NULL, O_AUTH},
-	    {"auth-user", required_argument, NULL, O_AUTH_USER},
-	    {"listen", required_argument, NULL, O_LISTEN},
-	    {"listen-fd", required_argument, NULL, O_LISTEN_FD},
-	    {"conn-fd", required_argument, NULL, O_CONN_FD},
-	    {"handoff-fd", required_argument, NULL, O_HANDOFF_FD},
-	    {"log", required_argument, NULL, O_LOG},
-	    {"log-fd", required_argument, NULL, O_LOG_FD},
-	    {"ready-fd", required_argument, NULL, O_READY_FD},
-	    {"ca", required_argument, NULL, O_CA},
-	    {"no-sandbox", no_argument, NULL, O_NO_SANDBOX},
-	    {"token-fd", required_argument, NULL, O_TOKEN_FD},
-	    {"client-timeout", required_argument, NULL, O_CLIENT_TIMEOUT},
-	    {"help", no_argument, NULL, O_HELP},
-	    {NULL, 0, NULL, 0},
+	static const struct opt_spec opts[] = {
+	    {"remote", 0, OPT_TEXT, "URL", O_REMOTE,
+	     "an https remote; the options up to the next --remote apply to it;"},
+	    {"token-env", 0, OPT_TEXT, "NAME", O_TOKEN_ENV,
+	     "the environment variable holding its token (read at start);"},
+	    {"fetch", 0, OPT_FLAG, NULL, O_FETCH, "allow fetch and clone"},
+	    {"push", 0, OPT_TEXT, "PATTERN", O_PUSH,
+	     "allow pushing branches matching PATTERN ('*' stays within one"},
+	    {"auth", 0, OPT_CHOICE, "basic|bearer", O_AUTH,
+	     "how the token is sent (default basic, user x-access-token)"},
+	    {"auth-user", 0, OPT_TEXT, "NAME", O_AUTH_USER, "the user name for basic auth"},
+	    {"listen", 0, OPT_TEXT, "HOST:PORT", O_LISTEN,
+	     "listen on TCP (port 0: any; the ready line names it)"},
+	    {"listen-fd", 0, OPT_TEXT, "N", O_LISTEN_FD, "accept on this listening socket"},
+	    {"conn-fd", 0, OPT_TEXT, "N", O_CONN_FD, "serve the one connection on fd N, then exit"},
+	    {"handoff-fd", 0, OPT_TEXT, "N", O_HANDOFF_FD,
+	     "receive connections over this unix socket (SCM_RIGHTS)"},
+	    {"log", 0, OPT_FILE, "FILE", O_LOG, "append one line per operation (default: stderr)"},
+	    {"log-fd", 0, OPT_TEXT, "N", O_LOG_FD, "the same, to an open fd"},
+	    {"ready-fd", 0, OPT_TEXT, "N", O_READY_FD,
+	     "write \"ready ...\\n\" here once serving, then close it"},
+	    {"ca", 0, OPT_FILE, "FILE", O_CA,
+	     "trust only the CAs in FILE (for tests; also AIBOX_BROKER_CA)"},
+	    {"no-sandbox", 0, OPT_FLAG, NULL, O_NO_SANDBOX,
+	     "do not lock the process down (seccomp)"},
+	    {"token-fd", 0, OPT_TEXT, "N", O_TOKEN_FD,
+	     "read the --token-env variables from fd N instead, as"},
+	    {"client-timeout", 0, OPT_DURATION, "DURATION", O_CLIENT_TIMEOUT,
+	     "end a request whose client sends nothing for this"},
+	    {NULL, 0, 0, NULL, 0, NULL},
 	};
 	struct buf why = BUF_INIT, name = BUF_INIT;
 	const char *v;
 	int opt;
 
-	while ((opt = opt_next(argc, argv, "h", opts, &v, &why)) != OPT_END) {
+	while ((opt = opt_parse(argc, argv, opts, &v, &why)) != OPT_END) {
+		if (opt == OPT_DESCRIBE)
+			opt_describe_exit(opts);
 		switch (opt) {
 		case O_REMOTE:
 		case O_TOKEN_ENV:
@@ -536,7 +547,7 @@ static void parse_options(int argc, char **argv, struct broker *br, struct optio
 		case O_READY_FD:
 		case O_TOKEN_FD:
 			buf_reset(&name);
-			buf_addf(&name, "--%s", opt_name(opts, opt));
+			buf_addf(&name, "--%s", opt_spec_of(opts, opt)->name);
 			fd_option(br, o, opt, v, name.buf);
 			break;
 		case O_LOG:
@@ -558,7 +569,6 @@ static void parse_options(int argc, char **argv, struct broker *br, struct optio
 			break;
 		}
 		case 'h':
-		case O_HELP:
 			fputs(usage_text, stdout);
 			exit(0);
 		case OPT_WORD:

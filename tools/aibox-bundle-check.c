@@ -155,18 +155,27 @@ static void value_option(struct check *c, int opt, const char *v)
 
 static void parse_args(struct check *c, int argc, char **argv)
 {
-	static const struct option options[] = {
-	    {"ref", required_argument, NULL, 'r'},  {"base", required_argument, NULL, 'b'},
-	    {"repo", required_argument, NULL, 'R'}, {"limit", required_argument, NULL, 'l'},
-	    {"pack", no_argument, NULL, 'p'},       {"json", no_argument, NULL, 'j'},
-	    {"help", no_argument, NULL, 'h'},       {NULL, 0, NULL, 0},
+	static const struct opt_spec options[] = {
+	    {"ref", 0, OPT_TEXT, "NAME", 'r', "the bundle's refs must be exactly the set given"},
+	    {"base", 0, OPT_TEXT, "OID", 'b',
+	     "a prerequisite the bundle may need (without any, it may need none)"},
+	    {"repo", 0, OPT_FILE, "DIR", 'R',
+	     "with --pack: take thin-pack bases from the repository DIR"},
+	    {"limit", 0, OPT_TEXT, "NAME=VALUE", 'l', "with --pack: a limit of the check"},
+	    {"pack", 0, OPT_FLAG, NULL, 'p',
+	     "also verify the pack: objects inflate, deltas resolve, checksum"},
+	    {"json", 0, OPT_FLAG, NULL, 'j',
+	     "print what was read, and the verdict, as JSON on stdout"},
+	    {NULL, 0, 0, NULL, 0, NULL},
 	};
 	struct buf why = BUF_INIT;
 	size_t nwords = 0;
 	const char *v;
 	int opt;
 
-	while ((opt = opt_next(argc, argv, "h", options, &v, &why)) != OPT_END) {
+	while ((opt = opt_parse(argc, argv, options, &v, &why)) != OPT_END) {
+		if (opt == OPT_DESCRIBE)
+			opt_describe_exit(options);
 		if (opt == 'h' || opt == OPT_BAD)
 			usage_exit(opt == 'h', why.buf, usage_text);
 		if (opt == OPT_WORD && !nwords++)

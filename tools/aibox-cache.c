@@ -181,28 +181,23 @@ static int cmd_clear(void)
 	return 0;
 }
 
-/* The words of a subcommand's line, up to max; -h and --help print the usage. */
-static void sub_words(int argc, char **argv, const struct option *options, unsigned *flags)
-{
-	struct strvec words = STRVEC_INIT;
-	struct buf why = BUF_INIT;
-	int ret = opt_words(argc, argv, options, 0, flags, &words, &why);
-
-	if (ret)
-		usage_exit(ret == 1, why.buf, usage_text);
-	buf_release(&why);
-	strvec_clear(&words);
-}
-
 int main(int argc, char **argv)
 {
-	static const struct option json[] = {{"json", no_argument, NULL, 0}, {NULL, 0, NULL, 0}};
+	static const struct opt_spec json[] = {
+	    {"json", 0, OPT_FLAG, NULL, 'j', "one JSON array, keys in docs/json.md"},
+	    {NULL, 0, 0, NULL, 0, NULL},
+	};
+	static const struct opt_sub subs[] = {
+	    {"list", json}, {"size", NULL}, {"verify", NULL}, {"clear", NULL}, {NULL, NULL}};
+	struct strvec words = STRVEC_INIT;
 	struct buf why = BUF_INIT;
 	unsigned flags = 0;
 	int i;
 
 	tool_init(argc, argv);
 	i = opt_subcommand(argc, argv, &why);
+	if (i == OPT_DESCRIBE)
+		opt_describe_subs_exit(subs);
 	if (i <= 0)
 		usage_exit(i == 0, why.buf, usage_text);
 	if (i == argc)
@@ -210,19 +205,19 @@ int main(int argc, char **argv)
 	argc -= i;
 	argv += i;
 	if (!strcmp(argv[0], "list")) {
-		sub_words(argc, argv, json, &flags);
+		opt_words_exit(argc, argv, json, 0, &flags, &words, usage_text);
 		return cmd_list(flags & 1);
 	}
 	if (!strcmp(argv[0], "size")) {
-		sub_words(argc, argv, NULL, &flags);
+		opt_words_exit(argc, argv, NULL, 0, &flags, &words, usage_text);
 		return cmd_size();
 	}
 	if (!strcmp(argv[0], "verify")) {
-		sub_words(argc, argv, NULL, &flags);
+		opt_words_exit(argc, argv, NULL, 0, &flags, &words, usage_text);
 		return cmd_verify();
 	}
 	if (!strcmp(argv[0], "clear")) {
-		sub_words(argc, argv, NULL, &flags);
+		opt_words_exit(argc, argv, NULL, 0, &flags, &words, usage_text);
 		return cmd_clear();
 	}
 	error("unknown subcommand '%s'", argv[0]);

@@ -65,7 +65,6 @@ int main(int argc, char **argv)
 	struct strvec words = STRVEC_INIT;
 	struct buf why = BUF_INIT;
 	unsigned flags;
-	int ret;
 
 	tool_init(argc, argv);
 	progname = "aibox completion";
@@ -73,9 +72,7 @@ int main(int argc, char **argv)
 	if (argc >= 3 && !strcmp(argv[1], "--words")) {
 		print_words(argv[2], argc - 3, argv + 3);
 	} else {
-		ret = opt_words(argc, argv, NULL, 1, &flags, &words, &why);
-		if (ret)
-			usage_exit(ret == 1, why.buf, usage_text);
+		opt_words_exit(argc, argv, NULL, 1, &flags, &words, usage_text);
 		if (words.nr == 1 && !strcmp(words.v[0], "bash"))
 			print_script("aibox.bash");
 		else if (words.nr == 1 && !strcmp(words.v[0], "zsh"))

@@ -212,17 +212,18 @@ static void relay(int s)
 /* The options; returns the socket's path. */
 static const char *parse_options(int argc, char **argv, long *max, const char **log)
 {
-	static const struct option options[] = {
-	    {"max", required_argument, NULL, 'm'},
-	    {"log", required_argument, NULL, 'l'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
+	static const struct opt_spec options[] = {
+	    {"max", 0, OPT_TEXT, "N", 'm', "at most N at once for the socket"},
+	    {"log", 0, OPT_FILE, "FILE", 'l', "with --max: where a refusal is logged"},
+	    {NULL, 0, 0, NULL, 0, NULL},
 	};
 	struct buf why = BUF_INIT;
 	const char *v, *path = NULL;
 	int opt, nwords = 0;
 
-	while ((opt = opt_next(argc, argv, "h", options, &v, &why)) != OPT_END) {
+	while ((opt = opt_parse(argc, argv, options, &v, &why)) != OPT_END) {
+		if (opt == OPT_DESCRIBE)
+			opt_describe_exit(options);
 		if (opt == 'h' || opt == OPT_BAD)
 			usage_exit(opt == 'h', why.buf, usage_text);
 		if (opt == OPT_WORD && !nwords++)

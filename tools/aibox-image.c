@@ -32,20 +32,23 @@ static const char usage_text[] = "usage: aibox image list [--json]\n"
                                  "       aibox image build [--force] [<name>]\n"
                                  "       aibox image remove <name>\n";
 
-/*
- * A subcommand's options (common/base/opt.h) and its words, from 0 to max of
- * them; -h and --help print the usage.  Returns the bits of the options given.
- */
-static unsigned sub_args(int argc, char **argv, const struct option *options, size_t max,
+/* Each subcommand's options (common/base/opt.h). */
+static const struct opt_spec list_opts[] = {
+    {"json", 0, OPT_FLAG, NULL, 'j', "as JSON"},
+    {NULL, 0, 0, NULL, 0, NULL},
+};
+static const struct opt_spec build_opts[] = {
+    {"force", 0, OPT_FLAG, NULL, 'f', "build again"},
+    {NULL, 0, 0, NULL, 0, NULL},
+};
+
+/* A subcommand's options and its words, from 0 to max of them: the bits of the options given. */
+static unsigned sub_args(int argc, char **argv, const struct opt_spec *options, size_t max,
                          struct strvec *words)
 {
-	struct buf why = BUF_INIT;
 	unsigned flags = 0;
-	int ret = opt_words(argc, argv, options, max, &flags, words, &why);
 
-	if (ret)
-		usage_exit(ret == 1, why.buf, usage_text);
-	buf_release(&why);
+	opt_words_exit(argc, argv, options, max, &flags, words, usage_text);
 	return flags;
 }
 
@@ -117,9 +120,8 @@ static int cmd_list(int argc, char **argv)
 	struct strvec names = STRVEC_INIT;
 	struct buf dir = BUF_INIT, path = BUF_INIT, m = BUF_INIT, v = BUF_INIT;
 	json_t *array = json_array();
-	static const struct option options[] = {{"json", no_argument, NULL, 0}, {NULL, 0, NULL, 0}};
 	struct strvec none = STRVEC_INIT;
-	int json = sub_args(argc, argv, options, 0, &none) & 1;
+	int json = sub_args(argc, argv, list_opts, 0, &none) & 1;
 
 	d = opendir(image_store());
 	if (!d) {
@@ -208,11 +210,9 @@ static void save_snapshot(const char *name)
 
 static int cmd_build(int argc, char **argv)
 {
-	static const struct option options[] = {{"force", no_argument, NULL, 0},
-	                                        {NULL, 0, NULL, 0}};
 	struct strvec words = STRVEC_INIT;
 	const char *name = "default";
-	int force = sub_args(argc, argv, options, 1, &words) & 1, r;
+	int force = sub_args(argc, argv, build_opts, 1, &words) & 1, r;
 	struct buf recipe = BUF_INIT, path = BUF_INIT, m = BUF_INIT, before = BUF_INIT;
 	struct buf after = BUF_INIT;
 	struct spawn sp = SPAWN_INIT;
@@ -296,11 +296,15 @@ static int cmd_remove(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+	static const struct opt_sub subs[] = {
+	    {"list", list_opts}, {"build", build_opts}, {"remove", NULL}, {NULL, NULL}};
 	struct buf why = BUF_INIT;
 	int i;
 
 	tool_init(argc, argv);
 	i = opt_subcommand(argc, argv, &why);
+	if (i == OPT_DESCRIBE)
+		opt_describe_subs_exit(subs);
 	if (i <= 0)
 		usage_exit(i == 0, why.buf, usage_text);
 	if (i == argc)

@@ -172,9 +172,9 @@ static void print_text(json_t *o, const char *indent)
 
 int main(int argc, char **argv)
 {
-	static const struct option options[] = {
-	    {"json", no_argument, NULL, 0},
-	    {NULL, 0, NULL, 0},
+	static const struct opt_spec options[] = {
+	    {"json", 0, OPT_FLAG, NULL, 'j', "as JSON on stdout"},
+	    {NULL, 0, 0, NULL, 0, NULL},
 	};
 	struct policy p;
 	struct buf err = BUF_INIT, cfg_path = BUF_INIT;
@@ -187,8 +187,7 @@ int main(int argc, char **argv)
 	int ret;
 
 	tool_init(argc, argv);
-	if ((ret = opt_words(argc, argv, options, 1, &flags, &words, &err)))
-		usage_exit(ret == 1, err.buf, usage_text);
+	opt_words_exit(argc, argv, options, 1, &flags, &words, usage_text);
 	policy_init(&p);
 	config_init(&cfg);
 	if (policy_load(&p, &err) < 0)

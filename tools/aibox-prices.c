@@ -188,18 +188,14 @@ static const char *model_name(const char *s)
 /* --json and at most one MODEL (into words), through common/base/opt.c as every tool. */
 static void parse_options(int argc, char **argv, int *json, struct strvec *words)
 {
-	static const struct option options[] = {
-	    {"json", no_argument, NULL, 0},
-	    {NULL, 0, NULL, 0},
+	static const struct opt_spec options[] = {
+	    {"json", 0, OPT_FLAG, NULL, 'j', "as JSON on stdout"},
+	    {NULL, 0, 0, NULL, 0, NULL},
 	};
-	struct buf why = BUF_INIT;
 	unsigned flags;
-	int ret = opt_words(argc, argv, options, 1, &flags, words, &why);
 
-	if (ret)
-		usage_exit(ret == 1, why.buf, usage_text);
+	opt_words_exit(argc, argv, options, 1, &flags, words, usage_text);
 	*json = !!(flags & 1);
-	buf_release(&why);
 }
 
 int main(int argc, char **argv)

@@ -334,21 +334,14 @@ static int cmd_remove(const char *name)
 	return ret;
 }
 
-/* The words of a subcommand's line, up to max; -h and --help print the usage. */
-static void sub_words(int argc, char **argv, const struct option *options, size_t max,
-                      unsigned *flags, struct strvec *words)
-{
-	struct buf why = BUF_INIT;
-	int ret = opt_words(argc, argv, options, max, flags, words, &why);
-
-	if (ret)
-		usage_exit(ret == 1, why.buf, usage_text);
-	buf_release(&why);
-}
-
 int main(int argc, char **argv)
 {
-	static const struct option json[] = {{"json", no_argument, NULL, 0}, {NULL, 0, NULL, 0}};
+	static const struct opt_spec json[] = {
+	    {"json", 0, OPT_FLAG, NULL, 'j', "one JSON array, keys in docs/json.md"},
+	    {NULL, 0, 0, NULL, 0, NULL},
+	};
+	static const struct opt_sub subs[] = {
+	    {"list", json}, {"path", NULL}, {"check", NULL}, {"remove", NULL}, {NULL, NULL}};
 	struct strvec words = STRVEC_INIT;
 	struct buf why = BUF_INIT;
 	unsigned flags = 0;
@@ -356,6 +349,8 @@ int main(int argc, char **argv)
 
 	tool_init(argc, argv);
 	i = opt_subcommand(argc, argv, &why);
+	if (i == OPT_DESCRIBE)
+		opt_describe_subs_exit(subs);
 	if (i <= 0)
 		usage_exit(i == 0, why.buf, usage_text);
 	if (i == argc)
@@ -363,17 +358,17 @@ int main(int argc, char **argv)
 	argc -= i;
 	argv += i;
 	if (!strcmp(argv[0], "list")) {
-		sub_words(argc, argv, json, 0, &flags, &words);
+		opt_words_exit(argc, argv, json, 0, &flags, &words, usage_text);
 		return cmd_list(flags & 1);
 	}
 	if (!strcmp(argv[0], "path")) {
-		sub_words(argc, argv, NULL, 0, &flags, &words);
+		opt_words_exit(argc, argv, NULL, 0, &flags, &words, usage_text);
 		return cmd_path();
 	}
 	if (!strcmp(argv[0], "check")) {
 		int ret;
 
-		sub_words(argc, argv, NULL, 1, &flags, &words);
+		opt_words_exit(argc, argv, NULL, 1, &flags, &words, usage_text);
 		ret = cmd_check(words.nr ? words.v[0] : NULL);
 		strvec_clear(&words);
 		return ret;
@@ -381,7 +376,7 @@ int main(int argc, char **argv)
 	if (!strcmp(argv[0], "remove")) {
 		int ret;
 
-		sub_words(argc, argv, NULL, 1, &flags, &words);
+		opt_words_exit(argc, argv, NULL, 1, &flags, &words, usage_text);
 		if (words.nr != 1) {
 			error("remove takes one project name");
 			usage_die(usage_text);

@@ -91,7 +91,8 @@ static const char usage[] =
     "  --ledger-fd N        add each cost to the day's ledger open on fd N\n"
     "  --no-sandbox         do not lock the process down with seccomp\n"
     "\n"
-    "T is a number of seconds, or a number followed by ms or s.\n";
+    "T is a duration with its unit (500ms, 30s, 10m, 1h); a bare number other than 0\n"
+    "is refused, as in every aibox tool.\n";
 
 enum {
 	OPT_LISTEN = 256,
@@ -123,41 +124,59 @@ enum {
 	OPT_BUDGET_DAY,
 	OPT_LEDGER_FD,
 	OPT_NO_SANDBOX,
-	OPT_HELP,
 };
 
-static const struct option options[] = {
-    {"listen", required_argument, NULL, OPT_LISTEN},
-    {"listen-fd", required_argument, NULL, OPT_LISTEN_FD},
-    {"allow", required_argument, NULL, OPT_ALLOW},
-    {"allow-file", required_argument, NULL, OPT_ALLOW_FILE},
-    {"log", required_argument, NULL, OPT_LOG},
-    {"log-fd", required_argument, NULL, OPT_LOG_FD},
-    {"log-max", required_argument, NULL, OPT_LOG_MAX},
-    {"report-fd", required_argument, NULL, OPT_REPORT_FD},
-    {"key-env", required_argument, NULL, OPT_KEY_ENV},
-    {"key-fd", required_argument, NULL, OPT_KEY_FD},
-    {"ready-fd", required_argument, NULL, OPT_READY_FD},
-    {"presets", required_argument, NULL, OPT_PRESETS},
-    {"header-timeout", required_argument, NULL, OPT_HEADER_TIMEOUT},
-    {"idle-timeout", required_argument, NULL, OPT_IDLE_TIMEOUT},
-    {"connect-timeout", required_argument, NULL, OPT_CONNECT_TIMEOUT},
-    {"max-conns", required_argument, NULL, OPT_MAX_CONNS},
-    {"api-pool", required_argument, NULL, OPT_API_POOL},
-    {"api-pool-idle", required_argument, NULL, OPT_API_POOL_IDLE},
-    {"drain-timeout", required_argument, NULL, OPT_DRAIN_TIMEOUT},
-    {"drain-max", required_argument, NULL, OPT_DRAIN_MAX},
-    {"broker-fd", required_argument, NULL, OPT_BROKER_FD},
-    {"secrets-fd", required_argument, NULL, OPT_SECRETS_FD},
-    {"ca-fd", required_argument, NULL, OPT_CA_FD},
-    {"ca-valid", required_argument, NULL, OPT_CA_VALID},
-    {"prices", required_argument, NULL, OPT_PRICES},
-    {"budget-task", required_argument, NULL, OPT_BUDGET_TASK},
-    {"budget-day", required_argument, NULL, OPT_BUDGET_DAY},
-    {"ledger-fd", required_argument, NULL, OPT_LEDGER_FD},
-    {"no-sandbox", no_argument, NULL, OPT_NO_SANDBOX},
-    {"help", no_argument, NULL, OPT_HELP},
-    {NULL, 0, NULL, 0},
+static const struct opt_spec options[] = {
+    {"listen", 0, OPT_TEXT, "ADDR", OPT_LISTEN,
+     "listen on HOST:PORT (an IP address or localhost; default"},
+    {"listen-fd", 0, OPT_TEXT, "N", OPT_LISTEN_FD, "accept on the listening socket N instead"},
+    {"allow", 0, OPT_TEXT, "ENTRY", OPT_ALLOW,
+     "allow host, host:port, *.domain, an IP literal or preset:NAME"},
+    {"allow-file", 0, OPT_FILE, "FILE", OPT_ALLOW_FILE, "allow the entries in FILE, one a line"},
+    {"log", 0, OPT_FILE, "FILE", OPT_LOG, "append one line per request or tunnel to FILE"},
+    {"log-fd", 0, OPT_TEXT, "N", OPT_LOG_FD, "write those lines to fd N"},
+    {"log-max", 0, OPT_TEXT, "BYTES", OPT_LOG_MAX,
+     "write at most BYTES of log lines, then count them"},
+    {"report-fd", 0, OPT_TEXT, "N", OPT_REPORT_FD,
+     "when told to stop, write the record (what the VM"},
+    {"key-env", 0, OPT_TEXT, "NAME", OPT_KEY_ENV,
+     "forward 127.0.0.1:3129 to the API with the key in $NAME"},
+    {"key-fd", 0, OPT_TEXT, "N", OPT_KEY_FD, "the same with the key read from fd N (to its EOF)"},
+    {"ready-fd", 0, OPT_TEXT, "N", OPT_READY_FD,
+     "write \"ready ADDR\" to fd N once listening, then close it"},
+    {"presets", 0, OPT_FILE, "DIR", OPT_PRESETS,
+     "read preset:NAME from DIR/NAME (default: aibox's data)"},
+    {"header-timeout", 0, OPT_DURATION, "T", OPT_HEADER_TIMEOUT,
+     "time for a request head to arrive (default 30s; T a"},
+    {"idle-timeout", 0, OPT_DURATION, "T", OPT_IDLE_TIMEOUT,
+     "time a tunnel or connection may sit idle (default 600s)"},
+    {"connect-timeout", 0, OPT_DURATION, "T", OPT_CONNECT_TIMEOUT,
+     "time to resolve, connect and shake hands (default 30s)"},
+    {"max-conns", 0, OPT_TEXT, "N", OPT_MAX_CONNS, "connections at once (default 10000)"},
+    {"api-pool", 0, OPT_TEXT, "N", OPT_API_POOL,
+     "keep up to N idle TLS connections to the API upstream"},
+    {"api-pool-idle", 0, OPT_DURATION, "T", OPT_API_POOL_IDLE,
+     "close an idle pooled connection after T (default 20s)"},
+    {"drain-timeout", 0, OPT_DURATION, "T", OPT_DRAIN_TIMEOUT,
+     "read a paid answer whose client went away for at most T"},
+    {"drain-max", 0, OPT_TEXT, "BYTES", OPT_DRAIN_MAX, "... and at most BYTES of it (default 64M)"},
+    {"broker-fd", 0, OPT_TEXT, "N", OPT_BROKER_FD,
+     "hand requests for git.aibox.internal to aibox-broker over"},
+    {"secrets-fd", 0, OPT_TEXT, "N", OPT_SECRETS_FD,
+     "the secrets and rules to apply, read from fd N (to its"},
+    {"ca-fd", 0, OPT_TEXT, "N", OPT_CA_FD, "write the task CA's certificate (PEM) to fd N, then"},
+    {"ca-valid", 0, OPT_DURATION, "T", OPT_CA_VALID,
+     "how long the task CA is valid (default 7 days)"},
+    {"prices", 0, OPT_FILE, "FILE", OPT_PRICES,
+     "count key forwarding's spend with this price table"},
+    {"budget-task", 0, OPT_TEXT, "USD", OPT_BUDGET_TASK,
+     "refuse paid API requests once this task spent USD"},
+    {"budget-day", 0, OPT_TEXT, "USD", OPT_BUDGET_DAY,
+     "refuse them once the day's ledger reached USD"},
+    {"ledger-fd", 0, OPT_TEXT, "N", OPT_LEDGER_FD,
+     "add each cost to the day's ledger open on fd N"},
+    {"no-sandbox", 0, OPT_FLAG, NULL, OPT_NO_SANDBOX, "do not lock the process down with seccomp"},
+    {NULL, 0, 0, NULL, 0, NULL},
 };
 
 /* A timeout of aibox-proxy: 1 ms to a day, as every tool reads a duration. */
@@ -451,7 +470,6 @@ static void one_option(int opt, const char *arg, struct proxy_config *cfg,
 	case OPT_NO_SANDBOX:
 		o->no_sandbox = 1;
 		break;
-	case 'h':
 	case OPT_HELP:
 		fputs(usage, stdout);
 		exit(0);
@@ -473,7 +491,9 @@ static void parse_options(int argc, char **argv, struct proxy_config *cfg,
 	cfg->api_pool_idle_ms = 20000;
 	cfg->drain_ms = PROXY_DRAIN_MS;
 	cfg->drain_max = PROXY_DRAIN_MAX;
-	while ((opt = opt_next(argc, argv, "h", options, &v, &why)) != OPT_END) {
+	while ((opt = opt_parse(argc, argv, options, &v, &why)) != OPT_END) {
+		if (opt == OPT_DESCRIBE)
+			opt_describe_exit(options);
 		if (opt == OPT_BAD)
 			error("%s", why.buf);
 		else if (opt == OPT_WORD)

@@ -108,16 +108,22 @@ static struct run *failing_run;
 /* Options anywhere before `--` (common/base/opt.h); the command is what follows `--`. */
 static void parse_options(struct run *r, int argc, char **argv)
 {
-	static const struct option options[] = {
-	    {"memory", required_argument, NULL, 'm'}, {"cpus", required_argument, NULL, 'c'},
-	    {"image", required_argument, NULL, 'i'},  {"no-sandbox", no_argument, NULL, 'n'},
-	    {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
+	static const struct opt_spec options[] = {
+	    {"memory", 0, OPT_TEXT, "SIZE", 'm',
+	     "the VM's memory, 512M to 1T (default: the config's, 4G)"},
+	    {"cpus", 0, OPT_TEXT, "N", 'c',
+	     "the VM's CPUs, 1 to this machine's (default: the config's, 2)"},
+	    {"image", 0, OPT_IMAGE, "NAME", 'i', "the image to boot (default: default)"},
+	    {"no-sandbox", 0, OPT_FLAG, NULL, 'n', "do not lock aibox down with seccomp"},
+	    {NULL, 0, 0, NULL, 0, NULL},
 	};
 	struct buf why = BUF_INIT;
 	const char *v;
 	int opt;
 
-	while ((opt = opt_next(argc, argv, "h", options, &v, &why)) != OPT_END) {
+	while ((opt = opt_parse(argc, argv, options, &v, &why)) != OPT_END) {
+		if (opt == OPT_DESCRIBE)
+			opt_describe_exit(options);
 		switch (opt) {
 		case 'm':
 			if (config_parse_memory(v, &r->memory_mib, &why) < 0)

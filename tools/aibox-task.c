@@ -150,6 +150,8 @@ static void parse_args(struct task_opts *o, int argc, char **argv)
 		fputs(usage_text, stdout);
 		exit(0);
 	}
+	if (ret == TASK_OPTS_DESCRIBE)
+		opt_describe_exit(task_opts_table);
 	if (ret == TASK_OPTS_USAGE) {
 		error("%s", why.buf);
 		usage_die(usage_text);

@@ -329,17 +329,19 @@ static void clean_tasks(struct clean *c)
 
 static void parse_options(struct clean *c, int argc, char **argv)
 {
-	static const struct option options[] = {
-	    {"all", no_argument, NULL, 'a'},
-	    {"older-than", required_argument, NULL, 'o'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
+	static const struct opt_spec options[] = {
+	    {"all", 0, OPT_FLAG, NULL, 'a', "remove ended tasks' whole folders and locks, results"},
+	    {"older-than", 0, OPT_DURATION, "DURATION", 'o',
+	     "only tasks that started longer ago, like 720h or 1h30m"},
+	    {NULL, 0, 0, NULL, 0, NULL},
 	};
 	struct buf why = BUF_INIT;
 	const char *v;
 	int opt;
 
-	while ((opt = opt_next(argc, argv, "h", options, &v, &why)) != OPT_END) {
+	while ((opt = opt_parse(argc, argv, options, &v, &why)) != OPT_END) {
+		if (opt == OPT_DESCRIBE)
+			opt_describe_exit(options);
 		switch (opt) {
 		case 'a':
 			c->all = 1;

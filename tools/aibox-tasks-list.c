@@ -166,22 +166,18 @@ static void list_project(struct lister *l, const char *project, const char *proj
 
 static void parse_options(struct lister *l, int argc, char **argv)
 {
-	static const struct option options[] = {
-	    {"all", no_argument, NULL, 0},
-	    {"json", no_argument, NULL, 0},
-	    {NULL, 0, NULL, 0},
+	static const struct opt_spec options[] = {
+	    {"all", 0, OPT_FLAG, NULL, 'a', "every project's tasks"},
+	    {"json", 0, OPT_FLAG, NULL, 'j', "one JSON array, keys in docs/json.md"},
+	    {NULL, 0, 0, NULL, 0, NULL},
 	};
 	struct strvec words = STRVEC_INIT;
-	struct buf why = BUF_INIT;
 	unsigned flags;
-	int ret = opt_words(argc, argv, options, 0, &flags, &words, &why);
 
-	if (ret)
-		usage_exit(ret == 1, why.buf, usage_text);
+	opt_words_exit(argc, argv, options, 0, &flags, &words, usage_text);
 	l->all = !!(flags & 1);
 	l->json = !!(flags & 2);
 	strvec_clear(&words);
-	buf_release(&why);
 }
 
 int main(int argc, char **argv)

@@ -23,6 +23,7 @@
 #include "base/buf.h"
 #include "base/err.h"
 #include "base/guest_abi.h"
+#include "base/opt.h"
 #include "base/out.h"
 #include "config/project.h"
 #include "task/task_info.h"
@@ -201,16 +202,18 @@ int main(int argc, char **argv)
 	const char *arg = NULL;
 	off_t off = 0;
 	int follow = 0;
-	static const struct option options[] = {
-	    {"follow", no_argument, NULL, 'f'}, /* flags bit 0 */
-	    {NULL, 0, NULL, 0},
+	static const struct opt_spec options[] = {
+	    {"follow", 'f', OPT_FLAG, NULL, 'f', "follow a running task until it ends"}, /* bit 0 */
+	    {NULL, 0, 0, NULL, 0, NULL},
 	};
 	struct buf bad = BUF_INIT;
 	unsigned flags = 0;
 	int ret;
 
 	tool_init(argc, argv);
-	if ((ret = task_args(argc, argv, "f", options, &flags, &arg, &bad)) == 1) {
+	if ((ret = task_args(argc, argv, options, &flags, &arg, &bad)) == 2)
+		opt_describe_exit(options);
+	if (ret == 1) {
 		fputs(usage_text, stdout);
 		return 0;
 	}

@@ -24,6 +24,7 @@
 #include "base/duration.h"
 #include "base/err.h"
 #include "vm/host_system.h"
+#include "base/opt.h"
 #include "base/out.h"
 #include "task/task_results.h"
 #include "task/slurm_detach.h"
@@ -251,17 +252,21 @@ int main(int argc, char **argv)
 	struct shown s = {.td = TASK_DIR_INIT, .why = BUF_INIT, .problem = BUF_INIT};
 	const char *arg = NULL;
 	int json = 0;
-	static const struct option options[] = {
-	    {"json", no_argument, NULL, 256}, /* flags bit 0 */
-	    {"wait", no_argument, NULL, 257}, /* flags bit 1 */
-	    {NULL, 0, NULL, 0},
+	static const struct opt_spec options[] = {
+	    {"json", 0, OPT_FLAG, NULL, 256,
+	     "one JSON object, keys in docs/json.md"}, /* flags bit 0 */
+	    {"wait", 0, OPT_FLAG, NULL, 257,
+	     "wait until the task is neither queued nor running, then show it"}, /* flags bit 1 */
+	    {NULL, 0, 0, NULL, 0, NULL},
 	};
 	struct buf bad = BUF_INIT;
 	unsigned flags = 0;
 	int ret, code;
 
 	tool_init(argc, argv);
-	if ((ret = task_args(argc, argv, "", options, &flags, &arg, &bad)) == 1) {
+	if ((ret = task_args(argc, argv, options, &flags, &arg, &bad)) == 2)
+		opt_describe_exit(options);
+	if (ret == 1) {
 		fputs(usage_text, stdout);
 		return 0;
 	}

@@ -10,6 +10,7 @@
 #include "base/commands.h"
 #include "base/err.h"
 #include "vm/image.h"
+#include "base/opt.h"
 #include "base/paths.h"
 #include "config/project.h"
 #include "base/spawn.h"
@@ -17,8 +18,8 @@
 #include "base/taskid.h"
 #include "base/banned.h"
 
-/* A --help text is small; more than this is no help text. */
-#define HELP_MAX (64 * 1024)
+/* A table's description is small; more than this is no description. */
+#define DESCRIBE_MAX (64 * 1024)
 
 /* Words a command takes before or besides its flags (docs/package.md). */
 enum kind { K_NONE, K_TASKS, K_IMAGES, K_PROJECTS, K_REFS, K_FILES, K_WORDS };
@@ -40,16 +41,6 @@ static const struct {
     {"tasks show", NULL, K_TASKS, NULL},
     {"tasks log", NULL, K_TASKS, NULL},
     {"bundle check", NULL, K_FILES, NULL},
-};
-
-/* Flag values by the flag; a value word like PATH or FILE is a file name. */
-static const struct {
-	const char *flag;
-	enum kind kind;
-} values[] = {
-    {"--image", K_IMAGES},
-    {"--continue", K_TASKS},
-    {"--from", K_REFS},
 };
 
 static int cmp_str(const void *a, const void *b)
@@ -212,78 +203,73 @@ void complete_images(struct strvec *out)
 	buf_release(&dir);
 }
 
-/* A flag of a --help text, and the word naming its value ("" when it takes none). */
+/* An option of a command, from its table (common/base/opt.h). */
 struct flag {
-	char name[64];
-	char value[64];
+	char sub[32];   /* the subcommand it belongs to, "" for the command's own */
+	char name[64];  /* "--json" */
+	char value[64]; /* a choice's words, "" for others */
+	enum opt_kind kind;
 };
 
-/* Parse one line of a --help text into f; 1 when it names a long flag. */
-static int help_line(const char *line, size_t len, struct flag *f)
+/* One line of opt_describe()'s: 1 when it is well formed. */
+static int describe_line(const char *line, size_t len, struct flag *f)
 {
-	size_t i = 0, n;
+	const char *field[5];
+	size_t flen[5], n = 0;
+	const char *p = line, *end = line + len;
 
-	while (i < len && line[i] == ' ')
-		i++;
-	if (i == 0 || i >= len || line[i] != '-')
-		return 0;
-	for (;;) {
-		size_t start = i;
+	while (n < 5) {
+		const char *tab = memchr(p, '\t', (size_t)(end - p));
 
-		while (i < len && (line[i] == '-' || (line[i] >= 'a' && line[i] <= 'z') ||
-		                   (line[i] >= '0' && line[i] <= '9') || line[i] == '_'))
-			i++;
-		n = i - start;
-		if (n > 2 && line[start + 1] == '-' && n < sizeof(f->name)) {
-			memcpy(f->name, line + start, n);
-			f->name[n] = '\0';
-		} else if (!(n == 2 && line[start + 1] != '-')) {
-			return 0;
-		}
-		if (i + 2 < len && line[i] == ',' && line[i + 1] == ' ' && line[i + 2] == '-')
-			i += 2;
-		else
+		field[n] = p;
+		flen[n] = (size_t)((tab ? tab : end) - p);
+		n++;
+		if (!tab)
 			break;
+		p = tab + 1;
 	}
-	if (!f->name[0])
+	if (n != 5 || flen[0] >= sizeof(f->sub) || flen[1] < 3 || flen[1] >= sizeof(f->name) ||
+	    flen[4] >= sizeof(f->value) || strncmp(field[1], "--", 2) || flen[3] >= 16)
 		return 0;
-	f->value[0] = '\0';
-	if (i + 1 < len && line[i] == ' ' && line[i + 1] != ' ') {
-		size_t start = ++i;
+	{
+		char kind[16];
 
-		while (i < len && line[i] != ' ')
-			i++;
-		n = i - start;
-		if (n < sizeof(f->value)) {
-			memcpy(f->value, line + start, n);
-			f->value[n] = '\0';
-		}
+		memcpy(kind, field[3], flen[3]);
+		kind[flen[3]] = '\0';
+		if (opt_kind_parse(kind, &f->kind) < 0)
+			return 0;
 	}
+	memcpy(f->sub, field[0], flen[0]);
+	f->sub[flen[0]] = '\0';
+	memcpy(f->name, field[1], flen[1]);
+	f->name[flen[1]] = '\0';
+	memcpy(f->value, field[4], flen[4]);
+	f->value[flen[4]] = '\0';
 	return 1;
 }
 
-/* The long flags of the command `aibox-<prog>`, from its --help. */
+/* The options of the command `aibox-<prog>`, from its table (`aibox-<prog> --aibox-options`). */
 static size_t command_flags(const char *prog, struct flag **out)
 {
 	struct spawn sp = SPAWN_INIT;
-	struct buf path = BUF_INIT, help = BUF_INIT;
+	struct buf path = BUF_INIT, desc = BUF_INIT;
 	struct flag *f = NULL;
 	size_t n = 0, alloc = 0;
 
 	*out = NULL;
 	if (!command_path(prog, &path))
 		goto done;
-	strvec_pushl(&sp.args, path.buf, "--help", NULL);
+	strvec_pushl(&sp.args, path.buf, OPT_DESCRIBE_ARG, NULL);
 	sp.err = SPAWN_NULL;
-	if (spawn_capture(&sp, &help, HELP_MAX) != 0)
+	if (spawn_capture(&sp, &desc, DESCRIBE_MAX) != 0)
 		goto done;
-	for (const char *l = help.buf, *end; l < help.buf + help.len; l = end + 1) {
-		struct flag one = {{0}, {0}};
+	for (const char *l = desc.buf, *end; l < desc.buf + desc.len; l = end + 1) {
+		struct flag one;
 
-		end = memchr(l, '\n', (size_t)(help.buf + help.len - l));
+		end = memchr(l, '\n', (size_t)(desc.buf + desc.len - l));
 		if (!end)
-			end = help.buf + help.len;
-		if (!help_line(l, (size_t)(end - l), &one))
+			end = desc.buf + desc.len;
+		if (!describe_line(l, (size_t)(end - l), &one))
 			continue;
 		if (n == alloc) {
 			alloc = alloc ? 2 * alloc : 16;
@@ -295,13 +281,8 @@ static size_t command_flags(const char *prog, struct flag **out)
 done:
 	spawn_clear(&sp);
 	buf_release(&path);
-	buf_release(&help);
+	buf_release(&desc);
 	return n;
-}
-
-static int file_word(const char *v)
-{
-	return !strcmp(v, "PATH") || !strcmp(v, "FILE") || !strcmp(v, "DIR");
 }
 
 /* Append each space- or '|'-separated word of list. */
@@ -351,6 +332,27 @@ static int add_kind(struct strvec *out, enum kind kind, const char *words)
 	return 0;
 }
 
+/* Offer the values of the option f; COMPLETE_FILES for file names. */
+static int add_value(struct strvec *out, const struct flag *f)
+{
+	switch (f->kind) {
+	case OPT_TASK:
+		return add_kind(out, K_TASKS, NULL);
+	case OPT_IMAGE:
+		return add_kind(out, K_IMAGES, NULL);
+	case OPT_REF:
+		return add_kind(out, K_REFS, NULL);
+	case OPT_PROJECT:
+		return add_kind(out, K_PROJECTS, NULL);
+	case OPT_FILE:
+		return COMPLETE_FILES;
+	case OPT_CHOICE:
+		return add_kind(out, K_WORDS, f->value);
+	default:
+		return 0;
+	}
+}
+
 /*
  * The arguments of the command cmd ("task", "tasks show"), whose program is
  * prog, from argv[start] on, for the word at cword.
@@ -371,29 +373,23 @@ static int complete_args(const char *cmd, const char *prog, int start, int cword
 		if (!strcmp(w, "--"))
 			goto done; /* the rest is the prompt or a command */
 		for (size_t j = 0; j < nflags && w[0] == '-'; j++)
-			if (!strcmp(flags[j].name, w))
+			if (!strcmp(flags[j].name, w) &&
+			    (!flags[j].sub[0] || (first && !strcmp(flags[j].sub, first))))
 				f = &flags[j];
-		if (f && f->value[0] && i == cword - 1) {
+		if (f && f->kind != OPT_FLAG && i == cword - 1) {
 			/* The word is this flag's value. */
-			for (size_t k = 0; k < ARRAY_SIZE(values); k++)
-				if (!strcmp(values[k].flag, f->name)) {
-					ret = add_kind(out, values[k].kind, NULL);
-					goto done;
-				}
-			if (file_word(f->value))
-				ret = COMPLETE_FILES;
-			else if (strchr(f->value, '|'))
-				add_words(out, f->value);
+			ret = add_value(out, f);
 			goto done;
 		}
-		if (f && f->value[0])
+		if (f && f->kind != OPT_FLAG)
 			i++;
 		else if (w[0] != '-' && !npos++)
 			first = w;
 	}
 	if (cur[0] == '-') {
 		for (size_t j = 0; j < nflags; j++)
-			strvec_push(out, flags[j].name);
+			if (!flags[j].sub[0] || (first && !strcmp(flags[j].sub, first)))
+				strvec_push(out, flags[j].name);
 		goto done;
 	}
 	for (size_t k = 0; k < ARRAY_SIZE(positional); k++) {

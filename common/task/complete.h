@@ -5,9 +5,10 @@
  * comes back, so commands, flags and names are found where aibox itself
  * finds them:
  *	commands and subcommands	the programs in libexec (common/base/commands.h)
- *	a command's flags		its --help text: lines that start with
- *					"--flag" or "-x, --flag", and a value
- *					word after one space ("--image NAME")
+ *	a command's flags		its option table (common/base/opt.h),
+ *					which the program describes when asked
+ *					`aibox-x --aibox-options`; a flag's value
+ *					by the kind its table gives
  *	task ids			the current checkout's project's tasks/,
  *					newest first
  *	images				the built ones in the store and the

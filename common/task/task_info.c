@@ -686,50 +686,41 @@ void task_dir_release(struct task_dir *td)
 	*td = (struct task_dir)TASK_DIR_INIT;
 }
 
-int task_args(int argc, char **argv, const char *shortopts, const struct option *longopts,
-              unsigned *flags, const char **task, struct buf *err)
+int task_args(int argc, char **argv, const struct opt_spec *table, unsigned *flags,
+              const char **task, struct buf *err)
 {
-	struct option all[16];
-	struct buf shorts = BUF_INIT;
 	const char *v;
-	size_t n = 0;
-	int opt, ret = 0;
+	int opt;
 
-	for (; longopts[n].name && n < ARRAY_SIZE(all) - 2; n++)
-		all[n] = longopts[n];
-	all[n++] = (struct option){"help", no_argument, NULL, 'h'};
-	all[n] = (struct option){NULL, 0, NULL, 0};
-	buf_addf(&shorts, "%sh", shortopts);
 	*task = NULL;
-	while ((opt = opt_next(argc, argv, shorts.buf, all, &v, err)) != OPT_END) {
-		if (opt == 'h') {
-			ret = 1;
-			goto out;
-		} else if (opt == OPT_WORD && !*task) {
-			*task = v;
-		} else if (opt == OPT_WORD) {
+	while ((opt = opt_parse(argc, argv, table, &v, err)) != OPT_END) {
+		if (opt == OPT_HELP)
+			return 1;
+		if (opt == OPT_DESCRIBE)
+			return 2;
+		if (opt == OPT_BAD)
+			return -EINVAL;
+		if (opt == OPT_WORD && *task) {
 			buf_addstr(err, "give one task");
-			ret = -EINVAL;
-			goto out;
-		} else if (opt == OPT_BAD) {
-			ret = -EINVAL;
-			goto out;
-		} else {
-			for (size_t i = 0; i < n - 1; i++)
-				if (all[i].val == opt)
-					*flags |= 1u << i;
+			return -EINVAL;
 		}
+		if (opt == OPT_WORD) {
+			*task = v;
+			continue;
+		}
+		for (size_t i = 0; table[i].name; i++)
+			if (table[i].id == opt)
+				*flags |= 1u << i;
 	}
 	if (optind < argc && !*task)
 		*task = argv[optind++];
 	if (optind < argc) {
 		buf_addstr(err, "give one task");
-		ret = -EINVAL;
-	} else if (!*task) {
-		buf_addstr(err, "which task? give its id, its folder's name or its path");
-		ret = -EINVAL;
+		return -EINVAL;
 	}
-out:
-	buf_release(&shorts);
-	return ret;
+	if (!*task) {
+		buf_addstr(err, "which task? give its id, its folder's name or its path");
+		return -EINVAL;
+	}
+	return 0;
 }

@@ -146,15 +146,14 @@ struct json_t *task_info_json(const struct task_info *ti, const char *project, c
 
 /*
  * The command line of a command that takes one TASK and flags (aibox tasks
- * show, log): options anywhere (common/base/opt.h), longopts their long forms and
- * shortopts their short ones (a short form's val is its letter, a long
- * option's without one any other val from 256 up); the option longopts[i]
- * sets bit i of *flags.  -h and --help are always there.  0 with *task set,
- * 1 for help, or -EINVAL with the reason appended to err.
+ * show, log): options anywhere, read through table (common/base/opt.h), each
+ * a flag; the option table[i] sets bit i of *flags.  -h and --help are always
+ * there.  0 with *task set, 1 for help, 2 for completion's question
+ * (OPT_DESCRIBE), or -EINVAL with the reason appended to err.
  */
-struct option;
-int task_args(int argc, char **argv, const char *shortopts, const struct option *longopts,
-              unsigned *flags, const char **task, struct buf *err);
+struct opt_spec;
+int task_args(int argc, char **argv, const struct opt_spec *table, unsigned *flags,
+              const char **task, struct buf *err);
 
 /* A task folder opened for reading, as task_open() gives it. */
 struct task_dir {

@@ -33,26 +33,36 @@ enum {
 	O_ATTEMPT_OF
 };
 
-static const struct option options[] = {
-    {"model", required_argument, NULL, O_MODEL},
-    {"from", required_argument, NULL, O_FROM},
-    {"continue", required_argument, NULL, O_CONTINUE},
-    {"file", required_argument, NULL, O_FILE},
-    {"timeout", required_argument, NULL, O_TIMEOUT},
-    {"max-budget-usd", required_argument, NULL, O_BUDGET},
-    {"memory", required_argument, NULL, O_MEMORY},
-    {"cpus", required_argument, NULL, O_CPUS},
-    {"image", required_argument, NULL, O_IMAGE},
-    {"no-sandbox", no_argument, NULL, O_NO_SANDBOX},
-    {"json", no_argument, NULL, O_JSON},
-    {"slurm", no_argument, NULL, O_SLURM},
-    {"slurm-node", required_argument, NULL, O_SLURM_NODE},
-    {"detach", no_argument, NULL, O_DETACH},
-    {"slurm-check", required_argument, NULL, O_SLURM_CHECK},
-    {"attempts", required_argument, NULL, O_ATTEMPTS},
-    {"attempt-of", required_argument, NULL, O_ATTEMPT_OF},
-    {"help", no_argument, NULL, 'h'},
-    {NULL, 0, NULL, 0},
+const struct opt_spec task_opts_table[] = {
+    {"model", 0, OPT_TEXT, "NAME", O_MODEL, "the model Claude Code uses (default: its own)"},
+    {"from", 0, OPT_REF, "REV", O_FROM,
+     "start from this branch, tag, commit or stash (default HEAD)"},
+    {"continue", 0, OPT_TASK, "TASK", O_CONTINUE,
+     "start from TASK's changes and resume its conversation"},
+    {"file", 0, OPT_FILE, "PATH", O_FILE,
+     "add the text of PATH to the prompt; - reads stdin (repeatable)"},
+    {"timeout", 0, OPT_DURATION, "DURATION", O_TIMEOUT,
+     "Claude Code's time limit, like 60m or 1h30m (default 60m)"},
+    {"max-budget-usd", 0, OPT_TEXT, "N", O_BUDGET,
+     "the cost cap, kept by aibox's proxy and Claude Code"},
+    {"memory", 0, OPT_TEXT, "SIZE", O_MEMORY,
+     "the VM's memory, 512M to 1T, like 8G (default from the config)"},
+    {"cpus", 0, OPT_TEXT, "N", O_CPUS,
+     "the VM's CPUs, 1 to this machine's (default from the config)"},
+    {"image", 0, OPT_IMAGE, "NAME", O_IMAGE, "the VM image (default: default)"},
+    {"no-sandbox", 0, OPT_FLAG, NULL, O_NO_SANDBOX,
+     "skip aibox's own lockdown (seccomp), with a warning"},
+    {"json", 0, OPT_FLAG, NULL, O_JSON,
+     "at the end, one JSON object on stdout instead of the folder's"},
+    {"slurm", 0, OPT_FLAG, NULL, O_SLURM, "run the VM part as a Slurm job on a compute node"},
+    {"slurm-node", 0, OPT_TEXT, "DIR", O_SLURM_NODE, NULL},
+    {"detach", 0, OPT_FLAG, NULL, O_DETACH,
+     "with Slurm: submit the job and return at once with the"},
+    {"slurm-check", 0, OPT_TEXT, "DIR", O_SLURM_CHECK, NULL},
+    {"attempts", 0, OPT_TEXT, "N", O_ATTEMPTS,
+     "run N attempts (1 to 8) side by side, one folder each"},
+    {"attempt-of", 0, OPT_TEXT, "GROUP", O_ATTEMPT_OF, NULL},
+    {NULL, 0, 0, NULL, 0, NULL},
 };
 
 /* The options without a value: 0, or -ENOENT when opt is not one of them. */
@@ -194,7 +204,9 @@ int task_opts_parse(struct task_opts *o, int argc, char **argv, struct buf *err)
 	o->timeout_ms = TASK_OPTS_DEFAULT_TIMEOUT_MS;
 	/* The words, in order: at most argc of them, NULL-terminated. */
 	o->words = xcalloc((size_t)argc + 1, sizeof(*o->words));
-	while ((opt = opt_next(argc, argv, "h", options, &v, err)) != OPT_END) {
+	while ((opt = opt_parse(argc, argv, task_opts_table, &v, err)) != OPT_END) {
+		if (opt == OPT_DESCRIBE)
+			return TASK_OPTS_DESCRIBE;
 		if (opt == OPT_WORD) {
 			o->words[o->nwords++] = (char *)v;
 			continue;

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 struct buf;
+struct opt_spec;
 
 #define TASK_OPTS_MAX_FILES          64 /* --file, at most this many times */
 #define TASK_OPTS_DEFAULT_TIMEOUT_MS (60LL * 60 * 1000)
@@ -39,14 +40,19 @@ struct task_opts {
 	size_t nwords;
 };
 
-#define TASK_OPTS_HELP  1 /* -h or --help: the caller prints its usage */
-#define TASK_OPTS_USAGE 2 /* an unknown option or a missing value: the reason in err */
+#define TASK_OPTS_HELP     1 /* -h or --help: the caller prints its usage */
+#define TASK_OPTS_USAGE    2 /* an unknown option or a missing value: the reason in err */
+#define TASK_OPTS_DESCRIBE 3 /* completion's question: the caller describes task_opts_table */
+
+/* aibox task's options (common/base/opt.h): --slurm-node, --slurm-check, --attempt-of are plumbing.
+ */
+extern const struct opt_spec task_opts_table[];
 
 /*
  * Parse argv into o (zeroed by the caller; the values point into argv, the
  * words array is allocated and stays the caller's for the process's life).
- * Returns 0; TASK_OPTS_HELP at -h; TASK_OPTS_USAGE with the reason appended
- * to why; or -EINVAL or -E2BIG for a value refused, with the whole message
+ * Returns 0; TASK_OPTS_HELP at -h; TASK_OPTS_DESCRIBE for OPT_DESCRIBE_ARG; TASK_OPTS_USAGE with
+ * the reason appended to why; or -EINVAL or -E2BIG for a value refused, with the whole message
  * appended to err ("--timeout: '5ms' is less than a second").  Uses
  * getopt_long()'s globals: one parse per process.
  */
