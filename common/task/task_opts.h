@@ -54,7 +54,7 @@ extern const struct opt_spec task_opts_table[];
  * Returns 0; TASK_OPTS_HELP at -h; TASK_OPTS_DESCRIBE for OPT_DESCRIBE_ARG; TASK_OPTS_USAGE with
  * the reason appended to why; or -EINVAL or -E2BIG for a value refused, with the whole message
  * appended to err ("--timeout: '5ms' is less than a second").  Uses
- * getopt_long()'s globals: one parse per process.
+ * the option parser's globals (common/base/opt.h): one parse per process.
  */
 int task_opts_parse(struct task_opts *o, int argc, char **argv, struct buf *err);
 
