@@ -54,6 +54,7 @@
 #include "base/shell_quote.h"
 #include "task/slurm.h"
 #include "task/slurm_detach.h"
+#include "task/slurm_submit.h"
 #include "base/spawn.h"
 #include "vm/ssh.h"
 #include "base/strvec.h"
@@ -876,8 +877,432 @@ static int run_task(struct task *t)
 	return finish_task(t, &o);
 }
 
-#include "aibox-task-slurm.h"
-#include "aibox-task-group.h"
+/*
+ * aibox task --slurm: the VM phase as a Slurm job (docs/slurm.md).  Both
+ * sides run on struct task, so the node runs the very run_vm() a task on one
+ * host runs, and the submitter the very finish_task(); the Slurm steps
+ * themselves are common/task/slurm_submit.h's.
+ *
+ *   slurm_submit()  the submitting host, in place of run_vm(): the config
+ *                   and the secrets into the task folder, srun in the
+ *                   foreground, then the node's slurm.status
+ *                   (with --detach: sbatch, slurm.job, and return)
+ *   slurm_node()    the compute node (aibox-task --slurm-node DIR): the
+ *                   secrets taken, the config read, the result files
+ *                   opened, run_vm(), slurm.status written
+ *   slurm_check()   a submitting host, for a detached task whose job ended
+ *                   (aibox-task --slurm-check DIR, run by the commands that
+ *                   settle a task: common/task/slurm_detach.h):
+ *                   finish_task() once, under the task's lock
+ */
+
+/* The node's status into o, and its phase times into t. */
+static void read_node_status(struct task *t, struct vm_outcome *o)
+{
+	slurm_status_outcome(t->dir.buf, o);
+	t->boot_s = o->boot_s;
+	t->session_s = o->session_s;
+}
+
+/*
+ * --detach: submitted with sbatch; slurm.job written while we still hold the
+ * task's lock, which the node takes when it starts.  A job sbatch refuses is
+ * a task that failed to start.
+ */
+static void submit_detached(struct task *t, const struct slurm_job *job, const struct strvec *node)
+{
+	struct slurm_job_rec rec;
+	struct buf err = BUF_INIT, path = BUF_INIT;
+
+	if (slurm_submit_batch(t->dir.buf, job, node, t->start_commit, &rec, &err) != 0)
+		die("%s", err.buf);
+	out_printf(2, "aibox", t->id, "submitted as the Slurm job %s (job id %s)", job->name,
+	           rec.id);
+	/* The record is the host's check's to write (--slurm-check). */
+	close(t->record_fd);
+	t->record_fd = -1;
+	buf_addf(&path, "%s/summary.json", t->dir.buf);
+	if (unlink(path.buf) < 0)
+		die_errno("cannot remove '%s'", path.buf);
+	phase_done(t, "submit");
+	buf_release(&err);
+	buf_release(&path);
+}
+
+/* The secrets leave this process only through the 0600 file (docs/slurm.md). */
+static void hand_secrets(struct task *t, struct buf *secrets)
+{
+	struct slurm_secrets ss = SLURM_SECRETS_INIT;
+	struct buf err = BUF_INIT;
+
+	if (t->api == TASK_API_FORWARD)
+		buf_add(&ss.key, t->api_key.buf, t->api_key.len);
+	buf_add(&ss.tokens, t->broker_tokens.buf, t->broker_tokens.len);
+	buf_add(&ss.env, secrets->buf, secrets->len);
+	buf_add(&ss.user_key, t->keys.user_key.buf, t->keys.user_key.len);
+	buf_add(&ss.host_blob, t->keys.host_blob.buf, t->keys.host_blob.len);
+	buf_wipe_release(&t->api_key);
+	buf_wipe_release(&t->broker_tokens);
+	buf_wipe_release(secrets);
+	buf_wipe_release(&t->keys.user_key);
+	if (slurm_secrets_write(t->dir.buf, &ss, &err) < 0)
+		die("%s", err.buf);
+	slurm_secrets_wipe(&ss);
+	buf_release(&err);
+}
+
+static void slurm_submit(struct task *t, struct buf *secrets, struct vm_outcome *o)
+{
+	struct slurm_node_opts no = {
+	    .dir = t->dir.buf,
+	    .memory_mib = t->cfg.memory_mib,
+	    .cpus = t->cfg.cpus,
+	    .timeout_ms = t->o.timeout_ms,
+	    .image = t->o.image,
+	    .no_sandbox = t->o.no_sandbox,
+	    .has_budget = t->o.has_budget,
+	    .budget = t->o.budget,
+	    .detach = t->o.detach,
+	};
+	struct slurm_job job = {0};
+	struct spawn sp = SPAWN_INIT;
+	struct strvec node = STRVEC_INIT;
+	struct buf err = BUF_INIT, name = BUF_INIT;
+	int ret = -EINTR;
+
+	if (slurm_config_copy(t->p.dir, t->dir.buf, &err) < 0)
+		die("%s", err.buf);
+	hand_secrets(t, secrets);
+	buf_addf(&name, "aibox-%s", t->name);
+	job.name = name.buf;
+	job.partition = t->cfg.slurm.partition;
+	job.account = t->cfg.slurm.account;
+	job.options = &t->cfg.slurm.options;
+	job.memory_mib = t->cfg.memory_mib;
+	job.cpus = t->cfg.cpus;
+	job.timeout_ms = t->o.timeout_ms;
+	slurm_node_argv(&no, &node);
+	if (t->o.detach) {
+		submit_detached(t, &job, &node);
+		goto out;
+	}
+	out_printf(2, "aibox", t->id, "submitted as the Slurm job %s", name.buf);
+	if (!stop_signal) {
+		if ((ret = slurm_srun_start(&sp, &job, &node)) < 0)
+			die_err(ret, "cannot start srun");
+		ret = slurm_job_wait(&sp, name.buf, &stop_signal);
+		if (ret != 0)
+			log_line(t, "srun exit %d\n", ret);
+	}
+	spawn_clear(&sp);
+	phase_done(t, "slurm");
+	/* Still there when the job never started: a failed start, unless we were stopped. */
+	if (slurm_secrets_left(t->dir.buf) && !stop_signal)
+		die("the Slurm job did not start (srun exit %d; Slurm's reason above)", ret);
+
+	read_node_status(t, o);
+	if (stop_signal) {
+		buf_reset(&o->why);
+		buf_addf(&o->why, TASK_WHY_STOPPED "%s",
+		         stop_signal == SIGINT ? "SIGINT" : "a signal");
+	}
+	/* What the node wrote, through new descriptors (NFS's close-to-open consistency). */
+	for (size_t i = 0; i < RESULT_NFILES; i++)
+		close(t->result_fds[i]);
+	open_results(t, 0);
+	start_checker(t);
+	if (!t->o.no_sandbox && (ret = sandbox_lockdown(SANDBOX_SECCOMP, 0)) < 0)
+		die_err(ret, "cannot lock aibox-task down");
+out:
+	strvec_clear(&node);
+	buf_release(&err);
+	buf_release(&name);
+}
+
+/* The task folder DIR of --slurm-node or --slurm-check: t->dir, t->name, t->id. */
+static void task_from_dir(struct task *t, const char *opt, const char *dir)
+{
+	struct buf err = BUF_INIT;
+
+	if (slurm_task_dir(opt, dir, t->name, &err) < 0)
+		die("%s", err.buf);
+	buf_addstr(&t->dir, dir);
+	t->id = t->name + TASK_NAME_LEN - TASK_ID_LEN;
+	buf_release(&err);
+}
+
+static int slurm_node(struct task *t)
+{
+	struct slurm_secrets ss = SLURM_SECRETS_INIT;
+	struct slurm_status st = SLURM_STATUS_INIT;
+	struct vm_outcome o = VM_OUTCOME_INIT;
+	struct buf err = BUF_INIT, path = BUF_INIT, out = BUF_INIT;
+	struct timespec now;
+	int status_fd, ret;
+
+	task_from_dir(t, "--slurm-node", t->o.slurm_node);
+	/* Detached: the task's lock is ours from before the secrets are taken to our end. */
+	if (t->o.detach && (t->task_lock_fd = slurm_task_lock(t->dir.buf, 0)) < 0 &&
+	    t->task_lock_fd != -ENOENT)
+		die_err(t->task_lock_fd, "cannot lock the task '%s'", t->dir.buf);
+	ret = t->task_lock_fd == -ENOENT ? -ENOENT : slurm_secrets_take(t->dir.buf, &ss, &err);
+	if (ret == -ENOENT)
+		die("the task folder '%s' is not on this node's storage (no %s in it): AIBOX_HOME "
+		    "must be on storage the Slurm nodes see (docs/slurm.md)",
+		    t->dir.buf, SLURM_SECRETS_NAME);
+	if (ret < 0)
+		die("%s", err.buf);
+	t->api = ss.key.len ? TASK_API_FORWARD : TASK_API_NONE;
+	t->api_key = ss.key;
+	t->broker_tokens = ss.tokens;
+	t->keys.user_key = ss.user_key;
+	t->keys.host_blob = ss.host_blob;
+	/* Handed over: run_vm() wipes the key and the tokens once passed on, and the env. */
+	ss.key = ss.tokens = ss.user_key = ss.host_blob = (struct buf)BUF_INIT;
+
+	buf_addf(&path, "%s/aibox.log", t->dir.buf);
+	t->aibox_log_fd = open(path.buf, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
+	if (t->aibox_log_fd < 0)
+		die_errno("cannot open '%s'", path.buf);
+	failing_task = t;
+	die_routine = task_failed;
+	clock_gettime(CLOCK_REALTIME, &now);
+	log_line(t, "queue %.3fs (submitted to the node's start)\n",
+	         (double)(now.tv_sec - ss.written.tv_sec) +
+	             (double)(now.tv_nsec - ss.written.tv_nsec) / 1e9);
+
+	buf_reset(&path);
+	buf_addf(&path, "%s/%s", t->dir.buf, SLURM_CONFIG_NAME);
+	buf_reset(&err);
+	if (config_load(&t->cfg, path.buf, &err) < 0)
+		die("%s", err.buf);
+	/* The node's own policy, read again here: the submitting host's may be another's. */
+	check_policy(t, path.buf);
+	host_size(&t->cfg, t->o.memory_mib, t->o.cpus);
+	/* The same caps and day ledger as on one host: the project is the folder's grandparent. */
+	if (t->api == TASK_API_FORWARD) {
+		struct buf pdir = BUF_INIT;
+
+		slurm_project_dir(t->dir.buf, &pdir);
+		buf_reset(&err);
+		if ((ret = spend_start(
+		         &t->spend, pdir.buf,
+		         spend_cap_min(t->cfg.budget_task,
+		                       t->o.has_budget ? (uint64_t)(t->o.budget * 1e9 + 0.5) : 0),
+		         t->cfg.budget_day, &err)) < 0)
+			die("%s", err.buf);
+		buf_release(&pdir);
+	}
+	buf_reset(&err);
+	if (shares_plan(&t->shares, &t->cfg, getenv("HOME"), &err) < 0)
+		die("%s", err.buf);
+	buf_reset(&err);
+	if (image_find(t->o.image ? t->o.image : "default", &t->image_dir, &err) < 0)
+		die("%s", err.buf);
+	open_results(t, 0);
+	status_fd = open_in_task(t, SLURM_STATUS_NAME, O_WRONLY | O_CREAT | O_EXCL);
+
+	catch_stops();
+	run_vm(t, &ss.env, &o);
+
+	st.session_ok = o.session_ret == 0 && !stop_signal && !o.why.len;
+	st.stopped = stop_signal != 0;
+	st.boot_s = t->boot_s;
+	st.session_s = t->session_s;
+	buf_add(&st.why, o.why.buf, o.why.len);
+	if ((st.have_report = o.have_report))
+		proxy_report_json(&o.report, &st.report);
+	buf_add(&st.report_why, o.report_why.buf, o.report_why.len);
+	slurm_status_json(&st, &out);
+	if ((ret = write_all(status_fd, out.buf, out.len)) < 0)
+		die_err(ret, "cannot write '%s/%s'", t->dir.buf, SLURM_STATUS_NAME);
+	close(status_fd);
+	slurm_status_release(&st);
+	proxy_report_release(&o.report);
+	buf_release(&o.why);
+	buf_release(&o.report_why);
+	buf_release(&err);
+	buf_release(&path);
+	buf_release(&out);
+	buf_wipe_release(&t->broker_tokens); /* when there was no broker to pass them to */
+	slurm_secrets_wipe(&ss);
+	return 0;
+}
+
+/*
+ * aibox-task --slurm-check DIR: a detached task whose job ended, checked on
+ * this host as finish_task() checks a task that waited for its job, once,
+ * under the task's lock (docs/slurm.md, "Detached tasks").  0 also when
+ * there is nothing to do: the lock is held (the job runs, or another
+ * command checks it), the task was checked, or its job has not ended.
+ */
+static int slurm_check(struct task *t)
+{
+	struct vm_outcome o = VM_OUTCOME_INIT;
+	struct slurm_job_rec rec;
+	struct buf why = BUF_INIT, pdir = BUF_INIT, path = BUF_INIT;
+	struct stat st;
+	time_t start, end = time(NULL);
+	int dfd, ret;
+
+	task_from_dir(t, "--slurm-check", t->o.slurm_check);
+	if ((t->task_lock_fd = slurm_task_lock(t->dir.buf, 1)) == -EWOULDBLOCK)
+		return 0;
+	if (t->task_lock_fd < 0)
+		die_err(t->task_lock_fd, "cannot lock the task '%s'", t->dir.buf);
+	if ((dfd = open(t->dir.buf, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+		die_errno("cannot open '%s'", t->dir.buf);
+	if ((ret = slurm_detached_state(dfd, t->name, &why)) < 0)
+		die("cannot check the task '%s': %s", t->dir.buf, why.buf);
+	task_group_read(dfd, t->group); /* a detached attempt's, for its record */
+	if (ret != SLURM_DETACHED_ENDED || slurm_job_read(dfd, &rec) < 0)
+		return 0;
+	memcpy(t->start_commit, rec.start_commit, sizeof(rec.start_commit));
+	/* The checkout is the project's, the folder's grandparent (its tasks/ is the parent). */
+	slurm_project_dir(t->dir.buf, &pdir);
+	if ((ret = project_read_checkout(pdir.buf, &t->checkout)) < 0)
+		die_err(ret, "cannot read the checkout of the project '%s'", pdir.buf);
+
+	buf_addf(&path, "%s/aibox.log", t->dir.buf);
+	t->aibox_log_fd = open(path.buf, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
+	if (t->aibox_log_fd < 0)
+		die_errno("cannot open '%s'", path.buf);
+	t->record_fd = open_in_task(t, "summary.json", O_WRONLY | O_CREAT | O_EXCL);
+	/* The task's time: its start to its job's end (slurm.status written), not to now. */
+	if (fstatat(dfd, SLURM_STATUS_NAME, &st, AT_SYMLINK_NOFOLLOW) == 0)
+		end = st.st_mtime;
+	if (task_name_parse(t->name, &start, NULL) == 0 && end >= start) {
+		t->t0 = clock_ms() - ((int64_t)(end - start) + (time(NULL) - end)) * 1000;
+	}
+	if (fstatat(dfd, SLURM_JOB_FILE, &st, AT_SYMLINK_NOFOLLOW) == 0 && end >= st.st_mtime)
+		log_line(t, "slurm %lds (submission to the job's end)\n",
+		         (long)(end - st.st_mtime));
+
+	/* slurm.secrets still there: the node never started the task. */
+	if (slurm_secrets_left(t->dir.buf)) {
+		const char *msg = "the Slurm job ended before it started the task (cancelled while "
+		                  "queued, or refused: see slurm.out)";
+
+		buf_reset(&path);
+		buf_addf(&path, "%s/" GUEST_FILE_START_BUNDLE, t->dir.buf);
+		unlink(path.buf);
+		log_line(t, "total %.3fs exit 2\n", task_clock_since(t->t0));
+		write_record(t, "failed to start", 2, msg, NULL);
+		ret = 0;
+		goto out;
+	}
+	open_results(t, 0);
+	read_node_status(t, &o);
+	start_checker(t);
+	if ((ret = sandbox_lockdown(SANDBOX_SECCOMP, 0)) < 0)
+		die_err(ret, "cannot lock aibox-task down");
+	finish_task(t, &o);
+	ret = 0;
+out:
+	close(dfd);
+	buf_release(&why);
+	buf_release(&pdir);
+	buf_release(&path);
+	return ret;
+}
+
+/*
+ * aibox task --attempts N: N attempts of one task side by side (docs/tasks.md,
+ * "Several attempts").
+ *
+ * The group's process reads the prompt once, makes a group id and runs the
+ * attempts (common/task/task_group.h); it prints each attempt's stdout lines
+ * as they come, passes SIGINT, SIGTERM and SIGHUP on and prints the group's
+ * line at the end.
+ */
+
+/*
+ * The attempts asked for: --attempts, else the project config's attempts:
+ * (else 1).  More than one are held to the policy here, before any starts
+ * (one refusal, not one per attempt); one is held to it by start().
+ */
+static int group_attempts(struct task *t)
+{
+	struct buf checkout = BUF_INIT, cfgpath = BUF_INIT, err = BUF_INIT;
+	struct project p = PROJECT_INIT;
+	struct config cfg;
+	int n = t->o.attempts ? t->o.attempts : 1, opened;
+
+	/* Zeroed, it can be released whatever host_project_open() got to. */
+	memset(&cfg, 0, sizeof(cfg));
+	/* A project that cannot be opened: start() (or each attempt's) says why. */
+	opened = host_project_open(&checkout, &p, &cfgpath, &cfg, &err) == 0;
+	if (opened && !t->o.attempts)
+		n = cfg.attempts;
+	if (opened && n > 1)
+		check_policy_of(t, p.name, &cfg, cfgpath.buf);
+	config_release(&cfg);
+	project_release(&p);
+	buf_release(&checkout);
+	buf_release(&cfgpath);
+	buf_release(&err);
+	return n;
+}
+
+static volatile sig_atomic_t group_signal;
+
+static void on_group_stop(int sig)
+{
+	group_signal = sig;
+}
+
+static void group_line_out(void *ctx, const char *s, size_t n)
+{
+	(void)ctx;
+	write_all(1, s, n);
+}
+
+static int run_group(struct task *t, int argc, char **argv)
+{
+	struct prompt_opts po = {0};
+	struct buf prompt = BUF_INIT, err = BUF_INIT, line = BUF_INIT;
+	struct task_group g = {0};
+	struct sigaction sa = {0};
+	int ret, status;
+
+	g.n = group_attempts(t);
+	g.self = "/proc/self/exe";
+	g.argv = argv + 1;
+	g.argc = argc - 1;
+	g.json = t->o.json;
+	g.stop = &group_signal;
+	g.line_out = group_line_out;
+
+	po.args = t->o.words;
+	po.nargs = t->o.nwords;
+	po.files = t->o.files;
+	po.nfiles = t->o.nfiles;
+	po.stdin_fd = 0;
+	if (prompt_read(&po, &prompt, &err) < 0)
+		die("%s", err.buf);
+	if ((ret = task_id_new(g.gid)) < 0)
+		die_err(ret, "cannot make a group id");
+
+	sa.sa_handler = on_group_stop;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	ret = task_group_run(&g, &prompt, &err);
+	buf_wipe_release(&prompt);
+	if (ret < 0)
+		die("%s", err.buf);
+
+	task_group_summary(&g, t->o.detach, &line);
+	out_write(2, "aibox", g.gid, line.buf, line.len);
+	status = task_group_status(&g);
+	task_group_release(&g);
+	buf_release(&line);
+	buf_release(&err);
+	return status;
+}
 
 int main(int argc, char **argv)
 {
