@@ -314,3 +314,44 @@ no_cluster() {
 	run aibox tasks show "$ID"
 	assert_success
 }
+
+# fake_sbatch STATUS: an sbatch first on PATH that writes its arguments, one a
+# line, to $T/sbatch.args and answers as `sbatch --parsable` does (exit STATUS).
+fake_sbatch() {
+	mkdir -p "$T/fake-bin"
+	printf '#!/bin/sh\nprintf "%%s\\n" "$@" >"%s"\n[ %s = 0 ] || { echo "sbatch: error: refused" >&2; exit %s; }\necho "4711;main"\n' \
+		"$T/sbatch.args" "$1" "$1" >"$T/fake-bin/sbatch"
+	chmod +x "$T/fake-bin/sbatch"
+}
+
+@test "slurm files: a detached submit gives sbatch the node's command line and writes slurm.job; a refused one leaves no secrets" {
+	no_vm_project
+	printf 'slurm:\n  shared: [%s]\n' "$AIBOX_HOME" >>"$cfg"
+	fake_sbatch 0
+	export ANTHROPIC_API_KEY=sk-ant-test
+	run --separate-stderr aibox task --slurm --detach --timeout 90m --memory 1G --cpus 1 "Do it"
+	assert_success
+	DIR=$output
+	assert_equal "$(basename "$(dirname "$DIR")")" tasks
+	[[ "$stderr" == *"submitted as the Slurm job aibox-$(basename "$DIR") (job id 4711)"* ]]
+	run cat "$DIR/slurm.job"
+	assert_success
+	assert_output "4711 $(git rev-parse HEAD)"
+	run cat "$T/sbatch.args"
+	assert_success
+	assert_line "--chdir=$DIR"
+	assert_line "--output=slurm.out"
+	assert_line "--wrap=exec $BUILD/aibox-task --slurm-node $DIR --memory=1024M --cpus=1 --timeout=5400000ms --detach"
+	[ -e "$DIR/slurm.secrets" ]
+	[ -e "$DIR/config.yaml" ]
+	[ ! -e "$DIR/summary.json" ]
+	# sbatch refuses: a task that failed to start, with Slurm's words, its secrets gone
+	fake_sbatch 3
+	run --separate-stderr aibox task --slurm --detach "Do it"
+	assert_equal "$status" 2
+	[[ "$stderr" == *"sbatch: error: refused"* ]]
+	[[ "$stderr" == *"the Slurm job did not start (sbatch exit 3; Slurm's reason above)"* ]]
+	run find "$AIBOX_HOME/projects/repo/tasks" -name slurm.secrets
+	assert_success
+	assert_output "$DIR/slurm.secrets"
+}
