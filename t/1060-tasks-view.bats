@@ -20,16 +20,17 @@ mk_task() {
 	printf '%s' "$2" >"$TK/$1/prompt.txt"
 	echo bundle >"$TK/$1/start.bundle"
 	printf 'start 1.000s\n' >"$TK/$1/aibox.log"
-	touch "$TK/$1.lock"
+	: >"$TK/$1.lock"
 }
 
 # record NAME STATE EXIT [END_COMMIT]: the summary.json an ended task leaves.
 # $WHY is its why when not finished, $ENDED Claude Code's ended_by.
 record() {
-	local end=${4:-} e=null why=null
+	local end=${4:-} e=null why=null body
 	[ -n "$end" ] && e="\"$end\""
 	[ "$2" = finished ] || why="\"${WHY:-the step claude failed}\""
-	cat >"$TK/$1/summary.json" <<EOF
+	# read, not cat: no process per task (t/1060 makes hundreds)
+	IFS= read -r -d '' body <<EOF || true
 {"version":1,"folder":"$TK/$1","name":"$1","id":"${1: -6}","state":"$2","exit":$3,"why":$why,
  "seconds":83.4,"start_commit":"$C1","end_commit":$e,"branch":"aibox/task-$1","fetch":null,
  "no_changes":false,
@@ -42,6 +43,7 @@ record() {
    "failed":0,"log_left_out":0},
  "hosts_why":null}
 EOF
+	printf '%s' "$body" >"$TK/$1/summary.json"
 	printf 'total 83.400s exit %s\n' "$3" >>"$TK/$1/aibox.log"
 }
 
@@ -149,8 +151,8 @@ five() {
 
 @test "tasks list: hundreds of tasks are listed at once from what their folders hold" {
 	local i name
-	for i in $(seq 100 399); do
-		name=20260101-$(printf '10%02d%02d' $((i / 60)) $((i % 60)))-$(printf '%06x' "$i")
+	for ((i = 100; i < 400; i++)); do
+		printf -v name '20260101-10%02d%02d-%06x' $((i / 60)) $((i % 60)) "$i"
 		mk_task "$name" "task $i"
 		record "$name" finished 0 "$C2"
 	done

@@ -34,7 +34,7 @@ export PATH="$PATH:/usr/sbin:/sbin"
 }
 
 @test "image: a second build of the unchanged recipe reuses the image" {
-	aibox image build >/dev/null 2>&1
+	vm_image
 	before=$(stat -c '%i %Y' "$IMAGE/rootfs.ext4" "$IMAGE/initramfs")
 	run aibox image build
 	assert_success
@@ -43,7 +43,7 @@ export PATH="$PATH:/usr/sbin:/sbin"
 }
 
 @test "image: a new init remakes only the initramfs and keeps the root disk" {
-	aibox image build >/dev/null 2>&1
+	vm_image
 	# A store of our own, sharing the root disk by hard link (no copy).
 	export AIBOX_IMAGES=$T/images
 	mkdir -p "$T/images/default"
@@ -63,7 +63,7 @@ export PATH="$PATH:/usr/sbin:/sbin"
 }
 
 @test "image: a build that makes something saves the snapshot for a task of the default size; an unchanged one does not" {
-	aibox image build >/dev/null 2>&1
+	vm_image
 	# A store of our own, sharing the root disk by hard link and the downloads,
 	# whose manifest's boot key is another's: the build remakes the initramfs.
 	store=$(dirname "$IMAGE")

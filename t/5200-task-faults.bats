@@ -326,7 +326,7 @@ sleep 600'
 @test "task faults: a task that times out ends by timeout with exit 1 and its VM stopped" {
 	api '{"turns": [{"stall": 600}], "require_key": "'"$KEY"'"}'
 	t0=$(date +%s)
-	start_task --timeout 20s "Wait."
+	start_task --timeout 8s "Wait."
 	[ -n "$QEMU" ]
 	finish_task 300
 	[ "$status" -eq 1 ]

@@ -12,7 +12,7 @@ setup_file() {
 	task_setup
 	export T HOME AIBOX_HOME ANTHROPIC_API_KEY
 	api '{"turns": [
-	  {"tool_use": {"name": "Bash", "input": {"command": "sleep 20 && echo done > done.txt && git add done.txt && git commit -q -m done", "description": "wait"}}},
+	  {"tool_use": {"name": "Bash", "input": {"command": "sleep 8 && echo done > done.txt && git add done.txt && git commit -q -m done", "description": "wait"}}},
 	  {"text": "I waited and committed done.txt."}], "require_key": "'"$KEY"'"}'
 	export FAKE_API_PID AIBOX_API_UPSTREAM AIBOX_API_CA
 	# fd 3 is bats' own: the task must not hold it.
@@ -33,7 +33,7 @@ teardown() {
 }
 
 has_folder() { [ -n "$(task_dir)" ]; }
-follow_saw_tool() { grep -q 'Bash: sleep 20 && echo done' "$T/follow" 2>/dev/null; }
+follow_saw_tool() { grep -q 'Bash: sleep 8 && echo done' "$T/follow" 2>/dev/null; }
 task_ended() { ! kill -0 "$TASK_PID" 2>/dev/null; }
 follow_ended() { ! kill -0 "$FOLLOW_PID" 2>/dev/null; }
 
@@ -44,14 +44,14 @@ follow_ended() { ! kill -0 "$FOLLOW_PID" 2>/dev/null; }
 	aibox tasks log -f "$id" >"$T/follow" 2>&1 3>&- &
 	FOLLOW_PID=$!
 	wait_until 900 follow_saw_tool || { kill "$FOLLOW_PID"; show; cat "$T/follow"; false; }
-	# Seen while the task still runs (its Bash call sleeps 20 s).
+	# Seen while the task still runs (its Bash call sleeps 8 s).
 	kill -0 "$TASK_PID"
 	run aibox tasks list --json
 	assert_success
 	assert_equal "$(echo "$output" | jq -r '.[0].state')" running
 	run aibox tasks log "$id"
 	assert_success
-	assert_line --regexp '^[0-9:]{8} Bash: sleep 20 && echo done > done.txt && git add done.txt && git commit -q -m done$'
+	assert_line --regexp '^[0-9:]{8} Bash: sleep 8 && echo done > done.txt && git add done.txt && git commit -q -m done$'
 	wait_until 900 follow_ended || { kill "$FOLLOW_PID"; show; false; }
 	wait "$FOLLOW_PID"
 	run cat "$T/follow"
@@ -61,8 +61,8 @@ follow_ended() { ! kill -0 "$FOLLOW_PID" 2>/dev/null; }
 	# aibox task showed it on stderr and kept it in aibox.log.
 	wait_until 300 task_ended || { show; false; }
 	assert_equal "$(jq -r .exit "$T/out")" 0
-	grep -q "^[0-9:]\{8\} vm\[$id\]: Bash: sleep 20 && echo done" "$T/err"
-	grep -q "^[0-9:]\{8\} vm\[$id\]: Bash: sleep 20 && echo done" "$dir/aibox.log"
+	grep -q "^[0-9:]\{8\} vm\[$id\]: Bash: sleep 8 && echo done" "$T/err"
+	grep -q "^[0-9:]\{8\} vm\[$id\]: Bash: sleep 8 && echo done" "$dir/aibox.log"
 }
 
 @test "tasks view vm: list, show and log of the finished task; aibox task --json's object is summary.json" {
@@ -97,7 +97,7 @@ follow_ended() { ! kill -0 "$FOLLOW_PID" 2>/dev/null; }
 	# log: the transcript.
 	run aibox tasks log "$id"
 	assert_success
-	assert_line "> Bash: sleep 20 && echo done > done.txt && git add done.txt && git commit -q -m done"
+	assert_line "> Bash: sleep 8 && echo done > done.txt && git add done.txt && git commit -q -m done"
 	assert_line "I waited and committed done.txt."
 	assert_line --regexp '^= success, 2 turns, '
 }

@@ -52,7 +52,7 @@ setup_file() {
 	# First the guest holds a connection to the proxy for a while: its
 	# aibox-connect is one of the processes checked below.
 	git -C "$T/up/repo.git" config receive.advertisePushOptions true
-	cmd="{ exec 3<>/dev/tcp/10.0.2.100/3128; sleep 15; exec 3<&-; } && git commit -q --allow-empty -m 'From the VM' && git push $UP_URL HEAD:aibox/from-vm && { git push --force $UP_URL HEAD:main 2>&1 | sed -n 's/.*\\(remote rejected\\).*/REJ-\\1/p'; true; } && { git push -o merge_request.create -o ci.variable=X=1 $UP_URL HEAD:aibox/opts 2>&1 | sed -n 's/.*\\(does not support push options\\).*/OPT-\\1/p'; true; }"
+	cmd="{ exec 3<>/dev/tcp/10.0.2.100/3128; sleep 6; exec 3<&-; } && git commit -q --allow-empty -m 'From the VM' && git push $UP_URL HEAD:aibox/from-vm && { git push --force $UP_URL HEAD:main 2>&1 | sed -n 's/.*\\(remote rejected\\).*/REJ-\\1/p'; true; } && { git push -o merge_request.create -o ci.variable=X=1 $UP_URL HEAD:aibox/opts 2>&1 | sed -n 's/.*\\(does not support push options\\).*/OPT-\\1/p'; true; }"
 	script=$(python3 -c 'import json, sys; print(json.dumps({"turns": [
 	  {"tool_use": {"name": "Bash", "input": {"command": sys.argv[1], "description": "push"}}},
 	  {"text": "I pushed aibox/from-vm."}], "require_key": sys.argv[2]}))' "$cmd" "$KEY")

@@ -8,11 +8,21 @@ export AIBOX_IMAGES=${AIBOX_IMAGES:-${XDG_CACHE_HOME:-$HOME/.cache}/aibox/images
 IMAGE=$AIBOX_IMAGES/default
 
 # vm_image: make sure the default image is built (reused when unchanged).
+# Checked once per test file and store: no test changes the store's image
+# (those that spoil one spoil a copy), and the check itself (apt-cache and
+# dpkg on the host) costs seconds, which every test's setup paid before.
 vm_image() {
+	local stamp=${BATS_FILE_TMPDIR:-}/vm-image-checked
+	if [ -n "${BATS_FILE_TMPDIR:-}" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$AIBOX_IMAGES" ]; then
+		return 0
+	fi
 	aibox image build >/dev/null 2>"$T/image-build.log" || {
 		cat "$T/image-build.log" >&2
 		return 1
 	}
+	if [ -n "${BATS_FILE_TMPDIR:-}" ]; then
+		printf '%s\n' "$AIBOX_IMAGES" >"$stamp"
+	fi
 }
 
 # vm_share DIR [forced]: a task folder for a VM with new host and user keys.

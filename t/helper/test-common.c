@@ -190,7 +190,7 @@ static int cmd_read_capped(const char *max, const char *ms)
 
 static int cmd_spawn_within(void)
 {
-	static const char *const scripts[] = {"sleep 30",
+	static const char *const scripts[] = {"exec sleep 30",
 	                                      "trap '' TERM; while :; do sleep 0.05; done"};
 
 	for (size_t i = 0; i < ARRAY_SIZE(scripts); i++) {
@@ -198,7 +198,8 @@ static int cmd_spawn_within(void)
 		int ret;
 
 		strvec_pushl(&sp.args, "sh", "-c", scripts[i], NULL);
-		sp.in = SPAWN_NULL;
+		/* No grandchild may hold the caller's stdout open after its time. */
+		sp.in = sp.out = sp.err = SPAWN_NULL;
 		if ((ret = spawn_start(&sp)) < 0)
 			die_err(ret, "cannot start sh");
 		usleep(200 * 1000); /* let sh set its trap */
