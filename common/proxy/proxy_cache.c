@@ -130,7 +130,8 @@ void px_cache_step(struct conn *c)
 			px_finish_request(c);
 			return;
 		}
-		want = c->hit_left < sizeof(px->scratch) ? (size_t)c->hit_left : sizeof(px->scratch);
+		want =
+		    c->hit_left < sizeof(px->scratch) ? (size_t)c->hit_left : sizeof(px->scratch);
 		n = want ? read(c->hit->fd, px->scratch, want) : 0;
 		if (n < 0 || (want && n == 0)) {
 			/* The entry shrank under us: the client never gets the answer's end. */
@@ -193,7 +194,8 @@ int px_cache_request(struct conn *c, const struct http_head *h, const char *t, s
 	}
 	d = dep_digests_find(&px->digests, key.buf);
 	if (!d) {
-		/* Metadata, or an artifact this task's metadata did not name: never from the store. */
+		/* Metadata, or an artifact this task's metadata did not name: never from the store.
+		 */
 		if (h->method_len == 3 && !memcmp(h->method, "GET", 3)) {
 			c->meta = xcalloc(1, sizeof(*c->meta));
 			buf_init(c->meta, 0);
@@ -223,8 +225,8 @@ int px_cache_request(struct conn *c, const struct http_head *h, const char *t, s
 	if (r == 0) {
 		c->fill = xmalloc(sizeof(*c->fill));
 		*c->fill = (struct dep_cache_fill)DEP_CACHE_FILL_INIT;
-		r = dep_cache_fill_begin(px->cfg->cache, skey.buf, c->cscope, NULL, 0, c->fill,
-		                         &e, &why);
+		r = dep_cache_fill_begin(px->cfg->cache, skey.buf, c->cscope, NULL, 0, c->fill, &e,
+		                         &why);
 		if (r != 0) {
 			free(c->fill);
 			c->fill = NULL;
