@@ -146,6 +146,10 @@ npm_install() {
 	size=$(($(stat -c %s "$T/reg/npm/left-pad-1.0.0.tgz") + $(stat -c %s "$T/reg/npm/right-pad-2.1.0.tgz")))
 	run jq -c .cache "$T/record.json"
 	assert_output "{\"hits\":2,\"misses\":0,\"bytes_from_cache\":$size,\"bytes_from_upstream\":0,\"refused\":0}"
+	# The task summary, from the record as aibox-task reads it.
+	run test-task results - --report "$T/record.json"
+	assert_success
+	assert_line "aibox: the dependency cache served 2 artifacts ($size bytes); 0 came from upstream (0 bytes)"
 }
 
 @test "cache npm: a tampered tarball upstream is cut before its end, not stored, and counted; a request the rules bypass is not stored either" {
@@ -163,8 +167,9 @@ npm_install() {
 	assert_success
 	assert_output --partial "0 bytes in 0 entries"
 	stop_proxy
-	run jq -c '.cache.refused' "$T/record.json"
-	assert_output 3
+	# curl's once, and npm's at least once (it tries again).
+	run jq -e '.cache.refused >= 2 and .cache.hits == 0' "$T/record.json"
+	assert_success
 
 	rm "$T/reg/TAMPER"
 	task "$T/rules"
