@@ -183,6 +183,7 @@ npm_install() {
 	run grep -c ' cache=bypass ' "$T/proxy.log"
 	assert_output 2
 	run aibox cache size
+	assert_success
 	assert_output --partial "0 bytes in 0 entries"
 }
 
@@ -237,6 +238,7 @@ npm_install() {
 	# The same project's next task: a hit.
 	task "$T/rules-secret" --cache-scope project:a
 	run icurl -o /dev/null -H "Authorization: Bearer $PH" "https://localhost:$REG/left-pad"
+	assert_success
 	run icurl -o /dev/null -H "Authorization: Bearer $PH" "$url"
 	assert_success
 	run grep -c ' cache=hit ' "$T/proxy.log"
@@ -245,6 +247,7 @@ npm_install() {
 	# Another project's task, with its secret or without: upstream each time.
 	task "$T/rules-secret" --cache-scope project:b
 	run icurl -o /dev/null "https://localhost:$REG/left-pad"
+	assert_success
 	run icurl -o /dev/null -H "Authorization: Bearer $PH" "$url"
 	assert_success
 	run icurl -o /dev/null "$url"
@@ -255,9 +258,11 @@ npm_install() {
 	# Without a scope, what a secret fetched is not kept at all.
 	task "$T/rules-secret"
 	run icurl -o /dev/null "https://localhost:$REG/right-pad"
+	assert_success
 	run icurl -o /dev/null -H "Authorization: Bearer $PH" "https://localhost:$REG/right-pad/-/right-pad-2.1.0.tgz"
 	assert_success
 	run aibox cache list
+	assert_success
 	refute_output --partial right-pad
 }
 

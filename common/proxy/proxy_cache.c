@@ -50,6 +50,17 @@ static int host_kind(const struct conn *c)
 	return CONFIG_CACHE_NONE;
 }
 
+/* Forget c's metadata answer (its bytes leave the proxy's total). */
+static void drop_meta(struct conn *c)
+{
+	if (!c->meta)
+		return;
+	c->px->meta_bytes -= c->meta->len;
+	buf_release(c->meta);
+	free(c->meta);
+	c->meta = NULL;
+}
+
 void px_cache_end(struct conn *c)
 {
 	if (c->fill) {
@@ -66,11 +77,7 @@ void px_cache_end(struct conn *c)
 		EVP_MD_CTX_free(c->cmd);
 		c->cmd = NULL;
 	}
-	if (c->meta) {
-		buf_release(c->meta);
-		free(c->meta);
-		c->meta = NULL;
-	}
+	drop_meta(c);
 	free(c->ckey);
 	c->ckey = NULL;
 	c->cscope = NULL;
@@ -277,11 +284,7 @@ void px_cache_head(struct conn *c, const struct http_head *h)
 		c->cmd = NULL;
 	}
 	c->cdig = NULL;
-	if (c->meta) {
-		buf_release(c->meta);
-		free(c->meta);
-		c->meta = NULL;
-	}
+	drop_meta(c);
 }
 
 /* The metadata answer is whole: learn its digests. */
@@ -306,19 +309,17 @@ int px_cache_body(struct conn *c, const char *p, size_t n, int done)
 	int r;
 
 	if (c->meta) {
-		if (c->meta->len + n > DEP_META_MAX) {
-			buf_release(c->meta);
-			free(c->meta);
-			c->meta = NULL;
+		/* One answer's cap, and all the answers' together (the VM opens connections). */
+		if (c->meta->len + n > DEP_META_MAX || px->meta_bytes + n > PX_META_TOTAL) {
+			drop_meta(c);
 			return 0;
 		}
 		buf_add(c->meta, p, n);
+		px->meta_bytes += n;
 		if (done) {
 			c->cache_note = "meta";
 			learn(c);
-			buf_release(c->meta);
-			free(c->meta);
-			c->meta = NULL;
+			drop_meta(c);
 		}
 		return 0;
 	}

@@ -35,6 +35,8 @@ struct buf;
 #define RBUF_SIZE (16 * 1024)
 /* An answer of our own is flushed, then the connection lingers this long. */
 #define LINGER_MS 2000
+/* The metadata answers read for their digests at once, in all (docs/cache.md). */
+#define PX_META_TOTAL (256ULL << 20)
 /* Host certificates kept for the next connections to the same host. */
 #define PX_LEAVES 16
 
@@ -205,6 +207,7 @@ struct proxy {
 	int leaf_next;
 	/* The digests the metadata fetched in this task gave (docs/cache.md). */
 	struct dep_digests digests;
+	uint64_t meta_bytes; /* the metadata answers being read, in all (PX_META_TOTAL at most) */
 	char scratch[SCRATCH_SIZE]; /* a tunnel's bytes on their way through */
 };
 
