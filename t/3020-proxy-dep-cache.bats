@@ -12,6 +12,9 @@ load lib-tls
 load lib-proxy
 
 PH=aibox-secret-0123456789abcdef0123456789abcdef
+# Debian's python3 (packages.txt): a pyenv shim on PATH costs seconds a call.
+PY=python3
+[ ! -x /usr/bin/python3 ] || PY=/usr/bin/python3
 
 # make_npm_tgz DIR NAME VERSION: a package tarball as npm makes them (package/...).
 make_npm_tgz() {
@@ -26,7 +29,7 @@ make_npm_tgz() {
 
 # make_wheel DIR NAME VERSION: a minimal pure-Python wheel.
 make_wheel() {
-	python3 - "$@" <<-'EOF'
+	"$PY" - "$@" <<-'EOF'
 		import base64, hashlib, sys, zipfile
 		d, n, v = sys.argv[1:4]
 		info = "%s-%s.dist-info" % (n, v)
@@ -56,7 +59,7 @@ setup_file() {
 start_registry() {
 	cp -r "$BATS_FILE_TMPDIR/reg" "$T/reg"
 	: >"$T/reg.log"
-	"$TOP/t/dep-registry" --cert "$T/ca/server.pem" --key "$T/ca/server.key" --dir "$T/reg" \
+	"$PY" "$TOP/t/dep-registry" --cert "$T/ca/server.pem" --key "$T/ca/server.key" --dir "$T/reg" \
 		--port-file "$T/reg.port" --log "$T/reg.log" "$@" 2>"$T/reg.err" &
 	REG_PID=$!
 	wait_until 10 file_or_gone "$T/reg.port" $REG_PID || return 1
@@ -105,6 +108,7 @@ icurl() {
 # npm_install DIR: the host's npm installs left-pad and right-pad in DIR
 # through the proxy, with an npm cache of its own (empty: nothing from npm's cache).
 npm_install() {
+	command -v npm >/dev/null || skip "no npm on this host (packages.txt: nodejs)"
 	mkdir -p "$1"
 	printf '{"name": "p", "version": "1.0.0", "dependencies": {"left-pad": "1.0.0", "right-pad": "^2.0.0"}}\n' >"$1/package.json"
 	(cd "$1" && HTTPS_PROXY=$PROXY https_proxy=$PROXY npm install --registry "https://localhost:$REG/" \
@@ -267,14 +271,14 @@ npm_install() {
 }
 
 @test "cache pypi: pip download fills from a simple index's #sha256 links, and the second task's takes the wheel from the store" {
-	command -v pip >/dev/null || skip "no pip on this host"
+	"$PY" -m pip --version >/dev/null 2>&1 || skip "no pip on this host (packages.txt: python3-pip)"
 	printf 'rule localhost:%s\ncache pypi\n' "$REG" >"$T/rules"
 	local i
 	for i in 1 2; do
 		task "$T/rules"
 		run env HTTPS_PROXY="$PROXY" https_proxy="$PROXY" PIP_CONFIG_FILE=/dev/null \
 			SSL_CERT_FILE="$T/taskca.pem" REQUESTS_CA_BUNDLE="$T/taskca.pem" \
-			pip download --no-deps --no-cache-dir --disable-pip-version-check -q \
+			"$PY" -m pip download --no-deps --no-cache-dir --disable-pip-version-check -q \
 			--index-url "https://localhost:$REG/simple/" --cert "$T/taskca.pem" \
 			-d "$T/dl$i" demo-pkg==1.0
 		assert_success

@@ -351,7 +351,8 @@ void summary_make(const struct summary_in *in, struct summary *s)
 			     (unsigned long long)rep->cache_bytes,
 			     (unsigned long long)rep->cache_misses,
 			     (unsigned long long)rep->cache_upstream,
-			     rep->cache_bad ? ", some refused for their digest (see proxy.log)" : "");
+			     rep->cache_bad ? ", some refused for their digest (see proxy.log)"
+			                    : "");
 		if (rep->log_left_out)
 			addf(s, 0,
 			     "proxy.log left out %llu lines past its cap (the hosts above are "
