@@ -532,11 +532,33 @@ EOF2
 		assert_output --partial "allow[0].paths: '$p'"
 	done
 	cfg 'allow: [{host: a.com, verbs: [GET]}]'
-	assert_output "config.yaml:1:23: allow[0]: unknown key 'verbs' (known keys: host, methods, paths)"
+	assert_output "config.yaml:1:23: allow[0]: unknown key 'verbs' (known keys: host, methods, paths, cache)"
 	cfg 'allow:
   - {host: a.com, methods: [GET]}
   - {host: A.com, methods: [POST]}'
 	assert_output "config.yaml:3:12: allow[1].host: a.com has a rule already (line 2)"
+}
+
+@test "config: cache: marks a host for the dependency cache, npm or pypi; another kind is refused with its place" {
+	cfg 'allow:
+  - {host: registry.npmjs.org, cache: npm}
+  - {host: files.pythonhosted.org, cache: pypi, methods: [GET]}'
+	assert_success
+	assert_line "allow registry.npmjs.org"
+	assert_line "rule registry.npmjs.org line=2 methods= paths= cache=npm"
+	assert_line "rule files.pythonhosted.org line=3 methods=GET paths= cache=pypi"
+	cfg 'allow: [{host: a.com, cache: maven}]'
+	assert_failure
+	assert_output "config.yaml:1:30: allow[0].cache: 'maven' is not a cache kind: npm or pypi"
+	cfg 'allow: [{host: a.com, cache: crates}]'
+	assert_failure
+	assert_output "config.yaml:1:30: allow[0].cache: 'crates' is not cached yet (docs/cache.md): npm or pypi"
+	cfg 'allow: [{host: a.com, cache: [npm]}]'
+	assert_failure
+	assert_output --partial "config.yaml:1:30: allow[0].cache: "
+	cfg 'allow: [{host: preset:npm, cache: npm}]'
+	assert_failure
+	assert_output "config.yaml:1:16: allow[0].host: a rule names one host, not a preset"
 }
 
 @test "config: secrets name a variable and the allowed hosts its value may go to" {

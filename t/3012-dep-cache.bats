@@ -229,9 +229,15 @@ req() { printf '%s\n\n' "$1" | sed 's/$/\r/' | test-cache request; }
 		assert_success
 		assert_output "bypass: a $(printf '%s' "${h%%:*}" | tr A-Z a-z) header"
 	done
-	for h in 'Accept-Encoding: gzip' 'Accept-Encoding: identity, gzip' $'Accept-Encoding: identity\nAccept-Encoding: gzip'; do
+	# The proxy answers identity whatever the client lists (npm and pip list gzip).
+	for h in 'Accept-Encoding: gzip, deflate' 'Accept-Encoding: identity, gzip' 'Accept-Encoding: identity;q=0.5' 'Accept-Encoding: *;q=1'; do
 		run req $'GET /p/-/p-1.0.0.tgz HTTP/1.1\nHost: r\n'"$h"
-		assert_output "bypass: an Accept-Encoding other than identity"
+		assert_output cacheable
+	done
+	for h in 'Accept-Encoding: gzip, identity;q=0' 'Accept-Encoding: *;q=0' 'Accept-Encoding: IDENTITY ; Q=0.000' \
+		'Accept-Encoding: gzip,*;q=0.' $'Accept-Encoding: identity\nAccept-Encoding: gzip'; do
+		run req $'GET /p/-/p-1.0.0.tgz HTTP/1.1\nHost: r\n'"$h"
+		assert_output "bypass: an Accept-Encoding that refuses identity"
 	done
 	run req $'HEAD /p/-/p-1.0.0.tgz HTTP/1.1\nHost: r'
 	assert_output "bypass: not a GET"

@@ -31,6 +31,7 @@
 #include "proxy/proxy_secrets.h"
 #include "net/resolve.h"
 #include "base/sandbox.h"
+#include "net/dep_cache.h"
 #include "base/secret.h"
 #include "base/spawn.h"
 #include "net/task_ca.h"
@@ -47,7 +48,8 @@ static const char usage[] =
     "                   [--header-timeout T] [--idle-timeout T] [--connect-timeout T]\n"
     "                   [--max-conns N] [--api-pool N] [--api-pool-idle T]\n"
     "                   [--drain-timeout T] [--drain-max BYTES]\n"
-    "                   [--secrets-fd N [--ca-fd N] [--ca-valid T]]\n"
+    "                   [--secrets-fd N [--ca-fd N] [--ca-valid T]\n"
+    "                    [--cache-dir DIR [--cache-max SIZE] [--cache-scope S]]]\n"
     "                   [--broker-fd N] [--prices FILE] [--budget-task USD]\n"
     "                   [--budget-day USD --ledger-fd N] [--no-sandbox]\n"
     "\n"
@@ -82,6 +84,11 @@ static const char usage[] =
     "  --ca-fd N            write the task CA's certificate (PEM) to fd N, then\n"
     "                       close it\n"
     "  --ca-valid T         how long the task CA is valid (default 7 days)\n"
+    "  --cache-dir DIR      the dependency cache (docs/cache.md) for the rules'\n"
+    "                       cache kinds; files are then written after the lockdown\n"
+    "  --cache-max SIZE     its cap (default 4G)\n"
+    "  --cache-scope S      keep artifacts fetched with a secret under scope S\n"
+    "                       (without it they are not kept)\n"
     "  --broker-fd N        hand requests for git.aibox.internal to aibox-broker over\n"
     "                       the unix SOCK_SEQPACKET socket N (its --handoff-fd)\n"
     "  --prices FILE        count key forwarding's spend with this price table\n"
@@ -119,6 +126,9 @@ enum {
 	OPT_SECRETS_FD,
 	OPT_CA_FD,
 	OPT_CA_VALID,
+	OPT_CACHE_DIR,
+	OPT_CACHE_MAX,
+	OPT_CACHE_SCOPE,
 	OPT_PRICES,
 	OPT_BUDGET_TASK,
 	OPT_BUDGET_DAY,
@@ -167,6 +177,11 @@ static const struct opt_spec options[] = {
     {"ca-fd", 0, OPT_TEXT, "N", OPT_CA_FD, "write the task CA's certificate (PEM) to fd N, then"},
     {"ca-valid", 0, OPT_DURATION, "T", OPT_CA_VALID,
      "how long the task CA is valid (default 7 days)"},
+    {"cache-dir", 0, OPT_FILE, "DIR", OPT_CACHE_DIR,
+     "the dependency cache (docs/cache.md) for the rules'"},
+    {"cache-max", 0, OPT_TEXT, "SIZE", OPT_CACHE_MAX, "its cap (default 4G)"},
+    {"cache-scope", 0, OPT_TEXT, "S", OPT_CACHE_SCOPE,
+     "keep artifacts fetched with a secret under scope S"},
     {"prices", 0, OPT_FILE, "FILE", OPT_PRICES,
      "count key forwarding's spend with this price table"},
     {"budget-task", 0, OPT_TEXT, "USD", OPT_BUDGET_TASK,
@@ -347,6 +362,8 @@ static void read_key(struct proxy_config *cfg, const char *key_env, int key_fd)
 /* What the options ask for beyond struct proxy_config. */
 struct options {
 	const char *listen_spec, *log_path, *key_env, *presets, *prices_path;
+	const char *cache_dir, *cache_scope;
+	uint64_t cache_max;
 	struct strvec allow_entries, allow_files;
 	int ready_fd, report_fd, key_fd, secrets_fd, ca_fd, no_sandbox;
 	int64_t ca_valid_ms;
@@ -455,6 +472,19 @@ static void one_option(int opt, const char *arg, struct proxy_config *cfg,
 		buf_release(&why);
 		break;
 	}
+	case OPT_CACHE_DIR:
+		o->cache_dir = arg;
+		break;
+	case OPT_CACHE_MAX:
+		if (parse_size(arg, DEP_CACHE_MIN_MAX_MIB << 20, DEP_CACHE_MAX_MAX_MIB << 20,
+		               &o->cache_max) < 0)
+			die("invalid --cache-max '%s' (16M to 64T)", arg);
+		break;
+	case OPT_CACHE_SCOPE:
+		if (!arg[0] || !dep_cache_scope_ok(arg))
+			die("invalid --cache-scope '%s' (letters, digits and ._:/-)", arg);
+		o->cache_scope = arg;
+		break;
 	case OPT_PRICES:
 		o->prices_path = arg;
 		break;
@@ -519,6 +549,10 @@ static void parse_options(int argc, char **argv, struct proxy_config *cfg,
 		die("--key-env and --key-fd cannot be used together");
 	if ((o->ca_fd >= 0 || o->ca_valid_ms) && o->secrets_fd < 0)
 		die("--ca-fd and --ca-valid need --secrets-fd");
+	if ((o->cache_dir || o->cache_max || o->cache_scope) && o->secrets_fd < 0)
+		die("--cache-dir, --cache-max and --cache-scope need --secrets-fd");
+	if ((o->cache_max || o->cache_scope) && !o->cache_dir)
+		die("--cache-max and --cache-scope need --cache-dir");
 	if (report->usage.cap_day && cfg->ledger_fd < 0)
 		die("--budget-day needs --ledger-fd");
 }
@@ -745,6 +779,7 @@ int main(int argc, char **argv)
 	struct allow_list allow = ALLOW_LIST_INIT;
 	struct proxy_secrets secrets = PROXY_SECRETS_INIT;
 	struct task_ca ca = {0};
+	struct dep_cache cache = {0};
 	struct buf shown = BUF_INIT;
 	sigset_t mask;
 	int ret;
@@ -763,6 +798,18 @@ int main(int argc, char **argv)
 		read_key(&cfg, o.key_env, o.key_fd);
 	if (o.secrets_fd >= 0)
 		setup_secrets(&cfg, &secrets, &ca, &o);
+	if (o.cache_dir) {
+		struct buf why = BUF_INIT;
+
+		if (dep_cache_open(&cache, o.cache_dir,
+		                   o.cache_max ? o.cache_max : DEP_CACHE_DEFAULT_MAX, &why) < 0)
+			die("%s", why.buf);
+		/* A walk of the store now and then, not after every fill
+		 * (common/proxy/proxy_cache.c). */
+		cache.trim_slack = cache.max_bytes / 32;
+		cfg.cache = &cache;
+		cfg.cache_scope = o.cache_scope;
+	}
 	setup_spend(&cfg, &report, &prices, o.prices_path);
 
 	raise_nofile();
@@ -781,7 +828,9 @@ int main(int argc, char **argv)
 	if (cfg.signal_fd < 0)
 		die_errno("signalfd");
 
-	ret = sandbox_lockdown(o.no_sandbox ? SANDBOX_NONE : SANDBOX_SECCOMP, 0);
+	/* The cache's files are made and renamed as the task runs (docs/cache.md). */
+	ret = sandbox_lockdown(o.no_sandbox ? SANDBOX_NONE : SANDBOX_SECCOMP,
+	                       cfg.cache ? SANDBOX_KEEP_FILES : 0);
 	if (ret < 0)
 		die_err(ret, "cannot lock down");
 	if (o.ready_fd >= 0)
@@ -806,6 +855,8 @@ int main(int argc, char **argv)
 	if (cfg.isrv)
 		SSL_CTX_free(cfg.isrv);
 	task_ca_release(&ca);
+	if (cfg.cache)
+		dep_cache_close(&cache);
 	proxy_secrets_release(&secrets);
 	if (cfg.api_key) {
 		OPENSSL_cleanse((char *)cfg.api_key, strlen(cfg.api_key));

@@ -392,7 +392,7 @@ static const char *const top_keys[] = {
 static const char *const mount_keys[] = {"host", "vm", "read-only", NULL};
 static const char *const git_keys[] = {"url", "token", "auth", "user", "fetch", "push", NULL};
 static const char *const budget_keys[] = {"task", "day", NULL};
-static const char *const rule_keys[] = {"host", "methods", "paths", NULL};
+static const char *const rule_keys[] = {"host", "methods", "paths", "cache", NULL};
 static const char *const secret_keys[] = {"env", "hosts", NULL};
 static const char *const slurm_keys[] = {"partition", "account", "options", "shared", NULL};
 
@@ -545,7 +545,40 @@ static int check_rule_list(struct ctx *c, const struct node *v, const char *key,
 	return ret;
 }
 
-/* allow[i] in its map form: {host, methods, paths}. */
+const char *config_cache_name(enum config_cache k)
+{
+	switch (k) {
+	case CONFIG_CACHE_NONE:
+		return NULL;
+	case CONFIG_CACHE_NPM:
+		return "npm";
+	case CONFIG_CACHE_PYPI:
+		return "pypi";
+	}
+	BUG("cache kind %d", (int)k);
+}
+
+/* cache: of an allow rule at key: npm or pypi (the others are not cached yet). */
+static int check_rule_cache(struct ctx *c, const struct node *v, const char *key,
+                            struct config_rule *r)
+{
+	int ret = want_string(c, v, key);
+
+	if (ret)
+		return ret;
+	if (!strcmp(v->str, "npm"))
+		r->cache = CONFIG_CACHE_NPM;
+	else if (!strcmp(v->str, "pypi"))
+		r->cache = CONFIG_CACHE_PYPI;
+	else if (!strcmp(v->str, "crates") || !strcmp(v->str, "go") || !strcmp(v->str, "debian"))
+		return fail(c, v, key, "'%s' is not cached yet (docs/cache.md): npm or pypi",
+		            v->str);
+	else
+		return fail(c, v, key, "'%.64s' is not a cache kind: npm or pypi", v->str);
+	return 0;
+}
+
+/* allow[i] in its map form: {host, methods, paths, cache}. */
 static int check_allow_rule(struct ctx *c, const struct node *e, const char *key,
                             struct config *cfg)
 {
@@ -573,6 +606,8 @@ static int check_allow_rule(struct ctx *c, const struct node *e, const char *key
 			if ((ret = want_string(c, vn, k.buf)))
 				break;
 			host = vn;
+		} else if (!strcmp(kn->str, "cache")) {
+			ret = check_rule_cache(c, vn, k.buf, r);
 		} else {
 			ret =
 			    check_rule_list(c, vn, k.buf, !strcmp(kn->str, "methods"),
@@ -590,6 +625,8 @@ static int check_allow_rule(struct ctx *c, const struct node *e, const char *key
 			ret = fail(c, host, k.buf, "a rule names one host, not a preset");
 		else if (check_allow_entry(r->host, &why) < 0)
 			ret = fail(c, host, k.buf, "'%s': %s", host->str, why.buf);
+		else if (r->cache && !strcmp(r->host, "*"))
+			ret = fail(c, host, k.buf, "a cached host is one host, not '*'");
 	}
 	for (size_t i = 0; !ret && i + 1 < cfg->nr_rules; i++)
 		if (!strcmp(cfg->rules[i].host, r->host))

@@ -72,16 +72,24 @@ struct config_mount {
 };
 
 /*
- * An allow entry in its map form, {host: H, methods: [...], paths: [...]}
- * (docs/config.md, "allow"): the proxy intercepts H's TLS and lets through
- * only the requests whose method and path match (docs/proxy.md).  The host
- * is also on config.allow.
+ * An allow entry in its map form, {host: H, methods: [...], paths: [...],
+ * cache: KIND} (docs/config.md, "allow"): the proxy intercepts H's TLS and
+ * lets through only the requests whose method and path match
+ * (docs/proxy.md), and answers its artifacts from the dependency cache
+ * (docs/cache.md).  The host is also on config.allow.
  */
+/* The ecosystem whose rules a cached host follows (docs/cache.md); none: not cached. */
+enum config_cache { CONFIG_CACHE_NONE, CONFIG_CACHE_NPM, CONFIG_CACHE_PYPI };
+
+/* "npm", "pypi" for a CONFIG_CACHE_*; NULL for none. */
+const char *config_cache_name(enum config_cache k);
+
 struct config_rule {
-	char *host;            /* an allow entry, lowercased; no preset */
-	struct strvec methods; /* uppercase tokens; empty: any method */
-	struct strvec paths;   /* '/'-rooted patterns, '*' matches any run; empty: any */
-	size_t line;           /* of the entry in the file */
+	char *host;              /* an allow entry, lowercased; no preset */
+	enum config_cache cache; /* cache: npm or pypi (docs/cache.md) */
+	struct strvec methods;   /* uppercase tokens; empty: any method */
+	struct strvec paths;     /* '/'-rooted patterns, '*' matches any run; empty: any */
+	size_t line;             /* of the entry in the file */
 };
 
 /*

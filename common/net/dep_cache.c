@@ -101,6 +101,7 @@ int dep_cache_open(struct dep_cache *c, const char *root, uint64_t max_bytes, st
 		return ret;
 	c->root = xstrdup(root);
 	c->max_bytes = max_bytes;
+	c->trim_slack = c->since_trim = 0;
 	return 0;
 }
 
@@ -482,8 +483,12 @@ int dep_cache_fill_commit(struct dep_cache_fill *f, const unsigned char *want, s
 		goto fail;
 	}
 	sync_dir(f->dir);
+	c->since_trim += f->size;
 	buf_release(&hdr);
 	fill_clear(f);
+	if (c->trim_slack && c->since_trim < c->trim_slack)
+		return 0;
+	c->since_trim = 0;
 	return dep_cache_trim(c, c->max_bytes, NULL, err);
 fail:
 	buf_release(&hdr);

@@ -45,6 +45,13 @@ struct buf;
 struct dep_cache {
 	char *root;
 	uint64_t max_bytes;
+	/*
+	 * 0: every fill trims the store to its cap (a walk of the store).  Else
+	 * a fill trims only once the fills since the last trim took this many
+	 * bytes (the proxy's event loop walks the store seldom; the cap may be
+	 * passed by as much).
+	 */
+	uint64_t trim_slack, since_trim;
 };
 
 /* What an entry's header says, and where it is. */

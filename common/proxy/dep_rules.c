@@ -16,6 +16,46 @@
 #include "proxy/dep_rules.h"
 #include "base/banned.h"
 
+/*
+ * An Accept-Encoding value (n bytes) that takes identity: no item
+ * "identity;q=0" or "*;q=0" (any case, spaces around, q=0, 0., 0.0 ...).
+ */
+static int takes_identity(const char *v, size_t n)
+{
+	size_t i = 0;
+
+	while (i < n) {
+		size_t s = i, e, q;
+
+		while (i < n && v[i] != ',')
+			i++;
+		e = i++;
+		while (s < e && (v[s] == ' ' || v[s] == '\t'))
+			s++;
+		q = s;
+		while (q < e && v[q] != ';' && v[q] != ' ' && v[q] != '\t')
+			q++;
+		if (!((q - s == 8 && !strncasecmp(v + s, "identity", 8)) ||
+		      (q - s == 1 && v[s] == '*')))
+			continue;
+		while (q < e && (v[q] == ' ' || v[q] == '\t' || v[q] == ';'))
+			q++;
+		if (e - q >= 2 && (v[q] == 'q' || v[q] == 'Q') && v[q + 1] == '=') {
+			int zero = 1;
+
+			q += 2;
+			if (q < e && v[q] == '1')
+				zero = 0;
+			for (; q < e && v[q] != ' ' && v[q] != '\t'; q++)
+				if (v[q] != '0' && v[q] != '.')
+					zero = 0;
+			if (zero)
+				return 0;
+		}
+	}
+	return 1;
+}
+
 int dep_request_cacheable(const struct http_head *h, struct buf *why)
 {
 	static const char *const bypass[] = {
@@ -34,8 +74,9 @@ int dep_request_cacheable(const struct http_head *h, struct buf *why)
 			return 0;
 		}
 	ae = http_header(h, "accept-encoding", &n);
-	if (ae && (n > 1 || ae->value_len != 8 || strncasecmp(ae->value, "identity", 8)))
-		return buf_refuse(why, 0, "an Accept-Encoding other than identity");
+	/* The proxy asks upstream for identity and answers so: any list that takes it will do. */
+	if (ae && (n > 1 || !takes_identity(ae->value, ae->value_len)))
+		return buf_refuse(why, 0, "an Accept-Encoding that refuses identity");
 	if (h->content_length > 0 || h->chunked || http_header(h, "transfer-encoding", NULL))
 		return buf_refuse(why, 0, "a body");
 	return 1;

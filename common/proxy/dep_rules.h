@@ -23,7 +23,8 @@ struct http_head;
 /*
  * 1 when the request h may be answered from the cache: GET, no Range or
  * If-Range, no conditional header (If-Match, If-None-Match,
- * If-Modified-Since, If-Unmodified-Since), no Accept-Encoding but identity,
+ * If-Modified-Since, If-Unmodified-Since), one Accept-Encoding at most,
+ * taking identity (not "identity;q=0" or "*;q=0"),
  * no body.  0 with the reason in why otherwise (the request bypasses the
  * cache).
  */

@@ -77,6 +77,7 @@ static void update_events(struct conn *c)
 		ce = to_c ? 0 : EPOLLIN;
 		break;
 	case ST_WAIT:
+	case ST_CWAIT:
 		ce = EPOLLRDHUP; /* nothing is read while it waits, but its leaving is seen */
 		break;
 	case ST_CTLS:
@@ -164,6 +165,10 @@ void px_pump(struct conn *c)
 			tunnel_step(c);
 			break;
 		case ST_FWD:
+			if (c->hit) {
+				px_cache_step(c);
+				break;
+			}
 			if (px_fwd_request(c) < 0)
 				break;
 			if (c->state == ST_FWD)
@@ -173,6 +178,7 @@ void px_pump(struct conn *c)
 			closing_step(c);
 			break;
 		case ST_WAIT:
+		case ST_CWAIT:
 			break;
 		case ST_CTLS:
 			px_ctls_step(c);
@@ -209,7 +215,8 @@ static void on_event(struct handle *h, uint32_t ev)
 			return;
 	}
 	px_pump(c);
-	if (c->dead || !(ev & (EPOLLERR | EPOLLHUP) || (ev & EPOLLRDHUP && c->state == ST_WAIT)))
+	if (c->dead || !(ev & (EPOLLERR | EPOLLHUP) ||
+	                 (ev & EPOLLRDHUP && (c->state == ST_WAIT || c->state == ST_CWAIT))))
 		return;
 	/* A hangup stays reported whatever the mask: act on it, or the loop spins. */
 	if (c->state == ST_TUNNEL) {
@@ -348,6 +355,11 @@ static void sweep(struct proxy *px)
 		case ST_CTLS:
 			px_log_line(c, "failed", "TLS with the client timed out");
 			px_conn_kill(c);
+			break;
+		case ST_CWAIT:
+			/* Look at the other filler's lock again: its head is read anew. */
+			c->state = ST_HEAD;
+			px_pump(c);
 			break;
 		case ST_WAIT:
 			px_respond(c, 503, "refused",
@@ -525,6 +537,7 @@ int proxy_run(const struct proxy_config *cfg)
 	for (int i = 0; i < PX_LEAVES; i++)
 		if (px->leaves[i].cert)
 			X509_free(px->leaves[i].cert);
+	dep_digests_clear(&px->digests);
 	free(px);
 	return ret;
 }

@@ -41,6 +41,7 @@
 #include "proxy/log_line.h"
 
 struct allow_list;
+struct dep_cache;
 struct proxy_report;
 struct proxy_secrets;
 struct task_ca;
@@ -126,6 +127,17 @@ struct proxy_config {
 	const struct task_ca *ca;
 	SSL_CTX *itls; /* client side, toward the intercepted hosts */
 	SSL_CTX *isrv; /* server side, toward the VM */
+
+	/*
+	 * The dependency cache (docs/cache.md): on an intercepted host whose
+	 * rule has a cache kind, the digests of the metadata passing through
+	 * are learnt, and a request for an artifact whose digest is known is
+	 * answered from cache, or forwarded and its verified bytes stored.
+	 * NULL: nothing is cached.  An artifact fetched with a secret is kept
+	 * under cache_scope (NULL: not kept).
+	 */
+	struct dep_cache *cache;
+	const char *cache_scope;
 
 	int max_conns;          /* connections at once; more wait in the backlog */
 	int header_timeout_ms;  /* a request head must arrive within this */

@@ -113,6 +113,7 @@ void px_conn_kill(struct conn *c)
 		c->job = NULL;
 	}
 	px_close_upstream(c);
+	px_cache_end(c);
 	if (c->cfd >= 0)
 		close(c->cfd);
 	c->cfd = -1;
@@ -157,6 +158,7 @@ void px_reset_request(struct conn *c)
 	struct proxy *px = c->px;
 
 	px_usage_done(c);
+	px_cache_end(c);
 	c->paid = c->us_counted = c->us_final = 0;
 	memset(&c->req_tokens, 0, sizeof(c->req_tokens));
 	c->req_nano = 0;

@@ -127,7 +127,7 @@ void px_start_forward(struct conn *c, const struct http_head *h, const char *pat
 	px_start_resolve(c);
 }
 
-static void abort_forward(struct conn *c, const char *why)
+void px_abort_forward(struct conn *c, const char *why)
 {
 	px_log_line(c, "failed", why);
 	px_conn_kill(c);
@@ -140,7 +140,7 @@ static void abort_forward(struct conn *c, const char *why)
 static void upstream_failed(struct conn *c, const char *why)
 {
 	if (c->resp_head_done)
-		abort_forward(c, why);
+		px_abort_forward(c, why);
 	else
 		px_respond(c, 502, "failed", why);
 }
@@ -163,7 +163,7 @@ static int retry_upstream(struct conn *c)
 	return 1;
 }
 
-static void finish_request(struct conn *c)
+void px_finish_request(struct conn *c)
 {
 	struct proxy *px = c->px;
 	int keep = !c->close_after && !c->client_close && c->req_done;
@@ -282,6 +282,8 @@ static int response_head(struct conn *c)
 	if ((c->respb.kind == BODY_CLOSE && !c->rechunk) || c->client_close)
 		c->close_after = 1;
 	px_usage_begin(c, &h);
+	if (c->intercept)
+		px_cache_head(c, &h);
 
 	/* The status line as it came, the headers without the hop-by-hop ones. */
 	buf_add(&b, c->rb + c->rb_off,
@@ -335,7 +337,7 @@ int px_fwd_request(struct conn *c)
 			                        &why);
 
 			if (k < 0) {
-				abort_forward(c, why.buf);
+				px_abort_forward(c, why.buf);
 				buf_release(&why);
 				return -1;
 			}
@@ -374,7 +376,7 @@ int px_fwd_request(struct conn *c)
 			if (n == -EAGAIN)
 				return 0;
 			if (n <= 0) {
-				abort_forward(c, "client closed inside the request body");
+				px_abort_forward(c, "client closed inside the request body");
 				return -1;
 			}
 			c->in_len += n;
@@ -404,7 +406,7 @@ static int read_response(struct conn *c)
 		c->rb_off = 0;
 	}
 	if (c->draining && c->drained >= px->cfg->drain_max) {
-		abort_forward(c, "client went away: its answer passed the drain bound in bytes");
+		px_abort_forward(c, "client went away: its answer passed the drain bound in bytes");
 		return -1;
 	}
 	n = px_up_read(c, c->rb + c->rb_len, RBUF_SIZE - c->rb_len);
@@ -417,7 +419,7 @@ static int read_response(struct conn *c)
 		return -1;
 	}
 	if (n < 0) {
-		abort_forward(c, "upstream read failed");
+		px_abort_forward(c, "upstream read failed");
 		return -1;
 	}
 	if (n == 0) {
@@ -429,7 +431,7 @@ static int read_response(struct conn *c)
 			c->respb.done = 1;
 			return 1;
 		}
-		abort_forward(c, "upstream closed inside the response");
+		px_abort_forward(c, "upstream closed inside the response");
 		return -1;
 	}
 	c->rb_len += n;
@@ -451,7 +453,7 @@ int px_client_gone(struct conn *c, const char *why)
 	if (c->draining)
 		return 0;
 	if (!c->admitted || !c->req_done || (c->resp_head_done && c->respb.done)) {
-		abort_forward(c, why);
+		px_abort_forward(c, why);
 		return -1;
 	}
 	/* It is paid for whether read or not: read it, for its usage (docs/budget.md). */
@@ -490,17 +492,21 @@ int px_fwd_response(struct conn *c)
 			                          c->rb_len - c->rb_off, px->scratch, &dl, &why);
 
 			if (k < 0) {
-				abort_forward(c, why.buf);
+				px_abort_forward(c, why.buf);
 				buf_release(&why);
 				return -1;
 			}
 			c->rb_off += (size_t)k;
 			c->received += (uint64_t)k;
+			if (px_cache_body(c, px->scratch, dl, c->respb.done) < 0)
+				return -1;
 			px_intercept_body(c, px->scratch, dl, c->respb.done);
 			c->deadline_ms = px->now_ms + px->cfg->idle_timeout_ms;
 			continue;
 		}
 		if (c->rechunk == 1 && c->resp_head_done && c->respb.done) {
+			if (px_cache_body(c, "", 0, 1) < 0)
+				return -1;
 			px_intercept_body(c, "", 0, 1);
 			continue;
 		}
@@ -510,7 +516,7 @@ int px_fwd_response(struct conn *c)
 			                        &why);
 
 			if (k < 0) {
-				abort_forward(c, why.buf);
+				px_abort_forward(c, why.buf);
 				buf_release(&why);
 				return -1;
 			}
@@ -536,7 +542,7 @@ int px_fwd_response(struct conn *c)
 			continue;
 		}
 		if (c->resp_head_done && c->respb.done) {
-			finish_request(c);
+			px_finish_request(c);
 			return -1;
 		}
 		r = read_response(c);

@@ -25,6 +25,8 @@
 #include "proxy/secret_swap.h"
 #include "net/resolve.h"
 #include "config/usage.h"
+#include "net/dep_cache.h"
+#include "proxy/dep_rules.h"
 
 struct buf;
 
@@ -33,6 +35,8 @@ struct buf;
 #define RBUF_SIZE (16 * 1024)
 /* An answer of our own is flushed, then the connection lingers this long. */
 #define LINGER_MS 2000
+/* The metadata answers read for their digests at once, in all (docs/cache.md). */
+#define PX_META_TOTAL (256ULL << 20)
 /* Host certificates kept for the next connections to the same host. */
 #define PX_LEAVES 16
 
@@ -46,6 +50,7 @@ enum state {
 	ST_CLOSING, /* our answer is being flushed, then a lingering close */
 	ST_WAIT,    /* a paid request's head, waiting for the requests in flight (budget) */
 	ST_CTLS,    /* interception: the TLS handshake with the client */
+	ST_CWAIT,   /* an artifact another filler is storing: its head is read again */
 };
 
 enum side { SIDE_CLIENT, SIDE_UPSTREAM, SIDE_LISTEN, SIDE_SIGNAL, SIDE_RESOLVER, SIDE_POOL };
@@ -140,6 +145,20 @@ struct conn {
 	int64_t drain_until;
 	uint64_t drained;
 
+	/* The dependency cache (common/proxy/proxy_cache.c); all NULL or 0 without it. */
+	int cache_kind;                /* the host's CONFIG_CACHE_*, 0: not a cached host */
+	const char *cache_note;        /* for the log: hit, miss, fill, busy, bypass, bad */
+	char *ckey;                    /* an artifact's key in the store */
+	const char *cscope;            /* and its scope */
+	const struct dep_digest *cdig; /* an artifact's digest: its bytes are checked */
+	int cdig_seen;                 /* the request was for an artifact (hit or miss) */
+	void *cmd;                     /* EVP_MD_CTX *, checking them as they come */
+	struct dep_cache_fill *fill;   /* storing them */
+	struct dep_cache_entry *hit;   /* a hit being served */
+	uint64_t hit_left;
+	int64_t cwait_until; /* ST_CWAIT: how long it may wait for the other filler */
+	struct buf *meta;    /* a metadata answer, kept whole for its digests */
+
 	struct resolve_job *job;
 	struct resolve_result addrs;
 	int ai;
@@ -186,6 +205,9 @@ struct proxy {
 		X509 *cert;
 	} leaves[PX_LEAVES];
 	int leaf_next;
+	/* The digests the metadata fetched in this task gave (docs/cache.md). */
+	struct dep_digests digests;
+	uint64_t meta_bytes; /* the metadata answers being read, in all (PX_META_TOTAL at most) */
 	char scratch[SCRATCH_SIZE]; /* a tunnel's bytes on their way through */
 };
 
@@ -276,6 +298,10 @@ void px_set_what(struct conn *c, const char *method, size_t mlen, const char *pa
 void px_start_forward(struct conn *c, const struct http_head *h, const char *path, size_t plen);
 /* Client to upstream: the request head and body.  -1 when c is gone. */
 int px_fwd_request(struct conn *c);
+/* The request is answered: log it, then the next request, or close. */
+void px_finish_request(struct conn *c);
+/* Log the failure why and kill c. */
+void px_abort_forward(struct conn *c, const char *why);
 /* Upstream to client: the response.  -1 when c is gone or answered. */
 int px_fwd_response(struct conn *c);
 /*
@@ -378,6 +404,29 @@ void px_intercept_head(struct conn *c, struct buf *b);
 void px_intercept_body(struct conn *c, const char *p, size_t n, int done);
 /* Free c's interception state (the client's TLS, the echo filter). */
 void px_intercept_free(struct conn *c);
+
+/* ---- common/proxy/proxy_cache.c: the dependency cache (docs/cache.md) ---- */
+
+/*
+ * An intercepted request (h, target t of tl bytes) after the rules and the
+ * swap: on a cached host, an artifact whose digest this task learnt is
+ * answered from the store (1: c serves the hit, ST_FWD with c->hit), or
+ * set up to be checked and stored as it is forwarded; metadata is set up to
+ * be read for its digests.  0: forward it.
+ */
+int px_cache_request(struct conn *c, const struct http_head *h, const char *t, size_t tl);
+/* The answer's head came (h): what is checked, stored or read depends on it. */
+void px_cache_head(struct conn *c, const struct http_head *h);
+/*
+ * The answer's payload (p, n bytes; done at its end), before it goes to the
+ * client.  -1 when c was cut (the artifact's digest did not match: the
+ * client never gets the answer's end), else 0.
+ */
+int px_cache_body(struct conn *c, const char *p, size_t n, int done);
+/* Serve more of a hit (c->hit); the request finishes when it is all sent. */
+void px_cache_step(struct conn *c);
+/* Drop c's cache state: a fill under way is aborted, a hit closed. */
+void px_cache_end(struct conn *c);
 
 /* ---- common/proxy/proxy_tunnel.c: the tunnel relay ---- */
 

@@ -198,6 +198,8 @@ void px_intercept_request(struct conn *c, const struct http_head *h, const char 
 		px_refuse(c, "the request head is too large once swapped");
 		goto out;
 	}
+	if (px_cache_request(c, h, t, tl))
+		goto out;
 	/* Our head to the host, with the values, is built here and wiped after. */
 	px_start_forward(c, &h2, h2.target, h2.target_len);
 	c->sent -= h2.head_len;

@@ -109,6 +109,13 @@ void px_log_line(struct conn *c, const char *verdict, const char *why)
 		                   : !strcmp(verdict, "refused") ? PROXY_REFUSED
 		                                                 : PROXY_FAILED,
 		                   c->host[0] ? name.buf : NULL, c->sent, c->received);
+	/* An artifact's request: a hit, or a miss (fill, miss, busy, bad); not bypass or meta. */
+	if (px->cfg->report && c->cache_note && c->cdig_seen) {
+		if (!strcmp(c->cache_note, "hit"))
+			px->cfg->report->cache_hits++;
+		else
+			px->cfg->report->cache_misses++;
+	}
 	if (px->cfg->log_fd < 0)
 		goto out;
 	log_line_time(&b);
@@ -124,6 +131,8 @@ void px_log_line(struct conn *c, const char *verdict, const char *why)
 		buf_addf(&b, " (%s)", why);
 	if (c->status)
 		buf_addf(&b, " status=%d", c->status);
+	if (c->cache_note)
+		buf_addf(&b, " cache=%s", c->cache_note);
 	/* The names passed config's check: no spaces, printable. */
 	if (c->used[0])
 		buf_addf(&b, " %s=%s", c->used_refused ? "secret" : "secrets", c->used);

@@ -145,6 +145,13 @@ void proxy_report_json(const struct proxy_report *r, struct buf *out)
 		json_object_set_new(root, "secrets", secrets);
 		json_object_set_new(root, "more_secrets", count(r->more_secrets));
 	}
+	if (r->cache_hits || r->cache_misses || r->cache_bytes || r->cache_upstream || r->cache_bad)
+		json_object_set_new(
+		    root, "cache",
+		    json_pack("{s:o, s:o, s:o, s:o, s:o}", "hits", count(r->cache_hits), "misses",
+		              count(r->cache_misses), "bytes_from_cache", count(r->cache_bytes),
+		              "bytes_from_upstream", count(r->cache_upstream), "refused",
+		              count(r->cache_bad)));
 	text = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
 	if (!text)
 		die_oom();
@@ -263,6 +270,18 @@ int proxy_report_parse(const char *p, size_t n, struct proxy_report *r, struct b
 	/* Older records, and records of tasks without secrets, have none. */
 	if (parse_secrets(root, r, err) < 0)
 		goto out;
+	/* The same for the dependency cache. */
+	v = json_object_get(root, "cache");
+	if (v && !json_is_null(v) &&
+	    (!json_is_object(v) || get_count(v, "hits", &r->cache_hits, err) ||
+	     get_count(v, "misses", &r->cache_misses, err) ||
+	     get_count(v, "bytes_from_cache", &r->cache_bytes, err) ||
+	     get_count(v, "bytes_from_upstream", &r->cache_upstream, err) ||
+	     get_count(v, "refused", &r->cache_bad, err))) {
+		if (!err->len)
+			bad(err, "'cache' is not an object");
+		goto out;
+	}
 	if (json_get_list(root, "hosts", 0, PROXY_REPORT_HOSTS, &hosts, &why) < 0) {
 		ret = bad(err, why.buf);
 		goto out;

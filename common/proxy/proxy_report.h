@@ -70,6 +70,13 @@ struct proxy_report {
 	struct proxy_report_secret *secrets;
 	size_t nsecrets;
 	uint64_t more_secrets; /* requests with a secret past the list */
+	/*
+	 * The dependency cache (docs/cache.md), under "cache" in the record when
+	 * any is not 0: artifacts served from the store (hits) and fetched from
+	 * upstream (misses), the bytes served from the store and the artifacts'
+	 * bytes from upstream, and the artifacts refused for their digest.
+	 */
+	uint64_t cache_hits, cache_misses, cache_bytes, cache_upstream, cache_bad;
 
 	/* The proxy's side only: hashes of the hosts counted in more_hosts. */
 	uint64_t *seen;

@@ -34,6 +34,8 @@ void proxy_secrets_write(const struct config *cfg, const struct strvec *values,
 			buf_addf(out, "method %s\n", r->methods.v[k]);
 		for (size_t k = 0; k < r->paths.nr; k++)
 			buf_addf(out, "path %s\n", r->paths.v[k]);
+		if (r->cache)
+			buf_addf(out, "cache %s\n", config_cache_name(r->cache));
 	}
 }
 
@@ -193,6 +195,17 @@ static int one_line(struct proxy_secrets *ps, const char *w, size_t wl, const ch
 			ret = bad(err, line, "a path outside a rule, or not '/'-rooted");
 		else
 			strvec_push(&ps->rules[ps->nr_rules - 1].paths, r);
+	} else if (wl == 5 && !memcmp(w, "cache", 5)) {
+		struct config_rule *cr = *in_rule ? &ps->rules[ps->nr_rules - 1] : NULL;
+
+		if (!cr || cr->cache)
+			ret = bad(err, line, "a cache outside a rule, or a second one");
+		else if (!strcmp(r, "npm"))
+			cr->cache = CONFIG_CACHE_NPM;
+		else if (!strcmp(r, "pypi"))
+			cr->cache = CONFIG_CACHE_PYPI;
+		else
+			ret = bad(err, line, "a cache kind that is not npm or pypi");
 	} else {
 		ret = bad(err, line, "an unknown word");
 	}

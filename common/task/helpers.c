@@ -79,6 +79,15 @@ void helpers_broker_args(struct spawn *sp, const char *prog, const struct helper
 		strvec_push(&sp->args, "--no-sandbox");
 }
 
+/* A rule of the config has a cache kind (docs/cache.md). */
+static int caches(const struct helpers_opts *o)
+{
+	for (size_t i = 0; i < o->cfg->nr_rules; i++)
+		if (o->cfg->rules[i].cache)
+			return 1;
+	return 0;
+}
+
 void helpers_proxy_args(struct strvec *args, const char *prog, const struct helpers_opts *o,
                         int with_broker)
 {
@@ -100,6 +109,13 @@ void helpers_proxy_args(struct strvec *args, const char *prog, const struct help
 	if (intercepts(o)) {
 		push_fd(args, "--secrets-fd", HELPER_P_SECRETS);
 		push_fd(args, "--ca-fd", HELPER_P_CA);
+	}
+	if (intercepts(o) && caches(o)) {
+		strvec_pushl(args, "--cache-dir", deps_cache_dir(), NULL);
+		if (o->cache_max)
+			strvec_pushf(args, "--cache-max=%llu", (unsigned long long)o->cache_max);
+		if (o->cache_scope)
+			strvec_pushl(args, "--cache-scope", o->cache_scope, NULL);
 	}
 	if (o->no_sandbox)
 		strvec_push(args, "--no-sandbox");

@@ -18,6 +18,8 @@
 #ifndef AIBOX_HELPERS_H
 #define AIBOX_HELPERS_H
 
+#include <stdint.h>
+
 #include "base/buf.h"
 #include "base/spawn.h"
 
@@ -75,8 +77,16 @@ struct helpers_opts {
 	 * their hosts.  NULL, or not one for each secret: the rules only.
 	 */
 	const struct strvec *secret_values, *placeholders;
-	int report;     /* a pipe for the proxy's record (read by helpers_stop_proxy()) */
-	int no_sandbox; /* --no-sandbox for both */
+	int report; /* a pipe for the proxy's record (read by helpers_stop_proxy()) */
+	/*
+	 * With a rule that has a cache kind: the dependency cache's scope for
+	 * artifacts fetched with a secret (the project's; docs/cache.md), or
+	 * NULL: those are not kept.  The store and its cap are the user's
+	 * (deps_cache_dir(), deps_cache_max_file()).
+	 */
+	const char *cache_scope;
+	uint64_t cache_max; /* the cap read from deps_cache_max_file(); 0: the default */
+	int no_sandbox;     /* --no-sandbox for both */
 };
 
 struct helpers {

@@ -343,6 +343,16 @@ void summary_make(const struct summary_in *in, struct summary *s)
 		if (rep->more_secrets)
 			addf(s, 0, "%llu more requests with a secret, not listed",
 			     (unsigned long long)rep->more_secrets);
+		if (rep->cache_hits || rep->cache_misses || rep->cache_bad)
+			addf(s, 0,
+			     "the dependency cache served %llu artifact%s (%llu bytes); %llu came "
+			     "from upstream (%llu bytes)%s",
+			     (unsigned long long)rep->cache_hits, rep->cache_hits == 1 ? "" : "s",
+			     (unsigned long long)rep->cache_bytes,
+			     (unsigned long long)rep->cache_misses,
+			     (unsigned long long)rep->cache_upstream,
+			     rep->cache_bad ? ", some refused for their digest (see proxy.log)"
+			                    : "");
 		if (rep->log_left_out)
 			addf(s, 0,
 			     "proxy.log left out %llu lines past its cap (the hosts above are "

@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include "config/config.h"
+#include "net/dep_cache.h"
+#include "base/paths.h"
 #include "task/helpers.h"
 #include "base/err.h"
 #include "base/out.h"
@@ -99,10 +101,35 @@ static int make(const struct task_vm *v, const char *name, int flags, int *fd, s
 	return *fd < 0 ? *fd : 0;
 }
 
+/*
+ * The dependency cache's scope of the project of task folder dir
+ * (PROJECT/tasks/NAME): "project:PROJECT", in scope; empty when its name is
+ * not one a scope takes (then artifacts fetched with a secret are not kept).
+ */
+static void cache_scope(const char *dir, struct buf *scope)
+{
+	const char *end = dir + strlen(dir), *p;
+	int slashes = 0;
+
+	for (p = end; p > dir; p--)
+		if (p[-1] == '/' && ++slashes == 2)
+			break;
+	if (slashes < 2)
+		return;
+	end = p - 1;
+	for (p = end; p > dir && p[-1] != '/'; p--)
+		;
+	buf_addstr(scope, "project:");
+	buf_add(scope, p, end > p ? (size_t)(end - p) : 0);
+	if (end <= p || !dep_cache_scope_ok(scope->buf))
+		buf_reset(scope);
+}
+
 static int start_helpers(const struct task_vm *v, struct helpers *h, struct files *f,
                          struct out_relay *relay, struct buf *err)
 {
 	struct helpers_opts ho = {0};
+	struct buf scope = BUF_INIT;
 	int ret;
 
 	/* Their lines get the task's prefix (common/base/out.h); without a relay they are bare. */
@@ -128,7 +155,12 @@ static int start_helpers(const struct task_vm *v, struct helpers *h, struct file
 	ho.report = 1;
 	ho.no_sandbox = v->no_sandbox;
 	ho.err_fd = relay->fd;
-	ret = helpers_start(h, &ho, err);
+	cache_scope(v->dir, &scope);
+	ho.cache_scope = scope.len ? scope.buf : NULL;
+	ret = dep_cache_read_max(deps_cache_max_file(), &ho.cache_max, err);
+	if (ret == 0)
+		ret = helpers_start(h, &ho, err);
+	buf_release(&scope);
 	/* The VM trusts the task CA: its certificate goes in the task folder (docs/proxy.md). */
 	if (ret == 0)
 		ret = helpers_ca_write(h, v->dir, err);

@@ -71,6 +71,8 @@ static int cmd_config(char **args)
 		printf(" paths=");
 		for (size_t j = 0; j < r->paths.nr; j++)
 			printf("%s%s", j ? "," : "", r->paths.v[j]);
+		if (r->cache)
+			printf(" cache=%s", config_cache_name(r->cache));
 		printf("\n");
 	}
 	for (size_t i = 0; i < cfg.nr_secrets; i++) {

@@ -1,0 +1,362 @@
+/*
+ * The dependency cache in the proxy (docs/cache.md): on an intercepted host
+ * whose allow rule has a cache kind, the metadata passing through (an npm
+ * package document, a PyPI index page) is read for its digests, and an
+ * artifact whose digest this task learnt is answered from the store
+ * (common/net/dep_cache.h), or forwarded and checked as it passes, and
+ * stored when it matches.
+ *
+ * Everything runs in the event loop: the store's lock is taken without
+ * waiting (another filler holding it: the request is forwarded and not
+ * stored), and the file I/O is one header read per lookup, one write per
+ * chunk of the answer (at most SCRATCH_SIZE), one read per chunk of a hit,
+ * and one fsync and rename per entry stored.
+ *
+ * A stored artifact's key is its URL and the digest it was checked against
+ * ("URL#sha512=HEX"): a hit is always an artifact checked against the
+ * digest this task's own metadata gives.
+ */
+#include <errno.h>
+#include <openssl/evp.h>
+#include <openssl/crypto.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/buf.h"
+#include "base/err.h"
+#include "base/hex.h"
+#include "config/config.h"
+#include "net/allow.h"
+#include "net/dep_cache.h"
+#include "net/http.h"
+#include "proxy/dep_rules.h"
+#include "proxy/proxy_impl.h"
+#include "proxy/proxy_report.h"
+#include "proxy/proxy_secrets.h"
+#include "base/banned.h"
+
+/* The cache kind of c's host: the first rule on it that has one. */
+static int host_kind(const struct conn *c)
+{
+	const struct proxy_secrets *ps = c->px->cfg->secrets;
+
+	if (!c->px->cfg->cache || !ps)
+		return CONFIG_CACHE_NONE;
+	for (size_t i = 0; i < ps->nr_rules; i++)
+		if (ps->rules[i].cache && allow_match(&ps->rule_hosts[i], c->host, c->port))
+			return ps->rules[i].cache;
+	return CONFIG_CACHE_NONE;
+}
+
+/* Forget c's metadata answer (its bytes leave the proxy's total). */
+static void drop_meta(struct conn *c)
+{
+	if (!c->meta)
+		return;
+	c->px->meta_bytes -= c->meta->len;
+	buf_release(c->meta);
+	free(c->meta);
+	c->meta = NULL;
+}
+
+void px_cache_end(struct conn *c)
+{
+	if (c->fill) {
+		dep_cache_fill_abort(c->fill);
+		free(c->fill);
+		c->fill = NULL;
+	}
+	if (c->hit) {
+		dep_cache_entry_clear(c->hit);
+		free(c->hit);
+		c->hit = NULL;
+	}
+	if (c->cmd) {
+		EVP_MD_CTX_free(c->cmd);
+		c->cmd = NULL;
+	}
+	drop_meta(c);
+	free(c->ckey);
+	c->ckey = NULL;
+	c->cscope = NULL;
+	c->cdig = NULL;
+	c->cdig_seen = 0;
+	c->hit_left = 0;
+	c->cache_kind = 0;
+	c->cache_note = NULL;
+}
+
+/* Start serving the entry e (taken over) as the answer to c's request h. */
+static void serve_hit(struct conn *c, const struct http_head *h, struct dep_cache_entry *e)
+{
+	struct proxy *px = c->px;
+	struct buf b = BUF_INIT;
+
+	c->hit = xmalloc(sizeof(*c->hit));
+	*c->hit = *e;
+	c->hit_left = e->size;
+	c->cache_note = "hit";
+	c->status = 200;
+	c->client_close = h->conn_close;
+	c->close_after = h->conn_close;
+	c->req_done = 1;
+	c->resp_head_done = 1;
+	c->rechunk = 1;
+	/* The same shape as a forwarded intercepted answer: chunked. */
+	buf_addf(&b,
+	         "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n"
+	         "Transfer-Encoding: chunked\r\nConnection: %s\r\n\r\n",
+	         c->close_after ? "close" : "keep-alive");
+	px_spill_add(&c->to_client, b.buf, b.len);
+	buf_release(&b);
+	c->state = ST_FWD;
+	c->deadline_ms = px->now_ms + px->cfg->idle_timeout_ms;
+}
+
+void px_cache_step(struct conn *c)
+{
+	struct proxy *px = c->px;
+
+	for (int rounds = 0; rounds < 16; rounds++) {
+		int f = px_flush_spill(c, &c->to_client, 1);
+		ssize_t n;
+		size_t want;
+
+		if (f < 0) {
+			px_abort_forward(c, "client write failed");
+			return;
+		}
+		if (!f)
+			return;
+		c->deadline_ms = px->now_ms + px->cfg->idle_timeout_ms;
+		if (c->rechunk == 2) {
+			if (px->cfg->report)
+				px->cfg->report->cache_bytes += c->hit->size;
+			px_finish_request(c);
+			return;
+		}
+		want =
+		    c->hit_left < sizeof(px->scratch) ? (size_t)c->hit_left : sizeof(px->scratch);
+		n = want ? read(c->hit->fd, px->scratch, want) : 0;
+		if (n < 0 || (want && n == 0)) {
+			/* The entry shrank under us: the client never gets the answer's end. */
+			c->cache_note = "bad";
+			px_abort_forward(c, "the cache entry was cut short");
+			return;
+		}
+		c->hit_left -= (uint64_t)n;
+		c->received += (uint64_t)n;
+		px_intercept_body(c, px->scratch, (size_t)n, c->hit_left == 0);
+	}
+}
+
+/* The store key of an artifact: its URL and the digest it is checked against. */
+static void store_key(const char *key, const struct dep_digest *d, struct buf *out)
+{
+	char hex[129];
+
+	hex_encode(hex, d->md, d->len);
+	buf_addf(out, "%s#%s=%s", key, d->algo, hex);
+}
+
+/*
+ * Another filler holds the artifact's lock: c waits (ST_CWAIT), its head
+ * left unread, and the sweep reads it again at its next round, until the
+ * lock is free (the entry is then a hit) or the idle timeout passed (then it
+ * is forwarded and not stored).  1 when c waits.
+ */
+static int wait_for_filler(struct conn *c, const struct http_head *h)
+{
+	struct proxy *px = c->px;
+
+	if (!c->cwait_until)
+		c->cwait_until = px->now_ms + px->cfg->idle_timeout_ms;
+	if (px->now_ms >= c->cwait_until) {
+		c->cwait_until = 0;
+		return 0;
+	}
+	px_cache_end(c);
+	c->in_off -= h->head_len;
+	c->state = ST_CWAIT;
+	c->deadline_ms = px->now_ms;
+	return 1;
+}
+
+int px_cache_request(struct conn *c, const struct http_head *h, const char *t, size_t tl)
+{
+	struct proxy *px = c->px;
+	struct buf key = BUF_INIT, skey = BUF_INIT, why = BUF_INIT;
+	struct dep_cache_entry e = DEP_CACHE_ENTRY_INIT;
+	const struct dep_digest *d;
+	int r, ret = 0;
+
+	c->cache_kind = host_kind(c);
+	if (!c->cache_kind)
+		return 0;
+	if (dep_key(c->host, c->port, t, tl, &key, &why) < 0) {
+		c->cache_note = "bypass";
+		goto out;
+	}
+	d = dep_digests_find(&px->digests, key.buf);
+	if (!d) {
+		/* Metadata, or an artifact this task's metadata did not name: never from the store.
+		 */
+		if (h->method_len == 3 && !memcmp(h->method, "GET", 3)) {
+			c->meta = xcalloc(1, sizeof(*c->meta));
+			buf_init(c->meta, 0);
+			c->ckey = buf_detach(&key, NULL);
+		}
+		goto out;
+	}
+	if (!dep_request_cacheable(h, &why)) {
+		c->cache_note = "bypass";
+		goto out;
+	}
+	/* Checked as it comes from upstream, whether stored or not. */
+	c->cdig = d;
+	c->cdig_seen = 1;
+	c->cmd = EVP_MD_CTX_new();
+	if (!c->cmd || !EVP_DigestInit_ex(c->cmd, EVP_get_digestbyname(d->algo), NULL))
+		BUG("cannot start a %s digest", d->algo);
+	c->cache_note = "miss";
+	/* With a secret: kept for this project only, or not at all. */
+	c->cscope = c->used[0] ? px->cfg->cache_scope : "";
+	if (!c->cscope)
+		goto out;
+	store_key(key.buf, d, &skey);
+	if (!dep_cache_key_ok(skey.buf) || !dep_cache_scope_ok(c->cscope))
+		goto out;
+	r = dep_cache_lookup(px->cfg->cache, skey.buf, c->cscope, &e, &why);
+	if (r == 0) {
+		c->fill = xmalloc(sizeof(*c->fill));
+		*c->fill = (struct dep_cache_fill)DEP_CACHE_FILL_INIT;
+		r = dep_cache_fill_begin(px->cfg->cache, skey.buf, c->cscope, NULL, 0, c->fill, &e,
+		                         &why);
+		if (r != 0) {
+			free(c->fill);
+			c->fill = NULL;
+		}
+		if (r == -EAGAIN && wait_for_filler(c, h)) {
+			ret = 1;
+			goto out;
+		}
+		if (r == -EAGAIN)
+			c->cache_note = "busy";
+	}
+	c->cwait_until = 0;
+	if (r == 1) {
+		serve_hit(c, h, &e);
+		ret = 1;
+	} else if (r < 0 && r != -EAGAIN) {
+		px_log_note(px, "the dependency cache failed", -r);
+	}
+out:
+	buf_release(&key);
+	buf_release(&skey);
+	buf_release(&why);
+	return ret;
+}
+
+void px_cache_head(struct conn *c, const struct http_head *h)
+{
+	int plain = 1;
+
+	if (!c->cache_kind)
+		return;
+	for (int i = 0; i < h->nhdr; i++)
+		if (http_name_is(&h->hdr[i], "content-encoding") &&
+		    !(h->hdr[i].value_len == 8 && !strncasecmp(h->hdr[i].value, "identity", 8)))
+			plain = 0;
+	if (h->status == 200 && plain && c->respb.kind != BODY_NONE)
+		return;
+	/* Not the artifact's bytes (or not plain): nothing is checked, stored or read. */
+	if (c->cdig)
+		c->cache_note = "miss";
+	if (c->fill) {
+		dep_cache_fill_abort(c->fill);
+		free(c->fill);
+		c->fill = NULL;
+	}
+	if (c->cmd) {
+		EVP_MD_CTX_free(c->cmd);
+		c->cmd = NULL;
+	}
+	c->cdig = NULL;
+	drop_meta(c);
+}
+
+/* The metadata answer is whole: learn its digests. */
+static void learn(struct conn *c)
+{
+	struct proxy *px = c->px;
+	struct buf why = BUF_INIT;
+
+	if (c->cache_kind == CONFIG_CACHE_NPM)
+		dep_npm_document(&px->digests, c->ckey, c->meta->buf, c->meta->len, &why);
+	else
+		dep_pypi_index(&px->digests, c->ckey, c->meta->buf, c->meta->len, &why);
+	buf_release(&why);
+}
+
+int px_cache_body(struct conn *c, const char *p, size_t n, int done)
+{
+	struct proxy *px = c->px;
+	struct buf why = BUF_INIT;
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int len = 0;
+	int r;
+
+	if (c->meta) {
+		/* One answer's cap, and all the answers' together (the VM opens connections). */
+		if (c->meta->len + n > DEP_META_MAX || px->meta_bytes + n > PX_META_TOTAL) {
+			drop_meta(c);
+			return 0;
+		}
+		buf_add(c->meta, p, n);
+		px->meta_bytes += n;
+		if (done) {
+			c->cache_note = "meta";
+			learn(c);
+			drop_meta(c);
+		}
+		return 0;
+	}
+	if (!c->cmd)
+		return 0;
+	EVP_DigestUpdate(c->cmd, p, n);
+	if (px->cfg->report)
+		px->cfg->report->cache_upstream += n;
+	if (c->fill && n && dep_cache_fill_write(c->fill, p, n, &why) < 0) {
+		/* Too big for the cap, or the disk: served, not stored. */
+		dep_cache_fill_abort(c->fill);
+		free(c->fill);
+		c->fill = NULL;
+	}
+	buf_release(&why);
+	if (!done)
+		return 0;
+	EVP_DigestFinal_ex(c->cmd, md, &len);
+	EVP_MD_CTX_free(c->cmd);
+	c->cmd = NULL;
+	if (len != c->cdig->len || CRYPTO_memcmp(md, c->cdig->md, len)) {
+		/* Nothing stored, and the client never sees the answer's end. */
+		c->cache_note = "bad";
+		if (px->cfg->report)
+			px->cfg->report->cache_bad++;
+		px_abort_forward(c, "the artifact does not match the digest its metadata gives");
+		return -1;
+	}
+	if (c->fill) {
+		r = dep_cache_fill_commit(c->fill, NULL, 0, &why);
+		free(c->fill);
+		c->fill = NULL;
+		if (r < 0)
+			px_log_note(px, "the dependency cache failed", -r);
+		else
+			c->cache_note = "fill";
+		buf_release(&why);
+	}
+	return 0;
+}

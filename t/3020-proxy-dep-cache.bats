@@ -1,0 +1,292 @@
+#!/usr/bin/env bats
+# The dependency cache in aibox-proxy (docs/cache.md): on a host whose allow
+# rule says cache: npm or pypi, the proxy learns the digests from the
+# metadata it fetches, answers an artifact from the store, or fetches it,
+# checks it and stores it.  A loopback registry (t/dep-registry) with a CA of
+# its own (SSL_CERT_FILE, as in t/3011) serves npm tarballs and a PyPI simple
+# index; the host's real npm and pip go through the proxy, trusting the task
+# CA.  Each proxy stands for one task; they share the store.
+bats_require_minimum_version 1.5.0
+load lib-common
+load lib-tls
+load lib-proxy
+
+PH=aibox-secret-0123456789abcdef0123456789abcdef
+# Debian's python3 (packages.txt): a pyenv shim on PATH costs seconds a call.
+PY=python3
+[ ! -x /usr/bin/python3 ] || PY=/usr/bin/python3
+
+# make_npm_tgz DIR NAME VERSION: a package tarball as npm makes them (package/...).
+make_npm_tgz() {
+	local d
+	d=$(mktemp -d) || return 1
+	mkdir "$d/package"
+	printf '{"name": "%s", "version": "%s", "main": "index.js"}\n' "$2" "$3" >"$d/package/package.json"
+	printf 'module.exports = "%s %s";\n' "$2" "$3" >"$d/package/index.js"
+	tar -C "$d" -czf "$1/$2-$3.tgz" package || return 1
+	rm -rf "$d"
+}
+
+# make_wheel DIR NAME VERSION: a minimal pure-Python wheel.
+make_wheel() {
+	"$PY" - "$@" <<-'EOF'
+		import base64, hashlib, sys, zipfile
+		d, n, v = sys.argv[1:4]
+		info = "%s-%s.dist-info" % (n, v)
+		files = {"%s.py" % n: "X = 1\n",
+		         info + "/METADATA": "Metadata-Version: 2.1\nName: %s\nVersion: %s\n" % (n, v),
+		         info + "/WHEEL": "Wheel-Version: 1.0\nGenerator: t\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+		rec = ""
+		for k, s in files.items():
+		    h = base64.urlsafe_b64encode(hashlib.sha256(s.encode()).digest()).rstrip(b"=").decode()
+		    rec += "%s,sha256=%s,%d\n" % (k, h, len(s))
+		files[info + "/RECORD"] = rec + info + "/RECORD,,\n"
+		with zipfile.ZipFile("%s/%s-%s-py3-none-any.whl" % (d, n, v), "w") as z:
+		    for k, s in files.items():
+		        z.writestr(k, s)
+	EOF
+}
+
+setup_file() {
+	make_test_ca "$BATS_FILE_TMPDIR/ca"
+	mkdir -p "$BATS_FILE_TMPDIR/reg/npm" "$BATS_FILE_TMPDIR/reg/pypi"
+	make_npm_tgz "$BATS_FILE_TMPDIR/reg/npm" left-pad 1.0.0
+	make_npm_tgz "$BATS_FILE_TMPDIR/reg/npm" right-pad 2.1.0
+	make_wheel "$BATS_FILE_TMPDIR/reg/pypi" demo_pkg 1.0
+}
+
+# start_registry [ARGS...]: t/dep-registry on a free port (REG), its requests in $T/reg.log.
+start_registry() {
+	cp -r "$BATS_FILE_TMPDIR/reg" "$T/reg"
+	: >"$T/reg.log"
+	"$PY" "$TOP/t/dep-registry" --cert "$T/ca/server.pem" --key "$T/ca/server.key" --dir "$T/reg" \
+		--port-file "$T/reg.port" --log "$T/reg.log" "$@" 2>"$T/reg.err" &
+	REG_PID=$!
+	wait_until 10 file_or_gone "$T/reg.port" $REG_PID || return 1
+	REG=$(cat "$T/reg.port")
+}
+
+setup() {
+	common_setup
+	cp -r "$BATS_FILE_TMPDIR/ca" "$T/ca"
+	export SSL_CERT_FILE=$T/ca/ca.pem
+	export AIBOX_DEPS_CACHE=$T/deps
+	start_registry
+	printf 'rule localhost:%s\ncache npm\n' "$REG" >"$T/rules"
+}
+
+teardown() {
+	stop_proxy || true
+	[ -z "${PROXY2_PID:-}" ] || kill "$PROXY2_PID" 2>/dev/null || true
+	[ -z "${REG_PID:-}" ] || kill "$REG_PID" 2>/dev/null || true
+	common_teardown
+}
+
+# task RULES [ARGS...]: one task's proxy with RULES on --secrets-fd, the
+# store at $T/deps and its record to $T/record.json; the task CA in $T/taskca.pem.
+task() {
+	local st rules=$1
+	shift
+	stop_proxy || true
+	rm -f "$T/proxy.log"
+	exec 5<"$rules" 6>"$T/taskca.pem"
+	start_recorded --allow "localhost:$REG" --secrets-fd 5 --ca-fd 6 --cache-dir "$T/deps" "$@"
+	st=$?
+	exec 5<&- 6>&-
+	return $st
+}
+
+# reg_count PATTERN: the registry's requests matching PATTERN (grep -E).
+reg_count() {
+	grep -cE "$1" "$T/reg.log" || true
+}
+
+icurl() {
+	curl -sS -x "$PROXY" --cacert "$T/taskca.pem" "$@"
+}
+
+# npm_install DIR: the host's npm installs left-pad and right-pad in DIR
+# through the proxy, with an npm cache of its own (empty: nothing from npm's cache).
+npm_install() {
+	command -v npm >/dev/null || skip "no npm on this host (packages.txt: nodejs)"
+	mkdir -p "$1"
+	printf '{"name": "p", "version": "1.0.0", "dependencies": {"left-pad": "1.0.0", "right-pad": "^2.0.0"}}\n' >"$1/package.json"
+	(cd "$1" && HTTPS_PROXY=$PROXY https_proxy=$PROXY npm install --registry "https://localhost:$REG/" \
+		--cafile "$T/taskca.pem" --cache "$1/.npm-cache" --no-audit --no-fund --no-update-notifier \
+		--loglevel=error)
+}
+
+@test "cache npm: the first task's npm install fills the store, the second's takes every tarball from it and none from upstream" {
+	task "$T/rules"
+	run npm_install "$T/p1"
+	assert_success
+	run cat "$T/p1/node_modules/left-pad/index.js"
+	assert_output 'module.exports = "left-pad 1.0.0";'
+	assert_equal "$(reg_count '^GET /left-pad/-/left-pad-1.0.0.tgz$')" 1
+	assert_equal "$(reg_count '^GET /right-pad/-/right-pad-2.1.0.tgz$')" 1
+	run grep -c ' cache=fill ' "$T/proxy.log"
+	assert_output 2
+	stop_proxy
+	run jq -c .cache "$T/record.json"
+	assert_success
+	assert_output --regexp '^\{"hits":0,"misses":2,"bytes_from_cache":0,"bytes_from_upstream":[1-9][0-9]*,"refused":0\}$'
+	run aibox cache list
+	assert_success
+	assert_line --partial "https://localhost:$REG/left-pad/-/left-pad-1.0.0.tgz#sha512="
+
+	: >"$T/reg.log"
+	task "$T/rules"
+	run npm_install "$T/p2"
+	assert_success
+	run cat "$T/p2/node_modules/right-pad/index.js"
+	assert_output 'module.exports = "right-pad 2.1.0";'
+	# The package documents still come from upstream (metadata is never cached); no tarball does.
+	assert_equal "$(reg_count '\.tgz$')" 0
+	assert_equal "$(reg_count '^GET /left-pad$')" 1
+	run grep -c ' cache=hit ' "$T/proxy.log"
+	assert_output 2
+	stop_proxy
+	local size
+	size=$(($(stat -c %s "$T/reg/npm/left-pad-1.0.0.tgz") + $(stat -c %s "$T/reg/npm/right-pad-2.1.0.tgz")))
+	run jq -c .cache "$T/record.json"
+	assert_output "{\"hits\":2,\"misses\":0,\"bytes_from_cache\":$size,\"bytes_from_upstream\":0,\"refused\":0}"
+	# The task summary, from the record as aibox-task reads it.
+	run test-task results - --report "$T/record.json"
+	assert_success
+	assert_line "aibox: the dependency cache served 2 artifacts ($size bytes); 0 came from upstream (0 bytes)"
+}
+
+@test "cache npm: a tampered tarball upstream is cut before its end, not stored, and counted; a request the rules bypass is not stored either" {
+	touch "$T/reg/TAMPER"
+	task "$T/rules"
+	run icurl -o /dev/null "https://localhost:$REG/left-pad"
+	assert_success
+	run icurl -o "$T/got" "https://localhost:$REG/left-pad/-/left-pad-1.0.0.tgz"
+	assert_failure
+	run grep -c ' failed localhost:[0-9]* GET /left-pad/-/left-pad-1.0.0.tgz (the artifact does not match the digest its metadata gives) status=200 cache=bad ' "$T/proxy.log"
+	assert_output 1
+	run npm_install "$T/p1"
+	assert_failure
+	run aibox cache size
+	assert_success
+	assert_output --partial "0 bytes in 0 entries"
+	stop_proxy
+	# curl's once, and npm's at least once (it tries again).
+	run jq -e '.cache.refused >= 2 and .cache.hits == 0' "$T/record.json"
+	assert_success
+
+	rm "$T/reg/TAMPER"
+	task "$T/rules"
+	run icurl -o /dev/null "https://localhost:$REG/left-pad"
+	assert_success
+	# A Range, a conditional header: forwarded, checked by nobody, never stored.
+	run icurl -o /dev/null -H 'Range: bytes=0-9' "https://localhost:$REG/left-pad/-/left-pad-1.0.0.tgz"
+	assert_success
+	run icurl -o /dev/null -H 'If-None-Match: "x"' "https://localhost:$REG/left-pad/-/left-pad-1.0.0.tgz"
+	assert_success
+	run grep -c ' cache=bypass ' "$T/proxy.log"
+	assert_output 2
+	run aibox cache size
+	assert_success
+	assert_output --partial "0 bytes in 0 entries"
+}
+
+@test "cache npm: two tasks asking for the same tarball at once make one download, and both get it whole" {
+	kill "$REG_PID"
+	rm -rf "$T/reg" "$T/reg.port"
+	start_registry --slow 250
+	printf 'rule localhost:%s\ncache npm\n' "$REG" >"$T/rules"
+	task "$T/rules"
+	local p1=$PROXY
+	PROXY2_PID=$PROXY_PID
+	mv "$T/proxy.log" "$T/proxy1.log"
+	mv "$T/taskca.pem" "$T/taskca1.pem"
+	PROXY_PID=
+	task "$T/rules"
+	local p2=$PROXY
+	local url=https://localhost:$REG/left-pad/-/left-pad-1.0.0.tgz
+	run curl -sS -x "$p1" --cacert "$T/taskca1.pem" -o /dev/null "https://localhost:$REG/left-pad"
+	assert_success
+	run curl -sS -x "$p2" --cacert "$T/taskca.pem" -o /dev/null "https://localhost:$REG/left-pad"
+	assert_success
+	curl -sS -x "$p1" --cacert "$T/taskca1.pem" -o "$T/a.tgz" "$url" &
+	local a=$!
+	curl -sS -x "$p2" --cacert "$T/taskca.pem" -o "$T/b.tgz" "$url" &
+	local b=$!
+	local sa=0 sb=0
+	wait $a || sa=$?
+	wait $b || sb=$?
+	assert_equal "$sa $sb" "0 0"
+	run cmp "$T/a.tgz" "$T/reg/npm/left-pad-1.0.0.tgz"
+	assert_success
+	run cmp "$T/b.tgz" "$T/reg/npm/left-pad-1.0.0.tgz"
+	assert_success
+	assert_equal "$(reg_count '\.tgz$')" 1
+	run cat "$T/proxy1.log" "$T/proxy.log"
+	assert_equal "$(grep -c ' cache=fill ' <<<"$output")" 1
+	assert_equal "$(grep -c ' cache=hit ' <<<"$output")" 1
+}
+
+@test "cache npm: an artifact fetched with a secret is kept in its project's scope, never served to another project's task" {
+	printf 'secret TOK %s\nvalue tok-value\nhost localhost:%s\nrule localhost:%s\ncache npm\n' \
+		"$PH" "$REG" "$REG" >"$T/rules-secret"
+	local url=https://localhost:$REG/left-pad/-/left-pad-1.0.0.tgz
+	task "$T/rules-secret" --cache-scope project:a
+	run icurl -o /dev/null -H "Authorization: Bearer $PH" "https://localhost:$REG/left-pad"
+	assert_success
+	run icurl -o /dev/null -H "Authorization: Bearer $PH" "$url"
+	assert_success
+	run aibox cache list
+	assert_success
+	assert_line --regexp "  project:a  $url#sha512="
+	# The same project's next task: a hit.
+	task "$T/rules-secret" --cache-scope project:a
+	run icurl -o /dev/null -H "Authorization: Bearer $PH" "https://localhost:$REG/left-pad"
+	assert_success
+	run icurl -o /dev/null -H "Authorization: Bearer $PH" "$url"
+	assert_success
+	run grep -c ' cache=hit ' "$T/proxy.log"
+	assert_output 1
+	assert_equal "$(reg_count '\.tgz$')" 1
+	# Another project's task, with its secret or without: upstream each time.
+	task "$T/rules-secret" --cache-scope project:b
+	run icurl -o /dev/null "https://localhost:$REG/left-pad"
+	assert_success
+	run icurl -o /dev/null -H "Authorization: Bearer $PH" "$url"
+	assert_success
+	run icurl -o /dev/null "$url"
+	assert_success
+	run grep -c ' cache=hit ' "$T/proxy.log"
+	assert_output 0
+	assert_equal "$(reg_count '\.tgz$')" 3
+	# Without a scope, what a secret fetched is not kept at all.
+	task "$T/rules-secret"
+	run icurl -o /dev/null "https://localhost:$REG/right-pad"
+	assert_success
+	run icurl -o /dev/null -H "Authorization: Bearer $PH" "https://localhost:$REG/right-pad/-/right-pad-2.1.0.tgz"
+	assert_success
+	run aibox cache list
+	assert_success
+	refute_output --partial right-pad
+}
+
+@test "cache pypi: pip download fills from a simple index's #sha256 links, and the second task's takes the wheel from the store" {
+	"$PY" -m pip --version >/dev/null 2>&1 || skip "no pip on this host (packages.txt: python3-pip)"
+	printf 'rule localhost:%s\ncache pypi\n' "$REG" >"$T/rules"
+	local i
+	for i in 1 2; do
+		task "$T/rules"
+		run env HTTPS_PROXY="$PROXY" https_proxy="$PROXY" PIP_CONFIG_FILE=/dev/null \
+			SSL_CERT_FILE="$T/taskca.pem" REQUESTS_CA_BUNDLE="$T/taskca.pem" \
+			"$PY" -m pip download --no-deps --no-cache-dir --disable-pip-version-check -q \
+			--index-url "https://localhost:$REG/simple/" --cert "$T/taskca.pem" \
+			-d "$T/dl$i" demo-pkg==1.0
+		assert_success
+		run cmp "$T/dl$i/demo_pkg-1.0-py3-none-any.whl" "$T/reg/pypi/demo_pkg-1.0-py3-none-any.whl"
+		assert_success
+	done
+	assert_equal "$(reg_count '^GET /packages/')" 1
+	assert_equal "$(reg_count '^GET /simple/demo-pkg/$')" 2
+	run grep -c ' cache=hit ' "$T/proxy.log"
+	assert_output 1
+}
