@@ -85,11 +85,15 @@ words_of() {
 	assert_equal "$n" 9
 }
 
-@test "opt tables: no tool parses its command line by hand" {
+@test "opt tables: no tool parses its command line by hand, and tools/ has no headers" {
 	cd "$TOP"
 	# Only common/base/opt.c calls getopt; tools read argv through a table.
-	run grep -lE 'getopt|opt_next\(|struct option\b' tools/*.c tools/*.h bin/*.c common/*/*.c common/*/*.h
+	run grep -lE 'getopt|opt_next\(|struct option\b' tools/*.c bin/*.c common/*/*.c common/*/*.h
 	assert_output "$(printf 'common/base/opt.c\ncommon/base/opt.h')"
+	# A tool is its one .c file: no code in headers under tools/ (docs/internals.md).
+	run find tools -name '*.h'
+	assert_success
+	assert_output ""
 	# And no tool looks at an argument by its place, but for aibox-completion's --words.
 	run grep -nE 'argv\[[1-9]\]' tools/*.c
 	assert_output --regexp '^tools/aibox-completion\.c:[0-9]+:.*"--words"'
