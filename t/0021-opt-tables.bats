@@ -37,15 +37,14 @@ words_of() {
 		assert_success
 		help=$output
 		# Each option the table describes is in --help ...
-		for name in $(cut -f2 <<<"$desc" | grep -vx -- --help | sort -u); do
-			grep -qF -- "$name" <<<"$help" || fail "$prog: $name is in its table, not in its --help"
+		for name in $(cut -f2 <<<"$desc" | grep -vx -- --help); do
+			[[ "$help" == *"$name"* ]] || fail "$prog: $name is in its table, not in its --help"
 		done
-		# ... and each option --help names is in the table.
-		for name in $(grep -oE -- '^ +(-[a-zA-Z], )?--[a-z][a-z0-9-]+|\[--[a-z][a-z0-9-]+' <<<"$help" |
-			grep -oE -- '--[a-z0-9-]+' | sort -u); do
-			cut -f2 <<<"$desc" | grep -qxF -- "$name" ||
-				fail "$prog: $name is in its --help, not in its table"
-		done
+		# ... and each option --help names (in its usage or its option lines) is in the table.
+		run comm -23 <(grep -oE -- '^ +(-[a-zA-Z], )?--[a-z][a-z0-9-]+|\[--[a-z][a-z0-9-]+' <<<"$help" |
+			grep -oE -- '--[a-z0-9-]+' | sort -u) <(cut -f2 <<<"$desc" | sort -u)
+		assert_success
+		assert_output ""
 	done
 }
 
@@ -62,7 +61,8 @@ words_of() {
 		run "$BUILD/$prog" --aibox-options
 		assert_success
 		desc=$output
-		for sub in $(cut -f1 <<<"$desc" | sort -u) ""; do
+		# The command's own options, then each subcommand's (a line's first field)
+		for sub in "" $(cut -f1 <<<"$desc" | grep . | sort -u); do
 			want=$(awk -F'\t' -v s="$sub" '$1 == "" || $1 == s { print $2 }' <<<"$desc" | sort -u)
 			run aibox completion --words $(($(wc -w <<<"aibox $words $sub"))) aibox $words $sub --
 			assert_success
@@ -85,16 +85,16 @@ words_of() {
 	assert_equal "$n" 9
 }
 
-@test "opt tables: no tool parses its command line by hand" {
+@test "opt tables: no tool parses its command line by hand, and tools/ has no headers" {
 	cd "$TOP"
 	# Only common/base/opt.c calls getopt; tools read argv through a table.
 	run grep -lE 'getopt|opt_next\(|struct option\b' tools/*.c bin/*.c common/*/*.c common/*/*.h
 	assert_success
 	assert_output "$(printf 'common/base/opt.c\ncommon/base/opt.h')"
-	# tools/ holds no code in headers: a tool is its .c file.
+	# A tool is its one .c file: no code in headers under tools/ (docs/internals.md).
 	run find tools -name '*.h'
 	assert_success
-	assert_output ''
+	assert_output ""
 	# And no tool looks at an argument by its place, but for aibox-completion's --words.
 	run grep -nE 'argv\[[1-9]\]' tools/*.c
 	assert_output --regexp '^tools/aibox-completion\.c:[0-9]+:.*"--words"'

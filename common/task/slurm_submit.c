@@ -20,8 +20,7 @@
 #include "task/task_vm.h"
 #include "base/banned.h"
 
-int slurm_task_dir(const char *opt, const char *dir, char name[TASK_NAME_LEN + 1],
-                   struct buf *err)
+int slurm_task_dir(const char *opt, const char *dir, char name[TASK_NAME_LEN + 1], struct buf *err)
 {
 	const char *last = strrchr(dir, '/');
 
@@ -167,8 +166,10 @@ int slurm_submit_batch(const char *dir, const struct slurm_job *job, const struc
 		else if (ret < 0)
 			buf_addf(err, "cannot start sbatch: %s", strerror(-ret));
 		else
-			buf_addf(err, "the Slurm job did not start (sbatch exit %d; Slurm's reason above)",
-			         ret);
+			buf_addf(
+			    err,
+			    "the Slurm job did not start (sbatch exit %d; Slurm's reason above)",
+			    ret);
 		goto out;
 	}
 	memcpy(rec->start_commit, start_commit, sizeof(rec->start_commit));

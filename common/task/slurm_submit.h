@@ -27,8 +27,7 @@ struct vm_outcome;
  * message): an absolute path whose last part is a task folder's name, copied
  * into name.  0, or -EINVAL with "OPT: 'DIR' is not a task folder".
  */
-int slurm_task_dir(const char *opt, const char *dir, char name[TASK_NAME_LEN + 1],
-                   struct buf *err);
+int slurm_task_dir(const char *opt, const char *dir, char name[TASK_NAME_LEN + 1], struct buf *err);
 
 /*
  * The project folder of the task folder dir (which slurm_task_dir() took):
