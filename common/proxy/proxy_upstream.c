@@ -48,6 +48,11 @@ static void connected(struct conn *c)
 			px_respond(c, 502, "failed", "cannot start TLS");
 			return;
 		}
+		if (c->intercept) {
+			/* A download comes in several records a read, not two reads a record. */
+			SSL_set_read_ahead(c->ssl, 1);
+			SSL_set_default_read_buffer_len(c->ssl, PX_READ_AHEAD);
+		}
 		c->state = ST_TLS;
 		return;
 	}

@@ -46,7 +46,7 @@
 #include "net/tls.h"
 #include "base/banned.h"
 
-#define IO_SIZE       (64 * 1024)
+#define IO_SIZE (64 * 1024)
 
 static double now_s(void)
 {
@@ -253,7 +253,8 @@ static void close_tls(SSL *ssl)
 	close(fd);
 }
 
-/* Send GET path, read the whole answer (200 required) through b (2 * IO_SIZE): its body's length. */
+/* Send GET path, read the whole answer (200 required) through b (2 * IO_SIZE): its body's length.
+ */
 static uint64_t get(SSL *ssl, const char *host, const char *path, char *b)
 {
 	char req[600];
@@ -382,7 +383,8 @@ static int cmd_get(char **argv)
 
 		dt = now_s() - t0;
 		if (got != n)
-			die("got %llu bytes of %llu", (unsigned long long)got, (unsigned long long)n);
+			die("got %llu bytes of %llu", (unsigned long long)got,
+			    (unsigned long long)n);
 		close_tls(ssl);
 		if (!i || dt < best)
 			best = dt;
