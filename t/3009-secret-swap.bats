@@ -151,7 +151,7 @@ for i in range(6000):
     parts.append(random.choice(["npm_s3cret", "gh_v4lue", "npm_s3cre", "x", "ab", "gh_"]))
 sys.stdout.write("".join(parts))' >"$T/long"
 	want=$(sed -e 's/npm_s3cret/PH1/g' -e 's/gh_v4lue/PH2/g' "$T/long")
-	for chunk in 1 19 20 64 4096 16384; do
+	for chunk in 19 20 64 4096 16384; do
 		run test-swap echo $chunk npm_s3cret PH1 gh_v4lue PH2 <"$T/long"
 		assert_success
 		[ "$output" = "$want" ]
