@@ -114,7 +114,7 @@ struct conn {
 	int req_done, resp_head_done, resp_done;
 	int c_eof, u_eof, c_shut, u_shut;
 	int ssl_rw, ssl_ww; /* SSL read wants write, SSL write wants read */
-	int ssl_dry;        /* the last SSL read wanted bytes from the socket */
+	int ssl_dry;        /* the last SSL read or handshake step wanted bytes from the socket */
 
 	/* Bulk tunnel directions (0 client to upstream, 1 back): a pipe for splice. */
 	int pipe_r[2], pipe_w[2];
