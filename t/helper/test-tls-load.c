@@ -361,9 +361,12 @@ static int cmd_rate(int argc, char **argv)
 	for (int i = 0; i < par; i++) {
 		pthread_join(th[i], NULL);
 		total += t[i].count;
+		SSL_CTX_free(t[i].ctx);
 	}
 	secs = now_s() - t0;
 	printf("%ld connections in %.2f s: %.0f per second\n", total, secs, (double)total / secs);
+	free(t);
+	free(th);
 	return 0;
 }
 
@@ -390,6 +393,8 @@ static int cmd_get(char **argv)
 			best = dt;
 	}
 	printf("%llu bytes in %.3f s\n", (unsigned long long)n, best);
+	SSL_CTX_free(t.ctx);
+	free(b);
 	return 0;
 }
 
