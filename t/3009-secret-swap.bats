@@ -135,10 +135,26 @@ X-A: 1"
 @test "secret swap: a value echoed in an answer reaches the VM as its placeholder, split across reads or not" {
 	printf 'HTTP/1.1 200 OK\r\nX-Echo: npm_s3cret\r\n\r\n{"token": "npm_s3cret", "other": "gh_v4lue", "npm_s3cre": 1}npm_s3cret' >"$T/answer"
 	want='HTTP/1.1 200 OK\r\nX-Echo: PH1\r\n\r\n{"token": "PH1", "other": "PH2", "npm_s3cre": 1}PH1'
-	for chunk in 1 2 3 7 10 1000; do
+	# 19 and up: reads of at least twice the longest value are searched in place
+	for chunk in 1 2 3 7 10 19 20 23 29 41 1000; do
 		run test-swap echo $chunk npm_s3cret PH1 gh_v4lue PH2 <"$T/answer"
 		assert_success
 		assert_output "$(printf "$want")"
+	done
+	# a long answer, values at every offset of the reads and one right
+	# after another, against the same replacement done at once
+	python3 -c '
+import random, sys
+random.seed(7)
+parts = []
+for i in range(6000):
+    parts.append(random.choice(["npm_s3cret", "gh_v4lue", "npm_s3cre", "x", "ab", "gh_"]))
+sys.stdout.write("".join(parts))' >"$T/long"
+	want=$(sed -e 's/npm_s3cret/PH1/g' -e 's/gh_v4lue/PH2/g' "$T/long")
+	for chunk in 19 20 64 4096 16384; do
+		run test-swap echo $chunk npm_s3cret PH1 gh_v4lue PH2 <"$T/long"
+		assert_success
+		[ "$output" = "$want" ]
 	done
 	# an answer cut inside a value's first bytes is passed as it came
 	run test-swap echo 1 npm_s3cret PH1 < <(printf 'abc npm_s3cr')

@@ -102,9 +102,16 @@ codes() {
 	assert_line "echo:token $PH"
 	assert_line "Transfer-Encoding: chunked"$'\r'
 	refute_output --partial "$VALUE"
+	# across the 16 KiB of a TLS record and of the proxy's reads, in a long body
+	for pad in 16370 32760; do
+		run icurl -H "Authorization: token $PH" "https://127.0.0.1:$A/echo?pad=$pad"
+		assert_success
+		x=$(printf "%${pad}s" | tr ' ' x)
+		assert_output "${x}echo:token $PH"$'\n'"$x"
+	done
 	run grep -c "Authorization: token $VALUE" "$T/a.seen"
 	assert_success
-	assert_output 1
+	assert_output 3
 }
 
 @test "intercept: hostile: the placeholder toward another intercepted host is refused with 403 and a log line, nothing forwarded" {

@@ -44,7 +44,8 @@ figure() {
 	figure '^## tinyproxy [0-9.]+$'
 	# The interception against the tunnel, in the same run.
 	figure '^download ratio, intercepted/tunnel: [0-9.]+$'
-	figure '^new intercepted TLS connections, one after another: [0-9]+ per second$'
+	figure '^new intercepted TLS connections, 4 at a time: [0-9]+ per second, proxy CPU [0-9.]+ ms each$'
+	figure '^new intercepted TLS connections with one request each, 4 at a time: [0-9]+ per second, proxy CPU [0-9.]+ ms each$'
 	figure '^proxy memory per idle intercepted connection: -?[0-9.]+ KiB \(50 open\)$'
 	run grep -cE '^tunnel: +[0-9.]+ s +[0-9]+ MiB/s$' "$T/proxy.out"
 	assert_output 2

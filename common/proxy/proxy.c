@@ -190,7 +190,12 @@ void px_pump(struct conn *c)
 	if (c->dead)
 		return;
 	update_events(c);
-	if (c->ssl && !c->again && SSL_pending(c->ssl) > 0 && (c->uev & EPOLLIN)) {
+	/*
+	 * An intercepted host's TLS reads ahead: whole records may wait in it
+	 * unseen by epoll until a read found it dry (then only part of one).
+	 */
+	if (c->ssl && !c->again && (c->uev & EPOLLIN) &&
+	    (SSL_pending(c->ssl) > 0 || (SSL_has_pending(c->ssl) && !c->ssl_dry))) {
 		c->again = 1;
 		c->anext = px->again_list;
 		px->again_list = c;
@@ -529,6 +534,7 @@ int proxy_run(const struct proxy_config *cfg)
 	px = xcalloc(1, sizeof(*px));
 	px->cfg = cfg;
 	px->epfd = -1;
+	px->echo_out = (struct buf)BUF_INIT;
 	ret = loop_setup(px);
 	if (ret == 0)
 		ret = loop(px);
@@ -538,6 +544,7 @@ int proxy_run(const struct proxy_config *cfg)
 		if (px->leaves[i].cert)
 			X509_free(px->leaves[i].cert);
 	dep_digests_clear(&px->digests);
+	buf_release(&px->echo_out);
 	free(px);
 	return ret;
 }

@@ -94,7 +94,7 @@ void px_close_upstream(struct conn *c)
 	}
 	c->uev = 0;
 	c->u_eof = c->u_shut = c->u_gone = 0;
-	c->ssl_rw = c->ssl_ww = 0;
+	c->ssl_rw = c->ssl_ww = c->ssl_dry = 0;
 	spill_free(&c->to_upstream);
 	free(c->rb);
 	c->rb = NULL;
@@ -356,8 +356,12 @@ ssize_t px_cl_write(struct conn *c, const void *p, size_t n)
 
 ssize_t px_up_read(struct conn *c, void *p, size_t n)
 {
-	if (c->ssl)
-		return tls_read(c->ssl, p, n, &c->ssl_rw);
+	if (c->ssl) {
+		ssize_t r = tls_read(c->ssl, p, n, &c->ssl_rw);
+
+		c->ssl_dry = r == -EAGAIN && !c->ssl_rw;
+		return r;
+	}
 	for (;;) {
 		ssize_t r = read(c->ufd, p, n);
 

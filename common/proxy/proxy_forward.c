@@ -470,13 +470,41 @@ int px_client_gone(struct conn *c, const char *why)
 	return 0;
 }
 
+/*
+ * Write the whole records' worth of an intercepted answer's bytes waiting
+ * for the client, keeping back a tail shorter than a record while more of
+ * the answer may come: a chunk's size line and CRLF then share the record
+ * of its data instead of going out as records of a few bytes.  As
+ * px_flush_spill(), 1 meaning nothing waits but that tail.
+ */
+static int flush_records(struct conn *c)
+{
+	struct spill *s = &c->to_client;
+
+	while (px_spill_pending(s) >= PX_RECORD) {
+		ssize_t w =
+		    px_cl_write(c, s->p + s->off, px_spill_pending(s) / PX_RECORD * PX_RECORD);
+
+		if (w == -EAGAIN)
+			return 0;
+		if (w < 0)
+			return (int)w;
+		s->off += w;
+	}
+	return 1;
+}
+
 int px_fwd_response(struct conn *c)
 {
 	struct proxy *px = c->px;
 
 	for (int rounds = 0; rounds < 64; rounds++) {
 		struct buf why = BUF_INIT;
-		int f = c->draining ? 1 : px_flush_spill(c, &c->to_client, 1), r;
+		int streaming = c->rechunk == 1 && c->resp_head_done && !c->respb.done;
+		int f = c->draining ? 1
+		        : streaming ? flush_records(c)
+		                    : px_flush_spill(c, &c->to_client, 1),
+		    r;
 
 		if (f < 0) {
 			if (px_client_gone(c, "client write failed") < 0)
@@ -546,6 +574,12 @@ int px_fwd_response(struct conn *c)
 			return -1;
 		}
 		r = read_response(c);
+		if (r == 0 && streaming && px_flush_spill(c, &c->to_client, 1) < 0) {
+			/* Nothing more from the host now: the tail kept back goes too. */
+			if (px_client_gone(c, "client write failed") < 0)
+				return -1;
+			continue;
+		}
 		if (r <= 0)
 			return r;
 	}

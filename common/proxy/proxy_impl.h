@@ -20,6 +20,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "base/buf.h"
 #include "net/http.h"
 #include "proxy/proxy.h"
 #include "proxy/secret_swap.h"
@@ -37,6 +38,10 @@ struct buf;
 #define LINGER_MS 2000
 /* The metadata answers read for their digests at once, in all (docs/cache.md). */
 #define PX_META_TOTAL (256ULL << 20)
+/* The most plaintext a TLS record holds: an intercepted answer is written in whole ones. */
+#define PX_RECORD 16384
+/* An intercepted host's TLS reads ahead this much: several records a read. */
+#define PX_READ_AHEAD (64 * 1024)
 /* Host certificates kept for the next connections to the same host. */
 #define PX_LEAVES 16
 
@@ -114,6 +119,7 @@ struct conn {
 	int req_done, resp_head_done, resp_done;
 	int c_eof, u_eof, c_shut, u_shut;
 	int ssl_rw, ssl_ww; /* SSL read wants write, SSL write wants read */
+	int ssl_dry;        /* the last SSL read or handshake step wanted bytes from the socket */
 
 	/* Bulk tunnel directions (0 client to upstream, 1 back): a pipe for splice. */
 	int pipe_r[2], pipe_w[2];
@@ -208,6 +214,7 @@ struct proxy {
 	/* The digests the metadata fetched in this task gave (docs/cache.md). */
 	struct dep_digests digests;
 	uint64_t meta_bytes; /* the metadata answers being read, in all (PX_META_TOTAL at most) */
+	struct buf echo_out; /* an intercepted answer's bytes on their way, kept for the next */
 	char scratch[SCRATCH_SIZE]; /* a tunnel's bytes on their way through */
 };
 

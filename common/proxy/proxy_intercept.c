@@ -248,16 +248,18 @@ static void add_chunk(struct conn *c, const char *p, size_t n)
 void px_intercept_body(struct conn *c, const char *p, size_t n, int done)
 {
 	const struct proxy_secrets *ps = c->px->cfg->secrets;
-	struct buf out = BUF_INIT;
+	/* What goes to the client, every value already replaced: not wiped. */
+	struct buf *out = &c->px->echo_out;
 
 	if (!c->echo) {
 		c->echo = xcalloc(1, sizeof(*c->echo));
 		swap_echo_init(c->echo, ps->secrets, ps->nr);
 	}
-	swap_echo_feed(c->echo, p, n, &out);
+	buf_reset(out);
+	swap_echo_feed(c->echo, p, n, out);
 	if (done)
-		swap_echo_end(c->echo, &out);
-	add_chunk(c, out.buf, out.len);
+		swap_echo_end(c->echo, out);
+	add_chunk(c, out->buf, out->len);
 	if (done) {
 		px_spill_add(&c->to_client, "0\r\n\r\n", 5);
 		c->rechunk = 2;
@@ -265,8 +267,6 @@ void px_intercept_body(struct conn *c, const char *p, size_t n, int done)
 		free(c->echo);
 		c->echo = NULL;
 	}
-	OPENSSL_cleanse(out.buf, out.len);
-	buf_release(&out);
 }
 
 void px_intercept_free(struct conn *c)

@@ -48,6 +48,11 @@ static void connected(struct conn *c)
 			px_respond(c, 502, "failed", "cannot start TLS");
 			return;
 		}
+		if (c->intercept) {
+			/* A download comes in several records a read, not two reads a record. */
+			SSL_set_read_ahead(c->ssl, 1);
+			SSL_set_default_read_buffer_len(c->ssl, PX_READ_AHEAD);
+		}
 		c->state = ST_TLS;
 		return;
 	}
@@ -187,7 +192,7 @@ void px_tls_step(struct conn *c)
 
 	ERR_clear_error();
 	r = SSL_do_handshake(c->ssl);
-	c->ssl_rw = c->ssl_ww = 0;
+	c->ssl_rw = c->ssl_ww = c->ssl_dry = 0;
 	if (r == 1) {
 		c->state = ST_FWD;
 		c->deadline_ms = px->now_ms + px->cfg->idle_timeout_ms;
@@ -195,7 +200,8 @@ void px_tls_step(struct conn *c)
 	}
 	switch (SSL_get_error(c->ssl, r)) {
 	case SSL_ERROR_WANT_READ:
-		c->ssl_ww = 1; /* the handshake waits to read */
+		c->ssl_ww = 1;  /* the handshake waits to read */
+		c->ssl_dry = 1; /* what it read ahead is part of a record at most */
 		return;
 	case SSL_ERROR_WANT_WRITE:
 		c->ssl_rw = 1;

@@ -332,14 +332,64 @@ static void echo_flush(struct swap_echo *e, size_t keep, struct buf *out)
 	buf_wipe_setlen(&e->held, len);
 }
 
+/*
+ * Pass s[pos..len) on to out, every value that begins before upto replaced
+ * (each such one ends inside s: the caller gives s far enough past upto),
+ * as far as upto or the end of the last value replaced: that position.
+ */
+static size_t echo_scan(struct swap_echo *e, const char *s, size_t pos, size_t len, size_t upto,
+                        struct buf *out)
+{
+	for (;;) {
+		size_t best = len - pos, which = e->n;
+
+		for (size_t i = 0; i < e->n; i++) {
+			const char *p = memmem(s + pos, len - pos, e->secrets[i].value,
+			                       strlen(e->secrets[i].value));
+
+			if (p && (size_t)(p - (s + pos)) < best) {
+				best = (size_t)(p - (s + pos));
+				which = i;
+			}
+		}
+		if (which == e->n || pos + best >= upto)
+			break;
+		buf_add(out, s + pos, best);
+		buf_addstr(out, e->secrets[which].placeholder);
+		pos += best + strlen(e->secrets[which].value);
+	}
+	if (pos < upto) {
+		buf_add(out, s + pos, upto - pos);
+		pos = upto;
+	}
+	return pos;
+}
+
 void swap_echo_feed(struct swap_echo *e, const char *in, size_t len, struct buf *out)
 {
+	size_t keep = e->longest ? e->longest - 1 : 0, old, pos;
+
 	if (!e->n) {
 		buf_add(out, in, len);
 		return;
 	}
-	buf_add(&e->held, in, len);
-	echo_flush(e, e->longest - 1, out);
+	if (len < 2 * keep + 1) {
+		buf_add(&e->held, in, len);
+		echo_flush(e, keep, out);
+		return;
+	}
+	/*
+	 * A long read is searched where it lies, not copied: first what was
+	 * kept with the read's first keep bytes (every value that begins in
+	 * what was kept ends there), then the read from where that left off,
+	 * its last keep bytes kept back for the next.
+	 */
+	old = e->held.len;
+	buf_add(&e->held, in, keep);
+	pos = echo_scan(e, e->held.buf, 0, e->held.len, old, out);
+	pos = echo_scan(e, in, pos - old, len, len - keep, out);
+	buf_wipe_setlen(&e->held, 0);
+	buf_add(&e->held, in + pos, len - pos);
 }
 
 void swap_echo_end(struct swap_echo *e, struct buf *out)
