@@ -312,6 +312,9 @@ static void check_login(struct task *t, const char *cfg_path)
 	t->api = api;
 	if (t->api != TASK_API_FORWARD)
 		buf_wipe_release(&t->api_key);
+	/* The token goes to the proxy only when Claude Code uses it (docs/proxy.md). */
+	if (t->api != TASK_API_OAUTH)
+		buf_wipe_release(&t->env.oauth);
 	strvec_clear(&warnings);
 	buf_release(&msg);
 }
@@ -769,6 +772,8 @@ static void run_vm(struct task *t, struct buf *secrets, struct vm_outcome *o)
 	v.tokens = &t->broker_tokens;
 	v.secret_values = &t->env.secret_values;
 	v.placeholders = &t->env.placeholders;
+	v.oauth = t->api == TASK_API_OAUTH ? &t->env.oauth : NULL;
+	v.oauth_placeholder = t->env.oauth_placeholder;
 	v.stop = &stop_signal;
 	v.qemu_pid = &stop_qemu_pid;
 	v.say = say;
