@@ -315,7 +315,8 @@ static int slurm_node(struct task *t)
 	t->api = ss.key.len ? TASK_API_FORWARD : ss.oauth.len ? TASK_API_OAUTH : TASK_API_NONE;
 	/* The config's secrets and the token, with their placeholders, for the node's proxy. */
 	if (slurm_pairs_parse(&ss.secrets, &t->env.placeholders, &t->env.secret_values) < 0 ||
-	    slurm_pairs_parse(&ss.oauth, &pair_ph, &pair_val) < 0 || pair_ph.nr > 1)
+	    slurm_pairs_parse(&ss.oauth, &pair_ph, &pair_val) < 0 || pair_ph.nr > 1 ||
+	    (pair_ph.nr && ss.key.len))
 		die("'%s/%s' is not a secrets file of aibox (its secrets)", t->dir.buf,
 		    SLURM_SECRETS_NAME);
 	if (pair_ph.nr) {
