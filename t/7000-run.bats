@@ -151,7 +151,7 @@ setup_file() {
 	"$TOP/t/tls-echo" --cert "$T/ca/server.pem" --key "$T/ca/server.key" \
 		--port-file "$T/echo.port" --log "$S/echo.seen" 2>"$T/echo.err" &
 	echo $! >"$S/echo.pid"
-	wait_until 10 file_or_gone "$T/echo.port" $!
+	wait_until 60 file_or_gone "$T/echo.port" $!
 	local ep
 	ep=$(cat "$T/echo.port")
 	sed -i "s/^allow:\$/allow:\n  - localhost:$ep/" "$pdir/config.yaml"

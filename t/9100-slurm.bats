@@ -105,7 +105,7 @@ setup_file() {
 	"$TOP/t/tls-echo" --cert "$T/ca/server.pem" --key "$T/ca/server.key" \
 		--port-file "$T/echo.port" --log "$T/echo.seen" 2>"$T/echo.err" &
 	echo $! >"$SLURM_TOP/echo.pid"
-	wait_until 10 file_or_gone "$T/echo.port" $!
+	wait_until 60 file_or_gone "$T/echo.port" $!
 	printf 'allow: ["localhost:%s"]\nsecrets:\n  - {env: MY_TOKEN, hosts: ["localhost:%s"]}\n' \
 		"$(cat "$T/echo.port")" "$(cat "$T/echo.port")" >>"$AIBOX_HOME/projects/repo/config.yaml"
 	(umask 077 && echo "secret-of-$KEY" >"$T/secret")
