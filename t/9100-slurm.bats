@@ -30,7 +30,7 @@ as_user() {
 		SLURM_CONF="$SLURM_CONF" AIBOX_IMAGES="$USER_IMAGES" GIT_CONFIG_NOSYSTEM=1 \
 		AIBOX_API_UPSTREAM="${AIBOX_API_UPSTREAM:-}" AIBOX_API_CA="${AIBOX_API_CA:-}" \
 		${SSL_CERT_FILE:+SSL_CERT_FILE="$SSL_CERT_FILE"} SECRETFILE="${SECRETFILE:-}" \
-		KEYFILE="$T/key" bash -c 'ANTHROPIC_API_KEY=$(cat "$KEYFILE")
+		KEYFILE="$T/key" bash -c 'export ANTHROPIC_API_KEY=$(cat "$KEYFILE")
 			[ -z "$SECRETFILE" ] || export MY_TOKEN=$(cat "$SECRETFILE")
 			exec "$@"' as_user "$@"
 }
@@ -169,6 +169,7 @@ shared() {
 	HOME=$T/home
 	dir=$(task_dir)
 	id=${dir: -6}
+	[ -n "$dir" ] || { cat "$T/err" >&2; false; }
 }
 
 @test "slurm: a task with --slurm runs in a VM on the node, its changes checked and fetched" {
