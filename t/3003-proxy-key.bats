@@ -28,6 +28,7 @@ setup() {
 teardown() {
 	stop_proxy || true
 	stop_fake_api
+	[ ! -s "$T/echo.pid" ] || kill "$(cat "$T/echo.pid")" 2>/dev/null || true
 	common_teardown
 }
 
@@ -405,4 +406,135 @@ post_path() {
 	run jq -r '.path + " " + .headers["x-api-key"]' "$T"/rec/*.json
 	[ "$status" -eq 0 ]
 	assert_output "$(printf '/v1/messages/count_tokens %s\n/v1/models %s\n/v1/models/claude-Opus-5 %s' "$KEY" "$KEY" "$KEY")"
+}
+
+# The subscription's token (docs/proxy.md, "The OAuth login"): OAUTH is the
+# real one, on --secrets-fd as the "api bearer" secret; the client holds OPH.
+OAUTH=sk-ant-oat01-real-token-3003
+OPH=aibox-secret-00112233445566778899aabbccddeeff
+
+# oauth_secrets [MORE]: the token's lines of the secrets text, then MORE, in $T/secrets
+oauth_secrets() {
+	printf 'secret CLAUDE_CODE_OAUTH_TOKEN %s\nvalue %s\napi bearer\n%s' "$OPH" "$OAUTH" "${1:-}" \
+		>"$T/secrets"
+}
+
+# start_oauth [ARGS...]: the proxy with $T/secrets on --secrets-fd
+start_oauth() {
+	local st
+	exec 5<"$T/secrets"
+	start_proxy --secrets-fd 5 "$@"
+	st=$?
+	exec 5<&-
+	return $st
+}
+
+@test "oauth: the token replaces the placeholder on the API port as a Bearer, no x-api-key; its echo comes back as the placeholder" {
+	unset AIBOX_TEST_KEY
+	python3 -c 'import json, sys; print(json.dumps({"turns": [{"raw": [
+	  "event: x\ndata: {\"echo\": \"Bearer " + sys.argv[2] + "\"}\n\n"]}], "require_bearer": sys.argv[2]}))' \
+		"$KEY" "$OAUTH" >"$T/script.json"
+	restart_fake_api
+	oauth_secrets
+	start_oauth
+	curl -sS -i -x "$PROXY" -H "Authorization: Bearer $OPH" -H 'x-api-key: sk-vm' \
+		-H 'anthropic-beta: oauth-2025-04-20' -H 'content-type: application/json' \
+		--data-binary "$REQ" "http://127.0.0.1:3129/v1/messages?beta=true" >"$T/out" 2>"$T/err"
+	run cat "$T/out"
+	assert_line --index 0 "$(printf 'HTTP/1.1 200 OK\r')"
+	assert_line "data: {\"echo\": \"Bearer $OPH\"}"
+	refute_output --partial "$OAUTH"
+	rec=$T/rec/0001.json
+	[ "$(jq -r '.headers.authorization' "$rec")" = "Bearer $OAUTH" ]
+	[ "$(jq -r '.headers["x-api-key"]' "$rec")" = null ]
+	[ "$(jq -r '.headers["anthropic-beta"]' "$rec")" = oauth-2025-04-20 ]
+	run grep -c -e "$OPH" -e sk-vm "$rec"
+	assert_output 0
+	# a subscription is not charged by the token: nothing counted, no usd
+	run grep -F 'allowed localhost:3129 POST /v1/messages?beta=true status=200' "$T/proxy.log"
+	assert_success
+	refute_output --partial usd=
+	run grep -c -F "$OAUTH" "$T/proxy.log" "$T/proxy.err" "/proc/$PROXY_PID/cmdline" "/proc/$PROXY_PID/environ"
+	assert_failure
+	refute_output --regexp ':[1-9]'
+}
+
+@test "oauth: the placeholder sent to another host is refused there, and only the API port gets the token" {
+	unset AIBOX_TEST_KEY
+	cp "$T/ca/ca.pem" "$T/upstream-ca.pem"
+	"$TOP/t/tls-echo" --cert "$T/ca/server.pem" --key "$T/ca/server.key" \
+		--port-file "$T/echo.port" --log "$T/echo.seen" 2>"$T/echo.err" &
+	echo $! >"$T/echo.pid"
+	wait_until 10 file_or_gone "$T/echo.port" $!
+	E=$(cat "$T/echo.port")
+	# another secret makes 127.0.0.1:E an intercepted host
+	oauth_secrets "$(printf 'secret TOK aibox-secret-0123456789abcdef0123456789abcdef\nvalue tokval\nhost 127.0.0.1:%s' "$E")"$'\n'
+	exec 6>"$T/taskca.pem"
+	SSL_CERT_FILE=$T/upstream-ca.pem start_oauth --allow "127.0.0.1:$E" --ca-fd 6
+	exec 6>&-
+	run curl -sS -w '\n%{http_code}\n' -x "$PROXY" --cacert "$T/taskca.pem" \
+		-H "Authorization: Bearer $OPH" "https://127.0.0.1:$E/x"
+	assert_success
+	assert_line 403
+	assert_line "aibox-proxy: CLAUDE_CODE_OAUTH_TOKEN to 127.0.0.1:$E"
+	# nothing reached the service
+	run cat "$T/echo.seen"
+	refute_output --partial GET
+	run grep -F "refused 127.0.0.1:$E GET /x" "$T/proxy.log"
+	assert_success
+	assert_output --partial CLAUDE_CODE_OAUTH_TOKEN
+}
+
+@test "oauth: a bearer token next to a key, with a host, twice, or with a budget is refused" {
+	oauth_secrets
+	run aibox-proxy --key-env AIBOX_TEST_KEY --secrets-fd 5 5<"$T/secrets"
+	assert_failure 2
+	assert_output "aibox-proxy: --key-env or --key-fd, and a bearer token for the API on --secrets-fd 5: one of them"
+	run aibox-proxy --secrets-fd 5 --budget-task 1 5<"$T/secrets"
+	assert_failure 2
+	assert_output "aibox-proxy: --budget-task and --budget-day need key forwarding with a key (--key-env or --key-fd)"
+	bad() {
+		printf "$1" >"$T/bad"
+		run aibox-proxy --secrets-fd 5 5<"$T/bad"
+		assert_failure 2
+		assert_output "aibox-proxy: $2"
+	}
+	bad "secret A $OPH\\nvalue v\\napi bearer\\nhost example.com\\n" \
+		"secrets, line 4: a host for the API's bearer token"
+	bad "secret A $OPH\\nvalue v\\nhost example.com\\napi bearer\\n" \
+		"secrets, line 4: not 'api bearer' right after a secret's value"
+	bad "secret A $OPH\\napi bearer\\nvalue v\\n" \
+		"secrets, line 2: not 'api bearer' right after a secret's value"
+	bad "secret A $OPH\\nvalue v\\napi key\\n" \
+		"secrets, line 3: not 'api bearer' right after a secret's value"
+	bad "secret A $OPH\\nvalue v\\napi bearer\\nsecret B $OPH\\nvalue w\\napi bearer\\n" \
+		"secrets, line 6: a second bearer token for the API"
+	bad "secret A $OPH\\nvalue v\\n" "secrets, line 2: a secret without hosts"
+}
+
+@test "oauth: the real Claude Code CLI with the placeholder as its token gets its reply; the API sees the token as a Bearer and no x-api-key" {
+	need_claude
+	unset AIBOX_TEST_KEY
+	printf '{"turns": [{"text": "Hello with a subscription."}], "require_bearer": "%s"}\n' "$OAUTH" >"$T/script.json"
+	restart_fake_api
+	oauth_secrets
+	start_oauth
+	mkdir "$T/work"
+	cd "$T/work"
+	st=0
+	CLAUDE_LOGIN=CLAUDE_CODE_OAUTH_TOKEN=$OPH claude_via_proxy "say hello" || st=$?
+	[ "$st" -eq 0 ] || { cat "$T/err" "$T/fake-api.log" "$T/proxy.log"; false; }
+	result=$(grep '"type":"result"' "$T/out.jsonl" | tail -1)
+	[ "$(jq -r .result <<<"$result")" = "Hello with a subscription." ]
+	n=0
+	for f in "$T"/rec/*.json; do
+		[ "$(jq -r .path "$f")" = /api/hello ] && continue
+		[ "$(jq -r '.headers.authorization' "$f")" = "Bearer $OAUTH" ]
+		[ "$(jq -r '.headers["x-api-key"]' "$f")" = null ]
+		n=$((n + 1))
+	done
+	[ "$n" -ge 1 ]
+	run grep -rlF "$OAUTH" "$T/out.jsonl" "$T/err" "$T/proxy.log" "$T/work" "$HOME"
+	assert_failure
+	assert_output ""
 }

@@ -330,16 +330,16 @@ EOF
 	assert_failure
 }
 
-@test "init task: oauth passes the token as it is and sets no base URL" {
+@test "init task: oauth passes the token's placeholder and sets the base URL to the forward, no key" {
 	API=oauth
 	ENV_NAMES='["CLAUDE_CODE_OAUTH_TOKEN"]'
 	write_settings
 	run_task "$(printf 'env CLAUDE_CODE_OAUTH_TOKEN\nenv ANTHROPIC_BASE_URL\nenv ANTHROPIC_API_KEY')" \
-		'{"env": {"CLAUDE_CODE_OAUTH_TOKEN": "sk-ant-oat01-abc"}}'
+		'{"env": {"CLAUDE_CODE_OAUTH_TOKEN": "aibox-secret-00112233445566778899aabbccddeeff"}}'
 	assert_success
 	run jget claude.last_message
-	assert_line "CLAUDE_CODE_OAUTH_TOKEN=sk-ant-oat01-abc"
-	assert_line "ANTHROPIC_BASE_URL=<unset>"
+	assert_line "CLAUDE_CODE_OAUTH_TOKEN=aibox-secret-00112233445566778899aabbccddeeff"
+	assert_line "ANTHROPIC_BASE_URL=http://127.0.0.1:3129"
 	assert_line "ANTHROPIC_API_KEY=<unset>"
 }
 

@@ -249,12 +249,12 @@ and set ANTHROPIC_API_KEY in your shell to an API key; for a claude.ai subscript
 	[ -z "$(task_dir)" ]
 }
 
-@test "task: with both the key and the token listed, it says the token goes into the VM as it is" {
+@test "task: with both the key and the token listed, it says the token is not used; the VM holds its placeholder only" {
 	printf 'env: [ANTHROPIC_API_KEY, CLAUDE_CODE_OAUTH_TOKEN]\n' >"$cfg"
 	ANTHROPIC_API_KEY=sk-ant-x run --separate-stderr aibox task x
 	# it goes on, up to the VM (no_vm: QEMU exits at once)
 	assert_failure 1
-	[[ "$stderr" == *"aibox-task: warning: ANTHROPIC_API_KEY is forwarded and CLAUDE_CODE_OAUTH_TOKEN is in the env of '$cfg': Claude Code uses the key, which stays on the host, but the token still goes into the VM as it is"* ]]
+	[[ "$stderr" == *"aibox-task: warning: ANTHROPIC_API_KEY is forwarded and CLAUDE_CODE_OAUTH_TOKEN is in the env of '$cfg': Claude Code's requests get the key, which stays on the host, and the token is not used (the VM holds only its placeholder); remove one of them from env"* ]]
 	[[ "$stderr" == *"QEMU exited"* ]]
 	run python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); print(s["env_names"], s["api"])' "$(task_dir)/settings.json"
 	assert_output "['CLAUDE_CODE_OAUTH_TOKEN'] forward"

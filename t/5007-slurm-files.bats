@@ -21,6 +21,32 @@ teardown() { lock_teardown; }
 	assert_line "user_key=-----BEGIN"
 	assert_line "host_blob=blob"
 	[ ! -e task/slurm.secrets ]
+	# the config's secrets and the subscription's token, each with its placeholder
+	ph1=aibox-secret-0123456789abcdef0123456789abcdef
+	ph2=aibox-secret-fedcba9876543210fedcba9876543210
+	test-slurm secrets-write task k t e u h "$ph1 v a l
+$ph2 w
+" "$ph1 sk-ant-oat01-x
+"
+	run test-slurm secrets-take task
+	assert_success
+	assert_line "secret $ph1 v a l"
+	assert_line "secret $ph2 w"
+	assert_line "oauth $ph1 sk-ant-oat01-x"
+	refute_line --partial "refused"
+	for bad in "aibox-secret-0123 v
+" "$ph1
+" "$ph1 
+" "$ph1 v" "${ph1^^} v
+" "$ph1 v"$'\t'"x
+" "x$ph1 v
+"; do
+		test-slurm secrets-write task k t e u h "$bad" ""
+		run test-slurm secrets-take task
+		assert_success
+		assert_line "secret pairs refused"
+		refute_line --partial "secret aibox"
+	done
 	# a second take finds nothing: the node's "not on shared storage"
 	run test-slurm secrets-take task
 	assert_failure

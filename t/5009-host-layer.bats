@@ -221,6 +221,36 @@ BUILD/aibox-proxy --listen-fd 3 --log-fd 4 --ready-fd 5 --report-fd 7 --allow ex
 	assert_output ""
 }
 
+@test "host layer: the subscription's token stays on the host: the VM gets a placeholder under its name and the API forward, the proxy the token over a pipe" {
+	unset ANTHROPIC_API_KEY
+	printf 'env: [CLAUDE_CODE_OAUTH_TOKEN]\nallow: [example.com]\n' >"$cfg"
+	run test-host env-take "$cfg"
+	assert_success
+	assert_output --regexp '^CLAUDE_CODE_OAUTH_TOKEN=aibox-secret-[0-9a-f]{32}$'
+	boot task aibox task hello
+	assert_failure
+	run jq -r '.api + " " + (.env_names | join(","))' "$T/task.args.settings"
+	assert_output "oauth CLAUDE_CODE_OAUTH_TOKEN"
+	# the token on --secrets-fd, as the API's bearer; nothing to intercept, no CA
+	run cat "$T/task.args.helpers"
+	assert_output --partial "--secrets-fd"
+	refute_output --partial "--ca-fd"
+	refute_output --partial "--key-fd"
+	boot run aibox run -- true
+	run jq -r .api "$T/run.args.settings"
+	assert_output oauth
+	run grep -rl sk-ant-oat01-test-token "$T/task.args" "$T/task.args.helpers" "$T/task.args.settings" \
+		"$T/run.args" "$T/run.args.helpers" "$AIBOX_HOME"
+	assert_failure 1
+	assert_output ""
+	# the guest: ANTHROPIC_BASE_URL to the forward, no key placeholder next to the token's
+	run test-host guest-env --oauth "CLAUDE_CODE_OAUTH_TOKEN=aibox-secret-00112233445566778899aabbccddeeff"
+	assert_success
+	assert_line "ANTHROPIC_BASE_URL=http://127.0.0.1:3129"
+	assert_line "CLAUDE_CODE_OAUTH_TOKEN=aibox-secret-00112233445566778899aabbccddeeff"
+	refute_line --partial ANTHROPIC_API_KEY
+}
+
 @test "host layer: a secret's placeholder is new for each task, with the fixed prefix, and the value is never written" {
 	printf 'allow: [example.com]\nsecrets:\n  - {env: NPM_TOKEN, hosts: [example.com]}\n  - {env: GH_TOKEN, hosts: [example.com]}\n' >"$T/c.yaml"
 	NPM_TOKEN=npm_s3cret GH_TOKEN=gh_s3cret run test-host env-take "$T/c.yaml"

@@ -1,6 +1,8 @@
 #!/usr/bin/env bats
-# Secrets in a real task (docs/proxy.md, "Secrets and interception"): one
-# task, run once in setup_file against t/fake-api, whose one tool call has
+# Secrets in a real task (docs/proxy.md, "Secrets and interception" and
+# "The OAuth login"): one task, logged in with a subscription's token (which
+# stays on the host: Claude Code in the VM holds its placeholder), run once
+# in setup_file against t/fake-api, whose one tool call has
 # the VM's clients (curl, Python's urllib, git, curl on the system bundle
 # alone) reach a loopback HTTPS service (t/tls-echo, its own CA, allowed as
 # localhost:PORT with a rule) through the proxy, with the secret's
@@ -11,6 +13,7 @@ load lib-task
 bats_require_minimum_version 1.5.0
 
 VALUE=real-Value-of-MY_TOKEN-5130
+OAUTH=sk-ant-oat01-real-token-5130
 
 setup_file() {
 	task_setup
@@ -21,7 +24,10 @@ setup_file() {
 	wait_until 10 file_or_gone "$T/echo.port" $!
 	local p probe
 	p=$(cat "$T/echo.port")
-	cat >>"$AIBOX_HOME/projects/repo/config.yaml" <<-EOF2
+	# The subscription's token, not the key.
+	unset ANTHROPIC_API_KEY
+	cat >"$AIBOX_HOME/projects/repo/config.yaml" <<-EOF2
+	env: [CLAUDE_CODE_OAUTH_TOKEN]
 	allow:
 	  - host: localhost:$p
 	    methods: [GET, POST]
@@ -42,12 +48,23 @@ env >env.out
 git add curl.out python.out git.out system.out refused.out env.out && git commit -q -m probes"
 	api "$(python3 -c 'import json, sys; print(json.dumps({"turns": [
 	  {"tool_use": {"name": "Bash", "input": {"command": sys.argv[1], "description": "probe"}}},
-	  {"text": "I ran the probes."}], "require_key": sys.argv[2]}))' "$probe" "$KEY")"
+	  {"text": "I ran the probes."}], "require_bearer": sys.argv[2]}))' "$probe" "$OAUTH")"
 	echo "$FAKE_API_PID" >"$S/api.pid"
-	local status=0
+	local status=0 pid
+	printf '%s\n%s\n' "$VALUE" "$OAUTH" >"$S/values"
 	# The proxy trusts t/tls-echo's CA; the VM trusts the task's.
-	MY_TOKEN=$VALUE SSL_CERT_FILE=$T/ca/ca.pem aibox task "Run the probes." \
-		>"$S/out" 2>"$S/err" 3>&- || status=$?
+	MY_TOKEN=$VALUE CLAUDE_CODE_OAUTH_TOKEN=$OAUTH SSL_CERT_FILE=$T/ca/ca.pem \
+		aibox task "Run the probes." >"$S/out" 2>"$S/err" 3>&- &
+	pid=$!
+	# Once the values are taken (the folder's path is out): every command
+	# line and environment on this machine, for either value, while it runs.
+	wait_until 60 file_or_gone "$S/out" "$pid" || true
+	while kill -0 "$pid" 2>/dev/null; do
+		grep -laF -f "$S/values" /proc/[0-9]*/cmdline /proc/[0-9]*/environ 2>/dev/null >>"$S/seen" || true
+		pgrep -f qemu-system >>"$S/qemus" || true
+		sleep 0.5
+	done
+	wait "$pid" || status=$?
 	echo "$status" >"$S/status"
 	stop_fake_api
 	rm "$S/api.pid"
@@ -150,5 +167,35 @@ probe() {
 	assert_line --partial 'DELETE /ok/del (method DELETE is not allowed) status=403'
 	assert_line --partial 'GET /admin (path /admin is not allowed) status=403'
 	run grep -F 'the secret MY_TOKEN was sent to localhost:' "$S/err"
+	assert_success
+}
+
+@test "task secrets vm: the subscription's token stays on the host: Claude Code in the VM used its placeholder, the API got the token as a Bearer, no process showed it" {
+	shared
+	run jq -r '.api + " " + (.env_names | join(","))' "$DIR/settings.json"
+	assert_output "oauth CLAUDE_CODE_OAUTH_TOKEN,MY_TOKEN"
+	# (Claude Code keeps its own login out of its tools' environment)
+	run probe env.out
+	assert_success
+	assert_line 'ANTHROPIC_BASE_URL=http://127.0.0.1:3129'
+	refute_line --partial ANTHROPIC_API_KEY
+	refute_line --partial CLAUDE_CODE_OAUTH_TOKEN
+	# every request of Claude Code's reached the API with the token, no key
+	local f n=0
+	for f in "$S"/rec/*.json; do
+		[ "$(jq -r .path "$f")" = /api/hello ] && continue
+		assert_equal "$(jq -r .headers.authorization "$f")" "Bearer $OAUTH"
+		assert_equal "$(jq -r '.headers["x-api-key"]' "$f")" null
+		n=$((n + 1))
+	done
+	[ "$n" -ge 2 ]
+	# QEMU ran while it was watched; no command line or environment held either value
+	[ -s "$S/qemus" ]
+	run cat "$S/seen"
+	assert_output ""
+	run grep -r -l -a -F "$OAUTH" "$S/probes" "$DIR"
+	assert_failure
+	assert_output ""
+	run grep -c "allowed localhost:3129 POST /v1/messages" "$DIR/proxy.log"
 	assert_success
 }

@@ -145,9 +145,21 @@ setup_file() {
 	sed -i '/^env:$/,/^$/d' "$pdir/config.yaml"
 	printf 'env:\n  - AIBOX_T_VALUE\n  - AIBOX_T_UNSET\n' >>"$pdir/config.yaml"
 	# (not exported: setup_file's exports would reach every test of the file)
+	# A secret toward a loopback service (t/tls-echo, its own CA, which the proxy
+	# trusts through SSL_CERT_FILE): the run's proxy intercepts, the VM trusts the task CA.
+	make_test_ca "$T/ca"
+	"$TOP/t/tls-echo" --cert "$T/ca/server.pem" --key "$T/ca/server.key" \
+		--port-file "$T/echo.port" --log "$S/echo.seen" 2>"$T/echo.err" &
+	echo $! >"$S/echo.pid"
+	wait_until 60 file_or_gone "$T/echo.port" $!
+	local ep
+	ep=$(cat "$T/echo.port")
+	sed -i "s/^allow:\$/allow:\n  - localhost:$ep/" "$pdir/config.yaml"
+	printf 'secrets:\n  - {env: RUN_SECRET, hosts: ["localhost:%s"]}\n' "$ep" >>"$pdir/config.yaml"
 	local env=(AIBOX_T_VALUE='env-secret-7010, a value with spaces & "quotes"'
 		ANTHROPIC_API_KEY=sk-ant-host-key-7010 RUN_TOKEN=git-token-7010
-		CLAUDE_CODE_OAUTH_TOKEN=sk-ant-oat01-unlisted-7010)
+		CLAUDE_CODE_OAUTH_TOKEN=sk-ant-oat01-unlisted-7010 RUN_SECRET=run-secret-7010
+		SSL_CERT_FILE=$T/ca/ca.pem)
 	printf 'git:\n  - url: https://localhost:1/r.git\n    token: RUN_TOKEN\n' >>"$pdir/config.yaml"
 	mkdir -p "$HOME/.claude/skills/greet" "$T/data"
 	echo 'skill text' >"$HOME/.claude/skills/greet/SKILL.md"
@@ -156,6 +168,8 @@ setup_file() {
 	cd "$proj"
 	env -u AIBOX_T_UNSET "${env[@]}" aibox run --memory 1G -- sh >"$S/out1" 2>"$S/err1" <<<'id -u; id -g; echo "env=$AIBOX_T_VALUE"; echo "unset=${AIBOX_T_UNSET-none}"
 echo "home=$HOME pwd=$(pwd) proxy=$HTTPS_PROXY"
+curl -sS -o /dev/null -w "curl=%{http_code}\n" -H "Authorization: Bearer $RUN_SECRET" https://localhost:'"$ep"'/ok/run
+echo "ca=$SSL_CERT_FILE secret=$RUN_SECRET"
 echo to-stderr >&2
 mkdir made-dir && echo from-vm >made-dir/file
 echo kept >"$HOME/kept"
@@ -192,6 +206,7 @@ exit 2' || status=$?
 
 teardown_file() {
 	[ -s "$S/run.pid" ] && kill "$(cat "$S/run.pid")" 2>/dev/null
+	[ -s "$S/echo.pid" ] && kill "$(cat "$S/echo.pid")" 2>/dev/null
 	T=$S common_teardown
 }
 
@@ -213,7 +228,7 @@ environs() {
 	: >"$S/environ"
 	for p in $1 $qemu $proxy $broker $connect; do
 		n=$(grep -caF -e sk-ant-host-key-7010 -e env-secret-7010 -e git-token-7010 \
-			-e unlisted-7010 "/proc/$p/environ" 2>&1) || true
+			-e unlisted-7010 -e run-secret-7010 "/proc/$p/environ" 2>&1) || true
 		[ "$n" = 0 ] ||
 			echo "$n: a secret is in the environment of $(tr '\0' ' ' <"/proc/$p/cmdline" | cut -c1-200)" >>"$S/environ"
 	done
@@ -237,6 +252,19 @@ piped() {
 	assert_equal "$status" 7
 	assert_line "home=/home/aibox pwd=/project proxy=http://10.0.2.100:3128"
 	[[ "$stderr" == *to-stderr* ]]
+}
+
+@test "run: the piped run trusts the task CA: a secret's placeholder reaches a loopback service through the proxy as its value" {
+	piped 1
+	assert_line "curl=200"
+	assert_line --regexp '^ca=/etc/ssl/certs/ca-certificates.crt secret=aibox-secret-[0-9a-f]{32}$'
+	run grep -F "Authorization: Bearer" "$S/echo.seen"
+	assert_success
+	assert_output "Authorization: Bearer run-secret-7010"
+	[ -s "$S/pdir" ]
+	run grep -rlF run-secret-7010 "$S/proj" "$(cat "$S/pdir")"
+	assert_failure 1
+	assert_output ""
 }
 
 @test "run: the piped run's command runs with the host user's ids; what it writes belongs to the host user" {

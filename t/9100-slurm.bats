@@ -23,11 +23,16 @@ bats_require_minimum_version 1.5.0
 # as_user CMD...: CMD as aibox-test, with the test's environment and the key
 # in ANTHROPIC_API_KEY, which only CMD's environment holds: it comes from
 # $T/key, so no command line (runuser's, env's) shows it.
+# With SECRETFILE set, MY_TOKEN comes from it the same way, and SSL_CERT_FILE
+# (the proxy's trust for t/tls-echo) is passed when set.
 as_user() {
 	runuser -u aibox-test -- env HOME="$HOME" AIBOX_HOME="$AIBOX_HOME" PATH="$PATH" \
 		SLURM_CONF="$SLURM_CONF" AIBOX_IMAGES="$USER_IMAGES" GIT_CONFIG_NOSYSTEM=1 \
 		AIBOX_API_UPSTREAM="${AIBOX_API_UPSTREAM:-}" AIBOX_API_CA="${AIBOX_API_CA:-}" \
-		KEYFILE="$T/key" bash -c 'ANTHROPIC_API_KEY=$(cat "$KEYFILE") exec "$@"' as_user "$@"
+		${SSL_CERT_FILE:+SSL_CERT_FILE="$SSL_CERT_FILE"} SECRETFILE="${SECRETFILE:-}" \
+		KEYFILE="$T/key" bash -c 'export ANTHROPIC_API_KEY=$(cat "$KEYFILE")
+			[ -z "$SECRETFILE" ] || export MY_TOKEN=$(cat "$SECRETFILE")
+			exec "$@"' as_user "$@"
 }
 
 # qemu_or_gone PID: a QEMU of the test's home runs, or PID has ended (for
@@ -63,10 +68,13 @@ EOF
 # test's, which share lib-task's KEY.
 KEY=$(cat "${SLURM_TOP:-/nonexistent}/key" 2>/dev/null) || KEY=sk-ant-slurm-key-unset
 
-# one_commit: the agent's whole work, one commit (the API script).
+# one_commit [PORT]: the agent's whole work, one commit (the API script); with
+# PORT, first a request to t/tls-echo there with the secret MY_TOKEN's placeholder.
 one_commit() {
+	local probe=
+	[ -z "${1:-}" ] || probe="curl -sS -o /dev/null -H \\\"Authorization: Bearer \$MY_TOKEN\\\" https://localhost:$1/ok; "
 	printf '%s' '{"turns": [
-  {"tool_use": {"name": "Bash", "input": {"command": "id -u > uid.txt && git add uid.txt && git commit -q -m \"Add uid.txt\"", "description": "commit"}}},
+  {"tool_use": {"name": "Bash", "input": {"command": "'"$probe"'id -u > uid.txt && git add uid.txt && git commit -q -m \"Add uid.txt\"", "description": "commit"}}},
   {"text": "I added uid.txt."}], "require_key": "'"$KEY"'"}'
 }
 
@@ -88,21 +96,32 @@ setup_file() {
 		return 1
 	}
 
-	# The shared task: run, and watched while its VM runs.
+	# The shared task: run, and watched while its VM runs.  It has a secret
+	# (docs/config.md, "secrets"), which the node's proxy swaps in toward a
+	# t/tls-echo on this machine.
 	export SHARED_T
 	slurm_task_setup
 	SHARED_T=$T
-	api "$(one_commit)"
+	"$TOP/t/tls-echo" --cert "$T/ca/server.pem" --key "$T/ca/server.key" \
+		--port-file "$T/echo.port" --log "$T/echo.seen" 2>"$T/echo.err" &
+	echo $! >"$SLURM_TOP/echo.pid"
+	wait_until 60 file_or_gone "$T/echo.port" $!
+	printf 'allow: ["localhost:%s"]\nsecrets:\n  - {env: MY_TOKEN, hosts: ["localhost:%s"]}\n' \
+		"$(cat "$T/echo.port")" "$(cat "$T/echo.port")" >>"$AIBOX_HOME/projects/repo/config.yaml"
+	(umask 077 && echo "secret-of-$KEY" >"$T/secret")
+	chown aibox-test: "$T/secret"
+	api "$(one_commit "$(cat "$T/echo.port")")"
 	echo "$FAKE_API_PID" >"$SLURM_TOP/fake-api.pid"
-	as_user aibox task --slurm --memory 1G --cpus 1 --timeout 10m "Add uid.txt" \
+	SECRETFILE=$T/secret SSL_CERT_FILE=$T/ca/ca.pem \
+		as_user aibox task --slurm --memory 1G --cpus 1 --timeout 10m "Add uid.txt" \
 		>"$T/out" 2>"$T/err" &
 	local pid=$!
 	# (neither within 5 minutes: the tests show what the task did)
 	wait_until 300 qemu_or_gone "$pid" || true
 	# While the VM runs: every process on the node, and their environments.
 	ps -eo pid,args >"$T/ps-during"
-	grep -lF -f "$T/key" /proc/[0-9]*/environ 2>/dev/null >"$T/key-environ" || true
-	grep -lF -f "$T/key" /proc/[0-9]*/cmdline 2>/dev/null >"$T/key-cmdline" || true
+	grep -lF -f "$T/key" -f "$T/secret" /proc/[0-9]*/environ 2>/dev/null >"$T/key-environ" || true
+	grep -lF -f "$T/key" -f "$T/secret" /proc/[0-9]*/cmdline 2>/dev/null >"$T/key-cmdline" || true
 	ls "$(dirname "$(task_dir | head -1)")" >"$T/folder-during" 2>&1 || true
 	wait "$pid" && echo 0 >"$T/status" || echo $? >"$T/status"
 	scontrol show job >"$T/scontrol" 2>&1
@@ -113,6 +132,7 @@ setup_file() {
 teardown_file() {
 	[ -n "${SLURM_TOP:-}" ] || return 0
 	[ -f "$SLURM_TOP/fake-api.pid" ] && kill "$(cat "$SLURM_TOP/fake-api.pid")" 2>/dev/null
+	[ -f "$SLURM_TOP/echo.pid" ] && kill "$(cat "$SLURM_TOP/echo.pid")" 2>/dev/null
 	slurm_stop "$SLURM_TOP/cluster"
 	rm -rf "$SLURM_TOP"
 	[ -z "${SHARED_T:-}" ] || { chmod -R u+rwX "$SHARED_T"; rm -rf "$SHARED_T"; }
@@ -149,6 +169,7 @@ shared() {
 	HOME=$T/home
 	dir=$(task_dir)
 	id=${dir: -6}
+	[ -n "$dir" ] || { cat "$T/err" >&2; false; }
 }
 
 @test "slurm: a task with --slurm runs in a VM on the node, its changes checked and fetched" {
@@ -214,6 +235,24 @@ shared() {
 	assert_failure
 	# and the proxy did forward it: the fake API saw it
 	grep -rqF "\"x-api-key\": \"$KEY\"" "$T/rec"
+}
+
+@test "slurm: a secret of the config reaches the node's proxy, which swaps it in; it is in no Slurm state, log or process" {
+	shared
+	local secret
+	secret=$(cat "$T/secret")
+	# the service got the value, never the placeholder
+	run grep -F "Authorization: Bearer" "$T/echo.seen"
+	assert_success
+	assert_output "Authorization: Bearer $secret"
+	run grep -c aibox-secret- "$T/echo.seen"
+	assert_output 0
+	run grep -F "secrets=MY_TOKEN" "$dir/proxy.log"
+	assert_success
+	# key-environ and key-cmdline looked for it too (empty: test above)
+	run grep -rlF "$secret" "$T/scontrol" "$SLURM_TOP/cluster" "$dir"
+	assert_failure
+	assert_output ""
 }
 
 @test "slurm: a folder not on storage the node sees is refused before anything is submitted" {

@@ -113,15 +113,16 @@ run_claude() {
 
 # claude_via_proxy ARGS...: Claude Code in --print mode as a task's VM runs it,
 # through the proxy at $PROXY (HTTP(S)_PROXY, no NO_PROXY) with
-# ANTHROPIC_BASE_URL at its key forwarding port and a placeholder key; no
-# side traffic, no retries, HOME the test's.  Its stream-json in
-# $T/out.jsonl, its stderr in $T/err; returns its status.
+# ANTHROPIC_BASE_URL at its key forwarding port and a placeholder key (or
+# the login CLAUDE_LOGIN names, NAME=VALUE, when set); no side traffic, no
+# retries, HOME the test's.  Its stream-json in $T/out.jsonl, its stderr in
+# $T/err; returns its status.
 claude_via_proxy() {
 	local sandbox=()
 	[ "$(id -u)" = 0 ] && sandbox=(IS_SANDBOX=1)
-	env -u NO_PROXY -u no_proxy \
+	env -u NO_PROXY -u no_proxy -u ANTHROPIC_API_KEY -u CLAUDE_CODE_OAUTH_TOKEN \
 		HTTPS_PROXY="$PROXY" HTTP_PROXY="$PROXY" https_proxy="$PROXY" http_proxy="$PROXY" \
-		ANTHROPIC_BASE_URL=http://127.0.0.1:3129 ANTHROPIC_API_KEY=sk-ant-placeholder \
+		ANTHROPIC_BASE_URL=http://127.0.0.1:3129 "${CLAUDE_LOGIN:-ANTHROPIC_API_KEY=sk-ant-placeholder}" \
 		CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 CLAUDE_CODE_MAX_RETRIES=0 \
 		DISABLE_AUTOUPDATER=1 HOME="$HOME" "${sandbox[@]}" \
 		timeout 120 "$CLAUDE_BIN" --print --output-format stream-json --verbose "$@" \

@@ -80,7 +80,9 @@ static const char usage[] =
     "                       (default 10m)\n"
     "  --drain-max BYTES    ... and at most BYTES of it (default 64M)\n"
     "  --secrets-fd N       the secrets and rules to apply, read from fd N (to its\n"
-    "                       EOF); their hosts are intercepted (docs/proxy.md)\n"
+    "                       EOF); their hosts are intercepted (docs/proxy.md); a\n"
+    "                       secret marked 'api bearer' is forwarded to the API\n"
+    "                       as Authorization: Bearer, in place of a key\n"
     "  --ca-fd N            write the task CA's certificate (PEM) to fd N, then\n"
     "                       close it\n"
     "  --ca-valid T         how long the task CA is valid (default 7 days)\n"
@@ -565,10 +567,11 @@ static void setup_spend(struct proxy_config *cfg, struct proxy_report *report,
 	uint64_t day;
 	int ret;
 
-	if (!cfg->api_key) {
+	/* A subscription's bearer token is not charged by the token: nothing to count. */
+	if (!cfg->api_key || cfg->api_bearer) {
 		if (report->usage.cap_task || report->usage.cap_day)
-			die("--budget-task and --budget-day need key forwarding (--key-env or "
-			    "--key-fd)");
+			die("--budget-task and --budget-day need key forwarding with a key "
+			    "(--key-env or --key-fd)");
 		return;
 	}
 	if ((prices_path ? usage_prices_load(prices_path, prices, &err)
@@ -676,6 +679,17 @@ static void setup_secrets(struct proxy_config *cfg, struct proxy_secrets *ps, st
 	buf_wipe_release(&text);
 	if (ret < 0)
 		die("%s", err.buf);
+	/* Its values are looked for in the API's answers too (the bearer token's echo). */
+	cfg->secrets = ps;
+	if (proxy_secrets_api(ps)) {
+		if (cfg->api_key)
+			die("--key-env or --key-fd, and a bearer token for the API on --secrets-fd "
+			    "%d: one of them",
+			    o->secrets_fd);
+		cfg->api_key = xstrdup(proxy_secrets_api(ps)->value);
+		cfg->api_bearer = 1;
+		parse_upstream(cfg);
+	}
 	if (!ps->hosts.nr)
 		return;
 	if (task_ca_make(ca, ps->hosts.v, ps->hosts.nr,
@@ -704,7 +718,6 @@ static void setup_secrets(struct proxy_config *cfg, struct proxy_secrets *ps, st
 	SSL_free(warm);
 	warm = SSL_new(cfg->isrv);
 	SSL_free(warm);
-	cfg->secrets = ps;
 	cfg->ca = ca;
 	buf_release(&pem);
 	buf_release(&err);

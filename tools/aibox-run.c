@@ -337,6 +337,9 @@ static void read_env(struct run *r, const char *cfg_path)
 	if (host_env_take(&r->env, &r->cfg, cfg_path, &err) < 0)
 		die("%s", err.buf);
 	r->forward_key = l->key_set;
+	/* The token goes to the proxy only when Claude Code uses it (docs/proxy.md). */
+	if (r->forward_key)
+		buf_wipe_release(&r->env.oauth);
 	if (l->key_set && l->token_listed && l->token_set) {
 		login_both_warning(cfg_path, &err);
 		warning("%s", err.buf);
@@ -368,7 +371,9 @@ static void write_settings(struct run *r)
 	ts.ncommand = r->command.nr;
 	ts.uid = (long)getuid();
 	ts.gid = (long)getgid();
-	ts.api = r->forward_key ? TASK_API_FORWARD : TASK_API_NONE;
+	ts.api = r->forward_key     ? TASK_API_FORWARD
+	         : r->env.oauth.len ? TASK_API_OAUTH
+	                            : TASK_API_NONE;
 	ts.env_names = (const char *const *)r->env.names.v;
 	ts.nenv = r->env.names.nr;
 	for (size_t i = 0; i < r->cfg.nr_git; i++)
@@ -421,6 +426,8 @@ static void start_helpers(struct run *r, struct buf *sock)
 	ho.tokens = &r->env.tokens;
 	ho.secret_values = &r->env.secret_values;
 	ho.placeholders = &r->env.placeholders;
+	ho.oauth = &r->env.oauth;
+	ho.oauth_placeholder = r->env.oauth_placeholder;
 	ho.no_sandbox = r->no_sandbox;
 	if (helpers_start(&r->helpers, &ho, &err) < 0 ||
 	    helpers_ca_write(&r->helpers, r->run_dir.buf, &err) < 0)

@@ -315,6 +315,9 @@ static void check_login(struct task *t, const char *cfg_path)
 	t->api = api;
 	if (t->api != TASK_API_FORWARD)
 		buf_wipe_release(&t->api_key);
+	/* The token goes to the proxy only when Claude Code uses it (docs/proxy.md). */
+	if (t->api != TASK_API_OAUTH)
+		buf_wipe_release(&t->env.oauth);
 	strvec_clear(&warnings);
 	buf_release(&msg);
 }
@@ -772,6 +775,8 @@ static void run_vm(struct task *t, struct buf *secrets, struct vm_outcome *o)
 	v.tokens = &t->broker_tokens;
 	v.secret_values = &t->env.secret_values;
 	v.placeholders = &t->env.placeholders;
+	v.oauth = t->api == TASK_API_OAUTH ? &t->env.oauth : NULL;
+	v.oauth_placeholder = t->env.oauth_placeholder;
 	v.stop = &stop_signal;
 	v.qemu_pid = &stop_qemu_pid;
 	v.say = say;
@@ -941,6 +946,16 @@ static void hand_secrets(struct task *t, struct buf *secrets)
 	buf_add(&ss.env, secrets->buf, secrets->len);
 	buf_add(&ss.user_key, t->keys.user_key.buf, t->keys.user_key.len);
 	buf_add(&ss.host_blob, t->keys.host_blob.buf, t->keys.host_blob.len);
+	/* Grown once, so no stale copy of a value is left behind. */
+	buf_grow(&ss.secrets, 64 + 4200 * t->env.secret_values.nr);
+	for (size_t i = 0; i < t->env.secret_values.nr; i++)
+		slurm_pairs_add(&ss.secrets, t->env.placeholders.v[i], t->env.secret_values.v[i]);
+	if (t->api == TASK_API_OAUTH) {
+		buf_grow(&ss.oauth, 64 + t->env.oauth.len);
+		slurm_pairs_add(&ss.oauth, t->env.oauth_placeholder, t->env.oauth.buf);
+	}
+	strvec_wipe_clear(&t->env.secret_values);
+	buf_wipe_release(&t->env.oauth);
 	buf_wipe_release(&t->api_key);
 	buf_wipe_release(&t->broker_tokens);
 	buf_wipe_release(secrets);
@@ -1035,6 +1050,7 @@ static int slurm_node(struct task *t)
 {
 	struct slurm_secrets ss = SLURM_SECRETS_INIT;
 	struct slurm_status st = SLURM_STATUS_INIT;
+	struct strvec pair_ph = STRVEC_INIT, pair_val = STRVEC_INIT;
 	struct vm_outcome o = VM_OUTCOME_INIT;
 	struct buf err = BUF_INIT, path = BUF_INIT, out = BUF_INIT;
 	struct timespec now;
@@ -1052,7 +1068,19 @@ static int slurm_node(struct task *t)
 		    t->dir.buf, SLURM_SECRETS_NAME);
 	if (ret < 0)
 		die("%s", err.buf);
-	t->api = ss.key.len ? TASK_API_FORWARD : TASK_API_NONE;
+	t->api = ss.key.len ? TASK_API_FORWARD : ss.oauth.len ? TASK_API_OAUTH : TASK_API_NONE;
+	/* The config's secrets and the token, with their placeholders, for the node's proxy. */
+	if (slurm_pairs_parse(&ss.secrets, &t->env.placeholders, &t->env.secret_values) < 0 ||
+	    slurm_pairs_parse(&ss.oauth, &pair_ph, &pair_val) < 0 || pair_ph.nr > 1 ||
+	    (pair_ph.nr && ss.key.len))
+		die("'%s/%s' is not a secrets file of aibox (its secrets)", t->dir.buf,
+		    SLURM_SECRETS_NAME);
+	if (pair_ph.nr) {
+		buf_addstr(&t->env.oauth, pair_val.v[0]);
+		memcpy(t->env.oauth_placeholder, pair_ph.v[0], SECRET_PLACEHOLDER_LEN + 1);
+	}
+	strvec_clear(&pair_ph);
+	strvec_wipe_clear(&pair_val);
 	t->api_key = ss.key;
 	t->broker_tokens = ss.tokens;
 	t->keys.user_key = ss.user_key;
@@ -1076,6 +1104,9 @@ static int slurm_node(struct task *t)
 	buf_reset(&err);
 	if (config_load(&t->cfg, path.buf, &err) < 0)
 		die("%s", err.buf);
+	if (t->env.secret_values.nr != t->cfg.nr_secrets)
+		die("'%s/%s' holds %zu secrets' values, but '%s' lists %zu secrets", t->dir.buf,
+		    SLURM_SECRETS_NAME, t->env.secret_values.nr, path.buf, t->cfg.nr_secrets);
 	/* The node's own policy, read again here: the submitting host's may be another's. */
 	check_policy(t, path.buf);
 	host_size(&t->cfg, t->o.memory_mib, t->o.cpus);

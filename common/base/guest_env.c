@@ -66,9 +66,10 @@ void guest_env_build(const struct guest_env *g, struct strvec *env)
 		if (g->proxy)
 			strvec_push(env, "NODE_USE_ENV_PROXY=1"); /* Node's own fetch */
 	}
+	if (g->api_forward || g->api_oauth)
+		strvec_push(env, "ANTHROPIC_BASE_URL=" GUEST_API_FORWARD_URL);
 	if (g->api_forward)
-		strvec_pushl(env, "ANTHROPIC_BASE_URL=" GUEST_API_FORWARD_URL,
-		             "ANTHROPIC_API_KEY=" GUEST_API_KEY_PLACEHOLDER, NULL);
+		strvec_push(env, "ANTHROPIC_API_KEY=" GUEST_API_KEY_PLACEHOLDER);
 	/* What we set ourselves wins; NO_PROXY would bypass the proxy. */
 	for (size_t i = 0; i < g->nvars; i++) {
 		const char *s = g->vars[i], *eq = strchr(s, '=');

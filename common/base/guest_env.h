@@ -26,7 +26,10 @@ struct guest_env {
 	int git;           /* git's: no system or global config, C locale, no prompt */
 	const char *proxy; /* HTTP(S)_PROXY in both cases, NULL: none */
 	int api_forward;   /* ANTHROPIC_BASE_URL and the key's placeholder */
-	int task_ca;       /* the tools' CA variables point at GUEST_CA_BUNDLE */
+	/* ANTHROPIC_BASE_URL alone: the subscription's token, whose placeholder
+	   comes among vars as CLAUDE_CODE_OAUTH_TOKEN (docs/proxy.md) */
+	int api_oauth;
+	int task_ca; /* the tools' CA variables point at GUEST_CA_BUNDLE */
 	/* NAME=value each: the config's env values and the secrets' placeholders,
 	   taken in order; a name already set above, a repeated one, a bad name and
 	   NO_PROXY (which would bypass the proxy) are left out. */

@@ -45,7 +45,7 @@ const char config_default_text[] =
     "# shell when a task starts, never stored.  Claude Code's login is one of:\n"
     "#   ANTHROPIC_API_KEY (an API key; it stays on the host: aibox forwards it) or\n"
     "#   CLAUDE_CODE_OAUTH_TOKEN (a claude.ai subscription's token, made by\n"
-    "#   claude setup-token; it enters the VM as it is).\n"
+    "#   claude setup-token; it stays on the host too: the VM gets a placeholder).\n"
     "# With a subscription, put CLAUDE_CODE_OAUTH_TOKEN in place of the key.\n"
     "env:\n"
     "  - ANTHROPIC_API_KEY\n"

@@ -10,7 +10,8 @@
  *   - requests for 127.0.0.1:3129 or localhost:3129 (absolute-URI, or inside
  *     a CONNECT to that address) are never connected to: the proxy answers
  *     them by forwarding /v1/... and /api/hello to the API upstream over TLS,
- *     with the client's credentials dropped and the real key added, whatever
+ *     with the client's credentials dropped and the real key (or the
+ *     subscription's token: api_bearer) added, whatever
  *     host the Host header (or, inside the CONNECT, the target) names; only
  *     the methods in PROXY_API_METHODS pass, the rest get a 405;
  *   - absolute-URI requests for git.aibox.internal (port 80) are never
@@ -79,8 +80,15 @@ struct proxy_config {
 	const struct allow_list *allow;
 	struct resolver *resolver;
 
-	/* Key forwarding; off when api_key is NULL. */
+	/*
+	 * Key forwarding; off when api_key is NULL.  api_bearer: api_key is a
+	 * subscription's OAuth token (secrets' "api bearer" one), sent as
+	 * "Authorization: Bearer" instead of x-api-key, and the API's answers
+	 * come back with its value replaced by its placeholder, as an
+	 * intercepted answer's are.
+	 */
 	const char *api_key;
+	int api_bearer;
 	SSL_CTX *tls;
 	char api_host[256]; /* upstream host (name or IP literal), port */
 	int api_port;

@@ -87,7 +87,9 @@ void px_start_forward(struct conn *c, const struct http_head *h, const char *pat
 		buf_addstr(&b, "\r\n");
 	}
 	if (c->is_api)
-		buf_addf(&b, "Accept-Encoding: identity\r\nx-api-key: %s\r\n", px->cfg->api_key);
+		buf_addf(&b, "Accept-Encoding: identity\r\n%s%s\r\n",
+		         px->cfg->api_bearer ? "Authorization: Bearer " : "x-api-key: ",
+		         px->cfg->api_key);
 	if (c->intercept)
 		buf_addstr(&b, "Accept-Encoding: identity\r\n");
 	/* Upstream connections are kept for the API only (px->cfg->api_pool). */
@@ -229,6 +231,15 @@ static void upgraded(struct conn *c, const struct http_head *h)
 	c->deadline_ms = px->now_ms + px->cfg->idle_timeout_ms;
 }
 
+/*
+ * The answer is looked through for the secrets' values: on an intercepted
+ * connection, and from the API when the bearer token is forwarded.
+ */
+static int echoes(const struct conn *c)
+{
+	return c->intercept || (c->is_api && c->px->cfg->api_bearer && c->px->cfg->secrets);
+}
+
 static int response_head(struct conn *c)
 {
 	struct http_head h;
@@ -278,7 +289,7 @@ static int response_head(struct conn *c)
 	else
 		http_body_init(&c->respb, BODY_CLOSE, 0);
 	/* An intercepted answer's body changes length where an echo is replaced. */
-	c->rechunk = c->intercept && c->respb.kind != BODY_NONE;
+	c->rechunk = echoes(c) && c->respb.kind != BODY_NONE;
 	if ((c->respb.kind == BODY_CLOSE && !c->rechunk) || c->client_close)
 		c->close_after = 1;
 	px_usage_begin(c, &h);
@@ -307,7 +318,7 @@ static int response_head(struct conn *c)
 	if (c->rechunk)
 		buf_addstr(&b, "Transfer-Encoding: chunked\r\n");
 	buf_addf(&b, "Connection: %s\r\n\r\n", c->close_after ? "close" : "keep-alive");
-	if (c->intercept)
+	if (echoes(c))
 		px_intercept_head(c, &b);
 	px_spill_add(&c->to_client, b.buf, b.len);
 	c->received += b.len;

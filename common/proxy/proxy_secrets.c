@@ -13,12 +13,16 @@
 #include "base/banned.h"
 
 void proxy_secrets_write(const struct config *cfg, const struct strvec *values,
-                         const struct strvec *placeholders, struct buf *out)
+                         const struct strvec *placeholders, const struct swap_secret *api,
+                         struct buf *out)
 {
 	size_t n = values ? cfg->nr_secrets : 0;
 
 	if (values && (values->nr != n || !placeholders || placeholders->nr != n))
 		BUG("%zu secrets, %zu values", n, values->nr);
+	if (api)
+		buf_addf(out, "secret %s %s\nvalue %s\napi bearer\n", api->name, api->placeholder,
+		         api->value);
 	for (size_t i = 0; i < n; i++) {
 		const struct config_secret *s = &cfg->secrets[i];
 
@@ -96,9 +100,17 @@ static int secret_done(const struct proxy_secrets *ps, size_t line, struct buf *
 
 	if (s && !s->value)
 		return bad(err, line, "a secret without a value");
-	if (s && !s->hosts.nr)
+	if (s && !s->hosts.nr && !s->api)
 		return bad(err, line, "a secret without hosts");
 	return 0;
+}
+
+const struct swap_secret *proxy_secrets_api(const struct proxy_secrets *ps)
+{
+	for (size_t i = 0; i < ps->nr; i++)
+		if (ps->secrets[i].api)
+			return &ps->secrets[i];
+	return NULL;
 }
 
 /* "host ENTRY" or "rule ENTRY": an allow entry, added to what is intercepted. */
@@ -160,8 +172,19 @@ static int one_line(struct proxy_secrets *ps, const char *w, size_t wl, const ch
 	} else if (wl == 4 && !memcmp(w, "host", 4)) {
 		if (!ps->nr || *in_rule)
 			ret = bad(err, line, "a host outside a secret");
+		else if (ps->secrets[ps->nr - 1].api)
+			ret = bad(err, line, "a host for the API's bearer token");
 		else
 			ret = add_host(ps, &ps->secrets[ps->nr - 1].hosts, r, line, err);
+	} else if (wl == 3 && !memcmp(w, "api", 3)) {
+		struct swap_secret *s = ps->nr && !*in_rule ? &ps->secrets[ps->nr - 1] : NULL;
+
+		if (!s || !s->value || s->api || s->hosts.nr || strcmp(r, "bearer"))
+			ret = bad(err, line, "not 'api bearer' right after a secret's value");
+		else if (proxy_secrets_api(ps))
+			ret = bad(err, line, "a second bearer token for the API");
+		else
+			s->api = 1;
 	} else if (wl == 4 && !memcmp(w, "rule", 4)) {
 		struct config_rule *cr;
 

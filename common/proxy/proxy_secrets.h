@@ -9,6 +9,8 @@
  *	secret NAME PLACEHOLDER     a new secret
  *	value VALUE                 its value (the rest of the line)
  *	host ENTRY                  a host it may go to (an allow entry)
+ *	api bearer                  it goes to the API forward only, as
+ *	                            "Authorization: Bearer" (no host lines)
  *	rule ENTRY                  a new rule, on an allow entry
  *	method METHOD               a method the rule lets through
  *	path PATTERN                a path pattern it lets through (the rest of the line)
@@ -51,10 +53,13 @@ struct proxy_secrets {
 /*
  * The text for cfg's secrets (values[i] and placeholders[i] for
  * cfg->secrets[i]; values NULL: no secrets, the rules only) and rules,
- * appended to out (wipe it after use).
+ * appended to out (wipe it after use).  api, when not NULL, is the API
+ * forward's bearer token: written first as the secret named
+ * api->name, with "api bearer" in place of hosts.
  */
 void proxy_secrets_write(const struct config *cfg, const struct strvec *values,
-                         const struct strvec *placeholders, struct buf *out);
+                         const struct strvec *placeholders, const struct swap_secret *api,
+                         struct buf *out);
 
 /*
  * Parse the text (len bytes) into ps (PROXY_SECRETS_INIT).  0, or -EINVAL
@@ -62,9 +67,13 @@ void proxy_secrets_write(const struct config *cfg, const struct strvec *values,
  * a value or host before a secret, a secret without a value or hosts, a
  * value that is not printable ASCII or too long, a placeholder that is not
  * one, a host entry the allow list refuses, a method or path outside a
- * rule, more than CONFIG_MAX_SECRETS secrets.
+ * rule, more than CONFIG_MAX_SECRETS secrets, an "api bearer" secret with
+ * hosts or a second one.
  */
 int proxy_secrets_parse(const char *text, size_t len, struct proxy_secrets *ps, struct buf *err);
+
+/* The secret marked "api bearer", or NULL. */
+const struct swap_secret *proxy_secrets_api(const struct proxy_secrets *ps);
 
 /* Wipe the values and free everything; ps is PROXY_SECRETS_INIT again. */
 void proxy_secrets_release(struct proxy_secrets *ps);

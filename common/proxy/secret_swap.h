@@ -22,6 +22,9 @@ struct swap_secret {
 	const char *placeholder; /* what the VM holds (secret_placeholder()) */
 	const char *value;       /* the real value, printable ASCII */
 	struct allow_list hosts; /* where the value may go */
+	/* The API forward's bearer token (docs/proxy.md, "The OAuth login"): no
+	   hosts; the proxy adds it to the requests it forwards to the API. */
+	int api;
 };
 
 #define SWAP_MAX_HEAD (64 * 1024)

@@ -58,6 +58,14 @@ static int intercepts(const struct helpers_opts *o)
 	return secret_values(o) || o->cfg->nr_rules;
 }
 
+/* The subscription's token goes to the proxy, with the secrets. */
+static int forwards_oauth(const struct helpers_opts *o)
+{
+	if (o->oauth && o->oauth->len && forwards_key(o))
+		BUG("both the key and the token for the API");
+	return o->oauth && o->oauth->len;
+}
+
 /* Append "opt fd" to args: an fd number of helpers.h, spelled once. */
 static void push_fd(struct strvec *args, const char *opt, int fd)
 {
@@ -106,10 +114,10 @@ void helpers_proxy_args(struct strvec *args, const char *prog, const struct help
 	}
 	if (with_broker)
 		push_fd(args, "--broker-fd", HELPER_P_BROKER);
-	if (intercepts(o)) {
+	if (intercepts(o) || forwards_oauth(o))
 		push_fd(args, "--secrets-fd", HELPER_P_SECRETS);
+	if (intercepts(o))
 		push_fd(args, "--ca-fd", HELPER_P_CA);
-	}
 	if (intercepts(o) && caches(o)) {
 		strvec_pushl(args, "--cache-dir", deps_cache_dir(), NULL);
 		if (o->cache_max)
@@ -239,19 +247,23 @@ static int start_proxy(struct helpers *h, const struct helpers_opts *o, int brok
 		buf_addf(err, "cannot pass the API key to aibox-proxy: %s", strerror(-ret));
 		goto out;
 	}
-	if (intercepts(o)) {
+	if (intercepts(o) || forwards_oauth(o)) {
 		struct buf text = BUF_INIT;
+		struct swap_secret api = {"CLAUDE_CODE_OAUTH_TOKEN", o->oauth_placeholder,
+		                          forwards_oauth(o) ? o->oauth->buf : NULL};
 
-		proxy_secrets_write(o->cfg, secret_values(o), o->placeholders, &text);
+		proxy_secrets_write(o->cfg, secret_values(o), o->placeholders,
+		                    api.value ? &api : NULL, &text);
 		sfd = secret_pipe(text.buf, text.len);
 		buf_wipe_release(&text);
-		if (sfd < 0 || pipe2(ca, O_CLOEXEC) < 0) {
+		if (sfd < 0 || (intercepts(o) && pipe2(ca, O_CLOEXEC) < 0)) {
 			ret = sfd < 0 ? sfd : -errno;
 			buf_addf(err, "cannot pass the secrets to aibox-proxy: %s", strerror(-ret));
 			goto out;
 		}
 		spawn_give_fd(&h->proxy, sfd, HELPER_P_SECRETS);
-		spawn_give_fd(&h->proxy, ca[1], HELPER_P_CA);
+		if (ca[1] >= 0)
+			spawn_give_fd(&h->proxy, ca[1], HELPER_P_CA);
 	}
 	helpers_proxy_args(&h->proxy.args, prog.buf, o, broker_end >= 0);
 	spawn_give_fd(&h->proxy, lfd, HELPER_P_LISTEN);
@@ -319,6 +331,8 @@ int helpers_start(struct helpers *h, const struct helpers_opts *o, struct buf *e
 		ret = start_proxy(h, o, broker_end, err);
 	if (o->api_key)
 		buf_wipe_release(o->api_key);
+	if (o->oauth)
+		buf_wipe_release(o->oauth);
 	/* Only the proxy holds it now: when the proxy ends, the broker sees it. */
 	if (broker_end >= 0)
 		close(broker_end);

@@ -28,7 +28,8 @@
  * --token-fd; the proxy --listen-fd (a unix socket bound here), --log-fd,
  * --ready-fd, --broker-fd (the other end of the broker's hand-off pair),
  * --report-fd, --key-fd and the spend ledger when the key is forwarded,
- * --secrets-fd and --ca-fd when the config has secrets or allow rules.
+ * --secrets-fd and --ca-fd when the config has secrets or allow rules
+ * (--secrets-fd alone for the subscription's token).
  */
 enum helpers_fds {
 	HELPER_B_HANDOFF = 3,
@@ -77,6 +78,15 @@ struct helpers_opts {
 	 * their hosts.  NULL, or not one for each secret: the rules only.
 	 */
 	const struct strvec *secret_values, *placeholders;
+	/*
+	 * The subscription's token (NULL or empty: none) and its placeholder:
+	 * the proxy forwards the API with it as "Authorization: Bearer", never
+	 * with a key (api_key must then be NULL).  It goes with the secrets
+	 * (--secrets-fd, as the "api bearer" secret) and is wiped here once the
+	 * proxy has it.
+	 */
+	struct buf *oauth;
+	const char *oauth_placeholder;
 	int report; /* a pipe for the proxy's record (read by helpers_stop_proxy()) */
 	/*
 	 * With a rule that has a cache kind: the dependency cache's scope for
@@ -126,7 +136,8 @@ void helpers_proxy_args(struct strvec *args, const char *prog, const struct help
  * Start the broker (when o->cfg has git: entries) and then the proxy, and
  * wait for each one's ready line.  0, or a negative errno with the message
  * in err ("aibox-proxy did not start (see its messages above)", ...); what
- * did start is then stopped.  o->api_key and o->tokens are wiped either way.
+ * did start is then stopped.  o->api_key, o->oauth and o->tokens are wiped
+ * either way.
  */
 int helpers_start(struct helpers *h, const struct helpers_opts *o, struct buf *err);
 

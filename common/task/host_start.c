@@ -112,9 +112,18 @@ int host_env_take(struct host_env *e, const struct config *cfg, const char *cfg_
 			continue; /* never into the VM */
 		}
 		if (!strcmp(name, "CLAUDE_CODE_OAUTH_TOKEN")) {
+			/* Never into the VM: a placeholder in its place, the proxy swaps. */
 			l->token_listed = 1;
 			set = l->token_set;
-			buf_add(&v, oauth.buf, oauth.len);
+			if (set && !e->oauth.len) {
+				if ((ret = secret_placeholder(e->oauth_placeholder)) < 0) {
+					buf_addf(err, "cannot make a placeholder for %s: %s", name,
+					         strerror(-ret));
+					goto out;
+				}
+				buf_add(&e->oauth, oauth.buf, oauth.len);
+			}
+			buf_addstr(&v, e->oauth_placeholder);
 		} else {
 			set = secret_take_env(name, &v) > 0;
 		}
@@ -130,6 +139,7 @@ int host_env_take(struct host_env *e, const struct config *cfg, const char *cfg_
 	ret = broker_tokens_take(cfg->git, cfg->nr_git, &e->tokens, err);
 	if (!ret)
 		ret = take_secrets(e, cfg, cfg_path, err);
+out:
 	buf_wipe_release(&v);
 	buf_wipe_release(&oauth);
 	return ret;
@@ -180,6 +190,7 @@ int host_env_json(const struct strvec *names, const struct strvec *values,
 void host_env_release(struct host_env *e)
 {
 	buf_wipe_release(&e->api_key);
+	buf_wipe_release(&e->oauth);
 	buf_wipe_release(&e->tokens);
 	strvec_wipe_clear(&e->values);
 	strvec_clear(&e->names);

@@ -12,6 +12,7 @@
 #include "base/buf.h"
 #include "config/config.h"
 #include "base/guest_secrets.h"
+#include "base/secret.h"
 #include "task/login.h"
 #include "base/strvec.h"
 
@@ -49,12 +50,17 @@ struct host_env {
 	   host, for the proxy) and their placeholders (also among names and
 	   values above, which is how the VM gets them). */
 	struct strvec secret_values, placeholders;
+	/* CLAUDE_CODE_OAUTH_TOKEN when listed and set (login.token_listed and
+	   token_set): its value, which stays on the host, and its placeholder,
+	   which the VM gets under that name (among names and values). */
+	struct buf oauth;
+	char oauth_placeholder[SECRET_PLACEHOLDER_LEN + 1];
 };
 
 #define HOST_ENV_INIT                                                                              \
 	{                                                                                          \
 		BUF_INIT, STRVEC_INIT, STRVEC_INIT, {NULL}, 0, BUF_INIT, {0}, STRVEC_INIT,         \
-		    STRVEC_INIT                                                                    \
+		    STRVEC_INIT, BUF_INIT, ""                                                      \
 	}
 
 /*
@@ -62,7 +68,9 @@ struct host_env {
  * child starts, so that none inherits them): ANTHROPIC_API_KEY and
  * CLAUDE_CODE_OAUTH_TOKEN whether listed or not, each of cfg's env names and
  * the git: remotes' tokens.  ANTHROPIC_API_KEY is never among names: it
- * stays on the host.  Each of cfg's secrets is taken too, and gets a new
+ * stays on the host.  Nor is CLAUDE_CODE_OAUTH_TOKEN's value: when listed
+ * and set it is kept in oauth and the VM gets a new placeholder under its
+ * name (docs/proxy.md, "The OAuth login").  Each of cfg's secrets is taken too, and gets a new
  * placeholder (secret_placeholder()), which the VM gets under the secret's
  * name.  0, or -EINVAL with the message in err (a git token not set or not
  * printable: broker_tokens_take(); a secret not set or empty:

@@ -16,9 +16,9 @@ void login_both_warning(const char *cfg_path, struct buf *msg)
 {
 	buf_addf(msg,
 	         "ANTHROPIC_API_KEY is forwarded and CLAUDE_CODE_OAUTH_TOKEN is in the env of "
-	         "'%s': Claude Code uses the key, which stays on the host, but the token still "
-	         "goes into the VM as it is, where every program can read it; remove "
-	         "CLAUDE_CODE_OAUTH_TOKEN from env to keep it out",
+	         "'%s': Claude Code's requests get the key, which stays on the host, and the "
+	         "token is not used (the VM holds only its placeholder); remove one of them "
+	         "from env",
 	         cfg_path);
 }
 

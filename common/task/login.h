@@ -2,8 +2,8 @@
  * Claude Code's login in the VM, checked before anything starts
  * (docs/config.md, "env": the login).  A VM starts with an empty home, so
  * Claude Code is logged in only through a variable of the config's env that
- * is set in the user's shell: ANTHROPIC_API_KEY (kept on the host, the proxy
- * adds it) or CLAUDE_CODE_OAUTH_TOKEN (into the VM as it is), or one of
+ * is set in the user's shell: ANTHROPIC_API_KEY or CLAUDE_CODE_OAUTH_TOKEN
+ * (each kept on the host, the proxy adds it; the VM holds a placeholder), or one of
  * Claude Code's other logins, which go in as they are: ANTHROPIC_AUTH_TOKEN,
  * CLAUDE_CODE_USE_BEDROCK, CLAUDE_CODE_USE_VERTEX.
  */
@@ -32,9 +32,9 @@ int login_other(const char *name);
 int login_check_task(const struct login *l, const char *cfg_path, struct buf *msg);
 
 /*
- * The warning for a VM that gets the key forwarded and the token as well
- * (aibox task and aibox run), appended to msg: the token goes into the VM as
- * it is, though Claude Code uses the key.
+ * The warning for a config that lists both the key and the token, both set
+ * (aibox task and aibox run), appended to msg: the key is forwarded, the
+ * token not used.
  */
 void login_both_warning(const char *cfg_path, struct buf *msg);
 

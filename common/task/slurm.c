@@ -92,13 +92,63 @@ int slurm_shared_check(const char *dir, const struct strvec *shared, struct buf 
 	return -EXDEV;
 }
 
-static const char *const secret_names[] = {"key", "tokens", "env", "user_key", "host_blob"};
+static const char *const secret_names[] = {"key",       "tokens",  "env",  "user_key",
+                                           "host_blob", "secrets", "oauth"};
 
 static struct buf *secret_field(struct slurm_secrets *s, size_t i)
 {
-	struct buf *f[] = {&s->key, &s->tokens, &s->env, &s->user_key, &s->host_blob};
+	struct buf *f[] = {&s->key,       &s->tokens,  &s->env,  &s->user_key,
+	                   &s->host_blob, &s->secrets, &s->oauth};
 
 	return f[i];
+}
+
+void slurm_pairs_add(struct buf *out, const char *placeholder, const char *value)
+{
+	buf_addf(out, "%s %s\n", placeholder, value);
+}
+
+/* A placeholder of secret_placeholder()'s form. */
+static int placeholder_ok(const char *p, size_t n)
+{
+	size_t k = strlen(SECRET_PLACEHOLDER_PREFIX);
+
+	return n == SECRET_PLACEHOLDER_LEN && !memcmp(p, SECRET_PLACEHOLDER_PREFIX, k) &&
+	       strspn(p + k, "0123456789abcdef") >= n - k;
+}
+
+int slurm_pairs_parse(const struct buf *in, struct strvec *placeholders, struct strvec *values)
+{
+	const char *p = in->buf, *end = in->buf + in->len;
+	struct buf v = BUF_INIT;
+	int ret = 0;
+
+	buf_grow(&v, in->len + 1);
+	while (p < end && !ret) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		const char *sp = nl ? memchr(p, ' ', (size_t)(nl - p)) : NULL;
+
+		if (!sp || !placeholder_ok(p, (size_t)(sp - p)) || sp + 1 == nl) {
+			ret = -EINVAL;
+			break;
+		}
+		for (const char *c = sp + 1; c < nl; c++)
+			if ((unsigned char)*c < 0x20 || (unsigned char)*c >= 0x7f)
+				ret = -EINVAL;
+		if (ret)
+			break;
+		strvec_pushf(placeholders, "%.*s", (int)(sp - p), p);
+		buf_reset(&v);
+		buf_add(&v, sp + 1, (size_t)(nl - sp - 1));
+		strvec_push(values, v.buf);
+		p = nl + 1;
+	}
+	buf_wipe_release(&v);
+	if (ret) {
+		strvec_clear(placeholders);
+		strvec_wipe_clear(values);
+	}
+	return ret;
 }
 
 void slurm_secrets_wipe(struct slurm_secrets *s)

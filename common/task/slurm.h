@@ -9,7 +9,9 @@
  *   slurm.secrets  mode 0600, made by the submitter right before the job is
  *                  submitted, read and removed by the node before it starts
  *                  anything: the API key, the git tokens, the env values,
- *                  the task's SSH user key and the pinned host key
+ *                  the task's SSH user key and the pinned host key, the
+ *                  config's secrets and the subscription's token (each
+ *                  value with its placeholder) for the node's proxy
  *   slurm.status   written by the node once the VM is stopped: the session's
  *                  outcome and the proxy's record, read by the submitter as
  *                  untrusted input (bounded, checked field by field)
@@ -37,7 +39,7 @@
  */
 #define SLURM_TIME_MARGIN_MIN 36
 
-/* Each of the secrets at most this (what a secret pipe holds); the file at most 5 of them. */
+/* Each of the secrets at most this (what a secret pipe holds); the file at most 7 of them. */
 #define SLURM_SECRET_MAX (64 * 1024)
 /* slurm.status at most (the proxy's record is at most 1 MiB, escaped in JSON). */
 #define SLURM_STATUS_MAX (8 * 1024 * 1024)
@@ -75,21 +77,39 @@ void slurm_job_args(struct strvec *args, const struct slurm_job *j);
 int slurm_shared_check(const char *dir, const struct strvec *shared, struct buf *err);
 
 struct slurm_secrets {
-	struct buf key;          /* ANTHROPIC_API_KEY for the proxy, or empty */
-	struct buf tokens;       /* the git tokens, NAME=value lines, for the broker */
-	struct buf env;          /* the secrets JSON for the session's stdin */
-	struct buf user_key;     /* the task's SSH private key */
-	struct buf host_blob;    /* the guest's host key, to pin */
+	struct buf key;       /* ANTHROPIC_API_KEY for the proxy, or empty */
+	struct buf tokens;    /* the git tokens, NAME=value lines, for the broker */
+	struct buf env;       /* the secrets JSON for the session's stdin */
+	struct buf user_key;  /* the task's SSH private key */
+	struct buf host_blob; /* the guest's host key, to pin */
+	/* The config's secrets for the proxy, in config order: slurm_pairs_add()'s lines. */
+	struct buf secrets;
+	/* The subscription's token for the proxy: one such line, or empty. */
+	struct buf oauth;
 	struct timespec written; /* slurm_secrets_take(): the file's mtime, about the submission */
 };
 
 #define SLURM_SECRETS_INIT                                                                         \
 	{                                                                                          \
-		BUF_INIT, BUF_INIT, BUF_INIT, BUF_INIT, BUF_INIT,                                  \
+		BUF_INIT, BUF_INIT, BUF_INIT, BUF_INIT, BUF_INIT, BUF_INIT, BUF_INIT,              \
 		{                                                                                  \
 			0, 0                                                                       \
 		}                                                                                  \
 	}
+
+/*
+ * A secret's placeholder and value (printable ASCII, no newline) as one
+ * line of slurm.secrets' secrets or oauth field, appended to out.
+ */
+void slurm_pairs_add(struct buf *out, const char *placeholder, const char *value);
+
+/*
+ * Those lines (in) into placeholders and values, one each per line, in order.
+ * 0, or -EINVAL (nothing added) for a line whose placeholder is not one of
+ * secret_placeholder()'s, whose value is empty or not printable ASCII, or
+ * without its newline.
+ */
+int slurm_pairs_parse(const struct buf *in, struct strvec *placeholders, struct strvec *values);
 
 /*
  * Write s to dir/slurm.secrets: created (O_EXCL, no link followed) with mode

@@ -26,7 +26,9 @@ enum task_mode {
 enum task_api {
 	TASK_API_NONE,    /* no login: Claude Code gets nothing */
 	TASK_API_FORWARD, /* placeholder key + ANTHROPIC_BASE_URL to the proxy's 3129 */
-	TASK_API_OAUTH,   /* CLAUDE_CODE_OAUTH_TOKEN comes in with the secrets */
+	/* ANTHROPIC_BASE_URL to the proxy's 3129, which adds the subscription's
+	   token; its placeholder comes in with the secrets as CLAUDE_CODE_OAUTH_TOKEN */
+	TASK_API_OAUTH,
 };
 
 struct task_mount {

@@ -152,6 +152,8 @@ static int start_helpers(const struct task_vm *v, struct helpers *h, struct file
 	ho.tokens = v->tokens;
 	ho.secret_values = v->secret_values;
 	ho.placeholders = v->placeholders;
+	ho.oauth = v->oauth;
+	ho.oauth_placeholder = v->oauth_placeholder;
 	ho.report = 1;
 	ho.no_sandbox = v->no_sandbox;
 	ho.err_fd = relay->fd;

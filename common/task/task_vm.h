@@ -56,6 +56,9 @@ struct task_vm {
 	struct buf *tokens;
 	/* The config's secrets' values and placeholders (struct host_env's), for the proxy. */
 	const struct strvec *secret_values, *placeholders;
+	/* The subscription's token (NULL: none; wiped once passed on) and its placeholder. */
+	struct buf *oauth;
+	const char *oauth_placeholder;
 	/*
 	 * The caller's stop: *stop set by its signal handler (SIGINT, SIGTERM,
 	 * SIGHUP), which kills *qemu_pid (set here while QEMU runs, else -1).

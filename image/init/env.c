@@ -137,6 +137,7 @@ void claude_env(struct guest_task *t, struct strvec *env)
 	g.claude = 1;
 	g.proxy = t->proxy;
 	g.api_forward = !strcmp(t->api, "forward");
+	g.api_oauth = !strcmp(t->api, "oauth");
 	g.task_ca = t->task_ca;
 	g.vars = (const char *const *)t->secrets.v;
 	g.nvars = t->secrets.nr;

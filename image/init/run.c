@@ -174,6 +174,7 @@ static int build_env(const struct task_settings *s, struct strvec *env)
 	g.term = getenv("TERM");
 	g.proxy = s->proxy;
 	g.api_forward = s->api == TASK_API_FORWARD;
+	g.api_oauth = s->api == TASK_API_OAUTH;
 	{
 		/* PID 1 put it in the bundle (run_setup()) or stopped the boot. */
 		struct buf pem = BUF_INIT;

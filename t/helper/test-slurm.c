@@ -1,8 +1,11 @@
 /*
  * test-slurm: common/slurm's files and arguments, for t/5007-slurm-files.bats.
  *
- *   test-slurm secrets-write DIR KEY TOKENS ENV USER_KEY HOST_BLOB
- *   test-slurm secrets-take DIR         each field as NAME=value, or "error <errno>: <why>"
+ *   test-slurm secrets-write DIR KEY TOKENS ENV USER_KEY HOST_BLOB [SECRETS OAUTH]
+ *   test-slurm secrets-take DIR         each field as NAME=value, then the secrets'
+ *                                       and the token's lines as "secret PH VALUE"
+ *                                       and "oauth PH VALUE" (or "pairs refused"),
+ *                                       or "error <errno>: <why>"
  *   test-slurm status-write OK STOPPED BOOT SESSION WHY REPORT|- REPORT_WHY
  *                                       slurm.status's JSON on stdout
  *   test-slurm status-parse FILE        its fields, or "error: <why>" (exit 1)
@@ -44,6 +47,12 @@ static int cmd_secrets_write(int argc, char **argv)
 	buf_addstr(&s.env, argv[5]);
 	buf_addstr(&s.user_key, argv[6]);
 	buf_addstr(&s.host_blob, argv[7]);
+	if (argc > 9) {
+		buf_addstr(&s.secrets, argv[8]);
+		buf_addstr(&s.oauth, argv[9]);
+	} else if (argc > 8) {
+		die("secrets-write: SECRETS without OAUTH");
+	}
 	ret = slurm_secrets_write(argv[2], &s, &err);
 	slurm_secrets_wipe(&s);
 	if (ret < 0)
@@ -69,6 +78,16 @@ static int cmd_secrets_take(int argc, char **argv)
 	put("env", &s.env);
 	put("user_key", &s.user_key);
 	put("host_blob", &s.host_blob);
+	for (int f = 0; f < 2; f++) {
+		struct strvec ph = STRVEC_INIT, val = STRVEC_INIT;
+
+		if (slurm_pairs_parse(f ? &s.oauth : &s.secrets, &ph, &val) < 0)
+			printf("%s pairs refused\n", f ? "oauth" : "secret");
+		for (size_t i = 0; i < ph.nr; i++)
+			printf("%s %s %s\n", f ? "oauth" : "secret", ph.v[i], val.v[i]);
+		strvec_clear(&ph);
+		strvec_clear(&val);
+	}
 	slurm_secrets_wipe(&s);
 	return 0;
 }
@@ -208,7 +227,7 @@ static const struct {
 	int argc, at_least;
 	int (*fn)(int argc, char **argv);
 } commands[] = {
-    {"secrets-write", 8, 0, cmd_secrets_write},
+    {"secrets-write", 8, 1, cmd_secrets_write},
     {"secrets-take", 3, 0, cmd_secrets_take},
     {"status-write", 9, 0, cmd_status_write},
     {"status-parse", 3, 0, cmd_status_parse},
