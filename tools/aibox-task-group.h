@@ -36,6 +36,31 @@ static int group_attempts(struct task *t)
 	return n;
 }
 
+/*
+ * The group's start commit, resolved once, and its one start bundle in gdir
+ * (task/task_group.h), which every attempt takes as its own.
+ */
+static void group_start_bundle(struct task *t, const char *gid, struct buf *gdir)
+{
+	struct buf checkout = BUF_INIT, cfgpath = BUF_INIT, err = BUF_INIT;
+	struct project p = PROJECT_INIT;
+	struct config cfg;
+	char commit[OID_HEX_MAX + 1];
+
+	memset(&cfg, 0, sizeof(cfg));
+	if (host_project_open(&checkout, &p, &cfgpath, &cfg, &err) < 0 ||
+	    checkout_start_commit(checkout.buf, t->o.from, commit, &err) < 0)
+		die("%s", err.buf);
+	task_group_dir(gdir, p.dir, gid);
+	if (task_group_bundle_make(gdir->buf, checkout.buf, commit, &err) < 0)
+		die("%s", err.buf);
+	config_release(&cfg);
+	project_release(&p);
+	buf_release(&checkout);
+	buf_release(&cfgpath);
+	buf_release(&err);
+}
+
 static volatile sig_atomic_t group_signal;
 
 static void on_group_stop(int sig)
@@ -52,11 +77,15 @@ static void group_line_out(void *ctx, const char *s, size_t n)
 static int run_group(struct task *t, int argc, char **argv)
 {
 	struct prompt_opts po = {0};
-	struct buf prompt = BUF_INIT, err = BUF_INIT, line = BUF_INIT;
+	struct buf prompt = BUF_INIT, err = BUF_INIT, line = BUF_INIT, gdir = BUF_INIT;
 	struct task_group g = {0};
 	struct sigaction sa = {0};
 	int ret, status;
 
+	/* Each attempt would fetch the earlier task into the one checkout: one at a time. */
+	if (t->o.cont)
+		die("--continue and --attempts: a task is continued by one attempt at a time "
+		    "(--attempts 1)");
 	g.n = group_attempts(t);
 	g.self = "/proc/self/exe";
 	g.argv = argv + 1;
@@ -75,6 +104,8 @@ static int run_group(struct task *t, int argc, char **argv)
 	if ((ret = task_id_new(g.gid)) < 0)
 		die_err(ret, "cannot make a group id");
 
+	group_start_bundle(t, g.gid, &gdir);
+
 	sa.sa_handler = on_group_stop;
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, NULL);
@@ -84,6 +115,8 @@ static int run_group(struct task *t, int argc, char **argv)
 
 	ret = task_group_run(&g, &prompt, &err);
 	buf_wipe_release(&prompt);
+	/* Every attempt has its own links by now, or never will (it ended). */
+	task_group_bundle_remove(gdir.buf);
 	if (ret < 0)
 		die("%s", err.buf);
 
@@ -93,5 +126,6 @@ static int run_group(struct task *t, int argc, char **argv)
 	task_group_release(&g);
 	buf_release(&line);
 	buf_release(&err);
+	buf_release(&gdir);
 	return status;
 }

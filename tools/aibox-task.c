@@ -268,7 +268,9 @@ static void read_checkout(struct task *t)
 {
 	struct buf why = BUF_INIT;
 
-	if (checkout_start_commit(t->checkout.buf, t->o.from, t->start_commit, &why) < 0 ||
+	/* An attempt starts where its group does (write_start_bundle()); the commit comes then. */
+	if ((!t->o.attempt_of &&
+	     checkout_start_commit(t->checkout.buf, t->o.from, t->start_commit, &why) < 0) ||
 	    checkout_identity(t->checkout.buf, &t->git_name, &t->git_email, &why) < 0)
 		die("%s", why.buf);
 	buf_release(&why);
@@ -543,6 +545,8 @@ static void task_report(const char *msg)
 	out_printf(2, "aibox", failing_task->id, "%s", msg);
 }
 
+static void take_group_start(struct task *t);
+
 static void start(struct task *t)
 {
 	struct buf err = BUF_INIT, cfgpath = BUF_INIT;
@@ -605,6 +609,8 @@ static void start(struct task *t)
 	failing_task = t;
 	die_routine = task_failed;
 	report_routine = task_report;
+	if (t->o.attempt_of)
+		take_group_start(t);
 
 	audit_task(t, "start", NULL, 0, NULL, NULL);
 	t->audit_started = 1;
@@ -650,12 +656,26 @@ static int open_in_task(struct task *t, const char *name, int flags)
 	return fd;
 }
 
+/* start.bundle: made from the start commit, or an attempt's taken from its group's. */
 static void write_start_bundle(struct task *t)
 {
 	struct buf err = BUF_INIT;
 
-	if (task_folder_start_bundle(t->dir.buf, t->checkout.buf, t->start_commit, &err) < 0)
+	if (!t->o.attempt_of &&
+	    task_folder_start_bundle(t->dir.buf, t->checkout.buf, t->start_commit, &err) < 0)
 		die("%s", err.buf);
+	buf_release(&err);
+}
+
+/* An attempt's start: its group's commit and start bundle (task/task_group.h). */
+static void take_group_start(struct task *t)
+{
+	struct buf gdir = BUF_INIT, err = BUF_INIT;
+
+	task_group_dir(&gdir, t->p.dir, t->o.attempt_of);
+	if (task_group_bundle_take(gdir.buf, t->dir.buf, t->start_commit, &err) < 0)
+		die("%s", err.buf);
+	buf_release(&gdir);
 	buf_release(&err);
 }
 
