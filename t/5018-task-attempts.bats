@@ -164,6 +164,7 @@ exit 1
 QEMU
 	run --separate-stderr aibox task --attempts 3 "fix it"
 	assert_failure 1
+	[[ "$stderr" == *"0 of 3 attempts finished"* ]] || fail "$stderr"
 	[ "$(git rev-parse HEAD)" != "$head" ] || fail "the branch did not move"
 	run sort -u "$T"/ino.*
 	assert_success
@@ -183,6 +184,7 @@ QEMU
 	from=$(git rev-parse HEAD~2)
 	run --separate-stderr aibox task --attempts 2 --from HEAD~2 "fix it"
 	assert_failure 1
+	[[ "$stderr" == *"0 of 2 attempts finished"* ]] || fail "$stderr"
 	[ "$(task_dirs | wc -l)" -eq 2 ] || fail "$(task_dirs)"
 	for d in $(task_dirs); do
 		run python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["start_commit"])' "$d/settings.json"
