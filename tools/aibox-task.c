@@ -446,6 +446,7 @@ static void write_inputs(struct task *t)
 	for (size_t i = 0; i < t->cfg.nr_git; i++)
 		remotes[i] = t->cfg.git[i].url;
 	ts.git_remotes = remotes;
+	ts.check = t->cfg.check;
 	ts.ngit_remotes = t->cfg.nr_git;
 	if (t->o.cont) {
 		ts.resume_session = t->cont.session_id;

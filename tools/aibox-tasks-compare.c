@@ -2,7 +2,8 @@
  * aibox tasks compare [--json] GROUP
  *
  * The attempts of one group (aibox task --attempts N) side by side, one line
- * each: state, spend, time, commits, files changed, lines added and removed
+ * each: state, the check's outcome (the config's check:, as the VM reported
+ * it), spend, time, commits, files changed, lines added and removed
  * against the start commit, and the command that fetches it (docs/tasks.md,
  * "Comparing attempts").  GROUP is the group's id, or any attempt's id,
  * folder name or path.  Reading only (common/task/task_compare.h): a
@@ -29,8 +30,9 @@ static const char usage_text[] =
     "usage: aibox tasks compare [--json] GROUP\n"
     "\n"
     "The attempts of one group (aibox task --attempts N) side by side: each one's\n"
-    "state, spend, time, commits, files changed and lines added and removed\n"
-    "against the start commit, and the command that fetches its changes.\n"
+    "state, check (the config's check:, as the VM reported it), spend, time,\n"
+    "commits, files changed and lines added and removed against the start\n"
+    "commit, and the command that fetches its changes.\n"
     "GROUP is the group's id, or any attempt's id, folder name or path.\n"
     "\n"
     "    --json      a JSON array, one object an attempt (keys in docs/json.md)\n"
@@ -59,26 +61,40 @@ static json_t *row_json(const struct task_compare_row *r)
 	json_object_set_new(o, "id", json_string(r->ti.id));
 	json_object_set_new(o, "folder", text(r->dir.buf));
 	json_object_set_new(o, "state", json_string(task_state_name(r->ti.state)));
-	json_object_set_new(o, "seconds", r->ti.has_seconds ? json_real(r->ti.seconds) : json_null());
+	json_object_set_new(o, "seconds",
+	                    r->ti.has_seconds ? json_real(r->ti.seconds) : json_null());
 	json_object_set_new(o, "spend_usd",
 	                    r->has_spend ? json_real((double)r->spend_nano / 1e9) : json_null());
-	json_object_set_new(o, "start_commit", r->start_commit[0] ? json_string(r->start_commit) : json_null());
-	json_object_set_new(o, "end_commit", r->end_commit[0] ? json_string(r->end_commit) : json_null());
+	if (r->has_check)
+		json_object_set_new(
+		    o, "check",
+		    json_pack("{s:o, s:b, s:f, s:s}", "exit_code",
+		              r->check_timed_out ? json_null() : json_integer(r->check_exit),
+		              "timed_out", r->check_timed_out, "seconds", r->check_seconds, "tail",
+		              r->check_tail.buf));
+	else
+		json_object_set_new(o, "check", json_null());
+	json_object_set_new(o, "start_commit",
+	                    r->start_commit[0] ? json_string(r->start_commit) : json_null());
+	json_object_set_new(o, "end_commit",
+	                    r->end_commit[0] ? json_string(r->end_commit) : json_null());
 	json_object_set_new(o, "commits", r->has_diff ? json_integer(r->commits) : json_null());
 	json_object_set_new(o, "files", r->has_diff ? json_integer(r->files) : json_null());
 	json_object_set_new(o, "added", r->has_diff ? json_integer(r->added) : json_null());
 	json_object_set_new(o, "removed", r->has_diff ? json_integer(r->removed) : json_null());
 	json_object_set_new(o, "fetch", r->fetch.len ? text(r->fetch.buf) : json_null());
 	json_object_set_new(o, "problem",
-	                    r->problem.len ? text(r->problem.buf)
-	                                   : r->ti.problem ? text(r->ti.problem) : json_null());
+	                    r->problem.len  ? text(r->problem.buf)
+	                    : r->ti.problem ? text(r->ti.problem)
+	                                    : json_null());
 	return o;
 }
 
 /* ID  STATE  SPEND  TIME  CHANGES, then the fetch command or the problem, indented. */
 static void row_text(const struct task_compare_row *r)
 {
-	struct buf spend = BUF_INIT, time_s = BUF_INIT, changes = BUF_INIT, line = BUF_INIT;
+	struct buf spend = BUF_INIT, time_s = BUF_INIT, changes = BUF_INIT, line = BUF_INIT,
+	           check = BUF_INIT;
 
 	if (r->has_spend) {
 		usage_format_usd(&spend, r->spend_nano);
@@ -96,8 +112,16 @@ static void row_text(const struct task_compare_row *r)
 		         r->removed);
 	else
 		buf_addstr(&changes, r->end_commit[0] ? "changes not counted" : "nothing to fetch");
-	printf("%s  %-14s %14s %8s  %s\n", r->ti.id, task_state_name(r->ti.state), spend.buf,
-	       time_s.buf, changes.buf);
+	if (!r->has_check)
+		buf_addstr(&check, "-");
+	else if (r->check_timed_out)
+		buf_addstr(&check, "timed out");
+	else if (r->check_exit)
+		buf_addf(&check, "failed %d", r->check_exit);
+	else
+		buf_addstr(&check, "passed");
+	printf("%s  %-14s check %-10s %14s %8s  %s\n", r->ti.id, task_state_name(r->ti.state),
+	       check.buf, spend.buf, time_s.buf, changes.buf);
 	if (r->fetch.len) {
 		out_sanitize(&line, r->fetch.buf, r->fetch.len);
 		printf("        %s\n", line.buf);
@@ -114,6 +138,7 @@ static void row_text(const struct task_compare_row *r)
 	buf_release(&time_s);
 	buf_release(&changes);
 	buf_release(&line);
+	buf_release(&check);
 }
 
 int main(int argc, char **argv)

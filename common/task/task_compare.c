@@ -61,7 +61,8 @@ out:
 	return ret;
 }
 
-/* git args... in dir (GIT_DIR; NULL: none), its stdout into out.  0, or -1 with the reason in problem. */
+/* git args... in dir (GIT_DIR; NULL: none), its stdout into out.  0, or -1 with the reason in
+ * problem. */
 static int git_in(const char *dir, struct buf *out, struct buf *problem, const char *const *args)
 {
 	struct spawn sp = SPAWN_INIT;
@@ -78,8 +79,7 @@ static int git_in(const char *dir, struct buf *out, struct buf *problem, const c
 	ret = spawn_capture(&sp, out, GIT_OUT_MAX);
 	spawn_clear(&sp);
 	if (ret != 0) {
-		buf_addf(problem, "git %s: %s", args[0],
-		         ret < 0 ? strerror(-ret) : "it failed");
+		buf_addf(problem, "git %s: %s", args[0], ret < 0 ? strerror(-ret) : "it failed");
 		return -1;
 	}
 	return 0;
@@ -134,8 +134,7 @@ static int numstat(const struct buf *b, struct task_compare_row *row)
  */
 static void diff_figures(const char *project_dir, struct task_compare_row *row)
 {
-	struct buf co = BUF_INIT, tmp = BUF_INIT, out = BUF_INIT, path = BUF_INIT,
-	           range = BUF_INIT;
+	struct buf co = BUF_INIT, tmp = BUF_INIT, out = BUF_INIT, path = BUF_INIT, range = BUF_INIT;
 	const char *tmpdir = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
 	struct spawn sp = SPAWN_INIT;
 	int made = 0;
@@ -157,8 +156,11 @@ static void diff_figures(const char *project_dir, struct task_compare_row *row)
 		buf_addstr(&row->problem, "git init: it failed");
 		goto out;
 	}
-	/* The checkout's objects, where git keeps them (a linked worktree's are the common dir's). */
-	if (git_in(NULL, &out, &row->problem, (const char *const[]){"-C", co.buf, "rev-parse", "--path-format=absolute", "--git-common-dir", NULL}) < 0)
+	/* The checkout's objects, where git keeps them (a linked worktree's are the common dir's).
+	 */
+	if (git_in(NULL, &out, &row->problem,
+	           (const char *const[]){"-C", co.buf, "rev-parse", "--path-format=absolute",
+	                                 "--git-common-dir", NULL}) < 0)
 		goto out;
 	buf_rtrim(&out);
 	buf_addstr(&out, "/objects\n");
@@ -212,8 +214,11 @@ void task_compare_row_read(const char *dir, struct task_compare_row *row)
 	struct task_record rec;
 	int dfd = -1, tfd = -1, ret;
 
-	*row = (struct task_compare_row){.ti = TASK_INFO_INIT, .dir = BUF_INIT, .fetch = BUF_INIT,
-	                                 .problem = BUF_INIT};
+	*row = (struct task_compare_row){.ti = TASK_INFO_INIT,
+	                                 .dir = BUF_INIT,
+	                                 .fetch = BUF_INIT,
+	                                 .problem = BUF_INIT,
+	                                 .check_tail = BUF_INIT};
 	buf_addstr(&row->dir, dir);
 	if (!slash || slash - dir < 6) /* task_group_attempts() gives PROJECT/tasks/NAME */
 		BUG("task_compare_row_read: '%s' is not in a tasks folder", dir);
@@ -237,6 +242,13 @@ void task_compare_row_read(const char *dir, struct task_compare_row *row)
 	if (rec.has_report && rec.report.usage.present) {
 		row->has_spend = 1;
 		row->spend_nano = rec.report.usage.nano;
+	}
+	if (rec.has_result && rec.result.has_check) {
+		row->has_check = 1;
+		row->check_timed_out = rec.result.check.timed_out;
+		row->check_exit = rec.result.check.exit_code;
+		row->check_seconds = rec.result.check.seconds;
+		buf_addstr(&row->check_tail, rec.result.check.tail);
 	}
 	task_record_release(&rec);
 	if (row->end_commit[0] && row->start_commit[0]) {
@@ -273,4 +285,5 @@ void task_compare_row_release(struct task_compare_row *row)
 	buf_release(&row->dir);
 	buf_release(&row->fetch);
 	buf_release(&row->problem);
+	buf_release(&row->check_tail);
 }

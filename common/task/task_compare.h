@@ -26,14 +26,18 @@ int task_group_attempts(const char *arg, char gid[TASK_ID_LEN + 1], struct strve
 
 /* One attempt's row; every text from the folder is the folder's (print it sanitized). */
 struct task_compare_row {
-	struct task_info ti;  /* state, time, the VM's turns (task_info_read()) */
+	struct task_info ti; /* state, time, the VM's turns (task_info_read()) */
 	struct buf dir;
-	int has_record;       /* summary.json was read: the fields below */
+	int has_record; /* summary.json was read: the fields below */
 	int has_spend;
 	uint64_t spend_nano; /* what aibox's proxy counted */
 	char start_commit[OID_HEX_MAX + 1];
 	char end_commit[OID_HEX_MAX + 1]; /* "" when nothing to fetch */
-	int has_diff;                     /* the figures below: end_commit against start_commit */
+	int has_check; /* the config's check: ran in the VM: the VM's word (task_result's check) */
+	int check_timed_out, check_exit;
+	double check_seconds;
+	struct buf check_tail; /* sanitized by result_parse() */
+	int has_diff;          /* the figures below: end_commit against start_commit */
 	long commits, files, added, removed;
 	struct buf fetch;   /* the fetch command, "" when nothing to fetch */
 	struct buf problem; /* what could not be read or computed, "" when nothing */
