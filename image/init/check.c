@@ -90,7 +90,8 @@ json_t *check_json(const struct guest_task *t)
 		                     ? s[i]
 		                     : '?');
 	o = json_object();
-	json_object_set_new(o, "exit_code", t->check_timed_out ? json_null() : json_integer(t->check_code));
+	json_object_set_new(o, "exit_code",
+	                    t->check_timed_out ? json_null() : json_integer(t->check_code));
 	json_object_set_new(o, "timed_out", json_boolean(t->check_timed_out));
 	json_object_set_new(o, "seconds", json_real((double)t->check_ms / 1000.0));
 	json_object_set_new(o, "tail", json_string(tail.buf));
