@@ -169,7 +169,8 @@ commit hello.txt hi"
 	assert_equal "$(git -C src show got:hello.txt)" "hi there"
 	# Without a check, result.json's check is null.
 	CHECK=null
-	rm -rf res share/settings.json && mkdir res
+	rm -rf res share/settings.json
+	mkdir res
 	run_task "commit hello.txt hi there"
 	assert_success
 	assert_equal "$(jget check)" null
