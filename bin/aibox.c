@@ -45,6 +45,7 @@ static const struct {
     {"run", "work with Claude Code in a VM on the project folder"},
     {"task", "run Claude Code unattended in a throwaway VM on one commit"},
     {"tasks-clean", "remove what ended tasks leave behind"},
+    {"tasks-compare", "show the attempts of one group side by side"},
     {"tasks-list", "list the tasks, newest first"},
     {"tasks-log", "show a task's transcript, or follow a running task"},
     {"tasks-show", "show a task's summary again"},

@@ -43,7 +43,7 @@ load lib-common
 	assert_output --partial "usage: aibox"
 	refute_output --partial "init"
 	refute_output --partial "connect"
-	assert_line "   tasks clean    remove what ended tasks leave behind"
+	assert_line "   tasks clean     remove what ended tasks leave behind"
 }
 
 @test "front: help gives every command a line that says what it does" {
@@ -74,7 +74,7 @@ load lib-common
 		assert_success
 		assert_equal "$stderr" ""
 		assert_line --index 0 "usage: aibox tasks <subcommand> [<args>]"
-		assert_line "   tasks list    list the tasks, newest first"
+		assert_line "   tasks list      list the tasks, newest first"
 	done
 }
 

@@ -39,7 +39,7 @@ fake_tree() {
 	assert_success
 	assert_output "$(printf 'task\ntasks')"
 	run bash_complete aibox tasks ''
-	assert_output "$(printf 'clean\nlist\nlog\nshow')"
+	assert_output "$(printf 'clean\ncompare\nlist\nlog\nshow')"
 	run bash_complete aibox help ''
 	assert_line "task"
 	assert_line "projects"
@@ -173,7 +173,7 @@ fake_tree() {
 		compadd() { [[ $1 == -a ]] && print -rl -- "${(@P)2}"; }
 		words=(aibox tasks ""); CURRENT=3; _aibox' zsh "$T/fp"
 	assert_success
-	assert_output "$(printf 'clean\nlist\nlog\nshow')"
+	assert_output "$(printf 'clean\ncompare\nlist\nlog\nshow')"
 }
 
 @test "completion: zsh offers the task ids, image names and project names bash does" {

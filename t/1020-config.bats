@@ -67,10 +67,31 @@ cfg() {
 	refute_line --regexp '^allow '
 }
 
+@test "config: check: is one printable line of 1 to 4096 bytes, run in the VM" {
+	cfg 'check: make test && ./run-e2e --quick'
+	assert_success
+	assert_line "check make test && ./run-e2e --quick"
+	assert_line "set 0x8000"
+	long=$(printf 'x%.0s' $(seq 4097))
+	cfg "check: $long"
+	assert_failure 1
+	assert_output "config.yaml:1:8: a value is longer than 4096 bytes"
+	cfg "check: ${long:1}"
+	assert_success
+	for bad in "check: ''" $'check: "make\\ttest"' $'check: "a\\nb"'; do
+		cfg "$bad"
+		assert_failure 1
+		[[ "$output" == "config.yaml:1:8: check: must be "* ]] || fail "${bad:0:30}: $output"
+	done
+	cfg "check: [make, test]"
+	assert_failure 1
+	assert_output --partial "config.yaml:1:8: check: must be a string"
+}
+
 @test "config: an unknown key is refused with file:line:column and the known keys" {
 	cfg $'allow: []\nalow: [x]'
 	assert_failure 1
-	assert_output "config.yaml:2:1: unknown key 'alow' (known keys: allow, mounts, skills, agents, commands, path, env, git, memory, cpus, disk, budget, slurm, secrets, attempts)"
+	assert_output "config.yaml:2:1: unknown key 'alow' (known keys: allow, mounts, skills, agents, commands, path, env, git, memory, cpus, disk, budget, slurm, secrets, attempts, check)"
 	cfg $'mounts:\n  - host: /a\n    vm: /b\n    rw: true'
 	assert_failure 1
 	assert_output "config.yaml:4:5: mounts[0]: unknown key 'rw' (known keys: host, vm, read-only)"

@@ -31,7 +31,7 @@ write_settings() {
   "start_commit": "$START", "branch": "aibox/task",
   "env_names": $ENV_NAMES, "api": "$API", "proxy": "http://10.0.2.100:3128",
   "path": "$T/project", "mounts": [],
-  "system_prompt": "$SYSTEM_PROMPT"
+  "system_prompt": "$SYSTEM_PROMPT", "check": ${CHECK:-null}
 }
 EOF
 }
@@ -149,6 +149,31 @@ commit hello.txt hi"
 	assert_line "args: --print --verbose --output-format stream-json --permission-mode bypassPermissions --model=sonnet --max-budget-usd=2.5 --append-system-prompt=<24 bytes>"
 	assert_line "system prompt: -p is not an option here"
 	assert_equal "$(head -1 res/transcript.jsonl | python3 -c 'import json,sys; print(json.load(sys.stdin)["cwd"])')" "$T/project"
+}
+
+@test "init task: the config's check runs after the bundle, its exit, time and output tail in result.json" {
+	# It sees the committed work, writes on both streams, changes a file (which stays
+	# out of the bundle) and exits 3; its output is cut to its last 4096 bytes, ASCII.
+	CHECK='"cat hello.txt; echo changed >hello.txt; printf %06000d 0 | tr 0 x; echo \u00e9 err >&2; exit 3"'
+	run_task "commit hello.txt hi there"
+	assert_success
+	assert_equal "$(jget check.exit_code)" 3
+	assert_equal "$(jget check.timed_out)" false
+	run python3 -c 'import json; c=json.load(open("res/result.json"))["check"]; t=c["tail"]; print(len(t), t.startswith("x"), repr(t[-8:]), 0 <= c["seconds"] < 60)'
+	assert_success
+	assert_output "4096 True 'x?? err\\n' True"
+	run cat progress.txt
+	assert_line "check started"
+	assert_line "the check exited with 3"
+	git -C src fetch -q "$T/res/changes.bundle" aibox/task:got
+	assert_equal "$(git -C src show got:hello.txt)" "hi there"
+	# Without a check, result.json's check is null.
+	CHECK=null
+	rm -rf res share/settings.json
+	mkdir res
+	run_task "commit hello.txt hi there"
+	assert_success
+	assert_equal "$(jget check)" null
 }
 
 @test "init task: changes left uncommitted go into one aibox commit, ignored files stay out" {

@@ -15,7 +15,7 @@ load lib-common
 		s = json.load(open("settings.json"))
 		assert list(s) == ["version", "id", "mode", "model", "timeout_s", "max_budget_usd", "git",
 		                   "start_commit", "branch", "env_names", "api", "proxy", "path", "mounts",
-		                   "system_prompt", "git_remotes", "resume_session"], list(s)
+		                   "system_prompt", "git_remotes", "resume_session", "check"], list(s)
 		assert s["version"] == 1 and s["id"] == "259e07" and s["mode"] == "task"
 		assert s["model"] == "sonnet" and s["timeout_s"] == 3600 and s["max_budget_usd"] == 2.5
 		assert s["git"] == {"name": "Ada L", "email": "ada@example.com"}
@@ -24,7 +24,7 @@ load lib-common
 		assert s["api"] == "forward" and s["proxy"] == "http://10.0.2.100:3128"
 		assert s["path"] == "/project"
 		assert s["mounts"] == [{"tag": "skills", "path": "/home/claude/.claude/skills"}]
-		assert s["system_prompt"] == "a\nb" and s["resume_session"] is None
+		assert s["system_prompt"] == "a\nb" and s["resume_session"] is None and s["check"] is None
 		assert s["git_remotes"] == ["https://github.com/o/r.git",
 		                            "https://git.example.org:8443/team/tools"]
 		print("ok")

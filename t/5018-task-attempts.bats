@@ -150,3 +150,84 @@ print(len({r["group"] for r in rs}), sorted(r["folder"] for r in rs) == sorted(s
 	done
 	grep -q "0 of 2 attempts finished" "$T/err" || fail "$(cat "$T/err")"
 }
+
+@test "attempts: one start bundle for the group, its commit pinned while the branch moves" {
+	head=$(git rev-parse HEAD)
+	# Each attempt's QEMU notes the inode of its start.bundle; the first also commits.
+	cat >"$T/fake-bin/qemu-system-x86_64" <<QEMU
+#!/bin/sh
+[ "\$1" = --version ] && exit 1
+for a; do case \$a in local,path=*) d=\${a#local,path=}; d=\${d%%,mount_tag=*};; esac; done
+stat -c %i "\$d/start.bundle" >"$T/ino.\$\$"
+mkdir "$T/committed" 2>/dev/null && git -C "$T/repo" commit -q --allow-empty -m moved
+exit 1
+QEMU
+	run --separate-stderr aibox task --attempts 3 "fix it"
+	assert_failure 1
+	[[ "$stderr" == *"0 of 3 attempts finished"* ]] || fail "$stderr"
+	[ "$(git rev-parse HEAD)" != "$head" ] || fail "the branch did not move"
+	run sort -u "$T"/ino.*
+	assert_success
+	[ "${#lines[@]}" -eq 1 ] || fail "not one start.bundle: $output"
+	[ "$(ls "$T"/ino.* | wc -l)" -eq 3 ] || fail "$(ls "$T")"
+	for d in $(task_dirs); do
+		run python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["start_commit"])' "$d/settings.json"
+		assert_success
+		assert_output "$head"
+	done
+	# The group's own folder is gone once its attempts ended.
+	run ls -A "$AIBOX_HOME/projects/repo/tasks"
+	assert_success
+	refute_output --partial ".group-"
+	# A second group starts from the moved branch, --from names another start.
+	rm -rf "$T/committed" "$T"/ino.* "$AIBOX_HOME/projects/repo/tasks"
+	from=$(git rev-parse HEAD~2)
+	run --separate-stderr aibox task --attempts 2 --from HEAD~2 "fix it"
+	assert_failure 1
+	[[ "$stderr" == *"0 of 2 attempts finished"* ]] || fail "$stderr"
+	[ "$(task_dirs | wc -l)" -eq 2 ] || fail "$(task_dirs)"
+	for d in $(task_dirs); do
+		run python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["start_commit"])' "$d/settings.json"
+		assert_success
+		assert_output "$from"
+	done
+}
+
+@test "attempts: an attempt starts from its group's commit, not HEAD; a group start missing or forged is refused" {
+	first=$(git rev-parse HEAD~1)
+	gdir=$AIBOX_HOME/projects/repo/tasks/.group-abcdef
+	mkdir -p "$gdir"
+	echo bundle >"$gdir/start.bundle"
+	echo idx >"$gdir/start.idx"
+	echo "$first" >"$gdir/start_commit"
+	run --separate-stderr aibox task --attempt-of abcdef <<<"fix it"
+	assert_stopped_at_boot
+	d=$(task_dirs)
+	run python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["start_commit"])' "$d/settings.json"
+	assert_success
+	assert_output "$first"
+	assert_equal "$(cat "$d/start.idx")" idx
+	assert_equal "$(stat -c %i "$d/start.idx")" "$(stat -c %i "$gdir/start.idx")"
+	for forged in "${first}x" "${first:0:39}" "$(echo "$first" | tr a-f A-F)" "../$first" ""; do
+		printf '%s\n' "$forged" >"$gdir/start_commit"
+		run --separate-stderr aibox task --attempt-of abcdef <<<"fix it"
+		assert_failure 2
+		[[ "$stderr" == *"the group's start bundle '$gdir' has no commit in 'start_commit'"* ]] || fail "'$forged': $stderr"
+	done
+	printf '%s' "$first" >"$gdir/start_commit" # no newline
+	run --separate-stderr aibox task --attempt-of abcdef <<<"fix it"
+	assert_failure 2
+	[[ "$stderr" == *"has no commit in 'start_commit'"* ]] || fail "$stderr"
+	rm -rf "$gdir"
+	run --separate-stderr aibox task --attempt-of abcdef <<<"fix it"
+	assert_failure 2
+	[[ "$stderr" == *"the group's start bundle '$gdir' cannot be read: No such file or directory"* ]] || fail "$stderr"
+}
+
+@test "attempts: --continue with --attempts is refused before anything starts" {
+	run --separate-stderr aibox task --attempts 2 --continue abcdef "go on"
+	assert_failure 2
+	[[ "$stderr" == *"--continue and --attempts: a task is continued by one attempt at a time (--attempts 1)"* ]] || fail "$stderr"
+	run task_dirs
+	assert_output ""
+}

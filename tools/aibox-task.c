@@ -271,7 +271,9 @@ static void read_checkout(struct task *t)
 {
 	struct buf why = BUF_INIT;
 
-	if (checkout_start_commit(t->checkout.buf, t->o.from, t->start_commit, &why) < 0 ||
+	/* An attempt starts where its group does (write_start_bundle()); the commit comes then. */
+	if ((!t->o.attempt_of &&
+	     checkout_start_commit(t->checkout.buf, t->o.from, t->start_commit, &why) < 0) ||
 	    checkout_identity(t->checkout.buf, &t->git_name, &t->git_email, &why) < 0)
 		die("%s", why.buf);
 	buf_release(&why);
@@ -450,6 +452,7 @@ static void write_inputs(struct task *t)
 	for (size_t i = 0; i < t->cfg.nr_git; i++)
 		remotes[i] = t->cfg.git[i].url;
 	ts.git_remotes = remotes;
+	ts.check = t->cfg.check;
 	ts.ngit_remotes = t->cfg.nr_git;
 	if (t->o.cont) {
 		ts.resume_session = t->cont.session_id;
@@ -549,6 +552,8 @@ static void task_report(const char *msg)
 	out_printf(2, "aibox", failing_task->id, "%s", msg);
 }
 
+static void take_group_start(struct task *t);
+
 static void start(struct task *t)
 {
 	struct buf err = BUF_INIT, cfgpath = BUF_INIT;
@@ -611,6 +616,8 @@ static void start(struct task *t)
 	failing_task = t;
 	die_routine = task_failed;
 	report_routine = task_report;
+	if (t->o.attempt_of)
+		take_group_start(t);
 
 	audit_task(t, "start", NULL, 0, NULL, NULL);
 	t->audit_started = 1;
@@ -656,12 +663,26 @@ static int open_in_task(struct task *t, const char *name, int flags)
 	return fd;
 }
 
+/* start.bundle: made from the start commit, or an attempt's taken from its group's. */
 static void write_start_bundle(struct task *t)
 {
 	struct buf err = BUF_INIT;
 
-	if (task_folder_start_bundle(t->dir.buf, t->checkout.buf, t->start_commit, &err) < 0)
+	if (!t->o.attempt_of &&
+	    task_folder_start_bundle(t->dir.buf, t->checkout.buf, t->start_commit, &err) < 0)
 		die("%s", err.buf);
+	buf_release(&err);
+}
+
+/* An attempt's start: its group's commit and start bundle (task/task_group.h). */
+static void take_group_start(struct task *t)
+{
+	struct buf gdir = BUF_INIT, err = BUF_INIT;
+
+	task_group_dir(&gdir, t->p.dir, t->o.attempt_of);
+	if (task_group_bundle_take(gdir.buf, t->dir.buf, t->start_commit, &err) < 0)
+		die("%s", err.buf);
+	buf_release(&gdir);
 	buf_release(&err);
 }
 
@@ -1275,6 +1296,31 @@ static int group_attempts(struct task *t)
 	return n;
 }
 
+/*
+ * The group's start commit, resolved once, and its one start bundle in gdir
+ * (task/task_group.h), which every attempt takes as its own.
+ */
+static void group_start_bundle(struct task *t, const char *gid, struct buf *gdir)
+{
+	struct buf checkout = BUF_INIT, cfgpath = BUF_INIT, err = BUF_INIT;
+	struct project p = PROJECT_INIT;
+	struct config cfg;
+	char commit[OID_HEX_MAX + 1];
+
+	memset(&cfg, 0, sizeof(cfg));
+	if (host_project_open(&checkout, &p, &cfgpath, &cfg, &err) < 0 ||
+	    checkout_start_commit(checkout.buf, t->o.from, commit, &err) < 0)
+		die("%s", err.buf);
+	task_group_dir(gdir, p.dir, gid);
+	if (task_group_bundle_make(gdir->buf, checkout.buf, commit, &err) < 0)
+		die("%s", err.buf);
+	config_release(&cfg);
+	project_release(&p);
+	buf_release(&checkout);
+	buf_release(&cfgpath);
+	buf_release(&err);
+}
+
 static volatile sig_atomic_t group_signal;
 
 static void on_group_stop(int sig)
@@ -1291,11 +1337,15 @@ static void group_line_out(void *ctx, const char *s, size_t n)
 static int run_group(struct task *t, int argc, char **argv)
 {
 	struct prompt_opts po = {0};
-	struct buf prompt = BUF_INIT, err = BUF_INIT, line = BUF_INIT;
+	struct buf prompt = BUF_INIT, err = BUF_INIT, line = BUF_INIT, gdir = BUF_INIT;
 	struct task_group g = {0};
 	struct sigaction sa = {0};
 	int ret, status;
 
+	/* Each attempt would fetch the earlier task into the one checkout: one at a time. */
+	if (t->o.cont)
+		die("--continue and --attempts: a task is continued by one attempt at a time "
+		    "(--attempts 1)");
 	g.n = group_attempts(t);
 	g.self = "/proc/self/exe";
 	g.argv = argv + 1;
@@ -1314,6 +1364,8 @@ static int run_group(struct task *t, int argc, char **argv)
 	if ((ret = task_id_new(g.gid)) < 0)
 		die_err(ret, "cannot make a group id");
 
+	group_start_bundle(t, g.gid, &gdir);
+
 	sa.sa_handler = on_group_stop;
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, NULL);
@@ -1323,6 +1375,8 @@ static int run_group(struct task *t, int argc, char **argv)
 
 	ret = task_group_run(&g, &prompt, &err);
 	buf_wipe_release(&prompt);
+	/* Every attempt has its own links by now, or never will (it ended). */
+	task_group_bundle_remove(gdir.buf);
 	if (ret < 0)
 		die("%s", err.buf);
 
@@ -1332,6 +1386,7 @@ static int run_group(struct task *t, int argc, char **argv)
 	task_group_release(&g);
 	buf_release(&line);
 	buf_release(&err);
+	buf_release(&gdir);
 	return status;
 }
 

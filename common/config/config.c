@@ -387,8 +387,8 @@ static int build_tree(struct ctx *c, const char *data, size_t len, struct node *
 /* ---- the schema ---- */
 
 static const char *const top_keys[] = {
-    "allow",  "mounts", "skills", "agents", "commands", "path",    "env",      "git",
-    "memory", "cpus",   "disk",   "budget", "slurm",    "secrets", "attempts", NULL};
+    "allow", "mounts", "skills", "agents", "commands", "path",     "env",   "git", "memory",
+    "cpus",  "disk",   "budget", "slurm",  "secrets",  "attempts", "check", NULL};
 static const char *const mount_keys[] = {"host", "vm", "read-only", NULL};
 static const char *const git_keys[] = {"url", "token", "auth", "user", "fetch", "push", NULL};
 static const char *const budget_keys[] = {"task", "day", NULL};
@@ -874,6 +874,26 @@ static int check_path(struct ctx *c, const struct node *v, struct config *cfg)
 	}
 	free(cfg->path);
 	cfg->path = xstrdup(v->str);
+	return 0;
+}
+
+/* check: one printable line, run by sh -c in the VM after Claude Code (docs/attempts.md). */
+static int check_check(struct ctx *c, const struct node *v, struct config *cfg)
+{
+	int ret = want_string(c, v, "check");
+
+	if (ret)
+		return ret;
+	if (!*v->str || strlen(v->str) > CONFIG_CHECK_MAX)
+		return fail(c, v, "check", "must be a command of 1 to %d bytes, like 'make test'",
+		            CONFIG_CHECK_MAX);
+	for (const unsigned char *p = (const unsigned char *)v->str; *p; p++)
+		if (*p < 0x20 || *p == 0x7f)
+			return fail(c, v, "check",
+			            "must be one line without control characters (byte 0x%02x)",
+			            *p);
+	free(cfg->check);
+	cfg->check = xstrdup(v->str);
 	return 0;
 }
 
@@ -1515,6 +1535,8 @@ static int check_root(struct ctx *c, const struct node *root, struct config *cfg
 		ret = check_secrets(c, val[13], cfg);
 	if (!ret && val[14])
 		ret = check_attempts(c, val[14], cfg);
+	if (!ret && val[15])
+		ret = check_check(c, val[15], cfg);
 	if (!ret)
 		record_lines(cfg, val);
 	/* A token the broker holds must not also be handed to the VM. */
@@ -1590,6 +1612,7 @@ void config_release(struct config *cfg)
 	claude_release(&cfg->agents);
 	claude_release(&cfg->commands);
 	free(cfg->path);
+	free(cfg->check);
 	free(cfg->slurm.partition);
 	free(cfg->slurm.account);
 	strvec_clear(&cfg->slurm.options);

@@ -120,6 +120,10 @@ struct config_secret {
 #define CONFIG_SET_SLURM    0x1000
 #define CONFIG_SET_SECRETS  0x2000
 #define CONFIG_SET_ATTEMPTS 0x4000
+#define CONFIG_SET_CHECK    0x8000
+
+/* check: a shell command line of at most this many bytes, printable, one line. */
+#define CONFIG_CHECK_MAX GUEST_CHECK_MAX
 
 #define CONFIG_MAX_SLURM_OPTIONS 32
 
@@ -166,6 +170,8 @@ struct config {
 	struct config_secret *secrets;
 	size_t nr_secrets;
 	int attempts; /* attempts: a task's attempts without --attempts (1 to 8; 1 default) */
+	char *check;  /* check: the command run in the VM after Claude Code (docs/attempts.md), or
+	                 NULL */
 	unsigned set; /* CONFIG_SET_* */
 	struct config_lines lines;
 };

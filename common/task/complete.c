@@ -40,6 +40,7 @@ static const struct {
     {"completion", NULL, K_WORDS, "bash zsh"},
     {"tasks show", NULL, K_TASKS, NULL},
     {"tasks log", NULL, K_TASKS, NULL},
+    {"tasks compare", NULL, K_TASKS, NULL},
     {"bundle check", NULL, K_FILES, NULL},
 };
 

@@ -1,13 +1,17 @@
 /* The attempts of one task (task/task_group.h, docs/tasks.md "Several attempts"). */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "base/err.h"
+#include "base/guest_abi.h"
 #include "config/usage.h"
+#include "task/task_folder.h"
 #include "task/task_group.h"
 #include "task/task_record.h"
 
@@ -174,4 +178,140 @@ void task_group_release(struct task_group *g)
 		buf_release(&g->a[i].line);
 		buf_release(&g->a[i].folder);
 	}
+}
+
+/* The files of the group's folder, the commit file last (task_group_bundle_take() reads it first).
+ */
+static const char *const group_files[] = {GUEST_FILE_START_BUNDLE, GUEST_FILE_START_IDX,
+                                          TASK_GROUP_COMMIT_FILE};
+
+void task_group_dir(struct buf *out, const char *project_dir, const char *gid)
+{
+	buf_addf(out, "%s/tasks/.group-%s", project_dir, gid);
+}
+
+int task_group_bundle_make(const char *gdir, const char *checkout, const char *commit,
+                           struct buf *err)
+{
+	struct buf tasks = BUF_INIT, line = BUF_INIT;
+	const char *slash = strrchr(gdir, '/');
+	int ret = 0;
+
+	if (!slash)
+		BUG("task_group_bundle_make: '%s' has no tasks folder", gdir);
+	buf_add(&tasks, gdir, (size_t)(slash - gdir));
+	if (mkdir(tasks.buf, 0755) < 0 && errno != EEXIST) {
+		ret = -errno;
+		buf_addf(err, "cannot create '%s': %s", tasks.buf, strerror(errno));
+		goto out;
+	}
+	if (mkdir(gdir, 0700) < 0) {
+		ret = -errno;
+		buf_addf(err, "cannot create '%s': %s", gdir, strerror(errno));
+		goto out;
+	}
+	if ((ret = task_folder_start_bundle(gdir, checkout, commit, err)) < 0)
+		goto fail;
+	buf_addf(&line, "%s\n", commit);
+	if ((ret = task_folder_write(gdir, TASK_GROUP_COMMIT_FILE, &line, 0644)) < 0) {
+		buf_addf(err, "cannot write '%s/%s': %s", gdir, TASK_GROUP_COMMIT_FILE,
+		         strerror(-ret));
+		goto fail;
+	}
+	goto out;
+fail:
+	task_group_bundle_remove(gdir);
+out:
+	buf_release(&tasks);
+	buf_release(&line);
+	return ret;
+}
+
+/* from copied to a new file to (0644): where no hard link can be made.  0 or -errno. */
+static int copy_file(const char *from, const char *to)
+{
+	int in = open(from, O_RDONLY | O_NOFOLLOW | O_CLOEXEC), out = -1, ret = 0;
+	ssize_t n;
+
+	if (in < 0)
+		return -errno;
+	if ((out = open(to, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644)) < 0) {
+		ret = -errno;
+		goto out;
+	}
+	while ((n = copy_file_range(in, NULL, out, NULL, 1 << 30, 0)) > 0)
+		;
+	if (n < 0) {
+		ret = -errno;
+		unlink(to);
+	}
+out:
+	close(in);
+	if (out >= 0)
+		close(out);
+	return ret;
+}
+
+int task_group_bundle_take(const char *gdir, const char *dir, char commit[OID_HEX_MAX + 1],
+                           struct buf *err)
+{
+	struct buf from = BUF_INIT, to = BUF_INIT, line = BUF_INIT;
+	ssize_t n;
+	size_t len;
+	int ret = 0;
+
+	buf_addf(&from, "%s/%s", gdir, TASK_GROUP_COMMIT_FILE);
+	if ((n = buf_read_file(&line, from.buf, OID_HEX_MAX + 1)) < 0) {
+		ret = (int)n;
+		buf_addf(err, "the group's start bundle '%s' cannot be read: %s", gdir,
+		         strerror(-ret));
+		goto out;
+	}
+	len = line.len ? line.len - 1 : 0;
+	if (!OID_HEX_LEN_OK(len) || line.buf[len] != '\n' ||
+	    strspn(line.buf, "0123456789abcdef") != len) {
+		ret = -EINVAL;
+		buf_addf(err, "the group's start bundle '%s' has no commit in '%s'", gdir,
+		         TASK_GROUP_COMMIT_FILE);
+		goto out;
+	}
+	memcpy(commit, line.buf, len);
+	commit[len] = '\0';
+	for (size_t i = 0; i < 2; i++) {
+		buf_reset(&from);
+		buf_reset(&to);
+		buf_addf(&from, "%s/%s", gdir, group_files[i]);
+		buf_addf(&to, "%s/%s", dir, group_files[i]);
+		if (link(from.buf, to.buf) < 0 && (ret = copy_file(from.buf, to.buf)) < 0) {
+			buf_addf(err, "cannot take the group's start bundle '%s' into '%s': %s",
+			         from.buf, dir, strerror(-ret));
+			goto out;
+		}
+	}
+	/* As task_folder_start_bundle() leaves it: the folder passed through to the VM's user. */
+	if (chmod(dir, 0711) < 0) {
+		ret = -errno;
+		buf_addf(err, "cannot open '%s' to the VM: %s", dir, strerror(errno));
+	}
+out:
+	buf_release(&from);
+	buf_release(&to);
+	buf_release(&line);
+	return ret;
+}
+
+void task_group_bundle_remove(const char *gdir)
+{
+	struct buf path = BUF_INIT;
+
+	for (size_t i = 0; i < ARRAY_SIZE(group_files); i++) {
+		buf_reset(&path);
+		buf_addf(&path, "%s/%s", gdir, group_files[i]);
+		unlink(path.buf);
+	}
+	buf_reset(&path);
+	buf_addf(&path, "%s/" GUEST_FILE_START_BUNDLE ".lock", gdir); /* git's, if it died */
+	unlink(path.buf);
+	rmdir(gdir);
+	buf_release(&path);
 }

@@ -17,6 +17,7 @@
 
 #include "base/buf.h"
 #include "base/num.h"
+#include "base/oid.h"
 #include "base/spawn.h"
 #include "base/taskid.h"
 
@@ -66,6 +67,41 @@ void task_group_summary(const struct task_group *g, int detach, struct buf *out)
 /* 0 when one attempt finished (there is one to pick), 2 when none started (each exited 2), else 1.
  */
 int task_group_status(const struct task_group *g);
+
+/*
+ * The group's one start bundle (docs/tasks.md, "Several attempts"): every
+ * attempt starts from the commit the group resolved once, so that a commit
+ * made while the attempts start changes none of them.  The group makes it in
+ * its folder PROJECT/tasks/.group-GID (task_group_dir(); a name the task
+ * lists skip), and each attempt takes it into its own folder as hard links
+ * (a copy where the file system has none): the VMs see their folder read-only
+ * and nothing on the host writes a start bundle, so one file serves them all.
+ */
+#define TASK_GROUP_COMMIT_FILE "start_commit" /* the commit in hex and a newline */
+
+/* project_dir/tasks/.group-GID appended to out. */
+void task_group_dir(struct buf *out, const char *project_dir, const char *gid);
+
+/*
+ * Make gdir (and project's tasks folder if need be) and in it start.bundle
+ * and start.idx of commit from checkout (task_folder_start_bundle()) and the
+ * commit file.  0, or a negative errno with err set; what was made is then
+ * removed.
+ */
+int task_group_bundle_make(const char *gdir, const char *checkout, const char *commit,
+                           struct buf *err);
+
+/*
+ * The group's start commit read from gdir into commit (full hex), and its
+ * start.bundle and start.idx linked (else copied) into the task folder dir,
+ * opened to the VM as task_folder_start_bundle() does.  0, or a negative
+ * errno with err set ("the group's start bundle '...' ...").
+ */
+int task_group_bundle_take(const char *gdir, const char *dir, char commit[OID_HEX_MAX + 1],
+                           struct buf *err);
+
+/* Remove gdir and what task_group_bundle_make() put there (what is already gone is no failure). */
+void task_group_bundle_remove(const char *gdir);
 
 /* Release what task_group_run() holds (g itself is the caller's); only after task_group_run(). */
 void task_group_release(struct task_group *g);

@@ -441,6 +441,31 @@ static void find_group_in(const char *project_dir, const char *arg, struct strve
 	strvec_clear(&names);
 }
 
+void task_group_dirs_in(const char *project_dir, const char *gid, struct strvec *dirs)
+{
+	find_group_in(project_dir, gid, dirs);
+}
+
+size_t task_group_dirs(const char *gid, struct strvec *dirs)
+{
+	struct strvec projects = STRVEC_INIT;
+	struct buf here = BUF_INIT, pd = BUF_INIT;
+
+	if (project_here(&here) == 0)
+		find_group_in(here.buf, gid, dirs);
+	if (!dirs->nr && projects_list(&projects) == 0)
+		for (size_t i = 0; !dirs->nr && i < projects.nr; i++) {
+			buf_reset(&pd);
+			projects_dir(&pd);
+			buf_addf(&pd, "/%s", projects.v[i]);
+			find_group_in(pd.buf, gid, dirs);
+		}
+	strvec_clear(&projects);
+	buf_release(&here);
+	buf_release(&pd);
+	return dirs->nr;
+}
+
 int task_find(const char *arg, struct buf *dir, struct buf *project_dir, struct buf *err)
 {
 	struct strvec found = STRVEC_INIT, projects = STRVEC_INIT;

@@ -103,6 +103,16 @@ void task_info_release(struct task_info *ti);
 int task_group_read(int dfd, char *group);
 
 /*
+ * The attempts of the group gid, as task folder paths appended to dirs:
+ * task_group_dirs_in() in the project folder project_dir; task_group_dirs()
+ * in the project of the current checkout, else in the first project that
+ * has any (as task_find() looks a group up).  The count found.
+ */
+struct strvec;
+void task_group_dirs_in(const char *project_dir, const char *gid, struct strvec *dirs);
+size_t task_group_dirs(const char *gid, struct strvec *dirs);
+
+/*
  * Read the regular file `name` in the folder dirfd into out, at most max
  * bytes, without following a link.  The bytes read, -ENOENT, -EFBIG (over
  * max), -EINVAL (not a regular file) or another -errno.

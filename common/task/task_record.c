@@ -84,6 +84,20 @@ static json_t *result_object(const struct task_result *r)
 	json_object_set_new(o, "end_commit",
 	                    r->end_commit[0] ? json_string(r->end_commit) : json_null());
 	json_object_set_new(o, "changes", json_boolean(r->changes));
+	if (r->has_check) {
+		json_t *c = json_object();
+
+		json_object_set_new(c, "exit_code",
+		                    r->check.has_exit_code ? json_integer(r->check.exit_code)
+		                                           : json_null());
+		json_object_set_new(c, "timed_out", json_boolean(r->check.timed_out));
+		json_object_set_new(c, "seconds", json_real(r->check.seconds));
+		json_object_set_new(c, "tail",
+		                    json_string(r->check.tail)); /* sanitized when read */
+		json_object_set_new(o, "check", c);
+	} else {
+		json_object_set_new(o, "check", json_null());
+	}
 	return o;
 }
 

@@ -12,6 +12,7 @@
 #include "base/err.h"
 #include "base/json_get.h"
 #include "git/gitproto.h"
+#include "base/out.h"
 #include "task/task_results.h"
 #include "base/shell_quote.h"
 #include "base/utf8.h"
@@ -166,6 +167,49 @@ static int parse_claude(json_t *root, struct task_result *r, struct buf *err)
 	return 0;
 }
 
+/* "check": null or absent when no check ran; else exit_code (null: timed out), timed_out, seconds,
+ * tail. */
+static int parse_check(json_t *root, struct task_result *r, struct buf *err)
+{
+	struct buf tail = BUF_INIT;
+	size_t cut;
+	json_t *c = NULL;
+	const char *s = NULL;
+	long l;
+	int ret;
+
+	if ((ret = json_get_obj(root, "check", JSON_OPTIONAL, &c, err)) <= 0)
+		return ret;
+	r->has_check = 1;
+	if ((ret = json_get_bool(c, "timed_out", 0, &r->check.timed_out, err)) < 0)
+		return ret;
+	if ((ret = get_long(c, "exit_code", 0, 255, &l, err)) < 0)
+		return ret;
+	r->check.has_exit_code = ret;
+	r->check.exit_code = ret ? (int)l : 0;
+	if (ret == r->check.timed_out)
+		return refuse(err, "'check' has %s",
+		              ret ? "an exit code and timed out"
+		                  : "no exit code and did not time out");
+	if ((ret = json_get_real(c, "seconds", 0, 0, GUEST_CHECK_TIMEOUT_S + 60, &r->check.seconds,
+	                         err)) < 0)
+		return ret;
+	/*
+	 * Kept sanitized (common/base/out.h), its last GUEST_CHECK_TAIL_MAX
+	 * bytes from a character's start: what a record holds reads back the
+	 * same, though the sanitizer may have made it longer.
+	 */
+	if ((ret = json_get_str(c, "tail", 0, 4 * GUEST_CHECK_TAIL_MAX, &s, err)) < 0)
+		return ret;
+	out_sanitize(&tail, s, strlen(s));
+	cut = tail.len > GUEST_CHECK_TAIL_MAX ? tail.len - GUEST_CHECK_TAIL_MAX : 0;
+	while (cut < tail.len && (tail.buf[cut] & 0xc0) == 0x80)
+		cut++;
+	r->check.tail = xstrdup(tail.buf + cut);
+	buf_release(&tail);
+	return 0;
+}
+
 int result_parse(const char *data, size_t len, struct task_result *r, struct buf *err)
 {
 	struct buf why = BUF_INIT;
@@ -212,6 +256,8 @@ int result_parse(const char *data, size_t len, struct task_result *r, struct buf
 		goto out;
 	if ((ret = json_get_bool(root, "changes", JSON_OPTIONAL, &r->changes, &why)) < 0)
 		goto out;
+	if ((ret = parse_check(root, r, &why)) < 0)
+		goto out;
 	ret = 0;
 out:
 	json_decref(root);
@@ -226,6 +272,7 @@ out:
 void result_release(struct task_result *r)
 {
 	free(r->claude.last_message);
+	free(r->check.tail);
 	memset(r, 0, sizeof(*r));
 }
 

@@ -64,6 +64,15 @@ struct task_result {
 	char start_commit[OID_HEX_MAX + 1]; /* "" if null or absent */
 	char end_commit[OID_HEX_MAX + 1];
 	int changes;
+
+	int has_check; /* "check" was an object: the config's check: ran (docs/attempts.md) */
+	struct {
+		int has_exit_code; /* 0 when it timed out */
+		int exit_code;     /* 0-255 (128 + a signal's number when killed by one) */
+		int timed_out;
+		double seconds; /* 0 to GUEST_CHECK_TIMEOUT_S + 60 */
+		char *tail; /* owned: the end of its output, at most GUEST_CHECK_TAIL_MAX bytes */
+	} check;
 };
 
 /*

@@ -137,6 +137,8 @@ int task_settings_check(const struct task_settings *s, struct buf *err)
 		return bad(err, "the proxy is not an http:// URL");
 	if (check_place(s, err) < 0)
 		return -EINVAL;
+	if (s->check && (!*s->check || text_ok(s->check, GUEST_CHECK_MAX, 0, "the check", err)))
+		return *s->check ? -EINVAL : bad(err, "the check is empty");
 	if (s->ngit_remotes > TASK_SETTINGS_REMOTES_MAX)
 		return bad(err, "over %d git remotes", TASK_SETTINGS_REMOTES_MAX);
 	for (size_t i = 0; i < s->ngit_remotes; i++) {
@@ -221,7 +223,8 @@ int task_settings_json(const struct task_settings *s, struct buf *out, struct bu
 	     set(root, "system_prompt", json_string(s->system_prompt ? s->system_prompt : ""))))
 		goto out;
 	if (set(root, "git_remotes", strings(s->git_remotes, s->ngit_remotes)) ||
-	    (!run && set(root, "resume_session", str_or_null(s->resume_session))))
+	    (!run && (set(root, "resume_session", str_or_null(s->resume_session)) ||
+	              set(root, "check", str_or_null(s->check)))))
 		goto out;
 	text = json_dumps(root, JSON_INDENT(2));
 	if (!text)
@@ -297,7 +300,8 @@ static int parse_task_fields(json_t *root, struct task_settings *s, struct buf *
 	               get_str(root, "start_commit", 0, &s->start_commit, err) ||
 	               get_str(root, "branch", 0, &s->branch, err) ||
 	               get_str(root, "system_prompt", 1, &s->system_prompt, err) ||
-	               get_str(root, "resume_session", 1, &s->resume_session, err)
+	               get_str(root, "resume_session", 1, &s->resume_session, err) ||
+	               get_str(root, "check", 1, &s->check, err)
 	           ? -EINVAL
 	           : 0;
 }

@@ -77,6 +77,8 @@ struct task_settings {
 	/* NULL: a new conversation; else the session id Claude Code resumes, whose
 	   file the share holds as resume.jsonl (common/base/session_file.h) */
 	const char *resume_session;
+	/* NULL: none; else the config's check: (GUEST_CHECK_MAX bytes, one printable line) */
+	const char *check;
 	/* Run mode only: the command (NULL, 0: claude), the host user's ids. */
 	const char *const *command;
 	size_t ncommand;

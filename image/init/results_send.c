@@ -104,6 +104,7 @@ static char *result_json(struct guest_task *t)
 	json_object_set_new(root, "end_commit",
 	                    t->end_commit ? json_string(t->end_commit) : json_null());
 	json_object_set_new(root, "changes", json_boolean(t->changes));
+	json_object_set_new(root, "check", check_json(t));
 	s = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
 	json_decref(root);
 	return s;

@@ -62,6 +62,7 @@ static int read_settings(struct guest_task *t, struct buf *err)
 	memcpy(t->git_remotes, d.s.git_remotes, d.s.ngit_remotes * sizeof(*t->git_remotes));
 	t->ngit_remotes = d.s.ngit_remotes;
 	t->resume = d.s.resume_session;
+	t->check = d.s.check;
 	ret = 0;
 out:
 	buf_release(&b);
@@ -178,6 +179,10 @@ static void task_steps(struct guest_task *t)
 		run_step(t, S_BUNDLE, step_bundle, deadline);
 	if (t->changes)
 		results_send_file(t, guest_results[RESULT_BUNDLE].name, t->bundle_fd, BUNDLE_MAX);
+	/* After the bundle, so that what it changes stays out; after a stop too (the code may be
+	 * worth checking). */
+	if (t->check)
+		task_check(t);
 }
 
 static void task_release(struct guest_task *t)
@@ -185,6 +190,7 @@ static void task_release(struct guest_task *t)
 	json_decref(t->result_line);
 	json_decref(t->settings);
 	buf_release(&t->line);
+	buf_release(&t->check_tail);
 	free(t->git);
 	free(t->claude);
 	free(t->results);

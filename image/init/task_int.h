@@ -93,6 +93,12 @@ struct guest_task {
 	struct buf line;
 	int line_long;
 
+	/* the config's check: (check.c) */
+	const char *check; /* in settings; NULL: none */
+	int check_ran, check_code, check_timed_out;
+	int64_t check_ms;
+	struct buf check_tail;
+
 	/* after */
 	char *end_commit;
 	int changes;
@@ -148,6 +154,14 @@ void base_env(struct guest_task *t, struct strvec *env, const struct guest_env *
  * wipes it after use (it holds the secrets).
  */
 void claude_env(struct guest_task *t, struct strvec *env);
+
+/* check.c */
+
+/* Run the check (t->check set) after the bundle step; its figures into t. */
+void task_check(struct guest_task *t);
+
+/* result.json's "check": null when it did not run. */
+json_t *check_json(const struct guest_task *t);
 
 /* git.c */
 

@@ -108,6 +108,8 @@ static int cmd_config(char **args)
 			printf("%s%s", j ? "," : "", cfg.slurm.shared.v[j]);
 		printf("\n");
 	}
+	if (cfg.check)
+		printf("check %s\n", cfg.check);
 	printf("memory %" PRIu64 "\ncpus %d\ndisk %" PRIu64 "\nset 0x%03x\n", cfg.memory_mib,
 	       cfg.cpus, cfg.disk_mib, cfg.set);
 	config_release(&cfg);

@@ -1,0 +1,289 @@
+/* The attempts of one group side by side (task/task_compare.h, docs/tasks.md). */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/err.h"
+#include "base/guest_abi.h"
+#include "base/rmtree.h"
+#include "base/spawn.h"
+#include "config/project.h"
+#include "task/task_compare.h"
+#include "task/task_record.h"
+#include "task/task_results.h"
+#include "vm/host_system.h"
+#include "base/banned.h"
+
+/* The output of one git command is a few lines; a diff's numstat is one line a file. */
+#define GIT_OUT_MAX (16 << 20)
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+int task_group_attempts(const char *arg, char gid[TASK_ID_LEN + 1], struct strvec *dirs,
+                        struct buf *err)
+{
+	struct buf dir = BUF_INIT, pdir = BUF_INIT, why = BUF_INIT;
+	int ret = 0, dfd;
+
+	/* A group's id first: task_find() names the group of more than one attempt as an error. */
+	if (task_id_valid(arg) && task_group_dirs(arg, dirs) > 0) {
+		memcpy(gid, arg, TASK_ID_LEN + 1);
+		goto sort;
+	}
+	if ((ret = task_find(arg, &dir, &pdir, err)) < 0)
+		goto out;
+	dfd = open(dir.buf, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0) {
+		ret = -errno;
+		buf_addf(err, "cannot open '%s': %s", dir.buf, strerror(errno));
+		goto out;
+	}
+	if (!task_group_read(dfd, gid)) {
+		close(dfd);
+		ret = -EINVAL;
+		buf_addf(err, "'%s' is not an attempt of a group (aibox task --attempts N)", arg);
+		goto out;
+	}
+	close(dfd);
+	task_group_dirs_in(pdir.buf, gid, dirs);
+sort:
+	qsort(dirs->v, dirs->nr, sizeof(*dirs->v), cmp_str);
+out:
+	buf_release(&dir);
+	buf_release(&pdir);
+	buf_release(&why);
+	return ret;
+}
+
+/* git args... in dir (GIT_DIR; NULL: none), its stdout into out.  0, or -1 with the reason in
+ * problem. */
+static int git_in(const char *dir, struct buf *out, struct buf *problem, const char *const *args)
+{
+	struct spawn sp = SPAWN_INIT;
+	int ret;
+
+	strvec_pushl(&sp.args, "git", "-c", "core.hooksPath=/dev/null", NULL);
+	for (size_t i = 0; args[i]; i++)
+		strvec_push(&sp.args, args[i]);
+	if (dir)
+		strvec_pushf(&sp.env, "GIT_DIR=%s", dir);
+	strvec_push(&sp.env, "GIT_CONFIG_NOSYSTEM=1");
+	strvec_push(&sp.env, "GIT_TERMINAL_PROMPT=0");
+	sp.err = SPAWN_NULL;
+	ret = spawn_capture(&sp, out, GIT_OUT_MAX);
+	spawn_clear(&sp);
+	if (ret != 0) {
+		buf_addf(problem, "git %s: %s", args[0], ret < 0 ? strerror(-ret) : "it failed");
+		return -1;
+	}
+	return 0;
+}
+
+/* A count from git's output: digits only, within a long. */
+static int parse_count(const char *s, size_t n, long *out)
+{
+	long v = 0;
+
+	if (!n || n > 18)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return -1;
+		v = v * 10 + (s[i] - '0');
+	}
+	*out = v;
+	return 0;
+}
+
+/* --numstat lines "ADDED\tREMOVED\tPATH" ('-' for a binary file): the files and the sums. */
+static int numstat(const struct buf *b, struct task_compare_row *row)
+{
+	const char *p = b->buf, *end = b->buf + b->len;
+
+	row->files = row->added = row->removed = 0;
+	while (p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		const char *t1 = memchr(p, '\t', (size_t)((nl ? nl : end) - p)), *t2;
+		long a = 0, r = 0;
+
+		if (!nl || !t1 || !(t2 = memchr(t1 + 1, '\t', (size_t)(nl - t1 - 1))))
+			return -1;
+		if (!(t1 - p == 1 && *p == '-') && parse_count(p, (size_t)(t1 - p), &a) < 0)
+			return -1;
+		if (!(t2 - t1 - 1 == 1 && t1[1] == '-') &&
+		    parse_count(t1 + 1, (size_t)(t2 - t1 - 1), &r) < 0)
+			return -1;
+		row->files++;
+		row->added += a;
+		row->removed += r;
+		p = nl + 1;
+	}
+	return 0;
+}
+
+/*
+ * The commits and the diff of the end commit against the start: the checked
+ * changes.bundle fetched into a temporary bare repository that borrows the
+ * checkout's objects (the bundle's prerequisite, the start commit, is there).
+ */
+static void diff_figures(const char *project_dir, struct task_compare_row *row)
+{
+	struct buf co = BUF_INIT, tmp = BUF_INIT, out = BUF_INIT, path = BUF_INIT, range = BUF_INIT;
+	const char *tmpdir = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+	struct spawn sp = SPAWN_INIT;
+	int made = 0;
+
+	if (project_read_checkout(project_dir, &co) < 0) {
+		buf_addstr(&row->problem, "the project's checkout is not known");
+		goto out;
+	}
+	buf_addf(&tmp, "%s/aibox-compare-XXXXXX", tmpdir);
+	if (!mkdtemp(tmp.buf)) {
+		buf_addf(&row->problem, "cannot make a folder in '%s': %s", tmpdir,
+		         strerror(errno));
+		goto out;
+	}
+	made = 1;
+	strvec_pushl(&sp.args, "git", "init", "-q", "--bare", tmp.buf, NULL);
+	sp.err = SPAWN_NULL;
+	if (spawn_run(&sp) != 0) {
+		buf_addstr(&row->problem, "git init: it failed");
+		goto out;
+	}
+	/* The checkout's objects, where git keeps them (a linked worktree's are the common dir's).
+	 */
+	if (git_in(NULL, &out, &row->problem,
+	           (const char *const[]){"-C", co.buf, "rev-parse", "--path-format=absolute",
+	                                 "--git-common-dir", NULL}) < 0)
+		goto out;
+	buf_rtrim(&out);
+	buf_addstr(&out, "/objects\n");
+	buf_addf(&path, "%s/objects/info/alternates", tmp.buf);
+	if (buf_write_file(&out, path.buf, 0644) < 0) {
+		buf_addf(&row->problem, "cannot write '%s'", path.buf);
+		goto out;
+	}
+	buf_reset(&path);
+	buf_addf(&path, "%s/%s", row->dir.buf, guest_results[RESULT_BUNDLE].name);
+	buf_reset(&out);
+	if (git_in(tmp.buf, &out, &row->problem,
+	           (const char *const[]){"fetch", "-q", path.buf, GUEST_BRANCH_REF, NULL}) < 0)
+		goto out;
+	buf_addf(&range, "%s..%s", row->start_commit, row->end_commit);
+	buf_reset(&out);
+	if (git_in(tmp.buf, &out, &row->problem,
+	           (const char *const[]){"rev-list", "--count", range.buf, NULL}) < 0)
+		goto out;
+	buf_rtrim(&out);
+	if (parse_count(out.buf, out.len, &row->commits) < 0) {
+		buf_addstr(&row->problem, "git rev-list: not a count");
+		goto out;
+	}
+	buf_reset(&out);
+	if (git_in(tmp.buf, &out, &row->problem,
+	           (const char *const[]){"diff", "--numstat", "--no-renames", "--no-ext-diff",
+	                                 "--no-textconv", row->start_commit, row->end_commit,
+	                                 NULL}) < 0)
+		goto out;
+	if (numstat(&out, row) < 0) {
+		buf_addstr(&row->problem, "git diff --numstat: a line not understood");
+		goto out;
+	}
+	row->has_diff = 1;
+out:
+	if (made)
+		rmtree_at(AT_FDCWD, tmp.buf, NULL, NULL);
+	spawn_clear(&sp);
+	buf_release(&co);
+	buf_release(&tmp);
+	buf_release(&out);
+	buf_release(&path);
+	buf_release(&range);
+}
+
+void task_compare_row_read(const char *dir, struct task_compare_row *row)
+{
+	struct buf b = BUF_INIT, err = BUF_INIT, pdir = BUF_INIT, tasks = BUF_INIT;
+	const char *slash = strrchr(dir, '/');
+	struct task_record rec;
+	int dfd = -1, tfd = -1, ret;
+
+	*row = (struct task_compare_row){.ti = TASK_INFO_INIT,
+	                                 .dir = BUF_INIT,
+	                                 .fetch = BUF_INIT,
+	                                 .problem = BUF_INIT,
+	                                 .check_tail = BUF_INIT};
+	buf_addstr(&row->dir, dir);
+	if (!slash || slash - dir < 6) /* task_group_attempts() gives PROJECT/tasks/NAME */
+		BUG("task_compare_row_read: '%s' is not in a tasks folder", dir);
+	buf_add(&tasks, dir, (size_t)(slash - dir));
+	buf_add(&pdir, dir, (size_t)(slash - dir - 6));
+	if ((tfd = open(tasks.buf, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0 ||
+	    (ret = task_info_read(tfd, slash + 1, time(NULL), &row->ti)) < 0) {
+		buf_addf(&row->problem, "cannot read the task: %s", strerror(errno));
+		goto out;
+	}
+	if ((dfd = openat(tfd, slash + 1, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0 ||
+	    task_file_read(dfd, "summary.json", TASK_RECORD_MAX, &b) <= 0)
+		goto out; /* running, or killed: task_info says which */
+	if (task_record_parse(b.buf, b.len, &rec, &err) < 0) {
+		buf_add(&row->problem, err.buf, err.len);
+		goto out;
+	}
+	row->has_record = 1;
+	memcpy(row->start_commit, rec.start_commit, sizeof(row->start_commit));
+	memcpy(row->end_commit, rec.end_commit, sizeof(row->end_commit));
+	if (rec.has_report && rec.report.usage.present) {
+		row->has_spend = 1;
+		row->spend_nano = rec.report.usage.nano;
+	}
+	if (rec.has_result && rec.result.has_check) {
+		row->has_check = 1;
+		row->check_timed_out = rec.result.check.timed_out;
+		row->check_exit = rec.result.check.exit_code;
+		row->check_seconds = rec.result.check.seconds;
+		buf_addstr(&row->check_tail, rec.result.check.tail);
+	}
+	task_record_release(&rec);
+	if (row->end_commit[0] && row->start_commit[0]) {
+		struct summary_in in = {0};
+		struct buf branch = BUF_INIT, bundle = BUF_INIT;
+		enum host_system sys = HOST_LINUX;
+
+		host_system_get(&sys);
+		buf_addf(&bundle, "%s/%s", dir, guest_results[RESULT_BUNDLE].name);
+		buf_addf(&branch, GUEST_BRANCH "-%s", slash + 1);
+		in.end_commit = row->end_commit;
+		in.bundle_path = bundle.buf;
+		in.branch = branch.buf;
+		in.windows = sys == HOST_WINDOWS;
+		summary_fetch_command(&in, &row->fetch);
+		buf_release(&branch);
+		buf_release(&bundle);
+		diff_figures(pdir.buf, row);
+	}
+out:
+	if (dfd >= 0)
+		close(dfd);
+	if (tfd >= 0)
+		close(tfd);
+	buf_release(&b);
+	buf_release(&err);
+	buf_release(&pdir);
+	buf_release(&tasks);
+}
+
+void task_compare_row_release(struct task_compare_row *row)
+{
+	task_info_release(&row->ti);
+	buf_release(&row->dir);
+	buf_release(&row->fetch);
+	buf_release(&row->problem);
+	buf_release(&row->check_tail);
+}

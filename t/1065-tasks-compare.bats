@@ -1,0 +1,136 @@
+#!/usr/bin/env bats
+# aibox tasks compare on attempts' folders written by hand (docs/tasks.md,
+# "Comparing attempts"): one row an attempt with its state, spend, time and
+# the diff of its checked changes.bundle against the start commit, computed
+# on the host without writing to the checkout or the folders; --json; the
+# group found by its id or by any attempt; hostile records.
+bats_require_minimum_version 1.5.0
+load lib-common
+load lib-lock
+
+setup() {
+	task_project_setup || return 1
+	mkdir -p "$TK"
+	C1=$(git rev-parse HEAD~1)
+	# An attempt's branch: two commits on C1 (3 lines added, 1 removed, a new file).
+	git clone -q "$T/repo" "$T/work"
+	(
+		cd "$T/work" || exit 1
+		git checkout -q -b aibox/task "$C1"
+		printf 'a\nb\n' >>README.md
+		git commit -q -am one
+		sed -i 1d README.md
+		echo new >new.txt
+		git add new.txt
+		git commit -q -am two
+		git bundle create -q "$T/changes.bundle" aibox/task "^$C1"
+	)
+	END=$(git -C "$T/work" rev-parse aibox/task)
+	rm -rf "$T/work"
+}
+teardown() { lock_teardown; }
+
+# attempt NAME STATE [END] [NANO]: an ended attempt of group 0a1b2c, its record;
+# $CHECK the result's "check" (null by default).
+attempt() {
+	local d=$TK/$1 e=null u='' r=null
+	mkdir "$d"
+	touch "$TK/$1.lock"
+	echo 0a1b2c >"$d/group"
+	printf 'fix it' >"$d/prompt.txt"
+	[ -n "${3:-}" ] && e="\"$3\""
+	[ -n "${3:-}" ] && cp "$T/changes.bundle" "$d/changes.bundle"
+	[ -n "${CHECK:-}" ] && r='{"version":1,"steps":[],"failed_step":null,"claude":null,"start_commit":null,"end_commit":null,"changes":false,"check":'"$CHECK"'}'
+	[ -n "${4:-}" ] && u=",\"usage\":{\"requests\":3,\"usd\":0,\"nano_usd\":$4,\"models\":[],\"uncounted\":0,\"skipped\":0,\"refused\":0,\"caps\":{\"task_usd\":null,\"day_usd\":null},\"cap_task_nano\":0,\"cap_day_nano\":0,\"day_nano_usd\":0,\"ended_by_cap\":null}"
+	cat >"$d/summary.json" <<JSON
+{"version":1,"folder":"$d","name":"$1","id":"${1: -6}","group":"0a1b2c","state":"$2","exit":0,"why":null,
+ "seconds":83.4,"start_commit":"$C1","end_commit":$e,"branch":"aibox/task-$1","fetch":null,
+ "no_changes":false,"result":$r,
+ "hosts":{"version":1,"hosts":[],"more_hosts":0,"more_hosts_at_least":false,"more_allowed":0,"allowed":3,"refused":0,"failed":0,"log_left_out":0$u},
+ "hosts_why":null}
+JSON
+	printf 'total 83.400s exit 0\n' >>"$d/aibox.log"
+}
+
+three() {
+	CHECK='{"exit_code":0,"timed_out":false,"seconds":12.5,"tail":"ok 3 tests\n"}' \
+		attempt 20260101-100000-aaaaaa finished "$END" 1500000000
+	CHECK='{"exit_code":null,"timed_out":true,"seconds":600.2,"tail":"\u001b]0;x\u0007stuck"}' \
+		attempt 20260101-100001-bbbbbb "not finished" "" 250000000
+	attempt 20260101-100002-cccccc finished "$END"
+}
+
+@test "compare: one row an attempt, the diff counted from its bundle against the start commit" {
+	three
+	before=$(git for-each-ref; git count-objects -v; find "$TK" -newer "$TK" -o -print | sort | xargs ls -ld --time-style=+%s.%N)
+	run --separate-stderr aibox tasks compare 0a1b2c
+	assert_success
+	assert_line --index 0 "group 0a1b2c: 3 attempts"
+	[[ "${lines[1]}" =~ ^aaaaaa\ +finished\ +check\ passed\ +1\.500000\ USD\ +1m23s\ +2\ commits,\ 2\ files,\ \+3\ -1$ ]] || fail "${lines[1]}"
+	assert_line --index 2 "        git fetch $TK/20260101-100000-aaaaaa/changes.bundle aibox/task:aibox/task-20260101-100000-aaaaaa"
+	[[ "${lines[3]}" =~ ^bbbbbb\ +not\ finished\ +check\ timed\ out\ +0\.250000\ USD\ +1m23s\ +nothing\ to\ fetch$ ]] || fail "${lines[3]}"
+	[[ "${lines[4]}" =~ ^cccccc\ +finished\ +check\ -\ +-\ +1m23s\ +2\ commits ]] || fail "${lines[4]}"
+	# Read only: the checkout and the folders are as they were, no temporary repository left.
+	after=$(git for-each-ref; git count-objects -v; find "$TK" -newer "$TK" -o -print | sort | xargs ls -ld --time-style=+%s.%N)
+	assert_equal "$after" "$before"
+	run ! git cat-file -e "$END"
+	# Any attempt names its group, by id, name or path; --json gives one object each.
+	for arg in bbbbbb 20260101-100002-cccccc "$TK/20260101-100000-aaaaaa"; do
+		run --separate-stderr aibox tasks compare --json "$arg"
+		assert_success
+		run jq -c '[.[] | [.id, .state, .spend_usd, .commits, .files, .added, .removed, .end_commit == "'"$END"'", .problem, .check]]' <<<"$output"
+		assert_success
+		assert_output '[["aaaaaa","finished",1.5,2,2,3,1,true,null,{"exit_code":0,"timed_out":false,"seconds":12.5,"tail":"ok 3 tests\n"}],["bbbbbb","not finished",0.25,null,null,null,null,false,null,{"exit_code":null,"timed_out":true,"seconds":600.2,"tail":"stuck"}],["cccccc","finished",null,2,2,3,1,true,null,null]]'
+	done
+}
+
+@test "compare: a task of no group, an unknown id and a word too many are refused in words" {
+	three
+	mkdir "$TK/20260101-110000-dddddd"
+	touch "$TK/20260101-110000-dddddd.lock"
+	run --separate-stderr aibox tasks compare dddddd
+	assert_failure 2
+	assert_equal "$stderr" "aibox-tasks-compare: 'dddddd' is not an attempt of a group (aibox task --attempts N)"
+	run --separate-stderr aibox tasks compare 999999
+	assert_failure 2
+	assert_equal "$stderr" "aibox-tasks-compare: no task '999999' in any project"
+	run --separate-stderr aibox tasks compare 0a1b2c aaaaaa
+	assert_failure 2
+	[[ "$stderr" == *"unexpected argument 'aaaaaa'"* ]] || fail "$stderr"
+	run --separate-stderr aibox tasks compare --help
+	assert_success
+	assert_line --index 0 "usage: aibox tasks compare [--json] GROUP"
+}
+
+@test "compare: hostile attempts are named and never stop the others' rows" {
+	three
+	# A record that is not JSON; a bundle that is not one; a bundle of another history.
+	printf '{"version":1,' >"$TK/20260101-100001-bbbbbb/summary.json"
+	echo 'not a bundle' >"$TK/20260101-100002-cccccc/changes.bundle"
+	attempt 20260101-100003-eeeeee finished "$C1$C1"
+	attempt 20260101-100004-ffffff finished "$(printf 'e%.0s' $(seq 40))"
+	printf '\033]0;x\007' >"$TK/20260101-100004-ffffff/changes.bundle"
+	# A check the VM reported beyond its rules makes the record unreadable, no other.
+	CHECK='{"exit_code":1,"timed_out":true,"seconds":1,"tail":""}' attempt 20260101-100005-a00001 finished
+	CHECK='{"exit_code":256,"timed_out":false,"seconds":1,"tail":""}' attempt 20260101-100006-a00002 finished
+	CHECK='{"exit_code":0,"timed_out":false,"seconds":1,"tail":"a\u0000b"}' attempt 20260101-100007-a00003 finished
+	CHECK='{"exit_code":0,"timed_out":false,"seconds":-1,"tail":""}' attempt 20260101-100008-a00004 finished
+	run --separate-stderr aibox tasks compare --json 0a1b2c
+	assert_success
+	run jq -r '.[5:] | .[] | .problem' <<<"$output"
+	assert_success
+	assert_line --index 0 --partial "'check' has an exit code and timed out"
+	assert_line --index 1 --partial "exit_code"
+	assert_line --index 2 --partial "is not allowed"
+	assert_line --index 3 --partial "seconds"
+	run --separate-stderr aibox tasks compare --json 0a1b2c
+	assert_success
+	run jq -c '[.[0:5] | .[] | [.id, .commits, (.problem // "" | .[0:40])]]' <<<"$output"
+	assert_success
+	[[ "$output" == '[["aaaaaa",2,""],["bbbbbb",null,"'* ]] || fail "$output"
+	run --separate-stderr aibox tasks compare 0a1b2c
+	assert_success
+	[[ "$output" == *"aaaaaa  finished"*"2 commits"* ]] || fail "$output"
+	[[ "$output" == *"cccccc  finished"*"changes not counted"*"not read: git fetch: it failed"* ]] || fail "$output"
+	[[ "$output" != *$'\033'* ]] || fail "an escape printed"
+}
