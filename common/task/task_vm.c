@@ -303,8 +303,9 @@ int task_vm_run(const struct task_vm *v, struct buf *secrets, struct vm_outcome 
 	task_log_phase(v->aibox_log_fd, v->tphase, "stop");
 	if (*v->stop) {
 		buf_reset(&o->why);
-		buf_addf(&o->why, TASK_WHY_STOPPED "%s",
-		         *v->stop == SIGINT ? "SIGINT" : "a signal");
+		buf_addf(&o->why, TASK_WHY_STOPPED "%s%s",
+		         sigabbrev_np(*v->stop) ? "SIG" : "a signal",
+		         sigabbrev_np(*v->stop) ? sigabbrev_np(*v->stop) : "");
 	}
 	ret = 0;
 	goto out;
