@@ -21,14 +21,15 @@ ended() {
 	[ ! -e "/proc/$1" ] || grep -q '^State:.*Z' "/proc/$1/status" 2>/dev/null
 }
 
-# start PHASE: aibox task in the background ($pid), held in PHASE (boot or
-# session) by a fake QEMU; $qemu, $proxy, $broker, $workers (aibox-task's
+# start PHASE [KEEP]: aibox task in the background ($pid), held in PHASE
+# (boot or session) by a fake QEMU (with KEEP, the one there already); $qemu, $proxy, $broker, $workers (aibox-task's
 # own children) and $dir.
 start() {
 	local banner=
 	[ "$1" = boot ] || banner='printf "SSH-2.0-fake\\r\\n" >&4\n'
-	printf '#!/bin/sh\n[ "$1" != --version ] || { echo "QEMU emulator version 8.2.2"; exit 0; }\n'"$banner"'exec sleep 300\n' \
-		>"$T/fake-bin/qemu-system-x86_64"
+	[ -n "$2" ] ||
+		printf '#!/bin/sh\n[ "$1" != --version ] || { echo "QEMU emulator version 8.2.2"; exit 0; }\n'"$banner"'exec sleep 300\n' \
+			>"$T/fake-bin/qemu-system-x86_64"
 	rm -rf "$AIBOX_HOME/projects/repo/tasks"
 	ANTHROPIC_API_KEY=k aibox task "Do it." >out 2>err &
 	pid=$!
@@ -96,14 +97,9 @@ killed() {
 	killed "$qemu" QEMU "while the task ran"
 }
 
-@test "kill -9 of the broker while the VM boots, and while the session runs: the task ends at once saying so" {
+@test "kill -9 of the broker while the VM boots, and of aibox-proxy while the session runs: the task ends at once saying so" {
 	start boot
 	killed "$broker" aibox-broker "while the task ran"
-	start session
-	killed "$broker" aibox-broker "while the task ran"
-}
-
-@test "kill -9 of aibox-proxy while the session runs: the task ends at once saying so" {
 	start session
 	killed "$proxy" aibox-proxy "while the task ran"
 }
@@ -120,4 +116,48 @@ killed() {
 		assert_success
 		after killed
 	done
+}
+
+@test "image store: the image removed while a task runs: the task keeps the files it opened and goes on; the next task finds no image" {
+	# as QEMU does: the kernel, the initramfs and the root disk opened by
+	# their paths at its start, held open for the VM's life
+	cat >"$T/fake-bin/qemu-system-x86_64" <<-'SH'
+		#!/bin/bash
+		[ "$1" != --version ] || { echo "QEMU emulator version 8.2.2"; exit 0; }
+		while [ $# -gt 0 ]; do
+			case $1 in
+			-kernel) exec 5<"$2" ;;
+			-initrd) exec 6<"$2" ;;
+			*rootfs.ext4,*) f=${1#file=}; exec 7<"${f%%,*}" ;;
+			esac
+			shift
+		done
+		printf "SSH-2.0-fake\r\n" >&4
+		exec sleep 300
+	SH
+	printf 'the old root disk\n' >"$AIBOX_IMAGES/default/rootfs.ext4"
+	start session keep
+	run aibox image remove default
+	assert_success
+	assert_dir_not_exists "$AIBOX_IMAGES/default"
+	# the VM's files are still there for it, as they were
+	run cat "/proc/$qemu/fd/7"
+	assert_success
+	assert_output "the old root disk"
+	run cat "/proc/$qemu/fd/5" "/proc/$qemu/fd/6"
+	assert_success
+	assert_output "x
+x"
+	run kill -0 "$pid" "$qemu" "$proxy" "$broker"
+	assert_success
+	run aibox tasks list
+	assert_success
+	assert_line --regexp "^${dir: -6} +running "
+	# a new task does not start on half an image
+	ANTHROPIC_API_KEY=k run --separate-stderr aibox task "Again."
+	assert_failure 2
+	assert_equal "$stderr" "aibox-task: the image 'default' is not built: run 'aibox image build default'"
+	kill -INT "$pid"
+	wait "$pid" || true
+	all_ended
 }
