@@ -363,7 +363,7 @@ step 1"
 	[[ "$stderr" != *"no changes"* ]] || fail "$stderr"
 	# the line points at what QEMU and the kernel said
 	dir=$(task_dir)
-	[[ "$stderr" == *"aibox[${dir: -6}]: the task did not finish: QEMU exited before the VM's SSH server answered (see $dir/console.log)"* ]] || fail "$stderr"
+	[[ "$stderr" == *"aibox[${dir: -6}]: the task did not finish: QEMU exited with 1 before the VM's SSH server answered (see $dir/console.log)"* ]] || fail "$stderr"
 	assert_file_exists "$dir/console.log"
 }
 

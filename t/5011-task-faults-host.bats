@@ -102,3 +102,17 @@ ended() {
 	assert_success
 	assert_line --partial "removed $dir/"
 }
+
+@test "qemu: a QEMU whose --version probe hangs is killed after 5 s and the task boots cold, saying so" {
+	# the probe records its pid and hangs; QEMU itself fails at once
+	printf '#!/bin/sh\n[ "$1" != --version ] || { echo $$ >"%s"; exec sleep 300; }\nexit 1\n' "$T/probe.pid" \
+		>"$T/fake-bin/qemu-system-x86_64"
+	SECONDS=0
+	ANTHROPIC_API_KEY=k run --separate-stderr aibox task "Do it."
+	assert_stopped_at_boot
+	[ "$SECONDS" -le 12 ] || fail "it took $SECONDS s"
+	[[ "$stderr" == *"booting cold: cannot read QEMU's version: 'qemu-system-x86_64 --version' did not end within 5 s"* ]] ||
+		fail "$stderr"
+	run ended "$(cat "$T/probe.pid")"
+	assert_success
+}

@@ -359,7 +359,8 @@ int spawn_run(struct spawn *sp)
 	return spawn_wait(sp);
 }
 
-int spawn_capture(struct spawn *sp, struct buf *out, size_t max)
+/* spawn_capture() and spawn_capture_within(); timeout_ms < 0: none. */
+static int capture(struct spawn *sp, struct buf *out, size_t max, int timeout_ms)
 {
 	ssize_t n;
 	int ret;
@@ -370,13 +371,24 @@ int spawn_capture(struct spawn *sp, struct buf *out, size_t max)
 	ret = spawn_start(sp);
 	if (ret < 0)
 		return ret;
-	n = buf_read_fd(out, sp->out_fd, max);
+	n = timeout_ms < 0 ? buf_read_fd(out, sp->out_fd, max)
+	                   : buf_read_fd_within(out, sp->out_fd, max, timeout_ms);
 	if (n < 0) {
 		kill(sp->pid, SIGKILL);
 		spawn_wait(sp);
 		return (int)n;
 	}
-	return spawn_wait(sp);
+	return timeout_ms < 0 ? spawn_wait(sp) : spawn_wait_within(sp, timeout_ms);
+}
+
+int spawn_capture(struct spawn *sp, struct buf *out, size_t max)
+{
+	return capture(sp, out, max, -1);
+}
+
+int spawn_capture_within(struct spawn *sp, struct buf *out, size_t max, int timeout_ms)
+{
+	return capture(sp, out, max, timeout_ms);
 }
 
 /* In the worker: the signals, stdin and stdout, the fds (spawn.h). */

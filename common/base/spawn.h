@@ -103,6 +103,12 @@ struct buf;
 int spawn_capture(struct spawn *sp, struct buf *out, size_t max);
 
 /*
+ * spawn_capture() that waits at most timeout_ms for the child's stdout to
+ * end: then it kills the child (SIGKILL), reaps it and returns -ETIMEDOUT.
+ */
+int spawn_capture_within(struct spawn *sp, struct buf *out, size_t max, int timeout_ms);
+
+/*
  * A worker: a child of ours that runs our own code, not a program, forked
  * before a lockdown to do later what the lockdown forbids (aibox task's
  * bundle check, aibox run's cleaner).  Fork with stdout and stderr flushed;

@@ -1008,7 +1008,8 @@ int usage_ledger_open(const char *project_dir, time_t now, struct buf *err)
 {
 	struct buf path = BUF_INIT;
 	struct tm tm;
-	int fd;
+	size_t dir_len;
+	int fd, made;
 
 	buf_addf(&path, "%s/spend", project_dir);
 	if (mkdir(path.buf, 0700) < 0 && errno != EEXIST) {
@@ -1016,12 +1017,27 @@ int usage_ledger_open(const char *project_dir, time_t now, struct buf *err)
 		buf_addf(err, "cannot make '%s': %s", path.buf, strerror(errno));
 		goto out;
 	}
+	dir_len = path.len;
 	localtime_r(&now, &tm);
 	buf_addf(&path, "/%04d-%02d-%02d", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday);
-	fd = open(path.buf, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	fd = open(path.buf, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	made = fd >= 0;
+	if (fd < 0 && errno == EEXIST)
+		fd = open(path.buf, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0) {
 		fd = -errno;
 		buf_addf(err, "cannot open '%s': %s", path.buf, strerror(errno));
+		goto out;
+	}
+	if (made) {
+		/* A new day's file: its name goes to the disk, as its totals do. */
+		int dfd;
+
+		buf_setlen(&path, dir_len);
+		if ((dfd = open(path.buf, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0) {
+			fsync(dfd);
+			close(dfd);
+		}
 	}
 out:
 	buf_release(&path);
@@ -1173,6 +1189,11 @@ static int ledger_op(int fd, uint64_t id, uint64_t add, int admit, uint64_t cap,
 		total = sat_add(total, add);
 		if ((ret = write_total(fd, total)) < 0)
 			goto out;
+		/* Money counted is on the disk before the lock goes (a reservation lapses). */
+		if (add && fdatasync(fd) < 0) {
+			ret = -errno;
+			goto out;
+		}
 	}
 	if (id && verdict == USAGE_ADMIT &&
 	    (ret = write_slot(fd, sl, nslots, id, admit ? want : mine, now)) < 0)

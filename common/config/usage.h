@@ -284,16 +284,21 @@ int usage_parse_usd(const char *s, uint64_t *nano);
 
 /*
  * Open (creating them) DIR/spend/ and DIR/spend/YYYY-MM-DD for the local day
- * of now, read-write, close-on-exec.  The fd, or a negative errno with the
- * path in err.
+ * of now, read-write, close-on-exec; when it makes the day's file, it
+ * fsyncs the folder (its name survives a power cut).  The fd, or a
+ * negative errno with the path in err.
  */
 int usage_ledger_open(const char *project_dir, time_t now, struct buf *err);
 
 /*
  * Under an exclusive flock(2) on fd: read the day's total (an empty file is
- * 0), add nano (saturating), write it back in place, and set *total.  A
- * ledger that is not as usage_ledger_sync() writes it is an error
- * (-EINVAL), never reset.  0, or a negative errno.
+ * 0), add nano (saturating), write it back in place (one pwrite of one
+ * line, so a kill at any point leaves the old total or the new one), and
+ * set *total.  A total that grew is fdatasync'ed before the lock is
+ * released (usage_ledger_sync() and usage_ledger_admit() too): an added cost
+ * survives a power cut once the call returns.  A ledger that is not as
+ * usage_ledger_sync() writes it is an error (-EINVAL), never reset.  0, or a
+ * negative errno.
  */
 int usage_ledger_add(int fd, uint64_t nano, uint64_t *total);
 

@@ -1,6 +1,7 @@
 /* The VM phase of a task (task_vm.h). */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <string.h>
 #include <signal.h>
 #include <sys/epoll.h>
@@ -91,6 +92,32 @@ static void helper_ended(const struct helpers *h, struct buf *why)
 			         sigabbrev_np(si.si_status) ? sigabbrev_np(si.si_status) : "?");
 		return;
 	}
+}
+
+/* How long a QEMU whose connection closed may take to be seen ended. */
+#define QEMU_END_MS 500
+
+/*
+ * 1 when QEMU has ended (waited up to wait_ms for it), with how and when
+ * (`when`: "before the VM's SSH server answered") into why, replacing it;
+ * 0 when it runs.  QEMU is not reaped: vm_stop() does that.
+ */
+static int qemu_ended(const struct vm *vm, int wait_ms, const char *when, struct buf *why)
+{
+	struct pollfd p = {.fd = vm->pidfd, .events = POLLIN};
+	siginfo_t si = {0};
+
+	if (vm->pid <= 0 || (vm->pidfd >= 0 && poll(&p, 1, wait_ms) <= 0) ||
+	    waitid(P_PID, (id_t)vm->pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0 ||
+	    si.si_pid != vm->pid)
+		return 0;
+	buf_reset(why);
+	if (si.si_code == CLD_EXITED)
+		buf_addf(why, "QEMU exited with %d %s", si.si_status, when);
+	else
+		buf_addf(why, "QEMU was killed by SIG%s %s",
+		         sigabbrev_np(si.si_status) ? sigabbrev_np(si.si_status) : "?", when);
+	return 1;
 }
 
 static int make(const struct task_vm *v, const char *name, int flags, int *fd, struct buf *err)
@@ -287,6 +314,9 @@ int task_vm_run(const struct task_vm *v, struct buf *secrets, struct vm_outcome 
 	ret = *v->stop ? -EINTR : vm_wait_ssh(&vm, SSH_WAIT_MS);
 	if (ret == -ECANCELED && !*v->stop) {
 		helper_ended(&h, &o->why);
+	} else if (ret == -ECHILD && !*v->stop &&
+	           qemu_ended(&vm, 0, "before the VM's SSH server answered", &o->why)) {
+		buf_addf(&o->why, " (see %s/console.log)", v->dir);
 	} else if (ret < 0 && !*v->stop) {
 		vm_wait_ssh_why(ret, SSH_WAIT_MS, &o->why);
 		/* What QEMU and the guest's kernel said is there. */
@@ -298,14 +328,18 @@ int task_vm_run(const struct task_vm *v, struct buf *secrets, struct vm_outcome 
 		session(v, &vm, &f, secrets, o);
 	if (o->session_ret == -ECANCELED && !*v->stop)
 		helper_ended(&h, &o->why);
+	else if (ret == 0 && o->session_ret < 0 && !*v->stop)
+		/* The VM's connection broke because QEMU ended: that is what is said. */
+		qemu_ended(&vm, QEMU_END_MS, "while the task ran", &o->why);
 	o->session_s = task_log_phase(v->aibox_log_fd, v->tphase, "session");
 	buf_wipe_release(secrets);
 	stop_all(v, &vm, &h, &relay, o, f.usage);
 	task_log_phase(v->aibox_log_fd, v->tphase, "stop");
 	if (*v->stop) {
 		buf_reset(&o->why);
-		buf_addf(&o->why, TASK_WHY_STOPPED "%s",
-		         *v->stop == SIGINT ? "SIGINT" : "a signal");
+		buf_addf(&o->why, TASK_WHY_STOPPED "%s%s",
+		         sigabbrev_np(*v->stop) ? "SIG" : "a signal",
+		         sigabbrev_np(*v->stop) ? sigabbrev_np(*v->stop) : "");
 	}
 	ret = 0;
 	goto out;

@@ -87,7 +87,13 @@ static int add_image_sum(const struct buf *manifest, const char *file, const cha
 	return -ENOENT;
 }
 
-/* The first line of `qemu --version`. */
+/* How long `qemu --version` may take (it answers in milliseconds). */
+#define QEMU_VERSION_MS 5000
+
+/*
+ * The first line of `qemu --version`; -ETIMEDOUT when it did not end
+ * within QEMU_VERSION_MS (it is killed), -EIO when it failed.
+ */
 static int qemu_version(const struct vm_config *cfg, struct buf *out)
 {
 	struct spawn sp = SPAWN_INIT;
@@ -96,14 +102,14 @@ static int qemu_version(const struct vm_config *cfg, struct buf *out)
 
 	strvec_pushl(&sp.args, cfg->qemu ? cfg->qemu : "qemu-system-x86_64", "--version", NULL);
 	sp.err = SPAWN_NULL;
-	r = spawn_capture(&sp, &b, 4096);
+	r = spawn_capture_within(&sp, &b, 4096, QEMU_VERSION_MS);
 	spawn_clear(&sp);
 	if (r == 0 && b.len) {
 		buf_setlen(&b, strcspn(b.buf, "\n"));
 		buf_add(out, b.buf, b.len);
 	}
 	buf_release(&b);
-	return r == 0 ? 0 : -EIO;
+	return r == 0 ? 0 : r == -ETIMEDOUT ? r : -EIO;
 }
 
 /* sha256 of data in hex (65 bytes). */
@@ -158,8 +164,14 @@ static int snap_init(const struct vm_config *cfg, struct snap *s, struct buf *er
 	buf_addf(&s->empty, "%s/.snapshot-empty", cfg->image_dir);
 
 	buf_addf(&s->deps, "aibox-snapshot 1\ndevices %d\nqemu ", SNAP_DEVICES);
-	if (qemu_version(cfg, &s->deps) < 0) {
-		buf_addstr(err, "cannot read QEMU's version");
+	if ((r = qemu_version(cfg, &s->deps)) < 0) {
+		if (r == -ETIMEDOUT)
+			buf_addf(
+			    err,
+			    "cannot read QEMU's version: '%s --version' did not end within %d s",
+			    cfg->qemu ? cfg->qemu : "qemu-system-x86_64", QEMU_VERSION_MS / 1000);
+		else
+			buf_addstr(err, "cannot read QEMU's version");
 		r = -EIO;
 		goto out;
 	}

@@ -24,6 +24,11 @@
  *   test-common git-remote URL                     git_remote_url_parse(): "HOST PORT HOSTPORT
  *                                                  PATH", or "error: REASON"
  *   test-common clock MS                           sleep MS ms: what clock_ms() saw pass
+ *   test-common ledger-add DIR N                   N times (0: until killed) add 1 nano-USD
+ *                                                  to project DIR's ledger of today
+ *                                                  (usage_ledger_open()) and set a reservation
+ *                                                  (usage_ledger_sync()), printing the total
+ *                                                  after each; "error: REASON" (exit 1)
  *   test-common json-get < LINES                   each line KIND|req or opt|JSON, KIND str,
  *	                                            int, real, bool, obj or list: member "k"
  *	                                            of JSON (\u0000 kept) by json_get, one
@@ -46,6 +51,7 @@
 #include "base/buf.h"
 #include "base/clock.h"
 #include "config/config.h"
+#include "config/usage.h"
 #include "base/err.h"
 #include "net/git_remote.h"
 #include "base/guest_abi.h"
@@ -453,6 +459,30 @@ static int cmd_json_get(void)
 	return 0;
 }
 
+static int cmd_ledger_add(const char *dir, const char *count)
+{
+	struct buf err = BUF_INIT;
+	long n = strtol(count, NULL, 10);
+	int fd = usage_ledger_open(dir, time(NULL), &err);
+
+	if (fd < 0)
+		die("%s", err.buf);
+	setvbuf(stdout, NULL, _IONBF, 0);
+	for (long i = 0; n <= 0 || i < n; i++) {
+		struct usage_ledger_view v;
+		/* a reservation that comes and goes, so that its line is written too */
+		int ret = usage_ledger_sync(fd, 0x5eed, 1, i % 2 ? 1000 : 0, time(NULL), &v);
+
+		if (ret < 0) {
+			printf("error: %s\n", strerror(-ret));
+			return 1;
+		}
+		printf("%llu\n", (unsigned long long)v.total);
+	}
+	close(fd);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	tool_init(argc, argv);
@@ -496,6 +526,8 @@ int main(int argc, char **argv)
 		return cmd_git_remote(argv[2]);
 	if (!strcmp(argv[1], "json-get") && argc == 2)
 		return cmd_json_get();
+	if (!strcmp(argv[1], "ledger-add") && argc == 4)
+		return cmd_ledger_add(argv[2], argv[3]);
 	if (!strcmp(argv[1], "clock") && argc == 3)
 		return cmd_clock(argv[2]);
 	die("unknown command '%s'", argv[1]);
