@@ -496,7 +496,7 @@ shown() {
 	assert_equal "$status" 1
 	# scancel ends the node's aibox-task before or after it writes its record
 	assert_line --regexp "^task $id, $(basename "$dir"): (killed|not finished)\$"
-	assert_line --regexp "the task did not finish: (the VM was stopped by a signal|the job on the Slurm node ended without its status)\$"
+	assert_line --regexp "the task did not finish: (the VM was stopped by SIG[A-Z]+|the job on the Slurm node ended without its status)\$"
 	refute_output --partial "fetch them with"
 	node_gone
 }

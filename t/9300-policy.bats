@@ -217,7 +217,7 @@ git:
 		assert_failure 2
 		assert_equal "$stderr" "aibox-policy: $pol:$2"
 	}
-	bad $'memory: 2G\nmemroy: 3G' "2:1: unknown key 'memroy' (known keys: allow, mounts, skills, agents, commands, path, env, git, memory, cpus, disk, budget, slurm, secrets, attempts)"
+	bad $'memory: 2G\nmemroy: 3G' "2:1: unknown key 'memroy' (known keys: allow, mounts, skills, agents, commands, path, env, git, memory, cpus, disk, budget, slurm, secrets, attempts, check)"
 	bad $'memory: 2g' "1:9: memory: '2g' is not a size like 512M, 4G or 1T"
 	bad $'run: maybe' "1: run: must be yes or no"
 	bad $'push: [no]' "1: push: must be yes or no"
@@ -285,7 +285,7 @@ git:
 	: >"$dir/aibox.log"
 	{
 		echo "aibox-slurm-secrets 1"
-		for f in key tokens env user_key host_blob; do printf '%s 0\n\n' "$f"; done
+		for f in key tokens env user_key host_blob secrets oauth; do printf '%s 0\n\n' "$f"; done
 	} >"$dir/slurm.secrets"
 	chmod 600 "$dir/slurm.secrets"
 	policy $'memory: 2G'
