@@ -100,9 +100,13 @@ static void helper_ended(const struct helpers *h, struct buf *why)
 /*
  * 1 when QEMU has ended (waited up to wait_ms for it), with how and when
  * (`when`: "before the VM's SSH server answered") into why, replacing it;
- * 0 when it runs.  QEMU is not reaped: vm_stop() does that.
+ * 0 when it runs.  With powered_off_ok, a QEMU that exited with 0 counts as
+ * running: the guest powers off once the host ends its session (a refused
+ * result, say), and the session's own reason stands.  QEMU is not reaped:
+ * vm_stop() does that.
  */
-static int qemu_ended(const struct vm *vm, int wait_ms, const char *when, struct buf *why)
+static int qemu_ended(const struct vm *vm, int wait_ms, int powered_off_ok, const char *when,
+                      struct buf *why)
 {
 	struct pollfd p = {.fd = vm->pidfd, .events = POLLIN};
 	siginfo_t si = {0};
@@ -110,6 +114,8 @@ static int qemu_ended(const struct vm *vm, int wait_ms, const char *when, struct
 	if (vm->pid <= 0 || (vm->pidfd >= 0 && poll(&p, 1, wait_ms) <= 0) ||
 	    waitid(P_PID, (id_t)vm->pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0 ||
 	    si.si_pid != vm->pid)
+		return 0;
+	if (powered_off_ok && si.si_code == CLD_EXITED && si.si_status == 0)
 		return 0;
 	buf_reset(why);
 	if (si.si_code == CLD_EXITED)
@@ -315,7 +321,7 @@ int task_vm_run(const struct task_vm *v, struct buf *secrets, struct vm_outcome 
 	if (ret == -ECANCELED && !*v->stop) {
 		helper_ended(&h, &o->why);
 	} else if (ret == -ECHILD && !*v->stop &&
-	           qemu_ended(&vm, 0, "before the VM's SSH server answered", &o->why)) {
+	           qemu_ended(&vm, 0, 0, "before the VM's SSH server answered", &o->why)) {
 		buf_addf(&o->why, " (see %s/console.log)", v->dir);
 	} else if (ret < 0 && !*v->stop) {
 		vm_wait_ssh_why(ret, SSH_WAIT_MS, &o->why);
@@ -330,7 +336,7 @@ int task_vm_run(const struct task_vm *v, struct buf *secrets, struct vm_outcome 
 		helper_ended(&h, &o->why);
 	else if (ret == 0 && o->session_ret < 0 && !*v->stop)
 		/* The VM's connection broke because QEMU ended: that is what is said. */
-		qemu_ended(&vm, QEMU_END_MS, "while the task ran", &o->why);
+		qemu_ended(&vm, QEMU_END_MS, 1, "while the task ran", &o->why);
 	o->session_s = task_log_phase(v->aibox_log_fd, v->tphase, "session");
 	buf_wipe_release(secrets);
 	stop_all(v, &vm, &h, &relay, o, f.usage);
