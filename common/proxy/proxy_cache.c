@@ -50,6 +50,25 @@ static int host_kind(const struct conn *c)
 	return CONFIG_CACHE_NONE;
 }
 
+/* The fill under way, if any, given up: nothing of it is stored. */
+static void fill_drop(struct conn *c)
+{
+	if (!c->fill)
+		return;
+	dep_cache_fill_abort(c->fill);
+	free(c->fill);
+	c->fill = NULL;
+}
+
+/* The artifact's digest under way, if any, let go. */
+static void digest_drop(struct conn *c)
+{
+	if (!c->cmd)
+		return;
+	EVP_MD_CTX_free(c->cmd);
+	c->cmd = NULL;
+}
+
 /* Forget c's metadata answer (its bytes leave the proxy's total). */
 static void drop_meta(struct conn *c)
 {
@@ -63,20 +82,13 @@ static void drop_meta(struct conn *c)
 
 void px_cache_end(struct conn *c)
 {
-	if (c->fill) {
-		dep_cache_fill_abort(c->fill);
-		free(c->fill);
-		c->fill = NULL;
-	}
+	fill_drop(c);
 	if (c->hit) {
 		dep_cache_entry_clear(c->hit);
 		free(c->hit);
 		c->hit = NULL;
 	}
-	if (c->cmd) {
-		EVP_MD_CTX_free(c->cmd);
-		c->cmd = NULL;
-	}
+	digest_drop(c);
 	drop_meta(c);
 	free(c->ckey);
 	c->ckey = NULL;
@@ -274,15 +286,8 @@ void px_cache_head(struct conn *c, const struct http_head *h)
 	/* Not the artifact's bytes (or not plain): nothing is checked, stored or read. */
 	if (c->cdig)
 		c->cache_note = "miss";
-	if (c->fill) {
-		dep_cache_fill_abort(c->fill);
-		free(c->fill);
-		c->fill = NULL;
-	}
-	if (c->cmd) {
-		EVP_MD_CTX_free(c->cmd);
-		c->cmd = NULL;
-	}
+	fill_drop(c);
+	digest_drop(c);
 	c->cdig = NULL;
 	drop_meta(c);
 }
@@ -330,16 +335,13 @@ int px_cache_body(struct conn *c, const char *p, size_t n, int done)
 		px->cfg->report->cache_upstream += n;
 	if (c->fill && n && dep_cache_fill_write(c->fill, p, n, &why) < 0) {
 		/* Too big for the cap, or the disk: served, not stored. */
-		dep_cache_fill_abort(c->fill);
-		free(c->fill);
-		c->fill = NULL;
+		fill_drop(c);
 	}
 	buf_release(&why);
 	if (!done)
 		return 0;
 	EVP_DigestFinal_ex(c->cmd, md, &len);
-	EVP_MD_CTX_free(c->cmd);
-	c->cmd = NULL;
+	digest_drop(c);
 	if (len != c->cdig->len || CRYPTO_memcmp(md, c->cdig->md, len)) {
 		/* Nothing stored, and the client never sees the answer's end. */
 		c->cache_note = "bad";
