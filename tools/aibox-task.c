@@ -725,11 +725,12 @@ static int check_changes(struct task *t, char *end, struct buf *err)
 	return ret;
 }
 
-static void catch_stops(void)
+/* SIGINT, SIGTERM and SIGHUP to on (a task's or a group's), SIGPIPE ignored. */
+static void catch_stops(void (*on)(int))
 {
 	struct sigaction sa = {0};
 
-	sa.sa_handler = on_stop;
+	sa.sa_handler = on;
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
@@ -891,7 +892,7 @@ static int run_task(struct task *t)
 	phase_done(t, "bundle");
 	if (!t->o.slurm)
 		start_checker(t);
-	catch_stops();
+	catch_stops(on_stop);
 	t->record_fd = open_in_task(t, "summary.json", O_WRONLY | O_CREAT | O_EXCL);
 	make_secrets(t, &secrets);
 	if (t->o.slurm)
@@ -1154,7 +1155,7 @@ static int slurm_node(struct task *t)
 	open_results(t, 0);
 	status_fd = open_in_task(t, SLURM_STATUS_NAME, O_WRONLY | O_CREAT | O_EXCL);
 
-	catch_stops();
+	catch_stops(on_stop);
 	run_vm(t, &ss.env, &o);
 
 	st.session_ok = o.session_ret == 0 && !stop_signal && !o.why.len;
@@ -1339,7 +1340,6 @@ static int run_group(struct task *t, int argc, char **argv)
 	struct prompt_opts po = {0};
 	struct buf prompt = BUF_INIT, err = BUF_INIT, line = BUF_INIT, gdir = BUF_INIT;
 	struct task_group g = {0};
-	struct sigaction sa = {0};
 	int ret, status;
 
 	/* Each attempt would fetch the earlier task into the one checkout: one at a time. */
@@ -1366,12 +1366,7 @@ static int run_group(struct task *t, int argc, char **argv)
 
 	group_start_bundle(t, g.gid, &gdir);
 
-	sa.sa_handler = on_group_stop;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
-	signal(SIGPIPE, SIG_IGN);
+	catch_stops(on_group_stop);
 
 	ret = task_group_run(&g, &prompt, &err);
 	buf_wipe_release(&prompt);
