@@ -560,20 +560,22 @@ EOF2
 	assert_output "config.yaml:3:12: allow[1].host: a.com has a rule already (line 2)"
 }
 
-@test "config: cache: marks a host for the dependency cache, npm or pypi; another kind is refused with its place" {
+@test "config: cache: marks a host for the dependency cache, npm, pypi or crates; another kind is refused with its place" {
 	cfg 'allow:
   - {host: registry.npmjs.org, cache: npm}
-  - {host: files.pythonhosted.org, cache: pypi, methods: [GET]}'
+  - {host: files.pythonhosted.org, cache: pypi, methods: [GET]}
+  - {host: static.crates.io, cache: crates}'
 	assert_success
 	assert_line "allow registry.npmjs.org"
 	assert_line "rule registry.npmjs.org line=2 methods= paths= cache=npm"
 	assert_line "rule files.pythonhosted.org line=3 methods=GET paths= cache=pypi"
+	assert_line "rule static.crates.io line=4 methods= paths= cache=crates"
 	cfg 'allow: [{host: a.com, cache: maven}]'
 	assert_failure
-	assert_output "config.yaml:1:30: allow[0].cache: 'maven' is not a cache kind: npm or pypi"
-	cfg 'allow: [{host: a.com, cache: crates}]'
+	assert_output "config.yaml:1:30: allow[0].cache: 'maven' is not a cache kind: npm, pypi or crates"
+	cfg 'allow: [{host: a.com, cache: go}]'
 	assert_failure
-	assert_output "config.yaml:1:30: allow[0].cache: 'crates' is not cached yet (docs/cache.md): npm or pypi"
+	assert_output "config.yaml:1:30: allow[0].cache: 'go' is not cached yet (docs/cache.md): npm, pypi or crates"
 	cfg 'allow: [{host: a.com, cache: [npm]}]'
 	assert_failure
 	assert_output --partial "config.yaml:1:30: allow[0].cache: "

@@ -359,3 +359,64 @@ req() { printf '%s\n\n' "$1" | sed 's/$/\r/' | test-cache request; }
 	assert_line --index 4 "https://files.example/packages/p-0.8.tar.gz none"
 	assert_line --index 5 "https://files.example/packages/p-0.6.tar.gz none"
 }
+
+@test "dep rules: crates' digests from the cksum of their sparse index lines, by name and version; a download path names its crate" {
+	B=https://index.example/se/rd/serde
+	O=$(printf '0%.0s' {1..64})
+	cat >serde <<-JSON
+		{"name":"serde","vers":"1.0.0","deps":[],"cksum":"$SUM","features":{},"yanked":false}
+		{"name":"Serde","vers":"1.0.1+build.5","cksum":"${SUM^^}"}
+		{"name":"serde","vers":"1.0.2","cksum":"$SUM"}
+		{"name":"serde","vers":"1.0.2","cksum":"$O"}
+		{"name":"serde","vers":"1.0.3","cksum":"$SUM"}
+		{"name":"serde","vers":"1.0.3","cksum":"$SUM"}
+		{"name":"serde_json","vers":"1.0.4","cksum":"$SUM"}
+		{"name":"serde","vers":"1.0.5","cksum":"${SUM:0:63}"}
+		{"name":"serde","vers":"1.0.6/../x","cksum":"$SUM"}
+		{"name":"serde","vers":"1.0.7","cksum":"${SUM:0:63}g"}
+		{"name":"serde","vers":"1.0.8","cksum":"$SUM","name":"x"}
+		{"name":"serde\u0000x","vers":"1.0.9","cksum":"$SUM"}
+		not json
+	JSON
+	# The last line has no newline after it.
+	printf '{"name":"serde","vers":"1.1.0","cksum":"%s"}' "$SUM" >>serde
+	local v ids=()
+	for v in 1.0.0 1.0.1+build.5 1.0.2 1.0.3 1.0.4 1.0.5 1.0.7 1.0.8 1.0.9 1.1.0; do
+		ids+=("crate:serde@$v")
+	done
+	run test-cache crates "$B" serde "${ids[@]}" crate:serde_json@1.0.4
+	assert_success
+	assert_output "learnt 5
+crate:serde@1.0.0 sha256 $SUM
+crate:serde@1.0.1+build.5 sha256 $SUM
+crate:serde@1.0.2 none
+crate:serde@1.0.3 sha256 $SUM
+crate:serde@1.0.4 none
+crate:serde@1.0.5 none
+crate:serde@1.0.7 none
+crate:serde@1.0.8 none
+crate:serde@1.0.9 none
+crate:serde@1.1.0 sha256 $SUM
+crate:serde_json@1.0.4 none"
+	# A second index host giving other bytes for a version: neither is trusted.
+	sed "s/$SUM/$O/" serde >other
+	run test-cache crates "$B" serde,other crate:serde@1.0.0
+	assert_success
+	assert_output "learnt 5
+crate:serde@1.0.0 none"
+
+	run test-cache crate /crates/Serde/1.0.1+build.5/download
+	assert_output "crate:serde@1.0.1+build.5"
+	run test-cache crate /serde/serde-1.0.0.crate
+	assert_output "crate:serde@1.0.0"
+	run test-cache crate /crates/serde_json/serde_json-1.0.0-rc.1.crate
+	assert_output "crate:serde_json@1.0.0-rc.1"
+	local t
+	for t in /crates/serde/serde-1.0.0.tgz /crates/serde/serdx-1.0.0.crate \
+		/crates/serde/serde-.crate /crates/se:de/1.0.0/download /crates/serde/1.0~0/download \
+		/crates/serde//download /crates/serde/1.0.0 "/crates/$(printf 'x%.0s' {1..65})/1.0.0/download"; do
+		run test-cache crate "$t"
+		assert_success
+		assert_output --regexp '^refused: not a crate (download|name and version)$'
+	done
+}

@@ -1,11 +1,12 @@
 #!/usr/bin/env bats
 # The dependency cache in aibox-proxy (docs/cache.md): on a host whose allow
-# rule says cache: npm or pypi, the proxy learns the digests from the
+# rule says cache: npm, pypi or crates, the proxy learns the digests from the
 # metadata it fetches, answers an artifact from the store, or fetches it,
 # checks it and stores it.  A loopback registry (t/dep-registry) with a CA of
-# its own (SSL_CERT_FILE, as in t/3011) serves npm tarballs and a PyPI simple
-# index; the host's real npm and pip go through the proxy, trusting the task
-# CA.  Each proxy stands for one task; they share the store.
+# its own (SSL_CERT_FILE, as in t/3011) serves npm tarballs, a PyPI simple
+# index and a crates sparse index; the host's real npm, pip and cargo go
+# through the proxy, trusting the task CA.  Each proxy stands for one task;
+# they share the store.
 bats_require_minimum_version 1.5.0
 load lib-common
 load lib-tls
@@ -47,12 +48,27 @@ make_wheel() {
 	EOF
 }
 
+# make_crate DIR NAME VERSION: a crate file as cargo packages them (NAME-VERSION/...).
+make_crate() {
+	local d
+	d=$(mktemp -d) || return 1
+	mkdir -p "$d/$2-$3/src"
+	printf '[package]\nname = "%s"\nversion = "%s"\nedition = "2021"\n' "$2" "$3" >"$d/$2-$3/Cargo.toml"
+	printf 'pub const V: &str = "%s %s";\n' "$2" "$3" >"$d/$2-$3/src/lib.rs"
+	tar -C "$d" -czf "$1/$2-$3.crate" "$2-$3" || return 1
+	rm -rf "$d"
+}
+
 setup_file() {
 	make_test_ca "$BATS_FILE_TMPDIR/ca"
 	mkdir -p "$BATS_FILE_TMPDIR/reg/npm" "$BATS_FILE_TMPDIR/reg/pypi"
 	make_npm_tgz "$BATS_FILE_TMPDIR/reg/npm" left-pad 1.0.0
 	make_npm_tgz "$BATS_FILE_TMPDIR/reg/npm" right-pad 2.1.0
 	make_wheel "$BATS_FILE_TMPDIR/reg/pypi" demo_pkg 1.0
+	mkdir "$BATS_FILE_TMPDIR/reg/crates"
+	make_crate "$BATS_FILE_TMPDIR/reg/crates" demo 1.0.0
+	make_crate "$BATS_FILE_TMPDIR/reg/crates" demo 1.1.0
+	make_crate "$BATS_FILE_TMPDIR/reg/crates" other_lib 0.3.0
 }
 
 # start_registry [ARGS...]: t/dep-registry on a free port (REG), its requests in $T/reg.log.
@@ -289,4 +305,104 @@ npm_install() {
 	assert_equal "$(reg_count '^GET /simple/demo-pkg/$')" 2
 	run grep -c ' cache=hit ' "$T/proxy.log"
 	assert_output 1
+}
+
+# crates_registry: the registry again, its index on localhost and its crate
+# files on 127.0.0.1 (two hosts to the proxy, as index.crates.io and
+# static.crates.io), both cache: crates in $T/rules.
+crates_registry() {
+	kill "$REG_PID"
+	rm -rf "$T/reg" "$T/reg.port"
+	start_registry --dl-host 127.0.0.1
+	printf 'rule localhost:%s\ncache crates\nrule 127.0.0.1:%s\ncache crates\n' "$REG" "$REG" >"$T/rules"
+}
+
+@test "cache crates: a crate file on the download host is checked against the cksum its index host gave, by name and version; hostile spellings and lying indexes store nothing" {
+	crates_registry
+	local dl=https://127.0.0.1:$REG/crates/demo/1.0.0/download sum
+	sum=$(sha256sum "$T/reg/crates/demo-1.0.0.crate" | cut -c1-64)
+	task "$T/rules" --allow "127.0.0.1:$REG"
+	# Before the proxy saw its index: forwarded whole, stored nowhere.
+	run icurl -o "$T/got" "$dl"
+	assert_success
+	run cmp "$T/got" "$T/reg/crates/demo-1.0.0.crate"
+	assert_success
+	run icurl -o /dev/null "https://localhost:$REG/index/config.json"
+	assert_success
+	run icurl -o /dev/null "https://localhost:$REG/index/de/mo/demo"
+	assert_success
+	# Other spellings of the same file: never from the store, never into it.
+	run icurl -o /dev/null --path-as-is "https://127.0.0.1:$REG/crates/x/../demo/1.0.0/download"
+	assert_success
+	run icurl -o /dev/null "https://127.0.0.1:$REG/crates/dem%6f/1.0.0/download"
+	assert_success
+	run icurl -o /dev/null --path-as-is "https://127.0.0.1:$REG/crates/demo/./1.0.0/download"
+	assert_success
+	run grep -c ' cache=bypass ' "$T/proxy.log"
+	assert_output 3
+	run aibox cache size
+	assert_success
+	assert_output --partial "0 bytes in 0 entries"
+	# Now the file: filled, then a hit.
+	local i
+	for i in 1 2; do
+		run icurl -o "$T/got$i" "$dl"
+		assert_success
+		run cmp "$T/got$i" "$T/reg/crates/demo-1.0.0.crate"
+		assert_success
+	done
+	run grep -cE " GET /crates/demo/1.0.0/download status=200 cache=(fill|hit) " "$T/proxy.log"
+	assert_output 2
+	assert_equal "$(reg_count '^GET /crates/demo/1.0.0/download$')" 2
+	run aibox cache list
+	assert_success
+	assert_line --regexp "  -  $dl#sha256=$sum\$"
+
+	# An index line that lies: the file is cut before its end, nothing stored.
+	aibox cache clear
+	touch "$T/reg/LIE"
+	task "$T/rules" --allow "127.0.0.1:$REG"
+	run icurl -o /dev/null "https://localhost:$REG/index/de/mo/demo"
+	assert_success
+	run icurl -o /dev/null "$dl"
+	assert_failure
+	run grep -c ' GET /crates/demo/1.0.0/download (the artifact does not match the digest its metadata gives) status=200 cache=bad ' "$T/proxy.log"
+	assert_output 1
+	# Two lines for one version with different cksums: neither is trusted; forwarded whole, not stored.
+	rm "$T/reg/LIE"
+	touch "$T/reg/DOUBLE"
+	task "$T/rules" --allow "127.0.0.1:$REG"
+	run icurl -o /dev/null "https://localhost:$REG/index/de/mo/demo"
+	assert_success
+	run icurl -o "$T/got" "$dl"
+	assert_success
+	run cmp "$T/got" "$T/reg/crates/demo-1.0.0.crate"
+	assert_success
+	run aibox cache size
+	assert_success
+	assert_output --partial "0 bytes in 0 entries"
+}
+
+@test "cache crates: the host's real cargo fetch from a sparse registry fills the store, and the second task's takes every crate from it" {
+	command -v cargo >/dev/null || skip "no cargo on this host"
+	[ -n "${RUSTUP_HOME:-}" ] || [ ! -d "$REAL_HOME/.rustup" ] || export RUSTUP_HOME=$REAL_HOME/.rustup
+	crates_registry
+	local i
+	for i in 1 2; do
+		task "$T/rules" --allow "127.0.0.1:$REG"
+		mkdir -p "$T/cargo$i" "$T/p$i/src"
+		printf '[source.crates-io]\nreplace-with = "loop"\n[source.loop]\nregistry = "sparse+https://localhost:%s/index/"\n[http]\nproxy = "%s"\ncainfo = "%s"\n[net]\nretry = 0\n' \
+			"$REG" "$PROXY" "$T/taskca.pem" >"$T/cargo$i/config.toml"
+		printf '[package]\nname = "p"\nversion = "0.1.0"\nedition = "2021"\n[dependencies]\ndemo = "1.0.0"\nother_lib = "0.3"\n' >"$T/p$i/Cargo.toml"
+		: >"$T/p$i/src/lib.rs"
+		run env CARGO_HOME="$T/cargo$i" cargo fetch -q --manifest-path "$T/p$i/Cargo.toml"
+		assert_success
+		run cat "$T"/cargo$i/registry/src/*/demo-1.1.0/src/lib.rs
+		assert_output 'pub const V: &str = "demo 1.1.0";'
+		run grep -c ' cache=hit ' "$T/proxy.log"
+		assert_output $((i == 1 ? 0 : 2))
+	done
+	assert_equal "$(reg_count '^GET /crates/demo/1.1.0/download$')" 1
+	assert_equal "$(reg_count '^GET /crates/other_lib/0.3.0/download$')" 1
+	assert_equal "$(reg_count '^GET /index/de/mo/demo$')" 2
 }

@@ -554,11 +554,13 @@ const char *config_cache_name(enum config_cache k)
 		return "npm";
 	case CONFIG_CACHE_PYPI:
 		return "pypi";
+	case CONFIG_CACHE_CRATES:
+		return "crates";
 	}
 	BUG("cache kind %d", (int)k);
 }
 
-/* cache: of an allow rule at key: npm or pypi (the others are not cached yet). */
+/* cache: of an allow rule at key: npm, pypi or crates (the others are not cached yet). */
 static int check_rule_cache(struct ctx *c, const struct node *v, const char *key,
                             struct config_rule *r)
 {
@@ -570,11 +572,13 @@ static int check_rule_cache(struct ctx *c, const struct node *v, const char *key
 		r->cache = CONFIG_CACHE_NPM;
 	else if (!strcmp(v->str, "pypi"))
 		r->cache = CONFIG_CACHE_PYPI;
-	else if (!strcmp(v->str, "crates") || !strcmp(v->str, "go") || !strcmp(v->str, "debian"))
-		return fail(c, v, key, "'%s' is not cached yet (docs/cache.md): npm or pypi",
-		            v->str);
+	else if (!strcmp(v->str, "crates"))
+		r->cache = CONFIG_CACHE_CRATES;
+	else if (!strcmp(v->str, "go") || !strcmp(v->str, "debian"))
+		return fail(c, v, key,
+		            "'%s' is not cached yet (docs/cache.md): npm, pypi or crates", v->str);
 	else
-		return fail(c, v, key, "'%.64s' is not a cache kind: npm or pypi", v->str);
+		return fail(c, v, key, "'%.64s' is not a cache kind: npm, pypi or crates", v->str);
 	return 0;
 }
 

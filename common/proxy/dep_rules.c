@@ -228,6 +228,19 @@ static int learn(struct dep_digests *d, const char *key, const char *algo, const
 	return 1;
 }
 
+/* The n bytes that the 2n hex digits at s spell into md: 0, or -1 at a byte that is not one. */
+static int hex_bytes(unsigned char *md, const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		int hi = hex_digit(s[2 * i]), lo = hi < 0 ? -1 : hex_digit(s[2 * i + 1]);
+
+		if (hi < 0 || lo < 0)
+			return -1;
+		md[i] = (unsigned char)(hi << 4 | lo);
+	}
+	return 0;
+}
+
 /* The sha512 of an SRI string ("sha1-... sha512-..."): 1 with md, else 0. */
 static int sri_sha512(const char *s, unsigned char md[64])
 {
@@ -307,22 +320,103 @@ int dep_pypi_index(struct dep_digests *d, const char *base, const char *html, si
 		}
 		p = q + 1;
 		h = strstr(url.buf, "#sha256=");
-		if (!h || strlen(h + 8) != 64)
+		if (!h || strlen(h + 8) != 64 || hex_bytes(md, h + 8, 32))
 			continue;
-		for (int i = 0; i < 32; i++) {
-			int hi = hex_digit(h[8 + 2 * i]), lo = hex_digit(h[9 + 2 * i]);
-
-			if (hi < 0 || lo < 0)
-				goto next;
-			md[i] = (unsigned char)(hi << 4 | lo);
-		}
 		if (memchr(url.buf, '\0', url.len) ||
 		    dep_key_from_url(base, url.buf, &key, NULL) < 0)
 			continue;
 		learnt += learn(d, key.buf, "sha256", md, 32);
-	next:;
 	}
 	buf_release(&url);
 	buf_release(&key);
+	return learnt;
+}
+
+/* n bytes of p, each in set or alphanumeric ASCII, 1 to max of them. */
+static int word_ok(const char *p, size_t n, size_t max, const char *set)
+{
+	if (!n || n > max)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (!((p[i] >= 'a' && p[i] <= 'z') || (p[i] >= 'A' && p[i] <= 'Z') ||
+		      (p[i] >= '0' && p[i] <= '9') || strchr(set, p[i])))
+			return 0;
+	return 1;
+}
+
+#define CRATE_NAME_MAX 64
+#define CRATE_VERS_MAX 128
+
+/* "crate:NAME@VERSION" into id, NAME lowercased; -EINVAL unless both are words. */
+static int crate_id(const char *name, size_t nl, const char *vers, size_t vl, struct buf *id,
+                    struct buf *why)
+{
+	if (!word_ok(name, nl, CRATE_NAME_MAX, "-_") || !word_ok(vers, vl, CRATE_VERS_MAX, ".+-"))
+		return buf_refuse(why, -EINVAL, "not a crate name and version");
+	buf_reset(id);
+	buf_addstr(id, "crate:");
+	for (size_t i = 0; i < nl; i++)
+		buf_addch(id, name[i] >= 'A' && name[i] <= 'Z' ? name[i] - 'A' + 'a' : name[i]);
+	buf_addch(id, '@');
+	buf_add(id, vers, vl);
+	return 0;
+}
+
+int dep_crate_download(const char *target, size_t tl, struct buf *id, struct buf *why)
+{
+	const char *seg[3];
+	size_t len[3];
+	const char *end = target + tl;
+	int nr = 0;
+
+	/* The last three segments, last first (target starts with '/'). */
+	for (; nr < 3 && end > target; nr++) {
+		const char *s = end;
+
+		while (s[-1] != '/')
+			s--;
+		seg[nr] = s;
+		len[nr] = (size_t)(end - s);
+		end = s - 1;
+	}
+	if (nr == 3 && len[0] == 8 && !memcmp(seg[0], "download", 8))
+		return crate_id(seg[2], len[2], seg[1], len[1], id, why);
+	/* NAME/NAME-VERSION.crate */
+	if (nr >= 2 && len[0] > len[1] + 7 && !strncasecmp(seg[0], seg[1], len[1]) &&
+	    seg[0][len[1]] == '-' && !memcmp(seg[0] + len[0] - 6, ".crate", 6))
+		return crate_id(seg[1], len[1], seg[0] + len[1] + 1, len[0] - len[1] - 7, id, why);
+	return buf_refuse(why, -EINVAL, "not a crate download");
+}
+
+int dep_crates_index(struct dep_digests *d, const char *base, const char *text, size_t len,
+                     struct buf *why)
+{
+	const char *file = strrchr(base, '/') + 1, *p = text, *end = text + len;
+	struct buf id = BUF_INIT;
+	int learnt = 0;
+
+	if (len > DEP_META_MAX)
+		return buf_refuse(why, -EINVAL, "an index file over the cap");
+	while (p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p)), *e = nl ? nl : end;
+		const char *name, *vers, *ck;
+		unsigned char md[32];
+		json_t *line;
+
+		line = json_loadb(p, (size_t)(e - p), JSON_REJECT_DUPLICATES, NULL);
+		p = e + 1;
+		if (!line)
+			continue;
+		name = json_string_value(json_object_get(line, "name"));
+		vers = json_string_value(json_object_get(line, "vers"));
+		ck = json_string_value(json_object_get(line, "cksum"));
+		if (name && vers && ck && strlen(ck) == 64 && !strcasecmp(name, file) &&
+		    !crate_id(name, json_string_length(json_object_get(line, "name")), vers,
+		              json_string_length(json_object_get(line, "vers")), &id, NULL) &&
+		    !hex_bytes(md, ck, 32))
+			learnt += learn(d, id.buf, "sha256", md, 32);
+		json_decref(line);
+	}
+	buf_release(&id);
 	return learnt;
 }

@@ -88,4 +88,32 @@ int dep_npm_document(struct dep_digests *d, const char *base, const char *doc, s
 int dep_pypi_index(struct dep_digests *d, const char *base, const char *html, size_t len,
                    struct buf *why);
 
+/*
+ * crates (docs/cache.md, "crates"): a sparse index file and the crate files
+ * it names live on different hosts (index.crates.io, static.crates.io), and
+ * an index line names no URL.  So a crate's digest is learnt, and looked up,
+ * under its id "crate:NAME@VERSION" (NAME lowercased), on any host whose rule
+ * says cache: crates.
+ */
+
+/*
+ * The id of a crate download path (tl bytes of an origin-form target that
+ * dep_key() took): ".../NAME/VERSION/download" (cargo's form when the
+ * registry's dl has no markers) or ".../NAME/NAME-VERSION.crate".  NAME is
+ * 1 to 64 of [A-Za-z0-9_-], VERSION 1 to 128 of [A-Za-z0-9.+-].  0 with the
+ * id, or -EINVAL with why when the path is not a download.
+ */
+int dep_crate_download(const char *target, size_t tl, struct buf *id, struct buf *why);
+
+/*
+ * Learn the crate files' sha256 from a sparse index file (JSON lines, one a
+ * version: name, vers, cksum) fetched from base (its key; the file's name is
+ * the last segment).  A line whose name is not the file's (in any case), or
+ * with no 64-hex cksum, is skipped; a version two lines (or two index hosts)
+ * give different digests for is forgotten.  The count learnt, or -EINVAL
+ * with why.
+ */
+int dep_crates_index(struct dep_digests *d, const char *base, const char *text, size_t len,
+                     struct buf *why);
+
 #endif

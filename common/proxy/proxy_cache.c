@@ -1,7 +1,8 @@
 /*
  * The dependency cache in the proxy (docs/cache.md): on an intercepted host
  * whose allow rule has a cache kind, the metadata passing through (an npm
- * package document, a PyPI index page) is read for its digests, and an
+ * package document, a PyPI index page, a crates sparse index file) is read
+ * for its digests, and an
  * artifact whose digest this task learnt is answered from the store
  * (common/net/dep_cache.h), or forwarded and checked as it passes, and
  * stored when it matches.
@@ -199,10 +200,10 @@ static int wait_for_filler(struct conn *c, const struct http_head *h)
 int px_cache_request(struct conn *c, const struct http_head *h, const char *t, size_t tl)
 {
 	struct proxy *px = c->px;
-	struct buf key = BUF_INIT, skey = BUF_INIT, why = BUF_INIT;
+	struct buf key = BUF_INIT, skey = BUF_INIT, id = BUF_INIT, why = BUF_INIT;
 	struct dep_cache_entry e = DEP_CACHE_ENTRY_INIT;
 	const struct dep_digest *d;
-	int r, ret = 0;
+	int r, ret = 0, crate = 0;
 
 	c->cache_kind = host_kind(c);
 	if (!c->cache_kind)
@@ -211,11 +212,17 @@ int px_cache_request(struct conn *c, const struct http_head *h, const char *t, s
 		c->cache_note = "bypass";
 		goto out;
 	}
-	d = dep_digests_find(&px->digests, key.buf);
+	if (c->cache_kind == CONFIG_CACHE_CRATES) {
+		/* A crate file: by name and version, learnt on whichever index host. */
+		crate = !dep_crate_download(t, tl, &id, NULL);
+		d = crate ? dep_digests_find(&px->digests, id.buf) : NULL;
+	} else {
+		d = dep_digests_find(&px->digests, key.buf);
+	}
 	if (!d) {
 		/* Metadata, or an artifact this task's metadata did not name: never from the store.
 		 */
-		if (h->method_len == 3 && !memcmp(h->method, "GET", 3)) {
+		if (!crate && h->method_len == 3 && !memcmp(h->method, "GET", 3)) {
 			c->meta = xcalloc(1, sizeof(*c->meta));
 			buf_init(c->meta, 0);
 			c->ckey = buf_detach(&key, NULL);
@@ -267,6 +274,7 @@ int px_cache_request(struct conn *c, const struct http_head *h, const char *t, s
 out:
 	buf_release(&key);
 	buf_release(&skey);
+	buf_release(&id);
 	buf_release(&why);
 	return ret;
 }
@@ -300,8 +308,10 @@ static void learn(struct conn *c)
 
 	if (c->cache_kind == CONFIG_CACHE_NPM)
 		dep_npm_document(&px->digests, c->ckey, c->meta->buf, c->meta->len, &why);
-	else
+	else if (c->cache_kind == CONFIG_CACHE_PYPI)
 		dep_pypi_index(&px->digests, c->ckey, c->meta->buf, c->meta->len, &why);
+	else
+		dep_crates_index(&px->digests, c->ckey, c->meta->buf, c->meta->len, &why);
 	buf_release(&why);
 }
 

@@ -227,8 +227,10 @@ static int one_line(struct proxy_secrets *ps, const char *w, size_t wl, const ch
 			cr->cache = CONFIG_CACHE_NPM;
 		else if (!strcmp(r, "pypi"))
 			cr->cache = CONFIG_CACHE_PYPI;
+		else if (!strcmp(r, "crates"))
+			cr->cache = CONFIG_CACHE_CRATES;
 		else
-			ret = bad(err, line, "a cache kind that is not npm or pypi");
+			ret = bad(err, line, "a cache kind that is not npm, pypi or crates");
 	} else {
 		ret = bad(err, line, "an unknown word");
 	}

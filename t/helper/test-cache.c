@@ -21,10 +21,12 @@
  *	"bypass: WHY"
  *   test-cache key HOST PORT TARGET / url BASE URL
  *	dep_key() / dep_key_from_url(): the key, or "refused: WHY"
- *   test-cache npm|pypi BASE FILE [KEY ...]
- *	learn from the package document or index page in FILE fetched from
- *	BASE (FILE may be given twice, as "FILE,FILE"): "learnt N", then for each
- *	KEY "KEY ALGO HEX" or "KEY none"
+ *   test-cache npm|pypi|crates BASE FILE [KEY ...]
+ *	learn from the package document, index page or sparse index file in
+ *	FILE fetched from BASE (FILE may be given twice, as "FILE,FILE"):
+ *	"learnt N", then for each KEY "KEY ALGO HEX" or "KEY none"
+ *   test-cache crate TARGET
+ *	dep_crate_download(): the crate's id, or "refused: WHY"
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -199,6 +201,8 @@ static int cmd_key(int argc, char **argv)
 
 	if (!strcmp(argv[1], "key"))
 		ret = dep_key(argv[2], atoi(argv[3]), argv[4], strlen(argv[4]), &key, &why);
+	else if (!strcmp(argv[1], "crate"))
+		ret = dep_crate_download(argv[2], strlen(argv[2]), &key, &why);
 	else
 		ret = dep_key_from_url(argv[2], argv[3], &key, &why);
 	if (ret < 0)
@@ -224,9 +228,12 @@ static int cmd_learn(int argc, char **argv)
 		if (fd < 0 || buf_read_fd(&doc, fd, DEP_META_MAX + 1) < 0)
 			die_errno("test-cache: cannot read '%s'", f);
 		close(fd);
-		ret = !strcmp(argv[1], "npm")
-		          ? dep_npm_document(&d, argv[2], doc.buf, doc.len, &why)
-		          : dep_pypi_index(&d, argv[2], doc.buf, doc.len, &why);
+		if (!strcmp(argv[1], "npm"))
+			ret = dep_npm_document(&d, argv[2], doc.buf, doc.len, &why);
+		else if (!strcmp(argv[1], "pypi"))
+			ret = dep_pypi_index(&d, argv[2], doc.buf, doc.len, &why);
+		else
+			ret = dep_crates_index(&d, argv[2], doc.buf, doc.len, &why);
 		buf_release(&doc);
 		if (ret < 0) {
 			printf("refused: %s\n", why.buf);
@@ -267,9 +274,11 @@ int main(int argc, char **argv)
 		return cmd_get(argc, argv);
 	if (argc == 2 && !strcmp(argv[1], "request"))
 		return cmd_request();
-	if ((argc == 5 && !strcmp(argv[1], "key")) || (argc == 4 && !strcmp(argv[1], "url")))
+	if ((argc == 5 && !strcmp(argv[1], "key")) || (argc == 4 && !strcmp(argv[1], "url")) ||
+	    (argc == 3 && !strcmp(argv[1], "crate")))
 		return cmd_key(argc, argv);
-	if (argc >= 4 && (!strcmp(argv[1], "npm") || !strcmp(argv[1], "pypi")))
+	if (argc >= 4 &&
+	    (!strcmp(argv[1], "npm") || !strcmp(argv[1], "pypi") || !strcmp(argv[1], "crates")))
 		return cmd_learn(argc, argv);
-	die("usage: test-cache put|get|key-ok|scope-ok|request|key|url|npm|pypi ...");
+	die("usage: test-cache put|get|key-ok|scope-ok|request|key|url|crate|npm|pypi|crates ...");
 }
