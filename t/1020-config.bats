@@ -584,6 +584,40 @@ EOF2
 	assert_output "config.yaml:1:16: allow[0].host: a rule names one host, not a preset"
 }
 
+@test "config: the npm, pypi and crates presets mark their registries for the cache; a rule of the config's own wins; a bad mark is refused" {
+	cfg 'allow: [preset:npm, preset:pypi, preset:crates, preset:github, {host: files.pythonhosted.org, methods: [GET]}]'
+	assert_success
+	refute_line --partial "rule registry.npmjs.org"
+	run test-found config-host config.yaml
+	assert_success
+	assert_line "rule registry.npmjs.org line=0 methods= paths= cache=npm"
+	assert_line "rule pypi.org line=0 methods= paths= cache=pypi"
+	assert_line "rule index.crates.io line=0 methods= paths= cache=crates"
+	assert_line "rule static.crates.io line=0 methods= paths= cache=crates"
+	# The config's own rule for a preset's host is kept as written: no cache.
+	assert_line "rule files.pythonhosted.org line=1 methods=GET paths="
+	run grep -c '^rule ' <<<"$output"
+	assert_output 5
+	# The proxy reads a marked preset as its hosts (what stops it is the next entry).
+	run aibox-proxy --allow preset:pypi --allow 'a b'
+	assert_failure 2
+	assert_output "aibox-proxy: invalid entry 'a b': invalid host"
+	mkdir presets
+	printf 'a.example cache:maven
+' >presets/bad
+	printf 'a.example cache:npm extra
+' >presets/worse
+	cfg 'allow: [preset:bad]'
+	assert_success
+	AIBOX_DATA_DIR=$PWD run test-found config-host config.yaml
+	assert_failure
+	assert_output "allow: preset:bad marks a.example with cache:maven, not a kind aibox caches"
+	cfg 'allow: [preset:worse]'
+	AIBOX_DATA_DIR=$PWD run test-found config-host config.yaml
+	assert_failure
+	assert_output "allow: preset:worse:1: words after the entry that are not one cache:KIND"
+}
+
 @test "config: secrets name a variable and the allowed hosts its value may go to" {
 	cfg 'allow: [registry.npmjs.org, "*.example.com", "10.0.0.1:8443", api.github.com]
 secrets:

@@ -1189,7 +1189,65 @@ static int check_budget(struct ctx *c, const struct node *v, struct config *cfg)
 	return 0;
 }
 
-int config_host_check(const struct config *cfg, struct buf *err)
+/*
+ * The cache marks of allow's presets (docs/cache.md): a rule {host, cache}
+ * for each marked host that has no rule of the config's own.  0, or -EINVAL
+ * with err for a kind this aibox does not cache or too many rules.
+ */
+static int preset_rules(struct config *cfg, struct buf *err)
+{
+	struct strvec marks = STRVEC_INIT;
+	struct buf why = BUF_INIT;
+	int ret = 0;
+
+	for (size_t i = 0; i < cfg->allow.nr && !ret; i++) {
+		if (strncmp(cfg->allow.v[i], "preset:", 7))
+			continue;
+		strvec_clear(&marks);
+		if (allow_preset_marks(cfg->allow.v[i], presets_dir(), &marks, &why) < 0) {
+			buf_addf(err, "allow: %s", why.buf);
+			ret = -ENOENT;
+			break;
+		}
+		for (size_t k = 0; k + 1 < marks.nr && !ret; k += 2) {
+			const char *host = marks.v[k], *kind = marks.v[k + 1];
+			enum config_cache cache = CONFIG_CACHE_NONE;
+			struct config_rule *r;
+			int own = 0;
+
+			for (enum config_cache c = CONFIG_CACHE_NPM; c <= CONFIG_CACHE_CRATES; c++)
+				if (!strcmp(kind, config_cache_name(c)))
+					cache = c;
+			for (size_t j = 0; j < cfg->nr_rules; j++)
+				own |= !strcasecmp(cfg->rules[j].host, host);
+			if (!cache) {
+				buf_addf(
+				    err,
+				    "allow: %s marks %s with cache:%s, not a kind aibox caches",
+				    cfg->allow.v[i], host, kind);
+				ret = -EINVAL;
+			} else if (!own && cfg->nr_rules == CONFIG_MAX_ALLOW) {
+				buf_addf(err, "allow: %s makes more than %d rules", cfg->allow.v[i],
+				         CONFIG_MAX_ALLOW);
+				ret = -EINVAL;
+			} else if (!own) {
+				cfg->rules =
+				    xrealloc(cfg->rules, (cfg->nr_rules + 1) * sizeof(*cfg->rules));
+				r = &cfg->rules[cfg->nr_rules++];
+				memset(r, 0, sizeof(*r));
+				strvec_init(&r->methods);
+				strvec_init(&r->paths);
+				r->host = xstrdup(host);
+				r->cache = cache;
+			}
+		}
+	}
+	strvec_clear(&marks);
+	buf_release(&why);
+	return ret;
+}
+
+int config_host_check(struct config *cfg, struct buf *err)
 {
 	struct allow_list al = ALLOW_LIST_INIT;
 	struct buf why = BUF_INIT;
@@ -1219,7 +1277,7 @@ int config_host_check(const struct config *cfg, struct buf *err)
 	}
 	allow_clear(&al);
 	buf_release(&why);
-	return ret;
+	return ret ? ret : preset_rules(cfg, err);
 }
 
 int config_parse_memory(const char *s, uint64_t *mib, struct buf *err)

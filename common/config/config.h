@@ -225,11 +225,15 @@ int config_load(struct config *cfg, const char *path, struct buf *err);
  * What of cfg depends on this machine, checked before a task or a run makes
  * anything: each mount's host folder is a folder we can read, and each
  * preset:NAME of allow is a preset aibox has (paths.h presets_dir()).
+ * Then each host a preset marks with a cache kind (a line "HOST cache:KIND"
+ * in the preset; docs/cache.md) gets a rule {host: HOST, cache: KIND}
+ * (line 0) in cfg->rules, unless the config has a rule of its own for it.
  * 0, or -errno with the first problem appended to err:
  *	"mounts[0].host: '/x' is not a folder: No such file or directory"
  *	"allow: unknown preset 'x': cannot read '...': No such file or directory"
+ *	"allow: preset:x marks h with cache:maven, not a kind aibox caches"
  */
-int config_host_check(const struct config *cfg, struct buf *err);
+int config_host_check(struct config *cfg, struct buf *err);
 
 /*
  * The memory key's rule for a value from elsewhere (aibox task --memory,

@@ -8,6 +8,7 @@
 
 #include "base/buf.h"
 #include "base/err.h"
+#include "base/strvec.h"
 #include "net/http.h"
 #include "base/banned.h"
 
@@ -26,7 +27,27 @@ int allow_preset_name_ok(const char *n)
 }
 
 static int add_lines(struct allow_list *l, const char *text, const char *presets_dir,
-                     int allow_presets, const char *what, struct buf *err);
+                     int allow_presets, const char *what, struct strvec *marks, struct buf *err);
+
+/* The text of preset s ("preset:NAME") from presets_dir into text: 0 or a negative errno with err.
+ */
+static int read_preset(const char *s, const char *presets_dir, struct buf *text, struct buf *err)
+{
+	struct buf path = BUF_INIT;
+	ssize_t r;
+
+	if (!allow_preset_name_ok(s + 7)) {
+		buf_addf(err, "invalid entry '%s': bad preset name", s);
+		return -EINVAL;
+	}
+	buf_addf(&path, "%s/%s", presets_dir, s + 7);
+	r = buf_read_file(text, path.buf, PRESET_MAX);
+	if (r < 0)
+		buf_addf(err, "unknown preset '%s': cannot read '%s': %s", s + 7, path.buf,
+		         strerror((int)-r));
+	buf_release(&path);
+	return r < 0 ? (int)r : 0;
+}
 
 static int add_one(struct allow_list *l, const char *s, const char *presets_dir, int allow_presets,
                    struct buf *err)
@@ -39,29 +60,16 @@ static int add_one(struct allow_list *l, const char *s, const char *presets_dir,
 
 	memset(&e, 0, sizeof(e));
 	if (!strncmp(s, "preset:", 7)) {
-		struct buf path = BUF_INIT, text = BUF_INIT;
-		ssize_t r;
+		struct buf text = BUF_INIT;
 		int ret;
 
 		if (!allow_presets) {
 			buf_addf(err, "invalid entry '%s': a preset cannot name a preset", s);
 			return -EINVAL;
 		}
-		if (!allow_preset_name_ok(s + 7)) {
-			buf_addf(err, "invalid entry '%s': bad preset name", s);
-			return -EINVAL;
-		}
-		buf_addf(&path, "%s/%s", presets_dir, s + 7);
-		r = buf_read_file(&text, path.buf, PRESET_MAX);
-		if (r < 0) {
-			buf_addf(err, "unknown preset '%s': cannot read '%s': %s", s + 7, path.buf,
-			         strerror((int)-r));
-			buf_release(&path);
-			buf_release(&text);
-			return (int)r;
-		}
-		ret = add_lines(l, text.buf, presets_dir, 0, s, err);
-		buf_release(&path);
+		ret = read_preset(s, presets_dir, &text, err);
+		if (!ret)
+			ret = add_lines(l, text.buf, presets_dir, 0, s, NULL, err);
 		buf_release(&text);
 		return ret;
 	}
@@ -109,8 +117,40 @@ add:
 	return 0;
 }
 
+/*
+ * A preset's line may end with a cache mark, " cache:KIND" (KIND 1 to 16
+ * lowercase letters): cut it off line, pushing the line's entry and KIND
+ * onto marks when marks is not NULL.  0, or -EINVAL for other words after
+ * the entry.
+ */
+static int cut_mark(char *line, struct strvec *marks)
+{
+	char *sp = strpbrk(line, " \t"), *k;
+	size_t n;
+
+	if (!sp)
+		return 0;
+	*sp = '\0';
+	for (k = sp + 1; *k == ' ' || *k == '\t'; k++)
+		;
+	if (strncmp(k, "cache:", 6))
+		return -EINVAL;
+	k += 6;
+	n = strlen(k);
+	if (!n || n > 16)
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++)
+		if (!islower((unsigned char)k[i]))
+			return -EINVAL;
+	if (marks) {
+		strvec_push(marks, line);
+		strvec_push(marks, k);
+	}
+	return 0;
+}
+
 static int add_lines(struct allow_list *l, const char *text, const char *presets_dir,
-                     int allow_presets, const char *what, struct buf *err)
+                     int allow_presets, const char *what, struct strvec *marks, struct buf *err)
 {
 	const char *p = text;
 	int lineno = 0, r;
@@ -139,6 +179,11 @@ static int add_lines(struct allow_list *l, const char *text, const char *presets
 		}
 		memcpy(line, s, len);
 		line[len] = '\0';
+		if (!allow_presets && cut_mark(line, marks) < 0) {
+			buf_addf(err, "%s:%d: words after the entry that are not one cache:KIND",
+			         what, lineno);
+			return -EINVAL;
+		}
 		if ((r = add_one(l, line, presets_dir, allow_presets, err)) < 0) {
 			buf_addf(err, " (%s:%d)", what, lineno);
 			return r;
@@ -168,7 +213,24 @@ int allow_add_file(struct allow_list *l, const char *path, const char *presets_d
 		buf_release(&text);
 		return -EINVAL;
 	}
-	ret = add_lines(l, text.buf, presets_dir, 1, path, err);
+	ret = add_lines(l, text.buf, presets_dir, 1, path, NULL, err);
+	buf_release(&text);
+	return ret;
+}
+
+int allow_preset_marks(const char *entry, const char *presets_dir, struct strvec *marks,
+                       struct buf *err)
+{
+	struct allow_list l = ALLOW_LIST_INIT;
+	struct buf text = BUF_INIT;
+	int ret;
+
+	if (strncmp(entry, "preset:", 7))
+		BUG("allow_preset_marks: '%s' is not a preset", entry);
+	ret = read_preset(entry, presets_dir, &text, err);
+	if (!ret)
+		ret = add_lines(&l, text.buf, presets_dir, 0, entry, marks, err);
+	allow_clear(&l);
 	buf_release(&text);
 	return ret;
 }

@@ -21,6 +21,7 @@
 #include <sys/socket.h>
 
 struct buf;
+struct strvec;
 
 enum allow_kind {
 	ALLOW_NAME,     /* exact name */
@@ -68,6 +69,16 @@ int allow_add(struct allow_list *l, const char *entry, const char *presets_dir, 
  */
 int allow_add_file(struct allow_list *l, const char *path, const char *presets_dir,
                    struct buf *err);
+
+/*
+ * The cache marks of a preset entry ("preset:NAME"): a preset's line may
+ * end with " cache:KIND" (docs/cache.md, "Which hosts are cached"), which
+ * allow_add() leaves out; here each such line pushes its entry and KIND onto
+ * marks, in pairs.  KIND is only checked to be 1 to 16 lowercase letters.
+ * 0, or a negative errno with err, in allow_add()'s words.
+ */
+int allow_preset_marks(const char *entry, const char *presets_dir, struct strvec *marks,
+                       struct buf *err);
 
 void allow_clear(struct allow_list *l);
 

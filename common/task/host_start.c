@@ -199,7 +199,7 @@ void host_env_release(struct host_env *e)
 	e->nr_unset = 0;
 }
 
-int host_checks(const struct config *cfg, const char *image, struct buf *image_dir, struct buf *err)
+int host_checks(struct config *cfg, const char *image, struct buf *image_dir, struct buf *err)
 {
 	int ret;
 

@@ -108,12 +108,11 @@ void host_env_release(struct host_env *e);
 /*
  * Before the folder is made: the image named (NULL: "default") is built
  * (its folder appended to image_dir), the config's mounts and presets are
- * sound (config_host_check()), its git: remotes plain https:// URLs whose
- * hosts resolve (broker_remotes_check()).  0, or a negative errno with the
+ * sound and the presets' cache marks made rules (config_host_check()), its git: remotes plain
+ * https:// URLs whose hosts resolve (broker_remotes_check()).  0, or a negative errno with the
  * first problem in err.
  */
-int host_checks(const struct config *cfg, const char *image, struct buf *image_dir,
-                struct buf *err);
+int host_checks(struct config *cfg, const char *image, struct buf *image_dir, struct buf *err);
 
 /*
  * The VM's size, one rule for task and run: --memory and --cpus (memory_mib

@@ -9,6 +9,8 @@
  *   test-found task-create TASKS_DIR      start a task: print its name, exit (lock freed)
  *   test-found task-check TASKS_DIR NAME  running, ended, or error
  *   test-found config FILE                the parsed config, or the refusal (exit 1)
+ *   test-found config-host FILE           the same after config_host_check() (the
+ *                                         presets' cache marks made rules)
  *   test-found config-default             the default config's text
  *   test-found push-allowed PATTERN BRANCH
  *   test-found project-name PATH          the base name of a checkout's project
@@ -41,13 +43,13 @@ static const char *claude_kind(const struct config_claude *c)
 	                                       : "default";
 }
 
-static int cmd_config(char **args)
+/* The parsed config FILE, after config_host_check() when host; or the refusal (1). */
+static int show_config(const char *file, int host)
 {
-	const char *file = args[0];
 	struct config cfg;
 	struct buf err = BUF_INIT;
 
-	if (config_load(&cfg, file, &err) < 0) {
+	if (config_load(&cfg, file, &err) < 0 || (host && config_host_check(&cfg, &err) < 0)) {
 		printf("%s\n", err.buf);
 		config_release(&cfg);
 		buf_release(&err);
@@ -221,6 +223,16 @@ static int cmd_task_check(char **args)
 	return ret < 0;
 }
 
+static int cmd_config(char **args)
+{
+	return show_config(args[0], 0);
+}
+
+static int cmd_config_host(char **args)
+{
+	return show_config(args[0], 1);
+}
+
 static int cmd_config_default(char **args)
 {
 	(void)args;
@@ -320,6 +332,7 @@ static const struct {
     {"task-create", 1, cmd_task_create},
     {"task-check", 2, cmd_task_check},
     {"config", 1, cmd_config},
+    {"config-host", 1, cmd_config_host},
     {"config-default", -1, cmd_config_default},
     {"push-allowed", 2, cmd_push_allowed},
     {"project-name", 1, cmd_project_name},
