@@ -383,6 +383,29 @@ crates_registry() {
 	assert_output --partial "0 bytes in 0 entries"
 }
 
+@test "cache crates: an index read while a crate file streams, growing the digests' table, leaves the streaming file's check whole" {
+	kill "$REG_PID"
+	rm -rf "$T/reg" "$T/reg.port"
+	start_registry --slow 300
+	printf 'rule localhost:%s\ncache crates\n' "$REG" >"$T/rules"
+	task "$T/rules"
+	run icurl -o /dev/null "https://localhost:$REG/index/de/mo/demo"
+	assert_success
+	icurl -o "$T/got" "https://localhost:$REG/crates/demo/1.0.0/download" &
+	local pid=$! st=0
+	wait_until 10 grep -q '^GET /crates/demo/1.0.0/download$' "$T/reg.log"
+	# 300 more digests while the file streams: the table is moved.
+	touch "$T/reg/MANY"
+	run icurl -o /dev/null "https://localhost:$REG/index/de/mo/demo"
+	assert_success
+	wait $pid || st=$?
+	assert_equal "$st" 0
+	run cmp "$T/got" "$T/reg/crates/demo-1.0.0.crate"
+	assert_success
+	run grep -c ' GET /crates/demo/1.0.0/download status=200 cache=fill ' "$T/proxy.log"
+	assert_output 1
+}
+
 @test "cache crates: the host's real cargo fetch from a sparse registry fills the store, and the second task's takes every crate from it" {
 	command -v cargo >/dev/null || skip "no cargo on this host"
 	[ -n "${RUSTUP_HOME:-}" ] || [ ! -d "$REAL_HOME/.rustup" ] || export RUSTUP_HOME=$REAL_HOME/.rustup

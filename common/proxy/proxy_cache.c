@@ -234,7 +234,10 @@ int px_cache_request(struct conn *c, const struct http_head *h, const char *t, s
 		goto out;
 	}
 	/* Checked as it comes from upstream, whether stored or not. */
-	c->cdig = d;
+	/* A copy: another connection's metadata may grow the table while this one streams. */
+	c->cdig_v = *d;
+	c->cdig_v.key = NULL;
+	c->cdig = &c->cdig_v;
 	c->cdig_seen = 1;
 	c->cmd = EVP_MD_CTX_new();
 	if (!c->cmd || !EVP_DigestInit_ex(c->cmd, EVP_get_digestbyname(d->algo), NULL))

@@ -157,6 +157,7 @@ struct conn {
 	char *ckey;                    /* an artifact's key in the store */
 	const char *cscope;            /* and its scope */
 	const struct dep_digest *cdig; /* an artifact's digest: its bytes are checked */
+	struct dep_digest cdig_v;      /* cdig's copy (the table moves as it grows) */
 	int cdig_seen;                 /* the request was for an artifact (hit or miss) */
 	void *cmd;                     /* EVP_MD_CTX *, checking them as they come */
 	struct dep_cache_fill *fill;   /* storing them */
