@@ -414,7 +414,7 @@ crate:serde@1.0.0 none"
 	local t
 	for t in /crates/serde/serde-1.0.0.tgz /crates/serde/serdx-1.0.0.crate \
 		/crates/serde/serde-.crate /crates/se:de/1.0.0/download /crates/serde/1.0~0/download \
-		/crates/serde//download /crates/serde/1.0.0 "/crates/$(printf 'x%.0s' {1..65})/1.0.0/download"; do
+		/crates/serde//download /crates/serde/1.0.0 /do/wn/download /crates/serde/v1.0.0/download "/crates/$(printf 'x%.0s' {1..65})/1.0.0/download"; do
 		run test-cache crate "$t"
 		assert_success
 		assert_output --regexp '^refused: not a crate (download|name and version)$'

@@ -351,7 +351,9 @@ static int word_ok(const char *p, size_t n, size_t max, const char *set)
 static int crate_id(const char *name, size_t nl, const char *vers, size_t vl, struct buf *id,
                     struct buf *why)
 {
-	if (!word_ok(name, nl, CRATE_NAME_MAX, "-_") || !word_ok(vers, vl, CRATE_VERS_MAX, ".+-"))
+	/* A version starts with a digit: an index path such as /do/wn/download is no download. */
+	if (!word_ok(name, nl, CRATE_NAME_MAX, "-_") || !word_ok(vers, vl, CRATE_VERS_MAX, ".+-") ||
+	    vers[0] < '0' || vers[0] > '9')
 		return buf_refuse(why, -EINVAL, "not a crate name and version");
 	buf_reset(id);
 	buf_addstr(id, "crate:");

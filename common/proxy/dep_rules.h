@@ -100,7 +100,8 @@ int dep_pypi_index(struct dep_digests *d, const char *base, const char *html, si
  * The id of a crate download path (tl bytes of an origin-form target that
  * dep_key() took): ".../NAME/VERSION/download" (cargo's form when the
  * registry's dl has no markers) or ".../NAME/NAME-VERSION.crate".  NAME is
- * 1 to 64 of [A-Za-z0-9_-], VERSION 1 to 128 of [A-Za-z0-9.+-].  0 with the
+ * 1 to 64 of [A-Za-z0-9_-], VERSION 1 to 128 of [A-Za-z0-9.+-] starting with
+ * a digit (so the index file of a crate named "download" is none).  0 with the
  * id, or -EINVAL with why when the path is not a download.
  */
 int dep_crate_download(const char *target, size_t tl, struct buf *id, struct buf *why);
