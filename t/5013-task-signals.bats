@@ -28,11 +28,12 @@ in_session() {
 	[ -n "$proxy" ] || fail "no proxy"
 }
 
-# stopped_by SIG: the task ended as one stopped by SIG: its line, exit 1,
-# nothing left running, tasks list says killed, no fetch, clean cleans.
-stopped_by() {
-	local id=${dir: -6} p
-	run grep -F "aibox[$id]: the task did not finish: the VM was stopped by $1" err
+# ended_with WHY STATE: the task ended saying it did not finish for WHY,
+# with no fetch; nothing is left running, tasks list says STATE, the spend
+# ledger holds no count and no reservation (no answer came), clean cleans.
+ended_with() {
+	local id=${dir: -6} p f
+	run grep -F "aibox[$id]: the task did not finish: $1" err
 	assert_success
 	run grep -F "fetch them with" err
 	assert_failure
@@ -41,10 +42,26 @@ stopped_by() {
 	done
 	run aibox tasks list
 	assert_success
-	assert_line --regexp "^$id +killed "
+	assert_line --regexp "^$id +$2 "
+	for f in "$AIBOX_HOME"/projects/repo/spend/*; do
+		[ -f "$f" ] || continue
+		# empty (no total written yet), or a zero total
+		run cat "$f"
+		assert_success
+		if [ -n "$output" ]; then
+			assert_line --index 0 00000000000000000000
+			refute_line --regexp '^[0-9a-f]{16} 0*[1-9]'
+		fi
+	done
 	run aibox tasks clean --all
 	assert_success
 	assert_line --partial "removed $dir/ and $(basename "$dir").lock"
+}
+
+# stopped_by SIG: the task ended as one stopped by SIG (exit 1 checked by
+# the caller), tasks list says killed; as ended_with.
+stopped_by() {
+	ended_with "the VM was stopped by $1" killed
 }
 
 @test "signals: SIGINT, SIGTERM and SIGHUP in the session stop the task at once, each named; nothing is left" {
@@ -109,4 +126,97 @@ stopped_by() {
 	wait "$pid" || st=$?
 	[ "$st" -eq 1 ] || fail "exit $st: $(cat err)"
 	stopped_by SIGINT
+}
+
+@test "signals: SIGSTOP of the whole task past its silence limit, then SIGCONT (the host suspended): it ends at once by that limit; nothing is left" {
+	# the silence limit made 5 s (test-only), not 300 s; the stop lasts 8 s
+	AIBOX_SESSION_IDLE=5s ANTHROPIC_API_KEY=k setsid aibox task "Do it." >out 2>err &
+	pid=$!
+	in_session "$pid"
+	# the whole task: its process group (aibox-task, QEMU) and the proxy, in a session of its own
+	kill -STOP -- -"$pid"
+	kill -STOP "$proxy"
+	SECONDS=0
+	sleep 8
+	run grep -F "did not finish" err
+	assert_failure
+	kill -CONT "$proxy"
+	kill -CONT -- -"$pid"
+	wait_until 5 ended "$pid" || kill -KILL "$pid"
+	st=0
+	wait "$pid" || st=$?
+	[ "$st" -eq 1 ] || fail "exit $st: $(cat err)"
+	# at once on the SIGCONT, not a new 5 s later
+	[ "$SECONDS" -le 11 ] || fail "it took $SECONDS s"
+	ended_with "the VM sent nothing for 5 s" "not finished"
+}
+
+@test "signals: AIBOX_SESSION_IDLE that is not a duration of 1s to 5m is refused in words" {
+	for v in 3 6m; do
+		AIBOX_SESSION_IDLE=$v ANTHROPIC_API_KEY=k run --separate-stderr aibox task "Do it."
+		assert_failure 2
+		case $v in
+		3) assert_equal "$stderr" "aibox-task: AIBOX_SESSION_IDLE: '3' is not a duration: missing unit (use h, m, s or ms)" ;;
+		*) assert_equal "$stderr" "aibox-task: AIBOX_SESSION_IDLE: '$v' is not between 1s and 5m" ;;
+		esac
+	done
+	# refused before any task folder is made
+	run ls "$AIBOX_HOME/projects/repo/tasks"
+	assert_success
+	assert_output ""
+}
+
+@test "signals: SIGINT, SIGTERM and SIGHUP while the start bundle is written end aibox-task and git with it; nothing is left, tasks list says not finished, clean cleans" {
+	# git's pack-objects held before it starts, by a bash builtin (no child
+	# of its own to leave behind), until the fifo is written or 60 s pass
+	mkfifo "$T/go"
+	real_git=$(command -v git)
+	cat >"$T/fake-bin/git" <<-SH
+		#!/bin/bash
+		case " \$* " in
+		*" pack-objects "*) echo \$\$ >"$T/packing"; read -r -t 60 _ <>"$T/go" ;;
+		esac
+		exec "$real_git" "\$@"
+	SH
+	chmod +x "$T/fake-bin/git"
+	for sig in INT TERM HUP; do
+		rm -f "$T/packing"
+		# a background job of a script starts with SIGINT ignored; a
+		# terminal's job does not
+		AIBOX_SESSION_IDLE=3s ANTHROPIC_API_KEY=k env --default-signal=INT aibox task "Do it." >out 2>err &
+		pid=$!
+		wait_until 30 test -s "$T/packing" || fail "no pack-objects: $(cat err)"
+		git_pid=$(cat "$T/packing")
+		dir=$(cat out)
+		kill -"$sig" "$pid"
+		st=0
+		wait "$pid" || st=$?
+		# the bundle writer stops git, removes its temporary folder and
+		# lets the signal's default action end aibox-task
+		case $sig in INT) want=130 ;; TERM) want=143 ;; HUP) want=129 ;; esac
+		[ "$st" -eq "$want" ] || fail "SIG$sig: exit $st: $(cat err)"
+		# git, its child, was stopped (and would die with it: its parent-death signal)
+		wait_until 10 ended "$git_pid" || fail "SIG$sig: $(ps -o pid,args -p "$git_pid") is left running"
+		run pgrep -P "$pid"
+		assert_failure
+		local id=${dir: -6}
+		# no start bundle, whole or half, no temporary pack, no fetch
+		assert_file_not_exists "$dir/start.bundle"
+		run compgen -G "$dir/.start-bundle.*"
+		assert_failure
+		run grep -F "fetch them with" err
+		assert_failure
+		# it died before its record was opened: not finished (not "killed",
+		# which needs the empty record of a task killed once it started)
+		run aibox tasks list
+		assert_success
+		assert_line --regexp "^$id +not finished "
+		run aibox tasks show "$id"
+		assert_success
+		refute_output --partial "fetch them with"
+		run aibox tasks clean --all
+		assert_success
+		assert_line --partial "removed $dir/ and $(basename "$dir").lock"
+		assert_dir_not_exists "$dir"
+	done
 }

@@ -88,3 +88,16 @@ figure() {
 	figure '^\| overhead \| - \| - \| [0-9.]+ \|$'
 	figure '^\| host-clone \| - \| - \| [0-9.]+ \|$'
 }
+
+@test "bench: bench/load at its smallest size holds 100 tunnels, lands 5 pushes and runs 2 tasks at once, each with its own result" {
+	vm_image
+	BENCH_SMALL=1 bench load
+	figure '^tunnels open at once: 100 \(opened in [0-9.]+ s\)$'
+	figure '^each tunnel used 2 times, its own bytes back: all 100, in [0-9.]+ s$'
+	figure '^proxy memory with all open: VmHWM [0-9]+ KiB, -?[0-9.]+ KiB a tunnel more than at rest$'
+	figure '^proxy log: 100 tunnels, all allowed, no error$'
+	figure '^pushes at once: 5, landed upstream with their own commits: 5, in [0-9.]+ s$'
+	figure '^tasks ended with their own commit, none with another.s: 2 of 2, in [0-9.]+ s$'
+	figure '^configured guest memory: 2048 MiB \(2 x 1024 MiB\)$'
+	figure '^host memory of the tasks against the configured: [0-9]+ MiB, [-+][0-9]+ MiB, [-+][0-9.]+ MiB a task$'
+}

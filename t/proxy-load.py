@@ -10,7 +10,9 @@ at once and checks each echo.  With --staller, one more client sends half a
 request head and stops: it must be dropped after about TIMEOUT_S while the
 tunnels go on working (one more round after the drop).  With --pid, prints the
 proxy's VmHWM and VmRSS while all tunnels are open.  Prints one result per line
-and exits 0 only if everything held.
+and exits 0 only if everything held.  With --echo-only it runs only the echo
+server (printing "echo port PORT"), and --echo-elsewhere uses that one, so
+that each process holds one end of the N tunnels (bench/load: 10,000).
 """
 import argparse
 import asyncio
@@ -31,6 +33,13 @@ async def main():
                     help="then leave the tunnels idle this long, count the proxy's "
                          "pipes before and after, and use them once more")
     ap.add_argument("--echo-port", type=int, default=0)
+    ap.add_argument("--echo-elsewhere", action="store_true",
+                    help="the echo server on --echo-port runs in another process "
+                         "(proxy-load.py --echo-only), so this one holds one end of each tunnel")
+    ap.add_argument("--read-timeout", type=float, default=30,
+                    help="seconds each echo may take (all tunnels are used at once)")
+    ap.add_argument("--echo-only", action="store_true",
+                    help="only run the echo server on --echo-port, until killed")
     ap.add_argument("--http10", action="store_true",
                     help="accept an HTTP/1.0 200 to CONNECT (tinyproxy's, in bench/proxy)")
     a = ap.parse_args()
@@ -56,8 +65,14 @@ async def main():
             active -= 1
             writer.close()
 
-    server = await asyncio.start_server(echo, "127.0.0.1", a.echo_port, backlog=4096)
-    eport = server.sockets[0].getsockname()[1]
+    server = None
+    eport = a.echo_port
+    if not a.echo_elsewhere:
+        server = await asyncio.start_server(echo, "127.0.0.1", a.echo_port, backlog=4096)
+        eport = server.sockets[0].getsockname()[1]
+    if a.echo_only:
+        print("echo port %d" % eport, flush=True)
+        await server.serve_forever()
 
     async def open_tunnel():
         r, w = await asyncio.open_connection("127.0.0.1", a.port)
@@ -83,7 +98,7 @@ async def main():
         msg = (tag * (a.size // len(tag) + 1))[:a.size]
         w.write(msg)
         await w.drain()
-        got = await asyncio.wait_for(r.readexactly(len(msg)), 30)
+        got = await asyncio.wait_for(r.readexactly(len(msg)), a.read_timeout)
         if got != msg:
             raise RuntimeError("tunnel %d got the wrong bytes" % i)
 
@@ -108,7 +123,8 @@ async def main():
         await round_all(rnd)
     dt = time.time() - t0
     print("echoed %d rounds on %d tunnels in %.2fs" % (a.rounds, len(tunnels), dt))
-    print("open at once: %d" % peak)
+    if server:
+        print("open at once: %d" % peak)
     if a.pid:
         with open("/proc/%d/status" % a.pid) as f:
             for line in f:
@@ -141,7 +157,8 @@ async def main():
         if not active:
             break
         await asyncio.sleep(0.05)
-    server.close()
+    if server:
+        server.close()
     return 0
 
 

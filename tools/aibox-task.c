@@ -29,6 +29,7 @@
 
 #include "base/buf.h"
 #include "base/clock.h"
+#include "base/duration.h"
 #include "git/bundle_check.h"
 #include "git/bundle_read.h"
 #include "git/checkout.h"
@@ -141,6 +142,29 @@ struct task {
 	char group[TASK_ID_LEN + 1]; /* a detached attempt's group, read by slurm_check() */
 };
 
+/* The session's silence limit from AIBOX_SESSION_IDLE; 0: the default. */
+static long session_idle;
+
+/*
+ * AIBOX_SESSION_IDLE (test-only, docs/internals.md): the session's silence
+ * limit instead of 300 s, a duration of 1s to 5m; 0 when unset.  Read with
+ * the options, so that a bad one is refused before a task starts.
+ */
+static long session_idle_ms(void)
+{
+	const char *v = getenv("AIBOX_SESSION_IDLE");
+	struct buf why = BUF_INIT;
+	int64_t ms;
+
+	if (!v)
+		return 0;
+	if (duration_parse(v, &ms, &why) < 0)
+		die("AIBOX_SESSION_IDLE: '%s' is not a duration: %s", v, why.buf);
+	if (ms < 1000 || ms > 300000)
+		die("AIBOX_SESSION_IDLE: '%s' is not between 1s and 5m", v);
+	return (long)ms;
+}
+
 /* The options (common/task/task_opts.h): those that fail die, -h prints the usage. */
 static void parse_args(struct task_opts *o, int argc, char **argv)
 {
@@ -160,6 +184,7 @@ static void parse_args(struct task_opts *o, int argc, char **argv)
 	if (ret < 0)
 		die("%s", why.buf);
 	buf_release(&why);
+	session_idle = session_idle_ms();
 }
 
 /*
@@ -789,6 +814,7 @@ static void run_vm(struct task *t, struct buf *secrets, struct vm_outcome *o)
 	v.aibox_log_fd = t->aibox_log_fd;
 	v.tphase = &t->tphase;
 	v.timeout_ms = (long)t->o.timeout_ms;
+	v.idle_ms = session_idle;
 	/* AIBOX_SNAPSHOT=0: always a cold boot (docs/image.md, "Snapshots"). */
 	v.snapshot = !getenv("AIBOX_SNAPSHOT") || strcmp(getenv("AIBOX_SNAPSHOT"), "0");
 	v.no_sandbox = t->o.no_sandbox;

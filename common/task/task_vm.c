@@ -253,7 +253,7 @@ static void session(const struct task_vm *v, struct vm *vm, const struct files *
 	for (int i = 0; i < RESULT_NFILES; i++)
 		s.result_fds[i] = v->result_fds[i];
 	s.timeout_ms = v->timeout_ms + SESSION_GRACE_MS;
-	s.idle_ms = SESSION_IDLE_MS;
+	s.idle_ms = v->idle_ms > 0 ? v->idle_ms : SESSION_IDLE_MS;
 	s.disk_fd = f->disk;
 	s.stop_fd = f->watch;
 	s.disk_name = v->state_dir;

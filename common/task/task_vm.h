@@ -48,6 +48,7 @@ struct task_vm {
 	int aibox_log_fd;      /* aibox.log, or -1 */
 	int64_t *tphase;       /* aibox.log's phase clock (task_log.h) */
 	long timeout_ms;       /* the session's limit */
+	long idle_ms;          /* the session's silence limit; 0: 300 s */
 	int snapshot;          /* start from the image's snapshot (vm.h) */
 	int no_sandbox;        /* no lockdown (the caller says so) */
 	/* For the helpers: the key (NULL: not forwarded) and the tokens, wiped once passed on. */
