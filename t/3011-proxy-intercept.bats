@@ -20,7 +20,7 @@ start_echo() {
 	"$TOP/t/tls-echo" --cert "$T/ca/server.pem" --key "$T/ca/server.key" \
 		--port-file "$T/$1.port" --log "$T/$1.seen" 2>"$T/$1.err" &
 	echo $! >>"$T/echo.pids"
-	wait_until 10 file_or_gone "$T/$1.port" $! || return 1
+	wait_until 30 file_or_gone "$T/$1.port" $! || return 1
 	ECHO_PORT=$(cat "$T/$1.port")
 }
 
@@ -544,7 +544,7 @@ ka() {
 	"$TOP/t/tls-echo" --cert "$T/lo.pem" --key "$T/lo.key" --port-file "$T/c.port" \
 		--log "$T/c.seen" 2>"$T/c.err" &
 	echo $! >>"$T/echo.pids"
-	wait_until 10 file_or_gone "$T/c.port" $!
+	wait_until 30 file_or_gone "$T/c.port" $!
 	C=$(cat "$T/c.port")
 	printf 'rule localhost:%s\nrule 127.0.0.1:%s\n' "$C" "$C" >>"$T/secrets"
 	start_intercepting --allow "localhost:$C" --allow "127.0.0.1:$C"
