@@ -20,7 +20,7 @@ start_echo() {
 	"$TOP/t/tls-echo" --cert "$T/ca/server.pem" --key "$T/ca/server.key" \
 		--port-file "$T/$1.port" --log "$T/$1.seen" 2>"$T/$1.err" &
 	echo $! >>"$T/echo.pids"
-	wait_until 10 file_or_gone "$T/$1.port" $! || return 1
+	wait_until 30 file_or_gone "$T/$1.port" $! || return 1
 	ECHO_PORT=$(cat "$T/$1.port")
 }
 
@@ -490,4 +490,89 @@ unix_get() {
 	run cat "$T/h.log"
 	assert_line --regexp "allowed 127\.0\.0\.1:$A CONNECT "
 	refute_line --regexp "127\.0\.0\.1:$A CONNECT \(intercepted\)"
+}
+
+# ka HOST PORT PATH...: the PATHs one after another on one client connection
+# through the proxy (a second apart), trusting the task CA; prints for each
+# "STATUS conn=N resumed=R BODY's first line", the service's X-Seen ones.
+# A PATH may go on with "|NAME: VALUE" headers.
+ka() {
+	python3 - "$PROXY_PORT" "$T/taskca.pem" "$@" <<-'PY'
+		import http.client, ssl, sys, time
+		port, ca, host, hport = sys.argv[1:5]
+		h = http.client.HTTPSConnection("127.0.0.1", int(port), timeout=10,
+		                                 context=ssl.create_default_context(cafile=ca))
+		h.set_tunnel(host, int(hport))
+		for i, path in enumerate(sys.argv[5:]):
+		    if i:
+		        time.sleep(1)
+		    path, *hs = path.split("|")
+		    h.request("GET", path, headers=dict(x.split(": ", 1) for x in hs))
+		    r = h.getresponse()
+		    body = r.read().decode("latin-1")
+		    print(r.status, "conn=%s" % r.getheader("X-Seen-Conn"),
+		          "resumed=%s" % r.getheader("X-Seen-Resumed"), body.split("\n")[0])
+	PY
+}
+
+@test "intercept: reuse: one client connection's requests share the host's connection; the next one resumes its TLS session" {
+	start_intercepting
+	run ka 127.0.0.1 "$A" /1 /2
+	assert_success
+	assert_output "$(printf '200 conn=1 resumed=0 GET /1 HTTP/1.1\n200 conn=1 resumed=0 GET /2 HTTP/1.1')"
+	# a new client connection: a new connection to the host, its session resumed
+	run ka 127.0.0.1 "$A" /3
+	assert_success
+	assert_output "200 conn=2 resumed=1 GET /3 HTTP/1.1"
+	# another host name on the same service: no session of 127.0.0.1's is offered
+	run ka localhost "$A" /ok/4
+	assert_success
+	assert_output "200 conn=3 resumed=0 GET /ok/4 HTTP/1.1"
+	run grep -c "^Connection: keep-alive" "$T/a.seen"
+	assert_success
+	assert_output 4
+}
+
+@test "intercept: reuse: hostile: bytes after an answer, a session for another name, the secret only toward its own host" {
+	# a second service whose certificate names localhost only
+	openssl ecparam -name prime256v1 -genkey -noout -out "$T/lo.key" 2>/dev/null
+	openssl req -new -key "$T/lo.key" -subj /CN=localhost -out "$T/lo.csr" 2>/dev/null
+	printf 'subjectAltName=DNS:localhost\nextendedKeyUsage=serverAuth\n' >"$T/lo.ext"
+	openssl x509 -req -in "$T/lo.csr" -CA "$T/ca/ca.pem" -CAkey "$T/ca/ca.key" -CAcreateserial \
+		-out "$T/lo.pem" -days 1 -extfile "$T/lo.ext" 2>/dev/null
+	rm -f "$T/c.port"
+	"$TOP/t/tls-echo" --cert "$T/lo.pem" --key "$T/lo.key" --port-file "$T/c.port" \
+		--log "$T/c.seen" 2>"$T/c.err" &
+	echo $! >>"$T/echo.pids"
+	wait_until 30 file_or_gone "$T/c.port" $!
+	C=$(cat "$T/c.port")
+	printf 'rule localhost:%s\nrule 127.0.0.1:%s\n' "$C" "$C" >>"$T/secrets"
+	start_intercepting --allow "localhost:$C" --allow "127.0.0.1:$C"
+	# the host sends bytes after its answer: the next request gets its own
+	# answer on a new connection, never those bytes
+	run ka 127.0.0.1 "$A" /extra /after
+	assert_success
+	assert_output "$(printf '200 conn=1 resumed=0 one\n200 conn=2 resumed=1 GET /after HTTP/1.1')"
+	# localhost's session is never offered to 127.0.0.1, whose certificate check fails
+	run ka localhost "$C" /1
+	assert_success
+	assert_output "200 conn=1 resumed=0 GET /1 HTTP/1.1"
+	run icurl "https://127.0.0.1:$C/2"
+	assert_success
+	assert_output --partial "aibox-proxy: TLS with the host failed: "
+	# a request naming another host on a reused connection: the secret is
+	# swapped for the connection's own host, and sent there, named so
+	run ka 127.0.0.1 "$A" /x "/y|Host: localhost:$A|Authorization: Bearer $PH"
+	assert_success
+	assert_output "$(printf '200 conn=3 resumed=1 GET /x HTTP/1.1\n200 conn=3 resumed=1 GET /y HTTP/1.1')"
+	run grep -A1 "^GET /y " "$T/a.seen"
+	assert_success
+	assert_output "$(printf 'GET /y HTTP/1.1\nHost: 127.0.0.1:%s' "$A")"
+	run grep -c "Authorization: Bearer $VALUE" "$T/a.seen"
+	assert_success
+	assert_output 1
+	stop_proxy
+	run cat "$T/proxy.log"
+	assert_line --regexp "failed 127\.0\.0\.1:$C GET /2 \(TLS with the host failed: .*\) status=502 "
+	refute_output --partial "forged"
 }

@@ -262,6 +262,7 @@ static struct conn *conn_new(struct proxy *px, int fd)
 	c->hu.side = SIDE_UPSTREAM;
 	c->cfd = fd;
 	c->ufd = -1;
+	c->kfd = -1;
 	c->pipe_r[0] = c->pipe_r[1] = c->pipe_w[0] = c->pipe_w[1] = -1;
 	c->cev = EPOLLIN;
 	if (px_add_fd(px, fd, &c->hc, EPOLLIN) < 0) {
@@ -475,6 +476,7 @@ static int loop_setup(struct proxy *px)
 	px->h_signal.side = SIDE_SIGNAL;
 	px->h_resolver.side = SIDE_RESOLVER;
 	px_pool_init(px);
+	px_sess_setup(px);
 	px->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (px->epfd < 0)
 		return -errno;
@@ -543,6 +545,7 @@ int proxy_run(const struct proxy_config *cfg)
 	for (int i = 0; i < PX_LEAVES; i++)
 		if (px->leaves[i].cert)
 			X509_free(px->leaves[i].cert);
+	px_sess_free(px);
 	dep_digests_clear(&px->digests);
 	buf_release(&px->echo_out);
 	free(px);

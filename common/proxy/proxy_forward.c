@@ -92,13 +92,18 @@ void px_start_forward(struct conn *c, const struct http_head *h, const char *pat
 		         px->cfg->api_key);
 	if (c->intercept)
 		buf_addstr(&b, "Accept-Encoding: identity\r\n");
-	/* Upstream connections are kept for the API only (px->cfg->api_pool). */
+	/*
+	 * Upstream connections are kept for the API (px->cfg->api_pool), and
+	 * for the next request of the same intercepted client connection.
+	 */
 	c->websocket = wants_websocket(c, h);
 	if (c->websocket)
 		buf_addstr(&b, "Connection: Upgrade\r\nUpgrade: websocket\r\n\r\n");
 	else
 		buf_addf(&b, "Connection: %s\r\n\r\n",
-		         c->is_api && px->cfg->api_pool > 0 ? "keep-alive" : "close");
+		         (c->is_api && px->cfg->api_pool > 0) || (c->intercept && !h->conn_close)
+		             ? "keep-alive"
+		             : "close");
 	px_spill_add(&c->to_upstream, b.buf, b.len);
 	c->sent += h->head_len; /* the client's bytes, not ours (ours hold the key) */
 
@@ -114,8 +119,8 @@ void px_start_forward(struct conn *c, const struct http_head *h, const char *pat
 	 * A request without a body whose method is safe can be sent again if a
 	 * reused connection turns out dead before answering; keep its head.
 	 */
-	if (c->is_api && px->cfg->api_pool > 0 && c->reqb.kind == BODY_NONE && h->method_len == 3 &&
-	    !memcmp(h->method, "GET", 3)) {
+	if (((c->is_api && px->cfg->api_pool > 0) || (c->intercept && c->kfd >= 0)) &&
+	    c->reqb.kind == BODY_NONE && h->method_len == 3 && !memcmp(h->method, "GET", 3)) {
 		c->replay = xmalloc(b.len);
 		memcpy(c->replay, b.buf, b.len);
 		c->replay_len = b.len;
@@ -173,6 +178,8 @@ void px_finish_request(struct conn *c)
 	px_log_line(c, "allowed",
 	            c->draining ? "client went away: its answer was read to the end" : NULL);
 	px_pool_put(c);
+	if (keep && !c->draining)
+		px_keep_upstream(c);
 	px_close_upstream(c);
 	if (c->draining) {
 		px_conn_kill(c);

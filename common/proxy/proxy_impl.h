@@ -44,6 +44,13 @@ struct buf;
 #define PX_READ_AHEAD (64 * 1024)
 /* Host certificates kept for the next connections to the same host. */
 #define PX_LEAVES 16
+/*
+ * Upstream TLS sessions of intercepted hosts, kept to resume (docs/proxy.md,
+ * "What is reused"): this many host:port keys, each with at most
+ * PX_SESS_EACH sessions, every one used once.
+ */
+#define PX_SESS_HOSTS 32
+#define PX_SESS_EACH  4
 
 enum state {
 	ST_HEAD,    /* reading a request head from the client */
@@ -98,6 +105,12 @@ struct conn {
 	int rechunk;      /* the answer goes to the client chunked, echoes replaced */
 	int websocket;    /* the request asked for a WebSocket upgrade */
 	struct swap_echo *echo;
+	/*
+	 * The host's connection, kept idle between two requests of this client
+	 * connection (out of epoll); -1 and NULL when there is none.
+	 */
+	int kfd;
+	SSL *kssl;
 
 	/* The request in progress. */
 	int is_connect, is_api, head_method;
@@ -212,6 +225,13 @@ struct proxy {
 		X509 *cert;
 	} leaves[PX_LEAVES];
 	int leaf_next;
+	/* Interception: sessions of the hosts' TLS to resume, by "host:port" as verified. */
+	struct {
+		char key[264];
+		SSL_SESSION *s[PX_SESS_EACH]; /* oldest first */
+		int n;
+		int64_t used_ms;
+	} sess[PX_SESS_HOSTS];
 	/* The digests the metadata fetched in this task gave (docs/cache.md). */
 	struct dep_digests digests;
 	uint64_t meta_bytes; /* the metadata answers being read, in all (PX_META_TOTAL at most) */
@@ -410,8 +430,38 @@ void px_intercept_head(struct conn *c, struct buf *b);
  * to the client, chunked, echoes replaced, into c->to_client.
  */
 void px_intercept_body(struct conn *c, const char *p, size_t n, int done);
-/* Free c's interception state (the client's TLS, the echo filter). */
+/* Free c's interception state (the client's TLS, the echo filter, a kept connection). */
 void px_intercept_free(struct conn *c);
+/* Keep the sessions of the hosts' TLS (on cfg->itls) for px_sess_offer(). */
+void px_sess_setup(struct proxy *px);
+/* Free every session kept. */
+void px_sess_free(struct proxy *px);
+/*
+ * c's new TLS to its host (c->ssl): offer a session kept for exactly
+ * c->host:c->port, taken out of the cache (a session is offered once).
+ */
+void px_sess_offer(struct conn *c);
+/*
+ * The handshake with c's host is done: a resumed session's certificate is
+ * checked again against c->host (chain verified, host name or address).
+ * 0, or -1 with why in why.
+ */
+int px_sess_check(struct conn *c, struct buf *why);
+/*
+ * The request is answered and the client connection goes on: keep the
+ * host's connection for its next request when it is clean (the exchange
+ * complete both ways, nothing unread, the host willing, not upgraded).
+ * Takes c->ufd and c->ssl out of epoll into c->kfd and c->kssl.
+ */
+void px_keep_upstream(struct conn *c);
+/*
+ * Give c the connection kept by px_keep_upstream() when nothing at all is
+ * waiting on it (a host that sent bytes after its answer, or closed, is
+ * dropped).  1 when c->ufd and c->ssl are that connection, in epoll.
+ */
+int px_take_kept(struct conn *c);
+/* Close a kept connection, without close_notify. */
+void px_drop_kept(struct conn *c);
 
 /* ---- common/proxy/proxy_cache.c: the dependency cache (docs/cache.md) ---- */
 

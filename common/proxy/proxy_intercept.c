@@ -7,12 +7,18 @@
  * The answer comes back chunked, with each value echoed in it replaced by
  * its placeholder.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <openssl/crypto.h>
 #include <openssl/err.h>
+#include <openssl/x509v3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "net/allow.h"
 #include "base/buf.h"
@@ -271,6 +277,7 @@ void px_intercept_body(struct conn *c, const char *p, size_t n, int done)
 
 void px_intercept_free(struct conn *c)
 {
+	px_drop_kept(c);
 	if (c->echo) {
 		swap_echo_release(c->echo);
 		free(c->echo);
@@ -280,4 +287,172 @@ void px_intercept_free(struct conn *c)
 		SSL_free(c->cssl);
 		c->cssl = NULL;
 	}
+}
+
+/* ---- what is reused toward the intercepted hosts (docs/proxy.md, "What is reused") ---- */
+
+static void sess_key(const struct conn *c, char *key, size_t n)
+{
+	snprintf(key, n, "%s:%d", c->host, c->port);
+}
+
+/* The entry for key, or NULL; with make, a free or the least recently used one, emptied. */
+static int sess_find(struct proxy *px, const char *key, int make)
+{
+	int lru = -1;
+
+	for (int i = 0; i < PX_SESS_HOSTS; i++) {
+		if (px->sess[i].n && !strcmp(px->sess[i].key, key))
+			return i;
+		if (lru < 0 || (px->sess[lru].n &&
+		                (!px->sess[i].n || px->sess[i].used_ms < px->sess[lru].used_ms)))
+			lru = i;
+	}
+	if (!make)
+		return -1;
+	while (px->sess[lru].n)
+		SSL_SESSION_free(px->sess[lru].s[--px->sess[lru].n]);
+	snprintf(px->sess[lru].key, sizeof(px->sess[lru].key), "%s", key);
+	return lru;
+}
+
+/*
+ * OpenSSL's new-session callback on cfg->itls.  A copy is kept: OpenSSL
+ * marks the connection's own session not resumable when it is freed
+ * without close_notify, as every connection to a host here is.
+ */
+static int sess_new(SSL *ssl, SSL_SESSION *orig)
+{
+	struct conn *c = SSL_get_app_data(ssl);
+	char key[sizeof(c->px->sess[0].key)];
+	SSL_SESSION *s;
+	int i;
+
+	/* Only a connection whose chain and host passed (a failed one never gets here). */
+	if (!c || !c->intercept || SSL_get_verify_result(ssl) != X509_V_OK ||
+	    !SSL_SESSION_is_resumable(orig) || !(s = SSL_SESSION_dup(orig)))
+		return 0;
+	sess_key(c, key, sizeof(key));
+	i = sess_find(c->px, key, 1);
+	if (c->px->sess[i].n == PX_SESS_EACH) {
+		SSL_SESSION_free(c->px->sess[i].s[0]);
+		memmove(&c->px->sess[i].s[0], &c->px->sess[i].s[1],
+		        (PX_SESS_EACH - 1) * sizeof(SSL_SESSION *));
+		c->px->sess[i].n--;
+	}
+	c->px->sess[i].s[c->px->sess[i].n++] = s;
+	c->px->sess[i].used_ms = c->px->now_ms;
+	return 0;
+}
+
+void px_sess_setup(struct proxy *px)
+{
+	if (!px->cfg->itls)
+		return;
+	SSL_CTX_set_session_cache_mode(px->cfg->itls,
+	                               SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
+	SSL_CTX_sess_set_new_cb(px->cfg->itls, sess_new);
+}
+
+void px_sess_free(struct proxy *px)
+{
+	for (int i = 0; i < PX_SESS_HOSTS; i++)
+		while (px->sess[i].n)
+			SSL_SESSION_free(px->sess[i].s[--px->sess[i].n]);
+}
+
+void px_sess_offer(struct conn *c)
+{
+	struct proxy *px = c->px;
+	char key[sizeof(px->sess[0].key)];
+	time_t now = time(NULL);
+	int i;
+
+	SSL_set_app_data(c->ssl, c);
+	sess_key(c, key, sizeof(key));
+	i = sess_find(px, key, 0);
+	while (i >= 0 && px->sess[i].n) {
+		SSL_SESSION *s = px->sess[i].s[--px->sess[i].n];
+		int ok = (time_t)(SSL_SESSION_get_time(s) + SSL_SESSION_get_timeout(s)) > now &&
+		         SSL_SESSION_is_resumable(s) && SSL_set_session(c->ssl, s) == 1;
+
+		SSL_SESSION_free(s);
+		if (ok) {
+			px->sess[i].used_ms = px->now_ms;
+			return;
+		}
+	}
+}
+
+int px_sess_check(struct conn *c, struct buf *why)
+{
+	X509 *peer;
+	unsigned char addr[16];
+	int ok;
+
+	if (!SSL_session_reused(c->ssl))
+		return 0;
+	peer = SSL_get0_peer_certificate(c->ssl);
+	if (inet_pton(AF_INET, c->host, addr) == 1 || inet_pton(AF_INET6, c->host, addr) == 1)
+		ok = peer && X509_check_ip_asc(peer, c->host, 0) == 1;
+	else
+		ok = peer && X509_check_host(peer, c->host, 0, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS,
+		                             NULL) == 1;
+	if (ok && SSL_get_verify_result(c->ssl) == X509_V_OK)
+		return 0;
+	buf_addstr(why, "TLS with the host failed: a resumed session not for this host");
+	return -1;
+}
+
+void px_keep_upstream(struct conn *c)
+{
+	struct proxy *px = c->px;
+
+	if (!c->intercept || !c->ssl || c->ufd < 0 || c->up_close || c->websocket ||
+	    c->status == 101 || !c->req_done || !c->respb.done || c->respb.kind == BODY_CLOSE ||
+	    c->rb_len > c->rb_off || px_spill_pending(&c->to_upstream) || SSL_has_pending(c->ssl) ||
+	    c->ssl_rw || c->ssl_ww || c->hit)
+		return;
+	px_drop_kept(c);
+	if (epoll_ctl(px->epfd, EPOLL_CTL_DEL, c->ufd, NULL) < 0)
+		return;
+	c->kfd = c->ufd;
+	c->kssl = c->ssl;
+	c->ufd = -1;
+	c->ssl = NULL;
+	c->uev = 0;
+}
+
+int px_take_kept(struct conn *c)
+{
+	char b;
+	ssize_t r;
+
+	if (c->kfd < 0)
+		return 0;
+	r = recv(c->kfd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+	if (!(r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) || SSL_has_pending(c->kssl) ||
+	    px_add_fd(c->px, c->kfd, &c->hu, EPOLLOUT) < 0) {
+		px_drop_kept(c);
+		return 0;
+	}
+	c->ufd = c->kfd;
+	c->ssl = c->kssl;
+	c->uev = EPOLLOUT;
+	c->kfd = -1;
+	c->kssl = NULL;
+	return 1;
+}
+
+void px_drop_kept(struct conn *c)
+{
+	if (c->kssl) {
+		/* No close_notify: the host may be gone, and a write could block. */
+		SSL_set_quiet_shutdown(c->kssl, 1);
+		SSL_free(c->kssl);
+		c->kssl = NULL;
+	}
+	if (c->kfd >= 0)
+		close(c->kfd);
+	c->kfd = -1;
 }

@@ -52,6 +52,7 @@ static void connected(struct conn *c)
 			/* A download comes in several records a read, not two reads a record. */
 			SSL_set_read_ahead(c->ssl, 1);
 			SSL_set_default_read_buffer_len(c->ssl, PX_READ_AHEAD);
+			px_sess_offer(c);
 		}
 		c->state = ST_TLS;
 		return;
@@ -168,7 +169,7 @@ void px_start_resolve(struct conn *c)
 	const char *name = c->is_api ? px->cfg->api_host : c->host;
 	int port = c->is_api ? px->cfg->api_port : c->port;
 
-	if (c->is_api && px_pool_take(c)) {
+	if ((c->is_api && px_pool_take(c)) || (c->intercept && px_take_kept(c))) {
 		c->reused = 1;
 		c->state = ST_FWD;
 		c->deadline_ms = px->now_ms + px->cfg->idle_timeout_ms;
@@ -193,6 +194,15 @@ void px_tls_step(struct conn *c)
 	ERR_clear_error();
 	r = SSL_do_handshake(c->ssl);
 	c->ssl_rw = c->ssl_ww = c->ssl_dry = 0;
+	if (r == 1 && c->intercept) {
+		struct buf why = BUF_INIT;
+
+		if (px_sess_check(c, &why) < 0) {
+			px_respond(c, 502, "failed", why.buf);
+			buf_release(&why);
+			return;
+		}
+	}
 	if (r == 1) {
 		c->state = ST_FWD;
 		c->deadline_ms = px->now_ms + px->cfg->idle_timeout_ms;
