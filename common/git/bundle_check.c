@@ -141,7 +141,6 @@ int bundle_check_here(const struct bundle_check *c, struct bundle_verdict *v)
 		goto out;
 	}
 	o.repo_dir = c->repo_dir;
-	o.tmp_parent = c->tmp_parent;
 	o.max_bytes = c->max_bytes;
 	o.max_object = c->lim.max_object;
 	o.max_inflated = c->lim.max_inflated;
