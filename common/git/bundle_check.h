@@ -75,7 +75,8 @@ struct bundle_check {
 	struct strvec refs;   /* exactly these full refnames (none: any) */
 	struct strvec bases;  /* the only prerequisites allowed (hex) */
 	const char *repo_dir; /* a thin pack's bases; NULL: none */
-	const char *tmp_parent; /* not used: the check writes no file since it resolves deltas itself */
+	const char
+	    *tmp_parent;    /* not used: the check writes no file since it resolves deltas itself */
 	uint64_t max_bytes; /* the pack as stored */
 	struct bundle_limits lim;
 
