@@ -71,13 +71,12 @@ int bundle_limits_parse(struct bundle_limits *l, const char *list, struct buf *e
 
 struct bundle_check {
 	/* Set by the caller. */
-	int fd;               /* the bundle, read from its first byte */
-	struct strvec refs;   /* exactly these full refnames (none: any) */
-	struct strvec bases;  /* the only prerequisites allowed (hex) */
-	const char *repo_dir; /* a thin pack's bases; NULL: none */
-	const char
-	    *tmp_parent;    /* not used: the check writes no file since it resolves deltas itself */
-	uint64_t max_bytes; /* the pack as stored */
+	int fd;                 /* the bundle, read from its first byte */
+	struct strvec refs;     /* exactly these full refnames (none: any) */
+	struct strvec bases;    /* the only prerequisites allowed (hex) */
+	const char *repo_dir;   /* a thin pack's bases; NULL: none */
+	const char *tmp_parent; /* not used: the check writes no file */
+	uint64_t max_bytes;     /* the pack as stored */
 	struct bundle_limits lim;
 
 	/* The child. */
