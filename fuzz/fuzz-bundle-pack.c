@@ -1,14 +1,12 @@
 /*
- * libFuzzer target: the pack verifier (our walk, then libgit2's indexer).
+ * libFuzzer target: the pack verifier (our walk, then our delta resolution
+ * and the fsck checks).
  * Seeds: fuzz/corpus/fuzz-bundle-pack/ (the fixtures' packs).
  *
  * A random mutation almost always breaks the trailing checksum, which is
  * checked last; so for inputs of odd length the target puts the right
  * checksum in place, letting the fuzzer reach the object walk's end and
- * libgit2's delta resolution.  Even lengths keep the checksum as given.
- *
- * The indexer writes its index into a private folder: one per process,
- * made here once, under $TMPDIR (use a tmpfs for speed).
+ * the delta resolution.  Even lengths keep the checksum as given.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -22,27 +20,6 @@
 #include "base/banned.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-int LLVMFuzzerInitialize(int *argc, char ***argv);
-
-static char tmp[4096];
-
-static void cleanup(void)
-{
-	rmdir(tmp);
-}
-
-int LLVMFuzzerInitialize(int *argc, char ***argv)
-{
-	const char *t = getenv("TMPDIR");
-
-	(void)argc;
-	(void)argv;
-	snprintf(tmp, sizeof(tmp), "%s/fuzz-bundle-pack.XXXXXX", t && *t ? t : "/tmp");
-	if (!mkdtemp(tmp))
-		abort();
-	atexit(cleanup);
-	return 0;
-}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -51,7 +28,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	uint8_t *copy = NULL;
 	int ret;
 
-	opts.tmp_parent = tmp;
 	if (size >= 32 && size % 2) {
 		unsigned int n = 0;
 

@@ -331,15 +331,34 @@ checked() {
 }
 
 @test "bundle-check: the checker's CPU and wall-clock time are limited" {
-	# 3 MiB and 64 deltas on it: within the caps, but libgit2 makes every
-	# delta's result from the base again (quadratic): bounded by the rlimit
-	"$TOP/t/make-bundle-fixtures" --bomb chain 3 chain.bundle
-	checked chain.bundle "the check used more than its limit of 1 s of CPU (cpu)" --limit cpu=1
+	# 15 MiB and 256 deltas on it, each made and hashed once: about 3.6 GiB of
+	# work within raised caps, several seconds: bounded by the rlimit
+	"$TOP/t/make-bundle-fixtures" --bomb long 15 long.bundle
+	checked long.bundle "the check used more than its limit of 1 s of CPU (cpu)" \
+		--limit cpu=1 --limit max-inflated=4G
 	awk -v c="$cpu" 'BEGIN { exit !(c < 3) }'
 	t0=$(date +%s%N)
-	checked chain.bundle "the check took longer than its limit of 1 s (time)" --limit time=1
+	checked long.bundle "the check took longer than its limit of 1 s (time)" \
+		--limit time=1 --limit max-inflated=4G
 	t1=$(date +%s%N)
 	[ $(( (t1 - t0) / 1000000 )) -lt 5000 ]
+}
+
+@test "bundle-check: a delta chain deeper than the base cache is resolved, and a base let go is read again" {
+	# A blob of 6 MiB, 10 deltas each on the one before (66 MiB of bases,
+	# more than the 16 MiB cache: the oldest are let go, memory stays bounded),
+	# then a delta on the blob, let go by then and read again: the tip is that
+	# last delta's result, so a wrong base gives a wrong id
+	"$TOP/t/make-bundle-fixtures" --bomb evict 6 evict.bundle
+	ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=1 \
+		run --separate-stderr aibox-bundle-check --pack --json evict.bundle
+	jq -c .pack.checker <<<"$output"
+	assert_equal "$stderr" ""
+	assert_equal "$status" 0
+	assert_equal "$(jq -r '[.accepted, .pack.objects] | @tsv' <<<"$output")" "$(printf 'true\t12')"
+	rss=$(jq .pack.checker.max_rss_kib <<<"$output")
+	# 25-31 MiB without a sanitizer, 74 MiB with no base let go; ASan adds about a fifth
+	[ "$rss" -lt $((60 * 1024)) ]
 }
 
 @test "bundle-check: many small objects are checked in CPU time linear in their number" {

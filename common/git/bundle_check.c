@@ -1,6 +1,7 @@
 #include "git/bundle_check.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
@@ -140,7 +141,6 @@ int bundle_check_here(const struct bundle_check *c, struct bundle_verdict *v)
 		goto out;
 	}
 	o.repo_dir = c->repo_dir;
-	o.tmp_parent = c->tmp_parent;
 	o.max_bytes = c->max_bytes;
 	o.max_object = c->lim.max_object;
 	o.max_inflated = c->lim.max_inflated;
@@ -212,6 +212,12 @@ static void child(struct bundle_check *c, int go, int ans)
 	if (n != 1)
 		_exit(0);
 	memset(&m, 0, sizeof(m));
+	/*
+	 * Objects of a MiB or more are mapped, and unmapped when freed: glibc's
+	 * threshold would otherwise rise to the largest freed (up to 32 MiB) and
+	 * keep a chain of large bases' memory in the heap, past the bound.
+	 */
+	mallopt(M_MMAP_THRESHOLD, 1 << 20);
 	if ((m.ret = child_limits(&c->lim)) == 0) {
 		bundle_check_here(c, &v);
 		m = v.m;

@@ -18,9 +18,10 @@
  * (RLIMIT_AS: its address space may grow by lim.memory, not set in a
  * sanitizer build, whose shadow memory takes terabytes; RLIMIT_CPU:
  * lim.cpu_s; no core), locks itself down (sandbox_lockdown with
- * SANDBOX_KEEP_FILES | SANDBOX_NO_NEW_SOCKETS | SANDBOX_NO_PROCESSES: the
- * indexer writes its files and reads the project's objects, but nothing
- * runs, forks or connects), runs bundle_check_here() and writes its
+ * SANDBOX_KEEP_FILES | SANDBOX_NO_NEW_SOCKETS | SANDBOX_NO_PROCESSES: it
+ * reads the project's objects for a thin pack, but nothing runs, forks or
+ * connects), maps objects of 1 MiB or more (M_MMAP_THRESHOLD: freed
+ * memory goes back), runs bundle_check_here() and writes its
  * verdict, one struct bundle_check_msg of fixed size (under PIPE_BUF, so in
  * one write), and exits.  The parent waits at most lim.wall_s, then kills
  * it, and reads the message as untrusted: a child that the bundle took over
@@ -70,12 +71,12 @@ int bundle_limits_parse(struct bundle_limits *l, const char *list, struct buf *e
 
 struct bundle_check {
 	/* Set by the caller. */
-	int fd;               /* the bundle, read from its first byte */
-	struct strvec refs;   /* exactly these full refnames (none: any) */
-	struct strvec bases;  /* the only prerequisites allowed (hex) */
-	const char *repo_dir; /* a thin pack's bases; NULL: none */
-	const char *tmp_parent;
-	uint64_t max_bytes; /* the pack as stored */
+	int fd;                 /* the bundle, read from its first byte */
+	struct strvec refs;     /* exactly these full refnames (none: any) */
+	struct strvec bases;    /* the only prerequisites allowed (hex) */
+	const char *repo_dir;   /* a thin pack's bases; NULL: none */
+	const char *tmp_parent; /* not used: the check writes no file */
+	uint64_t max_bytes;     /* the pack as stored */
 	struct bundle_limits lim;
 
 	/* The child. */

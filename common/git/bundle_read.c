@@ -597,14 +597,17 @@ static int add_inflated(struct bundle_pack_result *res, const struct bundle_pack
  * What the walk learnt of each object, in pack order (ascending offsets):
  * where it starts, its type as packed (1-4, or 6 and 7 for deltas) and a
  * delta's base: an OFS_DELTA's as the base's index, a REF_DELTA's as a slot
- * of ref_ids (the base's raw id).  The checks after the indexer use it to
- * know every object's type without asking libgit2, and to read in pack order.
+ * of ref_ids (the base's raw id).  Each object's id and real type (1-4) are
+ * filled in as it is hashed: by the walk for a whole object, by the delta
+ * resolution for a delta.
  */
 struct pack_layout {
 	uint64_t *offs;
 	unsigned char *types;
 	uint32_t *base;
-	size_t nr, alloc, alloc_types, alloc_base;
+	unsigned char (*ids)[20];
+	unsigned char *real; /* 0 until the object is resolved */
+	size_t nr, alloc, alloc_types, alloc_base, alloc_ids, alloc_real;
 	unsigned char (*ref_ids)[20];
 	size_t nr_refs, alloc_refs;
 };
@@ -614,6 +617,8 @@ static void layout_clear(struct pack_layout *l)
 	free(l->offs);
 	free(l->types);
 	free(l->base);
+	free(l->ids);
+	free(l->real);
 	free(l->ref_ids);
 	memset(l, 0, sizeof(*l));
 }
@@ -634,6 +639,94 @@ static size_t layout_find(const struct pack_layout *l, uint64_t off)
 	return lo < l->nr && l->offs[lo] == off ? lo : SIZE_MAX;
 }
 
+/* git's name of each whole object's type (1-4), as its id hashes it. */
+static const char *const type_names[] = {"", "commit", "tree", "blob", "tag"};
+
+/*
+ * The fsck checks (common/git/bundle_fsck.h) as objects are made, in any
+ * order: the refusal kept is that of the first object in pack order, as a
+ * check in pack order would give.
+ */
+struct fsck_state {
+	size_t bad;        /* the first object refused; SIZE_MAX: none */
+	struct buf reason; /* its refusal */
+	struct buf why;
+	struct bundle_fsck_blobs found; /* blobs named .gitmodules or .gitattributes */
+};
+
+#define FSCK_STATE_INIT                                                                            \
+	{                                                                                          \
+		.bad = SIZE_MAX, .reason = BUF_INIT, .why = BUF_INIT,                              \
+		.found = BUNDLE_FSCK_BLOBS_INIT                                                    \
+	}
+
+static void fsck_state_clear(struct fsck_state *f)
+{
+	buf_release(&f->reason);
+	buf_release(&f->why);
+	bundle_fsck_blobs_clear(&f->found);
+}
+
+static void hex_id(char *hex, const unsigned char *id)
+{
+	hex_encode(hex, id, 20);
+}
+
+/* A tip's 40 hex digits into raw[20]: 0, or -1 when it is not one. */
+static int tip_raw(unsigned char *raw, const char *hex)
+{
+	if (strlen(hex) != 40)
+		return -1;
+	for (int j = 0; j < 20; j++) {
+		int hi = hex_digit(hex[2 * j]), lo = hex_digit(hex[2 * j + 1]);
+
+		if (hi < 0 || lo < 0)
+			return -1;
+		raw[j] = (unsigned char)(hi << 4 | lo);
+	}
+	return 0;
+}
+
+/* Check object i (its id and real type known) as git fsck --strict would. */
+static void fsck_object(struct fsck_state *f, size_t i, unsigned type, const unsigned char *id,
+                        const unsigned char *data, size_t len)
+{
+	char hex[41];
+	int r;
+
+	if (i >= f->bad || (type != 1 && type != 2 && type != 4))
+		return;
+	buf_reset(&f->why);
+	if (type == 1)
+		r = bundle_fsck_commit((const char *)data, len, &f->why);
+	else if (type == 4)
+		r = bundle_fsck_tag((const char *)data, len, &f->why);
+	else
+		r = bundle_fsck_tree((const char *)data, len, &f->found, &f->why);
+	if (!r)
+		return;
+	f->bad = i;
+	hex_id(hex, id);
+	refuse(&f->reason, "pack: object %s: %s", hex, f->why.buf);
+}
+
+/* Start hashing an object's id: its header, "<type> <size>\0". */
+static void id_start(EVP_MD_CTX *md, unsigned type, uint64_t size)
+{
+	char head[48];
+	int n = snprintf(head, sizeof(head), "%s %llu", type_names[type], (unsigned long long)size);
+
+	EVP_DigestInit_ex(md, EVP_sha1(), NULL);
+	EVP_DigestUpdate(md, head, (size_t)n + 1);
+}
+
+static void id_finish(EVP_MD_CTX *md, unsigned char *id)
+{
+	unsigned int n = 0;
+
+	EVP_DigestFinal_ex(md, id, &n);
+}
+
 /* A walk over the pack: where it is, what it has seen, its inflater. */
 struct walk {
 	struct pack_src *s;
@@ -643,6 +736,8 @@ struct walk {
 	uint64_t total;        /* inflated so far */
 	uint64_t max_object;   /* o->max_object, at most PACK_OBJECT_MAX */
 	struct pack_layout *l; /* each object so far */
+	struct fsck_state *f;
+	EVP_MD_CTX *md; /* each whole object's id */
 	z_stream z;
 	int zinit;
 	unsigned char *out; /* inflate's output, thrown away */
@@ -734,6 +829,8 @@ static int walk_start(struct walk *w)
 		return -ENOMEM;
 	w->zinit = 1;
 	w->out = xmalloc(WALK_OUT_SIZE);
+	if (!(w->md = EVP_MD_CTX_new()))
+		return -ENOMEM;
 	return 0;
 }
 
@@ -790,6 +887,9 @@ static int walk_header(struct walk *w, uint32_t i, unsigned *type, uint64_t *siz
 	ALLOC_GROW(w->l->offs, w->l->nr + 1, w->l->alloc);
 	ALLOC_GROW(w->l->types, w->l->nr + 1, w->l->alloc_types);
 	ALLOC_GROW(w->l->base, w->l->nr + 1, w->l->alloc_base);
+	ALLOC_GROW(w->l->ids, w->l->nr + 1, w->l->alloc_ids);
+	ALLOC_GROW(w->l->real, w->l->nr + 1, w->l->alloc_real);
+	w->l->real[w->l->nr] = 0;
 	w->l->offs[w->l->nr] = start;
 	w->l->types[w->l->nr] = (unsigned char)*type;
 	w->l->base[w->l->nr++] = base;
@@ -800,51 +900,66 @@ trunc:
 
 /*
  * Inflate object i's data at w->pos, a window of input at a time, counting
- * what comes out: exactly size bytes.  A delta's own header (its base's and
- * its result's sizes) counts against the limits too.  Leaves w->pos after it.
+ * what comes out: exactly size bytes.  A whole object is hashed for its id
+ * as it comes out; a commit, tree or tag is kept whole (size is within
+ * max_object) and checked.  A delta's own header (its base's and its
+ * result's sizes) counts against the limits too.  Leaves w->pos after it.
  */
 static int walk_inflate(struct walk *w, uint32_t i, unsigned type, uint64_t size)
 {
 	struct bundle_pack_result *res = w->res;
-	unsigned char dhead[24];
+	unsigned char dhead[24], *keep = NULL;
 	uint64_t got = 0, dbase = 0, dresult = 0;
 	size_t nhead = 0, avail;
 	z_stream *z = &w->z;
-	int zr = Z_OK, ret = 0;
+	int zr = Z_OK, ret = 0, whole = type <= 4;
 
+	if (type == 1 || type == 2 || type == 4) {
+		if (!(keep = malloc((size_t)size + 1)))
+			return refuse(&res->err, "pack: the check ran out of memory (memory)");
+	}
+	if (whole)
+		id_start(w->md, type, size);
 	inflateReset(z);
 	z->avail_in = 0;
 	for (;;) {
-		size_t produced;
+		unsigned char *out = keep ? keep + got : w->out;
+		size_t produced, cap = WALK_OUT_SIZE;
 		uInt before;
 
+		if (keep && cap > size + 1 - got)
+			cap = (size_t)(size + 1 - got);
 		if (z->avail_in == 0) {
 			const unsigned char *p;
 
-			if (w->pos >= w->end)
-				return refuse(&res->err,
-				              "pack: object %u: its data ends early (truncated?)",
-				              (unsigned)i);
+			if (w->pos >= w->end) {
+				ret = refuse(&res->err,
+				             "pack: object %u: its data ends early (truncated?)",
+				             (unsigned)i);
+				goto out;
+			}
 			if ((ret = src_at(w->s, w->pos, 1, &p, &avail)) < 0)
-				return ret;
+				goto out;
 			if (avail > w->end - w->pos)
 				avail = (size_t)(w->end - w->pos);
 			z->next_in = (unsigned char *)(uintptr_t)p;
 			z->avail_in = avail > UINT32_MAX ? UINT32_MAX : (uInt)avail;
 		}
 		before = z->avail_in;
-		z->next_out = w->out;
-		z->avail_out = WALK_OUT_SIZE;
+		z->next_out = out;
+		z->avail_out = (uInt)cap;
 		zr = inflate(z, Z_NO_FLUSH);
 		w->pos += before - z->avail_in;
-		produced = WALK_OUT_SIZE - z->avail_out;
+		produced = cap - z->avail_out;
 		if (nhead < sizeof(dhead)) {
 			size_t n =
 			    sizeof(dhead) - nhead < produced ? sizeof(dhead) - nhead : produced;
 
-			memcpy(dhead + nhead, w->out, n);
+			memcpy(dhead + nhead, out, n);
 			nhead += n;
 		}
+		if (whole && !keep && produced)
+			EVP_DigestUpdate(w->md, out, produced);
 		got += produced;
 		if (got > size || zr == Z_STREAM_END)
 			break;
@@ -853,22 +968,35 @@ static int walk_inflate(struct walk *w, uint32_t i, unsigned type, uint64_t size
 		if (zr != Z_OK)
 			break;
 	}
-	if (got > size || (zr == Z_STREAM_END && got != size))
-		return refuse(&res->err, "pack: object %u: inflates to %s%llu bytes, not %llu",
-		              (unsigned)i, got > size ? "more than " : "",
-		              (unsigned long long)(got > size ? size : got),
-		              (unsigned long long)size);
-	if (zr != Z_STREAM_END)
-		return refuse(&res->err, "pack: object %u does not inflate (%s)", (unsigned)i,
-		              z->msg ? z->msg : "zlib error");
-	if ((type == 6 || type == 7) && delta_sizes(dhead, nhead, &dbase, &dresult) == 0) {
-		/* libgit2 holds the base and the result whole, and makes the result. */
+	if (got > size || (zr == Z_STREAM_END && got != size)) {
+		ret =
+		    refuse(&res->err, "pack: object %u: inflates to %s%llu bytes, not %llu",
+		           (unsigned)i, got > size ? "more than " : "",
+		           (unsigned long long)(got > size ? size : got), (unsigned long long)size);
+		goto out;
+	}
+	if (zr != Z_STREAM_END) {
+		ret = refuse(&res->err, "pack: object %u does not inflate (%s)", (unsigned)i,
+		             z->msg ? z->msg : "zlib error");
+		goto out;
+	}
+	if (whole) {
+		if (keep)
+			EVP_DigestUpdate(w->md, keep, (size_t)size);
+		id_finish(w->md, w->l->ids[i]);
+		w->l->real[i] = (unsigned char)type;
+		if (keep)
+			fsck_object(w->f, i, type, w->l->ids[i], keep, (size_t)size);
+	} else if (delta_sizes(dhead, nhead, &dbase, &dresult) == 0) {
+		/* The resolution holds the base and the result whole, and makes the result. */
 		int on = dbase > dresult;
 
-		return add_inflated(res, w->o, i, on ? "a delta on " : "a delta to ",
-		                    on ? dbase : dresult, w->max_object, dresult, &w->total);
+		ret = add_inflated(res, w->o, i, on ? "a delta on " : "a delta to ",
+		                   on ? dbase : dresult, w->max_object, dresult, &w->total);
 	}
-	return 0;
+out:
+	free(keep);
+	return ret;
 }
 
 /* After the last object: the checksum, and nothing between. */
@@ -906,9 +1034,9 @@ static int walk_finish(struct walk *w)
  * wrong size and words the rest for its own developers).
  */
 static int walk_pack(struct pack_src *s, const struct bundle_pack_opts *o,
-                     struct bundle_pack_result *res, struct pack_layout *l)
+                     struct bundle_pack_result *res, struct pack_layout *l, struct fsck_state *f)
 {
-	struct walk w = {.s = s, .o = o, .res = res, .l = l};
+	struct walk w = {.s = s, .o = o, .res = res, .l = l, .f = f};
 	int ret = walk_start(&w);
 
 	for (uint32_t i = 0; !ret && i < res->objects; i++) {
@@ -923,164 +1051,640 @@ static int walk_pack(struct pack_src *s, const struct bundle_pack_opts *o,
 	if (w.zinit)
 		inflateEnd(&w.z);
 	EVP_MD_CTX_free(s->sha);
+	EVP_MD_CTX_free(w.md);
 	s->sha = NULL;
 	free(w.out);
 	return ret;
 }
 
-static void remove_tmp(const char *dir)
-{
-	DIR *d = opendir(dir);
-	struct dirent *e;
-
-	if (d) {
-		while ((e = readdir(d))) {
-			struct buf p = BUF_INIT;
-
-			if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-				continue;
-			buf_addf(&p, "%s/%s", dir, e->d_name);
-			unlink(p.buf);
-			buf_release(&p);
-		}
-		closedir(d);
-	}
-	rmdir(dir);
-}
-
-/* "pack: object <id>: " before a reason of common/git/bundle_fsck.c. */
-static int fsck_refuse(struct bundle_pack_result *res, const git_oid *id, struct buf *err)
-{
-	char hex[GIT_OID_HEXSZ + 1];
-
-	git_oid_tostr(hex, sizeof(hex), id);
-	return refuse(&res->err, "pack: object %s: %s", hex, err->buf);
-}
-
-static uint64_t be64(const unsigned char *p)
-{
-	return (uint64_t)be32(p) << 32 | be32(p + 4);
-}
-
 /*
- * The index file the indexer wrote (version 2), read whole: its n ids in
- * order, each one's offset.  The pack's own checks made it; it is read
- * with bounds all the same.
+ * The delta resolution, after the walk: git index-pack's order.  Each whole
+ * object with deltas on it is a root; its deltas (OFS_DELTAs by their base's
+ * index, REF_DELTAs by their base's id) are made from it, hashed and
+ * checked, and each result with deltas of its own is the base for them in
+ * turn, depth first.  So every delta is inflated again once and applied
+ * once.  The bases on the way down are kept while they fit in
+ * PACK_BASE_CACHE bytes; past that the oldest are let go, and made again
+ * (read from the pack, and their deltas applied) when another delta on them
+ * comes.  A thin pack's bases are read from the repository last.
  */
-struct pack_idx {
-	struct buf b;
-	uint32_t n;
-	size_t n64;
-	const unsigned char *ids, *offs32, *offs64;
+
+/* The bases kept while deltas are resolved; with a base, a delta and a result, each at most
+ * max_object (16 MiB by default), the check stays within 64 MiB. */
+#define PACK_BASE_CACHE (16 << 20)
+/* Compressed data read at a time by the resolution. */
+#define RESOLVE_READ (64 * 1024)
+
+/* A base on the way down: an object and the deltas on it still to make. */
+struct frame {
+	uint32_t obj;        /* the object; UINT32_MAX: a thin pack's base from the repository */
+	unsigned type;       /* its real type, 1-4 */
+	unsigned char *data; /* its data, or NULL when let go */
+	size_t len, cap;
+	uint32_t ofs_next, ofs_end; /* its OFS_DELTAs, in children[] */
+	size_t ref_next, ref_end;   /* its REF_DELTAs, in refs[] */
 };
 
-static int idx_load(struct pack_idx *x, const char *path)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t got;
-	size_t need;
+struct ref_child {
+	unsigned char id[20]; /* the base's id */
+	uint32_t obj;
+};
 
-	if (fd < 0)
-		return -errno;
-	got = buf_read_fd(&x->b, fd, (size_t)1 << 40); /* the object count bounds it */
-	close(fd);
-	if (got < 0)
-		return (int)got;
-	if (x->b.len < 8 + 1024 + 40 || memcmp(x->b.buf, "\377tOc", 4) ||
-	    be32((const unsigned char *)x->b.buf + 4) != 2)
-		return -EIO;
-	x->n = be32((const unsigned char *)x->b.buf + 8 + 255 * 4);
-	need = 8 + 1024 + (size_t)x->n * 28 + 40;
-	if (x->b.len < need || (x->b.len - need) % 8)
-		return -EIO;
-	x->n64 = (x->b.len - need) / 8;
-	x->ids = (const unsigned char *)x->b.buf + 8 + 1024;
-	x->offs32 = x->ids + (size_t)x->n * 24;
-	x->offs64 = x->offs32 + (size_t)x->n * 4;
+struct resolver {
+	struct pack_src *s;
+	const struct bundle_pack_opts *o;
+	struct bundle_pack_result *res;
+	struct pack_layout *l;
+	struct fsck_state *f;
+	git_odb *repo_odb; /* a thin pack's bases; NULL: none */
+	uint64_t end;      /* where the checksum starts */
+	uint64_t max_object;
+	uint32_t *first, *children; /* object i's OFS_DELTAs: children[first[i]..first[i + 1]) */
+	struct ref_child *refs;     /* the REF_DELTAs, by their base's id */
+	size_t nr_refs;
+	unsigned char *done;
+	size_t nr_done;
+	struct frame *st;
+	size_t sp, alloc_st, evict_lo; /* frames below evict_lo hold no data of the pack's */
+	uint64_t cached;               /* bytes the frames hold */
+	unsigned char (*ext)[20];      /* the thin pack's bases read */
+	size_t nr_ext, alloc_ext;
+	EVP_MD_CTX *md;
+	z_stream z;
+	int zinit;
+	unsigned char *in;
+	unsigned char *spare; /* a large buffer freed, for the next large object */
+	size_t spare_cap;
+};
+
+/* Buffers from this size up are kept for reuse, their sizes rounded up to RESOLVE_ROUND. */
+#define RESOLVE_BIG   (1 << 20)
+#define RESOLVE_ROUND (64 * 1024)
+
+/*
+ * A buffer for n bytes and one more, its size in *cap: the spare one when it
+ * fits (large objects come in chains of about one size: reusing the memory
+ * spares a page fault a page), else a new one.  NULL when out of memory.
+ */
+static unsigned char *buf_take(struct resolver *r, size_t n, size_t *cap)
+{
+	size_t want = n + 1;
+	unsigned char *p;
+
+	if (want >= RESOLVE_BIG) {
+		if (r->spare && r->spare_cap >= want) {
+			p = r->spare;
+			*cap = r->spare_cap;
+			r->spare = NULL;
+			r->spare_cap = 0;
+			return p;
+		}
+		want = (want + RESOLVE_ROUND - 1) / RESOLVE_ROUND * RESOLVE_ROUND;
+	}
+	*cap = want;
+	return malloc(want);
+}
+
+/* Give back a buffer of buf_take(): kept as the spare when it is the larger, else freed. */
+static void buf_give(struct resolver *r, unsigned char *p, size_t cap)
+{
+	if (p && cap >= RESOLVE_BIG && cap > r->spare_cap) {
+		free(r->spare);
+		r->spare = p;
+		r->spare_cap = cap;
+	} else {
+		free(p);
+	}
+}
+
+static int ref_child_cmp(const void *a, const void *b)
+{
+	const struct ref_child *x = a, *y = b;
+	int c = memcmp(x->id, y->id, 20);
+
+	return c ? c : (x->obj > y->obj) - (x->obj < y->obj);
+}
+
+/* The REF_DELTAs on the object of this id: refs[*lo..*hi). */
+static void ref_range(const struct resolver *r, const unsigned char *id, size_t *lo, size_t *hi)
+{
+	size_t a = 0, b = r->nr_refs;
+
+	while (a < b) {
+		size_t mid = a + (b - a) / 2;
+
+		if (memcmp(r->refs[mid].id, id, 20) < 0)
+			a = mid + 1;
+		else
+			b = mid;
+	}
+	*lo = a;
+	while (b < r->nr_refs && !memcmp(r->refs[b].id, id, 20))
+		b++;
+	*hi = b < a ? a : b;
+}
+
+/* The pack's bytes [off, off + n) (n at most RESOLVE_READ), in *p. */
+static int resolve_bytes(struct resolver *r, uint64_t off, size_t n, const unsigned char **p)
+{
+	size_t got = 0;
+
+	if (r->s->mem) {
+		*p = r->s->mem + off;
+		return 0;
+	}
+	while (got < n) {
+		ssize_t k = pread(r->s->fd, r->in + got, n - got, r->s->base + (off_t)(off + got));
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0)
+			return -errno;
+		if (k == 0)
+			return -EIO; /* the file shrank under us */
+		got += (size_t)k;
+	}
+	*p = r->in;
 	return 0;
 }
 
-/* Entry k's offset in the pack, or UINT64_MAX when the index is malformed. */
-static uint64_t idx_offset(const struct pack_idx *x, uint32_t k)
+/*
+ * Object i's data as stored, inflated (a delta's the delta itself), into
+ * *data (malloc'ed, *len bytes).  The walk checked it all; anything else now
+ * means the file changed under the check: -EIO.
+ */
+static int read_object(struct resolver *r, size_t i, unsigned char **data, size_t *len, size_t *cap)
 {
-	uint32_t v = be32(x->offs32 + (size_t)k * 4);
+	uint64_t off = r->l->offs[i], end = i + 1 < r->l->nr ? r->l->offs[i + 1] : r->end, size;
+	const unsigned char *p;
+	unsigned char *out;
+	size_t n = end - off < RESOLVE_READ ? (size_t)(end - off) : RESOLVE_READ, got = 0;
+	unsigned type;
+	int k, ret, zr;
 
-	if (!(v & 0x80000000))
-		return v;
-	v &= 0x7fffffff;
-	return v < x->n64 ? be64(x->offs64 + (size_t)v * 8) : UINT64_MAX;
+	if ((ret = resolve_bytes(r, off, n, &p)) < 0)
+		return ret;
+	if (r->s->mem)
+		n = (size_t)(end - off);
+	if ((k = pack_obj_header(p, n, &type, &size)) < 0 || size > r->max_object)
+		return -EIO;
+	if (type == 6) {
+		uint64_t back;
+		int m = pack_ofs_back(p + k, n - (size_t)k, &back);
+
+		if (m < 0)
+			return -EIO;
+		k += m;
+	} else if (type == 7) {
+		k += 20;
+	}
+	if ((size_t)k > n)
+		return -EIO;
+	if (!(out = buf_take(r, (size_t)size, cap)))
+		return refuse(&r->res->err, "pack: the check ran out of memory (memory)");
+	inflateReset(&r->z);
+	r->z.next_in = (unsigned char *)(uintptr_t)(p + k);
+	r->z.avail_in = (uInt)(n - (size_t)k);
+	off += n;
+	for (;;) {
+		r->z.next_out = out + got;
+		r->z.avail_out = (uInt)(size + 1 - got);
+		zr = inflate(&r->z, Z_NO_FLUSH);
+		got = (size_t)(r->z.next_out - out);
+		if (zr == Z_STREAM_END || got > size)
+			break;
+		if (zr != Z_OK && zr != Z_BUF_ERROR)
+			break;
+		if (r->z.avail_in == 0) {
+			if (off >= end)
+				break;
+			n = end - off < RESOLVE_READ ? (size_t)(end - off) : RESOLVE_READ;
+			if ((ret = resolve_bytes(r, off, n, &p)) < 0) {
+				buf_give(r, out, *cap);
+				return ret;
+			}
+			r->z.next_in = (unsigned char *)(uintptr_t)p;
+			r->z.avail_in = (uInt)n;
+			off += n;
+		} else if (zr == Z_BUF_ERROR) {
+			break;
+		}
+	}
+	if (zr != Z_STREAM_END || got != size) {
+		buf_give(r, out, *cap);
+		return -EIO;
+	}
+	*data = out;
+	*len = (size_t)size;
+	return 0;
 }
 
-/* The entry of the raw id, or UINT32_MAX. */
-static uint32_t idx_find(const struct pack_idx *x, const unsigned char *id)
+static int delta_varint(const unsigned char *d, size_t n, size_t *i, uint64_t *v)
 {
-	uint32_t lo = 0, hi = x->n;
+	unsigned shift = 0;
+	unsigned char c;
 
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-		int c = memcmp(x->ids + (size_t)mid * 20, id, 20);
-
-		if (!c)
-			return mid;
-		if (c < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return UINT32_MAX;
+	*v = 0;
+	do {
+		if (*i >= n || shift > 63)
+			return -1;
+		c = d[(*i)++];
+		*v |= (uint64_t)(c & 0x7f) << shift;
+		shift += 7;
+	} while (c & 0x80);
+	return 0;
 }
 
 /*
- * Each object's type, deltas resolved through their bases (the walk's
- * layout, the index for a REF_DELTA's base; one outside the pack is a thin
- * pack's base, which the indexer appended: its type from odb), into t.
+ * Apply delta d[0..dn) to base b[0..bn): the result (malloc'ed) in *out,
+ * *outn bytes.  0, or BUNDLE_REFUSED in libgit2's words, which the check
+ * gave before it resolved deltas itself.
  */
-static int resolve_types(const struct pack_layout *l, const struct pack_idx *x, git_odb *odb,
-                         unsigned char *t, struct bundle_pack_result *res)
+static int delta_apply(struct resolver *r, const unsigned char *b, size_t bn,
+                       const unsigned char *d, size_t dn, unsigned char **out, size_t *outn,
+                       size_t *cap)
 {
-	if (l->nr)
-		memcpy(t, l->types, l->nr);
-	for (size_t i = 0; i < l->nr; i++) {
-		size_t j = i, steps = 0;
-		unsigned char final;
+	uint64_t bsize, rsize;
+	size_t i = 0, pos = 0;
+	unsigned char *o;
 
-		while (t[j] == 6 || t[j] == 7) {
-			size_t next = SIZE_MAX;
+	if (delta_varint(d, dn, &i, &bsize) < 0 || bsize != bn ||
+	    delta_varint(d, dn, &i, &rsize) < 0)
+		return refuse(&r->res->err,
+		              "pack: failed to apply delta: base size does not match given data");
+	if (rsize > r->max_object)
+		return refuse(&r->res->err, "pack: failed to apply delta");
+	if (!(o = buf_take(r, (size_t)rsize, cap)))
+		return refuse(&r->res->err, "pack: the check ran out of memory (memory)");
+	while (i < dn) {
+		unsigned c = d[i++];
 
-			if (++steps > l->nr)
-				return refuse(&res->err, "pack: a delta chain loops");
-			if (t[j] == 6) {
-				next = l->base[j];
-			} else {
-				const unsigned char *id = l->ref_ids[l->base[j]];
-				uint32_t k = idx_find(x, id);
+		if (c &
+		    0x80) { /* copy from the base: offset and size, each byte present by a bit */
+			uint64_t off = 0, n = 0;
 
-				if (k != UINT32_MAX)
-					next = layout_find(l, idx_offset(x, k));
-				if (next == SIZE_MAX) {
-					git_object_t type;
-					git_oid oid;
-					size_t len;
-
-					git_oid_fromraw(&oid, id);
-					if (git_odb_read_header(&len, &type, odb, &oid) < 0)
-						return libgit2_reason(res);
-					t[j] = (unsigned char)type;
-					break;
+			for (int k = 0; k < 4; k++)
+				if (c & (1u << k)) {
+					if (i >= dn)
+						goto fail;
+					off |= (uint64_t)d[i++] << (8 * k);
 				}
-			}
-			j = next;
-		}
-		final = t[j];
-		for (size_t k = i; t[k] == 6 || t[k] == 7;) {
-			size_t next = l->types[k] == 6 ? l->base[k] : SIZE_MAX;
-
-			t[k] = final;
-			if (next == SIZE_MAX)
-				break;
-			k = next;
+			for (int k = 0; k < 3; k++)
+				if (c & (0x10u << k)) {
+					if (i >= dn)
+						goto fail;
+					n |= (uint64_t)d[i++] << (8 * k);
+				}
+			if (!n)
+				n = 0x10000;
+			if (off > bn || n > bn - off || n > rsize - pos)
+				goto fail;
+			memcpy(o + pos, b + off, (size_t)n);
+			pos += (size_t)n;
+		} else if (c) { /* insert the next c bytes */
+			if (c > dn - i || c > rsize - pos)
+				goto fail;
+			memcpy(o + pos, d + i, c);
+			i += c;
+			pos += c;
+		} else {
+			goto fail; /* 0 is reserved */
 		}
 	}
+	if (pos != rsize)
+		goto fail;
+	*out = o;
+	*outn = (size_t)rsize;
+	return 0;
+fail:
+	buf_give(r, o, *cap);
+	return refuse(&r->res->err, "pack: failed to apply delta");
+}
+
+/* Delta object i applied on base b[0..bn), into *out, *outn. */
+static int make_delta(struct resolver *r, size_t i, const unsigned char *b, size_t bn,
+                      unsigned char **out, size_t *outn, size_t *cap)
+{
+	unsigned char *d;
+	size_t dn, dcap;
+	int ret = read_object(r, i, &d, &dn, &dcap);
+
+	if (ret)
+		return ret;
+	ret = delta_apply(r, b, bn, d, dn, out, outn, cap);
+	buf_give(r, d, dcap);
+	return ret;
+}
+
+/* Let the oldest bases go while they hold more than PACK_BASE_CACHE; never the top one. */
+static void prune(struct resolver *r)
+{
+	while (r->cached > PACK_BASE_CACHE && r->evict_lo + 1 < r->sp) {
+		struct frame *f = &r->st[r->evict_lo++];
+
+		if (f->data && f->obj != UINT32_MAX) {
+			buf_give(r, f->data, f->cap);
+			f->data = NULL;
+			r->cached -= f->len;
+		}
+	}
+}
+
+/* Make frame k's data again if it was let go: from the nearest frame below that has it. */
+static int frame_data(struct resolver *r, size_t k)
+{
+	size_t j = k;
+	int ret;
+
+	if (r->st[k].data)
+		return 0;
+	while (j > 0 && !r->st[j].data)
+		j--;
+	if (!r->st[j].data) { /* the root, a whole object of the pack */
+		if ((ret = read_object(r, r->st[j].obj, &r->st[j].data, &r->st[j].len,
+		                       &r->st[j].cap)))
+			return ret;
+		r->cached += r->st[j].len;
+	}
+	if (r->evict_lo > j)
+		r->evict_lo = j;
+	for (size_t m = j + 1; m <= k; m++) {
+		struct frame *b = &r->st[m - 1], *f = &r->st[m];
+
+		if ((ret = make_delta(r, f->obj, b->data, b->len, &f->data, &f->len, &f->cap)))
+			return ret;
+		r->cached += f->len;
+		if (r->cached > PACK_BASE_CACHE && m - 1 > 0 && b->obj != UINT32_MAX) {
+			buf_give(r, b->data, b->cap);
+			b->data = NULL;
+			r->cached -= b->len;
+		}
+	}
+	return 0;
+}
+
+static void push(struct resolver *r, uint32_t obj, unsigned type, unsigned char *data, size_t len,
+                 size_t cap, size_t ref_lo, size_t ref_hi)
+{
+	struct frame *f;
+
+	ALLOC_GROW(r->st, r->sp + 1, r->alloc_st);
+	f = &r->st[r->sp++];
+	f->obj = obj;
+	f->type = type;
+	f->data = data;
+	f->len = len;
+	f->cap = cap;
+	f->ofs_next = obj == UINT32_MAX ? 0 : r->first[obj];
+	f->ofs_end = obj == UINT32_MAX ? 0 : r->first[obj + 1];
+	f->ref_next = ref_lo;
+	f->ref_end = ref_hi;
+	if (data)
+		r->cached += len;
+	prune(r);
+}
+
+static void pop(struct resolver *r)
+{
+	struct frame *f = &r->st[--r->sp];
+
+	if (f->data) {
+		buf_give(r, f->data, f->cap);
+		r->cached -= f->len;
+	}
+	if (r->evict_lo > r->sp)
+		r->evict_lo = r->sp;
+}
+
+/* Delta c on the top frame: made, hashed, checked; a base for its own deltas in turn. */
+static int resolve_one(struct resolver *r, uint32_t c)
+{
+	struct pack_layout *l = r->l;
+	unsigned type = r->st[r->sp - 1].type;
+	unsigned char *out;
+	size_t len, cap, lo, hi;
+	int ret;
+
+	if ((ret = frame_data(r, r->sp - 1)))
+		return ret;
+	if ((ret = make_delta(r, c, r->st[r->sp - 1].data, r->st[r->sp - 1].len, &out, &len, &cap)))
+		return ret;
+	id_start(r->md, type, len);
+	EVP_DigestUpdate(r->md, out, len);
+	id_finish(r->md, l->ids[c]);
+	l->real[c] = (unsigned char)type;
+	r->done[c] = 1;
+	r->nr_done++;
+	fsck_object(r->f, c, type, l->ids[c], out, len);
+	ref_range(r, l->ids[c], &lo, &hi);
+	if (r->first[c] == r->first[c + 1] && lo == hi)
+		buf_give(r, out, cap);
+	else
+		push(r, c, type, out, len, cap, lo, hi);
+	return 0;
+}
+
+/* Every delta on the frames, depth first, until the stack is empty. */
+static int resolve_stack(struct resolver *r)
+{
+	int ret;
+
+	while (r->sp) {
+		struct frame *f = &r->st[r->sp - 1];
+		uint32_t c;
+
+		if (f->ofs_next < f->ofs_end)
+			c = r->children[f->ofs_next++];
+		else if (f->ref_next < f->ref_end)
+			c = r->refs[f->ref_next++].obj;
+		else {
+			pop(r);
+			continue;
+		}
+		if (!r->done[c] && (ret = resolve_one(r, c)))
+			return ret;
+	}
+	return 0;
+}
+
+/* A delta whose base is neither in the pack nor in the repository (libgit2's words with one). */
+static int thin_refusal(const struct resolver *r)
+{
+	return refuse(&r->res->err, r->repo_odb ? "pack: missing delta bases"
+	                                        : "pack: a delta's base is not in the pack (a thin "
+	                                          "pack: give --repo)");
+}
+
+/* The REF_DELTAs left: their bases from the repository, or refused. */
+static int resolve_thin(struct resolver *r)
+{
+	for (size_t k = 0, e; k < r->nr_refs; k = e) {
+		git_odb_object *obj = NULL;
+		unsigned char *data;
+		size_t len, left = 0;
+		git_object_t type;
+		git_oid id;
+		int ret;
+
+		for (e = k; e < r->nr_refs && !memcmp(r->refs[e].id, r->refs[k].id, 20); e++)
+			left += !r->done[r->refs[e].obj];
+		if (!left)
+			continue;
+		git_oid_fromraw(&id, r->refs[k].id);
+		if (!r->repo_odb || git_odb_read_header(&len, &type, r->repo_odb, &id) < 0)
+			return thin_refusal(r);
+		if (type < GIT_OBJECT_COMMIT || type > GIT_OBJECT_TAG || len > r->max_object)
+			return refuse(&r->res->err,
+			              "pack: failed to apply delta: base size does not "
+			              "match given data");
+		if (git_odb_read(&obj, r->repo_odb, &id) < 0)
+			return libgit2_reason(r->res);
+		len = git_odb_object_size(obj);
+		data = xmalloc(len ? len : 1);
+		memcpy(data, git_odb_object_data(obj), len);
+		git_odb_object_free(obj);
+		ALLOC_GROW(r->ext, r->nr_ext + 1, r->alloc_ext);
+		memcpy(r->ext[r->nr_ext++], r->refs[k].id, 20);
+		push(r, UINT32_MAX, (unsigned)type, data, len, len ? len : 1, k, e);
+		if ((ret = resolve_stack(r)))
+			return ret;
+	}
+	return r->nr_done == r->l->nr ? 0 : thin_refusal(r);
+}
+
+static int resolve_deltas(struct resolver *r)
+{
+	struct pack_layout *l = r->l;
+	size_t n = l->nr, lo, hi;
+	int ret = 0;
+
+	r->first = xcalloc(n + 2, sizeof(*r->first));
+	r->children = xmalloc((n ? n : 1) * sizeof(*r->children));
+	r->refs = xmalloc((n ? n : 1) * sizeof(*r->refs));
+	r->done = xcalloc(n ? n : 1, 1);
+	for (size_t i = 0; i < n; i++) {
+		if (l->types[i] == 6)
+			r->first[l->base[i] + 2]++;
+		else if (l->types[i] == 7) {
+			memcpy(r->refs[r->nr_refs].id, l->ref_ids[l->base[i]], 20);
+			r->refs[r->nr_refs++].obj = (uint32_t)i;
+		} else {
+			r->done[i] = 1;
+			r->nr_done++;
+		}
+	}
+	for (size_t i = 0; i < n; i++)
+		r->first[i + 2] += r->first[i + 1];
+	for (size_t i = 0; i < n; i++)
+		if (l->types[i] == 6)
+			r->children[r->first[l->base[i] + 1]++] = (uint32_t)i;
+	qsort(r->refs, r->nr_refs, sizeof(*r->refs), ref_child_cmp);
+	for (size_t i = 0; i < n && !ret; i++) {
+		if (l->types[i] > 4)
+			continue;
+		ref_range(r, l->ids[i], &lo, &hi);
+		if (r->first[i] == r->first[i + 1] && lo == hi)
+			continue;
+		push(r, (uint32_t)i, l->types[i], NULL, 0, 0, lo, hi);
+		ret = resolve_stack(r);
+	}
+	if (!ret && r->nr_done < n)
+		ret = resolve_thin(r);
+	while (r->sp)
+		pop(r);
+	return ret;
+}
+
+/* Each object by id, for the lookups after the resolution. */
+struct by_id {
+	unsigned char id[20];
+	uint32_t obj;
+};
+
+static int by_id_cmp(const void *a, const void *b)
+{
+	return memcmp(a, b, 20);
+}
+
+/* The pack's object of this id, or UINT32_MAX. */
+static uint32_t find_id(const struct by_id *ids, size_t n, const unsigned char *id)
+{
+	const struct by_id *e = bsearch(id, ids, n, sizeof(*ids), by_id_cmp);
+
+	return e ? e->obj : UINT32_MAX;
+}
+
+static int is_ext(const struct resolver *r, const unsigned char *id)
+{
+	for (size_t i = 0; i < r->nr_ext; i++)
+		if (!memcmp(r->ext[i], id, 20))
+			return 1;
+	return 0;
+}
+
+/*
+ * Object i's data made again, through its chain of bases (a thin pack's
+ * last base from the repository), into *data, *len.
+ */
+static int object_data(struct resolver *r, const struct by_id *ids, uint32_t i,
+                       unsigned char **data, size_t *len)
+{
+	struct pack_layout *l = r->l;
+	uint32_t *chain = NULL;
+	size_t nr = 0, alloc = 0;
+	unsigned char *cur = NULL;
+	size_t curn = 0, curcap = 0;
+	int ret = 0;
+
+	while (l->types[i] == 6 || l->types[i] == 7) {
+		uint32_t next =
+		    l->types[i] == 6 ? l->base[i] : find_id(ids, l->nr, l->ref_ids[l->base[i]]);
+
+		ALLOC_GROW(chain, nr + 1, alloc);
+		chain[nr++] = i;
+		if (nr > l->nr) { /* ids made twice can only loop here */
+			free(chain);
+			return -EIO;
+		}
+		if (next == UINT32_MAX)
+			break; /* a thin pack's base */
+		i = next;
+	}
+	if (l->types[i] <= 4) {
+		ret = read_object(r, i, &cur, &curn, &curcap);
+	} else {
+		git_odb_object *obj = NULL;
+		git_oid id;
+
+		git_oid_fromraw(&id, l->ref_ids[l->base[i]]);
+		if (!r->repo_odb || git_odb_read(&obj, r->repo_odb, &id) < 0) {
+			ret = -EIO;
+		} else {
+			curn = git_odb_object_size(obj);
+			curcap = curn ? curn : 1;
+			cur = xmalloc(curcap);
+			memcpy(cur, git_odb_object_data(obj), curn);
+			git_odb_object_free(obj);
+		}
+	}
+	for (size_t k = nr; k-- > 0 && !ret;) {
+		unsigned char *next;
+		size_t nextn, nextcap;
+
+		if (!(ret = make_delta(r, chain[k], cur, curn, &next, &nextn, &nextcap))) {
+			buf_give(r, cur, curcap);
+			cur = next;
+			curn = nextn;
+			curcap = nextcap;
+		}
+	}
+	free(chain);
+	if (ret) {
+		free(cur);
+		return ret;
+	}
+	*data = cur;
+	*len = curn;
 	return 0;
 }
 
@@ -1089,36 +1693,46 @@ static int resolve_types(const struct pack_layout *l, const struct pack_idx *x, 
  * from the project's repository (repo_odb, may be NULL) as git reads it;
  * found nowhere, refused as git refuses it.
  */
-static int fsck_named_blob(git_odb *odb, git_odb *repo_odb, const unsigned char *raw, int kind,
-                           struct buf *err)
+static int fsck_named_blob(struct resolver *r, const struct by_id *ids, const unsigned char *raw,
+                           int kind, struct buf *err)
 {
 	const int mods = kind == FSCK_GITMODULES;
+	uint32_t i = find_id(ids, r->l->nr, raw);
 	git_odb_object *obj = NULL;
-	git_odb *from = odb;
+	unsigned char *data = NULL;
+	size_t len = 0;
+	unsigned type;
 	git_oid id;
 	int ret;
 
 	git_oid_fromraw(&id, raw);
-	if (!git_odb_exists(odb, &id))
-		from = repo_odb && git_odb_exists(repo_odb, &id) ? repo_odb : NULL;
-	if (!from) {
+	if (i != UINT32_MAX) {
+		type = r->l->real[i];
+		if (type == GIT_OBJECT_BLOB && (ret = object_data(r, ids, i, &data, &len)))
+			return ret;
+	} else if (r->repo_odb && git_odb_exists(r->repo_odb, &id)) {
+		if (git_odb_read(&obj, r->repo_odb, &id) < 0)
+			return -EIO;
+		type = (unsigned)git_odb_object_type(obj);
+	} else {
 		buf_addstr(err, mods ? ".gitmodules is not in the pack or the repository "
 		                       "(gitmodulesMissing)"
 		                     : ".gitattributes is not in the pack or the repository "
 		                       "(gitattributesMissing)");
 		return BUNDLE_REFUSED;
 	}
-	if (git_odb_read(&obj, from, &id) < 0)
-		return -EIO;
-	if (git_odb_object_type(obj) != GIT_OBJECT_BLOB) {
+	if (type != GIT_OBJECT_BLOB) {
 		buf_addstr(err, mods ? ".gitmodules is not a blob (gitmodulesBlob)"
 		                     : ".gitattributes is not a blob (gitattributesBlob)");
 		ret = BUNDLE_REFUSED;
-	} else {
+	} else if (obj) {
 		ret =
 		    bundle_fsck_blob(kind, git_odb_object_data(obj), git_odb_object_size(obj), err);
+	} else {
+		ret = bundle_fsck_blob(kind, (const char *)data, len, err);
 	}
 	git_odb_object_free(obj);
+	free(data);
 	return ret;
 }
 
@@ -1136,195 +1750,111 @@ static int named_cmp(const void *a, const void *b)
 }
 
 /*
- * What git fsck --strict checks, for every object of the pack
- * (common/git/bundle_fsck.h): each commit, tree and tag, read in pack order (so
- * a delta's base is still in libgit2's cache), then each blob a tree names
- * .gitmodules or .gitattributes.  Blobs are known from the walk and the
- * index, and never read otherwise.
+ * After the resolution: each of o->tips is in the pack (a thin pack's bases
+ * count, as git's index of the pack holds them), the first object fsck
+ * refused (pack order), then each blob a tree named .gitmodules or
+ * .gitattributes, once per blob and kind.
  */
-static int fsck_pack(git_odb *odb, git_odb *repo_odb, const struct pack_layout *l,
-                     const struct pack_idx *x, struct bundle_pack_result *res)
+static int check_objects(struct resolver *r)
 {
-	struct bundle_fsck_blobs found = BUNDLE_FSCK_BLOBS_INIT;
+	const struct bundle_pack_opts *o = r->o;
+	struct pack_layout *l = r->l;
+	struct fsck_state *f = r->f;
+	struct by_id *ids = xmalloc((l->nr ? l->nr : 1) * sizeof(*ids));
 	struct named_blob *named = NULL;
-	uint32_t *pos = xmalloc(l->nr ? l->nr * sizeof(*pos) : 1);
-	unsigned char *t = xmalloc(l->nr ? l->nr : 1);
 	struct buf why = BUF_INIT;
 	int ret = 0;
 
-	for (size_t i = 0; i < l->nr; i++)
-		pos[i] = UINT32_MAX;
-	for (uint32_t k = 0; k < x->n; k++) {
-		size_t i = layout_find(l, idx_offset(x, k));
-
-		if (i != SIZE_MAX)
-			pos[i] = k;
+	for (size_t i = 0; i < l->nr; i++) {
+		memcpy(ids[i].id, l->ids[i], 20);
+		ids[i].obj = (uint32_t)i;
 	}
-	for (size_t i = 0; i < l->nr && !ret; i++)
-		if (pos[i] == UINT32_MAX)
-			ret = refuse(&res->err, "pack: object %zu is not in the index", i);
-	if (!ret)
-		ret = resolve_types(l, x, odb, t, res);
-	for (size_t i = 0; i < l->nr && !ret; i++) {
-		git_odb_object *obj = NULL;
-		const char *data;
-		size_t len;
-		git_oid id;
+	qsort(ids, l->nr, sizeof(*ids), by_id_cmp);
+	for (size_t i = 0; i < o->nr_tips && !ret; i++) {
+		unsigned char raw[20];
 
-		if (t[i] != GIT_OBJECT_COMMIT && t[i] != GIT_OBJECT_TREE && t[i] != GIT_OBJECT_TAG)
-			continue;
-		git_oid_fromraw(&id, x->ids + (size_t)pos[i] * 20);
-		if (git_odb_read(&obj, odb, &id) < 0) {
-			ret = libgit2_reason(res);
-			break;
-		}
-		data = git_odb_object_data(obj);
-		len = git_odb_object_size(obj);
-		if (t[i] == GIT_OBJECT_COMMIT)
-			ret = bundle_fsck_commit(data, len, &why);
-		else if (t[i] == GIT_OBJECT_TAG)
-			ret = bundle_fsck_tag(data, len, &why);
-		else
-			ret = bundle_fsck_tree(data, len, &found, &why);
-		if (ret)
-			ret = fsck_refuse(res, &id, &why);
-		git_odb_object_free(obj);
+		if (tip_raw(raw, o->tips[i]) < 0 ||
+		    (find_id(ids, l->nr, raw) == UINT32_MAX && !is_ext(r, raw)))
+			ret = refuse(&r->res->err, "pack: does not hold %.64s, a ref's tip",
+			             o->tips[i]);
+	}
+	if (!ret && f->bad != SIZE_MAX) {
+		refuse(&r->res->err, "%s", f->reason.buf);
+		ret = BUNDLE_REFUSED;
 	}
 	/* Many trees name the same blob: check each blob and kind once. */
-	named = xmalloc(found.nr ? found.nr * sizeof(*named) : 1);
-	for (size_t i = 0; i < found.nr; i++) {
-		memcpy(named[i].id, found.ids[i], 20);
-		named[i].kind = found.kind[i];
+	named = xmalloc(f->found.nr ? f->found.nr * sizeof(*named) : 1);
+	for (size_t i = 0; i < f->found.nr; i++) {
+		memcpy(named[i].id, f->found.ids[i], 20);
+		named[i].kind = f->found.kind[i];
 	}
-	qsort(named, found.nr, sizeof(*named), named_cmp);
-	for (size_t i = 0; i < found.nr && !ret; i++) {
+	qsort(named, f->found.nr, sizeof(*named), named_cmp);
+	for (size_t i = 0; i < f->found.nr && !ret; i++) {
 		if (i && !named_cmp(&named[i - 1], &named[i]))
 			continue;
-		if ((ret = fsck_named_blob(odb, repo_odb, named[i].id, named[i].kind, &why)) > 0) {
-			git_oid id;
+		buf_reset(&why);
+		if ((ret = fsck_named_blob(r, ids, named[i].id, named[i].kind, &why)) > 0) {
+			char hex[41];
 
-			git_oid_fromraw(&id, named[i].id);
-			ret = fsck_refuse(res, &id, &why);
+			hex_id(hex, named[i].id);
+			ret = refuse(&r->res->err, "pack: object %s: %s", hex, why.buf);
 		}
 	}
 	free(named);
-	free(pos);
-	free(t);
-	bundle_fsck_blobs_clear(&found);
+	free(ids);
 	buf_release(&why);
 	return ret;
 }
 
-/*
- * The pack the indexer wrote into dir: each of o->tips must be in it, and
- * every object pass fsck_pack().
- */
-static int check_pack(git_indexer *idx, const char *dir, const struct bundle_pack_opts *o,
-                      const struct pack_layout *l, git_odb *repo_odb,
-                      struct bundle_pack_result *res)
+/* Resolve every delta (a thin pack's bases from o->repo_dir if given), then check_objects(). */
+static int resolve_pack(struct pack_src *s, const struct bundle_pack_opts *o, struct pack_layout *l,
+                        struct fsck_state *f, struct bundle_pack_result *res)
 {
-	struct pack_idx x = {.b = BUF_INIT};
-	struct buf path = BUF_INIT;
-	git_odb *odb = NULL;
-	git_odb_backend *be = NULL;
-	int ret = 0;
-
-	buf_addf(&path, "%s/pack-%s.idx", dir, git_indexer_name(idx));
-	if (git_odb_new(&odb) < 0 || git_odb_backend_one_pack(&be, path.buf) < 0) {
-		ret = -EIO;
-		goto out;
-	}
-	if (git_odb_add_backend(odb, be, 1) < 0) {
-		be->free(be);
-		ret = -EIO;
-		goto out;
-	}
-	for (size_t i = 0; i < o->nr_tips; i++) {
-		git_oid id;
-
-		if (git_oid_fromstr(&id, o->tips[i]) < 0 || !git_odb_exists(odb, &id)) {
-			ret =
-			    refuse(&res->err, "pack: does not hold %.64s, a ref's tip", o->tips[i]);
-			break;
-		}
-	}
-	if (!ret && !(ret = idx_load(&x, path.buf)))
-		ret = fsck_pack(odb, repo_odb, l, &x, res);
-out:
-	git_odb_free(odb);
-	buf_release(&x.b);
-	buf_release(&path);
-	return ret;
-}
-
-/* Let libgit2's indexer resolve every delta (bases from o->repo_dir if given). */
-static int index_pack(struct pack_src *s, const struct bundle_pack_opts *o,
-                      const struct pack_layout *l, struct bundle_pack_result *res)
-{
-	git_indexer_options opts = GIT_INDEXER_OPTIONS_INIT;
-	git_indexer_progress stats = {0};
+	struct resolver r = {.s = s, .o = o, .res = res, .l = l, .f = f};
 	git_repository *repo = NULL;
-	git_indexer *idx = NULL;
-	git_odb *odb = NULL;
-	struct buf tmp = BUF_INIT;
-	const char *tmp_parent = o->tmp_parent;
 	int ret = 0;
 
-	if (!tmp_parent)
-		tmp_parent = getenv("TMPDIR");
-	if (!tmp_parent || !*tmp_parent)
-		tmp_parent = "/tmp";
-	buf_addf(&tmp, "%s/aibox-pack.XXXXXX", tmp_parent);
-	if (!mkdtemp(tmp.buf)) {
-		ret = -errno;
-		buf_release(&tmp);
-		return ret;
-	}
+	/* git writes version 2 only; libgit2's indexer refused 3 in these words, and so do we. */
+	if (res->version != 2)
+		return refuse(&res->err, "pack: wrong pack version");
+	r.end = s->len - 20;
+	r.max_object = o->max_object > PACK_OBJECT_MAX ? PACK_OBJECT_MAX : o->max_object;
 	git_libgit2_init();
-	/* Small windows on its copy of the pack: what it maps stays small too. */
+	/* Small windows on the repository's packs: what it maps stays small. */
 	git_libgit2_opts(GIT_OPT_SET_MWINDOW_SIZE, (size_t)PACK_WINDOW);
 	git_libgit2_opts(GIT_OPT_SET_MWINDOW_MAPPED_LIMIT, (size_t)(8 * PACK_WINDOW));
-	/* The checks read each object once: no cache, and the indexer hashed them all. */
 	git_libgit2_opts(GIT_OPT_ENABLE_CACHING, 0);
-	git_libgit2_opts(GIT_OPT_ENABLE_STRICT_HASH_VERIFICATION, 0);
 	if (o->repo_dir &&
 	    (git_repository_open_ext(&repo, o->repo_dir, GIT_REPOSITORY_OPEN_NO_SEARCH, NULL) < 0 ||
-	     git_repository_odb(&odb, repo) < 0)) {
+	     git_repository_odb(&r.repo_odb, repo) < 0)) {
 		ret = -ENOENT;
 		goto out;
 	}
-	if (git_indexer_new(&idx, tmp.buf, 0600, odb, &opts) < 0) {
-		ret = -EIO;
+	if (!(r.md = EVP_MD_CTX_new()) || inflateInit(&r.z) != Z_OK) {
+		ret = -ENOMEM;
 		goto out;
 	}
-	/* In slices: the indexer copies what it is given. */
-	for (uint64_t off = 0; off < s->len;) {
-		size_t avail;
-		const unsigned char *p;
-
-		if ((ret = src_at(s, off, PACK_WINDOW, &p, &avail)) < 0)
-			goto out;
-		if (avail > PACK_WINDOW)
-			avail = PACK_WINDOW;
-		if (git_indexer_append(idx, p, avail, &stats) < 0) {
-			ret = libgit2_reason(res);
-			goto out;
-		}
-		off += avail;
+	r.zinit = 1;
+	r.in = xmalloc(RESOLVE_READ);
+	if (!(ret = resolve_deltas(&r))) {
+		res->indexed = (uint32_t)r.nr_done;
+		ret = check_objects(&r);
 	}
-	if (git_indexer_commit(idx, &stats) < 0) {
-		ret = libgit2_reason(res);
-		goto out;
-	}
-	res->indexed = stats.indexed_objects;
-	ret = check_pack(idx, tmp.buf, o, l, odb, res);
 out:
-	git_indexer_free(idx);
-	git_odb_free(odb);
+	if (r.zinit)
+		inflateEnd(&r.z);
+	EVP_MD_CTX_free(r.md);
+	free(r.in);
+	free(r.first);
+	free(r.children);
+	free(r.refs);
+	free(r.done);
+	free(r.st);
+	free(r.ext);
+	free(r.spare);
+	git_odb_free(r.repo_odb);
 	git_repository_free(repo);
 	git_libgit2_shutdown();
-	remove_tmp(tmp.buf);
-	buf_release(&tmp);
 	return ret;
 }
 
@@ -1332,11 +1862,13 @@ static int verify(struct pack_src *s, const struct bundle_pack_opts *o,
                   struct bundle_pack_result *res)
 {
 	struct pack_layout l = {NULL};
-	int ret = walk_pack(s, o, res, &l);
+	struct fsck_state f = FSCK_STATE_INIT;
+	int ret = walk_pack(s, o, res, &l, &f);
 
 	if (!ret)
-		ret = index_pack(s, o, &l, res);
+		ret = resolve_pack(s, o, &l, &f, res);
 	layout_clear(&l);
+	fsck_state_clear(&f);
 	return ret;
 }
 

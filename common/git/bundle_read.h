@@ -140,7 +140,7 @@ void bundle_pack_result_clear(struct bundle_pack_result *res);
 
 /*
  * What a pack may make the check inflate (docs/bundles.md, "Limits"): the
- * walk refuses a pack beyond either before libgit2 sees it.  The defaults
+ * walk refuses a pack beyond either before any delta is made.  The defaults
  * keep the check of any pack within 64 MiB of memory (docs/performance.md).
  */
 #define BUNDLE_MAX_OBJECT_DEFAULT   (16ULL << 20)  /* one object inflated */
@@ -148,7 +148,6 @@ void bundle_pack_result_clear(struct bundle_pack_result *res);
 
 struct bundle_pack_opts {
 	const char *repo_dir;    /* a thin pack's bases come from here; NULL: none */
-	const char *tmp_parent;  /* the indexer's private folder goes here; NULL: $TMPDIR or /tmp */
 	uint64_t max_bytes;      /* the pack itself, as stored */
 	uint64_t max_object;     /* one object inflated, and a delta's base and result */
 	uint64_t max_inflated;   /* the sum of every object inflated and every delta's result */
@@ -172,15 +171,17 @@ struct bundle_pack_opts {
  * trailing SHA-1 checksum, and that each of o->tips is an object of the pack.
  * At most o->max_bytes are read (more is refused).  A regular file is read in
  * windows of 1 MiB, never mapped or read whole: the memory this takes does
- * not grow with the pack, only with its largest object (libgit2 holds a
- * delta's base and result).
+ * not grow with the pack, only with its largest object (the delta
+ * resolution holds a delta's base, data and result, and at most 16 MiB of
+ * other bases) and the object count (about 60 bytes an object).
  *
- * libgit2's indexer does the delta work; it needs a folder to write its
- * index to: a private folder is made under o->tmp_parent and removed before
- * returning.  res starts as BUNDLE_PACK_RESULT_INIT (or as a previous call
- * left it) and is emptied first.  Returns 0 verified, BUNDLE_REFUSED with
- * the reason in res->err (a limit is named in it), or -errno when fd could not be read, tmp_parent
- * could not be written or repo_dir could not be opened (-ENOENT).
+ * Deltas are resolved here, base first, as git index-pack does; each object
+ * is hashed and checked as git fsck --strict checks it (common/git/bundle_fsck.h)
+ * as it is made.  Nothing is written.  res starts as BUNDLE_PACK_RESULT_INIT
+ * (or as a previous call left it) and is emptied first.  Returns 0 verified,
+ * BUNDLE_REFUSED with the reason in res->err (a limit is named in it), or
+ * -errno when fd could not be read (-EIO: it changed while it was read) or
+ * repo_dir could not be opened (-ENOENT).
  */
 int bundle_pack_verify_fd(int fd, const struct bundle_pack_opts *o, struct bundle_pack_result *res);
 
