@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -190,7 +191,7 @@ void task_group_dir(struct buf *out, const char *project_dir, const char *gid)
 	buf_addf(out, "%s/tasks/.group-%s", project_dir, gid);
 }
 
-int task_group_bundle_make(const char *gdir, const char *checkout, const char *commit,
+int task_group_bundle_make(const char *gdir, const char *checkout, const char *commit, int *lock_fd,
                            struct buf *err)
 {
 	struct buf tasks = BUF_INIT, line = BUF_INIT;
@@ -205,10 +206,18 @@ int task_group_bundle_make(const char *gdir, const char *checkout, const char *c
 		buf_addf(err, "cannot create '%s': %s", tasks.buf, strerror(errno));
 		goto out;
 	}
+	*lock_fd = -1;
 	if (mkdir(gdir, 0700) < 0) {
 		ret = -errno;
 		buf_addf(err, "cannot create '%s': %s", gdir, strerror(errno));
 		goto out;
+	}
+	/* Fresh and ours: nobody else holds its lock yet. */
+	if ((*lock_fd = open(gdir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0 ||
+	    flock(*lock_fd, LOCK_EX | LOCK_NB) < 0) {
+		ret = -errno;
+		buf_addf(err, "cannot lock '%s': %s", gdir, strerror(errno));
+		goto fail;
 	}
 	if ((ret = task_folder_start_bundle(gdir, checkout, commit, err)) < 0)
 		goto fail;
@@ -221,6 +230,9 @@ int task_group_bundle_make(const char *gdir, const char *checkout, const char *c
 	goto out;
 fail:
 	task_group_bundle_remove(gdir);
+	if (*lock_fd >= 0)
+		close(*lock_fd);
+	*lock_fd = -1;
 out:
 	buf_release(&tasks);
 	buf_release(&line);
@@ -314,4 +326,27 @@ void task_group_bundle_remove(const char *gdir)
 	unlink(path.buf);
 	rmdir(gdir);
 	buf_release(&path);
+}
+
+int task_group_dir_left(int tasks_fd, const char *name, time_t now, time_t min_age)
+{
+	struct stat st;
+	int fd, ret;
+
+	if (strncmp(name, ".group-", 7) || !task_id_valid(name + 7))
+		return 0;
+	fd = openat(tasks_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -errno;
+	if (fstat(fd, &st) < 0) {
+		ret = -errno;
+	} else if (st.st_mtime > now - min_age) {
+		ret = 0;
+	} else if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		ret = errno == EWOULDBLOCK ? 0 : -errno;
+	} else {
+		ret = 1;
+	}
+	close(fd);
+	return ret;
 }
