@@ -65,6 +65,13 @@ int task_group_run(struct task_group *g, const struct buf *prompt, struct buf *e
  */
 void task_group_summary(const struct task_group *g, int detach, struct buf *out);
 
+/*
+ * The same line for the attempts of the group gid whose folders are dirs[0..n):
+ * "group GID: F of N attempts finished; aibox counted X USD for them all",
+ * each attempt's summary.json read (one without is not finished, counts 0).
+ */
+void task_group_line(const char *gid, const char *const *dirs, size_t n, struct buf *out);
+
 /* 0 when one attempt finished (there is one to pick), 2 when none started (each exited 2), else 1.
  */
 int task_group_status(const struct task_group *g);
