@@ -453,6 +453,7 @@ static void write_inputs(struct task *t)
 		remotes[i] = t->cfg.git[i].url;
 	ts.git_remotes = remotes;
 	ts.check = t->cfg.check;
+	ts.check_timeout_ms = (long)t->cfg.check_timeout_ms;
 	ts.ngit_remotes = t->cfg.nr_git;
 	if (t->o.cont) {
 		ts.resume_session = t->cont.session_id;
@@ -1017,7 +1018,7 @@ static void slurm_submit(struct task *t, struct buf *secrets, struct vm_outcome 
 	job.options = &t->cfg.slurm.options;
 	job.memory_mib = t->cfg.memory_mib;
 	job.cpus = t->cfg.cpus;
-	job.timeout_ms = t->o.timeout_ms;
+	job.timeout_ms = t->o.timeout_ms + task_check_extra_ms(&t->cfg);
 	slurm_node_argv(&no, &node);
 	if (t->o.detach) {
 		submit_detached(t, &job, &node);
