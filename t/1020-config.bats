@@ -88,6 +88,59 @@ cfg() {
 	assert_output --partial "config.yaml:1:8: check: must be a string"
 }
 
+@test "config: check: {run, timeout} gives the check a time limit of 1s to 24h; the plain string keeps 10 minutes" {
+	cfg 'check: make test'
+	assert_success
+	assert_line "check_timeout_ms 0"
+	cfg 'check: {run: make test, timeout: 90s}'
+	assert_success
+	assert_line "check make test"
+	assert_line "check_timeout_ms 90000"
+	assert_line "set 0x8000"
+	cfg $'check:\n  timeout: 24h\n  run: ./run-e2e --quick'
+	assert_success
+	assert_line "check ./run-e2e --quick"
+	assert_line "check_timeout_ms 86400000"
+	cfg 'check: {run: make test}'
+	assert_success
+	assert_line "check_timeout_ms 0"
+	cfg 'check: {run: make test, timeout: 30}'
+	assert_failure 1
+	assert_output "config.yaml:1:34: check.timeout: '30' is not a duration: missing unit (use h, m, s or ms)"
+	cfg 'check: {run: make test, timeout: 999ms}'
+	assert_failure 1
+	assert_output "config.yaml:1:34: check.timeout: '999ms' is not between 1s and 24h"
+	cfg 'check: {run: make test, timeout: 24h1s}'
+	assert_failure 1
+	assert_output "config.yaml:1:34: check.timeout: '24h1s' is not between 1s and 24h"
+	for bad in '-1m' '10 m' ''; do
+		cfg "check: {run: make test, timeout: '$bad'}"
+		assert_failure 1
+		[[ "$output" == "config.yaml:1:"*": check.timeout: '$bad' is not a duration: "* ]] || fail "'$bad': $output"
+	done
+	cfg 'check: {run: make test, timeout: [10m]}'
+	assert_failure 1
+	assert_output "config.yaml:1:34: check.timeout: must be a duration, like 10m or 90s"
+	cfg 'check: {run: make test, timeout: null}'
+	assert_failure 1
+	assert_output "config.yaml:1:34: check.timeout: must be a duration, like 10m or 90s"
+	cfg 'check: {timeout: 10m}'
+	assert_failure 1
+	assert_output "config.yaml:1:8: check: has no run: (the command, like {run: make test, timeout: 10m})"
+	cfg 'check: {run: make test, time: 10m}'
+	assert_failure 1
+	assert_output "config.yaml:1:25: check: unknown key 'time' (known keys: run, timeout)"
+	cfg $'check: {run: "a\\nb", timeout: 10m}'
+	assert_failure 1
+	[[ "$output" == "config.yaml:1:14: check.run: must be one line without control characters"* ]] || fail "$output"
+	cfg "check: {run: '', timeout: 10m}"
+	assert_failure 1
+	assert_output "config.yaml:1:14: check.run: must be a command of 1 to 4096 bytes, like 'make test'"
+	cfg 'check: {run: [make, test]}'
+	assert_failure 1
+	assert_output --partial "config.yaml:1:14: check.run: must be a string"
+}
+
 @test "config: an unknown key is refused with file:line:column and the known keys" {
 	cfg $'allow: []\nalow: [x]'
 	assert_failure 1

@@ -31,7 +31,8 @@ write_settings() {
   "start_commit": "$START", "branch": "aibox/task",
   "env_names": $ENV_NAMES, "api": "$API", "proxy": "http://10.0.2.100:3128",
   "path": "$T/project", "mounts": [],
-  "system_prompt": "$SYSTEM_PROMPT", "check": ${CHECK:-null}
+  "system_prompt": "$SYSTEM_PROMPT", "check": ${CHECK:-null},
+  "check_timeout_ms": ${CHECK_TIMEOUT_MS:-null}
 }
 EOF
 }
@@ -174,6 +175,22 @@ commit hello.txt hi"
 	run_task "commit hello.txt hi there"
 	assert_success
 	assert_equal "$(jget check)" null
+}
+
+@test "init task: a check past its time limit (check_timeout_ms) is stopped with its children, the results still come" {
+	CHECK='"echo started; sleep 30 & sleep 30; echo never"'
+	CHECK_TIMEOUT_MS=1500
+	run_task "commit hello.txt hi there"
+	assert_success
+	assert_equal "$(jget check.timed_out)" true
+	assert_equal "$(jget check.exit_code)" null
+	run python3 -c 'import json; c=json.load(open("res/result.json"))["check"]; print(repr(c["tail"]), 1.4 < c["seconds"] < 15)'
+	assert_success
+	assert_output "'started\\n' True"
+	run cat progress.txt
+	assert_line "the check timed out after 1.5 s and was stopped"
+	git -C src fetch -q "$T/res/changes.bundle" aibox/task:got
+	assert_equal "$(git -C src show got:hello.txt)" "hi there"
 }
 
 @test "init task: changes left uncommitted go into one aibox commit, ignored files stay out" {

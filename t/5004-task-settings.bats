@@ -15,7 +15,8 @@ load lib-common
 		s = json.load(open("settings.json"))
 		assert list(s) == ["version", "id", "mode", "model", "timeout_s", "max_budget_usd", "git",
 		                   "start_commit", "branch", "env_names", "api", "proxy", "path", "mounts",
-		                   "system_prompt", "git_remotes", "resume_session", "check"], list(s)
+		                   "system_prompt", "git_remotes", "resume_session", "check",
+		                   "check_timeout_ms"], list(s)
 		assert s["version"] == 1 and s["id"] == "259e07" and s["mode"] == "task"
 		assert s["model"] == "sonnet" and s["timeout_s"] == 3600 and s["max_budget_usd"] == 2.5
 		assert s["git"] == {"name": "Ada L", "email": "ada@example.com"}
@@ -25,6 +26,7 @@ load lib-common
 		assert s["path"] == "/project"
 		assert s["mounts"] == [{"tag": "skills", "path": "/home/claude/.claude/skills"}]
 		assert s["system_prompt"] == "a\nb" and s["resume_session"] is None and s["check"] is None
+		assert s["check_timeout_ms"] is None
 		assert s["git_remotes"] == ["https://github.com/o/r.git",
 		                            "https://git.example.org:8443/team/tools"]
 		print("ok")
@@ -232,4 +234,37 @@ token" --secrets secrets.json
 	printf '{"mounts": [{"tag": "aibox.task", "path": "/x"}]}' >place.json
 	run test-task settings-parse --place place.json
 	assert_output "error: settings.json: the mount tag 'aibox.task' is not valid"
+}
+
+@test "settings: check_timeout_ms is the check's limit (600000 by default), 1000 to 86400000, read back by the init's parser" {
+	run test-task settings --check "make test"
+	assert_success
+	assert_line '  "check": "make test",'
+	assert_line '  "check_timeout_ms": 600000'
+	printf '%s\n' "$output" >settings.json
+	run test-task settings --check "make test" --check-timeout 86400000
+	assert_success
+	printf '%s\n' "$output" >max.json
+	run test-task settings-parse max.json
+	assert_success
+	assert_line '  "check_timeout_ms": 86400000'
+	for ms in 999 86400001 -5; do
+		run test-task settings --check "make test" --check-timeout "$ms"
+		assert_failure
+		assert_output "error: the check's time limit is not 1000 to 86400000 ms"
+		# the init refuses what the host would not write
+		sed "s/\"check_timeout_ms\": 600000/\"check_timeout_ms\": $ms/" settings.json >bad.json
+		run test-task settings-parse bad.json
+		assert_failure
+		assert_output --regexp "^error: settings.json: (the check's time limit is not 1000 to 86400000 ms|'check_timeout_ms' is out of range)$"
+	done
+	sed 's/"check_timeout_ms": 600000/"check_timeout_ms": "10m"/' settings.json >bad.json
+	run test-task settings-parse bad.json
+	assert_failure
+	assert_output "error: settings.json: 'check_timeout_ms' is not an integer"
+	# absent (an older host): the default
+	sed 's/"check": "make test",/"check": "make test"/; /"check_timeout_ms"/d' settings.json >old.json
+	run test-task settings-parse old.json
+	assert_success
+	assert_line '  "check_timeout_ms": 600000'
 }

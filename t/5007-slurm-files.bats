@@ -381,3 +381,96 @@ fake_sbatch() {
 	assert_success
 	assert_output "$DIR/slurm.secrets"
 }
+
+# fake_sbatch_each: an sbatch first on PATH that answers each submit with a
+# job id of its own (its pid) and keeps its arguments in $T/sbatch.args.PID.
+fake_sbatch_each() {
+	mkdir -p "$T/fake-bin"
+	printf '#!/bin/sh\nprintf "%%s\\n" "$@" >"%s.$$"\necho "$$;main"\n' "$T/sbatch.args" >"$T/fake-bin/sbatch"
+	chmod +x "$T/fake-bin/sbatch"
+}
+
+@test "slurm files: a detached group submits one job an attempt, is listed queued, and show --wait GROUP checks and shows each" {
+	no_vm_project
+	printf 'slurm:\n  shared: [%s]\n' "$AIBOX_HOME" >>"$cfg"
+	fake_sbatch_each
+	no_cluster
+	export ANTHROPIC_API_KEY=sk-ant-test
+	tasks=$AIBOX_HOME/projects/repo/tasks
+	run --separate-stderr aibox task --slurm --detach --attempts 2 "Do it"
+	assert_success
+	assert_equal "${#lines[@]}" 2
+	dirs=$(printf '%s\n' "${lines[@]}" | sort)
+	gid=$(cat "${lines[0]}/group")
+	[[ "$stderr" == *"aibox[$gid]: group $gid: 2 attempts submitted"* ]] || fail "$stderr"
+	# one job an attempt, each with its own folder, id and start bundle
+	assert_equal "$(ls "$T"/sbatch.args.* | wc -l)" 2
+	for d in $dirs; do
+		assert_equal "$(cat "$d/group")" "$gid"
+		run cat "$d/slurm.job"
+		assert_success
+		assert_output --regexp "^[0-9]+ $(git rev-parse HEAD)$"
+		assert_file_exists "$d/start.bundle"
+		grep -qx -- "--chdir=$d" "$T"/sbatch.args.* || fail "no job for $d"
+	done
+	run ls -A "$tasks"
+	refute_output --partial ".group-"
+	# listed: both queued, of the one group
+	run aibox tasks list
+	assert_success
+	assert_equal "$(grep -c ' queued ' <<<"$output")" 2
+	run aibox tasks list --json
+	assert_success
+	run python3 -c 'import json,sys; print(sorted((t["group"], t["state"]) for t in json.load(sys.stdin)))' <<<"$output"
+	assert_success
+	assert_output "[('$gid', 'queued'), ('$gid', 'queued')]"
+	# both jobs ended (their nodes took the secrets), killed before their status
+	rm "$tasks"/*/slurm.secrets
+	run --separate-stderr aibox tasks show --wait "$gid"
+	assert_equal "$status" 1
+	for d in $dirs; do
+		assert_line "task ${d: -6}, $(basename "$d"): not finished"
+		assert_file_exists "$d/summary.json"
+	done
+	assert_equal "$(grep -c 'the job on the Slurm node ended without its status' <<<"$output")" 2
+	assert_line "group $gid: 0 of 2 attempts finished; aibox counted 0.000000 USD for them all"
+	# checked once: again, as JSON, from the records
+	run --separate-stderr aibox tasks show --wait --json "$gid"
+	assert_equal "$status" 1
+	run python3 -c 'import json,sys; print(sorted((o["folder"], o["state"], o["record"]["group"]) for o in json.load(sys.stdin)))' <<<"$output"
+	assert_success
+	assert_output "$(python3 -c 'import sys; print(sorted((d, "not finished", sys.argv[1]) for d in sys.argv[2:]))' "$gid" $dirs)"
+	for d in $dirs; do
+		run grep -c '^total ' "$d/aibox.log"
+		assert_output 1
+	done
+	# without --wait, the group's id still asks for one attempt
+	run --separate-stderr aibox tasks show "$gid"
+	assert_failure 2
+	[[ "$stderr" == *"'$gid' is the group of 2 attempts, give one of them:"* ]] || fail "$stderr"
+}
+
+@test "slurm files: a group on Slurm without --detach runs one srun an attempt and waits for them all" {
+	no_vm_project
+	printf 'slurm:\n  shared: [%s]\n' "$AIBOX_HOME" >>"$cfg"
+	# an srun that runs the node's command line here, after its own options
+	printf '#!/bin/sh\necho "$$" >>"%s/srun.pids"\nwhile [ $# -gt 0 ]; do case $1 in -*) shift;; *) break;; esac; done\nexec "$@"\n' "$T" >"$T/fake-bin/srun"
+	chmod +x "$T/fake-bin/srun"
+	export ANTHROPIC_API_KEY=sk-ant-test
+	run --separate-stderr aibox task --slurm --attempts 2 "Do it"
+	assert_failure 1
+	assert_equal "${#lines[@]}" 2
+	assert_equal "$(wc -l <"$T/srun.pids")" 2
+	gid=$(cat "${lines[0]}/group")
+	[[ "$stderr" == *"aibox[$gid]: group $gid: 0 of 2 attempts finished; aibox counted 0.000000 USD for them all"* ]] || fail "$stderr"
+	for d in "${lines[@]}"; do
+		[[ "$stderr" == *"aibox[${d: -6}]: submitted as the Slurm job aibox-$(basename "$d")"* ]] || fail "$stderr"
+		assert_file_exists "$d/slurm.status"
+		assert_file_not_exists "$d/slurm.secrets"
+		run python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(r["group"], r["state"])' "$d/summary.json"
+		assert_success
+		assert_output "$gid not finished"
+	done
+	run ls -A "$AIBOX_HOME/projects/repo/tasks"
+	refute_output --partial ".group-"
+}

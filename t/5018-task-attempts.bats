@@ -231,3 +231,48 @@ QEMU
 	run task_dirs
 	assert_output ""
 }
+
+@test "attempts: a group's folder left by a SIGKILLed aibox is removed by tasks clean once unlocked and a minute old" {
+	# A QEMU that waits: the group's folder is there while its attempts boot.
+	printf '#!/bin/sh\n[ "$1" = --version ] && exit 1\ntouch "%s/qemu.$$"\nexec sleep 60\n' "$T" >"$T/fake-bin/qemu-system-x86_64"
+	aibox task --attempts 2 "fix it" >"$T/out" 2>"$T/err" &
+	pid=$!
+	for _ in $(seq 100); do
+		[ "$(ls "$T" | grep -c '^qemu\.')" -ge 2 ] && break
+		sleep 0.1
+	done
+	tasks=$AIBOX_HOME/projects/repo/tasks
+	gdir=$(ls -d "$tasks"/.group-*)
+	# Alive and locked: left alone, however old.
+	touch -d '2 minutes ago' "$gdir"
+	run aibox tasks clean
+	assert_success
+	refute_output --partial ".group-"
+	assert_dir_exists "$gdir"
+	kill -KILL "$pid"
+	wait "$pid" || true
+	# Its attempts end with it (their parent-death signal).
+	wait_until 30 gone_attempts
+	assert_dir_exists "$gdir"
+	# Unlocked but younger than a minute: a group between its mkdir and its lock looks so.
+	touch "$gdir"
+	run aibox tasks clean
+	assert_success
+	refute_output --partial ".group-"
+	assert_dir_exists "$gdir"
+	touch -d '2 minutes ago' "$gdir"
+	run aibox tasks clean
+	assert_success
+	assert_line --regexp "^removed $tasks/\.group-[0-9a-f]{6}/ \(.*\)$"
+	assert_dir_not_exists "$gdir"
+	# The attempts' own folders were cleaned as usual, their links to the bundle with them.
+	for d in $(task_dirs); do
+		assert_file_not_exists "$d/start.bundle"
+	done
+}
+
+# gone_attempts: no attempt of the test runs any more.
+gone_attempts() {
+	run aibox tasks list
+	[ "$status" -eq 0 ] && [[ "$output" != *running* ]]
+}

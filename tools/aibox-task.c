@@ -478,6 +478,7 @@ static void write_inputs(struct task *t)
 		remotes[i] = t->cfg.git[i].url;
 	ts.git_remotes = remotes;
 	ts.check = t->cfg.check;
+	ts.check_timeout_ms = (long)t->cfg.check_timeout_ms;
 	ts.ngit_remotes = t->cfg.nr_git;
 	if (t->o.cont) {
 		ts.resume_session = t->cont.session_id;
@@ -1043,7 +1044,7 @@ static void slurm_submit(struct task *t, struct buf *secrets, struct vm_outcome 
 	job.options = &t->cfg.slurm.options;
 	job.memory_mib = t->cfg.memory_mib;
 	job.cpus = t->cfg.cpus;
-	job.timeout_ms = t->o.timeout_ms;
+	job.timeout_ms = t->o.timeout_ms + task_check_extra_ms(&t->cfg);
 	slurm_node_argv(&no, &node);
 	if (t->o.detach) {
 		submit_detached(t, &job, &node);
@@ -1325,27 +1326,30 @@ static int group_attempts(struct task *t)
 
 /*
  * The group's start commit, resolved once, and its one start bundle in gdir
- * (task/task_group.h), which every attempt takes as its own.
+ * (task/task_group.h), which every attempt takes as its own; the folder's
+ * lock is returned, held until the folder is removed.
  */
-static void group_start_bundle(struct task *t, const char *gid, struct buf *gdir)
+static int group_start_bundle(struct task *t, const char *gid, struct buf *gdir)
 {
 	struct buf checkout = BUF_INIT, cfgpath = BUF_INIT, err = BUF_INIT;
 	struct project p = PROJECT_INIT;
 	struct config cfg;
 	char commit[OID_HEX_MAX + 1];
+	int lock_fd;
 
 	memset(&cfg, 0, sizeof(cfg));
 	if (host_project_open(&checkout, &p, &cfgpath, &cfg, &err) < 0 ||
 	    checkout_start_commit(checkout.buf, t->o.from, commit, &err) < 0)
 		die("%s", err.buf);
 	task_group_dir(gdir, p.dir, gid);
-	if (task_group_bundle_make(gdir->buf, checkout.buf, commit, &err) < 0)
+	if (task_group_bundle_make(gdir->buf, checkout.buf, commit, &lock_fd, &err) < 0)
 		die("%s", err.buf);
 	config_release(&cfg);
 	project_release(&p);
 	buf_release(&checkout);
 	buf_release(&cfgpath);
 	buf_release(&err);
+	return lock_fd;
 }
 
 static volatile sig_atomic_t group_signal;
@@ -1366,7 +1370,7 @@ static int run_group(struct task *t, int argc, char **argv)
 	struct prompt_opts po = {0};
 	struct buf prompt = BUF_INIT, err = BUF_INIT, line = BUF_INIT, gdir = BUF_INIT;
 	struct task_group g = {0};
-	int ret, status;
+	int ret, status, lock_fd;
 
 	/* Each attempt would fetch the earlier task into the one checkout: one at a time. */
 	if (t->o.cont)
@@ -1390,7 +1394,7 @@ static int run_group(struct task *t, int argc, char **argv)
 	if ((ret = task_id_new(g.gid)) < 0)
 		die_err(ret, "cannot make a group id");
 
-	group_start_bundle(t, g.gid, &gdir);
+	lock_fd = group_start_bundle(t, g.gid, &gdir);
 
 	catch_stops(on_group_stop);
 
@@ -1398,6 +1402,7 @@ static int run_group(struct task *t, int argc, char **argv)
 	buf_wipe_release(&prompt);
 	/* Every attempt has its own links by now, or never will (it ended). */
 	task_group_bundle_remove(gdir.buf);
+	close(lock_fd);
 	if (ret < 0)
 		die("%s", err.buf);
 

@@ -4,7 +4,8 @@
  * Removes what ended tasks of the current checkout's project leave behind:
  * start.bundle (the only file a task cannot remove itself, being locked down
  * by then) with what writing it left if aibox was killed meanwhile, or with --all the whole folder
- * and its lock; and locks of tasks that failed to start.  A task has ended when its lock is free
+ * and its lock; locks of tasks that failed to start; and the folder of a group of attempts
+ * whose aibox was killed (common/task/task_group.h).  A task has ended when its lock is free
  * (common/config/project.h, task_check) and, for a detached Slurm task, once its
  * results were checked (common/task/slurm_detach.h).  Everything is done relative to the
  * tasks/ folder's fd, and nothing is followed through a symlink
@@ -29,6 +30,7 @@
 #include "config/project.h"
 #include "base/rmtree.h"
 #include "task/slurm_detach.h"
+#include "task/task_group.h"
 #include "base/strvec.h"
 #include "base/taskid.h"
 #include "base/guest_abi.h"
@@ -278,6 +280,34 @@ static void clean_orphan_lock(struct clean *c, const char *lock, const char *fol
 	close(fd);
 }
 
+/*
+ * A group's folder (tasks/.group-GID, its one start bundle: docs/tasks.md,
+ * "Several attempts") whose aibox was killed before it could remove it.
+ */
+static void clean_group_dir(struct clean *c, const char *name)
+{
+	struct rmtree_stats rs = {0};
+	struct buf where = BUF_INIT;
+	int ret = task_group_dir_left(c->tasks_fd, name, c->now, ORPHAN_LOCK_AGE);
+
+	if (ret < 0) {
+		error("cannot check '%s/%s': %s", c->tasks_dir, name, strerror(-ret));
+		c->failed = 1;
+	} else if (ret == 0) {
+		/* not left behind: its group runs, or is too young to tell */
+	} else if ((ret = rmtree_at(c->tasks_fd, name, &rs, &where)) < 0) {
+		error("cannot clean '%s/%s': cannot remove '%s': %s", c->tasks_dir, name, where.buf,
+		      strerror(-ret));
+		c->failed = 1;
+		c->freed += rs.bytes;
+	} else {
+		buf_reset(&where);
+		buf_addf(&where, "%s/", name);
+		report_removed(c, where.buf, rs.bytes);
+	}
+	buf_release(&where);
+}
+
 static int cmp_str(const void *a, const void *b)
 {
 	return strcmp(*(const char *const *)a, *(const char *const *)b);
@@ -285,7 +315,7 @@ static int cmp_str(const void *a, const void *b)
 
 static void clean_tasks(struct clean *c)
 {
-	struct strvec folders = STRVEC_INIT, locks = STRVEC_INIT;
+	struct strvec folders = STRVEC_INIT, locks = STRVEC_INIT, groups = STRVEC_INIT;
 	struct dirent *de;
 	int dfd = dup(c->tasks_fd);
 	DIR *d;
@@ -302,6 +332,8 @@ static void clean_tasks(struct clean *c)
 				strvec_push(&folders, de->d_name);
 		} else if (task_lock_name_parse(de->d_name, NULL)) {
 			strvec_push(&locks, de->d_name);
+		} else if (!strncmp(de->d_name, ".group-", 7)) {
+			strvec_push(&groups, de->d_name);
 		}
 		errno = 0;
 	}
@@ -323,8 +355,12 @@ static void clean_tasks(struct clean *c)
 		if (j == folders.nr)
 			clean_orphan_lock(c, locks.v[i], folder);
 	}
+	qsort(groups.v, groups.nr, sizeof(*groups.v), cmp_str);
+	for (size_t i = 0; i < groups.nr; i++)
+		clean_group_dir(c, groups.v[i]);
 	strvec_clear(&folders);
 	strvec_clear(&locks);
+	strvec_clear(&groups);
 }
 
 static void parse_options(struct clean *c, int argc, char **argv)

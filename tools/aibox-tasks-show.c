@@ -27,8 +27,11 @@
 #include "base/out.h"
 #include "task/task_results.h"
 #include "task/slurm_detach.h"
+#include "task/task_group.h"
 #include "task/task_info.h"
 #include "task/task_record.h"
+#include "base/strvec.h"
+#include "base/taskid.h"
 #include "base/guest_abi.h"
 #include "base/banned.h"
 
@@ -36,14 +39,16 @@ static const char usage_text[] =
     "usage: aibox tasks show [--json] [--wait] TASK\n"
     "\n"
     "Show a task's summary again, with the command that fetches its changes.\n"
-    "TASK is the task's id (6 hex), its folder's name or its folder's path.\n"
+    "TASK is the task's id (6 hex), its folder's name or its folder's path; with\n"
+    "--wait, a group's id (aibox task --attempts) waits for and shows each attempt.\n"
     "\n"
     "    --json      one JSON object, keys in docs/json.md\n"
     "    --wait      wait until the task is neither queued nor running, then show it\n"
     "    -h, --help  show this help\n"
     "\n"
     "Exit status: 0 shown, 2 usage or error (no such task); with --wait, the task's\n"
-    "own: 0 it finished, 1 it did not, 2 it failed to start.\n";
+    "own: 0 it finished, 1 it did not, 2 it failed to start (a group: 0 one finished,\n"
+    "2 none started, else 1).\n";
 
 /* --wait looks at the task this often. */
 #define WAIT_POLL_S 2
@@ -223,11 +228,10 @@ out:
 	buf_release(&branch);
 }
 
-static void print_json(struct shown *s)
+static json_t *shown_json(struct shown *s)
 {
 	json_t *o;
 	struct buf b = BUF_INIT;
-	char *text;
 	const char *project = strrchr(s->td.project_dir.buf, '/');
 
 	o = task_info_json(&s->ti, project ? project + 1 : s->td.project_dir.buf, s->td.dir.buf,
@@ -237,18 +241,116 @@ static void print_json(struct shown *s)
 		json_object_set_new(o, "record", json_loadb(b.buf, b.len, 0, NULL));
 	else
 		json_object_set_new(o, "record", json_null());
-	text = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII |
-	                         JSON_REAL_PRECISION(12));
+	buf_release(&b);
+	return o;
+}
+
+/* o printed as show --json prints, its reference dropped. */
+static void print_json(json_t *o)
+{
+	char *text = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII |
+	                               JSON_REAL_PRECISION(12));
+
 	if (text)
 		puts(text);
 	free(text);
 	json_decref(o);
-	buf_release(&b);
+}
+
+/*
+ * arg shown (after waiting, with wait): printed, or its JSON object added
+ * to array when array is not NULL.  The task's exit status (1 for one out
+ * of 0 to 2).
+ */
+static int show_one_to(struct shown *s, const char *arg, int json, int wait, json_t *array)
+{
+	int code;
+
+	open_task(s, arg);
+	if (wait)
+		wait_ended(s);
+	read_facts(s);
+	if (array)
+		json_array_append_new(array, shown_json(s));
+	else if (json)
+		print_json(shown_json(s));
+	else
+		print_text(s);
+	if (fflush(stdout) != 0 || ferror(stdout))
+		die_errno("cannot write the summary");
+	if (s->has_record)
+		task_record_release(&s->rec);
+	if (s->has_result)
+		result_release(&s->res);
+	code = s->ti.exit_code >= 0 && s->ti.exit_code <= 2 ? s->ti.exit_code : 1;
+	task_info_release(&s->ti);
+	task_dir_release(&s->td);
+	return code;
+}
+
+static int show_one(struct shown *s, const char *arg, int json, int wait)
+{
+	return show_one_to(s, arg, json, wait, NULL);
+}
+
+/*
+ * Whether arg names a group of more than one attempt (an id no task has,
+ * task_find()'s rule): then dirs holds their folders.
+ */
+static int group_of(const char *arg, struct strvec *dirs)
+{
+	struct buf dir = BUF_INIT, pdir = BUF_INIT, err = BUF_INIT;
+	int group = 0;
+
+	if (task_id_valid(arg) && task_find(arg, &dir, &pdir, &err) < 0)
+		group = task_group_dirs(arg, dirs) > 1;
+	buf_release(&dir);
+	buf_release(&pdir);
+	buf_release(&err);
+	return group;
+}
+
+/*
+ * show --wait GROUP (docs/tasks.md, "Several attempts"): each attempt
+ * waited for and shown in turn (a detached one checked here once its job
+ * ended), then the group's line; exit 0 when one finished, 2 when none
+ * started, else 1, as aibox task --attempts exits.
+ */
+static int show_group(const char *gid, struct strvec *dirs, int json)
+{
+	json_t *array = json ? json_array() : NULL;
+	struct buf line = BUF_INIT;
+	int any_ok = 0, all_usage = 1;
+
+	for (size_t i = 0; i < dirs->nr; i++) {
+		struct shown s = {.td = TASK_DIR_INIT, .why = BUF_INIT, .problem = BUF_INIT};
+		int code;
+
+		if (i && !json)
+			putchar('\n');
+		code = show_one_to(&s, dirs->v[i], json, 1, array);
+		any_ok |= code == 0;
+		all_usage &= code == 2;
+		buf_release(&s.why);
+		buf_release(&s.problem);
+	}
+	if (json) {
+		print_json(array);
+	} else {
+		task_group_line(gid, (const char *const *)dirs->v, dirs->nr, &line);
+		printf("\n%s\n", line.buf);
+	}
+	if (fflush(stdout) != 0 || ferror(stdout))
+		die_errno("cannot write the summary");
+	buf_release(&line);
+	strvec_clear(dirs);
+	return any_ok ? 0 : all_usage ? 2 : 1;
 }
 
 int main(int argc, char **argv)
 {
 	struct shown s = {.td = TASK_DIR_INIT, .why = BUF_INIT, .problem = BUF_INIT};
+	struct strvec dirs = STRVEC_INIT;
 	const char *arg = NULL;
 	int json = 0;
 	static const struct opt_spec options[] = {
@@ -274,23 +376,9 @@ int main(int argc, char **argv)
 		usage_die(usage_text);
 	}
 	json = flags & 1;
-	open_task(&s, arg);
-	if (flags & 2)
-		wait_ended(&s);
-	read_facts(&s);
-	if (json)
-		print_json(&s);
-	else
-		print_text(&s);
-	if (fflush(stdout) != 0 || ferror(stdout))
-		die_errno("cannot write the summary");
-	if (s.has_record)
-		task_record_release(&s.rec);
-	if (s.has_result)
-		result_release(&s.res);
-	code = s.ti.exit_code >= 0 && s.ti.exit_code <= 2 ? s.ti.exit_code : 1;
-	task_info_release(&s.ti);
-	task_dir_release(&s.td);
+	if ((flags & 2) && group_of(arg, &dirs))
+		return show_group(arg, &dirs, json);
+	code = show_one(&s, arg, json, flags & 2);
 	buf_release(&s.why);
 	buf_release(&s.problem);
 	return flags & 2 ? code : 0;

@@ -164,14 +164,25 @@ static void format_short(struct buf *out, int64_t ms)
 int duration_arg(const char *name, const char *v, int64_t min_ms, int64_t max_ms, int64_t *ms,
                  struct buf *err)
 {
+	struct buf why = BUF_INIT;
+	int ret = duration_in(v, min_ms, max_ms, ms, &why);
+
+	if (ret < 0)
+		buf_addf(err, "--%s: %s", name, why.buf);
+	buf_release(&why);
+	return ret;
+}
+
+int duration_in(const char *v, int64_t min_ms, int64_t max_ms, int64_t *ms, struct buf *err)
+{
 	struct buf reason = BUF_INIT;
 	int64_t d;
 	int ret = duration_parse(v, &d, &reason);
 
 	if (ret < 0) {
-		buf_addf(err, "--%s: '%s' is not a duration: %s", name, v, reason.buf);
+		buf_addf(err, "'%s' is not a duration: %s", v, reason.buf);
 	} else if (d < min_ms || d > max_ms) {
-		buf_addf(err, "--%s: '%s' is not between ", name, v);
+		buf_addf(err, "'%s' is not between ", v);
 		format_short(err, min_ms);
 		buf_addstr(err, " and ");
 		format_short(err, max_ms);

@@ -42,6 +42,13 @@ int duration_parse(const char *s, int64_t *ms, struct buf *err);
 int duration_arg(const char *name, const char *v, int64_t min_ms, int64_t max_ms, int64_t *ms,
                  struct buf *err);
 
+/*
+ * duration_arg()'s rule and words without the option's name, for a value
+ * read elsewhere (a config key): "'v' is not a duration: ...", "'v' is not
+ * between 1s and 24h".
+ */
+int duration_in(const char *v, int64_t min_ms, int64_t max_ms, int64_t *ms, struct buf *err);
+
 /* Append ms in Go's canonical form: "1h30m0s", "45s", "500ms", "0s". */
 void duration_format(struct buf *out, int64_t ms);
 

@@ -137,9 +137,12 @@ int guest_path_valid(const char *p);
 #define GUEST_SETTINGS_MAX (1 << 20) /* settings.json, read by the init */
 /* The config's check: (settings.json "check"), one printable line run by sh -c after Claude Code */
 #define GUEST_CHECK_MAX 4096
-/* result.json "check": the end of its output kept, and its time limit */
-#define GUEST_CHECK_TAIL_MAX  4096
-#define GUEST_CHECK_TIMEOUT_S 600
+/* result.json "check": the end of its output kept */
+#define GUEST_CHECK_TAIL_MAX 4096
+/* The check's time limit (settings.json "check_timeout_ms"): its default (absent), its bounds */
+#define GUEST_CHECK_TIMEOUT_MS     (600 * 1000LL)
+#define GUEST_CHECK_TIMEOUT_MIN_MS 1000LL
+#define GUEST_CHECK_TIMEOUT_MAX_MS (24 * 3600 * 1000LL)
 
 /* GUEST_FILE_TASK_CA's cap: the host never writes more, the guest refuses more. */
 #define GUEST_CA_PEM_MAX (32 * 1024)

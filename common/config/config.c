@@ -14,6 +14,7 @@
 
 #include "net/allow.h"
 #include "base/buf.h"
+#include "base/duration.h"
 #include "base/err.h"
 #include "base/guest_abi.h"
 #include "net/git_remote.h"
@@ -392,6 +393,7 @@ static const char *const top_keys[] = {
 static const char *const mount_keys[] = {"host", "vm", "read-only", NULL};
 static const char *const git_keys[] = {"url", "token", "auth", "user", "fetch", "push", NULL};
 static const char *const budget_keys[] = {"task", "day", NULL};
+static const char *const check_keys[] = {"run", "timeout", NULL};
 static const char *const rule_keys[] = {"host", "methods", "paths", "cache", NULL};
 static const char *const secret_keys[] = {"env", "hosts", NULL};
 static const char *const slurm_keys[] = {"partition", "account", "options", "shared", NULL};
@@ -881,24 +883,68 @@ static int check_path(struct ctx *c, const struct node *v, struct config *cfg)
 	return 0;
 }
 
-/* check: one printable line, run by sh -c in the VM after Claude Code (docs/attempts.md). */
-static int check_check(struct ctx *c, const struct node *v, struct config *cfg)
+/* check:'s command (or check.run's): one printable line, run by sh -c in the VM. */
+static int check_check_run(struct ctx *c, const struct node *v, const char *key, struct config *cfg)
 {
-	int ret = want_string(c, v, "check");
+	int ret = want_string(c, v, key);
 
 	if (ret)
 		return ret;
 	if (!*v->str || strlen(v->str) > CONFIG_CHECK_MAX)
-		return fail(c, v, "check", "must be a command of 1 to %d bytes, like 'make test'",
+		return fail(c, v, key, "must be a command of 1 to %d bytes, like 'make test'",
 		            CONFIG_CHECK_MAX);
 	for (const unsigned char *p = (const unsigned char *)v->str; *p; p++)
 		if (*p < 0x20 || *p == 0x7f)
-			return fail(c, v, "check",
+			return fail(c, v, key,
 			            "must be one line without control characters (byte 0x%02x)",
 			            *p);
 	free(cfg->check);
 	cfg->check = xstrdup(v->str);
 	return 0;
+}
+
+/* check.timeout: a duration (duration_parse()) of 1 s to 24 h. */
+static int check_check_timeout(struct ctx *c, const struct node *v, struct config *cfg)
+{
+	struct buf why = BUF_INIT;
+	int ret = 0;
+
+	if (v->kind != NODE_SCALAR || is_null(v))
+		return fail(c, v, "check.timeout", "must be a duration, like 10m or 90s");
+	if (duration_in(v->str, GUEST_CHECK_TIMEOUT_MIN_MS, GUEST_CHECK_TIMEOUT_MAX_MS,
+	                &cfg->check_timeout_ms, &why) < 0)
+		ret = fail(c, v, "check.timeout", "%s", why.buf);
+	buf_release(&why);
+	return ret;
+}
+
+/*
+ * check: the command run in the VM after Claude Code (docs/tasks.md, "The check"),
+ * either a string or {run: COMMAND, timeout: DURATION}.
+ */
+static int check_check(struct ctx *c, const struct node *v, struct config *cfg)
+{
+	const struct node *run = NULL, *timeout = NULL;
+
+	if (v->kind != NODE_MAP)
+		return check_check_run(c, v, "check", cfg);
+	for (size_t k = 0; k < v->nr; k += 2) {
+		const struct node *kn = v->items[k];
+
+		if (!known(kn->str, check_keys))
+			return unknown_key(c, kn, "check", check_keys);
+		if (!strcmp(kn->str, "run"))
+			run = v->items[k + 1];
+		else
+			timeout = v->items[k + 1];
+	}
+	if (!run)
+		return fail(c, v, "check",
+		            "has no run: (the command, like {run: make test, timeout: "
+		            "10m})");
+	if (timeout && check_check_timeout(c, timeout, cfg) < 0)
+		return -EINVAL;
+	return check_check_run(c, run, "check.run", cfg);
 }
 
 /* Names aibox sets in the VM itself: a host value would break the VM. */

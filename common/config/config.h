@@ -170,9 +170,11 @@ struct config {
 	struct config_secret *secrets;
 	size_t nr_secrets;
 	int attempts; /* attempts: a task's attempts without --attempts (1 to 8; 1 default) */
-	char *check;  /* check: the command run in the VM after Claude Code (docs/attempts.md), or
-	                 NULL */
-	unsigned set; /* CONFIG_SET_* */
+	char *check;  /* check: the command run in the VM after Claude Code (docs/tasks.md, "The
+	                 check"), or  NULL */
+	int64_t check_timeout_ms; /* check's timeout: (GUEST_CHECK_TIMEOUT_MIN_MS to _MAX_MS), 0:
+	                             GUEST_CHECK_TIMEOUT_MS */
+	unsigned set;             /* CONFIG_SET_* */
 	struct config_lines lines;
 };
 

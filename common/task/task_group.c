@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -120,43 +121,68 @@ int task_group_run(struct task_group *g, const struct buf *prompt, struct buf *e
 	return 0;
 }
 
-void task_group_summary(const struct task_group *g, int detach, struct buf *out)
+/* What the records of dirs[0..n) say: how many have one, how many finished, their spend. */
+static void group_count(const char *const *dirs, size_t n, int *recorded, int *finished,
+                        uint64_t *nano)
 {
-	uint64_t nano = 0;
-	int finished = 0, recorded = 0;
 	struct buf path = BUF_INIT, data = BUF_INIT, err = BUF_INIT;
 
-	for (int i = 0; i < g->started; i++) {
+	*recorded = *finished = 0;
+	*nano = 0;
+	for (size_t i = 0; i < n; i++) {
 		struct task_record r;
 
-		if (!g->a[i].folder.len)
+		if (!dirs[i] || !*dirs[i])
 			continue;
 		buf_reset(&path);
 		buf_reset(&data);
-		buf_addf(&path, "%s/summary.json", g->a[i].folder.buf);
+		buf_addf(&path, "%s/summary.json", dirs[i]);
 		if (buf_read_file(&data, path.buf, TASK_RECORD_MAX) <= 0)
 			continue;
 		buf_reset(&err);
 		if (task_record_parse(data.buf, data.len, &r, &err) < 0)
 			continue;
-		recorded++;
-		finished += !strcmp(r.state, "finished");
+		(*recorded)++;
+		*finished += !strcmp(r.state, "finished");
 		if (r.has_report)
-			nano = nano + r.report.usage.nano < nano ? UINT64_MAX
-			                                         : nano + r.report.usage.nano;
+			*nano = *nano + r.report.usage.nano < *nano ? UINT64_MAX
+			                                            : *nano + r.report.usage.nano;
 		task_record_release(&r);
-	}
-	if (detach && !recorded) {
-		buf_addf(out, "group %s: %d attempts submitted", g->gid, g->n);
-	} else {
-		buf_addf(out, "group %s: %d of %d attempts finished; aibox counted ", g->gid,
-		         finished, g->n);
-		usage_format_usd(out, nano);
-		buf_addstr(out, " USD for them all");
 	}
 	buf_release(&path);
 	buf_release(&data);
 	buf_release(&err);
+}
+
+static void group_line(const char *gid, int finished, size_t n, uint64_t nano, struct buf *out)
+{
+	buf_addf(out, "group %s: %d of %zu attempts finished; aibox counted ", gid, finished, n);
+	usage_format_usd(out, nano);
+	buf_addstr(out, " USD for them all");
+}
+
+void task_group_summary(const struct task_group *g, int detach, struct buf *out)
+{
+	const char *dirs[ATTEMPTS_MAX];
+	uint64_t nano;
+	int finished, recorded;
+
+	for (int i = 0; i < g->started; i++)
+		dirs[i] = g->a[i].folder.buf;
+	group_count(dirs, (size_t)g->started, &recorded, &finished, &nano);
+	if (detach && !recorded)
+		buf_addf(out, "group %s: %d attempts submitted", g->gid, g->n);
+	else
+		group_line(g->gid, finished, (size_t)g->n, nano, out);
+}
+
+void task_group_line(const char *gid, const char *const *dirs, size_t n, struct buf *out)
+{
+	uint64_t nano;
+	int finished, recorded;
+
+	group_count(dirs, n, &recorded, &finished, &nano);
+	group_line(gid, finished, n, nano, out);
 }
 
 int task_group_status(const struct task_group *g)
@@ -190,7 +216,7 @@ void task_group_dir(struct buf *out, const char *project_dir, const char *gid)
 	buf_addf(out, "%s/tasks/.group-%s", project_dir, gid);
 }
 
-int task_group_bundle_make(const char *gdir, const char *checkout, const char *commit,
+int task_group_bundle_make(const char *gdir, const char *checkout, const char *commit, int *lock_fd,
                            struct buf *err)
 {
 	struct buf tasks = BUF_INIT, line = BUF_INIT;
@@ -205,10 +231,18 @@ int task_group_bundle_make(const char *gdir, const char *checkout, const char *c
 		buf_addf(err, "cannot create '%s': %s", tasks.buf, strerror(errno));
 		goto out;
 	}
+	*lock_fd = -1;
 	if (mkdir(gdir, 0700) < 0) {
 		ret = -errno;
 		buf_addf(err, "cannot create '%s': %s", gdir, strerror(errno));
 		goto out;
+	}
+	/* Fresh and ours: nobody else holds its lock yet. */
+	if ((*lock_fd = open(gdir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0 ||
+	    flock(*lock_fd, LOCK_EX | LOCK_NB) < 0) {
+		ret = -errno;
+		buf_addf(err, "cannot lock '%s': %s", gdir, strerror(errno));
+		goto fail;
 	}
 	if ((ret = task_folder_start_bundle(gdir, checkout, commit, err)) < 0)
 		goto fail;
@@ -221,6 +255,9 @@ int task_group_bundle_make(const char *gdir, const char *checkout, const char *c
 	goto out;
 fail:
 	task_group_bundle_remove(gdir);
+	if (*lock_fd >= 0)
+		close(*lock_fd);
+	*lock_fd = -1;
 out:
 	buf_release(&tasks);
 	buf_release(&line);
@@ -314,4 +351,27 @@ void task_group_bundle_remove(const char *gdir)
 	unlink(path.buf);
 	rmdir(gdir);
 	buf_release(&path);
+}
+
+int task_group_dir_left(int tasks_fd, const char *name, time_t now, time_t min_age)
+{
+	struct stat st;
+	int fd, ret;
+
+	if (strncmp(name, ".group-", 7) || !task_id_valid(name + 7))
+		return 0;
+	fd = openat(tasks_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -errno;
+	if (fstat(fd, &st) < 0) {
+		ret = -errno;
+	} else if (st.st_mtime > now - min_age) {
+		ret = 0;
+	} else if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		ret = errno == EWOULDBLOCK ? 0 : -errno;
+	} else {
+		ret = 1;
+	}
+	close(fd);
+	return ret;
 }

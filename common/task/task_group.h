@@ -14,6 +14,7 @@
 #define AIBOX_TASK_GROUP_H
 
 #include <signal.h>
+#include <time.h>
 
 #include "base/buf.h"
 #include "base/num.h"
@@ -64,6 +65,13 @@ int task_group_run(struct task_group *g, const struct buf *prompt, struct buf *e
  */
 void task_group_summary(const struct task_group *g, int detach, struct buf *out);
 
+/*
+ * The same line for the attempts of the group gid whose folders are dirs[0..n):
+ * "group GID: F of N attempts finished; aibox counted X USD for them all",
+ * each attempt's summary.json read (one without is not finished, counts 0).
+ */
+void task_group_line(const char *gid, const char *const *dirs, size_t n, struct buf *out);
+
 /* 0 when one attempt finished (there is one to pick), 2 when none started (each exited 2), else 1.
  */
 int task_group_status(const struct task_group *g);
@@ -83,13 +91,26 @@ int task_group_status(const struct task_group *g);
 void task_group_dir(struct buf *out, const char *project_dir, const char *gid);
 
 /*
- * Make gdir (and project's tasks folder if need be) and in it start.bundle
- * and start.idx of commit from checkout (task_folder_start_bundle()) and the
- * commit file.  0, or a negative errno with err set; what was made is then
- * removed.
+ * Make gdir (and project's tasks folder if need be), lock it (flock(2) on
+ * the folder, *lock_fd gets the descriptor, close-on-exec: hold it until
+ * task_group_bundle_remove()) and in it start.bundle and start.idx of commit
+ * from checkout (task_folder_start_bundle()) and the commit file.  0, or a
+ * negative errno with err set; what was made is then removed and *lock_fd
+ * is -1.  The lock tells aibox tasks clean that the group's process lives
+ * (task_group_dir_left()).
  */
-int task_group_bundle_make(const char *gdir, const char *checkout, const char *commit,
+int task_group_bundle_make(const char *gdir, const char *checkout, const char *commit, int *lock_fd,
                            struct buf *err);
+
+/*
+ * Whether name, in a project's tasks folder tasks_fd, is a group's folder
+ * (".group-" and 6 hex) that its group's process left behind: not locked
+ * (the process died: SIGKILL) and last changed at least min_age seconds
+ * before now (a group between its mkdir and its lock is younger).  1 left
+ * behind, 0 not (not a group's folder, locked, or too young), or -errno
+ * when it cannot be checked.
+ */
+int task_group_dir_left(int tasks_fd, const char *name, time_t now, time_t min_age);
 
 /*
  * The group's start commit read from gdir into commit (full hex), and its

@@ -191,8 +191,8 @@ static int parse_check(json_t *root, struct task_result *r, struct buf *err)
 		return refuse(err, "'check' has %s",
 		              ret ? "an exit code and timed out"
 		                  : "no exit code and did not time out");
-	if ((ret = json_get_real(c, "seconds", 0, 0, GUEST_CHECK_TIMEOUT_S + 60, &r->check.seconds,
-	                         err)) < 0)
+	if ((ret = json_get_real(c, "seconds", 0, 0, GUEST_CHECK_TIMEOUT_MAX_MS / 1000 + 60,
+	                         &r->check.seconds, err)) < 0)
 		return ret;
 	/*
 	 * Kept sanitized (common/base/out.h), its last GUEST_CHECK_TAIL_MAX

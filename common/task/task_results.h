@@ -65,12 +65,13 @@ struct task_result {
 	char end_commit[OID_HEX_MAX + 1];
 	int changes;
 
-	int has_check; /* "check" was an object: the config's check: ran (docs/attempts.md) */
+	int has_check; /* "check" was an object: the config's check: ran (docs/tasks.md, "The
+	                  check") */
 	struct {
 		int has_exit_code; /* 0 when it timed out */
 		int exit_code;     /* 0-255 (128 + a signal's number when killed by one) */
 		int timed_out;
-		double seconds; /* 0 to GUEST_CHECK_TIMEOUT_S + 60 */
+		double seconds; /* 0 to GUEST_CHECK_TIMEOUT_MAX_MS / 1000 + 60 */
 		char *tail; /* owned: the end of its output, at most GUEST_CHECK_TAIL_MAX bytes */
 	} check;
 };

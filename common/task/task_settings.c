@@ -139,6 +139,10 @@ int task_settings_check(const struct task_settings *s, struct buf *err)
 		return -EINVAL;
 	if (s->check && (!*s->check || text_ok(s->check, GUEST_CHECK_MAX, 0, "the check", err)))
 		return *s->check ? -EINVAL : bad(err, "the check is empty");
+	if (s->check_timeout_ms && (s->check_timeout_ms < GUEST_CHECK_TIMEOUT_MIN_MS ||
+	                            s->check_timeout_ms > GUEST_CHECK_TIMEOUT_MAX_MS))
+		return bad(err, "the check's time limit is not %lld to %lld ms",
+		           GUEST_CHECK_TIMEOUT_MIN_MS, GUEST_CHECK_TIMEOUT_MAX_MS);
 	if (s->ngit_remotes > TASK_SETTINGS_REMOTES_MAX)
 		return bad(err, "over %d git remotes", TASK_SETTINGS_REMOTES_MAX);
 	for (size_t i = 0; i < s->ngit_remotes; i++) {
@@ -224,7 +228,11 @@ int task_settings_json(const struct task_settings *s, struct buf *out, struct bu
 		goto out;
 	if (set(root, "git_remotes", strings(s->git_remotes, s->ngit_remotes)) ||
 	    (!run && (set(root, "resume_session", str_or_null(s->resume_session)) ||
-	              set(root, "check", str_or_null(s->check)))))
+	              set(root, "check", str_or_null(s->check)) ||
+	              set(root, "check_timeout_ms",
+	                  s->check ? json_integer(s->check_timeout_ms ? s->check_timeout_ms
+	                                                              : GUEST_CHECK_TIMEOUT_MS)
+	                           : json_null()))))
 		goto out;
 	text = json_dumps(root, JSON_INDENT(2));
 	if (!text)
@@ -301,7 +309,8 @@ static int parse_task_fields(json_t *root, struct task_settings *s, struct buf *
 	               get_str(root, "branch", 0, &s->branch, err) ||
 	               get_str(root, "system_prompt", 1, &s->system_prompt, err) ||
 	               get_str(root, "resume_session", 1, &s->resume_session, err) ||
-	               get_str(root, "check", 1, &s->check, err)
+	               get_str(root, "check", 1, &s->check, err) ||
+	               get_long(root, "check_timeout_ms", 0, &s->check_timeout_ms, err)
 	           ? -EINVAL
 	           : 0;
 }

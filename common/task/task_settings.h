@@ -79,6 +79,9 @@ struct task_settings {
 	const char *resume_session;
 	/* NULL: none; else the config's check: (GUEST_CHECK_MAX bytes, one printable line) */
 	const char *check;
+	/* the check's time limit: GUEST_CHECK_TIMEOUT_MIN_MS to _MAX_MS; 0: GUEST_CHECK_TIMEOUT_MS
+	 */
+	long check_timeout_ms;
 	/* Run mode only: the command (NULL, 0: claude), the host user's ids. */
 	const char *const *command;
 	size_t ncommand;

@@ -33,9 +33,19 @@
 
 /* From QEMU's start to the guest's SSH banner, at most. */
 #define SSH_WAIT_MS (600 * 1000)
-/* The product's limit: the VM is stopped 25 minutes after the timeout. */
+/*
+ * The product's limit: the VM is stopped 25 minutes after the timeout (the
+ * default check's 10 included), plus the time a longer check: may take.
+ */
 #define SESSION_GRACE_MS (25L * 60 * 1000)
-#define SESSION_IDLE_MS  300000
+
+int64_t task_check_extra_ms(const struct config *cfg)
+{
+	return cfg && cfg->check && cfg->check_timeout_ms > GUEST_CHECK_TIMEOUT_MS
+	           ? cfg->check_timeout_ms - GUEST_CHECK_TIMEOUT_MS
+	           : 0;
+}
+#define SESSION_IDLE_MS 300000
 /* How long the helpers' last lines may take through the relay once they ended. */
 #define RELAY_END_MS 2000
 
@@ -252,7 +262,7 @@ static void session(const struct task_vm *v, struct vm *vm, const struct files *
 	s.secrets_len = secrets->len;
 	for (int i = 0; i < RESULT_NFILES; i++)
 		s.result_fds[i] = v->result_fds[i];
-	s.timeout_ms = v->timeout_ms + SESSION_GRACE_MS;
+	s.timeout_ms = v->timeout_ms + SESSION_GRACE_MS + (long)task_check_extra_ms(v->cfg);
 	s.idle_ms = v->idle_ms > 0 ? v->idle_ms : SESSION_IDLE_MS;
 	s.disk_fd = f->disk;
 	s.stop_fd = f->watch;

@@ -47,7 +47,7 @@ struct task_vm {
 	const int *result_fds; /* RESULT_NFILES of them, open (task_session.h) */
 	int aibox_log_fd;      /* aibox.log, or -1 */
 	int64_t *tphase;       /* aibox.log's phase clock (task_log.h) */
-	long timeout_ms;       /* the session's limit */
+	long timeout_ms;       /* the task's timeout (the session's limit is later: task_vm.c) */
 	long idle_ms;          /* the session's silence limit; 0: 300 s */
 	int snapshot;          /* start from the image's snapshot (vm.h) */
 	int no_sandbox;        /* no lockdown (the caller says so) */
@@ -94,5 +94,12 @@ int task_vm_run(const struct task_vm *v, struct buf *secrets, struct vm_outcome 
 struct task_result;
 int task_vm_finished(const struct vm_outcome *o, int stopped, const struct task_result *r,
                      const char *end_commit);
+
+/*
+ * The time cfg's check: (its timeout:) may take beyond the default's
+ * GUEST_CHECK_TIMEOUT_MS, 0 without one: added to the VM's session limit and
+ * to a Slurm job's time, which leave room for the default's already.
+ */
+int64_t task_check_extra_ms(const struct config *cfg);
 
 #endif

@@ -1,9 +1,9 @@
 /*
  * Task mode's check: the config's check: command (settings.json "check"),
  * run after the bundle is made, as the task's user in the project folder
- * with Claude Code's environment, in a group of its own and within
- * GUEST_CHECK_TIMEOUT_S.  Its exit status, time and the end of its output
- * go into result.json's "check" (docs/attempts.md); its changes to the
+ * with Claude Code's environment, in a group of its own and within its
+ * time limit (settings.json "check_timeout_ms").  Its exit status, time and the end of its output
+ * go into result.json's "check" (docs/tasks.md, "The check"); its changes to the
  * files are not in the bundle, which was made before it.
  */
 #include <errno.h>
@@ -51,7 +51,7 @@ void task_check(struct guest_task *t)
 	p.on_err = tail_sink;
 	p.ctx = t;
 	progress(t, "check started");
-	err = step_run(&p, &g, clock_ms() + GUEST_CHECK_TIMEOUT_S * 1000LL, &r);
+	err = step_run(&p, &g, clock_ms() + t->check_timeout_ms, &r);
 	if (err < 0) {
 		progress(t, "cannot start the check: %s", strerror(-err));
 	} else {
@@ -60,8 +60,8 @@ void task_check(struct guest_task *t)
 		t->check_timed_out = r.timed_out;
 		t->check_ms = r.ms;
 		if (r.timed_out)
-			progress(t, "the check timed out after %d s and was stopped",
-			         GUEST_CHECK_TIMEOUT_S);
+			progress(t, "the check timed out after %g s and was stopped",
+			         (double)t->check_timeout_ms / 1000.0);
 		else
 			progress(t, "the check exited with %d", r.code);
 	}

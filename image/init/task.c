@@ -63,6 +63,7 @@ static int read_settings(struct guest_task *t, struct buf *err)
 	t->ngit_remotes = d.s.ngit_remotes;
 	t->resume = d.s.resume_session;
 	t->check = d.s.check;
+	t->check_timeout_ms = d.s.check_timeout_ms ? d.s.check_timeout_ms : GUEST_CHECK_TIMEOUT_MS;
 	ret = 0;
 out:
 	buf_release(&b);

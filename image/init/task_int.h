@@ -94,7 +94,8 @@ struct guest_task {
 	int line_long;
 
 	/* the config's check: (check.c) */
-	const char *check; /* in settings; NULL: none */
+	const char *check;        /* in settings; NULL: none */
+	int64_t check_timeout_ms; /* its time limit (settings, else GUEST_CHECK_TIMEOUT_MS) */
 	int check_ran, check_code, check_timed_out;
 	int64_t check_ms;
 	struct buf check_tail;

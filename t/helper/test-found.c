@@ -111,7 +111,8 @@ static int show_config(const char *file, int host)
 		printf("\n");
 	}
 	if (cfg.check)
-		printf("check %s\n", cfg.check);
+		printf("check %s\ncheck_timeout_ms %lld\n", cfg.check,
+		       (long long)cfg.check_timeout_ms);
 	printf("memory %" PRIu64 "\ncpus %d\ndisk %" PRIu64 "\nset 0x%03x\n", cfg.memory_mib,
 	       cfg.cpus, cfg.disk_mib, cfg.set);
 	config_release(&cfg);

@@ -33,7 +33,7 @@
  *		[--budget USD] [--api none|forward|oauth] [--env NAME=VALUE...]
  *		[--mount TAG:PATH...] [--system-prompt S] [--git NAME:EMAIL] [--remote URL...]
  *		[--secrets FILE] [--run] [--command WORD...] [--uid N] [--gid N] [--path P]
- *		[--resume ID] [--branch B] [--proxy URL]
+ *		[--resume ID] [--branch B] [--proxy URL] [--check CMD] [--check-timeout MS]
  *	print settings.json (--run: a run's); write the secrets JSON for stdin to FILE
  *   test-task settings-parse [--place] FILE
  *	task_settings_parse() FILE, then print settings.json written back from
@@ -566,6 +566,10 @@ static void settings_args(int argc, char **argv, struct task_settings *ts, struc
 			ts->path = v;
 		else if (!strcmp(a, "--resume"))
 			ts->resume_session = v;
+		else if (!strcmp(a, "--check"))
+			ts->check = v;
+		else if (!strcmp(a, "--check-timeout"))
+			ts->check_timeout_ms = strtol(v, NULL, 10);
 		else if (!strcmp(a, "--branch"))
 			ts->branch = v;
 		else if (!strcmp(a, "--proxy"))
