@@ -87,4 +87,5 @@ figure() {
 	figure '^\| agent \| - \| - \| [0-9.]+ \|$'
 	figure '^\| overhead \| - \| - \| [0-9.]+ \|$'
 	figure '^\| host-clone \| - \| - \| [0-9.]+ \|$'
+	figure '^\| first-request \| - \| - \| [0-9.]+ \|$'
 }
