@@ -59,7 +59,7 @@ snap_copy() {
 	chmod u+w "$T/img"/*
 }
 
-@test "snapshot: two VMs restored at once differ in random state, PID 1's layout and host key, see their own share, and share nothing writable" {
+@test "snapshot: two VMs restored at once differ in random state, PID 1's layout and host key, see their own share, share nothing writable, and find claude in their page cache" {
 	snap_made
 	mkdir "$T/extra"
 	echo "from the host" >"$T/extra/hello"
@@ -69,6 +69,8 @@ ssh -F /dev/null -o BatchMode=yes -o IdentitiesOnly=yes -i "$d/userkey" \
 	-o UserKnownHostsFile="$d/known_hosts" -o StrictHostKeyChecking=yes \
 	-o HostKeyAlias=aibox -o LogLevel=ERROR -o ConnectTimeout=120 \
 	-o ProxyCommand="aibox-connect $d/ssh.sock" root@aibox bash -s >"$d/out" <<'GUEST'
+# first, before anything here could read it: the page cache the snapshot holds
+echo "claude-cached $(fincore --bytes --noheadings --output RES /usr/local/bin/claude) $(stat -c %s /usr/local/bin/claude)"
 echo "random $(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 echo "boot-id $(cat /proc/sys/kernel/random/boot_id)"
 echo "stack $(awk '/\[stack\]/ { print $1 }' /proc/1/maps)"
@@ -121,6 +123,11 @@ PROBE
 		# the state disk is the task's own size
 		grep -qx "disk $([ $v = a ] && echo 700 || echo 900)" "$T/$v/out"
 		[ -s "$T/$v/writable" ]
+		# Claude Code's binary is in the page cache whole (docs/image.md,
+		# "Snapshots"): its start reads nothing from the root disk
+		read -r _ cached size < <(grep '^claude-cached ' "$T/$v/out")
+		[ "$size" -gt 100000000 ]
+		[ "$cached" -ge "$size" ]
 	done
 	for k in random boot-id stack; do
 		a=$(grep "^$k " "$T/a/out")
