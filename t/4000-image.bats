@@ -15,11 +15,13 @@ export PATH="$PATH:/usr/sbin:/sbin"
 		assert_file_exists "$IMAGE/$f"
 	done
 	m=$IMAGE/manifest
-	run grep -E '^(claude-code|suite|kernel) ' "$m"
+	run grep -E '^(claude-code|node|npm|suite|kernel) ' "$m"
 	assert_line "claude-code 2.1.197"
+	assert_line "node $(sed -n 's/^NODE_VERSION=//p' "$TOP/image/default/recipe")"
+	assert_line "npm $(sed -n 's/^NPM_VERSION=//p' "$TOP/image/default/recipe")"
 	assert_line "suite bookworm"
 	assert_line --regexp '^kernel [0-9.]+-[0-9]+-amd64 linux-image-[0-9.]+-[0-9]+-amd64 [^ ]+$'
-	for p in git openssh-server e2fsprogs ca-certificates build-essential python3 curl ripgrep jq libjansson4; do
+	for p in git openssh-server e2fsprogs ca-certificates build-essential python3 python3-pip curl ripgrep jq libjansson4; do
 		grep -q "^package $p " "$m" || fail "no package $p in the manifest"
 	done
 	# Every artifact's checksum is right.
@@ -31,6 +33,10 @@ export PATH="$PATH:/usr/sbin:/sbin"
 	refute_output --partial ssh_host_
 	run debugfs -R 'stat /usr/local/bin/claude' "$IMAGE/rootfs.ext4"
 	assert_output --partial "Mode:  0755"
+	run debugfs -R 'stat /usr/local/bin/node' "$IMAGE/rootfs.ext4"
+	assert_output --partial "Mode:  0755"
+	run debugfs -R 'stat /usr/local/bin/npm' "$IMAGE/rootfs.ext4"
+	assert_output --partial "Type: symlink"
 }
 
 @test "image: a second build of the unchanged recipe reuses the image" {

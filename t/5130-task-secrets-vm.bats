@@ -34,7 +34,7 @@ setup_file() {
 		--port-file "$T/reg.port" --log "$T/reg.log" --token-file "$S/reg.token" 2>"$T/reg.err" &
 	echo $! >"$S/reg.pid"
 	wait_until 20 file_or_gone "$T/reg.port" $!
-	local p r probe clients
+	local p r probe clients npm
 	p=$(cat "$T/echo.port")
 	r=$(cat "$T/reg.port")
 	# The subscription's token, not the key.
@@ -50,22 +50,30 @@ setup_file() {
 	  - env: MY_TOKEN
 	    hosts: [localhost:$p, localhost:$r]
 	EOF2
-	# npm with the placeholder as the registry's _authToken in .npmrc, pip
-	# with it in the index URL, Node's fetch as a Bearer (NODE_USE_ENV_PROXY).
-	# Their caches and logs in the home are committed too (caches.tar).
+	# Node's fetch with the placeholder as a Bearer (NODE_USE_ENV_PROXY), pip
+	# with it in the index URL; then, in a second command of its own (npm is
+	# slow under TCG, and a command has 10 minutes), npm with it as the
+	# registry's _authToken in .npmrc.  npm's and pip's caches and logs in the
+	# home are committed too (caches.tar).
 	clients=$(cat <<-'EOF2'
+	node -e 'fetch(process.argv[1], {headers: {Authorization: "Bearer " + process.env.MY_TOKEN}}).then(r => r.text()).then(t => console.log(t), e => console.log("error", e, e.cause))' "https://localhost:@P@/ok/node" >node.out 2>&1
+	{ python3 -m pip download --disable-pip-version-check --no-deps -d pipdl --index-url "https://__token__:$MY_TOKEN@localhost:@R@/simple/" priv-pkg; echo "exit $?"; } >pip.out 2>&1
+	git add node.out pip.out pipdl
+	EOF2
+	)
+	npm=$(cat <<-'EOF2'
 	mkdir npmapp && cd npmapp && echo '{"name": "app", "version": "1.0.0"}' >package.json
 	printf 'registry=https://localhost:@R@/\n//localhost:@R@/:_authToken=%s\nupdate-notifier=false\n' "$MY_TOKEN" >.npmrc
 	{ npm install --no-audit --no-fund priv-pad; echo "exit $?"; node -p 'require("priv-pad")'; } >../npm.out 2>&1
 	cd ..
-	{ python3 -m pip download --disable-pip-version-check --no-deps -d pipdl --index-url "https://__token__:$MY_TOKEN@localhost:@R@/simple/" priv-pkg; echo "exit $?"; } >pip.out 2>&1
-	node -e 'fetch(process.argv[1], {headers: {Authorization: "Bearer " + process.env.MY_TOKEN}}).then(r => r.text()).then(t => console.log(t), e => console.log("error", e, e.cause))' "https://localhost:@P@/ok/node" >node.out 2>&1
 	tar -cf caches.tar -C "$HOME" .npm .cache/pip 2>/dev/null
-	git add npmapp/.npmrc npmapp/package.json npmapp/package-lock.json npm.out pip.out pipdl node.out caches.tar
+	git add npmapp/.npmrc npmapp/package.json npmapp/package-lock.json npm.out caches.tar
+	git commit -q -m npm
 	EOF2
 	)
 	clients=${clients//@R@/$r}
 	clients=${clients//@P@/$p}
+	npm=${npm//@R@/$r}
 	# Each client's answer (t/tls-echo says what it got) into a file the task commits.
 	probe="u=https://localhost:$p
 curl -sS -H \"Authorization: Bearer \$MY_TOKEN\" \"\$u/ok/curl?key=\$MY_TOKEN\" >curl.out 2>&1
@@ -79,7 +87,8 @@ $clients
 git add curl.out python.out git.out system.out refused.out env.out && git commit -q -m probes"
 	api "$(python3 -c 'import json, sys; print(json.dumps({"turns": [
 	  {"tool_use": {"name": "Bash", "input": {"command": sys.argv[1], "description": "probe", "timeout": 600000}}},
-	  {"text": "I ran the probes."}], "require_bearer": sys.argv[2]}))' "$probe" "$OAUTH")"
+	  {"tool_use": {"name": "Bash", "input": {"command": sys.argv[3], "description": "npm", "timeout": 600000}}},
+	  {"text": "I ran the probes."}], "require_bearer": sys.argv[2]}))' "$probe" "$OAUTH" "$npm")"
 	echo "$FAKE_API_PID" >"$S/api.pid"
 	local status=0 pid
 	printf '%s\n%s\n' "$VALUE" "$OAUTH" >"$S/values"
