@@ -11,42 +11,9 @@ bats_require_minimum_version 1.5.0
 load lib-common
 load lib-tls
 load lib-proxy
+load lib-deps
 
 PH=aibox-secret-0123456789abcdef0123456789abcdef
-# Debian's python3 (packages.txt): a pyenv shim on PATH costs seconds a call.
-PY=python3
-[ ! -x /usr/bin/python3 ] || PY=/usr/bin/python3
-
-# make_npm_tgz DIR NAME VERSION: a package tarball as npm makes them (package/...).
-make_npm_tgz() {
-	local d
-	d=$(mktemp -d) || return 1
-	mkdir "$d/package"
-	printf '{"name": "%s", "version": "%s", "main": "index.js"}\n' "$2" "$3" >"$d/package/package.json"
-	printf 'module.exports = "%s %s";\n' "$2" "$3" >"$d/package/index.js"
-	tar -C "$d" -czf "$1/$2-$3.tgz" package || return 1
-	rm -rf "$d"
-}
-
-# make_wheel DIR NAME VERSION: a minimal pure-Python wheel.
-make_wheel() {
-	"$PY" - "$@" <<-'EOF'
-		import base64, hashlib, sys, zipfile
-		d, n, v = sys.argv[1:4]
-		info = "%s-%s.dist-info" % (n, v)
-		files = {"%s.py" % n: "X = 1\n",
-		         info + "/METADATA": "Metadata-Version: 2.1\nName: %s\nVersion: %s\n" % (n, v),
-		         info + "/WHEEL": "Wheel-Version: 1.0\nGenerator: t\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
-		rec = ""
-		for k, s in files.items():
-		    h = base64.urlsafe_b64encode(hashlib.sha256(s.encode()).digest()).rstrip(b"=").decode()
-		    rec += "%s,sha256=%s,%d\n" % (k, h, len(s))
-		files[info + "/RECORD"] = rec + info + "/RECORD,,\n"
-		with zipfile.ZipFile("%s/%s-%s-py3-none-any.whl" % (d, n, v), "w") as z:
-		    for k, s in files.items():
-		        z.writestr(k, s)
-	EOF
-}
 
 # make_crate DIR NAME VERSION: a crate file as cargo packages them (NAME-VERSION/...).
 make_crate() {

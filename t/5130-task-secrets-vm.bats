@@ -4,12 +4,15 @@
 # stays on the host: Claude Code in the VM holds its placeholder), run once
 # in setup_file against t/fake-api, whose one tool call has
 # the VM's clients (curl, Python's urllib, git, curl on the system bundle
-# alone) reach a loopback HTTPS service (t/tls-echo, its own CA, allowed as
-# localhost:PORT with a rule) through the proxy, with the secret's
-# placeholder; the tests read what the service got, what came back into the
-# VM and the task folder.
+# alone, Node's fetch) reach a loopback HTTPS service (t/tls-echo, its own
+# CA, allowed as localhost:PORT with a rule) through the proxy, with the
+# secret's placeholder, and npm and pip install from a loopback registry
+# (t/dep-registry, the same CA) that wants the secret as its token; the
+# tests read what the services got, what came back into the VM and the task
+# folder.
 load lib-common
 load lib-task
+load lib-deps
 bats_require_minimum_version 1.5.0
 
 VALUE=real-Value-of-MY_TOKEN-5130
@@ -22,8 +25,18 @@ setup_file() {
 		--port-file "$T/echo.port" --log "$T/echo.seen" 2>"$T/echo.err" &
 	echo $! >"$S/echo.pid"
 	wait_until 10 file_or_gone "$T/echo.port" $!
-	local p probe
+	# The private registry: every request must carry the value.
+	mkdir -p "$T/reg/npm" "$T/reg/pypi"
+	make_npm_tgz "$T/reg/npm" priv-pad 1.2.3
+	make_wheel "$T/reg/pypi" priv_pkg 1.0
+	printf '%s\n' "$VALUE" >"$S/reg.token"
+	"$PY" "$TOP/t/dep-registry" --cert "$T/ca/server.pem" --key "$T/ca/server.key" --dir "$T/reg" \
+		--port-file "$T/reg.port" --log "$T/reg.log" --token-file "$S/reg.token" 2>"$T/reg.err" &
+	echo $! >"$S/reg.pid"
+	wait_until 20 file_or_gone "$T/reg.port" $!
+	local p r probe clients npm
 	p=$(cat "$T/echo.port")
+	r=$(cat "$T/reg.port")
 	# The subscription's token, not the key.
 	unset ANTHROPIC_API_KEY
 	cat >"$AIBOX_HOME/projects/repo/config.yaml" <<-EOF2
@@ -32,10 +45,35 @@ setup_file() {
 	  - host: localhost:$p
 	    methods: [GET, POST]
 	    paths: ["/ok/*"]
+	  - localhost:$r
 	secrets:
 	  - env: MY_TOKEN
-	    hosts: [localhost:$p]
+	    hosts: [localhost:$p, localhost:$r]
 	EOF2
+	# Node's fetch with the placeholder as a Bearer (NODE_USE_ENV_PROXY), pip
+	# with it in the index URL; then, in a second command of its own (npm is
+	# slow under TCG, and a command has 10 minutes), npm with it as the
+	# registry's _authToken in .npmrc.  npm's and pip's caches and logs in the
+	# home are committed too (caches.tar).
+	clients=$(cat <<-'EOF2'
+	node -e 'fetch(process.argv[1], {headers: {Authorization: "Bearer " + process.env.MY_TOKEN}}).then(r => r.text()).then(t => console.log(t), e => console.log("error", e, e.cause))' "https://localhost:@P@/ok/node" >node.out 2>&1
+	{ python3 -m pip download --disable-pip-version-check --no-deps -d pipdl --index-url "https://__token__:$MY_TOKEN@localhost:@R@/simple/" priv-pkg; echo "exit $?"; } >pip.out 2>&1
+	git add node.out pip.out pipdl
+	EOF2
+	)
+	npm=$(cat <<-'EOF2'
+	mkdir npmapp && cd npmapp && echo '{"name": "app", "version": "1.0.0"}' >package.json
+	printf 'registry=https://localhost:@R@/\n//localhost:@R@/:_authToken=%s\nupdate-notifier=false\n' "$MY_TOKEN" >.npmrc
+	{ npm install --no-audit --no-fund priv-pad; echo "exit $?"; node -p 'require("priv-pad")'; } >../npm.out 2>&1
+	cd ..
+	tar -cf caches.tar -C "$HOME" .npm .cache/pip 2>/dev/null
+	git add npmapp/.npmrc npmapp/package.json npmapp/package-lock.json npm.out caches.tar
+	git commit -q -m npm
+	EOF2
+	)
+	clients=${clients//@R@/$r}
+	clients=${clients//@P@/$p}
+	npm=${npm//@R@/$r}
 	# Each client's answer (t/tls-echo says what it got) into a file the task commits.
 	probe="u=https://localhost:$p
 curl -sS -H \"Authorization: Bearer \$MY_TOKEN\" \"\$u/ok/curl?key=\$MY_TOKEN\" >curl.out 2>&1
@@ -45,10 +83,12 @@ env -u CURL_CA_BUNDLE -u SSL_CERT_FILE curl -sS \"\$u/ok/system\" >system.out 2>
 curl -sS -o /dev/null -w '%{http_code}\n' -X DELETE -H \"Authorization: Bearer \$MY_TOKEN\" \"\$u/ok/del\" >refused.out 2>&1
 curl -sS -w '\n%{http_code}\n' -H \"Authorization: Bearer \$MY_TOKEN\" \"\$u/admin\" >>refused.out 2>&1
 env >env.out
+$clients
 git add curl.out python.out git.out system.out refused.out env.out && git commit -q -m probes"
 	api "$(python3 -c 'import json, sys; print(json.dumps({"turns": [
-	  {"tool_use": {"name": "Bash", "input": {"command": sys.argv[1], "description": "probe"}}},
-	  {"text": "I ran the probes."}], "require_bearer": sys.argv[2]}))' "$probe" "$OAUTH")"
+	  {"tool_use": {"name": "Bash", "input": {"command": sys.argv[1], "description": "probe", "timeout": 600000}}},
+	  {"tool_use": {"name": "Bash", "input": {"command": sys.argv[3], "description": "npm", "timeout": 600000}}},
+	  {"text": "I ran the probes."}], "require_bearer": sys.argv[2]}))' "$probe" "$OAUTH" "$npm")"
 	echo "$FAKE_API_PID" >"$S/api.pid"
 	local status=0 pid
 	printf '%s\n%s\n' "$VALUE" "$OAUTH" >"$S/values"
@@ -72,7 +112,7 @@ git add curl.out python.out git.out system.out refused.out env.out && git commit
 
 teardown_file() {
 	local f
-	for f in "$S/api.pid" "$S/echo.pid"; do
+	for f in "$S/api.pid" "$S/echo.pid" "$S/reg.pid"; do
 		[ -s "$f" ] && kill "$(cat "$f")" 2>/dev/null
 	done
 	T=$S common_teardown
@@ -108,9 +148,10 @@ probe() {
 	run openssl x509 -in "$DIR/task_ca.pem" -noout -text
 	assert_success
 	assert_output --partial "Permitted:"
-	run grep -c 'Authorization: Bearer real-Value-of-MY_TOKEN-5130$' "$T/echo.seen"
+	# (Node's fetch sends its header names in lower case)
+	run grep -c -i '^Authorization: Bearer real-Value-of-MY_TOKEN-5130$' "$T/echo.seen"
 	assert_success
-	assert_output 2 # curl's and git's
+	assert_output 3 # curl's, git's and Node's fetch's
 	run grep -E '^(GET|POST|DELETE) ' "$T/echo.seen"
 	assert_success
 	assert_line "GET /ok/curl?key=$VALUE HTTP/1.1"
@@ -137,6 +178,40 @@ probe() {
 	refute_output --partial "server certificate verification failed"
 }
 
+@test "task secrets vm: npm with the placeholder in .npmrc, pip with it in the index URL and Node's fetch: the services get the value" {
+	shared
+	# The registry answered only requests that carried the value.
+	run cat "$T/reg.log"
+	assert_success
+	assert_line "GET /priv-pad auth=bearer"
+	assert_line "GET /priv-pad/-/priv-pad-1.2.3.tgz auth=bearer"
+	assert_line "GET /simple/priv-pkg/ auth=basic"
+	assert_line "GET /packages/priv_pkg-1.0-py3-none-any.whl auth=basic"
+	refute_line --partial "auth=no"
+	run probe npm.out
+	assert_success
+	assert_line "exit 0"
+	assert_line "priv-pad 1.2.3"
+	run probe npmapp/.npmrc
+	assert_success
+	assert_line --regexp "^//localhost:[0-9]+/:_authToken=aibox-secret-[0-9a-f]{32}$"
+	run probe pip.out
+	assert_success
+	assert_line "exit 0"
+	[ -f "$S/probes/pipdl/priv_pkg-1.0-py3-none-any.whl" ]
+	# Node's fetch went through the proxy (NODE_USE_ENV_PROXY) and trusted the task CA.
+	run probe node.out
+	assert_success
+	assert_line "GET /ok/node HTTP/1.1"
+	assert_line --regexp "^[Aa]uthorization: Bearer aibox-secret-[0-9a-f]{32}$"
+	run grep -c -F "GET /ok/node HTTP/1.1" "$T/echo.seen"
+	assert_success
+	assert_output 1
+	run grep -c -F 'the secret MY_TOKEN was sent to localhost:' "$S/err"
+	assert_success
+	assert_output 2
+}
+
 @test "task secrets vm: the VM holds the placeholder only: its environment, the commit, the task folder" {
 	shared
 	run probe env.out
@@ -145,6 +220,12 @@ probe() {
 	assert_line 'SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt'
 	assert_line 'NODE_EXTRA_CA_CERTS=/etc/ssl/certs/ca-certificates.crt'
 	assert_line 'NODE_USE_ENV_PROXY=1'
+	assert_line 'PIP_CERT=/etc/ssl/certs/ca-certificates.crt'
+	assert_line 'REQUESTS_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt'
+	# npm's cache and logs were committed (caches.tar; pip left no cache): searched below.
+	run tar -tf "$S/probes/caches.tar"
+	assert_success
+	assert_line --regexp '^\.npm/_cacache/'
 	run grep -r -l -a -F "$VALUE" "$S/probes" "$DIR"
 	assert_failure
 	assert_output ""

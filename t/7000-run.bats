@@ -169,6 +169,7 @@ setup_file() {
 	env -u AIBOX_T_UNSET "${env[@]}" aibox run --memory 1G -- sh >"$S/out1" 2>"$S/err1" <<<'id -u; id -g; echo "env=$AIBOX_T_VALUE"; echo "unset=${AIBOX_T_UNSET-none}"
 echo "home=$HOME pwd=$(pwd) proxy=$HTTPS_PROXY"
 curl -sS -o /dev/null -w "curl=%{http_code}\n" -H "Authorization: Bearer $RUN_SECRET" https://localhost:'"$ep"'/ok/run
+node -e "fetch(process.argv[1], {headers: {Authorization: \"Bearer \" + process.env.RUN_SECRET}}).then(r => console.log(\"node=\" + r.status), e => console.log(\"node-error\", e.cause))" https://localhost:'"$ep"'/ok/node
 echo "ca=$SSL_CERT_FILE secret=$RUN_SECRET"
 echo to-stderr >&2
 mkdir made-dir && echo from-vm >made-dir/file
@@ -257,10 +258,15 @@ piped() {
 @test "run: the piped run trusts the task CA: a secret's placeholder reaches a loopback service through the proxy as its value" {
 	piped 1
 	assert_line "curl=200"
+	assert_line "node=200" # Node's fetch: NODE_USE_ENV_PROXY, NODE_EXTRA_CA_CERTS
 	assert_line --regexp '^ca=/etc/ssl/certs/ca-certificates.crt secret=aibox-secret-[0-9a-f]{32}$'
-	run grep -F "Authorization: Bearer" "$S/echo.seen"
+	# (Node's fetch may send its header names in lower case)
+	run grep -i -E "^(GET|Authorization: Bearer)" "$S/echo.seen"
 	assert_success
-	assert_output "Authorization: Bearer run-secret-7010"
+	assert_equal "$(printf '%s\n' "$output" | tr A-Z a-z)" "get /ok/run http/1.1
+authorization: bearer run-secret-7010
+get /ok/node http/1.1
+authorization: bearer run-secret-7010"
 	[ -s "$S/pdir" ]
 	run grep -rlF run-secret-7010 "$S/proj" "$(cat "$S/pdir")"
 	assert_failure 1
