@@ -88,3 +88,10 @@ figure() {
 	figure '^\| overhead \| - \| - \| [0-9.]+ \|$'
 	figure '^\| host-clone \| - \| - \| [0-9.]+ \|$'
 }
+
+@test "bench: bench/attempts at its smallest size prints one task's and two attempts' wall time and memory" {
+	vm_image
+	BENCH_SMALL=1 bench attempts 2 1
+	figure '^\| 1 task \| [0-9.]+ \| 1\.00 \| [0-9]+ \| 1\.00 \| [0-9]+ \| [0-9]+ \| [0-9]+ \|$'
+	figure '^\| --attempts 2 \| [0-9.]+ \| [0-9.]+ \| [0-9]+ \| [0-9.]+ \| [0-9]+ \| [0-9]+ \| [0-9]+ \|$'
+}

@@ -885,8 +885,8 @@ static int restore(const struct vm_config *cfg, struct snap *s, int in_fd, int r
 	for (size_t i = 0; i < SNAP_SHARES; i++)
 		slots[i] = i < cfg->nr_mounts ? cfg->mounts[i].host_path : s->empty.buf;
 	vm_netdev_arg(cfg, &net);
-	if ((r = snap_qemu_start(&x, cfg, s, cfg->state_dir, cfg->share_dir, slots, net.buf,
-	                         ram_fd, in_fd, vm, err)) < 0 ||
+	if ((r = snap_qemu_start(&x, cfg, s, cfg->state_dir, cfg->share_dir, slots, net.buf, ram_fd,
+	                         in_fd, vm, err)) < 0 ||
 	    (r = ignore_shared(&x.q, err)) < 0 ||
 	    (r = qmp_call(&x.q, "migrate-incoming", json_pack("{s:s}", "uri", "fd:" TOSTR(FD_IN)),
 	                  NULL, RESTORE_MS, err)) < 0 ||
@@ -964,7 +964,8 @@ static int check_ram(const struct vm_config *cfg, const struct snap *s, const ch
 		return r;
 	}
 	if (fstat(*fd, &st) < 0 || !S_ISREG(st.st_mode) || (st.st_mode & 022)) {
-		buf_addstr(err, "the snapshot's RAM file is not a regular file only its owner writes");
+		buf_addstr(err,
+		           "the snapshot's RAM file is not a regular file only its owner writes");
 		return -EPERM;
 	}
 	if ((unsigned long long)st.st_size != (unsigned long long)vm_memory_mb(cfg) << 20) {
