@@ -120,6 +120,10 @@ two_turns() {
 	run "$TOP/t/fake-api" --script "$T/bad.json"
 	[ "$status" -eq 2 ]
 	assert_output --partial "turn 0 has no text, tool_use, stall, error or raw"
+	echo '{"delay": -1}' >"$T/bad.json"
+	run "$TOP/t/fake-api" --script "$T/bad.json"
+	[ "$status" -eq 2 ]
+	assert_output --partial "delay must be a number of seconds from 0 to 600"
 	run "$TOP/t/fake-api" --help
 	assert_success
 	assert_output --partial "--ready-file"
@@ -191,4 +195,16 @@ two_turns() {
 	req='{"model":"m","tools":[{"name":"Bash"}],"messages":[]}'
 	run curl -sS --max-time 10 --data-binary "$req" "http://127.0.0.1:$FAKE_API_PORT/v1/messages"
 	[ "$(jq -r '.content[0].text' <<<"$output")" = stalled ]
+	# "delay": each main request waits, as a model thinks; a side request does not
+	echo '{"delay": 1, "turns": [{"text": "late"}]}' >"$T/delay.json"
+	stop_fake_api
+	start_fake_api "$T/delay.json"
+	run curl -sS -w ' %{time_total}' --data-binary "$req" "http://127.0.0.1:$FAKE_API_PORT/v1/messages"
+	assert_success
+	[ "$(jq -r '.content[0].text' <<<"${output% *}")" = late ]
+	awk -v t="${output##* }" 'BEGIN { exit !(t >= 1) }'
+	run curl -sS -w ' %{time_total}' --data-binary '{"model":"m","messages":[]}' \
+		"http://127.0.0.1:$FAKE_API_PORT/v1/messages"
+	assert_success
+	awk -v t="${output##* }" 'BEGIN { exit !(t < 1) }'
 }

@@ -59,8 +59,10 @@ snap_copy() {
 	chmod u+w "$T/img"/*
 }
 
-@test "snapshot: two VMs restored at once differ in random state, PID 1's layout and host key, see their own share, share nothing writable, and find claude in their page cache" {
+@test "snapshot: two VMs restored at once differ in random state, PID 1's layout and host key, see their own share, share the RAM file's pages and nothing writable, never write the file, and find claude in their page cache" {
 	snap_made
+	ram=$IMAGE/snapshot-1024m-2c.ram
+	sum=$(md5sum <"$ram")
 	mkdir "$T/extra"
 	echo "from the host" >"$T/extra/hello"
 	cat >"$T/probe" <<'PROBE'
@@ -77,6 +79,8 @@ echo "stack $(awk '/\[stack\]/ { print $1 }' /proc/1/maps)"
 echo "extra $(cat /home/aibox/.claude/skills/hello)"
 echo "clock $(date +%s)"
 echo "disk $(($(cat /sys/block/$(basename $(awk '$2 == "/mnt/state" { print $1 }' /proc/mounts))/size) / 2048))"
+# guest pages written: each a private copy, never the host's file
+dd if=/dev/urandom of=/run/fill bs=1M count=16 status=none && echo "filled"
 GUEST
 echo "ssh $?" >>"$d/out"
 touch "$d/done"
@@ -92,6 +96,12 @@ for fd in /proc/$qemu/fd/*; do
 	[[ $(readlink "$fd") == /* ]] && [ -f "$fd" ] && [ $((8#$flags & 3)) -ne 0 ] &&
 		stat -L -c '%d:%i' "$fd"
 done | sort -u >"$d/writable"
+# The snapshot's RAM file as this QEMU maps it: its permissions, and KiB
+# resident, proportional (shared pages split among the sharers) and shared.
+awk '/^[0-9a-f]+-[0-9a-f]+ / { on = ($NF ~ /snapshot-1024m-2c\.ram$/); if (on) perm = $2 }
+	on && $1 == "Rss:" { rss += $2 } on && $1 == "Pss:" { pss += $2 }
+	on && $1 == "Shared_Clean:" { sh += $2 }
+	END { print "ram", perm, rss + 0, pss + 0, sh + 0 }' "/proc/$qemu/smaps" >"$d/ram"
 # Hold the VM until the other has looked too.
 touch "$d/looked"
 for i in $(seq 600); do
@@ -113,7 +123,16 @@ PROBE
 	done
 	SNAP_PIDS=
 	for v in a b; do
-		cat "$T/$v/vm.err" "$T/$v/out" >&2
+		cat "$T/$v/vm.err" "$T/$v/out" "$T/$v/ram" >&2
+		grep -qx 'filled' "$T/$v/out"
+		# guest RAM is the snapshot's RAM file, mapped private (copy on write)
+		read -r _ perm rss pss shared <"$T/$v/ram"
+		[ "$perm" = rw-p ]
+		# pages the guest only read are the file's page cache, mapped by
+		# both QEMUs (Shared_Clean: mapped by more than one process)
+		[ "$shared" -ge $((16 * 1024)) ]
+		rss_sum=$((${rss_sum:-0} + rss))
+		pss_sum=$((${pss_sum:-0} + pss))
 		grep -qx 'test-vm: restored' "$T/$v/vm.err"
 		grep -qx 'ssh 0' "$T/$v/out"
 		grep -qx 'extra from the host' "$T/$v/out"
@@ -138,10 +157,19 @@ PROBE
 	done
 	# each VM answered with its own task's host key (the pin held), and they differ
 	[ "$(cat "$T/a/known_hosts")" != "$(cat "$T/b/known_hosts")" ]
+	# so the two VMs' PSS of it counts those pages once, not twice
+	[ "$pss_sum" -le $((rss_sum - 16 * 1024)) ]
+	# QEMU 7.2 opens a private RAM file for writing (it cannot otherwise);
+	# both hold that one file so, mapped private: no other file is shared
+	ino=$(stat -c '%d:%i' "$ram")
 	run comm -12 "$T/a/writable" "$T/b/writable"
+	assert_output "$ino"
+	# the guests' writes did not reach the file
+	[ "$(md5sum <"$ram")" = "$sum" ]
+	# the snapshot itself is read-only; the RAM file only to others
+	run find "$IMAGE" -name 'snapshot-*' -perm /222 ! -name '*.ram'
 	assert_output ""
-	# the snapshot itself is read-only
-	run find "$IMAGE" -name 'snapshot-*' -perm /222
+	run find "$IMAGE" -name 'snapshot-*.ram' -perm /022
 	assert_output ""
 }
 
@@ -171,9 +199,11 @@ PROBE
 	}
 	f=$T/img/snapshot-1024m-2c.vmstate
 	m=$T/img/snapshot-1024m-2c.manifest
+	ram=$T/img/snapshot-1024m-2c.ram
 	fresh() {
-		rm -f "$f" "$m"
-		cp -p "$IMAGE"/snapshot-1024m-2c.vmstate "$IMAGE"/snapshot-1024m-2c.manifest "$T/img/"
+		rm -f "$f" "$m" "$ram"
+		cp -p "$IMAGE"/snapshot-1024m-2c.vmstate "$IMAGE"/snapshot-1024m-2c.manifest \
+			"$IMAGE"/snapshot-1024m-2c.ram "$T/img/"
 	}
 	removed="; it is removed, the next task saves a new one"
 	# one byte changed in the middle
@@ -186,6 +216,15 @@ PROBE
 	assert_output --partial "test-vm: cold"
 	assert_output --partial "test-vm: booting cold: the snapshot does not match its manifest's digest$removed"
 	[ ! -e "$f" ]
+	[ ! -e "$m" ]
+	# one byte of guest RAM changed, in a page that held zeros
+	fresh
+	printf 'X' | dd of="$ram" bs=1 seek=$((512 << 20)) conv=notrunc status=none
+	run start
+	assert_success
+	assert_output --partial "test-vm: cold"
+	assert_output --partial "test-vm: booting cold: the snapshot's RAM file does not match its manifest's digest$removed"
+	[ ! -e "$ram" ]
 	[ ! -e "$m" ]
 	# writable by its owner: refused before it is read
 	fresh

@@ -49,7 +49,7 @@ teardown() {
 		ln -s "$IMAGE/$f" "$img/$f"
 	done
 	cp "$IMAGE/manifest" "$img/"
-	cp -p "$IMAGE/$snap.vmstate" "$IMAGE/$snap.manifest" "$img/" 2>/dev/null || true
+	cp -p "$IMAGE/$snap.vmstate" "$IMAGE/$snap.ram" "$IMAGE/$snap.manifest" "$img/" 2>/dev/null || true
 	export AIBOX_IMAGES=$T/images
 	api '{"turns": [{"text": "Nothing to change."}], "require_key": "'"$KEY"'"}'
 	first=

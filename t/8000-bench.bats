@@ -102,3 +102,10 @@ figure() {
 	figure '^configured guest memory: 2048 MiB \(2 x 1024 MiB\)$'
 	figure '^host memory of the tasks against the configured: [0-9]+ MiB, [-+][0-9]+ MiB, [-+][0-9.]+ MiB a task$'
 }
+
+@test "bench: bench/attempts at its smallest size prints one task's and two attempts' wall time and memory" {
+	vm_image
+	BENCH_SMALL=1 bench attempts 2 1
+	figure '^\| 1 task \| [0-9.]+ \| 1\.00 \| [0-9]+ \| 1\.00 \| [0-9]+ \| [0-9]+ \| [0-9]+ \|$'
+	figure '^\| --attempts 2 \| [0-9.]+ \| [0-9.]+ \| [0-9]+ \| [0-9.]+ \| [0-9]+ \| [0-9]+ \| [0-9]+ \|$'
+}

@@ -27,6 +27,11 @@
 #include "vm/vm.h"
 #include "base/banned.h"
 
+/*
+ * The snapshot's format: 2 keeps guest RAM in its own file (.ram), out of
+ * the migration stream.  A snapshot of another format is stale.
+ */
+#define SNAP_FORMAT 2
 /* The device set below: a snapshot made for another one is stale. */
 #define SNAP_DEVICES 1
 /* The state disk's size while the snapshot is made (and right after a restore). */
@@ -43,11 +48,14 @@
 #define FD_CTL   5
 #define FD_QMP   6
 #define FD_IN    7
+#define FD_RAM   8
+#define PAGE     4096
 #define STR_(x)  #x
 #define TOSTR(x) STR_(x)
 
 struct snap {
-	struct buf file;     /* <image>/snapshot-<mem>m-<cpus>c.vmstate */
+	struct buf file;     /* <image>/snapshot-<mem>m-<cpus>c.vmstate: device state */
+	struct buf ram;      /* the same with .ram: guest RAM, a sparse file of the memory size */
 	struct buf manifest; /* the same with .manifest */
 	struct buf empty;    /* <image>/.snapshot-empty: the unused shares */
 	struct buf deps;     /* what the snapshot depends on: the manifest's first lines */
@@ -56,12 +64,14 @@ struct snap {
 
 #define SNAP_INIT                                                                                  \
 	{                                                                                          \
-		.file = BUF_INIT, .manifest = BUF_INIT, .empty = BUF_INIT, .deps = BUF_INIT        \
+		.file = BUF_INIT, .ram = BUF_INIT, .manifest = BUF_INIT, .empty = BUF_INIT,        \
+		.deps = BUF_INIT                                                                   \
 	}
 
 static void snap_release(struct snap *s)
 {
 	buf_release(&s->file);
+	buf_release(&s->ram);
 	buf_release(&s->manifest);
 	buf_release(&s->empty);
 	buf_release(&s->deps);
@@ -159,11 +169,13 @@ static int snap_init(const struct vm_config *cfg, struct snap *s, struct buf *er
 	s->kvm = vm_kvm_usable();
 	buf_addf(&s->file, "%s/snapshot-%um-%uc.vmstate", cfg->image_dir, vm_memory_mb(cfg),
 	         vm_cpus(cfg));
+	buf_addf(&s->ram, "%s/snapshot-%um-%uc.ram", cfg->image_dir, vm_memory_mb(cfg),
+	         vm_cpus(cfg));
 	buf_addf(&s->manifest, "%s/snapshot-%um-%uc.manifest", cfg->image_dir, vm_memory_mb(cfg),
 	         vm_cpus(cfg));
 	buf_addf(&s->empty, "%s/.snapshot-empty", cfg->image_dir);
 
-	buf_addf(&s->deps, "aibox-snapshot 1\ndevices %d\nqemu ", SNAP_DEVICES);
+	buf_addf(&s->deps, "aibox-snapshot %d\ndevices %d\nqemu ", SNAP_FORMAT, SNAP_DEVICES);
 	if ((r = qemu_version(cfg, &s->deps)) < 0) {
 		if (r == -ETIMEDOUT)
 			buf_addf(
@@ -205,11 +217,12 @@ out:
 }
 
 /*
- * The snapshot's manifest checked against s->deps: 0 with its size and
- * digest, -ENOENT when there is none, -ESTALE when it was made for
- * something else (why says what).
+ * The snapshot's manifest checked against s->deps: 0 with the vmstate's size
+ * and digest and the RAM file's digest (ram_sha256()), -ENOENT when there is
+ * none, -ESTALE when it was made for something else (why says what).
  */
-static int read_manifest(const struct snap *s, unsigned long long *size, char *hex, struct buf *err)
+static int read_manifest(const struct snap *s, unsigned long long *size, char *hex, char *ram_hex,
+                         struct buf *err)
 {
 	struct buf m = BUF_INIT;
 	ssize_t n = buf_read_file(&m, s->manifest.buf, MANIFEST_MAX);
@@ -239,7 +252,9 @@ static int read_manifest(const struct snap *s, unsigned long long *size, char *h
 		b += lb + 1;
 	}
 	rest = a;
-	if (sscanf(rest, "size %llu\nsha256 %64[0-9a-f]\n", size, hex) != 2 || strlen(hex) != 64) {
+	if (sscanf(rest, "size %llu\nsha256 %64[0-9a-f]\nram-sha256 %64[0-9a-f]\n", size, hex,
+	           ram_hex) != 3 ||
+	    strlen(hex) != 64 || strlen(ram_hex) != 64) {
 		buf_addstr(err, "the snapshot's manifest is damaged");
 		goto out;
 	}
@@ -283,6 +298,86 @@ static int fd_sha256(int fd, unsigned long long *size, char *hex)
 	*size = (unsigned long long)off;
 	if (lseek(fd, 0, SEEK_SET) < 0)
 		ret = -errno;
+out:
+	EVP_MD_CTX_free(c);
+	free(b);
+	return ret;
+}
+
+/*
+ * The digest of a RAM file: sha256 over its size (8 bytes, little-endian),
+ * then each page that is not all zeros, in order, as its offset (8 bytes,
+ * little-endian) and its 4096 bytes.  Holes and zero pages count alike, so a
+ * copy that made holes of zero pages or filled them has the same digest;
+ * only the data extents are read (SEEK_DATA), never the holes.
+ */
+static int ram_sha256(int fd, unsigned long long *size, char *hex)
+{
+	static const unsigned char zero[PAGE];
+	EVP_MD_CTX *c = EVP_MD_CTX_new();
+	unsigned char sum[32], le[8];
+	unsigned int n = 0;
+	size_t bufsz = 1 << 20;
+	char *b = xmalloc(bufsz);
+	struct stat st;
+	off_t off = 0, end;
+	int ret = 0;
+
+	if (!c || !EVP_DigestInit_ex(c, EVP_sha256(), NULL)) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	if (fstat(fd, &st) < 0) {
+		ret = -errno;
+		goto out;
+	}
+	for (int i = 0; i < 8; i++)
+		le[i] = (unsigned char)((unsigned long long)st.st_size >> (8 * i));
+	EVP_DigestUpdate(c, le, 8);
+	while (off < st.st_size) {
+		if ((off = lseek(fd, off, SEEK_DATA)) < 0) {
+			if (errno != ENXIO)
+				ret = -errno;
+			break; /* ENXIO: only a hole is left */
+		}
+		if ((end = lseek(fd, off, SEEK_HOLE)) < 0) {
+			ret = -errno;
+			goto out;
+		}
+		off &= ~(off_t)(PAGE - 1);
+		while (off < end) {
+			size_t want = (size_t)(end - off) < bufsz ? (size_t)(end - off) : bufsz;
+			ssize_t r = pread(fd, b, want, off);
+
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r < 0) {
+				ret = -errno;
+				goto out;
+			}
+			if (r == 0)
+				break;
+			/* A short read's last part page is padded with zeros. */
+			if (r % PAGE)
+				memset(b + r, 0, PAGE - (size_t)(r % PAGE));
+			for (ssize_t p = 0; p < r; p += PAGE) {
+				unsigned long long at = (unsigned long long)(off + p);
+
+				if (!memcmp(b + p, zero, PAGE))
+					continue;
+				for (int i = 0; i < 8; i++)
+					le[i] = (unsigned char)(at >> (8 * i));
+				EVP_DigestUpdate(c, le, 8);
+				EVP_DigestUpdate(c, b + p, PAGE);
+			}
+			off += (r + PAGE - 1) & ~(ssize_t)(PAGE - 1);
+		}
+	}
+	if (ret < 0)
+		goto out;
+	EVP_DigestFinal_ex(c, sum, &n);
+	hex_encode(hex, sum, sizeof(sum));
+	*size = (unsigned long long)st.st_size;
 out:
 	EVP_MD_CTX_free(c);
 	free(b);
@@ -402,6 +497,28 @@ static int wait_migrated(struct qmp *q, long deadline, struct buf *err)
 	}
 }
 
+/*
+ * The RAM file's mode: QEMU 7.2 opens a private (share=off) memory backend's
+ * file for writing and refuses one it cannot (its readonly=on maps it
+ * read-only: ROM), so the owner keeps the write bit.  It never writes: the
+ * mapping is private, and only a RAM discard (balloon, virtio-mem, postcopy:
+ * none in this VM) would punch holes through the fd.
+ */
+#define RAM_MODE 0644
+
+/*
+ * Migration's x-ignore-shared on, on both sides: RAM of a shared file
+ * backend is not in the stream (saving), and the stream has no pages for it
+ * (restoring, where the backend is private and keeps the file's pages).
+ */
+static int ignore_shared(struct qmp *q, struct buf *err)
+{
+	return qmp_call(q, "migrate-set-capabilities",
+	                json_pack("{s:[{s:s,s:b}]}", "capabilities", "capability",
+	                          "x-ignore-shared", "state", 1),
+	                NULL, MIGRATE_MS, err);
+}
+
 /* Write text to path through a temporary file: 0444, synced, renamed. */
 static int write_atomic(const char *path, const struct buf *text)
 {
@@ -470,13 +587,18 @@ static void snap_qemu_clear(struct snap_qemu *x)
 
 /*
  * Start a snapshot VM's QEMU (snap_devices()) with a new placeholder state
- * disk in state_dir, and take its monitor.  in_fd >= 0: restore from it.
- * 0 with vm->pid set, or a negative errno with why (QEMU may run: the caller
- * stops it).
+ * disk in state_dir, and take its monitor.  Guest RAM is the file ram_fd
+ * (QEMU reopens it as /dev/fd/FD_RAM): mapped shared while saving (the
+ * guest's pages land in the file), private when restoring (in_fd >= 0:
+ * pages come from the file's page cache and a guest write copies the page,
+ * never reaching the file).  Restoring waits for the stream (-incoming
+ * defer) until x-ignore-shared is set (restore()).  0 with vm->pid set, or a
+ * negative errno with why (QEMU may run: the caller stops it).
  */
 static int snap_qemu_start(struct snap_qemu *x, const struct vm_config *cfg, const struct snap *s,
                            const char *state_dir, const char *share, const char *const *slots,
-                           const char *netdev, int in_fd, struct vm *vm, struct buf *err)
+                           const char *netdev, int ram_fd, int in_fd, struct vm *vm,
+                           struct buf *err)
 {
 	int r;
 
@@ -494,9 +616,15 @@ static int snap_qemu_start(struct snap_qemu *x, const struct vm_config *cfg, con
 		return r;
 	}
 	vm_base_args(&x->sp.args, cfg, s->kvm, SNAP_CMDLINE);
+	strvec_pushl(&x->sp.args, "-machine", "memory-backend=ram", "-object", NULL);
+	strvec_pushf(&x->sp.args,
+	             "memory-backend-file,id=ram,size=%uM,mem-path=/dev/fd/" TOSTR(
+	                 FD_RAM) ",share=%s,prealloc=off,discard-data=off",
+	             vm_memory_mb(cfg), in_fd >= 0 ? "off" : "on");
+	spawn_give_fd(&x->sp, ram_fd, FD_RAM);
 	snap_devices(&x->sp.args, share, slots, netdev);
 	if (in_fd >= 0) {
-		strvec_pushl(&x->sp.args, "-incoming", "fd:" TOSTR(FD_IN), NULL);
+		strvec_pushl(&x->sp.args, "-incoming", "defer", NULL);
 		spawn_give_fd(&x->sp, in_fd, FD_IN);
 	}
 	spawn_give_fd(&x->sp, x->state_fd, FD_STATE);
@@ -523,10 +651,11 @@ static int save_locked(const struct vm_config *cfg, struct snap *s, struct buf *
 	struct snap_qemu x = SNAP_QEMU_INIT;
 	struct vm vm = VM_INIT;
 	struct buf tmp = BUF_INIT, uri = BUF_INIT, text = BUF_INIT;
+	struct buf ram_tmp = BUF_INIT;
 	const char *slots[SNAP_SHARES];
-	int out_fd = -1;
-	unsigned long long size = 0;
-	char hex[65];
+	int out_fd = -1, ram_fd = -1;
+	unsigned long long size = 0, ram_size = 0;
+	char hex[65], ram_hex[65];
 	long deadline;
 	int r;
 
@@ -543,6 +672,15 @@ static int save_locked(const struct vm_config *cfg, struct snap *s, struct buf *
 		buf_addf(err, "cannot create the snapshot's file: %s", strerror(errno));
 		goto out;
 	}
+	buf_addf(&ram_tmp, "%s/.snapshot-XXXXXX", cfg->image_dir);
+	if ((ram_fd = mkostemp(ram_tmp.buf, O_CLOEXEC)) < 0 ||
+	    ftruncate(ram_fd, (off_t)vm_memory_mb(cfg) << 20) < 0) {
+		r = -errno;
+		if (ram_fd < 0)
+			buf_reset(&ram_tmp);
+		buf_addf(err, "cannot create the snapshot's RAM file: %s", strerror(errno));
+		goto out;
+	}
 	for (int i = 0; i < SNAP_SHARES; i++)
 		slots[i] = s->empty.buf;
 	/* Nothing connects while the snapshot is made: the command is never run. */
@@ -550,7 +688,7 @@ static int save_locked(const struct vm_config *cfg, struct snap *s, struct buf *
 	         &x, cfg, s, cfg->image_dir, s->empty.buf, slots,
 	         "user,id=net0,restrict=on,ipv6=off,guestfwd=tcp:" GUEST_PROXY_HOSTPORT
 	         "-cmd:false",
-	         -1, &vm, err)) < 0)
+	         ram_fd, -1, &vm, err)) < 0)
 		goto out;
 	if ((r = wait_line(x.ctl[0], vm.pidfd, SNAP_WAITING, clock_ms() + BOOT_MS)) < 0) {
 		buf_addstr(err, r == -ETIMEDOUT ? "the snapshot's VM did not come up in time"
@@ -560,26 +698,33 @@ static int save_locked(const struct vm_config *cfg, struct snap *s, struct buf *
 	deadline = clock_ms() + MIGRATE_MS;
 	buf_addstr(&uri, "exec:cat > ");
 	shell_quote(&uri, tmp.buf);
+	/* Guest RAM stays in the RAM file (shared): the stream has the rest. */
 	if ((r = qmp_call(&x.q, "stop", NULL, NULL, MIGRATE_MS, err)) < 0 ||
+	    (r = ignore_shared(&x.q, err)) < 0 ||
 	    (r = qmp_call(&x.q, "migrate", json_pack("{s:s}", "uri", uri.buf), NULL, MIGRATE_MS,
 	                  err)) < 0 ||
 	    (r = wait_migrated(&x.q, deadline, err)) < 0)
 		goto out;
+	/* QEMU ends before the RAM file is read: nothing writes it any more. */
+	vm_stop(&vm, 0);
 	if (fsync(out_fd) < 0 || (r = fd_sha256(out_fd, &size, hex)) < 0 || size == 0 ||
-	    fchmod(out_fd, 0444) < 0) {
+	    fchmod(out_fd, 0444) < 0 || fsync(ram_fd) < 0 ||
+	    (r = ram_sha256(ram_fd, &ram_size, ram_hex)) < 0 || fchmod(ram_fd, RAM_MODE) < 0) {
 		r = r < 0 ? r : -EIO;
 		buf_addstr(err, "cannot finish the snapshot's file");
 		goto out;
 	}
-	/* The old manifest goes first: a reader never pairs it with the new file. */
-	if ((unlink(s->manifest.buf) < 0 && errno != ENOENT) || rename(tmp.buf, s->file.buf) < 0) {
+	/* The old manifest goes first: a reader never pairs it with the new files. */
+	if ((unlink(s->manifest.buf) < 0 && errno != ENOENT) ||
+	    rename(ram_tmp.buf, s->ram.buf) < 0 || rename(tmp.buf, s->file.buf) < 0) {
 		r = -errno;
 		buf_addf(err, "cannot rename the snapshot: %s", strerror(errno));
 		goto out;
 	}
 	buf_reset(&tmp);
+	buf_reset(&ram_tmp);
 	buf_add(&text, s->deps.buf, s->deps.len);
-	buf_addf(&text, "size %llu\nsha256 %s\n", size, hex);
+	buf_addf(&text, "size %llu\nsha256 %s\nram-sha256 %s\n", size, hex, ram_hex);
 	if ((r = write_atomic(s->manifest.buf, &text)) < 0) {
 		buf_addf(err, "cannot write the snapshot's manifest: %s", strerror(-r));
 		goto out;
@@ -591,8 +736,12 @@ out:
 	snap_qemu_clear(&x);
 	if (tmp.len)
 		unlink(tmp.buf);
+	if (ram_tmp.len)
+		unlink(ram_tmp.buf);
 	close_fd(&out_fd);
+	close_fd(&ram_fd);
 	buf_release(&tmp);
+	buf_release(&ram_tmp);
 	buf_release(&uri);
 	buf_release(&text);
 	return r;
@@ -629,13 +778,13 @@ static int save(const struct vm_config *cfg, struct snap *s, struct buf *err)
 {
 	struct buf ignored = BUF_INIT;
 	unsigned long long size;
-	char hex[65];
+	char hex[65], ram_hex[65];
 	int lock, r;
 
 	if ((lock = lock_image(cfg, err)) < 0)
 		return lock;
 	/* Saved by another meanwhile? */
-	if (read_manifest(s, &size, hex, &ignored) == 0)
+	if (read_manifest(s, &size, hex, ram_hex, &ignored) == 0)
 		r = 0;
 	else
 		r = save_locked(cfg, s, err);
@@ -719,8 +868,8 @@ static int wait_running(struct qmp *q, long deadline, struct buf *err)
 	}
 }
 
-static int restore(const struct vm_config *cfg, struct snap *s, int in_fd, struct vm *vm,
-                   struct buf *err)
+static int restore(const struct vm_config *cfg, struct snap *s, int in_fd, int ram_fd,
+                   struct vm *vm, struct buf *err)
 {
 	struct snap_qemu x = SNAP_QEMU_INIT;
 	struct buf net = BUF_INIT, go = BUF_INIT;
@@ -736,8 +885,11 @@ static int restore(const struct vm_config *cfg, struct snap *s, int in_fd, struc
 	for (size_t i = 0; i < SNAP_SHARES; i++)
 		slots[i] = i < cfg->nr_mounts ? cfg->mounts[i].host_path : s->empty.buf;
 	vm_netdev_arg(cfg, &net);
-	if ((r = snap_qemu_start(&x, cfg, s, cfg->state_dir, cfg->share_dir, slots, net.buf, in_fd,
-	                         vm, err)) < 0 ||
+	if ((r = snap_qemu_start(&x, cfg, s, cfg->state_dir, cfg->share_dir, slots, net.buf, ram_fd,
+	                         in_fd, vm, err)) < 0 ||
+	    (r = ignore_shared(&x.q, err)) < 0 ||
+	    (r = qmp_call(&x.q, "migrate-incoming", json_pack("{s:s}", "uri", "fd:" TOSTR(FD_IN)),
+	                  NULL, RESTORE_MS, err)) < 0 ||
 	    (r = wait_running(&x.q, deadline, err)) < 0 ||
 	    (r = qmp_call(
 	         &x.q, "block_resize",
@@ -773,14 +925,15 @@ static int discard(const struct vm_config *cfg, struct snap *s, const char *hex)
 {
 	struct buf ignored = BUF_INIT;
 	unsigned long long size;
-	char now[65] = "";
+	char now[65] = "", ram_now[65] = "";
 	int lock, r, ret = 0;
 
 	if ((lock = lock_image(cfg, &ignored)) >= 0) {
-		r = read_manifest(s, &size, now, &ignored);
+		r = read_manifest(s, &size, now, ram_now, &ignored);
 		if ((r == -ESTALE || (r == 0 && !strcmp(now, hex))) &&
 		    unlink(s->manifest.buf) == 0) {
 			unlink(s->file.buf);
+			unlink(s->ram.buf);
 			ret = 1;
 		}
 		close(lock);
@@ -789,13 +942,55 @@ static int discard(const struct vm_config *cfg, struct snap *s, const char *hex)
 	return ret;
 }
 
+/*
+ * Open the snapshot's RAM file read-only into *fd and check it: a regular
+ * file that only its owner may write (RAM_MODE), of the memory size, whose
+ * digest (ram_sha256()) is the manifest's.  The fd is what QEMU reopens, so
+ * the file checked is the file mapped.  -EACCES when this user cannot open
+ * it for writing, as QEMU 7.2 must (a store another user owns): the
+ * snapshot is good, it is only not for this user.
+ */
+static int check_ram(const struct vm_config *cfg, const struct snap *s, const char *ram_hex,
+                     int *fd, struct buf *err)
+{
+	unsigned long long got = 0;
+	char sum[65] = "";
+	struct stat st;
+	int r;
+
+	if ((*fd = open(s->ram.buf, O_RDONLY | O_CLOEXEC)) < 0) {
+		r = -errno;
+		buf_addf(err, "cannot open the snapshot's RAM file: %s", strerror(errno));
+		return r;
+	}
+	if (fstat(*fd, &st) < 0 || !S_ISREG(st.st_mode) || (st.st_mode & 022)) {
+		buf_addstr(err,
+		           "the snapshot's RAM file is not a regular file only its owner writes");
+		return -EPERM;
+	}
+	if ((unsigned long long)st.st_size != (unsigned long long)vm_memory_mb(cfg) << 20) {
+		buf_addf(err, "the snapshot's RAM file is %llu bytes, not the memory size %u MiB",
+		         (unsigned long long)st.st_size, vm_memory_mb(cfg));
+		return -EINVAL;
+	}
+	if (faccessat(AT_FDCWD, s->ram.buf, W_OK, AT_EACCESS) < 0) {
+		buf_addstr(err, "the snapshot's RAM file is not this user's to open as QEMU does");
+		return -EACCES;
+	}
+	if ((r = ram_sha256(*fd, &got, sum)) < 0 || strcmp(sum, ram_hex)) {
+		buf_addstr(err, "the snapshot's RAM file does not match its manifest's digest");
+		return r < 0 ? r : -EINVAL;
+	}
+	return 0;
+}
+
 int snapshot_start(const struct vm_config *cfg, struct vm *vm, struct buf *err)
 {
 	struct snap s = SNAP_INIT;
 	unsigned long long size = 0, got = 0;
-	char hex[65] = "", sum[65] = "";
+	char hex[65] = "", sum[65] = "", ram_hex[65] = "";
 	struct stat st;
-	int in_fd = -1, saved = 0, bad = 0, r;
+	int in_fd = -1, ram_fd = -1, saved = 0, bad = 0, r;
 
 	if (strcmp(cfg->mode, GUEST_MODE_TASK) || cfg->extra_cmdline) {
 		buf_addstr(err, "only a task's VM starts from a snapshot");
@@ -817,14 +1012,14 @@ int snapshot_start(const struct vm_config *cfg, struct vm *vm, struct buf *err)
 		}
 	if ((r = snap_init(cfg, &s, err)) < 0)
 		goto out;
-	r = read_manifest(&s, &size, hex, err);
+	r = read_manifest(&s, &size, hex, ram_hex, err);
 	if (r == -ENOENT) {
 		/* The first task of this image and size saves it. */
 		buf_reset(err);
 		if ((r = save(cfg, &s, err)) < 0)
 			goto out;
 		saved = r;
-		r = read_manifest(&s, &size, hex, err);
+		r = read_manifest(&s, &size, hex, ram_hex, err);
 	}
 	if (r < 0) {
 		bad = r == -ESTALE;
@@ -854,15 +1049,23 @@ int snapshot_start(const struct vm_config *cfg, struct vm *vm, struct buf *err)
 		buf_addstr(err, "the snapshot does not match its manifest's digest");
 		goto out;
 	}
-	bad = 0;
-	if ((r = restore(cfg, &s, in_fd, vm, err)) < 0)
+	if ((r = check_ram(cfg, &s, ram_hex, &ram_fd, err)) < 0) {
+		bad = r != -EACCES;
 		goto out;
-	if (saved)
+	}
+	bad = 0;
+	if ((r = restore(cfg, &s, in_fd, ram_fd, vm, err)) < 0)
+		goto out;
+	/* Its size on disk: the stream, and the RAM file's pages that are not holes. */
+	if (saved && fstat(ram_fd, &st) == 0)
 		buf_addf(err, "saved the image's snapshot for %u MiB and %u CPUs (%llu MB)",
-		         vm_memory_mb(cfg), vm_cpus(cfg), size / 1000000);
+		         vm_memory_mb(cfg), vm_cpus(cfg),
+		         (size + (unsigned long long)st.st_blocks * 512) / 1000000);
 out:
 	if (in_fd >= 0)
 		close(in_fd);
+	if (ram_fd >= 0)
+		close(ram_fd);
 	if (bad && discard(cfg, &s, hex))
 		buf_addstr(err, "; it is removed, the next task saves a new one");
 	snap_release(&s);

@@ -2,11 +2,15 @@
  * Starting a task's VM from a saved snapshot of the image's VM instead of a
  * cold boot (docs/image.md, "Snapshots").
  *
- * The snapshot is QEMU's migration stream of a VM booted with
- * "aibox.snapshot=1" up to the point where aibox-init waits on the
- * virtio-serial port SNAP_PORT: kernel up, modules loaded, the root disk
- * mounted read-only, nothing of any task.  A task's QEMU restores it with
- * `-incoming`, gets the task's state disk to its size (QMP block_resize), and
+ * The snapshot is a VM booted with "aibox.snapshot=1" up to the point where
+ * aibox-init waits on the virtio-serial port SNAP_PORT: kernel up, modules
+ * loaded, the root disk mounted read-only, nothing of any task.  Its guest
+ * RAM is a file (.ram, written through a shared file backend) and the rest
+ * QEMU's migration stream (.vmstate, with x-ignore-shared: no RAM in it).  A
+ * task's QEMU maps the RAM file private (copy on write: every VM restored
+ * from one snapshot shares the pages it only reads), loads the stream
+ * (`-incoming defer`, then migrate-incoming), gets the task's state disk to
+ * its size (QMP block_resize), and
  * sends the go message below; only then does the guest mount the task's
  * share, read its settings and keys, format its state disk and start sshd.
  *
@@ -62,9 +66,11 @@ int snapshot_boot(const struct vm_config *cfg, struct vm *vm);
 /*
  * Save the snapshot for cfg's image, memory size and CPU count unless a good
  * one is there: boot the image with SNAP_CMDLINE, wait for SNAP_WAITING,
- * stop it and migrate it to a temporary file in the image's folder, then
- * make it read-only (0444) and rename it, and write its manifest the same
- * way.  1 when one was saved, 0 when a good one was there, or a negative
+ * stop it and migrate it to a temporary file in the image's folder (its RAM
+ * already in another, the RAM file), then make the stream read-only (0444)
+ * and the RAM file writable only by its owner (QEMU 7.2 must open it so:
+ * docs/image.md, "What restored VMs share"), rename both, and write the
+ * manifest the same way.  1 when one was saved, 0 when a good one was there, or a negative
  * errno with the reason appended to err (-EBUSY: another process is saving
  * it).
  */
