@@ -38,14 +38,6 @@ static void pool_close(struct pooled *p)
 }
 
 /* An idle connection is alive when nothing at all is waiting on it. */
-static int pool_alive(struct pooled *p)
-{
-	char b;
-	ssize_t r = recv(p->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
-
-	return r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && !SSL_has_pending(p->ssl);
-}
-
 void px_pool_init(struct proxy *px)
 {
 	for (int i = 0; i < PROXY_API_POOL_MAX; i++) {
@@ -76,9 +68,7 @@ void px_pool_put(struct conn *c)
 	struct pooled *p = NULL;
 	struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP};
 
-	if (!c->is_api || !c->ssl || c->ufd < 0 || c->up_close || !c->req_done || !c->respb.done ||
-	    c->respb.kind == BODY_CLOSE || c->rb_len > c->rb_off ||
-	    px_spill_pending(&c->to_upstream) || SSL_has_pending(c->ssl) || c->ssl_rw || c->ssl_ww)
+	if (!c->is_api || !px_upstream_reusable(c))
 		return;
 	for (int i = 0; i < px->cfg->api_pool; i++) {
 		if (px->pool[i].fd < 0) {
@@ -115,7 +105,8 @@ int px_pool_take(struct conn *c)
 				p = &px->pool[i];
 		if (!p)
 			return 0;
-		if (!pool_alive(p) || epoll_ctl(px->epfd, EPOLL_CTL_MOD, p->fd, &ev) < 0) {
+		if (!px_upstream_quiet(p->fd, p->ssl) ||
+		    epoll_ctl(px->epfd, EPOLL_CTL_MOD, p->fd, &ev) < 0) {
 			pool_close(p);
 			continue;
 		}
@@ -130,7 +121,7 @@ int px_pool_take(struct conn *c)
 
 void px_pool_event(struct pooled *p)
 {
-	if (p->fd >= 0 && !pool_alive(p))
+	if (p->fd >= 0 && !px_upstream_quiet(p->fd, p->ssl))
 		pool_close(p);
 }
 

@@ -393,6 +393,19 @@ void px_pool_close_all(struct proxy *px);
 /* Close the idle connections past api_pool_idle_ms. */
 void px_pool_sweep(struct proxy *px);
 /*
+ * Whether c's upstream TLS connection can carry another request: still open,
+ * the host not closing it, the request sent whole, the answer's end known from
+ * its framing and read whole, and nothing buffered or half-done on either side.
+ * The one rule of the API pool and of the intercepted hosts' kept connection.
+ */
+int px_upstream_reusable(const struct conn *c);
+/*
+ * Whether an idle upstream connection is still quiet: the host has sent
+ * nothing (not even a close) and OpenSSL holds nothing unread.
+ */
+int px_upstream_quiet(int fd, const SSL *ssl);
+
+/*
  * Keep c's upstream connection for the next request, if it is clean: the
  * exchange complete on both sides, nothing unread, and the upstream willing.
  * Takes the fd and SSL away from c.

@@ -408,10 +408,7 @@ void px_keep_upstream(struct conn *c)
 {
 	struct proxy *px = c->px;
 
-	if (!c->intercept || !c->ssl || c->ufd < 0 || c->up_close || c->websocket ||
-	    c->status == 101 || !c->req_done || !c->respb.done || c->respb.kind == BODY_CLOSE ||
-	    c->rb_len > c->rb_off || px_spill_pending(&c->to_upstream) || SSL_has_pending(c->ssl) ||
-	    c->ssl_rw || c->ssl_ww || c->hit)
+	if (!c->intercept || c->websocket || c->status == 101 || c->hit || !px_upstream_reusable(c))
 		return;
 	px_drop_kept(c);
 	if (epoll_ctl(px->epfd, EPOLL_CTL_DEL, c->ufd, NULL) < 0)
@@ -425,14 +422,9 @@ void px_keep_upstream(struct conn *c)
 
 int px_take_kept(struct conn *c)
 {
-	char b;
-	ssize_t r;
-
 	if (c->kfd < 0)
 		return 0;
-	r = recv(c->kfd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
-	if (!(r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) || SSL_has_pending(c->kssl) ||
-	    px_add_fd(c->px, c->kfd, &c->hu, EPOLLOUT) < 0) {
+	if (!px_upstream_quiet(c->kfd, c->kssl) || px_add_fd(c->px, c->kfd, &c->hu, EPOLLOUT) < 0) {
 		px_drop_kept(c);
 		return 0;
 	}

@@ -23,6 +23,22 @@
 #include "net/tls.h"
 #include "base/banned.h"
 
+int px_upstream_reusable(const struct conn *c)
+{
+	return c->ssl && c->ufd >= 0 && !c->up_close && c->req_done && c->respb.done &&
+	       c->respb.kind != BODY_CLOSE && c->rb_len <= c->rb_off &&
+	       !px_spill_pending(&c->to_upstream) && !SSL_has_pending(c->ssl) && !c->ssl_rw &&
+	       !c->ssl_ww;
+}
+
+int px_upstream_quiet(int fd, const SSL *ssl)
+{
+	char b;
+	ssize_t r = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+
+	return r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && !SSL_has_pending(ssl);
+}
+
 static void connected(struct conn *c)
 {
 	struct proxy *px = c->px;
