@@ -158,10 +158,8 @@ static long session_idle_ms(void)
 
 	if (!v)
 		return 0;
-	if (duration_parse(v, &ms, &why) < 0)
-		die("AIBOX_SESSION_IDLE: '%s' is not a duration: %s", v, why.buf);
-	if (ms < 1000 || ms > 300000)
-		die("AIBOX_SESSION_IDLE: '%s' is not between 1s and 5m", v);
+	if (duration_in(v, 1000, 300000, &ms, &why) < 0)
+		die("AIBOX_SESSION_IDLE: %s", why.buf);
 	return (long)ms;
 }
 
