@@ -426,15 +426,17 @@ crate:serde@1.0.0 none"
 	run test-deprules pypi-file "/packages/ab/ab/${H:4}/p-1.0-py3-none-any.whl"
 	assert_success
 	assert_output "$H"
-	local t
-	for t in "/packages/AB/ab/${H:4}/p-1.whl" "/packages/ab/ab/${H:4:59}A/p-1.whl" \
-		"/packages/ab/ab/${H:4:59}/p-1.whl" "/packages/ab/ab/${H:4}0/p-1.whl" "/packages/a/bab/${H:4}/p-1.whl" \
-		"/packages/ab/ab/${H:4}/" "/packages/ab/ab/${H:4}" "/packages/ab/ab/${H:4}/x/p-1.whl" \
-		"/packages/abab/${H:4}/p-1.whl" "/pkgs/ab/ab/${H:4}/p-1.whl" "/x/packages/ab/ab/${H:4}/p-1.whl" \
-		"/packages/ab/ab/${H:4}/$(printf 'x%.0s' {1..256})" "/packages/ab/ab/${H:4:58}zz/p-1.whl"; do
-		run test-deprules pypi-file "$t"
-		assert_success
-		assert_output "refused: not a PyPI file path"
+	local t=("/packages/AB/ab/${H:4}/p-1.whl" "/packages/ab/ab/${H:4:59}A/p-1.whl"
+		"/packages/ab/ab/${H:4:59}/p-1.whl" "/packages/ab/ab/${H:4}0/p-1.whl" "/packages/a/bab/${H:4}/p-1.whl"
+		"/packages/ab/ab/${H:4}/" "/packages/ab/ab/${H:4}" "/packages/ab/ab/${H:4}/x/p-1.whl"
+		"/packages/abab/${H:4}/p-1.whl" "/pkgs/ab/ab/${H:4}/p-1.whl" "/x/packages/ab/ab/${H:4}/p-1.whl"
+		"/packages/ab/ab/${H:4}/$(printf 'x%.0s' {1..256})" "/packages/ab/ab/${H:4:58}zz/p-1.whl")
+	run test-deprules pypi-file "${t[@]}"
+	assert_success
+	[ "${#lines[@]}" -eq "${#t[@]}" ]
+	local l
+	for l in "${lines[@]}"; do
+		assert_equal "$l" "refused: not a PyPI file path"
 	done
 	# 255 bytes of file name is the most.
 	run test-deprules pypi-file "/packages/ab/ab/${H:4}/$(printf 'x%.0s' {1..255})"

@@ -2,9 +2,9 @@
  * test-deprules: more of the dependency cache's rules (common/proxy/
  * dep_rules.h, dep_pypi.h) for t/3012-dep-cache.bats.
  *
- *   test-deprules pypi-file TARGET
- *	dep_pypi_file(): the BLAKE2b-256 the path names, in hex, or
- *	"refused: WHY"
+ *   test-deprules pypi-file TARGET...
+ *	dep_pypi_file() of each: the BLAKE2b-256 the path names, in hex, or
+ *	"refused: WHY", one line a TARGET
  *   test-deprules bench N
  *	learn N/5 PyPI files from one index page (dep_pypi_index()), then a
  *	second page giving every other one another digest, and look each up:
@@ -132,23 +132,25 @@ static int cmd_bytes(size_t kl)
 int main(int argc, char **argv)
 {
 	tool_init(argc, argv);
-	if (argc == 3 && !strcmp(argv[1], "pypi-file")) {
-		struct buf why = BUF_INIT;
-		unsigned char md[DEP_PYPI_B2_LEN];
-		char hex[2 * DEP_PYPI_B2_LEN + 1];
+	if (argc >= 3 && !strcmp(argv[1], "pypi-file")) {
+		for (int i = 2; i < argc; i++) {
+			struct buf why = BUF_INIT;
+			unsigned char md[DEP_PYPI_B2_LEN];
+			char hex[2 * DEP_PYPI_B2_LEN + 1];
 
-		if (dep_pypi_file(argv[2], strlen(argv[2]), md, &why) < 0) {
-			printf("refused: %s\n", why.buf);
-			buf_release(&why);
-			return 0;
+			if (dep_pypi_file(argv[i], strlen(argv[i]), md, &why) < 0) {
+				printf("refused: %s\n", why.buf);
+				buf_release(&why);
+				continue;
+			}
+			hex_encode(hex, md, sizeof(md));
+			puts(hex);
 		}
-		hex_encode(hex, md, sizeof(md));
-		puts(hex);
 		return 0;
 	}
 	if (argc == 3 && !strcmp(argv[1], "bench"))
 		return cmd_bench(atoi(argv[2]));
 	if (argc == 3 && !strcmp(argv[1], "bytes"))
 		return cmd_bytes((size_t)atoi(argv[2]));
-	die("usage: test-deprules pypi-file TARGET | bench N | bytes KEYLEN");
+	die("usage: test-deprules pypi-file TARGET... | bench N | bytes KEYLEN");
 }
