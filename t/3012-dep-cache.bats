@@ -420,3 +420,41 @@ crate:serde@1.0.0 none"
 		assert_output --regexp '^refused: not a crate (download|name and version)$'
 	done
 }
+
+@test "dep rules: a PyPI file path names its blake2b-256; any other spelling names none" {
+	H=$(printf 'ab%.0s' {1..32})
+	run test-deprules pypi-file "/packages/ab/ab/${H:4}/p-1.0-py3-none-any.whl"
+	assert_success
+	assert_output "$H"
+	local t=("/packages/AB/ab/${H:4}/p-1.whl" "/packages/ab/ab/${H:4:59}A/p-1.whl"
+		"/packages/ab/ab/${H:4:59}/p-1.whl" "/packages/ab/ab/${H:4}0/p-1.whl" "/packages/a/bab/${H:4}/p-1.whl"
+		"/packages/ab/ab/${H:4}/" "/packages/ab/ab/${H:4}" "/packages/ab/ab/${H:4}/x/p-1.whl"
+		"/packages/abab/${H:4}/p-1.whl" "/pkgs/ab/ab/${H:4}/p-1.whl" "/x/packages/ab/ab/${H:4}/p-1.whl"
+		"/packages/ab/ab/${H:4}/$(printf 'x%.0s' {1..256})" "/packages/ab/ab/${H:4:58}zz/p-1.whl")
+	run test-deprules pypi-file "${t[@]}"
+	assert_success
+	[ "${#lines[@]}" -eq "${#t[@]}" ]
+	local l
+	for l in "${lines[@]}"; do
+		assert_equal "$l" "refused: not a PyPI file path"
+	done
+	# 255 bytes of file name is the most.
+	run test-deprules pypi-file "/packages/ab/ab/${H:4}/$(printf 'x%.0s' {1..255})"
+	assert_output "$H"
+}
+
+@test "dep rules: 100,000 digests learnt, relearnt and looked up in well under a second; a conflict forgets" {
+	run timeout 20 test-deprules bench 100000
+	assert_success
+	assert_line --index 0 "learnt 20000"
+	assert_line --index 1 "found 10000"
+	assert_line --index 2 "forgotten 10000"
+	assert_line --index 3 "table 100000 found 50000"
+	ms=${lines[4]#cpu_ms }
+	echo "the table's CPU time: $ms ms"
+	[ "$ms" -lt 1000 ]
+	# The bound on the keys' bytes: 64 MiB of 2000-byte keys, then nothing more.
+	run test-deprules bytes 2000
+	assert_success
+	assert_output "learnt 33537 bytes 67107537"
+}

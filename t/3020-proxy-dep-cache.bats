@@ -274,6 +274,105 @@ npm_install() {
 	assert_output 1
 }
 
+# b2 FILE: the file's blake2b-256, in hex (Python's, not ours).
+b2() {
+	"$PY" -c 'import hashlib, sys; print(hashlib.blake2b(open(sys.argv[1], "rb").read(), digest_size=32).hexdigest())' "$1"
+}
+
+@test "cache pypi: a file in PyPI's layout is checked against the blake2b-256 its path names, with no index; other spellings are not" {
+	local w=demo_pkg-1.0-py3-none-any.whl h o t
+	h=$(b2 "$T/reg/pypi/$w")
+	o=$(printf '%s' "$h" | tr 0-9a-f 1-9a-f0)
+	printf 'rule localhost:%s\ncache pypi\n' "$REG" >"$T/rules"
+	task "$T/rules"
+	local u=https://localhost:$REG/packages/${h:0:2}/${h:2:2}/${h:4}/$w i
+	for i in 1 2; do
+		run icurl -o "$T/got$i" "$u"
+		assert_success
+		run cmp "$T/got$i" "$T/reg/pypi/$w"
+		assert_success
+	done
+	run grep -cE " GET /packages/${h:0:2}/${h:2:2}/${h:4}/$w status=200 cache=(fill|hit) " "$T/proxy.log"
+	assert_output 2
+	assert_equal "$(reg_count "^GET /packages/")" 1
+	run aibox cache list
+	assert_success
+	assert_line --regexp "  -  $u#blake2b256=$h\$"
+	# A path naming other bytes: cut before its end, nothing stored.
+	run icurl -o /dev/null "https://localhost:$REG/packages/${o:0:2}/${o:2:2}/${o:4}/$w"
+	assert_failure
+	run grep -c " GET /packages/${o:0:2}/${o:2:2}/${o:4}/$w (the file does not match the blake2b-256 its URL gives) status=200 cache=bad " "$T/proxy.log"
+	assert_output 1
+	# Other spellings: uppercase hex, other lengths, escapes, dot segments.  Forwarded whole, never stored.
+	local H=${h^^}
+	for t in "${h:0:2}/${h:2:2}/${H:4}/$w" "${h:0:2}/${h:2:2}/${h:4:58}/$w" "${h:0:2}/${h:2:2}${h:4}/$w" \
+		"${h:0:2}/${h:2:2}/${h:4}0/$w" "${h:0:2}/%${h:2:2}/${h:4}/$w" "${h:0:2}/${h:2:2}/./${h:4}/$w" \
+		"${h:0:2}/x/../${h:2:2}/${h:4}/$w"; do
+		run icurl --path-as-is -o "$T/got" "https://localhost:$REG/packages/$t"
+		assert_success
+	done
+	run grep -cE " GET /packages/.* cache=(fill|hit|bad) " "$T/proxy.log"
+	assert_output 3
+	run grep -c " cache=bypass " "$T/proxy.log"
+	assert_output 3
+	run aibox cache size
+	assert_success
+	assert_output --partial " in 1 entries"
+	# On a host whose rule is not cache: pypi, the same path is no PyPI file: forwarded whole, not stored.
+	printf 'rule localhost:%s\ncache npm\n' "$REG" >"$T/rules"
+	task "$T/rules"
+	run icurl -o "$T/got" "https://localhost:$REG/packages/${o:0:2}/${o:2:2}/${o:4}/$w"
+	assert_success
+	run cmp "$T/got" "$T/reg/pypi/$w"
+	assert_success
+	run grep -cE " cache=(fill|hit|bad) " "$T/proxy.log"
+	assert_output 0
+}
+
+@test "cache pypi: pip fetches a file by its URL, checked by its path's blake2b-256, then from the store; an index's link is checked by both digests" {
+	"$PY" -m pip --version >/dev/null 2>&1 || skip "no pip on this host (packages.txt: python3-pip)"
+	local w=demo_pkg-1.0-py3-none-any.whl h i
+	h=$(b2 "$T/reg/pypi/$w")
+	printf 'rule localhost:%s\ncache pypi\n' "$REG" >"$T/rules"
+	for i in 1 2; do
+		task "$T/rules"
+		run env HTTPS_PROXY="$PROXY" https_proxy="$PROXY" PIP_CONFIG_FILE=/dev/null \
+			SSL_CERT_FILE="$T/taskca.pem" REQUESTS_CA_BUNDLE="$T/taskca.pem" \
+			"$PY" -m pip download --no-deps --no-cache-dir --disable-pip-version-check -q \
+			--no-index --cert "$T/taskca.pem" -d "$T/dl$i" \
+			"https://localhost:$REG/packages/${h:0:2}/${h:2:2}/${h:4}/$w"
+		assert_success
+		run cmp "$T/dl$i/$w" "$T/reg/pypi/$w"
+		assert_success
+	done
+	run grep -c " GET /packages/${h:0:2}/${h:2:2}/${h:4}/$w status=200 cache=hit " "$T/proxy.log"
+	assert_output 1
+	assert_equal "$(reg_count '^GET /packages/')" 1
+	# An index whose links name the right sha256 but another blake2b-256: the file is cut.
+	touch "$T/reg/B2LINKS" "$T/reg/B2LIE"
+	aibox cache clear
+	task "$T/rules"
+	run icurl -o "$T/index.html" "https://localhost:$REG/simple/demo-pkg/"
+	assert_success
+	run grep -o "/packages/[^#]*" "$T/index.html"
+	assert_success
+	run icurl -o /dev/null "https://localhost:$REG$output"
+	assert_failure
+	run grep -c "(the file does not match the blake2b-256 its URL gives) status=200 cache=bad " "$T/proxy.log"
+	assert_output 1
+	# Both right: kept under the index's sha256.
+	rm "$T/reg/B2LIE"
+	run icurl -o /dev/null "https://localhost:$REG/simple/demo-pkg/"
+	assert_success
+	run icurl -o "$T/got" "https://localhost:$REG/packages/${h:0:2}/${h:2:2}/${h:4}/$w"
+	assert_success
+	run cmp "$T/got" "$T/reg/pypi/$w"
+	assert_success
+	run aibox cache list
+	assert_success
+	assert_line --regexp "/packages/${h:0:2}/${h:2:2}/${h:4}/$w#sha256=$(sha256sum "$T/reg/pypi/$w" | cut -c1-64)\$"
+}
+
 # crates_registry: the registry again, its index on localhost and its crate
 # files on 127.0.0.1 (two hosts to the proxy, as index.crates.io and
 # static.crates.io), both cache: crates in $T/rules.

@@ -183,49 +183,11 @@ int dep_key_from_url(const char *base, const char *url, struct buf *key, struct 
 	return ret;
 }
 
-void dep_digests_clear(struct dep_digests *d)
-{
-	for (size_t i = 0; i < d->nr; i++)
-		free(d->v[i].key);
-	free(d->v);
-	*d = (struct dep_digests)DEP_DIGESTS_INIT;
-}
-
-const struct dep_digest *dep_digests_find(const struct dep_digests *d, const char *key)
-{
-	for (size_t i = 0; i < d->nr; i++)
-		if (!strcmp(d->v[i].key, key))
-			return d->v[i].len ? &d->v[i] : NULL;
-	return NULL;
-}
-
-/*
- * Learn key's digest; one learnt before with other bytes makes the key's
- * entry empty for good (len 0: found by no lookup).  1 when learnt.
- */
+/* Learn key's digest (dep_digests_learn() in dep_digests.c).  1 when learnt. */
 static int learn(struct dep_digests *d, const char *key, const char *algo, const unsigned char *md,
                  size_t len)
 {
-	for (size_t i = 0; i < d->nr; i++) {
-		if (strcmp(d->v[i].key, key))
-			continue;
-		if (d->v[i].len && (strcmp(d->v[i].algo, algo) || d->v[i].len != len ||
-		                    memcmp(d->v[i].md, md, len)))
-			d->v[i].len = 0;
-		return 0;
-	}
-	if (d->nr >= DEP_DIGESTS_MAX)
-		return 0;
-	if (d->nr == d->alloc) {
-		d->alloc = d->alloc ? 2 * d->alloc : 64;
-		d->v = realloc(d->v, d->alloc * sizeof(*d->v));
-		if (!d->v)
-			die_oom();
-	}
-	d->v[d->nr] = (struct dep_digest){xstrdup(key), algo, {0}, len};
-	memcpy(d->v[d->nr].md, md, len);
-	d->nr++;
-	return 1;
+	return dep_digests_learn(d, key, algo, md, len);
 }
 
 /* The n bytes that the 2n hex digits at s spell into md: 0, or -1 at a byte that is not one. */

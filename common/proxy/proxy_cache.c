@@ -25,6 +25,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/blake2b.h"
 #include "base/buf.h"
 #include "base/err.h"
 #include "base/hex.h"
@@ -32,6 +33,7 @@
 #include "net/allow.h"
 #include "net/dep_cache.h"
 #include "net/http.h"
+#include "proxy/dep_pypi.h"
 #include "proxy/dep_rules.h"
 #include "proxy/proxy_impl.h"
 #include "proxy/proxy_report.h"
@@ -61,13 +63,13 @@ static void fill_drop(struct conn *c)
 	c->fill = NULL;
 }
 
-/* The artifact's digest under way, if any, let go. */
+/* The artifact's digests under way, if any, let go. */
 static void digest_drop(struct conn *c)
 {
-	if (!c->cmd)
-		return;
 	EVP_MD_CTX_free(c->cmd);
 	c->cmd = NULL;
+	free(c->b2);
+	c->b2 = NULL;
 }
 
 /* Forget c's metadata answer (its bytes leave the proxy's total). */
@@ -203,7 +205,7 @@ int px_cache_request(struct conn *c, const struct http_head *h, const char *t, s
 	struct buf key = BUF_INIT, skey = BUF_INIT, id = BUF_INIT, why = BUF_INIT;
 	struct dep_cache_entry e = DEP_CACHE_ENTRY_INIT;
 	const struct dep_digest *d;
-	int r, ret = 0, crate = 0;
+	int r, ret = 0, crate = 0, pyfile = 0;
 
 	c->cache_kind = host_kind(c);
 	if (!c->cache_kind)
@@ -218,6 +220,14 @@ int px_cache_request(struct conn *c, const struct http_head *h, const char *t, s
 		d = crate ? dep_digests_find(&px->digests, id.buf) : NULL;
 	} else {
 		d = dep_digests_find(&px->digests, key.buf);
+		/* A PyPI file names its own BLAKE2b-256: checked, whatever the index says. */
+		pyfile = c->cache_kind == CONFIG_CACHE_PYPI && !dep_pypi_file(t, tl, c->b2md, NULL);
+	}
+	if (!d && pyfile) {
+		/* No index named it: the path's digest is the one it is checked and kept by. */
+		c->cdig_v = (struct dep_digest){NULL, "blake2b256", {0}, DEP_PYPI_B2_LEN};
+		memcpy(c->cdig_v.md, c->b2md, DEP_PYPI_B2_LEN);
+		d = &c->cdig_v;
 	}
 	if (!d) {
 		/* Metadata, or an artifact this task's metadata did not name: never from the store.
@@ -235,13 +245,21 @@ int px_cache_request(struct conn *c, const struct http_head *h, const char *t, s
 	}
 	/* Checked as it comes from upstream, whether stored or not. */
 	/* A copy: another connection's metadata may grow the table while this one streams. */
-	c->cdig_v = *d;
-	c->cdig_v.key = NULL;
+	if (d != &c->cdig_v) {
+		c->cdig_v = *d;
+		c->cdig_v.key = NULL;
+	}
 	c->cdig = &c->cdig_v;
 	c->cdig_seen = 1;
-	c->cmd = EVP_MD_CTX_new();
-	if (!c->cmd || !EVP_DigestInit_ex(c->cmd, EVP_get_digestbyname(d->algo), NULL))
-		BUG("cannot start a %s digest", d->algo);
+	if (strcmp(d->algo, "blake2b256")) {
+		c->cmd = EVP_MD_CTX_new();
+		if (!c->cmd || !EVP_DigestInit_ex(c->cmd, EVP_get_digestbyname(d->algo), NULL))
+			BUG("cannot start a %s digest", d->algo);
+	}
+	if (pyfile) {
+		c->b2 = xmalloc(sizeof(*c->b2));
+		blake2b_init(c->b2, DEP_PYPI_B2_LEN);
+	}
 	c->cache_note = "miss";
 	/* With a secret: kept for this project only, or not at all. */
 	c->cscope = c->used[0] ? px->cfg->cache_scope : "";
@@ -322,8 +340,9 @@ int px_cache_body(struct conn *c, const char *p, size_t n, int done)
 {
 	struct proxy *px = c->px;
 	struct buf why = BUF_INIT;
-	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned char md[EVP_MAX_MD_SIZE], b2[DEP_PYPI_B2_LEN];
 	unsigned int len = 0;
+	const char *bad = NULL;
 	int r;
 
 	if (c->meta) {
@@ -341,9 +360,12 @@ int px_cache_body(struct conn *c, const char *p, size_t n, int done)
 		}
 		return 0;
 	}
-	if (!c->cmd)
+	if (!c->cmd && !c->b2)
 		return 0;
-	EVP_DigestUpdate(c->cmd, p, n);
+	if (c->cmd)
+		EVP_DigestUpdate(c->cmd, p, n);
+	if (c->b2)
+		blake2b_update(c->b2, p, n);
 	if (px->cfg->report)
 		px->cfg->report->cache_upstream += n;
 	if (c->fill && n && dep_cache_fill_write(c->fill, p, n, &why) < 0) {
@@ -353,14 +375,24 @@ int px_cache_body(struct conn *c, const char *p, size_t n, int done)
 	buf_release(&why);
 	if (!done)
 		return 0;
-	EVP_DigestFinal_ex(c->cmd, md, &len);
+	/* Both must agree when there are two: the index's digest and the path's. */
+	if (c->cmd) {
+		EVP_DigestFinal_ex(c->cmd, md, &len);
+		if (len != c->cdig->len || CRYPTO_memcmp(md, c->cdig->md, len))
+			bad = "the artifact does not match the digest its metadata gives";
+	}
+	if (c->b2) {
+		blake2b_final(c->b2, b2);
+		if (CRYPTO_memcmp(b2, c->b2md, DEP_PYPI_B2_LEN))
+			bad = "the file does not match the blake2b-256 its URL gives";
+	}
 	digest_drop(c);
-	if (len != c->cdig->len || CRYPTO_memcmp(md, c->cdig->md, len)) {
+	if (bad) {
 		/* Nothing stored, and the client never sees the answer's end. */
 		c->cache_note = "bad";
 		if (px->cfg->report)
 			px->cfg->report->cache_bad++;
-		px_abort_forward(c, "the artifact does not match the digest its metadata gives");
+		px_abort_forward(c, bad);
 		return -1;
 	}
 	if (c->fill) {

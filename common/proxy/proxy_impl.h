@@ -29,6 +29,7 @@
 #include "net/dep_cache.h"
 #include "proxy/dep_rules.h"
 
+struct blake2b;
 struct buf;
 
 #define SCRATCH_SIZE (64 * 1024)
@@ -173,8 +174,10 @@ struct conn {
 	struct dep_digest cdig_v;      /* cdig's copy (the table moves as it grows) */
 	int cdig_seen;                 /* the request was for an artifact (hit or miss) */
 	void *cmd;                     /* EVP_MD_CTX *, checking them as they come */
-	struct dep_cache_fill *fill;   /* storing them */
-	struct dep_cache_entry *hit;   /* a hit being served */
+	struct blake2b *b2; /* a PyPI file: the BLAKE2b-256 its path names, checked too */
+	unsigned char b2md[32];
+	struct dep_cache_fill *fill; /* storing them */
+	struct dep_cache_entry *hit; /* a hit being served */
 	uint64_t hit_left;
 	int64_t cwait_until; /* ST_CWAIT: how long it may wait for the other filler */
 	struct buf *meta;    /* a metadata answer, kept whole for its digests */
