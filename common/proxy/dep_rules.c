@@ -228,6 +228,12 @@ static int learn(struct dep_digests *d, const char *key, const char *algo, const
 	return 1;
 }
 
+int dep_digests_learn(struct dep_digests *d, const char *key, const char *algo,
+                      const unsigned char *md, size_t len)
+{
+	return learn(d, key, algo, md, len);
+}
+
 /* The n bytes that the 2n hex digits at s spell into md: 0, or -1 at a byte that is not one. */
 static int hex_bytes(unsigned char *md, const char *s, size_t n)
 {

@@ -50,7 +50,7 @@ int dep_key_from_url(const char *base, const char *url, struct buf *key, struct 
 /* One digest an artifact must match: algo is OpenSSL's name. */
 struct dep_digest {
 	char *key;
-	const char *algo; /* "sha512" or "sha256" */
+	const char *algo; /* "sha512", "sha256", or "h1" (dep_go.h) */
 	unsigned char md[64];
 	size_t len;
 };
@@ -69,6 +69,14 @@ void dep_digests_clear(struct dep_digests *d);
 
 /* The digest learnt for key, or NULL (the artifact is then not cached). */
 const struct dep_digest *dep_digests_find(const struct dep_digests *d, const char *key);
+
+/*
+ * Learn key's digest (algo a static string): 1 when learnt; 0 when the table
+ * is full or key was learnt before (with other bytes: then it is forgotten,
+ * neither is trusted).
+ */
+int dep_digests_learn(struct dep_digests *d, const char *key, const char *algo,
+                      const unsigned char *md, size_t len);
 
 /*
  * Learn the tarballs' digests from an npm package document (JSON) fetched

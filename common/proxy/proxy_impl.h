@@ -173,6 +173,7 @@ struct conn {
 	struct dep_digest cdig_v;      /* cdig's copy (the table moves as it grows) */
 	int cdig_seen;                 /* the request was for an artifact (hit or miss) */
 	void *cmd;                     /* EVP_MD_CTX *, checking them as they come */
+	int go_zip;                    /* a Go module zip: checked whole, from its fill */
 	struct dep_cache_fill *fill;   /* storing them */
 	struct dep_cache_entry *hit;   /* a hit being served */
 	uint64_t hit_left;
