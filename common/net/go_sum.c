@@ -142,8 +142,10 @@ int go_note_verify(const char *msg, size_t len, const struct go_vkey *keys, size
 			    memcmp(keys[k].name, p, (size_t)(sp - p)))
 				continue;
 			/* A signature by a key we know that does not verify: the note is forged. */
-			if (n != 68 || !ed25519_ok(keys[k].pub, sig + 4, msg, (size_t)(split - msg) + 1))
-				return buf_refuse(why, -EINVAL, "a note whose signature does not verify");
+			if (n != 68 ||
+			    !ed25519_ok(keys[k].pub, sig + 4, msg, (size_t)(split - msg) + 1))
+				return buf_refuse(why, -EINVAL,
+				                  "a note whose signature does not verify");
 			good = 1;
 		}
 		p = nl + 1;
@@ -238,7 +240,8 @@ static int zent_sum(int fd, uint64_t off, uint64_t end, const struct zent *z, un
 	memset(&zs, 0, sizeof(zs));
 	if ((uint64_t)z->local + 30 > end ||
 	    (ret = pread_all(fd, lh, sizeof(lh), off + z->local)) < 0 || le32(lh) != 0x04034b50) {
-		ret = ret < 0 ? ret : buf_refuse(why, -EINVAL, "a zip entry without its local header");
+		ret = ret < 0 ? ret
+		              : buf_refuse(why, -EINVAL, "a zip entry without its local header");
 		goto out;
 	}
 	data = (uint64_t)z->local + 30 + le16(lh + 26) + le16(lh + 28);
@@ -354,10 +357,11 @@ int go_zip_h1(int fd, uint64_t off, uint64_t size, unsigned char h1[32], struct 
 			goto out;
 		}
 		z[i] = (struct zent){(const char *)p + 46, le16(p + 28), le32(p + 16), le32(p + 20),
-		                     le32(p + 24), le32(p + 42), le16(p + 10)};
+		                     le32(p + 24),         le32(p + 42), le16(p + 10)};
 		if (le16(p + 8) & 1 || (z[i].method != 0 && z[i].method != 8) ||
 		    (z[i].method == 0 && z[i].csize != z[i].usize)) {
-			ret = buf_refuse(why, -EINVAL, "a zip entry encrypted or in another method");
+			ret =
+			    buf_refuse(why, -EINVAL, "a zip entry encrypted or in another method");
 			goto out;
 		}
 		if (!zname_ok(z[i].name, z[i].nlen)) {

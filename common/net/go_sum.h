@@ -49,10 +49,10 @@ int go_note_verify(const char *msg, size_t len, const struct go_vkey *keys, size
 void go_h1_mod(const unsigned char sum[32], unsigned char h1[32]);
 
 /* Bounds of a module zip whose h1 is computed (Go's own are 500 MiB). */
-#define GO_ZIP_FILES_MAX  65535
-#define GO_ZIP_NAME_MAX   4096
-#define GO_ZIP_UNZIP_MAX  (500ull << 20)
-#define GO_ZIP_CDIR_MAX   (16u << 20)
+#define GO_ZIP_FILES_MAX 65535
+#define GO_ZIP_NAME_MAX  4096
+#define GO_ZIP_UNZIP_MAX (500ull << 20)
+#define GO_ZIP_CDIR_MAX  (16u << 20)
 
 /*
  * The h1 of the module zip of size bytes at offset off of fd (read with

@@ -22,7 +22,8 @@ int dep_go_unescape(const char *s, size_t n, int vers, struct buf *out, struct b
 
 		if (ch == '!') {
 			if (i + 1 == n || s[i + 1] < 'a' || s[i + 1] > 'z')
-				return buf_refuse(why, -EINVAL, "a '!' not before a lower case letter");
+				return buf_refuse(why, -EINVAL,
+				                  "a '!' not before a lower case letter");
 			buf_addch(out, (char)(s[++i] - 'a' + 'A'));
 		} else if ((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
 		           strchr(vers ? ".+-" : "._~/-", ch)) {
@@ -100,7 +101,8 @@ int dep_go_download(const struct dep_digests *d, const char *target, size_t tl,
 		return 0;
 	if (memchr(v, '/', (size_t)(end - v)))
 		return 0;
-	/* The module path: the longest tail before "/@v/" this task learnt (GOPROXY may have a prefix). */
+	/* The module path: the longest tail before "/@v/" this task learnt (GOPROXY may have a
+	 * prefix). */
 	for (const char *m = target; m < at && !*dig; m++) {
 		if (m[0] != '/')
 			continue;
