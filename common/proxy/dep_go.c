@@ -89,6 +89,7 @@ int dep_go_download(const struct dep_digests *d, const char *target, size_t tl,
 {
 	const char *at = last_of(target, tl, "/@v/"), *v, *end = target + tl;
 	struct buf id = BUF_INIT;
+	int segs = 0;
 
 	*dig = NULL;
 	*zip = 0;
@@ -101,11 +102,11 @@ int dep_go_download(const struct dep_digests *d, const char *target, size_t tl,
 		return 0;
 	if (memchr(v, '/', (size_t)(end - v)))
 		return 0;
-	/* The module path: the longest tail before "/@v/" this task learnt (GOPROXY may have a
-	 * prefix). */
-	for (const char *m = target; m < at && !*dig; m++) {
+	/* The module path: a tail before "/@v/" this task learnt (GOPROXY may have a prefix). */
+	for (const char *m = at - 1; m >= target && segs < DEP_GO_SEGS_MAX && !*dig; m--) {
 		if (m[0] != '/')
 			continue;
+		segs++;
 		if (!go_id(m + 1, (size_t)(at - m - 1), v, (size_t)(end - 4 - v), *zip, &id))
 			*dig = dep_digests_find(d, id.buf);
 	}

@@ -20,6 +20,7 @@ struct go_vkey;
 /* The longest module path and version taken, decoded. */
 #define DEP_GO_PATH_MAX 512
 #define DEP_GO_VERS_MAX 128
+#define DEP_GO_SEGS_MAX 32
 
 /*
  * Decode Go's case-encoding of a module path (vers 0: [a-z0-9._~/-] and
@@ -41,7 +42,8 @@ void dep_go_target(const char *target, size_t tl, struct buf *out);
  * took): ".../ESCMOD/@v/ESCVER.zip" or ".mod", under any prefix.  Returns 0
  * when the target is not one; else 1, with *dig the digest this task learnt
  * for it (NULL when none) and *zip 1 for a zip.  The module path is the
- * longest of the target's tails before "/@v/" whose digest was learnt.
+ * shortest of the target's tails before "/@v/" whose digest was learnt, of
+ * at most DEP_GO_SEGS_MAX segments (a bound on the lookups one request costs).
  */
 int dep_go_download(const struct dep_digests *d, const char *target, size_t tl,
                     const struct dep_digest **dig, int *zip);
