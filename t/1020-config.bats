@@ -613,7 +613,7 @@ EOF2
 	assert_output "config.yaml:3:12: allow[1].host: a.com has a rule already (line 2)"
 }
 
-@test "config: cache: marks a host for the dependency cache, npm, pypi or crates; another kind is refused with its place" {
+@test "config: cache: marks a host for the dependency cache, npm, pypi, crates or go; another kind is refused with its place" {
 	cfg 'allow:
   - {host: registry.npmjs.org, cache: npm}
   - {host: files.pythonhosted.org, cache: pypi, methods: [GET]}
@@ -625,16 +625,40 @@ EOF2
 	assert_line "rule static.crates.io line=4 methods= paths= cache=crates"
 	cfg 'allow: [{host: a.com, cache: maven}]'
 	assert_failure
-	assert_output "config.yaml:1:30: allow[0].cache: 'maven' is not a cache kind: npm, pypi or crates"
-	cfg 'allow: [{host: a.com, cache: go}]'
+	assert_output "config.yaml:1:30: allow[0].cache: 'maven' is not a cache kind: npm, pypi, crates or go"
+	cfg 'allow: [{host: a.com, cache: debian}]'
 	assert_failure
-	assert_output "config.yaml:1:30: allow[0].cache: 'go' is not cached yet (docs/cache.md): npm, pypi or crates"
+	assert_output "config.yaml:1:30: allow[0].cache: 'debian' is not cached yet (docs/cache.md): npm, pypi, crates or go"
 	cfg 'allow: [{host: a.com, cache: [npm]}]'
 	assert_failure
 	assert_output --partial "config.yaml:1:30: allow[0].cache: "
 	cfg 'allow: [{host: preset:npm, cache: npm}]'
 	assert_failure
 	assert_output "config.yaml:1:16: allow[0].host: a rule names one host, not a preset"
+}
+
+@test "config: cache: go takes a sumdb-key, a Go checksum database's verifier key, checked; preset:go marks proxy.golang.org and sum.golang.org" {
+	local k='sum.golang.org+033de0ae+Ac4zctda0e5eza+HJyk9SxEdh+s3Ux18htTTAD8OuAn8'
+	cfg "allow: [{host: sum.example.com, cache: go, sumdb-key: '$k'}, preset:go]"
+	assert_success
+	run test-found config-host config.yaml
+	assert_success
+	assert_line "rule sum.example.com line=1 methods= paths= cache=go sumdb-key=$k"
+	assert_line "rule proxy.golang.org line=0 methods= paths= cache=go"
+	assert_line "rule sum.golang.org line=0 methods= paths= cache=go"
+	# One digit of the hash, or of the key, changed.
+	cfg "allow: [{host: a.com, cache: go, sumdb-key: '${k/033de0ae/033de0af}'}]"
+	assert_failure
+	assert_output "config.yaml:1:45: allow[0].sumdb-key: 'sum.golang.org+033de0af+Ac4zctda0e5eza+HJyk9SxEdh+s3Ux18htTTAD8O': a verifier key whose hash does not match it, like $k"
+	cfg "allow: [{host: a.com, cache: go, sumdb-key: '${k/Ux18/Ux19}'}]"
+	assert_failure
+	assert_output --partial "a verifier key whose hash does not match it"
+	cfg "allow: [{host: a.com, cache: go, sumdb-key: 'sum.golang.org+033de0ae'}]"
+	assert_failure
+	assert_output --partial "'sum.golang.org+033de0ae': not a verifier key NAME+HASH+KEY"
+	cfg "allow: [{host: a.com, sumdb-key: '$k'}]"
+	assert_failure
+	assert_output "config.yaml:1:16: allow[0].host: a sumdb-key is for a rule with cache: go"
 }
 
 @test "config: the npm, pypi and crates presets mark their registries for the cache; a rule of the config's own wins; a bad mark is refused" {

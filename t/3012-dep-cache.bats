@@ -458,3 +458,116 @@ crate:serde@1.0.0 none"
 	assert_success
 	assert_output "learnt 33537 bytes 67107537"
 }
+
+@test "dep rules: go's h1 of a module zip, bounded; a name with .., a name twice, a bomb, a zip64 or a cut zip is refused" {
+	python3 - <<-'PY'
+		import zipfile, struct, zlib
+		def mk(path, files, method=zipfile.ZIP_DEFLATED):
+		    with zipfile.ZipFile(path, "w", method) as z:
+		        for n, d in files:
+		            z.writestr(n, d)
+		good = [("m@v1/go.mod", b"module m\n"), ("m@v1/a.go", b"package m\n" * 100), ("m@v1/b/", b"")]
+		mk("good.zip", good)
+		mk("stored.zip", good, zipfile.ZIP_STORED)
+		mk("dotdot.zip", good + [("m@v1/../evil.go", b"x")])
+		mk("abs.zip", good + [("/etc/evil.go", b"x")])
+		mk("back.zip", good + [("m@v1\\..\\evil.go", b"x")])
+		import warnings; warnings.simplefilter("ignore")
+		mk("twice.zip", good + [("m@v1/a.go", b"other")])
+		mk("bomb.zip", [("m@v1/z", b"\0" * (8 << 20))])
+		def patch(src, dst, off, fmt, val):
+		    b = bytearray(open(src, "rb").read())
+		    cd = b.rfind(b"PK\x01\x02")
+		    struct.pack_into(fmt, b, cd + off, val)
+		    open(dst, "wb").write(b)
+		patch("bomb.zip", "bomb-small.zip", 24, "<I", 100)        # says 100 bytes, inflates to 8 MiB
+		patch("bomb.zip", "bomb-big.zip", 24, "<I", 0xfffffffe)   # says 4 GiB: over the bound
+		b = bytearray(open("good.zip", "rb").read()); cd = b.find(b"PK\x01\x02"); struct.pack_into("<I", b, cd + 16, 1); open("crc.zip", "wb").write(b)
+		b = open("good.zip", "rb").read()
+		open("cut.zip", "wb").write(b[:-1])
+		e = bytearray(b); struct.pack_into("<H", e, len(e) - 22 + 10, 0xffff); struct.pack_into("<H", e, len(e) - 22 + 8, 0xffff)
+		open("zip64.zip", "wb").write(e)
+		import hashlib, base64
+		z = zipfile.ZipFile("good.zip")
+		s = "".join("%s  %s\n" % (hashlib.sha256(z.read(n)).hexdigest(), n) for n in sorted(z.namelist()))
+		open("good.h1", "w").write("h1:" + base64.b64encode(hashlib.sha256(s.encode()).digest()).decode() + "\n")
+	PY
+	run test-gosum zip good.zip
+	assert_success
+	assert_output "$(cat good.h1)"
+	run test-gosum zip stored.zip
+	assert_output "$(cat good.h1)"
+	local z
+	for z in dotdot abs back; do
+		run test-gosum zip $z.zip
+		assert_success
+		assert_output "refused: a zip entry with a name no module holds"
+	done
+	run test-gosum zip twice.zip
+	assert_output "refused: a zip with one name twice"
+	run test-gosum zip bomb-small.zip
+	assert_output "refused: a zip entry bigger than it says"
+	run test-gosum zip bomb-big.zip
+	assert_output "refused: a zip that inflates past the bound"
+	run test-gosum zip crc.zip
+	assert_output "refused: a zip entry whose size or CRC-32 is not its own"
+	run test-gosum zip cut.zip
+	assert_output "refused: a zip without its end record"
+	run test-gosum zip zip64.zip
+	assert_output "refused: a zip on several disks, or a zip64"
+	head -c 21 good.zip >short.zip
+	run test-gosum zip short.zip
+	assert_output "refused: a zip shorter than its end record"
+}
+
+@test "dep rules: go's h1 from a checksum database lookup whose note verifies, for its own module only; Go's case-encoding" {
+	mkdir db
+	python3 "$TOP/t/go-proxy" lookup --dir db example.com/Big@v1.0.0-RC1 example.com/m@v1.0.0 >lk
+	local k real='sum.golang.org+033de0ae+Ac4zctda0e5eza+HJyk9SxEdh+s3Ux18htTTAD8OuAn8' B='https://sum.example/lookup/example.com/!big@v1.0.0-!r!c1'
+	k=$(cat db/vkey)
+	local zh mh
+	zh=$(sed -n 's/^example.com\/Big v1.0.0-RC1 \(h1:.*\)$/\1/p' lk)
+	mh=$(sed -n 's/^example.com\/Big v1.0.0-RC1\/go.mod \(h1:.*\)$/\1/p' lk)
+	run test-gosum lookup "$B" lk "$real,$k" /example.com/!big/@v/v1.0.0-!r!c1.zip \
+		/prefix/example.com/!big/@v/v1.0.0-!r!c1.mod /example.com/Big/@v/v1.0.0-!r!c1.zip \
+		/example.com/!big/@v/v1.0.0-RC1.zip /example.com/!!big/@v/v1.0.0-!r!c1.zip \
+		/example.com/!big/@v/list /example.com/!big/@v/v1.0.0-!r!c1.info /example.com/!big/@v/x/v1.zip
+	assert_success
+	assert_output "learnt 2
+/example.com/!big/@v/v1.0.0-!r!c1.zip zip $zh
+/prefix/example.com/!big/@v/v1.0.0-!r!c1.mod mod $mh
+/example.com/Big/@v/v1.0.0-!r!c1.zip zip none
+/example.com/!big/@v/v1.0.0-RC1.zip zip none
+/example.com/!!big/@v/v1.0.0-!r!c1.zip zip none
+/example.com/!big/@v/list not a download
+/example.com/!big/@v/v1.0.0-!r!c1.info not a download
+/example.com/!big/@v/x/v1.zip not a download"
+	# Signed by a key the proxy was not given: nothing learnt.
+	run test-gosum lookup "$B" lk "$real" /example.com/!big/@v/v1.0.0-!r!c1.zip
+	assert_output "refused: a note signed by no known key
+/example.com/!big/@v/v1.0.0-!r!c1.zip zip none"
+	# The signature's last byte changed.
+	touch db/BADNOTE
+	python3 "$TOP/t/go-proxy" lookup --dir db example.com/Big@v1.0.0-RC1 >bad
+	run test-gosum lookup "$B" bad "$k" /example.com/!big/@v/v1.0.0-!r!c1.zip
+	assert_output "refused: a note whose signature does not verify
+/example.com/!big/@v/v1.0.0-!r!c1.zip zip none"
+	# A lookup of another module, or with its text changed under the note, teaches nothing of this one.
+	run test-gosum lookup 'https://sum.example/lookup/example.com/m@v1.0.0' lk "$k" /example.com/!big/@v/v1.0.0-!r!c1.zip
+	assert_output "learnt 0
+/example.com/!big/@v/v1.0.0-!r!c1.zip zip none"
+	sed '/^go.sum database tree$/{n;s/^2$/3/}' lk >lk3
+	run test-gosum lookup "$B" lk3 "$k"
+	assert_output "refused: a note whose signature does not verify"
+	run test-gosum unescape path 'example.com/!big/x'
+	assert_output example.com/Big/x
+	for k in 'example.com/Big' 'a/!' 'a/!!b' 'a/!1' 'a b' 'a%21b' ''; do
+		run test-gosum unescape path "$k"
+		assert_success
+		assert_output --regexp '^refused: '
+	done
+	run test-gosum unescape version 'v1.0.0-!r!c1+incompatible'
+	assert_output v1.0.0-RC1+incompatible
+	run test-gosum unescape version 'v1/x'
+	assert_output "refused: a byte Go's case-encoding never gives"
+}

@@ -18,6 +18,7 @@
 #include "base/err.h"
 #include "base/guest_abi.h"
 #include "net/git_remote.h"
+#include "net/go_sum.h"
 #include "git/gitproto.h"
 #include "net/host_port.h"
 #include "base/num.h"
@@ -394,7 +395,7 @@ static const char *const mount_keys[] = {"host", "vm", "read-only", NULL};
 static const char *const git_keys[] = {"url", "token", "auth", "user", "fetch", "push", NULL};
 static const char *const budget_keys[] = {"task", "day", NULL};
 static const char *const check_keys[] = {"run", "timeout", NULL};
-static const char *const rule_keys[] = {"host", "methods", "paths", "cache", NULL};
+static const char *const rule_keys[] = {"host", "methods", "paths", "cache", "sumdb-key", NULL};
 static const char *const secret_keys[] = {"env", "hosts", NULL};
 static const char *const slurm_keys[] = {"partition", "account", "options", "shared", NULL};
 
@@ -558,11 +559,13 @@ const char *config_cache_name(enum config_cache k)
 		return "pypi";
 	case CONFIG_CACHE_CRATES:
 		return "crates";
+	case CONFIG_CACHE_GO:
+		return "go";
 	}
 	BUG("cache kind %d", (int)k);
 }
 
-/* cache: of an allow rule at key: npm, pypi or crates (the others are not cached yet). */
+/* cache: of an allow rule at key: npm, pypi, crates or go (debian is not cached yet). */
 static int check_rule_cache(struct ctx *c, const struct node *v, const char *key,
                             struct config_rule *r)
 {
@@ -576,15 +579,35 @@ static int check_rule_cache(struct ctx *c, const struct node *v, const char *key
 		r->cache = CONFIG_CACHE_PYPI;
 	else if (!strcmp(v->str, "crates"))
 		r->cache = CONFIG_CACHE_CRATES;
-	else if (!strcmp(v->str, "go") || !strcmp(v->str, "debian"))
+	else if (!strcmp(v->str, "go"))
+		r->cache = CONFIG_CACHE_GO;
+	else if (!strcmp(v->str, "debian"))
 		return fail(c, v, key,
-		            "'%s' is not cached yet (docs/cache.md): npm, pypi or crates", v->str);
+		            "'%s' is not cached yet (docs/cache.md): npm, pypi, crates or go",
+		            v->str);
 	else
-		return fail(c, v, key, "'%.64s' is not a cache kind: npm, pypi or crates", v->str);
+		return fail(c, v, key, "'%.64s' is not a cache kind: npm, pypi, crates or go",
+		            v->str);
 	return 0;
 }
 
-/* allow[i] in its map form: {host, methods, paths, cache}. */
+/* sumdb-key: of an allow rule at key: a Go checksum database's verifier key. */
+static int check_rule_sumdb_key(struct ctx *c, const struct node *v, const char *key,
+                                struct config_rule *r)
+{
+	struct go_vkey k;
+	struct buf why = BUF_INIT;
+	int ret = want_string(c, v, key);
+
+	if (!ret && go_vkey_parse(v->str, &k, &why) < 0)
+		ret = fail(c, v, key, "'%.64s': %s, like %s", v->str, why.buf, GO_SUMDB_KEY);
+	else if (!ret)
+		r->sumdb_key = xstrdup(v->str);
+	buf_release(&why);
+	return ret;
+}
+
+/* allow[i] in its map form: {host, methods, paths, cache, sumdb-key}. */
 static int check_allow_rule(struct ctx *c, const struct node *e, const char *key,
                             struct config *cfg)
 {
@@ -614,6 +637,8 @@ static int check_allow_rule(struct ctx *c, const struct node *e, const char *key
 			host = vn;
 		} else if (!strcmp(kn->str, "cache")) {
 			ret = check_rule_cache(c, vn, k.buf, r);
+		} else if (!strcmp(kn->str, "sumdb-key")) {
+			ret = check_rule_sumdb_key(c, vn, k.buf, r);
 		} else {
 			ret =
 			    check_rule_list(c, vn, k.buf, !strcmp(kn->str, "methods"),
@@ -633,6 +658,8 @@ static int check_allow_rule(struct ctx *c, const struct node *e, const char *key
 			ret = fail(c, host, k.buf, "'%s': %s", host->str, why.buf);
 		else if (r->cache && !strcmp(r->host, "*"))
 			ret = fail(c, host, k.buf, "a cached host is one host, not '*'");
+		else if (r->sumdb_key && r->cache != CONFIG_CACHE_GO)
+			ret = fail(c, host, k.buf, "a sumdb-key is for a rule with cache: go");
 	}
 	for (size_t i = 0; !ret && i + 1 < cfg->nr_rules; i++)
 		if (!strcmp(cfg->rules[i].host, r->host))
@@ -1261,7 +1288,7 @@ static int preset_rules(struct config *cfg, struct buf *err)
 			struct config_rule *r;
 			int own = 0;
 
-			for (enum config_cache c = CONFIG_CACHE_NPM; c <= CONFIG_CACHE_CRATES; c++)
+			for (enum config_cache c = CONFIG_CACHE_NPM; c <= CONFIG_CACHE_GO; c++)
 				if (!strcmp(kind, config_cache_name(c)))
 					cache = c;
 			for (size_t j = 0; j < cfg->nr_rules; j++)
@@ -1690,6 +1717,7 @@ void config_release(struct config *cfg)
 	strvec_clear(&cfg->env);
 	for (size_t i = 0; i < cfg->nr_rules; i++) {
 		free(cfg->rules[i].host);
+		free(cfg->rules[i].sumdb_key);
 		strvec_clear(&cfg->rules[i].methods);
 		strvec_clear(&cfg->rules[i].paths);
 	}

@@ -183,13 +183,6 @@ int dep_key_from_url(const char *base, const char *url, struct buf *key, struct 
 	return ret;
 }
 
-/* Learn key's digest (dep_digests_learn() in dep_digests.c).  1 when learnt. */
-static int learn(struct dep_digests *d, const char *key, const char *algo, const unsigned char *md,
-                 size_t len)
-{
-	return dep_digests_learn(d, key, algo, md, len);
-}
-
 /* The n bytes that the 2n hex digits at s spell into md: 0, or -1 at a byte that is not one. */
 static int hex_bytes(unsigned char *md, const char *s, size_t n)
 {
@@ -251,7 +244,7 @@ int dep_npm_document(struct dep_digests *d, const char *base, const char *doc, s
 		if (!tarball || !sri || !sri_sha512(sri, md) ||
 		    dep_key_from_url(base, tarball, &key, NULL) < 0)
 			continue;
-		learnt += learn(d, key.buf, "sha512", md, 64);
+		learnt += dep_digests_learn(d, key.buf, "sha512", md, 64);
 	}
 	json_decref(root);
 	buf_release(&key);
@@ -287,7 +280,7 @@ int dep_pypi_index(struct dep_digests *d, const char *base, const char *html, si
 		if (memchr(url.buf, '\0', url.len) ||
 		    dep_key_from_url(base, url.buf, &key, NULL) < 0)
 			continue;
-		learnt += learn(d, key.buf, "sha256", md, 32);
+		learnt += dep_digests_learn(d, key.buf, "sha256", md, 32);
 	}
 	buf_release(&url);
 	buf_release(&key);
@@ -378,7 +371,7 @@ int dep_crates_index(struct dep_digests *d, const char *base, const char *text, 
 		    !crate_id(name, json_string_length(json_object_get(line, "name")), vers,
 		              json_string_length(json_object_get(line, "vers")), &id, NULL) &&
 		    !hex_bytes(md, ck, 32))
-			learnt += learn(d, id.buf, "sha256", md, 32);
+			learnt += dep_digests_learn(d, id.buf, "sha256", md, 32);
 		json_decref(line);
 	}
 	buf_release(&id);

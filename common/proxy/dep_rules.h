@@ -52,7 +52,7 @@ int dep_key_from_url(const char *base, const char *url, struct buf *key, struct 
 /* One digest an artifact must match: algo is OpenSSL's name. */
 struct dep_digest {
 	char *key;
-	const char *algo; /* "sha512" or "sha256" */
+	const char *algo; /* "sha512", "sha256", or "h1" (dep_go.h) */
 	unsigned char md[64];
 	size_t len;
 };
@@ -81,7 +81,7 @@ void dep_digests_clear(struct dep_digests *d);
 const struct dep_digest *dep_digests_find(const struct dep_digests *d, const char *key);
 
 /*
- * Learn key's digest (algo "sha512" or "sha256", len bytes of md).  A key
+ * Learn key's digest (algo a static string such as "sha512", "sha256" or "h1"; len bytes of md).  A key
  * learnt before with another algo or other bytes is forgotten for good: its
  * entry stays, empty, so no lookup finds it and no later learn brings it
  * back.  The same digest again changes nothing.  Past DEP_DIGESTS_MAX

@@ -32,7 +32,9 @@
 #include "config/config.h"
 #include "net/allow.h"
 #include "net/dep_cache.h"
+#include "net/go_sum.h"
 #include "net/http.h"
+#include "proxy/dep_go.h"
 #include "proxy/dep_pypi.h"
 #include "proxy/dep_rules.h"
 #include "proxy/proxy_impl.h"
@@ -101,6 +103,7 @@ void px_cache_end(struct conn *c)
 	c->hit_left = 0;
 	c->cache_kind = 0;
 	c->cache_note = NULL;
+	c->go_zip = 0;
 }
 
 /* Start serving the entry e (taken over) as the answer to c's request h. */
@@ -202,14 +205,19 @@ static int wait_for_filler(struct conn *c, const struct http_head *h)
 int px_cache_request(struct conn *c, const struct http_head *h, const char *t, size_t tl)
 {
 	struct proxy *px = c->px;
-	struct buf key = BUF_INIT, skey = BUF_INIT, id = BUF_INIT, why = BUF_INIT;
+	struct buf key = BUF_INIT, skey = BUF_INIT, id = BUF_INIT, why = BUF_INIT, gt = BUF_INIT;
 	struct dep_cache_entry e = DEP_CACHE_ENTRY_INIT;
 	const struct dep_digest *d;
-	int r, ret = 0, crate = 0, pyfile = 0;
+	int r, ret = 0, crate = 0, pyfile = 0, go = 0;
 
 	c->cache_kind = host_kind(c);
 	if (!c->cache_kind)
 		return 0;
+	if (c->cache_kind == CONFIG_CACHE_GO) {
+		dep_go_target(t, tl, &gt);
+		t = gt.buf;
+		tl = gt.len;
+	}
 	if (dep_key(c->host, c->port, t, tl, &key, &why) < 0) {
 		c->cache_note = "bypass";
 		goto out;
@@ -218,6 +226,10 @@ int px_cache_request(struct conn *c, const struct http_head *h, const char *t, s
 		/* A crate file: by name and version, learnt on whichever index host. */
 		crate = !dep_crate_download(t, tl, &id, NULL);
 		d = crate ? dep_digests_find(&px->digests, id.buf) : NULL;
+	} else if (c->cache_kind == CONFIG_CACHE_GO) {
+		/* A module's zip or .mod, by the h1 its checksum database lookup gave. */
+		go = dep_go_download(&px->digests, t, tl, &d, &c->go_zip);
+		crate = go || !dep_go_is_lookup(t, tl);
 	} else {
 		d = dep_digests_find(&px->digests, key.buf);
 		/* A PyPI file names its own BLAKE2b-256: checked, whatever the index says. */
@@ -251,9 +263,11 @@ int px_cache_request(struct conn *c, const struct http_head *h, const char *t, s
 	}
 	c->cdig = &c->cdig_v;
 	c->cdig_seen = 1;
+	/* h1 (Go): the .mod's sha256 as it comes; the zip's files once it is whole. */
 	if (strcmp(d->algo, "blake2b256")) {
 		c->cmd = EVP_MD_CTX_new();
-		if (!c->cmd || !EVP_DigestInit_ex(c->cmd, EVP_get_digestbyname(d->algo), NULL))
+		if (!c->cmd ||
+		    !EVP_DigestInit_ex(c->cmd, EVP_get_digestbyname(go ? "sha256" : d->algo), NULL))
 			BUG("cannot start a %s digest", d->algo);
 	}
 	if (pyfile) {
@@ -297,6 +311,7 @@ out:
 	buf_release(&skey);
 	buf_release(&id);
 	buf_release(&why);
+	buf_release(&gt);
 	return ret;
 }
 
@@ -321,6 +336,28 @@ void px_cache_head(struct conn *c, const struct http_head *h)
 	drop_meta(c);
 }
 
+/*
+ * A checksum database's lookup answer is whole: learn its h1 lines if its
+ * note verifies with sum.golang.org's key or a cached host's sumdb-key.
+ */
+static void go_lookup(struct conn *c)
+{
+	const struct proxy_secrets *ps = c->px->cfg->secrets;
+	struct go_vkey *keys = xcalloc(ps->nr_rules + 1, sizeof(*keys));
+	struct buf why = BUF_INIT;
+	size_t nr = 0;
+
+	if (go_vkey_parse(GO_SUMDB_KEY, &keys[nr++], &why) < 0)
+		BUG("sum.golang.org's key: %s", why.buf);
+	for (size_t i = 0; i < ps->nr_rules; i++)
+		if (ps->rules[i].sumdb_key &&
+		    go_vkey_parse(ps->rules[i].sumdb_key, &keys[nr], NULL) == 0)
+			nr++;
+	dep_go_lookup(&c->px->digests, c->ckey, c->meta->buf, c->meta->len, keys, nr, &why);
+	free(keys);
+	buf_release(&why);
+}
+
 /* The metadata answer is whole: learn its digests. */
 static void learn(struct conn *c)
 {
@@ -331,9 +368,37 @@ static void learn(struct conn *c)
 		dep_npm_document(&px->digests, c->ckey, c->meta->buf, c->meta->len, &why);
 	else if (c->cache_kind == CONFIG_CACHE_PYPI)
 		dep_pypi_index(&px->digests, c->ckey, c->meta->buf, c->meta->len, &why);
-	else
+	else if (c->cache_kind == CONFIG_CACHE_CRATES)
 		dep_crates_index(&px->digests, c->ckey, c->meta->buf, c->meta->len, &why);
+	else
+		go_lookup(c);
 	buf_release(&why);
+}
+
+/*
+ * The h1 of a Go artifact now whole into md (len 32): a .mod's from its
+ * sha256 in md; a zip's from its files, read back from the fill (a zip
+ * that is not a zip gets an h1 of all zeros, a mismatch).  0 when a zip has
+ * no fill to read (it is then not checked, and not stored).
+ */
+static int go_h1(struct conn *c, unsigned char *md, unsigned int *len)
+{
+	struct buf why = BUF_INIT;
+
+	*len = 32;
+	if (!c->go_zip) {
+		unsigned char sum[32];
+
+		memcpy(sum, md, 32);
+		go_h1_mod(sum, md);
+		return 1;
+	}
+	if (!c->fill)
+		return 0;
+	if (go_zip_h1(c->fill->fd, DEP_CACHE_HEADER, c->fill->size, md, &why) < 0)
+		memset(md, 0, 32);
+	buf_release(&why);
+	return 1;
 }
 
 int px_cache_body(struct conn *c, const char *p, size_t n, int done)
@@ -378,6 +443,12 @@ int px_cache_body(struct conn *c, const char *p, size_t n, int done)
 	/* Both must agree when there are two: the index's digest and the path's. */
 	if (c->cmd) {
 		EVP_DigestFinal_ex(c->cmd, md, &len);
+		if (!strcmp(c->cdig->algo, "h1") && !go_h1(c, md, &len)) {
+			/* A zip stored nowhere is not read back: the go command checks its own. */
+			digest_drop(c);
+			c->cache_note = "miss";
+			return 0;
+		}
 		if (len != c->cdig->len || CRYPTO_memcmp(md, c->cdig->md, len))
 			bad = "the artifact does not match the digest its metadata gives";
 	}

@@ -176,6 +176,7 @@ struct conn {
 	void *cmd;                     /* EVP_MD_CTX *, checking them as they come */
 	struct blake2b *b2; /* a PyPI file: the BLAKE2b-256 its path names, checked too */
 	unsigned char b2md[32];
+	int go_zip;                  /* a Go module zip: checked whole, from its fill */
 	struct dep_cache_fill *fill; /* storing them */
 	struct dep_cache_entry *hit; /* a hit being served */
 	uint64_t hit_left;

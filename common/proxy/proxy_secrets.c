@@ -7,6 +7,7 @@
 
 #include "base/buf.h"
 #include "base/err.h"
+#include "net/go_sum.h"
 #include "proxy/proxy_secrets.h"
 #include "base/secret.h"
 #include "base/strvec.h"
@@ -40,6 +41,8 @@ void proxy_secrets_write(const struct config *cfg, const struct strvec *values,
 			buf_addf(out, "path %s\n", r->paths.v[k]);
 		if (r->cache)
 			buf_addf(out, "cache %s\n", config_cache_name(r->cache));
+		if (r->sumdb_key)
+			buf_addf(out, "sumdb-key %s\n", r->sumdb_key);
 	}
 }
 
@@ -229,8 +232,19 @@ static int one_line(struct proxy_secrets *ps, const char *w, size_t wl, const ch
 			cr->cache = CONFIG_CACHE_PYPI;
 		else if (!strcmp(r, "crates"))
 			cr->cache = CONFIG_CACHE_CRATES;
+		else if (!strcmp(r, "go"))
+			cr->cache = CONFIG_CACHE_GO;
 		else
-			ret = bad(err, line, "a cache kind that is not npm, pypi or crates");
+			ret = bad(err, line, "a cache kind that is not npm, pypi, crates or go");
+	} else if (wl == 9 && !memcmp(w, "sumdb-key", 9)) {
+		struct config_rule *cr = *in_rule ? &ps->rules[ps->nr_rules - 1] : NULL;
+		struct go_vkey k;
+
+		if (!cr || cr->sumdb_key || go_vkey_parse(r, &k, NULL) < 0)
+			ret = bad(err, line,
+			          "a sumdb-key outside a rule, a second one, or not a key");
+		else
+			cr->sumdb_key = xstrdup(r);
 	} else {
 		ret = bad(err, line, "an unknown word");
 	}
@@ -284,6 +298,7 @@ void proxy_secrets_release(struct proxy_secrets *ps)
 	free(ps->secrets);
 	for (size_t i = 0; i < ps->nr_rules; i++) {
 		free(ps->rules[i].host);
+		free(ps->rules[i].sumdb_key);
 		strvec_clear(&ps->rules[i].methods);
 		strvec_clear(&ps->rules[i].paths);
 		allow_clear(&ps->rule_hosts[i]);

@@ -75,6 +75,8 @@ static int show_config(const char *file, int host)
 			printf("%s%s", j ? "," : "", r->paths.v[j]);
 		if (r->cache)
 			printf(" cache=%s", config_cache_name(r->cache));
+		if (r->sumdb_key)
+			printf(" sumdb-key=%s", r->sumdb_key);
 		printf("\n");
 	}
 	for (size_t i = 0; i < cfg.nr_secrets; i++) {

@@ -1,0 +1,168 @@
+#!/usr/bin/env bats
+# The dependency cache's go kind in aibox-proxy (docs/cache.md, "go"): a
+# checksum database's /lookup answer whose note verifies teaches the h1 of a
+# module's zip and .mod; the zip is checked whole, read back from its fill.
+# t/go-proxy is a loopback GOPROXY and checksum database (signed notes,
+# tiles); the host's real go command goes through the proxy, trusting the
+# task CA, to "localhost." (the go command sends "localhost" and loopback
+# addresses through no proxy; the proxy takes the name without its dot).
+bats_require_minimum_version 1.5.0
+load lib-common
+load lib-tls
+load lib-proxy
+load lib-deps
+
+MODS=(example.com/m@v1.0.0 example.com/Big@v1.2.0-RC1)
+
+setup_file() {
+	make_test_ca "$BATS_FILE_TMPDIR/ca"
+	mkdir "$BATS_FILE_TMPDIR/db"
+	"$PY" "$TOP/t/go-proxy" lookup --dir "$BATS_FILE_TMPDIR/db" "${MODS[0]}" >/dev/null
+}
+
+# start_goproxy: t/go-proxy on a free port (REG), requests in $T/reg.log, its files in $T/db.
+start_goproxy() {
+	: >"$T/reg.log"
+	rm -f "$T/reg.port"
+	"$PY" "$TOP/t/go-proxy" serve --cert "$T/ca/server.pem" --key "$T/ca/server.key" --dir "$T/db" \
+		--port-file "$T/reg.port" --log "$T/reg.log" "${MODS[@]}" 2>"$T/reg.err" &
+	REG_PID=$!
+	wait_until 10 file_or_gone "$T/reg.port" $REG_PID || return 1
+	REG=$(cat "$T/reg.port")
+}
+
+setup() {
+	common_setup
+	cp -r "$BATS_FILE_TMPDIR/ca" "$T/ca"
+	cp -r "$BATS_FILE_TMPDIR/db" "$T/db"
+	export SSL_CERT_FILE=$T/ca/ca.pem
+	export AIBOX_DEPS_CACHE=$T/deps
+	unset NO_PROXY no_proxy
+	start_goproxy
+	printf 'rule localhost:%s\ncache go\nsumdb-key %s\n' "$REG" "$(cat "$T/db/vkey")" >"$T/rules"
+}
+
+teardown() {
+	stop_proxy || true
+	[ -z "${REG_PID:-}" ] || kill "$REG_PID" 2>/dev/null || true
+	common_teardown
+}
+
+# task: one task's proxy with $T/rules, the store at $T/deps, its record in $T/record.json.
+task() {
+	local st
+	stop_proxy || true
+	rm -f "$T/proxy.log"
+	exec 5<"$T/rules" 6>"$T/taskca.pem"
+	start_recorded --allow "localhost:$REG" --secrets-fd 5 --ca-fd 6 --cache-dir "$T/deps"
+	st=$?
+	exec 5<&- 6>&-
+	return $st
+}
+
+reg_count() {
+	grep -cE "$1" "$T/reg.log" || true
+}
+
+icurl() {
+	curl -fsS -x "$PROXY" --cacert "$T/taskca.pem" "$@"
+}
+
+# go_download N: the host's go mod download of both modules in a fresh
+# project, GOPATH and module cache ($T/go-N), through the proxy.
+go_download() {
+	local d=$T/go-$1
+	mkdir -p "$d/p"
+	printf 'module p\n\ngo 1.19\n\nrequire (\n\texample.com/m v1.0.0\n\texample.com/Big v1.2.0-RC1\n)\n' >"$d/p/go.mod"
+	(cd "$d/p" && env HTTPS_PROXY="$PROXY" SSL_CERT_FILE="$T/taskca.pem" GOPATH="$d/gopath" \
+		GOMODCACHE="$d/gopath/pkg/mod" GOCACHE="$d/cache" GOFLAGS=-mod=mod GOTOOLCHAIN=local \
+		GOPROXY="https://localhost.:$REG" GOSUMDB="$(cat "$T/db/vkey") https://localhost.:$REG" \
+		GONOSUMDB= GOPRIVATE= GOINSECURE= go mod download -x all)
+}
+
+@test "cache go: the first task's go mod download fills the store, the second's takes every zip from it" {
+	command -v go >/dev/null || skip "no go on this host (packages.txt: golang-go)"
+	task
+	run go_download 1
+	assert_success
+	run cat "$T/go-1/gopath/pkg/mod/example.com/!big@v1.2.0-!r!c1/m.go"
+	assert_output --partial 'const V = "example.com/Big@v1.2.0-RC1"'
+	assert_equal "$(reg_count '\.zip$')" 2
+	assert_equal "$(reg_count '^GET /lookup/example.com/!big@v1.2.0-!r!c1$')" 1
+	# The go command asks for a .mod before its lookup: the .mod is forwarded, not stored.
+	run grep -c ' cache=fill ' "$T/proxy.log"
+	assert_output 2
+	stop_proxy
+	run aibox cache list
+	assert_success
+	assert_line --regexp "https://localhost:$REG/example.com/!big/@v/v1.2.0-!r!c1.zip#h1=[0-9a-f]{64}\$"
+
+	: >"$T/reg.log"
+	task
+	run go_download 2
+	assert_success
+	run cat "$T/go-2/gopath/pkg/mod/example.com/m@v1.0.0/m.go"
+	assert_output --partial 'const V = "example.com/m@v1.0.0"'
+	# The lookups, tiles and .mod files still come from upstream; no zip does.
+	assert_equal "$(reg_count '\.zip$')" 0
+	assert_equal "$(reg_count '\.mod$')" 2
+	assert_equal "$(reg_count '^GET /lookup/')" 2
+	run grep -c ' cache=hit ' "$T/proxy.log"
+	assert_output 2
+}
+
+@test "cache go: a zip asked before its lookup, or after a lookup whose note does not verify, is forwarded and not stored" {
+	task
+	run icurl -o "$T/z" "https://localhost.:$REG/example.com/m/@v/v1.0.0.zip"
+	assert_success
+	run icurl -o /dev/null "https://localhost.:$REG/lookup/example.com/m@v1.0.0"
+	assert_success
+	# The database's note signed by another key than the rule's: nothing is learnt.
+	rm "$T/db/sumdb.key"
+	stop_proxy
+	kill "$REG_PID"
+	wait "$REG_PID" || true
+	start_goproxy
+	printf 'rule localhost:%s\ncache go\nsumdb-key %s\n' "$REG" "$(cat "$BATS_FILE_TMPDIR/db/vkey")" >"$T/rules"
+	task
+	run icurl -o /dev/null "https://localhost.:$REG/lookup/example.com/m@v1.0.0"
+	assert_success
+	run icurl -o "$T/z" "https://localhost.:$REG/example.com/m/@v/v1.0.0.zip"
+	assert_success
+	run icurl -o /dev/null "https://localhost.:$REG/example.com/m/@v/v1.0.0.mod"
+	assert_success
+	run grep -c ' cache=' "$T/proxy.log"
+	assert_output 1
+	run grep -c ' cache=meta ' "$T/proxy.log"
+	assert_output 1
+	run aibox cache list
+	assert_success
+	refute_output --partial "localhost:$REG"
+}
+
+@test "cache go: a zip whose files do not match the h1, or holding a ../ name, is cut and not stored" {
+	local bad
+	for bad in TAMPER ZIPNAMES; do
+		touch "$T/db/$bad"
+		kill "$REG_PID"
+		wait "$REG_PID" || true
+		start_goproxy
+		printf 'rule localhost:%s\ncache go\nsumdb-key %s\n' "$REG" "$(cat "$T/db/vkey")" >"$T/rules"
+		task
+		run icurl -o /dev/null "https://localhost.:$REG/lookup/example.com/m@v1.0.0"
+		assert_success
+		run icurl -o "$T/z" "https://localhost.:$REG/example.com/m/@v/v1.0.0.zip"
+		assert_failure
+		run grep -cF 'GET /example.com/m/@v/v1.0.0.zip (the artifact does not match the digest its metadata gives) status=200 cache=bad' "$T/proxy.log"
+		assert_output 1
+		# The .mod is right: it is stored.
+		run icurl -o /dev/null "https://localhost.:$REG/example.com/m/@v/v1.0.0.mod"
+		assert_success
+		run aibox cache list
+		assert_success
+		refute_output --partial ".zip#h1="
+		assert_output --partial ".mod#h1="
+		rm "$T/db/$bad"
+		rm -rf "$T/deps"
+	done
+}
