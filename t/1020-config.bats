@@ -606,7 +606,7 @@ EOF2
 		assert_output --partial "allow[0].paths: '$p'"
 	done
 	cfg 'allow: [{host: a.com, verbs: [GET]}]'
-	assert_output "config.yaml:1:23: allow[0]: unknown key 'verbs' (known keys: host, methods, paths, cache)"
+	assert_output "config.yaml:1:23: allow[0]: unknown key 'verbs' (known keys: host, methods, paths, cache, sumdb-key)"
 	cfg 'allow:
   - {host: a.com, methods: [GET]}
   - {host: A.com, methods: [POST]}'

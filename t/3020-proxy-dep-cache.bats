@@ -313,6 +313,8 @@ b2() {
 	done
 	run grep -cE " GET /packages/.* cache=(fill|hit|bad) " "$T/proxy.log"
 	assert_output 3
+	# The proxy writes a request's line once its answer is relayed: the last may come after curl ends.
+	wait_until 10 sh -c '[ "$(grep -c " cache=bypass " "$1")" -ge 3 ]' _ "$T/proxy.log"
 	run grep -c " cache=bypass " "$T/proxy.log"
 	assert_output 3
 	run aibox cache size
