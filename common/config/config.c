@@ -558,11 +558,13 @@ const char *config_cache_name(enum config_cache k)
 		return "pypi";
 	case CONFIG_CACHE_CRATES:
 		return "crates";
+	case CONFIG_CACHE_DEBIAN:
+		return "debian";
 	}
 	BUG("cache kind %d", (int)k);
 }
 
-/* cache: of an allow rule at key: npm, pypi or crates (the others are not cached yet). */
+/* cache: of an allow rule at key: npm, pypi, crates or debian (go is not cached yet). */
 static int check_rule_cache(struct ctx *c, const struct node *v, const char *key,
                             struct config_rule *r)
 {
@@ -576,11 +578,15 @@ static int check_rule_cache(struct ctx *c, const struct node *v, const char *key
 		r->cache = CONFIG_CACHE_PYPI;
 	else if (!strcmp(v->str, "crates"))
 		r->cache = CONFIG_CACHE_CRATES;
-	else if (!strcmp(v->str, "go") || !strcmp(v->str, "debian"))
+	else if (!strcmp(v->str, "debian"))
+		r->cache = CONFIG_CACHE_DEBIAN;
+	else if (!strcmp(v->str, "go"))
 		return fail(c, v, key,
-		            "'%s' is not cached yet (docs/cache.md): npm, pypi or crates", v->str);
+		            "'%s' is not cached yet (docs/cache.md): npm, pypi, crates or debian",
+		            v->str);
 	else
-		return fail(c, v, key, "'%.64s' is not a cache kind: npm, pypi or crates", v->str);
+		return fail(c, v, key, "'%.64s' is not a cache kind: npm, pypi, crates or debian",
+		            v->str);
 	return 0;
 }
 
@@ -1261,7 +1267,7 @@ static int preset_rules(struct config *cfg, struct buf *err)
 			struct config_rule *r;
 			int own = 0;
 
-			for (enum config_cache c = CONFIG_CACHE_NPM; c <= CONFIG_CACHE_CRATES; c++)
+			for (enum config_cache c = CONFIG_CACHE_NPM; c <= CONFIG_CACHE_LAST; c++)
 				if (!strcmp(kind, config_cache_name(c)))
 					cache = c;
 			for (size_t j = 0; j < cfg->nr_rules; j++)

@@ -79,14 +79,22 @@ struct config_mount {
  * (docs/cache.md).  The host is also on config.allow.
  */
 /* The ecosystem whose rules a cached host follows (docs/cache.md); none: not cached. */
-enum config_cache { CONFIG_CACHE_NONE, CONFIG_CACHE_NPM, CONFIG_CACHE_PYPI, CONFIG_CACHE_CRATES };
+enum config_cache {
+	CONFIG_CACHE_NONE,
+	CONFIG_CACHE_NPM,
+	CONFIG_CACHE_PYPI,
+	CONFIG_CACHE_CRATES,
+	CONFIG_CACHE_DEBIAN,
+};
+/* The last kind: the kinds are CONFIG_CACHE_NPM to this. */
+#define CONFIG_CACHE_LAST CONFIG_CACHE_DEBIAN
 
-/* "npm", "pypi", "crates" for a CONFIG_CACHE_*; NULL for none. */
+/* "npm", "pypi", "crates", "debian" for a CONFIG_CACHE_*; NULL for none. */
 const char *config_cache_name(enum config_cache k);
 
 struct config_rule {
 	char *host;              /* an allow entry, lowercased; no preset */
-	enum config_cache cache; /* cache: npm, pypi or crates (docs/cache.md) */
+	enum config_cache cache; /* cache: npm, pypi, crates or debian (docs/cache.md) */
 	struct strvec methods;   /* uppercase tokens; empty: any method */
 	struct strvec paths;     /* '/'-rooted patterns, '*' matches any run; empty: any */
 	size_t line;             /* of the entry in the file */

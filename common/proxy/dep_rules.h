@@ -59,6 +59,8 @@ struct dep_digest {
 struct dep_digests {
 	struct dep_digest *v;
 	size_t nr, alloc;
+	size_t *slot; /* a hash of the keys: index + 1 into v, 0 when free */
+	size_t nslot; /* a power of two, at least twice nr; 0 before the first */
 };
 #define DEP_DIGESTS_INIT                                                                           \
 	{                                                                                          \
@@ -69,6 +71,19 @@ void dep_digests_clear(struct dep_digests *d);
 
 /* The digest learnt for key, or NULL (the artifact is then not cached). */
 const struct dep_digest *dep_digests_find(const struct dep_digests *d, const char *key);
+
+/*
+ * Learn key's digest (algo "sha512" or "sha256", len bytes of md).  One
+ * learnt before with other bytes makes the key forgotten for good (found by
+ * no lookup); so does len 0.  1 when learnt, 0 when known already,
+ * forgotten, or the table holds DEP_DIGESTS_MAX.  A lookup or a learning
+ * costs the same at any size.
+ */
+int dep_digests_learn(struct dep_digests *d, const char *key, const char *algo,
+                      const unsigned char *md, size_t len);
+
+/* The n bytes that the 2n hex digits at s (any case) spell into md: 0, or -1 at one that is not. */
+int dep_hex_bytes(unsigned char *md, const char *s, size_t n);
 
 /*
  * Learn the tarballs' digests from an npm package document (JSON) fetched

@@ -32,6 +32,7 @@
 #include "net/allow.h"
 #include "net/dep_cache.h"
 #include "net/http.h"
+#include "proxy/dep_debian.h"
 #include "proxy/dep_rules.h"
 #include "proxy/proxy_impl.h"
 #include "proxy/proxy_report.h"
@@ -79,6 +80,37 @@ static void drop_meta(struct conn *c)
 	buf_release(c->meta);
 	free(c->meta);
 	c->meta = NULL;
+}
+
+/* n more bytes of c's metadata answer, kept under one answer's cap and all answers'. */
+static void meta_add(struct conn *c, const char *p, size_t n)
+{
+	struct proxy *px = c->px;
+
+	/* One answer's cap, and all the answers' together (the VM opens connections). */
+	if (c->meta->len + n > DEP_META_MAX || px->meta_bytes + n > PX_META_TOTAL) {
+		drop_meta(c);
+		return;
+	}
+	buf_add(c->meta, p, n);
+	px->meta_bytes += n;
+}
+
+/* The metadata answer is whole: learn its digests. */
+static void learn(struct conn *c)
+{
+	struct proxy *px = c->px;
+	struct buf why = BUF_INIT;
+
+	if (c->cache_kind == CONFIG_CACHE_NPM)
+		dep_npm_document(&px->digests, c->ckey, c->meta->buf, c->meta->len, &why);
+	else if (c->cache_kind == CONFIG_CACHE_PYPI)
+		dep_pypi_index(&px->digests, c->ckey, c->meta->buf, c->meta->len, &why);
+	else if (c->cache_kind == CONFIG_CACHE_CRATES)
+		dep_crates_index(&px->digests, c->ckey, c->meta->buf, c->meta->len, &why);
+	else
+		dep_deb_index(&px->digests, c->ckey, c->meta->buf, c->meta->len, &why);
+	buf_release(&why);
 }
 
 void px_cache_end(struct conn *c)
@@ -161,6 +193,14 @@ void px_cache_step(struct conn *c)
 		}
 		c->hit_left -= (uint64_t)n;
 		c->received += (uint64_t)n;
+		if (c->meta) {
+			/* A by-hash index from the store: checked against its URL when stored. */
+			meta_add(c, px->scratch, (size_t)n);
+			if (c->meta && !c->hit_left) {
+				learn(c);
+				drop_meta(c);
+			}
+		}
 		px_intercept_body(c, px->scratch, (size_t)n, c->hit_left == 0);
 	}
 }
@@ -203,6 +243,8 @@ int px_cache_request(struct conn *c, const struct http_head *h, const char *t, s
 	struct buf key = BUF_INIT, skey = BUF_INIT, id = BUF_INIT, why = BUF_INIT;
 	struct dep_cache_entry e = DEP_CACHE_ENTRY_INIT;
 	const struct dep_digest *d;
+	struct dep_digest byhash;
+	enum dep_deb_path deb = DEP_DEB_OTHER;
 	int r, ret = 0, crate = 0;
 
 	c->cache_kind = host_kind(c);
@@ -216,13 +258,27 @@ int px_cache_request(struct conn *c, const struct http_head *h, const char *t, s
 		/* A crate file: by name and version, learnt on whichever index host. */
 		crate = !dep_crate_download(t, tl, &id, NULL);
 		d = crate ? dep_digests_find(&px->digests, id.buf) : NULL;
+	} else if (c->cache_kind == CONFIG_CACHE_DEBIAN) {
+		/* A by-hash file's digest is its URL's; a package's, its Packages index's. */
+		deb = dep_deb_path(t, tl, &byhash);
+		d = deb == DEP_DEB_BY_HASH   ? &byhash
+		    : deb == DEP_DEB_PACKAGE ? dep_digests_find(&px->digests, key.buf)
+		                             : NULL;
 	} else {
 		d = dep_digests_find(&px->digests, key.buf);
+	}
+	if (deb == DEP_DEB_BY_HASH && dep_deb_in_dists(key.buf) && h->method_len == 3 &&
+	    !memcmp(h->method, "GET", 3)) {
+		/* A by-hash index: read too, from upstream or the store, once its digest matched. */
+		c->meta = xcalloc(1, sizeof(*c->meta));
+		buf_init(c->meta, 0);
+		c->ckey = xstrdup(key.buf);
 	}
 	if (!d) {
 		/* Metadata, or an artifact this task's metadata did not name: never from the store.
 		 */
-		if (!crate && h->method_len == 3 && !memcmp(h->method, "GET", 3)) {
+		if (!crate && (c->cache_kind != CONFIG_CACHE_DEBIAN || deb == DEP_DEB_INDEX) &&
+		    h->method_len == 3 && !memcmp(h->method, "GET", 3)) {
 			c->meta = xcalloc(1, sizeof(*c->meta));
 			buf_init(c->meta, 0);
 			c->ckey = buf_detach(&key, NULL);
@@ -231,6 +287,7 @@ int px_cache_request(struct conn *c, const struct http_head *h, const char *t, s
 	}
 	if (!dep_request_cacheable(h, &why)) {
 		c->cache_note = "bypass";
+		drop_meta(c); /* a by-hash index unchecked teaches nothing */
 		goto out;
 	}
 	/* Checked as it comes from upstream, whether stored or not. */
@@ -303,21 +360,6 @@ void px_cache_head(struct conn *c, const struct http_head *h)
 	drop_meta(c);
 }
 
-/* The metadata answer is whole: learn its digests. */
-static void learn(struct conn *c)
-{
-	struct proxy *px = c->px;
-	struct buf why = BUF_INIT;
-
-	if (c->cache_kind == CONFIG_CACHE_NPM)
-		dep_npm_document(&px->digests, c->ckey, c->meta->buf, c->meta->len, &why);
-	else if (c->cache_kind == CONFIG_CACHE_PYPI)
-		dep_pypi_index(&px->digests, c->ckey, c->meta->buf, c->meta->len, &why);
-	else
-		dep_crates_index(&px->digests, c->ckey, c->meta->buf, c->meta->len, &why);
-	buf_release(&why);
-}
-
 int px_cache_body(struct conn *c, const char *p, size_t n, int done)
 {
 	struct proxy *px = c->px;
@@ -327,19 +369,13 @@ int px_cache_body(struct conn *c, const char *p, size_t n, int done)
 	int r;
 
 	if (c->meta) {
-		/* One answer's cap, and all the answers' together (the VM opens connections). */
-		if (c->meta->len + n > DEP_META_MAX || px->meta_bytes + n > PX_META_TOTAL) {
-			drop_meta(c);
-			return 0;
-		}
-		buf_add(c->meta, p, n);
-		px->meta_bytes += n;
-		if (done) {
+		meta_add(c, p, n);
+		/* An artifact's bytes (a by-hash index) are learnt from once they match. */
+		if (done && c->meta && !c->cmd) {
 			c->cache_note = "meta";
 			learn(c);
 			drop_meta(c);
 		}
-		return 0;
 	}
 	if (!c->cmd)
 		return 0;
@@ -362,6 +398,10 @@ int px_cache_body(struct conn *c, const char *p, size_t n, int done)
 			px->cfg->report->cache_bad++;
 		px_abort_forward(c, "the artifact does not match the digest its metadata gives");
 		return -1;
+	}
+	if (c->meta) {
+		learn(c);
+		drop_meta(c);
 	}
 	if (c->fill) {
 		r = dep_cache_fill_commit(c->fill, NULL, 0, &why);

@@ -229,8 +229,10 @@ static int one_line(struct proxy_secrets *ps, const char *w, size_t wl, const ch
 			cr->cache = CONFIG_CACHE_PYPI;
 		else if (!strcmp(r, "crates"))
 			cr->cache = CONFIG_CACHE_CRATES;
+		else if (!strcmp(r, "debian"))
+			cr->cache = CONFIG_CACHE_DEBIAN;
 		else
-			ret = bad(err, line, "a cache kind that is not npm, pypi or crates");
+			ret = bad(err, line, "a cache kind that is not npm, pypi, crates or debian");
 	} else {
 		ret = bad(err, line, "an unknown word");
 	}
