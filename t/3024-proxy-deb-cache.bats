@@ -55,7 +55,7 @@ setup_file() {
 	mkdir -p "$r/pool/main"
 	gpg -q --batch --export >"$BATS_FILE_TMPDIR/repo.gpg"
 	make_deb "$r/pool/main" hello 1.0
-	make_deb "$r/pool/main" world 2.0
+	make_deb "$r/pool/main" world 2.0~rc1
 	(cd "$r" && dpkg-scanpackages -m pool/main /dev/null 2>/dev/null) >"$BATS_FILE_TMPDIR/Packages"
 	make_index "$r" stable "$BATS_FILE_TMPDIR/Packages"
 	# A second suite whose index gives hello other bytes.
@@ -152,7 +152,7 @@ apt_get() {
 	stop_proxy
 	run aibox cache list
 	assert_success
-	assert_line --regexp "  -  $U/pool/main/world_2.0_all.deb#sha256=$(sha256sum "$T/repo/debian/pool/main/world_2.0_all.deb" | cut -c1-64)\$"
+	assert_line --regexp "  -  $U/pool/main/world_2.0~rc1_all.deb#sha256=$(sha256sum "$T/repo/debian/pool/main/world_2.0~rc1_all.deb" | cut -c1-64)\$"
 
 	: >"$T/repo.log"
 	task
@@ -160,7 +160,7 @@ apt_get() {
 	assert_success
 	run apt_get "$T/a2" download hello world
 	assert_success
-	run cmp "$T/a2/dl/world_2.0_all.deb" "$T/repo/debian/pool/main/world_2.0_all.deb"
+	run cmp "$T/a2/dl/world_2.0~rc1_all.deb" "$T/repo/debian/pool/main/world_2.0~rc1_all.deb"
 	assert_success
 	# InRelease is metadata: from upstream each time; nothing else is.
 	assert_equal "$(repo_count '^GET /debian/dists/stable/InRelease$')" 1
@@ -229,10 +229,10 @@ apt_get() {
 	assert_success
 	run cmp "$T/got" "$T/repo/debian/pool/main/hello_1.0_all.deb"
 	assert_success
-	run icurl -o /dev/null "$U/pool/main/world_2.0_all.deb"
+	run icurl -o /dev/null "$U/pool/main/world_2.0~rc1_all.deb"
 	assert_success
 	run aibox cache list
 	assert_success
 	refute_output --partial hello
-	assert_output --partial "$U/pool/main/world_2.0_all.deb#sha256="
+	assert_output --partial "$U/pool/main/world_2.0~rc1_all.deb#sha256="
 }

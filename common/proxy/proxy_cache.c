@@ -240,7 +240,7 @@ static int wait_for_filler(struct conn *c, const struct http_head *h)
 int px_cache_request(struct conn *c, const struct http_head *h, const char *t, size_t tl)
 {
 	struct proxy *px = c->px;
-	struct buf key = BUF_INIT, skey = BUF_INIT, id = BUF_INIT, why = BUF_INIT;
+	struct buf key = BUF_INIT, skey = BUF_INIT, id = BUF_INIT, why = BUF_INIT, dec = BUF_INIT;
 	struct dep_cache_entry e = DEP_CACHE_ENTRY_INIT;
 	const struct dep_digest *d;
 	struct dep_digest byhash;
@@ -250,6 +250,12 @@ int px_cache_request(struct conn *c, const struct http_head *h, const char *t, s
 	c->cache_kind = host_kind(c);
 	if (!c->cache_kind)
 		return 0;
+	if (c->cache_kind == CONFIG_CACHE_DEBIAN) {
+		/* apt's "%7e" is a '~' (docs/cache.md, "debian"); the request goes as it came. */
+		dep_deb_tilde(t, tl, &dec);
+		t = dec.buf;
+		tl = dec.len;
+	}
 	if (dep_key(c->host, c->port, t, tl, &key, &why) < 0) {
 		c->cache_note = "bypass";
 		goto out;
@@ -336,6 +342,7 @@ out:
 	buf_release(&skey);
 	buf_release(&id);
 	buf_release(&why);
+	buf_release(&dec);
 	return ret;
 }
 
