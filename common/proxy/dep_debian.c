@@ -104,8 +104,8 @@ static int filename_ok(const char *f, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		char ch = f[i];
 
-		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-		      strchr("._+~/-", ch)) ||
+		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+		      (ch >= '0' && ch <= '9') || strchr("._+~/-", ch)) ||
 		    !ch)
 			return 0;
 		/* A segment starts here: neither empty, "." nor "..". */
@@ -217,8 +217,9 @@ static int feed_gzip(struct reader *r, const char *bytes, size_t len, struct buf
 		z.avail_out = 64 << 10;
 		zr = inflate(&z, Z_NO_FLUSH);
 		if (zr != Z_OK && zr != Z_STREAM_END) {
-			ret = buf_refuse(why, -EINVAL, zr == Z_BUF_ERROR ? "a gzip index cut short"
-			                                                 : "a gzip index that is not gzip");
+			ret = buf_refuse(why, -EINVAL,
+			                 zr == Z_BUF_ERROR ? "a gzip index cut short"
+			                                   : "a gzip index that is not gzip");
 			break;
 		}
 		if (z.total_out > DEP_DEB_INDEX_MAX) {
@@ -244,9 +245,13 @@ int dep_deb_index(struct dep_digests *d, const char *base, const char *bytes, si
 
 	if (!dists)
 		return buf_refuse(why, -EINVAL, "an index outside a dists/ folder");
-	if ((len >= 6 && !memcmp(u, "\xfd" "7zXZ\0", 6)) || (len >= 3 && !memcmp(u, "BZh", 3)) ||
-	    (len >= 4 && !memcmp(u, "\x28\xb5\x2f\xfd", 4)))
-		return buf_refuse(why, -EINVAL, "an xz, bzip2 or zstd index, which aibox cannot read");
+	if ((len >= 6 && !memcmp(u,
+	                         "\xfd"
+	                         "7zXZ\0",
+	                         6)) ||
+	    (len >= 3 && !memcmp(u, "BZh", 3)) || (len >= 4 && !memcmp(u, "\x28\xb5\x2f\xfd", 4)))
+		return buf_refuse(why, -EINVAL,
+		                  "an xz, bzip2 or zstd index, which aibox cannot read");
 	r = xcalloc(1, sizeof(*r));
 	buf_init(&r->key, 0);
 	r->root = base;

@@ -233,7 +233,8 @@ int dep_digests_learn(struct dep_digests *d, const char *key, const char *algo,
 		if (*s) {
 			struct dep_digest *g = &d->v[*s - 1];
 
-			if (g->len && (strcmp(g->algo, algo) || g->len != len || memcmp(g->md, md, len)))
+			if (g->len &&
+			    (strcmp(g->algo, algo) || g->len != len || memcmp(g->md, md, len)))
 				g->len = 0;
 			return 0;
 		}

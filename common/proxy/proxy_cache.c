@@ -275,7 +275,8 @@ int px_cache_request(struct conn *c, const struct http_head *h, const char *t, s
 	}
 	if (deb == DEP_DEB_BY_HASH && dep_deb_in_dists(key.buf) && h->method_len == 3 &&
 	    !memcmp(h->method, "GET", 3)) {
-		/* A by-hash index: read too, from upstream or the store, once its digest matched. */
+		/* A by-hash index: read too, from upstream or the store, once its digest matched.
+		 */
 		c->meta = xcalloc(1, sizeof(*c->meta));
 		buf_init(c->meta, 0);
 		c->ckey = xstrdup(key.buf);

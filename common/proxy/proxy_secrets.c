@@ -232,7 +232,8 @@ static int one_line(struct proxy_secrets *ps, const char *w, size_t wl, const ch
 		else if (!strcmp(r, "debian"))
 			cr->cache = CONFIG_CACHE_DEBIAN;
 		else
-			ret = bad(err, line, "a cache kind that is not npm, pypi, crates or debian");
+			ret =
+			    bad(err, line, "a cache kind that is not npm, pypi, crates or debian");
 	} else {
 		ret = bad(err, line, "an unknown word");
 	}

@@ -14,7 +14,8 @@
  *	rule ENTRY                  a new rule, on an allow entry
  *	method METHOD               a method the rule lets through
  *	path PATTERN                a path pattern it lets through (the rest of the line)
- *	cache KIND                  the rule's host is cached as npm, pypi, crates or debian (docs/cache.md)
+ *	cache KIND                  the rule's host is cached (docs/cache.md): npm, pypi,
+ *	                            crates or debian
  */
 #ifndef AIBOX_PROXY_SECRETS_H
 #define AIBOX_PROXY_SECRETS_H

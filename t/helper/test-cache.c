@@ -301,6 +301,7 @@ int main(int argc, char **argv)
 	if (argc >= 4 && (!strcmp(argv[1], "npm") || !strcmp(argv[1], "pypi") ||
 	                  !strcmp(argv[1], "crates") || !strcmp(argv[1], "debian")))
 		return cmd_learn(argc, argv);
-	die("usage: test-cache put|get|key-ok|scope-ok|request|key|url|crate|deb-path|npm|pypi|crates|"
+	die("usage: test-cache "
+	    "put|get|key-ok|scope-ok|request|key|url|crate|deb-path|npm|pypi|crates|"
 	    "debian ...");
 }
