@@ -47,6 +47,7 @@ make_index() {
 
 setup_file() {
 	command -v dpkg-scanpackages >/dev/null || skip "no dpkg-scanpackages (packages.txt: dpkg-dev)"
+	command -v gpg >/dev/null || skip "no gpg (packages.txt: gpg)"
 	make_test_ca "$BATS_FILE_TMPDIR/ca"
 	export GNUPGHOME=$BATS_FILE_TMPDIR/gnupg
 	mkdir -m 700 "$GNUPGHOME"
@@ -61,6 +62,8 @@ setup_file() {
 	# A second suite whose index gives hello other bytes.
 	sed '/^Filename: .*hello/,/^SHA256:/ s/^SHA256: ./SHA256: 0/' "$BATS_FILE_TMPDIR/Packages" >"$BATS_FILE_TMPDIR/Packages.lie"
 	make_index "$r" other "$BATS_FILE_TMPDIR/Packages.lie"
+	# The agent gpg started for the key: ended, nothing left running.
+	gpgconf --kill gpg-agent
 }
 
 setup() {

@@ -1,8 +1,8 @@
 /*
  * The dependency cache in the proxy (docs/cache.md): on an intercepted host
  * whose allow rule has a cache kind, the metadata passing through (an npm
- * package document, a PyPI index page, a crates sparse index file) is read
- * for its digests, and an
+ * package document, a PyPI index page, a crates sparse index file, a Debian
+ * Packages index) is read for its digests, and an
  * artifact whose digest this task learnt is answered from the store
  * (common/net/dep_cache.h), or forwarded and checked as it passes, and
  * stored when it matches.
