@@ -60,7 +60,8 @@ setup_file() {
 	(cd "$r" && dpkg-scanpackages -m pool/main /dev/null 2>/dev/null) >"$BATS_FILE_TMPDIR/Packages"
 	make_index "$r" stable "$BATS_FILE_TMPDIR/Packages"
 	# A second suite whose index gives hello other bytes.
-	sed '/^Filename: .*hello/,/^SHA256:/ s/^SHA256: ./SHA256: 0/' "$BATS_FILE_TMPDIR/Packages" >"$BATS_FILE_TMPDIR/Packages.lie"
+	sed "/^Filename: .*hello/,/^SHA256:/ s/^SHA256: .*/SHA256: $(printf 'e%.0s' {1..64})/" \
+		"$BATS_FILE_TMPDIR/Packages" >"$BATS_FILE_TMPDIR/Packages.lie"
 	make_index "$r" other "$BATS_FILE_TMPDIR/Packages.lie"
 	# The agent gpg started for the key: ended, nothing left running.
 	gpgconf --kill gpg-agent

@@ -9,10 +9,24 @@
 
 #include "base/buf.h"
 #include "base/err.h"
+#include "base/hex.h"
 #include "net/dep_cache.h"
 #include "proxy/dep_debian.h"
 #include "proxy/dep_rules.h"
 #include "base/banned.h"
+
+/* The n bytes that the 2n hex digits at s (any case) spell, into md: 0, or -1. */
+static int unhex(unsigned char *md, const char *s, size_t n)
+{
+	for (size_t i = 0; i < 2 * n; i++) {
+		int v = hex_digit(s[i]);
+
+		if (v < 0)
+			return -1;
+		md[i / 2] = (unsigned char)(i % 2 ? md[i / 2] | v : v << 4);
+	}
+	return 0;
+}
 
 /* 1 when the n bytes at s end with the string suffix. */
 static int ends_with(const char *s, size_t n, const char *suffix)
@@ -35,7 +49,7 @@ enum dep_deb_path dep_deb_path(const char *target, size_t tl, struct dep_digest 
 
 		if (tl < sl + hl || memcmp(target + tl - hl - sl, by_hash[i].seg, sl))
 			continue;
-		if (dep_hex_bytes(d->md, target + tl - hl, by_hash[i].len) < 0)
+		if (unhex(d->md, target + tl - hl, by_hash[i].len) < 0)
 			return DEP_DEB_OTHER;
 		d->key = NULL;
 		d->algo = by_hash[i].algo;
@@ -177,7 +191,7 @@ static void end_line(struct reader *r)
 		}
 		memcpy(r->file, v, (size_t)(e - v));
 		r->file[e - v] = '\0';
-	} else if (r->nsum++ || e - v != 64 || dep_hex_bytes(r->md, v, 32) < 0) {
+	} else if (r->nsum++ || e - v != 64 || unhex(r->md, v, 32) < 0) {
 		r->bad = 1;
 	}
 }
@@ -267,10 +281,16 @@ int dep_deb_index(struct dep_digests *d, const char *base, const char *bytes, si
 		if (r->ll || r->overlong)
 			end_line(r);
 		end_paragraph(r);
-		/* Whole: what it taught goes into d, a Filename it forgot forgotten there too. */
-		for (size_t i = 0; i < r->tmp.nr; i++)
-			ret += dep_digests_learn(d, r->tmp.v[i].key, "sha256", r->tmp.v[i].md,
-			                         r->tmp.v[i].len);
+		/*
+		 * Whole: what it taught goes into d, and a Filename it forgot is
+		 * forgotten there too (learning len 0 empties the key for good).
+		 */
+		for (size_t i = 0; i < r->tmp.nr; i++) {
+			const struct dep_digest *g = &r->tmp.v[i];
+			int learnt = dep_digests_learn(d, g->key, "sha256", g->md, g->len);
+
+			ret += g->len ? learnt : 0;
+		}
 	}
 	dep_digests_clear(&r->tmp);
 	buf_release(&r->key);

@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <jansson.h>
 #include <openssl/evp.h>
-#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -184,84 +183,15 @@ int dep_key_from_url(const char *base, const char *url, struct buf *key, struct 
 	return ret;
 }
 
-void dep_digests_clear(struct dep_digests *d)
+/* Learn key's digest (dep_digests_learn() in dep_digests.c).  1 when learnt. */
+static int learn(struct dep_digests *d, const char *key, const char *algo, const unsigned char *md,
+                 size_t len)
 {
-	for (size_t i = 0; i < d->nr; i++)
-		free(d->v[i].key);
-	free(d->v);
-	free(d->slot);
-	*d = (struct dep_digests)DEP_DIGESTS_INIT;
+	return dep_digests_learn(d, key, algo, md, len);
 }
 
-/* FNV-1a of the key. */
-static size_t key_hash(const char *key)
-{
-	uint64_t h = 14695981039346656037ULL;
-
-	for (const unsigned char *p = (const unsigned char *)key; *p; p++)
-		h = (h ^ *p) * 1099511628211ULL;
-	return (size_t)h;
-}
-
-/* The slot of key in d's hash: the one holding it, or the free one where it would go. */
-static size_t *slot_of(const struct dep_digests *d, const char *key)
-{
-	size_t mask = d->nslot - 1;
-
-	for (size_t i = key_hash(key) & mask;; i = (i + 1) & mask)
-		if (!d->slot[i] || !strcmp(d->v[d->slot[i] - 1].key, key))
-			return &d->slot[i];
-}
-
-const struct dep_digest *dep_digests_find(const struct dep_digests *d, const char *key)
-{
-	size_t *s;
-
-	if (!d->nslot)
-		return NULL;
-	s = slot_of(d, key);
-	return *s && d->v[*s - 1].len ? &d->v[*s - 1] : NULL;
-}
-
-int dep_digests_learn(struct dep_digests *d, const char *key, const char *algo,
-                      const unsigned char *md, size_t len)
-{
-	size_t *s;
-
-	if (d->nslot) {
-		s = slot_of(d, key);
-		if (*s) {
-			struct dep_digest *g = &d->v[*s - 1];
-
-			if (g->len &&
-			    (strcmp(g->algo, algo) || g->len != len || memcmp(g->md, md, len)))
-				g->len = 0;
-			return 0;
-		}
-	}
-	if (d->nr >= DEP_DIGESTS_MAX)
-		return 0;
-	if (d->nr == d->alloc) {
-		d->alloc = d->alloc ? 2 * d->alloc : 64;
-		d->v = xrealloc(d->v, d->alloc * sizeof(*d->v));
-	}
-	if (2 * (d->nr + 1) > d->nslot) {
-		/* Twice the slots, every key put in again. */
-		free(d->slot);
-		d->nslot = d->nslot ? 2 * d->nslot : 128;
-		d->slot = xcalloc(d->nslot, sizeof(*d->slot));
-		for (size_t i = 0; i < d->nr; i++)
-			*slot_of(d, d->v[i].key) = i + 1;
-	}
-	d->v[d->nr] = (struct dep_digest){xstrdup(key), algo, {0}, len};
-	if (len)
-		memcpy(d->v[d->nr].md, md, len);
-	d->nr++;
-	*slot_of(d, key) = d->nr;
-	return len ? 1 : 0;
-}
-
-int dep_hex_bytes(unsigned char *md, const char *s, size_t n)
+/* The n bytes that the 2n hex digits at s spell into md: 0, or -1 at a byte that is not one. */
+static int hex_bytes(unsigned char *md, const char *s, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
 		int hi = hex_digit(s[2 * i]), lo = hi < 0 ? -1 : hex_digit(s[2 * i + 1]);
@@ -321,7 +251,7 @@ int dep_npm_document(struct dep_digests *d, const char *base, const char *doc, s
 		if (!tarball || !sri || !sri_sha512(sri, md) ||
 		    dep_key_from_url(base, tarball, &key, NULL) < 0)
 			continue;
-		learnt += dep_digests_learn(d, key.buf, "sha512", md, 64);
+		learnt += learn(d, key.buf, "sha512", md, 64);
 	}
 	json_decref(root);
 	buf_release(&key);
@@ -352,12 +282,12 @@ int dep_pypi_index(struct dep_digests *d, const char *base, const char *html, si
 		}
 		p = q + 1;
 		h = strstr(url.buf, "#sha256=");
-		if (!h || strlen(h + 8) != 64 || dep_hex_bytes(md, h + 8, 32))
+		if (!h || strlen(h + 8) != 64 || hex_bytes(md, h + 8, 32))
 			continue;
 		if (memchr(url.buf, '\0', url.len) ||
 		    dep_key_from_url(base, url.buf, &key, NULL) < 0)
 			continue;
-		learnt += dep_digests_learn(d, key.buf, "sha256", md, 32);
+		learnt += learn(d, key.buf, "sha256", md, 32);
 	}
 	buf_release(&url);
 	buf_release(&key);
@@ -447,8 +377,8 @@ int dep_crates_index(struct dep_digests *d, const char *base, const char *text, 
 		if (name && vers && ck && strlen(ck) == 64 && !strcasecmp(name, file) &&
 		    !crate_id(name, json_string_length(json_object_get(line, "name")), vers,
 		              json_string_length(json_object_get(line, "vers")), &id, NULL) &&
-		    !dep_hex_bytes(md, ck, 32))
-			learnt += dep_digests_learn(d, id.buf, "sha256", md, 32);
+		    !hex_bytes(md, ck, 32))
+			learnt += learn(d, id.buf, "sha256", md, 32);
 		json_decref(line);
 	}
 	buf_release(&id);

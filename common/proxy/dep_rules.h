@@ -17,6 +17,8 @@ struct http_head;
 
 /* The most digests one task's table holds; more are not learnt. */
 #define DEP_DIGESTS_MAX 200000
+/* The most bytes of keys one task's table holds; more are not learnt. */
+#define DEP_DIGESTS_BYTES (64u << 20)
 /* The largest package document or index page read for digests. */
 #define DEP_META_MAX (64u << 20)
 
@@ -55,12 +57,18 @@ struct dep_digest {
 	size_t len;
 };
 
-/* The digests learnt in one task: what its proxy fetched itself. */
+/*
+ * The digests learnt in one task: what its proxy fetched itself.  A hash
+ * table (common/proxy/dep_digests.c): a lookup or a learn costs the same
+ * with 10 entries or 200,000.
+ */
 struct dep_digests {
 	struct dep_digest *v;
 	size_t nr, alloc;
-	size_t *slot; /* a hash of the keys: index + 1 into v, 0 when free */
-	size_t nslot; /* a power of two, at least twice nr; 0 before the first */
+	size_t *slot;            /* open addressing: 1 + an index into v, 0 for none */
+	size_t nslot;            /* a power of 2, at least twice nr */
+	size_t bytes;            /* the keys' bytes, at most DEP_DIGESTS_BYTES */
+	unsigned long long seed; /* the hash's, random per table */
 };
 #define DEP_DIGESTS_INIT                                                                           \
 	{                                                                                          \
@@ -73,17 +81,15 @@ void dep_digests_clear(struct dep_digests *d);
 const struct dep_digest *dep_digests_find(const struct dep_digests *d, const char *key);
 
 /*
- * Learn key's digest (algo "sha512" or "sha256", len bytes of md).  One
- * learnt before with other bytes makes the key forgotten for good (found by
- * no lookup); so does len 0.  1 when learnt, 0 when known already,
- * forgotten, or the table holds DEP_DIGESTS_MAX.  A lookup or a learning
- * costs the same at any size.
+ * Learn key's digest (algo "sha512" or "sha256", len bytes of md).  A key
+ * learnt before with another algo or other bytes is forgotten for good: its
+ * entry stays, empty, so no lookup finds it and no later learn brings it
+ * back.  The same digest again changes nothing.  Past DEP_DIGESTS_MAX
+ * entries or DEP_DIGESTS_BYTES of keys nothing new is learnt (those
+ * artifacts are then not cached).  1 when learnt, else 0.
  */
 int dep_digests_learn(struct dep_digests *d, const char *key, const char *algo,
                       const unsigned char *md, size_t len);
-
-/* The n bytes that the 2n hex digits at s (any case) spell into md: 0, or -1 at one that is not. */
-int dep_hex_bytes(unsigned char *md, const char *s, size_t n);
 
 /*
  * Learn the tarballs' digests from an npm package document (JSON) fetched
