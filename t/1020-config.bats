@@ -613,22 +613,21 @@ EOF2
 	assert_output "config.yaml:3:12: allow[1].host: a.com has a rule already (line 2)"
 }
 
-@test "config: cache: marks a host for the dependency cache, npm, pypi, crates or go; another kind is refused with its place" {
+@test "config: cache: marks a host for the dependency cache, npm, pypi, crates, go or debian; another kind is refused with its place" {
 	cfg 'allow:
   - {host: registry.npmjs.org, cache: npm}
   - {host: files.pythonhosted.org, cache: pypi, methods: [GET]}
-  - {host: static.crates.io, cache: crates}'
+  - {host: static.crates.io, cache: crates}
+  - {host: deb.example.org, cache: debian}'
 	assert_success
+	assert_line "rule deb.example.org line=5 methods= paths= cache=debian"
 	assert_line "allow registry.npmjs.org"
 	assert_line "rule registry.npmjs.org line=2 methods= paths= cache=npm"
 	assert_line "rule files.pythonhosted.org line=3 methods=GET paths= cache=pypi"
 	assert_line "rule static.crates.io line=4 methods= paths= cache=crates"
 	cfg 'allow: [{host: a.com, cache: maven}]'
 	assert_failure
-	assert_output "config.yaml:1:30: allow[0].cache: 'maven' is not a cache kind: npm, pypi, crates or go"
-	cfg 'allow: [{host: a.com, cache: debian}]'
-	assert_failure
-	assert_output "config.yaml:1:30: allow[0].cache: 'debian' is not cached yet (docs/cache.md): npm, pypi, crates or go"
+	assert_output "config.yaml:1:30: allow[0].cache: 'maven' is not a cache kind: npm, pypi, crates, go or debian"
 	cfg 'allow: [{host: a.com, cache: [npm]}]'
 	assert_failure
 	assert_output --partial "config.yaml:1:30: allow[0].cache: "
@@ -661,8 +660,8 @@ EOF2
 	assert_output "config.yaml:1:16: allow[0].host: a sumdb-key is for a rule with cache: go"
 }
 
-@test "config: the npm, pypi and crates presets mark their registries for the cache; a rule of the config's own wins; a bad mark is refused" {
-	cfg 'allow: [preset:npm, preset:pypi, preset:crates, preset:github, {host: files.pythonhosted.org, methods: [GET]}]'
+@test "config: the npm, pypi, crates and debian presets mark their registries for the cache; a rule of the config's own wins; a bad mark is refused" {
+	cfg 'allow: [preset:npm, preset:pypi, preset:crates, preset:debian, preset:github, {host: files.pythonhosted.org, methods: [GET]}]'
 	assert_success
 	refute_line --partial "rule registry.npmjs.org"
 	run test-found config-host config.yaml
@@ -671,10 +670,13 @@ EOF2
 	assert_line "rule pypi.org line=0 methods= paths= cache=pypi"
 	assert_line "rule index.crates.io line=0 methods= paths= cache=crates"
 	assert_line "rule static.crates.io line=0 methods= paths= cache=crates"
+	# Debian's mirrors over HTTPS only: plain HTTP is forwarded, not intercepted (docs/cache.md).
+	assert_line "rule deb.debian.org line=0 methods= paths= cache=debian"
+	assert_line "rule security.debian.org line=0 methods= paths= cache=debian"
 	# The config's own rule for a preset's host is kept as written: no cache.
 	assert_line "rule files.pythonhosted.org line=1 methods=GET paths="
 	run grep -c '^rule ' <<<"$output"
-	assert_output 5
+	assert_output 7
 	# The proxy reads a marked preset as its hosts (what stops it is the next entry).
 	run aibox-proxy --allow preset:pypi --allow 'a b'
 	assert_failure 2

@@ -571,3 +571,152 @@ crate:serde@1.0.0 none"
 	run test-gosum unescape version 'v1/x'
 	assert_output "refused: a byte Go's case-encoding never gives"
 }
+
+@test "dep rules: Debian packages' digests from the SHA256 of a Packages index (plain or gzip) under dists/; hostile paragraphs teach nothing" {
+	B=https://deb.example/debian/dists/stable/main/binary-amd64/Packages
+	R=https://deb.example/debian/pool/main
+	O=$(printf '0%.0s' {1..64})
+	long=$(printf 'x%.0s' {1..5000})
+	cat >Packages <<-EOF
+		Package: a
+		Version: 1.0
+		Filename: pool/main/a/a_1.0_all.deb
+		Size: 10000
+		SHA256: $SUM
+		Description: a $long
+		 a continuation line
+		
+		Package: b
+		filename:   pool/main/b/b_1.0~rc1+x_amd64.udeb  
+		sha256: ${SUM^^}
+		
+		Package: twice
+		Filename: pool/main/t/t_1_all.deb
+		SHA256: $SUM
+		SHA256: $SUM
+		
+		Package: nosum
+		Filename: pool/main/n/n_1_all.deb
+		
+		Package: badhex
+		Filename: pool/main/h/h_1_all.deb
+		SHA256: ${SUM:0:63}g
+		
+		Package: short
+		Filename: pool/main/s/s_1_all.deb
+		SHA256: ${SUM:0:63}
+		
+		Package: climb
+		Filename: pool/../../etc/x.deb
+		SHA256: $SUM
+		
+		Package: dot
+		Filename: pool/./main/d.deb
+		SHA256: $SUM
+		
+		Package: empty
+		Filename: pool//main/e.deb
+		SHA256: $SUM
+		
+		Package: abs
+		Filename: /pool/main/abs.deb
+		SHA256: $SUM
+		
+		Package: url
+		Filename: https://evil.example/x.deb
+		SHA256: $SUM
+		
+		Package: escape
+		Filename: pool/main/p%2e.deb
+		SHA256: $SUM
+		
+		Package: notdeb
+		Filename: pool/main/n/n_1.dsc
+		SHA256: $SUM
+		
+		Package: folded
+		Filename: pool/main/f/f_1_all.deb
+		 pool/main/f/g_1_all.deb
+		SHA256: $SUM
+		
+		Package: overlong
+		Filename: pool/main/o/$long.deb
+		SHA256: $SUM
+		
+		Package: conflict
+		Filename: pool/main/c/c_1_all.deb
+		SHA256: $SUM
+		
+		Package: conflict
+		Filename: pool/main/c/c_1_all.deb
+		SHA256: $O
+	EOF
+	# The last paragraph has no newline after it.
+	printf '\nFilename: pool/main/z/z_1_all.deb\nSHA256: %s' "$SUM" >>Packages
+	local k keys=()
+	for k in a/a_1.0_all.deb b/b_1.0~rc1+x_amd64.udeb t/t_1_all.deb n/n_1_all.deb h/h_1_all.deb \
+		s/s_1_all.deb d.deb e.deb abs.deb n/n_1.dsc f/f_1_all.deb c/c_1_all.deb z/z_1_all.deb; do
+		keys+=("$R/$k")
+	done
+	run test-cache debian "$B" Packages "${keys[@]}" https://deb.example/etc/x.deb https://evil.example/x.deb
+	assert_success
+	assert_output "learnt 3
+$R/a/a_1.0_all.deb sha256 $SUM
+$R/b/b_1.0~rc1+x_amd64.udeb sha256 $SUM
+$R/t/t_1_all.deb none
+$R/n/n_1_all.deb none
+$R/h/h_1_all.deb none
+$R/s/s_1_all.deb none
+$R/d.deb none
+$R/e.deb none
+$R/abs.deb none
+$R/n/n_1.dsc none
+$R/f/f_1_all.deb none
+$R/c/c_1_all.deb none
+$R/z/z_1_all.deb sha256 $SUM
+https://deb.example/etc/x.deb none
+https://evil.example/x.deb none"
+	# gzip, and the same gzip as a by-hash file: the root is the URL up to dists/.
+	gzip -9n <Packages >Packages.gz
+	run test-cache debian https://deb.example/debian/dists/stable/main/binary-amd64/by-hash/SHA256/$O \
+		Packages.gz "$R/a/a_1.0_all.deb"
+	assert_success
+	assert_output "learnt 3
+$R/a/a_1.0_all.deb sha256 $SUM"
+	# A second index giving a package other bytes: neither is trusted.
+	sed "s/^SHA256: $SUM/SHA256: $O/" Packages >other
+	run test-cache debian "$B" Packages,other "$R/a/a_1.0_all.deb" "$R/z/z_1_all.deb"
+	assert_success
+	assert_output "learnt 3
+$R/a/a_1.0_all.deb none
+$R/z/z_1_all.deb none"
+	# Cut short, xz, outside dists/, bytes after the gzip's end: nothing learnt.
+	head -c 300 Packages.gz >cut.gz
+	cat Packages.gz Packages.gz >two.gz
+	printf '\3757zXZ\0rest' >Packages.xz
+	for f in cut.gz two.gz Packages.xz; do
+		run test-cache debian "$B" "$f" "$R/a/a_1.0_all.deb"
+		assert_failure 1
+		assert_output --regexp '^refused: (a gzip index cut short|a gzip index with bytes after its end|an xz, bzip2 or zstd index, which aibox cannot read)$'
+	done
+	run test-cache debian https://deb.example/debian/Packages Packages
+	assert_failure 1
+	assert_output "refused: an index outside a dists/ folder"
+
+	run test-cache deb-path /debian/dists/stable/main/binary-amd64/by-hash/SHA256/$SUM
+	assert_output "by-hash sha256 $SUM"
+	run test-cache deb-path /debian/dists/stable/main/binary-amd64/by-hash/SHA256/${SUM:0:63}g
+	assert_output other
+	run test-cache deb-path /debian/dists/stable/main/binary-amd64/by-hash/MD5Sum/${SUM:0:32}
+	assert_output other
+	run test-cache deb-path /debian/dists/stable/main/binary-amd64/Packages.gz
+	assert_output index
+	run test-cache deb-path /debian/pool/main/Packages.gz
+	assert_output other
+	run test-cache deb-path /debian/dists/stable/main/binary-amd64/Packages.xz
+	assert_output other
+	run test-cache deb-path /debian/dists/stable/InRelease
+	assert_output other
+	run test-cache deb-path /debian/pool/main/a/a_1.0_all.deb
+	assert_output package
+}

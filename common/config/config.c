@@ -561,11 +561,13 @@ const char *config_cache_name(enum config_cache k)
 		return "crates";
 	case CONFIG_CACHE_GO:
 		return "go";
+	case CONFIG_CACHE_DEBIAN:
+		return "debian";
 	}
 	BUG("cache kind %d", (int)k);
 }
 
-/* cache: of an allow rule at key: npm, pypi, crates or go (debian is not cached yet). */
+/* cache: of an allow rule at key: npm, pypi, crates, go or debian. */
 static int check_rule_cache(struct ctx *c, const struct node *v, const char *key,
                             struct config_rule *r)
 {
@@ -582,11 +584,9 @@ static int check_rule_cache(struct ctx *c, const struct node *v, const char *key
 	else if (!strcmp(v->str, "go"))
 		r->cache = CONFIG_CACHE_GO;
 	else if (!strcmp(v->str, "debian"))
-		return fail(c, v, key,
-		            "'%s' is not cached yet (docs/cache.md): npm, pypi, crates or go",
-		            v->str);
+		r->cache = CONFIG_CACHE_DEBIAN;
 	else
-		return fail(c, v, key, "'%.64s' is not a cache kind: npm, pypi, crates or go",
+		return fail(c, v, key, "'%.64s' is not a cache kind: npm, pypi, crates, go or debian",
 		            v->str);
 	return 0;
 }
@@ -1288,7 +1288,7 @@ static int preset_rules(struct config *cfg, struct buf *err)
 			struct config_rule *r;
 			int own = 0;
 
-			for (enum config_cache c = CONFIG_CACHE_NPM; c <= CONFIG_CACHE_GO; c++)
+			for (enum config_cache c = CONFIG_CACHE_NPM; c <= CONFIG_CACHE_LAST; c++)
 				if (!strcmp(kind, config_cache_name(c)))
 					cache = c;
 			for (size_t j = 0; j < cfg->nr_rules; j++)

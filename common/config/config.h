@@ -85,14 +85,17 @@ enum config_cache {
 	CONFIG_CACHE_PYPI,
 	CONFIG_CACHE_CRATES,
 	CONFIG_CACHE_GO,
+	CONFIG_CACHE_DEBIAN,
 };
+/* The last kind: the kinds are CONFIG_CACHE_NPM to this. */
+#define CONFIG_CACHE_LAST CONFIG_CACHE_DEBIAN
 
-/* "npm", "pypi", "crates", "go" for a CONFIG_CACHE_*; NULL for none. */
+/* "npm", "pypi", "crates", "go", "debian" for a CONFIG_CACHE_*; NULL for none. */
 const char *config_cache_name(enum config_cache k);
 
 struct config_rule {
 	char *host;              /* an allow entry, lowercased; no preset */
-	enum config_cache cache; /* cache: npm, pypi, crates or go (docs/cache.md) */
+	enum config_cache cache; /* cache: npm, pypi, crates, go or debian (docs/cache.md) */
 	char *sumdb_key;         /* sumdb-key: a Go checksum database's key, or NULL */
 	struct strvec methods;   /* uppercase tokens; empty: any method */
 	struct strvec paths;     /* '/'-rooted patterns, '*' matches any run; empty: any */

@@ -81,7 +81,8 @@ void dep_digests_clear(struct dep_digests *d);
 const struct dep_digest *dep_digests_find(const struct dep_digests *d, const char *key);
 
 /*
- * Learn key's digest (algo a static string such as "sha512", "sha256" or "h1"; len bytes of md).  A key
+ * Learn key's digest (algo a static string such as "sha512", "sha256" or "h1";
+ * len bytes of md).  A key
  * learnt before with another algo or other bytes is forgotten for good: its
  * entry stays, empty, so no lookup finds it and no later learn brings it
  * back.  The same digest again changes nothing.  Past DEP_DIGESTS_MAX

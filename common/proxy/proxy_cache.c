@@ -1,8 +1,8 @@
 /*
  * The dependency cache in the proxy (docs/cache.md): on an intercepted host
  * whose allow rule has a cache kind, the metadata passing through (an npm
- * package document, a PyPI index page, a crates sparse index file) is read
- * for its digests, and an
+ * package document, a PyPI index page, a crates sparse index file, a Debian
+ * Packages index) is read for its digests, and an
  * artifact whose digest this task learnt is answered from the store
  * (common/net/dep_cache.h), or forwarded and checked as it passes, and
  * stored when it matches.
@@ -34,6 +34,7 @@
 #include "net/dep_cache.h"
 #include "net/go_sum.h"
 #include "net/http.h"
+#include "proxy/dep_debian.h"
 #include "proxy/dep_go.h"
 #include "proxy/dep_pypi.h"
 #include "proxy/dep_rules.h"
@@ -83,6 +84,61 @@ static void drop_meta(struct conn *c)
 	buf_release(c->meta);
 	free(c->meta);
 	c->meta = NULL;
+}
+
+/* n more bytes of c's metadata answer, kept under one answer's cap and all answers'. */
+static void meta_add(struct conn *c, const char *p, size_t n)
+{
+	struct proxy *px = c->px;
+
+	/* One answer's cap, and all the answers' together (the VM opens connections). */
+	if (c->meta->len + n > DEP_META_MAX || px->meta_bytes + n > PX_META_TOTAL) {
+		drop_meta(c);
+		return;
+	}
+	buf_add(c->meta, p, n);
+	px->meta_bytes += n;
+}
+
+/*
+ * A checksum database's lookup answer is whole: learn its h1 lines if its
+ * note verifies with sum.golang.org's key or a cached host's sumdb-key.
+ */
+static void go_lookup(struct conn *c)
+{
+	const struct proxy_secrets *ps = c->px->cfg->secrets;
+	struct go_vkey *keys = xcalloc(ps->nr_rules + 1, sizeof(*keys));
+	struct buf why = BUF_INIT;
+	size_t nr = 0;
+
+	if (go_vkey_parse(GO_SUMDB_KEY, &keys[nr++], &why) < 0)
+		BUG("sum.golang.org's key: %s", why.buf);
+	for (size_t i = 0; i < ps->nr_rules; i++)
+		if (ps->rules[i].sumdb_key &&
+		    go_vkey_parse(ps->rules[i].sumdb_key, &keys[nr], NULL) == 0)
+			nr++;
+	dep_go_lookup(&c->px->digests, c->ckey, c->meta->buf, c->meta->len, keys, nr, &why);
+	free(keys);
+	buf_release(&why);
+}
+
+/* The metadata answer is whole: learn its digests. */
+static void learn(struct conn *c)
+{
+	struct proxy *px = c->px;
+	struct buf why = BUF_INIT;
+
+	if (c->cache_kind == CONFIG_CACHE_NPM)
+		dep_npm_document(&px->digests, c->ckey, c->meta->buf, c->meta->len, &why);
+	else if (c->cache_kind == CONFIG_CACHE_PYPI)
+		dep_pypi_index(&px->digests, c->ckey, c->meta->buf, c->meta->len, &why);
+	else if (c->cache_kind == CONFIG_CACHE_CRATES)
+		dep_crates_index(&px->digests, c->ckey, c->meta->buf, c->meta->len, &why);
+	else if (c->cache_kind == CONFIG_CACHE_GO)
+		go_lookup(c);
+	else
+		dep_deb_index(&px->digests, c->ckey, c->meta->buf, c->meta->len, &why);
+	buf_release(&why);
 }
 
 void px_cache_end(struct conn *c)
@@ -166,6 +222,14 @@ void px_cache_step(struct conn *c)
 		}
 		c->hit_left -= (uint64_t)n;
 		c->received += (uint64_t)n;
+		if (c->meta) {
+			/* A by-hash index from the store: checked against its URL when stored. */
+			meta_add(c, px->scratch, (size_t)n);
+			if (c->meta && !c->hit_left) {
+				learn(c);
+				drop_meta(c);
+			}
+		}
 		px_intercept_body(c, px->scratch, (size_t)n, c->hit_left == 0);
 	}
 }
@@ -205,18 +269,26 @@ static int wait_for_filler(struct conn *c, const struct http_head *h)
 int px_cache_request(struct conn *c, const struct http_head *h, const char *t, size_t tl)
 {
 	struct proxy *px = c->px;
-	struct buf key = BUF_INIT, skey = BUF_INIT, id = BUF_INIT, why = BUF_INIT, gt = BUF_INIT;
+	struct buf key = BUF_INIT, skey = BUF_INIT, id = BUF_INIT, why = BUF_INIT, dec = BUF_INIT;
 	struct dep_cache_entry e = DEP_CACHE_ENTRY_INIT;
 	const struct dep_digest *d;
+	struct dep_digest byhash;
+	enum dep_deb_path deb = DEP_DEB_OTHER;
 	int r, ret = 0, crate = 0, pyfile = 0, go = 0;
 
 	c->cache_kind = host_kind(c);
 	if (!c->cache_kind)
 		return 0;
 	if (c->cache_kind == CONFIG_CACHE_GO) {
-		dep_go_target(t, tl, &gt);
-		t = gt.buf;
-		tl = gt.len;
+		/* Go's "%21" is a '!' (docs/cache.md, "go"); the request goes as it came. */
+		dep_go_target(t, tl, &dec);
+		t = dec.buf;
+		tl = dec.len;
+	} else if (c->cache_kind == CONFIG_CACHE_DEBIAN) {
+		/* apt's "%7e" is a '~' (docs/cache.md, "debian"); the request goes as it came. */
+		dep_deb_tilde(t, tl, &dec);
+		t = dec.buf;
+		tl = dec.len;
 	}
 	if (dep_key(c->host, c->port, t, tl, &key, &why) < 0) {
 		c->cache_note = "bypass";
@@ -230,6 +302,12 @@ int px_cache_request(struct conn *c, const struct http_head *h, const char *t, s
 		/* A module's zip or .mod, by the h1 its checksum database lookup gave. */
 		go = dep_go_download(&px->digests, t, tl, &d, &c->go_zip);
 		crate = go || !dep_go_is_lookup(t, tl);
+	} else if (c->cache_kind == CONFIG_CACHE_DEBIAN) {
+		/* A by-hash file's digest is its URL's; a package's, its Packages index's. */
+		deb = dep_deb_path(t, tl, &byhash);
+		d = deb == DEP_DEB_BY_HASH   ? &byhash
+		    : deb == DEP_DEB_PACKAGE ? dep_digests_find(&px->digests, key.buf)
+		                             : NULL;
 	} else {
 		d = dep_digests_find(&px->digests, key.buf);
 		/* A PyPI file names its own BLAKE2b-256: checked, whatever the index says. */
@@ -241,10 +319,19 @@ int px_cache_request(struct conn *c, const struct http_head *h, const char *t, s
 		memcpy(c->cdig_v.md, c->b2md, DEP_PYPI_B2_LEN);
 		d = &c->cdig_v;
 	}
+	if (deb == DEP_DEB_BY_HASH && dep_deb_in_dists(key.buf) && h->method_len == 3 &&
+	    !memcmp(h->method, "GET", 3)) {
+		/* A by-hash index: read too, from upstream or the store, once its digest matched.
+		 */
+		c->meta = xcalloc(1, sizeof(*c->meta));
+		buf_init(c->meta, 0);
+		c->ckey = xstrdup(key.buf);
+	}
 	if (!d) {
 		/* Metadata, or an artifact this task's metadata did not name: never from the store.
 		 */
-		if (!crate && h->method_len == 3 && !memcmp(h->method, "GET", 3)) {
+		if (!crate && (c->cache_kind != CONFIG_CACHE_DEBIAN || deb == DEP_DEB_INDEX) &&
+		    h->method_len == 3 && !memcmp(h->method, "GET", 3)) {
 			c->meta = xcalloc(1, sizeof(*c->meta));
 			buf_init(c->meta, 0);
 			c->ckey = buf_detach(&key, NULL);
@@ -253,6 +340,7 @@ int px_cache_request(struct conn *c, const struct http_head *h, const char *t, s
 	}
 	if (!dep_request_cacheable(h, &why)) {
 		c->cache_note = "bypass";
+		drop_meta(c); /* a by-hash index unchecked teaches nothing */
 		goto out;
 	}
 	/* Checked as it comes from upstream, whether stored or not. */
@@ -311,7 +399,7 @@ out:
 	buf_release(&skey);
 	buf_release(&id);
 	buf_release(&why);
-	buf_release(&gt);
+	buf_release(&dec);
 	return ret;
 }
 
@@ -334,45 +422,6 @@ void px_cache_head(struct conn *c, const struct http_head *h)
 	digest_drop(c);
 	c->cdig = NULL;
 	drop_meta(c);
-}
-
-/*
- * A checksum database's lookup answer is whole: learn its h1 lines if its
- * note verifies with sum.golang.org's key or a cached host's sumdb-key.
- */
-static void go_lookup(struct conn *c)
-{
-	const struct proxy_secrets *ps = c->px->cfg->secrets;
-	struct go_vkey *keys = xcalloc(ps->nr_rules + 1, sizeof(*keys));
-	struct buf why = BUF_INIT;
-	size_t nr = 0;
-
-	if (go_vkey_parse(GO_SUMDB_KEY, &keys[nr++], &why) < 0)
-		BUG("sum.golang.org's key: %s", why.buf);
-	for (size_t i = 0; i < ps->nr_rules; i++)
-		if (ps->rules[i].sumdb_key &&
-		    go_vkey_parse(ps->rules[i].sumdb_key, &keys[nr], NULL) == 0)
-			nr++;
-	dep_go_lookup(&c->px->digests, c->ckey, c->meta->buf, c->meta->len, keys, nr, &why);
-	free(keys);
-	buf_release(&why);
-}
-
-/* The metadata answer is whole: learn its digests. */
-static void learn(struct conn *c)
-{
-	struct proxy *px = c->px;
-	struct buf why = BUF_INIT;
-
-	if (c->cache_kind == CONFIG_CACHE_NPM)
-		dep_npm_document(&px->digests, c->ckey, c->meta->buf, c->meta->len, &why);
-	else if (c->cache_kind == CONFIG_CACHE_PYPI)
-		dep_pypi_index(&px->digests, c->ckey, c->meta->buf, c->meta->len, &why);
-	else if (c->cache_kind == CONFIG_CACHE_CRATES)
-		dep_crates_index(&px->digests, c->ckey, c->meta->buf, c->meta->len, &why);
-	else
-		go_lookup(c);
-	buf_release(&why);
 }
 
 /*
@@ -411,19 +460,13 @@ int px_cache_body(struct conn *c, const char *p, size_t n, int done)
 	int r;
 
 	if (c->meta) {
-		/* One answer's cap, and all the answers' together (the VM opens connections). */
-		if (c->meta->len + n > DEP_META_MAX || px->meta_bytes + n > PX_META_TOTAL) {
-			drop_meta(c);
-			return 0;
-		}
-		buf_add(c->meta, p, n);
-		px->meta_bytes += n;
-		if (done) {
+		meta_add(c, p, n);
+		/* An artifact's bytes (a by-hash index) are learnt from once they match. */
+		if (done && c->meta && !c->cmd) {
 			c->cache_note = "meta";
 			learn(c);
 			drop_meta(c);
 		}
-		return 0;
 	}
 	if (!c->cmd && !c->b2)
 		return 0;
@@ -465,6 +508,10 @@ int px_cache_body(struct conn *c, const char *p, size_t n, int done)
 			px->cfg->report->cache_bad++;
 		px_abort_forward(c, bad);
 		return -1;
+	}
+	if (c->meta) {
+		learn(c);
+		drop_meta(c);
 	}
 	if (c->fill) {
 		r = dep_cache_fill_commit(c->fill, NULL, 0, &why);

@@ -234,8 +234,11 @@ static int one_line(struct proxy_secrets *ps, const char *w, size_t wl, const ch
 			cr->cache = CONFIG_CACHE_CRATES;
 		else if (!strcmp(r, "go"))
 			cr->cache = CONFIG_CACHE_GO;
+		else if (!strcmp(r, "debian"))
+			cr->cache = CONFIG_CACHE_DEBIAN;
 		else
-			ret = bad(err, line, "a cache kind that is not npm, pypi, crates or go");
+			ret = bad(err, line,
+			          "a cache kind that is not npm, pypi, crates, go or debian");
 	} else if (wl == 9 && !memcmp(w, "sumdb-key", 9)) {
 		struct config_rule *cr = *in_rule ? &ps->rules[ps->nr_rules - 1] : NULL;
 		struct go_vkey k;

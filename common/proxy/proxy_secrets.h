@@ -14,9 +14,10 @@
  *	rule ENTRY                  a new rule, on an allow entry
  *	method METHOD               a method the rule lets through
  *	path PATTERN                a path pattern it lets through (the rest of the line)
- *	cache KIND                  the rule's host is cached as npm, pypi, crates or go
- *(docs/cache.md) sumdb-key VKEY              a Go checksum database's verifier key its lookups may
- *be signed by
+ *	cache KIND                  the rule's host is cached (docs/cache.md): npm, pypi,
+ *	                            crates, go or debian
+ *	sumdb-key VKEY              a Go checksum database's verifier key its lookups
+ *	                            may be signed by
  */
 #ifndef AIBOX_PROXY_SECRETS_H
 #define AIBOX_PROXY_SECRETS_H

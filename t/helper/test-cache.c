@@ -21,12 +21,14 @@
  *	"bypass: WHY"
  *   test-cache key HOST PORT TARGET / url BASE URL
  *	dep_key() / dep_key_from_url(): the key, or "refused: WHY"
- *   test-cache npm|pypi|crates BASE FILE [KEY ...]
+ *   test-cache npm|pypi|crates|debian BASE FILE [KEY ...]
  *	learn from the package document, index page or sparse index file in
  *	FILE fetched from BASE (FILE may be given twice, as "FILE,FILE"):
  *	"learnt N", then for each KEY "KEY ALGO HEX" or "KEY none"
  *   test-cache crate TARGET
  *	dep_crate_download(): the crate's id, or "refused: WHY"
+ *   test-cache deb-path TARGET
+ *	dep_deb_path(): "other", "package", "index" or "by-hash ALGO HEX"
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -43,6 +45,7 @@
 #include "base/num.h"
 #include "net/dep_cache.h"
 #include "net/http.h"
+#include "proxy/dep_debian.h"
 #include "proxy/dep_rules.h"
 #include "base/banned.h"
 
@@ -232,8 +235,10 @@ static int cmd_learn(int argc, char **argv)
 			ret = dep_npm_document(&d, argv[2], doc.buf, doc.len, &why);
 		else if (!strcmp(argv[1], "pypi"))
 			ret = dep_pypi_index(&d, argv[2], doc.buf, doc.len, &why);
-		else
+		else if (!strcmp(argv[1], "crates"))
 			ret = dep_crates_index(&d, argv[2], doc.buf, doc.len, &why);
+		else
+			ret = dep_deb_index(&d, argv[2], doc.buf, doc.len, &why);
 		buf_release(&doc);
 		if (ret < 0) {
 			printf("refused: %s\n", why.buf);
@@ -261,6 +266,20 @@ static int cmd_learn(int argc, char **argv)
 	return 0;
 }
 
+static int cmd_deb_path(const char *t)
+{
+	static const char *const names[] = {"other", "package", "index", "by-hash"};
+	struct dep_digest d;
+	enum dep_deb_path k = dep_deb_path(t, strlen(t), &d);
+	char hex[129];
+
+	if (k != DEP_DEB_BY_HASH)
+		return puts(names[k]), 0;
+	hex_encode(hex, d.md, d.len);
+	printf("by-hash %s %s\n", d.algo, hex);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	tool_init(argc, argv);
@@ -277,8 +296,12 @@ int main(int argc, char **argv)
 	if ((argc == 5 && !strcmp(argv[1], "key")) || (argc == 4 && !strcmp(argv[1], "url")) ||
 	    (argc == 3 && !strcmp(argv[1], "crate")))
 		return cmd_key(argc, argv);
-	if (argc >= 4 &&
-	    (!strcmp(argv[1], "npm") || !strcmp(argv[1], "pypi") || !strcmp(argv[1], "crates")))
+	if (argc == 3 && !strcmp(argv[1], "deb-path"))
+		return cmd_deb_path(argv[2]);
+	if (argc >= 4 && (!strcmp(argv[1], "npm") || !strcmp(argv[1], "pypi") ||
+	                  !strcmp(argv[1], "crates") || !strcmp(argv[1], "debian")))
 		return cmd_learn(argc, argv);
-	die("usage: test-cache put|get|key-ok|scope-ok|request|key|url|crate|npm|pypi|crates ...");
+	die("usage: test-cache "
+	    "put|get|key-ok|scope-ok|request|key|url|crate|deb-path|npm|pypi|crates|"
+	    "debian ...");
 }

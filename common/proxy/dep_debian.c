@@ -1,0 +1,299 @@
+/*
+ * The dependency cache's Debian rules: see dep_debian.h and docs/cache.md.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <zlib.h>
+
+#include "base/buf.h"
+#include "base/err.h"
+#include "base/hex.h"
+#include "net/dep_cache.h"
+#include "proxy/dep_debian.h"
+#include "proxy/dep_rules.h"
+#include "base/banned.h"
+
+/* The n bytes that the 2n hex digits at s (any case) spell, into md: 0, or -1. */
+static int unhex(unsigned char *md, const char *s, size_t n)
+{
+	for (size_t i = 0; i < 2 * n; i++) {
+		int v = hex_digit(s[i]);
+
+		if (v < 0)
+			return -1;
+		md[i / 2] = (unsigned char)(i % 2 ? md[i / 2] | v : v << 4);
+	}
+	return 0;
+}
+
+/* 1 when the n bytes at s end with the string suffix. */
+static int ends_with(const char *s, size_t n, const char *suffix)
+{
+	size_t k = strlen(suffix);
+
+	return n >= k && !memcmp(s + n - k, suffix, k);
+}
+
+enum dep_deb_path dep_deb_path(const char *target, size_t tl, struct dep_digest *d)
+{
+	static const struct {
+		const char *seg, *algo;
+		size_t len;
+	} by_hash[] = {{"/by-hash/SHA256/", "sha256", 32}, {"/by-hash/SHA512/", "sha512", 64}};
+	const char *dists = memmem(target, tl, "/dists/", 7);
+
+	for (size_t i = 0; i < ARRAY_SIZE(by_hash); i++) {
+		size_t sl = strlen(by_hash[i].seg), hl = 2 * by_hash[i].len;
+
+		if (tl < sl + hl || memcmp(target + tl - hl - sl, by_hash[i].seg, sl))
+			continue;
+		if (unhex(d->md, target + tl - hl, by_hash[i].len) < 0)
+			return DEP_DEB_OTHER;
+		d->key = NULL;
+		d->algo = by_hash[i].algo;
+		d->len = by_hash[i].len;
+		return DEP_DEB_BY_HASH;
+	}
+	if (dists && (ends_with(target, tl, "/Packages") || ends_with(target, tl, "/Packages.gz")))
+		return DEP_DEB_INDEX;
+	if (ends_with(target, tl, ".deb") || ends_with(target, tl, ".udeb"))
+		return DEP_DEB_PACKAGE;
+	return DEP_DEB_OTHER;
+}
+
+void dep_deb_tilde(const char *target, size_t tl, struct buf *out)
+{
+	buf_reset(out);
+	for (size_t i = 0; i < tl; i++) {
+		if (target[i] == '%' && tl - i >= 3 && target[i + 1] == '7' &&
+		    (target[i + 2] == 'e' || target[i + 2] == 'E')) {
+			buf_addch(out, '~');
+			i += 2;
+		} else {
+			buf_addch(out, target[i]);
+		}
+	}
+}
+
+/* Where key's path has its first "/dists/", or NULL. */
+static const char *dists_of(const char *key)
+{
+	const char *path = strncmp(key, "https://", 8) ? NULL : strchr(key + 8, '/');
+
+	return path ? strstr(path, "/dists/") : NULL;
+}
+
+int dep_deb_in_dists(const char *key)
+{
+	return dists_of(key) != NULL;
+}
+
+/* The fields of a paragraph the reader wants. */
+enum field { F_OTHER, F_FILENAME, F_SHA256 };
+
+/* An index read line by line, the lines bounded, into a table of its own. */
+struct reader {
+	struct dep_digests tmp;
+	const char *root; /* base up to and with the '/' before "dists/" */
+	size_t root_len;
+	char line[DEP_DEB_LINE_MAX];
+	size_t ll;
+	int overlong; /* the line went past DEP_DEB_LINE_MAX: only its start is kept */
+	enum field last;
+	/* The paragraph so far. */
+	char file[DEP_DEB_FILENAME_MAX + 1];
+	unsigned char md[32];
+	int nfile, nsum, bad;
+	struct buf key;
+};
+
+/* A Filename the cache takes (see dep_debian.h). */
+static int filename_ok(const char *f, size_t n)
+{
+	if (!n || n > DEP_DEB_FILENAME_MAX || f[0] == '/' ||
+	    !(ends_with(f, n, ".deb") || ends_with(f, n, ".udeb")))
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		char ch = f[i];
+
+		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+		      (ch >= '0' && ch <= '9') || strchr("._+~/-", ch)) ||
+		    !ch)
+			return 0;
+		/* A segment starts here: neither empty, "." nor "..". */
+		if (i == 0 || f[i - 1] == '/') {
+			size_t e = i;
+
+			while (e < n && f[e] != '/')
+				e++;
+			if (e == i || (e - i == 1 && f[i] == '.') ||
+			    (e - i == 2 && f[i] == '.' && f[i + 1] == '.'))
+				return 0;
+		}
+	}
+	return 1;
+}
+
+static void end_paragraph(struct reader *r)
+{
+	if (r->nfile == 1 && r->nsum == 1 && !r->bad) {
+		buf_reset(&r->key);
+		buf_add(&r->key, r->root, r->root_len);
+		buf_addstr(&r->key, r->file);
+		if (dep_cache_key_ok(r->key.buf))
+			dep_digests_learn(&r->tmp, r->key.buf, "sha256", r->md, 32);
+	}
+	r->nfile = r->nsum = r->bad = 0;
+	r->last = F_OTHER;
+}
+
+static void end_line(struct reader *r)
+{
+	const char *l = r->line, *colon, *v, *e;
+	size_t n = r->ll;
+	enum field f = F_OTHER;
+
+	r->ll = 0;
+	if (!n && !r->overlong) {
+		end_paragraph(r);
+		return;
+	}
+	if (l[0] == ' ' || l[0] == '\t') {
+		/* A continuation: of a field the reader takes, it is not one value any more. */
+		if (r->last != F_OTHER)
+			r->bad = 1;
+		r->overlong = 0;
+		return;
+	}
+	colon = memchr(l, ':', n);
+	if (colon && colon - l == 8 && !strncasecmp(l, "Filename", 8))
+		f = F_FILENAME;
+	else if (colon && colon - l == 6 && !strncasecmp(l, "SHA256", 6))
+		f = F_SHA256;
+	r->last = f;
+	if (f == F_OTHER) {
+		r->overlong = 0;
+		return;
+	}
+	if (r->overlong)
+		r->bad = 1;
+	r->overlong = 0;
+	for (v = colon + 1; v < l + n && (*v == ' ' || *v == '\t'); v++)
+		;
+	for (e = l + n; e > v && (e[-1] == ' ' || e[-1] == '\t'); e--)
+		;
+	if (f == F_FILENAME) {
+		if (r->nfile++ || !filename_ok(v, (size_t)(e - v))) {
+			r->bad = 1;
+			return;
+		}
+		memcpy(r->file, v, (size_t)(e - v));
+		r->file[e - v] = '\0';
+	} else if (r->nsum++ || e - v != 64 || unhex(r->md, v, 32) < 0) {
+		r->bad = 1;
+	}
+}
+
+static void feed(struct reader *r, const char *p, size_t n)
+{
+	while (n) {
+		const char *nl = memchr(p, '\n', n);
+		size_t k = nl ? (size_t)(nl - p) : n, room = sizeof(r->line) - r->ll;
+
+		if (k > room)
+			r->overlong = 1;
+		memcpy(r->line + r->ll, p, k < room ? k : room);
+		r->ll += k < room ? k : room;
+		if (!nl)
+			return;
+		end_line(r);
+		p += k + 1;
+		n -= k + 1;
+	}
+}
+
+/* Inflate the gzip index in bytes into r, bounded by DEP_DEB_INDEX_MAX.  0 or -EINVAL with why. */
+static int feed_gzip(struct reader *r, const char *bytes, size_t len, struct buf *why)
+{
+	z_stream z;
+	char *out = xmalloc(64 << 10);
+	int zr = Z_OK, ret = 0;
+
+	memset(&z, 0, sizeof(z));
+	if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK)
+		die_oom();
+	z.next_in = (unsigned char *)bytes;
+	z.avail_in = len > 0xffffffffu ? 0xffffffffu : (unsigned)len;
+	while (zr != Z_STREAM_END) {
+		z.next_out = (unsigned char *)out;
+		z.avail_out = 64 << 10;
+		zr = inflate(&z, Z_NO_FLUSH);
+		if (zr != Z_OK && zr != Z_STREAM_END) {
+			ret = buf_refuse(why, -EINVAL,
+			                 zr == Z_BUF_ERROR ? "a gzip index cut short"
+			                                   : "a gzip index that is not gzip");
+			break;
+		}
+		if (z.total_out > DEP_DEB_INDEX_MAX) {
+			ret = buf_refuse(why, -EINVAL, "an index over the cap once inflated");
+			break;
+		}
+		feed(r, out, (64 << 10) - z.avail_out);
+	}
+	if (!ret && (z.avail_in || z.total_in != len))
+		ret = buf_refuse(why, -EINVAL, "a gzip index with bytes after its end");
+	inflateEnd(&z);
+	free(out);
+	return ret;
+}
+
+int dep_deb_index(struct dep_digests *d, const char *base, const char *bytes, size_t len,
+                  struct buf *why)
+{
+	const unsigned char *u = (const unsigned char *)bytes;
+	const char *dists = dists_of(base);
+	struct reader *r;
+	int ret = 0;
+
+	if (!dists)
+		return buf_refuse(why, -EINVAL, "an index outside a dists/ folder");
+	if ((len >= 6 && !memcmp(u,
+	                         "\xfd"
+	                         "7zXZ\0",
+	                         6)) ||
+	    (len >= 3 && !memcmp(u, "BZh", 3)) || (len >= 4 && !memcmp(u, "\x28\xb5\x2f\xfd", 4)))
+		return buf_refuse(why, -EINVAL,
+		                  "an xz, bzip2 or zstd index, which aibox cannot read");
+	r = xcalloc(1, sizeof(*r));
+	buf_init(&r->key, 0);
+	r->root = base;
+	r->root_len = (size_t)(dists - base) + 1;
+	if (len >= 2 && u[0] == 0x1f && u[1] == 0x8b) {
+		ret = feed_gzip(r, bytes, len, why);
+	} else if (len > DEP_DEB_INDEX_MAX) {
+		ret = buf_refuse(why, -EINVAL, "an index over the cap");
+	} else {
+		feed(r, bytes, len);
+	}
+	if (!ret) {
+		if (r->ll || r->overlong)
+			end_line(r);
+		end_paragraph(r);
+		/*
+		 * Whole: what it taught goes into d, and a Filename it forgot is
+		 * forgotten there too (learning len 0 empties the key for good).
+		 */
+		for (size_t i = 0; i < r->tmp.nr; i++) {
+			const struct dep_digest *g = &r->tmp.v[i];
+			int learnt = dep_digests_learn(d, g->key, "sha256", g->md, g->len);
+
+			ret += g->len ? learnt : 0;
+		}
+	}
+	dep_digests_clear(&r->tmp);
+	buf_release(&r->key);
+	free(r);
+	return ret;
+}

@@ -1,0 +1,242 @@
+#!/usr/bin/env bats
+# The dependency cache's debian kind in aibox-proxy (docs/cache.md, "debian"):
+# a loopback apt repository signed with a test key (t/deb-repo serves it over
+# TLS, with a CA of its own as in t/3020), and the host's real apt-get, in a
+# private root, through the proxy and trusting the task CA.  By-hash files
+# are checked against their URL's digest, .deb files against the SHA256 of
+# the Packages index the proxy read.  Each proxy stands for one task; they
+# share the store.
+bats_require_minimum_version 1.5.0
+load lib-common
+load lib-tls
+load lib-proxy
+load lib-deps
+
+# make_deb DIR NAME VERSION: a tiny package, DIR/NAME_VERSION_all.deb.
+make_deb() {
+	local d
+	d=$(mktemp -d) || return 1
+	mkdir -p "$d/DEBIAN" "$d/usr/share/$2"
+	printf 'Package: %s\nVersion: %s\nArchitecture: all\nMaintainer: t <t@example.org>\nDescription: %s for the cache tests\n' \
+		"$2" "$3" "$2" >"$d/DEBIAN/control"
+	printf '%s %s\n' "$2" "$3" >"$d/usr/share/$2/v"
+	dpkg-deb -Zgzip --root-owner-group -b "$d" "$1/${2}_${3}_all.deb" >/dev/null || return 1
+	rm -rf "$d"
+}
+
+# make_index ROOT SUITE PACKAGES: dists/SUITE of ROOT, its main/binary-amd64
+# index being the file PACKAGES (plain, gzip and by-hash), its Release signed
+# into InRelease with the key in $GNUPGHOME.
+make_index() {
+	local root=$1 suite=$2 b=$1/dists/$2/main/binary-amd64 f s
+	mkdir -p "$b/by-hash/SHA256"
+	cp "$3" "$b/Packages"
+	gzip -9n <"$b/Packages" >"$b/Packages.gz"
+	{
+		printf 'Origin: t\nLabel: t\nSuite: %s\nCodename: %s\nDate: %s\n' "$suite" "$suite" "$(date -uR)"
+		printf 'Architectures: amd64\nComponents: main\nAcquire-By-Hash: yes\nSHA256:\n'
+		for f in Packages Packages.gz; do
+			s=$(sha256sum "$b/$f" | cut -c1-64)
+			cp "$b/$f" "$b/by-hash/SHA256/$s"
+			printf ' %s %s main/binary-amd64/%s\n' "$s" "$(stat -c %s "$b/$f")" "$f"
+		done
+	} >"$root/dists/$suite/Release"
+	gpg -q --batch --yes --pinentry-mode loopback --passphrase '' --clearsign \
+		-o "$root/dists/$suite/InRelease" "$root/dists/$suite/Release"
+}
+
+setup_file() {
+	command -v dpkg-scanpackages >/dev/null || skip "no dpkg-scanpackages (packages.txt: dpkg-dev)"
+	command -v gpg >/dev/null || skip "no gpg (packages.txt: gpg)"
+	make_test_ca "$BATS_FILE_TMPDIR/ca"
+	export GNUPGHOME=$BATS_FILE_TMPDIR/gnupg
+	mkdir -m 700 "$GNUPGHOME"
+	gpg -q --batch --passphrase '' --quick-gen-key 'aibox test repo <t@example.org>' ed25519 sign never 2>/dev/null
+	local r=$BATS_FILE_TMPDIR/repo/debian
+	mkdir -p "$r/pool/main"
+	gpg -q --batch --export >"$BATS_FILE_TMPDIR/repo.gpg"
+	make_deb "$r/pool/main" hello 1.0
+	make_deb "$r/pool/main" world 2.0~rc1
+	(cd "$r" && dpkg-scanpackages -m pool/main /dev/null 2>/dev/null) >"$BATS_FILE_TMPDIR/Packages"
+	make_index "$r" stable "$BATS_FILE_TMPDIR/Packages"
+	# A second suite whose index gives hello other bytes.
+	sed "/^Filename: .*hello/,/^SHA256:/ s/^SHA256: .*/SHA256: $(printf 'e%.0s' {1..64})/" \
+		"$BATS_FILE_TMPDIR/Packages" >"$BATS_FILE_TMPDIR/Packages.lie"
+	make_index "$r" other "$BATS_FILE_TMPDIR/Packages.lie"
+	# The agent gpg started for the key: ended, nothing left running.
+	gpgconf --kill gpg-agent
+}
+
+setup() {
+	common_setup
+	cp -r "$BATS_FILE_TMPDIR/ca" "$T/ca"
+	cp -r "$BATS_FILE_TMPDIR/repo" "$T/repo"
+	export SSL_CERT_FILE=$T/ca/ca.pem
+	export AIBOX_DEPS_CACHE=$T/deps
+	: >"$T/repo.log"
+	"$PY" "$TOP/t/deb-repo" --cert "$T/ca/server.pem" --key "$T/ca/server.key" --dir "$T/repo" \
+		--port-file "$T/repo.port" --log "$T/repo.log" 2>"$T/repo.err" &
+	REPO_PID=$!
+	wait_until 10 file_or_gone "$T/repo.port" $REPO_PID
+	REG=$(cat "$T/repo.port")
+	U=https://localhost:$REG/debian
+	printf 'rule localhost:%s\ncache debian\n' "$REG" >"$T/rules"
+}
+
+teardown() {
+	stop_proxy || true
+	[ -z "${REPO_PID:-}" ] || kill "$REPO_PID" 2>/dev/null || true
+	common_teardown
+}
+
+# task: one task's proxy, the repository's host cached as debian; the task CA in $T/taskca.pem.
+task() {
+	local st
+	stop_proxy || true
+	rm -f "$T/proxy.log"
+	exec 5<"$T/rules" 6>"$T/taskca.pem"
+	start_recorded --allow "localhost:$REG" --secrets-fd 5 --ca-fd 6 --cache-dir "$T/deps"
+	st=$?
+	exec 5<&- 6>&-
+	return $st
+}
+
+repo_count() {
+	grep -cE "$1" "$T/repo.log" || true
+}
+
+icurl() {
+	curl -sS -x "$PROXY" --cacert "$T/taskca.pem" "$@"
+}
+
+# apt_get DIR ARGS...: the host's apt-get in a private root DIR (its state,
+# cache and sources), through the proxy, trusting the task CA, gz indexes first.
+apt_get() {
+	local d=$1
+	shift
+	mkdir -p "$d/state/lists/partial" "$d/cache/archives/partial" "$d/parts" "$d/prefs" "$d/dl"
+	: >"$d/status"
+	printf 'deb [signed-by=%s arch=amd64] %s stable main\n' "$BATS_FILE_TMPDIR/repo.gpg" "$U" >"$d/sources.list"
+	cat >"$d/apt.conf" <<-EOF
+		Dir::Etc::main "/dev/null";
+		Dir::Etc::parts "$d/parts";
+		Dir::Etc::SourceList "$d/sources.list";
+		Dir::Etc::SourceParts "$d/parts";
+		Dir::Etc::Preferences "/dev/null";
+		Dir::Etc::PreferencesParts "$d/prefs";
+		Dir::Etc::Trusted "/dev/null";
+		Dir::Etc::TrustedParts "$d/parts";
+		Dir::State "$d/state";
+		Dir::State::status "$d/status";
+		Dir::Cache "$d/cache";
+		APT::Architecture "amd64";
+		APT::Sandbox::User "$(id -un)";
+		Acquire::Languages "none";
+		Acquire::https::Proxy "$PROXY";
+		Acquire::https::CaInfo "$T/taskca.pem";
+		Acquire::CompressionTypes::Order:: "gz";
+		Acquire::Retries "0";
+	EOF
+	(cd "$d/dl" && APT_CONFIG=$d/apt.conf apt-get -q "$@")
+}
+
+@test "cache debian: apt-get's first task fills the store, the second's takes the by-hash index and every .deb from it and none from upstream" {
+	task
+	run apt_get "$T/a1" update
+	assert_success
+	run apt_get "$T/a1" download hello world
+	assert_success
+	run cmp "$T/a1/dl/hello_1.0_all.deb" "$T/repo/debian/pool/main/hello_1.0_all.deb"
+	assert_success
+	assert_equal "$(repo_count '^GET /debian/dists/stable/main/binary-amd64/by-hash/SHA256/')" 1
+	assert_equal "$(repo_count '\.deb$')" 2
+	# The by-hash index and both packages.
+	run grep -c ' cache=fill ' "$T/proxy.log"
+	assert_output 3
+	stop_proxy
+	run aibox cache list
+	assert_success
+	assert_line --regexp "  -  $U/pool/main/world_2.0~rc1_all.deb#sha256=$(sha256sum "$T/repo/debian/pool/main/world_2.0~rc1_all.deb" | cut -c1-64)\$"
+
+	: >"$T/repo.log"
+	task
+	run apt_get "$T/a2" update
+	assert_success
+	run apt_get "$T/a2" download hello world
+	assert_success
+	run cmp "$T/a2/dl/world_2.0~rc1_all.deb" "$T/repo/debian/pool/main/world_2.0~rc1_all.deb"
+	assert_success
+	# InRelease is metadata: from upstream each time; nothing else is.
+	assert_equal "$(repo_count '^GET /debian/dists/stable/InRelease$')" 1
+	assert_equal "$(repo_count '\.deb$')" 0
+	assert_equal "$(repo_count 'by-hash')" 0
+	run grep -c ' cache=hit ' "$T/proxy.log"
+	assert_output 3
+	stop_proxy
+	run jq -c '.cache | [.hits, .misses, .bytes_from_upstream, .refused]' "$T/record.json"
+	assert_output '[3,0,0,0]'
+}
+
+@test "cache debian: a .deb before its index, a tampered .deb or by-hash file, two indexes that disagree and hostile spellings: nothing wrong stored or served whole" {
+	local deb=$U/pool/main/hello_1.0_all.deb gz
+	gz=$(sha256sum "$T/repo/debian/dists/stable/main/binary-amd64/Packages.gz" | cut -c1-64)
+	task
+	# Before any index: forwarded whole, stored nowhere.
+	run icurl -o "$T/got" "$deb"
+	assert_success
+	run cmp "$T/got" "$T/repo/debian/pool/main/hello_1.0_all.deb"
+	assert_success
+	run icurl -o /dev/null "$U/dists/stable/main/binary-amd64/Packages.gz"
+	assert_success
+	run grep -c ' GET /debian/dists/stable/main/binary-amd64/Packages.gz status=200 cache=meta ' "$T/proxy.log"
+	assert_output 1
+	# Other spellings of the package: never from the store, never into it.
+	run icurl -o /dev/null "$U/pool/main/hello_1.0_all%2edeb"
+	assert_success
+	run icurl -o /dev/null --path-as-is "$U/pool/x/../main/hello_1.0_all.deb"
+	assert_success
+	run icurl -o /dev/null --path-as-is "$U/pool//main/hello_1.0_all.deb"
+	assert_success
+	run grep -c ' cache=bypass ' "$T/proxy.log"
+	assert_output 3
+	run aibox cache size
+	assert_success
+	assert_output --partial "0 bytes in 0 entries"
+	# Tampered upstream: cut before its end, counted, not stored.
+	touch "$T/repo/TAMPER"
+	run icurl -o /dev/null "$deb"
+	assert_failure
+	run grep -c ' GET /debian/pool/main/hello_1.0_all.deb (the artifact does not match the digest its metadata gives) status=200 cache=bad ' "$T/proxy.log"
+	assert_output 1
+	touch "$T/repo/BADHASH"
+	run icurl -o /dev/null "$U/dists/stable/main/binary-amd64/by-hash/SHA256/$gz"
+	assert_failure
+	run grep -c " GET /debian/dists/stable/main/binary-amd64/by-hash/SHA256/$gz (the artifact does not match the digest its metadata gives) status=200 cache=bad " "$T/proxy.log"
+	assert_output 1
+	run aibox cache size
+	assert_success
+	assert_output --partial "0 bytes in 0 entries"
+	rm "$T/repo/TAMPER" "$T/repo/BADHASH"
+	# Now whole: filled.
+	run icurl -o "$T/got" "$deb"
+	assert_success
+	run grep -c ' GET /debian/pool/main/hello_1.0_all.deb status=200 cache=fill ' "$T/proxy.log"
+	assert_output 1
+	# A second index giving hello other bytes: forgotten, forwarded, never stored or served from the store.
+	aibox cache clear
+	task
+	run icurl -o /dev/null "$U/dists/stable/main/binary-amd64/Packages"
+	assert_success
+	run icurl -o /dev/null "$U/dists/other/main/binary-amd64/Packages.gz"
+	assert_success
+	run icurl -o "$T/got" "$deb"
+	assert_success
+	run cmp "$T/got" "$T/repo/debian/pool/main/hello_1.0_all.deb"
+	assert_success
+	run icurl -o /dev/null "$U/pool/main/world_2.0~rc1_all.deb"
+	assert_success
+	run aibox cache list
+	assert_success
+	refute_output --partial hello
+	assert_output --partial "$U/pool/main/world_2.0~rc1_all.deb#sha256="
+}
