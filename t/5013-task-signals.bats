@@ -20,9 +20,9 @@ ended() {
 
 # in_session PID: aibox task PID is in its session ($dir, $qemu, $proxy).
 in_session() {
-	wait_until 30 pgrep -P "$1" -x sleep >/dev/null || fail "no QEMU: $(cat err)"
+	wait_until 60 pgrep -P "$1" -x sleep >/dev/null || fail "no QEMU: $(cat err)"
 	dir=$(cat out)
-	wait_until 30 grep -q '^boot ' "$dir/aibox.log" || fail "no session: $(cat err)"
+	wait_until 60 grep -q '^boot ' "$dir/aibox.log" || fail "no session: $(cat err)"
 	qemu=$(pgrep -P "$1" -x sleep)
 	proxy=$(pgrep -P "$1" -x aibox-proxy)
 	[ -n "$proxy" ] || fail "no proxy"
@@ -153,10 +153,14 @@ stopped_by() {
 		open(t + "/task.status", "w").write(str(os.waitstatus_to_exitcode(st)))
 	PY
 	py=$!
-	wait_until 10 test -s "$T/task.pid"
+	# Python's start and its fork take seconds on a loaded machine: the
+	# waits are long, and cost nothing when it is quick
+	wait_until 60 file_or_gone "$T/task.pid" "$py"
+	[ -s "$T/task.pid" ] || fail "Python's pseudo-terminal did not start"
 	in_session "$(cat "$T/task.pid")"
 	echo >"$T/hangup"
-	wait_until 20 test -s "$T/task.status" || fail "aibox task did not end: $(cat err)"
+	wait_until 60 file_or_gone "$T/task.status" "$py"
+	[ -s "$T/task.status" ] || fail "aibox task did not end: $(cat err)"
 	wait "$py"
 	run cat "$T/task.status"
 	assert_output 1
