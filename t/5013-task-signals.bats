@@ -20,9 +20,9 @@ ended() {
 
 # in_session PID: aibox task PID is in its session ($dir, $qemu, $proxy).
 in_session() {
-	wait_until 30 pgrep -P "$1" -x sleep >/dev/null || fail "no QEMU: $(cat err)"
+	wait_until 60 pgrep -P "$1" -x sleep >/dev/null || fail "no QEMU: $(cat err)"
 	dir=$(cat out)
-	wait_until 30 grep -q '^boot ' "$dir/aibox.log" || fail "no session: $(cat err)"
+	wait_until 60 grep -q '^boot ' "$dir/aibox.log" || fail "no session: $(cat err)"
 	qemu=$(pgrep -P "$1" -x sleep)
 	proxy=$(pgrep -P "$1" -x aibox-proxy)
 	[ -n "$proxy" ] || fail "no proxy"
@@ -79,6 +79,63 @@ stopped_by() {
 	done
 }
 
+@test "signals: SIGTERM to the task's whole process group (kill -TERM -PGID) in its boot, a snapshot being saved, and in its session ends it at once, once; nothing is left" {
+	# the boot: an image that has snapshots and none saved yet, so the
+	# first task saves one; the saving QEMU sleeps (no monitor greeting),
+	# which holds the boot for up to 300 s
+	{
+		printf 'image default\nsnapshot 1\n'
+		for f in vmlinuz initramfs rootfs.ext4; do
+			printf 'sha256 %s %s\n' "$(sha256sum <"$AIBOX_IMAGES/default/$f" | cut -c1-64)" "$f"
+		done
+	} >"$AIBOX_IMAGES/default/manifest"
+	printf '#!/bin/sh\n[ "$1" != --version ] || { echo "QEMU emulator version 8.2.2"; exit 0; }\nexec sleep 300\n' \
+		>"$T/fake-bin/qemu-system-x86_64"
+	for phase in boot session; do
+		if [ "$phase" = session ]; then
+			# a cold boot into the session (setup's QEMU)
+			echo x >"$AIBOX_IMAGES/default/manifest"
+			printf '#!/bin/sh\n[ "$1" != --version ] || { echo "QEMU emulator version 8.2.2"; exit 0; }\nprintf "SSH-2.0-fake\\r\\n" >&4\nexec sleep 300\n' \
+				>"$T/fake-bin/qemu-system-x86_64"
+		fi
+		# a process group of its own, as a shell's job or a bench's
+		AIBOX_SNAPSHOT=1 ANTHROPIC_API_KEY=k setsid aibox task "Do it." >out 2>err &
+		pid=$!
+		if [ "$phase" = boot ]; then
+			wait_until 30 pgrep -P "$pid" -x sleep >/dev/null || fail "no saving QEMU: $(cat err)"
+			dir=$(cat out)
+			qemu=$(pgrep -P "$pid" -x sleep)
+			proxy=$(pgrep -P "$pid" -x aibox-proxy)
+			run grep -q '^boot ' "$dir/aibox.log"
+			assert_failure
+			# the saving QEMU, not a cold boot's
+			run grep -F "booting cold" err
+			assert_failure
+		else
+			in_session "$pid"
+		fi
+		SECONDS=0
+		kill -TERM -- -"$pid"
+		wait_until 20 ended "$pid" || kill -KILL "$pid"
+		st=0
+		wait "$pid" || st=$?
+		[ "$st" -eq 1 ] || fail "$phase: exit $st: $(cat err)"
+		[ "$SECONDS" -le 10 ] || fail "$phase: it took $SECONDS s"
+		# said once
+		run grep -c "did not finish" err
+		assert_output 1
+		stopped_by SIGTERM
+		if [ "$phase" = boot ]; then
+			# the stop did not turn into a cold boot, and no snapshot,
+			# whole or half, was left by the saving
+			run grep -F "booting cold" err
+			assert_failure
+			run compgen -G "$AIBOX_IMAGES/default/snapshot-*"
+			assert_failure
+		fi
+	done
+}
+
 @test "signals: its terminal closing (SIGHUP from the hangup) stops the task as SIGHUP does; nothing is left" {
 	# aibox task on a pseudo-terminal of its own; closing the master hangs it up
 	mkfifo "$T/hangup"
@@ -96,10 +153,14 @@ stopped_by() {
 		open(t + "/task.status", "w").write(str(os.waitstatus_to_exitcode(st)))
 	PY
 	py=$!
-	wait_until 10 test -s "$T/task.pid"
+	# Python's start and its fork take seconds on a loaded machine: the
+	# waits are long, and cost nothing when it is quick
+	wait_until 60 file_or_gone "$T/task.pid" "$py"
+	[ -s "$T/task.pid" ] || fail "Python's pseudo-terminal did not start"
 	in_session "$(cat "$T/task.pid")"
 	echo >"$T/hangup"
-	wait_until 20 test -s "$T/task.status" || fail "aibox task did not end: $(cat err)"
+	wait_until 60 file_or_gone "$T/task.status" "$py"
+	[ -s "$T/task.status" ] || fail "aibox task did not end: $(cat err)"
 	wait "$py"
 	run cat "$T/task.status"
 	assert_output 1

@@ -233,11 +233,13 @@ static int start_vm(const struct task_vm *v, struct vm *vm, int console_fd, stru
 	buf_addf(&plog, "%s/proxy.log", v->dir);
 	vc.conns_log = plog.buf; /* aibox-connect's refusals (its cap: VM_MAX_CONNS) */
 	vc.log_fd = console_fd;
+	/* Each QEMU, a snapshot's saving one too, is the handler's to kill (vm.h). */
+	vc.stop = v->stop;
+	vc.qemu_pid = v->qemu_pid;
 	ret = v->snapshot ? snapshot_boot(&vc, vm) : vm_start(&vc, vm);
 	if (ret < 0) {
 		buf_addf(err, "cannot start the VM: %s", strerror(-ret));
 	} else {
-		*v->qemu_pid = vm->pid;
 		if (vm->note[0])
 			v->say(v->say_ctx, vm->note);
 		if (!vm->kvm)
@@ -319,7 +321,8 @@ int task_vm_run(const struct task_vm *v, struct buf *secrets, struct vm_outcome 
 	/* Not having it only costs the early word on a full disk. */
 	f.disk = open(v->state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	f.watch = watch_helpers(&h, &f);
-	if (!*v->stop && (ret = start_vm(v, &vm, f.console, err)) < 0)
+	/* A start that failed because it was stopped ends as stopped (below). */
+	if (!*v->stop && (ret = start_vm(v, &vm, f.console, err)) < 0 && !*v->stop)
 		goto fail;
 	/* Everything is open: from here on no file is opened and nothing runs. */
 	if (!v->no_sandbox && (ret = sandbox_lockdown(SANDBOX_SECCOMP, 0)) < 0) {

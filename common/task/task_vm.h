@@ -62,7 +62,8 @@ struct task_vm {
 	const char *oauth_placeholder;
 	/*
 	 * The caller's stop: *stop set by its signal handler (SIGINT, SIGTERM,
-	 * SIGHUP), which kills *qemu_pid (set here while QEMU runs, else -1).
+	 * SIGHUP), which kills *qemu_pid (set while any QEMU of the start or the
+	 * session runs, a snapshot's saving and restoring ones too: vm.h; else -1).
 	 */
 	const volatile sig_atomic_t *stop;
 	volatile pid_t *qemu_pid;

@@ -1082,6 +1082,11 @@ int snapshot_boot(const struct vm_config *cfg, struct vm *vm)
 	if ((ret = vm_check_config(cfg)) < 0)
 		return ret;
 	ret = snapshot_start(cfg, vm, &why);
+	/* Stopped (vm.h): not a cold boot, which the stop would only kill. */
+	if (ret < 0 && cfg->stop && *cfg->stop) {
+		buf_release(&why);
+		return -EINTR;
+	}
 	/* The reasons are made short (above): this never cuts one. */
 	snprintf(note, sizeof(note), "%s%s", ret < 0 ? "booting cold: " : "", why.buf);
 	buf_release(&why);

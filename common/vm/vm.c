@@ -207,6 +207,13 @@ int vm_spawn(struct spawn *sp, const struct vm_config *cfg, struct vm *vm)
 		return ret;
 	vm->pid = sp->pid;
 	vm->pidfd = (int)syscall(SYS_pidfd_open, sp->pid, 0);
+	/* Published before *stop is read: the handler sees the pid, or we see the stop. */
+	vm->published = cfg->qemu_pid;
+	if (vm->published) {
+		*vm->published = sp->pid;
+		if (cfg->stop && *cfg->stop)
+			kill(sp->pid, SIGKILL);
+	}
 	return 0;
 }
 
@@ -390,6 +397,10 @@ int vm_stop(struct vm *vm, int grace_ms)
 {
 	int status, ret = 0;
 
+	/* Not the handler's to kill once it may be reaped (vm.h). */
+	if (vm->published)
+		*vm->published = -1;
+	vm->published = NULL;
 	if (vm->pid <= 0)
 		return -ECHILD;
 	if (grace_ms > 0 && vm->pidfd >= 0) {

@@ -55,6 +55,7 @@
 #ifndef AIBOX_VM_H
 #define AIBOX_VM_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -85,6 +86,17 @@ struct vm_config {
 	const char *qemu;          /* NULL: qemu-system-x86_64 from PATH */
 	const char *connect_prog;  /* NULL: aibox-connect in libexec_dir() */
 	const char *extra_cmdline; /* appended to the kernel command line, or NULL */
+	/*
+	 * A stop the caller's signal handler may ask for, and where it finds
+	 * the QEMU to kill (both NULL: none).  Every QEMU started for this VM
+	 * (a snapshot's saving and restoring VMs too) is published in
+	 * *qemu_pid as soon as it runs, and put back to -1 before it is
+	 * reaped (vm_stop()), so the handler never kills a pid reused since;
+	 * one started after *stop was set is killed at once.  A snapshot boot
+	 * that sees *stop set gives up with -EINTR instead of booting cold.
+	 */
+	const volatile sig_atomic_t *stop;
+	volatile pid_t *qemu_pid;
 };
 
 #define VM_CONFIG_INIT                                                                             \
@@ -103,6 +115,7 @@ struct vm {
 	int restored; /* 1 when started from a snapshot */
 	int ctl_fd;   /* a snapshot's control port (snapshot.h), or -1 */
 	int stop_fd;  /* the caller's: readable when the wait must end (-ECANCELED), or -1 */
+	volatile pid_t *published; /* vm_config's qemu_pid, or NULL */
 	/*
 	 * After snapshot_boot() (snapshot.h): one line for the user, or "": why
 	 * the VM booted cold ("booting cold: the snapshot is truncated"), or that
