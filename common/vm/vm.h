@@ -85,6 +85,7 @@ struct vm_config {
 	const char *qemu;          /* NULL: qemu-system-x86_64 from PATH */
 	const char *connect_prog;  /* NULL: aibox-connect in libexec_dir() */
 	const char *extra_cmdline; /* appended to the kernel command line, or NULL */
+	int no_mem_merge;          /* 1: guest RAM not offered to KSM (mem-merge=off) */
 };
 
 #define VM_CONFIG_INIT                                                                             \
