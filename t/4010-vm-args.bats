@@ -8,7 +8,7 @@ load lib-common
 		--cmdline "aibox.x=1"
 	assert_success
 	want='qemu-system-x86_64 -nodefaults -no-user-config -display none -no-reboot -M q35
--accel tcg,tb-size=64 -cpu max -m 2048 -smp 3 -kernel /img/vmlinuz -initrd /img/initramfs
+-accel tcg,tb-size=256 -cpu max -m 2048 -smp 3 -kernel /img/vmlinuz -initrd /img/initramfs
 -append console=ttyS0 quiet panic=-1 aibox.mode=task aibox.x=1
 -chardev stdio,id=con,signal=off -serial chardev:con
 -drive file=/img/rootfs.ext4,format=raw,if=none,id=root,readonly=on

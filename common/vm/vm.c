@@ -33,10 +33,12 @@ static const char *const qemu_env[] = {"PATH", "HOME", "TMPDIR", "LANG", "LC_ALL
 /*
  * Under TCG, the most QEMU's translated code may take, in MiB: QEMU 7.2's
  * default buffer is 1 GiB, touched as it fills, and a task's Claude Code
- * filled about 350 MiB of it in every VM; at this size QEMU flushes it and
- * translates again (docs/performance.md, "Many tasks at once").
+ * filled about 350 MiB of it in every VM.  A full buffer is flushed and its
+ * code translated again: at 256 a task's memory fell by 80 MiB for no CPU
+ * measured; at 64 by 290 MiB for a third more CPU (docs/performance.md,
+ * "Many tasks at once").
  */
-#define TCG_TB_MIB 64
+#define TCG_TB_MIB 256
 
 /* The fd numbers QEMU gets (spawn_give_fd). */
 #define FD_STATE 3
