@@ -374,3 +374,14 @@ step 1"
 	[[ "$stderr" =~ (^|$'\n')[0-9:]{8}\ aibox\[${dir: -6}\]:\ warning:\ --no-sandbox:\ aibox-task\ runs\ without\ its\ own\ lockdown$'\n' ]] || fail "$stderr"
 	[[ "$stderr" != *"aibox-task: "* ]] || fail "$stderr"
 }
+
+@test "task: AIBOX_MEM_MERGE=0 keeps guest RAM out of KSM (QEMU's mem-merge off)" {
+	# Without it, QEMU's default (mergeable): t/4010's whole argv has no mem-merge.
+	printf '#!/bin/sh\n[ "$1" = --version ] && exit 1\nprintf "%%s\\n" "$@" >>"%s"\necho "no VM in this test" >&2\nexit 1\n' \
+		"$T/qemu.args" >"$T/fake-bin/qemu-system-x86_64"
+	AIBOX_MEM_MERGE=0 run --separate-stderr aibox task x
+	assert_stopped_at_boot
+	run grep -A1 -x -- -machine "$T/qemu.args"
+	assert_success
+	assert_line mem-merge=off
+}

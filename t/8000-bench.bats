@@ -23,6 +23,25 @@ figure() {
 	grep -qE -- "$1" <<<"$output" || fail "bench printed no line matching '$1': $(tail -30 "$T"/*.out)"
 }
 
+@test "bench: BENCH_KSM's switch sets KSM on and puts run and pages_to_scan back, even on a failure" {
+	# A sysfs folder of the test's own: the host's KSM is left alone.
+	export KSM_SYS=$T/ksm
+	mkdir "$KSM_SYS"
+	echo 0 >"$KSM_SYS/run"
+	echo 100 >"$KSM_SYS/pages_to_scan"
+	run bash -c '. "$0/bench/lib-ksm.bash"; trap ksm_restore EXIT; set -e
+		ksm_on 1000; cat "$KSM_SYS/run" "$KSM_SYS/pages_to_scan"; false' "$TOP"
+	assert_failure 1
+	assert_output $'1\n1000'
+	run cat "$KSM_SYS/run" "$KSM_SYS/pages_to_scan"
+	assert_success
+	assert_output $'0\n100'
+	# where run cannot be written the bench refuses before it runs anything
+	KSM_SYS=$T/none BENCH_KSM=1 run --separate-stderr "$TOP/bench/attempts" 2 1
+	assert_failure 2
+	assert_equal "$stderr" "bench/attempts: BENCH_KSM needs $T/none/run writable (root, a kernel with KSM)"
+}
+
 @test "bench: bench/bundle at its smallest size prints its table of aibox against git" {
 	RUNS=1 bench bundle 200
 	figure '^\| start bundle .* \| [0-9]+ ms \| [0-9]+ ms \| [0-9.]+ \|$'

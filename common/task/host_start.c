@@ -225,4 +225,6 @@ void host_vm_config(struct vm_config *vc, const struct config *cfg, const struct
 	vc->disk_bytes = (unsigned long long)cfg->disk_mib * 1024 * 1024;
 	vc->mounts = s->vm;
 	vc->nr_mounts = s->nr;
+	/* AIBOX_MEM_MERGE=0: guest RAM kept out of KSM (docs/image.md, "KSM"). */
+	vc->no_mem_merge = getenv("AIBOX_MEM_MERGE") && !strcmp(getenv("AIBOX_MEM_MERGE"), "0");
 }

@@ -121,7 +121,10 @@ int host_checks(struct config *cfg, const char *image, struct buf *image_dir, st
  */
 void host_size(struct config *cfg, uint64_t memory_mib, int cpus);
 
-/* vc's memory, cpus and disk from cfg (after host_size()), its mounts from s. */
+/*
+ * vc's memory, cpus and disk from cfg (after host_size()), its mounts from s;
+ * no_mem_merge when AIBOX_MEM_MERGE is 0 (docs/image.md, "KSM").
+ */
 struct vm_config;
 struct shares;
 void host_vm_config(struct vm_config *vc, const struct config *cfg, const struct shares *s);

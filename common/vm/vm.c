@@ -30,6 +30,16 @@
 /* What QEMU's environment gets of ours (vm.h). */
 static const char *const qemu_env[] = {"PATH", "HOME", "TMPDIR", "LANG", "LC_ALL"};
 
+/*
+ * Under TCG, the most QEMU's translated code may take, in MiB: QEMU 7.2's
+ * default buffer is 1 GiB, touched as it fills, and a task's Claude Code
+ * filled about 350 MiB of it in every VM.  A full buffer is flushed and its
+ * code translated again: at 256 a task's memory fell by 80 MiB for no CPU
+ * measured; at 64 by 290 MiB for a third more CPU (docs/performance.md,
+ * "Many tasks at once").
+ */
+#define TCG_TB_MIB 256
+
 /* The fd numbers QEMU gets (spawn_give_fd). */
 #define FD_STATE 3
 #define FD_SSH   4
@@ -126,10 +136,17 @@ void vm_base_args(struct strvec *a, const struct vm_config *cfg, int kvm, const 
 	strvec_push(a, cfg->qemu ? cfg->qemu : "qemu-system-x86_64");
 	strvec_pushl(a, "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot", "-M",
 	             "q35", NULL);
+	/*
+	 * Guest RAM is madvise(MERGEABLE) (QEMU's mem-merge, on by default): a
+	 * host that runs KSM merges the VMs' identical pages; off on request
+	 * (docs/image.md, "KSM").
+	 */
+	if (cfg->no_mem_merge)
+		strvec_pushl(a, "-machine", "mem-merge=off", NULL);
 	if (kvm)
 		strvec_pushl(a, "-accel", "kvm", "-cpu", "host", NULL);
 	else
-		strvec_pushl(a, "-accel", "tcg", "-cpu", "max", NULL);
+		strvec_pushl(a, "-accel", "tcg,tb-size=" TOSTR(TCG_TB_MIB), "-cpu", "max", NULL);
 	strvec_push(a, "-m");
 	strvec_pushf(a, "%u", vm_memory_mb(cfg));
 	strvec_push(a, "-smp");

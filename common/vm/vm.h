@@ -86,6 +86,7 @@ struct vm_config {
 	const char *qemu;          /* NULL: qemu-system-x86_64 from PATH */
 	const char *connect_prog;  /* NULL: aibox-connect in libexec_dir() */
 	const char *extra_cmdline; /* appended to the kernel command line, or NULL */
+	int no_mem_merge;          /* 1: guest RAM not offered to KSM (mem-merge=off) */
 	/*
 	 * A stop the caller's signal handler may ask for, and where it finds
 	 * the QEMU to kill (both NULL: none).  Every QEMU started for this VM
