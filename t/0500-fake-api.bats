@@ -124,6 +124,10 @@ two_turns() {
 	run "$TOP/t/fake-api" --script "$T/bad.json"
 	[ "$status" -eq 2 ]
 	assert_output --partial "delay must be a number of seconds from 0 to 600"
+	echo '{"turns": [{"text": "x", "wait_file": 1}]}' >"$T/bad.json"
+	run "$TOP/t/fake-api" --script "$T/bad.json"
+	[ "$status" -eq 2 ]
+	assert_output --partial "turn 0: wait_file must be a path"
 	run "$TOP/t/fake-api" --help
 	assert_success
 	assert_output --partial "--ready-file"
@@ -207,4 +211,15 @@ two_turns() {
 		"http://127.0.0.1:$FAKE_API_PORT/v1/messages"
 	assert_success
 	awk -v t="${output##* }" 'BEGIN { exit !(t < 1) }'
+	# "wait_file": the turn is answered only once the file is there
+	echo '{"turns": [{"text": "gated", "wait_file": "'"$T/gate"'"}]}' >"$T/gate.json"
+	stop_fake_api
+	start_fake_api "$T/gate.json"
+	curl -sS --data-binary "$req" "http://127.0.0.1:$FAKE_API_PORT/v1/messages" >"$T/gated" &
+	wait_until 5 grep -qF "waiting for $T/gate" "$T/fake-api.log"
+	sleep 0.5
+	[ ! -s "$T/gated" ] || fail "answered before the file: $(cat "$T/gated")"
+	touch "$T/gate"
+	wait_until 5 test -s "$T/gated"
+	[ "$(jq -r '.content[0].text' "$T/gated")" = gated ]
 }

@@ -31,9 +31,11 @@ setup() {
 teardown() { lock_teardown; }
 
 # attempt NAME STATE [END] [NANO]: an ended attempt of group 0a1b2c, its record;
-# $CHECK the result's "check" (null by default).
+# $CHECK the result's "check" (null by default); $CAP the usage's ended_by_cap
+# ("day" or "task": a cap of 2 USD, 1 request refused).
 attempt() {
-	local d=$TK/$1 e=null u='' r=null
+	local d=$TK/$1 e=null u='' r=null refused=0 caps=null capn=0 ebc=null
+	[ -z "${CAP:-}" ] || { refused=1 caps=2 capn=2000000000 ebc="\"$CAP\""; }
 	mkdir "$d"
 	touch "$TK/$1.lock"
 	echo 0a1b2c >"$d/group"
@@ -41,7 +43,7 @@ attempt() {
 	[ -n "${3:-}" ] && e="\"$3\""
 	[ -n "${3:-}" ] && cp "$T/changes.bundle" "$d/changes.bundle"
 	[ -n "${CHECK:-}" ] && r='{"version":1,"steps":[],"failed_step":null,"claude":null,"start_commit":null,"end_commit":null,"changes":false,"check":'"$CHECK"'}'
-	[ -n "${4:-}" ] && u=",\"usage\":{\"requests\":3,\"usd\":0,\"nano_usd\":$4,\"models\":[],\"uncounted\":0,\"skipped\":0,\"refused\":0,\"caps\":{\"task_usd\":null,\"day_usd\":null},\"cap_task_nano\":0,\"cap_day_nano\":0,\"day_nano_usd\":0,\"ended_by_cap\":null}"
+	[ -n "${4:-}" ] && u=",\"usage\":{\"requests\":3,\"usd\":0,\"nano_usd\":$4,\"models\":[],\"uncounted\":0,\"skipped\":0,\"refused\":$refused,\"caps\":{\"task_usd\":$caps,\"day_usd\":$caps},\"cap_task_nano\":$capn,\"cap_day_nano\":$capn,\"day_nano_usd\":0,\"ended_by_cap\":$ebc}"
 	cat >"$d/summary.json" <<JSON
 {"version":1,"folder":"$d","name":"$1","id":"${1: -6}","group":"0a1b2c","state":"$2","exit":0,"why":null,
  "seconds":83.4,"start_commit":"$C1","end_commit":$e,"branch":"aibox/task-$1","fetch":null,
@@ -55,7 +57,7 @@ JSON
 three() {
 	CHECK='{"exit_code":0,"timed_out":false,"seconds":12.5,"tail":"ok 3 tests\n"}' \
 		attempt 20260101-100000-aaaaaa finished "$END" 1500000000
-	CHECK='{"exit_code":null,"timed_out":true,"seconds":600.2,"tail":"\u001b]0;x\u0007stuck"}' \
+	CAP=day CHECK='{"exit_code":null,"timed_out":true,"seconds":600.2,"tail":"\u001b]0;x\u0007stuck"}' \
 		attempt 20260101-100001-bbbbbb "not finished" "" 250000000
 	attempt 20260101-100002-cccccc finished "$END"
 }
@@ -69,7 +71,9 @@ three() {
 	[[ "${lines[1]}" =~ ^aaaaaa\ +finished\ +check\ passed\ +1\.500000\ USD\ +1m23s\ +2\ commits,\ 2\ files,\ \+3\ -1$ ]] || fail "${lines[1]}"
 	assert_line --index 2 "        git fetch $TK/20260101-100000-aaaaaa/changes.bundle aibox/task:aibox/task-20260101-100000-aaaaaa"
 	[[ "${lines[3]}" =~ ^bbbbbb\ +not\ finished\ +check\ timed\ out\ +0\.250000\ USD\ +1m23s\ +nothing\ to\ fetch$ ]] || fail "${lines[3]}"
-	[[ "${lines[4]}" =~ ^cccccc\ +finished\ +check\ -\ +-\ +1m23s\ +2\ commits ]] || fail "${lines[4]}"
+	# the cap that ended it, in the summary's words
+	assert_line --index 4 "        ended by budget: the day cap of 2.000000 USD was reached (1 request refused)"
+	[[ "${lines[5]}" =~ ^cccccc\ +finished\ +check\ -\ +-\ +1m23s\ +2\ commits ]] || fail "${lines[5]}"
 	# Read only: the checkout and the folders are as they were, no temporary repository left.
 	after=$(git for-each-ref; git count-objects -v; find "$TK" -newer "$TK" -o -print | sort | xargs ls -ld --time-style=+%s.%N)
 	assert_equal "$after" "$before"
@@ -78,9 +82,9 @@ three() {
 	for arg in bbbbbb 20260101-100002-cccccc "$TK/20260101-100000-aaaaaa"; do
 		run --separate-stderr aibox tasks compare --json "$arg"
 		assert_success
-		run jq -c '[.[] | [.id, .state, .spend_usd, .commits, .files, .added, .removed, .end_commit == "'"$END"'", .problem, .check]]' <<<"$output"
+		run jq -c '[.[] | [.id, .state, .spend_usd, .commits, .files, .added, .removed, .end_commit == "'"$END"'", .problem, .check, .ended_by_cap]]' <<<"$output"
 		assert_success
-		assert_output '[["aaaaaa","finished",1.5,2,2,3,1,true,null,{"exit_code":0,"timed_out":false,"seconds":12.5,"tail":"ok 3 tests\n"}],["bbbbbb","not finished",0.25,null,null,null,null,false,null,{"exit_code":null,"timed_out":true,"seconds":600.2,"tail":"stuck"}],["cccccc","finished",null,2,2,3,1,true,null,null]]'
+		assert_output '[["aaaaaa","finished",1.5,2,2,3,1,true,null,{"exit_code":0,"timed_out":false,"seconds":12.5,"tail":"ok 3 tests\n"},null],["bbbbbb","not finished",0.25,null,null,null,null,false,null,{"exit_code":null,"timed_out":true,"seconds":600.2,"tail":"stuck"},"day"],["cccccc","finished",null,2,2,3,1,true,null,null,null]]'
 	done
 }
 

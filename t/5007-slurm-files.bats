@@ -474,3 +474,33 @@ fake_sbatch_each() {
 	run ls -A "$AIBOX_HOME/projects/repo/tasks"
 	refute_output --partial ".group-"
 }
+
+@test "slurm files: a task on Slurm stopped by SIGTERM cancels its job and names the signal" {
+	no_vm_project
+	printf 'slurm:\n  shared: [%s]\n' "$AIBOX_HOME" >>"$cfg"
+	# an srun that waits; the scancel aibox runs on a stop ends it
+	printf '#!/bin/sh\necho "$$" >"%s/srun.pid"\nexec sleep 60\n' "$T" >"$T/fake-bin/srun"
+	printf '#!/bin/sh\necho "$@" >>"%s/scancel.args"\nkill "$(cat "%s/srun.pid")"\n' "$T" "$T" >"$T/fake-bin/scancel"
+	chmod +x "$T/fake-bin/srun" "$T/fake-bin/scancel"
+	export ANTHROPIC_API_KEY=sk-ant-test
+	for sig in TERM; do
+		aibox task --slurm "Do it" >"$T/out" 2>"$T/err" &
+		pid=$!
+		wait_until 30 test -s "$T/srun.pid" || fail "no srun: $(cat "$T/err")"
+		kill -"$sig" "$pid"
+		rc=0
+		wait "$pid" || rc=$?
+		assert_equal "$rc" 1
+		d=$(cat "$T/out")
+		run grep -c -- "--name=aibox-$(basename "$d")" "$T/scancel.args"
+		assert_output 1
+		run python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(r["state"] + ": " + r["why"])' "$d/summary.json"
+		assert_success
+		assert_output "not finished: the VM was stopped by SIG$sig"
+		run grep -F "aibox[${d: -6}]: the task did not finish: the VM was stopped by SIG$sig" "$T/err"
+		assert_success
+		run aibox tasks list
+		assert_success
+		assert_line --regexp "^${d: -6} +killed "
+	done
+}

@@ -116,3 +116,42 @@ ended() {
 	run ended "$(cat "$T/probe.pid")"
 	assert_success
 }
+
+@test "snapshot: a save of one size holds back tasks of that size only; a task of another size saves its own" {
+	# an image that has snapshots; a QEMU that records its arguments and never boots
+	{
+		printf "built 2026-12-01\nsnapshot 1\n"
+		for f in vmlinuz initramfs rootfs.ext4; do echo "sha256 $(sha256sum <"$AIBOX_IMAGES/default/$f" | cut -c1-64) $f"; done
+	} >"$AIBOX_IMAGES/default/manifest"
+	printf '#!/bin/sh\n[ "$1" != --version ] || { echo "QEMU emulator version 8.2.2"; exit 0; }\necho "$*" >"%s/qemu.$$"\nexec sleep 300\n' "$T" \
+		>"$T/fake-bin/qemu-system-x86_64"
+	pids=
+	# saving: how many QEMUs were started to save a snapshot
+	saving() { cat "$T"/qemu.* 2>/dev/null | grep -c "aibox.snapshot=1"; }
+	# saving (the snapshot's boot waits), with the 4 GiB and 2 CPUs snapshot's lock
+	ANTHROPIC_API_KEY=k aibox task --memory 4G --cpus 2 "Do it." >/dev/null 2>"$T/err.4g" &
+	pids="$pids $!"
+	wait_until 30 eval 'test "$(saving)" -eq 1' || fail "no save: $(cat "$T/err.4g")"
+	# another of that size boots cold at once, saying why
+	ANTHROPIC_API_KEY=k aibox task --memory 4G --cpus 2 "Do it." >/dev/null 2>"$T/err.4g2" &
+	pids="$pids $!"
+	wait_until 30 grep -q "booting cold: another task is saving the snapshot" "$T/err.4g2" || fail "$(cat "$T/err.4g2")"
+	# one of 1 GiB and 1 CPU saves its own meanwhile
+	ANTHROPIC_API_KEY=k aibox task --memory 1G --cpus 1 "Do it." >/dev/null 2>"$T/err.1g" &
+	pids="$pids $!"
+	wait_until 30 eval 'test "$(saving)" -eq 2' || fail "$(cat "$T/err.1g")"
+	run grep -F "another task is saving" "$T/err.1g"
+	assert_failure
+	ls -A "$AIBOX_IMAGES/default" >"$T/files"
+	# the fake QEMUs first: a save waits for its QEMU, not for a stop
+	for f in "$T"/qemu.*; do kill "${f##*.}"; done
+	for p in $pids; do kill "$p"; done
+	for p in $pids; do wait "$p" || true; done
+	# each size's lock and temporary files are its own
+	run grep -c '^\.snapshot-4096m-2c-......$' "$T/files"
+	assert_output 2
+	run grep -c '^\.snapshot-1024m-1c-......$' "$T/files"
+	assert_output 2
+	run grep -c '^\.snapshot-\(4096m-2\|1024m-1\)c\.lock$' "$T/files"
+	assert_output 2
+}

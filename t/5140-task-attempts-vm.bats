@@ -1,12 +1,16 @@
 #!/usr/bin/env bats
-# aibox task --attempts 2 end to end (docs/tasks.md, "Several attempts"): two
-# VMs under TCG, the real Claude Code in each, t/fake-api scripted per attempt
-# (its "attempts": each conversation its own script, in the order they come).
-# One group, booted once in setup_file, serves every test: they only read
-# what it left.  One attempt commits two files in two commits and passes the
-# config's check; the other commits a .gitmodules whose URL git would run as
-# an option, which the host's bundle check refuses.  Which attempt got which
-# script is told from what each did, not from the order of the folders.
+# aibox task --attempts 3 end to end (docs/tasks.md, "Several attempts"):
+# three VMs under TCG, the real Claude Code in each, t/fake-api scripted per
+# attempt (its "attempts": each conversation its own script, in the order
+# they come).  One group, booted once in setup_file, serves every test: they
+# only read what it left.  One attempt commits two files in two commits,
+# passes the config's check and spends 30 USD in its first turn; one commits
+# a .gitmodules whose URL git would run as an option, which the host's
+# bundle check refuses; the third is held at its first turn (the fake API's
+# wait_file) until the other two have ended, then spends 30 USD more: the
+# project's day cap of 50 USD, reached by the group and by no attempt alone,
+# stops it at its next request.  Which attempt got which script is told from
+# what each did, not from the order of the folders.
 load lib-common
 load lib-task
 bats_require_minimum_version 1.5.0
@@ -14,28 +18,48 @@ bats_require_minimum_version 1.5.0
 setup_file() {
 	task_setup
 	export S=$T
-	printf 'memory: 1G\ncpus: 1\ncheck: {run: "test -f a.txt", timeout: 30s}\n' \
+	printf 'memory: 1G\ncpus: 1\ncheck: {run: "test -f a.txt", timeout: 30s}\nbudget:\n  day: 50\n' \
 		>>"$AIBOX_HOME/projects/repo/config.yaml"
-	local good hostile
+	local good hostile n d
 	good='printf "one\ntwo\nthree\n" > a.txt && echo first > b.txt && git add a.txt b.txt && git commit -q -m "Add a and b" && echo four >> a.txt && git commit -q -am "More a"'
 	hostile='printf "[submodule \"x\"]\n\tpath = x\n\turl = --upload-pack=touch\${IFS}pwned\n" > .gitmodules && git add .gitmodules && git commit -q -m "Add a submodule"'
+	# claude-opus-4-8: 5 USD a million input tokens, so 6 million are 30 USD
 	api "$(python3 -c 'import json, sys; print(json.dumps({"attempts": [
-	  {"turns": [{"tool_use": {"name": "Bash", "input": {"command": sys.argv[1], "description": "commit"}}},
+	  {"turns": [{"tool_use": {"name": "Bash", "input": {"command": sys.argv[1], "description": "commit"}},
+	              "usage": {"input_tokens": 6000000, "output_tokens": 2000}},
 	             {"text": "Attempt A: two commits."}],
 	   "usage": {"input_tokens": 1000, "output_tokens": 2000}},
 	  {"turns": [{"tool_use": {"name": "Bash", "input": {"command": sys.argv[2], "description": "commit"}}},
 	             {"text": "Attempt B: a submodule."}],
-	   "usage": {"input_tokens": 3000, "output_tokens": 500}}],
-	  "require_key": sys.argv[3]}))' "$good" "$hostile" "$KEY")"
+	   "usage": {"input_tokens": 3000, "output_tokens": 500}},
+	  {"turns": [{"tool_use": {"name": "Bash", "input": {"command": "echo c > c.txt", "description": "write"}},
+	              "wait_file": sys.argv[4], "usage": {"input_tokens": 6000000, "output_tokens": 100}},
+	             {"text": "Attempt C: past the cap."}],
+	   "usage": {"input_tokens": 2000, "output_tokens": 300}}],
+	  "require_key": sys.argv[3]}))' "$good" "$hostile" "$KEY" "$S/gate")"
 	echo "$FAKE_API_PID" >"$S/api.pid"
+	aibox task --attempts 3 --model claude-opus-4-8 --timeout 20m "Make the change" >"$S/out" 2>"$S/err" &
+	echo $! >"$S/task.pid"
+	# The gate opens once two attempts have written their record.
+	for _ in $(seq 1800); do
+		n=0
+		for d in $(task_dir); do
+			[ -s "$d/summary.json" ] && n=$((n + 1))
+		done
+		[ "$n" -lt 2 ] || break
+		sleep 0.5
+	done
+	touch "$S/gate"
 	local status=0
-	aibox task --attempts 2 --timeout 10m "Make the change" >"$S/out" 2>"$S/err" || status=$?
+	wait "$(cat "$S/task.pid")" || status=$?
+	rm "$S/task.pid"
 	echo "$status" >"$S/status"
 	stop_fake_api
 	rm "$S/api.pid"
 }
 
 teardown_file() {
+	[ -s "$S/task.pid" ] && kill "$(cat "$S/task.pid")" 2>/dev/null
 	[ -s "$S/api.pid" ] && kill "$(cat "$S/api.pid")" 2>/dev/null
 	T=$S common_teardown
 }
@@ -50,31 +74,36 @@ teardown() {
 	common_teardown
 }
 
-# group: the group ran; GID is its id, GOOD and BAD the folders of the attempt
-# that committed a.txt and of the one whose bundle was refused.
+# group: the group ran; GID is its id, GOOD, BAD and CAP the folders of the
+# attempt that committed a.txt, of the one whose bundle was refused and of
+# the one the day cap ended.
 group() {
 	local d
-	[ "$(wc -l <"$S/out")" -eq 2 ] || { (T=$S; show "$S/err"); false; }
+	[ "$(wc -l <"$S/out")" -eq 3 ] || { (T=$S; show "$S/err"); false; }
 	GID=$(cat "$(head -1 "$S/out")/group")
-	GOOD= BAD=
+	GOOD= BAD= CAP=
 	for d in $(cat "$S/out"); do
 		if grep -qF "aibox[${d: -6}]: the task did not finish: changes.bundle refused" "$S/err"; then
 			BAD=$d
+		elif grep -qF "aibox[${d: -6}]: ended by budget: the day cap" "$S/err"; then
+			CAP=$d
 		else
 			GOOD=$d
 		fi
 	done
-	[ -n "$GOOD" ] && [ -n "$BAD" ] || { (T=$S; show "$S/err"); false; }
+	[ -n "$GOOD" ] && [ -n "$BAD" ] && [ -n "$CAP" ] || { (T=$S; show "$S/err"); false; }
 }
 
 @test "attempts vm: each attempt ran its own script; the group exits 0 with one attempt finished" {
 	group
 	assert_equal "$(cat "$S/status")" 0
-	run grep -c "conversation .* gets attempts\[[01]\]" "$S/fake-api.log"
-	assert_output 2
+	run grep -c "conversation .* gets attempts\[[012]\]" "$S/fake-api.log"
+	assert_output 3
 	grep -qF "vm[${GOOD: -6}]: | Attempt A: two commits." "$S/err"
 	grep -qF "vm[${BAD: -6}]: | Attempt B: a submodule." "$S/err"
-	grep -qF "aibox[$GID]: group $GID: 1 of 2 attempts finished" "$S/err"
+	run grep -F "vm[${CAP: -6}]: | Attempt C: past the cap." "$S/err"
+	assert_failure
+	grep -qF "aibox[$GID]: group $GID: 1 of 3 attempts finished" "$S/err"
 }
 
 @test "attempts vm: compare shows the good attempt's real figures from its checked bundle, and its check" {
@@ -114,15 +143,56 @@ four"
 	[ ! -e "$S/repo/pwned" ] || fail "the hostile URL ran"
 }
 
-@test "attempts vm: the group's line gives the total aibox counted, the sum of each attempt's spend" {
+@test "attempts vm: the group's line gives the total aibox counted, the sum of each attempt's spend, which the day's ledger counted once" {
 	group
 	run python3 -c '
 import json, sys
-nano = [json.load(open(d + "/summary.json"))["hosts"]["usage"]["nano_usd"] for d in sys.argv[1:]]
-assert all(n > 0 for n in nano) and nano[0] != nano[1], nano
+nano = [json.load(open(d + "/summary.json"))["hosts"]["usage"]["nano_usd"] for d in sys.argv[2:]]
+assert all(n > 0 for n in nano) and len(set(nano)) == 3, nano
 t = sum(nano)
-print("%d.%06d" % (t // 10**9, t % 10**9 // 1000))' "$GOOD" "$BAD"
+ledger = open(sys.argv[1]).readline()
+assert int(ledger) == t, (ledger, nano)
+print("%d.%06d" % (t // 10**9, t % 10**9 // 1000))' "$(ls -d "$AIBOX_HOME"/projects/repo/spend/2*)" "$GOOD" "$BAD" "$CAP"
 	assert_success
-	grep -qF "aibox[$GID]: group $GID: 1 of 2 attempts finished; aibox counted $output USD for them all" "$S/err" ||
+	grep -qF "aibox[$GID]: group $GID: 1 of 3 attempts finished; aibox counted $output USD for them all" "$S/err" ||
 		fail "$(grep -F "group $GID" "$S/err")"
+}
+
+@test "attempts vm: the day cap, reached by the group and by no attempt alone, stops the attempt that crossed it; the others are whole" {
+	group
+	# 30 USD each from the attempt that finished and the one that crossed, both below the cap of 50
+	run python3 -c '
+import json, sys
+u = [json.load(open(d + "/summary.json"))["hosts"]["usage"] for d in sys.argv[1:]]
+good, cap = u
+assert 30 * 10**9 <= good["nano_usd"] < 31 * 10**9, good
+assert 30 * 10**9 <= cap["nano_usd"] < 31 * 10**9, cap
+assert good["ended_by_cap"] is None and cap["ended_by_cap"] == "day" and cap["refused"] >= 1, u
+print(cap["refused"])' "$GOOD" "$CAP"
+	assert_success
+	refused=$output
+	# its own words, in the summary and to Claude Code
+	run grep -F "aibox[${CAP: -6}]: ended by budget: the day cap of 50.000000 USD was reached ($refused request" "$S/err"
+	assert_success
+	run grep -F "aibox[${CAP: -6}]: the task did not finish" "$S/err"
+	assert_success
+	run grep -c "the project's daily budget of 50.000000 USD is spent" "$CAP/transcript.jsonl"
+	assert_success
+	# compare shows it as ended by the cap, the others as they ended
+	run --separate-stderr aibox tasks compare --json "$GID"
+	assert_success
+	run jq -c --arg g "${GOOD: -6}" --arg b "${BAD: -6}" --arg c "${CAP: -6}" \
+		'[(.[] | select(.id == $g) | [.state, .ended_by_cap, .commits]), (.[] | select(.id == $b) | [.state, .ended_by_cap]), (.[] | select(.id == $c) | [.state, .ended_by_cap])]' <<<"$output"
+	assert_success
+	assert_output '[["finished",null,2],["not finished",null],["not finished","day"]]'
+	run --separate-stderr aibox tasks compare "$GID"
+	assert_success
+	[[ "$output" == *"${CAP: -6}  not finished"*"
+        ended by budget: the day cap of 50.000000 USD was reached ($refused request"* ]] || fail "$output"
+	# the finished attempt's record, bundle and fetch command are whole
+	run python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(r["state"], r["group"])' "$GOOD/summary.json"
+	assert_success
+	assert_output "finished $GID"
+	grep -qE "aibox\[${GOOD: -6}\]: the changes end at [0-9a-f]{12}, fetch them with$" "$S/err"
+	git bundle verify -q "$GOOD/changes.bundle"
 }

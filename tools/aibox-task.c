@@ -1063,11 +1063,8 @@ static void slurm_submit(struct task *t, struct buf *secrets, struct vm_outcome 
 		die("the Slurm job did not start (srun exit %d; Slurm's reason above)", ret);
 
 	read_node_status(t, o);
-	if (stop_signal) {
-		buf_reset(&o->why);
-		buf_addf(&o->why, TASK_WHY_STOPPED "%s",
-		         stop_signal == SIGINT ? "SIGINT" : "a signal");
-	}
+	if (stop_signal)
+		task_why_stopped(&o->why, stop_signal);
 	/* What the node wrote, through new descriptors (NFS's close-to-open consistency). */
 	for (size_t i = 0; i < RESULT_NFILES; i++)
 		close(t->result_fds[i]);

@@ -65,6 +65,10 @@ static json_t *row_json(const struct task_compare_row *r)
 	                    r->ti.has_seconds ? json_real(r->ti.seconds) : json_null());
 	json_object_set_new(o, "spend_usd",
 	                    r->has_spend ? json_real((double)r->spend_nano / 1e9) : json_null());
+	json_object_set_new(o, "ended_by_cap",
+	                    r->capped == USAGE_CAPPED_TASK  ? json_string("task")
+	                    : r->capped == USAGE_CAPPED_DAY ? json_string("day")
+	                                                    : json_null());
 	if (r->has_check)
 		json_object_set_new(
 		    o, "check",
@@ -122,6 +126,8 @@ static void row_text(const struct task_compare_row *r)
 		buf_addstr(&check, "passed");
 	printf("%s  %-14s check %-10s %14s %8s  %s\n", r->ti.id, task_state_name(r->ti.state),
 	       check.buf, spend.buf, time_s.buf, changes.buf);
+	if (r->cap_line.len)
+		printf("        %s\n", r->cap_line.buf);
 	if (r->fetch.len) {
 		out_sanitize(&line, r->fetch.buf, r->fetch.len);
 		printf("        %s\n", line.buf);

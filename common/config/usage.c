@@ -470,6 +470,17 @@ void usage_format_usd(struct buf *out, uint64_t nano)
 	         (unsigned long long)(nano % USAGE_NANO_PER_USD / 1000));
 }
 
+void usage_capped_line(struct buf *out, const struct usage_count *c)
+{
+	if (!c->capped)
+		return;
+	buf_addf(out, "ended by budget: the %s cap of ",
+	         c->capped == USAGE_CAPPED_TASK ? "task" : "day");
+	usage_format_usd(out, c->capped == USAGE_CAPPED_TASK ? c->cap_task : c->cap_day);
+	buf_addf(out, " USD was reached (%llu request%s refused)", (unsigned long long)c->refused,
+	         c->refused == 1 ? "" : "s");
+}
+
 static int prices_bad(struct buf *err, int line, const char *why)
 {
 	buf_addf(err, "line %d: %s", line, why);

@@ -275,6 +275,13 @@ int usage_count_from_json(const void *json, struct usage_count *c, struct buf *e
 void usage_format_usd(struct buf *out, uint64_t nano);
 
 /*
+ * Append, for a count a cap ended (c->capped), "ended by budget: the day cap
+ * of 50.000000 USD was reached (1 request refused)" (docs/budget.md); for
+ * one no cap ended, nothing.
+ */
+void usage_capped_line(struct buf *out, const struct usage_count *c);
+
+/*
  * A cap in USD from text ("5", "5.00", "0.5"): more than 0, at most
  * USAGE_CAP_MAX_USD, at most 6 decimals.  0 with *nano set, or -EINVAL.
  */

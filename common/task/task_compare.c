@@ -218,6 +218,7 @@ void task_compare_row_read(const char *dir, struct task_compare_row *row)
 	                                 .dir = BUF_INIT,
 	                                 .fetch = BUF_INIT,
 	                                 .problem = BUF_INIT,
+	                                 .cap_line = BUF_INIT,
 	                                 .check_tail = BUF_INIT};
 	buf_addstr(&row->dir, dir);
 	if (!slash || slash - dir < 6) /* task_group_attempts() gives PROJECT/tasks/NAME */
@@ -242,6 +243,8 @@ void task_compare_row_read(const char *dir, struct task_compare_row *row)
 	if (rec.has_report && rec.report.usage.present) {
 		row->has_spend = 1;
 		row->spend_nano = rec.report.usage.nano;
+		row->capped = rec.report.usage.capped;
+		usage_capped_line(&row->cap_line, &rec.report.usage);
 	}
 	if (rec.has_result && rec.result.has_check) {
 		row->has_check = 1;
@@ -286,4 +289,5 @@ void task_compare_row_release(struct task_compare_row *row)
 	buf_release(&row->fetch);
 	buf_release(&row->problem);
 	buf_release(&row->check_tail);
+	buf_release(&row->cap_line);
 }

@@ -31,6 +31,8 @@ struct task_compare_row {
 	int has_record; /* summary.json was read: the fields below */
 	int has_spend;
 	uint64_t spend_nano; /* what aibox's proxy counted */
+	int capped;          /* enum usage_capped: the cap that ended it, if one did */
+	struct buf cap_line; /* usage_capped_line()'s words for it, "" when none */
 	char start_commit[OID_HEX_MAX + 1];
 	char end_commit[OID_HEX_MAX + 1]; /* "" when nothing to fetch */
 	int has_check; /* the config's check: ran in the VM: the VM's word (task_result's check) */

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <jansson.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,17 @@
 #include "base/out.h"
 #include "base/taskid.h"
 #include "base/banned.h"
+
+void task_why_stopped(struct buf *why, int sig)
+{
+	const char *name = sigabbrev_np(sig);
+
+	buf_reset(why);
+	if (name)
+		buf_addf(why, TASK_WHY_STOPPED "SIG%s", name);
+	else
+		buf_addstr(why, TASK_WHY_STOPPED "a signal");
+}
 
 static const char *const states[] = {"finished", "not finished", "failed to start"};
 

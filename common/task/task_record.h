@@ -34,6 +34,12 @@
  */
 #define TASK_WHY_STOPPED "the VM was stopped by "
 
+/*
+ * Set why to TASK_WHY_STOPPED and the signal sig's name ("SIGTERM"), or "a
+ * signal" for a number that has none.
+ */
+void task_why_stopped(struct buf *why, int sig);
+
 /* What aibox-task knows at its end, besides the summary's input. */
 struct task_record_in {
 	const char *folder; /* the task folder's absolute path */

@@ -346,11 +346,8 @@ static void summary_usage(struct summary *s, const struct usage_count *u,
 		     (unsigned long long)u->uncounted, u->uncounted == 1 ? "" : "s");
 	if (u->capped) {
 		buf_reset(&b);
-		usage_format_usd(&b, u->capped == USAGE_CAPPED_TASK ? u->cap_task : u->cap_day);
-		addf(s, 0,
-		     "ended by budget: the %s cap of %s USD was reached (%llu request%s refused)",
-		     u->capped == USAGE_CAPPED_TASK ? "task" : "day", b.buf,
-		     (unsigned long long)u->refused, u->refused == 1 ? "" : "s");
+		usage_capped_line(&b, u);
+		add_line(s, 0, &b);
 	}
 	buf_release(&b);
 }

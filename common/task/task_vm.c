@@ -354,12 +354,8 @@ int task_vm_run(const struct task_vm *v, struct buf *secrets, struct vm_outcome 
 	buf_wipe_release(secrets);
 	stop_all(v, &vm, &h, &relay, o, f.usage);
 	task_log_phase(v->aibox_log_fd, v->tphase, "stop");
-	if (*v->stop) {
-		buf_reset(&o->why);
-		buf_addf(&o->why, TASK_WHY_STOPPED "%s%s",
-		         sigabbrev_np(*v->stop) ? "SIG" : "a signal",
-		         sigabbrev_np(*v->stop) ? sigabbrev_np(*v->stop) : "");
-	}
+	if (*v->stop)
+		task_why_stopped(&o->why, *v->stop);
 	ret = 0;
 	goto out;
 fail:

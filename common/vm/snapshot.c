@@ -58,6 +58,7 @@ struct snap {
 	struct buf ram;      /* the same with .ram: guest RAM, a sparse file of the memory size */
 	struct buf manifest; /* the same with .manifest */
 	struct buf empty;    /* <image>/.snapshot-empty: the unused shares */
+	struct buf stem;     /* snapshot-<mem>m-<cpus>c: the names of this size's files */
 	struct buf deps;     /* what the snapshot depends on: the manifest's first lines */
 	int kvm;
 };
@@ -65,7 +66,7 @@ struct snap {
 #define SNAP_INIT                                                                                  \
 	{                                                                                          \
 		.file = BUF_INIT, .ram = BUF_INIT, .manifest = BUF_INIT, .empty = BUF_INIT,        \
-		.deps = BUF_INIT                                                                   \
+		.stem = BUF_INIT, .deps = BUF_INIT                                                 \
 	}
 
 static void snap_release(struct snap *s)
@@ -74,6 +75,7 @@ static void snap_release(struct snap *s)
 	buf_release(&s->ram);
 	buf_release(&s->manifest);
 	buf_release(&s->empty);
+	buf_release(&s->stem);
 	buf_release(&s->deps);
 }
 
@@ -174,6 +176,7 @@ static int snap_init(const struct vm_config *cfg, struct snap *s, struct buf *er
 	buf_addf(&s->manifest, "%s/snapshot-%um-%uc.manifest", cfg->image_dir, vm_memory_mb(cfg),
 	         vm_cpus(cfg));
 	buf_addf(&s->empty, "%s/.snapshot-empty", cfg->image_dir);
+	buf_addf(&s->stem, "snapshot-%um-%uc", vm_memory_mb(cfg), vm_cpus(cfg));
 
 	buf_addf(&s->deps, "aibox-snapshot %d\ndevices %d\nqemu ", SNAP_FORMAT, SNAP_DEVICES);
 	if ((r = qemu_version(cfg, &s->deps)) < 0) {
@@ -541,21 +544,32 @@ static int write_atomic(const char *path, const struct buf *text)
 }
 
 /*
- * Remove what a saving process that died left (its temporary files): under
- * the lock, no other process is writing one.
+ * Remove what a process that died saving this size left (its temporary
+ * files, .<stem>-XXXXXX and <stem>.manifest.tmp-XXXXXX): under this size's
+ * lock, no other process is writing one.  Another size's are its own
+ * saver's.  The .snapshot-XXXXXX of an older aibox, whose lock was the
+ * image's, go too.
  */
-static void remove_leftovers(const char *dir)
+static void remove_leftovers(const char *dir, const struct buf *stem)
 {
 	DIR *d = opendir(dir);
 	struct dirent *de;
+	struct buf man = BUF_INIT;
 
-	while (d && (de = readdir(d)))
-		if ((!strncmp(de->d_name, ".snapshot-", 10) && strlen(de->d_name) == 16 &&
-		     strcmp(de->d_name, ".snapshot-empty")) ||
-		    (!strncmp(de->d_name, "snapshot-", 9) && strstr(de->d_name, ".manifest.tmp-")))
-			unlinkat(dirfd(d), de->d_name, 0);
+	buf_addf(&man, "%s.manifest.tmp-", stem->buf);
+	while (d && (de = readdir(d))) {
+		const char *n = de->d_name;
+		size_t len = strlen(n);
+
+		if ((!strncmp(n, ".snapshot-", 10) && len == 16 && strcmp(n, ".snapshot-empty")) ||
+		    (n[0] == '.' && len == stem->len + 8 && !strncmp(n + 1, stem->buf, stem->len) &&
+		     n[1 + stem->len] == '-') ||
+		    (!strncmp(n, man.buf, man.len) && len == man.len + 6))
+			unlinkat(dirfd(d), n, 0);
+	}
 	if (d)
 		closedir(d);
+	buf_release(&man);
 }
 
 /* A snapshot VM's QEMU, saving or restoring: what it holds of ours. */
@@ -664,15 +678,15 @@ static int save_locked(const struct vm_config *cfg, struct snap *s, struct buf *
 		buf_addf(err, "cannot create '%s': %s", s->empty.buf, strerror(errno));
 		goto out;
 	}
-	remove_leftovers(cfg->image_dir);
-	buf_addf(&tmp, "%s/.snapshot-XXXXXX", cfg->image_dir);
+	remove_leftovers(cfg->image_dir, &s->stem);
+	buf_addf(&tmp, "%s/.%s-XXXXXX", cfg->image_dir, s->stem.buf);
 	if ((out_fd = mkostemp(tmp.buf, O_CLOEXEC)) < 0) {
 		r = -errno;
 		buf_reset(&tmp);
 		buf_addf(err, "cannot create the snapshot's file: %s", strerror(errno));
 		goto out;
 	}
-	buf_addf(&ram_tmp, "%s/.snapshot-XXXXXX", cfg->image_dir);
+	buf_addf(&ram_tmp, "%s/.%s-XXXXXX", cfg->image_dir, s->stem.buf);
 	if ((ram_fd = mkostemp(ram_tmp.buf, O_CLOEXEC)) < 0 ||
 	    ftruncate(ram_fd, (off_t)vm_memory_mb(cfg) << 20) < 0) {
 		r = -errno;
@@ -747,13 +761,17 @@ out:
 	return r;
 }
 
-/* The lock of the image's snapshots: held while one is saved. */
-static int lock_image(const struct vm_config *cfg, struct buf *err)
+/*
+ * The lock of the image's snapshot of s's size, .<stem>.lock: held while it
+ * is saved or removed.  One a size, so that a save of one size never makes
+ * tasks of another boot cold.
+ */
+static int lock_image(const struct vm_config *cfg, const struct snap *s, struct buf *err)
 {
 	struct buf p = BUF_INIT;
 	int fd;
 
-	buf_addf(&p, "%s/.snapshot.lock", cfg->image_dir);
+	buf_addf(&p, "%s/.%s.lock", cfg->image_dir, s->stem.buf);
 	fd = open(p.buf, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
 	buf_release(&p);
 	if (fd < 0) {
@@ -781,7 +799,7 @@ static int save(const struct vm_config *cfg, struct snap *s, struct buf *err)
 	char hex[65], ram_hex[65];
 	int lock, r;
 
-	if ((lock = lock_image(cfg, err)) < 0)
+	if ((lock = lock_image(cfg, s, err)) < 0)
 		return lock;
 	/* Saved by another meanwhile? */
 	if (read_manifest(s, &size, hex, ram_hex, &ignored) == 0)
@@ -928,7 +946,7 @@ static int discard(const struct vm_config *cfg, struct snap *s, const char *hex)
 	char now[65] = "", ram_now[65] = "";
 	int lock, r, ret = 0;
 
-	if ((lock = lock_image(cfg, &ignored)) >= 0) {
+	if ((lock = lock_image(cfg, s, &ignored)) >= 0) {
 		r = read_manifest(s, &size, now, ram_now, &ignored);
 		if ((r == -ESTALE || (r == 0 && !strcmp(now, hex))) &&
 		    unlink(s->manifest.buf) == 0) {
