@@ -428,7 +428,7 @@ env NODE_USE_ENV_PROXY'
 	cmp bundle.crt want.crt
 }
 
-@test "init task: without a task CA the bundle is left alone and no CA variable is set" {
+@test "init task: without a task CA the bundle is left alone and no CA variable is set; Node is still told to use the proxy" {
 	printf 'system bundle\n' >bundle.crt
 	export AIBOX_TEST_TASK_CA_BUNDLE="$T/bundle.crt"
 	run_task "$ca_env"
@@ -437,7 +437,8 @@ env NODE_USE_ENV_PROXY'
 	assert_success
 	assert_line "SSL_CERT_FILE=<unset>"
 	assert_line "NODE_EXTRA_CA_CERTS=<unset>"
-	assert_line "NODE_USE_ENV_PROXY=<unset>"
+	# Node's fetch has no other way out of the VM than the proxy (docs/image.md).
+	assert_line "NODE_USE_ENV_PROXY=1"
 	assert_equal "$(cat bundle.crt)" "system bundle"
 }
 

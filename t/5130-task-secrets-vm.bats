@@ -9,7 +9,10 @@
 # secret's placeholder, and npm and pip install from a loopback registry
 # (t/dep-registry, the same CA) that wants the secret as its token; the
 # tests read what the services got, what came back into the VM and the task
-# folder.
+# folder.  The registry's hosts are cached (cache: npm, cache: pypi;
+# docs/cache.md): the first task fills the dependency cache in the project's
+# scope, and a second task of the same project, booted from the snapshot after
+# it, installs the same packages again and gets every artifact from the cache.
 load lib-common
 load lib-task
 load lib-deps
@@ -21,22 +24,31 @@ OAUTH=sk-ant-oat01-real-token-5130
 setup_file() {
 	task_setup
 	export S=$T
+	export AIBOX_DEPS_CACHE=$T/deps
 	"$TOP/t/tls-echo" --cert "$T/ca/server.pem" --key "$T/ca/server.key" \
 		--port-file "$T/echo.port" --log "$T/echo.seen" 2>"$T/echo.err" &
 	echo $! >"$S/echo.pid"
-	wait_until 10 file_or_gone "$T/echo.port" $!
+	wait_until 20 file_or_gone "$T/echo.port" $!
 	# The private registry: every request must carry the value.
 	mkdir -p "$T/reg/npm" "$T/reg/pypi"
 	make_npm_tgz "$T/reg/npm" priv-pad 1.2.3
+	make_npm_tgz "$T/reg/npm" priv-lib 2.0.0
 	make_wheel "$T/reg/pypi" priv_pkg 1.0
+	make_wheel "$T/reg/pypi" priv_two 2.0
 	printf '%s\n' "$VALUE" >"$S/reg.token"
 	"$PY" "$TOP/t/dep-registry" --cert "$T/ca/server.pem" --key "$T/ca/server.key" --dir "$T/reg" \
 		--port-file "$T/reg.port" --log "$T/reg.log" --token-file "$S/reg.token" 2>"$T/reg.err" &
 	echo $! >"$S/reg.pid"
 	wait_until 20 file_or_gone "$T/reg.port" $!
-	local p r probe clients npm
+	# The same registry on a second port, its PyPI index cached as pypi (one kind a host).
+	"$PY" "$TOP/t/dep-registry" --cert "$T/ca/server.pem" --key "$T/ca/server.key" --dir "$T/reg" \
+		--port-file "$T/regy.port" --log "$T/reg.log" --token-file "$S/reg.token" 2>"$T/regy.err" &
+	echo $! >"$S/regy.pid"
+	wait_until 20 file_or_gone "$T/regy.port" $!
+	local p r y probe clients npm again
 	p=$(cat "$T/echo.port")
 	r=$(cat "$T/reg.port")
+	y=$(cat "$T/regy.port")
 	# The subscription's token, not the key.
 	unset ANTHROPIC_API_KEY
 	cat >"$AIBOX_HOME/projects/repo/config.yaml" <<-EOF2
@@ -45,10 +57,11 @@ setup_file() {
 	  - host: localhost:$p
 	    methods: [GET, POST]
 	    paths: ["/ok/*"]
-	  - localhost:$r
+	  - {host: localhost:$r, cache: npm}
+	  - {host: localhost:$y, cache: pypi}
 	secrets:
 	  - env: MY_TOKEN
-	    hosts: [localhost:$p, localhost:$r]
+	    hosts: [localhost:$p, localhost:$r, localhost:$y]
 	EOF2
 	# Node's fetch with the placeholder as a Bearer (NODE_USE_ENV_PROXY), pip
 	# with it in the index URL; then, in a second command of its own (npm is
@@ -57,23 +70,36 @@ setup_file() {
 	# home are committed too (caches.tar).
 	clients=$(cat <<-'EOF2'
 	node -e 'fetch(process.argv[1], {headers: {Authorization: "Bearer " + process.env.MY_TOKEN}}).then(r => r.text()).then(t => console.log(t), e => console.log("error", e, e.cause))' "https://localhost:@P@/ok/node" >node.out 2>&1
-	{ python3 -m pip download --disable-pip-version-check --no-deps -d pipdl --index-url "https://__token__:$MY_TOKEN@localhost:@R@/simple/" priv-pkg; echo "exit $?"; } >pip.out 2>&1
+	{ python3 -m pip download --disable-pip-version-check --no-deps -d pipdl --index-url "https://__token__:$MY_TOKEN@localhost:@Y@/simple/" priv-pkg priv-two; echo "exit $?"; } >pip.out 2>&1
 	git add node.out pip.out pipdl
 	EOF2
 	)
 	npm=$(cat <<-'EOF2'
 	mkdir npmapp && cd npmapp && echo '{"name": "app", "version": "1.0.0"}' >package.json
 	printf 'registry=https://localhost:@R@/\n//localhost:@R@/:_authToken=%s\nupdate-notifier=false\n' "$MY_TOKEN" >.npmrc
-	{ npm install --no-audit --no-fund priv-pad; echo "exit $?"; node -p 'require("priv-pad")'; } >../npm.out 2>&1
+	{ npm install --no-audit --no-fund priv-pad priv-lib; echo "exit $?"; node -p 'require("priv-pad")'; } >../npm.out 2>&1
 	cd ..
 	tar -cf caches.tar -C "$HOME" .npm .cache/pip 2>/dev/null
 	git add npmapp/.npmrc npmapp/package.json npmapp/package-lock.json npm.out caches.tar
 	git commit -q -m npm
 	EOF2
 	)
+	# The second task: the same installs, in a VM whose npm and pip caches are empty.
+	again=$(cat <<-'EOF2'
+	mkdir npm2 && cd npm2 && echo '{"name": "app2", "version": "1.0.0"}' >package.json
+	printf 'registry=https://localhost:@R@/\n//localhost:@R@/:_authToken=%s\nupdate-notifier=false\n' "$MY_TOKEN" >.npmrc
+	{ npm install --no-audit --no-fund priv-pad priv-lib; echo "exit $?"; node -p 'require("priv-lib")'; } >../npm2.out 2>&1
+	cd ..
+	{ python3 -m pip download --disable-pip-version-check --no-deps -d pipdl2 --index-url "https://__token__:$MY_TOKEN@localhost:@Y@/simple/" priv-pkg priv-two; echo "exit $?"; } >pip2.out 2>&1
+	git add npm2.out pip2.out pipdl2 && git commit -q -m again
+	EOF2
+	)
 	clients=${clients//@R@/$r}
+	clients=${clients//@Y@/$y}
 	clients=${clients//@P@/$p}
 	npm=${npm//@R@/$r}
+	again=${again//@R@/$r}
+	again=${again//@Y@/$y}
 	# Each client's answer (t/tls-echo says what it got) into a file the task commits.
 	probe="u=https://localhost:$p
 curl -sS -H \"Authorization: Bearer \$MY_TOKEN\" \"\$u/ok/curl?key=\$MY_TOKEN\" >curl.out 2>&1
@@ -108,11 +134,23 @@ git add curl.out python.out git.out system.out refused.out env.out && git commit
 	echo "$status" >"$S/status"
 	stop_fake_api
 	rm "$S/api.pid"
+	[ "$status" = 0 ] || return 0
+	# The second task of the project, from the snapshot: the same installs.
+	api "$(python3 -c 'import json, sys; print(json.dumps({"turns": [
+	  {"tool_use": {"name": "Bash", "input": {"command": sys.argv[1], "description": "again", "timeout": 600000}}},
+	  {"text": "I installed them again."}], "require_bearer": sys.argv[2]}))' "$again" "$OAUTH")"
+	echo "$FAKE_API_PID" >"$S/api.pid"
+	status=0
+	MY_TOKEN=$VALUE CLAUDE_CODE_OAUTH_TOKEN=$OAUTH SSL_CERT_FILE=$T/ca/ca.pem \
+		aibox task "Install them again." >"$S/out2" 2>"$S/err2" 3>&- || status=$?
+	echo "$status" >"$S/status2"
+	stop_fake_api
+	rm "$S/api.pid"
 }
 
 teardown_file() {
 	local f
-	for f in "$S/api.pid" "$S/echo.pid" "$S/reg.pid"; do
+	for f in "$S/api.pid" "$S/echo.pid" "$S/reg.pid" "$S/regy.pid"; do
 		[ -s "$f" ] && kill "$(cat "$f")" 2>/dev/null
 	done
 	T=$S common_teardown
@@ -207,9 +245,10 @@ probe() {
 	run grep -c -F "GET /ok/node HTTP/1.1" "$T/echo.seen"
 	assert_success
 	assert_output 1
+	# (one line a host: t/tls-echo and the registry's two ports)
 	run grep -c -F 'the secret MY_TOKEN was sent to localhost:' "$S/err"
 	assert_success
-	assert_output 2
+	assert_output 3
 }
 
 @test "task secrets vm: the VM holds the placeholder only: its environment, the commit, the task folder" {
@@ -278,5 +317,56 @@ probe() {
 	assert_failure
 	assert_output ""
 	run grep -c "allowed localhost:3129 POST /v1/messages" "$DIR/proxy.log"
+	assert_success
+}
+
+@test "task secrets vm: npm and pip in the VM fill the dependency cache in the project's scope; the second task's installs take every artifact from it, none from upstream" {
+	shared
+	local dir2 n a
+	dir2=$(cat "$S/out2")
+	[ "$(cat "$S/status2")" = 0 ] || { (show "$S/err2"); false; }
+	# The first task: each artifact fetched once, checked and kept (npm may ask twice).
+	for a in /priv-pad/-/priv-pad-1.2.3.tgz /priv-lib/-/priv-lib-2.0.0.tgz \
+		/packages/priv_pkg-1.0-py3-none-any.whl /packages/priv_two-2.0-py3-none-any.whl; do
+		run grep -c " GET $a status=200 cache=fill " "$DIR/proxy.log"
+		assert_output 1
+		run grep -c "^GET $a auth=" "$T/reg.log"
+		assert_output 1
+		run grep -c " GET $a status=200 cache=hit " "$dir2/proxy.log"
+		assert_success
+	done
+	run grep -c " cache=fill " "$dir2/proxy.log"
+	assert_failure
+	assert_output 0
+	# The metadata came from upstream in both tasks.
+	run grep -c "^GET /simple/priv-two/ auth=basic$" "$T/reg.log"
+	assert_output 2
+	# The figures: the record in each summary, and the second task's line.
+	run jq -c '.hosts.cache | [.hits, .misses, .refused]' "$DIR/summary.json"
+	assert_success
+	assert_output "[0,4,0]"
+	run jq -c '.hosts.cache | [.hits >= 4, .misses, .bytes_from_upstream, .refused]' "$dir2/summary.json"
+	assert_success
+	assert_output "[true,0,0,0]"
+	n=$(jq .hosts.cache.hits "$dir2/summary.json")
+	grep -qE "aibox\[${dir2: -6}\]: the dependency cache served $n artifacts \([1-9][0-9]* bytes\); 0 came from upstream \(0 bytes\)$" "$S/err2" ||
+		fail "$(grep -F 'dependency cache' "$S/err2")"
+	# What the VM installed: the packages, whole.
+	git -C "$S/probes" fetch -q "$dir2/changes.bundle" "+refs/heads/*:refs/remotes/again/*"
+	run git -C "$S/probes" show again/aibox/task:npm2.out
+	assert_success
+	assert_line "exit 0"
+	assert_line "priv-lib 2.0.0"
+	run git -C "$S/probes" show again/aibox/task:pip2.out
+	assert_success
+	assert_line "exit 0"
+	run git -C "$S/probes" show again/aibox/task:pipdl2/priv_two-2.0-py3-none-any.whl
+	assert_success
+	# Kept in the project's scope: it was fetched with the secret.
+	run aibox cache list
+	assert_success
+	assert_line --regexp "  project:repo  https://localhost:[0-9]+/priv-pad/-/priv-pad-1.2.3.tgz#sha512="
+	assert_line --regexp "  project:repo  https://localhost:[0-9]+/packages/priv_two-2.0-py3-none-any.whl#sha256="
+	run aibox cache verify
 	assert_success
 }

@@ -59,13 +59,13 @@ void guest_env_build(const struct guest_env *g, struct strvec *env)
 		strvec_pushf(env, "HTTPS_PROXY=%s", g->proxy);
 		strvec_pushf(env, "http_proxy=%s", g->proxy);
 		strvec_pushf(env, "https_proxy=%s", g->proxy);
+		/* Node's own fetch and http(s) agents, which ignore the above without it:
+		   the VM has no other way out, with a task CA or without. */
+		strvec_push(env, "NODE_USE_ENV_PROXY=1");
 	}
-	if (g->task_ca) {
+	if (g->task_ca)
 		for (size_t i = 0; i < ARRAY_SIZE(ca_vars); i++)
 			strvec_pushf(env, "%s=%s", ca_vars[i], GUEST_CA_BUNDLE);
-		if (g->proxy)
-			strvec_push(env, "NODE_USE_ENV_PROXY=1"); /* Node's own fetch */
-	}
 	if (g->api_forward || g->api_oauth)
 		strvec_push(env, "ANTHROPIC_BASE_URL=" GUEST_API_FORWARD_URL);
 	if (g->api_forward)

@@ -476,8 +476,10 @@ int px_cache_body(struct conn *c, const char *p, size_t n, int done)
 		blake2b_update(c->b2, p, n);
 	if (px->cfg->report)
 		px->cfg->report->cache_upstream += n;
-	if (c->fill && n && dep_cache_fill_write(c->fill, p, n, &why) < 0) {
-		/* Too big for the cap, or the disk: served, not stored. */
+	if (c->fill && n && (r = dep_cache_fill_write(c->fill, p, n, &why)) < 0) {
+		/* Too big for the cap (a miss like any), or the disk: served, not stored. */
+		if (r != -EFBIG)
+			px_log_note(px, "the dependency cache failed", -r);
 		fill_drop(c);
 	}
 	buf_release(&why);
