@@ -119,6 +119,9 @@ EOF
 	assert_line "claude exited with 0"
 	assert_line bundling
 	grep -q "claude started" res/vm.log
+	# A branch past the start is bundled at once: its header tells descent, no rev-list.
+	grep -q "git bundle create" res/vm.log
+	run ! grep -q "git rev-list" res/vm.log
 	# The project is a clone on aibox/task without a remote.
 	assert_equal "$(git -C project symbolic-ref HEAD)" refs/heads/aibox/task
 	assert_equal "$(git -C project remote)" ""
@@ -275,6 +278,19 @@ EOF
 	assert_line "aibox/task does not descend from the start commit"
 }
 
+@test "init task: aibox/task moved to an unrelated history sends nothing and says why" {
+	run_task "$(printf 'commit a.txt hi\nunrelated\n')"
+	assert_success
+	assert_equal "$(jget failed_step)" bundle
+	assert_equal "$(jget changes)" false
+	assert_equal "$(names)" "transcript.jsonl vm.log result.json "
+	# The bundle made at once lacks the start as a prerequisite; rev-list says why.
+	grep -q "the bundle is not one of new commits on the start (0): checking aibox/task" res/vm.log
+	grep -q "git rev-list" res/vm.log
+	run cat progress.txt
+	assert_line "aibox/task does not descend from the start commit"
+}
+
 @test "init task: aibox/task deleted sends nothing and says so" {
 	run_task "$(printf 'commit a.txt hi\ndropbranch\n')"
 	assert_success
@@ -298,6 +314,8 @@ EOF
 	assert_success
 	refute_line "no changes"
 	refute_line bundling
+	# status saw aibox/task at the start: no rev-list, no bundle
+	run ! grep -q -e "git rev-list" -e "git bundle" res/vm.log
 }
 
 @test "init task: Claude Code past its time limit is killed with its children, results still come" {
@@ -729,6 +747,8 @@ same_as_plain() {
 	grep -q "prepared clone: pack-" res/vm.log
 	run grep -c "git clone" res/vm.log
 	assert_output 0
+	# one git process: the init writes the repository, git only checks it out
+	run ! grep -q "git init" res/vm.log
 	same_as_plain
 	# The pack is the bundle's, byte for byte, beside the host's index.
 	pack=$(ls project/.git/objects/pack/*.pack)

@@ -106,6 +106,57 @@ static int create_user_file(struct guest_task *t, const char *path, int mode, in
 	return fd;
 }
 
+/* Make the folder path (none yet), owned by the user. */
+static int mkdir_user(struct guest_task *t, const char *path)
+{
+	if (mkdir(path, 0755) < 0 || (t->o->drop && lchown(path, t->o->uid, t->o->gid) < 0))
+		return -errno;
+	return 0;
+}
+
+/*
+ * What `git init -q --initial-branch=BRANCH` makes of the empty project
+ * folder, without a git process: .git with objects/{info,pack}, refs/{heads,
+ * tags}, HEAD on BRANCH and git's config for a new repository (the user's
+ * name and email are appended later).  No template: no sample hooks, no
+ * info/exclude, no description, which git never needs.
+ */
+static int init_repo(struct guest_task *t)
+{
+	static const char *const dirs[] = {
+	    ".git",      ".git/objects",    ".git/objects/info", ".git/objects/pack",
+	    ".git/refs", ".git/refs/heads", ".git/refs/tags"};
+	static const struct {
+		const char *name, *text;
+	} files[] = {
+	    {".git/HEAD", "ref: " BRANCH_REF "\n"},
+	    {".git/config", "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n"
+	                    "\tbare = false\n\tlogallrefupdates = true\n"},
+	};
+	struct buf path = BUF_INIT;
+	int fd, ret = 0;
+
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]) && !ret; i++) {
+		buf_reset(&path);
+		buf_addf(&path, "%s/%s", t->path, dirs[i]);
+		ret = mkdir_user(t, path.buf);
+	}
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]) && !ret; i++) {
+		buf_reset(&path);
+		buf_addf(&path, "%s/%s", t->path, files[i].name);
+		if ((fd = create_user_file(t, path.buf, 0644, O_EXCL)) < 0) {
+			ret = fd;
+		} else if (write_all(fd, files[i].text, strlen(files[i].text)) < 0) {
+			ret = -errno;
+			close(fd);
+		} else if (close(fd) < 0) {
+			ret = -errno;
+		}
+	}
+	buf_release(&path);
+	return ret;
+}
+
 /* Copy the pack out of the bundle into .git/objects/pack, in large reads (9p). */
 static int place_pack(struct guest_task *t, int bundle_fd, const struct prepared *p,
                       const struct buf *idx)
@@ -160,11 +211,8 @@ static int write_branch_and_user(struct guest_task *t)
 	int fd, ret = 0;
 
 	buf_addf(&path, "%s/.git/refs/heads/aibox", t->path);
-	if (mkdir(path.buf, 0755) < 0 ||
-	    (t->o->drop && lchown(path.buf, t->o->uid, t->o->gid) < 0)) {
-		ret = -errno;
+	if ((ret = mkdir_user(t, path.buf)) < 0)
 		goto out;
-	}
 	buf_addstr(&path, "/task");
 	buf_addf(&b, "%s\n", t->start);
 	if ((fd = create_user_file(t, path.buf, 0644, O_EXCL)) < 0 ||
@@ -192,8 +240,9 @@ out:
 /*
  * The prepared clone (docs/init-task.md): with the host's start.idx the
  * bundle's pack is placed as it is, beside that index, instead of being
- * indexed here (inflating and hashing every object under emulation).  Two
- * git processes: `git init` and the checkout (`read-tree --reset -u`).
+ * indexed here (inflating and hashing every object under emulation).  One
+ * git process, the checkout (`read-tree --reset -u`): the repository around
+ * the pack is written here (init_repo()).
  * 1 when the project is ready; 0 when there is no start.idx, it does not
  * match the bundle, or a step failed: the reason is in vm.log and the
  * project folder is empty again, for the plain clone.
@@ -232,13 +281,7 @@ static int clone_prepared(struct guest_task *t, struct step_group *g, int64_t de
 		goto out;
 	}
 	vmlog(t, "prepared clone: pack-%s, %u objects", p.pack_hex, p.objects);
-	ret = GIT(t, g, deadline, t->o->home, NULL, "init", "-q", "--initial-branch=" BRANCH, "--",
-	          t->path);
-	if (ret != 0) {
-		vmlog(t, "git init failed (%d)", ret);
-		goto undo;
-	}
-	if ((ret = place_pack(t, bundle_fd, &p, &idx)) < 0 ||
+	if ((ret = init_repo(t)) < 0 || (ret = place_pack(t, bundle_fd, &p, &idx)) < 0 ||
 	    (ret = write_branch_and_user(t)) < 0) {
 		vmlog(t, "cannot write the repository: %s", strerror(-ret));
 		goto undo;

@@ -40,13 +40,17 @@ static int status_sink(void *ctx, const char *data, size_t n)
 /*
  * Read `git status --porcelain=v2 --branch -z`: *on_branch is 1 when HEAD is
  * on BRANCH, *dirty is 1 when any entry (staged, unstaged or untracked)
- * follows the "# " header records, which git writes first.
+ * follows the "# " header records, which git writes first; *tip is HEAD's
+ * commit against START (TIP_UNKNOWN when git named none: an unborn branch).
  */
-static void status_parse(const struct status_out *so, int *on_branch, int *dirty)
+static void status_parse(const struct status_out *so, const char *start, int *on_branch, int *dirty,
+                         int *tip)
 {
 	const char *p = so->b.buf, *end = so->b.buf + so->b.len;
+	const char *oid = "# branch.oid ";
 
 	*on_branch = *dirty = 0;
+	*tip = TIP_UNKNOWN;
 	while (p < end) {
 		const char *z = memchr(p, '\0', (size_t)(end - p));
 
@@ -58,6 +62,10 @@ static void status_parse(const struct status_out *so, int *on_branch, int *dirty
 			return;
 		if (!strcmp(p, "# branch.head " BRANCH))
 			*on_branch = 1;
+		else if (!strncmp(p, oid, strlen(oid)) &&
+		         strspn(p + strlen(oid), "0123456789abcdef") == strlen(p + strlen(oid)) &&
+		         strlen(p + strlen(oid)) >= 40)
+			*tip = strcmp(p + strlen(oid), start) ? TIP_MOVED : TIP_AT_START;
 		p = z + 1;
 	}
 	if (so->more)
@@ -71,7 +79,7 @@ static void status_parse(const struct status_out *so, int *on_branch, int *dirty
 void step_commit(struct guest_task *t, struct step_info *si, struct step_group *g, int64_t deadline)
 {
 	struct status_out so = {BUF_INIT, 0};
-	int ret, on_branch, dirty;
+	int ret, on_branch, dirty, tip;
 
 	ret = run_git_to(t, g, deadline, t->path, NULL, status_sink, &so, NULL,
 	                 (const char *const[]){"status", "--porcelain=v2", "--branch", "-z",
@@ -79,12 +87,13 @@ void step_commit(struct guest_task *t, struct step_info *si, struct step_group *
 	                                       "--ignore-submodules=none", NULL});
 	if (!git_ok(t, si, ret, "git status"))
 		goto out;
-	status_parse(&so, &on_branch, &dirty);
+	status_parse(&so, t->start, &on_branch, &dirty, &tip);
 	if (!on_branch) {
 		si->status = "skipped";
 		progress(t, "HEAD is not on %s: changes left uncommitted stay out", BRANCH);
 		goto out;
 	}
+	t->tip = tip; /* HEAD is aibox/task: its tip, unless a commit below moves it */
 	if (!dirty) {
 		si->status = "ok";
 		goto out;
@@ -105,8 +114,12 @@ void step_commit(struct guest_task *t, struct step_info *si, struct step_group *
 	                                    "Commit what Claude Code left uncommitted\n\n"
 	                                    "Made by aibox-init when the task ended.",
 	                                    NULL});
-	if (git_ok(t, si, ret, "git commit"))
+	if (git_ok(t, si, ret, "git commit")) {
 		si->status = "ok";
+		t->tip = TIP_MOVED; /* a new commit on top of HEAD */
+	} else {
+		t->tip = TIP_UNKNOWN;
+	}
 out:
 	buf_release(&so.b);
 }
@@ -144,43 +157,133 @@ static int branch_tip(struct guest_task *t, struct step_group *g, int64_t deadli
 	return ret > 0 ? 1 : ret;
 }
 
-/* aibox/task's commit as the bundle's header names it, into t->end_commit.  1 when found. */
-static int bundle_tip(struct guest_task *t)
+/*
+ * Read the bundle's header: aibox/task's commit into t->end_commit, and
+ * whether the start commit is one of its prerequisites.  Bit 0: the tip was
+ * found; bit 1: the start commit is a prerequisite.  Only the first
+ * BUNDLE_HEAD_READ bytes are read: a header longer than that finds less.
+ */
+#define BUNDLE_HEAD_READ 65536
+static int bundle_head(struct guest_task *t)
 {
-	char head[4096 + 1];
+	char *head = xmalloc(BUNDLE_HEAD_READ + 1);
 	size_t olen = strlen(t->start);
-	ssize_t n = pread(t->bundle_fd, head, sizeof(head) - 1, 0);
+	ssize_t n = pread(t->bundle_fd, head, BUNDLE_HEAD_READ, 0);
 	const char *p, *q;
+	int found = 0;
 
 	if (n <= 0)
-		return 0;
+		goto out;
 	head[n] = '\0';
 	for (p = head; (q = strchr(p, '\n')); p = q + 1) {
-		if ((size_t)(q - p) == olen + 1 + strlen(BRANCH_REF) && p[olen] == ' ' &&
-		    !strncmp(p + olen + 1, BRANCH_REF, strlen(BRANCH_REF)) &&
-		    strspn(p, "0123456789abcdef") == olen) {
-			free(t->end_commit);
-			t->end_commit = xstrndup(p, olen);
-			return 1;
-		}
 		if (q == p)
 			break; /* the end of the header */
+		if (*p == '-' && (size_t)(q - p) >= olen + 1 && !strncmp(p + 1, t->start, olen) &&
+		    (p[1 + olen] == ' ' || p[1 + olen] == '\n'))
+			found |= 2;
+		else if ((size_t)(q - p) == olen + 1 + strlen(BRANCH_REF) && p[olen] == ' ' &&
+		         !strncmp(p + olen + 1, BRANCH_REF, strlen(BRANCH_REF)) &&
+		         strspn(p, "0123456789abcdef") == olen) {
+			free(t->end_commit);
+			t->end_commit = xstrndup(p, olen);
+			found |= 1;
+		}
 	}
+out:
+	free(head);
+	return found;
+}
+
+/*
+ * `git bundle create` of aibox/task's commits past the start into
+ * <results>/changes.bundle (truncated first); git's result, or -EFBIG past
+ * BUNDLE_MAX, or -errno when the file cannot be opened.
+ */
+static int bundle_create(struct guest_task *t, struct step_group *g, int64_t deadline)
+{
+	struct buf file = BUF_INIT, range = BUF_INIT;
+	int ret;
+
+	if (t->bundle_fd < 0) {
+		buf_addf(&file, "%s/%s", t->results, guest_results[RESULT_BUNDLE].name);
+		t->bundle_fd = open(file.buf, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		if (t->bundle_fd < 0) {
+			ret = -errno;
+			progress(t, "cannot open '%s': %s", file.buf, strerror(errno));
+			goto out;
+		}
+	} else if (ftruncate(t->bundle_fd, 0) < 0 || lseek(t->bundle_fd, 0, SEEK_SET) < 0) {
+		ret = -errno;
+		progress(t, "cannot empty the bundle: %s", strerror(errno));
+		goto out;
+	}
+	t->bundle_len = 0;
+	t->bundle_too_big = 0;
+	buf_addf(&range, "^%s", t->start);
+	ret = run_git_to(
+	    t, g, deadline, t->path, NULL, bundle_sink, t, NULL,
+	    (const char *const[]){"bundle", "create", "-q", "-", BRANCH_REF, range.buf, NULL});
+	if (t->bundle_too_big)
+		ret = -EFBIG;
+out:
+	buf_release(&file);
+	buf_release(&range);
+	return ret;
+}
+
+/*
+ * The bundle made straight away when the commit step saw aibox/task move:
+ * one git process instead of rev-list and bundle create.  A tip past the
+ * start has the start among the bundle's prerequisites exactly when it
+ * descends from it (`git bundle create` lists the boundary of start..tip).
+ * 1: done (ok, or failed past BUNDLE_MAX); 0: the checks below must decide.
+ */
+static int bundle_moved(struct guest_task *t, struct step_info *si, struct step_group *g,
+                        int64_t deadline)
+{
+	int ret;
+
+	progress(t, "bundling");
+	ret = bundle_create(t, g, deadline);
+	if (ret == -EFBIG)
+		progress(t, "the bundle is larger than 2 GiB");
+	if (ret == -EFBIG || t->bundle_fd < 0)
+		return 1;
+	if (ret == 0 && bundle_head(t) == 3) {
+		t->changes = 1;
+		si->status = "ok";
+		return 1;
+	}
+	vmlog(t, "the bundle is not one of new commits on the start (%d): checking %s", ret,
+	      BRANCH);
 	return 0;
 }
 
 /*
- * One git process when there is nothing to send (rev-list), two when there is
- * (and bundle create); rev-parse only to explain a failure.
+ * No git process when the commit step saw aibox/task at the start (no
+ * changes); usually one (bundle create) when it saw it move.  Otherwise, or
+ * when that bundle is not one of new commits on the start: rev-list, then
+ * bundle create when there is something to send; rev-parse only to explain
+ * a failure.
  */
 void step_bundle(struct guest_task *t, struct step_info *si, struct step_group *g, int64_t deadline)
 {
-	struct buf out = BUF_INIT, file = BUF_INIT, range = BUF_INIT;
+	struct buf out = BUF_INIT, range = BUF_INIT;
 	long left, right;
 	char *end;
 	int ret;
 
 	si->status = "failed";
+	if (t->tip == TIP_AT_START) {
+		free(t->end_commit);
+		t->end_commit = xstrdup(t->start);
+		/* Not said here: the host's summary says "no changes" (common/task/task_results.h).
+		 */
+		si->status = "ok";
+		goto out;
+	}
+	if (t->tip == TIP_MOVED && bundle_moved(t, si, g, deadline))
+		goto out;
 	/* left: start's commits that aibox/task lacks (none when it descends); right: new ones */
 	buf_addf(&range, "%s..." BRANCH_REF, t->start);
 	ret = GIT(t, g, deadline, t->path, &out, "rev-list", "--left-right", "--count", range.buf,
@@ -211,31 +314,20 @@ void step_bundle(struct guest_task *t, struct step_info *si, struct step_group *
 	if (right == 0) {
 		free(t->end_commit);
 		t->end_commit = xstrdup(t->start);
-		/* Not said here: the host's summary says "no changes" (common/task/task_results.h).
-		 */
 		si->status = "ok";
 		goto out;
 	}
 
-	progress(t, "bundling");
-	buf_addf(&file, "%s/%s", t->results, guest_results[RESULT_BUNDLE].name);
-	t->bundle_fd = open(file.buf, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (t->bundle_fd < 0) {
-		progress(t, "cannot open '%s': %s", file.buf, strerror(errno));
-		goto out;
-	}
-	buf_reset(&range);
-	buf_addf(&range, "^%s", t->start);
-	ret = run_git_to(
-	    t, g, deadline, t->path, NULL, bundle_sink, t, NULL,
-	    (const char *const[]){"bundle", "create", "-q", "-", BRANCH_REF, range.buf, NULL});
-	if (ret == -EFBIG || t->bundle_too_big) {
+	if (t->tip != TIP_MOVED)
+		progress(t, "bundling");
+	ret = bundle_create(t, g, deadline);
+	if (ret == -EFBIG) {
 		progress(t, "the bundle is larger than 2 GiB");
 		goto out;
 	}
-	if (!git_ok(t, si, ret, "git bundle create"))
+	if (t->bundle_fd < 0 || !git_ok(t, si, ret, "git bundle create"))
 		goto out;
-	if (!bundle_tip(t) && branch_tip(t, g, deadline) != 0) {
+	if (!(bundle_head(t) & 1) && branch_tip(t, g, deadline) != 0) {
 		progress(t, "cannot find %s's commit", BRANCH);
 		goto out;
 	}
@@ -243,6 +335,5 @@ void step_bundle(struct guest_task *t, struct step_info *si, struct step_group *
 	si->status = "ok";
 out:
 	buf_release(&out);
-	buf_release(&file);
 	buf_release(&range);
 }

@@ -101,6 +101,8 @@ struct guest_task {
 	struct buf check_tail;
 
 	/* after */
+	/* aibox/task's tip as the commit step left it: TIP_UNKNOWN (0) when HEAD was elsewhere */
+	enum { TIP_UNKNOWN, TIP_AT_START, TIP_MOVED } tip;
 	char *end_commit;
 	int changes;
 	int bundle_fd;
