@@ -586,8 +586,8 @@ static int check_rule_cache(struct ctx *c, const struct node *v, const char *key
 	else if (!strcmp(v->str, "debian"))
 		r->cache = CONFIG_CACHE_DEBIAN;
 	else
-		return fail(c, v, key, "'%.64s' is not a cache kind: npm, pypi, crates, go or debian",
-		            v->str);
+		return fail(c, v, key,
+		            "'%.64s' is not a cache kind: npm, pypi, crates, go or debian", v->str);
 	return 0;
 }
 

@@ -8,11 +8,10 @@
 #include "proxy/dep_pypi.h"
 #include "base/banned.h"
 
-#define PREFIX "/packages/"
+#define PREFIX   "/packages/"
 #define FILE_MAX 255
 
-int dep_pypi_file(const char *target, size_t tl, unsigned char md[DEP_PYPI_B2_LEN],
-                  struct buf *why)
+int dep_pypi_file(const char *target, size_t tl, unsigned char md[DEP_PYPI_B2_LEN], struct buf *why)
 {
 	static const size_t seg[3] = {2, 2, 60};
 	const char *p = target, *end = target + tl, *file;
@@ -30,7 +29,8 @@ int dep_pypi_file(const char *target, size_t tl, unsigned char md[DEP_PYPI_B2_LE
 		p += seg[i] + 1;
 	}
 	file = p;
-	if (file == end || (size_t)(end - file) > FILE_MAX || memchr(file, '/', (size_t)(end - file)))
+	if (file == end || (size_t)(end - file) > FILE_MAX ||
+	    memchr(file, '/', (size_t)(end - file)))
 		return buf_refuse(why, -EINVAL, "not a PyPI file path");
 	for (size_t i = 0; i < DEP_PYPI_B2_LEN; i++)
 		md[i] = (unsigned char)(hex_digit(hex[2 * i]) << 4 | hex_digit(hex[2 * i + 1]));
