@@ -68,24 +68,14 @@ teardown() {
 # task RULES [ARGS...]: one task's proxy with RULES on --secrets-fd, the
 # store at $T/deps and its record to $T/record.json; the task CA in $T/taskca.pem.
 task() {
-	local st rules=$1
+	local rules=$1
 	shift
-	stop_proxy || true
-	rm -f "$T/proxy.log"
-	exec 5<"$rules" 6>"$T/taskca.pem"
-	start_recorded --allow "localhost:$REG" --secrets-fd 5 --ca-fd 6 --cache-dir "$T/deps" "$@"
-	st=$?
-	exec 5<&- 6>&-
-	return $st
+	dep_task "$rules" "$T/deps" "$@"
 }
 
 # reg_count PATTERN: the registry's requests matching PATTERN (grep -E).
 reg_count() {
-	grep -cE "$1" "$T/reg.log" || true
-}
-
-icurl() {
-	curl -sS -x "$PROXY" --cacert "$T/taskca.pem" "$@"
+	log_count "$T/reg.log" "$1"
 }
 
 # npm_install DIR: the host's npm installs left-pad and right-pad in DIR

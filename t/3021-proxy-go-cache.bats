@@ -50,22 +50,11 @@ teardown() {
 
 # task: one task's proxy with $T/rules, the store at $T/deps, its record in $T/record.json.
 task() {
-	local st
-	stop_proxy || true
-	rm -f "$T/proxy.log"
-	exec 5<"$T/rules" 6>"$T/taskca.pem"
-	start_recorded --allow "localhost:$REG" --secrets-fd 5 --ca-fd 6 --cache-dir "$T/deps"
-	st=$?
-	exec 5<&- 6>&-
-	return $st
+	dep_task "$T/rules" "$T/deps"
 }
 
 reg_count() {
-	grep -cE "$1" "$T/reg.log" || true
-}
-
-icurl() {
-	curl -fsS -x "$PROXY" --cacert "$T/taskca.pem" "$@"
+	log_count "$T/reg.log" "$1"
 }
 
 # go_download N: the host's go mod download of both modules in a fresh
@@ -113,9 +102,9 @@ go_download() {
 
 @test "cache go: a zip asked before its lookup, or after a lookup whose note does not verify, is forwarded and not stored" {
 	task
-	run icurl -o "$T/z" "https://localhost.:$REG/example.com/m/@v/v1.0.0.zip"
+	run icurl -f -o "$T/z" "https://localhost.:$REG/example.com/m/@v/v1.0.0.zip"
 	assert_success
-	run icurl -o /dev/null "https://localhost.:$REG/lookup/example.com/m@v1.0.0"
+	run icurl -f -o /dev/null "https://localhost.:$REG/lookup/example.com/m@v1.0.0"
 	assert_success
 	# The database's note signed by another key than the rule's: nothing is learnt.
 	rm "$T/db/sumdb.key"
@@ -125,11 +114,11 @@ go_download() {
 	start_goproxy
 	printf 'rule localhost:%s\ncache go\nsumdb-key %s\n' "$REG" "$(cat "$BATS_FILE_TMPDIR/db/vkey")" >"$T/rules"
 	task
-	run icurl -o /dev/null "https://localhost.:$REG/lookup/example.com/m@v1.0.0"
+	run icurl -f -o /dev/null "https://localhost.:$REG/lookup/example.com/m@v1.0.0"
 	assert_success
-	run icurl -o "$T/z" "https://localhost.:$REG/example.com/m/@v/v1.0.0.zip"
+	run icurl -f -o "$T/z" "https://localhost.:$REG/example.com/m/@v/v1.0.0.zip"
 	assert_success
-	run icurl -o /dev/null "https://localhost.:$REG/example.com/m/@v/v1.0.0.mod"
+	run icurl -f -o /dev/null "https://localhost.:$REG/example.com/m/@v/v1.0.0.mod"
 	assert_success
 	run grep -c ' cache=' "$T/proxy.log"
 	assert_output 1
@@ -149,14 +138,14 @@ go_download() {
 		start_goproxy
 		printf 'rule localhost:%s\ncache go\nsumdb-key %s\n' "$REG" "$(cat "$T/db/vkey")" >"$T/rules"
 		task
-		run icurl -o /dev/null "https://localhost.:$REG/lookup/example.com/m@v1.0.0"
+		run icurl -f -o /dev/null "https://localhost.:$REG/lookup/example.com/m@v1.0.0"
 		assert_success
-		run icurl -o "$T/z" "https://localhost.:$REG/example.com/m/@v/v1.0.0.zip"
+		run icurl -f -o "$T/z" "https://localhost.:$REG/example.com/m/@v/v1.0.0.zip"
 		assert_failure
 		run grep -cF 'GET /example.com/m/@v/v1.0.0.zip (the artifact does not match the digest its metadata gives) status=200 cache=bad' "$T/proxy.log"
 		assert_output 1
 		# The .mod is right: it is stored.
-		run icurl -o /dev/null "https://localhost.:$REG/example.com/m/@v/v1.0.0.mod"
+		run icurl -f -o /dev/null "https://localhost.:$REG/example.com/m/@v/v1.0.0.mod"
 		assert_success
 		run aibox cache list
 		assert_success

@@ -91,22 +91,11 @@ teardown() {
 
 # task: one task's proxy, the repository's host cached as debian; the task CA in $T/taskca.pem.
 task() {
-	local st
-	stop_proxy || true
-	rm -f "$T/proxy.log"
-	exec 5<"$T/rules" 6>"$T/taskca.pem"
-	start_recorded --allow "localhost:$REG" --secrets-fd 5 --ca-fd 6 --cache-dir "$T/deps"
-	st=$?
-	exec 5<&- 6>&-
-	return $st
+	dep_task "$T/rules" "$T/deps"
 }
 
 repo_count() {
-	grep -cE "$1" "$T/repo.log" || true
-}
-
-icurl() {
-	curl -sS -x "$PROXY" --cacert "$T/taskca.pem" "$@"
+	log_count "$T/repo.log" "$1"
 }
 
 # apt_get DIR ARGS...: the host's apt-get in a private root DIR (its state,

@@ -57,18 +57,7 @@ registry() {
 # task [STORE]: a new task's proxy, the registry cache: npm, the store at
 # STORE (default $T/deps); its CA in $T/taskca.pem.
 task() {
-	local st
-	stop_proxy || true
-	rm -f "$T/proxy.log"
-	exec 5<"$T/rules" 6>"$T/taskca.pem"
-	start_proxy --allow "localhost:$REG" --secrets-fd 5 --ca-fd 6 --cache-dir "${1:-$T/deps}"
-	st=$?
-	exec 5<&- 6>&-
-	return $st
-}
-
-icurl() {
-	curl -sS -x "$PROXY" --cacert "$T/taskca.pem" "$@"
+	dep_task "$T/rules" "${1:-$T/deps}"
 }
 
 # fetch NAME: NAME's package document, then its tarball into $T/NAME.tgz.

@@ -34,3 +34,29 @@ make_wheel() {
 		        z.writestr(k, s)
 	EOF
 }
+
+# dep_task RULES STORE [ARGS...]: a new task's aibox-proxy (start_recorded: its
+# record in $T/record.json, a new proxy.log) for the loopback registry on
+# localhost:$REG, RULES on --secrets-fd, the dependency store STORE; the task
+# CA it makes in $T/taskca.pem.
+dep_task() {
+	local st rules=$1 store=$2
+	shift 2
+	stop_proxy || true
+	rm -f "$T/proxy.log"
+	exec 5<"$rules" 6>"$T/taskca.pem"
+	start_recorded --allow "localhost:$REG" --secrets-fd 5 --ca-fd 6 --cache-dir "$store" "$@"
+	st=$?
+	exec 5<&- 6>&-
+	return $st
+}
+
+# icurl ARGS...: curl through the task's proxy, trusting the task CA.
+icurl() {
+	curl -sS -x "$PROXY" --cacert "$T/taskca.pem" "$@"
+}
+
+# log_count FILE PATTERN: how many lines of FILE match PATTERN (grep -E).
+log_count() {
+	grep -cE "$2" "$1" || true
+}
