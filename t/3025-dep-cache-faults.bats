@@ -44,12 +44,7 @@ teardown() {
 # registry [ARGS...]: t/dep-registry on a free port (REG), its requests in
 # $T/reg.log; URL is big-pad's tarball there.
 registry() {
-	: >"$T/reg.log"
-	"$PY" "$TOP/t/dep-registry" --cert "$T/ca/server.pem" --key "$T/ca/server.key" --dir "$T/reg" \
-		--port-file "$T/reg.port" --log "$T/reg.log" "$@" 2>"$T/reg.err" &
-	REG_PID=$!
-	wait_until 10 file_or_gone "$T/reg.port" $REG_PID || return 1
-	REG=$(cat "$T/reg.port")
+	dep_registry "$@" || return 1
 	URL=https://localhost:$REG/big-pad/-/big-pad-1.0.0.tgz
 	printf 'rule localhost:%s\ncache npm\n' "$REG" >"$T/rules"
 }

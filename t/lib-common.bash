@@ -135,3 +135,19 @@ not_a_lock() {
 	rm -f "$1"
 	mkfifo "$1"
 }
+
+# ledger_untouched [PROJECT]: PROJECT's spend ledger (default repo) holds no
+# count and no reservation: each day's file is empty (no total written yet)
+# or a zero total.
+ledger_untouched() {
+	local f
+	for f in "$AIBOX_HOME/projects/${1:-repo}/spend"/*; do
+		[ -f "$f" ] || continue
+		run cat "$f"
+		assert_success
+		if [ -n "$output" ]; then
+			assert_line --index 0 00000000000000000000
+			refute_line --regexp '^[0-9a-f]{16} 0*[1-9]'
+		fi
+	done
+}

@@ -60,3 +60,15 @@ icurl() {
 log_count() {
 	grep -cE "$2" "$1" || true
 }
+
+# dep_registry [ARGS...]: t/dep-registry serving $T/reg over TLS ($T/ca's
+# server certificate) on a free port, REG, its pid REG_PID, its requests in
+# $T/reg.log.
+dep_registry() {
+	: >"$T/reg.log"
+	"$PY" "$TOP/t/dep-registry" --cert "$T/ca/server.pem" --key "$T/ca/server.key" --dir "$T/reg" \
+		--port-file "$T/reg.port" --log "$T/reg.log" "$@" 2>"$T/reg.err" &
+	REG_PID=$!
+	wait_until 10 file_or_gone "$T/reg.port" $REG_PID || return 1
+	REG=$(cat "$T/reg.port")
+}
