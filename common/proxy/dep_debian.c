@@ -63,20 +63,6 @@ enum dep_deb_path dep_deb_path(const char *target, size_t tl, struct dep_digest 
 	return DEP_DEB_OTHER;
 }
 
-void dep_deb_tilde(const char *target, size_t tl, struct buf *out)
-{
-	buf_reset(out);
-	for (size_t i = 0; i < tl; i++) {
-		if (target[i] == '%' && tl - i >= 3 && target[i + 1] == '7' &&
-		    (target[i + 2] == 'e' || target[i + 2] == 'E')) {
-			buf_addch(out, '~');
-			i += 2;
-		} else {
-			buf_addch(out, target[i]);
-		}
-	}
-}
-
 /* Where key's path has its first "/dists/", or NULL. */
 static const char *dists_of(const char *key)
 {

@@ -36,13 +36,6 @@ enum dep_deb_path {
 enum dep_deb_path dep_deb_path(const char *target, size_t tl, struct dep_digest *d);
 
 /*
- * target (tl bytes) into out with each "%7e" or "%7E" as '~': apt writes a
- * version's '~' so, and RFC 3986 makes the two spellings one.  Any other
- * escape is left, for dep_key() to refuse.
- */
-void dep_deb_tilde(const char *target, size_t tl, struct buf *out);
-
-/*
  * 1 when key (a store key's URL, "https://HOST/PATH") has a "/dists/"
  * segment: an index fetched from there names its packages relative to the
  * URL before it.  0 otherwise.

@@ -37,19 +37,6 @@ int dep_go_unescape(const char *s, size_t n, int vers, struct buf *out, struct b
 	return 0;
 }
 
-void dep_go_target(const char *target, size_t tl, struct buf *out)
-{
-	buf_reset(out);
-	for (size_t i = 0; i < tl; i++) {
-		if (tl - i >= 3 && !memcmp(target + i, "%21", 3)) {
-			buf_addch(out, '!');
-			i += 2;
-		} else {
-			buf_addch(out, target[i]);
-		}
-	}
-}
-
 /* The id "go:MOD@VER" (or ".../go.mod") of escaped mod and vers into id: 0 or -EINVAL. */
 static int go_id(const char *mod, size_t ml, const char *vers, size_t vl, int zip, struct buf *id)
 {

@@ -31,13 +31,6 @@ struct go_vkey;
 int dep_go_unescape(const char *s, size_t n, int vers, struct buf *out, struct buf *why);
 
 /*
- * The go command sends Go's '!' percent-encoded ("%21"): the target (tl
- * bytes) with each "%21" as '!', into out, for dep_key() and the rest.
- * Any other escape is left as it is (and dep_key() refuses it).
- */
-void dep_go_target(const char *target, size_t tl, struct buf *out);
-
-/*
  * A GOPROXY download (tl bytes of an origin-form target that dep_key()
  * took): ".../ESCMOD/@v/ESCVER.zip" or ".mod", under any prefix.  Returns 0
  * when the target is not one; else 1, with *dig the digest this task learnt

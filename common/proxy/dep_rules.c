@@ -183,6 +183,22 @@ int dep_key_from_url(const char *base, const char *url, struct buf *key, struct 
 	return ret;
 }
 
+void dep_unescape_one(const char *target, size_t tl, char c, struct buf *out)
+{
+	buf_reset(out);
+	for (size_t i = 0; i < tl; i++) {
+		if (target[i] == '%' && tl - i >= 3 && hex_digit(target[i + 1]) >= 0 &&
+		    hex_digit(target[i + 2]) >= 0 &&
+		    (hex_digit(target[i + 1]) << 4 | hex_digit(target[i + 2])) ==
+		        (unsigned char)c) {
+			buf_addch(out, c);
+			i += 2;
+		} else {
+			buf_addch(out, target[i]);
+		}
+	}
+}
+
 /* The n bytes that the 2n hex digits at s spell into md: 0, or -1 at a byte that is not one. */
 static int hex_bytes(unsigned char *md, const char *s, size_t n)
 {

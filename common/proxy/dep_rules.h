@@ -49,6 +49,15 @@ int dep_key(const char *host, int port, const char *target, size_t tl, struct bu
  */
 int dep_key_from_url(const char *base, const char *url, struct buf *key, struct buf *why);
 
+/*
+ * target (tl bytes) into out with each percent escape of the byte c ("%21"
+ * for '!', "%7e" or "%7E" for '~') as c itself, for dep_key() and the rest:
+ * RFC 3986 makes the two spellings one, and some clients always escape c (the
+ * go command its '!', apt a version's '~').  Any other escape is left as it
+ * is, for dep_key() to refuse.
+ */
+void dep_unescape_one(const char *target, size_t tl, char c, struct buf *out);
+
 /* One digest an artifact must match: algo is OpenSSL's name. */
 struct dep_digest {
 	char *key;

@@ -281,12 +281,12 @@ int px_cache_request(struct conn *c, const struct http_head *h, const char *t, s
 		return 0;
 	if (c->cache_kind == CONFIG_CACHE_GO) {
 		/* Go's "%21" is a '!' (docs/cache.md, "go"); the request goes as it came. */
-		dep_go_target(t, tl, &dec);
+		dep_unescape_one(t, tl, '!', &dec);
 		t = dec.buf;
 		tl = dec.len;
 	} else if (c->cache_kind == CONFIG_CACHE_DEBIAN) {
 		/* apt's "%7e" is a '~' (docs/cache.md, "debian"); the request goes as it came. */
-		dep_deb_tilde(t, tl, &dec);
+		dep_unescape_one(t, tl, '~', &dec);
 		t = dec.buf;
 		tl = dec.len;
 	}
