@@ -66,9 +66,7 @@ static json_t *row_json(const struct task_compare_row *r)
 	json_object_set_new(o, "spend_usd",
 	                    r->has_spend ? json_real((double)r->spend_nano / 1e9) : json_null());
 	json_object_set_new(o, "ended_by_cap",
-	                    r->capped == USAGE_CAPPED_TASK  ? json_string("task")
-	                    : r->capped == USAGE_CAPPED_DAY ? json_string("day")
-	                                                    : json_null());
+	                    r->capped ? json_string(usage_capped_name(r->capped)) : json_null());
 	if (r->has_check)
 		json_object_set_new(
 		    o, "check",

@@ -470,12 +470,18 @@ void usage_format_usd(struct buf *out, uint64_t nano)
 	         (unsigned long long)(nano % USAGE_NANO_PER_USD / 1000));
 }
 
+const char *usage_capped_name(enum usage_capped c)
+{
+	static const char *const names[] = {NULL, "task", "day"};
+
+	return (size_t)c < ARRAY_SIZE(names) ? names[c] : NULL;
+}
+
 void usage_capped_line(struct buf *out, const struct usage_count *c)
 {
 	if (!c->capped)
 		return;
-	buf_addf(out, "ended by budget: the %s cap of ",
-	         c->capped == USAGE_CAPPED_TASK ? "task" : "day");
+	buf_addf(out, "ended by budget: the %s cap of ", usage_capped_name(c->capped));
 	usage_format_usd(out, c->capped == USAGE_CAPPED_TASK ? c->cap_task : c->cap_day);
 	buf_addf(out, " USD was reached (%llu request%s refused)", (unsigned long long)c->refused,
 	         c->refused == 1 ? "" : "s");
@@ -891,8 +897,6 @@ static json_t *jusd(uint64_t nano)
 	return json_real((double)(nano / 1000) / 1e6);
 }
 
-static const char *const capped_names[] = {NULL, "task", "day"};
-
 void *usage_count_to_json(const struct usage_count *c)
 {
 	json_t *root = json_object(), *models = json_array(), *caps = json_object();
@@ -923,7 +927,7 @@ void *usage_count_to_json(const struct usage_count *c)
 	json_object_set_new(root, "cap_day_nano", jcount(c->cap_day));
 	json_object_set_new(root, "day_nano_usd", jcount(c->day_nano));
 	json_object_set_new(root, "ended_by_cap",
-	                    c->capped ? json_string(capped_names[c->capped]) : json_null());
+	                    c->capped ? json_string(usage_capped_name(c->capped)) : json_null());
 	return root;
 }
 

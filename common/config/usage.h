@@ -232,6 +232,9 @@ struct usage_model {
 /* Which cap ended the task, if one did. */
 enum usage_capped { USAGE_CAPPED_NONE, USAGE_CAPPED_TASK, USAGE_CAPPED_DAY };
 
+/* "task" or "day", the name the record and --json give a cap; NULL for none. */
+const char *usage_capped_name(enum usage_capped c);
+
 struct usage_count {
 	struct usage_model m[USAGE_MODELS + 1];
 	size_t nr;
