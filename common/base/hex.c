@@ -32,3 +32,15 @@ void hex_encode(char *out, const unsigned char *in, size_t n)
 	}
 	out[2 * n] = '\0';
 }
+
+int hex_decode(unsigned char *out, const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		int hi = hex_digit(s[2 * i]), lo = hi < 0 ? -1 : hex_digit(s[2 * i + 1]);
+
+		if (hi < 0 || lo < 0)
+			return -1;
+		out[i] = (unsigned char)(hi << 4 | lo);
+	}
+	return 0;
+}

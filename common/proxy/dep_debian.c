@@ -15,19 +15,6 @@
 #include "proxy/dep_rules.h"
 #include "base/banned.h"
 
-/* The n bytes that the 2n hex digits at s (any case) spell, into md: 0, or -1. */
-static int unhex(unsigned char *md, const char *s, size_t n)
-{
-	for (size_t i = 0; i < 2 * n; i++) {
-		int v = hex_digit(s[i]);
-
-		if (v < 0)
-			return -1;
-		md[i / 2] = (unsigned char)(i % 2 ? md[i / 2] | v : v << 4);
-	}
-	return 0;
-}
-
 /* 1 when the n bytes at s end with the string suffix. */
 static int ends_with(const char *s, size_t n, const char *suffix)
 {
@@ -49,7 +36,7 @@ enum dep_deb_path dep_deb_path(const char *target, size_t tl, struct dep_digest 
 
 		if (tl < sl + hl || memcmp(target + tl - hl - sl, by_hash[i].seg, sl))
 			continue;
-		if (unhex(d->md, target + tl - hl, by_hash[i].len) < 0)
+		if (hex_decode(d->md, target + tl - hl, by_hash[i].len) < 0)
 			return DEP_DEB_OTHER;
 		d->key = NULL;
 		d->algo = by_hash[i].algo;
@@ -177,7 +164,7 @@ static void end_line(struct reader *r)
 		}
 		memcpy(r->file, v, (size_t)(e - v));
 		r->file[e - v] = '\0';
-	} else if (r->nsum++ || e - v != 64 || unhex(r->md, v, 32) < 0) {
+	} else if (r->nsum++ || e - v != 64 || hex_decode(r->md, v, 32) < 0) {
 		r->bad = 1;
 	}
 }

@@ -32,7 +32,6 @@ int dep_pypi_file(const char *target, size_t tl, unsigned char md[DEP_PYPI_B2_LE
 	if (file == end || (size_t)(end - file) > FILE_MAX ||
 	    memchr(file, '/', (size_t)(end - file)))
 		return buf_refuse(why, -EINVAL, "not a PyPI file path");
-	for (size_t i = 0; i < DEP_PYPI_B2_LEN; i++)
-		md[i] = (unsigned char)(hex_digit(hex[2 * i]) << 4 | hex_digit(hex[2 * i + 1]));
+	hex_decode(md, hex, DEP_PYPI_B2_LEN); /* checked lowercase hex above */
 	return 0;
 }

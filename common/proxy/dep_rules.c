@@ -199,19 +199,6 @@ void dep_unescape_one(const char *target, size_t tl, char c, struct buf *out)
 	}
 }
 
-/* The n bytes that the 2n hex digits at s spell into md: 0, or -1 at a byte that is not one. */
-static int hex_bytes(unsigned char *md, const char *s, size_t n)
-{
-	for (size_t i = 0; i < n; i++) {
-		int hi = hex_digit(s[2 * i]), lo = hi < 0 ? -1 : hex_digit(s[2 * i + 1]);
-
-		if (hi < 0 || lo < 0)
-			return -1;
-		md[i] = (unsigned char)(hi << 4 | lo);
-	}
-	return 0;
-}
-
 /* The sha512 of an SRI string ("sha1-... sha512-..."): 1 with md, else 0. */
 static int sri_sha512(const char *s, unsigned char md[64])
 {
@@ -291,7 +278,7 @@ int dep_pypi_index(struct dep_digests *d, const char *base, const char *html, si
 		}
 		p = q + 1;
 		h = strstr(url.buf, "#sha256=");
-		if (!h || strlen(h + 8) != 64 || hex_bytes(md, h + 8, 32))
+		if (!h || strlen(h + 8) != 64 || hex_decode(md, h + 8, 32))
 			continue;
 		if (memchr(url.buf, '\0', url.len) ||
 		    dep_key_from_url(base, url.buf, &key, NULL) < 0)
@@ -386,7 +373,7 @@ int dep_crates_index(struct dep_digests *d, const char *base, const char *text, 
 		if (name && vers && ck && strlen(ck) == 64 && !strcasecmp(name, file) &&
 		    !crate_id(name, json_string_length(json_object_get(line, "name")), vers,
 		              json_string_length(json_object_get(line, "vers")), &id, NULL) &&
-		    !hex_bytes(md, ck, 32))
+		    !hex_decode(md, ck, 32))
 			learnt += dep_digests_learn(d, id.buf, "sha256", md, 32);
 		json_decref(line);
 	}
