@@ -53,6 +53,17 @@ task() {
 	dep_task "$T/rules" "$T/deps"
 }
 
+# restart_goproxy VKEY: t/go-proxy started again (it reads $T/db's switch
+# files when it starts), the rule trusting the key in the file VKEY, a new task.
+restart_goproxy() {
+	stop_proxy || true
+	kill "$REG_PID"
+	wait "$REG_PID" || true
+	start_goproxy
+	printf 'rule localhost:%s\ncache go\nsumdb-key %s\n' "$REG" "$(cat "$1")" >"$T/rules"
+	task
+}
+
 reg_count() {
 	log_count "$T/reg.log" "$1"
 }
@@ -108,12 +119,7 @@ go_download() {
 	assert_success
 	# The database's note signed by another key than the rule's: nothing is learnt.
 	rm "$T/db/sumdb.key"
-	stop_proxy
-	kill "$REG_PID"
-	wait "$REG_PID" || true
-	start_goproxy
-	printf 'rule localhost:%s\ncache go\nsumdb-key %s\n' "$REG" "$(cat "$BATS_FILE_TMPDIR/db/vkey")" >"$T/rules"
-	task
+	restart_goproxy "$BATS_FILE_TMPDIR/db/vkey"
 	run icurl -f -o /dev/null "https://localhost.:$REG/lookup/example.com/m@v1.0.0"
 	assert_success
 	run icurl -f -o "$T/z" "https://localhost.:$REG/example.com/m/@v/v1.0.0.zip"
@@ -133,11 +139,7 @@ go_download() {
 	local bad
 	for bad in TAMPER ZIPNAMES; do
 		touch "$T/db/$bad"
-		kill "$REG_PID"
-		wait "$REG_PID" || true
-		start_goproxy
-		printf 'rule localhost:%s\ncache go\nsumdb-key %s\n' "$REG" "$(cat "$T/db/vkey")" >"$T/rules"
-		task
+		restart_goproxy "$T/db/vkey"
 		run icurl -f -o /dev/null "https://localhost.:$REG/lookup/example.com/m@v1.0.0"
 		assert_success
 		run icurl -f -o "$T/z" "https://localhost.:$REG/example.com/m/@v/v1.0.0.zip"
