@@ -196,6 +196,14 @@ commit hello.txt hi"
 	assert_equal "$(git -C src show got:hello.txt)" "hi there"
 }
 
+@test "init task: the commit step's git status leaves the index as Claude Code left it" {
+	# A tracked file touched after the commit: a status that refreshes the index writes it back.
+	run_task "$(printf 'commit hello.txt hi there\ntouch hello.txt\ninode .git/index')"
+	assert_success
+	assert_equal "$(jget steps.2.status) $(jget changes)" "ok true"
+	assert_equal "$(stat -c %i project/.git/index)" "$(cat aibox-home/inode)"
+}
+
 @test "init task: changes left uncommitted go into one aibox commit, ignored files stay out" {
 	run_task "$(printf 'write new.txt fresh\nwrite README.md rewritten\nwrite build.log noise\nwrite sub/deep.txt deep')"
 	assert_success

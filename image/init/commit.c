@@ -74,7 +74,9 @@ static void status_parse(const struct status_out *so, const char *start, int *on
 
 /*
  * One git process when Claude Code committed everything (status); add and
- * commit more when it left changes.
+ * commit more when it left changes.  The status writes nothing: without
+ * --no-optional-locks it would write the index back whenever its refresh saw
+ * a racily clean entry, as after any commit made within the index's second.
  */
 void step_commit(struct guest_task *t, struct step_info *si, struct step_group *g, int64_t deadline)
 {
@@ -82,8 +84,8 @@ void step_commit(struct guest_task *t, struct step_info *si, struct step_group *
 	int ret, on_branch, dirty, tip;
 
 	ret = run_git_to(t, g, deadline, t->path, NULL, status_sink, &so, NULL,
-	                 (const char *const[]){"status", "--porcelain=v2", "--branch", "-z",
-	                                       "--untracked-files=normal",
+	                 (const char *const[]){"--no-optional-locks", "status", "--porcelain=v2",
+	                                       "--branch", "-z", "--untracked-files=normal",
 	                                       "--ignore-submodules=none", NULL});
 	if (!git_ok(t, si, ret, "git status"))
 		goto out;
