@@ -204,6 +204,26 @@ commit hello.txt hi"
 	assert_equal "$(stat -c %i project/.git/index)" "$(cat aibox-home/inode)"
 }
 
+@test "init task: vm.log says when the SSH session started, from the sshd above the init" {
+	# No sshd above: no line.
+	run_task "say nothing to do"
+	assert_success
+	run ! grep -q "session: sshd" res/vm.log
+	# Under a process named sshd that forks the init (as sshd forks the session), then sleeps.
+	mkdir bin
+	cp "$(command -v bash)" bin/sshd
+	rm -rf res/* project/* project/.git
+	printf '%s\n' "say nothing to do" >share/prompt.txt
+	: >secrets.json
+	AIBOX_TEST_TASK_SHARE="$T/share" AIBOX_TEST_TASK_STATE="$T/state" \
+		AIBOX_TEST_TASK_HOME="$T/aibox-home" AIBOX_TEST_TASK_CLAUDE="$TOP/t/fake-claude" \
+		bin/sshd -c 'sleep 1; test-init-task; exit $?' <secrets.json >out.tar 2>progress.txt
+	tar -xf out.tar -C res
+	run grep "session: sshd" res/vm.log
+	assert_success
+	assert_output --regexp 'session: sshd started (1|0\.9[0-9]|1\.[0-9][0-9]) s before this process .* which started the task 0\.[0-9][0-9] s later'
+}
+
 @test "init task: changes left uncommitted go into one aibox commit, ignored files stay out" {
 	run_task "$(printf 'write new.txt fresh\nwrite README.md rewritten\nwrite build.log noise\nwrite sub/deep.txt deep')"
 	assert_success

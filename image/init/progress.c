@@ -2,6 +2,11 @@
  * Task mode's vm.log and progress lines (task_int.h).
  */
 #include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "base/clock.h"
 #include "base/err.h"
@@ -56,4 +61,67 @@ void progress(struct guest_task *t, const char *fmt, ...)
 	buf_addch(&b, '\n');
 	write_all(t->o->err, b.buf, b.len);
 	buf_release(&b);
+}
+
+/* comm, the parent and the start (clock ticks since boot) of /proc/PID/stat; 0 or -1. */
+static int proc_stat(pid_t pid, char *comm, size_t n, pid_t *ppid, unsigned long long *start)
+{
+	struct buf path = BUF_INIT, st = BUF_INIT;
+	const char *open_paren, *close_paren, *p;
+	int ret = -1, field;
+
+	buf_addf(&path, "/proc/%d/stat", (int)pid);
+	if (buf_read_file(&st, path.buf, 4096) <= 0)
+		goto out;
+	open_paren = strchr(st.buf, '(');
+	close_paren = strrchr(st.buf, ')'); /* the name may hold ')' itself */
+	if (!open_paren || !close_paren || close_paren < open_paren ||
+	    (size_t)(close_paren - open_paren - 1) >= n)
+		goto out;
+	memcpy(comm, open_paren + 1, (size_t)(close_paren - open_paren - 1));
+	comm[close_paren - open_paren - 1] = '\0';
+	/* After the name, p at the space before each field: 3 (state), 4 (ppid) ... 22 (starttime).
+	 */
+	for (p = close_paren + 1, field = 3; field < 22 && p; field++) {
+		p = strchr(p + 1, ' ');
+		if (p && field + 1 == 4)
+			*ppid = (pid_t)strtol(p + 1, NULL, 10);
+	}
+	if (p) {
+		*start = strtoull(p + 1, NULL, 10);
+		ret = 0;
+	}
+out:
+	buf_release(&path);
+	buf_release(&st);
+	return ret;
+}
+
+void log_session_start(struct guest_task *t)
+{
+	unsigned long long self_start, sshd_start = 0, start;
+	long hz = sysconf(_SC_CLK_TCK);
+	char comm[64];
+	pid_t pid = getppid(), ppid = 0, self_ppid;
+	struct timespec now;
+	double task_s;
+
+	if (hz <= 0 || proc_stat(getpid(), comm, sizeof(comm), &self_ppid, &self_start) < 0 ||
+	    clock_gettime(CLOCK_BOOTTIME, &now) < 0)
+		return;
+	/* The outermost of the sshd processes above: the one that sent the banner. */
+	for (int depth = 0; depth < 16 && pid > 1; depth++, pid = ppid) {
+		if (proc_stat(pid, comm, sizeof(comm), &ppid, &start) < 0 || strcmp(comm, "sshd"))
+			break;
+		sshd_start = start;
+	}
+	if (!sshd_start || sshd_start > self_start)
+		return;
+	task_s =
+	    (double)now.tv_sec + (double)now.tv_nsec / 1e9 - (double)(clock_ms() - t->t0) / 1e3;
+	vmlog(t,
+	      "session: sshd started %.2f s before this process (forked by sshd for the "
+	      "session), which started the task %.2f s later (the shell, then the init)",
+	      (double)(self_start - sshd_start) / (double)hz,
+	      task_s - (double)self_start / (double)hz);
 }

@@ -139,6 +139,7 @@ static int task_prepare(struct guest_task *t)
 	if (err < 0)
 		progress(t, "cannot open the results folder '%s': %s", t->results, strerror(-err));
 	vmlog(t, "task mode: share %s, state %s", o->share, o->state);
+	log_session_start(t);
 
 	/* Reading the settings and the secrets counts as part of the clone step. */
 	if (read_settings(t, &why) < 0 || secrets_read(t, &why) < 0)

@@ -126,6 +126,17 @@ __attribute__((format(printf, 2, 3))) void vmlog(struct guest_task *t, const cha
 /* A progress line: to stderr (the host shows it) and to vm.log. */
 __attribute__((format(printf, 2, 3))) void progress(struct guest_task *t, const char *fmt, ...);
 
+/*
+ * A vm.log line with how long before the task its SSH session started: from
+ * the start of the outermost sshd above this process (the one the relay
+ * started when the host connected, just before the banner) to this
+ * process's fork by sshd (key exchange, authentication, sshd's own forks),
+ * and from there to the task's start (the forced command's shell, the init's
+ * exec and its start).  Read from /proc, in the kernel's clock ticks; no line
+ * when no sshd is above (the native tests).
+ */
+void log_session_start(struct guest_task *t);
+
 /* env.c */
 
 /*
