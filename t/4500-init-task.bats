@@ -119,9 +119,15 @@ EOF
 	assert_line "claude exited with 0"
 	assert_line bundling
 	grep -q "claude started" res/vm.log
-	# A branch past the start is bundled at once: its header tells descent, no rev-list.
-	grep -q "git bundle create" res/vm.log
-	run ! grep -q "git rev-list" res/vm.log
+	# A branch past the start, counted by git status against refs/aibox/start: the init
+	# writes the header and runs pack-objects alone, no bundle create, no rev-list.
+	grep -q "git .*--no-optional-locks status .*--ahead-behind" res/vm.log
+	grep -q "git pack-objects --revs --stdout --thin --delta-base-offset" res/vm.log
+	run ! grep -q -e "git rev-list" -e "git bundle create" res/vm.log
+	assert_equal "$(head -3 res/changes.bundle)" \
+		"$(printf '# v2 git bundle\n-%s\n%s refs/heads/aibox/task' "$START" "$(jget end_commit)")"
+	run aibox-bundle-check --pack --repo src --base "$START" res/changes.bundle
+	assert_success
 	# The project is a clone on aibox/task without a remote.
 	assert_equal "$(git -C project symbolic-ref HEAD)" refs/heads/aibox/task
 	assert_equal "$(git -C project remote)" ""
@@ -295,6 +301,23 @@ EOF
 	grep -q "the clone is not on aibox/task at $START: checking it out" res/vm.log
 	git -C src fetch -q "$T/res/changes.bundle" aibox/task:got
 	assert_equal "$(git -C src rev-list --count "$START..got")" 1
+}
+
+@test "init task: refs/aibox/start moved or deleted by Claude Code: the bundle is made the longer way, the same" {
+	for move in "setref refs/aibox/start HEAD" "setref refs/aibox/start" \
+		"gitconfig branch.aibox/task.merge refs/heads/aibox/task"; do
+		rm -rf res/* project state/aibox-results
+		mkdir project
+		run_task "$(printf 'commit a.txt hi\n%s\n' "$move")"
+		assert_success
+		assert_equal "$(jget failed_step) $(jget changes)" "null true"
+		run ! grep -q "git pack-objects" res/vm.log
+		grep -q "git bundle create" res/vm.log
+		assert_equal "$(sed -n 2p res/changes.bundle | cut -c1-41)" "-$START"
+		git -C src fetch -q "$T/res/changes.bundle" "+aibox/task:got"
+		assert_equal "$(git -C src rev-parse got)" "$(jget end_commit)"
+		assert_equal "$(git -C src rev-list --count "$START..got")" 1
+	done
 }
 
 @test "init task: aibox/task reset behind the start commit sends nothing and says why" {
@@ -744,6 +767,7 @@ prepared_share() {
 	test-bundle write --idx share/start.idx src HEAD share/start.bundle >/dev/null
 	git clone -q share/start.bundle plain
 	git -C plain remote remove origin
+	git -C plain update-ref refs/aibox/start "$START"
 }
 
 # same_as_plain: project/ holds what today's clone holds: branch, history,

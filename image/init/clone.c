@@ -204,22 +204,38 @@ out:
 	return ret;
 }
 
-/* The branch at the start commit, and the user's name and email in the config. */
+/* A new folder .git/DIR (the user's) and in it the ref file NAME at the start commit. */
+static int write_start_ref(struct guest_task *t, const char *dir, const char *name)
+{
+	struct buf path = BUF_INIT, b = BUF_INIT;
+	int fd, ret = 0;
+
+	buf_addf(&path, "%s/.git/%s", t->path, dir);
+	if ((ret = mkdir_user(t, path.buf)) < 0)
+		goto out;
+	buf_addf(&path, "/%s", name);
+	buf_addf(&b, "%s\n", t->start);
+	if ((fd = create_user_file(t, path.buf, 0644, O_EXCL)) < 0 ||
+	    write_all(fd, b.buf, b.len) < 0 || close(fd) < 0)
+		ret = fd < 0 ? fd : -errno;
+out:
+	buf_release(&path);
+	buf_release(&b);
+	return ret;
+}
+
+/*
+ * The branch and START_REF at the start commit, and the user's name and
+ * email in the config.
+ */
 static int write_branch_and_user(struct guest_task *t)
 {
 	struct buf path = BUF_INIT, b = BUF_INIT;
 	int fd, ret = 0;
 
-	buf_addf(&path, "%s/.git/refs/heads/aibox", t->path);
-	if ((ret = mkdir_user(t, path.buf)) < 0)
+	if ((ret = write_start_ref(t, "refs/heads/aibox", "task")) < 0 ||
+	    (ret = write_start_ref(t, "refs/aibox", "start")) < 0)
 		goto out;
-	buf_addstr(&path, "/task");
-	buf_addf(&b, "%s\n", t->start);
-	if ((fd = create_user_file(t, path.buf, 0644, O_EXCL)) < 0 ||
-	    write_all(fd, b.buf, b.len) < 0 || close(fd) < 0) {
-		ret = fd < 0 ? fd : -errno;
-		goto out;
-	}
 	buf_reset(&path);
 	buf_addf(&path, "%s/.git/config", t->path);
 	buf_reset(&b);
@@ -286,7 +302,9 @@ static int clone_prepared(struct guest_task *t, struct step_group *g, int64_t de
 		vmlog(t, "cannot write the repository: %s", strerror(-ret));
 		goto undo;
 	}
-	vmlog(t, "placed the pack (%llu bytes), its index, aibox/task and the user",
+	vmlog(t,
+	      "placed the pack (%llu bytes), its index, aibox/task, " START_REF_SHORT
+	      " and the user",
 	      (unsigned long long)p.pack_len);
 	ret = GIT(t, g, deadline, t->path, NULL, "read-tree", "--reset", "-u", "HEAD");
 	if (ret != 0) {
@@ -363,6 +381,9 @@ void step_clone(struct guest_task *t, struct step_info *si, struct step_group *g
 		            "git checkout"))
 			goto out;
 	}
+	/* Without it the bundle step only takes the longer way. */
+	if ((err = write_start_ref(t, "refs/aibox", "start")) < 0)
+		vmlog(t, "cannot write %s: %s", START_REF, strerror(-err));
 	si->status = "ok";
 out:
 	buf_release(&bundle);

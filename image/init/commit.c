@@ -37,22 +37,44 @@ static int status_sink(void *ctx, const char *data, size_t n)
 	return 0;
 }
 
+/* "+N -M" of a "# branch.ab" record into *ahead and *behind; 0, or -1 for anything else. */
+static int ab_parse(const char *s, long *ahead, long *behind)
+{
+	char *end;
+
+	if (*s != '+' || !strchr("0123456789", s[1]))
+		return -1;
+	errno = 0;
+	*ahead = strtol(s + 1, &end, 10);
+	if (errno || strncmp(end, " -", 2) || !strchr("0123456789", end[2]))
+		return -1;
+	*behind = strtol(end + 2, &end, 10);
+	return errno || *end ? -1 : 0;
+}
+
 /*
- * Read `git status --porcelain=v2 --branch -z`: *on_branch is 1 when HEAD is
- * on BRANCH, *dirty is 1 when any entry (staged, unstaged or untracked)
- * follows the "# " header records, which git writes first; *tip is HEAD's
- * commit against START (TIP_UNKNOWN when git named none: an unborn branch).
+ * Read `git status --porcelain=v2 --branch -z`: t->status_on_branch is 1 when
+ * HEAD is on BRANCH, *dirty is 1 when any entry (staged, unstaged or
+ * untracked) follows the "# " header records, which git writes first; t->tip
+ * is HEAD's commit against the start (TIP_UNKNOWN when git named none: an
+ * unborn branch), t->tip_oid that commit; t->ahead and t->behind its counts
+ * against START_REF when git named that as the upstream (else -1).
  */
-static void status_parse(const struct status_out *so, const char *start, int *on_branch, int *dirty,
-                         int *tip)
+static void status_parse(struct guest_task *t, const struct status_out *so, int *on_branch,
+                         int *dirty)
 {
 	const char *p = so->b.buf, *end = so->b.buf + so->b.len;
-	const char *oid = "# branch.oid ";
+	const char *oid = "# branch.oid ", *ab = "# branch.ab ";
+	int upstream = 0;
+	long ahead = -1, behind = -1;
 
 	*on_branch = *dirty = 0;
-	*tip = TIP_UNKNOWN;
+	t->tip = TIP_UNKNOWN;
+	t->tip_oid[0] = '\0';
+	t->ahead = t->behind = -1;
 	while (p < end) {
 		const char *z = memchr(p, '\0', (size_t)(end - p));
+		const char *v = p + strlen(oid);
 
 		if (strncmp(p, "# ", 2) || (!z && so->more)) {
 			*dirty = 1; /* an entry, or a header too long to be one of git's */
@@ -60,16 +82,27 @@ static void status_parse(const struct status_out *so, const char *start, int *on
 		}
 		if (!z)
 			return;
-		if (!strcmp(p, "# branch.head " BRANCH))
+		if (!strcmp(p, "# branch.head " BRANCH)) {
 			*on_branch = 1;
-		else if (!strncmp(p, oid, strlen(oid)) &&
-		         strspn(p + strlen(oid), "0123456789abcdef") == strlen(p + strlen(oid)) &&
-		         strlen(p + strlen(oid)) >= 40)
-			*tip = strcmp(p + strlen(oid), start) ? TIP_MOVED : TIP_AT_START;
+		} else if (!strncmp(p, oid, strlen(oid)) &&
+		           strspn(v, "0123456789abcdef") == strlen(v) &&
+		           (strlen(v) == 40 || strlen(v) == 64)) {
+			t->tip = strcmp(v, t->start) ? TIP_MOVED : TIP_AT_START;
+			memcpy(t->tip_oid, v, strlen(v) + 1);
+		} else if (!strcmp(p, "# branch.upstream " START_REF_SHORT)) {
+			upstream = 1;
+		} else if (!strncmp(p, ab, strlen(ab)) && upstream &&
+		           ab_parse(p + strlen(ab), &ahead, &behind) < 0) {
+			ahead = behind = -1;
+		}
 		p = z + 1;
 	}
 	if (so->more)
 		*dirty = 1;
+	if (upstream) {
+		t->ahead = ahead;
+		t->behind = behind;
+	}
 }
 
 /*
@@ -81,25 +114,32 @@ static void status_parse(const struct status_out *so, const char *start, int *on
 void step_commit(struct guest_task *t, struct step_info *si, struct step_group *g, int64_t deadline)
 {
 	struct status_out so = {BUF_INIT, 0};
-	int ret, on_branch, dirty, tip;
+	int ret, on_branch, dirty;
 
-	ret = run_git_to(t, g, deadline, t->path, NULL, status_sink, &so, NULL,
-	                 (const char *const[]){"--no-optional-locks", "status", "--porcelain=v2",
-	                                       "--branch", "-z", "--untracked-files=normal",
-	                                       "--ignore-submodules=none", NULL});
+	/* START_REF as aibox/task's upstream, for this run only: its "# branch.ab" record. */
+	ret = run_git_to(
+	    t, g, deadline, t->path, NULL, status_sink, &so, NULL,
+	    (const char *const[]){"-c", "branch." BRANCH ".remote=.", "-c",
+	                          "branch." BRANCH ".merge=" START_REF, "--no-optional-locks",
+	                          "status", "--porcelain=v2", "--branch", "--ahead-behind", "-z",
+	                          "--untracked-files=normal", "--ignore-submodules=none", NULL});
+	t->tip = TIP_UNKNOWN;
 	if (!git_ok(t, si, ret, "git status"))
 		goto out;
-	status_parse(&so, t->start, &on_branch, &dirty, &tip);
+	status_parse(t, &so, &on_branch, &dirty);
 	if (!on_branch) {
+		t->tip = TIP_UNKNOWN;
 		si->status = "skipped";
 		progress(t, "HEAD is not on %s: changes left uncommitted stay out", BRANCH);
 		goto out;
 	}
-	t->tip = tip; /* HEAD is aibox/task: its tip, unless a commit below moves it */
+	/* HEAD is aibox/task: t->tip is its tip, unless a commit below moves it */
 	if (!dirty) {
 		si->status = "ok";
 		goto out;
 	}
+	t->tip_oid[0] = '\0'; /* a commit of ours would move it: the counts no longer hold */
+	t->ahead = t->behind = -1;
 	if (!git_ok(t, si, GIT(t, g, deadline, t->path, NULL, "add", "-A"), "git add"))
 		goto out;
 	/* status counts changes git add may not take (an empty folder, a submodule's own) */
@@ -196,15 +236,11 @@ out:
 	return found;
 }
 
-/*
- * `git bundle create` of aibox/task's commits past the start into
- * <results>/changes.bundle (truncated first); git's result, or -EFBIG past
- * BUNDLE_MAX, or -errno when the file cannot be opened.
- */
-static int bundle_create(struct guest_task *t, struct step_group *g, int64_t deadline)
+/* <results>/changes.bundle open and empty in t->bundle_fd: 0, or -errno after a progress line. */
+static int bundle_open(struct guest_task *t)
 {
-	struct buf file = BUF_INIT, range = BUF_INIT;
-	int ret;
+	struct buf file = BUF_INIT;
+	int ret = 0;
 
 	if (t->bundle_fd < 0) {
 		buf_addf(&file, "%s/%s", t->results, guest_results[RESULT_BUNDLE].name);
@@ -212,15 +248,29 @@ static int bundle_create(struct guest_task *t, struct step_group *g, int64_t dea
 		if (t->bundle_fd < 0) {
 			ret = -errno;
 			progress(t, "cannot open '%s': %s", file.buf, strerror(errno));
-			goto out;
 		}
 	} else if (ftruncate(t->bundle_fd, 0) < 0 || lseek(t->bundle_fd, 0, SEEK_SET) < 0) {
 		ret = -errno;
 		progress(t, "cannot empty the bundle: %s", strerror(errno));
-		goto out;
 	}
 	t->bundle_len = 0;
 	t->bundle_too_big = 0;
+	buf_release(&file);
+	return ret;
+}
+
+/*
+ * `git bundle create` of aibox/task's commits past the start into
+ * <results>/changes.bundle (truncated first); git's result, or -EFBIG past
+ * BUNDLE_MAX, or -errno when the file cannot be opened.
+ */
+static int bundle_create(struct guest_task *t, struct step_group *g, int64_t deadline)
+{
+	struct buf range = BUF_INIT;
+	int ret;
+
+	if ((ret = bundle_open(t)) < 0)
+		goto out;
 	buf_addf(&range, "^%s", t->start);
 	ret = run_git_to(
 	    t, g, deadline, t->path, NULL, bundle_sink, t, NULL,
@@ -228,9 +278,67 @@ static int bundle_create(struct guest_task *t, struct step_group *g, int64_t dea
 	if (t->bundle_too_big)
 		ret = -EFBIG;
 out:
-	buf_release(&file);
 	buf_release(&range);
 	return ret;
+}
+
+/*
+ * The bundle with one git process, its header written here: when the commit
+ * step's status counted aibox/task's tip past START_REF with none of
+ * START_REF's commits missing, the tip descends from the start, so the
+ * bundle is what `git bundle create` would write (its prerequisites the start
+ * and any older commit a merge brought in, all of which the start's history
+ * holds): the header `# v2 git bundle`, `-<start>`, `<tip> BRANCH_REF`, a
+ * blank line, then `git pack-objects --revs --stdout --thin
+ * --delta-base-offset` of `<tip> ^<start>`, the pack git bundle create runs.
+ * The counts come from the repository Claude Code had (START_REF is its
+ * file); the host checks the bundle whole either way (docs/bundles.md).
+ * 1: done (ok, or failed past BUNDLE_MAX or on the file); 0: not done, the
+ * other ways below decide.
+ */
+static int bundle_packed(struct guest_task *t, struct step_info *si, struct step_group *g,
+                         int64_t deadline)
+{
+	struct buf head = BUF_INIT, revs = BUF_INIT;
+	int pfd[2], ret;
+
+	if (strlen(t->start) != 40 || strlen(t->tip_oid) != 40 || t->ahead <= 0 || t->behind != 0)
+		return 0;
+	progress(t, "bundling");
+	if (bundle_open(t) < 0)
+		return 1;
+	buf_addf(&head, "# v2 git bundle\n-%s\n%s " BRANCH_REF "\n\n", t->start, t->tip_oid);
+	buf_addf(&revs, "%s\n^%s\n", t->tip_oid, t->start);
+	if (bundle_sink(t, head.buf, head.len) < 0) {
+		ret = -EIO;
+	} else if (pipe2(pfd, O_CLOEXEC) < 0) {
+		ret = -errno;
+	} else {
+		/* Less than PIPE_BUF: the write never waits for the reader. */
+		ret = write_all(pfd[1], revs.buf, revs.len) < 0 ? -errno : 0;
+		close(pfd[1]);
+		if (ret == 0)
+			ret = run_git_in(t, g, deadline, t->path, pfd[0], NULL, bundle_sink, t,
+			                 (const char *const[]){"pack-objects", "--revs", "--stdout",
+			                                       "--thin", "--delta-base-offset",
+			                                       "-q", NULL});
+		close(pfd[0]);
+	}
+	buf_release(&head);
+	buf_release(&revs);
+	if (t->bundle_too_big == 1) {
+		progress(t, "the bundle is larger than 2 GiB");
+		return 1;
+	}
+	if (ret != 0) {
+		vmlog(t, "git pack-objects failed (%d): checking %s", ret, BRANCH);
+		return 0;
+	}
+	free(t->end_commit);
+	t->end_commit = xstrdup(t->tip_oid);
+	t->changes = 1;
+	si->status = "ok";
+	return 1;
 }
 
 /*
@@ -245,7 +353,8 @@ static int bundle_moved(struct guest_task *t, struct step_info *si, struct step_
 {
 	int ret;
 
-	progress(t, "bundling");
+	if (t->bundle_len == 0)
+		progress(t, "bundling"); /* else said by bundle_packed() */
 	ret = bundle_create(t, g, deadline);
 	if (ret == -EFBIG)
 		progress(t, "the bundle is larger than 2 GiB");
@@ -284,7 +393,8 @@ void step_bundle(struct guest_task *t, struct step_info *si, struct step_group *
 		si->status = "ok";
 		goto out;
 	}
-	if (t->tip == TIP_MOVED && bundle_moved(t, si, g, deadline))
+	if (t->tip == TIP_MOVED &&
+	    (bundle_packed(t, si, g, deadline) || bundle_moved(t, si, g, deadline)))
 		goto out;
 	/* left: start's commits that aibox/task lacks (none when it descends); right: new ones */
 	buf_addf(&range, "%s..." BRANCH_REF, t->start);

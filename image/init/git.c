@@ -39,9 +39,9 @@ static int capture_err(void *ctx, const char *data, size_t n)
 	return 0;
 }
 
-int run_git_to(struct guest_task *t, struct step_group *g, int64_t deadline, const char *dir,
-               struct buf *out, step_sink_fn fn, void *fn_ctx, const char *const *extra_env,
-               const char *const *args)
+static int run_git_core(struct guest_task *t, struct step_group *g, int64_t deadline,
+                        const char *dir, int in, struct buf *out, step_sink_fn fn, void *fn_ctx,
+                        const char *const *extra_env, const char *const *args)
 {
 	struct strvec argv = STRVEC_INIT, env = STRVEC_INIT;
 	struct step_proc p = {0};
@@ -69,7 +69,7 @@ int run_git_to(struct guest_task *t, struct step_group *g, int64_t deadline, con
 	p.drop = t->o->drop;
 	p.uid = t->o->uid;
 	p.gid = t->o->gid;
-	p.in = -1;
+	p.in = in;
 	p.on_out = capture_out;
 	p.on_err = capture_err;
 	p.ctx = &c;
@@ -87,6 +87,19 @@ int run_git_to(struct guest_task *t, struct step_group *g, int64_t deadline, con
 	buf_release(&sink);
 	buf_release(&cmd);
 	return ret;
+}
+
+int run_git_to(struct guest_task *t, struct step_group *g, int64_t deadline, const char *dir,
+               struct buf *out, step_sink_fn fn, void *fn_ctx, const char *const *extra_env,
+               const char *const *args)
+{
+	return run_git_core(t, g, deadline, dir, -1, out, fn, fn_ctx, extra_env, args);
+}
+
+int run_git_in(struct guest_task *t, struct step_group *g, int64_t deadline, const char *dir,
+               int in, struct buf *out, step_sink_fn fn, void *fn_ctx, const char *const *args)
+{
+	return run_git_core(t, g, deadline, dir, in, out, fn, fn_ctx, NULL, args);
 }
 
 int run_git(struct guest_task *t, struct step_group *g, int64_t deadline, const char *dir,

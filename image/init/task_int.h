@@ -28,11 +28,19 @@
 #include "task/task_settings.h"
 
 /* The guest's fixed places; the short names stand for common/base/guest_abi.h's. */
-#define GUEST_SHARE         GUEST_TASK_DIR
-#define GUEST_STATE         GUEST_STATE_DIR
-#define GUEST_USER          "aibox"
-#define BRANCH              GUEST_BRANCH
-#define BRANCH_REF          GUEST_BRANCH_REF
+#define GUEST_SHARE GUEST_TASK_DIR
+#define GUEST_STATE GUEST_STATE_DIR
+#define GUEST_USER  "aibox"
+#define BRANCH      GUEST_BRANCH
+#define BRANCH_REF  GUEST_BRANCH_REF
+/*
+ * The start commit, as a ref the prepared clone writes beside BRANCH_REF: the
+ * commit step's git status counts aibox/task against it (as its upstream,
+ * given on the command line), which tells the bundle step the tip descends
+ * from the start without a walk of its own (docs/init-task.md).
+ */
+#define START_REF           "refs/aibox/start"
+#define START_REF_SHORT     "aibox/start"
 #define API_FORWARD_URL     GUEST_API_FORWARD_URL
 #define API_PLACEHOLDER_KEY GUEST_API_KEY_PLACEHOLDER
 
@@ -103,6 +111,13 @@ struct guest_task {
 	/* after */
 	/* aibox/task's tip as the commit step left it: TIP_UNKNOWN (0) when HEAD was elsewhere */
 	enum { TIP_UNKNOWN, TIP_AT_START, TIP_MOVED } tip;
+	/*
+	 * With TIP_MOVED and no commit of ours: the tip's commit (40 hex) and git
+	 * status's count of its commits past START_REF and of START_REF's it
+	 * lacks; ahead and behind are -1 when status named no START_REF upstream.
+	 */
+	char tip_oid[65];
+	long ahead, behind;
 	char *end_commit;
 	int changes;
 	int bundle_fd;
@@ -188,6 +203,10 @@ json_t *check_json(const struct guest_task *t);
 int run_git_to(struct guest_task *t, struct step_group *g, int64_t deadline, const char *dir,
                struct buf *out, step_sink_fn fn, void *fn_ctx, const char *const *extra_env,
                const char *const *args);
+
+/* run_git_to() with stdin from the fd in (-1: /dev/null). */
+int run_git_in(struct guest_task *t, struct step_group *g, int64_t deadline, const char *dir,
+               int in, struct buf *out, step_sink_fn fn, void *fn_ctx, const char *const *args);
 
 /* run_git_to() without a sink. */
 int run_git(struct guest_task *t, struct step_group *g, int64_t deadline, const char *dir,
