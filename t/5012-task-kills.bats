@@ -33,11 +33,14 @@ start() {
 	rm -rf "$AIBOX_HOME/projects/repo/tasks"
 	ANTHROPIC_API_KEY=k aibox task "Do it." >out 2>err &
 	pid=$!
-	wait_until 30 pgrep -P "$pid" -x sleep >/dev/null || fail "no QEMU: $(cat err)"
+	# Bounds for a task that never gets there, not for one that is slow: on a machine
+	# loaded by VMs under TCG (load average 20 on 2 cores) aibox task took 16 s to start
+	# QEMU and 2 s more to its session.
+	wait_until 120 pgrep -P "$pid" -x sleep >/dev/null || fail "no QEMU: $(cat err)"
 	dir=$(cat out)
 	if [ "$1" = session ]; then
 		# the boot's phase line is written when the session starts
-		wait_until 30 grep -q '^boot ' "$dir/aibox.log" || fail "no session: $(cat err)"
+		wait_until 120 grep -q '^boot ' "$dir/aibox.log" || fail "no session: $(cat err)"
 	fi
 	qemu=$(pgrep -P "$pid" -x sleep)
 	proxy=$(pgrep -P "$pid" -x aibox-proxy)

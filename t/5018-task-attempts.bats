@@ -148,7 +148,11 @@ print(len({r["group"] for r in rs}), sorted(r["folder"] for r in rs) == sorted(s
 		assert_success
 		assert_output --partial "not finished the VM was stopped by SIGINT"
 	done
-	grep -q "0 of 2 attempts finished" "$T/err" || fail "$(cat "$T/err")"
+	# the group's line names the ones stopped
+	a=$(sed -n 1p "$T/out") b=$(sed -n 2p "$T/out")
+	gid=$(cat "$a/group")
+	grep -qE "aibox\[$gid\]: group $gid: 0 of 2 attempts finished \(none\), 2 stopped \((${a: -6}, ${b: -6}|${b: -6}, ${a: -6})\); aibox counted 0.000000 USD for them all$" "$T/err" ||
+		fail "$(cat "$T/err")"
 }
 
 @test "attempts: one start bundle for the group, its commit pinned while the branch moves" {

@@ -121,14 +121,27 @@ int task_group_run(struct task_group *g, const struct buf *prompt, struct buf *e
 	return 0;
 }
 
-/* What the records of dirs[0..n) say: how many have one, how many finished, their spend. */
-static void group_count(const char *const *dirs, size_t n, int *recorded, int *finished,
-                        uint64_t *nano)
+/* What the records of dirs[0..n) say (group_line()'s figures). */
+struct group_counts {
+	int recorded, finished, stopped;
+	uint64_t nano;
+	struct buf finished_ids, stopped_ids; /* "a1b2c3, d4e5f6" */
+};
+
+/* The id of the attempt whose folder is dir (PROJECT/tasks/YYYYMMDD-HHMMSS-ID), to ids. */
+static void add_id(struct buf *ids, const char *dir)
+{
+	size_t len = strlen(dir);
+
+	if (len < TASK_ID_LEN)
+		return;
+	buf_addf(ids, "%s%s", ids->len ? ", " : "", dir + len - TASK_ID_LEN);
+}
+
+static void group_count(const char *const *dirs, size_t n, struct group_counts *c)
 {
 	struct buf path = BUF_INIT, data = BUF_INIT, err = BUF_INIT;
 
-	*recorded = *finished = 0;
-	*nano = 0;
 	for (size_t i = 0; i < n; i++) {
 		struct task_record r;
 
@@ -142,11 +155,18 @@ static void group_count(const char *const *dirs, size_t n, int *recorded, int *f
 		buf_reset(&err);
 		if (task_record_parse(data.buf, data.len, &r, &err) < 0)
 			continue;
-		(*recorded)++;
-		*finished += !strcmp(r.state, "finished");
+		c->recorded++;
+		if (!strcmp(r.state, "finished")) {
+			c->finished++;
+			add_id(&c->finished_ids, dirs[i]);
+		} else if (r.why && !strncmp(r.why, TASK_WHY_STOPPED, strlen(TASK_WHY_STOPPED))) {
+			c->stopped++;
+			add_id(&c->stopped_ids, dirs[i]);
+		}
 		if (r.has_report)
-			*nano = *nano + r.report.usage.nano < *nano ? UINT64_MAX
-			                                            : *nano + r.report.usage.nano;
+			c->nano = c->nano + r.report.usage.nano < c->nano
+			              ? UINT64_MAX
+			              : c->nano + r.report.usage.nano;
 		task_record_release(&r);
 	}
 	buf_release(&path);
@@ -154,35 +174,46 @@ static void group_count(const char *const *dirs, size_t n, int *recorded, int *f
 	buf_release(&err);
 }
 
-static void group_line(const char *gid, int finished, size_t n, uint64_t nano, struct buf *out)
+static void group_line(const char *gid, const struct group_counts *c, size_t n, struct buf *out)
 {
-	buf_addf(out, "group %s: %d of %zu attempts finished; aibox counted ", gid, finished, n);
-	usage_format_usd(out, nano);
+	buf_addf(out, "group %s: %d of %zu attempts finished", gid, c->finished, n);
+	/* After a stop (Ctrl-C), which attempt is which: the ones to pick, the ones cut short. */
+	if (c->stopped)
+		buf_addf(out, " (%s), %d stopped (%s)", c->finished ? c->finished_ids.buf : "none",
+		         c->stopped, c->stopped_ids.buf);
+	buf_addstr(out, "; aibox counted ");
+	usage_format_usd(out, c->nano);
 	buf_addstr(out, " USD for them all");
+}
+
+static void group_counts_release(struct group_counts *c)
+{
+	buf_release(&c->finished_ids);
+	buf_release(&c->stopped_ids);
 }
 
 void task_group_summary(const struct task_group *g, int detach, struct buf *out)
 {
 	const char *dirs[ATTEMPTS_MAX];
-	uint64_t nano;
-	int finished, recorded;
+	struct group_counts c = {.finished_ids = BUF_INIT, .stopped_ids = BUF_INIT};
 
 	for (int i = 0; i < g->started; i++)
 		dirs[i] = g->a[i].folder.buf;
-	group_count(dirs, (size_t)g->started, &recorded, &finished, &nano);
-	if (detach && !recorded)
+	group_count(dirs, (size_t)g->started, &c);
+	if (detach && !c.recorded)
 		buf_addf(out, "group %s: %d attempts submitted", g->gid, g->n);
 	else
-		group_line(g->gid, finished, (size_t)g->n, nano, out);
+		group_line(g->gid, &c, (size_t)g->n, out);
+	group_counts_release(&c);
 }
 
 void task_group_line(const char *gid, const char *const *dirs, size_t n, struct buf *out)
 {
-	uint64_t nano;
-	int finished, recorded;
+	struct group_counts c = {.finished_ids = BUF_INIT, .stopped_ids = BUF_INIT};
 
-	group_count(dirs, n, &recorded, &finished, &nano);
-	group_line(gid, finished, n, nano, out);
+	group_count(dirs, n, &c);
+	group_line(gid, &c, n, out);
+	group_counts_release(&c);
 }
 
 int task_group_status(const struct task_group *g)
