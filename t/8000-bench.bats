@@ -137,11 +137,11 @@ figure() {
 	BENCH_SMALL=1 BENCH_MEM_DIR=$T/mem bench attempts 2 1
 	figure '^\| 1 task \| [0-9.]+ \| 1\.00 \| [0-9]+ \| 1\.00 \| [0-9]+ \| [0-9]+ \| [0-9]+ \|$'
 	figure '^\| --attempts 2 \| [0-9.]+ \| [0-9.]+ \| [0-9]+ \| [0-9.]+ \| [0-9]+ \| [0-9]+ \| [0-9]+ \|$'
-	# BENCH_MEM_DIR: the guest's memory at the task's first and last turn
-	# (each attempt's), and the QEMUs' mappings at the peak
+	# BENCH_MEM_DIR: the guest's memory at the task's commit (each
+	# attempt's), and the QEMUs' mappings at the peak
 	run grep -c '^MemTotal: ' "$T/mem/aibox.one.guest" "$T/mem/aibox.attempts.guest"
-	assert_output "$T/mem/aibox.one.guest:2
-$T/mem/aibox.attempts.guest:4"
+	assert_output "$T/mem/aibox.one.guest:1
+$T/mem/aibox.attempts.guest:2"
 	run grep -cE "^\| [0-9]+ \| guest RAM \(the snapshot's file\) \|( [0-9]+ \|){7}$" \
 		"$T/mem/aibox.one.host" "$T/mem/aibox.attempts.host"
 	assert_output "$T/mem/aibox.one.host:1
