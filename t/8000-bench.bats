@@ -42,6 +42,16 @@ figure() {
 	assert_equal "$stderr" "bench/attempts: BENCH_KSM needs $T/none/run writable (root, a kernel with KSM)"
 }
 
+@test "bench: BENCH_APPEND refuses what is not kernel arguments before it runs anything" {
+	# what ends up in the QEMU wrapper's -append: no quote, no ; or $
+	for bad in 'a=1|x"; touch $T/ran' "\$(touch $T/ran)" "a;b" "a'b"; do
+		BENCH_APPEND=$bad run --separate-stderr "$TOP/bench/attempts" 2 1
+		assert_failure 2
+		assert_equal "$stderr" "bench/attempts: BENCH_APPEND: '${bad#a=1|}' is not kernel arguments"
+	done
+	assert [ ! -e "$T/ran" ]
+}
+
 @test "bench: bench/bundle at its smallest size prints its table of aibox against git" {
 	RUNS=1 bench bundle 200
 	figure '^\| start bundle .* \| [0-9]+ ms \| [0-9]+ ms \| [0-9.]+ \|$'
@@ -124,7 +134,16 @@ figure() {
 
 @test "bench: bench/attempts at its smallest size prints one task's and two attempts' wall time and memory" {
 	vm_image
-	BENCH_SMALL=1 bench attempts 2 1
+	BENCH_SMALL=1 BENCH_MEM_DIR=$T/mem bench attempts 2 1
 	figure '^\| 1 task \| [0-9.]+ \| 1\.00 \| [0-9]+ \| 1\.00 \| [0-9]+ \| [0-9]+ \| [0-9]+ \|$'
 	figure '^\| --attempts 2 \| [0-9.]+ \| [0-9.]+ \| [0-9]+ \| [0-9.]+ \| [0-9]+ \| [0-9]+ \| [0-9]+ \|$'
+	# BENCH_MEM_DIR: the guest's memory at the task's commit (each
+	# attempt's), and the QEMUs' mappings at the peak
+	run grep -c '^MemTotal: ' "$T/mem/aibox.one.guest" "$T/mem/aibox.attempts.guest"
+	assert_output "$T/mem/aibox.one.guest:1
+$T/mem/aibox.attempts.guest:2"
+	run grep -cE "^\| [0-9]+ \| guest RAM \(the snapshot's file\) \|( [0-9]+ \|){7}$" \
+		"$T/mem/aibox.one.host" "$T/mem/aibox.attempts.host"
+	assert_output "$T/mem/aibox.one.host:1
+$T/mem/aibox.attempts.host:2"
 }

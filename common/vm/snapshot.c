@@ -505,7 +505,8 @@ static int wait_migrated(struct qmp *q, long deadline, struct buf *err)
  * file for writing and refuses one it cannot (its readonly=on maps it
  * read-only: ROM), so the owner keeps the write bit.  It never writes: the
  * mapping is private, and only a RAM discard (balloon, virtio-mem, postcopy:
- * none in this VM) would punch holes through the fd.
+ * none in this VM) would punch holes through the fd: in the file every
+ * restored VM reads, so never add one (docs/image.md, "Why no balloon").
  */
 #define RAM_MODE 0644
 
