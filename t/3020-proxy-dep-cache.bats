@@ -31,6 +31,8 @@ setup_file() {
 	mkdir -p "$BATS_FILE_TMPDIR/reg/npm" "$BATS_FILE_TMPDIR/reg/pypi"
 	make_npm_tgz "$BATS_FILE_TMPDIR/reg/npm" left-pad 1.0.0
 	make_npm_tgz "$BATS_FILE_TMPDIR/reg/npm" right-pad 2.1.0
+	mkdir "$BATS_FILE_TMPDIR/reg/npm/@sc"
+	make_npm_tgz "$BATS_FILE_TMPDIR/reg/npm" @sc/thing 3.0.0
 	make_wheel "$BATS_FILE_TMPDIR/reg/pypi" demo_pkg 1.0
 	mkdir "$BATS_FILE_TMPDIR/reg/crates"
 	make_crate "$BATS_FILE_TMPDIR/reg/crates" demo 1.0.0
@@ -58,6 +60,15 @@ teardown() {
 	[ -z "${PROXY2_PID:-}" ] || kill "$PROXY2_PID" 2>/dev/null || true
 	[ -z "${REG_PID:-}" ] || kill "$REG_PID" 2>/dev/null || true
 	common_teardown
+}
+
+# stop_registry_and_restart_with_token: the registry again, taking only the token tok-value.
+stop_registry_and_restart_with_token() {
+	kill "$REG_PID"
+	wait "$REG_PID" || true
+	rm -f "$T/reg.port"
+	printf 'tok-value\n' >"$T/token"
+	dep_registry --token-file "$T/token"
 }
 
 # task RULES [ARGS...]: one task's proxy with RULES on --secrets-fd, the
@@ -122,6 +133,161 @@ npm_install() {
 	run test-task results - --report "$T/record.json"
 	assert_success
 	assert_line "aibox: the dependency cache served 2 artifacts ($size bytes); 0 came from upstream (0 bytes)"
+}
+
+# npm_ci DIR LOCKDIR: the host's npm ci in DIR from LOCKDIR's package.json and
+# package-lock.json (made by npm_install), with an npm cache of its own (empty).
+npm_ci() {
+	command -v npm >/dev/null || skip "no npm on this host (packages.txt: nodejs)"
+	mkdir -p "$1"
+	cp "$2/package.json" "$2/package-lock.json" "$1/"
+	(cd "$1" && HTTPS_PROXY=$PROXY https_proxy=$PROXY npm ci --registry "https://localhost:$REG/" \
+		--cafile "$T/taskca.pem" --cache "$1/.npm-cache" --no-audit --no-fund --no-update-notifier \
+		--loglevel=error)
+}
+
+@test "cache npm: npm ci from a lock file asks for no package document: the proxy fetches each itself, fills the store, and the next task's npm ci takes every tarball from it" {
+	task "$T/rules"
+	run npm_install "$T/p1"
+	assert_success
+	# A scoped package too: its document is /@sc%2fthing, its tarball /@sc/thing/-/thing-3.0.0.tgz.
+	(cd "$T/p1" && HTTPS_PROXY=$PROXY https_proxy=$PROXY npm install --registry "https://localhost:$REG/" \
+		--cafile "$T/taskca.pem" --cache "$T/p1/.npm-cache" --no-audit --no-fund --no-update-notifier \
+		--loglevel=error @sc/thing@3.0.0)
+	run grep -c '"resolved": "https://localhost:'"$REG"'/@sc/thing/-/thing-3.0.0.tgz"' "$T/p1/package-lock.json"
+	assert_output 1
+	stop_proxy
+	rm -rf "$T/deps"
+
+	# A task whose store is empty: npm ci asks the registry for tarballs only.
+	: >"$T/reg.log"
+	task "$T/rules"
+	run npm_ci "$T/p2" "$T/p1"
+	assert_success
+	run cat "$T/p2/node_modules/@sc/thing/index.js"
+	assert_output 'module.exports = "@sc/thing 3.0.0";'
+	assert_equal "$(reg_count '\.tgz$')" 3
+	# The three documents came, each once, from the proxy's own fetch (its log says cache=fetch).
+	assert_equal "$(reg_count '^GET /(left-pad|right-pad|@sc%2fthing)$')" 3
+	assert_equal "$(reg_count '^GET /[^/]*$')" 3
+	run grep -cE ' allowed localhost:[0-9]+ GET /(left-pad|right-pad|@sc%2fthing) status=200 cache=fetch ' "$T/proxy.log"
+	assert_output 3
+	run grep -c ' cache=fill ' "$T/proxy.log"
+	assert_output 3
+	stop_proxy
+
+	# The next task's npm ci: every tarball from the store, none from the registry.
+	: >"$T/reg.log"
+	task "$T/rules"
+	run npm_ci "$T/p3" "$T/p1"
+	assert_success
+	run cat "$T/p3/node_modules/left-pad/index.js"
+	assert_output 'module.exports = "left-pad 1.0.0";'
+	assert_equal "$(reg_count '\.tgz$')" 0
+	run grep -c ' cache=hit ' "$T/proxy.log"
+	assert_output 3
+	run grep -c ' cache=fetch ' "$T/proxy.log"
+	assert_output 3
+	stop_proxy
+	run jq -c '.cache | [.hits, .misses, .bytes_from_upstream]' "$T/record.json"
+	assert_output '[3,0,0]'
+}
+
+@test "cache npm: the proxy fetches a document only for a tarball path of the exact shape, once a name, shared by requests at once; one that does not name it, or fails, stores nothing" {
+	task "$T/rules"
+	local u=https://localhost:$REG bad
+	# Other spellings: forwarded as they are, no document fetched for them.
+	for bad in '/left-pad/-/left-pad-1.0.0.tgz?v=1' '/left-pad/-/./left-pad-1.0.0.tgz' \
+		'//left-pad/-/left-pad-1.0.0.tgz' '/left%2dpad/-/left-pad-1.0.0.tgz' \
+		'/left-pad/-/right-pad-2.1.0.tgz' '/left-pad/-/rightpad-1.0.0.tgz' '/left-pad/-/left-pad-x.tgz' '/left-pad/-/left-pad-1.0.0.tar' \
+		'/.left-pad/-/.left-pad-1.0.0.tgz' '/@sc%2fthing/-/thing-3.0.0.tgz' '/@sc/thing/x/-/x-3.0.0.tgz' \
+		'/@/thing/-/thing-3.0.0.tgz' '/left-pad/-/left-pad-1.0.0.tgz/' '/left-pad/left-pad-1.0.0.tgz' \
+		'/left-pad/-/left-pad-1.0.0%2etgz' '/le\pad/-/le\pad-1.0.0.tgz'; do
+		run icurl --path-as-is -o /dev/null "$u$bad"
+		assert_success
+	done
+	assert_equal "$(reg_count '^GET /[^/]*$')" 0
+	run grep -c ' cache=fetch ' "$T/proxy.log"
+	assert_output 0
+	run grep -c ' cache=fill ' "$T/proxy.log"
+	assert_output 0
+	# Four requests at once for one name (its document comes 1 s late): one document, fetched once.
+	touch "$T/reg/SLOWDOC"
+	local i pids=()
+	for i in 1 2 3 4; do
+		icurl -o "$T/got$i" "$u/left-pad/-/left-pad-1.0.0.tgz" &
+		pids+=($!)
+	done
+	wait "${pids[@]}"
+	for i in 1 2 3 4; do
+		cmp "$T/got$i" "$T/reg/npm/left-pad-1.0.0.tgz"
+	done
+	assert_equal "$(reg_count '^GET /left-pad$')" 1
+	# A version the document does not name, and a name with no document: forwarded, not stored.
+	run icurl -o /dev/null "$u/left-pad/-/left-pad-9.9.9.tgz"
+	assert_success
+	run icurl -o /dev/null "$u/nope/-/nope-1.0.0.tgz"
+	assert_success
+	run icurl -o /dev/null "$u/nope/-/nope-1.0.1.tgz"
+	assert_success
+	assert_equal "$(reg_count '^GET /left-pad$')" 1
+	assert_equal "$(reg_count '^GET /nope$')" 1
+	run grep -c 'GET /left-pad/-/left-pad-9.9.9.tgz (the metadata the proxy fetched does not name it) status=404 cache=bypass ' "$T/proxy.log"
+	assert_output 1
+	run grep -c "GET /nope/-/nope-1.0.[01].tgz (the proxy's own metadata fetch failed) status=404 cache=bypass " "$T/proxy.log"
+	assert_output 2
+	run grep -c ' GET /nope status=404 cache=fetch ' "$T/proxy.log"
+	assert_output 1
+	run aibox cache list
+	assert_success
+	assert_line --partial "$u/left-pad/-/left-pad-1.0.0.tgz#sha512="
+	refute_output --partial nope
+	refute_output --partial 9.9.9
+}
+
+@test "cache npm: a tarball that does not match the document the proxy fetched itself is cut, never served whole" {
+	touch "$T/reg/TAMPER"
+	task "$T/rules"
+	run icurl -o "$T/got" "https://localhost:$REG/right-pad/-/right-pad-2.1.0.tgz"
+	assert_failure
+	run grep -c ' failed localhost:[0-9]* GET /right-pad/-/right-pad-2.1.0.tgz (the artifact does not match the digest its metadata gives) status=200 cache=bad ' "$T/proxy.log"
+	assert_output 1
+	run grep -c ' GET /right-pad status=200 cache=fetch ' "$T/proxy.log"
+	assert_output 1
+	run aibox cache size
+	assert_success
+	assert_output --partial "0 bytes in 0 entries"
+}
+
+@test "cache npm: on a private registry the proxy's own fetch carries the secret the VM's placeholder stands for, and what it stores is the project's" {
+	stop_registry_and_restart_with_token
+	printf 'secret TOK %s\nvalue tok-value\nhost localhost:%s\nrule localhost:%s\ncache npm\n' \
+		"$PH" "$REG" "$REG" >"$T/rules-secret"
+	local url=https://localhost:$REG/left-pad/-/left-pad-1.0.0.tgz
+	task "$T/rules-secret" --cache-scope project:a
+	run icurl -f -o /dev/null -H "Authorization: Bearer $PH" "$url"
+	assert_success
+	run grep -c '^GET /left-pad auth=bearer$' "$T/reg.log"
+	assert_output 1
+	run grep -c ' GET /left-pad status=200 cache=fetch secrets=TOK ' "$T/proxy.log"
+	assert_output 1
+	run aibox cache list
+	assert_success
+	assert_line --regexp "  project:a  $url#sha512="
+	# Without the placeholder the proxy's fetch carries no credential: 401, nothing learnt or kept.
+	run icurl -o /dev/null "https://localhost:$REG/right-pad/-/right-pad-2.1.0.tgz"
+	assert_success
+	run grep -c '^GET /right-pad auth=no$' "$T/reg.log"
+	assert_output 1
+	run grep -c ' GET /right-pad status=401 cache=fetch ' "$T/proxy.log"
+	assert_output 1
+	# Another project's task: the same request fetches again, and finds nothing of project:a's.
+	task "$T/rules-secret" --cache-scope project:b
+	run icurl -f -o /dev/null -H "Authorization: Bearer $PH" "$url"
+	assert_success
+	run grep -c ' cache=hit ' "$T/proxy.log"
+	assert_output 0
+	assert_equal "$(reg_count '^GET /left-pad/-/left-pad-1.0.0.tgz auth=bearer$')" 2
 }
 
 @test "cache npm: a tampered tarball upstream is cut before its end, not stored, and counted; a request the rules bypass is not stored either" {

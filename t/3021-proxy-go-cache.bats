@@ -80,7 +80,7 @@ go_download() {
 		GONOSUMDB= GOPRIVATE= GOINSECURE= go mod download -x all)
 }
 
-@test "cache go: the first task's go mod download fills the store, the second's takes every zip from it" {
+@test "cache go: the first task's go mod download fills the store, the second's takes every zip and .mod from it" {
 	command -v go >/dev/null || skip "no go on this host (packages.txt: golang-go)"
 	task
 	run go_download 1
@@ -88,14 +88,18 @@ go_download() {
 	run cat "$T/go-1/gopath/pkg/mod/example.com/!big@v1.2.0-!r!c1/m.go"
 	assert_output --partial 'const V = "example.com/Big@v1.2.0-RC1"'
 	assert_equal "$(reg_count '\.zip$')" 2
-	assert_equal "$(reg_count '^GET /lookup/example.com/!big@v1.2.0-!r!c1$')" 1
-	# The go command asks for a .mod before its lookup: the .mod is forwarded, not stored.
-	run grep -c ' cache=fill ' "$T/proxy.log"
+	# The go command asks for a .mod before its lookup: the proxy fetches the lookup itself
+	# then (cache=fetch), and the go command's own lookup comes after.
+	assert_equal "$(reg_count '^GET /lookup/example.com/!big@v1.2.0-!r!c1$')" 2
+	run grep -c ' cache=fetch ' "$T/proxy.log"
 	assert_output 2
+	run grep -c ' cache=fill ' "$T/proxy.log"
+	assert_output 4
 	stop_proxy
 	run aibox cache list
 	assert_success
 	assert_line --regexp "https://localhost:$REG/example.com/!big/@v/v1.2.0-!r!c1.zip#h1=[0-9a-f]{64}\$"
+	assert_line --regexp "https://localhost:$REG/example.com/!big/@v/v1.2.0-!r!c1.mod#h1=[0-9a-f]{64}\$"
 
 	: >"$T/reg.log"
 	task
@@ -103,20 +107,64 @@ go_download() {
 	assert_success
 	run cat "$T/go-2/gopath/pkg/mod/example.com/m@v1.0.0/m.go"
 	assert_output --partial 'const V = "example.com/m@v1.0.0"'
-	# The lookups, tiles and .mod files still come from upstream; no zip does.
+	# The lookups and tiles still come from upstream; no zip and no .mod does.
 	assert_equal "$(reg_count '\.zip$')" 0
-	assert_equal "$(reg_count '\.mod$')" 2
-	assert_equal "$(reg_count '^GET /lookup/')" 2
+	assert_equal "$(reg_count '\.mod$')" 0
+	assert_equal "$(reg_count '^GET /lookup/')" 4
 	run grep -c ' cache=hit ' "$T/proxy.log"
-	assert_output 2
+	assert_output 4
 }
 
-@test "cache go: a zip asked before its lookup, or after a lookup whose note does not verify, is forwarded and not stored" {
+@test "cache go: with a go.sum the go command asks the database nothing: the proxy looks each module version up itself, once, and the next task's zips and .mod files come from the store" {
+	command -v go >/dev/null || skip "no go on this host (packages.txt: golang-go)"
+	task
+	run go_download 1
+	assert_success
+	run grep -c 'h1:' "$T/go-1/p/go.sum"
+	assert_output 4
+	stop_proxy
+	rm -rf "$T/deps"
+	local i
+	for i in 2 3; do
+		: >"$T/reg.log"
+		task
+		mkdir -p "$T/go-$i/p"
+		cp "$T/go-1/p/go.sum" "$T/go-$i/p/"
+		run go_download "$i"
+		assert_success
+		run cat "$T/go-$i/gopath/pkg/mod/example.com/m@v1.0.0/m.go"
+		assert_output --partial 'const V = "example.com/m@v1.0.0"'
+		# Only the proxy's own lookups, one a module version, for its .mod and its zip.
+		assert_equal "$(reg_count '^GET /lookup/')" 2
+		run grep -c ' GET /lookup/[^ ]* status=200 cache=fetch ' "$T/proxy.log"
+		assert_output 2
+		stop_proxy
+	done
+	# The second: every zip and .mod from the store.
+	assert_equal "$(reg_count '\.(zip|mod)$')" 0
+	run grep -c ' cache=hit ' "$T/proxy.log"
+	assert_output 4
+}
+
+@test "cache go: a zip asked before its lookup makes the proxy look it up itself; after a lookup whose note does not verify it is forwarded and not stored" {
 	task
 	run icurl -f -o "$T/z" "https://localhost.:$REG/example.com/m/@v/v1.0.0.zip"
 	assert_success
-	run icurl -f -o /dev/null "https://localhost.:$REG/lookup/example.com/m@v1.0.0"
-	assert_success
+	run grep -c ' GET /lookup/example.com/m@v1.0.0 status=200 cache=fetch ' "$T/proxy.log"
+	assert_output 1
+	run grep -c ' GET /example.com/m/@v/v1.0.0.zip status=200 cache=fill ' "$T/proxy.log"
+	assert_output 1
+	# Hostile spellings look nothing up: a query, an escape, a dot segment, an odd version.
+	local bad
+	for bad in '/example.com/m/@v/v1.0.0.zip?x=1' '/example.com/%6d/@v/v1.0.0.zip' \
+		'/example.com/./m/@v/v1.0.0.zip' '/example.com/m/@v/V1.0.0.zip' '/example.com//m/@v/v1.0.0.mod' \
+		'/.x/@v/v1.0.0.mod' '/@v/v1.0.0.zip' '/example.com/m/@v/v1.0.0.zip/' '/example.com/M/@v/v1.0.0.mod'; do
+		run icurl --path-as-is -o /dev/null "https://localhost.:$REG$bad"
+		assert_success
+	done
+	assert_equal "$(reg_count '^GET /lookup/')" 1
+	stop_proxy
+	rm -rf "$T/deps"
 	# The database's note signed by another key than the rule's: nothing is learnt.
 	rm "$T/db/sumdb.key"
 	restart_goproxy "$BATS_FILE_TMPDIR/db/vkey"
@@ -126,10 +174,12 @@ go_download() {
 	assert_success
 	run icurl -f -o /dev/null "https://localhost.:$REG/example.com/m/@v/v1.0.0.mod"
 	assert_success
-	run grep -c ' cache=' "$T/proxy.log"
-	assert_output 1
 	run grep -c ' cache=meta ' "$T/proxy.log"
 	assert_output 1
+	run grep -c ' cache=fetch ' "$T/proxy.log"
+	assert_output 1
+	run grep -c ' (the metadata the proxy fetched does not name it) status=200 cache=bypass ' "$T/proxy.log"
+	assert_output 2
 	run aibox cache list
 	assert_success
 	refute_output --partial "localhost:$REG"

@@ -198,3 +198,31 @@ out:
 	buf_release(&id);
 	return ret;
 }
+
+int dep_go_lookup_path(const char *t, size_t tl, int own_db, struct buf *out)
+{
+	const char *at = tl ? memmem(t, tl, "/@v/", 4) : NULL, *v, *end = t + tl;
+	struct buf id = BUF_INIT;
+	size_t vl;
+	int ret;
+
+	if (!at || t[0] != '/' || at == t)
+		return -EINVAL;
+	v = at + 4;
+	if (end - v <= 4 || memchr(v, '/', (size_t)(end - v)) ||
+	    (memcmp(end - 4, ".zip", 4) && memcmp(end - 4, ".mod", 4)))
+		return -EINVAL;
+	vl = (size_t)(end - 4 - v);
+	/* Each of the module path's segments is a name: not empty, not starting with a dot. */
+	for (const char *p = t; p < at; p++)
+		if (p[0] == '/' && (p + 1 == at || p[1] == '/' || p[1] == '.'))
+			return -EINVAL;
+	ret = go_id(t + 1, (size_t)(at - t - 1), v, vl, 1, &id);
+	buf_release(&id);
+	if (ret)
+		return -EINVAL;
+	buf_reset(out);
+	buf_addf(out, "%s%.*s@%.*s", own_db ? "/lookup/" : "/sumdb/sum.golang.org/lookup/",
+	         (int)(at - t - 1), t + 1, (int)vl, v);
+	return 0;
+}

@@ -41,6 +41,17 @@ int dep_go_unescape(const char *s, size_t n, int vers, struct buf *out, struct b
 int dep_go_download(const struct dep_digests *d, const char *target, size_t tl,
                     const struct dep_digest **dig, int *zip);
 
+/*
+ * The checksum database lookup of a GOPROXY download with no prefix (tl
+ * bytes of a target that dep_key() took, '!' unescaped):
+ * "/ESCMOD/@v/ESCVER.zip" or ".mod" gives "/lookup/ESCMOD@ESCVER" when own_db
+ * (the host serves its own database), else
+ * "/sumdb/sum.golang.org/lookup/ESCMOD@ESCVER" (a GOPROXY that proxies
+ * sum.golang.org, as proxy.golang.org does).  ESCMOD and ESCVER must decode
+ * (dep_go_unescape()).  0 with the path in out, or -EINVAL.
+ */
+int dep_go_lookup_path(const char *target, size_t tl, int own_db, struct buf *out);
+
 /* 1 when target (tl bytes) is a checksum database lookup ".../lookup/ESCMOD@ESCVER", else 0. */
 int dep_go_is_lookup(const char *target, size_t tl);
 

@@ -322,6 +322,60 @@ static int crate_id(const char *name, size_t nl, const char *vers, size_t vl, st
 	return 0;
 }
 
+/* The length of an npm name or scope at s (up to end, before a '/'), 0 when it is none. */
+static size_t npm_name(const char *s, const char *end)
+{
+	size_t n = 0;
+
+	while (s + n < end && s[n] != '/') {
+		char ch = s[n];
+
+		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+		      (ch >= '0' && ch <= '9') || strchr("._~-", ch)) ||
+		    ++n > 214)
+			return 0;
+	}
+	return n && s[0] != '.' && s[0] != '_' ? n : 0;
+}
+
+int dep_npm_doc_path(const char *t, size_t tl, struct buf *doc)
+{
+	const char *end = t + tl, *p = t + 1, *scope = NULL, *name, *v;
+	size_t sl = 0, nl;
+
+	if (tl < 2 || t[0] != '/')
+		return -EINVAL;
+	if (*p == '@') {
+		scope = p + 1;
+		sl = npm_name(scope, end);
+		if (!sl || scope + sl == end)
+			return -EINVAL;
+		p = scope + sl + 1;
+	}
+	name = p;
+	nl = npm_name(name, end);
+	/* Then "/-/NAME-" and VERSION ".tgz", nothing else. */
+	p = name + nl;
+	if (!nl || end - p < 3 || memcmp(p, "/-/", 3))
+		return -EINVAL;
+	p += 3;
+	if ((size_t)(end - p) < nl + 1 || memcmp(p, name, nl) || p[nl] != '-')
+		return -EINVAL;
+	v = p + nl + 1;
+	if (end - v < 5 || memcmp(end - 4, ".tgz", 4) || end - 4 - v > 128 || *v < '0' || *v > '9')
+		return -EINVAL;
+	for (const char *q = v; q < end - 4; q++)
+		if (!((*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z') ||
+		      (*q >= '0' && *q <= '9') || *q == '.' || *q == '+' || *q == '-'))
+			return -EINVAL;
+	buf_reset(doc);
+	if (scope)
+		buf_addf(doc, "/@%.*s%%2f%.*s", (int)sl, scope, (int)nl, name);
+	else
+		buf_addf(doc, "/%.*s", (int)nl, name);
+	return 0;
+}
+
 int dep_crate_download(const char *target, size_t tl, struct buf *id, struct buf *why)
 {
 	const char *seg[3];

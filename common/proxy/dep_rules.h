@@ -102,6 +102,17 @@ int dep_digests_learn(struct dep_digests *d, const char *key, const char *algo,
                       const unsigned char *md, size_t len);
 
 /*
+ * The package document of an npm tarball's path (tl bytes of an
+ * origin-form target that dep_key() took), for the proxy's own fetch
+ * (docs/cache.md, "Installs from a lock file"): "/NAME/-/NAME-VERSION.tgz"
+ * gives "/NAME", "/@SCOPE/NAME/-/NAME-VERSION.tgz" gives "/@SCOPE%2fNAME".
+ * NAME and SCOPE are 1 to 214 of [A-Za-z0-9._~-] not starting with '.' or
+ * '_', VERSION 1 to 128 of [A-Za-z0-9.+-] starting with a digit.  0 with the
+ * path in doc, or -EINVAL when the target is not exactly one of the two.
+ */
+int dep_npm_doc_path(const char *target, size_t tl, struct buf *doc);
+
+/*
  * Learn the tarballs' digests from an npm package document (JSON) fetched
  * from base: each versions.*.dist with a tarball URL and an integrity of
  * sha512 (the strongest named, when several are).  A tarball learnt before

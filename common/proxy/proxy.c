@@ -251,8 +251,7 @@ static void on_event(struct handle *h, uint32_t ev)
 	}
 }
 
-/* A new client connection, waiting for its first request head; NULL when epoll refuses it. */
-static struct conn *conn_new(struct proxy *px, int fd)
+struct conn *px_conn_new(struct proxy *px, int fd)
 {
 	struct conn *c = xcalloc(1, sizeof(*c));
 
@@ -264,8 +263,8 @@ static struct conn *conn_new(struct proxy *px, int fd)
 	c->ufd = -1;
 	c->kfd = -1;
 	c->pipe_r[0] = c->pipe_r[1] = c->pipe_w[0] = c->pipe_w[1] = -1;
-	c->cev = EPOLLIN;
-	if (px_add_fd(px, fd, &c->hc, EPOLLIN) < 0) {
+	c->cev = fd >= 0 ? EPOLLIN : 0;
+	if (fd >= 0 && px_add_fd(px, fd, &c->hc, EPOLLIN) < 0) {
 		free(c);
 		return NULL;
 	}
@@ -295,7 +294,7 @@ static void accept_all(struct proxy *px)
 			return;
 		}
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-		if (!conn_new(px, fd))
+		if (!px_conn_new(px, fd))
 			close(fd);
 	}
 }
@@ -502,7 +501,8 @@ static int loop(struct proxy *px)
 	next_sweep = px->now_ms + tick;
 	for (;;) {
 		int wait = px->listening || px->nconns >= px->cfg->max_conns ? tick : 100;
-		int n = epoll_wait(px->epfd, evs, MAX_EVENTS, px->again_list ? 0 : wait);
+		int n = epoll_wait(px->epfd, evs, MAX_EVENTS,
+		                   px->again_list || px->fetch_wake ? 0 : wait);
 
 		if (n < 0 && errno != EINTR)
 			return -errno;
@@ -511,6 +511,8 @@ static int loop(struct proxy *px)
 			if (dispatch(px, evs[i].data.ptr, evs[i].events))
 				return 0;
 		pump_again(px);
+		if (px->fetch_wake)
+			px_fetch_wake(px);
 		px_free_graveyard(px);
 		tick_now = px->now_ms >= next_sweep;
 		if (tick_now) {
@@ -547,6 +549,7 @@ int proxy_run(const struct proxy_config *cfg)
 			X509_free(px->leaves[i].cert);
 	px_sess_free(px);
 	dep_digests_clear(&px->digests);
+	px_fetch_free(px);
 	buf_release(&px->echo_out);
 	free(px);
 	return ret;

@@ -56,6 +56,18 @@ static int host_kind(const struct conn *c)
 	return CONFIG_CACHE_NONE;
 }
 
+/* Whether t (tl bytes) is "/@..." with one '%' and no other '/': a scoped npm document. */
+static int npm_scoped_doc(const char *t, size_t tl)
+{
+	size_t pct = 0;
+
+	if (tl < 3 || t[1] != '@' || memchr(t + 1, '/', tl - 1))
+		return 0;
+	for (size_t i = 0; i < tl; i++)
+		pct += t[i] == '%';
+	return pct == 1;
+}
+
 /* The fill under way, if any, given up: nothing of it is stored. */
 static void fill_drop(struct conn *c)
 {
@@ -159,7 +171,10 @@ void px_cache_end(struct conn *c)
 	c->hit_left = 0;
 	c->cache_kind = 0;
 	c->cache_note = NULL;
+	c->cache_why = NULL;
 	c->go_zip = 0;
+	if (c->own && c->dead)
+		px_fetch_end(c);
 }
 
 /* Start serving the entry e (taken over) as the answer to c's request h. */
@@ -284,6 +299,12 @@ int px_cache_request(struct conn *c, const struct http_head *h, const char *t, s
 		dep_unescape_one(t, tl, '!', &dec);
 		t = dec.buf;
 		tl = dec.len;
+	} else if (c->cache_kind == CONFIG_CACHE_NPM && npm_scoped_doc(t, tl)) {
+		/* A scoped package's document, "/@SCOPE%2fNAME" (one escape): read as
+		 * "/@SCOPE/NAME". */
+		dep_unescape_one(t, tl, '/', &dec);
+		t = dec.buf;
+		tl = dec.len;
 	} else if (c->cache_kind == CONFIG_CACHE_DEBIAN) {
 		/* apt's "%7e" is a '~' (docs/cache.md, "debian"); the request goes as it came. */
 		dep_unescape_one(t, tl, '~', &dec);
@@ -313,6 +334,21 @@ int px_cache_request(struct conn *c, const struct http_head *h, const char *t, s
 		/* A PyPI file names its own BLAKE2b-256: checked, whatever the index says. */
 		pyfile = c->cache_kind == CONFIG_CACHE_PYPI && !dep_pypi_file(t, tl, c->b2md, NULL);
 	}
+	if (!d && !c->own && (c->cache_kind == CONFIG_CACHE_NPM || go) && h->method_len == 3 &&
+	    !memcmp(h->method, "GET", 3)) {
+		/* No metadata named it yet (a lock file's install): the proxy fetches it itself. */
+		r = px_fetch_meta(c, h, t, tl);
+		if (r == 1 && wait_for_filler(c, h)) {
+			ret = 1;
+			goto out;
+		}
+		if (r) {
+			c->cache_note = "bypass";
+			if (r == 1)
+				c->cache_why = "the proxy's own metadata fetch took too long";
+			goto out;
+		}
+	}
 	if (!d && pyfile) {
 		/* No index named it: the path's digest is the one it is checked and kept by. */
 		c->cdig_v = (struct dep_digest){NULL, "blake2b256", {0}, DEP_PYPI_B2_LEN};
@@ -336,6 +372,9 @@ int px_cache_request(struct conn *c, const struct http_head *h, const char *t, s
 			buf_init(c->meta, 0);
 			c->ckey = buf_detach(&key, NULL);
 		}
+		/* The proxy's own fetch says so in its log line, whatever its answer. */
+		if (c->own)
+			c->cache_note = "fetch";
 		goto out;
 	}
 	if (!dep_request_cacheable(h, &why)) {
@@ -463,7 +502,9 @@ int px_cache_body(struct conn *c, const char *p, size_t n, int done)
 		meta_add(c, p, n);
 		/* An artifact's bytes (a by-hash index) are learnt from once they match. */
 		if (done && c->meta && !c->cmd) {
-			c->cache_note = "meta";
+			c->cache_note = c->own ? "fetch" : "meta";
+			if (c->own)
+				px_fetch_learnt(c);
 			learn(c);
 			drop_meta(c);
 		}

@@ -330,6 +330,8 @@ static ssize_t tls_write(SSL *ssl, const void *p, size_t n, int *want_read)
 
 ssize_t px_cl_read(struct conn *c, void *p, size_t n)
 {
+	if (c->own)
+		return 0; /* the proxy's own fetch has no client: it is gone */
 	if (c->cssl)
 		return tls_read(c->cssl, p, n, &c->cssl_rw);
 	for (;;) {
@@ -344,6 +346,8 @@ ssize_t px_cl_read(struct conn *c, void *p, size_t n)
 
 ssize_t px_cl_write(struct conn *c, const void *p, size_t n)
 {
+	if (c->own)
+		return (ssize_t)n; /* ... and what would go to it is dropped */
 	if (c->cssl)
 		return tls_write(c->cssl, p, n, &c->cssl_ww);
 	for (;;) {

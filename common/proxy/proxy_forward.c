@@ -176,7 +176,13 @@ void px_finish_request(struct conn *c)
 	int keep = !c->close_after && !c->client_close && c->req_done;
 
 	px_log_line(c, "allowed",
-	            c->draining ? "client went away: its answer was read to the end" : NULL);
+	            c->draining ? "client went away: its answer was read to the end"
+	                        : c->cache_why);
+	if (c->own) {
+		/* The proxy's own fetch: no client to answer, no next request. */
+		px_conn_kill(c);
+		return;
+	}
 	px_pool_put(c);
 	if (keep && !c->draining)
 		px_keep_upstream(c);

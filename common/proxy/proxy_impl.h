@@ -180,8 +180,11 @@ struct conn {
 	struct dep_cache_fill *fill; /* storing them */
 	struct dep_cache_entry *hit; /* a hit being served */
 	uint64_t hit_left;
-	int64_t cwait_until; /* ST_CWAIT: how long it may wait for the other filler */
-	struct buf *meta;    /* a metadata answer, kept whole for its digests */
+	int64_t cwait_until;   /* ST_CWAIT: how long it may wait for the other filler */
+	struct buf *meta;      /* a metadata answer, kept whole for its digests */
+	const char *cache_why; /* for the log: why an artifact was not kept */
+	/* The proxy's own metadata fetch this connection is (no client): proxy_fetch.c. */
+	struct px_fetch *own;
 
 	struct resolve_job *job;
 	struct resolve_result addrs;
@@ -239,6 +242,10 @@ struct proxy {
 	/* The digests the metadata fetched in this task gave (docs/cache.md). */
 	struct dep_digests digests;
 	uint64_t meta_bytes; /* the metadata answers being read, in all (PX_META_TOTAL at most) */
+	/* The proxy's own metadata fetches, one a key (common/proxy/proxy_fetch.c). */
+	struct px_fetch **fetches;
+	size_t fetches_cap, fetches_nr;
+	int fetch_wake;      /* a fetch ended: the requests waiting (ST_CWAIT) look again */
 	struct buf echo_out; /* an intercepted answer's bytes on their way, kept for the next */
 	char scratch[SCRATCH_SIZE]; /* a tunnel's bytes on their way through */
 };
@@ -247,6 +254,12 @@ struct proxy {
 
 /* Move c along as far as it goes now, then set its epoll masks. */
 void px_pump(struct conn *c);
+/*
+ * A new connection waiting for its first request head, on the client fd
+ * (added to epoll), or with fd -1 none (the proxy's own fetch); NULL when
+ * epoll refuses fd.
+ */
+struct conn *px_conn_new(struct proxy *px, int fd);
 
 /* ---- common/proxy/proxy_conn.c: connection life, answers of our own, I/O ---- */
 
@@ -502,6 +515,38 @@ int px_cache_body(struct conn *c, const char *p, size_t n, int done);
 void px_cache_step(struct conn *c);
 /* Drop c's cache state: a fill under way is aborted, a hit closed. */
 void px_cache_end(struct conn *c);
+
+/* ---- common/proxy/proxy_fetch.c: the proxy's own metadata fetches (docs/cache.md) ---- */
+
+/* The most keys one task fetches metadata for; past that, nothing more is fetched. */
+#define PX_FETCH_MAX 100000
+
+/* One metadata fetch of the proxy's own, by key ("HOST:PORT PATH"). */
+struct px_fetch {
+	char *key;
+	int state; /* PX_FETCH_* */
+	int ok;    /* its answer was a 200, read whole for its digests */
+};
+enum { PX_FETCH_PENDING, PX_FETCH_DONE, PX_FETCH_FAILED };
+
+/*
+ * An artifact request on a cached host (h, its target t of tl bytes, '!'
+ * unescaped for go) whose digest this task has not learnt: 0 when it has
+ * no shape to fetch metadata for (it goes on as before); 1 when the
+ * metadata it names is being fetched (started now, or by an earlier
+ * request): c is to wait (ST_CWAIT) and look again when it ended; 2 when
+ * that fetch ended without teaching it, or none can start: c is forwarded
+ * and not stored, c->cache_why says why.
+ */
+int px_fetch_meta(struct conn *c, const struct http_head *h, const char *t, size_t tl);
+/* The own fetch c ends (c is dead): its record is done, and the waiting requests look again. */
+void px_fetch_end(struct conn *c);
+/* The answer of the own fetch c was read whole for its digests. */
+void px_fetch_learnt(struct conn *c);
+/* Let the requests waiting (ST_CWAIT) look again, once a fetch ended. */
+void px_fetch_wake(struct proxy *px);
+/* Free the fetch records. */
+void px_fetch_free(struct proxy *px);
 
 /* ---- common/proxy/proxy_tunnel.c: the tunnel relay ---- */
 

@@ -1,0 +1,213 @@
+/*
+ * The proxy's own metadata fetches (docs/cache.md, "Installs from a lock
+ * file"): an artifact asked for on a cached host whose digest this task has
+ * not learnt (npm ci, or go with a go.sum, asks for no metadata) makes the
+ * proxy fetch the metadata that names it, once a key, shared by every
+ * request that waits for it.
+ *
+ * A fetch is a connection of the proxy's own, without a client (cfd -1,
+ * c->own): its request head, made here, goes through the same path as a
+ * request the VM sends on an intercepted connection (the rules, the swap,
+ * px_cache_request() reading the answer for its digests, the upstream over
+ * verified TLS, the log line), and what would go to a client is dropped.
+ * The request waiting for it sits in ST_CWAIT, its head unread, and reads
+ * it again when the fetch ends (px_fetch_wake()).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/buf.h"
+#include "base/err.h"
+#include "config/config.h"
+#include "net/allow.h"
+#include "net/http.h"
+#include "proxy/dep_go.h"
+#include "proxy/dep_rules.h"
+#include "proxy/proxy_impl.h"
+#include "proxy/proxy_secrets.h"
+#include "base/banned.h"
+
+/* npm's Accept for the abbreviated package document (what npm itself sends). */
+#define NPM_ACCEPT "application/vnd.npm.install-v1+json; q=1.0, application/json; q=0.8, */*"
+
+static uint64_t key_hash(const char *k)
+{
+	uint64_t h = 14695981039346656037ULL;
+
+	for (; *k; k++)
+		h = (h ^ (unsigned char)*k) * 1099511628211ULL;
+	return h;
+}
+
+/* The slot of key in the table (its record, or the empty slot where it goes). */
+static struct px_fetch **slot(struct proxy *px, const char *key)
+{
+	size_t mask = px->fetches_cap - 1, i = (size_t)key_hash(key) & mask;
+
+	while (px->fetches[i] && strcmp(px->fetches[i]->key, key))
+		i = (i + 1) & mask;
+	return &px->fetches[i];
+}
+
+/* Room for one more record: the table at most half full. */
+static void grow(struct proxy *px)
+{
+	struct px_fetch **old = px->fetches;
+	size_t n = px->fetches_cap;
+
+	if (px->fetches_cap && (px->fetches_nr + 1) * 2 <= px->fetches_cap)
+		return;
+	px->fetches_cap = n ? n * 2 : 256;
+	px->fetches = xcalloc(px->fetches_cap, sizeof(*px->fetches));
+	for (size_t i = 0; i < n; i++)
+		if (old[i])
+			*slot(px, old[i]->key) = old[i];
+	free(old);
+}
+
+/* Whether c's host serves its own checksum database: a cached rule on it with a sumdb-key. */
+static int own_sumdb(const struct conn *c)
+{
+	const struct proxy_secrets *ps = c->px->cfg->secrets;
+
+	for (size_t i = 0; i < ps->nr_rules; i++)
+		if (ps->rules[i].cache && ps->rules[i].sumdb_key &&
+		    allow_match(&ps->rule_hosts[i], c->host, c->port))
+			return 1;
+	return 0;
+}
+
+/*
+ * Start the fetch f of path on c's host: a connection of the proxy's own,
+ * its request head carrying npm's Accept and the Authorization of c's
+ * request h (the VM's, placeholder and all: the swap's rules decide what
+ * goes), nothing else of the VM's.  0, or -1 when it could not start.
+ */
+static int start(struct conn *c, const struct http_head *h, struct px_fetch *f,
+                 const char *path)
+{
+	struct proxy *px = c->px;
+	struct conn *g = px_conn_new(px, -1);
+	struct buf head = BUF_INIT;
+	int v6 = strchr(c->host, ':') != NULL;
+
+	if (!g)
+		return -1;
+	g->own = f;
+	g->intercept = 1;
+	snprintf(g->ihost, sizeof(g->ihost), "%s", c->host);
+	g->iport = c->port;
+	buf_addf(&head, "GET %s HTTP/1.1\r\nHost: %s%s%s", path, v6 ? "[" : "", c->host,
+	         v6 ? "]" : "");
+	if (c->port != 443)
+		buf_addf(&head, ":%d", c->port);
+	buf_addstr(&head, "\r\n");
+	if (c->cache_kind == CONFIG_CACHE_NPM)
+		buf_addstr(&head, "Accept: " NPM_ACCEPT "\r\n");
+	for (int i = 0; i < h->nhdr; i++)
+		if (http_name_is(&h->hdr[i], "authorization")) {
+			buf_addstr(&head, "Authorization: ");
+			buf_add(&head, h->hdr[i].value, h->hdr[i].value_len);
+			buf_addstr(&head, "\r\n");
+			break;
+		}
+	buf_addstr(&head, "\r\n");
+	if (head.len > HTTP_MAX_HEAD) {
+		buf_release(&head);
+		px_conn_kill(g);
+		return -1;
+	}
+	g->in = xmalloc(HTTP_MAX_HEAD);
+	memcpy(g->in, head.buf, head.len);
+	g->in_len = head.len;
+	buf_release(&head);
+	px_enter_head(g);
+	/* The rules, the swap and the forward, as for the VM's own request; it may end here. */
+	px_read_head(g);
+	if (!g->dead)
+		px_pump(g);
+	return 0;
+}
+
+int px_fetch_meta(struct conn *c, const struct http_head *h, const char *t, size_t tl)
+{
+	struct proxy *px = c->px;
+	struct buf path = BUF_INIT, key = BUF_INIT;
+	struct px_fetch **sp, *f;
+	int r;
+
+	if (c->cache_kind == CONFIG_CACHE_NPM)
+		r = dep_npm_doc_path(t, tl, &path);
+	else if (c->cache_kind == CONFIG_CACHE_GO)
+		r = dep_go_lookup_path(t, tl, own_sumdb(c), &path);
+	else
+		r = -EINVAL;
+	if (r < 0) {
+		buf_release(&path);
+		return 0;
+	}
+	buf_addf(&key, "%s:%d %s", c->host, c->port, path.buf);
+	grow(px);
+	sp = slot(px, key.buf);
+	f = *sp;
+	if (!f && (px->fetches_nr >= PX_FETCH_MAX || px->nconns >= px->cfg->max_conns)) {
+		c->cache_why = "no room for the proxy's own metadata fetch";
+		r = 2;
+		goto out;
+	}
+	if (!f) {
+		f = xcalloc(1, sizeof(*f));
+		f->key = buf_detach(&key, NULL);
+		*sp = f;
+		px->fetches_nr++;
+		if (start(c, h, f, path.buf) < 0)
+			f->state = PX_FETCH_FAILED;
+	}
+	r = f->state == PX_FETCH_PENDING ? 1 : 2;
+	if (f->state == PX_FETCH_FAILED)
+		c->cache_why = "the proxy's own metadata fetch failed";
+	else if (f->state == PX_FETCH_DONE)
+		c->cache_why = "the metadata the proxy fetched does not name it";
+out:
+	buf_release(&path);
+	buf_release(&key);
+	return r;
+}
+
+void px_fetch_learnt(struct conn *c)
+{
+	c->own->ok = 1;
+}
+
+void px_fetch_end(struct conn *c)
+{
+	c->own->state = c->own->ok ? PX_FETCH_DONE : PX_FETCH_FAILED;
+	c->own = NULL;
+	c->px->fetch_wake = 1;
+}
+
+void px_fetch_wake(struct proxy *px)
+{
+	px->fetch_wake = 0;
+	for (struct conn *c = px->conns, *next; c; c = next) {
+		next = c->next;
+		if (c->dead || c->state != ST_CWAIT)
+			continue;
+		c->state = ST_HEAD;
+		px_pump(c);
+	}
+}
+
+void px_fetch_free(struct proxy *px)
+{
+	for (size_t i = 0; i < px->fetches_cap; i++)
+		if (px->fetches[i]) {
+			free(px->fetches[i]->key);
+			free(px->fetches[i]);
+		}
+	free(px->fetches);
+	px->fetches = NULL;
+	px->fetches_cap = px->fetches_nr = 0;
+}
