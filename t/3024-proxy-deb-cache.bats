@@ -12,59 +12,16 @@ load lib-tls
 load lib-proxy
 load lib-deps
 
-# make_deb DIR NAME VERSION: a tiny package, DIR/NAME_VERSION_all.deb.
-make_deb() {
-	local d
-	d=$(mktemp -d) || return 1
-	mkdir -p "$d/DEBIAN" "$d/usr/share/$2"
-	printf 'Package: %s\nVersion: %s\nArchitecture: all\nMaintainer: t <t@example.org>\nDescription: %s for the cache tests\n' \
-		"$2" "$3" "$2" >"$d/DEBIAN/control"
-	printf '%s %s\n' "$2" "$3" >"$d/usr/share/$2/v"
-	dpkg-deb -Zgzip --root-owner-group -b "$d" "$1/${2}_${3}_all.deb" >/dev/null || return 1
-	rm -rf "$d"
-}
-
-# make_index ROOT SUITE PACKAGES: dists/SUITE of ROOT, its main/binary-amd64
-# index being the file PACKAGES (plain, gzip and by-hash), its Release signed
-# into InRelease with the key in $GNUPGHOME.
-make_index() {
-	local root=$1 suite=$2 b=$1/dists/$2/main/binary-amd64 f s
-	mkdir -p "$b/by-hash/SHA256"
-	cp "$3" "$b/Packages"
-	gzip -9n <"$b/Packages" >"$b/Packages.gz"
-	{
-		printf 'Origin: t\nLabel: t\nSuite: %s\nCodename: %s\nDate: %s\n' "$suite" "$suite" "$(date -uR)"
-		printf 'Architectures: amd64\nComponents: main\nAcquire-By-Hash: yes\nSHA256:\n'
-		for f in Packages Packages.gz; do
-			s=$(sha256sum "$b/$f" | cut -c1-64)
-			cp "$b/$f" "$b/by-hash/SHA256/$s"
-			printf ' %s %s main/binary-amd64/%s\n' "$s" "$(stat -c %s "$b/$f")" "$f"
-		done
-	} >"$root/dists/$suite/Release"
-	gpg -q --batch --yes --pinentry-mode loopback --passphrase '' --clearsign \
-		-o "$root/dists/$suite/InRelease" "$root/dists/$suite/Release"
-}
-
 setup_file() {
 	command -v dpkg-scanpackages >/dev/null || skip "no dpkg-scanpackages (packages.txt: dpkg-dev)"
 	command -v gpg >/dev/null || skip "no gpg (packages.txt: gpg)"
 	make_test_ca "$BATS_FILE_TMPDIR/ca"
-	export GNUPGHOME=$BATS_FILE_TMPDIR/gnupg
-	mkdir -m 700 "$GNUPGHOME"
-	gpg -q --batch --passphrase '' --quick-gen-key 'aibox test repo <t@example.org>' ed25519 sign never 2>/dev/null
-	local r=$BATS_FILE_TMPDIR/repo/debian
-	mkdir -p "$r/pool/main"
-	gpg -q --batch --export >"$BATS_FILE_TMPDIR/repo.gpg"
-	make_deb "$r/pool/main" hello 1.0
-	make_deb "$r/pool/main" world 2.0~rc1
-	(cd "$r" && dpkg-scanpackages -m pool/main /dev/null 2>/dev/null) >"$BATS_FILE_TMPDIR/Packages"
-	make_index "$r" stable "$BATS_FILE_TMPDIR/Packages"
+	make_deb_repo "$BATS_FILE_TMPDIR"
 	# A second suite whose index gives hello other bytes.
 	sed "/^Filename: .*hello/,/^SHA256:/ s/^SHA256: .*/SHA256: $(printf 'e%.0s' {1..64})/" \
 		"$BATS_FILE_TMPDIR/Packages" >"$BATS_FILE_TMPDIR/Packages.lie"
-	make_index "$r" other "$BATS_FILE_TMPDIR/Packages.lie"
-	# The agent gpg started for the key: ended, nothing left running.
-	gpgconf --kill gpg-agent
+	GNUPGHOME=$BATS_FILE_TMPDIR/gnupg make_index "$BATS_FILE_TMPDIR/repo/debian" other "$BATS_FILE_TMPDIR/Packages.lie"
+	gpgconf --homedir "$BATS_FILE_TMPDIR/gnupg" --kill gpg-agent
 }
 
 setup() {

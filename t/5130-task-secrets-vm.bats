@@ -13,6 +13,10 @@
 # docs/cache.md): the first task fills the dependency cache in the project's
 # scope, and a second task of the same project, booted from the snapshot after
 # it, installs the same packages again and gets every artifact from the cache.
+# apt-get the same way: the VM's own apt (the image's gzip-first configuration,
+# the system bundle with the task CA, https_proxy), as the user aibox in a private
+# state, from a loopback Debian repository signed with a test key (t/deb-repo,
+# cached as debian, no secret).
 load lib-common
 load lib-task
 load lib-deps
@@ -45,7 +49,13 @@ setup_file() {
 		--port-file "$T/regy.port" --log "$T/reg.log" --token-file "$S/reg.token" 2>"$T/regy.err" &
 	echo $! >"$S/regy.pid"
 	wait_until 20 file_or_gone "$T/regy.port" $!
-	local p r y probe clients npm again
+	make_deb_repo "$T/deb"
+	"$PY" "$TOP/t/deb-repo" --cert "$T/ca/server.pem" --key "$T/ca/server.key" --dir "$T/deb/repo" \
+		--port-file "$T/deb.port" --log "$T/deb.log" 2>"$T/deb.err" &
+	echo $! >"$S/deb.pid"
+	wait_until 20 file_or_gone "$T/deb.port" $!
+	local p r y d probe clients npm apt again
+	d=$(cat "$T/deb.port")
 	p=$(cat "$T/echo.port")
 	r=$(cat "$T/reg.port")
 	y=$(cat "$T/regy.port")
@@ -59,6 +69,7 @@ setup_file() {
 	    paths: ["/ok/*"]
 	  - {host: localhost:$r, cache: npm}
 	  - {host: localhost:$y, cache: pypi}
+	  - {host: localhost:$d, cache: debian}
 	secrets:
 	  - env: MY_TOKEN
 	    hosts: [localhost:$p, localhost:$r, localhost:$y]
@@ -84,16 +95,37 @@ setup_file() {
 	git commit -q -m npm
 	EOF2
 	)
-	# The second task: the same installs, in a VM whose npm and pip caches are empty.
+	# apt-get in a state of its own (the user aibox cannot write the system's):
+	# the image's sources and apt configuration as they are, then an install
+	# from the loopback repository, download only (installing takes root).
+	apt=$(cat <<-'EOF2'
+	cp /etc/apt/sources.list apt-sources.out; apt-config dump Acquire::CompressionTypes >>apt-sources.out
+	mkdir -p "$HOME/apt/lists/partial" "$HOME/apt/cache/archives/partial" "$HOME/apt/parts"
+	printf '%s\n' '@K@' >"$HOME/apt/repo.asc"
+	echo "deb [signed-by=$HOME/apt/repo.asc] https://localhost:@D@/debian stable main" >"$HOME/apt/sources.list"
+	o=(-q -o "Dir::Etc::SourceList=$HOME/apt/sources.list" -o "Dir::Etc::SourceParts=$HOME/apt/parts" -o "Dir::State::Lists=$HOME/apt/lists" -o "Dir::Cache=$HOME/apt/cache" -o Debug::NoLocking=1 -o Acquire::Languages=none)
+	{ apt-get "${o[@]}" update; echo "exit $?"; apt-get "${o[@]}" install -y --download-only hello world; echo "exit $?"; } >@OUT@ 2>&1
+	sha256sum "$HOME"/apt/cache/archives/*.deb >>@OUT@
+	git add apt-sources.out @OUT@
+	EOF2
+	)
+	apt=${apt//@K@/$(cat "$T/deb/repo.asc")}
+	apt=${apt//@D@/$d}
+	clients="$clients
+${apt//@OUT@/apt.out}"
+	# The second task: the same installs, in a VM whose npm, pip and apt caches are empty.
 	again=$(cat <<-'EOF2'
 	mkdir npm2 && cd npm2 && echo '{"name": "app2", "version": "1.0.0"}' >package.json
 	printf 'registry=https://localhost:@R@/\n//localhost:@R@/:_authToken=%s\nupdate-notifier=false\n' "$MY_TOKEN" >.npmrc
 	{ npm install --no-audit --no-fund priv-pad priv-lib; echo "exit $?"; node -p 'require("priv-lib")'; } >../npm2.out 2>&1
 	cd ..
 	{ python3 -m pip download --disable-pip-version-check --no-deps -d pipdl2 --index-url "https://__token__:$MY_TOKEN@localhost:@Y@/simple/" priv-pkg priv-two; echo "exit $?"; } >pip2.out 2>&1
-	git add npm2.out pip2.out pipdl2 && git commit -q -m again
+	git add npm2.out pip2.out pipdl2
+	@APT@
+	git commit -q -m again
 	EOF2
 	)
+	again=${again//@APT@/${apt//@OUT@/apt2.out}}
 	clients=${clients//@R@/$r}
 	clients=${clients//@Y@/$y}
 	clients=${clients//@P@/$p}
@@ -135,6 +167,8 @@ git add curl.out python.out git.out system.out refused.out env.out && git commit
 	stop_fake_api
 	rm "$S/api.pid"
 	[ "$status" = 0 ] || return 0
+	# What the repository served the first task; then the second's alone.
+	mv "$T/deb.log" "$T/deb1.log"
 	# The second task of the project, from the snapshot: the same installs.
 	api "$(python3 -c 'import json, sys; print(json.dumps({"turns": [
 	  {"tool_use": {"name": "Bash", "input": {"command": sys.argv[1], "description": "again", "timeout": 600000}}},
@@ -150,7 +184,7 @@ git add curl.out python.out git.out system.out refused.out env.out && git commit
 
 teardown_file() {
 	local f
-	for f in "$S/api.pid" "$S/echo.pid" "$S/reg.pid" "$S/regy.pid"; do
+	for f in "$S/api.pid" "$S/echo.pid" "$S/reg.pid" "$S/regy.pid" "$S/deb.pid"; do
 		[ -s "$f" ] && kill "$(cat "$f")" 2>/dev/null
 	done
 	T=$S common_teardown
@@ -344,7 +378,7 @@ probe() {
 	# The figures: the record in each summary, and the second task's line.
 	run jq -c '.hosts.cache | [.hits, .misses, .refused]' "$DIR/summary.json"
 	assert_success
-	assert_output "[0,4,0]"
+	assert_output "[0,7,0]" # and apt's: the by-hash index and two packages
 	run jq -c '.hosts.cache | [.hits >= 4, .misses, .bytes_from_upstream, .refused]' "$dir2/summary.json"
 	assert_success
 	assert_output "[true,0,0,0]"
@@ -369,4 +403,48 @@ probe() {
 	assert_line --regexp "  project:repo  https://localhost:[0-9]+/packages/priv_two-2.0-py3-none-any.whl#sha256="
 	run aibox cache verify
 	assert_success
+}
+
+@test "task secrets vm: apt-get in the VM, with the image's https sources and gzip indexes, fills the dependency cache; the second task's install takes the index and both packages from it, none from upstream" {
+	shared
+	local dir2 f n u
+	dir2=$(cat "$S/out2")
+	[ "$(cat "$S/status2")" = 0 ] || { (show "$S/err2"); false; }
+	# The image's apt: Debian's mirrors over https, gzip indexes first.
+	run probe apt-sources.out
+	assert_success
+	assert_line "deb https://deb.debian.org/debian bookworm main"
+	assert_line "deb https://deb.debian.org/debian-security bookworm-security main"
+	refute_output --partial "http:"
+	assert_line 'Acquire::CompressionTypes::Order:: "gz";'
+	git -C "$S/probes" fetch -q "$dir2/changes.bundle" "+refs/heads/*:refs/remotes/again/*"
+	git -C "$S/probes" show again/aibox/task:apt2.out >"$S/apt2.out"
+	for f in "$S/probes/apt.out" "$S/apt2.out"; do
+		run grep -c '^exit 0$' "$f"
+		assert_output 2
+		run cat "$f"
+		assert_success
+		assert_line "$(sha256sum <"$T/deb/repo/debian/pool/main/hello_1.0_all.deb" | cut -c1-64)  /home/aibox/apt/cache/archives/hello_1.0_all.deb"
+		assert_line --regexp "^$(sha256sum <"$T/deb/repo/debian/pool/main/world_2.0~rc1_all.deb" | cut -c1-64)  /home/aibox/apt/cache/archives/world_2\.0(~|%7e)rc1_all\.deb\$"
+	done
+	# The first task: the gzip index by its hash and each package, once from upstream, kept.
+	u='^GET /debian/dists/stable/main/binary-amd64/by-hash/SHA256/'$(sha256sum <"$T/deb/repo/debian/dists/stable/main/binary-amd64/Packages.gz" | cut -c1-64)'$'
+	run grep -c "$u" "$T/deb1.log"
+	assert_output 1
+	# (apt writes world's ~ as %7e)
+	for n in 'hello_1\.0_all\.deb' 'world_2\.0(~|%7e)rc1_all\.deb'; do
+		run grep -c -E "^GET /debian/pool/main/$n\$" "$T/deb1.log"
+		assert_output 1
+		run grep -c -E " GET /debian/pool/main/$n status=200 cache=fill " "$DIR/proxy.log"
+		assert_output 1
+		run grep -c -E " GET /debian/pool/main/$n status=200 cache=hit " "$dir2/proxy.log"
+		assert_output 1
+	done
+	# The second: only the signed InRelease from upstream (metadata is never kept).
+	run cat "$T/deb.log"
+	assert_success
+	assert_output "GET /debian/dists/stable/InRelease"
+	run aibox cache list
+	assert_success
+	assert_line --regexp "^.*  -  https://localhost:[0-9]+/debian/pool/main/hello_1.0_all.deb#sha256=$(sha256sum <"$T/deb/repo/debian/pool/main/hello_1.0_all.deb" | cut -c1-64)\$"
 }

@@ -72,3 +72,57 @@ dep_registry() {
 	wait_until 10 file_or_gone "$T/reg.port" $REG_PID || return 1
 	REG=$(cat "$T/reg.port")
 }
+
+# make_deb DIR NAME VERSION: a tiny package, DIR/NAME_VERSION_all.deb.
+make_deb() {
+	local d
+	d=$(mktemp -d) || return 1
+	mkdir -p "$d/DEBIAN" "$d/usr/share/$2"
+	printf 'Package: %s\nVersion: %s\nArchitecture: all\nMaintainer: t <t@example.org>\nDescription: %s for the cache tests\n' \
+		"$2" "$3" "$2" >"$d/DEBIAN/control"
+	printf '%s %s\n' "$2" "$3" >"$d/usr/share/$2/v"
+	dpkg-deb -Zgzip --root-owner-group -b "$d" "$1/${2}_${3}_all.deb" >/dev/null || return 1
+	rm -rf "$d"
+}
+
+# make_index ROOT SUITE PACKAGES: dists/SUITE of ROOT, its main/binary-amd64
+# index being the file PACKAGES (plain, gzip, xz, each by-hash too: apt
+# takes xz unless told gz first), its Release signed into InRelease with the
+# key in $GNUPGHOME.
+make_index() {
+	local root=$1 suite=$2 b=$1/dists/$2/main/binary-amd64 f s
+	mkdir -p "$b/by-hash/SHA256"
+	cp "$3" "$b/Packages"
+	gzip -9n <"$b/Packages" >"$b/Packages.gz"
+	xz -9 <"$b/Packages" >"$b/Packages.xz"
+	{
+		printf 'Origin: t\nLabel: t\nSuite: %s\nCodename: %s\nDate: %s\n' "$suite" "$suite" "$(date -uR)"
+		printf 'Architectures: amd64\nComponents: main\nAcquire-By-Hash: yes\nSHA256:\n'
+		for f in Packages Packages.gz Packages.xz; do
+			s=$(sha256sum "$b/$f" | cut -c1-64)
+			cp "$b/$f" "$b/by-hash/SHA256/$s"
+			printf ' %s %s main/binary-amd64/%s\n' "$s" "$(stat -c %s "$b/$f")" "$f"
+		done
+	} >"$root/dists/$suite/Release"
+	gpg -q --batch --yes --pinentry-mode loopback --passphrase '' --clearsign \
+		-o "$root/dists/$suite/InRelease" "$root/dists/$suite/Release"
+}
+
+# make_deb_repo DIR: a loopback Debian repository for t/deb-repo, DIR/repo/debian,
+# suite stable with hello 1.0 and world 2.0~rc1 (its index DIR/Packages),
+# signed with a new key in DIR/gnupg, exported as DIR/repo.gpg and
+# DIR/repo.asc (armored).  The key's gpg-agent is ended.
+make_deb_repo() {
+	local r=$1/repo/debian
+	mkdir -p "$1" && mkdir -m 700 "$1/gnupg" || return 1
+	mkdir -p "$r/pool/main"
+	GNUPGHOME=$1/gnupg gpg -q --batch --passphrase '' \
+		--quick-gen-key 'aibox test repo <t@example.org>' ed25519 sign never 2>/dev/null || return 1
+	GNUPGHOME=$1/gnupg gpg -q --batch --export >"$1/repo.gpg"
+	GNUPGHOME=$1/gnupg gpg -q --batch --armor --export >"$1/repo.asc"
+	make_deb "$r/pool/main" hello 1.0 || return 1
+	make_deb "$r/pool/main" world 2.0~rc1 || return 1
+	(cd "$r" && dpkg-scanpackages -m pool/main /dev/null 2>/dev/null) >"$1/Packages"
+	GNUPGHOME=$1/gnupg make_index "$r" stable "$1/Packages" || return 1
+	gpgconf --homedir "$1/gnupg" --kill gpg-agent
+}
