@@ -87,10 +87,16 @@ reg_count() {
 # npm_install DIR: the host's npm installs left-pad and right-pad in DIR
 # through the proxy, with an npm cache of its own (empty: nothing from npm's cache).
 npm_install() {
-	command -v npm >/dev/null || skip "no npm on this host (packages.txt: nodejs)"
 	mkdir -p "$1"
 	printf '{"name": "p", "version": "1.0.0", "dependencies": {"left-pad": "1.0.0", "right-pad": "^2.0.0"}}\n' >"$1/package.json"
-	(cd "$1" && HTTPS_PROXY=$PROXY https_proxy=$PROXY npm install --registry "https://localhost:$REG/" \
+	npm_proxied "$1" install
+}
+
+# npm_proxied DIR COMMAND: npm COMMAND in DIR through the proxy, the registry
+# as $REG, its own empty npm cache.
+npm_proxied() {
+	command -v npm >/dev/null || skip "no npm on this host (packages.txt: nodejs)"
+	(cd "$1" && HTTPS_PROXY=$PROXY https_proxy=$PROXY npm "$2" --registry "https://localhost:$REG/" \
 		--cafile "$T/taskca.pem" --cache "$1/.npm-cache" --no-audit --no-fund --no-update-notifier \
 		--loglevel=error)
 }
@@ -138,12 +144,9 @@ npm_install() {
 # npm_ci DIR LOCKDIR: the host's npm ci in DIR from LOCKDIR's package.json and
 # package-lock.json (made by npm_install), with an npm cache of its own (empty).
 npm_ci() {
-	command -v npm >/dev/null || skip "no npm on this host (packages.txt: nodejs)"
 	mkdir -p "$1"
 	cp "$2/package.json" "$2/package-lock.json" "$1/"
-	(cd "$1" && HTTPS_PROXY=$PROXY https_proxy=$PROXY npm ci --registry "https://localhost:$REG/" \
-		--cafile "$T/taskca.pem" --cache "$1/.npm-cache" --no-audit --no-fund --no-update-notifier \
-		--loglevel=error)
+	npm_proxied "$1" ci
 }
 
 @test "cache npm: npm ci from a lock file asks for no package document: the proxy fetches each itself, fills the store, and the next task's npm ci takes every tarball from it" {

@@ -85,8 +85,7 @@ static int own_sumdb(const struct conn *c)
  * request h (the VM's, placeholder and all: the swap's rules decide what
  * goes), nothing else of the VM's.  0, or -1 when it could not start.
  */
-static int start(struct conn *c, const struct http_head *h, struct px_fetch *f,
-                 const char *path)
+static int start(struct conn *c, const struct http_head *h, struct px_fetch *f, const char *path)
 {
 	struct proxy *px = c->px;
 	struct conn *g = px_conn_new(px, -1);
