@@ -204,16 +204,21 @@ out:
 	return ret;
 }
 
-/* A new folder .git/DIR (the user's) and in it the ref file NAME at the start commit. */
-static int write_start_ref(struct guest_task *t, const char *dir, const char *name)
+/* The ref file .git/REF at the start commit, in a new folder of the user's (REF less its last
+ * part). */
+static int write_start_ref(struct guest_task *t, const char *ref)
 {
 	struct buf path = BUF_INIT, b = BUF_INIT;
+	char *slash;
 	int fd, ret = 0;
 
-	buf_addf(&path, "%s/.git/%s", t->path, dir);
-	if ((ret = mkdir_user(t, path.buf)) < 0)
+	buf_addf(&path, "%s/.git/%s", t->path, ref);
+	slash = strrchr(path.buf, '/');
+	*slash = '\0';
+	ret = mkdir_user(t, path.buf);
+	*slash = '/';
+	if (ret < 0)
 		goto out;
-	buf_addf(&path, "/%s", name);
 	buf_addf(&b, "%s\n", t->start);
 	if ((fd = create_user_file(t, path.buf, 0644, O_EXCL)) < 0 ||
 	    write_all(fd, b.buf, b.len) < 0 || close(fd) < 0)
@@ -233,8 +238,7 @@ static int write_branch_and_user(struct guest_task *t)
 	struct buf path = BUF_INIT, b = BUF_INIT;
 	int fd, ret = 0;
 
-	if ((ret = write_start_ref(t, "refs/heads/aibox", "task")) < 0 ||
-	    (ret = write_start_ref(t, "refs/aibox", "start")) < 0)
+	if ((ret = write_start_ref(t, BRANCH_REF)) < 0 || (ret = write_start_ref(t, START_REF)) < 0)
 		goto out;
 	buf_reset(&path);
 	buf_addf(&path, "%s/.git/config", t->path);
@@ -382,7 +386,7 @@ void step_clone(struct guest_task *t, struct step_info *si, struct step_group *g
 			goto out;
 	}
 	/* Without it the bundle step only takes the longer way. */
-	if ((err = write_start_ref(t, "refs/aibox", "start")) < 0)
+	if ((err = write_start_ref(t, START_REF)) < 0)
 		vmlog(t, "cannot write %s: %s", START_REF, strerror(-err));
 	si->status = "ok";
 out:
