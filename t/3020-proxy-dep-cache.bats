@@ -62,13 +62,19 @@ teardown() {
 	common_teardown
 }
 
-# stop_registry_and_restart_with_token: the registry again, taking only the token tok-value.
+# stop_registry_and_restart_with_token [ARGS...]: the registry again, taking only the token tok-value.
 stop_registry_and_restart_with_token() {
 	kill "$REG_PID"
 	wait "$REG_PID" || true
 	rm -f "$T/reg.port"
 	printf 'tok-value\n' >"$T/token"
-	dep_registry --token-file "$T/token"
+	dep_registry --token-file "$T/token" "$@"
+}
+
+# reg_conns PATTERN: the connections (the registry's conn=N, --conn-ids) that
+# carried its requests matching PATTERN (grep -E), each once, in order.
+reg_conns() {
+	grep -E "$1" "$T/reg.log" | sed -E 's/.* conn=([0-9]+)$/\1/' | sort -nu
 }
 
 # task RULES [ARGS...]: one task's proxy with RULES on --secrets-fd, the
@@ -291,6 +297,63 @@ npm_ci() {
 	run grep -c ' cache=hit ' "$T/proxy.log"
 	assert_output 0
 	assert_equal "$(reg_count '^GET /left-pad/-/left-pad-1.0.0.tgz auth=bearer$')" 2
+}
+
+@test "cache npm: the proxy's own document fetches of a task take one upstream connection, kept between them" {
+	kill "$REG_PID"
+	wait "$REG_PID" || true
+	rm -f "$T/reg.port"
+	dep_registry --conn-ids
+	printf 'rule localhost:%s\ncache npm\n' "$REG" >"$T/rules"
+	task "$T/rules"
+	local u=https://localhost:$REG
+	# Three client connections one after another, each asking for a tarball whose document is not fetched yet.
+	run icurl -f -o "$T/got1" "$u/left-pad/-/left-pad-1.0.0.tgz"
+	assert_success
+	run icurl -f -o "$T/got2" "$u/right-pad/-/right-pad-2.1.0.tgz"
+	assert_success
+	run icurl -f -o "$T/got3" "$u/@sc/thing/-/thing-3.0.0.tgz"
+	assert_success
+	cmp "$T/got3" "$T/reg/npm/@sc/thing-3.0.0.tgz"
+	run grep -cE ' GET /(left-pad|right-pad|@sc%2fthing) status=200 cache=fetch ' "$T/proxy.log"
+	assert_output 3
+	run grep -c ' cache=fill ' "$T/proxy.log"
+	assert_output 3
+	# The three documents, each fetched once, all on one connection to the registry.
+	assert_equal "$(reg_count '^GET /[^/]* conn=[0-9]+$')" 3
+	run reg_conns '^GET /[^/]* conn='
+	assert_output --regexp '^[0-9]+$'
+	# ... which the tarballs' client connections did not use.
+	run reg_conns '\.tgz conn='
+	refute_line "$(reg_conns '^GET /left-pad conn=')"
+}
+
+@test "cache npm: an own fetch's kept connection carries only own fetches with the same secrets swapped in, never one with another or none" {
+	make_npm_tgz "$T/reg/npm" four 1.0.0
+	stop_registry_and_restart_with_token --conn-ids
+	printf 'secret TOK %s\nvalue tok-value\nhost localhost:%s\nrule localhost:%s\ncache npm\n' \
+		"$PH" "$REG" "$REG" >"$T/rules-secret"
+	local u=https://localhost:$REG with without
+	task "$T/rules-secret" --cache-scope project:a
+	# With the placeholder, without, with, without: four documents the proxy fetches itself.
+	run icurl -f -o /dev/null -H "Authorization: Bearer $PH" "$u/left-pad/-/left-pad-1.0.0.tgz"
+	assert_success
+	run icurl -o /dev/null "$u/right-pad/-/right-pad-2.1.0.tgz"
+	assert_success
+	run icurl -f -o /dev/null -H "Authorization: Bearer $PH" "$u/@sc/thing/-/thing-3.0.0.tgz"
+	assert_success
+	run icurl -o /dev/null "$u/four/-/four-1.0.0.tgz"
+	assert_success
+	run grep -c ' cache=fetch secrets=TOK ' "$T/proxy.log"
+	assert_output 2
+	# The two with the secret share a connection; the two without share another.
+	run reg_conns '^GET /(left-pad|@sc%2fthing) auth=bearer conn='
+	assert_output --regexp '^[0-9]+$'
+	with=$output
+	run reg_conns '^GET /(right-pad|four) auth=no conn='
+	assert_output --regexp '^[0-9]+$'
+	without=$output
+	[ "$with" != "$without" ]
 }
 
 @test "cache npm: a tampered tarball upstream is cut before its end, not stored, and counted; a request the rules bypass is not stored either" {

@@ -385,7 +385,8 @@ static int sweep_tick(const struct proxy_config *cfg)
 	if (cfg->connect_timeout_ms < tick)
 		tick = cfg->connect_timeout_ms;
 	tick /= 4;
-	if (cfg->api_pool > 0 && cfg->api_pool_idle_ms / 2 < tick)
+	/* The API's pool, and the own fetches' (only with interception). */
+	if ((cfg->api_pool > 0 || cfg->itls) && cfg->api_pool_idle_ms / 2 < tick)
 		tick = cfg->api_pool_idle_ms / 2;
 	if (tick < 20)
 		tick = 20;

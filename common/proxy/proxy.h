@@ -93,7 +93,8 @@ struct proxy_config {
 	char api_host[256]; /* upstream host (name or IP literal), port */
 	int api_port;
 	int api_pool;         /* idle upstream connections kept, 0 to PROXY_API_POOL_MAX */
-	int api_pool_idle_ms; /* an idle pooled connection is closed after this */
+	int api_pool_idle_ms; /* an idle pooled connection (the API's, an own fetch's) is closed
+	                         after this */
 
 	/*
 	 * Spend (docs/budget.md), with key forwarding: when prices is set, the

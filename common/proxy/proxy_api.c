@@ -1,6 +1,6 @@
 /*
- * Key forwarding: the requests for the API the proxy answers itself, the
- * pool of idle TLS connections to the upstream, and spend (docs/budget.md):
+ * Key forwarding: the requests for the API the proxy answers itself, and
+ * spend (docs/budget.md):
  * the caps, and the usage read from each answer through http.c's body
  * hook (struct http_body's content callback).
  */
@@ -11,8 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/epoll.h>
-#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -24,106 +22,6 @@
 #include "proxy/proxy_report.h"
 #include "config/usage.h"
 #include "base/banned.h"
-
-static void pool_close(struct pooled *p)
-{
-	if (p->fd < 0)
-		return;
-	/* No close_notify: the peer may be gone, and a write could block. */
-	SSL_set_quiet_shutdown(p->ssl, 1);
-	SSL_free(p->ssl);
-	close(p->fd); /* leaves epoll with it */
-	p->ssl = NULL;
-	p->fd = -1;
-}
-
-/* An idle connection is alive when nothing at all is waiting on it. */
-void px_pool_init(struct proxy *px)
-{
-	for (int i = 0; i < PROXY_API_POOL_MAX; i++) {
-		px->pool[i].h.c = NULL;
-		px->pool[i].h.side = SIDE_POOL;
-		px->pool[i].fd = -1;
-		px->pool[i].ssl = NULL;
-	}
-}
-
-void px_pool_close_all(struct proxy *px)
-{
-	for (int i = 0; i < PROXY_API_POOL_MAX; i++)
-		pool_close(&px->pool[i]);
-}
-
-void px_pool_sweep(struct proxy *px)
-{
-	for (int i = 0; i < px->cfg->api_pool; i++)
-		if (px->pool[i].fd >= 0 &&
-		    px->now_ms - px->pool[i].since_ms >= px->cfg->api_pool_idle_ms)
-			pool_close(&px->pool[i]);
-}
-
-void px_pool_put(struct conn *c)
-{
-	struct proxy *px = c->px;
-	struct pooled *p = NULL;
-	struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP};
-
-	if (!c->is_api || !px_upstream_reusable(c))
-		return;
-	for (int i = 0; i < px->cfg->api_pool; i++) {
-		if (px->pool[i].fd < 0) {
-			p = &px->pool[i];
-			break;
-		}
-		if (!p || px->pool[i].since_ms < p->since_ms)
-			p = &px->pool[i]; /* full: the oldest makes room */
-	}
-	if (!p)
-		return;
-	pool_close(p);
-	ev.data.ptr = &p->h;
-	if (epoll_ctl(px->epfd, EPOLL_CTL_MOD, c->ufd, &ev) < 0)
-		return;
-	p->fd = c->ufd;
-	p->ssl = c->ssl;
-	p->since_ms = px->now_ms;
-	c->ufd = -1;
-	c->ssl = NULL;
-	c->uev = 0;
-}
-
-int px_pool_take(struct conn *c)
-{
-	struct proxy *px = c->px;
-
-	for (;;) {
-		struct pooled *p = NULL;
-		struct epoll_event ev = {.events = EPOLLOUT, .data.ptr = &c->hu};
-
-		for (int i = 0; i < px->cfg->api_pool; i++)
-			if (px->pool[i].fd >= 0 && (!p || px->pool[i].since_ms >= p->since_ms))
-				p = &px->pool[i];
-		if (!p)
-			return 0;
-		if (!px_upstream_quiet(p->fd, p->ssl) ||
-		    epoll_ctl(px->epfd, EPOLL_CTL_MOD, p->fd, &ev) < 0) {
-			pool_close(p);
-			continue;
-		}
-		c->ufd = p->fd;
-		c->ssl = p->ssl;
-		c->uev = EPOLLOUT;
-		p->fd = -1;
-		p->ssl = NULL;
-		return 1;
-	}
-}
-
-void px_pool_event(struct pooled *p)
-{
-	if (p->fd >= 0 && !px_upstream_quiet(p->fd, p->ssl))
-		pool_close(p);
-}
 
 int px_is_api_authority(const char *host, int port)
 {

@@ -161,8 +161,16 @@ int px_fetch_meta(struct conn *c, const struct http_head *h, const char *t, size
 		f->key = buf_detach(&key, NULL);
 		*sp = f;
 		px->fetches_nr++;
-		if (start(c, h, f, path.buf) < 0)
-			f->state = PX_FETCH_FAILED;
+		if (start(c, h, f, path.buf) == 0) {
+			/*
+			 * c waits, even for a fetch already ended (on a kept connection
+			 * the answer can come before start() returns): its end woke the
+			 * waiting requests, and c looks up what it taught then.
+			 */
+			r = 1;
+			goto out;
+		}
+		f->state = PX_FETCH_FAILED;
 	}
 	r = f->state == PX_FETCH_PENDING ? 1 : 2;
 	if (f->state == PX_FETCH_FAILED)

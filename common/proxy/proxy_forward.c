@@ -93,8 +93,9 @@ void px_start_forward(struct conn *c, const struct http_head *h, const char *pat
 	if (c->intercept)
 		buf_addstr(&b, "Accept-Encoding: identity\r\n");
 	/*
-	 * Upstream connections are kept for the API (px->cfg->api_pool), and
-	 * for the next request of the same intercepted client connection.
+	 * Upstream connections are kept for the API (px->cfg->api_pool), for
+	 * the next request of the same intercepted client connection, and for
+	 * the proxy's own next fetch (common/proxy/proxy_pool.c).
 	 */
 	c->websocket = wants_websocket(c, h);
 	if (c->websocket)
@@ -119,7 +120,7 @@ void px_start_forward(struct conn *c, const struct http_head *h, const char *pat
 	 * A request without a body whose method is safe can be sent again if a
 	 * reused connection turns out dead before answering; keep its head.
 	 */
-	if (((c->is_api && px->cfg->api_pool > 0) || (c->intercept && c->kfd >= 0)) &&
+	if (((c->is_api && px->cfg->api_pool > 0) || (c->intercept && c->kfd >= 0) || c->own) &&
 	    c->reqb.kind == BODY_NONE && h->method_len == 3 && !memcmp(h->method, "GET", 3)) {
 		c->replay = xmalloc(b.len);
 		memcpy(c->replay, b.buf, b.len);
@@ -178,12 +179,13 @@ void px_finish_request(struct conn *c)
 	px_log_line(c, "allowed",
 	            c->draining ? "client went away: its answer was read to the end"
 	                        : c->cache_why);
+	/* The API's connection, or an own fetch's, goes back to its pool (if clean). */
+	px_pool_put(c);
 	if (c->own) {
 		/* The proxy's own fetch: no client to answer, no next request. */
 		px_conn_kill(c);
 		return;
 	}
-	px_pool_put(c);
 	if (keep && !c->draining)
 		px_keep_upstream(c);
 	px_close_upstream(c);

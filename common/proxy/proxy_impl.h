@@ -195,8 +195,14 @@ struct conn {
 	int64_t start_ms, deadline_ms;
 };
 
+/* Idle connections kept for the proxy's own metadata fetches, all hosts together. */
+#define PX_OWN_POOL 16
+/* A pooled connection's key: "HOST:PORT SECRETS" (struct conn's host and used). */
+#define PX_POOL_KEY (256 + 8 + 200)
+
 /*
- * An idle TLS connection to the API upstream, waiting for one request.
+ * An idle TLS connection to an upstream, waiting for one request: the
+ * API's, or one of the proxy's own fetches' (its key says for which).
  * A slot is free when fd < 0; its handle stays where epoll was told it is.
  */
 struct pooled {
@@ -204,6 +210,7 @@ struct pooled {
 	int fd;
 	SSL *ssl;
 	int64_t since_ms;
+	char key[PX_POOL_KEY];
 };
 
 struct proxy {
@@ -220,6 +227,8 @@ struct proxy {
 	int64_t log_written;
 	int log_full;
 	struct pooled pool[PROXY_API_POOL_MAX];
+	struct pooled
+	    opool[PX_OWN_POOL]; /* the own metadata fetches' (common/proxy/proxy_pool.c) */
 	/* Spend: the reservations of this proxy's paid requests in flight (docs/budget.md). */
 	uint64_t reserved;
 	uint64_t ledger_id;       /* this proxy's reservations in the ledger */
@@ -403,17 +412,19 @@ void px_spend_body_done(struct conn *c);
  */
 void px_spend_round(struct proxy *px, int tick);
 
-/* Every slot free (px->pool; api_pool of them are used). */
+/* ---- common/proxy/proxy_pool.c: idle upstream connections, the API's and the own fetches' ---- */
+
+/* Every slot free (px->pool, of which api_pool are used, and px->opool). */
 void px_pool_init(struct proxy *px);
 /* Close every idle connection (at the stop), without close_notify. */
 void px_pool_close_all(struct proxy *px);
-/* Close the idle connections past api_pool_idle_ms. */
+/* Close the idle connections past api_pool_idle_ms, the API's and the own fetches'. */
 void px_pool_sweep(struct proxy *px);
 /*
  * Whether c's upstream TLS connection can carry another request: still open,
  * the host not closing it, the request sent whole, the answer's end known from
  * its framing and read whole, and nothing buffered or half-done on either side.
- * The one rule of the API pool and of the intercepted hosts' kept connection.
+ * The one rule of the pools and of the intercepted hosts' kept connection.
  */
 int px_upstream_reusable(const struct conn *c);
 /*
@@ -423,12 +434,18 @@ int px_upstream_reusable(const struct conn *c);
 int px_upstream_quiet(int fd, const SSL *ssl);
 
 /*
- * Keep c's upstream connection for the next request, if it is clean: the
- * exchange complete on both sides, nothing unread, and the upstream willing.
- * Takes the fd and SSL away from c.
+ * Keep c's upstream connection for a later request, if c is a request for
+ * the API or an own fetch (c->own) and the connection is clean
+ * (px_upstream_reusable()): the API's in px->pool, an own fetch's in
+ * px->opool under c's host:port and c->used.  A full pool closes its
+ * oldest.  Takes the fd and SSL away from c.
  */
 void px_pool_put(struct conn *c);
-/* Give c the most recently used live idle connection.  1 when it got one. */
+/*
+ * Give c the most recently used live idle connection of its pool, for an
+ * own fetch one under exactly c's host:port and c->used.  1 when it got
+ * one; 0 also for a connection of neither kind.
+ */
 int px_pool_take(struct conn *c);
 /* epoll saw the idle connection p: closed by the upstream, or it spoke out of turn. */
 void px_pool_event(struct pooled *p);

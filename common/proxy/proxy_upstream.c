@@ -1,5 +1,6 @@
 /*
- * Finding the upstream of a request or tunnel: a pooled API connection, or
+ * Finding the upstream of a request or tunnel: a pooled connection
+ * (common/proxy/proxy_pool.c) or the one kept for the client connection, or
  * the resolver (only the addresses its allow entry permits), a
  * non-blocking connect to each address in turn, and TLS for the API.
  */
@@ -22,22 +23,6 @@
 #include "net/resolve.h"
 #include "net/tls.h"
 #include "base/banned.h"
-
-int px_upstream_reusable(const struct conn *c)
-{
-	return c->ssl && c->ufd >= 0 && !c->up_close && c->req_done && c->respb.done &&
-	       c->respb.kind != BODY_CLOSE && c->rb_len <= c->rb_off &&
-	       !px_spill_pending(&c->to_upstream) && !SSL_has_pending(c->ssl) && !c->ssl_rw &&
-	       !c->ssl_ww;
-}
-
-int px_upstream_quiet(int fd, const SSL *ssl)
-{
-	char b;
-	ssize_t r = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
-
-	return r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && !SSL_has_pending(ssl);
-}
 
 static void connected(struct conn *c)
 {
@@ -185,7 +170,7 @@ void px_start_resolve(struct conn *c)
 	const char *name = c->is_api ? px->cfg->api_host : c->host;
 	int port = c->is_api ? px->cfg->api_port : c->port;
 
-	if ((c->is_api && px_pool_take(c)) || (c->intercept && px_take_kept(c))) {
+	if (px_pool_take(c) || (c->intercept && px_take_kept(c))) {
 		c->reused = 1;
 		c->state = ST_FWD;
 		c->deadline_ms = px->now_ms + px->cfg->idle_timeout_ms;
