@@ -94,6 +94,15 @@ figure() {
 	figure '^hit: [0-9]+ µs each$'
 }
 
+@test "bench: bench/cache-install at its smallest size prints npm's, npm ci's and pip's first and second task and the proxy's CPU" {
+	BENCH_SLOW=0 bench cache-install 3 2 1
+	figure '^second task: [0-9]+ ms, 0 tarballs from upstream \([0-9]+% of the first\)$'
+	figure '^second task: [0-9]+ ms, 0 tarballs from upstream, 3 documents fetched \([0-9]+% of the first\), the proxy.s CPU [0-9]+ ms$'
+	figure '^npm ci alone \(no proxy, no delay, no document\): [0-9]+ ms \([0-9]+% of the first\)$'
+	figure '^second task: [0-9]+ ms, 0 wheels from upstream \([0-9]+% of the first\), the proxy.s CPU [0-9]+ ms$'
+	figure '^hit \(from the store\): [0-9]+ ms of CPU, [0-9]+ ms$'
+}
+
 @test "bench: bench/boot 1 prints a cold and a restored boot's figures" {
 	vm_image
 	bench boot 1
