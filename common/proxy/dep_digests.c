@@ -22,19 +22,28 @@ static uint64_t mix(uint64_t h)
 	return h;
 }
 
-static uint64_t hash(const struct dep_digests *d, const char *key)
+uint64_t dep_key_hash(unsigned long long seed, const char *key)
 {
-	uint64_t h = d->seed;
+	uint64_t h = seed;
 
 	for (const unsigned char *p = (const unsigned char *)key; *p; p++)
 		h = (h ^ *p) * 0x100000001b3ULL;
 	return mix(h);
 }
 
+unsigned long long dep_key_seed(const void *salt)
+{
+	unsigned long long seed;
+
+	if (getrandom(&seed, sizeof(seed), GRND_NONBLOCK) != sizeof(seed))
+		seed = (unsigned long long)(uintptr_t)salt ^ 0x9e3779b97f4a7c15ULL;
+	return seed;
+}
+
 /* The slot of key: the one holding it, or the empty one it would go in. */
 static size_t slot_of(const struct dep_digests *d, const char *key)
 {
-	size_t mask = d->nslot - 1, i = (size_t)hash(d, key) & mask;
+	size_t mask = d->nslot - 1, i = (size_t)dep_key_hash(d->seed, key) & mask;
 
 	while (d->slot[i] && strcmp(d->v[d->slot[i] - 1].key, key))
 		i = (i + 1) & mask;
@@ -46,8 +55,8 @@ static void grow(struct dep_digests *d)
 {
 	size_t n = d->nslot ? 2 * d->nslot : 128;
 
-	if (!d->nslot && getrandom(&d->seed, sizeof(d->seed), GRND_NONBLOCK) != sizeof(d->seed))
-		d->seed = (unsigned long long)(uintptr_t)d ^ 0x9e3779b97f4a7c15ULL;
+	if (!d->nslot)
+		d->seed = dep_key_seed(d);
 	free(d->slot);
 	d->slot = xcalloc(n, sizeof(*d->slot));
 	d->nslot = n;

@@ -11,6 +11,7 @@
 #define AIBOX_DEP_RULES_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 struct buf;
 struct http_head;
@@ -83,6 +84,14 @@ struct dep_digests {
 	{                                                                                          \
 		0                                                                                  \
 	}
+
+/*
+ * The hash of a table's string key, seeded: keys that come from upstream or
+ * the VM cannot be aimed at one slot when the seed is dep_key_seed()'s, random
+ * per table (salt, the table's address, only when the kernel gives no random).
+ */
+uint64_t dep_key_hash(unsigned long long seed, const char *key);
+unsigned long long dep_key_seed(const void *salt);
 
 void dep_digests_clear(struct dep_digests *d);
 

@@ -32,19 +32,10 @@
 /* npm's Accept for the abbreviated package document (what npm itself sends). */
 #define NPM_ACCEPT "application/vnd.npm.install-v1+json; q=1.0, application/json; q=0.8, */*"
 
-static uint64_t key_hash(const char *k)
-{
-	uint64_t h = 14695981039346656037ULL;
-
-	for (; *k; k++)
-		h = (h ^ (unsigned char)*k) * 1099511628211ULL;
-	return h;
-}
-
 /* The slot of key in the table (its record, or the empty slot where it goes). */
 static struct px_fetch **slot(struct proxy *px, const char *key)
 {
-	size_t mask = px->fetches_cap - 1, i = (size_t)key_hash(key) & mask;
+	size_t mask = px->fetches_cap - 1, i = (size_t)dep_key_hash(px->fetches_seed, key) & mask;
 
 	while (px->fetches[i] && strcmp(px->fetches[i]->key, key))
 		i = (i + 1) & mask;
@@ -59,6 +50,8 @@ static void grow(struct proxy *px)
 
 	if (px->fetches_cap && (px->fetches_nr + 1) * 2 <= px->fetches_cap)
 		return;
+	if (!n)
+		px->fetches_seed = dep_key_seed(px);
 	px->fetches_cap = n ? n * 2 : 256;
 	px->fetches = xcalloc(px->fetches_cap, sizeof(*px->fetches));
 	for (size_t i = 0; i < n; i++)

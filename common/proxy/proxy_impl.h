@@ -254,6 +254,7 @@ struct proxy {
 	/* The proxy's own metadata fetches, one a key (common/proxy/proxy_fetch.c). */
 	struct px_fetch **fetches;
 	size_t fetches_cap, fetches_nr;
+	unsigned long long fetches_seed; /* its hash's (dep_key_seed()): the VM names the keys */
 	int fetch_wake;      /* a fetch ended: the requests waiting (ST_CWAIT) look again */
 	struct buf echo_out; /* an intercepted answer's bytes on their way, kept for the next */
 	char scratch[SCRATCH_SIZE]; /* a tunnel's bytes on their way through */
