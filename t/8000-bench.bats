@@ -144,8 +144,8 @@ figure() {
 @test "bench: bench/attempts at its smallest size prints one task's and two attempts' wall time and memory" {
 	vm_image
 	BENCH_SMALL=1 BENCH_MEM_DIR=$T/mem bench attempts 2 1
-	figure '^\| 1 task \| [0-9.]+ \| 1\.00 \| [0-9]+ \| 1\.00 \| [0-9]+ \| [0-9]+ \| [0-9]+ \|$'
-	figure '^\| --attempts 2 \| [0-9.]+ \| [0-9.]+ \| [0-9]+ \| [0-9.]+ \| [0-9]+ \| [0-9]+ \| [0-9]+ \|$'
+	figure '^\| 1 task \| [0-9.]+ \| 1\.00 \| [0-9]+ \| 1\.00 \| [0-9]+ \| [0-9]+ \| [0-9]+ \| [0-9.]+ \| [0-9.]+ \| 1\.00 \|$'
+	figure '^\| --attempts 2 \| [0-9.]+ \| [0-9.]+ \| [0-9]+ \| [0-9.]+ \| [0-9]+ \| [0-9]+ \| [0-9]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \|$'
 	# BENCH_MEM_DIR: the guest's memory at the task's commit (each
 	# attempt's), and the QEMUs' mappings at the peak
 	run grep -c '^MemTotal: ' "$T/mem/aibox.one.guest" "$T/mem/aibox.attempts.guest"
