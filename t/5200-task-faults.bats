@@ -326,7 +326,9 @@ sleep 600'
 @test "task faults: a task that times out ends by timeout with exit 1 and its VM stopped" {
 	api '{"turns": [{"stall": 600}], "require_key": "'"$KEY"'"}'
 	t0=$(date +%s)
-	start_task --timeout 8s "Wait."
+	# the limit only has to pass (it bounds the claude step alone): the
+	# stop and the results after it are the same at 2 s as at 60
+	start_task --timeout 2s "Wait."
 	[ -n "$QEMU" ]
 	finish_task 300
 	[ "$status" -eq 1 ]
