@@ -50,9 +50,12 @@ endif
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
+# -ffile-prefix-map: no build folder in the binaries (debug info, __FILE__), so
+# every tree builds the same aibox-init and the image store's boot key, which
+# hashes it, does not change with the folder a tree was built in.
 ALL_CFLAGS = -std=gnu11 -D_GNU_SOURCE -DAIBOX_VERSION='"$(VERSION)"' -Icommon \
 	$(WARNINGS) $(PKG_CFLAGS) $(SAN_FLAGS) -fstack-protector-strong \
-	-D_FORTIFY_SOURCE=2 $(CFLAGS)
+	-D_FORTIFY_SOURCE=2 -ffile-prefix-map=$(CURDIR)=. $(CFLAGS)
 ALL_LDFLAGS = $(SAN_FLAGS) -Wl,--as-needed -Wl,-z,relro,-z,now $(LDFLAGS)
 LIBS = $(PKG_LIBS) -lz
 
