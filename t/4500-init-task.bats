@@ -258,7 +258,7 @@ commit hello.txt hi"
 	assert_equal "$(git -C src rev-parse got)" "$(jget end_commit)"
 }
 
-@test "init task: the clone has the host's git name and email however they are spelled" {
+@test "init task: the clone has the host's git name and email however they are spelled, and no automatic maintenance" {
 	for idx in no yes; do
 		rm -rf project res src share/start.bundle share/start.idx share/settings.json
 		mkdir res
@@ -280,6 +280,8 @@ EOF
 		assert_success
 		assert_equal "$(git -C project config user.name)" 'Ann "Q" \ O'"'"'Neil [x]'
 		assert_equal "$(git -C project config user.email)" "ann+x@example.com"
+		# no git maintenance process after each commit, in either clone
+		assert_equal "$(git -C project config maintenance.auto)" "false"
 		git -C src fetch -q "$T/res/changes.bundle" aibox/task:got
 		assert_equal "$(git -C src log -1 --format='%an <%ae>' got)" 'Ann "Q" \ O'"'"'Neil [x] <ann+x@example.com>'
 		assert_equal "$(git -C project remote)" ""
