@@ -250,14 +250,22 @@ commit hello.txt hi"
 	rm -rf res/* project/* project/.git
 	printf '%s\n' "say nothing to do" >share/prompt.txt
 	: >secrets.json
-	AIBOX_TEST_TASK_SHARE="$T/share" AIBOX_TEST_TASK_STATE="$T/state" \
+	SHELL=/bin/bash AIBOX_TEST_TASK_SHARE="$T/share" AIBOX_TEST_TASK_STATE="$T/state" \
 		AIBOX_TEST_TASK_HOME="$T/aibox-home" AIBOX_TEST_TASK_CLAUDE="$TOP/t/fake-claude" \
 		bin/sshd -c 'sleep 1; test-init-task; exit $?' <secrets.json >out.tar 2>progress.txt
 	tar -xf out.tar -C res
 	run grep "session: sshd" res/vm.log
 	assert_success
-	# at least the second slept (less a clock tick), and the init's start after it
-	assert_output --regexp 'session: sshd started (0\.9[0-9]|[1-9][0-9]*\.[0-9][0-9]) s before this process .* which started the task [0-9]+\.[0-9][0-9] s later'
+	# at least the second slept (less a clock tick), and the init's start after it;
+	# the shell that ran the forced command is sshd's SHELL (docs/init-task.md)
+	assert_output --regexp 'session: sshd started (0\.9[0-9]|[1-9][0-9]*\.[0-9][0-9]) s before this process .* which started the task [0-9]+\.[0-9][0-9] s later \(root.s shell /bin/bash, then the init\)$'
+	rm -rf res/* project/* project/.git
+	SHELL=/usr/lib/aibox/aibox-init AIBOX_TEST_TASK_SHARE="$T/share" AIBOX_TEST_TASK_STATE="$T/state" \
+		AIBOX_TEST_TASK_HOME="$T/aibox-home" AIBOX_TEST_TASK_CLAUDE="$TOP/t/fake-claude" \
+		bin/sshd -c 'test-init-task; exit $?' <secrets.json >out.tar 2>progress.txt
+	tar -xf out.tar -C res
+	run grep "session: sshd" res/vm.log
+	assert_output --regexp 's later \(no shell: the init is root.s shell\)$'
 }
 
 @test "init task: changes left uncommitted go into one aibox commit, ignored files stay out" {
