@@ -7,7 +7,10 @@
  * console when the host can talk SSH, reaps orphans, and powers the VM off
  * when the session is over (task mode) or on any failure.
  *
- * As `aibox-init session` (the forced command of the per-task key): runs
+ * As `aibox-init session` (the forced command of the per-task key), or as
+ * `aibox-init -c '<the forced command>'` (root's login shell, which sshd
+ * runs the forced command with: base.h, root_shell_set(); any other command
+ * or login goes to bash, root's shell before): runs
  * the command the host asked for in SSH_ORIGINAL_COMMAND; in task mode the
  * only command is `task` (image/init/task.h), in run mode `run`
  * (image/init/run.h).
@@ -30,8 +33,12 @@
 #include "task.h"
 #include "base/banned.h"
 
-static const char usage_text[] = "usage: aibox-init              (as PID 1 in the aibox VM)\n"
-                                 "       aibox-init session      (as the SSH forced command)\n";
+static const char usage_text[] =
+    "usage: aibox-init              (as PID 1 in the aibox VM)\n"
+    "       aibox-init session      (as the SSH forced command)\n"
+    "       aibox-init -c '" GUEST_FORCED_COMMAND "'\n"
+    "                               (the same, as root's shell; any other -c\n"
+    "                               or login runs bash)\n";
 
 static void console(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void console(const char *fmt, ...)
@@ -76,7 +83,7 @@ static int pid1_main(int resumed)
 	if (setenv("PATH", GUEST_PATH, 1) < 0)
 		power_off();
 
-	if (!resumed && mount_early() < 0)
+	if (!resumed && (mount_early() < 0 || root_shell_set() < 0))
 		goto fail;
 	console(resumed ? "resumed" : "started");
 	if ((r = guest_mode(mode, sizeof(mode))) < 0) {
@@ -144,6 +151,14 @@ fail:
 	power_off();
 }
 
+/* What root's login shell was: bash, with sshd's arguments (argv[0] "-" for a login). */
+__attribute__((noreturn)) static void shell_exec(char **argv)
+{
+	argv[0] = argv[0][0] == '-' ? "-" GUEST_ROOT_SHELL_NAME : GUEST_ROOT_SHELL_NAME;
+	execv(GUEST_ROOT_SHELL, argv);
+	die("cannot run %s: %s", GUEST_ROOT_SHELL, strerror(errno));
+}
+
 static int session_main(void)
 {
 	const char *cmd = getenv("SSH_ORIGINAL_COMMAND");
@@ -172,6 +187,18 @@ int main(int argc, char **argv)
 		return pid1_main(argc == 2 && !strcmp(argv[1], "resumed"));
 	if (argc == 2 && !strcmp(argv[1], GUEST_INIT_SESSION))
 		return session_main();
+	/*
+	 * As root's login shell (root_shell_set()): sshd runs the forced command
+	 * as `aibox-init -c COMMAND`, which runs here as `aibox-init session`
+	 * would, with no shell before it.  Any other login (a key without a forced
+	 * command, which only the tests' VMs take) gets the shell root had.
+	 */
+	if (argc == 3 && !strcmp(argv[1], GUEST_SHELL_COMMAND_FLAG) &&
+	    !strcmp(argv[2], GUEST_FORCED_COMMAND))
+		return session_main();
+	if ((argc > 0 && argv[0][0] == '-') ||
+	    (argc >= 2 && !strcmp(argv[1], GUEST_SHELL_COMMAND_FLAG)))
+		shell_exec(argv);
 	if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
 		fputs(usage_text, stdout);
 		return 0;

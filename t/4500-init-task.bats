@@ -81,6 +81,35 @@ print(json.dumps(v) if not isinstance(v, str) else v)
 EOF
 }
 
+@test "init task: as root's login shell, aibox-init runs the forced command itself, anything else through bash" {
+	# (docs/image.md, "The guest"): sshd runs a command as `SHELL -c CMD`.
+	# The forced command reaches the session, which on the host finds no VM's mode.
+	run aibox-init -c '/usr/lib/aibox/aibox-init session'
+	assert_failure
+	assert_output "aibox-init: no mode on the kernel command line"
+	# Only that exact string: anything else is bash's, as when bash was root's shell.
+	for cmd in '/usr/lib/aibox/aibox-init session ' '/usr/lib/aibox/aibox-init  session'; do
+		run -127 aibox-init -c "$cmd"
+		assert_output "bash: line 1: /usr/lib/aibox/aibox-init: No such file or directory"
+	done
+	run aibox-init -c '/usr/lib/aibox/aibox-init session; echo "$0 ${BASH_VERSION:+bash}"'
+	assert_success
+	assert_output "bash: line 1: /usr/lib/aibox/aibox-init: No such file or directory
+bash bash"
+	run aibox-init -c 'echo "$0 ${BASH_VERSION:+bash}"'
+	assert_success
+	assert_output "bash bash"
+	run aibox-init -c 'echo "$0:$1"' x y
+	assert_success
+	assert_output "x:y"
+	run -127 aibox-init -c '/usr/lib/aibox/aibox-init session' x
+	assert_output "x: line 1: /usr/lib/aibox/aibox-init: No such file or directory"
+	# A login (argv[0] "-aibox-init", as sshd runs a shell with no command) is bash's.
+	run bash -c 'echo "echo \$0 \${BASH_VERSION:+bash}" | exec -a -aibox-init aibox-init'
+	assert_success
+	assert_output "-bash bash"
+}
+
 @test "init task: a commit by Claude Code comes back as a bundle of the start commit plus it" {
 	run_task "commit hello.txt hi there"
 	assert_success
@@ -221,14 +250,22 @@ commit hello.txt hi"
 	rm -rf res/* project/* project/.git
 	printf '%s\n' "say nothing to do" >share/prompt.txt
 	: >secrets.json
-	AIBOX_TEST_TASK_SHARE="$T/share" AIBOX_TEST_TASK_STATE="$T/state" \
+	SHELL=/bin/bash AIBOX_TEST_TASK_SHARE="$T/share" AIBOX_TEST_TASK_STATE="$T/state" \
 		AIBOX_TEST_TASK_HOME="$T/aibox-home" AIBOX_TEST_TASK_CLAUDE="$TOP/t/fake-claude" \
 		bin/sshd -c 'sleep 1; test-init-task; exit $?' <secrets.json >out.tar 2>progress.txt
 	tar -xf out.tar -C res
 	run grep "session: sshd" res/vm.log
 	assert_success
-	# at least the second slept (less a clock tick), and the init's start after it
-	assert_output --regexp 'session: sshd started (0\.9[0-9]|[1-9][0-9]*\.[0-9][0-9]) s before this process .* which started the task [0-9]+\.[0-9][0-9] s later'
+	# at least the second slept (less a clock tick), and the init's start after it;
+	# the shell that ran the forced command is sshd's SHELL (docs/init-task.md)
+	assert_output --regexp 'session: sshd started (0\.9[0-9]|[1-9][0-9]*\.[0-9][0-9]) s before this process .* which started the task [0-9]+\.[0-9][0-9] s later \(root.s shell /bin/bash, then the init\)$'
+	rm -rf res/* project/* project/.git
+	SHELL=/usr/lib/aibox/aibox-init AIBOX_TEST_TASK_SHARE="$T/share" AIBOX_TEST_TASK_STATE="$T/state" \
+		AIBOX_TEST_TASK_HOME="$T/aibox-home" AIBOX_TEST_TASK_CLAUDE="$TOP/t/fake-claude" \
+		bin/sshd -c 'test-init-task; exit $?' <secrets.json >out.tar 2>progress.txt
+	tar -xf out.tar -C res
+	run grep "session: sshd" res/vm.log
+	assert_output --regexp 's later \(no shell: the init is root.s shell\)$'
 }
 
 @test "init task: changes left uncommitted go into one aibox commit, ignored files stay out" {

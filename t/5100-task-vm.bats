@@ -149,6 +149,12 @@ and commit it."
 	grep -q "prepared clone: pack-" "$DIR/vm.log"
 }
 
+@test "task vm: sshd ran the task's forced command with the init as root's shell, no shell between" {
+	shared
+	# (docs/image.md, "The guest"; docs/init-task.md, "What happens")
+	grep -qE '^\[ *[0-9.]+\] session: sshd started .*\(no shell: the init is root.s shell\)$' "$DIR/vm.log"
+}
+
 @test "task vm: the task's aibox.log has the time of every phase" {
 	shared
 	# (docs/task-host.md)

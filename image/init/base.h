@@ -20,6 +20,16 @@
 	GUEST_RUN_DIR "/" GUEST_SSH_SUBDIR /* host key + authorized_keys, root only                \
 	                                    */
 #define GUEST_SESSION_FLAG GUEST_RUN_DIR "/session-started"
+/*
+ * Root's line in /etc/passwd: its shell is the init (root_shell_set()), which
+ * hands any login but the forced command to GUEST_ROOT_SHELL, root's shell in
+ * the root disk as Debian makes it.
+ */
+#define GUEST_ROOT_PASSWD_LINE "root:x:0:0:root:/root:" GUEST_INIT_PATH
+#define GUEST_ROOT_SHELL       "/bin/bash"
+#define GUEST_ROOT_SHELL_NAME  "bash"
+/* How sshd runs a command through a login shell: `SHELL -c COMMAND`. */
+#define GUEST_SHELL_COMMAND_FLAG "-c"
 
 /* The settings the base needs (the task mode reads the rest itself). */
 struct guest_mount {
@@ -44,6 +54,21 @@ int guest_mode(char *out, size_t n);
 
 /* proc, sys, devtmpfs (kept from the initramfs), devpts, /dev/shm, cgroup2, /run. */
 int mount_early(void);
+
+/*
+ * Replace the line of `name` in the passwd or group file `file` with `line`
+ * (the whole file rewritten; other lines as they were).
+ */
+int id_line_set(const char *file, const char *name, const char *line);
+
+/*
+ * Root's login shell is aibox-init itself (GUEST_ROOT_PASSWD_LINE in
+ * /etc/passwd, in the root's writable layer): sshd runs the forced command
+ * as `aibox-init -c GUEST_FORCED_COMMAND`, which the init runs with no shell
+ * between; any other -c, or a login, execs GUEST_ROOT_SHELL as sshd would
+ * have (docs/image.md, "The guest").
+ */
+int root_shell_set(void);
 
 /* The task share at GUEST_TASK_DIR, read-only. */
 int mount_task_share(void);

@@ -101,6 +101,39 @@ int mount_early(void)
 	return 0;
 }
 
+int id_line_set(const char *file, const char *name, const char *line)
+{
+	struct buf in = BUF_INIT, out = BUF_INIT;
+	const char *p, *end;
+	size_t name_len = strlen(name);
+	ssize_t n;
+	int r;
+
+	if ((n = buf_read_file(&in, file, 1024 * 1024)) < 0) {
+		error("cannot read %s: %s", file, strerror((int)-n));
+		return (int)n;
+	}
+	for (p = in.buf; p < in.buf + in.len; p = end) {
+		end = memchr(p, '\n', (size_t)(in.buf + in.len - p));
+		end = end ? end + 1 : in.buf + in.len;
+		if ((size_t)(end - p) > name_len && !strncmp(p, name, name_len) &&
+		    p[name_len] == ':')
+			buf_addf(&out, "%s\n", line);
+		else
+			buf_add(&out, p, (size_t)(end - p));
+	}
+	if ((r = buf_write_file(&out, file, 0644)) < 0)
+		error("cannot write %s: %s", file, strerror(-r));
+	buf_release(&in);
+	buf_release(&out);
+	return r;
+}
+
+int root_shell_set(void)
+{
+	return id_line_set("/etc/passwd", "root", GUEST_ROOT_PASSWD_LINE);
+}
+
 int mount_task_share(void)
 {
 	return do_mount(GUEST_TAG_TASK, GUEST_TASK_DIR, "9p", MS_RDONLY | MS_NOSUID | MS_NODEV,

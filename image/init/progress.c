@@ -101,7 +101,8 @@ void log_session_start(struct guest_task *t)
 {
 	unsigned long long self_start, sshd_start = 0, start;
 	long hz = sysconf(_SC_CLK_TCK);
-	char comm[64];
+	char comm[64], how[128];
+	const char *shell;
 	pid_t pid = getppid(), ppid = 0, self_ppid;
 	struct timespec now;
 	double task_s;
@@ -119,9 +120,16 @@ void log_session_start(struct guest_task *t)
 		return;
 	task_s =
 	    (double)now.tv_sec + (double)now.tv_nsec / 1e9 - (double)(clock_ms() - t->t0) / 1e3;
+	/* sshd sets SHELL to root's login shell, which ran the forced command. */
+	shell = getenv("SHELL");
+	if (shell && !strcmp(shell, GUEST_INIT_PATH))
+		snprintf(how, sizeof(how), "no shell: the init is root's shell");
+	else
+		snprintf(how, sizeof(how), "root's shell %.64s, then the init",
+		         shell ? shell : "?");
 	vmlog(t,
 	      "session: sshd started %.2f s before this process (forked by sshd for the "
-	      "session), which started the task %.2f s later (the shell, then the init)",
+	      "session), which started the task %.2f s later (%s)",
 	      (double)(self_start - sshd_start) / (double)hz,
-	      task_s - (double)self_start / (double)hz);
+	      task_s - (double)self_start / (double)hz, how);
 }

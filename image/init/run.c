@@ -53,33 +53,6 @@ static int settings_load(struct task_settings_doc *d)
 	return r;
 }
 
-/* Replace the line of the user (or group) aibox in file with `line`. */
-static int set_id_line(const char *file, const char *line)
-{
-	struct buf in = BUF_INIT, out = BUF_INIT;
-	const char *p, *end;
-	ssize_t n;
-	int r;
-
-	if ((n = buf_read_file(&in, file, 1024 * 1024)) < 0) {
-		error("cannot read %s: %s", file, strerror((int)-n));
-		return (int)n;
-	}
-	for (p = in.buf; p < in.buf + in.len; p = end) {
-		end = memchr(p, '\n', (size_t)(in.buf + in.len - p));
-		end = end ? end + 1 : in.buf + in.len;
-		if (!strncmp(p, "aibox:", 6))
-			buf_addf(&out, "%s\n", line);
-		else
-			buf_add(&out, p, (size_t)(end - p));
-	}
-	if ((r = buf_write_file(&out, file, 0644)) < 0)
-		error("cannot write %s: %s", file, strerror(-r));
-	buf_release(&in);
-	buf_release(&out);
-	return r;
-}
-
 static int mount_rw(const char *tag, const char *target)
 {
 	if (mkdir(target, 0755) < 0 && errno != EEXIST) {
@@ -122,10 +95,10 @@ int run_setup(struct guest_settings *gs)
 	/* Root stays root: the user aibox keeps its ids then. */
 	snprintf(line, sizeof(line), "aibox:x:%u:%u::" GUEST_HOME ":/bin/bash", (unsigned)s->uid,
 	         (unsigned)s->gid);
-	if (s->uid != 0 && (r = set_id_line("/etc/passwd", line)) < 0)
+	if (s->uid != 0 && (r = id_line_set("/etc/passwd", "aibox", line)) < 0)
 		goto out;
 	snprintf(line, sizeof(line), "aibox:x:%u:", (unsigned)s->gid);
-	if (s->uid != 0 && s->gid != 0 && (r = set_id_line("/etc/group", line)) < 0)
+	if (s->uid != 0 && s->gid != 0 && (r = id_line_set("/etc/group", "aibox", line)) < 0)
 		goto out;
 	if ((r = mount_rw(GUEST_TAG_PROJECT, s->path)) < 0 ||
 	    (r = mount_rw(GUEST_TAG_HOME, GUEST_HOME)) < 0)

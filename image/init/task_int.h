@@ -146,9 +146,10 @@ __attribute__((format(printf, 2, 3))) void progress(struct guest_task *t, const 
  * the start of the outermost sshd above this process (the one the relay
  * started when the host connected, just before the banner) to this
  * process's fork by sshd (key exchange, authentication, sshd's own forks),
- * and from there to the task's start (the forced command's shell, the init's
- * exec and its start).  Read from /proc, in the kernel's clock ticks; no line
- * when no sshd is above (the native tests).
+ * and from there to the task's start (the init's exec and its start, and the
+ * shell before it if root's shell is not the init: the line names which, from
+ * SHELL).  Read from /proc, in the kernel's clock ticks; no line when no sshd
+ * is above (the native tests).
  */
 void log_session_start(struct guest_task *t);
 
