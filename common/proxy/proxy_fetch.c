@@ -74,6 +74,41 @@ static int own_sumdb(const struct conn *c)
 	return 0;
 }
 
+/* The prefix of the first cached rule on c's host (the one its cache kind is from), or NULL. */
+static const char *go_prefix(const struct conn *c)
+{
+	const struct proxy_secrets *ps = c->px->cfg->secrets;
+
+	for (size_t i = 0; i < ps->nr_rules; i++)
+		if (ps->rules[i].cache && allow_match(&ps->rule_hosts[i], c->host, c->port))
+			return ps->rules[i].prefix;
+	return NULL;
+}
+
+/*
+ * The lookup of the Go download t (tl bytes) into path: relative to the
+ * prefix of c's rule, which t must begin with, byte for byte, then a '/'
+ * (docs/cache.md, "go").  0, or -EINVAL.
+ */
+static int go_lookup_path(const struct conn *c, const char *t, size_t tl, struct buf *path)
+{
+	const char *pre = go_prefix(c);
+	size_t pl = pre ? strlen(pre) : 0;
+	struct buf rel = BUF_INIT;
+	int r;
+
+	if (tl <= pl || memcmp(t, pre ? pre : "", pl) || t[pl] != '/')
+		return -EINVAL;
+	r = dep_go_lookup_path(t + pl, tl - pl, own_sumdb(c), &rel);
+	if (!r) {
+		buf_reset(path);
+		buf_add(path, t, pl);
+		buf_add(path, rel.buf, rel.len);
+	}
+	buf_release(&rel);
+	return r;
+}
+
 /*
  * Start the fetch f of path on c's host: a connection of the proxy's own,
  * its request head carrying npm's Accept and the Authorization of c's
@@ -165,7 +200,7 @@ int px_fetch_meta(struct conn *c, const struct http_head *h, const char *t, size
 	if (c->cache_kind == CONFIG_CACHE_NPM)
 		r = dep_npm_doc_path(t, tl, &path);
 	else if (c->cache_kind == CONFIG_CACHE_GO)
-		r = dep_go_lookup_path(t, tl, own_sumdb(c), &path);
+		r = go_lookup_path(c, t, tl, &path);
 	else
 		r = -EINVAL;
 	if (r < 0) {
