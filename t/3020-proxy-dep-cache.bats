@@ -455,7 +455,7 @@ restart_registry() {
 }
 
 @test "cache npm: a registry whose document always fails gets at most three fetches of it from a task, however many requests come, at once or over time" {
-	task "$T/rules"
+	restart_registry --times
 	local u=https://localhost:$REG i pids=() st=0
 	echo all >"$T/reg/FAILDOC"
 	for i in $(seq 50); do
@@ -469,7 +469,7 @@ restart_registry() {
 	for i in $(seq 50); do
 		cmp "$T/burst$i" "$T/reg/npm/left-pad-1.0.0.tgz"
 	done
-	run reg_count '^GET /left-pad$'
+	run reg_count '^GET /left-pad t='
 	assert_output --regexp '^[123]$'
 	# Over time, past every backoff (1 s, then 2 s): the third fetch is the last.
 	for i in $(seq 10); do
@@ -480,8 +480,13 @@ restart_registry() {
 	sleep 4.1
 	run icurl -f -m 20 -o /dev/null "$u/left-pad/-/left-pad-1.0.0.tgz"
 	assert_success
-	assert_equal "$(reg_count '^GET /left-pad$')" 3
-	assert_equal "$(reg_count '^GET /left-pad/-/left-pad-1.0.0.tgz$')" 61
+	assert_equal "$(reg_count '^GET /left-pad t=')" 3
+	assert_equal "$(reg_count '^GET /left-pad/-/left-pad-1.0.0.tgz t=')" 61
+	# Each fetch again came no sooner than its backoff after the one before (1 s, then 2 s).
+	run awk '$2 == "/left-pad" { sub("t=", "", $3); if (n++) printf "%d\n", ($3 - last) * 1000; last = $3 }' "$T/reg.log"
+	assert_equal "${#lines[@]}" 2
+	((lines[0] >= 1000))
+	((lines[1] >= 2000))
 	run grep -c ' cache=fill ' "$T/proxy.log"
 	assert_output 0
 }
