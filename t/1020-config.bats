@@ -606,7 +606,7 @@ EOF2
 		assert_output --partial "allow[0].paths: '$p'"
 	done
 	cfg 'allow: [{host: a.com, verbs: [GET]}]'
-	assert_output "config.yaml:1:23: allow[0]: unknown key 'verbs' (known keys: host, methods, paths, cache, sumdb-key)"
+	assert_output "config.yaml:1:23: allow[0]: unknown key 'verbs' (known keys: host, methods, paths, cache, sumdb-key, prefix)"
 	cfg 'allow:
   - {host: a.com, methods: [GET]}
   - {host: A.com, methods: [POST]}'
@@ -658,6 +658,36 @@ EOF2
 	cfg "allow: [{host: a.com, sumdb-key: '$k'}]"
 	assert_failure
 	assert_output "config.yaml:1:16: allow[0].host: a sumdb-key is for a rule with cache: go"
+}
+
+@test "config: cache: go takes a prefix, the path its GOPROXY is served under, checked; a bad one is refused with its place" {
+	cfg 'allow: [{host: art.example.com, cache: go, prefix: /artifactory/api/go/go-remote}]'
+	assert_success
+	run test-found config-host config.yaml
+	assert_success
+	assert_line "rule art.example.com line=1 methods= paths= cache=go prefix=/artifactory/api/go/go-remote"
+	local p
+	for p in artifactory /a/ / // /a//b /a/./b /a/.. /a%2fb '/a?x' '/a b' /a/b#c '/é'; do
+		cfg "allow: [{host: a.com, cache: go, prefix: '$p'}]"
+		assert_failure
+		assert_output --regexp '^config\.yaml:1:4[0-9]: allow\[0\]\.prefix: '
+		assert_output --partial "allow[0].prefix: '$p': "
+		assert_output --partial ", like /artifactory/api/go/go-remote"
+	done
+	cfg "allow: [{host: a.com, cache: go, prefix: /a/b/c/d/e/f/g/h/i/j/k/l/m/n/o/p/q}]"
+	assert_failure
+	assert_output --partial "more than 16 segments"
+	cfg "allow: [{host: a.com, cache: go, prefix: /$(printf 'a%.0s' $(seq 256))}]"
+	assert_failure
+	assert_output --partial "longer than 256 bytes"
+	cfg "allow: [{host: a.com, cache: go, prefix: /$(printf 'a%.0s' $(seq 255))}]"
+	assert_success
+	cfg 'allow: [{host: a.com, cache: npm, prefix: /a}]'
+	assert_failure
+	assert_output "config.yaml:1:16: allow[0].host: a prefix is for a rule with cache: go"
+	cfg 'allow: [{host: a.com, cache: go, prefix: [/a]}]'
+	assert_failure
+	assert_output --partial "allow[0].prefix: "
 }
 
 @test "config: the npm, pypi, crates and debian presets mark their registries for the cache; a rule of the config's own wins; a bad mark is refused" {

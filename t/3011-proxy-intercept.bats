@@ -247,6 +247,10 @@ codes() {
 	bad "secret TOK $PH\nvalue $VALUE\nhost a.com" "secrets, line 3: no newline at the end"
 	bad "bogus\n" "secrets, line 1: not 'WORD REST'"
 	bad "what ever\n" "secrets, line 1: an unknown word"
+	bad "prefix /a\n" "secrets, line 1: a prefix outside a rule, a second one, or not a path prefix"
+	bad "rule a.com\ncache go\nprefix /a/\n" "secrets, line 3: a prefix outside a rule, a second one, or not a path prefix"
+	bad "rule a.com\ncache go\nprefix /a/../b\n" "secrets, line 3: a prefix outside a rule, a second one, or not a path prefix"
+	bad "rule a.com\ncache go\nprefix /a\nprefix /b\n" "secrets, line 4: a prefix outside a rule, a second one, or not a path prefix"
 	run aibox-proxy --listen 127.0.0.1:0 --ca-fd 1
 	assert_failure 2
 	assert_output "aibox-proxy: --ca-fd and --ca-valid need --secrets-fd"

@@ -356,6 +356,141 @@ npm_ci() {
 	[ "$with" != "$without" ]
 }
 
+# restart_registry [ARGS...]: the registry again with ARGS, the rules for it in $T/rules, a new task.
+restart_registry() {
+	kill "$REG_PID"
+	wait "$REG_PID" || true
+	rm -f "$T/reg.port"
+	dep_registry "$@"
+	printf 'rule localhost:%s\ncache npm\n' "$REG" >"$T/rules"
+	task "$T/rules"
+}
+
+@test "cache npm: an own fetch that meets a kept connection the registry closed is sent once again on a new one, and fills" {
+	restart_registry --conn-ids --drop-kept
+	local u=https://localhost:$REG
+	run icurl -f -m 20 -o /dev/null "$u/left-pad/-/left-pad-1.0.0.tgz"
+	assert_success
+	# The second document goes on the kept connection, which the registry closes unanswered.
+	run icurl -f -m 20 -o "$T/got" "$u/right-pad/-/right-pad-2.1.0.tgz"
+	assert_success
+	cmp "$T/got" "$T/reg/npm/right-pad-2.1.0.tgz"
+	run grep -cE '^GET /right-pad conn=[0-9]+ dropped$' "$T/reg.log"
+	assert_output 1
+	run grep -cE '^GET /right-pad conn=[0-9]+$' "$T/reg.log"
+	assert_output 1
+	run grep -c ' GET /right-pad status=200 cache=fetch ' "$T/proxy.log"
+	assert_output 1
+	run grep -c ' GET /right-pad/-/right-pad-2.1.0.tgz status=200 cache=fill ' "$T/proxy.log"
+	assert_output 1
+}
+
+@test "cache npm: an own fetch whose replay fails too leaves the waiting request its answer from upstream, not stored, and the reason" {
+	restart_registry --conn-ids --drop-kept
+	local u=https://localhost:$REG
+	run icurl -f -m 20 -o /dev/null "$u/left-pad/-/left-pad-1.0.0.tgz"
+	assert_success
+	# The kept connection dropped, and the new one's document request reset too.
+	echo 1 >"$T/reg/DROPDOC"
+	run icurl -f -m 20 -o "$T/got" "$u/right-pad/-/right-pad-2.1.0.tgz"
+	assert_success
+	cmp "$T/got" "$T/reg/npm/right-pad-2.1.0.tgz"
+	assert_equal "$(reg_count '^GET /right-pad conn=')" 2
+	run grep -c " GET /right-pad/-/right-pad-2.1.0.tgz (the proxy's own metadata fetch failed) status=200 cache=bypass " "$T/proxy.log"
+	assert_output 1
+	run grep -c ' cache=fill ' "$T/proxy.log"
+	assert_output 1
+	run aibox cache list
+	assert_success
+	refute_output --partial right-pad
+}
+
+@test "cache npm: an own fetch that failed for a cause that may pass (a 503, a reset) is fetched again by a later request after its backoff, and fills" {
+	task "$T/rules"
+	local u=https://localhost:$REG
+	# A reset first, on a new connection (none is kept yet: nothing to replay), then a 503.
+	echo 1 >"$T/reg/DROPDOC"
+	run icurl -f -m 20 -o /dev/null "$u/right-pad/-/right-pad-2.1.0.tgz"
+	assert_success
+	echo 1 >"$T/reg/FAILDOC"
+	local t0 t1
+	t0=$(date +%s%N)
+	run icurl -f -m 20 -o /dev/null "$u/left-pad/-/left-pad-1.0.0.tgz"
+	assert_success
+	# Within the backoff (when this machine's load let both requests end within 1 s): not fetched again.
+	run icurl -f -m 20 -o /dev/null "$u/left-pad/-/left-pad-1.0.0.tgz"
+	assert_success
+	t1=$(date +%s%N)
+	if ((t1 - t0 < 1000000000)); then
+		assert_equal "$(reg_count '^GET /left-pad$')" 1
+	else
+		echo "# the backoff not checked: the two requests took $(((t1 - t0) / 1000000)) ms" >&3
+	fi
+	run grep -c ' GET /left-pad status=503 cache=fetch ' "$T/proxy.log"
+	assert_output 1
+	run grep -c " GET /right-pad/-/right-pad-2.1.0.tgz (the proxy's own metadata fetch failed) status=200 cache=bypass " "$T/proxy.log"
+	assert_output 1
+	run grep -c " GET /left-pad/-/left-pad-1.0.0.tgz (the proxy's own metadata fetch failed) status=200 cache=bypass " "$T/proxy.log"
+	assert_output --regexp '^[12]$'
+	sleep 1.2
+	run icurl -f -m 20 -o "$T/got1" "$u/left-pad/-/left-pad-1.0.0.tgz"
+	assert_success
+	run icurl -f -m 20 -o "$T/got2" "$u/right-pad/-/right-pad-2.1.0.tgz"
+	assert_success
+	cmp "$T/got1" "$T/reg/npm/left-pad-1.0.0.tgz"
+	cmp "$T/got2" "$T/reg/npm/right-pad-2.1.0.tgz"
+	assert_equal "$(reg_count '^GET /left-pad$')" 2
+	assert_equal "$(reg_count '^GET /right-pad$')" 2
+	run grep -c ' GET /left-pad status=200 cache=fetch ' "$T/proxy.log"
+	assert_output 1
+	run grep -c ' cache=fill ' "$T/proxy.log"
+	assert_output 2
+	# A 404 is the registry's word: fetched once for the whole task.
+	run icurl -m 20 -o /dev/null "$u/nope/-/nope-1.0.0.tgz"
+	assert_success
+	sleep 1.2
+	run icurl -m 20 -o /dev/null "$u/nope/-/nope-1.0.0.tgz"
+	assert_success
+	assert_equal "$(reg_count '^GET /nope$')" 1
+}
+
+@test "cache npm: a registry whose document always fails gets at most three fetches of it from a task, however many requests come, at once or over time" {
+	restart_registry --times
+	local u=https://localhost:$REG i pids=() st=0
+	echo all >"$T/reg/FAILDOC"
+	for i in $(seq 50); do
+		icurl -f -m 30 -o "$T/burst$i" "$u/left-pad/-/left-pad-1.0.0.tgz" &
+		pids+=($!)
+	done
+	for i in "${pids[@]}"; do
+		wait "$i" || st=$?
+	done
+	assert_equal "$st" 0
+	for i in $(seq 50); do
+		cmp "$T/burst$i" "$T/reg/npm/left-pad-1.0.0.tgz"
+	done
+	run reg_count '^GET /left-pad t='
+	assert_output --regexp '^[123]$'
+	# Over time, past every backoff (1 s, then 2 s): the third fetch is the last.
+	for i in $(seq 10); do
+		run icurl -f -m 20 -o /dev/null "$u/left-pad/-/left-pad-1.0.0.tgz"
+		assert_success
+		sleep 0.4
+	done
+	sleep 4.1
+	run icurl -f -m 20 -o /dev/null "$u/left-pad/-/left-pad-1.0.0.tgz"
+	assert_success
+	assert_equal "$(reg_count '^GET /left-pad t=')" 3
+	assert_equal "$(reg_count '^GET /left-pad/-/left-pad-1.0.0.tgz t=')" 61
+	# Each fetch again came no sooner than its backoff after the one before (1 s, then 2 s).
+	run awk '$2 == "/left-pad" { sub("t=", "", $3); if (n++) printf "%d\n", ($3 - last) * 1000; last = $3 }' "$T/reg.log"
+	assert_equal "${#lines[@]}" 2
+	((lines[0] >= 1000))
+	((lines[1] >= 2000))
+	run grep -c ' cache=fill ' "$T/proxy.log"
+	assert_output 0
+}
+
 @test "cache npm: a tampered tarball upstream is cut before its end, not stored, and counted; a request the rules bypass is not stored either" {
 	touch "$T/reg/TAMPER"
 	task "$T/rules"

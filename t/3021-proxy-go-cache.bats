@@ -20,12 +20,12 @@ setup_file() {
 	"$PY" "$TOP/t/go-proxy" lookup --dir "$BATS_FILE_TMPDIR/db" "${MODS[0]}" >/dev/null
 }
 
-# start_goproxy: t/go-proxy on a free port (REG), requests in $T/reg.log, its files in $T/db.
+# start_goproxy [ARGS...]: t/go-proxy on a free port (REG), requests in $T/reg.log, its files in $T/db.
 start_goproxy() {
 	: >"$T/reg.log"
 	rm -f "$T/reg.port"
 	"$PY" "$TOP/t/go-proxy" serve --cert "$T/ca/server.pem" --key "$T/ca/server.key" --dir "$T/db" \
-		--port-file "$T/reg.port" --log "$T/reg.log" "${MODS[@]}" 2>"$T/reg.err" &
+		--port-file "$T/reg.port" --log "$T/reg.log" "$@" "${MODS[@]}" 2>"$T/reg.err" &
 	REG_PID=$!
 	wait_until 10 file_or_gone "$T/reg.port" $REG_PID || return 1
 	REG=$(cat "$T/reg.port")
@@ -69,15 +69,41 @@ reg_count() {
 }
 
 # go_download N: the host's go mod download of both modules in a fresh
-# project, GOPATH and module cache ($T/go-N), through the proxy.
+# project, GOPATH and module cache ($T/go-N), through the proxy; the
+# GOPROXY and the database under the path GOPREFIX (none when unset).
 go_download() {
 	local d=$T/go-$1
 	mkdir -p "$d/p"
 	printf 'module p\n\ngo 1.19\n\nrequire (\n\texample.com/m v1.0.0\n\texample.com/Big v1.2.0-RC1\n)\n' >"$d/p/go.mod"
 	(cd "$d/p" && env HTTPS_PROXY="$PROXY" SSL_CERT_FILE="$T/taskca.pem" GOPATH="$d/gopath" \
 		GOMODCACHE="$d/gopath/pkg/mod" GOCACHE="$d/cache" GOFLAGS=-mod=mod GOTOOLCHAIN=local \
-		GOPROXY="https://localhost.:$REG" GOSUMDB="$(cat "$T/db/vkey") https://localhost.:$REG" \
+		GOPROXY="https://localhost.:$REG${GOPREFIX:-}" GOSUMDB="$(cat "$T/db/vkey") https://localhost.:$REG${GOPREFIX:-}" \
 		GONOSUMDB= GOPRIVATE= GOINSECURE= go mod download -x all)
+}
+
+# gosum_tasks: two tasks one after the other, each a go mod download with
+# $T/go-1's go.sum (under GOPREFIX, as go_download takes it): each makes only
+# the proxy's own lookups, one a module version, for its .mod and its zip;
+# the second takes every zip and .mod from the store.
+gosum_tasks() {
+	local i p=${GOPREFIX:-}
+	for i in 2 3; do
+		: >"$T/reg.log"
+		task
+		mkdir -p "$T/go-$i/p"
+		cp "$T/go-1/p/go.sum" "$T/go-$i/p/"
+		run go_download "$i"
+		assert_success
+		run cat "$T/go-$i/gopath/pkg/mod/example.com/m@v1.0.0/m.go"
+		assert_output --partial 'const V = "example.com/m@v1.0.0"'
+		assert_equal "$(reg_count "^GET $p/lookup/")" 2
+		run grep -c " GET $p/lookup/[^ ]* status=200 cache=fetch " "$T/proxy.log"
+		assert_output 2
+		stop_proxy
+	done
+	assert_equal "$(reg_count '\.(zip|mod)$')" 0
+	run grep -c ' cache=hit ' "$T/proxy.log"
+	assert_output 4
 }
 
 @test "cache go: the first task's go mod download fills the store, the second's takes every zip and .mod from it" {
@@ -124,26 +150,48 @@ go_download() {
 	assert_output 4
 	stop_proxy
 	rm -rf "$T/deps"
-	local i
-	for i in 2 3; do
-		: >"$T/reg.log"
-		task
-		mkdir -p "$T/go-$i/p"
-		cp "$T/go-1/p/go.sum" "$T/go-$i/p/"
-		run go_download "$i"
+	gosum_tasks
+}
+
+@test "cache go: a GOPROXY under a path prefix (the rule's prefix): the proxy looks a zip up itself under it, for that exact spelling only, and go with a go.sum fills then hits" {
+	kill "$REG_PID"
+	wait "$REG_PID" || true
+	local P=/art/api/go/go-remote u
+	start_goproxy --prefix "$P"
+	printf 'rule localhost:%s\ncache go\nsumdb-key %s\nprefix %s\n' "$REG" "$(cat "$T/db/vkey")" "$P" >"$T/rules"
+	task
+	u=https://localhost.:$REG
+	# Other spellings of the prefix, or none: nothing looked up, forwarded as they are.
+	local bad
+	for bad in "/example.com/m/@v/v1.0.0.zip" "/art/api/go/go-remotex/example.com/m/@v/v1.0.0.zip" \
+		"/art/api/go/example.com/m/@v/v1.0.0.zip" "/art//api/go/go-remote/example.com/m/@v/v1.0.0.zip" \
+		"/art/api/go/./go-remote/example.com/m/@v/v1.0.0.zip" "/art/api/go/x/../go-remote/example.com/m/@v/v1.0.0.zip" \
+		"/art/api/go/go%2dremote/example.com/m/@v/v1.0.0.zip" "/ART/api/go/go-remote/example.com/m/@v/v1.0.0.zip" \
+		"$P//example.com/m/@v/v1.0.0.zip" "$P/./example.com/m/@v/v1.0.0.zip" "$P/@v/v1.0.0.zip" "$P"; do
+		run icurl --path-as-is -o /dev/null "$u$bad"
 		assert_success
-		run cat "$T/go-$i/gopath/pkg/mod/example.com/m@v1.0.0/m.go"
-		assert_output --partial 'const V = "example.com/m@v1.0.0"'
-		# Only the proxy's own lookups, one a module version, for its .mod and its zip.
-		assert_equal "$(reg_count '^GET /lookup/')" 2
-		run grep -c ' GET /lookup/[^ ]* status=200 cache=fetch ' "$T/proxy.log"
-		assert_output 2
-		stop_proxy
 	done
-	# The second: every zip and .mod from the store.
-	assert_equal "$(reg_count '\.(zip|mod)$')" 0
-	run grep -c ' cache=hit ' "$T/proxy.log"
-	assert_output 4
+	assert_equal "$(reg_count '/lookup/')" 0
+	run grep -c ' cache=fetch ' "$T/proxy.log"
+	assert_output 0
+	# The exact spelling: its lookup under the prefix, once, then the zip checked and stored.
+	run icurl -f -o "$T/z" "$u$P/example.com/m/@v/v1.0.0.zip"
+	assert_success
+	run grep -c " GET $P/lookup/example.com/m@v1.0.0 status=200 cache=fetch " "$T/proxy.log"
+	assert_output 1
+	run grep -c " GET $P/example.com/m/@v/v1.0.0.zip status=200 cache=fill " "$T/proxy.log"
+	assert_output 1
+	stop_proxy
+	rm -rf "$T/deps"
+	# The real go command under the prefix: a go.sum made, then two tasks with it.
+	command -v go >/dev/null || skip "no go on this host (packages.txt: golang-go)"
+	GOPREFIX=$P
+	task
+	run go_download 1
+	assert_success
+	stop_proxy
+	rm -rf "$T/deps"
+	gosum_tasks
 }
 
 @test "cache go: a zip asked before its lookup makes the proxy look it up itself; after a lookup whose note does not verify it is forwarded and not stored" {

@@ -395,7 +395,8 @@ static const char *const mount_keys[] = {"host", "vm", "read-only", NULL};
 static const char *const git_keys[] = {"url", "token", "auth", "user", "fetch", "push", NULL};
 static const char *const budget_keys[] = {"task", "day", NULL};
 static const char *const check_keys[] = {"run", "timeout", NULL};
-static const char *const rule_keys[] = {"host", "methods", "paths", "cache", "sumdb-key", NULL};
+static const char *const rule_keys[] = {"host",      "methods", "paths", "cache",
+                                        "sumdb-key", "prefix",  NULL};
 static const char *const secret_keys[] = {"env", "hosts", NULL};
 static const char *const slurm_keys[] = {"partition", "account", "options", "shared", NULL};
 
@@ -607,7 +608,23 @@ static int check_rule_sumdb_key(struct ctx *c, const struct node *v, const char 
 	return ret;
 }
 
-/* allow[i] in its map form: {host, methods, paths, cache, sumdb-key}. */
+/* prefix: of an allow rule at key: the path a GOPROXY is served under (go_prefix_check()). */
+static int check_rule_prefix(struct ctx *c, const struct node *v, const char *key,
+                             struct config_rule *r)
+{
+	struct buf why = BUF_INIT;
+	int ret = want_string(c, v, key);
+
+	if (!ret && go_prefix_check(v->str, &why) < 0)
+		ret = fail(c, v, key, "'%.64s': %s, like /artifactory/api/go/go-remote", v->str,
+		           why.buf);
+	else if (!ret)
+		r->prefix = xstrdup(v->str);
+	buf_release(&why);
+	return ret;
+}
+
+/* allow[i] in its map form: {host, methods, paths, cache, sumdb-key, prefix}. */
 static int check_allow_rule(struct ctx *c, const struct node *e, const char *key,
                             struct config *cfg)
 {
@@ -639,6 +656,8 @@ static int check_allow_rule(struct ctx *c, const struct node *e, const char *key
 			ret = check_rule_cache(c, vn, k.buf, r);
 		} else if (!strcmp(kn->str, "sumdb-key")) {
 			ret = check_rule_sumdb_key(c, vn, k.buf, r);
+		} else if (!strcmp(kn->str, "prefix")) {
+			ret = check_rule_prefix(c, vn, k.buf, r);
 		} else {
 			ret =
 			    check_rule_list(c, vn, k.buf, !strcmp(kn->str, "methods"),
@@ -660,6 +679,8 @@ static int check_allow_rule(struct ctx *c, const struct node *e, const char *key
 			ret = fail(c, host, k.buf, "a cached host is one host, not '*'");
 		else if (r->sumdb_key && r->cache != CONFIG_CACHE_GO)
 			ret = fail(c, host, k.buf, "a sumdb-key is for a rule with cache: go");
+		else if (r->prefix && r->cache != CONFIG_CACHE_GO)
+			ret = fail(c, host, k.buf, "a prefix is for a rule with cache: go");
 	}
 	for (size_t i = 0; !ret && i + 1 < cfg->nr_rules; i++)
 		if (!strcmp(cfg->rules[i].host, r->host))
@@ -1718,6 +1739,7 @@ void config_release(struct config *cfg)
 	for (size_t i = 0; i < cfg->nr_rules; i++) {
 		free(cfg->rules[i].host);
 		free(cfg->rules[i].sumdb_key);
+		free(cfg->rules[i].prefix);
 		strvec_clear(&cfg->rules[i].methods);
 		strvec_clear(&cfg->rules[i].paths);
 	}

@@ -97,6 +97,7 @@ struct config_rule {
 	char *host;              /* an allow entry, lowercased; no preset */
 	enum config_cache cache; /* cache: npm, pypi, crates, go or debian (docs/cache.md) */
 	char *sumdb_key;         /* sumdb-key: a Go checksum database's key, or NULL */
+	char *prefix;            /* prefix: the path a GOPROXY is served under, or NULL */
 	struct strvec methods;   /* uppercase tokens; empty: any method */
 	struct strvec paths;     /* '/'-rooted patterns, '*' matches any run; empty: any */
 	size_t line;             /* of the entry in the file */

@@ -403,3 +403,32 @@ out:
 	free(cd);
 	return ret;
 }
+
+_Static_assert(GO_PREFIX_MAX == 256 && GO_PREFIX_SEGS_MAX == 16, "the reasons below say so");
+
+int go_prefix_check(const char *s, struct buf *why)
+{
+	size_t len = strlen(s), segs = 0;
+
+	if (len > GO_PREFIX_MAX)
+		return buf_refuse(why, -EINVAL, "longer than 256 bytes");
+	if (s[0] != '/')
+		return buf_refuse(why, -EINVAL, "not starting with '/'");
+	for (const char *p = s; *p == '/'; segs++) {
+		size_t n = strspn(p + 1, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+		                         "0123456789._~-");
+
+		if (!n)
+			return buf_refuse(why, -EINVAL,
+			                  "an empty segment (a '/' at the end or '//')");
+		if ((n == 1 && p[1] == '.') || (n == 2 && p[1] == '.' && p[2] == '.'))
+			return buf_refuse(why, -EINVAL, "a '.' or '..' segment");
+		p += 1 + n;
+		if (*p && *p != '/')
+			return buf_refuse(why, -EINVAL,
+			                  "a byte other than [A-Za-z0-9._~-] in a segment");
+	}
+	if (segs > GO_PREFIX_SEGS_MAX)
+		return buf_refuse(why, -EINVAL, "more than 16 segments");
+	return 0;
+}

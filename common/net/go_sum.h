@@ -67,4 +67,18 @@ void go_h1_mod(const unsigned char sum[32], unsigned char h1[32]);
  */
 int go_zip_h1(int fd, uint64_t off, uint64_t size, unsigned char h1[32], struct buf *why);
 
+/* The longest GOPROXY path prefix taken, and its most segments. */
+#define GO_PREFIX_MAX      256
+#define GO_PREFIX_SEGS_MAX 16
+
+/*
+ * Check s, the path a GOPROXY is served under (a rule's prefix:
+ * docs/cache.md, "go"), like "/artifactory/api/go/go-remote": '/' then
+ * 1 to GO_PREFIX_SEGS_MAX segments joined by '/', each of [A-Za-z0-9._~-]
+ * and neither "." nor "..", no '/' at the end, at most GO_PREFIX_MAX bytes
+ * (so no escape, query or empty segment: it is compared with a request's
+ * path byte for byte).  0, or -EINVAL with the reason in why.
+ */
+int go_prefix_check(const char *s, struct buf *why);
+
 #endif

@@ -2,8 +2,10 @@
  * The proxy's own metadata fetches (docs/cache.md, "Installs from a lock
  * file"): an artifact asked for on a cached host whose digest this task has
  * not learnt (npm ci, or go with a go.sum, asks for no metadata) makes the
- * proxy fetch the metadata that names it, once a key, shared by every
- * request that waits for it.
+ * proxy fetch the metadata that names it, one fetch of a key at a time,
+ * shared by every request that waits for it; one that failed for a cause
+ * that may pass is started again by a later request after a backoff, a
+ * few times a key at most (PX_FETCH_TRIES).
  *
  * A fetch is a connection of the proxy's own, without a client (cfd -1,
  * c->own): its request head, made here, goes through the same path as a
@@ -72,6 +74,41 @@ static int own_sumdb(const struct conn *c)
 	return 0;
 }
 
+/* The prefix of the first cached rule on c's host (the one its cache kind is from), or NULL. */
+static const char *go_prefix(const struct conn *c)
+{
+	const struct proxy_secrets *ps = c->px->cfg->secrets;
+
+	for (size_t i = 0; i < ps->nr_rules; i++)
+		if (ps->rules[i].cache && allow_match(&ps->rule_hosts[i], c->host, c->port))
+			return ps->rules[i].prefix;
+	return NULL;
+}
+
+/*
+ * The lookup of the Go download t (tl bytes) into path: relative to the
+ * prefix of c's rule, which t must begin with, byte for byte, then a '/'
+ * (docs/cache.md, "go").  0, or -EINVAL.
+ */
+static int go_lookup_path(const struct conn *c, const char *t, size_t tl, struct buf *path)
+{
+	const char *pre = go_prefix(c);
+	size_t pl = pre ? strlen(pre) : 0;
+	struct buf rel = BUF_INIT;
+	int r;
+
+	if (tl <= pl || memcmp(t, pre ? pre : "", pl) || t[pl] != '/')
+		return -EINVAL;
+	r = dep_go_lookup_path(t + pl, tl - pl, own_sumdb(c), &rel);
+	if (!r) {
+		buf_reset(path);
+		buf_add(path, t, pl);
+		buf_add(path, rel.buf, rel.len);
+	}
+	buf_release(&rel);
+	return r;
+}
+
 /*
  * Start the fetch f of path on c's host: a connection of the proxy's own,
  * its request head carrying npm's Accept and the Authorization of c's
@@ -123,6 +160,36 @@ static int start(struct conn *c, const struct http_head *h, struct px_fetch *f, 
 	return 0;
 }
 
+/*
+ * Whether an own fetch that ended with status (its upstream's, or the
+ * proxy's own answer; 0 for none) failed for a cause that may pass: no
+ * answer or a cut one (a reset, a closed connection), a 5xx, 408 or 429.
+ * Any other answer (a 404, a 401, the rules' 403) is the upstream's word.
+ */
+static int may_pass(int status)
+{
+	return status == 0 || status == 200 || status >= 500 || status == 408 || status == 429;
+}
+
+/*
+ * The fetch f ended (status as may_pass() takes it): done when its answer
+ * taught, else failed, and due again after its backoff while it has tries
+ * left and the cause may pass.
+ */
+_Static_assert(PX_FETCH_TRIES >= 1 && PX_FETCH_TRIES <= 16, "the backoff's shift stays small");
+
+static void ended(struct proxy *px, struct px_fetch *f, int status)
+{
+	if (f->ok) {
+		f->state = PX_FETCH_DONE;
+		return;
+	}
+	f->state = PX_FETCH_FAILED;
+	f->retry_at = 0;
+	if (may_pass(status) && f->tries >= 1 && f->tries < PX_FETCH_TRIES)
+		f->retry_at = px->now_ms + ((int64_t)PX_FETCH_BACKOFF_MS << (f->tries - 1));
+}
+
 int px_fetch_meta(struct conn *c, const struct http_head *h, const char *t, size_t tl)
 {
 	struct proxy *px = c->px;
@@ -133,7 +200,7 @@ int px_fetch_meta(struct conn *c, const struct http_head *h, const char *t, size
 	if (c->cache_kind == CONFIG_CACHE_NPM)
 		r = dep_npm_doc_path(t, tl, &path);
 	else if (c->cache_kind == CONFIG_CACHE_GO)
-		r = dep_go_lookup_path(t, tl, own_sumdb(c), &path);
+		r = go_lookup_path(c, t, tl, &path);
 	else
 		r = -EINVAL;
 	if (r < 0) {
@@ -144,7 +211,7 @@ int px_fetch_meta(struct conn *c, const struct http_head *h, const char *t, size
 	grow(px);
 	sp = slot(px, key.buf);
 	f = *sp;
-	if (!f && (px->fetches_nr >= PX_FETCH_MAX || px->nconns >= px->cfg->max_conns)) {
+	if (!f && px->fetches_nr >= PX_FETCH_MAX) {
 		c->cache_why = "no room for the proxy's own metadata fetch";
 		r = 2;
 		goto out;
@@ -154,6 +221,18 @@ int px_fetch_meta(struct conn *c, const struct http_head *h, const char *t, size
 		f->key = buf_detach(&key, NULL);
 		*sp = f;
 		px->fetches_nr++;
+	}
+	if (!f->tries ||
+	    (f->state == PX_FETCH_FAILED && f->retry_at && px->now_ms >= f->retry_at)) {
+		if (px->nconns >= px->cfg->max_conns) {
+			c->cache_why = "no room for the proxy's own metadata fetch";
+			r = 2;
+			goto out;
+		}
+		f->tries++;
+		f->state = PX_FETCH_PENDING;
+		f->ok = 0;
+		f->retry_at = 0;
 		if (start(c, h, f, path.buf) == 0) {
 			/*
 			 * c waits, even for a fetch already ended (on a kept connection
@@ -163,7 +242,7 @@ int px_fetch_meta(struct conn *c, const struct http_head *h, const char *t, size
 			r = 1;
 			goto out;
 		}
-		f->state = PX_FETCH_FAILED;
+		ended(px, f, 0);
 	}
 	r = f->state == PX_FETCH_PENDING ? 1 : 2;
 	if (f->state == PX_FETCH_FAILED)
@@ -183,7 +262,7 @@ void px_fetch_learnt(struct conn *c)
 
 void px_fetch_end(struct conn *c)
 {
-	c->own->state = c->own->ok ? PX_FETCH_DONE : PX_FETCH_FAILED;
+	ended(c->px, c->own, c->status);
 	c->own = NULL;
 	c->px->fetch_wake = 1;
 }

@@ -539,11 +539,24 @@ void px_cache_end(struct conn *c);
 /* The most keys one task fetches metadata for; past that, nothing more is fetched. */
 #define PX_FETCH_MAX 100000
 
+/*
+ * A key's fetch that failed for a cause that may pass (no answer, a cut,
+ * a 5xx, 408 or 429) is started again by a later request, at most
+ * PX_FETCH_TRIES fetches a key per task, the n-th retry no sooner than
+ * PX_FETCH_BACKOFF_MS << (n - 1) after the failure (docs/cache.md, "Installs
+ * from a lock file").  Any other answer is the key's for the whole task.
+ */
+#define PX_FETCH_TRIES      3
+#define PX_FETCH_BACKOFF_MS 1000
+
 /* One metadata fetch of the proxy's own, by key ("HOST:PORT PATH"). */
 struct px_fetch {
 	char *key;
 	int state; /* PX_FETCH_* */
 	int ok;    /* its answer was a 200, read whole for its digests */
+	int tries; /* fetches started for the key, at most PX_FETCH_TRIES */
+	int64_t
+	    retry_at; /* PX_FETCH_FAILED: a later request may start it again from then (0: never) */
 };
 enum { PX_FETCH_PENDING, PX_FETCH_DONE, PX_FETCH_FAILED };
 
@@ -552,9 +565,10 @@ enum { PX_FETCH_PENDING, PX_FETCH_DONE, PX_FETCH_FAILED };
  * unescaped for go) whose digest this task has not learnt: 0 when it has
  * no shape to fetch metadata for (it goes on as before); 1 when the
  * metadata it names is being fetched (started now, or by an earlier
- * request): c is to wait (ST_CWAIT) and look again when it ended; 2 when
- * that fetch ended without teaching it, or none can start: c is forwarded
- * and not stored, c->cache_why says why.
+ * request, or again after a failure's backoff): c is to wait (ST_CWAIT)
+ * and look again when it ended; 2 when that fetch ended without teaching
+ * it and is not due again, or none can start: c is forwarded and not
+ * stored, c->cache_why says why.
  */
 int px_fetch_meta(struct conn *c, const struct http_head *h, const char *t, size_t tl);
 /* The own fetch c ends (c is dead): its record is done, and the waiting requests look again. */

@@ -43,6 +43,8 @@ void proxy_secrets_write(const struct config *cfg, const struct strvec *values,
 			buf_addf(out, "cache %s\n", config_cache_name(r->cache));
 		if (r->sumdb_key)
 			buf_addf(out, "sumdb-key %s\n", r->sumdb_key);
+		if (r->prefix)
+			buf_addf(out, "prefix %s\n", r->prefix);
 	}
 }
 
@@ -248,6 +250,14 @@ static int one_line(struct proxy_secrets *ps, const char *w, size_t wl, const ch
 			          "a sumdb-key outside a rule, a second one, or not a key");
 		else
 			cr->sumdb_key = xstrdup(r);
+	} else if (wl == 6 && !memcmp(w, "prefix", 6)) {
+		struct config_rule *cr = *in_rule ? &ps->rules[ps->nr_rules - 1] : NULL;
+
+		if (!cr || cr->prefix || go_prefix_check(r, NULL) < 0)
+			ret = bad(err, line,
+			          "a prefix outside a rule, a second one, or not a path prefix");
+		else
+			cr->prefix = xstrdup(r);
 	} else {
 		ret = bad(err, line, "an unknown word");
 	}
@@ -302,6 +312,7 @@ void proxy_secrets_release(struct proxy_secrets *ps)
 	for (size_t i = 0; i < ps->nr_rules; i++) {
 		free(ps->rules[i].host);
 		free(ps->rules[i].sumdb_key);
+		free(ps->rules[i].prefix);
 		strvec_clear(&ps->rules[i].methods);
 		strvec_clear(&ps->rules[i].paths);
 		allow_clear(&ps->rule_hosts[i]);

@@ -18,6 +18,8 @@
  *	                            crates, go or debian
  *	sumdb-key VKEY              a Go checksum database's verifier key its lookups
  *	                            may be signed by
+ *	prefix PATH                 the path the rule's GOPROXY is served under
+ *	                            (go_prefix_check())
  */
 #ifndef AIBOX_PROXY_SECRETS_H
 #define AIBOX_PROXY_SECRETS_H

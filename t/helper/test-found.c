@@ -77,6 +77,8 @@ static int show_config(const char *file, int host)
 			printf(" cache=%s", config_cache_name(r->cache));
 		if (r->sumdb_key)
 			printf(" sumdb-key=%s", r->sumdb_key);
+		if (r->prefix)
+			printf(" prefix=%s", r->prefix);
 		printf("\n");
 	}
 	for (size_t i = 0; i < cfg.nr_secrets; i++) {
