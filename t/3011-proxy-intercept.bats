@@ -229,7 +229,7 @@ codes() {
 @test "intercept: hostile --secrets-fd: each bad text refused with its line, never the value" {
 	bad() {
 		printf "$1" >"$T/bad"
-		run aibox-proxy --listen 127.0.0.1:0 --secrets-fd 5 5<"$T/bad"
+		run timeout 20 aibox-proxy --listen 127.0.0.1:0 --secrets-fd 5 5<"$T/bad"
 		assert_failure 2
 		assert_output "aibox-proxy: $2"
 		refute_output --partial "$VALUE"
