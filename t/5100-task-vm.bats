@@ -163,6 +163,12 @@ and commit it."
 	done
 }
 
+@test "task vm: the task's aibox.log times the SSH session's own parts: key exchange, authentication, the command's start, the close" {
+	shared
+	# (docs/task-host.md, "aibox.log")
+	grep -qE '^ssh: key exchange [0-9]+\.[0-9]{3}s, authentication [0-9]+\.[0-9]{3}s, command started [0-9]+\.[0-9]{3}s, end to close [0-9]+\.[0-9]{3}s$' "$DIR/aibox.log"
+}
+
 @test "task vm: the task left no QEMU or proxy running, and its lock free" {
 	shared
 	run pgrep -f "$DIR"

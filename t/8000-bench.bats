@@ -126,6 +126,8 @@ figure() {
 	figure '^\| overhead \| - \| - \| [0-9.]+ \|$'
 	figure '^\| host-clone \| - \| - \| [0-9.]+ \|$'
 	figure '^\| first-request \| - \| - \| [0-9.]+ \|$'
+	figure '^\| ssh-kex \| - \| - \| [0-9.]+ \|$'
+	figure '^\| ssh-close \| - \| - \| [0-9.]+ \|$'
 }
 
 @test "bench: bench/load at its smallest size holds 100 tunnels, lands 5 pushes and runs 2 tasks at once, each with its own result" {

@@ -5,6 +5,7 @@
 
 #include "base/clock.h"
 #include "task/task_results.h"
+#include "vm/ssh.h"
 #include "task/task_log.h"
 #include "base/banned.h"
 
@@ -41,6 +42,27 @@ double task_log_phase(int fd, int64_t *tphase, const char *name)
 	log_line(fd, "%s %.3fs\n", name, s);
 	*tphase = now;
 	return s;
+}
+
+/* "S.SSSs" from a to b (ms), or "-" when either was not reached. */
+static const char *span(char *out, size_t n, int64_t a, int64_t b)
+{
+	if (a > 0 && b >= a)
+		snprintf(out, n, "%.3fs", (double)(b - a) / 1e3);
+	else
+		snprintf(out, n, "-");
+	return out;
+}
+
+void task_log_ssh(int fd, const struct ssh_times *t)
+{
+	char kex[32], auth[32], start[32], close[32];
+
+	log_line(
+	    fd, "ssh: key exchange %s, authentication %s, command started %s, end to close %s\n",
+	    span(kex, sizeof(kex), t->banner, t->kex), span(auth, sizeof(auth), t->kex, t->auth),
+	    span(start, sizeof(start), t->auth, t->started),
+	    span(close, sizeof(close), t->ended, t->closed));
 }
 
 /* The guest's own time for a step, from result.json; -1 when it has none. */

@@ -12,6 +12,7 @@
 #include <time.h>
 
 struct task_result;
+struct ssh_times;
 
 /* Seconds since since_ms, a reading of clock_ms() (base/clock.h). */
 double task_clock_since(int64_t since_ms);
@@ -24,6 +25,13 @@ __attribute__((format(printf, 2, 0))) void task_log_vline(int fd, const char *fm
  * now, the next phase's start.  Returns the phase's seconds.
  */
 double task_log_phase(int fd, int64_t *tphase, const char *name);
+
+/*
+ * "ssh: key exchange S, authentication S, command started S, end to close
+ * S": the parts of the session the host's SSH client sees beside the task
+ * itself (t from the session's ssh_client), "-" for a part not reached.
+ */
+void task_log_ssh(int fd, const struct ssh_times *t);
 
 /*
  * The phases inside the session, which the host does not see: clone and

@@ -103,6 +103,7 @@ int task_session_run(struct task_session *s)
 			         x.exit_status);
 	}
 out:
+	s->times = cl.times;
 	ssh_close(&cl);
 	tar_in_clear(&c.tar);
 	return ret;

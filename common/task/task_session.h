@@ -36,8 +36,9 @@ struct task_session {
 
 	/* Set by task_session_run(). */
 	struct tar_in_file files[RESULT_NFILES];
-	int exit_status; /* the task command's, or -1 */
-	struct buf err;  /* why it failed, when it did */
+	int exit_status;        /* the task command's, or -1 */
+	struct ssh_times times; /* how far the SSH session got, and when */
+	struct buf err;         /* why it failed, when it did */
 };
 
 /*

@@ -270,6 +270,7 @@ static void session(const struct task_vm *v, struct vm *vm, const struct files *
 	s.stop_fd = f->watch;
 	s.disk_name = v->state_dir;
 	o->session_ret = task_session_run(&s);
+	task_log_ssh(v->aibox_log_fd, &s.times);
 	if (o->session_ret < 0 && !*v->stop)
 		buf_addf(&o->why, "%s", s.err.buf);
 	task_session_clear(&s);

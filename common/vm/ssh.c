@@ -204,12 +204,14 @@ int ssh_connect(struct ssh_client *c)
 	int type, rc, ret;
 
 	buf_reset(&c->err);
+	memset(&c->times, 0, sizeof(c->times));
 	c->last_recv = clock_ms();
 	c->deadline = c->timeout_ms ? c->last_recv + c->timeout_ms : 0;
 	if (libssh2_init(0))
 		return fail(c, -ENOMEM, "cannot initialise libssh2");
 	if ((ret = wait_banner(c)) < 0)
 		return ret;
+	c->times.banner = clock_ms();
 
 	s = libssh2_session_init_ex(NULL, NULL, NULL, c);
 	if (!s)
@@ -230,6 +232,7 @@ int ssh_connect(struct ssh_client *c)
 	if (!key || type != LIBSSH2_HOSTKEY_TYPE_ED25519 || key_len != c->host_key_len ||
 	    memcmp(key, c->host_key, key_len))
 		return fail(c, -EPERM, "the VM's host key is not the one made for this task");
+	c->times.kex = clock_ms();
 
 	while ((rc = libssh2_userauth_publickey_frommemory(s, user, strlen(user), NULL, 0,
 	                                                   c->user_key, c->user_key_len, NULL)) ==
@@ -242,6 +245,7 @@ int ssh_connect(struct ssh_client *c)
 			return fail(c, -EACCES, "the VM refused the task's key");
 		return fail_ssh(c, rc, "authenticating");
 	}
+	c->times.auth = clock_ms();
 	libssh2_keepalive_config(s, 1, c->idle_ms >= 9000 ? (unsigned)(c->idle_ms / 3000) : 2);
 	return 0;
 }
@@ -470,12 +474,14 @@ int ssh_exec(struct ssh_client *c, struct ssh_exec *x)
 	}
 	if ((ret = open_channel(c, &ch)) < 0)
 		goto out;
+	c->times.open = clock_ms();
 	do
 		ret =
 		    ssh_again(c, libssh2_channel_exec(ch, x->command), "starting the task command");
 	while (ret > 0);
 	if (ret < 0)
 		goto out;
+	c->times.started = clock_ms();
 
 	for (;;) {
 		int progress = 0, out_done = 0, err_done = 0, next;
@@ -497,12 +503,14 @@ int ssh_exec(struct ssh_client *c, struct ssh_exec *x)
 		if ((ret = wait_socket(c, POLLIN, next > 0 ? next * 1000 : 1000)) < 0)
 			goto out;
 	}
+	c->times.ended = clock_ms();
 	if (lb->len && x->on_stderr_line)
 		x->on_stderr_line(x->ctx, lb->buf, lb->len);
 	lb->len = 0;
 
 	if ((ret = close_channel(c, ch)) < 0)
 		goto out;
+	c->times.closed = clock_ms();
 	exit_of(c, ch, x);
 	ret = 0;
 out:

@@ -37,6 +37,19 @@
 #define SSH_DISK_QUIET_MS   3000
 #define SSH_DISK_FULL_BYTES (8ULL << 20)
 
+/*
+ * When a session got to each point, in monotonic ms (clock_ms()); 0 where it
+ * did not get there.  ssh_connect() sets the first three, ssh_exec() the
+ * rest: the server's banner seen, the key exchange done (the host key
+ * checked), the key accepted; the channel open, the command's start answered
+ * (the server has forked it), its output and error output ended, the channel
+ * closed.
+ */
+struct ssh_times {
+	int64_t banner, kex, auth;
+	int64_t open, started, ended, closed;
+};
+
 struct ssh_client {
 	int fd;                        /* connected stream socket; not closed by us */
 	const char *user;              /* default "root" */
@@ -60,6 +73,7 @@ struct ssh_client {
 	int stop_fd;
 
 	struct buf err;
+	struct ssh_times times; /* set as the session gets there */
 
 	/* Private. */
 	void *session;
