@@ -491,6 +491,19 @@ restart_registry() {
 	assert_output 0
 }
 
+@test "cache npm: the proxy's own fetch of a large document (2 MiB, many rounds of reads with no client to wake it) ends, and fills" {
+	task "$T/rules"
+	local u=https://localhost:$REG
+	echo 2 >"$T/reg/BIGDOC"
+	run icurl -f -m 30 -o "$T/got" "$u/left-pad/-/left-pad-1.0.0.tgz"
+	assert_success
+	cmp "$T/got" "$T/reg/npm/left-pad-1.0.0.tgz"
+	run grep -c ' GET /left-pad status=200 cache=fetch ' "$T/proxy.log"
+	assert_output 1
+	run grep -c ' GET /left-pad/-/left-pad-1.0.0.tgz status=200 cache=fill ' "$T/proxy.log"
+	assert_output 1
+}
+
 @test "cache npm: a tampered tarball upstream is cut before its end, not stored, and counted; a request the rules bypass is not stored either" {
 	touch "$T/reg/TAMPER"
 	task "$T/rules"

@@ -87,6 +87,7 @@ struct conn {
 	struct handle hc, hu;
 	struct conn *prev, *next, *gnext, *anext;
 	int again; /* on the again list: TLS holds bytes epoll cannot see */
+	int more;  /* px_fwd_response() stopped after its rounds with work left */
 	int cfd, ufd;
 	int c_gone, u_gone; /* fd taken out of epoll after a hangup */
 	SSL *ssl;
