@@ -5,7 +5,9 @@
  * proxy fetch the metadata that names it, one fetch of a key at a time,
  * shared by every request that waits for it; one that failed for a cause
  * that may pass is started again by a later request after a backoff, a
- * few times a key at most (PX_FETCH_TRIES).
+ * few times a key at most (PX_FETCH_TRIES).  A task begins at most
+ * cfg->own_fetch_max of them in all; PX_FETCH_LIVE are in flight at once,
+ * the others begun wait in a queue (px->fetch_q) and start in turn.
  *
  * A fetch is a connection of the proxy's own, without a client (cfd -1,
  * c->own): its request head, made here, goes through the same path as a
