@@ -491,6 +491,108 @@ restart_registry() {
 	assert_output 0
 }
 
+@test "cache npm: the proxy's own fetch of a large document (2 MiB, many rounds of reads with no client to wake it) ends, and fills" {
+	task "$T/rules"
+	local u=https://localhost:$REG
+	echo 2 >"$T/reg/BIGDOC"
+	run icurl -f -m 30 -o "$T/got" "$u/left-pad/-/left-pad-1.0.0.tgz"
+	assert_success
+	cmp "$T/got" "$T/reg/npm/left-pad-1.0.0.tgz"
+	run grep -c ' GET /left-pad status=200 cache=fetch ' "$T/proxy.log"
+	assert_output 1
+	run grep -c ' GET /left-pad/-/left-pad-1.0.0.tgz status=200 cache=fill ' "$T/proxy.log"
+	assert_output 1
+}
+
+@test "cache npm: a document over the metadata cap stands at once: one fetch of it from a task, however many requests come over the backoffs" {
+	restart_registry --times
+	local u=https://localhost:$REG i
+	touch "$T/reg/BIGDOC"
+	# Requests past where each backoff (1 s, then 2 s) would have let a fetch again.
+	for i in 1 2 3; do
+		run icurl -f -m 60 -o "$T/got" "$u/left-pad/-/left-pad-1.0.0.tgz"
+		assert_success
+		cmp "$T/got" "$T/reg/npm/left-pad-1.0.0.tgz"
+		[ "$i" = 3 ] || sleep $((i + 0)).2
+	done
+	assert_equal "$(reg_count '^GET /left-pad t=')" 1
+	assert_equal "$(reg_count '^GET /left-pad/-/left-pad-1.0.0.tgz t=')" 3
+	run grep -c " GET /left-pad/-/left-pad-1.0.0.tgz (the metadata the proxy fetched is over its cap) status=200 cache=bypass " "$T/proxy.log"
+	assert_output 3
+	run grep -c ' cache=fill ' "$T/proxy.log"
+	assert_output 0
+}
+
+@test "cache npm: a task begins at most --own-fetch-max own fetches: the last one fills, past it each artifact goes upstream unstored with the reason, and the log says so once" {
+	task "$T/rules" --own-fetch-max 3
+	local u=https://localhost:$REG
+	local p f
+	# a1 twice (another version of the same package: the same key, no fetch more), then a2.
+	for p in a1/-/a1-1.0.0.tgz a1/-/a1-2.0.0.tgz a2/-/a2-1.0.0.tgz; do
+		run icurl -m 20 -o /dev/null -w '%{http_code}' "$u/$p"
+		assert_output 404
+	done
+	run grep -c 'limit' "$T/proxy.log"
+	assert_output 0
+	# The third, exactly the limit: fetched, and the tarball filled.
+	run icurl -f -m 20 -o "$T/got" "$u/left-pad/-/left-pad-1.0.0.tgz"
+	assert_success
+	cmp "$T/got" "$T/reg/npm/left-pad-1.0.0.tgz"
+	run grep -c ' GET /left-pad/-/left-pad-1.0.0.tgz status=200 cache=fill ' "$T/proxy.log"
+	assert_output 1
+	# One past, and two past: forwarded whole, not stored, with the reason.
+	for p in right-pad/-/right-pad-2.1.0.tgz @sc/thing/-/thing-3.0.0.tgz; do
+		f=${p%%/-/*}-${p##*-}
+		run icurl -f -m 20 -o "$T/got" "$u/$p"
+		assert_success
+		cmp "$T/got" "$T/reg/npm/$f"
+		run grep -c " GET /$p (the proxy's own metadata fetches reached their limit) status=200 cache=bypass " "$T/proxy.log"
+		assert_output 1
+	done
+	# A key fetched before the limit keeps its answer; a tarball it named comes from the store.
+	run icurl -m 20 -o /dev/null -w '%{http_code}' "$u/a1/-/a1-3.0.0.tgz"
+	assert_output 404
+	run grep -c " GET /a1/-/a1-3.0.0.tgz (the proxy's own metadata fetch failed) status=404 cache=bypass " "$T/proxy.log"
+	assert_output 1
+	run icurl -f -m 20 -o "$T/got" "$u/left-pad/-/left-pad-1.0.0.tgz"
+	assert_success
+	run grep -c ' GET /left-pad/-/left-pad-1.0.0.tgz status=200 cache=hit ' "$T/proxy.log"
+	assert_output 1
+	run grep -c "note - (the proxy's own metadata fetches reached this task's limit of 3)" "$T/proxy.log"
+	assert_output 1
+	assert_equal "$(reg_count '^GET /(a1|a2|left-pad|right-pad|@sc/thing|@sc%2fthing)$')" 3
+	run aibox cache list
+	assert_success
+	refute_output --partial right-pad
+	# The option's hard ceiling.
+	run aibox-proxy --own-fetch-max 100001 --listen 127.0.0.1:0
+	assert_failure
+	assert_output --partial "invalid --own-fetch-max"
+}
+
+@test "cache npm: a burst of 200 distinct packages at once makes --own-fetch-max own fetches, at most 16 in flight, and every request gets its answer" {
+	restart_registry --times
+	local u=https://localhost:$REG i
+	task "$T/rules" --own-fetch-max 40
+	touch "$T/reg/SLOWMISS"
+	for i in $(seq 200); do
+		printf 'url = "%s/b%d/-/b%d-1.0.0.tgz"\noutput = "/dev/null"\n' "$u" "$i" "$i"
+	done >"$T/burst.cfg"
+	run icurl -Z --parallel-max 200 -m 120 -w '%{http_code}\n' -K "$T/burst.cfg"
+	assert_success
+	assert_equal "$(grep -c '^404$' <<<"$output")" 200
+	assert_equal "$(reg_count '^GET /b[0-9]+ t=')" 40
+	assert_equal "$(reg_count '^GET /b[0-9]+/-/b[0-9]+-1.0.0.tgz t=')" 200
+	run grep -c "note - (the proxy's own metadata fetches reached this task's limit of 40)" "$T/proxy.log"
+	assert_output 1
+	run grep -c "(the proxy's own metadata fetches reached their limit) status=404 cache=bypass " "$T/proxy.log"
+	assert_output 160
+	# At most 16 in flight: the 17th fetch after any came only once one had its 0.5 s answer.
+	run awk '$2 ~ /^\/b[0-9]+$/ { sub("t=", "", $3); t[n++] = $3 } END { for (i = 0; i + 16 < n; i++) if (t[i + 16] - t[i] < 0.5) print "17 in flight at " t[i] }' "$T/reg.log"
+	assert_success
+	assert_output ''
+}
+
 @test "cache npm: a tampered tarball upstream is cut before its end, not stored, and counted; a request the rules bypass is not stored either" {
 	touch "$T/reg/TAMPER"
 	task "$T/rules"

@@ -92,6 +92,8 @@ static const char usage[] =
     "  --cache-max SIZE     its cap (default 4G)\n"
     "  --cache-scope S      keep artifacts fetched with a secret under scope S\n"
     "                       (without it they are not kept)\n"
+    "  --own-fetch-max N    begin at most N metadata fetches of the proxy's own in\n"
+    "                       the task (default 20000, at most 100000; for tests)\n"
     "  --broker-fd N        hand requests for git.aibox.internal to aibox-broker over\n"
     "                       the unix SOCK_SEQPACKET socket N (its --handoff-fd)\n"
     "  --prices FILE        count key forwarding's spend with this price table\n"
@@ -121,6 +123,7 @@ enum {
 	OPT_IDLE_TIMEOUT,
 	OPT_CONNECT_TIMEOUT,
 	OPT_MAX_CONNS,
+	OPT_OWN_FETCH_MAX,
 	OPT_API_POOL,
 	OPT_API_POOL_IDLE,
 	OPT_DRAIN_TIMEOUT,
@@ -166,6 +169,8 @@ static const struct opt_spec options[] = {
     {"connect-timeout", 0, OPT_DURATION, "T", OPT_CONNECT_TIMEOUT,
      "time to resolve, connect and shake hands (default 30s)"},
     {"max-conns", 0, OPT_TEXT, "N", OPT_MAX_CONNS, "connections at once (default 10000)"},
+    {"own-fetch-max", 0, OPT_TEXT, "N", OPT_OWN_FETCH_MAX,
+     "metadata fetches of the proxy's own a task begins (default 20000)"},
     {"api-pool", 0, OPT_TEXT, "N", OPT_API_POOL,
      "keep up to N idle TLS connections to the API upstream"},
     {"api-pool-idle", 0, OPT_DURATION, "T", OPT_API_POOL_IDLE,
@@ -393,6 +398,8 @@ static void budget_option(uint64_t *cap, const char *arg, const char *opt)
 static void one_option(int opt, const char *arg, struct proxy_config *cfg,
                        struct proxy_report *report, struct options *o)
 {
+	long n;
+
 	switch (opt) {
 	case OPT_LISTEN:
 		o->listen_spec = arg;
@@ -442,6 +449,11 @@ static void one_option(int opt, const char *arg, struct proxy_config *cfg,
 	case OPT_MAX_CONNS:
 		if (parse_long(arg, 1, 1000000, &o->max_conns) < 0)
 			die("invalid --max-conns '%s'", arg);
+		break;
+	case OPT_OWN_FETCH_MAX:
+		if (parse_long(arg, 0, PROXY_OWN_FETCH_CEILING, &n) < 0)
+			die("invalid --own-fetch-max '%s' (0 to %d)", arg, PROXY_OWN_FETCH_CEILING);
+		cfg->own_fetch_max = (int)n;
 		break;
 	case OPT_API_POOL:
 		if (parse_long(arg, 0, PROXY_API_POOL_MAX, &o->api_pool) < 0)

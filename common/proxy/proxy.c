@@ -200,6 +200,12 @@ void px_pump(struct conn *c)
 		c->anext = px->again_list;
 		px->again_list = c;
 	}
+	/* An own fetch (no client) that stopped with work left: no event will come for it. */
+	if (c->own && !c->again && c->more && c->state == ST_FWD) {
+		c->again = 1;
+		c->anext = px->again_list;
+		px->again_list = c;
+	}
 	if (c->cssl && !c->again && SSL_pending(c->cssl) > 0 && (c->cev & EPOLLIN)) {
 		c->again = 1;
 		c->anext = px->again_list;

@@ -59,6 +59,14 @@ struct usage_prices;
 /* A paid answer whose client went away is read for at most this long, and this many bytes. */
 #define PROXY_DRAIN_MS  600000
 #define PROXY_DRAIN_MAX (64ULL * 1024 * 1024)
+/*
+ * The own metadata fetches one task may begin: far past what a real install
+ * makes (npm ci of a 3,000-package lock file makes about 3,000), low enough
+ * that a VM naming packages by the thousand cannot use the proxy to make
+ * upstream requests by the hundred thousand.
+ */
+#define PROXY_OWN_FETCH_DEFAULT 20000
+#define PROXY_OWN_FETCH_CEILING 100000
 
 /* The API's error type in the answer to a request refused by a cap (docs/budget.md). */
 #define PROXY_BUDGET_ERROR "invalid_request_error"
@@ -147,6 +155,12 @@ struct proxy_config {
 	 */
 	struct dep_cache *cache;
 	const char *cache_scope;
+	/*
+	 * The most metadata fetches of the proxy's own one task begins, retries
+	 * included (docs/cache.md, "Installs from a lock file"): 0 for
+	 * PROXY_OWN_FETCH_DEFAULT; never more than PROXY_OWN_FETCH_CEILING.
+	 */
+	int own_fetch_max;
 
 	int max_conns;          /* connections at once; more wait in the backlog */
 	int header_timeout_ms;  /* a request head must arrive within this */

@@ -105,6 +105,9 @@ static void meta_add(struct conn *c, const char *p, size_t n)
 
 	/* One answer's cap, and all the answers' together (the VM opens connections). */
 	if (c->meta->len + n > DEP_META_MAX || px->meta_bytes + n > PX_META_TOTAL) {
+		/* Too large for one answer's cap will not pass: the own fetch is not made again. */
+		if (c->own && c->meta->len + n > DEP_META_MAX)
+			px_fetch_too_big(c);
 		drop_meta(c);
 		return;
 	}

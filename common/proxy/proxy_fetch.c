@@ -5,7 +5,9 @@
  * proxy fetch the metadata that names it, one fetch of a key at a time,
  * shared by every request that waits for it; one that failed for a cause
  * that may pass is started again by a later request after a backoff, a
- * few times a key at most (PX_FETCH_TRIES).
+ * few times a key at most (PX_FETCH_TRIES).  A task begins at most
+ * cfg->own_fetch_max of them in all; PX_FETCH_LIVE are in flight at once,
+ * the others begun wait in a queue (px->fetch_q) and start in turn.
  *
  * A fetch is a connection of the proxy's own, without a client (cfd -1,
  * c->own): its request head, made here, goes through the same path as a
@@ -110,48 +112,63 @@ static int go_lookup_path(const struct conn *c, const char *t, size_t tl, struct
 }
 
 /*
- * Start the fetch f of path on c's host: a connection of the proxy's own,
- * its request head carrying npm's Accept and the Authorization of c's
- * request h (the VM's, placeholder and all: the swap's rules decide what
- * goes), nothing else of the VM's.  0, or -1 when it could not start.
+ * Keep in f what its start needs from c's request h: c's host, port and
+ * cache kind, the lookup path, and h's Authorization (the VM's, placeholder
+ * and all: the swap's rules decide what goes), nothing else of the VM's.
  */
-static int start(struct conn *c, const struct http_head *h, struct px_fetch *f, const char *path)
+static void keep(struct px_fetch *f, const struct conn *c, const struct http_head *h,
+                 const char *path)
 {
-	struct proxy *px = c->px;
-	struct conn *g = px_conn_new(px, -1);
-	struct buf head = BUF_INIT;
-	int v6 = strchr(c->host, ':') != NULL;
-
-	if (!g)
-		return -1;
-	g->own = f;
-	g->intercept = 1;
-	snprintf(g->ihost, sizeof(g->ihost), "%s", c->host);
-	g->iport = c->port;
-	buf_addf(&head, "GET %s HTTP/1.1\r\nHost: %s%s%s", path, v6 ? "[" : "", c->host,
-	         v6 ? "]" : "");
-	if (c->port != 443)
-		buf_addf(&head, ":%d", c->port);
-	buf_addstr(&head, "\r\n");
-	if (c->cache_kind == CONFIG_CACHE_NPM)
-		buf_addstr(&head, "Accept: " NPM_ACCEPT "\r\n");
+	snprintf(f->host, sizeof(f->host), "%s", c->host);
+	f->port = c->port;
+	f->kind = c->cache_kind;
+	free(f->path);
+	free(f->auth);
+	f->path = xstrdup(path);
+	f->auth = NULL;
 	for (int i = 0; i < h->nhdr; i++)
 		if (http_name_is(&h->hdr[i], "authorization")) {
-			buf_addstr(&head, "Authorization: ");
-			buf_add(&head, h->hdr[i].value, h->hdr[i].value_len);
-			buf_addstr(&head, "\r\n");
+			f->auth = xstrndup(h->hdr[i].value, h->hdr[i].value_len);
 			break;
 		}
+}
+
+/*
+ * Start the queued fetch f: a connection of the proxy's own, its request
+ * head carrying npm's Accept and the Authorization f kept.  0, or -1 when
+ * it could not start (no room for a connection, a head too long).
+ */
+static int start(struct proxy *px, struct px_fetch *f)
+{
+	struct buf head = BUF_INIT;
+	struct conn *g;
+	int v6 = strchr(f->host, ':') != NULL;
+
+	buf_addf(&head, "GET %s HTTP/1.1\r\nHost: %s%s%s", f->path, v6 ? "[" : "", f->host,
+	         v6 ? "]" : "");
+	if (f->port != 443)
+		buf_addf(&head, ":%d", f->port);
 	buf_addstr(&head, "\r\n");
-	if (head.len > HTTP_MAX_HEAD) {
+	if (f->kind == CONFIG_CACHE_NPM)
+		buf_addstr(&head, "Accept: " NPM_ACCEPT "\r\n");
+	if (f->auth)
+		buf_addf(&head, "Authorization: %s\r\n", f->auth);
+	buf_addstr(&head, "\r\n");
+	if (head.len > HTTP_MAX_HEAD || px->nconns >= px->cfg->max_conns ||
+	    !(g = px_conn_new(px, -1))) {
 		buf_release(&head);
-		px_conn_kill(g);
 		return -1;
 	}
+	g->own = f;
+	g->intercept = 1;
+	snprintf(g->ihost, sizeof(g->ihost), "%s", f->host);
+	g->iport = f->port;
 	g->in = xmalloc(HTTP_MAX_HEAD);
 	memcpy(g->in, head.buf, head.len);
 	g->in_len = head.len;
 	buf_release(&head);
+	f->state = PX_FETCH_PENDING;
+	px->fetches_live++;
 	px_enter_head(g);
 	/* The rules, the swap and the forward, as for the VM's own request; it may end here. */
 	px_read_head(g);
@@ -186,8 +203,52 @@ static void ended(struct proxy *px, struct px_fetch *f, int status)
 	}
 	f->state = PX_FETCH_FAILED;
 	f->retry_at = 0;
-	if (may_pass(status) && f->tries >= 1 && f->tries < PX_FETCH_TRIES)
+	/* Too large will not pass: it stands at once, like a 404. */
+	if (may_pass(status) && !f->too_big && f->tries >= 1 && f->tries < PX_FETCH_TRIES)
 		f->retry_at = px->now_ms + ((int64_t)PX_FETCH_BACKOFF_MS << (f->tries - 1));
+}
+
+/* The queued fetches there is room in flight for, started oldest first. */
+static void drain(struct proxy *px)
+{
+	struct px_fetch *f;
+
+	while (px->fetch_q && px->fetches_live < PX_FETCH_LIVE) {
+		f = px->fetch_q;
+		px->fetch_q = f->qnext;
+		if (!px->fetch_q)
+			px->fetch_q_end = &px->fetch_q;
+		f->qnext = NULL;
+		if (start(px, f) < 0) {
+			ended(px, f, 0);
+			px->fetch_wake = 1;
+		}
+		free(f->path);
+		free(f->auth);
+		f->path = f->auth = NULL;
+	}
+}
+
+/*
+ * Whether the task may begin one more own fetch; the first time it may
+ * not, the log says so.
+ */
+static int may_begin(struct proxy *px)
+{
+	int max = px->cfg->own_fetch_max > 0 ? px->cfg->own_fetch_max : PROXY_OWN_FETCH_DEFAULT;
+	char what[160];
+
+	if (max > PROXY_OWN_FETCH_CEILING)
+		max = PROXY_OWN_FETCH_CEILING;
+	if (px->fetches_begun < max)
+		return 1;
+	if (!px->fetch_max_said) {
+		px->fetch_max_said = 1;
+		snprintf(what, sizeof(what),
+		         "the proxy's own metadata fetches reached this task's limit of %d", max);
+		px_log_note(px, what, 0);
+	}
+	return 0;
 }
 
 int px_fetch_meta(struct conn *c, const struct http_head *h, const char *t, size_t tl)
@@ -224,28 +285,35 @@ int px_fetch_meta(struct conn *c, const struct http_head *h, const char *t, size
 	}
 	if (!f->tries ||
 	    (f->state == PX_FETCH_FAILED && f->retry_at && px->now_ms >= f->retry_at)) {
-		if (px->nconns >= px->cfg->max_conns) {
-			c->cache_why = "no room for the proxy's own metadata fetch";
+		if (!may_begin(px)) {
+			c->cache_why = "the proxy's own metadata fetches reached their limit";
 			r = 2;
 			goto out;
 		}
+		px->fetches_begun++;
 		f->tries++;
-		f->state = PX_FETCH_PENDING;
-		f->ok = 0;
+		f->ok = f->too_big = 0;
 		f->retry_at = 0;
-		if (start(c, h, f, path.buf) == 0) {
-			/*
-			 * c waits, even for a fetch already ended (on a kept connection
-			 * the answer can come before start() returns): its end woke the
-			 * waiting requests, and c looks up what it taught then.
-			 */
-			r = 1;
-			goto out;
-		}
-		ended(px, f, 0);
+		keep(f, c, h, path.buf);
+		f->state = PX_FETCH_QUEUED;
+		if (!px->fetch_q)
+			px->fetch_q_end = &px->fetch_q;
+		*px->fetch_q_end = f;
+		px->fetch_q_end = &f->qnext;
+		drain(px);
+		/*
+		 * c waits, even for a fetch already ended (on a kept connection
+		 * the answer can come before start() returns, or none could
+		 * start): its end woke the waiting requests, and c looks up what
+		 * it taught then.
+		 */
+		r = 1;
+		goto out;
 	}
-	r = f->state == PX_FETCH_PENDING ? 1 : 2;
-	if (f->state == PX_FETCH_FAILED)
+	r = f->state == PX_FETCH_PENDING || f->state == PX_FETCH_QUEUED ? 1 : 2;
+	if (f->state == PX_FETCH_FAILED && f->too_big)
+		c->cache_why = "the metadata the proxy fetched is over its cap";
+	else if (f->state == PX_FETCH_FAILED)
 		c->cache_why = "the proxy's own metadata fetch failed";
 	else if (f->state == PX_FETCH_DONE)
 		c->cache_why = "the metadata the proxy fetched does not name it";
@@ -260,8 +328,14 @@ void px_fetch_learnt(struct conn *c)
 	c->own->ok = 1;
 }
 
+void px_fetch_too_big(struct conn *c)
+{
+	c->own->too_big = 1;
+}
+
 void px_fetch_end(struct conn *c)
 {
+	c->px->fetches_live--;
 	ended(c->px, c->own, c->status);
 	c->own = NULL;
 	c->px->fetch_wake = 1;
@@ -270,6 +344,7 @@ void px_fetch_end(struct conn *c)
 void px_fetch_wake(struct proxy *px)
 {
 	px->fetch_wake = 0;
+	drain(px);
 	for (struct conn *c = px->conns, *next; c; c = next) {
 		next = c->next;
 		if (c->dead || c->state != ST_CWAIT)
@@ -284,6 +359,8 @@ void px_fetch_free(struct proxy *px)
 	for (size_t i = 0; i < px->fetches_cap; i++)
 		if (px->fetches[i]) {
 			free(px->fetches[i]->key);
+			free(px->fetches[i]->path);
+			free(px->fetches[i]->auth);
 			free(px->fetches[i]);
 		}
 	free(px->fetches);

@@ -524,6 +524,7 @@ int px_fwd_response(struct conn *c)
 {
 	struct proxy *px = c->px;
 
+	c->more = 0;
 	for (int rounds = 0; rounds < 64; rounds++) {
 		struct buf why = BUF_INIT;
 		int streaming = c->rechunk == 1 && c->resp_head_done && !c->respb.done;
@@ -609,5 +610,7 @@ int px_fwd_response(struct conn *c)
 		if (r <= 0)
 			return r;
 	}
+	/* Work left: a client's socket says when to go on, an own fetch has none (pump()). */
+	c->more = 1;
 	return 0;
 }

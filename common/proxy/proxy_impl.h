@@ -87,6 +87,7 @@ struct conn {
 	struct handle hc, hu;
 	struct conn *prev, *next, *gnext, *anext;
 	int again; /* on the again list: TLS holds bytes epoll cannot see */
+	int more;  /* px_fwd_response() stopped after its rounds with work left */
 	int cfd, ufd;
 	int c_gone, u_gone; /* fd taken out of epoll after a hangup */
 	SSL *ssl;
@@ -255,7 +256,11 @@ struct proxy {
 	struct px_fetch **fetches;
 	size_t fetches_cap, fetches_nr;
 	unsigned long long fetches_seed; /* its hash's (dep_key_seed()): the VM names the keys */
-	int fetch_wake;      /* a fetch ended: the requests waiting (ST_CWAIT) look again */
+	int fetch_wake; /* a fetch ended: the requests waiting (ST_CWAIT) look again */
+	struct px_fetch *fetch_q, **fetch_q_end; /* waiting for room in flight, oldest first */
+	int fetches_live;                        /* own fetches in flight, PX_FETCH_LIVE at most */
+	int fetches_begun;   /* own fetches begun this task, cfg->own_fetch_max at most */
+	int fetch_max_said;  /* the log said that limit was reached */
 	struct buf echo_out; /* an intercepted answer's bytes on their way, kept for the next */
 	char scratch[SCRATCH_SIZE]; /* a tunnel's bytes on their way through */
 };
@@ -332,7 +337,8 @@ void px_refuse(struct conn *c, const char *why);
  * The usage of an answer under way is counted first.
  */
 void px_log_line(struct conn *c, const char *verdict, const char *why);
-/* A line of the proxy's own in the log, within its cap: common/ never prints. */
+/* A line of the proxy's own in the log, within its cap (err 0: none to add): common/ never prints.
+ */
 void px_log_note(struct proxy *px, const char *what, int err);
 /* The last line, when the cap left lines out. */
 void px_log_left_out(struct proxy *px);
@@ -538,6 +544,12 @@ void px_cache_end(struct conn *c);
 
 /* The most keys one task fetches metadata for; past that, nothing more is fetched. */
 #define PX_FETCH_MAX 100000
+/*
+ * The own fetches in flight at once, all hosts together (the pool's size):
+ * more wait in a queue, started in the order they were asked for as those
+ * in flight end (docs/cache.md, "Installs from a lock file").
+ */
+#define PX_FETCH_LIVE PX_OWN_POOL
 
 /*
  * A key's fetch that failed for a cause that may pass (no answer, a cut,
@@ -552,30 +564,41 @@ void px_cache_end(struct conn *c);
 /* One metadata fetch of the proxy's own, by key ("HOST:PORT PATH"). */
 struct px_fetch {
 	char *key;
-	int state; /* PX_FETCH_* */
-	int ok;    /* its answer was a 200, read whole for its digests */
-	int tries; /* fetches started for the key, at most PX_FETCH_TRIES */
+	int state;   /* PX_FETCH_* */
+	int ok;      /* its answer was a 200, read whole for its digests */
+	int too_big; /* its answer was over DEP_META_MAX: the upstream's word, like a 404 */
+	int tries;   /* fetches begun for the key, at most PX_FETCH_TRIES */
 	int64_t
 	    retry_at; /* PX_FETCH_FAILED: a later request may start it again from then (0: never) */
+	/* PX_FETCH_QUEUED: what its start needs (the asking request's), and the next in the queue.
+	 */
+	char host[256];
+	int port, kind;
+	char *path, *auth; /* auth: the Authorization header's value, or NULL */
+	struct px_fetch *qnext;
 };
-enum { PX_FETCH_PENDING, PX_FETCH_DONE, PX_FETCH_FAILED };
+enum { PX_FETCH_QUEUED, PX_FETCH_PENDING, PX_FETCH_DONE, PX_FETCH_FAILED };
 
 /*
  * An artifact request on a cached host (h, its target t of tl bytes, '!'
  * unescaped for go) whose digest this task has not learnt: 0 when it has
  * no shape to fetch metadata for (it goes on as before); 1 when the
- * metadata it names is being fetched (started now, or by an earlier
- * request, or again after a failure's backoff): c is to wait (ST_CWAIT)
- * and look again when it ended; 2 when that fetch ended without teaching
- * it and is not due again, or none can start: c is forwarded and not
- * stored, c->cache_why says why.
+ * metadata it names is being fetched or waits for room in flight (begun
+ * now, or by an earlier request, or again after a failure's backoff): c is
+ * to wait (ST_CWAIT) and look again when it ended; 2 when that fetch ended
+ * without teaching it and is not due again, or none can begin (the task's
+ * limit of own fetches reached, said once in the log): c is forwarded and
+ * not stored, c->cache_why says why.
  */
 int px_fetch_meta(struct conn *c, const struct http_head *h, const char *t, size_t tl);
 /* The own fetch c ends (c is dead): its record is done, and the waiting requests look again. */
 void px_fetch_end(struct conn *c);
+/* The answer of the own fetch c is over DEP_META_MAX: it will not be made again. */
+void px_fetch_too_big(struct conn *c);
 /* The answer of the own fetch c was read whole for its digests. */
 void px_fetch_learnt(struct conn *c);
-/* Let the requests waiting (ST_CWAIT) look again, once a fetch ended. */
+/* Once a fetch ended: start the queued ones there is room for, and let the requests waiting
+ * (ST_CWAIT) look again. */
 void px_fetch_wake(struct proxy *px);
 /* Free the fetch records. */
 void px_fetch_free(struct proxy *px);

@@ -69,7 +69,10 @@ void px_log_note(struct proxy *px, const char *what, int err)
 	if (px->cfg->log_fd < 0)
 		return;
 	log_line_time(&b);
-	buf_addf(&b, " note - (%s: %s)\n", what, strerror(err));
+	if (err)
+		buf_addf(&b, " note - (%s: %s)\n", what, strerror(err));
+	else
+		buf_addf(&b, " note - (%s)\n", what);
 	if (log_room(px, b.len))
 		log_write(px, &b);
 	buf_release(&b);
