@@ -190,23 +190,17 @@ void px_pump(struct conn *c)
 	if (c->dead)
 		return;
 	update_events(c);
+	if (c->again)
+		return;
 	/*
 	 * An intercepted host's TLS reads ahead: whole records may wait in it
 	 * unseen by epoll until a read found it dry (then only part of one).
 	 */
-	if (c->ssl && !c->again && (c->uev & EPOLLIN) &&
-	    (SSL_pending(c->ssl) > 0 || (SSL_has_pending(c->ssl) && !c->ssl_dry))) {
-		c->again = 1;
-		c->anext = px->again_list;
-		px->again_list = c;
-	}
-	/* An own fetch (no client) that stopped with work left: no event will come for it. */
-	if (c->own && !c->again && c->more && c->state == ST_FWD) {
-		c->again = 1;
-		c->anext = px->again_list;
-		px->again_list = c;
-	}
-	if (c->cssl && !c->again && SSL_pending(c->cssl) > 0 && (c->cev & EPOLLIN)) {
+	if ((c->ssl && (c->uev & EPOLLIN) &&
+	     (SSL_pending(c->ssl) > 0 || (SSL_has_pending(c->ssl) && !c->ssl_dry))) ||
+	    /* An own fetch (no client) that stopped with work left: no event will come for it. */
+	    (c->own && c->more && c->state == ST_FWD) ||
+	    (c->cssl && SSL_pending(c->cssl) > 0 && (c->cev & EPOLLIN))) {
 		c->again = 1;
 		c->anext = px->again_list;
 		px->again_list = c;

@@ -43,17 +43,24 @@
 #include "proxy/proxy_secrets.h"
 #include "base/banned.h"
 
-/* The cache kind of c's host: the first rule on it that has one. */
-static int host_kind(const struct conn *c)
+const struct config_rule *px_cache_rule(const struct conn *c)
 {
 	const struct proxy_secrets *ps = c->px->cfg->secrets;
 
 	if (!c->px->cfg->cache || !ps)
-		return CONFIG_CACHE_NONE;
+		return NULL;
 	for (size_t i = 0; i < ps->nr_rules; i++)
 		if (ps->rules[i].cache && allow_match(&ps->rule_hosts[i], c->host, c->port))
-			return ps->rules[i].cache;
-	return CONFIG_CACHE_NONE;
+			return &ps->rules[i];
+	return NULL;
+}
+
+/* The cache kind of c's host: its cached rule's. */
+static int host_kind(const struct conn *c)
+{
+	const struct config_rule *r = px_cache_rule(c);
+
+	return r ? (int)r->cache : CONFIG_CACHE_NONE;
 }
 
 /* Whether t (tl bytes) is "/@..." with one '%' and no other '/': a scoped npm document. */

@@ -76,17 +76,6 @@ static int own_sumdb(const struct conn *c)
 	return 0;
 }
 
-/* The prefix of the first cached rule on c's host (the one its cache kind is from), or NULL. */
-static const char *go_prefix(const struct conn *c)
-{
-	const struct proxy_secrets *ps = c->px->cfg->secrets;
-
-	for (size_t i = 0; i < ps->nr_rules; i++)
-		if (ps->rules[i].cache && allow_match(&ps->rule_hosts[i], c->host, c->port))
-			return ps->rules[i].prefix;
-	return NULL;
-}
-
 /*
  * The lookup of the Go download t (tl bytes) into path: relative to the
  * prefix of c's rule, which t must begin with, byte for byte, then a '/'
@@ -94,7 +83,8 @@ static const char *go_prefix(const struct conn *c)
  */
 static int go_lookup_path(const struct conn *c, const char *t, size_t tl, struct buf *path)
 {
-	const char *pre = go_prefix(c);
+	const struct config_rule *rule = px_cache_rule(c);
+	const char *pre = rule ? rule->prefix : NULL;
 	size_t pl = pre ? strlen(pre) : 0;
 	struct buf rel = BUF_INIT;
 	int r;

@@ -520,6 +520,11 @@ void px_drop_kept(struct conn *c);
 /* ---- common/proxy/proxy_cache.c: the dependency cache (docs/cache.md) ---- */
 
 /*
+ * The rule c's cache kind is from: the first rule on c's host with a cache
+ * (its prefix, for go), or NULL when none is or the proxy caches nothing.
+ */
+const struct config_rule *px_cache_rule(const struct conn *c);
+/*
  * An intercepted request (h, target t of tl bytes) after the rules and the
  * swap: on a cached host, an artifact whose digest this task learnt is
  * answered from the store (1: c serves the hit, ST_FWD with c->hit), or
