@@ -474,7 +474,6 @@ int ssh_exec(struct ssh_client *c, struct ssh_exec *x)
 	}
 	if ((ret = open_channel(c, &ch)) < 0)
 		goto out;
-	c->times.open = clock_ms();
 	do
 		ret =
 		    ssh_again(c, libssh2_channel_exec(ch, x->command), "starting the task command");

@@ -41,13 +41,13 @@
  * When a session got to each point, in monotonic ms (clock_ms()); 0 where it
  * did not get there.  ssh_connect() sets the first three, ssh_exec() the
  * rest: the server's banner seen, the key exchange done (the host key
- * checked), the key accepted; the channel open, the command's start answered
- * (the server has forked it), its output and error output ended, the channel
- * closed.
+ * checked), the key accepted; the command's start answered (the channel
+ * open and the server has forked it), its output and error output ended,
+ * the channel closed.
  */
 struct ssh_times {
 	int64_t banner, kex, auth;
-	int64_t open, started, ended, closed;
+	int64_t started, ended, closed;
 };
 
 struct ssh_client {
