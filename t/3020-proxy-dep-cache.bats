@@ -120,7 +120,7 @@ npm_proxied() {
 	stop_proxy
 	run jq -c .cache "$T/record.json"
 	assert_success
-	assert_output --regexp '^\{"hits":0,"misses":2,"bytes_from_cache":0,"bytes_from_upstream":[1-9][0-9]*,"refused":0\}$'
+	assert_output --regexp '^\{"hits":0,"misses":2,"bytes_from_cache":0,"bytes_from_upstream":[1-9][0-9]*,"refused":0,"own_fetches":0,"own_fetch_bytes":0\}$'
 	run aibox cache list
 	assert_success
 	assert_line --partial "https://localhost:$REG/left-pad/-/left-pad-1.0.0.tgz#sha512="
@@ -140,11 +140,16 @@ npm_proxied() {
 	local size
 	size=$(($(stat -c %s "$T/reg/npm/left-pad-1.0.0.tgz") + $(stat -c %s "$T/reg/npm/right-pad-2.1.0.tgz")))
 	run jq -c .cache "$T/record.json"
-	assert_output "{\"hits\":2,\"misses\":0,\"bytes_from_cache\":$size,\"bytes_from_upstream\":0,\"refused\":0}"
+	assert_output "{\"hits\":2,\"misses\":0,\"bytes_from_cache\":$size,\"bytes_from_upstream\":0,\"refused\":0,\"own_fetches\":0,\"own_fetch_bytes\":0}"
 	# The task summary, from the record as aibox-task reads it.
 	run test-task results - --report "$T/record.json"
 	assert_success
 	assert_line "aibox: the dependency cache served 2 artifacts ($size bytes); 0 came from upstream (0 bytes)"
+}
+
+# received_sum: the sum of the received= fields of the proxy.log lines on stdin.
+received_sum() {
+	awk '{ for (i = 1; i <= NF; i++) if (sub("^received=", "", $i)) s += $i } END { print s + 0 }'
 }
 
 # npm_ci DIR LOCKDIR: the host's npm ci in DIR from LOCKDIR's package.json and
@@ -184,6 +189,27 @@ npm_ci() {
 	run grep -c ' cache=fill ' "$T/proxy.log"
 	assert_output 3
 	stop_proxy
+	# The record counts the VM's requests only (its tunnels and its three tarballs, as
+	# proxy.log's lines other than cache=fetch); the three documents apart, as the proxy's own.
+	local vm vm_host vm_received own_received
+	vm=$(grep -E '^[^ ]+ (allowed|refused|failed) ' "$T/proxy.log" | grep -vc ' cache=fetch ')
+	vm_host=$(grep " allowed localhost:$REG " "$T/proxy.log" | grep -vc ' cache=fetch ')
+	vm_received=$(grep " allowed localhost:$REG " "$T/proxy.log" | grep -v ' cache=fetch ' | received_sum)
+	own_received=$(grep ' cache=fetch ' "$T/proxy.log" | received_sum)
+	assert_equal "$(grep -c " allowed localhost:$REG GET /[^ ]*\.tgz " "$T/proxy.log")" 3
+	run jq -r '[.allowed + .refused + .failed, (.hosts | length), .hosts[0].allowed, .hosts[0].received] | @tsv' "$T/record.json"
+	assert_output "$(printf '%s\t1\t%s\t%s' "$vm" "$vm_host" "$vm_received")"
+	run jq -c '.cache | [.own_fetches, .own_fetch_bytes]' "$T/record.json"
+	assert_output "[3,$own_received]"
+	run test-task results - --report "$T/record.json"
+	assert_success
+	assert_line "aibox: the proxy fetched 3 metadata documents itself ($own_received bytes)"
+	# A record written before the own fetches were counted apart (summary.json keeps them) still reads.
+	jq -c 'del(.cache.own_fetches, .cache.own_fetch_bytes)' "$T/record.json" >"$T/old-record.json"
+	run test-task results - --report "$T/old-record.json"
+	assert_success
+	assert_line --partial 'aibox: the dependency cache served 0 artifacts'
+	refute_output --partial 'the proxy fetched'
 
 	# The next task's npm ci: every tarball from the store, none from the registry.
 	: >"$T/reg.log"
