@@ -170,8 +170,10 @@ static int bad(struct buf *err, const char *what)
 	return -EINVAL;
 }
 
-/* A count: an integer from 0 to 2^63 - 1; 0, or -EINVAL. */
-/* The count key of o into *out (flags: JSON_OPTIONAL, absent leaves *out); 0, or <0 with err. */
+/*
+ * A count, key of o: an integer from 0 to 2^63 - 1, into *out (with
+ * JSON_OPTIONAL in flags, an absent one leaves *out).  0, or -EINVAL.
+ */
 static int get_count_flags(json_t *o, const char *key, unsigned flags, uint64_t *out,
                            struct buf *err)
 {
