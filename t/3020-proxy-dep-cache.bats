@@ -549,6 +549,29 @@ restart_registry() {
 	assert_output 0
 }
 
+@test "cache npm: an own fetch's endless document (chunked, or a Content-Length of 1 TiB) is cut just past the metadata cap, and the waiting request gets its tarball from upstream with the reason" {
+	local u=https://localhost:$REG mode n
+	for mode in chunked length; do
+		echo "$mode" >"$T/reg/ENDLESS"
+		: >"$T/reg.log"
+		task "$T/rules"
+		run icurl -f -m 60 -o "$T/got" "$u/left-pad/-/left-pad-1.0.0.tgz"
+		assert_success
+		cmp "$T/got" "$T/reg/npm/left-pad-1.0.0.tgz"
+		# The registry saw the proxy close: what it sent is the cap (64 MiB) and the sockets' buffers.
+		wait_until 10 grep -q '^SENT /left-pad ' "$T/reg.log"
+		n=$(sed -n 's|^SENT /left-pad ||p' "$T/reg.log")
+		[ "$n" -ge $((64 << 20)) ] || fail "$mode: $n bytes sent, under the cap"
+		[ "$n" -le $((80 << 20)) ] || fail "$mode: $n bytes sent, far past the cap"
+		run grep -c " failed localhost:$REG GET /left-pad (the metadata the proxy fetched is over its cap) status=200 cache=fetch " "$T/proxy.log"
+		assert_output 1
+		run grep -c " GET /left-pad/-/left-pad-1.0.0.tgz (the metadata the proxy fetched is over its cap) status=200 cache=bypass " "$T/proxy.log"
+		assert_output 1
+		assert_equal "$(reg_count '^GET /left-pad$')" 1
+		stop_proxy
+	done
+}
+
 @test "cache npm: a task begins at most --own-fetch-max own fetches: the last one fills, past it each artifact goes upstream unstored with the reason, and the log says so once" {
 	task "$T/rules" --own-fetch-max 3
 	local u=https://localhost:$REG

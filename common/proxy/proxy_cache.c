@@ -112,9 +112,6 @@ static void meta_add(struct conn *c, const char *p, size_t n)
 
 	/* One answer's cap, and all the answers' together (the VM opens connections). */
 	if (c->meta->len + n > DEP_META_MAX || px->meta_bytes + n > PX_META_TOTAL) {
-		/* Too large for one answer's cap will not pass: the own fetch is not made again. */
-		if (c->own && c->meta->len + n > DEP_META_MAX)
-			px_fetch_too_big(c);
 		drop_meta(c);
 		return;
 	}
@@ -508,6 +505,9 @@ int px_cache_body(struct conn *c, const char *p, size_t n, int done)
 	const char *bad = NULL;
 	int r;
 
+	/* An own fetch's answer past one answer's cap: cut here, not read on. */
+	if (c->own && px_fetch_body(c, n))
+		return -1;
 	if (c->meta) {
 		meta_add(c, p, n);
 		/* An artifact's bytes (a by-hash index) are learnt from once they match. */

@@ -158,6 +158,7 @@ static int start(struct proxy *px, struct px_fetch *f)
 	g->in_len = head.len;
 	buf_release(&head);
 	f->state = PX_FETCH_PENDING;
+	f->got = 0;
 	px->fetches_live++;
 	px_enter_head(g);
 	/* The rules, the swap and the forward, as for the VM's own request; it may end here. */
@@ -318,9 +319,16 @@ void px_fetch_learnt(struct conn *c)
 	c->own->ok = 1;
 }
 
-void px_fetch_too_big(struct conn *c)
+int px_fetch_body(struct conn *c, size_t n)
 {
-	c->own->too_big = 1;
+	struct px_fetch *f = c->own;
+
+	f->got += n;
+	if (f->got <= DEP_META_MAX)
+		return 0;
+	f->too_big = 1;
+	px_abort_forward(c, "the metadata the proxy fetched is over its cap");
+	return 1;
 }
 
 void px_fetch_end(struct conn *c)
