@@ -147,6 +147,11 @@ npm_proxied() {
 	assert_line "aibox: the dependency cache served 2 artifacts ($size bytes); 0 came from upstream (0 bytes)"
 }
 
+# count_is N FILE PATTERN: FILE has N lines matching PATTERN (grep -E), for wait_until.
+count_is() {
+	[ "$(log_count "$2" "$3")" = "$1" ]
+}
+
 # received_sum: the sum of the received= fields of the proxy.log lines on stdin.
 received_sum() {
 	awk '{ for (i = 1; i <= NF; i++) if (sub("^received=", "", $i)) s += $i } END { print s + 0 }'
@@ -640,6 +645,44 @@ restart_registry() {
 	run awk '$2 ~ /^\/b[0-9]+$/ { sub("t=", "", $3); t[n++] = $3 } END { for (i = 0; i + 16 < n; i++) if (t[i + 16] - t[i] < 0.5) print "17 in flight at " t[i] }' "$T/reg.log"
 	assert_success
 	assert_output ''
+}
+
+@test "cache npm: a queued own fetch whose requests all went away (the client closed, or the proxy's wait timed out) is dropped, never started, and its key is fetched later as any" {
+	local u=https://localhost:$REG i pids=()
+	task "$T/rules" --idle-timeout 2s
+	# 16 fetches in flight that the registry holds (a byte every 0.2 s, so none times out).
+	touch "$T/reg/HOLDDOC"
+	for i in $(seq 16); do
+		icurl -m 30 -o /dev/null "$u/b$i/-/b$i-1.0.0.tgz" &
+		pids+=($!)
+	done
+	wait_until 20 count_is 16 "$T/reg.log" '^GET /b[0-9]+$'
+	# Queued behind them: requests whose client gives up (q), and requests whose wait
+	# times out in the proxy, which forwards them unstored (r).
+	for i in 1 2 3 4; do
+		icurl -m 3 -o /dev/null "$u/q$i/-/q$i-1.0.0.tgz" &
+		pids+=($!)
+		icurl -m 30 -o /dev/null "$u/r$i/-/r$i-1.0.0.tgz" &
+		pids+=($!)
+	done
+	wait "${pids[@]}" || true
+	run grep -cE " GET /r[0-9]/-/r[0-9]-1.0.0.tgz \(the proxy's own metadata fetch took too long\) status=404 cache=bypass " "$T/proxy.log"
+	assert_output 4
+	# The registry lets the 16 go: the queue's fetches find nobody waiting, and none starts.
+	rm "$T/reg/HOLDDOC"
+	wait_until 20 count_is 16 "$T/proxy.log" ' GET /b[0-9]+ status=404 cache=fetch '
+	run icurl -f -m 20 -o "$T/got" "$u/left-pad/-/left-pad-1.0.0.tgz"
+	assert_success
+	cmp "$T/got" "$T/reg/npm/left-pad-1.0.0.tgz"
+	run grep -c ' GET /left-pad/-/left-pad-1.0.0.tgz status=200 cache=fill ' "$T/proxy.log"
+	assert_output 1
+	assert_equal "$(reg_count '^GET /[qr][0-9]$')" 0
+	# A dropped key is fetched again by the next request for it, once.
+	run icurl -m 20 -o /dev/null -w '%{http_code}' "$u/q1/-/q1-1.0.0.tgz"
+	assert_output 404
+	assert_equal "$(reg_count '^GET /q1$')" 1
+	run grep -c " GET /q1 status=404 cache=fetch " "$T/proxy.log"
+	assert_output 1
 }
 
 @test "cache npm: a tampered tarball upstream is cut before its end, not stored, and counted; a request the rules bypass is not stored either" {

@@ -182,6 +182,8 @@ void px_cache_end(struct conn *c)
 	c->go_zip = 0;
 	if (c->own && c->dead)
 		px_fetch_end(c);
+	if (c->dead)
+		px_fetch_unwait(c);
 }
 
 /* Start serving the entry e (taken over) as the answer to c's request h. */
@@ -350,6 +352,9 @@ int px_cache_request(struct conn *c, const struct http_head *h, const char *t, s
 			goto out;
 		}
 		if (r) {
+			/* Forwarded: it waits no more (a queued fetch with no waiter is dropped).
+			 */
+			px_fetch_unwait(c);
 			c->cache_note = "bypass";
 			if (r == 1)
 				c->cache_why = "the proxy's own metadata fetch took too long";
