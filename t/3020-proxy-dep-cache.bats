@@ -120,7 +120,7 @@ npm_proxied() {
 	stop_proxy
 	run jq -c .cache "$T/record.json"
 	assert_success
-	assert_output --regexp '^\{"hits":0,"misses":2,"bytes_from_cache":0,"bytes_from_upstream":[1-9][0-9]*,"refused":0\}$'
+	assert_output --regexp '^\{"hits":0,"misses":2,"bytes_from_cache":0,"bytes_from_upstream":[1-9][0-9]*,"refused":0,"own_fetches":0,"own_fetch_bytes":0\}$'
 	run aibox cache list
 	assert_success
 	assert_line --partial "https://localhost:$REG/left-pad/-/left-pad-1.0.0.tgz#sha512="
@@ -140,11 +140,21 @@ npm_proxied() {
 	local size
 	size=$(($(stat -c %s "$T/reg/npm/left-pad-1.0.0.tgz") + $(stat -c %s "$T/reg/npm/right-pad-2.1.0.tgz")))
 	run jq -c .cache "$T/record.json"
-	assert_output "{\"hits\":2,\"misses\":0,\"bytes_from_cache\":$size,\"bytes_from_upstream\":0,\"refused\":0}"
+	assert_output "{\"hits\":2,\"misses\":0,\"bytes_from_cache\":$size,\"bytes_from_upstream\":0,\"refused\":0,\"own_fetches\":0,\"own_fetch_bytes\":0}"
 	# The task summary, from the record as aibox-task reads it.
 	run test-task results - --report "$T/record.json"
 	assert_success
 	assert_line "aibox: the dependency cache served 2 artifacts ($size bytes); 0 came from upstream (0 bytes)"
+}
+
+# count_is N FILE PATTERN: FILE has N lines matching PATTERN (grep -E), for wait_until.
+count_is() {
+	[ "$(log_count "$2" "$3")" = "$1" ]
+}
+
+# received_sum: the sum of the received= fields of the proxy.log lines on stdin.
+received_sum() {
+	awk '{ for (i = 1; i <= NF; i++) if (sub("^received=", "", $i)) s += $i } END { print s + 0 }'
 }
 
 # npm_ci DIR LOCKDIR: the host's npm ci in DIR from LOCKDIR's package.json and
@@ -184,6 +194,27 @@ npm_ci() {
 	run grep -c ' cache=fill ' "$T/proxy.log"
 	assert_output 3
 	stop_proxy
+	# The record counts the VM's requests only (its tunnels and its three tarballs, as
+	# proxy.log's lines other than cache=fetch); the three documents apart, as the proxy's own.
+	local vm vm_host vm_received own_received
+	vm=$(grep -E '^[^ ]+ (allowed|refused|failed) ' "$T/proxy.log" | grep -vc ' cache=fetch ')
+	vm_host=$(grep " allowed localhost:$REG " "$T/proxy.log" | grep -vc ' cache=fetch ')
+	vm_received=$(grep " allowed localhost:$REG " "$T/proxy.log" | grep -v ' cache=fetch ' | received_sum)
+	own_received=$(grep ' cache=fetch ' "$T/proxy.log" | received_sum)
+	assert_equal "$(grep -c " allowed localhost:$REG GET /[^ ]*\.tgz " "$T/proxy.log")" 3
+	run jq -r '[.allowed + .refused + .failed, (.hosts | length), .hosts[0].allowed, .hosts[0].received] | @tsv' "$T/record.json"
+	assert_output "$(printf '%s\t1\t%s\t%s' "$vm" "$vm_host" "$vm_received")"
+	run jq -c '.cache | [.own_fetches, .own_fetch_bytes]' "$T/record.json"
+	assert_output "[3,$own_received]"
+	run test-task results - --report "$T/record.json"
+	assert_success
+	assert_line "aibox: the proxy fetched 3 metadata documents itself ($own_received bytes)"
+	# A record written before the own fetches were counted apart (summary.json keeps them) still reads.
+	jq -c 'del(.cache.own_fetches, .cache.own_fetch_bytes)' "$T/record.json" >"$T/old-record.json"
+	run test-task results - --report "$T/old-record.json"
+	assert_success
+	assert_line --partial 'aibox: the dependency cache served 0 artifacts'
+	refute_output --partial 'the proxy fetched'
 
 	# The next task's npm ci: every tarball from the store, none from the registry.
 	: >"$T/reg.log"
@@ -523,6 +554,29 @@ restart_registry() {
 	assert_output 0
 }
 
+@test "cache npm: an own fetch's endless document (chunked, or a Content-Length of 1 TiB) is cut just past the metadata cap, and the waiting request gets its tarball from upstream with the reason" {
+	local u=https://localhost:$REG mode n
+	for mode in chunked length; do
+		echo "$mode" >"$T/reg/ENDLESS"
+		: >"$T/reg.log"
+		task "$T/rules"
+		run icurl -f -m 60 -o "$T/got" "$u/left-pad/-/left-pad-1.0.0.tgz"
+		assert_success
+		cmp "$T/got" "$T/reg/npm/left-pad-1.0.0.tgz"
+		# The registry saw the proxy close: what it sent is the cap (64 MiB) and the sockets' buffers.
+		wait_until 10 grep -q '^SENT /left-pad ' "$T/reg.log"
+		n=$(sed -n 's|^SENT /left-pad ||p' "$T/reg.log")
+		[ "$n" -ge $((64 << 20)) ] || fail "$mode: $n bytes sent, under the cap"
+		[ "$n" -le $((80 << 20)) ] || fail "$mode: $n bytes sent, far past the cap"
+		run grep -c " failed localhost:$REG GET /left-pad (the metadata the proxy fetched is over its cap) status=200 cache=fetch " "$T/proxy.log"
+		assert_output 1
+		run grep -c " GET /left-pad/-/left-pad-1.0.0.tgz (the metadata the proxy fetched is over its cap) status=200 cache=bypass " "$T/proxy.log"
+		assert_output 1
+		assert_equal "$(reg_count '^GET /left-pad$')" 1
+		stop_proxy
+	done
+}
+
 @test "cache npm: a task begins at most --own-fetch-max own fetches: the last one fills, past it each artifact goes upstream unstored with the reason, and the log says so once" {
 	task "$T/rules" --own-fetch-max 3
 	local u=https://localhost:$REG
@@ -591,6 +645,44 @@ restart_registry() {
 	run awk '$2 ~ /^\/b[0-9]+$/ { sub("t=", "", $3); t[n++] = $3 } END { for (i = 0; i + 16 < n; i++) if (t[i + 16] - t[i] < 0.5) print "17 in flight at " t[i] }' "$T/reg.log"
 	assert_success
 	assert_output ''
+}
+
+@test "cache npm: a queued own fetch whose requests all went away (the client closed, or the proxy's wait timed out) is dropped, never started, and its key is fetched later as any" {
+	local u=https://localhost:$REG i pids=()
+	task "$T/rules" --idle-timeout 2s
+	# 16 fetches in flight that the registry holds (a byte every 0.2 s, so none times out).
+	touch "$T/reg/HOLDDOC"
+	for i in $(seq 16); do
+		icurl -m 30 -o /dev/null "$u/b$i/-/b$i-1.0.0.tgz" &
+		pids+=($!)
+	done
+	wait_until 20 count_is 16 "$T/reg.log" '^GET /b[0-9]+$'
+	# Queued behind them: requests whose client gives up (q), and requests whose wait
+	# times out in the proxy, which forwards them unstored (r).
+	for i in 1 2 3 4; do
+		icurl -m 3 -o /dev/null "$u/q$i/-/q$i-1.0.0.tgz" &
+		pids+=($!)
+		icurl -m 30 -o /dev/null "$u/r$i/-/r$i-1.0.0.tgz" &
+		pids+=($!)
+	done
+	wait "${pids[@]}" || true
+	run grep -cE " GET /r[0-9]/-/r[0-9]-1.0.0.tgz \(the proxy's own metadata fetch took too long\) status=404 cache=bypass " "$T/proxy.log"
+	assert_output 4
+	# The registry lets the 16 go: the queue's fetches find nobody waiting, and none starts.
+	rm "$T/reg/HOLDDOC"
+	wait_until 20 count_is 16 "$T/proxy.log" ' GET /b[0-9]+ status=404 cache=fetch '
+	run icurl -f -m 20 -o "$T/got" "$u/left-pad/-/left-pad-1.0.0.tgz"
+	assert_success
+	cmp "$T/got" "$T/reg/npm/left-pad-1.0.0.tgz"
+	run grep -c ' GET /left-pad/-/left-pad-1.0.0.tgz status=200 cache=fill ' "$T/proxy.log"
+	assert_output 1
+	assert_equal "$(reg_count '^GET /[qr][0-9]$')" 0
+	# A dropped key is fetched again by the next request for it, once.
+	run icurl -m 20 -o /dev/null -w '%{http_code}' "$u/q1/-/q1-1.0.0.tgz"
+	assert_output 404
+	assert_equal "$(reg_count '^GET /q1$')" 1
+	run grep -c " GET /q1 status=404 cache=fetch " "$T/proxy.log"
+	assert_output 1
 }
 
 @test "cache npm: a tampered tarball upstream is cut before its end, not stored, and counted; a request the rules bypass is not stored either" {

@@ -363,6 +363,7 @@ static void sweep(struct proxy *px)
 			break;
 		case ST_CWAIT:
 			/* Look at the other filler's lock again: its head is read anew. */
+			px_fetch_unwait(c);
 			c->state = ST_HEAD;
 			px_pump(c);
 			break;

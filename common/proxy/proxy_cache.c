@@ -112,9 +112,6 @@ static void meta_add(struct conn *c, const char *p, size_t n)
 
 	/* One answer's cap, and all the answers' together (the VM opens connections). */
 	if (c->meta->len + n > DEP_META_MAX || px->meta_bytes + n > PX_META_TOTAL) {
-		/* Too large for one answer's cap will not pass: the own fetch is not made again. */
-		if (c->own && c->meta->len + n > DEP_META_MAX)
-			px_fetch_too_big(c);
 		drop_meta(c);
 		return;
 	}
@@ -185,6 +182,8 @@ void px_cache_end(struct conn *c)
 	c->go_zip = 0;
 	if (c->own && c->dead)
 		px_fetch_end(c);
+	if (c->dead)
+		px_fetch_unwait(c);
 }
 
 /* Start serving the entry e (taken over) as the answer to c's request h. */
@@ -353,6 +352,9 @@ int px_cache_request(struct conn *c, const struct http_head *h, const char *t, s
 			goto out;
 		}
 		if (r) {
+			/* Forwarded: it waits no more (a queued fetch with no waiter is dropped).
+			 */
+			px_fetch_unwait(c);
 			c->cache_note = "bypass";
 			if (r == 1)
 				c->cache_why = "the proxy's own metadata fetch took too long";
@@ -508,6 +510,9 @@ int px_cache_body(struct conn *c, const char *p, size_t n, int done)
 	const char *bad = NULL;
 	int r;
 
+	/* An own fetch's answer past one answer's cap: cut here, not read on. */
+	if (c->own && px_fetch_body(c, n))
+		return -1;
 	if (c->meta) {
 		meta_add(c, p, n);
 		/* An artifact's bytes (a by-hash index) are learnt from once they match. */

@@ -7,7 +7,8 @@
  * that may pass is started again by a later request after a backoff, a
  * few times a key at most (PX_FETCH_TRIES).  A task begins at most
  * cfg->own_fetch_max of them in all; PX_FETCH_LIVE are in flight at once,
- * the others begun wait in a queue (px->fetch_q) and start in turn.
+ * the others begun wait in a queue (px->fetch_q) and start in turn, or are
+ * dropped then when no request waits for them any more (f->waiters).
  *
  * A fetch is a connection of the proxy's own, without a client (cfd -1,
  * c->own): its request head, made here, goes through the same path as a
@@ -158,6 +159,7 @@ static int start(struct proxy *px, struct px_fetch *f)
 	g->in_len = head.len;
 	buf_release(&head);
 	f->state = PX_FETCH_PENDING;
+	f->got = 0;
 	px->fetches_live++;
 	px_enter_head(g);
 	/* The rules, the swap and the forward, as for the VM's own request; it may end here. */
@@ -198,7 +200,22 @@ static void ended(struct proxy *px, struct px_fetch *f, int status)
 		f->retry_at = px->now_ms + ((int64_t)PX_FETCH_BACKOFF_MS << (f->tries - 1));
 }
 
-/* The queued fetches there is room in flight for, started oldest first. */
+/*
+ * The queued fetch f that nobody waits for: as if never begun (not
+ * counted; the next request for its key begins it again at once).
+ */
+static void drop(struct proxy *px, struct px_fetch *f)
+{
+	f->tries--;
+	px->fetches_begun--;
+	f->state = PX_FETCH_FAILED;
+	f->retry_at = px->now_ms;
+}
+
+/*
+ * The queued fetches there is room in flight for, started oldest first;
+ * those no request waits for any more are dropped.
+ */
 static void drain(struct proxy *px)
 {
 	struct px_fetch *f;
@@ -209,7 +226,9 @@ static void drain(struct proxy *px)
 		if (!px->fetch_q)
 			px->fetch_q_end = &px->fetch_q;
 		f->qnext = NULL;
-		if (start(px, f) < 0) {
+		if (!f->waiters) {
+			drop(px, f);
+		} else if (start(px, f) < 0) {
 			ended(px, f, 0);
 			px->fetch_wake = 1;
 		}
@@ -241,6 +260,22 @@ static int may_begin(struct proxy *px)
 	return 0;
 }
 
+void px_fetch_unwait(struct conn *c)
+{
+	if (!c->waits)
+		return;
+	c->waits->waiters--;
+	c->waits = NULL;
+}
+
+/* c waits for f. */
+static void wait_on(struct conn *c, struct px_fetch *f)
+{
+	px_fetch_unwait(c);
+	c->waits = f;
+	f->waiters++;
+}
+
 int px_fetch_meta(struct conn *c, const struct http_head *h, const char *t, size_t tl)
 {
 	struct proxy *px = c->px;
@@ -248,6 +283,7 @@ int px_fetch_meta(struct conn *c, const struct http_head *h, const char *t, size
 	struct px_fetch **sp, *f;
 	int r;
 
+	px_fetch_unwait(c);
 	if (c->cache_kind == CONFIG_CACHE_NPM)
 		r = dep_npm_doc_path(t, tl, &path);
 	else if (c->cache_kind == CONFIG_CACHE_GO)
@@ -290,6 +326,7 @@ int px_fetch_meta(struct conn *c, const struct http_head *h, const char *t, size
 			px->fetch_q_end = &px->fetch_q;
 		*px->fetch_q_end = f;
 		px->fetch_q_end = &f->qnext;
+		wait_on(c, f); /* before drain(): a queued fetch with no waiter is dropped */
 		drain(px);
 		/*
 		 * c waits, even for a fetch already ended (on a kept connection
@@ -301,6 +338,8 @@ int px_fetch_meta(struct conn *c, const struct http_head *h, const char *t, size
 		goto out;
 	}
 	r = f->state == PX_FETCH_PENDING || f->state == PX_FETCH_QUEUED ? 1 : 2;
+	if (r == 1)
+		wait_on(c, f);
 	if (f->state == PX_FETCH_FAILED && f->too_big)
 		c->cache_why = "the metadata the proxy fetched is over its cap";
 	else if (f->state == PX_FETCH_FAILED)
@@ -318,9 +357,16 @@ void px_fetch_learnt(struct conn *c)
 	c->own->ok = 1;
 }
 
-void px_fetch_too_big(struct conn *c)
+int px_fetch_body(struct conn *c, size_t n)
 {
-	c->own->too_big = 1;
+	struct px_fetch *f = c->own;
+
+	f->got += n;
+	if (f->got <= DEP_META_MAX)
+		return 0;
+	f->too_big = 1;
+	px_abort_forward(c, "the metadata the proxy fetched is over its cap");
+	return 1;
 }
 
 void px_fetch_end(struct conn *c)
@@ -339,6 +385,7 @@ void px_fetch_wake(struct proxy *px)
 		next = c->next;
 		if (c->dead || c->state != ST_CWAIT)
 			continue;
+		px_fetch_unwait(c);
 		c->state = ST_HEAD;
 		px_pump(c);
 	}

@@ -186,6 +186,8 @@ struct conn {
 	const char *cache_why; /* for the log: why an artifact was not kept */
 	/* The proxy's own metadata fetch this connection is (no client): proxy_fetch.c. */
 	struct px_fetch *own;
+	/* ST_CWAIT: the own fetch this request waits for (counted in its waiters), or NULL. */
+	struct px_fetch *waits;
 
 	struct resolve_job *job;
 	struct resolve_result addrs;
@@ -537,7 +539,8 @@ void px_cache_head(struct conn *c, const struct http_head *h);
 /*
  * The answer's payload (p, n bytes; done at its end), before it goes to the
  * client.  -1 when c was cut (the artifact's digest did not match: the
- * client never gets the answer's end), else 0.
+ * client never gets the answer's end; an own fetch's answer passed its cap:
+ * px_fetch_body()), else 0.
  */
 int px_cache_body(struct conn *c, const char *p, size_t n, int done);
 /* Serve more of a hit (c->hit); the request finishes when it is all sent. */
@@ -569,10 +572,12 @@ void px_cache_end(struct conn *c);
 /* One metadata fetch of the proxy's own, by key ("HOST:PORT PATH"). */
 struct px_fetch {
 	char *key;
-	int state;   /* PX_FETCH_* */
-	int ok;      /* its answer was a 200, read whole for its digests */
-	int too_big; /* its answer was over DEP_META_MAX: the upstream's word, like a 404 */
-	int tries;   /* fetches begun for the key, at most PX_FETCH_TRIES */
+	int state;    /* PX_FETCH_* */
+	int ok;       /* its answer was a 200, read whole for its digests */
+	int too_big;  /* its answer was over DEP_META_MAX: the upstream's word, like a 404 */
+	uint64_t got; /* PX_FETCH_PENDING: its answer's payload read, DEP_META_MAX at most */
+	int waiters;  /* the requests waiting for it (their c->waits) */
+	int tries;    /* fetches begun for the key, at most PX_FETCH_TRIES */
 	int64_t
 	    retry_at; /* PX_FETCH_FAILED: a later request may start it again from then (0: never) */
 	/* PX_FETCH_QUEUED: what its start needs (the asking request's), and the next in the queue.
@@ -593,13 +598,26 @@ enum { PX_FETCH_QUEUED, PX_FETCH_PENDING, PX_FETCH_DONE, PX_FETCH_FAILED };
  * to wait (ST_CWAIT) and look again when it ended; 2 when that fetch ended
  * without teaching it and is not due again, or none can begin (the task's
  * limit of own fetches reached, said once in the log): c is forwarded and
- * not stored, c->cache_why says why.
+ * not stored, c->cache_why says why.  With 1, c counts as waiting for that
+ * fetch (c->waits) until px_fetch_unwait(c).
  */
 int px_fetch_meta(struct conn *c, const struct http_head *h, const char *t, size_t tl);
+/*
+ * c waits for no own fetch any more (it leaves ST_CWAIT, is forwarded, or
+ * dies).  A queued fetch that no request waits for when its turn comes is
+ * dropped, never started, and does not count toward the task's limit.
+ */
+void px_fetch_unwait(struct conn *c);
 /* The own fetch c ends (c is dead): its record is done, and the waiting requests look again. */
 void px_fetch_end(struct conn *c);
-/* The answer of the own fetch c is over DEP_META_MAX: it will not be made again. */
-void px_fetch_too_big(struct conn *c);
+/*
+ * n more bytes of the own fetch c's answer's payload (whatever its status):
+ * past DEP_META_MAX in all, c is cut at once (logged, its upstream
+ * connection closed, never pooled) and the answer stands for the task like
+ * a 404 (docs/cache.md, "Installs from a lock file"), so an endless answer
+ * costs that cap and no more.  1 when c was cut (it is dead), else 0.
+ */
+int px_fetch_body(struct conn *c, size_t n);
 /* The answer of the own fetch c was read whole for its digests. */
 void px_fetch_learnt(struct conn *c);
 /* Once a fetch ended: start the queued ones there is room for, and let the requests waiting

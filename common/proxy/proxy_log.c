@@ -99,19 +99,26 @@ void px_log_line(struct conn *c, const char *verdict, const char *why)
 	px_usage_done(c);
 	if (c->host[0])
 		host_name(&name, c);
-	if (px->cfg->report && c->used[0] && c->host[0]) {
-		char names[sizeof(c->used)], *save = NULL;
+	if (px->cfg->report && c->own) {
+		/* Not the VM's request: counted apart (docs/internals.md, "aibox-proxy's record").
+		 */
+		px->cfg->report->own_fetches++;
+		px->cfg->report->own_fetch_bytes += c->received;
+	} else if (px->cfg->report) {
+		if (c->used[0] && c->host[0]) {
+			char names[sizeof(c->used)], *save = NULL;
 
-		memcpy(names, c->used, sizeof(names));
-		for (char *t = strtok_r(names, ",", &save); t; t = strtok_r(NULL, ",", &save))
-			proxy_report_secret(px->cfg->report, t, name.buf, c->used_refused);
-	}
-	if (px->cfg->report)
+			memcpy(names, c->used, sizeof(names));
+			for (char *t = strtok_r(names, ",", &save); t;
+			     t = strtok_r(NULL, ",", &save))
+				proxy_report_secret(px->cfg->report, t, name.buf, c->used_refused);
+		}
 		proxy_report_count(px->cfg->report,
 		                   !strcmp(verdict, "allowed")   ? PROXY_ALLOWED
 		                   : !strcmp(verdict, "refused") ? PROXY_REFUSED
 		                                                 : PROXY_FAILED,
 		                   c->host[0] ? name.buf : NULL, c->sent, c->received);
+	}
 	/* An artifact's request: a hit, or a miss (fill, miss, busy, bad); not bypass or meta. */
 	if (px->cfg->report && c->cache_note && c->cdig_seen) {
 		if (!strcmp(c->cache_note, "hit"))

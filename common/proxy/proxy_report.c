@@ -145,13 +145,16 @@ void proxy_report_json(const struct proxy_report *r, struct buf *out)
 		json_object_set_new(root, "secrets", secrets);
 		json_object_set_new(root, "more_secrets", count(r->more_secrets));
 	}
-	if (r->cache_hits || r->cache_misses || r->cache_bytes || r->cache_upstream || r->cache_bad)
+	if (r->cache_hits || r->cache_misses || r->cache_bytes || r->cache_upstream ||
+	    r->cache_bad || r->own_fetches)
 		json_object_set_new(
 		    root, "cache",
-		    json_pack("{s:o, s:o, s:o, s:o, s:o}", "hits", count(r->cache_hits), "misses",
-		              count(r->cache_misses), "bytes_from_cache", count(r->cache_bytes),
-		              "bytes_from_upstream", count(r->cache_upstream), "refused",
-		              count(r->cache_bad)));
+		    json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "hits", count(r->cache_hits),
+		              "misses", count(r->cache_misses), "bytes_from_cache",
+		              count(r->cache_bytes), "bytes_from_upstream",
+		              count(r->cache_upstream), "refused", count(r->cache_bad),
+		              "own_fetches", count(r->own_fetches), "own_fetch_bytes",
+		              count(r->own_fetch_bytes)));
 	text = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
 	if (!text)
 		die_oom();
@@ -167,19 +170,33 @@ static int bad(struct buf *err, const char *what)
 	return -EINVAL;
 }
 
-/* A count: an integer from 0 to 2^63 - 1; 0, or -EINVAL. */
-static int get_count(json_t *o, const char *key, uint64_t *out, struct buf *err)
+/*
+ * A count, key of o: an integer from 0 to 2^63 - 1, into *out (with
+ * JSON_OPTIONAL in flags, an absent one leaves *out).  0, or -EINVAL.
+ */
+static int get_count_flags(json_t *o, const char *key, unsigned flags, uint64_t *out,
+                           struct buf *err)
 {
 	struct buf why = BUF_INIT;
 	int64_t n;
-	int r = json_get_int(o, key, 0, 0, INT64_MAX, &n, &why);
+	int r = json_get_int(o, key, flags, 0, INT64_MAX, &n, &why);
 
 	if (r > 0)
 		*out = (uint64_t)n;
-	else
+	else if (r < 0)
 		bad(err, why.buf);
 	buf_release(&why);
 	return r < 0 ? r : 0;
+}
+
+static int get_count(json_t *o, const char *key, uint64_t *out, struct buf *err)
+{
+	return get_count_flags(o, key, 0, out, err);
+}
+
+static int get_count_opt(json_t *o, const char *key, uint64_t *out, struct buf *err)
+{
+	return get_count_flags(o, key, JSON_OPTIONAL, out, err);
 }
 
 static int host_name_ok(const char *s)
@@ -277,7 +294,10 @@ int proxy_report_parse(const char *p, size_t n, struct proxy_report *r, struct b
 	     get_count(v, "misses", &r->cache_misses, err) ||
 	     get_count(v, "bytes_from_cache", &r->cache_bytes, err) ||
 	     get_count(v, "bytes_from_upstream", &r->cache_upstream, err) ||
-	     get_count(v, "refused", &r->cache_bad, err))) {
+	     get_count(v, "refused", &r->cache_bad, err) ||
+	     /* Records written before the own fetches were counted apart have neither. */
+	     get_count_opt(v, "own_fetches", &r->own_fetches, err) ||
+	     get_count_opt(v, "own_fetch_bytes", &r->own_fetch_bytes, err))) {
 		if (!err->len)
 			bad(err, "'cache' is not an object");
 		goto out;

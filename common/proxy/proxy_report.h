@@ -77,6 +77,13 @@ struct proxy_report {
 	 * bytes from upstream, and the artifacts refused for their digest.
 	 */
 	uint64_t cache_hits, cache_misses, cache_bytes, cache_upstream, cache_bad;
+	/*
+	 * The proxy's own metadata fetches (docs/cache.md, "Installs from a lock
+	 * file"), whatever their verdict, and their answers' bytes (received, as
+	 * in their log lines): under "cache" too.  They are not the VM's
+	 * requests, so no other count of the record has them.
+	 */
+	uint64_t own_fetches, own_fetch_bytes;
 
 	/* The proxy's side only: hashes of the hosts counted in more_hosts. */
 	uint64_t *seen;
@@ -89,7 +96,7 @@ struct proxy_report {
 	}
 
 /*
- * Count one request or tunnel (one proxy.log line) with its verdict.  name is
+ * Count one request or tunnel of the VM's (one proxy.log line) with its verdict.  name is
  * its "host:port" (NULL when the request did not get that far); only allowed
  * ones are counted per host.  Never fails; memory stays within the bounds
  * above.

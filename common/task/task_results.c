@@ -397,6 +397,11 @@ void summary_make(const struct summary_in *in, struct summary *s)
 			     (unsigned long long)rep->cache_upstream,
 			     rep->cache_bad ? ", some refused for their digest (see proxy.log)"
 			                    : "");
+		/* Not the VM's requests, so not in the hosts' counts above (docs/cache.md). */
+		if (rep->own_fetches)
+			addf(s, 0, "the proxy fetched %llu metadata document%s itself (%llu bytes)",
+			     (unsigned long long)rep->own_fetches, rep->own_fetches == 1 ? "" : "s",
+			     (unsigned long long)rep->own_fetch_bytes);
 		if (rep->log_left_out)
 			addf(s, 0,
 			     "proxy.log left out %llu lines past its cap (the hosts above are "
