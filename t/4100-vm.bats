@@ -44,7 +44,7 @@ for d in /home/aibox /work/proj /tmp /var/tmp; do
 done
 cat /home/aibox/.claude/skills/hello
 touch /home/aibox/.claude/skills/x 2>/dev/null && echo "mount writable" || echo "mount read-only"
-stat -c 'ssh-key %a %U' /run/aibox/ssh/ssh_host_ed25519_key
+stat -c 'ssh-key %a %U' /run/aibox/ssh/ssh_host_ecdsa_key
 [ -s /etc/resolv.conf ] && echo "dns configured" || echo "no dns"
 (exec 3<>/dev/tcp/10.0.2.100/3128 && head -1 <&3 | sed 's/^/forward: /')
 timeout 10 bash -c 'exec 3<>/dev/tcp/10.0.2.2/22' 2>/dev/null && echo "host reached" || echo "host unreachable"
