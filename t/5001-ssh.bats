@@ -137,7 +137,14 @@ exit 0"
 	echo "ecdsa-sha2-nistp256 ${b:0:100}" >short.pub
 	echo "ecdsa-sha2-nistp256 $(printf '%s' "$b" | base64 -d | { cat; printf x; } | base64 -w0)" >long.pub
 	echo "ecdsa-sha2-nistp256 ${b:0:50}*${b:51}" >badchar.pub
-	for k in ed.pub p384.pub relabelled.pub short.pub long.pub badchar.pub; do
+	# the right length, but another curve's name, or a point that is not uncompressed
+	python3 - "$b" <<-'PY'
+		import base64, sys
+		blob = base64.b64decode(sys.argv[1])
+		for name, b in (("curve", blob[:27] + b"nistp384" + blob[35:]), ("point", blob[:39] + b"\x02" + blob[40:])):
+		    open(name + ".pub", "w").write("ecdsa-sha2-nistp256 " + base64.b64encode(b).decode() + "\n")
+	PY
+	for k in ed.pub p384.pub relabelled.pub short.pub long.pub badchar.pub curve.pub point.pub; do
 		run test-task ssh-run --user "$(id -un)" --key keys/test_user_key --host-pub "$k" \
 			--timeout-ms 10000 task -- /bin/true
 		assert_failure
