@@ -71,7 +71,7 @@ while True:
     c.close()
 PY
 	FAKE_PROXY_PID=$!
-	wait_until 5 test -S "$1"
+	wait_until 60 test -S "$1"
 }
 
 vm_teardown() {
