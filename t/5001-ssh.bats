@@ -12,7 +12,7 @@ setup() {
 
 ssh_run() {
 	test-task ssh-run --user "$(id -un)" --key keys/test_user_key \
-		--host-pub keys/ssh/ssh_host_ed25519_key.pub "$@" -- \
+		--host-pub keys/ssh/ssh_host_ecdsa_key.pub "$@" -- \
 		$(SSHD_ARGV)
 }
 
@@ -20,14 +20,14 @@ ssh_run() {
 	mkdir "$T/keys2"
 	run test-task ssh-keys "$T/keys2"
 	assert_success
-	assert_output "host key blob 51 bytes"
+	assert_output "host key blob 104 bytes"
 	run cat keys/ssh/authorized_keys
-	assert_output --regexp '^command="/usr/lib/aibox/aibox-init session",restrict ssh-ed25519 [A-Za-z0-9+/]+=* aibox-task$'
-	assert_file_exists keys/ssh/ssh_host_ed25519_key
+	assert_output --regexp '^command="/usr/lib/aibox/aibox-init session",restrict ecdsa-sha2-nistp256 [A-Za-z0-9+/]+=* aibox-task$'
+	assert_file_exists keys/ssh/ssh_host_ecdsa_key
 	run ls -A keys/ssh
 	assert_output "authorized_keys
-ssh_host_ed25519_key
-ssh_host_ed25519_key.pub"
+ssh_host_ecdsa_key
+ssh_host_ecdsa_key.pub"
 	run head -1 keys/test_user_key
 	assert_output "-----BEGIN OPENSSH PRIVATE KEY-----"
 }
@@ -37,7 +37,7 @@ ssh_host_ed25519_key.pub"
 	run test-task ssh-keys --pty "$T/keys3"
 	assert_success
 	run cat "$T/keys3/ssh/authorized_keys"
-	assert_output --regexp '^command="/usr/lib/aibox/aibox-init session",restrict,pty ssh-ed25519 [A-Za-z0-9+/]+=* aibox-task$'
+	assert_output --regexp '^command="/usr/lib/aibox/aibox-init session",restrict,pty ecdsa-sha2-nistp256 [A-Za-z0-9+/]+=* aibox-task$'
 }
 
 @test "ssh: a command's stdin, stdout, stderr and exit code go through" {
@@ -81,23 +81,83 @@ ssh_host_ed25519_key.pub"
 }
 
 @test "ssh: a wrong host key is refused before authentication" {
-	ssh-keygen -q -t ed25519 -N '' -f other
+	ssh-keygen -q -t ecdsa -b 256 -N '' -f other
 	forced 'echo should not run'
 	run test-task ssh-run --user "$(id -un)" --key keys/test_user_key --host-pub other.pub \
 		--timeout-ms 30000 task -- /usr/sbin/sshd -i -f "$T/sshd_config" \
-		-h "$T/keys/ssh/ssh_host_ed25519_key" -E "$T/sshd.log"
+		-h "$T/keys/ssh/ssh_host_ecdsa_key" -E "$T/sshd.log"
 	assert_failure
 	assert_output "error: the VM's host key is not the one made for this task"
 	run grep -c "publickey" sshd.log
 	assert_output 0
 }
 
+@test "ssh: the client takes only ecdh-sha2-nistp256 and a P-256 host key, and signs with its P-256 key" {
+	forced 'echo ran'
+	sed -i 's/^LogLevel VERBOSE$/LogLevel DEBUG1/' sshd_config
+	run ssh_run --timeout-ms 30000 task
+	assert_success
+	assert_output "ran
+exit 0"
+	# (sshd's privilege-separated child ends its lines with a CR)
+	tr -d '\r' <sshd.log >log
+	grep -Eq "kex: algorithm: ecdh-sha2-nistp256( \[preauth\])?$" log
+	grep -Eq "kex: host key algorithm: ecdsa-sha2-nistp256( \[preauth\])?$" log
+	grep -q "Accepted publickey for $(id -un) .* ECDSA SHA256:" log
+	# a server that offers only curve25519 for the key exchange is refused
+	# (by the client: whether sshd reads its offer before it hangs up is a race)
+	printf 'KexAlgorithms curve25519-sha256\n' >>sshd_config
+	: >sshd.log
+	run ssh_run --timeout-ms 30000 task
+	assert_failure
+	assert_output "error: SSH failed while greeting the VM: Unable to exchange encryption keys"
+	run grep -c "Accepted" sshd.log
+	assert_output 0
+	# one with only an ed25519 host key: no host key algorithm in common
+	sed -i '/^KexAlgorithms/d' sshd_config
+	ssh-keygen -q -t ed25519 -N '' -f old_host
+	: >sshd.log
+	run test-task ssh-run --user "$(id -un)" --key keys/test_user_key \
+		--host-pub keys/ssh/ssh_host_ecdsa_key.pub --timeout-ms 30000 task -- \
+		/usr/sbin/sshd -i -f "$T/sshd_config" -h "$T/old_host" -E "$T/sshd.log"
+	assert_failure
+	assert_output "error: SSH failed while greeting the VM: Unable to exchange encryption keys"
+	run grep -c "Accepted" sshd.log
+	assert_output 0
+}
+
+@test "ssh: a pinned host key that is not one P-256 key is refused before any connection" {
+	ssh-keygen -q -t ed25519 -N '' -f ed
+	ssh-keygen -q -t ecdsa -b 384 -N '' -f p384
+	# a P-384 key's blob under the P-256 name; a P-256 line cut short, one with
+	# a byte more, one with bad base64
+	read -r _ b _ <p384.pub
+	echo "ecdsa-sha2-nistp256 $b x" >relabelled.pub
+	read -r _ b _ <keys/ssh/ssh_host_ecdsa_key.pub
+	echo "ecdsa-sha2-nistp256 ${b:0:100}" >short.pub
+	echo "ecdsa-sha2-nistp256 $(printf '%s' "$b" | base64 -d | { cat; printf x; } | base64 -w0)" >long.pub
+	echo "ecdsa-sha2-nistp256 ${b:0:50}*${b:51}" >badchar.pub
+	# the right length, but another curve's name, or a point that is not uncompressed
+	python3 - "$b" <<-'PY'
+		import base64, sys
+		blob = base64.b64decode(sys.argv[1])
+		for name, b in (("curve", blob[:27] + b"nistp384" + blob[35:]), ("point", blob[:39] + b"\x02" + blob[40:])):
+		    open(name + ".pub", "w").write("ecdsa-sha2-nistp256 " + base64.b64encode(b).decode() + "\n")
+	PY
+	for k in ed.pub p384.pub relabelled.pub short.pub long.pub badchar.pub curve.pub point.pub; do
+		run test-task ssh-run --user "$(id -un)" --key keys/test_user_key --host-pub "$k" \
+			--timeout-ms 10000 task -- /bin/true
+		assert_failure
+		assert_output "test-task: not a P-256 public key"
+	done
+}
+
 @test "ssh: a key the server does not know is refused" {
-	ssh-keygen -q -t ed25519 -N '' -f stranger
+	ssh-keygen -q -t ecdsa -b 256 -N '' -f stranger
 	forced 'echo should not run'
 	run test-task ssh-run --user "$(id -un)" --key stranger \
-		--host-pub keys/ssh/ssh_host_ed25519_key.pub --timeout-ms 30000 task -- \
-		/usr/sbin/sshd -i -f "$T/sshd_config" -h "$T/keys/ssh/ssh_host_ed25519_key" -E "$T/sshd.log"
+		--host-pub keys/ssh/ssh_host_ecdsa_key.pub --timeout-ms 30000 task -- \
+		/usr/sbin/sshd -i -f "$T/sshd_config" -h "$T/keys/ssh/ssh_host_ecdsa_key" -E "$T/sshd.log"
 	assert_failure
 	assert_output "error: the VM refused the task's key"
 }
@@ -172,14 +232,14 @@ exit 0"
 
 @test "ssh: a channel that closes before the banner is an error" {
 	run test-task ssh-run --user "$(id -un)" --key keys/test_user_key \
-		--host-pub keys/ssh/ssh_host_ed25519_key.pub --timeout-ms 10000 task -- /bin/true
+		--host-pub keys/ssh/ssh_host_ecdsa_key.pub --timeout-ms 10000 task -- /bin/true
 	assert_failure
 	assert_output "error: the channel to the VM closed before its SSH server spoke"
 }
 
 @test "ssh: a peer that never speaks runs into the deadline without being sent a byte" {
 	run test-task ssh-run --user "$(id -un)" --key keys/test_user_key \
-		--host-pub keys/ssh/ssh_host_ed25519_key.pub --timeout-ms 1500 task -- \
+		--host-pub keys/ssh/ssh_host_ecdsa_key.pub --timeout-ms 1500 task -- \
 		sh -c "echo \$\$ >$T/peer.pid; exec head -c 100 >$T/got"
 	assert_failure
 	assert_output "error: the task's SSH session ran out of time"

@@ -31,7 +31,7 @@ task_dir() {
 	run python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); print(s["id"], s["model"], s["timeout_s"], s["max_budget_usd"], s["start_commit"], s["git"]["name"], s["api"])' "$dir/settings.json"
 	assert_output "${dir: -6} sonnet 5400 2.5 $(git rev-parse HEAD) Test User oauth"
 	assert_file_exists "$dir/ssh/authorized_keys"
-	assert_file_exists "$dir/ssh/ssh_host_ed25519_key"
+	assert_file_exists "$dir/ssh/ssh_host_ecdsa_key"
 	for f in changes.bundle transcript.jsonl vm.log result.json; do
 		assert_file_exists "$dir/$f"
 	done

@@ -30,7 +30,7 @@ setup() {
 			case \$a in local,path=*,mount_tag=aibox.task,*) dir=\${a#local,path=}; dir=\${dir%%,mount_tag=aibox.task,*} ;; esac
 		done
 		cat >"$T/sshd_config" <<-CFG
-			HostKey \$dir/ssh/ssh_host_ed25519_key
+			HostKey \$dir/ssh/ssh_host_ecdsa_key
 			AuthorizedKeysFile \$dir/ssh/authorized_keys
 			ForceCommand $T/fake-task \$dir
 			StrictModes no

@@ -27,5 +27,5 @@ forced() {
 }
 
 SSHD_ARGV() {
-	echo /usr/sbin/sshd -i -f "$T/sshd_config" -h "$T/keys/ssh/ssh_host_ed25519_key" -E "$T/sshd.log"
+	echo /usr/sbin/sshd -i -f "$T/sshd_config" -h "$T/keys/ssh/ssh_host_ecdsa_key" -E "$T/sshd.log"
 }

@@ -32,9 +32,9 @@ vm_image() {
 vm_share() {
 	local dir=$1 forced=${2:-}
 	mkdir -p "$dir/ssh"
-	ssh-keygen -q -t ed25519 -N '' -C aibox-host -f "$T/hostkey"
-	ssh-keygen -q -t ed25519 -N '' -C aibox-user -f "$T/userkey"
-	cp "$T/hostkey" "$dir/ssh/ssh_host_ed25519_key"
+	ssh-keygen -q -t ecdsa -b 256 -N '' -C aibox-host -f "$T/hostkey"
+	ssh-keygen -q -t ecdsa -b 256 -N '' -C aibox-user -f "$T/userkey"
+	cp "$T/hostkey" "$dir/ssh/ssh_host_ecdsa_key"
 	if [ -n "$forced" ]; then
 		echo "command=\"/usr/lib/aibox/aibox-init session\",restrict $(cat "$T/userkey.pub")" \
 			>"$dir/ssh/authorized_keys"
@@ -47,9 +47,11 @@ vm_share() {
 }
 
 # vm_ssh ARGS...: ssh to the guest through test-vm's --listen socket $T/ssh.sock,
-# pinning the host key made by vm_share.
+# pinning the host key made by vm_share.  VM_SSH_KEY: another user key;
+# VM_SSH_OPTS: options first (ssh takes an option's first value).
 vm_ssh() {
-	ssh -F /dev/null -o BatchMode=yes -o IdentitiesOnly=yes -i "$T/userkey" \
+	# shellcheck disable=SC2086 # VM_SSH_OPTS is words
+	ssh ${VM_SSH_OPTS:-} -F /dev/null -o BatchMode=yes -o IdentitiesOnly=yes -i "${VM_SSH_KEY:-$T/userkey}" \
 		-o UserKnownHostsFile="$T/known_hosts" -o StrictHostKeyChecking=yes \
 		-o HostKeyAlias=aibox -o LogLevel=ERROR -o ConnectTimeout=120 \
 		-o ProxyCommand="aibox-connect $T/ssh.sock" root@aibox "$@"
@@ -69,7 +71,7 @@ while True:
     c.close()
 PY
 	FAKE_PROXY_PID=$!
-	wait_until 5 test -S "$1"
+	wait_until 60 test -S "$1"
 }
 
 vm_teardown() {

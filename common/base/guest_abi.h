@@ -50,8 +50,8 @@
 #define GUEST_FILE_TASK_CA "task_ca.pem"
 /* The SSH keys (common/vm/ssh.h ssh_task_keys_make()): a folder of the share. */
 #define GUEST_SSH_SUBDIR   "ssh"
-#define GUEST_SSH_HOST_KEY "ssh_host_ed25519_key" /* the guest's host key (+ ".pub") */
-#define GUEST_SSH_AUTH     "authorized_keys"      /* the task key, with the forced command */
+#define GUEST_SSH_HOST_KEY "ssh_host_ecdsa_key" /* the guest's host key, P-256 (+ ".pub") */
+#define GUEST_SSH_AUTH     "authorized_keys"    /* the task key, with the forced command */
 
 /*
  * The prompt's cap in bytes: the host refuses a longer one (common/config/prompt.h)

@@ -219,8 +219,11 @@ int ssh_connect(struct ssh_client *c)
 	c->session = s;
 	libssh2_session_callback_set(s, LIBSSH2_CALLBACK_RECV, (void *)recv_counted);
 	libssh2_session_set_blocking(s, 0);
-	if (libssh2_session_method_pref(s, LIBSSH2_METHOD_HOSTKEY, "ssh-ed25519"))
-		return fail_ssh(c, -1, "choosing ed25519");
+	/* One algorithm each, nothing else accepted (docs/security.md, "The SSH algorithms"). */
+	if (libssh2_session_method_pref(s, LIBSSH2_METHOD_HOSTKEY, SSH_HOST_KEY_ALGORITHM))
+		return fail_ssh(c, -1, "choosing the host key's algorithm");
+	if (libssh2_session_method_pref(s, LIBSSH2_METHOD_KEX, SSH_KEX_ALGORITHM))
+		return fail_ssh(c, -1, "choosing the key exchange");
 
 	do
 		ret = ssh_again(c, libssh2_session_handshake(s, c->fd), "greeting the VM");
@@ -229,7 +232,7 @@ int ssh_connect(struct ssh_client *c)
 		return ret;
 
 	key = libssh2_session_hostkey(s, &key_len, &type);
-	if (!key || type != LIBSSH2_HOSTKEY_TYPE_ED25519 || key_len != c->host_key_len ||
+	if (!key || type != LIBSSH2_HOSTKEY_TYPE_ECDSA_256 || key_len != c->host_key_len ||
 	    memcmp(key, c->host_key, key_len))
 		return fail(c, -EPERM, "the VM's host key is not the one made for this task");
 	c->times.kex = clock_ms();
@@ -557,7 +560,13 @@ static int b64_value(int ch)
 
 int ssh_pubkey_blob(const char *line, size_t len, struct buf *blob)
 {
-	static const char type[] = "ssh-ed25519 ";
+	static const char type[] = SSH_HOST_KEY_ALGORITHM " ";
+	/*
+	 * A P-256 blob: the strings "ecdsa-sha2-nistp256" and "nistp256", then
+	 * the point, 65 bytes uncompressed (0x04, X, Y).
+	 */
+	static const char head[] =
+	    "\0\0\0\x13" SSH_HOST_KEY_ALGORITHM "\0\0\0\x08nistp256\0\0\0\x41\x04";
 	size_t i = sizeof(type) - 1, start;
 	unsigned acc = 0;
 	int bits = 0, pad = 0;
@@ -581,9 +590,8 @@ int ssh_pubkey_blob(const char *line, size_t len, struct buf *blob)
 			buf_addch(blob, (int)((acc >> bits) & 0xff));
 		}
 	}
-	/* An ed25519 blob: string "ssh-ed25519" and a 32-byte string. */
-	if (blob->len - start != 4 + 11 + 4 + 32 ||
-	    memcmp(blob->buf + start, "\0\0\0\x0bssh-ed25519", 15))
+	if (blob->len - start != sizeof(head) - 1 + 64 ||
+	    memcmp(blob->buf + start, head, sizeof(head) - 1))
 		goto bad;
 	return 0;
 bad:
@@ -596,8 +604,8 @@ static int keygen(const char *file, struct buf *err)
 	struct spawn sp = SPAWN_INIT;
 	int ret;
 
-	strvec_pushl(&sp.args, "ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "aibox-task",
-	             "-f", file, NULL);
+	strvec_pushl(&sp.args, "ssh-keygen", "-q", "-t", "ecdsa", "-b", "256", "-N", "", "-C",
+	             "aibox-task", "-f", file, NULL);
 	sp.in = SPAWN_NULL;
 	sp.out = SPAWN_NULL;
 	ret = spawn_run(&sp);

@@ -8,10 +8,10 @@
  * all from the server for that long, keepalives included).  The client waits
  * for the server's banner before it sends anything (a leftover server on the
  * channel would eat a new client's first bytes otherwise; docs/internals.md,
- * "Facts"), insists
- * on an ed25519 host key and compares its raw blob with the pinned one before
- * it authenticates, and authenticates with an ed25519 key held in memory (the
- * caller may have locked itself down and cannot open files).
+ * "Facts"), offers one key exchange (SSH_KEX_ALGORITHM), insists on a P-256
+ * host key (SSH_HOST_KEY_ALGORITHM) and compares its raw blob with the pinned
+ * one before it authenticates, and authenticates with a P-256 ECDSA key held
+ * in memory (the caller may have locked itself down and cannot open files).
  *
  *	struct ssh_client c = SSH_CLIENT_INIT;
  *	c.fd = fd; c.host_key = ...; c.user_key = ...; c.timeout_ms = ...;
@@ -34,6 +34,15 @@
 
 #include "base/buf.h"
 
+/*
+ * The only algorithms the session takes, and the only ones the guest's sshd
+ * offers and accepts (image/setup-rootfs, sshd_config): the host key's and
+ * the user key's, and the key exchange (docs/security.md, "The SSH
+ * algorithms").
+ */
+#define SSH_HOST_KEY_ALGORITHM "ecdsa-sha2-nistp256"
+#define SSH_KEX_ALGORITHM      "ecdh-sha2-nistp256"
+
 #define SSH_DISK_QUIET_MS   3000
 #define SSH_DISK_FULL_BYTES (8ULL << 20)
 
@@ -53,9 +62,9 @@ struct ssh_times {
 struct ssh_client {
 	int fd;                        /* connected stream socket; not closed by us */
 	const char *user;              /* default "root" */
-	const unsigned char *host_key; /* the pinned raw ed25519 host key blob */
+	const unsigned char *host_key; /* the pinned raw P-256 host key blob */
 	size_t host_key_len;
-	const char *user_key; /* OpenSSH private key (ed25519, no passphrase) */
+	const char *user_key; /* OpenSSH private key (P-256 ECDSA, no passphrase) */
 	size_t user_key_len;
 	long timeout_ms; /* overall, from ssh_connect() on; 0: none */
 	long idle_ms;    /* longest silence from the server; 0: none */
@@ -163,15 +172,16 @@ int ssh_exec(struct ssh_client *c, struct ssh_exec *x);
 void ssh_close(struct ssh_client *c);
 
 /*
- * Parse an OpenSSH public key line ("ssh-ed25519 AAAA... comment") into its
- * raw blob (what the server sends as its host key).  0 or -EINVAL.
+ * Parse an OpenSSH public key line of a P-256 key ("ecdsa-sha2-nistp256
+ * AAAA... comment") into its raw blob (what the server sends as its host
+ * key).  0, or -EINVAL for any other key type or a malformed line.
  */
 int ssh_pubkey_blob(const char *line, size_t len, struct buf *blob);
 
 /*
  * The keys of one task, made by spawning ssh-keygen (so before any
- * lockdown): under dir, ssh/ssh_host_ed25519_key (+ .pub), the guest's host
- * key, and ssh/authorized_keys, the user key's public half after
+ * lockdown), both P-256 ECDSA: under dir, ssh/ssh_host_ecdsa_key (+ .pub),
+ * the guest's host key, and ssh/authorized_keys, the user key's public half after
  * `command="<forced_command>",restrict ` (`restrict,pty ` with pty set: aibox
  * run's session may ask for a terminal).  The user's private key never stays
  * on disk: it is read into user_key and its files removed.  host_blob gets

@@ -302,7 +302,7 @@ static int cmd_ssh_run(int argc, char **argv)
 
 	i = ssh_run_args(argc, argv, &c, &rc, &o);
 	if (ssh_pubkey_blob(o.pub.buf, o.pub.len, &blob) < 0)
-		die("not an ed25519 public key");
+		die("not a P-256 public key");
 
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
 		die_errno("socketpair");
@@ -466,7 +466,7 @@ static int cmd_session(int argc, char **argv)
 	if (buf_read_file(&keys.user_key, path.buf, 16384) < 0)
 		die_errno("cannot read '%s'", path.buf);
 	buf_reset(&path);
-	buf_addf(&path, "%s/ssh/ssh_host_ed25519_key.pub", dirs[0]);
+	buf_addf(&path, "%s/ssh/" GUEST_SSH_HOST_KEY ".pub", dirs[0]);
 	if (buf_read_file(&pub, path.buf, 16384) < 0 ||
 	    ssh_pubkey_blob(pub.buf, pub.len, &keys.host_blob) < 0)
 		die("cannot read the host key '%s'", path.buf);
