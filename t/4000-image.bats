@@ -100,6 +100,35 @@ export PATH="$PATH:/usr/sbin:/sbin"
 	[ "$(stat -c %i "$snap.vmstate")" = "$ino" ]
 }
 
+@test "image: under SANITIZE=1 the guest's init has UBSan without ASan, and the init's native test keeps both" {
+	# The commands of a sanitizer build of both (make -n: nothing is built).
+	run make -n -B -C "$TOP" SANITIZE=1 B="$T/b" "$T/b/aibox-init" "$T/b/test-init-task"
+	assert_success
+	printf '%s\n' "$output" >"$T/cmds"
+	# guest: every object of the init, the library's parts it links, the link
+	run grep -E -- "-o $T/b/(guest/.*\\.o|aibox-init) " "$T/cmds"
+	assert_success
+	assert_line --partial -- "-o $T/b/guest/image/init/task.o "
+	assert_line --partial -- "-o $T/b/guest/common/base/buf.o "
+	assert_line --partial -- "-o $T/b/aibox-init "
+	refute_output --partial -- "-fsanitize=address"
+	assert_equal "$(grep -c -- -fsanitize=undefined <<<"$output")" "${#lines[@]}"
+	run grep -E -- "-o $T/b/aibox-init " "$T/cmds"
+	refute_output --regexp " $T/b/(image|common)/|libaibox\\.a"
+	# host: the same parts of the init and the library under both sanitizers
+	run grep -E -- "-o $T/b/(image/init/task\\.o|common/base/buf\\.o|test-init-task) " "$T/cmds"
+	assert_equal "${#lines[@]}" 3
+	assert_equal "$(grep -c -- -fsanitize=address,undefined <<<"$output")" 3
+	# This tree's own build, when it is a sanitizer build (CI's).
+	if grep -q -- -fsanitize "$BUILD/.flags" 2>/dev/null; then
+		run ldd "$BUILD/aibox-init"
+		assert_output --partial libubsan
+		refute_output --partial libasan
+		run ldd "$BUILD/test-init-task"
+		assert_output --partial libasan
+	fi
+}
+
 @test "image: without subordinate ids for the user, a build stops before any download and says how to add them" {
 	[ "$(id -u)" != 0 ] || skip "as root a build needs no subordinate ids"
 	export AIBOX_IMAGES=$T/images
