@@ -128,7 +128,7 @@ figure() {
 	figure '^\| first-request \| - \| - \| [0-9.]+ \|$'
 	figure '^\| ssh-kex \| - \| - \| [0-9.]+ \|$'
 	figure '^\| ssh-close \| - \| - \| [0-9.]+ \|$'
-	figure "^the guest's init: built (with|without) the sanitizers$"
+	figure "^the guest's init: built (without the sanitizers|with UBSan|with ASan and UBSan)$"
 }
 
 @test "bench: bench/load at its smallest size holds 100 tunnels, lands 5 pushes and runs 2 tasks at once, each with its own result" {
