@@ -14,7 +14,9 @@ bats_require_minimum_version 1.5.0
 # $S/status, "yes" in $S/seccomp once aibox-task ran locked down with QEMU
 # as its child): it starts from the tag v1 with its prompt from --file, with
 # skills in ~/.claude and `commands: none`; Claude Code commits hello.txt and
-# what it saw of ~/.claude, then holds 70 connections to the proxy at once.
+# what it saw of ~/.claude, then holds 70 connections to the proxy at once
+# until at least the 6 past the cap of 64 are closed (read -t 0: readable at
+# their end), 15 s at most.
 setup_file() {
 	task_setup
 	export S=$T
@@ -24,7 +26,7 @@ setup_file() {
 	printf 'commands: none\n' >>"$AIBOX_HOME/projects/repo/config.yaml"
 	local commit conns
 	commit='echo hello from the vm > hello.txt && cp ~/.claude/skills/hello/SKILL.md skill.txt && { { echo x >> ~/.claude/skills/hello/SKILL.md && echo writable; } 2>/dev/null || echo read-only; } > skill-rw.txt && { ls -A ~/.claude/commands > commands.txt 2>&1 || echo absent > commands.txt; } && git add hello.txt skill.txt skill-rw.txt commands.txt && git commit -q -m "Add hello.txt"'
-	conns='for i in $(seq 70); do eval "exec $((i + 20))<>/dev/tcp/10.0.2.100/3128" || echo failed-$i; done; sleep 5; echo held'
+	conns='for i in $(seq 70); do eval "exec $((i + 20))<>/dev/tcp/10.0.2.100/3128" || echo failed-$i; done; for t in $(seq 150); do n=0; for i in $(seq 70); do read -t 0 -u $((i + 20)) && n=$((n + 1)); done; [ $n -ge 6 ] && break; sleep 0.1; done; echo held, $n closed'
 	api "$(python3 -c 'import json, sys; print(json.dumps({"turns": [
 	  {"tool_use": {"name": "Bash", "input": {"command": sys.argv[1], "description": "commit"}}},
 	  {"tool_use": {"name": "Bash", "input": {"command": sys.argv[2], "description": "connect"}}},

@@ -6,10 +6,38 @@
 # task that times out: the real image, real Claude Code, t/fake-api stalling.
 # aibox-task killed with SIGKILL.  Two tasks of one project at once with
 # `aibox tasks clean` meanwhile: the init's real task with t/fake-claude as
-# Claude Code.  Every test boots VMs under TCG: few tests, short VMs.
+# Claude Code.  Every test runs VMs under TCG: few tests, short VMs, each
+# restored from a snapshot (the boot is not what they check).
 load lib-common
 load lib-task
 bats_require_minimum_version 1.5.0
+
+# The test image of every test but the timeout's, made once: its SSH session
+# runs the test's own script, $T/fault/session, which the task mounts at
+# /fault (start_fault), or else the init's task as ever; its Claude Code is
+# t/fake-claude.  Its snapshot is saved here, so that each test's VM is
+# restored from it as a task's on the real image is.
+setup_file() {
+	common_setup
+	export FAULT_T=$T FAULT_STORE=$T/images
+	vm_image
+	mkdir "$T/shared"
+	cat >"$T/shared/session" <<'EOF'
+#!/bin/bash
+if [ -f /fault/session ]; then
+	exec /bin/bash /fault/session
+fi
+exec /usr/lib/aibox/aibox-init session
+EOF
+	cp "$BATS_TEST_DIRNAME/fake-claude" "$T/shared/claude"
+	fault_image "$T/shared" "$FAULT_STORE"
+	# make check-cold's tasks boot cold: nothing to save
+	[ "${AIBOX_SNAPSHOT:-}" = 0 ] || fault_snapshot "$FAULT_STORE"
+}
+
+teardown_file() {
+	T=$FAULT_T common_teardown
+}
 
 setup() {
 	task_setup
@@ -45,11 +73,17 @@ finish_task() {
 	ID=${DIR: -6}
 }
 
-# fault_task: run a task on the test image made from $T/fault (its session
+# start_fault PROMPT: start_task on the test image, $T/fault (the test's
+# session script and files) mounted at /fault.
+start_fault() {
+	printf 'mounts:\n  - host: %s\n    vm: /fault\n' "$T/fault" >>"$AIBOX_HOME/projects/repo/config.yaml"
+	AIBOX_IMAGES=$FAULT_STORE start_task "$1"
+}
+
+# fault_task: run a task on the test image with $T/fault (its session
 # script and files), bounded to 240 s.
 fault_task() {
-	fault_image "$T/fault"
-	AIBOX_IMAGES=$T/images start_task "Misbehave."
+	start_fault "Misbehave."
 	[ -n "$QEMU" ]
 	[ -n "$PROXY" ]
 	finish_task 240
@@ -120,11 +154,10 @@ yes "$(head -c 100 /dev/zero | tr "\0" y)" | head -c 24M >&2
 echo >&2
 echo "fault: flood done" >&2
 '"$SEND_AND_HANG"
-	fault_image "$T/fault"
 	# A sanitizer build keeps freed memory in quarantine (256 MiB by
 	# default): a small one, so what is measured is aibox-task's own.
 	ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=4 \
-		AIBOX_IMAGES=$T/images start_task "Misbehave."
+		start_fault "Misbehave."
 	[ -n "$QEMU" ]
 	# aibox-task's peak memory once the flood has begun, and at the end
 	hwm0= hwm=0
@@ -298,8 +331,7 @@ cat "$F/results.tar"'
 	session 'exec 3<>/dev/tcp/10.0.2.100/3128
 echo "fault: connected" >&2
 sleep 600'
-	fault_image "$T/fault"
-	AIBOX_IMAGES=$T/images start_task "Hang."
+	start_fault "Hang."
 	[ -n "$QEMU" ]
 	[ -n "$PROXY" ]
 	dir=$(task_dir)
@@ -347,12 +379,10 @@ sleep 600'
 }
 
 @test "task faults: two tasks of one project at once each end with their own commit; tasks clean meanwhile leaves both" {
-	# the init's task as ever, with t/fake-claude as Claude Code (real
-	# Claude Code runs in t/5100; two at once under TCG take minutes)
-	mkdir -p "$T/fault"
-	cp "$BATS_TEST_DIRNAME/fake-claude" "$T/fault/claude"
-	fault_image "$T/fault"
-	export AIBOX_IMAGES=$T/images
+	# the test image without a session of the test's: the init's task as
+	# ever, with t/fake-claude as Claude Code (real Claude Code runs in
+	# t/5100; two at once under TCG take minutes)
+	export AIBOX_IMAGES=$FAULT_STORE
 	aibox task "commit task.txt one" >"$T/out1" 2>"$T/err1" &
 	p1=$!
 	aibox task "commit task.txt two" >"$T/out2" 2>"$T/err2" &

@@ -119,6 +119,12 @@ not_stopped() {
 	[[ "$state" != T* ]]
 }
 
+# redrawn: Claude Code's prompt is on the pane again below the line saying it
+# was suspended (it sets its terminal raw again before it redraws).
+redrawn() {
+	pane | sed -n '/has been suspended/,$p' | grep -q 'for shortcuts'
+}
+
 # wait_file FILE [SECONDS]
 wait_file() {
 	wait_until "${2:-60}" test -s "$1" || { pane >&2; return 1; }
@@ -552,7 +558,7 @@ stopped() {
 	# continues it, and it redraws and takes keys again (were it left
 	# waiting for a SIGCONT, the next prompt would go nowhere).
 	keys C-z
-	sleep 5
+	wait_until 120 redrawn || { pane >&2; false; }
 	keys 'Say more'
 	wait_pane 'Say more' 60
 	keys Enter
@@ -560,7 +566,8 @@ stopped() {
 	not_stopped "$(cat "$T/run.pid")"
 	keys '/exit'
 	wait_pane '/exit' 60
-	sleep 1
+	# the command's line in the list under the prompt: Enter picks it
+	wait_pane 'Exit the CLI' 30
 	keys Enter
 	wait_file "$T/stty.after" 120
 	assert_equal "$(cat "$T/status")" 0

@@ -80,9 +80,10 @@ child_or_gone() {
 	pgrep -P "$1" -f "$2" || gone "$1"
 }
 
-# fault_image FOLDER: a test image in $T/images/default (use it with
-# AIBOX_IMAGES=$T/images) that is the real image with FOLDER copied to
-# /usr/lib/aibox-fault/ in the guest and one or both of these changes:
+# fault_image FOLDER [STORE]: a test image in STORE/default (default
+# $T/images; use it with AIBOX_IMAGES=STORE) that is the real image with
+# FOLDER copied to /usr/lib/aibox-fault/ in the guest and one or both of
+# these changes:
 #   FOLDER/session  the SSH session runs it (a script, as root) instead of
 #                   the init's task command
 #   FOLDER/claude   replaces Claude Code (/usr/local/bin/claude): the init's
@@ -95,13 +96,12 @@ child_or_gone() {
 # into the new root and adds `ForceCommand` to the overlay's sshd_config
 # (ForceCommand wins over the key's forced command) or puts the test's
 # claude in place.  PID 1 is the real aibox-init.  The manifest is the
-# real one with the initramfs's checksum made right.  Tasks on it boot cold
-# (AIBOX_SNAPSHOT=0, exported).
+# real one with the initramfs's checksum made right.  It has no snapshot
+# until fault_snapshot saves one: an image of one test is best booted cold
+# (AIBOX_SNAPSHOT=0), as a snapshot saved for one task costs more than the
+# cold boot it saves (docs/image.md).
 fault_image() {
-	local src=$1 img=$T/images/default cp=$T/fault-cpio sum
-	# Each test's image is its own: a snapshot of it would be saved for one
-	# task only, costing more than the cold boot it saves (docs/image.md).
-	export AIBOX_SNAPSHOT=0
+	local src=$1 img=${2:-$T/images}/default cp=$T/fault-cpio sum
 	mkdir -p "$img" "$cp/fault"
 	ln -s "$IMAGE/vmlinuz" "$img/vmlinuz"
 	ln -s "$IMAGE/rootfs.ext4" "$img/rootfs.ext4"
@@ -132,11 +132,31 @@ EOF
 	grep -qx "sha256 $sum initramfs" "$img/manifest"
 }
 
+# fault_snapshot STORE: save the snapshot of STORE's test image (fault_image)
+# for a task of the default size (4096 MiB; 2 CPUs, or this machine's count
+# if fewer: docs/config.md), with test-vm (which then restores it once and
+# stops), for an image that a file's tests share: each of their tasks then
+# restores it as a task on the real image does, and none saves it (a task
+# that saved it would have two QEMUs, the saving one first).
+fault_snapshot() {
+	local cpus
+	cpus=$(getconf _NPROCESSORS_ONLN)
+	[ "$cpus" -lt 2 ] || cpus=2
+	vm_share "$T/fault-snap"
+	test-vm --image "$1/default" --share "$T/fault-snap" --proxy "$T/none.sock" \
+		--memory 4096 --cpus "$cpus" --log "$T/fault-snap.log" --snapshot 1 \
+		--start-only 1 2>"$T/fault-snap.err" && grep -qx 'test-vm: restored' "$T/fault-snap.err" || {
+		cat "$T/fault-snap.err" "$T/fault-snap.log" >&2
+		return 1
+	}
+}
+
 # The start of a test image's session script: it marks the session as the
 # task's (so the VM powers off when it ends, as with the real init) and takes
-# the secrets off stdin, as the init does.
+# the secrets off stdin, as the init does.  F is the folder of the test's
+# files: the task's mount /fault (t/5200-task-faults.bats).
 FAULT_SESSION_HEAD='#!/bin/bash
 : >/run/aibox/session-started
 cat >/dev/null
-F=/usr/lib/aibox-fault
+F=/fault
 '
