@@ -193,7 +193,7 @@ holds() { test-cache get "$S" "$1" - | cmp -s - blob; }
 	assert_output ""
 	# One flipped byte in an entry: verify says so and removes it.
 	f=$(find "$S/v1" -type f -name '[0-9a-f]*' | head -1)
-	printf '\1' | dd of="$f" bs=1 seek=5000 conv=notrunc 2>/dev/null
+	flip_byte "$f" 5000
 	run --separate-stderr aibox cache verify
 	assert_failure 1
 	assert_equal "$stderr" "aibox-cache: '$f': its bytes do not match its SHA-256: removed"

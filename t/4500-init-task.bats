@@ -878,7 +878,7 @@ same_as_plain() {
 		rm -rf project res
 		mkdir res
 		cp good.idx share/start.idx
-		printf '\x5a' | dd of=share/start.idx bs=1 seek="$at" conv=notrunc status=none
+		flip_byte share/start.idx "$at"
 		run_task "say nothing to do"
 		assert_equal "$(jget steps.0.status)" ok
 		grep -q "the prepared clone is not used: start.idx" res/vm.log

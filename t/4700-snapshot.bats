@@ -209,7 +209,7 @@ PROBE
 	# one byte changed in the middle
 	fresh
 	chmod u+w "$f"
-	printf 'X' | dd of="$f" bs=1 seek=$(($(stat -c %s "$f") / 2)) conv=notrunc status=none
+	flip_byte "$f" $(($(stat -c %s "$f") / 2))
 	chmod 0444 "$f"
 	run start
 	assert_success

@@ -65,7 +65,7 @@ teardown() {
 	[ -f "$img/$snap.manifest" ]
 	# one byte changed in the middle
 	chmod u+w "$f"
-	printf 'X' | dd of="$f" bs=1 seek=$(($(stat -c %s "$f") / 2)) conv=notrunc status=none
+	flip_byte "$f" $(($(stat -c %s "$f") / 2))
 	chmod 0444 "$f"
 	run --separate-stderr aibox task --memory 4G --cpus "$cpus" "Change nothing."
 	echo "$stderr" >"$T/err"

@@ -85,6 +85,17 @@ too_deep() {
 	mkdir -p "$1/$(printf 'd/%.0s' $(seq 260))"
 }
 
+# flip_byte FILE OFFSET: FILE's byte at OFFSET changed to its bits inverted,
+# so the file differs there whatever it held (writing a fixed byte leaves a
+# random file unchanged once in 256 runs).  Fails if FILE has no such byte.
+flip_byte() {
+	local b
+	b=$(od -An -tu1 -j "$2" -N1 "$1" | tr -d ' ')
+	[ -n "$b" ] || return 1
+	# shellcheck disable=SC2059
+	printf "\\$(printf '%03o' $((b ^ 255)))" | dd of="$1" bs=1 seek="$2" conv=notrunc status=none
+}
+
 # busy FILE CMD...: run CMD where FILE is a mount point (bound onto itself in a
 # mount namespace of CMD's own, in a user namespace when not root), so that
 # removing it fails with EBUSY, "Device or resource busy".  Skips the test
