@@ -29,7 +29,7 @@ ssh_run() {
 ssh_host_ecdsa_key
 ssh_host_ecdsa_key.pub"
 	run head -1 keys/test_user_key
-	assert_output "-----BEGIN OPENSSH PRIVATE KEY-----"
+	assert_output "-----BEGIN EC PRIVATE KEY-----"
 }
 
 @test "ssh: aibox run's keys: authorized_keys also lets the session ask for a terminal" {

@@ -599,13 +599,19 @@ bad:
 	return -EINVAL;
 }
 
+/*
+ * A P-256 key pair in file (+ .pub).  The private half is in the PEM (SEC1)
+ * form, not OpenSSH's: libssh2 1.10 reads an OpenSSH-form ECDSA key with its
+ * own code, which leaks the private number at each read; the PEM form goes
+ * through OpenSSL's reader.
+ */
 static int keygen(const char *file, struct buf *err)
 {
 	struct spawn sp = SPAWN_INIT;
 	int ret;
 
-	strvec_pushl(&sp.args, "ssh-keygen", "-q", "-t", "ecdsa", "-b", "256", "-N", "", "-C",
-	             "aibox-task", "-f", file, NULL);
+	strvec_pushl(&sp.args, "ssh-keygen", "-q", "-t", "ecdsa", "-b", "256", "-m", "PEM", "-N",
+	             "", "-C", "aibox-task", "-f", file, NULL);
 	sp.in = SPAWN_NULL;
 	sp.out = SPAWN_NULL;
 	ret = spawn_run(&sp);

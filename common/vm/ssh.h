@@ -64,7 +64,7 @@ struct ssh_client {
 	const char *user;              /* default "root" */
 	const unsigned char *host_key; /* the pinned raw P-256 host key blob */
 	size_t host_key_len;
-	const char *user_key; /* OpenSSH private key (P-256 ECDSA, no passphrase) */
+	const char *user_key; /* P-256 ECDSA private key, PEM (SEC1), no passphrase */
 	size_t user_key_len;
 	long timeout_ms; /* overall, from ssh_connect() on; 0: none */
 	long idle_ms;    /* longest silence from the server; 0: none */
