@@ -25,8 +25,8 @@ teardown() {
 snap_keys() {
 	local d=$1
 	mkdir -p "$d/share/ssh"
-	ssh-keygen -q -t ecdsa -b 256 -N '' -C aibox-host -f "$d/hostkey"
-	ssh-keygen -q -t ecdsa -b 256 -N '' -C aibox-user -f "$d/userkey"
+	ssh-keygen -q -t ecdsa -b 256 -m PEM -N '' -C aibox-host -f "$d/hostkey"
+	ssh-keygen -q -t ecdsa -b 256 -m PEM -N '' -C aibox-user -f "$d/userkey"
 	cp "$d/hostkey" "$d/share/ssh/ssh_host_ecdsa_key"
 	cp "$d/userkey.pub" "$d/share/ssh/authorized_keys"
 	echo "aibox $(cut -d' ' -f1,2 "$d/hostkey.pub")" >"$d/known_hosts"

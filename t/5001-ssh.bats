@@ -81,7 +81,7 @@ ssh_host_ecdsa_key.pub"
 }
 
 @test "ssh: a wrong host key is refused before authentication" {
-	ssh-keygen -q -t ecdsa -b 256 -N '' -f other
+	ssh-keygen -q -t ecdsa -b 256 -m PEM -N '' -f other
 	forced 'echo should not run'
 	run test-task ssh-run --user "$(id -un)" --key keys/test_user_key --host-pub other.pub \
 		--timeout-ms 30000 task -- /usr/sbin/sshd -i -f "$T/sshd_config" \
@@ -153,7 +153,7 @@ exit 0"
 }
 
 @test "ssh: a key the server does not know is refused" {
-	ssh-keygen -q -t ecdsa -b 256 -N '' -f stranger
+	ssh-keygen -q -t ecdsa -b 256 -m PEM -N '' -f stranger
 	forced 'echo should not run'
 	run test-task ssh-run --user "$(id -un)" --key stranger \
 		--host-pub keys/ssh/ssh_host_ecdsa_key.pub --timeout-ms 30000 task -- \

@@ -32,8 +32,8 @@ vm_image() {
 vm_share() {
 	local dir=$1 forced=${2:-}
 	mkdir -p "$dir/ssh"
-	ssh-keygen -q -t ecdsa -b 256 -N '' -C aibox-host -f "$T/hostkey"
-	ssh-keygen -q -t ecdsa -b 256 -N '' -C aibox-user -f "$T/userkey"
+	ssh-keygen -q -t ecdsa -b 256 -m PEM -N '' -C aibox-host -f "$T/hostkey"
+	ssh-keygen -q -t ecdsa -b 256 -m PEM -N '' -C aibox-user -f "$T/userkey"
 	cp "$T/hostkey" "$dir/ssh/ssh_host_ecdsa_key"
 	if [ -n "$forced" ]; then
 		echo "command=\"/usr/lib/aibox/aibox-init session\",restrict $(cat "$T/userkey.pub")" \
