@@ -246,7 +246,7 @@ DEB_MAINTAINER ?= aibox maintainers <aibox@localhost>
 DEB_ARCH = $(shell dpkg --print-architecture)
 DEB = $(B)/aibox_$(VERSION)_$(DEB_ARCH).deb
 DEB_ROOT = $(B)/deb/debian/aibox
-DEB_RUNTIME = git, openssh-client, qemu-system-x86, mmdebstrap, uidmap, busybox-static, \
+DEB_RUNTIME = git, qemu-system-x86, mmdebstrap, uidmap, busybox-static, \
 	cpio, e2fsprogs, util-linux (>= 2.38), apt, npm | nodejs
 deb: all
 	$(Q)command -v dpkg-shlibdeps >/dev/null || { echo "make deb: no dpkg-shlibdeps (make deps installs dpkg-dev)" >&2; exit 2; }

@@ -32,6 +32,31 @@ ssh_host_ecdsa_key.pub"
 	assert_output "-----BEGIN EC PRIVATE KEY-----"
 }
 
+@test "ssh: the task keys are made in the process, each pair whole and new" {
+	local tt
+	tt=$(command -v test-task)
+	mkdir a b
+	# no ssh-keygen (nor anything else) on the PATH
+	PATH=/nonexistent run "$tt" ssh-keys a
+	assert_success
+	PATH=/nonexistent run "$tt" ssh-keys b
+	assert_success
+	run stat -c '%a' a/ssh/ssh_host_ecdsa_key
+	assert_output 600
+	run head -1 a/ssh/ssh_host_ecdsa_key
+	assert_output "-----BEGIN EC PRIVATE KEY-----"
+	# each private half matches its public line, as OpenSSH reads them
+	run ssh-keygen -y -f a/ssh/ssh_host_ecdsa_key
+	assert_success
+	assert_output "$(cut -d' ' -f1,2 a/ssh/ssh_host_ecdsa_key.pub)"
+	run ssh-keygen -y -f a/test_user_key
+	assert_success
+	assert_output "$(sed 's/^command="[^"]*",restrict //' a/ssh/authorized_keys | cut -d' ' -f1,2)"
+	# four different keys
+	run bash -c "cat a/ssh/ssh_host_ecdsa_key.pub b/ssh/ssh_host_ecdsa_key.pub a/ssh/authorized_keys b/ssh/authorized_keys | grep -o 'AAAA[^ ]*' | sort -u | wc -l"
+	assert_output 4
+}
+
 @test "ssh: aibox run's keys: authorized_keys also lets the session ask for a terminal" {
 	mkdir "$T/keys3"
 	run test-task ssh-keys --pty "$T/keys3"

@@ -125,6 +125,29 @@ step 2"
 	[ ! -d "$AIBOX_HOME/projects/shallow/tasks" ] || [ -z "$(ls "$AIBOX_HOME/projects/shallow/tasks")" ]
 }
 
+@test "task: the identity the VM commits as is git's last user.name and user.email, spelled any way" {
+	git config --global user.name "Global Name"
+	git config --global user.email global@example.com
+	# the repository's own values come last, whatever the case of their names
+	printf '[User]\n\tNAME = Repo Name\n' >>.git/config
+	run --separate-stderr aibox task x
+	assert_stopped_at_boot
+	run python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); print(s["git"]["name"] + "|" + s["git"]["email"])' "$(task_dir)/settings.json"
+	assert_output "Repo Name|global@example.com"
+	rm -rf "$AIBOX_HOME/projects/repo/tasks"
+	git config --unset-all user.name
+	git config --global --unset user.name
+	run aibox task x
+	assert_failure 2
+	assert_output "aibox-task: git has no user.name: set it with git config --global user.name 'Your Name'"
+	git config user.name "Repo Name"
+	git config --global --unset user.email
+	run aibox task x
+	assert_failure 2
+	assert_output "aibox-task: git has no user.email: set it with git config --global user.email you@example.com"
+	[ -z "$(task_dir)" ]
+}
+
 @test "task: bad flags and revisions are refused with exit 2 and no folder" {
 	for args in "--timeout 5d x" "--timeout 0s x" "--max-budget-usd -1 x" "--max-budget-usd abc x" \
 		"--memory 1M x" "--cpus 0 x" "--image ../x x" "--from nope x" "--bogus x" "--model"; do

@@ -17,16 +17,18 @@
 int checkout_git(const char *checkout, struct buf *out, const char *const *args);
 
 /*
- * The commit from names (NULL: HEAD), as full hex into commit.  0, or
- * -EINVAL with err set: git cannot run there, the checkout is a shallow
- * clone (a task needs the full history), or from names no commit.
+ * The commit from names (NULL: HEAD), as full hex into commit, by one git
+ * process.  0, or -EINVAL with err set: git cannot run there, the checkout
+ * is a shallow clone (a task needs the full history), or from names no
+ * commit.
  */
 int checkout_start_commit(const char *checkout, const char *from, char commit[OID_HEX_MAX + 1],
                           struct buf *err);
 
 /*
- * git's user.name and user.email there, appended to name and email.  0, or
- * -ENOENT with err saying which is missing and how to set it.
+ * git's user.name and user.email there (the last value of each, as `git
+ * config user.name` gives it), appended to name and email, by one git
+ * process.  0, or -ENOENT with err saying which is missing and how to set it.
  */
 int checkout_identity(const char *checkout, struct buf *name, struct buf *email, struct buf *err);
 

@@ -1,6 +1,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libssh2.h>
+#include <openssl/core_names.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -16,12 +19,16 @@
 #include "base/buf.h"
 #include "base/clock.h"
 #include "base/err.h"
-#include "base/spawn.h"
 #include "vm/ssh.h"
 #include "base/guest_abi.h"
 #include "base/banned.h"
 
-#define KEY_FILE_MAX (16 * 1024)
+/*
+ * The start of a P-256 key's blob (RFC 5656): the strings "ecdsa-sha2-nistp256"
+ * and "nistp256", then the point's length, 65; the point follows, uncompressed
+ * (0x04, X, Y).
+ */
+#define P256_BLOB_HEAD "\0\0\0\x13" SSH_HOST_KEY_ALGORITHM "\0\0\0\x08nistp256\0\0\0\x41"
 
 __attribute__((format(printf, 3, 4))) static int fail(struct ssh_client *c, int err,
                                                       const char *fmt, ...)
@@ -561,12 +568,7 @@ static int b64_value(int ch)
 int ssh_pubkey_blob(const char *line, size_t len, struct buf *blob)
 {
 	static const char type[] = SSH_HOST_KEY_ALGORITHM " ";
-	/*
-	 * A P-256 blob: the strings "ecdsa-sha2-nistp256" and "nistp256", then
-	 * the point, 65 bytes uncompressed (0x04, X, Y).
-	 */
-	static const char head[] =
-	    "\0\0\0\x13" SSH_HOST_KEY_ALGORITHM "\0\0\0\x08nistp256\0\0\0\x41\x04";
+	static const char head[] = P256_BLOB_HEAD "\x04"; /* the point, uncompressed */
 	size_t i = sizeof(type) - 1, start;
 	unsigned acc = 0;
 	int bits = 0, pad = 0;
@@ -600,39 +602,59 @@ bad:
 }
 
 /*
- * A P-256 key pair in file (+ .pub).  The private half is in the PEM (SEC1)
- * form, not OpenSSH's: libssh2 1.10 reads an OpenSSH-form ECDSA key with its
- * own code, which leaks the private number at each read; the PEM form goes
- * through OpenSSL's reader.
+ * A P-256 key pair, made here with OpenSSL (no ssh-keygen process: two of
+ * them were about 20 ms of a task's start).  The private half into pem, in
+ * the PEM (SEC1, "EC PRIVATE KEY") form, not OpenSSH's: libssh2 1.10 reads an
+ * OpenSSH-form ECDSA key with its own code, which leaks the private number at
+ * each read; the PEM form goes through OpenSSL's reader, and sshd reads it as
+ * a host key.  The public half into line as OpenSSH writes it:
+ * "ecdsa-sha2-nistp256 <base64 of the blob> aibox-task".  0, or -errno with
+ * a message in err.
  */
-static int keygen(const char *file, struct buf *err)
+static int p256_pair(struct buf *pem, struct buf *line, struct buf *err)
 {
-	struct spawn sp = SPAWN_INIT;
-	int ret;
+	static const char head[] = P256_BLOB_HEAD;
+	unsigned char point[65], blob[sizeof(head) - 1 + sizeof(point)];
+	char b64[4 * ((sizeof(blob) + 2) / 3) + 1];
+	EVP_PKEY *key = EVP_EC_gen("P-256");
+	BIO *bio = NULL;
+	BUF_MEM *mem;
+	size_t plen = 0;
+	int ret = -EIO;
 
-	strvec_pushl(&sp.args, "ssh-keygen", "-q", "-t", "ecdsa", "-b", "256", "-m", "PEM", "-N",
-	             "", "-C", "aibox-task", "-f", file, NULL);
-	sp.in = SPAWN_NULL;
-	sp.out = SPAWN_NULL;
-	ret = spawn_run(&sp);
-	spawn_clear(&sp);
-	if (ret < 0) {
-		buf_addf(err, "cannot run ssh-keygen: %s", strerror(-ret));
-		return ret;
+	if (!key) {
+		buf_addstr(err, "cannot make a P-256 key");
+		goto out;
 	}
-	if (ret) {
-		buf_addf(err, "ssh-keygen failed with %d making '%s'", ret, file);
-		return -EIO;
+	if (!EVP_PKEY_get_octet_string_param(key, OSSL_PKEY_PARAM_ENCODED_PUBLIC_KEY, point,
+	                                     sizeof(point), &plen) ||
+	    plen != sizeof(point) || point[0] != 0x04) {
+		buf_addstr(err, "cannot read the P-256 key's point");
+		goto out;
 	}
-	return 0;
+	bio = BIO_new(BIO_s_secmem());
+	if (!bio || !PEM_write_bio_PrivateKey_traditional(bio, key, NULL, NULL, 0, NULL, NULL) ||
+	    !BIO_get_mem_ptr(bio, &mem)) {
+		buf_addstr(err, "cannot write the P-256 key in the PEM form");
+		goto out;
+	}
+	buf_add(pem, mem->data, mem->length);
+	memcpy(blob, head, sizeof(head) - 1);
+	memcpy(blob + sizeof(head) - 1, point, sizeof(point));
+	EVP_EncodeBlock((unsigned char *)b64, blob, (int)sizeof(blob));
+	buf_addf(line, SSH_HOST_KEY_ALGORITHM " %s aibox-task", b64);
+	ret = 0;
+out:
+	BIO_free(bio);
+	EVP_PKEY_free(key);
+	return ret;
 }
 
 int ssh_task_keys_make(const char *dir, const char *forced_command, int pty,
                        struct ssh_task_keys *k, struct buf *err)
 {
-	struct buf sshdir = BUF_INIT, host = BUF_INIT, user = BUF_INIT, path = BUF_INIT,
-	           pub = BUF_INIT, auth = BUF_INIT;
-	ssize_t n;
+	struct buf sshdir = BUF_INIT, path = BUF_INIT, pem = BUF_INIT, pub = BUF_INIT,
+	           auth = BUF_INIT;
 	int ret;
 
 	buf_addf(&sshdir, "%s/" GUEST_SSH_SUBDIR, dir);
@@ -641,29 +663,30 @@ int ssh_task_keys_make(const char *dir, const char *forced_command, int pty,
 		buf_addf(err, "cannot make '%s': %s", sshdir.buf, strerror(errno));
 		goto out;
 	}
-	buf_addf(&host, "%s/" GUEST_SSH_HOST_KEY, sshdir.buf);
-	buf_addf(&user, "%s/.task_key", sshdir.buf);
-	if ((ret = keygen(host.buf, err)) < 0 || (ret = keygen(user.buf, err)) < 0)
+	/* The guest's host key: its file for the guest, its public line to pin. */
+	if ((ret = p256_pair(&pem, &pub, err)) < 0)
 		goto out;
-
-	buf_addf(&path, "%s.pub", host.buf);
-	if ((n = buf_read_file(&pub, path.buf, KEY_FILE_MAX)) < 0 ||
-	    (ret = ssh_pubkey_blob(pub.buf, pub.len, &k->host_blob)) < 0) {
-		ret = n < 0 ? (int)n : ret;
-		buf_addf(err, "cannot read the host key '%s': %s", path.buf, strerror(-ret));
+	buf_addf(&path, "%s/" GUEST_SSH_HOST_KEY, sshdir.buf);
+	if ((ret = buf_write_file(&pem, path.buf, 0600)) < 0) {
+		buf_addf(err, "cannot write '%s': %s", path.buf, strerror(-ret));
+		goto out;
+	}
+	buf_addstr(&path, ".pub");
+	buf_addch(&pub, '\n');
+	if ((ret = buf_write_file(&pub, path.buf, 0644)) < 0) {
+		buf_addf(err, "cannot write '%s': %s", path.buf, strerror(-ret));
+		goto out;
+	}
+	if ((ret = ssh_pubkey_blob(pub.buf, pub.len, &k->host_blob)) < 0) {
+		buf_addf(err, "the host key made is not one P-256 key: %s", strerror(-ret));
 		goto out;
 	}
 
+	/* The user key: its private half stays in memory only. */
+	buf_wipe_release(&pem);
 	buf_reset(&pub);
-	buf_reset(&path);
-	buf_addf(&path, "%s.pub", user.buf);
-	if ((n = buf_read_file(&pub, path.buf, KEY_FILE_MAX)) < 0 ||
-	    (n = buf_read_file(&k->user_key, user.buf, KEY_FILE_MAX)) < 0) {
-		ret = (int)n;
-		buf_addf(err, "cannot read the task key '%s': %s", user.buf, strerror(-ret));
+	if ((ret = p256_pair(&k->user_key, &pub, err)) < 0)
 		goto out;
-	}
-	buf_rtrim(&pub);
 	buf_addf(&auth, "command=\"%s\",restrict%s %s\n",
 	         forced_command ? forced_command : GUEST_FORCED_COMMAND, pty ? ",pty" : "",
 	         pub.buf);
@@ -675,15 +698,9 @@ int ssh_task_keys_make(const char *dir, const char *forced_command, int pty,
 	}
 	ret = 0;
 out:
-	if (user.len) {
-		unlink(user.buf);
-		buf_addstr(&user, ".pub");
-		unlink(user.buf);
-	}
 	buf_release(&sshdir);
-	buf_release(&host);
-	buf_release(&user);
 	buf_release(&path);
+	buf_wipe_release(&pem);
 	buf_release(&pub);
 	buf_release(&auth);
 	return ret;

@@ -179,12 +179,13 @@ void ssh_close(struct ssh_client *c);
 int ssh_pubkey_blob(const char *line, size_t len, struct buf *blob);
 
 /*
- * The keys of one task, made by spawning ssh-keygen (so before any
- * lockdown), both P-256 ECDSA: under dir, ssh/ssh_host_ecdsa_key (+ .pub),
+ * The keys of one task, both P-256 ECDSA, made in this process with
+ * OpenSSL (before any lockdown: it draws from the kernel's random source),
+ * the private halves in the PEM (SEC1) form: under dir, ssh/ssh_host_ecdsa_key (+ .pub),
  * the guest's host key, and ssh/authorized_keys, the user key's public half after
  * `command="<forced_command>",restrict ` (`restrict,pty ` with pty set: aibox
  * run's session may ask for a terminal).  The user's private key never stays
- * on disk: it is read into user_key and its files removed.  host_blob gets
+ * on disk: it is made into user_key and never written.  host_blob gets
  * the host key's raw blob, to pin.  forced_command NULL means
  * GUEST_FORCED_COMMAND (common/base/guest_abi.h).  0, or a negative errno with a message in err.
  */
