@@ -48,6 +48,13 @@ snap_made() {
 	}
 }
 
+# snap_start: test-vm starts the VM of $T/c's task folder from $T/img's
+# snapshot (or cold) and stops it; its lines on stdout.
+snap_start() {
+	test-vm --image "$T/img" --share "$T/c/share" --proxy "$T/none.sock" \
+		--log "$T/c/console.log" --snapshot 1 --start-only 1 2>&1
+}
+
 # snap_copy: an image folder $T/img with the store's files and a copy of its
 # snapshot that the test may spoil.
 snap_copy() {
@@ -193,10 +200,6 @@ PROBE
 	snap_made
 	snap_copy
 	snap_keys "$T/c"
-	start() {
-		test-vm --image "$T/img" --share "$T/c/share" --proxy "$T/none.sock" \
-			--log "$T/c/console.log" --snapshot 1 --start-only 1 2>&1
-	}
 	f=$T/img/snapshot-1024m-2c.vmstate
 	m=$T/img/snapshot-1024m-2c.manifest
 	ram=$T/img/snapshot-1024m-2c.ram
@@ -211,7 +214,7 @@ PROBE
 	chmod u+w "$f"
 	flip_byte "$f" $(($(stat -c %s "$f") / 2))
 	chmod 0444 "$f"
-	run start
+	run snap_start
 	assert_success
 	assert_output --partial "test-vm: cold"
 	assert_output --partial "test-vm: booting cold: the snapshot does not match its manifest's digest$removed"
@@ -220,7 +223,7 @@ PROBE
 	# one byte of guest RAM changed, in a page that held zeros
 	fresh
 	printf 'X' | dd of="$ram" bs=1 seek=$((512 << 20)) conv=notrunc status=none
-	run start
+	run snap_start
 	assert_success
 	assert_output --partial "test-vm: cold"
 	assert_output --partial "test-vm: booting cold: the snapshot's RAM file does not match its manifest's digest$removed"
@@ -229,7 +232,7 @@ PROBE
 	# writable by its owner: refused before it is read
 	fresh
 	chmod 0644 "$f"
-	run start
+	run snap_start
 	assert_output --partial "test-vm: booting cold: the snapshot is not a read-only file$removed"
 	[ ! -e "$f" ]
 	[ ! -e "$m" ]
@@ -237,7 +240,7 @@ PROBE
 	fresh
 	chmod u+w "$m"
 	sed -i 's/^qemu .*/qemu QEMU emulator version 6.2.0/' "$m"
-	run start
+	run snap_start
 	assert_output --partial "test-vm: booting cold: the snapshot was made for 'qemu QEMU emulator version 6.2.0', this VM is 'qemu QEMU emulator version"
 	assert_output --partial "$removed"
 	[ ! -e "$f" ]
@@ -246,16 +249,67 @@ PROBE
 	fresh
 	chmod u+w "$m"
 	sed -i 's/^cpu .*/cpu host 0000/' "$m"
-	run start
+	run snap_start
 	assert_output --partial "test-vm: booting cold: the snapshot was made for 'cpu host 0000', this VM is 'cpu max'$removed"
 	# a good one is used
 	fresh
-	run start
+	run snap_start
 	assert_output --partial "test-vm: restored"
 	[ -e "$f" ]
 	[ -e "$m" ]
 	# an image built before snapshots (no "snapshot 1" in its manifest)
 	sed -i '/^snapshot 1$/d' "$T/img/manifest"
-	run start
+	run snap_start
 	assert_output --partial "test-vm: booting cold: the image's init predates snapshots (rebuild it: aibox image build)"
+}
+
+@test "snapshot: the stamp spares QEMU's version and the RAM file's digest while the files are the same, and never hides a change" {
+	snap_made
+	snap_copy
+	chmod 0444 "$T"/img/snapshot-1024m-2c.vmstate
+	rm -f "$T"/img/snapshot-1024m-2c.stamp
+	snap_keys "$T/c"
+	stamp=$T/img/snapshot-1024m-2c.stamp
+	ram=$T/img/snapshot-1024m-2c.ram
+	# the copy's RAM file changed just now: checked in full, and not stamped yet
+	run snap_start
+	assert_output --partial "test-vm: restored"
+	assert_output --partial "test-vm: from the stamp: qemu no, ram no"
+	run grep -c '^ram ' "$stamp"
+	assert_output 0
+	# settled: checked in full once more, then stamped
+	sleep 2
+	run snap_start
+	assert_output --partial "test-vm: from the stamp: qemu yes, ram no"
+	run grep -c '^ram ' "$stamp"
+	assert_output 1
+	run snap_start
+	assert_output --partial "test-vm: restored"
+	assert_output --partial "test-vm: from the stamp: qemu yes, ram yes"
+	# a stamp naming another QEMU version: QEMU is asked, the snapshot kept
+	good=$(cat "$stamp")
+	rm -f "$stamp"
+	sed 's/^qemu-version .*/qemu-version QEMU emulator version 6.2.0/' <<<"$good" >"$stamp"
+	run snap_start
+	assert_output --partial "test-vm: restored"
+	assert_output --partial "test-vm: from the stamp: qemu no, ram yes"
+	# a garbled stamp is no stamp
+	rm -f "$stamp"
+	head -c 3000 /dev/urandom >"$stamp"
+	run snap_start
+	assert_output --partial "test-vm: restored"
+	assert_output --partial "test-vm: from the stamp: qemu no, ram no"
+	sleep 2
+	run snap_start
+	assert_output --partial "test-vm: from the stamp: qemu yes, ram yes"
+	# one byte of guest RAM changed (in a page that held zeros), and settled:
+	# its change time moved, so it is read again and refused, the stamp
+	# notwithstanding
+	printf 'X' | dd of="$ram" bs=1 seek=$((512 << 20)) conv=notrunc status=none
+	sleep 2
+	run snap_start
+	assert_output --partial "test-vm: cold"
+	assert_output --partial "test-vm: booting cold: the snapshot's RAM file does not match its manifest's digest; it is removed"
+	[ ! -e "$ram" ]
+	[ ! -e "$stamp" ]
 }

@@ -107,7 +107,8 @@ figure() {
 	vm_image
 	bench boot 1
 	figure '^run 1: bare [0-9]+ ms, cold: ready [0-9]+ ms, ssh [0-9]+ ms, claude [0-9]+ ms, rss [0-9]+ KiB$'
-	figure '^run 1: snapshot: ready [0-9]+ ms, ssh [0-9]+ ms, claude [0-9]+ ms, rss [0-9]+ KiB$'
+	figure '^run 1: snapshot: ready [0-9]+ ms, ssh [0-9]+ ms, claude [0-9]+ ms, rss [0-9]+ KiB \(from the stamp: qemu (yes|no), ram (yes|no)\)$'
+	figure '^run 1: snapshot checked in full: ready [0-9]+ ms, ssh [0-9]+ ms, claude [0-9]+ ms, rss [0-9]+ KiB \(from the stamp: qemu no, ram no\)$'
 }
 
 @test "bench: bench/clone at its smallest shape prints the host's and the guest's clone" {

@@ -60,13 +60,21 @@ struct snap {
 	struct buf empty;    /* <image>/.snapshot-empty: the unused shares */
 	struct buf stem;     /* snapshot-<mem>m-<cpus>c: the names of this size's files */
 	struct buf deps;     /* what the snapshot depends on: the manifest's first lines */
+	struct buf stamp;    /* the same with .stamp (stamp_read()) */
+	struct buf old;      /* what the stamp held when read ("" when none) */
+	struct buf qemu_id;  /* the stamp's two QEMU lines for the version in deps, or "" */
+	struct buf ram_id;   /* "ram <id> <ram-sha256>" of the RAM file checked, or "" */
 	int kvm;
+	int qemu_stamped; /* deps' QEMU version came from the stamp */
+	int qemu_asked;   /* QEMU's version is asked of QEMU, whatever the stamp says */
+	int ram_stamped;  /* the RAM file's digest came from the stamp */
 };
 
 #define SNAP_INIT                                                                                  \
 	{                                                                                          \
 		.file = BUF_INIT, .ram = BUF_INIT, .manifest = BUF_INIT, .empty = BUF_INIT,        \
-		.stem = BUF_INIT, .deps = BUF_INIT                                                 \
+		.stem = BUF_INIT, .deps = BUF_INIT, .stamp = BUF_INIT, .old = BUF_INIT,            \
+		.qemu_id = BUF_INIT, .ram_id = BUF_INIT                                            \
 	}
 
 static void snap_release(struct snap *s)
@@ -77,6 +85,10 @@ static void snap_release(struct snap *s)
 	buf_release(&s->empty);
 	buf_release(&s->stem);
 	buf_release(&s->deps);
+	buf_release(&s->stamp);
+	buf_release(&s->old);
+	buf_release(&s->qemu_id);
+	buf_release(&s->ram_id);
 }
 
 /* The image manifest's "sha256 <hex> <file>" for file, as "<key> <hex>\n" into deps. */
@@ -103,25 +115,162 @@ static int add_image_sum(const struct buf *manifest, const char *file, const cha
 #define QEMU_VERSION_MS 5000
 
 /*
- * The first line of `qemu --version`; -ETIMEDOUT when it did not end
- * within QEMU_VERSION_MS (it is killed), -EIO when it failed.
+ * The stamp (docs/image.md, "The check's stamp"): <stem>.stamp, what the
+ * last full check of this size's snapshot found, each fact with the identity
+ * of the file it is about (file_id()), so that a restore need not find it
+ * again while that file is the very same:
+ *
+ *     aibox-snapshot-stamp 1
+ *     qemu <id> <path>           QEMU's file, whose version line follows
+ *     qemu-version <the first line of its --version>
+ *     ram <id> <ram-sha256>      the RAM file, whose digest that was
+ *
+ * A file written, truncated, replaced or renamed over has another identity
+ * (its change time moves, which no user can set), so a stale line only
+ * fails to match.  A line is written only for a file whose last change is
+ * STAMP_SETTLED_S old: a change in the same tick of the kernel's clock as
+ * the one recorded would keep its identity.  Whoever can write the stamp
+ * can write the manifest it is checked against: it adds no trust.
  */
-static int qemu_version(const struct vm_config *cfg, struct buf *out)
-{
-	struct spawn sp = SPAWN_INIT;
-	struct buf b = BUF_INIT;
-	int r;
+#define STAMP_MAX       4096
+#define STAMP_HEAD      "aibox-snapshot-stamp 1\n"
+#define STAMP_SETTLED_S 2
 
-	strvec_pushl(&sp.args, cfg->qemu ? cfg->qemu : "qemu-system-x86_64", "--version", NULL);
+/* A file's identity: device, inode, size, modification and change times (ns). */
+static void file_id(const struct stat *st, struct buf *out)
+{
+	buf_addf(out, "%llu:%llu:%lld:%lld.%09ld:%lld.%09ld", (unsigned long long)st->st_dev,
+	         (unsigned long long)st->st_ino, (long long)st->st_size,
+	         (long long)st->st_mtim.tv_sec, st->st_mtim.tv_nsec, (long long)st->st_ctim.tv_sec,
+	         st->st_ctim.tv_nsec);
+}
+
+/* 1 when st's file last changed STAMP_SETTLED_S ago or more. */
+static int file_settled(const struct stat *st)
+{
+	struct timespec now;
+
+	return clock_gettime(CLOCK_REALTIME, &now) == 0 &&
+	       st->st_ctim.tv_sec + STAMP_SETTLED_S <= now.tv_sec;
+}
+
+/* s->stamp's text into s->old (bounded; "" when there is none or it is not one). */
+static void stamp_read(struct snap *s)
+{
+	buf_reset(&s->old);
+	if (buf_read_file(&s->old, s->stamp.buf, STAMP_MAX) < 0 ||
+	    strncmp(s->old.buf, STAMP_HEAD, strlen(STAMP_HEAD)) ||
+	    memchr(s->old.buf, '\0', s->old.len))
+		buf_reset(&s->old);
+}
+
+/* The rest of the stamp's first line that starts with key (and a space) into value: 1, or 0. */
+static int stamp_value(const struct snap *s, const char *key, struct buf *value)
+{
+	size_t kl = strlen(key);
+
+	for (const char *p = s->old.buf; *p;) {
+		size_t l = strcspn(p, "\n");
+
+		if (l > kl + 1 && !strncmp(p, key, kl) && p[kl] == ' ') {
+			buf_add(value, p + kl + 1, l - kl - 1);
+			return 1;
+		}
+		p += l + (p[l] == '\n');
+	}
+	return 0;
+}
+
+/* 1 when the stamp's line of key is exactly "<key> <value>". */
+static int stamp_has(const struct snap *s, const char *key, const char *value)
+{
+	struct buf v = BUF_INIT;
+	int r = stamp_value(s, key, &v) && !strcmp(v.buf, value);
+
+	buf_release(&v);
+	return r;
+}
+
+/*
+ * QEMU's file, as execvp() would find name: its path into path; 0, or
+ * -ENOENT.
+ */
+static int qemu_path(const char *name, struct buf *path)
+{
+	const char *dirs = getenv("PATH");
+
+	if (strchr(name, '/')) {
+		buf_addstr(path, name);
+		return 0;
+	}
+	for (dirs = dirs ? dirs : "/usr/local/bin:/bin:/usr/bin"; *dirs;) {
+		size_t l = strcspn(dirs, ":");
+
+		buf_reset(path);
+		if (l)
+			buf_add(path, dirs, l);
+		else
+			buf_addch(path, '.');
+		buf_addf(path, "/%s", name);
+		if (access(path->buf, X_OK) == 0)
+			return 0;
+		dirs += l + (dirs[l] == ':');
+	}
+	buf_reset(path);
+	return -ENOENT;
+}
+
+/*
+ * The first line of `qemu --version`, appended to out: the stamp's when
+ * QEMU's file is the one it names (s->qemu_stamped), else by running it
+ * (s->qemu_id then names the file, when it did not change meanwhile and has
+ * settled).  -ETIMEDOUT when it did not end within QEMU_VERSION_MS (it is
+ * killed), -EIO when it failed.
+ */
+static int qemu_version(const struct vm_config *cfg, struct snap *s, struct buf *out)
+{
+	const char *name = cfg->qemu ? cfg->qemu : "qemu-system-x86_64";
+	struct spawn sp = SPAWN_INIT;
+	struct buf b = BUF_INIT, path = BUF_INIT, id = BUF_INIT, again = BUF_INIT;
+	struct stat st;
+	int known = 0, r;
+
+	/* A path with a newline cannot be a stamp's line: it is run each time. */
+	if (qemu_path(name, &path) == 0 && !strchr(path.buf, '\n') && stat(path.buf, &st) == 0) {
+		file_id(&st, &id);
+		buf_addf(&id, " %s", path.buf);
+		known = file_settled(&st);
+		if (known && !s->qemu_asked && stamp_has(s, "qemu", id.buf) &&
+		    stamp_value(s, "qemu-version", &b)) {
+			buf_add(out, b.buf, b.len);
+			buf_addf(&s->qemu_id, "qemu %s\nqemu-version %s", id.buf, b.buf);
+			s->qemu_stamped = 1;
+			r = 0;
+			goto out;
+		}
+	}
+	strvec_pushl(&sp.args, path.len ? path.buf : name, "--version", NULL);
 	sp.err = SPAWN_NULL;
 	r = spawn_capture_within(&sp, &b, 4096, QEMU_VERSION_MS);
 	spawn_clear(&sp);
 	if (r == 0 && b.len) {
 		buf_setlen(&b, strcspn(b.buf, "\n"));
 		buf_add(out, b.buf, b.len);
+		/* The file that answered, if it is still the one stat() saw. */
+		if (known && stat(path.buf, &st) == 0) {
+			file_id(&st, &again);
+			buf_addf(&again, " %s", path.buf);
+			if (!strcmp(again.buf, id.buf) && !memchr(b.buf, '\0', b.len))
+				buf_addf(&s->qemu_id, "qemu %s\nqemu-version %s", id.buf, b.buf);
+		}
 	}
+	r = r == 0 ? 0 : r == -ETIMEDOUT ? r : -EIO;
+out:
 	buf_release(&b);
-	return r == 0 ? 0 : r == -ETIMEDOUT ? r : -EIO;
+	buf_release(&path);
+	buf_release(&id);
+	buf_release(&again);
+	return r;
 }
 
 /* sha256 of data in hex (65 bytes). */
@@ -163,23 +312,17 @@ static void add_cpu(int kvm, struct buf *deps)
 	buf_release(&id);
 }
 
-static int snap_init(const struct vm_config *cfg, struct snap *s, struct buf *err)
+/* s->deps, what the snapshot depends on (QEMU's version from s->old if it can). */
+static int snap_deps(const struct vm_config *cfg, struct snap *s, struct buf *err)
 {
 	struct buf man = BUF_INIT;
 	int r;
 
-	s->kvm = vm_kvm_usable();
-	buf_addf(&s->file, "%s/snapshot-%um-%uc.vmstate", cfg->image_dir, vm_memory_mb(cfg),
-	         vm_cpus(cfg));
-	buf_addf(&s->ram, "%s/snapshot-%um-%uc.ram", cfg->image_dir, vm_memory_mb(cfg),
-	         vm_cpus(cfg));
-	buf_addf(&s->manifest, "%s/snapshot-%um-%uc.manifest", cfg->image_dir, vm_memory_mb(cfg),
-	         vm_cpus(cfg));
-	buf_addf(&s->empty, "%s/.snapshot-empty", cfg->image_dir);
-	buf_addf(&s->stem, "snapshot-%um-%uc", vm_memory_mb(cfg), vm_cpus(cfg));
-
+	buf_reset(&s->deps);
+	buf_reset(&s->qemu_id);
+	s->qemu_stamped = 0;
 	buf_addf(&s->deps, "aibox-snapshot %d\ndevices %d\nqemu ", SNAP_FORMAT, SNAP_DEVICES);
-	if ((r = qemu_version(cfg, &s->deps)) < 0) {
+	if ((r = qemu_version(cfg, s, &s->deps)) < 0) {
 		if (r == -ETIMEDOUT)
 			buf_addf(
 			    err,
@@ -217,6 +360,23 @@ static int snap_init(const struct vm_config *cfg, struct snap *s, struct buf *er
 out:
 	buf_release(&man);
 	return r;
+}
+
+static int snap_init(const struct vm_config *cfg, struct snap *s, struct buf *err)
+{
+	s->kvm = vm_kvm_usable();
+	buf_addf(&s->file, "%s/snapshot-%um-%uc.vmstate", cfg->image_dir, vm_memory_mb(cfg),
+	         vm_cpus(cfg));
+	buf_addf(&s->ram, "%s/snapshot-%um-%uc.ram", cfg->image_dir, vm_memory_mb(cfg),
+	         vm_cpus(cfg));
+	buf_addf(&s->manifest, "%s/snapshot-%um-%uc.manifest", cfg->image_dir, vm_memory_mb(cfg),
+	         vm_cpus(cfg));
+	buf_addf(&s->stamp, "%s/snapshot-%um-%uc.stamp", cfg->image_dir, vm_memory_mb(cfg),
+	         vm_cpus(cfg));
+	buf_addf(&s->empty, "%s/.snapshot-empty", cfg->image_dir);
+	buf_addf(&s->stem, "snapshot-%um-%uc", vm_memory_mb(cfg), vm_cpus(cfg));
+	stamp_read(s);
+	return snap_deps(cfg, s, err);
 }
 
 /*
@@ -546,7 +706,8 @@ static int write_atomic(const char *path, const struct buf *text)
 
 /*
  * Remove what a process that died saving this size left (its temporary
- * files, .<stem>-XXXXXX and <stem>.manifest.tmp-XXXXXX): under this size's
+ * files, .<stem>-XXXXXX, <stem>.manifest.tmp-XXXXXX and
+ * <stem>.stamp.tmp-XXXXXX): under this size's
  * lock, no other process is writing one.  Another size's are its own
  * saver's.  The .snapshot-XXXXXX of an older aibox, whose lock was the
  * image's, go too.
@@ -555,9 +716,10 @@ static void remove_leftovers(const char *dir, const struct buf *stem)
 {
 	DIR *d = opendir(dir);
 	struct dirent *de;
-	struct buf man = BUF_INIT;
+	struct buf man = BUF_INIT, stamp = BUF_INIT;
 
 	buf_addf(&man, "%s.manifest.tmp-", stem->buf);
+	buf_addf(&stamp, "%s.stamp.tmp-", stem->buf);
 	while (d && (de = readdir(d))) {
 		const char *n = de->d_name;
 		size_t len = strlen(n);
@@ -565,12 +727,14 @@ static void remove_leftovers(const char *dir, const struct buf *stem)
 		if ((!strncmp(n, ".snapshot-", 10) && len == 16 && strcmp(n, ".snapshot-empty")) ||
 		    (n[0] == '.' && len == stem->len + 8 && !strncmp(n + 1, stem->buf, stem->len) &&
 		     n[1 + stem->len] == '-') ||
-		    (!strncmp(n, man.buf, man.len) && len == man.len + 6))
+		    (!strncmp(n, man.buf, man.len) && len == man.len + 6) ||
+		    (!strncmp(n, stamp.buf, stamp.len) && len == stamp.len + 6))
 			unlinkat(dirfd(d), n, 0);
 	}
 	if (d)
 		closedir(d);
 	buf_release(&man);
+	buf_release(&stamp);
 }
 
 /* A snapshot VM's QEMU, saving or restoring: what it holds of ours. */
@@ -953,6 +1117,7 @@ static int discard(const struct vm_config *cfg, struct snap *s, const char *hex)
 		    unlink(s->manifest.buf) == 0) {
 			unlink(s->file.buf);
 			unlink(s->ram.buf);
+			unlink(s->stamp.buf);
 			ret = 1;
 		}
 		close(lock);
@@ -964,16 +1129,19 @@ static int discard(const struct vm_config *cfg, struct snap *s, const char *hex)
 /*
  * Open the snapshot's RAM file read-only into *fd and check it: a regular
  * file that only its owner may write (RAM_MODE), of the memory size, whose
- * digest (ram_sha256()) is the manifest's.  The fd is what QEMU reopens, so
+ * digest (ram_sha256()) is the manifest's: the stamp's, when it names this
+ * very file with that digest (s->ram_stamped), else read (s->ram_id then
+ * names the file, once it has settled).  The fd is what QEMU reopens, so
  * the file checked is the file mapped.  -EACCES when this user cannot open
  * it for writing, as QEMU 7.2 must (a store another user owns): the
  * snapshot is good, it is only not for this user.
  */
-static int check_ram(const struct vm_config *cfg, const struct snap *s, const char *ram_hex,
-                     int *fd, struct buf *err)
+static int check_ram(const struct vm_config *cfg, struct snap *s, const char *ram_hex, int *fd,
+                     struct buf *err)
 {
 	unsigned long long got = 0;
 	char sum[65] = "";
+	struct buf id = BUF_INIT;
 	struct stat st;
 	int r;
 
@@ -996,11 +1164,39 @@ static int check_ram(const struct vm_config *cfg, const struct snap *s, const ch
 		buf_addstr(err, "the snapshot's RAM file is not this user's to open as QEMU does");
 		return -EACCES;
 	}
-	if ((r = ram_sha256(*fd, &got, sum)) < 0 || strcmp(sum, ram_hex)) {
+	file_id(&st, &id);
+	buf_addf(&id, " %s", ram_hex);
+	if (file_settled(&st) && stamp_has(s, "ram", id.buf)) {
+		s->ram_stamped = 1;
+	} else if ((r = ram_sha256(*fd, &got, sum)) < 0 || strcmp(sum, ram_hex)) {
+		buf_release(&id);
 		buf_addstr(err, "the snapshot's RAM file does not match its manifest's digest");
 		return r < 0 ? r : -EINVAL;
 	}
+	if (file_settled(&st))
+		buf_addf(&s->ram_id, "ram %s", id.buf);
+	buf_release(&id);
 	return 0;
+}
+
+/*
+ * Write the stamp again when what was found differs from what it held: only
+ * the facts found about settled files (s->qemu_id, s->ram_id).  A store this
+ * user cannot write keeps its stamp (or none): the checks are then made in
+ * full.
+ */
+static void stamp_write(const struct snap *s)
+{
+	struct buf text = BUF_INIT;
+
+	buf_addstr(&text, STAMP_HEAD);
+	if (s->qemu_id.len)
+		buf_addf(&text, "%s\n", s->qemu_id.buf);
+	if (s->ram_id.len)
+		buf_addf(&text, "%s\n", s->ram_id.buf);
+	if (strcmp(text.buf, s->old.buf) && text.len < STAMP_MAX)
+		write_atomic(s->stamp.buf, &text);
+	buf_release(&text);
 }
 
 int snapshot_start(const struct vm_config *cfg, struct vm *vm, struct buf *err)
@@ -1032,6 +1228,14 @@ int snapshot_start(const struct vm_config *cfg, struct vm *vm, struct buf *err)
 	if ((r = snap_init(cfg, &s, err)) < 0)
 		goto out;
 	r = read_manifest(&s, &size, hex, ram_hex, err);
+	if (r == -ESTALE && s.qemu_stamped) {
+		/* Ask QEMU itself before the snapshot is called stale. */
+		s.qemu_asked = 1;
+		buf_reset(err);
+		if ((r = snap_deps(cfg, &s, err)) < 0)
+			goto out;
+		r = read_manifest(&s, &size, hex, ram_hex, err);
+	}
 	if (r == -ENOENT) {
 		/* The first task of this image and size saves it. */
 		buf_reset(err);
@@ -1075,6 +1279,8 @@ int snapshot_start(const struct vm_config *cfg, struct vm *vm, struct buf *err)
 	bad = 0;
 	if ((r = restore(cfg, &s, in_fd, ram_fd, vm, err)) < 0)
 		goto out;
+	vm->stamped = s.qemu_stamped | s.ram_stamped << 1;
+	stamp_write(&s);
 	/* Its size on disk: the stream, and the RAM file's pages that are not holes. */
 	if (saved && fstat(ram_fd, &st) == 0)
 		buf_addf(err, "saved the image's snapshot for %u MiB and %u CPUs (%llu MB)",

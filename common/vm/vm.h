@@ -114,8 +114,14 @@ struct vm {
 	int ssh_fd;   /* stream socket to the guest's SSH server */
 	int kvm;      /* 1 with KVM, 0 under TCG */
 	int restored; /* 1 when started from a snapshot */
-	int ctl_fd;   /* a snapshot's control port (snapshot.h), or -1 */
-	int stop_fd;  /* the caller's: readable when the wait must end (-ECANCELED), or -1 */
+	/*
+	 * After a restore: what the snapshot's stamp spared (snapshot.c, "The
+	 * stamp"): bit 0, running QEMU for its version; bit 1, reading the RAM
+	 * file for its digest.
+	 */
+	int stamped;
+	int ctl_fd;  /* a snapshot's control port (snapshot.h), or -1 */
+	int stop_fd; /* the caller's: readable when the wait must end (-ECANCELED), or -1 */
 	volatile pid_t *published; /* vm_config's qemu_pid, or NULL */
 	/*
 	 * After snapshot_boot() (snapshot.h): one line for the user, or "": why

@@ -294,6 +294,9 @@ int main(int argc, char **argv)
 	fprintf(stderr, "test-vm: %s\n", vm.kvm ? "kvm" : "tcg");
 	if (o.snapshot)
 		fprintf(stderr, "test-vm: %s\n", vm.restored ? "restored" : "cold");
+	if (vm.restored)
+		fprintf(stderr, "test-vm: from the stamp: qemu %s, ram %s\n",
+		        vm.stamped & 1 ? "yes" : "no", vm.stamped & 2 ? "yes" : "no");
 	if (vm.note[0])
 		fprintf(stderr, "test-vm: %s\n", vm.note);
 	if (o.start_only) {
