@@ -192,12 +192,13 @@ static int stamp_has(const struct snap *s, const char *key, const char *value)
 }
 
 /*
- * QEMU's file, as execvp() would find name: its path into path; 0, or
- * -ENOENT.
+ * QEMU's file, as execvp() would find name (the first executable regular
+ * file of that name in PATH's folders): its path into path; 0, or -ENOENT.
  */
 static int qemu_path(const char *name, struct buf *path)
 {
 	const char *dirs = getenv("PATH");
+	struct stat st;
 
 	if (strchr(name, '/')) {
 		buf_addstr(path, name);
@@ -212,7 +213,8 @@ static int qemu_path(const char *name, struct buf *path)
 		else
 			buf_addch(path, '.');
 		buf_addf(path, "/%s", name);
-		if (access(path->buf, X_OK) == 0)
+		if (stat(path->buf, &st) == 0 && S_ISREG(st.st_mode) &&
+		    access(path->buf, X_OK) == 0)
 			return 0;
 		dirs += l + (dirs[l] == ':');
 	}
