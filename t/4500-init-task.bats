@@ -810,6 +810,12 @@ prepared_share() {
 	git -C plain update-ref refs/aibox/start "$START"
 }
 
+# other_idx: share/start.idx is an index of another pack (another repository's start.idx).
+other_idx() {
+	"$TOP/t/make-repo" other 5 1 2 7 >/dev/null
+	test-bundle write --idx share/start.idx other HEAD other.bundle >/dev/null
+}
+
 # same_as_plain: project/ holds what today's clone holds: branch, history,
 # objects, index, files, no remote; the prepared pack is the bundle's.
 same_as_plain() {
@@ -874,9 +880,7 @@ same_as_plain() {
 @test "init task: an early clone that fails, or left a result not its own, is undone and the session clones" {
 	prepared_share
 	export AIBOX_TEST_TASK_EARLY=$T/early
-	"$TOP/t/make-repo" other 5 1 2 7 >/dev/null
-	test-bundle write --idx other.idx other HEAD other.bundle >/dev/null
-	cp other.idx share/start.idx
+	other_idx
 	run_task "say nothing to do"
 	assert_equal "$(jget steps.0.status)" ok
 	grep -q "the early clone failed; its lines" res/vm.log
@@ -913,10 +917,7 @@ same_as_plain() {
 @test "init task: a start.idx that does not match the bundle falls back to cloning the bundle" {
 	prepared_share
 	cp share/start.idx good.idx
-	# An index of another pack (another repository's start.idx).
-	"$TOP/t/make-repo" other 5 1 2 7 >/dev/null
-	test-bundle write --idx other.idx other HEAD other.bundle >/dev/null
-	cp other.idx share/start.idx
+	other_idx
 	run_task "say nothing to do"
 	assert_equal "$(jget steps.0.status)" ok
 	grep -q "the prepared clone is not used: start.idx counts another number of objects" res/vm.log
