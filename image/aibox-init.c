@@ -117,6 +117,13 @@ static int pid1_main(int resumed)
 	    mount_extra(&settings) < 0 || net_setup() < 0 || ssh_prepare() < 0)
 		goto fail;
 	settings_clear(&settings);
+	if (!strcmp(mode, GUEST_MODE_TASK)) {
+		struct guest_task_opts o;
+
+		/* The checkout overlaps the host's SSH set-up (docs/init-task.md). */
+		guest_task_opts_fill(&o);
+		task_early_clone_start(&o);
+	}
 	if ((r = find_port(GUEST_PORT_SSH, port, sizeof(port))) < 0) {
 		error("no virtio-serial port named %s", GUEST_PORT_SSH);
 		goto fail;

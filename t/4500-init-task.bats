@@ -810,6 +810,12 @@ prepared_share() {
 	git -C plain update-ref refs/aibox/start "$START"
 }
 
+# other_idx: share/start.idx is an index of another pack (another repository's start.idx).
+other_idx() {
+	"$TOP/t/make-repo" other 5 1 2 7 >/dev/null
+	test-bundle write --idx share/start.idx other HEAD other.bundle >/dev/null
+}
+
 # same_as_plain: project/ holds what today's clone holds: branch, history,
 # objects, index, files, no remote; the prepared pack is the bundle's.
 same_as_plain() {
@@ -851,6 +857,52 @@ same_as_plain() {
 	cmp "${pack%.pack}.idx" share/start.idx
 }
 
+@test "init task: the early clone (PID 1's, before the session) is taken by the step clone, which runs no git" {
+	prepared_share
+	export AIBOX_TEST_TASK_EARLY=$T/early
+	run_task "say nothing to do"
+	assert_success
+	assert_equal "$(jget steps.0.status)" ok
+	assert_equal "$(jget failed_step)" null
+	grep -qx cloning progress.txt
+	grep -qE '^\[ *[0-9.]+\] the clone was made while the session was set up \(it ran from [-+][0-9.]+ s to [-+][0-9.]+ s of this log, waited [0-9]+ ms for it\); its lines, timed from its start:$' res/vm.log
+	grep -q "prepared clone: pack-" res/vm.log
+	# One checkout in all: the early clone's, its lines carried over.
+	run grep -c "git read-tree" res/vm.log
+	assert_output 1
+	run grep -c "git clone" res/vm.log
+	assert_output 0
+	run cat early/result
+	assert_output --regexp '^ok [0-9]+ [0-9]+$'
+	same_as_plain
+}
+
+@test "init task: an early clone that fails, or left a result not its own, is undone and the session clones" {
+	prepared_share
+	export AIBOX_TEST_TASK_EARLY=$T/early
+	other_idx
+	run_task "say nothing to do"
+	assert_equal "$(jget steps.0.status)" ok
+	grep -q "the early clone failed; its lines" res/vm.log
+	grep -q "the clone runs again in the session" res/vm.log
+	run grep -c "the prepared clone is not used: start.idx counts another number" res/vm.log
+	assert_output 2
+	grep -q "git clone" res/vm.log
+	same_as_plain
+	# A folder left with a lock, a result that is not one of ours and files
+	# in the project (no start.idx: no early clone is started over it).
+	rm -rf project res early share/start.idx
+	mkdir res early project
+	: >early/lock
+	echo 'ok 5 3' >early/result
+	echo junk >project/junk
+	run_task "say nothing to do"
+	assert_equal "$(jget steps.0.status)" ok
+	grep -q "the early clone left no result (not one of ours)" res/vm.log
+	grep -q "git clone" res/vm.log
+	same_as_plain
+}
+
 @test "init task: without start.idx the bundle is cloned as before" {
 	prepared_share
 	rm share/start.idx
@@ -865,10 +917,7 @@ same_as_plain() {
 @test "init task: a start.idx that does not match the bundle falls back to cloning the bundle" {
 	prepared_share
 	cp share/start.idx good.idx
-	# An index of another pack (another repository's start.idx).
-	"$TOP/t/make-repo" other 5 1 2 7 >/dev/null
-	test-bundle write --idx other.idx other HEAD other.bundle >/dev/null
-	cp other.idx share/start.idx
+	other_idx
 	run_task "say nothing to do"
 	assert_equal "$(jget steps.0.status)" ok
 	grep -q "the prepared clone is not used: start.idx counts another number of objects" res/vm.log
@@ -956,4 +1005,13 @@ hostile_share() {
 		grep -q "git read-tree failed" res/vm.log
 		grep -q "git clone failed" progress.txt
 	done
+	# The same when the early clone checks it out first.
+	rm -rf project res
+	mkdir res
+	AIBOX_TEST_TASK_EARLY=$T/early run_task "say nothing to do"
+	assert_equal "$(jget steps.0.status)" failed
+	grep -q "the early clone failed; its lines" res/vm.log
+	run grep -c "git read-tree failed" res/vm.log
+	assert_output 2
+	grep -q "git clone failed" progress.txt
 }

@@ -182,6 +182,9 @@ EOF
 	start_api '{"turns": [
 	  {"tool_use": {"name": "Bash", "input": {"command": "echo new > new.txt && echo changed > README.md && echo noise > build.log; (touch /run/aibox/task/written 2>/dev/null && echo share-writable || echo share-read-only); (curl -s --noproxy \"*\" -m 5 http://1.1.1.1/ >/dev/null 2>&1 && echo net-open || echo net-closed)", "description": "edit"}}},
 	  {"text": "Edited, not committed."}]}'
+	# An index of another pack: the early clone fails and the session clones the bundle.
+	"$TOP/t/make-repo" other 5 1 2 7 >/dev/null
+	test-bundle write --idx task/start.idx other HEAD other.bundle >/dev/null
 	run_vm_task "Edit some files."
 	assert_success
 	assert_line "task status 0"
@@ -193,6 +196,9 @@ EOF
 		"aibox <aibox@localhost> aibox <aibox@localhost>"
 	run git -C src diff --name-only "$START" got
 	assert_output "$(printf 'README.md\nnew.txt')"
+	grep -q "the early clone failed; its lines" res/vm.log
+	grep -q "the clone runs again in the session" res/vm.log
+	grep -q "git clone" res/vm.log
 	run cat progress.txt
 	assert_line "committing leftover changes"
 	# What the task saw (its Bash tool's output went back to "the model"):
@@ -323,6 +329,10 @@ PROBE
 	grep -q "prepared clone: pack-" res/vm.log
 	run grep -c "git clone" res/vm.log
 	assert_output 0
+	# PID 1 made it while the host connected (docs/init-task.md, "The early clone").
+	grep -qE '^\[ *[0-9.]+\] the clone was made while the session was set up \(it ran from -[0-9.]+ s' res/vm.log
+	run grep -c "git read-tree" res/vm.log
+	assert_output 1
 	# "Claude Code" printed the summary of /project in the guest.
 	assert_equal "$(cat res/transcript.jsonl)" "$expect"
 }

@@ -144,11 +144,13 @@ and commit it."
 	assert_equal "$(cat "$S/seccomp" 2>/dev/null)" yes
 }
 
-@test "task vm: the task's guest clone placed the bundle's pack beside the host's start.idx" {
+@test "task vm: the task's guest clone placed the bundle's pack beside the host's start.idx, before the session" {
 	shared
 	# (docs/init-task.md, "The prepared clone")
 	[ -f "$DIR/start.idx" ]
 	grep -q "prepared clone: pack-" "$DIR/vm.log"
+	# made by PID 1 while the host connected (docs/init-task.md, "The early clone")
+	grep -qE '^\[ *[0-9.]+\] the clone was made while the session was set up \(it ran from -[0-9.]+ s' "$DIR/vm.log"
 }
 
 @test "task vm: sshd ran the task's forced command with the init as root's shell, no shell between" {

@@ -58,8 +58,7 @@ out:
 	return ok;
 }
 
-/* Empty the project folder (it is a mount point: it stays) for the plain clone. */
-static int empty_project(struct guest_task *t)
+int empty_project(struct guest_task *t)
 {
 	struct buf where = BUF_INIT;
 	struct dirent *e;
@@ -339,6 +338,13 @@ out:
 	return ok;
 }
 
+int clone_project_prepared(struct guest_task *t, struct step_group *g, int64_t deadline)
+{
+	int err = ensure_project_dir(t);
+
+	return err < 0 ? err : clone_prepared(t, g, deadline);
+}
+
 /*
  * Two git processes, each of which costs a few hundred ms under emulation:
  * the clone (which writes user.name and user.email into the new repository's
@@ -352,12 +358,18 @@ void step_clone(struct guest_task *t, struct step_info *si, struct step_group *g
 	int err;
 
 	progress(t, "cloning");
-	if ((err = ensure_project_dir(t)) < 0) {
+	/* PID 1's child may have done the prepared clone below already (early_clone.c). */
+	if ((err = early_clone_take(t, deadline)) < 0) {
+		si->status = err == -ETIMEDOUT ? "timeout" : "failed";
+		progress(t, "the early clone: %s", strerror(-err));
+		goto out;
+	}
+	if (!err && (err = clone_project_prepared(t, g, deadline)) < 0) {
 		si->status = "failed";
 		progress(t, "cannot make the project folder '%s': %s", t->path, strerror(-err));
 		goto out;
 	}
-	if (clone_prepared(t, g, deadline)) {
+	if (err > 0) {
 		si->status = "ok";
 		goto out;
 	}

@@ -25,7 +25,7 @@ const char *const step_names[S_NR] = {"clone", "claude", "commit", "bundle"};
 /* ---- settings --------------------------------------------------------- */
 
 /* settings.json through the one parser (common/task/task_settings.h), task mode only. */
-static int read_settings(struct guest_task *t, struct buf *err)
+int read_settings(struct guest_task *t, struct buf *err)
 {
 	struct task_settings_doc d;
 	struct buf b = BUF_INIT, file = BUF_INIT;
@@ -221,6 +221,7 @@ void guest_task_opts_fill(struct guest_task_opts *o)
 	o->uid = pw ? pw->pw_uid : 1000;
 	o->gid = pw ? pw->pw_gid : 1000;
 	o->git_limit_ms = 10 * 60 * 1000;
+	o->early = GUEST_RUN_DIR "/early-clone";
 	o->in = 0;
 	o->out = 1;
 	o->err = 2;

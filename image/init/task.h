@@ -36,11 +36,23 @@ struct guest_task_opts {
 	uid_t uid;
 	gid_t gid;
 	int64_t git_limit_ms; /* the git steps before, and those after: 10 minutes each */
+	const char *early;    /* the early clone's folder, root's only: /run/aibox/early-clone;
+	                         NULL: none */
 	int in, out, err;
 };
 
 /* Fill o with the guest's values (the user aibox looked up in /etc/passwd). */
 void guest_task_opts_fill(struct guest_task_opts *o);
+
+/*
+ * PID 1 in task mode, before it serves SSH: when the task folder has
+ * start.idx, start the prepared clone in a child (the same code and checks as
+ * the step clone's) while the host connects; the session's step clone waits
+ * for it and takes its outcome, or clones as ever when it failed
+ * (docs/init-task.md, "The early clone").  Nothing to do without o->early.
+ * What goes wrong is said on stderr and left to the session's clone.
+ */
+void task_early_clone_start(const struct guest_task_opts *o);
 
 /* Run one task as o says and return the session's exit code (see above). */
 int task_run(const struct guest_task_opts *o);

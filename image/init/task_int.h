@@ -5,6 +5,7 @@
  *   env.c       the secrets and the environments git and Claude Code run in
  *   git.c       running git as the user
  *   clone.c     the step clone (and the prepared clone, prepared.h)
+ *   early_clone.c  the prepared clone started by PID 1 before the session
  *   claude.c    the step claude
  *   stream.c    Claude Code's stream-json: transcript.jsonl, tool-call lines,
  *               the result line
@@ -224,8 +225,32 @@ int git_ok(struct guest_task *t, struct step_info *si, int ret, const char *what
 
 /* The steps: each fills in si->status ("ok", "failed", "timeout", "skipped"). */
 
-/* Clone start.bundle into the project folder on BRANCH; deadline: its own (git_limit_ms). */
+/*
+ * Clone start.bundle into the project folder on BRANCH; deadline: its own (git_limit_ms).
+ * It takes the early clone's outcome first (early_clone_take()).
+ */
 void step_clone(struct guest_task *t, struct step_info *si, struct step_group *g, int64_t deadline);
+
+/* clone.c: the project folder, then the prepared clone in it (docs/init-task.md, "The
+ * prepared clone"): the step clone's first part, which the early clone runs too.  1 when
+ * the project is ready; 0 when the plain clone is to run (the folder empty again, the
+ * reason in vm.log); -errno when the folder cannot be made. */
+int clone_project_prepared(struct guest_task *t, struct step_group *g, int64_t deadline);
+
+/* clone.c: empty the project folder (a mount point: it stays).  0 or -errno. */
+int empty_project(struct guest_task *t);
+
+/*
+ * early_clone.c: wait (until deadline) for the early clone PID 1 started
+ * (task_early_clone_start(), task.h), carry its vm.log lines over and take its
+ * outcome: 1 when the project is ready; 0 when none was started, or it failed
+ * or left no result (the project folder is then emptied); -ETIMEDOUT, or
+ * -errno when it cannot be waited for or its folder not emptied.
+ */
+int early_clone_take(struct guest_task *t, int64_t deadline);
+
+/* task.c: settings.json into t (task mode only).  0, or -1 with the reason in err. */
+int read_settings(struct guest_task *t, struct buf *err);
 
 /* Run Claude Code on the prompt; deadline: its own (settings.json's timeout_s). */
 void step_claude(struct guest_task *t, struct step_info *si, struct step_group *g,

@@ -10,6 +10,8 @@
  *   AIBOX_TEST_TASK_GIT_LIMIT_MS  the git steps' time limit (default 10 minutes)
  *   AIBOX_TEST_TASK_GITCONFIG  where the git_remotes rewrite goes (default: not written)
  *   AIBOX_TEST_TASK_CA_BUNDLE  the bundle the task CA is added to (default: not used)
+ *   AIBOX_TEST_TASK_EARLY  the early clone's folder (none yet): the early clone is
+ *                          started first, as PID 1 starts it (default: none)
  * The steps run as the calling user, in process groups instead of cgroups
  * (a test user cannot make cgroups here; see image/init/step.h).
  */
@@ -52,5 +54,7 @@ int main(int argc, char **argv)
 			die("bad AIBOX_TEST_TASK_GIT_LIMIT_MS '%s'", limit);
 		o.git_limit_ms = ms;
 	}
+	o.early = getenv("AIBOX_TEST_TASK_EARLY");
+	task_early_clone_start(&o);
 	return task_run(&o);
 }
