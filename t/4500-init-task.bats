@@ -813,7 +813,8 @@ prepared_share() {
 # other_idx: share/start.idx is an index of another pack (another repository's start.idx).
 other_idx() {
 	"$TOP/t/make-repo" other 5 1 2 7 >/dev/null
-	test-bundle write --idx share/start.idx other HEAD other.bundle >/dev/null
+	test-bundle write --idx other.idx other HEAD other.bundle >/dev/null
+	cp other.idx share/start.idx
 }
 
 # same_as_plain: project/ holds what today's clone holds: branch, history,
