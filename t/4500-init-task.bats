@@ -442,7 +442,6 @@ same_as_today() {
 	for how in 'git pack-refs --all' \
 		'mv .git/refs/heads/aibox/task .git/task-ref && ln -s ../../../task-ref .git/refs/heads/aibox/task' \
 		'mv .git/refs/heads/aibox .git/aibox-refs && ln -s ../../aibox-refs .git/refs/heads/aibox' \
-		'git pack-refs --all && mkdir -p .git/refs/heads/aibox/task' \
 		'sed -i "s/\$/ trailing/" .git/refs/heads/aibox/task' \
 		'head -c 4096 /dev/zero | tr "\\0" "\\n" >>.git/refs/heads/aibox/task' \
 		'git checkout -q --detach'; do
