@@ -351,12 +351,113 @@ EOF
 		run_task "$(printf 'commit a.txt hi\n%s\n' "$move")"
 		assert_success
 		assert_equal "$(jget failed_step) $(jget changes)" "null true"
-		run ! grep -q "git pack-objects" res/vm.log
+		# the pack beside the status is thrown away, and no other pack runs
+		grep -q "the pack beside git status is thrown away: not new commits on the start" res/vm.log
+		assert_equal "$(grep -c "git pack-objects" res/vm.log)" 1
 		grep -q "git bundle create" res/vm.log
 		assert_equal "$(sed -n 2p res/changes.bundle | cut -c1-41)" "-$START"
 		git -C src fetch -q "$T/res/changes.bundle" "+aibox/task:got"
 		assert_equal "$(git -C src rev-parse got)" "$(jget end_commit)"
 		assert_equal "$(git -C src rev-list --count "$START..got")" 1
+	done
+}
+
+# same_as_today: res/changes.bundle holds aibox/task as the project has it now, the start
+# its only prerequisite, and exactly the objects of start..aibox/task
+same_as_today() {
+	local tip
+	tip=$(git -C project rev-parse refs/heads/aibox/task)
+	assert_equal "$(jget end_commit)" "$tip"
+	assert_equal "$(sed -n 1p res/changes.bundle)" "# v2 git bundle"
+	assert_equal "$(sed -n 2p res/changes.bundle | cut -c1-41)" "-$START"
+	assert_equal "$(sed -n 3p res/changes.bundle)" "$tip refs/heads/aibox/task"
+	rm -rf got.git
+	git clone -q --bare src got.git
+	git -C got.git fetch -q "$T/res/changes.bundle" "+aibox/task:refs/got"
+	assert_equal "$(git -C got.git rev-parse refs/got)" "$tip"
+	git -C project rev-list --objects "$START..$tip" | sort >want.objects
+	git -C got.git rev-list --objects "$START..refs/got" | sort >got.objects
+	run diff want.objects got.objects
+	assert_success
+	run aibox-bundle-check --pack --repo src --base "$START" res/changes.bundle
+	assert_success
+}
+
+@test "init task: the bundle's pack runs beside the commit step's git status and is the bundle" {
+	run_task "$(printf 'commit a.txt one\ncommit sub/b.txt two')"
+	assert_success
+	assert_equal "$(jget failed_step) $(jget changes)" "null true"
+	assert_equal "$(jget steps.2.status) $(jget steps.3.status)" "ok ok"
+	local tip
+	tip=$(git -C project rev-parse aibox/task)
+	# started from the ref read as a file, before the status, in a group of its own
+	run grep -n -e "packing $tip beside git status" -e "--no-optional-locks status" \
+		-e "git pack-objects" -e "the pack beside git status is the bundle" res/vm.log
+	assert_equal "${#lines[@]}" 4
+	assert_line --index 0 --partial "packing $tip beside git status"
+	assert_line --index 1 --partial "git pack-objects --revs --stdout --thin --delta-base-offset -q"
+	assert_line --index 2 --partial "--no-optional-locks status"
+	assert_line --index 3 --partial "the pack beside git status is the bundle"
+	run ! grep -q -e "thrown away" -e "git rev-list" -e "git bundle create" res/vm.log
+	assert_equal "$(grep -c '^bundling$' progress.txt)" 1
+	same_as_today
+	# the same bytes as the bundle made on the host by git, but for the pack's own order
+	git -C project bundle create -q "$T/host.bundle" aibox/task "^$START"
+	assert_equal "$(git bundle list-heads res/changes.bundle)" "$(git bundle list-heads host.bundle)"
+}
+
+@test "init task: the pack beside git status is thrown away when the status disagrees, the bundle made as before" {
+	# a leftover change: committed, the bundle holds that commit
+	run_task "$(printf 'commit a.txt one\nwrite b.txt loose')"
+	assert_success
+	grep -q "packing .* beside git status" res/vm.log
+	grep -q "the pack beside git status is thrown away: changes were left" res/vm.log
+	run ! grep -q "the pack beside git status is the bundle" res/vm.log
+	assert_equal "$(git -C project log -1 --format=%an aibox/task)" aibox
+	assert_equal "$(git -C project show aibox/task:b.txt)" loose
+	same_as_today
+	assert_equal "$(grep -c '^bundling$' progress.txt)" 1
+
+	# git's refs from another common folder (.git/commondir): the loose ref is not
+	# the tip git status sees, a commit of the same tree on the first
+	rm -rf res/* project state/aibox-results ../common.git
+	mkdir project
+	run_task "$(printf '%s\n' 'commit a.txt one' 'commit b.txt two' \
+		'sh cp -a .git ../common.git && git --git-dir=../common.git update-ref refs/heads/aibox/task $(git --git-dir=../common.git commit-tree HEAD^{tree} -p HEAD~1 -m other) && echo ../../common.git >.git/commondir')"
+	assert_success
+	grep -q "the pack beside git status is thrown away: git status saw another tip" res/vm.log
+	assert_equal "$(jget failed_step) $(jget changes)" "null true"
+	local other
+	other=$(git --git-dir=common.git rev-parse refs/heads/aibox/task)
+	assert_equal "$(jget end_commit)" "$other"
+	run ! grep -q "$(jget end_commit)" project/.git/refs/heads/aibox/task
+	assert_equal "$(sed -n 3p res/changes.bundle)" "$other refs/heads/aibox/task"
+	git -C src fetch -q "$T/res/changes.bundle" "+aibox/task:got"
+	assert_equal "$(git -C src log -1 --format=%s got)" other
+	rm -rf common.git
+}
+
+@test "init task: a ref the init cannot simply read costs only the pack beside git status" {
+	local how
+	for how in 'git pack-refs --all' \
+		'mv .git/refs/heads/aibox/task .git/task-ref && ln -s ../../../task-ref .git/refs/heads/aibox/task' \
+		'mv .git/refs/heads/aibox .git/aibox-refs && ln -s ../../aibox-refs .git/refs/heads/aibox' \
+		'sed -i "s/\$/ trailing/" .git/refs/heads/aibox/task' \
+		'head -c 4096 /dev/zero | tr "\\0" "\\n" >>.git/refs/heads/aibox/task' \
+		'git checkout -q --detach'; do
+		rm -rf res/* project state/aibox-results
+		mkdir project
+		run_task "$(printf 'commit a.txt one\ncommit b.txt two\nsh %s\n' "$how")"
+		assert_success
+		assert_equal "$how: $(jget failed_step) $(jget changes)" "$how: null true"
+		# git still reads the ref (HEAD detached: the commit step is skipped); the init
+		# does not, and makes the bundle as before
+		run ! grep -q "beside git status" res/vm.log
+		case $how in
+		*--detach) grep -q "git bundle create" res/vm.log ;;
+		*) assert_equal "$(grep -c "git pack-objects" res/vm.log)" 1 ;;
+		esac
+		same_as_today
 	done
 }
 

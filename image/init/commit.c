@@ -6,9 +6,11 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/err.h"
+#include "base/oid.h"
 #include "task_int.h"
 #include "base/banned.h"
 
@@ -105,6 +107,221 @@ static void status_parse(struct guest_task *t, const struct status_out *so, int 
 	}
 }
 
+/* The changes.bundle sink: past BUNDLE_MAX bundle_too_big is 1, a failed write -1. */
+static int bundle_sink(void *ctx, const char *data, size_t n)
+{
+	struct guest_task *t = ctx;
+
+	if (t->bundle_len + n > BUNDLE_MAX) {
+		t->bundle_too_big = 1;
+		return -1;
+	}
+	if (write_all(t->bundle_fd, data, n) < 0) {
+		t->bundle_too_big = -1;
+		return -1;
+	}
+	t->bundle_len += n;
+	return 0;
+}
+
+/* The pack of a bundle of `<tip> ^<start>` (on stdin), as `git bundle create` runs it. */
+#define PACK_ARGS                                                                                  \
+	((const char *const[]){"pack-objects", "--revs", "--stdout", "--thin",                     \
+	                       "--delta-base-offset", "-q", NULL})
+
+/* ---- the bundle's pack beside the status ------------------------------ */
+
+/*
+ * bundle_packed()'s pack-objects, started before the commit step's status
+ * from the tip read from the files (spec_tip()), in a group of its own: the
+ * two git processes run at once on the VM's two vCPUs.  The status then
+ * decides: kept only when bundle_packed() would pack that same tip
+ * (spec_decide()), else killed and thrown away before anything of it is
+ * written.  Its output waits in its pipe until the bundle step.
+ */
+struct bundle_spec {
+	struct step_group g;
+	struct git_job job;
+	char tip[OID_SHA1_HEX + 1];
+	int drop; /* being thrown away: its output goes nowhere */
+};
+
+/* The most of .git/HEAD or a loose ref read: either is one short line. */
+#define REF_FILE_MAX 128
+
+/*
+ * The regular file name in the folder dir into b (NUL-terminated), when it
+ * is smaller than max bytes and no link: its length, or -1.  A FIFO is not
+ * waited for, a file that grew since its size was read is cut at max - 1.
+ */
+static ssize_t small_file_at(int dir, const char *name, char *b, size_t max)
+{
+	int fd = openat(dir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	struct stat st;
+	ssize_t n = -1;
+
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size < (off_t)max) {
+		do
+			n = read(fd, b, max - 1);
+		while (n < 0 && errno == EINTR);
+		if (n >= 0)
+			b[n] = '\0';
+	}
+	close(fd);
+	return n;
+}
+
+/*
+ * aibox/task's tip without a git process, when it is simply readable: .git a
+ * folder, .git/HEAD exactly "ref: BRANCH_REF", and BRANCH_REF a loose ref of
+ * 40 lowercase hex and a newline, every folder on the way no link.  0 with
+ * tip filled in, or -1 (a packed ref, a link, a folder, anything else).  The
+ * repository is the agent's: what this reads is only a guess, which the
+ * status confirms (spec_decide()) before the pack is used.
+ */
+static int spec_tip(const struct guest_task *t, char tip[OID_SHA1_HEX + 1])
+{
+	char b[REF_FILE_MAX], path[] = ".git/" BRANCH_REF;
+	char *name = path, *slash;
+	ssize_t n;
+	int dir, ret = -1;
+
+	dir = open(t->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	while (dir >= 0 && (slash = strchr(name, '/'))) {
+		int next;
+
+		*slash = '\0';
+		next = openat(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (next >= 0 && !strcmp(name, ".git") &&
+		    (small_file_at(next, "HEAD", b, sizeof(b)) !=
+		         (ssize_t)strlen("ref: " BRANCH_REF "\n") ||
+		     strcmp(b, "ref: " BRANCH_REF "\n"))) {
+			close(next);
+			next = -1;
+		}
+		close(dir);
+		dir = next;
+		name = slash + 1;
+	}
+	if (dir < 0)
+		return -1;
+	n = small_file_at(dir, name, b, sizeof(b));
+	if (n == OID_SHA1_HEX + 1 && b[OID_SHA1_HEX] == '\n' &&
+	    strspn(b, "0123456789abcdef") == OID_SHA1_HEX) {
+		memcpy(tip, b, OID_SHA1_HEX);
+		tip[OID_SHA1_HEX] = '\0';
+		ret = 0;
+	}
+	close(dir);
+	return ret;
+}
+
+static int spec_sink(void *ctx, const char *data, size_t n)
+{
+	struct guest_task *t = ctx;
+
+	return t->spec->drop ? -1 : bundle_sink(t, data, n);
+}
+
+/*
+ * Start the pack when aibox/task's tip reads as a commit other than the
+ * start; t->spec set when it runs.  Nothing is said when it cannot start:
+ * the ways of today follow.
+ */
+static void spec_start(struct guest_task *t, int64_t deadline)
+{
+	struct bundle_spec *s;
+	struct buf revs = BUF_INIT;
+	char tip[OID_SHA1_HEX + 1];
+	int pfd[2], ret;
+
+	if (strlen(t->start) != OID_SHA1_HEX || spec_tip(t, tip) < 0 || !strcmp(tip, t->start))
+		return;
+	s = xcalloc(1, sizeof(*s));
+	memcpy(s->tip, tip, sizeof(s->tip));
+	if (step_group_create(&s->g, t->o->backend, "pack") < 0) {
+		free(s);
+		return;
+	}
+	if (pipe2(pfd, O_CLOEXEC) < 0) {
+		step_group_destroy(&s->g);
+		free(s);
+		return;
+	}
+	/* Less than PIPE_BUF: the write never waits for the reader. */
+	buf_addf(&revs, "%s\n^%s\n", tip, t->start);
+	ret = write_all(pfd[1], revs.buf, revs.len);
+	close(pfd[1]);
+	buf_release(&revs);
+	vmlog(t, "packing %s beside git status", tip);
+	if (ret == 0)
+		ret = git_start(t, &s->g, deadline, t->path, pfd[0], spec_sink, t, PACK_ARGS,
+		                &s->job);
+	close(pfd[0]);
+	if (ret < 0) {
+		vmlog(t, "the pack beside git status did not start");
+		step_group_destroy(&s->g);
+		free(s);
+		return;
+	}
+	t->spec = s;
+}
+
+/* Wait for the pack (killed first when dropped), and release it. */
+static int spec_end(struct guest_task *t, int drop)
+{
+	struct bundle_spec *s = t->spec;
+	int ret;
+
+	s->drop = drop;
+	if (drop)
+		step_group_kill(&s->g);
+	ret = git_finish(t, &s->job);
+	step_group_destroy(&s->g);
+	free(s);
+	t->spec = NULL;
+	return ret;
+}
+
+/* Throw the pack away, if any: killed, nothing of it written. */
+static void spec_drop(struct guest_task *t, const char *why)
+{
+	if (!t->spec)
+		return;
+	vmlog(t, "the pack beside git status is thrown away: %s", why);
+	spec_end(t, 1);
+}
+
+void bundle_spec_drop(struct guest_task *t)
+{
+	spec_drop(t, "the bundle step did not run");
+}
+
+/*
+ * After the status: keep the pack only when it is the one bundle_packed()
+ * would make now (HEAD on BRANCH, nothing left, the tip the one packed, past
+ * the start by one commit or more and lacking none of its), else drop it.
+ */
+static void spec_decide(struct guest_task *t, int on_branch, int dirty)
+{
+	const char *why = NULL;
+
+	if (!t->spec)
+		return;
+	if (!on_branch)
+		why = "HEAD is not on " BRANCH;
+	else if (dirty)
+		why = "changes were left";
+	else if (strcmp(t->tip_oid, t->spec->tip))
+		why = "git status saw another tip";
+	else if (t->ahead <= 0 || t->behind != 0)
+		why = "not new commits on the start";
+	if (why)
+		spec_drop(t, why);
+}
+
 /*
  * One git process when Claude Code committed everything (status); add and
  * commit more when it left changes.  The status writes nothing: without
@@ -116,6 +333,7 @@ void step_commit(struct guest_task *t, struct step_info *si, struct step_group *
 	struct status_out so = {BUF_INIT, 0};
 	int ret, on_branch, dirty;
 
+	spec_start(t, deadline);
 	/* START_REF as aibox/task's upstream, for this run only: its "# branch.ab" record. */
 	ret = run_git_to(
 	    t, g, deadline, t->path, NULL, status_sink, &so, NULL,
@@ -127,6 +345,7 @@ void step_commit(struct guest_task *t, struct step_info *si, struct step_group *
 	if (!git_ok(t, si, ret, "git status"))
 		goto out;
 	status_parse(t, &so, &on_branch, &dirty);
+	spec_decide(t, on_branch, dirty);
 	if (!on_branch) {
 		t->tip = TIP_UNKNOWN;
 		si->status = "skipped";
@@ -163,23 +382,10 @@ void step_commit(struct guest_task *t, struct step_info *si, struct step_group *
 		t->tip = TIP_UNKNOWN;
 	}
 out:
+	/* kept only for an "ok" step, which the bundle step follows */
+	if (strcmp(si->status ? si->status : "", "ok"))
+		spec_drop(t, "the commit step did not end ok");
 	buf_release(&so.b);
-}
-
-static int bundle_sink(void *ctx, const char *data, size_t n)
-{
-	struct guest_task *t = ctx;
-
-	if (t->bundle_len + n > BUNDLE_MAX) {
-		t->bundle_too_big = 1;
-		return -1;
-	}
-	if (write_all(t->bundle_fd, data, n) < 0) {
-		t->bundle_too_big = -1;
-		return -1;
-	}
-	t->bundle_len += n;
-	return 0;
 }
 
 /* aibox/task's commit into t->end_commit, by git rev-parse.  0, 1: the branch is gone, <0. */
@@ -304,7 +510,9 @@ static int bundle_packed(struct guest_task *t, struct step_info *si, struct step
 
 	if (strlen(t->start) != 40 || strlen(t->tip_oid) != 40 || t->ahead <= 0 || t->behind != 0)
 		return 0;
-	progress(t, "bundling");
+	if (!t->said_bundling)
+		progress(t, "bundling");
+	t->said_bundling = 1;
 	if (bundle_open(t) < 0)
 		return 1;
 	buf_addf(&head, "# v2 git bundle\n-%s\n%s " BRANCH_REF "\n\n", t->start, t->tip_oid);
@@ -319,9 +527,7 @@ static int bundle_packed(struct guest_task *t, struct step_info *si, struct step
 		close(pfd[1]);
 		if (ret == 0)
 			ret = run_git_in(t, g, deadline, t->path, pfd[0], NULL, bundle_sink, t,
-			                 (const char *const[]){"pack-objects", "--revs", "--stdout",
-			                                       "--thin", "--delta-base-offset",
-			                                       "-q", NULL});
+			                 PACK_ARGS);
 		close(pfd[0]);
 	}
 	buf_release(&head);
@@ -353,8 +559,9 @@ static int bundle_moved(struct guest_task *t, struct step_info *si, struct step_
 {
 	int ret;
 
-	if (t->bundle_len == 0)
+	if (!t->said_bundling)
 		progress(t, "bundling"); /* else said by bundle_packed() */
+	t->said_bundling = 1;
 	ret = bundle_create(t, g, deadline);
 	if (ret == -EFBIG)
 		progress(t, "the bundle is larger than 2 GiB");
@@ -368,6 +575,49 @@ static int bundle_moved(struct guest_task *t, struct step_info *si, struct step_
 	vmlog(t, "the bundle is not one of new commits on the start (%d): checking %s", ret,
 	      BRANCH);
 	return 0;
+}
+
+/*
+ * The bundle from the pack the commit step kept (t->spec): bundle_packed()'s
+ * header, then the pack's output as it comes.  1: done (ok, or failed past
+ * BUNDLE_MAX or on the file); 0: thrown away (the pack failed), the other
+ * ways decide.
+ */
+static int spec_use(struct guest_task *t, struct step_info *si)
+{
+	struct buf head = BUF_INIT;
+	char tip[OID_SHA1_HEX + 1];
+	int ret;
+
+	memcpy(tip, t->spec->tip, sizeof(tip));
+	progress(t, "bundling");
+	t->said_bundling = 1;
+	if (bundle_open(t) < 0) {
+		spec_drop(t, "no bundle file");
+		return 1;
+	}
+	buf_addf(&head, "# v2 git bundle\n-%s\n%s " BRANCH_REF "\n\n", t->start, tip);
+	ret = bundle_sink(t, head.buf, head.len);
+	buf_release(&head);
+	if (ret < 0) {
+		spec_drop(t, "cannot write the bundle's header");
+		return 0;
+	}
+	ret = spec_end(t, 0);
+	if (t->bundle_too_big == 1) {
+		progress(t, "the bundle is larger than 2 GiB");
+		return 1;
+	}
+	if (ret != 0 || t->bundle_too_big) {
+		vmlog(t, "the pack beside git status failed (%d): thrown away", ret);
+		return 0;
+	}
+	vmlog(t, "the pack beside git status is the bundle");
+	free(t->end_commit);
+	t->end_commit = xstrdup(tip);
+	t->changes = 1;
+	si->status = "ok";
+	return 1;
 }
 
 /*
@@ -385,6 +635,8 @@ void step_bundle(struct guest_task *t, struct step_info *si, struct step_group *
 	int ret;
 
 	si->status = "failed";
+	if (t->spec && spec_use(t, si))
+		goto out;
 	if (t->tip == TIP_AT_START) {
 		free(t->end_commit);
 		t->end_commit = xstrdup(t->start);

@@ -158,19 +158,81 @@ int step_group_kill(struct step_group *g)
 	return 0;
 }
 
-/* Reap the zombies of killed orphans that came back to us as subreaper. */
-static void reap_orphans(int patient)
+/*
+ * The processes step_start() started that step_finish() has not reaped: the
+ * reaping of another group's orphans (waitpid(-1)) may take one of them, and
+ * keeps its wait status here for step_finish().
+ */
+#define HELD_MAX 4
+static struct held {
+	pid_t pid; /* 0: a free slot */
+	int reaped, status;
+} held[HELD_MAX];
+
+/* A free slot of held[], or -EBUSY. */
+static int held_slot(void)
+{
+	for (int i = 0; i < HELD_MAX; i++)
+		if (!held[i].pid)
+			return i;
+	return -EBUSY;
+}
+
+/* A reaped child: its status kept when it is held. */
+static void held_reaped(pid_t pid, int status)
+{
+	for (size_t i = 0; i < HELD_MAX; i++)
+		if (held[i].pid == pid) {
+			held[i].reaped = 1;
+			held[i].status = status;
+		}
+}
+
+/*
+ * Release pid's slot; with status set, 0 and its wait status when it was
+ * reaped already, else -1.
+ */
+static int held_take(pid_t pid, int *status)
+{
+	for (size_t i = 0; i < HELD_MAX; i++)
+		if (held[i].pid == pid) {
+			int reaped = held[i].reaped;
+
+			if (status && !reaped)
+				return -1;
+			if (status)
+				*status = held[i].status;
+			held[i] = (struct held){0, 0, 0};
+			return 0;
+		}
+	return -1;
+}
+
+/*
+ * Reap the zombies of killed orphans that came back to us as subreaper;
+ * patient: for a second at most while one of g's process groups has members.
+ */
+static void reap_orphans(const struct step_group *g, int patient)
 {
 	int64_t until = clock_ms() + (patient ? 1000 : 0);
 
 	for (;;) {
-		pid_t r = waitpid(-1, NULL, WNOHANG);
+		int status;
+		pid_t r = waitpid(-1, &status, WNOHANG);
+		int alive = 0;
 
-		if (r > 0)
+		if (r > 0) {
+			held_reaped(r, status);
 			continue;
+		}
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r < 0 || clock_ms() >= until)
+			break;
+		/* a child left that is none of g's: a held one, or another step's */
+		for (size_t i = 0; i < g->nr; i++)
+			alive |= kill(-g->pgids[i], 0) == 0;
+		if (!alive)
 			break;
 		sleep_ms(10);
 	}
@@ -186,14 +248,14 @@ int step_group_destroy(struct step_group *g)
 
 		while ((pop = cgroup_populated(g->path)) == 1 && clock_ms() < until)
 			sleep_ms(10);
-		reap_orphans(0);
+		reap_orphans(g, 0);
 		if (pop == 1)
 			ret = -EBUSY;
 		else if (rmdir(g->path) < 0 && !ret)
 			ret = -errno;
 	} else {
 		/* Signals are asynchronous: give the killed a moment to become zombies. */
-		reap_orphans(g->nr > 0);
+		reap_orphans(g, g->nr > 0);
 	}
 	if (g->procs_fd >= 0)
 		close(g->procs_fd);
@@ -413,43 +475,98 @@ static void watch(struct watch *w, const struct step_proc *p, struct step_group 
 	}
 }
 
-int step_run(const struct step_proc *p, struct step_group *g, int64_t deadline,
-             struct step_result *res)
+/* spawn_step() and a pidfd to watch the process with: 0, or spawn_step()'s -errno. */
+static int start(const struct step_proc *p, struct step_group *g, int64_t deadline, int unwaited,
+                 struct step_job *j)
 {
-	struct watch w = {
-	    .pidfd = -1, .deadline = deadline, .streams = {{-1, p->on_out, 0}, {-1, p->on_err, 0}}};
-	int64_t start = clock_ms();
-	int devnull, status = 0, ret;
+	struct stream streams[2] = {{-1, NULL, 0}, {-1, NULL, 0}};
+	int devnull, slot, ret;
 
-	memset(res, 0, sizeof(*res));
+	memset(j, 0, sizeof(*j));
+	j->pidfd = j->out_fd = j->err_fd = -1;
+	j->on_out = p->on_out;
+	j->on_err = p->on_err;
+	j->ctx = p->ctx;
+	j->g = g;
+	j->start = clock_ms();
+	j->deadline = deadline;
 	devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
 	if (devnull < 0)
 		return -errno;
-	ret = spawn_step(p, g, devnull, w.streams, &w.pid);
+	slot = unwaited ? held_slot() : 0;
+	ret = slot < 0 ? slot : spawn_step(p, g, devnull, streams, &j->pid);
 	close(devnull);
 	if (ret < 0)
-		goto out;
-	w.pidfd = (int)syscall(SYS_pidfd_open, w.pid, 0);
-	if (w.pidfd < 0) {
+		return ret;
+	if (unwaited)
+		held[slot] = (struct held){j->pid, 0, 0};
+	j->out_fd = streams[0].fd;
+	j->err_fd = streams[1].fd;
+	j->pidfd = (int)syscall(SYS_pidfd_open, j->pid, 0);
+	if (j->pidfd < 0) {
 		/* Cannot watch it: kill it rather than lose control of it. */
-		watch_kill(&w, g);
+		step_group_kill(g);
+		kill(j->pid, SIGKILL);
+	}
+	return 0;
+}
+
+/* Watch the process start() started until it has ended, then reap it. */
+static int finish(struct step_job *j, int unwaited, struct step_result *res)
+{
+	struct watch w = {.pid = j->pid,
+	                  .pidfd = j->pidfd,
+	                  .deadline = j->deadline,
+	                  .streams = {{j->out_fd, j->on_out, 0}, {j->err_fd, j->on_err, 0}}};
+	struct step_proc p = {.ctx = j->ctx};
+	int status = 0, ret = 0;
+
+	memset(res, 0, sizeof(*res));
+	if (w.pidfd < 0) {
 		w.exited = 1;
 		w.drain_until = clock_ms() + DRAIN_MS;
 	}
-	watch(&w, p, g, res);
+	watch(&w, &p, j->g, res);
 	/* It ran: whatever went wrong while watching it, *res tells how it ended. */
-	while (waitpid(w.pid, &status, 0) < 0)
-		if (errno != EINTR) {
-			ret = -errno;
-			break;
-		}
+	/* reaped already with the orphans of another group's end (reap_orphans())? */
+	if (!unwaited || held_take(w.pid, &status) < 0)
+		while (waitpid(w.pid, &status, 0) < 0)
+			if (errno != EINTR) {
+				ret = -errno;
+				break;
+			}
+	if (unwaited)
+		held_take(w.pid, NULL);
 	res->code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-	res->ms = clock_ms() - start;
-out:
+	res->ms = clock_ms() - j->start;
 	for (int i = 0; i < 2; i++)
 		if (w.streams[i].fd >= 0)
 			close(w.streams[i].fd);
 	if (w.pidfd >= 0)
 		close(w.pidfd);
+	j->pid = 0;
+	j->pidfd = j->out_fd = j->err_fd = -1;
 	return ret;
+}
+
+int step_run(const struct step_proc *p, struct step_group *g, int64_t deadline,
+             struct step_result *res)
+{
+	struct step_job j;
+	int ret;
+
+	memset(res, 0, sizeof(*res));
+	ret = start(p, g, deadline, 0, &j);
+	return ret < 0 ? ret : finish(&j, 0, res);
+}
+
+int step_start(const struct step_proc *p, struct step_group *g, int64_t deadline,
+               struct step_job *j)
+{
+	return start(p, g, deadline, 1, j);
+}
+
+int step_finish(struct step_job *j, struct step_result *res)
+{
+	return finish(j, 1, res);
 }

@@ -87,4 +87,33 @@ struct step_result {
 int step_run(const struct step_proc *p, struct step_group *g, int64_t deadline,
              struct step_result *res);
 
+/*
+ * A process of a step started by step_start() and not waited for yet.  When
+ * another group's step_group_destroy() reaps it with that group's orphans
+ * (waitpid(-1)), its wait status is kept for step_finish().  At most four at
+ * once.
+ */
+struct step_job {
+	pid_t pid;
+	int pidfd; /* -1: not watched (it was killed at the start) */
+	int out_fd, err_fd;
+	step_sink_fn on_out, on_err;
+	void *ctx; /* the sinks' */
+	struct step_group *g;
+	int64_t start, deadline;
+};
+
+/*
+ * Start p in group g as step_run() does, without waiting for it: its output
+ * waits in its pipes (the process blocks when one is full) until
+ * step_finish().  0, or -errno as step_run() (-EBUSY: four are started
+ * already); on 0, step_finish() must follow
+ * (kill the group first to abandon it).  p's sinks and ctx must live until then.
+ */
+int step_start(const struct step_proc *p, struct step_group *g, int64_t deadline,
+               struct step_job *j);
+
+/* step_run()'s wait and result for a process step_start() started. */
+int step_finish(struct step_job *j, struct step_result *res);
+
 #endif

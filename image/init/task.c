@@ -179,6 +179,7 @@ static void task_steps(struct guest_task *t)
 	resume_send(t);
 	if (run_step(t, S_COMMIT, step_commit, deadline))
 		run_step(t, S_BUNDLE, step_bundle, deadline);
+	bundle_spec_drop(t);
 	if (t->changes)
 		results_send_file(t, guest_results[RESULT_BUNDLE].name, t->bundle_fd, BUNDLE_MAX);
 	/* After the bundle, so that what it changes stays out; after a stop too (the code may be

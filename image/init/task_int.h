@@ -124,6 +124,9 @@ struct guest_task {
 	int bundle_fd;
 	uint64_t bundle_len;
 	int bundle_too_big;
+	int said_bundling; /* the progress line "bundling" is out */
+	/* the bundle's pack started beside the commit step's status (commit.c); NULL: none */
+	struct bundle_spec *spec;
 };
 
 extern const char *const step_names[S_NR];
@@ -214,6 +217,24 @@ int run_git_in(struct guest_task *t, struct step_group *g, int64_t deadline, con
 int run_git(struct guest_task *t, struct step_group *g, int64_t deadline, const char *dir,
             struct buf *out, const char *const *extra_env, const char *const *args);
 
+/* A git process git_start() started: git_finish() waits for it. */
+struct capture;
+struct git_job {
+	struct step_job j;
+	struct capture *c;
+};
+
+/*
+ * run_git_in() with fn, without waiting: 0 when git started (git_finish()
+ * must follow; kill g first to abandon it), or -errno.  Its output is passed
+ * to fn only in git_finish().
+ */
+int git_start(struct guest_task *t, struct step_group *g, int64_t deadline, const char *dir, int in,
+              step_sink_fn fn, void *fn_ctx, const char *const *args, struct git_job *gj);
+
+/* Wait for gj's git until it ends or its deadline: run_git_to()'s result. */
+int git_finish(struct guest_task *t, struct git_job *gj);
+
 #define GIT(t, g, dl, dir, out, ...)                                                               \
 	run_git((t), (g), (dl), (dir), (out), NULL, (const char *const[]){__VA_ARGS__, NULL})
 
@@ -263,6 +284,9 @@ void step_commit(struct guest_task *t, struct step_info *si, struct step_group *
 /* Bundle BRANCH's new commits into <results>/changes.bundle; set end_commit and changes. */
 void step_bundle(struct guest_task *t, struct step_info *si, struct step_group *g,
                  int64_t deadline);
+
+/* Kill and release the pack the commit step kept (t->spec) if the bundle step left it. */
+void bundle_spec_drop(struct guest_task *t);
 
 /* claude.c: how Claude Code ended: "timeout", "budget", "completed" or "error". */
 const char *ended_by(const struct guest_task *t);
