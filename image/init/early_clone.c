@@ -23,7 +23,6 @@
 #include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "base/buf.h"
@@ -63,7 +62,7 @@ static void early_result_write(const struct guest_task_opts *o, int ok, int64_t 
 /* The child: the settings, then the prepared clone as the session would run it. */
 __attribute__((noreturn)) static void early_child(const struct guest_task_opts *o)
 {
-	struct guest_task task = {0}, *t = &task;
+	struct guest_task task, *t = &task;
 	struct buf path = BUF_INIT, why = BUF_INIT;
 	struct step_group g;
 	sigset_t none;
@@ -78,11 +77,7 @@ __attribute__((noreturn)) static void early_child(const struct guest_task_opts *
 		dup2(fd, 1);
 		close(fd);
 	}
-	t->o = o;
-	t->t0 = clock_ms();
-	t->transcript_fd = t->bundle_fd = -1;
-	t->failed_step = -1;
-	strvec_init(&t->secrets);
+	guest_task_init(t, o);
 	early_path(&path, o, EARLY_LOG);
 	t->log_fd = open(path.buf, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	vmlog(t, "the early clone, started by the init while the host connects");
@@ -148,14 +143,6 @@ void task_early_clone_start(const struct guest_task_opts *o)
 	close(fd);
 out:
 	buf_release(&path);
-}
-
-static void sleep_ms(long ms)
-{
-	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
 }
 
 /* Wait until the child has ended (its lock is free), up to deadline.  0, or -errno. */

@@ -29,7 +29,7 @@
 #define EMPTY_WAIT_MS 5000
 #define DRAIN_MS      2000
 
-static void sleep_ms(long ms)
+void sleep_ms(long ms)
 {
 	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
 

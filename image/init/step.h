@@ -84,6 +84,9 @@ struct step_result {
  * filled in, or a negative errno when the process could not be started (the
  * exec's errno comes back from the child).
  */
+/* Sleep ms milliseconds, on through signals. */
+void sleep_ms(long ms);
+
 int step_run(const struct step_proc *p, struct step_group *g, int64_t deadline,
              struct step_result *res);
 

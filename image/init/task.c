@@ -227,16 +227,22 @@ void guest_task_opts_fill(struct guest_task_opts *o)
 	o->out = 1;
 	o->err = 2;
 }
-int task_run(const struct guest_task_opts *o)
+void guest_task_init(struct guest_task *t, const struct guest_task_opts *o)
 {
-	struct guest_task task = {0}, *t = &task;
-	int ret;
-
+	memset(t, 0, sizeof(*t));
 	t->o = o;
 	t->t0 = clock_ms();
 	t->log_fd = t->transcript_fd = t->bundle_fd = -1;
 	t->failed_step = -1;
 	strvec_init(&t->secrets);
+}
+
+int task_run(const struct guest_task_opts *o)
+{
+	struct guest_task task, *t = &task;
+	int ret;
+
+	guest_task_init(t, o);
 	/* Orphans of a killed step come back to us, to be reaped. */
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
 

@@ -270,6 +270,9 @@ int empty_project(struct guest_task *t);
  */
 int early_clone_take(struct guest_task *t, int64_t deadline);
 
+/* task.c: t empty for o, its clock started now, no file open (fds -1). */
+void guest_task_init(struct guest_task *t, const struct guest_task_opts *o);
+
 /* task.c: settings.json into t (task mode only).  0, or -1 with the reason in err. */
 int read_settings(struct guest_task *t, struct buf *err);
 
