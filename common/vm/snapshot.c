@@ -1145,7 +1145,7 @@ static int check_ram(const struct vm_config *cfg, struct snap *s, const char *ra
 	char sum[65] = "";
 	struct buf id = BUF_INIT;
 	struct stat st;
-	int r;
+	int settled, r;
 
 	if ((*fd = open(s->ram.buf, O_RDONLY | O_CLOEXEC)) < 0) {
 		r = -errno;
@@ -1166,16 +1166,17 @@ static int check_ram(const struct vm_config *cfg, struct snap *s, const char *ra
 		buf_addstr(err, "the snapshot's RAM file is not this user's to open as QEMU does");
 		return -EACCES;
 	}
+	settled = file_settled(&st);
 	file_id(&st, &id);
 	buf_addf(&id, " %s", ram_hex);
-	if (file_settled(&st) && stamp_has(s, "ram", id.buf)) {
+	if (settled && stamp_has(s, "ram", id.buf)) {
 		s->ram_stamped = 1;
 	} else if ((r = ram_sha256(*fd, &got, sum)) < 0 || strcmp(sum, ram_hex)) {
 		buf_release(&id);
 		buf_addstr(err, "the snapshot's RAM file does not match its manifest's digest");
 		return r < 0 ? r : -EINVAL;
 	}
-	if (file_settled(&st))
+	if (settled)
 		buf_addf(&s->ram_id, "ram %s", id.buf);
 	buf_release(&id);
 	return 0;
