@@ -198,8 +198,12 @@ void px_pump(struct conn *c)
 	 */
 	if ((c->ssl && (c->uev & EPOLLIN) &&
 	     (SSL_pending(c->ssl) > 0 || (SSL_has_pending(c->ssl) && !c->ssl_dry))) ||
-	    /* An own fetch (no client) that stopped with work left: no event will come for it. */
-	    (c->own && c->more && c->state == ST_FWD) ||
+	    /*
+	     * A forward that spent its rounds with work left: bytes it read may
+	     * wait in its buffer with nothing more to come on either socket (an
+	     * answer's last chunk, its client gone or never there).
+	     */
+	    (c->more && c->state == ST_FWD) ||
 	    (c->cssl && SSL_pending(c->cssl) > 0 && (c->cev & EPOLLIN))) {
 		c->again = 1;
 		c->anext = px->again_list;
@@ -436,7 +440,7 @@ static int dispatch(struct proxy *px, struct handle *h, uint32_t events)
 	return 0;
 }
 
-/* Pump once more the connections whose TLS holds bytes epoll cannot see. */
+/* Pump once more the connections holding bytes no event will report (px_pump()). */
 static void pump_again(struct proxy *px)
 {
 	struct conn *list = px->again_list;

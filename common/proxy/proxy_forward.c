@@ -610,7 +610,7 @@ int px_fwd_response(struct conn *c)
 		if (r <= 0)
 			return r;
 	}
-	/* Work left: a client's socket says when to go on, an own fetch has none (pump()). */
+	/* Work left: px_pump() pumps it again after the loop's next wait, which does not block. */
 	c->more = 1;
 	return 0;
 }

@@ -86,7 +86,7 @@ struct conn {
 	struct proxy *px;
 	struct handle hc, hu;
 	struct conn *prev, *next, *gnext, *anext;
-	int again; /* on the again list: TLS holds bytes epoll cannot see */
+	int again; /* on the again list: bytes wait that no event will report */
 	int more;  /* px_fwd_response() stopped after its rounds with work left */
 	int cfd, ufd;
 	int c_gone, u_gone; /* fd taken out of epoll after a hangup */
