@@ -785,6 +785,15 @@ static void say(void *ctx, const char *line)
 /* What the VM phase leaves that the task cannot remove once locked down. */
 static const char *const proxy_sock_files[] = {"proxy.sock", "proxy.sock.slots"};
 
+/* The checker goes on changes.bundle while the VM and the helpers stop (finish_task() waits). */
+static void results_in(void *ctx)
+{
+	struct task *t = ctx;
+
+	if (t->checker.pid > 0)
+		bundle_check_go(&t->checker);
+}
+
 static void run_vm(struct task *t, struct buf *secrets, struct vm_outcome *o)
 {
 	struct task_vm v = {0};
@@ -828,6 +837,7 @@ static void run_vm(struct task *t, struct buf *secrets, struct vm_outcome *o)
 	v.qemu_pid = &stop_qemu_pid;
 	v.say = say;
 	v.say_ctx = t;
+	v.results_in = results_in;
 	if (t->o.no_sandbox)
 		warning("--no-sandbox: aibox-task runs without its own lockdown");
 	if (task_vm_run(&v, secrets, o, &err) < 0)

@@ -255,6 +255,7 @@ int bundle_check_fork(struct bundle_check *c)
 	close(ans[1]);
 	c->pid = pid;
 	c->go_fd = go[1];
+	c->go_ms = 0;
 	c->answer_fd = ans[0];
 	return 0;
 }
@@ -294,6 +295,18 @@ static int verdict(struct bundle_verdict *v, int ret, const char *fmt, ...)
 	return ret;
 }
 
+int bundle_check_go(struct bundle_check *c)
+{
+	if (c->go_ms)
+		return 0;
+	if (c->pid < 0 || c->go_fd < 0)
+		return -ECHILD;
+	if (write(c->go_fd, "g", 1) != 1)
+		return -EPIPE;
+	c->go_ms = clock_ms();
+	return 0;
+}
+
 int bundle_check_run(struct bundle_check *c, struct bundle_verdict *v,
                      const volatile sig_atomic_t *stop)
 {
@@ -308,11 +321,11 @@ int bundle_check_run(struct bundle_check *c, struct bundle_verdict *v,
 	buf_init(&v->err, 0);
 	if (c->pid < 0 || c->go_fd < 0)
 		return verdict(v, -ECHILD, "the checker is gone");
-	t0 = clock_ms();
-	if (write(c->go_fd, "g", 1) != 1) {
+	if (bundle_check_go(c) < 0) {
 		bundle_check_stop(c);
 		return verdict(v, -EPIPE, "the checker is gone");
 	}
+	t0 = c->go_ms;
 	while (got < sizeof(m)) {
 		struct pollfd p = {.fd = c->answer_fd, .events = POLLIN};
 		long left = ms_left(t0, c->lim.wall_s);

@@ -82,6 +82,7 @@ struct bundle_check {
 	/* The child. */
 	pid_t pid;
 	int go_fd, answer_fd;
+	int64_t go_ms; /* when it was let go (bundle_check_go()); 0: not yet */
 };
 
 #define BUNDLE_CHECK_INIT                                                                          \
@@ -133,13 +134,19 @@ int bundle_check_here(const struct bundle_check *c, struct bundle_verdict *v);
 int bundle_check_fork(struct bundle_check *c);
 
 /*
- * Let the child go, wait for its verdict (at most c->lim.wall_s; sooner when
- * *stop becomes non-zero, if stop is given: -EINTR) and reap it.  Sets v up
- * (release it with bundle_verdict_clear()).  Returns v->m.ret: 0 accepted,
- * BUNDLE_REFUSED with the reason in v->err (also when a
- * limit of the child was reached: the limit is named), or -errno with a
- * reason when the child ended without a verdict.  Works after the caller's
- * own sandbox_lockdown(): it only writes, polls, kills and waits.
+ * Let the child go and return at once: it checks while the caller does
+ * something else, and its wall limit counts from here.  0 (also when it was
+ * let go before), or -errno when it is gone: bundle_check_run() then says so.
+ */
+int bundle_check_go(struct bundle_check *c);
+
+/*
+ * Let the child go unless bundle_check_go() did, wait for its verdict (at most c->lim.wall_s;
+ * sooner when *stop becomes non-zero, if stop is given: -EINTR) and reap it.  Sets v up (release it
+ * with bundle_verdict_clear()).  Returns v->m.ret: 0 accepted, BUNDLE_REFUSED with the reason in
+ * v->err (also when a limit of the child was reached: the limit is named), or -errno with a reason
+ * when the child ended without a verdict.  Works after the caller's own sandbox_lockdown(): it only
+ * writes, polls, kills and waits.
  */
 int bundle_check_run(struct bundle_check *c, struct bundle_verdict *v,
                      const volatile sig_atomic_t *stop);

@@ -353,6 +353,8 @@ int task_vm_run(const struct task_vm *v, struct buf *secrets, struct vm_outcome 
 		qemu_ended(&vm, QEMU_END_MS, 1, "while the task ran", &o->why);
 	o->session_s = task_log_phase(v->aibox_log_fd, v->tphase, "session");
 	buf_wipe_release(secrets);
+	if (ret == 0 && o->session_ret == 0 && !*v->stop && v->results_in)
+		v->results_in(v->say_ctx);
 	stop_all(v, &vm, &h, &relay, o, f.usage);
 	task_log_phase(v->aibox_log_fd, v->tphase, "stop");
 	if (*v->stop)

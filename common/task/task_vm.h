@@ -70,6 +70,12 @@ struct task_vm {
 	/* A line for the user (why the VM booted cold, no KVM): the caller prints it. */
 	void (*say)(void *ctx, const char *line);
 	void *say_ctx;
+	/*
+	 * NULL, or called (with say_ctx) once a session ended well, before the
+	 * VM and the helpers stop: the result files are whole, and work on them
+	 * may start beside the stops.  Nothing may be opened or started in it.
+	 */
+	void (*results_in)(void *ctx);
 };
 
 /*
