@@ -410,6 +410,13 @@ void vm_wait_ssh_why(int ret, int timeout_ms, struct buf *err)
 		buf_addf(err, "the VM's SSH server did not answer: %s", strerror(-ret));
 }
 
+void vm_kill(const struct vm *vm)
+{
+	/* Not reaped yet: the pid is still QEMU's. */
+	if (vm->pid > 0)
+		kill(vm->pid, SIGKILL);
+}
+
 int vm_stop(struct vm *vm, int grace_ms)
 {
 	int status, ret = 0;

@@ -189,6 +189,13 @@ void vm_wait_ssh_why(int ret, int timeout_ms, struct buf *err);
 int vm_stop(struct vm *vm, int grace_ms);
 
 /*
+ * Kill QEMU (SIGKILL) and return: its exit, the unmapping of the guest's
+ * memory, goes on while the caller does something else, and vm_stop(vm, 0)
+ * reaps it later.  Nothing when it is not running.
+ */
+void vm_kill(const struct vm *vm);
+
+/*
  * The launcher's parts common/vm/snapshot.c shares, so both boot one machine:
  * the memory, CPU count and disk size with their defaults; QEMU's program,
  * machine, accelerator, sizes, kernel, initramfs, command line (cmdline is
