@@ -297,10 +297,10 @@ static int verdict(struct bundle_verdict *v, int ret, const char *fmt, ...)
 
 int bundle_check_go(struct bundle_check *c)
 {
-	if (c->go_ms)
-		return 0;
 	if (c->pid < 0 || c->go_fd < 0)
 		return -ECHILD;
+	if (c->go_ms)
+		return 0;
 	if (write(c->go_fd, "g", 1) != 1)
 		return -EPIPE;
 	c->go_ms = clock_ms();

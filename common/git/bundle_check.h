@@ -141,11 +141,13 @@ int bundle_check_fork(struct bundle_check *c);
 int bundle_check_go(struct bundle_check *c);
 
 /*
- * Let the child go unless bundle_check_go() did, wait for its verdict (at most c->lim.wall_s;
- * sooner when *stop becomes non-zero, if stop is given: -EINTR) and reap it.  Sets v up (release it
- * with bundle_verdict_clear()).  Returns v->m.ret: 0 accepted, BUNDLE_REFUSED with the reason in
- * v->err (also when a limit of the child was reached: the limit is named), or -errno with a reason
- * when the child ended without a verdict.  Works after the caller's own sandbox_lockdown(): it only
+ * Let the child go unless bundle_check_go() did, wait for its verdict (at
+ * most c->lim.wall_s from the go; sooner when *stop becomes non-zero, if
+ * stop is given: -EINTR) and reap it.  Sets v up (release it with
+ * bundle_verdict_clear()).  Returns v->m.ret: 0 accepted, BUNDLE_REFUSED
+ * with the reason in v->err (also when a limit of the child was reached:
+ * the limit is named), or -errno with a reason when the child ended without
+ * a verdict.  Works after the caller's own sandbox_lockdown(): it only
  * writes, polls, kills and waits.
  */
 int bundle_check_run(struct bundle_check *c, struct bundle_verdict *v,

@@ -76,6 +76,9 @@ struct step_result {
 	int64_t ms;    /* how long it ran */
 };
 
+/* Sleep ms milliseconds, on through signals. */
+void sleep_ms(long ms);
+
 /*
  * Run p in group g until it exits or the deadline (clock_ms() scale, common/base/clock.h) passes.
  * When the process exits, the rest of the group is killed at once (nothing
@@ -84,9 +87,6 @@ struct step_result {
  * filled in, or a negative errno when the process could not be started (the
  * exec's errno comes back from the child).
  */
-/* Sleep ms milliseconds, on through signals. */
-void sleep_ms(long ms);
-
 int step_run(const struct step_proc *p, struct step_group *g, int64_t deadline,
              struct step_result *res);
 
