@@ -390,20 +390,33 @@ same_as_today() {
 	assert_equal "$(jget steps.2.status) $(jget steps.3.status)" "ok ok"
 	local tip
 	tip=$(git -C project rev-parse aibox/task)
-	# started from the ref read as a file, before the status, in a group of its own
+	# started from the ref read as a file, before the status, in a group of its own;
+	# what Claude Code left is sent while both run
 	run grep -n -e "packing $tip beside git status" -e "--no-optional-locks status" \
-		-e "git pack-objects" -e "the pack beside git status is the bundle" res/vm.log
-	assert_equal "${#lines[@]}" 4
+		-e "git pack-objects" -e "what Claude Code left is sent" \
+		-e "the pack beside git status is the bundle" res/vm.log
+	assert_equal "${#lines[@]}" 5
 	assert_line --index 0 --partial "packing $tip beside git status"
 	assert_line --index 1 --partial "git pack-objects --revs --stdout --thin --delta-base-offset -q"
 	assert_line --index 2 --partial "--no-optional-locks status"
-	assert_line --index 3 --partial "the pack beside git status is the bundle"
+	assert_line --index 3 --partial "what Claude Code left is sent"
+	assert_line --index 4 --partial "the pack beside git status is the bundle"
 	run ! grep -q -e "thrown away" -e "git rev-list" -e "git bundle create" res/vm.log
 	assert_equal "$(grep -c '^bundling$' progress.txt)" 1
 	same_as_today
 	# the same bytes as the bundle made on the host by git, but for the pack's own order
 	git -C project bundle create -q "$T/host.bundle" aibox/task "^$START"
 	assert_equal "$(git bundle list-heads res/changes.bundle)" "$(git bundle list-heads host.bundle)"
+}
+
+@test "init task: a process started without waiting for its exec reports a failed exec at its end" {
+	# as the pack beside git status is started (step_start(), image/init/step.h)
+	run test-init-task step "$T/no-such-program"
+	assert_success
+	assert_output "$(printf 'started\nerror: No such file or directory')"
+	run test-init-task step /bin/sh -c 'exit 3'
+	assert_success
+	assert_output "$(printf 'started\nexit 3')"
 }
 
 @test "init task: the pack beside git status is thrown away when the status disagrees, the bundle made as before" {

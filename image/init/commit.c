@@ -331,16 +331,22 @@ static void spec_decide(struct guest_task *t, int on_branch, int dirty)
 void step_commit(struct guest_task *t, struct step_info *si, struct step_group *g, int64_t deadline)
 {
 	struct status_out so = {BUF_INIT, 0};
+	struct git_job status;
 	int ret, on_branch, dirty;
 
 	spec_start(t, deadline);
 	/* START_REF as aibox/task's upstream, for this run only: its "# branch.ab" record. */
-	ret = run_git_to(
-	    t, g, deadline, t->path, NULL, status_sink, &so, NULL,
+	ret = git_start(
+	    t, g, deadline, t->path, -1, status_sink, &so,
 	    (const char *const[]){"-c", "branch." BRANCH ".remote=.", "-c",
 	                          "branch." BRANCH ".merge=" START_REF, "--no-optional-locks",
 	                          "status", "--porcelain=v2", "--branch", "--ahead-behind", "-z",
-	                          "--untracked-files=normal", "--ignore-submodules=none", NULL});
+	                          "--untracked-files=normal", "--ignore-submodules=none", NULL},
+	    &status);
+	/* While git status and the pack run, the init sends what Claude Code left. */
+	claude_results_send(t);
+	if (ret == 0)
+		ret = git_finish(t, &status);
 	t->tip = TIP_UNKNOWN;
 	if (!git_ok(t, si, ret, "git status"))
 		goto out;

@@ -317,6 +317,20 @@ static void child(const struct step_proc *p, const struct step_group *g, int sfd
 	child_fail(sfd, errno);
 }
 
+/*
+ * Read the child's status pipe: 0 (end of file) once it has exec'd or died,
+ * sizeof(int) with *cerr the errno of a start that failed.
+ */
+static ssize_t exec_wait(int fd, int *cerr)
+{
+	ssize_t n;
+
+	do
+		n = read(fd, cerr, sizeof(*cerr));
+	while (n < 0 && errno == EINTR);
+	return n;
+}
+
 struct stream {
 	int fd;
 	step_sink_fn sink;
@@ -341,12 +355,14 @@ static void stream_read(struct stream *s, void *ctx)
 
 /*
  * Fork p in group g, with its stdout and stderr on new pipes for the sinks it
- * has (else /dev/null), and wait until it has exec'd.  0 with *pidp set and
- * the pipes' read ends (non-blocking) in streams[]; or -errno, the exec's
- * from the child, which is reaped.
+ * has (else /dev/null).  0 with *pidp set and the pipes' read ends
+ * (non-blocking) in streams[]; or -errno.  With exec_fd NULL it waits until
+ * the child has exec'd, and a failed exec's -errno comes back from the child,
+ * which is reaped; else *exec_fd gets the read end of the pipe that tells it
+ * (exec_wait()), and nothing is waited for.
  */
 static int spawn_step(const struct step_proc *p, struct step_group *g, int devnull,
-                      struct stream streams[2], pid_t *pidp)
+                      struct stream streams[2], pid_t *pidp, int *exec_fd)
 {
 	int outp[2] = {-1, -1}, errp[2] = {-1, -1}, st[2] = {-1, -1};
 	int cerr = 0, ret = 0;
@@ -376,9 +392,13 @@ static int spawn_step(const struct step_proc *p, struct step_group *g, int devnu
 	}
 	close(st[1]);
 	st[1] = -1;
-	do
-		n = read(st[0], &cerr, sizeof(cerr));
-	while (n < 0 && errno == EINTR);
+	if (exec_fd) {
+		*exec_fd = st[0];
+		st[0] = -1;
+		n = 0;
+	} else {
+		n = exec_wait(st[0], &cerr);
+	}
 	if (n == sizeof(cerr)) {
 		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
 			;
@@ -483,7 +503,7 @@ static int start(const struct step_proc *p, struct step_group *g, int64_t deadli
 	int devnull, slot, ret;
 
 	memset(j, 0, sizeof(*j));
-	j->pidfd = j->out_fd = j->err_fd = -1;
+	j->pidfd = j->out_fd = j->err_fd = j->exec_fd = -1;
 	j->on_out = p->on_out;
 	j->on_err = p->on_err;
 	j->ctx = p->ctx;
@@ -494,7 +514,8 @@ static int start(const struct step_proc *p, struct step_group *g, int64_t deadli
 	if (devnull < 0)
 		return -errno;
 	slot = unwaited ? held_slot() : 0;
-	ret = slot < 0 ? slot : spawn_step(p, g, devnull, streams, &j->pid);
+	ret = slot < 0 ? slot
+	               : spawn_step(p, g, devnull, streams, &j->pid, unwaited ? &j->exec_fd : NULL);
 	close(devnull);
 	if (ret < 0)
 		return ret;
@@ -519,20 +540,28 @@ static int finish(struct step_job *j, int unwaited, struct step_result *res)
 	                  .deadline = j->deadline,
 	                  .streams = {{j->out_fd, j->on_out, 0}, {j->err_fd, j->on_err, 0}}};
 	struct step_proc p = {.ctx = j->ctx};
-	int status = 0, ret = 0;
+	int status = 0, ret = 0, cerr = 0;
 
 	memset(res, 0, sizeof(*res));
-	if (w.pidfd < 0) {
+	/* Started by step_start(): a failed exec ends here as step_run()'s does. */
+	if (j->exec_fd >= 0) {
+		if (exec_wait(j->exec_fd, &cerr) == sizeof(cerr))
+			ret = -cerr;
+		close(j->exec_fd);
+		j->exec_fd = -1;
+	}
+	if (ret == 0 && w.pidfd < 0) {
 		w.exited = 1;
 		w.drain_until = clock_ms() + DRAIN_MS;
 	}
-	watch(&w, &p, j->g, res);
+	if (ret == 0)
+		watch(&w, &p, j->g, res);
 	/* It ran: whatever went wrong while watching it, *res tells how it ended. */
 	/* reaped already with the orphans of another group's end (reap_orphans())? */
 	if (!unwaited || held_take(w.pid, &status) < 0)
 		while (waitpid(w.pid, &status, 0) < 0)
 			if (errno != EINTR) {
-				ret = -errno;
+				ret = ret < 0 ? ret : -errno;
 				break;
 			}
 	if (unwaited)

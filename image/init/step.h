@@ -100,6 +100,7 @@ struct step_job {
 	pid_t pid;
 	int pidfd; /* -1: not watched (it was killed at the start) */
 	int out_fd, err_fd;
+	int exec_fd; /* the child's status pipe until step_finish() reads it; -1 then */
 	step_sink_fn on_out, on_err;
 	void *ctx; /* the sinks' */
 	struct step_group *g;
@@ -107,16 +108,21 @@ struct step_job {
 };
 
 /*
- * Start p in group g as step_run() does, without waiting for it: its output
- * waits in its pipes (the process blocks when one is full) until
- * step_finish().  0, or -errno as step_run() (-EBUSY: four are started
- * already); on 0, step_finish() must follow
- * (kill the group first to abandon it).  p's sinks and ctx must live until then.
+ * Start p in group g as step_run() does, without waiting for it, not even for
+ * its exec (a fork's time under TCG, where the exec costs tens of ms more):
+ * its output waits in its pipes (the process blocks when one is full) until
+ * step_finish().  0, or -errno (-EBUSY: four are started already); on 0,
+ * step_finish() must follow (kill the group first to abandon it), and a
+ * failed exec's -errno comes back from it.  p's sinks and ctx must live until
+ * then.
  */
 int step_start(const struct step_proc *p, struct step_group *g, int64_t deadline,
                struct step_job *j);
 
-/* step_run()'s wait and result for a process step_start() started. */
+/*
+ * step_run()'s wait and result for a process step_start() started: 0 with
+ * *res, or -errno when its exec failed (the child reaped, *res not its).
+ */
 int step_finish(struct step_job *j, struct step_result *res);
 
 #endif

@@ -162,6 +162,18 @@ static int task_prepare(struct guest_task *t)
 	return ret;
 }
 
+void claude_results_send(struct guest_task *t)
+{
+	if (t->claude_sent)
+		return;
+	t->claude_sent = 1;
+	if (t->transcript_fd >= 0)
+		results_send_file(t, guest_results[RESULT_TRANSCRIPT].name, t->transcript_fd,
+		                  TRANSCRIPT_MAX);
+	resume_send(t);
+	vmlog(t, "what Claude Code left is sent");
+}
+
 /* The steps, and the results each leaves, sent as soon as they are complete. */
 static void task_steps(struct guest_task *t)
 {
@@ -173,12 +185,10 @@ static void task_steps(struct guest_task *t)
 	run_step(t, S_CLAUDE, step_claude, 0);
 	deadline = clock_ms() + t->o->git_limit_ms;
 
-	if (t->transcript_fd >= 0)
-		results_send_file(t, guest_results[RESULT_TRANSCRIPT].name, t->transcript_fd,
-		                  TRANSCRIPT_MAX);
-	resume_send(t);
+	/* What Claude Code left goes beside the commit step's git status (else here). */
 	if (run_step(t, S_COMMIT, step_commit, deadline))
 		run_step(t, S_BUNDLE, step_bundle, deadline);
+	claude_results_send(t);
 	bundle_spec_drop(t);
 	if (t->changes)
 		results_send_file(t, guest_results[RESULT_BUNDLE].name, t->bundle_fd, BUNDLE_MAX);

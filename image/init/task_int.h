@@ -99,6 +99,7 @@ struct guest_task {
 	int transcript_fd;
 	uint64_t transcript_len;
 	int transcript_full;
+	int claude_sent; /* the transcript and the session file are sent (claude_results_send()) */
 	struct buf line;
 	int line_long;
 
@@ -287,6 +288,12 @@ void step_commit(struct guest_task *t, struct step_info *si, struct step_group *
 /* Bundle BRANCH's new commits into <results>/changes.bundle; set end_commit and changes. */
 void step_bundle(struct guest_task *t, struct step_info *si, struct step_group *g,
                  int64_t deadline);
+
+/*
+ * Send what Claude Code left (transcript.jsonl, its session file) unless sent
+ * already: step_commit() does while its git status runs.
+ */
+void claude_results_send(struct guest_task *t);
 
 /* Kill and release the pack the commit step kept (t->spec) if the bundle step left it. */
 void bundle_spec_drop(struct guest_task *t);

@@ -14,9 +14,17 @@
  *                          started first, as PID 1 starts it (default: none)
  * The steps run as the calling user, in process groups instead of cgroups
  * (a test user cannot make cgroups here; see image/init/step.h).
+ *
+ * `test-init-task step PROGRAM [ARG...]` runs PROGRAM as the pack beside git
+ * status runs (step_start(), then step_finish(), image/init/step.h) and prints
+ * "started" when step_start() returns, then "exit N" or "error: MESSAGE".
  */
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
+#include "base/clock.h"
 #include "base/err.h"
 #include "base/num.h"
 #include "task.h"
@@ -31,6 +39,32 @@ static const char *need(const char *name)
 	return v;
 }
 
+static int step_main(char **argv)
+{
+	extern char **environ;
+	struct step_proc p = {
+	    .argv = (const char *const *)argv, .envp = (const char *const *)environ, .in = -1};
+	struct step_group g;
+	struct step_job j;
+	struct step_result r;
+	int ret;
+
+	if (step_group_create(&g, STEP_PGROUP, "test") < 0)
+		die("cannot make a process group");
+	ret = step_start(&p, &g, clock_ms() + 60000, &j);
+	if (ret < 0)
+		die("step_start: %s", strerror(-ret));
+	printf("started\n");
+	fflush(stdout);
+	ret = step_finish(&j, &r);
+	if (ret < 0)
+		printf("error: %s\n", strerror(-ret));
+	else
+		printf("exit %d\n", r.code);
+	step_group_destroy(&g);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct guest_task_opts o;
@@ -38,6 +72,8 @@ int main(int argc, char **argv)
 	long ms;
 
 	tool_init(argc, argv);
+	if (argc > 2 && !strcmp(argv[1], "step"))
+		return step_main(argv + 2);
 	guest_task_opts_fill(&o);
 	o.share = need("AIBOX_TEST_TASK_SHARE");
 	o.state = need("AIBOX_TEST_TASK_STATE");
