@@ -37,23 +37,46 @@ void sleep_ms(long ms)
 		;
 }
 
-static int cgroup_populated(const char *path)
+/*
+ * Wait until the cgroup at path has no member left or until (clock_ms()
+ * scale): 0 when it is empty, 1 when it is still populated, or -errno.
+ * cgroup.events is read again when the kernel says it changed (POLLPRI), not
+ * at a pace of ours: a killed group empties in the next few ms.
+ */
+static int cgroup_wait_empty(const char *path, int64_t until)
 {
-	struct buf b = BUF_INIT, file = BUF_INIT;
-	const char *p;
-	ssize_t n;
-	int ret;
+	struct buf file = BUF_INIT;
+	char b[256];
+	int fd, ret;
 
 	buf_addf(&file, "%s/cgroup.events", path);
-	if ((n = buf_read_file(&b, file.buf, 4096)) < 0) {
-		ret = (int)n;
-		goto out;
-	}
-	p = strstr(b.buf, "populated ");
-	ret = p ? p[10] == '1' : -EINVAL;
-out:
-	buf_release(&b);
+	fd = open(file.buf, O_RDONLY | O_CLOEXEC);
 	buf_release(&file);
+	if (fd < 0)
+		return -errno;
+	for (;;) {
+		/* Each read re-arms the notification that poll() waits for. */
+		ssize_t n = pread(fd, b, sizeof(b) - 1, 0);
+		struct pollfd pf = {.fd = fd, .events = POLLPRI};
+		const char *p;
+		int64_t left;
+
+		if (n < 0) {
+			ret = -errno;
+			break;
+		}
+		b[n] = '\0';
+		p = strstr(b, "populated ");
+		ret = p ? p[10] == '1' : -EINVAL;
+		left = until - clock_ms();
+		if (ret != 1 || left <= 0)
+			break;
+		if (poll(&pf, 1, left > INT_MAX ? INT_MAX : (int)left) < 0 && errno != EINTR) {
+			ret = -errno;
+			break;
+		}
+	}
+	close(fd);
 	return ret;
 }
 
@@ -243,11 +266,8 @@ int step_group_destroy(struct step_group *g)
 	int ret = step_group_kill(g);
 
 	if (g->backend == STEP_CGROUP && g->path) {
-		int64_t until = clock_ms() + EMPTY_WAIT_MS;
-		int pop;
+		int pop = cgroup_wait_empty(g->path, clock_ms() + EMPTY_WAIT_MS);
 
-		while ((pop = cgroup_populated(g->path)) == 1 && clock_ms() < until)
-			sleep_ms(10);
 		reap_orphans(g, 0);
 		if (pop == 1)
 			ret = -EBUSY;
