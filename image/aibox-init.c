@@ -94,12 +94,14 @@ static int pid1_main(int resumed)
 	if (resumed && snap_load_map() < 0)
 		goto fail;
 	if (!resumed && snap_mode()) {
-		long long bytes;
+		long long bytes, more;
 		long t = uptime_ms();
 
-		if (snap_warm(&bytes) == 0)
-			console("claude read (%lld bytes) and run once in %ld ms", bytes,
-			        uptime_ms() - t);
+		if (snap_warm(&bytes, &more) == 0)
+			console(
+			    "claude read (%lld bytes) and run once, what a task starts before it "
+			    "read (%lld bytes), in %ld ms",
+			    bytes, more, uptime_ms() - t);
 		console("waiting for a task");
 		if (snap_wait_go() < 0)
 			goto fail;

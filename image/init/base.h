@@ -125,13 +125,15 @@ int snap_load_map(void);
 const char *snap_share_tag(const char *tag);
 
 /*
- * Before a snapshot's VM says it waits: read Claude Code's binary whole and
- * run `claude --version` once as the task's user (no home, output dropped),
- * so the page cache the snapshot holds has what its start reads.  0 with the
- * binary's size in bytes, or -errno after a warning (the snapshot is still
- * right, only colder).
+ * Before a snapshot's VM says it waits: read whole what a task starts before
+ * Claude Code's first request (sshd, git, sh, ps, grep, each with every file
+ * its dynamic loader maps, and the CA store's files: their bytes in *more),
+ * then Claude Code's binary, and run `claude --version` once as the task's
+ * user (no home, output dropped), so the page cache the snapshot holds has
+ * what their starts read.  0 with the binary's size in *bytes, or -errno
+ * after a warning (the snapshot is still right, only colder).
  */
-int snap_warm(long long *bytes);
+int snap_warm(long long *bytes, long long *more);
 
 /* Milliseconds since boot, for the console's timings. */
 long uptime_ms(void);

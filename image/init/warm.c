@@ -3,6 +3,7 @@
  * VM restored from it finds Claude Code in its page cache (docs/image.md,
  * "Snapshots").
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -20,6 +21,20 @@
 #define WARM_CHUNK (1 << 20)
 /* Well inside the saving VM's BOOT_MS (common/vm/snapshot.c), which counts this too. */
 #define WARM_VERSION_MS 120000
+/* The guest's dynamic loader: `--list` names what a program maps, as ldd does, never running it. */
+#define WARM_LOADER   "/lib64/ld-linux-x86-64.so.2"
+#define WARM_LIST_MAX 65536
+/* The system's CA store, which Claude Code reads file by file at its start. */
+#define WARM_CERTS     "/etc/ssl/certs"
+#define WARM_CERTS_MAX 4096
+
+/*
+ * What a task starts besides Claude Code before its first request: sshd (the
+ * session), git (the early clone, the status Claude Code asks for), and what
+ * Claude Code's start runs (sh, ps and grep).  Names without a slash are
+ * looked up in GUEST_PATH.
+ */
+static const char *const warm_programs[] = {"/usr/sbin/sshd", "git", "sh", "ps", "grep"};
 
 /* Read the file at path to its end; its bytes or -errno. */
 static long long read_whole(const char *path)
@@ -92,11 +107,119 @@ static int run_version(const char *claude)
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-int snap_warm(long long *bytes)
+/*
+ * The files the dynamic loader maps for the program at path (its `--list`
+ * output's absolute paths) into *files, one per line; 0, or -errno.
+ */
+static int loader_list(const char *path, struct buf *files)
+{
+	const char *argv[] = {WARM_LOADER, "--list", path, NULL};
+	const char *envp[] = {"PATH=" GUEST_PATH, NULL};
+	struct buf out = BUF_INIT;
+	int p[2], status, ret = 0;
+	pid_t pid;
+
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -errno;
+	pid = fork();
+	if (pid < 0) {
+		ret = -errno;
+		close(p[0]);
+		close(p[1]);
+		return ret;
+	}
+	if (pid == 0) {
+		int null = open("/dev/null", O_RDWR);
+
+		if (null < 0 || dup2(null, 0) < 0 || dup2(p[1], 1) < 0 || dup2(null, 2) < 0)
+			_exit(127);
+		execve(WARM_LOADER, (char *const *)argv, (char *const *)envp);
+		_exit(127);
+	}
+	close(p[1]);
+	if (buf_read_fd(&out, p[0], WARM_LIST_MAX) < 0) {
+		ret = -EFBIG;
+		kill(pid, SIGKILL);
+	}
+	close(p[0]);
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR) {
+			ret = ret < 0 ? ret : -errno;
+			break;
+		}
+	if (ret == 0 && (!WIFEXITED(status) || WEXITSTATUS(status)))
+		ret = -ENOEXEC; /* not a dynamic program, or no loader */
+	/* "\tname => /path (0x...)" or "\t/path (0x...)": the absolute paths */
+	for (const char *l = out.buf; ret == 0 && l && *l;) {
+		const char *nl = strchr(l, '\n'), *end = nl ? nl : l + strlen(l);
+		const char *a = memchr(l, '/', (size_t)(end - l)), *z;
+
+		if (a && (z = strstr(a, " (")) && z < end) {
+			buf_add(files, a, (size_t)(z - a));
+			buf_addch(files, '\n');
+		}
+		l = nl ? nl + 1 : NULL;
+	}
+	buf_release(&out);
+	return ret;
+}
+
+/*
+ * The programs of warm_programs[] and every file their loader maps, and the
+ * CA store's files, read whole: the bytes read, which may be 0 (nothing of
+ * it is needed for a right snapshot).
+ */
+static long long warm_task_files(void)
+{
+	struct buf files = BUF_INIT;
+	long long total = 0, n;
+	DIR *d;
+
+	for (size_t i = 0; i < ARRAY_SIZE(warm_programs); i++) {
+		char *path = strchr(warm_programs[i], '/') ? xstrdup(warm_programs[i])
+		                                           : find_in_path(warm_programs[i]);
+		int r;
+
+		if (!path)
+			continue;
+		buf_reset(&files);
+		buf_addf(&files, "%s\n", path);
+		if ((r = loader_list(path, &files)) < 0)
+			warning("cannot list what '%s' maps: %s", path, strerror(-r));
+		for (char *f = files.buf, *nl; *f; f = nl + 1) {
+			nl = strchr(f, '\n');
+			*nl = '\0';
+			if ((n = read_whole(f)) > 0)
+				total += n;
+		}
+		free(path);
+	}
+	d = opendir(WARM_CERTS);
+	for (int i = 0; d && i < WARM_CERTS_MAX; i++) {
+		struct dirent *de = readdir(d);
+
+		if (!de)
+			break;
+		if (de->d_name[0] == '.')
+			continue;
+		buf_reset(&files);
+		buf_addf(&files, WARM_CERTS "/%s", de->d_name);
+		/* A link is followed to its certificate; a folder reads as an error. */
+		if ((n = read_whole(files.buf)) > 0)
+			total += n;
+	}
+	if (d)
+		closedir(d);
+	buf_release(&files);
+	return total;
+}
+
+int snap_warm(long long *bytes, long long *more)
 {
 	char *claude = find_in_path("claude");
 	int r;
 
+	*more = warm_task_files();
 	if (!claude) {
 		warning("cannot warm the page cache: no claude in %s", GUEST_PATH);
 		return -ENOENT;
