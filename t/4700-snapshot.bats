@@ -80,6 +80,10 @@ ssh -F /dev/null -o BatchMode=yes -o IdentitiesOnly=yes -i "$d/userkey" \
 	-o ProxyCommand="aibox-connect $d/ssh.sock" root@aibox bash -s >"$d/out" <<'GUEST'
 # first, before anything here could read it: the page cache the snapshot holds
 echo "claude-cached $(fincore --bytes --noheadings --output RES /usr/local/bin/claude) $(stat -c %s /usr/local/bin/claude)"
+# and what a task starts before Claude Code's first request, which this probe does not run
+for f in /usr/bin/ps $(/lib64/ld-linux-x86-64.so.2 --list /usr/bin/ps | awk '$2 == "=>" && $3 ~ /procps/ { print $3 }') /etc/ssl/certs/ca-certificates.crt; do
+	echo "warm-cached $f $(fincore --bytes --noheadings --output RES "$(readlink -f "$f")") $(stat -L -c %s "$f")"
+done
 echo "random $(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 echo "boot-id $(cat /proc/sys/kernel/random/boot_id)"
 echo "stack $(awk '/\[stack\]/ { print $1 }' /proc/1/maps)"
@@ -154,6 +158,12 @@ PROBE
 		read -r _ cached size < <(grep '^claude-cached ' "$T/$v/out")
 		[ "$size" -gt 100000000 ]
 		[ "$cached" -ge "$size" ]
+		# ps, its procps library and the CA bundle too, read whole before the save
+		assert_equal "$(grep -c '^warm-cached ' "$T/$v/out")" 3
+		while read -r _ f cached size; do
+			[ "$size" -gt 0 ] || fail "$f: empty"
+			[ "$cached" -ge "$size" ] || fail "$f: $cached of $size bytes cached"
+		done < <(grep '^warm-cached ' "$T/$v/out")
 	done
 	for k in random boot-id stack; do
 		a=$(grep "^$k " "$T/a/out")

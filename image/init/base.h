@@ -126,8 +126,8 @@ const char *snap_share_tag(const char *tag);
 
 /*
  * Before a snapshot's VM says it waits: read whole what a task starts before
- * Claude Code's first request (sshd, git, sh, ps, grep, each with every file
- * its dynamic loader maps, and the CA store's files: their bytes in *more),
+ * Claude Code's first request (sshd, git, sh, ps, grep, bash, each with every
+ * file its dynamic loader maps, and the CA store's files: their bytes in *more),
  * then Claude Code's binary, and run `claude --version` once as the task's
  * user (no home, output dropped), so the page cache the snapshot holds has
  * what their starts read.  0 with the binary's size in *bytes, or -errno

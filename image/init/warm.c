@@ -29,12 +29,13 @@
 #define WARM_CERTS_MAX 4096
 
 /*
- * What a task starts besides Claude Code before its first request: sshd (the
- * session), git (the early clone, the status Claude Code asks for), and what
- * Claude Code's start runs (sh, ps and grep).  Names without a slash are
- * looked up in GUEST_PATH.
+ * What a task starts besides Claude Code before its first request or right
+ * after it: sshd (the session), git (the early clone, the status Claude Code
+ * asks for), what Claude Code's start runs (sh, ps and grep) and the shell of
+ * its Bash tool, whose environment it reads first (bash).  Names without a
+ * slash are looked up in GUEST_PATH.
  */
-static const char *const warm_programs[] = {"/usr/sbin/sshd", "git", "sh", "ps", "grep"};
+static const char *const warm_programs[] = {"/usr/sbin/sshd", "git", "sh", "ps", "grep", "bash"};
 
 /* Read the file at path to its end; its bytes or -errno. */
 static long long read_whole(const char *path)
