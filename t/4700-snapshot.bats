@@ -81,7 +81,7 @@ ssh -F /dev/null -o BatchMode=yes -o IdentitiesOnly=yes -i "$d/userkey" \
 # first, before anything here could read it: the page cache the snapshot holds
 echo "claude-cached $(fincore --bytes --noheadings --output RES /usr/local/bin/claude) $(stat -c %s /usr/local/bin/claude)"
 # and what a task starts before Claude Code's first request, which this probe does not run
-for f in /usr/bin/ps $(/lib64/ld-linux-x86-64.so.2 --list /usr/bin/ps | awk '$2 == "=>" && $3 ~ /procps/ { print $3 }') /etc/ssl/certs/ca-certificates.crt; do
+for f in /usr/bin/ps $(/lib64/ld-linux-x86-64.so.2 --list /usr/bin/ps | awk '$2 == "=>" && $3 ~ /libproc/ { print $3 }') /etc/ssl/certs/ca-certificates.crt; do
 	echo "warm-cached $f $(fincore --bytes --noheadings --output RES "$(readlink -f "$f")") $(stat -L -c %s "$f")"
 done
 echo "random $(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')"
@@ -158,7 +158,7 @@ PROBE
 		read -r _ cached size < <(grep '^claude-cached ' "$T/$v/out")
 		[ "$size" -gt 100000000 ]
 		[ "$cached" -ge "$size" ]
-		# ps, its procps library and the CA bundle too, read whole before the save
+		# ps, its libproc2 and the CA bundle too, read whole before the save
 		assert_equal "$(grep -c '^warm-cached ' "$T/$v/out")" 3
 		while read -r _ f cached size; do
 			[ "$size" -gt 0 ] || fail "$f: empty"
