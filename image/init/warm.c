@@ -15,6 +15,7 @@
 
 #include "base.h"
 #include "base/err.h"
+#include "base/spawn.h"
 #include "task_int.h"
 #include "base/banned.h"
 
@@ -114,41 +115,17 @@ static int run_version(const char *claude)
  */
 static int loader_list(const char *path, struct buf *files)
 {
-	const char *argv[] = {WARM_LOADER, "--list", path, NULL};
-	const char *envp[] = {"PATH=" GUEST_PATH, NULL};
+	struct spawn sp = SPAWN_INIT;
 	struct buf out = BUF_INIT;
-	int p[2], status, ret = 0;
-	pid_t pid;
+	int ret;
 
-	if (pipe2(p, O_CLOEXEC) < 0)
-		return -errno;
-	pid = fork();
-	if (pid < 0) {
-		ret = -errno;
-		close(p[0]);
-		close(p[1]);
-		return ret;
-	}
-	if (pid == 0) {
-		int null = open("/dev/null", O_RDWR);
-
-		if (null < 0 || dup2(null, 0) < 0 || dup2(p[1], 1) < 0 || dup2(null, 2) < 0)
-			_exit(127);
-		execve(WARM_LOADER, (char *const *)argv, (char *const *)envp);
-		_exit(127);
-	}
-	close(p[1]);
-	if (buf_read_fd(&out, p[0], WARM_LIST_MAX) < 0) {
-		ret = -EFBIG;
-		kill(pid, SIGKILL);
-	}
-	close(p[0]);
-	while (waitpid(pid, &status, 0) < 0)
-		if (errno != EINTR) {
-			ret = ret < 0 ? ret : -errno;
-			break;
-		}
-	if (ret == 0 && (!WIFEXITED(status) || WEXITSTATUS(status)))
+	strvec_pushl(&sp.args, WARM_LOADER, "--list", path, NULL);
+	strvec_push(&sp.env, "PATH=" GUEST_PATH);
+	sp.env_replace = 1;
+	sp.err = SPAWN_NULL;
+	ret = spawn_capture(&sp, &out, WARM_LIST_MAX);
+	spawn_clear(&sp);
+	if (ret > 0)
 		ret = -ENOEXEC; /* not a dynamic program, or no loader */
 	/* "\tname => /path (0x...)" or "\t/path (0x...)": the absolute paths */
 	for (const char *l = out.buf; ret == 0 && l && *l;) {
