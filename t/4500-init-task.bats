@@ -450,6 +450,34 @@ same_as_today() {
 	rm -rf common.git
 }
 
+@test "init task: a bundle that cannot be written whole fails the bundle step, never sent cut short" {
+	# two commits of random bytes, each object under the file size limit, the
+	# bundle past it: its write fails with EFBIG part way into the pack
+	printf '%s\n' 'sh head -c 150000 /dev/urandom >a.bin && git add a.bin && git commit -qm a' \
+		'sh head -c 150000 /dev/urandom >b.bin && git add b.bin && git commit -qm b' \
+		>share/prompt.txt
+	write_settings
+	: >secrets.json
+	status=0
+	(
+		ulimit -f 200
+		trap '' XFSZ
+		AIBOX_TEST_TASK_SHARE="$T/share" AIBOX_TEST_TASK_STATE="$T/state" \
+			AIBOX_TEST_TASK_HOME="$T/aibox-home" AIBOX_TEST_TASK_CLAUDE="$TOP/t/fake-claude" \
+			exec test-init-task <secrets.json 2>progress.txt
+	) | cat >out.tar || status=$?
+	tar -xf out.tar -C res
+	assert_equal "$status" 0
+	assert_equal "$(git -C project rev-list --count "$START..aibox/task")" 2
+	run grep -c "^cannot write the bundle: File too large$" progress.txt
+	assert_output 1
+	assert_equal "$(jget failed_step) $(jget changes)" "bundle false"
+	assert_equal "$(jget steps.2.status) $(jget steps.3.status)" "ok failed"
+	assert_equal "$(names)" "transcript.jsonl vm.log result.json "
+	# one way tried, not the others after it
+	run ! grep -q -e "git bundle create" -e "git rev-list" res/vm.log
+}
+
 @test "init task: a ref the init cannot simply read costs only the pack beside git status" {
 	local how
 	for how in 'git pack-refs --all' \

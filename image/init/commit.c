@@ -107,21 +107,41 @@ static void status_parse(struct guest_task *t, const struct status_out *so, int 
 	}
 }
 
-/* The changes.bundle sink: past BUNDLE_MAX bundle_too_big is 1, a failed write -1. */
+/*
+ * The changes.bundle sink: past BUNDLE_MAX bundle_too_big is 1, a failed
+ * write's errno goes into bundle_werr; either way the rest is dropped (-1).
+ */
 static int bundle_sink(void *ctx, const char *data, size_t n)
 {
 	struct guest_task *t = ctx;
 
+	if (t->bundle_too_big || t->bundle_werr)
+		return -1;
 	if (t->bundle_len + n > BUNDLE_MAX) {
 		t->bundle_too_big = 1;
 		return -1;
 	}
 	if (write_all(t->bundle_fd, data, n) < 0) {
-		t->bundle_too_big = -1;
+		t->bundle_werr = errno ? errno : EIO;
 		return -1;
 	}
 	t->bundle_len += n;
 	return 0;
+}
+
+/*
+ * Whether the bundle could not be whole whatever way it is made: past
+ * BUNDLE_MAX or a failed write, said on a progress line.  The git process
+ * that fed it may still have ended well (a sink's refusal only drops the
+ * rest of its output), so every way checks this before its result.
+ */
+static int bundle_failed(struct guest_task *t)
+{
+	if (t->bundle_too_big)
+		progress(t, "the bundle is larger than 2 GiB");
+	else if (t->bundle_werr)
+		progress(t, "cannot write the bundle: %s", strerror(t->bundle_werr));
+	return t->bundle_too_big || t->bundle_werr;
 }
 
 /* The pack of a bundle of `<tip> ^<start>` (on stdin), as `git bundle create` runs it. */
@@ -467,6 +487,7 @@ static int bundle_open(struct guest_task *t)
 	}
 	t->bundle_len = 0;
 	t->bundle_too_big = 0;
+	t->bundle_werr = 0;
 	buf_release(&file);
 	return ret;
 }
@@ -474,7 +495,8 @@ static int bundle_open(struct guest_task *t)
 /*
  * `git bundle create` of aibox/task's commits past the start into
  * <results>/changes.bundle (truncated first); git's result, or -EFBIG past
- * BUNDLE_MAX, or -errno when the file cannot be opened.
+ * BUNDLE_MAX or on a failed write (bundle_failed() says which), or -errno
+ * when the file cannot be opened.
  */
 static int bundle_create(struct guest_task *t, struct step_group *g, int64_t deadline)
 {
@@ -487,7 +509,7 @@ static int bundle_create(struct guest_task *t, struct step_group *g, int64_t dea
 	ret = run_git_to(
 	    t, g, deadline, t->path, NULL, bundle_sink, t, NULL,
 	    (const char *const[]){"bundle", "create", "-q", "-", BRANCH_REF, range.buf, NULL});
-	if (t->bundle_too_big)
+	if (t->bundle_too_big || t->bundle_werr)
 		ret = -EFBIG;
 out:
 	buf_release(&range);
@@ -505,7 +527,8 @@ out:
  * --delta-base-offset` of `<tip> ^<start>`, the pack git bundle create runs.
  * The counts come from the repository Claude Code had (START_REF is its
  * file); the host checks the bundle whole either way (docs/bundles.md).
- * 1: done (ok, or failed past BUNDLE_MAX or on the file); 0: not done, the
+ * 1: done (ok, or failed past BUNDLE_MAX or on the file: a failed write is
+ * final); 0: not done, the
  * other ways below decide.
  */
 static int bundle_packed(struct guest_task *t, struct step_info *si, struct step_group *g,
@@ -538,10 +561,8 @@ static int bundle_packed(struct guest_task *t, struct step_info *si, struct step
 	}
 	buf_release(&head);
 	buf_release(&revs);
-	if (t->bundle_too_big == 1) {
-		progress(t, "the bundle is larger than 2 GiB");
+	if (bundle_failed(t))
 		return 1;
-	}
 	if (ret != 0) {
 		vmlog(t, "git pack-objects failed (%d): checking %s", ret, BRANCH);
 		return 0;
@@ -558,7 +579,8 @@ static int bundle_packed(struct guest_task *t, struct step_info *si, struct step
  * one git process instead of rev-list and bundle create.  A tip past the
  * start has the start among the bundle's prerequisites exactly when it
  * descends from it (`git bundle create` lists the boundary of start..tip).
- * 1: done (ok, or failed past BUNDLE_MAX); 0: the checks below must decide.
+ * 1: done (ok, or failed past BUNDLE_MAX or on the file); 0: the checks below
+ * must decide.
  */
 static int bundle_moved(struct guest_task *t, struct step_info *si, struct step_group *g,
                         int64_t deadline)
@@ -569,9 +591,7 @@ static int bundle_moved(struct guest_task *t, struct step_info *si, struct step_
 		progress(t, "bundling"); /* else said by bundle_packed() */
 	t->said_bundling = 1;
 	ret = bundle_create(t, g, deadline);
-	if (ret == -EFBIG)
-		progress(t, "the bundle is larger than 2 GiB");
-	if (ret == -EFBIG || t->bundle_fd < 0)
+	if (bundle_failed(t) || t->bundle_fd < 0)
 		return 1;
 	if (ret == 0 && bundle_head(t) == 3) {
 		t->changes = 1;
@@ -603,18 +623,16 @@ static int spec_use(struct guest_task *t, struct step_info *si)
 		return 1;
 	}
 	buf_addf(&head, "# v2 git bundle\n-%s\n%s " BRANCH_REF "\n\n", t->start, tip);
-	ret = bundle_sink(t, head.buf, head.len);
+	bundle_sink(t, head.buf, head.len);
 	buf_release(&head);
-	if (ret < 0) {
+	if (bundle_failed(t)) {
 		spec_drop(t, "cannot write the bundle's header");
-		return 0;
-	}
-	ret = spec_end(t, 0);
-	if (t->bundle_too_big == 1) {
-		progress(t, "the bundle is larger than 2 GiB");
 		return 1;
 	}
-	if (ret != 0 || t->bundle_too_big) {
+	ret = spec_end(t, 0);
+	if (bundle_failed(t))
+		return 1;
+	if (ret != 0) {
 		vmlog(t, "the pack beside git status failed (%d): thrown away", ret);
 		return 0;
 	}
@@ -691,10 +709,8 @@ void step_bundle(struct guest_task *t, struct step_info *si, struct step_group *
 	if (t->tip != TIP_MOVED)
 		progress(t, "bundling");
 	ret = bundle_create(t, g, deadline);
-	if (ret == -EFBIG) {
-		progress(t, "the bundle is larger than 2 GiB");
+	if (bundle_failed(t))
 		goto out;
-	}
 	if (t->bundle_fd < 0 || !git_ok(t, si, ret, "git bundle create"))
 		goto out;
 	if (!(bundle_head(t) & 1) && branch_tip(t, g, deadline) != 0) {

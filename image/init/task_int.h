@@ -124,8 +124,9 @@ struct guest_task {
 	int changes;
 	int bundle_fd;
 	uint64_t bundle_len;
-	int bundle_too_big;
-	int said_bundling; /* the progress line "bundling" is out */
+	int bundle_too_big; /* the bundle went past BUNDLE_MAX */
+	int bundle_werr;    /* errno of the bundle's failed write, 0: none */
+	int said_bundling;  /* the progress line "bundling" is out */
 	/* the bundle's pack started beside the commit step's status (commit.c); NULL: none */
 	struct bundle_spec *spec;
 };
