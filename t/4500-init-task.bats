@@ -247,19 +247,21 @@ commit hello.txt hi"
 	# Under a process named sshd that forks the init (as sshd forks the session), then sleeps.
 	mkdir bin
 	cp "$(command -v bash)" bin/sshd
-	rm -rf res/* project/* project/.git
+	rm -rf res/* project
 	printf '%s\n' "say nothing to do" >share/prompt.txt
 	: >secrets.json
 	SHELL=/bin/bash AIBOX_TEST_TASK_SHARE="$T/share" AIBOX_TEST_TASK_STATE="$T/state" \
 		AIBOX_TEST_TASK_HOME="$T/aibox-home" AIBOX_TEST_TASK_CLAUDE="$TOP/t/fake-claude" \
 		bin/sshd -c 'sleep 1; test-init-task; exit $?' <secrets.json >out.tar 2>progress.txt
 	tar -xf out.tar -C res
+	# the line is written beside Claude Code's start: the clone before it went well
+	assert_equal "$(grep -c '^claude started$' progress.txt)" 1
 	run grep "session: sshd" res/vm.log
 	assert_success
 	# at least the second slept (less a clock tick), and the init's start after it;
 	# the shell that ran the forced command is sshd's SHELL (docs/init-task.md)
 	assert_output --regexp 'session: sshd started (0\.9[0-9]|[1-9][0-9]*\.[0-9][0-9]) s before this process .* which started the task [0-9]+\.[0-9][0-9] s later \(root.s shell /bin/bash, then the init\)$'
-	rm -rf res/* project/* project/.git
+	rm -rf res/* project
 	SHELL=/usr/lib/aibox/aibox-init AIBOX_TEST_TASK_SHARE="$T/share" AIBOX_TEST_TASK_STATE="$T/state" \
 		AIBOX_TEST_TASK_HOME="$T/aibox-home" AIBOX_TEST_TASK_CLAUDE="$TOP/t/fake-claude" \
 		bin/sshd -c 'test-init-task; exit $?' <secrets.json >out.tar 2>progress.txt
@@ -805,6 +807,27 @@ print(len(body.encode()), body[0], set(body[1:]) == {"\u00e9"}, note)'
 	assert_equal "$(jget failed_step)" claude
 	run cat progress.txt
 	assert_line "cannot use '$T/share/prompt.txt': not a plain file of at most 1 MiB"
+}
+
+@test "init task: the clone does not wait for the secrets, which Claude Code's start does" {
+	ENV_NAMES='["LATE"]'
+	write_settings
+	printf '%s\n' "envhash LATE" >share/prompt.txt
+	status=0
+	# the secrets come a second after the session's start, as from a slow host
+	(sleep 1 && printf '{"env": {"LATE": "v"}}') |
+		AIBOX_TEST_TASK_SHARE="$T/share" AIBOX_TEST_TASK_STATE="$T/state" \
+			AIBOX_TEST_TASK_HOME="$T/aibox-home" AIBOX_TEST_TASK_CLAUDE="$TOP/t/fake-claude" \
+			test-init-task >out.tar 2>progress.txt || status=$?
+	tar -xf out.tar -C res
+	assert_equal "$status" 0
+	assert_equal "$(jget failed_step)" null
+	# the clone's git ran before the secrets came, Claude Code after (vm.log's seconds)
+	local clone_s claude_s
+	clone_s=$(sed -nE 's/^\[ *([0-9]+)\.[0-9]+\] git clone .*/\1/p' res/vm.log)
+	claude_s=$(sed -nE 's/^\[ *([0-9]+)\.[0-9]+\] claude started$/\1/p' res/vm.log)
+	assert_equal "$clone_s $claude_s" "0 1"
+	grep -q "LATE#$(printf v | sha256sum | cut -d" " -f1)" res/transcript.jsonl
 }
 
 @test "init task: secrets over 1 MiB are refused, results still come" {

@@ -34,6 +34,7 @@ void step_claude(struct guest_task *t, struct step_info *si, struct step_group *
 	struct buf file = BUF_INIT;
 	struct step_proc p = {0};
 	struct step_result r;
+	struct step_job job;
 	struct stat st;
 	int prompt = -1, err;
 
@@ -84,7 +85,12 @@ void step_claude(struct guest_task *t, struct step_info *si, struct step_group *
 	p.on_err = log_sink;
 	p.ctx = t;
 	progress(t, "claude started");
-	err = step_run(&p, g, clock_ms() + (int64_t)t->timeout_s * 1000, &r);
+	/* Started without waiting for its exec: the session's line is read meanwhile. */
+	err = step_start(&p, g, clock_ms() + (int64_t)t->timeout_s * 1000, &job);
+	if (err == 0) {
+		log_session_start(t);
+		err = step_finish(&job, &r);
+	}
 	if (err < 0) {
 		progress(t, "cannot start claude: %s", strerror(-err));
 		goto out;

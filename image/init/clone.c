@@ -355,6 +355,7 @@ void step_clone(struct guest_task *t, struct step_info *si, struct step_group *g
 {
 	int64_t deadline = clock_ms() + t->o->git_limit_ms;
 	struct buf bundle = BUF_INIT, name = BUF_INIT, email = BUF_INIT, head = BUF_INIT;
+	struct buf why = BUF_INIT;
 	int err;
 
 	progress(t, "cloning");
@@ -410,6 +411,16 @@ void step_clone(struct guest_task *t, struct step_info *si, struct step_group *g
 		vmlog(t, "cannot write %s: %s", START_REF, strerror(-err));
 	si->status = "ok";
 out:
+	/*
+	 * The secrets last: the host sends them once the session's command has
+	 * started, and they travel while the clone is taken; only Claude Code's
+	 * environment needs them.
+	 */
+	if (si->status && !strcmp(si->status, "ok") && secrets_read(t, &why) < 0) {
+		si->status = "failed";
+		progress(t, "%s", why.buf);
+	}
+	buf_release(&why);
 	buf_release(&bundle);
 	buf_release(&name);
 	buf_release(&email);

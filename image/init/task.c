@@ -125,9 +125,11 @@ static int task_ca_add(struct guest_task *t, struct buf *why)
 }
 
 /*
- * Everything the steps need: the results folder, the settings, the secrets,
- * git and Claude Code, the git remotes' rewrite.  0, or -1 after a progress
- * line and fail_before().
+ * Everything the steps need but the secrets: the results folder, the
+ * settings, git and Claude Code, the git remotes' rewrite.  The secrets are
+ * read at the clone step's end (step_clone()), while they come from the host;
+ * vm.log's session line is written beside Claude Code's start (step_claude()).
+ * 0, or -1 after a progress line and fail_before().
  */
 static int task_prepare(struct guest_task *t)
 {
@@ -139,10 +141,10 @@ static int task_prepare(struct guest_task *t)
 	if (err < 0)
 		progress(t, "cannot open the results folder '%s': %s", t->results, strerror(-err));
 	vmlog(t, "task mode: share %s, state %s", o->share, o->state);
-	log_session_start(t);
 
-	/* Reading the settings and the secrets counts as part of the clone step. */
-	if (read_settings(t, &why) < 0 || secrets_read(t, &why) < 0)
+	/* Reading the settings (and the secrets, in step_clone()) counts as part of the clone step.
+	 */
+	if (read_settings(t, &why) < 0)
 		progress(t, "%s", why.buf);
 	else if (!(t->git = find_in_path("git")))
 		progress(t, "cannot find git in %s", GUEST_PATH);

@@ -250,7 +250,8 @@ int git_ok(struct guest_task *t, struct step_info *si, int ret, const char *what
 
 /*
  * Clone start.bundle into the project folder on BRANCH; deadline: its own (git_limit_ms).
- * It takes the early clone's outcome first (early_clone_take()).
+ * It takes the early clone's outcome first (early_clone_take()), and when the
+ * clone is done reads the secrets (secrets_read()): a failure there fails it.
  */
 void step_clone(struct guest_task *t, struct step_info *si, struct step_group *g, int64_t deadline);
 
