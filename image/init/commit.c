@@ -528,8 +528,7 @@ out:
  * The counts come from the repository Claude Code had (START_REF is its
  * file); the host checks the bundle whole either way (docs/bundles.md).
  * 1: done (ok, or failed past BUNDLE_MAX or on the file: a failed write is
- * final); 0: not done, the
- * other ways below decide.
+ * final); 0: not done, the other ways below decide.
  */
 static int bundle_packed(struct guest_task *t, struct step_info *si, struct step_group *g,
                          int64_t deadline)

@@ -142,8 +142,7 @@ static int task_prepare(struct guest_task *t)
 		progress(t, "cannot open the results folder '%s': %s", t->results, strerror(-err));
 	vmlog(t, "task mode: share %s, state %s", o->share, o->state);
 
-	/* Reading the settings (and the secrets, in step_clone()) counts as part of the clone step.
-	 */
+	/* The settings' reading counts as part of the clone step (as the secrets' does). */
 	if (read_settings(t, &why) < 0)
 		progress(t, "%s", why.buf);
 	else if (!(t->git = find_in_path("git")))
