@@ -562,6 +562,13 @@ stopped() {
 	keys 'Say more'
 	wait_pane 'Say more' 60
 	keys Enter
+	# Under TCG, Claude Code's TUI may still be redrawing after the resume (its
+	# status line then changes) and once took the text but not the Enter (a full
+	# run of 2026-12-06): the text shown proves the keys reach it; Enter again,
+	# which on an input already sent is nothing.
+	if ! wait_until 60 pane_count 'Back after Ctrl-Z, forty-three\.' 1; then
+		keys Enter
+	fi
 	wait_pane 'Back after Ctrl-Z, forty-three\.' 120
 	not_stopped "$(cat "$T/run.pid")"
 	keys '/exit'
