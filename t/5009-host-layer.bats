@@ -144,7 +144,7 @@ BUILD/aibox-proxy --listen-fd 3 --log-fd 4 --ready-fd 5 --report-fd 7 --allow ex
 }
 
 @test "host layer: one builder makes every guest environment: ours wins, NO_PROXY and bad names are left out" {
-	run test-host guest-env --proxy=http://10.0.2.100:3128 --forward --claude \
+	run test-host guest-env --proxy=http://10.0.2.100:3128 --forward --claude --retries \
 		MY_TOKEN=s3cret HOME=/elsewhere NO_PROXY='*' no_proxy='*' '1BAD=x' MY_TOKEN=again \
 		ANTHROPIC_API_KEY=real HTTPS_PROXY=http://evil:1 'NOEQUALS'
 	assert_success
@@ -153,6 +153,8 @@ BUILD/aibox-proxy --listen-fd 3 --log-fd 4 --ready-fd 5 --report-fd 7 --allow ex
 	assert_line "HTTPS_PROXY=http://10.0.2.100:3128"
 	assert_line "ANTHROPIC_API_KEY=sk-ant-aibox-placeholder-the-host-adds-the-key"
 	assert_line "CLAUDE_CODE_MAX_RETRIES=4"
+	assert_line "DISABLE_AUTOUPDATER=1"
+	assert_line "DISABLE_INSTALLATION_CHECKS=1"
 	assert_line "TERM=dumb"
 	refute_line --partial "NO_PROXY"
 	refute_line --partial "no_proxy"
@@ -171,6 +173,14 @@ BUILD/aibox-proxy --listen-fd 3 --log-fd 4 --ready-fd 5 --report-fd 7 --allow ex
 	assert_line "TERM=xterm-256color"
 	assert_line "GIT_CONFIG_NOSYSTEM=1"
 	refute_line --partial "IS_SANDBOX"
+	refute_line --partial "DISABLE_AUTOUPDATER"
+	# aibox run's: Claude Code's switches without the task's retry count
+	run test-host guest-env --claude
+	assert_success
+	assert_line "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"
+	assert_line "DISABLE_AUTOUPDATER=1"
+	assert_line "DISABLE_INSTALLATION_CHECKS=1"
+	refute_line --partial "CLAUDE_CODE_MAX_RETRIES"
 }
 
 @test "host layer: with the task's CA every tool's bundle variable names the guest's bundle, and Node's fetch uses the proxy" {

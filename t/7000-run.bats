@@ -174,6 +174,7 @@ setup_file() {
 	cd "$proj"
 	env -u AIBOX_T_UNSET "${env[@]}" aibox run --memory 1G -- sh >"$S/out1" 2>"$S/err1" <<<'id -u; id -g; echo "env=$AIBOX_T_VALUE"; echo "unset=${AIBOX_T_UNSET-none}"
 echo "home=$HOME pwd=$(pwd) proxy=$HTTPS_PROXY"
+echo "claude-env=$DISABLE_AUTOUPDATER $DISABLE_INSTALLATION_CHECKS $CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC ${CLAUDE_CODE_MAX_RETRIES-unset}"
 curl -sS -o /dev/null -w "curl=%{http_code}\n" -H "Authorization: Bearer $RUN_SECRET" https://localhost:'"$ep"'/ok/run
 node -e "fetch(process.argv[1], {headers: {Authorization: \"Bearer \" + process.env.RUN_SECRET}}).then(r => console.log(\"node=\" + r.status), e => console.log(\"node-error\", e.cause))" https://localhost:'"$ep"'/ok/node
 echo "ca=$SSL_CERT_FILE secret=$RUN_SECRET"
@@ -294,6 +295,11 @@ authorization: bearer run-secret-7010"
 	piped 1
 	assert_line "env=env-secret-7010, a value with spaces & \"quotes\""
 	assert_line "unset=none"
+}
+
+@test "run: the session has Claude Code's switches: no auto-update, no install checks, no side traffic; the task's retry count is not set" {
+	piped 1
+	assert_line "claude-env=1 1 1 unset"
 }
 
 @test "run: the API key, env values and git tokens are in no environment: aibox's, QEMU's, aibox-connect's, the proxy's, the broker's" {
@@ -549,6 +555,9 @@ stopped() {
 	JSON
 	tmux_start '--memory 2G'
 	wait_pane 'for shortcuts' 300
+	# The image's binary is pinned: no failed update, no warning about where a
+	# native install would keep it (docs/run.md).
+	run ! pane_count 'Auto-update failed|missing or broken' 1
 	# Under TCG the TUI is slow: Enter only once the prompt shows the text.
 	keys 'Say hello'
 	wait_pane 'Say hello' 60
@@ -571,6 +580,7 @@ stopped() {
 	fi
 	wait_pane 'Back after Ctrl-Z, forty-three\.' 120
 	not_stopped "$(cat "$T/run.pid")"
+	run ! pane_count 'Auto-update failed|missing or broken' 1
 	keys '/exit'
 	wait_pane '/exit' 60
 	# the command's line in the list under the prompt: Enter picks it

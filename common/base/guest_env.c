@@ -50,10 +50,13 @@ void guest_env_build(const struct guest_env *g, struct strvec *env)
 	if (g->git)
 		strvec_pushl(env, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
 		             "GIT_TERMINAL_PROMPT=0", "GIT_ATTR_NOSYSTEM=1", "LC_ALL=C", NULL);
+	/* The image's binary is root's and pinned by the image: it cannot update
+	   itself, and is not where a native install's checks look for it. */
 	if (g->claude)
 		strvec_pushl(env, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
-		             "CLAUDE_CODE_MAX_RETRIES=" GUEST_CLAUDE_MAX_RETRIES,
-		             "DISABLE_AUTOUPDATER=1", NULL);
+		             "DISABLE_AUTOUPDATER=1", "DISABLE_INSTALLATION_CHECKS=1", NULL);
+	if (g->claude_retries)
+		strvec_push(env, "CLAUDE_CODE_MAX_RETRIES=" GUEST_CLAUDE_MAX_RETRIES);
 	if (g->proxy) {
 		strvec_pushf(env, "HTTP_PROXY=%s", g->proxy);
 		strvec_pushf(env, "HTTPS_PROXY=%s", g->proxy);

@@ -1,9 +1,10 @@
 /*
  * The one builder of every environment the VM's programs get (task mode's
- * Claude Code and git, aibox run's session): docs/internals.md, "The guest's
- * environment".  Whatever a variable's source (the init itself, settings.json,
- * the config's env values, the secrets' placeholders), it goes through
- * guest_env_build(), so both modes set the same names the same way.
+ * Claude Code and git, aibox run's session): docs/init-task.md's claude
+ * step and docs/internals.md, "aibox run (host <-> guest)".  Whatever a
+ * variable's source (the init itself, settings.json, the config's env values,
+ * the secrets' placeholders), it goes through guest_env_build(), so both
+ * modes set the same names the same way.
  */
 #ifndef AIBOX_GUEST_ENV_H
 #define AIBOX_GUEST_ENV_H
@@ -17,15 +18,19 @@
 
 /* What guest_env_build() makes an environment of. */
 struct guest_env {
-	const char *path;  /* PATH */
-	const char *home;  /* HOME */
-	const char *user;  /* USER and LOGNAME */
-	const char *term;  /* TERM: NULL or not a short printable word: "dumb" */
-	int sandbox;       /* IS_SANDBOX=1: the root session Claude Code asks for */
-	int claude;        /* Claude Code's own switches (task mode) */
-	int git;           /* git's: no system or global config, C locale, no prompt */
-	const char *proxy; /* HTTP(S)_PROXY in both cases, NULL: none */
-	int api_forward;   /* ANTHROPIC_BASE_URL and the key's placeholder */
+	const char *path; /* PATH */
+	const char *home; /* HOME */
+	const char *user; /* USER and LOGNAME */
+	const char *term; /* TERM: NULL or not a short printable word: "dumb" */
+	int sandbox;      /* IS_SANDBOX=1: the root session Claude Code asks for */
+	/* Claude Code's own switches, both modes: no auto-update, no install
+	   checks, no non-essential traffic (docs/run.md, "Updates, install
+	   checks and side traffic") */
+	int claude;
+	int claude_retries; /* task mode's CLAUDE_CODE_MAX_RETRIES besides */
+	int git;            /* git's: no system or global config, C locale, no prompt */
+	const char *proxy;  /* HTTP(S)_PROXY in both cases, NULL: none */
+	int api_forward;    /* ANTHROPIC_BASE_URL and the key's placeholder */
 	/* ANTHROPIC_BASE_URL alone: the subscription's token, whose placeholder
 	   comes among vars as CLAUDE_CODE_OAUTH_TOKEN (docs/proxy.md) */
 	int api_oauth;

@@ -49,7 +49,8 @@ void step_claude(struct guest_task *t, struct step_info *si, struct step_group *
 	}
 	buf_reset(&file);
 	buf_addf(&file, "%s/%s", t->results, guest_results[RESULT_TRANSCRIPT].name);
-	t->transcript_fd = open(file.buf, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	t->transcript_fd =
+	    open(file.buf, O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (t->transcript_fd < 0) {
 		progress(t, "cannot open '%s': %s", file.buf, strerror(errno));
 		goto out;

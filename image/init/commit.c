@@ -476,7 +476,8 @@ static int bundle_open(struct guest_task *t)
 
 	if (t->bundle_fd < 0) {
 		buf_addf(&file, "%s/%s", t->results, guest_results[RESULT_BUNDLE].name);
-		t->bundle_fd = open(file.buf, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		t->bundle_fd =
+		    open(file.buf, O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
 		if (t->bundle_fd < 0) {
 			ret = -errno;
 			progress(t, "cannot open '%s': %s", file.buf, strerror(errno));

@@ -135,6 +135,7 @@ void claude_env(struct guest_task *t, struct strvec *env)
 	struct guest_env g = {0};
 
 	g.claude = 1;
+	g.claude_retries = 1;
 	g.proxy = t->proxy;
 	g.api_forward = !strcmp(t->api, "forward");
 	g.api_oauth = !strcmp(t->api, "oauth");

@@ -144,6 +144,8 @@ static int build_env(const struct task_settings *s, struct strvec *env)
 	g.user = s->uid == 0 ? "root" : "aibox";
 	/* The VM is the sandbox Claude Code asks for before it runs as root. */
 	g.sandbox = s->uid == 0;
+	/* for Claude Code, the default command, or a claude the command runs */
+	g.claude = 1;
 	g.term = getenv("TERM");
 	g.proxy = s->proxy;
 	g.api_forward = s->api == TASK_API_FORWARD;

@@ -7,7 +7,7 @@
  *	aibox run's AIBOX_ENV; "error: REASON" (exit 1) when refused
  *   test-host guest-env [FLAG...] [NAME=VALUE...]
  *	print guest_env_build()'s environment, one variable a line; flags:
- *	--root, --git, --claude, --forward, --oauth, --ca, --proxy=URL, --term=T
+ *	--root, --git, --claude, --retries, --forward, --oauth, --ca, --proxy=URL, --term=T
  *   test-host env-take CONFIG
  *	host_env_take() of CONFIG: the names and values the VM would get,
  *	NAME=VALUE a line; "error: REASON" (exit 1) when refused
@@ -202,6 +202,8 @@ static int cmd_guest_env(int argc, char **argv)
 			g.git = 1;
 		else if (!strcmp(argv[i], "--claude"))
 			g.claude = 1;
+		else if (!strcmp(argv[i], "--retries"))
+			g.claude_retries = 1;
 		else if (!strcmp(argv[i], "--forward"))
 			g.api_forward = 1;
 		else if (!strcmp(argv[i], "--oauth"))
