@@ -68,7 +68,7 @@ export PATH="$PATH:/usr/sbin:/sbin"
 	grep -q '^package openssh-server ' "$T/images/default/manifest"
 }
 
-@test "image: a build that makes something saves the snapshot for a task of the default size; an unchanged one does not" {
+@test "image: a build that makes something saves the snapshots for a task of the default size and for attempts; an unchanged one does not" {
 	vm_image
 	# A store of our own, sharing the root disk by hard link and the downloads,
 	# whose manifest's boot key is another's: the build remakes the initramfs.
@@ -84,7 +84,18 @@ export PATH="$PATH:/usr/sbin:/sbin"
 	run aibox image build
 	assert_success
 	assert_output --partial "reusing the root disk"
-	assert_line "aibox-image: saved the snapshot for tasks of 4096 MiB and $cpus CPUs"
+	if [ "$cpus" = 1 ]; then
+		assert_line "aibox-image: saved the snapshot for tasks of 4096 MiB and 1 CPU"
+	else
+		assert_line "aibox-image: saved the snapshot for tasks of 4096 MiB and $cpus CPUs"
+	fi
+	# a group of up to 8 attempts gets 1 CPU an attempt here (docs/tasks.md)
+	if [ "$cpus" -gt 1 ] && [ "$(nproc)" -lt 16 ]; then
+		assert_line "aibox-image: saved the snapshot for tasks of 4096 MiB and 1 CPU"
+		grep -qx "cpus 1" "$img/snapshot-4096m-1c.manifest"
+	else
+		refute_line --partial "4096 MiB and 1 CPU"
+	fi
 	assert_line "$img"
 	snap=$img/snapshot-4096m-${cpus}c
 	[ "$(stat -c %a "$snap.vmstate")" = 444 ]

@@ -280,3 +280,41 @@ gone_attempts() {
 	run aibox tasks list
 	[ "$status" -eq 0 ] && [[ "$output" != *running* ]]
 }
+
+# smp_seen: the -smp of each VM the fake QEMU was asked for, sorted, one a line.
+smp_seen() {
+	sed -n 's/.* -smp \([0-9]*\) .*/\1/p' "$T/qemu.args" | sort
+}
+
+@test "attempts: the attempts share this host's cores: each gets cores / N vCPUs, at least 1, unless --cpus or the config's cpus chose" {
+	# the fake QEMU writes down its arguments, one VM a line
+	printf '#!/bin/sh\necho " $* " >>"%s"\necho "no VM in this test" >&2\nexit 1\n' "$T/qemu.args" \
+		>"$T/fake-bin/qemu-system-x86_64"
+	local cores def share want
+	cores=$(nproc)
+	def=$((cores < 2 ? cores : 2))
+	share=$((cores / 4 < 1 ? 1 : cores / 4))
+	want=$((share < def ? share : def))
+	run --separate-stderr aibox task --attempts 4 "fix it"
+	assert_failure 1
+	[[ "$stderr" == *"QEMU exited"* ]] || fail "$stderr"
+	assert_equal "$(smp_seen)" "$(printf '%s\n' "$want" "$want" "$want" "$want")"
+	# one task alone keeps the default
+	: >"$T/qemu.args"
+	run --separate-stderr aibox task "fix it"
+	assert_stopped_at_boot
+	assert_equal "$(smp_seen)" "$def"
+	[ "$cores" -ge 2 ] || skip "the rest needs 2 cores (cpus: 2)"
+	# --cpus, or cpus in the config, is the user's choice: each attempt keeps it
+	: >"$T/qemu.args"
+	run --separate-stderr aibox task --attempts 4 --cpus 2 "fix it"
+	assert_failure 1
+	[[ "$stderr" == *"QEMU exited"* ]] || fail "$stderr"
+	assert_equal "$(smp_seen)" "$(printf '2\n2\n2\n2')"
+	: >"$T/qemu.args"
+	printf 'cpus: 2\n' >>"$cfg"
+	run --separate-stderr aibox task --attempts 2 "fix it"
+	assert_failure 1
+	[[ "$stderr" == *"QEMU exited"* ]] || fail "$stderr"
+	assert_equal "$(smp_seen)" "$(printf '2\n2')"
+}

@@ -23,6 +23,7 @@
 #include "base/out.h"
 #include "base/paths.h"
 #include "vm/snapshot.h"
+#include "task/task_group.h"
 #include "base/spawn.h"
 #include "vm/vm.h"
 #include "base/guest_abi.h"
@@ -178,31 +179,45 @@ static int cmd_list(int argc, char **argv)
 }
 
 /*
- * After a build that made something: save the image's snapshot for a task of
- * the default size (common/config/config.h), so that the first task restores it
- * rather than saving it (docs/image.md, "Snapshots").  A failure costs only
- * that: the first task saves it, or boots cold.
+ * After a build that made something: save the image's snapshots for a task
+ * of the default size (common/config/config.h), and for the attempts of a
+ * group on this machine when they get fewer CPUs (task_group_cpus() at
+ * ATTEMPTS_MAX: the smallest share), so that the first task or group
+ * restores them rather than saving them (docs/image.md, "Snapshots").  A
+ * failure costs only that: the first task saves it, or boots cold.
  */
 static void save_snapshot(const char *name)
 {
-	struct vm_config vc = VM_CONFIG_INIT;
 	struct config cfg;
 	struct buf dir = BUF_INIT, why = BUF_INIT;
-	int r;
+	unsigned sizes[2];
+	int nsizes = 0, share, r;
 
 	config_init(&cfg);
-	if ((r = image_find(name, &dir, &why)) == 0) {
-		vc.image_dir = dir.buf;
-		vc.mode = GUEST_MODE_TASK;
-		vc.memory_mb = (unsigned)cfg.memory_mib;
-		vc.cpus = (unsigned)cfg.cpus;
-		r = snapshot_save(&vc, &why);
+	sizes[nsizes++] = (unsigned)cfg.cpus;
+	if ((share = task_group_cpus(ATTEMPTS_MAX, host_cpus(), cfg.cpus)) > 0)
+		sizes[nsizes++] = (unsigned)share;
+	for (int i = 0; i < nsizes; i++) {
+		struct vm_config vc = VM_CONFIG_INIT;
+
+		buf_reset(&dir);
+		buf_reset(&why);
+		if ((r = image_find(name, &dir, &why)) == 0) {
+			vc.image_dir = dir.buf;
+			vc.mode = GUEST_MODE_TASK;
+			vc.memory_mb = (unsigned)cfg.memory_mib;
+			vc.cpus = sizes[i];
+			r = snapshot_save(&vc, &why);
+		}
+		if (r > 0)
+			fprintf(
+			    stderr,
+			    "aibox-image: saved the snapshot for tasks of %u MiB and %u CPU%s\n",
+			    vc.memory_mb, vc.cpus, vc.cpus == 1 ? "" : "s");
+		else if (r < 0 && r != -EBUSY)
+			warning("the snapshot was not saved: %s (the first task saves it)",
+			        why.buf);
 	}
-	if (r > 0)
-		fprintf(stderr, "aibox-image: saved the snapshot for tasks of %u MiB and %u CPUs\n",
-		        vc.memory_mb, vc.cpus);
-	else if (r < 0 && r != -EBUSY)
-		warning("the snapshot was not saved: %s (the first task saves it)", why.buf);
 	config_release(&cfg);
 	buf_release(&dir);
 	buf_release(&why);

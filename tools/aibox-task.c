@@ -1304,9 +1304,12 @@ out:
 /*
  * The attempts asked for: --attempts, else the project config's attempts:
  * (else 1).  More than one are held to the policy here, before any starts
- * (one refusal, not one per attempt); one is held to it by start().
+ * (one refusal, not one per attempt); one is held to it by start().  With
+ * cpus, *cpus gets each attempt's share of this host's cores when neither
+ * --cpus nor the config chose a size and the VMs run here, not on Slurm
+ * (task_group_cpus()), else 0.
  */
-static int group_attempts(struct task *t)
+static int group_attempts(struct task *t, int *cpus)
 {
 	struct buf checkout = BUF_INIT, cfgpath = BUF_INIT, err = BUF_INIT;
 	struct project p = PROJECT_INIT;
@@ -1321,6 +1324,12 @@ static int group_attempts(struct task *t)
 		n = cfg.attempts;
 	if (opened && n > 1)
 		check_policy_of(t, p.name, &cfg, cfgpath.buf);
+	if (cpus) {
+		*cpus = 0;
+		if (opened && n > 1 && !t->o.cpus && !t->o.slurm &&
+		    !(cfg.set & (CONFIG_SET_CPUS | CONFIG_SET_SLURM)))
+			*cpus = task_group_cpus(n, host_cpus(), cfg.cpus);
+	}
 	config_release(&cfg);
 	project_release(&p);
 	buf_release(&checkout);
@@ -1381,7 +1390,7 @@ static int run_group(struct task *t, int argc, char **argv)
 	if (t->o.cont)
 		die("--continue and --attempts: a task is continued by one attempt at a time "
 		    "(--attempts 1)");
-	g.n = group_attempts(t);
+	g.n = group_attempts(t, &g.cpus);
 	g.self = "/proc/self/exe";
 	g.argv = argv + 1;
 	g.argc = argc - 1;
@@ -1454,7 +1463,7 @@ int main(int argc, char **argv)
 		return slurm_node(&t);
 	if (t.o.slurm_check)
 		exit(slurm_check(&t)); /* t stays reachable for the leak check */
-	if (!t.o.attempt_of && group_attempts(&t) > 1)
+	if (!t.o.attempt_of && group_attempts(&t, NULL) > 1)
 		exit(run_group(&t, argc, argv));
 	start(&t);
 	phase_done(&t, "start");

@@ -43,6 +43,15 @@ static int attempt_read(struct task_group *g, struct task_group_attempt *a)
 	return 1;
 }
 
+int task_group_cpus(int n, int cores, int cpus)
+{
+	int share = n > 0 ? cores / n : cores;
+
+	if (share < 1)
+		share = 1;
+	return share < cpus ? share : 0;
+}
+
 /* Each attempt gets what the group was given, the group's id and the prompt. */
 static int start_attempt(struct task_group *g, struct task_group_attempt *a,
                          const struct buf *prompt, struct buf *err)
@@ -50,6 +59,10 @@ static int start_attempt(struct task_group *g, struct task_group_attempt *a,
 	int ret;
 
 	strvec_pushl(&a->sp.args, g->self, "--attempt-of", g->gid, NULL);
+	if (g->cpus > 0) {
+		strvec_push(&a->sp.args, "--cpus");
+		strvec_pushf(&a->sp.args, "%d", g->cpus);
+	}
 	for (int i = 0; i < g->argc; i++)
 		strvec_push(&a->sp.args, g->argv[i]);
 	a->sp.in = SPAWN_PIPE;

@@ -38,6 +38,7 @@ struct task_group {
 	const char *self;          /* the program each attempt runs */
 	char *const *argv;         /* what each attempt gets after --attempt-of GROUP */
 	int argc;
+	int cpus; /* > 0: each attempt gets --cpus CPUS first (task_group_cpus()) */
 	int json; /* an attempt's first line (its folder) is kept, not handed on */
 	volatile sig_atomic_t *stop; /* a signal to pass on when nonzero (reset to 0), or NULL */
 	/* Each whole line of an attempt's stdout that is handed on, with its '\n'. */
@@ -47,6 +48,15 @@ struct task_group {
 	struct task_group_attempt a[ATTEMPTS_MAX];
 	int started; /* attempts started (all n unless one could not be) */
 };
+
+/*
+ * The vCPUs each of n attempts run on one host of cores CPUs gets when
+ * neither --cpus nor the config's cpus chose (docs/tasks.md, "Several
+ * attempts"): its share of the host's cores, cores / n, at least 1.  0 when
+ * that share is not below cpus, the size the config leaves them: each keeps
+ * it.  Pure.
+ */
+int task_group_cpus(int n, int cores, int cpus);
 
 /*
  * Start g->n attempts, each with prompt on its stdin, and wait for every one

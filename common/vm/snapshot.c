@@ -1286,8 +1286,8 @@ int snapshot_start(const struct vm_config *cfg, struct vm *vm, struct buf *err)
 	stamp_write(&s);
 	/* Its size on disk: the stream, and the RAM file's pages that are not holes. */
 	if (saved && fstat(ram_fd, &st) == 0)
-		buf_addf(err, "saved the image's snapshot for %u MiB and %u CPUs (%llu MB)",
-		         vm_memory_mb(cfg), vm_cpus(cfg),
+		buf_addf(err, "saved the image's snapshot for %u MiB and %u CPU%s (%llu MB)",
+		         vm_memory_mb(cfg), vm_cpus(cfg), vm_cpus(cfg) == 1 ? "" : "s",
 		         (size + (unsigned long long)st.st_blocks * 512) / 1000000);
 out:
 	if (in_fd >= 0)
