@@ -9,9 +9,14 @@ teardown() {
 	common_teardown
 }
 
+# tunnel_lines PORT: how many lines of a whole tunnel to PORT proxy.log has.
+tunnel_lines() {
+	grep -c "allowed 127.0.0.1:$1 CONNECT sent=2048 received=2048" "$T/proxy.log"
+}
+
 # tunnels_logged PORT N: proxy.log has N lines of a whole tunnel to PORT.
 tunnels_logged() {
-	[ "$(grep -c "allowed 127.0.0.1:$1 CONNECT sent=2048 received=2048" "$T/proxy.log")" = "$2" ]
+	[ "$(tunnel_lines "$1")" = "$2" ]
 }
 
 free_port() {
@@ -39,7 +44,7 @@ free_port() {
 	# which may come a moment after the client is done (a full run of
 	# 2026-12-06 read the log too soon).
 	wait_until 30 tunnels_logged "$ep" 1000 || true
-	assert_equal "$(grep -c "allowed 127.0.0.1:$ep CONNECT sent=2048 received=2048" "$T/proxy.log")" 1000
+	assert_equal "$(tunnel_lines "$ep")" 1000
 	grep -q "^[^ ]* refused .*(request head timed out)" "$T/proxy.log"
 	kill -0 "$PROXY_PID"
 }

@@ -197,18 +197,19 @@ static void save_snapshot(const char *name)
 	sizes[nsizes++] = (unsigned)cfg.cpus;
 	if ((share = task_group_cpus(ATTEMPTS_MAX, host_cpus(), cfg.cpus)) > 0)
 		sizes[nsizes++] = (unsigned)share;
+	if (image_find(name, &dir, &why) < 0) {
+		warning("the snapshot was not saved: %s (the first task saves it)", why.buf);
+		nsizes = 0;
+	}
 	for (int i = 0; i < nsizes; i++) {
 		struct vm_config vc = VM_CONFIG_INIT;
 
-		buf_reset(&dir);
+		vc.image_dir = dir.buf;
+		vc.mode = GUEST_MODE_TASK;
+		vc.memory_mb = (unsigned)cfg.memory_mib;
+		vc.cpus = sizes[i];
 		buf_reset(&why);
-		if ((r = image_find(name, &dir, &why)) == 0) {
-			vc.image_dir = dir.buf;
-			vc.mode = GUEST_MODE_TASK;
-			vc.memory_mb = (unsigned)cfg.memory_mib;
-			vc.cpus = sizes[i];
-			r = snapshot_save(&vc, &why);
-		}
+		r = snapshot_save(&vc, &why);
 		if (r > 0)
 			fprintf(
 			    stderr,
