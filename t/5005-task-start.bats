@@ -408,3 +408,59 @@ step 1"
 	assert_success
 	assert_line mem-merge=off
 }
+
+# smp_of LINE: the -smp of the LINE-th VM the fake QEMU of the test below was asked for.
+smp_of() {
+	sed -n 's/.* -smp \([0-9]*\) .*/\1/p' "$T/qemu.args" | sed -n "${1}p"
+}
+
+@test "task: beside a running task, a VM gets its share of this host's cores, unless --cpus or the config's cpus chose" {
+	# The fake QEMU writes down each VM's arguments; the first VM holds on until released.
+	cat >"$T/fake-bin/qemu-system-x86_64" <<QEMU
+#!/bin/sh
+[ "\$1" = --version ] && exit 1
+echo " \$* " >>"$T/qemu.args"
+if mkdir "$T/held" 2>/dev/null; then
+	# until released, or until the test's folder is gone (a test that failed)
+	while [ ! -e "$T/release" ] && [ -d "$T/held" ]; do sleep 0.05; done
+fi
+echo "no VM in this test" >&2
+exit 1
+QEMU
+	local cores def share want first rc=0
+	cores=$(nproc)
+	def=$((cores < 2 ? cores : 2))
+	share=$((cores / 2 < 1 ? 1 : cores / 2))
+	want=$((share < def ? share : def))
+	# A registration left by a task that died (its lock free) counts for nothing and goes.
+	mkdir -p "$AIBOX_HOME/running"
+	: >"$AIBOX_HOME/running/999999-1"
+	aibox task "first" >"$T/first.out" 2>"$T/first.err" &
+	first=$!
+	wait_until 30 test -d "$T/held"
+	assert_file_not_exists "$AIBOX_HOME/running/999999-1"
+	assert_equal "$(smp_of 1)" "$def"
+	run --separate-stderr aibox task "second"
+	assert_stopped_at_boot
+	assert_equal "$(smp_of 2)" "$want"
+	if [ "$want" -lt "$def" ]; then
+		run grep -x "cpus $want: 1 other task' VMs run on this machine's $cores cores" "$(ls -td "$AIBOX_HOME"/projects/repo/tasks/*/ | head -1)aibox.log"
+		assert_success
+	fi
+	# --cpus, or cpus in the config, is the user's choice: the VM keeps it
+	run --separate-stderr aibox task --cpus "$def" "third"
+	assert_stopped_at_boot
+	assert_equal "$(smp_of 3)" "$def"
+	printf 'cpus: %s\n' "$def" >>"$cfg"
+	run --separate-stderr aibox task "fourth"
+	assert_stopped_at_boot
+	assert_equal "$(smp_of 4)" "$def"
+	touch "$T/release"
+	wait "$first" || rc=$?
+	assert_equal "$rc" 1
+	# The first ended: a task alone keeps the default again.
+	sed -i '$d' "$cfg"
+	run --separate-stderr aibox task "fifth"
+	assert_stopped_at_boot
+	assert_equal "$(smp_of 5)" "$def"
+}
