@@ -36,7 +36,6 @@
 #include "task/audit.h"
 #include "config/config.h"
 #include "task/policy.h"
-#include "task/running.h"
 #include "base/err.h"
 #include "task/host_start.h"
 #include "vm/host_system.h"
@@ -122,7 +121,6 @@ struct task {
 	struct buf broker_tokens; /* for the broker (--token-fd): NAME=value lines */
 	enum task_api api;
 	int project_lock_fd, task_lock_fd;
-	int running_fd; /* this task's registration while its VM runs here (task/running.h) */
 	char name[TASK_NAME_LEN + 1];
 	const char *id; /* the end of name */
 	struct buf dir; /* the task folder */
@@ -579,7 +577,6 @@ static void task_report(const char *msg)
 }
 
 static void take_group_start(struct task *t);
-static void share_cores(struct task *t);
 
 static void start(struct task *t)
 {
@@ -645,7 +642,6 @@ static void start(struct task *t)
 	report_routine = task_report;
 	if (t->o.attempt_of)
 		take_group_start(t);
-	share_cores(t);
 
 	audit_task(t, "start", NULL, 0, NULL, NULL);
 	t->audit_started = 1;
@@ -653,35 +649,6 @@ static void start(struct task *t)
 	open_results(t, 1);
 	buf_release(&err);
 	buf_release(&cfgpath);
-}
-
-/*
- * A VM run here is registered for as long as this process lives (task/running.h).
- * When neither --cpus nor the config chose its size, it gets its share of this
- * machine's cores beside the tasks registered before it, as an attempt gets
- * its group's (task_group_cpus()); aibox.log says so.  A registration that
- * fails costs nothing but the share: the VM keeps the config's size.
- */
-static void share_cores(struct task *t)
-{
-	struct buf err = BUF_INIT;
-	int others, cpus;
-
-	if (t->o.slurm)
-		return; /* the VM runs on a node */
-	if ((t->running_fd = running_register(running_dir(), &err)) < 0) {
-		log_line(t, "%s: the VM keeps %d CPUs\n", err.buf, t->cfg.cpus);
-		buf_release(&err);
-		return;
-	}
-	if (t->o.cpus || (t->cfg.set & CONFIG_SET_CPUS))
-		return;
-	others = running_others(running_dir(), t->running_fd);
-	if (others > 0 && (cpus = task_group_cpus(others + 1, host_cpus(), t->cfg.cpus)) > 0) {
-		log_line(t, "cpus %d: %d other task%s' VMs run on this machine's %d cores\n", cpus,
-		         others, others == 1 ? "" : "s", host_cpus());
-		t->cfg.cpus = cpus;
-	}
 }
 
 /* SIGINT/SIGTERM: kill QEMU (the session then sees the VM gone) and say so. */
@@ -1466,7 +1433,6 @@ static int run_group(struct task *t, int argc, char **argv)
 int main(int argc, char **argv)
 {
 	struct task t = {.project_lock_fd = -1,
-	                 .running_fd = -1,
 	                 .audit_fd = -1,
 	                 .task_lock_fd = -1,
 	                 .aibox_log_fd = -1,

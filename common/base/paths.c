@@ -172,12 +172,3 @@ const char *deps_cache_max_file(void)
 	buf_addf(&b, "%s/cache-max", aibox_home());
 	return b.buf;
 }
-
-const char *running_dir(void)
-{
-	static struct buf b = BUF_INIT;
-
-	buf_reset(&b);
-	buf_addf(&b, "%s/running", aibox_home());
-	return b.buf;
-}

@@ -40,8 +40,4 @@ const char *deps_cache_dir(void);
 /* The user's cap on that folder's size (docs/cache.md): aibox_home()/cache-max. */
 const char *deps_cache_max_file(void);
 
-/* The registrations of the tasks whose VMs run here (common/task/running.h): aibox_home()/running.
- */
-const char *running_dir(void);
-
 #endif
