@@ -155,7 +155,7 @@ $(B)/test-%: $(B)/t/helper/test-%.o $(B)/libaibox.a
 # The native test of aibox-init's task mode links those parts of the init.
 INIT_TASK_OBJ := $(addprefix $(B)/image/init/,task.o progress.o env.o git.o gitconfig.o clone.o \
 	claude.o stream.o commit.o results_send.o resume.o step.o tar_out.o prepared.o sha1.o \
-	guest_ca.o check.o early_clone.o)
+	guest_ca.o check.o early_clone.o early_task.o)
 $(B)/test-init-task: $(B)/t/helper/test-init-task.o $(INIT_TASK_OBJ) $(B)/libaibox.a
 	$(QLD)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
 

@@ -124,7 +124,7 @@ static int pid1_main(int resumed)
 
 		/* The checkout overlaps the host's SSH set-up (docs/init-task.md). */
 		guest_task_opts_fill(&o);
-		task_early_clone_start(&o);
+		task_early_start(&o);
 	}
 	if ((r = find_port(GUEST_PORT_SSH, port, sizeof(port))) < 0) {
 		error("no virtio-serial port named %s", GUEST_PORT_SSH);

@@ -1031,6 +1031,8 @@ same_as_plain() {
 @test "init task: the early clone (PID 1's, before the session) is taken by the step clone, which runs no git" {
 	prepared_share
 	export AIBOX_TEST_TASK_EARLY=$T/early
+	# A secret named: the task waits for the session (no early task), the clone does not.
+	ENV_NAMES='["MY_SECRET"]'
 	run_task "say nothing to do"
 	assert_success
 	assert_equal "$(jget steps.0.status)" ok
@@ -1051,6 +1053,7 @@ same_as_plain() {
 @test "init task: an early clone that fails, or left a result not its own, is undone and the session clones" {
 	prepared_share
 	export AIBOX_TEST_TASK_EARLY=$T/early
+	ENV_NAMES='["MY_SECRET"]'
 	other_idx
 	run_task "say nothing to do"
 	assert_equal "$(jget steps.0.status)" ok
@@ -1177,12 +1180,128 @@ hostile_share() {
 		grep -q "git clone failed" progress.txt
 	done
 	# The same when the early clone checks it out first.
-	rm -rf project res
+	rm -rf project res share/settings.json
 	mkdir res
+	ENV_NAMES='["MY_SECRET"]'
 	AIBOX_TEST_TASK_EARLY=$T/early run_task "say nothing to do"
 	assert_equal "$(jget steps.0.status)" failed
 	grep -q "the early clone failed; its lines" res/vm.log
 	run grep -c "git read-tree failed" res/vm.log
 	assert_output 2
 	grep -q "git clone failed" progress.txt
+}
+
+# result.json's NAME as a number, "none" when absent
+jnum() {
+	python3 -c 'import json, sys
+v = json.load(open(sys.argv[1]))
+for k in sys.argv[2].split("."):
+    v = v[int(k)] if isinstance(v, list) else v.get(k) if isinstance(v, dict) else None
+print("none" if v is None else v)' "$T/res/result.json" "$1"
+}
+
+@test "init task: with no secrets named, PID 1's child runs the task before the session comes, and the session relays it" {
+	prepared_share
+	# the session attaches 1.5 s after PID 1 started the task
+	export AIBOX_TEST_TASK_EARLY=$T/early AIBOX_TEST_TASK_ATTACH_MS=1500
+	run_task "commit hello.txt hi there"
+	assert_success
+	assert_equal "$(jget steps.0.status)" ok
+	assert_equal "$(jget steps.1.status)" ok
+	assert_equal "$(jget changes)" true
+	grep -qx cloning progress.txt
+	grep -qx "claude started" progress.txt
+	grep -q "started by the init before the session (settings.json names no secrets" res/vm.log
+	# The task's own prepared clone: no early clone beside it.
+	run grep -c "git read-tree" res/vm.log
+	assert_output 1
+	run ! grep -q "the clone was made while the session was set up" res/vm.log
+	# Claude Code started before the session attached.
+	run python3 -c 'import json, sys
+r = json.load(open(sys.argv[1]))
+print(r["session_s"] >= 1.4, 0 < r["steps"][1]["start_s"] < r["session_s"])' res/result.json
+	assert_output "True True"
+	# What came through the session is whole: the commit, in a bundle git reads.
+	git clone -q share/start.bundle check
+	git -C check fetch -q "$T/res/changes.bundle" "aibox/task:got"
+	run git -C check show got:hello.txt
+	assert_output "hi there"
+	run members
+	assert_line --regexp '^result.json [0-9]+ file True$'
+}
+
+@test "init task: a session that attaches at once to an early task gets the same results" {
+	prepared_share
+	export AIBOX_TEST_TASK_EARLY=$T/early
+	run_task "say nothing to do"
+	assert_success
+	assert_equal "$(jget failed_step)" null
+	grep -q "started by the init before the session" res/vm.log
+	same_as_plain
+	# the step times are whole and in order
+	run python3 -c 'import json, sys
+s = json.load(open(sys.argv[1]))["steps"]
+print(all(s[i]["start_s"] + s[i]["seconds"] <= s[i + 1]["start_s"] + 0.002 for i in range(3)))' res/result.json
+	assert_output True
+}
+
+@test "init task: secrets sent to an early task whose settings name none are said, never used" {
+	prepared_share
+	export AIBOX_TEST_TASK_EARLY=$T/early
+	run_task "env SNEAKY" '{"env": {"SNEAKY": "sneaky-value"}}'
+	assert_success
+	assert_equal "$(jget steps.0.status)" ok
+	assert_equal "$(jget steps.1.status)" ok
+	grep -q "secret 'SNEAKY' is not in env_names (nothing of them was used: settings.json names none)" progress.txt
+	run jget claude.last_message
+	refute_output --partial sneaky-value
+}
+
+# early_socket MODE: a stand-in for the early task's socket in early/ (made
+# first, so no early task or clone is started): it accepts one session and
+# answers "junk" with a message not ours, or "none" by closing.
+early_socket() {
+	mkdir early
+	python3 - "$T/early/sock" "$1" <<'PY' &
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+s.bind(sys.argv[1])
+s.listen(1)
+open(sys.argv[1] + ".ready", "w").close()
+s.settimeout(60)
+c, _ = s.accept()
+if sys.argv[2] == "junk":
+    c.send(b"exit 0\n")
+    c.settimeout(60)
+    c.recv(1)
+c.close()
+PY
+	SOCK_PID=$!
+	wait_until 10 test -e "$T/early/sock.ready"
+}
+
+@test "init task: an early task's answer that is not one of ours ends the session with exit 2, no task run" {
+	prepared_share
+	early_socket junk
+	export AIBOX_TEST_TASK_EARLY=$T/early
+	echo "commit hello.txt hi there" >share/prompt.txt
+	write_settings
+	run init_task </dev/null
+	wait "$SOCK_PID"
+	assert_equal "$status" 2
+	assert_output --partial "the early task's answer is not one of ours"
+	assert_dir_not_exists "$T/project/.git"
+}
+
+@test "init task: an early socket that closes without a message leaves the task to the session" {
+	prepared_share
+	early_socket none
+	export AIBOX_TEST_TASK_EARLY=$T/early
+	run_task "commit hello.txt hi there"
+	wait "$SOCK_PID"
+	assert_success
+	assert_equal "$(jget steps.0.status)" ok
+	assert_equal "$(jget changes)" true
+	run ! grep -q "started by the init before the session" res/vm.log
+	assert_equal "$(jnum session_s)" 0.0
 }

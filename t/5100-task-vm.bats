@@ -149,14 +149,26 @@ and commit it."
 	# (docs/init-task.md, "The prepared clone")
 	[ -f "$DIR/start.idx" ]
 	grep -q "prepared clone: pack-" "$DIR/vm.log"
-	# made by PID 1 while the host connected (docs/init-task.md, "The early clone")
-	grep -qE '^\[ *[0-9.]+\] the clone was made while the session was set up \(it ran from -[0-9.]+ s' "$DIR/vm.log"
+	# no secrets named: PID 1's child ran the task before the host connected
+	# (docs/init-task.md, "The early task")
+	grep -qE '^\[ *[0-9.]+\] started by the init before the session \(settings.json names no secrets' "$DIR/vm.log"
+}
+
+@test "task vm: the task's Claude Code started before the session attached, and aibox.log says how much of it came before" {
+	shared
+	# (docs/init-task.md, "The early task"; docs/task-host.md, "aibox.log")
+	run python3 -c 'import json, sys
+r = json.load(open(sys.argv[1]))
+print(0 < r["steps"][1]["start_s"] < r["session_s"], r["session_fork_s"] <= r["session_s"])' "$DIR/result.json"
+	assert_output "True True"
+	grep -qE '^agent [0-9.]+s \(guest\), [0-9.]+s of it before the session, [0-9.]+s before the banner$' "$DIR/aibox.log"
+	grep -qE '^results [0-9.]+s \(session - clone - agent, their parts in the session\)$' "$DIR/aibox.log"
 }
 
 @test "task vm: sshd ran the task's forced command with the init as root's shell, no shell between" {
 	shared
 	# (docs/image.md, "The guest"; docs/init-task.md, "What happens")
-	grep -qE '^\[ *[0-9.]+\] session: sshd started .*\(no shell: the init is root.s shell\)$' "$DIR/vm.log"
+	grep -qE '^\[ *[0-9.]+\] session: sshd started .* which attached to the task the init started [0-9.]+ s later \(no shell: the init is root.s shell\) \(at [0-9.]+ s of this log\)$' "$DIR/vm.log"
 }
 
 @test "task vm: the task's aibox.log has the time of every phase" {

@@ -135,6 +135,8 @@ struct task {
 	int64_t t0, tphase;          /* clock_ms() at the start, and at this phase's */
 	time_t start_time, end_time; /* of its start line and its summary, for the record */
 	double boot_s, session_s;    /* for the derived lines of aibox.log */
+	double ssh_s;                /* the SSH set-up before the command (task_vm.h) */
+	double agent_in_boot;        /* an early task's agent before the banner (task_log.h) */
 	struct task_continue cont;   /* with --continue */
 	int audit_started;           /* the audit record has this task's start */
 	int audit_fd;                /* audit.jsonl, open from the start (common/task/audit.h) */
@@ -844,6 +846,7 @@ static void run_vm(struct task *t, struct buf *secrets, struct vm_outcome *o)
 		die("%s", err.buf);
 	t->boot_s = o->boot_s;
 	t->session_s = o->session_s;
+	t->ssh_s = o->ssh_s;
 	buf_release(&state);
 	buf_release(&err);
 }
@@ -870,7 +873,8 @@ static int finish_task(struct task *t, struct vm_outcome *o)
 			in.result = &r;
 		}
 	}
-	task_log_guest_phases(t->aibox_log_fd, have_result ? &r : NULL, t->session_s, &agent_s);
+	task_log_guest_phases(t->aibox_log_fd, have_result ? &r : NULL, t->session_s, t->ssh_s,
+	                      &agent_s, &t->agent_in_boot);
 	if (have_result && r.changes && session_ret == 0 && !stop_signal) {
 		if (check_changes(t, end, why) == 0)
 			in.end_commit = end;
@@ -905,7 +909,12 @@ static int finish_task(struct task *t, struct vm_outcome *o)
 
 	total_s = task_clock_since(t->t0);
 	log_line(t, "total %.3fs exit %d\n", total_s, ok ? 0 : 1);
-	log_line(t, "overhead %.3fs (total - boot - agent)\n", total_s - t->boot_s - agent_s);
+	if (t->agent_in_boot > 0)
+		log_line(t, "overhead %.3fs (total - boot - agent + the agent's part in boot)\n",
+		         total_s - t->boot_s - agent_s + t->agent_in_boot);
+	else
+		log_line(t, "overhead %.3fs (total - boot - agent)\n",
+		         total_s - t->boot_s - agent_s);
 	if (have_result)
 		result_release(&r);
 	proxy_report_release(&o->report);
@@ -964,6 +973,7 @@ static void read_node_status(struct task *t, struct vm_outcome *o)
 	slurm_status_outcome(t->dir.buf, o);
 	t->boot_s = o->boot_s;
 	t->session_s = o->session_s;
+	t->ssh_s = o->ssh_s;
 }
 
 /*

@@ -65,31 +65,64 @@ void task_log_ssh(int fd, const struct ssh_times *t)
 	    span(close, sizeof(close), t->ended, t->closed));
 }
 
-/* The guest's own time for a step, from result.json; -1 when it has none. */
-static double step_seconds(const struct task_result *r, const char *name)
+/* The guest's step name from result.json; NULL when it has none or it was skipped. */
+static const struct result_step *step_of(const struct task_result *r, const char *name)
 {
 	for (size_t i = 0; r && i < r->nsteps; i++)
 		if (!strcmp(r->steps[i].name, name))
-			return r->steps[i].status == RESULT_SKIPPED ? -1 : r->steps[i].seconds;
-	return -1;
+			return r->steps[i].status == RESULT_SKIPPED ? NULL : &r->steps[i];
+	return NULL;
 }
 
-void task_log_guest_phases(int fd, const struct task_result *r, double session_s, double *agent)
+/* Of step st, the seconds before the guest's moment at (its own clock), 0 to its length. */
+static double before(const struct result_step *st, double at)
 {
-	double clone = step_seconds(r, "clone"), claude = step_seconds(r, "claude");
-	double rest = session_s - (clone > 0 ? clone : 0) - (claude > 0 ? claude : 0);
+	double b = at - st->start_s;
 
-	if (clone >= 0)
-		log_line(fd, "clone %.3fs (guest)\n", clone);
-	else
+	return b <= 0 ? 0 : b >= st->seconds ? st->seconds : b;
+}
+
+void task_log_guest_phases(int fd, const struct task_result *r, double session_s, double ssh_s,
+                           double *agent, double *in_boot)
+{
+	const struct result_step *clone = step_of(r, "clone"), *claude = step_of(r, "claude");
+	double at = r ? r->session_s : 0, clone_pre = 0, claude_pre = 0, rest = session_s;
+
+	*agent = *in_boot = 0;
+	if (clone) {
+		clone_pre = before(clone, at);
+		rest -= clone->seconds - clone_pre;
+		if (clone_pre > 0)
+			log_line(fd, "clone %.3fs (guest), %.3fs of it before the session\n",
+			         clone->seconds, clone_pre);
+		else
+			log_line(fd, "clone %.3fs (guest)\n", clone->seconds);
+	} else {
 		log_line(fd, "clone - (guest)\n");
-	if (claude >= 0)
-		log_line(fd, "agent %.3fs (guest)\n", claude);
-	else
+	}
+	if (claude) {
+		claude_pre = before(claude, at);
+		rest -= claude->seconds - claude_pre;
+		*agent = claude->seconds;
+		if (claude_pre > 0) {
+			/* The banner, in the guest's clock: the session's process start less the
+			 * SSH set-up. */
+			double banner = (r->has_session_fork ? r->session_fork_s : at) - ssh_s;
+
+			*in_boot = before(claude, banner);
+			log_line(fd,
+			         "agent %.3fs (guest), %.3fs of it before the session, %.3fs "
+			         "before the banner\n",
+			         claude->seconds, claude_pre, *in_boot);
+		} else {
+			log_line(fd, "agent %.3fs (guest)\n", claude->seconds);
+		}
+	} else {
 		log_line(fd, "agent - (guest)\n");
+	}
 	if (r && rest >= 0)
-		log_line(fd, "results %.3fs (session - clone - agent)\n", rest);
+		log_line(fd, "results %.3fs (session - clone - agent%s)\n", rest,
+		         clone_pre + claude_pre > 0 ? ", their parts in the session" : "");
 	else
 		log_line(fd, "results - (session - clone - agent)\n");
-	*agent = claude > 0 ? claude : 0;
 }

@@ -39,7 +39,14 @@ void task_log_ssh(int fd, const struct ssh_times *t);
  * there is no result.json), results the rest of session_s (the SSH
  * connection, the commit and bundle steps, the transfer of the results);
  * "-" for a time not known.  *agent gets the agent's seconds (0 unknown).
+ * A task the guest's init started before the session (docs/init-task.md,
+ * "The early task") ran part of those steps before it: the lines say how
+ * much, results counts only their parts in the session, and *in_boot gets
+ * the agent's part before the SSH banner (the boot phase's end), from the
+ * session's process start in the guest's clock less ssh_s, the host's SSH
+ * set-up up to the command's start (0 when not known); 0 for any other task.
  */
-void task_log_guest_phases(int fd, const struct task_result *r, double session_s, double *agent);
+void task_log_guest_phases(int fd, const struct task_result *r, double session_s, double ssh_s,
+                           double *agent, double *in_boot);
 
 #endif

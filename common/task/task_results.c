@@ -114,8 +114,10 @@ static int parse_steps(json_t *root, struct task_result *r, struct buf *err)
 		              ARRAY_SIZE(status_names))) < 0)
 			return refuse(err, "step '%s' has no known 'status'", s->name);
 		s->status = (enum result_status)k;
-		if ((ret = json_get_real(st, "seconds", JSON_OPTIONAL, 0, 1e7, &s->seconds, err)) <
-		    0)
+		if ((ret = json_get_real(st, "start_s", JSON_OPTIONAL, 0, 1e7, &s->start_s, err)) <
+		        0 ||
+		    (ret = json_get_real(st, "seconds", JSON_OPTIONAL, 0, 1e7, &s->seconds, err)) <
+		        0)
 			return ret;
 		if ((ret = get_long(st, "exit_code", 0, 255, &l, err)) < 0)
 			return ret;
@@ -237,8 +239,13 @@ int result_parse(const char *data, size_t len, struct task_result *r, struct buf
 	if ((ret = json_get_int(root, "version", 0, 1, 1, &version, &why)) < 0)
 		goto out;
 	r->version = (int)version;
-	if ((ret = parse_steps(root, r, &why)) < 0)
+	if ((ret = parse_steps(root, r, &why)) < 0 ||
+	    (ret = json_get_real(root, "session_s", JSON_OPTIONAL, 0, 1e7, &r->session_s, &why)) <
+	        0 ||
+	    (ret = json_get_real(root, "session_fork_s", JSON_OPTIONAL, 0, 1e7, &r->session_fork_s,
+	                         &why)) < 0)
 		goto out;
+	r->has_session_fork = ret > 0;
 	if ((ret = json_get_str(root, "failed_step", JSON_OPTIONAL, 64, &s, &why)) < 0)
 		goto out;
 	if (ret) {

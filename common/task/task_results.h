@@ -39,6 +39,7 @@ enum result_ended { ENDED_COMPLETED, ENDED_TIMEOUT, ENDED_BUDGET, ENDED_ERROR };
 struct result_step {
 	const char *name; /* "clone", "claude", "commit" or "bundle" (static) */
 	enum result_status status;
+	double start_s; /* from the task's start in the guest; 0 when not given */
 	double seconds;
 	int has_exit_code;
 	int exit_code; /* 0-255 */
@@ -49,6 +50,13 @@ struct task_result {
 	struct result_step steps[RESULT_STEPS_MAX];
 	size_t nsteps;
 	const char *failed_step; /* a step name, or NULL */
+	/*
+	 * From the task's start in the guest: the session's attach to it (0: the
+	 * session started it) and the session's process start (its fork by sshd;
+	 * has_session_fork 0 when not given).  docs/init-task.md, "The early task".
+	 */
+	double session_s, session_fork_s;
+	int has_session_fork;
 
 	int has_claude; /* "claude" was an object, not null or absent */
 	struct {

@@ -271,6 +271,8 @@ static void session(const struct task_vm *v, struct vm *vm, const struct files *
 	s.disk_name = v->state_dir;
 	o->session_ret = task_session_run(&s);
 	task_log_ssh(v->aibox_log_fd, &s.times);
+	if (s.times.banner > 0 && s.times.started >= s.times.banner)
+		o->ssh_s = (double)(s.times.started - s.times.banner) / 1e3;
 	if (o->session_ret < 0 && !*v->stop)
 		buf_addf(&o->why, "%s", s.err.buf);
 	task_session_clear(&s);

@@ -28,11 +28,12 @@ struct vm_outcome {
 	struct proxy_report report;
 	struct buf report_why;
 	double boot_s, session_s; /* the two phases' times, for aibox.log's derived lines */
+	double ssh_s; /* the SSH set-up, the banner to the command's start (0: not reached) */
 };
 
 #define VM_OUTCOME_INIT                                                                            \
 	{                                                                                          \
-		0, BUF_INIT, 0, PROXY_REPORT_INIT, BUF_INIT, 0, 0                                  \
+		0, BUF_INIT, 0, PROXY_REPORT_INIT, BUF_INIT, 0, 0, 0                               \
 	}
 
 struct task_vm {

@@ -1,7 +1,9 @@
 /*
  * The early clone (docs/init-task.md, "The early clone"): PID 1 starts the
  * prepared clone in a child while the host sets up its SSH session, and the
- * session's step clone takes its outcome instead of cloning again.
+ * session's step clone takes its outcome instead of cloning again.  When
+ * settings.json names no secrets the child runs the whole task instead
+ * (early_task.c).
  *
  * Its folder, o->early (/run/aibox/early-clone, root's, 0700), holds:
  *   lock    made and locked (flock, exclusive) by PID 1 before the fork; the
@@ -38,7 +40,7 @@
 #define EARLY_GROUP      "early-clone"
 #define EARLY_POLL_MS    5
 
-static void early_path(struct buf *b, const struct guest_task_opts *o, const char *name)
+void early_path(struct buf *b, const struct guest_task_opts *o, const char *name)
 {
 	buf_reset(b);
 	buf_addf(b, "%s/%s", o->early, name);
@@ -59,8 +61,13 @@ static void early_result_write(const struct guest_task_opts *o, int ok, int64_t 
 	buf_release(&b);
 }
 
-/* The child: the settings, then the prepared clone as the session would run it. */
-__attribute__((noreturn)) static void early_child(const struct guest_task_opts *o)
+/*
+ * The child: the settings; with none of the secrets named, the whole task
+ * (early_task_run()); else the prepared clone as the session would run it.
+ * lock and lsock (the early task's socket) are its copies of PID 1's (-1: none).
+ */
+__attribute__((noreturn)) static void early_child(const struct guest_task_opts *o, int lock,
+                                                  int lsock)
 {
 	struct guest_task task, *t = &task;
 	struct buf path = BUF_INIT, why = BUF_INIT;
@@ -78,10 +85,19 @@ __attribute__((noreturn)) static void early_child(const struct guest_task_opts *
 		close(fd);
 	}
 	guest_task_init(t, o);
+	if (read_settings(t, &why) == 0 && lsock >= 0 && json_array_size(t->env_names) == 0) {
+		json_decref(t->settings);
+		early_task_run(o, lock, lsock);
+	}
+	/* A session waiting on the socket runs the task itself. */
+	if (lsock >= 0) {
+		close(lsock);
+		early_task_unlisten(o);
+	}
 	early_path(&path, o, EARLY_LOG);
 	t->log_fd = open(path.buf, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	vmlog(t, "the early clone, started by the init while the host connects");
-	if (read_settings(t, &why) < 0) {
+	if (why.len) {
 		vmlog(t, "%s", why.buf);
 		goto out;
 	}
@@ -108,11 +124,11 @@ out:
 	_exit(0);
 }
 
-void task_early_clone_start(const struct guest_task_opts *o)
+void task_early_start(const struct guest_task_opts *o)
 {
 	struct buf path = BUF_INIT;
 	pid_t pid;
-	int fd;
+	int fd, lsock;
 
 	if (!o->early)
 		return;
@@ -133,13 +149,18 @@ void task_early_clone_start(const struct guest_task_opts *o)
 		}
 		goto out;
 	}
+	/* Before the session can connect: it then finds the socket, or never will. */
+	lsock = early_task_listen(o);
 	pid = fork();
 	if (pid == 0)
-		early_child(o);
+		early_child(o, fd, lsock);
 	if (pid < 0) {
 		error("cannot start the early clone: %s", strerror(errno));
 		unlink(path.buf);
+		early_task_unlisten(o);
 	}
+	if (lsock >= 0)
+		close(lsock);
 	close(fd);
 out:
 	buf_release(&path);
@@ -182,8 +203,8 @@ int early_clone_take(struct guest_task *t, int64_t deadline)
 	int fd = -1, ret = 0, r;
 	ssize_t n;
 
-	if (!o->early)
-		return 0;
+	if (!o->early || o->early_task)
+		return 0; /* the early task clones itself */
 	early_path(&path, o, EARLY_LOCK);
 	fd = open(path.buf, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0 && errno == ENOENT)

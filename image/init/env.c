@@ -144,3 +144,14 @@ void claude_env(struct guest_task *t, struct strvec *env)
 	g.nvars = t->secrets.nr;
 	base_env(t, env, &g);
 }
+
+void secrets_take_later(struct guest_task *t)
+{
+	struct buf why = BUF_INIT;
+
+	t->secrets_later = 0;
+	if (secrets_read(t, &why) < 0)
+		progress(t, "%s (nothing of them was used: settings.json names none)", why.buf);
+	secrets_clear(t);
+	buf_release(&why);
+}

@@ -97,7 +97,7 @@ out:
 	return ret;
 }
 
-void log_session_start(struct guest_task *t)
+int session_line(int64_t t0, const char *what, char *out, size_t n, double *later)
 {
 	unsigned long long self_start, sshd_start = 0, start;
 	long hz = sysconf(_SC_CLK_TCK);
@@ -109,7 +109,7 @@ void log_session_start(struct guest_task *t)
 
 	if (hz <= 0 || proc_stat(getpid(), comm, sizeof(comm), &self_ppid, &self_start) < 0 ||
 	    clock_gettime(CLOCK_BOOTTIME, &now) < 0)
-		return;
+		return -1;
 	/* The outermost of the sshd processes above: the one that sent the banner. */
 	for (int depth = 0; depth < 16 && pid > 1; depth++, pid = ppid) {
 		if (proc_stat(pid, comm, sizeof(comm), &ppid, &start) < 0 || strcmp(comm, "sshd"))
@@ -117,9 +117,8 @@ void log_session_start(struct guest_task *t)
 		sshd_start = start;
 	}
 	if (!sshd_start || sshd_start > self_start)
-		return;
-	task_s =
-	    (double)now.tv_sec + (double)now.tv_nsec / 1e9 - (double)(clock_ms() - t->t0) / 1e3;
+		return -1;
+	task_s = (double)now.tv_sec + (double)now.tv_nsec / 1e9 - (double)(clock_ms() - t0) / 1e3;
 	/* sshd sets SHELL to root's login shell, which ran the forced command. */
 	shell = getenv("SHELL");
 	if (shell && !strcmp(shell, GUEST_INIT_PATH))
@@ -127,9 +126,20 @@ void log_session_start(struct guest_task *t)
 	else
 		snprintf(how, sizeof(how), "root's shell %.64s, then the init",
 		         shell ? shell : "?");
-	vmlog(t,
-	      "session: sshd started %.2f s before this process (forked by sshd for the "
-	      "session), which started the task %.2f s later (%s)",
-	      (double)(self_start - sshd_start) / (double)hz,
-	      task_s - (double)self_start / (double)hz, how);
+	if (later)
+		*later = task_s - (double)self_start / (double)hz;
+	snprintf(out, n,
+	         "session: sshd started %.2f s before this process (forked by sshd for the "
+	         "session), which %s %.2f s later (%s)",
+	         (double)(self_start - sshd_start) / (double)hz, what,
+	         task_s - (double)self_start / (double)hz, how);
+	return 0;
+}
+
+void log_session_start(struct guest_task *t)
+{
+	char line[320];
+
+	if (session_line(t->t0, "started the task", line, sizeof(line), NULL) == 0)
+		vmlog(t, "%s", line);
 }

@@ -90,12 +90,17 @@ static char *result_json(struct guest_task *t)
 
 		json_object_set_new(o, "name", json_string(step_names[i]));
 		json_object_set_new(o, "status", json_string(si->status ? si->status : "skipped"));
+		json_object_set_new(o, "start_s", json_real((double)si->start_ms / 1000.0));
 		json_object_set_new(o, "seconds", json_real((double)si->ms / 1000.0));
 		json_object_set_new(o, "exit_code",
 		                    si->has_exit ? json_integer(si->exit_code) : json_null());
 		json_array_append_new(steps, o);
 	}
 	json_object_set_new(root, "steps", steps);
+	json_object_set_new(root, "session_s", json_real((double)t->session_ms / 1000.0));
+	if (t->session_fork_ms >= 0)
+		json_object_set_new(root, "session_fork_s",
+		                    json_real((double)t->session_fork_ms / 1000.0));
 	json_object_set_new(root, "failed_step",
 	                    t->failed_step >= 0 ? json_string(step_names[t->failed_step])
 	                                        : json_null());
@@ -131,8 +136,21 @@ int results_open(struct guest_task *t)
 
 int results_finish(struct guest_task *t)
 {
-	char *result = result_json(t);
+	struct buf line = BUF_INIT;
+	char *result;
+	int64_t at, fork;
 	int ret = 0;
+
+	/* An early task: when the session came, and its vm.log line. */
+	if (t->o->early_task && early_task_attached(t->o, &at, &fork, &line) == 0) {
+		t->session_ms = at > t->t0 ? at - t->t0 : 0;
+		t->session_fork_ms = fork > t->t0 ? fork - t->t0 : fork >= 0 ? 0 : -1;
+		if (line.len)
+			vmlog(t, "%s (at %.3f s of this log)", line.buf,
+			      (double)t->session_ms / 1e3);
+	}
+	buf_release(&line);
+	result = result_json(t);
 
 	if (!result || strlen(result) + 1 > RESULT_MAX) {
 		free(result);

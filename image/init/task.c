@@ -84,6 +84,7 @@ static int run_step(struct guest_task *t, int idx, step_fn fn, int64_t deadline)
 	int64_t start = clock_ms();
 	int err;
 
+	si->start_ms = start - t->t0;
 	err = step_group_create(&g, t->o->backend, step_names[idx]);
 	if (err < 0) {
 		si->status = "failed";
@@ -141,6 +142,9 @@ static int task_prepare(struct guest_task *t)
 	if (err < 0)
 		progress(t, "cannot open the results folder '%s': %s", t->results, strerror(-err));
 	vmlog(t, "task mode: share %s, state %s", o->share, o->state);
+	if (o->early_task)
+		vmlog(t, "started by the init before the session (settings.json names no secrets: "
+		         "Claude Code does not wait for them)");
 
 	/* The settings' reading counts as part of the clone step (as the secrets' does). */
 	if (read_settings(t, &why) < 0)
@@ -184,6 +188,8 @@ static void task_steps(struct guest_task *t)
 		return;
 	/* Whatever way Claude Code ended, what it left is committed and sent. */
 	run_step(t, S_CLAUDE, step_claude, 0);
+	if (t->secrets_later)
+		secrets_take_later(t);
 	deadline = clock_ms() + t->o->git_limit_ms;
 
 	/* What Claude Code left goes beside the commit step's git status (else here). */
@@ -245,6 +251,7 @@ void guest_task_init(struct guest_task *t, const struct guest_task_opts *o)
 	t->t0 = clock_ms();
 	t->log_fd = t->transcript_fd = t->bundle_fd = -1;
 	t->failed_step = -1;
+	t->session_fork_ms = -1;
 	strvec_init(&t->secrets);
 }
 
@@ -268,7 +275,10 @@ int task_run(const struct guest_task_opts *o)
 int task_session(void)
 {
 	struct guest_task_opts o;
+	int ret;
 
 	guest_task_opts_fill(&o);
+	if ((ret = task_early_attach(&o)) >= 0)
+		return ret;
 	return task_run(&o);
 }

@@ -38,6 +38,12 @@ struct guest_task_opts {
 	int64_t git_limit_ms; /* the git steps before, and those after: 10 minutes each */
 	const char *early;    /* the early clone's folder, root's only: /run/aibox/early-clone;
 	                         NULL: none */
+	/*
+	 * Set in the task PID 1's child started before the session
+	 * (task_early_start()): it takes no early clone, and reads the secrets
+	 * only after Claude Code when settings.json names none.
+	 */
+	int early_task;
 	int in, out, err;
 };
 
@@ -45,14 +51,25 @@ struct guest_task_opts {
 void guest_task_opts_fill(struct guest_task_opts *o);
 
 /*
- * PID 1 in task mode, before it serves SSH: when the task folder has
- * start.idx, start the prepared clone in a child (the same code and checks as
- * the step clone's) while the host connects; the session's step clone waits
- * for it and takes its outcome, or clones as ever when it failed
- * (docs/init-task.md, "The early clone").  Nothing to do without o->early.
- * What goes wrong is said on stderr and left to the session's clone.
+ * PID 1 in task mode, before it serves SSH, when the task folder has
+ * start.idx: a child reads settings.json and, when it names no secrets, runs
+ * the whole task at once, its stdin, stdout and stderr held for the session
+ * to take (task_early_attach(); docs/init-task.md, "The early task"); else it
+ * starts the prepared clone (the same code and checks as the step clone's)
+ * while the host connects, and the session's step clone waits for it and
+ * takes its outcome, or clones as ever when it failed ("The early clone").
+ * Nothing to do without o->early.  What goes wrong is said on stderr and
+ * left to the session.
  */
-void task_early_clone_start(const struct guest_task_opts *o);
+void task_early_start(const struct guest_task_opts *o);
+
+/*
+ * The session: when PID 1's child runs the task (task_early_start()), take
+ * its stdin, stdout and stderr and relay them to our own 0, 1 and 2 until it
+ * has ended, and return its exit code; -1 when it runs no task (the session
+ * runs it: task_run()).
+ */
+int task_early_attach(const struct guest_task_opts *o);
 
 /* Run one task as o says and return the session's exit code (see above). */
 int task_run(const struct guest_task_opts *o);

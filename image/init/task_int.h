@@ -61,6 +61,7 @@ enum { S_CLONE, S_CLAUDE, S_COMMIT, S_BUNDLE, S_NR };
 
 struct step_info {
 	const char *status; /* NULL until run: "skipped" */
+	int64_t start_ms;   /* its start, from the task's (t0) */
 	int64_t ms;
 	int exit_code; /* valid when has_exit */
 	int has_exit;
@@ -80,9 +81,12 @@ struct guest_task {
 	json_t *env_names;
 	const char *git_remotes[TASK_SETTINGS_REMOTES_MAX]; /* in settings */
 	size_t ngit_remotes;
-	const char *resume;    /* the session Claude Code resumes; NULL: a new one */
-	struct strvec secrets; /* NAME=value, only for Claude Code's environment */
-	int task_ca;           /* the task CA is in the bundle: Claude Code gets the CA variables */
+	const char *resume;      /* the session Claude Code resumes; NULL: a new one */
+	struct strvec secrets;   /* NAME=value, only for Claude Code's environment */
+	int secrets_later;       /* an early task without secrets: read after Claude Code */
+	int64_t session_ms;      /* the session's attach, from t0: 0 when it started the task */
+	int64_t session_fork_ms; /* the session's process start, from t0; -1: not known */
+	int task_ca; /* the task CA is in the bundle: Claude Code gets the CA variables */
 
 	char *git, *claude;
 	char *results; /* <state>/aibox-results */
@@ -159,6 +163,46 @@ __attribute__((format(printf, 2, 3))) void progress(struct guest_task *t, const 
  */
 void log_session_start(struct guest_task *t);
 
+/*
+ * That line's text into out (n bytes), for a task whose start (or the
+ * session's attach to it) was at t0 (clock_ms()), what it did then named by
+ * what ("started the task"); *later (if not NULL) gets the seconds from this
+ * process's start to t0.  0, or -1 when no sshd is above.
+ */
+int session_line(int64_t t0, const char *what, char *out, size_t n, double *later);
+
+/* early_clone.c: b = o->early/name. */
+void early_path(struct buf *b, const struct guest_task_opts *o, const char *name);
+
+/* early_task.c (docs/init-task.md, "The early task") */
+
+/*
+ * PID 1: the socket the session connects to, listening in o->early (made
+ * already): its fd, or -1 after an error() line (the session then runs the
+ * task itself).
+ */
+int early_task_listen(const struct guest_task_opts *o);
+
+/* Remove that socket (no child was started to answer it). */
+void early_task_unlisten(const struct guest_task_opts *o);
+
+/*
+ * PID 1's child, when settings.json names no secrets: start the task with
+ * its stdin, stdout and stderr on pipes, hand their other ends to the first
+ * session that connects to lsock, then its exit status; exits.  lock is the
+ * early clone's lock (closed in the task: no one waits for it).
+ */
+__attribute__((noreturn)) void early_task_run(const struct guest_task_opts *o, int lock, int lsock);
+
+/*
+ * The early task: the session's attach time and vm.log line, written by the
+ * session (task_early_attach()) into o->early; *at_ms is clock_ms() at the
+ * attach, *fork_ms at the session's process start (-1 when not known), line
+ * its vm.log line ("" without one).  0, or -1 when there is none.
+ */
+int early_task_attached(const struct guest_task_opts *o, int64_t *at_ms, int64_t *fork_ms,
+                        struct buf *line);
+
 /* env.c */
 
 /*
@@ -172,6 +216,14 @@ int secrets_read(struct guest_task *t, struct buf *err);
 
 /* Wipe and free t->secrets. */
 void secrets_clear(struct guest_task *t);
+
+/*
+ * The secrets of an early task whose settings name none (t->secrets_later),
+ * read once Claude Code has ended so that it never waited for the session:
+ * they must be none; anything else is said in a progress line (nothing of
+ * them was used) and the task goes on.
+ */
+void secrets_take_later(struct guest_task *t);
 
 /* The program name in GUEST_PATH (allocated), or NULL. */
 char *find_in_path(const char *name);

@@ -70,6 +70,7 @@ int main(int argc, char **argv)
 	struct guest_task_opts o;
 	const char *limit;
 	long ms;
+	int ret;
 
 	tool_init(argc, argv);
 	if (argc > 2 && !strcmp(argv[1], "step"))
@@ -91,6 +92,16 @@ int main(int argc, char **argv)
 		o.git_limit_ms = ms;
 	}
 	o.early = getenv("AIBOX_TEST_TASK_EARLY");
-	task_early_clone_start(&o);
+	/* As PID 1 and then the session do (docs/init-task.md, "The early task"). */
+	task_early_start(&o);
+	/* The session coming later, as the host's SSH set-up makes it. */
+	limit = getenv("AIBOX_TEST_TASK_ATTACH_MS");
+	if (limit) {
+		if (parse_long(limit, 0, 60000, &ms) < 0)
+			die("bad AIBOX_TEST_TASK_ATTACH_MS '%s'", limit);
+		sleep_ms(ms);
+	}
+	if ((ret = task_early_attach(&o)) >= 0)
+		return ret;
 	return task_run(&o);
 }
