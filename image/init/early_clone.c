@@ -10,7 +10,7 @@
  *           lock lives as long as the child's copy of it, so it is released
  *           only when the child has ended, however it ended
  *   result  "ok|failed <start> <end>\n" (clock_ms()), written to result.new
- *           and renamed: whole or absent
+ *           and renamed (early_file_write()): whole or absent
  *   log     the child's vm.log lines, timed from its start
  * Only root writes there; the only process of the user's before the session
  * is the checkout's git, in the step group early-clone, killed with it.
@@ -33,12 +33,11 @@
 #include "task_int.h"
 #include "base/banned.h"
 
-#define EARLY_LOCK       "lock"
-#define EARLY_RESULT     "result"
-#define EARLY_RESULT_NEW "result.new"
-#define EARLY_LOG        "log"
-#define EARLY_GROUP      "early-clone"
-#define EARLY_POLL_MS    5
+#define EARLY_LOCK    "lock"
+#define EARLY_RESULT  "result"
+#define EARLY_LOG     "log"
+#define EARLY_GROUP   "early-clone"
+#define EARLY_POLL_MS 5
 
 void early_path(struct buf *b, const struct guest_task_opts *o, const char *name)
 {
@@ -46,18 +45,25 @@ void early_path(struct buf *b, const struct guest_task_opts *o, const char *name
 	buf_addf(b, "%s/%s", o->early, name);
 }
 
-/* The result file, whole (written beside it, then renamed). */
-static void early_result_write(const struct guest_task_opts *o, int ok, int64_t start)
+void early_file_write(const struct guest_task_opts *o, const char *name, const struct buf *b)
 {
-	struct buf path = BUF_INIT, tmp = BUF_INIT, b = BUF_INIT;
+	struct buf path = BUF_INIT, tmp = BUF_INIT;
 
-	buf_addf(&b, "%s %" PRId64 " %" PRId64 "\n", ok ? "ok" : "failed", start, clock_ms());
-	early_path(&tmp, o, EARLY_RESULT_NEW);
-	early_path(&path, o, EARLY_RESULT);
-	if (buf_write_file(&b, tmp.buf, 0600) == 0)
+	early_path(&path, o, name);
+	buf_addf(&tmp, "%s.new", path.buf);
+	if (buf_write_file(b, tmp.buf, 0600) == 0)
 		rename(tmp.buf, path.buf);
 	buf_release(&path);
 	buf_release(&tmp);
+}
+
+/* The result file, whole. */
+static void early_result_write(const struct guest_task_opts *o, int ok, int64_t start)
+{
+	struct buf b = BUF_INIT;
+
+	buf_addf(&b, "%s %" PRId64 " %" PRId64 "\n", ok ? "ok" : "failed", start, clock_ms());
+	early_file_write(o, EARLY_RESULT, &b);
 	buf_release(&b);
 }
 

@@ -15,7 +15,7 @@
  *             the session runs the task itself.
  *   attached  "<ms> <fork>\n<line>\n": clock_ms() at the session's attach
  *             and at its process's start (-1: not known), and its vm.log
- *             line; written by the session (attached.new, renamed), read by
+ *             line; written by the session (early_file_write()), read by
  *             the task for result.json and vm.log.
  * Only root can enter the folder; the only process of the user's is the
  * task's own (git, Claude Code), as in the session.
@@ -39,25 +39,34 @@
 #include "task_int.h"
 #include "base/banned.h"
 
-#define EARLY_SOCK         "sock"
-#define EARLY_ATTACHED     "attached"
-#define EARLY_ATTACHED_NEW "attached.new"
-#define EARLY_HELLO        "task\n"
-#define EARLY_NFDS         3
-#define RELAY_BUF          65536
+#define EARLY_SOCK     "sock"
+#define EARLY_ATTACHED "attached"
+#define EARLY_HELLO    "task\n"
+#define EARLY_NFDS     3
+#define RELAY_BUF      65536
+
+/* The socket's address into a, its path into path: 0, or -ENAMETOOLONG. */
+static int sock_addr(const struct guest_task_opts *o, struct sockaddr_un *a, struct buf *path)
+{
+	memset(a, 0, sizeof(*a));
+	a->sun_family = AF_UNIX;
+	early_path(path, o, EARLY_SOCK);
+	if (path->len >= sizeof(a->sun_path))
+		return -ENAMETOOLONG;
+	memcpy(a->sun_path, path->buf, path->len + 1);
+	return 0;
+}
 
 int early_task_listen(const struct guest_task_opts *o)
 {
-	struct sockaddr_un a = {.sun_family = AF_UNIX};
+	struct sockaddr_un a;
 	struct buf path = BUF_INIT;
 	int fd = -1;
 
-	early_path(&path, o, EARLY_SOCK);
-	if (path.len >= sizeof(a.sun_path)) {
+	if (sock_addr(o, &a, &path) < 0) {
 		error("cannot listen on '%s': the path is too long", path.buf);
 		goto out;
 	}
-	memcpy(a.sun_path, path.buf, path.len + 1);
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(fd, 1) < 0) {
 		error("cannot listen on '%s': %s", path.buf, strerror(errno));
@@ -203,9 +212,8 @@ out:
 /* The attach's time and vm.log line, for the task (early_task_attached()). */
 static void attached_write(const struct guest_task_opts *o, int64_t at)
 {
-	struct buf path = BUF_INIT, tmp = BUF_INIT, b = BUF_INIT;
+	struct buf b = BUF_INIT;
 	char line[320];
-
 	double later = -1;
 
 	if (session_line(at, "attached to the task the init started", line, sizeof(line), &later) <
@@ -213,12 +221,7 @@ static void attached_write(const struct guest_task_opts *o, int64_t at)
 		line[0] = '\0';
 	buf_addf(&b, "%" PRId64 " %" PRId64 "\n%s\n", at,
 	         later >= 0 ? at - (int64_t)(later * 1e3) : (int64_t)-1, line);
-	early_path(&tmp, o, EARLY_ATTACHED_NEW);
-	early_path(&path, o, EARLY_ATTACHED);
-	if (buf_write_file(&b, tmp.buf, 0600) == 0)
-		rename(tmp.buf, path.buf);
-	buf_release(&path);
-	buf_release(&tmp);
+	early_file_write(o, EARLY_ATTACHED, &b);
 	buf_release(&b);
 }
 
@@ -235,14 +238,29 @@ static int exit_parse(const char *s)
 	return errno || strcmp(end, "\n") || n < 0 || n > 255 ? -1 : (int)n;
 }
 
-/* Into fd whole; a failure closes fd and returns -1 (the other side is gone). */
-static int pass_on(int *fd, const char *data, size_t n)
+/*
+ * What *from has now into *to (a failed write closes *to: the other side is
+ * gone, the rest is read and dropped); at its end *from is closed, and *to too
+ * when end_to.  Either set to -1 once closed.
+ */
+static void pass_on(int *from, int *to, int end_to)
 {
-	if (*fd >= 0 && write_all(*fd, data, n) < 0) {
-		close(*fd);
-		*fd = -1;
+	static char buf[RELAY_BUF];
+	ssize_t n = read(*from, buf, sizeof(buf));
+
+	if (n > 0) {
+		if (*to >= 0 && write_all(*to, buf, (size_t)n) < 0) {
+			close(*to);
+			*to = -1;
+		}
+	} else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+		close(*from);
+		*from = -1;
+		if (end_to && *to >= 0) {
+			close(*to);
+			*to = -1;
+		}
 	}
-	return *fd;
 }
 
 /*
@@ -252,7 +270,7 @@ static int pass_on(int *fd, const char *data, size_t n)
  */
 static int relay(int tin, int tout, int terr, int ctl)
 {
-	static char inbuf[RELAY_BUF], buf[RELAY_BUF];
+	static char inbuf[RELAY_BUF];
 	size_t inlen = 0, inoff = 0;
 	int sin = 0, sout = 1, serr = 2, code = -1;
 
@@ -301,27 +319,11 @@ static int relay(int tin, int tout, int terr, int ctl)
 			close(tin);
 			tin = -1;
 		}
-		if (itout >= 0 && p[itout].revents) {
-			n = read(tout, buf, sizeof(buf));
-			if (n > 0)
-				pass_on(&sout, buf, (size_t)n);
-			else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
-				close(tout);
-				tout = -1;
-				if (sout >= 0)
-					close(sout); /* the host sees the results end */
-				sout = -1;
-			}
-		}
-		if (iterr >= 0 && p[iterr].revents) {
-			n = read(terr, buf, sizeof(buf));
-			if (n > 0)
-				pass_on(&serr, buf, (size_t)n);
-			else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
-				close(terr);
-				terr = -1;
-			}
-		}
+		/* At the results' end the host sees ours end. */
+		if (itout >= 0 && p[itout].revents)
+			pass_on(&tout, &sout, 1);
+		if (iterr >= 0 && p[iterr].revents)
+			pass_on(&terr, &serr, 0);
 		if (ictl >= 0 && p[ictl].revents) {
 			char msg[32];
 
@@ -345,7 +347,7 @@ static int relay(int tin, int tout, int terr, int ctl)
 
 int task_early_attach(const struct guest_task_opts *o)
 {
-	struct sockaddr_un a = {.sun_family = AF_UNIX};
+	struct sockaddr_un a;
 	union {
 		char buf[CMSG_SPACE(sizeof(int) * EARLY_NFDS)];
 		struct cmsghdr align;
@@ -363,10 +365,8 @@ int task_early_attach(const struct guest_task_opts *o)
 
 	if (!o->early)
 		return -1;
-	early_path(&path, o, EARLY_SOCK);
-	if (path.len >= sizeof(a.sun_path))
+	if (sock_addr(o, &a, &path) < 0)
 		goto out;
-	memcpy(a.sun_path, path.buf, path.len + 1);
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0)
 		goto out; /* no early task: the session runs it */

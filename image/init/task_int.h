@@ -174,6 +174,9 @@ int session_line(int64_t t0, const char *what, char *out, size_t n, double *late
 /* early_clone.c: b = o->early/name. */
 void early_path(struct buf *b, const struct guest_task_opts *o, const char *name);
 
+/* early_clone.c: b into o->early/name whole or not at all (name.new, then renamed). */
+void early_file_write(const struct guest_task_opts *o, const char *name, const struct buf *b);
+
 /* early_task.c (docs/init-task.md, "The early task") */
 
 /*
