@@ -23,14 +23,15 @@ teardown() {
 }
 
 write_settings() {
+	local ph=${PLACEHOLDERS:-'{}'}
 	cat >share/settings.json <<EOF
 {
   "version": 1, "id": "259e07", "mode": "task", "model": null,
   "timeout_s": $TIMEOUT, "max_budget_usd": ${BUDGET:-null},
   "git": { "name": "Task Person", "email": "task@example.com" },
   "start_commit": "$START", "branch": "aibox/task",
-  "env_names": $ENV_NAMES, "api": "$API", "proxy": "http://10.0.2.100:3128",
-  "path": "$T/project", "mounts": [],
+  "env_names": $ENV_NAMES, "placeholders": $ph, "api": "$API",
+  "proxy": "http://10.0.2.100:3128", "path": "$T/project", "mounts": [],
   "system_prompt": "$SYSTEM_PROMPT", "check": ${CHECK:-null},
   "check_timeout_ms": ${CHECK_TIMEOUT_MS:-null}
 }
@@ -632,10 +633,9 @@ same_as_today() {
 
 @test "init task: oauth passes the token's placeholder and sets the base URL to the forward, no key" {
 	API=oauth
-	ENV_NAMES='["CLAUDE_CODE_OAUTH_TOKEN"]'
+	PLACEHOLDERS='{"CLAUDE_CODE_OAUTH_TOKEN": "aibox-secret-00112233445566778899aabbccddeeff"}'
 	write_settings
-	run_task "$(printf 'env CLAUDE_CODE_OAUTH_TOKEN\nenv ANTHROPIC_BASE_URL\nenv ANTHROPIC_API_KEY')" \
-		'{"env": {"CLAUDE_CODE_OAUTH_TOKEN": "aibox-secret-00112233445566778899aabbccddeeff"}}'
+	run_task "$(printf 'env CLAUDE_CODE_OAUTH_TOKEN\nenv ANTHROPIC_BASE_URL\nenv ANTHROPIC_API_KEY')"
 	assert_success
 	run jget claude.last_message
 	assert_line "CLAUDE_CODE_OAUTH_TOKEN=aibox-secret-00112233445566778899aabbccddeeff"
@@ -1228,6 +1228,25 @@ print(r["session_s"] >= 1.4, 0 < r["steps"][1]["start_s"] < r["session_s"])' res
 	assert_output "hi there"
 	run members
 	assert_line --regexp '^result.json [0-9]+ file True$'
+}
+
+@test "init task: placeholders in settings.json still give the early task, and Claude Code gets them" {
+	prepared_share
+	API=oauth
+	ENV_NAMES='[]'
+	PLACEHOLDERS='{"CLAUDE_CODE_OAUTH_TOKEN": "aibox-secret-00112233445566778899aabbccddeeff",
+	  "NPM_TOKEN": "aibox-secret-ffeeddccbbaa99887766554433221100", "PATH": "aibox-secret-0123456789abcdef0123456789abcdef"}'
+	write_settings
+	export AIBOX_TEST_TASK_EARLY=$T/early
+	run_task "$(printf 'env CLAUDE_CODE_OAUTH_TOKEN\nenv NPM_TOKEN\nenv PATH')"
+	assert_success
+	grep -q "started by the init before the session (settings.json names no secrets" res/vm.log
+	run jget claude.last_message
+	assert_line "CLAUDE_CODE_OAUTH_TOKEN=aibox-secret-00112233445566778899aabbccddeeff"
+	assert_line "NPM_TOKEN=aibox-secret-ffeeddccbbaa99887766554433221100"
+	# what the init sets itself wins over a placeholder of the same name
+	refute_line --partial "PATH=aibox-secret-"
+	assert_line --regexp "^PATH=/"
 }
 
 @test "init task: a session that attaches at once to an early task gets the same results" {

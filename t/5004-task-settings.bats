@@ -14,7 +14,8 @@ load lib-common
 		import json
 		s = json.load(open("settings.json"))
 		assert list(s) == ["version", "id", "mode", "model", "timeout_s", "max_budget_usd", "git",
-		                   "start_commit", "branch", "env_names", "api", "proxy", "path", "mounts",
+		                   "start_commit", "branch", "env_names", "placeholders", "api", "proxy",
+		                   "path", "mounts",
 		                   "system_prompt", "git_remotes", "resume_session", "check",
 		                   "check_timeout_ms"], list(s)
 		assert s["version"] == 1 and s["id"] == "259e07" and s["mode"] == "task"
@@ -22,6 +23,7 @@ load lib-common
 		assert s["git"] == {"name": "Ada L", "email": "ada@example.com"}
 		assert s["start_commit"] == "0123456789abcdef0123456789abcdef01234567"
 		assert s["branch"] == "aibox/task" and s["env_names"] == ["GITHUB_TOKEN"]
+		assert s["placeholders"] == {}
 		assert s["api"] == "forward" and s["proxy"] == "http://10.0.2.100:3128"
 		assert s["path"] == "/project"
 		assert s["mounts"] == [{"tag": "skills", "path": "/home/claude/.claude/skills"}]
@@ -134,7 +136,7 @@ token" --secrets secrets.json
 		import json
 		s = json.load(open("settings.json"))
 		assert list(s) == ["version", "id", "mode", "command", "path", "mounts", "uid", "gid",
-		                   "env_names", "api", "proxy", "git_remotes"], list(s)
+		                   "env_names", "placeholders", "api", "proxy", "git_remotes"], list(s)
 		assert s["mode"] == "run" and s["command"] == ["bash", "-c", "echo hi"]
 		assert s["uid"] == 4242 and s["gid"] == 77 and s["path"] == "/src/p"
 		assert s["mounts"] == [{"tag": "aibox.m0", "path": "/data"}]
@@ -175,6 +177,78 @@ token" --secrets secrets.json
 	assert_output "error: the system prompt is over 120000 bytes"
 	run test-task settings --run --uid 4294967295
 	assert_output "error: the user's ids are not 0 to 4294967294"
+}
+
+@test "settings: the placeholders are written by name and read back the same, in both modes" {
+	local a=aibox-secret-00112233445566778899aabbccddeeff b=aibox-secret-ffeeddccbbaa99887766554433221100
+	for mode in "" --run; do
+		run test-task settings $mode --env FOO=1 --placeholder NPM_TOKEN=$a \
+			--placeholder CLAUDE_CODE_OAUTH_TOKEN=$b
+		assert_success
+		printf '%s\n' "$output" >settings.json
+		run python3 -c 'import json; s = json.load(open("settings.json")); print(s["env_names"], s["placeholders"])'
+		assert_output "['FOO'] {'NPM_TOKEN': '$a', 'CLAUDE_CODE_OAUTH_TOKEN': '$b'}"
+		run test-task settings-parse settings.json
+		assert_success
+		assert_output "$(cat settings.json)"
+	done
+}
+
+@test "settings: a placeholder that is not one of aibox's, or a name given twice, is refused both ways" {
+	local ok=aibox-secret-00112233445566778899aabbccddeeff
+	test-task settings >good.json
+	while IFS='|' read -r change want; do
+		run test-task settings $change
+		assert_failure
+		assert_output "error: $want"
+		python3 - "$change" <<-'PY'
+			import json, sys
+			s = json.load(open("good.json"))
+			args = sys.argv[1].split()
+			s["env_names"] = [a.split("=")[0] for k, a in zip(args, args[1:]) if k == "--env"]
+			s["placeholders"] = {}
+			for k, a in zip(args, args[1:]):
+			    if k == "--placeholder":
+			        n, v = a.split("=", 1)
+			        s["placeholders"][n] = v
+			json.dump(s, open("bad.json", "w"))
+		PY
+		run test-task settings-parse bad.json
+		assert_failure
+		assert_output "error: settings.json: $want"
+	done <<-EOF
+		--placeholder A=sk-live-real-value|the placeholder of A is not one of aibox's
+		--placeholder A=aibox-secret-00112233445566778899AABBCCDDEEFF|the placeholder of A is not one of aibox's
+		--placeholder A=aibox-secret-00112233445566778899aabbccddeef|the placeholder of A is not one of aibox's
+		--placeholder A=${ok}0|the placeholder of A is not one of aibox's
+		--placeholder A=aibox-secret-00112233445566778899aabbccddeefg|the placeholder of A is not one of aibox's
+		--placeholder A=|the placeholder of A is not one of aibox's
+		--placeholder 1A=$ok|'1A' is not a valid variable name
+		--env A=1 --placeholder A=$ok|A is named twice
+	EOF
+	# the same name twice in the file is JSON's duplicate key
+	printf '%s' "$(cat good.json)" | python3 -c 'import sys
+t = sys.stdin.read().replace("\"placeholders\": {}", "\"placeholders\": {\"A\": \"%s\", \"A\": \"%s\"}" % (sys.argv[1], sys.argv[1]))
+open("bad.json", "w").write(t)' "$ok"
+	run test-task settings-parse bad.json
+	assert_output --partial "error: settings.json: duplicate object key"
+	# a NUL in a value, not a string, not an object, over the cap
+	local many
+	many=$(seq 1 257 | sed "s/.*/\"V&\": \"$ok\"/" | paste -sd,)
+	while IFS='|' read -r change want; do
+		python3 -c 'import json, sys
+s = json.load(open("good.json"))
+s.update(json.loads("{" + sys.argv[1] + "}"))
+json.dump(s, open("bad.json", "w"))' "$change"
+		run test-task settings-parse bad.json
+		assert_failure
+		assert_output "error: settings.json: $want"
+	done <<-EOF
+		"placeholders": {"A": "$ok\\u0000"}|\\u0000 is not allowed without JSON_ALLOW_NUL
+		"placeholders": {"A": 7}|placeholder 0 is not a string
+		"placeholders": ["A"]|'placeholders' is not an object
+		"placeholders": {$many}|over 256 placeholders
+	EOF
 }
 
 @test "settings: the parser refuses a malformed settings.json with a reason" {

@@ -218,14 +218,24 @@ BUILD/aibox-proxy --listen-fd 3 --log-fd 4 --ready-fd 5 --report-fd 7 --allow ex
 	assert_not_exist "$HOME/qemu.args"
 }
 
-@test "host layer: a secret's value stays on the host: the VM is told of its name, QEMU and the task folder never see the value" {
-	printf 'env: [CLAUDE_CODE_OAUTH_TOKEN]\nallow: [example.com]\nsecrets:\n  - {env: NPM_TOKEN, hosts: [example.com]}\n' >"$cfg"
-	export NPM_TOKEN=npm_s3cretvalue-4711
+@test "host layer: a secret's value stays on the host: settings.json holds its placeholder, QEMU and the task folder never see the value" {
+	printf 'env: [CLAUDE_CODE_OAUTH_TOKEN, FOO]\nallow: [example.com]\nsecrets:\n  - {env: NPM_TOKEN, hosts: [example.com]}\n' >"$cfg"
+	export NPM_TOKEN=npm_s3cretvalue-4711 FOO=foo-value-4712
 	boot task aibox task hello
 	assert_failure
-	run jq -c .env_names "$T/task.args.settings"
+	# the placeholders are in the file: the early task needs nothing from the session
+	run jq -c '[.env_names, (.placeholders | keys_unsorted)]' "$T/task.args.settings"
 	assert_success
-	assert_output '["CLAUDE_CODE_OAUTH_TOKEN","NPM_TOKEN"]'
+	assert_output '[["FOO"],["CLAUDE_CODE_OAUTH_TOKEN","NPM_TOKEN"]]'
+	run jq -r '.placeholders[]' "$T/task.args.settings"
+	assert_line --index 0 --regexp '^aibox-secret-[0-9a-f]{32}$'
+	assert_line --index 1 --regexp '^aibox-secret-[0-9a-f]{32}$'
+	boot run aibox run -- true
+	run jq -c '[.env_names, (.placeholders | keys_unsorted)]' "$T/run.args.settings"
+	assert_output '[["FOO"],["CLAUDE_CODE_OAUTH_TOKEN","NPM_TOKEN"]]'
+	# an env value is the session's alone, never in the file
+	run grep -rl foo-value-4712 "$T/task.args.settings" "$T/run.args.settings" "$AIBOX_HOME"
+	assert_failure 1
 	run grep -rl npm_s3cretvalue-4711 "$T/task.args" "$T/task.args.settings" "$AIBOX_HOME"
 	assert_failure 1
 	assert_output ""
@@ -236,11 +246,11 @@ BUILD/aibox-proxy --listen-fd 3 --log-fd 4 --ready-fd 5 --report-fd 7 --allow ex
 	printf 'env: [CLAUDE_CODE_OAUTH_TOKEN]\nallow: [example.com]\n' >"$cfg"
 	run test-host env-take "$cfg"
 	assert_success
-	assert_output --regexp '^CLAUDE_CODE_OAUTH_TOKEN=aibox-secret-[0-9a-f]{32}$'
+	assert_output --regexp '^placeholder CLAUDE_CODE_OAUTH_TOKEN=aibox-secret-[0-9a-f]{32}$'
 	boot task aibox task hello
 	assert_failure
-	run jq -r '.api + " " + (.env_names | join(","))' "$T/task.args.settings"
-	assert_output "oauth CLAUDE_CODE_OAUTH_TOKEN"
+	run jq -r '.api + " " + (.env_names | join(",")) + " " + (.placeholders | keys | join(","))' "$T/task.args.settings"
+	assert_output "oauth  CLAUDE_CODE_OAUTH_TOKEN"
 	# the token on --secrets-fd, as the API's bearer; nothing to intercept, no CA
 	run cat "$T/task.args.helpers"
 	assert_output --partial "--secrets-fd"
@@ -266,8 +276,8 @@ BUILD/aibox-proxy --listen-fd 3 --log-fd 4 --ready-fd 5 --report-fd 7 --allow ex
 	NPM_TOKEN=npm_s3cret GH_TOKEN=gh_s3cret run test-host env-take "$T/c.yaml"
 	assert_success
 	assert_equal "${#lines[@]}" 2
-	[[ "${lines[0]}" =~ ^NPM_TOKEN=aibox-secret-[0-9a-f]{32}$ ]] || fail "${lines[0]}"
-	[[ "${lines[1]}" =~ ^GH_TOKEN=aibox-secret-[0-9a-f]{32}$ ]] || fail "${lines[1]}"
+	[[ "${lines[0]}" =~ ^placeholder\ NPM_TOKEN=aibox-secret-[0-9a-f]{32}$ ]] || fail "${lines[0]}"
+	[[ "${lines[1]}" =~ ^placeholder\ GH_TOKEN=aibox-secret-[0-9a-f]{32}$ ]] || fail "${lines[1]}"
 	first=${lines[0]}
 	refute_output --partial s3cret
 	NPM_TOKEN=npm_s3cret GH_TOKEN=gh_s3cret run test-host env-take "$T/c.yaml"

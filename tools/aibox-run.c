@@ -218,8 +218,9 @@ static void audit_run(struct run *r, const char *event, const char *result, int 
 		json_object_set_new(e, "allow", audit_joined(&r->cfg.allow));
 		json_object_set_new(e, "policy",
 		                    json_string(r->policy_path.len ? r->policy_path.buf : ""));
-		json_object_set_new(e, "secrets",
-		                    audit_secrets(r->forward_key, &r->env.names, &r->cfg));
+		json_object_set_new(
+		    e, "secrets",
+		    audit_secrets(r->forward_key, &r->env.names, &r->env.ph_names, &r->cfg));
 	} else {
 		json_object_set_new(e, "result", json_string(result));
 		json_object_set_new(e, "exit", json_integer(code));
@@ -376,6 +377,9 @@ static void write_settings(struct run *r)
 	                            : TASK_API_NONE;
 	ts.env_names = (const char *const *)r->env.names.v;
 	ts.nenv = r->env.names.nr;
+	ts.ph_names = (const char *const *)r->env.ph_names.v;
+	ts.ph_values = (const char *const *)r->env.ph_values.v;
+	ts.nph = r->env.ph_names.nr;
 	for (size_t i = 0; i < r->cfg.nr_git; i++)
 		remotes[i] = r->cfg.git[i].url;
 	ts.git_remotes = remotes;

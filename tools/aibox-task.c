@@ -259,9 +259,9 @@ static void audit_task(struct task *t, const char *event, const char *result, in
 		json_object_set_new(e, "allow", audit_joined(&t->cfg.allow));
 		json_object_set_new(e, "policy",
 		                    json_string(t->policy_path.len ? t->policy_path.buf : ""));
-		json_object_set_new(
-		    e, "secrets",
-		    audit_secrets(t->api == TASK_API_FORWARD, &t->env.names, &t->cfg));
+		json_object_set_new(e, "secrets",
+		                    audit_secrets(t->api == TASK_API_FORWARD, &t->env.names,
+		                                  &t->env.ph_names, &t->cfg));
 	} else {
 		struct buf hosts = BUF_INIT;
 
@@ -468,6 +468,9 @@ static void write_inputs(struct task *t)
 	ts.start_commit = t->start_commit;
 	ts.env_names = t->env.names.v;
 	ts.nenv = t->env.names.nr;
+	ts.ph_names = (const char *const *)t->env.ph_names.v;
+	ts.ph_values = (const char *const *)t->env.ph_values.v;
+	ts.nph = t->env.ph_names.nr;
 	ts.api = t->api;
 	ts.path = t->cfg.path;
 	ts.mounts = t->shares.settings;

@@ -2,6 +2,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base/buf.h"
 #include "base/err.h"
 #include "base/guest_abi.h"
 #include "base/guest_env.h"
@@ -35,6 +36,23 @@ static int term_ok(const char *t)
 		if (*t <= ' ' || *t > '~')
 			return 0;
 	return 1;
+}
+
+/* NAME=value s into env; what we set ourselves wins, NO_PROXY would bypass the proxy. */
+static void add_var(struct strvec *env, const char *s)
+{
+	const char *eq = strchr(s, '=');
+	char name[GUEST_ENV_NAME_MAX + 1];
+	size_t n = eq ? (size_t)(eq - s) : 0;
+
+	if (!eq || n >= sizeof(name))
+		return;
+	memcpy(name, s, n);
+	name[n] = '\0';
+	if (!guest_env_name_valid(name) || !strcasecmp(name, "NO_PROXY") ||
+	    guest_env_has(env, s, n))
+		return;
+	strvec_push(env, s);
 }
 
 void guest_env_build(const struct guest_env *g, struct strvec *env)
@@ -73,19 +91,13 @@ void guest_env_build(const struct guest_env *g, struct strvec *env)
 		strvec_push(env, "ANTHROPIC_BASE_URL=" GUEST_API_FORWARD_URL);
 	if (g->api_forward)
 		strvec_push(env, "ANTHROPIC_API_KEY=" GUEST_API_KEY_PLACEHOLDER);
-	/* What we set ourselves wins; NO_PROXY would bypass the proxy. */
-	for (size_t i = 0; i < g->nvars; i++) {
-		const char *s = g->vars[i], *eq = strchr(s, '=');
-		char name[GUEST_ENV_NAME_MAX + 1];
-		size_t n = eq ? (size_t)(eq - s) : 0;
+	for (size_t i = 0; i < g->nvars; i++)
+		add_var(env, g->vars[i]);
+	for (size_t i = 0; i < g->nph; i++) {
+		struct buf b = BUF_INIT;
 
-		if (!eq || n >= sizeof(name))
-			continue;
-		memcpy(name, s, n);
-		name[n] = '\0';
-		if (!guest_env_name_valid(name) || !strcasecmp(name, "NO_PROXY") ||
-		    guest_env_has(env, s, n))
-			continue;
-		strvec_push(env, s);
+		buf_addf(&b, "%s=%s", g->ph_names[i], g->ph_values[i]);
+		add_var(env, b.buf);
+		buf_release(&b);
 	}
 }

@@ -40,11 +40,16 @@ struct guest_env {
 	   NO_PROXY (which would bypass the proxy) are left out. */
 	const char *const *vars;
 	size_t nvars;
+	/* Then settings.json's placeholders: NAME in ph_names[i], its value in
+	   ph_values[i], left out by the same rules. */
+	const char *const *ph_names, *const *ph_values;
+	size_t nph;
 };
 
 /*
  * Append g's environment to env as NAME=value strings: the base (PATH, HOME,
- * USER, LOGNAME, SHELL, LANG, TERM), then per g's switches, then g's vars.
+ * USER, LOGNAME, SHELL, LANG, TERM), then per g's switches, then g's vars
+ * and placeholders.
  * The caller wipes env when vars held secrets.
  */
 void guest_env_build(const struct guest_env *g, struct strvec *env);

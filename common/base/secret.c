@@ -138,3 +138,11 @@ int secret_placeholder(char out[SECRET_PLACEHOLDER_LEN + 1])
 	out[SECRET_PLACEHOLDER_LEN] = '\0';
 	return 0;
 }
+
+int secret_placeholder_valid(const char *p, size_t n)
+{
+	size_t k = strlen(SECRET_PLACEHOLDER_PREFIX);
+
+	return n == SECRET_PLACEHOLDER_LEN && !memcmp(p, SECRET_PLACEHOLDER_PREFIX, k) &&
+	       strspn(p + k, "0123456789abcdef") >= n - k;
+}

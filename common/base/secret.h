@@ -70,4 +70,7 @@ void secret_json_wipe(struct json_t *obj);
 #define SECRET_PLACEHOLDER_LEN    (sizeof(SECRET_PLACEHOLDER_PREFIX) - 1 + 32)
 int secret_placeholder(char out[SECRET_PLACEHOLDER_LEN + 1]);
 
+/* 1 when the n bytes at p are a placeholder of secret_placeholder()'s form, else 0. */
+int secret_placeholder_valid(const char *p, size_t n);
+
 #endif

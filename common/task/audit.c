@@ -280,7 +280,8 @@ void *audit_joined(const struct strvec *list)
 	return s;
 }
 
-void *audit_secrets(int forward_key, const struct strvec *env_names, const struct config *cfg)
+void *audit_secrets(int forward_key, const struct strvec *env_names, const struct strvec *ph_names,
+                    const struct config *cfg)
 {
 	struct strvec secrets = STRVEC_INIT;
 	json_t *s;
@@ -289,6 +290,8 @@ void *audit_secrets(int forward_key, const struct strvec *env_names, const struc
 		strvec_push(&secrets, "ANTHROPIC_API_KEY");
 	for (size_t i = 0; i < env_names->nr; i++)
 		strvec_push(&secrets, env_names->v[i]);
+	for (size_t i = 0; i < ph_names->nr; i++)
+		strvec_push(&secrets, ph_names->v[i]);
 	for (size_t i = 0; i < cfg->nr_git; i++)
 		if (cfg->git[i].token_env)
 			strvec_push(&secrets, cfg->git[i].token_env);

@@ -85,9 +85,10 @@ void *audit_joined(const struct strvec *list);
 /*
  * The secrets a task or a run is given, by name, as an entry's string
  * (json_t *): ANTHROPIC_API_KEY when the key is forwarded, the env names
- * set, the config's git tokens.
+ * set, the names given a placeholder, the config's git tokens.
  */
-void *audit_secrets(int forward_key, const struct strvec *env_names, const struct config *cfg);
+void *audit_secrets(int forward_key, const struct strvec *env_names, const struct strvec *ph_names,
+                    const struct config *cfg);
 
 /*
  * Record that the administrator's policy refused a command ("task", "run")

@@ -81,8 +81,8 @@ static int take_secrets(struct host_env *e, const struct config *cfg, const char
 		} else {
 			strvec_push(&e->secret_values, v.buf);
 			strvec_push(&e->placeholders, ph);
-			strvec_push(&e->names, sc->env);
-			strvec_push(&e->values, ph);
+			strvec_push(&e->ph_names, sc->env);
+			strvec_push(&e->ph_values, ph);
 		}
 	}
 	buf_wipe_release(&v);
@@ -123,7 +123,11 @@ int host_env_take(struct host_env *e, const struct config *cfg, const char *cfg_
 				}
 				buf_add(&e->oauth, oauth.buf, oauth.len);
 			}
-			buf_addstr(&v, e->oauth_placeholder);
+			if (set) {
+				strvec_push(&e->ph_names, name);
+				strvec_push(&e->ph_values, e->oauth_placeholder);
+				continue;
+			}
 		} else {
 			set = secret_take_env(name, &v) > 0;
 		}
@@ -194,6 +198,8 @@ void host_env_release(struct host_env *e)
 	buf_wipe_release(&e->tokens);
 	strvec_wipe_clear(&e->values);
 	strvec_clear(&e->names);
+	strvec_clear(&e->ph_names);
+	strvec_clear(&e->ph_values);
 	strvec_wipe_clear(&e->secret_values);
 	strvec_clear(&e->placeholders);
 	e->nr_unset = 0;

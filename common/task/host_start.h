@@ -38,8 +38,14 @@ int host_project_lock(const struct project *p, struct buf *err);
 struct host_env {
 	/* ANTHROPIC_API_KEY when set and not empty (login.key_set), listed or not. */
 	struct buf api_key;
-	/* The config's env names set in the shell, in config order, and their values. */
+	/* The config's env names set in the shell, in config order, and their
+	   values: what the VM gets over the session's stdin (or aibox run's
+	   variable).  Neither login is among them. */
 	struct strvec names, values;
+	/* The variables the VM gets a placeholder in, and the placeholders:
+	   CLAUDE_CODE_OAUTH_TOKEN's when listed and set, then each of the config's
+	   secrets: what settings.json's "placeholders" holds (not secrets). */
+	struct strvec ph_names, ph_values;
 	/* The config's env names not set (CLAUDE_CODE_OAUTH_TOKEN: or empty). */
 	const char *unset[CONFIG_MAX_ENV];
 	size_t nr_unset;
@@ -47,20 +53,20 @@ struct host_env {
 	struct buf tokens;
 	struct login login; /* which logins are listed and set (login.h) */
 	/* The config's secrets, in config order: their values (which stay on the
-	   host, for the proxy) and their placeholders (also among names and
-	   values above, which is how the VM gets them). */
+	   host, for the proxy) and their placeholders (also among ph_values
+	   above, which is how the VM gets them). */
 	struct strvec secret_values, placeholders;
 	/* CLAUDE_CODE_OAUTH_TOKEN when listed and set (login.token_listed and
 	   token_set): its value, which stays on the host, and its placeholder,
-	   which the VM gets under that name (among names and values). */
+	   which the VM gets under that name (among ph_names and ph_values). */
 	struct buf oauth;
 	char oauth_placeholder[SECRET_PLACEHOLDER_LEN + 1];
 };
 
 #define HOST_ENV_INIT                                                                              \
 	{                                                                                          \
-		BUF_INIT, STRVEC_INIT, STRVEC_INIT, {NULL}, 0, BUF_INIT, {0}, STRVEC_INIT,         \
-		    STRVEC_INIT, BUF_INIT, ""                                                      \
+		BUF_INIT, STRVEC_INIT, STRVEC_INIT, STRVEC_INIT, STRVEC_INIT, {NULL}, 0, BUF_INIT, \
+		    {0}, STRVEC_INIT, STRVEC_INIT, BUF_INIT, ""                                    \
 	}
 
 /*
@@ -72,7 +78,8 @@ struct host_env {
  * and set it is kept in oauth and the VM gets a new placeholder under its
  * name (docs/proxy.md, "The OAuth login").  Each of cfg's secrets is taken too, and gets a new
  * placeholder (secret_placeholder()), which the VM gets under the secret's
- * name.  0, or -EINVAL with the message in err (a git token not set or not
+ * name.  The placeholders go in ph_names and ph_values, the other values
+ * in names and values.  0, or -EINVAL with the message in err (a git token not set or not
  * printable: broker_tokens_take(); a secret not set or empty:
  * "CFG_PATH:LINE: secrets[i].env: NAME is not set in your shell"; a value
  * that is not 1 to PROXY_SECRET_VALUE_MAX printable ASCII characters: "...

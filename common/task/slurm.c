@@ -108,15 +108,6 @@ void slurm_pairs_add(struct buf *out, const char *placeholder, const char *value
 	buf_addf(out, "%s %s\n", placeholder, value);
 }
 
-/* A placeholder of secret_placeholder()'s form. */
-static int placeholder_ok(const char *p, size_t n)
-{
-	size_t k = strlen(SECRET_PLACEHOLDER_PREFIX);
-
-	return n == SECRET_PLACEHOLDER_LEN && !memcmp(p, SECRET_PLACEHOLDER_PREFIX, k) &&
-	       strspn(p + k, "0123456789abcdef") >= n - k;
-}
-
 int slurm_pairs_parse(const struct buf *in, struct strvec *placeholders, struct strvec *values)
 {
 	const char *p = in->buf, *end = in->buf + in->len;
@@ -128,7 +119,7 @@ int slurm_pairs_parse(const struct buf *in, struct strvec *placeholders, struct 
 		const char *nl = memchr(p, '\n', (size_t)(end - p));
 		const char *sp = nl ? memchr(p, ' ', (size_t)(nl - p)) : NULL;
 
-		if (!sp || !placeholder_ok(p, (size_t)(sp - p)) || sp + 1 == nl) {
+		if (!sp || !secret_placeholder_valid(p, (size_t)(sp - p)) || sp + 1 == nl) {
 			ret = -EINVAL;
 			break;
 		}

@@ -10,6 +10,7 @@
 #include "net/git_remote.h"
 #include "git/gitproto.h"
 #include "base/json_get.h"
+#include "base/secret.h"
 #include "base/session_file.h"
 #include "base/taskid.h"
 #include "base/utf8.h"
@@ -103,6 +104,32 @@ static int check_task_fields(const struct task_settings *s, struct buf *err)
 	return 0;
 }
 
+/* Name is among the n names of v. */
+static int named(const char *const *v, size_t n, const char *name)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(v[i], name))
+			return 1;
+	return 0;
+}
+
+static int check_placeholders(const struct task_settings *s, struct buf *err)
+{
+	if (s->nph > TASK_SETTINGS_ENV_MAX)
+		return bad(err, "over %d placeholders", TASK_SETTINGS_ENV_MAX);
+	for (size_t i = 0; i < s->nph; i++) {
+		const char *name = s->ph_names[i];
+
+		if (!guest_env_name_valid(name))
+			return bad(err, "'%s' is not a valid variable name", name);
+		if (!secret_placeholder_valid(s->ph_values[i], strlen(s->ph_values[i])))
+			return bad(err, "the placeholder of %s is not one of aibox's", name);
+		if (named(s->env_names, s->nenv, name) || named(s->ph_names, i, name))
+			return bad(err, "%s is named twice", name);
+	}
+	return 0;
+}
+
 static int check_run_fields(const struct task_settings *s, struct buf *err)
 {
 	if (s->ncommand > TASK_SETTINGS_COMMAND_MAX)
@@ -129,6 +156,8 @@ int task_settings_check(const struct task_settings *s, struct buf *err)
 	for (size_t i = 0; i < s->nenv; i++)
 		if (!guest_env_name_valid(s->env_names[i]))
 			return bad(err, "'%s' is not a valid variable name", s->env_names[i]);
+	if (check_placeholders(s, err) < 0)
+		return -EINVAL;
 	if (!task_api_name(s->api))
 		return bad(err, "unknown API mode");
 	if (s->proxy && text_ok(s->proxy, TASK_SETTINGS_STRING_MAX, 0, "the proxy", err))
@@ -176,6 +205,19 @@ static json_t *strings(const char *const *v, size_t n)
 	return a;
 }
 
+/* {"NAME": "VALUE", ...} of n pairs. */
+static json_t *pairs(const char *const *k, const char *const *v, size_t n)
+{
+	json_t *o = json_object();
+
+	for (size_t i = 0; o && i < n; i++)
+		if (json_object_set_new(o, k[i], json_string(v[i])) < 0) {
+			json_decref(o);
+			return NULL;
+		}
+	return o;
+}
+
 static json_t *str_or_null(const char *s)
 {
 	return s ? json_string(s) : json_null();
@@ -218,6 +260,7 @@ int task_settings_json(const struct task_settings *s, struct buf *out, struct bu
 	     set(root, "gid", json_integer(s->gid))))
 		goto out;
 	if (set(root, "env_names", strings(s->env_names, s->nenv)) ||
+	    set(root, "placeholders", pairs(s->ph_names, s->ph_values, s->nph)) ||
 	    set(root, "api", json_string(task_api_name(s->api))) ||
 	    set(root, "proxy", json_string(s->proxy ? s->proxy : GUEST_PROXY_URL)))
 		goto out;
@@ -276,6 +319,28 @@ static int get_strings(json_t *o, const char *key, const char **v, size_t max, s
 			return bad(err, "'%s'[%zu] is not a string", key, i);
 		(*n)++;
 	}
+	return 0;
+}
+
+/* "placeholders" (missing: none) into d, not yet checked. */
+static int get_placeholders(struct task_settings_doc *d, struct buf *err)
+{
+	struct task_settings *s = &d->s;
+	json_t *o = NULL, *v;
+	const char *name;
+
+	if (json_get_obj(d->root, "placeholders", JSON_OPTIONAL, &o, err) < 0)
+		return -EINVAL;
+	if (json_object_size(o) > TASK_SETTINGS_ENV_MAX)
+		return bad(err, "over %d placeholders", TASK_SETTINGS_ENV_MAX);
+	json_object_foreach(o, name, v)
+	{
+		if (!(d->ph_values[s->nph] = json_str_checked(v, GUEST_SETTINGS_MAX)))
+			return bad(err, "placeholder %zu is not a string", s->nph);
+		d->ph_names[s->nph++] = name;
+	}
+	s->ph_names = d->ph_names;
+	s->ph_values = d->ph_values;
 	return 0;
 }
 
@@ -370,6 +435,8 @@ static int parse_doc(struct task_settings_doc *d, struct buf *err)
 		return -EINVAL;
 	s->env_names = d->env_names;
 	s->git_remotes = d->git_remotes;
+	if (get_placeholders(d, err) < 0)
+		return -EINVAL;
 	for (s->api = 0; task_api_name(s->api) && strcmp(task_api_name(s->api), str); s->api++)
 		;
 	if (!task_api_name(s->api))

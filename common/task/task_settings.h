@@ -27,7 +27,7 @@ enum task_api {
 	TASK_API_NONE,    /* no login: Claude Code gets nothing */
 	TASK_API_FORWARD, /* placeholder key + ANTHROPIC_BASE_URL to the proxy's 3129 */
 	/* ANTHROPIC_BASE_URL to the proxy's 3129, which adds the subscription's
-	   token; its placeholder comes in with the secrets as CLAUDE_CODE_OAUTH_TOKEN */
+	   token; its placeholder is among the placeholders as CLAUDE_CODE_OAUTH_TOKEN */
 	TASK_API_OAUTH,
 };
 
@@ -49,8 +49,8 @@ struct task_mount {
 
 /*
  * The fields of both modes; a run's settings.json has only version, id,
- * mode, command, path, mounts, uid, gid, api, proxy, env_names and
- * git_remotes (the task's fields are left zero by the parser and not
+ * mode, command, path, mounts, uid, gid, api, proxy, env_names,
+ * placeholders and git_remotes (the task's fields are left zero by the parser and not
  * written by the writer).
  */
 struct task_settings {
@@ -65,6 +65,12 @@ struct task_settings {
 	const char *branch;       /* NULL: GUEST_BRANCH, the only one */
 	const char *const *env_names;
 	size_t nenv;
+	/* The variables the VM gets a placeholder in (the config's secrets, the
+	   subscription's token): their names, not among env_names, and their
+	   placeholders, secret_placeholder_valid() each.  Not secrets (the proxy
+	   swaps them for the values), so they are in the file (docs/internals.md). */
+	const char *const *ph_names, *const *ph_values;
+	size_t nph;
 	enum task_api api;
 	const char *proxy; /* NULL: GUEST_PROXY_URL; else an http:// URL */
 	const char *path;  /* NULL: GUEST_PROJECT_PATH; else guest_path_valid() */
@@ -105,6 +111,7 @@ struct task_settings_doc {
 	struct task_settings s;
 	struct json_t *root;
 	const char *env_names[TASK_SETTINGS_ENV_MAX];
+	const char *ph_names[TASK_SETTINGS_ENV_MAX], *ph_values[TASK_SETTINGS_ENV_MAX];
 	struct task_mount mounts[TASK_SETTINGS_MOUNTS_MAX];
 	const char *git_remotes[TASK_SETTINGS_REMOTES_MAX];
 	const char *command[TASK_SETTINGS_COMMAND_MAX];

@@ -142,6 +142,9 @@ void claude_env(struct guest_task *t, struct strvec *env)
 	g.task_ca = t->task_ca;
 	g.vars = (const char *const *)t->secrets.v;
 	g.nvars = t->secrets.nr;
+	g.ph_names = t->ph_names;
+	g.ph_values = t->ph_values;
+	g.nph = t->nph;
 	base_env(t, env, &g);
 }
 

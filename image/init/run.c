@@ -171,6 +171,9 @@ static int build_env(const struct task_settings *s, struct strvec *env)
 	}
 	g.vars = (const char *const *)vals.v;
 	g.nvars = vals.nr;
+	g.ph_names = s->ph_names;
+	g.ph_values = s->ph_values;
+	g.nph = s->nph;
 	guest_env_build(&g, env);
 out:
 	strvec_wipe_clear(&vals);

@@ -61,6 +61,9 @@ int read_settings(struct guest_task *t, struct buf *err)
 	t->system_prompt = d.s.system_prompt;
 	memcpy(t->git_remotes, d.s.git_remotes, d.s.ngit_remotes * sizeof(*t->git_remotes));
 	t->ngit_remotes = d.s.ngit_remotes;
+	memcpy(t->ph_names, d.s.ph_names, d.s.nph * sizeof(*t->ph_names));
+	memcpy(t->ph_values, d.s.ph_values, d.s.nph * sizeof(*t->ph_values));
+	t->nph = d.s.nph;
 	t->resume = d.s.resume_session;
 	t->check = d.s.check;
 	t->check_timeout_ms = d.s.check_timeout_ms ? d.s.check_timeout_ms : GUEST_CHECK_TIMEOUT_MS;

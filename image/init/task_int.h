@@ -81,6 +81,9 @@ struct guest_task {
 	json_t *env_names;
 	const char *git_remotes[TASK_SETTINGS_REMOTES_MAX]; /* in settings */
 	size_t ngit_remotes;
+	/* the placeholders' names and values, only for Claude Code's environment */
+	const char *ph_names[TASK_SETTINGS_ENV_MAX], *ph_values[TASK_SETTINGS_ENV_MAX];
+	size_t nph;
 	const char *resume;      /* the session Claude Code resumes; NULL: a new one */
 	struct strvec secrets;   /* NAME=value, only for Claude Code's environment */
 	int secrets_later;       /* an early task without secrets: read after Claude Code */

@@ -10,7 +10,8 @@
  *	--root, --git, --claude, --retries, --forward, --oauth, --ca, --proxy=URL, --term=T
  *   test-host env-take CONFIG
  *	host_env_take() of CONFIG: the names and values the VM would get,
- *	NAME=VALUE a line; "error: REASON" (exit 1) when refused
+ *	NAME=VALUE a line, then its placeholders, "placeholder NAME=VALUE" a
+ *	line; "error: REASON" (exit 1) when refused
  *   test-host helpers [--no-values] CONFIG SOCK LOG
  *	host_env_take() of CONFIG, then helpers_start() with the proxy on the
  *	unix socket SOCK logging to LOG and the secrets passed on: prints the
@@ -132,6 +133,8 @@ static int cmd_env_take(int argc, char **argv)
 	}
 	for (size_t i = 0; i < e.names.nr; i++)
 		printf("%s=%s\n", e.names.v[i], e.values.v[i]);
+	for (size_t i = 0; i < e.ph_names.nr; i++)
+		printf("placeholder %s=%s\n", e.ph_names.v[i], e.ph_values.v[i]);
 	host_env_release(&e);
 	config_release(&cfg);
 	return 0;

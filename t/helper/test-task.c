@@ -31,6 +31,7 @@
  *	print STRING as windows_quote() appends it, or "error: REASON" (exit 1)
  *   test-task settings [--id ID] [--commit HEX] [--model M] [--timeout S]
  *		[--budget USD] [--api none|forward|oauth] [--env NAME=VALUE...]
+ *		[--placeholder NAME=VALUE...]
  *		[--mount TAG:PATH...] [--system-prompt S] [--git NAME:EMAIL] [--remote URL...]
  *		[--secrets FILE] [--run] [--command WORD...] [--uid N] [--gid N] [--path P]
  *		[--resume ID] [--branch B] [--proxy URL] [--check CMD] [--check-timeout MS]
@@ -539,9 +540,9 @@ static int cmd_windows_quote(int argc, char **argv)
 struct settings_args {
 	struct guest_secret secrets[16];
 	struct task_mount mounts[16];
-	const char *names[16], *remotes[16], *words[16];
+	const char *names[16], *remotes[16], *words[16], *ph_names[16], *ph_values[16];
 	const char *secrets_file;
-	size_t nsec, nmounts, nremotes;
+	size_t nsec, nmounts, nremotes, nph;
 };
 
 /* settings' options, into ts and sa. */
@@ -594,6 +595,11 @@ static void settings_args(int argc, char **argv, struct task_settings *ts, struc
 			*sep = '\0';
 			sa->secrets[sa->nsec].name = sa->names[sa->nsec] = argv[i + 1];
 			sa->secrets[sa->nsec++].value = sep + 1;
+		} else if (!strcmp(a, "--placeholder") && sa->nph < 16 &&
+		           (sep = strchr(argv[i + 1], '='))) {
+			*sep = '\0';
+			sa->ph_names[sa->nph] = argv[i + 1];
+			sa->ph_values[sa->nph++] = sep + 1;
 		} else if (!strcmp(a, "--mount") && sa->nmounts < 16 &&
 		           (sep = strchr(argv[i + 1], ':'))) {
 			*sep = '\0';
@@ -615,6 +621,9 @@ static void settings_args(int argc, char **argv, struct task_settings *ts, struc
 	ts->command = sa->words;
 	ts->env_names = sa->names;
 	ts->nenv = sa->nsec;
+	ts->ph_names = sa->ph_names;
+	ts->ph_values = sa->ph_values;
+	ts->nph = sa->nph;
 	ts->mounts = sa->mounts;
 	ts->nmounts = sa->nmounts;
 	ts->git_remotes = sa->remotes;
