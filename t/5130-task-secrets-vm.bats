@@ -326,8 +326,11 @@ probe() {
 
 @test "task secrets vm: the subscription's token stays on the host: Claude Code in the VM used its placeholder, the API got the token as a Bearer, no process showed it" {
 	shared
-	run jq -r '.api + " " + (.env_names | join(","))' "$DIR/settings.json"
-	assert_output "oauth CLAUDE_CODE_OAUTH_TOKEN,MY_TOKEN"
+	run jq -r '.api + " " + (.env_names | join(",")) + " " + (.placeholders | keys_unsorted | join(","))' "$DIR/settings.json"
+	assert_output "oauth  CLAUDE_CODE_OAUTH_TOKEN,MY_TOKEN"
+	# placeholders only, in settings.json: the init started the task before the session
+	run grep -cE '^\[ *[0-9.]+\] started by the init before the session' "$DIR/vm.log"
+	assert_output 1
 	# (Claude Code keeps its own login out of its tools' environment)
 	run probe env.out
 	assert_success
