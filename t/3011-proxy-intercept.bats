@@ -451,7 +451,7 @@ unix_get() {
 	MY_TOKEN=$VALUE test-host helpers "$T/cfg.yaml" "$T/h.sock" "$T/h.log" <"$T/in" >"$T/h.out" 2>"$T/h.err" &
 	exec 7>"$T/in"
 	wait_until 10 grep -q '^ready$' "$T/h.out" || { exec 7>&-; cat "$T/h.err" >&2; false; }
-	ph=$(sed -n 's/^MY_TOKEN=//p' "$T/h.out")
+	ph=$(sed -n 's/^placeholder MY_TOKEN=//p' "$T/h.out")
 	[[ "$ph" =~ ^aibox-secret-[0-9a-f]{32}$ ]] || fail "placeholder: $ph"
 	run grep '^args: ' "$T/h.out"
 	assert_success

@@ -15,8 +15,8 @@
  *   test-host helpers [--no-values] CONFIG SOCK LOG
  *	host_env_take() of CONFIG, then helpers_start() with the proxy on the
  *	unix socket SOCK logging to LOG and the secrets passed on: prints the
- *	env (NAME=VALUE), "args: ..." (the proxy's argv), the task CA's PEM and
- *	"ready"; on EOF of stdin stops the helpers and prints the record;
+ *	env (NAME=VALUE), the placeholders (placeholder NAME=VALUE), "args: ..." (the proxy's argv),
+ *the task CA's PEM and "ready"; on EOF of stdin stops the helpers and prints the record;
  *	--no-values: no secret values given (as on a Slurm node)
  *   test-host worker pdeath|detach
  *	spawn_worker() with that flag, an extra fd open in the parent; the
@@ -173,6 +173,8 @@ static int cmd_helpers(int argc, char **argv)
 	close(o.proxy_log_fd);
 	for (size_t i = 0; i < e.names.nr; i++)
 		printf("%s=%s\n", e.names.v[i], e.values.v[i]);
+	for (size_t i = 0; i < e.ph_names.nr; i++)
+		printf("placeholder %s=%s\n", e.ph_names.v[i], e.ph_values.v[i]);
 	printf("args:");
 	for (size_t i = 0; i < h.proxy.args.nr; i++)
 		printf(" %s", h.proxy.args.v[i]);
