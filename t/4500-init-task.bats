@@ -1276,6 +1276,107 @@ print(all(s[i]["start_s"] + s[i]["seconds"] <= s[i + 1]["start_s"] + 0.002 for i
 	refute_output --partial sneaky-value
 }
 
+# go_secrets TEXT: the go message's secrets where a restored VM's init leaves
+# them (root's /run/aibox/go-secrets in a VM), for the task to take
+go_secrets() {
+	printf '%s\n' "$1" >go-secrets
+	chmod 600 go-secrets
+	export AIBOX_TEST_TASK_GO_SECRETS=$T/go-secrets
+}
+
+@test "init task: secrets the go message carried give the early task, Claude Code has them, and their file is gone" {
+	prepared_share
+	ENV_NAMES='["MY_VAR", "OTHER"]'
+	write_settings
+	go_secrets '{"env": {"MY_VAR": "from the go message", "OTHER": "x=y"}}'
+	# the session attaches 1.5 s after PID 1 started the task, bringing none
+	export AIBOX_TEST_TASK_EARLY=$T/early AIBOX_TEST_TASK_ATTACH_MS=1500
+	run_task "$(printf 'env MY_VAR\nenv OTHER')"
+	assert_success
+	assert_equal "$(jget steps.0.status)" ok
+	grep -q "started by the init before the session (the go message carried the secrets" res/vm.log
+	run jget claude.last_message
+	assert_line "MY_VAR=from the go message"
+	assert_line "OTHER=x=y"
+	run python3 -c 'import json, sys
+r = json.load(open(sys.argv[1]))
+print(r["session_s"] >= 1.4, 0 < r["steps"][1]["start_s"] < r["session_s"])' res/result.json
+	assert_output "True True"
+	[ ! -e go-secrets ]
+	run ! grep -q "nothing of them was used" progress.txt
+}
+
+@test "init task: the session's task takes the go message's secrets too, when no early task runs" {
+	prepared_share
+	ENV_NAMES='["MY_VAR"]'
+	write_settings
+	go_secrets '{"env": {"MY_VAR": "from the go message"}}'
+	run_task "env MY_VAR"
+	assert_success
+	run jget claude.last_message
+	assert_line "MY_VAR=from the go message"
+	[ ! -e go-secrets ]
+}
+
+@test "init task: secrets both from the go message and on stdin fail the clone step; none is used" {
+	prepared_share
+	ENV_NAMES='["MY_VAR"]'
+	write_settings
+	go_secrets '{"env": {"MY_VAR": "from the go message"}}'
+	run_task "env MY_VAR" '{"env": {"MY_VAR": "from stdin"}}'
+	assert_success
+	assert_equal "$(jget failed_step)" clone
+	assert_equal "$(jget steps.0.status)" failed
+	assert_equal "$(jget steps.1.status)" skipped
+	assert_equal "$(jget claude)" null
+	grep -q "the secrets came both with the go message and on stdin" progress.txt
+}
+
+@test "init task: an early task's session that sends secrets after the go message's is said, never used" {
+	prepared_share
+	ENV_NAMES='["MY_VAR"]'
+	write_settings
+	go_secrets '{"env": {"MY_VAR": "from the go message"}}'
+	export AIBOX_TEST_TASK_EARLY=$T/early
+	run_task "env MY_VAR" '{"env": {"MY_VAR": "from stdin"}}'
+	assert_success
+	grep -q "the session sent secrets too (nothing of them was used: the go message carried them)" progress.txt
+	run jget claude.last_message
+	assert_line "MY_VAR=from the go message"
+	refute_output --partial "from stdin"
+}
+
+@test "init task: the go message's secrets are held to env_names, and must be a regular file" {
+	prepared_share
+	ENV_NAMES='["MY_VAR"]'
+	write_settings
+	go_secrets '{"env": {"MY_VAR": "v", "SNEAKY": "s"}}'
+	export AIBOX_TEST_TASK_EARLY=$T/early
+	run_task "env SNEAKY"
+	assert_success
+	assert_equal "$(jget failed_step)" clone
+	assert_equal "$(jget claude)" null
+	grep -q "secret 'SNEAKY' is not in env_names" progress.txt
+	# not JSON of the framing
+	rm -rf res early
+	mkdir res
+	go_secrets '{"MY_VAR": "v"}'
+	run_task "env MY_VAR"
+	assert_equal "$(jget failed_step)" clone
+	assert_equal "$(jget claude)" null
+	grep -q "the secrets on stdin" progress.txt
+	# a link is not followed, and left where it is
+	rm -rf res early go-secrets
+	mkdir res
+	printf '{"env": {"MY_VAR": "via a link"}}\n' >elsewhere
+	ln -s "$T/elsewhere" go-secrets
+	run_task "env MY_VAR"
+	assert_equal "$(jget failed_step)" clone
+	assert_equal "$(jget claude)" null
+	grep -q "cannot read the secrets of the go message" progress.txt
+	[ -L go-secrets ]
+}
+
 # early_socket MODE: a stand-in for the early task's socket in early/ (made
 # first, so no early task or clone is started): it accepts one session and
 # answers "junk" with a message not ours, or "none" by closing.

@@ -13,8 +13,9 @@ bats_require_minimum_version 1.5.0
 # The shared task, in $S (its stdout $S/out, stderr $S/err, exit code
 # $S/status, "yes" in $S/seccomp once aibox-task ran locked down with QEMU
 # as its child): it starts from the tag v1 with its prompt from --file, with
-# skills in ~/.claude and `commands: none`; Claude Code commits hello.txt and
-# what it saw of ~/.claude, then holds 70 connections to the proxy at once
+# skills in ~/.claude, `commands: none` and a real env value in the config's
+# env; Claude Code commits hello.txt, what it saw of ~/.claude and the env
+# value, then holds 70 connections to the proxy at once
 # until at least the 6 past the cap of 64 are closed (read -t 0: readable at
 # their end), 15 s at most.
 setup_file() {
@@ -23,9 +24,11 @@ setup_file() {
 	mkdir -p "$HOME/.claude/skills/hello" "$HOME/.claude/commands"
 	echo "a skill for the vm" >"$HOME/.claude/skills/hello/SKILL.md"
 	echo "a command" >"$HOME/.claude/commands/hi.md"
-	printf 'commands: none\n' >>"$AIBOX_HOME/projects/repo/config.yaml"
+	# a real env value: it comes with the go message, not over the session
+	printf '  - AIBOX_T_VALUE\ncommands: none\n' >>"$AIBOX_HOME/projects/repo/config.yaml"
+	export AIBOX_T_VALUE="a host value, with spaces"
 	local commit conns
-	commit='echo hello from the vm > hello.txt && cp ~/.claude/skills/hello/SKILL.md skill.txt && { { echo x >> ~/.claude/skills/hello/SKILL.md && echo writable; } 2>/dev/null || echo read-only; } > skill-rw.txt && { ls -A ~/.claude/commands > commands.txt 2>&1 || echo absent > commands.txt; } && git add hello.txt skill.txt skill-rw.txt commands.txt && git commit -q -m "Add hello.txt"'
+	commit='echo hello from the vm > hello.txt && cp ~/.claude/skills/hello/SKILL.md skill.txt && { { echo x >> ~/.claude/skills/hello/SKILL.md && echo writable; } 2>/dev/null || echo read-only; } > skill-rw.txt && { ls -A ~/.claude/commands > commands.txt 2>&1 || echo absent > commands.txt; } && printf "%s\\n" "$AIBOX_T_VALUE" > env-value.txt && git add hello.txt skill.txt skill-rw.txt commands.txt env-value.txt && git commit -q -m "Add hello.txt"'
 	conns='for i in $(seq 70); do eval "exec $((i + 20))<>/dev/tcp/10.0.2.100/3128" || echo failed-$i; done; for t in $(seq 150); do n=0; for i in $(seq 70); do read -t 0 -u $((i + 20)) && n=$((n + 1)); done; [ $n -ge 6 ] && break; sleep 0.1; done; echo held, $n closed'
 	api "$(python3 -c 'import json, sys; print(json.dumps({"turns": [
 	  {"tool_use": {"name": "Bash", "input": {"command": sys.argv[1], "description": "commit"}}},
@@ -149,9 +152,18 @@ and commit it."
 	# (docs/init-task.md, "The prepared clone")
 	[ -f "$DIR/start.idx" ]
 	grep -q "prepared clone: pack-" "$DIR/vm.log"
-	# no secrets named: PID 1's child ran the task before the host connected
-	# (docs/init-task.md, "The early task")
-	grep -qE '^\[ *[0-9.]+\] started by the init before the session \(settings.json names no secrets' "$DIR/vm.log"
+	# its env value came with the go message: PID 1's child ran the task
+	# before the host connected (docs/init-task.md, "The early task")
+	grep -qE '^\[ *[0-9.]+\] started by the init before the session \(the go message carried the secrets' "$DIR/vm.log"
+}
+
+@test "task vm: the task's env value came with the go message, Claude Code had it, and the session's stdin brought none" {
+	shared
+	fetch_shared
+	assert_equal "$(git show "$BRANCH:env-value.txt")" "a host value, with spaces"
+	run jq -r '.env_names | join(",")' "$DIR/settings.json"
+	assert_output AIBOX_T_VALUE
+	run ! grep -q "nothing of them was used" "$DIR/vm.log" "$S/err"
 }
 
 @test "task vm: the task's Claude Code started before the session attached, and aibox.log says how much of it came before" {

@@ -25,6 +25,7 @@ const struct guest_result_file guest_results[RESULT_NFILES] = {
 const struct guest_literal guest_literals[] = {
     ABI(TOKEN, GUEST_RUN_DIR),
     ABI(TOKEN, GUEST_TASK_DIR),
+    ABI(TOKEN, GUEST_GO_SECRETS),
     ABI(TOKEN, GUEST_STATE_DIR),
     ABI(TOKEN, GUEST_HOME),
     ABI(WORD, GUEST_PROJECT_PATH),

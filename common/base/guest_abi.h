@@ -18,7 +18,10 @@
 #include "base/session_file.h"
 
 /* ---- paths in the guest ------------------------------------------------ */
-#define GUEST_RUN_DIR      "/run/aibox"
+#define GUEST_RUN_DIR "/run/aibox"
+/* The secrets a restored VM's go message carried (common/vm/snapshot.h): root's, 0600, on
+   /run's tmpfs until the task takes them. */
+#define GUEST_GO_SECRETS   GUEST_RUN_DIR "/go-secrets"
 #define GUEST_TASK_DIR     "/run/aibox/task" /* the task (or run) folder, read-only (9p) */
 #define GUEST_STATE_DIR    "/mnt/state"      /* the state disk */
 #define GUEST_HOME         "/home/aibox"     /* the user aibox's home, on the state disk */

@@ -218,7 +218,8 @@ static int start_helpers(const struct task_vm *v, struct helpers *h, struct file
 	return ret;
 }
 
-static int start_vm(const struct task_vm *v, struct vm *vm, int console_fd, struct buf *err)
+static int start_vm(const struct task_vm *v, struct vm *vm, int console_fd,
+                    const struct buf *secrets, struct buf *err)
 {
 	struct vm_config vc = VM_CONFIG_INIT;
 	struct buf plog = BUF_INIT;
@@ -236,6 +237,9 @@ static int start_vm(const struct task_vm *v, struct vm *vm, int console_fd, stru
 	/* Each QEMU, a snapshot's saving one too, is the handler's to kill (vm.h). */
 	vc.stop = v->stop;
 	vc.qemu_pid = v->qemu_pid;
+	/* A restore hands them to the guest's init with its go message. */
+	vc.secrets = secrets->buf;
+	vc.secrets_len = secrets->len;
 	ret = v->snapshot ? snapshot_boot(&vc, vm) : vm_start(&vc, vm);
 	if (ret < 0) {
 		buf_addf(err, "cannot start the VM: %s", strerror(-ret));
@@ -260,8 +264,9 @@ static void session(const struct task_vm *v, struct vm *vm, const struct files *
 	s.id = v->id;
 	s.err_fd = 2;
 	s.log_fd = v->aibox_log_fd;
-	s.secrets = secrets->buf;
-	s.secrets_len = secrets->len;
+	/* What the go message carried does not come again: the stdin is empty. */
+	s.secrets = vm->secrets_sent ? "" : secrets->buf;
+	s.secrets_len = vm->secrets_sent ? 0 : secrets->len;
 	for (int i = 0; i < RESULT_NFILES; i++)
 		s.result_fds[i] = v->result_fds[i];
 	s.timeout_ms = v->timeout_ms + SESSION_GRACE_MS + (long)task_check_extra_ms(v->cfg);
@@ -328,7 +333,7 @@ int task_vm_run(const struct task_vm *v, struct buf *secrets, struct vm_outcome 
 	f.disk = open(v->state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	f.watch = watch_helpers(&h, &f);
 	/* A start that failed because it was stopped ends as stopped (below). */
-	if (!*v->stop && (ret = start_vm(v, &vm, f.console, err)) < 0 && !*v->stop)
+	if (!*v->stop && (ret = start_vm(v, &vm, f.console, secrets, err)) < 0 && !*v->stop)
 		goto fail;
 	/* Everything is open: from here on no file is opened and nothing runs. */
 	if (!v->no_sandbox && (ret = sandbox_lockdown(SANDBOX_SECCOMP, 0)) < 0) {

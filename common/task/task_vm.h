@@ -83,7 +83,8 @@ struct task_vm {
  * Run the VM phase: broker.log, proxy.log, usage.json (with the key) and
  * console.log made in dir, the helpers started, the VM started, aibox-task
  * locked down (sandbox.h; nothing is opened or started after it), the
- * session with secrets on its stdin (wiped then), the VM, the proxy (its
+ * session with secrets on its stdin (after a restore they went with the go
+ * message instead, and the stdin is empty; wiped at the end), the VM, the proxy (its
  * record read) and the broker stopped; aibox.log gets the phases proxy,
  * boot, session and stop.  0 with o filled, the task's own failures
  * included (o->why); a negative errno with err set when the phase could not

@@ -18,6 +18,7 @@
 #include "base/clock.h"
 #include "base/err.h"
 #include "base/guest_abi.h"
+#include "base/guest_secrets.h"
 #include "base/hex.h"
 #include "vm/qmp.h"
 #include "base/shell_quote.h"
@@ -1014,8 +1015,41 @@ static int go_message(const struct vm_config *cfg, struct buf *b)
 	buf_addf(b, "\ndisk %llu\n", vm_disk_bytes(cfg));
 	for (size_t i = 0; i < cfg->nr_mounts; i++)
 		buf_addf(b, "share %s " SNAP_SLOT_TAG "%zu\n", cfg->mounts[i].tag, i);
+	if (cfg->secrets && cfg->secrets_len) {
+		if (cfg->secrets_len > GUEST_SECRETS_MAX)
+			return -EFBIG;
+		buf_addf(b, "secrets %zu\n", cfg->secrets_len);
+	}
 	buf_addstr(b, "end\n");
 	return b->len <= SNAP_GO_MAX ? 0 : -EFBIG;
+}
+
+/*
+ * All n bytes of data to the guest's port fd by deadline (clock_ms()): the
+ * guest takes them only as its init reads.  0, or -errno (-ETIMEDOUT).
+ */
+static int send_by(int fd, const void *data, size_t n, long deadline)
+{
+	const char *p = data;
+
+	while (n) {
+		struct pollfd pf = {.fd = fd, .events = POLLOUT};
+		long left = deadline - (long)clock_ms();
+		ssize_t w;
+
+		if (left <= 0)
+			return -ETIMEDOUT;
+		if (poll(&pf, 1, (int)left) < 0 && errno != EINTR)
+			return -errno;
+		w = send(fd, p, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (w < 0 && errno != EINTR && errno != EAGAIN)
+			return -errno;
+		if (w > 0) {
+			p += w;
+			n -= (size_t)w;
+		}
+	}
+	return 0;
 }
 
 /* Wait until the restored VM runs. */
@@ -1081,10 +1115,15 @@ static int restore(const struct vm_config *cfg, struct snap *s, int in_fd, int r
 	         json_pack("{s:s,s:I}", "device", "state", "size", (json_int_t)vm_disk_bytes(cfg)),
 	         NULL, RESTORE_MS, err)) < 0)
 		goto out;
-	if ((r = go_message(cfg, &go)) < 0 || (r = write_all(x.ctl[0], go.buf, go.len)) < 0) {
+	/* The secrets from the caller's buffer: no copy of them is made here. */
+	if ((r = go_message(cfg, &go)) < 0 ||
+	    (r = send_by(x.ctl[0], go.buf, go.len, deadline)) < 0 ||
+	    (cfg->secrets &&
+	     (r = send_by(x.ctl[0], cfg->secrets, cfg->secrets_len, deadline)) < 0)) {
 		buf_addf(err, "cannot send the go message: %s", strerror(-r));
 		goto out;
 	}
+	vm->secrets_sent = cfg->secrets && cfg->secrets_len;
 	vm->ssh_fd = x.ssh[0];
 	x.ssh[0] = -1;
 	vm->ctl_fd = x.ctl[0];

@@ -23,11 +23,17 @@
  *	seed <128 hex digits>            64 fresh bytes for the kernel's pool
  *	disk <bytes>                     the state disk's size once resized
  *	share <tag> <slot tag>           0 to SNAP_SHARES times
+ *	secrets <bytes>                  at most once, 1 to GUEST_SECRETS_MAX
  *	end
  *
- * It carries nothing secret but the seed, and the port is private to the
- * VM's QEMU.  Before it, the guest writes SNAP_WAITING on the port: the
- * host saves the snapshot only after that line.
+ * and, with a secrets line, exactly that many bytes right after "end\n":
+ * vm_config's secrets, the task's env values in the framing the session's
+ * stdin has without it (common/base/guest_secrets.h, GUEST_SECRETS_STDIN),
+ * so that a restored VM's task need not wait for the session to have them
+ * (docs/init-task.md, "The early task").  Besides those the message carries
+ * nothing secret but the seed, and the port is private to the VM's QEMU.
+ * Before it, the guest writes SNAP_WAITING on the port: the host saves the
+ * snapshot only after that line.
  */
 #ifndef AIBOX_SNAPSHOT_H
 #define AIBOX_SNAPSHOT_H

@@ -88,6 +88,14 @@ struct vm_config {
 	const char *extra_cmdline; /* appended to the kernel command line, or NULL */
 	int no_mem_merge;          /* 1: guest RAM not offered to KSM (mem-merge=off) */
 	/*
+	 * Task mode: the env values (GUEST_SECRETS_STDIN's text), which a
+	 * restore sends after its go message (snapshot.h; vm->secrets_sent);
+	 * a cold boot sends nothing, they then go over the session.  NULL or
+	 * empty: none.  Not copied: the caller wipes them.
+	 */
+	const char *secrets;
+	size_t secrets_len;
+	/*
 	 * A stop the caller's signal handler may ask for, and where it finds
 	 * the QEMU to kill (both NULL: none).  Every QEMU started for this VM
 	 * (a snapshot's saving and restoring VMs too) is published in
@@ -109,11 +117,12 @@ struct vm_config {
 #define VM_MAX_CONNS 64
 
 struct vm {
-	pid_t pid;    /* QEMU */
-	int pidfd;    /* pidfd of QEMU (poll: readable when it exits), or -1 */
-	int ssh_fd;   /* stream socket to the guest's SSH server */
-	int kvm;      /* 1 with KVM, 0 under TCG */
-	int restored; /* 1 when started from a snapshot */
+	pid_t pid;        /* QEMU */
+	int pidfd;        /* pidfd of QEMU (poll: readable when it exits), or -1 */
+	int ssh_fd;       /* stream socket to the guest's SSH server */
+	int kvm;          /* 1 with KVM, 0 under TCG */
+	int restored;     /* 1 when started from a snapshot */
+	int secrets_sent; /* 1 when the go message carried vm_config's secrets */
 	/*
 	 * After a restore: what the snapshot's stamp spared (snapshot.c, "The
 	 * stamp"): bit 0, running QEMU for its version; bit 1, reading the RAM

@@ -116,9 +116,12 @@ int find_disk(const char *serial, char *dev, size_t n);
  * message (the snapshot is taken during that wait), reseeds the kernel's
  * random pool with its seed, sets the clock, waits for the state disk's new
  * size and keeps the rest of the message for snap_load_map(), which PID 1
- * calls again after it re-executed itself.  snap_share_tag() is the tag a
- * settings.json mount tag is served under (itself outside a snapshot).
+ * calls again after it re-executed itself; the secrets that came after the
+ * message, if any, go to GUEST_GO_SECRETS for the task to take.
+ * snap_share_tag() is the tag a settings.json mount tag is served under
+ * (itself outside a snapshot).
  */
+
 int snap_mode(void);
 int snap_wait_go(void);
 int snap_load_map(void);

@@ -416,14 +416,9 @@ out:
 	 * started, and they travel while the clone is taken; only Claude Code's
 	 * environment needs them.
 	 */
-	if (si->status && !strcmp(si->status, "ok")) {
-		if (t->o->early_task && json_array_size(t->env_names) == 0)
-			t->secrets_later =
-			    1; /* none named: Claude Code need not wait for the session */
-		else if (secrets_read(t, &why) < 0) {
-			si->status = "failed";
-			progress(t, "%s", why.buf);
-		}
+	if (si->status && !strcmp(si->status, "ok") && secrets_read(t, &why) < 0) {
+		si->status = "failed";
+		progress(t, "%s", why.buf);
 	}
 	buf_release(&why);
 	buf_release(&bundle);

@@ -68,8 +68,9 @@ static void early_result_write(const struct guest_task_opts *o, int ok, int64_t 
 }
 
 /*
- * The child: the settings; with none of the secrets named, the whole task
- * (early_task_run()); else the prepared clone as the session would run it.
+ * The child: the settings; with none of the secrets named or all of them
+ * from the go message, the whole task (early_task_run()); else the prepared
+ * clone as the session would run it.
  * lock and lsock (the early task's socket) are its copies of PID 1's (-1: none).
  */
 __attribute__((noreturn)) static void early_child(const struct guest_task_opts *o, int lock,
@@ -91,7 +92,9 @@ __attribute__((noreturn)) static void early_child(const struct guest_task_opts *
 		close(fd);
 	}
 	guest_task_init(t, o);
-	if (read_settings(t, &why) == 0 && lsock >= 0 && json_array_size(t->env_names) == 0) {
+	if (read_settings(t, &why) == 0 && lsock >= 0 &&
+	    (json_array_size(t->env_names) == 0 ||
+	     (o->go_secrets && access(o->go_secrets, F_OK) == 0))) {
 		json_decref(t->settings);
 		early_task_run(o, lock, lsock);
 	}

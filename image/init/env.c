@@ -3,10 +3,12 @@
  * for Claude Code, and what git and Claude Code run with (task_int.h).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/clock.h"
@@ -61,22 +63,37 @@ static int read_fd_timed(int fd, struct buf *b, size_t max, int ms)
 	}
 }
 
-int secrets_read(struct guest_task *t, struct buf *err)
+/*
+ * The go message's secrets (o->go_secrets, removed once read) into b: 1, 0
+ * when there are none, or -errno.
+ */
+static int go_secrets_take(const struct guest_task_opts *o, struct buf *b)
 {
-	struct buf b = BUF_INIT;
-	int ret = -1, r;
+	struct stat st;
+	int fd, r;
 
-	/* Room for all of it at once: growing would leave copies in freed memory. */
-	buf_grow(&b, GUEST_SECRETS_MAX + 65536);
-	r = read_fd_timed(t->o->in, &b, GUEST_SECRETS_MAX, SECRETS_WAIT_MS);
-	if (r < 0) {
-		buf_addf(err, "cannot read the secrets from stdin: %s", strerror(-r));
-		goto out;
-	}
-	if (guest_secrets_read(b.buf, b.len, GUEST_SECRETS_STDIN, &t->secrets, err) < 0)
-		goto out;
-	for (size_t i = 0; i < t->secrets.nr; i++) {
-		const char *s = t->secrets.v[i];
+	if (!o->go_secrets)
+		return 0;
+	fd = open(o->go_secrets, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -errno;
+	unlink(o->go_secrets);
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+		r = -EINVAL;
+	else
+		r = read_fd_timed(fd, b, GUEST_SECRETS_MAX, SECRETS_WAIT_MS);
+	close(fd);
+	return r < 0 ? r : 1;
+}
+
+/* The secrets' text b into out, each name one of env_names.  0, or -1 with err set. */
+static int secrets_parse(struct guest_task *t, const struct buf *b, struct strvec *out,
+                         struct buf *err)
+{
+	if (guest_secrets_read(b->buf, b->len, GUEST_SECRETS_STDIN, out, err) < 0)
+		return -1;
+	for (size_t i = 0; i < out->nr; i++) {
+		const char *s = out->v[i];
 		char name[GUEST_ENV_NAME_MAX + 1];
 		size_t n = strcspn(s, "=");
 
@@ -84,9 +101,62 @@ int secrets_read(struct guest_task *t, struct buf *err)
 		name[n] = '\0';
 		if (!env_name_allowed(t, name)) {
 			buf_addf(err, "secret '%s' is not in env_names", name);
-			strvec_wipe_clear(&t->secrets);
-			goto out;
+			strvec_wipe_clear(out);
+			return -1;
 		}
+	}
+	return 0;
+}
+
+/* The secrets on t->o->in into out (secrets_read()'s rules).  0, or -1 with err set. */
+static int stdin_secrets(struct guest_task *t, struct strvec *out, struct buf *err)
+{
+	struct buf b = BUF_INIT;
+	int ret = -1, r;
+
+	/* Room for all of it at once: growing would leave copies in freed memory. */
+	buf_grow(&b, GUEST_SECRETS_MAX + 65536);
+	r = read_fd_timed(t->o->in, &b, GUEST_SECRETS_MAX, SECRETS_WAIT_MS);
+	if (r < 0)
+		buf_addf(err, "cannot read the secrets from stdin: %s", strerror(-r));
+	else
+		ret = secrets_parse(t, &b, out, err);
+	buf_wipe_release(&b);
+	return ret;
+}
+
+int secrets_read(struct guest_task *t, struct buf *err)
+{
+	struct buf b = BUF_INIT;
+	struct strvec more = STRVEC_INIT;
+	int ret = -1, go;
+
+	buf_grow(&b, GUEST_SECRETS_MAX + 65536);
+	go = go_secrets_take(t->o, &b);
+	if (go < 0) {
+		buf_addf(err, "cannot read the secrets of the go message: %s", strerror(-go));
+		goto out;
+	}
+	if (!go && !t->o->early_task) {
+		ret = stdin_secrets(t, &t->secrets, err);
+		goto out;
+	}
+	if (!go && json_array_size(t->env_names)) {
+		buf_addstr(err, "settings.json names secrets and the go message carried none");
+		goto out;
+	}
+	if (go && secrets_parse(t, &b, &t->secrets, err) < 0)
+		goto out;
+	t->secrets_go = go;
+	if (t->o->early_task) {
+		/* The session's stdin has none: read once Claude Code has ended. */
+		t->secrets_later = 1;
+	} else if (stdin_secrets(t, &more, err) < 0 || more.nr) {
+		if (more.nr)
+			buf_addstr(err, "the secrets came both with the go message and on stdin");
+		strvec_wipe_clear(&more);
+		secrets_clear(t);
+		goto out;
 	}
 	ret = 0;
 out:
@@ -150,11 +220,17 @@ void claude_env(struct guest_task *t, struct strvec *env)
 
 void secrets_take_later(struct guest_task *t)
 {
+	const char *because =
+	    t->secrets_go ? "the go message carried them" : "settings.json names none";
+	struct strvec more = STRVEC_INIT;
 	struct buf why = BUF_INIT;
 
 	t->secrets_later = 0;
-	if (secrets_read(t, &why) < 0)
-		progress(t, "%s (nothing of them was used: settings.json names none)", why.buf);
+	if (stdin_secrets(t, &more, &why) < 0)
+		progress(t, "%s (nothing of them was used: %s)", why.buf, because);
+	else if (more.nr)
+		progress(t, "the session sent secrets too (nothing of them was used: %s)", because);
+	strvec_wipe_clear(&more);
 	secrets_clear(t);
 	buf_release(&why);
 }

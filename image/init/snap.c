@@ -16,6 +16,7 @@
 #include "base.h"
 #include "base/buf.h"
 #include "base/err.h"
+#include "base/guest_secrets.h"
 #include "base/hex.h"
 #include "base/num.h"
 #include "vm/snapshot.h"
@@ -67,12 +68,13 @@ static int copy_tag(char *dst, const char *src, size_t len)
  * Parse a go message (common/vm/snapshot.h); with seed non-NULL the seed, the
  * time and the disk size too.  The share map goes into map_*.
  */
-static int parse_go(char *msg, unsigned char *seed, struct timespec *now, long *disk)
+static int parse_go(char *msg, unsigned char *seed, struct timespec *now, long *disk, long *secrets)
 {
 	char *line, *next;
 	int n = 0, ended = 0;
 
 	map_nr = 0;
+	*secrets = 0;
 	for (line = msg; *line && !ended; line = next, n++) {
 		char *nl = strchr(line, '\n');
 		long a, b;
@@ -118,6 +120,10 @@ static int parse_go(char *msg, unsigned char *seed, struct timespec *now, long *
 			    copy_tag(map_slot[map_nr], sp + 1, strlen(sp + 1)) < 0)
 				return -EINVAL;
 			map_nr++;
+		} else if (!strncmp(line, "secrets ", 8)) {
+			if (*secrets || parse_long(line + 8, 1, GUEST_SECRETS_MAX, &a) < 0)
+				return -EINVAL;
+			*secrets = a;
 		} else if (!strcmp(line, "end")) {
 			ended = 1;
 		} else {
@@ -191,14 +197,69 @@ static int say_waiting(int fd)
 	return -EIO;
 }
 
+/*
+ * Up to max bytes from the port fd into b->buf + *len, once something came.
+ * 0, or -errno.
+ */
+static int port_read(int fd, char *b, size_t *len, size_t max)
+{
+	for (;;) {
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		ssize_t n;
+
+		if (poll(&p, 1, 100) <= 0)
+			continue;
+		n = read(fd, b + *len, max - *len);
+		if (n < 0 && errno != EINTR && errno != EAGAIN)
+			return -errno;
+		if (n > 0) {
+			*len += (size_t)n;
+			return 0;
+		}
+		/* 0: the host end is not connected (yet). */
+		usleep(10000);
+	}
+}
+
+/*
+ * The go message's secrets: the extra bytes that came with the message, then
+ * the rest from fd, all `want` of them, into GUEST_GO_SECRETS (made new,
+ * root's only; never a disk: /run is a tmpfs and the guest has no swap).
+ * Every copy is wiped.  0, or -errno.
+ */
+static int take_secrets(int fd, const char *extra, size_t n, size_t want)
+{
+	char *b = xmalloc(want);
+	size_t len = n;
+	int out, r = 0;
+
+	memcpy(b, extra, n);
+	while (len < want && (r = port_read(fd, b, &len, want)) == 0)
+		;
+	if (r < 0) {
+		error("cannot read the secrets on %s: %s", SNAP_PORT, strerror(-r));
+		goto out;
+	}
+	out = open(GUEST_GO_SECRETS, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (out < 0 || (r = write_all(out, b, want)) < 0 || close(out) < 0) {
+		r = r < 0 ? r : -errno;
+		error("cannot write '%s': %s", GUEST_GO_SECRETS, strerror(-r));
+		unlink(GUEST_GO_SECRETS);
+	}
+out:
+	explicit_bzero(b, want);
+	free(b);
+	return r;
+}
+
 int snap_wait_go(void)
 {
-	char port[64], msg[SNAP_GO_MAX + 1];
+	char port[64], msg[SNAP_GO_MAX + 1], *end = NULL;
 	unsigned char seed[SNAP_SEED_BYTES];
 	struct timespec now = {0, 0};
 	struct buf keep = BUF_INIT;
-	size_t len = 0;
-	long disk = 0;
+	size_t len = 0, head;
+	long disk = 0, secrets = 0;
 	int fd, r;
 
 	if ((r = find_port(SNAP_PORT, port, sizeof(port))) < 0)
@@ -209,44 +270,52 @@ int snap_wait_go(void)
 		close(fd);
 		return error("cannot write on '%s'", port), -EIO;
 	}
-	/* The snapshot is taken here; a restored VM goes on from this read. */
-	while (len < 5 || memcmp(msg + len - 5, "\nend\n", 5)) {
-		struct pollfd p = {.fd = fd, .events = POLLIN};
-		ssize_t n;
-
+	/*
+	 * The snapshot is taken here; a restored VM goes on from this read.
+	 * The secrets may follow the message in the same read.
+	 */
+	while (!(len >= 5 && (end = memmem(msg, len, "\nend\n", 5)))) {
 		if (len == SNAP_GO_MAX) {
 			close(fd);
+			explicit_bzero(msg, sizeof(msg));
 			return error("the go message is over %d bytes", SNAP_GO_MAX), -EFBIG;
 		}
-		if (poll(&p, 1, 100) <= 0)
-			continue;
-		n = read(fd, msg + len, SNAP_GO_MAX - len);
-		if (n < 0 && errno != EINTR && errno != EAGAIN) {
+		if ((r = port_read(fd, msg, &len, SNAP_GO_MAX)) < 0) {
 			close(fd);
-			return error("cannot read '%s': %s", port, strerror(errno)), -errno;
+			explicit_bzero(msg, sizeof(msg));
+			return error("cannot read '%s': %s", port, strerror(-r)), r;
 		}
-		if (n <= 0) {
-			/* 0: the host end is not connected (yet). */
-			usleep(10000);
-			continue;
-		}
-		len += (size_t)n;
 	}
-	close(fd);
-	msg[len] = '\0';
+	head = (size_t)(end - msg) + 5;
 	/* Kept for the re-executed PID 1 without the seed line. */
-	for (const char *l = msg; *l;) {
-		const char *nl = strchr(l, '\n');
+	for (const char *l = msg; l < msg + head;) {
+		const char *nl = memchr(l, '\n', (size_t)(msg + head - l));
 
 		if (strncmp(l, "seed ", 5))
 			buf_add(&keep, l, (size_t)(nl - l + 1));
 		l = nl + 1;
 	}
-	r = parse_go(msg, seed, &now, &disk);
-	explicit_bzero(msg, sizeof(msg));
-	if (r < 0 || !now.tv_sec || !disk) {
+	{
+		char copy[SNAP_GO_MAX + 1];
+
+		memcpy(copy, msg, head);
+		copy[head] = '\0';
+		r = parse_go(copy, seed, &now, &disk, &secrets);
+		explicit_bzero(copy, sizeof(copy));
+	}
+	if (r < 0 || !now.tv_sec || !disk || len - head > (size_t)secrets) {
+		close(fd);
+		explicit_bzero(msg, sizeof(msg));
 		buf_release(&keep);
 		return error("a bad go message on %s", SNAP_PORT), -EINVAL;
+	}
+	if (secrets)
+		r = take_secrets(fd, msg + head, len - head, (size_t)secrets);
+	close(fd);
+	explicit_bzero(msg, sizeof(msg));
+	if (r < 0) {
+		buf_release(&keep);
+		return r;
 	}
 	r = reseed(seed);
 	explicit_bzero(seed, sizeof(seed));
@@ -271,13 +340,13 @@ int snap_load_map(void)
 {
 	struct buf b = BUF_INIT;
 	struct timespec now;
-	long disk;
+	long disk, secrets;
 	ssize_t r = buf_read_file(&b, GO_FILE, SNAP_GO_MAX);
 	int ret;
 
 	if (r < 0)
 		return error("cannot read '%s': %s", GO_FILE, strerror((int)-r)), (int)r;
-	ret = parse_go(b.buf, NULL, &now, &disk);
+	ret = parse_go(b.buf, NULL, &now, &disk, &secrets);
 	if (ret < 0)
 		error("'%s' is not a go message", GO_FILE);
 	buf_release(&b);

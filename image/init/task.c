@@ -145,7 +145,10 @@ static int task_prepare(struct guest_task *t)
 	if (err < 0)
 		progress(t, "cannot open the results folder '%s': %s", t->results, strerror(-err));
 	vmlog(t, "task mode: share %s, state %s", o->share, o->state);
-	if (o->early_task)
+	if (o->early_task && o->go_secrets && access(o->go_secrets, F_OK) == 0)
+		vmlog(t, "started by the init before the session (the go message carried the "
+		         "secrets: Claude Code does not wait for them)");
+	else if (o->early_task)
 		vmlog(t, "started by the init before the session (settings.json names no secrets: "
 		         "Claude Code does not wait for them)");
 
@@ -243,6 +246,7 @@ void guest_task_opts_fill(struct guest_task_opts *o)
 	o->gid = pw ? pw->pw_gid : 1000;
 	o->git_limit_ms = 10 * 60 * 1000;
 	o->early = GUEST_RUN_DIR "/early-clone";
+	o->go_secrets = GUEST_GO_SECRETS;
 	o->in = 0;
 	o->out = 1;
 	o->err = 2;

@@ -40,10 +40,16 @@ struct guest_task_opts {
 	                         NULL: none */
 	/*
 	 * Set in the task PID 1's child started before the session
-	 * (task_early_start()): it takes no early clone, and reads the secrets
-	 * only after Claude Code when settings.json names none.
+	 * (task_early_start()): it takes no early clone, and reads the
+	 * session's secrets only after Claude Code (they must be none).
 	 */
 	int early_task;
+	/*
+	 * The secrets a restored VM's go message carried (GUEST_GO_SECRETS,
+	 * image/init/base.h): taken in place of the session's, and with them
+	 * the task is early whatever settings.json names.  NULL: none.
+	 */
+	const char *go_secrets;
 	int in, out, err;
 };
 
@@ -52,7 +58,8 @@ void guest_task_opts_fill(struct guest_task_opts *o);
 
 /*
  * PID 1 in task mode, before it serves SSH, when the task folder has
- * start.idx: a child reads settings.json and, when it names no secrets, runs
+ * start.idx: a child reads settings.json and, when it names no secrets or
+ * the go message carried them (o->go_secrets is there), runs
  * the whole task at once, its stdin, stdout and stderr held for the session
  * to take (task_early_attach(); docs/init-task.md, "The early task"); else it
  * starts the prepared clone (the same code and checks as the step clone's)

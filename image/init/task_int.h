@@ -86,7 +86,8 @@ struct guest_task {
 	size_t nph;
 	const char *resume;      /* the session Claude Code resumes; NULL: a new one */
 	struct strvec secrets;   /* NAME=value, only for Claude Code's environment */
-	int secrets_later;       /* an early task without secrets: read after Claude Code */
+	int secrets_later;       /* an early task: the session's secrets read after Claude Code */
+	int secrets_go;          /* t->secrets came with the go message (o->go_secrets) */
 	int64_t session_ms;      /* the session's attach, from t0: 0 when it started the task */
 	int64_t session_fork_ms; /* the session's process start, from t0; -1: not known */
 	int task_ca; /* the task CA is in the bundle: Claude Code gets the CA variables */
@@ -215,8 +216,12 @@ int early_task_attached(const struct guest_task_opts *o, int64_t *at_ms, int64_t
  * Read the secrets from t->o->in: {"env": {"NAME": "value", ...}} then EOF,
  * at most SECRETS_MAX bytes within SECRETS_WAIT_MS; no input at all is no
  * secrets.  Each name must be in settings.json's env_names.  The values go
- * into t->secrets as NAME=value and are wiped from every other copy.  0, or
- * -1 with the reason in err.
+ * into t->secrets as NAME=value and are wiped from every other copy.  When
+ * the go message carried them (o->go_secrets: the file is removed once
+ * read), they are taken from there by the same rules, and the stdin must
+ * bring none: read now, or in an early task once Claude Code has ended
+ * (secrets_take_later()).  An early task with none from the go message
+ * takes none now (its settings name none).  0, or -1 with the reason in err.
  */
 int secrets_read(struct guest_task *t, struct buf *err);
 
@@ -224,10 +229,11 @@ int secrets_read(struct guest_task *t, struct buf *err);
 void secrets_clear(struct guest_task *t);
 
 /*
- * The secrets of an early task whose settings name none (t->secrets_later),
- * read once Claude Code has ended so that it never waited for the session:
- * they must be none; anything else is said in a progress line (nothing of
- * them was used) and the task goes on.
+ * The session's secrets of an early task (t->secrets_later: its settings
+ * name none, or the go message carried them), read once Claude Code has
+ * ended so that it never waited for the session: they must be none;
+ * anything else is said in a progress line (nothing of them was used) and
+ * the task goes on.
  */
 void secrets_take_later(struct guest_task *t);
 

@@ -12,6 +12,8 @@
  *   AIBOX_TEST_TASK_CA_BUNDLE  the bundle the task CA is added to (default: not used)
  *   AIBOX_TEST_TASK_EARLY  the early clone's folder (none yet): the early clone is
  *                          started first, as PID 1 starts it (default: none)
+ *   AIBOX_TEST_TASK_GO_SECRETS  where the go message's secrets are, as a restored
+ *                          VM's init leaves them (default: none)
  * The steps run as the calling user, in process groups instead of cgroups
  * (a test user cannot make cgroups here; see image/init/step.h).
  *
@@ -92,6 +94,7 @@ int main(int argc, char **argv)
 		o.git_limit_ms = ms;
 	}
 	o.early = getenv("AIBOX_TEST_TASK_EARLY");
+	o.go_secrets = getenv("AIBOX_TEST_TASK_GO_SECRETS");
 	/* As PID 1 and then the session do (docs/init-task.md, "The early task"). */
 	task_early_start(&o);
 	/* The session coming later, as the host's SSH set-up makes it. */
