@@ -12,6 +12,7 @@
 
 #include "config/config.h"
 #include "net/dep_cache.h"
+#include "base/clock.h"
 #include "base/paths.h"
 #include "task/helpers.h"
 #include "base/err.h"
@@ -80,28 +81,54 @@ static int watch_helpers(const struct helpers *h, struct files *f)
 	return ep;
 }
 
-/* Which helper ended, and how, into why (the task's line). */
+/* How long a helper's clean exit waits for the other's end to be seen (ms). */
+#define HELPER_PEER_MS 500
+
+/* 1 when sp's process has ended (not reaped), how in *si; else 0. */
+static int helper_gone(const struct spawn *sp, siginfo_t *si)
+{
+	memset(si, 0, sizeof(*si));
+	return sp->pid > 0 && waitid(P_PID, (id_t)sp->pid, si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+	       si->si_pid == sp->pid;
+}
+
+/*
+ * Which helper ended, and how, into why (the task's line).  One's end ends
+ * the other (the broker serves the proxy's connection and exits 0 when it
+ * closes), and the two can be seen in either order: a helper that was killed
+ * or failed is the one named; one that exited 0 only when the other is not
+ * seen to end within HELPER_PEER_MS, or ended as cleanly.
+ */
 static void helper_ended(const struct helpers *h, struct buf *why)
 {
 	const struct spawn *sp[] = {&h->proxy, &h->broker};
 	const char *name[] = {"aibox-proxy", "aibox-broker"};
+	int64_t until = clock_ms() + HELPER_PEER_MS;
+	siginfo_t si[2];
+	int gone[2], pick;
 
-	for (size_t i = 0; i < ARRAY_SIZE(sp); i++) {
-		siginfo_t si = {0};
-
-		if (sp[i]->pid <= 0 ||
-		    waitid(P_PID, (id_t)sp[i]->pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0 ||
-		    si.si_pid != sp[i]->pid)
-			continue;
-		buf_reset(why);
-		if (si.si_code == CLD_EXITED)
-			buf_addf(why, "%s exited with %d while the task ran", name[i],
-			         si.si_status);
-		else
-			buf_addf(why, "%s was killed by SIG%s while the task ran", name[i],
-			         sigabbrev_np(si.si_status) ? sigabbrev_np(si.si_status) : "?");
-		return;
+	for (;;) {
+		pick = -1;
+		for (int i = 0; i < 2; i++)
+			gone[i] = helper_gone(sp[i], &si[i]);
+		for (int i = 0; i < 2 && pick < 0; i++)
+			if (gone[i] && !(si[i].si_code == CLD_EXITED && si[i].si_status == 0))
+				pick = i;
+		if (pick >= 0 || (gone[0] && gone[1]) || clock_ms() >= until)
+			break;
+		poll(NULL, 0, 10);
 	}
+	if (pick < 0)
+		pick = gone[0] ? 0 : gone[1] ? 1 : -1;
+	if (pick < 0)
+		return;
+	buf_reset(why);
+	if (si[pick].si_code == CLD_EXITED)
+		buf_addf(why, "%s exited with %d while the task ran", name[pick],
+		         si[pick].si_status);
+	else
+		buf_addf(why, "%s was killed by SIG%s while the task ran", name[pick],
+		         sigabbrev_np(si[pick].si_status) ? sigabbrev_np(si[pick].si_status) : "?");
 }
 
 /* How long a QEMU whose connection closed may take to be seen ended. */
