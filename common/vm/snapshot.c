@@ -20,6 +20,7 @@
 #include "base/guest_abi.h"
 #include "base/guest_secrets.h"
 #include "base/hex.h"
+#include "base/paths.h"
 #include "vm/qmp.h"
 #include "base/shell_quote.h"
 #include "vm/snapshot.h"
@@ -69,6 +70,7 @@ struct snap {
 	int qemu_stamped; /* deps' QEMU version came from the stamp */
 	int qemu_asked;   /* QEMU's version is asked of QEMU, whatever the stamp says */
 	int ram_stamped;  /* the RAM file's digest came from the stamp */
+	int own_init;     /* the image's init is this aibox's (own_init()) */
 };
 
 #define SNAP_INIT                                                                                  \
@@ -315,6 +317,35 @@ static void add_cpu(int kvm, struct buf *deps)
 	buf_release(&id);
 }
 
+/*
+ * 1 when the image's init (the manifest's "init <sha256>") is this aibox's
+ * own, libexec_dir()'s aibox-init: only such an init is sent what an init
+ * of another aibox might not read (the go message's secrets, snapshot.h).
+ */
+static int fd_sha256(int fd, unsigned long long *size, char *hex);
+
+static int own_init(const struct buf *man)
+{
+	const char *l = strstr(man->buf, "\ninit ");
+	char want[65], hex[65];
+	unsigned long long size;
+	struct buf path = BUF_INIT;
+	int fd, ret = 0;
+
+	if (!l || strcspn(l + 6, "\n") != 64)
+		return 0;
+	memcpy(want, l + 6, 64);
+	want[64] = '\0';
+	buf_addf(&path, "%s/aibox-init", libexec_dir());
+	fd = open(path.buf, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0 && fd_sha256(fd, &size, hex) == 0)
+		ret = !strcmp(hex, want);
+	if (fd >= 0)
+		close(fd);
+	buf_release(&path);
+	return ret;
+}
+
 /* s->deps, what the snapshot depends on (QEMU's version from s->old if it can). */
 static int snap_deps(const struct vm_config *cfg, struct snap *s, struct buf *err)
 {
@@ -346,6 +377,7 @@ static int snap_deps(const struct vm_config *cfg, struct snap *s, struct buf *er
 		r = (int)buf_read_file(&man, path.buf, IMAGE_MANIFEST_MAX);
 		buf_release(&path);
 	}
+	s->own_init = r >= 0 && own_init(&man);
 	if (r >= 0 && !strstr(man.buf, "\nsnapshot 1\n")) {
 		buf_addstr(err,
 		           "the image's init predates snapshots (rebuild it: aibox image build)");
@@ -990,8 +1022,14 @@ int snapshot_save(const struct vm_config *cfg, struct buf *err)
 	return r;
 }
 
+/* 1 when the go message carries cfg's secrets: there are some, and s's init reads them. */
+static int go_secrets(const struct vm_config *cfg, const struct snap *s)
+{
+	return cfg->secrets && cfg->secrets_len && s->own_init;
+}
+
 /* The go message (snapshot.h) for cfg, into b. */
-static int go_message(const struct vm_config *cfg, struct buf *b)
+static int go_message(const struct vm_config *cfg, const struct snap *s, struct buf *b)
 {
 	unsigned char seed[SNAP_SEED_BYTES];
 	char seed_hex[2 * SNAP_SEED_BYTES + 1];
@@ -1015,7 +1053,7 @@ static int go_message(const struct vm_config *cfg, struct buf *b)
 	buf_addf(b, "\ndisk %llu\n", vm_disk_bytes(cfg));
 	for (size_t i = 0; i < cfg->nr_mounts; i++)
 		buf_addf(b, "share %s " SNAP_SLOT_TAG "%zu\n", cfg->mounts[i].tag, i);
-	if (cfg->secrets && cfg->secrets_len) {
+	if (go_secrets(cfg, s)) {
 		if (cfg->secrets_len > GUEST_SECRETS_MAX)
 			return -EFBIG;
 		buf_addf(b, "secrets %zu\n", cfg->secrets_len);
@@ -1116,14 +1154,14 @@ static int restore(const struct vm_config *cfg, struct snap *s, int in_fd, int r
 	         NULL, RESTORE_MS, err)) < 0)
 		goto out;
 	/* The secrets from the caller's buffer: no copy of them is made here. */
-	if ((r = go_message(cfg, &go)) < 0 ||
+	if ((r = go_message(cfg, s, &go)) < 0 ||
 	    (r = send_by(x.ctl[0], go.buf, go.len, deadline)) < 0 ||
-	    (cfg->secrets &&
+	    (go_secrets(cfg, s) &&
 	     (r = send_by(x.ctl[0], cfg->secrets, cfg->secrets_len, deadline)) < 0)) {
 		buf_addf(err, "cannot send the go message: %s", strerror(-r));
 		goto out;
 	}
-	vm->secrets_sent = cfg->secrets && cfg->secrets_len;
+	vm->secrets_sent = go_secrets(cfg, s);
 	vm->ssh_fd = x.ssh[0];
 	x.ssh[0] = -1;
 	vm->ctl_fd = x.ctl[0];

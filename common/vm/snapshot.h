@@ -27,7 +27,8 @@
  *	end
  *
  * and, with a secrets line, exactly that many bytes right after "end\n":
- * vm_config's secrets, the task's env values in the framing the session's
+ * vm_config's secrets (sent only to an image whose manifest's init is this
+ * aibox's own aibox-init), the task's env values in the framing the session's
  * stdin has without it (common/base/guest_secrets.h, GUEST_SECRETS_STDIN),
  * so that a restored VM's task need not wait for the session to have them
  * (docs/init-task.md, "The early task").  Besides those the message carries

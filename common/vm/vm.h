@@ -89,8 +89,9 @@ struct vm_config {
 	int no_mem_merge;          /* 1: guest RAM not offered to KSM (mem-merge=off) */
 	/*
 	 * Task mode: the env values (GUEST_SECRETS_STDIN's text), which a
-	 * restore sends after its go message (snapshot.h; vm->secrets_sent);
-	 * a cold boot sends nothing, they then go over the session.  NULL or
+	 * restore sends after its go message to an init of this aibox's
+	 * (snapshot.h; vm->secrets_sent); a cold boot or an image of another
+	 * aibox's is sent nothing, they then go over the session.  NULL or
 	 * empty: none.  Not copied: the caller wipes them.
 	 */
 	const char *secrets;
