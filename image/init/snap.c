@@ -198,8 +198,8 @@ static int say_waiting(int fd)
 }
 
 /*
- * Up to max bytes from the port fd into b->buf + *len, once something came.
- * 0, or -errno.
+ * What the port fd has, up to max - *len bytes, into b + *len, waiting until
+ * something comes.  0, or -errno.
  */
 static int port_read(int fd, char *b, size_t *len, size_t max)
 {
@@ -241,8 +241,14 @@ static int take_secrets(int fd, const char *extra, size_t n, size_t want)
 		goto out;
 	}
 	out = open(GUEST_GO_SECRETS, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (out < 0 || (r = write_all(out, b, want)) < 0 || close(out) < 0) {
-		r = r < 0 ? r : -errno;
+	if (out < 0) {
+		r = -errno;
+	} else {
+		r = write_all(out, b, want);
+		if (close(out) < 0 && !r)
+			r = -errno;
+	}
+	if (r < 0) {
 		error("cannot write '%s': %s", GUEST_GO_SECRETS, strerror(-r));
 		unlink(GUEST_GO_SECRETS);
 	}
