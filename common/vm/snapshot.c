@@ -70,7 +70,7 @@ struct snap {
 	int qemu_stamped; /* deps' QEMU version came from the stamp */
 	int qemu_asked;   /* QEMU's version is asked of QEMU, whatever the stamp says */
 	int ram_stamped;  /* the RAM file's digest came from the stamp */
-	int own_init;     /* the image's init is this aibox's (own_init()) */
+	int own_init;     /* the image's init is this aibox's (own_init()); with secrets only */
 };
 
 #define SNAP_INIT                                                                                  \
@@ -317,13 +317,13 @@ static void add_cpu(int kvm, struct buf *deps)
 	buf_release(&id);
 }
 
+static int fd_sha256(int fd, unsigned long long *size, char *hex);
+
 /*
  * 1 when the image's init (the manifest's "init <sha256>") is this aibox's
  * own, libexec_dir()'s aibox-init: only such an init is sent what an init
  * of another aibox might not read (the go message's secrets, snapshot.h).
  */
-static int fd_sha256(int fd, unsigned long long *size, char *hex);
-
 static int own_init(const struct buf *man)
 {
 	const char *l = strstr(man->buf, "\ninit ");
@@ -377,7 +377,8 @@ static int snap_deps(const struct vm_config *cfg, struct snap *s, struct buf *er
 		r = (int)buf_read_file(&man, path.buf, IMAGE_MANIFEST_MAX);
 		buf_release(&path);
 	}
-	s->own_init = r >= 0 && own_init(&man);
+	/* Asked only when there is something to send (go_secrets()): a hash of the init. */
+	s->own_init = r >= 0 && cfg->secrets && cfg->secrets_len && own_init(&man);
 	if (r >= 0 && !strstr(man.buf, "\nsnapshot 1\n")) {
 		buf_addstr(err,
 		           "the image's init predates snapshots (rebuild it: aibox image build)");

@@ -121,7 +121,6 @@ int find_disk(const char *serial, char *dev, size_t n);
  * snap_share_tag() is the tag a settings.json mount tag is served under
  * (itself outside a snapshot).
  */
-
 int snap_mode(void);
 int snap_wait_go(void);
 int snap_load_map(void);

@@ -78,10 +78,13 @@ static int go_secrets_take(const struct guest_task_opts *o, struct buf *b)
 	if (fd < 0)
 		return errno == ENOENT ? 0 : -errno;
 	unlink(o->go_secrets);
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
 		r = -EINVAL;
-	else
+	} else {
+		/* Room for all of it at once: growing would leave copies in freed memory. */
+		buf_grow(b, GUEST_SECRETS_MAX + 65536);
 		r = read_fd_timed(fd, b, GUEST_SECRETS_MAX, SECRETS_WAIT_MS);
+	}
 	close(fd);
 	return r < 0 ? r : 1;
 }
@@ -131,7 +134,6 @@ int secrets_read(struct guest_task *t, struct buf *err)
 	struct strvec more = STRVEC_INIT;
 	int ret = -1, go;
 
-	buf_grow(&b, GUEST_SECRETS_MAX + 65536);
 	go = go_secrets_take(t->o, &b);
 	if (go < 0) {
 		buf_addf(err, "cannot read the secrets of the go message: %s", strerror(-go));
