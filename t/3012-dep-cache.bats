@@ -678,6 +678,16 @@ https://deb.example/etc/x.deb none
 https://evil.example/x.deb none"
 	# gzip, and the same gzip as a by-hash file: the root is the URL up to dists/.
 	gzip -9n <Packages >Packages.gz
+	# Read as the proxy reads it, a piece at a time as it comes, plain or gzip:
+	# the same answer, whatever the pieces' size.
+	local want=$output piece f
+	for piece in 1 5 7 4096; do
+		for f in Packages Packages.gz; do
+			run test-cache debian:$piece "$B" $f "${keys[@]}" https://deb.example/etc/x.deb https://evil.example/x.deb
+			assert_success
+			assert_output "$want"
+		done
+	done
 	run test-cache debian https://deb.example/debian/dists/stable/main/binary-amd64/by-hash/SHA256/$O \
 		Packages.gz "$R/a/a_1.0_all.deb"
 	assert_success
@@ -694,11 +704,28 @@ $R/z/z_1_all.deb none"
 	head -c 300 Packages.gz >cut.gz
 	cat Packages.gz Packages.gz >two.gz
 	printf '\3757zXZ\0rest' >Packages.xz
-	for f in cut.gz two.gz Packages.xz; do
-		run test-cache debian "$B" "$f" "$R/a/a_1.0_all.deb"
-		assert_failure 1
-		assert_output --regexp '^refused: (a gzip index cut short|a gzip index with bytes after its end|an xz, bzip2 or zstd index, which aibox cannot read)$'
+	for piece in 0 1 3; do
+		for f in cut.gz two.gz Packages.xz; do
+			m=debian
+			[ "$piece" = 0 ] || m=debian:$piece
+			run test-cache $m "$B" "$f" "$R/a/a_1.0_all.deb"
+			assert_failure 1
+			case $f in
+			cut.gz) assert_output "refused: a gzip index cut short" ;;
+			two.gz) assert_output "refused: a gzip index with bytes after its end" ;;
+			*) assert_output "refused: an xz, bzip2 or zstd index, which aibox cannot read" ;;
+			esac
+		done
 	done
+	# Two bytes of gzip's magic and nothing more, and an empty index.
+	head -c 2 Packages.gz >magic.gz
+	run test-cache debian:1 "$B" magic.gz
+	assert_failure 1
+	assert_output "refused: a gzip index cut short"
+	: >empty
+	run test-cache debian:1 "$B" empty
+	assert_success
+	assert_output "learnt 0"
 	run test-cache debian https://deb.example/debian/Packages Packages
 	assert_failure 1
 	assert_output "refused: an index outside a dists/ folder"

@@ -2,6 +2,7 @@
  * The dependency cache's Debian rules: see dep_debian.h and docs/cache.md.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -66,11 +67,25 @@ int dep_deb_in_dists(const char *key)
 /* The fields of a paragraph the reader wants. */
 enum field { F_OTHER, F_FILENAME, F_SHA256 };
 
-/* An index read line by line, the lines bounded, into a table of its own. */
-struct reader {
+/* How the index's bytes are read: not known until its first bytes came. */
+enum form { FORM_SNIFF, FORM_TEXT, FORM_GZIP };
+
+/* The magic numbers' longest: xz's six bytes. */
+#define SNIFF_LEN 6
+
+/* An index read line by line as it comes, the lines bounded, into a table of its own. */
+struct dep_deb_reader {
 	struct dep_digests tmp;
-	const char *root; /* base up to and with the '/' before "dists/" */
+	char *root; /* base up to and with the '/' before "dists/" */
 	size_t root_len;
+	enum form form;
+	unsigned char head[SNIFF_LEN]; /* the first bytes, while the form is sniffed */
+	size_t nhead;
+	z_stream z;
+	int z_end;         /* the gzip stream ended */
+	char *out;         /* inflated bytes, INFLATE_CHUNK */
+	uint64_t in, text; /* bytes fed, bytes of text read (inflated, for gzip) */
+	int refused;       /* -EINVAL once refused: nothing more is read */
 	char line[DEP_DEB_LINE_MAX];
 	size_t ll;
 	int overlong; /* the line went past DEP_DEB_LINE_MAX: only its start is kept */
@@ -81,6 +96,8 @@ struct reader {
 	int nfile, nsum, bad;
 	struct buf key;
 };
+
+#define INFLATE_CHUNK (64u << 10)
 
 /* A Filename the cache takes (see dep_debian.h). */
 static int filename_ok(const char *f, size_t n)
@@ -109,7 +126,7 @@ static int filename_ok(const char *f, size_t n)
 	return 1;
 }
 
-static void end_paragraph(struct reader *r)
+static void end_paragraph(struct dep_deb_reader *r)
 {
 	if (r->nfile == 1 && r->nsum == 1 && !r->bad) {
 		buf_reset(&r->key);
@@ -122,7 +139,7 @@ static void end_paragraph(struct reader *r)
 	r->last = F_OTHER;
 }
 
-static void end_line(struct reader *r)
+static void end_line(struct dep_deb_reader *r)
 {
 	const char *l = r->line, *colon, *v, *e;
 	size_t n = r->ll;
@@ -169,7 +186,7 @@ static void end_line(struct reader *r)
 	}
 }
 
-static void feed(struct reader *r, const char *p, size_t n)
+static void feed(struct dep_deb_reader *r, const char *p, size_t n)
 {
 	while (n) {
 		const char *nl = memchr(p, '\n', n);
@@ -187,86 +204,186 @@ static void feed(struct reader *r, const char *p, size_t n)
 	}
 }
 
-/* Inflate the gzip index in bytes into r, bounded by DEP_DEB_INDEX_MAX.  0 or -EINVAL with why. */
-static int feed_gzip(struct reader *r, const char *bytes, size_t len, struct buf *why)
+/* Refuse the index for good: nothing of it is learnt. */
+static int refuse(struct dep_deb_reader *r, struct buf *why, const char *what)
 {
-	z_stream z;
-	char *out = xmalloc(64 << 10);
-	int zr = Z_OK, ret = 0;
-
-	memset(&z, 0, sizeof(z));
-	if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK)
-		die_oom();
-	z.next_in = (unsigned char *)bytes;
-	z.avail_in = len > 0xffffffffu ? 0xffffffffu : (unsigned)len;
-	while (zr != Z_STREAM_END) {
-		z.next_out = (unsigned char *)out;
-		z.avail_out = 64 << 10;
-		zr = inflate(&z, Z_NO_FLUSH);
-		if (zr != Z_OK && zr != Z_STREAM_END) {
-			ret = buf_refuse(why, -EINVAL,
-			                 zr == Z_BUF_ERROR ? "a gzip index cut short"
-			                                   : "a gzip index that is not gzip");
-			break;
-		}
-		if (z.total_out > DEP_DEB_INDEX_MAX) {
-			ret = buf_refuse(why, -EINVAL, "an index over the cap once inflated");
-			break;
-		}
-		feed(r, out, (64 << 10) - z.avail_out);
-	}
-	if (!ret && (z.avail_in || z.total_in != len))
-		ret = buf_refuse(why, -EINVAL, "a gzip index with bytes after its end");
-	inflateEnd(&z);
-	free(out);
-	return ret;
+	r->refused = buf_refuse(why, -EINVAL, what);
+	return r->refused;
 }
 
-int dep_deb_index(struct dep_digests *d, const char *base, const char *bytes, size_t len,
-                  struct buf *why)
+/* n more bytes of text, under the cap. */
+static int add_text(struct dep_deb_reader *r, const char *p, size_t n, struct buf *why)
 {
-	const unsigned char *u = (const unsigned char *)bytes;
-	const char *dists = dists_of(base);
-	struct reader *r;
-	int ret = 0;
+	r->text += n;
+	if (r->text > DEP_DEB_INDEX_MAX)
+		return refuse(r, why,
+		              r->form == FORM_GZIP ? "an index over the cap once inflated"
+		                                   : "an index over the cap");
+	feed(r, p, n);
+	return 0;
+}
 
-	if (!dists)
-		return buf_refuse(why, -EINVAL, "an index outside a dists/ folder");
+/* n more bytes of a gzip index, inflated as they come. */
+static int add_gzip(struct dep_deb_reader *r, const char *p, size_t n, struct buf *why)
+{
+	while (n) {
+		unsigned take = n > 0xffffffffu ? 0xffffffffu : (unsigned)n;
+		int zr;
+
+		if (r->z_end)
+			return refuse(r, why, "a gzip index with bytes after its end");
+		r->z.next_in = (unsigned char *)p;
+		r->z.avail_in = take;
+		do {
+			r->z.next_out = (unsigned char *)r->out;
+			r->z.avail_out = INFLATE_CHUNK;
+			zr = inflate(&r->z, Z_NO_FLUSH);
+			if (zr != Z_OK && zr != Z_STREAM_END && zr != Z_BUF_ERROR)
+				return refuse(r, why, "a gzip index that is not gzip");
+			if (add_text(r, r->out, INFLATE_CHUNK - r->z.avail_out, why) < 0)
+				return r->refused;
+			if (zr == Z_STREAM_END) {
+				r->z_end = 1;
+				if (r->z.avail_in)
+					return refuse(r, why,
+					              "a gzip index with bytes after its end");
+			}
+		} while (zr == Z_OK && (r->z.avail_in || !r->z.avail_out));
+		if (r->z.avail_in)
+			return refuse(r, why, "a gzip index that is not gzip");
+		p += take;
+		n -= take;
+	}
+	return 0;
+}
+
+/* The form the first bytes say; the bytes held so far read in it. */
+static int sniffed(struct dep_deb_reader *r, struct buf *why)
+{
+	const unsigned char *u = r->head;
+	size_t len = r->nhead;
+
 	if ((len >= 6 && !memcmp(u,
 	                         "\xfd"
 	                         "7zXZ\0",
 	                         6)) ||
 	    (len >= 3 && !memcmp(u, "BZh", 3)) || (len >= 4 && !memcmp(u, "\x28\xb5\x2f\xfd", 4)))
-		return buf_refuse(why, -EINVAL,
-		                  "an xz, bzip2 or zstd index, which aibox cannot read");
+		return refuse(r, why, "an xz, bzip2 or zstd index, which aibox cannot read");
+	if (len >= 2 && u[0] == 0x1f && u[1] == 0x8b) {
+		r->form = FORM_GZIP;
+		if (inflateInit2(&r->z, 16 + MAX_WBITS) != Z_OK)
+			die_oom();
+		r->out = xmalloc(INFLATE_CHUNK);
+		return add_gzip(r, (const char *)u, len, why);
+	}
+	r->form = FORM_TEXT;
+	return add_text(r, (const char *)u, len, why);
+}
+
+struct dep_deb_reader *dep_deb_reader_new(const char *base, struct buf *why)
+{
+	const char *dists = dists_of(base);
+	struct dep_deb_reader *r;
+
+	if (!dists) {
+		buf_refuse(why, -EINVAL, "an index outside a dists/ folder");
+		return NULL;
+	}
 	r = xcalloc(1, sizeof(*r));
 	buf_init(&r->key, 0);
-	r->root = base;
 	r->root_len = (size_t)(dists - base) + 1;
-	if (len >= 2 && u[0] == 0x1f && u[1] == 0x8b) {
-		ret = feed_gzip(r, bytes, len, why);
-	} else if (len > DEP_DEB_INDEX_MAX) {
-		ret = buf_refuse(why, -EINVAL, "an index over the cap");
-	} else {
-		feed(r, bytes, len);
-	}
-	if (!ret) {
-		if (r->ll || r->overlong)
-			end_line(r);
-		end_paragraph(r);
-		/*
-		 * Whole: what it taught goes into d, and a Filename it forgot is
-		 * forgotten there too (learning len 0 empties the key for good).
-		 */
-		for (size_t i = 0; i < r->tmp.nr; i++) {
-			const struct dep_digest *g = &r->tmp.v[i];
-			int learnt = dep_digests_learn(d, g->key, "sha256", g->md, g->len);
+	r->root = xstrndup(base, r->root_len);
+	return r;
+}
 
-			ret += g->len ? learnt : 0;
-		}
+int dep_deb_reader_feed(struct dep_deb_reader *r, const char *p, size_t n, struct buf *why)
+{
+	if (r->refused)
+		return r->refused;
+	r->in += n;
+	if (r->form == FORM_SNIFF) {
+		size_t k = SNIFF_LEN - r->nhead < n ? SNIFF_LEN - r->nhead : n;
+
+		memcpy(r->head + r->nhead, p, k);
+		r->nhead += k;
+		p += k;
+		n -= k;
+		if (r->nhead < SNIFF_LEN)
+			return 0;
+		if (sniffed(r, why) < 0)
+			return r->refused;
 	}
+	return r->form == FORM_GZIP ? add_gzip(r, p, n, why) : add_text(r, p, n, why);
+}
+
+size_t dep_deb_reader_size(const struct dep_deb_reader *r)
+{
+	return sizeof(*r) + r->root_len + (r->out ? INFLATE_CHUNK : 0) + r->tmp.bytes +
+	       r->tmp.alloc * sizeof(*r->tmp.v) + r->tmp.nslot * sizeof(*r->tmp.slot) +
+	       (r->form == FORM_GZIP ? (size_t)(1u << MAX_WBITS) + (7u << 10) : 0);
+}
+
+int dep_deb_reader_end(struct dep_deb_reader *r, struct dep_digests *d, struct buf *why)
+{
+	int ret = 0;
+
+	if (r->refused)
+		return r->refused;
+	if (r->form == FORM_SNIFF && sniffed(r, why) < 0)
+		return r->refused;
+	if (r->form == FORM_GZIP && !r->z_end)
+		return refuse(r, why, "a gzip index cut short");
+	if (r->ll || r->overlong)
+		end_line(r);
+	end_paragraph(r);
+	/*
+	 * Whole: what it taught goes into d, and a Filename it forgot is
+	 * forgotten there too (learning len 0 empties the key for good).  Into
+	 * an empty d (a task's first index) that is the table itself, taken over.
+	 */
+	if (!d->nr) {
+		struct dep_digests empty = *d;
+
+		*d = r->tmp;
+		r->tmp = empty;
+		for (size_t i = 0; i < d->nr; i++)
+			ret += d->v[i].len != 0;
+	}
+	for (size_t i = 0; i < r->tmp.nr; i++) {
+		const struct dep_digest *g = &r->tmp.v[i];
+		int learnt = dep_digests_learn(d, g->key, "sha256", g->md, g->len);
+
+		ret += g->len ? learnt : 0;
+	}
+	/* Read once: a second end learns nothing more. */
+	r->refused = -EINVAL;
+	return ret;
+}
+
+void dep_deb_reader_free(struct dep_deb_reader *r)
+{
+	if (!r)
+		return;
+	if (r->form == FORM_GZIP)
+		inflateEnd(&r->z);
+	free(r->out);
+	free(r->root);
 	dep_digests_clear(&r->tmp);
 	buf_release(&r->key);
 	free(r);
+}
+
+int dep_deb_index(struct dep_digests *d, const char *base, const char *bytes, size_t len,
+                  struct buf *why)
+{
+	struct dep_deb_reader *r = dep_deb_reader_new(base, why);
+	int ret;
+
+	if (!r)
+		return -EINVAL;
+	ret = dep_deb_reader_feed(r, bytes, len, why);
+	if (!ret)
+		ret = dep_deb_reader_end(r, d, why);
+	dep_deb_reader_free(r);
 	return ret;
 }

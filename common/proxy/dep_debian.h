@@ -12,6 +12,7 @@
 
 struct buf;
 struct dep_digest;
+struct dep_deb_reader;
 struct dep_digests;
 
 /* The most bytes of one index once inflated; more and nothing of it is learnt. */
@@ -43,17 +44,41 @@ enum dep_deb_path dep_deb_path(const char *target, size_t tl, struct dep_digest 
 int dep_deb_in_dists(const char *key);
 
 /*
- * Learn the packages' SHA256 from a Packages index (len bytes, plain or
- * gzip: sniffed by its first bytes) fetched from base (its key, which
- * dep_deb_in_dists() takes).  Each paragraph with one Filename (relative,
- * of [A-Za-z0-9._+~/-], no empty, "." or ".." segment, ending ".deb" or
- * ".udeb") and one SHA256 of 64 hex digits teaches
+ * An index read as its bytes come (the proxy reads one while it forwards it,
+ * so no index is held whole and no one step reads all of it), fetched from
+ * base (its key, which dep_deb_in_dists() takes; copied).  NULL with why when
+ * base has no "dists/" segment.
+ */
+struct dep_deb_reader *dep_deb_reader_new(const char *base, struct buf *why);
+
+/*
+ * n more bytes of the index: plain or gzip, sniffed by its first bytes, and
+ * read as they come.  0, or -EINVAL with why once the index is refused (not
+ * gzip nor text: xz, bzip2, zstd; bad gzip; bytes after the gzip stream's
+ * end; over DEP_DEB_INDEX_MAX inflated): it then reads nothing more and
+ * teaches nothing.
+ */
+int dep_deb_reader_feed(struct dep_deb_reader *r, const char *p, size_t n, struct buf *why);
+
+/* The bytes r holds now (its table of what the index taught so far, its buffers). */
+size_t dep_deb_reader_size(const struct dep_deb_reader *r);
+
+/*
+ * The index is whole: learn what it taught into d.  Each paragraph with one
+ * Filename (relative, of [A-Za-z0-9._+~/-], no empty, "." or ".." segment,
+ * ending ".deb" or ".udeb") and one SHA256 of 64 hex digits teaches
  * "ROOT/FILENAME", ROOT being base up to its "dists/"; other paragraphs are
  * skipped.  A Filename two paragraphs (or two indexes) give different
- * digests is forgotten.  Nothing is learnt from an index that is cut short,
- * not gzip nor text (xz, bzip2, zstd), or over DEP_DEB_INDEX_MAX inflated:
- * -EINVAL with why.  Otherwise the count learnt.
+ * digests is forgotten.  Nothing is learnt from an index refused or cut short
+ * (a gzip stream that did not end): -EINVAL with why.  Otherwise the count
+ * learnt.  A reader ends once.
  */
+int dep_deb_reader_end(struct dep_deb_reader *r, struct dep_digests *d, struct buf *why);
+
+/* Free r (NULL is fine). */
+void dep_deb_reader_free(struct dep_deb_reader *r);
+
+/* dep_deb_reader_*() over an index's len bytes, all at once: the count learnt or -EINVAL. */
 int dep_deb_index(struct dep_digests *d, const char *base, const char *bytes, size_t len,
                   struct buf *why);
 

@@ -97,6 +97,12 @@ static void digest_drop(struct conn *c)
 /* Forget c's metadata answer (its bytes leave the proxy's total). */
 static void drop_meta(struct conn *c)
 {
+	if (c->deb) {
+		c->px->meta_bytes -= c->deb_held;
+		dep_deb_reader_free(c->deb);
+		c->deb = NULL;
+		c->deb_held = 0;
+	}
 	if (!c->meta)
 		return;
 	c->px->meta_bytes -= c->meta->len;
@@ -105,11 +111,45 @@ static void drop_meta(struct conn *c)
 	c->meta = NULL;
 }
 
+/* Whether c reads its answer for digests. */
+static int reading(const struct conn *c)
+{
+	return c->meta || c->deb;
+}
+
+/*
+ * Read c's answer for digests, from the store key ckey: a Debian index as
+ * it comes (no index is held whole, and none is read in one step), any other
+ * metadata kept whole.  A reader for a key with no dists/ reads nothing.
+ */
+static void meta_start(struct conn *c)
+{
+	if (c->cache_kind == CONFIG_CACHE_DEBIAN) {
+		c->deb = dep_deb_reader_new(c->ckey, NULL);
+		return;
+	}
+	c->meta = xcalloc(1, sizeof(*c->meta));
+	buf_init(c->meta, 0);
+}
+
 /* n more bytes of c's metadata answer, kept under one answer's cap and all answers'. */
 static void meta_add(struct conn *c, const char *p, size_t n)
 {
 	struct proxy *px = c->px;
+	size_t held;
 
+	if (c->deb) {
+		/* What the reader holds (its table so far) counts as bytes kept do. */
+		if (dep_deb_reader_feed(c->deb, p, n, NULL) < 0 ||
+		    (held = dep_deb_reader_size(c->deb)) > DEP_META_MAX ||
+		    px->meta_bytes - c->deb_held + held > PX_META_TOTAL) {
+			drop_meta(c);
+			return;
+		}
+		px->meta_bytes += held - c->deb_held;
+		c->deb_held = held;
+		return;
+	}
 	/* One answer's cap, and all the answers' together (the VM opens connections). */
 	if (c->meta->len + n > DEP_META_MAX || px->meta_bytes + n > PX_META_TOTAL) {
 		drop_meta(c);
@@ -156,7 +196,7 @@ static void learn(struct conn *c)
 	else if (c->cache_kind == CONFIG_CACHE_GO)
 		go_lookup(c);
 	else
-		dep_deb_index(&px->digests, c->ckey, c->meta->buf, c->meta->len, &why);
+		dep_deb_reader_end(c->deb, &px->digests, &why);
 	buf_release(&why);
 }
 
@@ -246,10 +286,10 @@ void px_cache_step(struct conn *c)
 		}
 		c->hit_left -= (uint64_t)n;
 		c->received += (uint64_t)n;
-		if (c->meta) {
+		if (reading(c)) {
 			/* A by-hash index from the store: checked against its URL when stored. */
 			meta_add(c, px->scratch, (size_t)n);
-			if (c->meta && !c->hit_left) {
+			if (reading(c) && !c->hit_left) {
 				learn(c);
 				drop_meta(c);
 			}
@@ -371,18 +411,16 @@ int px_cache_request(struct conn *c, const struct http_head *h, const char *t, s
 	    !memcmp(h->method, "GET", 3)) {
 		/* A by-hash index: read too, from upstream or the store, once its digest matched.
 		 */
-		c->meta = xcalloc(1, sizeof(*c->meta));
-		buf_init(c->meta, 0);
 		c->ckey = xstrdup(key.buf);
+		meta_start(c);
 	}
 	if (!d) {
 		/* Metadata, or an artifact this task's metadata did not name: never from the store.
 		 */
 		if (!crate && (c->cache_kind != CONFIG_CACHE_DEBIAN || deb == DEP_DEB_INDEX) &&
 		    h->method_len == 3 && !memcmp(h->method, "GET", 3)) {
-			c->meta = xcalloc(1, sizeof(*c->meta));
-			buf_init(c->meta, 0);
 			c->ckey = buf_detach(&key, NULL);
+			meta_start(c);
 		}
 		/* The proxy's own fetch says so in its log line, whatever its answer. */
 		if (c->own)
@@ -513,10 +551,10 @@ int px_cache_body(struct conn *c, const char *p, size_t n, int done)
 	/* An own fetch's answer past one answer's cap: cut here, not read on. */
 	if (c->own && px_fetch_body(c, n))
 		return -1;
-	if (c->meta) {
+	if (reading(c)) {
 		meta_add(c, p, n);
 		/* An artifact's bytes (a by-hash index) are learnt from once they match. */
-		if (done && c->meta && !c->cmd) {
+		if (done && reading(c) && !c->cmd) {
 			c->cache_note = c->own ? "fetch" : "meta";
 			if (c->own)
 				px_fetch_learnt(c);
@@ -567,7 +605,7 @@ int px_cache_body(struct conn *c, const char *p, size_t n, int done)
 		px_abort_forward(c, bad);
 		return -1;
 	}
-	if (c->meta) {
+	if (reading(c)) {
 		learn(c);
 		drop_meta(c);
 	}

@@ -31,6 +31,7 @@
 
 struct blake2b;
 struct buf;
+struct dep_deb_reader;
 
 #define SCRATCH_SIZE (64 * 1024)
 /* The upstream's response head and body pass through a buffer this size. */
@@ -181,9 +182,11 @@ struct conn {
 	struct dep_cache_fill *fill; /* storing them */
 	struct dep_cache_entry *hit; /* a hit being served */
 	uint64_t hit_left;
-	int64_t cwait_until;   /* ST_CWAIT: how long it may wait for the other filler */
-	struct buf *meta;      /* a metadata answer, kept whole for its digests */
-	const char *cache_why; /* for the log: why an artifact was not kept */
+	int64_t cwait_until;        /* ST_CWAIT: how long it may wait for the other filler */
+	struct buf *meta;           /* a metadata answer, kept whole for its digests */
+	struct dep_deb_reader *deb; /* or a Debian index, read as it comes */
+	size_t deb_held;            /* the bytes deb holds, in px->meta_bytes */
+	const char *cache_why;      /* for the log: why an artifact was not kept */
 	/* The proxy's own metadata fetch this connection is (no client): proxy_fetch.c. */
 	struct px_fetch *own;
 	/* ST_CWAIT: the own fetch this request waits for (counted in its waiters), or NULL. */

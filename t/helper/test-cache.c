@@ -24,7 +24,8 @@
  *   test-cache npm|pypi|crates|debian BASE FILE [KEY ...]
  *	learn from the package document, index page or sparse index file in
  *	FILE fetched from BASE (FILE may be given twice, as "FILE,FILE"):
- *	"learnt N", then for each KEY "KEY ALGO HEX" or "KEY none"
+ *	"learnt N", then for each KEY "KEY ALGO HEX" or "KEY none"; debian:N
+ *	reads an index N bytes at a time, as the proxy does as it forwards one
  *   test-cache crate TARGET
  *	dep_crate_download(): the crate's id, or "refused: WHY"
  *   test-cache deb-path TARGET
@@ -40,6 +41,7 @@
 #include <unistd.h>
 
 #include "base/buf.h"
+#include "base/clock.h"
 #include "base/err.h"
 #include "base/hex.h"
 #include "base/num.h"
@@ -217,6 +219,43 @@ static int cmd_key(int argc, char **argv)
 	return 0;
 }
 
+/*
+ * dep_deb_index() as the proxy reads an index: piece bytes at a time, then
+ * the end.  With TEST_CACHE_TIMES set, stderr gets the longest piece's time
+ * and the end's (what one step of the proxy's event loop costs at most).
+ */
+static int deb_in_pieces(struct dep_digests *d, const char *base, const struct buf *doc,
+                         size_t piece, struct buf *why)
+{
+	struct dep_deb_reader *r = dep_deb_reader_new(base, why);
+	int64_t start = clock_ms(), t, longest = 0, all;
+	size_t n = 0, held;
+	int ret = 0;
+
+	if (!r)
+		return -EINVAL;
+	for (size_t off = 0; off < doc->len && !ret; off += piece, n++) {
+		t = clock_ms();
+		ret = dep_deb_reader_feed(r, doc->buf + off,
+		                          doc->len - off < piece ? doc->len - off : piece, why);
+		t = clock_ms() - t;
+		longest = t > longest ? t : longest;
+	}
+	all = clock_ms() - start;
+	held = dep_deb_reader_size(r);
+	t = clock_ms();
+	if (!ret)
+		ret = dep_deb_reader_end(r, d, why);
+	t = clock_ms() - t;
+	if (getenv("TEST_CACHE_TIMES"))
+		fprintf(stderr,
+		        "%zu pieces in %lld ms, the longest %lld ms; the end %lld ms, holding %zu "
+		        "KiB before it\n",
+		        n, (long long)all, (long long)longest, (long long)t, held >> 10);
+	dep_deb_reader_free(r);
+	return ret;
+}
+
 static int cmd_learn(int argc, char **argv)
 {
 	struct dep_digests d = DEP_DIGESTS_INIT;
@@ -237,6 +276,8 @@ static int cmd_learn(int argc, char **argv)
 			ret = dep_pypi_index(&d, argv[2], doc.buf, doc.len, &why);
 		else if (!strcmp(argv[1], "crates"))
 			ret = dep_crates_index(&d, argv[2], doc.buf, doc.len, &why);
+		else if (argv[1][6] == ':')
+			ret = deb_in_pieces(&d, argv[2], &doc, (size_t)atoi(argv[1] + 7), &why);
 		else
 			ret = dep_deb_index(&d, argv[2], doc.buf, doc.len, &why);
 		buf_release(&doc);
@@ -299,7 +340,8 @@ int main(int argc, char **argv)
 	if (argc == 3 && !strcmp(argv[1], "deb-path"))
 		return cmd_deb_path(argv[2]);
 	if (argc >= 4 && (!strcmp(argv[1], "npm") || !strcmp(argv[1], "pypi") ||
-	                  !strcmp(argv[1], "crates") || !strcmp(argv[1], "debian")))
+	                  !strcmp(argv[1], "crates") || !strcmp(argv[1], "debian") ||
+	                  (!strncmp(argv[1], "debian:", 7) && atoi(argv[1] + 7) > 0)))
 		return cmd_learn(argc, argv);
 	die("usage: test-cache "
 	    "put|get|key-ok|scope-ok|request|key|url|crate|deb-path|npm|pypi|crates|"
