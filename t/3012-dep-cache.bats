@@ -466,7 +466,11 @@ crate:serde@1.0.0 none"
 		    with zipfile.ZipFile(path, "w", method) as z:
 		        for n, d in files:
 		            z.writestr(n, d)
-		good = [("m@v1/go.mod", b"module m\n"), ("m@v1/a.go", b"package m\n" * 100), ("m@v1/b/", b"")]
+		import random
+		rnd = random.Random(7)
+		# big.go: over 64 KiB both deflated and inflated, so a step stops inside it
+		big = "".join("// %08x %s\n" % (rnd.getrandbits(32), "x" * rnd.randrange(40)) for _ in range(12000)).encode()
+		good = [("m@v1/go.mod", b"module m\n"), ("m@v1/a.go", b"package m\n" * 100), ("m@v1/b/", b""), ("m@v1/big.go", big)]
 		mk("good.zip", good)
 		mk("stored.zip", good, zipfile.ZIP_STORED)
 		mk("dotdot.zip", good + [("m@v1/../evil.go", b"x")])
@@ -485,6 +489,9 @@ crate:serde@1.0.0 none"
 		b = bytearray(open("good.zip", "rb").read()); cd = b.find(b"PK\x01\x02"); struct.pack_into("<I", b, cd + 16, 1); open("crc.zip", "wb").write(b)
 		b = open("good.zip", "rb").read()
 		open("cut.zip", "wb").write(b[:-1])
+		# a.go's deflated bytes said to be 5 fewer: its stream ends past them
+		e = bytearray(b); cd = e.rfind(b"PK\x01\x02", 0, e.rfind(b"m@v1/a.go"))
+		struct.pack_into("<I", e, cd + 20, struct.unpack_from("<I", e, cd + 20)[0] - 5); open("short-entry.zip", "wb").write(e)
 		e = bytearray(b); struct.pack_into("<H", e, len(e) - 22 + 10, 0xffff); struct.pack_into("<H", e, len(e) - 22 + 8, 0xffff)
 		open("zip64.zip", "wb").write(e)
 		import hashlib, base64
@@ -497,6 +504,23 @@ crate:serde@1.0.0 none"
 	assert_output "$(cat good.h1)"
 	run test-gosum zip stored.zip
 	assert_output "$(cat good.h1)"
+	# In steps, as the proxy works it out (a byte, 100 and 64 KiB at a time): the same.
+	local budget
+	for budget in 1 100 65536; do
+		for z in good stored; do
+			run test-gosum zip:$budget $z.zip
+			assert_success
+			assert_output "$(cat good.h1)"
+		done
+		run test-gosum zip:$budget bomb-small.zip
+		assert_output "refused: a zip entry bigger than it says"
+		run test-gosum zip:$budget crc.zip
+		assert_output "refused: a zip entry whose size or CRC-32 is not its own"
+		run test-gosum zip:$budget short-entry.zip
+		assert_output "refused: a zip entry cut short"
+	done
+	run test-gosum zip short-entry.zip
+	assert_output "refused: a zip entry cut short"
 	local z
 	for z in dotdot abs back; do
 		run test-gosum zip $z.zip

@@ -2,6 +2,7 @@
  * Go's checksums: see go_sum.h and docs/cache.md ("go").
  */
 #include <errno.h>
+#include <stdint.h>
 #include <openssl/evp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -224,97 +225,157 @@ static int pread_all(int fd, void *p, size_t n, uint64_t off)
 	return 0;
 }
 
-/* The SHA-256 of entry z's content (its data at off of fd, before end): into md. */
-static int zent_sum(int fd, uint64_t off, uint64_t end, const struct zent *z, unsigned char md[32],
-                    struct buf *why)
-{
-	unsigned char in[65536], out[65536], lh[30];
-	uint64_t data, left, got = 0;
-	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+/* A zip's h1 worked out a step at a time (go_sum.h). */
+struct go_zip_check {
+	int fd;
+	uint64_t off, cd_off; /* the zip's offset in fd; its directory's, in the zip */
+	unsigned char *cd;
+	struct zent *z;  /* sorted by name */
+	size_t nr, i;    /* the entries; the one under way */
+	EVP_MD_CTX *all; /* over the lines "HEX  NAME\n" */
+	/* The entry under way. */
+	int started, zinit, zr, out_full;
+	EVP_MD_CTX *ctx;
 	z_stream zs;
-	uLong crc = crc32(0, NULL, 0);
-	int ret = 0, zinit = 0, zr = Z_OK;
+	uLong crc;
+	uint64_t data, left, got;
+	unsigned char in[65536], out[65536];
+};
 
-	if (!ctx || !EVP_DigestInit_ex(ctx, EVP_sha256(), NULL))
-		die_oom();
-	memset(&zs, 0, sizeof(zs));
-	if ((uint64_t)z->local + 30 > end ||
-	    (ret = pread_all(fd, lh, sizeof(lh), off + z->local)) < 0 || le32(lh) != 0x04034b50) {
-		ret = ret < 0 ? ret
-		              : buf_refuse(why, -EINVAL, "a zip entry without its local header");
-		goto out;
-	}
-	data = (uint64_t)z->local + 30 + le16(lh + 26) + le16(lh + 28);
-	if (data + z->csize > end) {
-		ret = buf_refuse(why, -EINVAL, "a zip entry past the directory");
-		goto out;
-	}
-	if (z->method == 8) {
-		if (inflateInit2(&zs, -15) != Z_OK)
-			die_oom();
-		zinit = 1;
-	}
-	for (left = z->csize; left || (zinit && zr != Z_STREAM_END);) {
-		size_t n = left < sizeof(in) ? (size_t)left : sizeof(in);
-
-		if (n && (ret = pread_all(fd, in, n, off + data + (z->csize - left))) < 0)
-			goto out;
-		left -= n;
-		if (!zinit) {
-			EVP_DigestUpdate(ctx, in, n);
-			crc = crc32(crc, in, (uInt)n);
-			got += n;
-			continue;
-		}
-		zs.next_in = in;
-		zs.avail_in = (uInt)n;
-		do {
-			size_t m;
-
-			zs.next_out = out;
-			zs.avail_out = sizeof(out);
-			zr = inflate(&zs, Z_NO_FLUSH);
-			if (zr != Z_OK && zr != Z_STREAM_END && !(zr == Z_BUF_ERROR && left)) {
-				ret = buf_refuse(why, -EINVAL, "a zip entry that does not inflate");
-				goto out;
-			}
-			m = sizeof(out) - zs.avail_out;
-			got += m;
-			/* Never more than the directory said: a bomb stops here. */
-			if (got > z->usize) {
-				ret = buf_refuse(why, -EINVAL, "a zip entry bigger than it says");
-				goto out;
-			}
-			EVP_DigestUpdate(ctx, out, m);
-			crc = crc32(crc, out, (uInt)m);
-		} while (zr != Z_STREAM_END && zs.avail_out == 0);
-		if (zr != Z_STREAM_END && !left && zs.avail_in == 0 && zs.avail_out) {
-			ret = buf_refuse(why, -EINVAL, "a zip entry cut short");
-			goto out;
-		}
-	}
-	if (got != z->usize || crc != z->crc) {
-		ret = buf_refuse(why, -EINVAL, "a zip entry whose size or CRC-32 is not its own");
-		goto out;
-	}
-	EVP_DigestFinal_ex(ctx, md, NULL);
-out:
-	if (zinit)
-		inflateEnd(&zs);
-	EVP_MD_CTX_free(ctx);
-	return ret;
+/* The entry under way let go (ended or refused). */
+static void zent_end(struct go_zip_check *k)
+{
+	if (k->zinit)
+		inflateEnd(&k->zs);
+	EVP_MD_CTX_free(k->ctx);
+	k->ctx = NULL;
+	k->started = k->zinit = k->out_full = 0;
 }
 
-int go_zip_h1(int fd, uint64_t off, uint64_t size, unsigned char h1[32], struct buf *why)
+/* Start entry k->i: its local header read, its data found.  0 or -errno/-EINVAL with why. */
+static int zent_start(struct go_zip_check *k, struct buf *why)
 {
-	unsigned char tail[65536 + 22], *cd = NULL, md[32];
+	const struct zent *z = &k->z[k->i];
+	unsigned char lh[30];
+	int ret = 0;
+
+	if ((uint64_t)z->local + 30 > k->cd_off ||
+	    (ret = pread_all(k->fd, lh, sizeof(lh), k->off + z->local)) < 0 ||
+	    le32(lh) != 0x04034b50)
+		return ret < 0 ? buf_refuse(why, ret, "a zip that cannot be read back")
+		               : buf_refuse(why, -EINVAL, "a zip entry without its local header");
+	k->data = (uint64_t)z->local + 30 + le16(lh + 26) + le16(lh + 28);
+	if (k->data + z->csize > k->cd_off)
+		return buf_refuse(why, -EINVAL, "a zip entry past the directory");
+	k->ctx = EVP_MD_CTX_new();
+	if (!k->ctx || !EVP_DigestInit_ex(k->ctx, EVP_sha256(), NULL))
+		die_oom();
+	memset(&k->zs, 0, sizeof(k->zs));
+	if (z->method == 8) {
+		if (inflateInit2(&k->zs, -15) != Z_OK)
+			die_oom();
+		k->zinit = 1;
+	}
+	k->zr = Z_OK;
+	k->crc = crc32(0, NULL, 0);
+	k->left = z->csize;
+	k->got = 0;
+	k->started = 1;
+	return 0;
+}
+
+/* n bytes of entry content: into its digest and CRC, never past what the directory says. */
+static int zent_content(struct go_zip_check *k, const unsigned char *p, size_t n, struct buf *why)
+{
+	k->got += n;
+	if (k->got > k->z[k->i].usize)
+		return buf_refuse(why, -EINVAL, "a zip entry bigger than it says");
+	EVP_DigestUpdate(k->ctx, p, n);
+	k->crc = crc32(k->crc, p, (uInt)n);
+	return 0;
+}
+
+/* The next piece of the entry's stored bytes, at most sizeof(k->in): its length. */
+static int zent_read(struct go_zip_check *k, size_t *n, struct buf *why)
+{
+	const struct zent *z = &k->z[k->i];
+	int ret;
+
+	*n = k->left < sizeof(k->in) ? (size_t)k->left : sizeof(k->in);
+	if ((ret = pread_all(k->fd, k->in, *n, k->off + k->data + (z->csize - k->left))) < 0)
+		return buf_refuse(why, ret, "a zip that cannot be read back");
+	k->left -= *n;
+	return 0;
+}
+
+/*
+ * Work on the entry under way: 1 when it ended (its line is in k->all), 0
+ * when *budget (bytes read and inflated) ran out first, or -EINVAL with why.
+ */
+static int zent_work(struct go_zip_check *k, uint64_t *budget, struct buf *why)
+{
+	const struct zent *z = &k->z[k->i];
+	unsigned char md[32];
+	char hex[65];
+	size_t n, m;
+
+	while (*budget) {
+		if (!k->zinit) {
+			if (!k->left)
+				break;
+			if (zent_read(k, &n, why) < 0 || zent_content(k, k->in, n, why) < 0)
+				return -EINVAL;
+			*budget -= n < *budget ? n : *budget;
+			continue;
+		}
+		if (k->zr == Z_STREAM_END)
+			break;
+		if (!k->zs.avail_in && !k->out_full) {
+			/* inflate wants more input: a stream with none left is cut short. */
+			if (!k->left)
+				return buf_refuse(why, -EINVAL, "a zip entry cut short");
+			if (zent_read(k, &n, why) < 0)
+				return -EINVAL;
+			k->zs.next_in = k->in;
+			k->zs.avail_in = (uInt)n;
+			*budget -= n < *budget ? n : *budget;
+		}
+		k->zs.next_out = k->out;
+		k->zs.avail_out = sizeof(k->out);
+		k->zr = inflate(&k->zs, Z_NO_FLUSH);
+		if (k->zr != Z_OK && k->zr != Z_STREAM_END && k->zr != Z_BUF_ERROR)
+			return buf_refuse(why, -EINVAL, "a zip entry that does not inflate");
+		m = sizeof(k->out) - k->zs.avail_out;
+		k->out_full = !k->zs.avail_out;
+		/* Never more than the directory said: a bomb stops here. */
+		if (zent_content(k, k->out, m, why) < 0)
+			return -EINVAL;
+		*budget -= m < *budget ? m : *budget;
+	}
+	if (!*budget && (k->zinit ? k->zr != Z_STREAM_END : k->left != 0))
+		return 0;
+	if (k->got != z->usize || k->crc != z->crc)
+		return buf_refuse(why, -EINVAL, "a zip entry whose size or CRC-32 is not its own");
+	EVP_DigestFinal_ex(k->ctx, md, NULL);
+	hex_encode(hex, md, 32);
+	EVP_DigestUpdate(k->all, hex, 64);
+	EVP_DigestUpdate(k->all, "  ", 2);
+	EVP_DigestUpdate(k->all, z->name, z->nlen);
+	EVP_DigestUpdate(k->all, "\n", 1);
+	return 1;
+}
+
+int go_zip_check_begin(int fd, uint64_t off, uint64_t size, struct go_zip_check **out,
+                       struct buf *why)
+{
+	unsigned char tail[65536 + 22];
 	size_t tl = size < sizeof(tail) ? (size_t)size : sizeof(tail), nr, eocd;
-	struct zent *z = NULL;
+	struct go_zip_check *k;
 	uint64_t cd_off, cd_size, total = 0;
-	EVP_MD_CTX *ctx = NULL;
 	const unsigned char *p;
 	int ret;
 
+	*out = NULL;
 	if (size < 22)
 		return buf_refuse(why, -EINVAL, "a zip shorter than its end record");
 	if ((ret = pread_all(fd, tail, tl, off + size - tl)) < 0)
@@ -337,70 +398,110 @@ int go_zip_h1(int fd, uint64_t off, uint64_t size, unsigned char h1[32], struct 
 		return buf_refuse(why, -EFBIG, "a zip with too many files");
 	if (cd_off + cd_size > size - tl + eocd)
 		return buf_refuse(why, -EINVAL, "a zip whose directory is not before its end");
-	cd = xmalloc(cd_size + 1);
-	z = xcalloc(nr + 1, sizeof(*z));
-	if ((ret = pread_all(fd, cd, cd_size, off + cd_off)) < 0) {
+	k = xcalloc(1, sizeof(*k));
+	k->fd = fd;
+	k->off = off;
+	k->cd_off = cd_off;
+	k->nr = nr;
+	k->cd = xmalloc(cd_size + 1);
+	k->z = xcalloc(nr + 1, sizeof(*k->z));
+	if ((ret = pread_all(fd, k->cd, cd_size, off + cd_off)) < 0) {
 		ret = buf_refuse(why, ret, "a zip that cannot be read back");
-		goto out;
+		goto fail;
 	}
-	p = cd;
+	p = k->cd;
 	for (size_t i = 0; i < nr; i++) {
+		struct zent *z = &k->z[i];
 		size_t n;
 
-		if ((size_t)(cd + cd_size - p) < 46 || le32(p) != 0x02014b50) {
+		if ((size_t)(k->cd + cd_size - p) < 46 || le32(p) != 0x02014b50) {
 			ret = buf_refuse(why, -EINVAL, "a zip directory cut short");
-			goto out;
+			goto fail;
 		}
 		n = 46 + (size_t)le16(p + 28) + le16(p + 30) + le16(p + 32);
-		if ((size_t)(cd + cd_size - p) < n) {
+		if ((size_t)(k->cd + cd_size - p) < n) {
 			ret = buf_refuse(why, -EINVAL, "a zip directory cut short");
-			goto out;
+			goto fail;
 		}
-		z[i] = (struct zent){(const char *)p + 46, le16(p + 28), le32(p + 16), le32(p + 20),
-		                     le32(p + 24),         le32(p + 42), le16(p + 10)};
-		if (le16(p + 8) & 1 || (z[i].method != 0 && z[i].method != 8) ||
-		    (z[i].method == 0 && z[i].csize != z[i].usize)) {
+		*z = (struct zent){(const char *)p + 46, le16(p + 28), le32(p + 16), le32(p + 20),
+		                   le32(p + 24),         le32(p + 42), le16(p + 10)};
+		if (le16(p + 8) & 1 || (z->method != 0 && z->method != 8) ||
+		    (z->method == 0 && z->csize != z->usize)) {
 			ret =
 			    buf_refuse(why, -EINVAL, "a zip entry encrypted or in another method");
-			goto out;
+			goto fail;
 		}
-		if (!zname_ok(z[i].name, z[i].nlen)) {
+		if (!zname_ok(z->name, z->nlen)) {
 			ret = buf_refuse(why, -EINVAL, "a zip entry with a name no module holds");
-			goto out;
+			goto fail;
 		}
-		total += z[i].usize;
+		total += z->usize;
 		if (total > GO_ZIP_UNZIP_MAX) {
 			ret = buf_refuse(why, -EFBIG, "a zip that inflates past the bound");
-			goto out;
+			goto fail;
 		}
 		p += n;
 	}
-	qsort(z, nr, sizeof(*z), zent_cmp);
+	qsort(k->z, nr, sizeof(*k->z), zent_cmp);
 	for (size_t i = 1; i < nr; i++)
-		if (!zent_cmp(&z[i - 1], &z[i])) {
+		if (!zent_cmp(&k->z[i - 1], &k->z[i])) {
 			ret = buf_refuse(why, -EINVAL, "a zip with one name twice");
-			goto out;
+			goto fail;
 		}
-	ctx = EVP_MD_CTX_new();
-	if (!ctx || !EVP_DigestInit_ex(ctx, EVP_sha256(), NULL))
+	k->all = EVP_MD_CTX_new();
+	if (!k->all || !EVP_DigestInit_ex(k->all, EVP_sha256(), NULL))
 		die_oom();
-	for (size_t i = 0; i < nr; i++) {
-		char hex[65];
+	*out = k;
+	return 0;
+fail:
+	go_zip_check_free(k);
+	return ret;
+}
 
-		if ((ret = zent_sum(fd, off, cd_off, &z[i], md, why)) < 0)
-			goto out;
-		hex_encode(hex, md, 32);
-		EVP_DigestUpdate(ctx, hex, 64);
-		EVP_DigestUpdate(ctx, "  ", 2);
-		EVP_DigestUpdate(ctx, z[i].name, z[i].nlen);
-		EVP_DigestUpdate(ctx, "\n", 1);
+int go_zip_check_step(struct go_zip_check *k, uint64_t budget, unsigned char h1[32],
+                      struct buf *why)
+{
+	int r;
+
+	if (!budget)
+		budget = 1;
+	while (k->i < k->nr) {
+		if (!k->started && (r = zent_start(k, why)) < 0)
+			return r;
+		if ((r = zent_work(k, &budget, why)) < 0) {
+			zent_end(k);
+			return r;
+		}
+		if (!r)
+			return 1;
+		zent_end(k);
+		k->i++;
+		if (!budget && k->i < k->nr)
+			return 1;
 	}
-	EVP_DigestFinal_ex(ctx, h1, NULL);
-	ret = 0;
-out:
-	EVP_MD_CTX_free(ctx);
-	free(z);
-	free(cd);
+	EVP_DigestFinal_ex(k->all, h1, NULL);
+	return 0;
+}
+
+void go_zip_check_free(struct go_zip_check *k)
+{
+	if (!k)
+		return;
+	zent_end(k);
+	EVP_MD_CTX_free(k->all);
+	free(k->z);
+	free(k->cd);
+	free(k);
+}
+
+int go_zip_h1(int fd, uint64_t off, uint64_t size, unsigned char h1[32], struct buf *why)
+{
+	struct go_zip_check *k;
+	int ret = go_zip_check_begin(fd, off, size, &k, why);
+
+	while (!ret && (ret = go_zip_check_step(k, UINT64_MAX, h1, why)) == 1)
+		;
+	go_zip_check_free(k);
 	return ret;
 }
 

@@ -67,6 +67,23 @@ void go_h1_mod(const unsigned char sum[32], unsigned char h1[32]);
  */
 int go_zip_h1(int fd, uint64_t off, uint64_t size, unsigned char h1[32], struct buf *why);
 
+/*
+ * go_zip_h1() a step at a time, so that an event loop can do other work
+ * between steps.  go_zip_check_begin() reads and checks the zip's end record
+ * and directory (bounded: GO_ZIP_CDIR_MAX) and gives *out, or refuses as
+ * go_zip_h1() does (*out NULL).  Each go_zip_check_step() reads and inflates
+ * about budget bytes (at least one; input and output both count, so a step
+ * costs about the same whatever the ratio), and returns 1 while there is
+ * more to do, 0 with h1 once the zip is all read, or a refusal with why as
+ * go_zip_h1().  fd must stay open and unchanged until go_zip_check_free().
+ */
+struct go_zip_check;
+int go_zip_check_begin(int fd, uint64_t off, uint64_t size, struct go_zip_check **out,
+                       struct buf *why);
+int go_zip_check_step(struct go_zip_check *k, uint64_t budget, unsigned char h1[32],
+                      struct buf *why);
+void go_zip_check_free(struct go_zip_check *k);
+
 /* The longest GOPROXY path prefix taken, and its most segments. */
 #define GO_PREFIX_MAX      256
 #define GO_PREFIX_SEGS_MAX 16

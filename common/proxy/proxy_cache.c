@@ -11,7 +11,9 @@
  * waiting (another filler holding it: the request is forwarded and not
  * stored), and the file I/O is one header read per lookup, one write per
  * chunk of the answer (at most SCRATCH_SIZE), one read per chunk of a hit,
- * and one fsync and rename per entry stored.
+ * and one fsync and rename per entry stored.  No step reads much at once: a
+ * Debian index is read as its bytes come, and a Go module zip's h1 is worked
+ * out from its fill a step a turn of the loop (px_cache_zip_step()).
  *
  * A stored artifact's key is its URL and the digest it was checked against
  * ("URL#sha512=HEX"): a hit is always an artifact checked against the
@@ -220,6 +222,13 @@ void px_cache_end(struct conn *c)
 	c->cache_note = NULL;
 	c->cache_why = NULL;
 	c->go_zip = 0;
+	go_zip_check_free(c->zipck);
+	c->zipck = NULL;
+	if (c->zip_tail) {
+		buf_release(c->zip_tail);
+		free(c->zip_tail);
+		c->zip_tail = NULL;
+	}
 	if (c->own && c->dead)
 		px_fetch_end(c);
 	if (c->dead)
@@ -514,38 +523,74 @@ void px_cache_head(struct conn *c, const struct http_head *h)
 }
 
 /*
- * The h1 of a Go artifact now whole into md (len 32): a .mod's from its
- * sha256 in md; a zip's from its files, read back from the fill (a zip
- * that is not a zip gets an h1 of all zeros, a mismatch).  0 when a zip has
- * no fill to read (it is then not checked, and not stored).
+ * The answer is whole and its digest, if it has one, is md (len bytes):
+ * both digests there may be (the metadata's and a PyPI path's) must agree.
+ * -1 when not (c is cut: the client never gets the answer's end), else 0
+ * with what it taught learnt and its fill stored.
  */
-static int go_h1(struct conn *c, unsigned char *md, unsigned int *len)
+static int verdict(struct conn *c, const unsigned char *md, unsigned int len)
+{
+	struct proxy *px = c->px;
+	struct buf why = BUF_INIT;
+	unsigned char b2[DEP_PYPI_B2_LEN];
+	const char *bad = NULL;
+	int r;
+
+	if (c->cmd && (len != c->cdig->len || CRYPTO_memcmp(md, c->cdig->md, len)))
+		bad = "the artifact does not match the digest its metadata gives";
+	if (c->b2) {
+		blake2b_final(c->b2, b2);
+		if (CRYPTO_memcmp(b2, c->b2md, DEP_PYPI_B2_LEN))
+			bad = "the file does not match the blake2b-256 its URL gives";
+	}
+	digest_drop(c);
+	if (bad) {
+		/* Nothing stored, and the client never sees the answer's end. */
+		c->cache_note = "bad";
+		if (px->cfg->report)
+			px->cfg->report->cache_bad++;
+		px_abort_forward(c, bad);
+		return -1;
+	}
+	if (reading(c)) {
+		learn(c);
+		drop_meta(c);
+	}
+	if (c->fill) {
+		r = dep_cache_fill_commit(c->fill, NULL, 0, &why);
+		free(c->fill);
+		c->fill = NULL;
+		if (r < 0)
+			px_log_note(px, "the dependency cache failed", -r);
+		else
+			c->cache_note = "fill";
+		buf_release(&why);
+	}
+	return 0;
+}
+
+int px_cache_zip_step(struct conn *c)
 {
 	struct buf why = BUF_INIT;
+	unsigned char h1[32];
+	int r = go_zip_check_step(c->zipck, PX_ZIP_STEP, h1, &why);
 
-	*len = 32;
-	if (!c->go_zip) {
-		unsigned char sum[32];
-
-		memcpy(sum, md, 32);
-		go_h1_mod(sum, md);
-		return 1;
-	}
-	if (!c->fill)
-		return 0;
-	if (go_zip_h1(c->fill->fd, DEP_CACHE_HEADER, c->fill->size, md, &why) < 0)
-		memset(md, 0, 32);
 	buf_release(&why);
-	return 1;
+	if (r == 1)
+		return 1;
+	if (r < 0)
+		memset(h1, 0, sizeof(h1)); /* not a zip we read: a mismatch */
+	go_zip_check_free(c->zipck);
+	c->zipck = NULL;
+	return verdict(c, h1, sizeof(h1));
 }
 
 int px_cache_body(struct conn *c, const char *p, size_t n, int done)
 {
 	struct proxy *px = c->px;
 	struct buf why = BUF_INIT;
-	unsigned char md[EVP_MAX_MD_SIZE], b2[DEP_PYPI_B2_LEN];
+	unsigned char md[EVP_MAX_MD_SIZE];
 	unsigned int len = 0;
-	const char *bad = NULL;
 	int r;
 
 	/* An own fetch's answer past one answer's cap: cut here, not read on. */
@@ -579,45 +624,32 @@ int px_cache_body(struct conn *c, const char *p, size_t n, int done)
 	buf_release(&why);
 	if (!done)
 		return 0;
-	/* Both must agree when there are two: the index's digest and the path's. */
 	if (c->cmd) {
 		EVP_DigestFinal_ex(c->cmd, md, &len);
-		if (!strcmp(c->cdig->algo, "h1") && !go_h1(c, md, &len)) {
-			/* A zip stored nowhere is not read back: the go command checks its own. */
-			digest_drop(c);
-			c->cache_note = "miss";
-			return 0;
+		if (!strcmp(c->cdig->algo, "h1") && c->go_zip) {
+			if (!c->fill) {
+				/* A zip stored nowhere is not read back: the go command checks its
+				 * own. */
+				digest_drop(c);
+				c->cache_note = "miss";
+				return 0;
+			}
+			/* Its h1 is its files', read back from the fill in steps. */
+			r = go_zip_check_begin(c->fill->fd, DEP_CACHE_HEADER, c->fill->size,
+			                       &c->zipck, &why);
+			buf_release(&why);
+			if (!r)
+				return 1;
+			memset(md, 0, 32); /* not a zip we read: a mismatch */
+			len = 32;
+		} else if (!strcmp(c->cdig->algo, "h1")) {
+			unsigned char sum[32];
+
+			/* A .mod's h1 is its sha256's. */
+			memcpy(sum, md, 32);
+			go_h1_mod(sum, md);
+			len = 32;
 		}
-		if (len != c->cdig->len || CRYPTO_memcmp(md, c->cdig->md, len))
-			bad = "the artifact does not match the digest its metadata gives";
 	}
-	if (c->b2) {
-		blake2b_final(c->b2, b2);
-		if (CRYPTO_memcmp(b2, c->b2md, DEP_PYPI_B2_LEN))
-			bad = "the file does not match the blake2b-256 its URL gives";
-	}
-	digest_drop(c);
-	if (bad) {
-		/* Nothing stored, and the client never sees the answer's end. */
-		c->cache_note = "bad";
-		if (px->cfg->report)
-			px->cfg->report->cache_bad++;
-		px_abort_forward(c, bad);
-		return -1;
-	}
-	if (reading(c)) {
-		learn(c);
-		drop_meta(c);
-	}
-	if (c->fill) {
-		r = dep_cache_fill_commit(c->fill, NULL, 0, &why);
-		free(c->fill);
-		c->fill = NULL;
-		if (r < 0)
-			px_log_note(px, "the dependency cache failed", -r);
-		else
-			c->cache_note = "fill";
-		buf_release(&why);
-	}
-	return 0;
+	return verdict(c, md, len);
 }

@@ -520,6 +520,38 @@ static int flush_records(struct conn *c)
 	return 1;
 }
 
+/* Hold back the answer's last bytes (p, n) while its Go module zip is checked. */
+static void hold_tail(struct conn *c, const char *p, size_t n)
+{
+	c->zip_tail = xcalloc(1, sizeof(*c->zip_tail));
+	buf_init(c->zip_tail, n);
+	buf_add(c->zip_tail, p, n);
+}
+
+/*
+ * One step of the zip's check (px_cache_zip_step()): 1 when c waits for the
+ * next, 0 when it ended and the bytes held back went on, -1 when c was cut.
+ */
+static int zip_step(struct conn *c)
+{
+	struct proxy *px = c->px;
+	int r = px_cache_zip_step(c);
+
+	c->deadline_ms = px->now_ms + px->cfg->idle_timeout_ms;
+	if (r < 0)
+		return -1;
+	if (r > 0) {
+		/* Other connections move before the next step. */
+		c->more = 1;
+		return 1;
+	}
+	px_intercept_body(c, c->zip_tail->buf, c->zip_tail->len, 1);
+	buf_release(c->zip_tail);
+	free(c->zip_tail);
+	c->zip_tail = NULL;
+	return 0;
+}
+
 int px_fwd_response(struct conn *c)
 {
 	struct proxy *px = c->px;
@@ -540,6 +572,11 @@ int px_fwd_response(struct conn *c)
 		}
 		if (!f)
 			return 0;
+		if (c->zipck) {
+			if ((r = zip_step(c)) != 0)
+				return r > 0 ? 0 : -1;
+			continue;
+		}
 		if (c->rechunk == 1 && c->resp_head_done && c->rb_len > c->rb_off &&
 		    !c->respb.done) {
 			size_t dl = 0;
@@ -553,15 +590,23 @@ int px_fwd_response(struct conn *c)
 			}
 			c->rb_off += (size_t)k;
 			c->received += (uint64_t)k;
-			if (px_cache_body(c, px->scratch, dl, c->respb.done) < 0)
+			if ((r = px_cache_body(c, px->scratch, dl, c->respb.done)) < 0)
 				return -1;
+			if (r > 0) {
+				hold_tail(c, px->scratch, dl);
+				continue;
+			}
 			px_intercept_body(c, px->scratch, dl, c->respb.done);
 			c->deadline_ms = px->now_ms + px->cfg->idle_timeout_ms;
 			continue;
 		}
 		if (c->rechunk == 1 && c->resp_head_done && c->respb.done) {
-			if (px_cache_body(c, "", 0, 1) < 0)
+			if ((r = px_cache_body(c, "", 0, 1)) < 0)
 				return -1;
+			if (r > 0) {
+				hold_tail(c, "", 0);
+				continue;
+			}
 			px_intercept_body(c, "", 0, 1);
 			continue;
 		}

@@ -32,8 +32,11 @@
 struct blake2b;
 struct buf;
 struct dep_deb_reader;
+struct go_zip_check;
 
 #define SCRATCH_SIZE (64 * 1024)
+/* The bytes a Go module zip's check reads and inflates in one step of the loop. */
+#define PX_ZIP_STEP (1u << 20)
 /* The upstream's response head and body pass through a buffer this size. */
 #define RBUF_SIZE (16 * 1024)
 /* An answer of our own is flushed, then the connection lingers this long. */
@@ -179,6 +182,8 @@ struct conn {
 	struct blake2b *b2; /* a PyPI file: the BLAKE2b-256 its path names, checked too */
 	unsigned char b2md[32];
 	int go_zip;                  /* a Go module zip: checked whole, from its fill */
+	struct go_zip_check *zipck;  /* its check under way, once it is whole */
+	struct buf *zip_tail;        /* the answer's last bytes, held back until it ends */
 	struct dep_cache_fill *fill; /* storing them */
 	struct dep_cache_entry *hit; /* a hit being served */
 	uint64_t hit_left;
@@ -543,9 +548,19 @@ void px_cache_head(struct conn *c, const struct http_head *h);
  * The answer's payload (p, n bytes; done at its end), before it goes to the
  * client.  -1 when c was cut (the artifact's digest did not match: the
  * client never gets the answer's end; an own fetch's answer passed its cap:
- * px_fetch_body()), else 0.
+ * px_fetch_body()); 1 when done and the check goes on in steps
+ * (px_cache_zip_step(): the caller holds these bytes back until it ends);
+ * else 0.
  */
 int px_cache_body(struct conn *c, const char *p, size_t n, int done);
+/*
+ * After px_cache_body() said 1 (a Go module zip whole, its h1 to be worked
+ * out from its files): work on it one step (about PX_ZIP_STEP bytes read
+ * and inflated), so that other connections move between steps.  1 while
+ * there is more, 0 once it matched (the answer's end, held back, may go to
+ * the client), -1 when c was cut as px_cache_body() cuts it.
+ */
+int px_cache_zip_step(struct conn *c);
 /* Serve more of a hit (c->hit); the request finishes when it is all sent. */
 void px_cache_step(struct conn *c);
 /* Drop c's cache state: a fill under way is aborted, a hit closed. */

@@ -2,8 +2,11 @@
  * test-gosum: Go modules' rules in the dependency cache (common/net/go_sum.h,
  * common/proxy/dep_go.h), for t/3012-dep-cache.bats.
  *
- *   test-gosum zip FILE
- *	go_zip_h1() of the zip FILE: "h1:BASE64", or "refused: WHY"
+ *   test-gosum zip[:N] FILE
+ *	go_zip_h1() of the zip FILE: "h1:BASE64", or "refused: WHY"; zip:N
+ *	steps go_zip_check_step() with a budget of N bytes, as the proxy does,
+ *	and with TEST_GOSUM_TIMES set prints to stderr its steps, the
+ *	longest one's time and the whole's
  *   test-gosum vkey KEY
  *	go_vkey_parse(): "NAME HASH", or "refused: WHY"
  *   test-gosum lookup BASE FILE KEY[,KEY...] [TARGET ...]
@@ -24,6 +27,7 @@
 #include <unistd.h>
 
 #include "base/buf.h"
+#include "base/clock.h"
 #include "base/err.h"
 #include "net/go_sum.h"
 #include "proxy/dep_go.h"
@@ -38,16 +42,48 @@ static void print_h1(const unsigned char md[32])
 	printf("h1:%s\n", b64);
 }
 
-static int cmd_zip(const char *file)
+/* The zip's h1 in steps of budget bytes: 0 or a refusal, as go_zip_h1(). */
+static int zip_in_steps(int fd, uint64_t size, uint64_t budget, unsigned char md[32],
+                        struct buf *why)
+{
+	struct go_zip_check *k;
+	int64_t start = clock_ms(), t, longest, all;
+	size_t steps = 0;
+	int ret = go_zip_check_begin(fd, 0, size, &k, why);
+
+	longest = clock_ms() - start;
+	while (!ret) {
+		t = clock_ms();
+		ret = go_zip_check_step(k, budget, md, why);
+		t = clock_ms() - t;
+		steps++;
+		longest = t > longest ? t : longest;
+		if (ret != 1)
+			break;
+		ret = 0;
+	}
+	all = clock_ms() - start;
+	go_zip_check_free(k);
+	if (getenv("TEST_GOSUM_TIMES"))
+		fprintf(stderr, "the directory and %zu steps in %lld ms, the longest %lld ms\n",
+		        steps, (long long)all, (long long)longest);
+	return ret;
+}
+
+static int cmd_zip(const char *how, const char *file)
 {
 	struct stat st;
 	struct buf why = BUF_INIT;
 	unsigned char md[32];
-	int fd = open(file, O_RDONLY);
+	int fd = open(file, O_RDONLY), ret;
 
 	if (fd < 0 || fstat(fd, &st) < 0)
 		die_errno("test-gosum: cannot open '%s'", file);
-	if (go_zip_h1(fd, 0, (uint64_t)st.st_size, md, &why) < 0)
+	if (how[3] == ':')
+		ret = zip_in_steps(fd, (uint64_t)st.st_size, strtoull(how + 4, NULL, 10), md, &why);
+	else
+		ret = go_zip_h1(fd, 0, (uint64_t)st.st_size, md, &why);
+	if (ret < 0)
 		printf("refused: %s\n", why.buf);
 	else
 		print_h1(md);
@@ -102,8 +138,9 @@ int main(int argc, char **argv)
 	struct buf out = BUF_INIT, why = BUF_INIT;
 	struct go_vkey k;
 
-	if (argc == 3 && !strcmp(argv[1], "zip"))
-		return cmd_zip(argv[2]);
+	if (argc == 3 && (!strcmp(argv[1], "zip") ||
+	                  (!strncmp(argv[1], "zip:", 4) && strtoull(argv[1] + 4, NULL, 10) > 0)))
+		return cmd_zip(argv[1], argv[2]);
 	if (argc >= 5 && !strcmp(argv[1], "lookup"))
 		return cmd_lookup(argc, argv);
 	if (argc == 3 && !strcmp(argv[1], "vkey")) {
