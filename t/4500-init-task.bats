@@ -1364,7 +1364,7 @@ print(r["session_s"] >= 1.4, 0 < r["steps"][1]["start_s"] < r["session_s"])' res
 	run_task "env MY_VAR"
 	assert_equal "$(jget failed_step)" clone
 	assert_equal "$(jget claude)" null
-	grep -q "the secrets on stdin" progress.txt
+	grep -q "the go message's secrets: not {\"env\": {...}}" progress.txt
 	# a link is not followed, and left where it is
 	rm -rf res early go-secrets
 	mkdir res

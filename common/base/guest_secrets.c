@@ -45,7 +45,7 @@ static void json_quote(struct buf *out, const char *s)
 int guest_secrets_write(const struct guest_secret *v, size_t n, enum guest_secrets_framing f,
                         struct buf *out, struct buf *err)
 {
-	int wrap = f == GUEST_SECRETS_STDIN;
+	int wrap = f != GUEST_SECRETS_ENV_VAR;
 	/*
 	 * Grow once, generously, so that no realloc leaves a copy of a value
 	 * behind in freed memory.
@@ -80,7 +80,9 @@ int guest_secrets_write(const struct guest_secret *v, size_t n, enum guest_secre
 int guest_secrets_read(const char *text, size_t len, enum guest_secrets_framing f,
                        struct strvec *out, struct buf *err)
 {
-	const char *what = f == GUEST_SECRETS_STDIN ? "the secrets on stdin" : GUEST_RUN_ENV_VAR;
+	const char *what = f == GUEST_SECRETS_STDIN ? "the secrets on stdin"
+	                   : f == GUEST_SECRETS_GO  ? "the go message's secrets"
+	                                            : GUEST_RUN_ENV_VAR;
 	size_t nr = out->nr;
 	json_t *root, *env, *v;
 	const char *name;
@@ -94,12 +96,12 @@ int guest_secrets_read(const char *text, size_t len, enum guest_secrets_framing 
 	}
 	root = json_loadb(text, len, JSON_REJECT_DUPLICATES, NULL);
 	env = root;
-	if (f == GUEST_SECRETS_STDIN)
+	if (f != GUEST_SECRETS_ENV_VAR)
 		env = json_object_size(root) == 1 ? json_object_get(root, STDIN_MEMBER) : NULL;
 	if (!json_is_object(env)) {
 		buf_addf(err, "%s: not %s", what,
-		         f == GUEST_SECRETS_STDIN ? "{\"" STDIN_MEMBER "\": {...}}"
-		                                  : "a JSON object");
+		         f != GUEST_SECRETS_ENV_VAR ? "{\"" STDIN_MEMBER "\": {...}}"
+		                                    : "a JSON object");
 		goto out;
 	}
 	if (json_object_size(env) > GUEST_SECRETS_NAMES_MAX) {

@@ -21,6 +21,7 @@
 enum guest_secrets_framing {
 	GUEST_SECRETS_STDIN,   /* aibox task: {"env": {...}} and a newline */
 	GUEST_SECRETS_ENV_VAR, /* aibox run: {...} */
+	GUEST_SECRETS_GO,      /* aibox task's, sent with a restored VM's go message instead */
 };
 
 struct guest_secret {

@@ -89,11 +89,14 @@ static int go_secrets_take(const struct guest_task_opts *o, struct buf *b)
 	return r < 0 ? r : 1;
 }
 
-/* The secrets' text b into out, each name one of env_names.  0, or -1 with err set. */
-static int secrets_parse(struct guest_task *t, const struct buf *b, struct strvec *out,
-                         struct buf *err)
+/*
+ * The secrets' text b (framing f: from stdin or the go message) into out,
+ * each name one of env_names.  0, or -1 with err set.
+ */
+static int secrets_parse(struct guest_task *t, const struct buf *b, enum guest_secrets_framing f,
+                         struct strvec *out, struct buf *err)
 {
-	if (guest_secrets_read(b->buf, b->len, GUEST_SECRETS_STDIN, out, err) < 0)
+	if (guest_secrets_read(b->buf, b->len, f, out, err) < 0)
 		return -1;
 	for (size_t i = 0; i < out->nr; i++) {
 		const char *s = out->v[i];
@@ -123,7 +126,7 @@ static int stdin_secrets(struct guest_task *t, struct strvec *out, struct buf *e
 	if (r < 0)
 		buf_addf(err, "cannot read the secrets from stdin: %s", strerror(-r));
 	else
-		ret = secrets_parse(t, &b, out, err);
+		ret = secrets_parse(t, &b, GUEST_SECRETS_STDIN, out, err);
 	buf_wipe_release(&b);
 	return ret;
 }
@@ -147,7 +150,7 @@ int secrets_read(struct guest_task *t, struct buf *err)
 		buf_addstr(err, "settings.json names secrets and the go message carried none");
 		goto out;
 	}
-	if (go && secrets_parse(t, &b, &t->secrets, err) < 0)
+	if (go && secrets_parse(t, &b, GUEST_SECRETS_GO, &t->secrets, err) < 0)
 		goto out;
 	t->secrets_go = go;
 	if (t->o->early_task) {
