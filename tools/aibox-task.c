@@ -1392,7 +1392,8 @@ static void group_line_out(void *ctx, const char *s, size_t n)
 	write_all(1, s, n);
 }
 
-static int run_group(struct task *t, int argc, char **argv)
+/* The n attempts group_attempts() found, each with cpus vCPUs (0: the task's size). */
+static int run_group(struct task *t, int n, int cpus, int argc, char **argv)
 {
 	struct prompt_opts po = {0};
 	struct buf prompt = BUF_INIT, err = BUF_INIT, line = BUF_INIT, gdir = BUF_INIT;
@@ -1403,7 +1404,8 @@ static int run_group(struct task *t, int argc, char **argv)
 	if (t->o.cont)
 		die("--continue and --attempts: a task is continued by one attempt at a time "
 		    "(--attempts 1)");
-	g.n = group_attempts(t, &g.cpus);
+	g.n = n;
+	g.cpus = cpus;
 	g.self = "/proc/self/exe";
 	g.argv = argv + 1;
 	g.argc = argc - 1;
@@ -1476,8 +1478,12 @@ int main(int argc, char **argv)
 		return slurm_node(&t);
 	if (t.o.slurm_check)
 		exit(slurm_check(&t)); /* t stays reachable for the leak check */
-	if (!t.o.attempt_of && group_attempts(&t, NULL) > 1)
-		exit(run_group(&t, argc, argv));
+	if (!t.o.attempt_of) {
+		int cpus, n = group_attempts(&t, &cpus);
+
+		if (n > 1)
+			exit(run_group(&t, n, cpus, argc, argv));
+	}
 	start(&t);
 	phase_done(&t, "start");
 	{
