@@ -141,7 +141,7 @@ static void meta_add(struct conn *c, const char *p, size_t n)
 	size_t held;
 
 	if (c->deb) {
-		/* What the reader holds (its table so far) counts as bytes kept do. */
+		/* What the reader holds (its table so far) counts as kept bytes do. */
 		if (dep_deb_reader_feed(c->deb, p, n, NULL) < 0 ||
 		    (held = dep_deb_reader_size(c->deb)) > DEP_META_MAX ||
 		    px->meta_bytes - c->deb_held + held > PX_META_TOTAL) {
