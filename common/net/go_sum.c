@@ -234,8 +234,8 @@ struct go_zip_check {
 	size_t nr, i;    /* the entries; the one under way */
 	EVP_MD_CTX *all; /* over the lines "HEX  NAME\n" */
 	/* The entry under way. */
-	int started, zinit, zr, out_full;
-	EVP_MD_CTX *ctx;
+	int zinit, zr, out_full;
+	EVP_MD_CTX *ctx; /* the entry's digest: NULL before it starts */
 	z_stream zs;
 	uLong crc;
 	uint64_t data, left, got;
@@ -249,7 +249,7 @@ static void zent_end(struct go_zip_check *k)
 		inflateEnd(&k->zs);
 	EVP_MD_CTX_free(k->ctx);
 	k->ctx = NULL;
-	k->started = k->zinit = k->out_full = 0;
+	k->zinit = k->out_full = 0;
 }
 
 /* Start entry k->i: its local header read, its data found.  0 or -errno/-EINVAL with why. */
@@ -280,7 +280,6 @@ static int zent_start(struct go_zip_check *k, struct buf *why)
 	k->crc = crc32(0, NULL, 0);
 	k->left = z->csize;
 	k->got = 0;
-	k->started = 1;
 	return 0;
 }
 
@@ -466,7 +465,7 @@ int go_zip_check_step(struct go_zip_check *k, uint64_t budget, unsigned char h1[
 	if (!budget)
 		budget = 1;
 	while (k->i < k->nr) {
-		if (!k->started && (r = zent_start(k, why)) < 0)
+		if (!k->ctx && (r = zent_start(k, why)) < 0)
 			return r;
 		if ((r = zent_work(k, &budget, why)) < 0) {
 			zent_end(k);
