@@ -65,7 +65,8 @@ three() {
 @test "compare: one row an attempt, the diff counted from its bundle against the start commit" {
 	three
 	before=$(git for-each-ref; git count-objects -v; find "$TK" -newer "$TK" -o -print | sort | xargs ls -ld --time-style=+%s.%N)
-	run --separate-stderr aibox tasks compare 0a1b2c
+	mkdir "$T/tmp"
+	TMPDIR=$T/tmp run --separate-stderr aibox tasks compare 0a1b2c
 	assert_success
 	assert_line --index 0 "group 0a1b2c: 3 attempts"
 	[[ "${lines[1]}" =~ ^aaaaaa\ +finished\ +check\ passed\ +1\.500000\ USD\ +1m23s\ +2\ commits,\ 2\ files,\ \+3\ -1$ ]] || fail "${lines[1]}"
@@ -78,6 +79,7 @@ three() {
 	after=$(git for-each-ref; git count-objects -v; find "$TK" -newer "$TK" -o -print | sort | xargs ls -ld --time-style=+%s.%N)
 	assert_equal "$after" "$before"
 	run ! git cat-file -e "$END"
+	assert_equal "$(ls -A "$T/tmp")" ""
 	# Any attempt names its group, by id, name or path; --json gives one object each.
 	for arg in bbbbbb 20260101-100002-cccccc "$TK/20260101-100000-aaaaaa"; do
 		run --separate-stderr aibox tasks compare --json "$arg"

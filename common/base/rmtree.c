@@ -144,7 +144,7 @@ int rmtree_at(int dirfd, const char *name, struct rmtree_stats *stats, struct bu
 	struct walk w = {.stats = stats, .where = where, .path = BUF_INIT};
 	struct stat st;
 
-	if (fstat(dirfd, &st) < 0)
+	if (fstatat(dirfd, ".", &st, 0) < 0) /* fstat() would refuse AT_FDCWD */
 		return -errno;
 	w.dev = st.st_dev;
 	buf_addstr(&w.path, name);
