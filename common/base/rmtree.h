@@ -28,11 +28,12 @@ struct rmtree_stats {
 };
 
 /*
- * Remove `name` in the folder dirfd (or AT_FDCWD): a file or symlink is unlinked, a folder
- * removed with everything in it.  Goes on past failures to remove as much as
- * it can.  Returns 0 (also when name does not exist), or the first failure's
- * negative errno with its path, relative to dirfd and starting with name,
- * appended to where (if not NULL).  stats (may be NULL) adds what went.
+ * Remove `name` in the folder dirfd (or AT_FDCWD): a file or symlink is
+ * unlinked, a folder removed with everything in it.  Goes on past failures to
+ * remove as much as it can.  Returns 0 (also when name does not exist), or
+ * the first failure's negative errno with its path, relative to dirfd and
+ * starting with name, appended to where (if not NULL).  stats (may be NULL)
+ * adds what went.
  */
 int rmtree_at(int dirfd, const char *name, struct rmtree_stats *stats, struct buf *where);
 
