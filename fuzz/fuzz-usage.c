@@ -68,6 +68,33 @@ static void run(const char *p, size_t n, enum usage_mode mode, unsigned cut, str
 			abort();
 }
 
+/* Does v hold a key that makes a body unbounded (usage_req_unbounded())? depth: v's. */
+static int has_unbounding_key(json_t *v, int depth, int in_tools)
+{
+	const char *k;
+	json_t *m;
+	size_t i;
+
+	if (json_is_object(v)) {
+		json_object_foreach(v, k, m)
+		{
+			if (!strcmp(k, "source") || !strcmp(k, "mcp_servers") ||
+			    !strcmp(k, "container") ||
+			    (in_tools && depth == 3 && !strcmp(k, "type")) ||
+			    has_unbounding_key(m, depth + 1,
+			                       depth == 1 ? !strcmp(k, "tools") : in_tools))
+				return 1;
+		}
+	} else if (json_is_array(v)) {
+		json_array_foreach(v, i, m)
+		{
+			if (has_unbounding_key(m, depth + 1, in_tools))
+				return 1;
+		}
+	}
+	return 0;
+}
+
 static void req_check(const char *p, size_t n, unsigned cut)
 {
 	struct usage_req a, b;
@@ -88,7 +115,7 @@ static void req_check(const char *p, size_t n, unsigned cut)
 	if (usage_req_max_tokens(&a) != usage_req_max_tokens(&b) ||
 	    !usage_req_model(&a) != !usage_req_model(&b) ||
 	    (usage_req_model(&a) && strcmp(usage_req_model(&a), usage_req_model(&b))) ||
-	    a.bytes != n)
+	    usage_req_unbounded(&a) != usage_req_unbounded(&b) || a.bytes != n)
 		abort();
 	root = json_loadb(p, n, JSON_DECODE_INT_AS_REAL, NULL);
 	if (json_is_object(root)) {
@@ -96,6 +123,9 @@ static void req_check(const char *p, size_t n, unsigned cut)
 		if (json_is_real(v) && json_real_value(v) >= 0 && json_real_value(v) <= 1e9 &&
 		    (double)usage_req_max_tokens(&a) < json_real_value(v) &&
 		    usage_req_max_tokens(&a) != USAGE_MAX_TOKENS_UNREAD)
+			abort();
+		/* A key the API reads as one that unbounds the prompt is never missed. */
+		if (has_unbounding_key(root, 1, 0) && !usage_req_unbounded(&a))
 			abort();
 		v = json_object_get(root, "model");
 		if (usage_req_model(&a) &&

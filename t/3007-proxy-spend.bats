@@ -336,9 +336,14 @@ clients() {
 		max_tokens = int(sys.argv[5]) if len(sys.argv) > 5 else 32000
 		model = sys.argv[6] if len(sys.argv) > 6 else "claude-sonnet-4-5"
 		stream = sys.argv[7] != "false" if len(sys.argv) > 7 else True
-		body = json.dumps({"model": model, "max_tokens": max_tokens, "stream": stream,
-		                   "tools": [{"name": "Bash"}],
-		                   "messages": [{"role": "user", "content": "hi"}]}).encode()
+		body = {"model": model, "max_tokens": max_tokens, "stream": stream,
+		        "tools": [{"name": "Bash"}], "messages": [{"role": "user", "content": "hi"}]}
+		# the 8th argument: members that replace or join the body's, as JSON text
+		# spliced in before its last brace (so a key may be spelled with an escape)
+		body = json.dumps(body)
+		if len(sys.argv) > 8:
+		    body = body[:-1] + ", " + sys.argv[8] + "}"
+		body = body.encode()
 		def one(i):
 		    s = socket.create_connection(("127.0.0.1", port), timeout=60)
 		    s.sendall(b"POST http://127.0.0.1:3129/v1/messages HTTP/1.1\r\nHost: 127.0.0.1:3129\r\n"
@@ -427,14 +432,17 @@ stream_script() {
 	grep -Eq ' failed localhost:3129 POST /v1/messages \(upstream (read failed|closed inside the response)\) status=200 model=claude-sonnet-4-5 input=10 output=5000 .* usd=0.075030 charged=max_tokens ' "$T/proxy.log"
 }
 
-@test "spend: a non-streamed answer cut short is charged its request's max_tokens of output" {
+@test "spend: a non-streamed answer cut short is charged its request's max_tokens of output and its prompt" {
 	jq -cn '{turns: [{cut: true, raw: ["{\"type\":\"message\",\"model\":\"claude-sonnet-4-5\",\"content\":[{\"type\":\"text\",\"text\":\"hel"]}]}' >"$T/script.json"
 	api "$(cat "$T/script.json")"
 	start_recorded
 	clients 1 "" 7000 claude-sonnet-4-5 false
 	grep -q '"text":"hel' "$T/got.0"
 	stop_proxy
-	[ "$(usage '[.models[0].model, .models[0].input, .models[0].output, .nano_usd]')" = '["claude-sonnet-4-5",0,7000,105000000]' ]
+	# No usage came at all: the prompt as its body bounds it (145 bytes + 4096) at the
+	# dearest input-like price (the 1-hour cache write, 6 USD per million), 7000 output.
+	[ "$(usage '[.models[0].model, .models[0].input, .models[0].cache_write_1h, .models[0].output, .nano_usd]')" = '["claude-sonnet-4-5",0,4241,7000,130446000]' ]
+	grep -q ' cache_write_1h=4241 cache_read=0 usd=0.130446 charged=max_tokens,prompt ' "$T/proxy.log"
 }
 
 @test "spend: max_tokens is read from the body as the API reads it; an unreadable one charges the documented maximum" {
@@ -484,6 +492,77 @@ stream_script() {
 	run grep -l 'budget of 0.050000 USD is spent (0.150030 USD' "$T"/got.*
 	[ "$status" -eq 0 ]
 	[ "${#lines[@]}" = 29 ]
+}
+
+# input_script IN_START IN_DELTA START_PAUSE DELTA_PAUSE: a streamed answer of
+# claude-sonnet-4-5 whose message_start comes after START_PAUSE seconds with
+# IN_START input tokens, and whose message_delta, DELTA_PAUSE seconds later,
+# reports IN_DELTA input tokens (as a server tool's results add input) and 10
+# of output
+input_script() {
+	jq -cn --argjson a "$1" --argjson b "$2" --argjson p1 "$3" --argjson p2 "$4" '
+		{turns: [{raw: [$p1,
+			"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"claude-sonnet-4-5\",\"usage\":{\"input_tokens\":\($a),\"output_tokens\":1}}}\n\n",
+			$p2,
+			"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"input_tokens\":\($b),\"output_tokens\":10}}\n\n",
+			"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"]}]}'
+}
+
+@test "spend: hostile: a body that does not bound its prompt (by URL, an image, a server tool, MCP, an escape) runs alone under a cap" {
+	# Each body is a few hundred bytes; the API counts 200,000 tokens of input for
+	# each (a fetched PDF, a server tool's results: known only at message_delta).
+	# 200,000 x 3 + 10 x 15 USD per million: 0.60015 USD an answer.
+	local i=0 extra
+	for extra in \
+		'"messages":[{"role":"user","content":[{"type":"document","source":{"type":"url","url":"https://example.com/big.pdf"}}]}]' \
+		'"messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBORw0KGgo="}}]}]' \
+		'"tools":[{"name":"Bash"},{"type":"web_fetch_20250910","name":"web_fetch","max_uses":5}]' \
+		'"mcp_servers":[{"type":"url","url":"https://mcp.example/sse","name":"m"}]' \
+		'"container":"container_1"' \
+		'"messages":[{"role":"user","content":[{"type":"document","sour\u0063e":{"type":"url","url":"https://example.com/a.pdf"}}]}]' \
+		"\"metadata\":$(printf '[%.0s' $(seq 70))$(printf ']%.0s' $(seq 70))"; do
+		i=$((i + 1))
+		mkdir "$T/$i"
+		api "$(input_script 10 200000 0 1)"
+		T=$T/$i start_recorded --budget-task 0.05
+		T=$T/$i clients 10 "" 100 claude-sonnet-4-5 true "$extra"
+		T=$T/$i stop_proxy
+		stop_fake_api
+		# one forwarded: the others waited for it to end, then were refused
+		[ "$(ls "$T/rec" | wc -l)" = 1 ] || fail "body $i ($extra): $(ls "$T/rec" | wc -l) forwarded"
+		rm -rf "$T/rec"
+		run jq -c '.usage | [.nano_usd, .requests, .refused]' "$T/$i/record.json"
+		assert_output '[600150000,1,9]'
+	done
+}
+
+@test "spend: hostile: many tiny requests at once are each reserved the API's own prompt beyond their bytes" {
+	# 145-byte bodies whose prompt the API counts at 500 tokens (its tool use system
+	# prompt); message_start after a second. 500 x 3 + 10 x 15 USD per million:
+	# 0.00165 USD an answer, against a cap of 0.005: at most four answers (0.0066).
+	api "$(input_script 500 500 1 0)"
+	start_recorded --budget-task 0.005
+	clients 30 "" 1
+	stop_proxy
+	run jq -c '.usage | [.nano_usd, .requests, .refused]' "$T/record.json"
+	assert_output '[6600000,4,26]'
+}
+
+@test "spend: a non-streamed answer too large to read, for a body that does not bound its prompt, is charged the largest prompt" {
+	# Over USAGE_BODY_MAX (4 MiB), its usage is not read: a server tool's results
+	# can make the answer that large and its input anything up to a context window.
+	jq -cn '("x" * (5 * 1024 * 1024)) as $x | {turns: [{raw: [
+		"{\"type\":\"message\",\"model\":\"claude-sonnet-4-5\",\"content\":[{\"type\":\"text\",\"text\":\"\($x)\"}],\"usage\":{\"input_tokens\":900000,\"output_tokens\":100}}"]}]}' >"$T/script.json"
+	api "$(cat "$T/script.json")"
+	start_recorded --budget-task 1
+	clients 1 "" 100 claude-sonnet-4-5 false '"tools":[{"type":"web_fetch_20250910","name":"web_fetch"}]'
+	[ "$(wc -c <"$T/got.0")" -gt 5000000 ]
+	# 1,000,000 x 6 (the 1-hour cache write) + 100 x 15 USD per million; the cap is passed
+	clients 1 "" 100
+	stop_proxy
+	run jq -c '.usage | [.nano_usd, .requests, .refused, .skipped]' "$T/record.json"
+	assert_output '[6001500000,1,1,1]'
+	grep -q ' usd=6.001500 charged=max_tokens,prompt ' "$T/proxy.log"
 }
 
 @test "spend: two proxies on one day ledger, 20 concurrent requests: the day passes its cap by one answer at most" {

@@ -43,10 +43,11 @@ ask() {
 	# ended by the proxy's timeout, not curl's
 	awk -v s="$secs" 'BEGIN { exit !(s >= 1.9 && s < 10) }'
 	run cat "$T/proxy.log"
-	assert_line --regexp '^[^ ]+ failed localhost:3129 POST /v1/messages \(upstream sent no answer in 2 s\) status=504 model=claude-sonnet-4-5 input=0 output=1000 .* charged=max_tokens '
+	assert_line --regexp '^[^ ]+ failed localhost:3129 POST /v1/messages \(upstream sent no answer in 2 s\) status=504 model=claude-sonnet-4-5 input=0 output=1000 cache_write_5m=0 cache_write_1h=4227 cache_read=0 usd=0.040362 charged=max_tokens,prompt '
 	stop_proxy
-	# an answer that never came may still be billed: charged as cut (docs/budget.md)
-	[ "$(jq -c '.usage | [.models[0].requests, .models[0].output, .nano_usd]' "$T/record.json")" = '[1,1000,15000000]' ]
+	# an answer that never came may still be billed: charged as cut, its prompt (131 bytes
+	# + 4096) at the dearest input-like price with it (docs/budget.md)
+	[ "$(jq -c '.usage | [.models[0].requests, .models[0].output, .nano_usd]' "$T/record.json")" = '[1,1000,40362000]' ]
 }
 
 @test "upstream: an API that resets mid-stream after its usage: the client sees a cut stream, the usage is charged" {

@@ -242,7 +242,13 @@ void usage_stream_end(struct usage_stream *s, struct usage_tokens *delta)
 
 /* Where the scanner is in the top-level object (depth 1). */
 enum { RQ_KEY_NEXT, RQ_KEY, RQ_COLON, RQ_VALUE, RQ_STRVAL, RQ_SCALAR, RQ_AFTER };
-enum { RQ_OTHER, RQ_MAX_TOKENS, RQ_MODEL };
+enum { RQ_OTHER, RQ_MAX_TOKENS, RQ_MODEL, RQ_TOOLS };
+
+/* A key anywhere in the body that the API may fetch or add input for. */
+static int rq_key_unbounds(const char *k)
+{
+	return !strcmp(k, "source") || !strcmp(k, "mcp_servers") || !strcmp(k, "container");
+}
 
 void usage_req_init(struct usage_req *r)
 {
@@ -267,15 +273,37 @@ static void rq_key_done(struct usage_req *r)
 {
 	r->tok[r->tok_len] = '\0';
 	r->field = RQ_OTHER;
-	if (r->tok_esc || r->tok_over) {
-		/* It may spell either. */
+	if (r->tok_esc) {
+		/* It may spell any of them. */
+		r->mt_state = r->model_state = -1;
+		r->unbounded = 1;
+	} else if (r->tok_over) {
 		r->mt_state = r->model_state = -1;
 	} else if (!strcmp(r->tok, "max_tokens")) {
 		r->field = RQ_MAX_TOKENS;
 	} else if (!strcmp(r->tok, "model")) {
 		r->field = RQ_MODEL;
+	} else if (!strcmp(r->tok, "tools")) {
+		r->field = RQ_TOOLS;
+	} else if (rq_key_unbounds(r->tok)) {
+		r->unbounded = 1;
 	}
 	r->st = RQ_COLON;
+}
+
+/* A key below the top level ended (at most sizeof(dk) - 1 bytes of it kept). */
+static void rq_deep_key_done(struct usage_req *r)
+{
+	int whole = r->dk_len < sizeof(r->dk) - 1;
+
+	r->dk[r->dk_len] = '\0';
+	r->dk_on = 0;
+	if (r->dk_esc)
+		r->unbounded = 1;
+	else if (whole && rq_key_unbounds(r->dk))
+		r->unbounded = 1;
+	else if (whole && r->sect == RQ_TOOLS && r->depth == 3 && !strcmp(r->dk, "type"))
+		r->unbounded = 1; /* tools[i].type: a server tool (or "custom", the same) */
 }
 
 /* A value at depth 1 ended: a string (is_str), a scalar, or a container (tok empty). */
@@ -322,9 +350,13 @@ static void rq_string_byte(struct usage_req *r, char ch)
 		r->esc = 0;
 	} else if (ch == '\\') {
 		r->esc = r->tok_esc = 1;
+		if (r->dk_on)
+			r->dk_esc = 1;
 	} else if (ch == '"') {
 		r->in_str = 0;
-		if (capture && r->st == RQ_KEY)
+		if (r->dk_on)
+			rq_deep_key_done(r);
+		else if (capture && r->st == RQ_KEY)
 			rq_key_done(r);
 		else if (capture)
 			rq_value_done(r, 1);
@@ -332,6 +364,8 @@ static void rq_string_byte(struct usage_req *r, char ch)
 	}
 	if (capture)
 		rq_tok(r, ch);
+	else if (r->dk_on && r->dk_len < sizeof(r->dk) - 1)
+		r->dk[r->dk_len++] = ch;
 }
 
 void usage_req_feed(struct usage_req *r, const char *p, size_t n)
@@ -358,19 +392,31 @@ void usage_req_feed(struct usage_req *r, const char *p, size_t n)
 			if (top && (r->st == RQ_KEY_NEXT || r->st == RQ_VALUE)) {
 				r->st = r->st == RQ_KEY_NEXT ? RQ_KEY : RQ_STRVAL;
 				rq_tok_start(r);
+			} else if (r->depth > 1 && r->key_next) {
+				r->dk_on = 1;
+				r->dk_len = 0;
+				r->dk_esc = 0;
 			}
+			r->key_next = 0;
 			break;
 		case '{':
 		case '[':
 			if (!r->depth && ch == '[')
 				r->top_bad = 1;
 			if (top && r->st == RQ_VALUE) {
+				/* the top-level field whose value this is, while it is open */
+				r->sect = r->field;
 				rq_tok_start(r);
 				rq_value_done(r, 0); /* a container: not a count, not a name */
 			}
 			if (!r->depth)
 				r->st = RQ_KEY_NEXT;
 			r->depth++;
+			if (r->depth > USAGE_REQ_DEPTH)
+				r->unbounded = 1;
+			else
+				r->is_obj[r->depth] = ch == '{';
+			r->key_next = ch == '{';
 			break;
 		case '}':
 		case ']':
@@ -378,16 +424,22 @@ void usage_req_feed(struct usage_req *r, const char *p, size_t n)
 				rq_value_done(r, 0);
 			if (r->depth)
 				r->depth--;
+			if (r->depth <= 1)
+				r->sect = RQ_OTHER;
+			r->key_next = 0;
 			break;
 		case ',':
 			if (top && r->st == RQ_SCALAR)
 				rq_value_done(r, 0);
 			if (top)
 				r->st = RQ_KEY_NEXT;
+			r->key_next =
+			    r->depth > 0 && r->depth <= USAGE_REQ_DEPTH && r->is_obj[r->depth];
 			break;
 		case ':':
 			if (top && r->st == RQ_COLON)
 				r->st = RQ_VALUE;
+			r->key_next = 0;
 			break;
 		default:
 			if (top && r->st == RQ_VALUE) {
@@ -409,6 +461,11 @@ uint64_t usage_req_max_tokens(const struct usage_req *r)
 const char *usage_req_model(const struct usage_req *r)
 {
 	return r->model_state == 1 && !r->top_bad ? r->model : NULL;
+}
+
+int usage_req_unbounded(const struct usage_req *r)
+{
+	return r->unbounded || r->top_bad;
 }
 
 /* ---- prices ---- */

@@ -104,23 +104,48 @@ int usage_tokens_any(const struct usage_tokens *t);
 #define USAGE_MAX_TOKENS_UNREAD 128000ULL
 
 /*
+ * The input tokens a request's prompt may hold beyond its body's bytes: what
+ * the API adds of its own (the tool use system prompt is a few hundred
+ * tokens), so that a body of 100 bytes is not reserved as 100 tokens
+ * (docs/budget.md, "Requests in flight: reservations").
+ */
+#define USAGE_PROMPT_OVERHEAD 4096ULL
+
+/*
+ * The input charged for a paid request whose answer never said what its
+ * input was and whose body cannot bound it (usage_req_unbounded()): the
+ * largest context window of any model.
+ */
+#define USAGE_PROMPT_UNREAD 1000000ULL
+
+/* How deep the scanner follows a body's nesting; deeper is unbounded. */
+#define USAGE_REQ_DEPTH 64
+
+/*
  * A scanner of a paid request's JSON body as it is forwarded: the top-level
- * "max_tokens" and "model", with a few bytes of state (no copy of the body).
- * Where it cannot read what the API would, it says "unreadable", which
- * charges more, never less: a top-level key or a model spelled with an
- * escape, a max_tokens that is not plain digits, a field given twice with
- * different values (max_tokens: the largest counts).
+ * "max_tokens" and "model", and whether the body bounds its prompt, with a
+ * few bytes of state (no copy of the body).  Where it cannot read what the
+ * API would, it says "unreadable", which charges more, never less: a
+ * top-level key or a model spelled with an escape, a max_tokens that is not
+ * plain digits, a field given twice with different values (max_tokens: the
+ * largest counts).
  */
 struct usage_req {
 	uint64_t bytes;      /* the body's bytes so far */
 	uint64_t max_tokens; /* when mt_state is 1 (at most USAGE_TOKENS_MAX) */
 	char model[USAGE_MODEL_MAX + 1];
 	int mt_state, model_state; /* 0 not seen, 1 read, -1 unreadable */
+	int unbounded;             /* see usage_req_unbounded() */
 	/* the scanner's state */
 	int depth, in_str, esc, st, field, top_bad;
 	char tok[USAGE_MODEL_MAX + 1];
 	size_t tok_len;
 	int tok_over, tok_esc;
+	/* keys below the top level: is each open container an object, is a key next */
+	unsigned char is_obj[USAGE_REQ_DEPTH + 1];
+	int key_next, sect, dk_on, dk_esc;
+	char dk[16];
+	size_t dk_len;
 };
 
 void usage_req_init(struct usage_req *r);
@@ -129,6 +154,17 @@ void usage_req_feed(struct usage_req *r, const char *p, size_t n);
 uint64_t usage_req_max_tokens(const struct usage_req *r);
 /* The body's model, or NULL when it has none that can be read. */
 const char *usage_req_model(const struct usage_req *r);
+/*
+ * 1 when the body does not bound its prompt: the API may count more input
+ * than the body's bytes and USAGE_PROMPT_OVERHEAD, or more than its answer's
+ * message_start reports.  That is a body with a "source" key anywhere (an
+ * image, a document, a search result: by URL or file the API fetches, or
+ * base64 a page of which may count more than its bytes), "mcp_servers" or
+ * "container" anywhere, a "type" in a tool of the top-level "tools" (a
+ * server tool, whose results add input as the answer goes), a key spelled
+ * with an escape, or nesting deeper than USAGE_REQ_DEPTH.
+ */
+int usage_req_unbounded(const struct usage_req *r);
 
 /* ---- prices ---- */
 

@@ -45,42 +45,83 @@ static uint64_t ledger_id(struct proxy *px)
 }
 
 /*
- * The most the paid request c may cost in all (docs/budget.md, "Caps"):
- * its tokens so far, its output raised to its max_tokens, and until the
- * answer reports its input, one input token per byte of its body at the
- * highest input-like price of its model (whichever of input and the cache
- * writes usage_cost() prices highest).  Before its body has been read, the
- * model is unknown (the table's top price) and max_tokens the largest count.
+ * The input the paid request c's prompt may hold, as far as its body tells
+ * (docs/budget.md, "Requests in flight: reservations"): its bytes and the
+ * API's own USAGE_PROMPT_OVERHEAD, or, for a body that does not bound it
+ * (usage_req_unbounded()) or is not read yet, `unbounded`.
  */
-static uint64_t worst_cost(const struct conn *c)
+static uint64_t prompt_bound(const struct conn *c, uint64_t unbounded)
 {
-	const struct usage_price *p;
-	struct usage_tokens t = c->req_tokens;
-	const char *model = c->us && c->us->model[0] ? c->us->model
-	                    : c->req_done            ? usage_req_model(&c->rq)
-	                                             : NULL;
-	static const int input_like[] = {USAGE_INPUT, USAGE_CACHE_5M, USAGE_CACHE_1H};
-	uint64_t out = c->req_done ? usage_req_max_tokens(&c->rq) : USAGE_TOKENS_MAX, in, worst = 0;
+	uint64_t in;
 
-	usage_price_of(c->px->cfg->prices, model, &p);
-	if (t.n[USAGE_OUTPUT] < out)
-		t.n[USAGE_OUTPUT] = out;
-	if (c->us_counted)
-		return usage_cost(p, &t);
-	in = c->req_len >= 0 ? (uint64_t)c->req_len : c->req_done ? c->rq.bytes : USAGE_TOKENS_MAX;
-	if (in > USAGE_TOKENS_MAX)
-		in = USAGE_TOKENS_MAX;
+	if (!c->req_done || usage_req_unbounded(&c->rq))
+		return unbounded;
+	in = c->rq.bytes + USAGE_PROMPT_OVERHEAD;
+	return in > USAGE_TOKENS_MAX ? USAGE_TOKENS_MAX : in;
+}
+
+/*
+ * The cost of c's tokens t with each input-like kind (input, cache write 5
+ * minutes or 1 hour) raised to at least in, whichever usage_cost() prices
+ * highest at c's model; in *worst_t, those tokens when it is not NULL.
+ */
+static uint64_t cost_with_input(const struct conn *c, const struct usage_price *p,
+                                const struct usage_tokens *t, uint64_t in,
+                                struct usage_tokens *worst_t)
+{
+	static const int input_like[] = {USAGE_INPUT, USAGE_CACHE_5M, USAGE_CACHE_1H};
+	uint64_t worst = 0;
+
+	(void)c;
+	if (worst_t)
+		*worst_t = *t;
 	for (size_t i = 0; i < ARRAY_SIZE(input_like); i++) {
-		struct usage_tokens w = t;
+		struct usage_tokens w = *t;
 		uint64_t cost;
 
 		if (w.n[input_like[i]] < in)
 			w.n[input_like[i]] = in;
 		cost = usage_cost(p, &w);
-		if (cost > worst)
+		if (cost > worst) {
 			worst = cost;
+			if (worst_t)
+				*worst_t = w;
+		}
 	}
 	return worst;
+}
+
+/* c's model as its answer or, before that, its body names it (NULL: unknown). */
+static const char *conn_model(const struct conn *c)
+{
+	return c->us && c->us->model[0] ? c->us->model
+	       : c->req_done            ? usage_req_model(&c->rq)
+	                                : NULL;
+}
+
+/*
+ * The most the paid request c may cost in all (docs/budget.md, "Caps"):
+ * its tokens so far, its output raised to its max_tokens, and its input:
+ * once its answer reported it (message_start), as reported, unless its body
+ * does not bound it (server tools add input as the answer goes); until
+ * then, prompt_bound() at the highest input-like price of its model.  Before
+ * its body has been read, the model is unknown (the table's top price),
+ * max_tokens the largest count and the input unbounded: it holds back every
+ * other request until then, as one whose body does not bound its input
+ * does until its answer ends.
+ */
+static uint64_t worst_cost(const struct conn *c)
+{
+	const struct usage_price *p;
+	struct usage_tokens t = c->req_tokens;
+	uint64_t out = c->req_done ? usage_req_max_tokens(&c->rq) : USAGE_TOKENS_MAX;
+
+	usage_price_of(c->px->cfg->prices, conn_model(c), &p);
+	if (t.n[USAGE_OUTPUT] < out)
+		t.n[USAGE_OUTPUT] = out;
+	if (c->us_counted && c->req_done && !usage_req_unbounded(&c->rq))
+		return usage_cost(p, &t);
+	return cost_with_input(c, p, &t, prompt_bound(c, USAGE_TOKENS_MAX), NULL);
 }
 
 /* c's reservation: what it may still cost, beyond what is counted already. */
@@ -313,24 +354,37 @@ void px_spend_body_done(struct conn *c)
 
 /*
  * The request was sent whole and its answer's final usage never came (cut,
- * or a bound hit; an answer other than 2xx costs nothing): its output is
- * charged as its max_tokens.  Then its reservation ends.
+ * a bound hit, or a body too large to read; an answer other than 2xx costs
+ * nothing): its output is charged as its max_tokens, and its input, when no
+ * usage of it was read at all, as prompt_bound() (USAGE_PROMPT_UNREAD for a
+ * body that does not bound it).  Then its reservation ends.
  */
 static void settle(struct conn *c)
 {
 	struct proxy *px = c->px;
-	struct usage_tokens d = {{0}};
+	struct usage_tokens d = {{0}}, t = c->req_tokens, w;
 	uint64_t max = usage_req_max_tokens(&c->rq);
 
 	if (!c->admitted)
 		return;
 	if (c->req_done && !c->us_final &&
-	    (!c->resp_head_done || (c->status >= 200 && c->status <= 299)) &&
-	    c->req_tokens.n[USAGE_OUTPUT] < max) {
-		d.n[USAGE_OUTPUT] = max - c->req_tokens.n[USAGE_OUTPUT];
-		c->charged_max = 1;
-		usage_apply(c, c->us && c->us->model[0] ? c->us->model : usage_req_model(&c->rq),
-		            &d);
+	    (!c->resp_head_done || (c->status >= 200 && c->status <= 299))) {
+		const char *model = conn_model(c);
+		const struct usage_price *p;
+
+		if (t.n[USAGE_OUTPUT] < max)
+			t.n[USAGE_OUTPUT] = max;
+		w = t;
+		if (!c->us_counted) {
+			usage_price_of(px->cfg->prices, model, &p);
+			cost_with_input(c, p, &t, prompt_bound(c, USAGE_PROMPT_UNREAD), &w);
+		}
+		for (int k = 0; k < USAGE_KINDS; k++)
+			d.n[k] = w.n[k] - c->req_tokens.n[k];
+		if (usage_tokens_any(&d)) {
+			c->charged_max = c->us_counted ? 1 : 2;
+			usage_apply(c, model, &d);
+		}
 	}
 	px->reserved -= c->resv;
 	c->resv = 0;

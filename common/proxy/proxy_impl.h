@@ -163,7 +163,8 @@ struct conn {
 	int64_t req_len;     /* its Content-Length, -1 when chunked */
 	int admitted;        /* forwarded under the caps: holds a reservation */
 	uint64_t resv;       /* what it may still cost (its share of px->reserved) */
-	int charged_max;     /* its final usage never came: charged its max_tokens */
+	int charged_max;     /* its final usage never came: charged its max_tokens (2: and
+	                        its prompt, none of its input having come either) */
 	int64_t wait_until;  /* ST_WAIT: how long it may wait in all */
 	/* The client went away: the answer is read to its end for its usage. */
 	int draining;

@@ -155,7 +155,8 @@ void px_log_line(struct conn *c, const char *verdict, const char *why)
 		buf_addstr(&b, " usd=");
 		usage_format_usd(&b, c->req_nano);
 		if (c->charged_max)
-			buf_addstr(&b, " charged=max_tokens");
+			buf_addstr(&b, c->charged_max > 1 ? " charged=max_tokens,prompt"
+			                                  : " charged=max_tokens");
 	}
 	buf_addf(&b, " sent=%llu received=%llu duration=%.3fs\n", (unsigned long long)c->sent,
 	         (unsigned long long)c->received, (double)(px->now_ms - c->start_ms) / 1000.0);
