@@ -772,3 +772,68 @@ CASES
 	bundle_of ok "$c"
 	accepted --pack --ref aibox/task ok.bundle
 }
+
+# git fsck checks what a commit, a tree and a tag name against the named object's type
+# ("bad tree pointer", "bad parent", "bad tag pointer", "is a tree, not a blob"). git
+# fetch keeps every object of the pack, reachable or not, and its connectivity check
+# does not look at types: such a bundle is fetched, and the repository then fails fsck.
+@test "bundle-check: a commit, tree or tag that names an object of the pack or the project as another type is refused" {
+	hostile_repo
+	tree=$(raw_tree 100644 f "$blob")
+	good=$(git -C r commit-tree "$tree" -m good)
+	# bundle_with NAME TIP OBJECT...: NAME.bundle, aibox/task at TIP, a pack of the objects.
+	bundle_with() { objects_bundle "$@"; }
+	tag=$(printf 'object %s\ntype commit\ntag v1\ntagger T <t@x> 1 +0000\n\nm\n' "$blob" |
+		git -C r hash-object --literally -t tag -w --stdin)
+	bundle_with tagbad "$good" "$good" "$tree" "$blob" "$tag"
+	# the user's side: the fetch succeeds and git fsck then refuses the repository
+	git init -q u
+	git -C u fetch -q "$PWD/tagbad.bundle" aibox/task:aibox/task
+	run git -C u fsck --strict
+	assert_failure
+	assert_output --partial "bad tag pointer to $blob in $tag"
+	refused tagbad.bundle "pack: object $tag: names $blob as a commit, but it is a blob (badTagPointer)" --pack
+	c=$(printf 'tree %s\nauthor T <t@x> 1 +0000\ncommitter T <t@x> 1 +0000\n\nm\n' "$blob" |
+		git -C r hash-object --literally -t commit -w --stdin)
+	bundle_with treebad "$good" "$good" "$tree" "$blob" "$c"
+	refused treebad.bundle "pack: object $c: names $blob as a tree, but it is a blob (badTreePointer)" --pack
+	c=$(printf 'tree %s\nparent %s\nauthor T <t@x> 1 +0000\ncommitter T <t@x> 1 +0000\n\nm\n' "$tree" "$tree" |
+		git -C r hash-object --literally -t commit -w --stdin)
+	bundle_with parentbad "$good" "$good" "$tree" "$blob" "$c"
+	refused parentbad.bundle "pack: object $c: names $tree as a commit, but it is a tree (badParentPointer)" --pack
+	# a tree entry: a file whose id is a tree of the pack. The fetch succeeds, git fsck
+	# of the user's repository then refuses it, and a checkout writes the tree's bytes.
+	t2=$(raw_tree 100644 d "$tree" 100644 f "$blob")
+	c=$(git -C r commit-tree "$t2" -m x)
+	bundle_with entrybad "$c" "$c" "$t2" "$tree" "$blob"
+	git init -q u2
+	git -C u2 fetch -q "$PWD/entrybad.bundle" aibox/task:aibox/task
+	run git -C u2 fsck --strict
+	assert_failure
+	assert_output --regexp "object $tree is a (tree, not a blob|blob, not a tree)"
+	refused entrybad.bundle "pack: object $t2: names $tree as a blob, but it is a tree (badTreeEntry)" --pack
+	t2=$(raw_tree 40000 d "$blob")
+	bundle_with entrybad "$(git -C r commit-tree "$t2" -m x)" "$(git -C r commit-tree "$t2" -m x)" "$t2" "$blob"
+	refused entrybad.bundle "pack: object $t2: names $blob as a tree, but it is a blob (badTreeEntry)" --pack
+	# a link to the project's object (not in the pack): its type is read from --repo
+	base=$(git -C r commit-tree "$tree" -m base)
+	t3=$(raw_tree 100644 f "$(printf 'y\n' | git -C r hash-object -w --stdin)")
+	c=$(git -C r commit-tree "$t3" -p "$base" -m next)
+	bad=$(printf 'tree %s\nparent %s\nauthor T <t@x> 1 +0000\ncommitter T <t@x> 1 +0000\n\nm\n' "$t3" "$tree" |
+		git -C r hash-object --literally -t commit -w --stdin)
+	{
+		printf '# v2 git bundle\n-%s\n%s refs/heads/aibox/task\n\n' "$base" "$c"
+		printf '%s\n' "$c" "$t3" "$(git -C r rev-parse "$t3:f")" "$bad" | git -C r pack-objects -q --stdout
+	} >repobad.bundle
+	refused repobad.bundle "pack: object $bad: names $tree as a commit, but it is a tree (badParentPointer)" \
+		--pack --repo r --base "$base"
+	accepted --pack --repo r --base "$base" "$({
+		printf '# v2 git bundle\n-%s\n%s refs/heads/aibox/task\n\n' "$base" "$c"
+		printf '%s\n' "$c" "$t3" "$(git -C r rev-parse "$t3:f")" | git -C r pack-objects -q --stdout
+	} >repook.bundle; echo repook.bundle)"
+	# a submodule's commit is another repository's: any id, not checked
+	t2=$(raw_tree 100644 f "$blob" 160000 s "$blob")
+	c=$(git -C r commit-tree "$t2" -m x)
+	accepted --pack --ref aibox/task "$(objects_bundle ok "$c" "$c" "$t2" "$blob"; echo ok.bundle)"
+	accepted --pack --ref aibox/task "$(objects_bundle ok "$good" "$good" "$tree" "$blob"; echo ok.bundle)"
+}

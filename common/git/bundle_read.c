@@ -640,7 +640,19 @@ static size_t layout_find(const struct pack_layout *l, uint64_t off)
 }
 
 /* git's name of each whole object's type (1-4), as its id hashes it. */
-static const char *const type_names[] = {"", "commit", "tree", "blob", "tag"};
+static const char *const type_names[5] = {"", "commit", "tree", "blob", "tag"};
+
+/*
+ * What a commit, tree or tag names and the type it says it is (a commit's
+ * tree and parents, a tree's entries, a tag's object): checked against the
+ * pack's objects (and the project's) after the resolution, as git fsck
+ * checks the links.  28 bytes each.
+ */
+struct fsck_link {
+	uint32_t from; /* the object that names it, by its place in the pack */
+	unsigned char to[20];
+	unsigned char type;
+};
 
 /*
  * The fsck checks (common/git/bundle_fsck.h) as objects are made, in any
@@ -652,6 +664,8 @@ struct fsck_state {
 	struct buf reason; /* its refusal */
 	struct buf why;
 	struct bundle_fsck_blobs found; /* blobs named .gitmodules or .gitattributes */
+	struct fsck_link *links;        /* what the objects name, and as what */
+	size_t nr_links, alloc_links;
 };
 
 #define FSCK_STATE_INIT                                                                            \
@@ -665,6 +679,63 @@ static void fsck_state_clear(struct fsck_state *f)
 	buf_release(&f->reason);
 	buf_release(&f->why);
 	bundle_fsck_blobs_clear(&f->found);
+	free(f->links);
+}
+
+/* Note that object i names the object raw (or hex, 40 digits already checked) as a `type`. */
+static void add_link(struct fsck_state *f, size_t i, const unsigned char *raw, const char *hex,
+                     unsigned type)
+{
+	struct fsck_link *k;
+
+	ALLOC_GROW(f->links, f->nr_links + 1, f->alloc_links);
+	k = &f->links[f->nr_links++];
+	k->from = (uint32_t)i;
+	for (int j = 0; j < 20; j++)
+		k->to[j] =
+		    raw ? raw[j]
+		        : (unsigned char)(hex_digit(hex[2 * j]) << 4 | hex_digit(hex[2 * j + 1]));
+	k->type = (unsigned char)type;
+}
+
+/*
+ * The links of a commit, tree or tag fsck accepted (so well-formed): a
+ * commit's tree and parents, a tree's entries (a directory a tree, a file or
+ * symbolic link a blob; a submodule's commit is another repository's), a
+ * tag's object.
+ */
+static void note_links(struct fsck_state *f, size_t i, unsigned type, const char *d, size_t len)
+{
+	const char *p = d, *end = d + len;
+
+	if (type == 1) {
+		add_link(f, i, NULL, p + 5, 2); /* "tree <hex>\n" */
+		for (p += 46; end - p >= 48 && !memcmp(p, "parent ", 7); p += 48)
+			add_link(f, i, NULL, p + 7, 1);
+		return;
+	}
+	if (type == 2) {
+		while (p < end) {
+			const char *nul = memchr(p, '\0', (size_t)(end - p));
+
+			if (!nul || end - nul - 1 < 20)
+				return;
+			if (!memcmp(p, "40000 ", 6))
+				add_link(f, i, (const unsigned char *)nul + 1, NULL, 2);
+			else if (memcmp(p, "160000 ", 7))
+				add_link(f, i, (const unsigned char *)nul + 1, NULL, 3);
+			p = nul + 21;
+		}
+		return;
+	}
+	/* "object <hex>\ntype <type>\n" */
+	for (unsigned t = 1; t <= 4; t++) {
+		size_t n = strlen(type_names[t]);
+
+		if ((size_t)(end - (p + 53)) > n && !memcmp(p + 53, type_names[t], n) &&
+		    p[53 + n] == '\n')
+			add_link(f, i, NULL, p + 7, t);
+	}
 }
 
 static void hex_id(char *hex, const unsigned char *id)
@@ -703,8 +774,10 @@ static void fsck_object(struct fsck_state *f, size_t i, unsigned type, const uns
 		r = bundle_fsck_tag((const char *)data, len, &f->why);
 	else
 		r = bundle_fsck_tree((const char *)data, len, &f->found, &f->why);
-	if (!r)
+	if (!r) {
+		note_links(f, i, type, (const char *)data, len);
 		return;
+	}
 	f->bad = i;
 	hex_id(hex, id);
 	refuse(&f->reason, "pack: object %s: %s", hex, f->why.buf);
@@ -1801,6 +1874,44 @@ static int check_objects(struct resolver *r)
 		}
 	}
 	free(named);
+	/*
+	 * A commit's tree and parents, a tree's entries, a tag's object, where
+	 * the pack or the project (--repo) holds them, are of the type named
+	 * (git fsck: "bad tree pointer", "bad parent", "bad tag pointer", "is a
+	 * tree, not a blob"; git fetch keeps every object of the pack and does
+	 * not look at types).
+	 */
+	for (size_t i = 0; i < f->nr_links && !ret; i++) {
+		const struct fsck_link *k = &f->links[i];
+		uint32_t t = find_id(ids, l->nr, k->to);
+		unsigned real;
+		char from[41], to[41];
+
+		if (t != UINT32_MAX) {
+			real = l->real[t];
+		} else {
+			/* Not in the pack: the project's object, when --repo names it. */
+			git_oid id;
+			git_object_t ot;
+			size_t len;
+
+			memcpy(id.id, k->to, 20);
+			if (!r->repo_odb || git_odb_read_header(&len, &ot, r->repo_odb, &id) < 0 ||
+			    ot < GIT_OBJECT_COMMIT || ot > GIT_OBJECT_TAG)
+				continue;
+			real = (unsigned)ot;
+		}
+		if (real == k->type)
+			continue;
+		hex_id(from, l->ids[k->from]);
+		hex_id(to, k->to);
+		ret = refuse(&r->res->err, "pack: object %s: names %s as a %s, but it is a %s (%s)",
+		             from, to, type_names[k->type], type_names[real],
+		             l->real[k->from] == 2   ? "badTreeEntry"
+		             : l->real[k->from] == 4 ? "badTagPointer"
+		             : k->type == 2          ? "badTreePointer"
+		                                     : "badParentPointer");
+	}
 	free(ids);
 	buf_release(&why);
 	return ret;
