@@ -151,6 +151,28 @@ static int rules_allow(struct conn *c, const char *method, const char *target, s
 	return !any;
 }
 
+/*
+ * Whether h asks for another method in a header (Rails' Rack::MethodOverride,
+ * Google's APIs and others take a POST with X-HTTP-Method-Override: DELETE as
+ * a DELETE) on a host where a rule lists the methods: 1, else 0.
+ */
+static int method_override(const struct conn *c, const struct http_head *h)
+{
+	static const char *const names[] = {"x-http-method-override", "x-http-method",
+	                                    "x-method-override"};
+	const struct proxy_secrets *ps = c->px->cfg->secrets;
+	int listed = 0;
+
+	for (size_t i = 0; i < ps->nr_rules; i++)
+		if (ps->rules[i].methods.nr && allow_match(&ps->rule_hosts[i], c->host, c->port))
+			listed = 1;
+	for (int i = 0; listed && i < h->nhdr; i++)
+		for (size_t k = 0; k < ARRAY_SIZE(names); k++)
+			if (http_name_is(&h->hdr[i], names[k]))
+				return 1;
+	return 0;
+}
+
 void px_intercept_request(struct conn *c, const struct http_head *h, const char *t, size_t tl)
 {
 	const struct proxy_secrets *ps = c->px->cfg->secrets;
@@ -181,6 +203,10 @@ void px_intercept_request(struct conn *c, const struct http_head *h, const char 
 	target = xmalloc(tl + 1);
 	memcpy(target, t, tl);
 	target[tl] = '\0';
+	if (method_override(c, h)) {
+		px_refuse(c, "a method override header on a host whose rule lists the methods");
+		goto out;
+	}
 	if (!rules_allow(c, method, target, &why)) {
 		px_refuse(c, why.buf);
 		goto out;

@@ -1,8 +1,10 @@
 /* The swap of secrets and the rules on an intercepted request (secret_swap.h). */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
 
 #include "base/buf.h"
@@ -215,6 +217,14 @@ int swap_normalize_path(const char *target, struct buf *out)
 		while (*s == '/')
 			s++;
 		seg = strcspn(s, "/");
+		/*
+		 * A dot segment with a path parameter (".;x", "..;"): Tomcat,
+		 * Jetty and Spring drop the parameter and then resolve it, so
+		 * "/ok/..;/admin" is "/admin" there, under "/ok/" here.
+		 */
+		if (seg >= 2 && s[0] == '.' &&
+		    (s[1] == ';' || (s[1] == '.' && seg > 2 && s[2] == ';')))
+			goto bad;
 		if ((seg == 1 && s[0] == '.') || !seg) {
 			/* nothing */
 		} else if (seg == 2 && s[0] == '.' && s[1] == '.') {
@@ -288,15 +298,106 @@ int swap_rule_allows(const struct config_rule *r, const char *method, const char
 	return ok;
 }
 
+/* A spelling to look for (from, owned) and what replaces it (to, owned). */
+static void echo_add(struct swap_echo *e, char *from, char *to)
+{
+	for (size_t i = 0; i < e->nr; i++)
+		if (!strcmp(e->from[i], from)) {
+			OPENSSL_cleanse(from, strlen(from));
+			free(from);
+			free(to);
+			return;
+		}
+	e->from = xrealloc(e->from, (e->nr + 1) * sizeof(*e->from));
+	e->to = xrealloc(e->to, (e->nr + 1) * sizeof(*e->to));
+	e->from[e->nr] = from;
+	e->to[e->nr] = to;
+	e->nr++;
+	if (strlen(from) > e->longest)
+		e->longest = strlen(from);
+}
+
+/* value percent-encoded as swap_in() does for a query, hex in upper or lower case. */
+static char *pct_encode(const char *value, int lower)
+{
+	struct buf b = BUF_INIT;
+
+	for (const char *v = value; *v; v++)
+		if (strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~",
+		           *v))
+			buf_add(&b, v, 1);
+		else
+			buf_addf(&b, lower ? "%%%02x" : "%%%02X", (unsigned char)*v);
+	return buf_detach(&b, NULL);
+}
+
+/* value in a JSON string: '"' and '\\' escaped, and '/' too with slash (PHP's json_encode). */
+static char *json_escape(const char *value, int slash)
+{
+	struct buf b = BUF_INIT;
+
+	for (const char *v = value; *v; v++)
+		if (*v == '"' || *v == '\\' || (slash && *v == '/'))
+			buf_addf(&b, "\\%c", *v);
+		else
+			buf_add(&b, v, 1);
+	return buf_detach(&b, NULL);
+}
+
+/*
+ * The base64 characters that only value's bytes make when it starts r bytes
+ * (0 to 2) into a group of three: the characters whose six bits all lie
+ * within the value (8 at least).  NULL for a value under 8 bytes.
+ */
+static char *b64_core(const char *value, int r)
+{
+	size_t len = strlen(value), n = (size_t)r + len, j0 = (8 * (size_t)r + 5) / 6,
+	       j1 = 8 * n / 6;
+	unsigned char *in, *enc;
+	char *core = NULL;
+
+	if (len < 8)
+		return NULL;
+	in = xcalloc(n + 3, 1);
+	memcpy(in + r, value, len);
+	enc = xmalloc((n + 3) / 3 * 4 + 1);
+	EVP_EncodeBlock(enc, in, (int)((n + 2) / 3 * 3));
+	core = xmalloc(j1 - j0 + 1);
+	memcpy(core, enc + j0, j1 - j0);
+	core[j1 - j0] = '\0';
+	OPENSSL_cleanse(in, n + 3);
+	OPENSSL_cleanse(enc, (n + 3) / 3 * 4 + 1);
+	free(in);
+	free(enc);
+	return core;
+}
+
 void swap_echo_init(struct swap_echo *e, const struct swap_secret *secrets, size_t n)
 {
 	e->secrets = secrets;
 	e->n = n;
 	e->longest = 0;
-	for (size_t i = 0; i < n; i++)
-		if (strlen(secrets[i].value) > e->longest)
-			e->longest = strlen(secrets[i].value);
 	e->held = (struct buf)BUF_INIT;
+	e->from = e->to = NULL;
+	e->nr = 0;
+	for (size_t i = 0; i < n; i++) {
+		const char *v = secrets[i].value;
+
+		echo_add(e, xstrdup(v), xstrdup(secrets[i].placeholder));
+		echo_add(e, pct_encode(v, 0), xstrdup(secrets[i].placeholder));
+		echo_add(e, pct_encode(v, 1), xstrdup(secrets[i].placeholder));
+		echo_add(e, json_escape(v, 0), xstrdup(secrets[i].placeholder));
+		echo_add(e, json_escape(v, 1), xstrdup(secrets[i].placeholder));
+		for (int r = 0; r < 3; r++) {
+			char *core = b64_core(v, r), *stars;
+
+			if (!core)
+				continue;
+			stars = xstrdup(core);
+			memset(stars, '*', strlen(stars));
+			echo_add(e, core, stars);
+		}
+	}
 }
 
 /* Pass held on to out with every value replaced, keeping back `keep` bytes at most. */
@@ -306,23 +407,22 @@ static void echo_flush(struct swap_echo *e, size_t keep, struct buf *out)
 	size_t len = e->held.len, pass;
 
 	for (;;) {
-		size_t best = len, which = e->n;
+		size_t best = len, which = e->nr;
 
-		for (size_t i = 0; i < e->n; i++) {
-			const char *p =
-			    memmem(s, len, e->secrets[i].value, strlen(e->secrets[i].value));
+		for (size_t i = 0; i < e->nr; i++) {
+			const char *p = memmem(s, len, e->from[i], strlen(e->from[i]));
 
 			if (p && (size_t)(p - s) < best) {
 				best = (size_t)(p - s);
 				which = i;
 			}
 		}
-		if (which == e->n)
+		if (which == e->nr)
 			break;
 		buf_add(out, s, best);
-		buf_addstr(out, e->secrets[which].placeholder);
-		s += best + strlen(e->secrets[which].value);
-		len -= best + strlen(e->secrets[which].value);
+		buf_addstr(out, e->to[which]);
+		s += best + strlen(e->from[which]);
+		len -= best + strlen(e->from[which]);
 	}
 	pass = len > keep ? len - keep : 0;
 	buf_add(out, s, pass);
@@ -341,22 +441,21 @@ static size_t echo_scan(struct swap_echo *e, const char *s, size_t pos, size_t l
                         struct buf *out)
 {
 	for (;;) {
-		size_t best = len - pos, which = e->n;
+		size_t best = len - pos, which = e->nr;
 
-		for (size_t i = 0; i < e->n; i++) {
-			const char *p = memmem(s + pos, len - pos, e->secrets[i].value,
-			                       strlen(e->secrets[i].value));
+		for (size_t i = 0; i < e->nr; i++) {
+			const char *p = memmem(s + pos, len - pos, e->from[i], strlen(e->from[i]));
 
 			if (p && (size_t)(p - (s + pos)) < best) {
 				best = (size_t)(p - (s + pos));
 				which = i;
 			}
 		}
-		if (which == e->n || pos + best >= upto)
+		if (which == e->nr || pos + best >= upto)
 			break;
 		buf_add(out, s + pos, best);
-		buf_addstr(out, e->secrets[which].placeholder);
-		pos += best + strlen(e->secrets[which].value);
+		buf_addstr(out, e->to[which]);
+		pos += best + strlen(e->from[which]);
 	}
 	if (pos < upto) {
 		buf_add(out, s + pos, upto - pos);
@@ -369,7 +468,7 @@ void swap_echo_feed(struct swap_echo *e, const char *in, size_t len, struct buf 
 {
 	size_t keep = e->longest ? e->longest - 1 : 0, old, pos;
 
-	if (!e->n) {
+	if (!e->nr) {
 		buf_add(out, in, len);
 		return;
 	}
@@ -400,4 +499,13 @@ void swap_echo_end(struct swap_echo *e, struct buf *out)
 void swap_echo_release(struct swap_echo *e)
 {
 	buf_wipe_release(&e->held);
+	for (size_t i = 0; i < e->nr; i++) {
+		OPENSSL_cleanse(e->from[i], strlen(e->from[i]));
+		free(e->from[i]);
+		free(e->to[i]);
+	}
+	free(e->from);
+	free(e->to);
+	e->from = e->to = NULL;
+	e->nr = 0;
 }

@@ -65,16 +65,25 @@ int swap_rule_allows(const struct config_rule *r, const char *method, const char
 
 /*
  * An intercepted answer on its way to the VM (headers and body alike): each
- * secret's value, where it comes back as it is, is replaced by its
- * placeholder, also when it is split across reads.  feed() appends to out
- * what can be passed now and keeps back fewer bytes than the longest value;
- * end() appends those.  release() wipes what is kept.  Other spellings of a
- * value (base64, percent-encoded) are not looked for.
+ * secret's value, where it comes back, is replaced, also when it is split
+ * across reads.  Looked for: the value as it is, percent-encoded (as the
+ * query swap sends it, hex in either case) and escaped in a JSON string
+ * ('"' and '\\', and '/' as "\/" or not), replaced by its placeholder;
+ * and, for a value of 8 bytes or more, the part of its base64 that only its
+ * bytes make, at each of the three offsets a Basic credential may put it
+ * at, replaced by as many '*' (the swap sends the value in base64 inside a
+ * Basic credential, and a host that reflects that header would hand it
+ * back; the base64 character on either side still carries at most 4 bits
+ * of the value's first or last byte).  feed() appends to out what can be
+ * passed now and keeps back fewer bytes than the longest spelling; end()
+ * appends those.  release() wipes what is kept and the spellings.
  */
 struct swap_echo {
 	const struct swap_secret *secrets;
 	size_t n, longest;
 	struct buf held;
+	char **from, **to; /* the spellings looked for, and what replaces each */
+	size_t nr;
 };
 void swap_echo_init(struct swap_echo *e, const struct swap_secret *secrets, size_t n);
 void swap_echo_feed(struct swap_echo *e, const char *in, size_t len, struct buf *out);

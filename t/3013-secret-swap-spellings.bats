@@ -1,0 +1,129 @@
+#!/usr/bin/env bats
+# The spellings the secret swap must not miss on intercepted connections
+# (docs/proxy.md, "Secrets and interception"): a value that a host reflects
+# in base64, percent-encoded or JSON-escaped; a dot segment with a path
+# parameter; a method override header.  Same fixtures as t/3011.
+bats_require_minimum_version 1.5.0
+load lib-common
+load lib-tls
+load lib-proxy
+
+PH=aibox-secret-0123456789abcdef0123456789abcdef
+VALUE='s3cr3t-Value_1'
+PH2=aibox-secret-fedcba9876543210fedcba9876543210
+VALUE2='ab/cd+ef=gh'
+
+start_echo() {
+	rm -f "$T/$1.port"
+	"$TOP/t/tls-echo" --cert "$T/ca/server.pem" --key "$T/ca/server.key" \
+		--port-file "$T/$1.port" --log "$T/$1.seen" 2>"$T/$1.err" &
+	echo $! >>"$T/echo.pids"
+	wait_until 30 file_or_gone "$T/$1.port" $! || return 1
+	ECHO_PORT=$(cat "$T/$1.port")
+}
+
+setup_file() {
+	make_test_ca "$BATS_FILE_TMPDIR/ca"
+}
+
+setup() {
+	common_setup
+	cp -r "$BATS_FILE_TMPDIR/ca" "$T/ca"
+	start_echo a
+	A=$ECHO_PORT
+	export SSL_CERT_FILE=$T/ca/ca.pem
+	# TOK and TOK2 go to 127.0.0.1:A only, where a rule lets GET /ok/* through.
+	printf 'secret TOK %s\nvalue %s\nhost 127.0.0.1:%s\nsecret TOK2 %s\nvalue %s\nhost 127.0.0.1:%s\nrule 127.0.0.1:%s\nmethod GET\npath /ok/*\n' \
+		"$PH" "$VALUE" "$A" "$PH2" "$VALUE2" "$A" "$A" >"$T/secrets"
+}
+
+teardown() {
+	stop_proxy || true
+	if [ -s "$T/echo.pids" ]; then
+		kill $(cat "$T/echo.pids") 2>/dev/null
+	fi
+	common_teardown
+}
+
+start_intercepting() {
+	local st
+	exec 5<"$T/secrets" 6>"$T/taskca.pem"
+	start_proxy --allow "127.0.0.1:$A" --secrets-fd 5 --ca-fd 6 "$@"
+	st=$?
+	exec 5<&- 6>&-
+	return $st
+}
+
+icurl() {
+	curl -sS -x "$PROXY" --cacert "$T/taskca.pem" "$@"
+}
+
+@test "swap spellings: a host that reflects a Basic credential does not hand the VM the value in base64" {
+	start_intercepting
+	run icurl -i -u "me:$PH" "https://127.0.0.1:$A/ok/whoami"
+	assert_success
+	# what the host got (the proxy made it): base64 of me:VALUE
+	run grep -c "^Authorization: Basic $(printf 'me:%s' "$VALUE" | base64)\$" "$T/a.seen"
+	assert_output 1
+	run icurl -i -u "me:$PH" "https://127.0.0.1:$A/ok/whoami"
+	assert_success
+	refute_output --partial "$(printf 'me:%s' "$VALUE" | base64)"
+	# the VM decodes what came back
+	got=$(printf '%s\n' "$output" | sed -n 's/^X-Seen-Authorization: Basic \([A-Za-z0-9+/=]*\).*/\1/p' | head -1 | base64 -d)
+	refute [ "$got" = "me:$VALUE" ]
+}
+
+@test "swap spellings: a host that reflects the request line does not hand the VM the query's value percent-encoded" {
+	start_intercepting
+	run icurl "https://127.0.0.1:$A/ok/search?q=$PH2"
+	assert_success
+	refute_output --partial "ab%2Fcd%2Bef%3Dgh"
+	got=$(printf '%s\n' "$output" | sed -n 's/^GET .*q=\([^ &]*\).*/\1/p' | python3 -c 'import sys,urllib.parse;print(urllib.parse.unquote(sys.stdin.read().strip()))')
+	refute [ "$got" = "$VALUE2" ]
+}
+
+@test "swap spellings: rules: a dot segment with a path parameter (..;) does not pass a path rule" {
+	start_intercepting
+	# Tomcat, Jetty and Spring strip ;params before resolving dots: /ok/..;/admin is /admin there.
+	run icurl --path-as-is -H "Authorization: Bearer $PH" -o /dev/null -w '%{http_code}\n' \
+		"https://127.0.0.1:$A/ok/..;/admin"
+	assert_success
+	assert_output 403
+	run icurl --path-as-is -H "Authorization: Bearer $PH" -o /dev/null -w '%{http_code}\n' \
+		"https://127.0.0.1:$A/ok/%2e%2e%3b/admin"
+	assert_success
+	assert_output 403
+	run cat "$T/a.seen"
+	refute_output --partial "Authorization: Bearer $VALUE"
+}
+
+@test "swap spellings: echo: the value comes back as its placeholder (or stars) in every spelling the swap sends it in" {
+	v='ab/cd+ef=gh"q'
+	for pre in "" "x" "xy" "me:" "u:12"; do
+		b=$(printf '%s%s' "$pre" "$v" | base64 -w0)
+		printf 'raw=%s pct=%s pctl=%s json=%s php=%s b64=%s\n' "$v" 'ab%2Fcd%2Bef%3Dgh%22q' \
+			'ab%2fcd%2bef%3dgh%22q' 'ab/cd+ef=gh\"q' 'ab\/cd+ef=gh\"q' "$b" >"$T/answer"
+		for chunk in 1 3 7 4096; do
+			run test-swap echo $chunk "$v" PH1 <"$T/answer"
+			assert_success
+			assert_output --regexp "^raw=PH1 pct=PH1 pctl=PH1 json=PH1 php=PH1 b64=[A-Za-z0-9+/=]{0,8}\*{8,}[A-Za-z0-9+/=]{0,4}\$"
+			got=$(printf '%s' "$output" | sed 's/.*b64=//' | tr '*' 'A' | base64 -d 2>/dev/null | tr -d '\0')
+			refute [ "$got" = "$pre$v" ]
+		done
+	done
+	# a short value's base64 is not looked for (too short to be told from other bytes)
+	run test-swap echo 1 shortv PH1 < <(printf 'c2hvcnR2 shortv')
+	assert_output 'c2hvcnR2 PH1'
+}
+
+@test "swap spellings: rules: a method override header does not turn an allowed method into another" {
+	start_intercepting
+	for h in X-HTTP-Method-Override x-http-method X-Method-Override; do
+		run icurl -H "Authorization: Bearer $PH" -H "$h: DELETE" -o /dev/null -w '%{http_code}\n' \
+			"https://127.0.0.1:$A/ok/item"
+		assert_success
+		assert_output 403
+	done
+	# nothing reached the host
+	[ ! -e "$T/a.seen" ]
+}
