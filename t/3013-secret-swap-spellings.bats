@@ -127,3 +127,22 @@ icurl() {
 	# nothing reached the host
 	[ ! -e "$T/a.seen" ]
 }
+
+@test "swap spellings: rules: a path a URL parser reads elsewhere than the rule's match does not pass" {
+	start_intercepting
+	# new URL(path, base) (Node's documented way to read req.url; Deno, Bun,
+	# Workers alike) reads each outside /ok/: "//ok/admin" is host ok, path
+	# /admin; the others are /x/ok/admin (an empty segment and %2F are
+	# segments there, folded or a separator here).
+	for p in "//ok/admin" "/x/y//../../ok/admin" "/x/y%2F../../ok/admin" "/x/y%2f%2e%2e/../ok/admin"; do
+		run icurl --path-as-is -H "Authorization: Bearer $PH" -o /dev/null -w '%{http_code}\n' \
+			"https://127.0.0.1:$A$p"
+		assert_success
+		assert_output 403
+	done
+	[ ! -e "$T/a.seen" ]
+	# what clients send still passes: an encoded slash without dot segments, "//" folded
+	run icurl --path-as-is -o /dev/null -w '%{http_code}\n' "https://127.0.0.1:$A/ok/g%2Fp//x"
+	assert_success
+	assert_output 200
+}

@@ -194,8 +194,13 @@ int swap_normalize_path(const char *target, struct buf *out)
 	struct buf dec = BUF_INIT;
 	size_t len = strcspn(target, "?#");
 	const char *s;
+	int empty = 0; /* 1: an empty segment seen; 2: an encoded slash in the path */
 
-	if (target[0] != '/')
+	/*
+	 * Not "//" first: new URL("//ok/admin", base), as Node's documentation
+	 * reads a request's url, is host "ok", path "/admin".
+	 */
+	if (target[0] != '/' || target[1] == '/')
 		return -EINVAL;
 	for (size_t i = 0; i < len; i++) {
 		unsigned char c = (unsigned char)target[i];
@@ -205,18 +210,30 @@ int swap_normalize_path(const char *target, struct buf *out)
 				goto bad;
 			c = (unsigned char)(hexval(target[i + 1]) * 16 + hexval(target[i + 2]));
 			i += 2;
+			if (c == '/')
+				empty = 2; /* an encoded slash */
 		}
 		if (c < 0x20 || c == 0x7f || c == '\\')
 			goto bad;
 		buf_add(&dec, &c, 1);
 	}
-	/* RFC 3986's remove_dot_segments, with "//" folded. */
+	/*
+	 * RFC 3986's remove_dot_segments, with "//" folded.  A ".." after an
+	 * empty segment or in a path with an encoded slash is refused: RFC 3986
+	 * (and the WHATWG URL parser of Node, Deno, Bun) pops the empty segment
+	 * where the fold pops the one before it, and takes "%2F" for no
+	 * separator, so "/x/y//../../ok/a" and "/x/y%2F../../ok/a" are
+	 * "/x/ok/a" there, "/ok/a" here.
+	 */
 	for (s = dec.buf; *s;) {
-		size_t seg;
+		size_t seg, slashes = strspn(s, "/");
 
-		while (*s == '/')
-			s++;
+		if (slashes > 1)
+			empty = 1;
+		s += slashes;
 		seg = strcspn(s, "/");
+		if (empty && seg == 2 && s[0] == '.' && s[1] == '.')
+			goto bad;
 		/*
 		 * A dot segment with a path parameter (".;x", "..;"): Tomcat,
 		 * Jetty and Spring drop the parameter and then resolve it, so
