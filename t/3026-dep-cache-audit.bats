@@ -1,0 +1,167 @@
+#!/usr/bin/env bats
+# The cache audit's probes (docs/cache.md): what a hostile VM could make the
+# shared store hold or serve.  A loopback server of files (t/probe-registry)
+# with a CA of its own; each proxy stands for one task, as in t/3020.
+bats_require_minimum_version 1.5.0
+load lib-common
+load lib-tls
+load lib-proxy
+load lib-deps
+
+PH=aibox-secret-0123456789abcdef0123456789abcdef
+
+setup_file() {
+	make_test_ca "$BATS_FILE_TMPDIR/ca"
+}
+
+setup() {
+	common_setup
+	cp -r "$BATS_FILE_TMPDIR/ca" "$T/ca"
+	export SSL_CERT_FILE=$T/ca/ca.pem
+	export AIBOX_DEPS_CACHE=$T/deps
+	mkdir -p "$T/reg/www"
+}
+
+teardown() {
+	stop_proxy || true
+	[ -z "${REG_PID:-}" ] || kill "$REG_PID" 2>/dev/null || true
+	common_teardown
+}
+
+# probe_registry [ARGS...]: t/probe-registry serving $T/reg/www on a free port (REG).
+probe_registry() {
+	: >"$T/reg.log"
+	"$PY" "$TOP/t/probe-registry" --cert "$T/ca/server.pem" --key "$T/ca/server.key" --dir "$T/reg" \
+		--port-file "$T/reg.port" --log "$T/reg.log" "$@" 2>"$T/reg.err" &
+	REG_PID=$!
+	wait_until 10 file_or_gone "$T/reg.port" $REG_PID || return 1
+	REG=$(cat "$T/reg.port")
+}
+
+# sri FILE: npm's integrity of FILE's bytes.
+sri() {
+	printf 'sha512-%s' "$(openssl dgst -sha512 -binary "$1" | base64 -w0)"
+}
+
+# npm_doc NAME VERSION TARBALL INTEGRITY: a package document naming one version.
+npm_doc() {
+	printf '{"name": "%s", "dist-tags": {"latest": "%s"}, "versions": {"%s": {"name": "%s", "version": "%s", "dist": {"tarball": "%s", "integrity": "%s"}}}}\n' \
+		"$1" "$2" "$2" "$1" "$2" "$3" "$4"
+}
+
+@test "audit: a package document naming another package's document as its tarball gets that document stored, and a later task is served it stale" {
+	probe_registry
+	printf 'rule localhost:%s\ncache npm\n' "$REG" >"$T/rules"
+	local u=https://localhost:$REG
+	# lodash's document as upstream has it today: its latest is 1.0.0.
+	npm_doc lodash 1.0.0 "$u/lodash/-/lodash-1.0.0.tgz" sha512-x >"$T/reg/www/lodash"
+	# A package the VM published: one version whose "tarball" is lodash's document.
+	npm_doc evil 1.0.0 "$u/lodash" "$(sri "$T/reg/www/lodash")" >"$T/reg/www/evil"
+	dep_task "$T/rules" "$T/deps"
+	run icurl -f -o /dev/null "$u/evil"
+	assert_success
+	run icurl -f -o /dev/null "$u/lodash"
+	assert_success
+	run aibox cache list
+	assert_success
+	# The store must never hold metadata.
+	refute_output --partial "$u/lodash#"
+	# Upstream publishes lodash 2.0.0 (a security fix); a later task reads evil's document
+	# (a dependency of its project), then lodash's.
+	npm_doc lodash 2.0.0 "$u/lodash/-/lodash-2.0.0.tgz" sha512-x >"$T/reg/www/lodash"
+	dep_task "$T/rules" "$T/deps"
+	run icurl -f -o /dev/null "$u/evil"
+	assert_success
+	run icurl -f -sS "$u/lodash"
+	assert_success
+	# Metadata is never served from the store: the task gets today's document.
+	assert_output --partial '"latest": "2.0.0"'
+}
+
+@test "audit: an artifact fetched by a session cookie a secret's request got is stored with no scope, and another project's task is served it" {
+	printf 'tok-value\n' >"$T/token"
+	probe_registry --token-file "$T/token"
+	local u=https://localhost:$REG
+	mkdir -p "$T/reg/www/priv/-"
+	make_npm_tgz "$T/reg/www/priv/-" priv 1.0.0
+	npm_doc priv 1.0.0 "$u/priv/-/priv-1.0.0.tgz" "$(sri "$T/reg/www/priv/-/priv-1.0.0.tgz")" >"$T/reg/www/priv/index"
+	printf 'secret TOK %s\nvalue tok-value\nhost localhost:%s\nrule localhost:%s\ncache npm\n' \
+		"$PH" "$REG" "$REG" >"$T/rules-secret"
+	# Project a's task: its private document with the secret (the registry gives a
+	# session cookie), then the tarball with that cookie and no placeholder.
+	dep_task "$T/rules-secret" "$T/deps" --cache-scope project:a
+	run icurl -f -o /dev/null -c "$T/jar" -H "Authorization: Bearer $PH" "$u/priv/index"
+	assert_success
+	run icurl -f -o /dev/null -b "$T/jar" "$u/priv/-/priv-1.0.0.tgz"
+	assert_success
+	run aibox cache list
+	assert_success
+	# What the secret let in is project a's, or not kept.
+	refute_line --regexp "  -  $u/priv/-/priv-1.0.0.tgz#"
+	# Project b's task, with no secret, and a public document naming the
+	# private tarball with its digest (the VM of project a read it).
+	npm_doc pub 1.0.0 "$u/priv/-/priv-1.0.0.tgz" "$(sri "$T/reg/www/priv/-/priv-1.0.0.tgz")" >"$T/reg/www/pub"
+	printf 'rule localhost:%s\ncache npm\n' "$REG" >"$T/rules"
+	dep_task "$T/rules" "$T/deps" --cache-scope project:b
+	run icurl -f -o /dev/null "$u/pub"
+	assert_success
+	run icurl -o "$T/got.tgz" -w '%{http_code}' "$u/priv/-/priv-1.0.0.tgz"
+	assert_success
+	# Project b has no secret: upstream refuses it, and the store must not give it.
+	assert_output 401
+}
+
+@test "audit: a link with a #sha256= on any page of a pypi host (a project's README) gets a simple index page stored, and a later task is served it stale" {
+	probe_registry
+	printf 'rule localhost:%s\ncache pypi\n' "$REG" >"$T/rules"
+	local u=https://localhost:$REG
+	mkdir -p "$T/reg/www/simple/requests" "$T/reg/www/project/evil"
+	printf '<html><body><a href="%s/packages/requests-1.0.tar.gz#sha256=%s">requests-1.0.tar.gz</a></body></html>\n' \
+		"$u" "$(printf 1 | sha256sum | cut -c1-64)" >"$T/reg/www/simple/requests/index.html"
+	# A project page whose README (the VM's project's) links to requests' index with its digest.
+	printf '<html><body><a href="%s/simple/requests/#sha256=%s">docs</a></body></html>\n' \
+		"$u" "$(sha256sum "$T/reg/www/simple/requests/index.html" | cut -c1-64)" >"$T/reg/www/project/evil/index.html"
+	dep_task "$T/rules" "$T/deps"
+	run icurl -f -o /dev/null "$u/project/evil/"
+	assert_success
+	run icurl -f -o /dev/null "$u/simple/requests/"
+	assert_success
+	run aibox cache list
+	assert_success
+	refute_output --partial "$u/simple/requests/#"
+	# requests 2.0 is published; a later task reads the same project page, then the index.
+	printf '<html><body><a href="%s/packages/requests-2.0.tar.gz#sha256=%s">requests-2.0.tar.gz</a></body></html>\n' \
+		"$u" "$(printf 2 | sha256sum | cut -c1-64)" >"$T/reg/www/simple/requests/index.html"
+	dep_task "$T/rules" "$T/deps"
+	run icurl -f -o /dev/null "$u/project/evil/"
+	assert_success
+	run icurl -f -sS "$u/simple/requests/"
+	assert_success
+	assert_output --partial requests-2.0.tar.gz
+}
+
+@test "audit: on a registry that ties a login to its connection, an artifact asked for without the placeholder after one with it is stored with no scope and served to another project" {
+	printf 'tok-value\n' >"$T/token"
+	probe_registry --token-file "$T/token" --conn-auth
+	local u=https://localhost:$REG
+	mkdir -p "$T/reg/www/priv/-"
+	make_npm_tgz "$T/reg/www/priv/-" priv 1.0.0
+	npm_doc priv 1.0.0 "$u/priv/-/priv-1.0.0.tgz" "$(sri "$T/reg/www/priv/-/priv-1.0.0.tgz")" >"$T/reg/www/priv/index"
+	printf 'secret TOK %s\nvalue tok-value\nhost localhost:%s\nrule localhost:%s\ncache npm\n' \
+		"$PH" "$REG" "$REG" >"$T/rules-secret"
+	dep_task "$T/rules-secret" "$T/deps" --cache-scope project:a
+	# One client connection: the document with the placeholder, then the tarball without.
+	run icurl -f -o /dev/null -H "Authorization: Bearer $PH" "$u/priv/index" \
+		--next -x "$PROXY" --cacert "$T/taskca.pem" -f -o /dev/null "$u/priv/-/priv-1.0.0.tgz"
+	assert_success
+	run grep -c '^GET /priv/-/priv-1.0.0.tgz auth=conn ' "$T/reg.log"
+	assert_output 1
+	npm_doc pub 1.0.0 "$u/priv/-/priv-1.0.0.tgz" "$(sri "$T/reg/www/priv/-/priv-1.0.0.tgz")" >"$T/reg/www/pub"
+	printf 'rule localhost:%s\ncache npm\n' "$REG" >"$T/rules"
+	dep_task "$T/rules" "$T/deps" --cache-scope project:b
+	run icurl -f -o /dev/null "$u/pub"
+	assert_success
+	run icurl -o /dev/null -w '%{http_code}' "$u/priv/-/priv-1.0.0.tgz"
+	assert_success
+	assert_output 401
+}
