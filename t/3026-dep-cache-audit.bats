@@ -165,3 +165,25 @@ npm_doc() {
 	assert_success
 	assert_output 401
 }
+
+@test "audit: a wheel's PEP 658 metadata file, beside it in PyPI's layout, is forwarded whole, not checked against the wheel's blake2b-256" {
+	probe_registry
+	printf 'rule localhost:%s\ncache pypi\n' "$REG" >"$T/rules"
+	make_wheel "$T" demo 1.0
+	local b2 d
+	b2=$("$PY" -c 'import hashlib, sys; print(hashlib.blake2b(open(sys.argv[1], "rb").read(), digest_size=32).hexdigest())' \
+		"$T/demo-1.0-py3-none-any.whl")
+	d=packages/${b2:0:2}/${b2:2:2}/${b2:4}
+	mkdir -p "$T/reg/www/$d"
+	cp "$T/demo-1.0-py3-none-any.whl" "$T/reg/www/$d/"
+	# PyPI serves a wheel's core metadata at its URL and ".metadata" (pip fetches it first).
+	printf 'Metadata-Version: 2.1\nName: demo\nVersion: 1.0\n' >"$T/reg/www/$d/demo-1.0-py3-none-any.whl.metadata"
+	dep_task "$T/rules" "$T/deps"
+	run icurl -f -sS "https://localhost:$REG/$d/demo-1.0-py3-none-any.whl.metadata"
+	assert_success
+	assert_line 'Name: demo'
+	run icurl -f -o /dev/null "https://localhost:$REG/$d/demo-1.0-py3-none-any.whl"
+	assert_success
+	run grep -c ' cache=fill ' "$T/proxy.log"
+	assert_output 1
+}
