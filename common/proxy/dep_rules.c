@@ -376,6 +376,47 @@ int dep_npm_doc_path(const char *t, size_t tl, struct buf *doc)
 	return 0;
 }
 
+/* The last segment of target (tl bytes, starting with '/'), its length in *n. */
+static const char *last_segment(const char *t, size_t tl, size_t *n)
+{
+	const char *s = t + tl;
+
+	while (s > t && s[-1] != '/')
+		s--;
+	*n = (size_t)(t + tl - s);
+	return s;
+}
+
+static int ends_with(const char *s, size_t n, const char *suffix)
+{
+	size_t sl = strlen(suffix);
+
+	return n > sl && !memcmp(s + n - sl, suffix, sl);
+}
+
+int dep_npm_tarball(const char *t, size_t tl)
+{
+	size_t n;
+	const char *last = last_segment(t, tl, &n);
+
+	/* "/-/" somewhere before the file: last - 3 is the latest it can start. */
+	return ends_with(last, n, ".tgz") && last - t >= 3 &&
+	       memmem(t, (size_t)(last - t), "/-/", 3) != NULL;
+}
+
+int dep_pypi_dist(const char *t, size_t tl)
+{
+	static const char *const ext[] = {".whl", ".tar.gz", ".zip", ".tar.bz2", ".tar.xz",
+	                                  ".tgz", ".tbz",    ".tar", ".egg"};
+	size_t n;
+	const char *last = last_segment(t, tl, &n);
+
+	for (size_t i = 0; i < ARRAY_SIZE(ext); i++)
+		if (ends_with(last, n, ext[i]))
+			return 1;
+	return 0;
+}
+
 int dep_crate_download(const char *target, size_t tl, struct buf *id, struct buf *why)
 {
 	const char *seg[3];

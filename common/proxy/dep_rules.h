@@ -122,6 +122,23 @@ int dep_digests_learn(struct dep_digests *d, const char *key, const char *algo,
 int dep_npm_doc_path(const char *target, size_t tl, struct buf *doc);
 
 /*
+ * Whether a path (tl bytes of an origin-form target that dep_key() took)
+ * has an artifact's shape, the only paths a digest learnt from metadata is
+ * looked up for (docs/cache.md, step 2): metadata naming a mutable URL (a
+ * package document, an index page) with the digest of its bytes today must
+ * not get that URL stored and served to a later task.
+ *
+ * npm: a last segment ending ".tgz" after a "/-/" segment (the registry's
+ * "/NAME/-/NAME-VERSION.tgz", a mirror's ".../NAME/-/NAME-VERSION.tgz"); a
+ * package document ("/NAME", "/@SCOPE/NAME") never has one.
+ * PyPI: a last segment that is a distribution's file name: one ending
+ * .whl, .tar.gz, .zip, .tar.bz2, .tar.xz, .tgz, .tbz, .tar or .egg
+ * (an index page's path ends '/', a project's page ends in its name).
+ */
+int dep_npm_tarball(const char *target, size_t tl);
+int dep_pypi_dist(const char *target, size_t tl);
+
+/*
  * Learn the tarballs' digests from an npm package document (JSON) fetched
  * from base: each versions.*.dist with a tarball URL and an integrity of
  * sha512 (the strongest named, when several are).  A tarball learnt before

@@ -317,6 +317,26 @@ static void store_key(const char *key, const struct dep_digest *d, struct buf *o
 }
 
 /*
+ * Whether what c's request h gets may hang on a credential: a secret swapped
+ * into it; its own Authorization or Cookie (a session cookie a request with
+ * a secret was given); or a host a secret goes to, where the host may have
+ * tied what an earlier request with the secret proved to the connection, or
+ * to anything else the VM kept.  What such a request fetches is the
+ * project's (docs/cache.md, "Scopes").
+ */
+static int credentialed(const struct conn *c, const struct http_head *h)
+{
+	const struct proxy_secrets *ps = c->px->cfg->secrets;
+
+	if (c->used[0] || http_header(h, "authorization", NULL) || http_header(h, "cookie", NULL))
+		return 1;
+	for (size_t i = 0; i < ps->nr; i++)
+		if (!ps->secrets[i].api && allow_match(&ps->secrets[i].hosts, c->host, c->port))
+			return 1;
+	return 0;
+}
+
+/*
  * Another filler holds the artifact's lock: c waits (ST_CWAIT), its head
  * left unread, and the sweep reads it again at its next round, until the
  * lock is free (the entry is then a hit) or the idle timeout passed (then it
@@ -388,7 +408,12 @@ int px_cache_request(struct conn *c, const struct http_head *h, const char *t, s
 		    : deb == DEP_DEB_PACKAGE ? dep_digests_find(&px->digests, key.buf)
 		                             : NULL;
 	} else {
-		d = dep_digests_find(&px->digests, key.buf);
+		/* Only a path shaped as an artifact: metadata may name a document or a page
+		 * with its digest of today, and it is mutable (docs/cache.md, step 2). */
+		d = (c->cache_kind == CONFIG_CACHE_NPM ? dep_npm_tarball(t, tl)
+		                                       : dep_pypi_dist(t, tl))
+		        ? dep_digests_find(&px->digests, key.buf)
+		        : NULL;
 		/* A PyPI file names its own BLAKE2b-256: checked, whatever the index says. */
 		pyfile = c->cache_kind == CONFIG_CACHE_PYPI && !dep_pypi_file(t, tl, c->b2md, NULL);
 	}
@@ -461,8 +486,8 @@ int px_cache_request(struct conn *c, const struct http_head *h, const char *t, s
 		blake2b_init(c->b2, DEP_PYPI_B2_LEN);
 	}
 	c->cache_note = "miss";
-	/* With a secret: kept for this project only, or not at all. */
-	c->cscope = c->used[0] ? px->cfg->cache_scope : "";
+	/* With a credential: kept for this project only, or not at all. */
+	c->cscope = credentialed(c, h) ? px->cfg->cache_scope : "";
 	if (!c->cscope)
 		goto out;
 	store_key(key.buf, d, &skey);
