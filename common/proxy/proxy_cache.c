@@ -414,8 +414,10 @@ int px_cache_request(struct conn *c, const struct http_head *h, const char *t, s
 		                                       : dep_pypi_dist(t, tl))
 		        ? dep_digests_find(&px->digests, key.buf)
 		        : NULL;
-		/* A PyPI file names its own BLAKE2b-256: checked, whatever the index says. */
-		pyfile = c->cache_kind == CONFIG_CACHE_PYPI && !dep_pypi_file(t, tl, c->b2md, NULL);
+		/* A PyPI file names its own BLAKE2b-256: checked, whatever the index says.  Not
+		 * its siblings (a wheel's PEP 658 "FILE.whl.metadata"): they are other bytes. */
+		pyfile = c->cache_kind == CONFIG_CACHE_PYPI && dep_pypi_dist(t, tl) &&
+		         !dep_pypi_file(t, tl, c->b2md, NULL);
 	}
 	if (!d && !c->own && (c->cache_kind == CONFIG_CACHE_NPM || go) && h->method_len == 3 &&
 	    !memcmp(h->method, "GET", 3)) {
