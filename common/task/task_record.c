@@ -48,6 +48,32 @@ static json_t *text_value(const char *s)
 	return v ? v : json_null();
 }
 
+/*
+ * Claude Code's last message as text_value() keeps it, cut to its first
+ * RESULT_MESSAGE_MAX bytes at a character's start: the sanitizer may make it
+ * longer (a tab is 8 spaces, a format character "<U+XXXX>"), and a record must
+ * read back through result_parse(), which takes no more.
+ */
+static json_t *message_value(const char *s)
+{
+	struct buf b = BUF_INIT;
+	size_t n;
+	json_t *v;
+
+	if (!s)
+		return json_null();
+	out_sanitize(&b, s, strlen(s));
+	n = b.len;
+	if (n > RESULT_MESSAGE_MAX) {
+		n = RESULT_MESSAGE_MAX;
+		while (n && ((unsigned char)b.buf[n] & 0xc0) == 0x80)
+			n--;
+	}
+	v = json_stringn(b.buf, n);
+	buf_release(&b);
+	return v ? v : json_null();
+}
+
 /* result.json's shape (docs/internals.md), from what result_parse() accepted. */
 static json_t *result_object(const struct task_result *r)
 {
@@ -86,7 +112,7 @@ static json_t *result_object(const struct task_result *r)
 		                    r->claude.has_ended_by
 		                        ? json_string(result_ended_name(r->claude.ended_by))
 		                        : json_null());
-		json_object_set_new(c, "last_message", text_value(r->claude.last_message));
+		json_object_set_new(c, "last_message", message_value(r->claude.last_message));
 		json_object_set_new(o, "claude", c);
 	} else {
 		json_object_set_new(o, "claude", json_null());

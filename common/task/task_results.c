@@ -229,6 +229,14 @@ int result_parse(const char *data, size_t len, struct task_result *r, struct buf
 	/* jansson refuses \u0000 in strings unless told otherwise: good. */
 	root = json_loadb(data, len, JSON_REJECT_DUPLICATES, &jerr);
 	if (!root) {
+		/*
+		 * jansson's reason quotes the VM's token ("near '...'"): printable
+		 * ASCII only, as a U+2028 in it would start a line of the VM's text
+		 * after an aibox prefix once sanitized (common/base/out.h).
+		 */
+		for (char *p = jerr.text; *p; p++)
+			if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f)
+				*p = '?';
 		ret = refuse(&why, "not JSON (line %d: %s)", jerr.line, jerr.text);
 		goto out;
 	}
