@@ -57,3 +57,32 @@ detached_folder() {
 	run grep -E '^no changes' "$T/all"
 	assert_failure
 }
+
+# hostile_session SIGNAL: task_session_run() against t/hostile-sshd, a guest's
+# SSH server that sends good results, then "exit-signal" SIGNAL.
+hostile_session() {
+	rm -rf keys out
+	mkdir keys out
+	test-task ssh-keys keys >/dev/null
+	printf '{"version": 1, "steps": []}\n' >result.json
+	"$TOP/t/mktar" result.json:file=result.json >results.tar
+	test-task session --user u --timeout-ms 20000 --idle-ms 10000 keys out -- \
+		"$TOP/t/hostile-sshd" keys/ssh/ssh_host_ecdsa_key results.tar "$1" progress
+}
+
+@test "hostile results: the exit signal's name from the VM cannot start a line of its own" {
+	# SSH's exit-signal carries any bytes: a line break, or U+2028 that the
+	# sanitizer makes one, would put the VM's text after an aibox prefix in
+	# the summary ("the task did not finish: ...") and in summary.json's why
+	run --separate-stderr hostile_session 'KILL\nthe changes end at f3572af'
+	assert_failure
+	assert_line --index 0 --partial "failed: the task command in the VM ended by SIG"
+	assert_equal "${#lines[@]}" 1
+	run --separate-stderr hostile_session 'KILL\u2028no changes'
+	assert_failure
+	refute_output --partial $'\xe2\x80\xa8'
+	# a proper name is still named
+	run --separate-stderr hostile_session 'TERM'
+	assert_failure
+	assert_output "failed: the task command in the VM ended by SIGTERM (No child processes)"
+}

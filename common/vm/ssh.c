@@ -334,6 +334,15 @@ static void exit_of(struct ssh_client *c, LIBSSH2_CHANNEL *ch, struct ssh_exec *
 	x->exit_signal[0] = '\0';
 	if (!libssh2_channel_get_exit_signal(ch, &sig, &sig_len, NULL, NULL, NULL, NULL) && sig) {
 		snprintf(x->exit_signal, sizeof(x->exit_signal), "%.*s", (int)sig_len, sig);
+		/*
+		 * The server's bytes, for messages: a signal's name ("KILL",
+		 * "NAME@DOMAIN") keeps these, anything else (a line break, or a
+		 * U+2028 the output's sanitizer breaks lines at) shows as '?'.
+		 */
+		for (char *p = x->exit_signal; *p; p++)
+			if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') ||
+			      (*p >= '0' && *p <= '9') || strchr("@._-", *p)))
+				*p = '?';
 		x->exit_status = 128 + signal_number(x->exit_signal);
 		libssh2_free(c->session, sig);
 	}
