@@ -58,16 +58,19 @@ detached_folder() {
 	assert_failure
 }
 
-# hostile_session SIGNAL: task_session_run() against t/hostile-sshd, a guest's
-# SSH server that sends good results, then "exit-signal" SIGNAL.
+# hostile_session SIGNAL [WRAPPER...]: task_session_run() (run by WRAPPER)
+# against t/hostile-sshd, a guest's SSH server that sends good results, then
+# "exit-signal" SIGNAL.
 hostile_session() {
+	local sig=$1
+	shift
 	rm -rf keys out
 	mkdir keys out
 	test-task ssh-keys keys >/dev/null
 	printf '{"version": 1, "steps": []}\n' >result.json
 	"$TOP/t/mktar" result.json:file=result.json >results.tar
-	test-task session --user u --timeout-ms 20000 --idle-ms 10000 keys out -- \
-		"$TOP/t/hostile-sshd" keys/ssh/ssh_host_ecdsa_key results.tar "$1" progress
+	"$@" test-task session --user u --timeout-ms 20000 --idle-ms 10000 keys out -- \
+		"$TOP/t/hostile-sshd" keys/ssh/ssh_host_ecdsa_key results.tar "$sig" progress
 }
 
 @test "hostile results: the exit signal's name from the VM cannot start a line of its own" {
@@ -85,4 +88,16 @@ hostile_session() {
 	run --separate-stderr hostile_session 'TERM'
 	assert_failure
 	assert_output "failed: the task command in the VM ended by SIGTERM (No child processes)"
+}
+
+@test "hostile results: messages the client never reads cannot grow aibox without bound" {
+	# 512 MiB of messages of an unknown type before the results: libssh2
+	# keeps each until asked for it, and nothing asks
+	HOSTILE_SSHD_JUNK_MIB=512 run --separate-stderr hostile_session TERM \
+		/usr/bin/time -f 'peak %M KiB' -o "$T/time"
+	assert_failure
+	assert_output --regexp "^failed: the VM's SSH server sent [0-9]+ MiB beyond the task's output while "
+	peak=$(sed -n 's/^peak \([0-9]*\) KiB$/\1/p' "$T/time")
+	[ -n "$peak" ] || fail "no peak: $(cat "$T/time")"
+	[ "$peak" -lt 200000 ] || fail "aibox's side grew to $peak KiB"
 }

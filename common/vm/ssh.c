@@ -51,6 +51,10 @@ static int fail_ssh(struct ssh_client *c, int rc, const char *what)
 		libssh2_session_last_error(c->session, &msg, NULL, 0);
 	if (!msg || !*msg)
 		msg = "unknown error";
+	if (c->flooded)
+		return fail(c, -EPROTO,
+		            "the VM's SSH server sent %llu MiB beyond the task's output while %s",
+		            (unsigned long long)((c->received - c->delivered) >> 20), what);
 	if (rc == LIBSSH2_ERROR_SOCKET_DISCONNECT || rc == LIBSSH2_ERROR_SOCKET_RECV ||
 	    rc == LIBSSH2_ERROR_SOCKET_SEND)
 		return fail(c, -ECONNRESET, "the connection to the VM ended while %s: %s", what,
@@ -58,16 +62,33 @@ static int fail_ssh(struct ssh_client *c, int rc, const char *what)
 	return fail(c, -EPROTO, "SSH failed while %s: %s", what, msg);
 }
 
+/*
+ * libssh2 keeps every message it does not handle itself (an unknown type, a
+ * reply nobody asks for) until asked for it, which nothing does: a server
+ * that sends them makes the client grow without bound.  What the server sent
+ * beyond the channel's output, SSH's own framing included (about 0.2% of a
+ * full packet, more for small ones), is allowed SSH_UNREAD_MAX bytes and a
+ * sixteenth of the output; past that, reading fails (fail_ssh() says why).
+ */
+#define SSH_UNREAD_MAX (64ULL << 20)
+
 /* libssh2 reads through here, so that any byte from the server counts as life. */
 static LIBSSH2_RECV_FUNC(recv_counted)
 {
 	struct ssh_client *c = *abstract;
-	ssize_t n = recv(socket, buffer, length, flags);
+	ssize_t n;
 
+	if (c->received > c->delivered + c->delivered / 16 + SSH_UNREAD_MAX) {
+		c->flooded = 1;
+		return -EPROTO;
+	}
+	n = recv(socket, buffer, length, flags);
 	if (n < 0)
 		return -errno;
-	if (n > 0)
+	if (n > 0) {
 		c->last_recv = clock_ms();
+		c->received += (uint64_t)n;
+	}
 	return n;
 }
 
@@ -454,6 +475,7 @@ static int exec_read(struct ssh_client *c, LIBSSH2_CHANNEL *ch, struct ssh_exec 
 	if (n > 0) {
 		*progress = 1;
 		x->out_bytes += (uint64_t)n;
+		c->delivered += (uint64_t)n;
 		if (x->on_stdout && (ret = x->on_stdout(x->ctx, data, (size_t)n)) < 0) {
 			fail(c, ret, "stopped by the caller");
 			drain_stderr(ch, x, lb, data, sizeof(data));
@@ -467,6 +489,8 @@ static int exec_read(struct ssh_client *c, LIBSSH2_CHANNEL *ch, struct ssh_exec 
 	n = libssh2_channel_read_stderr(ch, data, sizeof(data));
 	if (n > 0) {
 		*progress = 1;
+		x->err_bytes += (uint64_t)n;
+		c->delivered += (uint64_t)n;
 		stderr_bytes(x, lb, data, (size_t)n);
 	} else if (n == 0) {
 		*err_done = 1;
@@ -487,6 +511,7 @@ int ssh_exec(struct ssh_client *c, struct ssh_exec *x)
 	x->exit_status = -1;
 	x->exit_signal[0] = '\0';
 	x->out_bytes = 0;
+	x->err_bytes = 0;
 	if (!s) {
 		ret = fail(c, -ENOTCONN, "no SSH session");
 		goto out;
@@ -758,6 +783,7 @@ static int copy_stream(struct ssh_client *c, LIBSSH2_CHANNEL *ch, int stream, in
 
 	if (n > 0) {
 		*progress = 1;
+		c->delivered += (uint64_t)n;
 		if ((ret = write_local(fd, data, (size_t)n)) < 0)
 			return fail(c, ret, "cannot write the %s: %s", what, strerror(-ret));
 	} else if (n == 0) {

@@ -86,8 +86,11 @@ struct ssh_client {
 
 	/* Private. */
 	void *session;
-	int64_t deadline;  /* monotonic ms, or 0 */
-	int64_t last_recv; /* monotonic ms of the last byte from the server */
+	int64_t deadline;   /* monotonic ms, or 0 */
+	int64_t last_recv;  /* monotonic ms of the last byte from the server */
+	uint64_t received;  /* bytes read off the socket */
+	uint64_t delivered; /* the channel's output and error output read */
+	int flooded;        /* received outgrew delivered (ssh.c, SSH_UNREAD_MAX) */
 };
 
 #define SSH_CLIENT_INIT                                                                            \
@@ -118,6 +121,7 @@ struct ssh_exec {
 	int exit_status;      /* 0-255, or 128 + signal number, or -1 if none came */
 	char exit_signal[32]; /* the signal's name ("KILL") if one ended it */
 	uint64_t out_bytes;   /* stdout bytes received */
+	uint64_t err_bytes;   /* stderr bytes received */
 };
 
 /*
