@@ -101,3 +101,20 @@ hostile_session() {
 	[ -n "$peak" ] || fail "no peak: $(cat "$T/time")"
 	[ "$peak" -lt 200000 ] || fail "aibox's side grew to $peak KiB"
 }
+
+@test "hostile results: result.json's parse error cannot put the VM's controls on the terminal through --continue" {
+	no_vm_project
+	printf 'env:\n  - CLAUDE_CODE_OAUTH_TOKEN\n' >"$AIBOX_HOME/projects/repo/config.yaml"
+	export CLAUDE_CODE_OAUTH_TOKEN=sk-ant-oat01-test-token
+	unset ANTHROPIC_API_KEY
+	local old=$AIBOX_HOME/projects/repo/tasks/20260101-100000-d4e5f6
+	mkdir -p "$old"
+	: >"$old.lock"
+	# a key twice, holding U+009B (CSI as UTF-8) "2J": jansson's reason
+	# quotes it, and aibox-task prints this reason before any sanitizing
+	printf '{"version":1,"a\xc2\x9b2J":1,"a\xc2\x9b2J":2}' >"$old/result.json"
+	run aibox task --continue d4e5f6 "go on"
+	assert_failure 2
+	assert_output --partial "aibox-task: cannot continue: task '20260101-100000-d4e5f6': result.json: not JSON"
+	refute_output --partial $'\xc2\x9b'
+}
