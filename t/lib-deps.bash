@@ -65,8 +65,16 @@ log_count() {
 # server certificate) on a free port, REG, its pid REG_PID, its requests in
 # $T/reg.log.
 dep_registry() {
+	serve_registry "$TOP/t/dep-registry" "$@"
+}
+
+# serve_registry SCRIPT [ARGS...]: the loopback server SCRIPT (t/dep-registry's
+# options) as dep_registry starts it.
+serve_registry() {
+	local script=$1
+	shift
 	: >"$T/reg.log"
-	"$PY" "$TOP/t/dep-registry" --cert "$T/ca/server.pem" --key "$T/ca/server.key" --dir "$T/reg" \
+	"$PY" "$script" --cert "$T/ca/server.pem" --key "$T/ca/server.key" --dir "$T/reg" \
 		--port-file "$T/reg.port" --log "$T/reg.log" "$@" 2>"$T/reg.err" &
 	REG_PID=$!
 	wait_until 10 file_or_gone "$T/reg.port" $REG_PID || return 1

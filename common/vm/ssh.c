@@ -69,6 +69,9 @@ static int fail_ssh(struct ssh_client *c, int rc, const char *what)
  * beyond the channel's output, SSH's own framing included (about 0.2% of a
  * full packet, more for small ones), is allowed SSH_UNREAD_MAX bytes and a
  * sixteenth of the output; past that, reading fails (fail_ssh() says why).
+ * Not in an interactive session (ssh_interactive()): a terminal's echo of
+ * each key is a packet of a byte, its framing fifty times that, and a long
+ * session of them would pass any such bound; its user is there to stop it.
  */
 #define SSH_UNREAD_MAX (64ULL << 20)
 
@@ -78,7 +81,7 @@ static LIBSSH2_RECV_FUNC(recv_counted)
 	struct ssh_client *c = *abstract;
 	ssize_t n;
 
-	if (c->received > c->delivered + c->delivered / 16 + SSH_UNREAD_MAX) {
+	if (!c->unread_free && c->received > c->delivered + c->delivered / 16 + SSH_UNREAD_MAX) {
 		c->flooded = 1;
 		return -EPROTO;
 	}
@@ -938,6 +941,7 @@ int ssh_interactive(struct ssh_client *c, struct ssh_interactive *x)
 	if (!s)
 		return fail(c, -ENOTCONN, "no SSH session");
 	c->deadline = 0;
+	c->unread_free = 1;
 	if ((ret = open_interactive(c, x, &ch)) < 0)
 		goto out;
 

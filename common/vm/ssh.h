@@ -91,6 +91,7 @@ struct ssh_client {
 	uint64_t received;  /* bytes read off the socket */
 	uint64_t delivered; /* the channel's output and error output read */
 	int flooded;        /* received outgrew delivered (ssh.c, SSH_UNREAD_MAX) */
+	int unread_free;    /* 1: not bounded (an interactive session, ssh_interactive()) */
 };
 
 #define SSH_CLIENT_INIT                                                                            \

@@ -1,6 +1,7 @@
 #!/usr/bin/env bats
-# The cache audit's probes (docs/cache.md): what a hostile VM could make the
-# shared store hold or serve.  A loopback server of files (t/probe-registry)
+# What a hostile VM tries against the shared store (docs/cache.md): metadata
+# made to look like an artifact, a private artifact fetched by what a secret's
+# request left (a cookie, a kept connection).  A loopback server of files (t/probe-registry)
 # with a CA of its own; each proxy stands for one task, as in t/3020.
 bats_require_minimum_version 1.5.0
 load lib-common
@@ -30,12 +31,21 @@ teardown() {
 
 # probe_registry [ARGS...]: t/probe-registry serving $T/reg/www on a free port (REG).
 probe_registry() {
-	: >"$T/reg.log"
-	"$PY" "$TOP/t/probe-registry" --cert "$T/ca/server.pem" --key "$T/ca/server.key" --dir "$T/reg" \
-		--port-file "$T/reg.port" --log "$T/reg.log" "$@" 2>"$T/reg.err" &
-	REG_PID=$!
-	wait_until 10 file_or_gone "$T/reg.port" $REG_PID || return 1
-	REG=$(cat "$T/reg.port")
+	serve_registry "$TOP/t/probe-registry" "$@"
+}
+
+# private_registry [ARGS...]: probe_registry with its /priv/ behind the token
+# tok-value, holding the package priv 1.0.0 (u: its URL); $T/rules-secret
+# gives the secret TOK for it and caches it as npm.
+private_registry() {
+	printf 'tok-value\n' >"$T/token"
+	probe_registry --token-file "$T/token" "$@"
+	u=https://localhost:$REG
+	mkdir -p "$T/reg/www/priv/-"
+	make_npm_tgz "$T/reg/www/priv/-" priv 1.0.0
+	npm_doc priv 1.0.0 "$u/priv/-/priv-1.0.0.tgz" "$(sri "$T/reg/www/priv/-/priv-1.0.0.tgz")" >"$T/reg/www/priv/index"
+	printf 'secret TOK %s\nvalue tok-value\nhost localhost:%s\nrule localhost:%s\ncache npm\n' \
+		"$PH" "$REG" "$REG" >"$T/rules-secret"
 }
 
 # sri FILE: npm's integrity of FILE's bytes.
@@ -49,7 +59,7 @@ npm_doc() {
 		"$1" "$2" "$2" "$1" "$2" "$3" "$4"
 }
 
-@test "audit: a package document naming another package's document as its tarball gets that document stored, and a later task is served it stale" {
+@test "cache hostile: a document named as a tarball with its digest of today is neither stored nor served stale to a later task" {
 	probe_registry
 	printf 'rule localhost:%s\ncache npm\n' "$REG" >"$T/rules"
 	local u=https://localhost:$REG
@@ -78,15 +88,9 @@ npm_doc() {
 	assert_output --partial '"latest": "2.0.0"'
 }
 
-@test "audit: an artifact fetched by a session cookie a secret's request got is stored with no scope, and another project's task is served it" {
-	printf 'tok-value\n' >"$T/token"
-	probe_registry --token-file "$T/token"
-	local u=https://localhost:$REG
-	mkdir -p "$T/reg/www/priv/-"
-	make_npm_tgz "$T/reg/www/priv/-" priv 1.0.0
-	npm_doc priv 1.0.0 "$u/priv/-/priv-1.0.0.tgz" "$(sri "$T/reg/www/priv/-/priv-1.0.0.tgz")" >"$T/reg/www/priv/index"
-	printf 'secret TOK %s\nvalue tok-value\nhost localhost:%s\nrule localhost:%s\ncache npm\n' \
-		"$PH" "$REG" "$REG" >"$T/rules-secret"
+@test "cache hostile: an artifact fetched with the session cookie a secret's request got stays the project's: another project is not served it" {
+	local u
+	private_registry
 	# Project a's task: its private document with the secret (the registry gives a
 	# session cookie), then the tarball with that cookie and no placeholder.
 	dep_task "$T/rules-secret" "$T/deps" --cache-scope project:a
@@ -111,7 +115,7 @@ npm_doc() {
 	assert_output 401
 }
 
-@test "audit: a link with a #sha256= on any page of a pypi host (a project's README) gets a simple index page stored, and a later task is served it stale" {
+@test "cache hostile: a simple index named with a #sha256= on any page of a pypi host is neither stored nor served stale" {
 	probe_registry
 	printf 'rule localhost:%s\ncache pypi\n' "$REG" >"$T/rules"
 	local u=https://localhost:$REG
@@ -140,15 +144,9 @@ npm_doc() {
 	assert_output --partial requests-2.0.tar.gz
 }
 
-@test "audit: on a registry that ties a login to its connection, an artifact asked for without the placeholder after one with it is stored with no scope and served to another project" {
-	printf 'tok-value\n' >"$T/token"
-	probe_registry --token-file "$T/token" --conn-auth
-	local u=https://localhost:$REG
-	mkdir -p "$T/reg/www/priv/-"
-	make_npm_tgz "$T/reg/www/priv/-" priv 1.0.0
-	npm_doc priv 1.0.0 "$u/priv/-/priv-1.0.0.tgz" "$(sri "$T/reg/www/priv/-/priv-1.0.0.tgz")" >"$T/reg/www/priv/index"
-	printf 'secret TOK %s\nvalue tok-value\nhost localhost:%s\nrule localhost:%s\ncache npm\n' \
-		"$PH" "$REG" "$REG" >"$T/rules-secret"
+@test "cache hostile: on a registry that ties a login to its connection, an artifact asked for after a request with the secret stays the project's" {
+	local u
+	private_registry --conn-auth
 	dep_task "$T/rules-secret" "$T/deps" --cache-scope project:a
 	# One client connection: the document with the placeholder, then the tarball without.
 	run icurl -f -o /dev/null -H "Authorization: Bearer $PH" "$u/priv/index" \
@@ -166,7 +164,7 @@ npm_doc() {
 	assert_output 401
 }
 
-@test "audit: a wheel's PEP 658 metadata file, beside it in PyPI's layout, is forwarded whole, not checked against the wheel's blake2b-256" {
+@test "cache hostile: a wheel's PEP 658 metadata file, beside it in PyPI's layout, is forwarded whole, not checked against the wheel's blake2b-256" {
 	probe_registry
 	printf 'rule localhost:%s\ncache pypi\n' "$REG" >"$T/rules"
 	make_wheel "$T" demo 1.0
