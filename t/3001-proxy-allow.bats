@@ -165,6 +165,28 @@ teardown() {
 	assert_output --partial "a preset cannot name a preset"
 }
 
+@test "proxy: a rule's methods and paths hold for plain http:// requests, not only inside CONNECT" {
+	start_fake_api "$T/script.json"
+	printf 'rule localhost:%s\nmethod GET\npath /api/*\n' "$FAKE_API_PORT" >"$T/secrets"
+	start_proxy --allow "localhost:$FAKE_API_PORT" --secrets-fd 5 --ca-fd 6 5<"$T/secrets" 6>"$T/taskca.pem"
+	# the control: what the rule lets through passes
+	run curl -sS -x "$PROXY" "http://localhost:$FAKE_API_PORT/api/hello"
+	assert_output '{}'
+	run curl -sS -x "$PROXY" -X DELETE "http://localhost:$FAKE_API_PORT/api/hello"
+	assert_output 'aibox-proxy: method DELETE is not allowed'
+	run curl -sS -x "$PROXY" "http://localhost:$FAKE_API_PORT/admin"
+	assert_output 'aibox-proxy: path /admin is not allowed'
+	run curl -sS -x "$PROXY" --path-as-is "http://localhost:$FAKE_API_PORT/api/../admin"
+	assert_output 'aibox-proxy: path /admin is not allowed'
+	run curl -sS -x "$PROXY" -H 'X-HTTP-Method-Override: DELETE' "http://localhost:$FAKE_API_PORT/api/hello"
+	assert_output 'aibox-proxy: a method override header on a host whose rule lists the methods'
+	# only the control reached the host
+	assert_file_exists "$T/rec/0001.json"
+	assert_file_not_exists "$T/rec/0002.json"
+	run grep -c "^[^ ]* refused localhost:$FAKE_API_PORT " "$T/proxy.log"
+	assert_output 4
+}
+
 @test "proxy: IP literals, IPv4 and IPv6, name exactly that address" {
 	start_fake_api "$T/script.json"
 	v4=$FAKE_API_PORT

@@ -488,6 +488,7 @@ void px_ctls_step(struct conn *c);
  * rules, then the swap, then forwarded (or refused: 403).
  */
 void px_intercept_request(struct conn *c, const struct http_head *h, const char *t, size_t tl);
+int px_rules_check(struct conn *c, const struct http_head *h, const char *t, size_t tl);
 /* The answer's head on an intercepted connection: echoes replaced in b. */
 void px_intercept_head(struct conn *c, struct buf *b);
 /*

@@ -173,13 +173,44 @@ static int method_override(const struct conn *c, const struct http_head *h)
 	return 0;
 }
 
+/*
+ * The rules on c's host and port for the request h (t, tl bytes: its
+ * origin-form target), intercepted or a plain http:// one: 1 when they let
+ * it through (or there are none), else 0 with c refused.
+ */
+int px_rules_check(struct conn *c, const struct http_head *h, const char *t, size_t tl)
+{
+	struct buf why = BUF_INIT;
+	char *method, *target;
+	int ok = 1;
+
+	if (!c->px->cfg->secrets)
+		return 1;
+	method = xmalloc(h->method_len + 1);
+	memcpy(method, h->method, h->method_len);
+	method[h->method_len] = '\0';
+	target = xmalloc(tl + 1);
+	memcpy(target, t, tl);
+	target[tl] = '\0';
+	if (method_override(c, h)) {
+		px_refuse(c, "a method override header on a host whose rule lists the methods");
+		ok = 0;
+	} else if (!rules_allow(c, method, target, &why)) {
+		px_refuse(c, why.buf);
+		ok = 0;
+	}
+	buf_release(&why);
+	free(method);
+	free(target);
+	return ok;
+}
+
 void px_intercept_request(struct conn *c, const struct http_head *h, const char *t, size_t tl)
 {
 	const struct proxy_secrets *ps = c->px->cfg->secrets;
 	struct buf head = BUF_INIT, why = BUF_INIT, path = BUF_INIT;
 	struct strvec used = STRVEC_INIT;
 	struct http_head h2;
-	char *method = NULL, *target = NULL;
 	const char *q;
 	int r;
 
@@ -197,20 +228,8 @@ void px_intercept_request(struct conn *c, const struct http_head *h, const char 
 		px_refuse(c, "an intercepted request needs an origin-form target");
 		goto out;
 	}
-	method = xmalloc(h->method_len + 1);
-	memcpy(method, h->method, h->method_len);
-	method[h->method_len] = '\0';
-	target = xmalloc(tl + 1);
-	memcpy(target, t, tl);
-	target[tl] = '\0';
-	if (method_override(c, h)) {
-		px_refuse(c, "a method override header on a host whose rule lists the methods");
+	if (!px_rules_check(c, h, t, tl))
 		goto out;
-	}
-	if (!rules_allow(c, method, target, &why)) {
-		px_refuse(c, why.buf);
-		goto out;
-	}
 	buf_add(&head, c->in + c->in_off - h->head_len, h->head_len);
 	r = swap_request_head(ps->secrets, ps->nr, c->host, c->port, &head, &used, &why);
 	if (r == -EPERM && strstr(why.buf, " to ")) {
@@ -242,8 +261,6 @@ out:
 	buf_release(&why);
 	buf_release(&path);
 	strvec_clear(&used);
-	free(method);
-	free(target);
 }
 
 void px_intercept_head(struct conn *c, struct buf *b)

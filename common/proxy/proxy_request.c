@@ -216,6 +216,9 @@ static void handle_request(struct conn *c, const struct http_head *h)
 		px_refuse(c, "not on the allow list");
 		return;
 	}
+	/* A rule's methods and paths hold over plain http:// as inside an intercepted CONNECT. */
+	if (!px_rules_check(c, h, t, tl))
+		return;
 	px_start_forward(c, h, t, tl);
 }
 
