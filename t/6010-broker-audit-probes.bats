@@ -1,0 +1,268 @@
+#!/usr/bin/env bats
+# Live probes of the broker's push boundary (an audit): each crafted request
+# is refused, or reaches the remote only in a form that changes nothing the
+# rules forbid.
+load lib-common
+load lib-tls
+load lib-broker
+
+setup() {
+	common_setup
+	broker_setup
+	start_upstream
+	start_broker --remote "$UP_URL" --token-env GIT_TOKEN --fetch --push 'aibox/*'
+	Z40=0000000000000000000000000000000000000000
+	OLD=$(git -C up/repo.git rev-parse main)
+	NEW=$(git -C seed rev-parse HEAD~1)
+	# The remote takes push options; its pre-receive hook writes down what it got.
+	git -C up/repo.git config receive.advertisePushOptions true
+	mkdir -p up/repo.git/hooks
+	printf '#!/bin/sh\necho "options=${GIT_PUSH_OPTION_COUNT:-none} ${GIT_PUSH_OPTION_0:-}" >>%s\ncat >>%s\n' \
+		"$T/hook.log" "$T/hook.log" >up/repo.git/hooks/pre-receive
+	chmod +x up/repo.git/hooks/pre-receive
+}
+
+teardown() {
+	broker_teardown
+	common_teardown
+}
+
+# raw_body FILE: python builds a body from the script on stdin (helpers pkt, OLD, NEW, pack).
+raw_body() {
+	python3 - "$OLD" "$NEW" >"$1"
+}
+
+post() {
+	local svc=$1 file=$2
+	shift 2
+	curl -sS -o "$T/answer" -w '%{http_code}' -H "Content-Type: application/x-$svc-request" \
+		"$@" --data-binary @"$file" "${BR_URL}$svc"
+}
+
+PY_HEAD='import hashlib, sys
+OLD, NEW = sys.argv[1].encode(), sys.argv[2].encode()
+Z = b"0" * 40
+def pkt(b, upper=False):
+    h = b"%04X" % (len(b) + 4) if upper else b"%04x" % (len(b) + 4)
+    return h + b
+p = b"PACK\0\0\0\2\0\0\0\0"
+pack = p + hashlib.sha1(p).digest()
+out = sys.stdout.buffer.write
+'
+
+@test "audit: upper-case pkt-line lengths are read as git reads them, push options still refused" {
+	before=$(up_refs)
+	raw_body body <<-EOF2
+	$PY_HEAD
+	out(pkt(Z + b" " + NEW + b" refs/heads/aibox/po12345\0report-status push-options\n", True) + b"0000" + pkt(b"ci.variable=X=1\n") + b"0000" + pack)
+	EOF2
+	grep -q '^00[0-9A-F]*[A-F]' body
+	run post git-receive-pack body
+	assert_output 200
+	assert_file_contains answer 'push options (git push -o) are not allowed'
+	assert_file_not_exists hook.log
+	assert_equal "$(up_refs)" "$before"
+}
+
+@test "audit: a second command list after the flush updates nothing" {
+	before=$(up_refs)
+	raw_body body <<-EOF2
+	$PY_HEAD
+	out(pkt(Z + b" " + NEW + b" refs/heads/aibox/a\0report-status\n") + b"0000" + pkt(OLD + b" " + Z + b" refs/heads/main\n") + b"0000" + pack)
+	EOF2
+	run post git-receive-pack body
+	assert_output 200
+	run cat answer
+	refute_output --partial 'ok refs/heads/main'
+	assert_equal "$(git -C up/repo.git rev-parse main)" "$OLD"
+	run git -C up/repo.git rev-parse -q --verify refs/heads/aibox/a
+	assert_failure
+	assert_equal "$(up_refs)" "$before"
+}
+
+@test "audit: a delim or response-end pkt in the command list is refused" {
+	for end in 0001 0002; do
+		raw_body body <<-EOF2
+		$PY_HEAD
+		out(pkt(Z + b" " + NEW + b" refs/heads/aibox/a\0report-status push-options\n") + b"$end" + pkt(b"ci.variable=X=1\n") + b"0000" + pack)
+		EOF2
+		run post git-receive-pack body
+		assert_output 400
+	done
+	run grep -c '"POST"' up-headers.jsonl
+	assert_output 0
+}
+
+@test "audit: shallow lines, caps on a later line, v2 bodies and a push-cert are refused" {
+	before=$(up_refs)
+	raw_body body1 <<-EOF2
+	$PY_HEAD
+	out(pkt(Z + b" " + NEW + b" refs/heads/aibox/a\0report-status\n") + pkt(Z + b" " + NEW + b" refs/heads/aibox/b\0push-options\n") + b"0000" + pkt(b"ci.variable=X=1\n") + b"0000" + pack)
+	EOF2
+	raw_body body2 <<-EOF2
+	$PY_HEAD
+	out(pkt(Z + b" " + NEW + b" refs/heads/aibox/a\0report-status\n") + pkt(b"shallow " + OLD + b"\0push-options\n") + b"0000" + pkt(b"ci.variable=X=1\n") + b"0000" + pack)
+	EOF2
+	raw_body body3 <<-EOF2
+	$PY_HEAD
+	out(pkt(b"command=push\n") + b"0001" + pkt(Z + b" " + NEW + b" refs/heads/aibox/a\n") + b"0000" + pack)
+	EOF2
+	raw_body body4 <<-EOF2
+	$PY_HEAD
+	out(pkt(b"push-cert\0report-status push-options\n") + pkt(b"certificate version 0.1\n") + b"0000" + pack)
+	EOF2
+	for b in body1 body2 body3 body4; do
+		run post git-receive-pack "$b" -H 'Git-Protocol: version=2'
+		assert_output 400
+	done
+	assert_file_not_exists hook.log
+	assert_equal "$(up_refs)" "$before"
+}
+
+@test "audit: a gzip body with a second member, or trailing bytes, is refused" {
+	raw_body plain <<-EOF2
+	$PY_HEAD
+	out(pkt(Z + b" " + NEW + b" refs/heads/aibox/a\0report-status\n") + b"0000")
+	EOF2
+	raw_body evil <<-EOF2
+	$PY_HEAD
+	out(pkt(b"ci.variable=X=1\n") + b"0000" + pack)
+	EOF2
+	{ gzip -c plain; gzip -c evil; } >two.gz
+	run post git-receive-pack two.gz -H 'Content-Encoding: gzip'
+	assert_output 400
+	{ gzip -c plain; printf 'junk'; } >junk.gz
+	run post git-receive-pack junk.gz -H 'Content-Encoding: gzip'
+	assert_output 400
+	run grep -c '"POST"' up-headers.jsonl
+	assert_output 0
+}
+
+@test "audit: with protocol v1 and v2 asked for, the advertisement still drops push-options" {
+	for v in 1 2; do
+		run curl -sS -H "Git-Protocol: version=$v" "${BR_URL}info/refs?service=git-receive-pack"
+		assert_success
+		refute_output --partial 'push-options'
+	done
+	git clone -q "$BR_URL" c
+	git -C c checkout -q -b aibox/o
+	git -C c commit -q --allow-empty -m o
+	for v in 0 1 2; do
+		run git -C c -c protocol.version=$v push -o ci.variable=X=1 origin aibox/o
+		assert_failure
+		assert_output --partial 'does not support push options'
+	done
+	assert_file_not_exists hook.log
+}
+
+@test "audit: a chunked push with chunk extensions and trailers is checked as decoded" {
+	before=$(up_refs)
+	{
+		printf 'POST /0/git-receive-pack HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-git-receive-pack-request\r\nTransfer-Encoding: chunked\r\n\r\n'
+		line="$Z40 $NEW refs/heads/main"
+		printf '%x;ext="refs/heads/aibox/a"\r\n%04x%s\r\n' $((${#line} + 4)) $((${#line} + 4)) "$line"
+		printf '4\r\n0000\r\n0\r\nX-Trailer: refs/heads/aibox/a\r\n\r\n'
+	} >req
+	run curl -sS --max-time 5 "telnet://127.0.0.1:$BR_PORT" <req
+	assert_output --partial 'this branch may not be pushed'
+	assert_equal "$(up_refs)" "$before"
+}
+
+@test "audit: a pipelined second request on one connection is not served" {
+	before=$(up_refs)
+	l1="$Z40 $NEW refs/heads/aibox/ok"
+	l2="$OLD $Z40 refs/heads/main"
+	b1=$(printf '%04x%s0000' $((${#l1} + 4)) "$l1")
+	b2=$(printf '%04x%s0000' $((${#l2} + 4)) "$l2")
+	{
+		printf 'GET /0/info/refs?service=git-receive-pack HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n'
+		printf 'POST /0/git-receive-pack HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s' ${#b2} "$b2"
+	} >req
+	run curl -sS --max-time 8 "telnet://127.0.0.1:$BR_PORT" <req
+	assert_success
+	run grep -c '"POST"' up-headers.jsonl
+	assert_output 0
+	assert_equal "$(up_refs)" "$before"
+	: "$b1"
+}
+
+@test "audit: pkt-line lengths at the edges: 0004, fff0, fff1, ffff are read as the broker's rules say" {
+	before=$(up_refs)
+	for len in 0004 fff1 ffff FFFF; do
+		raw_body body <<-EOF2
+		$PY_HEAD
+		out(b"$len" + b"a" * 70000)
+		EOF2
+		run post git-receive-pack body
+		assert_output 400
+	done
+	# fff0 is the largest pkt-line: a command line of that length is read, and its ref refused by name (over 1024 bytes).
+	raw_body body <<-EOF2
+	$PY_HEAD
+	line = Z + b" " + NEW + b" refs/heads/main/" + b"a" * (65516 - 97) + b"\0report-status"
+	line = line[:65516]
+	out(pkt(line) + b"0000" + pack)
+	EOF2
+	head -c 4 body >len
+	assert_file_contains len '^fff0$'
+	run post git-receive-pack body
+	assert_output 200
+	assert_file_contains answer 'not a valid ref name'
+	run grep -c '"POST"' up-headers.jsonl
+	assert_output 0
+	assert_equal "$(up_refs)" "$before"
+}
+
+@test "audit: GET and POST confusion, HTTP/1.0, and a receive-pack body on the upload-pack path" {
+	before=$(up_refs)
+	raw_body body <<-EOF2
+	$PY_HEAD
+	out(pkt(OLD + b" " + Z + b" refs/heads/main\0report-status\n") + b"0000")
+	EOF2
+	run curl -sS -o /dev/null -w '%{http_code}' --data-binary @body -X GET "${BR_URL}git-receive-pack"
+	assert_output 405
+	run curl -sS -o /dev/null -w '%{http_code}' --data-binary @body "${BR_URL}info/refs?service=git-receive-pack"
+	assert_output 405
+	run curl -sS -o /dev/null -w '%{http_code}' -X GET -H 'Transfer-Encoding: chunked' --data-binary @body \
+		"${BR_URL}info/refs?service=git-receive-pack"
+	assert_output 400
+	run curl -sS -0 -o "$T/answer" -w '%{http_code}' -H 'Content-Type: application/x-git-receive-pack-request' \
+		--data-binary @body "${BR_URL}git-receive-pack"
+	assert_output 200
+	assert_file_contains answer 'deleting branches is not allowed'
+	# On the upload-pack path it reaches upload-pack, which updates nothing.
+	run post git-upload-pack body
+	assert_equal "$(up_refs)" "$before"
+	run curl -sS -o /dev/null -w '%{http_code}' --data-binary @body "${BR_URL}.git/git-receive-pack?x"
+	assert_output 404
+}
+
+@test "audit: a reflected token, percent-encoded with some bytes left raw, does not reach the client" {
+	# Characters that base64 and URL-encoding change.
+	export GIT_TOKEN="t0k/en+$RANDOM=x%y~z" UPSTREAM_TOKEN="t0k/en+$RANDOM=x%y~z"
+	kill "$UP_PID"
+	wait "$UP_PID" || true
+	rm -f up.port
+	start_upstream --reflect
+	for mode in basic bearer; do
+		start_broker --remote "$UP_URL" --token-env GIT_TOKEN --fetch --auth "$mode"
+		curl -sS -D head.txt -o ok.txt "${BR_URL}info/refs?service=git-upload-pack"
+		curl -sS -D errhead.txt -o err.txt -H 'Content-Type: application/x-git-upload-pack-request' \
+			--data-binary 0000 "${BR_URL}git-upload-pack"
+		assert_file_contains ok.txt '^quoted-path: '
+		# Percent-decoded, nothing the client got holds the token or the Basic credential.
+		run python3 - "$GIT_TOKEN" head.txt ok.txt errhead.txt err.txt <<-'PY'
+		import base64, sys, urllib.parse
+		tok = sys.argv[1]
+		forms = [tok, base64.b64encode(("x-access-token:" + tok).encode()).decode()]
+		for f in sys.argv[2:]:
+		    text = urllib.parse.unquote(open(f, encoding="latin-1").read(), encoding="latin-1")
+		    for s in forms:
+		        if s in text:
+		            print("%s holds %s" % (f, "the token" if s == tok else "the credential"))
+		PY
+		assert_output ''
+		kill "$BR_PID"
+		wait "$BR_PID" || true
+	done
+}
