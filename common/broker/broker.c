@@ -1,7 +1,6 @@
 /* aibox-broker's request handling: see broker.h. */
 #include "broker/broker.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <openssl/err.h>
@@ -21,6 +20,7 @@
 #include "base/clock.h"
 #include "base/err.h"
 #include "git/gitproto.h"
+#include "base/hex.h"
 #include "net/hconn.h"
 #include "net/http.h"
 #include "base/log_escape.h"
@@ -200,18 +200,60 @@ static int send_chunk(struct hconn *c, const void *data, size_t n)
 	return r;
 }
 
-/* Replace every form of rm's token in p[0..n) with '*', byte for byte. */
+/*
+ * How many bytes of p[0..len) spell the secret s[0..n) from their start,
+ * each of its bytes either as itself or as %XX (either case of hex, as any
+ * URL encoder writes it, whatever set of bytes it leaves alone); -1 when
+ * they do not.  A '%' of the secret may be a raw '%' or "%25": both are tried.
+ */
+static ssize_t secret_match(const char *s, size_t n, const char *p, size_t len)
+{
+	size_t k = 0;
+
+	for (size_t j = 0; j < n; j++) {
+		int hi = k + 2 < len && p[k] == '%' ? hex_digit((unsigned char)p[k + 1]) : -1;
+		int lo = hi >= 0 ? hex_digit((unsigned char)p[k + 2]) : -1;
+		int enc = lo >= 0 && hi * 16 + lo == (unsigned char)s[j];
+
+		if (k < len && p[k] == s[j]) {
+			if (enc) {
+				ssize_t m =
+				    secret_match(s + j + 1, n - j - 1, p + k + 3, len - k - 3);
+
+				if (m >= 0)
+					return (ssize_t)(k + 3) + m;
+			}
+			k++;
+		} else if (enc) {
+			k += 3;
+		} else {
+			return -1;
+		}
+	}
+	return (ssize_t)k;
+}
+
+/*
+ * Replace every spelling of rm's token and Basic credential in p[0..n)
+ * (secret_match(): raw, URL-encoded, or any mix of the two) with '*', byte
+ * for byte.
+ */
 static void scrub_span(const struct broker_remote *rm, char *p, size_t n)
 {
 	for (size_t i = 0; i < rm->nsecrets; i++) {
 		const struct buf *sec = &rm->secrets[i];
-		char *q = p, *m;
-		size_t left = n;
 
-		while ((m = memmem(q, left, sec->buf, sec->len))) {
-			memset(m, '*', sec->len);
-			left -= (size_t)(m - q) + sec->len;
-			q = m + sec->len;
+		for (size_t at = 0; at < n;) {
+			ssize_t m = p[at] == sec->buf[0] || p[at] == '%'
+			                ? secret_match(sec->buf, sec->len, p + at, n - at)
+			                : -1;
+
+			if (m > 0) {
+				memset(p + at, '*', (size_t)m);
+				at += (size_t)m;
+			} else {
+				at++;
+			}
 		}
 	}
 }
@@ -1139,30 +1181,21 @@ out:
 
 /* ---- credentials ---- */
 
-/* Remember s[0..n) as a secret, and its URL-encoded forms (%XX and %xx). */
+/*
+ * Remember s[0..n) as a secret: scrub_span() finds it raw, URL-encoded or
+ * both mixed, at most 3 bytes for each of its bytes.
+ */
 static void add_secret(struct broker_remote *rm, const char *s, size_t n)
 {
-	for (int form = 0; form < 3; form++) {
-		struct buf b = BUF_INIT;
+	struct buf b = BUF_INIT;
 
-		for (size_t i = 0; i < n; i++) {
-			unsigned char c = (unsigned char)s[i];
-
-			if (!form || isalnum(c) || strchr("-._~", c))
-				buf_addch(&b, c);
-			else
-				buf_addf(&b, form == 1 ? "%%%02X" : "%%%02x", c);
-		}
-		if (form && rm->nsecrets && b.len == rm->secrets[rm->nsecrets - 1].len &&
-		    !memcmp(b.buf, rm->secrets[rm->nsecrets - 1].buf, b.len)) {
-			buf_release(&b);
-			continue;
-		}
-		ALLOC_GROW(rm->secrets, rm->nsecrets + 1, rm->secrets_alloc);
-		rm->secrets[rm->nsecrets++] = b;
-		if (b.len > rm->secret_max)
-			rm->secret_max = b.len;
-	}
+	if (!n)
+		return;
+	buf_add(&b, s, n);
+	ALLOC_GROW(rm->secrets, rm->nsecrets + 1, rm->secrets_alloc);
+	rm->secrets[rm->nsecrets++] = b;
+	if (3 * n > rm->secret_max)
+		rm->secret_max = 3 * n;
 }
 
 void broker_remote_credentials(struct broker_remote *rm)

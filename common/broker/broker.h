@@ -38,8 +38,9 @@ struct broker_remote {
 	size_t npush, push_alloc;
 	struct addrinfo *addrs;
 	/*
-	 * The forms of the token a remote could reflect (docs/broker.md,
-	 * "What the client sees"): replaced in whatever goes back to the client.
+	 * The token and the Basic credential (docs/broker.md, "What the client
+	 * sees"): replaced, raw, URL-encoded or a mix, in whatever goes back
+	 * to the client.  secret_max: the longest spelling, 3 bytes a byte.
 	 */
 	struct buf *secrets;
 	size_t nsecrets, secrets_alloc, secret_max;
