@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# Live probes of the broker's push boundary (an audit): each crafted request
+# Live hostile requests against the broker's push boundary and token scrub: each crafted request
 # is refused, or reaches the remote only in a form that changes nothing the
 # rules forbid.
 load lib-common
@@ -50,7 +50,7 @@ pack = p + hashlib.sha1(p).digest()
 out = sys.stdout.buffer.write
 '
 
-@test "audit: upper-case pkt-line lengths are read as git reads them, push options still refused" {
+@test "broker live: upper-case pkt-line lengths are read as git reads them, push options still refused" {
 	before=$(up_refs)
 	raw_body body <<-EOF2
 	$PY_HEAD
@@ -64,7 +64,7 @@ out = sys.stdout.buffer.write
 	assert_equal "$(up_refs)" "$before"
 }
 
-@test "audit: a second command list after the flush updates nothing" {
+@test "broker live: a second command list after the flush updates nothing" {
 	before=$(up_refs)
 	raw_body body <<-EOF2
 	$PY_HEAD
@@ -80,7 +80,7 @@ out = sys.stdout.buffer.write
 	assert_equal "$(up_refs)" "$before"
 }
 
-@test "audit: a delim or response-end pkt in the command list is refused" {
+@test "broker live: a delim or response-end pkt in the command list is refused" {
 	for end in 0001 0002; do
 		raw_body body <<-EOF2
 		$PY_HEAD
@@ -93,7 +93,7 @@ out = sys.stdout.buffer.write
 	assert_output 0
 }
 
-@test "audit: shallow lines, caps on a later line, v2 bodies and a push-cert are refused" {
+@test "broker live: shallow lines, caps on a later line, v2 bodies and a push-cert are refused" {
 	before=$(up_refs)
 	raw_body body1 <<-EOF2
 	$PY_HEAD
@@ -119,7 +119,7 @@ out = sys.stdout.buffer.write
 	assert_equal "$(up_refs)" "$before"
 }
 
-@test "audit: a gzip body with a second member, or trailing bytes, is refused" {
+@test "broker live: a gzip body with a second member, or trailing bytes, is refused" {
 	raw_body plain <<-EOF2
 	$PY_HEAD
 	out(pkt(Z + b" " + NEW + b" refs/heads/aibox/a\0report-status\n") + b"0000")
@@ -138,7 +138,7 @@ out = sys.stdout.buffer.write
 	assert_output 0
 }
 
-@test "audit: with protocol v1 and v2 asked for, the advertisement still drops push-options" {
+@test "broker live: with protocol v1 and v2 asked for, the advertisement still drops push-options" {
 	for v in 1 2; do
 		run curl -sS -H "Git-Protocol: version=$v" "${BR_URL}info/refs?service=git-receive-pack"
 		assert_success
@@ -155,7 +155,7 @@ out = sys.stdout.buffer.write
 	assert_file_not_exists hook.log
 }
 
-@test "audit: a chunked push with chunk extensions and trailers is checked as decoded" {
+@test "broker live: a chunked push with chunk extensions and trailers is checked as decoded" {
 	before=$(up_refs)
 	{
 		printf 'POST /0/git-receive-pack HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-git-receive-pack-request\r\nTransfer-Encoding: chunked\r\n\r\n'
@@ -168,7 +168,7 @@ out = sys.stdout.buffer.write
 	assert_equal "$(up_refs)" "$before"
 }
 
-@test "audit: a pipelined second request on one connection is not served" {
+@test "broker live: a pipelined second request on one connection is not served" {
 	before=$(up_refs)
 	l1="$Z40 $NEW refs/heads/aibox/ok"
 	l2="$OLD $Z40 refs/heads/main"
@@ -186,7 +186,7 @@ out = sys.stdout.buffer.write
 	: "$b1"
 }
 
-@test "audit: pkt-line lengths at the edges: 0004, fff0, fff1, ffff are read as the broker's rules say" {
+@test "broker live: pkt-line lengths at the edges: 0004, fff0, fff1, ffff are read as the broker's rules say" {
 	before=$(up_refs)
 	for len in 0004 fff1 ffff FFFF; do
 		raw_body body <<-EOF2
@@ -213,7 +213,7 @@ out = sys.stdout.buffer.write
 	assert_equal "$(up_refs)" "$before"
 }
 
-@test "audit: GET and POST confusion, HTTP/1.0, and a receive-pack body on the upload-pack path" {
+@test "broker live: GET and POST confusion, HTTP/1.0, and a receive-pack body on the upload-pack path" {
 	before=$(up_refs)
 	raw_body body <<-EOF2
 	$PY_HEAD
@@ -237,7 +237,7 @@ out = sys.stdout.buffer.write
 	assert_output 404
 }
 
-@test "audit: a reflected token, percent-encoded with some bytes left raw, does not reach the client" {
+@test "broker live: a reflected token, percent-encoded with some bytes left raw, does not reach the client" {
 	# Characters that base64 and URL-encoding change.
 	export GIT_TOKEN="t0k/en+$RANDOM=x%y~z" UPSTREAM_TOKEN="t0k/en+$RANDOM=x%y~z"
 	kill "$UP_PID"
