@@ -51,6 +51,9 @@ static void run(const char *p, size_t n, enum usage_mode mode, unsigned cut, str
 				abort();
 			sum.n[k] += d.n[k];
 		}
+		if (s->seen.searches < before.searches ||
+		    s->seen.searches - before.searches != d.searches)
+			abort();
 		off += take;
 	}
 	{
@@ -181,6 +184,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			whole.n[k] = a.seen.n[k];
 			half.n[k] = a.seen.n[k] / 2;
 		}
+		whole.searches = a.seen.searches;
+		half.searches = a.seen.searches / 2;
 		if (usage_cost(p, &half) > usage_cost(p, &whole))
 			abort();
 		{
@@ -191,6 +196,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			memset(&c, 0, sizeof(c));
 			for (int k = 0; k < USAGE_KINDS; k++)
 				rest.n[k] = whole.n[k] - half.n[k];
+			rest.searches = whole.searches - half.searches;
 			usage_count_add(&c, &t, a.model, &zero, &half, 1, &n1);
 			usage_count_add(&c, &t, a.model, &half, &rest, 0, &n2);
 			if (c.nano != usage_cost(p, &whole) || n1 + n2 != c.nano)

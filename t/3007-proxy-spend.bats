@@ -565,6 +565,23 @@ input_script() {
 	grep -q ' usd=6.001500 charged=max_tokens,prompt ' "$T/proxy.log"
 }
 
+@test "spend: web searches an answer reports are counted at 0.01 USD each, and reach a cap" {
+	# message_delta reports 7 searches (server_tool_use): 10 x 3 + 10 x 15 USD per million
+	# and 7 x 0.01 USD: 0.07018 USD, past a cap of 0.05
+	api "$(jq -cn '{turns: [{raw: [
+		"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"claude-sonnet-4-5\",\"usage\":{\"input_tokens\":10,\"output_tokens\":1}}}\n\n",
+		"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":10,\"server_tool_use\":{\"web_search_requests\":7}}}\n\n",
+		"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"]}]}')"
+	start_recorded --budget-task 0.05
+	clients 1 "" 100 claude-sonnet-4-5 true '"tools":[{"type":"web_search_20250305","name":"web_search"}]'
+	clients 1 "" 100
+	stop_proxy
+	run jq -c '.usage | [.models[0].web_searches, .nano_usd, .requests, .refused]' "$T/record.json"
+	assert_output '[7,70180000,1,1]'
+	grep -q ' cache_read=0 web_searches=7 usd=0.070180 ' "$T/proxy.log"
+	grep -q 'budget of 0.050000 USD is spent (0.070180 USD' "$T/got.0"
+}
+
 @test "spend: two proxies on one day ledger, 20 concurrent requests: the day passes its cap by one answer at most" {
 	api "$(stream_script 10000 1 1)"
 	: >"$T/ledger"

@@ -34,7 +34,7 @@ int usage_tokens_any(const struct usage_tokens *t)
 	for (int k = 0; k < USAGE_KINDS; k++)
 		if (t->n[k])
 			return 1;
-	return 0;
+	return t->searches != 0;
 }
 
 /* ---- one answer ---- */
@@ -80,6 +80,17 @@ static void see(struct usage_stream *s, int kind, json_t *v, struct usage_tokens
 		return;
 	delta->n[kind] = sat_add(delta->n[kind], (uint64_t)n - s->seen.n[kind]);
 	s->seen.n[kind] = (uint64_t)n;
+}
+
+/* A count of web searches, as see() a count of tokens. */
+static void see_searches(struct usage_stream *s, json_t *v, struct usage_tokens *delta)
+{
+	int64_t n = tokens_of(v);
+
+	if (n < 0 || (uint64_t)n <= s->seen.searches)
+		return;
+	delta->searches = sat_add(delta->searches, (uint64_t)n - s->seen.searches);
+	s->seen.searches = (uint64_t)n;
 }
 
 static void see_model(struct usage_stream *s, json_t *m)
@@ -129,6 +140,10 @@ static void read_json(struct usage_stream *s, const char *p, size_t n, struct us
 		see(s, USAGE_INPUT, json_object_get(u, "input_tokens"), delta);
 		see(s, USAGE_OUTPUT, json_object_get(u, "output_tokens"), delta);
 		see(s, USAGE_CACHE_READ, json_object_get(u, "cache_read_input_tokens"), delta);
+		see_searches(
+		    s,
+		    json_object_get(json_object_get(u, "server_tool_use"), "web_search_requests"),
+		    delta);
 		cc = json_object_get(u, "cache_creation");
 		if (json_is_object(cc)) {
 			see(s, USAGE_CACHE_5M, json_object_get(cc, "ephemeral_5m_input_tokens"),
@@ -879,7 +894,7 @@ uint64_t usage_cost(const struct usage_price *p, const struct usage_tokens *t)
 		b++;
 	for (int k = 0; k < USAGE_KINDS; k++)
 		sum = sat_add(sum, sat_mul(t->n[k], p->band[b].nano[k]));
-	return sum;
+	return sat_add(sum, sat_mul(t->searches, USAGE_WEB_SEARCH_NANO));
 }
 
 void usage_prices_release(struct usage_prices *t)
@@ -928,6 +943,7 @@ void usage_count_add(struct usage_count *c, const struct usage_prices *t, const 
 
 	for (int k = 0; k < USAGE_KINDS; k++)
 		after.n[k] = sat_add(before->n[k], d->n[k]);
+	after.searches = sat_add(before->searches, d->searches);
 	/* Bands never get cheaper above a threshold, so now >= was; kept safe anyway. */
 	was = usage_cost(p, before);
 	now = usage_cost(p, &after);
@@ -935,6 +951,7 @@ void usage_count_add(struct usage_count *c, const struct usage_prices *t, const 
 
 	for (int k = 0; k < USAGE_KINDS; k++)
 		m->t.n[k] = sat_add(m->t.n[k], d->n[k]);
+	m->t.searches = sat_add(m->t.searches, d->searches);
 	if (new_answer)
 		m->requests++;
 	if (!priced)
@@ -964,6 +981,8 @@ void *usage_count_to_json(const struct usage_count *c)
 		json_object_set_new(m, "model", json_string(c->m[i].name));
 		for (int k = 0; k < USAGE_KINDS; k++)
 			json_object_set_new(m, usage_kind_names[k], jcount(c->m[i].t.n[k]));
+		if (c->m[i].t.searches)
+			json_object_set_new(m, "web_searches", jcount(c->m[i].t.searches));
 		json_object_set_new(m, "requests", jcount(c->m[i].requests));
 		json_object_set_new(m, "usd", jusd(c->m[i].nano));
 		json_object_set_new(m, "nano_usd", jcount(c->m[i].nano));
@@ -1046,6 +1065,7 @@ int usage_count_from_json(const void *json, struct usage_count *c, struct buf *e
 		json_t *m = json_array_get(models, i);
 		const char *name = json_str_checked(json_object_get(m, "model"), USAGE_MODEL_MAX);
 		struct usage_model *um = &c->m[i];
+		int64_t searches = 0;
 		int priced = 1;
 
 		if (!name || !name_ok(name)) {
@@ -1056,11 +1076,14 @@ int usage_count_from_json(const void *json, struct usage_count *c, struct buf *e
 		for (int k = 0; k < USAGE_KINDS; k++)
 			if (get_n(m, usage_kind_names[k], &um->t.n[k], &why))
 				goto bad;
-		if (get_n(m, "requests", &um->requests, &why) ||
+		if (json_get_int(m, "web_searches", JSON_OPTIONAL, 0, INT64_MAX, &searches, &why) <
+		        0 ||
+		    get_n(m, "requests", &um->requests, &why) ||
 		    get_n(m, "nano_usd", &um->nano, &why) ||
 		    json_get_bool(m, "priced", JSON_OPTIONAL, &priced, &why) < 0)
 			goto bad;
 		um->unpriced = !priced;
+		um->t.searches = searches > 0 ? (uint64_t)searches : 0;
 		c->nr++;
 	}
 	c->present = 1;

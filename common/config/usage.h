@@ -55,8 +55,16 @@ extern const char *const usage_kind_names[USAGE_KINDS];
 /* A cap is at most this many USD (config and options refuse more). */
 #define USAGE_CAP_MAX_USD 1000000
 
+/*
+ * What a web search costs, in nano-USD: 10 USD per 1,000 searches, the
+ * server tool's price as the Claude documentation's pricing page gives it
+ * (checked with share/prices' date; docs/budget.md, "Server tools").
+ */
+#define USAGE_WEB_SEARCH_NANO 10000000ULL
+
 struct usage_tokens {
 	uint64_t n[USAGE_KINDS];
+	uint64_t searches; /* web searches (server_tool_use.web_search_requests) */
 };
 
 /* ---- one answer ---- */

@@ -313,6 +313,7 @@ static void usage_apply(struct conn *c, const char *model, const struct usage_to
 	c->us_counted = 1;
 	for (int k = 0; k < USAGE_KINDS; k++)
 		c->req_tokens.n[k] += d->n[k];
+	c->req_tokens.searches += d->searches;
 	c->req_nano += nano;
 	/* Each task adds as it goes, so that a killed task's spend is still there. */
 	if (px->cfg->ledger_fd >= 0 && nano &&

@@ -152,6 +152,9 @@ void px_log_line(struct conn *c, const char *verdict, const char *why)
 		for (int k = 0; k < USAGE_KINDS; k++)
 			buf_addf(&b, " %s=%llu", usage_kind_names[k],
 			         (unsigned long long)c->req_tokens.n[k]);
+		if (c->req_tokens.searches)
+			buf_addf(&b, " web_searches=%llu",
+			         (unsigned long long)c->req_tokens.searches);
 		buf_addstr(&b, " usd=");
 		usage_format_usd(&b, c->req_nano);
 		if (c->charged_max)
