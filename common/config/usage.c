@@ -37,6 +37,13 @@ int usage_tokens_any(const struct usage_tokens *t)
 	return t->searches != 0;
 }
 
+void usage_tokens_add(struct usage_tokens *t, const struct usage_tokens *d)
+{
+	for (int k = 0; k < USAGE_KINDS; k++)
+		t->n[k] = sat_add(t->n[k], d->n[k]);
+	t->searches = sat_add(t->searches, d->searches);
+}
+
 /* ---- one answer ---- */
 
 void usage_stream_init(struct usage_stream *s, enum usage_mode mode)
@@ -72,25 +79,20 @@ static int64_t tokens_of(json_t *v)
 	return (int64_t)d;
 }
 
-static void see(struct usage_stream *s, int kind, json_t *v, struct usage_tokens *delta)
+/* A count v the answer reports: what it grew by past *seen goes to *delta. */
+static void see_count(json_t *v, uint64_t *seen, uint64_t *delta)
 {
 	int64_t n = tokens_of(v);
 
-	if (n < 0 || (uint64_t)n <= s->seen.n[kind])
+	if (n < 0 || (uint64_t)n <= *seen)
 		return;
-	delta->n[kind] = sat_add(delta->n[kind], (uint64_t)n - s->seen.n[kind]);
-	s->seen.n[kind] = (uint64_t)n;
+	*delta = sat_add(*delta, (uint64_t)n - *seen);
+	*seen = (uint64_t)n;
 }
 
-/* A count of web searches, as see() a count of tokens. */
-static void see_searches(struct usage_stream *s, json_t *v, struct usage_tokens *delta)
+static void see(struct usage_stream *s, int kind, json_t *v, struct usage_tokens *delta)
 {
-	int64_t n = tokens_of(v);
-
-	if (n < 0 || (uint64_t)n <= s->seen.searches)
-		return;
-	delta->searches = sat_add(delta->searches, (uint64_t)n - s->seen.searches);
-	s->seen.searches = (uint64_t)n;
+	see_count(v, &s->seen.n[kind], &delta->n[kind]);
 }
 
 static void see_model(struct usage_stream *s, json_t *m)
@@ -140,10 +142,9 @@ static void read_json(struct usage_stream *s, const char *p, size_t n, struct us
 		see(s, USAGE_INPUT, json_object_get(u, "input_tokens"), delta);
 		see(s, USAGE_OUTPUT, json_object_get(u, "output_tokens"), delta);
 		see(s, USAGE_CACHE_READ, json_object_get(u, "cache_read_input_tokens"), delta);
-		see_searches(
-		    s,
+		see_count(
 		    json_object_get(json_object_get(u, "server_tool_use"), "web_search_requests"),
-		    delta);
+		    &s->seen.searches, &delta->searches);
 		cc = json_object_get(u, "cache_creation");
 		if (json_is_object(cc)) {
 			see(s, USAGE_CACHE_5M, json_object_get(cc, "ephemeral_5m_input_tokens"),
@@ -941,17 +942,14 @@ void usage_count_add(struct usage_count *c, const struct usage_prices *t, const 
 	struct usage_tokens after;
 	uint64_t was, now, cost;
 
-	for (int k = 0; k < USAGE_KINDS; k++)
-		after.n[k] = sat_add(before->n[k], d->n[k]);
-	after.searches = sat_add(before->searches, d->searches);
+	after = *before;
+	usage_tokens_add(&after, d);
 	/* Bands never get cheaper above a threshold, so now >= was; kept safe anyway. */
 	was = usage_cost(p, before);
 	now = usage_cost(p, &after);
 	cost = now > was ? now - was : 0;
 
-	for (int k = 0; k < USAGE_KINDS; k++)
-		m->t.n[k] = sat_add(m->t.n[k], d->n[k]);
-	m->t.searches = sat_add(m->t.searches, d->searches);
+	usage_tokens_add(&m->t, d);
 	if (new_answer)
 		m->requests++;
 	if (!priced)

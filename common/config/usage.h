@@ -103,6 +103,9 @@ void usage_stream_release(struct usage_stream *s);
 /* 1 when any kind in t is non-zero. */
 int usage_tokens_any(const struct usage_tokens *t);
 
+/* Add d to t, each count saturating at UINT64_MAX. */
+void usage_tokens_add(struct usage_tokens *t, const struct usage_tokens *d);
+
 /* ---- a request's body ---- */
 
 /*

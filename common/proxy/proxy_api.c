@@ -61,18 +61,16 @@ static uint64_t prompt_bound(const struct conn *c, uint64_t unbounded)
 }
 
 /*
- * The cost of c's tokens t with each input-like kind (input, cache write 5
+ * The cost of the tokens t with each input-like kind (input, cache write 5
  * minutes or 1 hour) raised to at least in, whichever usage_cost() prices
- * highest at c's model; in *worst_t, those tokens when it is not NULL.
+ * highest at the prices p; in *worst_t, those tokens when it is not NULL.
  */
-static uint64_t cost_with_input(const struct conn *c, const struct usage_price *p,
-                                const struct usage_tokens *t, uint64_t in,
-                                struct usage_tokens *worst_t)
+static uint64_t cost_with_input(const struct usage_price *p, const struct usage_tokens *t,
+                                uint64_t in, struct usage_tokens *worst_t)
 {
 	static const int input_like[] = {USAGE_INPUT, USAGE_CACHE_5M, USAGE_CACHE_1H};
 	uint64_t worst = 0;
 
-	(void)c;
 	if (worst_t)
 		*worst_t = *t;
 	for (size_t i = 0; i < ARRAY_SIZE(input_like); i++) {
@@ -121,7 +119,7 @@ static uint64_t worst_cost(const struct conn *c)
 		t.n[USAGE_OUTPUT] = out;
 	if (c->us_counted && c->req_done && !usage_req_unbounded(&c->rq))
 		return usage_cost(p, &t);
-	return cost_with_input(c, p, &t, prompt_bound(c, USAGE_TOKENS_MAX), NULL);
+	return cost_with_input(p, &t, prompt_bound(c, USAGE_TOKENS_MAX), NULL);
 }
 
 /* c's reservation: what it may still cost, beyond what is counted already. */
@@ -294,7 +292,6 @@ int px_api_request(struct conn *c, const struct http_head *h, const char *t, siz
 		return 0;
 	}
 	c->paid = px->cfg->prices && kind == API_PATH_PAID;
-	c->req_len = h->chunked ? -1 : h->content_length > 0 ? h->content_length : 0;
 	return c->paid ? budget_check(c) : 1;
 }
 
@@ -311,9 +308,7 @@ static void usage_apply(struct conn *c, const char *model, const struct usage_to
 	if (!c->us_counted)
 		snprintf(c->req_model, sizeof(c->req_model), "%s", model ? model : "");
 	c->us_counted = 1;
-	for (int k = 0; k < USAGE_KINDS; k++)
-		c->req_tokens.n[k] += d->n[k];
-	c->req_tokens.searches += d->searches;
+	usage_tokens_add(&c->req_tokens, d);
 	c->req_nano += nano;
 	/* Each task adds as it goes, so that a killed task's spend is still there. */
 	if (px->cfg->ledger_fd >= 0 && nano &&
@@ -378,7 +373,7 @@ static void settle(struct conn *c)
 		w = t;
 		if (!c->us_counted) {
 			usage_price_of(px->cfg->prices, model, &p);
-			cost_with_input(c, p, &t, prompt_bound(c, USAGE_PROMPT_UNREAD), &w);
+			cost_with_input(p, &t, prompt_bound(c, USAGE_PROMPT_UNREAD), &w);
 		}
 		for (int k = 0; k < USAGE_KINDS; k++)
 			d.n[k] = w.n[k] - c->req_tokens.n[k];

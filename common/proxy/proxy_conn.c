@@ -166,7 +166,6 @@ void px_reset_request(struct conn *c)
 	c->req_nano = 0;
 	c->req_model[0] = '\0';
 	usage_req_init(&c->rq);
-	c->req_len = 0;
 	c->charged_max = 0; /* admitted and resv: px_usage_done() settled them */
 	c->draining = 0;
 	c->drained = 0;

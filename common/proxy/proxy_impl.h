@@ -160,7 +160,6 @@ struct conn {
 	uint64_t req_nano;
 	char req_model[USAGE_MODEL_MAX + 1];
 	struct usage_req rq; /* the request's body, read as it is forwarded */
-	int64_t req_len;     /* its Content-Length, -1 when chunked */
 	int admitted;        /* forwarded under the caps: holds a reservation */
 	uint64_t resv;       /* what it may still cost (its share of px->reserved) */
 	int charged_max;     /* its final usage never came: charged its max_tokens (2: and

@@ -33,28 +33,10 @@ static json_t *str_or_null(const char *s)
 
 /*
  * A text as JSON: sanitized (common/base/out.h), so always UTF-8 and free of
- * control characters but line breaks; null for NULL.
+ * control characters but line breaks, and cut to its first max bytes at a
+ * character's start; null for NULL.
  */
-static json_t *text_value(const char *s)
-{
-	struct buf b = BUF_INIT;
-	json_t *v;
-
-	if (!s)
-		return json_null();
-	out_sanitize(&b, s, strlen(s));
-	v = json_stringn(b.buf, b.len);
-	buf_release(&b);
-	return v ? v : json_null();
-}
-
-/*
- * Claude Code's last message as text_value() keeps it, cut to its first
- * RESULT_MESSAGE_MAX bytes at a character's start: the sanitizer may make it
- * longer (a tab is 8 spaces, a format character "<U+XXXX>"), and a record must
- * read back through result_parse(), which takes no more.
- */
-static json_t *message_value(const char *s)
+static json_t *text_value_max(const char *s, size_t max)
 {
 	struct buf b = BUF_INIT;
 	size_t n;
@@ -64,14 +46,19 @@ static json_t *message_value(const char *s)
 		return json_null();
 	out_sanitize(&b, s, strlen(s));
 	n = b.len;
-	if (n > RESULT_MESSAGE_MAX) {
-		n = RESULT_MESSAGE_MAX;
+	if (n > max) {
+		n = max;
 		while (n && ((unsigned char)b.buf[n] & 0xc0) == 0x80)
 			n--;
 	}
 	v = json_stringn(b.buf, n);
 	buf_release(&b);
 	return v ? v : json_null();
+}
+
+static json_t *text_value(const char *s)
+{
+	return text_value_max(s, SIZE_MAX);
 }
 
 /* result.json's shape (docs/internals.md), from what result_parse() accepted. */
@@ -112,7 +99,10 @@ static json_t *result_object(const struct task_result *r)
 		                    r->claude.has_ended_by
 		                        ? json_string(result_ended_name(r->claude.ended_by))
 		                        : json_null());
-		json_object_set_new(c, "last_message", message_value(r->claude.last_message));
+		/* Cut to its bound after the sanitizer, which may lengthen it (a tab is 8
+		 * spaces): a record must read back through result_parse(). */
+		json_object_set_new(c, "last_message",
+		                    text_value_max(r->claude.last_message, RESULT_MESSAGE_MAX));
 		json_object_set_new(o, "claude", c);
 	} else {
 		json_object_set_new(o, "claude", json_null());
