@@ -5,6 +5,7 @@
 # t/9100-slurm.bats runs them against a real cluster.
 load lib-common
 load lib-lock
+load lib-detached
 
 teardown() { lock_teardown; }
 
@@ -219,24 +220,6 @@ $ph2 w
 	assert_equal "$status" 2
 	[[ "$stderr" == *"--detach and --json: a detached task's record is 'aibox tasks show --json TASK'"* ]]
 	[ ! -e "$AIBOX_HOME/projects/repo/tasks" ] || [ -z "$(ls "$AIBOX_HOME/projects/repo/tasks")" ]
-}
-
-# detached_folder: a task folder as a detached task's submitter leaves it
-# (common/task/slurm_detach.h): its lock free, slurm.job, slurm.secrets, the
-# result files empty; DIR its path, ID its id.
-detached_folder() {
-	no_vm_project
-	local tk=$AIBOX_HOME/projects/repo/tasks name=20261201-120000-a1b2c3 f
-	DIR=$tk/$name
-	ID=a1b2c3
-	mkdir -p "$DIR"
-	: >"$DIR.lock"
-	echo "Do it" >"$DIR/prompt.txt"
-	printf 'start 0.1s\nbundle 0.1s\nslurm 0.1s\n' >"$DIR/aibox.log"
-	echo bundle >"$DIR/start.bundle"
-	for f in changes.bundle transcript.jsonl vm.log session.jsonl result.json; do : >"$DIR/$f"; done
-	test-slurm job-write "$DIR" 4242 "$(git rev-parse HEAD)"
-	test-slurm secrets-write "$DIR" k t e u h
 }
 
 # no_cluster: every Slurm command fails at once, as where there is no cluster.

@@ -4,33 +4,24 @@
 # makes it) holds the VM's result files, and `aibox tasks show --wait` checks
 # them with aibox-task's own finish_task() and writes the record.
 load lib-common
+load lib-detached
 bats_require_minimum_version 1.5.0
 
 setup() {
 	common_setup
 }
 
-# detached_folder: a detached task whose node has ended (t/5007).
-detached_folder() {
-	no_vm_project
-	local tk=$AIBOX_HOME/projects/repo/tasks name=20261201-120000-a1b2c3 f
-	DIR=$tk/$name
-	ID=a1b2c3
-	mkdir -p "$DIR"
-	: >"$DIR.lock"
-	echo "Do it" >"$DIR/prompt.txt"
-	printf 'start 0.1s\nbundle 0.1s\nslurm 0.1s\n' >"$DIR/aibox.log"
-	echo bundle >"$DIR/start.bundle"
-	for f in changes.bundle transcript.jsonl vm.log session.jsonl result.json; do : >"$DIR/$f"; done
-	test-slurm job-write "$DIR" 4242 "$(git rev-parse HEAD)"
-	test-slurm secrets-write "$DIR" k t e u h
+# ended_folder: a detached task whose node has ended (lib-detached's folder,
+# its secrets taken), where no Slurm command answers.
+ended_folder() {
+	detached_folder
 	rm "$DIR/slurm.secrets"
 	: >"$T/no-slurm.conf"
 	export SLURM_CONF=$T/no-slurm.conf
 }
 
 @test "hostile results: a last_message the sanitizer makes longer still leaves a record that reads back" {
-	detached_folder
+	ended_folder
 	# 20000 tabs: 40000 bytes of JSON, each tab 8 spaces once sanitized
 	msg=$(printf '\\t%.0s' $(seq 20000))
 	printf '{"version":1,"steps":[],"claude":{"exit_code":0,"last_message":"%s"},"changes":false}' \
@@ -45,7 +36,7 @@ detached_folder() {
 }
 
 @test "hostile results: result.json's parse error cannot put a line of the VM's text after an aibox prefix" {
-	detached_folder
+	ended_folder
 	# a key with U+2028 (LINE SEPARATOR, valid raw in a JSON string) around
 	# the text, cut by a control byte: jansson quotes the token in its reason
 	printf '{"version":1,"\xe2\x80\xa8no changes\xe2\x80\xa8\x01":1}' >"$DIR/result.json"
