@@ -13,17 +13,6 @@ load lib-proxy
 PH=aibox-secret-0123456789abcdef0123456789abcdef
 VALUE='s3cr3t-Value_1'
 
-# start_echo NAME: a t/tls-echo on a free port, its requests in $T/NAME.seen;
-# sets NAME's port in ECHO_PORT.
-start_echo() {
-	rm -f "$T/$1.port"
-	"$TOP/t/tls-echo" --cert "$T/ca/server.pem" --key "$T/ca/server.key" \
-		--port-file "$T/$1.port" --log "$T/$1.seen" 2>"$T/$1.err" &
-	echo $! >>"$T/echo.pids"
-	wait_until 30 file_or_gone "$T/$1.port" $! || return 1
-	ECHO_PORT=$(cat "$T/$1.port")
-}
-
 setup_file() {
 	make_test_ca "$BATS_FILE_TMPDIR/ca"
 }
@@ -43,26 +32,13 @@ setup() {
 
 teardown() {
 	stop_proxy || true
-	if [ -s "$T/echo.pids" ]; then
-		kill $(cat "$T/echo.pids") 2>/dev/null
-	fi
+	stop_echoes
 	common_teardown
 }
 
-# start_intercepting [ARGS...]: the proxy with $T/secrets on --secrets-fd and
-# the task CA to $T/taskca.pem, allowing the three hosts.
+# start_intercepting [ARGS...]: start_intercepting_proxy allowing the three hosts.
 start_intercepting() {
-	local st
-	exec 5<"$T/secrets" 6>"$T/taskca.pem"
-	start_proxy --allow "127.0.0.1:$A" --allow "localhost:$A" --allow "127.0.0.1:$B" \
-		--secrets-fd 5 --ca-fd 6 "$@"
-	st=$?
-	exec 5<&- 6>&-
-	return $st
-}
-
-icurl() {
-	curl -sS -x "$PROXY" --cacert "$T/taskca.pem" "$@"
+	start_intercepting_proxy --allow "127.0.0.1:$A" --allow "localhost:$A" --allow "127.0.0.1:$B" "$@"
 }
 
 # codes URL...: each URL's status through the proxy, one a line

@@ -13,15 +13,6 @@ VALUE='s3cr3t-Value_1'
 PH2=aibox-secret-fedcba9876543210fedcba9876543210
 VALUE2='ab/cd+ef=gh'
 
-start_echo() {
-	rm -f "$T/$1.port"
-	"$TOP/t/tls-echo" --cert "$T/ca/server.pem" --key "$T/ca/server.key" \
-		--port-file "$T/$1.port" --log "$T/$1.seen" 2>"$T/$1.err" &
-	echo $! >>"$T/echo.pids"
-	wait_until 30 file_or_gone "$T/$1.port" $! || return 1
-	ECHO_PORT=$(cat "$T/$1.port")
-}
-
 setup_file() {
 	make_test_ca "$BATS_FILE_TMPDIR/ca"
 }
@@ -39,23 +30,13 @@ setup() {
 
 teardown() {
 	stop_proxy || true
-	if [ -s "$T/echo.pids" ]; then
-		kill $(cat "$T/echo.pids") 2>/dev/null
-	fi
+	stop_echoes
 	common_teardown
 }
 
+# start_intercepting [ARGS...]: start_intercepting_proxy allowing the echo host.
 start_intercepting() {
-	local st
-	exec 5<"$T/secrets" 6>"$T/taskca.pem"
-	start_proxy --allow "127.0.0.1:$A" --secrets-fd 5 --ca-fd 6 "$@"
-	st=$?
-	exec 5<&- 6>&-
-	return $st
-}
-
-icurl() {
-	curl -sS -x "$PROXY" --cacert "$T/taskca.pem" "$@"
+	start_intercepting_proxy --allow "127.0.0.1:$A" "$@"
 }
 
 @test "swap spellings: a host that reflects a Basic credential does not hand the VM the value in base64" {

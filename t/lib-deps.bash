@@ -51,11 +51,6 @@ dep_task() {
 	return $st
 }
 
-# icurl ARGS...: curl through the task's proxy, trusting the task CA.
-icurl() {
-	curl -sS -x "$PROXY" --cacert "$T/taskca.pem" "$@"
-}
-
 # log_count FILE PATTERN: how many lines of FILE match PATTERN (grep -E).
 log_count() {
 	grep -cE "$2" "$1" || true

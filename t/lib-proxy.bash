@@ -67,3 +67,20 @@ raw_request() {
 		sys.stdout.write(out.decode("latin-1"))
 	PY
 }
+
+# start_intercepting_proxy ARGS...: start_proxy with $T/secrets on --secrets-fd
+# and the task CA it makes written to $T/taskca.pem; ARGS: its --allow entries
+# and any other option.
+start_intercepting_proxy() {
+	local st
+	exec 5<"$T/secrets" 6>"$T/taskca.pem"
+	start_proxy --secrets-fd 5 --ca-fd 6 "$@"
+	st=$?
+	exec 5<&- 6>&-
+	return $st
+}
+
+# icurl ARGS...: curl through the task's proxy, trusting the task CA.
+icurl() {
+	curl -sS -x "$PROXY" --cacert "$T/taskca.pem" "$@"
+}
