@@ -26,6 +26,7 @@ user_prices() {
 	assert_line --regexp '^  above 100000 +0\.50 +2\.50 +0\.625 +1 +0\.05$'
 	assert_line --regexp '^claude-3-haiku +0\.25 +1\.25 +0\.30 +0\.50 +0\.03 +2025-11-24 installed$'
 	assert_line --regexp '^any other model +15 +75 +18\.75 +30 +1\.50$'
+	assert_line "web search: 10 USD per 1,000 searches, date 2026-12-01, installed (line $(grep -n '^web-search ' "$INSTALLED" | cut -d: -f1))"
 	# every family of the installed table, once
 	families=$(awk '!/^#/ && NF >= 6 { print $1 }' "$INSTALLED" | sort)
 	[ "$(grep -c . <<<"$families")" -ge 22 ]
@@ -76,6 +77,8 @@ claude-new-1      1    2    3      4  5    above 1000  2 3 4 5 6   date 2026-12-
 	assert_line --regexp '^  above 1000 +2 +3 +4 +5 +6$'
 	assert_line --regexp '^claude-sonnet-5-5 +2 +10 .* installed$'
 	[ "$(grep -c '^claude-sonnet-5 ' <<<"$output")" = 1 ]
+	# the installed web-search line, which this file does not replace
+	assert_line --regexp '^web search: 10 USD per 1,000 searches, date 2026-12-01, installed \(line [0-9]+\)$'
 	# the highest price of each column counts the user's rows too
 	assert_line --regexp '^any other model +15 +75 +18\.75 +30 +6$'
 	run aibox prices --json claude-sonnet-5-20261201
@@ -95,6 +98,25 @@ bad() {
 	run aibox prices
 	assert_failure 2
 	assert_output "aibox-prices: the price table '$AIBOX_HOME/prices', $2"
+}
+
+@test "prices: the user's web-search line replaces the installed one, with its date" {
+	user_prices 'date 2026-12-20
+web-search 12.345 date 2026-12-22
+claude-x 1 2 3 4 5'
+	run aibox prices claude-x
+	assert_success
+	assert_line 'web search: 12.345 USD per 1,000 searches, date 2026-12-22, user (line 2)'
+	run aibox prices --json
+	assert_success
+	[ "$(jq -c '.web_search' <<<"$output")" = "{\"usd_per_1000\":12.345,\"date\":\"2026-12-22\",\"from\":\"user\",\"file\":\"$AIBOX_HOME/prices\",\"line\":2}" ]
+	# without a date of its own, its file's
+	user_prices 'date 2026-12-20
+web-search 0.5
+claude-x 1 2 3 4 5'
+	run aibox prices
+	assert_success
+	assert_line 'web search: 0.50 USD per 1,000 searches, date 2026-12-20, user (line 2)'
 }
 
 @test "prices: every bad line is refused with the file and the line, by aibox prices" {
@@ -141,6 +163,20 @@ $ok" "line 2: a second 'date' line"
 	bad "$ok" "line 1: no prices"
 	bad "$ok
 claude-x 1 2 3 4 5 $(seq 1 40 | tr '\n' ' ')" "line 2: too many fields"
+	for w in 'web-search' 'web-search -1' 'web-search 1.0001' 'web-search 1000001' 'web-search ten'; do
+		bad "$ok
+$w
+claude-x 1 2 3 4 5" "line 2: 'web-search' takes a price in USD per 1,000 searches (at most 3 decimals, at most 1000000)"
+	done
+	for w in 'web-search 1 2' 'web-search 1 date' 'web-search 1 date 2026-12-32' 'web-search 1 date 2026-12-01 x'; do
+		bad "$ok
+$w
+claude-x 1 2 3 4 5" "line 2: after the web-search price: only 'date YYYY-MM-DD'"
+	done
+	bad "$ok
+web-search 1
+claude-x 1 2 3 4 5
+web-search 2" "line 4: a second 'web-search' line"
 	printf '%s\nclaude-x 1 2 3 4 5\0 6\n' "$ok" >"$AIBOX_HOME/prices"
 	run aibox prices
 	assert_failure 2
@@ -169,6 +205,11 @@ claude-x 1 2 3 4 5 $(seq 1 40 | tr '\n' ' ')" "line 2: too many fields"
 	AIBOX_DATA_DIR=$T/data run aibox prices
 	assert_failure 2
 	assert_output "aibox-prices: the price table '$T/data/share/prices', line 2: want a model family and 5 prices (then optionally 'above TOKENS' and 5 prices, and 'date YYYY-MM-DD')"
+	# the installed table must say what a web search costs (the user's need not)
+	printf 'date 2026-12-01\nclaude-x 1 2 3 4 5\n' >"$T/data/share/prices"
+	AIBOX_DATA_DIR=$T/data run aibox prices
+	assert_failure 2
+	assert_output "aibox-prices: the price table '$T/data/share/prices', no 'web-search' line (USD per 1,000 web searches)"
 	rm "$T/data/share/prices"
 	AIBOX_DATA_DIR=$T/data run aibox prices
 	assert_failure 2

@@ -582,6 +582,22 @@ input_script() {
 	grep -q 'budget of 0.050000 USD is spent (0.070180 USD' "$T/got.0"
 }
 
+@test "spend: a search is priced by the table's web-search line, which the user's file replaces" {
+	api "$(jq -cn '{turns: [{raw: [
+		"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"claude-sonnet-4-5\",\"usage\":{\"input_tokens\":10,\"output_tokens\":1}}}\n\n",
+		"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":10,\"server_tool_use\":{\"web_search_requests\":7}}}\n\n",
+		"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"]}]}')"
+	# 25.5 USD per 1,000: 7 x 0.0255 USD and the tokens' 0.00018
+	mkdir -p "$AIBOX_HOME"
+	printf 'date 2026-12-20\nweb-search 25.5\nclaude-other 1 1 1 1 1\n' >"$AIBOX_HOME/prices"
+	start_recorded
+	clients 1 "" 100 claude-sonnet-4-5 true '"tools":[{"type":"web_search_20250305","name":"web_search"}]'
+	stop_proxy
+	run jq -c '.usage | [.models[0].web_searches, .nano_usd]' "$T/record.json"
+	assert_output '[7,178680000]'
+	grep -q ' web_searches=7 usd=0.178680 ' "$T/proxy.log"
+}
+
 @test "spend: two proxies on one day ledger, 20 concurrent requests: the day passes its cap by one answer at most" {
 	api "$(stream_script 10000 1 1)"
 	: >"$T/ledger"

@@ -161,7 +161,7 @@ haiku_sse() {
 	[ "$(counted claude-sonnet-5)" = '[10500000,true]' ]
 	[ "$(counted claude-sonnet-5-5)" = "[$(bill_nano claude-sonnet-5-5 1000 2000 3000 500 4000),true]" ]
 	# --prices FILE is that table alone
-	printf 'date 2026-12-20\nclaude-other 1 1 1 1 1\n' >"$T/prices"
+	printf 'date 2026-12-20\nweb-search 10\nclaude-other 1 1 1 1 1\n' >"$T/prices"
 	start_recorded --prices "$T/prices"
 	ask claude-sonnet-5
 	stop_proxy

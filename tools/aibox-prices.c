@@ -5,8 +5,8 @@
  *
  * Without MODEL, every row of the table in use (the installed one with the
  * user's ~/.aibox/prices over it), where it comes from and its date; with
- * MODEL, the row that prices it.  Exit 0; 1 when MODEL is in no row (it is
- * charged the highest price); 2 for a usage error or a bad price table.  See
+ * MODEL, the row that prices it; then what a web search costs.  Exit 0; 1 when MODEL is in no row
+ *(it is charged the highest price); 2 for a usage error or a bad price table.  See
  * docs/man/aibox-prices.1.
  */
 #include <jansson.h>
@@ -26,7 +26,8 @@ static const char usage_text[] =
     "usage: aibox prices [--json] [MODEL]\n"
     "\n"
     "Show the price table aibox counts the API's spend with (USD per million tokens),\n"
-    "where each row comes from and its date; with MODEL, the row that prices it.\n"
+    "where each row comes from and its date; with MODEL, the row that prices it;\n"
+    "then what a web search costs.\n"
     "\n"
     "    --json       as JSON on stdout\n"
     "    -h, --help   show this help\n"
@@ -93,6 +94,17 @@ static void print_row(const struct usage_price *r)
 	buf_release(&label);
 }
 
+/* The table's web-search line, after a blank line. */
+static void print_search(const struct usage_prices *t)
+{
+	struct buf p = BUF_INIT;
+
+	format_price(&p, t->search.nano / 1000);
+	printf("\nweb search: %s USD per 1,000 searches, date %s, %s (line %d)\n", p.buf,
+	       t->search.date, from_names[t->search.file], t->search.line);
+	buf_release(&p);
+}
+
 static void print_files(const struct usage_prices *t)
 {
 	printf("The price table in use, USD per million tokens (docs/budget.md):\n");
@@ -111,6 +123,18 @@ static json_t *band_json(const struct usage_band *b)
 	json_object_set_new(o, "above", json_integer((json_int_t)b->above));
 	for (int k = 0; k < USAGE_KINDS; k++)
 		json_object_set_new(o, usage_kind_names[k], json_real((double)b->nano[k] / 1000));
+	return o;
+}
+
+static json_t *search_json(const struct usage_prices *t)
+{
+	json_t *o = json_object();
+
+	json_object_set_new(o, "usd_per_1000", json_real((double)t->search.nano / 1000000));
+	json_object_set_new(o, "date", json_string(t->search.date));
+	json_object_set_new(o, "from", json_string(from_names[t->search.file]));
+	json_object_set_new(o, "file", json_string(t->files[t->search.file].path));
+	json_object_set_new(o, "line", json_integer(t->search.line));
 	return o;
 }
 
@@ -146,6 +170,7 @@ static json_t *table_json(const struct usage_prices *t)
 	json_object_set_new(o, "files", files);
 	json_object_set_new(o, "rows", rows);
 	json_object_set_new(o, "highest", band_json(&t->top.band[0]));
+	json_object_set_new(o, "web_search", search_json(t));
 	return o;
 }
 
@@ -158,6 +183,7 @@ static json_t *model_json(const struct usage_prices *t, const char *model,
 	json_object_set_new(o, "priced", json_boolean(priced));
 	json_object_set_new(o, "row", priced ? row_json(t, r) : json_null());
 	json_object_set_new(o, "highest", band_json(&t->top.band[0]));
+	json_object_set_new(o, "web_search", search_json(t));
 	return o;
 }
 
@@ -230,6 +256,8 @@ int main(int argc, char **argv)
 			print_header();
 			print_band("(highest)", &t.top.band[0], NULL, NULL);
 		}
+		if (!json)
+			print_search(&t);
 	} else if (json) {
 		print_json(table_json(&t));
 	} else {
@@ -238,6 +266,7 @@ int main(int argc, char **argv)
 		for (size_t i = 0; i < t.nr; i++)
 			print_row(&t.v[i]);
 		print_band("any other model", &t.top.band[0], NULL, NULL);
+		print_search(&t);
 	}
 	usage_prices_release(&t);
 	strvec_clear(&words);

@@ -673,15 +673,41 @@ static int parse_row(const char *const *f, const size_t *fl, int nf, int line,
 	return 0;
 }
 
+/* What follows from t's rows and web-search line: its top row, each row's search price. */
 static void update_top(struct usage_prices *t)
 {
 	memset(&t->top, 0, sizeof(t->top));
 	t->top.nband = 1;
-	for (size_t i = 0; i < t->nr; i++)
+	t->top.search_nano = t->search.nano;
+	for (size_t i = 0; i < t->nr; i++) {
+		t->v[i].search_nano = t->search.nano;
 		for (size_t b = 0; b < t->v[i].nband; b++)
 			for (int k = 0; k < USAGE_KINDS; k++)
 				if (t->v[i].band[b].nano[k] > t->top.band[0].nano[k])
 					t->top.band[0].nano[k] = t->v[i].band[b].nano[k];
+	}
+}
+
+/* "web-search USD [date YYYY-MM-DD]" (f[0] is "web-search") into s. */
+static int parse_search(const char *const *f, const size_t *fl, int nf, int line,
+                        struct usage_search *s, struct buf *err)
+{
+	uint64_t milli;
+
+	if (s->line)
+		return prices_bad(err, line, "a second 'web-search' line");
+	if (nf < 2 || parse_fixed(f[1], fl[1], 3, 1000000, &milli) < 0)
+		return prices_bad(err, line,
+		                  "'web-search' takes a price in USD per 1,000 searches (at most 3 "
+		                  "decimals, at most 1000000)");
+	if (nf > 2 && (nf != 4 || !word_is(f[2], fl[2], "date") || !date_ok(f[3], fl[3])))
+		return prices_bad(err, line, "after the web-search price: only 'date YYYY-MM-DD'");
+	/* USD per 1,000 searches, in thousandths: nano-USD a search is 1,000 times it */
+	s->nano = milli * 1000;
+	if (nf == 4)
+		memcpy(s->date, f[3], fl[3]);
+	s->line = line;
+	return 0;
 }
 
 static struct usage_price *find_family(const struct usage_prices *t, const char *family)
@@ -739,6 +765,11 @@ int usage_prices_parse(const char *p, size_t n, struct usage_prices *t, struct b
 			memcpy(t->files[0].date, f[1], fl[1]);
 			continue;
 		}
+		if (word_is(f[0], fl[0], "web-search")) {
+			if ((ret = parse_search(f, fl, nf, line, &t->search, err)) < 0)
+				goto out;
+			continue;
+		}
 		if (t->nr >= USAGE_PRICES_MAX) {
 			ret = prices_bad(err, line, "more than 256 families");
 			goto out;
@@ -765,6 +796,8 @@ int usage_prices_parse(const char *p, size_t n, struct usage_prices *t, struct b
 	for (size_t i = 0; i < t->nr; i++)
 		if (!t->v[i].date[0])
 			memcpy(t->v[i].date, t->files[0].date, sizeof(t->v[i].date));
+	if (t->search.line && !t->search.date[0])
+		memcpy(t->search.date, t->files[0].date, sizeof(t->search.date));
 	update_top(t);
 	ret = 0;
 out:
@@ -792,6 +825,11 @@ int usage_prices_load(const char *path, struct usage_prices *t, struct buf *err)
 	}
 	ret = usage_prices_parse(b.buf, b.len, &add, &why);
 	buf_release(&b);
+	if (!ret && !file && !add.search.line) {
+		usage_prices_release(&add);
+		buf_addstr(&why, "no 'web-search' line (USD per 1,000 web searches)");
+		ret = -EINVAL;
+	}
 	if (ret < 0) {
 		buf_addf(err, "the price table '%s', %s", path, why.buf);
 		buf_release(&why);
@@ -809,6 +847,10 @@ int usage_prices_load(const char *path, struct usage_prices *t, struct buf *err)
 		}
 		*row = add.v[i];
 		row->file = file;
+	}
+	if (add.search.line) {
+		t->search = add.search;
+		t->search.file = file;
 	}
 	update_top(t);
 	usage_prices_release(&add);
@@ -895,7 +937,7 @@ uint64_t usage_cost(const struct usage_price *p, const struct usage_tokens *t)
 		b++;
 	for (int k = 0; k < USAGE_KINDS; k++)
 		sum = sat_add(sum, sat_mul(t->n[k], p->band[b].nano[k]));
-	return sat_add(sum, sat_mul(t->searches, USAGE_WEB_SEARCH_NANO));
+	return sat_add(sum, sat_mul(t->searches, p->search_nano));
 }
 
 void usage_prices_release(struct usage_prices *t)

@@ -55,13 +55,6 @@ extern const char *const usage_kind_names[USAGE_KINDS];
 /* A cap is at most this many USD (config and options refuse more). */
 #define USAGE_CAP_MAX_USD 1000000
 
-/*
- * What a web search costs, in nano-USD: 10 USD per 1,000 searches, the
- * server tool's price as the Claude documentation's pricing page gives it
- * (checked with share/prices' date; docs/budget.md, "Server tools").
- */
-#define USAGE_WEB_SEARCH_NANO 10000000ULL
-
 struct usage_tokens {
 	uint64_t n[USAGE_KINDS];
 	uint64_t searches; /* web searches (server_tool_use.web_search_requests) */
@@ -192,8 +185,17 @@ struct usage_price {
 	char date[11];                    /* YYYY-MM-DD: the row's, else its file's */
 	size_t nband;                     /* 1 to USAGE_BANDS, thresholds rising */
 	struct usage_band band[USAGE_BANDS];
-	int file; /* where the row comes from: its index in usage_prices.files */
-	int line; /* and its line there */
+	int file;             /* where the row comes from: its index in usage_prices.files */
+	int line;             /* and its line there */
+	uint64_t search_nano; /* a web search, in nano-USD: the table's (usage_prices.search) */
+};
+
+/* The table's "web-search" line: what one web search costs. */
+struct usage_search {
+	uint64_t nano; /* nano-USD a search (the line gives USD per 1,000) */
+	char date[11]; /* the line's, else its file's */
+	int file;      /* its index in usage_prices.files */
+	int line;      /* its line there; 0 while no table has given one */
 };
 
 /* A file a table was read from. */
@@ -210,6 +212,7 @@ struct usage_prices {
 	struct usage_prices_file files[USAGE_PRICES_FILES];
 	size_t nfiles;
 	struct usage_price top; /* one band: the highest price of each kind, for models not in v */
+	struct usage_search search;
 };
 
 #define USAGE_PRICES_INIT                                                                          \
@@ -225,15 +228,19 @@ struct usage_prices {
  *	FAMILY IN OUT CW5M CW1H CR [above TOKENS IN OUT CW5M CW1H CR]... [date YYYY-MM-DD]
  * in USD per million tokens (at most 3 decimals, at most 1000000), each band
  * above a higher threshold and no cheaper, kind by kind, than the one below;
- * '#' comments.  Each family once.  0, or -EINVAL with "line N: why" in err.
- * The rows' file is 0 and t->files[0] has the date (no path).
+ * at most one "web-search USD [date YYYY-MM-DD]" line, USD per 1,000 web
+ * searches (t->search; its line 0 when there is none); '#' comments.  Each
+ * family once.  0, or -EINVAL with "line N: why" in err.  The rows' file is
+ * 0 and t->files[0] has the date (no path).
  */
 int usage_prices_parse(const char *p, size_t n, struct usage_prices *t, struct buf *err);
 
 /*
  * Add the table at path (at most USAGE_PRICES_FILE_MAX bytes) to t, which is
  * empty or holds what earlier calls added: its rows replace t's rows of the
- * same family and add the others.  t is left as it was on failure.  0; or a
+ * same family and add the others, its web-search line t's.  The first table
+ * must have a web-search line (a later one may leave it out).  t is left as
+ * it was on failure.  0; or a
  * negative errno with "the price table 'PATH', line N: why" (or "cannot
  * read the price table 'PATH': why") in err; -ENOENT for a missing file.
  */
