@@ -140,3 +140,39 @@ three() {
 	[[ "$output" == *"cccccc  finished"*"changes not counted"*"not read: git fetch: it failed"* ]] || fail "$output"
 	[[ "$output" != *$'\033'* ]] || fail "an escape printed"
 }
+
+@test "compare: trees that name a hundred million files are not counted, within a bound; the other rows are" {
+	three
+	# Trees that name each other, 100 x 1000 x 1000 files under bomb/, in a
+	# bundle of a few KiB that the bundle check accepts: git diff would hold
+	# every file's pair in memory before it prints one (20 GiB and more).
+	git clone -q "$T/repo" "$T/work"
+	(
+		cd "$T/work" || exit 1
+		b=$(echo x | git hash-object -w --stdin)
+		t1=$(for i in $(seq -w 0 999); do printf '100644 blob %s\tf%s\n' "$b" "$i"; done | git mktree)
+		t2=$(for i in $(seq -w 0 999); do printf '040000 tree %s\td%s\n' "$t1" "$i"; done | git mktree)
+		t3=$(for i in $(seq -w 0 99); do printf '040000 tree %s\te%s\n' "$t2" "$i"; done | git mktree)
+		top=$( (git ls-tree "$C1" && printf '040000 tree %s\tbomb\n' "$t3") | git mktree)
+		git update-ref refs/heads/aibox/task "$(git commit-tree "$top" -p "$C1" -m bomb)"
+		git bundle create -q "$T/bomb.bundle" aibox/task "^$C1"
+	)
+	bomb=$(git -C "$T/work" rev-parse aibox/task)
+	[ "$(stat -c %s "$T/bomb.bundle")" -lt 16384 ]
+	run aibox-bundle-check --ref aibox/task --base "$C1" --pack --repo "$T/work" "$T/bomb.bundle"
+	assert_success
+	attempt 20260101-100003-dddddd finished "$bomb"
+	cp "$T/bomb.bundle" "$TK/20260101-100003-dddddd/changes.bundle"
+	# Should the bound fail, git stops at 4 GiB here rather than take the machine's memory.
+	mkdir "$T/bin"
+	printf '#!/bin/sh\nulimit -v 4194304\nexec %s "$@"\n' "$(command -v git)" >"$T/bin/git"
+	chmod +x "$T/bin/git"
+	PATH=$T/bin:$PATH run --separate-stderr timeout 120 aibox tasks compare --json 0a1b2c
+	assert_success
+	run jq -c '[.[] | [.id, .commits, .files, .added, .problem]]' <<<"$output"
+	assert_success
+	assert_output '[["aaaaaa",2,2,3,null],["bbbbbb",null,null,null,null],["cccccc",2,2,3,null],["dddddd",null,null,null,"more than 100000 files changed: not counted"]]'
+	PATH=$T/bin:$PATH run --separate-stderr timeout 120 aibox tasks compare 0a1b2c
+	assert_success
+	[[ "$output" == *"dddddd  finished"*"changes not counted"*"not read: more than 100000 files changed: not counted"* ]] || fail "$output"
+}
