@@ -1,6 +1,7 @@
 /* The attempts of one group side by side (task/task_compare.h, docs/tasks.md). */
 #include <errno.h>
 #include <fcntl.h>
+#include <git2.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -101,6 +102,74 @@ static int parse_count(const char *s, size_t n, long *out)
 	return 0;
 }
 
+/* Counts the diff's files as libgit2 finds them; past the bound, stops it. */
+static int count_file(const git_diff *diff, const git_diff_delta *delta, const char *spec,
+                      void *payload)
+{
+	size_t *n = payload;
+
+	(void)diff;
+	(void)delta;
+	(void)spec;
+	return ++*n > TASK_COMPARE_FILES_MAX ? -1 : 0;
+}
+
+/*
+ * Whether the diff of the row's start and end commits in the repository
+ * git_dir names at most TASK_COMPARE_FILES_MAX files: 0, else -1 with the
+ * reason in the row's problem.  Trees may name each other many times over,
+ * so a pack of a few KiB can name a hundred million files; git diff holds
+ * each file's pair in memory before it prints the first, libgit2 lets us
+ * stop at the bound, having read trees only.
+ */
+static int files_bounded(const char *git_dir, struct task_compare_row *row)
+{
+	const char *ids[2] = {row->start_commit, row->end_commit};
+	git_diff_options opts = GIT_DIFF_OPTIONS_INIT;
+	git_repository *repo = NULL;
+	git_commit *commit = NULL;
+	git_tree *trees[2] = {NULL, NULL};
+	git_diff *diff = NULL;
+	size_t files = 0;
+	int ret = -1, r;
+
+	git_libgit2_init();
+	if (git_repository_open_bare(&repo, git_dir) < 0) {
+		buf_addstr(&row->problem, "cannot open the commits' repository");
+		goto out;
+	}
+	for (int i = 0; i < 2; i++) {
+		git_oid oid;
+
+		if (git_oid_fromstr(&oid, ids[i]) < 0 ||
+		    git_commit_lookup(&commit, repo, &oid) < 0 ||
+		    git_commit_tree(&trees[i], commit) < 0) {
+			buf_addf(&row->problem, "cannot read the commit %s", ids[i]);
+			goto out;
+		}
+		git_commit_free(commit);
+		commit = NULL;
+	}
+	opts.flags = GIT_DIFF_SKIP_BINARY_CHECK;
+	opts.notify_cb = count_file;
+	opts.payload = &files;
+	r = git_diff_tree_to_tree(&diff, repo, trees[0], trees[1], &opts);
+	if (files > TASK_COMPARE_FILES_MAX)
+		buf_addf(&row->problem, "more than %d files changed: not counted",
+		         TASK_COMPARE_FILES_MAX);
+	else if (r < 0)
+		buf_addstr(&row->problem, "cannot compare the commits' trees");
+	else
+		ret = 0;
+out:
+	git_diff_free(diff);
+	git_tree_free(trees[0]);
+	git_tree_free(trees[1]);
+	git_commit_free(commit);
+	git_repository_free(repo);
+	return ret;
+}
+
 /* --numstat lines "ADDED\tREMOVED\tPATH" ('-' for a binary file): the files and the sums. */
 static int numstat(const struct buf *b, struct task_compare_row *row)
 {
@@ -185,6 +254,8 @@ static void diff_figures(const char *project_dir, struct task_compare_row *row)
 		buf_addstr(&row->problem, "git rev-list: not a count");
 		goto out;
 	}
+	if (files_bounded(tmp.buf, row) < 0)
+		goto out;
 	buf_reset(&out);
 	if (git_in(tmp.buf, &out, &row->problem,
 	           (const char *const[]){"diff", "--numstat", "--no-renames", "--no-ext-diff",

@@ -24,6 +24,13 @@
 int task_group_attempts(const char *arg, char gid[TASK_ID_LEN + 1], struct strvec *dirs,
                         struct buf *err);
 
+/*
+ * At most this many files changed are counted: past it a row's problem says
+ * so and git diff is not run (trees that name each other can name more
+ * files than any memory holds).
+ */
+#define TASK_COMPARE_FILES_MAX 100000
+
 /* One attempt's row; every text from the folder is the folder's (print it sanitized). */
 struct task_compare_row {
 	struct task_info ti; /* state, time, the VM's turns (task_info_read()) */
@@ -49,7 +56,8 @@ struct task_compare_row {
  * The row of the task folder dir: its record, and for an end commit the
  * diff figures from its changes.bundle and the project's checkout (git
  * fetch into a temporary bare repository whose objects/info/alternates is
- * the checkout's, then rev-list and diff --numstat).  Never fails: what
+ * the checkout's, then rev-list, the files changed counted up to
+ * TASK_COMPARE_FILES_MAX with libgit2, and diff --numstat).  Never fails: what
  * cannot be read goes to row->problem.  Release it with task_compare_row_release().
  */
 void task_compare_row_read(const char *dir, struct task_compare_row *row);
