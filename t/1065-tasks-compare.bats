@@ -176,3 +176,37 @@ three() {
 	assert_success
 	[[ "$output" == *"dddddd  finished"*"changes not counted"*"not read: more than 100000 files changed: not counted"* ]] || fail "$output"
 }
+
+@test "compare: git's work on one attempt ends at AIBOX_COMPARE_SECONDS; the other rows are counted" {
+	three
+	# 100 files of one blob of 16 million empty lines (within the bundle
+	# check's 16 MiB for one object, a few KiB packed): git diff counts each
+	# file's lines anew, seconds a file.
+	git clone -q "$T/repo" "$T/work"
+	(
+		cd "$T/work" || exit 1
+		b=$(head -c 16000000 /dev/zero | tr '\0' '\n' | git hash-object -w --stdin)
+		t1=$(for i in $(seq -w 0 99); do printf '100644 blob %s\tf%s\n' "$b" "$i"; done | git mktree)
+		top=$( (git ls-tree "$C1" && printf '040000 tree %s\tlines\n' "$t1") | git mktree)
+		git update-ref refs/heads/aibox/task "$(git commit-tree "$top" -p "$C1" -m lines)"
+		git bundle create -q "$T/lines.bundle" aibox/task "^$C1"
+	)
+	tip=$(git -C "$T/work" rev-parse aibox/task)
+	run aibox-bundle-check --ref aibox/task --base "$C1" --pack --repo "$T/work" "$T/lines.bundle"
+	assert_success
+	attempt 20260101-100003-dddddd finished "$tip"
+	cp "$T/lines.bundle" "$TK/20260101-100003-dddddd/changes.bundle"
+	start=$SECONDS
+	AIBOX_COMPARE_SECONDS=2 run --separate-stderr timeout 60 aibox tasks compare --json 0a1b2c
+	assert_success
+	[ $((SECONDS - start)) -lt 30 ] || fail "$((SECONDS - start)) s"
+	run jq -c '[.[] | [.id, .commits, .files, .added, .problem]]' <<<"$output"
+	assert_success
+	assert_output '[["aaaaaa",2,2,3,null],["bbbbbb",null,null,null,null],["cccccc",2,2,3,null],["dddddd",null,null,null,"git diff: not done within 2 s: not counted"]]'
+	# A value that is no whole number of seconds from 1 to 3600 is refused.
+	for v in 0 3601 x 1.5 -1; do
+		AIBOX_COMPARE_SECONDS=$v run --separate-stderr aibox tasks compare 0a1b2c
+		assert_failure 2
+		assert_equal "$stderr" "aibox-tasks-compare: AIBOX_COMPARE_SECONDS: '$v' is not a whole number of seconds from 1 to 3600"
+	done
+}
