@@ -19,6 +19,7 @@
 #include "base/duration.h"
 #include "base/err.h"
 #include "base/opt.h"
+#include "base/num.h"
 #include "base/out.h"
 #include "base/strvec.h"
 #include "config/usage.h"
@@ -37,6 +38,8 @@ static const char usage_text[] =
     "\n"
     "    --json      a JSON array, one object an attempt (keys in docs/json.md)\n"
     "    -h, --help  show this help\n"
+    "\n"
+    "AIBOX_COMPARE_SECONDS (60) bounds the time of one attempt's figures.\n"
     "\n"
     "Exit status: 0 shown, 2 usage or error (no such group).\n";
 
@@ -157,6 +160,8 @@ int main(int argc, char **argv)
 	char gid[TASK_ID_LEN + 1];
 	unsigned flags;
 	json_t *array = NULL;
+	const char *env = getenv("AIBOX_COMPARE_SECONDS");
+	long seconds = TASK_COMPARE_SECONDS;
 	int json;
 
 	tool_init(argc, argv);
@@ -164,6 +169,9 @@ int main(int argc, char **argv)
 	if (words.nr != 1)
 		usage_exit(0, "give the group: its id, or one attempt's", usage_text);
 	json = !!(flags & 1);
+	if (env && *env && parse_long(env, 1, TASK_COMPARE_SECONDS_MAX, &seconds) < 0)
+		die("AIBOX_COMPARE_SECONDS: '%s' is not a whole number of seconds from 1 to %d",
+		    env, TASK_COMPARE_SECONDS_MAX);
 	if (task_group_attempts(words.v[0], gid, &dirs, &why) < 0)
 		die("%s", why.buf);
 	if (json)
@@ -173,7 +181,7 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < dirs.nr; i++) {
 		struct task_compare_row r;
 
-		task_compare_row_read(dirs.v[i], &r);
+		task_compare_row_read(dirs.v[i], (int)seconds, &r);
 		if (json)
 			json_array_append_new(array, row_json(&r));
 		else

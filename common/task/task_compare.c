@@ -2,11 +2,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <git2.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "base/err.h"
 #include "base/guest_abi.h"
 #include "base/rmtree.h"
@@ -62,11 +64,21 @@ out:
 	return ret;
 }
 
-/* git args... in dir (GIT_DIR; NULL: none), its stdout into out.  0, or -1 with the reason in
- * problem. */
-static int git_in(const char *dir, struct buf *out, struct buf *problem, const char *const *args)
+/* The time one row's git commands have together. */
+struct budget {
+	int seconds;
+	int64_t deadline; /* clock_ms() */
+};
+
+/*
+ * git args... in dir (GIT_DIR; NULL: none), its stdout into out, done
+ * within the budget or killed.  0, or -1 with the reason in problem.
+ */
+static int git_in(const char *dir, const struct budget *bd, struct buf *out, struct buf *problem,
+                  const char *const *args)
 {
 	struct spawn sp = SPAWN_INIT;
+	int64_t left = bd->deadline - clock_ms();
 	int ret;
 
 	strvec_pushl(&sp.args, "git", "-c", "core.hooksPath=/dev/null", NULL);
@@ -77,8 +89,14 @@ static int git_in(const char *dir, struct buf *out, struct buf *problem, const c
 	strvec_push(&sp.env, "GIT_CONFIG_NOSYSTEM=1");
 	strvec_push(&sp.env, "GIT_TERMINAL_PROMPT=0");
 	sp.err = SPAWN_NULL;
-	ret = spawn_capture(&sp, out, GIT_OUT_MAX);
+	sp.pdeathsig = SIGKILL;
+	ret = left > 0 ? spawn_capture_within(&sp, out, GIT_OUT_MAX, (int)left) : -ETIMEDOUT;
 	spawn_clear(&sp);
+	if (ret == -ETIMEDOUT) {
+		buf_addf(problem, "git %s: not done within %d s: not counted", args[0],
+		         bd->seconds);
+		return -1;
+	}
 	if (ret != 0) {
 		buf_addf(problem, "git %s: %s", args[0], ret < 0 ? strerror(-ret) : "it failed");
 		return -1;
@@ -201,8 +219,9 @@ static int numstat(const struct buf *b, struct task_compare_row *row)
  * changes.bundle fetched into a temporary bare repository that borrows the
  * checkout's objects (the bundle's prerequisite, the start commit, is there).
  */
-static void diff_figures(const char *project_dir, struct task_compare_row *row)
+static void diff_figures(const char *project_dir, int seconds, struct task_compare_row *row)
 {
+	struct budget bd = {seconds, clock_ms() + (int64_t)seconds * 1000};
 	struct buf co = BUF_INIT, tmp = BUF_INIT, out = BUF_INIT, path = BUF_INIT, range = BUF_INIT;
 	const char *tmpdir = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
 	struct spawn sp = SPAWN_INIT;
@@ -227,7 +246,7 @@ static void diff_figures(const char *project_dir, struct task_compare_row *row)
 	}
 	/* The checkout's objects, where git keeps them (a linked worktree's are the common dir's).
 	 */
-	if (git_in(NULL, &out, &row->problem,
+	if (git_in(NULL, &bd, &out, &row->problem,
 	           (const char *const[]){"-C", co.buf, "rev-parse", "--path-format=absolute",
 	                                 "--git-common-dir", NULL}) < 0)
 		goto out;
@@ -241,12 +260,12 @@ static void diff_figures(const char *project_dir, struct task_compare_row *row)
 	buf_reset(&path);
 	buf_addf(&path, "%s/%s", row->dir.buf, guest_results[RESULT_BUNDLE].name);
 	buf_reset(&out);
-	if (git_in(tmp.buf, &out, &row->problem,
+	if (git_in(tmp.buf, &bd, &out, &row->problem,
 	           (const char *const[]){"fetch", "-q", path.buf, GUEST_BRANCH_REF, NULL}) < 0)
 		goto out;
 	buf_addf(&range, "%s..%s", row->start_commit, row->end_commit);
 	buf_reset(&out);
-	if (git_in(tmp.buf, &out, &row->problem,
+	if (git_in(tmp.buf, &bd, &out, &row->problem,
 	           (const char *const[]){"rev-list", "--count", range.buf, NULL}) < 0)
 		goto out;
 	buf_rtrim(&out);
@@ -257,7 +276,7 @@ static void diff_figures(const char *project_dir, struct task_compare_row *row)
 	if (files_bounded(tmp.buf, row) < 0)
 		goto out;
 	buf_reset(&out);
-	if (git_in(tmp.buf, &out, &row->problem,
+	if (git_in(tmp.buf, &bd, &out, &row->problem,
 	           (const char *const[]){"diff", "--numstat", "--no-renames", "--no-ext-diff",
 	                                 "--no-textconv", row->start_commit, row->end_commit,
 	                                 NULL}) < 0)
@@ -278,7 +297,7 @@ out:
 	buf_release(&range);
 }
 
-void task_compare_row_read(const char *dir, struct task_compare_row *row)
+void task_compare_row_read(const char *dir, int seconds, struct task_compare_row *row)
 {
 	struct buf b = BUF_INIT, err = BUF_INIT, pdir = BUF_INIT, tasks = BUF_INIT;
 	const char *slash = strrchr(dir, '/');
@@ -340,7 +359,7 @@ void task_compare_row_read(const char *dir, struct task_compare_row *row)
 		summary_fetch_command(&in, &row->fetch);
 		buf_release(&branch);
 		buf_release(&bundle);
-		diff_figures(pdir.buf, row);
+		diff_figures(pdir.buf, seconds, row);
 	}
 out:
 	if (dfd >= 0)

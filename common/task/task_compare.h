@@ -31,6 +31,15 @@ int task_group_attempts(const char *arg, char gid[TASK_ID_LEN + 1], struct strve
  */
 #define TASK_COMPARE_FILES_MAX 100000
 
+/*
+ * The time one attempt's git commands have together by default
+ * (AIBOX_COMPARE_SECONDS, docs/tasks.md, "Comparing attempts"): a blob of
+ * 16 MiB of empty lines takes git diff a second or more for each file that
+ * names it.
+ */
+#define TASK_COMPARE_SECONDS     60
+#define TASK_COMPARE_SECONDS_MAX 3600
+
 /* One attempt's row; every text from the folder is the folder's (print it sanitized). */
 struct task_compare_row {
 	struct task_info ti; /* state, time, the VM's turns (task_info_read()) */
@@ -57,10 +66,11 @@ struct task_compare_row {
  * diff figures from its changes.bundle and the project's checkout (git
  * fetch into a temporary bare repository whose objects/info/alternates is
  * the checkout's, then rev-list, the files changed counted up to
- * TASK_COMPARE_FILES_MAX with libgit2, and diff --numstat).  Never fails: what
+ * TASK_COMPARE_FILES_MAX with libgit2, and diff --numstat), the git
+ * commands killed once they have taken seconds together.  Never fails: what
  * cannot be read goes to row->problem.  Release it with task_compare_row_release().
  */
-void task_compare_row_read(const char *dir, struct task_compare_row *row);
+void task_compare_row_read(const char *dir, int seconds, struct task_compare_row *row);
 void task_compare_row_release(struct task_compare_row *row);
 
 #endif
