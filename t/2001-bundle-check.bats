@@ -146,7 +146,21 @@ PY
 	refused mid.bundle "pack: object 1: delta base is not an object" --pack
 	pack_bundle ref 71000102030405 # a delta whose base's id is cut short
 	refused ref.bundle "pack: object 0: truncated" --pack
-	TIP=$(printf hi | git hash-object --stdin) pack_bundle good "$blob"
+	# The same helper's pack of a blob, a tree and a commit, aibox/task at the commit.
+	read -r tip tree commit < <(python3 - <<'PY'
+import hashlib, zlib
+def entry(t, kind, data):  # the object's id, and its pack entry in hex (data under 2 KiB)
+    n = len(data)
+    head = bytes([t << 4 | n & 15 | 0x80, n >> 4]) if n > 15 else bytes([t << 4 | n])
+    return hashlib.sha1(kind + b" %d\0" % n + data).hexdigest(), (head + zlib.compress(data)).hex()
+blob, _ = entry(3, b"blob", b"hi")
+tree, tree_hex = entry(2, b"tree", b"100644 f\0" + bytes.fromhex(blob))
+who = b"T <t@x> 1 +0000"
+commit, commit_hex = entry(1, b"commit", b"tree %s\nauthor %s\ncommitter %s\n\nm\n" % (tree.encode(), who, who))
+print(commit, tree_hex, commit_hex)
+PY
+	)
+	TIP=$tip pack_bundle good "$blob" "$tree" "$commit"
 	accepted --pack good.bundle
 }
 
@@ -345,17 +359,17 @@ checked() {
 }
 
 @test "bundle-check: a delta chain deeper than the base cache is resolved, and a base let go is read again" {
-	# A blob of 6 MiB, 10 deltas each on the one before (66 MiB of bases,
-	# more than the 16 MiB cache: the oldest are let go, memory stays bounded),
-	# then a delta on the blob, let go by then and read again: the tip is that
-	# last delta's result, so a wrong base gives a wrong id
+	# A commit of 6 MiB (its message), 10 deltas each on the one before (66 MiB
+	# of bases, more than the 16 MiB cache: the oldest are let go, memory stays
+	# bounded), then a delta on the first, let go by then and read again: the
+	# tip is that last delta's result, so a wrong base gives a wrong id
 	"$TOP/t/make-bundle-fixtures" --bomb evict 6 evict.bundle
 	ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=1 \
 		run --separate-stderr aibox-bundle-check --pack --json evict.bundle
 	jq -c .pack.checker <<<"$output"
 	assert_equal "$stderr" ""
 	assert_equal "$status" 0
-	assert_equal "$(jq -r '[.accepted, .pack.objects] | @tsv' <<<"$output")" "$(printf 'true\t12')"
+	assert_equal "$(jq -r '[.accepted, .pack.objects] | @tsv' <<<"$output")" "$(printf 'true\t13')"
 	rss=$(jq .pack.checker.max_rss_kib <<<"$output")
 	# 25-31 MiB without a sanitizer, 74 MiB with no base let go; ASan adds about a fifth
 	[ "$rss" -lt $((60 * 1024)) ]
@@ -371,7 +385,7 @@ checked() {
 	run --separate-stderr aibox-bundle-check --pack --json --limit cpu=$((bound * 3)) tiny.bundle
 	jq -c .pack <<<"$output"
 	assert_equal "$status" 0
-	assert_equal "$(jq -r '[.accepted, .pack.objects] | @tsv' <<<"$output")" "$(printf 'true\t200000')"
+	assert_equal "$(jq -r '[.accepted, .pack.objects] | @tsv' <<<"$output")" "$(printf 'true\t200002')"
 	cpu=$(jq .pack.checker.cpu_s <<<"$output")
 	awk -v c="$cpu" -v b="$bound" 'BEGIN { exit !(c < b) }'
 }
