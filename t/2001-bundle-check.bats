@@ -851,3 +851,58 @@ CASES
 	accepted --pack --ref aibox/task "$(objects_bundle ok "$c" "$c" "$t2" "$blob"; echo ok.bundle)"
 	accepted --pack --ref aibox/task "$(objects_bundle ok "$good" "$good" "$tree" "$blob"; echo ok.bundle)"
 }
+
+# git writes only a commit to a branch (HEAD or a ref under refs/heads/): the fetch of a
+# bundle whose branch names a tree, a blob or a tag fails ("trying to write non-commit
+# object"), an annotated tag of a commit too (git does not peel it). The result is fetched
+# into a branch, so the check refuses them, after every other check. A tag ref may name
+# any object.
+@test "bundle-check: a branch whose tip is a tree, a blob or a tag, even of a commit, is refused, naming the type" {
+	hostile_repo
+	tree=$(raw_tree 100644 f "$blob")
+	c=$(git -C r commit-tree "$tree" -m c)
+	tag=$(printf 'object %s\ntype commit\ntag v1\ntagger T <t@x> 1 +0000\n\nm\n' "$c" |
+		git -C r hash-object -t tag -w --stdin)
+	git init -q u
+	for tip in "tree $tree" "blob $blob" "tag $tag"; do
+		set -- $tip
+		objects_bundle tip "$2" "$c" "$tree" "$blob" "$tag"
+		# the user's side: git refuses the fetch
+		run git -C u fetch -q "$PWD/tip.bundle" aibox/task:aibox/task
+		assert_failure
+		assert_output --partial "trying to write non-commit object $2 to branch"
+		refused tip.bundle "pack: ref 'refs/heads/aibox/task' names a $1, not a commit ($2)" \
+			--pack --ref aibox/task
+		# without --pack only the header is read
+		accepted --ref aibox/task tip.bundle
+	done
+	{
+		printf '# v2 git bundle\n%s HEAD\n\n' "$tree"
+		printf '%s\n' "$tree" "$blob" | git -C r pack-objects -q --stdout
+	} >head.bundle
+	refused head.bundle "pack: ref 'HEAD' names a tree, not a commit ($tree)" --pack
+	# A thin pack's base from --repo as the tip: its type is read there. (A delta on
+	# the blob of r, adding a byte.)
+	python3 - "$blob" <<'PY'
+import hashlib, struct, sys, zlib
+base = bytes.fromhex(sys.argv[1])
+delta = bytes([2, 3, 0x90, 2, 1]) + b"y"  # sizes 2 and 3: copy 2 bytes, insert "y"
+pack = b"PACK" + struct.pack(">II", 2, 1) + bytes([0x70 | len(delta)]) + base + zlib.compress(delta)
+pack += hashlib.sha1(pack).digest()
+open("thin.bundle", "wb").write(b"# v2 git bundle\n%s refs/heads/aibox/task\n\n" % sys.argv[1].encode() + pack)
+PY
+	refused thin.bundle "pack: ref 'refs/heads/aibox/task' names a blob, not a commit ($blob)" \
+		--pack --repo r
+	# A tag may name any object: git fetches it into refs/tags.
+	{
+		printf '# v2 git bundle\n%s refs/tags/v1\n%s refs/tags/t\n\n' "$tag" "$tree"
+		printf '%s\n' "$c" "$tree" "$blob" "$tag" | git -C r pack-objects -q --stdout
+	} >tags.bundle
+	accepted --pack tags.bundle
+	git -C u fetch -q "$PWD/tags.bundle" 'refs/tags/*:refs/tags/*'
+	# The commit: accepted, and fetched.
+	objects_bundle ok "$c" "$c" "$tree" "$blob"
+	accepted --pack --ref aibox/task ok.bundle
+	git -C u fetch -q "$PWD/ok.bundle" aibox/task:aibox/task
+	[ "$(git -C u rev-parse aibox/task)" = "$c" ]
+}

@@ -376,6 +376,25 @@ check_bundle() {
 	assert_output "ok $base"
 }
 
+@test "results: changes.bundle whose aibox/task is not a commit is refused, naming what it is" {
+	F=$TOP/t/fixtures/bundles
+	base=$(sed -n 's/^base //p' "$F/oids")
+	"$TOP/t/make-bundle-fixtures" --repo "$T/repo" >/dev/null
+	# aibox/task at the task's tree: git would refuse to fetch it into a branch
+	tree=$(git -C "$T/repo" rev-parse 'aibox/task^{tree}')
+	{
+		printf '# v2 git bundle\n-%s\n%s refs/heads/aibox/task\n\n' "$base" "$tree"
+		git -C "$T/repo" rev-parse "$tree" 'aibox/task:README' 'aibox/task:numbers.txt' |
+			git -C "$T/repo" pack-objects -q --stdout
+	} >"$T/tree.bundle"
+	run test-task check-bundle --repo "$T/repo" "$base" "$T/tree.bundle"
+	assert_failure 1
+	assert_output "changes.bundle refused: pack: ref 'refs/heads/aibox/task' names a tree, not a commit ($tree)"
+	run --separate-stderr test-task check-bundle --child --repo "$T/repo" "$base" "$T/tree.bundle"
+	assert_failure 1
+	assert_output "changes.bundle refused: pack: ref 'refs/heads/aibox/task' names a tree, not a commit ($tree)"
+}
+
 @test "results: the task's check runs in a child under its limits, which AIBOX_BUNDLE_LIMITS changes" {
 	F=$TOP/t/fixtures/bundles
 	base=$(sed -n 's/^base //p' "$F/oids")

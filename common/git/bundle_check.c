@@ -101,7 +101,7 @@ int bundle_check_here(const struct bundle_check *c, struct bundle_verdict *v)
 	struct bundle_pack_opts o = BUNDLE_PACK_OPTS_INIT;
 	struct bundle_pack_result res = BUNDLE_PACK_RESULT_INIT;
 	struct bundle_check_msg *m = &v->m;
-	struct strvec tips = STRVEC_INIT;
+	struct strvec tips = STRVEC_INIT, tip_refs = STRVEC_INIT;
 	int ret;
 
 	memset(v, 0, sizeof(*v));
@@ -133,8 +133,10 @@ int bundle_check_here(const struct bundle_check *c, struct bundle_verdict *v)
 			base = bundle_oid_parse(c->bases.v[j], strlen(c->bases.v[j]), oid) &&
 			       !strcmp(oid, h.refs[i].oid);
 		}
-		if (!base)
+		if (!base) {
 			strvec_push(&tips, h.refs[i].oid);
+			strvec_push(&tip_refs, h.refs[i].name);
+		}
 	}
 	if (lseek(c->fd, (off_t)h.pack_offset, SEEK_SET) < 0) {
 		ret = -errno;
@@ -146,6 +148,7 @@ int bundle_check_here(const struct bundle_check *c, struct bundle_verdict *v)
 	o.max_inflated = c->lim.max_inflated;
 	o.tips = (const char *const *)tips.v;
 	o.nr_tips = tips.nr;
+	o.tip_refs = (const char *const *)tip_refs.v;
 	ret = bundle_pack_verify_fd(c->fd, &o, &res);
 	m->version = res.version;
 	m->objects = res.objects;
@@ -160,6 +163,7 @@ out:
 		buf_addstr(&v->err, strerror(-ret));
 	m->ret = ret;
 	strvec_clear(&tips);
+	strvec_clear(&tip_refs);
 	bundle_header_clear(&h);
 	bundle_pack_result_clear(&res);
 	return ret;

@@ -1823,10 +1823,42 @@ static int named_cmp(const void *a, const void *b)
 }
 
 /*
+ * The type (1-4) of the object raw: the pack's, else the project's (read
+ * from the repository, a thin pack's base for one).  0 when neither holds it.
+ */
+static unsigned object_type(const struct resolver *r, const struct by_id *ids,
+                            const unsigned char *raw)
+{
+	uint32_t i = find_id(ids, r->l->nr, raw);
+	git_object_t ot;
+	git_oid id;
+	size_t len;
+
+	if (i != UINT32_MAX)
+		return r->l->real[i];
+	memcpy(id.id, raw, 20);
+	if (!r->repo_odb || git_odb_read_header(&len, &ot, r->repo_odb, &id) < 0 ||
+	    ot < GIT_OBJECT_COMMIT || ot > GIT_OBJECT_TAG)
+		return 0;
+	return (unsigned)ot;
+}
+
+/*
+ * Whether a ref of this name is a branch, to which git writes only a commit
+ * (its refs.c is_branch(): "HEAD", or under "refs/heads/").
+ */
+static int is_branch(const char *name)
+{
+	return !strcmp(name, "HEAD") || !strncmp(name, "refs/heads/", 11);
+}
+
+/*
  * After the resolution: each of o->tips is in the pack (a thin pack's bases
  * count, as git's index of the pack holds them), the first object fsck
  * refused (pack order), then each blob a tree named .gitmodules or
- * .gitattributes, once per blob and kind.
+ * .gitattributes, once per blob and kind, then each object's links, then
+ * (with o->tip_refs) that a branch's tip is a commit: the worse faults are
+ * named first.
  */
 static int check_objects(struct resolver *r)
 {
@@ -1883,25 +1915,10 @@ static int check_objects(struct resolver *r)
 	 */
 	for (size_t i = 0; i < f->nr_links && !ret; i++) {
 		const struct fsck_link *k = &f->links[i];
-		uint32_t t = find_id(ids, l->nr, k->to);
-		unsigned real;
+		unsigned real = object_type(r, ids, k->to); /* 0: in neither */
 		char from[41], to[41];
 
-		if (t != UINT32_MAX) {
-			real = l->real[t];
-		} else {
-			/* Not in the pack: the project's object, when --repo names it. */
-			git_oid id;
-			git_object_t ot;
-			size_t len;
-
-			memcpy(id.id, k->to, 20);
-			if (!r->repo_odb || git_odb_read_header(&len, &ot, r->repo_odb, &id) < 0 ||
-			    ot < GIT_OBJECT_COMMIT || ot > GIT_OBJECT_TAG)
-				continue;
-			real = (unsigned)ot;
-		}
-		if (real == k->type)
+		if (!real || real == k->type)
 			continue;
 		hex_id(from, l->ids[k->from]);
 		hex_id(to, k->to);
@@ -1911,6 +1928,26 @@ static int check_objects(struct resolver *r)
 		             : l->real[k->from] == 4 ? "badTagPointer"
 		             : k->type == 2          ? "badTreePointer"
 		                                     : "badParentPointer");
+	}
+	/*
+	 * A branch's tip is a commit: git fetches nothing else into a branch,
+	 * and does not peel a tag to find one ("trying to write non-commit
+	 * object"); a tag may name any object.
+	 */
+	for (size_t i = 0; o->tip_refs && i < o->nr_tips && !ret; i++) {
+		const char *name = o->tip_refs[i];
+		unsigned char raw[20];
+		unsigned type;
+
+		if (!is_branch(name) || tip_raw(raw, o->tips[i]) < 0)
+			continue;
+		type = object_type(r, ids, raw); /* the pack's, or a thin pack's base */
+		if (!type)
+			ret = -EIO;
+		else if (type != GIT_OBJECT_COMMIT)
+			ret =
+			    refuse(&r->res->err, "pack: ref '%.200s' names a %s, not a commit (%s)",
+			           name, type_names[type], o->tips[i]);
 	}
 	free(ids);
 	buf_release(&why);

@@ -153,6 +153,8 @@ struct bundle_pack_opts {
 	uint64_t max_inflated;   /* the sum of every object inflated and every delta's result */
 	const char *const *tips; /* ids (hex) the pack must hold, e.g. its refs' tips */
 	size_t nr_tips;
+	/* NULL, or the full refname of each tip: a branch's must be a commit */
+	const char *const *tip_refs;
 };
 
 #define BUNDLE_PACK_OPTS_INIT                                                                      \
@@ -168,7 +170,10 @@ struct bundle_pack_opts {
  * o->max_object and all of them (with each delta's result size, from the
  * delta's own header) within o->max_inflated, every delta resolves (bases
  * from the pack, or from the repository at o->repo_dir for a thin pack), the
- * trailing SHA-1 checksum, and that each of o->tips is an object of the pack.
+ * trailing SHA-1 checksum, that each of o->tips is an object of the pack,
+ * and, with o->tip_refs, that each tip whose ref is a branch (HEAD, or under
+ * refs/heads/) is a commit: git fetches nothing else into a branch, not even
+ * a tag of a commit ("trying to write non-commit object").
  * At most o->max_bytes are read (more is refused).  A regular file is read in
  * windows of 1 MiB, never mapped or read whole: the memory this takes does
  * not grow with the pack, only with its largest object (the delta
