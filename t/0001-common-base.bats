@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# The common library's base: spawn, capped reads, numbers, the seccomp lockdown.
+# The common library's base: spawn, capped reads, numbers, the seccomp lockdown, printable text.
 load lib-common
 
 @test "common: spawn gives the child exactly 0-2 and the fd it was given" {
@@ -230,4 +230,17 @@ EOF2
 	run test-common json-get <<<"$(cut -d'|' -f1-3 <<<"$cases")"
 	assert_success
 	assert_output "$(cut -d'|' -f4- <<<"$cases")"
+}
+
+@test "common: printable_ascii() keeps printable ASCII and makes every other byte '?', 8-bit bytes kept when asked" {
+	python3 -c 'import sys; sys.stdout.buffer.write(bytes(range(256)))' >all
+	test-common printable <all >out
+	python3 -c 'import sys; sys.stdout.buffer.write(b"?" * 32 + bytes(range(32, 127)) + b"?" * 129)' >want
+	cmp out want
+	test-common printable keep-8bit <all >out
+	python3 -c 'import sys; sys.stdout.buffer.write(b"?" * 32 + bytes(range(32, 127)) + b"?" + bytes(range(128, 256)))' >want
+	cmp out want
+	# The length is kept: a NUL does not end the text early.
+	printf 'a\0b\033[31mc\n' | test-common printable >out
+	[ "$(cat out)" = 'a?b?[31mc?' ]
 }

@@ -21,6 +21,7 @@
  *                                                  or "error: REASON" (exit 1)
  *   test-common bug                                a programmer's mistake: BUG() aborts
  *   test-common shell-quote S                      S as shell_quote() appends it
+ *   test-common printable [keep-8bit] < bytes      the bytes as printable_ascii() leaves them
  *   test-common git-remote URL                     git_remote_url_parse(): "HOST PORT HOSTPORT
  *                                                  PATH", or "error: REASON"
  *   test-common clock MS                           sleep MS ms: what clock_ms() saw pass
@@ -59,6 +60,7 @@
 #include "base/json_get.h"
 #include "base/num.h"
 #include "base/opt.h"
+#include "base/printable.h"
 #include "base/sandbox.h"
 #include "base/shell_quote.h"
 #include "base/spawn.h"
@@ -390,6 +392,22 @@ static int cmd_shell_quote(const char *s)
 	return 0;
 }
 
+static int cmd_printable(int argc, char **argv)
+{
+	struct buf b = BUF_INIT;
+	ssize_t ret = buf_read_fd(&b, 0, 1 << 20);
+
+	if (ret < 0) {
+		fprintf(stderr, "test-common: cannot read stdin: %s\n", strerror((int)-ret));
+		return 1;
+	}
+	printable_ascii(b.buf, b.len,
+	                argc == 3 && !strcmp(argv[2], "keep-8bit") ? PRINTABLE_KEEP_8BIT : 0);
+	ret = write_all(1, b.buf, b.len) < 0;
+	buf_release(&b);
+	return ret;
+}
+
 static int cmd_git_remote(const char *url)
 {
 	struct git_remote_url u;
@@ -522,6 +540,8 @@ int main(int argc, char **argv)
 		return cmd_bug();
 	if (!strcmp(argv[1], "shell-quote") && argc == 3)
 		return cmd_shell_quote(argv[2]);
+	if (!strcmp(argv[1], "printable") && (argc == 2 || argc == 3))
+		return cmd_printable(argc, argv);
 	if (!strcmp(argv[1], "git-remote") && argc == 3)
 		return cmd_git_remote(argv[2]);
 	if (!strcmp(argv[1], "json-get") && argc == 2)
