@@ -18,6 +18,7 @@
 #include "base/clock.h"
 #include "base/err.h"
 #include "base/num.h"
+#include "base/printable.h"
 #include "base/sandbox.h"
 #include "base/spawn.h"
 #include "base/banned.h"
@@ -278,9 +279,7 @@ static int clean_str(char *s, size_t n)
 
 	if (!nul)
 		return 0;
-	for (char *p = s; p < nul; p++)
-		if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f)
-			*p = '?';
+	printable_ascii(s, (size_t)(nul - s), 0);
 	return 1;
 }
 

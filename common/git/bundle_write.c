@@ -17,6 +17,7 @@
 #include "git/bundle_read.h"
 #include "base/err.h"
 #include "base/guest_abi.h"
+#include "base/printable.h"
 #include "base/spawn.h"
 #include "base/banned.h"
 
@@ -376,9 +377,7 @@ static void last_line(struct buf *err, struct buf *gerr)
 	buf_rtrim(gerr);
 	start = strrchr(gerr->buf, '\n');
 	start = start ? start + 1 : gerr->buf;
-	for (char *p = start; *p; p++)
-		if ((unsigned char)*p < 0x20 || *p == 0x7f)
-			*p = '?';
+	printable_ascii(start, strlen(start), PRINTABLE_KEEP_8BIT);
 	buf_addstr(err, *start ? start : "(no message)");
 }
 

@@ -13,6 +13,7 @@
 #include "base/json_get.h"
 #include "git/gitproto.h"
 #include "base/out.h"
+#include "base/printable.h"
 #include "task/task_results.h"
 #include "base/shell_quote.h"
 #include "base/utf8.h"
@@ -234,9 +235,7 @@ int result_parse(const char *data, size_t len, struct task_result *r, struct buf
 		 * ASCII only, as a U+2028 in it would start a line of the VM's text
 		 * after an aibox prefix once sanitized (common/base/out.h).
 		 */
-		for (char *p = jerr.text; *p; p++)
-			if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f)
-				*p = '?';
+		printable_ascii(jerr.text, strlen(jerr.text), 0);
 		ret = refuse(&why, "not JSON (line %d: %s)", jerr.line, jerr.text);
 		goto out;
 	}
