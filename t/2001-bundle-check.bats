@@ -857,6 +857,49 @@ CASES
 # object"), an annotated tag of a commit too (git does not peel it). The result is fetched
 # into a branch, so the check refuses them, after every other check. A tag ref may name
 # any object.
+@test "bundle-check: an object the pack names that neither the pack nor the project holds is refused" {
+	hostile_repo
+	tree=$(raw_tree 100644 f "$blob")
+	base=$(git -C r commit-tree "$tree" -m base)
+	git -C r branch base "$base"
+	# the project: base and what it names, nothing else of r's
+	git clone -q --bare --no-local --single-branch -b base r p
+	# thin NAME OBJECT...: NAME.bundle on top of base, aibox/task at the first object
+	thin() {
+		local name=$1
+		shift
+		{
+			printf '# v2 git bundle\n-%s\n%s refs/heads/aibox/task\n\n' "$base" "$1"
+			printf '%s\n' "$@" | git -C r pack-objects -q --stdout
+		} >"$name.bundle"
+	}
+	new=$(printf 'new\n' | git -C r hash-object -w --stdin)
+	t2=$(raw_tree 100644 f "$blob" 100644 g "$new")
+	c=$(git -C r commit-tree "$t2" -p "$base" -m next)
+	# a tree's blob in neither
+	thin noblob "$c" "$t2"
+	refused noblob.bundle "pack: object $t2: names $new, a blob neither the pack nor the project holds (missing)" \
+		--pack --repo p --base "$base"
+	# the user's side: git fetch refuses it too, having been told it was checked
+	git clone -q --no-local p u
+	run git -C u fetch -q "$PWD/noblob.bundle" aibox/task:aibox/task
+	assert_failure
+	# a commit's tree, and its parent
+	thin notree "$c"
+	refused notree.bundle "pack: object $c: names $t2, a tree neither the pack nor the project holds (missing)" \
+		--pack --repo p --base "$base"
+	mid=$(git -C r commit-tree "$tree" -p "$base" -m mid)
+	c2=$(git -C r commit-tree "$tree" -p "$mid" -m after)
+	thin noparent "$c2"
+	refused noparent.bundle "pack: object $c2: names $mid, a commit neither the pack nor the project holds (missing)" \
+		--pack --repo p --base "$base"
+	# with every object: accepted; without the project to look in, nothing is known missing
+	thin whole "$c" "$t2" "$new"
+	accepted --pack --repo p --base "$base" whole.bundle
+	git -C u fetch -q "$PWD/whole.bundle" aibox/task:aibox/task
+	accepted --pack --base "$base" noblob.bundle
+}
+
 @test "bundle-check: a branch whose tip is a tree, a blob or a tag, even of a commit, is refused, naming the type" {
 	hostile_repo
 	tree=$(raw_tree 100644 f "$blob")

@@ -1918,10 +1918,28 @@ static int check_objects(struct resolver *r)
 		unsigned real = object_type(r, ids, k->to); /* 0: in neither */
 		char from[41], to[41];
 
-		if (!real || real == k->type)
+		if (real == k->type)
 			continue;
 		hex_id(from, l->ids[k->from]);
 		hex_id(to, k->to);
+		if (!real) {
+			git_oid id;
+
+			/*
+			 * With the project to look in, an object the pack names
+			 * and neither holds breaks the history (git fsck:
+			 * "broken link", "missing"; git fetch: "did not send all
+			 * necessary objects"); without it, it may be the project's.
+			 */
+			memcpy(id.id, k->to, 20);
+			if (!r->repo_odb || git_odb_exists(r->repo_odb, &id))
+				continue;
+			ret = refuse(&r->res->err,
+			             "pack: object %s: names %s, a %s neither the pack nor the "
+			             "project holds (missing)",
+			             from, to, type_names[k->type]);
+			break;
+		}
 		ret = refuse(&r->res->err, "pack: object %s: names %s as a %s, but it is a %s (%s)",
 		             from, to, type_names[k->type], type_names[real],
 		             l->real[k->from] == 2   ? "badTreeEntry"
