@@ -68,6 +68,42 @@ raw_request() {
 	PY
 }
 
+# tls_raw HOST:PORT BYTES [PRE]: CONNECT to HOST:PORT through the proxy (PRE,
+# printf %b escapes, sent right after the CONNECT head), TLS trusting the task
+# CA, then BYTES (printf %b escapes); prints what came back inside (5 s).
+tls_raw() {
+	python3 - "$PROXY_PORT" "$T/taskca.pem" "$@" <<-'PY'
+		import codecs, socket, ssl, sys
+		port, ca, authority, data = sys.argv[1:5]
+		pre = codecs.escape_decode(sys.argv[5].encode())[0] if len(sys.argv) > 5 else b""
+		s = socket.create_connection(("127.0.0.1", int(port)), timeout=5)
+		s.sendall(b"CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (authority.encode(), authority.encode()) + pre)
+		head = b""
+		while b"\r\n\r\n" not in head:
+		    b = s.recv(1)
+		    if not b:
+		        print("closed after: %r" % head)
+		        sys.exit(0)
+		    head += b
+		if pre:
+		    print("closed" if not s.recv(1) else "open")
+		    sys.exit(0)
+		ctx = ssl.create_default_context(cafile=ca)
+		t = ctx.wrap_socket(s, server_hostname=authority.rsplit(":", 1)[0])
+		t.sendall(codecs.escape_decode(data.encode())[0])
+		out = b""
+		try:
+		    while True:
+		        b = t.recv(65536)
+		        if not b:
+		            break
+		        out += b
+		except (socket.timeout, ssl.SSLError, ConnectionResetError):
+		    pass
+		sys.stdout.write(out.decode("latin-1"))
+	PY
+}
+
 # start_intercepting_proxy ARGS...: start_proxy with $T/secrets on --secrets-fd
 # and the task CA it makes written to $T/taskca.pem; ARGS: its --allow entries
 # and any other option.

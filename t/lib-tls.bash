@@ -37,13 +37,14 @@ make_test_ca() {
 	)
 }
 
-# start_echo NAME: a t/tls-echo with $T/ca's server certificate on a free
-# port, its requests in $T/NAME.seen; sets NAME's port in ECHO_PORT.
+# start_echo NAME [--plain]: a t/tls-echo with $T/ca's server certificate on a
+# free port (plain HTTP with --plain), its requests in $T/NAME.seen; sets
+# NAME's port in ECHO_PORT.
 # stop_echoes ends every one started.  Needs lib-common.
 start_echo() {
 	rm -f "$T/$1.port"
 	"$TOP/t/tls-echo" --cert "$T/ca/server.pem" --key "$T/ca/server.key" \
-		--port-file "$T/$1.port" --log "$T/$1.seen" 2>"$T/$1.err" &
+		--port-file "$T/$1.port" --log "$T/$1.seen" "${@:2}" 2>"$T/$1.err" &
 	echo $! >>"$T/echo.pids"
 	wait_until 30 file_or_gone "$T/$1.port" $! || return 1
 	ECHO_PORT=$(cat "$T/$1.port")
