@@ -101,7 +101,9 @@ X-A: 1"
 		assert_success
 		assert_output "${t##*:}"
 	done
-	for t in '/a/%' '/a/%4' '/a/%zz' '/a/%00' '/a/%0a' '/a\b' '/a%5cb' 'x' 'http://h/a'; do
+	# also an encoded ? or #, a raw # and an escape once decoded (docs/proxy.md, "The rules")
+	for t in '/a/%' '/a/%4' '/a/%zz' '/a/%00' '/a/%0a' '/a\b' '/a%5cb' 'x' 'http://h/a' \
+		'/a%3Fb' '/a%3fb' '/a%23b' '/a#b' '/a/%252e%252e/b' '/a/%25%32%65'; do
 		run test-swap path "$t"
 		assert_failure 1
 		assert_output "error"

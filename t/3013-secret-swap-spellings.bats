@@ -127,3 +127,30 @@ start_intercepting() {
 	assert_success
 	assert_output 200
 }
+
+@test "swap spellings: rules: an encoded ? or #, a raw # or a double-encoded escape in the path does not pass a path rule" {
+	start_intercepting
+	# A server or framework that decodes the path before it looks for the
+	# query or a fragment (or decodes twice) reads /admin in each; the
+	# rule's match read them under /ok/.
+	for p in "/admin%3F/../ok/x" "/admin%3f/../ok/x" "/admin%23/../ok/x" "/ok/x%3Fy" \
+		"/ok/%252e%252e/admin"; do
+		run icurl --path-as-is -H "Authorization: Bearer $PH" -o /dev/null -w '%{http_code}\n' \
+			"https://127.0.0.1:$A$p"
+		assert_success
+		assert_output 403
+	done
+	# a raw # in an origin-form target: Go's net/http reads it as part of the path
+	run tls_raw "127.0.0.1:$A" "GET /ok/x#/../../admin HTTP/1.1\r\nHost: 127.0.0.1:$A\r\nAuthorization: Bearer $PH\r\nConnection: close\r\n\r\n"
+	assert_success
+	assert_line --index 0 --partial " 403 "
+	[ ! -e "$T/a.seen" ]
+	stop_proxy
+	run grep -c "refused 127\.0\.0\.1:$A GET .*status=403" "$T/proxy.log"
+	assert_output 6
+	# what clients send still passes: a literal % and an encoded space
+	start_intercepting
+	run icurl --path-as-is -o /dev/null -w '%{http_code}\n' "https://127.0.0.1:$A/ok/100%25/a%20b"
+	assert_success
+	assert_output 200
+}

@@ -228,6 +228,11 @@ void px_intercept_request(struct conn *c, const struct http_head *h, const char 
 		px_refuse(c, "an intercepted request needs an origin-form target");
 		goto out;
 	}
+	/* As over plain http://: Go's net/http reads a '#' as part of the path. */
+	if (memchr(t, '#', tl)) {
+		px_refuse(c, "fragment in the request target");
+		goto out;
+	}
 	if (!px_rules_check(c, h, t, tl))
 		goto out;
 	buf_add(&head, c->in + c->in_off - h->head_len, h->head_len);

@@ -192,7 +192,7 @@ static int hexval(char c)
 int swap_normalize_path(const char *target, struct buf *out)
 {
 	struct buf dec = BUF_INIT;
-	size_t len = strcspn(target, "?#");
+	size_t len = strcspn(target, "?");
 	const char *s;
 	int empty = 0; /* 1: an empty segment seen; 2: an encoded slash in the path */
 
@@ -212,11 +212,24 @@ int swap_normalize_path(const char *target, struct buf *out)
 			i += 2;
 			if (c == '/')
 				empty = 2; /* an encoded slash */
+			/*
+			 * An encoded '?' or '#': a server that decodes the path
+			 * before it looks for the query or the fragment reads
+			 * another path ("/admin%3F/../ok/x" is "/admin" there).
+			 */
+			if (c == '?' || c == '#')
+				goto bad;
+		} else if (c == '#') {
+			goto bad; /* not origin form; Go's net/http reads it as part of the path */
 		}
 		if (c < 0x20 || c == 0x7f || c == '\\')
 			goto bad;
 		buf_add(&dec, &c, 1);
 	}
+	/* An escape once decoded: a server that decodes twice reads "%252e%252e" as "..". */
+	for (size_t i = 0; i + 2 < dec.len; i++)
+		if (dec.buf[i] == '%' && hexval(dec.buf[i + 1]) >= 0 && hexval(dec.buf[i + 2]) >= 0)
+			goto bad;
 	/*
 	 * RFC 3986's remove_dot_segments, with "//" folded.  A ".." after an
 	 * empty segment or in a path with an encoded slash is refused: RFC 3986
@@ -301,12 +314,15 @@ int swap_rule_allows(const struct config_rule *r, const char *method, const char
 		buf_addf(err, "method %.32s is not allowed", method);
 		return 0;
 	}
+	/* A rule without paths takes any: how a server would read it does not matter. */
+	if (!r->paths.nr)
+		return 1;
 	if (swap_normalize_path(target, &path) < 0) {
 		buf_addstr(err, "the path is not one the rules can read");
 		buf_release(&path);
 		return 0;
 	}
-	ok = !r->paths.nr;
+	ok = 0;
 	for (size_t i = 0; !ok && i < r->paths.nr; i++)
 		ok = glob(r->paths.v[i], path.buf);
 	if (!ok)

@@ -50,14 +50,20 @@ int swap_request_head(const struct swap_secret *secrets, size_t n, const char *h
  * The path of target (origin form, "/..." with an optional query) as a rule
  * matches it: the query dropped, every %XX decoded, "." and ".." segments
  * resolved and "//" folded, into out.  0, or -EINVAL for a target that is
- * not in origin form, a bad or NUL/control escape, or a backslash.
+ * not in origin form, a bad or NUL/control escape, or a backslash; and for
+ * the paths a server may read elsewhere (the comments in the code say
+ * where): a leading "//", a dot segment with a path parameter, a ".."
+ * after an empty segment or with an encoded slash, an encoded '?' or '#',
+ * a raw '#', and an escape once decoded ("%252e").
  */
 int swap_normalize_path(const char *target, struct buf *out);
 
 /*
  * Whether an allow rule (config.h's struct config_rule: methods, paths;
  * empty: any) lets method and target through: 1, or 0 with the reason in
- * why ("method DELETE is not allowed", "path /x is not allowed").
+ * why ("method DELETE is not allowed", "path /x is not allowed", "the path
+ * is not one the rules can read").  A rule without paths never reads the
+ * path.
  */
 struct config_rule;
 int swap_rule_allows(const struct config_rule *r, const char *method, const char *target,
