@@ -154,3 +154,21 @@ start_intercepting() {
 	assert_success
 	assert_output 200
 }
+
+@test "swap spellings: rules: a header that rewrites the path does not pass a path rule" {
+	start_intercepting
+	# IIS's URL Rewrite and Symfony read X-Original-URL and X-Rewrite-URL as
+	# the path; Spring takes X-Forwarded-Prefix into it; the others are what
+	# nginx, Envoy and Traefik pass an app as the path it was asked for.
+	for h in X-Original-URL x-rewrite-url X-Original-URI X-Forwarded-Uri X-Forwarded-Path \
+		X-Forwarded-Prefix X-Envoy-Original-Path; do
+		run icurl -H "Authorization: Bearer $PH" -H "$h: /admin" -o /dev/null -w '%{http_code}\n' \
+			"https://127.0.0.1:$A/ok/item"
+		assert_success
+		assert_output 403
+	done
+	[ ! -e "$T/a.seen" ]
+	stop_proxy
+	run grep -c "refused 127\.0\.0\.1:$A GET /ok/item (a header that rewrites the path on a host whose rule lists the paths) status=403" "$T/proxy.log"
+	assert_output 7
+}

@@ -151,27 +151,41 @@ static int rules_allow(struct conn *c, const char *method, const char *target, s
 	return !any;
 }
 
-/*
- * Whether h asks for another method in a header (Rails' Rack::MethodOverride,
- * Google's APIs and others take a POST with X-HTTP-Method-Override: DELETE as
- * a DELETE) on a host where a rule lists the methods: 1, else 0.
- */
-static int method_override(const struct conn *c, const struct http_head *h)
+/* Whether a rule on c's host and port lists methods (what 0) or paths (what 1). */
+static int rule_lists(const struct conn *c, int what)
 {
-	static const char *const names[] = {"x-http-method-override", "x-http-method",
-	                                    "x-method-override"};
 	const struct proxy_secrets *ps = c->px->cfg->secrets;
-	int listed = 0;
 
 	for (size_t i = 0; i < ps->nr_rules; i++)
-		if (ps->rules[i].methods.nr && allow_match(&ps->rule_hosts[i], c->host, c->port))
-			listed = 1;
-	for (int i = 0; listed && i < h->nhdr; i++)
-		for (size_t k = 0; k < ARRAY_SIZE(names); k++)
+		if ((what ? ps->rules[i].paths.nr : ps->rules[i].methods.nr) &&
+		    allow_match(&ps->rule_hosts[i], c->host, c->port))
+			return 1;
+	return 0;
+}
+
+/* Whether h has a header named one of names[0..n). */
+static int has_header(const struct http_head *h, const char *const *names, size_t n)
+{
+	for (int i = 0; i < h->nhdr; i++)
+		for (size_t k = 0; k < n; k++)
 			if (http_name_is(&h->hdr[i], names[k]))
 				return 1;
 	return 0;
 }
+
+/*
+ * Headers that ask for another method (Rails' Rack::MethodOverride, Google's
+ * APIs and others take a POST with X-HTTP-Method-Override: DELETE as a
+ * DELETE), and headers that stand for another path: IIS's URL Rewrite and
+ * Symfony read X-Original-URL and X-Rewrite-URL as the path, Spring puts
+ * X-Forwarded-Prefix before it, and the rest are what nginx, Envoy and
+ * Traefik hand an app as the path a client asked for.
+ */
+static const char *const method_headers[] = {"x-http-method-override", "x-http-method",
+                                             "x-method-override"};
+static const char *const path_headers[] = {
+    "x-original-url",   "x-rewrite-url",      "x-original-uri",       "x-forwarded-uri",
+    "x-forwarded-path", "x-forwarded-prefix", "x-envoy-original-path"};
 
 /*
  * The rules on c's host and port for the request h (t, tl bytes: its
@@ -192,8 +206,12 @@ int px_rules_check(struct conn *c, const struct http_head *h, const char *t, siz
 	target = xmalloc(tl + 1);
 	memcpy(target, t, tl);
 	target[tl] = '\0';
-	if (method_override(c, h)) {
+	if (rule_lists(c, 0) && has_header(h, method_headers, ARRAY_SIZE(method_headers))) {
 		px_refuse(c, "a method override header on a host whose rule lists the methods");
+		ok = 0;
+	} else if (rule_lists(c, 1) && has_header(h, path_headers, ARRAY_SIZE(path_headers))) {
+		px_refuse(c,
+		          "a header that rewrites the path on a host whose rule lists the paths");
 		ok = 0;
 	} else if (!rules_allow(c, method, target, &why)) {
 		px_refuse(c, why.buf);
