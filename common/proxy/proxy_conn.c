@@ -182,7 +182,7 @@ void px_reset_request(struct conn *c)
 	c->sent = c->received = 0;
 	c->used[0] = '\0';
 	c->used_refused = 0;
-	c->websocket = 0;
+	c->websocket = c->continued = c->form_on = 0;
 	c->rechunk = 0;
 	if (c->echo) {
 		swap_echo_release(c->echo);

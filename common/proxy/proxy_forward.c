@@ -116,6 +116,10 @@ void px_start_forward(struct conn *c, const struct http_head *h, const char *pat
 		http_body_init(&c->reqb, BODY_NONE, 0);
 	if (c->paid)
 		px_spend_body_begin(c);
+	else if (c->form_on) {
+		c->reqb.content = px_form_content;
+		c->reqb.content_ctx = c;
+	}
 	/*
 	 * A request without a body whose method is safe can be sent again if a
 	 * reused connection turns out dead before answering; keep its head.
@@ -130,7 +134,9 @@ void px_start_forward(struct conn *c, const struct http_head *h, const char *pat
 	buf_release(&b);
 	c->head_method = h->method_len == 4 && !memcmp(h->method, "HEAD", 4);
 	c->client_close = h->conn_close;
-	if (h->expect_continue && !c->reqb.done)
+	/* Not for a body that is all here (px_form_wait() may have waited for it). */
+	if (h->expect_continue && !c->reqb.done &&
+	    !(h->content_length > 0 && c->in_len - c->in_off >= (uint64_t)h->content_length))
 		px_spill_add(&c->to_client, HTTP_CONTINUE_HEAD, sizeof(HTTP_CONTINUE_HEAD) - 1);
 	px_start_resolve(c);
 }
@@ -367,6 +373,8 @@ int px_fwd_request(struct conn *c)
 				buf_release(&why);
 				return -1;
 			}
+			if (px_form_cut(c))
+				return -1;
 			c->req_ready = (size_t)k;
 		}
 		if (c->req_ready) {

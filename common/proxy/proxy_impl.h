@@ -110,6 +110,10 @@ struct conn {
 	int used_refused; /* ... or the one whose placeholder got the request refused */
 	int rechunk;      /* the answer goes to the client chunked, echoes replaced */
 	int websocket;    /* the request asked for a WebSocket upgrade */
+	int continued;    /* px_form_wait() sent the 100 Continue */
+	/* A POST form on a host whose rule lists methods, read as it is forwarded. */
+	int form_on;
+	struct swap_form_scan form;
 	struct swap_echo *echo;
 	/*
 	 * The host's connection, kept idle between two requests of this client
@@ -487,7 +491,29 @@ void px_ctls_step(struct conn *c);
  * rules, then the swap, then forwarded (or refused: 403).
  */
 void px_intercept_request(struct conn *c, const struct http_head *h, const char *t, size_t tl);
+/*
+ * The rules on c's host and port for the request h (t, tl bytes: its
+ * origin-form target; a form body, when px_form_wait() held the head for
+ * it, at c->in + c->in_off), intercepted or a plain http:// one: 1 when
+ * they let it through (or there are none), else 0 with c refused.
+ */
 int px_rules_check(struct conn *c, const struct http_head *h, const char *t, size_t tl);
+/*
+ * Whether the complete head h waits in c->in for its body: a POST form
+ * (swap_form_kind()) by Content-Length that fits in c->in with its head
+ * and has not all come, when there are rules, so that px_rules_check()
+ * reads it before anything is forwarded.  Its 100 Continue is sent here.
+ */
+int px_form_wait(struct conn *c, const struct http_head *h);
+/*
+ * A form body px_rules_check() could not read before it is forwarded
+ * (c->form_on): px_form_content() is its http_body content callback, and
+ * px_form_cut(), after each feed and before those bytes are written, ends
+ * the request (403, or cut when the answer began) once it names a method:
+ * 1 when it did (c is answered or gone), else 0.
+ */
+void px_form_content(void *ctx, const char *p, size_t n);
+int px_form_cut(struct conn *c);
 /* The answer's head on an intercepted connection: echoes replaced in b. */
 void px_intercept_head(struct conn *c, struct buf *b);
 /*

@@ -151,6 +151,9 @@ static int rules_allow(struct conn *c, const char *method, const char *target, s
 	return !any;
 }
 
+#define FORM_METHOD_WHY                                                                            \
+	"a method override parameter (_method) on a host whose rule lists the methods"
+
 /* Whether a rule on c's host and port lists methods (what 0) or paths (what 1). */
 static int rule_lists(const struct conn *c, int what)
 {
@@ -187,16 +190,79 @@ static const char *const path_headers[] = {
     "x-original-url",   "x-rewrite-url",      "x-original-uri",       "x-forwarded-uri",
     "x-forwarded-path", "x-forwarded-prefix", "x-envoy-original-path"};
 
+/* The kinds of form (1 << SWAP_FORM_...) h's body may be read as; 0 but for a POST. */
+static unsigned form_kinds(const struct http_head *h)
+{
+	unsigned kinds = 0;
+
+	if (h->method_len != 4 || memcmp(h->method, "POST", 4))
+		return 0;
+	for (int i = 0; i < h->nhdr; i++)
+		if (http_name_is(&h->hdr[i], "content-type"))
+			kinds |= 1u << swap_form_kind(h->hdr[i].value, h->hdr[i].value_len);
+	if (!http_header(h, "content-type", NULL))
+		kinds |= 1u << swap_form_kind(NULL, 0);
+	return kinds & ~(1u << SWAP_FORM_NONE);
+}
+
+int px_form_wait(struct conn *c, const struct http_head *h)
+{
+	if (!c->px->cfg->secrets || h->chunked || h->content_length <= 0 ||
+	    (uint64_t)h->content_length > HTTP_MAX_HEAD - h->head_len ||
+	    c->in_len - c->in_off >= h->head_len + (uint64_t)h->content_length || !form_kinds(h))
+		return 0;
+	if (h->expect_continue && !c->continued) {
+		px_spill_add(&c->to_client, HTTP_CONTINUE_HEAD, sizeof(HTTP_CONTINUE_HEAD) - 1);
+		c->continued = 1;
+	}
+	return 1;
+}
+
 /*
- * The rules on c's host and port for the request h (t, tl bytes: its
- * origin-form target), intercepted or a plain http:// one: 1 when they let
- * it through (or there are none), else 0 with c refused.
+ * Whether the POST form h's body (when it is all here: c->in + c->in_off)
+ * names a method: 1 or 0.  One that is not all here (chunked, or larger
+ * than px_form_wait() waits for) is read as it is forwarded: c->form_on.
  */
+static int form_method(struct conn *c, const struct http_head *h)
+{
+	unsigned kinds = form_kinds(h);
+
+	if (!kinds || (!h->chunked && h->content_length <= 0))
+		return 0;
+	swap_form_scan_init(&c->form, kinds);
+	if (h->chunked || c->in_len - c->in_off < (uint64_t)h->content_length) {
+		c->form_on = 1;
+		return 0;
+	}
+	swap_form_scan_feed(&c->form, c->in + c->in_off, (size_t)h->content_length);
+	return swap_form_scan_end(&c->form);
+}
+
+void px_form_content(void *ctx, const char *p, size_t n)
+{
+	struct conn *c = ctx;
+
+	swap_form_scan_feed(&c->form, p, n);
+}
+
+int px_form_cut(struct conn *c)
+{
+	if (!c->form_on || !(c->form.found || (c->reqb.done && swap_form_scan_end(&c->form))))
+		return 0;
+	/* What the host got is a body cut short: a form parser reads none of it. */
+	if (c->resp_head_done)
+		px_abort_forward(c, FORM_METHOD_WHY);
+	else
+		px_respond(c, 403, "refused", FORM_METHOD_WHY);
+	return 1;
+}
+
 int px_rules_check(struct conn *c, const struct http_head *h, const char *t, size_t tl)
 {
 	struct buf why = BUF_INIT;
 	char *method, *target;
-	int ok = 1;
+	const char *q;
+	int ok = 1, methods;
 
 	if (!c->px->cfg->secrets)
 		return 1;
@@ -206,8 +272,14 @@ int px_rules_check(struct conn *c, const struct http_head *h, const char *t, siz
 	target = xmalloc(tl + 1);
 	memcpy(target, t, tl);
 	target[tl] = '\0';
-	if (rule_lists(c, 0) && has_header(h, method_headers, ARRAY_SIZE(method_headers))) {
+	q = memchr(t, '?', tl);
+	methods = rule_lists(c, 0);
+	if (methods && has_header(h, method_headers, ARRAY_SIZE(method_headers))) {
 		px_refuse(c, "a method override header on a host whose rule lists the methods");
+		ok = 0;
+	} else if (methods && ((q && swap_method_param(q + 1, (size_t)(t + tl - (q + 1)))) ||
+	                       form_method(c, h))) {
+		px_refuse(c, FORM_METHOD_WHY);
 		ok = 0;
 	} else if (rule_lists(c, 1) && has_header(h, path_headers, ARRAY_SIZE(path_headers))) {
 		px_refuse(c,

@@ -233,7 +233,7 @@ void px_read_head(struct conn *c)
 
 		if (c->in_len > c->in_off) {
 			r = http_parse_request(c->in + c->in_off, c->in_len - c->in_off, &h, &why);
-			if (r > 0) {
+			if (r > 0 && !px_form_wait(c, &h)) {
 				handle_request(c, &h);
 				if (c->dead || c->state != ST_HEAD)
 					return;

@@ -278,6 +278,145 @@ bad:
 	return -EINVAL;
 }
 
+enum swap_form swap_form_kind(const char *ctype, size_t len)
+{
+	size_t n;
+
+	if (!ctype)
+		return SWAP_FORM_URLENCODED;
+	while (len && (*ctype == ' ' || *ctype == '\t'))
+		ctype++, len--;
+	for (n = 0; n < len && ctype[n] != ';' && ctype[n] != ' ' && ctype[n] != '\t'; n++)
+		;
+	if (n == 33 && !strncasecmp(ctype, "application/x-www-form-urlencoded", 33))
+		return SWAP_FORM_URLENCODED;
+	if (n > 10 && !strncasecmp(ctype, "multipart/", 10))
+		return SWAP_FORM_MULTIPART;
+	return SWAP_FORM_NONE;
+}
+
+/* Where a urlencoded scan is: leading spaces, after _ . or [ ("method" k matched), ... */
+enum { U_LEAD, U_PRE, U_DEAD, U_VALUE };
+/* ... and a multipart one: line is 0-19 of CD matched at a line's start, or one of these. */
+#define CD     "content-disposition:"
+#define M_IN   20 /* in a Content-Disposition line */
+#define M_SKIP 21 /* in another line */
+
+static const char method_word[] = "method";
+
+void swap_form_scan_init(struct swap_form_scan *f, unsigned kinds)
+{
+	memset(f, 0, sizeof(*f));
+	f->kinds = kinds;
+	f->name = U_LEAD;
+}
+
+/* One byte of a urlencoded name, decoded. */
+static void u_name_char(struct swap_form_scan *f, int d)
+{
+	if (f->name == U_LEAD && d == ' ')
+		return;
+	if (f->name == U_LEAD) {
+		f->name = d == '_' || d == '.' || d == '[' ? U_PRE : U_DEAD;
+		f->k = 0;
+	} else if (f->name == U_PRE && f->k < 6 && (d | 0x20) == method_word[f->k]) {
+		f->k++;
+	} else if (f->name == U_PRE) {
+		f->name = U_DEAD;
+	}
+}
+
+static void u_name_end(struct swap_form_scan *f, int next)
+{
+	if (f->name == U_PRE && f->k == 6)
+		f->found = 1;
+	f->name = next;
+}
+
+/* One byte of a urlencoded body as it came. */
+static void u_byte(struct swap_form_scan *f, int x)
+{
+	if (f->name == U_VALUE) {
+		if (x == '&' || x == ';')
+			f->name = U_LEAD;
+		return;
+	}
+	if (f->pct == 1 && hexval((char)x) >= 0) {
+		f->pct = 2;
+		f->hexc = x;
+		return;
+	}
+	if (f->pct == 2 && hexval((char)x) >= 0) {
+		f->pct = 0;
+		u_name_char(f, hexval((char)f->hexc) * 16 + hexval((char)x));
+		return;
+	}
+	if (f->pct) { /* not an escape: its bytes as they are */
+		u_name_char(f, '%');
+		if (f->pct == 2)
+			u_name_char(f, f->hexc);
+		f->pct = 0;
+	}
+	if (x == '&' || x == ';')
+		u_name_end(f, U_LEAD);
+	else if (x == '=')
+		u_name_end(f, U_VALUE);
+	else if (x == '%')
+		f->pct = 1;
+	else
+		u_name_char(f, x == '+' ? ' ' : x);
+}
+
+/* One byte of a multipart body. */
+static void m_byte(struct swap_form_scan *f, int x)
+{
+	int lx = x >= 'A' && x <= 'Z' ? x | 0x20 : x;
+
+	if (x == '\n') {
+		f->line = f->mk = 0;
+	} else if (f->line < M_IN) {
+		f->line = lx == CD[f->line] ? f->line + 1 : M_SKIP;
+		f->mk = 0;
+	} else if (f->line == M_IN) {
+		f->mk = lx == method_word[f->mk] ? f->mk + 1 : lx == 'm';
+		if (f->mk == 6)
+			f->found = 1, f->mk = 0;
+	}
+}
+
+void swap_form_scan_feed(struct swap_form_scan *f, const char *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (f->kinds & (1u << SWAP_FORM_URLENCODED))
+			u_byte(f, (unsigned char)p[i]);
+		if (f->kinds & (1u << SWAP_FORM_MULTIPART))
+			m_byte(f, (unsigned char)p[i]);
+	}
+}
+
+int swap_form_scan_end(struct swap_form_scan *f)
+{
+	if (f->kinds & (1u << SWAP_FORM_URLENCODED)) {
+		if (f->pct) {
+			u_name_char(f, '%');
+			if (f->pct == 2)
+				u_name_char(f, f->hexc);
+			f->pct = 0;
+		}
+		u_name_end(f, U_LEAD);
+	}
+	return f->found;
+}
+
+int swap_method_param(const char *s, size_t len)
+{
+	struct swap_form_scan f;
+
+	swap_form_scan_init(&f, 1u << SWAP_FORM_URLENCODED);
+	swap_form_scan_feed(&f, s, len);
+	return swap_form_scan_end(&f);
+}
+
 /* '*' matches any run of bytes, '/' included. */
 static int glob(const char *pat, const char *s)
 {

@@ -69,6 +69,41 @@ struct config_rule;
 int swap_rule_allows(const struct config_rule *r, const char *method, const char *target,
                      struct buf *err);
 
+/* What a request body is to a form parser, by its Content-Type (NULL: none). */
+enum swap_form {
+	SWAP_FORM_NONE,       /* not a form: JSON, text, ... */
+	SWAP_FORM_URLENCODED, /* application/x-www-form-urlencoded, or no Content-Type (Rack) */
+	SWAP_FORM_MULTIPART,  /* multipart/anything */
+};
+enum swap_form swap_form_kind(const char *ctype, size_t len);
+
+/*
+ * A form read as it comes, piece by piece, for a parameter that a framework
+ * takes for the method (Rails' Rack::MethodOverride, Laravel, Express's
+ * method-override).  Urlencoded: a parameter named "_method" once '+' and
+ * every %XX are decoded, in any case, or ".method" or "[method" (PHP turns
+ * those into "_method"), leading spaces dropped (PHP drops them);
+ * parameters split at '&' and ';'.  Multipart: a Content-Disposition line
+ * (any case) that holds "method" in any case (name="_method",
+ * name*=utf-8''%5Fmethod, a file named so too).  kinds has a bit (1 <<
+ * SWAP_FORM_...) for each kind the body is read as.  The state is a few
+ * numbers whatever the size: pieces split anywhere read as the whole.
+ * found is set by feed(), or by end() for the last parameter (nothing
+ * after it says where it ends), which returns it.
+ */
+struct swap_form_scan {
+	unsigned kinds;
+	int found;
+	int name, k, pct, hexc; /* urlencoded: where in a name, "method" matched, an escape */
+	int line, mk;           /* multipart: where in a line, "method" matched */
+};
+void swap_form_scan_init(struct swap_form_scan *f, unsigned kinds);
+void swap_form_scan_feed(struct swap_form_scan *f, const char *p, size_t n);
+int swap_form_scan_end(struct swap_form_scan *f);
+
+/* Whether s (len bytes: a query string without its '?') has such a parameter: 1 or 0. */
+int swap_method_param(const char *s, size_t len);
+
 /*
  * An intercepted answer on its way to the VM (headers and body alike): each
  * secret's value, where it comes back, is replaced, also when it is split
