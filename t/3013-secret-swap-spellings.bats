@@ -249,3 +249,27 @@ rules_get_post() {
 	run grep -c "refused 127\.0\.0\.1:$A GET /ok/item (a header that rewrites the path on a host whose rule lists the paths) status=403" "$T/proxy.log"
 	assert_output 7
 }
+
+@test "swap spellings: a placeholder over plain http:// is refused and logged, nothing forwarded" {
+	start_echo p --plain
+	P=$ECHO_PORT
+	start_intercepting --allow "127.0.0.1:$P"
+	# the control: a plain request without a placeholder passes
+	run curl -sS -x "$PROXY" -o /dev/null -w '%{http_code}\n' "http://127.0.0.1:$P/x"
+	assert_success
+	assert_output 200
+	rm -f "$T/p.seen"
+	run curl -sS -x "$PROXY" -H "Authorization: Bearer $PH" -w '\n%{http_code}\n' "http://127.0.0.1:$P/x"
+	assert_success
+	assert_line 403
+	assert_line "aibox-proxy: TOK to 127.0.0.1:$P over plain http://"
+	run curl -sS -x "$PROXY" -u "me:$PH2" -o /dev/null -w '%{http_code}\n' "http://127.0.0.1:$P/x"
+	assert_output 403
+	run curl -sS -x "$PROXY" -o /dev/null -w '%{http_code}\n' "http://127.0.0.1:$P/x?k=$PH"
+	assert_output 403
+	[ ! -e "$T/p.seen" ]
+	stop_proxy
+	run cat "$T/proxy.log"
+	assert_line --regexp "refused 127\.0\.0\.1:$P GET \(TOK to 127\.0\.0\.1:$P over plain http://\) status=403 secret=TOK "
+	assert_line --regexp "refused 127\.0\.0\.1:$P GET \(TOK2 to 127\.0\.0\.1:$P over plain http://\) status=403 secret=TOK2 "
+}

@@ -514,6 +514,12 @@ int px_form_wait(struct conn *c, const struct http_head *h);
  */
 void px_form_content(void *ctx, const char *p, size_t n);
 int px_form_cut(struct conn *c);
+/*
+ * A plain http:// request h (its head just before c->in + c->in_off) that
+ * holds a secret's placeholder: refused, the secret named as for a
+ * placeholder toward another host (1); else 0.
+ */
+int px_plain_placeholder(struct conn *c, const struct http_head *h);
 /* The answer's head on an intercepted connection: echoes replaced in b. */
 void px_intercept_head(struct conn *c, struct buf *b);
 /*

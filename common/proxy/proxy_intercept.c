@@ -295,6 +295,24 @@ int px_rules_check(struct conn *c, const struct http_head *h, const char *t, siz
 	return ok;
 }
 
+int px_plain_placeholder(struct conn *c, const struct http_head *h)
+{
+	const struct proxy_secrets *ps = c->px->cfg->secrets;
+	struct buf why = BUF_INIT;
+	int i;
+
+	if (!ps || (i = swap_head_placeholder(ps->secrets, ps->nr, c->in + c->in_off - h->head_len,
+	                                      h->head_len)) < 0)
+		return 0;
+	/* Never swapped in the clear; refused and named as toward any other host. */
+	snprintf(c->used, sizeof(c->used), "%s", ps->secrets[i].name);
+	c->used_refused = 1;
+	buf_addf(&why, "%s to %s:%d over plain http://", ps->secrets[i].name, c->host, c->port);
+	px_refuse(c, why.buf);
+	buf_release(&why);
+	return 1;
+}
+
 void px_intercept_request(struct conn *c, const struct http_head *h, const char *t, size_t tl)
 {
 	const struct proxy_secrets *ps = c->px->cfg->secrets;

@@ -217,7 +217,7 @@ static void handle_request(struct conn *c, const struct http_head *h)
 		return;
 	}
 	/* A rule's methods and paths hold over plain http:// as inside an intercepted CONNECT. */
-	if (!px_rules_check(c, h, t, tl))
+	if (!px_rules_check(c, h, t, tl) || px_plain_placeholder(c, h))
 		return;
 	px_start_forward(c, h, t, tl);
 }

@@ -82,6 +82,34 @@ static int has_placeholder(const struct swap_secret *s, const char *p, size_t le
 	return memmem(p, len, s->placeholder, strlen(s->placeholder)) != NULL;
 }
 
+/* Whether head (len bytes) holds s's placeholder: as it is, or in a header's Basic credential. */
+static int head_holds(const struct swap_secret *s, const char *head, size_t len)
+{
+	struct buf dec = BUF_INIT;
+	const char *end = head + len, *eol, *q;
+	int found = has_placeholder(s, head, len);
+	size_t tok;
+
+	for (const char *l = head; !found && l < end; l = eol + 2) {
+		if (!(eol = memmem(l, (size_t)(end - l), "\r\n", 2)))
+			break;
+		buf_reset(&dec);
+		q = memchr(l, ':', (size_t)(eol - l));
+		if (q && basic_decode(q + 1, (size_t)(eol - q - 1), &tok, &dec))
+			found = has_placeholder(s, dec.buf, dec.len);
+	}
+	buf_wipe_release(&dec);
+	return found;
+}
+
+int swap_head_placeholder(const struct swap_secret *secrets, size_t n, const char *head, size_t len)
+{
+	for (size_t i = 0; i < n; i++)
+		if (head_holds(&secrets[i], head, len))
+			return (int)i;
+	return -1;
+}
+
 int swap_request_head(const struct swap_secret *secrets, size_t n, const char *host, int port,
                       struct buf *head, struct strvec *used, struct buf *err)
 {
@@ -97,23 +125,12 @@ int swap_request_head(const struct swap_secret *secrets, size_t n, const char *h
 	    !(sp1 = memchr(p, ' ', (size_t)(eol - p))))
 		return buf_refuse(err, -EINVAL, "not a request head");
 	/* A placeholder toward a host its secret does not name: refused whole. */
-	for (size_t i = 0; i < n; i++) {
-		int found = has_placeholder(&secrets[i], head->buf, head->len);
-
-		for (const char *l = head->buf; !found && l < end; l = eol + 2) {
-			if (!(eol = memmem(l, (size_t)(end - l), "\r\n", 2)))
-				break;
-			buf_reset(&dec);
-			q = memchr(l, ':', (size_t)(eol - l));
-			if (q && basic_decode(q + 1, (size_t)(eol - q - 1), &tok, &dec))
-				found = has_placeholder(&secrets[i], dec.buf, dec.len);
-		}
-		if (found && !allow_match(&secrets[i].hosts, host, port)) {
+	for (size_t i = 0; i < n; i++)
+		if (!allow_match(&secrets[i].hosts, host, port) &&
+		    head_holds(&secrets[i], head->buf, head->len)) {
 			buf_addf(err, "%s to %s:%d", secrets[i].name, host, port);
-			buf_release(&dec);
 			return -EPERM;
 		}
-	}
 	/* The request line: the query only. */
 	eol = memmem(p, head->len, "\r\n", 2);
 	{

@@ -47,6 +47,15 @@ int swap_request_head(const struct swap_secret *secrets, size_t n, const char *h
                       struct buf *head, struct strvec *used, struct buf *err);
 
 /*
+ * The first of secrets[0..n) whose placeholder the request head (len bytes)
+ * holds anywhere, as it is or inside a header's Basic credential: its
+ * index, or -1.  For a request that no placeholder may be in at all (plain
+ * http://, docs/proxy.md).
+ */
+int swap_head_placeholder(const struct swap_secret *secrets, size_t n, const char *head,
+                          size_t len);
+
+/*
  * The path of target (origin form, "/..." with an optional query) as a rule
  * matches it: the query dropped, every %XX decoded, "." and ".." segments
  * resolved and "//" folded, into out.  0, or -EINVAL for a target that is
