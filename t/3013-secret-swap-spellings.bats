@@ -250,10 +250,12 @@ rules_get_post() {
 	assert_output 7
 }
 
-@test "swap spellings: a placeholder over plain http:// is refused and logged, nothing forwarded" {
+@test "swap spellings: a placeholder over plain http:// is refused, logged and recorded, nothing forwarded" {
 	start_echo p --plain
 	P=$ECHO_PORT
-	start_intercepting --allow "127.0.0.1:$P"
+	exec 4>"$T/record.json"
+	start_intercepting --allow "127.0.0.1:$P" --report-fd 4
+	exec 4>&-
 	# the control: a plain request without a placeholder passes
 	run curl -sS -x "$PROXY" -o /dev/null -w '%{http_code}\n' "http://127.0.0.1:$P/x"
 	assert_success
@@ -272,4 +274,8 @@ rules_get_post() {
 	run cat "$T/proxy.log"
 	assert_line --regexp "refused 127\.0\.0\.1:$P GET \(TOK to 127\.0\.0\.1:$P over plain http://\) status=403 secret=TOK "
 	assert_line --regexp "refused 127\.0\.0\.1:$P GET \(TOK2 to 127\.0\.0\.1:$P over plain http://\) status=403 secret=TOK2 "
+	# the record counts them as it counts a placeholder toward another host
+	run jq -c '.secrets' "$T/record.json"
+	assert_success
+	assert_output "$(printf '[{"name":"TOK","host":"127.0.0.1:%s","sent":0,"refused":2},{"name":"TOK2","host":"127.0.0.1:%s","sent":0,"refused":1}]' "$P" "$P")"
 }
