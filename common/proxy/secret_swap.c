@@ -384,6 +384,22 @@ static void u_byte(struct swap_form_scan *f, int x)
 		u_name_char(f, x == '+' ? ' ' : x);
 }
 
+/*
+ * Whether the bytes before a "method" in a Content-Disposition line (pre:
+ * the last four, the nearest lowest, lowercase) make it a name of its own
+ * that reads as "_method": '_', '.' or '[', or "%5f", right after a quote,
+ * '=' or a space (name="_method", name=_method, name*=utf-8''%5Fmethod),
+ * not "payment_method".
+ */
+static int m_named(unsigned pre)
+{
+	unsigned b1 = pre & 0xff, b2 = pre >> 8 & 0xff;
+
+	if ((pre & 0xffffff) == ('%' << 16 | '5' << 8 | 'f'))
+		return strchr("\"'= ", (int)(pre >> 24 & 0xff)) && pre >> 24;
+	return b1 && strchr("_.[", (int)b1) && b2 && strchr("\"'= ", (int)b2);
+}
+
 /* One byte of a multipart body. */
 static void m_byte(struct swap_form_scan *f, int x)
 {
@@ -396,9 +412,14 @@ static void m_byte(struct swap_form_scan *f, int x)
 		f->mk = 0;
 	} else if (f->line == M_IN) {
 		f->mk = lx == method_word[f->mk] ? f->mk + 1 : lx == 'm';
+		if (f->mk == 1)
+			f->pre = f->hist;
+		if (f->mk == 6 && m_named(f->pre))
+			f->found = 1;
 		if (f->mk == 6)
-			f->found = 1, f->mk = 0;
+			f->mk = 0;
 	}
+	f->hist = x == '\n' ? 0 : f->hist << 8 | (unsigned)lx;
 }
 
 void swap_form_scan_feed(struct swap_form_scan *f, const char *p, size_t n)

@@ -93,8 +93,9 @@ enum swap_form swap_form_kind(const char *ctype, size_t len);
  * every %XX are decoded, in any case, or ".method" or "[method" (PHP turns
  * those into "_method"), leading spaces dropped (PHP drops them);
  * parameters split at '&' and ';'.  Multipart: a Content-Disposition line
- * (any case) that holds "method" in any case (name="_method",
- * name*=utf-8''%5Fmethod, a file named so too).  kinds has a bit (1 <<
+ * (any case) with a "method" in any case that begins a name of its own
+ * with '_', '.', '[' or "%5F" (name="_method", name=_method,
+ * name*=utf-8''%5Fmethod, a file named so too; not "payment_method").  kinds has a bit (1 <<
  * SWAP_FORM_...) for each kind the body is read as.  The state is a few
  * numbers whatever the size: pieces split anywhere read as the whole.
  * found is set by feed(), or by end() for the last parameter (nothing
@@ -104,7 +105,8 @@ struct swap_form_scan {
 	unsigned kinds;
 	int found;
 	int name, k, pct, hexc; /* urlencoded: where in a name, "method" matched, an escape */
-	int line, mk;           /* multipart: where in a line, "method" matched */
+	int line, mk;           /* multipart: where in a line, "method" matched, */
+	unsigned hist, pre;     /* the line's last four bytes, and those before "m" */
 };
 void swap_form_scan_init(struct swap_form_scan *f, unsigned kinds);
 void swap_form_scan_feed(struct swap_form_scan *f, const char *p, size_t n);
