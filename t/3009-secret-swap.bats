@@ -95,14 +95,17 @@ X-A: 1"
 	assert_output "refused: not a request head"
 }
 
-@test "secret swap: paths are decoded and their dot segments resolved before a rule matches" {
-	for t in '/a/../b:/b' '/a/%2e%2e/b:/b' '/a/%2E%2E/b:/b' '/a//b/./c?x=/..:/a/b/c' '/a%2Fb:/a/b' '/..:/' '/a/b/:/a/b/'; do
+@test "secret swap: paths are decoded and folded before a rule matches, and dot segments refused" {
+	for t in '/a//b/c?x=/..:/a/b/c' '/a%2Fb:/a/b' '/a/b/:/a/b/' '/a/.../.x/%2e%2e%2e:/a/.../.x/...' '/:/'; do
 		run test-swap path "${t%:*}"
 		assert_success
 		assert_output "${t##*:}"
 	done
-	# also an encoded ? or #, a raw # and an escape once decoded (docs/proxy.md, "The rules")
-	for t in '/a/%' '/a/%4' '/a/%zz' '/a/%00' '/a/%0a' '/a\b' '/a%5cb' 'x' 'http://h/a' \
+	# a dot segment in any spelling (a server that routes on the raw path reads
+	# /admin/../ok/x under /admin/); an encoded ? or #, a raw # and an escape
+	# once decoded (docs/proxy.md, "The rules")
+	for t in '/a/../b' '/a/%2e%2e/b' '/a/%2E%2E/b' '/a/.%2e/b' '/a/./b' '/a/%2e/b' '/..' '/a/..' '/a/.' \
+		'/a/%' '/a/%4' '/a/%zz' '/a/%00' '/a/%0a' '/a\b' '/a%5cb' 'x' 'http://h/a' \
 		'/a%3Fb' '/a%3fb' '/a%23b' '/a#b' '/a/%252e%252e/b' '/a/%25%32%65'; do
 		run test-swap path "$t"
 		assert_failure 1
@@ -120,15 +123,18 @@ X-A: 1"
 	run test-swap rule GET,POST '/repos/you/project/*' get /repos/you/project/x
 	assert_failure 1
 	assert_output "refused: method get is not allowed"
-	for t in /repos/you/project/../other/x /repos/you/project/%2e%2e/other \
-		/repos/you/other /repos/you/projectx /REPOS/you/project/x /repos/you//other; do
+	for t in /repos/you/other /repos/you/projectx /REPOS/you/project/x /repos/you//other; do
 		run test-swap rule GET '/repos/you/project/*' GET "$t"
 		assert_failure 1
 		assert_output --partial "refused: path /"
 	done
-	# a bad escape; ".." with an encoded slash, after "//", with a parameter; a leading "//"
+	# a bad escape; ".." in any spelling, with an encoded slash, after "//", with a
+	# parameter; a leading "//"; a path that a resolver reads under the rule and a
+	# server routing on the raw path (Express) under /repos/you/other/
 	for t in '/repos/you/project/%' /repos/you/project%2F..%2F..%2Fother '/repos/you/project/..%2f..%2fother' \
-		/repos/x/y//../../you/project/z '/repos/you/project/..;/x' //repos/you/project/x; do
+		/repos/x/y//../../you/project/z '/repos/you/project/..;/x' //repos/you/project/x \
+		/repos/you/project/../other/x /repos/you/project/%2e%2e/other /repos/you/other/../project/x \
+		/repos/you/other/%2E%2E/project/x /repos/you/project/./x; do
 		run test-swap rule GET '/repos/you/project/*' GET "$t"
 		assert_failure 1
 		assert_output "refused: the path is not one the rules can read"

@@ -117,9 +117,12 @@ codes() {
 	run icurl -X DELETE "https://localhost:$A/ok/a"
 	assert_success
 	assert_output "aibox-proxy: method DELETE is not allowed"
-	run icurl --path-as-is "https://localhost:$A/ok/../admin"
-	assert_success
-	assert_output "aibox-proxy: path /admin is not allowed"
+	# dot segments, which servers read differently, in either direction
+	for p in /ok/../admin /admin/../ok/a /ok/./a; do
+		run icurl --path-as-is "https://localhost:$A$p"
+		assert_success
+		assert_output "aibox-proxy: the path is not one the rules can read"
+	done
 	run icurl "https://localhost:$A/%6fk/b" -o /dev/null -w '%{http_code}\n'
 	assert_success
 	assert_output 200

@@ -211,7 +211,6 @@ int swap_normalize_path(const char *target, struct buf *out)
 	struct buf dec = BUF_INIT;
 	size_t len = strcspn(target, "?");
 	const char *s;
-	int empty = 0; /* 1: an empty segment seen; 2: an encoded slash in the path */
 
 	/*
 	 * Not "//" first: new URL("//ok/admin", base), as Node's documentation
@@ -227,12 +226,10 @@ int swap_normalize_path(const char *target, struct buf *out)
 				goto bad;
 			c = (unsigned char)(hexval(target[i + 1]) * 16 + hexval(target[i + 2]));
 			i += 2;
-			if (c == '/')
-				empty = 2; /* an encoded slash */
 			/*
 			 * An encoded '?' or '#': a server that decodes the path
 			 * before it looks for the query or the fragment reads
-			 * another path ("/admin%3F/../ok/x" is "/admin" there).
+			 * another path ("/admin%3F/x/../ok/x" is "/admin" there).
 			 */
 			if (c == '?' || c == '#')
 				goto bad;
@@ -248,38 +245,27 @@ int swap_normalize_path(const char *target, struct buf *out)
 		if (dec.buf[i] == '%' && hexval(dec.buf[i + 1]) >= 0 && hexval(dec.buf[i + 2]) >= 0)
 			goto bad;
 	/*
-	 * RFC 3986's remove_dot_segments, with "//" folded.  A ".." after an
-	 * empty segment or in a path with an encoded slash is refused: RFC 3986
-	 * (and the WHATWG URL parser of Node, Deno, Bun) pops the empty segment
-	 * where the fold pops the one before it, and takes "%2F" for no
-	 * separator, so "/x/y//../../ok/a" and "/x/y%2F../../ok/a" are
-	 * "/x/ok/a" there, "/ok/a" here.
+	 * "//" folded; a dot segment, in any spelling, refused rather than
+	 * resolved: servers do not agree on what it means.  One that routes on
+	 * the raw path (Express's router) reads "/admin/../ok/x" under "/admin/"
+	 * where a resolver reads "/ok/x"; RFC 3986 and the WHATWG parser pop an
+	 * empty segment where a fold pops the one before it; "%2F" is no
+	 * separator to some, one to others.  Clients resolve dots before they
+	 * send a request: a path that still has one was made to be read two ways.
+	 * So is a dot segment with a path parameter (".;x", "..;"), which Tomcat,
+	 * Jetty and Spring drop before they resolve.
 	 */
 	for (s = dec.buf; *s;) {
-		size_t seg, slashes = strspn(s, "/");
+		size_t seg;
 
-		if (slashes > 1)
-			empty = 1;
-		s += slashes;
+		s += strspn(s, "/");
 		seg = strcspn(s, "/");
-		if (empty && seg == 2 && s[0] == '.' && s[1] == '.')
+		if ((seg == 1 && s[0] == '.') || (seg == 2 && s[0] == '.' && s[1] == '.'))
 			goto bad;
-		/*
-		 * A dot segment with a path parameter (".;x", "..;"): Tomcat,
-		 * Jetty and Spring drop the parameter and then resolve it, so
-		 * "/ok/..;/admin" is "/admin" there, under "/ok/" here.
-		 */
 		if (seg >= 2 && s[0] == '.' &&
 		    (s[1] == ';' || (s[1] == '.' && seg > 2 && s[2] == ';')))
 			goto bad;
-		if ((seg == 1 && s[0] == '.') || !seg) {
-			/* nothing */
-		} else if (seg == 2 && s[0] == '.' && s[1] == '.') {
-			while (out->len && out->buf[out->len - 1] != '/')
-				out->len--;
-			if (out->len)
-				out->len--;
-		} else {
+		if (seg) {
 			buf_addch(out, '/');
 			buf_add(out, s, seg);
 		}

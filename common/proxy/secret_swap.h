@@ -57,13 +57,12 @@ int swap_head_placeholder(const struct swap_secret *secrets, size_t n, const cha
 
 /*
  * The path of target (origin form, "/..." with an optional query) as a rule
- * matches it: the query dropped, every %XX decoded, "." and ".." segments
- * resolved and "//" folded, into out.  0, or -EINVAL for a target that is
- * not in origin form, a bad or NUL/control escape, or a backslash; and for
- * the paths a server may read elsewhere (the comments in the code say
- * where): a leading "//", a dot segment with a path parameter, a ".."
- * after an empty segment or with an encoded slash, an encoded '?' or '#',
- * a raw '#', and an escape once decoded ("%252e").
+ * matches it: the query dropped, every %XX decoded and "//" folded, into
+ * out.  0, or -EINVAL for a target that is not in origin form, a bad or
+ * NUL/control escape, or a backslash; and for the paths a server may read
+ * elsewhere (the comments in the code say where): a leading "//", a "." or
+ * ".." segment in any spelling (with a path parameter too), an encoded '?'
+ * or '#', a raw '#', and an escape once decoded ("%252e").
  */
 int swap_normalize_path(const char *target, struct buf *out);
 
