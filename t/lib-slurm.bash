@@ -23,14 +23,22 @@ slurm_why_not() {
 	id munge >/dev/null 2>&1 || { echo "no munge user (the munge package makes it)"; return 0; }
 }
 
-# A free TCP port on loopback (another may take it before us: rare, and the
-# daemon then fails to start, which the test reports).
-slurm_port() {
-	python3 -c 'import socket; s = socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])'
+# slurm_ports: two free TCP ports on loopback, one a line, distinct: both are
+# held while the kernel picks them (two picks one after the other could give
+# the same port again, about once in 14000).  Another process may take one
+# before the daemon does: rare, and the daemon then fails to start, which the
+# test reports.
+slurm_ports() {
+	python3 -c 'import socket
+s = [socket.socket() for _ in range(2)]
+for x in s:
+    x.bind(("", 0))
+for x in s:
+    print(x.getsockname()[1])'
 }
 
 slurm_start() {
-	local d=$1 mem=$2 host
+	local d=$1 mem=$2 host ports
 	host=$(hostname -s)
 	mkdir -p "$d/munge" "$d/state" "$d/spool" "$d/log"
 	chmod 755 "$d"
@@ -49,11 +57,12 @@ slurm_start() {
 CgroupPlugin=cgroup/v1
 CgroupAutomount=no
 EOF
+	ports=$(slurm_ports) || return 1
 	cat >"$d/slurm.conf" <<EOF
 ClusterName=aibox-test
 SlurmctldHost=$host(127.0.0.1)
-SlurmctldPort=$(slurm_port)
-SlurmdPort=$(slurm_port)
+SlurmctldPort=${ports%$'\n'*}
+SlurmdPort=${ports#*$'\n'}
 AuthType=auth/munge
 AuthInfo=socket=$d/munge/munge.socket
 CredType=cred/munge
