@@ -198,19 +198,29 @@ static int cmd_read_capped(const char *max, const char *ms)
 
 static int cmd_spawn_within(void)
 {
-	static const char *const scripts[] = {"exec sleep 30",
-	                                      "trap '' TERM; while :; do sleep 0.05; done"};
+	/*
+	 * Each says it is ready (its trap set) on a pipe, then leaves it: no
+	 * grandchild may hold the caller's stdout, or that pipe, after its time.
+	 */
+	static const char *const scripts[] = {
+	    "echo ready; exec sleep 30 >/dev/null",
+	    "trap '' TERM; echo ready; exec >/dev/null; while :; do sleep 0.05; done"};
 
 	for (size_t i = 0; i < ARRAY_SIZE(scripts); i++) {
 		struct spawn sp = SPAWN_INIT;
+		char c;
 		int ret;
 
 		strvec_pushl(&sp.args, "sh", "-c", scripts[i], NULL);
-		/* No grandchild may hold the caller's stdout open after its time. */
-		sp.in = sp.out = sp.err = SPAWN_NULL;
+		sp.in = sp.err = SPAWN_NULL;
+		sp.out = SPAWN_PIPE;
 		if ((ret = spawn_start(&sp)) < 0)
 			die_err(ret, "cannot start sh");
-		usleep(200 * 1000); /* let sh set its trap */
+		/* its line, not a sleep: a slow machine may take long to run sh */
+		while ((ret = read(sp.out_fd, &c, 1)) < 0 && errno == EINTR)
+			;
+		if (ret != 1)
+			die("sh ended before it was ready");
 		kill(sp.pid, SIGTERM);
 		printf("%d\n", spawn_wait_within(&sp, 300));
 		spawn_clear(&sp);
