@@ -116,7 +116,27 @@ start_intercepting_proxy() {
 	return $st
 }
 
-# icurl ARGS...: curl through the task's proxy, trusting the task CA.
+# icurl ARGS...: curl through the task's proxy, trusting the task CA; its
+# status.  It returns once the proxy (PROXY_PID, when set) is done with what it
+# was doing as curl ended (proxy_idle): the proxy writes a request's log line
+# just after the answer's last bytes, so a client that has its answer may
+# otherwise find the line not there yet (t/3020 did, once, under ASan).
 icurl() {
-	curl -sS -x "$PROXY" --cacert "$T/taskca.pem" "$@"
+	local st=0
+	curl -sS -x "$PROXY" --cacert "$T/taskca.pem" "$@" || st=$?
+	[ -z "${PROXY_PID:-}" ] || wait_until 10 proxy_idle || true
+	return "$st"
+}
+
+# proxy_idle: the proxy's main thread (PROXY_PID) is not running or about to
+# run (state R) nor in a wait on the disk (D), or it has ended: it sleeps, in
+# its loop's epoll_wait or on the spend ledger's lock.  It never sleeps
+# between an answer's last bytes and that request's log line (its sockets do
+# not block; common/proxy/proxy_forward.c), so once it sleeps after the
+# client had its answer, the line is in the log.
+proxy_idle() {
+	local stat
+	{ read -r stat <"/proc/$PROXY_PID/stat"; } 2>/dev/null || return 0
+	stat=${stat##*) }
+	[[ ${stat%% *} != [RD] ]]
 }
