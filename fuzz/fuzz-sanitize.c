@@ -1,10 +1,11 @@
 /*
- * fuzz-sanitize: out_sanitize() and out_format() on arbitrary bytes.  The
+ * fuzz-sanitize: out_sanitize() and out_format_width() on arbitrary bytes.  The
  * sanitized text must be well-formed UTF-8 whose only control is '\n', with
  * no C1 controls, no format characters (bidi controls among them) and no
  * U+2028 or U+2029, and cleaning it again must change nothing; every
  * formatted line must start with the prefix, hold no other line break and no
- * more than OUT_LINE_MAX bytes.
+ * more than OUT_LINE_MAX bytes, and on a terminal (the first byte its width)
+ * fit its row.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -53,17 +54,28 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 
 	setenv("TZ", "UTC", 1);
-	out_format(&lines, 0, "vm", "0123abcdef", (const char *)data, size);
+	/* the first byte picks a terminal's width too: 0 (none) or 1 to 255 */
+	unsigned cols = size ? data[0] : 0;
+	size_t avail = cols > sizeof(prefix) - 1 + OUT_MIN_COLUMNS ? cols - (sizeof(prefix) - 1)
+	                                                           : OUT_MIN_COLUMNS;
+
+	out_format_width(&lines, 0, "vm", "0123abcdef", (const char *)data, size, cols);
 	check_clean(lines.buf, lines.len);
 	if (!lines.len || lines.buf[lines.len - 1] != '\n')
 		abort();
 	while (pos < lines.len) {
 		const char *nl = memchr(lines.buf + pos, '\n', lines.len - pos);
-		size_t len = (size_t)(nl - (lines.buf + pos));
+		size_t len = (size_t)(nl - (lines.buf + pos)), columns = 0;
 
 		if (len < sizeof(prefix) - 1 || memcmp(lines.buf + pos, prefix, sizeof(prefix) - 1))
 			abort();
 		if (len - (sizeof(prefix) - 1) > OUT_LINE_MAX)
+			abort();
+		/* a piece fits its row: ASCII one column, any other character two */
+		for (size_t i = pos + sizeof(prefix) - 1; i < pos + len; i++)
+			if (((unsigned char)lines.buf[i] & 0xC0) != 0x80)
+				columns += (unsigned char)lines.buf[i] < 0x80 ? 1 : 2;
+		if (cols && columns > avail)
 			abort();
 		pos += len + 1;
 	}

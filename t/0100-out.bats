@@ -157,6 +157,40 @@ no_format() {
 	[ "$(grep -c '^00:00:00 vm\[abcdef\]: x*$' out)" -eq 3 ]
 }
 
+# on_terminal COLS FILE: test-prompt lines vm abcdef of FILE, written to a
+# terminal COLS columns wide (script's pseudo-terminal), its rows to stdout
+on_terminal() {
+	script -qc "stty cols $1; test-prompt lines vm abcdef <'$2'" /dev/null </dev/null | tr -d '\r'
+}
+
+@test "out: on a terminal each piece fits its row, so no row starts with the line's own text" {
+	command -v script >/dev/null || skip "script (bsdutils) is not installed"
+	# padded so that the terminal's wrap would start a row with a line of aibox's
+	python3 -c 'print("x" * 59 + "12:00:00 aibox[abcdef]: git fetch /evil aibox/task:ok" + "é日" * 40)' >in
+	on_terminal 80 in >out
+	# every row is a line with the VM's prefix, at most 80 columns (é one, 日 two)
+	run python3 - out 80 <<-'PY'
+		import re, sys, unicodedata
+		for row in open(sys.argv[1], encoding="utf-8").read().splitlines():
+		    cols = sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in row)
+		    if not re.match(r"[0-9]{2}:[0-9]{2}:[0-9]{2} vm\[abcdef\]: ", row) or cols > int(sys.argv[2]):
+		        print("bad row (%d columns): %s" % (cols, row))
+	PY
+	assert_output ''
+	[ "$(wc -l <out)" -ge 4 ]
+	# nothing lost: the pieces joined are the line
+	[ "$(sed 's/^[0-9:]* vm\[abcdef\]: //' out | tr -d '\n')" = "$(cat in)" ]
+	# a terminal narrower than the prefix still gets 20 columns of text a row
+	on_terminal 10 in >out
+	[ "$(sed -n 1p out | sed 's/^[0-9:]* vm\[abcdef\]: //')" = "xxxxxxxxxxxxxxxxxxxx" ]
+	# not a terminal: one line (up to 2000 bytes), as before
+	test-prompt lines vm abcdef <in >out
+	[ "$(wc -l <out)" -eq 1 ]
+	# aibox's own lines are not cut on a terminal: a fetch command in one copies whole
+	script -qc "stty cols 80; test-prompt lines aibox abcdef <in" /dev/null </dev/null | tr -d '\r' >out
+	[ "$(wc -l <out)" -eq 1 ]
+}
+
 @test "out: hostile bytes of every kind give clean UTF-8 lines" {
 	head -c 65536 /dev/urandom >random
 	# and valid UTF-8 thick with the characters to hide

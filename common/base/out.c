@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -173,30 +174,55 @@ static void add_prefix(struct buf *out, const struct tm *tm, const char *source,
 	buf_addstr(out, ": ");
 }
 
-void out_format(struct buf *out, time_t when, const char *source, const char *id, const char *s,
-                size_t n)
+/*
+ * Where the piece of clean[pos..end) that starts at pos ends: at most
+ * OUT_LINE_MAX bytes, and with avail (0: any) at most that many columns,
+ * counting an ASCII character as one and any other as two (wide or not: a
+ * row may then end short, never past the edge).  At a character boundary;
+ * at least one character.
+ */
+static size_t piece_end(const char *clean, size_t pos, size_t end, size_t avail)
 {
-	struct buf clean = BUF_INIT;
+	size_t cut = pos, cols = 0;
+
+	while (cut < end) {
+		unsigned char c = (unsigned char)clean[cut];
+		size_t len = 1, w = c < 0x80 ? 1 : 2;
+
+		while (c >= 0x80 && cut + len < end &&
+		       ((unsigned char)clean[cut + len] & 0xC0) == 0x80)
+			len++;
+		if (cut > pos && ((avail && cols + w > avail) || cut + len - pos > OUT_LINE_MAX))
+			break;
+		cols += w;
+		cut += len;
+	}
+	return cut;
+}
+
+void out_format_width(struct buf *out, time_t when, const char *source, const char *id,
+                      const char *s, size_t n, unsigned cols)
+{
+	struct buf clean = BUF_INIT, prefix = BUF_INIT;
 	struct tm tm;
-	size_t pos = 0;
+	size_t pos = 0, avail = 0;
 
 	if (!localtime_r(&when, &tm))
 		memset(&tm, 0, sizeof(tm));
+	add_prefix(&prefix, &tm, source, id);
+	/* the prefix is ASCII: its bytes are its columns */
+	if (cols)
+		avail = cols > prefix.len + OUT_MIN_COLUMNS ? cols - prefix.len : OUT_MIN_COLUMNS;
 	out_sanitize(&clean, s, n);
 	do {
 		const char *nl = memchr(clean.buf + pos, '\n', clean.len - pos);
 		size_t end = nl ? (size_t)(nl - clean.buf) : clean.len;
 
-		/* one logical line, in pieces of at most OUT_LINE_MAX bytes */
+		/* one logical line, in pieces */
 		do {
-			size_t cut = end;
+			size_t cut = piece_end(clean.buf, pos, end, avail);
 
-			if (cut - pos > OUT_LINE_MAX) {
-				cut = pos + OUT_LINE_MAX;
-				while (cut > pos && ((unsigned char)clean.buf[cut] & 0xC0) == 0x80)
-					cut--;
-			}
-			add_prefix(out, &tm, source, id);
+			buf_add(out, prefix.buf, prefix.len);
 			buf_add(out, clean.buf + pos, cut - pos);
 			buf_addch(out, '\n');
 			pos = cut;
@@ -204,6 +230,23 @@ void out_format(struct buf *out, time_t when, const char *source, const char *id
 		pos = nl ? end + 1 : end;
 	} while (pos < clean.len);
 	buf_release(&clean);
+	buf_release(&prefix);
+}
+
+void out_format(struct buf *out, time_t when, const char *source, const char *id, const char *s,
+                size_t n)
+{
+	out_format_width(out, when, source, id, s, n, 0);
+}
+
+/* fd's width in columns when it is a terminal, else 0. */
+static unsigned terminal_columns(int fd)
+{
+	struct winsize ws;
+
+	if (ioctl(fd, TIOCGWINSZ, &ws) < 0)
+		return 0;
+	return ws.ws_col;
 }
 
 int out_write(int fd, const char *source, const char *id, const char *s, size_t n)
@@ -217,7 +260,9 @@ int out_write_at(int fd, time_t when, const char *source, const char *id, const 
 	size_t pos = 0;
 	int ret = 0;
 
-	out_format(&lines, when, source, id, s, n);
+	/* aibox's own lines wrap as the terminal likes: a command in one copies whole */
+	out_format_width(&lines, when, source, id, s, n,
+	                 strcmp(source, "aibox") ? terminal_columns(fd) : 0);
 	while (pos < lines.len && !ret) {
 		const char *nl = memchr(lines.buf + pos, '\n', lines.len - pos);
 		size_t end = (size_t)(nl - lines.buf) + 1; /* every line ends in '\n' */

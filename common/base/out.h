@@ -61,8 +61,28 @@ void out_format(struct buf *out, time_t when, const char *source, const char *id
                 size_t n);
 
 /*
+ * The fewest columns of text a line's piece gets on a terminal, however
+ * narrow: a prefix wider than the terminal leaves this many.
+ */
+#define OUT_MIN_COLUMNS 20
+
+/*
+ * out_format() for a terminal cols columns wide (0: not a terminal, the same
+ * as out_format()): each piece of a line also fits the row its prefix
+ * starts, counting any character outside ASCII as two columns, so the
+ * terminal never wraps a line and no row starts with text of the line
+ * itself (which could pose as a line of aibox's at the left edge).  A
+ * terminal made narrower afterwards wraps what it already shows.
+ */
+void out_format_width(struct buf *out, time_t when, const char *source, const char *id,
+                      const char *s, size_t n, unsigned cols);
+
+/*
  * out_format() for now, written to fd with one write per line (so lines from
- * several processes sharing a terminal do not interleave mid-line).
+ * several processes sharing a terminal do not interleave mid-line); to a
+ * terminal, the lines of any source but "aibox" (the VM's) with
+ * out_format_width() at its width: aibox's own lines, which may hold a
+ * command to copy (the fetch command), wrap as the terminal wraps them.
  * Returns 0 or -errno.
  */
 int out_write(int fd, const char *source, const char *id, const char *s, size_t n);
