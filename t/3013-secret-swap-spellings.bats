@@ -230,8 +230,44 @@ rules_get_post() {
 		-w '%{http_code}\n' "https://127.0.0.1:$A/ok/item"
 	assert_success
 	assert_output 200
-	# a JSON body is not a form
-	run icurl -H "Authorization: Bearer $PH" -H 'Content-Type: application/json' \
+	stop_proxy
+	run grep -c "refused 127\.0\.0\.1:$A POST /ok/item (a method override parameter" "$T/proxy.log"
+	assert_output 20
+}
+
+@test "swap spellings: rules: a _method key in a JSON body does not turn an allowed method into another" {
+	rules_get_post
+	start_intercepting
+	# Laravel reads a JSON body's keys as its input, _method among them; Express's
+	# method-override reads req.body._method, which a JSON body parser fills.
+	for b in '{"_method": "DELETE"}' '{"a": 1, "_METHOD" : "delete"}' '{"\u005fmethod":"DELETE"}' \
+		'{"_\u006D\u0065thod":"DELETE"}' '{"x": {"_method": "DELETE"}}' '[{"_method":"DELETE"}]'; do
+		for t in application/json 'application/vnd.api+json; charset=utf-8' text/json; do
+			run icurl -H "Authorization: Bearer $PH" -H "Content-Type: $t" --data-binary "$b" \
+				-o /dev/null -w '%{http_code}\n' "https://127.0.0.1:$A/ok/item"
+			assert_success
+			assert_output 403
+		done
+	done
+	# chunked, or larger than the proxy waits for: cut where the key is
+	{ printf '{"pad": "' && head -c 40000 /dev/zero | tr '\0' a && printf '", "_method": "DELETE"}'; } >"$T/big.json"
+	run icurl -H "Authorization: Bearer $PH" -H 'Content-Type: application/json' --data-binary "@$T/big.json" \
+		-o /dev/null -w '%{http_code}\n' "https://127.0.0.1:$A/ok/item"
+	assert_success
+	assert_output 403
+	run icurl -H "Authorization: Bearer $PH" -H 'Content-Type: application/json' -H 'Transfer-Encoding: chunked' \
+		--data-binary '{"_method":"DELETE"}' -o /dev/null -w '%{http_code}\n' "https://127.0.0.1:$A/ok/item"
+	assert_success
+	assert_output 403
+	# "_method" as a value, inside another string, or a longer key passes, the body whole
+	for b in '{"m": "_method", "n": "x"}' '{"s": "\"_method\": 1"}' '{"_methods": 1, "my_method": 2}'; do
+		run icurl -H "Authorization: Bearer $PH" -H 'Content-Type: application/json' --data-binary "$b" \
+			"https://127.0.0.1:$A/ok/item"
+		assert_success
+		assert_line "body=${#b} sha256=$(printf '%s' "$b" | sha256sum | cut -d' ' -f1)"
+	done
+	# not JSON by its type: not read as JSON
+	run icurl -H "Authorization: Bearer $PH" -H 'Content-Type: text/plain' \
 		--data-binary '{"_method": "x"}' "https://127.0.0.1:$A/ok/item"
 	assert_success
 	assert_line --partial "body=16 "

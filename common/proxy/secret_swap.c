@@ -295,6 +295,10 @@ enum swap_form swap_form_kind(const char *ctype, size_t len)
 		return SWAP_FORM_URLENCODED;
 	if (n > 10 && !strncasecmp(ctype, "multipart/", 10))
 		return SWAP_FORM_MULTIPART;
+	/* Laravel's isJson(): "/json" or "+json" anywhere in the header's value */
+	for (size_t i = 0; i + 5 <= len; i++)
+		if ((ctype[i] == '/' || ctype[i] == '+') && !strncasecmp(ctype + i + 1, "json", 4))
+			return SWAP_FORM_JSON;
 	return SWAP_FORM_NONE;
 }
 
@@ -408,6 +412,71 @@ static void m_byte(struct swap_form_scan *f, int x)
 	f->hist = x == '\n' ? 0 : f->hist << 8 | (unsigned)lx;
 }
 
+/* Where a JSON scan is (js): outside a string, in one, after its '\\', or in a \\u's digits. */
+enum { J_OUT, J_IN, J_ESC, J_U /* J_U + digits read */ };
+
+/* One character of a JSON string, decoded: "_method" matched so far (jk), or -1. */
+static void j_char(struct swap_form_scan *f, int d)
+{
+	static const char want[] = "_method";
+
+	if (f->jk >= 0 && f->jk < 7 && (d >= 'A' && d <= 'Z' ? d | 0x20 : d) == want[f->jk])
+		f->jk++;
+	else
+		f->jk = -1;
+}
+
+/* One byte of a JSON body. */
+static void j_byte(struct swap_form_scan *f, int x)
+{
+	static const char escapes[] = "\"\\/bfnrt", decoded[] = "\"\\/\b\f\n\r\t";
+
+	switch (f->js) {
+	case J_OUT:
+		if (f->jkey && (x == ' ' || x == '\t' || x == '\r' || x == '\n'))
+			return;
+		if (f->jkey && x == ':')
+			f->found = 1;
+		f->jkey = 0;
+		if (x == '"') {
+			f->js = J_IN;
+			f->jk = 0;
+		}
+		return;
+	case J_IN:
+		if (x == '"') {
+			f->js = J_OUT;
+			f->jkey = f->jk == 7;
+		} else if (x == '\\') {
+			f->js = J_ESC;
+		} else {
+			j_char(f, x);
+		}
+		return;
+	case J_ESC:
+		if (x == 'u') {
+			f->js = J_U;
+			f->ju = 0;
+			return;
+		}
+		/* an escape JSON has not: a parser refuses the body; read it as the byte */
+		j_char(f, x && strchr(escapes, x) ? decoded[strchr(escapes, x) - escapes] : x);
+		f->js = J_IN;
+		return;
+	default: /* J_U + 0..3 digits read */
+		if (hexval((char)x) < 0) {
+			f->js = J_IN;
+			j_char(f, -1);
+			return;
+		}
+		f->ju = f->ju * 16 + hexval((char)x);
+		if (++f->js == J_U + 4) {
+			j_char(f, f->ju < 0x80 ? f->ju : -1);
+			f->js = J_IN;
+		}
+	}
+}
+
 void swap_form_scan_feed(struct swap_form_scan *f, const char *p, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
@@ -415,6 +484,8 @@ void swap_form_scan_feed(struct swap_form_scan *f, const char *p, size_t n)
 			u_byte(f, (unsigned char)p[i]);
 		if (f->kinds & (1u << SWAP_FORM_MULTIPART))
 			m_byte(f, (unsigned char)p[i]);
+		if (f->kinds & (1u << SWAP_FORM_JSON))
+			j_byte(f, (unsigned char)p[i]);
 	}
 }
 

@@ -79,9 +79,10 @@ int swap_rule_allows(const struct config_rule *r, const char *method, const char
 
 /* What a request body is to a form parser, by its Content-Type (NULL: none). */
 enum swap_form {
-	SWAP_FORM_NONE,       /* not a form: JSON, text, ... */
+	SWAP_FORM_NONE,       /* not a form: text, octets, ... */
 	SWAP_FORM_URLENCODED, /* application/x-www-form-urlencoded, or no Content-Type (Rack) */
 	SWAP_FORM_MULTIPART,  /* multipart/anything */
+	SWAP_FORM_JSON, /* a type with "/json" or "+json" in it, as Laravel's isJson() reads it */
 };
 enum swap_form swap_form_kind(const char *ctype, size_t len);
 
@@ -94,7 +95,10 @@ enum swap_form swap_form_kind(const char *ctype, size_t len);
  * parameters split at '&' and ';'.  Multipart: a Content-Disposition line
  * (any case) with a "method" in any case that begins a name of its own
  * with '_', '.', '[' or "%5F" (name="_method", name=_method,
- * name*=utf-8''%5Fmethod, a file named so too; not "payment_method").  kinds has a bit (1 <<
+ * name*=utf-8''%5Fmethod, a file named so too; not "payment_method").  JSON
+ * (Laravel's request input, Express's method-override over a JSON body
+ * parser): a string "_method" (escapes decoded, any case) followed by ':',
+ * a key, at any depth.  kinds has a bit (1 <<
  * SWAP_FORM_...) for each kind the body is read as.  The state is a few
  * numbers whatever the size: pieces split anywhere read as the whole.
  * found is set by feed(), or by end() for the last parameter (nothing
@@ -106,6 +110,8 @@ struct swap_form_scan {
 	int name, k, pct, hexc; /* urlencoded: where in a name, "method" matched, an escape */
 	int line, mk;           /* multipart: where in a line, "method" matched, */
 	unsigned hist, pre;     /* the line's last four bytes, and those before "m" */
+	int js, jk, ju,
+	    jkey; /* JSON: in a string or escape, "_method" matched, \u, a match ended */
 };
 void swap_form_scan_init(struct swap_form_scan *f, unsigned kinds);
 void swap_form_scan_feed(struct swap_form_scan *f, const char *p, size_t n);
