@@ -177,11 +177,10 @@ three() {
 	[[ "$output" == *"dddddd  finished"*"changes not counted"*"not read: more than 100000 files changed: not counted"* ]] || fail "$output"
 }
 
-@test "compare: git's work on one attempt ends at AIBOX_COMPARE_SECONDS; the other rows are counted" {
-	three
-	# 100 files of one blob of 16 million empty lines (within the bundle
-	# check's 16 MiB for one object, a few KiB packed): git diff counts each
-	# file's lines anew, seconds a file.
+# slow_attempt: attempt dddddd, whose bundle has 100 files of one blob of 16
+# million empty lines (within the bundle check's 16 MiB for one object, a few
+# KiB packed): git diff counts each file's lines anew, seconds a file.
+slow_attempt() {
 	git clone -q "$T/repo" "$T/work"
 	(
 		cd "$T/work" || exit 1
@@ -196,6 +195,11 @@ three() {
 	assert_success
 	attempt 20260101-100003-dddddd finished "$tip"
 	cp "$T/lines.bundle" "$TK/20260101-100003-dddddd/changes.bundle"
+}
+
+@test "compare: git's work on one attempt ends at AIBOX_COMPARE_SECONDS; the other rows are counted" {
+	three
+	slow_attempt
 	start=$SECONDS
 	AIBOX_COMPARE_SECONDS=2 run --separate-stderr timeout 60 aibox tasks compare --json 0a1b2c
 	assert_success
@@ -208,5 +212,25 @@ three() {
 		AIBOX_COMPARE_SECONDS=$v run --separate-stderr aibox tasks compare 0a1b2c
 		assert_failure 2
 		assert_equal "$stderr" "aibox-tasks-compare: AIBOX_COMPARE_SECONDS: '$v' is not a whole number of seconds from 1 to 3600"
+	done
+}
+
+@test "compare: ended by a signal, it leaves no temporary repository behind" {
+	three
+	slow_attempt
+	mkdir "$T/tmp"
+	for sig in TERM HUP INT; do
+		# INT as Ctrl-C sends it: to the whole process group (setsid gives it
+		# one), not ignored as bash has it for a background job
+		TMPDIR=$T/tmp setsid env --default-signal=INT aibox tasks compare 0a1b2c >/dev/null 2>"$T/err" &
+		pid=$!
+		# until the slow row's repository is there (the other rows' come and go)
+		wait_until 30 bash -c "find '$T/tmp' -path '*/objects/pack/*.pack' | grep -q ."
+		if [ "$sig" = INT ]; then kill -INT -- "-$pid"; else kill "-$sig" "$pid"; fi
+		st=0
+		wait "$pid" || st=$?
+		assert_equal "$st" "$((128 + $(kill -l "$sig")))"
+		run ls -A "$T/tmp"
+		assert_output ''
 	done
 }

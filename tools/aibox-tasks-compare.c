@@ -10,10 +10,16 @@
  * detached attempt whose job ended is left for aibox tasks show to check.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "base/buf.h"
 #include "base/duration.h"
@@ -21,6 +27,7 @@
 #include "base/opt.h"
 #include "base/num.h"
 #include "base/out.h"
+#include "base/rmtree.h"
 #include "base/strvec.h"
 #include "config/usage.h"
 #include "task/task_compare.h"
@@ -148,6 +155,76 @@ static void row_text(const struct task_compare_row *r)
 	buf_release(&check);
 }
 
+static pid_t worker;
+
+static void pass_on(int sig)
+{
+	if (worker > 0)
+		kill(worker, sig);
+}
+
+/*
+ * The rows' temporary repositories (a copy of each pack) go in a folder of
+ * this run's own, $TMPDIR/aibox-compare-XXXXXX, TMPDIR pointed at it for the
+ * child that does the work; this process passes SIGINT, SIGTERM and SIGHUP
+ * (those it was not started to ignore) on to it, waits, removes the folder however the child ended
+ * (a signal included), and ends as the child did.  Returns in the child.
+ */
+static void work_in_child(void)
+{
+	static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+	const char *tmpdir = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+	struct sigaction sa = {.sa_handler = pass_on};
+	struct buf dir = BUF_INIT, where = BUF_INIT;
+	sigset_t block, old;
+	int st = 0, ret;
+
+	buf_addf(&dir, "%s/aibox-compare-XXXXXX", tmpdir);
+	if (!mkdtemp(dir.buf))
+		die_errno("cannot make a folder in '%s'", tmpdir);
+	sigemptyset(&block);
+	for (size_t i = 0; i < ARRAY_SIZE(sigs); i++)
+		sigaddset(&block, sigs[i]);
+	sigprocmask(SIG_BLOCK, &block, &old);
+	worker = fork();
+	if (worker < 0)
+		die_errno("cannot fork");
+	if (!worker) {
+		/* this process killed (SIGKILL) takes the work with it */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		sigprocmask(SIG_SETMASK, &old, NULL);
+		if (setenv("TMPDIR", dir.buf, 1) < 0)
+			die_errno("cannot set TMPDIR");
+		buf_release(&dir);
+		return;
+	}
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < ARRAY_SIZE(sigs); i++) {
+		struct sigaction was;
+
+		/* one we were started to ignore (nohup, a background job) stays ignored */
+		if (!sigaction(sigs[i], NULL, &was) && was.sa_handler != SIG_IGN)
+			sigaction(sigs[i], &sa, NULL);
+	}
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	while (waitpid(worker, &st, 0) < 0 && errno == EINTR)
+		;
+	/* git, killed with the child (its pdeathsig), may still be on its way out */
+	for (int i = 0; (ret = rmtree_at(AT_FDCWD, dir.buf, NULL, &where)) < 0 && i < 20; i++) {
+		buf_reset(&where);
+		nanosleep(&(struct timespec){0, 100 * 1000 * 1000}, NULL);
+	}
+	if (ret < 0)
+		error("cannot remove '%s': %s", where.buf, strerror(-ret));
+	buf_release(&dir);
+	buf_release(&where);
+	if (WIFSIGNALED(st)) {
+		signal(WTERMSIG(st), SIG_DFL);
+		raise(WTERMSIG(st));
+	}
+	exit(WIFEXITED(st) ? WEXITSTATUS(st) : 1);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct opt_spec options[] = {
@@ -174,6 +251,7 @@ int main(int argc, char **argv)
 		    env, TASK_COMPARE_SECONDS_MAX);
 	if (task_group_attempts(words.v[0], gid, &dirs, &why) < 0)
 		die("%s", why.buf);
+	work_in_child();
 	if (json)
 		array = json_array();
 	else
