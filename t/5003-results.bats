@@ -39,6 +39,13 @@ aibox: the changes end at f3572af8c6df, fetch them with
 aibox:   git fetch /home/u/.aibox/projects/p/tasks/20261007-170916-259e07/changes.bundle aibox/task:aibox/task-20261007-170916-259e07'
 }
 
+@test "results: a cost of -0 is 0, not printed with a sign" {
+	printf '{"version":1,"steps":[],"claude":{"exit_code":0,"num_turns":1,"duration_ms":1000,"total_cost_usd":-0.0,"ended_by":"completed"}}' >result.json
+	run test-task results result.json
+	assert_success
+	assert_line 'aibox: 1 turn in 1.000s, about 0.00 USD at API prices, ended by completed'
+}
+
 @test "results: no changes, a failed step, a missing result" {
 	cat >result.json <<-JSON
 		{ "version": 1, "steps": [ { "name": "clone", "status": "timeout", "seconds": 600 } ],

@@ -89,7 +89,8 @@ int json_get_real(json_t *o, const char *key, unsigned flags, double min, double
 	d = json_number_value(v);
 	if (!(d >= min && d <= max))
 		return refuse(err, key, "is out of range");
-	*out = d;
+	/* -0 passes a range from 0 and would print "-0.00": it is 0 */
+	*out = d == 0 ? 0.0 : d;
 	return 1;
 }
 

@@ -31,7 +31,7 @@ int json_get_str(json_t *o, const char *key, unsigned flags, size_t max, const c
                  struct buf *err);
 int json_get_int(json_t *o, const char *key, unsigned flags, int64_t min, int64_t max, int64_t *out,
                  struct buf *err);
-/* Any JSON number (an integer too) in [min, max]; NaN is out of range. */
+/* Any JSON number (an integer too) in [min, max]; NaN is out of range; -0 is read as 0. */
 int json_get_real(json_t *o, const char *key, unsigned flags, double min, double max, double *out,
                   struct buf *err);
 /* *out is 1 for true, 0 for false. */
