@@ -86,6 +86,10 @@ setup_file() {
 	for p in $broker $TASK_PID $proxy $qemu $connect; do
 		n=$(grep -caF -e "$GIT_TOKEN" -e "$KEY" -e env-secret-6100 -e unlisted-6100 \
 			"/proc/$p/environ" 2>&1) || true
+		# a process that ended since it was found (a guest connection closing)
+		# has no environment left to show; one still there that cannot be read
+		# is reported with grep's reason
+		[ -e "/proc/$p" ] || continue
 		[ "$n" = 0 ] ||
 			echo "$n: a secret is in the environment of $(tr '\0' ' ' <"/proc/$p/cmdline" | cut -c1-200)" >>"$S/environ"
 	done
