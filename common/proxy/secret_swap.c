@@ -289,9 +289,10 @@ enum swap_form swap_form_kind(const char *ctype, size_t len)
 		return SWAP_FORM_URLENCODED;
 	while (len && (*ctype == ' ' || *ctype == '\t'))
 		ctype++, len--;
-	for (n = 0; n < len && ctype[n] != ';' && ctype[n] != ' ' && ctype[n] != '\t'; n++)
+	/* Rack splits the type off at ',' as at ';', and reads an empty one as none. */
+	for (n = 0; n < len && !strchr(";, \t", ctype[n]); n++)
 		;
-	if (n == 33 && !strncasecmp(ctype, "application/x-www-form-urlencoded", 33))
+	if (!n || (n == 33 && !strncasecmp(ctype, "application/x-www-form-urlencoded", 33)))
 		return SWAP_FORM_URLENCODED;
 	if (n > 10 && !strncasecmp(ctype, "multipart/", 10))
 		return SWAP_FORM_MULTIPART;

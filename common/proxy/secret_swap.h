@@ -79,9 +79,13 @@ int swap_rule_allows(const struct config_rule *r, const char *method, const char
 
 /* What a request body is to a form parser, by its Content-Type (NULL: none). */
 enum swap_form {
-	SWAP_FORM_NONE,       /* not a form: text, octets, ... */
-	SWAP_FORM_URLENCODED, /* application/x-www-form-urlencoded, or no Content-Type (Rack) */
-	SWAP_FORM_MULTIPART,  /* multipart/anything */
+	SWAP_FORM_NONE, /* not a form: text, octets, ... */
+	/*
+	 * application/x-www-form-urlencoded (the type ends at ';', ',' or a
+	 * space, as Rack's media_type splits it), or no or an empty type (Rack)
+	 */
+	SWAP_FORM_URLENCODED,
+	SWAP_FORM_MULTIPART, /* multipart/anything */
 	SWAP_FORM_JSON, /* a type with "/json" or "+json" in it, as Laravel's isJson() reads it */
 };
 enum swap_form swap_form_kind(const char *ctype, size_t len);
