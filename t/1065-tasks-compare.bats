@@ -234,3 +234,32 @@ slow_attempt() {
 		assert_output ''
 	done
 }
+
+@test "compare: trees that name a billion empty trees, no file, are walked within AIBOX_COMPARE_SECONDS" {
+	three
+	# No file for the count to stop at: only the time bound ends libgit2's walk
+	# (some 4 minutes here unbounded).
+	git clone -q "$T/repo" "$T/work"
+	(
+		cd "$T/work" || exit 1
+		t0=$(git mktree </dev/null)
+		t1=$(for i in $(seq -w 0 999); do printf '040000 tree %s\tf%s\n' "$t0" "$i"; done | git mktree)
+		t2=$(for i in $(seq -w 0 999); do printf '040000 tree %s\td%s\n' "$t1" "$i"; done | git mktree)
+		t3=$(for i in $(seq -w 0 999); do printf '040000 tree %s\te%s\n' "$t2" "$i"; done | git mktree)
+		top=$( (git ls-tree "$C1" && printf '040000 tree %s\tbomb\n' "$t3") | git mktree)
+		git update-ref refs/heads/aibox/task "$(git commit-tree "$top" -p "$C1" -m bomb)"
+		git bundle create -q "$T/bomb.bundle" aibox/task "^$C1"
+	)
+	bomb=$(git -C "$T/work" rev-parse aibox/task)
+	run aibox-bundle-check --ref aibox/task --base "$C1" --pack --repo "$T/work" "$T/bomb.bundle"
+	assert_success
+	attempt 20260101-100003-dddddd finished "$bomb"
+	cp "$T/bomb.bundle" "$TK/20260101-100003-dddddd/changes.bundle"
+	start=$SECONDS
+	AIBOX_COMPARE_SECONDS=2 run --separate-stderr timeout 60 aibox tasks compare --json 0a1b2c
+	assert_success
+	[ $((SECONDS - start)) -lt 30 ] || fail "$((SECONDS - start)) s"
+	run jq -c '[.[] | [.id, .commits, .files, .problem]]' <<<"$output"
+	assert_success
+	assert_output '[["aaaaaa",2,2,null],["bbbbbb",null,null,null],["cccccc",2,2,null],["dddddd",null,null,"the files changed: not counted within 2 s"]]'
+}

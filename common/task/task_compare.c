@@ -120,36 +120,126 @@ static int parse_count(const char *s, size_t n, long *out)
 	return 0;
 }
 
-/* Counts the diff's files as libgit2 finds them; past the bound, stops it. */
-static int count_file(const git_diff *diff, const git_diff_delta *delta, const char *spec,
-                      void *payload)
-{
-	size_t *n = payload;
+/* What the walk of two trees found so far, and the time it has (the row's budget). */
+struct file_count {
+	size_t files;
+	const struct budget *bd;
+	unsigned steps;
+	int stop; /* 1: past TASK_COMPARE_FILES_MAX, 2: the deadline, 3: too deep, -1: unreadable */
+};
 
-	(void)diff;
-	(void)delta;
-	(void)spec;
-	return ++*n > TASK_COMPARE_FILES_MAX ? -1 : 0;
+/* Trees nested deeper than this are not walked (git's core.maxTreeDepth is 2048). */
+#define TREE_DEPTH_MAX 4096
+
+static int walk_trees(git_repository *repo, const git_tree *a, const git_tree *b, int depth,
+                      struct file_count *fc);
+
+/* The entry e (a tree walked with nothing on the other side) changed. */
+static int walk_one(git_repository *repo, const git_tree_entry *e, int side, int depth,
+                    struct file_count *fc)
+{
+	git_tree *t = NULL;
+	int r;
+
+	if (git_tree_entry_type(e) != GIT_OBJECT_TREE) {
+		if (++fc->files > TASK_COMPARE_FILES_MAX)
+			fc->stop = 1;
+		return fc->stop ? -1 : 0;
+	}
+	if (git_tree_lookup(&t, repo, git_tree_entry_id(e)) < 0) {
+		fc->stop = -1;
+		return -1;
+	}
+	r = side ? walk_trees(repo, NULL, t, depth + 1, fc)
+	         : walk_trees(repo, t, NULL, depth + 1, fc);
+	git_tree_free(t);
+	return r;
+}
+
+/*
+ * The files that differ between trees a and b (either NULL: empty), as git
+ * diff --no-renames counts them, into fc: a walk of our own, not
+ * git_diff_tree_to_tree(), whose iterator goes through any number of empty
+ * trees in one step, with no callback to stop it.  Every entry counts
+ * toward the deadline, a tree too.  0, or -1 with fc->stop saying why.
+ */
+static int walk_trees(git_repository *repo, const git_tree *a, const git_tree *b, int depth,
+                      struct file_count *fc)
+{
+	size_t na = a ? git_tree_entrycount(a) : 0, nb = b ? git_tree_entrycount(b) : 0;
+	size_t i = 0, j = 0;
+
+	if (depth > TREE_DEPTH_MAX) {
+		fc->stop = 3;
+		return -1;
+	}
+	while (i < na || j < nb) {
+		const git_tree_entry *ea = i < na ? git_tree_entry_byindex(a, i) : NULL;
+		const git_tree_entry *eb = j < nb ? git_tree_entry_byindex(b, j) : NULL;
+		int cmp = !ea ? 1 : !eb ? -1 : git_tree_entry_cmp(ea, eb);
+
+		if (!(++fc->steps % 4096) && clock_ms() >= fc->bd->deadline) {
+			fc->stop = 2;
+			return -1;
+		}
+		if (cmp < 0) {
+			i++;
+			if (walk_one(repo, ea, 0, depth, fc) < 0)
+				return -1;
+		} else if (cmp > 0) {
+			j++;
+			if (walk_one(repo, eb, 1, depth, fc) < 0)
+				return -1;
+		} else {
+			i++, j++;
+			if (git_oid_equal(git_tree_entry_id(ea), git_tree_entry_id(eb)) &&
+			    git_tree_entry_filemode(ea) == git_tree_entry_filemode(eb))
+				continue;
+			if (git_tree_entry_type(ea) == GIT_OBJECT_TREE &&
+			    git_tree_entry_type(eb) == GIT_OBJECT_TREE) {
+				git_tree *ta = NULL, *tb = NULL;
+				int r = -1;
+
+				if (git_tree_lookup(&ta, repo, git_tree_entry_id(ea)) < 0 ||
+				    git_tree_lookup(&tb, repo, git_tree_entry_id(eb)) < 0)
+					fc->stop = -1;
+				else
+					r = walk_trees(repo, ta, tb, depth + 1, fc);
+				git_tree_free(ta);
+				git_tree_free(tb);
+				if (r < 0)
+					return -1;
+			} else {
+				/* a file changed is one; a file that became a tree, both sides */
+				int both = (git_tree_entry_type(ea) == GIT_OBJECT_TREE) !=
+				           (git_tree_entry_type(eb) == GIT_OBJECT_TREE);
+
+				if (walk_one(repo, ea, 0, depth, fc) < 0 ||
+				    (both && walk_one(repo, eb, 1, depth, fc) < 0))
+					return -1;
+			}
+		}
+	}
+	return 0;
 }
 
 /*
  * Whether the diff of the row's start and end commits in the repository
  * git_dir names at most TASK_COMPARE_FILES_MAX files: 0, else -1 with the
  * reason in the row's problem.  Trees may name each other many times over,
- * so a pack of a few KiB can name a hundred million files; git diff holds
- * each file's pair in memory before it prints the first, libgit2 lets us
- * stop at the bound, having read trees only.
+ * so a pack of a few KiB can name a hundred million files, or a billion
+ * empty trees; git diff holds each file's pair in memory before it prints
+ * the first.  The walk reads trees only, stops at the bound, and is held to
+ * the row's budget (bd) as its git commands are.
  */
-static int files_bounded(const char *git_dir, struct task_compare_row *row)
+static int files_bounded(const char *git_dir, const struct budget *bd, struct task_compare_row *row)
 {
 	const char *ids[2] = {row->start_commit, row->end_commit};
-	git_diff_options opts = GIT_DIFF_OPTIONS_INIT;
 	git_repository *repo = NULL;
 	git_commit *commit = NULL;
 	git_tree *trees[2] = {NULL, NULL};
-	git_diff *diff = NULL;
-	size_t files = 0;
-	int ret = -1, r;
+	struct file_count fc = {0, bd, 0, 0};
+	int ret = -1;
 
 	git_libgit2_init();
 	if (git_repository_open_bare(&repo, git_dir) < 0) {
@@ -168,19 +258,19 @@ static int files_bounded(const char *git_dir, struct task_compare_row *row)
 		git_commit_free(commit);
 		commit = NULL;
 	}
-	opts.flags = GIT_DIFF_SKIP_BINARY_CHECK;
-	opts.notify_cb = count_file;
-	opts.payload = &files;
-	r = git_diff_tree_to_tree(&diff, repo, trees[0], trees[1], &opts);
-	if (files > TASK_COMPARE_FILES_MAX)
+	if (!walk_trees(repo, trees[0], trees[1], 0, &fc))
+		ret = 0;
+	else if (fc.stop == 1)
 		buf_addf(&row->problem, "more than %d files changed: not counted",
 		         TASK_COMPARE_FILES_MAX);
-	else if (r < 0)
-		buf_addstr(&row->problem, "cannot compare the commits' trees");
+	else if (fc.stop == 2)
+		buf_addf(&row->problem, "the files changed: not counted within %d s", bd->seconds);
+	else if (fc.stop == 3)
+		buf_addf(&row->problem, "trees nested more than %d deep: not counted",
+		         TREE_DEPTH_MAX);
 	else
-		ret = 0;
+		buf_addstr(&row->problem, "cannot compare the commits' trees");
 out:
-	git_diff_free(diff);
 	git_tree_free(trees[0]);
 	git_tree_free(trees[1]);
 	git_commit_free(commit);
@@ -273,7 +363,7 @@ static void diff_figures(const char *project_dir, int seconds, struct task_compa
 		buf_addstr(&row->problem, "git rev-list: not a count");
 		goto out;
 	}
-	if (files_bounded(tmp.buf, row) < 0)
+	if (files_bounded(tmp.buf, &bd, row) < 0)
 		goto out;
 	buf_reset(&out);
 	if (git_in(tmp.buf, &bd, &out, &row->problem,

@@ -66,8 +66,9 @@ struct task_compare_row {
  * diff figures from its changes.bundle and the project's checkout (git
  * fetch into a temporary bare repository whose objects/info/alternates is
  * the checkout's, then rev-list, the files changed counted up to
- * TASK_COMPARE_FILES_MAX with libgit2, and diff --numstat), the git
- * commands killed once they have taken seconds together.  Never fails: what
+ * TASK_COMPARE_FILES_MAX by a walk of the trees, and diff --numstat), the
+ * git commands killed, or the walk stopped, once they have taken seconds
+ * together.  Never fails: what
  * cannot be read goes to row->problem.  Release it with task_compare_row_release().
  */
 void task_compare_row_read(const char *dir, int seconds, struct task_compare_row *row);
