@@ -396,6 +396,10 @@ static void m_byte(struct swap_form_scan *f, int x)
 {
 	int lx = x >= 'A' && x <= 'Z' ? x | 0x20 : x;
 
+	/* Rack 2 unescapes a quoted name (name="\_m\ethod" is "_method"): a backslash is not read
+	 */
+	if (f->line == M_IN && x == '\\')
+		return;
 	if (x == '\n') {
 		f->line = f->mk = 0;
 	} else if (f->line < M_IN) {

@@ -99,7 +99,8 @@ enum swap_form swap_form_kind(const char *ctype, size_t len);
  * parameters split at '&' and ';'.  Multipart: a Content-Disposition line
  * (any case) with a "method" in any case that begins a name of its own
  * with '_', '.', '[' or "%5F" (name="_method", name=_method,
- * name*=utf-8''%5Fmethod, a file named so too; not "payment_method").  JSON
+ * name*=utf-8''%5Fmethod, a file named so too; not "payment_method"), the
+ * line's backslashes not read (Rack 2 unescapes a quoted name).  JSON
  * (Laravel's request input, Express's method-override over a JSON body
  * parser): a string "_method" (escapes decoded, any case) followed by ':',
  * a key, at any depth.  kinds has a bit (1 <<
