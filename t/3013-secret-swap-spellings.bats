@@ -256,11 +256,19 @@ rules_get_post() {
 	assert_output 200
 }
 
-@test "swap spellings: rules: a multipart _method field whose quoted name has backslashes (Rack 2 unescapes them) does not pass" {
+@test "swap spellings: rules: a multipart _method field named with backslashes or by its Content-ID (Rack reads both) does not pass" {
 	rules_get_post
 	start_intercepting
 	for name in '"\_method"' '"_\m\e\t\h\o\d"' '"\_\method"'; do
 		printf -- '--b\r\nContent-Disposition: form-data; name=%s\r\n\r\nDELETE\r\n--b--\r\n' "$name" >"$T/mp"
+		run icurl -H "Authorization: Bearer $PH" -H 'Content-Type: multipart/form-data; boundary=b' \
+			--data-binary "@$T/mp" -o /dev/null -w '%{http_code}\n' "https://127.0.0.1:$A/ok/item"
+		assert_success
+		assert_output 403
+	done
+	# Rack names a part without a name by its Content-ID
+	for cid in 'Content-ID: _method' 'content-id:_method'; do
+		printf -- '--b\r\nContent-Disposition: form-data\r\n%s\r\n\r\nDELETE\r\n--b--\r\n' "$cid" >"$T/mp"
 		run icurl -H "Authorization: Bearer $PH" -H 'Content-Type: multipart/form-data; boundary=b' \
 			--data-binary "@$T/mp" -o /dev/null -w '%{http_code}\n' "https://127.0.0.1:$A/ok/item"
 		assert_success

@@ -307,6 +307,7 @@ enum swap_form swap_form_kind(const char *ctype, size_t len)
 enum { U_LEAD, U_PRE, U_DEAD, U_VALUE };
 /* ... and a multipart one: line is 0-19 of CD matched at a line's start, or one of these. */
 #define CD     "content-disposition:"
+#define CID    "content-id:"
 #define M_IN   20 /* in a Content-Disposition line */
 #define M_SKIP 21 /* in another line */
 
@@ -376,19 +377,19 @@ static void u_byte(struct swap_form_scan *f, int x)
 }
 
 /*
- * Whether the bytes before a "method" in a Content-Disposition line (pre:
- * the last four, the nearest lowest, lowercase) make it a name of its own
- * that reads as "_method": '_', '.' or '[', or "%5f", right after a quote,
- * '=' or a space (name="_method", name=_method, name*=utf-8''%5Fmethod),
- * not "payment_method".
+ * Whether the bytes before a "method" in a Content-Disposition or
+ * Content-ID line (pre: the last four, the nearest lowest, lowercase) make
+ * it a name of its own that reads as "_method": '_', '.' or '[', or "%5f",
+ * right after a quote, '=', a space or ':' (name="_method", name=_method,
+ * name*=utf-8''%5Fmethod, Content-ID:_method), not "payment_method".
  */
 static int m_named(unsigned pre)
 {
 	unsigned b1 = pre & 0xff, b2 = pre >> 8 & 0xff;
 
 	if ((pre & 0xffffff) == ('%' << 16 | '5' << 8 | 'f'))
-		return strchr("\"'= ", (int)(pre >> 24 & 0xff)) && pre >> 24;
-	return b1 && strchr("_.[", (int)b1) && b2 && strchr("\"'= ", (int)b2);
+		return strchr("\"'= :", (int)(pre >> 24 & 0xff)) && pre >> 24;
+	return b1 && strchr("_.[", (int)b1) && b2 && strchr("\"'= :", (int)b2);
 }
 
 /* One byte of a multipart body. */
@@ -396,12 +397,21 @@ static void m_byte(struct swap_form_scan *f, int x)
 {
 	int lx = x >= 'A' && x <= 'Z' ? x | 0x20 : x;
 
-	/* Rack 2 unescapes a quoted name (name="\_m\ethod" is "_method"): a backslash is not read
-	 */
+	/* Rack 2 unescapes a quoted name ("\_m\ethod" is "_method"): no backslash is read */
 	if (f->line == M_IN && x == '\\')
 		return;
 	if (x == '\n') {
-		f->line = f->mk = 0;
+		f->line = f->mk = f->cid = 0;
+	} else if (f->line != M_IN && f->cid >= 0) {
+		/* Rack takes a Content-ID line's value for the name of a part without one */
+		f->cid = lx == CID[f->cid] ? f->cid + 1 : -1;
+		if (f->line < M_IN)
+			f->line = lx == CD[f->line] ? f->line + 1 : M_SKIP;
+		if (f->cid == (int)sizeof(CID) - 1) {
+			f->line = M_IN;
+			f->cid = -1;
+		}
+		f->mk = 0;
 	} else if (f->line < M_IN) {
 		f->line = lx == CD[f->line] ? f->line + 1 : M_SKIP;
 		f->mk = 0;

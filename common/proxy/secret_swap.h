@@ -100,7 +100,8 @@ enum swap_form swap_form_kind(const char *ctype, size_t len);
  * (any case) with a "method" in any case that begins a name of its own
  * with '_', '.', '[' or "%5F" (name="_method", name=_method,
  * name*=utf-8''%5Fmethod, a file named so too; not "payment_method"), the
- * line's backslashes not read (Rack 2 unescapes a quoted name).  JSON
+ * line's backslashes not read (Rack 2 unescapes a quoted name); a
+ * Content-ID line so too (Rack names a part without a name by it).  JSON
  * (Laravel's request input, Express's method-override over a JSON body
  * parser): a string "_method" (escapes decoded, any case) followed by ':',
  * a key, at any depth.  kinds has a bit (1 <<
@@ -113,7 +114,7 @@ struct swap_form_scan {
 	unsigned kinds;
 	int found;
 	int name, k, pct, hexc; /* urlencoded: where in a name, "method" matched, an escape */
-	int line, mk;           /* multipart: where in a line, "method" matched, */
+	int line, mk, cid;      /* multipart: where in a line, "method", "content-id:" matched, */
 	unsigned hist, pre;     /* the line's last four bytes, and those before "m" */
 	int js, jk, ju,
 	    jkey; /* JSON: in a string or escape, "_method" matched, \u, a match ended */
