@@ -282,6 +282,25 @@ rules_get_post() {
 	assert_output 200
 }
 
+@test "swap spellings: rules: a _method parameter whose name goes on after a NUL (PHP reads it up to the NUL) does not pass" {
+	rules_get_post
+	start_intercepting
+	for q in "_method%00=DELETE" "a=1&_method%00x=DELETE"; do
+		run icurl -X POST -H "Authorization: Bearer $PH" -o /dev/null -w '%{http_code}\n' \
+			"https://127.0.0.1:$A/ok/item?$q"
+		assert_success
+		assert_output 403
+		run icurl -H "Authorization: Bearer $PH" --data-binary "$q" -o /dev/null -w '%{http_code}\n' \
+			"https://127.0.0.1:$A/ok/item"
+		assert_success
+		assert_output 403
+	done
+	run icurl -H "Authorization: Bearer $PH" --data-binary "my_method%00=x" -o /dev/null \
+		-w '%{http_code}\n' "https://127.0.0.1:$A/ok/item"
+	assert_success
+	assert_output 200
+}
+
 @test "swap spellings: rules: a _method key in a JSON body does not turn an allowed method into another" {
 	rules_get_post
 	start_intercepting

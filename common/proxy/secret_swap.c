@@ -330,6 +330,9 @@ static void u_name_char(struct swap_form_scan *f, int d)
 		f->k = 0;
 	} else if (f->name == U_PRE && f->k < 6 && (d | 0x20) == method_word[f->k]) {
 		f->k++;
+	} else if (f->name == U_PRE && f->k == 6 && !d) {
+		f->found = 1; /* PHP reads a name up to a NUL: "_method%00x" is "_method" */
+		f->name = U_DEAD;
 	} else if (f->name == U_PRE) {
 		f->name = U_DEAD;
 	}
