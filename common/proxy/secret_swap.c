@@ -323,13 +323,17 @@ void swap_form_scan_init(struct swap_form_scan *f, unsigned kinds)
 /* One byte of a urlencoded name, decoded. */
 static void u_name_char(struct swap_form_scan *f, int d)
 {
-	if (f->name == U_LEAD && d == ' ')
+	if (f->name == U_LEAD && (d == ' ' || d == ']'))
 		return;
 	if (f->name == U_LEAD) {
 		f->name = d == '_' || d == '.' || d == '[' ? U_PRE : U_DEAD;
 		f->k = 0;
+	} else if (f->name == U_PRE && !f->k && (d == '_' || d == '[' || d == ']')) {
+		/* Rack 2 drops the brackets before and after a name: "[_method]" is "_method" */
 	} else if (f->name == U_PRE && f->k < 6 && (d | 0x20) == method_word[f->k]) {
 		f->k++;
+	} else if (f->name == U_PRE && f->k == 6 && d == ']') {
+		/* "_method]" too */
 	} else if (f->name == U_PRE && f->k == 6 && !d) {
 		f->found = 1; /* PHP reads a name up to a NUL: "_method%00x" is "_method" */
 		f->name = U_DEAD;

@@ -96,7 +96,8 @@ enum swap_form swap_form_kind(const char *ctype, size_t len);
  * method-override).  Urlencoded: a parameter named "_method" once '+' and
  * every %XX are decoded, in any case, or ".method" or "[method" (PHP turns
  * those into "_method"), leading spaces dropped (PHP drops them), or one
- * that goes on after a NUL ("_method%00x": PHP reads a name up to a NUL);
+ * that goes on after a NUL ("_method%00x": PHP reads a name up to a NUL),
+ * or in brackets ("[_method]", "]_method", "_method]": Rack 2 drops them);
  * parameters split at '&' and ';'.  Multipart: a Content-Disposition line
  * (any case) with a "method" in any case that begins a name of its own
  * with '_', '.', '[' or "%5F" (name="_method", name=_method,
