@@ -305,11 +305,10 @@ enum swap_form swap_form_kind(const char *ctype, size_t len)
 
 /* Where a urlencoded scan is: leading spaces, after _ . or [ ("method" k matched), ... */
 enum { U_LEAD, U_PRE, U_DEAD, U_VALUE };
-/* ... and a multipart one: line is 0-19 of CD matched at a line's start, or one of these. */
-#define CD     "content-disposition:"
-#define CID    "content-id:"
-#define M_IN   20 /* in a Content-Disposition line */
-#define M_SKIP 21 /* in another line */
+/* ... and a multipart one: line is 0-19 of CD matched in a line, or M_IN once it was. */
+#define CD   "content-disposition:"
+#define CID  "content-id:"
+#define M_IN 20 /* in a line after "content-disposition:" or "content-id:" */
 
 static const char method_word[] = "method";
 
@@ -409,18 +408,18 @@ static void m_byte(struct swap_form_scan *f, int x)
 		return;
 	if (x == '\n') {
 		f->line = f->mk = f->cid = 0;
-	} else if (f->line != M_IN && f->cid >= 0) {
-		/* Rack takes a Content-ID line's value for the name of a part without one */
-		f->cid = lx == CID[f->cid] ? f->cid + 1 : -1;
-		if (f->line < M_IN)
-			f->line = lx == CD[f->line] ? f->line + 1 : M_SKIP;
-		if (f->cid == (int)sizeof(CID) - 1) {
+	} else if (f->line != M_IN) {
+		/*
+		 * Anywhere in a line: Rack's regex is not anchored, so a header
+		 * "X-A: Content-Disposition: ...; name=_method" names the part.
+		 * Rack also takes a Content-ID's value for the name of a part
+		 * without one.  Neither word repeats its 'c', so a mismatch
+		 * starts again at the byte.
+		 */
+		f->line = lx == CD[f->line] ? f->line + 1 : lx == 'c';
+		f->cid = lx == CID[f->cid] ? f->cid + 1 : lx == 'c';
+		if (f->cid == (int)sizeof(CID) - 1)
 			f->line = M_IN;
-			f->cid = -1;
-		}
-		f->mk = 0;
-	} else if (f->line < M_IN) {
-		f->line = lx == CD[f->line] ? f->line + 1 : M_SKIP;
 		f->mk = 0;
 	} else if (f->line == M_IN) {
 		f->mk = lx == method_word[f->mk] ? f->mk + 1 : lx == 'm';

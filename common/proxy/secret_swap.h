@@ -98,12 +98,13 @@ enum swap_form swap_form_kind(const char *ctype, size_t len);
  * those into "_method"), leading spaces dropped (PHP drops them), or one
  * that goes on after a NUL ("_method%00x": PHP reads a name up to a NUL),
  * or in brackets ("[_method]", "]_method", "_method]": Rack 2 drops them);
- * parameters split at '&' and ';'.  Multipart: a Content-Disposition line
- * (any case) with a "method" in any case that begins a name of its own
- * with '_', '.', '[' or "%5F" (name="_method", name=_method,
+ * parameters split at '&' and ';'.  Multipart: a line with
+ * "Content-Disposition:" anywhere in it (any case; Rack's regex is not
+ * anchored) with a "method" in any case that begins a name of its own with
+ * '_', '.', '[' or "%5F" (name="_method", name=_method,
  * name*=utf-8''%5Fmethod, a file named so too; not "payment_method"), the
- * line's backslashes not read (Rack 2 unescapes a quoted name); a
- * Content-ID line so too (Rack names a part without a name by it).  JSON
+ * line's backslashes not read (Rack 2 unescapes a quoted name); one with
+ * "Content-ID:" so too (Rack names a part without a name by it).  JSON
  * (Laravel's request input, Express's method-override over a JSON body
  * parser): a string "_method" (escapes decoded, any case) followed by ':',
  * a key, at any depth.  kinds has a bit (1 <<
