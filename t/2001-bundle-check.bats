@@ -852,11 +852,6 @@ CASES
 	accepted --pack --ref aibox/task "$(objects_bundle ok "$good" "$good" "$tree" "$blob"; echo ok.bundle)"
 }
 
-# git writes only a commit to a branch (HEAD or a ref under refs/heads/): the fetch of a
-# bundle whose branch names a tree, a blob or a tag fails ("trying to write non-commit
-# object"), an annotated tag of a commit too (git does not peel it). The result is fetched
-# into a branch, so the check refuses them, after every other check. A tag ref may name
-# any object.
 @test "bundle-check: an object the pack names that neither the pack nor the project holds is refused" {
 	hostile_repo
 	tree=$(raw_tree 100644 f "$blob")
@@ -900,6 +895,11 @@ CASES
 	accepted --pack --base "$base" noblob.bundle
 }
 
+# git writes only a commit to a branch (HEAD or a ref under refs/heads/): the fetch of a
+# bundle whose branch names a tree, a blob or a tag fails ("trying to write non-commit
+# object"), an annotated tag of a commit too (git does not peel it). The result is fetched
+# into a branch, so the check refuses them, after every other check. A tag ref may name
+# any object.
 @test "bundle-check: a branch whose tip is a tree, a blob or a tag, even of a commit, is refused, naming the type" {
 	hostile_repo
 	tree=$(raw_tree 100644 f "$blob")

@@ -5,9 +5,9 @@
  *
  * Without MODEL, every row of the table in use (the installed one with the
  * user's ~/.aibox/prices over it), where it comes from and its date; with
- * MODEL, the row that prices it; then what a web search costs.  Exit 0; 1 when MODEL is in no row
- *(it is charged the highest price); 2 for a usage error or a bad price table.  See
- * docs/man/aibox-prices.1.
+ * MODEL, the row that prices it; then what a web search costs.  Exit 0; 1
+ * when MODEL is in no row (it is charged the highest price); 2 for a usage
+ * error or a bad price table.  See docs/man/aibox-prices.1.
  */
 #include <jansson.h>
 #include <stdio.h>

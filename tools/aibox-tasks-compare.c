@@ -167,8 +167,9 @@ static void pass_on(int sig)
  * The rows' temporary repositories (a copy of each pack) go in a folder of
  * this run's own, $TMPDIR/aibox-compare-XXXXXX, TMPDIR pointed at it for the
  * child that does the work; this process passes SIGINT, SIGTERM and SIGHUP
- * (those it was not started to ignore) on to it, waits, removes the folder however the child ended
- * (a signal included), and ends as the child did.  Returns in the child.
+ * (those it was not started to ignore) on to it, waits, removes the folder
+ * however the child ended (a signal included), and ends as the child did.
+ * Returns in the child.
  */
 static void work_in_child(void)
 {
@@ -177,6 +178,7 @@ static void work_in_child(void)
 	struct sigaction sa = {.sa_handler = pass_on};
 	struct buf dir = BUF_INIT, where = BUF_INIT;
 	sigset_t block, old;
+	pid_t parent = getpid();
 	int st = 0, ret;
 
 	buf_addf(&dir, "%s/aibox-compare-XXXXXX", tmpdir);
@@ -190,8 +192,9 @@ static void work_in_child(void)
 	if (worker < 0)
 		die_errno("cannot fork");
 	if (!worker) {
-		/* this process killed (SIGKILL) takes the work with it */
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		/* this process killed (SIGKILL) takes the work with it, even before the prctl */
+		if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
+			_exit(1);
 		sigprocmask(SIG_SETMASK, &old, NULL);
 		if (setenv("TMPDIR", dir.buf, 1) < 0)
 			die_errno("cannot set TMPDIR");

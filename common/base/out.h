@@ -70,9 +70,10 @@ void out_format(struct buf *out, time_t when, const char *source, const char *id
  * out_format() for a terminal cols columns wide (0: not a terminal, the same
  * as out_format()): each piece of a line also fits the row its prefix
  * starts, counting any character outside ASCII as two columns, so the
- * terminal never wraps a line and no row starts with text of the line
- * itself (which could pose as a line of aibox's at the left edge).  A
- * terminal made narrower afterwards wraps what it already shows.
+ * terminal does not wrap a line and no row starts with text of the line
+ * itself (which could pose as a line of aibox's at the left edge).  Not
+ * so on a terminal narrower than the prefix and OUT_MIN_COLUMNS, whose
+ * pieces get OUT_MIN_COLUMNS anyway, nor on one made narrower afterwards.
  */
 void out_format_width(struct buf *out, time_t when, const char *source, const char *id,
                       const char *s, size_t n, unsigned cols);
