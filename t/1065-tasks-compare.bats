@@ -141,28 +141,59 @@ three() {
 	[[ "$output" != *$'\033'* ]] || fail "an escape printed"
 }
 
+# tree_attempt NAME BUILD: attempt dddddd, whose bundle $T/NAME.bundle is one
+# commit on C1 that adds the folder NAME: the tree the function BUILD prints,
+# run in a clone of the project ($T/work); the bundle check accepts it.
+tree_attempt() {
+	local name=$1 build=$2
+	git clone -q "$T/repo" "$T/work"
+	(
+		cd "$T/work" || exit 1
+		tree=$("$build") || exit 1
+		top=$( (git ls-tree "$C1" && printf '040000 tree %s\t%s\n' "$tree" "$name") | git mktree)
+		git update-ref refs/heads/aibox/task "$(git commit-tree "$top" -p "$C1" -m "$name")"
+		git bundle create -q "$T/$name.bundle" aibox/task "^$C1"
+	)
+	run aibox-bundle-check --ref aibox/task --base "$C1" --pack --repo "$T/work" "$T/$name.bundle"
+	assert_success
+	attempt 20260101-100003-dddddd finished "$(git -C "$T/work" rev-parse aibox/task)"
+	cp "$T/$name.bundle" "$TK/20260101-100003-dddddd/changes.bundle"
+}
+
+# mktree_of MODE TYPE OBJECT PREFIX COUNT: a tree of COUNT entries PREFIX000...
+# (seq -w 0 COUNT-1), each OBJECT; its id
+mktree_of() {
+	for i in $(seq -w 0 $(($5 - 1))); do printf '%s %s %s\t%s%s\n' "$1" "$2" "$3" "$4" "$i"; done | git mktree
+}
+
+# Trees that name each other: 100 x 1000 x 1000 files of one blob.
+hundred_million_files() {
+	local t
+	t=$(mktree_of 100644 blob "$(echo x | git hash-object -w --stdin)" f 1000)
+	t=$(mktree_of 040000 tree "$t" d 1000)
+	mktree_of 040000 tree "$t" e 100
+}
+
+# 1000 x 1000 x 1000 empty trees, no file.
+billion_empty_trees() {
+	local t
+	t=$(mktree_of 040000 tree "$(git mktree </dev/null)" f 1000)
+	t=$(mktree_of 040000 tree "$t" d 1000)
+	mktree_of 040000 tree "$t" e 1000
+}
+
+# 100 files of one blob of 16 million empty lines.
+hundred_long_files() {
+	mktree_of 100644 blob "$(head -c 16000000 /dev/zero | tr '\0' '\n' | git hash-object -w --stdin)" f 100
+}
+
 @test "compare: trees that name a hundred million files are not counted, within a bound; the other rows are" {
 	three
 	# Trees that name each other, 100 x 1000 x 1000 files under bomb/, in a
 	# bundle of a few KiB that the bundle check accepts: git diff would hold
 	# every file's pair in memory before it prints one (20 GiB and more).
-	git clone -q "$T/repo" "$T/work"
-	(
-		cd "$T/work" || exit 1
-		b=$(echo x | git hash-object -w --stdin)
-		t1=$(for i in $(seq -w 0 999); do printf '100644 blob %s\tf%s\n' "$b" "$i"; done | git mktree)
-		t2=$(for i in $(seq -w 0 999); do printf '040000 tree %s\td%s\n' "$t1" "$i"; done | git mktree)
-		t3=$(for i in $(seq -w 0 99); do printf '040000 tree %s\te%s\n' "$t2" "$i"; done | git mktree)
-		top=$( (git ls-tree "$C1" && printf '040000 tree %s\tbomb\n' "$t3") | git mktree)
-		git update-ref refs/heads/aibox/task "$(git commit-tree "$top" -p "$C1" -m bomb)"
-		git bundle create -q "$T/bomb.bundle" aibox/task "^$C1"
-	)
-	bomb=$(git -C "$T/work" rev-parse aibox/task)
+	tree_attempt bomb hundred_million_files
 	[ "$(stat -c %s "$T/bomb.bundle")" -lt 16384 ]
-	run aibox-bundle-check --ref aibox/task --base "$C1" --pack --repo "$T/work" "$T/bomb.bundle"
-	assert_success
-	attempt 20260101-100003-dddddd finished "$bomb"
-	cp "$T/bomb.bundle" "$TK/20260101-100003-dddddd/changes.bundle"
 	# Should the bound fail, git stops at 4 GiB here rather than take the machine's memory.
 	mkdir "$T/bin"
 	printf '#!/bin/sh\nulimit -v 4194304\nexec %s "$@"\n' "$(command -v git)" >"$T/bin/git"
@@ -181,20 +212,7 @@ three() {
 # million empty lines (within the bundle check's 16 MiB for one object, a few
 # KiB packed): git diff counts each file's lines anew, seconds a file.
 slow_attempt() {
-	git clone -q "$T/repo" "$T/work"
-	(
-		cd "$T/work" || exit 1
-		b=$(head -c 16000000 /dev/zero | tr '\0' '\n' | git hash-object -w --stdin)
-		t1=$(for i in $(seq -w 0 99); do printf '100644 blob %s\tf%s\n' "$b" "$i"; done | git mktree)
-		top=$( (git ls-tree "$C1" && printf '040000 tree %s\tlines\n' "$t1") | git mktree)
-		git update-ref refs/heads/aibox/task "$(git commit-tree "$top" -p "$C1" -m lines)"
-		git bundle create -q "$T/lines.bundle" aibox/task "^$C1"
-	)
-	tip=$(git -C "$T/work" rev-parse aibox/task)
-	run aibox-bundle-check --ref aibox/task --base "$C1" --pack --repo "$T/work" "$T/lines.bundle"
-	assert_success
-	attempt 20260101-100003-dddddd finished "$tip"
-	cp "$T/lines.bundle" "$TK/20260101-100003-dddddd/changes.bundle"
+	tree_attempt lines hundred_long_files
 }
 
 @test "compare: git's work on one attempt ends at AIBOX_COMPARE_SECONDS; the other rows are counted" {
@@ -239,22 +257,7 @@ slow_attempt() {
 	three
 	# No file for the count to stop at: only the time bound ends libgit2's walk
 	# (some 4 minutes here unbounded).
-	git clone -q "$T/repo" "$T/work"
-	(
-		cd "$T/work" || exit 1
-		t0=$(git mktree </dev/null)
-		t1=$(for i in $(seq -w 0 999); do printf '040000 tree %s\tf%s\n' "$t0" "$i"; done | git mktree)
-		t2=$(for i in $(seq -w 0 999); do printf '040000 tree %s\td%s\n' "$t1" "$i"; done | git mktree)
-		t3=$(for i in $(seq -w 0 999); do printf '040000 tree %s\te%s\n' "$t2" "$i"; done | git mktree)
-		top=$( (git ls-tree "$C1" && printf '040000 tree %s\tbomb\n' "$t3") | git mktree)
-		git update-ref refs/heads/aibox/task "$(git commit-tree "$top" -p "$C1" -m bomb)"
-		git bundle create -q "$T/bomb.bundle" aibox/task "^$C1"
-	)
-	bomb=$(git -C "$T/work" rev-parse aibox/task)
-	run aibox-bundle-check --ref aibox/task --base "$C1" --pack --repo "$T/work" "$T/bomb.bundle"
-	assert_success
-	attempt 20260101-100003-dddddd finished "$bomb"
-	cp "$T/bomb.bundle" "$TK/20260101-100003-dddddd/changes.bundle"
+	tree_attempt bomb billion_empty_trees
 	start=$SECONDS
 	AIBOX_COMPARE_SECONDS=2 run --separate-stderr timeout 60 aibox tasks compare --json 0a1b2c
 	assert_success

@@ -565,13 +565,20 @@ input_script() {
 	grep -q ' usd=6.001500 charged=max_tokens,prompt ' "$T/proxy.log"
 }
 
-@test "spend: web searches an answer reports are counted at 0.01 USD each, and reach a cap" {
-	# message_delta reports 7 searches (server_tool_use): 10 x 3 + 10 x 15 USD per million
-	# and 7 x 0.01 USD: 0.07018 USD, past a cap of 0.05
+# api_seven_searches: the fake API answers one turn of claude-sonnet-4-5, 10
+# tokens in and 10 out, whose message_delta reports 7 web searches
+# (server_tool_use)
+api_seven_searches() {
 	api "$(jq -cn '{turns: [{raw: [
 		"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"claude-sonnet-4-5\",\"usage\":{\"input_tokens\":10,\"output_tokens\":1}}}\n\n",
 		"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":10,\"server_tool_use\":{\"web_search_requests\":7}}}\n\n",
 		"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"]}]}')"
+}
+
+@test "spend: web searches an answer reports are counted at 0.01 USD each, and reach a cap" {
+	# message_delta reports 7 searches (server_tool_use): 10 x 3 + 10 x 15 USD per million
+	# and 7 x 0.01 USD: 0.07018 USD, past a cap of 0.05
+	api_seven_searches
 	start_recorded --budget-task 0.05
 	clients 1 "" 100 claude-sonnet-4-5 true '"tools":[{"type":"web_search_20250305","name":"web_search"}]'
 	clients 1 "" 100
@@ -583,10 +590,7 @@ input_script() {
 }
 
 @test "spend: a search is priced by the table's web-search line, which the user's file replaces" {
-	api "$(jq -cn '{turns: [{raw: [
-		"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"claude-sonnet-4-5\",\"usage\":{\"input_tokens\":10,\"output_tokens\":1}}}\n\n",
-		"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":10,\"server_tool_use\":{\"web_search_requests\":7}}}\n\n",
-		"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"]}]}')"
+	api_seven_searches
 	# 25.5 USD per 1,000: 7 x 0.0255 USD and the tokens' 0.00018
 	mkdir -p "$AIBOX_HOME"
 	printf 'date 2026-12-20\nweb-search 25.5\nclaude-other 1 1 1 1 1\n' >"$AIBOX_HOME/prices"
