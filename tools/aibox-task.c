@@ -806,8 +806,7 @@ static void run_vm(struct task *t, struct buf *secrets, struct vm_outcome *o)
 
 	/* On a Slurm node the state disk goes to the node's own scratch space. */
 	if (t->o.slurm_node)
-		buf_addstr(&state,
-		           getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+		buf_addstr(&state, temp_dir());
 	else if (strrchr(t->dir.buf, '/') > t->dir.buf) /* the tasks folder, its parent */
 		buf_add(&state, t->dir.buf, (size_t)(strrchr(t->dir.buf, '/') - t->dir.buf));
 	else

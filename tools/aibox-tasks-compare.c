@@ -25,6 +25,7 @@
 #include "base/duration.h"
 #include "base/err.h"
 #include "base/opt.h"
+#include "base/paths.h"
 #include "base/num.h"
 #include "base/out.h"
 #include "base/rmtree.h"
@@ -174,7 +175,7 @@ static void pass_on(int sig)
 static void work_in_child(void)
 {
 	static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
-	const char *tmpdir = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+	const char *tmpdir = temp_dir();
 	struct sigaction sa = {.sa_handler = pass_on};
 	struct buf dir = BUF_INIT, where = BUF_INIT;
 	sigset_t block, old;

@@ -139,6 +139,13 @@ const char *prices_file(void)
 	return data_path(&b, "prices", 0);
 }
 
+const char *temp_dir(void)
+{
+	const char *t = getenv("TMPDIR");
+
+	return t && *t ? t : "/tmp";
+}
+
 const char *user_prices_file(void)
 {
 	static struct buf b = BUF_INIT;

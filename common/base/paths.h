@@ -27,6 +27,9 @@ const char *prices_file(void);
 /* The user's prices, over the installed table's (docs/budget.md): aibox_home()/prices. */
 const char *user_prices_file(void);
 
+/* The folder for temporary files: $TMPDIR when set and not empty, else /tmp.  Never NULL. */
+const char *temp_dir(void);
+
 /* $AIBOX_HOME, or ~/.aibox.  Never NULL; "/.aibox" relative to "/" without HOME. */
 const char *aibox_home(void);
 

@@ -11,6 +11,7 @@
 #include "base/clock.h"
 #include "base/err.h"
 #include "base/guest_abi.h"
+#include "base/paths.h"
 #include "base/rmtree.h"
 #include "base/spawn.h"
 #include "config/project.h"
@@ -313,7 +314,7 @@ static void diff_figures(const char *project_dir, int seconds, struct task_compa
 {
 	struct budget bd = {seconds, clock_ms() + (int64_t)seconds * 1000};
 	struct buf co = BUF_INIT, tmp = BUF_INIT, out = BUF_INIT, path = BUF_INIT, range = BUF_INIT;
-	const char *tmpdir = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+	const char *tmpdir = temp_dir();
 	struct spawn sp = SPAWN_INIT;
 	int made = 0;
 
