@@ -45,6 +45,19 @@ load lib-common
 	assert_line --index 1 137
 }
 
+@test "common: a capture within a time takes the time once, for stdout's end and the exit together" {
+	# stdout ends at 1.5 s, the child lives on: killed at 2 s from the start,
+	# not 2 s after its stdout ended
+	run test-common capture-within 2000 'sleep 1.5; exec >&-; exec sleep 30'
+	assert_success
+	read -r ret ms <<<"$output"
+	[ "$ret" = 137 ]
+	[ "$ms" -ge 1900 ]
+	[ "$ms" -lt 3000 ]
+	run test-common capture-within 5000 'echo hi'
+	assert_output --regexp '^0 [0-9]+$'
+}
+
 @test "common: numbers are parsed whole and range-checked" {
 	run test-common parse-long 1 64 8
 	assert_output "8"

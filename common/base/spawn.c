@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "base/buf.h"
+#include "base/clock.h"
 #include "base/err.h"
 #include "base/banned.h"
 
@@ -362,12 +363,14 @@ int spawn_run(struct spawn *sp)
 /* spawn_capture() and spawn_capture_within(); timeout_ms < 0: none. */
 static int capture(struct spawn *sp, struct buf *out, size_t max, int timeout_ms)
 {
+	int64_t deadline, left;
 	ssize_t n;
 	int ret;
 
 	if (sp->in == SPAWN_INHERIT)
 		sp->in = SPAWN_NULL;
 	sp->out = SPAWN_PIPE;
+	deadline = clock_ms() + (timeout_ms < 0 ? 0 : timeout_ms);
 	ret = spawn_start(sp);
 	if (ret < 0)
 		return ret;
@@ -378,7 +381,11 @@ static int capture(struct spawn *sp, struct buf *out, size_t max, int timeout_ms
 		spawn_wait(sp);
 		return (int)n;
 	}
-	return timeout_ms < 0 ? spawn_wait(sp) : spawn_wait_within(sp, timeout_ms);
+	if (timeout_ms < 0)
+		return spawn_wait(sp);
+	/* what is left of the one time: stdout's end and the exit share it */
+	left = deadline - clock_ms();
+	return spawn_wait_within(sp, left > 0 ? (int)left : 0);
 }
 
 int spawn_capture(struct spawn *sp, struct buf *out, size_t max)

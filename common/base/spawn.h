@@ -103,8 +103,10 @@ struct buf;
 int spawn_capture(struct spawn *sp, struct buf *out, size_t max);
 
 /*
- * spawn_capture() that waits at most timeout_ms for the child's stdout to
- * end: then it kills the child (SIGKILL), reaps it and returns -ETIMEDOUT.
+ * spawn_capture() within timeout_ms in all, from its start: a child whose
+ * stdout has not ended by then is killed (SIGKILL), reaped and -ETIMEDOUT
+ * returned; one whose stdout ended but that has not exited by then is killed
+ * and reaped, and the signal returned (128 + 9) as spawn_wait() does.
  */
 int spawn_capture_within(struct spawn *sp, struct buf *out, size_t max, int timeout_ms);
 

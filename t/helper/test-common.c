@@ -8,6 +8,8 @@
  *   test-common read-capped MAX [MS] < input      buf_read_fd with a cap (within MS)
  *   test-common spawn-within                       spawn_wait_within on children that
  *                                                  end on SIGTERM, and one that ignores it
+ *   test-common capture-within MS SCRIPT           spawn_capture_within() of sh -c SCRIPT:
+ *                                                  "RET MS" (its return, the time it took)
  *   test-common parse-long MIN MAX S
  *   test-common size MIN MAX S                     parse_size_mib(), MIN and MAX in MiB
  *   test-common bytes S                            parse_size() over 0..2^64-1
@@ -225,6 +227,26 @@ static int cmd_spawn_within(void)
 		printf("%d\n", spawn_wait_within(&sp, 300));
 		spawn_clear(&sp);
 	}
+	return 0;
+}
+
+static int cmd_capture_within(const char *ms, const char *script)
+{
+	struct spawn sp = SPAWN_INIT;
+	struct buf out = BUF_INIT;
+	int64_t start;
+	long timeout;
+	int ret;
+
+	if (parse_long(ms, 0, 600000, &timeout) < 0)
+		die("bad time: %s", ms);
+	strvec_pushl(&sp.args, "sh", "-c", script, NULL);
+	sp.err = SPAWN_NULL;
+	start = clock_ms();
+	ret = spawn_capture_within(&sp, &out, 4096, (int)timeout);
+	printf("%d %lld\n", ret, (long long)(clock_ms() - start));
+	spawn_clear(&sp);
+	buf_release(&out);
 	return 0;
 }
 
@@ -524,6 +546,8 @@ int main(int argc, char **argv)
 		return cmd_spawn_missing();
 	if (!strcmp(argv[1], "spawn-within"))
 		return cmd_spawn_within();
+	if (!strcmp(argv[1], "capture-within") && argc == 4)
+		return cmd_capture_within(argv[2], argv[3]);
 	if (!strcmp(argv[1], "read-capped") && (argc == 3 || argc == 4))
 		return cmd_read_capped(argv[2], argc == 4 ? argv[3] : NULL);
 	if (!strcmp(argv[1], "parse-long") && argc == 5)
