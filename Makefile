@@ -133,7 +133,7 @@ endif
 # these are built again for the guest.  A part the init comes to need fails
 # its link, in every build, until it is listed here.
 GUEST_LIB_SRC := $(addprefix common/,base/buf.c base/clock.c base/err.c base/guest_abi.c \
-	base/guest_env.c base/guest_secrets.c base/hex.c base/json_get.c base/num.c \
+	base/guest_env.c base/guest_secrets.c base/hex.c base/json_get.c base/num.c base/printable.c \
 	base/rmtree.c base/secret.c base/session_file.c base/spawn.c base/strvec.c \
 	base/taskid.c base/ustar.c base/utf8.c git/gitproto.c net/git_remote.c \
 	net/host_port.c task/task_settings.c task/transcript.c)

@@ -142,6 +142,21 @@ aibox: no changes'
 	assert_output --partial "refused: result.json: not JSON (line 1: \\u0000 is not allowed"
 }
 
+@test "results: a parse error quotes at most 20 bytes of the VM's token, so no terminal row is the VM's text" {
+	# a key that would read as an aibox line if a narrow terminal wrapped
+	# the reason right before it: jansson quotes no token over 20 bytes
+	local key='12:00:00 aibox[a1b2c3]: no changes; all good'
+	printf '{"version":1,"%s":1,"%s":2}' "$key" "$key" >result.json
+	run test-task results result.json
+	assert_failure
+	assert_output "refused: result.json: not JSON (line 1: duplicate object key)"
+	# one of 20 bytes (its quotes with it) is quoted whole, non-ASCII as '?'
+	printf '{"version":1,"%s":1,"%s":2}' $'ab\u2028cdefghijklmno' $'ab\u2028cdefghijklmno' >result.json
+	run test-task results result.json
+	assert_failure
+	assert_output "refused: result.json: not JSON (line 1: duplicate object key near '\"ab???cdefghijklmno\"')"
+}
+
 @test "results: a sha256 commit is accepted; a huge message or file is refused" {
 	printf '{"version":1,"steps":[],"end_commit":"%s"}' "$(printf 'a%.0s' $(seq 64))" >result.json
 	run test-task results result.json

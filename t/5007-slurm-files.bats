@@ -107,7 +107,10 @@ $ph2 w
 	}
 	ok='"version":1,"session_ok":true,"stopped":false,"boot_s":1,"session_s":2,"report":null,"report_why":""'
 	refuse '[1]' "is not a JSON object"
-	refuse "{$ok,\"why\":\"\",\"why\":\"x\"}" "is not a JSON object"
+	refuse "{$ok,\"why\":\"\",\"why\":\"x\"}" "is not a JSON object: line 1: duplicate object key near '\"why\"'"
+	# jansson's reason quotes the node's bytes: printable ASCII only
+	refuse "{$ok,\"a"$'\xc2\x9b'"2J\":1,\"a"$'\xc2\x9b'"2J\":2}" "duplicate object key near '\"a??2J\"'"
+	refute_output --partial $'\xc2\x9b'
 	refuse "{${ok/\"version\":1/\"version\":2},\"why\":\"\"}" "'version' is out of range"
 	refuse "{${ok/\"session_ok\":true/\"session_ok\":1},\"why\":\"\"}" "'session_ok' is not true or false"
 	refuse "{${ok/\"boot_s\":1/\"boot_s\":-1},\"why\":\"\"}" "'boot_s' is out of range"

@@ -4,6 +4,7 @@
 
 #include "base/buf.h"
 #include "base/json_get.h"
+#include "base/printable.h"
 #include "base/banned.h"
 
 static int refuse(struct buf *err, const char *key, const char *what)
@@ -136,4 +137,12 @@ int json_get_list(json_t *o, const char *key, unsigned flags, size_t max, json_t
 	}
 	*out = v;
 	return 1;
+}
+
+void json_error_why(const json_error_t *e, struct buf *out)
+{
+	size_t start = out->len;
+
+	buf_addf(out, "line %d: %.*s", e->line, (int)sizeof(e->text), e->text);
+	printable_ascii(out->buf + start, out->len - start, 0);
 }

@@ -47,4 +47,14 @@ int json_get_list(json_t *o, const char *key, unsigned flags, size_t max, json_t
  */
 const char *json_str_checked(json_t *v, size_t max);
 
+/*
+ * Why jansson could not read a text, for a message: "line L: REASON" appended
+ * to out.  jansson's reason quotes the token it stopped at ("near '...'")
+ * when the token is at most 20 bytes: the text's own bytes, of which every
+ * one outside printable ASCII becomes '?', so a reason of an untrusted text
+ * can neither carry its controls nor fill a terminal's row with it
+ * (common/base/out.h).
+ */
+void json_error_why(const json_error_t *e, struct buf *out);
+
 #endif

@@ -334,7 +334,11 @@ int slurm_status_parse(const char *p, size_t n, struct slurm_status *st, struct 
 	}
 	o = json_loadb(p, n, JSON_REJECT_DUPLICATES, &je);
 	if (!o || !json_is_object(o)) {
-		buf_addf(err, "slurm.status is not a JSON object: %s", o ? "" : je.text);
+		buf_addstr(err, "slurm.status is not a JSON object");
+		if (!o) {
+			buf_addstr(err, ": ");
+			json_error_why(&je, err);
+		}
 		goto out;
 	}
 	if (json_get_int(o, "version", 0, 1, 1, &version, &why) < 0 ||

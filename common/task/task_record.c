@@ -237,7 +237,9 @@ int task_record_parse(const char *p, size_t n, struct task_record *r, struct buf
 	}
 	root = json_loadb(p, n, JSON_REJECT_DUPLICATES, &jerr);
 	if (!root) {
-		buf_addf(err, "summary.json: not JSON (line %d: %s)", jerr.line, jerr.text);
+		buf_addstr(err, "summary.json: not JSON (");
+		json_error_why(&jerr, err);
+		buf_addch(err, ')');
 		return -EINVAL;
 	}
 	if (!json_is_object(root)) {

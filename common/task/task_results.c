@@ -13,7 +13,6 @@
 #include "base/json_get.h"
 #include "git/gitproto.h"
 #include "base/out.h"
-#include "base/printable.h"
 #include "task/task_results.h"
 #include "base/shell_quote.h"
 #include "base/utf8.h"
@@ -230,13 +229,11 @@ int result_parse(const char *data, size_t len, struct task_result *r, struct buf
 	/* jansson refuses \u0000 in strings unless told otherwise: good. */
 	root = json_loadb(data, len, JSON_REJECT_DUPLICATES, &jerr);
 	if (!root) {
-		/*
-		 * jansson's reason quotes the VM's token ("near '...'"): printable
-		 * ASCII only, as a U+2028 in it would start a line of the VM's text
-		 * after an aibox prefix once sanitized (common/base/out.h).
-		 */
-		printable_ascii(jerr.text, strlen(jerr.text), 0);
-		ret = refuse(&why, "not JSON (line %d: %s)", jerr.line, jerr.text);
+		/* jansson's reason quotes the VM's token: json_error_why() bounds it */
+		buf_addstr(&why, "not JSON (");
+		json_error_why(&jerr, &why);
+		buf_addch(&why, ')');
+		ret = -EINVAL;
 		goto out;
 	}
 	if (!json_is_object(root)) {
