@@ -10,6 +10,7 @@
 #include "git/bundle_read.h"
 #include "base/err.h"
 #include "base/hex.h"
+#include "base/printable.h"
 #include "base/banned.h"
 
 void bundle_fsck_blobs_clear(struct bundle_fsck_blobs *b)
@@ -32,10 +33,12 @@ __attribute__((format(printf, 2, 3))) static int bad(struct buf *err, const char
 /* A name from an object in a reason: quoted, at most 64 bytes, unprintable bytes as '?'. */
 static void add_quoted(struct buf *err, const char *s, size_t n)
 {
+	size_t start;
+
 	buf_addch(err, '\'');
-	for (size_t i = 0; i < n && i < 64; i++)
-		buf_addch(err,
-		          (unsigned char)s[i] < 0x20 || (unsigned char)s[i] >= 0x7f ? '?' : s[i]);
+	start = err->len;
+	buf_add(err, s, n < 64 ? n : 64);
+	printable_ascii(err->buf + start, err->len - start, 0);
 	if (n > 64)
 		buf_addstr(err, "...");
 	buf_addch(err, '\'');
