@@ -89,6 +89,14 @@ X-D: aibox-secret-00000000000000000000000000000000
 X-A: 1"
 	assert_failure 1
 	assert_output "refused: a header line without CRLF"
+	# the value swapped into an earlier line is wiped and freed when a later
+	# line is refused (under SANITIZE=1 a leak adds LeakSanitizer's report)
+	b=$(printf 'x:%s' "$P" | base64 -w0)
+	run swap registry.example 443 "GET / HTTP/1.1
+Authorization: Basic $b
+X-A: 1"
+	assert_failure 1
+	assert_output "refused: a header line without CRLF"
 	run swap registry.example 443 "NOSPACE
 "
 	assert_failure 1

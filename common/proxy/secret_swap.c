@@ -149,8 +149,10 @@ int swap_request_head(const struct swap_secret *secrets, size_t n, const char *h
 	}
 	for (p = eol + 2; p < end; p = eol + 2) {
 		if (!(eol = memmem(p, (size_t)(end - p), "\r\n", 2))) {
-			buf_release(&out);
-			buf_release(&dec);
+			/* each may hold a value swapped in an earlier line */
+			buf_wipe_release(&out);
+			buf_wipe_release(&dec);
+			buf_wipe_release(&sw);
 			return buf_refuse(err, -EINVAL, "a header line without CRLF");
 		}
 		q = memchr(p, ':', (size_t)(eol - p));
