@@ -134,3 +134,15 @@ fuzz() {
 @test "fuzz: the proxy's usage parser and the price table survive ${FUZZ_SECONDS}s of fuzzing" {
 	fuzz fuzz-usage
 }
+
+@test "fuzz: the secret swap, a rule's path and method, the form scan and the echo survive ${FUZZ_SECONDS}s of fuzzing" {
+	fuzz fuzz-secret-swap
+}
+
+@test "fuzz: the dependency cache's keys, path rules and metadata readers survive ${FUZZ_SECONDS}s of fuzzing" {
+	fuzz fuzz-dep-rules
+}
+
+@test "fuzz: a Go module zip's h1, whole and in steps, survives ${FUZZ_SECONDS}s of fuzzing" {
+	fuzz fuzz-go-zip
+}
