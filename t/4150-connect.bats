@@ -101,6 +101,21 @@ both_held() {
 	assert_output $((16 * 1024 * 1024 - 512))
 }
 
+@test "connect: a guest that keeps its connection open after the proxy closed it costs no CPU" {
+	# connect-guest's own proxy (not the setup's) closes at once; the guest's end stays open
+	run "$BATS_TEST_DIRNAME/connect-guest" proxy-closes "$T/own.sock" "$(command -v aibox-connect)"
+	assert_success
+	[[ $output == "running "* || $output == "ended "* ]]
+	[ "${output#* }" -lt 200 ] # ms of CPU in 2 s; a busy loop takes about 2000
+}
+
+@test "connect: a guest that leaves before the proxy answers costs no CPU" {
+	run "$BATS_TEST_DIRNAME/connect-guest" guest-leaves "$T/own.sock" "$(command -v aibox-connect)"
+	assert_success
+	[[ $output == "running "* || $output == "ended "* ]]
+	[ "${output#* }" -lt 200 ] # ms of CPU in 2 s; a busy loop takes about 2000
+}
+
 @test "connect: bad options are usage errors" {
 	for args in "--max 0 s" "--max x s" "--log f s" "--max 1" ""; do
 		run aibox-connect $args

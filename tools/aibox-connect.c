@@ -146,6 +146,13 @@ static int refuse(const char *log, long max, int slots_fd)
 /*
  * Copy stdin to the socket s and s to stdout until both directions are done
  * (each EOF passed on as a shutdown), or either side closes for writing.
+ *
+ * poll() reports POLLHUP and POLLERR whatever was asked, so an fd with
+ * nothing to wait for is left out (-1), else a side that hung up would make
+ * every poll() return at once: a guest that keeps its connection open after
+ * the proxy closed it, or leaves before the proxy answers, would keep us busy
+ * (docs/task-host.md, "The guest's connections").  stdout is watched while the
+ * proxy may still send: its hang-up says the guest can take nothing more.
  */
 static void relay(int s)
 {
@@ -154,12 +161,13 @@ static void relay(int s)
 	int in_eof = 0, sock_eof = 0;
 
 	while (!(in_eof && sock_eof && !uplen && !downlen)) {
+		short in_ev = (!in_eof && uplen < sizeof(up)) ? POLLIN : 0;
+		short s_ev = (short)((!sock_eof && downlen < sizeof(down) ? POLLIN : 0) |
+		                     (uplen ? POLLOUT : 0));
 		struct pollfd pfd[3] = {
-		    {.fd = 0, .events = (!in_eof && uplen < sizeof(up)) ? POLLIN : 0},
-		    {.fd = s,
-		     .events = (!sock_eof && downlen < sizeof(down) ? POLLIN : 0) |
-		               (uplen ? POLLOUT : 0)},
-		    {.fd = 1, .events = downlen ? POLLOUT : 0},
+		    {.fd = in_ev ? 0 : -1, .events = in_ev},
+		    {.fd = s_ev ? s : -1, .events = s_ev},
+		    {.fd = downlen || !sock_eof ? 1 : -1, .events = downlen ? POLLOUT : 0},
 		};
 		ssize_t n;
 
@@ -201,6 +209,9 @@ static void relay(int s)
 				downlen = 0;
 				sock_eof = 1;
 			}
+		} else if (pfd[2].revents & (POLLERR | POLLHUP)) {
+			/* The reader went with nothing waiting for it: the same. */
+			sock_eof = 1;
 		}
 		if (in_eof && !uplen)
 			shutdown(s, SHUT_WR);
