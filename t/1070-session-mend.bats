@@ -81,6 +81,26 @@ entry() {
 	[ "$stderr" = "added 0" ]
 }
 
+@test "session mend: a transcript line of more JSON values than the bound ends the appending, unparsed" {
+	# Between U3 and U4 a message of 12 MiB of empty objects, under the
+	# line's cap: four million values, which jansson would hold in about 900 MB.
+	python3 - transcript "$SID" <<-'PY'
+		import sys
+		lines = open(sys.argv[1]).read().splitlines(True)
+		big = ('{"type":"assistant","message":{"role":"assistant","content":[' + "{}," * (4 << 20) +
+		       '{}]},"session_id":"%s","uuid":"55555555-5555-4555-8555-555555555555"}\n' % sys.argv[2])
+		open(sys.argv[1], "w").write("".join(lines[:3] + [big] + lines[3:]))
+	PY
+	run --separate-stderr max_rss rss test-session mend whole session transcript
+	assert_success
+	[ "$stderr" = "added 2" ]
+	assert_equal "$output" "$(cat session
+		entry assistant a "$U2" "$U6" 2026-01-01T10:00:01.000Z
+		entry user r "$U3" "$U2" 2026-01-01T10:00:09.000Z)"
+	echo "# peak RSS: $(cat rss) KiB" >&3
+	[ "$(cat rss)" -lt $((300 * 1024)) ]
+}
+
 @test "session mend: what would pass the 64 MiB cap is refused, the session left as it was" {
 	python3 - session <<-'PY'
 		import sys

@@ -137,6 +137,21 @@ only_old() {
 	assert_failure
 }
 
+@test "task continue: a session.jsonl line of more JSON values than the bound is refused before it is parsed" {
+	ended_task 556677 changes
+	# 12 MiB of empty objects, under the line's cap: four million values,
+	# which jansson would hold in about 900 MB.
+	python3 -c 'import sys; sys.stdout.write("{\"pad\":[" + "{}," * (4 << 20) + "{}]}\n")' \
+		>>"$OLD/session.jsonl"
+	run --separate-stderr max_rss "$T/rss" aibox task --continue 556677 x
+	assert_failure 2
+	assert_output ''
+	assert_equal "$stderr" "aibox-task: cannot continue: task '20260101-100000-556677''s session.jsonl is refused: line 3 has over 1048576 JSON values"
+	echo "# peak RSS: $(cat "$T/rss") KiB" >&3
+	[ "$(cat "$T/rss")" -lt $((300 * 1024)) ]
+	only_old
+}
+
 U1=11111111-1111-4111-8111-111111111111
 U2=22222222-2222-4222-8222-222222222222
 U3=33333333-3333-4333-8333-333333333333

@@ -140,6 +140,16 @@ small_disk_end() {
 	SMALL_DISK_PID=
 }
 
+# max_rss FILE CMD...: run CMD; the peak resident memory, in KiB, of the
+# largest of it and the children it waited for goes to FILE.  CMD's status.
+max_rss() {
+	python3 -c 'import resource, subprocess, sys
+rc = subprocess.call(sys.argv[2:])
+with open(sys.argv[1], "w") as f:
+    f.write("%d\n" % resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+sys.exit(rc)' "$@"
+}
+
 # not_a_lock FILE: FILE made a named pipe, which no lock can be: a task with
 # such a lock cannot be checked (EINVAL, "Invalid argument").
 not_a_lock() {

@@ -146,3 +146,25 @@ void json_error_why(const json_error_t *e, struct buf *out)
 	buf_addf(out, "line %d: %.*s", e->line, (int)sizeof(e->text), e->text);
 	printable_ascii(out->buf + start, out->len - start, 0);
 }
+
+int json_values_over(const char *p, size_t n, size_t max)
+{
+	size_t values = 1;
+	int in_string = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		char c = p[i];
+
+		if (in_string) {
+			if (c == '\\')
+				i++; /* the escaped byte, whatever it is */
+			else if (c == '"')
+				in_string = 0;
+		} else if (c == '"') {
+			in_string = 1;
+		} else if ((c == '[' || c == '{' || c == ',' || c == ':') && ++values > max) {
+			return 1;
+		}
+	}
+	return 0;
+}

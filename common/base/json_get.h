@@ -57,4 +57,13 @@ const char *json_str_checked(json_t *v, size_t max);
  */
 void json_error_why(const json_error_t *e, struct buf *out);
 
+/*
+ * 1 when the JSON text p[0..n) may hold more than max values, else 0: the
+ * '[', '{', ',' and ':' outside its strings, plus one, are at least the
+ * values and keys jansson would make of it, valid or not.  For untrusted
+ * text whose size alone does not bound the memory json_loadb() takes: each
+ * "{}," of a list costs about 230 bytes, so 16 MiB of them 1.3 GB.
+ */
+int json_values_over(const char *p, size_t n, size_t max);
+
 #endif

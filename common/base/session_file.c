@@ -6,6 +6,7 @@
 #include <jansson.h>
 
 #include "base/buf.h"
+#include "base/json_get.h"
 #include "base/utf8.h"
 #include "base/banned.h"
 
@@ -73,6 +74,11 @@ int session_file_check(const char *data, size_t len, char id[SESSION_ID_LEN + 1]
 		line++;
 		if (n > SESSION_LINE_MAX) {
 			buf_addf(err, "line %zu is over %d MiB", line, SESSION_LINE_MAX >> 20);
+			return -EINVAL;
+		}
+		if (json_values_over(p, n, SESSION_LINE_VALUES_MAX)) {
+			buf_addf(err, "line %zu has over %d JSON values", line,
+			         SESSION_LINE_VALUES_MAX);
 			return -EINVAL;
 		}
 		j = json_loadb(p, n, JSON_REJECT_DUPLICATES, NULL);

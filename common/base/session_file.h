@@ -19,6 +19,11 @@ struct buf;
 #define SESSION_RESUME_NAME "resume.jsonl"
 /* One line of it, at most (Claude Code writes a tool result whole on one line). */
 #define SESSION_LINE_MAX (16 << 20)
+/*
+ * The JSON values in one line, at most (json_values_over()'s count), so that
+ * parsing one takes at most about 230 MiB whatever its shape.
+ */
+#define SESSION_LINE_VALUES_MAX (1 << 20)
 
 /* A session id: a UUID in lowercase, 8-4-4-4-12 hex digits. */
 #define SESSION_ID_LEN 36
@@ -36,7 +41,8 @@ int session_project_dir(struct buf *out, const char *path);
 
 /*
  * Check len bytes of a session file: at most SESSION_FILE_MAX, UTF-8, lines
- * ending in '\n' of at most SESSION_LINE_MAX, each a JSON object; every
+ * ending in '\n' of at most SESSION_LINE_MAX bytes and SESSION_LINE_VALUES_MAX
+ * values (counted before it is parsed), each a JSON object; every
  * "sessionId" member a session id, and at least one line with one.  0 with
  * the last line's id in id (a resumed conversation's file may hold the
  * earlier turns under their first session's id), or -EFBIG or -EINVAL with

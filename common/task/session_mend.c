@@ -7,6 +7,7 @@
 #include <jansson.h>
 
 #include "base/buf.h"
+#include "base/json_get.h"
 #include "base/session_file.h"
 #include "base/banned.h"
 
@@ -68,8 +69,9 @@ static int is_message(json_t *j)
 
 /*
  * The transcript's lines from off on: each parsed one in turn to fn, which
- * returns 0 to go on.  A line that is not JSON or is over SESSION_LINE_MAX
- * goes to fn as NULL.  Returns what fn returned last.
+ * returns 0 to go on.  A line that is not JSON, or is over SESSION_LINE_MAX
+ * bytes or SESSION_LINE_VALUES_MAX values (not parsed), goes to fn as NULL.
+ * Returns what fn returned last.
  */
 static int each_line(const char *t, size_t tlen, size_t off,
                      int (*fn)(void *ctx, json_t *j, size_t next), void *ctx)
@@ -84,7 +86,7 @@ static int each_line(const char *t, size_t tlen, size_t off,
 		off += n + 1;
 		if (!n)
 			continue;
-		if (n <= SESSION_LINE_MAX)
+		if (n <= SESSION_LINE_MAX && !json_values_over(p, n, SESSION_LINE_VALUES_MAX))
 			j = json_loadb(p, n, 0, NULL);
 		r = fn(ctx, json_is_object(j) ? j : NULL, off);
 		json_decref(j);

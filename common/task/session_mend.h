@@ -36,8 +36,9 @@ struct buf;
  * session's latest, else the latest.  When the session has none of them,
  * all are appended, but only when whole (a transcript's end cannot tell
  * what came before it).  A line that is not such a message is skipped; a
- * message line that cannot be used (not JSON, over SESSION_LINE_MAX) ends
- * the appending, so what is added is always an unbroken chain.
+ * message line that cannot be used (not JSON, over SESSION_LINE_MAX bytes
+ * or SESSION_LINE_VALUES_MAX values) ends the appending, so what is added
+ * is always an unbroken chain.
  *
  * Returns the number of entries appended (0: nothing missing, or no main
  * chain or timestamp in session to join), or -EFBIG when the result would
