@@ -103,6 +103,21 @@ ended() {
 	assert_line --partial "removed $dir/"
 }
 
+@test "console: a VM that floods its serial console fills console.log only to its cap, which says so" {
+	# The guest's console is QEMU's stdout: this QEMU writes 64 MiB there, a
+	# last line on its stderr, and fails (its --version probe fails too).
+	printf '#!/bin/sh\n[ "$1" != --version ] || exit 1\nhead -c %d /dev/zero | tr "\\0" x\necho "QEMU: the end" >&2\nexit 1\n' \
+		$((64 << 20)) >"$T/fake-bin/qemu-system-x86_64"
+	ANTHROPIC_API_KEY=k run --separate-stderr aibox task "Do it."
+	assert_stopped_at_boot
+	dir=$output
+	size=$(stat -c %s "$dir/console.log")
+	[ "$size" -le $(((16 << 20) + 4096)) ] || fail "console.log has $size bytes"
+	[ "$size" -ge $((16 << 20)) ] || fail "console.log has $size bytes"
+	run tail -n 1 "$dir/console.log"
+	assert_output "aibox: the VM's console past 16 MiB is left out of console.log"
+}
+
 @test "qemu: a QEMU whose --version probe hangs is killed after 5 s and the task boots cold, saying so" {
 	# the probe records its pid and hangs; QEMU itself fails at once
 	printf '#!/bin/sh\n[ "$1" != --version ] || { echo $$ >"%s"; exec sleep 300; }\nexit 1\n' "$T/probe.pid" \

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -195,14 +196,100 @@ void vm_netdev_arg(const struct vm_config *cfg, struct buf *b)
 	buf_release(&cmd);
 }
 
+/*
+ * The console worker's loop: what comes on in goes to out, opened for
+ * appending, until out holds VM_CONSOLE_MAX bytes (counting what it held
+ * before: a boot after a failed restore shares the cap), then one line says
+ * the rest is left out; the rest is read and dropped, so that QEMU never
+ * waits on its console, until the end of file.
+ */
+static __attribute__((noreturn)) void console_copy(int in, int out)
+{
+	static char chunk[65536];
+	char full[96];
+	struct stat st;
+	uint64_t held = fstat(out, &st) == 0 ? (uint64_t)st.st_size : 0;
+	int full_len =
+	    snprintf(full, sizeof(full),
+	             "\naibox: the VM's console past %llu MiB is left out of console.log\n",
+	             VM_CONSOLE_MAX >> 20);
+	ssize_t n;
+
+	while ((n = read(in, chunk, sizeof(chunk))) != 0) {
+		size_t k = (size_t)n;
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			break;
+		if (held >= VM_CONSOLE_MAX)
+			continue;
+		if (k > VM_CONSOLE_MAX - held)
+			k = (size_t)(VM_CONSOLE_MAX - held);
+		/* A full disk loses the console, not the task. */
+		(void)write_all(out, chunk, k);
+		held += k;
+		if (held >= VM_CONSOLE_MAX)
+			(void)write_all(out, full, (size_t)full_len);
+	}
+	_exit(0);
+}
+
+/*
+ * Start the console worker on log_fd: 0 with the pipe's end for QEMU's
+ * stdout and stderr in *w and the worker in vm->console_pid, or -errno.
+ */
+static int console_start(int log_fd, struct vm *vm, int *w)
+{
+	int p[2], out;
+	pid_t pid;
+
+	/* Above 2: a worker's stdout is /dev/null. */
+	if ((out = fcntl(log_fd, F_DUPFD_CLOEXEC, 3)) < 0)
+		return -errno;
+	if (pipe2(p, O_CLOEXEC) < 0) {
+		int e = -errno;
+
+		close(out);
+		return e;
+	}
+	pid = spawn_worker((int[]){p[0], out}, 2, SPAWN_WORKER_PDEATH);
+	if (pid == 0)
+		console_copy(p[0], out);
+	close(p[0]);
+	close(out);
+	if (pid < 0) {
+		close(p[1]);
+		return (int)pid;
+	}
+	vm->console_pid = pid;
+	*w = p[1];
+	return 0;
+}
+
+/* Reap the console worker, which ends once QEMU has: at most 2 s for its last bytes. */
+static void console_end(struct vm *vm)
+{
+	struct spawn w = SPAWN_INIT;
+
+	if (vm->console_pid <= 0)
+		return;
+	w.pid = vm->console_pid;
+	spawn_wait_within(&w, 2000);
+	spawn_clear(&w);
+	vm->console_pid = -1;
+}
+
 int vm_spawn(struct spawn *sp, const struct vm_config *cfg, struct vm *vm)
 {
-	int null_fd = -1, ret;
+	int null_fd = -1, console_fd = -1, ret;
 
 	if (cfg->log_fd < 0) {
 		null_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
 		if (null_fd < 0)
 			return -errno;
+	} else if ((ret = console_start(cfg->log_fd, vm, &console_fd)) < 0) {
+		return ret;
 	}
 	/* Our environment may hold secrets: QEMU and aibox-connect get only these. */
 	sp->env_replace = 1;
@@ -213,15 +300,20 @@ int vm_spawn(struct spawn *sp, const struct vm_config *cfg, struct vm *vm)
 			strvec_pushf(&sp->env, "%s=%s", qemu_env[i], v);
 	}
 	sp->in = SPAWN_NULL;
-	sp->out = cfg->log_fd >= 0 ? cfg->log_fd : null_fd;
+	sp->out = cfg->log_fd >= 0 ? console_fd : null_fd;
 	sp->err = sp->out;
 	sp->new_session = 1;
 	sp->pdeathsig = SIGKILL;
 	ret = spawn_start(sp);
 	if (null_fd >= 0)
 		close(null_fd);
-	if (ret < 0)
+	/* QEMU holds the pipe now: the worker ends when it does. */
+	if (console_fd >= 0)
+		close(console_fd);
+	if (ret < 0) {
+		console_end(vm);
 		return ret;
+	}
 	vm->pid = sp->pid;
 	vm->pidfd = (int)syscall(SYS_pidfd_open, sp->pid, 0);
 	/* Published before *stop is read: the handler sees the pid, or we see the stop. */
@@ -461,6 +553,7 @@ int vm_stop(struct vm *vm, int grace_ms)
 			;
 	}
 	vm->pid = -1;
+	console_end(vm);
 	if (vm->pidfd >= 0)
 		close(vm->pidfd);
 	if (vm->ssh_fd >= 0)
