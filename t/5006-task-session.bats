@@ -89,6 +89,24 @@ session() {
 	assert_output "failed: the task command in the VM exited with 4 (No child processes)"
 }
 
+@test "session: the VM's lines into a file (nohup.out, a detached Slurm job's slurm.out) stop at 16 MiB, saying so" {
+	$MKTAR result.json:size=2 >results.tar
+	# 24 MiB of short lines, then the results
+	forced "cat >/dev/null; yes \"\$(head -c 100 /dev/zero | tr '\\0' y)\" | head -c 24M >&2; cat $T/results.tar"
+	session >"$T/out.txt" 2>"$T/err.txt"
+	run cat "$T/out.txt"
+	assert_output "ok exit 0 result.json 2"
+	size=$(stat -c %s "$T/err.txt")
+	[ "$size" -le $(((16 << 20) + 4096)) ] || fail "the file has $size bytes"
+	[ "$size" -ge $((15 << 20)) ] || fail "the file has $size bytes"
+	run tail -n 1 "$T/err.txt"
+	assert_output --regexp '^[0-9:]{8} aibox\[259e07\]: the VM'"'"'s lines past 16 MiB are left out of this output \(a file\)$'
+	# on a pipe its reader is there: all of them
+	rm out/*
+	session 2>&1 >/dev/null | wc -c >"$T/count"
+	[ "$(cat "$T/count")" -gt $((24 << 20)) ] || fail "the pipe got $(cat "$T/count") bytes"
+}
+
 @test "session: a guest that goes silent ends in the idle timeout" {
 	forced "cat >/dev/null; echo started >&2; sleep 1; echo \$PPID >$T/stalled.pid; echo \$\$ >$T/script.pid; kill -STOP \$PPID; sleep 30"
 	run test-task session --user "$(id -un)" --timeout-ms 60000 --idle-ms 3000 keys out -- $(SSHD_ARGV)

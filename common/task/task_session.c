@@ -1,6 +1,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "base/out.h"
@@ -12,6 +13,8 @@ struct ctx {
 	struct task_session *s;
 	struct tar_in tar;
 	size_t log_len; /* vm lines written to log_fd */
+	int err_file;   /* err_fd is a regular file: its vm lines are capped too */
+	size_t err_len; /* vm lines written to err_fd, when err_file */
 };
 
 static int on_stdout(void *arg, const char *data, size_t n)
@@ -21,27 +24,42 @@ static int on_stdout(void *arg, const char *data, size_t n)
 	return tar_in_feed(&c->tar, data, n);
 }
 
+/*
+ * A vm line to the file fd, *len its vm lines so far: the one that takes
+ * them past TASK_SESSION_LOG_MAX is replaced by the aibox line full, and
+ * nothing follows it.
+ */
+static void capped_line(int fd, size_t *len, const char *id, const char *line, size_t n,
+                        const char *full)
+{
+	struct buf b = BUF_INIT;
+
+	if (*len > TASK_SESSION_LOG_MAX)
+		return;
+	out_format(&b, time(NULL), "vm", id, line, n);
+	*len += b.len;
+	if (*len > TASK_SESSION_LOG_MAX) {
+		buf_reset(&b);
+		out_format(&b, time(NULL), "aibox", id, full, strlen(full));
+	}
+	/* A disk that is full must not stop the task: the line is lost. */
+	write_all(fd, b.buf, b.len);
+	buf_release(&b);
+}
+
 static void on_stderr_line(void *arg, const char *line, size_t n)
 {
 	struct ctx *c = arg;
 
 	/* A terminal that went away must not stop the task: the line is lost. */
-	out_write(c->s->err_fd, "vm", c->s->id, line, n);
-	if (c->s->log_fd > 2 && c->log_len <= TASK_SESSION_LOG_MAX) {
-		struct buf b = BUF_INIT;
-
-		out_format(&b, time(NULL), "vm", c->s->id, line, n);
-		c->log_len += b.len;
-		if (c->log_len > TASK_SESSION_LOG_MAX) {
-			static const char full[] =
-			    "the VM's lines past 16 MiB are left out of aibox.log";
-
-			buf_reset(&b);
-			out_format(&b, time(NULL), "aibox", c->s->id, full, sizeof(full) - 1);
-		}
-		write_all(c->s->log_fd, b.buf, b.len);
-		buf_release(&b);
-	}
+	if (!c->err_file)
+		out_write(c->s->err_fd, "vm", c->s->id, line, n);
+	else
+		capped_line(c->s->err_fd, &c->err_len, c->s->id, line, n,
+		            "the VM's lines past 16 MiB are left out of this output (a file)");
+	if (c->s->log_fd > 2)
+		capped_line(c->s->log_fd, &c->log_len, c->s->id, line, n,
+		            "the VM's lines past 16 MiB are left out of aibox.log");
 }
 
 int task_session_run(struct task_session *s)
@@ -49,6 +67,7 @@ int task_session_run(struct task_session *s)
 	struct ssh_client cl = SSH_CLIENT_INIT;
 	struct ssh_exec x = {0};
 	struct ctx c = {.s = s};
+	struct stat st;
 	int ret;
 
 	s->exit_status = -1;
@@ -61,6 +80,7 @@ int task_session_run(struct task_session *s)
 		s->files[i].last = i == RESULT_JSON;
 	}
 	tar_in_init(&c.tar, s->files, RESULT_NFILES);
+	c.err_file = fstat(s->err_fd, &st) == 0 && S_ISREG(st.st_mode);
 
 	cl.fd = s->fd;
 	cl.user = s->user;

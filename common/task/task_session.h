@@ -15,7 +15,10 @@
 #include "vm/ssh.h"
 #include "git/tar_in.h"
 
-/* The VM's lines kept in aibox.log, at most (then one line says the rest is left out). */
+/*
+ * The VM's lines kept in aibox.log, and in err_fd when that is a regular
+ * file, at most (then one line says the rest is left out).
+ */
 #define TASK_SESSION_LOG_MAX (16 << 20)
 
 struct task_session {
@@ -23,7 +26,9 @@ struct task_session {
 	const char *user; /* NULL: root */
 	const struct ssh_task_keys *keys;
 	const char *id;      /* the task id, for vm[id] lines */
-	int err_fd;          /* where vm lines go */
+	int err_fd;          /* where vm lines go: a terminal or a pipe all of them, a
+	                        regular file (nohup.out, a detached Slurm job's
+	                        slurm.out) at most TASK_SESSION_LOG_MAX bytes */
 	int log_fd;          /* when above 2, vm lines go here too (aibox.log), at
 	                        most TASK_SESSION_LOG_MAX bytes of them */
 	const char *secrets; /* task_secrets_json() text, for stdin */
