@@ -118,7 +118,8 @@ static void req_check(const char *p, size_t n, unsigned cut)
 	if (usage_req_max_tokens(&a) != usage_req_max_tokens(&b) ||
 	    !usage_req_model(&a) != !usage_req_model(&b) ||
 	    (usage_req_model(&a) && strcmp(usage_req_model(&a), usage_req_model(&b))) ||
-	    usage_req_unbounded(&a) != usage_req_unbounded(&b) || a.bytes != n)
+	    usage_req_unbounded(&a) != usage_req_unbounded(&b) ||
+	    usage_req_fast(&a) != usage_req_fast(&b) || a.bytes != n)
 		abort();
 	root = json_loadb(p, n, JSON_DECODE_INT_AS_REAL, NULL);
 	if (json_is_object(root)) {
@@ -129,6 +130,11 @@ static void req_check(const char *p, size_t n, unsigned cut)
 			abort();
 		/* A key the API reads as one that unbounds the prompt is never missed. */
 		if (has_unbounding_key(root, 1, 0) && !usage_req_unbounded(&a))
+			abort();
+		/* A speed the API may run fast is never missed. */
+		v = json_object_get(root, "speed");
+		if (v && !(json_is_string(v) && !strcmp(json_string_value(v), "standard")) &&
+		    !usage_req_fast(&a))
 			abort();
 		v = json_object_get(root, "model");
 		if (usage_req_model(&a) &&

@@ -602,6 +602,24 @@ api_seven_searches() {
 	grep -q ' web_searches=7 usd=0.178680 ' "$T/proxy.log"
 }
 
+@test "spend: a fast-mode request (speed other than standard) is priced by its model's fast row, else at the table's top price" {
+	# 1,000,000 tokens in and 1,000,000 out each; fast mode is billed at a multiple of the
+	# standard prices, and only the request's "speed" says it is asked for
+	api '{"usage":{"input_tokens":1000000,"output_tokens":1000000,"cache_creation_input_tokens":0,"cache_read_input_tokens":0}}'
+	start_recorded
+	clients 1 "" 100 claude-opus-5-5 true '"speed":"fast"'
+	clients 1 "" 100 claude-opus-5-5 true '"speed":"standard"'
+	clients 1 "" 100 claude-opus-5-5-20261101 true '"speed" : "fast"'
+	clients 1 "" 100 claude-sonnet-4-5 true '"speed":"fast"'
+	clients 1 "" 100 claude-sonnet-4-5 true '"sp\u0065ed":"fast"'
+	stop_proxy
+	# claude-opus-5-5-fast: 8 + 40 USD, twice; claude-opus-5-5: 4 + 20; Sonnet 4.5 has no
+	# fast row: the top price, 15 + 75, twice (the escaped key may spell speed)
+	run jq -c '[.usage.models[] | [.model, .usd, .priced]]' "$T/record.json"
+	assert_output '[["claude-opus-5-5-fast",48,true],["claude-opus-5-5",24,true],["claude-opus-5-5-fast-20261101",48,true],["claude-sonnet-4-5-fast",180,false]]'
+	grep -q ' status=200 model=claude-opus-5-5-fast input=1000000 output=1000000 .* usd=48.000000 ' "$T/proxy.log"
+}
+
 @test "spend: two proxies on one day ledger, 20 concurrent requests: the day passes its cap by one answer at most" {
 	api "$(stream_script 10000 1 1)"
 	: >"$T/ledger"

@@ -258,7 +258,7 @@ void usage_stream_end(struct usage_stream *s, struct usage_tokens *delta)
 
 /* Where the scanner is in the top-level object (depth 1). */
 enum { RQ_KEY_NEXT, RQ_KEY, RQ_COLON, RQ_VALUE, RQ_STRVAL, RQ_SCALAR, RQ_AFTER };
-enum { RQ_OTHER, RQ_MAX_TOKENS, RQ_MODEL, RQ_TOOLS };
+enum { RQ_OTHER, RQ_MAX_TOKENS, RQ_MODEL, RQ_TOOLS, RQ_SPEED };
 
 /* A key anywhere in the body that the API may fetch or add input for. */
 static int rq_key_unbounds(const char *k)
@@ -292,7 +292,7 @@ static void rq_key_done(struct usage_req *r)
 	if (r->tok_esc) {
 		/* It may spell any of them. */
 		r->mt_state = r->model_state = -1;
-		r->unbounded = 1;
+		r->unbounded = r->fast = 1;
 	} else if (r->tok_over) {
 		r->mt_state = r->model_state = -1;
 	} else if (!strcmp(r->tok, "max_tokens")) {
@@ -301,6 +301,8 @@ static void rq_key_done(struct usage_req *r)
 		r->field = RQ_MODEL;
 	} else if (!strcmp(r->tok, "tools")) {
 		r->field = RQ_TOOLS;
+	} else if (!strcmp(r->tok, "speed")) {
+		r->field = RQ_SPEED;
 	} else if (rq_key_unbounds(r->tok)) {
 		r->unbounded = 1;
 	}
@@ -354,6 +356,9 @@ static void rq_value_done(struct usage_req *r, int is_str)
 			memcpy(r->model, r->tok, r->tok_len + 1);
 			r->model_state = 1;
 		}
+	} else if (r->field == RQ_SPEED) {
+		if (!ok || !is_str || strcmp(r->tok, "standard"))
+			r->fast = 1;
 	}
 	r->st = RQ_AFTER;
 }
@@ -482,6 +487,11 @@ const char *usage_req_model(const struct usage_req *r)
 int usage_req_unbounded(const struct usage_req *r)
 {
 	return r->unbounded || r->top_bad;
+}
+
+int usage_req_fast(const struct usage_req *r)
+{
+	return r->fast || r->top_bad;
 }
 
 /* ---- prices ---- */
@@ -920,6 +930,18 @@ int usage_price_of(const struct usage_prices *t, const char *model, const struct
 	}
 	*out = best ? best : &t->top;
 	return best != NULL;
+}
+
+void usage_fast_model(const struct usage_prices *t, const char *model, char *out)
+{
+	const struct usage_price *p;
+	size_t l = strlen(model), n;
+
+	if (usage_price_of(t, model, &p))
+		l = strlen(p->family);
+	n = (size_t)snprintf(out, USAGE_MODEL_MAX + 1, "%.*s-fast%s", (int)l, model, model + l);
+	if (n > USAGE_MODEL_MAX)
+		out[0] = '\0';
 }
 
 uint64_t usage_prompt(const struct usage_tokens *t)

@@ -140,6 +140,7 @@ struct usage_req {
 	char model[USAGE_MODEL_MAX + 1];
 	int mt_state, model_state; /* 0 not seen, 1 read, -1 unreadable */
 	int unbounded;             /* see usage_req_unbounded() */
+	int fast;                  /* see usage_req_fast() */
 	/* the scanner's state */
 	int depth, in_str, esc, st, field, top_bad;
 	char tok[USAGE_MODEL_MAX + 1];
@@ -169,6 +170,13 @@ const char *usage_req_model(const struct usage_req *r);
  * with an escape, or nesting deeper than USAGE_REQ_DEPTH.
  */
 int usage_req_unbounded(const struct usage_req *r);
+/*
+ * 1 when the body may ask for a speed other than the standard one (fast
+ * mode, billed at a multiple of the standard prices): a top-level "speed"
+ * that is not the plain string "standard", or a top-level key spelled with
+ * an escape (docs/budget.md, "Fast mode").
+ */
+int usage_req_fast(const struct usage_req *r);
 
 /* ---- prices ---- */
 
@@ -261,6 +269,18 @@ int usage_prices_load_in_use(struct usage_prices *t, struct buf *err);
  * when found; 0 when not (NULL model too), *out then the table's top price.
  */
 int usage_price_of(const struct usage_prices *t, const char *model, const struct usage_price **out);
+
+/*
+ * The name a fast-mode answer of model is counted and priced under
+ * (docs/budget.md, "Fast mode"): "-fast" after the family of the row that
+ * prices model ("claude-opus-5-5-20261101" gives
+ * "claude-opus-5-5-fast-20261101", priced by a row "claude-opus-5-5-fast"
+ * when the table has one), or after the whole name when no row prices it; so
+ * a model without a fast row is charged the table's top price.  Written to
+ * out (USAGE_MODEL_MAX + 1 bytes); "" (counted under USAGE_MODEL_OTHER, at
+ * the top price) when it would be longer.
+ */
+void usage_fast_model(const struct usage_prices *t, const char *model, char *out);
 
 /* The prompt tokens of t: input, cache writes and cache reads (saturating). */
 uint64_t usage_prompt(const struct usage_tokens *t);

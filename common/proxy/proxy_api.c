@@ -89,12 +89,25 @@ static uint64_t cost_with_input(const struct usage_price *p, const struct usage_
 	return worst;
 }
 
-/* c's model as its answer or, before that, its body names it (NULL: unknown). */
-static const char *conn_model(const struct conn *c)
+/*
+ * The name c's answer of model is counted and priced under: model, or for a
+ * request that may ask for fast mode, usage_fast_model()'s (docs/budget.md,
+ * "Fast mode").
+ */
+static const char *count_model(struct conn *c, const char *model)
 {
-	return c->us && c->us->model[0] ? c->us->model
-	       : c->req_done            ? usage_req_model(&c->rq)
-	                                : NULL;
+	if (!model || !model[0] || !c->req_done || !usage_req_fast(&c->rq))
+		return model;
+	usage_fast_model(c->px->cfg->prices, model, c->fast_model);
+	return c->fast_model;
+}
+
+/* c's model as its answer or, before that, its body names it (NULL: unknown). */
+static const char *conn_model(struct conn *c)
+{
+	return count_model(c, c->us && c->us->model[0] ? c->us->model
+	                      : c->req_done            ? usage_req_model(&c->rq)
+	                                               : NULL);
 }
 
 /*
@@ -108,7 +121,7 @@ static const char *conn_model(const struct conn *c)
  * other request until then, as one whose body does not bound its input
  * does until its answer ends.
  */
-static uint64_t worst_cost(const struct conn *c)
+static uint64_t worst_cost(struct conn *c)
 {
 	const struct usage_price *p;
 	struct usage_tokens t = c->req_tokens;
@@ -326,7 +339,7 @@ static void usage_content(void *ctx, const char *p, size_t n)
 		return;
 	usage_stream_feed(c->us, p, n, &d);
 	c->us_final = c->us->final;
-	usage_apply(c, c->us->model, &d);
+	usage_apply(c, count_model(c, c->us->model), &d);
 }
 
 static void req_content(void *ctx, const char *p, size_t n)
@@ -435,7 +448,7 @@ void px_usage_done(struct conn *c)
 	if (c->respb.done)
 		usage_stream_end(c->us, &d);
 	c->us_final = c->us->final;
-	usage_apply(c, c->us->model, &d);
+	usage_apply(c, count_model(c, c->us->model), &d);
 	settle(c);
 	px->cfg->report->usage.skipped += c->us->skipped;
 	if (c->us->mode == USAGE_JSON && !c->respb.done)

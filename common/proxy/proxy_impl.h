@@ -163,12 +163,13 @@ struct conn {
 	struct usage_tokens req_tokens; /* the request's tokens so far (cumulative) */
 	uint64_t req_nano;
 	char req_model[USAGE_MODEL_MAX + 1];
-	struct usage_req rq; /* the request's body, read as it is forwarded */
-	int admitted;        /* forwarded under the caps: holds a reservation */
-	uint64_t resv;       /* what it may still cost (its share of px->reserved) */
-	int charged_max;     /* its final usage never came: charged its max_tokens (2: and
-	                        its prompt, none of its input having come either) */
-	int64_t wait_until;  /* ST_WAIT: how long it may wait in all */
+	char fast_model[USAGE_MODEL_MAX + 1]; /* count_model()'s name for a fast request */
+	struct usage_req rq;                  /* the request's body, read as it is forwarded */
+	int admitted;                         /* forwarded under the caps: holds a reservation */
+	uint64_t resv;      /* what it may still cost (its share of px->reserved) */
+	int charged_max;    /* its final usage never came: charged its max_tokens (2: and
+	                       its prompt, none of its input having come either) */
+	int64_t wait_until; /* ST_WAIT: how long it may wait in all */
 	/* The client went away: the answer is read to its end for its usage. */
 	int draining;
 	int64_t drain_until;
