@@ -326,7 +326,7 @@ lines_in() {
 	[ "$(grep -c -- "$2" "$3")" = "$1" ]
 }
 
-# clients N MARK [MAX_TOKENS [MODEL [STREAM]]]: N requests at once through the
+# clients N MARK [MAX_TOKENS [MODEL [STREAM [MEMBERS [ENCODING]]]]]: N requests at once through the
 # proxy, each closed with a reset as soon as MARK (a Python bytes literal's
 # text; "" for never) has arrived; each answer's bytes in $T/got.N
 clients() {
@@ -339,11 +339,12 @@ clients() {
 		body = {"model": model, "max_tokens": max_tokens, "stream": stream,
 		        "tools": [{"name": "Bash"}], "messages": [{"role": "user", "content": "hi"}]}
 		# the 8th argument: members that replace or join the body's, as JSON text
-		# spliced in before its last brace (so a key may be spelled with an escape)
+		# spliced in before its last brace (so a key may be spelled with an escape);
+		# the 9th: the body's encoding (utf-8)
 		body = json.dumps(body)
-		if len(sys.argv) > 8:
+		if len(sys.argv) > 8 and sys.argv[8]:
 		    body = body[:-1] + ", " + sys.argv[8] + "}"
-		body = body.encode()
+		body = body.encode(sys.argv[9] if len(sys.argv) > 9 else "utf-8")
 		def one(i):
 		    s = socket.create_connection(("127.0.0.1", port), timeout=60)
 		    s.sendall(b"POST http://127.0.0.1:3129/v1/messages HTTP/1.1\r\nHost: 127.0.0.1:3129\r\n"
@@ -618,6 +619,19 @@ api_seven_searches() {
 	run jq -c '[.usage.models[] | [.model, .usd, .priced]]' "$T/record.json"
 	assert_output '[["claude-opus-5-5-fast",48,true],["claude-opus-5-5",24,true],["claude-opus-5-5-fast-20261101",48,true],["claude-sonnet-4-5-fast",180,false]]'
 	grep -q ' status=200 model=claude-opus-5-5-fast input=1000000 output=1000000 .* usd=48.000000 ' "$T/proxy.log"
+}
+
+@test "spend: hostile: a body that is not UTF-8 JSON (UTF-16, which a JSON reader may take) is unreadable: priced as fast" {
+	# Python's json.loads reads UTF-16 and UTF-32 bytes as well (the fake API reads
+	# bodies so); the scanner cannot, so the body's "speed" counts as fast
+	api '{"usage":{"input_tokens":1000000,"output_tokens":1000000,"cache_creation_input_tokens":0,"cache_read_input_tokens":0}}'
+	start_recorded
+	clients 1 "" 100 claude-opus-5-5 true '"speed":"fast"' utf-16
+	clients 1 "" 100 claude-opus-5-5 true '"speed":"fast"' utf-32-le
+	stop_proxy
+	grep -q message_stop "$T/got.0"
+	run jq -c '[.usage.models[] | [.model, .usd]]' "$T/record.json"
+	assert_output '[["claude-opus-5-5-fast",96]]'
 }
 
 @test "spend: two proxies on one day ledger, 20 concurrent requests: the day passes its cap by one answer at most" {

@@ -396,6 +396,17 @@ void usage_req_feed(struct usage_req *r, const char *p, size_t n)
 		char ch = p[i];
 		int top = r->depth == 1;
 
+		/*
+		 * Not UTF-8 JSON text (docs/budget.md): a control byte JSON has no
+		 * place for (UTF-16 and UTF-32 have NULs), or anything but one
+		 * object at the top (a byte order mark, a second value).
+		 */
+		if (((unsigned char)ch < 0x20 && ch != '\t' && ch != '\n' && ch != '\r') ||
+		    (!r->depth && !r->in_str && ch != ' ' && ch != '\t' && ch != '\n' &&
+		     ch != '\r' && (ch != '{' || r->top_seen)))
+			r->top_bad = 1;
+		if (!r->depth && ch == '{')
+			r->top_seen = 1;
 		if (r->in_str) {
 			rq_string_byte(r, ch);
 			continue;
@@ -422,8 +433,6 @@ void usage_req_feed(struct usage_req *r, const char *p, size_t n)
 			break;
 		case '{':
 		case '[':
-			if (!r->depth && ch == '[')
-				r->top_bad = 1;
 			if (top && r->st == RQ_VALUE) {
 				/* the top-level field whose value this is, while it is open */
 				r->sect = r->field;

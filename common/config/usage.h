@@ -132,7 +132,10 @@ void usage_tokens_add(struct usage_tokens *t, const struct usage_tokens *d);
  * API would, it says "unreadable", which charges more, never less: a
  * top-level key or a model spelled with an escape, a max_tokens that is not
  * plain digits, a field given twice with different values (max_tokens: the
- * largest counts).
+ * largest counts).  A body that is not one UTF-8 JSON object (a control
+ * byte JSON has no place for, as UTF-16 and UTF-32 have; a byte order mark;
+ * anything else at the top) is unreadable whole: no max_tokens or model,
+ * unbounded and fast.
  */
 struct usage_req {
 	uint64_t bytes;      /* the body's bytes so far */
@@ -142,7 +145,7 @@ struct usage_req {
 	int unbounded;             /* see usage_req_unbounded() */
 	int fast;                  /* see usage_req_fast() */
 	/* the scanner's state */
-	int depth, in_str, esc, st, field, top_bad;
+	int depth, in_str, esc, st, field, top_bad, top_seen;
 	char tok[USAGE_MODEL_MAX + 1];
 	size_t tok_len;
 	int tok_over, tok_esc;
