@@ -81,8 +81,8 @@ NANO=13872000
 	ask mystery-model-9 true
 	ask claude-haiku-4-5 true
 	stop_proxy
-	# the top of each column: 15 + 75 + 1.50 USD
-	[ "$(usage '[.models[] | select(.model == "mystery-model-9") | .priced, .usd]')" = '[false,91.5]' ]
+	# the top of each column: 16 + 80 + 1.50 USD
+	[ "$(usage '[.models[] | select(.model == "mystery-model-9") | .priced, .usd]')" = '[false,97.5]' ]
 	[ "$(usage '[.models[] | select(.model == "claude-haiku-4-5") | .priced, .usd]')" = '[true,6.1]' ]
 }
 
@@ -615,10 +615,21 @@ api_seven_searches() {
 	clients 1 "" 100 claude-sonnet-4-5 true '"sp\u0065ed":"fast"'
 	stop_proxy
 	# claude-opus-5-5-fast: 8 + 40 USD, twice; claude-opus-5-5: 4 + 20; Sonnet 4.5 has no
-	# fast row: the top price, 15 + 75, twice (the escaped key may spell speed)
+	# fast row: the top price, 16 + 80, twice (the escaped key may spell speed)
 	run jq -c '[.usage.models[] | [.model, .usd, .priced]]' "$T/record.json"
-	assert_output '[["claude-opus-5-5-fast",48,true],["claude-opus-5-5",24,true],["claude-opus-5-5-fast-20261101",48,true],["claude-sonnet-4-5-fast",180,false]]'
+	assert_output '[["claude-opus-5-5-fast",48,true],["claude-opus-5-5",24,true],["claude-opus-5-5-fast-20261101",48,true],["claude-sonnet-4-5-fast",192,false]]'
 	grep -q ' status=200 model=claude-opus-5-5-fast input=1000000 output=1000000 .* usd=48.000000 ' "$T/proxy.log"
+}
+
+@test "spend: Fable 5.2 is priced by its own row, and in fast mode by its fast row, not under it" {
+	# 8 + 40 USD a million tokens each way, 16 + 80 fast (the pricing page of 2026-12)
+	api '{"usage":{"input_tokens":1000000,"output_tokens":1000000,"cache_creation_input_tokens":0,"cache_read_input_tokens":0}}'
+	start_recorded
+	clients 1 "" 100 claude-fable-5-2 true
+	clients 1 "" 100 claude-fable-5-2 true '"speed":"fast"'
+	stop_proxy
+	run jq -c '[.usage.models[] | [.model, .usd, .priced]]' "$T/record.json"
+	assert_output '[["claude-fable-5-2",48,true],["claude-fable-5-2-fast",96,true]]'
 }
 
 @test "spend: hostile: a body that is not UTF-8 JSON (UTF-16, which a JSON reader may take) is unreadable: priced as fast" {

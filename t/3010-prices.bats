@@ -17,7 +17,8 @@ KEY=sk-ant-real-key-3010
 # The API prices in force 2026-12, USD per million tokens: model, input,
 # output, cache read ("-": 0.1 x input).  Cache writes: 1.25 x input (5 min),
 # 2 x input (1 h).  Haiku 5.5 (banded) is below.
-BILL='claude-fable-5-1 10 50 0.25
+BILL='claude-fable-5-2 8 40 0.20
+claude-fable-5-1 10 50 0.25
 claude-fable-5 10 50 -
 claude-opus-5-5 4 20 0.20
 claude-opus-5 5 25 -
@@ -112,9 +113,9 @@ counted() {
 	ask claude-opus-4-9
 	ask claude-sonnet-4-5-fast
 	stop_proxy
-	# the highest of each column: 15, 75, 18.75, 30, 1.50
-	[ "$(counted claude-opus-4-9)" = '[242250000,false]' ]
-	[ "$(counted claude-sonnet-4-5-fast)" = '[242250000,false]' ]
+	# the highest of each column: 16, 80, 20, 32, 1.50
+	[ "$(counted claude-opus-4-9)" = '[258000000,false]' ]
+	[ "$(counted claude-sonnet-4-5-fast)" = '[258000000,false]' ]
 }
 
 # haiku_sse IN CR OUT: a streamed answer whose message_start reports IN input
