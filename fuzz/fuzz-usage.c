@@ -161,6 +161,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (memcmp(&a.seen, &b.seen, sizeof(a.seen)) || strcmp(a.model, b.model) ||
 	    a.skipped != b.skipped)
 		abort();
+	/* The iterations too (their seen, not delta: the deltas were summed differently). */
+	for (int i = 0; i < USAGE_ITERATIONS; i++)
+		if (memcmp(&a.it[i].seen, &b.it[i].seen, sizeof(a.it[i].seen)) ||
+		    strcmp(a.it[i].model, b.it[i].model))
+			abort();
 	usage_stream_release(&b);
 	req_check((const char *)data + 1, size - 1, cut);
 

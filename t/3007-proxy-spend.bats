@@ -603,6 +603,35 @@ api_seven_searches() {
 	grep -q ' web_searches=7 usd=0.178680 ' "$T/proxy.log"
 }
 
+# iterations_usage: the usage of an answer of claude-haiku-4-5 whose advisor
+# (claude-fable-5-1) and a compaction ran inside it: the top level holds the
+# executor's own tokens only, usage.iterations each inference
+ITERATIONS_USAGE='{"input_tokens":10,"output_tokens":10,"iterations":[{"type":"message","input_tokens":5,"output_tokens":5},{"type":"advisor_message","model":"claude-fable-5-1","input_tokens":200000,"output_tokens":1000},{"type":"message","input_tokens":5,"output_tokens":5},{"type":"compaction","input_tokens":100000,"output_tokens":2000}]}'
+
+@test "spend: the advisor's and compaction's inferences an answer reports in usage.iterations are counted, at their own model" {
+	# executor 10 x 1 + 10 x 5; advisor 200,000 x 10 + 1,000 x 50; compaction (the
+	# executor's model) 100,000 x 1 + 2,000 x 5 USD per million: 2.16006 USD
+	api "$(jq -cn --argjson u "$ITERATIONS_USAGE" '{turns: [{raw: [
+		"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"claude-haiku-4-5\",\"usage\":{\"input_tokens\":10,\"output_tokens\":1}}}\n\n",
+		"event: message_delta\ndata: \({type: "message_delta", delta: {stop_reason: "end_turn"}, usage: $u} | tojson)\n\n",
+		"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"]}]}')"
+	start_recorded
+	clients 1 "" 100 claude-haiku-4-5 true '"tools":[{"type":"advisor_20260301","name":"advisor","model":"claude-fable-5-1"}]'
+	stop_proxy
+	run jq -c '.usage | [.nano_usd, ([.models[] | [.model, .input, .output]])]' "$T/record.json"
+	assert_output '[2160060000,[["claude-haiku-4-5",100010,2010],["claude-fable-5-1",200000,1000]]]'
+	grep -q ' model=claude-haiku-4-5 input=10 output=10 .* usd=0.000060 iterations_usd=2.160000 ' "$T/proxy.log"
+	# and so in a non-streamed answer
+	stop_fake_api
+	rm -rf "$T/rec"
+	api "$(jq -cn --argjson u "$ITERATIONS_USAGE" '{turns: [{raw: [{type: "message", model: "claude-haiku-4-5", content: [], usage: $u} | tojson]}]}')"
+	start_recorded
+	clients 1 "" 100 claude-haiku-4-5 false
+	stop_proxy
+	run jq -c '.usage.nano_usd' "$T/record.json"
+	assert_output 2160060000
+}
+
 @test "spend: a fast-mode request (speed other than standard) is priced by its model's fast row, else at the table's top price" {
 	# 1,000,000 tokens in and 1,000,000 out each; fast mode is billed at a multiple of the
 	# standard prices, and only the request's "speed" says it is asked for

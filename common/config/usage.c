@@ -90,25 +90,83 @@ static void see_count(json_t *v, uint64_t *seen, uint64_t *delta)
 	*seen = (uint64_t)n;
 }
 
-static void see(struct usage_stream *s, int kind, json_t *v, struct usage_tokens *delta)
+/* A model name m an answer reports, to out when it is one (printable, no spaces): 1, else 0. */
+static int take_model(json_t *m, char *out)
 {
-	see_count(v, &s->seen.n[kind], &delta->n[kind]);
+	const char *name = json_string_value(m);
+	size_t n = name ? strlen(name) : 0;
+
+	if (!n || n > USAGE_MODEL_MAX)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)name[i] <= 0x20 || (unsigned char)name[i] >= 0x7f)
+			return 0;
+	memcpy(out, name, n + 1);
+	return 1;
 }
 
 static void see_model(struct usage_stream *s, json_t *m)
 {
-	const char *name = json_string_value(m);
-	size_t n;
+	if (!s->model[0])
+		take_model(m, s->model);
+}
 
-	if (s->model[0] || !name)
-		return;
-	n = strlen(name);
-	if (!n || n > USAGE_MODEL_MAX)
-		return;
-	for (size_t i = 0; i < n; i++)
-		if ((unsigned char)name[i] <= 0x20 || (unsigned char)name[i] >= 0x7f)
-			return;
-	memcpy(s->model, name, n + 1);
+/* A usage object u: what its counts grew by past *seen goes to *delta. */
+static void see_usage(json_t *u, struct usage_tokens *seen, struct usage_tokens *delta)
+{
+	json_t *cc = json_object_get(u, "cache_creation");
+
+	see_count(json_object_get(u, "input_tokens"), &seen->n[USAGE_INPUT],
+	          &delta->n[USAGE_INPUT]);
+	see_count(json_object_get(u, "output_tokens"), &seen->n[USAGE_OUTPUT],
+	          &delta->n[USAGE_OUTPUT]);
+	see_count(json_object_get(u, "cache_read_input_tokens"), &seen->n[USAGE_CACHE_READ],
+	          &delta->n[USAGE_CACHE_READ]);
+	see_count(json_object_get(json_object_get(u, "server_tool_use"), "web_search_requests"),
+	          &seen->searches, &delta->searches);
+	if (json_is_object(cc)) {
+		see_count(json_object_get(cc, "ephemeral_5m_input_tokens"),
+		          &seen->n[USAGE_CACHE_5M], &delta->n[USAGE_CACHE_5M]);
+		see_count(json_object_get(cc, "ephemeral_1h_input_tokens"),
+		          &seen->n[USAGE_CACHE_1H], &delta->n[USAGE_CACHE_1H]);
+	} else {
+		see_count(json_object_get(u, "cache_creation_input_tokens"),
+		          &seen->n[USAGE_CACHE_5M], &delta->n[USAGE_CACHE_5M]);
+	}
+}
+
+/*
+ * A usage's "iterations" (USAGE_ITERATIONS): each but the model's own
+ * ("message") grows its slot; one without a model is the answer's when it
+ * is a compaction, else counted at the top price (USAGE_MODEL_OTHER), as
+ * are the ones past the slots, added up.
+ */
+static void see_iterations(struct usage_stream *s, json_t *its)
+{
+	size_t i;
+	json_t *it;
+
+	json_array_foreach(its, i, it)
+	{
+		const char *type = json_string_value(json_object_get(it, "type"));
+		struct usage_iteration *x = &s->it[i < USAGE_ITERATIONS ? i : USAGE_ITERATIONS - 1];
+
+		if (!json_is_object(it) || (type && !strcmp(type, "message")))
+			continue;
+		if (i >= USAGE_ITERATIONS - 1) {
+			struct usage_tokens none = {{0}}, d = {{0}};
+
+			snprintf(x->model, sizeof(x->model), "%s", USAGE_MODEL_OTHER);
+			see_usage(it, &none, &d);
+			usage_tokens_add(&x->seen, &d);
+			usage_tokens_add(&x->delta, &d);
+			continue;
+		}
+		if (!x->model[0] && !take_model(json_object_get(it, "model"), x->model) &&
+		    !(type && !strcmp(type, "compaction")))
+			snprintf(x->model, sizeof(x->model), "%s", USAGE_MODEL_OTHER);
+		see_usage(it, &x->seen, &x->delta);
+	}
 }
 
 /*
@@ -118,7 +176,7 @@ static void see_model(struct usage_stream *s, json_t *m)
 static void read_json(struct usage_stream *s, const char *p, size_t n, struct usage_tokens *delta)
 {
 	json_error_t e;
-	json_t *root = json_loadb(p, n, JSON_DECODE_INT_AS_REAL, &e), *u, *msg, *cc;
+	json_t *root = json_loadb(p, n, JSON_DECODE_INT_AS_REAL, &e), *u, *msg;
 	const char *type;
 
 	if (!json_is_object(root)) {
@@ -139,22 +197,8 @@ static void read_json(struct usage_stream *s, const char *p, size_t n, struct us
 	    (s->mode == USAGE_JSON || (type && !strcmp(type, "message_delta"))))
 		s->final = 1;
 	if (json_is_object(u)) {
-		see(s, USAGE_INPUT, json_object_get(u, "input_tokens"), delta);
-		see(s, USAGE_OUTPUT, json_object_get(u, "output_tokens"), delta);
-		see(s, USAGE_CACHE_READ, json_object_get(u, "cache_read_input_tokens"), delta);
-		see_count(
-		    json_object_get(json_object_get(u, "server_tool_use"), "web_search_requests"),
-		    &s->seen.searches, &delta->searches);
-		cc = json_object_get(u, "cache_creation");
-		if (json_is_object(cc)) {
-			see(s, USAGE_CACHE_5M, json_object_get(cc, "ephemeral_5m_input_tokens"),
-			    delta);
-			see(s, USAGE_CACHE_1H, json_object_get(cc, "ephemeral_1h_input_tokens"),
-			    delta);
-		} else {
-			see(s, USAGE_CACHE_5M, json_object_get(u, "cache_creation_input_tokens"),
-			    delta);
-		}
+		see_usage(u, &s->seen, delta);
+		see_iterations(s, json_object_get(u, "iterations"));
 	}
 	json_decref(root);
 }

@@ -64,6 +64,22 @@ struct usage_tokens {
 
 enum usage_mode { USAGE_OFF, USAGE_SSE, USAGE_JSON };
 
+/*
+ * The inferences an answer reports in its usage's "iterations" beside the
+ * model's own ("type": "message", which the usage's top level holds): an
+ * advisor's ("advisor_message", at its "model"), a compaction's (at the
+ * answer's model) and any other, each counted on top of the top level
+ * (docs/budget.md, "Counting").  The first USAGE_ITERATIONS - 1 by their
+ * place in the array; the rest added up in the last, at the top price.
+ */
+#define USAGE_ITERATIONS 16
+
+struct usage_iteration {
+	char model[USAGE_MODEL_MAX + 1]; /* "" for the answer's own model */
+	struct usage_tokens seen;        /* the highest of each kind it reported */
+	struct usage_tokens delta;       /* what seen grew by, not yet taken */
+};
+
 struct usage_stream {
 	enum usage_mode mode;
 	struct buf line;                 /* SSE: the line being read; JSON: the body */
@@ -75,6 +91,7 @@ struct usage_stream {
 	char model[USAGE_MODEL_MAX + 1]; /* "" until the answer names one */
 	uint64_t skipped;                /* events or bodies not counted: too large or not JSON */
 	int final; /* the final usage came: a message_delta's, or the body's (JSON) */
+	struct usage_iteration it[USAGE_ITERATIONS]; /* see USAGE_ITERATIONS */
 };
 
 void usage_stream_init(struct usage_stream *s, enum usage_mode mode);
@@ -83,8 +100,9 @@ void usage_stream_init(struct usage_stream *s, enum usage_mode mode);
  * Read the next n bytes of the answer's body (without the chunked framing).
  * What the answer's usage grew by is added to *delta (never less than 0 per
  * kind: usage that goes down changes nothing; each kind is taken as the
- * highest value seen, at most USAGE_TOKENS_MAX).  Never fails; memory stays
- * within USAGE_EVENT_MAX (SSE) or USAGE_BODY_MAX (JSON) per buffer.
+ * highest value seen, at most USAGE_TOKENS_MAX); what its iterations grew
+ * by, to each s->it[i].delta, for the caller to take.  Never fails; memory
+ * stays within USAGE_EVENT_MAX (SSE) or USAGE_BODY_MAX (JSON) per buffer.
  */
 void usage_stream_feed(struct usage_stream *s, const char *p, size_t n, struct usage_tokens *delta);
 

@@ -308,12 +308,22 @@ int px_api_request(struct conn *c, const struct http_head *h, const char *t, siz
 	return c->paid ? budget_check(c) : 1;
 }
 
+/* nano more counted: to the day's ledger at once, so that a killed task's spend is still there. */
+static void ledger_add(struct proxy *px, uint64_t nano)
+{
+	uint64_t total;
+
+	if (px->cfg->ledger_fd >= 0 && nano &&
+	    usage_ledger_add(px->cfg->ledger_fd, nano, &total) == 0)
+		px->cfg->report->usage.day_nano = total;
+}
+
 /* Count what one answer's usage grew by, for model. */
 static void usage_apply(struct conn *c, const char *model, const struct usage_tokens *d)
 {
 	struct proxy *px = c->px;
 	struct usage_count *u = &px->cfg->report->usage;
-	uint64_t nano, total;
+	uint64_t nano;
 
 	if (!usage_tokens_any(d))
 		return;
@@ -323,11 +333,36 @@ static void usage_apply(struct conn *c, const char *model, const struct usage_to
 	c->us_counted = 1;
 	usage_tokens_add(&c->req_tokens, d);
 	c->req_nano += nano;
-	/* Each task adds as it goes, so that a killed task's spend is still there. */
-	if (px->cfg->ledger_fd >= 0 && nano &&
-	    usage_ledger_add(px->cfg->ledger_fd, nano, &total) == 0)
-		u->day_nano = total;
+	ledger_add(px, nano);
 	spend_update(c);
+}
+
+/*
+ * Count what the answer's iterations (an advisor's, a compaction's: struct
+ * usage_iteration) grew by, each at its own model, on top of the answer's
+ * own usage.
+ */
+static void iterations_apply(struct conn *c)
+{
+	struct proxy *px = c->px;
+
+	for (int i = 0; i < USAGE_ITERATIONS; i++) {
+		struct usage_iteration *x = &c->us->it[i];
+		struct usage_tokens before = x->seen;
+		uint64_t nano;
+
+		if (!usage_tokens_any(&x->delta))
+			continue;
+		for (int k = 0; k < USAGE_KINDS; k++)
+			before.n[k] -= x->delta.n[k];
+		before.searches -= x->delta.searches;
+		usage_count_add(&px->cfg->report->usage, px->cfg->prices,
+		                x->model[0] ? x->model : count_model(c, c->us->model), &before,
+		                &x->delta, 0, &nano);
+		memset(&x->delta, 0, sizeof(x->delta));
+		c->iter_nano += nano;
+		ledger_add(px, nano);
+	}
 }
 
 static void usage_content(void *ctx, const char *p, size_t n)
@@ -340,6 +375,7 @@ static void usage_content(void *ctx, const char *p, size_t n)
 	usage_stream_feed(c->us, p, n, &d);
 	c->us_final = c->us->final;
 	usage_apply(c, count_model(c, c->us->model), &d);
+	iterations_apply(c);
 }
 
 static void req_content(void *ctx, const char *p, size_t n)
@@ -449,6 +485,7 @@ void px_usage_done(struct conn *c)
 		usage_stream_end(c->us, &d);
 	c->us_final = c->us->final;
 	usage_apply(c, count_model(c, c->us->model), &d);
+	iterations_apply(c);
 	settle(c);
 	px->cfg->report->usage.skipped += c->us->skipped;
 	if (c->us->mode == USAGE_JSON && !c->respb.done)

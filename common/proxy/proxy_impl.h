@@ -162,6 +162,7 @@ struct conn {
 	int us_final;                   /* its final usage came */
 	struct usage_tokens req_tokens; /* the request's tokens so far (cumulative) */
 	uint64_t req_nano;
+	uint64_t iter_nano; /* its answer's iterations' (an advisor's...), beside req_nano */
 	char req_model[USAGE_MODEL_MAX + 1];
 	char fast_model[USAGE_MODEL_MAX + 1]; /* count_model()'s name for a fast request */
 	struct usage_req rq;                  /* the request's body, read as it is forwarded */

@@ -157,6 +157,10 @@ void px_log_line(struct conn *c, const char *verdict, const char *why)
 			         (unsigned long long)c->req_tokens.searches);
 		buf_addstr(&b, " usd=");
 		usage_format_usd(&b, c->req_nano);
+		if (c->iter_nano) {
+			buf_addstr(&b, " iterations_usd=");
+			usage_format_usd(&b, c->iter_nano);
+		}
 		if (c->charged_max)
 			buf_addstr(&b, c->charged_max > 1 ? " charged=max_tokens,prompt"
 			                                  : " charged=max_tokens");
