@@ -632,6 +632,18 @@ ITERATIONS_USAGE='{"input_tokens":10,"output_tokens":10,"iterations":[{"type":"m
 	assert_output 2160060000
 }
 
+@test "spend: an answer's own inferences in usage.iterations count when they add up to more than its usage's top level" {
+	# the top level under-reports them (seen beside an advisor's): 11,000 x 1 + 500 x 5
+	# USD per million for the executor, 1,000 x 10 for the advisor
+	u='{"input_tokens":10,"output_tokens":10,"iterations":[{"type":"message","input_tokens":5000,"output_tokens":300},{"type":"advisor_message","model":"claude-fable-5-1","input_tokens":1000,"output_tokens":0},{"type":"message","input_tokens":6000,"output_tokens":200}]}'
+	api "$(jq -cn --argjson u "$u" '{turns: [{raw: [{type: "message", model: "claude-haiku-4-5", content: [], usage: $u} | tojson]}]}')"
+	start_recorded
+	clients 1 "" 100 claude-haiku-4-5 false
+	stop_proxy
+	run jq -c '.usage | [.nano_usd, ([.models[] | [.model, .input, .output]])]' "$T/record.json"
+	assert_output '[23500000,[["claude-haiku-4-5",11000,500],["claude-fable-5-1",1000,0]]]'
+}
+
 @test "spend: a fast-mode request (speed other than standard) is priced by its model's fast row, else at the table's top price" {
 	# 1,000,000 tokens in and 1,000,000 out each; fast mode is billed at a multiple of the
 	# standard prices, and only the request's "speed" says it is asked for

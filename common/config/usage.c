@@ -136,13 +136,15 @@ static void see_usage(json_t *u, struct usage_tokens *seen, struct usage_tokens 
 }
 
 /*
- * A usage's "iterations" (USAGE_ITERATIONS): each but the model's own
- * ("message") grows its slot; one without a model is the answer's when it
- * is a compaction, else counted at the top price (USAGE_MODEL_OTHER), as
- * are the ones past the slots, added up.
+ * A usage's "iterations" (USAGE_ITERATIONS): the model's own ("message"),
+ * added up, count for the answer where they are more than the usage's top
+ * level says (it may say less); each other grows its slot; one without a
+ * model is the answer's when it is a compaction, else counted at the top
+ * price (USAGE_MODEL_OTHER), as are the ones past the slots, added up.
  */
-static void see_iterations(struct usage_stream *s, json_t *its)
+static void see_iterations(struct usage_stream *s, json_t *its, struct usage_tokens *delta)
 {
+	struct usage_tokens own = {{0}}, zero;
 	size_t i;
 	json_t *it;
 
@@ -151,8 +153,13 @@ static void see_iterations(struct usage_stream *s, json_t *its)
 		const char *type = json_string_value(json_object_get(it, "type"));
 		struct usage_iteration *x = &s->it[i < USAGE_ITERATIONS ? i : USAGE_ITERATIONS - 1];
 
-		if (!json_is_object(it) || (type && !strcmp(type, "message")))
+		if (!json_is_object(it))
 			continue;
+		if (type && !strcmp(type, "message")) {
+			memset(&zero, 0, sizeof(zero));
+			see_usage(it, &zero, &own);
+			continue;
+		}
 		if (i >= USAGE_ITERATIONS - 1) {
 			struct usage_tokens none = {{0}}, d = {{0}};
 
@@ -166,6 +173,18 @@ static void see_iterations(struct usage_stream *s, json_t *its)
 		    !(type && !strcmp(type, "compaction")))
 			snprintf(x->model, sizeof(x->model), "%s", USAGE_MODEL_OTHER);
 		see_usage(it, &x->seen, &x->delta);
+	}
+	for (int k = 0; k < USAGE_KINDS; k++) {
+		if (own.n[k] > USAGE_TOKENS_MAX)
+			own.n[k] = USAGE_TOKENS_MAX;
+		if (own.n[k] > s->seen.n[k]) {
+			delta->n[k] = sat_add(delta->n[k], own.n[k] - s->seen.n[k]);
+			s->seen.n[k] = own.n[k];
+		}
+	}
+	if (own.searches > s->seen.searches) {
+		delta->searches = sat_add(delta->searches, own.searches - s->seen.searches);
+		s->seen.searches = own.searches;
 	}
 }
 
@@ -198,7 +217,7 @@ static void read_json(struct usage_stream *s, const char *p, size_t n, struct us
 		s->final = 1;
 	if (json_is_object(u)) {
 		see_usage(u, &s->seen, delta);
-		see_iterations(s, json_object_get(u, "iterations"));
+		see_iterations(s, json_object_get(u, "iterations"), delta);
 	}
 	json_decref(root);
 }
