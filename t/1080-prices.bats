@@ -25,7 +25,7 @@ user_prices() {
 	assert_line --regexp '^claude-haiku-5-5 +0\.10 +0\.50 +0\.125 +0\.20 +0\.01 +2026-12-01 installed$'
 	assert_line --regexp '^  above 100000 +0\.50 +2\.50 +0\.625 +1 +0\.05$'
 	assert_line --regexp '^claude-3-haiku +0\.25 +1\.25 +0\.30 +0\.50 +0\.03 +2025-11-24 installed$'
-	assert_line --regexp '^any other model +16 +80 +20 +32 +1\.50$'
+	assert_line --regexp '^any other model +60 +225 +75 +120 +6$'
 	assert_line "web search: 10 USD per 1,000 searches, date 2026-12-01, installed (line $(grep -n '^web-search ' "$INSTALLED" | cut -d: -f1))"
 	# every family of the installed table, once
 	families=$(awk '!/^#/ && NF >= 6 { print $1 }' "$INSTALLED" | sort)
@@ -51,11 +51,11 @@ user_prices() {
 		run aibox prices "$m"
 		assert_failure 1
 		assert_line --index 0 "$m is in no row of the price table: aibox charges it the highest price of each column (USD per million tokens):"
-		assert_line --regexp '^\(highest\) +16 +80 +20 +32 +1\.50$'
+		assert_line --regexp '^\(highest\) +60 +225 +75 +120 +6$'
 	done
 	run aibox prices --json claude-opus-4-9
 	assert_failure 1
-	[ "$(jq -c '[.model, .priced, .row, .highest.input, .highest.output]' <<<"$output")" = '["claude-opus-4-9",false,null,16,80]' ]
+	[ "$(jq -c '[.model, .priced, .row, .highest.input, .highest.output]' <<<"$output")" = '["claude-opus-4-9",false,null,60,225]' ]
 	run aibox prices a b
 	assert_failure 2
 	assert_output --partial "aibox-prices: unexpected argument 'b'"
@@ -80,7 +80,7 @@ claude-new-1      1    2    3      4  5    above 1000  2 3 4 5 6   date 2026-12-
 	# the installed web-search line, which this file does not replace
 	assert_line --regexp '^web search: 10 USD per 1,000 searches, date 2026-12-01, installed \(line [0-9]+\)$'
 	# the highest price of each column counts the user's rows too
-	assert_line --regexp '^any other model +16 +80 +20 +32 +6$'
+	assert_line --regexp '^any other model +60 +225 +75 +120 +6$'
 	run aibox prices --json claude-sonnet-5-20261201
 	assert_success
 	[ "$(jq -c '[.priced, .row.family, .row.from, .row.file, .row.line, .row.date, .row.bands[0].input, .row.bands[0].cache_write_5m]' <<<"$output")" = \

@@ -654,11 +654,13 @@ ITERATIONS_USAGE='{"input_tokens":10,"output_tokens":10,"iterations":[{"type":"m
 	clients 1 "" 100 claude-opus-5-5-20261101 true '"speed" : "fast"'
 	clients 1 "" 100 claude-sonnet-4-5 true '"speed":"fast"'
 	clients 1 "" 100 claude-sonnet-4-5 true '"sp\u0065ed":"fast"'
+	clients 1 "" 100 claude-opus-4-6 true '"speed":"fast"'
 	stop_proxy
 	# claude-opus-5-5-fast: 8 + 40 USD, twice; claude-opus-5-5: 4 + 20; Sonnet 4.5 has no
-	# fast row: the top price, 16 + 80, twice (the escaped key may spell speed)
+	# fast row: the top price, 60 + 225, twice (the escaped key may spell speed); Opus
+	# 4.6's fast row over 200,000 tokens of prompt: 60 + 225
 	run jq -c '[.usage.models[] | [.model, .usd, .priced]]' "$T/record.json"
-	assert_output '[["claude-opus-5-5-fast",48,true],["claude-opus-5-5",24,true],["claude-opus-5-5-fast-20261101",48,true],["claude-sonnet-4-5-fast",192,false]]'
+	assert_output '[["claude-opus-5-5-fast",48,true],["claude-opus-5-5",24,true],["claude-opus-5-5-fast-20261101",48,true],["claude-sonnet-4-5-fast",570,false],["claude-opus-4-6-fast",285,true]]'
 	grep -q ' status=200 model=claude-opus-5-5-fast input=1000000 output=1000000 .* usd=48.000000 ' "$T/proxy.log"
 }
 

@@ -113,9 +113,9 @@ counted() {
 	ask claude-opus-4-9
 	ask claude-sonnet-4-5-fast
 	stop_proxy
-	# the highest of each column: 16, 80, 20, 32, 1.50
-	[ "$(counted claude-opus-4-9)" = '[258000000,false]' ]
-	[ "$(counted claude-sonnet-4-5-fast)" = '[258000000,false]' ]
+	# the highest of each column: 60, 225, 75, 120, 6 (Opus 4.6's fast mode above 200,000)
+	[ "$(counted claude-opus-4-9)" = '[819000000,false]' ]
+	[ "$(counted claude-sonnet-4-5-fast)" = '[819000000,false]' ]
 }
 
 # haiku_sse IN CR OUT: a streamed answer whose message_start reports IN input
