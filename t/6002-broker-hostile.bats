@@ -234,6 +234,39 @@ all_closed() {
 	wait_until 10 children_are 0
 }
 
+@test "broker: broker.log stops at its cap of 16 MiB, and counts the lines it left out" {
+	# A refused push of 1000 refs, each cut at 256 bytes in refs=: about 260 KiB of log
+	# for 400 KiB sent; 70 of them would write 18 MB on the host's disk.
+	python3 - "$OLD" "$NEW" >body <<-'PY'
+	import sys
+	def pkt(b):
+	    return b"%04x" % (len(b) + 4) + b
+	cmds = [pkt(sys.argv[1].encode() + b" " + sys.argv[2].encode() + b" refs/heads/" + (b"x%04d" % i) * 60 + (b"\0report-status\n" if i == 0 else b"\n")) for i in range(1000)]
+	sys.stdout.buffer.write(b"".join(cmds) + b"0000")
+	PY
+	for _ in $(seq 70); do
+		post git-receive-pack body >/dev/null
+	done
+	run curl -sS -o /dev/null -w '%{http_code}' "${BR_URL}info/refs?service=git-receive-pack"
+	assert_output 200
+	kill "$BR_PID"
+	wait "$BR_PID" || true
+	run stat -c %s broker.log
+	[ "$output" -le $((16 << 20)) ]
+	[ "$output" -gt $((15 << 20)) ]
+	assert_file_contains broker.log '\] note why="the log reached its cap of 16777216 bytes: the lines after this one are left out, and counted before the stop line"$'
+	run grep -c 'note why="the log reached its cap' broker.log
+	assert_output 1
+	# The lines left out (the last pushes and the info/refs) are counted before the stop.
+	run tail -n 2 broker.log
+	assert_line --index 0 --regexp '\] note why="[0-9]+ lines left out: the log reached its cap of 16777216 bytes"$'
+	assert_line --index 1 --regexp '\] stop$'
+	n=$(sed -n 's/.* note why="\([0-9]*\) lines left out.*/\1/p' broker.log)
+	[ "$n" -ge 8 ]
+	run grep -c 'op=push request=GET' broker.log
+	assert_output 0
+}
+
 # A time-out that is no duration, or out of range, is a usage error.
 @test "broker: --client-timeout takes a duration between 1s and 1h" {
 	for bad in x 0 500ms 2h -1s; do

@@ -616,6 +616,10 @@ static void start(struct broker *br, struct options *o, struct buf *addr)
 	             MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (slots == MAP_FAILED)
 		die_errno("cannot map the children's slots");
+	br->log_count = mmap(NULL, sizeof(*br->log_count), PROT_READ | PROT_WRITE,
+	                     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (br->log_count == MAP_FAILED)
+		die_errno("cannot map the log's count");
 	if (o->handoff_fd >= 0) {
 		int type;
 		socklen_t tl = sizeof(type);
@@ -668,7 +672,7 @@ int main(int argc, char **argv)
 		broker_serve(&br, o.conn_fd, NULL, 0, -1);
 	} else {
 		serve_loop(&br, o.listen_fd, o.handoff_fd);
-		broker_log(&br, "stop");
+		broker_log_stop(&br);
 	}
 	/*
 	 * Nothing is buffered (the log is written with write()); leave without

@@ -48,23 +48,67 @@
 #define LOG_FIELD_MAX  256
 #define LOG_WHY_MAX    4096
 
-void broker_log(const struct broker *br, const char *fmt, ...)
+/* The line "<UTC time> [<pid>] <text>\n" into b. */
+static void log_format(struct buf *b, const char *fmt, va_list ap)
 {
-	struct buf b = BUF_INIT;
 	char ts[32];
 	struct tm tm;
 	time_t now = time(NULL);
-	va_list ap;
 
 	gmtime_r(&now, &tm);
 	strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
-	buf_addf(&b, "%s [%d] ", ts, (int)getpid());
+	buf_addf(b, "%s [%d] ", ts, (int)getpid());
+	buf_vaddf(b, fmt, ap);
+	buf_addch(b, '\n');
+}
+
+/* A line written whatever the cap (the notes about it, and "stop"). */
+__attribute__((format(printf, 2, 3))) static void log_uncapped(const struct broker *br,
+                                                               const char *fmt, ...)
+{
+	struct buf b = BUF_INIT;
+	va_list ap;
+
 	va_start(ap, fmt);
-	buf_vaddf(&b, fmt, ap);
+	log_format(&b, fmt, ap);
 	va_end(ap);
-	buf_addch(&b, '\n');
 	(void)write_all(br->log_fd, b.buf, b.len);
 	buf_release(&b);
+}
+
+void broker_log(const struct broker *br, const char *fmt, ...)
+{
+	struct broker_log_count *lc = br->log_count;
+	struct buf b = BUF_INIT;
+	va_list ap;
+
+	va_start(ap, fmt);
+	log_format(&b, fmt, ap);
+	va_end(ap);
+	/* Once a line is left out, used is past the cap: every later line is too. */
+	if (lc && __atomic_add_fetch(&lc->used, (int64_t)b.len, __ATOMIC_RELAXED) >
+	              BROKER_LOG_MAX - BROKER_LOG_RESERVE) {
+		if (!__atomic_fetch_add(&lc->left_out, 1, __ATOMIC_RELAXED))
+			log_uncapped(br,
+			             "note why=\"the log reached its cap of %d bytes: the lines "
+			             "after this one are left out, and counted before the stop "
+			             "line\"",
+			             BROKER_LOG_MAX);
+	} else {
+		(void)write_all(br->log_fd, b.buf, b.len);
+	}
+	buf_release(&b);
+}
+
+void broker_log_stop(const struct broker *br)
+{
+	int64_t n = br->log_count ? __atomic_load_n(&br->log_count->left_out, __ATOMIC_RELAXED) : 0;
+
+	if (n)
+		log_uncapped(
+		    br, "note why=\"%lld lines left out: the log reached its cap of %d bytes\"",
+		    (long long)n, BROKER_LOG_MAX);
+	log_uncapped(br, "stop");
 }
 
 /* Time-outs on fd: reads recv_ms (0: IO_TIMEOUT_S), writes IO_TIMEOUT_S. */

@@ -56,6 +56,20 @@ struct broker_slot {
 	int64_t client_wait_ms;
 };
 
+/*
+ * The log's cap (docs/broker.md, "Log"): the bytes of lines written, at
+ * most BROKER_LOG_MAX less BROKER_LOG_RESERVE, which is kept for the two
+ * notes about the cap.  The count lives in memory the broker and its
+ * children share, as every child writes its own lines.
+ */
+#define BROKER_LOG_MAX     (16 << 20)
+#define BROKER_LOG_RESERVE 512
+
+struct broker_log_count {
+	int64_t used;     /* bytes of the lines written, and of the first left out */
+	int64_t left_out; /* lines left out */
+};
+
 /* How long a client may send nothing, by default (--client-timeout). */
 #define BROKER_CLIENT_TIMEOUT_MS 30000
 
@@ -66,7 +80,8 @@ struct broker {
 	int log_fd;
 	/* A read from the client that gets no byte for this long ends the request (408). */
 	int64_t client_timeout_ms;
-	struct broker_slot *slot; /* the serving child's, or NULL */
+	struct broker_slot *slot;           /* the serving child's, or NULL */
+	struct broker_log_count *log_count; /* shared with the children; NULL: no cap */
 };
 
 /*
@@ -76,9 +91,20 @@ struct broker {
  */
 void broker_remote_credentials(struct broker_remote *rm);
 
-/* One line "<UTC time> [<pid>] <text>" on br->log_fd; never fails. */
+/*
+ * One line "<UTC time> [<pid>] <text>" on br->log_fd; never fails.  With
+ * br->log_count, a line that would take the log past its cap is left out
+ * and counted, as is every line after it; the first one left out is
+ * replaced by a note saying so.
+ */
 __attribute__((format(printf, 2, 3))) void broker_log(const struct broker *br, const char *fmt,
                                                       ...);
+
+/*
+ * The broker's last line, "stop", after a note counting the lines the cap
+ * left out if it left any; both are written whatever the cap.
+ */
+void broker_log_stop(const struct broker *br);
 
 /*
  * Serve the one request on the connected socket fd, answer it and close fd.
