@@ -256,11 +256,7 @@ teardown() {
 	start_upstream --reflect
 	cred=$(printf 'x-access-token:%s' "$GIT_TOKEN" | base64 -w0)
 	for mode in basic bearer; do
-		start_broker --remote "$UP_URL" --token-env GIT_TOKEN --fetch --auth "$mode"
-		# A 200 (info/refs) and an error (the POST), both chunked in 5-byte pieces.
-		curl -sS -D head.txt -o ok.txt "${BR_URL}info/refs?service=git-upload-pack"
-		curl -sS -D errhead.txt -o err.txt -H 'Content-Type: application/x-git-upload-pack-request' \
-			--data-binary 0000 "${BR_URL}git-upload-pack"
+		reflect_fetch "$mode"
 		assert_file_contains head.txt 'HTTP/1.1 200'
 		# The upstream's status with the one table's words, not "Error".
 		assert_file_contains errhead.txt 'HTTP/1.1 500 Internal Server Error'

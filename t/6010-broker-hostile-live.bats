@@ -237,30 +237,65 @@ out = sys.stdout.buffer.write
 	assert_output 404
 }
 
-@test "broker live: a reflected token, percent-encoded with some bytes left raw, does not reach the client" {
-	# Characters that base64 and URL-encoding change.
-	export GIT_TOKEN="t0k/en+$RANDOM=x%y~z" UPSTREAM_TOKEN="t0k/en+$RANDOM=x%y~z"
+# reflect_restart: the remote replaced by one that reflects the Authorization header.
+reflect_restart() {
 	kill "$UP_PID"
 	wait "$UP_PID" || true
 	rm -f up.port
 	start_upstream --reflect
+}
+
+# token_reflected DECODE: which of reflect_fetch's files hold $GIT_TOKEN or its Basic
+# credential once read back by DECODE: percent (%XX decoded) or json (a JSON string's
+# escapes decoded).  Prints nothing when none does.
+token_reflected() {
+	python3 - "$1" "$GIT_TOKEN" head.txt ok.txt errhead.txt err.txt <<-'PY'
+	import base64, re, sys, urllib.parse
+	decode, tok = sys.argv[1], sys.argv[2]
+	forms = [tok, base64.b64encode(("x-access-token:" + tok).encode()).decode()]
+	def unescape(m):
+	    e = m.group(1)
+	    return chr(int(e[3:], 16)) if e[0] == "u" else e
+	for f in sys.argv[3:]:
+	    text = open(f, encoding="latin-1").read()
+	    if decode == "percent":
+	        text = urllib.parse.unquote(text, encoding="latin-1")
+	    else:
+	        text = re.sub(r'\\(u00[0-9a-fA-F]{2}|[/"\\])', unescape, text)
+	    for s in forms:
+	        if s in text:
+	            print("%s holds %s" % (f, "the token" if s == tok else "the credential"))
+	PY
+}
+
+@test "broker live: a reflected token, percent-encoded with some bytes left raw, does not reach the client" {
+	# Characters that base64 and URL-encoding change.
+	export GIT_TOKEN="t0k/en+$RANDOM=x%y~z" UPSTREAM_TOKEN="t0k/en+$RANDOM=x%y~z"
+	reflect_restart
 	for mode in basic bearer; do
-		start_broker --remote "$UP_URL" --token-env GIT_TOKEN --fetch --auth "$mode"
-		curl -sS -D head.txt -o ok.txt "${BR_URL}info/refs?service=git-upload-pack"
-		curl -sS -D errhead.txt -o err.txt -H 'Content-Type: application/x-git-upload-pack-request' \
-			--data-binary 0000 "${BR_URL}git-upload-pack"
+		reflect_fetch "$mode"
 		assert_file_contains ok.txt '^quoted-path: '
 		# Percent-decoded, nothing the client got holds the token or the Basic credential.
-		run python3 - "$GIT_TOKEN" head.txt ok.txt errhead.txt err.txt <<-'PY'
-		import base64, sys, urllib.parse
-		tok = sys.argv[1]
-		forms = [tok, base64.b64encode(("x-access-token:" + tok).encode()).decode()]
-		for f in sys.argv[2:]:
-		    text = urllib.parse.unquote(open(f, encoding="latin-1").read(), encoding="latin-1")
-		    for s in forms:
-		        if s in text:
-		            print("%s holds %s" % (f, "the token" if s == tok else "the credential"))
-		PY
+		run token_reflected percent
+		assert_output ''
+		kill "$BR_PID"
+		wait "$BR_PID" || true
+	done
+}
+
+@test "broker live: a reflected token, JSON-escaped as PHP writes it, does not reach the client" {
+	# A token with '/' and '"', which JSON escapes; "???" (15 + 12 bytes in) makes a '/' of
+	# its Basic credential as well.
+	tok="t0k/en\"$(printf %05d "$RANDOM")???/"
+	printf 'x-access-token:%s' "$tok" | base64 -w0 | grep -q /
+	export GIT_TOKEN="$tok" UPSTREAM_TOKEN="$tok"
+	reflect_restart
+	for mode in basic bearer; do
+		reflect_fetch "$mode"
+		assert_file_contains ok.txt '^json-php: '
+		assert_file_contains ok.txt '^json-u: '
+		# JSON escapes read back, nothing the client got holds the token or the Basic credential.
+		run token_reflected json
 		assert_output ''
 		kill "$BR_PID"
 		wait "$BR_PID" || true

@@ -4,6 +4,7 @@
 #   broker_setup          certificates, an upstream bare repo with main, the token
 #   start_upstream [ARGS] t/git-https-upstream on $T/up; sets UP_PORT, UP_PID
 #   start_broker ARGS...  aibox-broker --listen on loopback; sets BR_PORT, BR_PID, BR_URL
+#   reflect_fetch MODE    what a broker relays from a --reflect upstream
 #   broker_teardown       stops what was started, by pid, and checks nothing is left
 
 # broker_make_certs DIR [SAN]: the test CA (ca.pem) and a server certificate
@@ -64,6 +65,17 @@ start_broker() {
 	BR_PORT=$(sed -n 's/^ready 127\.0\.0\.1:\([0-9]*\)$/\1/p' "$T/br.ready")
 	[ -n "$BR_PORT" ] || return 1
 	BR_URL="http://127.0.0.1:$BR_PORT/0/"
+}
+
+# reflect_fetch MODE: a broker with --auth MODE in front of the remote (started
+# with --reflect); what it relays of a 200 (info/refs) and of an error (the POST),
+# both chunked in 5-byte pieces, into head.txt, ok.txt, errhead.txt and err.txt.
+reflect_fetch() {
+	start_broker --remote "$UP_URL" --token-env GIT_TOKEN --fetch --auth "$1" || return 1
+	curl -sS -D "$T/head.txt" -o "$T/ok.txt" "${BR_URL}info/refs?service=git-upload-pack"
+	curl -sS -D "$T/errhead.txt" -o "$T/err.txt" \
+		-H 'Content-Type: application/x-git-upload-pack-request' \
+		--data-binary 0000 "${BR_URL}git-upload-pack"
 }
 
 # The refs of the upstream repository, one "oid ref" a line.

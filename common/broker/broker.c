@@ -245,41 +245,60 @@ static int send_chunk(struct hconn *c, const void *data, size_t n)
 }
 
 /*
+ * The spellings of byte c that p[0..len) starts with, by their lengths, into
+ * w (at most two start at one place: c's own byte and an escape, when c is
+ * '%' or '\\'); how many.  A spelling is c itself, %XX (as any URL encoder
+ * writes it, hex in either case), or a JSON string's escape of it: \/ (PHP's
+ * json_encode() writes '/' so), \" or \\, or \u00XX.
+ */
+static int spellings(unsigned char c, const char *p, size_t len, size_t w[3])
+{
+	unsigned char x;
+	int nw = 0;
+
+	if (len >= 1 && (unsigned char)p[0] == c)
+		w[nw++] = 1;
+	if (len >= 3 && p[0] == '%' && hex_decode(&x, p + 1, 1) == 0 && x == c)
+		w[nw++] = 3;
+	if (len >= 2 && p[0] == '\\' && (unsigned char)p[1] == c &&
+	    (c == '/' || c == '"' || c == '\\'))
+		w[nw++] = 2;
+	if (len >= 6 && !memcmp(p, "\\u00", 4) && hex_decode(&x, p + 4, 1) == 0 && x == c)
+		w[nw++] = 6;
+	return nw;
+}
+
+/*
  * How many bytes of p[0..len) spell the secret s[0..n) from their start,
- * each of its bytes either as itself or as %XX (either case of hex, as any
- * URL encoder writes it, whatever set of bytes it leaves alone); -1 when
- * they do not.  A '%' of the secret may be a raw '%' or "%25": both are tried.
+ * each of its bytes in any of its spellings() (so any mix of raw and
+ * URL-encoded bytes, or of raw and JSON-escaped ones); -1 when they do
+ * not.  Where two spellings start at one place, both are tried.
  */
 static ssize_t secret_match(const char *s, size_t n, const char *p, size_t len)
 {
 	size_t k = 0;
 
 	for (size_t j = 0; j < n; j++) {
-		int hi = k + 2 < len && p[k] == '%' ? hex_digit((unsigned char)p[k + 1]) : -1;
-		int lo = hi >= 0 ? hex_digit((unsigned char)p[k + 2]) : -1;
-		int enc = lo >= 0 && hi * 16 + lo == (unsigned char)s[j];
+		size_t w[3];
+		int nw = spellings((unsigned char)s[j], p + k, len - k, w);
 
-		if (k < len && p[k] == s[j]) {
-			if (enc) {
-				ssize_t m =
-				    secret_match(s + j + 1, n - j - 1, p + k + 3, len - k - 3);
-
-				if (m >= 0)
-					return (ssize_t)(k + 3) + m;
-			}
-			k++;
-		} else if (enc) {
-			k += 3;
-		} else {
+		if (!nw)
 			return -1;
+		for (int i = 1; i < nw; i++) {
+			ssize_t m =
+			    secret_match(s + j + 1, n - j - 1, p + k + w[i], len - k - w[i]);
+
+			if (m >= 0)
+				return (ssize_t)(k + w[i]) + m;
 		}
+		k += w[0];
 	}
 	return (ssize_t)k;
 }
 
 /*
  * Replace every spelling of rm's token and Basic credential in p[0..n)
- * (secret_match(): raw, URL-encoded, or any mix of the two) with '*', byte
+ * (secret_match(): raw, URL-encoded, JSON-escaped, or a mix) with '*', byte
  * for byte.
  */
 static void scrub_span(const struct broker_remote *rm, char *p, size_t n)
@@ -288,7 +307,7 @@ static void scrub_span(const struct broker_remote *rm, char *p, size_t n)
 		const struct buf *sec = &rm->secrets[i];
 
 		for (size_t at = 0; at < n;) {
-			ssize_t m = p[at] == sec->buf[0] || p[at] == '%'
+			ssize_t m = p[at] == sec->buf[0] || p[at] == '%' || p[at] == '\\'
 			                ? secret_match(sec->buf, sec->len, p + at, n - at)
 			                : -1;
 
@@ -1226,8 +1245,8 @@ out:
 /* ---- credentials ---- */
 
 /*
- * Remember s[0..n) as a secret: scrub_span() finds it raw, URL-encoded or
- * both mixed, at most 3 bytes for each of its bytes.
+ * Remember s[0..n) as a secret: scrub_span() finds it raw, URL-encoded,
+ * JSON-escaped or mixed, at most 6 bytes for each of its bytes (\u00XX).
  */
 static void add_secret(struct broker_remote *rm, const char *s, size_t n)
 {
@@ -1238,8 +1257,8 @@ static void add_secret(struct broker_remote *rm, const char *s, size_t n)
 	buf_add(&b, s, n);
 	ALLOC_GROW(rm->secrets, rm->nsecrets + 1, rm->secrets_alloc);
 	rm->secrets[rm->nsecrets++] = b;
-	if (3 * n > rm->secret_max)
-		rm->secret_max = 3 * n;
+	if (6 * n > rm->secret_max)
+		rm->secret_max = 6 * n;
 }
 
 void broker_remote_credentials(struct broker_remote *rm)

@@ -39,8 +39,9 @@ struct broker_remote {
 	struct addrinfo *addrs;
 	/*
 	 * The token and the Basic credential (docs/broker.md, "What the client
-	 * sees"): replaced, raw, URL-encoded or a mix, in whatever goes back
-	 * to the client.  secret_max: the longest spelling, 3 bytes a byte.
+	 * sees"): replaced, raw, URL-encoded, JSON-escaped or a mix, in
+	 * whatever goes back to the client.  secret_max: the longest spelling,
+	 * 6 bytes a byte.
 	 */
 	struct buf *secrets;
 	size_t nsecrets, secrets_alloc, secret_max;
