@@ -234,6 +234,42 @@ all_closed() {
 	wait_until 10 children_are 0
 }
 
+@test "broker: a command list that comes in small pieces is read in time linear in its size" {
+	# 1 MB of commands, 512 bytes at a time, each piece a read of its own: reading the list
+	# again from its start for each piece took a core for as long as they came.
+	cpu() { awk '{ print $16 + $17 }' "/proc/$BR_PID/stat"; }
+	before=$(cpu)
+	run python3 - "$BR_PORT" "$OLD" "$NEW" <<-'PY'
+	import socket, sys, time
+	port, old, new = int(sys.argv[1]), sys.argv[2].encode(), sys.argv[3].encode()
+	def pkt(b):
+	    return b"%04x" % (len(b) + 4) + b
+	body = b"".join(pkt(old + b" " + new + b" refs/heads/other/" + (b"y%04d" % i) * 180 + (b"\0report-status\n" if i == 0 else b"\n")) for i in range(1000)) + b"0000"
+	s = socket.create_connection(("127.0.0.1", port))
+	s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+	s.sendall(b"POST /0/git-receive-pack HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body))
+	for i in range(0, len(body), 512):
+	    s.sendall(body[i:i + 512])
+	    time.sleep(0.0003)
+	s.shutdown(socket.SHUT_WR)
+	ans = b""
+	while True:
+	    d = s.recv(65536)
+	    if not d:
+	        break
+	    ans += d
+	print(len(body), ans.split(b"\r\n")[0].decode())
+	PY
+	assert_output --regexp '^10[0-9]{5} HTTP/1.1 200 OK$'
+	assert_file_contains broker.log 'refs/heads/other/y0000.*result=refused status=200'
+	# The child is reaped: its CPU time counts in the broker's.
+	wait_until 10 children_are 0
+	ticks=$(($(cpu) - before))
+	echo "the child took $ticks ticks of CPU" >&2
+	[ "$ticks" -le 10 ]
+	assert_nothing_forwarded
+}
+
 @test "broker: broker.log stops at its cap of 16 MiB, and counts the lines it left out" {
 	# A refused push of 1000 refs, each cut at 256 bytes in refs=: about 260 KiB of log
 	# for 400 KiB sent; 70 of them would write 18 MB on the host's disk.

@@ -810,25 +810,58 @@ static void drain_body(struct hconn_body *b)
 }
 
 /*
+ * Whether pre, from *pos on, holds what push_commands_parse() can decide on:
+ * the command list's flush, a frame it refuses, or PUSH_COMMANDS_MAX bytes.
+ * *pos moves over the whole data pkt-lines before that, so each byte is
+ * looked at once however the list comes in pieces.
+ */
+static int command_list_ready(const struct buf *pre, size_t *pos)
+{
+	for (;;) {
+		enum pkt_kind kind;
+		const char *p;
+		size_t n;
+		int r;
+
+		if (*pos >= PUSH_COMMANDS_MAX)
+			return 1;
+		r = pkt_parse(pre->buf + *pos, pre->len - *pos, &kind, &p, &n);
+		if (r == 0)
+			return pre->len >= PUSH_COMMANDS_MAX;
+		if (r < 0 || kind != PKT_DATA)
+			return 1;
+		*pos += (size_t)r;
+	}
+}
+
+/*
  * Read a plain (not gzip) push body up to the end of its command list into
  * pre, parsed into pc.  Returns push_commands_parse()'s result (-EAGAIN: the
- * body ended before the flush), or a read error.
+ * body ended before the flush), or a read error.  The list is parsed once it
+ * is all there (command_list_ready()), not again for each read: a list that
+ * comes in small pieces would take time quadratic in its size.
  */
 static int read_command_list(struct hconn_body *body, struct push_commands *pc, struct buf *pre)
 {
 	char *data = xmalloc(65536);
+	size_t pos = 0;
 	int r;
 
 	for (;;) {
 		ssize_t n;
 
-		r = push_commands_parse(pc, pre->buf, pre->len);
-		if (r != -EAGAIN)
-			break;
-		push_commands_release(pc);
+		if (command_list_ready(pre, &pos)) {
+			r = push_commands_parse(pc, pre->buf, pre->len);
+			if (r != -EAGAIN)
+				break;
+			push_commands_release(pc);
+		}
 		n = hconn_body_read(body, data, 65536);
 		if (n <= 0) {
-			r = n == 0 ? -EAGAIN : (int)n;
+			/* What came may already be refused for itself (a malformed command). */
+			r = push_commands_parse(pc, pre->buf, pre->len);
+			if (r == -EAGAIN && n < 0)
+				r = (int)n;
 			break;
 		}
 		buf_add(pre, data, (size_t)n);
