@@ -67,7 +67,7 @@ struct broker_slot {
 #define BROKER_LOG_RESERVE 512
 
 struct broker_log_count {
-	int64_t used;     /* bytes of the lines written, and of the first left out */
+	int64_t used;     /* bytes of every line, written or left out */
 	int64_t left_out; /* lines left out */
 };
 
