@@ -301,3 +301,30 @@ token_reflected() {
 		wait "$BR_PID" || true
 	done
 }
+
+@test "broker live: a compressed answer is refused, whatever Content-Encoding header comes first" {
+	# A compressed body could not be scrubbed: one gzip header among others refuses it too.
+	kill "$UP_PID"
+	wait "$UP_PID" || true
+	for encodings in "gzip" "identity gzip" "identity"; do
+		rm -f up.port
+		args=()
+		for e in $encodings; do
+			args+=(--encoding "$e")
+		done
+		start_upstream --reflect "${args[@]}"
+		reflect_fetch basic
+		if [ "$encodings" = identity ]; then
+			# No compression at all: passed on, scrubbed.
+			assert_file_contains head.txt '^HTTP/1.1 200 '
+			assert_file_contains ok.txt '^auth: Basic \*\*\*\*'
+		else
+			assert_file_contains head.txt '^HTTP/1.1 502 '
+			assert_file_contains ok.txt 'the remote sent a compressed answer'
+			assert_file_contains broker.log 'why="localhost:[0-9]* sent a compressed answer"'
+		fi
+		kill "$BR_PID" "$UP_PID"
+		wait "$BR_PID" "$UP_PID" || true
+		: >broker.log
+	done
+}

@@ -591,6 +591,22 @@ out:
 }
 
 /*
+ * Whether the answer may be compressed: a Content-Encoding header that is
+ * not "identity", any of them (the client decodes every one it is given).
+ */
+static int answer_encoded(const struct http_head *resp)
+{
+	for (int i = 0; i < resp->nhdr; i++) {
+		const struct http_header *hd = &resp->hdr[i];
+
+		if (http_name_is(hd, "content-encoding") &&
+		    !(hd->value_len == 8 && !strncasecmp(hd->value, "identity", 8)))
+			return 1;
+	}
+	return 0;
+}
+
+/*
  * An answer the client may not have: credentials or redirects are ours to
  * handle, not the VM's, and a compressed answer cannot be checked (no
  * Accept-Encoding goes upstream).  1 when refused (the client told, res
@@ -600,7 +616,6 @@ static int answer_refused(struct hconn *client, const struct request *rq,
                           const struct http_head *resp, struct fwd_result *res)
 {
 	int status = resp->status;
-	const struct http_header *ce = http_header(resp, "content-encoding", NULL);
 
 	if (status == 401 || status == 407 || (status >= 300 && status < 400)) {
 		buf_addf(&res->why, "%s answered %d%s", rq->rm->hostport, status,
@@ -609,7 +624,7 @@ static int answer_refused(struct hconn *client, const struct request *rq,
 		send_text(client, 502, "the remote answered %d", status);
 		return 1;
 	}
-	if (ce && !(ce->value_len == 8 && !strncasecmp(ce->value, "identity", 8))) {
+	if (answer_encoded(resp)) {
 		buf_addf(&res->why, "%s sent a compressed answer", rq->rm->hostport);
 		res->status = 502;
 		send_text(client, 502, "the remote sent a compressed answer");
