@@ -130,3 +130,13 @@ both_held() {
 	assert_failure 2
 	assert_output "aibox-connect: --max: '100001' is not a number from 1 to 100000"
 }
+
+@test "connect: an error of its own never reaches the guest, whose connection is its stderr too" {
+	# QEMU's guestfwd gives the copy one socket as stdin, stdout and stderr:
+	# "cannot connect to '<the host's path>'" would tell the guest that path
+	run "$BATS_TEST_DIRNAME/connect-guest" no-proxy "$T/none.sock" "$(command -v aibox-connect)"
+	assert_success
+	assert_line --index 0 "got 0 b''"
+	assert_line --index 1 --regexp "^exit [1-9][0-9]*\$"
+	refute_output --partial "$T"
+}

@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -253,6 +254,27 @@ static const char *parse_options(int argc, char **argv, long *max, const char **
 	return path;
 }
 
+/*
+ * QEMU's guestfwd runs us with one socket, the guest's connection, as stdin,
+ * stdout and stderr: a message of ours there would go to the guest and tell
+ * it the host's paths.  Then stderr is /dev/null; as ssh's ProxyCommand
+ * (stderr the user's) it is left alone.
+ */
+static void quiet_toward_guest(void)
+{
+	struct stat in, err;
+	int null;
+
+	if (fstat(0, &in) < 0 || fstat(2, &err) < 0 || !S_ISSOCK(err.st_mode) ||
+	    in.st_dev != err.st_dev || in.st_ino != err.st_ino)
+		return;
+	null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+	if (null < 0 || dup2(null, 2) < 0)
+		_exit(1); /* the guest's connection closes, told nothing */
+	if (null > 2)
+		close(null);
+}
+
 int main(int argc, char **argv)
 {
 	struct sockaddr_un sun = {.sun_family = AF_UNIX};
@@ -261,6 +283,7 @@ int main(int argc, char **argv)
 	long max = 0;
 
 	tool_init(argc, argv);
+	quiet_toward_guest();
 	/*
 	 * ssh sends its ProxyCommand SIGHUP as it exits, maybe before we passed
 	 * on its last packet (the disconnect that ends the server): finish the
