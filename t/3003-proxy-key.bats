@@ -55,7 +55,7 @@ REQ='{"model":"m","stream":true,"tools":[{"name":"Bash"}],"messages":[{"role":"u
 
 @test "key: the real key replaces every credential the client sent" {
 	start_proxy --key-env AIBOX_TEST_KEY
-	curl -sS -i -v -x "$PROXY" -H 'x-api-key: sk-placeholder' -H 'Authorization: Bearer tok-vm' \
+	pcurl -sS -i -v -x "$PROXY" -H 'x-api-key: sk-placeholder' -H 'Authorization: Bearer tok-vm' \
 		-H 'Cookie: session=vm' -H 'Proxy-Authorization: Basic dm06dm0=' -U vm:vm \
 		-H 'content-type: application/json' --data-binary "$REQ" \
 		"http://127.0.0.1:3129/v1/messages?beta=true" >"$T/out" 2>"$T/err"
@@ -80,7 +80,7 @@ REQ='{"model":"m","stream":true,"tools":[{"name":"Bash"}],"messages":[{"role":"u
 
 @test "key: through a CONNECT to 127.0.0.1:3129 too, with keep-alive, and /api/hello" {
 	start_proxy --key-env AIBOX_TEST_KEY
-	curl -sS -v -p -x "$PROXY" "http://127.0.0.1:3129/api/hello" \
+	pcurl -sS -v -p -x "$PROXY" "http://127.0.0.1:3129/api/hello" \
 		--next -p -x "$PROXY" -H 'x-api-key: sk-placeholder' --data-binary "$REQ" \
 		"http://127.0.0.1:3129/v1/messages" \
 		--next -p -x "$PROXY" -H 'x-api-key: sk-placeholder' --data-binary "$REQ" \
@@ -107,9 +107,9 @@ REQ='{"model":"m","stream":true,"tools":[{"name":"Bash"}],"messages":[{"role":"u
 @test "key: requests for the port go to the upstream whatever host the request names" {
 	start_proxy --key-env AIBOX_TEST_KEY
 	# a Host header naming another host
-	run curl -sS -x "$PROXY" -H 'Host: api.anthropic.com' "http://127.0.0.1:3129/api/hello"
+	run pcurl -sS -x "$PROXY" -H 'Host: api.anthropic.com' "http://127.0.0.1:3129/api/hello"
 	assert_output '{}'
-	run curl -sS -x "$PROXY" -H 'Host: evil.test:8080' -H 'x-api-key: sk-placeholder' \
+	run pcurl -sS -x "$PROXY" -H 'Host: evil.test:8080' -H 'x-api-key: sk-placeholder' \
 		--data-binary "$REQ" "http://localhost:3129/v1/messages"
 	assert_output --partial 'Hello through the proxy.'
 	[ "$(jq -r '.headers.host' "$T/rec/0002.json")" = "localhost:$FAKE_API_PORT" ]
@@ -128,13 +128,13 @@ REQ='{"model":"m","stream":true,"tools":[{"name":"Bash"}],"messages":[{"role":"u
 @test "key: the upstream's certificate and host name are checked" {
 	unset AIBOX_API_CA
 	start_proxy --key-env AIBOX_TEST_KEY
-	run curl -sS -x "$PROXY" "http://127.0.0.1:3129/api/hello"
+	run pcurl -sS -x "$PROXY" "http://127.0.0.1:3129/api/hello"
 	assert_output --partial "aibox-proxy: TLS with the API upstream failed: unable to get local issuer certificate"
 	stop_proxy
 	export AIBOX_API_CA=$T/ca/ca.pem
 	export AIBOX_API_UPSTREAM=https://api.test:$FAKE_API_PORT
 	start_proxy --key-env AIBOX_TEST_KEY
-	run curl -sS -x "$PROXY" "http://127.0.0.1:3129/api/hello"
+	run pcurl -sS -x "$PROXY" "http://127.0.0.1:3129/api/hello"
 	assert_output --partial "aibox-proxy: TLS with the API upstream failed: hostname mismatch"
 	assert_file_not_exists "$T/rec/0001.json"
 	key_nowhere
@@ -142,7 +142,7 @@ REQ='{"model":"m","stream":true,"tools":[{"name":"Bash"}],"messages":[{"role":"u
 
 @test "key: without --key-env the port is refused; a bad upstream or key is an error" {
 	start_proxy
-	run curl -sS -x "$PROXY" "http://127.0.0.1:3129/api/hello"
+	run pcurl -sS -x "$PROXY" "http://127.0.0.1:3129/api/hello"
 	assert_success
 	assert_equal "$(jq -r .error.message <<<"$output")" "aibox-proxy refused this request: key forwarding is off (the task's proxy.log has it)"
 	AIBOX_API_UPSTREAM=http://localhost:1 run aibox-proxy --key-env AIBOX_TEST_KEY
@@ -192,6 +192,7 @@ REQ='{"model":"m","stream":true,"tools":[{"name":"Bash"}],"messages":[{"role":"u
 	cd "$T/work"
 	st=0
 	claude_via_proxy "say hello" || st=$?
+	proxy_settle
 	assert_equal "$st" 1
 	result=$(jq -r 'select(.type == "result") | .result' "$T/out.jsonl")
 	[[ "$result" == *"API Error: 403 aibox-proxy refused this request: key forwarding is off (the task's proxy.log has it)" ]] ||
@@ -206,6 +207,7 @@ REQ='{"model":"m","stream":true,"tools":[{"name":"Bash"}],"messages":[{"role":"u
 	cd "$T/work"
 	st=0
 	claude_via_proxy "say hello" || st=$?
+	proxy_settle
 	cat "$T/err" "$T/fake-api.log" "$T/proxy.log"
 	[ "$st" -eq 0 ]
 	result=$(grep '"type":"result"' "$T/out.jsonl" | tail -1)
@@ -236,11 +238,11 @@ conns() {
 @test "key pool: requests in a row, from different clients, share one upstream connection" {
 	start_proxy --key-env AIBOX_TEST_KEY
 	for i in 1 2 3; do
-		curl -sS -x "$PROXY" -H 'x-api-key: sk-placeholder' --data-binary "$REQ" \
+		pcurl -sS -x "$PROXY" -H 'x-api-key: sk-placeholder' --data-binary "$REQ" \
 			"http://127.0.0.1:3129/v1/messages" >"$T/out$i"
 		grep -q 'Hello through the proxy' "$T/out$i"
 	done
-	run curl -sS -x "$PROXY" "http://127.0.0.1:3129/api/hello"
+	run pcurl -sS -x "$PROXY" "http://127.0.0.1:3129/api/hello"
 	assert_output '{}'
 	[ "$(conns)" = "1 1 1 1 " ]
 	for f in "$T"/rec/*.json; do
@@ -295,11 +297,11 @@ conns() {
 @test "key pool: an upstream that closed an idle connection costs the client nothing" {
 	restart_fake_api --idle-close 0.3
 	start_proxy --key-env AIBOX_TEST_KEY
-	curl -sS -x "$PROXY" -H 'x-api-key: sk-placeholder' --data-binary "$REQ" \
+	pcurl -sS -x "$PROXY" -H 'x-api-key: sk-placeholder' --data-binary "$REQ" \
 		"http://127.0.0.1:3129/v1/messages" >"$T/out1"
 	wait_until 10 grep -q "closing connection 1 after" "$T/fake-api.log"
 	# a POST, which is never sent twice: the closed connection is seen before use
-	curl -sS -x "$PROXY" -H 'x-api-key: sk-placeholder' --data-binary "$REQ" \
+	pcurl -sS -x "$PROXY" -H 'x-api-key: sk-placeholder' --data-binary "$REQ" \
 		"http://127.0.0.1:3129/v1/messages" >"$T/out2"
 	grep -q 'Hello through the proxy' "$T/out1"
 	grep -q 'Hello through the proxy' "$T/out2"
@@ -311,22 +313,22 @@ conns() {
 @test "key pool: a connection dropped as the request arrives: GET is sent again, POST fails" {
 	restart_fake_api --drop-after 1
 	start_proxy --key-env AIBOX_TEST_KEY
-	run curl -sS -x "$PROXY" "http://127.0.0.1:3129/api/hello"
+	run pcurl -sS -x "$PROXY" "http://127.0.0.1:3129/api/hello"
 	assert_output '{}'
 	# connection 1 looks alive in the pool, takes the request and closes
-	run curl -sS -x "$PROXY" "http://127.0.0.1:3129/api/hello"
+	run pcurl -sS -x "$PROXY" "http://127.0.0.1:3129/api/hello"
 	assert_output '{}'
 	grep -q "dropping connection 1 without answering" "$T/fake-api.log"
 	[ "$(conns)" = "1 2 " ]
 	# a POST may have been acted on: it is not sent twice, the client is told
-	run curl -sS -i -x "$PROXY" -H 'x-api-key: sk-placeholder' --data-binary "$REQ" \
+	run pcurl -sS -i -x "$PROXY" -H 'x-api-key: sk-placeholder' --data-binary "$REQ" \
 		"http://127.0.0.1:3129/v1/messages"
 	assert_line --index 0 --partial "HTTP/1.1 502"
 	assert_output --regexp "aibox-proxy: upstream (closed without a response|read failed|write failed)"
 	grep -q "dropping connection 2 without answering" "$T/fake-api.log"
 	[ "$(conns)" = "1 2 " ]
 	# and the next request opens a new connection
-	run curl -sS -x "$PROXY" -H 'x-api-key: sk-placeholder' --data-binary "$REQ" \
+	run pcurl -sS -x "$PROXY" -H 'x-api-key: sk-placeholder' --data-binary "$REQ" \
 		"http://127.0.0.1:3129/v1/messages"
 	assert_output --partial 'Hello through the proxy'
 	[ "$(conns)" = "1 2 3 " ]
@@ -336,11 +338,11 @@ conns() {
 @test "key pool: a large POST on a connection the upstream drops gets a 502, not an empty reply" {
 	restart_fake_api --drop-after 1
 	start_proxy --key-env AIBOX_TEST_KEY
-	run curl -sS -x "$PROXY" "http://127.0.0.1:3129/api/hello"
+	run pcurl -sS -x "$PROXY" "http://127.0.0.1:3129/api/hello"
 	assert_output '{}'
 	# the upstream closes unread: the proxy's write of the body fails
 	head -c 8388608 /dev/zero | tr '\0' a >"$T/big"
-	run curl -sS -i -x "$PROXY" -H 'x-api-key: sk-placeholder' -H 'Content-Type: text/plain' \
+	run pcurl -sS -i -x "$PROXY" -H 'x-api-key: sk-placeholder' -H 'Content-Type: text/plain' \
 		--data-binary @"$T/big" "http://127.0.0.1:3129/v1/messages"
 	refute_line --partial "curl: ("
 	assert_line --partial "HTTP/1.1 502 Bad Gateway"
@@ -353,7 +355,7 @@ conns() {
 
 # post_path PATH: POST $REQ to the key forwarding port at PATH; the answer's head and body in $T/out
 post_path() {
-	curl -sS -i -x "$PROXY" -H 'content-type: application/json' --data-binary "$REQ" \
+	pcurl -sS -i -x "$PROXY" -H 'content-type: application/json' --data-binary "$REQ" \
 		"http://127.0.0.1:3129$1" >"$T/out"
 }
 
@@ -377,7 +379,7 @@ post_path() {
 		assert_equal "$(head -1 "$T/out")" "$(printf 'HTTP/1.1 403 Forbidden\r')"
 	done
 	# a listed path with another method
-	run curl -sS -i -x "$PROXY" http://127.0.0.1:3129/v1/messages
+	run pcurl -sS -i -x "$PROXY" http://127.0.0.1:3129/v1/messages
 	[ "$status" -eq 0 ]
 	assert_line --index 0 "$(printf 'HTTP/1.1 403 Forbidden\r')"
 	assert_output --partial 'method not forwarded for this API path'
@@ -387,7 +389,7 @@ post_path() {
 	run jq -r '[.type, .error.type, .error.message] | join("|")' < <(sed '1,/^\r$/d' "$T/out")
 	assert_success
 	assert_output "error|permission_error|aibox-proxy refused this request: the Message Batches API is not forwarded: its spend cannot be counted (the task's proxy.log has it)"
-	run curl -sS -X TRACE -x "$PROXY" http://127.0.0.1:3129/v1/messages
+	run pcurl -sS -X TRACE -x "$PROXY" http://127.0.0.1:3129/v1/messages
 	assert_success
 	assert_equal "$(jq -r '.error.type + "|" + .error.message' <<<"$output")" \
 		"invalid_request_error|aibox-proxy refused this request: method not forwarded to the API (the task's proxy.log has it)"
@@ -437,7 +439,7 @@ start_oauth() {
 	restart_fake_api
 	oauth_secrets
 	start_oauth
-	curl -sS -i -x "$PROXY" -H "Authorization: Bearer $OPH" -H 'x-api-key: sk-vm' \
+	pcurl -sS -i -x "$PROXY" -H "Authorization: Bearer $OPH" -H 'x-api-key: sk-vm' \
 		-H 'anthropic-beta: oauth-2025-04-20' -H 'content-type: application/json' \
 		--data-binary "$REQ" "http://127.0.0.1:3129/v1/messages?beta=true" >"$T/out" 2>"$T/err"
 	run cat "$T/out"
@@ -472,7 +474,7 @@ start_oauth() {
 	exec 6>"$T/taskca.pem"
 	SSL_CERT_FILE=$T/upstream-ca.pem start_oauth --allow "127.0.0.1:$E" --ca-fd 6
 	exec 6>&-
-	run curl -sS -w '\n%{http_code}\n' -x "$PROXY" --cacert "$T/taskca.pem" \
+	run pcurl -sS -w '\n%{http_code}\n' -x "$PROXY" --cacert "$T/taskca.pem" \
 		-H "Authorization: Bearer $OPH" "https://127.0.0.1:$E/x"
 	assert_success
 	assert_line 403
@@ -523,6 +525,7 @@ start_oauth() {
 	cd "$T/work"
 	st=0
 	CLAUDE_LOGIN=CLAUDE_CODE_OAUTH_TOKEN=$OPH claude_via_proxy "say hello" || st=$?
+	proxy_settle
 	[ "$st" -eq 0 ] || { cat "$T/err" "$T/fake-api.log" "$T/proxy.log"; false; }
 	result=$(grep '"type":"result"' "$T/out.jsonl" | tail -1)
 	[ "$(jq -r .result <<<"$result")" = "Hello with a subscription." ]

@@ -48,9 +48,10 @@ stop_proxy() {
 }
 
 # raw_request BYTES: send BYTES (printf %b escapes) to the proxy on a plain TCP
-# connection, print what came back (up to 5 s).
+# connection, print what came back (up to 5 s); then proxy_settle.
 raw_request() {
-	python3 - "$PROXY_PORT" "$1" <<-'PY'
+	local st=0
+	python3 - "$PROXY_PORT" "$1" <<-'PY' || st=$?
 		import socket, sys, codecs
 		data = codecs.escape_decode(sys.argv[2].encode())[0]
 		s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)
@@ -66,13 +67,17 @@ raw_request() {
 		    pass
 		sys.stdout.write(out.decode("latin-1"))
 	PY
+	proxy_settle
+	return "$st"
 }
 
 # tls_raw HOST:PORT BYTES [PRE]: CONNECT to HOST:PORT through the proxy (PRE,
 # printf %b escapes, sent right after the CONNECT head), TLS trusting the task
-# CA, then BYTES (printf %b escapes); prints what came back inside (5 s).
+# CA, then BYTES (printf %b escapes); prints what came back inside (5 s); then
+# proxy_settle.
 tls_raw() {
-	python3 - "$PROXY_PORT" "$T/taskca.pem" "$@" <<-'PY'
+	local st=0
+	python3 - "$PROXY_PORT" "$T/taskca.pem" "$@" <<-'PY' || st=$?
 		import codecs, socket, ssl, sys
 		port, ca, authority, data = sys.argv[1:5]
 		pre = codecs.escape_decode(sys.argv[5].encode())[0] if len(sys.argv) > 5 else b""
@@ -102,6 +107,8 @@ tls_raw() {
 		    pass
 		sys.stdout.write(out.decode("latin-1"))
 	PY
+	proxy_settle
+	return "$st"
 }
 
 # start_intercepting_proxy ARGS...: start_proxy with $T/secrets on --secrets-fd
@@ -116,16 +123,31 @@ start_intercepting_proxy() {
 	return $st
 }
 
-# icurl ARGS...: curl through the task's proxy, trusting the task CA; its
-# status.  It returns once the proxy (PROXY_PID, when set) is done with what it
-# was doing as curl ended (proxy_idle): the proxy writes a request's log line
-# just after the answer's last bytes, so a client that has its answer may
-# otherwise find the line not there yet (t/3020 did, once, under ASan).
+# icurl ARGS...: pcurl through the task's proxy, trusting the task CA; its
+# status.
 icurl() {
+	pcurl -sS -x "$PROXY" --cacert "$T/taskca.pem" "$@"
+}
+
+# pcurl ARGS...: curl ARGS (a request through the proxy); its status.  It
+# returns once the proxy (PROXY_PID, when set) is done with what it was doing
+# as curl ended (proxy_settle): the proxy writes a request's log line just
+# after the answer's last bytes, so a client that has its answer may otherwise
+# find the line not there yet (t/3020 did, once, under ASan).  Every curl whose
+# line in proxy.log a test reads goes through it (or icurl).
+pcurl() {
 	local st=0
-	curl -sS -x "$PROXY" --cacert "$T/taskca.pem" "$@" || st=$?
-	[ -z "${PROXY_PID:-}" ] || wait_until 10 proxy_idle || true
+	curl "$@" || st=$?
+	proxy_settle
 	return "$st"
+}
+
+# proxy_settle: wait until the proxy is idle (proxy_idle), for a test about to
+# read proxy.log after a client other than pcurl had its answer.  It never
+# fails and prints nothing (the output of a `run` is the client's): a proxy
+# busy for 10 s is let go, and what the test reads then says what is wrong.
+proxy_settle() {
+	[ -z "${PROXY_PID:-}" ] || wait_until 10 proxy_idle 2>/dev/null || true
 }
 
 # proxy_idle: the proxy's main thread (PROXY_PID) is not running or about to
