@@ -61,16 +61,16 @@ teardown() {
 	FAKE_API_PID_PLAIN=$FAKE_API_PID
 	start_fake_api "$T/script.json" --tls "$T/ca/server.pem" "$T/ca/server.key"
 	start_proxy --allow "127.0.0.1:$plain" --allow "localhost:$FAKE_API_PORT"
-	run curl -sS -x "$PROXY" "http://127.0.0.1:$plain/api/hello"
+	run pcurl -sS -x "$PROXY" "http://127.0.0.1:$plain/api/hello"
 	assert_success
 	assert_output '{}'
-	run curl -sS -x "$PROXY" --cacert "$T/ca/ca.pem" "https://localhost:$FAKE_API_PORT/api/hello"
+	run pcurl -sS -x "$PROXY" --cacert "$T/ca/ca.pem" "https://localhost:$FAKE_API_PORT/api/hello"
 	assert_success
 	assert_output '{}'
 	# the same server under another port or name is not on the list
-	run curl -sS -x "$PROXY" --cacert "$T/ca/ca.pem" "https://127.0.0.1:$FAKE_API_PORT/api/hello"
+	run pcurl -sS -x "$PROXY" --cacert "$T/ca/ca.pem" "https://127.0.0.1:$FAKE_API_PORT/api/hello"
 	assert_failure
-	run curl -sS -x "$PROXY" "http://localhost:$plain/api/hello"
+	run pcurl -sS -x "$PROXY" "http://localhost:$plain/api/hello"
 	assert_output 'aibox-proxy: not on the allow list'
 	kill "$FAKE_API_PID_PLAIN"; wait "$FAKE_API_PID_PLAIN" || true
 	run cat "$T/proxy.log"
@@ -111,9 +111,9 @@ teardown() {
 @test "proxy: a public name that resolves to loopback gets nowhere" {
 	start_fake_api "$T/script.json"
 	start_proxy --allow "evil.test:$FAKE_API_PORT" --allow "example.test:$FAKE_API_PORT"
-	run curl -sS -x "$PROXY" "http://evil.test:$FAKE_API_PORT/api/hello"
+	run pcurl -sS -x "$PROXY" "http://evil.test:$FAKE_API_PORT/api/hello"
 	assert_output "aibox-proxy: the host resolves to a non-public address"
-	run curl -sS -p -x "$PROXY" "http://example.test:$FAKE_API_PORT/api/hello"
+	run pcurl -sS -p -x "$PROXY" "http://example.test:$FAKE_API_PORT/api/hello"
 	assert_failure
 	grep -q "^[^ ]* refused evil.test:$FAKE_API_PORT GET (the host resolves to a non-public address)" "$T/proxy.log"
 	grep -q "^[^ ]* refused example.test:$FAKE_API_PORT CONNECT (the host resolves to a non-public address)" "$T/proxy.log"
@@ -170,15 +170,15 @@ teardown() {
 	printf 'rule localhost:%s\nmethod GET\npath /api/*\n' "$FAKE_API_PORT" >"$T/secrets"
 	start_proxy --allow "localhost:$FAKE_API_PORT" --secrets-fd 5 --ca-fd 6 5<"$T/secrets" 6>"$T/taskca.pem"
 	# the control: what the rule lets through passes
-	run curl -sS -x "$PROXY" "http://localhost:$FAKE_API_PORT/api/hello"
+	run pcurl -sS -x "$PROXY" "http://localhost:$FAKE_API_PORT/api/hello"
 	assert_output '{}'
-	run curl -sS -x "$PROXY" -X DELETE "http://localhost:$FAKE_API_PORT/api/hello"
+	run pcurl -sS -x "$PROXY" -X DELETE "http://localhost:$FAKE_API_PORT/api/hello"
 	assert_output 'aibox-proxy: method DELETE is not allowed'
-	run curl -sS -x "$PROXY" "http://localhost:$FAKE_API_PORT/admin"
+	run pcurl -sS -x "$PROXY" "http://localhost:$FAKE_API_PORT/admin"
 	assert_output 'aibox-proxy: path /admin is not allowed'
-	run curl -sS -x "$PROXY" --path-as-is "http://localhost:$FAKE_API_PORT/api/../admin"
+	run pcurl -sS -x "$PROXY" --path-as-is "http://localhost:$FAKE_API_PORT/api/../admin"
 	assert_output 'aibox-proxy: the path is not one the rules can read'
-	run curl -sS -x "$PROXY" -H 'X-HTTP-Method-Override: DELETE' "http://localhost:$FAKE_API_PORT/api/hello"
+	run pcurl -sS -x "$PROXY" -H 'X-HTTP-Method-Override: DELETE' "http://localhost:$FAKE_API_PORT/api/hello"
 	assert_output 'aibox-proxy: a method override header on a host whose rule lists the methods'
 	# only the control reached the host
 	assert_file_exists "$T/rec/0001.json"
