@@ -128,7 +128,7 @@ REQ='{"model":"m","stream":true,"tools":[{"name":"Bash"}],"messages":[{"role":"u
 @test "key: the upstream's certificate and host name are checked" {
 	unset AIBOX_API_CA
 	start_proxy --key-env AIBOX_TEST_KEY
-	run pcurl -sS -x "$PROXY" "http://127.0.0.1:3129/api/hello"
+	run curl -sS -x "$PROXY" "http://127.0.0.1:3129/api/hello"
 	assert_output --partial "aibox-proxy: TLS with the API upstream failed: unable to get local issuer certificate"
 	stop_proxy
 	export AIBOX_API_CA=$T/ca/ca.pem
@@ -142,7 +142,7 @@ REQ='{"model":"m","stream":true,"tools":[{"name":"Bash"}],"messages":[{"role":"u
 
 @test "key: without --key-env the port is refused; a bad upstream or key is an error" {
 	start_proxy
-	run pcurl -sS -x "$PROXY" "http://127.0.0.1:3129/api/hello"
+	run curl -sS -x "$PROXY" "http://127.0.0.1:3129/api/hello"
 	assert_success
 	assert_equal "$(jq -r .error.message <<<"$output")" "aibox-proxy refused this request: key forwarding is off (the task's proxy.log has it)"
 	AIBOX_API_UPSTREAM=http://localhost:1 run aibox-proxy --key-env AIBOX_TEST_KEY
