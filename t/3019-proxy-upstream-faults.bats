@@ -26,7 +26,7 @@ teardown() {
 # ask STREAM [MAX_TIME]: one main request through the proxy (max_tokens
 # 1000); the answer in $T/out, curl's status and time in $T/curl
 ask() {
-	curl -sS -m "${2:-20}" -x "$PROXY" -H 'content-type: application/json' --data-binary \
+	pcurl -sS -m "${2:-20}" -x "$PROXY" -H 'content-type: application/json' --data-binary \
 		"{\"model\":\"claude-sonnet-4-5\",\"max_tokens\":1000,\"stream\":$1,\"tools\":[{\"name\":\"Bash\"}],\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}" \
 		-w '%{http_code} %{time_total}\n' -o "$T/out" \
 		"http://127.0.0.1:3129/v1/messages" >"$T/curl"
