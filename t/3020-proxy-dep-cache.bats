@@ -749,6 +749,9 @@ restart_registry() {
 	local sa=0 sb=0
 	wait $a || sa=$?
 	wait $b || sb=$?
+	# both proxies done with their lines (pcurl's wait, for the two)
+	PROXY_PID=$PROXY2_PID proxy_settle
+	proxy_settle
 	assert_equal "$sa $sb" "0 0"
 	run cmp "$T/a.tgz" "$T/reg/npm/left-pad-1.0.0.tgz"
 	assert_success
