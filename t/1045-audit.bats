@@ -142,10 +142,14 @@ setup() {
 	run --separate-stderr aibox audit list --json
 	assert_success
 	assert_equal "$(jq -c . <<<"$output")" "$(jq -sc . "$log")"
-	run --separate-stderr aibox audit list --json --since "$(date +%F)"
+	# the local dates of the first entry and of the day after the last (from
+	# the entries' own times, not today's: setup may have run before midnight)
+	day1=$(date -d "@$(jq -s '.[0].time' "$log")" +%F)
+	after=$(date -d "$(date -d "@$(jq -s '.[-1].time' "$log")" +%F) 12:00 1 day" +%F)
+	run --separate-stderr aibox audit list --json --since "$day1"
 	assert_success
 	assert_equal "$(jq length <<<"$output")" 4
-	run --separate-stderr aibox audit list --json --since "$(date -d tomorrow +%F)"
+	run --separate-stderr aibox audit list --json --since "$after"
 	assert_success
 	assert_equal "$(jq length <<<"$output")" 0
 	run --separate-stderr aibox audit list --json --since 1h
@@ -171,7 +175,7 @@ setup() {
 	assert_equal "$(jq -c . <<<"$output")" "$(jq -sc . "$log")"
 	assert_equal "$stderr" "aibox-audit-list: the system log's copy, from the syslog file '$T/auth.log'
 aibox-audit-list: warning: $T/auth.log:7: an aibox-audit line that is not an entry, skipped"
-	run --separate-stderr aibox audit list --syslog "$T/auth.log" --since "$(date -d tomorrow +%F)"
+	run --separate-stderr aibox audit list --syslog "$T/auth.log" --since "$after"
 	assert_success
 	assert_output ""
 	run --separate-stderr aibox audit list --syslog "$T/auth.log"
