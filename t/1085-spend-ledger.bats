@@ -2,19 +2,22 @@
 # The day's spend ledger (common/config/usage.c, docs/budget.md) against a
 # kill at any point of its write, and on the disk once a cost is added
 # (docs/reliability.md).  test-common ledger-add adds 1 nano-USD at a time
-# through usage_ledger_sync(), as the proxy does, printing each total.
+# through usage_ledger_sync(), as the proxy does, printing each total; each
+# call is given the moment setup read (its day's ledger), so that a test that
+# runs across midnight adds to one ledger still.
 load lib-common
 bats_require_minimum_version 1.5.0
 
 setup() {
 	common_setup
 	mkdir project
-	ledger=$T/project/spend/$(date +%F)
+	now=$(date +%s)
+	ledger=$T/project/spend/$(date -d "@$now" +%F)
 }
 
 @test "ledger: kill -9 in the middle of its writes leaves it valid, each add counted exactly once" {
 	for i in $(seq 8); do
-		test-common ledger-add "$T/project" 0 >"out.$i" &
+		test-common ledger-add "$T/project" 0 "$now" >"out.$i" &
 		pid=$!
 		wait_until 10 test -s "out.$i"
 		sleep "0.0$((RANDOM % 10))"
@@ -34,7 +37,7 @@ setup() {
 		# whole lines only, and the next add reads it
 		size=$(stat -c %s "$ledger")
 		[ $(((size - 21) % 59)) -eq 0 ] || fail "round $i: a ledger of $size bytes"
-		run test-common ledger-add "$T/project" 1
+		run test-common ledger-add "$T/project" 1 "$now"
 		assert_success
 		assert_output "$((total + 1))"
 	done
@@ -42,14 +45,14 @@ setup() {
 
 @test "ledger: each added cost is fdatasync'ed before the call returns, and a new day's file has its folder fsynced" {
 	command -v strace >/dev/null || skip "strace is not installed"
-	ASAN_OPTIONS=detect_leaks=0 strace -o trace -e trace=fsync,fdatasync,openat test-common ledger-add "$T/project" 3
+	ASAN_OPTIONS=detect_leaks=0 strace -o trace -e trace=fsync,fdatasync,openat test-common ledger-add "$T/project" 3 "$now"
 	# the day's file made, then its folder synced
 	run grep -cE '^fsync\(' trace
 	assert_output 1
 	run grep -cE '^fdatasync\(' trace
 	assert_output 3
 	# the file there already: no folder sync
-	ASAN_OPTIONS=detect_leaks=0 strace -o trace -e trace=fsync,fdatasync test-common ledger-add "$T/project" 1
+	ASAN_OPTIONS=detect_leaks=0 strace -o trace -e trace=fsync,fdatasync test-common ledger-add "$T/project" 1 "$now"
 	run grep -cE '^fsync\(' trace
 	assert_output 0
 	run grep -cE '^fdatasync\(' trace

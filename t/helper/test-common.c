@@ -27,11 +27,12 @@
  *   test-common git-remote URL                     git_remote_url_parse(): "HOST PORT HOSTPORT
  *                                                  PATH", or "error: REASON"
  *   test-common clock MS                           sleep MS ms: what clock_ms() saw pass
- *   test-common ledger-add DIR N                   N times (0: until killed) add 1 nano-USD
- *                                                  to project DIR's ledger of today
- *                                                  (usage_ledger_open()) and set a reservation
- *                                                  (usage_ledger_sync()), printing the total
- *                                                  after each; "error: REASON" (exit 1)
+ *   test-common ledger-add DIR N [EPOCH]           N times (0: until killed) add 1 nano-USD
+ *                                                  to project DIR's ledger of today, or of
+ *                                                  EPOCH's day (usage_ledger_open()), and set
+ *                                                  a reservation (usage_ledger_sync()),
+ *                                                  printing the total after each; "error:
+ *                                                  REASON" (exit 1)
  *   test-common json-get < LINES                   each line KIND|req or opt|JSON, KIND str,
  *	                                            int, real, bool, obj or list: member "k"
  *	                                            of JSON (\u0000 kept) by json_get, one
@@ -509,11 +510,12 @@ static int cmd_json_get(void)
 	return 0;
 }
 
-static int cmd_ledger_add(const char *dir, const char *count)
+static int cmd_ledger_add(const char *dir, const char *count, const char *epoch)
 {
 	struct buf err = BUF_INIT;
 	long n = strtol(count, NULL, 10);
-	int fd = usage_ledger_open(dir, time(NULL), &err);
+	time_t day = epoch ? (time_t)strtoll(epoch, NULL, 10) : time(NULL);
+	int fd = usage_ledger_open(dir, day, &err);
 
 	if (fd < 0)
 		die("%s", err.buf);
@@ -580,8 +582,8 @@ int main(int argc, char **argv)
 		return cmd_git_remote(argv[2]);
 	if (!strcmp(argv[1], "json-get") && argc == 2)
 		return cmd_json_get();
-	if (!strcmp(argv[1], "ledger-add") && argc == 4)
-		return cmd_ledger_add(argv[2], argv[3]);
+	if (!strcmp(argv[1], "ledger-add") && (argc == 4 || argc == 5))
+		return cmd_ledger_add(argv[2], argv[3], argc == 5 ? argv[4] : NULL);
 	if (!strcmp(argv[1], "clock") && argc == 3)
 		return cmd_clock(argv[2]);
 	die("unknown command '%s'", argv[1]);
