@@ -67,6 +67,18 @@ no_vm() {
 	export PATH="$T/fake-bin:$PATH"
 }
 
+# on_one_day CMD...: CMD, and CMD again when the local date changed while it
+# ran.  For a test that writes today's spend ledger (spend/$(date +%F)) and
+# runs the tool that reads it: across midnight the tool read the next day's,
+# which the test did not write; the second time, all is on the new day.  CMD
+# writes the ledger itself and may `run`; what it leaves is checked after.
+on_one_day() {
+	local day
+	day=$(date +%F)
+	"$@"
+	[ "$(date +%F)" = "$day" ] || "$@"
+}
+
 # assert_stopped_at_boot: the `run --separate-stderr` just before, of aibox
 # task or aibox run under no_vm, got through every start-up check and stopped
 # at the boot: exit 1 and no_vm's QEMU's failure on stderr.
