@@ -266,12 +266,16 @@ git:
 	echo 'env: [ANTHROPIC_API_KEY]' >"$cfg"
 	policy $'budget:\n  day: 3.00'
 	mkdir -p "$AIBOX_HOME/projects/other/spend" "$AIBOX_HOME/projects/repo/spend"
-	printf '%020d\n' 2000000000 >"$AIBOX_HOME/projects/other/spend/$(date +%F)"
-	printf '%020d\n' 1000000000 >"$AIBOX_HOME/projects/repo/spend/$(date +%F)"
-	refused_task
+	# spent NANO: today 2 USD spent by the other project and NANO by this one, then a task
+	spent() {
+		printf '%020d\n' 2000000000 >"$AIBOX_HOME/projects/other/spend/$(date +%F)"
+		printf '%020d\n' "$1" >"$AIBOX_HOME/projects/repo/spend/$(date +%F)"
+		run --separate-stderr aibox task x
+	}
+	on_one_day spent 1000000000
+	assert_failure 2
 	assert_equal "$stderr" "aibox-task: your daily budget under the policy is spent (3.000000 USD today across your projects, by aibox's count; $pol:2: budget.day: 3.000000): nothing starts before tomorrow (local time)"
-	printf '%020d\n' 999999999 >"$AIBOX_HOME/projects/repo/spend/$(date +%F)"
-	run --separate-stderr aibox task x
+	on_one_day spent 999999999
 	assert_stopped_at_boot
 }
 
