@@ -100,12 +100,16 @@ npm_install() {
 
 # npm_proxied DIR COMMAND: npm COMMAND in DIR through the proxy, the registry
 # as $REG, its own empty npm cache.  npm tries a failed fetch again, as it
-# does by default, but after 0.2 to 0.5 s, not its default 10 to 60.
+# does by default, but after 0.2 to 0.5 s, not its default 10 to 60.  Then
+# proxy_settle: the lines of npm's last requests are in proxy.log.
 npm_proxied() {
 	command -v npm >/dev/null || skip "no npm on this host (packages.txt: nodejs)"
+	local st=0
 	(cd "$1" && HTTPS_PROXY=$PROXY https_proxy=$PROXY npm "$2" --registry "https://localhost:$REG/" \
 		--cafile "$T/taskca.pem" --cache "$1/.npm-cache" --no-audit --no-fund --no-update-notifier \
-		--fetch-retry-mintimeout=200 --fetch-retry-maxtimeout=500 --loglevel=error)
+		--fetch-retry-mintimeout=200 --fetch-retry-maxtimeout=500 --loglevel=error) || st=$?
+	proxy_settle
+	return "$st"
 }
 
 @test "cache npm: the first task's npm install fills the store, the second's takes every tarball from it and none from upstream" {
@@ -824,6 +828,7 @@ restart_registry() {
 			"$PY" -m pip download --no-deps --no-cache-dir --disable-pip-version-check -q \
 			--index-url "https://localhost:$REG/simple/" --cert "$T/taskca.pem" \
 			-d "$T/dl$i" demo-pkg==1.0
+		proxy_settle
 		assert_success
 		run cmp "$T/dl$i/demo_pkg-1.0-py3-none-any.whl" "$T/reg/pypi/demo_pkg-1.0-py3-none-any.whl"
 		assert_success
@@ -908,6 +913,7 @@ b2() {
 			"$PY" -m pip download --no-deps --no-cache-dir --disable-pip-version-check -q \
 			--no-index --cert "$T/taskca.pem" -d "$T/dl$i" \
 			"https://localhost:$REG/packages/${h:0:2}/${h:2:2}/${h:4}/$w"
+		proxy_settle
 		assert_success
 		run cmp "$T/dl$i/$w" "$T/reg/pypi/$w"
 		assert_success
@@ -1052,6 +1058,7 @@ crates_registry() {
 		printf '[package]\nname = "p"\nversion = "0.1.0"\nedition = "2021"\n[dependencies]\ndemo = "1.0.0"\nother_lib = "0.3"\n' >"$T/p$i/Cargo.toml"
 		: >"$T/p$i/src/lib.rs"
 		run env CARGO_HOME="$T/cargo$i" cargo fetch -q --manifest-path "$T/p$i/Cargo.toml"
+		proxy_settle
 		assert_success
 		run cat "$T"/cargo$i/registry/src/*/demo-1.1.0/src/lib.rs
 		assert_output 'pub const V: &str = "demo 1.1.0";'

@@ -70,15 +70,19 @@ reg_count() {
 
 # go_download N: the host's go mod download of both modules in a fresh
 # project, GOPATH and module cache ($T/go-N), through the proxy; the
-# GOPROXY and the database under the path GOPREFIX (none when unset).
+# GOPROXY and the database under the path GOPREFIX (none when unset).  Then
+# proxy_settle: the lines of its last requests are in proxy.log.
 go_download() {
 	local d=$T/go-$1
 	mkdir -p "$d/p"
 	printf 'module p\n\ngo 1.19\n\nrequire (\n\texample.com/m v1.0.0\n\texample.com/Big v1.2.0-RC1\n)\n' >"$d/p/go.mod"
+	local st=0
 	(cd "$d/p" && env HTTPS_PROXY="$PROXY" SSL_CERT_FILE="$T/taskca.pem" GOPATH="$d/gopath" \
 		GOMODCACHE="$d/gopath/pkg/mod" GOCACHE="$d/cache" GOFLAGS=-mod=mod GOTOOLCHAIN=local \
 		GOPROXY="https://localhost.:$REG${GOPREFIX:-}" GOSUMDB="$(cat "$T/db/vkey") https://localhost.:$REG${GOPREFIX:-}" \
-		GONOSUMDB= GOPRIVATE= GOINSECURE= go mod download -x all)
+		GONOSUMDB= GOPRIVATE= GOINSECURE= go mod download -x all) || st=$?
+	proxy_settle
+	return "$st"
 }
 
 # gosum_tasks: two tasks one after the other, each a go mod download with

@@ -57,6 +57,7 @@ repo_count() {
 
 # apt_get DIR ARGS...: the host's apt-get in a private root DIR (its state,
 # cache and sources), through the proxy, trusting the task CA, gz indexes first.
+# Then proxy_settle: the lines of its last requests are in proxy.log.
 apt_get() {
 	local d=$1
 	shift
@@ -83,7 +84,10 @@ apt_get() {
 		Acquire::CompressionTypes::Order:: "gz";
 		Acquire::Retries "0";
 	EOF
-	(cd "$d/dl" && APT_CONFIG=$d/apt.conf apt-get -q "$@")
+	local st=0
+	(cd "$d/dl" && APT_CONFIG=$d/apt.conf apt-get -q "$@") || st=$?
+	proxy_settle
+	return "$st"
 }
 
 @test "cache debian: apt-get's first task fills the store, the second's takes the by-hash index and every .deb from it and none from upstream" {
