@@ -19,8 +19,24 @@ tunnels_logged() {
 	[ "$(tunnel_lines "$1")" = "$2" ]
 }
 
+# free_port: a port for proxy-load.py's echo server, free now and below the
+# kernel's ephemeral range, so that nothing the kernel numbers itself (the
+# proxy's listen on :0, a connection's own end) takes it before the echo
+# server binds it (a port from bind(:0), let go, could be the proxy's own).
 free_port() {
-	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+	python3 - <<-'PY'
+		import random, socket
+		lo = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+		while True:
+		    p = random.randrange(1024, lo) if lo > 2048 else 0
+		    s = socket.socket()
+		    try:
+		        s.bind(("127.0.0.1", p))
+		    except OSError:
+		        continue
+		    print(s.getsockname()[1])
+		    break
+	PY
 }
 
 @test "load: 1,000 concurrent tunnels held open and used; a stalled client is dropped" {
