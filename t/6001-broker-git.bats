@@ -69,6 +69,7 @@ teardown() {
 		assert_success
 		assert_equal "$(git -C c$v rev-parse origin/main)" "$(git -C seed rev-parse main)"
 	done
+	broker_settle
 	# The log names every operation, the remote and the bytes.
 	run grep -c 'op=fetch request=POST git-upload-pack result=allowed status=200' broker.log
 	# v2: ls-refs and fetch for clone and for fetch; v0: one each.
@@ -91,6 +92,7 @@ teardown() {
 		assert_output --partial "remote error: aibox-broker: fetching from this remote is not allowed"
 	done
 	assert_file_empty up-headers.jsonl
+	broker_settle
 	assert_file_contains broker.log 'op=fetch request=GET info/refs result=refused'
 }
 
@@ -113,6 +115,7 @@ teardown() {
 	assert_equal "$(git -C ../up/repo.git rev-parse aibox/task)" "$(git rev-parse HEAD)"
 	assert_equal "$(git -C ../up/repo.git rev-parse feature)" "$(git rev-parse HEAD)"
 	cd ..
+	broker_settle
 	assert_file_contains broker.log 'op=push request=POST git-receive-pack refs=refs/heads/aibox/task(create) result=allowed status=200'
 	assert_file_contains broker.log 'refs=refs/heads/aibox/task,refs/heads/feature(create) result=allowed'
 }
@@ -165,6 +168,7 @@ teardown() {
 	assert_equal "$(up_refs)" "$before"
 	run grep -c '"POST", "path": "/repo.git/git-receive-pack"' up-headers.jsonl
 	assert_output 0
+	broker_settle
 	assert_file_contains broker.log 'refs=refs/heads/main result=refused status=200'
 	assert_file_contains broker.log 'refs=refs/tags/v9(create) result=refused'
 	assert_file_contains broker.log 'refs=refs/heads/old-feature(delete) result=refused'
@@ -187,6 +191,7 @@ teardown() {
 	run git -C c push origin HEAD:aibox/big
 	assert_success
 	assert_equal "$(git -C up/repo.git rev-parse aibox/big)" "$(git -C c rev-parse HEAD)"
+	broker_settle
 	assert_file_contains broker.log 'refs=(probe) result=allowed'
 }
 
@@ -329,6 +334,7 @@ teardown() {
 	run git clone -q "$BR_URL" c
 	assert_failure
 	assert_output --partial "The requested URL returned error: 502"
+	broker_settle
 	assert_file_contains broker.log 'answered 401 (the token was not accepted)'
 	run grep -c 'wrong-token' broker.log
 	assert_output 0
@@ -345,6 +351,7 @@ teardown() {
 	port=$(sed -n 's/^ready 127\.0\.0\.1:\([0-9]*\)$/\1/p' br.ready)
 	run git clone -q "http://127.0.0.1:$port/0/" c
 	assert_failure
+	broker_settle "${BROKER_PIDS[-1]}"
 	assert_file_contains broker.log 'TLS with localhost:'
 	assert_file_contains broker.log 'unable to get local issuer certificate'
 	assert_file_empty up-headers.jsonl
@@ -357,6 +364,7 @@ teardown() {
 	start_broker --remote "$UP_URL" --token-env GIT_TOKEN --fetch
 	run git clone -q "$BR_URL" c
 	assert_failure
+	broker_settle
 	assert_file_contains broker.log 'TLS with localhost:[0-9]* failed: hostname mismatch'
 	assert_file_empty up-headers.jsonl
 }

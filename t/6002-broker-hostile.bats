@@ -102,6 +102,7 @@ assert_nothing_forwarded() {
 	run post git-receive-pack body
 	assert_output 400
 	assert_file_contains answer 'the command list is empty'
+	broker_settle
 	assert_file_contains "$T/broker.log" 'why="the command list ends without a flush"'
 	assert_nothing_forwarded
 	# A flush and nothing else is git's probe before a large push: it updates nothing.
@@ -110,6 +111,7 @@ assert_nothing_forwarded() {
 	run post git-receive-pack body
 	assert_output 200
 	assert_equal "$(up_refs)" "$before"
+	broker_settle
 	assert_file_contains "$T/broker.log" 'refs=(probe) result=allowed'
 }
 
@@ -166,6 +168,7 @@ push_body() {
 		assert_output 200
 		assert_file_contains answer 'ng refs/heads/aibox/po push options (git push -o) are not allowed'
 	done
+	broker_settle
 	run grep -c 'refs=refs/heads/aibox/po(create) result=refused status=200 .* why="push options (git push -o) are not allowed"' broker.log
 	assert_output 6
 	# Not a spelling git reads, but one another server might split at: refused too.
@@ -173,6 +176,7 @@ push_body() {
 	run post git-receive-pack body
 	assert_output 200
 	assert_file_contains answer 'ERR aibox-broker: refusing this push: the capability list holds a byte git does not send there'
+	broker_settle
 	assert_file_contains broker.log 'result=refused status=200 .* why="the capability list holds a byte git does not send there"'
 	# Nothing reached the remote's hook, and nothing changed there.
 	assert_file_not_exists hook.log
@@ -217,6 +221,7 @@ all_closed() {
 	run git -C c push -q origin aibox/stall
 	assert_success
 	assert_equal "$(git -C up/repo.git rev-parse aibox/stall)" "$(git -C c rev-parse HEAD)"
+	broker_settle
 	assert_file_contains broker.log 'why="every child busy: ended pid [0-9]*, which had waited [0-9]* ms on its client"'
 	# After it, every one is closed, told why.
 	wait_until 40 all_closed
@@ -412,6 +417,7 @@ all_closed() {
 	done
 	run grep -c '"GET"' up-headers.jsonl
 	assert_output 0
+	broker_settle
 	run grep -c 'why="no such remote"' broker.log
 	assert_output 6
 }
@@ -423,10 +429,12 @@ all_closed() {
 	# Another token is a method the service does not take.
 	run send_raw 'G|~T /0/info/refs?service=git-upload-pack HTTP/1.1\r\nHost: x\r\n\r\n'
 	assert_output --partial 'HTTP/1.1 405'
+	broker_settle
 	assert_file_contains broker.log 'request=G|~T info/refs result=refused status=405'
 	# Quotes and backslashes of a target are escaped.
 	run send_raw 'GET /x"\\y/info/refs HTTP/1.1\r\nHost: x\r\n\r\n'
 	assert_output --partial 'HTTP/1.1 404'
+	broker_settle
 	assert_file_contains broker.log 'target="/x\\x22\\x5cy/info/refs"'
 	run grep -c $'[\x01-\x09\x0b-\x1f\x7f]' broker.log
 	assert_output 0
@@ -445,6 +453,7 @@ all_closed() {
 	assert_output 200
 	assert_file_contains answer 'not a valid ref name'
 	want='refs/heads/aibox/\x1b[31mred\x1b]0;title\x07\x0a2026-01-01T00:00:00Z\x20[1]\x20result=allowed\x0d\xff\xfe\xc3(\x7f\x22\x5c'
+	broker_settle
 	run grep -cF "refs=$want result=refused" broker.log
 	assert_output 1
 	run grep -cF "why=\"${want//\\x20/ }: not a valid ref name\"" broker.log
@@ -457,6 +466,7 @@ all_closed() {
 	# A long method (a token, so the parser takes it) is cut at 16 bytes.
 	run send_raw "$(head -c 5000 /dev/zero | tr '\0' M) /0/info/refs?service=git-upload-pack HTTP/1.1\r\nHost: x\r\n\r\n"
 	assert_output --partial 'HTTP/1.1 405'
+	broker_settle
 	assert_file_contains broker.log 'request=MMMMMMMMMMMMMMMM\.\.\. info/refs result=refused status=405'
 	run grep -c 'MMMMMMMMMMMMMMMMM' broker.log
 	assert_output 0
@@ -467,6 +477,7 @@ all_closed() {
 	# In the head.
 	run send_raw 'GET /0/info/refs?service=git-upload-pack HTTP/1.1\nHost: x\n\n'
 	assert_output --partial 'HTTP/1.1 400'
+	broker_settle
 	assert_file_contains broker.log 'why="bad request head: Bad message"'
 	# In a chunked body.
 	run send_raw 'POST /0/git-upload-pack HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n4\n0000\n0\n\n'
@@ -482,6 +493,7 @@ all_closed() {
 	run curl -sS -o /dev/null -w '%{http_code}' -H "X-A: $line" -H "X-B: $line" -H "X-C: $line" \
 		"${BR_URL}info/refs?service=git-upload-pack"
 	assert_output 413
+	broker_settle
 	assert_file_contains broker.log 'why="bad request head: File too large"'
 	# Two fit.
 	run curl -sS -o /dev/null -w '%{http_code}' -H "X-A: $line" -H "X-B: $line" \

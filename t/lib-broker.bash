@@ -109,6 +109,27 @@ has_children() {
 	[ -n "$(children_of "$1")" ]
 }
 
+# broker_idle [PID]: every child of the broker PID (BR_PID when not given)
+# sleeps or has ended.  A child serves one connection and logs a request's
+# line just after its answer's last bytes, then reads on; so once the client
+# had its answer and the child sleeps (or is gone), the line is in the log.
+broker_idle() {
+	local p=${1:-$BR_PID} c st
+	for c in $(cat "/proc/$p/task/$p/children" 2>/dev/null); do
+		{ read -r st <"/proc/$c/stat"; } 2>/dev/null || continue
+		st=${st##*) }
+		[[ ${st%% *} != [RD] ]] || return 1
+	done
+}
+
+# broker_settle [PID]: wait until broker_idle, for a test about to read
+# broker.log after a client had its answer.  It never fails and prints nothing
+# (a broker busy for 10 s is let go: what the test reads then says what is
+# wrong); without a PID nor BR_PID it does nothing.
+broker_settle() {
+	[ -z "${1:-${BR_PID:-}}" ] || wait_until 10 broker_idle "$@" 2>/dev/null || true
+}
+
 broker_teardown() {
 	local p
 	for p in "${BROKER_PIDS[@]}"; do
