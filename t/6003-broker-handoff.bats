@@ -57,6 +57,7 @@ stop_handoff() {
 	start_handoff --remote 1
 	run git clone -q "$HP_URL" c1
 	assert_failure
+	broker_settle "$HB_PID"
 	assert_file_contains broker.log 'why="no such remote"'
 	stop_handoff
 	# The hand-off's number is decimal digits too, as in the path.
@@ -92,6 +93,7 @@ stop_handoff() {
 	run curl -sS --max-time 10 -o /dev/null -H "X-A: $line" -H "X-B: $line" -H "X-C: $line" \
 		"${HP_URL}info/refs?service=git-upload-pack"
 	assert_failure
+	broker_settle "$HB_PID"
 	assert_file_contains broker.log 'handoff result=refused'
 	run alive "$HB_PID"
 	assert_success

@@ -80,6 +80,7 @@ vm_git_config() {
 	[ "$output" -ge 3 ]
 	run grep -v 'git.aibox.internal:80 ' proxy.log
 	assert_output ''
+	broker_settle "$BK_PID"
 	assert_file_contains broker.log 'refs=refs/heads/aibox/through-proxy(create) result=allowed status=200'
 }
 
@@ -100,6 +101,7 @@ vm_git_config() {
 	run git clone -q --branch aibox/big https://git.example.com/o/r c2
 	assert_success
 	cmp c/big.bin c2/big.bin
+	broker_settle "$BK_PID"
 	# Both went through the broker, each more than 64 MiB.
 	up=$(sed -n 's/.*op=push request=POST git-receive-pack refs=refs\/heads\/aibox\/big(create) result=allowed status=200 bytes_up=\([0-9]*\).*/\1/p' broker.log)
 	[ "$up" -gt $((64 << 20)) ]
@@ -125,6 +127,7 @@ vm_git_config() {
 	run git -C c push origin :old-feature
 	assert_failure
 	assert_equal "$(up_refs)" "$before"
+	broker_settle "$BK_PID"
 	run grep -c 'result=refused' broker.log
 	assert_output 4
 }
@@ -163,6 +166,7 @@ vm_git_config() {
 	assert_output --partial 'aibox-broker: refusing this push: push options (git push -o) are not allowed'
 	assert_output --partial 'ng refs/heads/aibox/raw push options (git push -o) are not allowed'
 	assert_equal "$(up_refs)" "$before"
+	broker_settle "$BK_PID"
 	assert_file_contains broker.log 'refs=refs/heads/aibox/raw(create) result=refused status=200 .* why="push options (git push -o) are not allowed"'
 	run grep -c '"POST", "path": "/repo.git/git-receive-pack"' up-headers.jsonl
 	assert_output 0
@@ -209,6 +213,7 @@ vm_git_config() {
 	# A number with no remote behind it: the broker says so.
 	run raw_request 'GET http://git.aibox.internal/7/info/refs?service=git-upload-pack HTTP/1.1\r\nHost: git.aibox.internal\r\n\r\n'
 	assert_output --partial 'HTTP/1.1 404'
+	broker_settle "$BK_PID"
 	assert_file_contains broker.log 'why="no such remote"'
 	run raw_request 'CONNECT git.aibox.internal:443 HTTP/1.1\r\nHost: git.aibox.internal:443\r\n\r\n'
 	assert_output --partial 'HTTP/1.1 403 Forbidden'
