@@ -73,6 +73,9 @@ teardown() {
 	run pcurl -sS -x "$PROXY" "http://localhost:$plain/api/hello"
 	assert_output 'aibox-proxy: not on the allow list'
 	kill "$FAKE_API_PID_PLAIN"; wait "$FAKE_API_PID_PLAIN" || true
+	# A tunnel's line comes once both its ends closed, the server's after curl's,
+	# and the proxy sleeps between them: waited for, as pcurl cannot.
+	wait_until 10 grep -q " allowed localhost:$FAKE_API_PORT CONNECT " "$T/proxy.log" || true
 	run cat "$T/proxy.log"
 	assert_line --regexp "^20[0-9-]+T[0-9:.]+Z allowed 127\.0\.0\.1:$plain GET status=200 sent=[1-9][0-9]* received=[1-9][0-9]* duration=[0-9.]+s$"
 	assert_line --regexp "^[^ ]+ allowed localhost:$FAKE_API_PORT CONNECT sent=[1-9][0-9]* received=[1-9][0-9]* duration=[0-9.]+s$"

@@ -134,7 +134,9 @@ icurl() {
 # as curl ended (proxy_settle): the proxy writes a request's log line just
 # after the answer's last bytes, so a client that has its answer may otherwise
 # find the line not there yet (t/3020 did, once, under ASan).  Every curl whose
-# line in proxy.log a test reads goes through it (or icurl).
+# line in proxy.log a test reads goes through it (or icurl).  Not enough for
+# a plain tunnel's line: that comes once the server closed its end too, and
+# the proxy sleeps until then; a test waits for that line itself.
 pcurl() {
 	local st=0
 	curl "$@" || st=$?
