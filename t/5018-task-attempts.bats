@@ -134,10 +134,7 @@ print(len({r["group"] for r in rs}), sorted(r["folder"] for r in rs) == sorted(s
 	printf '#!/bin/sh\n[ "$1" = --version ] && exit 1\ntouch "%s/qemu.$$"\nexec sleep 60\n' "$T" >"$T/fake-bin/qemu-system-x86_64"
 	aibox task --attempts 2 "fix it" >"$T/out" 2>"$T/err" &
 	pid=$!
-	for _ in $(seq 100); do
-		[ "$(ls "$T" | grep -c '^qemu\.')" -ge 2 ] && break
-		sleep 0.1
-	done
+	wait_until 60 qemus_started 2
 	kill -INT "$pid"
 	rc=0
 	wait "$pid" || rc=$?
@@ -241,10 +238,7 @@ QEMU
 	printf '#!/bin/sh\n[ "$1" = --version ] && exit 1\ntouch "%s/qemu.$$"\nexec sleep 60\n' "$T" >"$T/fake-bin/qemu-system-x86_64"
 	aibox task --attempts 2 "fix it" >"$T/out" 2>"$T/err" &
 	pid=$!
-	for _ in $(seq 100); do
-		[ "$(ls "$T" | grep -c '^qemu\.')" -ge 2 ] && break
-		sleep 0.1
-	done
+	wait_until 60 qemus_started 2
 	tasks=$AIBOX_HOME/projects/repo/tasks
 	gdir=$(ls -d "$tasks"/.group-*)
 	# Alive and locked: left alone, however old.
@@ -273,6 +267,11 @@ QEMU
 	for d in $(task_dirs); do
 		assert_file_not_exists "$d/start.bundle"
 	done
+}
+
+# qemus_started N: the fake QEMU that touches $T/qemu.PID started N times or more.
+qemus_started() {
+	[ "$(ls "$T" | grep -c '^qemu\.')" -ge "$1" ]
 }
 
 # gone_attempts: no attempt of the test runs any more.
