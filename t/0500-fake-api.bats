@@ -110,7 +110,7 @@ two_turns() {
 	"$TOP/t/fake-api" --listen '[::1]:0' --ready-file "$T/fake-api.port" \
 		--tls "$T/ca/server.pem" "$T/ca/server.key" 2>"$T/fake-api.log" &
 	FAKE_API_PID=$!
-	wait_until 5 test -s "$T/fake-api.port"
+	wait_until 10 file_or_gone "$T/fake-api.port" "$FAKE_API_PID"
 	run curl -sS --cacert "$T/ca/ca.pem" "https://[::1]:$(cat "$T/fake-api.port")/api/hello"
 	assert_output '{}'
 }
