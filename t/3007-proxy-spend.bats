@@ -81,8 +81,8 @@ NANO=13872000
 	ask mystery-model-9 true
 	ask claude-haiku-4-5 true
 	stop_proxy
-	# the top of each column: 16 + 80 + 1.50 USD
-	[ "$(usage '[.models[] | select(.model == "mystery-model-9") | .priced, .usd]')" = '[false,97.5]' ]
+	# the top of each column: 60 + 225 + 6 USD (Opus 4.6's fast mode over 200,000 tokens)
+	[ "$(usage '[.models[] | select(.model == "mystery-model-9") | .priced, .usd]')" = '[false,291]' ]
 	[ "$(usage '[.models[] | select(.model == "claude-haiku-4-5") | .priced, .usd]')" = '[true,6.1]' ]
 }
 
