@@ -644,6 +644,24 @@ ITERATIONS_USAGE='{"input_tokens":10,"output_tokens":10,"iterations":[{"type":"m
 	assert_output '[23500000,[["claude-haiku-4-5",11000,500],["claude-fable-5-1",1000,0]]]'
 }
 
+@test "spend: the iterations past the first 15 of usage.iterations, reported twice, are counted once" {
+	# 15 of the model's own (nothing in them), then two advisor inferences of 1,000 tokens
+	# in each, added up under (other) at the table's top price (60 USD per million in):
+	# 0.12 USD, though two message_delta events report them (each kind counts its highest)
+	u=$(jq -cn '{input_tokens: 10, output_tokens: 10, iterations: ([range(15) | {type: "message", input_tokens: 0, output_tokens: 0}] + [range(2) | {type: "advisor_message", model: "claude-fable-5-1", input_tokens: 1000, output_tokens: 0}])}')
+	api "$(jq -cn --argjson u "$u" '{turns: [{raw: [
+		"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"claude-haiku-4-5\",\"usage\":{\"input_tokens\":10,\"output_tokens\":1}}}\n\n",
+		"event: message_delta\ndata: \({type: "message_delta", delta: {}, usage: $u} | tojson)\n\n",
+		"event: message_delta\ndata: \({type: "message_delta", delta: {stop_reason: "end_turn"}, usage: $u} | tojson)\n\n",
+		"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"]}]}')"
+	start_recorded
+	clients 1 "" 100 claude-haiku-4-5 true
+	stop_proxy
+	run jq -c '.usage | [.nano_usd, ([.models[] | [.model, .input, .output]])]' "$T/record.json"
+	assert_output '[120060000,[["claude-haiku-4-5",10,10],["(other)",2000,0]]]'
+	grep -q ' model=claude-haiku-4-5 input=10 output=10 .* usd=0.000060 iterations_usd=0.120000 ' "$T/proxy.log"
+}
+
 @test "spend: a fast-mode request (speed other than standard) is priced by its model's fast row, else at the table's top price" {
 	# 1,000,000 tokens in and 1,000,000 out each; fast mode is billed at a multiple of the
 	# standard prices, and only the request's "speed" says it is asked for

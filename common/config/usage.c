@@ -135,6 +135,23 @@ static void see_usage(json_t *u, struct usage_tokens *seen, struct usage_tokens 
 	}
 }
 
+/* A sum t of this event's counts: what it grew by past *seen goes to *delta. */
+static void see_sum(struct usage_tokens *t, struct usage_tokens *seen, struct usage_tokens *delta)
+{
+	for (int k = 0; k < USAGE_KINDS; k++) {
+		if (t->n[k] > USAGE_TOKENS_MAX)
+			t->n[k] = USAGE_TOKENS_MAX;
+		if (t->n[k] > seen->n[k]) {
+			delta->n[k] = sat_add(delta->n[k], t->n[k] - seen->n[k]);
+			seen->n[k] = t->n[k];
+		}
+	}
+	if (t->searches > seen->searches) {
+		delta->searches = sat_add(delta->searches, t->searches - seen->searches);
+		seen->searches = t->searches;
+	}
+}
+
 /*
  * A usage's "iterations" (USAGE_ITERATIONS): the model's own ("message"),
  * added up, count for the answer where they are more than the usage's top
@@ -144,7 +161,8 @@ static void see_usage(json_t *u, struct usage_tokens *seen, struct usage_tokens 
  */
 static void see_iterations(struct usage_stream *s, json_t *its, struct usage_tokens *delta)
 {
-	struct usage_tokens own = {{0}}, zero;
+	struct usage_tokens own = {{0}}, rest = {{0}}, zero;
+	struct usage_iteration *last = &s->it[USAGE_ITERATIONS - 1];
 	size_t i;
 	json_t *it;
 
@@ -161,12 +179,9 @@ static void see_iterations(struct usage_stream *s, json_t *its, struct usage_tok
 			continue;
 		}
 		if (i >= USAGE_ITERATIONS - 1) {
-			struct usage_tokens none = {{0}}, d = {{0}};
+			struct usage_tokens none = {{0}};
 
-			snprintf(x->model, sizeof(x->model), "%s", USAGE_MODEL_OTHER);
-			see_usage(it, &none, &d);
-			usage_tokens_add(&x->seen, &d);
-			usage_tokens_add(&x->delta, &d);
+			see_usage(it, &none, &rest);
 			continue;
 		}
 		if (!x->model[0] && !take_model(json_object_get(it, "model"), x->model) &&
@@ -174,18 +189,12 @@ static void see_iterations(struct usage_stream *s, json_t *its, struct usage_tok
 			snprintf(x->model, sizeof(x->model), "%s", USAGE_MODEL_OTHER);
 		see_usage(it, &x->seen, &x->delta);
 	}
-	for (int k = 0; k < USAGE_KINDS; k++) {
-		if (own.n[k] > USAGE_TOKENS_MAX)
-			own.n[k] = USAGE_TOKENS_MAX;
-		if (own.n[k] > s->seen.n[k]) {
-			delta->n[k] = sat_add(delta->n[k], own.n[k] - s->seen.n[k]);
-			s->seen.n[k] = own.n[k];
-		}
+	/* Each sum is one count of this event, as a slot's: its highest counts once. */
+	if (usage_tokens_any(&rest)) {
+		snprintf(last->model, sizeof(last->model), "%s", USAGE_MODEL_OTHER);
+		see_sum(&rest, &last->seen, &last->delta);
 	}
-	if (own.searches > s->seen.searches) {
-		delta->searches = sat_add(delta->searches, own.searches - s->seen.searches);
-		s->seen.searches = own.searches;
-	}
+	see_sum(&own, &s->seen, delta);
 }
 
 /*
