@@ -304,3 +304,25 @@ teardown() {
 	assert_line --index 1 '{}'
 	assert_line --index 2 'exit 0'
 }
+
+@test "proxy: a request whose client resets while its upstream is reached is logged" {
+	start_fake_api "$T/script.json"
+	start_proxy --allow "127.0.0.1:$FAKE_API_PORT"
+	# The head asks for 100 Continue and the client resets at once: the
+	# proxy's 100 cannot be written once its connection upstream is started.
+	for i in 1 2 3; do
+		python3 - "$PROXY_PORT" "$FAKE_API_PORT" <<-'PY'
+			import socket, struct, sys
+			p = sys.argv[2]
+			s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+			s.sendall(("POST http://127.0.0.1:%s/api/hello HTTP/1.1\r\nHost: 127.0.0.1:%s\r\n"
+			           "Content-Length: 5\r\nExpect: 100-continue\r\n\r\n" % (p, p)).encode())
+			s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+			s.close()
+		PY
+		proxy_settle
+	done
+	wait_until 10 test "$(grep -c " 127\.0\.0\.1:$FAKE_API_PORT POST " "$T/proxy.log")" -eq 3 || true
+	run grep -c "^[^ ]* failed 127\.0\.0\.1:$FAKE_API_PORT POST " "$T/proxy.log"
+	assert_output 3
+}

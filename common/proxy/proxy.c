@@ -155,8 +155,11 @@ void px_pump(struct conn *c)
 			break;
 		case ST_RESOLVE:
 		case ST_CONNECT:
-			if (px_flush_spill(c, &c->to_client, 1) < 0)
+			/* A 100 Continue the client is gone for: the request gets its line. */
+			if (px_flush_spill(c, &c->to_client, 1) < 0) {
+				px_log_line(c, "failed", "client went away");
 				px_conn_kill(c);
+			}
 			break;
 		case ST_TLS:
 			px_tls_step(c);
