@@ -326,3 +326,27 @@ teardown() {
 	run grep -c "^[^ ]* failed 127\.0\.0\.1:$FAKE_API_PORT POST " "$T/proxy.log"
 	assert_output 3
 }
+
+@test "proxy: a refused request's log line names the host as the VM wrote it, made printable" {
+	start_proxy --allow evil.test
+	for r in 'CONNECT 0x7f.1:443 HTTP/1.1\r\n\r\n' \
+		'CONNECT 2130706433:443 HTTP/1.1\r\n\r\n' \
+		'CONNECT evil.test:65536 HTTP/1.1\r\n\r\n' \
+		'GET http://127.1:8080/a?b=c HTTP/1.1\r\nHost: 127.1:8080\r\n\r\n' \
+		'GET http://user:pw-42@evil.test/ HTTP/1.1\r\nHost: evil.test\r\n\r\n' \
+		'CONNECT ex\xc3\xa4mple.test:443 HTTP/1.1\r\n\r\n' \
+		'GET HTTP://Evil.Test\x7f:80/x HTTP/1.1\r\nHost: evil.test\r\n\r\n'; do
+		run raw_request "$r"
+		assert_line --index 0 "$(printf 'HTTP/1.1 403 Forbidden\r')"
+	done
+	run cat "$T/proxy.log"
+	assert_line --regexp '^[^ ]+ refused - CONNECT 0x7f\.1:443 \(invalid host\) status=403 '
+	assert_line --regexp '^[^ ]+ refused - CONNECT 2130706433:443 \(invalid host\) status=403 '
+	assert_line --regexp '^[^ ]+ refused - CONNECT evil\.test:65536 \(invalid port\) status=403 '
+	assert_line --regexp '^[^ ]+ refused - GET 127\.1:8080 \(invalid host\) status=403 '
+	# user information may be a credential: only the host after it
+	assert_line --regexp '^[^ ]+ refused - GET evil\.test \(user information in the request target\) status=403 '
+	refute_output --partial "pw-42"
+	assert_line --regexp '^[^ ]+ refused - CONNECT ex\\xc3\\xa4mple\.test:443 \(invalid character in the request target\) status=403 '
+	assert_line --regexp '^[^ ]+ refused - GET Evil\.Test\\x7f:80 \(invalid character in the request target\) status=403 '
+}

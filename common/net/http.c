@@ -235,6 +235,8 @@ int http_parse_request(const char *buf, size_t len, struct http_head *h, struct 
 	long n = line_end(buf, len, HTTP_MAX_LINE);
 	const char *sp1, *sp2, *end;
 
+	h->method = h->target = NULL;
+	h->method_len = h->target_len = 0;
 	if (n == -2)
 		return 0;
 	if (n == -3)
@@ -251,15 +253,16 @@ int http_parse_request(const char *buf, size_t len, struct http_head *h, struct 
 	sp2 = memchr(sp1 + 1, ' ', end - sp1 - 1);
 	if (!sp2 || sp2 == sp1 + 1)
 		return buf_refuse(err, -EBADMSG, "malformed request line");
+	/* Set before the target is checked: a refusal's log names what was asked for. */
+	h->method = buf;
+	h->method_len = sp1 - buf;
+	h->target = sp1 + 1;
+	h->target_len = sp2 - sp1 - 1;
 	for (const char *q = sp1 + 1; q < sp2; q++)
 		if ((unsigned char)*q <= 0x20 || (unsigned char)*q >= 0x7f)
 			return buf_refuse(err, -EBADMSG, "invalid character in the request target");
 	if (parse_version(sp2 + 1, end - sp2 - 1, h))
 		return buf_refuse(err, -EBADMSG, "unsupported HTTP version");
-	h->method = buf;
-	h->method_len = sp1 - buf;
-	h->target = sp1 + 1;
-	h->target_len = sp2 - sp1 - 1;
 	h->status = 0;
 	return parse_fields(buf, len, n + 2, 1, h, err);
 }

@@ -57,8 +57,11 @@ struct http_head {
  * ("bare CR or LF in the head", ...) appended to err when the bytes are
  * refused; -EMSGSIZE (with the reason) when they are refused for a cap: a
  * line, the head or the number of headers (a server answers 413 rather than
- * 400).  Here and below, err may be NULL, and nothing is appended to it (or
- * allocated) when the bytes are taken.
+ * 400).  Refused or not, h->method and h->target are the request line's
+ * method and target as sent (a token, and bytes without a space, not yet
+ * checked) once that line is whole and has both, else NULL.  Here and
+ * below, err may be NULL, and nothing is appended to it (or allocated) when
+ * the bytes are taken.
  */
 int http_parse_request(const char *buf, size_t len, struct http_head *h, struct buf *err);
 

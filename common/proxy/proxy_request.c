@@ -30,6 +30,45 @@ void px_set_what(struct conn *c, const char *method, size_t mlen, const char *pa
 	buf_release(&b);
 }
 
+/*
+ * c->what for a request refused before its host was read: the method
+ * and, for a CONNECT or an http:// or https:// target, the authority as
+ * the client wrote it, without user information (it may hold a
+ * credential); escaped and cut by px_set_what().  The method alone for
+ * any other target, nothing for a head without a request line.
+ */
+static void set_what_asked(struct conn *c, const struct http_head *h)
+{
+	const char *a, *end, *p;
+
+	if (!h->method)
+		return;
+	a = h->target;
+	end = h->target + h->target_len;
+	if (h->method_len == 7 && !memcmp(h->method, "CONNECT", 7)) {
+		/* the whole target is the authority */
+	} else if (h->target_len >= 7 && !strncasecmp(a, "http://", 7)) {
+		a += 7;
+	} else if (h->target_len >= 8 && !strncasecmp(a, "https://", 8)) {
+		a += 8;
+	} else {
+		px_set_what(c, h->method, h->method_len, NULL, 0);
+		return;
+	}
+	if (a != h->target)
+		for (p = a; p < end; p++)
+			if (*p == '/' || *p == '?' || *p == '#') {
+				end = p;
+				break;
+			}
+	for (p = end; p > a; p--)
+		if (p[-1] == '@') {
+			a = p;
+			break;
+		}
+	px_set_what(c, h->method, h->method_len, a, (size_t)(end - a));
+}
+
 /* A CONNECT: a tunnel to an allowed host, or key forwarding inside it. */
 static void connect_request(struct conn *c, const struct http_head *h)
 {
@@ -41,6 +80,7 @@ static void connect_request(struct conn *c, const struct http_head *h)
 	if (http_split_authority(h->target, h->target_len, 0, c->host, sizeof(c->host), &c->port,
 	                         &why)) {
 		c->host[0] = '\0';
+		set_what_asked(c, h);
 		px_refuse(c, why.buf);
 		buf_release(&why);
 		return;
@@ -112,15 +152,18 @@ static int absolute_request(struct conn *c, const struct http_head *h, const cha
 		slash = q;
 	al = (slash ? slash : end) - auth;
 	if (memchr(auth, '@', al)) {
+		set_what_asked(c, h);
 		px_refuse(c, "user information in the request target");
 		return 0;
 	}
 	if (memchr(*t, '#', *tl)) {
+		set_what_asked(c, h);
 		px_refuse(c, "fragment in the request target");
 		return 0;
 	}
 	if (http_split_authority(auth, al, 80, c->host, sizeof(c->host), &c->port, &why)) {
 		c->host[0] = '\0';
+		set_what_asked(c, h);
 		px_refuse(c, why.buf);
 		buf_release(&why);
 		return 0;
@@ -179,14 +222,17 @@ static void handle_request(struct conn *c, const struct http_head *h)
 		return;
 	}
 	if (tl >= 7 && !strncasecmp(t, "http://", 7)) {
+		px_set_what(c, h->method, h->method_len, NULL, 0);
 		if (!absolute_request(c, h, &t, &tl))
 			return;
 	} else if (tl >= 8 && !strncasecmp(t, "https://", 8)) {
+		set_what_asked(c, h);
 		px_refuse(c, "https:// requests need CONNECT");
 		return;
 	} else if (tl && t[0] == '/' && c->api_tunnel) {
 		c->is_api = 1;
 	} else {
+		set_what_asked(c, h);
 		px_refuse(c, tl && t[0] == '/' ? "not a proxy request" : "invalid request target");
 		return;
 	}
@@ -241,6 +287,7 @@ void px_read_head(struct conn *c)
 			}
 			if (r < 0) {
 				px_reset_request(c);
+				set_what_asked(c, &h);
 				px_refuse(c, why.buf);
 				buf_release(&why);
 				return;
