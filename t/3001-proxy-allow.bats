@@ -350,3 +350,62 @@ teardown() {
 	assert_line --regexp '^[^ ]+ refused - CONNECT ex\\xc3\\xa4mple\.test:443 \(invalid character in the request target\) status=403 '
 	assert_line --regexp '^[^ ]+ refused - GET Evil\.Test\\x7f:80 \(invalid character in the request target\) status=403 '
 }
+
+@test "proxy: a name is looked up in DNS as it is, never under the machine's search domains" {
+	unshare -rnm true 2>/dev/null || skip "needs user, network and mount namespaces (unshare -rnm)"
+	unset AIBOX_PROXY_HOSTS
+	# A DNS server on the namespace's own loopback: ok.example.test and names
+	# under corp.test (the search domain) have a public address (with no route
+	# to it here); every other name does not exist.
+	cat >"$T/dns.py" <<-'PY'
+		import socket, struct, sys
+		s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+		s.bind(("127.0.0.1", 53))
+		open(sys.argv[2], "w").write("ready\n")
+		while True:
+		    q, peer = s.recvfrom(512)
+		    i, labels = 12, []
+		    while q[i]:
+		        labels.append(q[i + 1:i + 1 + q[i]].decode())
+		        i += 1 + q[i]
+		    qtype = struct.unpack(">H", q[i + 1:i + 3])[0]
+		    name = ".".join(labels).lower()
+		    with open(sys.argv[1], "a") as f:
+		        f.write("%s %d\n" % (name, qtype))
+		    ours = name.endswith(".corp.test") or name == "ok.example.test"
+		    head = q[:2] + struct.pack(">HHHHH", 0x8180 if ours else 0x8183, 1,
+		                               1 if ours and qtype == 1 else 0, 0, 0)
+		    answer = b"\xc0\x0c" + struct.pack(">HHIH", 1, 1, 60, 4) + bytes([93, 184, 216, 34])
+		    s.sendto(head + q[12:i + 5] + (answer if ours and qtype == 1 else b""), peer)
+	PY
+	printf 'nameserver 127.0.0.1\nsearch corp.test\noptions ndots:1 timeout:1 attempts:1\n' >"$T/resolv.conf"
+	run unshare -rnm sh -c '
+		T=$1
+		ip link set lo up && mount --bind "$T/resolv.conf" /etc/resolv.conf || exit 1
+		python3 "$T/dns.py" "$T/dns.log" "$T/dns.ready" & dns=$!
+		i=0; while [ ! -s "$T/dns.ready" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done
+		aibox-proxy --listen 127.0.0.1:0 --ready-fd 3 --log "$T/proxy.log" \
+			--allow "*.example.test" 3>"$T/proxy.ready" 2>"$T/proxy.err" & px=$!
+		i=0; while [ ! -s "$T/proxy.ready" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done
+		port=$(sed -n "s/^ready 127\.0\.0\.1:\([0-9]*\)$/\1/p" "$T/proxy.ready")
+		for h in ok.example.test nx.example.test; do python3 -c "
+import socket, sys
+s = socket.create_connection((\"127.0.0.1\", int(sys.argv[1])), timeout=10)
+s.sendall(b\"CONNECT %s:443 HTTP/1.1\r\n\r\n\" % sys.argv[2].encode())
+out = b\"\"
+while True:
+    b = s.recv(4096)
+    if not b:
+        break
+    out += b
+print(out.decode().splitlines()[-1])
+" "$port" "$h"; done
+		kill $px $dns; wait $px' sh "$T"
+	assert_success
+	# the control: a name DNS has is resolved, and its address tried
+	assert_line --index 0 "aibox-proxy: cannot connect: Network is unreachable"
+	assert_line --index 1 "aibox-proxy: cannot resolve the host name"
+	run cat "$T/dns.log"
+	assert_line "nx.example.test 1"
+	refute_output --partial "corp.test"
+}

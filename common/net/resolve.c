@@ -146,7 +146,9 @@ static void *worker(void *arg)
 	for (;;) {
 		struct resolve_job *job;
 		struct addrinfo hints, *ai = NULL, *a;
+		char absolute[sizeof(job->name) + 1];
 		uint64_t one = 1;
+		size_t n;
 		int ret, cancelled;
 
 		pthread_mutex_lock(&r->lock);
@@ -163,10 +165,17 @@ static void *worker(void *arg)
 		cancelled = job->cancelled;
 		pthread_mutex_unlock(&r->lock);
 
+		/* The name as an absolute one: resolv.conf's search domains are never tried. */
+		n = strlen(job->name);
+		memcpy(absolute, job->name, n);
+		absolute[n] = '.';
+		absolute[n + 1] = '\0';
+		if (n && job->name[n - 1] == '.')
+			absolute[n] = '\0';
 		memset(&hints, 0, sizeof(hints));
 		hints.ai_family = AF_UNSPEC;
 		hints.ai_socktype = SOCK_STREAM;
-		ret = cancelled ? EAI_AGAIN : getaddrinfo(job->name, NULL, &hints, &ai);
+		ret = cancelled ? EAI_AGAIN : getaddrinfo(absolute, NULL, &hints, &ai);
 		job->res.n = 0;
 		if (ret == 0) {
 			for (a = ai; a && job->res.n < RESOLVE_MAX_ADDRS; a = a->ai_next) {

@@ -43,7 +43,11 @@ int resolver_fd(const struct resolver *r);
  */
 int resolver_lookup(struct resolver *r, const char *name, int port, struct resolve_result *res);
 
-/* Queue a DNS lookup; NULL when too many are queued already. */
+/*
+ * Queue a DNS lookup of name as an absolute name (a final '.' added), so
+ * that no search domain of resolv.conf is tried; NULL when too many are
+ * queued already.
+ */
 struct resolve_job *resolver_submit(struct resolver *r, const char *name, int port, void *cookie);
 
 /* Forget a job whose owner went away: its result is dropped. */
