@@ -351,12 +351,20 @@ teardown() {
 	assert_line --regexp '^[^ ]+ refused - GET Evil\.Test\\x7f:80 \(invalid character in the request target\) status=403 '
 }
 
-@test "proxy: a name is looked up in DNS as it is, never under the machine's search domains" {
-	unshare -rnm true 2>/dev/null || skip "needs user, network and mount namespaces (unshare -rnm)"
-	unset AIBOX_PROXY_HOSTS
-	# A DNS server on the namespace's own loopback: ok.example.test and names
-	# under corp.test (the search domain) have a public address (with no route
-	# to it here); every other name does not exist.
+# in_dns_netns PRE ENTRY HOST...: in user, network, mount and PID namespaces
+# of its own (the test skips where they are not allowed; what PRE leaves
+# running ends with them), with resolv.conf naming
+# a DNS server on the namespace's loopback (search domain corp.test), run the
+# shell snippet PRE (as root there: an address on lo, a listener), start the
+# proxy with --allow ENTRY and real name resolution, and CONNECT to each
+# HOST:443 through it; prints, a line each, the answer's first and last lines
+# ("FIRST | LAST").  The server logs each query (name and type) to
+# $T/dns.log; ok.example.test, own.example.test and the names under corp.test
+# are 93.184.216.34 (with no route to it unless PRE gives one), every other
+# name does not exist.
+in_dns_netns() {
+	unshare -rnmpf true 2>/dev/null ||
+		skip "needs user, network, mount and PID namespaces (unshare -rnmpf)"
 	cat >"$T/dns.py" <<-'PY'
 		import socket, struct, sys
 		s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -372,40 +380,69 @@ teardown() {
 		    name = ".".join(labels).lower()
 		    with open(sys.argv[1], "a") as f:
 		        f.write("%s %d\n" % (name, qtype))
-		    ours = name.endswith(".corp.test") or name == "ok.example.test"
+		    ours = name.endswith(".corp.test") or name in ("ok.example.test", "own.example.test")
 		    head = q[:2] + struct.pack(">HHHHH", 0x8180 if ours else 0x8183, 1,
 		                               1 if ours and qtype == 1 else 0, 0, 0)
 		    answer = b"\xc0\x0c" + struct.pack(">HHIH", 1, 1, 60, 4) + bytes([93, 184, 216, 34])
 		    s.sendto(head + q[12:i + 5] + (answer if ours and qtype == 1 else b""), peer)
 	PY
+	cat >"$T/connect.py" <<-'PY'
+		import socket, sys
+		s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)
+		s.sendall(b"CONNECT %s:443 HTTP/1.1\r\n\r\n" % sys.argv[2].encode())
+		out = b""
+		try:
+		    while True:
+		        b = s.recv(4096)
+		        if not b:
+		            break
+		        out += b
+		except socket.timeout:
+		    pass
+		lines = out.decode("latin-1").splitlines() or [""]
+		print(lines[0], "|", lines[-1])
+	PY
 	printf 'nameserver 127.0.0.1\nsearch corp.test\noptions ndots:1 timeout:1 attempts:1\n' >"$T/resolv.conf"
-	run unshare -rnm sh -c '
-		T=$1
+	env -u AIBOX_PROXY_HOSTS unshare -rnmpf sh -c '
+		T=$1 PRE=$2 ENTRY=$3
+		shift 3
 		ip link set lo up && mount --bind "$T/resolv.conf" /etc/resolv.conf || exit 1
-		python3 "$T/dns.py" "$T/dns.log" "$T/dns.ready" & dns=$!
+		eval "$PRE" || exit 1
+		python3 "$T/dns.py" "$T/dns.log" "$T/dns.ready" >/dev/null 2>&1 & dns=$!
 		i=0; while [ ! -s "$T/dns.ready" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done
 		aibox-proxy --listen 127.0.0.1:0 --ready-fd 3 --log "$T/proxy.log" \
-			--allow "*.example.test" 3>"$T/proxy.ready" 2>"$T/proxy.err" & px=$!
+			--allow "$ENTRY" 3>"$T/proxy.ready" 2>"$T/proxy.err" & px=$!
 		i=0; while [ ! -s "$T/proxy.ready" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done
 		port=$(sed -n "s/^ready 127\.0\.0\.1:\([0-9]*\)$/\1/p" "$T/proxy.ready")
-		for h in ok.example.test nx.example.test; do python3 -c "
-import socket, sys
-s = socket.create_connection((\"127.0.0.1\", int(sys.argv[1])), timeout=10)
-s.sendall(b\"CONNECT %s:443 HTTP/1.1\r\n\r\n\" % sys.argv[2].encode())
-out = b\"\"
-while True:
-    b = s.recv(4096)
-    if not b:
-        break
-    out += b
-print(out.decode().splitlines()[-1])
-" "$port" "$h"; done
-		kill $px $dns; wait $px' sh "$T"
+		for h in "$@"; do python3 "$T/connect.py" "$port" "$h"; done
+		kill $px $dns; wait $px' sh "$T" "$@"
+}
+
+@test "proxy: a name is looked up in DNS as it is, never under the machine's search domains" {
+	run in_dns_netns : '*.example.test' ok.example.test nx.example.test
 	assert_success
 	# the control: a name DNS has is resolved, and its address tried
-	assert_line --index 0 "aibox-proxy: cannot connect: Network is unreachable"
-	assert_line --index 1 "aibox-proxy: cannot resolve the host name"
+	assert_line --index 0 "HTTP/1.1 502 Bad Gateway | aibox-proxy: cannot connect: Network is unreachable"
+	assert_line --index 1 "HTTP/1.1 502 Bad Gateway | aibox-proxy: cannot resolve the host name"
 	run cat "$T/dns.log"
 	assert_line "nx.example.test 1"
 	refute_output --partial "corp.test"
+}
+
+@test "proxy: a name that resolves to an address of the machine itself gets nowhere" {
+	# 93.184.216.34, a public address, is the machine's own here, a service on it
+	run in_dns_netns 'ip addr add 93.184.216.34/32 dev lo &&
+		python3 -c "
+import socket
+s = socket.socket()
+s.bind((\"93.184.216.34\", 443))
+s.listen(8)
+while True:
+    c, _ = s.accept()
+    c.sendall(b\"SSH-2.0-the-machine-itself\r\n\")
+    c.close()
+" >/dev/null 2>&1 & sleep 0.5' '*.example.test' own.example.test
+	assert_success
+	assert_output "HTTP/1.1 403 Forbidden | aibox-proxy: the host resolves to an address of this machine"
+	grep -q "^[^ ]* refused own.example.test:443 CONNECT (the host resolves to an address of this machine)" "$T/proxy.log"
 }

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/buf.h"
 #include "base/err.h"
@@ -349,4 +350,44 @@ int allow_addr_ok(const struct allow_entry *e, const struct sockaddr *sa)
 	if (e->kind == ALLOW_NAME && !strcmp(e->host, "localhost"))
 		return addr_is_loopback(sa);
 	return addr_is_public(sa);
+}
+
+int addr_is_own(const struct sockaddr *sa, socklen_t len)
+{
+	struct sockaddr_storage src;
+	socklen_t sl = sizeof(src);
+	int fd = socket(sa->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0), ret;
+
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, sa, len) < 0 || getsockname(fd, (struct sockaddr *)&src, &sl) < 0) {
+		ret = -errno;
+		close(fd);
+		return ret;
+	}
+	close(fd);
+	if (src.ss_family != sa->sa_family)
+		return 0;
+	if (sa->sa_family == AF_INET)
+		return !memcmp(&((struct sockaddr_in *)&src)->sin_addr,
+		               &((const struct sockaddr_in *)sa)->sin_addr, 4);
+	if (sa->sa_family == AF_INET6)
+		return !memcmp(&((struct sockaddr_in6 *)&src)->sin6_addr,
+		               &((const struct sockaddr_in6 *)sa)->sin6_addr, 16);
+	return 0;
+}
+
+int allow_addr_check(const struct allow_entry *e, const struct sockaddr *sa, socklen_t len)
+{
+	int own;
+
+	if (!allow_addr_ok(e, sa))
+		return 0;
+	/* Only a public address is left to look at: one e names itself, or loopback. */
+	if (e->kind == ALLOW_ADDR || addr_is_loopback(sa))
+		return 1;
+	own = addr_is_own(sa, len);
+	if (own < 0)
+		return own;
+	return own ? ALLOW_ADDR_OWN : 1;
 }

@@ -10,9 +10,10 @@
  *   preset:NAME      the entries of the preset file NAME (see docs/proxy.md)
  * Names are compared case-insensitively, without a trailing dot.
  *
- * A name on the list is only reached at public addresses; loopback, private,
- * link-local and other special addresses are reached only through an entry
- * that names the address itself or "localhost" (see allow_addr_ok()).
+ * A name on the list is only reached at public addresses that are not the
+ * machine's own; loopback, private, link-local and other special addresses,
+ * and the machine's own, are reached only through an entry that names the
+ * address itself or "localhost" (see allow_addr_check()).
  */
 #ifndef AIBOX_ALLOW_H
 #define AIBOX_ALLOW_H
@@ -100,5 +101,27 @@ int addr_is_loopback(const struct sockaddr *sa);
  * addresses, and every other entry allows only public addresses.
  */
 int allow_addr_ok(const struct allow_entry *e, const struct sockaddr *sa);
+
+/*
+ * Is sa (len bytes) an address of this machine, one the kernel routes to
+ * itself?  Found by connecting a UDP socket to it, which sends nothing, and
+ * reading the source address the kernel chose: for the machine's own
+ * address that is the address itself.  1 or 0, or a negative errno when it
+ * cannot tell (no socket, no route).
+ */
+int addr_is_own(const struct sockaddr *sa, socklen_t len);
+
+/* allow_addr_check(): sa is an address of this machine, which e does not name. */
+#define ALLOW_ADDR_OWN 2
+
+/*
+ * May a connection made through entry e go to address sa (len bytes)?
+ * allow_addr_ok(), and for an entry that allows only public addresses, sa
+ * is no address of this machine (addr_is_own()): a name on the list does
+ * not reach the machine's own services, whatever its address.  1 (it may),
+ * 0 (not an address e allows), ALLOW_ADDR_OWN, or a negative errno from
+ * addr_is_own().
+ */
+int allow_addr_check(const struct allow_entry *e, const struct sockaddr *sa, socklen_t len);
 
 #endif

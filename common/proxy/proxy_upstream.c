@@ -126,7 +126,7 @@ void px_connect_done(struct conn *c)
 
 static void resolved(struct conn *c, struct resolve_result *res)
 {
-	int n = 0;
+	int n = 0, own = 0;
 
 	if (res->err) {
 		px_respond(c, 502, "failed",
@@ -136,15 +136,27 @@ static void resolved(struct conn *c, struct resolve_result *res)
 	}
 	/* Keep only the addresses the entry allows. */
 	for (int i = 0; i < res->n; i++) {
-		if (c->is_api || allow_addr_ok(c->entry, (struct sockaddr *)&res->addr[i])) {
-			c->addrs.addr[n] = res->addr[i];
-			c->addrs.len[n] = res->len[i];
-			n++;
-		}
+		int ok = c->is_api ? 1
+		                   : allow_addr_check(c->entry, (struct sockaddr *)&res->addr[i],
+		                                      res->len[i]);
+
+		if (ok == ALLOW_ADDR_OWN)
+			own = 1;
+		else if (ok < 0)
+			c->connect_err = -ok; /* no route: as the connect would have found */
+		if (ok != 1)
+			continue;
+		c->addrs.addr[n] = res->addr[i];
+		c->addrs.len[n] = res->len[i];
+		n++;
 	}
 	c->addrs.n = n;
 	c->addrs.err = 0;
-	if (!n) {
+	if (!n && own) {
+		px_refuse(c, "the host resolves to an address of this machine");
+		return;
+	}
+	if (!n && !c->connect_err) {
 		px_refuse(c, "the host resolves to a non-public address");
 		return;
 	}
