@@ -357,7 +357,8 @@ teardown() {
 # a DNS server on the namespace's loopback (search domain corp.test), run the
 # shell snippet PRE (as root there: an address on lo, a listener), start the
 # proxy with --allow ENTRY and real name resolution, and CONNECT to each
-# HOST:443 through it; prints, a line each, the answer's first and last lines
+# HOST:443 through it (PRE may call t/lib-base.bash's helpers); prints, a line
+# each, the answer's first and last lines
 # ("FIRST | LAST").  The server logs each query (name and type) to
 # $T/dns.log; ok.example.test, own.example.test and the names under corp.test
 # are 93.184.216.34 (with no route to it unless PRE gives one), every other
@@ -403,19 +404,22 @@ in_dns_netns() {
 		print(lines[0], "|", lines[-1])
 	PY
 	printf 'nameserver 127.0.0.1\nsearch corp.test\noptions ndots:1 timeout:1 attempts:1\n' >"$T/resolv.conf"
-	env -u AIBOX_PROXY_HOSTS unshare -rnmpf sh -c '
-		T=$1 PRE=$2 ENTRY=$3
-		shift 3
+	env -u AIBOX_PROXY_HOSTS unshare -rnmpf bash -c '
+		T=$1 PRE=$3 ENTRY=$4
+		. "$2/t/lib-base.bash"
+		shift 4
 		ip link set lo up && mount --bind "$T/resolv.conf" /etc/resolv.conf || exit 1
 		eval "$PRE" || exit 1
-		python3 "$T/dns.py" "$T/dns.log" "$T/dns.ready" >/dev/null 2>&1 & dns=$!
-		i=0; while [ ! -s "$T/dns.ready" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done
+		python3 "$T/dns.py" "$T/dns.log" "$T/dns.ready" >/dev/null 2>&1 &
+		wait_until 10 file_or_gone "$T/dns.ready" $! || exit 1
 		aibox-proxy --listen 127.0.0.1:0 --ready-fd 3 --log "$T/proxy.log" \
-			--allow "$ENTRY" 3>"$T/proxy.ready" 2>"$T/proxy.err" & px=$!
-		i=0; while [ ! -s "$T/proxy.ready" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done
+			--allow "$ENTRY" 3>"$T/proxy.ready" 2>"$T/proxy.err" &
+		px=$!
+		wait_until 10 ready_or_gone "$T/proxy.ready" $px || exit 1
 		port=$(sed -n "s/^ready 127\.0\.0\.1:\([0-9]*\)$/\1/p" "$T/proxy.ready")
 		for h in "$@"; do python3 "$T/connect.py" "$port" "$h"; done
-		kill $px $dns; wait $px' sh "$T" "$@"
+		kill $px
+		wait $px' bash "$T" "$TOP" "$@"
 }
 
 @test "proxy: a name is looked up in DNS as it is, never under the machine's search domains" {
@@ -433,15 +437,17 @@ in_dns_netns() {
 	# 93.184.216.34, a public address, is the machine's own here, a service on it
 	run in_dns_netns 'ip addr add 93.184.216.34/32 dev lo &&
 		python3 -c "
-import socket
+import socket, sys
 s = socket.socket()
 s.bind((\"93.184.216.34\", 443))
 s.listen(8)
+open(sys.argv[1], \"w\").write(\"ready\n\")
 while True:
     c, _ = s.accept()
     c.sendall(b\"SSH-2.0-the-machine-itself\r\n\")
     c.close()
-" >/dev/null 2>&1 & sleep 0.5' '*.example.test' own.example.test
+" "$T/own.ready" >/dev/null 2>&1 &
+		wait_until 10 file_or_gone "$T/own.ready" $!' '*.example.test' own.example.test
 	assert_success
 	assert_output "HTTP/1.1 403 Forbidden | aibox-proxy: the host resolves to an address of this machine"
 	grep -q "^[^ ]* refused own.example.test:443 CONNECT (the host resolves to an address of this machine)" "$T/proxy.log"
