@@ -56,8 +56,18 @@ teardown() {
 
 # start_task ARGS...: aibox task in the background, its output in $T/out and
 # $T/err; TASK_PID (aibox execs aibox-task: the same pid), QEMU and PROXY.
+# With ERR_PIPE=1 its stderr is a pipe that cat copies to $T/err (a regular
+# file as stderr keeps only 16 MiB of the VM's lines: docs/task-host.md),
+# CAT_PID that cat, which finish_task waits for.
 start_task() {
-	aibox task "$@" >"$T/out" 2>"$T/err" &
+	if [ -n "${ERR_PIPE:-}" ]; then
+		mkfifo "$T/err.fifo"
+		cat "$T/err.fifo" >"$T/err" &
+		CAT_PID=$!
+		aibox task "$@" >"$T/out" 2>"$T/err.fifo" &
+	else
+		aibox task "$@" >"$T/out" 2>"$T/err" &
+	fi
 	TASK_PID=$!
 	QEMU=$(wait_child "$TASK_PID" "$QEMU_VM") || QEMU=
 	PROXY=$(pgrep -P "$TASK_PID" -f aibox-proxy) || PROXY=
@@ -69,6 +79,10 @@ finish_task() {
 	wait_until "$1" gone "$TASK_PID" || kill -KILL "$TASK_PID"
 	wait "$TASK_PID" && status=0 || status=$?
 	TASK_PID=
+	if [ -n "${CAT_PID:-}" ]; then
+		wait "$CAT_PID" || true
+		CAT_PID=
+	fi
 	DIR=$(task_dir)
 	ID=${DIR: -6}
 }
@@ -155,8 +169,9 @@ echo >&2
 echo "fault: flood done" >&2
 '"$SEND_AND_HANG"
 	# A sanitizer build keeps freed memory in quarantine (256 MiB by
-	# default): a small one, so what is measured is aibox-task's own.
-	ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=4 \
+	# default): a small one, so what is measured is aibox-task's own.  Its
+	# stderr a pipe, which gets every line of the flood.
+	ERR_PIPE=1 ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=4 \
 		start_fault "Misbehave."
 	[ -n "$QEMU" ]
 	# aibox-task's peak memory once the flood has begun, and at the end
