@@ -25,41 +25,45 @@ static int on_stdout(void *arg, const char *data, size_t n)
 }
 
 /*
- * A vm line to the file fd, *len its vm lines so far: the one that takes
- * them past TASK_SESSION_LOG_MAX is replaced by the aibox line full, and
- * nothing follows it.
+ * The vm line vm (formatted) to the file fd, *len its vm lines so far: the
+ * one that takes them past TASK_SESSION_LOG_MAX is replaced by the aibox
+ * line full, and nothing follows it.
  */
-static void capped_line(int fd, size_t *len, const char *id, const char *line, size_t n,
-                        const char *full)
+static void capped_line(int fd, size_t *len, const char *id, const struct buf *vm, const char *full)
 {
-	struct buf b = BUF_INIT;
-
 	if (*len > TASK_SESSION_LOG_MAX)
 		return;
-	out_format(&b, time(NULL), "vm", id, line, n);
-	*len += b.len;
+	*len += vm->len;
 	if (*len > TASK_SESSION_LOG_MAX) {
-		buf_reset(&b);
+		struct buf b = BUF_INIT;
+
 		out_format(&b, time(NULL), "aibox", id, full, strlen(full));
+		write_all(fd, b.buf, b.len);
+		buf_release(&b);
+		return;
 	}
 	/* A disk that is full must not stop the task: the line is lost. */
-	write_all(fd, b.buf, b.len);
-	buf_release(&b);
+	write_all(fd, vm->buf, vm->len);
 }
 
 static void on_stderr_line(void *arg, const char *line, size_t n)
 {
 	struct ctx *c = arg;
+	struct buf vm = BUF_INIT;
 
+	/* Formatted once for the files; a terminal's is cut to its width. */
+	if (c->err_file || c->s->log_fd > 2)
+		out_format(&vm, time(NULL), "vm", c->s->id, line, n);
 	/* A terminal that went away must not stop the task: the line is lost. */
 	if (!c->err_file)
 		out_write(c->s->err_fd, "vm", c->s->id, line, n);
 	else
-		capped_line(c->s->err_fd, &c->err_len, c->s->id, line, n,
+		capped_line(c->s->err_fd, &c->err_len, c->s->id, &vm,
 		            "the VM's lines past 16 MiB are left out of this output (a file)");
 	if (c->s->log_fd > 2)
-		capped_line(c->s->log_fd, &c->log_len, c->s->id, line, n,
+		capped_line(c->s->log_fd, &c->log_len, c->s->id, &vm,
 		            "the VM's lines past 16 MiB are left out of aibox.log");
+	buf_release(&vm);
 }
 
 int task_session_run(struct task_session *s)
