@@ -161,7 +161,7 @@ static void see_sum(struct usage_tokens *t, struct usage_tokens *seen, struct us
  */
 static void see_iterations(struct usage_stream *s, json_t *its, struct usage_tokens *delta)
 {
-	struct usage_tokens own = {{0}}, rest = {{0}}, zero;
+	struct usage_tokens own = {{0}}, rest = {{0}};
 	struct usage_iteration *last = &s->it[USAGE_ITERATIONS - 1];
 	size_t i;
 	json_t *it;
@@ -170,18 +170,15 @@ static void see_iterations(struct usage_stream *s, json_t *its, struct usage_tok
 	{
 		const char *type = json_string_value(json_object_get(it, "type"));
 		struct usage_iteration *x = &s->it[i < USAGE_ITERATIONS ? i : USAGE_ITERATIONS - 1];
+		int message = type && !strcmp(type, "message");
 
 		if (!json_is_object(it))
 			continue;
-		if (type && !strcmp(type, "message")) {
-			memset(&zero, 0, sizeof(zero));
-			see_usage(it, &zero, &own);
-			continue;
-		}
-		if (i >= USAGE_ITERATIONS - 1) {
+		/* the two sums: each iteration's counts added whole */
+		if (message || i >= USAGE_ITERATIONS - 1) {
 			struct usage_tokens none = {{0}};
 
-			see_usage(it, &none, &rest);
+			see_usage(it, &none, message ? &own : &rest);
 			continue;
 		}
 		if (!x->model[0] && !take_model(json_object_get(it, "model"), x->model) &&
