@@ -361,8 +361,11 @@ teardown() {
 # each, the answer's first and last lines
 # ("FIRST | LAST").  The server logs each query (name and type) to
 # $T/dns.log; ok.example.test, own.example.test and the names under corp.test
-# are 93.184.216.34 (with no route to it unless PRE gives one), every other
-# name does not exist.
+# are 93.184.216.34 (with no route to it unless PRE gives one), as DNS64
+# would answer on an IPv6-only network nat64.example.test is
+# 64:ff9b::93.184.216.34, nat64-private.example.test 64:ff9b::10.0.0.1 and
+# nat64-loop.example.test 64:ff9b::127.0.0.1 (AAAA only), every other name
+# does not exist.
 in_dns_netns() {
 	unshare -rnmpf true 2>/dev/null ||
 		skip "needs user, network, mount and PID namespaces (unshare -rnmpf)"
@@ -381,11 +384,20 @@ in_dns_netns() {
 		    name = ".".join(labels).lower()
 		    with open(sys.argv[1], "a") as f:
 		        f.write("%s %d\n" % (name, qtype))
-		    ours = name.endswith(".corp.test") or name in ("ok.example.test", "own.example.test")
+		    nat64 = {"nat64.example.test": bytes([93, 184, 216, 34]),
+		             "nat64-private.example.test": bytes([10, 0, 0, 1]),
+		             "nat64-loop.example.test": bytes([127, 0, 0, 1])}
+		    ours = name.endswith(".corp.test") or name in ("ok.example.test", "own.example.test") or name in nat64
+		    if name in nat64:
+		        has = qtype == 28
+		        answer = (b"\xc0\x0c" + struct.pack(">HHIH", 28, 1, 60, 16) +
+		                  bytes([0, 0x64, 0xff, 0x9b]) + bytes(8) + nat64[name])
+		    else:
+		        has = ours and qtype == 1
+		        answer = b"\xc0\x0c" + struct.pack(">HHIH", 1, 1, 60, 4) + bytes([93, 184, 216, 34])
 		    head = q[:2] + struct.pack(">HHHHH", 0x8180 if ours else 0x8183, 1,
-		                               1 if ours and qtype == 1 else 0, 0, 0)
-		    answer = b"\xc0\x0c" + struct.pack(">HHIH", 1, 1, 60, 4) + bytes([93, 184, 216, 34])
-		    s.sendto(head + q[12:i + 5] + (answer if ours and qtype == 1 else b""), peer)
+		                               1 if has else 0, 0, 0)
+		    s.sendto(head + q[12:i + 5] + (answer if has else b""), peer)
 	PY
 	cat >"$T/connect.py" <<-'PY'
 		import socket, sys
@@ -451,4 +463,22 @@ while True:
 	assert_success
 	assert_output "HTTP/1.1 403 Forbidden | aibox-proxy: the host resolves to an address of this machine"
 	grep -q "^[^ ]* refused own.example.test:443 CONNECT (the host resolves to an address of this machine)" "$T/proxy.log"
+}
+
+@test "proxy: a NAT64 address (64:ff9b::/96, as DNS64 answers) is judged by the IPv4 address it holds" {
+	run in_dns_netns : '*.example.test' nat64.example.test nat64-private.example.test nat64-loop.example.test
+	assert_success
+	# a public IPv4 address inside: allowed, and tried (no route in the namespace)
+	assert_line --index 0 "HTTP/1.1 502 Bad Gateway | aibox-proxy: cannot connect: Network is unreachable"
+	assert_line --index 1 "HTTP/1.1 403 Forbidden | aibox-proxy: the host resolves to a non-public address"
+	assert_line --index 2 "HTTP/1.1 403 Forbidden | aibox-proxy: the host resolves to a non-public address"
+	run cat "$T/dns.log"
+	assert_line "nat64.example.test 28"
+}
+
+@test "proxy: a NAT64 address that holds an IPv4 address of the machine itself gets nowhere" {
+	run in_dns_netns 'ip addr add 93.184.216.34/32 dev lo' '*.example.test' nat64.example.test
+	assert_success
+	assert_output "HTTP/1.1 403 Forbidden | aibox-proxy: the host resolves to an address of this machine"
+	grep -q "^[^ ]* refused nat64.example.test:443 CONNECT (the host resolves to an address of this machine)" "$T/proxy.log"
 }

@@ -302,6 +302,21 @@ static int v4_public(uint32_t a)
 	return 1;
 }
 
+/*
+ * The IPv4 address inside an address of NAT64's well-known prefix
+ * 64:ff9b::/96 (RFC 6052), where a DNS64 resolver puts every IPv4-only name
+ * on an IPv6-only network (docs/allow-list.md): 1 with *v4 set, else 0.
+ */
+static int nat64_v4(const unsigned char *a, uint32_t *v4)
+{
+	static const unsigned char wkp[12] = {0x00, 0x64, 0xff, 0x9b};
+
+	if (memcmp(a, wkp, sizeof(wkp)))
+		return 0;
+	*v4 = (uint32_t)a[12] << 24 | (uint32_t)a[13] << 16 | (uint32_t)a[14] << 8 | a[15];
+	return 1;
+}
+
 int addr_is_public(const struct sockaddr *sa)
 {
 	if (sa->sa_family == AF_INET) {
@@ -311,7 +326,11 @@ int addr_is_public(const struct sockaddr *sa)
 	}
 	if (sa->sa_family == AF_INET6) {
 		const unsigned char *a = ((const struct sockaddr_in6 *)sa)->sin6_addr.s6_addr;
+		uint32_t v4;
 
+		/* NAT64 reaches the IPv4 address it holds: that one decides. */
+		if (nat64_v4(a, &v4))
+			return v4_public(v4);
 		/* Global unicast is 2000::/3; within it refuse the special blocks. */
 		if ((a[0] & 0xe0) != 0x20)
 			return 0;
@@ -379,6 +398,7 @@ int addr_is_own(const struct sockaddr *sa, socklen_t len)
 
 int allow_addr_check(const struct allow_entry *e, const struct sockaddr *sa, socklen_t len)
 {
+	uint32_t v4;
 	int own;
 
 	if (!allow_addr_ok(e, sa))
@@ -387,6 +407,17 @@ int allow_addr_check(const struct allow_entry *e, const struct sockaddr *sa, soc
 	if (e->kind == ALLOW_ADDR || addr_is_loopback(sa))
 		return 1;
 	own = addr_is_own(sa, len);
+	if (own != 1 && sa->sa_family == AF_INET6 &&
+	    nat64_v4(((const struct sockaddr_in6 *)sa)->sin6_addr.s6_addr, &v4)) {
+		struct sockaddr_in s4 = {.sin_family = AF_INET,
+		                         .sin_port = ((const struct sockaddr_in6 *)sa)->sin6_port,
+		                         .sin_addr.s_addr = htonl(v4)};
+		int own4 = addr_is_own((const struct sockaddr *)&s4, sizeof(s4));
+
+		/* No route to any IPv4 address: an IPv6-only machine, not one of its own. */
+		if (own4 == 1 || (!own && own4 != -ENETUNREACH))
+			own = own4;
+	}
 	if (own < 0)
 		return own;
 	return own ? ALLOW_ADDR_OWN : 1;

@@ -89,7 +89,11 @@ void allow_clear(struct allow_list *l);
  */
 const struct allow_entry *allow_match(const struct allow_list *l, const char *host, int port);
 
-/* Is the address an ordinary public unicast address (no loopback, private, ...)? */
+/*
+ * Is the address an ordinary public unicast address (no loopback, private,
+ * ...)?  An address of NAT64's well-known prefix 64:ff9b::/96 is judged by
+ * the IPv4 address it holds.
+ */
 int addr_is_public(const struct sockaddr *sa);
 
 /* Is the address a loopback address (127/8, ::1)? */
@@ -118,7 +122,8 @@ int addr_is_own(const struct sockaddr *sa, socklen_t len);
  * May a connection made through entry e go to address sa (len bytes)?
  * allow_addr_ok(), and for an entry that allows only public addresses, sa
  * is no address of this machine (addr_is_own()): a name on the list does
- * not reach the machine's own services, whatever its address.  1 (it may),
+ * not reach the machine's own services, whatever its address (nor, for a
+ * NAT64 address, the IPv4 address it holds).  1 (it may),
  * 0 (not an address e allows), ALLOW_ADDR_OWN, or a negative errno from
  * addr_is_own().
  */
