@@ -351,6 +351,17 @@ teardown() {
 	assert_line --regexp '^[^ ]+ refused - GET Evil\.Test\\x7f:80 \(invalid character in the request target\) status=403 '
 }
 
+@test "proxy: an absolute-URI's authority is read once, for the verdict and the log alike" {
+	start_proxy --allow evil.test
+	# '#' ends the authority (RFC 3986): no user information here, a fragment
+	run raw_request 'GET http://evil.test#@a.example.test/ HTTP/1.1\r\nHost: evil.test\r\n\r\n'
+	assert_line --index 0 "$(printf 'HTTP/1.1 403 Forbidden\r')"
+	assert_output --partial "aibox-proxy: fragment in the request target"
+	run cat "$T/proxy.log"
+	assert_line --regexp '^[^ ]+ refused - GET evil\.test \(fragment in the request target\) status=403 '
+	refute_output --partial "user information"
+}
+
 # in_dns_netns PRE ENTRY HOST...: in user, network, mount and PID namespaces
 # of its own (the test skips where they are not allowed; what PRE leaves
 # running ends with them), with resolv.conf naming

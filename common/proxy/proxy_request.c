@@ -31,42 +31,62 @@ void px_set_what(struct conn *c, const char *method, size_t mlen, const char *pa
 }
 
 /*
+ * The one reading of a target's authority (docs/proxy.md, "What the VM may
+ * ask for"), for the verdict and the log alike: the whole target of a
+ * CONNECT, else what follows "http://" or "https://" (any case) up to the
+ * first '/', '?' or '#' (RFC 3986).  *a and *al the authority, *ui the
+ * bytes of user information at its start (up to its last '@', with it; 0
+ * when none).  0, or -1 for any other target.
+ */
+static int target_authority(const struct http_head *h, const char **a, size_t *al, size_t *ui)
+{
+	const char *p, *end = h->target + h->target_len;
+
+	*a = h->target;
+	if (h->method_len == 7 && !memcmp(h->method, "CONNECT", 7)) {
+		/* the whole target is the authority */
+	} else if (h->target_len >= 7 && !strncasecmp(*a, "http://", 7)) {
+		*a += 7;
+	} else if (h->target_len >= 8 && !strncasecmp(*a, "https://", 8)) {
+		*a += 8;
+	} else {
+		return -1;
+	}
+	if (*a != h->target)
+		for (p = *a; p < end; p++)
+			if (*p == '/' || *p == '?' || *p == '#') {
+				end = p;
+				break;
+			}
+	*al = (size_t)(end - *a);
+	*ui = 0;
+	for (p = end; p > *a; p--)
+		if (p[-1] == '@') {
+			*ui = (size_t)(p - *a);
+			break;
+		}
+	return 0;
+}
+
+/*
  * c->what for a request refused before its host was read: the method
- * and, for a CONNECT or an http:// or https:// target, the authority as
- * the client wrote it, without user information (it may hold a
+ * and, for a CONNECT or an http:// or https:// target, its authority
+ * (target_authority()) without user information (it may hold a
  * credential); escaped and cut by px_set_what().  The method alone for
  * any other target, nothing for a head without a request line.
  */
 static void set_what_asked(struct conn *c, const struct http_head *h)
 {
-	const char *a, *end, *p;
+	const char *a;
+	size_t al, ui;
 
 	if (!h->method)
 		return;
-	a = h->target;
-	end = h->target + h->target_len;
-	if (h->method_len == 7 && !memcmp(h->method, "CONNECT", 7)) {
-		/* the whole target is the authority */
-	} else if (h->target_len >= 7 && !strncasecmp(a, "http://", 7)) {
-		a += 7;
-	} else if (h->target_len >= 8 && !strncasecmp(a, "https://", 8)) {
-		a += 8;
-	} else {
+	if (target_authority(h, &a, &al, &ui) < 0) {
 		px_set_what(c, h->method, h->method_len, NULL, 0);
 		return;
 	}
-	if (a != h->target)
-		for (p = a; p < end; p++)
-			if (*p == '/' || *p == '?' || *p == '#') {
-				end = p;
-				break;
-			}
-	for (p = end; p > a; p--)
-		if (p[-1] == '@') {
-			a = p;
-			break;
-		}
-	px_set_what(c, h->method, h->method_len, a, (size_t)(end - a));
+	px_set_what(c, h->method, h->method_len, a + ui, al - ui);
 }
 
 /* A CONNECT: a tunnel to an allowed host, or key forwarding inside it. */
@@ -140,18 +160,15 @@ static void connect_request(struct conn *c, const struct http_head *h)
  */
 static int absolute_request(struct conn *c, const struct http_head *h, const char **t, size_t *tl)
 {
-	const char *auth = *t + 7, *end = *t + *tl, *slash, *q;
+	const char *auth, *end = *t + *tl, *slash;
 	struct buf why = BUF_INIT;
-	size_t al;
+	size_t al, ui;
 	char hh[256];
 	int hp;
 
-	slash = memchr(auth, '/', end - auth);
-	q = memchr(auth, '?', end - auth);
-	if (q && (!slash || q < slash))
-		slash = q;
-	al = (slash ? slash : end) - auth;
-	if (memchr(auth, '@', al)) {
+	if (target_authority(h, &auth, &al, &ui) < 0)
+		BUG("absolute_request() on a target that is not http://");
+	if (ui) {
 		set_what_asked(c, h);
 		px_refuse(c, "user information in the request target");
 		return 0;
@@ -161,6 +178,8 @@ static int absolute_request(struct conn *c, const struct http_head *h, const cha
 		px_refuse(c, "fragment in the request target");
 		return 0;
 	}
+	/* No '#': the authority ends at the path, at the query, or at the end. */
+	slash = auth + al < end ? auth + al : NULL;
 	if (http_split_authority(auth, al, 80, c->host, sizeof(c->host), &c->port, &why)) {
 		c->host[0] = '\0';
 		set_what_asked(c, h);
