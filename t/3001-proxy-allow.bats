@@ -6,6 +6,7 @@ load lib-common
 load lib-claude
 load lib-tls
 load lib-proxy
+load lib-dns
 
 setup() {
 	common_setup
@@ -362,54 +363,12 @@ teardown() {
 	refute_output --partial "user information"
 }
 
-# in_dns_netns PRE ENTRY HOST...: in user, network, mount and PID namespaces
-# of its own (the test skips where they are not allowed; what PRE leaves
-# running ends with them), with resolv.conf naming
-# a DNS server on the namespace's loopback (search domain corp.test), run the
-# shell snippet PRE (as root there: an address on lo, a listener), start the
-# proxy with --allow ENTRY and real name resolution, and CONNECT to each
-# HOST:443 through it (PRE may call t/lib-base.bash's helpers); prints, a line
-# each, the answer's first and last lines
-# ("FIRST | LAST").  The server logs each query (name and type) to
-# $T/dns.log; ok.example.test, own.example.test and the names under corp.test
-# are 93.184.216.34 (with no route to it unless PRE gives one), as DNS64
-# would answer on an IPv6-only network nat64.example.test is
-# 64:ff9b::93.184.216.34, nat64-private.example.test 64:ff9b::10.0.0.1 and
-# nat64-loop.example.test 64:ff9b::127.0.0.1 (AAAA only), every other name
-# does not exist.
+# in_dns_netns PRE ENTRY HOST...: in namespaces with a DNS server of their
+# own (t/lib-dns.bash's in_dns_ns), run the shell snippet PRE (as root there:
+# an address on lo, a listener), start the proxy with --allow ENTRY and real
+# name resolution, and CONNECT to each HOST:443 through it; prints, a line
+# each, the answer's first and last lines ("FIRST | LAST").
 in_dns_netns() {
-	unshare -rnmpf true 2>/dev/null ||
-		skip "needs user, network, mount and PID namespaces (unshare -rnmpf)"
-	cat >"$T/dns.py" <<-'PY'
-		import socket, struct, sys
-		s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-		s.bind(("127.0.0.1", 53))
-		open(sys.argv[2], "w").write("ready\n")
-		while True:
-		    q, peer = s.recvfrom(512)
-		    i, labels = 12, []
-		    while q[i]:
-		        labels.append(q[i + 1:i + 1 + q[i]].decode())
-		        i += 1 + q[i]
-		    qtype = struct.unpack(">H", q[i + 1:i + 3])[0]
-		    name = ".".join(labels).lower()
-		    with open(sys.argv[1], "a") as f:
-		        f.write("%s %d\n" % (name, qtype))
-		    nat64 = {"nat64.example.test": bytes([93, 184, 216, 34]),
-		             "nat64-private.example.test": bytes([10, 0, 0, 1]),
-		             "nat64-loop.example.test": bytes([127, 0, 0, 1])}
-		    ours = name.endswith(".corp.test") or name in ("ok.example.test", "own.example.test") or name in nat64
-		    if name in nat64:
-		        has = qtype == 28
-		        answer = (b"\xc0\x0c" + struct.pack(">HHIH", 28, 1, 60, 16) +
-		                  bytes([0, 0x64, 0xff, 0x9b]) + bytes(8) + nat64[name])
-		    else:
-		        has = ours and qtype == 1
-		        answer = b"\xc0\x0c" + struct.pack(">HHIH", 1, 1, 60, 4) + bytes([93, 184, 216, 34])
-		    head = q[:2] + struct.pack(">HHHHH", 0x8180 if ours else 0x8183, 1,
-		                               1 if has else 0, 0, 0)
-		    s.sendto(head + q[12:i + 5] + (answer if has else b""), peer)
-	PY
 	cat >"$T/connect.py" <<-'PY'
 		import socket, sys
 		s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)
@@ -426,15 +385,10 @@ in_dns_netns() {
 		lines = out.decode("latin-1").splitlines() or [""]
 		print(lines[0], "|", lines[-1])
 	PY
-	printf 'nameserver 127.0.0.1\nsearch corp.test\noptions ndots:1 timeout:1 attempts:1\n' >"$T/resolv.conf"
-	env -u AIBOX_PROXY_HOSTS unshare -rnmpf bash -c '
-		T=$1 PRE=$3 ENTRY=$4
-		. "$2/t/lib-base.bash"
-		shift 4
-		ip link set lo up && mount --bind "$T/resolv.conf" /etc/resolv.conf || exit 1
+	# shellcheck disable=SC2016
+	in_dns_ns 'PRE=$1 ENTRY=$2
+		shift 2
 		eval "$PRE" || exit 1
-		python3 "$T/dns.py" "$T/dns.log" "$T/dns.ready" >/dev/null 2>&1 &
-		wait_until 10 file_or_gone "$T/dns.ready" $! || exit 1
 		aibox-proxy --listen 127.0.0.1:0 --ready-fd 3 --log "$T/proxy.log" \
 			--allow "$ENTRY" 3>"$T/proxy.ready" 2>"$T/proxy.err" &
 		px=$!
@@ -442,7 +396,7 @@ in_dns_netns() {
 		port=$(sed -n "s/^ready 127\.0\.0\.1:\([0-9]*\)$/\1/p" "$T/proxy.ready")
 		for h in "$@"; do python3 "$T/connect.py" "$port" "$h"; done
 		kill $px
-		wait $px' bash "$T" "$TOP" "$@"
+		wait $px' "$@"
 }
 
 @test "proxy: a name is looked up in DNS as it is, never under the machine's search domains" {

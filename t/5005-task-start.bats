@@ -2,6 +2,7 @@
 # aibox task, its first steps: flags, prompt, config, start commit, locks, the
 # task folder and what the host writes into it before the VM starts.
 load lib-common
+load lib-dns
 bats_require_minimum_version 1.5.0
 
 setup() {
@@ -345,6 +346,19 @@ step 1"
 	[[ "$stderr" == "aibox-task: the git remote 'https://nosuch.invalid/o/r.git': cannot resolve 'nosuch.invalid': "* ]]
 	[ -z "$(task_dir)" ]
 	[ -z "$(ls "$AIBOX_HOME/projects/repo/tasks" 2>/dev/null)" ]
+}
+
+@test "task: a git remote's host is looked up as the broker and the proxy look names up, never under the machine's search domains" {
+	printf 'env: [CLAUDE_CODE_OAUTH_TOKEN]\ngit:\n  - url: https://nx.example.test/o/r.git\n' >"$cfg"
+	# shellcheck disable=SC2016
+	run in_dns_ns 'aibox task x 2>&1 >/dev/null; echo "exit $?"'
+	# not as nx.example.test.corp.test, which DNS has (t/lib-dns.bash)
+	assert_line --index 0 "aibox-task: the git remote 'https://nx.example.test/o/r.git': cannot resolve 'nx.example.test': no such host name"
+	assert_line --index 1 "exit 2"
+	run cat "$T/dns.log"
+	assert_line "nx.example.test 1"
+	refute_output --partial "corp.test"
+	[ -z "$(task_dir)" ]
 }
 
 @test "task: a failure after the folder is made: an aibox[id] line, aibox.log's end, an ended task's folder" {

@@ -4,6 +4,7 @@
 load lib-common
 load lib-tls
 load lib-broker
+load lib-dns
 
 setup() {
 	common_setup
@@ -388,4 +389,27 @@ teardown() {
 		wait_until 5 dead "$k"
 	done
 	exec 5>&-
+}
+
+@test "broker: a remote's host is looked up as the proxy looks names up, never under the machine's search domains" {
+	# The broker's start, in namespaces with a DNS server of their own (search
+	# domain corp.test): "started" once it is ready, else its exit and message.
+	# shellcheck disable=SC2016
+	script='for h in "$@"; do
+		rm -f "$T/br.ready"
+		aibox-broker --remote "https://$h/r.git" --token-env GIT_TOKEN --fetch \
+			--listen 127.0.0.1:0 --log "$T/broker.log" --ready-fd 3 3>"$T/br.ready" 2>"$T/br.err" &
+		br=$!
+		wait_until 10 ready_or_gone "$T/br.ready" $br || exit 1
+		if [ -s "$T/br.ready" ]; then echo started; kill $br; wait $br; else wait $br; echo "exit $? $(cat "$T/br.err")"; fi
+	done'
+	run in_dns_ns "$script" ok.example.test nx.example.test
+	assert_success
+	# the control: a name DNS has is resolved
+	assert_line --index 0 started
+	# not as nx.example.test.corp.test, which DNS has
+	assert_line --index 1 "exit 2 aibox-broker: cannot resolve 'nx.example.test': no such host name"
+	run cat "$T/dns.log"
+	assert_line "nx.example.test 1"
+	refute_output --partial "corp.test"
 }

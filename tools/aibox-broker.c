@@ -45,6 +45,7 @@
 #include "net/git_remote.h"
 #include "git/gitproto.h"
 #include "net/handoff.h"
+#include "net/resolve.h"
 #include "base/num.h"
 #include "base/opt.h"
 #include "base/sandbox.h"
@@ -115,21 +116,22 @@ static void parse_url(struct broker_remote *rm)
 	rm->path = u.path;
 }
 
-static void setup_remote(struct broker_remote *rm)
+/*
+ * rm's URL taken apart and its host looked up, by the proxy's one lookup
+ * (common/net/resolve.h): the hosts table, then DNS for the absolute name.
+ */
+static void setup_remote(struct broker_remote *rm, struct resolver *res)
 {
-	struct addrinfo hints;
-	int r;
+	long port;
 
 	parse_url(rm);
 	if (!rm->fetch && !rm->npush)
 		warning("remote '%s' allows neither fetch nor push", rm->url);
-	memset(&hints, 0, sizeof(hints));
-	hints.ai_family = AF_UNSPEC;
-	hints.ai_socktype = SOCK_STREAM;
-	hints.ai_flags = AI_ADDRCONFIG;
-	r = getaddrinfo(rm->host, rm->port, &hints, &rm->addrs);
-	if (r)
-		die("cannot resolve '%s': %s", rm->host, gai_strerror(r));
+	if (parse_long(rm->port, 1, 65535, &port) < 0)
+		BUG("git_remote_url_parse() let port '%s' through", rm->port);
+	resolver_lookup_now(res, rm->host, (int)port, &rm->addrs);
+	if (rm->addrs.err)
+		die("cannot resolve '%s': %s", rm->host, resolve_strerror(rm->addrs.err));
 	broker_remote_credentials(rm);
 }
 
@@ -601,9 +603,16 @@ static void parse_options(int argc, char **argv, struct broker *br, struct optio
  */
 static void start(struct broker *br, struct options *o, struct buf *addr)
 {
+	struct buf err = BUF_INIT;
+	struct resolver *res = resolver_new_default(0, &err);
+
+	if (!res)
+		die("%s", err.buf);
 	read_tokens(br, o->token_fd);
 	for (size_t i = 0; i < br->nremotes; i++)
-		setup_remote(&br->remotes[i]);
+		setup_remote(&br->remotes[i], res);
+	resolver_free(res);
+	buf_release(&err);
 	setup_tls(br, o->ca);
 	if (o->log_path) {
 		br->log_fd = open(o->log_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);

@@ -4,7 +4,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <netdb.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -613,25 +612,14 @@ static void setup_allow(struct allow_list *allow, const struct options *o)
 	buf_release(&err);
 }
 
-/* The resolver: AIBOX_PROXY_HOSTS's table when set, else the system's. */
+/* The resolver every tool uses (common/net/resolve.h). */
 static struct resolver *setup_resolver(void)
 {
-	const char *hosts_file = getenv("AIBOX_PROXY_HOSTS");
 	struct buf err = BUF_INIT;
-	struct resolver *r;
+	struct resolver *r = resolver_new_default(4, &err);
 
-	if (hosts_file && !*hosts_file)
-		hosts_file = NULL;
-	r = resolver_new(hosts_file, !hosts_file, 4, &err);
 	if (!r)
 		die("%s", err.buf);
-	if (!hosts_file) {
-		/* Let glibc read nsswitch.conf and resolv.conf while it still can. */
-		struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
-
-		if (getaddrinfo("localhost", NULL, &hints, &ai) == 0)
-			freeaddrinfo(ai);
-	}
 	buf_release(&err);
 	return r;
 }

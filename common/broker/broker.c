@@ -355,17 +355,18 @@ static int relay(struct hconn *client, int chunked, struct scrub *sc, const char
 static int upstream_connect(const struct request *rq, struct hconn *up, struct buf *err)
 {
 	const struct broker_remote *rm = rq->rm;
-	struct addrinfo *ai;
 	int fd = -1, e = -ECONNREFUSED;
 
-	for (ai = rm->addrs; ai; ai = ai->ai_next) {
-		fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+	for (int i = 0; i < rm->addrs.n; i++) {
+		const struct sockaddr *sa = (const struct sockaddr *)&rm->addrs.addr[i];
+
+		fd = socket(sa->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 		if (fd < 0) {
 			e = -errno;
 			continue;
 		}
 		set_timeouts(fd, 0);
-		if (!connect(fd, ai->ai_addr, ai->ai_addrlen))
+		if (!connect(fd, sa, rm->addrs.len[i]))
 			break;
 		e = -errno;
 		close(fd);

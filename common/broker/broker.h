@@ -11,13 +11,13 @@
 #ifndef AIBOX_BROKER_H
 #define AIBOX_BROKER_H
 
-#include <netdb.h>
 #include <openssl/ssl.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
 #include "base/buf.h"
+#include "net/resolve.h"
 
 enum broker_auth { BROKER_AUTH_BASIC, BROKER_AUTH_BEARER };
 
@@ -36,7 +36,8 @@ struct broker_remote {
 	int fetch;
 	const char **push; /* branch patterns (gitproto.h branch_pattern_match) */
 	size_t npush, push_alloc;
-	struct addrinfo *addrs;
+	/* its host looked up at start (resolver_lookup_now(), common/net/resolve.h) */
+	struct resolve_result addrs;
 	/*
 	 * The token and the Basic credential (docs/broker.md, "What the client
 	 * sees"): replaced, raw, URL-encoded, JSON-escaped or a mix, in

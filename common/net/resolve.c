@@ -25,7 +25,7 @@ struct host_entry {
 
 struct resolve_job {
 	struct resolve_job *next;
-	char name[256];
+	char name[RESOLVE_NAME_MAX];
 	int port;
 	void *cookie;
 	int cancelled;
@@ -68,6 +68,53 @@ static void set_port(struct sockaddr_storage *ss, int port)
 		((struct sockaddr_in *)ss)->sin_port = htons(port);
 	else
 		((struct sockaddr_in6 *)ss)->sin6_port = htons(port);
+}
+
+/*
+ * Look name up in DNS (and whatever else nsswitch.conf names) as an absolute
+ * name, a final '.' added, so that resolv.conf's search domains are never
+ * tried; res filled as resolve.h says (port set in each address).
+ */
+static void dns_lookup(const char *name, int port, struct resolve_result *res)
+{
+	struct addrinfo hints, *ai = NULL, *a;
+	char absolute[RESOLVE_NAME_MAX + 1];
+	size_t n = strlen(name);
+	int ret;
+
+	memset(res, 0, sizeof(*res));
+	if (n >= RESOLVE_NAME_MAX) {
+		res->err = -ENOENT;
+		return;
+	}
+	memcpy(absolute, name, n);
+	absolute[n] = '.';
+	absolute[n + 1] = '\0';
+	if (n && name[n - 1] == '.')
+		absolute[n] = '\0';
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	ret = getaddrinfo(absolute, NULL, &hints, &ai);
+	if (ret == 0) {
+		for (a = ai; a && res->n < RESOLVE_MAX_ADDRS; a = a->ai_next) {
+			if ((a->ai_family != AF_INET && a->ai_family != AF_INET6) ||
+			    a->ai_addrlen > sizeof(struct sockaddr_storage))
+				continue;
+			memcpy(&res->addr[res->n], a->ai_addr, a->ai_addrlen);
+			res->len[res->n] = a->ai_addrlen;
+			set_port(&res->addr[res->n], port);
+			res->n++;
+		}
+		freeaddrinfo(ai);
+		res->err = res->n ? 0 : -ENOENT;
+	} else if (ret == EAI_NONAME || ret == EAI_NODATA) {
+		res->err = -ENOENT;
+	} else if (ret == EAI_AGAIN) {
+		res->err = -EAGAIN;
+	} else {
+		res->err = -EIO;
+	}
 }
 
 static void read_hosts(struct resolver *r, const char *text)
@@ -145,11 +192,8 @@ static void *worker(void *arg)
 
 	for (;;) {
 		struct resolve_job *job;
-		struct addrinfo hints, *ai = NULL, *a;
-		char absolute[sizeof(job->name) + 1];
 		uint64_t one = 1;
-		size_t n;
-		int ret, cancelled;
+		int cancelled;
 
 		pthread_mutex_lock(&r->lock);
 		while (!r->queue && !r->stop)
@@ -165,37 +209,10 @@ static void *worker(void *arg)
 		cancelled = job->cancelled;
 		pthread_mutex_unlock(&r->lock);
 
-		/* The name as an absolute one: resolv.conf's search domains are never tried. */
-		n = strlen(job->name);
-		memcpy(absolute, job->name, n);
-		absolute[n] = '.';
-		absolute[n + 1] = '\0';
-		if (n && job->name[n - 1] == '.')
-			absolute[n] = '\0';
-		memset(&hints, 0, sizeof(hints));
-		hints.ai_family = AF_UNSPEC;
-		hints.ai_socktype = SOCK_STREAM;
-		ret = cancelled ? EAI_AGAIN : getaddrinfo(absolute, NULL, &hints, &ai);
-		job->res.n = 0;
-		if (ret == 0) {
-			for (a = ai; a && job->res.n < RESOLVE_MAX_ADDRS; a = a->ai_next) {
-				if ((a->ai_family != AF_INET && a->ai_family != AF_INET6) ||
-				    a->ai_addrlen > sizeof(struct sockaddr_storage))
-					continue;
-				memcpy(&job->res.addr[job->res.n], a->ai_addr, a->ai_addrlen);
-				job->res.len[job->res.n] = a->ai_addrlen;
-				set_port(&job->res.addr[job->res.n], job->port);
-				job->res.n++;
-			}
-			freeaddrinfo(ai);
-			job->res.err = job->res.n ? 0 : -ENOENT;
-		} else if (ret == EAI_NONAME || ret == EAI_NODATA) {
-			job->res.err = -ENOENT;
-		} else if (ret == EAI_AGAIN) {
+		if (cancelled)
 			job->res.err = -EAGAIN;
-		} else {
-			job->res.err = -EIO;
-		}
+		else
+			dns_lookup(job->name, job->port, &job->res);
 
 		pthread_mutex_lock(&r->lock);
 		job->next = r->done;
@@ -252,6 +269,24 @@ struct resolver *resolver_new(const char *hosts_path, int use_dns, int nthreads,
 	return r;
 }
 
+struct resolver *resolver_new_default(int nthreads, struct buf *err)
+{
+	const char *hosts_file = getenv("AIBOX_PROXY_HOSTS");
+	struct resolver *r;
+
+	if (hosts_file && !*hosts_file)
+		hosts_file = NULL;
+	r = resolver_new(hosts_file, !hosts_file, nthreads, err);
+	if (r && !hosts_file) {
+		/* Let glibc read nsswitch.conf and resolv.conf while it still can. */
+		struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
+
+		if (getaddrinfo("localhost", NULL, &hints, &ai) == 0)
+			freeaddrinfo(ai);
+	}
+	return r;
+}
+
 int resolver_fd(const struct resolver *r)
 {
 	return r->efd;
@@ -285,6 +320,26 @@ int resolver_lookup(struct resolver *r, const char *name, int port, struct resol
 		return 1;
 	}
 	return 0;
+}
+
+void resolver_lookup_now(struct resolver *r, const char *name, int port, struct resolve_result *res)
+{
+	if (!resolver_lookup(r, name, port, res))
+		dns_lookup(name, port, res);
+}
+
+const char *resolve_strerror(int err)
+{
+	switch (err) {
+	case 0:
+		return "resolved";
+	case -ENOENT:
+		return "no such host name";
+	case -EAGAIN:
+		return "no answer, try again later";
+	default:
+		return "name resolution failed";
+	}
 }
 
 struct resolve_job *resolver_submit(struct resolver *r, const char *name, int port, void *cookie)

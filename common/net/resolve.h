@@ -1,7 +1,10 @@
 /*
- * Name resolution for an event loop: a hosts table read at start and a few
- * threads that run getaddrinfo() (which blocks), reporting back through an
- * eventfd the loop polls.
+ * Name resolution, the one way a name is looked up by aibox-proxy and
+ * aibox-broker alike (docs/proxy.md, "Name resolution"): a hosts table read
+ * at start, then DNS for an absolute name, never under resolv.conf's search
+ * domains.  For an event loop, a few threads run getaddrinfo() (which
+ * blocks) and report back through an eventfd the loop polls; a caller
+ * without one looks a name up at once (resolver_lookup_now()).
  *
  * The hosts table is read before any sandbox lockdown, because afterwards
  * nothing can be opened: /etc/hosts normally, or, for tests only, the file
@@ -19,6 +22,8 @@ struct resolver;
 struct resolve_job;
 
 #define RESOLVE_MAX_ADDRS 8
+/* A name's bytes, at most, less one: a longer one does not exist. */
+#define RESOLVE_NAME_MAX 256
 
 struct resolve_result {
 	int err; /* 0, or -ENOENT (no such name), -EAGAIN (try later), -EIO */
@@ -34,6 +39,14 @@ struct resolve_result {
  */
 struct resolver *resolver_new(const char *hosts_path, int use_dns, int nthreads, struct buf *err);
 
+/*
+ * The resolver every tool uses: AIBOX_PROXY_HOSTS's table in place of
+ * /etc/hosts and DNS when that is set and not empty (tests only), else
+ * /etc/hosts and DNS, with glibc's files read now (before a lockdown).
+ * nthreads as resolver_new(); NULL with a message in err on failure.
+ */
+struct resolver *resolver_new_default(int nthreads, struct buf *err);
+
 /* The fd to poll for readability: finished jobs are waiting. */
 int resolver_fd(const struct resolver *r);
 
@@ -42,6 +55,17 @@ int resolver_fd(const struct resolver *r);
  * (without DNS) any name.  1 with res filled, 0 when a job is needed.
  */
 int resolver_lookup(struct resolver *r, const char *name, int port, struct resolve_result *res);
+
+/*
+ * Look name up at once, blocking: resolver_lookup(), else DNS as a job
+ * would (an absolute name), in the calling thread.  For a caller without an
+ * event loop; res filled as a job's result is (res->err 0 or negative).
+ */
+void resolver_lookup_now(struct resolver *r, const char *name, int port,
+                         struct resolve_result *res);
+
+/* What a result's err says, for a message: "no such host name", ... */
+const char *resolve_strerror(int err);
 
 /*
  * Queue a DNS lookup of name as an absolute name (a final '.' added), so

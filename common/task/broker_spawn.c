@@ -1,6 +1,5 @@
 /* The broker's remotes and environment for aibox task and aibox run (broker_spawn.h). */
 #include <errno.h>
-#include <netdb.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +8,7 @@
 #include "task/broker_spawn.h"
 #include "base/buf.h"
 #include "net/git_remote.h"
+#include "net/resolve.h"
 #include "base/err.h"
 #include "base/secret.h"
 #include "base/spawn.h"
@@ -105,38 +105,42 @@ int broker_token_lookup(const char *lines, size_t len, const char *name, struct 
 	return 0;
 }
 
-/* g's host resolves as aibox-broker resolves it (tools/aibox-broker.c). */
-static int check_host(const struct git_remote *g, struct buf *err)
+/* g's host resolves as aibox-broker resolves it: by the proxy's one lookup (common/net/resolve.h).
+ */
+static int check_host(struct resolver *res, const struct git_remote *g, struct buf *err)
 {
-	struct addrinfo hints = {0}, *ai = NULL;
-	int r;
+	struct resolve_result rr;
 
-	hints.ai_family = AF_UNSPEC;
-	hints.ai_socktype = SOCK_STREAM;
-	hints.ai_flags = AI_ADDRCONFIG;
-	r = getaddrinfo(g->host, NULL, &hints, &ai);
-	if (r) {
+	resolver_lookup_now(res, g->host, 443, &rr);
+	if (rr.err) {
 		buf_addf(err, "the git remote '%s': cannot resolve '%s': %s", g->url, g->host,
-		         gai_strerror(r));
+		         resolve_strerror(rr.err));
 		return -EINVAL;
 	}
-	freeaddrinfo(ai);
 	return 0;
 }
 
 int broker_remotes_check(const struct git_remote *r, size_t nr, struct buf *err)
 {
-	for (size_t i = 0; i < nr; i++) {
+	struct resolver *res = NULL;
+	int ret = 0;
+
+	for (size_t i = 0; i < nr && !ret; i++) {
 		const struct git_remote *g = &r[i];
 		struct buf e = BUF_INIT;
 
 		if (git_remote_url_check(g->url, &e) < 0) {
 			buf_addf(err, "the git remote '%.200s' %s", g->url, e.buf);
 			buf_release(&e);
-			return -EINVAL;
+			ret = -EINVAL;
+			break;
 		}
-		if (check_host(g, err) < 0)
-			return -EINVAL;
+		if (!res && !(res = resolver_new_default(0, err))) {
+			ret = -EINVAL;
+			break;
+		}
+		ret = check_host(res, g, err);
 	}
-	return 0;
+	resolver_free(res);
+	return ret;
 }
