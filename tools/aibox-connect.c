@@ -34,6 +34,7 @@
 
 #include "base/buf.h"
 #include "base/err.h"
+#include "base/log_cap.h"
 #include "proxy/log_line.h"
 #include "base/num.h"
 #include "base/opt.h"
@@ -121,7 +122,7 @@ static void log_refusal(const char *log, long max, uint64_t count)
 		error("too many connections from the VM: %ld at once", max);
 	} else if ((fd = open(log, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC)) >= 0) {
 		/* The proxy's cap, counting all the file holds; a full disk loses the line. */
-		(void)log_line_append_capped(fd, b.buf, b.len, PROXY_LOG_MAX);
+		(void)log_line_append_capped(fd, b.buf, b.len, LOG_CAP_BYTES);
 		close(fd);
 	}
 	buf_release(&b);

@@ -25,6 +25,7 @@
 #include "base/num.h"
 #include "base/opt.h"
 #include "base/paths.h"
+#include "base/log_cap.h"
 #include "proxy/proxy.h"
 #include "proxy/proxy_report.h"
 #include "proxy/proxy_secrets.h"
@@ -60,7 +61,7 @@ static const char usage[] =
     "  --log FILE           append one line per request or tunnel to FILE\n"
     "  --log-fd N           write those lines to fd N\n"
     "  --log-max BYTES      write at most BYTES of log lines, then count them\n"
-    "                       (default 16 MiB; 0: no cap)\n"
+    "                       (default " LOG_CAP_MIB_TEXT "; 0: no cap)\n"
     "  --report-fd N        when told to stop, write the record (what the VM\n"
     "                       reached, counted; one JSON object) to fd N\n"
     "  --key-env NAME       forward 127.0.0.1:3129 to the API with the key in $NAME\n"
@@ -382,8 +383,8 @@ static void log_max_option(struct proxy_config *cfg, const char *arg)
 	long log_max;
 
 	if (parse_long(arg, 0, 1L << 40, &log_max) < 0 ||
-	    (log_max && log_max < 4 * PROXY_LOG_RESERVE))
-		die("invalid --log-max '%s' (0, or %d to 2^40 bytes)", arg, 4 * PROXY_LOG_RESERVE);
+	    (log_max && log_max < 4 * LOG_CAP_RESERVE))
+		die("invalid --log-max '%s' (0, or %d to 2^40 bytes)", arg, 4 * LOG_CAP_RESERVE);
 	cfg->log_max = log_max;
 }
 
@@ -778,7 +779,7 @@ int main(int argc, char **argv)
 	                           .signal_fd = -1,
 	                           .broker_fd = -1,
 	                           .ledger_fd = -1,
-	                           .log_max = PROXY_LOG_MAX};
+	                           .log_max = LOG_CAP_BYTES};
 	struct options o = {.allow_entries = STRVEC_INIT,
 	                    .allow_files = STRVEC_INIT,
 	                    .ready_fd = -1,

@@ -17,7 +17,12 @@ struct buf;
 #define SESSION_FILE_NAME   "session.jsonl"
 #define SESSION_FILE_MAX    (64ULL << 20)
 #define SESSION_RESUME_NAME "resume.jsonl"
-/* One line of it, at most (Claude Code writes a tool result whole on one line). */
+/*
+ * One line of it, at most (Claude Code writes a tool result whole on one
+ * line).  Not the cap on the logs the VM fills (common/base/log_cap.h),
+ * though the same size: this one bounds what the host parses at once, and a
+ * file with a longer line is refused whole, never cut.
+ */
 #define SESSION_LINE_MAX (16 << 20)
 /*
  * The JSON values in one line, at most (json_values_over()'s count), so that

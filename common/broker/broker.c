@@ -21,6 +21,7 @@
 #include "base/err.h"
 #include "git/gitproto.h"
 #include "base/hex.h"
+#include "base/log_cap.h"
 #include "net/hconn.h"
 #include "net/http.h"
 #include "base/log_escape.h"
@@ -87,13 +88,13 @@ void broker_log(const struct broker *br, const char *fmt, ...)
 	va_end(ap);
 	/* Once a line is left out, used is past the cap: every later line is too. */
 	if (lc && __atomic_add_fetch(&lc->used, (int64_t)b.len, __ATOMIC_RELAXED) >
-	              BROKER_LOG_MAX - BROKER_LOG_RESERVE) {
+	              LOG_CAP_BYTES - LOG_CAP_RESERVE) {
 		if (!__atomic_fetch_add(&lc->left_out, 1, __ATOMIC_RELAXED))
 			log_uncapped(br,
-			             "note why=\"the log reached its cap of %d bytes: the lines "
+			             "note why=\"the log reached its cap of %lld bytes: the lines "
 			             "after this one are left out, and counted before the stop "
 			             "line\"",
-			             BROKER_LOG_MAX);
+			             LOG_CAP_BYTES);
 	} else {
 		(void)write_all(br->log_fd, b.buf, b.len);
 	}
@@ -106,8 +107,8 @@ void broker_log_stop(const struct broker *br)
 
 	if (n)
 		log_uncapped(
-		    br, "note why=\"%lld lines left out: the log reached its cap of %d bytes\"",
-		    (long long)n, BROKER_LOG_MAX);
+		    br, "note why=\"%lld lines left out: the log reached its cap of %lld bytes\"",
+		    (long long)n, LOG_CAP_BYTES);
 	log_uncapped(br, "stop");
 }
 

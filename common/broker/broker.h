@@ -60,13 +60,10 @@ struct broker_slot {
 
 /*
  * The log's cap (docs/broker.md, "Log"): the bytes of lines written, at
- * most BROKER_LOG_MAX less BROKER_LOG_RESERVE, which is kept for the two
- * notes about the cap.  The count lives in memory the broker and its
- * children share, as every child writes its own lines.
+ * most LOG_CAP_BYTES less LOG_CAP_RESERVE (common/base/log_cap.h), which is
+ * kept for the two notes about the cap.  The count lives in memory the
+ * broker and its children share, as every child writes its own lines.
  */
-#define BROKER_LOG_MAX     (16 << 20)
-#define BROKER_LOG_RESERVE 512
-
 struct broker_log_count {
 	int64_t used;     /* bytes of every line, written or left out */
 	int64_t left_out; /* lines left out */

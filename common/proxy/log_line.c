@@ -20,7 +20,7 @@ void log_line_time(struct buf *b)
 
 int log_line_fits(int64_t max, int64_t used, size_t n)
 {
-	return !max || used + (int64_t)n <= max - LOG_LINE_RESERVE;
+	return !max || used + (int64_t)n <= max - LOG_CAP_RESERVE;
 }
 
 void log_line_write(int fd, const char *p, size_t n, int64_t *used)

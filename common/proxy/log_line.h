@@ -10,16 +10,15 @@
 #include <stdint.h>
 
 #include "base/buf.h"
-
-/* The bytes under the cap kept for the proxy's two notes about it. */
-#define LOG_LINE_RESERVE 512
+#include "base/log_cap.h"
 
 /* Append the time a line starts with, UTC to the millisecond: "2026-11-29T09:12:01.123Z". */
 void log_line_time(struct buf *b);
 
 /*
  * Whether a line of n bytes fits a log of max bytes (0: no cap) that holds
- * used bytes: used + n at most max less LOG_LINE_RESERVE.
+ * used bytes: used + n at most max less LOG_CAP_RESERVE (common/base/log_cap.h:
+ * kept for the proxy's two notes about the cap).
  */
 int log_line_fits(int64_t max, int64_t used, size_t n);
 

@@ -54,8 +54,6 @@ struct usage_prices;
 #define PROXY_API_METHODS  "GET, POST, DELETE"
 #define PROXY_API_POOL_MAX 64
 #define PROXY_GIT_HOST     "git.aibox.internal"
-#define PROXY_LOG_MAX      (16LL * 1024 * 1024)
-#define PROXY_LOG_RESERVE  LOG_LINE_RESERVE
 /* A paid answer whose client went away is read for at most this long, and this many bytes. */
 #define PROXY_DRAIN_MS  600000
 #define PROXY_DRAIN_MAX (64ULL * 1024 * 1024)
@@ -75,11 +73,11 @@ struct proxy_config {
 	int listen_fd; /* listening, any address family; made non-blocking */
 	int log_fd;    /* proxy.log, one line per request or tunnel; -1 for none */
 	/*
-	 * The most bytes written to log_fd (PROXY_LOG_MAX by default), 0 for no
-	 * cap.  Past it, one line says the log is full and the lines after it
-	 * are counted instead (report->log_left_out); at the end one more line
-	 * says how many were left out.  PROXY_LOG_RESERVE of it is kept for
-	 * those two lines.
+	 * The most bytes written to log_fd (LOG_CAP_BYTES by default,
+	 * common/base/log_cap.h), 0 for no cap.  Past it, one line says the
+	 * log is full and the lines after it are counted instead
+	 * (report->log_left_out); at the end one more line says how many were
+	 * left out.  LOG_CAP_RESERVE of it is kept for those two lines.
 	 */
 	int64_t log_max;
 	/* Every request and tunnel is counted here (common/proxy/proxy_report.h). */

@@ -7,6 +7,7 @@
 #include "base/out.h"
 #include "task/task_session.h"
 #include "base/guest_abi.h"
+#include "base/log_cap.h"
 #include "base/banned.h"
 
 struct ctx {
@@ -26,20 +27,26 @@ static int on_stdout(void *arg, const char *data, size_t n)
 
 /*
  * The vm line vm (formatted) to the file fd, *len its vm lines so far: the
- * one that takes them past TASK_SESSION_LOG_MAX is replaced by the aibox
- * line full, and nothing follows it.
+ * one that takes them past LOG_CAP_BYTES (common/base/log_cap.h) is replaced
+ * by the aibox line "the VM's lines past 16 MiB are left out of <where>",
+ * and nothing follows it.
  */
-static void capped_line(int fd, size_t *len, const char *id, const struct buf *vm, const char *full)
+static void capped_line(int fd, size_t *len, const char *id, const struct buf *vm,
+                        const char *where)
 {
-	if (*len > TASK_SESSION_LOG_MAX)
+	const size_t max = (size_t)LOG_CAP_BYTES;
+
+	if (*len > max)
 		return;
 	*len += vm->len;
-	if (*len > TASK_SESSION_LOG_MAX) {
-		struct buf b = BUF_INIT;
+	if (*len > max) {
+		struct buf full = BUF_INIT, b = BUF_INIT;
 
-		out_format(&b, time(NULL), "aibox", id, full, strlen(full));
+		buf_addf(&full, "the VM's lines past %zu MiB are left out of %s", max >> 20, where);
+		out_format(&b, time(NULL), "aibox", id, full.buf, full.len);
 		write_all(fd, b.buf, b.len);
 		buf_release(&b);
+		buf_release(&full);
 		return;
 	}
 	/* A disk that is full must not stop the task: the line is lost. */
@@ -58,11 +65,9 @@ static void on_stderr_line(void *arg, const char *line, size_t n)
 	if (!c->err_file)
 		out_write(c->s->err_fd, "vm", c->s->id, line, n);
 	else
-		capped_line(c->s->err_fd, &c->err_len, c->s->id, &vm,
-		            "the VM's lines past 16 MiB are left out of this output (a file)");
+		capped_line(c->s->err_fd, &c->err_len, c->s->id, &vm, "this output (a file)");
 	if (c->s->log_fd > 2)
-		capped_line(c->s->log_fd, &c->log_len, c->s->id, &vm,
-		            "the VM's lines past 16 MiB are left out of aibox.log");
+		capped_line(c->s->log_fd, &c->log_len, c->s->id, &vm, "aibox.log");
 	buf_release(&vm);
 }
 

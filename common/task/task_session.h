@@ -15,12 +15,6 @@
 #include "vm/ssh.h"
 #include "git/tar_in.h"
 
-/*
- * The VM's lines kept in aibox.log, and in err_fd when that is a regular
- * file, at most (then one line says the rest is left out).
- */
-#define TASK_SESSION_LOG_MAX (16 << 20)
-
 struct task_session {
 	int fd;           /* the stream to the guest's SSH server */
 	const char *user; /* NULL: root */
@@ -28,9 +22,11 @@ struct task_session {
 	const char *id;      /* the task id, for vm[id] lines */
 	int err_fd;          /* where vm lines go: a terminal or a pipe all of them, a
 	                        regular file (nohup.out, a detached Slurm job's
-	                        slurm.out) at most TASK_SESSION_LOG_MAX bytes */
+	                        slurm.out) at most LOG_CAP_BYTES
+	                        (common/base/log_cap.h), then one line says the
+	                        rest is left out */
 	int log_fd;          /* when above 2, vm lines go here too (aibox.log), at
-	                        most TASK_SESSION_LOG_MAX bytes of them */
+	                        most LOG_CAP_BYTES of them, as err_fd */
 	const char *secrets; /* task_secrets_json() text, for stdin */
 	size_t secrets_len;
 	int result_fds[RESULT_NFILES]; /* open for writing, indexed as guest_results */

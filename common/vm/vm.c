@@ -18,6 +18,7 @@
 #include "base/clock.h"
 #include "base/err.h"
 #include "base/guest_abi.h"
+#include "base/log_cap.h"
 #include "base/paths.h"
 #include "base/shell_quote.h"
 #include "base/spawn.h"
@@ -197,22 +198,24 @@ void vm_netdev_arg(const struct vm_config *cfg, struct buf *b)
 }
 
 /*
- * The console worker's loop: what comes on in goes to out, opened for
- * appending, until out holds VM_CONSOLE_MAX bytes (counting what it held
- * before: a boot after a failed restore shares the cap), then one line says
- * the rest is left out; the rest is read and dropped, so that QEMU never
- * waits on its console, until the end of file.
+ * The console worker's loop: the guest writes its serial console as fast as
+ * it likes, so what comes on in goes to out, opened for appending, until out
+ * holds LOG_CAP_BYTES (common/base/log_cap.h; counting what it held before:
+ * a boot after a failed restore shares the cap), then one line says the rest
+ * is left out; the rest is read and dropped, so that QEMU never waits on its
+ * console, until the end of file (docs/task-host.md, "console.log").
  */
 static __attribute__((noreturn)) void console_copy(int in, int out)
 {
 	static char chunk[65536];
+	const uint64_t max = (uint64_t)LOG_CAP_BYTES;
 	char full[96];
 	struct stat st;
 	uint64_t held = fstat(out, &st) == 0 ? (uint64_t)st.st_size : 0;
 	int full_len =
 	    snprintf(full, sizeof(full),
 	             "\naibox: the VM's console past %llu MiB is left out of console.log\n",
-	             VM_CONSOLE_MAX >> 20);
+	             (unsigned long long)(max >> 20));
 	ssize_t n;
 
 	while ((n = read(in, chunk, sizeof(chunk))) != 0) {
@@ -222,14 +225,14 @@ static __attribute__((noreturn)) void console_copy(int in, int out)
 			continue;
 		if (n < 0)
 			break;
-		if (held >= VM_CONSOLE_MAX)
+		if (held >= max)
 			continue;
-		if (k > VM_CONSOLE_MAX - held)
-			k = (size_t)(VM_CONSOLE_MAX - held);
+		if (k > max - held)
+			k = (size_t)(max - held);
 		/* A full disk loses the console, not the task. */
 		(void)write_all(out, chunk, k);
 		held += k;
-		if (held >= VM_CONSOLE_MAX)
+		if (held >= max)
 			(void)write_all(out, full, (size_t)full_len);
 	}
 	_exit(0);

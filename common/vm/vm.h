@@ -82,8 +82,9 @@ struct vm_config {
 	const char *conns_log;         /* proxy.log: a refused connection's line; NULL: none */
 	const struct vm_mount *mounts;
 	size_t nr_mounts;
-	int log_fd;                /* console and QEMU's stderr, at most VM_CONSOLE_MAX
-	                              bytes of it (vm_spawn()); -1: /dev/null */
+	int log_fd;                /* console and QEMU's stderr, at most LOG_CAP_BYTES
+	                              (common/base/log_cap.h) of it (vm_spawn()); -1:
+	                              /dev/null */
 	const char *qemu;          /* NULL: qemu-system-x86_64 from PATH */
 	const char *connect_prog;  /* NULL: aibox-connect in libexec_dir() */
 	const char *extra_cmdline; /* appended to the kernel command line, or NULL */
@@ -117,15 +118,6 @@ struct vm_config {
 
 /* The default cap on the guest's connections at once (docs/task-host.md). */
 #define VM_MAX_CONNS 64
-
-/*
- * log_fd's cap: the guest writes its serial console as fast as it likes, so
- * QEMU's stdout and stderr go through a worker (a child forked before the
- * lockdown) that appends to log_fd until the file holds this many bytes,
- * then one line saying the rest is left out, and drops the rest
- * (docs/task-host.md, "console.log").
- */
-#define VM_CONSOLE_MAX (16ULL << 20)
 
 struct vm {
 	pid_t pid;        /* QEMU */
@@ -223,7 +215,7 @@ void vm_kill(const struct vm *vm);
  * machine, accelerator, sizes, kernel, initramfs, command line (cmdline is
  * appended after aibox.mode=), console and root disk; the user network's
  * -netdev value for cfg->proxy_socket; the state disk file (vm_start()'s);
- * the spawn of QEMU with its environment, console (capped: VM_CONSOLE_MAX)
+ * the spawn of QEMU with its environment, console (capped: LOG_CAP_BYTES)
  * and death signal (sets vm->pid, vm->pidfd and vm->console_pid, which
  * vm_stop() reaps); QEMU's option escaping (',' doubled) and /bin/sh
  * single quoting.
