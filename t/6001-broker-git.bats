@@ -403,12 +403,16 @@ teardown() {
 		wait_until 10 ready_or_gone "$T/br.ready" $br || exit 1
 		if [ -s "$T/br.ready" ]; then echo started; kill $br; wait $br; else wait $br; echo "exit $? $(cat "$T/br.err")"; fi
 	done'
-	run in_dns_ns "$script" ok.example.test nx.example.test
+	# HOSTALIASES (read by glibc for a name without a dot) names ok.example.test for gitalias
+	echo "gitalias ok.example.test" >"$T/aliases"
+	run in_dns_ns "HOSTALIASES=\$T/aliases; export HOSTALIASES; $script" ok.example.test nx.example.test gitalias
 	assert_success
 	# the control: a name DNS has is resolved
 	assert_line --index 0 started
 	# not as nx.example.test.corp.test, which DNS has
 	assert_line --index 1 "exit 2 aibox-broker: cannot resolve 'nx.example.test': no such host name"
+	# nor as the alias's name, nor under the search domain
+	assert_line --index 2 "exit 2 aibox-broker: cannot resolve 'gitalias': no such host name"
 	run cat "$T/dns.log"
 	assert_line "nx.example.test 1"
 	refute_output --partial "corp.test"
