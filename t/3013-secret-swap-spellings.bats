@@ -407,3 +407,31 @@ method_param_refused() {
 	assert_success
 	assert_output "$(printf '[{"name":"TOK","host":"127.0.0.1:%s","sent":0,"refused":2},{"name":"TOK2","host":"127.0.0.1:%s","sent":0,"refused":1}]' "$P" "$P")"
 }
+
+@test "swap spellings: rules: two rules on one host each hold: a rule without methods or paths does not widen the other" {
+	# What the config writes for {host: "127.0.0.1:A", methods: [GET], paths: [/ok/*]}
+	# beside a preset's cache mark, or a wildcard's rule, on the same host: a second
+	# rule with neither (docs/config.md, "allow").
+	printf 'rule 127.0.0.1:%s\ncache npm\n' "$A" >>"$T/secrets"
+	start_intercepting
+	for m in DELETE PUT; do
+		run icurl -X "$m" -H "Authorization: Bearer $PH" -o /dev/null -w '%{http_code}\n' \
+			"https://127.0.0.1:$A/ok/item"
+		assert_success
+		assert_output 403
+	done
+	run icurl -H "Authorization: Bearer $PH" -o /dev/null -w '%{http_code}\n' \
+		"https://127.0.0.1:$A/admin"
+	assert_success
+	assert_output 403
+	[ ! -e "$T/a.seen" ]
+	run grep -c "refused 127.0.0.1:$A DELETE /ok/item (method DELETE is not allowed) status=403" "$T/proxy.log"
+	assert_output 1
+	# what both let through still passes, the value swapped in
+	run icurl -H "Authorization: Bearer $PH" -o /dev/null -w '%{http_code}\n' \
+		"https://127.0.0.1:$A/ok/item"
+	assert_success
+	assert_output 200
+	run grep -c "^Authorization: Bearer $VALUE" "$T/a.seen"
+	assert_output 1
+}

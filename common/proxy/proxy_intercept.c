@@ -133,22 +133,21 @@ void px_ctls_step(struct conn *c)
 	}
 }
 
-/* The first rule on c's host that lets the request through: 1; else 0 with why. */
+/*
+ * Whether every rule on c's host lets the request through: 1; else 0 with
+ * why.  Several rules may match one host (a wildcard's and a name's, a
+ * preset's cache mark beside the config's own): each holds, so a rule that
+ * lists no methods or paths never widens one that does (docs/config.md).
+ */
 static int rules_allow(struct conn *c, const char *method, const char *target, struct buf *why)
 {
 	const struct proxy_secrets *ps = c->px->cfg->secrets;
-	int any = 0;
 
-	for (size_t i = 0; i < ps->nr_rules; i++) {
-		if (!allow_match(&ps->rule_hosts[i], c->host, c->port))
-			continue;
-		if (any)
-			buf_reset(why);
-		any = 1;
-		if (swap_rule_allows(&ps->rules[i], method, target, why))
-			return 1;
-	}
-	return !any;
+	for (size_t i = 0; i < ps->nr_rules; i++)
+		if (allow_match(&ps->rule_hosts[i], c->host, c->port) &&
+		    !swap_rule_allows(&ps->rules[i], method, target, why))
+			return 0;
+	return 1;
 }
 
 #define FORM_METHOD_WHY                                                                            \
