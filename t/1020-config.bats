@@ -613,6 +613,37 @@ EOF2
 	assert_output "config.yaml:3:12: allow[1].host: a.com has a rule already (line 2)"
 }
 
+@test "config: a second rule for a host spelled with its port 443 (or in another case) is refused as one for the same host" {
+	for second in '"a.com:443"' '"A.COM:443"' ; do
+		cfg "allow:
+  - {host: a.com, methods: [GET]}
+  - {host: $second}"
+		assert_failure
+		assert_output "config.yaml:3:12: allow[1].host: a.com:443 has a rule already (line 2)"
+	done
+	cfg 'allow:
+  - {host: "[2001:db8::1]", methods: [GET]}
+  - {host: "[2001:DB8:0::1]:443"}'
+	assert_failure
+	assert_output --partial "allow[1].host: [2001:db8:0::1]:443 has a rule already (line 2)"
+	# another port, a wildcard over it: other hosts
+	cfg 'allow:
+  - {host: a.com, methods: [GET]}
+  - {host: "a.com:8443"}
+  - {host: "*.a.com"}'
+	assert_success
+}
+
+@test "config: a rule of the config's own for a preset's host spelled with its port 443 wins over the preset's cache mark" {
+	cfg 'allow: [preset:npm, {host: "registry.npmjs.org:443", methods: [GET]}]'
+	assert_success
+	run test-found config-host config.yaml
+	assert_success
+	assert_line "rule registry.npmjs.org:443 line=1 methods=GET paths="
+	run grep -c '^rule ' <<<"$output"
+	assert_output 1
+}
+
 @test "config: cache: marks a host for the dependency cache, npm, pypi, crates, go or debian; another kind is refused with its place" {
 	cfg 'allow:
   - {host: registry.npmjs.org, cache: npm}

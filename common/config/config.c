@@ -683,7 +683,7 @@ static int check_allow_rule(struct ctx *c, const struct node *e, const char *key
 			ret = fail(c, host, k.buf, "a prefix is for a rule with cache: go");
 	}
 	for (size_t i = 0; !ret && i + 1 < cfg->nr_rules; i++)
-		if (!strcmp(cfg->rules[i].host, r->host))
+		if (allow_entry_same(cfg->rules[i].host, r->host))
 			ret = fail(c, host, k.buf, "%s has a rule already (line %zu)", r->host,
 			           cfg->rules[i].line);
 	if (!ret)
@@ -1313,7 +1313,7 @@ static int preset_rules(struct config *cfg, struct buf *err)
 				if (!strcmp(kind, config_cache_name(c)))
 					cache = c;
 			for (size_t j = 0; j < cfg->nr_rules; j++)
-				own |= !strcasecmp(cfg->rules[j].host, host);
+				own |= allow_entry_same(cfg->rules[j].host, host);
 			if (!cache) {
 				buf_addf(
 				    err,

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "base/buf.h"
@@ -196,6 +197,28 @@ static int add_lines(struct allow_list *l, const char *text, const char *presets
 int allow_add(struct allow_list *l, const char *entry, const char *presets_dir, struct buf *err)
 {
 	return add_one(l, entry, presets_dir, 1, err);
+}
+
+int allow_entry_same(const char *a, const char *b)
+{
+	struct allow_list la = ALLOW_LIST_INIT, lb = ALLOW_LIST_INIT;
+	struct buf why = BUF_INIT;
+	const struct allow_entry *x, *y;
+	int same = 0;
+
+	if (!add_one(&la, a, NULL, 0, &why) && !add_one(&lb, b, NULL, 0, &why)) {
+		x = &la.v[0];
+		y = &lb.v[0];
+		same = x->kind == y->kind && x->port == y->port &&
+		       (x->kind == ALLOW_ADDR
+		            ? x->family == y->family &&
+		                  !memcmp(x->addr, y->addr, x->family == AF_INET ? 4 : 16)
+		            : !strcasecmp(x->host, y->host));
+	}
+	allow_clear(&la);
+	allow_clear(&lb);
+	buf_release(&why);
+	return same;
 }
 
 int allow_add_file(struct allow_list *l, const char *path, const char *presets_dir, struct buf *err)
