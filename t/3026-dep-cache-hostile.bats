@@ -185,3 +185,54 @@ npm_doc() {
 	run grep -c ' cache=fill ' "$T/proxy.log"
 	assert_output 1
 }
+
+@test "cache hostile: a filler whose VM stops reading does not hold another task's request for the same artifact until the idle timeout" {
+	probe_registry
+	printf 'rule localhost:%s\ncache npm\n' "$REG" >"$T/rules"
+	local u=https://localhost:$REG
+	mkdir -p "$T/reg/www/big/-"
+	# 32 MiB: far more than the sockets' and the proxy's buffers hold
+	head -c $((32 << 20)) /dev/urandom >"$T/reg/www/big/-/big-1.0.0.tgz"
+	npm_doc big 1.0.0 "$u/big/-/big-1.0.0.tgz" "$(sri "$T/reg/www/big/-/big-1.0.0.tgz")" >"$T/reg/www/big/index"
+	# The hostile task: its VM asks for the tarball, takes its first bytes and reads no more.
+	dep_task "$T/rules" "$T/deps" --idle-timeout 60s
+	local p1=$PROXY_PORT
+	HOSTILE_PROXY_PID=$PROXY_PID
+	PROXY_PID=
+	mv "$T/proxy.log" "$T/proxy1.log"
+	cp "$T/taskca.pem" "$T/taskca1.pem"
+	run icurl -f -o /dev/null "$u/big/index"
+	assert_success
+	python3 - "$p1" "$T/taskca1.pem" "localhost:$REG" "$T/stalled" <<-'PY' &
+		import socket, ssl, sys, time
+		port, ca, authority, flag = sys.argv[1:5]
+		s = socket.create_connection(("127.0.0.1", int(port)), timeout=60)
+		s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+		s.sendall(b"CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (authority.encode(), authority.encode()))
+		head = b""
+		while b"\r\n\r\n" not in head:
+		    head += s.recv(1)
+		t = ssl.create_default_context(cafile=ca).wrap_socket(s, server_hostname="localhost")
+		t.sendall(b"GET /big/-/big-1.0.0.tgz HTTP/1.1\r\nHost: %s\r\n\r\n" % authority.encode())
+		t.recv(4096)
+		open(flag, "w").close()
+		time.sleep(50)
+	PY
+	local hostile=$!
+	wait_until 10 test -e "$T/stalled"
+	# Another task (another proxy, the same store) asks for it: it gets it whole,
+	# from upstream, long before the idle timeout.
+	dep_task "$T/rules" "$T/deps" --idle-timeout 60s
+	run icurl -f -o /dev/null "$u/big/index"
+	assert_success
+	run icurl -f --max-time 30 -o "$T/b.tgz" "$u/big/-/big-1.0.0.tgz"
+	local st=$status
+	kill "$hostile" 2>/dev/null || true
+	kill -TERM "$HOSTILE_PROXY_PID" 2>/dev/null || true
+	wait "$HOSTILE_PROXY_PID" || true
+	[ "$st" -eq 0 ]
+	run cmp "$T/b.tgz" "$T/reg/www/big/-/big-1.0.0.tgz"
+	assert_success
+	run grep -c "GET /big/-/big-1.0.0.tgz (another filler of it has written nothing for a while) status=200 cache=busy" "$T/proxy.log"
+	assert_output 1
+}

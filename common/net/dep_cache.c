@@ -290,6 +290,23 @@ int dep_cache_lookup(struct dep_cache *c, const char *key, const char *scope,
 	return 1;
 }
 
+int dep_cache_fill_size(struct dep_cache *c, const char *key, const char *scope, uint64_t *size)
+{
+	struct buf path = BUF_INIT;
+	struct stat st;
+	char hash[65];
+	int ret = 0;
+
+	key_hash(key, scope, hash);
+	entry_path(c, hash, "v1", ".tmp.", &path);
+	if (lstat(path.buf, &st) < 0)
+		ret = -errno;
+	else
+		*size = (uint64_t)st.st_size;
+	buf_release(&path);
+	return ret;
+}
+
 static void fill_clear(struct dep_cache_fill *f)
 {
 	if (f->fd >= 0)

@@ -97,6 +97,14 @@ int dep_cache_read_max(const char *path, uint64_t *max_bytes, struct buf *err);
 int dep_cache_lookup(struct dep_cache *c, const char *key, const char *scope,
                      struct dep_cache_entry *e, struct buf *err);
 
+/*
+ * The size of the file another filler of key in scope is writing (its
+ * temporary entry, header included) into *size: 0, or a negative errno
+ * (-ENOENT: none is written).  For a request waiting for that filler's lock,
+ * to see whether the fill goes on.
+ */
+int dep_cache_fill_size(struct dep_cache *c, const char *key, const char *scope, uint64_t *size);
+
 /* One fill under way; see dep_cache_fill_begin(). */
 struct dep_cache_fill {
 	struct dep_cache *c;

@@ -337,10 +337,31 @@ static int credentialed(const struct conn *c, const struct http_head *h)
 }
 
 /*
+ * Whether the other filler of skey, whose lock c found held, has written
+ * nothing for PX_FILL_STALL_MS since c began to wait: its client (another
+ * task's VM) may have stopped reading to hold the lock.
+ */
+static int filler_stalled(struct conn *c, const char *skey)
+{
+	struct proxy *px = c->px;
+	uint64_t size = 0;
+
+	if (dep_cache_fill_size(px->cfg->cache, skey, c->cscope, &size) < 0)
+		size = 0;
+	if (!c->cwait_moved_ms || size != c->cwait_size) {
+		c->cwait_size = size;
+		c->cwait_moved_ms = px->now_ms;
+		return 0;
+	}
+	return px->now_ms - c->cwait_moved_ms >= PX_FILL_STALL_MS;
+}
+
+/*
  * Another filler holds the artifact's lock: c waits (ST_CWAIT), its head
  * left unread, and the sweep reads it again at its next round, until the
- * lock is free (the entry is then a hit) or the idle timeout passed (then it
- * is forwarded and not stored).  1 when c waits.
+ * lock is free (the entry is then a hit), or the idle timeout passed or the
+ * fill stalled (filler_stalled(); then it is forwarded and not stored).  1
+ * when c waits.
  */
 static int wait_for_filler(struct conn *c, const struct http_head *h)
 {
@@ -505,7 +526,9 @@ int px_cache_request(struct conn *c, const struct http_head *h, const char *t, s
 			free(c->fill);
 			c->fill = NULL;
 		}
-		if (r == -EAGAIN && wait_for_filler(c, h)) {
+		if (r == -EAGAIN && filler_stalled(c, skey.buf)) {
+			c->cache_why = "another filler of it has written nothing for a while";
+		} else if (r == -EAGAIN && wait_for_filler(c, h)) {
 			ret = 1;
 			goto out;
 		}
@@ -513,6 +536,7 @@ int px_cache_request(struct conn *c, const struct http_head *h, const char *t, s
 			c->cache_note = "busy";
 	}
 	c->cwait_until = 0;
+	c->cwait_moved_ms = 0;
 	if (r == 1) {
 		serve_hit(c, h, &e);
 		ret = 1;

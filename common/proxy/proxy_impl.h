@@ -50,6 +50,13 @@ struct go_zip_check;
 /* Host certificates kept for the next connections to the same host. */
 #define PX_LEAVES 16
 /*
+ * A request waiting for another filler's lock stops waiting (and is
+ * forwarded, not stored) once that fill has written nothing for this long:
+ * a filler's client that stops reading holds the fill, and would hold every
+ * task's request for the artifact until its idle timeout (docs/cache.md).
+ */
+#define PX_FILL_STALL_MS 5000
+/*
  * Upstream TLS sessions of intercepted hosts, kept to resume (docs/proxy.md,
  * "What is reused"): this many host:port keys, each with at most
  * PX_SESS_EACH sessions, every one used once.
@@ -194,6 +201,8 @@ struct conn {
 	struct dep_cache_entry *hit; /* a hit being served */
 	uint64_t hit_left;
 	int64_t cwait_until;        /* ST_CWAIT: how long it may wait for the other filler */
+	uint64_t cwait_size;        /* the other filler's file, as last seen, */
+	int64_t cwait_moved_ms;     /* and when it last grew (PX_FILL_STALL_MS) */
 	struct buf *meta;           /* a metadata answer, kept whole for its digests */
 	struct dep_deb_reader *deb; /* or a Debian index, read as it comes */
 	size_t deb_held;            /* the bytes deb holds, in px->meta_bytes */
