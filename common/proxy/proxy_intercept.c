@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -204,6 +205,20 @@ static unsigned form_kinds(const struct http_head *h)
 	return kinds & ~(1u << SWAP_FORM_NONE);
 }
 
+/*
+ * Whether h's body comes encoded: a Content-Encoding other than identity.
+ * Express's body-parser inflates gzip, deflate and br before a form or JSON
+ * parser reads it, so a _method in it is one the form scan cannot see.
+ */
+static int body_encoded(const struct http_head *h)
+{
+	for (int i = 0; i < h->nhdr; i++)
+		if (http_name_is(&h->hdr[i], "content-encoding") &&
+		    !(h->hdr[i].value_len == 8 && !strncasecmp(h->hdr[i].value, "identity", 8)))
+			return 1;
+	return 0;
+}
+
 int px_form_wait(struct conn *c, const struct http_head *h)
 {
 	if (!c->px->cfg->secrets || h->chunked || h->content_length <= 0 ||
@@ -275,6 +290,9 @@ int px_rules_check(struct conn *c, const struct http_head *h, const char *t, siz
 	methods = rule_lists(c, 0);
 	if (methods && has_header(h, method_headers, ARRAY_SIZE(method_headers))) {
 		px_refuse(c, "a method override header on a host whose rule lists the methods");
+		ok = 0;
+	} else if (methods && form_kinds(h) && body_encoded(h)) {
+		px_refuse(c, "a compressed form body on a host whose rule lists the methods");
 		ok = 0;
 	} else if (methods && ((q && swap_method_param(q + 1, (size_t)(t + tl - (q + 1)))) ||
 	                       form_method(c, h))) {
