@@ -219,6 +219,46 @@ static int body_encoded(const struct http_head *h)
 	return 0;
 }
 
+/*
+ * Whether a Content-Type of h names a charset (a "charset=" anywhere in it,
+ * its value quoted or not) in which "_method" may not be its ASCII bytes:
+ * any but utf-8, us-ascii and iso-8859-1.  Express's body-parser decodes a
+ * JSON body of any "utf-*" charset (UTF-16, UTF-32, UTF-7) before it reads it.
+ */
+static int body_charset_other(const struct http_head *h)
+{
+	static const char *const ascii[] = {"utf-8",      "utf8",   "us-ascii", "ascii",
+	                                    "iso-8859-1", "latin1", NULL};
+
+	for (int i = 0; i < h->nhdr; i++) {
+		const char *v = h->hdr[i].value;
+		size_t n = h->hdr[i].value_len;
+
+		if (!http_name_is(&h->hdr[i], "content-type"))
+			continue;
+		for (size_t at = 0; at + 7 <= n; at++) {
+			size_t j = at + 7, k;
+			int ok = 0;
+
+			if (strncasecmp(v + at, "charset", 7))
+				continue;
+			while (j < n && (v[j] == ' ' || v[j] == '\t'))
+				j++;
+			if (j == n || v[j] != '=')
+				continue;
+			for (j++; j < n && (v[j] == ' ' || v[j] == '\t' || v[j] == '"'); j++)
+				;
+			for (k = j; k < n && !strchr("\";, \t", v[k]); k++)
+				;
+			for (const char *const *a = ascii; *a && !ok; a++)
+				ok = strlen(*a) == k - j && !strncasecmp(v + j, *a, k - j);
+			if (!ok)
+				return 1;
+		}
+	}
+	return 0;
+}
+
 int px_form_wait(struct conn *c, const struct http_head *h)
 {
 	if (!c->px->cfg->secrets || h->chunked || h->content_length <= 0 ||
@@ -293,6 +333,10 @@ int px_rules_check(struct conn *c, const struct http_head *h, const char *t, siz
 		ok = 0;
 	} else if (methods && form_kinds(h) && body_encoded(h)) {
 		px_refuse(c, "a compressed form body on a host whose rule lists the methods");
+		ok = 0;
+	} else if (methods && form_kinds(h) && body_charset_other(h)) {
+		px_refuse(c, "a form body in a charset other than ASCII's on a host whose rule "
+		             "lists the methods");
 		ok = 0;
 	} else if (methods && ((q && swap_method_param(q + 1, (size_t)(t + tl - (q + 1)))) ||
 	                       form_method(c, h))) {
