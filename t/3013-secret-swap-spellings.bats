@@ -501,3 +501,23 @@ post_code() {
 	run post_code "$T/body" -H 'Content-Type: application/x-www-form-urlencoded; charset=UTF-8'
 	assert_output 200
 }
+
+@test "swap spellings: rules: a _method parameter made an array (_method[]=, _method[0]=: qs reads one, method-override takes its first) does not pass" {
+	rules_get_post
+	start_intercepting
+	# Express's query parser and body-parser's urlencoded (extended, qs) read
+	# "_method[]=DELETE" as ["DELETE"]; method-override takes val[0].
+	for q in "_method%5B%5D=DELETE" "a=1&_method%5B0%5D=DELETE" "_METHOD%5b0%5d=DELETE"; do
+		method_param_refused "$q"
+	done
+	run icurl -H "Authorization: Bearer $PH" --data-binary "_method[]=DELETE" -o /dev/null \
+		-w '%{http_code}\n' "https://127.0.0.1:$A/ok/item"
+	assert_success
+	assert_output 403
+	[ ! -e "$T/a.seen" ]
+	# another name with brackets still passes
+	run icurl -H "Authorization: Bearer $PH" --data-binary "a%5Bmethod%5D=x&my_method%5B%5D=y" \
+		-o /dev/null -w '%{http_code}\n' "https://127.0.0.1:$A/ok/item"
+	assert_success
+	assert_output 200
+}

@@ -335,6 +335,10 @@ static void u_name_char(struct swap_form_scan *f, int d)
 		f->k++;
 	} else if (f->name == U_PRE && f->k == 6 && d == ']') {
 		/* "_method]" too */
+	} else if (f->name == U_PRE && f->k == 6 && d == '[') {
+		/* qs (Express) reads "_method[]=x" as ["x"]; method-override takes its first */
+		f->found = 1;
+		f->name = U_DEAD;
 	} else if (f->name == U_PRE && f->k == 6 && !d) {
 		f->found = 1; /* PHP reads a name up to a NUL: "_method%00x" is "_method" */
 		f->name = U_DEAD;

@@ -97,7 +97,9 @@ enum swap_form swap_form_kind(const char *ctype, size_t len);
  * every %XX are decoded, in any case, or ".method" or "[method" (PHP turns
  * those into "_method"), leading spaces dropped (PHP drops them), or one
  * that goes on after a NUL ("_method%00x": PHP reads a name up to a NUL),
- * or in brackets ("[_method]", "]_method", "_method]": Rack 2 drops them);
+ * or in brackets ("[_method]", "]_method", "_method]": Rack 2 drops them),
+ * or made an array ("_method[]", "_method[0]": qs, which Express reads the
+ * query and a form with, makes ["x"] of it, and method-override takes x);
  * parameters split at '&' and ';'.  Multipart: a line with
  * "Content-Disposition:" anywhere in it (any case; Rack's regex is not
  * anchored) with a "method" in any case that begins a name of its own with
