@@ -728,24 +728,29 @@ restart_registry() {
 	assert_output --partial "0 bytes in 0 entries"
 }
 
-@test "cache npm: two tasks asking for the same tarball at once make one download, and both get it whole" {
+# two_tasks MS: the registry sending artifacts in 4 pieces MS apart, and two
+# tasks (proxies) on one store, each having read left-pad's document: p1
+# (proxy1.log, taskca1.pem, PROXY2_PID) and p2; url, left-pad's tarball.
+two_tasks() {
 	kill "$REG_PID"
 	rm -rf "$T/reg" "$T/reg.port"
-	start_registry --slow 250
+	start_registry --slow "$1"
 	printf 'rule localhost:%s\ncache npm\n' "$REG" >"$T/rules"
 	task "$T/rules"
-	local p1=$PROXY
+	p1=$PROXY
 	PROXY2_PID=$PROXY_PID
 	mv "$T/proxy.log" "$T/proxy1.log"
 	mv "$T/taskca.pem" "$T/taskca1.pem"
 	PROXY_PID=
 	task "$T/rules"
-	local p2=$PROXY
-	local url=https://localhost:$REG/left-pad/-/left-pad-1.0.0.tgz
-	run curl -sS -x "$p1" --cacert "$T/taskca1.pem" -o /dev/null "https://localhost:$REG/left-pad"
-	assert_success
-	run curl -sS -x "$p2" --cacert "$T/taskca.pem" -o /dev/null "https://localhost:$REG/left-pad"
-	assert_success
+	p2=$PROXY
+	url=https://localhost:$REG/left-pad/-/left-pad-1.0.0.tgz
+	curl -sS -x "$p1" --cacert "$T/taskca1.pem" -o /dev/null "https://localhost:$REG/left-pad" || return 1
+	curl -sS -x "$p2" --cacert "$T/taskca.pem" -o /dev/null "https://localhost:$REG/left-pad"
+}
+
+@test "cache npm: two tasks asking for the same tarball at once make one download, and both get it whole" {
+	two_tasks 250
 	curl -sS -x "$p1" --cacert "$T/taskca1.pem" -o "$T/a.tgz" "$url" &
 	local a=$!
 	curl -sS -x "$p2" --cacert "$T/taskca.pem" -o "$T/b.tgz" "$url" &
@@ -765,6 +770,24 @@ restart_registry() {
 	run cat "$T/proxy1.log" "$T/proxy.log"
 	assert_equal "$(grep -c ' cache=fill ' <<<"$output")" 1
 	assert_equal "$(grep -c ' cache=hit ' <<<"$output")" 1
+}
+
+@test "cache npm: a task waits for another task's fill that goes on slowly (a piece every 2.5 s) and gets it from the store" {
+	two_tasks 2500
+	curl -sS -x "$p1" --cacert "$T/taskca1.pem" -o "$T/a.tgz" "$url" &
+	local a=$!
+	# the second asks once the first's fill has begun: its lock is held
+	wait_until 10 grep -q 'GET /left-pad/-/left-pad-1.0.0.tgz' "$T/reg.log"
+	curl -sS -x "$p2" --cacert "$T/taskca.pem" -o "$T/b.tgz" "$url"
+	wait $a
+	PROXY_PID=$PROXY2_PID proxy_settle
+	proxy_settle
+	run cmp "$T/b.tgz" "$T/reg/npm/left-pad-1.0.0.tgz"
+	assert_success
+	# the fill took longer than a waiter's 5 s without growth, but grew: one download
+	assert_equal "$(reg_count '\.tgz$')" 1
+	run grep -c ' cache=hit ' "$T/proxy.log"
+	assert_output 1
 }
 
 @test "cache npm: an artifact fetched with a secret is kept in its project's scope, never served to another project's task" {

@@ -66,11 +66,12 @@ int allow_add(struct allow_list *l, const char *entry, const char *presets_dir, 
 
 /*
  * Whether entries a and b (neither a preset) name the same hosts on the same
- * port: "a.com", "A.com:443" and "a.com." are one, "[2001:db8::1]" and
+ * port: "a.com", "A.com" and "a.com:443" are one, "[2001:db8::1]" and
  * "2001:DB8:0::1" too; "*.a.com" and "a.com:8443" are others.  0 for an
  * entry allow_add() refuses.
  */
 int allow_entry_same(const char *a, const char *b);
+
 /*
  * Add the entries of a file: one a line, blank lines and lines starting with
  * '#' ignored, surrounding spaces trimmed.  0, or a negative errno with a message in err.
