@@ -509,32 +509,40 @@ input_script() {
 			"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"]}]}'
 }
 
+# alone_under_cap SCRIPT NANO BODY...: for each BODY (members joining the request's),
+# 10 requests at once against a task cap of 0.05 USD, the fake API answering SCRIPT,
+# whose one answer costs NANO: one is forwarded, the others wait for it to end and
+# are refused
+alone_under_cap() {
+	local i=0 script=$1 nano=$2 extra
+	shift 2
+	for extra in "$@"; do
+		i=$((i + 1))
+		mkdir "$T/$i"
+		api "$script"
+		T=$T/$i start_recorded --budget-task 0.05
+		T=$T/$i clients 10 "" 100 claude-sonnet-4-5 true "$extra"
+		T=$T/$i stop_proxy
+		stop_fake_api
+		[ "$(ls "$T/rec" | wc -l)" = 1 ] || fail "body $i ($extra): $(ls "$T/rec" | wc -l) forwarded"
+		rm -rf "$T/rec"
+		run jq -c '.usage | [.nano_usd, .requests, .refused]' "$T/$i/record.json"
+		assert_output "[$nano,1,9]"
+	done
+}
+
 @test "spend: hostile: a body that does not bound its prompt (by URL, an image, a server tool, MCP, an escape) runs alone under a cap" {
 	# Each body is a few hundred bytes; the API counts 200,000 tokens of input for
 	# each (a fetched PDF, a server tool's results: known only at message_delta).
 	# 200,000 x 3 + 10 x 15 USD per million: 0.60015 USD an answer.
-	local i=0 extra
-	for extra in \
+	alone_under_cap "$(input_script 10 200000 0 1)" 600150000 \
 		'"messages":[{"role":"user","content":[{"type":"document","source":{"type":"url","url":"https://example.com/big.pdf"}}]}]' \
 		'"messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBORw0KGgo="}}]}]' \
 		'"tools":[{"name":"Bash"},{"type":"web_fetch_20250910","name":"web_fetch","max_uses":5}]' \
 		'"mcp_servers":[{"type":"url","url":"https://mcp.example/sse","name":"m"}]' \
 		'"container":"container_1"' \
 		'"messages":[{"role":"user","content":[{"type":"document","sour\u0063e":{"type":"url","url":"https://example.com/a.pdf"}}]}]' \
-		"\"metadata\":$(printf '[%.0s' $(seq 70))$(printf ']%.0s' $(seq 70))"; do
-		i=$((i + 1))
-		mkdir "$T/$i"
-		api "$(input_script 10 200000 0 1)"
-		T=$T/$i start_recorded --budget-task 0.05
-		T=$T/$i clients 10 "" 100 claude-sonnet-4-5 true "$extra"
-		T=$T/$i stop_proxy
-		stop_fake_api
-		# one forwarded: the others waited for it to end, then were refused
-		[ "$(ls "$T/rec" | wc -l)" = 1 ] || fail "body $i ($extra): $(ls "$T/rec" | wc -l) forwarded"
-		rm -rf "$T/rec"
-		run jq -c '.usage | [.nano_usd, .requests, .refused]' "$T/$i/record.json"
-		assert_output '[600150000,1,9]'
-	done
+		"\"metadata\":$(printf '[%.0s' $(seq 70))$(printf ']%.0s' $(seq 70))"
 }
 
 @test "spend: hostile: many tiny requests at once are each reserved the API's own prompt beyond their bytes" {
@@ -759,4 +767,13 @@ ITERATIONS_USAGE='{"input_tokens":10,"output_tokens":10,"iterations":[{"type":"m
 	[ $(((end - start) / 1000000)) -ge 3000 ]
 	stop_proxy
 	[ "$(usage '[.requests, .refused]')" = '[1,0]' ]
+}
+
+@test "spend: hostile: bodies whose answers run other inferences (compaction, an advisor) run alone under a cap" {
+	# each answer's usage.iterations reports a compaction of 100,000 tokens in and 1,000
+	# out beside its own 10 and 10 (Sonnet 4.5: 0.31518 USD in all), which no reservation
+	# of a few hundred bytes covers
+	alone_under_cap "{\"usage\":{\"input_tokens\":10,\"output_tokens\":10,\"iterations\":[{\"type\":\"message\",\"input_tokens\":10,\"output_tokens\":10},{\"type\":\"compaction\",\"input_tokens\":100000,\"output_tokens\":1000}]}}" 315180000 \
+		'"context_management":{"edits":[{"type":"compact_20260112"}]}' \
+		'"tools":[{"name":"Bash"},{"type":"advisor_20260301","name":"advisor","model":"claude-sonnet-4-5"}]'
 }

@@ -329,10 +329,15 @@ void usage_stream_end(struct usage_stream *s, struct usage_tokens *delta)
 enum { RQ_KEY_NEXT, RQ_KEY, RQ_COLON, RQ_VALUE, RQ_STRVAL, RQ_SCALAR, RQ_AFTER };
 enum { RQ_OTHER, RQ_MAX_TOKENS, RQ_MODEL, RQ_TOOLS, RQ_SPEED };
 
-/* A key anywhere in the body that the API may fetch or add input for. */
+/*
+ * A key anywhere in the body that the API may fetch or add input for, or run
+ * another inference for ("context_management": a compaction, reported in the
+ * answer's usage.iterations).
+ */
 static int rq_key_unbounds(const char *k)
 {
-	return !strcmp(k, "source") || !strcmp(k, "mcp_servers") || !strcmp(k, "container");
+	return !strcmp(k, "source") || !strcmp(k, "mcp_servers") || !strcmp(k, "container") ||
+	       !strcmp(k, "context_management");
 }
 
 void usage_req_init(struct usage_req *r)

@@ -170,7 +170,7 @@ struct usage_req {
 	/* keys below the top level: is each open container an object, is a key next */
 	unsigned char is_obj[USAGE_REQ_DEPTH + 1];
 	int key_next, sect, dk_on, dk_esc;
-	char dk[16];
+	char dk[24]; /* holds "context_management" whole */
 	size_t dk_len;
 };
 
@@ -185,9 +185,10 @@ const char *usage_req_model(const struct usage_req *r);
  * than the body's bytes and USAGE_PROMPT_OVERHEAD, or more than its answer's
  * message_start reports.  That is a body with a "source" key anywhere (an
  * image, a document, a search result: by URL or file the API fetches, or
- * base64 a page of which may count more than its bytes), "mcp_servers" or
- * "container" anywhere, a "type" in a tool of the top-level "tools" (a
- * server tool, whose results add input as the answer goes), a key spelled
+ * base64 a page of which may count more than its bytes), "mcp_servers",
+ * "container" or "context_management" (a compaction: another inference)
+ * anywhere, a "type" in a tool of the top-level "tools" (a server tool, whose
+ * results add input as the answer goes, or the advisor), a key spelled
  * with an escape, or nesting deeper than USAGE_REQ_DEPTH.
  */
 int usage_req_unbounded(const struct usage_req *r);
