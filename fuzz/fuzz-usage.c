@@ -82,7 +82,7 @@ static int has_unbounding_key(json_t *v, int depth, int in_tools)
 		json_object_foreach(v, k, m)
 		{
 			if (!strcmp(k, "source") || !strcmp(k, "mcp_servers") ||
-			    !strcmp(k, "container") ||
+			    !strcmp(k, "container") || !strcmp(k, "context_management") ||
 			    (in_tools && depth == 3 && !strcmp(k, "type")) ||
 			    has_unbounding_key(m, depth + 1,
 			                       depth == 1 ? !strcmp(k, "tools") : in_tools))
@@ -119,7 +119,8 @@ static void req_check(const char *p, size_t n, unsigned cut)
 	    !usage_req_model(&a) != !usage_req_model(&b) ||
 	    (usage_req_model(&a) && strcmp(usage_req_model(&a), usage_req_model(&b))) ||
 	    usage_req_unbounded(&a) != usage_req_unbounded(&b) ||
-	    usage_req_fast(&a) != usage_req_fast(&b) || a.bytes != n)
+	    usage_req_fast(&a) != usage_req_fast(&b) || usage_req_geo(&a) != usage_req_geo(&b) ||
+	    usage_req_standard_only(&a) != usage_req_standard_only(&b) || a.bytes != n)
 		abort();
 	root = json_loadb(p, n, JSON_DECODE_INT_AS_REAL, NULL);
 	if (json_is_object(root)) {
@@ -135,6 +136,15 @@ static void req_check(const char *p, size_t n, unsigned cut)
 		v = json_object_get(root, "speed");
 		if (v && !(json_is_string(v) && !strcmp(json_string_value(v), "standard")) &&
 		    !usage_req_fast(&a))
+			abort();
+		/* Nor a geo other than global, nor a tier that may be the Priority Tier. */
+		v = json_object_get(root, "inference_geo");
+		if (v && !(json_is_string(v) && !strcmp(json_string_value(v), "global")) &&
+		    !usage_req_geo(&a))
+			abort();
+		v = json_object_get(root, "service_tier");
+		if (!(json_is_string(v) && !strcmp(json_string_value(v), "standard_only")) &&
+		    usage_req_standard_only(&a))
 			abort();
 		v = json_object_get(root, "model");
 		if (usage_req_model(&a) &&
@@ -208,8 +218,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			for (int k = 0; k < USAGE_KINDS; k++)
 				rest.n[k] = whole.n[k] - half.n[k];
 			rest.searches = whole.searches - half.searches;
-			usage_count_add(&c, &t, a.model, &zero, &half, 1, &n1);
-			usage_count_add(&c, &t, a.model, &half, &rest, 0, &n2);
+			usage_count_add(&c, &t, a.model, 0, 0, &zero, &half, 1, &n1);
+			usage_count_add(&c, &t, a.model, 0, 0, &half, &rest, 0, &n2);
 			if (c.nano != usage_cost(p, &whole) || n1 + n2 != c.nano)
 				abort();
 		}

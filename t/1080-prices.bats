@@ -25,6 +25,8 @@ user_prices() {
 	assert_line --regexp '^claude-haiku-5-5 +0\.10 +0\.50 +0\.125 +0\.20 +0\.01 +2026-12-01 installed$'
 	assert_line --regexp '^  above 100000 +0\.50 +2\.50 +0\.625 +1 +0\.05$'
 	assert_line --regexp '^claude-3-haiku +0\.25 +1\.25 +0\.30 +0\.50 +0\.03 +2025-11-24 installed$'
+	assert_line '  geo 1.000 (US-only inference: these prices times it)'
+	assert_line "US-only inference (inference_geo): 1.1 times a row's prices, unless its 'geo' says otherwise"
 	assert_line --regexp '^any other model +60 +225 +75 +120 +6$'
 	assert_line "web search: 10 USD per 1,000 searches, date 2026-12-01, installed (line $(grep -n '^web-search ' "$INSTALLED" | cut -d: -f1))"
 	# every family of the installed table, once
@@ -46,6 +48,14 @@ user_prices() {
 	run aibox prices claude-sonnet-4-5-20250929
 	assert_success
 	assert_line --regexp '^claude-sonnet-4-5 +3 +15 '
+	# US-only inference: 1.1 times the prices from Opus 4.6 on, the standard ones before
+	assert_line '  geo 1.000 (US-only inference: these prices times it)'
+	run aibox prices --json claude-opus-4-6
+	assert_success
+	[ "$(jq -c .row.geo <<<"$output")" = 1.1 ]
+	run aibox prices --json claude-sonnet-4-5
+	assert_success
+	[ "$(jq -c .row.geo <<<"$output")" = 1 ]
 	# a version the table does not have is not priced by its elder
 	for m in claude-opus-4-9 claude-opus-4-8-1 claude-sonnet-4-5-2025 claude-opus-4-8-fast 'claude-opus-4-8[1m' claude-opus-4-8@ 'bad name'; do
 		run aibox prices "$m"
@@ -150,7 +160,11 @@ claude-x 1 2 3 4 5 above 100 1 2 3 4 5 above 100 1 2 3 4 5" "line 2: each 'above
 	bad "$ok
 claude-x 1 2 3 4 5 above 1 1 2 3 4 5 above 2 1 2 3 4 5 above 3 1 2 3 4 5 above 4 1 2 3 4 5" "line 2: at most 3 'above' bands"
 	bad "$ok
-claude-x 1 2 3 4 5 6" "line 2: after the prices: 'above TOKENS' and 5 prices, or 'date YYYY-MM-DD'"
+claude-x 1 2 3 4 5 6" "line 2: after the prices: 'above TOKENS' and 5 prices, 'geo X' or 'date YYYY-MM-DD'"
+	for g in 'geo' 'geo 0.999' 'geo 1.0001' 'geo 1001' 'geo x' 'geo 1 geo 1'; do
+		bad "$ok
+claude-x 1 2 3 4 5 $g" "line 2: 'geo' takes US-only inference's multiplier of the prices (1 to 1000, at most 3 decimals), once"
+	done
 	bad "$ok
 claude-x 1 2 3 4 5 date 2026-13-01" "line 2: 'date' takes a date YYYY-MM-DD, at the row's end"
 	bad "$ok

@@ -611,6 +611,15 @@ api_seven_searches() {
 	grep -q ' web_searches=7 usd=0.178680 ' "$T/proxy.log"
 }
 
+# sse_answer MODEL START DELTA: a streamed answer of MODEL whose message_start
+# reports the usage START and whose message_delta reports DELTA (JSON objects)
+sse_answer() {
+	jq -cn --arg m "$1" --argjson a "$2" --argjson b "$3" '{turns: [{raw: [
+		"event: message_start\ndata: \({type: "message_start", message: {model: $m, usage: $a}} | tojson)\n\n",
+		"event: message_delta\ndata: \({type: "message_delta", delta: {stop_reason: "end_turn"}, usage: $b} | tojson)\n\n",
+		"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"]}]}'
+}
+
 # iterations_usage: the usage of an answer of claude-haiku-4-5 whose advisor
 # (claude-fable-5-1) and a compaction ran inside it: the top level holds the
 # executor's own tokens only, usage.iterations each inference
@@ -619,10 +628,7 @@ ITERATIONS_USAGE='{"input_tokens":10,"output_tokens":10,"iterations":[{"type":"m
 @test "spend: the advisor's and compaction's inferences an answer reports in usage.iterations are counted, at their own model" {
 	# executor 10 x 1 + 10 x 5; advisor 200,000 x 10 + 1,000 x 50; compaction (the
 	# executor's model) 100,000 x 1 + 2,000 x 5 USD per million: 2.16006 USD
-	api "$(jq -cn --argjson u "$ITERATIONS_USAGE" '{turns: [{raw: [
-		"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"claude-haiku-4-5\",\"usage\":{\"input_tokens\":10,\"output_tokens\":1}}}\n\n",
-		"event: message_delta\ndata: \({type: "message_delta", delta: {stop_reason: "end_turn"}, usage: $u} | tojson)\n\n",
-		"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"]}]}')"
+	api "$(sse_answer claude-haiku-4-5 '{"input_tokens":10,"output_tokens":1}' "$ITERATIONS_USAGE")"
 	start_recorded
 	clients 1 "" 100 claude-haiku-4-5 true '"tools":[{"type":"advisor_20260301","name":"advisor","model":"claude-fable-5-1"}]'
 	stop_proxy
@@ -683,10 +689,11 @@ ITERATIONS_USAGE='{"input_tokens":10,"output_tokens":10,"iterations":[{"type":"m
 	clients 1 "" 100 claude-opus-4-6 true '"speed":"fast"'
 	stop_proxy
 	# claude-opus-5-5-fast: 8 + 40 USD, twice; claude-opus-5-5: 4 + 20; Sonnet 4.5 has no
-	# fast row: the top price, 60 + 225, twice (the escaped key may spell speed); Opus
-	# 4.6's fast row over 200,000 tokens of prompt: 60 + 225
+	# fast row: the top price, 60 + 225, and again for the escaped key, which may spell
+	# speed, at 1.1 times (it may spell inference_geo too); Opus 4.6's fast row over
+	# 200,000 tokens of prompt: 60 + 225
 	run jq -c '[.usage.models[] | [.model, .usd, .priced]]' "$T/record.json"
-	assert_output '[["claude-opus-5-5-fast",48,true],["claude-opus-5-5",24,true],["claude-opus-5-5-fast-20261101",48,true],["claude-sonnet-4-5-fast",570,false],["claude-opus-4-6-fast",285,true]]'
+	assert_output '[["claude-opus-5-5-fast",48,true],["claude-opus-5-5",24,true],["claude-opus-5-5-fast-20261101",48,true],["claude-sonnet-4-5-fast",598.5,false],["claude-opus-4-6-fast",285,true]]'
 	grep -q ' status=200 model=claude-opus-5-5-fast input=1000000 output=1000000 .* usd=48.000000 ' "$T/proxy.log"
 }
 
@@ -701,9 +708,10 @@ ITERATIONS_USAGE='{"input_tokens":10,"output_tokens":10,"iterations":[{"type":"m
 	assert_output '[["claude-fable-5-2",48,true],["claude-fable-5-2-fast",96,true]]'
 }
 
-@test "spend: hostile: a body that is not UTF-8 JSON (UTF-16, which a JSON reader may take) is unreadable: priced as fast" {
+@test "spend: hostile: a body that is not UTF-8 JSON (UTF-16, which a JSON reader may take) is unreadable: priced as fast and US-only" {
 	# Python's json.loads reads UTF-16 and UTF-32 bytes as well (the fake API reads
-	# bodies so); the scanner cannot, so the body's "speed" counts as fast
+	# bodies so); the scanner cannot, so the body's "speed" counts as fast, and its
+	# inference_geo, which it may have, as "us": (8 + 40) x 1.1 USD, twice
 	api '{"usage":{"input_tokens":1000000,"output_tokens":1000000,"cache_creation_input_tokens":0,"cache_read_input_tokens":0}}'
 	start_recorded
 	clients 1 "" 100 claude-opus-5-5 true '"speed":"fast"' utf-16
@@ -711,7 +719,7 @@ ITERATIONS_USAGE='{"input_tokens":10,"output_tokens":10,"iterations":[{"type":"m
 	stop_proxy
 	grep -q message_stop "$T/got.0"
 	run jq -c '[.usage.models[] | [.model, .usd]]' "$T/record.json"
-	assert_output '[["claude-opus-5-5-fast",96]]'
+	assert_output '[["claude-opus-5-5-fast",105.6]]'
 }
 
 @test "spend: two proxies on one day ledger, 20 concurrent requests: the day passes its cap by one answer at most" {
@@ -776,4 +784,76 @@ ITERATIONS_USAGE='{"input_tokens":10,"output_tokens":10,"iterations":[{"type":"m
 	alone_under_cap "{\"usage\":{\"input_tokens\":10,\"output_tokens\":10,\"iterations\":[{\"type\":\"message\",\"input_tokens\":10,\"output_tokens\":10},{\"type\":\"compaction\",\"input_tokens\":100000,\"output_tokens\":1000}]}}" 315180000 \
 		'"context_management":{"edits":[{"type":"compact_20260112"}]}' \
 		'"tools":[{"name":"Bash"},{"type":"advisor_20260301","name":"advisor","model":"claude-sonnet-4-5"}]'
+}
+
+# million_usage [FIELDS]: a usage of 1,000,000 tokens in and 1,000,000 out, with FIELDS
+# (JSON members) beside them
+million_usage() {
+	echo "{\"input_tokens\":1000000,\"output_tokens\":1000000,\"cache_creation_input_tokens\":0,\"cache_read_input_tokens\":0${1:+,$1}}"
+}
+
+@test "spend: US-only inference asked for (an inference_geo other than global, in any spelling) is charged 1.1 times" {
+	api "{\"usage\":$(million_usage)}"
+	start_recorded
+	clients 1 "" 100 claude-opus-4-6 true '"inference_geo":"us"'
+	clients 1 "" 100 claude-opus-4-7 true '"inference_geo":"global"'
+	clients 1 "" 100 claude-opus-4-8 true '"inference_geo":"\u0075s"'
+	clients 1 "" 100 claude-sonnet-4-6 true '"inference_geo":"global","inference_geo":"eu"'
+	clients 1 "" 100 claude-opus-5 true '"inference_geo":["us"]'
+	clients 1 "" 100 claude-sonnet-4-5 true '"inference_geo":"us"'
+	stop_proxy
+	# 5 + 25 USD at 1.1 (every kind of token), but "global"; an unknown value or one that
+	# cannot be read is charged as "us"; Sonnet 4.5's row says its US price is the standard one
+	run jq -c '[.usage.models[] | [.model, .usd]]' "$T/record.json"
+	assert_output '[["claude-opus-4-6",33],["claude-opus-4-7",30],["claude-opus-4-8",33],["claude-sonnet-4-6",19.8],["claude-opus-5",33],["claude-sonnet-4-5",18]]'
+}
+
+@test "spend: US-only inference the answer's usage reports (a workspace's default) is charged 1.1 times, from the event that says so" {
+	# message_start does not say where the answer ran, message_delta does: the tokens
+	# counted before it are charged the difference then
+	api "$(sse_answer claude-opus-4-6 '{"input_tokens":1000000,"output_tokens":1}' '{"output_tokens":1000000,"inference_geo":"us"}')"
+	start_recorded
+	clients 1 "" 100 claude-opus-4-6 true '"inference_geo":"global"'
+	stop_proxy
+	run jq -c '[.usage.models[] | [.model, .usd]]' "$T/record.json"
+	assert_output '[["claude-opus-4-6",33]]'
+	# and a whole body's usage, for a request that does not ask
+	stop_fake_api
+	rm -rf "$T/rec"
+	api "{\"usage\":$(million_usage '"inference_geo":"us"')}"
+	start_recorded --log "$T/proxy2.log"
+	clients 1 "" 100 claude-opus-4-6 false
+	stop_proxy
+	run jq -c '[.usage.models[] | [.model, .usd]]' "$T/record.json"
+	assert_output '[["claude-opus-4-6",33]]'
+}
+
+@test "spend: an answer the Priority Tier served (usage.service_tier other than standard) is charged at the table's top price" {
+	api "{\"usage\":$(million_usage '"service_tier":"priority"')}"
+	start_recorded
+	clients 1 "" 100 claude-sonnet-4-5 true
+	stop_proxy
+	# its price per token is the capacity commitment's, which aibox cannot know: 60 + 225 USD
+	run jq -c '[.usage.models[] | [.model, .usd, .priced]]' "$T/record.json"
+	assert_output '[["claude-sonnet-4-5",285,false]]'
+	stop_fake_api
+	rm -rf "$T/rec"
+	api "{\"usage\":$(million_usage '"service_tier":"standard"')}"
+	start_recorded --log "$T/proxy2.log"
+	clients 1 "" 100 claude-sonnet-4-5 true
+	stop_proxy
+	run jq -c '[.usage.models[] | [.model, .usd, .priced]]' "$T/record.json"
+	assert_output '[["claude-sonnet-4-5",18,true]]'
+}
+
+@test "spend: once an answer came from the Priority Tier, requests in flight are reserved at the top price: a cap is passed by one answer" {
+	# each answer 10 x 60 + 1,000 x 225 USD per million at the top price (0.2256 USD),
+	# though the request names Sonnet 4.5 (0.015 USD of output at its own price)
+	api "{\"usage\":{\"input_tokens\":10,\"output_tokens\":1000,\"service_tier\":\"priority\"}}"
+	start_recorded --budget-task 0.5
+	clients 1 "" 1000
+	clients 20 "" 1000
+	stop_proxy
+	run jq -c '.usage | [.nano_usd <= 500000000 + 225600000, .requests + .refused]' "$T/record.json"
+	assert_output '[true,21]'
 }

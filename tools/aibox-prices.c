@@ -91,6 +91,10 @@ static void print_row(const struct usage_price *r)
 		buf_addf(&label, "  above %llu", (unsigned long long)r->band[b].above);
 		print_band(label.buf, &r->band[b], NULL, NULL);
 	}
+	if (r->geo_milli != USAGE_GEO_MILLI)
+		printf("  geo %llu.%03llu (US-only inference: these prices times it)\n",
+		       (unsigned long long)(r->geo_milli / 1000),
+		       (unsigned long long)(r->geo_milli % 1000));
 	buf_release(&label);
 }
 
@@ -102,6 +106,9 @@ static void print_search(const struct usage_prices *t)
 	format_price(&p, t->search.nano / 1000);
 	printf("\nweb search: %s USD per 1,000 searches, date %s, %s (line %d)\n", p.buf,
 	       t->search.date, from_names[t->search.file], t->search.line);
+	printf("US-only inference (inference_geo): %d.%d times a row's prices, unless its "
+	       "'geo' says otherwise\n",
+	       USAGE_GEO_MILLI / 1000, USAGE_GEO_MILLI % 1000 / 100);
 	buf_release(&p);
 }
 
@@ -150,6 +157,7 @@ static json_t *row_json(const struct usage_prices *t, const struct usage_price *
 	json_object_set_new(o, "file", json_string(t->files[r->file].path));
 	json_object_set_new(o, "line", json_integer(r->line));
 	json_object_set_new(o, "bands", bands);
+	json_object_set_new(o, "geo", json_real((double)r->geo_milli / 1000));
 	return o;
 }
 

@@ -194,6 +194,12 @@ static void see_iterations(struct usage_stream *s, json_t *its, struct usage_tok
 	see_sum(&own, &s->seen, delta);
 }
 
+/* 1 when v is absent, null, or the string plain. */
+static int is_absent_or(json_t *v, const char *plain)
+{
+	return !v || json_is_null(v) || (json_is_string(v) && !strcmp(json_string_value(v), plain));
+}
+
 /*
  * One event or body: its usage is "usage" at the top (a message, a
  * message_delta) or in "message" (message_start); so is the model.
@@ -224,8 +230,15 @@ static void read_json(struct usage_stream *s, const char *p, size_t n, struct us
 	if (json_is_object(u)) {
 		see_usage(u, &s->seen, delta);
 		see_iterations(s, json_object_get(u, "iterations"), delta);
+		s->geo |= !is_absent_or(json_object_get(u, "inference_geo"), "global");
+		s->tier |= !is_absent_or(json_object_get(u, "service_tier"), "standard");
 	}
 	json_decref(root);
+}
+
+unsigned usage_stream_flags(const struct usage_stream *s)
+{
+	return (s->geo ? USAGE_PRICE_GEO : 0) | (s->tier ? USAGE_PRICE_TOP : 0);
 }
 
 /* An SSE line ended: a data line joins the event, an empty line ends it. */
@@ -327,7 +340,7 @@ void usage_stream_end(struct usage_stream *s, struct usage_tokens *delta)
 
 /* Where the scanner is in the top-level object (depth 1). */
 enum { RQ_KEY_NEXT, RQ_KEY, RQ_COLON, RQ_VALUE, RQ_STRVAL, RQ_SCALAR, RQ_AFTER };
-enum { RQ_OTHER, RQ_MAX_TOKENS, RQ_MODEL, RQ_TOOLS, RQ_SPEED };
+enum { RQ_OTHER, RQ_MAX_TOKENS, RQ_MODEL, RQ_TOOLS, RQ_SPEED, RQ_GEO, RQ_TIER };
 
 /*
  * A key anywhere in the body that the API may fetch or add input for, or run
@@ -366,7 +379,7 @@ static void rq_key_done(struct usage_req *r)
 	if (r->tok_esc) {
 		/* It may spell any of them. */
 		r->mt_state = r->model_state = -1;
-		r->unbounded = r->fast = 1;
+		r->unbounded = r->fast = r->geo = r->tier_any = 1;
 	} else if (r->tok_over) {
 		r->mt_state = r->model_state = -1;
 	} else if (!strcmp(r->tok, "max_tokens")) {
@@ -377,6 +390,10 @@ static void rq_key_done(struct usage_req *r)
 		r->field = RQ_TOOLS;
 	} else if (!strcmp(r->tok, "speed")) {
 		r->field = RQ_SPEED;
+	} else if (!strcmp(r->tok, "inference_geo")) {
+		r->field = RQ_GEO;
+	} else if (!strcmp(r->tok, "service_tier")) {
+		r->field = RQ_TIER;
 	} else if (rq_key_unbounds(r->tok)) {
 		r->unbounded = 1;
 	}
@@ -433,6 +450,14 @@ static void rq_value_done(struct usage_req *r, int is_str)
 	} else if (r->field == RQ_SPEED) {
 		if (!ok || !is_str || strcmp(r->tok, "standard"))
 			r->fast = 1;
+	} else if (r->field == RQ_GEO) {
+		if (!ok || !is_str || strcmp(r->tok, "global"))
+			r->geo = 1;
+	} else if (r->field == RQ_TIER) {
+		if (!ok || !is_str || strcmp(r->tok, "standard_only"))
+			r->tier_any = 1;
+		else
+			r->tier_std = 1;
 	}
 	r->st = RQ_AFTER;
 }
@@ -577,6 +602,16 @@ int usage_req_fast(const struct usage_req *r)
 	return r->fast || r->top_bad;
 }
 
+int usage_req_geo(const struct usage_req *r)
+{
+	return r->geo || r->top_bad;
+}
+
+int usage_req_standard_only(const struct usage_req *r)
+{
+	return r->tier_std && !r->tier_any && !r->top_bad;
+}
+
 /* ---- prices ---- */
 
 /*
@@ -687,7 +722,7 @@ static int word_is(const char *f, size_t n, const char *word)
 }
 
 /* A line's fields: at most this many (more is an error). */
-#define PRICE_FIELDS (6 + 7 * USAGE_BANDS + 2)
+#define PRICE_FIELDS (6 + 7 * USAGE_BANDS + 4)
 
 /* Five prices from f[0..4] into nano[]; 0 or -EINVAL. */
 static int parse_prices(const char *const *f, const size_t *fl, uint64_t *nano)
@@ -705,10 +740,11 @@ static const char bad_price[] =
 static int parse_row(const char *const *f, const size_t *fl, int nf, int line,
                      struct usage_price *r, struct buf *err)
 {
-	int i;
+	int i, geo = 0;
 
 	memset(r, 0, sizeof(*r));
 	r->line = line;
+	r->geo_milli = USAGE_GEO_MILLI;
 	if (nf < 1 + USAGE_KINDS)
 		return prices_bad(
 		    err, line,
@@ -733,10 +769,21 @@ static int parse_row(const char *const *f, const size_t *fl, int nf, int line,
 			memcpy(r->date, f[i + 1], fl[i + 1]);
 			break;
 		}
+		if (word_is(f[i], fl[i], "geo")) {
+			if (geo++ || i + 1 >= nf ||
+			    parse_fixed(f[i + 1], fl[i + 1], 3, 1000, &r->geo_milli) < 0 ||
+			    r->geo_milli < 1000)
+				return prices_bad(
+				    err, line,
+				    "'geo' takes US-only inference's multiplier of the "
+				    "prices (1 to 1000, at most 3 decimals), once");
+			i += 2;
+			continue;
+		}
 		if (!word_is(f[i], fl[i], "above"))
 			return prices_bad(err, line,
 			                  "after the prices: 'above TOKENS' and 5 prices, "
-			                  "or 'date YYYY-MM-DD'");
+			                  "'geo X' or 'date YYYY-MM-DD'");
 		struct usage_band *b = &r->band[r->nband], *below = b - 1;
 		uint64_t tokens;
 
@@ -772,8 +819,11 @@ static void update_top(struct usage_prices *t)
 	memset(&t->top, 0, sizeof(t->top));
 	t->top.nband = 1;
 	t->top.search_nano = t->search.nano;
+	t->top.geo_milli = USAGE_GEO_MILLI;
 	for (size_t i = 0; i < t->nr; i++) {
 		t->v[i].search_nano = t->search.nano;
+		if (t->v[i].geo_milli > t->top.geo_milli)
+			t->top.geo_milli = t->v[i].geo_milli;
 		for (size_t b = 0; b < t->v[i].nband; b++)
 			for (int k = 0; k < USAGE_KINDS; k++)
 				if (t->v[i].band[b].nano[k] > t->top.band[0].nano[k])
@@ -1027,6 +1077,27 @@ void usage_fast_model(const struct usage_prices *t, const char *model, char *out
 		out[0] = '\0';
 }
 
+int usage_price_for(const struct usage_prices *t, const char *model, unsigned flags,
+                    struct usage_price *out)
+{
+	const struct usage_price *p;
+	int priced = usage_price_of(t, model, &p);
+
+	if (flags & USAGE_PRICE_TOP) {
+		p = &t->top;
+		priced = 0;
+	}
+	*out = *p;
+	if (flags & USAGE_PRICE_GEO)
+		for (size_t b = 0; b < out->nband; b++)
+			for (int k = 0; k < USAGE_KINDS; k++) {
+				uint64_t x = sat_mul(out->band[b].nano[k], out->geo_milli);
+
+				out->band[b].nano[k] = x / 1000 + (x % 1000 != 0);
+			}
+	return priced;
+}
+
 uint64_t usage_prompt(const struct usage_tokens *t)
 {
 	return sat_add(sat_add(t->n[USAGE_INPUT], t->n[USAGE_CACHE_READ]),
@@ -1080,20 +1151,22 @@ static struct usage_model *model_slot(struct usage_count *c, const char *name)
 }
 
 void usage_count_add(struct usage_count *c, const struct usage_prices *t, const char *model,
-                     const struct usage_tokens *before, const struct usage_tokens *d,
-                     int new_answer, uint64_t *nano)
+                     unsigned was_flags, unsigned flags, const struct usage_tokens *before,
+                     const struct usage_tokens *d, int new_answer, uint64_t *nano)
 {
-	const struct usage_price *p;
-	int priced = usage_price_of(t, name_ok(model) ? model : NULL, &p);
-	struct usage_model *m = model_slot(c, name_ok(model) ? model : USAGE_MODEL_OTHER);
+	const char *name = name_ok(model) ? model : NULL;
+	struct usage_price p, was_p;
+	int priced = usage_price_for(t, name, flags, &p);
+	struct usage_model *m = model_slot(c, name ? name : USAGE_MODEL_OTHER);
 	struct usage_tokens after;
 	uint64_t was, now, cost;
 
+	usage_price_for(t, name, was_flags, &was_p);
 	after = *before;
 	usage_tokens_add(&after, d);
-	/* Bands never get cheaper above a threshold, so now >= was; kept safe anyway. */
-	was = usage_cost(p, before);
-	now = usage_cost(p, &after);
+	/* Bands never get cheaper above a threshold, nor flags, so now >= was; kept safe anyway. */
+	was = usage_cost(&was_p, before);
+	now = usage_cost(&p, &after);
 	cost = now > was ? now - was : 0;
 
 	usage_tokens_add(&m->t, d);

@@ -91,6 +91,8 @@ struct usage_stream {
 	char model[USAGE_MODEL_MAX + 1]; /* "" until the answer names one */
 	uint64_t skipped;                /* events or bodies not counted: too large or not JSON */
 	int final; /* the final usage came: a message_delta's, or the body's (JSON) */
+	int geo;   /* its usage said an inference_geo other than "global" (usage_stream_flags()) */
+	int tier;  /* its usage said a service_tier other than "standard" */
 	struct usage_iteration it[USAGE_ITERATIONS]; /* see USAGE_ITERATIONS */
 };
 
@@ -108,6 +110,23 @@ void usage_stream_feed(struct usage_stream *s, const char *p, size_t n, struct u
 
 /* The body ended: a JSON body is read now (an SSE event left open is dropped). */
 void usage_stream_end(struct usage_stream *s, struct usage_tokens *delta);
+
+/*
+ * What changes the prices of an answer and of the inferences it ran
+ * (docs/budget.md, "US-only inference and the Priority Tier"); usage_price_for().
+ */
+enum {
+	USAGE_PRICE_GEO = 1, /* US-only inference: the row's prices times its geo multiplier */
+	USAGE_PRICE_TOP = 2, /* the Priority Tier: the table's top price */
+};
+
+/*
+ * The USAGE_PRICE_* the answer's usage asked for so far: GEO once any event's
+ * usage had an "inference_geo" other than "global" (any other value, or one
+ * not a string, but null), TOP once one had a "service_tier" other than
+ * "standard" likewise.  They never go back.
+ */
+unsigned usage_stream_flags(const struct usage_stream *s);
 
 void usage_stream_release(struct usage_stream *s);
 
@@ -162,6 +181,8 @@ struct usage_req {
 	int mt_state, model_state; /* 0 not seen, 1 read, -1 unreadable */
 	int unbounded;             /* see usage_req_unbounded() */
 	int fast;                  /* see usage_req_fast() */
+	int geo;                   /* see usage_req_geo() */
+	int tier_std, tier_any;    /* see usage_req_standard_only() */
 	/* the scanner's state */
 	int depth, in_str, esc, st, field, top_bad, top_seen;
 	char tok[USAGE_MODEL_MAX + 1];
@@ -199,6 +220,18 @@ int usage_req_unbounded(const struct usage_req *r);
  * an escape (docs/budget.md, "Fast mode").
  */
 int usage_req_fast(const struct usage_req *r);
+/*
+ * 1 when the body may ask for US-only inference (docs/budget.md): a
+ * top-level "inference_geo" that is not the plain string "global", given
+ * any number of times, or a top-level key spelled with an escape.
+ */
+int usage_req_geo(const struct usage_req *r);
+/*
+ * 1 when the body keeps its answer out of the Priority Tier: a top-level
+ * "service_tier" that is the plain string "standard_only", every time it is
+ * given, and no top-level key spelled with an escape.
+ */
+int usage_req_standard_only(const struct usage_req *r);
 
 /* ---- prices ---- */
 
@@ -218,6 +251,7 @@ struct usage_price {
 	int file;             /* where the row comes from: its index in usage_prices.files */
 	int line;             /* and its line there */
 	uint64_t search_nano; /* a web search, in nano-USD: the table's (usage_prices.search) */
+	uint64_t geo_milli; /* US-only inference: its prices times this / 1000 (the row's "geo") */
 };
 
 /* The table's "web-search" line: what one web search costs. */
@@ -249,15 +283,22 @@ struct usage_prices {
 	{                                                                                          \
 		0                                                                                  \
 	}
-#define USAGE_PRICES_MAX      256 /* families in a table */
+#define USAGE_PRICES_MAX 256 /* families in a table */
+/*
+ * US-only inference's multiplier, in thousandths, of a row that does not give
+ * its own ("geo X"): 1.1, the pricing page's for Claude Opus 4.6 and later.
+ */
+#define USAGE_GEO_MILLI       1100
 #define USAGE_PRICES_FILE_MAX (64 * 1024)
 
 /*
  * Read a price table (the format is in share/prices and docs/budget.md):
  * "date YYYY-MM-DD", then one row a line,
- *	FAMILY IN OUT CW5M CW1H CR [above TOKENS IN OUT CW5M CW1H CR]... [date YYYY-MM-DD]
+ *	FAMILY IN OUT CW5M CW1H CR [above TOKENS IN OUT CW5M CW1H CR]... [geo X] [date YYYY-MM-DD]
  * in USD per million tokens (at most 3 decimals, at most 1000000), each band
  * above a higher threshold and no cheaper, kind by kind, than the one below;
+ * "geo X", US-only inference's multiplier (1 to 1000, at most 3 decimals;
+ * USAGE_GEO_MILLI without it);
  * at most one "web-search USD [date YYYY-MM-DD]" line, USD per 1,000 web
  * searches (t->search; its line 0 when there is none); '#' comments.  Each
  * family once.  0, or -EINVAL with "line N: why" in err.  The rows' file is
@@ -304,6 +345,15 @@ int usage_price_of(const struct usage_prices *t, const char *model, const struct
  */
 void usage_fast_model(const struct usage_prices *t, const char *model, char *out);
 
+/*
+ * The prices of model (usage_price_of()) with flags (USAGE_PRICE_*) applied,
+ * into *out: TOP the table's top price; GEO each price times the row's
+ * geo_milli / 1000, rounded up.  1 when a row prices it as asked (not TOP,
+ * the model in the table), else 0.
+ */
+int usage_price_for(const struct usage_prices *t, const char *model, unsigned flags,
+                    struct usage_price *out);
+
 /* The prompt tokens of t: input, cache writes and cache reads (saturating). */
 uint64_t usage_prompt(const struct usage_tokens *t);
 
@@ -348,14 +398,17 @@ struct usage_count {
 
 /*
  * Add one answer's growth d for model (NULL or "" for unknown) at the
- * prices in t; before: the answer's tokens before d (cumulative).
- * new_answer: the first growth of this answer (counts a request for the
- * model).  *nano gets d's cost: usage_cost(before + d) - usage_cost(before),
- * so an answer is priced by its whole prompt, whatever its growths were.
+ * prices in t with flags (USAGE_PRICE_*); before: the answer's tokens before
+ * d (cumulative), counted so far at was_flags.  new_answer: the first growth
+ * of this answer (counts a request for the model).  *nano gets d's cost:
+ * usage_cost(before + d) at flags - usage_cost(before) at was_flags, so an
+ * answer is priced by its whole prompt, whatever its growths were, and at
+ * its flags, whichever event set them (flags only add: never less than 0).
+ * d may be empty when the flags grew.
  */
 void usage_count_add(struct usage_count *c, const struct usage_prices *t, const char *model,
-                     const struct usage_tokens *before, const struct usage_tokens *d,
-                     int new_answer, uint64_t *nano);
+                     unsigned was_flags, unsigned flags, const struct usage_tokens *before,
+                     const struct usage_tokens *d, int new_answer, uint64_t *nano);
 
 /* Append c as one JSON object (no newline): the "usage" of the record and usage.json. */
 void usage_count_json(const struct usage_count *c, struct buf *out);

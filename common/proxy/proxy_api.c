@@ -111,8 +111,37 @@ static const char *conn_model(struct conn *c)
 }
 
 /*
+ * The USAGE_PRICE_* c's answer is priced at: what its body may ask for (US-only
+ * inference) and what its answer's usage said so far (docs/budget.md, "US-only
+ * inference and the Priority Tier").
+ */
+static unsigned answer_flags(struct conn *c)
+{
+	unsigned f = c->us ? usage_stream_flags(c->us) : 0;
+
+	if (!c->req_done || usage_req_geo(&c->rq))
+		f |= USAGE_PRICE_GEO;
+	return f;
+}
+
+/*
+ * The USAGE_PRICE_* c is reserved at: its answer's, and what an earlier
+ * answer of this proxy asked for that the body does not rule out (a
+ * workspace's default geo; the Priority Tier, unless it says "standard_only").
+ */
+static unsigned reserve_flags(struct conn *c)
+{
+	unsigned f = answer_flags(c) | (c->px->flags_seen & USAGE_PRICE_GEO);
+
+	if ((c->px->flags_seen & USAGE_PRICE_TOP) &&
+	    (!c->req_done || !usage_req_standard_only(&c->rq)))
+		f |= USAGE_PRICE_TOP;
+	return f;
+}
+
+/*
  * The most the paid request c may cost in all (docs/budget.md, "Caps"):
- * its tokens so far, its output raised to its max_tokens, and its input:
+ * its tokens so far, its output raised to its max_tokens, at reserve_flags(), and its input:
  * once its answer reported it (message_start), as reported, unless its body
  * does not bound it (server tools add input as the answer goes); until
  * then, prompt_bound() at the highest input-like price of its model.  Before
@@ -123,16 +152,16 @@ static const char *conn_model(struct conn *c)
  */
 static uint64_t worst_cost(struct conn *c)
 {
-	const struct usage_price *p;
+	struct usage_price p;
 	struct usage_tokens t = c->req_tokens;
 	uint64_t out = c->req_done ? usage_req_max_tokens(&c->rq) : USAGE_TOKENS_MAX;
 
-	usage_price_of(c->px->cfg->prices, conn_model(c), &p);
+	usage_price_for(c->px->cfg->prices, conn_model(c), reserve_flags(c), &p);
 	if (t.n[USAGE_OUTPUT] < out)
 		t.n[USAGE_OUTPUT] = out;
 	if (c->us_counted && c->req_done && !usage_req_unbounded(&c->rq))
-		return usage_cost(p, &t);
-	return cost_with_input(p, &t, prompt_bound(c, USAGE_TOKENS_MAX), NULL);
+		return usage_cost(&p, &t);
+	return cost_with_input(&p, &t, prompt_bound(c, USAGE_TOKENS_MAX), NULL);
 }
 
 /* c's reservation: what it may still cost, beyond what is counted already. */
@@ -318,16 +347,26 @@ static void ledger_add(struct proxy *px, uint64_t nano)
 		px->cfg->report->usage.day_nano = total;
 }
 
-/* Count what one answer's usage grew by, for model. */
+/*
+ * Count what one answer's usage grew by, for model, at answer_flags(); what it
+ * counted before at fewer, the difference too.
+ */
 static void usage_apply(struct conn *c, const char *model, const struct usage_tokens *d)
 {
 	struct proxy *px = c->px;
 	struct usage_count *u = &px->cfg->report->usage;
+	unsigned flags = answer_flags(c);
 	uint64_t nano;
 
-	if (!usage_tokens_any(d))
+	if (c->us)
+		px->flags_seen |= usage_stream_flags(c->us);
+	if (!usage_tokens_any(d) && (flags == c->price_flags || !c->us_counted)) {
+		c->price_flags = flags;
 		return;
-	usage_count_add(u, px->cfg->prices, model, &c->req_tokens, d, !c->us_counted, &nano);
+	}
+	usage_count_add(u, px->cfg->prices, model, c->price_flags, flags, &c->req_tokens, d,
+	                !c->us_counted, &nano);
+	c->price_flags = flags;
 	if (!c->us_counted)
 		snprintf(c->req_model, sizeof(c->req_model), "%s", model ? model : "");
 	c->us_counted = 1;
@@ -345,20 +384,23 @@ static void usage_apply(struct conn *c, const char *model, const struct usage_to
 static void iterations_apply(struct conn *c)
 {
 	struct proxy *px = c->px;
+	unsigned flags = answer_flags(c);
 
 	for (int i = 0; i < USAGE_ITERATIONS; i++) {
 		struct usage_iteration *x = &c->us->it[i];
 		struct usage_tokens before = x->seen;
 		uint64_t nano;
 
-		if (!usage_tokens_any(&x->delta))
+		if (!usage_tokens_any(&x->delta) &&
+		    (flags == c->it_flags[i] || !usage_tokens_any(&x->seen)))
 			continue;
 		for (int k = 0; k < USAGE_KINDS; k++)
 			before.n[k] -= x->delta.n[k];
 		before.searches -= x->delta.searches;
 		usage_count_add(&px->cfg->report->usage, px->cfg->prices,
-		                x->model[0] ? x->model : count_model(c, c->us->model), &before,
-		                &x->delta, 0, &nano);
+		                x->model[0] ? x->model : count_model(c, c->us->model),
+		                c->it_flags[i], flags, &before, &x->delta, 0, &nano);
+		c->it_flags[i] = flags;
 		memset(&x->delta, 0, sizeof(x->delta));
 		c->iter_nano += nano;
 		ledger_add(px, nano);
@@ -415,14 +457,14 @@ static void settle(struct conn *c)
 	if (c->req_done && !c->us_final &&
 	    (!c->resp_head_done || (c->status >= 200 && c->status <= 299))) {
 		const char *model = conn_model(c);
-		const struct usage_price *p;
+		struct usage_price p;
 
 		if (t.n[USAGE_OUTPUT] < max)
 			t.n[USAGE_OUTPUT] = max;
 		w = t;
 		if (!c->us_counted) {
-			usage_price_of(px->cfg->prices, model, &p);
-			cost_with_input(p, &t, prompt_bound(c, USAGE_PROMPT_UNREAD), &w);
+			usage_price_for(px->cfg->prices, model, answer_flags(c), &p);
+			cost_with_input(&p, &t, prompt_bound(c, USAGE_PROMPT_UNREAD), &w);
 		}
 		for (int k = 0; k < USAGE_KINDS; k++)
 			d.n[k] = w.n[k] - c->req_tokens.n[k];

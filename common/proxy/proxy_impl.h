@@ -172,6 +172,8 @@ struct conn {
 	uint64_t iter_nano; /* its answer's iterations' (an advisor's...), beside req_nano */
 	char req_model[USAGE_MODEL_MAX + 1];
 	char fast_model[USAGE_MODEL_MAX + 1]; /* count_model()'s name for a fast request */
+	unsigned price_flags;                 /* USAGE_PRICE_* its usage was counted at */
+	unsigned it_flags[USAGE_ITERATIONS];  /* and each of its iterations' */
 	struct usage_req rq;                  /* the request's body, read as it is forwarded */
 	int admitted;                         /* forwarded under the caps: holds a reservation */
 	uint64_t resv;      /* what it may still cost (its share of px->reserved) */
@@ -260,7 +262,8 @@ struct proxy {
 	uint64_t ledger_id;       /* this proxy's reservations in the ledger */
 	uint64_t ledger_reserved; /* as last written there */
 	int64_t ledger_synced_ms;
-	int budget_changed; /* a reservation went down: the waiting requests look again */
+	int budget_changed;  /* a reservation went down: the waiting requests look again */
+	unsigned flags_seen; /* USAGE_PRICE_* some answer's usage asked for: reserved at since */
 	/* Interception: the host certificates issued, the last few kept. */
 	struct {
 		char host[256];
