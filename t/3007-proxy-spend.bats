@@ -857,3 +857,17 @@ million_usage() {
 	run jq -c '.usage | [.nano_usd <= 500000000 + 225600000, .requests + .refused]' "$T/record.json"
 	assert_output '[true,21]'
 }
+
+@test "spend: a prompt over 200,000 tokens on Sonnet 4 or 4.5 (the 1M context beta a header asks for) is priced at the long-context prices" {
+	# anthropic-beta: context-1m-2025-08-07 lets those models take a prompt of up to
+	# 1,000,000 tokens, all of its tokens billed at 6 + 22.50 USD per million above
+	# 200,000 (Opus and Sonnet 4.6 have the 1M window at their standard prices)
+	api '{"usage":{"input_tokens":400000,"output_tokens":1000000,"cache_creation_input_tokens":0,"cache_read_input_tokens":0}}'
+	start_recorded
+	clients 1 "" 100 claude-sonnet-4-5-20250929 true
+	clients 1 "" 100 claude-sonnet-4 true
+	clients 1 "" 100 claude-sonnet-4-6 true
+	stop_proxy
+	run jq -c '[.usage.models[] | [.model, .usd]]' "$T/record.json"
+	assert_output '[["claude-sonnet-4-5-20250929",24.9],["claude-sonnet-4",24.9],["claude-sonnet-4-6",16.2]]'
+}
