@@ -542,6 +542,9 @@ alone_under_cap() {
 		'"mcp_servers":[{"type":"url","url":"https://mcp.example/sse","name":"m"}]' \
 		'"container":"container_1"' \
 		'"messages":[{"role":"user","content":[{"type":"document","sour\u0063e":{"type":"url","url":"https://example.com/a.pdf"}}]}]' \
+		'"messages":[{"role":"user","content":[{"type":"document","Source":{"type":"url","url":"https://example.com/a.pdf"}}]}]' \
+		'"tools":[{"name":"Bash"},{"TYPE":"web_fetch_20250910","name":"web_fetch"}]' \
+		'"messages":[{"role":"user","content":[{"type":"document","ſource":{"type":"url","url":"https://example.com/a.pdf"}}]}]' \
 		"\"metadata\":$(printf '[%.0s' $(seq 70))$(printf ']%.0s' $(seq 70))"
 }
 
@@ -566,12 +569,13 @@ alone_under_cap() {
 	start_recorded --budget-task 1
 	clients 1 "" 100 claude-sonnet-4-5 false '"tools":[{"type":"web_fetch_20250910","name":"web_fetch"}]'
 	[ "$(wc -c <"$T/got.0")" -gt 5000000 ]
-	# 1,000,000 x 6 (the 1-hour cache write) + 100 x 15 USD per million; the cap is passed
+	# 1,000,000 x 12 (the 1-hour cache write, at the price of a prompt over 200,000
+	# tokens) + 100 x 22.50 USD per million; the cap is passed
 	clients 1 "" 100
 	stop_proxy
 	run jq -c '.usage | [.nano_usd, .requests, .refused, .skipped]' "$T/record.json"
-	assert_output '[6001500000,1,1,1]'
-	grep -q ' usd=6.001500 charged=max_tokens,prompt ' "$T/proxy.log"
+	assert_output '[12002250000,1,1,1]'
+	grep -q ' usd=12.002250 charged=max_tokens,prompt ' "$T/proxy.log"
 }
 
 # api_seven_searches: the fake API answers one turn of claude-sonnet-4-5, 10
@@ -786,6 +790,19 @@ ITERATIONS_USAGE='{"input_tokens":10,"output_tokens":10,"iterations":[{"type":"m
 		'"tools":[{"name":"Bash"},{"type":"advisor_20260301","name":"advisor","model":"claude-sonnet-4-5"}]'
 }
 
+# models_usd MODEL EXTRA [MODEL EXTRA]...: one request of each MODEL, with the
+# members EXTRA, one after the other through a new proxy; then the record's
+# [model, usd] of each model
+models_usd() {
+	start_recorded
+	while [ $# -ge 2 ]; do
+		clients 1 "" 100 "$1" true "$2"
+		shift 2
+	done
+	stop_proxy
+	jq -c '[.usage.models[] | [.model, .usd]]' "$T/record.json"
+}
+
 # million_usage [FIELDS]: a usage of 1,000,000 tokens in and 1,000,000 out, with FIELDS
 # (JSON members) beside them
 million_usage() {
@@ -794,18 +811,17 @@ million_usage() {
 
 @test "spend: US-only inference asked for (an inference_geo other than global, in any spelling) is charged 1.1 times" {
 	api "{\"usage\":$(million_usage)}"
-	start_recorded
-	clients 1 "" 100 claude-opus-4-6 true '"inference_geo":"us"'
-	clients 1 "" 100 claude-opus-4-7 true '"inference_geo":"global"'
-	clients 1 "" 100 claude-opus-4-8 true '"inference_geo":"\u0075s"'
-	clients 1 "" 100 claude-sonnet-4-6 true '"inference_geo":"global","inference_geo":"eu"'
-	clients 1 "" 100 claude-opus-5 true '"inference_geo":["us"]'
-	clients 1 "" 100 claude-sonnet-4-5 true '"inference_geo":"us"'
-	stop_proxy
+	models_usd claude-opus-4-6 '"inference_geo":"us"' \
+		claude-opus-4-7 '"inference_geo":"global"' \
+		claude-opus-4-8 '"inference_geo":"\u0075s"' \
+		claude-sonnet-4-6 '"inference_geo":"global","inference_geo":"eu"' \
+		claude-opus-5 '"inference_geo":["us"]' \
+		claude-sonnet-4-5 '"inference_geo":"us"' >"$T/usd"
 	# 5 + 25 USD at 1.1 (every kind of token), but "global"; an unknown value or one that
-	# cannot be read is charged as "us"; Sonnet 4.5's row says its US price is the standard one
-	run jq -c '[.usage.models[] | [.model, .usd]]' "$T/record.json"
-	assert_output '[["claude-opus-4-6",33],["claude-opus-4-7",30],["claude-opus-4-8",33],["claude-sonnet-4-6",19.8],["claude-opus-5",33],["claude-sonnet-4-5",18]]'
+	# cannot be read is charged as "us"; Sonnet 4.5's row says its US price is the standard
+	# one (for this prompt of 1,000,000 tokens, its long-context price: 6 + 22.50)
+	run cat "$T/usd"
+	assert_output '[["claude-opus-4-6",33],["claude-opus-4-7",30],["claude-opus-4-8",33],["claude-sonnet-4-6",19.8],["claude-opus-5",33],["claude-sonnet-4-5",28.5]]'
 }
 
 @test "spend: US-only inference the answer's usage reports (a workspace's default) is charged 1.1 times, from the event that says so" {
@@ -831,19 +847,19 @@ million_usage() {
 @test "spend: an answer the Priority Tier served (usage.service_tier other than standard) is charged at the table's top price" {
 	api "{\"usage\":$(million_usage '"service_tier":"priority"')}"
 	start_recorded
-	clients 1 "" 100 claude-sonnet-4-5 true
+	clients 1 "" 100 claude-sonnet-4-6 true
 	stop_proxy
 	# its price per token is the capacity commitment's, which aibox cannot know: 60 + 225 USD
 	run jq -c '[.usage.models[] | [.model, .usd, .priced]]' "$T/record.json"
-	assert_output '[["claude-sonnet-4-5",285,false]]'
+	assert_output '[["claude-sonnet-4-6",285,false]]'
 	stop_fake_api
 	rm -rf "$T/rec"
 	api "{\"usage\":$(million_usage '"service_tier":"standard"')}"
 	start_recorded --log "$T/proxy2.log"
-	clients 1 "" 100 claude-sonnet-4-5 true
+	clients 1 "" 100 claude-sonnet-4-6 true
 	stop_proxy
 	run jq -c '[.usage.models[] | [.model, .usd, .priced]]' "$T/record.json"
-	assert_output '[["claude-sonnet-4-5",18,true]]'
+	assert_output '[["claude-sonnet-4-6",18,true]]'
 }
 
 @test "spend: once an answer came from the Priority Tier, requests in flight are reserved at the top price: a cap is passed by one answer" {
@@ -870,4 +886,16 @@ million_usage() {
 	stop_proxy
 	run jq -c '[.usage.models[] | [.model, .usd]]' "$T/record.json"
 	assert_output '[["claude-sonnet-4-5-20250929",24.9],["claude-sonnet-4",24.9],["claude-sonnet-4-6",16.2]]'
+}
+
+@test "spend: hostile: a top-level key in another case, or with a letter a JSON reader may fold to ASCII, is unreadable: priced as fast and US-only" {
+	# A JSON reader that matches keys without case (Go's encoding/json, with Unicode
+	# folding: U+017F folds to s, U+212A to k) reads "SPEED" and "ſpeed" as speed
+	api "{\"usage\":$(million_usage)}"
+	models_usd claude-opus-5-5 '"SPEED":"fast"' claude-opus-5 '"ſpeed":"fast"' \
+		claude-opus-4-8 '"Inference_Geo":"us"' >"$T/usd"
+	# (8 + 40) x 1.1, (10 + 50) x 1.1, and Opus 4.8's fast mode, at the top price:
+	# (60 + 225) x 1.1 USD
+	run cat "$T/usd"
+	assert_output '[["claude-opus-5-5-fast",52.8],["claude-opus-5-fast",66],["claude-opus-4-8-fast",313.5]]'
 }

@@ -353,6 +353,43 @@ static int rq_key_unbounds(const char *k)
 	       !strcmp(k, "context_management");
 }
 
+/*
+ * The key k as a JSON reader that matches keys without case may read it
+ * (Go's encoding/json does, with Unicode's simple folding): ASCII letters in
+ * lower case, U+017F (long s) as s and U+212A (Kelvin sign) as k, the two
+ * letters past ASCII that fold to one.  Into out, of n bytes.
+ */
+static void key_fold(const char *k, char *out, size_t n)
+{
+	size_t o = 0;
+
+	while (*k && o + 1 < n) {
+		if (!strncmp(k, "\xc5\xbf", 2)) {
+			out[o++] = 's';
+			k += 2;
+		} else if (!strncmp(k, "\xe2\x84\xaa", 3)) {
+			out[o++] = 'k';
+			k += 3;
+		} else {
+			out[o++] = (char)(*k >= 'A' && *k <= 'Z' ? *k + 32 : *k);
+			k++;
+		}
+	}
+	out[o] = '\0';
+}
+
+/* 1 when the top-level key k is one the scanner reads or that unbounds the prompt. */
+static int rq_key_known(const char *k)
+{
+	static const char *const keys[] = {"max_tokens", "model",         "tools",
+	                                   "speed",      "inference_geo", "service_tier"};
+
+	for (size_t i = 0; i < ARRAY_SIZE(keys); i++)
+		if (!strcmp(k, keys[i]))
+			return 1;
+	return rq_key_unbounds(k);
+}
+
 void usage_req_init(struct usage_req *r)
 {
 	memset(r, 0, sizeof(*r));
@@ -374,10 +411,13 @@ static void rq_tok_start(struct usage_req *r)
 
 static void rq_key_done(struct usage_req *r)
 {
+	char fold[sizeof(r->tok)];
+
 	r->tok[r->tok_len] = '\0';
 	r->field = RQ_OTHER;
-	if (r->tok_esc) {
-		/* It may spell any of them. */
+	key_fold(r->tok, fold, sizeof(fold));
+	if (r->tok_esc || (strcmp(fold, r->tok) && rq_key_known(fold))) {
+		/* It may spell any of them (an escape), or be read as one (a case). */
 		r->mt_state = r->model_state = -1;
 		r->unbounded = r->fast = r->geo = r->tier_any = 1;
 	} else if (r->tok_over) {
@@ -404,14 +444,16 @@ static void rq_key_done(struct usage_req *r)
 static void rq_deep_key_done(struct usage_req *r)
 {
 	int whole = r->dk_len < sizeof(r->dk) - 1;
+	char fold[sizeof(r->dk)];
 
 	r->dk[r->dk_len] = '\0';
 	r->dk_on = 0;
+	key_fold(r->dk, fold, sizeof(fold));
 	if (r->dk_esc)
 		r->unbounded = 1;
-	else if (whole && rq_key_unbounds(r->dk))
+	else if (whole && rq_key_unbounds(fold))
 		r->unbounded = 1;
-	else if (whole && r->sect == RQ_TOOLS && r->depth == 3 && !strcmp(r->dk, "type"))
+	else if (whole && r->sect == RQ_TOOLS && r->depth == 3 && !strcmp(fold, "type"))
 		r->unbounded = 1; /* tools[i].type: a server tool (or "custom", the same) */
 }
 

@@ -167,7 +167,9 @@ void usage_tokens_add(struct usage_tokens *t, const struct usage_tokens *d);
  * "max_tokens" and "model", and whether the body bounds its prompt, with a
  * few bytes of state (no copy of the body).  Where it cannot read what the
  * API would, it says "unreadable", which charges more, never less: a
- * top-level key or a model spelled with an escape, a max_tokens that is not
+ * top-level key or a model spelled with an escape, a key that a JSON reader
+ * matching keys without case may read as one the scanner reads (another
+ * case; U+017F or U+212A, which fold to s and k): as an escape, a max_tokens that is not
  * plain digits, a field given twice with different values (max_tokens: the
  * largest counts).  A body that is not one UTF-8 JSON object (a control
  * byte JSON has no place for, as UTF-16 and UTF-32 have; a byte order mark;
