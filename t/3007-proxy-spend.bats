@@ -899,3 +899,20 @@ million_usage() {
 	run cat "$T/usd"
 	assert_output '[["claude-opus-5-5-fast",52.8],["claude-opus-5-fast",66],["claude-opus-4-8-fast",313.5]]'
 }
+
+@test "spend: once an answer came from the Priority Tier, an answer whose usage was never read is charged at the top price" {
+	# the first answer says priority; the second, over 4 MiB, is never read: its
+	# output and prompt are charged as its reservation bounds them, at the price it
+	# was reserved at: 1,000,000 x 120 (the top 1-hour cache write) + 100 x 225 USD
+	# per million, on top of the first's 10 x 60 + 10 x 225
+	jq -cn '("x" * (5 * 1024 * 1024)) as $x | {usage: {input_tokens: 10, output_tokens: 10, service_tier: "priority"}, turns: [{text: "a"}, {raw: [
+		"{\"type\":\"message\",\"model\":\"claude-sonnet-4-6\",\"content\":[{\"type\":\"text\",\"text\":\"\($x)\"}],\"usage\":{\"input_tokens\":900000,\"output_tokens\":100,\"service_tier\":\"priority\"}}"]}]}' >"$T/script.json"
+	api "$(cat "$T/script.json")"
+	start_recorded
+	# the second a turn later (the fake API's second turn), with a server tool
+	for extra in '' '"tools":[{"type":"web_fetch_20250910","name":"web_fetch"}],"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"a"},{"role":"user","content":"go on"}]'; do
+		clients 1 "" 100 claude-sonnet-4-6 false "$extra"
+	done
+	stop_proxy
+	[ "$(usage '[.nano_usd, .requests, .skipped]')" = '[120025350000,2,1]' ]
+}

@@ -117,7 +117,7 @@ static const char *conn_model(struct conn *c)
  */
 static unsigned answer_flags(struct conn *c)
 {
-	unsigned f = c->us ? usage_stream_flags(c->us) : 0;
+	unsigned f = (c->us ? usage_stream_flags(c->us) : 0) | c->unread_flags;
 
 	if (!c->req_done || usage_req_geo(&c->rq))
 		f |= USAGE_PRICE_GEO;
@@ -444,7 +444,8 @@ void px_spend_body_done(struct conn *c)
  * a bound hit, or a body too large to read; an answer other than 2xx costs
  * nothing): its output is charged as its max_tokens, and its input, when no
  * usage of it was read at all, as prompt_bound() (USAGE_PROMPT_UNREAD for a
- * body that does not bound it).  Then its reservation ends.
+ * body that does not bound it), all of it then at the price it was reserved
+ * at (reserve_flags()).  Then its reservation ends.
  */
 static void settle(struct conn *c)
 {
@@ -463,6 +464,8 @@ static void settle(struct conn *c)
 			t.n[USAGE_OUTPUT] = max;
 		w = t;
 		if (!c->us_counted) {
+			/* nothing of its usage came: at the price it was reserved at */
+			c->unread_flags = reserve_flags(c);
 			usage_price_for(px->cfg->prices, model, answer_flags(c), &p);
 			cost_with_input(&p, &t, prompt_bound(c, USAGE_PROMPT_UNREAD), &w);
 		}

@@ -164,7 +164,7 @@ void px_reset_request(struct conn *c)
 	c->paid = c->us_counted = c->us_final = 0;
 	memset(&c->req_tokens, 0, sizeof(c->req_tokens));
 	c->req_nano = c->iter_nano = 0;
-	c->price_flags = 0;
+	c->price_flags = c->unread_flags = 0;
 	memset(c->it_flags, 0, sizeof(c->it_flags));
 	c->req_model[0] = '\0';
 	usage_req_init(&c->rq);

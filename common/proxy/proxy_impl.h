@@ -173,9 +173,10 @@ struct conn {
 	char req_model[USAGE_MODEL_MAX + 1];
 	char fast_model[USAGE_MODEL_MAX + 1]; /* count_model()'s name for a fast request */
 	unsigned price_flags;                 /* USAGE_PRICE_* its usage was counted at */
-	unsigned it_flags[USAGE_ITERATIONS];  /* and each of its iterations' */
-	struct usage_req rq;                  /* the request's body, read as it is forwarded */
-	int admitted;                         /* forwarded under the caps: holds a reservation */
+	unsigned unread_flags; /* settled with no usage read: reserve_flags(), its price since */
+	unsigned it_flags[USAGE_ITERATIONS]; /* and each of its iterations' */
+	struct usage_req rq;                 /* the request's body, read as it is forwarded */
+	int admitted;                        /* forwarded under the caps: holds a reservation */
 	uint64_t resv;      /* what it may still cost (its share of px->reserved) */
 	int charged_max;    /* its final usage never came: charged its max_tokens (2: and
 	                       its prompt, none of its input having come either) */
