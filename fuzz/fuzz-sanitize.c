@@ -35,7 +35,7 @@ static void check_clean(const char *s, size_t n)
 			abort();
 		if (cp >= 0x80 && cp <= 0x9F)
 			abort();
-		if (utf8_is_format(cp) || cp == 0x2028 || cp == 0x2029)
+		if (utf8_is_hidden(cp) || cp == 0x2028 || cp == 0x2029)
 			abort();
 		i += (size_t)r;
 	}

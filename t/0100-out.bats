@@ -12,9 +12,9 @@ no_controls() {
 		iconv -f UTF-8 -t UTF-8 "$1" >/dev/null
 }
 
-# no_format FILE: no format character (test-prompt format-chars), no U+2028 or U+2029
+# no_format FILE: no hidden character (test-prompt hidden-chars), no U+2028 or U+2029
 no_format() {
-	test-prompt format-chars >"$BATS_TEST_TMPDIR/cf"
+	test-prompt hidden-chars >"$BATS_TEST_TMPDIR/cf"
 	python3 - "$1" "$BATS_TEST_TMPDIR/cf" <<-'EOF'
 		import sys
 		bad = {int(l, 16) for l in open(sys.argv[2])} | {0x2028, 0x2029}
@@ -110,10 +110,11 @@ no_format() {
 	run bash -c "printf '\xd8\x80\xe1\xa0\x8e\xef\xbf\xbb\xf0\x91\x82\xbd\xf0\x93\x90\xbf\xf0\x9d\x85\xba' | test-prompt sanitize"
 	assert_success
 	assert_output "<U+0600><U+180E><U+FFFB><U+110BD><U+1343F><U+1D17A>"
-	# their neighbours are ordinary characters and pass: U+200A, U+2065 (unassigned), U+E0080
-	run bash -c "printf 'a\xe2\x80\x8ab\xe2\x81\xa5c\xf3\xa0\x82\x80d' | test-prompt sanitize"
+	# their neighbours are ordinary characters and pass: U+200A, U+2801, U+E1000
+	# (U+2065 and U+E0080, unassigned, are default-ignorable: the next test)
+	run bash -c "printf 'a\xe2\x80\x8ab\xe2\xa0\x81c\xf3\xa1\x80\x80d' | test-prompt sanitize"
 	assert_success
-	assert_output "$(printf 'a\xe2\x80\x8ab\xe2\x81\xa5c\xf3\xa0\x82\x80d')"
+	assert_output "$(printf 'a\xe2\x80\x8ab\xe2\xa0\x81c\xf3\xa1\x80\x80d')"
 	# a tab after an escape goes to the next stop counted in what is shown
 	run bash -c "printf '\xe2\x80\x8b\tx' | test-prompt sanitize"
 	assert_success
@@ -130,6 +131,53 @@ no_format() {
 	printf '%s\n' "$output" >got
 	diff want got
 	[ "$(wc -l <got)" -eq 170 ]
+}
+
+@test "out: default-ignorable characters and U+2800 are shown as <U+XXXX>, never passed on" {
+	# variation selectors 1, 16, 17 and 256, after a letter as an emoji's would be
+	run bash -c "printf 'a\xef\xb8\x80b\xef\xb8\x8fc\xf3\xa0\x84\x80d\xf3\xa0\x87\xafe' | test-prompt sanitize"
+	assert_success
+	assert_output "a<U+FE00>b<U+FE0F>c<U+E0100>d<U+E01EF>e"
+	# the combining grapheme joiner, the Hangul fillers, the braille blank
+	run bash -c "printf 'a\xcd\x8fb\xe1\x85\x9fc\xe1\x85\xa0d\xe3\x85\xa4e\xef\xbe\xa0f\xe2\xa0\x80g' | test-prompt sanitize"
+	assert_success
+	assert_output "a<U+034F>b<U+115F>c<U+1160>d<U+3164>e<U+FFA0>f<U+2800>g"
+	# Khmer's inherent vowels, Mongolian's free variation selectors, the reserved
+	# default-ignorable code points (U+2065, U+FFF0, U+E0000, U+E0FFF)
+	run bash -c "printf '\xe1\x9e\xb4\xe1\xa0\x8b\xe1\xa0\x8f\xe2\x81\xa5\xef\xbf\xb0\xf3\xa0\x80\x80\xf3\xa0\xbf\xbf' | test-prompt sanitize"
+	assert_success
+	assert_output "<U+17B4><U+180B><U+180F><U+2065><U+FFF0><U+E0000><U+E0FFF>"
+	# what a hidden payload in variation selectors would carry is seen
+	python3 -c 'import sys; sys.stdout.write("ok" + "".join(chr(0xE0100 + b) for b in b"rm -rf ~"))' >in
+	run test-prompt sanitize <in
+	assert_output "ok<U+E0172><U+E016D><U+E0120><U+E012D><U+E0172><U+E0166><U+E0120><U+E017E>"
+}
+
+@test "out: the hidden characters are Cf, Default_Ignorable_Code_Point and U+2800, every one" {
+	data=/usr/share/unicode/UnicodeData.txt
+	props=/usr/share/unicode/DerivedCoreProperties.txt
+	[ -r "$data" ] && [ -r "$props" ] || skip "no $data or $props (Debian's unicode-data)"
+	grep -q '^1343F;' "$data" || skip "$data is older than Unicode 15"
+	python3 - "$data" "$props" >want <<-'PY'
+		import sys
+		want = {0x2800}
+		for line in open(sys.argv[1]):
+		    f = line.split(";")
+		    if f[2] == "Cf":
+		        want.add(int(f[0], 16))
+		for line in open(sys.argv[2]):
+		    f = line.split("#")[0].split(";")
+		    if len(f) == 2 and f[1].strip() == "Default_Ignorable_Code_Point":
+		        a, _, b = f[0].strip().partition("..")
+		        want.update(range(int(a, 16), int(b or a, 16) + 1))
+		print("\n".join("%04X" % c for c in sorted(want)))
+	PY
+	run test-prompt hidden-chars
+	assert_success
+	printf '%s\n' "$output" >got
+	diff want got
+	# the Cf, the default-ignorable ones outside Cf, U+2800
+	[ "$(wc -l <got)" -eq $((170 + 4174 - 138 + 1)) ]
 }
 
 @test "out: U+2028 and U+2029 are line breaks, each new line with its prefix" {
@@ -194,7 +242,7 @@ on_terminal() {
 @test "out: hostile bytes of every kind give clean UTF-8 lines" {
 	head -c 65536 /dev/urandom >random
 	# and valid UTF-8 thick with the characters to hide
-	python3 -c 'import random,sys; sys.stdout.write("".join(chr(random.choice([0x200b,0x2028,0x2029,0xfeff,0xe0001,0xe0041,0x202e,0x2066,0x9b,0x1b,0x41,0x0a])) for _ in range(20000)))' >>random
+	python3 -c 'import random,sys; sys.stdout.write("".join(chr(random.choice([0x200b,0x2028,0x2029,0xfeff,0xe0001,0xe0041,0x202e,0x2066,0xfe0f,0xe0100,0x34f,0x3164,0x2800,0x9b,0x1b,0x41,0x0a])) for _ in range(20000)))' >>random
 	TZ=UTC test-prompt lines vm abcdef 0 <random >out
 	no_controls out
 	no_format out

@@ -149,7 +149,7 @@ void out_sanitize(struct buf *out, const char *s, size_t n)
 			col = 0;
 			continue;
 		}
-		if (utf8_is_format(cp)) {
+		if (utf8_is_hidden(cp)) {
 			size_t before = out->len;
 
 			/* invisible, or able to reorder what follows: shown, never passed */

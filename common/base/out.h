@@ -37,13 +37,15 @@
  *   OSC, DCS, SOS, PM and APC take their payload with them;
  * - the line and paragraph separators U+2028 and U+2029 are line breaks
  *   ("\n");
- * - every format character (utf8_is_format(): Unicode's category Cf, the
- *   bidi embeddings, overrides, isolates and marks, zero-width spaces and
- *   joiners, the byte order mark, soft hyphen, the tag characters, ...)
- *   becomes the ASCII text "<U+XXXX>" (4 to 6 uppercase hex digits): they
- *   are invisible or make text read differently from what it is, and a
- *   hidden one must not pass into what the user reads or copies, nor go
- *   unseen;
+ * - every format character (Unicode's category Cf: the bidi embeddings,
+ *   overrides, isolates and marks, zero-width spaces and joiners, the byte
+ *   order mark, soft hyphen, the tag characters, ...), every other
+ *   default-ignorable one (the variation selectors, the combining grapheme
+ *   joiner, the Hangul fillers, ...) and U+2800 BRAILLE PATTERN BLANK
+ *   (utf8_is_hidden()) becomes the ASCII text "<U+XXXX>" (4 to 6 uppercase
+ *   hex digits): they are invisible or make text read differently from what
+ *   it is, and a hidden one must not pass into what the user reads or
+ *   copies, nor go unseen;
  * - ill-formed UTF-8 (overlong forms, surrogates, > U+10FFFF, stray or
  *   missing continuation bytes) becomes U+FFFD, one per maximal subpart.
  */

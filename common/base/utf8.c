@@ -110,9 +110,11 @@ int utf8_valid(const char *s, size_t n, size_t *bad)
  *	awk -F';' '$3 == "Cf" { print $1 }' UnicodeData.txt
  * and consecutive code points joined.
  */
-static const struct {
+struct range {
 	uint32_t first, last;
-} format_chars[] = {
+};
+
+static const struct range format_chars[] = {
     {0x00AD, 0x00AD},   {0x0600, 0x0605},   {0x061C, 0x061C},   {0x06DD, 0x06DD},
     {0x070F, 0x070F},   {0x0890, 0x0891},   {0x08E2, 0x08E2},   {0x180E, 0x180E},
     {0x200B, 0x200F},   {0x202A, 0x202E},   {0x2060, 0x2064},   {0x2066, 0x206F},
@@ -121,19 +123,46 @@ static const struct {
     {0xE0020, 0xE007F},
 };
 
-int utf8_is_format(uint32_t cp)
+/*
+ * Default_Ignorable_Code_Point of Unicode 15.0, from its
+ * DerivedCoreProperties.txt (Debian's unicode-data 15.0.0), as inclusive
+ * ranges in order: what a renderer that does not support a character of the
+ * set shows as nothing.  t/0100-out.bats compares utf8_is_hidden() with that
+ * file and UnicodeData.txt when the machine has them.
+ */
+static const struct range ignorable_chars[] = {
+    {0x00AD, 0x00AD},   {0x034F, 0x034F},   {0x061C, 0x061C}, {0x115F, 0x1160}, {0x17B4, 0x17B5},
+    {0x180B, 0x180F},   {0x200B, 0x200F},   {0x202A, 0x202E}, {0x2060, 0x206F}, {0x3164, 0x3164},
+    {0xFE00, 0xFE0F},   {0xFEFF, 0xFEFF},   {0xFFA0, 0xFFA0}, {0xFFF0, 0xFFF8}, {0x1BCA0, 0x1BCA3},
+    {0x1D173, 0x1D17A}, {0xE0000, 0xE0FFF},
+};
+
+/* Is cp in one of the n ranges of r (in order, apart)?  1 or 0. */
+static int in_ranges(const struct range *r, size_t n, uint32_t cp)
 {
-	size_t lo = 0, hi = sizeof(format_chars) / sizeof(format_chars[0]);
+	size_t lo = 0, hi = n;
 
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
 
-		if (cp < format_chars[mid].first)
+		if (cp < r[mid].first)
 			hi = mid;
-		else if (cp > format_chars[mid].last)
+		else if (cp > r[mid].last)
 			lo = mid + 1;
 		else
 			return 1;
 	}
 	return 0;
+}
+
+int utf8_is_format(uint32_t cp)
+{
+	return in_ranges(format_chars, sizeof(format_chars) / sizeof(format_chars[0]), cp);
+}
+
+int utf8_is_hidden(uint32_t cp)
+{
+	/* U+2800 BRAILLE PATTERN BLANK: a blank that is neither a space nor ignorable */
+	return utf8_is_format(cp) || cp == 0x2800 ||
+	       in_ranges(ignorable_chars, sizeof(ignorable_chars) / sizeof(ignorable_chars[0]), cp);
 }

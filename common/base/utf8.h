@@ -37,8 +37,21 @@ int utf8_valid(const char *s, size_t n, size_t *bad);
  * hyphen, zero-width space and joiners, the bidi marks, embeddings,
  * overrides and isolates, the byte order mark, the tag characters
  * U+E0001 and U+E0020..U+E007F, ...)?  Most are invisible: the output
- * sanitizer shows them (common/base/out.h).  1 or 0.
+ * sanitizer shows them (utf8_is_hidden()).  1 or 0.
  */
 int utf8_is_format(uint32_t cp);
+
+/*
+ * Is cp a character that a terminal may show as nothing, or as a blank that
+ * is no space: a format character (utf8_is_format()), a
+ * Default_Ignorable_Code_Point of Unicode 15.0 (the variation selectors
+ * U+FE00..U+FE0F and U+E0100..U+E01EF, the combining grapheme joiner U+034F,
+ * the Hangul fillers U+115F, U+1160, U+3164 and U+FFA0, Khmer's inherent
+ * vowels, Mongolian's free variation selectors, and the code points reserved
+ * as ignorable: U+2065, U+FFF0..U+FFF8, U+E0000..U+E0FFF), or U+2800
+ * BRAILLE PATTERN BLANK?  What the output sanitizer shows as <U+XXXX>
+ * (common/base/out.h).  1 or 0.
+ */
+int utf8_is_hidden(uint32_t cp);
 
 #endif

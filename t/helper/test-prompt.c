@@ -13,6 +13,7 @@
  *   test-prompt sanitize < text             out_sanitize() of stdin to stdout
  *   test-prompt format-chars                each code point utf8_is_format()
  *       holds, as 4 to 6 uppercase hex digits, one a line
+ *   test-prompt hidden-chars                the same for utf8_is_hidden()
  *   test-prompt lines SOURCE ID [EPOCH] < text
  *       out_write() (or out_format() at EPOCH, written as one block) to stdout;
  *       ID "-" means none
@@ -163,6 +164,12 @@ int main(int argc, char **argv)
 	if (!strcmp(argv[1], "format-chars")) {
 		for (uint32_t cp = 0; cp <= 0x10FFFF; cp++)
 			if (utf8_is_format(cp))
+				printf("%04" PRIX32 "\n", cp);
+		return 0;
+	}
+	if (!strcmp(argv[1], "hidden-chars")) {
+		for (uint32_t cp = 0; cp <= 0x10FFFF; cp++)
+			if (utf8_is_hidden(cp))
 				printf("%04" PRIX32 "\n", cp);
 		return 0;
 	}
