@@ -532,6 +532,22 @@ EOF
 	refute_output --partial root
 }
 
+@test "tasks log: a last transcript line over the bound without its newline is named, not dropped" {
+	mk_task 20260101-100000-aaaaaa 'x'
+	record 20260101-100000-aaaaaa finished 0
+	{
+		printf '{"type":"assistant","message":{"content":[{"type":"text","text":"before"}]}}\n'
+		# 2 MiB and no newline: the file ends inside the line (the results' cap cut it)
+		printf '{"type":"assistant","message":{"content":[{"type":"text","text":"'
+		head -c 2097152 /dev/zero | tr '\0' a
+	} >"$TK/20260101-100000-aaaaaa/transcript.jsonl"
+	run timeout 20 aibox tasks log aaaaaa
+	assert_success
+	assert_line --index 0 "before"
+	assert_line --index 1 "[a line of $((65 + 2097152)) bytes without its end, not shown]"
+	[ "${#lines[@]}" -eq 2 ]
+}
+
 @test "tasks log: a running task shows its live lines from aibox.log; -f follows them until it ends" {
 	mk_task 20260101-100000-aaaaaa 'x'
 	hold_lock "$TK/20260101-100000-aaaaaa.lock"

@@ -133,7 +133,10 @@ static int show_transcript(struct logger *l, int only_end)
 				flush_out(l);
 		}
 	}
-	if (line.len)
+	/* the file ends inside a line (the results' cap may have cut it): say so */
+	if (long_line)
+		buf_addf(&l->out, "[a line of %zu bytes without its end, not shown]\n", skipped);
+	else if (line.len)
 		transcript_render_filtered(line.buf, line.len, only_end, &l->out);
 	flush_out(l);
 	close(fd);
