@@ -107,6 +107,31 @@ session() {
 	[ "$(cat "$T/count")" -gt $((24 << 20)) ] || fail "the pipe got $(cat "$T/count") bytes"
 }
 
+@test "session: attempts sharing one file keep 16 MiB of the VM's lines in it together, not 16 MiB each" {
+	$MKTAR result.json:size=2 >results.tar
+	forced "cat >/dev/null; yes \"\$(head -c 100 /dev/zero | tr '\\0' y)\" | head -c 24M >&2; cat $T/results.tar"
+	mkdir out2 out3
+	# two at once, one open file between them as the attempts of a group have (nohup.out)
+	{
+		# shellcheck disable=SC2046
+		test-task session --user "$(id -un)" --timeout-ms 60000 --idle-ms 10000 keys out -- $(SSHD_ARGV) >out1.txt &
+		# shellcheck disable=SC2046
+		test-task session --user "$(id -un)" --timeout-ms 60000 --idle-ms 10000 keys out2 -- $(SSHD_ARGV) >out2.txt &
+		wait
+	} 2>"$T/err.txt"
+	run cat out1.txt out2.txt
+	assert_output "$(printf 'ok exit 0 result.json 2\nok exit 0 result.json 2')"
+	size=$(stat -c %s "$T/err.txt")
+	[ "$size" -le $(((16 << 20) + 8192)) ] || fail "the file has $size bytes"
+	[ "$(grep -c "lines past 16 MiB are left out of this output" "$T/err.txt")" -eq 2 ]
+	# one that starts later, given the group's start (0 bytes), adds only its line
+	# shellcheck disable=SC2046
+	test-task session --user "$(id -un)" --timeout-ms 60000 --idle-ms 10000 --err-base 0 keys out3 -- $(SSHD_ARGV) >/dev/null 2>>"$T/err.txt"
+	[ "$(stat -c %s "$T/err.txt")" -le $((size + 200)) ] || fail "the file has $(stat -c %s "$T/err.txt") bytes"
+	run tail -n 1 "$T/err.txt"
+	assert_output --regexp '^[0-9:]{8} aibox\[259e07\]: the VM'"'"'s lines past 16 MiB are left out of this output \(a file\)$'
+}
+
 @test "session: a guest that goes silent ends in the idle timeout" {
 	forced "cat >/dev/null; echo started >&2; sleep 1; echo \$PPID >$T/stalled.pid; echo \$\$ >$T/script.pid; kill -STOP \$PPID; sleep 30"
 	run test-task session --user "$(id -un)" --timeout-ms 60000 --idle-ms 3000 keys out -- $(SSHD_ARGV)

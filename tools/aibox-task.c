@@ -824,6 +824,7 @@ static void run_vm(struct task *t, struct buf *secrets, struct vm_outcome *o)
 	v.keys = &t->keys;
 	v.result_fds = t->result_fds;
 	v.aibox_log_fd = t->aibox_log_fd;
+	v.err_base = t->o.err_base;
 	v.tphase = &t->tphase;
 	v.timeout_ms = (long)t->o.timeout_ms;
 	v.idle_ms = session_idle;
@@ -1405,6 +1406,7 @@ static int run_group(struct task *t, int n, int cpus, int argc, char **argv)
 		    "(--attempts 1)");
 	g.n = n;
 	g.cpus = cpus;
+	g.err_base = t->o.err_base; /* one cap for the stderr they share */
 	g.self = "/proc/self/exe";
 	g.argv = argv + 1;
 	g.argc = argc - 1;
@@ -1473,6 +1475,13 @@ int main(int argc, char **argv)
 	t.cont = (struct task_continue)TASK_CONTINUE_INIT;
 	t.shares = (struct shares)SHARES_INIT;
 	parse_args(&t.o, argc, argv);
+	if (t.o.err_base < 0) {
+		struct stat st;
+
+		/* The VM's lines' cap in a file as stderr counts from here (task_session.h). */
+		t.o.err_base =
+		    fstat(2, &st) == 0 && S_ISREG(st.st_mode) ? (long long)st.st_size : 0;
+	}
 	if (t.o.slurm_node)
 		return slurm_node(&t);
 	if (t.o.slurm_check)

@@ -63,6 +63,10 @@ static int start_attempt(struct task_group *g, struct task_group_attempt *a,
 		strvec_push(&a->sp.args, "--cpus");
 		strvec_pushf(&a->sp.args, "%d", g->cpus);
 	}
+	if (g->err_base >= 0) {
+		strvec_push(&a->sp.args, "--err-base");
+		strvec_pushf(&a->sp.args, "%lld", g->err_base);
+	}
 	for (int i = 0; i < g->argc; i++)
 		strvec_push(&a->sp.args, g->argv[i]);
 	a->sp.in = SPAWN_PIPE;

@@ -38,8 +38,11 @@ struct task_group {
 	const char *self;          /* the program each attempt runs */
 	char *const *argv;         /* what each attempt gets after --attempt-of GROUP */
 	int argc;
-	int cpus; /* > 0: each attempt gets --cpus CPUS first (task_group_cpus()) */
-	int json; /* an attempt's first line (its folder) is kept, not handed on */
+	int cpus;           /* > 0: each attempt gets --cpus CPUS first (task_group_cpus()) */
+	long long err_base; /* each attempt gets --err-base ERR_BASE: the size of the
+	                       stderr they share when the group started, where its
+	                       one cap on the VM's lines counts from (task_session.h) */
+	int json;           /* an attempt's first line (its folder) is kept, not handed on */
 	volatile sig_atomic_t *stop; /* a signal to pass on when nonzero (reset to 0), or NULL */
 	/* Each whole line of an attempt's stdout that is handed on, with its '\n'. */
 	void (*line_out)(void *ctx, const char *s, size_t n);

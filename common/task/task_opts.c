@@ -1,5 +1,6 @@
 /* aibox task's command line (common/task/task_opts.h). */
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 
 #include "base/buf.h"
@@ -30,7 +31,8 @@ enum {
 	O_DETACH,
 	O_SLURM_CHECK,
 	O_ATTEMPTS,
-	O_ATTEMPT_OF
+	O_ATTEMPT_OF,
+	O_ERR_BASE
 };
 
 const struct opt_spec task_opts_table[] = {
@@ -62,6 +64,7 @@ const struct opt_spec task_opts_table[] = {
     {"attempts", 0, OPT_TEXT, "N", O_ATTEMPTS,
      "run N attempts (1 to 8) side by side, one folder each"},
     {"attempt-of", 0, OPT_TEXT, "GROUP", O_ATTEMPT_OF, NULL},
+    {"err-base", 0, OPT_TEXT, "BYTES", O_ERR_BASE, NULL},
     {NULL, 0, 0, NULL, 0, NULL},
 };
 
@@ -165,6 +168,7 @@ static int set_amount(struct task_opts *o, int opt, const char *v, struct buf *e
 {
 	struct buf reason = BUF_INIT;
 	int ret = 0;
+	long n = 0;
 
 	switch (opt) {
 	case O_TIMEOUT:
@@ -182,6 +186,13 @@ static int set_amount(struct task_opts *o, int opt, const char *v, struct buf *e
 			buf_addf(err, "--attempts: %s", reason.buf);
 			ret = -EINVAL;
 		}
+		break;
+	case O_ERR_BASE:
+		if (parse_long(v, 0, LONG_MAX, &n) < 0) {
+			buf_addf(err, "--err-base: '%s' is not a size", v);
+			ret = -EINVAL;
+		}
+		o->err_base = n;
 		break;
 	case O_CPUS:
 		if (parse_cpus(v, &o->cpus, &reason) < 0) {
@@ -202,6 +213,7 @@ int task_opts_parse(struct task_opts *o, int argc, char **argv, struct buf *err)
 	int opt, ret;
 
 	o->timeout_ms = TASK_OPTS_DEFAULT_TIMEOUT_MS;
+	o->err_base = -1;
 	/* The words, in order: at most argc of them, NULL-terminated. */
 	o->words = xcalloc((size_t)argc + 1, sizeof(*o->words));
 	while ((opt = opt_parse(argc, argv, task_opts_table, &v, err)) != OPT_END) {

@@ -36,6 +36,9 @@ struct task_opts {
 	int attempts;            /* --attempts N (1 to ATTEMPTS_MAX), 0 not given */
 	const char *attempt_of;  /* --attempt-of GROUP: one attempt of a group (docs/tasks.md,
 	                            "Several attempts"), its prompt on stdin */
+	long long err_base;      /* --err-base BYTES: an attempt's stderr, a regular file,
+	                            had this size when its group started (task_session.h's
+	                            err_base); -1 not given */
 	char **words;            /* the prompt's words in order, NULL-terminated */
 	size_t nwords;
 };
@@ -44,7 +47,9 @@ struct task_opts {
 #define TASK_OPTS_USAGE    2 /* an unknown option or a missing value: the reason in err */
 #define TASK_OPTS_DESCRIBE 3 /* completion's question: the caller describes task_opts_table */
 
-/* aibox task's options (common/base/opt.h): --slurm-node, --slurm-check, --attempt-of are plumbing.
+/*
+ * aibox task's options (common/base/opt.h): --slurm-node, --slurm-check,
+ * --attempt-of and --err-base are plumbing.
  */
 extern const struct opt_spec task_opts_table[];
 

@@ -1,4 +1,5 @@
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -14,8 +15,10 @@ struct ctx {
 	struct task_session *s;
 	struct tar_in tar;
 	size_t log_len; /* vm lines written to log_fd */
+	int log_full;   /* log_fd got its last line */
 	int err_file;   /* err_fd is a regular file: its vm lines are capped too */
-	size_t err_len; /* vm lines written to err_fd, when err_file */
+	int err_full;   /* err_fd got its last line */
+	off_t err_base; /* err_fd's size its cap counts from */
 };
 
 static int on_stdout(void *arg, const char *data, size_t n)
@@ -26,31 +29,39 @@ static int on_stdout(void *arg, const char *data, size_t n)
 }
 
 /*
- * The vm line vm (formatted) to the file fd, *len its vm lines so far: the
- * one that takes them past LOG_CAP_BYTES (common/base/log_cap.h) is replaced
- * by the aibox line "the VM's lines past 16 MiB are left out of <where>",
- * and nothing follows it.
+ * The vm line vm (formatted) to the file fd, which has so_far bytes of its
+ * cap taken: the line that would take it past LOG_CAP_BYTES
+ * (common/base/log_cap.h) is replaced by the aibox line full, and nothing
+ * follows it (*is_full).
  */
-static void capped_line(int fd, size_t *len, const char *id, const struct buf *vm,
-                        const char *where)
+static void capped_line(int fd, size_t so_far, int *is_full, const char *id, const struct buf *vm,
+                        const char *full)
 {
 	const size_t max = (size_t)LOG_CAP_BYTES;
 
-	if (*len > max)
+	if (*is_full)
 		return;
-	*len += vm->len;
-	if (*len > max) {
-		struct buf full = BUF_INIT, b = BUF_INIT;
+	if (so_far > max || vm->len > max - so_far) {
+		struct buf b = BUF_INIT;
 
-		buf_addf(&full, "the VM's lines past %zu MiB are left out of %s", max >> 20, where);
-		out_format(&b, time(NULL), "aibox", id, full.buf, full.len);
+		*is_full = 1;
+		out_format(&b, time(NULL), "aibox", id, full, strlen(full));
 		write_all(fd, b.buf, b.len);
 		buf_release(&b);
-		buf_release(&full);
 		return;
 	}
 	/* A disk that is full must not stop the task: the line is lost. */
 	write_all(fd, vm->buf, vm->len);
+}
+
+/* What err_fd's vm lines have taken of its cap: its growth since err_base. */
+static size_t err_taken(const struct ctx *c)
+{
+	struct stat st;
+
+	if (fstat(c->s->err_fd, &st) < 0)
+		return SIZE_MAX; /* cannot tell: as full */
+	return st.st_size > c->err_base ? (size_t)(st.st_size - c->err_base) : 0;
 }
 
 static void on_stderr_line(void *arg, const char *line, size_t n)
@@ -65,9 +76,14 @@ static void on_stderr_line(void *arg, const char *line, size_t n)
 	if (!c->err_file)
 		out_write(c->s->err_fd, "vm", c->s->id, line, n);
 	else
-		capped_line(c->s->err_fd, &c->err_len, c->s->id, &vm, "this output (a file)");
-	if (c->s->log_fd > 2)
-		capped_line(c->s->log_fd, &c->log_len, c->s->id, &vm, "aibox.log");
+		capped_line(c->s->err_fd, err_taken(c), &c->err_full, c->s->id, &vm,
+		            "the VM's lines past " LOG_CAP_MIB_TEXT " are left out of this output (a file)");
+	if (c->s->log_fd > 2) {
+		capped_line(c->s->log_fd, c->log_len, &c->log_full, c->s->id, &vm,
+		            "the VM's lines past " LOG_CAP_MIB_TEXT " are left out of aibox.log");
+		if (!c->log_full)
+			c->log_len += vm.len;
+	}
 	buf_release(&vm);
 }
 
@@ -90,6 +106,7 @@ int task_session_run(struct task_session *s)
 	}
 	tar_in_init(&c.tar, s->files, RESULT_NFILES);
 	c.err_file = fstat(s->err_fd, &st) == 0 && S_ISREG(st.st_mode);
+	c.err_base = s->err_base >= 0 ? (off_t)s->err_base : c.err_file ? st.st_size : 0;
 
 	cl.fd = s->fd;
 	cl.user = s->user;

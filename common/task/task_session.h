@@ -24,7 +24,14 @@ struct task_session {
 	                        regular file (nohup.out, a detached Slurm job's
 	                        slurm.out) at most LOG_CAP_BYTES
 	                        (common/base/log_cap.h), then one line says the
-	                        rest is left out */
+	                        rest is left out: the file's own cap, counted by
+	                        its size from err_base, as the attempts of a group
+	                        (docs/tasks.md, "Several attempts") share one such
+	                        file and one cap */
+	long long err_base;  /* err_fd a regular file: its vm lines stop once they
+	                        would take it past this size + LOG_CAP_BYTES
+	                        (whoever wrote it meanwhile); -1: its size when the
+	                        session starts */
 	int log_fd;          /* when above 2, vm lines go here too (aibox.log), at
 	                        most LOG_CAP_BYTES of them, as err_fd */
 	const char *secrets; /* task_secrets_json() text, for stdin */

@@ -290,6 +290,7 @@ static void session(const struct task_vm *v, struct vm *vm, const struct files *
 	s.keys = v->keys;
 	s.id = v->id;
 	s.err_fd = 2;
+	s.err_base = v->err_base;
 	s.log_fd = v->aibox_log_fd;
 	/* What the go message carried does not come again: the stdin is empty. */
 	s.secrets = vm->secrets_sent ? "" : secrets->buf;

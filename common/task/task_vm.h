@@ -47,6 +47,7 @@ struct task_vm {
 	const struct ssh_task_keys *keys;
 	const int *result_fds; /* RESULT_NFILES of them, open (task_session.h) */
 	int aibox_log_fd;      /* aibox.log, or -1 */
+	long long err_base;    /* stderr's size its cap counts from (task_session.h) */
 	int64_t *tphase;       /* aibox.log's phase clock (task_log.h) */
 	long timeout_ms;       /* the task's timeout (the session's limit is later: task_vm.c) */
 	long idle_ms;          /* the session's silence limit; 0: 300 s */

@@ -23,8 +23,8 @@
  *	parse result.json (FILE "-" for none) and print the summary lines,
  *	"aibox: TEXT" or "vm: TEXT" (a minimal printer, for these tests only);
  *	the fetch command quoted for AIBOX_HOST_SYSTEM's shells, as aibox-task does
- *   test-task session [--user U] [--timeout-ms N] [--idle-ms N] [--env NAME=VALUE...]
- *		KEYDIR OUTDIR -- SSHD-ARGV...
+ *   test-task session [--user U] [--timeout-ms N] [--idle-ms N] [--err-base N]
+ *		[--env NAME=VALUE...] KEYDIR OUTDIR -- SSHD-ARGV...
  *	task_session_run() against SSHD-ARGV with the keys of `ssh-keys KEYDIR`,
  *	the results into OUTDIR; vm lines on stderr; "ok ..." or "failed: ..."
  *   test-task windows-quote STRING
@@ -420,7 +420,8 @@ out:
 
 static int cmd_session(int argc, char **argv)
 {
-	struct task_session ts = {.err_fd = 2, .id = "259e07", .disk_fd = -1, .stop_fd = -1};
+	struct task_session ts = {
+	    .err_fd = 2, .err_base = -1, .id = "259e07", .disk_fd = -1, .stop_fd = -1};
 	struct ssh_task_keys keys = SSH_TASK_KEYS_INIT;
 	struct guest_secret secrets[8];
 	struct buf pub = BUF_INIT, path = BUF_INIT, sec = BUF_INIT, err = BUF_INIT;
@@ -450,6 +451,9 @@ static int cmd_session(int argc, char **argv)
 			i++;
 		} else if (!strcmp(a, "--idle-ms") && !parse_long(argv[i + 1], 0, LONG_MAX, &v)) {
 			ts.idle_ms = v;
+			i++;
+		} else if (!strcmp(a, "--err-base") && !parse_long(argv[i + 1], 0, LONG_MAX, &v)) {
+			ts.err_base = v;
 			i++;
 		} else if (!strcmp(a, "--env") && nsec < 8 && strchr(argv[i + 1], '=')) {
 			char *eq = strchr(argv[++i], '=');
