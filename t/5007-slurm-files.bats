@@ -461,6 +461,63 @@ fake_sbatch_each() {
 	refute_output --partial ".group-"
 }
 
+# node_srun < BODY: a Slurm project whose srun runs BODY (sh, $id the task's
+# id) in place of the node, then fails as a job that did not start
+node_srun() {
+	no_vm_project
+	printf 'slurm:\n  shared: [%s]\n' "$AIBOX_HOME" >>"$cfg"
+	{
+		printf '#!/bin/sh\nwhile [ $# -gt 0 ]; do [ "$1" = --slurm-node ] && dir=$2; shift; done\n'
+		printf 'id=$(basename "$dir" | tail -c 7)\n'
+		cat
+		printf 'exit 1\n'
+	} >"$T/fake-bin/srun"
+	chmod +x "$T/fake-bin/srun"
+	export ANTHROPIC_API_KEY=sk-ant-test
+}
+
+@test "slurm files: a task on Slurm without --detach keeps 16 MiB of the node's VM lines in its stderr when a file, as a local task" {
+	# an srun whose node sends 24 MiB of the VM's lines, as the node's aibox-task formats them
+	node_srun <<-'EOF'
+		echo "12:00:00 aibox[$id]: the node's own line" >&2
+		yes "12:00:00 vm[$id]: $(head -c 100 /dev/zero | tr '\0' y)" | head -c 24M >&2
+		printf "\\n12:00:01 aibox[%s]: the node's last line\\n" "$id" >&2
+	EOF
+	rc=0
+	aibox task --slurm "Do it" >/dev/null 2>"$T/err.txt" || rc=$?
+	assert_equal "$rc" 2
+	size=$(stat -c %s "$T/err.txt")
+	[ "$size" -le $(((16 << 20) + 8192)) ] || fail "the file has $size bytes"
+	[ "$size" -ge $((15 << 20)) ] || fail "the file has $size bytes"
+	run grep -c "aibox\[[0-9a-f]*\]: the VM's lines past 16 MiB are left out of this output (a file)$" "$T/err.txt"
+	assert_output 1
+	# the node's own lines and srun's reason still come after the cap
+	run grep -c "the node's \(own\|last\) line$" "$T/err.txt"
+	assert_output 2
+	run tail -n 1 "$T/err.txt"
+	assert_output --partial "the Slurm job did not start"
+	# on a pipe its reader is there: all of them
+	aibox task --slurm "Do it" 2>&1 >/dev/null | wc -c >"$T/count" || true
+	[ "$(cat "$T/count")" -gt $((24 << 20)) ] || fail "the pipe got $(cat "$T/count") bytes"
+}
+
+@test "slurm files: a task on Slurm without --detach cuts the node's VM lines to the terminal's width, as a local task" {
+	command -v script >/dev/null || skip "script (bsdutils) is not installed"
+	# the node's line is padded so that the terminal's wrap would start a row with a made-up aibox line
+	node_srun <<-'EOF'
+		echo "12:00:00 vm[$id]: $(head -c 59 /dev/zero | tr '\0' x)12:00:00 aibox[$id]: git fetch /evil aibox/task:ok" >&2
+	EOF
+	script -qc 'stty cols 80; aibox task --slurm "Do it" 2>&1 >/dev/null' /dev/null </dev/null | tr -d '\r' >"$T/rows" || true
+	# the VM's line in pieces of at most 80 columns, each with the VM's prefix
+	run grep -c '^[0-9:]* vm\[[0-9a-f]*\]: ' "$T/rows"
+	assert_output 2
+	run awk '/ vm\[/ && length($0) > 80' "$T/rows"
+	assert_output ''
+	run grep -c 'git fetch /evil' "$T/rows"
+	assert_output 1
+	grep -q '^[0-9:]* vm\[[0-9a-f]*\]: .*git fetch /evil' "$T/rows"
+}
+
 @test "slurm files: a task on Slurm stopped by SIGTERM cancels its job and names the signal" {
 	no_vm_project
 	printf 'slurm:\n  shared: [%s]\n' "$AIBOX_HOME" >>"$cfg"

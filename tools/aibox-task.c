@@ -1073,9 +1073,17 @@ static void slurm_submit(struct task *t, struct buf *secrets, struct vm_outcome 
 	}
 	out_printf(2, "aibox", t->id, "submitted as the Slurm job %s", name.buf);
 	if (!stop_signal) {
+		struct out_relay relay;
+
+		/* The node's VM lines are capped and cut here as a local task's (docs/slurm.md). */
+		if ((ret = task_node_relay_start(&relay, 2, t->o.err_base, t->id)) < 0)
+			die_err(ret, "cannot start the relay of the node's lines");
+		sp.err = relay.fd;
 		if ((ret = slurm_srun_start(&sp, &job, &node)) < 0)
 			die_err(ret, "cannot start srun");
 		ret = slurm_job_wait(&sp, name.buf, &stop_signal);
+		/* srun has ended: what holds the pipe still (a child of its) has 5 s */
+		out_relay_end(&relay, 5000);
 		if (ret != 0)
 			log_line(t, "srun exit %d\n", ret);
 	}

@@ -288,8 +288,8 @@ int out_printf(int fd, const char *source, const char *id, const char *fmt, ...)
 	return ret;
 }
 
-/* The worker: lines from in to fd until the end of file. */
-static __attribute__((noreturn)) void relay_run(int in, int fd, const char *source, const char *id)
+/* The worker: lines from in to fn until the end of file. */
+static __attribute__((noreturn)) void relay_run(int in, size_t max, out_line_fn *fn, void *ctx)
 {
 	struct buf line = BUF_INIT;
 	char chunk[4096];
@@ -311,19 +311,19 @@ static __attribute__((noreturn)) void relay_run(int in, int fd, const char *sour
 			p += take;
 			if (nl) {
 				p++;
-			} else if (line.len < OUT_LINE_MAX) {
+			} else if (line.len < max) {
 				break; /* the rest of the line is still to come */
 			}
-			out_write(fd, source, id, line.buf, line.len);
+			fn(ctx, line.buf, line.len);
 			buf_reset(&line);
 		}
 	}
 	if (line.len)
-		out_write(fd, source, id, line.buf, line.len);
+		fn(ctx, line.buf, line.len);
 	_exit(0);
 }
 
-int out_relay_start(struct out_relay *r, int fd, const char *source, const char *id)
+int out_relay_start_fn(struct out_relay *r, int fd, size_t max, out_line_fn *fn, void *ctx)
 {
 	int p[2];
 	pid_t pid;
@@ -334,7 +334,7 @@ int out_relay_start(struct out_relay *r, int fd, const char *source, const char 
 	pid = spawn_worker((int[]){p[0], fd}, 2, SPAWN_WORKER_PDEATH);
 	if (pid == 0) {
 		close(p[1]);
-		relay_run(p[0], fd, source, id);
+		relay_run(p[0], max, fn, ctx);
 	}
 	close(p[0]);
 	if (pid < 0) {
@@ -344,6 +344,25 @@ int out_relay_start(struct out_relay *r, int fd, const char *source, const char 
 	r->pid = pid;
 	r->fd = p[1];
 	return 0;
+}
+
+struct relay_lines {
+	int fd;
+	const char *source, *id;
+};
+
+static void relay_line(void *ctx, const char *s, size_t n)
+{
+	const struct relay_lines *rl = ctx;
+
+	out_write(rl->fd, rl->source, rl->id, s, n);
+}
+
+int out_relay_start(struct out_relay *r, int fd, const char *source, const char *id)
+{
+	struct relay_lines rl = {fd, source, id};
+
+	return out_relay_start_fn(r, fd, OUT_LINE_MAX, relay_line, &rl);
 }
 
 void out_relay_end(struct out_relay *r, int timeout_ms)

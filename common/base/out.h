@@ -117,6 +117,17 @@ struct out_relay {
 /* Start the relay.  0, or -errno (then r holds nothing). */
 int out_relay_start(struct out_relay *r, int fd, const char *source, const char *id);
 
+/* A line s[0..n) without its '\n', in the relay's worker. */
+typedef void out_line_fn(void *ctx, const char *s, size_t n);
+
+/*
+ * The same relay with each line handed to fn(ctx, ...) in the worker instead
+ * (a line without its end once it is max bytes long, or at the end); fd is
+ * what the worker keeps open for it, ctx what it points to is the worker's
+ * copy (taken at the fork).
+ */
+int out_relay_start_fn(struct out_relay *r, int fd, size_t max, out_line_fn *fn, void *ctx);
+
 /*
  * Close our write end and wait for the worker to write what it has and end,
  * at most timeout_ms (a writer that still holds the pipe: then SIGKILL).

@@ -4,6 +4,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "base/out.h"
 #include "task/task_session.h"
@@ -14,11 +15,9 @@
 struct ctx {
 	struct task_session *s;
 	struct tar_in tar;
-	size_t log_len; /* vm lines written to log_fd */
-	int log_full;   /* log_fd got its last line */
-	int err_file;   /* err_fd is a regular file: its vm lines are capped too */
-	int err_full;   /* err_fd got its last line */
-	off_t err_base; /* err_fd's size its cap counts from */
+	size_t log_len;      /* vm lines written to log_fd */
+	int log_full;        /* log_fd got its last line */
+	struct task_err err; /* err_fd */
 };
 
 static int on_stdout(void *arg, const char *data, size_t n)
@@ -54,14 +53,43 @@ static void capped_line(int fd, size_t so_far, int *is_full, const char *id, con
 	write_all(fd, vm->buf, vm->len);
 }
 
-/* What err_fd's vm lines have taken of its cap: its growth since err_base. */
-static size_t err_taken(const struct ctx *c)
+/* What e's file has taken of its cap: its growth since e->base. */
+static size_t err_taken(const struct task_err *e)
 {
 	struct stat st;
 
-	if (fstat(c->s->err_fd, &st) < 0)
+	if (fstat(e->fd, &st) < 0)
 		return SIZE_MAX; /* cannot tell: as full */
-	return st.st_size > c->err_base ? (size_t)(st.st_size - c->err_base) : 0;
+	return st.st_size > e->base ? (size_t)(st.st_size - e->base) : 0;
+}
+
+void task_err_init(struct task_err *e, int fd, long long base)
+{
+	struct stat st;
+
+	e->fd = fd;
+	e->full = 0;
+	e->file = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+	e->base = base >= 0 ? (off_t)base : e->file ? st.st_size : 0;
+}
+
+void task_err_line(struct task_err *e, const char *id, const char *line, size_t n,
+                   const struct buf *vm)
+{
+	struct buf own = BUF_INIT;
+
+	/* A terminal that went away must not stop the task: the line is lost. */
+	if (!e->file) {
+		out_write(e->fd, "vm", id, line, n);
+		return;
+	}
+	if (!vm) {
+		out_format(&own, time(NULL), "vm", id, line, n);
+		vm = &own;
+	}
+	capped_line(e->fd, err_taken(e), &e->full, id, vm,
+	            "the VM's lines past 16 MiB are left out of this output (a file)");
+	buf_release(&own);
 }
 
 static void on_stderr_line(void *arg, const char *line, size_t n)
@@ -70,14 +98,9 @@ static void on_stderr_line(void *arg, const char *line, size_t n)
 	struct buf vm = BUF_INIT;
 
 	/* Formatted once for the files; a terminal's is cut to its width. */
-	if (c->err_file || c->s->log_fd > 2)
+	if (c->err.file || c->s->log_fd > 2)
 		out_format(&vm, time(NULL), "vm", c->s->id, line, n);
-	/* A terminal that went away must not stop the task: the line is lost. */
-	if (!c->err_file)
-		out_write(c->s->err_fd, "vm", c->s->id, line, n);
-	else
-		capped_line(c->s->err_fd, err_taken(c), &c->err_full, c->s->id, &vm,
-		            "the VM's lines past " LOG_CAP_MIB_TEXT " are left out of this output (a file)");
+	task_err_line(&c->err, c->s->id, line, n, c->err.file ? &vm : NULL);
 	if (c->s->log_fd > 2) {
 		capped_line(c->s->log_fd, c->log_len, &c->log_full, c->s->id, &vm,
 		            "the VM's lines past " LOG_CAP_MIB_TEXT " are left out of aibox.log");
@@ -92,7 +115,6 @@ int task_session_run(struct task_session *s)
 	struct ssh_client cl = SSH_CLIENT_INIT;
 	struct ssh_exec x = {0};
 	struct ctx c = {.s = s};
-	struct stat st;
 	int ret;
 
 	s->exit_status = -1;
@@ -105,8 +127,7 @@ int task_session_run(struct task_session *s)
 		s->files[i].last = i == RESULT_JSON;
 	}
 	tar_in_init(&c.tar, s->files, RESULT_NFILES);
-	c.err_file = fstat(s->err_fd, &st) == 0 && S_ISREG(st.st_mode);
-	c.err_base = s->err_base >= 0 ? (off_t)s->err_base : c.err_file ? st.st_size : 0;
+	task_err_init(&c.err, s->err_fd, s->err_base);
 
 	cl.fd = s->fd;
 	cl.user = s->user;
@@ -158,4 +179,39 @@ out:
 void task_session_clear(struct task_session *s)
 {
 	buf_release(&s->err);
+}
+
+struct node_relay {
+	struct task_err err;
+	const char *id;
+	char prefix[32]; /* " vm[id]: ": a VM's line as the node's out_format() makes it */
+	size_t plen;
+};
+
+/* One line of the node's stderr, in the relay's worker. */
+static void node_line(void *ctx, const char *s, size_t n)
+{
+	struct node_relay *nr = ctx;
+	struct buf clean = BUF_INIT;
+
+	/* "HH:MM:SS vm[id]: text" */
+	if (n > 8 + nr->plen && !memcmp(s + 8, nr->prefix, nr->plen)) {
+		task_err_line(&nr->err, nr->id, s + 8 + nr->plen, n - 8 - nr->plen, NULL);
+		return;
+	}
+	/* the node's own lines, srun's: clean, as they came */
+	out_sanitize(&clean, s, n);
+	buf_addch(&clean, '\n');
+	write_all(nr->err.fd, clean.buf, clean.len);
+	buf_release(&clean);
+}
+
+int task_node_relay_start(struct out_relay *r, int fd, long long base, const char *id)
+{
+	struct node_relay nr = {.id = id};
+
+	task_err_init(&nr.err, fd, base);
+	snprintf(nr.prefix, sizeof(nr.prefix), " vm[%s]: ", id);
+	nr.plen = strlen(nr.prefix);
+	return out_relay_start_fn(r, fd, TASK_NODE_LINE_MAX, node_line, &nr);
 }

@@ -10,10 +10,58 @@
 #define AIBOX_TASK_SESSION_H
 
 #include <stddef.h>
+#include <sys/types.h>
+
+#include "base/out.h"
 
 #include "base/guest_abi.h"
 #include "vm/ssh.h"
 #include "git/tar_in.h"
+
+/*
+ * The VM's lines kept in aibox.log, and in err_fd when that is a regular
+ * file, at most (then one line says the rest is left out).  Of err_fd it is
+ * the file's own cap, counted by its size from err_base: the attempts of a
+ * group (docs/tasks.md, "Several attempts") share one such file and one cap.
+ */
+#define TASK_SESSION_LOG_MAX (16 << 20)
+
+/*
+ * The VM's lines toward aibox task's stderr fd: to a terminal or a pipe each
+ * as out_write() writes it (a terminal's cut to its width), to a regular file
+ * formatted and capped as TASK_SESSION_LOG_MAX says, from base (-1: the
+ * file's size now).
+ */
+struct task_err {
+	int fd;
+	int file;   /* fd is a regular file: capped */
+	int full;   /* it got its last line */
+	off_t base; /* its size the cap counts from */
+};
+
+void task_err_init(struct task_err *e, int fd, long long base);
+
+/*
+ * The VM's line line[0..n) (its text, raw) of task id to e; vm its
+ * out_format() when the caller has made it, else NULL.  Errors are dropped:
+ * a terminal gone or a disk full must not stop the task.
+ */
+void task_err_line(struct task_err *e, const char *id, const char *line, size_t n,
+                   const struct buf *vm);
+
+/* A line of a Slurm node's stderr longer than this is written in pieces. */
+#define TASK_NODE_LINE_MAX (4 * OUT_LINE_MAX)
+
+/*
+ * A relay for a task's Slurm node (srun's stderr, docs/slurm.md): what is
+ * written to the pipe it makes goes to fd a line at a time, the node's VM
+ * lines for id ("HH:MM:SS vm[id]: text") again through task_err_line(), so
+ * capped in a regular file from base and cut to a terminal's width as a
+ * local task's, every other line (the node's aibox lines, srun's) sanitized
+ * as it is.  A worker as out_relay_start()'s, ended by out_relay_end().
+ * 0, or -errno.
+ */
+int task_node_relay_start(struct out_relay *r, int fd, long long base, const char *id);
 
 struct task_session {
 	int fd;           /* the stream to the guest's SSH server */
