@@ -127,6 +127,33 @@ stopped_by() {
 	done
 }
 
+@test "signals: SIGTERM to the task's whole process group keeps QEMU's last console bytes; no console worker is left" {
+	# QEMU's console pipe is held past QEMU's own end by a child of its that
+	# ignores SIGTERM (as QEMU's guestfwd commands hold its stderr), whose
+	# last bytes come once the group's SIGTERM has been sent
+	cat >"$T/fake-bin/qemu-system-x86_64" <<-EOF
+		#!/bin/sh
+		[ "\$1" != --version ] || { echo "QEMU emulator version 8.2.2"; exit 0; }
+		( trap '' TERM; exec 4>&-; while [ ! -e "$T/go" ]; do sleep 0.1; done; echo "the console's last bytes" ) &
+		printf "SSH-2.0-fake\\r\\n" >&4
+		exec sleep 300
+	EOF
+	ANTHROPIC_API_KEY=k setsid aibox task "Do it." >out 2>err &
+	pid=$!
+	in_session "$pid"
+	kill -TERM -- -"$pid"
+	touch "$T/go"
+	wait_until 20 ended "$pid" || kill -KILL "$pid"
+	st=0
+	wait "$pid" || st=$?
+	[ "$st" -eq 1 ] || fail "exit $st: $(cat err)"
+	run grep -c "the console's last bytes" "$dir/console.log"
+	assert_output 1
+	# nothing of the task's process group is left (the console worker is one)
+	wait_until 10 sh -c "! pgrep -g $pid >/dev/null" || fail "left: $(pgrep -a -g "$pid")"
+	stopped_by SIGTERM
+}
+
 @test "signals: its terminal closing (SIGHUP from the hangup) stops the task as SIGHUP does; nothing is left" {
 	# aibox task on a pseudo-terminal of its own; closing the master hangs it up
 	mkfifo "$T/hangup"
