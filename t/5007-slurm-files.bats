@@ -477,10 +477,12 @@ node_srun() {
 }
 
 @test "slurm files: a task on Slurm without --detach keeps 16 MiB of the node's VM lines in its stderr when a file, as a local task" {
-	# an srun whose node sends 24 MiB of the VM's lines, as the node's aibox-task formats them
+	# an srun whose node sends 28 MiB of the VM's lines, as the node's aibox-task formats them
 	node_srun <<-'EOF'
 		echo "12:00:00 aibox[$id]: the node's own line" >&2
 		yes "12:00:00 vm[$id]: $(head -c 100 /dev/zero | tr '\0' y)" | head -c 24M >&2
+		# and 4 MiB of empty ones (as the node writes an empty line of the VM's)
+		yes "12:00:00 vm[$id]: " | head -c 4M >&2
 		printf "\\n12:00:01 aibox[%s]: the node's last line\\n" "$id" >&2
 	EOF
 	rc=0
@@ -498,7 +500,7 @@ node_srun() {
 	assert_output --partial "the Slurm job did not start"
 	# on a pipe its reader is there: all of them
 	aibox task --slurm "Do it" 2>&1 >/dev/null | wc -c >"$T/count" || true
-	[ "$(cat "$T/count")" -gt $((24 << 20)) ] || fail "the pipe got $(cat "$T/count") bytes"
+	[ "$(cat "$T/count")" -gt $((28 << 20)) ] || fail "the pipe got $(cat "$T/count") bytes"
 }
 
 @test "slurm files: a task on Slurm without --detach cuts the node's VM lines to the terminal's width, as a local task" {

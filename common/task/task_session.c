@@ -195,7 +195,7 @@ static void node_line(void *ctx, const char *s, size_t n)
 	struct buf clean = BUF_INIT;
 
 	/* "HH:MM:SS vm[id]: text" */
-	if (n > 8 + nr->plen && !memcmp(s + 8, nr->prefix, nr->plen)) {
+	if (n >= 8 + nr->plen && !memcmp(s + 8, nr->prefix, nr->plen)) {
 		task_err_line(&nr->err, nr->id, s + 8 + nr->plen, n - 8 - nr->plen, NULL);
 		return;
 	}
