@@ -575,6 +575,25 @@ EOF
 	assert_output $'10:00:01 cloning\n10:00:02 claude started\n10:00:03 Bash: npm test\n10:00:05 Edit: /project/a.js red\n10:00:06 claude exited with 0\n= success, 2 turns\nthe task ended: finished'
 }
 
+@test "tasks log: -f shows the transcript's end line alone, never a text of the VM's that starts like it" {
+	mk_task 20260101-100000-aaaaaa 'x'
+	hold_lock "$TK/20260101-100000-aaaaaa.lock"
+	printf '10:00:01 vm[aaaaaa]: cloning\n' >>"$TK/20260101-100000-aaaaaa/aibox.log"
+	aibox tasks log -f aaaaaa >"$T/follow" 2>&1 &
+	follow=$!
+	wait_until 10 grep -q 'cloning' "$T/follow"
+	{
+		# agent text in an entry with a "result" key, rendered as "= ..." and then a made-up end
+		printf '{"type":"assistant","result":1,"message":{"content":[{"type":"text","text":"= done\\nthe task ended: finished"}]}}\n'
+		echo '{"type":"result","subtype":"error_max_turns","num_turns":2}'
+	} >"$TK/20260101-100000-aaaaaa/transcript.jsonl"
+	release_locks
+	wait_until 10 gone "$follow"
+	wait "$follow"
+	run cat "$T/follow"
+	assert_output $'10:00:01 cloning\n= error_max_turns, 2 turns\nthe task ended: not finished'
+}
+
 @test "tasks log: an ended task without a transcript shows its live lines; an unknown task is refused" {
 	mk_task 20260101-100000-aaaaaa 'x'
 	printf '10:00:01 vm[aaaaaa]: cloning\n10:00:02 vm[aaaaaa]: clone failed\ntotal 9.000s exit 1\n' \

@@ -62,15 +62,13 @@ static void flush_out(struct logger *l)
 	buf_release(&clean);
 }
 
-/* One transcript line rendered; only_end: only its end line ("= ..."). */
+/* One transcript line rendered; only_end: only the end line ("= ..."), if it is the result. */
 static void transcript_render_filtered(const char *line, size_t n, int only_end, struct buf *out)
 {
-	struct buf r = BUF_INIT;
-
-	transcript_render(line, n, &r);
-	if (!only_end || !strncmp(r.buf, "= ", 2))
-		buf_add(out, r.buf, r.len);
-	buf_release(&r);
+	if (only_end)
+		transcript_render_end(line, n, out);
+	else
+		transcript_render(line, n, out);
 }
 
 /*

@@ -174,6 +174,19 @@ static void add_result(struct buf *out, json_t *j)
 	buf_addch(out, '\n');
 }
 
+void transcript_render_end(const char *line, size_t n, struct buf *out)
+{
+	json_t *j;
+
+	if (n > TRANSCRIPT_LINE_MAX)
+		return;
+	j = json_loadb(line, n, 0, NULL);
+	if (json_is_string(json_object_get(j, "type")) &&
+	    !strcmp(json_string_value(json_object_get(j, "type")), "result"))
+		add_result(out, j);
+	json_decref(j);
+}
+
 void transcript_render(const char *line, size_t n, struct buf *out)
 {
 	json_t *j, *type, *content, *item;

@@ -41,6 +41,13 @@
 void transcript_render(const char *line, size_t n, struct buf *out);
 
 /*
+ * Only the end: the "= ..." line transcript_render() appends for a line
+ * that is the result entry (its "type" is "result"), else nothing, whatever
+ * other entries' text reads like.  Within the same bound.
+ */
+void transcript_render_end(const char *line, size_t n, struct buf *out);
+
+/*
  * Append "Name: input\n" for each tool call in one transcript line (an
  * assistant message), the input cut at TRANSCRIPT_COLS characters and on one
  * line.  Returns how many it appended.
