@@ -448,7 +448,7 @@ no_hidden() {
 	assert_success
 	printf '%s\n' "$output" >"$T/out"
 	no_hidden "$T/out"
-	assert_output $'10:00:01 a<U+200B>b\nc<U+FEFF>d<U+E0001><U+E0041>e<U+202E>f'
+	assert_output $'10:00:01 a<U+200B>b\n10:00:01 c<U+FEFF>d<U+E0001><U+E0041>e<U+202E>f'
 	# and the check itself catches each kind
 	for c in '\u200b' '\u2028' '\u2029' '\ufeff' '\U000e0001' '\U000e0041' '\u202e' '\u00ad'; do
 		printf "x$c" >"$T/bad"
@@ -573,6 +573,32 @@ EOF
 	wait "$follow"
 	run cat "$T/follow"
 	assert_output $'10:00:01 cloning\n10:00:02 claude started\n10:00:03 Bash: npm test\n10:00:05 Edit: /project/a.js red\n10:00:06 claude exited with 0\n= success, 2 turns\nthe task ended: finished'
+}
+
+@test "tasks log: on a terminal each live line is cut to its width, each piece with its time, so no row poses as the end line" {
+	command -v script >/dev/null || skip "script (bsdutils) is not installed"
+	mk_task 20260101-100000-aaaaaa 'x'
+	hold_lock "$TK/20260101-100000-aaaaaa.lock"
+	# padded so that an 80-column terminal's wrap would start a row with "the task ended: finished"
+	printf '10:00:01 vm[aaaaaa]: %sthe task ended: finished%s\n' "$(head -c 71 /dev/zero | tr '\0' x)" "$(printf 'é日%.0s' {1..30})" \
+		>>"$TK/20260101-100000-aaaaaa/aibox.log"
+	script -qc 'stty cols 80; aibox tasks log aaaaaa' /dev/null </dev/null | tr -d '\r' >rows
+	# every row starts with the line's time and is at most 80 columns (é one, 日 two)
+	run python3 - rows 80 <<-'PY'
+		import re, sys, unicodedata
+		for row in open(sys.argv[1], encoding="utf-8").read().splitlines():
+		    cols = sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in row)
+		    if not row.startswith("10:00:01 ") or cols > int(sys.argv[2]):
+		        print("bad row (%d columns): %s" % (cols, row))
+	PY
+	assert_output ''
+	[ "$(wc -l <rows)" -ge 2 ]
+	# nothing lost: the pieces joined are the line
+	[ "$(sed 's/^10:00:01 //' rows | tr -d '\n')" = "$(sed -n 's/^10:00:01 vm\[aaaaaa\]: //p' "$TK/20260101-100000-aaaaaa/aibox.log")" ]
+	# not a terminal: one line, as before
+	run aibox tasks log aaaaaa
+	assert_success
+	[ "${#lines[@]}" -eq 1 ]
 }
 
 @test "tasks log: -f shows the transcript's end line alone, never a text of the VM's that starts like it" {

@@ -8,7 +8,9 @@
  * tool call.  -f follows a running task's live lines until it ends (its
  * lock is free), then prints how it ended.  Nothing here wakes or signals
  * the task: aibox.log is read as it grows.  Everything is sanitized before
- * it is printed (common/base/out.h).
+ * it is printed (common/base/out.h); on a terminal the live lines are cut
+ * to its width, each piece with its time, so that no row the terminal wraps
+ * starts with the VM's text posing as the line that says how it ended.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -47,6 +49,7 @@ static const char usage_text[] =
 struct logger {
 	struct task_dir td;
 	struct buf out; /* rendered, not yet sanitized */
+	unsigned cols;  /* stdout's width when a terminal, else 0 */
 };
 
 static void flush_out(struct logger *l)
@@ -173,9 +176,14 @@ static void show_live(struct logger *l, off_t *off, struct buf *partial)
 			}
 			len = (size_t)(nl - partial->buf);
 			if (len > 8 + plen && !memcmp(partial->buf + 8, prefix, plen)) {
-				buf_add(&l->out, partial->buf, 8);
-				buf_addch(&l->out, ' ');
-				buf_add(&l->out, partial->buf + 8 + plen, len - 8 - plen + 1);
+				char time_prefix[10];
+
+				/* cut to a terminal's width as aibox task cut it, each piece with
+				 * its time */
+				memcpy(time_prefix, partial->buf, 8);
+				memcpy(time_prefix + 8, " ", 2);
+				out_format_prefix(&l->out, time_prefix, partial->buf + 8 + plen,
+				                  len - 8 - plen, l->cols);
 			}
 			buf_consume(partial, len + 1);
 		}
@@ -222,6 +230,7 @@ int main(int argc, char **argv)
 		usage_die(usage_text);
 	}
 	follow = flags & 1;
+	l.cols = out_columns(1);
 	if (task_open(arg, &l.td, &why) < 0)
 		die("%s", why.buf);
 

@@ -200,19 +200,14 @@ static size_t piece_end(const char *clean, size_t pos, size_t end, size_t avail)
 	return cut;
 }
 
-void out_format_width(struct buf *out, time_t when, const char *source, const char *id,
-                      const char *s, size_t n, unsigned cols)
+void out_format_prefix(struct buf *out, const char *prefix, const char *s, size_t n, unsigned cols)
 {
-	struct buf clean = BUF_INIT, prefix = BUF_INIT;
-	struct tm tm;
-	size_t pos = 0, avail = 0;
+	struct buf clean = BUF_INIT;
+	size_t pos = 0, avail = 0, plen = strlen(prefix);
 
-	if (!localtime_r(&when, &tm))
-		memset(&tm, 0, sizeof(tm));
-	add_prefix(&prefix, &tm, source, id);
 	/* the prefix is ASCII: its bytes are its columns */
 	if (cols)
-		avail = cols > prefix.len + OUT_MIN_COLUMNS ? cols - prefix.len : OUT_MIN_COLUMNS;
+		avail = cols > plen + OUT_MIN_COLUMNS ? cols - plen : OUT_MIN_COLUMNS;
 	out_sanitize(&clean, s, n);
 	do {
 		const char *nl = memchr(clean.buf + pos, '\n', clean.len - pos);
@@ -222,7 +217,7 @@ void out_format_width(struct buf *out, time_t when, const char *source, const ch
 		do {
 			size_t cut = piece_end(clean.buf, pos, end, avail);
 
-			buf_add(out, prefix.buf, prefix.len);
+			buf_add(out, prefix, plen);
 			buf_add(out, clean.buf + pos, cut - pos);
 			buf_addch(out, '\n');
 			pos = cut;
@@ -230,6 +225,18 @@ void out_format_width(struct buf *out, time_t when, const char *source, const ch
 		pos = nl ? end + 1 : end;
 	} while (pos < clean.len);
 	buf_release(&clean);
+}
+
+void out_format_width(struct buf *out, time_t when, const char *source, const char *id,
+                      const char *s, size_t n, unsigned cols)
+{
+	struct buf prefix = BUF_INIT;
+	struct tm tm;
+
+	if (!localtime_r(&when, &tm))
+		memset(&tm, 0, sizeof(tm));
+	add_prefix(&prefix, &tm, source, id);
+	out_format_prefix(out, prefix.buf, s, n, cols);
 	buf_release(&prefix);
 }
 
@@ -239,8 +246,7 @@ void out_format(struct buf *out, time_t when, const char *source, const char *id
 	out_format_width(out, when, source, id, s, n, 0);
 }
 
-/* fd's width in columns when it is a terminal, else 0. */
-static unsigned terminal_columns(int fd)
+unsigned out_columns(int fd)
 {
 	struct winsize ws;
 
@@ -262,7 +268,7 @@ int out_write_at(int fd, time_t when, const char *source, const char *id, const 
 
 	/* aibox's own lines wrap as the terminal likes: a command in one copies whole */
 	out_format_width(&lines, when, source, id, s, n,
-	                 strcmp(source, "aibox") ? terminal_columns(fd) : 0);
+	                 strcmp(source, "aibox") ? out_columns(fd) : 0);
 	while (pos < lines.len && !ret) {
 		const char *nl = memchr(lines.buf + pos, '\n', lines.len - pos);
 		size_t end = (size_t)(nl - lines.buf) + 1; /* every line ends in '\n' */

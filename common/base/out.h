@@ -81,6 +81,16 @@ void out_format_width(struct buf *out, time_t when, const char *source, const ch
                       const char *s, size_t n, unsigned cols);
 
 /*
+ * out_format_width() with a prefix of the caller's own (ASCII, trusted) in
+ * place of "HH:MM:SS source[id6]: ": `aibox tasks log`'s live lines,
+ * "HH:MM:SS text".
+ */
+void out_format_prefix(struct buf *out, const char *prefix, const char *s, size_t n, unsigned cols);
+
+/* fd's width in columns when it is a terminal, else 0. */
+unsigned out_columns(int fd);
+
+/*
  * out_format() for now, written to fd with one write per line (so lines from
  * several processes sharing a terminal do not interleave mid-line); to a
  * terminal, the lines of any source but "aibox" (the VM's) with
