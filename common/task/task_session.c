@@ -88,7 +88,8 @@ void task_err_line(struct task_err *e, const char *id, const char *line, size_t 
 		vm = &own;
 	}
 	capped_line(e->fd, err_taken(e), &e->full, id, vm,
-	            "the VM's lines past 16 MiB are left out of this output (a file)");
+	            "the VM's lines past " LOG_CAP_MIB_TEXT
+	            " are left out of this output (a file)");
 	buf_release(&own);
 }
 

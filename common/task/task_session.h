@@ -19,18 +19,12 @@
 #include "git/tar_in.h"
 
 /*
- * The VM's lines kept in aibox.log, and in err_fd when that is a regular
- * file, at most (then one line says the rest is left out).  Of err_fd it is
- * the file's own cap, counted by its size from err_base: the attempts of a
- * group (docs/tasks.md, "Several attempts") share one such file and one cap.
- */
-#define TASK_SESSION_LOG_MAX (16 << 20)
-
-/*
  * The VM's lines toward aibox task's stderr fd: to a terminal or a pipe each
  * as out_write() writes it (a terminal's cut to its width), to a regular file
- * formatted and capped as TASK_SESSION_LOG_MAX says, from base (-1: the
- * file's size now).
+ * formatted and at most LOG_CAP_BYTES of them (common/base/log_cap.h), then
+ * one line says the rest is left out.  The cap is the file's own, counted by
+ * its size from base (-1: the file's size now): the attempts of a group
+ * (docs/tasks.md, "Several attempts") share one such file and one cap.
  */
 struct task_err {
 	int fd;
