@@ -225,7 +225,8 @@ command_words() {
 	for opt in "aibox task --timeout" "aibox tasks clean --older-than" \
 		"aibox-broker --client-timeout" "aibox-proxy --header-timeout" \
 		"aibox-proxy --idle-timeout" "aibox-proxy --connect-timeout" \
-		"aibox-proxy --api-pool-idle" "aibox-proxy --drain-timeout"; do
+		"aibox-proxy --api-pool-idle" "aibox-proxy --drain-timeout" \
+		"aibox-proxy --fill-wait"; do
 		local tool=${opt% *} name=${opt##* }
 		local prog=${tool/aibox /aibox-}
 		prog=${prog// /-}

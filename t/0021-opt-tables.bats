@@ -81,8 +81,8 @@ words_of() {
 			n=$((n + 1))
 		done
 	done
-	# aibox task --timeout, tasks clean --older-than, the broker's one, the proxy's six
-	assert_equal "$n" 9
+	# aibox task --timeout, tasks clean --older-than, the broker's one, the proxy's seven
+	assert_equal "$n" 10
 }
 
 @test "opt tables: no tool parses its command line by hand, and tools/ has no headers" {

@@ -25,6 +25,7 @@ setup() {
 
 teardown() {
 	stop_proxy || true
+	end_hostile_filler
 	[ -z "${REG_PID:-}" ] || kill "$REG_PID" 2>/dev/null || true
 	common_teardown
 }
@@ -186,16 +187,26 @@ npm_doc() {
 	assert_output 1
 }
 
-@test "cache hostile: a filler whose VM stops reading does not hold another task's request for the same artifact until the idle timeout" {
+# hostile_filler MODE [PROXY ARGS...]: the registry holds big 1.0.0 (32 MiB,
+# 64 MiB for MODE "slow": far more than the sockets' and the proxy's buffers
+# hold; u its URL) and a hostile task (its proxy HOSTILE_PROXY_PID, the same
+# store) has begun to fill it: its VM takes the first bytes and then, MODE
+# "stop", reads no more, or, MODE "slow", 1 MiB a second (HOSTILE_PID), so
+# that the fill grows every second or two (the proxy's socket buffer to it,
+# a few MiB, empties in steps) but takes a minute.  Then another task's proxy
+# starts with the same store and PROXY ARGS (--idle-timeout 60s first).
+hostile_filler() {
+	local mode=$1
+	shift
 	probe_registry
 	printf 'rule localhost:%s\ncache npm\n' "$REG" >"$T/rules"
-	local u=https://localhost:$REG
+	u=https://localhost:$REG
 	mkdir -p "$T/reg/www/big/-"
-	# 32 MiB: far more than the sockets' and the proxy's buffers hold
-	head -c $((32 << 20)) /dev/urandom >"$T/reg/www/big/-/big-1.0.0.tgz"
+	local mib=32
+	[ "$mode" != slow ] || mib=64
+	head -c $((mib << 20)) /dev/urandom >"$T/reg/www/big/-/big-1.0.0.tgz"
 	npm_doc big 1.0.0 "$u/big/-/big-1.0.0.tgz" "$(sri "$T/reg/www/big/-/big-1.0.0.tgz")" >"$T/reg/www/big/index"
-	# The hostile task: its VM asks for the tarball, takes its first bytes and reads no more.
-	dep_task "$T/rules" "$T/deps" --idle-timeout 60s
+	dep_task "$T/rules" "$T/deps" --idle-timeout 60s "$@"
 	local p1=$PROXY_PORT
 	HOSTILE_PROXY_PID=$PROXY_PID
 	PROXY_PID=
@@ -203,11 +214,12 @@ npm_doc() {
 	cp "$T/taskca.pem" "$T/taskca1.pem"
 	run icurl -f -o /dev/null "$u/big/index"
 	assert_success
-	python3 - "$p1" "$T/taskca1.pem" "localhost:$REG" "$T/stalled" <<-'PY' &
+	python3 - "$p1" "$T/taskca1.pem" "localhost:$REG" "$T/stalled" "$mode" <<-'PY' &
 		import socket, ssl, sys, time
-		port, ca, authority, flag = sys.argv[1:5]
+		port, ca, authority, flag, mode = sys.argv[1:6]
 		s = socket.create_connection(("127.0.0.1", int(port)), timeout=60)
-		s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+		if mode == "stop":
+		    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
 		s.sendall(b"CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (authority.encode(), authority.encode()))
 		head = b""
 		while b"\r\n\r\n" not in head:
@@ -216,23 +228,52 @@ npm_doc() {
 		t.sendall(b"GET /big/-/big-1.0.0.tgz HTTP/1.1\r\nHost: %s\r\n\r\n" % authority.encode())
 		t.recv(4096)
 		open(flag, "w").close()
-		time.sleep(50)
+		for _ in range(200):
+		    time.sleep(0.5)
+		    got = 0
+		    while mode == "slow" and got < 1 << 19:
+		        got += len(t.recv((1 << 19) - got))
 	PY
-	local hostile=$!
+	HOSTILE_PID=$!
 	wait_until 10 test -e "$T/stalled"
-	# Another task (another proxy, the same store) asks for it: it gets it whole,
-	# from upstream, long before the idle timeout.
-	dep_task "$T/rules" "$T/deps" --idle-timeout 60s
+	dep_task "$T/rules" "$T/deps" --idle-timeout 60s "$@"
 	run icurl -f -o /dev/null "$u/big/index"
 	assert_success
+}
+
+# end_hostile_filler: ends what hostile_filler started.
+end_hostile_filler() {
+	[ -z "${HOSTILE_PID:-}" ] || kill "$HOSTILE_PID" 2>/dev/null || true
+	if [ -n "${HOSTILE_PROXY_PID:-}" ]; then
+		kill -TERM "$HOSTILE_PROXY_PID" 2>/dev/null || true
+		wait "$HOSTILE_PROXY_PID" || true
+	fi
+	HOSTILE_PID= HOSTILE_PROXY_PID=
+}
+
+@test "cache hostile: a filler whose VM stops reading does not hold another task's request for the same artifact until the idle timeout" {
+	hostile_filler stop
+	# the other task gets it whole, from upstream, long before the idle timeout
 	run icurl -f --max-time 30 -o "$T/b.tgz" "$u/big/-/big-1.0.0.tgz"
 	local st=$status
-	kill "$hostile" 2>/dev/null || true
-	kill -TERM "$HOSTILE_PROXY_PID" 2>/dev/null || true
-	wait "$HOSTILE_PROXY_PID" || true
+	end_hostile_filler
 	[ "$st" -eq 0 ]
 	run cmp "$T/b.tgz" "$T/reg/www/big/-/big-1.0.0.tgz"
 	assert_success
 	run grep -c "GET /big/-/big-1.0.0.tgz (another filler of it has written nothing for a while) status=200 cache=busy" "$T/proxy.log"
+	assert_output 1
+}
+
+@test "cache hostile: a filler whose VM reads slowly but never stops holds another task's request for the same artifact only for the fill wait" {
+	# the fill grows every second, so it never looks stalled
+	hostile_filler slow --fill-wait 3s
+	SECONDS=0
+	run icurl -f --max-time 30 -o "$T/b.tgz" "$u/big/-/big-1.0.0.tgz"
+	local st=$status took=$SECONDS
+	end_hostile_filler
+	[ "$st" -eq 0 ] || fail "curl: $st after $took s"
+	run cmp "$T/b.tgz" "$T/reg/www/big/-/big-1.0.0.tgz"
+	assert_success
+	run grep -c "GET /big/-/big-1.0.0.tgz (another filler of it took longer than the fill wait) status=200 cache=busy" "$T/proxy.log"
 	assert_output 1
 }

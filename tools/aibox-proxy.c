@@ -47,7 +47,7 @@ static const char usage[] =
     "                   [--key-env NAME | --key-fd N] [--ready-fd N] [--presets DIR]\n"
     "                   [--header-timeout T] [--idle-timeout T] [--connect-timeout T]\n"
     "                   [--max-conns N] [--api-pool N] [--api-pool-idle T]\n"
-    "                   [--drain-timeout T] [--drain-max BYTES]\n"
+    "                   [--drain-timeout T] [--drain-max BYTES] [--fill-wait T]\n"
     "                   [--secrets-fd N [--ca-fd N] [--ca-valid T]\n"
     "                    [--cache-dir DIR [--cache-max SIZE] [--cache-scope S]]]\n"
     "                   [--broker-fd N] [--prices FILE] [--budget-task USD]\n"
@@ -80,6 +80,8 @@ static const char usage[] =
     "  --drain-timeout T    read a paid answer whose client went away for at most T\n"
     "                       (default 10m)\n"
     "  --drain-max BYTES    ... and at most BYTES of it (default 64M)\n"
+    "  --fill-wait T        wait at most T for another task's fill of an artifact\n"
+    "                       before fetching it unstored (default 30s)\n"
     "  --secrets-fd N       the secrets and rules to apply, read from fd N (to its\n"
     "                       EOF); their hosts are intercepted (docs/proxy.md); a\n"
     "                       secret marked 'api bearer' is forwarded to the API\n"
@@ -128,6 +130,7 @@ enum {
 	OPT_API_POOL_IDLE,
 	OPT_DRAIN_TIMEOUT,
 	OPT_DRAIN_MAX,
+	OPT_FILL_WAIT,
 	OPT_BROKER_FD,
 	OPT_SECRETS_FD,
 	OPT_CA_FD,
@@ -178,6 +181,8 @@ static const struct opt_spec options[] = {
     {"drain-timeout", 0, OPT_DURATION, "T", OPT_DRAIN_TIMEOUT,
      "read a paid answer whose client went away for at most T"},
     {"drain-max", 0, OPT_TEXT, "BYTES", OPT_DRAIN_MAX, "... and at most BYTES of it (default 64M)"},
+    {"fill-wait", 0, OPT_DURATION, "T", OPT_FILL_WAIT,
+     "wait at most T for another task's fill of an artifact"},
     {"broker-fd", 0, OPT_TEXT, "N", OPT_BROKER_FD,
      "hand requests for git.aibox.internal to aibox-broker over"},
     {"secrets-fd", 0, OPT_TEXT, "N", OPT_SECRETS_FD,
@@ -465,6 +470,9 @@ static void one_option(int opt, const char *arg, struct proxy_config *cfg,
 	case OPT_DRAIN_TIMEOUT:
 		cfg->drain_ms = parse_duration(arg, "drain-timeout");
 		break;
+	case OPT_FILL_WAIT:
+		cfg->fill_wait_ms = parse_duration(arg, "fill-wait");
+		break;
 	case OPT_DRAIN_MAX:
 		if (parse_size(arg, 1, UINT64_MAX, &cfg->drain_max) < 0)
 			die("invalid --drain-max '%s'", arg);
@@ -536,6 +544,7 @@ static void parse_options(int argc, char **argv, struct proxy_config *cfg,
 	cfg->api_pool_idle_ms = 20000;
 	cfg->drain_ms = PROXY_DRAIN_MS;
 	cfg->drain_max = PROXY_DRAIN_MAX;
+	cfg->fill_wait_ms = PROXY_FILL_WAIT_MS;
 	while ((opt = opt_parse(argc, argv, options, &v, &why)) != OPT_END) {
 		if (opt == OPT_DESCRIBE)
 			opt_describe_exit(options);

@@ -58,6 +58,13 @@ struct usage_prices;
 #define PROXY_DRAIN_MS  600000
 #define PROXY_DRAIN_MAX (64ULL * 1024 * 1024)
 /*
+ * A request for an artifact another fill holds waits for it at most this
+ * long (and never past the idle timeout), then fetches it unstored: a fill
+ * goes as fast as its own client reads (docs/cache.md, "One download per
+ * artifact").
+ */
+#define PROXY_FILL_WAIT_MS 30000
+/*
  * The own metadata fetches one task may begin: far past what a real install
  * makes (npm ci of a 3,000-package lock file makes about 3,000), low enough
  * that a VM naming packages by the thousand cannot use the proxy to make
@@ -123,6 +130,7 @@ struct proxy_config {
 	 */
 	int drain_ms;
 	uint64_t drain_max;
+	int fill_wait_ms; /* PROXY_FILL_WAIT_MS by default */
 
 	/*
 	 * One end of a unix SOCK_SEQPACKET socket pair whose other end is

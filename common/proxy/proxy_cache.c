@@ -359,18 +359,21 @@ static int filler_stalled(struct conn *c, const char *skey)
 /*
  * Another filler holds the artifact's lock: c waits (ST_CWAIT), its head
  * left unread, and the sweep reads it again at its next round, until the
- * lock is free (the entry is then a hit), or the idle timeout passed or the
- * fill stalled (filler_stalled(); then it is forwarded and not stored).  1
- * when c waits.
+ * lock is free (the entry is then a hit), or the fill wait (the idle timeout
+ * when shorter) passed or the fill stalled (filler_stalled()); then it is
+ * forwarded and not stored, and c->cache_why says why.  1 when c waits.
  */
 static int wait_for_filler(struct conn *c, const struct http_head *h)
 {
 	struct proxy *px = c->px;
+	int wait = px->cfg->fill_wait_ms < px->cfg->idle_timeout_ms ? px->cfg->fill_wait_ms
+	                                                            : px->cfg->idle_timeout_ms;
 
 	if (!c->cwait_until)
-		c->cwait_until = px->now_ms + px->cfg->idle_timeout_ms;
+		c->cwait_until = px->now_ms + wait;
 	if (px->now_ms >= c->cwait_until) {
 		c->cwait_until = 0;
+		c->cache_why = "another filler of it took longer than the fill wait";
 		return 0;
 	}
 	px_cache_end(c);
