@@ -328,3 +328,18 @@ token_reflected() {
 		: >broker.log
 	done
 }
+
+@test "broker live: a token of backslashes is scrubbed in time linear in the answer" {
+	# Each '\' may be itself or "\\": a matcher that tries both at each byte doubles its work
+	# per byte on a run of backslashes one short of a match (the reflected "auth: Bearer
+	# <token>" line). 36 of them took minutes.
+	tok=$(printf '\\%.0s' {1..36})
+	export GIT_TOKEN="$tok" UPSTREAM_TOKEN="$tok"
+	reflect_restart
+	start_broker --remote "$UP_URL" --token-env GIT_TOKEN --fetch --auth bearer
+	run timeout 20 curl -sS -o "$T/ok.txt" "${BR_URL}info/refs?service=git-upload-pack"
+	assert_success
+	assert_file_contains ok.txt '^auth: Bearer \*\*\*\*'
+	run grep -cF -e "$tok" ok.txt
+	assert_output 0
+}

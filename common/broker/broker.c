@@ -1,5 +1,6 @@
 /* aibox-broker's request handling: see broker.h. */
 #include "broker/broker.h"
+#include "broker/scrub.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -246,83 +247,6 @@ static int send_chunk(struct hconn *c, const void *data, size_t n)
 }
 
 /*
- * The spellings of byte c that p[0..len) starts with, by their lengths, into
- * w (at most two start at one place: c's own byte and an escape, when c is
- * '%' or '\\'); how many.  A spelling is c itself, %XX (as any URL encoder
- * writes it, hex in either case), or a JSON string's escape of it: \/ (PHP's
- * json_encode() writes '/' so), \" or \\, or \u00XX.
- */
-static int spellings(unsigned char c, const char *p, size_t len, size_t w[3])
-{
-	unsigned char x;
-	int nw = 0;
-
-	if (len >= 1 && (unsigned char)p[0] == c)
-		w[nw++] = 1;
-	if (len >= 3 && p[0] == '%' && hex_decode(&x, p + 1, 1) == 0 && x == c)
-		w[nw++] = 3;
-	if (len >= 2 && p[0] == '\\' && (unsigned char)p[1] == c &&
-	    (c == '/' || c == '"' || c == '\\'))
-		w[nw++] = 2;
-	if (len >= 6 && !memcmp(p, "\\u00", 4) && hex_decode(&x, p + 4, 1) == 0 && x == c)
-		w[nw++] = 6;
-	return nw;
-}
-
-/*
- * How many bytes of p[0..len) spell the secret s[0..n) from their start,
- * each of its bytes in any of its spellings() (so any mix of raw and
- * URL-encoded bytes, or of raw and JSON-escaped ones); -1 when they do
- * not.  Where two spellings start at one place, both are tried.
- */
-static ssize_t secret_match(const char *s, size_t n, const char *p, size_t len)
-{
-	size_t k = 0;
-
-	for (size_t j = 0; j < n; j++) {
-		size_t w[3];
-		int nw = spellings((unsigned char)s[j], p + k, len - k, w);
-
-		if (!nw)
-			return -1;
-		for (int i = 1; i < nw; i++) {
-			ssize_t m =
-			    secret_match(s + j + 1, n - j - 1, p + k + w[i], len - k - w[i]);
-
-			if (m >= 0)
-				return (ssize_t)(k + w[i]) + m;
-		}
-		k += w[0];
-	}
-	return (ssize_t)k;
-}
-
-/*
- * Replace every spelling of rm's token and Basic credential in p[0..n)
- * (secret_match(): raw, URL-encoded, JSON-escaped, or a mix) with '*', byte
- * for byte.
- */
-static void scrub_span(const struct broker_remote *rm, char *p, size_t n)
-{
-	for (size_t i = 0; i < rm->nsecrets; i++) {
-		const struct buf *sec = &rm->secrets[i];
-
-		for (size_t at = 0; at < n;) {
-			ssize_t m = p[at] == sec->buf[0] || p[at] == '%' || p[at] == '\\'
-			                ? secret_match(sec->buf, sec->len, p + at, n - at)
-			                : -1;
-
-			if (m > 0) {
-				memset(p + at, '*', (size_t)m);
-				at += (size_t)m;
-			} else {
-				at++;
-			}
-		}
-	}
-}
-
-/*
  * An answer's body on its way to the client: the last secret_max - 1 bytes
  * are held back until more comes, so a token split between two reads is
  * found too.  Lengths do not change (Content-Length and pkt-lines stay
@@ -342,7 +266,7 @@ static int relay(struct hconn *client, int chunked, struct scrub *sc, const char
 	int r;
 
 	buf_add(&sc->hold, data, n);
-	scrub_span(sc->rm, sc->hold.buf, sc->hold.len);
+	scrub_span(sc->rm->secrets, sc->rm->nsecrets, sc->hold.buf, sc->hold.len);
 	if (sc->hold.len <= keep)
 		return 0;
 	ready = sc->hold.len - keep;
@@ -558,7 +482,7 @@ static int relay_answer(struct hconn *client, const struct request *rq,
 			buf_addf(&head, "%.*s: %.*s\r\n", (int)resp->hdr[i].name_len,
 			         resp->hdr[i].name, (int)resp->hdr[i].value_len,
 			         resp->hdr[i].value);
-	scrub_span(rq->rm, head.buf, head.len);
+	scrub_span(rq->rm->secrets, rq->rm->nsecrets, head.buf, head.len);
 	if (out_len >= 0) {
 		buf_addf(&head, "Content-Length: %lld\r\n", out_len);
 	} else if (!rq->http10) {
@@ -1295,8 +1219,8 @@ out:
 /* ---- credentials ---- */
 
 /*
- * Remember s[0..n) as a secret: scrub_span() finds it raw, URL-encoded,
- * JSON-escaped or mixed, at most 6 bytes for each of its bytes (\u00XX).
+ * Remember s[0..n) as a secret for scrub_span() (common/broker/scrub.h),
+ * which finds it in spellings of at most SCRUB_SPELLING_MAX bytes a byte.
  */
 static void add_secret(struct broker_remote *rm, const char *s, size_t n)
 {
@@ -1307,8 +1231,8 @@ static void add_secret(struct broker_remote *rm, const char *s, size_t n)
 	buf_add(&b, s, n);
 	ALLOC_GROW(rm->secrets, rm->nsecrets + 1, rm->secrets_alloc);
 	rm->secrets[rm->nsecrets++] = b;
-	if (6 * n > rm->secret_max)
-		rm->secret_max = 6 * n;
+	if (SCRUB_SPELLING_MAX * n > rm->secret_max)
+		rm->secret_max = SCRUB_SPELLING_MAX * n;
 }
 
 void broker_remote_credentials(struct broker_remote *rm)

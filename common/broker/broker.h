@@ -40,9 +40,9 @@ struct broker_remote {
 	struct resolve_result addrs;
 	/*
 	 * The token and the Basic credential (docs/broker.md, "What the client
-	 * sees"): replaced, raw, URL-encoded, JSON-escaped or a mix, in
-	 * whatever goes back to the client.  secret_max: the longest spelling,
-	 * 6 bytes a byte.
+	 * sees"): replaced, in any spelling scrub_span() finds
+	 * (common/broker/scrub.h), in whatever goes back to the client.
+	 * secret_max: the longest spelling, SCRUB_SPELLING_MAX bytes a byte.
 	 */
 	struct buf *secrets;
 	size_t nsecrets, secrets_alloc, secret_max;

@@ -1,0 +1,128 @@
+/* The broker's token filter: see scrub.h. */
+#include "broker/scrub.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/err.h"
+#include "base/hex.h"
+#include "base/banned.h"
+
+/* One byte that text spells where it starts (c), and in how many bytes (len). */
+struct spelling {
+	unsigned char c, len;
+};
+
+#define SPELLINGS_AT_MAX 2
+
+/*
+ * Every byte that p[0..len) (len >= 1) spells from its start, into d: the
+ * byte itself, and the byte an escape starting there decodes to (at most
+ * one: the escape's kind is set by its first byte).  How many.
+ */
+static int spellings_at(const char *p, size_t len, struct spelling d[SPELLINGS_AT_MAX])
+{
+	unsigned char x;
+	int nd = 0;
+
+	d[nd++] = (struct spelling){(unsigned char)p[0], 1};
+	if (p[0] == '%' && len >= 3 && hex_decode(&x, p + 1, 1) == 0)
+		d[nd++] = (struct spelling){x, 3};
+	else if (p[0] == '\\' && len >= 2 && (p[1] == '/' || p[1] == '"' || p[1] == '\\'))
+		d[nd++] = (struct spelling){(unsigned char)p[1], 2};
+	else if (p[0] == '\\' && len >= 6 && !memcmp(p, "\\u00", 4) &&
+	         hex_decode(&x, p + 4, 1) == 0)
+		d[nd++] = (struct spelling){x, 6};
+	return nd;
+}
+
+/* Whether an escape may start with c (spellings_at() finds more than c itself there). */
+static int escape_start(char c)
+{
+	return c == '%' || c == '\\';
+}
+
+/* A run [start, end) to replace. */
+struct run {
+	size_t start, end;
+};
+
+struct runs {
+	struct run *v;
+	size_t nr, alloc;
+};
+
+/*
+ * Where the matches of one secret s[0..n) (n >= 1) are, in p[0..len), read
+ * once from left to right: at each place, for each k, the earliest start of
+ * a spelling of s[0..k) that ends there.  Spellings are at most
+ * SCRUB_SPELLING_MAX bytes, so only the next SCRUB_SPELLING_MAX places can
+ * be reached from one: a ring of that many + 1 slots holds them.  Each place
+ * costs at most (n + 1) * SPELLINGS_AT_MAX steps; a match found ends at its
+ * earliest start, so the runs cover every match.
+ */
+static void find_secret(const unsigned char *s, size_t n, const char *p, size_t len,
+                        struct runs *out)
+{
+	enum { R = SCRUB_SPELLING_MAX + 1 };
+	size_t *start = xmalloc(R * n * sizeof(*start)); /* [slot * n + k], k of s's bytes matched */
+	size_t *ks = xmalloc(R * n * sizeof(*ks));       /* the k set in a slot, nks[slot] of them */
+	size_t nks[R] = {0}, live = 0;
+
+	for (size_t i = 0; i < R * n; i++)
+		start[i] = SIZE_MAX;
+	for (size_t i = 0; i < len; i++) {
+		size_t slot = i % R, *st = start + slot * n, *kl = ks + slot * n;
+		struct spelling d[SPELLINGS_AT_MAX];
+		int nd;
+
+		if (!live && (unsigned char)p[i] != s[0] && !escape_start(p[i]))
+			continue;
+		nd = spellings_at(p + i, len - i, d);
+		/* k == 0: a match may start here; then the partial ones that reached here. */
+		for (size_t j = 0; j <= nks[slot]; j++) {
+			size_t k = j ? kl[j - 1] : 0, from = j ? st[k] : i;
+
+			for (int e = 0; e < nd; e++) {
+				size_t end = i + d[e].len, *to;
+
+				if (d[e].c != s[k])
+					continue;
+				if (k + 1 == n) {
+					ALLOC_GROW(out->v, out->nr + 1, out->alloc);
+					out->v[out->nr++] = (struct run){from, end};
+					continue;
+				}
+				to = start + (end % R) * n;
+				if (to[k + 1] == SIZE_MAX) {
+					ks[(end % R) * n + nks[end % R]++] = k + 1;
+					to[k + 1] = from;
+					live++;
+				} else if (from < to[k + 1]) {
+					to[k + 1] = from;
+				}
+			}
+		}
+		for (size_t j = 0; j < nks[slot]; j++)
+			st[kl[j]] = SIZE_MAX;
+		live -= nks[slot];
+		nks[slot] = 0;
+	}
+	free(start);
+	free(ks);
+}
+
+void scrub_span(const struct buf *secrets, size_t nsecrets, char *p, size_t n)
+{
+	struct runs runs = {NULL, 0, 0};
+
+	/* Every match is found in the text as it came, before any is replaced. */
+	for (size_t i = 0; i < nsecrets; i++)
+		if (secrets[i].len)
+			find_secret((const unsigned char *)secrets[i].buf, secrets[i].len, p, n,
+			            &runs);
+	for (size_t i = 0; i < runs.nr; i++)
+		memset(p + runs.v[i].start, '*', runs.v[i].end - runs.v[i].start);
+	free(runs.v);
+}
