@@ -7,6 +7,7 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
+#include "base/base64.h"
 #include "base/buf.h"
 #include "config/config.h"
 #include "base/err.h"
@@ -638,34 +639,6 @@ static char *json_escape(const char *value, int slash)
 	return buf_detach(&b, NULL);
 }
 
-/*
- * The base64 characters that only value's bytes make when it starts r bytes
- * (0 to 2) into a group of three: the characters whose six bits all lie
- * within the value (8 at least).  NULL for a value under 8 bytes.
- */
-static char *b64_core(const char *value, int r)
-{
-	size_t len = strlen(value), n = (size_t)r + len, j0 = (8 * (size_t)r + 5) / 6,
-	       j1 = 8 * n / 6;
-	unsigned char *in, *enc;
-	char *core = NULL;
-
-	if (len < 8)
-		return NULL;
-	in = xcalloc(n + 3, 1);
-	memcpy(in + r, value, len);
-	enc = xmalloc((n + 3) / 3 * 4 + 1);
-	EVP_EncodeBlock(enc, in, (int)((n + 2) / 3 * 3));
-	core = xmalloc(j1 - j0 + 1);
-	memcpy(core, enc + j0, j1 - j0);
-	core[j1 - j0] = '\0';
-	OPENSSL_cleanse(in, n + 3);
-	OPENSSL_cleanse(enc, (n + 3) / 3 * 4 + 1);
-	free(in);
-	free(enc);
-	return core;
-}
-
 void swap_echo_init(struct swap_echo *e, const struct swap_secret *secrets, size_t n)
 {
 	e->secrets = secrets;
@@ -683,7 +656,7 @@ void swap_echo_init(struct swap_echo *e, const struct swap_secret *secrets, size
 		echo_add(e, json_escape(v, 0), xstrdup(secrets[i].placeholder));
 		echo_add(e, json_escape(v, 1), xstrdup(secrets[i].placeholder));
 		for (int r = 0; r < 3; r++) {
-			char *core = b64_core(v, r), *stars;
+			char *core = base64_core(v, strlen(v), r), *stars;
 
 			if (!core)
 				continue;
