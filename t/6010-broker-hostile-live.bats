@@ -246,13 +246,19 @@ reflect_restart() {
 }
 
 # token_reflected DECODE: which of reflect_fetch's files hold $GIT_TOKEN or its Basic
-# credential once read back by DECODE: percent (%XX decoded) or json (a JSON string's
-# escapes decoded).  Prints nothing when none does.
+# credential once read back by DECODE: percent (%XX decoded), json (a JSON string's
+# escapes decoded) or html (character references decoded; then the base64 characters
+# that only the token's bytes make, at each of three offsets, count too).  Prints
+# nothing when none does.
 token_reflected() {
 	python3 - "$1" "$GIT_TOKEN" head.txt ok.txt errhead.txt err.txt <<-'PY'
-	import base64, re, sys, urllib.parse
+	import base64, html, re, sys, urllib.parse
 	decode, tok = sys.argv[1], sys.argv[2]
 	forms = [tok, base64.b64encode(("x-access-token:" + tok).encode()).decode()]
+	if decode == "html":
+	    for r in range(3):
+	        enc = base64.b64encode(b"\0" * r + tok.encode() + b"\0\0").decode()
+	        forms.append(enc[(8 * r + 5) // 6:8 * (r + len(tok)) // 6])
 	def unescape(m):
 	    e = m.group(1)
 	    return chr(int(e[3:], 16)) if e[0] == "u" else e
@@ -260,27 +266,41 @@ token_reflected() {
 	    text = open(f, encoding="latin-1").read()
 	    if decode == "percent":
 	        text = urllib.parse.unquote(text, encoding="latin-1")
+	    elif decode == "html":
+	        text = html.unescape(text)
 	    else:
 	        text = re.sub(r'\\(u00[0-9a-fA-F]{2}|[/"\\])', unescape, text)
-	    for s in forms:
+	    for i, s in enumerate(forms):
 	        if s in text:
-	            print("%s holds %s" % (f, "the token" if s == tok else "the credential"))
+	            what = ("the token", "the credential", "the token's base64")[min(i, 2)]
+	            print("%s holds %s" % (f, what))
 	PY
+}
+
+# reflect_each_auth DECODE LINE...: with --auth basic, then bearer, the client's files hold
+# every LINE (a line start the remote wrote) and, read back by DECODE (token_reflected),
+# neither the token nor any form of it.
+reflect_each_auth() {
+	local decode=$1 mode line
+	shift
+	for mode in basic bearer; do
+		reflect_fetch "$mode"
+		for line in "$@"; do
+			assert_file_contains ok.txt "^$line: "
+		done
+		run token_reflected "$decode"
+		assert_output ''
+		kill "$BR_PID"
+		wait "$BR_PID" || true
+	done
 }
 
 @test "broker live: a reflected token, percent-encoded with some bytes left raw, does not reach the client" {
 	# Characters that base64 and URL-encoding change.
 	export GIT_TOKEN="t0k/en+$RANDOM=x%y~z" UPSTREAM_TOKEN="t0k/en+$RANDOM=x%y~z"
 	reflect_restart
-	for mode in basic bearer; do
-		reflect_fetch "$mode"
-		assert_file_contains ok.txt '^quoted-path: '
-		# Percent-decoded, nothing the client got holds the token or the Basic credential.
-		run token_reflected percent
-		assert_output ''
-		kill "$BR_PID"
-		wait "$BR_PID" || true
-	done
+	# Percent-decoded, nothing the client got holds the token or the Basic credential.
+	reflect_each_auth percent quoted-path
 }
 
 @test "broker live: a reflected token, JSON-escaped as PHP writes it, does not reach the client" {
@@ -290,16 +310,33 @@ token_reflected() {
 	printf 'x-access-token:%s' "$tok" | base64 -w0 | grep -q /
 	export GIT_TOKEN="$tok" UPSTREAM_TOKEN="$tok"
 	reflect_restart
-	for mode in basic bearer; do
-		reflect_fetch "$mode"
-		assert_file_contains ok.txt '^json-php: '
-		assert_file_contains ok.txt '^json-u: '
-		# JSON escapes read back, nothing the client got holds the token or the Basic credential.
-		run token_reflected json
-		assert_output ''
-		kill "$BR_PID"
-		wait "$BR_PID" || true
-	done
+	# JSON escapes read back, nothing the client got holds the token or the Basic credential.
+	reflect_each_auth json json-php json-u
+}
+
+@test "broker live: a reflected token, HTML-escaped or in base64 inside a longer string, does not reach the client" {
+	# '>' and '?' 2 bytes into a group of 3 make a '+' and a '/' of the Basic credential
+	# (15 + 2 and 15 + 5 bytes in), which HTML escapers change too (Go's writes &#43;).
+	tok="t0>k&?$(printf %03d $((RANDOM % 1000)))en<'~+=/\"x"
+	printf 'x-access-token:%s' "$tok" | base64 -w0 | grep -q '+.*/'
+	export GIT_TOKEN="$tok" UPSTREAM_TOKEN="$tok"
+	reflect_restart
+	# References decoded, nothing holds the token, the credential or the token's base64.
+	reflect_each_auth html html-go html-php html-hex html-dec html-named b64-at-0 b64-at-1 b64-at-2
+}
+
+@test "broker live: a Basic credential is scrubbed whole, though the token's base64 in it comes first" {
+	# The credential holds the token's base64 (x-access-token: is 15 bytes, a whole number of
+	# groups), which ends 2 bytes before it; the remote pauses there ("auth: Basic " is 12).
+	tok=tok-s3cr3t-value-$(printf %05d "$RANDOM")
+	export GIT_TOKEN="$tok" UPSTREAM_TOKEN="$tok"
+	kill "$UP_PID"
+	wait "$UP_PID" || true
+	rm -f up.port
+	start_upstream --reflect --pause-at $((12 + 20 + 22 * 8 / 6))
+	reflect_fetch basic
+	run grep -c '^auth: Basic \**$' ok.txt
+	assert_output 1
 }
 
 @test "broker live: a compressed answer is refused, whatever Content-Encoding header comes first" {

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "net/broker_req.h"
+#include "base/base64.h"
 #include "base/clock.h"
 #include "base/err.h"
 #include "git/gitproto.h"
@@ -249,12 +250,15 @@ static int send_chunk(struct hconn *c, const void *data, size_t n)
 /*
  * An answer's body on its way to the client: the last secret_max - 1 bytes
  * are held back until more comes, so a token split between two reads is
- * found too.  Lengths do not change (Content-Length and pkt-lines stay
- * right).
+ * found too, and a run that starts in them is left for the next read, which
+ * finds it whole; held keeps the bytes as they came, so a run found once
+ * the rest comes is found whatever was replaced before it.  Lengths do not
+ * change (Content-Length and pkt-lines stay right).
  */
 struct scrub {
 	const struct broker_remote *rm;
-	struct buf hold;
+	struct buf hold, out;
+	size_t stars; /* the first bytes of hold a run passed on covers */
 };
 
 /* Pass n bytes on through sc (last: all of what is held).  0 or -errno. */
@@ -262,16 +266,22 @@ static int relay(struct hconn *client, int chunked, struct scrub *sc, const char
                  int last)
 {
 	size_t keep = last || !sc->rm->secret_max ? 0 : sc->rm->secret_max - 1;
-	size_t ready;
+	size_t ready, end;
 	int r;
 
 	buf_add(&sc->hold, data, n);
-	scrub_span(sc->rm->secrets, sc->rm->nsecrets, sc->hold.buf, sc->hold.len);
 	if (sc->hold.len <= keep)
 		return 0;
 	ready = sc->hold.len - keep;
-	r = chunked ? send_chunk(client, sc->hold.buf, ready)
-	            : hconn_write(client, sc->hold.buf, ready);
+	buf_grow(&sc->out, sc->hold.len);
+	end = scrub_span(sc->rm->secrets, sc->rm->nsecrets, sc->hold.buf, sc->out.buf, sc->hold.len,
+	                 ready);
+	memset(sc->out.buf, '*', sc->stars < sc->hold.len ? sc->stars : sc->hold.len);
+	if (end < sc->stars)
+		end = sc->stars;
+	sc->stars = end > ready ? end - ready : 0;
+	r = chunked ? send_chunk(client, sc->out.buf, ready)
+	            : hconn_write(client, sc->out.buf, ready);
 	buf_consume(&sc->hold, ready);
 	return r;
 }
@@ -472,7 +482,7 @@ static int relay_answer(struct hconn *client, const struct request *rq,
                         const struct buf *ahead, long long out_len, struct fwd_result *res)
 {
 	struct buf head = BUF_INIT;
-	struct scrub sc = {rq->rm, BUF_INIT};
+	struct scrub sc = {rq->rm, BUF_INIT, BUF_INIT, 0};
 	char *data = xmalloc(65536);
 	int r, chunked_out = 0;
 
@@ -482,7 +492,7 @@ static int relay_answer(struct hconn *client, const struct request *rq,
 			buf_addf(&head, "%.*s: %.*s\r\n", (int)resp->hdr[i].name_len,
 			         resp->hdr[i].name, (int)resp->hdr[i].value_len,
 			         resp->hdr[i].value);
-	scrub_span(rq->rm->secrets, rq->rm->nsecrets, head.buf, head.len);
+	scrub_span(rq->rm->secrets, rq->rm->nsecrets, head.buf, head.buf, head.len, head.len);
 	if (out_len >= 0) {
 		buf_addf(&head, "Content-Length: %lld\r\n", out_len);
 	} else if (!rq->http10) {
@@ -513,6 +523,7 @@ out:
 	free(data);
 	buf_release(&head);
 	buf_release(&sc.hold);
+	buf_release(&sc.out);
 	return 0;
 }
 
@@ -1263,5 +1274,15 @@ void broker_remote_credentials(struct broker_remote *rm)
 	add_secret(rm, rm->token, strlen(rm->token));
 	if (cred.len)
 		add_secret(rm, cred.buf, cred.len);
+	/* The token inside a longer base64 string, at each byte offset. */
+	for (int r = 0; r < 3; r++) {
+		char *core = base64_core(rm->token, strlen(rm->token), r);
+
+		if (!core)
+			continue;
+		add_secret(rm, core, strlen(core));
+		OPENSSL_cleanse(core, strlen(core));
+		free(core);
+	}
 	buf_wipe_release(&cred);
 }

@@ -39,8 +39,8 @@ struct broker_remote {
 	/* its host looked up at start (resolver_lookup_now(), common/net/resolve.h) */
 	struct resolve_result addrs;
 	/*
-	 * The token and the Basic credential (docs/broker.md, "What the client
-	 * sees"): replaced, in any spelling scrub_span() finds
+	 * The token, the Basic credential and the token's base64 cores
+	 * (docs/broker.md, "What the client sees"): replaced, in any spelling scrub_span() finds
 	 * (common/broker/scrub.h), in whatever goes back to the client.
 	 * secret_max: the longest spelling, SCRUB_SPELLING_MAX bytes a byte.
 	 */
@@ -85,8 +85,10 @@ struct broker {
 
 /*
  * Set rm->auth_header from rm->token (none: ""), and remember the forms of
- * the token the remote could send back: the token, its basic credential,
- * and their URL-encoded spellings.
+ * the token the remote could send back, for scrub_span() to find in any
+ * spelling: the token, its Basic credential, and the base64 characters only
+ * the token's bytes make at each of the three byte offsets
+ * (common/base/base64.h base64_core(): a token of 8 bytes or more).
  */
 void broker_remote_credentials(struct broker_remote *rm);
 

@@ -17,6 +17,80 @@ struct spelling {
 #define SPELLINGS_AT_MAX 2
 
 /*
+ * HTML5's named character references for printable ASCII bytes (the
+ * standard's table, every name of each), ';' ended; the first eight are
+ * also read without it, as browsers read those (the "legacy" names).
+ */
+static const struct {
+	const char *name;
+	char c;
+} html_named[] = {
+    {"amp", '&'},          {"AMP", '&'},      {"lt", '<'},     {"LT", '<'},
+    {"gt", '>'},           {"GT", '>'},       {"quot", '"'},   {"QUOT", '"'},
+    {"excl", '!'},         {"num", '#'},      {"dollar", '$'}, {"percnt", '%'},
+    {"apos", '\''},        {"lpar", '('},     {"rpar", ')'},   {"ast", '*'},
+    {"midast", '*'},       {"plus", '+'},     {"comma", ','},  {"period", '.'},
+    {"sol", '/'},          {"colon", ':'},    {"semi", ';'},   {"equals", '='},
+    {"quest", '?'},        {"commat", '@'},   {"lsqb", '['},   {"lbrack", '['},
+    {"bsol", '\\'},        {"rsqb", ']'},     {"rbrack", ']'}, {"Hat", '^'},
+    {"lowbar", '_'},       {"UnderBar", '_'}, {"grave", '`'},  {"DiacriticalGrave", '`'},
+    {"lcub", '{'},         {"lbrace", '{'},   {"verbar", '|'}, {"vert", '|'},
+    {"VerticalLine", '|'}, {"rcub", '}'},     {"rbrace", '}'},
+};
+#define HTML_LEGACY_NAMES 8
+
+/* The most digits of a numeric reference read (leading zeros included). */
+#define HTML_DIGITS_MAX 7
+
+/*
+ * The byte an HTML character reference at p[0..len) (p[0] == '&') stands
+ * for, into *c, and its length, ';' included when there is one; 0 when
+ * there is none.  Numeric: "&#" and 1 to HTML_DIGITS_MAX decimal digits, or
+ * "&#x" or "&#X" and as many hex digits (any case), the ';' optional (a
+ * browser reads "&#43" too); a value past 255 is no byte.  Named: a name of
+ * html_named[] and ';', or one of its legacy names alone.
+ */
+static size_t html_reference(const char *p, size_t len, unsigned char *c)
+{
+	size_t at, digits = 0;
+	unsigned long v = 0;
+
+	if (len >= 3 && p[1] == '#') {
+		int hex = p[2] == 'x' || p[2] == 'X';
+
+		for (at = hex ? 3 : 2; at < len && digits <= HTML_DIGITS_MAX; at++, digits++) {
+			unsigned char d = (unsigned char)p[at], l = d | 0x20;
+
+			if (d >= '0' && d <= '9')
+				v = v * (hex ? 16 : 10) + (d - '0');
+			else if (hex && l >= 'a' && l <= 'f')
+				v = v * 16 + (l - 'a' + 10);
+			else
+				break;
+		}
+		if (!digits || digits > HTML_DIGITS_MAX || v > 255)
+			return 0;
+		*c = (unsigned char)v;
+		return at < len && p[at] == ';' ? at + 1 : at;
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(html_named); i++) {
+		size_t n = strlen(html_named[i].name);
+
+		if (len < 1 + n || memcmp(p + 1, html_named[i].name, n))
+			continue;
+		if (len >= 2 + n && p[1 + n] == ';') {
+			*c = (unsigned char)html_named[i].c;
+			return 2 + n;
+		}
+		if (i < HTML_LEGACY_NAMES) {
+			*c = (unsigned char)html_named[i].c;
+			return 1 + n;
+		}
+	}
+	return 0;
+}
+
+/*
  * Every byte that p[0..len) (len >= 1) spells from its start, into d: the
  * byte itself, and the byte an escape starting there decodes to (at most
  * one: the escape's kind is set by its first byte).  How many.
@@ -24,6 +98,7 @@ struct spelling {
 static int spellings_at(const char *p, size_t len, struct spelling d[SPELLINGS_AT_MAX])
 {
 	unsigned char x;
+	size_t n;
 	int nd = 0;
 
 	d[nd++] = (struct spelling){(unsigned char)p[0], 1};
@@ -34,13 +109,15 @@ static int spellings_at(const char *p, size_t len, struct spelling d[SPELLINGS_A
 	else if (p[0] == '\\' && len >= 6 && !memcmp(p, "\\u00", 4) &&
 	         hex_decode(&x, p + 4, 1) == 0)
 		d[nd++] = (struct spelling){x, 6};
+	else if (p[0] == '&' && (n = html_reference(p, len, &x)) > 0)
+		d[nd++] = (struct spelling){x, (unsigned char)n};
 	return nd;
 }
 
 /* Whether an escape may start with c (spellings_at() finds more than c itself there). */
 static int escape_start(char c)
 {
-	return c == '%' || c == '\\';
+	return c == '%' || c == '\\' || c == '&';
 }
 
 /* A run [start, end) to replace. */
@@ -66,8 +143,9 @@ static void find_secret(const unsigned char *s, size_t n, const char *p, size_t 
                         struct runs *out)
 {
 	enum { R = SCRUB_SPELLING_MAX + 1 };
-	size_t *start = xmalloc(R * n * sizeof(*start)); /* [slot * n + k], k of s's bytes matched */
-	size_t *ks = xmalloc(R * n * sizeof(*ks));       /* the k set in a slot, nks[slot] of them */
+	size_t *start =
+	    xmalloc(R * n * sizeof(*start));       /* [slot * n + k], k of s's bytes matched */
+	size_t *ks = xmalloc(R * n * sizeof(*ks)); /* the k set in a slot, nks[slot] of them */
 	size_t nks[R] = {0}, live = 0;
 
 	for (size_t i = 0; i < R * n; i++)
@@ -113,16 +191,26 @@ static void find_secret(const unsigned char *s, size_t n, const char *p, size_t 
 	free(ks);
 }
 
-void scrub_span(const struct buf *secrets, size_t nsecrets, char *p, size_t n)
+size_t scrub_span(const struct buf *secrets, size_t nsecrets, const char *in, char *out, size_t n,
+                  size_t before)
 {
 	struct runs runs = {NULL, 0, 0};
+	size_t end = 0;
 
 	/* Every match is found in the text as it came, before any is replaced. */
 	for (size_t i = 0; i < nsecrets; i++)
 		if (secrets[i].len)
-			find_secret((const unsigned char *)secrets[i].buf, secrets[i].len, p, n,
+			find_secret((const unsigned char *)secrets[i].buf, secrets[i].len, in, n,
 			            &runs);
-	for (size_t i = 0; i < runs.nr; i++)
-		memset(p + runs.v[i].start, '*', runs.v[i].end - runs.v[i].start);
+	if (out != in)
+		memcpy(out, in, n);
+	for (size_t i = 0; i < runs.nr; i++) {
+		if (runs.v[i].start >= before)
+			continue;
+		memset(out + runs.v[i].start, '*', runs.v[i].end - runs.v[i].start);
+		if (runs.v[i].end > end)
+			end = runs.v[i].end;
+	}
 	free(runs.v);
+	return end;
 }
