@@ -509,3 +509,12 @@ all_closed() {
 	run git -c http.proxy="http://127.0.0.1:$BR_PORT" clone -q http://git.aibox.internal/0/ c
 	assert_success
 }
+
+@test "broker: the token scrub reads an HTML reference whose ';' may be left out both with it and without it" {
+	# "&amp;" may be '&' itself, or "&amp" ('&', as a browser reads it) and a ';'.
+	run test-scrub '&;' <<<'x&amp;y x&#38;y x&#x26;y x&AMP;y x&amp;;y'
+	assert_output 'x*****y x*****y x******y x*****y x******y'
+	# A name that needs its ';' is read with it only.
+	run test-scrub '+;' <<<'x&plus;y x&plus;;y'
+	assert_output 'x&plus;y x*******y'
+}

@@ -14,7 +14,7 @@ struct spelling {
 	unsigned char c, len;
 };
 
-#define SPELLINGS_AT_MAX 2
+#define SPELLINGS_AT_MAX 3
 
 /*
  * HTML5's named character references for printable ASCII bytes (the
@@ -44,17 +44,20 @@ static const struct {
 
 /*
  * The byte an HTML character reference at p[0..len) (p[0] == '&') stands
- * for, into *c, and its length, ';' included when there is one; 0 when
- * there is none.  Numeric: "&#" and 1 to HTML_DIGITS_MAX decimal digits, or
- * "&#x" or "&#X" and as many hex digits (any case), the ';' optional (a
- * browser reads "&#43" too); a value past 255 is no byte.  Named: a name of
- * html_named[] and ';', or one of its legacy names alone.
+ * for, into *c, and its length without a ';' that may end it, or 0 when
+ * there is none; *semi is set when a ';' ends it, and the reference may
+ * also be read as taking it (*semi == 2: it must).  Numeric: "&#" and 1 to
+ * HTML_DIGITS_MAX decimal digits, or "&#x" or "&#X" and as many hex digits
+ * (any case), the ';' optional (a browser reads "&#43" too); a value past
+ * 255 is no byte.  Named: a name of html_named[] and ';', or one of its
+ * legacy names alone.
  */
-static size_t html_reference(const char *p, size_t len, unsigned char *c)
+static size_t html_reference(const char *p, size_t len, unsigned char *c, int *semi)
 {
 	size_t at, digits = 0;
 	unsigned long v = 0;
 
+	*semi = 0;
 	if (len >= 3 && p[1] == '#') {
 		int hex = p[2] == 'x' || p[2] == 'X';
 
@@ -71,35 +74,35 @@ static size_t html_reference(const char *p, size_t len, unsigned char *c)
 		if (!digits || digits > HTML_DIGITS_MAX || v > 255)
 			return 0;
 		*c = (unsigned char)v;
-		return at < len && p[at] == ';' ? at + 1 : at;
+		*semi = at < len && p[at] == ';';
+		return at;
 	}
 	for (size_t i = 0; i < ARRAY_SIZE(html_named); i++) {
 		size_t n = strlen(html_named[i].name);
 
 		if (len < 1 + n || memcmp(p + 1, html_named[i].name, n))
 			continue;
-		if (len >= 2 + n && p[1 + n] == ';') {
-			*c = (unsigned char)html_named[i].c;
-			return 2 + n;
-		}
-		if (i < HTML_LEGACY_NAMES) {
-			*c = (unsigned char)html_named[i].c;
-			return 1 + n;
-		}
+		if (len >= 2 + n && p[1 + n] == ';')
+			*semi = i < HTML_LEGACY_NAMES ? 1 : 2;
+		else if (i >= HTML_LEGACY_NAMES)
+			continue;
+		*c = (unsigned char)html_named[i].c;
+		return 1 + n;
 	}
 	return 0;
 }
 
 /*
  * Every byte that p[0..len) (len >= 1) spells from its start, into d: the
- * byte itself, and the byte an escape starting there decodes to (at most
- * one: the escape's kind is set by its first byte).  How many.
+ * byte itself, and the byte an escape starting there decodes to (one kind
+ * of escape at most, set by its first byte; an HTML reference with an
+ * optional ';' is read with it and without).  How many.
  */
 static int spellings_at(const char *p, size_t len, struct spelling d[SPELLINGS_AT_MAX])
 {
 	unsigned char x;
 	size_t n;
-	int nd = 0;
+	int nd = 0, semi;
 
 	d[nd++] = (struct spelling){(unsigned char)p[0], 1};
 	if (p[0] == '%' && len >= 3 && hex_decode(&x, p + 1, 1) == 0)
@@ -109,15 +112,14 @@ static int spellings_at(const char *p, size_t len, struct spelling d[SPELLINGS_A
 	else if (p[0] == '\\' && len >= 6 && !memcmp(p, "\\u00", 4) &&
 	         hex_decode(&x, p + 4, 1) == 0)
 		d[nd++] = (struct spelling){x, 6};
-	else if (p[0] == '&' && (n = html_reference(p, len, &x)) > 0)
-		d[nd++] = (struct spelling){x, (unsigned char)n};
+	else if (p[0] == '&' && (n = html_reference(p, len, &x, &semi)) > 0) {
+		/* With an optional ';' there, both: "&amp;" may be '&' or "&amp" and ';'. */
+		if (semi != 2)
+			d[nd++] = (struct spelling){x, (unsigned char)n};
+		if (semi)
+			d[nd++] = (struct spelling){x, (unsigned char)(n + 1)};
+	}
 	return nd;
-}
-
-/* Whether an escape may start with c (spellings_at() finds more than c itself there). */
-static int escape_start(char c)
-{
-	return c == '%' || c == '\\' || c == '&';
 }
 
 /* A run [start, end) to replace. */
@@ -147,6 +149,10 @@ static void find_secret(const unsigned char *s, size_t n, const char *p, size_t 
 	    xmalloc(R * n * sizeof(*start));       /* [slot * n + k], k of s's bytes matched */
 	size_t *ks = xmalloc(R * n * sizeof(*ks)); /* the k set in a slot, nks[slot] of them */
 	size_t nks[R] = {0}, live = 0;
+	/* The bytes a spelling of s[0] may start with: itself, or an escape's first byte. */
+	unsigned char may_start[256] = {['%'] = 1, ['\\'] = 1, ['&'] = 1};
+
+	may_start[s[0]] = 1;
 
 	for (size_t i = 0; i < R * n; i++)
 		start[i] = SIZE_MAX;
@@ -155,8 +161,16 @@ static void find_secret(const unsigned char *s, size_t n, const char *p, size_t 
 		struct spelling d[SPELLINGS_AT_MAX];
 		int nd;
 
-		if (!live && (unsigned char)p[i] != s[0] && !escape_start(p[i]))
-			continue;
+		if (!live) {
+			/* Nothing under way: on to where a match may start. */
+			while (i < len && !may_start[(unsigned char)p[i]])
+				i++;
+			if (i == len)
+				break;
+			slot = i % R;
+			st = start + slot * n;
+			kl = ks + slot * n;
+		}
 		nd = spellings_at(p + i, len - i, d);
 		/* k == 0: a match may start here; then the partial ones that reached here. */
 		for (size_t j = 0; j <= nks[slot]; j++) {
