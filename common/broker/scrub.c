@@ -139,25 +139,24 @@ struct runs {
  * SCRUB_SPELLING_MAX bytes, so only the next SCRUB_SPELLING_MAX places can
  * be reached from one: a ring of that many + 1 slots holds them.  Each place
  * costs at most (n + 1) * SPELLINGS_AT_MAX steps; a match found ends at its
- * earliest start, so the runs cover every match.
+ * earliest start, so the runs cover every match.  The ring starts zeroed
+ * (calloc()), not filled: a long token (a JWT is kilobytes) costs only the
+ * pages its matches reach, on each piece of an answer.
  */
 static void find_secret(const unsigned char *s, size_t n, const char *p, size_t len,
                         struct runs *out)
 {
 	enum { R = SCRUB_SPELLING_MAX + 1 };
-	size_t *start =
-	    xmalloc(R * n * sizeof(*start));       /* [slot * n + k], k of s's bytes matched */
-	size_t *ks = xmalloc(R * n * sizeof(*ks)); /* the k set in a slot, nks[slot] of them */
+	/* [k * R + slot]: 1 + the earliest start of k of s's bytes ending there; 0: none. */
+	size_t *start = xcalloc(R * n, sizeof(*start));
+	size_t *ks = xmalloc(R * n * sizeof(*ks)); /* [slot * n + j]: the k set in a slot */
 	size_t nks[R] = {0}, live = 0;
 	/* The bytes a spelling of s[0] may start with: itself, or an escape's first byte. */
 	unsigned char may_start[256] = {['%'] = 1, ['\\'] = 1, ['&'] = 1};
 
 	may_start[s[0]] = 1;
-
-	for (size_t i = 0; i < R * n; i++)
-		start[i] = SIZE_MAX;
 	for (size_t i = 0; i < len; i++) {
-		size_t slot = i % R, *st = start + slot * n, *kl = ks + slot * n;
+		size_t slot, *kl;
 		struct spelling d[SPELLINGS_AT_MAX];
 		int nd;
 
@@ -167,14 +166,13 @@ static void find_secret(const unsigned char *s, size_t n, const char *p, size_t 
 				i++;
 			if (i == len)
 				break;
-			slot = i % R;
-			st = start + slot * n;
-			kl = ks + slot * n;
 		}
+		slot = i % R;
+		kl = ks + slot * n;
 		nd = spellings_at(p + i, len - i, d);
 		/* k == 0: a match may start here; then the partial ones that reached here. */
 		for (size_t j = 0; j <= nks[slot]; j++) {
-			size_t k = j ? kl[j - 1] : 0, from = j ? st[k] : i;
+			size_t k = j ? kl[j - 1] : 0, from = j ? start[k * R + slot] - 1 : i;
 
 			for (int e = 0; e < nd; e++) {
 				size_t end = i + d[e].len, *to;
@@ -186,18 +184,18 @@ static void find_secret(const unsigned char *s, size_t n, const char *p, size_t 
 					out->v[out->nr++] = (struct run){from, end};
 					continue;
 				}
-				to = start + (end % R) * n;
-				if (to[k + 1] == SIZE_MAX) {
+				to = &start[(k + 1) * R + end % R];
+				if (!*to) {
 					ks[(end % R) * n + nks[end % R]++] = k + 1;
-					to[k + 1] = from;
+					*to = from + 1;
 					live++;
-				} else if (from < to[k + 1]) {
-					to[k + 1] = from;
+				} else if (from + 1 < *to) {
+					*to = from + 1;
 				}
 			}
 		}
 		for (size_t j = 0; j < nks[slot]; j++)
-			st[kl[j]] = SIZE_MAX;
+			start[kl[j] * R + slot] = 0;
 		live -= nks[slot];
 		nks[slot] = 0;
 	}
