@@ -87,6 +87,10 @@ fuzz() {
 	fuzz fuzz-broker-request
 }
 
+@test "fuzz: the broker's token scrub survives ${FUZZ_SECONDS}s of fuzzing" {
+	fuzz fuzz-broker-scrub
+}
+
 @test "fuzz: the results tar reader survives ${FUZZ_SECONDS}s of fuzzing" {
 	fuzz fuzz-tar-in
 }
