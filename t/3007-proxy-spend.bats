@@ -849,17 +849,18 @@ million_usage() {
 	start_recorded
 	clients 1 "" 100 claude-sonnet-4-6 true
 	stop_proxy
-	# its price per token is the capacity commitment's, which aibox cannot know: 60 + 225 USD
-	run jq -c '[.usage.models[] | [.model, .usd, .priced]]' "$T/record.json"
-	assert_output '[["claude-sonnet-4-6",285,false]]'
+	# its price per token is the capacity commitment's, which aibox cannot know: 60 + 225 USD;
+	# the model is in the table (priced), the tier said apart
+	run jq -c '[.usage.models[] | [.model, .usd, .priced, .priority]]' "$T/record.json"
+	assert_output '[["claude-sonnet-4-6",285,true,true]]'
 	stop_fake_api
 	rm -rf "$T/rec"
 	api "{\"usage\":$(million_usage '"service_tier":"standard"')}"
 	start_recorded --log "$T/proxy2.log"
 	clients 1 "" 100 claude-sonnet-4-6 true
 	stop_proxy
-	run jq -c '[.usage.models[] | [.model, .usd, .priced]]' "$T/record.json"
-	assert_output '[["claude-sonnet-4-6",18,true]]'
+	run jq -c '[.usage.models[] | [.model, .usd, .priced, .priority]]' "$T/record.json"
+	assert_output '[["claude-sonnet-4-6",18,true,null]]'
 }
 
 @test "spend: once an answer came from the Priority Tier, requests in flight are reserved at the top price: a cap is passed by one answer" {

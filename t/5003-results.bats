@@ -453,7 +453,7 @@ check_bundle() {
 @test "results: the summary puts aibox's count of the spend beside Claude Code's, and says when a cap ended the task" {
 	good
 	u='"requests":3,"usd":91.513872,"nano_usd":91513872000,"models":[
-		{"model":"claude-sonnet-4-5","input":1234,"output":567,"cache_write_5m":100,"cache_write_1h":200,"cache_read":300,"requests":2,"usd":0.013872,"nano_usd":13872000,"priced":true},
+		{"model":"claude-sonnet-4-5","input":1234,"output":567,"cache_write_5m":100,"cache_write_1h":200,"cache_read":300,"requests":2,"usd":0.013872,"nano_usd":13872000,"priced":true,"priority":false},
 		{"model":"mystery-9","input":1000000,"output":1000000,"cache_write_5m":0,"cache_write_1h":0,"cache_read":1000000,"requests":1,"usd":91.5,"nano_usd":91500000000,"priced":false}],
 		"uncounted":1,"skipped":0,"refused":2,"caps":{"task_usd":5,"day_usd":null},"cap_task_nano":5000000000,"cap_day_nano":0,"day_nano_usd":91513872000,"ended_by_cap":"task"'
 	record '[]' ", \"usage\": {$u}"
@@ -461,6 +461,7 @@ check_bundle() {
 	assert_success
 	assert_line "aibox: aibox counted 91.513872 USD for 3 API requests (Claude Code's own estimate: about 0.05 USD)"
 	assert_line "aibox: the model mystery-9 is not in aibox's price table: charged at the highest price in it"
+	refute_output --partial "Priority Tier"
 	assert_line "aibox: 1 answer could not be counted (encoded or of an unknown type; docs/budget.md)"
 	assert_line "aibox: ended by budget: the task cap of 5.000000 USD was reached (2 requests refused)"
 	# without a cap reached, no such line; a record without usage, no count at all
@@ -481,4 +482,22 @@ check_bundle() {
 	record '[]' ', "usage": {"requests": -1}'
 	run test-task results - --report record.json
 	assert_output --partial "not known: usage: 'requests' is out of range"
+}
+
+@test "results: a model the Priority Tier served is named as such in the summary, not as one the price table lacks" {
+	good
+	record '[]' ', "usage": {"requests":1,"usd":285,"nano_usd":285000000000,"models":[
+		{"model":"claude-sonnet-4-6","input":1000000,"output":1000000,"cache_write_5m":0,"cache_write_1h":0,"cache_read":0,"requests":1,"usd":285,"nano_usd":285000000000,"priced":true,"priority":true}],
+		"uncounted":0,"skipped":0,"refused":0,"caps":{"task_usd":null,"day_usd":null},"cap_task_nano":0,"cap_day_nano":0,"day_nano_usd":285000000000,"ended_by_cap":null}'
+	run test-task results result.json --report record.json
+	assert_success
+	assert_line "aibox: the Priority Tier served answers of claude-sonnet-4-6: charged at the highest price in aibox's price table (docs/budget.md)"
+	refute_output --partial "is not in aibox's price table"
+	# "priority" is a boolean, as "priced"
+	record '[]' ', "usage": {"requests":1,"usd":1,"nano_usd":1000000000,"models":[
+		{"model":"claude-sonnet-4-6","input":1,"output":1,"cache_write_5m":0,"cache_write_1h":0,"cache_read":0,"requests":1,"usd":1,"nano_usd":1000000000,"priority":"yes"}],
+		"uncounted":0,"skipped":0,"refused":0,"caps":{"task_usd":null,"day_usd":null},"cap_task_nano":0,"cap_day_nano":0,"day_nano_usd":0,"ended_by_cap":null}'
+	run test-task results - --report record.json
+	assert_output --partial "not known: usage:"
+	assert_output --partial "priority"
 }

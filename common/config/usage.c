@@ -1125,10 +1125,8 @@ int usage_price_for(const struct usage_prices *t, const char *model, unsigned fl
 	const struct usage_price *p;
 	int priced = usage_price_of(t, model, &p);
 
-	if (flags & USAGE_PRICE_TOP) {
+	if (flags & USAGE_PRICE_TOP)
 		p = &t->top;
-		priced = 0;
-	}
 	*out = *p;
 	if (flags & USAGE_PRICE_GEO)
 		for (size_t b = 0; b < out->nband; b++)
@@ -1216,6 +1214,8 @@ void usage_count_add(struct usage_count *c, const struct usage_prices *t, const 
 		m->requests++;
 	if (!priced)
 		m->unpriced = 1;
+	if (flags & USAGE_PRICE_TOP)
+		m->priority = 1;
 	m->nano = sat_add(m->nano, cost);
 	c->nano = sat_add(c->nano, cost);
 	*nano = cost;
@@ -1247,6 +1247,8 @@ void *usage_count_to_json(const struct usage_count *c)
 		json_object_set_new(m, "usd", jusd(c->m[i].nano));
 		json_object_set_new(m, "nano_usd", jcount(c->m[i].nano));
 		json_object_set_new(m, "priced", json_boolean(!c->m[i].unpriced));
+		if (c->m[i].priority)
+			json_object_set_new(m, "priority", json_true());
 		json_array_append_new(models, m);
 	}
 	json_object_set_new(caps, "task_usd", c->cap_task ? jusd(c->cap_task) : json_null());
@@ -1326,7 +1328,7 @@ int usage_count_from_json(const void *json, struct usage_count *c, struct buf *e
 		const char *name = json_str_checked(json_object_get(m, "model"), USAGE_MODEL_MAX);
 		struct usage_model *um = &c->m[i];
 		int64_t searches = 0;
-		int priced = 1;
+		int priced = 1, priority = 0;
 
 		if (!name || !name_ok(name)) {
 			buf_addstr(&why, "a model without a proper name");
@@ -1340,9 +1342,11 @@ int usage_count_from_json(const void *json, struct usage_count *c, struct buf *e
 		        0 ||
 		    get_n(m, "requests", &um->requests, &why) ||
 		    get_n(m, "nano_usd", &um->nano, &why) ||
-		    json_get_bool(m, "priced", JSON_OPTIONAL, &priced, &why) < 0)
+		    json_get_bool(m, "priced", JSON_OPTIONAL, &priced, &why) < 0 ||
+		    json_get_bool(m, "priority", JSON_OPTIONAL, &priority, &why) < 0)
 			goto bad;
 		um->unpriced = !priced;
+		um->priority = priority;
 		um->t.searches = searches > 0 ? (uint64_t)searches : 0;
 		c->nr++;
 	}

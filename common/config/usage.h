@@ -350,8 +350,8 @@ void usage_fast_model(const struct usage_prices *t, const char *model, char *out
 /*
  * The prices of model (usage_price_of()) with flags (USAGE_PRICE_*) applied,
  * into *out: TOP the table's top price; GEO each price times the row's
- * geo_milli / 1000, rounded up.  1 when a row prices it as asked (not TOP,
- * the model in the table), else 0.
+ * geo_milli / 1000, rounded up.  1 when the table has a row for model, else
+ * 0 (whatever flags say: a TOP answer of a model in the table is priced).
  */
 int usage_price_for(const struct usage_prices *t, const char *model, unsigned flags,
                     struct usage_price *out);
@@ -375,6 +375,8 @@ struct usage_model {
 	uint64_t requests; /* answers that reported usage for this model */
 	uint64_t nano;     /* their cost */
 	int unpriced;      /* not in the price table: charged at its top price */
+	int priority;      /* an answer the Priority Tier served (USAGE_PRICE_TOP):
+	                      charged at the table's top price too */
 };
 
 /* Which cap ended the task, if one did. */

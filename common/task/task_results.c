@@ -344,12 +344,19 @@ static void summary_usage(struct summary *s, const struct usage_count *u,
 			         r->claude.cost_usd);
 		add_line(s, 0, &b);
 	}
-	for (size_t i = 0; i < u->nr; i++)
+	for (size_t i = 0; i < u->nr; i++) {
 		if (u->m[i].unpriced)
 			addf(s, 0,
 			     "the model %s is not in aibox's price table: charged at the highest "
 			     "price in it",
 			     u->m[i].name);
+		else if (u->m[i].priority)
+			addf(s, 0,
+			     "the Priority Tier served answers of %s: charged at the highest price "
+			     "in "
+			     "aibox's price table (docs/budget.md)",
+			     u->m[i].name);
+	}
 	if (u->uncounted)
 		addf(s, 0,
 		     "%llu answer%s could not be counted (encoded or of an unknown type; "
