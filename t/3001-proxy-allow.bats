@@ -363,6 +363,17 @@ teardown() {
 	refute_output --partial "user information"
 }
 
+@test "proxy: a CONNECT target's authority is read once, for the verdict and the log alike" {
+	start_proxy --allow a.example.test
+	# the log names the host after the last '@': the verdict must be about that '@', never
+	# "invalid host" beside a host that is allowed
+	run raw_request 'CONNECT evil.test@a.example.test:443 HTTP/1.1\r\nHost: a.example.test:443\r\n\r\n'
+	assert_line --index 0 "$(printf 'HTTP/1.1 403 Forbidden\r')"
+	assert_output --partial "aibox-proxy: user information in the request target"
+	run cat "$T/proxy.log"
+	assert_line --regexp '^[^ ]+ refused - CONNECT a\.example\.test:443 \(user information in the request target\) status=403 '
+}
+
 # in_dns_netns PRE ENTRY HOST...: in namespaces with a DNS server of their
 # own (t/lib-dns.bash's in_dns_ns), run the shell snippet PRE (as root there:
 # an address on lo, a listener), start the proxy with --allow ENTRY and real

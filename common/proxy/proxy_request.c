@@ -94,9 +94,19 @@ static void connect_request(struct conn *c, const struct http_head *h)
 {
 	struct proxy *px = c->px;
 	struct buf why = BUF_INIT;
+	const char *auth;
+	size_t al, ui;
 
 	c->is_connect = 1;
 	px_set_what(c, h->method, h->method_len, NULL, 0);
+	/* The log names the host after the '@' (set_what_asked()): refused for the '@' itself. */
+	if (target_authority(h, &auth, &al, &ui) < 0)
+		BUG("connect_request() on a request that is no CONNECT");
+	if (ui) {
+		set_what_asked(c, h);
+		px_refuse(c, "user information in the request target");
+		return;
+	}
 	if (http_split_authority(h->target, h->target_len, 0, c->host, sizeof(c->host), &c->port,
 	                         &why)) {
 		c->host[0] = '\0';
