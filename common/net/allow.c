@@ -328,7 +328,8 @@ static int v4_public(uint32_t a)
 /*
  * The IPv4 address inside an address of NAT64's well-known prefix
  * 64:ff9b::/96 (RFC 6052), where a DNS64 resolver puts every IPv4-only name
- * on an IPv6-only network (docs/allow-list.md): 1 with *v4 set, else 0.
+ * on an IPv6-only network (docs/proxy.md, "The allow list"): 1 with *v4
+ * set, else 0.
  */
 static int nat64_v4(const unsigned char *a, uint32_t *v4)
 {
