@@ -196,6 +196,50 @@ B
 	assert_success
 }
 
+@test "test-rules: every test docs/security.md names is a test of the file it cites" {
+	# docs/security.md, above its tables: in a table's last column, each quoted
+	# name after t/NNNN is a test of t/NNNN-*.bats, its exact name or the start
+	# of one or more names followed by " ..."
+	run python3 - "$TOP" <<'PY'
+import glob, os, re, sys
+top = sys.argv[1]
+tests = {}
+for f in glob.glob(os.path.join(top, "t", "[0-9][0-9][0-9][0-9]-*.bats")):
+    names = tests.setdefault(os.path.basename(f)[:4], [])
+    for m in re.finditer(r'^@test "((?:[^"\\]|\\.)*)"', open(f).read(), re.M):
+        names.append(re.sub(r'\\([\\"$`])', r"\1", m.group(1)))
+checked = bad = 0
+for n, line in enumerate(open(os.path.join(top, "docs/security.md")), 1):
+    cells = line.rstrip("\n").split(" | ")
+    if not line.startswith("|") or len(cells) < 3:
+        continue
+    cited = None
+    for m in re.finditer(r't/(\d{4})\b|"([^"]*)"', cells[-1]):
+        if m.group(1):
+            cited = m.group(1)
+            if cited not in tests:
+                print("docs/security.md:%d: t/%s: no such test file" % (n, cited))
+                bad += 1
+            continue
+        if cited not in tests:
+            continue
+        name = m.group(2)
+        checked += 1
+        if name.endswith(" ..."):
+            found = any(t.startswith(name[:-4]) for t in tests[cited])
+        else:
+            found = name in tests[cited]
+        if not found:
+            print('docs/security.md:%d: t/%s "%s": no such test' % (n, cited, name))
+            bad += 1
+print("%d names checked" % checked)
+sys.exit(1 if bad else 0)
+PY
+	assert_success
+	assert_equal "${#lines[@]}" 1
+	assert_output --regexp '^[1-9][0-9]{2,} names checked$'
+}
+
 @test "test-rules: with AIBOX_SNAPSHOT=0, t/run hands it to the tests and says before its count that snapshots were off" {
 	printf '@test "x" {\n\t[ "$AIBOX_SNAPSHOT" = 0 ]\n}\n' >cold.bats
 	AIBOX_SNAPSHOT=0 run "$TOP/t/run" "$T/cold.bats"
