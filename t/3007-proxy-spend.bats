@@ -787,7 +787,50 @@ ITERATIONS_USAGE='{"input_tokens":10,"output_tokens":10,"iterations":[{"type":"m
 	# of a few hundred bytes covers
 	alone_under_cap "{\"usage\":{\"input_tokens\":10,\"output_tokens\":10,\"iterations\":[{\"type\":\"message\",\"input_tokens\":10,\"output_tokens\":10},{\"type\":\"compaction\",\"input_tokens\":100000,\"output_tokens\":1000}]}}" 315180000 \
 		'"context_management":{"edits":[{"type":"compact_20260112"}]}' \
-		'"tools":[{"name":"Bash"},{"type":"advisor_20260301","name":"advisor","model":"claude-sonnet-4-5"}]'
+		'"tools":[{"name":"Bash"},{"type":"advisor_20260301","name":"advisor","model":"claude-sonnet-4-5"}]' \
+		'"context_management":{"edits":[{"type":"clear_thinking_20251015"},{"type":"compact_20260112"}]}' \
+		'"context_management":{"edits":[{"TYPE":"compact_20260112"}]}' \
+		'"context_management":{"edits":[{"type":"clear_thinking_20251015","Type":"compact_20260112"}]}' \
+		'"context_management":{"edits":[{"type":"clear_thinking_2025101x"}]}' \
+		'"context_management":{"edits":[{"type":"clear_thinking_"}]}' \
+		'"context_management":{"edits":[{"type":"\u0063lear_thinking_20251015"}]}' \
+		'"context_management":{"edits":[{"type":["clear_thinking_20251015"]}]}' \
+		'"context_management":{"edits":["compact_20260112"]}' \
+		'"context_management":{"edits":{"type":"compact_20260112"}}' \
+		'"context_management":{"compaction":{}}' \
+		'"context_management":"compact"' \
+		'"messages":[{"role":"user","content":"hi"}],"metadata":{"context_management":{"edits":[]}}'
+}
+
+# together_under_cap SCRIPT EXTRA...: as alone_under_cap, but each body (with
+# EXTRA) bounds its prompt: all 10 are reserved a little and forwarded at once,
+# so SCRIPT's answers of a second or more end together, not one after another
+together_under_cap() {
+	local i=0 script=$1 extra took
+	shift
+	for extra in "$@"; do
+		i=$((i + 1))
+		mkdir "$T/$i"
+		api "$script"
+		T=$T/$i start_recorded --budget-task 0.05
+		SECONDS=0
+		T=$T/$i clients 10 "" 100 claude-sonnet-4-5 true "$extra"
+		took=$SECONDS
+		T=$T/$i stop_proxy
+		stop_fake_api
+		[ "$(ls "$T/rec" | wc -l)" = 10 ] || fail "body $i ($extra): $(ls "$T/rec" | wc -l) forwarded"
+		[ "$took" -lt 6 ] || fail "body $i ($extra): the 10 answers took $took s: one after another"
+		rm -rf "$T/rec"
+	done
+}
+
+@test "spend: Claude Code's own context_management (edits that only clear thinking or tool uses) does not make a request run alone under a cap" {
+	# Claude Code sends one in every request: were it read as a compaction, the
+	# attempts of a group under a day cap would wait on one another's answers
+	together_under_cap "$(input_script 10 10 0 1)" \
+		'"context_management":{"edits":[{"type":"clear_thinking_20251015","keep":"all"}]}' \
+		'"context_management":{"edits":[{"type":"clear_tool_uses_20250919","trigger":{"type":"input_tokens","value":30000},"keep":{"type":"tool_uses","value":3},"exclude_tools":["web_search"]}]}' \
+		'"context_management":{"edits":[]}'
 }
 
 # models_usd MODEL EXTRA [MODEL EXTRA]...: one request of each MODEL, with the

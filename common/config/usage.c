@@ -340,12 +340,13 @@ void usage_stream_end(struct usage_stream *s, struct usage_tokens *delta)
 
 /* Where the scanner is in the top-level object (depth 1). */
 enum { RQ_KEY_NEXT, RQ_KEY, RQ_COLON, RQ_VALUE, RQ_STRVAL, RQ_SCALAR, RQ_AFTER };
-enum { RQ_OTHER, RQ_MAX_TOKENS, RQ_MODEL, RQ_TOOLS, RQ_SPEED, RQ_GEO, RQ_TIER };
+enum { RQ_OTHER, RQ_MAX_TOKENS, RQ_MODEL, RQ_TOOLS, RQ_SPEED, RQ_GEO, RQ_TIER, RQ_CTX };
 
 /*
  * A key anywhere in the body that the API may fetch or add input for, or run
  * another inference for ("context_management": a compaction, reported in the
- * answer's usage.iterations).
+ * answer's usage.iterations).  A top-level "context_management" is read
+ * instead (rq_ctx_edit_ok()): Claude Code sends one in every request.
  */
 static int rq_key_unbounds(const char *k)
 {
@@ -434,10 +435,32 @@ static void rq_key_done(struct usage_req *r)
 		r->field = RQ_GEO;
 	} else if (!strcmp(r->tok, "service_tier")) {
 		r->field = RQ_TIER;
+	} else if (!strcmp(r->tok, "context_management")) {
+		r->field = RQ_CTX;
 	} else if (rq_key_unbounds(r->tok)) {
 		r->unbounded = 1;
 	}
 	r->st = RQ_COLON;
+}
+
+/*
+ * Whether a top-level context_management edit's "type" value v (whole) only
+ * clears what the prompt holds, which runs no inference: "clear_thinking_" or
+ * "clear_tool_uses_" and a date of digits.  Every other type (a compaction:
+ * another inference of the whole prompt) unbounds it (docs/budget.md).
+ */
+static int rq_ctx_edit_ok(const char *v)
+{
+	static const char *const clearing[] = {"clear_thinking_", "clear_tool_uses_"};
+
+	for (size_t i = 0; i < ARRAY_SIZE(clearing); i++) {
+		size_t n = strlen(clearing[i]);
+
+		if (!strncmp(v, clearing[i], n) && v[n] &&
+		    strspn(v + n, "0123456789") == strlen(v + n))
+			return 1;
+	}
+	return 0;
 }
 
 /* A key below the top level ended (at most sizeof(dk) - 1 bytes of it kept). */
@@ -455,6 +478,19 @@ static void rq_deep_key_done(struct usage_req *r)
 		r->unbounded = 1;
 	else if (whole && r->sect == RQ_TOOLS && r->depth == 3 && !strcmp(fold, "type"))
 		r->unbounded = 1; /* tools[i].type: a server tool (or "custom", the same) */
+	else if (r->sect == RQ_CTX && r->depth == 2 && (!whole || strcmp(r->dk, "edits")))
+		r->unbounded = 1; /* context_management holds only its edits */
+	else if (r->sect == RQ_CTX && r->depth == 4 && (!whole || !strcmp(fold, "type")))
+		r->dv_want = 1; /* edits[i].type (or a key it may be read as): its value next */
+}
+
+/* A context_management edit's "type" value ended (a string, or not: is_str). */
+static void rq_deep_value_done(struct usage_req *r, int is_str)
+{
+	r->dv[r->dv_len] = '\0';
+	if (!is_str || r->dv_esc || r->dv_len >= sizeof(r->dv) - 1 || !rq_ctx_edit_ok(r->dv))
+		r->unbounded = 1;
+	r->dv_want = r->dv_on = 0;
 }
 
 /* A value at depth 1 ended: a string (is_str), a scalar, or a container (tok empty). */
@@ -464,6 +500,8 @@ static void rq_value_done(struct usage_req *r, int is_str)
 	uint64_t v = 0;
 
 	r->tok[r->tok_len] = '\0';
+	if (r->field == RQ_CTX && (is_str || r->tok_len))
+		r->unbounded = 1; /* context_management not an object: not read */
 	if (r->field == RQ_MAX_TOKENS) {
 		ok = ok && !is_str && r->tok_len <= 12;
 		for (size_t i = 0; ok && i < r->tok_len; i++)
@@ -514,10 +552,14 @@ static void rq_string_byte(struct usage_req *r, char ch)
 		r->esc = r->tok_esc = 1;
 		if (r->dk_on)
 			r->dk_esc = 1;
+		if (r->dv_on)
+			r->dv_esc = 1;
 	} else if (ch == '"') {
 		r->in_str = 0;
 		if (r->dk_on)
 			rq_deep_key_done(r);
+		else if (r->dv_on)
+			rq_deep_value_done(r, 1);
 		else if (capture && r->st == RQ_KEY)
 			rq_key_done(r);
 		else if (capture)
@@ -528,6 +570,8 @@ static void rq_string_byte(struct usage_req *r, char ch)
 		rq_tok(r, ch);
 	else if (r->dk_on && r->dk_len < sizeof(r->dk) - 1)
 		r->dk[r->dk_len++] = ch;
+	else if (r->dv_on && r->dv_len < sizeof(r->dv) - 1)
+		r->dv[r->dv_len++] = ch;
 }
 
 void usage_req_feed(struct usage_req *r, const char *p, size_t n)
@@ -569,11 +613,19 @@ void usage_req_feed(struct usage_req *r, const char *p, size_t n)
 				r->dk_on = 1;
 				r->dk_len = 0;
 				r->dk_esc = 0;
+			} else if (r->dv_want) {
+				r->dv_on = 1;
+				r->dv_len = 0;
+				r->dv_esc = 0;
+			} else if (r->sect == RQ_CTX && r->depth == 3) {
+				r->unbounded = 1; /* an edit that is not an object */
 			}
 			r->key_next = 0;
 			break;
 		case '{':
 		case '[':
+			if (r->dv_want)
+				rq_deep_value_done(r, 0);
 			if (top && r->st == RQ_VALUE) {
 				/* the top-level field whose value this is, while it is open */
 				r->sect = r->field;
@@ -587,6 +639,9 @@ void usage_req_feed(struct usage_req *r, const char *p, size_t n)
 				r->unbounded = 1;
 			else
 				r->is_obj[r->depth] = ch == '{';
+			/* context_management: {"edits": [{...}, ...]}, nothing else read */
+			if (r->sect == RQ_CTX && r->depth <= 4 && (ch == '{') != (r->depth != 3))
+				r->unbounded = 1;
 			r->key_next = ch == '{';
 			break;
 		case '}':
@@ -613,6 +668,10 @@ void usage_req_feed(struct usage_req *r, const char *p, size_t n)
 			r->key_next = 0;
 			break;
 		default:
+			if (r->dv_want)
+				rq_deep_value_done(r, 0);
+			else if (r->sect == RQ_CTX && r->depth == 3)
+				r->unbounded = 1; /* an edit that is not an object */
 			if (top && r->st == RQ_VALUE) {
 				r->st = RQ_SCALAR;
 				rq_tok_start(r);

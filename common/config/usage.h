@@ -195,6 +195,10 @@ struct usage_req {
 	int key_next, sect, dk_on, dk_esc;
 	char dk[24]; /* holds "context_management" whole */
 	size_t dk_len;
+	/* a context_management edit's "type" value: wanted next, being read */
+	int dv_want, dv_on, dv_esc;
+	char dv[32];
+	size_t dv_len;
 };
 
 void usage_req_init(struct usage_req *r);
@@ -208,9 +212,12 @@ const char *usage_req_model(const struct usage_req *r);
  * than the body's bytes and USAGE_PROMPT_OVERHEAD, or more than its answer's
  * message_start reports.  That is a body with a "source" key anywhere (an
  * image, a document, a search result: by URL or file the API fetches, or
- * base64 a page of which may count more than its bytes), "mcp_servers",
- * "container" or "context_management" (a compaction: another inference)
- * anywhere, a "type" in a tool of the top-level "tools" (a server tool, whose
+ * base64 a page of which may count more than its bytes), "mcp_servers" or
+ * "container" anywhere, a "context_management" anywhere but at the top, and
+ * a top-level one that is not an object of "edits" whose every "type" is a
+ * clearing edit ("clear_thinking_DATE", "clear_tool_uses_DATE": another
+ * edit type, a compaction, runs another inference of the whole prompt), a
+ * "type" in a tool of the top-level "tools" (a server tool, whose
  * results add input as the answer goes, or the advisor), a key spelled
  * with an escape, or nesting deeper than USAGE_REQ_DEPTH.
  */
