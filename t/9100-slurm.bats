@@ -297,8 +297,16 @@ start_cancellable() {
 	wait_until 300 qemu_or_gone "$TASK_PID"
 	dir=$(task_dir)
 	[ -n "$dir" ] || { show; return 1; }
-	# the front aibox execs aibox-task: "aibox-task --slurm ..." (the node's has a path)
-	SUBMITTER=$(pgrep -u aibox-test -f "^aibox-task --slurm ")
+	# the front aibox execs aibox-task: "aibox-task --slurm ..." (the node's has a path);
+	# its relay of the node's stderr is a fork of it, with the same line: the one
+	# whose parent is not another of them
+	local p all
+	all=$(pgrep -u aibox-test -f "^aibox-task --slurm ")
+	SUBMITTER=
+	for p in $all; do
+		grep -qx "$(ps -o ppid= -p "$p" | tr -d ' ')" <<<"$all" || SUBMITTER=$p
+	done
+	[ -n "$SUBMITTER" ] || fail "no submitter among: $all"
 	job=$(squeue -h -n "aibox-$(basename "$dir")" -o %i)
 	cg=/sys/fs/cgroup/freezer/slurm_$(hostname -s)/uid_$(id -u aibox-test)/job_$job
 	NODE_PIDS=$(cat "$cg"/step_*/cgroup.procs)
