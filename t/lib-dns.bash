@@ -4,7 +4,9 @@
 
 # in_dns_ns SCRIPT ARGS...: run the bash SCRIPT (its $1... are ARGS) in user,
 # network, mount and PID namespaces of its own (the test skips where they are
-# not allowed; what SCRIPT leaves running ends with them), as root there, with
+# not allowed; what SCRIPT leaves running ends with them; /proc is the
+# namespace's own, so a sanitizer build's leak check at the lockdown reads its
+# own process, not the host's of that number), as root there, with
 # lo up, t/lib-base.bash loaded, T and TOP set, and resolv.conf naming
 # t/dns-server on the namespace's loopback (search domain corp.test, ndots:1),
 # which logs each query (name and type) to $T/dns.log: ok.example.test,
@@ -15,10 +17,10 @@
 in_dns_ns() {
 	local script=$1
 	shift
-	unshare -rnmpf true 2>/dev/null ||
-		skip "needs user, network, mount and PID namespaces (unshare -rnmpf)"
+	unshare -rnmpf --mount-proc true 2>/dev/null ||
+		skip "needs user, network, mount and PID namespaces (unshare -rnmpf --mount-proc)"
 	printf 'nameserver 127.0.0.1\nsearch corp.test\noptions ndots:1 timeout:1 attempts:1\n' >"$T/resolv.conf"
-	env -u AIBOX_PROXY_HOSTS unshare -rnmpf bash -c '
+	env -u AIBOX_PROXY_HOSTS unshare -rnmpf --mount-proc bash -c '
 		T=$1 TOP=$2 SCRIPT=$3
 		. "$TOP/t/lib-base.bash"
 		shift 3
