@@ -379,16 +379,33 @@ static void key_fold(const char *k, char *out, size_t n)
 	out[o] = '\0';
 }
 
+/* The top-level keys the scanner reads, each with the field it reads into. */
+static const struct {
+	const char *key;
+	int field;
+} rq_fields[] = {
+    {"max_tokens", RQ_MAX_TOKENS},
+    {"model", RQ_MODEL},
+    {"tools", RQ_TOOLS},
+    {"speed", RQ_SPEED},
+    {"inference_geo", RQ_GEO},
+    {"service_tier", RQ_TIER},
+    {"context_management", RQ_CTX},
+};
+
+/* The field the top-level key k is read into, or RQ_OTHER. */
+static int rq_field_of(const char *k)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(rq_fields); i++)
+		if (!strcmp(k, rq_fields[i].key))
+			return rq_fields[i].field;
+	return RQ_OTHER;
+}
+
 /* 1 when the top-level key k is one the scanner reads or that unbounds the prompt. */
 static int rq_key_known(const char *k)
 {
-	static const char *const keys[] = {"max_tokens", "model",         "tools",
-	                                   "speed",      "inference_geo", "service_tier"};
-
-	for (size_t i = 0; i < ARRAY_SIZE(keys); i++)
-		if (!strcmp(k, keys[i]))
-			return 1;
-	return rq_key_unbounds(k);
+	return rq_field_of(k) != RQ_OTHER || rq_key_unbounds(k);
 }
 
 void usage_req_init(struct usage_req *r)
@@ -423,20 +440,8 @@ static void rq_key_done(struct usage_req *r)
 		r->unbounded = r->fast = r->geo = r->tier_any = 1;
 	} else if (r->tok_over) {
 		r->mt_state = r->model_state = -1;
-	} else if (!strcmp(r->tok, "max_tokens")) {
-		r->field = RQ_MAX_TOKENS;
-	} else if (!strcmp(r->tok, "model")) {
-		r->field = RQ_MODEL;
-	} else if (!strcmp(r->tok, "tools")) {
-		r->field = RQ_TOOLS;
-	} else if (!strcmp(r->tok, "speed")) {
-		r->field = RQ_SPEED;
-	} else if (!strcmp(r->tok, "inference_geo")) {
-		r->field = RQ_GEO;
-	} else if (!strcmp(r->tok, "service_tier")) {
-		r->field = RQ_TIER;
-	} else if (!strcmp(r->tok, "context_management")) {
-		r->field = RQ_CTX;
+	} else if ((r->field = rq_field_of(r->tok)) != RQ_OTHER) {
+		/* read as its value comes */
 	} else if (rq_key_unbounds(r->tok)) {
 		r->unbounded = 1;
 	}
