@@ -432,7 +432,8 @@ no_hidden() {
 	assert_line --regexp '^[0-9:]{8} vm\[aaaaaa\]: \| a<U\+200B>b$'
 	assert_line --regexp '^[0-9:]{8} vm\[aaaaaa\]: c<U\+FEFF>d<U\+E0001><U\+E0041>e<U\+202E>f$'
 	assert_line --regexp '^[0-9:]{8} aibox\[aaaaaa\]: the task did not finish: why a<U\+200B>b$'
-	assert_line --regexp '^[0-9:]{8} aibox\[aaaaaa\]: c<U\+FEFF>d<U\+E0001><U\+E0041>e<U\+202E>f$'
+	# the why's own line break continues it indented, never as a line of aibox's
+	assert_line '                        c<U+FEFF>d<U+E0001><U+E0041>e<U+202E>f'
 	run aibox tasks show cccccc
 	assert_success
 	printf '%s\n' "$output" >"$T/out"
@@ -599,6 +600,50 @@ EOF
 	run aibox tasks log aaaaaa
 	assert_success
 	[ "${#lines[@]}" -eq 1 ]
+}
+
+# rows_of COLS FILE: FILE as a terminal COLS columns wide shows it, one row a
+# line (its lines cut where the terminal wraps them; the text here is ASCII)
+rows_of() {
+	python3 - "$1" "$2" <<-'PY'
+		import sys
+		cols = int(sys.argv[1])
+		for line in open(sys.argv[2], encoding="utf-8").read().splitlines():
+		    for i in range(0, max(len(line), 1), cols):
+		        print(line[i:i + cols])
+	PY
+}
+
+@test "tasks show: on a terminal no row of a line that quotes the VM starts with the VM's text" {
+	command -v script >/dev/null || skip "script (bsdutils) is not installed"
+	mk_task 20260101-100000-aaaaaa 'x'
+	# The bundle check quotes a ref name it refuses (printable ASCII, up to 200
+	# bytes) in the task's why: padded so that an 80-column terminal's wrap starts
+	# a row with what poses as two lines of aibox's, the second a command to paste.
+	lead="10:01:23 aibox[aaaaaa]: the task did not finish: changes.bundle refused: line 2: invalid ref name '"
+	pad=$(head -c $((160 - ${#lead})) /dev/zero | tr '\0' x)
+	pose1=$(printf '%-80s' '23:59:59 aibox[aaaaaa]: the changes end at 0123456789ab, fetch them with')
+	pose2='23:59:59 aibox[aaaaaa]:   git fetch x y;touch ~/pwned'
+	WHY="changes.bundle refused: line 2: invalid ref name '$pad$pose1$pose2'" \
+		record 20260101-100000-aaaaaa "not finished" 1
+	script -qc 'stty cols 80; aibox tasks show aaaaaa' /dev/null </dev/null | tr -d '\r' >out
+	grep -q "the task did not finish: changes.bundle refused" out || fail "$(cat out)"
+	run rows_of 80 out
+	assert_success
+	refute_line --regexp '^23:59:59'
+	# the why's rows after its first are indented: none starts with its text
+	sed -n '/did not finish/,$p' out >why
+	run rows_of 80 why
+	assert_success
+	[ "${#lines[@]}" -ge 3 ]
+	for row in "${lines[@]:1}"; do [[ "$row" == ' '* ]] || fail "row: $row"; done
+	# nothing lost: the rows of the why joined are the why
+	[[ "$(sed -n '/did not finish/,$p' out | tr -d ' \n')" == *"$(printf '%s' "$pad$pose1$pose2" | tr -d ' ')'"* ]] ||
+		fail "$(cat out)"
+	# not a terminal: one line, as before
+	run aibox tasks show aaaaaa
+	assert_success
+	assert_line "10:01:23 aibox[aaaaaa]: the task did not finish: changes.bundle refused: line 2: invalid ref name '$pad$pose1$pose2'"
 }
 
 @test "tasks log: -f shows the transcript's end line alone, never a text of the VM's that starts like it" {

@@ -200,10 +200,17 @@ static size_t piece_end(const char *clean, size_t pos, size_t end, size_t avail)
 	return cut;
 }
 
-void out_format_prefix(struct buf *out, const char *prefix, const char *s, size_t n, unsigned cols)
+/*
+ * s[0..n) sanitized, in lines of pieces as out_format_prefix() makes them;
+ * each piece starts with prefix, or with cont (as wide: ASCII of its length)
+ * for every piece after the text's first when cont is not NULL.
+ */
+static void format_pieces(struct buf *out, const char *prefix, const char *cont, const char *s,
+                          size_t n, unsigned cols)
 {
 	struct buf clean = BUF_INIT;
 	size_t pos = 0, avail = 0, plen = strlen(prefix);
+	const char *lead = prefix;
 
 	/* the prefix is ASCII: its bytes are its columns */
 	if (cols)
@@ -217,14 +224,21 @@ void out_format_prefix(struct buf *out, const char *prefix, const char *s, size_
 		do {
 			size_t cut = piece_end(clean.buf, pos, end, avail);
 
-			buf_add(out, prefix, plen);
+			buf_add(out, lead, plen);
 			buf_add(out, clean.buf + pos, cut - pos);
 			buf_addch(out, '\n');
+			if (cont)
+				lead = cont;
 			pos = cut;
 		} while (pos < end);
 		pos = nl ? end + 1 : end;
 	} while (pos < clean.len);
 	buf_release(&clean);
+}
+
+void out_format_prefix(struct buf *out, const char *prefix, const char *s, size_t n, unsigned cols)
+{
+	format_pieces(out, prefix, NULL, s, n, cols);
 }
 
 void out_format_width(struct buf *out, time_t when, const char *source, const char *id,
@@ -260,23 +274,52 @@ int out_write(int fd, const char *source, const char *id, const char *s, size_t 
 	return out_write_at(fd, time(NULL), source, id, s, n);
 }
 
+/* lines (each ending in '\n') to fd, one write a line.  0 or -errno. */
+static int write_lines(int fd, const struct buf *lines)
+{
+	size_t pos = 0;
+	int ret = 0;
+
+	while (pos < lines->len && !ret) {
+		const char *nl = memchr(lines->buf + pos, '\n', lines->len - pos);
+		size_t end = (size_t)(nl - lines->buf) + 1; /* every line ends in '\n' */
+
+		ret = write_all(fd, lines->buf + pos, end - pos);
+		pos = end;
+	}
+	return ret;
+}
+
 int out_write_at(int fd, time_t when, const char *source, const char *id, const char *s, size_t n)
 {
 	struct buf lines = BUF_INIT;
-	size_t pos = 0;
-	int ret = 0;
+	int ret;
 
 	/* aibox's own lines wrap as the terminal likes: a command in one copies whole */
 	out_format_width(&lines, when, source, id, s, n,
 	                 strcmp(source, "aibox") ? out_columns(fd) : 0);
-	while (pos < lines.len && !ret) {
-		const char *nl = memchr(lines.buf + pos, '\n', lines.len - pos);
-		size_t end = (size_t)(nl - lines.buf) + 1; /* every line ends in '\n' */
-
-		ret = write_all(fd, lines.buf + pos, end - pos);
-		pos = end;
-	}
+	ret = write_lines(fd, &lines);
 	buf_release(&lines);
+	return ret;
+}
+
+int out_write_quoting(int fd, time_t when, const char *source, const char *id, const char *s,
+                      size_t n)
+{
+	struct buf lines = BUF_INIT, prefix = BUF_INIT, cont = BUF_INIT;
+	struct tm tm;
+	int ret;
+
+	if (!localtime_r(&when, &tm))
+		memset(&tm, 0, sizeof(tm));
+	add_prefix(&prefix, &tm, source, id);
+	for (size_t i = 0; i < prefix.len; i++)
+		buf_addch(&cont, ' ');
+	format_pieces(&lines, prefix.buf, cont.buf, s, n, out_columns(fd));
+	ret = write_lines(fd, &lines);
+	buf_release(&lines);
+	buf_release(&prefix);
+	buf_release(&cont);
 	return ret;
 }
 

@@ -104,6 +104,18 @@ int out_write(int fd, const char *source, const char *id, const char *s, size_t 
 int out_write_at(int fd, time_t when, const char *source, const char *id, const char *s, size_t n);
 
 /*
+ * out_write_at() of one line of source's own words that quote text the VM
+ * chose (a task's why: a ref name the bundle check refused, a results file
+ * name): its first piece has the prefix, every other piece (past a line
+ * break, or on a terminal past its width, cut as a vm line is) starts with
+ * blanks as wide as the prefix, so that no row starts with the VM's text,
+ * which could pose there as a line of aibox's or a command to paste
+ * (docs/internals.md, "Output").  Returns 0 or -errno.
+ */
+int out_write_quoting(int fd, time_t when, const char *source, const char *id, const char *s,
+                      size_t n);
+
+/*
  * A relay that gives other programs' stderr our lines: what is written to
  * the pipe it makes goes to fd as out_write() lines of source and id, one a
  * line as it comes (a line without its end is written once it is

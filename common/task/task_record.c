@@ -339,7 +339,8 @@ void task_summary_print(int fd, time_t when, const char *id, const struct summar
 		buf_addf(&b, "the task did not finish: %s", why);
 	else if (!finished)
 		buf_addstr(&b, "the task did not finish");
+	/* the why may quote the VM (docs/internals.md, "Output") */
 	if (b.len)
-		out_write_at(fd, when, "aibox", id, b.buf, b.len);
+		out_write_quoting(fd, when, "aibox", id, b.buf, b.len);
 	buf_release(&b);
 }
