@@ -277,3 +277,26 @@ end_hostile_filler() {
 	run grep -c "GET /big/-/big-1.0.0.tgz (another filler of it took longer than the fill wait) status=200 cache=busy" "$T/proxy.log"
 	assert_output 1
 }
+
+@test "cache hostile: a request for a PyPI file path the VM made up leaves no file in the store, its lock included" {
+	probe_registry
+	printf 'rule localhost:%s\ncache pypi\n' "$REG" >"$T/rules"
+	dep_task "$T/rules" "$T/deps"
+	# Each path names a BLAKE2b-256 of the VM's choosing; upstream has none of them.
+	local i args=()
+	for i in $(seq 1 20); do
+		local h
+		h=$(printf '%s' "$i" | sha256sum | cut -c1-64)
+		args+=(--next -x "$PROXY" --cacert "$T/taskca.pem" -sS -o /dev/null
+			"https://localhost:$REG/packages/${h:0:2}/${h:2:2}/${h:4:60}/x-$i.whl")
+	done
+	run icurl -o /dev/null "https://localhost:$REG/packages/" "${args[@]}"
+	assert_success
+	run grep -c ' cache=miss ' "$T/proxy.log"
+	assert_output 20
+	# Nothing was stored, so nothing of the store may be left behind: a VM making up
+	# paths by the million would otherwise fill the host's disk with empty files.
+	run find "$T/deps" -type f
+	assert_success
+	assert_output ""
+}

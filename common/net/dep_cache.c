@@ -311,6 +311,9 @@ static void fill_clear(struct dep_cache_fill *f)
 {
 	if (f->fd >= 0)
 		close(f->fd);
+	/* Held, the lock file goes: a filler that opened it finds it unlinked (lock_taken()). */
+	if (f->locked)
+		unlink(f->lock_path);
 	if (f->lock_fd >= 0)
 		close(f->lock_fd); /* releases the flock */
 	EVP_MD_CTX_free(f->sha256);
@@ -320,7 +323,21 @@ static void fill_clear(struct dep_cache_fill *f)
 	free(f->tmp_path);
 	free(f->path);
 	free(f->dir);
+	free(f->lock_path);
 	*f = (struct dep_cache_fill)DEP_CACHE_FILL_INIT;
+}
+
+/*
+ * Whether the lock fd, whose flock the caller holds, is still the file at
+ * path: its last holder removes it (fill_clear(), unlock_dead()) while it
+ * holds it, so one opened before that is another file than the path's now.
+ */
+static int lock_taken(int fd, const char *path)
+{
+	struct stat a, b;
+
+	return fstat(fd, &a) == 0 && a.st_nlink > 0 && lstat(path, &b) == 0 &&
+	       a.st_dev == b.st_dev && a.st_ino == b.st_ino;
 }
 
 int dep_cache_fill_begin(struct dep_cache *c, const char *key, const char *scope,
@@ -348,21 +365,33 @@ int dep_cache_fill_begin(struct dep_cache *c, const char *key, const char *scope
 		goto fail;
 	buf_reset(&b);
 	entry_path(c, f->hash, "locks", "", &b);
-	f->lock_fd = open(b.buf, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (f->lock_fd < 0) {
-		ret = -errno;
-		if (err)
-			buf_addf(err, "cannot open '%s': %s", b.buf, strerror(errno));
-		goto fail;
+	f->lock_path = buf_detach(&b, NULL);
+	for (;;) {
+		f->lock_fd = open(f->lock_path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+		if (f->lock_fd < 0) {
+			ret = -errno;
+			if (err)
+				buf_addf(err, "cannot open '%s': %s", f->lock_path,
+				         strerror(errno));
+			goto fail;
+		}
+		if (flock(f->lock_fd, LOCK_EX | (wait ? 0 : LOCK_NB)) < 0) {
+			if (errno == EINTR) {
+				close(f->lock_fd);
+				continue;
+			}
+			ret = errno == EWOULDBLOCK ? -EAGAIN : -errno;
+			if (ret != -EAGAIN && err)
+				buf_addf(err, "cannot lock '%s': %s", f->lock_path,
+				         strerror(errno));
+			goto fail;
+		}
+		if (lock_taken(f->lock_fd, f->lock_path))
+			break;
+		/* Its holder removed it as we waited: the lock is the path's new file. */
+		close(f->lock_fd);
 	}
-	while (flock(f->lock_fd, LOCK_EX | (wait ? 0 : LOCK_NB)) < 0) {
-		if (errno == EINTR)
-			continue;
-		ret = errno == EWOULDBLOCK ? -EAGAIN : -errno;
-		if (ret != -EAGAIN && err)
-			buf_addf(err, "cannot lock '%s': %s", b.buf, strerror(errno));
-		goto fail;
-	}
+	f->locked = 1;
 	/* An entry that cannot be read (cut short, another key) is filled anew. */
 	ret = dep_cache_lookup(c, key, scope, e, NULL);
 	if (ret > 0) {
@@ -520,8 +549,8 @@ void dep_cache_fill_abort(struct dep_cache_fill *f)
 	fill_clear(f);
 }
 
-/* Call fn(dirfd, name, path, data) for each file of ROOT/v1/XX/. */
-static int walk_files(struct dep_cache *c,
+/* Call fn(dirfd, name, path, data) for each file of ROOT/SUB/XX/ (SUB: v1 or locks). */
+static int walk_files(struct dep_cache *c, const char *subdir,
                       int (*fn)(int dirfd, const char *name, const char *path, void *data),
                       void *data, struct buf *err)
 {
@@ -530,7 +559,7 @@ static int walk_files(struct dep_cache *c,
 	struct dirent *d, *s;
 	int ret = 0;
 
-	buf_addf(&b, "%s/v1", c->root);
+	buf_addf(&b, "%s/%s", c->root, subdir);
 	top = opendir(b.buf);
 	if (!top) {
 		ret = -errno;
@@ -543,7 +572,7 @@ static int walk_files(struct dep_cache *c,
 		if (strlen(d->d_name) != 2 || !hex_is_lower(d->d_name, 2))
 			continue;
 		buf_reset(&b);
-		buf_addf(&b, "%s/v1/%s", c->root, d->d_name);
+		buf_addf(&b, "%s/%s/%s", c->root, subdir, d->d_name);
 		sub = opendir(b.buf);
 		if (!sub)
 			continue;
@@ -598,7 +627,7 @@ int dep_cache_walk(struct dep_cache *c, int (*fn)(const struct dep_cache_entry *
 {
 	struct walk_ctx w = {fn, data};
 
-	return walk_files(c, walk_one, &w, err);
+	return walk_files(c, "v1", walk_one, &w, err);
 }
 
 int dep_cache_verify(const char *path, struct buf *err)
@@ -674,6 +703,25 @@ struct trim_ctx {
 	size_t removed;
 };
 
+/*
+ * The lock file at path when no filler holds it (a dead filler's, left
+ * behind): removed while held, as fill_clear() does.  1 when it was free
+ * (or is gone), 0 when a filler holds it.
+ */
+static int unlock_dead(const char *path)
+{
+	int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW), free_ = 1;
+
+	if (fd < 0)
+		return 1;
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0)
+		free_ = 0;
+	else if (lock_taken(fd, path))
+		unlink(path);
+	close(fd);
+	return free_;
+}
+
 /* A .tmp file whose key's lock is free belongs to a dead filler: remove it. */
 static void drop_dead_tmp(struct dep_cache *c, const char *name, const char *path)
 {
@@ -685,8 +733,11 @@ static void drop_dead_tmp(struct dep_cache *c, const char *name, const char *pat
 		return;
 	entry_path(c, hash, "locks", "", &b);
 	fd = open(b.buf, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) == 0)
+	if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) == 0) {
 		unlink(path);
+		if (fd >= 0 && lock_taken(fd, b.buf))
+			unlink(b.buf);
+	}
 	if (fd >= 0)
 		close(fd);
 	buf_release(&b);
@@ -715,6 +766,16 @@ static int trim_one(int dirfd, const char *name, const char *path, void *data)
 	return 0;
 }
 
+/* A lock file no filler holds (a dead one's): removed. */
+static int unlock_one(int dirfd, const char *name, const char *path, void *data)
+{
+	(void)dirfd;
+	(void)data;
+	if (strlen(name) == 64 && hex_is_lower(name, 64))
+		unlock_dead(path);
+	return 0;
+}
+
 static int by_atime(const void *a, const void *b)
 {
 	const struct trim_file *x = a, *y = b;
@@ -725,7 +786,7 @@ static int by_atime(const void *a, const void *b)
 int dep_cache_trim(struct dep_cache *c, uint64_t max_bytes, size_t *removed, struct buf *err)
 {
 	struct trim_ctx t = {c};
-	int ret = walk_files(c, trim_one, &t, err);
+	int ret = walk_files(c, "v1", trim_one, &t, err);
 
 	if (!ret) {
 		qsort(t.v, t.nr, sizeof(*t.v), by_atime);
@@ -735,6 +796,9 @@ int dep_cache_trim(struct dep_cache *c, uint64_t max_bytes, size_t *removed, str
 				t.removed++;
 			}
 	}
+	/* After the .tmp files: a dead filler's lock goes once its .tmp did. */
+	if (!ret)
+		ret = walk_files(c, "locks", unlock_one, NULL, err);
 	for (size_t i = 0; i < t.nr; i++)
 		free(t.v[i].path);
 	free(t.v);

@@ -15,7 +15,10 @@
  *    folder; a filler killed half way leaves only the .tmp file, which the
  *    next filler of that key (or an eviction) removes;
  *  - one filler per key: ROOT/locks/XX/HASH is flock()ed for the whole fill,
- *    and a filler that waited for it finds the entry the other one made;
+ *    and a filler that waited for it finds the entry the other one made; the
+ *    filler removes that file as it ends, still holding it, and a filler that
+ *    took a lock goes on only when it is still the file at its path, so no
+ *    file is left for a fill that ended (a dead filler's goes at a trim);
  *  - the size cap: after each fill, the entries least recently used (by
  *    their access time, set on every hit) are removed until the store's
  *    files fit in the cap.
@@ -109,9 +112,10 @@ int dep_cache_fill_size(struct dep_cache *c, const char *key, const char *scope,
 struct dep_cache_fill {
 	struct dep_cache *c;
 	int lock_fd, fd;
+	int locked; /* lock_fd's flock is held, and is the file at lock_path */
 	char hash[65];
 	char *key, *scope;
-	char *tmp_path, *path, *dir;
+	char *tmp_path, *path, *dir, *lock_path;
 	uint64_t size;
 	void *sha256, *check; /* EVP_MD_CTX * */
 	int failed;
@@ -171,7 +175,7 @@ int dep_cache_remove(const char *path);
 
 /*
  * Remove the entries least recently used until the store's files take at most
- * max_bytes, and the temporary files no filler holds.  *removed (when not
+ * max_bytes, and the temporary and lock files no filler holds.  *removed (when not
  * NULL) is the count removed.  0 or a negative errno with the reason in err.
  */
 int dep_cache_trim(struct dep_cache *c, uint64_t max_bytes, size_t *removed, struct buf *err);
