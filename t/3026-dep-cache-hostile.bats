@@ -300,3 +300,52 @@ end_hostile_filler() {
 	assert_success
 	assert_output ""
 }
+
+@test "cache hostile: the fills one task has under way at once take no more of the host's disk than the cache's cap" {
+	probe_registry
+	printf 'rule localhost:%s\ncache pypi\n' "$REG" >"$T/rules"
+	# Four wheels of 15 MiB in PyPI's layout (each path names its own blake2b-256), each
+	# under the cap of 16 MiB, the four far over it.
+	"$PY" - "$T/reg/www" >"$T/paths" <<-'PY'
+		import hashlib, os, sys
+		for i in range(4):
+		    data = os.urandom(15 << 20)
+		    h = hashlib.blake2b(data, digest_size=32).hexdigest()
+		    d = "/packages/%s/%s/%s" % (h[:2], h[2:4], h[4:])
+		    os.makedirs(sys.argv[1] + d)
+		    open("%s%s/w%d-1.0-py3-none-any.whl" % (sys.argv[1], d, i), "wb").write(data)
+		    print("%s/w%d-1.0-py3-none-any.whl" % (d, i))
+	PY
+	dep_task "$T/rules" "$T/deps" --cache-max 16M
+	# The VM takes 9 MiB of each, on four connections at once, then reads no more (the
+	# 6 MiB left are more than the sockets' buffers hold: no fill ends).
+	"$PY" - "$PROXY_PORT" "$T/taskca.pem" "localhost:$REG" "$T/paused" "$T/paths" <<-'PY' &
+		import socket, ssl, sys, time
+		port, ca, authority, flag, paths = sys.argv[1:6]
+		conns = []
+		for path in open(paths).read().split():
+		    s = socket.create_connection(("127.0.0.1", int(port)), timeout=60)
+		    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 18)
+		    s.sendall(b"CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (authority.encode(), authority.encode()))
+		    head = b""
+		    while b"\r\n\r\n" not in head:
+		        head += s.recv(1)
+		    t = ssl.create_default_context(cafile=ca).wrap_socket(s, server_hostname="localhost")
+		    t.sendall(b"GET %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (path.encode(), authority.encode()))
+		    got = 0
+		    while got < 9 << 20:
+		        n = len(t.recv(1 << 16))
+		        if not n:
+		            sys.exit("cut at %d" % got)
+		        got += n
+		    conns.append(t)
+		open(flag, "w").close()
+		time.sleep(60)
+	PY
+	HOSTILE_PID=$!
+	wait_until 60 test -e "$T/paused"
+	local held
+	held=$(find "$T/deps" -type f -printf '%s\n' | awk '{n += $1} END {print n + 0}')
+	end_hostile_filler
+	[ "$held" -le $((16 << 20)) ] || fail "the fills hold $held bytes on disk, over the cap of $((16 << 20))"
+}

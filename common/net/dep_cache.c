@@ -101,7 +101,7 @@ int dep_cache_open(struct dep_cache *c, const char *root, uint64_t max_bytes, st
 		return ret;
 	c->root = xstrdup(root);
 	c->max_bytes = max_bytes;
-	c->trim_slack = c->since_trim = 0;
+	c->trim_slack = c->since_trim = c->filling = 0;
 	return 0;
 }
 
@@ -311,6 +311,8 @@ static void fill_clear(struct dep_cache_fill *f)
 {
 	if (f->fd >= 0)
 		close(f->fd);
+	if (f->held)
+		f->c->filling -= f->held;
 	/* Held, the lock file goes: a filler that opened it finds it unlinked (lock_taken()). */
 	if (f->locked)
 		unlink(f->lock_path);
@@ -418,6 +420,9 @@ int dep_cache_fill_begin(struct dep_cache *c, const char *key, const char *scope
 			buf_addf(err, "cannot make '%s': %s", f->tmp_path, strerror(errno));
 		goto fail;
 	}
+	/* The header's room counts toward the fills' bytes on disk as the rest does. */
+	f->held = sizeof(zeros);
+	c->filling += f->held;
 	if (write(f->fd, zeros, sizeof(zeros)) != (ssize_t)sizeof(zeros)) {
 		ret = errno ? -errno : -ENOSPC;
 		if (err)
@@ -452,6 +457,11 @@ int dep_cache_fill_write(struct dep_cache_fill *f, const void *data, size_t n, s
 		f->failed = 1;
 		return buf_refuse(err, -EFBIG, "the artifact is bigger than the cache's cap");
 	}
+	if (f->c->filling > f->c->max_bytes - n) {
+		f->failed = 1;
+		return buf_refuse(err, -EFBIG,
+		                  "the fills under way would take more than the cache's cap");
+	}
 	while (left) {
 		ssize_t w = write(f->fd, p, left);
 
@@ -472,6 +482,8 @@ int dep_cache_fill_write(struct dep_cache_fill *f, const void *data, size_t n, s
 	if (f->check)
 		EVP_DigestUpdate(f->check, data, n);
 	f->size += n;
+	f->held += n;
+	f->c->filling += n;
 	return 0;
 }
 

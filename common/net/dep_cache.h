@@ -21,7 +21,8 @@
  *    file is left for a fill that ended (a dead filler's goes at a trim);
  *  - the size cap: after each fill, the entries least recently used (by
  *    their access time, set on every hit) are removed until the store's
- *    files fit in the cap.
+ *    files fit in the cap; and the fills under way through one handle (one
+ *    task's proxy) take at most the cap together.
  */
 #ifndef AIBOX_DEP_CACHE_H
 #define AIBOX_DEP_CACHE_H
@@ -55,6 +56,12 @@ struct dep_cache {
 	 * passed by as much).
 	 */
 	uint64_t trim_slack, since_trim;
+	/*
+	 * The bytes the fills under way through this handle hold on disk (their
+	 * temporary entries, headers included): together at most max_bytes, so
+	 * one task's fills at once take no more of the disk than the cap.
+	 */
+	uint64_t filling;
 };
 
 /* What an entry's header says, and where it is. */
@@ -117,6 +124,7 @@ struct dep_cache_fill {
 	char *key, *scope;
 	char *tmp_path, *path, *dir, *lock_path;
 	uint64_t size;
+	uint64_t held;        /* what it counts in c->filling */
 	void *sha256, *check; /* EVP_MD_CTX * */
 	int failed;
 };
@@ -139,7 +147,11 @@ int dep_cache_fill_begin(struct dep_cache *c, const char *key, const char *scope
                          const char *check_algo, int wait, struct dep_cache_fill *f,
                          struct dep_cache_entry *e, struct buf *err);
 
-/* Append n bytes.  0, -EFBIG when the entry would be bigger than the cap, or -errno. */
+/*
+ * Append n bytes.  0, -EFBIG when the entry, or the fills under way through
+ * f's handle together (struct dep_cache's filling), would be bigger than the
+ * cap, or -errno.  The fill has then failed: abort it.
+ */
 int dep_cache_fill_write(struct dep_cache_fill *f, const void *data, size_t n, struct buf *err);
 
 /*
