@@ -122,6 +122,30 @@ teardown() { lock_teardown; }
 	assert_output ""
 }
 
+@test "projects remove: what its tasks kept in the dependency cache with a secret goes with it, so a later project of its name never gets it" {
+	export AIBOX_DEPS_CACHE=$T/deps
+	P=$(aibox projects path 2>/dev/null)
+	local u=https://registry.example/p/-/p-1.0.0.tgz#sha512=00
+	printf private | test-cache put "$T/deps" 1G "$u" project:my-repo
+	printf public | test-cache put "$T/deps" 1G "$u" -
+	printf other | test-cache put "$T/deps" 1G "$u" project:my-repo-2
+	run aibox projects remove my-repo
+	assert_success
+	run aibox cache list
+	assert_success
+	refute_output --partial "  project:my-repo  "
+	assert_output --partial "  project:my-repo-2  $u"
+	assert_output --partial "  -  $u"
+	# Another checkout of that name, made later, is project my-repo again.
+	mkdir "$T/later"
+	make_repo "$T/later/my-repo"
+	run --separate-stderr bash -c 'cd "$1" && aibox projects path' - "$T/later/my-repo"
+	assert_output "$P"
+	run test-cache get "$T/deps" "$u" project:my-repo
+	assert_failure
+	assert_output miss
+}
+
 @test "projects remove: leaves a project alone while its lock is held, by a task or aibox run" {
 	P=$(aibox projects path 2>/dev/null)
 	hold_lock "$P/lock" sh

@@ -20,6 +20,7 @@
 #include "base/out.h"
 #include "base/paths.h"
 #include "config/project.h"
+#include "net/dep_cache.h"
 #include "base/rmtree.h"
 #include "base/strvec.h"
 #include "base/taskid.h"
@@ -35,8 +36,9 @@ static const char usage_text[] =
     "                 (--json: one JSON array, keys in docs/json.md)\n"
     "    path         print the folder of the current checkout's project, making it\n"
     "                 (with the default config) when it is new\n"
-    "    remove NAME  remove the project's folder, its config, home and tasks; a\n"
-    "                 project in use by a task or aibox run is left alone\n"
+    "    remove NAME  remove the project's folder, its config, home and tasks, and\n"
+    "                 its scope of the dependency cache; a project in use by a\n"
+    "                 task or aibox run is left alone\n"
     "    check [NAME] check the config of the current checkout's project, or of NAME\n"
     "    -h, --help   show this help\n"
     "\n"
@@ -282,6 +284,39 @@ static int any_task_running(const char *dir)
 	return running < 0 ? -1 : running > 0;
 }
 
+/*
+ * What the tasks of project name kept in the dependency cache with a
+ * credential goes with it: a later project given its name must not get it
+ * (docs/cache.md, "Scopes").  0, or -1 when not all of it could go (said).
+ */
+static int drop_cached(const char *name)
+{
+	struct dep_cache c;
+	struct buf scope = BUF_INIT, why = BUF_INIT;
+	struct stat st;
+	size_t removed = 0;
+	int ret = 0;
+
+	dep_cache_project_scope(name, &scope);
+	if (!scope.len || stat(deps_cache_dir(), &st) < 0)
+		goto out;
+	if (dep_cache_open(&c, deps_cache_dir(), DEP_CACHE_DEFAULT_MAX, &why) < 0 ||
+	    (ret = dep_cache_drop_scope(&c, scope.buf, &removed, &why)) < 0) {
+		error("cannot remove the dependency cache's entries of project '%s': %s", name,
+		      why.buf);
+		ret = -1;
+	}
+	if (c.root)
+		dep_cache_close(&c);
+	if (removed)
+		printf("removed %zu entr%s of project '%s' from the dependency cache\n", removed,
+		       removed == 1 ? "y" : "ies", name);
+out:
+	buf_release(&scope);
+	buf_release(&why);
+	return ret;
+}
+
 static int cmd_remove(const char *name)
 {
 	struct project p = PROJECT_INIT;
@@ -326,6 +361,8 @@ static int cmd_remove(const char *name)
 		ret = EXIT_REFUSED;
 	} else {
 		printf("removed project '%s' (%s, freed %s)\n", name, p.dir, size.buf);
+		if (drop_cached(name) < 0)
+			ret = EXIT_REFUSED;
 	}
 	project_release(&p);
 	buf_release(&where);

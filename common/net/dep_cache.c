@@ -59,6 +59,15 @@ int dep_cache_scope_ok(const char *scope)
 	return 1;
 }
 
+void dep_cache_project_scope(const char *name, struct buf *scope)
+{
+	size_t len = scope->len;
+
+	buf_addf(scope, "project:%s", name);
+	if (!name[0] || !dep_cache_scope_ok(scope->buf + len))
+		buf_setlen(scope, len);
+}
+
 static int mkdir_p(const char *path, struct buf *err)
 {
 	struct buf b = BUF_INIT;
@@ -745,6 +754,33 @@ out:
 int dep_cache_remove(const char *path)
 {
 	return unlink(path) < 0 && errno != ENOENT ? -errno : 0;
+}
+
+struct drop_ctx {
+	const char *scope;
+	size_t removed;
+};
+
+static int drop_one(const struct dep_cache_entry *e, void *data)
+{
+	struct drop_ctx *d = data;
+
+	if (!strcmp(e->scope, d->scope) && !dep_cache_remove(e->path))
+		d->removed++;
+	return 0;
+}
+
+int dep_cache_drop_scope(struct dep_cache *c, const char *scope, size_t *removed, struct buf *err)
+{
+	struct drop_ctx d = {scope, 0};
+	int ret;
+
+	if (!scope[0])
+		BUG("dep_cache_drop_scope: no scope");
+	ret = dep_cache_walk(c, drop_one, &d, err);
+	if (removed)
+		*removed = d.removed;
+	return ret;
 }
 
 struct trim_file {

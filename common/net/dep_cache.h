@@ -104,6 +104,13 @@ int dep_cache_key_ok(const char *key);
 int dep_cache_scope_ok(const char *scope);
 
 /*
+ * The scope of what project name's tasks fetch with a credential (docs/cache.md,
+ * "Scopes"): "project:NAME" into scope, or nothing when that is no scope the
+ * store takes (then such artifacts are not kept).
+ */
+void dep_cache_project_scope(const char *name, struct buf *scope);
+
+/*
  * Open the store at root (made with its folders, mode 0700, when missing)
  * with a cap of max_bytes.  0, or a negative errno with the reason in err.
  */
@@ -200,6 +207,13 @@ int dep_cache_walk(struct dep_cache *c, int (*fn)(const struct dep_cache_entry *
  * or another negative errno.
  */
 int dep_cache_verify(const char *path, struct buf *err);
+
+/*
+ * Remove every entry of scope (not ""): a removed project's (docs/cache.md,
+ * "Scopes").  *removed (when not NULL) is the count removed.  0 or a negative
+ * errno with the reason in err.
+ */
+int dep_cache_drop_scope(struct dep_cache *c, const char *scope, size_t *removed, struct buf *err);
 
 /* Remove the entry at path (an entry's path from a walk).  0 or -errno. */
 int dep_cache_remove(const char *path);

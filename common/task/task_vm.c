@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <string.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -189,10 +190,12 @@ static void cache_scope(const char *dir, struct buf *scope)
 	end = p - 1;
 	for (p = end; p > dir && p[-1] != '/'; p--)
 		;
-	buf_addstr(scope, "project:");
-	buf_add(scope, p, end > p ? (size_t)(end - p) : 0);
-	if (end <= p || !dep_cache_scope_ok(scope->buf))
-		buf_reset(scope);
+	if (end > p) {
+		char *name = xstrndup(p, (size_t)(end - p));
+
+		dep_cache_project_scope(name, scope);
+		free(name);
+	}
 }
 
 static int start_helpers(const struct task_vm *v, struct helpers *h, struct files *f,
