@@ -214,6 +214,32 @@ holds() { test-cache get "$S" "$1" - | cmp -s - blob; }
 	assert_equal "${stderr%%$'\n'*}" "aibox-cache: unknown subcommand 'bogus'"
 }
 
+@test "aibox cache: verify removes an entry whose header names another scope or key than its file is named for" {
+	test-cache put "$S" 1G "$U" - >/dev/null <blob
+	test-cache put "$S" 1G "$U.2" - >/dev/null <blob
+	local f g
+	f=$(entries | head -1)
+	g=$(entries | tail -1)
+	# Its bytes and their SHA-256 as they were; its header now says it is another
+	# project's, or another URL's: what it says is not what it is stored as.
+	python3 - "$f" "$g" <<-'PY'
+		import sys
+		for path, old, new in ((sys.argv[1], b"\nscope -\n", b"\nscope b\n"),
+		                       (sys.argv[2], b"/p/-/p-", b"/q/-/q-")):
+		    data = bytearray(open(path, "rb").read())
+		    at = data.index(old)
+		    data[at:at + len(old)] = new
+		    open(path, "wb").write(data)
+	PY
+	run aibox cache verify
+	assert_failure 1
+	assert_line "aibox-cache: '$g': its header names another key or scope than its file's name: removed"
+	assert_line "aibox-cache: '$f': its header names another key or scope than its file's name: removed"
+	[ ! -e "$f" ]
+	[ ! -e "$g" ]
+	[ "$(entries)" = "" ]
+}
+
 # req HEAD: the request head (\n for CRLF, the empty line added) through dep_request_cacheable().
 req() { printf '%s\n\n' "$1" | sed 's/$/\r/' | test-cache request; }
 

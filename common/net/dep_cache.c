@@ -703,6 +703,7 @@ int dep_cache_verify(const char *path, struct buf *err)
 	unsigned char md[32];
 	unsigned int len = 0;
 	char sha[65], chunk[65536];
+	const char *base;
 	EVP_MD_CTX *ctx;
 	uint64_t seen = 0;
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW), ret;
@@ -717,6 +718,18 @@ int dep_cache_verify(const char *path, struct buf *err)
 	if (ret < 0) {
 		close(fd);
 		return ret;
+	}
+	/* A lookup reads it only as the entry its name is the hash of: one never served. */
+	key_hash(e.key, e.scope, sha);
+	base = strrchr(path, '/');
+	if (strcmp(base ? base + 1 : path, sha)) {
+		if (err)
+			buf_addf(err,
+			         "'%s': its header names another key or scope than its file's name",
+			         path);
+		close(fd);
+		dep_cache_entry_clear(&e);
+		return -EBADMSG;
 	}
 	ctx = EVP_MD_CTX_new();
 	if (!ctx || !EVP_DigestInit_ex(ctx, EVP_sha256(), NULL))

@@ -203,8 +203,9 @@ int dep_cache_walk(struct dep_cache *c, int (*fn)(const struct dep_cache_entry *
 
 /*
  * Read the entry at path whole and compare its bytes with its header's size
- * and SHA-256: 0 when they match, -EBADMSG with the reason in err when not,
- * or another negative errno.
+ * and SHA-256, and its file's name with the hash of its header's key and
+ * scope: 0 when they match, -EBADMSG with the reason in err when not, or
+ * another negative errno.
  */
 int dep_cache_verify(const char *path, struct buf *err);
 
