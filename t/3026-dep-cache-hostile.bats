@@ -348,4 +348,9 @@ end_hostile_filler() {
 	held=$(find "$T/deps" -type f -printf '%s\n' | awk '{n += $1} END {print n + 0}')
 	end_hostile_filler
 	[ "$held" -le $((16 << 20)) ] || fail "the fills hold $held bytes on disk, over the cap of $((16 << 20))"
+	# Those fills ended with their connections: the task's next fill has the whole cap.
+	run icurl -f -o /dev/null "https://localhost:$REG$(tail -1 "$T/paths")"
+	assert_success
+	run grep -c " cache=fill " "$T/proxy.log"
+	assert_output 1
 }
