@@ -812,21 +812,17 @@ struct trim_ctx {
 
 /*
  * The lock file at path when no filler holds it (a dead filler's, left
- * behind): removed while held, as fill_clear() does.  1 when it was free
- * (or is gone), 0 when a filler holds it.
+ * behind): removed while held, as fill_clear() does.
  */
-static int unlock_dead(const char *path)
+static void unlock_dead(const char *path)
 {
-	int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW), free_ = 1;
+	int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
 
 	if (fd < 0)
-		return 1;
-	if (flock(fd, LOCK_EX | LOCK_NB) < 0)
-		free_ = 0;
-	else if (lock_taken(fd, path))
+		return;
+	if (flock(fd, LOCK_EX | LOCK_NB) == 0 && lock_taken(fd, path))
 		unlink(path);
 	close(fd);
-	return free_;
 }
 
 /* A .tmp file whose key's lock is free belongs to a dead filler: remove it. */
