@@ -26,7 +26,6 @@ void dep_cache_entry_clear(struct dep_cache_entry *e)
 {
 	if (e->fd >= 0)
 		close(e->fd);
-	EVP_MD_CTX_free(e->md);
 	free(e->key);
 	free(e->scope);
 	free(e->path);
@@ -298,51 +297,6 @@ int dep_cache_lookup(struct dep_cache *c, const char *key, const char *scope,
 	e->fd = fd;
 	e->path = buf_detach(&path, NULL);
 	return 1;
-}
-
-ssize_t dep_cache_entry_read(struct dep_cache_entry *e, void *buf, size_t n)
-{
-	unsigned char md[32];
-	unsigned int len = 0;
-	char sha[65];
-	ssize_t r;
-
-	if (e->fd < 0)
-		BUG("dep_cache_entry_read: an entry not open");
-	if (n > e->size - e->read)
-		n = (size_t)(e->size - e->read);
-	if (!n)
-		return 0;
-	if (!e->md) {
-		e->md = EVP_MD_CTX_new();
-		if (!e->md || !EVP_DigestInit_ex(e->md, EVP_sha256(), NULL))
-			die_oom();
-	}
-	do
-		r = read(e->fd, buf, n);
-	while (r < 0 && errno == EINTR);
-	if (r < 0)
-		return -errno;
-	if (!r)
-		return -EBADMSG; /* shorter than its header says: cut under us */
-	EVP_DigestUpdate(e->md, buf, (size_t)r);
-	e->read += (uint64_t)r;
-	if (e->read < e->size)
-		return r;
-	EVP_DigestFinal_ex(e->md, md, &len);
-	hex_encode(sha, md, 32);
-	return strcmp(sha, e->sha256) ? -EBADMSG : r;
-}
-
-int dep_cache_entry_discard(const struct dep_cache_entry *e)
-{
-	struct stat a, b;
-
-	if (fstat(e->fd, &a) < 0 || lstat(e->path, &b) < 0)
-		return -errno;
-	if (a.st_dev != b.st_dev || a.st_ino != b.st_ino)
-		return 0;
-	return dep_cache_remove(e->path);
 }
 
 int dep_cache_fill_size(struct dep_cache *c, const char *key, const char *scope, uint64_t *size)

@@ -29,7 +29,6 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include <sys/types.h>
 #include <time.h>
 
 struct buf;
@@ -73,8 +72,6 @@ struct dep_cache_entry {
 	char *key, *scope;
 	char *path;
 	time_t atime;
-	uint64_t read; /* the bytes dep_cache_entry_read() gave */
-	void *md;      /* its SHA-256 of them (EVP_MD_CTX *), or NULL */
 };
 #define DEP_CACHE_ENTRY_INIT                                                                       \
 	{                                                                                          \
@@ -82,22 +79,6 @@ struct dep_cache_entry {
 	}
 
 void dep_cache_entry_clear(struct dep_cache_entry *e);
-
-/*
- * Read up to n bytes of the entry e (looked up, e->fd open) into buf, checking
- * them against its header's SHA-256 as they come: the number read (0 at the
- * end), or a negative errno: -EBADMSG when the file ends before its size or
- * the bytes do not match; that comes in place of the read that reaches the
- * entry's end, so a caller that sends what it read and stops at an error
- * never sends the whole of an entry altered on disk.
- */
-ssize_t dep_cache_entry_read(struct dep_cache_entry *e, void *buf, size_t n);
-
-/*
- * Remove the entry e from the store (one dep_cache_entry_read() found bad),
- * when its path still names e's file.  0 or -errno.
- */
-int dep_cache_entry_discard(const struct dep_cache_entry *e);
 
 /* 1 when key and scope are ones the store takes (see the caps above), else 0. */
 int dep_cache_key_ok(const char *key);

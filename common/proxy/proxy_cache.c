@@ -286,19 +286,11 @@ void px_cache_step(struct conn *c)
 		}
 		want =
 		    c->hit_left < sizeof(px->scratch) ? (size_t)c->hit_left : sizeof(px->scratch);
-		n = want ? dep_cache_entry_read(c->hit, px->scratch, want) : 0;
+		n = want ? read(c->hit->fd, px->scratch, want) : 0;
 		if (n < 0 || (want && n == 0)) {
-			/* Cut under us, or altered on disk: the client never gets the answer's end.
-			 */
+			/* The entry shrank under us: the client never gets the answer's end. */
 			c->cache_note = "bad";
-			if (n == -EBADMSG && !dep_cache_entry_discard(c->hit))
-				px_log_note(
-				    px, "a cache entry that does not match its SHA-256 was removed",
-				    0);
-			px_abort_forward(
-			    c, n == -EBADMSG
-			           ? "the cache entry is cut short or does not match its SHA-256"
-			           : "the cache entry cannot be read");
+			px_abort_forward(c, "the cache entry was cut short");
 			return;
 		}
 		c->hit_left -= (uint64_t)n;
