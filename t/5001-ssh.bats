@@ -79,6 +79,25 @@ ssh_host_ecdsa_key.pub"
 	grep -q "Accepted publickey for $(id -un)" sshd.log
 }
 
+@test "ssh: a stderr line cut at the buffer's size is followed by no empty line when its newline comes later" {
+	# 4096 bytes (SSH_LINE_MAX), then its newline in a later read; 8192, two pieces, the same;
+	# the empty line after "next" is the VM's own and stays
+	forced 'head -c 4096 /dev/zero | tr "\0" a >&2; sleep 1; printf "\nnext\n\nafter an empty one\n" >&2
+head -c 8192 /dev/zero | tr "\0" b >&2; sleep 1; printf "\nlast\n" >&2'
+	run ssh_run --timeout-ms 30000 --idle-ms 10000 task
+	assert_success
+	# each piece of 4096 bytes named, so that a failure reads
+	run sed -E 's/^(stderr: )(a{4096}|b{4096})$/\1<4096 bytes>/' <<<"$output"
+	assert_output "stderr: <4096 bytes>
+stderr: next
+stderr: 
+stderr: after an empty one
+stderr: <4096 bytes>
+stderr: <4096 bytes>
+stderr: last
+exit 0"
+}
+
 @test "ssh: a signal that ends the command is reported" {
 	forced 'kill -TERM $$'
 	run ssh_run --timeout-ms 30000 task

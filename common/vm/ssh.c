@@ -287,6 +287,7 @@ int ssh_connect(struct ssh_client *c)
 struct line_buf {
 	char buf[SSH_LINE_MAX];
 	size_t len;
+	int cut; /* the last piece handed on filled buf: a newline right after it ends that line */
 };
 
 static void stderr_bytes(struct ssh_exec *x, struct line_buf *lb, const char *p, size_t n)
@@ -295,17 +296,27 @@ static void stderr_bytes(struct ssh_exec *x, struct line_buf *lb, const char *p,
 		const char *nl = memchr(p, '\n', n);
 		size_t take = nl ? (size_t)(nl - p) : n;
 
+		/* the newline of a line handed on in pieces: no empty line of its own */
+		if (lb->cut && !take) {
+			lb->cut = 0;
+			p++;
+			n--;
+			continue;
+		}
 		if (take > sizeof(lb->buf) - lb->len)
 			take = sizeof(lb->buf) - lb->len;
 		memcpy(lb->buf + lb->len, p, take);
 		lb->len += take;
 		p += take;
 		n -= take;
+		lb->cut = 0;
 		if (n && *p == '\n') {
 			p++;
 			n--;
 		} else if (lb->len < sizeof(lb->buf)) {
 			continue;
+		} else {
+			lb->cut = 1;
 		}
 		if (x->on_stderr_line)
 			x->on_stderr_line(x->ctx, lb->buf, lb->len);
