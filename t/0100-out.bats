@@ -205,6 +205,27 @@ no_format() {
 	[ "$(grep -c '^00:00:00 vm\[abcdef\]: x*$' out)" -eq 3 ]
 }
 
+@test "out: a relayed line handed on at its bound is followed by no empty line when its newline comes later" {
+	# 2000 bytes (OUT_LINE_MAX), then 3000, each with its newline in a later read; the
+	# empty line after "next" is the writer's own and stays
+	{
+		head -c 2000 /dev/zero | tr '\0' a
+		sleep 0.5
+		printf '\nnext\n\nafter an empty one\n'
+		head -c 3000 /dev/zero | tr '\0' b
+		sleep 0.5
+		printf '\nlast\n'
+	} | TZ=UTC test-prompt relay aibox abcdef 2>out
+	run sed -E 's/^[0-9:]{8} //; s/: a{2000}$/: <2000 a>/; s/: b{2000}$/: <2000 b>/; s/: b{1000}$/: <1000 b>/' out
+	assert_output "aibox[abcdef]: <2000 a>
+aibox[abcdef]: next
+aibox[abcdef]: 
+aibox[abcdef]: after an empty one
+aibox[abcdef]: <2000 b>
+aibox[abcdef]: <1000 b>
+aibox[abcdef]: last"
+}
+
 # on_terminal COLS FILE: test-prompt lines vm abcdef of FILE, written to a
 # terminal COLS columns wide (script's pseudo-terminal), its rows to stdout
 on_terminal() {

@@ -342,6 +342,7 @@ static __attribute__((noreturn)) void relay_run(int in, size_t max, out_line_fn 
 {
 	struct buf line = BUF_INIT;
 	char chunk[4096];
+	int cut = 0; /* the last line handed on had no end yet: a newline next ends it */
 	ssize_t n;
 
 	while ((n = read(in, chunk, sizeof(chunk))) != 0) {
@@ -356,13 +357,21 @@ static __attribute__((noreturn)) void relay_run(int in, size_t max, out_line_fn 
 			const char *nl = memchr(p, '\n', (size_t)(end - p));
 			size_t take = nl ? (size_t)(nl - p) : (size_t)(end - p);
 
+			/* the end of a line handed on at max: no empty line of its own */
+			if (cut && nl == p) {
+				cut = 0;
+				p++;
+				continue;
+			}
+			cut = 0;
 			buf_add(&line, p, take);
 			p += take;
-			if (nl) {
+			if (nl)
 				p++;
-			} else if (line.len < max) {
+			else if (line.len < max)
 				break; /* the rest of the line is still to come */
-			}
+			else
+				cut = 1;
 			fn(ctx, line.buf, line.len);
 			buf_reset(&line);
 		}

@@ -119,7 +119,8 @@ int out_write_quoting(int fd, time_t when, const char *source, const char *id, c
  * A relay that gives other programs' stderr our lines: what is written to
  * the pipe it makes goes to fd as out_write() lines of source and id, one a
  * line as it comes (a line without its end is written once it is
- * OUT_LINE_MAX bytes long, or at the end).  aibox task hands the write end
+ * OUT_LINE_MAX bytes long, or at the end; the newline that then ends it
+ * adds no empty line).  aibox task hands the write end
  * to its helpers as their stderr (docs/tasks.md, "Results").
  *
  * The relay is a worker of ours (spawn_worker(), SPAWN_WORKER_PDEATH) that
@@ -144,7 +145,8 @@ typedef void out_line_fn(void *ctx, const char *s, size_t n);
 
 /*
  * The same relay with each line handed to fn(ctx, ...) in the worker instead
- * (a line without its end once it is max bytes long, or at the end); fd is
+ * (a line without its end once it is max bytes long, or at the end, as
+ * above); fd is
  * what the worker keeps open for it, ctx what it points to is the worker's
  * copy (taken at the fork).
  */

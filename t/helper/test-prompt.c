@@ -17,6 +17,9 @@
  *   test-prompt lines SOURCE ID [EPOCH] < text
  *       out_write() (or out_format() at EPOCH, written as one block) to stdout;
  *       ID "-" means none
+ *   test-prompt relay SOURCE ID < text
+ *       out_relay_start() toward stderr, fed stdin one read at a time as it
+ *       comes, then out_relay_end()
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -193,6 +196,20 @@ int main(int argc, char **argv)
 			die_err(ret, "write");
 		buf_release(&in);
 		buf_release(&out);
+		return 0;
+	}
+	if (!strcmp(argv[1], "relay") && argc == 4) {
+		struct out_relay r;
+		char chunk[4096];
+		ssize_t n;
+		int ret;
+
+		if ((ret = out_relay_start(&r, 2, argv[2], argv[3])) < 0)
+			die_err(ret, "cannot start the relay");
+		while ((n = read(0, chunk, sizeof(chunk))) > 0)
+			if (write_all(r.fd, chunk, (size_t)n) < 0)
+				die_errno("write");
+		out_relay_end(&r, 10000);
 		return 0;
 	}
 	die("unknown command '%s'", argv[1]);
