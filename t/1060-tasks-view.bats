@@ -576,6 +576,32 @@ EOF
 	assert_output $'10:00:01 cloning\n10:00:02 claude started\n10:00:03 Bash: npm test\n10:00:05 Edit: /project/a.js red\n10:00:06 claude exited with 0\n= success, 2 turns\nthe task ended: finished'
 }
 
+@test "tasks log: an empty VM line is shown while the task runs, with -f, and once it ended, the same" {
+	mk_task 20260101-100000-aaaaaa 'x'
+	hold_lock "$TK/20260101-100000-aaaaaa.lock"
+	log=$TK/20260101-100000-aaaaaa/aibox.log
+	# as aibox task writes an empty line of the VM's: the prefix and nothing after it
+	printf '10:00:01 vm[aaaaaa]: before\n10:00:02 vm[aaaaaa]: \n10:00:03 vm[aaaaaa]: after\n' >>"$log"
+	want=$'10:00:01 before\n10:00:02 \n10:00:03 after'
+	run aibox tasks log aaaaaa
+	assert_success
+	assert_output "$want"
+	aibox tasks log -f aaaaaa >"$T/follow" 2>&1 &
+	follow=$!
+	wait_until 10 grep -q 'after' "$T/follow"
+	printf '10:00:04 vm[aaaaaa]: \n10:00:05 vm[aaaaaa]: last\ntotal 9.000s exit 1\n' >>"$log"
+	wait_until 10 grep -q 'last' "$T/follow"
+	release_locks
+	wait_until 10 gone "$follow"
+	wait "$follow"
+	run cat "$T/follow"
+	assert_output "$want"$'\n10:00:04 \n10:00:05 last\nthe task ended: not finished'
+	# ended without a transcript: the same lines
+	run aibox tasks log aaaaaa
+	assert_success
+	assert_output "$want"$'\n10:00:04 \n10:00:05 last'
+}
+
 @test "tasks log: on a terminal each live line is cut to its width, each piece with its time, so no row poses as the end line" {
 	command -v script >/dev/null || skip "script (bsdutils) is not installed"
 	mk_task 20260101-100000-aaaaaa 'x'

@@ -147,7 +147,8 @@ static int show_transcript(struct logger *l, int only_end)
 
 /*
  * The live lines in aibox.log from *off on: each "HH:MM:SS vm[id]: text"
- * line as "HH:MM:SS text"; aibox's own lines (phase times) are left out.
+ * line as "HH:MM:SS text", an empty text too (an empty line of the VM's);
+ * aibox's own lines (phase times) are left out.
  * A line without its end yet waits in partial (at most OUT_LINE_MAX * 4
  * bytes: a longer one is no line of ours and is dropped).
  */
@@ -175,7 +176,7 @@ static void show_live(struct logger *l, off_t *off, struct buf *partial)
 				break;
 			}
 			len = (size_t)(nl - partial->buf);
-			if (len > 8 + plen && !memcmp(partial->buf + 8, prefix, plen)) {
+			if (len >= 8 + plen && !memcmp(partial->buf + 8, prefix, plen)) {
 				char time_prefix[10];
 
 				/* cut to a terminal's width as aibox task cut it, each piece with
