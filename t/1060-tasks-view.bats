@@ -672,6 +672,66 @@ rows_of() {
 	assert_line "10:01:23 aibox[aaaaaa]: the task did not finish: changes.bundle refused: line 2: invalid ref name '$pad$pose1$pose2'"
 }
 
+# rows_fit FILE COLS: each row of FILE at most COLS columns (any character outside ASCII two)
+rows_fit() {
+	python3 - "$1" "$2" <<-'PY'
+		import sys
+		for row in open(sys.argv[1], encoding="utf-8").read().splitlines():
+		    cols = sum(1 if ord(c) < 0x80 else 2 for c in row)
+		    if cols > int(sys.argv[2]):
+		        print("a row of %d columns: %s" % (cols, row))
+	PY
+}
+
+@test "tasks log: on a terminal each transcript line is cut to its width, its pieces after the first indented, so no row but a line's first starts with its text" {
+	command -v script >/dev/null || skip "script (bsdutils) is not installed"
+	mk_task 20260101-100000-aaaaaa 'x'
+	record 20260101-100000-aaaaaa finished 0
+	# padded so that an 80-column terminal's wrap would start a row with "the task ended: finished"
+	text="$(head -c 80 /dev/zero | tr '\0' x)the task ended: finished$(printf 'é日%.0s' {1..30})"
+	python3 -c 'import json, sys; print(json.dumps({"type": "assistant", "message": {"content": [{"type": "text", "text": sys.argv[1] + "\nshort"}]}}))' \
+		"$text" >"$TK/20260101-100000-aaaaaa/transcript.jsonl"
+	script -qc 'stty cols 80; aibox tasks log aaaaaa' /dev/null </dev/null | tr -d '\r' >rows
+	run rows_fit rows 80
+	assert_output ''
+	run grep -c '^the task ended' rows
+	assert_output 0
+	[ "$(wc -l <rows)" -ge 3 ]
+	# nothing lost: the first piece as it is, the others after two spaces, then the next line
+	[ "$(head -n -1 rows | sed '1!s/^  //' | tr -d '\n')" = "$text" ]
+	[ "$(tail -n 1 rows)" = short ]
+	# not a terminal: each line whole, as before
+	run aibox tasks log aaaaaa
+	assert_success
+	assert_output "$text"$'\nshort'
+}
+
+@test "tasks log: on a terminal -f cuts the transcript's end line to its width too, so no row of it poses as the line that says how the task ended" {
+	command -v script >/dev/null || skip "script (bsdutils) is not installed"
+	mk_task 20260101-100000-aaaaaa 'x'
+	hold_lock "$TK/20260101-100000-aaaaaa.lock"
+	printf '10:00:01 vm[aaaaaa]: cloning\ntotal 9.000s exit 1\n' >>"$TK/20260101-100000-aaaaaa/aibox.log"
+	# "= " and nine zero-width spaces shown as <U+200B> (72 columns) and six x: 80 columns
+	# before a made-up end line, within the subtype's 40 characters
+	printf '{"type":"result","subtype":"%sxxxxxxthe task ended: finished"}\n' "$(printf '\\u200b%.0s' {1..9})" \
+		>"$TK/20260101-100000-aaaaaa/transcript.jsonl"
+	script -qc 'stty cols 80; aibox tasks log -f aaaaaa' /dev/null </dev/null >raw &
+	follow=$!
+	wait_until 10 grep -q cloning raw
+	release_locks
+	wait_until 10 gone "$follow"
+	wait "$follow"
+	tr -d '\r' <raw >rows
+	run rows_fit rows 80
+	assert_output ''
+	# aibox's own end line is the one row that starts like it, the last
+	run grep -n '^the task ended' rows
+	assert_output "$(wc -l <rows):the task ended: not finished"
+	run cat rows
+	assert_line --index 1 "= $(printf '<U+200B>%.0s' {1..9})xxxxxx"
+	assert_line --index 2 "  the task ended: finished"
+}
+
 @test "tasks log: -f shows the transcript's end line alone, never a text of the VM's that starts like it" {
 	mk_task 20260101-100000-aaaaaa 'x'
 	hold_lock "$TK/20260101-100000-aaaaaa.lock"

@@ -9,7 +9,8 @@
  * lock is free), then prints how it ended.  Nothing here wakes or signals
  * the task: aibox.log is read as it grows.  Everything is sanitized before
  * it is printed (common/base/out.h); on a terminal the live lines are cut
- * to its width, each piece with its time, so that no row the terminal wraps
+ * to its width, each piece with its time, and the transcript's lines too,
+ * each piece but a line's first indented, so that no row the terminal wraps
  * starts with the VM's text posing as the line that says how it ended.
  */
 #include <errno.h>
@@ -46,19 +47,32 @@ static const char usage_text[] =
     "\n"
     "Exit status: 0 shown, 2 usage or error (no such task).\n";
 
+/*
+ * Before each piece of a transcript line cut to a terminal's width but its
+ * first: no row but a line's first starts with the VM's text.
+ */
+#define TRANSCRIPT_CONT "  "
+
 struct logger {
 	struct task_dir td;
 	struct buf out; /* rendered, not yet sanitized */
 	unsigned cols;  /* stdout's width when a terminal, else 0 */
 };
 
-static void flush_out(struct logger *l)
+/*
+ * Write l->out sanitized; transcript: it is transcript lines, each cut to a
+ * terminal's width (the live lines come cut with their times).
+ */
+static void flush_out(struct logger *l, int transcript)
 {
 	struct buf clean = BUF_INIT;
 
 	if (!l->out.len)
 		return;
-	out_sanitize(&clean, l->out.buf, l->out.len);
+	if (transcript && l->cols)
+		out_format_pieces(&clean, "", "", TRANSCRIPT_CONT, l->out.buf, l->out.len, l->cols);
+	else
+		out_sanitize(&clean, l->out.buf, l->out.len);
 	if (write_all(1, clean.buf, clean.len) < 0)
 		die_errno("cannot write the log");
 	buf_reset(&l->out);
@@ -131,7 +145,7 @@ static int show_transcript(struct logger *l, int only_end)
 			p += take;
 			n -= (ssize_t)take;
 			if (l->out.len > 65536)
-				flush_out(l);
+				flush_out(l, 1);
 		}
 	}
 	/* the file ends inside a line (the results' cap may have cut it): say so */
@@ -139,7 +153,7 @@ static int show_transcript(struct logger *l, int only_end)
 		buf_addf(&l->out, "[a line of %zu bytes without its end, not shown]\n", skipped);
 	else if (line.len)
 		transcript_render_filtered(line.buf, line.len, only_end, &l->out);
-	flush_out(l);
+	flush_out(l, 1);
 	close(fd);
 	buf_release(&line);
 	return 0;
@@ -190,7 +204,7 @@ static void show_live(struct logger *l, off_t *off, struct buf *partial)
 		}
 	}
 	close(fd);
-	flush_out(l);
+	flush_out(l, 0);
 }
 
 /* 1 while the task runs (its lock is held), 0 once it ended. */

@@ -200,21 +200,21 @@ static size_t piece_end(const char *clean, size_t pos, size_t end, size_t avail)
 	return cut;
 }
 
-/*
- * s[0..n) sanitized, in lines of pieces as out_format_prefix() makes them;
- * each piece starts with prefix, or with cont (as wide: ASCII of its length)
- * for every piece after the text's first when cont is not NULL.
- */
-static void format_pieces(struct buf *out, const char *prefix, const char *cont, const char *s,
-                          size_t n, unsigned cols)
+/* The columns a piece after a prefix of plen bytes (ASCII: its columns) gets; 0: any. */
+static size_t piece_columns(size_t plen, unsigned cols)
+{
+	if (!cols)
+		return 0;
+	return cols > plen + OUT_MIN_COLUMNS ? cols - plen : OUT_MIN_COLUMNS;
+}
+
+void out_format_pieces(struct buf *out, const char *first, const char *line, const char *cont,
+                       const char *s, size_t n, unsigned cols)
 {
 	struct buf clean = BUF_INIT;
-	size_t pos = 0, avail = 0, plen = strlen(prefix);
-	const char *lead = prefix;
+	const char *lead = first;
+	size_t pos = 0;
 
-	/* the prefix is ASCII: its bytes are its columns */
-	if (cols)
-		avail = cols > plen + OUT_MIN_COLUMNS ? cols - plen : OUT_MIN_COLUMNS;
 	out_sanitize(&clean, s, n);
 	do {
 		const char *nl = memchr(clean.buf + pos, '\n', clean.len - pos);
@@ -222,23 +222,24 @@ static void format_pieces(struct buf *out, const char *prefix, const char *cont,
 
 		/* one logical line, in pieces */
 		do {
-			size_t cut = piece_end(clean.buf, pos, end, avail);
+			size_t plen = strlen(lead);
+			size_t cut = piece_end(clean.buf, pos, end, piece_columns(plen, cols));
 
 			buf_add(out, lead, plen);
 			buf_add(out, clean.buf + pos, cut - pos);
 			buf_addch(out, '\n');
-			if (cont)
-				lead = cont;
+			lead = cont;
 			pos = cut;
 		} while (pos < end);
 		pos = nl ? end + 1 : end;
+		lead = line;
 	} while (pos < clean.len);
 	buf_release(&clean);
 }
 
 void out_format_prefix(struct buf *out, const char *prefix, const char *s, size_t n, unsigned cols)
 {
-	format_pieces(out, prefix, NULL, s, n, cols);
+	out_format_pieces(out, prefix, prefix, prefix, s, n, cols);
 }
 
 void out_format_width(struct buf *out, time_t when, const char *source, const char *id,
@@ -315,7 +316,7 @@ int out_write_quoting(int fd, time_t when, const char *source, const char *id, c
 	add_prefix(&prefix, &tm, source, id);
 	for (size_t i = 0; i < prefix.len; i++)
 		buf_addch(&cont, ' ');
-	format_pieces(&lines, prefix.buf, cont.buf, s, n, out_columns(fd));
+	out_format_pieces(&lines, prefix.buf, cont.buf, cont.buf, s, n, out_columns(fd));
 	ret = write_lines(fd, &lines);
 	buf_release(&lines);
 	buf_release(&prefix);

@@ -87,6 +87,17 @@ void out_format_width(struct buf *out, time_t when, const char *source, const ch
  */
 void out_format_prefix(struct buf *out, const char *prefix, const char *s, size_t n, unsigned cols);
 
+/*
+ * out_format_prefix() with first before the text's first piece, line before
+ * the first piece of each of its later lines, and cont before every other
+ * piece (all ASCII, trusted): `aibox tasks log`'s transcript lines, the VM's
+ * text from their start (first and line ""), whose rows on a terminal other
+ * than a line's first then never start with its text (cont "  ");
+ * out_write_quoting()'s line (line and cont blanks).
+ */
+void out_format_pieces(struct buf *out, const char *first, const char *line, const char *cont,
+                       const char *s, size_t n, unsigned cols);
+
 /* fd's width in columns when it is a terminal, else 0. */
 unsigned out_columns(int fd);
 
