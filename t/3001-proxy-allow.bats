@@ -352,6 +352,32 @@ teardown() {
 	assert_line --regexp '^[^ ]+ refused - GET Evil\.Test\\x7f:80 \(invalid character in the request target\) status=403 '
 }
 
+@test "proxy: a refused request whose authority is empty logs a placeholder for it, one field a slot" {
+	start_proxy --allow evil.test
+	for t in 'http://evil.test@/' 'http://@/' 'http://:80/' 'http:///x' 'http://?x' 'http://#x' \
+		'https://u@/' 'HTTP://@'; do
+		run raw_request "GET $t HTTP/1.1\r\nHost: evil.test\r\n\r\n"
+		assert_line --index 0 "$(printf 'HTTP/1.1 403 Forbidden\r')"
+	done
+	for t in '@' 'u@' '@:443'; do
+		run raw_request "CONNECT $t HTTP/1.1\r\n\r\n"
+		assert_line --index 0 "$(printf 'HTTP/1.1 403 Forbidden\r')"
+	done
+	run cat "$T/proxy.log"
+	[ "${#lines[@]}" -eq 11 ]
+	# no empty field: never two spaces in a row
+	refute_output --partial '  '
+	# the empty authority is said to be empty: "" (an escaped field never holds a '"')
+	run grep -c '^[^ ]* refused - GET "" (' "$T/proxy.log"
+	assert_output 7
+	run grep -c '^[^ ]* refused - CONNECT "" (' "$T/proxy.log"
+	assert_output 2
+	# an authority that is a port alone is the authority as the VM wrote it
+	run cat "$T/proxy.log"
+	assert_line --regexp '^[^ ]+ refused - GET :80 \('
+	assert_line --regexp '^[^ ]+ refused - CONNECT :443 \('
+}
+
 @test "proxy: an absolute-URI's authority is read once, for the verdict and the log alike" {
 	start_proxy --allow evil.test
 	# '#' ends the authority (RFC 3986): no user information here, a fragment

@@ -376,7 +376,11 @@ void px_log_left_out(struct proxy *px);
 
 /* Read and handle request heads until c waits or leaves ST_HEAD. */
 void px_read_head(struct conn *c);
-/* c->what: the method, and the path when given, escaped for the log. */
+/*
+ * c->what: the method, and the path (or authority) when given, escaped for
+ * the log; an empty one as "" (docs/proxy.md, "proxy.log"), which no escaped
+ * field can be, so that every field of the line holds something.
+ */
 void px_set_what(struct conn *c, const char *method, size_t mlen, const char *path, size_t plen);
 
 /* ---- common/proxy/proxy_forward.c: one request forwarded, its answer back ---- */

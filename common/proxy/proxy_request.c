@@ -24,7 +24,10 @@ void px_set_what(struct conn *c, const char *method, size_t mlen, const char *pa
 	log_escape(&b, method, mlen, 16, 0);
 	if (path) {
 		buf_addch(&b, ' ');
-		log_escape(&b, path, plen, 150, 0);
+		if (plen)
+			log_escape(&b, path, plen, 150, 0);
+		else
+			buf_addstr(&b, "\"\""); /* log_escape() writes a '"' as \x22 */
 	}
 	snprintf(c->what, sizeof(c->what), "%s", b.buf);
 	buf_release(&b);
