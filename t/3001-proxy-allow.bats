@@ -191,6 +191,20 @@ teardown() {
 	assert_output 4
 }
 
+@test "proxy: the path a rule refuses is named escaped, never as the bytes it decodes to" {
+	start_fake_api "$T/script.json"
+	printf 'rule localhost:%s\npath /api/*\n' "$FAKE_API_PORT" >"$T/secrets"
+	start_proxy --allow "localhost:$FAKE_API_PORT" --secrets-fd 5 --ca-fd 6 5<"$T/secrets" 6>"$T/taskca.pem"
+	# decoded: a space, a ')' and "status=200", U+009B (an 8-bit CSI) and a lone 0x9b
+	run pcurl -sS -x "$PROXY" --path-as-is "http://localhost:$FAKE_API_PORT/admin%20x)%20status=200%C2%9B%9Bz"
+	assert_output 'aibox-proxy: path /admin\x20x)\x20status=200\xc2\x9b\x9bz is not allowed'
+	run grep -cF "refused localhost:$FAKE_API_PORT GET (path /admin\\x20x)\\x20status=200\\xc2\\x9b\\x9bz is not allowed) status=403 " "$T/proxy.log"
+	assert_output 1
+	# nothing in the log but printable ASCII
+	run env LC_ALL=C grep -c '[^ -~]' "$T/proxy.log"
+	assert_output 0
+}
+
 @test "proxy: IP literals, IPv4 and IPv6, name exactly that address" {
 	start_fake_api "$T/script.json"
 	v4=$FAKE_API_PORT

@@ -11,6 +11,7 @@
 #include "base/buf.h"
 #include "config/config.h"
 #include "base/err.h"
+#include "base/log_escape.h"
 #include "proxy/secret_swap.h"
 #include "base/strvec.h"
 #include "base/banned.h"
@@ -587,8 +588,13 @@ int swap_rule_allows(const struct config_rule *r, const char *method, const char
 	ok = 0;
 	for (size_t i = 0; !ok && i < r->paths.nr; i++)
 		ok = glob(r->paths.v[i], path.buf);
-	if (!ok)
-		buf_addf(err, "path %.200s is not allowed", path.buf);
+	if (!ok) {
+		/* decoded, the VM's bytes: escaped as the log escapes them, for the log and the
+		 * answer */
+		buf_addstr(err, "path ");
+		log_escape(err, path.buf, path.len, 200, 0);
+		buf_addstr(err, " is not allowed");
+	}
 	buf_release(&path);
 	return ok;
 }

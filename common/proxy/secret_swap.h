@@ -69,9 +69,9 @@ int swap_normalize_path(const char *target, struct buf *out);
 /*
  * Whether an allow rule (config.h's struct config_rule: methods, paths;
  * empty: any) lets method and target through: 1, or 0 with the reason in
- * why ("method DELETE is not allowed", "path /x is not allowed", "the path
- * is not one the rules can read").  A rule without paths never reads the
- * path.
+ * why ("method DELETE is not allowed", "path /x is not allowed" with the
+ * path decoded and then escaped by log_escape(), "the path is not one the
+ * rules can read").  A rule without paths never reads the path.
  */
 struct config_rule;
 int swap_rule_allows(const struct config_rule *r, const char *method, const char *target,
