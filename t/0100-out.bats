@@ -260,6 +260,20 @@ on_terminal() {
 	[ "$(wc -l <out)" -eq 1 ]
 }
 
+@test "out: on a terminal that does not say its width each piece fits 80 columns, never the whole line" {
+	command -v script >/dev/null || skip "script (bsdutils) is not installed"
+	# a terminal of 0 columns (a serial console, a pseudo-terminal not sized yet) still wraps
+	# at its real width: 80, the width assumed when none is known
+	python3 -c 'print("x" * 59 + "12:00:00 aibox[abcdef]: git fetch /evil aibox/task:ok" + "y" * 100)' >in
+	on_terminal 0 in >out
+	run awk 'length($0) > 80' out
+	assert_output ''
+	run grep -cvE '^[0-9:]{8} vm\[abcdef\]: ' out
+	assert_output 0
+	[ "$(wc -l <out)" -eq 4 ]
+	[ "$(sed 's/^[0-9:]* vm\[abcdef\]: //' out | tr -d '\n')" = "$(cat in)" ]
+}
+
 @test "out: hostile bytes of every kind give clean UTF-8 lines" {
 	head -c 65536 /dev/urandom >random
 	# and valid UTF-8 thick with the characters to hide

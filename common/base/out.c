@@ -267,7 +267,8 @@ unsigned out_columns(int fd)
 
 	if (ioctl(fd, TIOCGWINSZ, &ws) < 0)
 		return 0;
-	return ws.ws_col;
+	/* one that does not say its width (0) wraps all the same, at a width of its own */
+	return ws.ws_col ? ws.ws_col : OUT_DEFAULT_COLUMNS;
 }
 
 int out_write(int fd, const char *source, const char *id, const char *s, size_t n)

@@ -98,7 +98,14 @@ void out_format_prefix(struct buf *out, const char *prefix, const char *s, size_
 void out_format_pieces(struct buf *out, const char *first, const char *line, const char *cont,
                        const char *s, size_t n, unsigned cols);
 
-/* fd's width in columns when it is a terminal, else 0. */
+/*
+ * The width taken for a terminal that does not say its own (0 columns: a
+ * serial console, a pseudo-terminal not sized yet), as terminal programs
+ * take it.
+ */
+#define OUT_DEFAULT_COLUMNS 80
+
+/* fd's width in columns when it is a terminal (OUT_DEFAULT_COLUMNS when it says 0), else 0. */
 unsigned out_columns(int fd);
 
 /*
