@@ -751,6 +751,27 @@ rows_fit() {
 	assert_output $'10:00:01 cloning\n= error_max_turns, 2 turns\nthe task ended: not finished'
 }
 
+@test "tasks log: -f shows the transcript's end line alone after a line over the bound, no note of that line" {
+	mk_task 20260101-100000-aaaaaa 'x'
+	hold_lock "$TK/20260101-100000-aaaaaa.lock"
+	printf '10:00:01 vm[aaaaaa]: cloning\n' >>"$TK/20260101-100000-aaaaaa/aibox.log"
+	{
+		# 2 MiB of the agent's text, over the parse bound, then the end
+		printf '{"type":"assistant","message":{"content":[{"type":"text","text":"'
+		head -c 2097152 /dev/zero | tr '\0' a
+		printf '"}]}}\n'
+		echo '{"type":"result","subtype":"success","num_turns":2}'
+	} >"$TK/20260101-100000-aaaaaa/transcript.jsonl"
+	aibox tasks log -f aaaaaa >"$T/follow" 2>&1 &
+	follow=$!
+	wait_until 10 grep -q 'cloning' "$T/follow"
+	release_locks
+	wait_until 10 gone "$follow"
+	wait "$follow"
+	run cat "$T/follow"
+	assert_output $'10:00:01 cloning\n= success, 2 turns\nthe task ended: not finished'
+}
+
 @test "tasks log: an ended task without a transcript shows its live lines; an unknown task is refused" {
 	mk_task 20260101-100000-aaaaaa 'x'
 	printf '10:00:01 vm[aaaaaa]: cloning\n10:00:02 vm[aaaaaa]: clone failed\ntotal 9.000s exit 1\n' \

@@ -90,8 +90,9 @@ static void transcript_render_filtered(const char *line, size_t n, int only_end,
 
 /*
  * Render transcript.jsonl, line by line, each parsed within the bound of
- * common/task/transcript.h.  only_end: just the result line.  0, or -ENOENT when
- * there is no transcript or it is empty.
+ * common/task/transcript.h.  only_end: just the result line (no note of a
+ * line over the bound either).  0, or -ENOENT when there is no transcript or
+ * it is empty.
  */
 static int show_transcript(struct logger *l, int only_end)
 {
@@ -131,7 +132,7 @@ static int show_transcript(struct logger *l, int only_end)
 				buf_add(&line, p, take);
 			}
 			if (nl) {
-				if (long_line)
+				if (long_line && !only_end)
 					buf_addf(&l->out, "[a line of %zu bytes, not shown]\n",
 					         skipped);
 				else if (!only_end || memmem(line.buf, line.len, "\"result\"", 8))
@@ -149,7 +150,7 @@ static int show_transcript(struct logger *l, int only_end)
 		}
 	}
 	/* the file ends inside a line (the results' cap may have cut it): say so */
-	if (long_line)
+	if (long_line && !only_end)
 		buf_addf(&l->out, "[a line of %zu bytes without its end, not shown]\n", skipped);
 	else if (line.len)
 		transcript_render_filtered(line.buf, line.len, only_end, &l->out);
