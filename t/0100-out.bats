@@ -207,7 +207,8 @@ no_format() {
 
 @test "out: a relayed line handed on at its bound is followed by no empty line when its newline comes later" {
 	# 2000 bytes (OUT_LINE_MAX), then 3000, each with its newline in a later read; the
-	# empty line after "next" is the writer's own and stays
+	# empty line after "next" is the writer's own and stays; a CRLF ends the line as a
+	# newline does (the sanitizer reads "\r" as a line break), its "\r" and "\n" apart too
 	{
 		head -c 2000 /dev/zero | tr '\0' a
 		sleep 0.5
@@ -215,15 +216,22 @@ no_format() {
 		head -c 3000 /dev/zero | tr '\0' b
 		sleep 0.5
 		printf '\nlast\n'
+		head -c 2000 /dev/zero | tr '\0' c
+		sleep 0.5
+		printf '\r'
+		sleep 0.5
+		printf '\nafter a CRLF\n'
 	} | TZ=UTC test-prompt relay aibox abcdef 2>out
-	run sed -E 's/^[0-9:]{8} //; s/: a{2000}$/: <2000 a>/; s/: b{2000}$/: <2000 b>/; s/: b{1000}$/: <1000 b>/' out
+	run sed -E 's/^[0-9:]{8} //; s/: ([abc]){2000}$/: <2000 \1>/; s/: b{1000}$/: <1000 b>/' out
 	assert_output "aibox[abcdef]: <2000 a>
 aibox[abcdef]: next
 aibox[abcdef]: 
 aibox[abcdef]: after an empty one
 aibox[abcdef]: <2000 b>
 aibox[abcdef]: <1000 b>
-aibox[abcdef]: last"
+aibox[abcdef]: last
+aibox[abcdef]: <2000 c>
+aibox[abcdef]: after a CRLF"
 }
 
 # on_terminal COLS FILE: test-prompt lines vm abcdef of FILE, written to a

@@ -81,13 +81,16 @@ ssh_host_ecdsa_key.pub"
 
 @test "ssh: a stderr line cut at the buffer's size is followed by no empty line when its newline comes later" {
 	# 4096 bytes (SSH_LINE_MAX), then its newline in a later read; 8192, two pieces, the same;
-	# the empty line after "next" is the VM's own and stays
+	# the empty line after "next" is the VM's own and stays; a CRLF, later or in the same
+	# read, ends the line as a newline does (the sanitizer reads "\r" as a line break)
 	forced 'head -c 4096 /dev/zero | tr "\0" a >&2; sleep 1; printf "\nnext\n\nafter an empty one\n" >&2
-head -c 8192 /dev/zero | tr "\0" b >&2; sleep 1; printf "\nlast\n" >&2'
+head -c 8192 /dev/zero | tr "\0" b >&2; sleep 1; printf "\nlast\n" >&2
+head -c 4096 /dev/zero | tr "\0" c >&2; sleep 1; printf "\r" >&2; sleep 1; printf "\nafter a CRLF\n" >&2
+{ head -c 4096 /dev/zero | tr "\0" d; printf "\r\nend\n"; } >&2'
 	run ssh_run --timeout-ms 30000 --idle-ms 10000 task
 	assert_success
-	# each piece of 4096 bytes named, so that a failure reads
-	run sed -E 's/^(stderr: )(a{4096}|b{4096})$/\1<4096 bytes>/' <<<"$output"
+	# each piece of 4096 bytes named, a CR shown, so that a failure reads
+	run sed -E 's/^(stderr: )([a-d]{4096})$/\1<4096 bytes>/; s/\r/<CR>/' <<<"$output"
 	assert_output "stderr: <4096 bytes>
 stderr: next
 stderr: 
@@ -95,6 +98,10 @@ stderr: after an empty one
 stderr: <4096 bytes>
 stderr: <4096 bytes>
 stderr: last
+stderr: <4096 bytes>
+stderr: after a CRLF
+stderr: <4096 bytes>
+stderr: end
 exit 0"
 }
 

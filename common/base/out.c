@@ -339,12 +339,17 @@ int out_printf(int fd, const char *source, const char *id, const char *fmt, ...)
 	return ret;
 }
 
+int out_line_end_only(const char *s, size_t n)
+{
+	return !n || (n == 1 && s[0] == '\r');
+}
+
 /* The worker: lines from in to fn until the end of file. */
 static __attribute__((noreturn)) void relay_run(int in, size_t max, out_line_fn *fn, void *ctx)
 {
 	struct buf line = BUF_INIT;
 	char chunk[4096];
-	int cut = 0; /* the last line handed on had no end yet: a newline next ends it */
+	int cut = 0; /* the last line handed on had no end yet: the line goes on */
 	ssize_t n;
 
 	while ((n = read(in, chunk, sizeof(chunk))) != 0) {
@@ -358,22 +363,24 @@ static __attribute__((noreturn)) void relay_run(int in, size_t max, out_line_fn 
 		while (p < end) {
 			const char *nl = memchr(p, '\n', (size_t)(end - p));
 			size_t take = nl ? (size_t)(nl - p) : (size_t)(end - p);
+			int full = 0;
 
-			/* the end of a line handed on at max: no empty line of its own */
-			if (cut && nl == p) {
-				cut = 0;
-				p++;
-				continue;
-			}
-			cut = 0;
 			buf_add(&line, p, take);
 			p += take;
-			if (nl)
+			if (nl) {
 				p++;
-			else if (line.len < max)
+				/* the end of a line handed on at max: no line of its own */
+				if (cut && out_line_end_only(line.buf, line.len)) {
+					cut = 0;
+					buf_reset(&line);
+					continue;
+				}
+			} else if (line.len < max) {
 				break; /* the rest of the line is still to come */
-			else
-				cut = 1;
+			} else {
+				full = 1;
+			}
+			cut = full;
 			fn(ctx, line.buf, line.len);
 			buf_reset(&line);
 		}

@@ -105,6 +105,15 @@ void out_format_pieces(struct buf *out, const char *first, const char *line, con
  */
 #define OUT_DEFAULT_COLUMNS 80
 
+/*
+ * For a reader that hands on a line without its end in pieces (a bound of
+ * its own): whether what came after its last piece up to the newline,
+ * s[0..n), is nothing but that line's end, so no line of its own: nothing,
+ * or the '\r' of a "\r\n" (the sanitizer reads a "\r" as a line break).  1
+ * or 0.  out_relay_start()'s worker and common/vm/ssh.c's stderr reader.
+ */
+int out_line_end_only(const char *s, size_t n);
+
 /* fd's width in columns when it is a terminal (OUT_DEFAULT_COLUMNS when it says 0), else 0. */
 unsigned out_columns(int fd);
 
@@ -137,8 +146,8 @@ int out_write_quoting(int fd, time_t when, const char *source, const char *id, c
  * A relay that gives other programs' stderr our lines: what is written to
  * the pipe it makes goes to fd as out_write() lines of source and id, one a
  * line as it comes (a line without its end is written once it is
- * OUT_LINE_MAX bytes long, or at the end; the newline that then ends it
- * adds no empty line).  aibox task hands the write end
+ * OUT_LINE_MAX bytes long, or at the end; the newline, or "\r\n", that then
+ * ends it adds no empty line).  aibox task hands the write end
  * to its helpers as their stderr (docs/tasks.md, "Results").
  *
  * The relay is a worker of ours (spawn_worker(), SPAWN_WORKER_PDEATH) that

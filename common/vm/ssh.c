@@ -19,6 +19,7 @@
 #include "base/buf.h"
 #include "base/clock.h"
 #include "base/err.h"
+#include "base/out.h"
 #include "vm/ssh.h"
 #include "base/guest_abi.h"
 #include "base/banned.h"
@@ -287,7 +288,7 @@ int ssh_connect(struct ssh_client *c)
 struct line_buf {
 	char buf[SSH_LINE_MAX];
 	size_t len;
-	int cut; /* the last piece handed on filled buf: a newline right after it ends that line */
+	int cut; /* the last piece handed on filled buf: the line goes on */
 };
 
 static void stderr_bytes(struct ssh_exec *x, struct line_buf *lb, const char *p, size_t n)
@@ -295,29 +296,29 @@ static void stderr_bytes(struct ssh_exec *x, struct line_buf *lb, const char *p,
 	while (n) {
 		const char *nl = memchr(p, '\n', n);
 		size_t take = nl ? (size_t)(nl - p) : n;
+		int full = 0;
 
-		/* the newline of a line handed on in pieces: no empty line of its own */
-		if (lb->cut && !take) {
-			lb->cut = 0;
-			p++;
-			n--;
-			continue;
-		}
 		if (take > sizeof(lb->buf) - lb->len)
 			take = sizeof(lb->buf) - lb->len;
 		memcpy(lb->buf + lb->len, p, take);
 		lb->len += take;
 		p += take;
 		n -= take;
-		lb->cut = 0;
 		if (n && *p == '\n') {
 			p++;
 			n--;
+			/* the end of a line handed on in pieces: no line of its own */
+			if (lb->cut && out_line_end_only(lb->buf, lb->len)) {
+				lb->cut = 0;
+				lb->len = 0;
+				continue;
+			}
 		} else if (lb->len < sizeof(lb->buf)) {
 			continue;
 		} else {
-			lb->cut = 1;
+			full = 1;
 		}
+		lb->cut = full;
 		if (x->on_stderr_line)
 			x->on_stderr_line(x->ctx, lb->buf, lb->len);
 		lb->len = 0;

@@ -106,9 +106,9 @@ struct ssh_client {
  * caller"; the error output already received is passed on first).  stderr
  * goes to on_stderr_line one line at a time, without the
  * newline; lines longer than SSH_LINE_MAX come in pieces of that size (the
- * newline that ends a line after a whole piece, in whatever read it comes,
- * ends that line: it adds no empty line), and a last line without a newline
- * comes at the end.
+ * newline, or "\r\n", that ends a line after a whole piece, in whatever read
+ * it comes, ends that line: it adds no empty line), and a last line without
+ * a newline comes at the end.
  */
 #define SSH_LINE_MAX 4096
 
