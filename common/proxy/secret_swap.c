@@ -589,8 +589,7 @@ int swap_rule_allows(const struct config_rule *r, const char *method, const char
 	for (size_t i = 0; !ok && i < r->paths.nr; i++)
 		ok = glob(r->paths.v[i], path.buf);
 	if (!ok) {
-		/* decoded, the VM's bytes: escaped as the log escapes them, for the log and the
-		 * answer */
+		/* decoded, the VM's bytes: escaped as proxy.log escapes them */
 		buf_addstr(err, "path ");
 		log_escape(err, path.buf, path.len, 200, 0);
 		buf_addstr(err, " is not allowed");
