@@ -602,6 +602,21 @@ EOF
 	assert_output "$want"$'\n10:00:04 \n10:00:05 last'
 }
 
+@test "tasks log: where aibox.log's VM lines stop at their cap, the live lines say so" {
+	mk_task 20260101-100000-aaaaaa 'x'
+	hold_lock "$TK/20260101-100000-aaaaaa.lock"
+	# as aibox task writes them: the last VM line that fit, then its own line for the cap
+	{
+		printf '10:00:01 vm[aaaaaa]: before\n'
+		printf "10:00:02 aibox[aaaaaa]: the VM's lines past 16 MiB are left out of aibox.log\n"
+		printf '10:00:03 aibox[aaaaaa]: another line of aibox'"'"'s\n'
+	} >>"$TK/20260101-100000-aaaaaa/aibox.log"
+	run aibox tasks log aaaaaa
+	assert_success
+	assert_output "10:00:01 before
+10:00:02 the VM's lines past 16 MiB are left out of aibox.log"
+}
+
 @test "tasks log: on a terminal each live line is cut to its width, each piece with its time, so no row poses as the end line" {
 	command -v script >/dev/null || skip "script (bsdutils) is not installed"
 	mk_task 20260101-100000-aaaaaa 'x'

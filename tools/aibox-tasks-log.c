@@ -29,6 +29,7 @@
 #include "base/out.h"
 #include "config/project.h"
 #include "task/task_info.h"
+#include "task/task_session.h"
 #include "task/transcript.h"
 #include "base/banned.h"
 
@@ -162,15 +163,16 @@ static int show_transcript(struct logger *l, int only_end)
 
 /*
  * The live lines in aibox.log from *off on: each "HH:MM:SS vm[id]: text"
- * line as "HH:MM:SS text", an empty text too (an empty line of the VM's);
- * aibox's own lines (phase times) are left out.
+ * line as "HH:MM:SS text", an empty text too (an empty line of the VM's),
+ * and aibox's line where they stop at their cap (TASK_LOG_FULL_TEXT) the
+ * same way; aibox's other lines (phase times) are left out.
  * A line without its end yet waits in partial (at most OUT_LINE_MAX * 4
  * bytes: a longer one is no line of ours and is dropped).
  */
 static void show_live(struct logger *l, off_t *off, struct buf *partial)
 {
-	char chunk[65536], prefix[32];
-	size_t plen;
+	char chunk[65536], prefix[32], full[128];
+	size_t plen, flen;
 	ssize_t n;
 	int fd = openat(l->td.dfd, "aibox.log", O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 
@@ -178,12 +180,15 @@ static void show_live(struct logger *l, off_t *off, struct buf *partial)
 		return;
 	snprintf(prefix, sizeof(prefix), " vm[%s]: ", l->td.id);
 	plen = strlen(prefix);
+	snprintf(full, sizeof(full), " aibox[%s]: " TASK_LOG_FULL_TEXT, l->td.id);
+	flen = strlen(full);
 	while ((n = pread(fd, chunk, sizeof(chunk), *off)) > 0) {
 		*off += n;
 		buf_add(partial, chunk, (size_t)n);
 		for (;;) {
 			char *nl = memchr(partial->buf, '\n', partial->len);
-			size_t len;
+			const char *text;
+			size_t len, tlen = 0;
 
 			if (!nl) {
 				if (partial->len > OUT_LINE_MAX * 4)
@@ -191,15 +196,22 @@ static void show_live(struct logger *l, off_t *off, struct buf *partial)
 				break;
 			}
 			len = (size_t)(nl - partial->buf);
+			text = NULL;
 			if (len >= 8 + plen && !memcmp(partial->buf + 8, prefix, plen)) {
+				text = partial->buf + 8 + plen;
+				tlen = len - 8 - plen;
+			} else if (len == 8 + flen && !memcmp(partial->buf + 8, full, flen)) {
+				text = TASK_LOG_FULL_TEXT;
+				tlen = strlen(text);
+			}
+			if (text) {
 				char time_prefix[10];
 
 				/* cut to a terminal's width as aibox task cut it, each piece with
 				 * its time */
 				memcpy(time_prefix, partial->buf, 8);
 				memcpy(time_prefix + 8, " ", 2);
-				out_format_prefix(&l->out, time_prefix, partial->buf + 8 + plen,
-				                  len - 8 - plen, l->cols);
+				out_format_prefix(&l->out, time_prefix, text, tlen, l->cols);
 			}
 			buf_consume(partial, len + 1);
 		}

@@ -104,7 +104,7 @@ static void on_stderr_line(void *arg, const char *line, size_t n)
 	task_err_line(&c->err, c->s->id, line, n, c->err.file ? &vm : NULL);
 	if (c->s->log_fd > 2) {
 		capped_line(c->s->log_fd, c->log_len, &c->log_full, c->s->id, &vm,
-		            "the VM's lines past " LOG_CAP_MIB_TEXT " are left out of aibox.log");
+		            TASK_LOG_FULL_TEXT);
 		if (!c->log_full)
 			c->log_len += vm.len;
 	}

@@ -15,6 +15,7 @@
 #include "base/out.h"
 
 #include "base/guest_abi.h"
+#include "base/log_cap.h"
 #include "vm/ssh.h"
 #include "git/tar_in.h"
 
@@ -56,6 +57,12 @@ void task_err_line(struct task_err *e, const char *id, const char *line, size_t 
  * 0, or -errno.
  */
 int task_node_relay_start(struct out_relay *r, int fd, long long base, const char *id);
+
+/*
+ * The text of aibox's line in aibox.log where the VM's lines stop at their
+ * cap (log_fd below); `aibox tasks log` shows it among the live lines.
+ */
+#define TASK_LOG_FULL_TEXT "the VM's lines past " LOG_CAP_MIB_TEXT " are left out of aibox.log"
 
 struct task_session {
 	int fd;           /* the stream to the guest's SSH server */
