@@ -340,11 +340,19 @@ codes() {
 		        return
 		    print([l for l in h.decode().split("\r\n") if l.startswith("X-Seen")][0])
 		    for msg in (b"hello", b"x" * 100000):
-		        t.sendall(msg)
-		        got = b""
-		        while len(got.replace(b"echo:", b"")) < len(msg):
-		            got += t.recv(65536)
-		        print(got[:10].decode(), got.replace(b"echo:", b"") == msg)
+		        # a masked frame of the client's; the echo comes as a frame of the host's
+		        n = len(msg)
+		        size = bytes([128 | n]) if n < 126 else bytes([128 | 127]) + n.to_bytes(8, "big")
+		        t.sendall(bytes([0x82]) + size + b"\1\2\3\4" + bytes(b ^ (1 + i % 4) for i, b in enumerate(msg)))
+		        got = t.recv(2)
+		        hl = 2 if got[1] < 126 else 4 if got[1] == 126 else 10
+		        while len(got) < hl:
+		            got += t.recv(hl - len(got))
+		        n = got[1] if hl == 2 else int.from_bytes(got[2:hl], "big")
+		        data = b""
+		        while len(data) < n:
+		            data += t.recv(n - len(data))
+		        print(data[:10].decode(), data.replace(b"echo:", b"") == msg)
 		    t.close()
 		ws("127.0.0.1", "/ws", "Bearer " + ph)
 		ws("localhost", "/admin", "Bearer x")
@@ -358,6 +366,159 @@ codes() {
 	run cat "$T/proxy.log"
 	assert_line --regexp "allowed 127\.0\.0\.1:$A GET /ws (\(connection reset\) )?status=101 secrets=TOK sent=[0-9]{6} received=[0-9]{6} "
 	assert_line --regexp "refused localhost:$A GET /admin \(path /admin is not allowed\) status=403 "
+}
+
+# ws HOST SCRIPT AUTH [HEADER...]: through the proxy to HOST:A (CONNECT,
+# TLS trusting the task CA), GET /ws/script?j=SCRIPT (t/tls-echo) asking
+# for a WebSocket upgrade (none with a HEADER "noupgrade", or one of its
+# own with a HEADER "Upgrade: ...") with Authorization AUTH and the HEADER
+# lines; prints the answer's status
+# line, then each frame that came as "OP FIN PAYLOAD" (a payload over 60
+# bytes as its length, its '*' and whether the value is in it), then "end"
+# at the connection's end between frames, "cut" inside one.
+ws() {
+	python3 - "$PROXY_PORT" "$T/taskca.pem" "$A" "$VALUE" "$@" <<-'PY'
+		import socket, ssl, sys, urllib.parse
+		port, ca, a, value, host, script, auth = sys.argv[1:8]
+		extra = "".join(h + "\r\n" for h in sys.argv[8:])
+		s = socket.create_connection(("127.0.0.1", int(port)), timeout=10)
+		s.sendall(b"CONNECT %s:%s HTTP/1.1\r\nHost: %s:%s\r\n\r\n" % (host.encode(), a.encode(), host.encode(), a.encode()))
+		h = b""
+		while b"\r\n\r\n" not in h:
+		    h += s.recv(1)
+		t = ssl.create_default_context(cafile=ca).wrap_socket(s, server_hostname=host)
+		up = "" if "Upgrade:" in extra or "noupgrade" in extra else "Upgrade: websocket\r\nConnection: Upgrade\r\n"
+		extra = extra.replace("noupgrade\r\n", "")
+		t.sendall(("GET /ws/script?j=%s HTTP/1.1\r\nHost: %s\r\n%sSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+		           "Sec-WebSocket-Version: 13\r\nAuthorization: %s\r\n%s\r\n"
+		           % (urllib.parse.quote(script, safe=""), host, up, auth, extra)).encode())
+		buf = b""
+		def more():
+		    global buf
+		    try:
+		        b = t.recv(65536)
+		    except (ssl.SSLError, OSError):
+		        b = b""
+		    buf += b
+		    return len(b)
+		while b"\r\n\r\n" not in buf:
+		    if not more():
+		        break
+		head, _, buf = buf.partition(b"\r\n\r\n")
+		print(head.split(b"\r\n")[0].decode())
+		if b" 101 " not in head.split(b"\r\n")[0]:
+		    sys.exit(0)
+		def need(n):
+		    while len(buf) < n:
+		        if not more():
+		            return False
+		    return True
+		while True:
+		    if not need(1):
+		        print("end" if not buf else "cut")
+		        break
+		    if not need(2):
+		        print("cut")
+		        break
+		    op, fin, n, at = buf[0] & 15, buf[0] >> 7, buf[1] & 127, 2
+		    if n == 126:
+		        if not need(4):
+		            print("cut"); break
+		        n, at = int.from_bytes(buf[2:4], "big"), 4
+		    elif n == 127:
+		        if not need(10):
+		            print("cut"); break
+		        n, at = int.from_bytes(buf[2:10], "big"), 10
+		    if buf[1] & 128:
+		        at += 4
+		    if not need(at + n):
+		        print("cut")
+		        break
+		    p = buf[at:at + n].decode("latin-1")
+		    value_in = value in p
+		    p = "".join(c if " " <= c <= "~" else "\\x%02x" % ord(c) for c in p)
+		    buf = buf[at + n:]
+		    if len(p) > 60:
+		        p = "%d bytes, %d stars, value %s" % (len(p), p.count("*"), value_in)
+		    print(op, fin, p)
+	PY
+}
+
+@test "intercept: websocket: the value a host echoes in a frame reaches the client as stars, also split across frames, reads and a ping between them, frame lengths kept" {
+	start_intercepting
+	run ws 127.0.0.1 '{"frames": [{"data": "auth={auth}"},
+		{"fin": 0, "data": "split=s3cr3"}, {"op": 9, "data": "pi"}, {"op": 0, "fin": 0, "data": "t-Va"},
+		{"pause": 0.3}, {"op": 0, "data": "lue_1!"},
+		{"op": 2, "pad": 65530, "data": "{auth}."}, {"op": 2, "len": 127, "data": "s3cr3t-Value_1"},
+		{"op": 8, "data": "\u0003\u00e8bye {auth}"}]}' "Bearer $PH"
+	assert_success
+	assert_output "$(printf '%s\n' 'HTTP/1.1 101 Switching Protocols' '1 1 auth=Bearer **************' \
+		'1 0 split=*****' '9 1 pi' '0 0 ****' '0 1 *****!' '2 1 65552 bytes, 14 stars, value False' \
+		'2 1 **************' '8 1 \x03\xe8bye Bearer **************' 'end')"
+	run grep -c "^Authorization: Bearer $VALUE" "$T/a.seen"
+	assert_output 1
+}
+
+@test "intercept: websocket: the request's Sec-WebSocket-Extensions is not forwarded, and a 101 that agrees one anyway is a 502, logged" {
+	start_intercepting
+	run ws 127.0.0.1 '{"frames": [{"data": "a"}]}' "Bearer $PH" "Sec-WebSocket-Extensions: permessage-deflate; client_max_window_bits" \
+		"sec-websocket-extensions: x-webkit-deflate-frame"
+	assert_success
+	assert_output "$(printf '%s\n' 'HTTP/1.1 101 Switching Protocols' '1 1 a' 'end')"
+	run grep -ci "^Sec-WebSocket-Extensions" "$T/a.seen"
+	assert_output 0
+	run ws 127.0.0.1 '{"hdr": [["Sec-WebSocket-Extensions", "permessage-deflate"]], "frames": [{"data": "a"}]}' "Bearer $PH"
+	assert_success
+	assert_output "HTTP/1.1 502 Bad Gateway"
+	stop_proxy
+	run cat "$T/proxy.log"
+	assert_line --regexp "failed 127\.0\.0\.1:$A GET /ws/script \(upstream agreed a WebSocket extension\) status=502 secrets=TOK "
+}
+
+@test "intercept: websocket: a 101 that switches to another protocol than websocket is a 502, logged" {
+	start_intercepting
+	for up in h2c "websocket, h2c" "" "WebSocket/13"; do
+		run ws 127.0.0.1 '{"upgrade": "'"$up"'", "frames": [{"data": "{auth}"}]}' "Bearer $PH"
+		assert_success
+		assert_output "HTTP/1.1 502 Bad Gateway"
+	done
+	stop_proxy
+	run grep -c "failed 127\.0\.0\.1:$A GET /ws/script (upstream switched protocols to other than websocket) status=502 " "$T/proxy.log"
+	assert_output 4
+}
+
+@test "intercept: websocket: a 101 the request did not ask for, or after interim answers that echo the value, never opens a relay" {
+	start_intercepting
+	run ws 127.0.0.1 '{"frames": [{"data": "{auth}"}]}' "Bearer $PH" noupgrade
+	assert_success
+	assert_output "HTTP/1.1 502 Bad Gateway"
+	run ws 127.0.0.1 '{"frames": [{"data": "{auth}"}]}' "Bearer $PH" "Upgrade: h2c" "Connection: Upgrade, HTTP2-Settings"
+	assert_success
+	assert_output "HTTP/1.1 502 Bad Gateway"
+	run ws 127.0.0.1 '{"pre": ["HTTP/1.1 100 Continue\r\nX-A: {auth}", "HTTP/1.1 103 Early Hints\r\nLink: </{auth}>", "HTTP/1.1 199 X"],
+		"frames": [{"data": "{auth}"}]}' "Bearer $PH"
+	assert_success
+	assert_output "$(printf '%s\n' 'HTTP/1.1 101 Switching Protocols' '1 1 Bearer **************' 'end')"
+}
+
+@test "intercept: websocket: a masked frame, a reserved bit, an unknown opcode, a bad control frame, a stray continuation or an oversized length from the host ends the connection, logged" {
+	start_intercepting
+	for bad in '{"mask": 1, "data": "m"}' '{"rsv": 4, "data": "r"}' '{"rsv": 1, "data": "r"}' '{"op": 3, "data": "u"}' \
+		'{"op": 11}' '{"op": 9, "pad": 126}' '{"op": 9, "fin": 0}' '{"op": 8, "data": "1"}' '{"op": 0, "data": "c"}' \
+		'{"op": 1, "fin": 0, "data": "x"}, {"op": 2, "data": "y"}' '{"op": 2, "claim": 9223372036854775808}' \
+		'{"op": 2, "claim": 1099511627776}' '{"op": 8}, {"data": "after close"}'; do
+		run ws 127.0.0.1 '{"frames": [{"data": "a"}, '"$bad"', {"data": "{auth}"}]}' "Bearer $PH"
+		assert_success
+		assert_line --index 0 'HTTP/1.1 101 Switching Protocols'
+		assert_line --index 1 '1 1 a'
+		refute_output --partial "Bearer"
+		refute_output --partial "$VALUE"
+		refute_line "1 1 x"
+		refute_line "1 1 after close"
+	done
+	stop_proxy
+	run grep -c "failed 127\.0\.0\.1:$A GET /ws/script (a WebSocket frame from the host: [^)]*) status=101 secrets=TOK " "$T/proxy.log"
+	assert_output 13
 }
 
 # unix_get SOCK CA HOST:PORT PATH AUTH: GET PATH with Authorization AUTH through

@@ -98,8 +98,10 @@ static void update_events(struct conn *c)
 static void tunnel_step(struct conn *c)
 {
 	if (px_relay(c, 1) < 0 || px_relay(c, 0) < 0) {
-		px_log_line(c, "allowed", "connection reset");
-		px_conn_kill(c);
+		if (!c->dead) {
+			px_log_line(c, "allowed", "connection reset");
+			px_conn_kill(c);
+		}
 		return;
 	}
 	if ((c->c_eof && c->u_eof && !px_tunnel_pending(c, 0) && !px_tunnel_pending(c, 1)) ||

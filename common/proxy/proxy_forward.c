@@ -17,6 +17,8 @@
 #include "base/err.h"
 #include "net/http.h"
 #include "proxy/proxy_impl.h"
+#include "proxy/proxy_secrets.h"
+#include "proxy/ws_scrub.h"
 #include "base/banned.h"
 
 static int hdr_dropped(const struct http_header *hd, int api)
@@ -31,8 +33,12 @@ static int hdr_dropped(const struct http_header *hd, int api)
 	for (size_t i = 0; i < ARRAY_SIZE(hop); i++)
 		if (http_name_is(hd, hop[i]))
 			return 1;
-	/* Intercepted answers come plain too: an echoed value is looked for in them. */
-	if (api == 2 && http_name_is(hd, "accept-encoding"))
+	/*
+	 * Intercepted answers come plain too: an echoed value is looked for in
+	 * them, and in WebSocket frames, which an extension would compress.
+	 */
+	if (api == 2 &&
+	    (http_name_is(hd, "accept-encoding") || http_name_is(hd, "sec-websocket-extensions")))
 		return 1;
 	if (api == 1)
 		for (size_t i = 0; i < ARRAY_SIZE(cred); i++)
@@ -212,13 +218,28 @@ void px_finish_request(struct conn *c)
 /*
  * The host took an intercepted WebSocket upgrade (h, its 101): the head
  * goes to the client with the upgrade's headers, and from then on the
- * connection is a relay of bytes both ways, TLS on each side (ST_TUNNEL).
+ * connection is a relay both ways, TLS on each side (ST_TUNNEL), the
+ * host's frames read and masked on their way (common/proxy/ws_scrub.h).
+ * A 101 to another protocol, or that agrees an extension (which the
+ * request never offers), is a 502.
  */
 static void upgraded(struct conn *c, const struct http_head *h)
 {
 	struct proxy *px = c->px;
-	struct buf b = BUF_INIT;
+	const struct proxy_secrets *ps = px->cfg->secrets;
+	const struct http_header *up;
+	struct buf b = BUF_INIT, why = BUF_INIT;
+	int n;
 
+	up = http_header(h, "upgrade", &n);
+	if (!up || n != 1 || up->value_len != 9 || strncasecmp(up->value, "websocket", 9)) {
+		px_respond(c, 502, "failed", "upstream switched protocols to other than websocket");
+		return;
+	}
+	if (http_header(h, "sec-websocket-extensions", NULL)) {
+		px_respond(c, 502, "failed", "upstream agreed a WebSocket extension");
+		return;
+	}
 	c->status = 101;
 	buf_add(&b, c->rb + c->rb_off,
 	        (const char *)memchr(c->rb + c->rb_off, '\n', h->head_len) - (c->rb + c->rb_off) +
@@ -240,8 +261,18 @@ static void upgraded(struct conn *c, const struct http_head *h)
 	c->received += b.len;
 	buf_release(&b);
 	c->rb_off += h->head_len;
-	/* What either side sent after the heads goes first. */
-	px_spill_add(&c->to_client, c->rb + c->rb_off, c->rb_len - c->rb_off);
+	c->ws = xcalloc(1, sizeof(*c->ws));
+	ws_scrub_init(c->ws, ps->secrets, ps->nr);
+	/* What either side sent after the heads goes first, the host's as frames. */
+	buf_reset(&b);
+	n = ws_scrub_feed(c->ws, c->rb + c->rb_off, c->rb_len - c->rb_off, &b, &why);
+	px_spill_add(&c->to_client, b.buf, b.len);
+	buf_release(&b);
+	if (n < 0) {
+		px_ws_failed(c, why.buf);
+		buf_release(&why);
+		return;
+	}
 	c->received += c->rb_len - c->rb_off;
 	c->rb_off = c->rb_len = 0;
 	px_spill_add(&c->to_upstream, c->in + c->in_off, c->in_len - c->in_off);

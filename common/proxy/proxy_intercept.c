@@ -31,6 +31,7 @@
 #include "base/strvec.h"
 #include "net/task_ca.h"
 #include "net/tls.h"
+#include "proxy/ws_scrub.h"
 #include "base/banned.h"
 
 int px_intercepts(const struct conn *c)
@@ -495,6 +496,11 @@ void px_intercept_body(struct conn *c, const char *p, size_t n, int done)
 void px_intercept_free(struct conn *c)
 {
 	px_drop_kept(c);
+	if (c->ws) {
+		ws_scrub_release(c->ws);
+		free(c->ws);
+		c->ws = NULL;
+	}
 	if (c->echo) {
 		swap_echo_release(c->echo);
 		free(c->echo);

@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 
 #include "proxy/proxy_impl.h"
+#include "proxy/ws_scrub.h"
 #include "base/banned.h"
 
 /* A tunnel direction that moved this much goes over a pipe with splice(2). */
@@ -120,6 +121,40 @@ static int relay_splice(struct conn *c, int from_client)
 	return 0;
 }
 
+void px_ws_failed(struct conn *c, const char *why)
+{
+	struct buf b = BUF_INIT;
+
+	/* What came before the frame goes as far as the client takes it now. */
+	px_flush_spill(c, &c->to_client, 1);
+	buf_addf(&b, "a WebSocket frame from the host: %s", why);
+	px_log_line(c, "failed", b.buf);
+	buf_release(&b);
+	px_conn_kill(c);
+}
+
+/*
+ * n bytes of an upgraded intercept's host in the scratch buffer: its frames,
+ * masked, to the client's spill.  -1 when a frame was refused (c is gone).
+ */
+static int ws_bytes(struct conn *c, size_t n)
+{
+	struct proxy *px = c->px;
+	struct buf why = BUF_INIT;
+
+	int r;
+
+	buf_reset(&px->echo_out);
+	r = ws_scrub_feed(c->ws, px->scratch, n, &px->echo_out, &why);
+	px_spill_add(&c->to_client, px->echo_out.buf, px->echo_out.len);
+	if (r < 0) {
+		px_ws_failed(c, why.buf);
+		buf_release(&why);
+		return -1;
+	}
+	return 0;
+}
+
 int px_relay(struct conn *c, int from_client)
 {
 	struct proxy *px = c->px;
@@ -168,6 +203,11 @@ int px_relay(struct conn *c, int from_client)
 		}
 		*count += n;
 		c->deadline_ms = px->now_ms + px->cfg->idle_timeout_ms;
+		if (!from_client && c->ws) {
+			if (ws_bytes(c, (size_t)n) < 0)
+				return -1;
+			continue;
+		}
 		w = from_client ? px_up_write(c, px->scratch, n) : px_cl_write(c, px->scratch, n);
 		if (w == -EAGAIN)
 			w = 0;

@@ -768,6 +768,32 @@ void swap_echo_end(struct swap_echo *e, struct buf *out)
 	echo_flush(e, 0, out);
 }
 
+size_t swap_echo_mask(const struct swap_echo *e, const char *orig, char *out, size_t len, int more)
+{
+	size_t from = e->longest && len >= e->longest ? len - e->longest + 1 : 0;
+
+	for (size_t i = 0; i < e->nr; i++) {
+		size_t fl = strlen(e->from[i]);
+		const char *p = orig;
+
+		if (!fl)
+			continue;
+		while ((p = memmem(p, len - (size_t)(p - orig), e->from[i], fl))) {
+			memset(out + (p - orig), '*', fl);
+			p++;
+		}
+	}
+	if (!more)
+		return len;
+	/* The earliest tail that a spelling begins with: held for what follows. */
+	for (; from < len; from++)
+		for (size_t i = 0; i < e->nr; i++)
+			if (strlen(e->from[i]) > len - from &&
+			    !memcmp(orig + from, e->from[i], len - from))
+				return from;
+	return len;
+}
+
 void swap_echo_release(struct swap_echo *e)
 {
 	buf_wipe_release(&e->held);

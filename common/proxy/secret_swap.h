@@ -158,4 +158,16 @@ void swap_echo_feed(struct swap_echo *e, const char *in, size_t len, struct buf 
 void swap_echo_end(struct swap_echo *e, struct buf *out);
 void swap_echo_release(struct swap_echo *e);
 
+/*
+ * The same spellings as swap_echo_feed() looks for (e made by
+ * swap_echo_init()), for bytes whose length must not change (a WebSocket
+ * frame's payload: docs/proxy.md): each one found in orig[0..len) has the
+ * same bytes of out (len bytes, orig's copy or already masked by an
+ * earlier call over the same bytes) set to '*', overlapping ones too.
+ * Returns how many of the len bytes may be passed on: all of them, or with
+ * more (bytes may follow orig), up to where the shortest tail of orig that
+ * begins a spelling, and so may end one with what follows, starts.
+ */
+size_t swap_echo_mask(const struct swap_echo *e, const char *orig, char *out, size_t len, int more);
+
 #endif
