@@ -139,6 +139,10 @@ fuzz() {
 	fuzz fuzz-usage
 }
 
+@test "fuzz: the proxy's WebSocket frame scrub survives ${FUZZ_SECONDS}s of fuzzing" {
+	fuzz fuzz-ws-scrub
+}
+
 @test "fuzz: the secret swap, a rule's path and method, the form scan and the echo survive ${FUZZ_SECONDS}s of fuzzing" {
 	fuzz fuzz-secret-swap
 }
