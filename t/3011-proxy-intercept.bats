@@ -450,11 +450,13 @@ ws() {
 		{"fin": 0, "data": "split=s3cr3"}, {"op": 9, "data": "pi"}, {"op": 0, "fin": 0, "data": "t-Va"},
 		{"pause": 0.3}, {"op": 0, "data": "lue_1!"},
 		{"op": 2, "pad": 65530, "data": "{auth}."}, {"op": 2, "len": 127, "data": "s3cr3t-Value_1"},
+		{"op": 2, "pad": 104, "data": "{auth}"}, {"op": 2, "pad": 105, "data": "{auth}"},
 		{"op": 8, "data": "\u0003\u00e8bye {auth}"}]}' "Bearer $PH"
 	assert_success
 	assert_output "$(printf '%s\n' 'HTTP/1.1 101 Switching Protocols' '1 1 auth=Bearer **************' \
 		'1 0 split=*****' '9 1 pi' '0 0 ****' '0 1 *****!' '2 1 65552 bytes, 14 stars, value False' \
-		'2 1 **************' '8 1 \x03\xe8bye Bearer **************' 'end')"
+		'2 1 **************' '2 1 125 bytes, 14 stars, value False' \
+		'2 1 126 bytes, 14 stars, value False' '8 1 \x03\xe8bye Bearer **************' 'end')"
 	run grep -c "^Authorization: Bearer $VALUE" "$T/a.seen"
 	assert_output 1
 }
@@ -506,7 +508,7 @@ ws() {
 	for bad in '{"mask": 1, "data": "m"}' '{"rsv": 4, "data": "r"}' '{"rsv": 1, "data": "r"}' '{"op": 3, "data": "u"}' \
 		'{"op": 11}' '{"op": 9, "pad": 126}' '{"op": 9, "fin": 0}' '{"op": 8, "data": "1"}' '{"op": 0, "data": "c"}' \
 		'{"op": 1, "fin": 0, "data": "x"}, {"op": 2, "data": "y"}' '{"op": 2, "claim": 9223372036854775808}' \
-		'{"op": 2, "claim": 1099511627776}' '{"op": 8}, {"data": "after close"}'; do
+		'{"op": 2, "claim": 1099511627776}' '{"op": 2, "claim": 1073741825}' '{"op": 8}, {"data": "after close"}'; do
 		run ws 127.0.0.1 '{"frames": [{"data": "a"}, '"$bad"', {"data": "{auth}"}]}' "Bearer $PH"
 		assert_success
 		assert_line --index 0 'HTTP/1.1 101 Switching Protocols'
@@ -518,7 +520,7 @@ ws() {
 	done
 	stop_proxy
 	run grep -c "failed 127\.0\.0\.1:$A GET /ws/script (a WebSocket frame from the host: [^)]*) status=101 secrets=TOK " "$T/proxy.log"
-	assert_output 13
+	assert_output 14
 }
 
 # unix_get SOCK CA HOST:PORT PATH AUTH: GET PATH with Authorization AUTH through
