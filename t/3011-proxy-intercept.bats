@@ -523,6 +523,157 @@ ws() {
 	assert_output 14
 }
 
+# wsvm SCRIPT [--with-head EXPR] EXPR...: through the proxy to 127.0.0.1:A,
+# GET /ws/script?j=SCRIPT (t/tls-echo; "recv" in SCRIPT to have the host
+# log what it gets) asking for a WebSocket upgrade with the placeholder in
+# Authorization, --with-head's bytes in the same write as the request;
+# after the 101 each EXPR's bytes (a Python expression: bytes, or a list of
+# them sent one by one; frame(op, data, fin=1, rsv=0, key=b"\1\2\3\4",
+# form=0) is a frame of the client's, key None for an unmasked one, form
+# 126 or 127 to spell the length longer) in a write of their own.  Prints
+# the status line, "sent HEX" (all it sent after the request), then "end"
+# when the connection ended within 1.5 s or "open".
+wsvm() {
+	python3 - "$PROXY_PORT" "$T/taskca.pem" "$A" "$PH" "$@" <<-'PY'
+		import socket, ssl, sys, time, urllib.parse
+		port, ca, a, ph, script = sys.argv[1:6]
+		args, first = sys.argv[6:], b""
+		def frame(op, data, fin=1, rsv=0, key=b"\1\2\3\4", form=0):
+		    n, m = len(data), 0x80 if key is not None else 0
+		    if n < 126 and not form:
+		        size = bytes([m | n])
+		    elif n < 65536 and form != 127:
+		        size = bytes([m | 126]) + n.to_bytes(2, "big")
+		    else:
+		        size = bytes([m | 127]) + n.to_bytes(8, "big")
+		    body = data if key is None else key + bytes(b ^ key[i % 4] for i, b in enumerate(data))
+		    return bytes([(0x80 if fin else 0) | rsv << 4 | op]) + size + body
+		if args[:1] == ["--with-head"]:
+		    first, args = eval(args[1]), args[2:]
+		s = socket.create_connection(("127.0.0.1", int(port)), timeout=10)
+		s.sendall(b"CONNECT 127.0.0.1:%s HTTP/1.1\r\nHost: 127.0.0.1:%s\r\n\r\n" % (a.encode(), a.encode()))
+		h = b""
+		while b"\r\n\r\n" not in h:
+		    h += s.recv(1)
+		t = ssl.create_default_context(cafile=ca).wrap_socket(s, server_hostname="127.0.0.1")
+		t.sendall(("GET /ws/script?j=%s HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+		           "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nAuthorization: Bearer %s\r\n\r\n"
+		           % (urllib.parse.quote(script, safe=""), ph)).encode() + first)
+		h = b""
+		while b"\r\n\r\n" not in h and (b := t.recv(1)):
+		    h += b
+		print(h.split(b"\r\n")[0].decode())
+		sent = first
+		for e in args:
+		    pieces = eval(e)
+		    for p in pieces if isinstance(pieces, list) else [pieces]:
+		        time.sleep(0.02)
+		        try:
+		            t.sendall(p)
+		        except OSError:
+		            pass
+		        sent += p
+		print("sent", sent.hex())
+		t.settimeout(1.5)
+		try:
+		    while t.recv(65536):
+		        pass
+		    print("end")
+		except socket.timeout:
+		    print("open")
+		except OSError:
+		    print("end")
+		t.close()
+	PY
+}
+
+# host_got: the bytes the host got after its 101 (t/tls-echo's "ws-recv" line), as hex
+host_got() {
+	wait_until 10 grep -q '^ws-recv ' "$T/a.seen" || return 1
+	sed -n 's/^ws-recv //p' "$T/a.seen"
+}
+
+@test "intercept: websocket: an unmasked frame from the VM ends the connection, logged, and never reaches the host" {
+	start_intercepting
+	run wsvm '{"recv": 5}' 'frame(1, b"ok")' 'frame(1, b"GET /admin HTTP/1.1\r\n\r\n", key=None)'
+	assert_success
+	assert_line --index 0 'HTTP/1.1 101 Switching Protocols'
+	assert_line --index 2 end
+	run host_got
+	assert_success
+	assert_output "$(python3 -c 'print((bytes([0x81, 0x82, 1, 2, 3, 4]) + bytes([ord("o") ^ 1, ord("k") ^ 2])).hex())')"
+	stop_proxy
+	run grep -c "failed 127\.0\.0\.1:$A GET /ws/script (a WebSocket frame from the VM: an unmasked frame) status=101 secrets=TOK " "$T/proxy.log"
+	assert_output 1
+}
+
+@test "intercept: websocket: raw HTTP bytes from the VM, after the 101 or in the write of its upgrade request, end the connection, logged, and never reach the host" {
+	start_intercepting
+	for with in "" --with-head; do
+		rm -f "$T/a.seen"
+		run wsvm '{"recv": 5}' $with 'b"GET /admin HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"'
+		assert_success
+		assert_line --index 0 'HTTP/1.1 101 Switching Protocols'
+		assert_line --index 2 end
+		run host_got
+		assert_success
+		assert_output ""
+	done
+	stop_proxy
+	run grep -c "failed 127\.0\.0\.1:$A GET /ws/script (a WebSocket frame from the VM: [^)]*) status=101 secrets=TOK " "$T/proxy.log"
+	assert_output 2
+}
+
+@test "intercept: websocket: a reserved bit in a frame from the VM ends the connection, logged, and never reaches the host" {
+	start_intercepting
+	run wsvm '{"recv": 5}' 'frame(2, b"ok")' 'frame(2, b"r", rsv=4)'
+	assert_success
+	assert_line --index 2 end
+	run host_got
+	assert_success
+	assert_output "$(python3 -c 'print((bytes([0x82, 0x82, 1, 2, 3, 4]) + bytes([ord("o") ^ 1, ord("k") ^ 2])).hex())')"
+	stop_proxy
+	run grep -c "failed 127\.0\.0\.1:$A GET /ws/script (a WebSocket frame from the VM: a reserved bit set) status=101 secrets=TOK " "$T/proxy.log"
+	assert_output 1
+}
+
+@test "intercept: websocket: any byte from the VM after its Close frame ends the connection, logged, and never reaches the host" {
+	start_intercepting
+	for after in 'frame(1, b"x")' 'b"\x81"'; do
+		rm -f "$T/a.seen"
+		run wsvm '{"recv": 5}' 'frame(8, b"\x03\xe8", key=b"\0\0\0\0")' "$after"
+		assert_success
+		assert_line --index 2 end
+		run host_got
+		assert_success
+		assert_output 88820000000003e8
+	done
+	stop_proxy
+	run grep -c "failed 127\.0\.0\.1:$A GET /ws/script (a WebSocket frame from the VM: bytes after its Close frame) status=101 secrets=TOK " "$T/proxy.log"
+	assert_output 2
+}
+
+@test "intercept: websocket: the VM's frames split across reads at every byte of their heads reach the host unchanged, the placeholder in one as the placeholder" {
+	start_intercepting
+	run wsvm '{"recv": 5}' '[bytes([c]) for c in frame(1, b"a")]' \
+		'[bytes([c]) for c in frame(1, b"ph=" + ph.encode(), key=b"\0\0\0\0")]' \
+		'[bytes([c]) for c in frame(2, b"y" * 300)[:8]] + [frame(2, b"y" * 300)[8:]]' \
+		'[bytes([c]) for c in frame(2, b"z" * 5, fin=0, form=127)]' '[bytes([c]) for c in frame(9, b"p")]' \
+		'[bytes([c]) for c in frame(0, b"w" * 70000)[:14]] + [frame(0, b"w" * 70000)[14:]]' \
+		'frame(10, b"")' 'frame(8, b"\x03\xe8")'
+	assert_success
+	assert_line --index 0 'HTTP/1.1 101 Switching Protocols'
+	assert_line --index 2 open
+	sent=$(sed -n 's/^sent //p' <<<"$output")
+	run host_got
+	assert_success
+	[ "$output" = "$sent" ]
+	xxd -r -p <<<"$output" | grep -aq "ph=$PH"
+	stop_proxy
+	run grep -c "a WebSocket frame from" "$T/proxy.log"
+	assert_output 0
+}
+
 # unix_get SOCK CA HOST:PORT PATH AUTH: GET PATH with Authorization AUTH through
 # the proxy on the unix socket SOCK (CONNECT, then TLS trusting CA); prints
 # the answer's status line.

@@ -218,8 +218,9 @@ void px_finish_request(struct conn *c)
 /*
  * The host took an intercepted WebSocket upgrade (h, its 101): the head
  * goes to the client with the upgrade's headers, and from then on the
- * connection is a relay both ways, TLS on each side (ST_TUNNEL), the
- * host's frames read and masked on their way (common/proxy/ws_scrub.h).
+ * connection is a relay both ways, TLS on each side (ST_TUNNEL), the VM's
+ * frames read and the host's read and masked on their way
+ * (common/proxy/ws_scrub.h).
  * A 101 to another protocol, or that agrees an extension (which the
  * request never offers), is a 502.
  */
@@ -263,19 +264,29 @@ static void upgraded(struct conn *c, const struct http_head *h)
 	c->rb_off += h->head_len;
 	c->ws = xcalloc(1, sizeof(*c->ws));
 	ws_scrub_init(c->ws, ps->secrets, ps->nr);
-	/* What either side sent after the heads goes first, the host's as frames. */
+	c->ws_vm = xcalloc(1, sizeof(*c->ws_vm));
+	ws_frames_init(c->ws_vm, 1);
+	/* What either side sent after the heads goes first, each as frames. */
 	buf_reset(&b);
 	n = ws_scrub_feed(c->ws, c->rb + c->rb_off, c->rb_len - c->rb_off, &b, &why);
 	px_spill_add(&c->to_client, b.buf, b.len);
-	buf_release(&b);
 	if (n < 0) {
-		px_ws_failed(c, why.buf);
+		buf_release(&b);
+		px_ws_failed(c, 0, why.buf);
 		buf_release(&why);
 		return;
 	}
 	c->received += c->rb_len - c->rb_off;
 	c->rb_off = c->rb_len = 0;
-	px_spill_add(&c->to_upstream, c->in + c->in_off, c->in_len - c->in_off);
+	buf_reset(&b);
+	n = ws_vm_feed(c->ws_vm, c->in ? c->in + c->in_off : "", c->in_len - c->in_off, &b, &why);
+	px_spill_add(&c->to_upstream, b.buf, b.len);
+	buf_release(&b);
+	if (n < 0) {
+		px_ws_failed(c, 1, why.buf);
+		buf_release(&why);
+		return;
+	}
 	c->sent += c->in_len - c->in_off;
 	c->in_off = c->in_len = 0;
 	c->resp_head_done = 1;

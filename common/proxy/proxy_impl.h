@@ -34,6 +34,7 @@ struct buf;
 struct dep_deb_reader;
 struct go_zip_check;
 struct ws_scrub;
+struct ws_frames;
 
 #define SCRATCH_SIZE (64 * 1024)
 /* The bytes a Go module zip's check reads and inflates in one step of the loop. */
@@ -114,12 +115,13 @@ struct conn {
 	int cssl_rw, cssl_ww;
 	char ihost[256];
 	int iport;
-	char used[200];      /* the secrets swapped into the request, comma-separated */
-	int used_refused;    /* ... or the one whose placeholder got the request refused */
-	int rechunk;         /* the answer goes to the client chunked, echoes replaced */
-	int websocket;       /* the request asked for a WebSocket upgrade */
-	struct ws_scrub *ws; /* upgraded: the host's frames, read and masked (ws_scrub.h) */
-	int continued;       /* px_form_wait() sent the 100 Continue */
+	char used[200];          /* the secrets swapped into the request, comma-separated */
+	int used_refused;        /* ... or the one whose placeholder got the request refused */
+	int rechunk;             /* the answer goes to the client chunked, echoes replaced */
+	int websocket;           /* the request asked for a WebSocket upgrade */
+	struct ws_scrub *ws;     /* upgraded: the host's frames, read and masked (ws_scrub.h) */
+	struct ws_frames *ws_vm; /* upgraded: the VM's frames, read (ws_scrub.h) */
+	int continued;           /* px_form_wait() sent the 100 Continue */
 	/* A POST form on a host whose rule lists methods, read as it is forwarded. */
 	int form_on;
 	struct swap_form_scan form;
@@ -703,16 +705,17 @@ void px_fetch_free(struct proxy *px);
 /* Bytes of one tunnel direction not yet written to its destination. */
 size_t px_tunnel_pending(const struct conn *c, int from_client);
 /*
- * Move bytes from one side to the other (an upgraded intercept's host's
- * through c->ws).  -1 when the connection failed, or was ended (c->dead)
- * for a frame ws_scrub refused.
+ * Move bytes from one side to the other (an upgraded intercept's through
+ * c->ws_vm and c->ws).  -1 when the connection failed, or was ended
+ * (c->dead) for a frame ws_scrub.h refused.
  */
 int px_relay(struct conn *c, int from_client);
 /*
- * End an upgraded intercept whose host sent a frame ws_scrub refused (why),
- * logged; what passed before it is written to the client as far as it goes now.
+ * End an upgraded intercept whose VM (from_vm) or host sent a frame
+ * ws_scrub.h refused (why), logged; what passed before it is written to
+ * each side as far as it goes now.
  */
-void px_ws_failed(struct conn *c, const char *why);
+void px_ws_failed(struct conn *c, int from_vm, const char *why);
 /* Close direction d's pipe, if it has one. */
 void px_drop_pipe(struct conn *c, int d);
 /* A tunnel quiet for PIPE_IDLE_MS gives its empty pipes back. */

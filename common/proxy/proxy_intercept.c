@@ -501,6 +501,8 @@ void px_intercept_free(struct conn *c)
 		free(c->ws);
 		c->ws = NULL;
 	}
+	free(c->ws_vm);
+	c->ws_vm = NULL;
 	if (c->echo) {
 		swap_echo_release(c->echo);
 		free(c->echo);

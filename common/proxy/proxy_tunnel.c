@@ -121,23 +121,25 @@ static int relay_splice(struct conn *c, int from_client)
 	return 0;
 }
 
-void px_ws_failed(struct conn *c, const char *why)
+void px_ws_failed(struct conn *c, int from_vm, const char *why)
 {
 	struct buf b = BUF_INIT;
 
-	/* What came before the frame goes as far as the client takes it now. */
+	/* What came before the frame goes as far as each side takes it now. */
 	px_flush_spill(c, &c->to_client, 1);
-	buf_addf(&b, "a WebSocket frame from the host: %s", why);
+	px_flush_spill(c, &c->to_upstream, 0);
+	buf_addf(&b, "a WebSocket frame from the %s: %s", from_vm ? "VM" : "host", why);
 	px_log_line(c, "failed", b.buf);
 	buf_release(&b);
 	px_conn_kill(c);
 }
 
 /*
- * n bytes of an upgraded intercept's host in the scratch buffer: its frames,
- * masked, to the client's spill.  -1 when a frame was refused (c is gone).
+ * n bytes of an upgraded intercept's VM (from_client) or host in the scratch
+ * buffer: the VM's frames as they came to the host's spill, the host's
+ * masked to the client's.  -1 when a frame was refused (c is gone).
  */
-static int ws_bytes(struct conn *c, size_t n)
+static int ws_bytes(struct conn *c, int from_client, size_t n)
 {
 	struct proxy *px = c->px;
 	struct buf why = BUF_INIT;
@@ -145,10 +147,14 @@ static int ws_bytes(struct conn *c, size_t n)
 	int r;
 
 	buf_reset(&px->echo_out);
-	r = ws_scrub_feed(c->ws, px->scratch, n, &px->echo_out, &why);
-	px_spill_add(&c->to_client, px->echo_out.buf, px->echo_out.len);
+	if (from_client)
+		r = ws_vm_feed(c->ws_vm, px->scratch, n, &px->echo_out, &why);
+	else
+		r = ws_scrub_feed(c->ws, px->scratch, n, &px->echo_out, &why);
+	px_spill_add(from_client ? &c->to_upstream : &c->to_client, px->echo_out.buf,
+	             px->echo_out.len);
 	if (r < 0) {
-		px_ws_failed(c, why.buf);
+		px_ws_failed(c, from_client, why.buf);
 		buf_release(&why);
 		return -1;
 	}
@@ -203,8 +209,8 @@ int px_relay(struct conn *c, int from_client)
 		}
 		*count += n;
 		c->deadline_ms = px->now_ms + px->cfg->idle_timeout_ms;
-		if (!from_client && c->ws) {
-			if (ws_bytes(c, (size_t)n) < 0)
+		if (c->ws) {
+			if (ws_bytes(c, from_client, (size_t)n) < 0)
 				return -1;
 			continue;
 		}

@@ -1,6 +1,8 @@
 /*
- * WebSocket frames from an intercepted host, their payloads masked where a
- * value comes back (common/proxy/ws_scrub.h; docs/proxy.md, "WebSocket").
+ * An intercepted WebSocket connection's frames: the rules of their heads for
+ * both directions, the VM's passed as they came, the host's payloads masked
+ * where a value comes back (common/proxy/ws_scrub.h; docs/proxy.md,
+ * "WebSocket on an intercepted host").
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -14,10 +16,122 @@
 
 enum { WS_CONT = 0, WS_TEXT = 1, WS_BINARY = 2, WS_CLOSE = 8, WS_PING = 9, WS_PONG = 10 };
 
+void ws_frames_init(struct ws_frames *f, int from_vm)
+{
+	memset(f, 0, sizeof(*f));
+	f->from_vm = from_vm;
+}
+
+/* The head's first byte, as far as it decides. */
+static int head_first(struct ws_frames *f, struct buf *err)
+{
+	unsigned char h = f->hdr[0];
+	int op = h & 0x0f;
+
+	if (f->closed)
+		return buf_refuse(err, -EPROTO, "bytes after its Close frame");
+	if (h & 0x70)
+		return buf_refuse(err, -EPROTO, "a reserved bit set");
+	if (op != WS_CONT && op != WS_TEXT && op != WS_BINARY && op != WS_CLOSE && op != WS_PING &&
+	    op != WS_PONG)
+		return buf_refuse(err, -EPROTO, "an opcode RFC 6455 does not define");
+	if ((op & 8) && !(h & 0x80))
+		return buf_refuse(err, -EPROTO, "a control frame fragmented or over 125 bytes");
+	if (op == WS_CONT && !f->msg)
+		return buf_refuse(err, -EPROTO, "a continuation outside a message");
+	if ((op == WS_TEXT || op == WS_BINARY) && f->msg)
+		return buf_refuse(err, -EPROTO, "a new message inside a fragmented one");
+	f->op = op;
+	f->fin = h >> 7;
+	return 0;
+}
+
+/* The head's second byte: the mask bit and the 7-bit length. */
+static int head_second(struct ws_frames *f, struct buf *err)
+{
+	unsigned char h = f->hdr[1];
+
+	if (f->from_vm && !(h & 0x80))
+		return buf_refuse(err, -EPROTO, "an unmasked frame");
+	if (!f->from_vm && (h & 0x80))
+		return buf_refuse(err, -EPROTO, "a masked frame");
+	if ((f->op & 8) && (h & 0x7f) > 125)
+		return buf_refuse(err, -EPROTO, "a control frame fragmented or over 125 bytes");
+	if (f->op == WS_CLOSE && (h & 0x7f) == 1)
+		return buf_refuse(err, -EPROTO, "a Close frame of one byte");
+	return 0;
+}
+
+int ws_head_byte(struct ws_frames *f, unsigned char c, struct buf *err)
+{
+	size_t ext, need;
+	int r;
+
+	f->hdr[f->hdr_len++] = c;
+	if (f->hdr_len == 1)
+		return head_first(f, err) < 0 ? -EPROTO : 0;
+	if (f->hdr_len == 2 && (r = head_second(f, err)) < 0)
+		return r;
+	ext = (f->hdr[1] & 0x7f) == 126 ? 2 : (f->hdr[1] & 0x7f) == 127 ? 8 : 0;
+	if (f->hdr_len == 2 + ext) {
+		uint64_t len = f->hdr[1] & 0x7f;
+
+		if (ext)
+			for (size_t i = 0; i < ext; i++)
+				len = (i ? len << 8 : 0) | f->hdr[2 + i];
+		if (len > WS_FRAME_MAX)
+			return buf_refuse(err, -EPROTO, "a frame over 1 GiB");
+		f->left = len;
+	}
+	need = 2 + ext + (f->from_vm ? 4 : 0);
+	if (f->hdr_len < need)
+		return 0;
+	if (!(f->op & 8))
+		f->msg = !f->fin;
+	f->in_frame = 1;
+	return 1;
+}
+
+void ws_frame_end(struct ws_frames *f)
+{
+	f->in_frame = 0;
+	f->hdr_len = 0;
+	if (f->op == WS_CLOSE)
+		f->closed = 1;
+}
+
+int ws_vm_feed(struct ws_frames *f, const char *in, size_t len, struct buf *out, struct buf *err)
+{
+	size_t at = 0;
+
+	while (at < len) {
+		size_t k;
+		int r;
+
+		if (!f->in_frame) {
+			if ((r = ws_head_byte(f, (unsigned char)in[at++], err)) < 0)
+				return r;
+			if (r)
+				buf_add(out, f->hdr, f->hdr_len);
+			if (r && !f->left)
+				ws_frame_end(f);
+			continue;
+		}
+		k = len - at < f->left ? len - at : (size_t)f->left;
+		buf_add(out, in + at, k);
+		at += k;
+		f->left -= k;
+		if (!f->left)
+			ws_frame_end(f);
+	}
+	return 0;
+}
+
 void ws_scrub_init(struct ws_scrub *w, const struct swap_secret *secrets, size_t n)
 {
 	memset(w, 0, sizeof(*w));
 	swap_echo_init(&w->echo, secrets, n);
+	ws_frames_init(&w->f, 0);
 	w->ctl = (struct buf)BUF_INIT;
 	w->pend = (struct buf)BUF_INIT;
 	w->kind = (struct buf)BUF_INIT;
@@ -79,55 +193,11 @@ static void release(struct ws_scrub *w, int more, struct buf *out)
 	buf_wipe_release(&masked);
 }
 
-/* The head in w->hdr is whole (hl bytes): check it.  0 or -EPROTO. */
-static int frame_head(struct ws_scrub *w, size_t hl, struct buf *err)
-{
-	const unsigned char *h = w->hdr;
-	uint64_t len = h[1] & 0x7f;
-	int control;
-
-	if (w->closed)
-		return buf_refuse(err, -EPROTO, "bytes after its Close frame");
-	if (h[1] & 0x80)
-		return buf_refuse(err, -EPROTO, "a masked frame");
-	if (h[0] & 0x70)
-		return buf_refuse(err, -EPROTO, "a reserved bit set");
-	w->op = h[0] & 0x0f;
-	w->fin = h[0] >> 7;
-	control = w->op & 8;
-	if (w->op != WS_CONT && w->op != WS_TEXT && w->op != WS_BINARY && w->op != WS_CLOSE &&
-	    w->op != WS_PING && w->op != WS_PONG)
-		return buf_refuse(err, -EPROTO, "an opcode RFC 6455 does not define");
-	if (hl == 4)
-		len = (uint64_t)h[2] << 8 | h[3];
-	else if (hl == 10)
-		for (size_t i = 2; i < 10; i++)
-			len = (i == 2 ? 0 : len << 8) | h[i];
-	if (len > WS_FRAME_MAX)
-		return buf_refuse(err, -EPROTO, "a frame over 1 GiB");
-	if (control && (!w->fin || len > 125))
-		return buf_refuse(err, -EPROTO, "a control frame fragmented or over 125 bytes");
-	if (w->op == WS_CLOSE && len == 1)
-		return buf_refuse(err, -EPROTO, "a Close frame of one byte");
-	if (w->op == WS_CONT && !w->msg)
-		return buf_refuse(err, -EPROTO, "a continuation outside a message");
-	if ((w->op == WS_TEXT || w->op == WS_BINARY) && w->msg)
-		return buf_refuse(err, -EPROTO, "a new message inside a fragmented one");
-	if (!control)
-		w->msg = !w->fin;
-	w->left = len;
-	w->in_frame = 1;
-	buf_wipe_setlen(&w->ctl, 0);
-	pend_add(w, h, hl, 0);
-	return 0;
-}
-
 /* The frame's payload has all come. */
 static void frame_end(struct ws_scrub *w, struct buf *out)
 {
-	w->in_frame = 0;
-	w->hdr_len = 0;
-	if (w->op & 8) {
+	ws_frame_end(&w->f);
+	if (w->f.op & 8) {
 		/* A control frame's payload, masked whole (any value in it ends there). */
 		char *m = xmalloc(w->ctl.len + 1);
 
@@ -136,11 +206,9 @@ static void frame_end(struct ws_scrub *w, struct buf *out)
 		pend_add(w, m, w->ctl.len, 0);
 		free(m);
 		buf_wipe_setlen(&w->ctl, 0);
-		if (w->op == WS_CLOSE)
-			w->closed = 1;
 	}
 	/* A message that ended, or a Close, passes whole. */
-	if ((!(w->op & 8) && w->fin) || w->closed)
+	if ((!(w->f.op & 8) && w->f.fin) || w->f.closed)
 		release(w, 0, out);
 }
 
@@ -150,35 +218,27 @@ int ws_scrub_feed(struct ws_scrub *w, const char *in, size_t len, struct buf *ou
 	int r;
 
 	while (at < len) {
-		if (!w->in_frame) {
-			size_t need = 2;
-
-			w->hdr[w->hdr_len++] = (unsigned char)in[at++];
-			if (w->hdr_len >= 2)
-				need = (w->hdr[1] & 0x7f) == 126   ? 4
-				       : (w->hdr[1] & 0x7f) == 127 ? 10
-				                                   : 2;
-			/* Refused before more of its head: a masked frame's is longer. */
-			if (w->hdr_len == 2 && (w->hdr[1] & 0x80))
-				need = 2;
-			if (w->hdr_len < need)
-				continue;
-			if ((r = frame_head(w, w->hdr_len, err)) < 0)
+		if (!w->f.in_frame) {
+			if ((r = ws_head_byte(&w->f, (unsigned char)in[at++], err)) < 0)
 				return r;
-			if (!w->left)
+			if (!r)
+				continue;
+			buf_wipe_setlen(&w->ctl, 0);
+			pend_add(w, w->f.hdr, w->f.hdr_len, 0);
+			if (!w->f.left)
 				frame_end(w, out);
 			continue;
 		}
 		{
-			size_t k = len - at < w->left ? len - at : (size_t)w->left;
+			size_t k = len - at < w->f.left ? len - at : (size_t)w->f.left;
 
-			if (w->op & 8)
+			if (w->f.op & 8)
 				buf_add(&w->ctl, in + at, k);
 			else
 				pend_add(w, in + at, k, 1);
 			at += k;
-			w->left -= k;
-			if (!w->left)
+			w->f.left -= k;
+			if (!w->f.left)
 				frame_end(w, out);
 		}
 	}
