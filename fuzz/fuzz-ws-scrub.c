@@ -1,11 +1,15 @@
 /*
- * libFuzzer target for an intercepted host's WebSocket frames on their way
- * to the VM (common/proxy/ws_scrub.c): every input, after a first byte that
- * says where to cut it, is fed whole and fed in pieces.  Besides not
- * crashing: both ways refuse it or neither does, and pass the same bytes;
- * what passes is the input's beginning with some bytes made '*' (no frame
- * head or length changes); and read back as frames, no message's payload
- * (its frames' together) and no control frame's holds a value.
+ * libFuzzer target for an intercepted WebSocket connection's frames
+ * (common/proxy/ws_scrub.c): every input, after a first byte that says
+ * where to cut it, is fed whole and fed in pieces, as the host's frames on
+ * their way to the VM and as the VM's on their way to the host.  Besides
+ * not crashing: both ways refuse it or neither does, and pass the same
+ * bytes.  The host's: what passes is the input's beginning with some bytes
+ * made '*' (no frame head or length changes); and read back as frames, no
+ * message's payload (its frames' together) and no control frame's holds a
+ * value.  The VM's: what passes is the input's beginning as it came, whole
+ * frame heads only, each masked with no reserved bit, nothing after a Close;
+ * all of it unless refused or a head is still to come.
  */
 #include <errno.h>
 #include <stddef.h>
@@ -49,6 +53,55 @@ static int feed(const char *p, size_t n, size_t chunk, struct buf *out)
 	ws_scrub_release(&w);
 	buf_release(&why);
 	return r;
+}
+
+/* Feed p[0..n) as the VM's in pieces of at most chunk bytes: 0 or the refusal. */
+static int feed_vm(const char *p, size_t n, size_t chunk, struct buf *out)
+{
+	struct ws_frames f;
+	struct buf why = BUF_INIT;
+	int r = 0;
+
+	ws_frames_init(&f, 1);
+	for (size_t off = 0; off < n && !r; off += chunk)
+		r = ws_vm_feed(&f, p + off, n - off < chunk ? n - off : chunk, out, &why);
+	if (r && (r != -EPROTO || !why.len))
+		__builtin_trap();
+	/* Not refused: all of it passed but a head still to come. */
+	if (!r && out->len + (f.in_frame ? 0 : f.hdr_len) != n)
+		__builtin_trap();
+	buf_release(&why);
+	return r;
+}
+
+/* The VM's frames of out, as they passed: whole heads, masked, no reserved bit, none after a Close.
+ */
+static void vm_frames(const unsigned char *o, size_t n)
+{
+	int closed = 0;
+
+	for (size_t at = 0; at < n;) {
+		uint64_t len;
+		size_t hl;
+
+		if (closed || at + 2 > n || !(o[at + 1] & 0x80) || (o[at] & 0x70))
+			__builtin_trap();
+		len = o[at + 1] & 0x7f;
+		hl = len == 126 ? 8 : len == 127 ? 14 : 6;
+		if (at + hl > n)
+			__builtin_trap();
+		if (hl == 8)
+			len = (uint64_t)o[at + 2] << 8 | o[at + 3];
+		else if (hl == 14)
+			for (size_t i = 0; i < 8; i++)
+				len = (i ? len << 8 : 0) | o[at + 2 + i];
+		if (len > WS_FRAME_MAX)
+			__builtin_trap();
+		closed = (o[at] & 0x0f) == 8;
+		if (len >= n - at - hl)
+			break; /* the rest has not passed yet */
+		at += hl + len;
+	}
 }
 
 /* The frames of out (unmasked, as they passed): no payload holds a value. */
@@ -108,6 +161,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				__builtin_trap();
 		no_value((const unsigned char *)o->buf, o->len);
 	}
+	buf_reset(&a);
+	buf_reset(&b);
+	ra = feed_vm(p, size - 1, size - 1 ? size - 1 : 1, &a);
+	rb = feed_vm(p, size - 1, data[0] % 23 + 1, &b);
+	if (!ra != !rb || a.len != b.len || memcmp(a.buf, b.buf, a.len) || a.len > size - 1 ||
+	    memcmp(a.buf, p, a.len))
+		__builtin_trap();
+	vm_frames((const unsigned char *)a.buf, a.len);
 	buf_release(&a);
 	buf_release(&b);
 	return 0;
