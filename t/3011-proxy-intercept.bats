@@ -674,6 +674,21 @@ host_got() {
 	assert_output 0
 }
 
+@test "intercept: websocket: an upgrade request with a body, by its length or chunked, is refused and never reaches the host" {
+	start_intercepting
+	printf 'GET /admin HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n' >"$T/body"
+	for te in "" "Transfer-Encoding: chunked"; do
+		run icurl -m 5 -o /dev/null -w '%{http_code}\n' -X GET -H "Upgrade: websocket" -H "Connection: Upgrade" \
+			-H "Authorization: Bearer $PH" ${te:+-H "$te"} --data-binary @"$T/body" \
+			"https://127.0.0.1:$A/ws/script?j=%7B%7D"
+		assert_output 400
+	done
+	run ! grep -qs "/ws/script" "$T/a.seen"
+	stop_proxy
+	run grep -c "refused 127\.0\.0\.1:$A GET /ws/script (a WebSocket upgrade request with a body) status=400 " "$T/proxy.log"
+	assert_output 2
+}
+
 # unix_get SOCK CA HOST:PORT PATH AUTH: GET PATH with Authorization AUTH through
 # the proxy on the unix socket SOCK (CONNECT, then TLS trusting CA); prints
 # the answer's status line.

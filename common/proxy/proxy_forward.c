@@ -47,8 +47,7 @@ static int hdr_dropped(const struct http_header *hd, int api)
 	return 0;
 }
 
-/* An intercepted request for a WebSocket upgrade: "Upgrade: websocket", any case. */
-static int wants_websocket(const struct conn *c, const struct http_head *h)
+int px_wants_websocket(const struct conn *c, const struct http_head *h)
 {
 	if (!c->intercept || (h->method_len != 3 || memcmp(h->method, "GET", 3)))
 		return 0;
@@ -103,7 +102,7 @@ void px_start_forward(struct conn *c, const struct http_head *h, const char *pat
 	 * the next request of the same intercepted client connection, and for
 	 * the proxy's own next fetch (common/proxy/proxy_pool.c).
 	 */
-	c->websocket = wants_websocket(c, h);
+	c->websocket = px_wants_websocket(c, h);
 	if (c->websocket)
 		buf_addstr(&b, "Connection: Upgrade\r\nUpgrade: websocket\r\n\r\n");
 	else

@@ -389,6 +389,8 @@ void px_set_what(struct conn *c, const char *method, size_t mlen, const char *pa
 
 /* ---- common/proxy/proxy_forward.c: one request forwarded, its answer back ---- */
 
+/* An intercepted request for a WebSocket upgrade: a GET with "Upgrade: websocket", any case. */
+int px_wants_websocket(const struct conn *c, const struct http_head *h);
 /*
  * Set up forwarding of one request to path: the upstream head goes into
  * to_upstream, the body follows as it comes; then the upstream is found.

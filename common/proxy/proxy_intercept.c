@@ -403,6 +403,15 @@ void px_intercept_request(struct conn *c, const struct http_head *h, const char 
 		px_refuse(c, "fragment in the request target");
 		goto out;
 	}
+	/*
+	 * A host whose front end tunnels from the upgrade request on would take
+	 * its body as raw bytes no rule read (docs/proxy.md, "WebSocket on an
+	 * intercepted host").
+	 */
+	if (px_wants_websocket(c, h) && (h->chunked || h->content_length > 0)) {
+		px_respond(c, 400, "refused", "a WebSocket upgrade request with a body");
+		goto out;
+	}
 	if (!px_rules_check(c, h, t, tl))
 		goto out;
 	buf_add(&head, c->in + c->in_off - h->head_len, h->head_len);
