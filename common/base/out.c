@@ -162,9 +162,14 @@ void out_sanitize(struct buf *out, const char *s, size_t n)
 	}
 }
 
-static void add_prefix(struct buf *out, const struct tm *tm, const char *source, const char *id)
+/* "HH:MM:SS source[id6]: " of when, in local time (00:00:00 where it has none). */
+static void add_prefix(struct buf *out, time_t when, const char *source, const char *id)
 {
-	buf_addf(out, "%02d:%02d:%02d %s", tm->tm_hour, tm->tm_min, tm->tm_sec, source);
+	struct tm tm;
+
+	if (!localtime_r(&when, &tm))
+		memset(&tm, 0, sizeof(tm));
+	buf_addf(out, "%02d:%02d:%02d %s", tm.tm_hour, tm.tm_min, tm.tm_sec, source);
 	if (id && *id) {
 		size_t len = strlen(id);
 
@@ -246,11 +251,8 @@ void out_format_width(struct buf *out, time_t when, const char *source, const ch
                       const char *s, size_t n, unsigned cols)
 {
 	struct buf prefix = BUF_INIT;
-	struct tm tm;
 
-	if (!localtime_r(&when, &tm))
-		memset(&tm, 0, sizeof(tm));
-	add_prefix(&prefix, &tm, source, id);
+	add_prefix(&prefix, when, source, id);
 	out_format_prefix(out, prefix.buf, s, n, cols);
 	buf_release(&prefix);
 }
@@ -309,12 +311,9 @@ int out_write_quoting(int fd, time_t when, const char *source, const char *id, c
                       size_t n)
 {
 	struct buf lines = BUF_INIT, prefix = BUF_INIT, cont = BUF_INIT;
-	struct tm tm;
 	int ret;
 
-	if (!localtime_r(&when, &tm))
-		memset(&tm, 0, sizeof(tm));
-	add_prefix(&prefix, &tm, source, id);
+	add_prefix(&prefix, when, source, id);
 	for (size_t i = 0; i < prefix.len; i++)
 		buf_addch(&cont, ' ');
 	out_format_pieces(&lines, prefix.buf, cont.buf, cont.buf, s, n, out_columns(fd));
