@@ -54,6 +54,19 @@ timeout 10 bash -c 'exec 3<>/dev/tcp/1.1.1.1/443' 2>/dev/null && echo "internet 
 echo "claude $(claude --version 2>&1 | head -1)"
 GUEST
 echo "ssh status $?"
+# The state disk as QEMU holds it (docs/security.md, the Disk row): every
+# regular file QEMU has open at test-vm's disk size, its links, whether its
+# blocks are allocated and whether it has a name, once a file (QEMU opens
+# /dev/fd/N again).
+q=$(pgrep -P "$PPID" qemu-system)
+declare -A seen
+for f in /proc/$q/fd/*; do
+	read -r ino links size blocks unit < <(stat -L -c '%d:%i %h %s %b %B' "$f" 2>/dev/null) || continue
+	[ "$size" = 1073741824 ] && [ -z "${seen[$ino]}" ] || continue
+	seen[$ino]=1
+	used=$((blocks * unit))
+	echo "state-disk links $links size $size $([ "$used" -lt $((64 << 20)) ] && echo sparse || echo "allocated $used") $(readlink "$f" | grep -q ' (deleted)$' && echo unnamed || echo named)"
+done
 # Only NIST P-256 (docs/security.md, "The SSH algorithms"): what the guest's
 # sshd offers, as a client offering only the old algorithms is told, and an
 # authorized ed25519 key refused before the P-256 one is taken.  (After a
@@ -133,6 +146,13 @@ probed() {
 	assert_line "on-state /work/proj aibox 755"
 	assert_line "on-state /tmp root 1777"
 	assert_line "on-state /var/tmp root 1777"
+}
+
+@test "vm: the state disk is a sparse file of the configured size, open in QEMU without a name" {
+	probed
+	assert_line "state-disk links 0 size 1073741824 sparse unnamed"
+	run grep '^state-disk ' "$S/out"
+	[ "${#lines[@]}" = 1 ] || { echo "$output"; false; }
 }
 
 @test "vm: the booted VM has a settings mount readable and read-only" {
