@@ -240,6 +240,49 @@ holds() { test-cache get "$S" "$1" - | cmp -s - blob; }
 	[ "$(entries)" = "" ]
 }
 
+@test "aibox cache: verify says an entry removed between its listing and its reading is gone, not bad, and exits 0" {
+	command -v strace >/dev/null || skip "strace is not installed"
+	test-cache put "$S" 1G "$U" - >/dev/null <blob
+	local f
+	f=$(entries)
+	# verify's own open of the entry (not the listing's) waits 3 s; the entry goes
+	# meanwhile, as a trim or another verify would remove it.
+	ASAN_OPTIONS=detect_leaks=0 strace -f -o trace -P "$f" -e trace=openat \
+		-e inject=openat:delay_enter=3000000:when=1 aibox cache verify >out 2>err &
+	local pid=$!
+	sleep 1
+	rm "$f"
+	local st=0
+	wait "$pid" || st=$?
+	grep -q DELAYED trace || fail "strace delayed no open: $(cat trace)"
+	[ "$st" -eq 0 ] || fail "verify exit $st: $(cat err)"
+	[ "$(cat err)" = "aibox-cache: warning: '$f' was removed before it was read: not checked" ] || fail "$(cat err)"
+}
+
+@test "aibox cache: a named pipe or a symbolic link named as an entry hangs nothing; verify names it and removes it" {
+	test-cache put "$S" 1G "$U" - >/dev/null <blob
+	local f d p l
+	f=$(entries)
+	d=$(dirname "$f")
+	p=$d/$(printf a%.0s $(seq 1 64))
+	l=$d/$(printf b%.0s $(seq 1 64))
+	mkfifo "$p"
+	ln -s "$f" "$l"
+	run timeout 10 aibox cache list
+	assert_success
+	assert_line --index 1 --regexp "  $U\$"
+	run timeout 10 aibox cache size
+	assert_success
+	assert_output --regexp "^10000 bytes in 3 entries"
+	run timeout 10 aibox cache verify
+	assert_failure 1
+	assert_line "aibox-cache: '$p' is not a cache entry: removed"
+	assert_line "aibox-cache: '$l' is not a cache entry: removed"
+	[ ! -e "$p" ]
+	[ ! -L "$l" ]
+	holds "$U"
+}
+
 # req HEAD: the request head (\n for CRLF, the empty line added) through dep_request_cacheable().
 req() { printf '%s\n\n' "$1" | sed 's/$/\r/' | test-cache request; }
 

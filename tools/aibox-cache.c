@@ -6,6 +6,7 @@
  *
  * The cache and its rules: docs/cache.md.
  */
+#include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -145,7 +146,12 @@ static int verify_one(const struct dep_cache_entry *e, void *data)
 	struct buf why = BUF_INIT;
 	size_t *bad = data;
 
-	if (dep_cache_verify(e->path, &why) < 0) {
+	int ret = dep_cache_verify(e->path, &why);
+
+	if (ret == -ENOENT) {
+		/* Evicted or cleared since it was listed: gone, not bad. */
+		warning("%s: not checked", why.buf);
+	} else if (ret < 0) {
 		error("%s: removed", why.buf);
 		dep_cache_remove(e->path);
 		(*bad)++;

@@ -200,6 +200,35 @@ static char *header_field(char **p, const char *name)
 }
 
 /*
+ * Open the entry at path (relative to dirfd) for reading: never following a
+ * symbolic link, and never waiting on a file that is not a regular one (a
+ * named pipe's open or read would block).  The fd, -ENOENT when there is no
+ * file, -EBADMSG (reason in err) when it is not a regular file, or -errno.
+ */
+static int open_entry(int dirfd, const char *name, const char *path, struct buf *err)
+{
+	struct stat st;
+	int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK), ret;
+
+	if (fd < 0) {
+		ret = errno == ELOOP ? -EBADMSG : -errno;
+		if (ret == -EBADMSG && err)
+			buf_addf(err, "'%s' is not a cache entry", path);
+		else if (ret != -ENOENT && err)
+			buf_addf(err, "cannot open '%s': %s", path, strerror(errno));
+		return ret;
+	}
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+	    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) < 0) {
+		close(fd);
+		if (err)
+			buf_addf(err, "'%s' is not a cache entry", path);
+		return -EBADMSG;
+	}
+	return fd;
+}
+
+/*
  * Read and check the header of the entry open at fd (path for messages), and
  * its file's size: 0 with e's fields set, -EBADMSG with the reason, or -errno.
  */
@@ -270,13 +299,10 @@ int dep_cache_lookup(struct dep_cache *c, const char *key, const char *scope,
 		BUG("dep_cache_lookup: a key or scope the store does not take");
 	key_hash(key, scope, hash);
 	entry_path(c, hash, "v1", "", &path);
-	fd = open(path.buf, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	fd = open_entry(AT_FDCWD, path.buf, path.buf, err);
 	if (fd < 0) {
-		ret = errno == ENOENT ? 0 : -errno;
-		if (ret && err)
-			buf_addf(err, "cannot open '%s': %s", path.buf, strerror(errno));
 		buf_release(&path);
-		return ret;
+		return fd == -ENOENT ? 0 : fd;
 	}
 	ret = read_header(fd, path.buf, e, err);
 	if (!ret && (strcmp(e->key, key) || strcmp(e->scope, scope))) {
@@ -626,11 +652,12 @@ static int walk_one(int dirfd, const char *name, const char *path, void *data)
 
 	if (strlen(name) != 64 || !hex_is_lower(name, 64))
 		return 0;
-	fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0)
+	fd = open_entry(dirfd, name, path, NULL);
+	if (fd == -ENOENT)
 		return 0; /* removed meanwhile */
-	ret = read_header(fd, path, &e, NULL);
-	close(fd);
+	ret = fd < 0 ? fd : read_header(fd, path, &e, NULL);
+	if (fd >= 0)
+		close(fd);
 	if (ret < 0) {
 		/* A file that is not a whole entry is still listed, to be verified or cleared. */
 		e.key = xstrdup("");
@@ -660,14 +687,12 @@ int dep_cache_verify(const char *path, struct buf *err)
 	const char *base;
 	EVP_MD_CTX *ctx;
 	uint64_t seen = 0;
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW), ret;
+	int fd = open_entry(AT_FDCWD, path, path, err), ret;
 
-	if (fd < 0) {
-		ret = -errno;
-		if (err)
-			buf_addf(err, "cannot open '%s': %s", path, strerror(errno));
-		return ret;
-	}
+	if (fd == -ENOENT && err)
+		buf_addf(err, "'%s' was removed before it was read", path);
+	if (fd < 0)
+		return fd;
 	ret = read_header(fd, path, &e, err);
 	if (ret < 0) {
 		close(fd);

@@ -176,7 +176,9 @@ void dep_cache_fill_abort(struct dep_cache_fill *f);
 
 /*
  * Call fn for every entry (e->fd is -1; e is cleared after fn returns), in no
- * order.  Files that are not entries are skipped.  fn returns 0 to go on, or a
+ * order.  Files not named as entries are skipped; a file named as one that is
+ * not a whole entry (a named pipe or a symbolic link too, never opened to
+ * wait) is given with an empty key, to be verified or cleared.  fn returns 0 to go on, or a
  * negative errno that ends the walk and is returned.
  */
 int dep_cache_walk(struct dep_cache *c, int (*fn)(const struct dep_cache_entry *e, void *data),
@@ -185,8 +187,11 @@ int dep_cache_walk(struct dep_cache *c, int (*fn)(const struct dep_cache_entry *
 /*
  * Read the entry at path whole and compare its bytes with its header's size
  * and SHA-256, and its file's name with the hash of its header's key and
- * scope: 0 when they match, -EBADMSG with the reason in err when not, or
- * another negative errno.
+ * scope: 0 when they match, -EBADMSG with the reason in err when not (a file
+ * that is not a regular one, a symbolic link included, is not an entry),
+ * -ENOENT with the reason when there is no file at path (an entry removed
+ * since it was listed: nothing wrong), or another negative errno.  Never
+ * waits on a named pipe.
  */
 int dep_cache_verify(const char *path, struct buf *err);
 
