@@ -20,6 +20,8 @@ teardown() { common_teardown; }
 entries() { find "$S/v1" -type f -name '[0-9a-f]*' | sort; }
 # A filler's temporary file is there.
 filling() { compgen -G "$S/v1/*/.tmp.*" >/dev/null; }
+# tmp_bytes_at_least N: the fillers' temporary files hold N bytes or more.
+tmp_bytes_at_least() { [ "$(find "$S/v1" -name '.tmp.*' -printf '%s\n' | awk '{n += $1} END {print n + 0}')" -ge "$1" ]; }
 # holds KEY: the store serves KEY (no scope) with blob's bytes.
 holds() { test-cache get "$S" "$1" - | cmp -s - blob; }
 
@@ -93,6 +95,26 @@ holds() { test-cache get "$S" "$1" - | cmp -s - blob; }
 	assert_output ""
 	test-cache get "$S" "$U" - >got
 	cmp blob got
+}
+
+@test "dep cache: the fills of every process on the store share one cap; a filler killed half way holds none of it" {
+	head -c $((10 << 20)) /dev/urandom >big
+	# One filler holds 10 MiB of a 16 MiB cap (it waits on its input for more): a
+	# second filler's 10 MiB would pass the cap, and is refused.
+	mkfifo in
+	test-cache put "$S" 16M "$U.1" - <in >first &
+	local pid=$!
+	exec 7>in
+	cat big >&7
+	wait_until 10 tmp_bytes_at_least $((10 << 20))
+	run test-cache put "$S" 16M "$U.2" - <big
+	assert_output "refused: the fills under way would take more than the cache's cap"
+	# Killed, it holds nothing: the same fill then has the cap.
+	kill -KILL "$pid"
+	wait "$pid" || true
+	exec 7>&-
+	run test-cache put "$S" 16M "$U.2" - <big
+	assert_output stored
 }
 
 @test "dep cache: two fillers of one key at once: one reads upstream, both get the same bytes" {

@@ -25,6 +25,7 @@ setup() {
 
 teardown() {
 	stop_proxy || true
+	end_paused
 	end_hostile_filler
 	[ -z "${REG_PID:-}" ] || kill "$REG_PID" 2>/dev/null || true
 	common_teardown
@@ -241,6 +242,15 @@ hostile_filler() {
 	assert_success
 }
 
+# end_paused: ends what read_and_pause started.
+end_paused() {
+	local pid
+	for pid in ${PAUSED_PIDS:-}; do
+		kill "$pid" 2>/dev/null || true
+	done
+	PAUSED_PIDS=
+}
+
 # end_hostile_filler: ends what hostile_filler started.
 end_hostile_filler() {
 	[ -z "${HOSTILE_PID:-}" ] || kill "$HOSTILE_PID" 2>/dev/null || true
@@ -296,19 +306,20 @@ end_hostile_filler() {
 	assert_output 20
 	# Nothing was stored, so nothing of the store may be left behind: a VM making up
 	# paths by the million would otherwise fill the host's disk with empty files.
+	# The store's one count of the fills under way stays: this proxy's line, at 0.
 	run find "$T/deps" -type f
 	assert_success
-	assert_output ""
+	assert_output "$T/deps/filling"
+	run cat "$T/deps/filling"
+	assert_output 00000000000000000000
 }
 
-@test "cache hostile: the fills one task has under way at once take no more of the host's disk than the cache's cap" {
-	probe_registry
-	printf 'rule localhost:%s\ncache pypi\n' "$REG" >"$T/rules"
-	# Four wheels of 15 MiB in PyPI's layout (each path names its own blake2b-256), each
-	# under the cap of 16 MiB, the four far over it.
-	"$PY" - "$T/reg/www" >"$T/paths" <<-'PY'
+# big_wheels N: N wheels of 15 MiB in PyPI's layout (each path names its own
+# blake2b-256) under the registry's root; their paths in $T/paths.
+big_wheels() {
+	"$PY" - "$T/reg/www" "$1" >"$T/paths" <<-'PY'
 		import hashlib, os, sys
-		for i in range(4):
+		for i in range(int(sys.argv[2])):
 		    data = os.urandom(15 << 20)
 		    h = hashlib.blake2b(data, digest_size=32).hexdigest()
 		    d = "/packages/%s/%s/%s" % (h[:2], h[2:4], h[4:])
@@ -316,14 +327,20 @@ end_hostile_filler() {
 		    open("%s%s/w%d-1.0-py3-none-any.whl" % (sys.argv[1], d, i), "wb").write(data)
 		    print("%s/w%d-1.0-py3-none-any.whl" % (d, i))
 	PY
-	dep_task "$T/rules" "$T/deps" --cache-max 16M
-	# The VM takes 9 MiB of each, on four connections at once, then reads no more (the
-	# 6 MiB left are more than the sockets' buffers hold: no fill ends).
-	"$PY" - "$PROXY_PORT" "$T/taskca.pem" "localhost:$REG" "$T/paused" "$T/paths" <<-'PY' &
+}
+
+# read_and_pause PORT CA FLAG PATH...: a VM that asks the proxy on PORT (its task
+# CA in CA) for each PATH on its own connection, takes 9 MiB of each, then reads
+# no more (the 6 MiB left of a big_wheels file are more than the sockets'
+# buffers hold: no fill ends); FLAG is made once all are paused.  In the
+# background; its pid appended to PAUSED_PIDS.
+read_and_pause() {
+	"$PY" - "$@" <<-'PY' &
 		import socket, ssl, sys, time
-		port, ca, authority, flag, paths = sys.argv[1:6]
+		port, ca, flag = sys.argv[1:4]
+		authority = "localhost:%s" % sys.argv[4]
 		conns = []
-		for path in open(paths).read().split():
+		for path in sys.argv[5:]:
 		    s = socket.create_connection(("127.0.0.1", int(port)), timeout=60)
 		    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 18)
 		    s.sendall(b"CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (authority.encode(), authority.encode()))
@@ -342,15 +359,56 @@ end_hostile_filler() {
 		open(flag, "w").close()
 		time.sleep(60)
 	PY
-	HOSTILE_PID=$!
+	PAUSED_PIDS="${PAUSED_PIDS:-} $!"
+}
+
+# store_bytes: the bytes of every file in the store, its temporary files included.
+store_bytes() {
+	find "$T/deps" -type f -printf '%s\n' | awk '{n += $1} END {print n + 0}'
+}
+
+@test "cache hostile: the fills one task has under way at once take no more of the host's disk than the cache's cap" {
+	probe_registry
+	printf 'rule localhost:%s\ncache pypi\n' "$REG" >"$T/rules"
+	# Four wheels of 15 MiB, each under the cap of 16 MiB, the four far over it.
+	big_wheels 4
+	dep_task "$T/rules" "$T/deps" --cache-max 16M
+	# The VM takes 9 MiB of each, on four connections at once, then reads no more.
+	read_and_pause "$PROXY_PORT" "$T/taskca.pem" "$T/paused" "$REG" $(cat "$T/paths")
 	wait_until 60 test -e "$T/paused"
 	local held
-	held=$(find "$T/deps" -type f -printf '%s\n' | awk '{n += $1} END {print n + 0}')
-	end_hostile_filler
+	held=$(store_bytes)
+	end_paused
 	[ "$held" -le $((16 << 20)) ] || fail "the fills hold $held bytes on disk, over the cap of $((16 << 20))"
 	# Those fills ended with their connections: the task's next fill has the whole cap.
 	run icurl -f -o /dev/null "https://localhost:$REG$(tail -1 "$T/paths")"
 	assert_success
 	run grep -c " cache=fill " "$T/proxy.log"
+	assert_output 1
+}
+
+@test "cache hostile: the fills two tasks have under way at once take no more of the host's disk together than the cache's cap" {
+	probe_registry
+	printf 'rule localhost:%s\ncache pypi\n' "$REG" >"$T/rules"
+	big_wheels 2
+	# Two tasks at once, each with the cap of 16 MiB, each VM taking 9 MiB of its own
+	# wheel and then no more: 18 MiB together.
+	dep_task "$T/rules" "$T/deps" --cache-max 16M
+	cp "$T/taskca.pem" "$T/taskca1.pem"
+	read_and_pause "$PROXY_PORT" "$T/taskca1.pem" "$T/paused1" "$REG" $(head -1 "$T/paths")
+	wait_until 60 test -e "$T/paused1"
+	HOSTILE_PROXY_PID=$PROXY_PID
+	PROXY_PID=
+	mv "$T/proxy.log" "$T/proxy1.log"
+	dep_task "$T/rules" "$T/deps" --cache-max 16M
+	read_and_pause "$PROXY_PORT" "$T/taskca.pem" "$T/paused2" "$REG" $(tail -1 "$T/paths")
+	wait_until 60 test -e "$T/paused2"
+	local held
+	held=$(store_bytes)
+	end_paused
+	end_hostile_filler
+	[ "$held" -le $((16 << 20)) ] || fail "the two tasks' fills hold $held bytes on disk, over the cap of $((16 << 20))"
+	# The second task's VM still got its 9 MiB (served from upstream, not stored).
+	run grep -c " cache=miss " "$T/proxy.log"
 	assert_output 1
 }

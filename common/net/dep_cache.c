@@ -90,12 +90,129 @@ static int mkdir_p(const char *path, struct buf *err)
 	return ret;
 }
 
+/*
+ * The fills under way of every handle on the store (docs/cache.md, "Where it
+ * is, and its size"): ROOT/filling holds a line a handle, "%020llu\n", the
+ * bytes its fills hold on disk.  A handle that took line i holds an OFD
+ * write lock on byte SHARE_LINE_LOCK + i for as long as its fd is open; a
+ * line whose byte no one holds is a handle's that closed or died, counts for
+ * nothing, and is the next claimer's.  Every read and write of the file is
+ * under the OFD write lock on byte SHARE_MUTEX.  OFD locks throughout (no
+ * flock(2)): NFS emulates flock with byte-range locks, which would meet them.
+ */
+#define SHARE_LINE      21
+#define SHARE_MUTEX     0
+#define SHARE_LINE_LOCK 1
+
+static int open_share(const char *path, struct buf *err)
+{
+	struct stat st;
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600);
+
+	if (fd < 0) {
+		if (err)
+			buf_addf(err, "cannot open '%s': %s", path, strerror(errno));
+		return -errno;
+	}
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		if (err)
+			buf_addf(err, "'%s' is not a regular file", path);
+		return -EINVAL;
+	}
+	return fd;
+}
+
+/* F_OFD_SETLK(W) (set) or F_OFD_GETLK of byte at: -errno, or 0; get: 1 when another holds it. */
+static int share_lock(int fd, int cmd, short type, off_t at)
+{
+	struct flock fl = {.l_type = type, .l_whence = SEEK_SET, .l_start = at, .l_len = 1};
+
+	while (fcntl(fd, cmd, &fl) < 0)
+		if (errno != EINTR)
+			return -errno;
+	return cmd == F_OFD_GETLK ? fl.l_type != F_UNLCK : 0;
+}
+
+/* Line i's bytes; UINT64_MAX when it is not a line this file holds. */
+static uint64_t share_line(const char *p)
+{
+	uint64_t v = 0;
+
+	if (p[SHARE_LINE - 1] != '\n')
+		return UINT64_MAX;
+	for (int i = 0; i < SHARE_LINE - 1; i++) {
+		if (p[i] < '0' || p[i] > '9' || v > (UINT64_MAX - 9) / 10)
+			return UINT64_MAX;
+		v = v * 10 + (uint64_t)(p[i] - '0');
+	}
+	return v;
+}
+
+/*
+ * Under the mutex: claim this handle's line when it has none, and set it to
+ * want.  When check and want is more than the handle's filling, refused
+ * (-EFBIG, the line unchanged) if the live lines of the others and want
+ * together pass the cap.  0 or a negative errno.
+ */
+static int share_set(struct dep_cache *c, uint64_t want, int check)
+{
+	char b[DEP_CACHE_SHARE_SLOTS * SHARE_LINE];
+	char line[SHARE_LINE + 1];
+	uint64_t others = 0;
+	ssize_t n;
+	int lines, ret;
+
+	if ((ret = share_lock(c->share_fd, F_OFD_SETLKW, F_WRLCK, SHARE_MUTEX)) < 0)
+		return ret;
+	do
+		n = pread(c->share_fd, b, sizeof(b), 0);
+	while (n < 0 && errno == EINTR);
+	if (n < 0) {
+		ret = -errno;
+		goto out;
+	}
+	lines = (int)(n / SHARE_LINE);
+	for (int i = 0; c->share_slot < 0 && i <= lines && i < DEP_CACHE_SHARE_SLOTS; i++)
+		if (share_lock(c->share_fd, F_OFD_SETLK, F_WRLCK, SHARE_LINE_LOCK + i) == 0)
+			c->share_slot = i;
+	if (c->share_slot < 0) {
+		ret = -EFBIG; /* more handles fill at once than the file counts */
+		goto out;
+	}
+	for (int i = 0; i < lines; i++) {
+		uint64_t v = share_line(b + (size_t)i * SHARE_LINE);
+
+		if (i == c->share_slot || !v)
+			continue;
+		if ((ret = share_lock(c->share_fd, F_OFD_GETLK, F_WRLCK, SHARE_LINE_LOCK + i)) < 0)
+			goto out;
+		if (ret)
+			others = v > UINT64_MAX - others ? UINT64_MAX : others + v;
+	}
+	ret = 0;
+	if (check && want > c->filling && (others > c->max_bytes || want > c->max_bytes - others)) {
+		ret = -EFBIG;
+		goto out;
+	}
+	snprintf(line, sizeof(line), "%020llu\n", (unsigned long long)want);
+	do
+		n = pwrite(c->share_fd, line, SHARE_LINE, (off_t)c->share_slot * SHARE_LINE);
+	while (n < 0 && errno == EINTR);
+	if (n != SHARE_LINE)
+		ret = n < 0 ? -errno : -EIO;
+out:
+	share_lock(c->share_fd, F_OFD_SETLK, F_UNLCK, SHARE_MUTEX);
+	return ret;
+}
+
 int dep_cache_open(struct dep_cache *c, const char *root, uint64_t max_bytes, struct buf *err)
 {
 	struct buf b = BUF_INIT;
 	int ret;
 
 	c->root = NULL;
+	c->share_fd = -1;
 	if (!root[0])
 		return buf_refuse(err, -EINVAL, "the cache folder is empty");
 	buf_addf(&b, "%s/v1", root);
@@ -105,12 +222,20 @@ int dep_cache_open(struct dep_cache *c, const char *root, uint64_t max_bytes, st
 		buf_addf(&b, "%s/locks", root);
 		ret = mkdir_p(b.buf, err);
 	}
+	if (!ret) {
+		buf_reset(&b);
+		buf_addf(&b, "%s/filling", root);
+		c->share_fd = open_share(b.buf, err);
+		if (c->share_fd < 0)
+			ret = c->share_fd;
+	}
 	buf_release(&b);
 	if (ret < 0)
 		return ret;
 	c->root = xstrdup(root);
 	c->max_bytes = max_bytes;
 	c->trim_slack = c->since_trim = c->filling = 0;
+	c->share_slot = -1;
 	return 0;
 }
 
@@ -118,6 +243,9 @@ void dep_cache_close(struct dep_cache *c)
 {
 	free(c->root);
 	c->root = NULL;
+	if (c->share_fd >= 0)
+		close(c->share_fd); /* its line's lock goes: the line counts no more */
+	c->share_fd = -1;
 }
 
 int dep_cache_read_max(const char *path, uint64_t *max_bytes, struct buf *err)
@@ -346,8 +474,10 @@ static void fill_clear(struct dep_cache_fill *f)
 {
 	if (f->fd >= 0)
 		close(f->fd);
-	if (f->held)
+	if (f->held) {
 		f->c->filling -= f->held;
+		share_set(f->c, f->c->filling, 0); /* lowered: never refused */
+	}
 	/* Held, the lock file goes: a filler that opened it finds it unlinked (lock_taken()). */
 	if (f->locked)
 		unlink(f->lock_path);
@@ -456,6 +586,12 @@ int dep_cache_fill_begin(struct dep_cache *c, const char *key, const char *scope
 		goto fail;
 	}
 	/* The header's room counts toward the fills' bytes on disk as the rest does. */
+	if ((ret = share_set(c, c->filling + sizeof(zeros), 0)) < 0) {
+		if (err)
+			buf_addf(err, "cannot count the fill in '%s/filling': %s", c->root,
+			         strerror(-ret));
+		goto fail;
+	}
 	f->held = sizeof(zeros);
 	c->filling += f->held;
 	if (write(f->fd, zeros, sizeof(zeros)) != (ssize_t)sizeof(zeros)) {
@@ -483,6 +619,7 @@ int dep_cache_fill_write(struct dep_cache_fill *f, const void *data, size_t n, s
 {
 	const char *p = data;
 	size_t left = n;
+	int ret;
 
 	if (f->fd < 0)
 		BUG("dep_cache_fill_write: no fill under way");
@@ -492,10 +629,18 @@ int dep_cache_fill_write(struct dep_cache_fill *f, const void *data, size_t n, s
 		f->failed = 1;
 		return buf_refuse(err, -EFBIG, "the artifact is bigger than the cache's cap");
 	}
-	if (f->c->filling > f->c->max_bytes - n) {
+	ret = share_set(f->c, f->c->filling > UINT64_MAX - n ? UINT64_MAX : f->c->filling + n, 1);
+	if (ret == -EFBIG) {
 		f->failed = 1;
 		return buf_refuse(err, -EFBIG,
 		                  "the fills under way would take more than the cache's cap");
+	}
+	if (ret < 0) {
+		f->failed = 1;
+		if (err)
+			buf_addf(err, "cannot count the fill in '%s/filling': %s", f->c->root,
+			         strerror(-ret));
+		return ret;
 	}
 	while (left) {
 		ssize_t w = write(f->fd, p, left);
@@ -503,8 +648,7 @@ int dep_cache_fill_write(struct dep_cache_fill *f, const void *data, size_t n, s
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w <= 0) {
-			int ret = w < 0 ? -errno : -ENOSPC;
-
+			ret = w < 0 ? -errno : -ENOSPC;
 			f->failed = 1;
 			if (err)
 				buf_addf(err, "cannot write '%s': %s", f->tmp_path, strerror(-ret));

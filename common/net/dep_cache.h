@@ -21,8 +21,11 @@
  *    file is left for a fill that ended (a dead filler's goes at a trim);
  *  - the size cap: after each fill, the entries least recently used (by
  *    their access time, set on every hit) are removed until the store's
- *    files fit in the cap; and the fills under way through one handle (one
- *    task's proxy) take at most the cap together.
+ *    files fit in the cap; and the fills under way through every handle on
+ *    the store (every task's proxy, every process) take at most the cap
+ *    together: each handle's share is a line of ROOT/filling, counted only
+ *    while its handle is open (an OFD lock on the line's byte), so a killed
+ *    proxy's share comes back at once (docs/cache.md).
  */
 #ifndef AIBOX_DEP_CACHE_H
 #define AIBOX_DEP_CACHE_H
@@ -58,11 +61,18 @@ struct dep_cache {
 	uint64_t trim_slack, since_trim;
 	/*
 	 * The bytes the fills under way through this handle hold on disk (their
-	 * temporary entries, headers included): together at most max_bytes, so
-	 * one task's fills at once take no more of the disk than the cap.
+	 * temporary entries, headers included), and its line of ROOT/filling
+	 * that says so to every other handle on the store (share_fd, open from
+	 * dep_cache_open(), before a lockdown; its line share_slot, -1 until its
+	 * first fill): the handles' lines that are live together at most
+	 * max_bytes, so all tasks' fills at once take no more of the disk than
+	 * the cap.
 	 */
 	uint64_t filling;
+	int share_fd, share_slot;
 };
+/* The handles that may fill at once (lines of ROOT/filling); more are refused. */
+#define DEP_CACHE_SHARE_SLOTS 1024
 
 /* What an entry's header says, and where it is. */
 struct dep_cache_entry {
@@ -156,8 +166,9 @@ int dep_cache_fill_begin(struct dep_cache *c, const char *key, const char *scope
 
 /*
  * Append n bytes.  0, -EFBIG when the entry, or the fills under way through
- * f's handle together (struct dep_cache's filling), would be bigger than the
- * cap, or -errno.  The fill has then failed: abort it.
+ * every handle on the store together (struct dep_cache's filling and the
+ * other handles' lines), would be bigger than the cap, or -errno.  The fill
+ * has then failed: abort it.
  */
 int dep_cache_fill_write(struct dep_cache_fill *f, const void *data, size_t n, struct buf *err);
 
