@@ -117,6 +117,23 @@ holds() { test-cache get "$S" "$1" - | cmp -s - blob; }
 	assert_output stored
 }
 
+@test "dep cache: a fill's header counts toward the cap before any byte comes: a fill with no room for it is refused" {
+	# One filler holds 2 KiB less than the cap of 16 MiB, its header included: another
+	# fill's header (4 KiB, written before upstream answers) has no room.
+	head -c $(((16 << 20) - 6144)) /dev/urandom >big
+	mkfifo in
+	test-cache put "$S" 16M "$U.1" - <in >first &
+	local pid=$!
+	exec 7>in
+	cat big >&7
+	wait_until 10 tmp_bytes_at_least $(((16 << 20) - 2048))
+	run test-cache put "$S" 16M "$U.2" - </dev/null
+	kill -KILL "$pid"
+	wait "$pid" || true
+	exec 7>&-
+	assert_output "refused: the fills under way would take more than the cache's cap"
+}
+
 @test "dep cache: two fillers of one key at once: one reads upstream, both get the same bytes" {
 	head -c 10000 /dev/urandom >other
 	test-cache put "$S" 1G "$U" - --slow 50 <blob >one &

@@ -206,6 +206,23 @@ out:
 	return ret;
 }
 
+/*
+ * Count n more bytes of this handle's fills under way: 0, -EFBIG when the
+ * fills of every handle on the store would then pass the cap, or -errno;
+ * the reason in err.
+ */
+static int share_grow(struct dep_cache *c, uint64_t n, struct buf *err)
+{
+	int ret = share_set(c, c->filling > UINT64_MAX - n ? UINT64_MAX : c->filling + n, 1);
+
+	if (ret == -EFBIG)
+		return buf_refuse(err, -EFBIG,
+		                  "the fills under way would take more than the cache's cap");
+	if (ret < 0 && err)
+		buf_addf(err, "cannot count the fill in '%s/filling': %s", c->root, strerror(-ret));
+	return ret;
+}
+
 int dep_cache_open(struct dep_cache *c, const char *root, uint64_t max_bytes, struct buf *err)
 {
 	struct buf b = BUF_INIT;
@@ -575,6 +592,12 @@ int dep_cache_fill_begin(struct dep_cache *c, const char *key, const char *scope
 	f->dir = buf_detach(&b, NULL);
 	entry_path(c, f->hash, "v1", "", &b);
 	f->path = buf_detach(&b, NULL);
+	/* The header's room counts toward the fills' bytes on disk as the rest does,
+	 * before it is written (upstream may take its time to answer). */
+	if ((ret = share_grow(c, sizeof(zeros), err)) < 0)
+		goto fail;
+	f->held = sizeof(zeros);
+	c->filling += f->held;
 	/* With the lock held, a .tmp file of this key is a dead filler's: O_TRUNC. */
 	entry_path(c, f->hash, "v1", ".tmp.", &b);
 	f->tmp_path = buf_detach(&b, NULL);
@@ -585,15 +608,6 @@ int dep_cache_fill_begin(struct dep_cache *c, const char *key, const char *scope
 			buf_addf(err, "cannot make '%s': %s", f->tmp_path, strerror(errno));
 		goto fail;
 	}
-	/* The header's room counts toward the fills' bytes on disk as the rest does. */
-	if ((ret = share_set(c, c->filling + sizeof(zeros), 0)) < 0) {
-		if (err)
-			buf_addf(err, "cannot count the fill in '%s/filling': %s", c->root,
-			         strerror(-ret));
-		goto fail;
-	}
-	f->held = sizeof(zeros);
-	c->filling += f->held;
 	if (write(f->fd, zeros, sizeof(zeros)) != (ssize_t)sizeof(zeros)) {
 		ret = errno ? -errno : -ENOSPC;
 		if (err)
@@ -629,17 +643,8 @@ int dep_cache_fill_write(struct dep_cache_fill *f, const void *data, size_t n, s
 		f->failed = 1;
 		return buf_refuse(err, -EFBIG, "the artifact is bigger than the cache's cap");
 	}
-	ret = share_set(f->c, f->c->filling > UINT64_MAX - n ? UINT64_MAX : f->c->filling + n, 1);
-	if (ret == -EFBIG) {
+	if ((ret = share_grow(f->c, n, err)) < 0) {
 		f->failed = 1;
-		return buf_refuse(err, -EFBIG,
-		                  "the fills under way would take more than the cache's cap");
-	}
-	if (ret < 0) {
-		f->failed = 1;
-		if (err)
-			buf_addf(err, "cannot count the fill in '%s/filling': %s", f->c->root,
-			         strerror(-ret));
 		return ret;
 	}
 	while (left) {

@@ -157,8 +157,10 @@ struct dep_cache_fill {
  * caller fills it: dep_cache_fill_write() the bytes, then
  * dep_cache_fill_commit() or dep_cache_fill_abort().  check_algo names a
  * digest (OpenSSL's name: "sha256", "sha512", "sha1") computed over the bytes
- * for dep_cache_fill_commit() to compare, or is NULL.  A negative errno with
- * the reason in err otherwise.
+ * for dep_cache_fill_commit() to compare, or is NULL.  -EFBIG when the
+ * fill's header (DEP_CACHE_HEADER bytes, counted before it is written) would
+ * take the fills under way of every handle on the store past the cap.  A
+ * negative errno with the reason in err otherwise.
  */
 int dep_cache_fill_begin(struct dep_cache *c, const char *key, const char *scope,
                          const char *check_algo, int wait, struct dep_cache_fill *f,

@@ -543,7 +543,8 @@ int px_cache_request(struct conn *c, const struct http_head *h, const char *t, s
 	if (r == 1) {
 		serve_hit(c, h, &e);
 		ret = 1;
-	} else if (r < 0 && r != -EAGAIN) {
+	} else if (r < 0 && r != -EAGAIN && r != -EFBIG) {
+		/* -EFBIG: no room under the cap for its header; a miss like any. */
 		px_log_note(px, "the dependency cache failed", -r);
 	}
 out:
