@@ -146,6 +146,20 @@ teardown() { lock_teardown; }
 	assert_output miss
 }
 
+@test "projects remove: what its tasks kept with a secret's value (its scope's keyed hash) goes with it too" {
+	export AIBOX_DEPS_CACHE=$T/deps
+	aibox projects path >/dev/null 2>&1
+	local u=https://registry.example/p/-/p-1.0.0.tgz#sha512=00
+	printf private | test-cache put "$T/deps" 1G "$u" project:my-repo/0123456789abcdef0123456789abcdef
+	printf other | test-cache put "$T/deps" 1G "$u" project:my-repo-2/0123456789abcdef0123456789abcdef
+	run aibox projects remove my-repo
+	assert_success
+	run aibox cache list
+	assert_success
+	refute_output --partial "  project:my-repo/"
+	assert_output --partial "  project:my-repo-2/0123456789abcdef0123456789abcdef  $u"
+}
+
 @test "projects remove: leaves a project alone while its lock is held, by a task or aibox run" {
 	P=$(aibox projects path 2>/dev/null)
 	hold_lock "$P/lock" sh

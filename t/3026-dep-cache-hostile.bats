@@ -117,6 +117,64 @@ npm_doc() {
 	assert_output 401
 }
 
+# fill_private: project a's task fills the private tarball with the secret, and
+# a second task of it with the same secret is served it from the store.
+fill_private() {
+	local i
+	for i in 1 2; do
+		dep_task "$T/rules-secret" "$T/deps" --cache-scope project:a
+		run icurl -f -o /dev/null -H "Authorization: Bearer $PH" "$u/priv/index" \
+			--next -x "$PROXY" --cacert "$T/taskca.pem" -f -o /dev/null -H "Authorization: Bearer $PH" "$u/priv/-/priv-1.0.0.tgz"
+		assert_success
+	done
+	run grep -c ' cache=hit ' "$T/proxy.log"
+	assert_output 1
+	run grep -c '^GET /priv/-/priv-1.0.0.tgz ' "$T/reg.log"
+	assert_output 1
+	# The store holds no secret's value, nor its unkeyed SHA-256.
+	run grep -rl tok-value "$T/deps"
+	assert_failure 1
+	run grep -rl "$(printf tok-value | sha256sum | cut -c1-32)" "$T/deps"
+	assert_failure 1
+	run aibox cache list
+	assert_line --regexp "  project:a/[0-9a-f]{32}  $u/priv/-/priv-1.0.0.tgz#"
+	# A public document names the private tarball with its digest (the VM read it):
+	# a later task learns the digest without the secret.
+	npm_doc pub 1.0.0 "$u/priv/-/priv-1.0.0.tgz" "$(sri "$T/reg/www/priv/-/priv-1.0.0.tgz")" >"$T/reg/www/pub"
+}
+
+# asks_upstream RULES AUTH: project a's task (RULES) reads the public document,
+# then asks for the private tarball with "Authorization: AUTH": the registry, which
+# takes only the old token, refuses it (401), and the store serves nothing.
+asks_upstream() {
+	dep_task "$1" "$T/deps" --cache-scope project:a
+	run icurl -f -o /dev/null "$u/pub"
+	assert_success
+	run icurl -o /dev/null -w '%{http_code}' -H "Authorization: $2" "$u/priv/-/priv-1.0.0.tgz"
+	assert_success
+	assert_output 401
+	run grep -c ' cache=hit ' "$T/proxy.log"
+	assert_output 0
+}
+
+@test "cache hostile: an artifact fetched with a secret is not served to its project once the secret's value changed" {
+	local u
+	private_registry
+	fill_private
+	# The secret is rotated: a task with the new value asks upstream again.
+	sed -i 's/^value tok-value$/value tok-new/' "$T/rules-secret"
+	asks_upstream "$T/rules-secret" "Bearer $PH"
+}
+
+@test "cache hostile: an artifact fetched with a secret is not served to its project once the secret is removed" {
+	local u
+	private_registry
+	fill_private
+	# The project's config no longer gives the secret; its VM sends a credential of its own.
+	printf 'rule localhost:%s\ncache npm\n' "$REG" >"$T/rules"
+	asks_upstream "$T/rules" "Bearer made-up"
+}
+
 @test "cache hostile: a simple index named with a #sha256= on any page of a pypi host is neither stored nor served stale" {
 	probe_registry
 	printf 'rule localhost:%s\ncache pypi\n' "$REG" >"$T/rules"
@@ -306,10 +364,11 @@ end_hostile_filler() {
 	assert_output 20
 	# Nothing was stored, so nothing of the store may be left behind: a VM making up
 	# paths by the million would otherwise fill the host's disk with empty files.
-	# The store's one count of the fills under way stays: this proxy's line, at 0.
-	run find "$T/deps" -type f
+	# The store's own two files stay: its scope key, and its one count of the fills
+	# under way (this proxy's line, at 0).
+	run bash -c 'find "$1" -type f | sort' - "$T/deps"
 	assert_success
-	assert_output "$T/deps/filling"
+	assert_output "$(printf '%s\n' "$T/deps/filling" "$T/deps/scope-key" | sort)"
 	run cat "$T/deps/filling"
 	assert_output 00000000000000000000
 }

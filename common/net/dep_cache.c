@@ -5,11 +5,14 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -223,6 +226,120 @@ static int share_grow(struct dep_cache *c, uint64_t n, struct buf *err)
 	return ret;
 }
 
+/* Read the 32 bytes of the scope key at path: 1, 0 when there is none, or -errno. */
+static int scope_key_read(const char *path, unsigned char key[32], struct buf *err)
+{
+	unsigned char b[33];
+	struct stat st;
+	ssize_t n;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+
+	if (fd < 0 && errno == ENOENT)
+		return 0;
+	if (fd < 0) {
+		if (err)
+			buf_addf(err, "cannot open '%s': %s", path, strerror(errno));
+		return -errno;
+	}
+	do
+		n = fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ? -2 : pread(fd, b, sizeof(b), 0);
+	while (n == -1 && errno == EINTR);
+	close(fd);
+	if (n != 32) {
+		OPENSSL_cleanse(b, sizeof(b));
+		if (err)
+			buf_addf(err, "'%s' is not the store's scope key (32 bytes)", path);
+		return -EINVAL;
+	}
+	memcpy(key, b, 32);
+	OPENSSL_cleanse(b, sizeof(b));
+	return 1;
+}
+
+/*
+ * The store's scope key, made when it has none: written whole and synced
+ * under a name of its own, then linked into place (a second maker's link
+ * fails, and both read the first's).  0 or a negative errno.
+ */
+static int scope_key_load(const char *root, unsigned char key[32], struct buf *err)
+{
+	struct buf path = BUF_INIT, tmp = BUF_INIT;
+	unsigned char r[32];
+	ssize_t got;
+	int ret, fd;
+
+	buf_addf(&path, "%s/scope-key", root);
+	ret = scope_key_read(path.buf, key, err);
+	if (ret)
+		goto out;
+	do
+		got = getrandom(r, sizeof(r), 0);
+	while (got < 0 && errno == EINTR);
+	if (got != (ssize_t)sizeof(r)) {
+		ret = got < 0 ? -errno : -EIO;
+		if (err)
+			buf_addf(err, "cannot make the store's scope key: %s", strerror(-ret));
+		goto out;
+	}
+	buf_addf(&tmp, "%s/.scope-key.%ld.%02x%02x%02x%02x", root, (long)getpid(), r[0], r[1], r[2],
+	         r[3]);
+	fd = open(tmp.buf, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0) {
+		ret = -errno;
+		if (err)
+			buf_addf(err, "cannot make '%s': %s", tmp.buf, strerror(errno));
+		goto out;
+	}
+	ret = write(fd, r, sizeof(r)) == (ssize_t)sizeof(r) && fsync(fd) == 0 ? 0
+	      : errno                                                         ? -errno
+	                                                                      : -ENOSPC;
+	close(fd);
+	if (!ret && link(tmp.buf, path.buf) < 0 && errno != EEXIST)
+		ret = -errno;
+	unlink(tmp.buf);
+	if (ret < 0) {
+		if (err)
+			buf_addf(err, "cannot make '%s': %s", path.buf, strerror(-ret));
+		goto out;
+	}
+	ret = scope_key_read(path.buf, key, err);
+	if (ret == 0) {
+		ret = -ENOENT;
+		if (err)
+			buf_addf(err, "cannot read '%s': %s", path.buf, strerror(ENOENT));
+	}
+out:
+	OPENSSL_cleanse(r, sizeof(r));
+	buf_release(&path);
+	buf_release(&tmp);
+	return ret < 0 ? ret : 0;
+}
+
+void dep_cache_secret_scope(const struct dep_cache *c, const char *base, const char *const *values,
+                            size_t n, struct buf *scope)
+{
+	struct buf msg = BUF_INIT;
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int len = 0;
+	char hex[33];
+	size_t at = scope->len;
+
+	if (!n)
+		BUG("dep_cache_secret_scope: no secret");
+	buf_addstr(&msg, "aibox-cache-scope 1\n");
+	for (size_t i = 0; i < n; i++)
+		buf_addf(&msg, "%zu:%s\n", strlen(values[i]), values[i]);
+	if (!HMAC(EVP_sha256(), c->scope_key, sizeof(c->scope_key), (unsigned char *)msg.buf,
+	          msg.len, md, &len))
+		die_oom();
+	OPENSSL_cleanse(msg.buf, msg.len);
+	buf_release(&msg);
+	hex_encode(hex, md, 16);
+	buf_addf(scope, "%s/%s", base, hex);
+	if (!base[0] || !dep_cache_scope_ok(scope->buf + at))
+		buf_setlen(scope, at);
+}
+
 int dep_cache_open(struct dep_cache *c, const char *root, uint64_t max_bytes, struct buf *err)
 {
 	struct buf b = BUF_INIT;
@@ -246,6 +363,10 @@ int dep_cache_open(struct dep_cache *c, const char *root, uint64_t max_bytes, st
 		if (c->share_fd < 0)
 			ret = c->share_fd;
 	}
+	if (!ret && (ret = scope_key_load(root, c->scope_key, err)) < 0) {
+		close(c->share_fd);
+		c->share_fd = -1;
+	}
 	buf_release(&b);
 	if (ret < 0)
 		return ret;
@@ -263,6 +384,7 @@ void dep_cache_close(struct dep_cache *c)
 	if (c->share_fd >= 0)
 		close(c->share_fd); /* its line's lock goes: the line counts no more */
 	c->share_fd = -1;
+	OPENSSL_cleanse(c->scope_key, sizeof(c->scope_key));
 }
 
 int dep_cache_read_max(const char *path, uint64_t *max_bytes, struct buf *err)
@@ -906,7 +1028,11 @@ static int drop_one(const struct dep_cache_entry *e, void *data)
 {
 	struct drop_ctx *d = data;
 
-	if (!strcmp(e->scope, d->scope) && !dep_cache_remove(e->path))
+	size_t n = strlen(d->scope);
+
+	/* The scope itself, or one dep_cache_secret_scope() made from it. */
+	if (!strncmp(e->scope, d->scope, n) && (!e->scope[n] || e->scope[n] == '/') &&
+	    !dep_cache_remove(e->path))
 		d->removed++;
 	return 0;
 }

@@ -70,6 +70,8 @@ struct dep_cache {
 	 */
 	uint64_t filling;
 	int share_fd, share_slot;
+	/* The store's own random key for secrets' scopes (dep_cache_secret_scope()). */
+	unsigned char scope_key[32];
 };
 /* The handles that may fill at once (lines of ROOT/filling); more are refused. */
 #define DEP_CACHE_SHARE_SLOTS 1024
@@ -102,8 +104,22 @@ int dep_cache_scope_ok(const char *scope);
 void dep_cache_project_scope(const char *name, struct buf *scope);
 
 /*
+ * The scope of what a project's task fetches with the secrets whose values
+ * are values[0..n) (n > 0; in an order that does not change from task to
+ * task, such as by name): base (dep_cache_project_scope()'s), "/" and 32 hex
+ * digits of HMAC-SHA256 over the values under the store's own random key
+ * (ROOT/scope-key), appended to scope; nothing when that is no scope the
+ * store takes.  So a secret rotated or removed reaches nothing its old value
+ * fetched, and the store holds neither a value nor an unkeyed hash of one.
+ */
+void dep_cache_secret_scope(const struct dep_cache *c, const char *base, const char *const *values,
+                            size_t n, struct buf *scope);
+
+/*
  * Open the store at root (made with its folders, mode 0700, when missing)
- * with a cap of max_bytes.  0, or a negative errno with the reason in err.
+ * with a cap of max_bytes; its count of the fills under way and its scope key
+ * (made when missing: 32 random bytes, 0600) are opened and read now, before
+ * a caller's lockdown.  0, or a negative errno with the reason in err.
  */
 int dep_cache_open(struct dep_cache *c, const char *root, uint64_t max_bytes, struct buf *err);
 void dep_cache_close(struct dep_cache *c);
@@ -209,7 +225,8 @@ int dep_cache_walk(struct dep_cache *c, int (*fn)(const struct dep_cache_entry *
 int dep_cache_verify(const char *path, struct buf *err);
 
 /*
- * Remove every entry of scope (not ""): a removed project's (docs/cache.md,
+ * Remove every entry of scope (not ""), and of each scope made from it by
+ * dep_cache_secret_scope() ("SCOPE/..."): a removed project's (docs/cache.md,
  * "Scopes").  *removed (when not NULL) is the count removed.  0 or a negative
  * errno with the reason in err.
  */

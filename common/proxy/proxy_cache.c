@@ -214,6 +214,7 @@ void px_cache_end(struct conn *c)
 	drop_meta(c);
 	free(c->ckey);
 	c->ckey = NULL;
+	free(c->cscope);
 	c->cscope = NULL;
 	c->cdig = NULL;
 	c->cdig_seen = 0;
@@ -334,6 +335,54 @@ static int credentialed(const struct conn *c, const struct http_head *h)
 		if (!ps->secrets[i].api && allow_match(&ps->secrets[i].hosts, c->host, c->port))
 			return 1;
 	return 0;
+}
+
+static int by_name(const void *a, const void *b)
+{
+	const struct swap_secret *x = *(const struct swap_secret *const *)a;
+	const struct swap_secret *y = *(const struct swap_secret *const *)b;
+
+	return strcmp(x->name, y->name);
+}
+
+/*
+ * The scope c's request is kept under (docs/cache.md, "Scopes"): "" without
+ * a credential; with one, the project's, or with the secrets that go to its
+ * host, the scope of their values (dep_cache_secret_scope(), by their names'
+ * order), so that an artifact stays reachable only while the project has the
+ * same secrets for that host.  NULL when the project keeps no such artifact.
+ */
+static char *request_scope(const struct conn *c, const struct http_head *h)
+{
+	const struct proxy_secrets *ps = c->px->cfg->secrets;
+	const char *base = c->px->cfg->cache_scope;
+	const struct swap_secret **v;
+	const char **values;
+	struct buf scope = BUF_INIT;
+	size_t n = 0;
+
+	if (!credentialed(c, h))
+		return xstrdup("");
+	if (!base)
+		return NULL;
+	v = xcalloc(ps->nr + 1, sizeof(*v));
+	values = xcalloc(ps->nr + 1, sizeof(*values));
+	for (size_t i = 0; i < ps->nr; i++)
+		if (!ps->secrets[i].api && allow_match(&ps->secrets[i].hosts, c->host, c->port))
+			v[n++] = &ps->secrets[i];
+	qsort(v, n, sizeof(*v), by_name);
+	for (size_t i = 0; i < n; i++)
+		values[i] = v[i]->value;
+	if (n)
+		dep_cache_secret_scope(c->px->cfg->cache, base, values, n, &scope);
+	else
+		buf_addstr(&scope, base);
+	free(v);
+	free(values);
+	if (scope.len)
+		return buf_detach(&scope, NULL);
+	buf_release(&scope); /* a scope the store does not take: not kept */
+	return NULL;
 }
 
 /*
@@ -513,7 +562,8 @@ int px_cache_request(struct conn *c, const struct http_head *h, const char *t, s
 	}
 	c->cache_note = "miss";
 	/* With a credential: kept for this project only, or not at all. */
-	c->cscope = credentialed(c, h) ? px->cfg->cache_scope : "";
+	free(c->cscope);
+	c->cscope = request_scope(c, h);
 	if (!c->cscope)
 		goto out;
 	store_key(key.buf, d, &skey);

@@ -194,7 +194,7 @@ struct conn {
 	int cache_kind;                /* the host's CONFIG_CACHE_*, 0: not a cached host */
 	const char *cache_note;        /* for the log: hit, miss, fill, busy, bypass, bad */
 	char *ckey;                    /* an artifact's key in the store */
-	const char *cscope;            /* and its scope */
+	char *cscope;                  /* and its scope (request_scope()) */
 	const struct dep_digest *cdig; /* an artifact's digest: its bytes are checked */
 	struct dep_digest cdig_v;      /* cdig's copy (the table moves as it grows) */
 	int cdig_seen;                 /* the request was for an artifact (hit or miss) */
