@@ -318,7 +318,7 @@ npm_ci() {
 	assert_output 1
 	run aibox cache list
 	assert_success
-	assert_line --regexp "  project:a  $url#sha512="
+	assert_line --regexp "  project:a/[0-9a-f]{32}  $url#sha512="
 	# Without the placeholder the proxy's fetch carries no credential: 401, nothing learnt or kept.
 	run icurl -o /dev/null "https://localhost:$REG/right-pad/-/right-pad-2.1.0.tgz"
 	assert_success
@@ -801,7 +801,7 @@ two_tasks() {
 	assert_success
 	run aibox cache list
 	assert_success
-	assert_line --regexp "  project:a  $url#sha512="
+	assert_line --regexp "  project:a/[0-9a-f]{32}  $url#sha512="
 	# The same project's next task: a hit.
 	task "$T/rules-secret" --cache-scope project:a
 	run icurl -o /dev/null -H "Authorization: Bearer $PH" "https://localhost:$REG/left-pad"
@@ -828,7 +828,7 @@ two_tasks() {
 	assert_equal "$(reg_count '\.tgz$')" 2
 	run aibox cache list
 	assert_success
-	assert_line --regexp "  project:b  $url#sha512="
+	assert_line --regexp "  project:b/[0-9a-f]{32}  $url#sha512="
 	# Without a scope, what a secret fetched is not kept at all.
 	task "$T/rules-secret"
 	run icurl -o /dev/null "https://localhost:$REG/right-pad"

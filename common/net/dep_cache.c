@@ -326,7 +326,8 @@ void dep_cache_secret_scope(const struct dep_cache *c, const char *base, const c
 
 	if (!n)
 		BUG("dep_cache_secret_scope: no secret");
-	buf_addstr(&msg, "aibox-cache-scope 1\n");
+	/* The project too: two projects with one secret show no common hash. */
+	buf_addf(&msg, "aibox-cache-scope 1\n%s\n", base);
 	for (size_t i = 0; i < n; i++)
 		buf_addf(&msg, "%zu:%s\n", strlen(values[i]), values[i]);
 	if (!HMAC(EVP_sha256(), c->scope_key, sizeof(c->scope_key), (unsigned char *)msg.buf,

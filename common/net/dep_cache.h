@@ -107,7 +107,7 @@ void dep_cache_project_scope(const char *name, struct buf *scope);
  * The scope of what a project's task fetches with the secrets whose values
  * are values[0..n) (n > 0; in an order that does not change from task to
  * task, such as by name): base (dep_cache_project_scope()'s), "/" and 32 hex
- * digits of HMAC-SHA256 over the values under the store's own random key
+ * digits of HMAC-SHA256 over base and the values under the store's own random key
  * (ROOT/scope-key), appended to scope; nothing when that is no scope the
  * store takes.  So a secret rotated or removed reaches nothing its old value
  * fetched, and the store holds neither a value nor an unkeyed hash of one.
