@@ -180,3 +180,16 @@ grown() {
 	run grep -c '^GET /big-pad/-/big-pad-1.0.0.tgz$' "$T/reg.log"
 	assert_output 2
 }
+
+@test "cache faults: an entry cut short on the host's disk is not served; the next task's proxy fills it anew, whole" {
+	registry
+	task
+	run fetch big-pad
+	assert_success
+	local f
+	f=$(find "$T/deps/v1" -type f -name '[0-9a-f]*')
+	truncate -s -1000 "$f"
+	refill "$T/deps"
+	run grep -c '^GET /big-pad/-/big-pad-1.0.0.tgz$' "$T/reg.log"
+	assert_output 2
+}

@@ -570,6 +570,11 @@ int px_cache_request(struct conn *c, const struct http_head *h, const char *t, s
 	if (!dep_cache_key_ok(skey.buf) || !dep_cache_scope_ok(c->cscope))
 		goto out;
 	r = dep_cache_lookup(px->cfg->cache, skey.buf, c->cscope, &e, &why);
+	if (r == -EBADMSG) {
+		/* Cut short or not this key's: never served, filled anew (docs/cache.md). */
+		px_log_note(px, "the dependency cache failed", EBADMSG);
+		r = 0;
+	}
 	if (r == 0) {
 		c->fill = xmalloc(sizeof(*c->fill));
 		*c->fill = (struct dep_cache_fill)DEP_CACHE_FILL_INIT;
