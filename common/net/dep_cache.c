@@ -113,9 +113,10 @@ static int open_share(const char *path, struct buf *err)
 	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600);
 
 	if (fd < 0) {
+		fd = -errno;
 		if (err)
-			buf_addf(err, "cannot open '%s': %s", path, strerror(errno));
-		return -errno;
+			buf_addf(err, "cannot open '%s': %s", path, strerror(-fd));
+		return fd;
 	}
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
 		close(fd);
@@ -237,9 +238,10 @@ static int scope_key_read(const char *path, unsigned char key[32], struct buf *e
 	if (fd < 0 && errno == ENOENT)
 		return 0;
 	if (fd < 0) {
+		fd = -errno;
 		if (err)
-			buf_addf(err, "cannot open '%s': %s", path, strerror(errno));
-		return -errno;
+			buf_addf(err, "cannot open '%s': %s", path, strerror(-fd));
+		return fd;
 	}
 	do
 		n = fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ? -2 : pread(fd, b, sizeof(b), 0);
@@ -281,8 +283,9 @@ static int scope_key_load(const char *root, unsigned char key[32], struct buf *e
 			buf_addf(err, "cannot make the store's scope key: %s", strerror(-ret));
 		goto out;
 	}
-	buf_addf(&tmp, "%s/.scope-key.%ld.%02x%02x%02x%02x", root, (long)getpid(), r[0], r[1], r[2],
-	         r[3]);
+	/* Named by the process alone (no byte of the key); one left by a dead one goes. */
+	buf_addf(&tmp, "%s/.scope-key.%ld", root, (long)getpid());
+	unlink(tmp.buf);
 	fd = open(tmp.buf, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0) {
 		ret = -errno;
