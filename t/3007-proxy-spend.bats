@@ -960,3 +960,47 @@ million_usage() {
 	stop_proxy
 	[ "$(usage '[.nano_usd, .requests, .skipped]')" = '[120025350000,2,1]' ]
 }
+
+@test "spend: once one proxy's answer came from the Priority Tier, the other proxies of the day reserve at the top price: the day's cap is passed by one answer" {
+	# each answer 10 x 60 + 1,000 x 225 USD per million at the top price (0.2256 USD),
+	# a second after its request; the first proxy's answer says priority, and the second
+	# proxy, whose 20 requests come at once, has to know it from the day's ledger
+	api '{"delay":1,"usage":{"input_tokens":10,"output_tokens":1000,"service_tier":"priority"}}'
+	: >"$T/ledger"
+	exec 5<>"$T/ledger"
+	start_proxy --key-env AIBOX_TEST_KEY --ledger-fd 5 --budget-day 0.5 --log "$T/proxy1.log"
+	exec 5>&-
+	P1=$PROXY_PORT PID1=$PROXY_PID
+	PROXY_PID=
+	clients 1 "" 1000
+	grep -q message_stop "$T/got.0"
+	exec 5<>"$T/ledger"
+	start_recorded --ledger-fd 5 --budget-day 0.5
+	exec 5>&-
+	mkdir "$T/2"
+	T=$T/2 clients 20 "" 1000
+	stop_proxy
+	# the day: at most the cap and one answer
+	[ "$((10#$(head -1 "$T/ledger")))" -le $((500000000 + 225600000)) ] ||
+		fail "the day's total is $(head -1 "$T/ledger") nano-USD"
+	# the Priority Tier is a line of the ledger's reservations, of nothing, never lapsing
+	# (so a proxy that knows only reservations reads it, and never takes its place)
+	run tail -n +2 "$T/ledger"
+	assert_line 'ffffffffffff0002 00000000000000000000 18446744073709551615'
+	run grep -cvE '^[0-9a-f]{16} [0-9]{20} [0-9]{20}$' <(tail -n +2 "$T/ledger")
+	assert_output 0
+}
+
+@test "spend: hostile: under a cap however large, a body that does not bound its prompt runs alone: its reservation bounds nothing" {
+	# A cheap model's body naming a document by URL is reserved 10^9 input tokens at
+	# Haiku 5.5's dearest input-like price (1,000 USD), under a cap of 1,500; but its
+	# answer counts 10^9 tokens of each prompt kind, 2,175 USD (500 + 625 + 1,000 + 50
+	# and 10 x 2.50 USD per million of output), a second after its request
+	api '{"delay":1,"usage":{"input_tokens":1000000000,"cache_creation":{"ephemeral_5m_input_tokens":1000000000,"ephemeral_1h_input_tokens":1000000000},"cache_read_input_tokens":1000000000,"output_tokens":10}}'
+	start_recorded --budget-task 1500
+	clients 5 "" 100 claude-haiku-5-5 true '"messages":[{"role":"user","content":[{"type":"document","source":{"type":"url","url":"https://example.com/big.pdf"}}]}]'
+	stop_proxy
+	# one forwarded, the others waited for it and were refused
+	run jq -c '.usage | [.nano_usd, .requests, .refused]' "$T/record.json"
+	assert_output '[2175000025000,1,4]'
+}

@@ -1480,14 +1480,24 @@ static int lock(int fd, int op)
  * USAGE_LEDGER_SLOTS reservations, "%016llx %020llu %020llu\n": a proxy's
  * id (0: a free slot), its reservation in nano-USD and when it lapses (Unix
  * seconds).  Slots are rewritten in place and never removed, so the file
- * only grows by whole lines and a crash leaves it readable.
+ * only grows by whole lines and a crash leaves it readable.  One slot may
+ * hold the day's price flags instead: its id USAGE_LEDGER_ID_MAX with the
+ * flags in its low bits, nothing reserved, lapsing never, so that a reader
+ * of the ledger before the flags (which knows only reservations) reads it
+ * as a reservation of 0 it never reuses.
  */
-#define SLOT_LEN   59
-#define LEDGER_MAX (LEDGER_DIGITS + 1 + SLOT_LEN * USAGE_LEDGER_SLOTS)
+#define SLOT_LEN    59
+#define LEDGER_MAX  (LEDGER_DIGITS + 1 + SLOT_LEN * USAGE_LEDGER_SLOTS)
+#define FLAGS_KNOWN (USAGE_PRICE_GEO | USAGE_PRICE_TOP)
 
 struct slot {
 	uint64_t id, nano, until;
 };
+
+static int is_flags_slot(const struct slot *s)
+{
+	return s->id >= USAGE_LEDGER_ID_MAX;
+}
 
 static int digits(const char *p, int n, int base, uint64_t *out)
 {
@@ -1555,52 +1565,97 @@ static int write_total(int fd, uint64_t v)
 	return write_at(fd, b, LEDGER_DIGITS + 1, 0);
 }
 
-/* Set this proxy's slot (a free one, a lapsed one, or a new line) to nano; 0 frees it. */
-static int write_slot(int fd, struct slot *sl, int nslots, uint64_t id, uint64_t nano, time_t now)
+/* Write slot i (a new line when i == *nslots) as s, in the file and in sl. */
+static int write_line(int fd, struct slot *sl, int *nslots, int i, struct slot s)
 {
 	char b[SLOT_LEN + 1];
-	int i, pick = -1;
+	int ret;
 
-	for (i = 0; i < nslots; i++) {
+	snprintf(b, sizeof(b), "%016llx %020llu %020llu\n", (unsigned long long)s.id,
+	         (unsigned long long)s.nano, (unsigned long long)s.until);
+	if ((ret = write_at(fd, b, SLOT_LEN, LEDGER_DIGITS + 1 + (off_t)i * SLOT_LEN)) < 0)
+		return ret;
+	sl[i] = s;
+	if (i == *nslots)
+		(*nslots)++;
+	return 0;
+}
+
+/* The slot a new line may take: a free one, a lapsed one, or a new line; -1: none. */
+static int free_slot(const struct slot *sl, int nslots, time_t now)
+{
+	for (int i = 0; i < nslots; i++)
+		if (!is_flags_slot(&sl[i]) && (!sl[i].id || sl[i].until <= (uint64_t)now))
+			return i;
+	return nslots < USAGE_LEDGER_SLOTS ? nslots : -1;
+}
+
+/* Set this proxy's slot (its own, else free_slot()'s) to nano; 0 frees it. */
+static int write_slot(int fd, struct slot *sl, int *nslots, uint64_t id, uint64_t nano, time_t now)
+{
+	struct slot s = {nano ? id : 0, nano, nano ? (uint64_t)now + USAGE_LEDGER_TTL : 0};
+	int i;
+
+	for (i = 0; i < *nslots; i++)
 		if (sl[i].id == id)
 			break;
-		if (pick < 0 && (!sl[i].id || sl[i].until <= (uint64_t)now))
-			pick = i;
-	}
-	if (i == nslots && !nano)
+	if (i == *nslots && !nano)
 		return 0;
-	if (i == nslots)
-		i = pick;
-	if (i < 0 && nslots >= USAGE_LEDGER_SLOTS)
+	if (i == *nslots && (i = free_slot(sl, *nslots, now)) < 0)
 		return -ENOSPC;
-	if (i < 0)
-		i = nslots;
-	snprintf(b, sizeof(b), "%016llx %020llu %020llu\n", (unsigned long long)(nano ? id : 0),
-	         (unsigned long long)nano,
-	         (unsigned long long)(nano ? (uint64_t)now + USAGE_LEDGER_TTL : 0));
-	return write_at(fd, b, SLOT_LEN, LEDGER_DIGITS + 1 + (off_t)i * SLOT_LEN);
+	return write_line(fd, sl, nslots, i, s);
+}
+
+/*
+ * Add flags to the day's (*have, read from the ledger): its flags line
+ * rewritten in place, or a slot taken for it (none free: the flags are not
+ * shared until one is), synced as a total is.
+ */
+static int write_flags(int fd, struct slot *sl, int *nslots, unsigned *have, unsigned flags,
+                       time_t now)
+{
+	unsigned want = (*have | flags) & FLAGS_KNOWN;
+	int i, ret;
+
+	if (want == *have)
+		return 0;
+	for (i = 0; i < *nslots && !is_flags_slot(&sl[i]); i++)
+		;
+	if (i == *nslots && (i = free_slot(sl, *nslots, now)) < 0)
+		return 0;
+	ret =
+	    write_line(fd, sl, nslots, i, (struct slot){USAGE_LEDGER_ID_MAX | want, 0, UINT64_MAX});
+	if (ret < 0)
+		return ret;
+	*have = want;
+	return fdatasync(fd) < 0 ? -errno : 0;
 }
 
 /*
  * The one ledger operation, under an exclusive lock: read, add to the
- * total, decide an admission (admit: cap, mine, want), set this proxy's
- * reservation.  The verdict, or a negative errno.
+ * total, add the price flags, decide an admission (admit: cap, mine,
+ * want), set this proxy's reservation.  The verdict, or a negative errno.
  */
-static int ledger_op(int fd, uint64_t id, uint64_t add, int admit, uint64_t cap, uint64_t mine,
-                     uint64_t want, time_t now, struct usage_ledger_view *v)
+static int ledger_op(int fd, uint64_t id, uint64_t add, unsigned flags, int admit, uint64_t cap,
+                     uint64_t mine, uint64_t want, time_t now, struct usage_ledger_view *v)
 {
 	struct slot sl[USAGE_LEDGER_SLOTS];
 	uint64_t total = 0, others = 0;
 	int nslots = 0, empty = 0, ret, verdict = USAGE_ADMIT;
+	unsigned have = 0;
 
 	if ((ret = lock(fd, LOCK_EX)) < 0)
 		return ret;
 	if ((ret = ledger_read(fd, &total, sl, &nslots, &empty)) < 0)
 		goto out;
 	for (int i = 0; i < nslots; i++)
-		if (sl[i].id && sl[i].id != id && sl[i].until > (uint64_t)now)
+		if (is_flags_slot(&sl[i]))
+			have |= (unsigned)sl[i].id & FLAGS_KNOWN;
+		else if (sl[i].id && sl[i].id != id && sl[i].until > (uint64_t)now)
 			others = sat_add(others, sl[i].nano);
-	if (admit && cap) {
+	if (admit && (have & ~flags)) {
+		verdict = USAGE_AGAIN;
+	} else if (admit && cap) {
 		uint64_t held = sat_add(mine, others);
 
 		if (total >= cap)
@@ -1608,7 +1663,7 @@ static int ledger_op(int fd, uint64_t id, uint64_t add, int admit, uint64_t cap,
 		else if (held && sat_add(total, held) >= cap)
 			verdict = USAGE_WAIT;
 	}
-	if (add || (empty && id)) {
+	if (add || (empty && (id || flags))) {
 		total = sat_add(total, add);
 		if ((ret = write_total(fd, total)) < 0)
 			goto out;
@@ -1618,33 +1673,36 @@ static int ledger_op(int fd, uint64_t id, uint64_t add, int admit, uint64_t cap,
 			goto out;
 		}
 	}
+	if ((ret = write_flags(fd, sl, &nslots, &have, flags, now)) < 0)
+		goto out;
 	if (id && verdict == USAGE_ADMIT &&
-	    (ret = write_slot(fd, sl, nslots, id, admit ? want : mine, now)) < 0)
+	    (ret = write_slot(fd, sl, &nslots, id, admit ? want : mine, now)) < 0)
 		goto out;
 	v->total = total;
 	v->others = others;
+	v->flags = have;
 	ret = verdict;
 out:
 	lock(fd, LOCK_UN);
 	return ret;
 }
 
-int usage_ledger_sync(int fd, uint64_t id, uint64_t add, uint64_t reserve, time_t now,
-                      struct usage_ledger_view *v)
+int usage_ledger_sync(int fd, uint64_t id, uint64_t add, uint64_t reserve, unsigned flags,
+                      time_t now, struct usage_ledger_view *v)
 {
-	return ledger_op(fd, id, add, 0, 0, reserve, 0, now, v);
+	return ledger_op(fd, id, add, flags, 0, 0, reserve, 0, now, v);
 }
 
-int usage_ledger_admit(int fd, uint64_t id, uint64_t cap, uint64_t mine, uint64_t want, time_t now,
-                       struct usage_ledger_view *v)
+int usage_ledger_admit(int fd, uint64_t id, uint64_t cap, uint64_t mine, uint64_t want,
+                       unsigned flags, time_t now, struct usage_ledger_view *v)
 {
-	return ledger_op(fd, id, 0, 1, cap, mine, want, now, v);
+	return ledger_op(fd, id, 0, flags, 1, cap, mine, want, now, v);
 }
 
 int usage_ledger_add(int fd, uint64_t nano, uint64_t *total)
 {
 	struct usage_ledger_view v;
-	int ret = ledger_op(fd, 0, nano, 0, 0, 0, 0, time(NULL), &v);
+	int ret = ledger_op(fd, 0, nano, 0, 0, 0, 0, 0, time(NULL), &v);
 
 	if (ret >= 0)
 		*total = v.total;

@@ -476,40 +476,50 @@ int usage_ledger_add(int fd, uint64_t nano, uint64_t *total);
  * Reservations: what the paid requests in flight of each proxy may still
  * cost, kept in the ledger beside the total so that every proxy of the
  * project sees them (docs/budget.md, "The day's ledger").  A proxy names
- * its own by an id (not 0, unique per proxy); a reservation lapses
- * USAGE_LEDGER_TTL seconds after its proxy last set it, so that one of a
- * proxy that died blocks no one for longer; the ledger holds at most
- * USAGE_LEDGER_SLOTS proxies' reservations at once (-ENOSPC past them).
+ * its own by an id (not 0, below USAGE_LEDGER_ID_MAX, unique per proxy); a
+ * reservation lapses USAGE_LEDGER_TTL seconds after its proxy last set it,
+ * so that one of a proxy that died blocks no one for longer; the ledger
+ * holds at most USAGE_LEDGER_SLOTS lines of reservations at once (-ENOSPC
+ * past them), the line of the day's price flags among them.
  */
 #define USAGE_LEDGER_TTL   60
 #define USAGE_LEDGER_SLOTS 64
+/* The ids from this one up name the line of the day's price flags, not a proxy. */
+#define USAGE_LEDGER_ID_MAX 0xffffffffffff0000ULL
 
 struct usage_ledger_view {
 	uint64_t total;  /* the day's spend */
 	uint64_t others; /* the reservations of the other proxies, not lapsed */
+	unsigned flags;  /* the USAGE_PRICE_* an answer of the day reported (a workspace's
+	                    default geo, the Priority Tier): every proxy reserves at them */
 };
 
 /* The verdicts of usage_ledger_admit(). */
-enum { USAGE_ADMIT, USAGE_WAIT, USAGE_REFUSE };
+enum { USAGE_ADMIT, USAGE_WAIT, USAGE_REFUSE, USAGE_AGAIN };
 
 /*
  * Under the exclusive lock: add nano to the total, set the reservation of
  * proxy id to reserve (0 removes it; id 0: none) lapsing at now +
- * USAGE_LEDGER_TTL, and read the view.  0, or a negative errno.
+ * USAGE_LEDGER_TTL, add flags (USAGE_PRICE_*) to the day's (a line of
+ * their own, fdatasync'ed when they grow; they never go back), and read
+ * the view.  0, or a negative errno.
  */
-int usage_ledger_sync(int fd, uint64_t id, uint64_t add, uint64_t reserve, time_t now,
-                      struct usage_ledger_view *v);
+int usage_ledger_sync(int fd, uint64_t id, uint64_t add, uint64_t reserve, unsigned flags,
+                      time_t now, struct usage_ledger_view *v);
 
 /*
- * Whether proxy id, whose requests in flight hold mine, may start a paid
- * request under the day's cap (0: no cap, always admitted), decided and
- * recorded under one exclusive lock: USAGE_REFUSE when the total reached
- * cap; USAGE_WAIT when some reservation is held (mine or another proxy's)
- * and the total with all of them reaches cap; else USAGE_ADMIT, and the
- * proxy's reservation becomes want.  The verdict with the view, or a
- * negative errno.
+ * Whether proxy id, whose requests in flight hold mine, priced at flags
+ * (USAGE_PRICE_*), may start a paid request under the day's cap (0: no cap,
+ * always admitted), decided and recorded under one exclusive lock:
+ * USAGE_AGAIN when the day's flags hold one that flags lacks (nothing is
+ * decided: v->flags has them, for the caller to price its reservations at
+ * and ask again); USAGE_REFUSE when the total reached cap; USAGE_WAIT when
+ * some reservation is held (mine or another proxy's) and the total with
+ * all of them reaches cap; else USAGE_ADMIT, and the proxy's reservation
+ * becomes want.  flags are added to the day's.  The verdict with the view,
+ * or a negative errno.
  */
-int usage_ledger_admit(int fd, uint64_t id, uint64_t cap, uint64_t mine, uint64_t want, time_t now,
-                       struct usage_ledger_view *v);
+int usage_ledger_admit(int fd, uint64_t id, uint64_t cap, uint64_t mine, uint64_t want,
+                       unsigned flags, time_t now, struct usage_ledger_view *v);
 
 #endif

@@ -35,10 +35,10 @@ static int api_method_ok(const char *m, size_t n)
 	       (n == 6 && !memcmp(m, "DELETE", 6));
 }
 
-/* This proxy's name in the ledger's reservations: random, never 0. */
+/* This proxy's name in the ledger's reservations: random, never 0 or a flags line's. */
 static uint64_t ledger_id(struct proxy *px)
 {
-	while (!px->ledger_id)
+	while (!px->ledger_id || px->ledger_id >= USAGE_LEDGER_ID_MAX)
 		if (RAND_bytes((unsigned char *)&px->ledger_id, sizeof(px->ledger_id)) != 1)
 			px->ledger_id = ((uint64_t)getpid() << 32) ^ (uint64_t)px->now_ms;
 	return px->ledger_id;
@@ -142,42 +142,79 @@ static unsigned reserve_flags(struct conn *c)
 /*
  * The most the paid request c may cost in all (docs/budget.md, "Caps"):
  * its tokens so far, its output raised to its max_tokens, at reserve_flags(), and its input:
- * once its answer reported it (message_start), as reported, unless its body
- * does not bound it (server tools add input as the answer goes); until
- * then, prompt_bound() at the highest input-like price of its model.  Before
- * its body has been read, the model is unknown (the table's top price),
- * max_tokens the largest count and the input unbounded: it holds back every
- * other request until then, as one whose body does not bound its input
- * does until its answer ends.
+ * once its answer reported it (message_start), as reported; until then, its
+ * body's bytes and USAGE_PROMPT_OVERHEAD (prompt_bound()) at the highest
+ * input-like price of its model.  PX_RESV_ALONE before its body has been
+ * read, and for a body that does not bound its prompt (an answer's input,
+ * iterations and cache kinds can each be up to USAGE_TOKENS_MAX then, at
+ * other models' prices), until its answer ends: nothing bounds its cost.
  */
 static uint64_t worst_cost(struct conn *c)
 {
 	struct usage_price p;
 	struct usage_tokens t = c->req_tokens;
-	uint64_t out = c->req_done ? usage_req_max_tokens(&c->rq) : USAGE_TOKENS_MAX;
+	uint64_t out;
 
+	if (!c->req_done || usage_req_unbounded(&c->rq))
+		return PX_RESV_ALONE;
+	out = usage_req_max_tokens(&c->rq);
 	usage_price_for(c->px->cfg->prices, conn_model(c), reserve_flags(c), &p);
 	if (t.n[USAGE_OUTPUT] < out)
 		t.n[USAGE_OUTPUT] = out;
-	if (c->us_counted && c->req_done && !usage_req_unbounded(&c->rq))
+	if (c->us_counted)
 		return usage_cost(&p, &t);
 	return cost_with_input(&p, &t, prompt_bound(c, USAGE_TOKENS_MAX), NULL);
+}
+
+/* What this proxy's requests in flight may still cost: PX_RESV_ALONE when one runs alone. */
+static uint64_t px_reserved(const struct proxy *px)
+{
+	return px->resv_alone || px->resv_sum >= PX_RESV_ALONE ? PX_RESV_ALONE
+	                                                       : (uint64_t)px->resv_sum;
+}
+
+/* Set c's reservation to resv, in px's too. */
+static void resv_set(struct conn *c, uint64_t resv)
+{
+	struct proxy *px = c->px;
+
+	if (c->resv == PX_RESV_ALONE)
+		px->resv_alone--;
+	else
+		px->resv_sum -= c->resv;
+	if (resv == PX_RESV_ALONE)
+		px->resv_alone++;
+	else
+		px->resv_sum += resv;
+	c->resv = resv;
 }
 
 /* c's reservation: what it may still cost, beyond what is counted already. */
 static void spend_update(struct conn *c)
 {
-	struct proxy *px = c->px;
 	uint64_t worst, resv;
 
 	if (!c->admitted)
 		return;
 	worst = worst_cost(c);
-	resv = worst > c->req_nano ? worst - c->req_nano : 0;
+	resv = worst == PX_RESV_ALONE ? worst : worst > c->req_nano ? worst - c->req_nano : 0;
 	if (resv < c->resv)
-		px->budget_changed = 1;
-	px->reserved = px->reserved - c->resv + resv;
-	c->resv = resv;
+		c->px->budget_changed = 1;
+	resv_set(c, resv);
+}
+
+/*
+ * Prices f (USAGE_PRICE_*) an answer reported, this proxy's or, through the
+ * day's ledger, another's: every request is reserved at them from now on,
+ * those in flight too (reserve_flags()).
+ */
+static void flags_learn(struct proxy *px, unsigned f)
+{
+	if (!(f & ~px->flags_seen))
+		return;
+	px->flags_seen |= f;
+	for (struct conn *c = px->conns; c; c = c->next)
+		spend_update(c);
 }
 
 /*
@@ -240,22 +277,30 @@ static int budget_check(struct conn *c)
 	struct proxy *px = c->px;
 	struct usage_count *u = &px->cfg->report->usage;
 	struct usage_ledger_view v;
-	uint64_t resv;
+	uint64_t resv, held;
 	int r = USAGE_ADMIT;
 
+again:
+	held = px_reserved(px);
 	if (u->cap_task && u->nano >= u->cap_task) {
 		budget_refuse(c, USAGE_CAPPED_TASK, u->nano, 0);
 		return 0;
 	}
-	if (u->cap_task && px->reserved && u->nano + px->reserved >= u->cap_task)
+	if (u->cap_task && held && (held >= u->cap_task || u->nano + held >= u->cap_task))
 		return 2;
 	resv = worst_cost(c);
 	if (px->cfg->ledger_fd >= 0) {
-		uint64_t want = px->reserved > UINT64_MAX - resv ? UINT64_MAX : px->reserved + resv;
+		uint64_t want = held > UINT64_MAX - resv ? UINT64_MAX : held + resv;
 
-		r = usage_ledger_admit(px->cfg->ledger_fd, ledger_id(px), u->cap_day, px->reserved,
-		                       want, time(NULL), &v);
+		r = usage_ledger_admit(px->cfg->ledger_fd, ledger_id(px), u->cap_day, held, want,
+		                       px->flags_seen, time(NULL), &v);
+		if (r == USAGE_AGAIN) {
+			/* another proxy's answer said a dearer price: reserve at it */
+			flags_learn(px, v.flags);
+			goto again;
+		}
 		if (r >= 0) {
+			px->ledger_flags = v.flags | px->flags_seen;
 			u->day_nano = v.total;
 			px->ledger_reserved = want;
 			px->ledger_synced_ms = px->now_ms;
@@ -272,8 +317,8 @@ static int budget_check(struct conn *c)
 	if (r == USAGE_WAIT)
 		return 2;
 	c->admitted = 1;
-	c->resv = resv;
-	px->reserved = px->reserved > UINT64_MAX - resv ? UINT64_MAX : px->reserved + resv;
+	c->resv = 0;
+	resv_set(c, resv);
 	return 1;
 }
 
@@ -281,16 +326,23 @@ void px_spend_round(struct proxy *px, int tick)
 {
 	const struct proxy_config *cfg = px->cfg;
 	struct usage_ledger_view v;
+	uint64_t held = px_reserved(px);
 	int waiting = 0;
 
-	if (cfg->ledger_fd >= 0 && px->ledger_id &&
-	    (px->reserved != px->ledger_reserved ||
-	     (px->reserved && px->now_ms - px->ledger_synced_ms >= USAGE_LEDGER_TTL * 1000 / 4)) &&
-	    usage_ledger_sync(cfg->ledger_fd, px->ledger_id, 0, px->reserved, time(NULL), &v) ==
-	        0) {
-		px->ledger_reserved = px->reserved;
-		px->ledger_synced_ms = px->now_ms;
+	if (cfg->ledger_fd >= 0 &&
+	    ((px->ledger_id &&
+	      (held != px->ledger_reserved ||
+	       (held && px->now_ms - px->ledger_synced_ms >= USAGE_LEDGER_TTL * 1000 / 4))) ||
+	     (px->flags_seen & ~px->ledger_flags)) &&
+	    usage_ledger_sync(cfg->ledger_fd, px->ledger_id, 0, held, px->flags_seen, time(NULL),
+	                      &v) == 0) {
+		if (px->ledger_id) {
+			px->ledger_reserved = held;
+			px->ledger_synced_ms = px->now_ms;
+		}
+		px->ledger_flags = v.flags | px->flags_seen; /* tried: admissions try again */
 		cfg->report->usage.day_nano = v.total;
+		flags_learn(px, v.flags);
 	}
 	if (!px->budget_changed && !(tick && cfg->ledger_fd >= 0))
 		return;
@@ -337,14 +389,21 @@ int px_api_request(struct conn *c, const struct http_head *h, const char *t, siz
 	return c->paid ? budget_check(c) : 1;
 }
 
-/* nano more counted: to the day's ledger at once, so that a killed task's spend is still there. */
+/*
+ * nano more counted: to the day's ledger at once, so that a killed task's
+ * spend is still there, with the prices answers reported (flags_learn()).
+ */
 static void ledger_add(struct proxy *px, uint64_t nano)
 {
-	uint64_t total;
+	struct usage_ledger_view v;
 
-	if (px->cfg->ledger_fd >= 0 && nano &&
-	    usage_ledger_add(px->cfg->ledger_fd, nano, &total) == 0)
-		px->cfg->report->usage.day_nano = total;
+	if (px->cfg->ledger_fd >= 0 && (nano || (px->flags_seen & ~px->ledger_flags)) &&
+	    usage_ledger_sync(px->cfg->ledger_fd, 0, nano, 0, px->flags_seen, time(NULL), &v) ==
+	        0) {
+		px->cfg->report->usage.day_nano = v.total;
+		px->ledger_flags = v.flags | px->flags_seen; /* tried: admissions try again */
+		flags_learn(px, v.flags);
+	}
 }
 
 /*
@@ -359,7 +418,7 @@ static void usage_apply(struct conn *c, const char *model, const struct usage_to
 	uint64_t nano;
 
 	if (c->us)
-		px->flags_seen |= usage_stream_flags(c->us);
+		flags_learn(px, usage_stream_flags(c->us));
 	if (!usage_tokens_any(d) && (flags == c->price_flags || !c->us_counted)) {
 		c->price_flags = flags;
 		return;
@@ -476,8 +535,7 @@ static void settle(struct conn *c)
 			usage_apply(c, model, &d);
 		}
 	}
-	px->reserved -= c->resv;
-	c->resv = 0;
+	resv_set(c, 0);
 	c->admitted = 0;
 	px->budget_changed = 1;
 }

@@ -65,6 +65,13 @@ struct ws_frames;
  */
 #define PX_SESS_HOSTS 32
 #define PX_SESS_EACH  4
+/*
+ * The reservation of a paid request whose cost nothing bounds (its body not
+ * read yet, or one that does not bound its prompt): it runs alone under any
+ * cap, as a reservation past every cap would (docs/budget.md, "Requests in
+ * flight: reservations"); the ledger has it as it is, UINT64_MAX.
+ */
+#define PX_RESV_ALONE UINT64_MAX
 
 enum state {
 	ST_HEAD,    /* reading a request head from the client */
@@ -181,9 +188,9 @@ struct conn {
 	unsigned it_flags[USAGE_ITERATIONS]; /* and each of its iterations' */
 	struct usage_req rq;                 /* the request's body, read as it is forwarded */
 	int admitted;                        /* forwarded under the caps: holds a reservation */
-	uint64_t resv;      /* what it may still cost (its share of px->reserved) */
-	int charged_max;    /* its final usage never came: charged its max_tokens (2: and
-	                       its prompt, none of its input having come either) */
+	uint64_t resv;   /* what it may still cost (its share of px->resv_sum), or PX_RESV_ALONE */
+	int charged_max; /* its final usage never came: charged its max_tokens (2: and
+	                    its prompt, none of its input having come either) */
 	int64_t wait_until; /* ST_WAIT: how long it may wait in all */
 	/* The client went away: the answer is read to its end for its usage. */
 	int draining;
@@ -262,13 +269,20 @@ struct proxy {
 	struct pooled pool[PROXY_API_POOL_MAX];
 	struct pooled
 	    opool[PX_OWN_POOL]; /* the own metadata fetches' (common/proxy/proxy_pool.c) */
-	/* Spend: the reservations of this proxy's paid requests in flight (docs/budget.md). */
-	uint64_t reserved;
+	/*
+	 * Spend: the reservations of this proxy's paid requests in flight
+	 * (docs/budget.md): those that bound their cost added up, exactly, and
+	 * how many bound nothing (PX_RESV_ALONE); px_reserved() in proxy_api.c.
+	 */
+	unsigned __int128 resv_sum;
+	uint64_t resv_alone;
 	uint64_t ledger_id;       /* this proxy's reservations in the ledger */
 	uint64_t ledger_reserved; /* as last written there */
 	int64_t ledger_synced_ms;
-	int budget_changed;  /* a reservation went down: the waiting requests look again */
-	unsigned flags_seen; /* USAGE_PRICE_* some answer's usage asked for: reserved at since */
+	int budget_changed;    /* a reservation went down: the waiting requests look again */
+	unsigned flags_seen;   /* USAGE_PRICE_* some answer's usage asked for, this proxy's or
+	                          another's (the ledger's): reserved at since */
+	unsigned ledger_flags; /* the ledger's USAGE_PRICE_*, as last read there */
 	/* Interception: the host certificates issued, the last few kept. */
 	struct {
 		char host[256];

@@ -523,7 +523,7 @@ static int cmd_ledger_add(const char *dir, const char *count, const char *epoch)
 	for (long i = 0; n <= 0 || i < n; i++) {
 		struct usage_ledger_view v;
 		/* a reservation that comes and goes, so that its line is written too */
-		int ret = usage_ledger_sync(fd, 0x5eed, 1, i % 2 ? 1000 : 0, time(NULL), &v);
+		int ret = usage_ledger_sync(fd, 0x5eed, 1, i % 2 ? 1000 : 0, 0, time(NULL), &v);
 
 		if (ret < 0) {
 			printf("error: %s\n", strerror(-ret));
