@@ -1004,3 +1004,32 @@ million_usage() {
 	run jq -c '.usage | [.nano_usd, .requests, .refused]' "$T/record.json"
 	assert_output '[2175000025000,1,4]'
 }
+
+@test "spend: hostile: a top-level key a JSON reader may match without its underscores and dashes (inferenceGeo, Inference-Geo) is unreadable: priced as fast and US-only" {
+	# Go's encoding/json/v2, matching names without case, ignores '_' and '-' too
+	# (unless told not to): "inferenceGeo" and "inference-geo" are inference_geo there.
+	# Each: a model, the member, and what 1,000,000 tokens in and out cost: (8 + 40) x 1.1
+	# and (10 + 50) x 1.1 in fast mode; Opus 4.6's fast mode over 200,000 tokens of prompt,
+	# 60 + 225, at 1.1 as well
+	api "{\"usage\":$(million_usage)}"
+	while IFS='|' read -r model extra usd; do
+		models_usd "$model" "$extra" >"$T/usd"
+		[ "$(jq -c '.[0][1]' "$T/usd")" = "$usd" ] || fail "$extra: $(cat "$T/usd")"
+	done <<-'CASES'
+		claude-opus-5-5|"inferenceGeo":"us"|52.8
+		claude-opus-5|"Inference-Geo":"us"|66
+		claude-opus-4-6|"Speed":"fast","inference_geo":"global"|313.5
+		claude-opus-5-5|"max_Tokens":100,"s-p-e-e-d":"standard"|52.8
+	CASES
+}
+
+@test "spend: hostile: a key that does not bound the prompt, spelled without its underscores or with dashes (mcpServers, so_urce), runs alone under a cap" {
+	# (at the top level such a key is one taken for a key the scanner reads: unreadable
+	# whole, as the test above)
+	alone_under_cap "$(input_script 10 200000 0 1)" 600150000 \
+		'"metadata":{"mcpServers":[{"type":"url","url":"https://mcp.example/sse","name":"m"}]}' \
+		'"messages":[{"role":"user","content":[{"type":"document","so_urce":{"type":"url","url":"https://example.com/big.pdf"}}]}]' \
+		'"tools":[{"name":"Bash"},{"ty-pe":"web_fetch_20250910","name":"web_fetch"}]' \
+		'"metadata":{"Context-Management":{"edits":[{"type":"compact_20260112"}]}}' \
+		'"context_management":{"edits":[{"Ty_pe":"compact_20260112"}]}'
+}

@@ -348,17 +348,23 @@ enum { RQ_OTHER, RQ_MAX_TOKENS, RQ_MODEL, RQ_TOOLS, RQ_SPEED, RQ_GEO, RQ_TIER, R
  * answer's usage.iterations).  A top-level "context_management" is read
  * instead (rq_ctx_edit_ok()): Claude Code sends one in every request.
  */
+static const char *const rq_unbounding[] = {"source", "mcp_servers", "container",
+                                            "context_management"};
+
 static int rq_key_unbounds(const char *k)
 {
-	return !strcmp(k, "source") || !strcmp(k, "mcp_servers") || !strcmp(k, "container") ||
-	       !strcmp(k, "context_management");
+	for (size_t i = 0; i < ARRAY_SIZE(rq_unbounding); i++)
+		if (!strcmp(k, rq_unbounding[i]))
+			return 1;
+	return 0;
 }
 
 /*
  * The key k as a JSON reader that matches keys without case may read it
- * (Go's encoding/json does, with Unicode's simple folding): ASCII letters in
- * lower case, U+017F (long s) as s and U+212A (Kelvin sign) as k, the two
- * letters past ASCII that fold to one.  Into out, of n bytes.
+ * (Go's encoding/json does, with Unicode's simple folding; its v2 ignores
+ * '_' and '-' as well): ASCII letters in lower case, U+017F (long s) as s
+ * and U+212A (Kelvin sign) as k, the two letters past ASCII that fold to
+ * one, without '_' and '-'.  Into out, of n bytes.
  */
 static void key_fold(const char *k, char *out, size_t n)
 {
@@ -372,11 +378,43 @@ static void key_fold(const char *k, char *out, size_t n)
 			out[o++] = 'k';
 			k += 3;
 		} else {
-			out[o++] = (char)(*k >= 'A' && *k <= 'Z' ? *k + 32 : *k);
+			if (*k != '_' && *k != '-')
+				out[o++] = (char)(*k >= 'A' && *k <= 'Z' ? *k + 32 : *k);
 			k++;
 		}
 	}
 	out[o] = '\0';
+}
+
+/* 1 when the key being read (r->lk, loosely) may be read as key (key_fold()). */
+static int rq_loose_is(const struct usage_req *r, const char *key)
+{
+	char a[sizeof(r->lk)], b[sizeof(r->lk)];
+
+	if (r->lk_over)
+		return 0;
+	key_fold(r->lk, a, sizeof(a));
+	key_fold(key, b, sizeof(b));
+	return !strcmp(a, b);
+}
+
+/* A byte of the key being read, kept loosely (no '_' or '-': key_fold() reads the rest). */
+static void rq_loose_byte(struct usage_req *r, char ch)
+{
+	if (ch == '_' || ch == '-')
+		return;
+	if (r->lk_len == sizeof(r->lk) - 1)
+		r->lk_over = 1; /* longer than any key read (usage.h) */
+	else
+		r->lk[r->lk_len++] = ch;
+	r->lk[r->lk_len] = '\0';
+}
+
+static void rq_loose_start(struct usage_req *r)
+{
+	r->lk_len = 0;
+	r->lk_over = 0;
+	r->lk[0] = '\0';
 }
 
 /* The top-level keys the scanner reads, each with the field it reads into. */
@@ -408,6 +446,24 @@ static int rq_key_known(const char *k)
 	return rq_field_of(k) != RQ_OTHER || rq_key_unbounds(k);
 }
 
+/* 1 when the key being read may be read as one that unbounds the prompt (rq_key_unbounds()). */
+static int rq_loose_unbounds(const struct usage_req *r)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(rq_unbounding); i++)
+		if (rq_loose_is(r, rq_unbounding[i]))
+			return 1;
+	return 0;
+}
+
+/* 1 when the top-level key being read may be read as one rq_key_known() knows. */
+static int rq_loose_known(const struct usage_req *r)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(rq_fields); i++)
+		if (rq_loose_is(r, rq_fields[i].key))
+			return 1;
+	return rq_loose_unbounds(r);
+}
+
 void usage_req_init(struct usage_req *r)
 {
 	memset(r, 0, sizeof(*r));
@@ -429,13 +485,10 @@ static void rq_tok_start(struct usage_req *r)
 
 static void rq_key_done(struct usage_req *r)
 {
-	char fold[sizeof(r->tok)];
-
 	r->tok[r->tok_len] = '\0';
 	r->field = RQ_OTHER;
-	key_fold(r->tok, fold, sizeof(fold));
-	if (r->tok_esc || (strcmp(fold, r->tok) && rq_key_known(fold))) {
-		/* It may spell any of them (an escape), or be read as one (a case). */
+	if (r->tok_esc || (!(!r->tok_over && rq_key_known(r->tok)) && rq_loose_known(r))) {
+		/* It may spell any of them (an escape), or be read as one (a case, a '_'). */
 		r->mt_state = r->model_state = -1;
 		r->unbounded = r->fast = r->geo = r->tier_any = 1;
 	} else if (r->tok_over) {
@@ -472,20 +525,18 @@ static int rq_ctx_edit_ok(const char *v)
 static void rq_deep_key_done(struct usage_req *r)
 {
 	int whole = r->dk_len < sizeof(r->dk) - 1;
-	char fold[sizeof(r->dk)];
 
 	r->dk[r->dk_len] = '\0';
 	r->dk_on = 0;
-	key_fold(r->dk, fold, sizeof(fold));
 	if (r->dk_esc)
 		r->unbounded = 1;
-	else if (whole && rq_key_unbounds(fold))
+	else if (rq_loose_unbounds(r))
 		r->unbounded = 1;
-	else if (whole && r->sect == RQ_TOOLS && r->depth == 3 && !strcmp(fold, "type"))
+	else if (r->sect == RQ_TOOLS && r->depth == 3 && rq_loose_is(r, "type"))
 		r->unbounded = 1; /* tools[i].type: a server tool (or "custom", the same) */
 	else if (r->sect == RQ_CTX && r->depth == 2 && (!whole || strcmp(r->dk, "edits")))
 		r->unbounded = 1; /* context_management holds only its edits */
-	else if (r->sect == RQ_CTX && r->depth == 4 && (!whole || !strcmp(fold, "type")))
+	else if (r->sect == RQ_CTX && r->depth == 4 && (!whole || rq_loose_is(r, "type")))
 		r->dv_want = 1; /* edits[i].type (or a key it may be read as): its value next */
 }
 
@@ -571,6 +622,8 @@ static void rq_string_byte(struct usage_req *r, char ch)
 			rq_value_done(r, 1);
 		return;
 	}
+	if ((capture && r->st == RQ_KEY) || r->dk_on)
+		rq_loose_byte(r, ch);
 	if (capture)
 		rq_tok(r, ch);
 	else if (r->dk_on && r->dk_len < sizeof(r->dk) - 1)
@@ -614,10 +667,12 @@ void usage_req_feed(struct usage_req *r, const char *p, size_t n)
 			if (top && (r->st == RQ_KEY_NEXT || r->st == RQ_VALUE)) {
 				r->st = r->st == RQ_KEY_NEXT ? RQ_KEY : RQ_STRVAL;
 				rq_tok_start(r);
+				rq_loose_start(r);
 			} else if (r->depth > 1 && r->key_next) {
 				r->dk_on = 1;
 				r->dk_len = 0;
 				r->dk_esc = 0;
+				rq_loose_start(r);
 			} else if (r->dv_want) {
 				r->dv_on = 1;
 				r->dv_len = 0;

@@ -169,7 +169,8 @@ void usage_tokens_add(struct usage_tokens *t, const struct usage_tokens *d);
  * API would, it says "unreadable", which charges more, never less: a
  * top-level key or a model spelled with an escape, a key that a JSON reader
  * matching keys without case may read as one the scanner reads (another
- * case; U+017F or U+212A, which fold to s and k): as an escape, a max_tokens that is not
+ * case; U+017F or U+212A, which fold to s and k; '_' and '-' left out or
+ * added, which Go's encoding/json/v2 ignores then): as an escape, a max_tokens that is not
  * plain digits, a field given twice with different values (max_tokens: the
  * largest counts).  A body that is not one UTF-8 JSON object (a control
  * byte JSON has no place for, as UTF-16 and UTF-32 have; a byte order mark;
@@ -195,6 +196,10 @@ struct usage_req {
 	int key_next, sect, dk_on, dk_esc;
 	char dk[24]; /* holds "context_management" whole */
 	size_t dk_len;
+	/* the key being read (at any depth) without '_' and '-': holds any key read, folded */
+	char lk[24];
+	size_t lk_len;
+	int lk_over;
 	/* a context_management edit's "type" value: wanted next, being read */
 	int dv_want, dv_on, dv_esc;
 	char dv[32];
@@ -218,8 +223,10 @@ const char *usage_req_model(const struct usage_req *r);
  * clearing edit ("clear_thinking_DATE", "clear_tool_uses_DATE": another
  * edit type, a compaction, runs another inference of the whole prompt), a
  * "type" in a tool of the top-level "tools" (a server tool, whose
- * results add input as the answer goes, or the advisor), a key spelled
- * with an escape, or nesting deeper than USAGE_REQ_DEPTH.
+ * results add input as the answer goes, or the advisor), each of those
+ * keys as a reader matching keys without case may take it (struct
+ * usage_req), a key spelled with an escape, or nesting deeper than
+ * USAGE_REQ_DEPTH.
  */
 int usage_req_unbounded(const struct usage_req *r);
 /*
