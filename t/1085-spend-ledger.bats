@@ -59,3 +59,15 @@ setup() {
 	assert_output 1
 	[ "$(head -1 "$ledger")" = "$(printf '%020d' 4)" ]
 }
+
+@test "ledger: the day's price flags are a line of their own, fdatasync'ed when they change" {
+	command -v strace >/dev/null || skip "strace is not installed"
+	# 7 adds; from the 4th the flags say US-only inference, from the 6th the Priority Tier too
+	ASAN_OPTIONS=detect_leaks=0 strace -o trace -e trace=fdatasync test-common ledger-add "$T/project" 7 "$now"
+	run grep -cE '^fdatasync\(' trace
+	assert_output 9
+	run tail -n +2 "$ledger"
+	assert_line 'ffffffffffff0003 00000000000000000000 18446744073709551615'
+	size=$(stat -c %s "$ledger")
+	[ $(((size - 21) % 59)) -eq 0 ]
+}

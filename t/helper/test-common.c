@@ -31,6 +31,7 @@
  *                                                  to project DIR's ledger of today, or of
  *                                                  EPOCH's day (usage_ledger_open()), and set
  *                                                  a reservation (usage_ledger_sync()),
+ *                                                  from the 4th the price flags too,
  *                                                  printing the total after each; "error:
  *                                                  REASON" (exit 1)
  *   test-common json-get < LINES                   each line KIND|req or opt|JSON, KIND str,
@@ -522,8 +523,13 @@ static int cmd_ledger_add(const char *dir, const char *count, const char *epoch)
 	setvbuf(stdout, NULL, _IONBF, 0);
 	for (long i = 0; n <= 0 || i < n; i++) {
 		struct usage_ledger_view v;
-		/* a reservation that comes and goes, so that its line is written too */
-		int ret = usage_ledger_sync(fd, 0x5eed, 1, i % 2 ? 1000 : 0, 0, time(NULL), &v);
+		/* a reservation that comes and goes, so that its line is written too, and the
+		 * flags' */
+		int ret = usage_ledger_sync(fd, 0x5eed, 1, i % 2 ? 1000 : 0,
+		                            i < 3   ? 0
+		                            : i < 5 ? USAGE_PRICE_GEO
+		                                    : USAGE_PRICE_TOP,
+		                            time(NULL), &v);
 
 		if (ret < 0) {
 			printf("error: %s\n", strerror(-ret));
