@@ -460,9 +460,11 @@ stream_script() {
 		assert_output --partial content_block_stop
 	done
 	stop_proxy
-	run sed -n 's/.* output=\([0-9]*\) .*charged=max_tokens .*/\1/p' "$T/proxy.log"
+	# (the key spelled with an escape may spell one that unbounds the prompt: its input
+	# is charged as well, charged=max_tokens,prompt)
+	run sed -n 's/.* output=\([0-9]*\) .*charged=max_tokens\(,prompt\)\? .*/\1\2/p' "$T/proxy.log"
 	[ "$status" -eq 0 ]
-	assert_output "$(printf '5000\n128000\n128000\n7000\n128000\n128000\n128000\n128000\n300')"
+	assert_output "$(printf '5000\n128000\n128000,prompt\n7000\n128000\n128000\n128000\n128000\n300')"
 }
 
 @test "spend: a client gone away is read for at most --drain-max bytes and --drain-timeout, then charged its max_tokens" {
@@ -1032,4 +1034,18 @@ million_usage() {
 		'"tools":[{"name":"Bash"},{"ty-pe":"web_fetch_20250910","name":"web_fetch"}]' \
 		'"metadata":{"Context-Management":{"edits":[{"type":"compact_20260112"}]}}' \
 		'"context_management":{"edits":[{"Ty_pe":"compact_20260112"}]}'
+}
+
+@test "spend: a streamed answer cut after message_start, for a body that does not bound its prompt, is charged the largest prompt" {
+	# A server tool's results add input as the answer goes, which only message_delta
+	# reports: message_start's input (10) bounds nothing
+	api "$(stream_script 100000 0 1 cut)"
+	start_recorded
+	clients 1 "" 5000 claude-sonnet-4-5 true '"tools":[{"type":"web_fetch_20250910","name":"web_fetch"}]'
+	grep -q content_block_stop "$T/got.0"
+	stop_proxy
+	# 10 input and 1,000,000 of the 1-hour cache write at the prices of a prompt over
+	# 200,000 tokens (6 and 12 USD per million), 5000 output at 22.50
+	[ "$(usage '[.models[0].input, .models[0].cache_write_1h, .models[0].output, .nano_usd]')" = '[10,1000000,5000,12112560000]' ]
+	grep -Eq ' status=200 model=claude-sonnet-4-5 input=10 output=5000 .* usd=12.112560 charged=max_tokens,prompt ' "$T/proxy.log"
 }

@@ -502,9 +502,11 @@ void px_spend_body_done(struct conn *c)
  * The request was sent whole and its answer's final usage never came (cut,
  * a bound hit, or a body too large to read; an answer other than 2xx costs
  * nothing): its output is charged as its max_tokens, and its input, when no
- * usage of it was read at all, as prompt_bound() (USAGE_PROMPT_UNREAD for a
- * body that does not bound it), all of it then at the price it was reserved
- * at (reserve_flags()).  Then its reservation ends.
+ * usage of it was read at all, as prompt_bound(), all of it then at the
+ * price it was reserved at (reserve_flags()); for a body that does not bound
+ * its prompt, as USAGE_PROMPT_UNREAD even when message_start reported some
+ * (a server tool's results add input that only the final usage reports).
+ * Then its reservation ends.
  */
 static void settle(struct conn *c)
 {
@@ -517,21 +519,22 @@ static void settle(struct conn *c)
 	if (c->req_done && !c->us_final &&
 	    (!c->resp_head_done || (c->status >= 200 && c->status <= 299))) {
 		const char *model = conn_model(c);
+		int prompt = !c->us_counted || usage_req_unbounded(&c->rq);
 		struct usage_price p;
 
 		if (t.n[USAGE_OUTPUT] < max)
 			t.n[USAGE_OUTPUT] = max;
 		w = t;
-		if (!c->us_counted) {
-			/* nothing of its usage came: at the price it was reserved at */
+		if (!c->us_counted) /* nothing of its usage came: at the price it was reserved at */
 			c->unread_flags = reserve_flags(c);
+		if (prompt) {
 			usage_price_for(px->cfg->prices, model, answer_flags(c), &p);
 			cost_with_input(&p, &t, prompt_bound(c, USAGE_PROMPT_UNREAD), &w);
 		}
 		for (int k = 0; k < USAGE_KINDS; k++)
 			d.n[k] = w.n[k] - c->req_tokens.n[k];
 		if (usage_tokens_any(&d)) {
-			c->charged_max = c->us_counted ? 1 : 2;
+			c->charged_max = prompt ? 2 : 1;
 			usage_apply(c, model, &d);
 		}
 	}
