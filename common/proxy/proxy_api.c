@@ -218,6 +218,18 @@ static void flags_learn(struct proxy *px, unsigned f)
 }
 
 /*
+ * What the day's ledger said (v): its total, and the prices to learn; this
+ * proxy's own are taken as written there (with no line free for them, each
+ * admission adds them again).
+ */
+static void ledger_seen(struct proxy *px, const struct usage_ledger_view *v)
+{
+	px->cfg->report->usage.day_nano = v->total;
+	px->ledger_flags = v->flags | px->flags_seen;
+	flags_learn(px, v->flags);
+}
+
+/*
  * The refusal of a paid request by a cap, in the API's own error shape, so
  * that the client reports it and stops.  which: the cap; total: what was
  * spent against it; r: the ledger's error, if that is why.
@@ -300,8 +312,7 @@ again:
 			goto again;
 		}
 		if (r >= 0) {
-			px->ledger_flags = v.flags | px->flags_seen;
-			u->day_nano = v.total;
+			ledger_seen(px, &v);
 			px->ledger_reserved = want;
 			px->ledger_synced_ms = px->now_ms;
 		}
@@ -340,9 +351,7 @@ void px_spend_round(struct proxy *px, int tick)
 			px->ledger_reserved = held;
 			px->ledger_synced_ms = px->now_ms;
 		}
-		px->ledger_flags = v.flags | px->flags_seen; /* tried: admissions try again */
-		cfg->report->usage.day_nano = v.total;
-		flags_learn(px, v.flags);
+		ledger_seen(px, &v);
 	}
 	if (!px->budget_changed && !(tick && cfg->ledger_fd >= 0))
 		return;
@@ -400,9 +409,7 @@ static void ledger_add(struct proxy *px, uint64_t nano)
 	if (px->cfg->ledger_fd >= 0 && (nano || (px->flags_seen & ~px->ledger_flags)) &&
 	    usage_ledger_sync(px->cfg->ledger_fd, 0, nano, 0, px->flags_seen, time(NULL), &v) ==
 	        0) {
-		px->cfg->report->usage.day_nano = v.total;
-		px->ledger_flags = v.flags | px->flags_seen; /* tried: admissions try again */
-		flags_learn(px, v.flags);
+		ledger_seen(px, &v);
 	}
 }
 
