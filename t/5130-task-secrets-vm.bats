@@ -402,8 +402,8 @@ probe() {
 	# Kept in the project's scope: it was fetched with the secret.
 	run aibox cache list
 	assert_success
-	assert_line --regexp "  project:repo  https://localhost:[0-9]+/priv-pad/-/priv-pad-1.2.3.tgz#sha512="
-	assert_line --regexp "  project:repo  https://localhost:[0-9]+/packages/priv_two-2.0-py3-none-any.whl#sha256="
+	assert_line --regexp "  project:repo/[0-9a-f]{32}  https://localhost:[0-9]+/priv-pad/-/priv-pad-1.2.3.tgz#sha512="
+	assert_line --regexp "  project:repo/[0-9a-f]{32}  https://localhost:[0-9]+/packages/priv_two-2.0-py3-none-any.whl#sha256="
 	run aibox cache verify
 	assert_success
 }
