@@ -234,6 +234,31 @@ aibox[abcdef]: <2000 c>
 aibox[abcdef]: after a CRLF"
 }
 
+@test "out: a relayed line cut at its bound keeps a character split there whole" {
+	# 1999 bytes and the first byte of an "é" reach the relay before its second one: the
+	# cut falls before the "é", which starts the next piece whole, never two U+FFFD
+	{
+		head -c 1999 /dev/zero | tr '\0' a
+		printf '\xc3'
+		sleep 0.5
+		printf '\xa9b\n'
+	} | TZ=UTC test-prompt relay aibox abcdef 2>out
+	run sed -E 's/^[0-9:]{8} //; s/: a{1999}$/: <1999 a>/' out
+	assert_output "aibox[abcdef]: <1999 a>
+aibox[abcdef]: éb"
+}
+
+@test "out: a relayed line cut at its bound and ended by a lone CR at the end of the stream adds no empty line" {
+	# the "\r" of a "\r\n" whose "\n" never comes: the end of the line, no line of its own
+	{
+		head -c 2000 /dev/zero | tr '\0' c
+		sleep 0.5
+		printf '\r'
+	} | TZ=UTC test-prompt relay aibox abcdef 2>out
+	run sed -E 's/^[0-9:]{8} //; s/: c{2000}$/: <2000 c>/' out
+	assert_output "aibox[abcdef]: <2000 c>"
+}
+
 # on_terminal COLS FILE: test-prompt lines vm abcdef of FILE, written to a
 # terminal COLS columns wide (script's pseudo-terminal), its rows to stdout
 on_terminal() {

@@ -105,6 +105,27 @@ stderr: end
 exit 0"
 }
 
+@test "ssh: a stderr line cut at the buffer's size keeps a character split there whole" {
+	# 4095 bytes and an "é": the cut at 4096 bytes falls before the "é", which starts the
+	# next piece whole, never two U+FFFD
+	forced '{ head -c 4095 /dev/zero | tr "\0" a; printf "\303\251b\n"; } >&2'
+	run ssh_run --timeout-ms 30000 --idle-ms 10000 task
+	assert_success
+	run sed -E 's/^(stderr: )(a{4095})$/\1<4095 bytes>/' <<<"$output"
+	assert_output "stderr: <4095 bytes>
+stderr: éb
+exit 0"
+}
+
+@test "ssh: a stderr line cut at the buffer's size and ended by a lone CR at the session's end adds no line" {
+	forced 'head -c 4096 /dev/zero | tr "\0" d >&2; sleep 1; printf "\r" >&2'
+	run ssh_run --timeout-ms 30000 --idle-ms 10000 task
+	assert_success
+	run sed -E 's/^(stderr: )(d{4096})$/\1<4096 bytes>/; s/\r/<CR>/' <<<"$output"
+	assert_output "stderr: <4096 bytes>
+exit 0"
+}
+
 @test "ssh: a signal that ends the command is reported" {
 	forced 'kill -TERM $$'
 	run ssh_run --timeout-ms 30000 task

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "base/buf.h"
+#include "base/err.h"
 #include "base/out.h"
 #include "base/spawn.h"
 #include "base/utf8.h"
@@ -338,54 +339,82 @@ int out_printf(int fd, const char *source, const char *id, const char *fmt, ...)
 	return ret;
 }
 
-int out_line_end_only(const char *s, size_t n)
+void out_lines_init(struct out_lines *ol, size_t max, out_line_fn *fn, void *ctx)
 {
-	return !n || (n == 1 && s[0] == '\r');
+	if (max < 4)
+		BUG("out_lines_init: a bound of %zu bytes holds no character", max);
+	*ol = (struct out_lines){.line = BUF_INIT, .max = max, .fn = fn, .ctx = ctx};
+}
+
+/* Whether the line so far is nothing but the end of a line handed on in pieces. */
+static int end_only(const struct out_lines *ol)
+{
+	return ol->cut && (!ol->line.len || (ol->line.len == 1 && ol->line.buf[0] == '\r'));
+}
+
+static void hand_on(struct out_lines *ol, size_t n)
+{
+	if (ol->fn)
+		ol->fn(ol->ctx, ol->line.buf, n);
+	buf_consume(&ol->line, n);
+}
+
+void out_lines_feed(struct out_lines *ol, const char *p, size_t n)
+{
+	while (n) {
+		const char *nl = memchr(p, '\n', n);
+		size_t take = nl ? (size_t)(nl - p) : n;
+
+		if (take > ol->max - ol->line.len)
+			take = ol->max - ol->line.len;
+		buf_add(&ol->line, p, take);
+		p += take;
+		n -= take;
+		if (n && *p == '\n') {
+			p++;
+			n--;
+			if (end_only(ol))
+				buf_reset(&ol->line);
+			else
+				hand_on(ol, ol->line.len);
+			ol->cut = 0;
+		} else if (ol->line.len == ol->max) {
+			/* a piece; a character it would split waits for the next */
+			hand_on(ol, utf8_whole_len(ol->line.buf, ol->line.len));
+			ol->cut = 1;
+		}
+	}
+}
+
+void out_lines_end(struct out_lines *ol)
+{
+	if (ol->line.len && !end_only(ol))
+		hand_on(ol, ol->line.len);
+	buf_reset(&ol->line);
+	ol->cut = 0;
+}
+
+void out_lines_release(struct out_lines *ol)
+{
+	buf_release(&ol->line);
 }
 
 /* The worker: lines from in to fn until the end of file. */
 static __attribute__((noreturn)) void relay_run(int in, size_t max, out_line_fn *fn, void *ctx)
 {
-	struct buf line = BUF_INIT;
+	struct out_lines ol;
 	char chunk[4096];
-	int cut = 0; /* the last line handed on had no end yet: the line goes on */
 	ssize_t n;
 
+	out_lines_init(&ol, max, fn, ctx);
 	while ((n = read(in, chunk, sizeof(chunk))) != 0) {
-		const char *p = chunk, *end;
-
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
 			break;
-		end = chunk + n;
-		while (p < end) {
-			const char *nl = memchr(p, '\n', (size_t)(end - p));
-			size_t take = nl ? (size_t)(nl - p) : (size_t)(end - p);
-			int full = 0;
-
-			buf_add(&line, p, take);
-			p += take;
-			if (nl) {
-				p++;
-				/* the end of a line handed on at max: no line of its own */
-				if (cut && out_line_end_only(line.buf, line.len)) {
-					cut = 0;
-					buf_reset(&line);
-					continue;
-				}
-			} else if (line.len < max) {
-				break; /* the rest of the line is still to come */
-			} else {
-				full = 1;
-			}
-			cut = full;
-			fn(ctx, line.buf, line.len);
-			buf_reset(&line);
-		}
+		out_lines_feed(&ol, chunk, (size_t)n);
 	}
-	if (line.len)
-		fn(ctx, line.buf, line.len);
+	out_lines_end(&ol);
 	_exit(0);
 }
 

@@ -105,14 +105,35 @@ void out_format_pieces(struct buf *out, const char *first, const char *line, con
  */
 #define OUT_DEFAULT_COLUMNS 80
 
+/* A line s[0..n) without its '\n', as struct out_lines hands it on. */
+typedef void out_line_fn(void *ctx, const char *s, size_t n);
+
 /*
- * For a reader that hands on a line without its end in pieces (a bound of
- * its own): whether what came after its last piece up to the newline,
- * s[0..n), is nothing but that line's end, so no line of its own: nothing,
- * or the '\r' of a "\r\n" (the sanitizer reads a "\r" as a line break).  1
- * or 0.  out_relay_start()'s worker and common/vm/ssh.c's stderr reader.
+ * The one reader of lines from a stream of untrusted bytes
+ * (out_relay_start()'s worker, common/vm/ssh.c's reader of the VM's stderr):
+ * out_lines_feed() hands each line to fn(ctx, ...) without its '\n' as it
+ * ends.  A line longer than max (at least 4) comes in pieces of at most max
+ * bytes, each cut before a character the cut would split
+ * (utf8_whole_len()), so that it shows whole in the next piece, not as two
+ * U+FFFD; the newline that ends a line after such a piece, or the "\r\n"
+ * (the sanitizer reads a "\r" as a line break), adds no empty line, in
+ * whatever read it comes or at the end of the stream.  out_lines_end() at
+ * the end of the stream hands on what is left: a last line without its
+ * end.  The line is held in a buffer of at most max bytes.  fn NULL:
+ * lines are dropped.
  */
-int out_line_end_only(const char *s, size_t n);
+struct out_lines {
+	struct buf line; /* the line so far, at most max bytes */
+	size_t max;
+	int cut; /* the last piece handed on had no end: the line goes on */
+	out_line_fn *fn;
+	void *ctx;
+};
+
+void out_lines_init(struct out_lines *ol, size_t max, out_line_fn *fn, void *ctx);
+void out_lines_feed(struct out_lines *ol, const char *p, size_t n);
+void out_lines_end(struct out_lines *ol);
+void out_lines_release(struct out_lines *ol);
 
 /* fd's width in columns when it is a terminal (OUT_DEFAULT_COLUMNS when it says 0), else 0. */
 unsigned out_columns(int fd);
@@ -145,9 +166,8 @@ int out_write_quoting(int fd, time_t when, const char *source, const char *id, c
 /*
  * A relay that gives other programs' stderr our lines: what is written to
  * the pipe it makes goes to fd as out_write() lines of source and id, one a
- * line as it comes (a line without its end is written once it is
- * OUT_LINE_MAX bytes long, or at the end; the newline, or "\r\n", that then
- * ends it adds no empty line).  aibox task hands the write end
+ * line as it comes (a longer one in pieces of OUT_LINE_MAX bytes, struct
+ * out_lines).  aibox task hands the write end
  * to its helpers as their stderr (docs/tasks.md, "Results").
  *
  * The relay is a worker of ours (spawn_worker(), SPAWN_WORKER_PDEATH) that
@@ -167,13 +187,9 @@ struct out_relay {
 /* Start the relay.  0, or -errno (then r holds nothing). */
 int out_relay_start(struct out_relay *r, int fd, const char *source, const char *id);
 
-/* A line s[0..n) without its '\n', in the relay's worker. */
-typedef void out_line_fn(void *ctx, const char *s, size_t n);
-
 /*
  * The same relay with each line handed to fn(ctx, ...) in the worker instead
- * (a line without its end once it is max bytes long, or at the end, as
- * above); fd is
+ * (in pieces of at most max bytes, struct out_lines); fd is
  * what the worker keeps open for it, ctx what it points to is the worker's
  * copy (taken at the fork).
  */

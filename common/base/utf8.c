@@ -102,6 +102,22 @@ int utf8_valid(const char *s, size_t n, size_t *bad)
 	return 1;
 }
 
+size_t utf8_whole_len(const char *s, size_t n)
+{
+	const unsigned char *u = (const unsigned char *)s;
+
+	for (size_t back = 1; back <= 3 && back <= n; back++) {
+		unsigned char c = u[n - back];
+		size_t need;
+
+		if ((c & 0xC0) == 0x80)
+			continue; /* a continuation byte: its lead is further back */
+		need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+		return need > back ? n - back : n;
+	}
+	return n;
+}
+
 /*
  * General_Category=Cf (format) of Unicode 15.0, from its UnicodeData.txt
  * (Debian's unicode-data 15.0.0: /usr/share/unicode/UnicodeData.txt), as

@@ -33,6 +33,16 @@ void utf8_add(struct buf *b, uint32_t cp);
 int utf8_valid(const char *s, size_t n, size_t *bad);
 
 /*
+ * The length of s[0..n) without a character cut short at its end: when the
+ * last lead byte among its last 3 bytes has fewer bytes after it than its
+ * sequence needs, the bytes from it on are left out (at most 3).  For a
+ * reader that cuts a stream into pieces of its own size: a character split
+ * at the cut then starts the next piece whole, rather than becoming two
+ * U+FFFD (common/base/out.h, struct out_lines).
+ */
+size_t utf8_whole_len(const char *s, size_t n);
+
+/*
  * Is cp a format character (General_Category=Cf in Unicode 15.0: soft
  * hyphen, zero-width space and joiners, the bidi marks, embeddings,
  * overrides and isolates, the byte order mark, the tag characters

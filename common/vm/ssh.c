@@ -285,46 +285,6 @@ int ssh_connect(struct ssh_client *c)
 	return 0;
 }
 
-struct line_buf {
-	char buf[SSH_LINE_MAX];
-	size_t len;
-	int cut; /* the last piece handed on filled buf: the line goes on */
-};
-
-static void stderr_bytes(struct ssh_exec *x, struct line_buf *lb, const char *p, size_t n)
-{
-	while (n) {
-		const char *nl = memchr(p, '\n', n);
-		size_t take = nl ? (size_t)(nl - p) : n;
-		int full = 0;
-
-		if (take > sizeof(lb->buf) - lb->len)
-			take = sizeof(lb->buf) - lb->len;
-		memcpy(lb->buf + lb->len, p, take);
-		lb->len += take;
-		p += take;
-		n -= take;
-		if (n && *p == '\n') {
-			p++;
-			n--;
-			/* the end of a line handed on in pieces: no line of its own */
-			if (lb->cut && out_line_end_only(lb->buf, lb->len)) {
-				lb->cut = 0;
-				lb->len = 0;
-				continue;
-			}
-		} else if (lb->len < sizeof(lb->buf)) {
-			continue;
-		} else {
-			full = 1;
-		}
-		lb->cut = full;
-		if (x->on_stderr_line)
-			x->on_stderr_line(x->ctx, lb->buf, lb->len);
-		lb->len = 0;
-	}
-}
-
 /*
  * The caller stopped on the output: the error output that came before it may
  * still wait in libssh2's queue (each loop takes a piece of both streams), and
@@ -334,20 +294,17 @@ static void stderr_bytes(struct ssh_exec *x, struct line_buf *lb, const char *p,
  */
 #define SSH_DRAIN_MAX (4 << 20)
 
-static void drain_stderr(LIBSSH2_CHANNEL *ch, struct ssh_exec *x, struct line_buf *lb, char *data,
-                         size_t size)
+static void drain_stderr(LIBSSH2_CHANNEL *ch, struct out_lines *lb, char *data, size_t size)
 {
 	size_t total = 0;
 	ssize_t n;
 
 	/* The session is non-blocking: LIBSSH2_ERROR_EAGAIN ends the loop. */
 	while (total < SSH_DRAIN_MAX && (n = libssh2_channel_read_stderr(ch, data, size)) > 0) {
-		stderr_bytes(x, lb, data, (size_t)n);
+		out_lines_feed(lb, data, (size_t)n);
 		total += (size_t)n;
 	}
-	if (lb->len && x->on_stderr_line)
-		x->on_stderr_line(x->ctx, lb->buf, lb->len);
-	lb->len = 0;
+	out_lines_end(lb);
 }
 
 static int signal_number(const char *name)
@@ -480,7 +437,7 @@ static int turn_end(struct ssh_client *c, LIBSSH2_CHANNEL *ch, int out_done, int
  * caller's, when on_stdout stopped it).
  */
 static int exec_read(struct ssh_client *c, LIBSSH2_CHANNEL *ch, struct ssh_exec *x,
-                     struct line_buf *lb, int *out_done, int *err_done, int *progress)
+                     struct out_lines *lb, int *out_done, int *err_done, int *progress)
 {
 	static char data[64 * 1024];
 	ssize_t n;
@@ -493,7 +450,7 @@ static int exec_read(struct ssh_client *c, LIBSSH2_CHANNEL *ch, struct ssh_exec 
 		c->delivered += (uint64_t)n;
 		if (x->on_stdout && (ret = x->on_stdout(x->ctx, data, (size_t)n)) < 0) {
 			fail(c, ret, "stopped by the caller");
-			drain_stderr(ch, x, lb, data, sizeof(data));
+			drain_stderr(ch, lb, data, sizeof(data));
 			return ret;
 		}
 	} else if (n == 0) {
@@ -506,7 +463,7 @@ static int exec_read(struct ssh_client *c, LIBSSH2_CHANNEL *ch, struct ssh_exec 
 		*progress = 1;
 		x->err_bytes += (uint64_t)n;
 		c->delivered += (uint64_t)n;
-		stderr_bytes(x, lb, data, (size_t)n);
+		out_lines_feed(lb, data, (size_t)n);
 	} else if (n == 0) {
 		*err_done = 1;
 	} else if (n != LIBSSH2_ERROR_EAGAIN) {
@@ -519,10 +476,11 @@ int ssh_exec(struct ssh_client *c, struct ssh_exec *x)
 {
 	LIBSSH2_SESSION *s = c->session;
 	LIBSSH2_CHANNEL *ch = NULL;
-	struct line_buf *lb = xcalloc(1, sizeof(*lb));
+	struct out_lines lines, *lb = &lines;
 	struct chan_in in = {.buf = (const char *)x->in, .len = x->in_len, .ended = 1};
 	int ret;
 
+	out_lines_init(lb, SSH_LINE_MAX, x->on_stderr_line, x->ctx);
 	x->exit_status = -1;
 	x->exit_signal[0] = '\0';
 	x->out_bytes = 0;
@@ -562,9 +520,7 @@ int ssh_exec(struct ssh_client *c, struct ssh_exec *x)
 			goto out;
 	}
 	c->times.ended = clock_ms();
-	if (lb->len && x->on_stderr_line)
-		x->on_stderr_line(x->ctx, lb->buf, lb->len);
-	lb->len = 0;
+	out_lines_end(lb);
 
 	if ((ret = close_channel(c, ch)) < 0)
 		goto out;
@@ -575,7 +531,7 @@ out:
 	/* After a failure the channel goes with the session in ssh_close(). */
 	if (ch && ret == 0)
 		libssh2_channel_free(ch);
-	free(lb);
+	out_lines_release(lb);
 	return ret;
 }
 

@@ -105,10 +105,11 @@ struct ssh_client {
  * (the caller's message in its own state, c->err says "stopped by the
  * caller"; the error output already received is passed on first).  stderr
  * goes to on_stderr_line one line at a time, without the
- * newline; lines longer than SSH_LINE_MAX come in pieces of that size (the
- * newline, or "\r\n", that ends a line after a whole piece, in whatever read
- * it comes, ends that line: it adds no empty line), and a last line without
- * a newline comes at the end.
+ * newline, as struct out_lines (common/base/out.h) hands lines on: lines
+ * longer than SSH_LINE_MAX come in pieces of at most that size, each cut at
+ * a character boundary (the newline, or "\r\n", that ends a line after a
+ * piece, in whatever read it comes or at the end, adds no empty line), and a
+ * last line without a newline comes at the end.
  */
 #define SSH_LINE_MAX 4096
 
