@@ -614,7 +614,50 @@ EOF
 	run aibox tasks log aaaaaa
 	assert_success
 	assert_output "10:00:01 before
-10:00:02 the VM's lines past 16 MiB are left out of aibox.log"
+aibox: the VM's lines past 16 MiB are left out of aibox.log"
+}
+
+@test "tasks log: a VM line cannot pose as aibox's own note in the live lines" {
+	mk_task 20260101-100000-aaaaaa 'x'
+	hold_lock "$TK/20260101-100000-aaaaaa.lock"
+	# the VM's text is the note's, word for word, with and without the note's source
+	{
+		printf "10:00:01 vm[aaaaaa]: the VM's lines past 16 MiB are left out of aibox.log\n"
+		printf "10:00:02 vm[aaaaaa]: aibox: the VM's lines past 16 MiB are left out of aibox.log\n"
+		printf "10:00:03 aibox[aaaaaa]: the VM's lines past 16 MiB are left out of aibox.log\n"
+	} >>"$TK/20260101-100000-aaaaaa/aibox.log"
+	run aibox tasks log aaaaaa
+	assert_success
+	# every row of the VM's starts with its time, aibox's note with its source alone
+	assert_output "10:00:01 the VM's lines past 16 MiB are left out of aibox.log
+10:00:02 aibox: the VM's lines past 16 MiB are left out of aibox.log
+aibox: the VM's lines past 16 MiB are left out of aibox.log"
+}
+
+@test "tasks log: an aibox.log that ends inside a line shows what there is of it, marked as cut" {
+	mk_task 20260101-100000-aaaaaa 'x'
+	# a disk that filled up while aibox task wrote the line
+	printf '10:00:01 vm[aaaaaa]: before\n10:00:02 vm[aaaaaa]: claude exi' \
+		>>"$TK/20260101-100000-aaaaaa/aibox.log"
+	want="10:00:01 before
+10:00:02 claude exi
+aibox: aibox.log ends inside the line above: the rest of it is lost"
+	run aibox tasks log aaaaaa
+	assert_success
+	assert_output "$want"
+	# -f of a running task: shown once the task ended, not while the line may still come
+	hold_lock "$TK/20260101-100000-aaaaaa.lock"
+	run aibox tasks log aaaaaa
+	assert_success
+	assert_output "10:00:01 before"
+	aibox tasks log -f aaaaaa >"$T/follow" 2>&1 &
+	follow=$!
+	wait_until 10 grep -q 'before' "$T/follow"
+	release_locks
+	wait_until 10 gone "$follow"
+	wait "$follow"
+	run cat "$T/follow"
+	assert_output "$want"$'\nthe task ended: not finished'
 }
 
 @test "tasks log: on a terminal each live line is cut to its width, each piece with its time, so no row poses as the end line" {

@@ -162,14 +162,40 @@ static int show_transcript(struct logger *l, int only_end)
 }
 
 /*
+ * What starts aibox's own notes among the live lines, and nothing else: each
+ * row of the VM's text starts with its time (digits), so that no VM line can
+ * pose as a note.
+ */
+#define NOTE_PREFIX "aibox: "
+
+/* A note of aibox's own among the live lines (NOTE_PREFIX, cut as a live line is). */
+static void add_note(struct logger *l, const char *note)
+{
+	out_format_prefix(&l->out, NOTE_PREFIX, note, strlen(note), l->cols);
+}
+
+/*
  * The live lines in aibox.log from *off on: each "HH:MM:SS vm[id]: text"
  * line as "HH:MM:SS text", an empty text too (an empty line of the VM's),
- * and aibox's line where they stop at their cap (TASK_LOG_FULL_TEXT) the
- * same way; aibox's other lines (phase times) are left out.
+ * and aibox's line where they stop at their cap (TASK_LOG_FULL_TEXT) as a
+ * note (NOTE_PREFIX); aibox's other lines (phase times) are left out.
  * A line without its end yet waits in partial (at most OUT_LINE_MAX * 4
- * bytes: a longer one is no line of ours and is dropped).
+ * bytes: a longer one is no line of ours and is dropped); ended: the task
+ * has ended, so the file ends where it ends: a line without its end (a disk
+ * that filled up) is shown as far as it goes, then a note says it is cut.
  */
-static void show_live(struct logger *l, off_t *off, struct buf *partial)
+/* The VM's text s[0..n) of the aibox.log line that starts at line (its time, 8 bytes). */
+static void live_line(struct logger *l, const char *line, const char *s, size_t n)
+{
+	char time_prefix[10];
+
+	/* cut to a terminal's width as aibox task cut it, each piece with its time */
+	memcpy(time_prefix, line, 8);
+	memcpy(time_prefix + 8, " ", 2);
+	out_format_prefix(&l->out, time_prefix, s, n, l->cols);
+}
+
+static void show_live(struct logger *l, off_t *off, struct buf *partial, int ended)
 {
 	char chunk[65536], prefix[32], full[128];
 	size_t plen, flen;
@@ -187,8 +213,7 @@ static void show_live(struct logger *l, off_t *off, struct buf *partial)
 		buf_add(partial, chunk, (size_t)n);
 		for (;;) {
 			char *nl = memchr(partial->buf, '\n', partial->len);
-			const char *text;
-			size_t len, tlen = 0;
+			size_t len;
 
 			if (!nl) {
 				if (partial->len > OUT_LINE_MAX * 4)
@@ -196,27 +221,21 @@ static void show_live(struct logger *l, off_t *off, struct buf *partial)
 				break;
 			}
 			len = (size_t)(nl - partial->buf);
-			text = NULL;
-			if (len >= 8 + plen && !memcmp(partial->buf + 8, prefix, plen)) {
-				text = partial->buf + 8 + plen;
-				tlen = len - 8 - plen;
-			} else if (len == 8 + flen && !memcmp(partial->buf + 8, full, flen)) {
-				text = TASK_LOG_FULL_TEXT;
-				tlen = strlen(text);
-			}
-			if (text) {
-				char time_prefix[10];
-
-				/* cut to a terminal's width as aibox task cut it, each piece with
-				 * its time */
-				memcpy(time_prefix, partial->buf, 8);
-				memcpy(time_prefix + 8, " ", 2);
-				out_format_prefix(&l->out, time_prefix, text, tlen, l->cols);
-			}
+			if (len >= 8 + plen && !memcmp(partial->buf + 8, prefix, plen))
+				live_line(l, partial->buf, partial->buf + 8 + plen, len - 8 - plen);
+			else if (len == 8 + flen && !memcmp(partial->buf + 8, full, flen))
+				add_note(l, TASK_LOG_FULL_TEXT);
 			buf_consume(partial, len + 1);
 		}
 	}
 	close(fd);
+	if (ended && partial->len) {
+		if (partial->len >= 8 + plen && !memcmp(partial->buf + 8, prefix, plen))
+			live_line(l, partial->buf, partial->buf + 8 + plen,
+			          partial->len - 8 - plen);
+		add_note(l, "aibox.log ends inside the line above: the rest of it is lost");
+		buf_reset(partial);
+	}
 	flush_out(l, 0);
 }
 
@@ -263,16 +282,16 @@ int main(int argc, char **argv)
 		die("%s", why.buf);
 
 	if (running(&l)) {
-		show_live(&l, &off, &partial);
+		show_live(&l, &off, &partial, 0);
 		if (!follow)
 			goto out;
 		while (running(&l)) {
 			struct timespec ts = {0, FOLLOW_MS * 1000000L};
 
 			nanosleep(&ts, NULL);
-			show_live(&l, &off, &partial);
+			show_live(&l, &off, &partial, 0);
 		}
-		show_live(&l, &off, &partial);
+		show_live(&l, &off, &partial, 1);
 		show_transcript(&l, 1);
 		if (task_info_read(l.td.tasks_fd, l.td.name, time(NULL), &ti) == 0) {
 			printf("the task ended: %s\n", task_state_name(ti.state));
@@ -282,7 +301,7 @@ int main(int argc, char **argv)
 	}
 	/* Ended: its transcript, or without one (Claude Code did not run) its live lines. */
 	if (show_transcript(&l, 0) < 0)
-		show_live(&l, &off, &partial);
+		show_live(&l, &off, &partial, 1);
 out:
 	if (fflush(stdout) != 0 || ferror(stdout))
 		die_errno("cannot write the log");
