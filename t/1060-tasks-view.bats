@@ -342,6 +342,21 @@ PY
 	assert_line --index 0 "aibox-tasks-log: unknown option '--frob'"
 }
 
+@test "tasks show: --wait of a group reads no attempt's summary.json through a link, nor waits on a FIFO" {
+	mk_task 20260101-100000-aaaaaa 'x'
+	record 20260101-100000-aaaaaa finished 0
+	mk_task 20260101-110000-bbbbbb 'x'
+	printf 'total 1.000s exit 1\n' >>"$TK/20260101-110000-bbbbbb/aibox.log"
+	ln -s ../20260101-100000-aaaaaa/summary.json "$TK/20260101-110000-bbbbbb/summary.json"
+	mk_task 20260101-120000-cccccc 'x'
+	printf 'total 1.000s exit 1\n' >>"$TK/20260101-120000-cccccc/aibox.log"
+	mkfifo "$TK/20260101-120000-cccccc/summary.json"
+	for t in 100000-aaaaaa 110000-bbbbbb 120000-cccccc; do echo 0a1b2c >"$TK/20260101-$t/group"; done
+	run timeout 20 aibox tasks show --wait 0a1b2c
+	assert_success
+	assert_line "group 0a1b2c: 1 of 3 attempts finished; aibox counted 0.000000 USD for them all"
+}
+
 @test "tasks show: --json is the task's facts and its record, checked with jq" {
 	five
 	run aibox tasks show --json aaaaaa

@@ -14,6 +14,7 @@
 #include "config/usage.h"
 #include "task/task_folder.h"
 #include "task/task_group.h"
+#include "task/task_info.h"
 #include "task/task_record.h"
 
 /* Hand on whole lines of a's stdout; the first is its folder.  0 at its end of file. */
@@ -157,17 +158,23 @@ static void add_id(struct buf *ids, const char *dir)
 
 static void group_count(const char *const *dirs, size_t n, struct group_counts *c)
 {
-	struct buf path = BUF_INIT, data = BUF_INIT, err = BUF_INIT;
+	struct buf data = BUF_INIT, err = BUF_INIT;
 
 	for (size_t i = 0; i < n; i++) {
 		struct task_record r;
+		ssize_t got;
+		int dfd;
 
 		if (!dirs[i] || !*dirs[i])
 			continue;
-		buf_reset(&path);
 		buf_reset(&data);
-		buf_addf(&path, "%s/summary.json", dirs[i]);
-		if (buf_read_file(&data, path.buf, TASK_RECORD_MAX) <= 0)
+		/* a regular file, as every reader of a task's files takes one: no link, no FIFO */
+		dfd = open(dirs[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (dfd < 0)
+			continue;
+		got = task_file_read(dfd, "summary.json", TASK_RECORD_MAX, &data);
+		close(dfd);
+		if (got <= 0)
 			continue;
 		buf_reset(&err);
 		if (task_record_parse(data.buf, data.len, &r, &err) < 0)
@@ -186,7 +193,6 @@ static void group_count(const char *const *dirs, size_t n, struct group_counts *
 			              : c->nano + r.report.usage.nano;
 		task_record_release(&r);
 	}
-	buf_release(&path);
 	buf_release(&data);
 	buf_release(&err);
 }

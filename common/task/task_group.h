@@ -81,7 +81,9 @@ void task_group_summary(const struct task_group *g, int detach, struct buf *out)
 /*
  * The same line for the attempts of the group gid whose folders are dirs[0..n):
  * "group GID: F of N attempts finished; aibox counted X USD for them all",
- * each attempt's summary.json read (one without is not finished, counts 0).
+ * each attempt's summary.json read as task_file_read() reads a task's files
+ * (a regular file, never through a link nor from a FIFO; one without is not
+ * finished, counts 0).
  * When a signal stopped some (their why starts with TASK_WHY_STOPPED), the
  * line names which finished and which were stopped: "F of N attempts
  * finished (ID, ...), S stopped (ID, ...); aibox counted ..." ("none" for
