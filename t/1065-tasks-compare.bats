@@ -90,6 +90,28 @@ three() {
 	done
 }
 
+@test "compare: an attempt whose folder is removed while compare runs is gone, not running" {
+	three
+	# the first git command compare runs (the first row's) removes the last attempt's folder
+	mkdir "$T/bin"
+	cat >"$T/bin/git" <<-EOF
+		#!/bin/sh
+		rm -rf "$TK/20260101-100002-cccccc" "$TK/20260101-100002-cccccc.lock"
+		exec $(command -v git) "\$@"
+	EOF
+	chmod +x "$T/bin/git"
+	PATH=$T/bin:$PATH run --separate-stderr aibox tasks compare 0a1b2c
+	assert_success
+	[[ "${lines[5]}" =~ ^cccccc\ +gone\ +check\ -\ +-\ +-\ +nothing\ to\ fetch$ ]] || fail "${lines[5]}"
+	assert_line --index 6 "        not read: its folder is gone: it was removed"
+	rm -r "$TK/20260101-100000-aaaaaa" "$TK/20260101-100001-bbbbbb"
+	three
+	PATH=$T/bin:$PATH run --separate-stderr aibox tasks compare --json 0a1b2c
+	assert_success
+	run jq -c '.[2] | [.id, .state, .seconds, .problem]' <<<"$output"
+	assert_output '["cccccc","gone",null,"its folder is gone: it was removed"]'
+}
+
 @test "compare: a task of no group, an unknown id and a word too many are refused in words" {
 	three
 	mkdir "$TK/20260101-110000-dddddd"

@@ -71,7 +71,7 @@ static json_t *row_json(const struct task_compare_row *r)
 
 	json_object_set_new(o, "id", json_string(r->ti.id));
 	json_object_set_new(o, "folder", text(r->dir.buf));
-	json_object_set_new(o, "state", json_string(task_state_name(r->ti.state)));
+	json_object_set_new(o, "state", json_string(task_compare_state(r)));
 	json_object_set_new(o, "seconds",
 	                    r->ti.has_seconds ? json_real(r->ti.seconds) : json_null());
 	json_object_set_new(o, "spend_usd",
@@ -133,8 +133,8 @@ static void row_text(const struct task_compare_row *r)
 		buf_addf(&check, "failed %d", r->check_exit);
 	else
 		buf_addstr(&check, "passed");
-	printf("%s  %-14s check %-10s %14s %8s  %s\n", r->ti.id, task_state_name(r->ti.state),
-	       check.buf, spend.buf, time_s.buf, changes.buf);
+	printf("%s  %-14s check %-10s %14s %8s  %s\n", r->ti.id, task_compare_state(r), check.buf,
+	       spend.buf, time_s.buf, changes.buf);
 	if (r->cap_line.len)
 		printf("        %s\n", r->cap_line.buf);
 	if (r->fetch.len) {

@@ -406,13 +406,29 @@ void task_compare_row_read(const char *dir, int seconds, struct task_compare_row
 		BUG("task_compare_row_read: '%s' is not in a tasks folder", dir);
 	buf_add(&tasks, dir, (size_t)(slash - dir));
 	buf_add(&pdir, dir, (size_t)(slash - dir - 6));
-	if ((tfd = open(tasks.buf, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0 ||
-	    (ret = task_info_read(tfd, slash + 1, time(NULL), &row->ti)) < 0) {
-		buf_addf(&row->problem, "cannot read the task: %s", strerror(errno));
+	if ((tfd = open(tasks.buf, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+		ret = -errno;
+	else
+		ret = task_info_read(tfd, slash + 1, time(NULL), &row->ti);
+	if (ret == 0 &&
+	    (dfd = openat(tfd, slash + 1, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+		ret = -errno;
+	if (ret == -ENOENT) {
+		/* removed since the group was listed (aibox tasks clean): no state to show */
+		task_info_release(&row->ti);
+		row->ti = (struct task_info)TASK_INFO_INIT;
+		if (strlen(slash + 1) == TASK_NAME_LEN)
+			memcpy(row->ti.id, slash + 1 + TASK_NAME_LEN - TASK_ID_LEN,
+			       TASK_ID_LEN + 1);
+		row->gone = 1;
+		buf_addstr(&row->problem, TASK_COMPARE_GONE);
 		goto out;
 	}
-	if ((dfd = openat(tfd, slash + 1, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0 ||
-	    task_file_read(dfd, "summary.json", TASK_RECORD_MAX, &b) <= 0)
+	if (ret < 0) {
+		buf_addf(&row->problem, "cannot read the task: %s", strerror(-ret));
+		goto out;
+	}
+	if (task_file_read(dfd, "summary.json", TASK_RECORD_MAX, &b) <= 0)
 		goto out; /* running, or killed: task_info says which */
 	if (task_record_parse(b.buf, b.len, &rec, &err) < 0) {
 		buf_add(&row->problem, err.buf, err.len);
@@ -461,6 +477,11 @@ out:
 	buf_release(&err);
 	buf_release(&pdir);
 	buf_release(&tasks);
+}
+
+const char *task_compare_state(const struct task_compare_row *row)
+{
+	return row->gone ? "gone" : task_state_name(row->ti.state);
 }
 
 void task_compare_row_release(struct task_compare_row *row)

@@ -59,7 +59,18 @@ struct task_compare_row {
 	long commits, files, added, removed;
 	struct buf fetch;   /* the fetch command, "" when nothing to fetch */
 	struct buf problem; /* what could not be read or computed, "" when nothing */
+	int gone;           /* its folder was removed since the group was listed */
 };
+
+/* A row's problem when its folder is gone. */
+#define TASK_COMPARE_GONE "its folder is gone: it was removed"
+
+/*
+ * The row's state as compare shows it: task_state_name()'s, or "gone" when
+ * its folder was removed since the group was listed (aibox tasks clean while
+ * compare ran: nothing of it is read then, its id aside).
+ */
+const char *task_compare_state(const struct task_compare_row *row);
 
 /*
  * The row of the task folder dir: its record, and for an end commit the
