@@ -112,6 +112,24 @@ three() {
 	assert_output '["cccccc","gone",null,"its folder is gone: it was removed"]'
 }
 
+@test "compare: an id that a task and a group both have names the task, as show and log take it" {
+	three
+	# the task 0a1b2c, an attempt of the group 0d0d0d, whose id is also the group of three()
+	attempt 20260101-120000-0a1b2c finished
+	attempt 20260101-120001-dddddd finished
+	for t in 120000-0a1b2c 120001-dddddd; do echo 0d0d0d >"$TK/20260101-$t/group"; done
+	run --separate-stderr aibox tasks show 0a1b2c
+	assert_success
+	assert_line --index 0 "task 0a1b2c, 20260101-120000-0a1b2c: finished"
+	run --separate-stderr aibox tasks compare 0a1b2c
+	assert_success
+	assert_line --index 0 "group 0d0d0d: 2 attempts"
+	# the group's other attempts name it, as before
+	run --separate-stderr aibox tasks compare aaaaaa
+	assert_success
+	assert_line --index 0 "group 0a1b2c: 3 attempts"
+}
+
 @test "compare: a task of no group, an unknown id and a word too many are refused in words" {
 	three
 	mkdir "$TK/20260101-110000-dddddd"

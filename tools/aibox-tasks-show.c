@@ -295,15 +295,15 @@ static int show_one(struct shown *s, const char *arg, int json, int wait)
 
 /*
  * Whether arg names a group of more than one attempt (an id no task has,
- * task_find()'s rule): then dirs holds their folders.
+ * task_lookup()'s rule): then dirs holds their folders.
  */
 static int group_of(const char *arg, struct strvec *dirs)
 {
 	struct buf dir = BUF_INIT, pdir = BUF_INIT, err = BUF_INIT;
-	int group = 0;
+	int group = task_lookup(arg, &dir, &pdir, dirs, &err) == TASK_LOOKUP_GROUP && dirs->nr > 1;
 
-	if (task_id_valid(arg) && task_find(arg, &dir, &pdir, &err) < 0)
-		group = task_group_dirs(arg, dirs) > 1;
+	if (!group)
+		strvec_clear(dirs);
 	buf_release(&dir);
 	buf_release(&pdir);
 	buf_release(&err);

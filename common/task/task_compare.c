@@ -35,13 +35,14 @@ int task_group_attempts(const char *arg, char gid[TASK_ID_LEN + 1], struct strve
 	struct buf dir = BUF_INIT, pdir = BUF_INIT, why = BUF_INIT;
 	int ret = 0, dfd;
 
-	/* A group's id first: task_find() names the group of more than one attempt as an error. */
-	if (task_id_valid(arg) && task_group_dirs(arg, dirs) > 0) {
+	/* A task's id names the task, a group's the group, as everywhere (task_lookup()). */
+	if ((ret = task_lookup(arg, &dir, &pdir, dirs, err)) < 0)
+		goto out;
+	if (ret == TASK_LOOKUP_GROUP) {
 		memcpy(gid, arg, TASK_ID_LEN + 1);
+		ret = 0;
 		goto sort;
 	}
-	if ((ret = task_find(arg, &dir, &pdir, err)) < 0)
-		goto out;
 	dfd = open(dir.buf, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (dfd < 0) {
 		ret = -errno;

@@ -18,7 +18,8 @@
 /*
  * The attempts of the group arg names, as task folder paths in dirs, oldest
  * first, and the group's id in gid: arg is a group's id, or any attempt's id,
- * folder name or path (task_find()).  0, or -ENOENT (no such group or task),
+ * folder name or path, read by task_lookup()'s rule (an id a task has names
+ * the task, and so its group).  0, or -ENOENT (no such group or task),
  * -EINVAL (a task of no group) or another -errno, with err set.
  */
 int task_group_attempts(const char *arg, char gid[TASK_ID_LEN + 1], struct strvec *dirs,

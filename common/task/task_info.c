@@ -466,11 +466,12 @@ size_t task_group_dirs(const char *gid, struct strvec *dirs)
 	return dirs->nr;
 }
 
-int task_find(const char *arg, struct buf *dir, struct buf *project_dir, struct buf *err)
+int task_lookup(const char *arg, struct buf *dir, struct buf *project_dir, struct strvec *group,
+                struct buf *err)
 {
 	struct strvec found = STRVEC_INIT, projects = STRVEC_INIT;
 	struct buf here = BUF_INIT, pd = BUF_INIT;
-	int ret = 0, is_group = 0;
+	int ret = TASK_LOOKUP_TASK;
 
 	if (strchr(arg, '/')) {
 		char *real = realpath(arg, NULL);
@@ -507,7 +508,10 @@ int task_find(const char *arg, struct buf *dir, struct buf *project_dir, struct 
 	if (project_here(&here) == 0)
 		find_in(here.buf, arg, &found);
 	if (!found.nr) {
-		if ((ret = projects_list(&projects)) < 0) {
+		int r = projects_list(&projects);
+
+		if (r < 0) {
+			ret = r;
 			buf_addf(err, "cannot read the projects: %s", strerror(-ret));
 			goto out;
 		}
@@ -519,28 +523,13 @@ int task_find(const char *arg, struct buf *dir, struct buf *project_dir, struct 
 		}
 	}
 	/* No task of that id: the attempts of a group of that id, as one project's tasks. */
-	if (!found.nr && task_id_valid(arg)) {
-		if (here.len)
-			find_group_in(here.buf, arg, &found);
-		for (size_t i = 0; !found.nr && i < projects.nr; i++) {
-			buf_reset(&pd);
-			projects_dir(&pd);
-			buf_addf(&pd, "/%s", projects.v[i]);
-			find_group_in(pd.buf, arg, &found);
-		}
-		is_group = found.nr > 0;
+	if (!found.nr && task_id_valid(arg) && task_group_dirs(arg, group) > 0) {
+		ret = TASK_LOOKUP_GROUP;
+		goto out;
 	}
 	if (!found.nr) {
 		ret = -ENOENT;
 		buf_addf(err, "no task '%s' in any project", arg);
-		goto out;
-	}
-	if (found.nr > 1 && is_group) {
-		ret = -EINVAL;
-		buf_addf(err, "'%s' is the group of %zu attempts, give one of them:", arg,
-		         found.nr);
-		for (size_t i = 0; i < found.nr; i++)
-			buf_addf(err, "\n  %s", found.v[i]);
 		goto out;
 	}
 	if (found.nr > 1) {
@@ -557,6 +546,28 @@ out:
 	strvec_clear(&projects);
 	buf_release(&here);
 	buf_release(&pd);
+	return ret;
+}
+
+int task_find(const char *arg, struct buf *dir, struct buf *project_dir, struct buf *err)
+{
+	struct strvec group = STRVEC_INIT;
+	int ret = task_lookup(arg, dir, project_dir, &group, err);
+
+	if (ret == TASK_LOOKUP_GROUP && group.nr == 1) {
+		/* the one attempt a group has left */
+		buf_addstr(dir, group.v[0]);
+		buf_add(project_dir, group.v[0],
+		        strlen(group.v[0]) - TASK_NAME_LEN - strlen("/tasks/"));
+		ret = 0;
+	} else if (ret == TASK_LOOKUP_GROUP) {
+		ret = -EINVAL;
+		buf_addf(err, "'%s' is the group of %zu attempts, give one of them:", arg,
+		         group.nr);
+		for (size_t i = 0; i < group.nr; i++)
+			buf_addf(err, "\n  %s", group.v[i]);
+	}
+	strvec_clear(&group);
 	return ret;
 }
 

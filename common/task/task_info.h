@@ -142,6 +142,21 @@ int task_list_names(const char *project_dir, struct strvec *names, int *tasks_fd
  */
 int task_find(const char *arg, struct buf *dir, struct buf *project_dir, struct buf *err);
 
+/*
+ * The one rule by which every command reads a TASK or GROUP argument
+ * (docs/tasks.md, "Several attempts"), task_find()'s: a path, a folder's
+ * name, or an id a task has names that task (TASK_LOOKUP_TASK: dir and
+ * project_dir set as task_find() sets them), even when a group has the same
+ * id; an id no task has names the group of that id when it has attempts
+ * (TASK_LOOKUP_GROUP: their folders appended to group, as
+ * task_group_dirs() finds them).  Else -ENOENT, -EINVAL or another -errno,
+ * the reason appended to err.
+ */
+#define TASK_LOOKUP_TASK  0
+#define TASK_LOOKUP_GROUP 1
+int task_lookup(const char *arg, struct buf *dir, struct buf *project_dir, struct strvec *group,
+                struct buf *err);
+
 /* Append s sanitized (common/base/out.h), its first line only. */
 void task_text_line(struct buf *out, const char *s);
 
