@@ -332,6 +332,26 @@ on_terminal() {
 	run ! no_format bad
 }
 
+@test "out: under a locale whose charset is not UTF-8 no byte of a C1 control goes out, every other character as <U+XXXX>" {
+	# "Û" is C3 9B: on a terminal of an 8-bit charset its 9B is CSI, and "2J" clears it; the
+	# 97 of "日" (E6 97 A5) is a C1 control there too
+	printf 'a\xc3\x9b2Jb \xe6\x97\xa5 \xc3\xa9\n' >in
+	for loc in en_US.ISO-8859-1 ru_RU.KOI8-R en_US de_DE@euro; do
+		run env LC_ALL="$loc" TZ=UTC test-prompt lines vm abcdef 0 <in
+		assert_success
+		assert_output "00:00:00 vm[abcdef]: a<U+00DB>2Jb <U+65E5> <U+00E9>"
+		run env LC_ALL= LC_CTYPE="$loc" LANG=C.UTF-8 TZ=UTC test-prompt lines vm abcdef 0 <in
+		assert_output "00:00:00 vm[abcdef]: a<U+00DB>2Jb <U+65E5> <U+00E9>"
+	done
+	# UTF-8, spelled either way, the first of LC_ALL, LC_CTYPE and LANG that is set; C and
+	# POSIX (no charset of their own, the terminal's is taken): the text as it is
+	for env in LC_ALL=C.UTF-8 LC_ALL=en_US.utf8 'LC_ALL=C.UTF-8 LANG=en_US.ISO-8859-1' \
+		'LC_ALL= LC_CTYPE= LANG=de_DE.UTF-8@euro' LC_ALL=C LC_ALL=POSIX 'LC_ALL= LC_CTYPE= LANG='; do
+		run env $env TZ=UTC test-prompt lines vm abcdef 0 <in
+		assert_output "00:00:00 vm[abcdef]: aÛ2Jb 日 é"
+	done
+}
+
 @test "out: each line goes out in one write, so lines of several writers do not mix" {
 	command -v strace >/dev/null || skip "strace is not installed"
 	printf 'one\ntwo\nthree' >in

@@ -2,6 +2,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <inttypes.h>
+#include <stdlib.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <string.h>
@@ -104,10 +105,50 @@ static void skip_escape(struct scan *sc)
 	/* else: a lone ESC; what follows is ordinary text */
 }
 
+/* The charset part of a locale's name ("UTF-8" of "de_DE.UTF-8@euro") is UTF-8. */
+static int names_utf8(const char *name)
+{
+	const char *dot = strchr(name, '.');
+	char set[8];
+	size_t len = 0;
+
+	if (!dot)
+		return 0;
+	for (const char *p = dot + 1; *p && *p != '@'; p++) {
+		if (*p == '-' || *p == '_')
+			continue;
+		if (len == sizeof(set) - 1)
+			return 0;
+		set[len++] = (char)(*p >= 'A' && *p <= 'Z' ? *p - 'A' + 'a' : *p);
+	}
+	set[len] = '\0';
+	return !strcmp(set, "utf8");
+}
+
+int out_charset_ascii(void)
+{
+	static int ascii = -1;
+	static const char *const vars[] = {"LC_ALL", "LC_CTYPE", "LANG"};
+	const char *name = NULL;
+
+	if (ascii >= 0)
+		return ascii;
+	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]) && !name; i++) {
+		const char *v = getenv(vars[i]);
+
+		if (v && *v)
+			name = v;
+	}
+	/* C and POSIX have no charset of their own: the terminal's is taken, as before */
+	ascii = name && strcmp(name, "C") && strcmp(name, "POSIX") && !names_utf8(name);
+	return ascii;
+}
+
 void out_sanitize(struct buf *out, const char *s, size_t n)
 {
 	struct scan sc = {(const unsigned char *)s, n, 0};
 	size_t col = 0;
+	int ascii = out_charset_ascii();
 
 	while (sc.i < sc.n) {
 		unsigned char c = sc.s[sc.i];
@@ -150,10 +191,14 @@ void out_sanitize(struct buf *out, const char *s, size_t n)
 			col = 0;
 			continue;
 		}
-		if (utf8_is_hidden(cp)) {
+		if (utf8_is_hidden(cp) || ascii) {
 			size_t before = out->len;
 
-			/* invisible, or able to reorder what follows: shown, never passed */
+			/*
+			 * invisible, or able to reorder what follows: shown, never passed;
+			 * so is every character outside ASCII in a charset other than
+			 * UTF-8, where its bytes 0x80-0x9F are C1 controls
+			 */
 			buf_addf(out, "<U+%04" PRIX32 ">", cp);
 			col += out->len - before;
 			continue;

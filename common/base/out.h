@@ -47,9 +47,23 @@
  *   it is, and a hidden one must not pass into what the user reads or
  *   copies, nor go unseen;
  * - ill-formed UTF-8 (overlong forms, surrogates, > U+10FFFF, stray or
- *   missing continuation bytes) becomes U+FFFD, one per maximal subpart.
+ *   missing continuation bytes) becomes U+FFFD, one per maximal subpart;
+ * - under a locale whose charset is not UTF-8 (out_charset_ascii()), every
+ *   character outside ASCII (U+FFFD too) becomes "<U+XXXX>" as a hidden one
+ *   does, so the result is ASCII: in an 8-bit charset the bytes 0x80-0x9F of
+ *   a UTF-8 character ("Û" is C3 9B: 9B is CSI there) are C1 controls.
  */
 void out_sanitize(struct buf *out, const char *s, size_t n);
+
+/*
+ * Whether the locale the environment names (LC_ALL, else LC_CTYPE, else
+ * LANG: the first set and not empty) has a charset other than UTF-8: a name
+ * whose charset part ("de_DE.ISO-8859-1", "ru_RU.KOI8-R") is not UTF-8 in
+ * any spelling ("UTF-8", "utf8"), or that has none ("en_US": its language's
+ * 8-bit one); not so for C, POSIX or no name at all, which say nothing of the
+ * terminal's.  Read once a process.  1 or 0.
+ */
+int out_charset_ascii(void);
 
 /*
  * Append to out the lines for text s[0..n), as written at `when`: the text
