@@ -259,6 +259,28 @@ aibox[abcdef]: éb"
 	assert_output "aibox[abcdef]: <2000 c>"
 }
 
+@test "out: a relayed line cut at its bound and broken right after by a CR or U+2028 adds no empty line" {
+	# as the line whole would read: the break ends the line, what follows is the next one
+	{
+		head -c 2000 /dev/zero | tr '\0' a
+		sleep 0.5
+		printf '\rnext\n'
+		head -c 2000 /dev/zero | tr '\0' b
+		sleep 0.5
+		printf '\xe2\x80\xa8after\n'
+		head -c 2000 /dev/zero | tr '\0' c
+		sleep 0.5
+		printf '\xe2\x80\xa9\nend\n'
+	} | TZ=UTC test-prompt relay aibox abcdef 2>out
+	run sed -E 's/^[0-9:]{8} //; s/: ([abc]){2000}$/: <2000 \1>/' out
+	assert_output "aibox[abcdef]: <2000 a>
+aibox[abcdef]: next
+aibox[abcdef]: <2000 b>
+aibox[abcdef]: after
+aibox[abcdef]: <2000 c>
+aibox[abcdef]: end"
+}
+
 # on_terminal COLS FILE: test-prompt lines vm abcdef of FILE, written to a
 # terminal COLS columns wide (script's pseudo-terminal), its rows to stdout
 on_terminal() {

@@ -144,6 +144,22 @@ int out_charset_ascii(void)
 	return ascii;
 }
 
+size_t out_line_break_len(const char *s, size_t n)
+{
+	const unsigned char *u = (const unsigned char *)s;
+
+	if (!n)
+		return 0;
+	if (u[0] == '\n')
+		return 1;
+	if (u[0] == '\r')
+		return n > 1 && u[1] == '\n' ? 2 : 1;
+	/* the line and paragraph separators, U+2028 and U+2029: line breaks like any other */
+	if (n >= 3 && u[0] == 0xE2 && u[1] == 0x80 && (u[2] == 0xA8 || u[2] == 0xA9))
+		return 3;
+	return 0;
+}
+
 void out_sanitize(struct buf *out, const char *s, size_t n)
 {
 	struct scan sc = {(const unsigned char *)s, n, 0};
@@ -155,14 +171,15 @@ void out_sanitize(struct buf *out, const char *s, size_t n)
 		size_t len;
 		uint32_t cp;
 
+		if ((len = out_line_break_len(s + sc.i, sc.n - sc.i))) {
+			sc.i += len;
+			buf_addch(out, '\n');
+			col = 0;
+			continue;
+		}
 		if (c < 0x80) {
 			sc.i++;
-			if (c == '\n' || c == '\r') {
-				if (c == '\r' && sc.i < sc.n && sc.s[sc.i] == '\n')
-					sc.i++;
-				buf_addch(out, '\n');
-				col = 0;
-			} else if (c == '\t') {
+			if (c == '\t') {
 				do {
 					buf_addch(out, ' ');
 					col++;
@@ -183,12 +200,6 @@ void out_sanitize(struct buf *out, const char *s, size_t n)
 				skip_csi(&sc);
 			else if (cp == 0x9D || cp == 0x90 || cp == 0x98 || cp == 0x9E || cp == 0x9F)
 				skip_string(&sc);
-			continue;
-		}
-		if (cp == 0x2028 || cp == 0x2029) {
-			/* the line and paragraph separators: a line break like any other */
-			buf_addch(out, '\n');
-			col = 0;
 			continue;
 		}
 		if (utf8_is_hidden(cp) || ascii) {
@@ -394,13 +405,18 @@ void out_lines_init(struct out_lines *ol, size_t max, out_line_fn *fn, void *ctx
 /* Whether the line so far is nothing but the end of a line handed on in pieces. */
 static int end_only(const struct out_lines *ol)
 {
-	return ol->cut && (!ol->line.len || (ol->line.len == 1 && ol->line.buf[0] == '\r'));
+	return ol->cut &&
+	       (!ol->line.len || out_line_break_len(ol->line.buf, ol->line.len) == ol->line.len);
 }
 
+/* The line's first n bytes to fn. */
 static void hand_on(struct out_lines *ol, size_t n)
 {
+	/* a line break right after a piece ends the line of that piece: no empty line */
+	size_t skip = ol->cut ? out_line_break_len(ol->line.buf, n) : 0;
+
 	if (ol->fn)
-		ol->fn(ol->ctx, ol->line.buf, n);
+		ol->fn(ol->ctx, ol->line.buf + skip, n - skip);
 	buf_consume(&ol->line, n);
 }
 

@@ -119,6 +119,13 @@ void out_format_pieces(struct buf *out, const char *first, const char *line, con
  */
 #define OUT_DEFAULT_COLUMNS 80
 
+/*
+ * The length of the line break s[0..n) starts with as out_sanitize() reads
+ * one: "\r\n" 2, "\n" or a lone "\r" 1, U+2028 or U+2029 3; 0 when it
+ * starts with none.
+ */
+size_t out_line_break_len(const char *s, size_t n);
+
 /* A line s[0..n) without its '\n', as struct out_lines hands it on. */
 typedef void out_line_fn(void *ctx, const char *s, size_t n);
 
@@ -129,9 +136,10 @@ typedef void out_line_fn(void *ctx, const char *s, size_t n);
  * ends.  A line longer than max (at least 4) comes in pieces of at most max
  * bytes, each cut before a character the cut would split
  * (utf8_whole_len()), so that it shows whole in the next piece, not as two
- * U+FFFD; the newline that ends a line after such a piece, or the "\r\n"
- * (the sanitizer reads a "\r" as a line break), adds no empty line, in
- * whatever read it comes or at the end of the stream.  out_lines_end() at
+ * U+FFFD; a line break (out_line_break_len(): "\r", "\r\n", U+2028,
+ * U+2029) right after such a piece, or the newline alone, ends the line of
+ * that piece and adds no empty line, in whatever read it comes or at the end
+ * of the stream, as the line read whole would show.  out_lines_end() at
  * the end of the stream hands on what is left: a last line without its
  * end.  The line is held in a buffer of at most max bytes.  fn NULL:
  * lines are dropped.
