@@ -675,6 +675,21 @@ aibox: aibox.log ends inside the line above: the rest of it is lost"
 	assert_output "$want"$'\nthe task ended: not finished'
 }
 
+@test "tasks log: an aibox.log that ends inside a line not shown says so, naming no line above" {
+	mk_task 20260101-100000-aaaaaa 'x'
+	# cut inside aibox's own line of its end, and inside a VM line's prefix: nothing to show
+	printf '10:00:01 vm[aaaaaa]: before\ntotal 9.0' >>"$TK/20260101-100000-aaaaaa/aibox.log"
+	run aibox tasks log aaaaaa
+	assert_success
+	assert_output "10:00:01 before
+aibox: aibox.log ends inside a line: the rest of it is lost"
+	printf '00s exit 1\n10:00:02 vm[aa' >>"$TK/20260101-100000-aaaaaa/aibox.log"
+	run aibox tasks log aaaaaa
+	assert_success
+	assert_output "10:00:01 before
+aibox: aibox.log ends inside a line: the rest of it is lost"
+}
+
 @test "tasks log: on a terminal each live line is cut to its width, each piece with its time, so no row poses as the end line" {
 	command -v script >/dev/null || skip "script (bsdutils) is not installed"
 	mk_task 20260101-100000-aaaaaa 'x'

@@ -230,10 +230,14 @@ static void show_live(struct logger *l, off_t *off, struct buf *partial, int end
 	}
 	close(fd);
 	if (ended && partial->len) {
-		if (partial->len >= 8 + plen && !memcmp(partial->buf + 8, prefix, plen))
+		if (partial->len >= 8 + plen && !memcmp(partial->buf + 8, prefix, plen)) {
 			live_line(l, partial->buf, partial->buf + 8 + plen,
 			          partial->len - 8 - plen);
-		add_note(l, "aibox.log ends inside the line above: the rest of it is lost");
+			add_note(l, "aibox.log ends inside the line above: the rest of it is lost");
+		} else {
+			/* one of aibox's not shown, or a VM line cut before its text */
+			add_note(l, "aibox.log ends inside a line: the rest of it is lost");
+		}
 		buf_reset(partial);
 	}
 	flush_out(l, 0);
