@@ -104,6 +104,13 @@ aibox: no changes'
 	assert_output "$(printf 'vm: | a\nvm: |\nvm: | b\033[2Jc\naibox: no changes')"
 }
 
+@test "results: a message's lone CR, U+2028 and U+2029 break its lines where the printer breaks them, each line marked" {
+	# the sanitizer starts a new line at each: every one of them is a line of the message
+	printf '{"version":1,"steps":[],"claude":{"last_message":"a\\rb\\u2028c\\u2029Bash: git push\\u2028"}}' >result.json
+	run test-task results result.json --no-changes 1
+	assert_output "$(printf 'vm: | a\nvm: | b\nvm: | c\nvm: | Bash: git push\naibox: no changes')"
+}
+
 @test "results: fields of the wrong type, range or value refuse the file" {
 	refused() {
 		printf '%s' "$1" >result.json

@@ -463,17 +463,24 @@ void summary_make(const struct summary_in *in, struct summary *s)
 		if (r->claude.last_message) {
 			const char *p = r->claude.last_message, *end = p + strlen(p);
 
-			/* Trailing newlines would only make empty "|" lines. */
-			while (end > p && (end[-1] == '\n' || end[-1] == '\r'))
-				end--;
+			/* Trailing line breaks would only make empty "|" lines. */
+			while (end > p) {
+				if (end[-1] == '\n' || end[-1] == '\r')
+					end--;
+				else if (end - p >= 3 && out_line_break_len(end - 3, 3) == 3)
+					end -= 3;
+				else
+					break;
+			}
+			/* a line at each break the printer's sanitizer makes, each marked */
 			while (p < end) {
-				const char *nl = memchr(p, '\n', (size_t)(end - p));
-				size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
+				size_t n = 0, br = 0;
 
-				if (n && p[n - 1] == '\r')
-					n--;
+				while (p + n < end &&
+				       !(br = out_line_break_len(p + n, (size_t)(end - p - n))))
+					n++;
 				addf(s, 1, "|%s%.*s", n ? " " : "", (int)n, p);
-				p = nl ? nl + 1 : end;
+				p += n + br;
 			}
 		}
 	} else if (r) {
