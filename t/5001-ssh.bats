@@ -262,6 +262,16 @@ exit 0"
 	[ "$elapsed" -le 10 ] || fail "it took $elapsed s"
 }
 
+@test "ssh: a session that fails mid-line still passes on the stderr line it had begun" {
+	# the VM's last words without their newline, then the server stalls: they say why
+	forced "printf 'disk full, stopping' >&2; sleep 1; echo \$PPID >$T/stalled.pid; echo \$\$ >$T/script.pid; kill -STOP \$PPID; sleep 30"
+	run ssh_run --timeout-ms 60000 --idle-ms 3000 task
+	kill -KILL "$(cat stalled.pid)" "$(cat script.pid)" 2>/dev/null || true
+	assert_failure
+	assert_output "stderr: disk full, stopping
+error: the VM sent nothing for 3 s"
+}
+
 @test "ssh: a quiet command is not idle while the server answers keepalives" {
 	forced 'sleep 5; echo done'
 	run ssh_run --timeout-ms 60000 --idle-ms 3000 task

@@ -531,6 +531,8 @@ out:
 	/* After a failure the channel goes with the session in ssh_close(). */
 	if (ch && ret == 0)
 		libssh2_channel_free(ch);
+	/* a line the VM had begun, whatever ended the session: its last words say why */
+	out_lines_end(lb);
 	out_lines_release(lb);
 	return ret;
 }

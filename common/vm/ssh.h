@@ -109,7 +109,8 @@ struct ssh_client {
  * longer than SSH_LINE_MAX come in pieces of at most that size, each cut at
  * a character boundary (the newline, or "\r\n", that ends a line after a
  * piece, in whatever read it comes or at the end, adds no empty line), and a
- * last line without a newline comes at the end.
+ * last line without a newline comes at the end, however the session ends (a
+ * failure too).
  */
 #define SSH_LINE_MAX 4096
 
