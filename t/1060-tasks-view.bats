@@ -445,7 +445,8 @@ no_hidden() {
 	no_hidden "$T/out"
 	assert_line "prompt: a<U+200B>b"
 	assert_line --regexp '^[0-9:]{8} vm\[aaaaaa\]: \| a<U\+200B>b$'
-	assert_line --regexp '^[0-9:]{8} vm\[aaaaaa\]: c<U\+FEFF>d<U\+E0001><U\+E0041>e<U\+202E>f$'
+	# the message's line separator starts a line of the message, marked as its others
+	assert_line --regexp '^[0-9:]{8} vm\[aaaaaa\]: \| c<U\+FEFF>d<U\+E0001><U\+E0041>e<U\+202E>f$'
 	assert_line --regexp '^[0-9:]{8} aibox\[aaaaaa\]: the task did not finish: why a<U\+200B>b$'
 	# the why's own line break continues it indented, never as a line of aibox's
 	assert_line '                        c<U+FEFF>d<U+E0001><U+E0041>e<U+202E>f'
@@ -453,7 +454,7 @@ no_hidden() {
 	assert_success
 	printf '%s\n' "$output" >"$T/out"
 	no_hidden "$T/out"
-	assert_line --regexp '^[0-9:]{8} vm\[cccccc\]: c<U\+FEFF>d<U\+E0001><U\+E0041>e<U\+202E>f$'
+	assert_line --regexp '^[0-9:]{8} vm\[cccccc\]: \| c<U\+FEFF>d<U\+E0001><U\+E0041>e<U\+202E>f$'
 
 	run aibox tasks log aaaaaa
 	assert_success
