@@ -5,7 +5,9 @@
  * U+2028 or U+2029, and cleaning it again must change nothing; every
  * formatted line must start with the prefix, hold no other line break and no
  * more than OUT_LINE_MAX bytes, and on a terminal (the first byte its width)
- * fit its row.
+ * fit its row.  struct out_lines, fed the bytes in reads of any size, hands
+ * on pieces of at most its bound, each well-formed when the input is (no
+ * character split at a cut).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -39,6 +41,42 @@ static void check_clean(const char *s, size_t n)
 			abort();
 		i += (size_t)r;
 	}
+}
+
+/* What the pieces struct out_lines hands on must hold. */
+struct pieces {
+	size_t max;
+	int valid; /* the input is well-formed UTF-8: so is every piece, never a character split */
+};
+
+static void check_piece(void *ctx, const char *s, size_t n)
+{
+	const struct pieces *p = ctx;
+
+	if (n > p->max || memchr(s, '\n', n))
+		abort();
+	if (p->valid && !utf8_valid(s, n, NULL))
+		abort();
+}
+
+/* The input through struct out_lines, fed in reads of 1 to 17 bytes the input picks. */
+static void check_lines(const uint8_t *data, size_t size)
+{
+	struct pieces p = {size ? 4 + data[0] % 61 : 4, utf8_valid((const char *)data, size, NULL)};
+	struct out_lines ol;
+	size_t pos = 0;
+
+	out_lines_init(&ol, p.max, check_piece, &p);
+	while (pos < size) {
+		size_t take = 1 + data[pos] % 17;
+
+		if (take > size - pos)
+			take = size - pos;
+		out_lines_feed(&ol, (const char *)data + pos, take);
+		pos += take;
+	}
+	out_lines_end(&ol);
+	out_lines_release(&ol);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -79,6 +117,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 		pos += len + 1;
 	}
+	check_lines(data, size);
 	buf_release(&clean);
 	buf_release(&again);
 	buf_release(&lines);
