@@ -1,9 +1,12 @@
 /*
- * libFuzzer: the broker's token scrub (common/broker/scrub.h) on arbitrary
+ * libFuzzer: the token scrub (common/base/scrub.h) on arbitrary
  * secrets and text (make fuzz).  The input: a count of secrets (1 to 3),
  * each as a length byte (1 to 40) and its bytes, then the text.  What
  * comes out is the text with bytes replaced by '*' only, holding neither a
- * secret as it is (one without a '*') nor every byte of one as %XX.
+ * secret as it is (one without a '*'), nor every byte of one as %XX, nor
+ * one with '+' for each space.  And scrub_find()'s cut, for the text cut
+ * short at each place: every run of the whole text that starts before it
+ * ends in the part, and is found there (as far back or further).
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -12,10 +15,43 @@
 #include <string.h>
 
 #include "base/buf.h"
-#include "broker/scrub.h"
+#include "base/scrub.h"
 #include "base/banned.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* Whether runs has one of form that ends at end and starts at start or before. */
+static int has_run(const struct scrub_runs *runs, size_t form, size_t start, size_t end)
+{
+	for (size_t i = 0; i < runs->nr; i++)
+		if (runs->v[i].form == form && runs->v[i].end == end && runs->v[i].start <= start)
+			return 1;
+	return 0;
+}
+
+/* The cut of text[0..k) for each k: what starts before it is found whole there. */
+static void cuts(const struct buf *secrets, size_t n, const char *text, size_t len)
+{
+	struct scrub_runs all = {NULL, 0, 0}, part = {NULL, 0, 0};
+
+	if (scrub_find(secrets, n, text, len, &all) > len)
+		abort();
+	for (size_t k = 0; k < len && len <= 512; k++) {
+		size_t cut;
+
+		part.nr = 0;
+		cut = scrub_find(secrets, n, text, k, &part);
+		if (cut > k)
+			abort();
+		for (size_t i = 0; i < all.nr; i++)
+			if (all.v[i].start < cut &&
+			    (all.v[i].end > k ||
+			     !has_run(&part, all.v[i].form, all.v[i].start, all.v[i].end)))
+				abort();
+	}
+	free(all.v);
+	free(part.v);
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -40,6 +76,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	out = malloc(size - at + 1);
 	if (!out)
 		goto out;
+	cuts(secrets, n, (const char *)data + at, size - at);
 	scrub_span(secrets, n, (const char *)data + at, out, size - at, size - at);
 	for (size_t i = 0; i < size - at; i++)
 		if (out[i] != (char)data[at + i] && out[i] != '*')
@@ -52,6 +89,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 		if (!memchr(secrets[i].buf, '*', secrets[i].len) &&
 		    memmem(out, size - at, secrets[i].buf, secrets[i].len))
+			abort();
+		buf_reset(&pct);
+		for (size_t j = 0; j < secrets[i].len; j++)
+			buf_addch(&pct, secrets[i].buf[j] == ' ' ? '+' : secrets[i].buf[j]);
+		if (!memchr(secrets[i].buf, '*', secrets[i].len) &&
+		    memmem(out, size - at, pct.buf, pct.len))
 			abort();
 	}
 	free(out);

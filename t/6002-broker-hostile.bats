@@ -518,3 +518,9 @@ all_closed() {
 	run test-scrub '+;' <<<'x&plus;y x&plus;;y'
 	assert_output 'x&plus;y x*******y'
 }
+
+@test "broker: the token scrub reads a '+' as a space, as form encoding writes one" {
+	# urllib's quote_plus(), PHP's urlencode() and an HTML form write ' ' as '+'.
+	run test-scrub 'my tok en' <<<'a=my+tok+en b=my%20tok+en c=my+tok%2Ben'
+	assert_output 'a=********* b=*********** c=my+tok%2Ben'
+}

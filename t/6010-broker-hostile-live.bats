@@ -248,17 +248,19 @@ reflect_restart() {
 # token_reflected DECODE: which of reflect_fetch's files hold $GIT_TOKEN or its Basic
 # credential once read back by DECODE: percent (%XX decoded), json (a JSON string's
 # escapes decoded) or html (character references decoded; then the base64 characters
-# that only the token's bytes make, at each of three offsets, count too).  Prints
-# nothing when none does.
+# that only the token's bytes make, at each of three offsets, count too, and in
+# base64url's alphabet with b64url).  Prints nothing when none does.
 token_reflected() {
 	python3 - "$1" "$GIT_TOKEN" head.txt ok.txt errhead.txt err.txt <<-'PY'
 	import base64, html, re, sys, urllib.parse
 	decode, tok = sys.argv[1], sys.argv[2]
 	forms = [tok, base64.b64encode(("x-access-token:" + tok).encode()).decode()]
-	if decode == "html":
+	if decode in ("html", "b64url"):
 	    for r in range(3):
 	        enc = base64.b64encode(b"\0" * r + tok.encode() + b"\0\0").decode()
 	        forms.append(enc[(8 * r + 5) // 6:8 * (r + len(tok)) // 6])
+	        if decode == "b64url":
+	            forms.append(forms[-1].replace("+", "-").replace("/", "_"))
 	def unescape(m):
 	    e = m.group(1)
 	    return chr(int(e[3:], 16)) if e[0] == "u" else e
@@ -323,6 +325,15 @@ reflect_each_auth() {
 	reflect_restart
 	# References decoded, nothing holds the token, the credential or the token's base64.
 	reflect_each_auth html html-go html-php html-hex html-dec html-named b64-at-0 b64-at-1 b64-at-2
+}
+
+@test "broker live: a reflected token in base64url inside a longer string does not reach the client" {
+	# '>' and '?' make a '+' and a '/' of the token's base64 at each offset: '-' and '_' in
+	# base64url's alphabet (JWTs, Go's base64.URLEncoding).
+	tok="t0>k?en>?$(printf %03d $((RANDOM % 1000)))>?x>?y"
+	export GIT_TOKEN="$tok" UPSTREAM_TOKEN="$tok"
+	reflect_restart
+	reflect_each_auth b64url b64url-at-0 b64url-at-1 b64url-at-2
 }
 
 @test "broker live: a Basic credential is scrubbed whole, though the token's base64 in it comes first" {

@@ -30,3 +30,15 @@ char *base64_core(const char *value, size_t len, int r)
 	free(enc);
 	return core;
 }
+
+int base64_url(char *s)
+{
+	int changed = 0;
+
+	for (; *s; s++)
+		if (*s == '+' || *s == '/') {
+			*s = *s == '+' ? '-' : '_';
+			changed = 1;
+		}
+	return changed;
+}

@@ -1,7 +1,7 @@
 /*
  * Base64 as a secret's filter looks for it: the proxy's echo swap
  * (common/proxy/secret_swap.h) and the broker's token scrub
- * (common/broker/scrub.h).
+ * (common/broker/broker.h), both through common/base/scrub.h.
  */
 #ifndef AIBOX_BASE64_H
 #define AIBOX_BASE64_H
@@ -20,5 +20,12 @@
  * BASE64_CORE_MIN bytes, whose core would be too short to look for.
  */
 char *base64_core(const char *value, size_t len, int r);
+
+/*
+ * s (base64, as base64_core() gives it) in base64url's alphabet (RFC 4648
+ * 5: '-' for '+', '_' for '/'), in place: 1 when a character changed, 0
+ * when s is the same in both.
+ */
+int base64_url(char *s);
 
 #endif

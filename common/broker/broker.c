@@ -1,6 +1,6 @@
 /* aibox-broker's request handling: see broker.h. */
 #include "broker/broker.h"
-#include "broker/scrub.h"
+#include "base/scrub.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -1230,7 +1230,7 @@ out:
 /* ---- credentials ---- */
 
 /*
- * Remember s[0..n) as a secret for scrub_span() (common/broker/scrub.h),
+ * Remember s[0..n) as a secret for scrub_span() (common/base/scrub.h),
  * which finds it in spellings of at most SCRUB_SPELLING_MAX bytes a byte.
  */
 static void add_secret(struct broker_remote *rm, const char *s, size_t n)
@@ -1274,13 +1274,15 @@ void broker_remote_credentials(struct broker_remote *rm)
 	add_secret(rm, rm->token, strlen(rm->token));
 	if (cred.len)
 		add_secret(rm, cred.buf, cred.len);
-	/* The token inside a longer base64 string, at each byte offset. */
+	/* The token inside a longer base64 string, at each byte offset, in either alphabet. */
 	for (int r = 0; r < 3; r++) {
 		char *core = base64_core(rm->token, strlen(rm->token), r);
 
 		if (!core)
 			continue;
 		add_secret(rm, core, strlen(core));
+		if (base64_url(core))
+			add_secret(rm, core, strlen(core));
 		OPENSSL_cleanse(core, strlen(core));
 		free(core);
 	}

@@ -39,9 +39,9 @@ struct broker_remote {
 	/* its host looked up at start (resolver_lookup_now(), common/net/resolve.h) */
 	struct resolve_result addrs;
 	/*
-	 * The token, the Basic credential and the token's base64 cores
-	 * (docs/broker.md, "What the client sees"): replaced, in any spelling scrub_span() finds
-	 * (common/broker/scrub.h), in whatever goes back to the client.
+	 * The token, the Basic credential and the token's base64 cores, in base64url's
+	 * alphabet too (docs/broker.md, "What the client sees"): replaced, in any spelling
+	 * scrub_span() finds (common/base/scrub.h), in whatever goes back to the client.
 	 * secret_max: the longest spelling, SCRUB_SPELLING_MAX bytes a byte.
 	 */
 	struct buf *secrets;
@@ -88,7 +88,8 @@ struct broker {
  * the token the remote could send back, for scrub_span() to find in any
  * spelling: the token, its Basic credential, and the base64 characters only
  * the token's bytes make at each of the three byte offsets
- * (common/base/base64.h base64_core(): a token of 8 bytes or more).
+ * (common/base/base64.h base64_core(): a token of 8 bytes or more), in
+ * base64's alphabet and in base64url's.
  */
 void broker_remote_credentials(struct broker_remote *rm);
 

@@ -1,5 +1,5 @@
 /*
- * test-scrub: common/broker/scrub.c, for t/6002-broker-hostile.bats.
+ * test-scrub: common/base/scrub.c, for t/6002-broker-hostile.bats.
  *
  *   test-scrub SECRET... < text    the text with every spelling of a SECRET
  *                                  replaced by '*' (scrub_span())
@@ -9,7 +9,7 @@
 
 #include "base/buf.h"
 #include "base/err.h"
-#include "broker/scrub.h"
+#include "base/scrub.h"
 #include "base/banned.h"
 
 int main(int argc, char **argv)

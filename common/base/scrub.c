@@ -1,5 +1,5 @@
-/* The broker's token filter: see scrub.h. */
-#include "broker/scrub.h"
+/* A secret's spellings in text that came back from elsewhere: see scrub.h. */
+#include "base/scrub.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -95,8 +95,8 @@ static size_t html_reference(const char *p, size_t len, unsigned char *c, int *s
 /*
  * Every byte that p[0..len) (len >= 1) spells from its start, into d: the
  * byte itself, and the byte an escape starting there decodes to (one kind
- * of escape at most, set by its first byte; an HTML reference with an
- * optional ';' is read with it and without).  How many.
+ * of escape at most, set by its first byte; '+' is a space too; an HTML
+ * reference with an optional ';' is read with it and without).  How many.
  */
 static int spellings_at(const char *p, size_t len, struct spelling d[SPELLINGS_AT_MAX])
 {
@@ -105,7 +105,9 @@ static int spellings_at(const char *p, size_t len, struct spelling d[SPELLINGS_A
 	int nd = 0, semi;
 
 	d[nd++] = (struct spelling){(unsigned char)p[0], 1};
-	if (p[0] == '%' && len >= 3 && hex_decode(&x, p + 1, 1) == 0)
+	if (p[0] == '+')
+		d[nd++] = (struct spelling){' ', 1};
+	else if (p[0] == '%' && len >= 3 && hex_decode(&x, p + 1, 1) == 0)
 		d[nd++] = (struct spelling){x, 3};
 	else if (p[0] == '\\' && len >= 2 && (p[1] == '/' || p[1] == '"' || p[1] == '\\'))
 		d[nd++] = (struct spelling){(unsigned char)p[1], 2};
@@ -122,43 +124,93 @@ static int spellings_at(const char *p, size_t len, struct spelling d[SPELLINGS_A
 	return nd;
 }
 
-/* A run [start, end) to replace. */
-struct run {
-	size_t start, end;
-};
+/*
+ * Whether p[0..m) (the text's last m bytes, m < SCRUB_SPELLING_MAX; p[0]
+ * '%', '\\' or '&') may begin a spelling of c that bytes after it would
+ * complete, or make longer (an HTML reference's optional ';').
+ */
+static int may_spell_more(const char *p, size_t m, unsigned char c)
+{
+	static const char hexd[] = "0123456789abcdef";
 
-struct runs {
-	struct run *v;
-	size_t nr, alloc;
-};
+	if (p[0] == '%')
+		return m == 1 || (m == 2 && (p[1] | 0x20) == hexd[c >> 4]);
+	if (p[0] == '\\') {
+		if (m <= 4)
+			return !memcmp(p, "\\u00", m);
+		return m == 5 && !memcmp(p, "\\u00", 4) && (p[4] | 0x20) == hexd[c >> 4];
+	}
+	if (m == 1)
+		return 1;
+	if (p[1] == '#') {
+		int hex = m > 2 && (p[2] == 'x' || p[2] == 'X');
+		size_t at = hex ? 3 : 2, digits = m - at;
+		unsigned long v = 0, base = hex ? 16 : 10, scale = 1;
+
+		for (size_t i = at; i < m; i++) {
+			unsigned char d = (unsigned char)p[i], l = d | 0x20;
+
+			if (d >= '0' && d <= '9')
+				v = v * base + (d - '0');
+			else if (hex && l >= 'a' && l <= 'f')
+				v = v * base + (l - 'a' + 10);
+			else
+				return 0;
+		}
+		/* More digits, up to HTML_DIGITS_MAX, or a ';', may make c of it. */
+		for (size_t j = 0; digits + j <= HTML_DIGITS_MAX && v * scale <= 255; j++) {
+			if (c >= v * scale && c < (v + 1) * scale)
+				return 1;
+			scale *= base;
+		}
+		return 0;
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(html_named); i++) {
+		size_t n = strlen(html_named[i].name);
+
+		if ((unsigned char)html_named[i].c == c && m - 1 <= n &&
+		    !memcmp(p + 1, html_named[i].name, m - 1))
+			return 1;
+	}
+	return 0;
+}
+
+/* The escapes' first bytes: where a spelling of any byte may start. */
+static int escape_start(char c)
+{
+	return c == '%' || c == '\\' || c == '&';
+}
 
 /*
- * Where the matches of one secret s[0..n) (n >= 1) are, in p[0..len), read
- * once from left to right: at each place, for each k, the earliest start of
- * a spelling of s[0..k) that ends there.  Spellings are at most
+ * Where the runs of one form s[0..n) (n >= 1) are, in p[0..len), read once
+ * from left to right: at each place, for each k, the earliest start of a
+ * spelling of s[0..k) that ends there.  Spellings are at most
  * SCRUB_SPELLING_MAX bytes, so only the next SCRUB_SPELLING_MAX places can
  * be reached from one: a ring of that many + 1 slots holds them.  Each place
- * costs at most (n + 1) * SPELLINGS_AT_MAX steps; a match found ends at its
+ * costs at most (n + 1) * SPELLINGS_AT_MAX steps; a run found ends at its
  * earliest start, so the runs cover every match.  The ring starts zeroed
  * (calloc()), not filled: a long token (a JWT is kilobytes) costs only the
- * pages its matches reach, on each piece of an answer.
+ * pages its matches reach, on each piece of an answer.  Returns where
+ * scrub_find() says to cut for this form.
  */
-static void find_secret(const unsigned char *s, size_t n, const char *p, size_t len,
-                        struct runs *out)
+static size_t find_form(const unsigned char *s, size_t n, size_t form, const char *p, size_t len,
+                        struct scrub_runs *out)
 {
 	enum { R = SCRUB_SPELLING_MAX + 1 };
 	/* [k * R + slot]: 1 + the earliest start of k of s's bytes ending there; 0: none. */
 	size_t *start = xcalloc(R * n, sizeof(*start));
 	size_t *ks = xmalloc(R * n * sizeof(*ks)); /* [slot * n + j]: the k set in a slot */
-	size_t nks[R] = {0}, live = 0;
+	size_t nks[R] = {0}, live = 0, cut = len;
 	/* The bytes a spelling of s[0] may start with: itself, or an escape's first byte. */
 	unsigned char may_start[256] = {['%'] = 1, ['\\'] = 1, ['&'] = 1};
 
 	may_start[s[0]] = 1;
+	if (s[0] == ' ')
+		may_start['+'] = 1;
 	for (size_t i = 0; i < len; i++) {
 		size_t slot, *kl;
 		struct spelling d[SPELLINGS_AT_MAX];
-		int nd;
+		int nd, tail;
 
 		if (!live) {
 			/* Nothing under way: on to where a match may start. */
@@ -170,10 +222,16 @@ static void find_secret(const unsigned char *s, size_t n, const char *p, size_t 
 		slot = i % R;
 		kl = ks + slot * n;
 		nd = spellings_at(p + i, len - i, d);
+		/* An escape the text may end inside of: what it may yet spell is not known. */
+		tail = len - i < SCRUB_SPELLING_MAX && escape_start(p[i]);
+		if (tail && i < cut && may_spell_more(p + i, len - i, s[0]))
+			cut = i;
 		/* k == 0: a match may start here; then the partial ones that reached here. */
 		for (size_t j = 0; j <= nks[slot]; j++) {
 			size_t k = j ? kl[j - 1] : 0, from = j ? start[k * R + slot] - 1 : i;
 
+			if (j && tail && from < cut && may_spell_more(p + i, len - i, s[k]))
+				cut = from;
 			for (int e = 0; e < nd; e++) {
 				size_t end = i + d[e].len, *to;
 
@@ -181,7 +239,7 @@ static void find_secret(const unsigned char *s, size_t n, const char *p, size_t 
 					continue;
 				if (k + 1 == n) {
 					ALLOC_GROW(out->v, out->nr + 1, out->alloc);
-					out->v[out->nr++] = (struct run){from, end};
+					out->v[out->nr++] = (struct scrub_run){from, end, form};
 					continue;
 				}
 				to = &start[(k + 1) * R + end % R];
@@ -199,21 +257,43 @@ static void find_secret(const unsigned char *s, size_t n, const char *p, size_t 
 		live -= nks[slot];
 		nks[slot] = 0;
 	}
+	/* The partial matches the text ends with: the rest may come. */
+	for (size_t j = 0; j < nks[len % R]; j++) {
+		size_t from = start[ks[(len % R) * n + j] * R + len % R] - 1;
+
+		if (from < cut)
+			cut = from;
+	}
 	free(start);
 	free(ks);
+	return cut;
+}
+
+size_t scrub_find(const struct buf *forms, size_t nforms, const char *in, size_t n,
+                  struct scrub_runs *runs)
+{
+	size_t cut = n;
+
+	for (size_t i = 0; i < nforms; i++) {
+		size_t c;
+
+		if (!forms[i].len)
+			continue;
+		c = find_form((const unsigned char *)forms[i].buf, forms[i].len, i, in, n, runs);
+		if (c < cut)
+			cut = c;
+	}
+	return cut;
 }
 
 size_t scrub_span(const struct buf *secrets, size_t nsecrets, const char *in, char *out, size_t n,
                   size_t before)
 {
-	struct runs runs = {NULL, 0, 0};
+	struct scrub_runs runs = {NULL, 0, 0};
 	size_t end = 0;
 
 	/* Every match is found in the text as it came, before any is replaced. */
-	for (size_t i = 0; i < nsecrets; i++)
-		if (secrets[i].len)
-			find_secret((const unsigned char *)secrets[i].buf, secrets[i].len, in, n,
-			            &runs);
+	scrub_find(secrets, nsecrets, in, n, &runs);
 	if (out != in)
 		memcpy(out, in, n);
 	for (size_t i = 0; i < runs.nr; i++) {
