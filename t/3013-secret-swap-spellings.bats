@@ -521,3 +521,63 @@ post_code() {
 	assert_success
 	assert_output 200
 }
+
+# echo_as VALUE HOW: TOK's value set to VALUE (no rule), the proxy started, and the
+# answer of t/tls-echo's /ok/echo-as?HOW (the value sent as a Bearer, echoed
+# as HOW's escaper writes it) in output.
+echo_as() {
+	printf 'secret TOK %s\nvalue %s\nhost 127.0.0.1:%s\n' "$PH" "$1" "$A" >"$T/secrets"
+	start_intercepting
+	run icurl -H "Authorization: Bearer $PH" "https://127.0.0.1:$A/ok/echo-as?$2"
+	assert_success
+}
+
+@test "swap spellings: echo: a value echoed as encodeURIComponent writes it (!'()* left raw) comes back as its placeholder" {
+	echo_as "s3cr/t!(x)*'y" uri
+	refute_output --partial "s3cr%2Ft!(x)*'y"
+	assert_output "echo:Bearer%20$PH"
+}
+
+@test "swap spellings: echo: a value echoed as Go's encoding/json writes it (& < > as \\u00XX) comes back as its placeholder" {
+	echo_as 's3cr&t<x>y-value' gojson
+	refute_output --partial 's3cr\u0026t\u003cx\u003ey-value'
+	assert_output "echo:Bearer $PH"
+}
+
+@test "swap spellings: echo: a value echoed in an HTML page (&#43; and &amp;, as Go's html/template writes them) comes back as its placeholder" {
+	echo_as 's3cr+t&x-value' gohtml
+	refute_output --partial 's3cr&#43;t&amp;x-value'
+	assert_output "echo:Bearer $PH"
+}
+
+@test "swap spellings: echo: a value with spaces echoed form-encoded (a space as +) comes back as its placeholder" {
+	echo_as 'my s3cret value' form
+	refute_output --partial 'my+s3cret+value'
+	assert_output "echo:Bearer+$PH"
+}
+
+@test "swap spellings: echo: a value's base64 in base64url's alphabet (- and _ for + and /) comes back as stars" {
+	# '>' and '?' make a '+' and a '/' of the value's base64 at each offset
+	v='s3cr>t?~value!>?'
+	for pre in "" "x" "xy" "me:"; do
+		b=$(printf '%s%s' "$pre" "$v" | base64 -w0 | tr '+/' '-_')
+		for chunk in 1 5 4096; do
+			run test-swap echo $chunk "$v" PH1 <<<"b64url=$b"
+			assert_success
+			assert_output --regexp "^b64url=[A-Za-z0-9_=-]{0,4}\*{16,}[A-Za-z0-9_=-]{0,4}\$"
+		done
+	done
+}
+
+@test "swap spellings: echo: a value of backslashes is replaced in time linear in the answer" {
+	# Each '\' may be itself or "\\" (and "\u005c", "%5C", "&bsol;", ...): a matcher that
+	# tried the spellings one after the other would double its work with each byte.
+	v=$(printf '\\%.0s' {1..200})
+	echo_as "$v" gojson
+	assert_output "echo:Bearer $PH"
+	run icurl --max-time 20 -H "Authorization: Bearer $PH" "https://127.0.0.1:$A/echo"
+	assert_success
+	assert_line "echo:Bearer $PH"
+	run grep -cF -e "$v" <<<"$output"
+	assert_output 0
+}

@@ -12,6 +12,7 @@
 #include "config/config.h"
 #include "base/err.h"
 #include "base/log_escape.h"
+#include "base/scrub.h"
 #include "proxy/secret_swap.h"
 #include "base/strvec.h"
 #include "base/banned.h"
@@ -598,212 +599,155 @@ int swap_rule_allows(const struct config_rule *r, const char *method, const char
 	return ok;
 }
 
-/* A spelling to look for (from, owned) and what replaces it (to, owned). */
-static void echo_add(struct swap_echo *e, char *from, char *to)
+/* A form to look for (wiped and freed with e), and the placeholder that replaces it or NULL. */
+static void echo_add(struct swap_echo *e, char *form, const char *to)
 {
-	for (size_t i = 0; i < e->nr; i++)
-		if (!strcmp(e->from[i], from)) {
-			OPENSSL_cleanse(from, strlen(from));
-			free(from);
-			free(to);
-			return;
-		}
-	e->from = xrealloc(e->from, (e->nr + 1) * sizeof(*e->from));
-	e->to = xrealloc(e->to, (e->nr + 1) * sizeof(*e->to));
-	e->from[e->nr] = from;
-	e->to[e->nr] = to;
-	e->nr++;
-	if (strlen(from) > e->longest)
-		e->longest = strlen(from);
-}
+	size_t n = strlen(form);
 
-/* value percent-encoded as swap_in() does for a query, hex in upper or lower case. */
-static char *pct_encode(const char *value, int lower)
-{
-	struct buf b = BUF_INIT;
-
-	for (const char *v = value; *v; v++)
-		if (strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~",
-		           *v))
-			buf_add(&b, v, 1);
-		else
-			buf_addf(&b, lower ? "%%%02x" : "%%%02X", (unsigned char)*v);
-	return buf_detach(&b, NULL);
-}
-
-/* value in a JSON string: '"' and '\\' escaped, and '/' too with slash (PHP's json_encode). */
-static char *json_escape(const char *value, int slash)
-{
-	struct buf b = BUF_INIT;
-
-	for (const char *v = value; *v; v++)
-		if (*v == '"' || *v == '\\' || (slash && *v == '/'))
-			buf_addf(&b, "\\%c", *v);
-		else
-			buf_add(&b, v, 1);
-	return buf_detach(&b, NULL);
+	e->forms = xrealloc(e->forms, (e->nforms + 1) * sizeof(*e->forms));
+	e->to = xrealloc(e->to, (e->nforms + 1) * sizeof(*e->to));
+	e->forms[e->nforms] = (struct buf)BUF_INIT;
+	buf_add(&e->forms[e->nforms], form, n);
+	e->to[e->nforms] = to;
+	e->nforms++;
+	if (SCRUB_SPELLING_MAX * n > e->span)
+		e->span = SCRUB_SPELLING_MAX * n;
+	OPENSSL_cleanse(form, n);
+	free(form);
 }
 
 void swap_echo_init(struct swap_echo *e, const struct swap_secret *secrets, size_t n)
 {
-	e->secrets = secrets;
-	e->n = n;
-	e->longest = 0;
+	memset(e, 0, sizeof(*e));
 	e->held = (struct buf)BUF_INIT;
-	e->from = e->to = NULL;
-	e->nr = 0;
 	for (size_t i = 0; i < n; i++) {
 		const char *v = secrets[i].value;
 
-		echo_add(e, xstrdup(v), xstrdup(secrets[i].placeholder));
-		echo_add(e, pct_encode(v, 0), xstrdup(secrets[i].placeholder));
-		echo_add(e, pct_encode(v, 1), xstrdup(secrets[i].placeholder));
-		echo_add(e, json_escape(v, 0), xstrdup(secrets[i].placeholder));
-		echo_add(e, json_escape(v, 1), xstrdup(secrets[i].placeholder));
+		echo_add(e, xstrdup(v), secrets[i].placeholder);
 		for (int r = 0; r < 3; r++) {
-			char *core = base64_core(v, strlen(v), r), *stars;
+			char *core = base64_core(v, strlen(v), r), *url;
 
 			if (!core)
 				continue;
-			stars = xstrdup(core);
-			memset(stars, '*', strlen(stars));
-			echo_add(e, core, stars);
+			url = xstrdup(core);
+			echo_add(e, core, NULL);
+			if (base64_url(url))
+				echo_add(e, url, NULL);
+			else
+				free(url);
 		}
 	}
 }
 
-/* Pass held on to out with every value replaced, keeping back `keep` bytes at most. */
-static void echo_flush(struct swap_echo *e, size_t keep, struct buf *out)
+static int run_order(const void *a, const void *b)
 {
-	const char *s = e->held.buf;
-	size_t len = e->held.len, pass;
+	const struct scrub_run *x = a, *y = b;
 
-	for (;;) {
-		size_t best = len, which = e->nr;
-
-		for (size_t i = 0; i < e->nr; i++) {
-			const char *p = memmem(s, len, e->from[i], strlen(e->from[i]));
-
-			if (p && (size_t)(p - s) < best) {
-				best = (size_t)(p - s);
-				which = i;
-			}
-		}
-		if (which == e->nr)
-			break;
-		buf_add(out, s, best);
-		buf_addstr(out, e->to[which]);
-		s += best + strlen(e->from[which]);
-		len -= best + strlen(e->from[which]);
-	}
-	pass = len > keep ? len - keep : 0;
-	buf_add(out, s, pass);
-	s += pass;
-	len -= pass;
-	memmove(e->held.buf, s, len);
-	buf_wipe_setlen(&e->held, len);
+	return x->start < y->start ? -1 : x->start > y->start;
 }
 
 /*
- * Pass s[pos..len) on to out, every value that begins before upto replaced
- * (each such one ends inside s: the caller gives s far enough past upto),
- * as far as upto or the end of the last value replaced: that position.
+ * Pass held on to out (all of it at the end, else as far as may be), each
+ * run of overlapping spellings replaced: by its secret's placeholder where
+ * the run is one spelling of a value, whole; else by as many '*'.  The
+ * bytes from where scrub_find() cuts are kept as they came (a run that
+ * starts there is found once it came whole), and so is a run that crosses
+ * the cut but may still be one value's: the output does not depend on how
+ * the answer was cut into reads.  A run of overlapping ones longer than a
+ * value's spelling can be is passed as '*' as far as it came, the rest of
+ * it ('done' bytes of what is kept) as '*' when it comes.
  */
-static size_t echo_scan(struct swap_echo *e, const char *s, size_t pos, size_t len, size_t upto,
-                        struct buf *out)
+static void echo_pass(struct swap_echo *e, int more, struct buf *out)
 {
-	for (;;) {
-		size_t best = len - pos, which = e->nr;
+	struct scrub_runs runs = {NULL, 0, 0};
+	const char *h = e->held.buf;
+	size_t cut = scrub_find(e->forms, e->nforms, h, e->held.len, &runs);
+	size_t upto, pos = e->done, keep_from;
 
-		for (size_t i = 0; i < e->nr; i++) {
-			const char *p = memmem(s + pos, len - pos, e->from[i], strlen(e->from[i]));
+	if (!more)
+		cut = e->held.len;
+	upto = cut;
+	if (runs.nr > 1)
+		qsort(runs.v, runs.nr, sizeof(*runs.v), run_order);
+	for (size_t i = 0, j; i < runs.nr; i = j) {
+		size_t cs = runs.v[i].start, ce = runs.v[i].end;
+		const char *to = NULL;
 
-			if (p && (size_t)(p - (s + pos)) < best) {
-				best = (size_t)(p - (s + pos));
-				which = i;
-			}
-		}
-		if (which == e->nr || pos + best >= upto)
+		for (j = i + 1; j < runs.nr && runs.v[j].start < ce; j++)
+			if (runs.v[j].end > ce)
+				ce = runs.v[j].end;
+		if (cs >= upto)
 			break;
-		buf_add(out, s + pos, best);
-		buf_addstr(out, e->to[which]);
-		pos += best + strlen(e->from[which]);
+		if (ce > upto && cs >= pos && ce - cs <= e->span) {
+			upto = cs; /* may yet grow: waits whole */
+			break;
+		}
+		if (ce > upto)
+			upto = ce;
+		if (ce <= pos)
+			continue;
+		if (cs >= pos) {
+			buf_add(out, h + pos, cs - pos);
+			pos = cs;
+			for (size_t k = i; k < j && !to; k++)
+				if (runs.v[k].start == cs && runs.v[k].end == ce)
+					to = e->to[runs.v[k].form];
+		}
+		if (to) {
+			buf_addstr(out, to);
+		} else {
+			buf_grow(out, ce - pos);
+			memset(out->buf + out->len, '*', ce - pos);
+			buf_setlen(out, out->len + ce - pos);
+		}
+		pos = ce;
 	}
-	if (pos < upto) {
-		buf_add(out, s + pos, upto - pos);
+	if (upto > pos) {
+		buf_add(out, h + pos, upto - pos);
 		pos = upto;
 	}
-	return pos;
+	keep_from = upto < cut ? upto : cut;
+	e->done = pos - keep_from;
+	memmove(e->held.buf, h + keep_from, e->held.len - keep_from);
+	buf_wipe_setlen(&e->held, e->held.len - keep_from);
+	free(runs.v);
 }
 
 void swap_echo_feed(struct swap_echo *e, const char *in, size_t len, struct buf *out)
 {
-	size_t keep = e->longest ? e->longest - 1 : 0, old, pos;
-
-	if (!e->nr) {
+	if (!e->nforms) {
 		buf_add(out, in, len);
 		return;
 	}
-	if (len < 2 * keep + 1) {
-		buf_add(&e->held, in, len);
-		echo_flush(e, keep, out);
-		return;
-	}
-	/*
-	 * A long read is searched where it lies, not copied: first what was
-	 * kept with the read's first keep bytes (every value that begins in
-	 * what was kept ends there), then the read from where that left off,
-	 * its last keep bytes kept back for the next.
-	 */
-	old = e->held.len;
-	buf_add(&e->held, in, keep);
-	pos = echo_scan(e, e->held.buf, 0, e->held.len, old, out);
-	pos = echo_scan(e, in, pos - old, len, len - keep, out);
-	buf_wipe_setlen(&e->held, 0);
-	buf_add(&e->held, in + pos, len - pos);
+	buf_add(&e->held, in, len);
+	echo_pass(e, 1, out);
 }
 
 void swap_echo_end(struct swap_echo *e, struct buf *out)
 {
-	echo_flush(e, 0, out);
+	echo_pass(e, 0, out);
+	e->done = 0;
 }
 
 size_t swap_echo_mask(const struct swap_echo *e, const char *orig, char *out, size_t len, int more)
 {
-	size_t from = e->longest && len >= e->longest ? len - e->longest + 1 : 0;
+	struct scrub_runs runs = {NULL, 0, 0};
+	size_t cut = scrub_find(e->forms, e->nforms, orig, len, &runs);
 
-	for (size_t i = 0; i < e->nr; i++) {
-		size_t fl = strlen(e->from[i]);
-		const char *p = orig;
-
-		if (!fl)
-			continue;
-		while ((p = memmem(p, len - (size_t)(p - orig), e->from[i], fl))) {
-			memset(out + (p - orig), '*', fl);
-			p++;
-		}
-	}
-	if (!more)
-		return len;
-	/* The earliest tail that a spelling begins with: held for what follows. */
-	for (; from < len; from++)
-		for (size_t i = 0; i < e->nr; i++)
-			if (strlen(e->from[i]) > len - from &&
-			    !memcmp(orig + from, e->from[i], len - from))
-				return from;
-	return len;
+	for (size_t i = 0; i < runs.nr; i++)
+		memset(out + runs.v[i].start, '*', runs.v[i].end - runs.v[i].start);
+	free(runs.v);
+	return more ? cut : len;
 }
 
 void swap_echo_release(struct swap_echo *e)
 {
 	buf_wipe_release(&e->held);
-	for (size_t i = 0; i < e->nr; i++) {
-		OPENSSL_cleanse(e->from[i], strlen(e->from[i]));
-		free(e->from[i]);
-		free(e->to[i]);
-	}
-	free(e->from);
+	for (size_t i = 0; i < e->nforms; i++)
+		buf_wipe_release(&e->forms[i]);
+	free(e->forms);
 	free(e->to);
-	e->from = e->to = NULL;
-	e->nr = 0;
+	e->forms = NULL;
+	e->to = NULL;
+	e->nforms = 0;
 }

@@ -134,24 +134,30 @@ int swap_method_param(const char *s, size_t len);
 /*
  * An intercepted answer on its way to the VM (headers and body alike): each
  * secret's value, where it comes back, is replaced, also when it is split
- * across reads.  Looked for: the value as it is, percent-encoded (as the
- * query swap sends it, hex in either case) and escaped in a JSON string
- * ('"' and '\\', and '/' as "\/" or not), replaced by its placeholder;
- * and, for a value of 8 bytes or more, the part of its base64 that only its
- * bytes make, at each of the three offsets a Basic credential may put it
- * at, replaced by as many '*' (the swap sends the value in base64 inside a
- * Basic credential, and a host that reflects that header would hand it
- * back; the base64 character on either side still carries at most 4 bits
- * of the value's first or last byte).  feed() appends to out what can be
- * passed now and keeps back fewer bytes than the longest spelling; end()
- * appends those.  release() wipes what is kept and the spellings.
+ * across reads.  Looked for (docs/proxy.md, "Secrets and interception"):
+ * the value, and for a value of 8 bytes or more the part of its base64 that
+ * only its bytes make, at each of the three offsets a Basic credential may
+ * put it at, in base64's alphabet and in base64url's (the swap sends the
+ * value in base64 inside a Basic credential, and a host that reflects that
+ * header would hand it back; the base64 character on either side still
+ * carries at most 4 bits of the value's first or last byte); each byte of
+ * them in any spelling common/base/scrub.h scrub_find() reads (%XX, '+' for
+ * a space, JSON and HTML escapes, in any mix).  A run of text that spells
+ * one value, whole, becomes its placeholder; any other (a base64 core,
+ * spellings that overlap) as many '*'.  feed() appends to out what can be
+ * passed now, keeping back from where a spelling may go on in what follows
+ * (at most twice SCRUB_SPELLING_MAX times the longest form's length, and
+ * nothing when the text ends in no part of one); what comes out does not
+ * depend on how the answer was cut.  end() appends the rest.  release()
+ * wipes what is kept and the forms.
  */
 struct swap_echo {
-	const struct swap_secret *secrets;
-	size_t n, longest;
-	struct buf held;
-	char **from, **to; /* the spellings looked for, and what replaces each */
-	size_t nr;
+	struct buf *forms; /* the forms looked for (wiped) */
+	const char **to;   /* for each, the placeholder that replaces it whole, or NULL: '*' */
+	size_t nforms;
+	size_t span;     /* the longest a form's spelling can be */
+	struct buf held; /* the answer's bytes not passed on yet, as they came */
+	size_t done;     /* held's first bytes, already passed on as '*' */
 };
 void swap_echo_init(struct swap_echo *e, const struct swap_secret *secrets, size_t n);
 void swap_echo_feed(struct swap_echo *e, const char *in, size_t len, struct buf *out);
@@ -165,8 +171,8 @@ void swap_echo_release(struct swap_echo *e);
  * same bytes of out (len bytes, orig's copy or already masked by an
  * earlier call over the same bytes) set to '*', overlapping ones too.
  * Returns how many of the len bytes may be passed on: all of them, or with
- * more (bytes may follow orig), up to where the shortest tail of orig that
- * begins a spelling, and so may end one with what follows, starts.
+ * more (bytes may follow orig), up to where scrub_find() cuts: where a
+ * spelling that what follows may complete starts.
  */
 size_t swap_echo_mask(const struct swap_echo *e, const char *orig, char *out, size_t len, int more);
 
