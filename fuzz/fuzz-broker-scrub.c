@@ -32,7 +32,7 @@ static int has_run(const struct scrub_runs *runs, size_t form, size_t start, siz
 /* The cut of text[0..k) for each k: what starts before it is found whole there. */
 static void cuts(const struct buf *secrets, size_t n, const char *text, size_t len)
 {
-	struct scrub_runs all = {NULL, 0, 0}, part = {NULL, 0, 0};
+	struct scrub_runs all = SCRUB_RUNS_INIT, part = SCRUB_RUNS_INIT;
 
 	if (scrub_find(secrets, n, text, len, &all) > len)
 		abort();
@@ -49,8 +49,8 @@ static void cuts(const struct buf *secrets, size_t n, const char *text, size_t l
 			     !has_run(&part, all.v[i].form, all.v[i].start, all.v[i].end)))
 				abort();
 	}
-	free(all.v);
-	free(part.v);
+	scrub_runs_release(&all);
+	scrub_runs_release(&part);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

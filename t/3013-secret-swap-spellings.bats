@@ -581,3 +581,16 @@ echo_as() {
 	run grep -cF -e "$v" <<<"$output"
 	assert_output 0
 }
+
+@test "swap spellings: echo: an answer read in small pieces is passed in time linear in it, whatever the values' length" {
+	# Eight values of 4 KiB (the most a value may be), an answer of 2 MiB in reads of
+	# 1000 bytes: each read costs its bytes, not the values' whole length again.
+	local args=() i
+	for i in 1 2 3 4 5 6 7 8; do
+		args+=("$(head -c 3100 /dev/urandom | base64 -w0 | head -c 4096)" "PH$i")
+	done
+	head -c 1500000 /dev/urandom | base64 -w0 >"$T/answer"
+	run timeout 4 test-swap echo 1000 "${args[@]}" <"$T/answer"
+	assert_success
+	[ "${#output}" -eq "$(stat -c %s "$T/answer")" ]
+}

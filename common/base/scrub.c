@@ -188,22 +188,32 @@ static int escape_start(char c)
  * SCRUB_SPELLING_MAX bytes, so only the next SCRUB_SPELLING_MAX places can
  * be reached from one: a ring of that many + 1 slots holds them.  Each place
  * costs at most (n + 1) * SPELLINGS_AT_MAX steps; a run found ends at its
- * earliest start, so the runs cover every match.  The ring starts zeroed
- * (calloc()), not filled: a long token (a JWT is kilobytes) costs only the
- * pages its matches reach, on each piece of an answer.  Returns where
- * scrub_find() says to cut for this form.
+ * earliest start, so the runs cover every match.  The ring (out's, kept
+ * from call to call) is zeroed once, when made, and left zeroed: each piece
+ * of an answer costs its own bytes, not a ring as long as a token (a JWT is
+ * kilobytes) cleared again.  Returns where scrub_find() says to cut for
+ * this form.
  */
 static size_t find_form(const unsigned char *s, size_t n, size_t form, const char *p, size_t len,
                         struct scrub_runs *out)
 {
 	enum { R = SCRUB_SPELLING_MAX + 1 };
 	/* [k * R + slot]: 1 + the earliest start of k of s's bytes ending there; 0: none. */
-	size_t *start = xcalloc(R * n, sizeof(*start));
-	size_t *ks = xmalloc(R * n * sizeof(*ks)); /* [slot * n + j]: the k set in a slot */
+	size_t *start;
+	size_t *ks; /* [slot * n + j]: the k set in a slot */
 	size_t nks[R] = {0}, live = 0, cut = len;
 	/* The bytes a spelling of s[0] may start with: itself, or an escape's first byte. */
 	unsigned char may_start[256] = {['%'] = 1, ['\\'] = 1, ['&'] = 1};
 
+	if (out->ring_n < n) {
+		free(out->start);
+		free(out->ks);
+		out->start = xcalloc(R * n, sizeof(*out->start));
+		out->ks = xmalloc(R * n * sizeof(*out->ks));
+		out->ring_n = n;
+	}
+	start = out->start;
+	ks = out->ks;
 	may_start[s[0]] = 1;
 	if (s[0] == ' ')
 		may_start['+'] = 1;
@@ -257,15 +267,14 @@ static size_t find_form(const unsigned char *s, size_t n, size_t form, const cha
 		live -= nks[slot];
 		nks[slot] = 0;
 	}
-	/* The partial matches the text ends with: the rest may come. */
+	/* The partial matches the text ends with: the rest may come.  The ring is left zeroed. */
 	for (size_t j = 0; j < nks[len % R]; j++) {
-		size_t from = start[ks[(len % R) * n + j] * R + len % R] - 1;
+		size_t *at = &start[ks[(len % R) * n + j] * R + len % R];
 
-		if (from < cut)
-			cut = from;
+		if (*at - 1 < cut)
+			cut = *at - 1;
+		*at = 0;
 	}
-	free(start);
-	free(ks);
 	return cut;
 }
 
@@ -289,7 +298,7 @@ size_t scrub_find(const struct buf *forms, size_t nforms, const char *in, size_t
 size_t scrub_span(const struct buf *secrets, size_t nsecrets, const char *in, char *out, size_t n,
                   size_t before)
 {
-	struct scrub_runs runs = {NULL, 0, 0};
+	struct scrub_runs runs = SCRUB_RUNS_INIT;
 	size_t end = 0;
 
 	/* Every match is found in the text as it came, before any is replaced. */
@@ -303,6 +312,14 @@ size_t scrub_span(const struct buf *secrets, size_t nsecrets, const char *in, ch
 		if (runs.v[i].end > end)
 			end = runs.v[i].end;
 	}
-	free(runs.v);
+	scrub_runs_release(&runs);
 	return end;
+}
+
+void scrub_runs_release(struct scrub_runs *runs)
+{
+	free(runs->v);
+	free(runs->start);
+	free(runs->ks);
+	*runs = (struct scrub_runs)SCRUB_RUNS_INIT;
 }

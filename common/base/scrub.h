@@ -24,10 +24,23 @@ struct scrub_run {
 	size_t start, end, form;
 };
 
+/*
+ * What scrub_find() found, and the memory it works in, kept for the next
+ * call (zeroed between calls): a caller that calls it on each piece of a
+ * stream keeps one, sets nr to 0 before each call, and releases it with
+ * scrub_runs_release().
+ */
 struct scrub_runs {
 	struct scrub_run *v;
 	size_t nr, alloc;
+	size_t *start, *ks, ring_n; /* the matcher's ring, for forms of up to ring_n bytes */
 };
+#define SCRUB_RUNS_INIT                                                                            \
+	{                                                                                          \
+		NULL, 0, 0, NULL, NULL, 0                                                          \
+	}
+
+void scrub_runs_release(struct scrub_runs *runs);
 
 /*
  * Find in in[0..n) the runs that spell one of forms[0..nforms) (each at

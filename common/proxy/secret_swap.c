@@ -620,6 +620,7 @@ void swap_echo_init(struct swap_echo *e, const struct swap_secret *secrets, size
 {
 	memset(e, 0, sizeof(*e));
 	e->held = (struct buf)BUF_INIT;
+	e->found = (struct scrub_runs)SCRUB_RUNS_INIT;
 	for (size_t i = 0; i < n; i++) {
 		const char *v = secrets[i].value;
 
@@ -659,23 +660,25 @@ static int run_order(const void *a, const void *b)
  */
 static void echo_pass(struct swap_echo *e, int more, struct buf *out)
 {
-	struct scrub_runs runs = {NULL, 0, 0};
+	struct scrub_runs *runs = &e->found;
 	const char *h = e->held.buf;
-	size_t cut = scrub_find(e->forms, e->nforms, h, e->held.len, &runs);
-	size_t upto, pos = e->done, keep_from;
+	size_t cut, upto, pos = e->done, keep_from;
+
+	runs->nr = 0;
+	cut = scrub_find(e->forms, e->nforms, h, e->held.len, runs);
 
 	if (!more)
 		cut = e->held.len;
 	upto = cut;
-	if (runs.nr > 1)
-		qsort(runs.v, runs.nr, sizeof(*runs.v), run_order);
-	for (size_t i = 0, j; i < runs.nr; i = j) {
-		size_t cs = runs.v[i].start, ce = runs.v[i].end;
+	if (runs->nr > 1)
+		qsort(runs->v, runs->nr, sizeof(*runs->v), run_order);
+	for (size_t i = 0, j; i < runs->nr; i = j) {
+		size_t cs = runs->v[i].start, ce = runs->v[i].end;
 		const char *to = NULL;
 
-		for (j = i + 1; j < runs.nr && runs.v[j].start < ce; j++)
-			if (runs.v[j].end > ce)
-				ce = runs.v[j].end;
+		for (j = i + 1; j < runs->nr && runs->v[j].start < ce; j++)
+			if (runs->v[j].end > ce)
+				ce = runs->v[j].end;
 		if (cs >= upto)
 			break;
 		if (ce > upto && cs >= pos && ce - cs <= e->span) {
@@ -690,8 +693,8 @@ static void echo_pass(struct swap_echo *e, int more, struct buf *out)
 			buf_add(out, h + pos, cs - pos);
 			pos = cs;
 			for (size_t k = i; k < j && !to; k++)
-				if (runs.v[k].start == cs && runs.v[k].end == ce)
-					to = e->to[runs.v[k].form];
+				if (runs->v[k].start == cs && runs->v[k].end == ce)
+					to = e->to[runs->v[k].form];
 		}
 		if (to) {
 			buf_addstr(out, to);
@@ -710,7 +713,6 @@ static void echo_pass(struct swap_echo *e, int more, struct buf *out)
 	e->done = pos - keep_from;
 	memmove(e->held.buf, h + keep_from, e->held.len - keep_from);
 	buf_wipe_setlen(&e->held, e->held.len - keep_from);
-	free(runs.v);
 }
 
 void swap_echo_feed(struct swap_echo *e, const char *in, size_t len, struct buf *out)
@@ -729,14 +731,14 @@ void swap_echo_end(struct swap_echo *e, struct buf *out)
 	e->done = 0;
 }
 
-size_t swap_echo_mask(const struct swap_echo *e, const char *orig, char *out, size_t len, int more)
+size_t swap_echo_mask(struct swap_echo *e, const char *orig, char *out, size_t len, int more)
 {
-	struct scrub_runs runs = {NULL, 0, 0};
-	size_t cut = scrub_find(e->forms, e->nforms, orig, len, &runs);
+	size_t cut;
 
-	for (size_t i = 0; i < runs.nr; i++)
-		memset(out + runs.v[i].start, '*', runs.v[i].end - runs.v[i].start);
-	free(runs.v);
+	e->found.nr = 0;
+	cut = scrub_find(e->forms, e->nforms, orig, len, &e->found);
+	for (size_t i = 0; i < e->found.nr; i++)
+		memset(out + e->found.v[i].start, '*', e->found.v[i].end - e->found.v[i].start);
 	return more ? cut : len;
 }
 
@@ -747,6 +749,7 @@ void swap_echo_release(struct swap_echo *e)
 		buf_wipe_release(&e->forms[i]);
 	free(e->forms);
 	free(e->to);
+	scrub_runs_release(&e->found);
 	e->forms = NULL;
 	e->to = NULL;
 	e->nforms = 0;

@@ -12,6 +12,7 @@
 
 #include "net/allow.h"
 #include "base/buf.h"
+#include "base/scrub.h"
 
 struct buf;
 struct strvec;
@@ -155,9 +156,10 @@ struct swap_echo {
 	struct buf *forms; /* the forms looked for (wiped) */
 	const char **to;   /* for each, the placeholder that replaces it whole, or NULL: '*' */
 	size_t nforms;
-	size_t span;     /* the longest a form's spelling can be */
-	struct buf held; /* the answer's bytes not passed on yet, as they came */
-	size_t done;     /* held's first bytes, already passed on as '*' */
+	size_t span;             /* the longest a form's spelling can be */
+	struct buf held;         /* the answer's bytes not passed on yet, as they came */
+	size_t done;             /* held's first bytes, already passed on as '*' */
+	struct scrub_runs found; /* scrub_find()'s, kept from read to read */
 };
 void swap_echo_init(struct swap_echo *e, const struct swap_secret *secrets, size_t n);
 void swap_echo_feed(struct swap_echo *e, const char *in, size_t len, struct buf *out);
@@ -174,6 +176,6 @@ void swap_echo_release(struct swap_echo *e);
  * more (bytes may follow orig), up to where scrub_find() cuts: where a
  * spelling that what follows may complete starts.
  */
-size_t swap_echo_mask(const struct swap_echo *e, const char *orig, char *out, size_t len, int more);
+size_t swap_echo_mask(struct swap_echo *e, const char *orig, char *out, size_t len, int more);
 
 #endif
