@@ -352,6 +352,13 @@ static int response_head(struct conn *c)
 		http_body_init(&c->respb, BODY_CLOSE, 0);
 	/* An intercepted answer's body changes length where an echo is replaced. */
 	c->rechunk = echoes(c) && c->respb.kind != BODY_NONE;
+	if (c->rechunk && px_echo_unreadable(c, &h)) {
+		/* No echo could be looked for in it (docs/proxy.md, "Secrets and interception"). */
+		px_respond(c, 502, "failed",
+		           "upstream answer is compressed: its echo of a secret could not be "
+		           "looked for");
+		return -1;
+	}
 	if ((c->respb.kind == BODY_CLOSE && !c->rechunk) || c->client_close)
 		c->close_after = 1;
 	px_usage_begin(c, &h);

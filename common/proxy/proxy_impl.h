@@ -559,6 +559,17 @@ int px_form_cut(struct conn *c);
  * placeholder toward another host (1); else 0.
  */
 int px_plain_placeholder(struct conn *c, const struct http_head *h);
+/*
+ * Whether h (a request's or an answer's head) says its body comes encoded:
+ * a Content-Encoding other than identity.
+ */
+int px_head_encoded(const struct http_head *h);
+/*
+ * Whether c's answer h, with a body that echoes are looked for in, cannot
+ * be read for them: there are secrets, and its body comes encoded (the host
+ * compressed it, though identity was asked for).
+ */
+int px_echo_unreadable(const struct conn *c, const struct http_head *h);
 /* The answer's head on an intercepted connection: echoes replaced in b. */
 void px_intercept_head(struct conn *c, struct buf *b);
 /*

@@ -207,11 +207,11 @@ static unsigned form_kinds(const struct http_head *h)
 }
 
 /*
- * Whether h's body comes encoded: a Content-Encoding other than identity.
  * Express's body-parser inflates gzip, deflate and br before a form or JSON
- * parser reads it, so a _method in it is one the form scan cannot see.
+ * parser reads it, so a _method in an encoded body is one the form scan
+ * cannot see; and an answer's echo of a value is not seen in one either.
  */
-static int body_encoded(const struct http_head *h)
+int px_head_encoded(const struct http_head *h)
 {
 	for (int i = 0; i < h->nhdr; i++)
 		if (http_name_is(&h->hdr[i], "content-encoding") &&
@@ -332,7 +332,7 @@ int px_rules_check(struct conn *c, const struct http_head *h, const char *t, siz
 	if (methods && has_header(h, method_headers, ARRAY_SIZE(method_headers))) {
 		px_refuse(c, "a method override header on a host whose rule lists the methods");
 		ok = 0;
-	} else if (methods && form_kinds(h) && body_encoded(h)) {
+	} else if (methods && form_kinds(h) && px_head_encoded(h)) {
 		px_refuse(c, "a compressed form body on a host whose rule lists the methods");
 		ok = 0;
 	} else if (methods && form_kinds(h) && body_charset_other(h)) {
@@ -445,6 +445,13 @@ out:
 	buf_release(&why);
 	buf_release(&path);
 	strvec_clear(&used);
+}
+
+int px_echo_unreadable(const struct conn *c, const struct http_head *h)
+{
+	const struct proxy_secrets *ps = c->px->cfg->secrets;
+
+	return ps && ps->nr && px_head_encoded(h);
 }
 
 void px_intercept_head(struct conn *c, struct buf *b)
