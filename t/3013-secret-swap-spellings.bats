@@ -609,3 +609,9 @@ echo_as() {
 	run grep -c "failed 127\.0\.0\.1:$A GET /ok/echo-as (upstream answer is compressed: its echo of a secret could not be looked for) status=502" "$T/proxy.log"
 	assert_output 2
 }
+
+@test "swap spellings: echo: a value with '+' echoed form-decoded (a space for each '+', as PHP decodes a cookie) comes back as its placeholder" {
+	echo_as 's3cr+t/Value+1' urldecode
+	refute_output --partial 's3cr t/Value 1'
+	assert_output "echo:Bearer $PH"
+}

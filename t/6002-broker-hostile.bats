@@ -524,3 +524,9 @@ all_closed() {
 	run test-scrub 'my tok en' <<<'a=my+tok+en b=my%20tok+en c=my+tok%2Ben'
 	assert_output 'a=********* b=*********** c=my+tok%2Ben'
 }
+
+@test "broker: the token scrub reads a space as a '+', as form decoding makes one" {
+	# PHP decodes a cookie's '+' to a space; a page that shows it shows the token so.
+	run test-scrub 'tok+en/x+y' <<<'a=tok en/x y b=tok en/x+y c=tok  en/x y'
+	assert_output 'a=********** b=********** c=tok  en/x y'
+}

@@ -95,8 +95,9 @@ static size_t html_reference(const char *p, size_t len, unsigned char *c, int *s
 /*
  * Every byte that p[0..len) (len >= 1) spells from its start, into d: the
  * byte itself, and the byte an escape starting there decodes to (one kind
- * of escape at most, set by its first byte; '+' is a space too; an HTML
- * reference with an optional ';' is read with it and without).  How many.
+ * of escape at most, set by its first byte; '+' is a space too, and a
+ * space '+'; an HTML reference with an optional ';' is read with it and
+ * without).  How many.
  */
 static int spellings_at(const char *p, size_t len, struct spelling d[SPELLINGS_AT_MAX])
 {
@@ -105,8 +106,8 @@ static int spellings_at(const char *p, size_t len, struct spelling d[SPELLINGS_A
 	int nd = 0, semi;
 
 	d[nd++] = (struct spelling){(unsigned char)p[0], 1};
-	if (p[0] == '+')
-		d[nd++] = (struct spelling){' ', 1};
+	if (p[0] == '+' || p[0] == ' ')
+		d[nd++] = (struct spelling){p[0] == '+' ? ' ' : '+', 1};
 	else if (p[0] == '%' && len >= 3 && hex_decode(&x, p + 1, 1) == 0)
 		d[nd++] = (struct spelling){x, 3};
 	else if (p[0] == '\\' && len >= 2 && (p[1] == '/' || p[1] == '"' || p[1] == '\\'))
@@ -215,8 +216,8 @@ static size_t find_form(const unsigned char *s, size_t n, size_t form, const cha
 	start = out->start;
 	ks = out->ks;
 	may_start[s[0]] = 1;
-	if (s[0] == ' ')
-		may_start['+'] = 1;
+	if (s[0] == ' ' || s[0] == '+')
+		may_start[s[0] == ' ' ? '+' : ' '] = 1;
 	for (size_t i = 0; i < len; i++) {
 		size_t slot, *kl;
 		struct spelling d[SPELLINGS_AT_MAX];

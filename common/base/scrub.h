@@ -46,7 +46,8 @@ void scrub_runs_release(struct scrub_runs *runs);
  * Find in in[0..n) the runs that spell one of forms[0..nforms) (each at
  * least one byte; an empty one is skipped), each byte of the form in any
  * spelling, in any mix: the byte itself; %XX (hex in either case); '+' for
- * a space (form encoding); a JSON string's escape of it (\/, \", \\,
+ * a space (form encoding), and a space for '+' (what form decoding makes of
+ * one: PHP's cookies); a JSON string's escape of it (\/, \", \\,
  * \u00XX); or an HTML character reference to it: decimal (&#43;) or hex
  * (&#x2B;, &#X2b;), with leading zeros up to 7 digits, the ';' optional, or
  * named (&plus;, &sol;, every name HTML5 gives a printable ASCII byte, with
