@@ -1,12 +1,13 @@
 /*
- * libFuzzer: the token scrub (common/base/scrub.h) on arbitrary
- * secrets and text (make fuzz).  The input: a count of secrets (1 to 3),
- * each as a length byte (1 to 40) and its bytes, then the text.  What
- * comes out is the text with bytes replaced by '*' only, holding neither a
- * secret as it is (one without a '*'), nor every byte of one as %XX, nor
- * one with '+' for each space.  And scrub_find()'s cut, for the text cut
- * short at each place: every run of the whole text that starts before it
- * ends in the part, and is found there (as far back or further).
+ * libFuzzer: the token scrub (common/base/scrub.h) on arbitrary secrets and
+ * text (make fuzz).  The input: a count of secrets (1 to 3), each as a
+ * length byte (1 to 40) and its bytes, then the text.  What comes out is
+ * the text with bytes replaced by '*' only, holding neither a secret as it
+ * is (one without a '*'), nor every byte of one as %XX, nor one with '+'
+ * for each space, nor one with a space for each '+'.  And scrub_find()'s
+ * cut, for the text cut short at each place: every run of the whole text
+ * that starts before it ends in the part, and is found there (as far back
+ * or further).
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -90,12 +91,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (!memchr(secrets[i].buf, '*', secrets[i].len) &&
 		    memmem(out, size - at, secrets[i].buf, secrets[i].len))
 			abort();
-		buf_reset(&pct);
-		for (size_t j = 0; j < secrets[i].len; j++)
-			buf_addch(&pct, secrets[i].buf[j] == ' ' ? '+' : secrets[i].buf[j]);
-		if (!memchr(secrets[i].buf, '*', secrets[i].len) &&
-		    memmem(out, size - at, pct.buf, pct.len))
-			abort();
+		for (int plus = 0; plus < 2; plus++) {
+			char from = plus ? '+' : ' ', to = plus ? ' ' : '+';
+
+			buf_reset(&pct);
+			for (size_t j = 0; j < secrets[i].len; j++)
+				buf_addch(&pct, secrets[i].buf[j] == from ? to : secrets[i].buf[j]);
+			if (!memchr(secrets[i].buf, '*', secrets[i].len) &&
+			    memmem(out, size - at, pct.buf, pct.len))
+				abort();
+		}
 	}
 	free(out);
 out:
