@@ -632,10 +632,13 @@ void swap_echo_init(struct swap_echo *e, const struct swap_secret *secrets, size
 				continue;
 			url = xstrdup(core);
 			echo_add(e, core, NULL);
-			if (base64_url(url))
+			if (base64_url(url)) {
 				echo_add(e, url, NULL);
-			else
+			} else {
+				OPENSSL_cleanse(url,
+				                strlen(url)); /* the core: derived from the value */
 				free(url);
+			}
 		}
 	}
 }
@@ -666,7 +669,6 @@ static void echo_pass(struct swap_echo *e, int more, struct buf *out)
 
 	runs->nr = 0;
 	cut = scrub_find(e->forms, e->nforms, h, e->held.len, runs);
-
 	if (!more)
 		cut = e->held.len;
 	upto = cut;
