@@ -728,17 +728,20 @@ ITERATIONS_USAGE='{"input_tokens":10,"output_tokens":10,"iterations":[{"type":"m
 	assert_output '[["claude-opus-5-5-fast",105.6]]'
 }
 
-@test "spend: two proxies on one day ledger, 20 concurrent requests: the day passes its cap by one answer at most" {
-	api "$(stream_script 10000 1 1)"
-	: >"$T/ledger"
-	exec 5<>"$T/ledger"
-	start_recorded --ledger-fd 5 --budget-day 0.05
+# two_proxies_race LEDGER1 LEDGER2 USER OPTS...: two proxies with OPTS, the first
+# recorded, each with its day ledger (--ledger-fd) and, when USER is not "", the
+# user's (--user-ledger-fd), each opened by the proxy's own open as each task does
+# (flock(2) locks are per open); 10 requests at once through each, their answers in
+# $T/got.N and $T/2/got.N; both stopped then
+two_proxies_race() {
+	local l1=$1 l2=$2 user=$3 uopt=()
+	shift 3
+	[ -z "$user" ] || uopt=(--user-ledger-fd 6)
+	start_recorded --ledger-fd 5 "${uopt[@]}" "$@" 5<>"$l1" 6<>"${user:-/dev/null}"
 	P1=$PROXY_PORT PID1=$PROXY_PID
 	PROXY_PID=
-	exec 5>&-
-	exec 5<>"$T/ledger"
-	start_proxy --key-env AIBOX_TEST_KEY --ledger-fd 5 --budget-day 0.05 --log "$T/proxy2.log"
-	exec 5>&-
+	start_proxy --key-env AIBOX_TEST_KEY --ledger-fd 5 "${uopt[@]}" "$@" --log "$T/proxy2.log" \
+		5<>"$l2" 6<>"${user:-/dev/null}"
 	P2=$PROXY_PORT
 	PROXY_PORT=$P1 clients 10 "" &
 	c1=$!
@@ -751,6 +754,12 @@ ITERATIONS_USAGE='{"input_tokens":10,"output_tokens":10,"iterations":[{"type":"m
 	kill -TERM "$PID1"
 	wait "$PID1"
 	PID1=
+}
+
+@test "spend: two proxies on one day ledger, 20 concurrent requests: the day passes its cap by one answer at most" {
+	api "$(stream_script 10000 1 1)"
+	: >"$T/ledger"
+	two_proxies_race "$T/ledger" "$T/ledger" "" --budget-day 0.05
 	# one answer forwarded, the other 19 refused
 	[ "$(ls "$T/rec" | wc -l)" = 1 ]
 	[ "$(head -1 "$T/ledger")" = "$(printf '%020d' 150030000)" ]
@@ -758,6 +767,26 @@ ITERATIONS_USAGE='{"input_tokens":10,"output_tokens":10,"iterations":[{"type":"m
 	# and no reservation is left in the ledger
 	run tail -n +2 "$T/ledger"
 	[ "$status" -eq 0 ]
+	refute_output --regexp '^[0-9a-f]{16} 0*[1-9]'
+}
+
+@test "spend: the policy's daily cap holds across the proxies of several projects: 20 concurrent requests pass it by one answer at most" {
+	# two projects (a ledger each), one user: the user's ledger and cap (--user-ledger-fd,
+	# --budget-user), as aibox task and aibox run give them under a policy's budget.day
+	api "$(stream_script 10000 1 1)"
+	: >"$T/ledger"
+	: >"$T/ledger2"
+	: >"$T/user"
+	two_proxies_race "$T/ledger" "$T/ledger2" "$T/user" --budget-user 0.05
+	# one answer forwarded, the other 19 refused, naming the policy's cap
+	[ "$(ls "$T/rec" | wc -l)" = 1 ]
+	[ "$(head -1 "$T/user")" = "$(printf '%020d' 150030000)" ]
+	[ "$((10#$(head -1 "$T/ledger") + 10#$(head -1 "$T/ledger2")))" = 150030000 ]
+	[ "$(cat "$T"/got.* "$T"/2/got.* | grep -c "your daily budget under the policy of 0.050000 USD is spent")" = 19 ]
+	grep -q ' refused localhost:3129 POST /v1/messages (budget: the user cap of 0.050000 USD is reached) status=400' "$T/proxy.log" "$T/proxy2.log"
+	[ "$(jq -c '.usage | [.caps.user_day_usd, .cap_user_nano, .user_nano_usd, .day_nano_usd >= 0]' "$T/record.json")" = '[0.05,50000000,150030000,true]' ]
+	# no reservation is left in any ledger
+	run tail -n +2 "$T/user" "$T/ledger" "$T/ledger2"
 	refute_output --regexp '^[0-9a-f]{16} 0*[1-9]'
 }
 

@@ -51,7 +51,8 @@ static const char usage[] =
     "                   [--secrets-fd N [--ca-fd N] [--ca-valid T]\n"
     "                    [--cache-dir DIR [--cache-max SIZE] [--cache-scope S]]]\n"
     "                   [--broker-fd N] [--prices FILE] [--budget-task USD]\n"
-    "                   [--budget-day USD --ledger-fd N] [--no-sandbox]\n"
+    "                   [--budget-day USD --ledger-fd N]\n"
+    "                   [--budget-user USD --user-ledger-fd N] [--no-sandbox]\n"
     "\n"
     "  --listen ADDR        listen on HOST:PORT (an IP address or localhost; default\n"
     "                       127.0.0.1:3128) or on the unix socket unix:PATH\n"
@@ -103,6 +104,8 @@ static const char usage[] =
     "  --budget-task USD    refuse paid API requests once this task spent USD\n"
     "  --budget-day USD     refuse them once the day's ledger reached USD\n"
     "  --ledger-fd N        add each cost to the day's ledger open on fd N\n"
+    "  --budget-user USD    refuse them once the user's ledger reached USD\n"
+    "  --user-ledger-fd N   add each cost to the user's day ledger open on fd N too\n"
     "  --no-sandbox         do not lock the process down with seccomp\n"
     "\n"
     "T is a duration with its unit (500ms, 30s, 10m, 1h); a bare number other than 0\n"
@@ -142,6 +145,8 @@ enum {
 	OPT_BUDGET_TASK,
 	OPT_BUDGET_DAY,
 	OPT_LEDGER_FD,
+	OPT_BUDGET_USER,
+	OPT_USER_LEDGER_FD,
 	OPT_NO_SANDBOX,
 };
 
@@ -203,6 +208,10 @@ static const struct opt_spec options[] = {
      "refuse them once the day's ledger reached USD"},
     {"ledger-fd", 0, OPT_TEXT, "N", OPT_LEDGER_FD,
      "add each cost to the day's ledger open on fd N"},
+    {"budget-user", 0, OPT_TEXT, "USD", OPT_BUDGET_USER,
+     "refuse them once the user's ledger reached USD"},
+    {"user-ledger-fd", 0, OPT_TEXT, "N", OPT_USER_LEDGER_FD,
+     "add each cost to the user's day ledger open on fd N too"},
     {"no-sandbox", 0, OPT_FLAG, NULL, OPT_NO_SANDBOX, "do not lock the process down with seccomp"},
     {NULL, 0, 0, NULL, 0, NULL},
 };
@@ -520,6 +529,12 @@ static void one_option(int opt, const char *arg, struct proxy_config *cfg,
 	case OPT_LEDGER_FD:
 		cfg->ledger_fd = fd_arg(arg, "--ledger-fd", 0);
 		break;
+	case OPT_BUDGET_USER:
+		budget_option(&report->usage.cap_user, arg, "--budget-user");
+		break;
+	case OPT_USER_LEDGER_FD:
+		cfg->user_ledger_fd = fd_arg(arg, "--user-ledger-fd", 0);
+		break;
 	case OPT_NO_SANDBOX:
 		o->no_sandbox = 1;
 		break;
@@ -579,6 +594,8 @@ static void parse_options(int argc, char **argv, struct proxy_config *cfg,
 		die("--cache-max and --cache-scope need --cache-dir");
 	if (report->usage.cap_day && cfg->ledger_fd < 0)
 		die("--budget-day needs --ledger-fd");
+	if (report->usage.cap_user && cfg->user_ledger_fd < 0)
+		die("--budget-user needs --user-ledger-fd");
 }
 
 /* Spend is counted wherever the key is used (docs/budget.md). */
@@ -591,8 +608,9 @@ static void setup_spend(struct proxy_config *cfg, struct proxy_report *report,
 
 	/* A subscription's bearer token is not charged by the token: nothing to count. */
 	if (!cfg->api_key || cfg->api_bearer) {
-		if (report->usage.cap_task || report->usage.cap_day)
-			die("--budget-task and --budget-day need key forwarding with a key "
+		if (report->usage.cap_task || report->usage.cap_day || report->usage.cap_user)
+			die("--budget-task, --budget-day and --budget-user need key forwarding "
+			    "with a key "
 			    "(--key-env or --key-fd)");
 		return;
 	}
@@ -605,6 +623,19 @@ static void setup_spend(struct proxy_config *cfg, struct proxy_report *report,
 		die_err(ret, "cannot read the ledger on --ledger-fd %d", cfg->ledger_fd);
 	if (cfg->ledger_fd >= 0)
 		report->usage.day_nano = day;
+	if (cfg->user_ledger_fd >= 0 && cfg->ledger_fd >= 0) {
+		struct stat a, b;
+
+		/* one file locked twice through two opens would wait on itself */
+		if (fstat(cfg->ledger_fd, &a) < 0 || fstat(cfg->user_ledger_fd, &b) < 0 ||
+		    (a.st_dev == b.st_dev && a.st_ino == b.st_ino))
+			die("--ledger-fd and --user-ledger-fd must be two different files");
+	}
+	if (cfg->user_ledger_fd >= 0 && (ret = usage_ledger_add(cfg->user_ledger_fd, 0, &day)) < 0)
+		die_err(ret, "cannot read the user's ledger on --user-ledger-fd %d",
+		        cfg->user_ledger_fd);
+	if (cfg->user_ledger_fd >= 0)
+		report->usage.user_nano = day;
 	buf_release(&err);
 }
 
@@ -788,6 +819,7 @@ int main(int argc, char **argv)
 	                           .signal_fd = -1,
 	                           .broker_fd = -1,
 	                           .ledger_fd = -1,
+	                           .user_ledger_fd = -1,
 	                           .log_max = LOG_CAP_BYTES};
 	struct options o = {.allow_entries = STRVEC_INIT,
 	                    .allow_files = STRVEC_INIT,

@@ -834,7 +834,7 @@ void usage_format_usd(struct buf *out, uint64_t nano)
 
 const char *usage_capped_name(enum usage_capped c)
 {
-	static const char *const names[] = {NULL, "task", "day"};
+	static const char *const names[] = {NULL, "task", "day", "user"};
 
 	return (size_t)c < ARRAY_SIZE(names) ? names[c] : NULL;
 }
@@ -844,7 +844,9 @@ void usage_capped_line(struct buf *out, const struct usage_count *c)
 	if (!c->capped)
 		return;
 	buf_addf(out, "ended by budget: the %s cap of ", usage_capped_name(c->capped));
-	usage_format_usd(out, c->capped == USAGE_CAPPED_TASK ? c->cap_task : c->cap_day);
+	usage_format_usd(out, c->capped == USAGE_CAPPED_TASK   ? c->cap_task
+	                      : c->capped == USAGE_CAPPED_USER ? c->cap_user
+	                                                       : c->cap_day);
 	buf_addf(out, " USD was reached (%llu request%s refused)", (unsigned long long)c->refused,
 	         c->refused == 1 ? "" : "s");
 }
@@ -1372,6 +1374,8 @@ void *usage_count_to_json(const struct usage_count *c)
 	}
 	json_object_set_new(caps, "task_usd", c->cap_task ? jusd(c->cap_task) : json_null());
 	json_object_set_new(caps, "day_usd", c->cap_day ? jusd(c->cap_day) : json_null());
+	if (c->cap_user)
+		json_object_set_new(caps, "user_day_usd", jusd(c->cap_user));
 	json_object_set_new(root, "requests", jcount(c->requests));
 	json_object_set_new(root, "usd", jusd(c->nano));
 	json_object_set_new(root, "nano_usd", jcount(c->nano));
@@ -1383,6 +1387,10 @@ void *usage_count_to_json(const struct usage_count *c)
 	json_object_set_new(root, "cap_task_nano", jcount(c->cap_task));
 	json_object_set_new(root, "cap_day_nano", jcount(c->cap_day));
 	json_object_set_new(root, "day_nano_usd", jcount(c->day_nano));
+	if (c->cap_user) {
+		json_object_set_new(root, "cap_user_nano", jcount(c->cap_user));
+		json_object_set_new(root, "user_nano_usd", jcount(c->user_nano));
+	}
 	json_object_set_new(root, "ended_by_cap",
 	                    c->capped ? json_string(usage_capped_name(c->capped)) : json_null());
 	return root;
@@ -1411,6 +1419,16 @@ static int get_n(json_t *o, const char *key, uint64_t *out, struct buf *err)
 	return r < 0 ? r : 0;
 }
 
+/* get_n() of a member a record from before it lacks (0 then). */
+static int get_opt_n(json_t *o, const char *key, uint64_t *out, struct buf *err)
+{
+	int64_t n = 0;
+	int r = json_get_int(o, key, JSON_OPTIONAL, 0, INT64_MAX, &n, err);
+
+	*out = (uint64_t)n;
+	return r < 0 ? r : 0;
+}
+
 int usage_count_from_json(const void *json, struct usage_count *c, struct buf *err)
 {
 	struct buf why = BUF_INIT;
@@ -1430,14 +1448,18 @@ int usage_count_from_json(const void *json, struct usage_count *c, struct buf *e
 	    get_n(root, "cap_task_nano", &c->cap_task, &why) ||
 	    get_n(root, "cap_day_nano", &c->cap_day, &why) ||
 	    get_n(root, "day_nano_usd", &c->day_nano, &why) ||
+	    get_opt_n(root, "cap_user_nano", &c->cap_user, &why) ||
+	    get_opt_n(root, "user_nano_usd", &c->user_nano, &why) ||
 	    json_get_str(root, "ended_by_cap", JSON_OPTIONAL, 8, &cap, &why) < 0)
 		goto bad;
 	if (cap && !strcmp(cap, "task"))
 		c->capped = USAGE_CAPPED_TASK;
 	else if (cap && !strcmp(cap, "day"))
 		c->capped = USAGE_CAPPED_DAY;
+	else if (cap && !strcmp(cap, "user"))
+		c->capped = USAGE_CAPPED_USER;
 	else if (cap) {
-		buf_addstr(&why, "'ended_by_cap' is not task, day or null");
+		buf_addstr(&why, "'ended_by_cap' is not task, day, user or null");
 		goto bad;
 	}
 	if (json_get_list(root, "models", 0, USAGE_MODELS + 1, &models, &why) < 0)
@@ -1686,60 +1708,146 @@ static int write_flags(int fd, struct slot *sl, int *nslots, unsigned *have, uns
 	return fdatasync(fd) < 0 ? -errno : 0;
 }
 
+/* One ledger of an operation, as read under its lock. */
+struct ledger_state {
+	struct slot sl[USAGE_LEDGER_SLOTS];
+	uint64_t total, others;
+	int nslots, empty;
+	unsigned have;
+};
+
+/* Read l's ledger (locked) into st: its total, flags and the other live proxies' reservations. */
+static int ledger_load(int fd, uint64_t id, time_t now, struct ledger_state *st)
+{
+	int ret;
+
+	st->others = 0;
+	st->have = 0;
+	if ((ret = ledger_read(fd, &st->total, st->sl, &st->nslots, &st->empty)) < 0)
+		return ret;
+	for (int i = 0; i < st->nslots; i++)
+		if (is_flags_slot(&st->sl[i]))
+			st->have |= (unsigned)st->sl[i].id & FLAGS_KNOWN;
+		else if (st->sl[i].id && st->sl[i].id != id && st->sl[i].until > (uint64_t)now)
+			st->others = sat_add(st->others, st->sl[i].nano);
+	return 0;
+}
+
 /*
- * The one ledger operation, under an exclusive lock: read, add to the
- * total, add the price flags, decide an admission (admit: cap, mine,
- * want), set this proxy's reservation.  The verdict, or a negative errno.
+ * Write to a ledger read into st: add to its total (raised to floor first),
+ * add the flags, set proxy id's reservation to resv when set_slot.
  */
+static int ledger_store(int fd, struct ledger_state *st, uint64_t id, uint64_t add, uint64_t floor,
+                        unsigned flags, int set_slot, uint64_t resv, time_t now)
+{
+	int ret;
+
+	if (st->total < floor)
+		add = sat_add(add, floor - st->total);
+	if (add || (st->empty && (id || flags))) {
+		st->total = sat_add(st->total, add);
+		if ((ret = write_total(fd, st->total)) < 0)
+			return ret;
+		/* Money counted is on the disk before the lock goes (a reservation lapses). */
+		if (add && fdatasync(fd) < 0)
+			return -errno;
+	}
+	if ((ret = write_flags(fd, st->sl, &st->nslots, &st->have, flags, now)) < 0)
+		return ret;
+	if (id && set_slot && (ret = write_slot(fd, st->sl, &st->nslots, id, resv, now)) < 0)
+		return ret;
+	return 0;
+}
+
+/*
+ * The one ledger operation, on n ledgers at once (a project's, and the
+ * user's under a policy), each under an exclusive lock taken in the order
+ * given and held until all are written: read, decide an admission (admit:
+ * each ledger's cap, mine, want; the first ledger whose verdict is not
+ * USAGE_ADMIT in *which), add to each total (raised to floor first), add
+ * the price flags, set this proxy's reservation.  The verdict, or a
+ * negative errno.
+ */
+static int ledgers_op(struct usage_ledger *l, size_t n, uint64_t id, uint64_t add, uint64_t floor,
+                      unsigned flags, int admit, uint64_t mine, uint64_t want, time_t now,
+                      size_t *which)
+{
+	struct ledger_state st[USAGE_LEDGERS];
+	size_t locked = 0;
+	int ret = 0, verdict = USAGE_ADMIT;
+
+	if (n > USAGE_LEDGERS)
+		return -EINVAL;
+	for (; locked < n; locked++)
+		if ((ret = lock(l[locked].fd, LOCK_EX)) < 0)
+			goto out;
+	for (size_t i = 0; i < n; i++)
+		if ((ret = ledger_load(l[i].fd, id, now, &st[i])) < 0)
+			goto out;
+	for (size_t i = 0; admit && i < n && verdict == USAGE_ADMIT; i++) {
+		uint64_t held = sat_add(mine, st[i].others);
+
+		if (st[i].have & ~flags)
+			verdict = USAGE_AGAIN;
+		else if (l[i].cap && st[i].total >= l[i].cap)
+			verdict = USAGE_REFUSE;
+		else if (l[i].cap && held && sat_add(st[i].total, held) >= l[i].cap)
+			verdict = USAGE_WAIT;
+		if (verdict != USAGE_ADMIT && which)
+			*which = i;
+	}
+	/* a refusal by any ledger wins over a wait for another's */
+	for (size_t i = 0; admit && verdict == USAGE_WAIT && i < n; i++)
+		if (l[i].cap && st[i].total >= l[i].cap) {
+			verdict = USAGE_REFUSE;
+			if (which)
+				*which = i;
+		}
+	for (size_t i = 0; i < n; i++) {
+		if ((ret = ledger_store(l[i].fd, &st[i], id, add, floor, flags,
+		                        verdict == USAGE_ADMIT, admit ? want : mine, now)) < 0)
+			goto out;
+		l[i].v.total = st[i].total;
+		l[i].v.others = st[i].others;
+		l[i].v.flags = st[i].have;
+	}
+	ret = verdict;
+out:
+	while (locked)
+		lock(l[--locked].fd, LOCK_UN);
+	return ret;
+}
+
 static int ledger_op(int fd, uint64_t id, uint64_t add, unsigned flags, int admit, uint64_t cap,
                      uint64_t mine, uint64_t want, time_t now, struct usage_ledger_view *v)
 {
-	struct slot sl[USAGE_LEDGER_SLOTS];
-	uint64_t total = 0, others = 0;
-	int nslots = 0, empty = 0, ret, verdict = USAGE_ADMIT;
-	unsigned have = 0;
+	struct usage_ledger l = {.fd = fd, .cap = cap};
+	int ret = ledgers_op(&l, 1, id, add, 0, flags, admit, mine, want, now, NULL);
 
-	if ((ret = lock(fd, LOCK_EX)) < 0)
-		return ret;
-	if ((ret = ledger_read(fd, &total, sl, &nslots, &empty)) < 0)
-		goto out;
-	for (int i = 0; i < nslots; i++)
-		if (is_flags_slot(&sl[i]))
-			have |= (unsigned)sl[i].id & FLAGS_KNOWN;
-		else if (sl[i].id && sl[i].id != id && sl[i].until > (uint64_t)now)
-			others = sat_add(others, sl[i].nano);
-	if (admit && (have & ~flags)) {
-		verdict = USAGE_AGAIN;
-	} else if (admit && cap) {
-		uint64_t held = sat_add(mine, others);
-
-		if (total >= cap)
-			verdict = USAGE_REFUSE;
-		else if (held && sat_add(total, held) >= cap)
-			verdict = USAGE_WAIT;
-	}
-	if (add || (empty && (id || flags))) {
-		total = sat_add(total, add);
-		if ((ret = write_total(fd, total)) < 0)
-			goto out;
-		/* Money counted is on the disk before the lock goes (a reservation lapses). */
-		if (add && fdatasync(fd) < 0) {
-			ret = -errno;
-			goto out;
-		}
-	}
-	if ((ret = write_flags(fd, sl, &nslots, &have, flags, now)) < 0)
-		goto out;
-	if (id && verdict == USAGE_ADMIT &&
-	    (ret = write_slot(fd, sl, &nslots, id, admit ? want : mine, now)) < 0)
-		goto out;
-	v->total = total;
-	v->others = others;
-	v->flags = have;
-	ret = verdict;
-out:
-	lock(fd, LOCK_UN);
+	*v = l.v;
 	return ret;
+}
+
+int usage_ledgers_sync(struct usage_ledger *l, size_t n, uint64_t id, uint64_t add,
+                       uint64_t reserve, unsigned flags, time_t now)
+{
+	return ledgers_op(l, n, id, add, 0, flags, 0, reserve, 0, now, NULL);
+}
+
+int usage_ledgers_admit(struct usage_ledger *l, size_t n, uint64_t id, uint64_t mine, uint64_t want,
+                        unsigned flags, time_t now, size_t *which)
+{
+	return ledgers_op(l, n, id, 0, 0, flags, 1, mine, want, now, which);
+}
+
+int usage_ledger_raise(int fd, uint64_t floor, uint64_t *total)
+{
+	struct usage_ledger l = {.fd = fd};
+	int ret = ledgers_op(&l, 1, 0, 0, floor, 0, 0, 0, 0, time(NULL), NULL);
+
+	if (ret >= 0)
+		*total = l.v.total;
+	return ret < 0 ? ret : 0;
 }
 
 int usage_ledger_sync(int fd, uint64_t id, uint64_t add, uint64_t reserve, unsigned flags,

@@ -394,9 +394,10 @@ struct usage_model {
 };
 
 /* Which cap ended the task, if one did. */
-enum usage_capped { USAGE_CAPPED_NONE, USAGE_CAPPED_TASK, USAGE_CAPPED_DAY };
+/* USAGE_CAPPED_USER: the policy's budget.day, the user's across all projects (docs/config.md). */
+enum usage_capped { USAGE_CAPPED_NONE, USAGE_CAPPED_TASK, USAGE_CAPPED_DAY, USAGE_CAPPED_USER };
 
-/* "task" or "day", the name the record and --json give a cap; NULL for none. */
+/* "task", "day" or "user", the name the record and --json give a cap; NULL for none. */
 const char *usage_capped_name(enum usage_capped c);
 
 struct usage_count {
@@ -410,6 +411,8 @@ struct usage_count {
 	uint64_t cap_task;  /* nano-USD, 0: none */
 	uint64_t cap_day;   /* nano-USD, 0: none */
 	uint64_t day_nano;  /* the project's day total, as last seen in the ledger */
+	uint64_t cap_user;  /* nano-USD, 0: none: the policy's day cap of the user */
+	uint64_t user_nano; /* the user's day total, as last seen in the user's ledger */
 	enum usage_capped capped;
 	int present; /* counting is on (the proxy), or the record had usage (its reader) */
 };
@@ -528,5 +531,47 @@ int usage_ledger_sync(int fd, uint64_t id, uint64_t add, uint64_t reserve, unsig
  */
 int usage_ledger_admit(int fd, uint64_t id, uint64_t cap, uint64_t mine, uint64_t want,
                        unsigned flags, time_t now, struct usage_ledger_view *v);
+
+/*
+ * The user's ledger: under a policy's budget.day (docs/config.md), one more
+ * ledger of the same format for the user's day across all projects,
+ * $AIBOX_HOME/spend/YYYY-MM-DD (usage_ledger_open() of $AIBOX_HOME), which
+ * every proxy of the user adds to and reserves in as it does in its
+ * project's (docs/budget.md, "The user's day under a policy").  These
+ * operate on several ledgers as one: each locked in the order given (every
+ * caller gives the project's first, then the user's, so that none waits on
+ * a lock another holds while it waits on one of its), all read, then all
+ * written, then unlocked.
+ */
+#define USAGE_LEDGERS 2
+
+struct usage_ledger {
+	int fd;
+	uint64_t cap;               /* its cap in nano-USD, 0: none */
+	struct usage_ledger_view v; /* set by each call that returns no error */
+};
+
+/* usage_ledger_sync() on each of l[0..n), under all their locks at once. */
+int usage_ledgers_sync(struct usage_ledger *l, size_t n, uint64_t id, uint64_t add,
+                       uint64_t reserve, unsigned flags, time_t now);
+
+/*
+ * usage_ledger_admit() on each of l[0..n) with its own cap, decided under all
+ * their locks at once: the verdict is USAGE_ADMIT only when every ledger's
+ * is (only then is the reservation want written, to each), else the first
+ * of USAGE_AGAIN, USAGE_REFUSE (any ledger's), USAGE_WAIT, with *which
+ * the ledger that gave it.  The verdict, or a negative errno.
+ */
+int usage_ledgers_admit(struct usage_ledger *l, size_t n, uint64_t id, uint64_t mine, uint64_t want,
+                        unsigned flags, time_t now, size_t *which);
+
+/*
+ * Under the lock: raise the total to floor when it is below (a day whose
+ * spend the projects' ledgers hold and the user's does not yet: begun by an
+ * older aibox, or before the policy had budget.day), fdatasync'ed as an
+ * added cost is; *total gets it.  0, or a negative errno (-EINVAL for a
+ * ledger that is not well-formed, never reset).
+ */
+int usage_ledger_raise(int fd, uint64_t floor, uint64_t *total);
 
 #endif

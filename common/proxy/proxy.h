@@ -119,10 +119,15 @@ struct proxy_config {
 	 * report->usage.cap_day (0: no cap).  A paid request is forwarded only
 	 * while the caps hold with what the requests in flight may still cost
 	 * (their reservations, in the ledger too), and waits until they do
-	 * (docs/budget.md, "Caps").
+	 * (docs/budget.md, "Caps").  user_ledger_fd (-1: none): the user's
+	 * ledger under a policy's budget.day, written with ledger_fd's as one
+	 * (usage_ledgers_sync()), whose total is held to report->usage.cap_user
+	 * as the day's to cap_day (docs/budget.md, "The user's day under a
+	 * policy").
 	 */
 	const struct usage_prices *prices;
 	int ledger_fd;
+	int user_ledger_fd;
 	/*
 	 * A paid request whose client went away after sending it whole: its
 	 * answer is still read, for its usage, for at most drain_ms and

@@ -218,15 +218,50 @@ static void flags_learn(struct proxy *px, unsigned f)
 }
 
 /*
- * What the day's ledger said (v): its total, and the prices to learn; this
- * proxy's own are taken as written there (with no line free for them, each
- * admission adds them again).
+ * The ledgers this proxy adds to and reserves in, each with its cap, into l
+ * (USAGE_LEDGERS of them): the project's day ledger, then the user's under a
+ * policy (usage_ledgers_admit() locks them in that order).  How many.
  */
-static void ledger_seen(struct proxy *px, const struct usage_ledger_view *v)
+static size_t px_ledgers(const struct proxy *px, struct usage_ledger *l)
 {
-	px->cfg->report->usage.day_nano = v->total;
-	px->ledger_flags = v->flags | px->flags_seen;
-	flags_learn(px, v->flags);
+	const struct proxy_config *cfg = px->cfg;
+	size_t n = 0;
+
+	if (cfg->ledger_fd >= 0)
+		l[n++] =
+		    (struct usage_ledger){.fd = cfg->ledger_fd, .cap = cfg->report->usage.cap_day};
+	if (cfg->user_ledger_fd >= 0)
+		l[n++] = (struct usage_ledger){.fd = cfg->user_ledger_fd,
+		                               .cap = cfg->report->usage.cap_user};
+	return n;
+}
+
+/* The prices the ledgers l[0..n) hold (an answer of the day reported them). */
+static unsigned ledgers_flags(const struct usage_ledger *l, size_t n)
+{
+	unsigned f = 0;
+
+	for (size_t i = 0; i < n; i++)
+		f |= l[i].v.flags;
+	return f;
+}
+
+/*
+ * What the ledgers said (l[0..n)): their totals, and the prices to learn;
+ * this proxy's own are taken as written there (with no line free for them,
+ * each admission adds them again).
+ */
+static void ledgers_seen(struct proxy *px, const struct usage_ledger *l, size_t n)
+{
+	struct usage_count *u = &px->cfg->report->usage;
+
+	for (size_t i = 0; i < n; i++)
+		if (l[i].fd == px->cfg->user_ledger_fd)
+			u->user_nano = l[i].v.total;
+		else
+			u->day_nano = l[i].v.total;
+	px->ledger_flags = ledgers_flags(l, n) | px->flags_seen;
+	flags_learn(px, ledgers_flags(l, n));
 }
 
 /*
@@ -241,13 +276,28 @@ static void budget_refuse(struct conn *c, enum usage_capped which, uint64_t tota
 	json_t *body;
 	char *text;
 
-	usage_format_usd(&cap, which == USAGE_CAPPED_TASK ? u->cap_task : u->cap_day);
+	usage_format_usd(&cap, which == USAGE_CAPPED_TASK   ? u->cap_task
+	                       : which == USAGE_CAPPED_USER ? u->cap_user
+	                                                    : u->cap_day);
 	usage_format_usd(&spent, total);
 	if (which == USAGE_CAPPED_TASK)
 		buf_addf(&msg,
 		         "aibox: this task's budget of %s USD is spent (%s USD by aibox's "
 		         "count); aibox-proxy refuses further API requests",
 		         cap.buf, spent.buf);
+	else if (which == USAGE_CAPPED_USER && r < 0)
+		buf_addf(&msg,
+		         "aibox: the ledger of today's spend cannot be read (%s), so your daily "
+		         "budget under the policy of %s USD cannot be kept; aibox-proxy refuses "
+		         "further API requests",
+		         strerror(-r), cap.buf);
+	else if (which == USAGE_CAPPED_USER)
+		buf_addf(
+		    &msg,
+		    "aibox: your daily budget under the policy of %s USD is spent (%s USD today "
+		    "across your projects by aibox's count); aibox-proxy refuses further API "
+		    "requests",
+		    cap.buf, spent.buf);
 	else if (r < 0)
 		buf_addf(&msg,
 		         "aibox: the project's ledger of today's spend cannot be read (%s), so its "
@@ -267,8 +317,8 @@ static void budget_refuse(struct conn *c, enum usage_capped which, uint64_t tota
 	text = body ? json_dumps(body, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
 	if (!text)
 		die_oom();
-	buf_addf(&why, "budget: the %s cap of %s USD is reached",
-	         which == USAGE_CAPPED_TASK ? "task" : "day", cap.buf);
+	buf_addf(&why, "budget: the %s cap of %s USD is reached", usage_capped_name(which),
+	         cap.buf);
 	px_respond_with(c, 400, "refused", why.buf, text);
 	free(text);
 	json_decref(body);
@@ -288,7 +338,8 @@ static int budget_check(struct conn *c)
 {
 	struct proxy *px = c->px;
 	struct usage_count *u = &px->cfg->report->usage;
-	struct usage_ledger_view v;
+	struct usage_ledger l[USAGE_LEDGERS];
+	size_t n = px_ledgers(px, l), which = 0;
 	uint64_t resv, held;
 	int r = USAGE_ADMIT;
 
@@ -301,28 +352,32 @@ again:
 	if (u->cap_task && held && (held >= u->cap_task || u->nano + held >= u->cap_task))
 		return 2;
 	resv = worst_cost(c);
-	if (px->cfg->ledger_fd >= 0) {
+	if (n) {
 		uint64_t want = held > UINT64_MAX - resv ? UINT64_MAX : held + resv;
 
-		r = usage_ledger_admit(px->cfg->ledger_fd, ledger_id(px), u->cap_day, held, want,
-		                       px->flags_seen, time(NULL), &v);
+		r = usage_ledgers_admit(l, n, ledger_id(px), held, want, px->flags_seen, time(NULL),
+		                        &which);
 		if (r == USAGE_AGAIN) {
 			/* another proxy's answer said a dearer price: reserve at it */
-			flags_learn(px, v.flags);
+			flags_learn(px, ledgers_flags(l, n));
 			goto again;
 		}
 		if (r >= 0) {
-			ledger_seen(px, &v);
+			ledgers_seen(px, l, n);
 			px->ledger_reserved = want;
 			px->ledger_synced_ms = px->now_ms;
 		}
-		if (r < 0 && u->cap_day) {
-			budget_refuse(c, USAGE_CAPPED_DAY, 0, r);
+		if (r < 0 && (u->cap_day || u->cap_user)) {
+			/* the ledgers are decided as one: either may be the one not read */
+			budget_refuse(c, u->cap_user ? USAGE_CAPPED_USER : USAGE_CAPPED_DAY, 0, r);
 			return 0;
 		}
 	}
 	if (r == USAGE_REFUSE) {
-		budget_refuse(c, USAGE_CAPPED_DAY, v.total, 0);
+		budget_refuse(c,
+		              l[which].fd == px->cfg->user_ledger_fd ? USAGE_CAPPED_USER
+		                                                     : USAGE_CAPPED_DAY,
+		              l[which].v.total, 0);
 		return 0;
 	}
 	if (r == USAGE_WAIT)
@@ -335,25 +390,24 @@ again:
 
 void px_spend_round(struct proxy *px, int tick)
 {
-	const struct proxy_config *cfg = px->cfg;
-	struct usage_ledger_view v;
+	struct usage_ledger l[USAGE_LEDGERS];
+	size_t n = px_ledgers(px, l);
 	uint64_t held = px_reserved(px);
 	int waiting = 0;
 
-	if (cfg->ledger_fd >= 0 &&
+	if (n &&
 	    ((px->ledger_id &&
 	      (held != px->ledger_reserved ||
 	       (held && px->now_ms - px->ledger_synced_ms >= USAGE_LEDGER_TTL * 1000 / 4))) ||
 	     (px->flags_seen & ~px->ledger_flags)) &&
-	    usage_ledger_sync(cfg->ledger_fd, px->ledger_id, 0, held, px->flags_seen, time(NULL),
-	                      &v) == 0) {
+	    usage_ledgers_sync(l, n, px->ledger_id, 0, held, px->flags_seen, time(NULL)) == 0) {
 		if (px->ledger_id) {
 			px->ledger_reserved = held;
 			px->ledger_synced_ms = px->now_ms;
 		}
-		ledger_seen(px, &v);
+		ledgers_seen(px, l, n);
 	}
-	if (!px->budget_changed && !(tick && cfg->ledger_fd >= 0))
+	if (!px->budget_changed && !(tick && n))
 		return;
 	px->budget_changed = 0;
 	for (struct conn *c = px->conns; c && !waiting; c = c->next)
@@ -399,18 +453,17 @@ int px_api_request(struct conn *c, const struct http_head *h, const char *t, siz
 }
 
 /*
- * nano more counted: to the day's ledger at once, so that a killed task's
+ * nano more counted: to the day's ledger (and the user's) at once, so that a killed task's
  * spend is still there, with the prices answers reported (flags_learn()).
  */
 static void ledger_add(struct proxy *px, uint64_t nano)
 {
-	struct usage_ledger_view v;
+	struct usage_ledger l[USAGE_LEDGERS];
+	size_t n = px_ledgers(px, l);
 
-	if (px->cfg->ledger_fd >= 0 && (nano || (px->flags_seen & ~px->ledger_flags)) &&
-	    usage_ledger_sync(px->cfg->ledger_fd, 0, nano, 0, px->flags_seen, time(NULL), &v) ==
-	        0) {
-		ledger_seen(px, &v);
-	}
+	if (n && (nano || (px->flags_seen & ~px->ledger_flags)) &&
+	    usage_ledgers_sync(l, n, 0, nano, 0, px->flags_seen, time(NULL)) == 0)
+		ledgers_seen(px, l, n);
 }
 
 /*
