@@ -270,6 +270,8 @@ git:
 	spent() {
 		printf '%020d\n' 2000000000 >"$AIBOX_HOME/projects/other/spend/$(date +%F)"
 		printf '%020d\n' "$1" >"$AIBOX_HOME/projects/repo/spend/$(date +%F)"
+		# the user's ledger, which the first task raised to the projects' sum, made anew
+		rm -f "$AIBOX_HOME/spend/$(date +%F)"
 		run --separate-stderr aibox task x
 	}
 	on_one_day spent 1000000000

@@ -172,7 +172,7 @@ static void find_project(struct run *r, struct buf *cfg_path)
 	if (host_project_open(&checkout, &r->project, cfg_path, &r->cfg, &err) < 0)
 		die("%s", err.buf);
 	if (policy_load(&p, &err) < 0 || policy_check(&p, &r->cfg, cfg_path->buf, &ask, &err) < 0 ||
-	    policy_user_day(&p, &r->cfg.budget_task, &err) < 0) {
+	    policy_user_day(&p, &r->spend.user_ledger_fd, &r->spend.cap_user, &err) < 0) {
 		struct buf aerr = BUF_INIT;
 
 		if (audit_refusal(&r->audit_fd, "run", r->project.name, p.path, err.buf, &aerr) < 0)

@@ -194,6 +194,14 @@ static void parse_args(struct task_opts *o, int argc, char **argv)
  * to defaults is brought within it.  A policy refused, or anything asked
  * beyond it, dies with exit 2.
  */
+/* The user's ledger and cap under the policy's budget.day, for the proxy (t->spend). */
+static int user_day(struct task *t, const struct policy *p, struct buf *err)
+{
+	if (t->spend.user_ledger_fd >= 0)
+		close(t->spend.user_ledger_fd);
+	return policy_user_day(p, &t->spend.user_ledger_fd, &t->spend.cap_user, err);
+}
+
 /* Hold project's config cfg (read from cfg_path) and the options to the policy; beyond it dies. */
 static void check_policy_of(struct task *t, const char *project, struct config *cfg,
                             const char *cfg_path)
@@ -212,7 +220,7 @@ static void check_policy_of(struct task *t, const char *project, struct config *
 
 	policy_init(&p);
 	if (policy_load(&p, &err) < 0 || policy_check(&p, cfg, cfg_path, &ask, &err) < 0 ||
-	    policy_user_day(&p, &cfg->budget_task, &err) < 0) {
+	    user_day(t, &p, &err) < 0) {
 		struct buf aerr = BUF_INIT;
 
 		if (audit_refusal(&t->audit_fd, "task", project, p.path, err.buf, &aerr) < 0)

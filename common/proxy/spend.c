@@ -67,7 +67,7 @@ static void push_usd(struct strvec *args, const char *opt, uint64_t nano)
 	buf_release(&b);
 }
 
-void spend_proxy_args(const struct spend *s, struct strvec *args, int fd_num)
+void spend_proxy_args(const struct spend *s, struct strvec *args, int fd_num, int user_fd_num)
 {
 	struct buf fd = BUF_INIT;
 
@@ -78,6 +78,12 @@ void spend_proxy_args(const struct spend *s, struct strvec *args, int fd_num)
 	if (s->ledger_fd >= 0) {
 		buf_addf(&fd, "%d", fd_num);
 		strvec_pushl(args, "--ledger-fd", fd.buf, NULL);
+	}
+	if (s->user_ledger_fd >= 0) {
+		push_usd(args, "--budget-user", s->cap_user);
+		buf_reset(&fd);
+		buf_addf(&fd, "%d", user_fd_num);
+		strvec_pushl(args, "--user-ledger-fd", fd.buf, NULL);
 	}
 	buf_release(&fd);
 }
@@ -99,4 +105,7 @@ void spend_release(struct spend *s)
 	if (s->ledger_fd >= 0)
 		close(s->ledger_fd);
 	s->ledger_fd = -1;
+	if (s->user_ledger_fd >= 0)
+		close(s->user_ledger_fd);
+	s->user_ledger_fd = -1;
 }

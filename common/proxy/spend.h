@@ -18,11 +18,14 @@ struct spend {
 	uint64_t cap_task, cap_day; /* nano-USD, 0: none */
 	int ledger_fd;              /* the day's ledger, -1 before spend_start() */
 	uint64_t day_nano;          /* the day's total when the task started */
+	/* the policy's budget.day (policy_user_day(), common/task/policy.h): -1 and 0 for none */
+	int user_ledger_fd;
+	uint64_t cap_user;
 };
 
 #define SPEND_INIT                                                                                 \
 	{                                                                                          \
-		0, 0, -1, 0                                                                        \
+		0, 0, -1, 0, -1, 0                                                                 \
 	}
 
 /*
@@ -44,13 +47,16 @@ int spend_prices_check(struct buf *err);
 /* The smaller of two caps, 0 meaning none. */
 uint64_t spend_cap_min(uint64_t a, uint64_t b);
 
-/* aibox-proxy's options for s: the caps, and --ledger-fd fd_num. */
-void spend_proxy_args(const struct spend *s, struct strvec *args, int fd_num);
+/*
+ * aibox-proxy's options for s: the caps, --ledger-fd fd_num, and with the
+ * user's ledger --budget-user and --user-ledger-fd user_fd_num.
+ */
+void spend_proxy_args(const struct spend *s, struct strvec *args, int fd_num, int user_fd_num);
 
 /* Write u to fd as usage.json (one JSON object and a newline).  0, or a negative errno. */
 int spend_write_usage(int fd, const struct usage_count *u);
 
-/* Close the ledger. */
+/* Close the ledgers. */
 void spend_release(struct spend *s);
 
 #endif

@@ -110,7 +110,7 @@ void helpers_proxy_args(struct strvec *args, const char *prog, const struct help
 	if (forwards_key(o)) {
 		push_fd(args, "--key-fd", HELPER_P_KEY);
 		if (o->spend)
-			spend_proxy_args(o->spend, args, HELPER_P_LEDGER);
+			spend_proxy_args(o->spend, args, HELPER_P_LEDGER, HELPER_P_USER_LEDGER);
 	}
 	if (with_broker)
 		push_fd(args, "--broker-fd", HELPER_P_BROKER);
@@ -276,6 +276,8 @@ static int start_proxy(struct helpers *h, const struct helpers_opts *o, int brok
 		spawn_give_fd(&h->proxy, kfd, HELPER_P_KEY);
 		if (o->spend && o->spend->ledger_fd >= 0)
 			spawn_give_fd(&h->proxy, o->spend->ledger_fd, HELPER_P_LEDGER);
+		if (o->spend && o->spend->user_ledger_fd >= 0)
+			spawn_give_fd(&h->proxy, o->spend->user_ledger_fd, HELPER_P_USER_LEDGER);
 	}
 	ret = start_one(&h->proxy, ready, "aibox-proxy", o->err_fd, err);
 	if (ca[1] >= 0) {

@@ -27,7 +27,7 @@
  * The helpers' fd numbers: the broker --handoff-fd, --log-fd, --ready-fd,
  * --token-fd; the proxy --listen-fd (a unix socket bound here), --log-fd,
  * --ready-fd, --broker-fd (the other end of the broker's hand-off pair),
- * --report-fd, --key-fd and the spend ledger when the key is forwarded,
+ * --report-fd, --key-fd and the spend ledgers when the key is forwarded,
  * --secrets-fd and --ca-fd when the config has secrets or allow rules
  * (--secrets-fd alone for the subscription's token).
  */
@@ -45,6 +45,7 @@ enum helpers_fds {
 	HELPER_P_LEDGER,
 	HELPER_P_SECRETS,
 	HELPER_P_CA,
+	HELPER_P_USER_LEDGER,
 };
 
 struct config;

@@ -15,6 +15,7 @@
 #include "git/gitproto.h"
 #include "vm/image.h"
 #include "base/num.h"
+#include "base/paths.h"
 #include "config/project.h"
 #include "config/usage.h"
 #include "base/banned.h"
@@ -537,13 +538,16 @@ int policy_check(const struct policy *p, struct config *cfg, const char *name,
 	return ask ? check_ask(p, ask, err) : 0;
 }
 
-int policy_user_day(const struct policy *p, uint64_t *cap_task, struct buf *err)
+int policy_user_day(const struct policy *p, int *ledger_fd, uint64_t *cap, struct buf *err)
 {
 	struct strvec names = STRVEC_INIT;
 	struct buf dir = BUF_INIT, a = BUF_INIT, b = BUF_INIT;
-	uint64_t spent = 0;
-	int ret = 0;
+	uint64_t spent = 0, total = 0;
+	time_t now = time(NULL);
+	int ret = 0, fd = -1;
 
+	*ledger_fd = -1;
+	*cap = 0;
 	if (!p->path || !p->cfg.budget_day)
 		return 0;
 	if ((ret = projects_list(&names)) < 0) {
@@ -551,25 +555,31 @@ int policy_user_day(const struct policy *p, uint64_t *cap_task, struct buf *err)
 		         strerror(-ret));
 		return ret;
 	}
+	/* each project's ledger alone, never under the user's lock (usage.h: the lock order) */
 	for (size_t i = 0; !ret && i < names.nr; i++) {
-		uint64_t total = 0;
-		int fd;
+		uint64_t t = 0;
 
 		buf_reset(&dir);
 		projects_dir(&dir);
 		buf_addf(&dir, "/%s", names.v[i]);
-		if ((fd = usage_ledger_open(dir.buf, time(NULL), err)) < 0) {
+		if ((fd = usage_ledger_open(dir.buf, now, err)) < 0) {
 			ret = fd;
 			break;
 		}
-		if ((ret = usage_ledger_add(fd, 0, &total)) < 0)
+		if ((ret = usage_ledger_add(fd, 0, &t)) < 0)
 			buf_addf(err, "cannot read the ledger of today's spend in '%s/spend': %s",
 			         dir.buf, ret == -EINVAL ? "not one number" : strerror(-ret));
 		close(fd);
-		spent = spent + total < spent ? UINT64_MAX : spent + total;
+		fd = -1;
+		spent = spent + t < spent ? UINT64_MAX : spent + t;
 	}
-	if (!ret && spent >= p->cfg.budget_day) {
-		usage_format_usd(&a, spent);
+	/* the user's ledger holds at least what the projects' do (a day an older aibox began) */
+	if (!ret && (fd = ret = usage_ledger_open(aibox_home(), now, err)) >= 0 &&
+	    (ret = usage_ledger_raise(fd, spent, &total)) < 0)
+		buf_addf(err, "cannot read the ledger of today's spend in '%s/spend': %s",
+		         aibox_home(), ret == -EINVAL ? "not one number" : strerror(-ret));
+	if (!ret && total >= p->cfg.budget_day) {
+		usage_format_usd(&a, total);
 		usage_format_usd(&b, p->cfg.budget_day);
 		buf_addf(err,
 		         "your daily budget under the policy is spent (%s USD today across your "
@@ -577,8 +587,13 @@ int policy_user_day(const struct policy *p, uint64_t *cap_task, struct buf *err)
 		         "before tomorrow (local time)",
 		         a.buf, p->path, p->cfg.lines.budget_day, b.buf);
 		ret = -EDQUOT;
-	} else if (!ret && (!*cap_task || *cap_task > p->cfg.budget_day - spent)) {
-		*cap_task = p->cfg.budget_day - spent;
+	}
+	if (ret < 0 && fd >= 0)
+		close(fd);
+	if (ret >= 0) {
+		*ledger_fd = fd;
+		*cap = p->cfg.budget_day;
+		ret = 0;
 	}
 	strvec_clear(&names);
 	buf_release(&dir);

@@ -96,13 +96,18 @@ int policy_allow_covers(const char *pol, const char *want);
 
 /*
  * The policy's budget.day is per user and local day, across all of the
- * user's projects (the config's is per project): the day's totals of every
- * project's ledger (common/config/usage.h) are added up.  -EDQUOT with the refusal
- * in err when they reach it; else 0 with *cap_task (nano-USD, 0: none)
- * lowered to what is left of the day, so that one task cannot spend past it.
- * 0 and nothing changed when p bounds no day.
+ * user's projects (the config's is per project), kept by every proxy of the
+ * user in the user's ledger, $AIBOX_HOME/spend/YYYY-MM-DD (common/config/usage.h,
+ * docs/budget.md "The user's day under a policy").  Opens that ledger,
+ * raising its total to the sum of the projects' day ledgers when it is
+ * below (a day begun by an older aibox, or before the policy had
+ * budget.day).  -EDQUOT with the refusal in err when the total reached the
+ * cap; another negative errno when a ledger cannot be read; else 0 with
+ * *ledger_fd the user's ledger (close-on-exec, for aibox-proxy's
+ * --user-ledger-fd) and *cap the cap in nano-USD.  0 with *ledger_fd -1
+ * and *cap 0 when p bounds no day.
  */
-int policy_user_day(const struct policy *p, uint64_t *cap_task, struct buf *err);
+int policy_user_day(const struct policy *p, int *ledger_fd, uint64_t *cap, struct buf *err);
 
 /* A task's timeout of ms (checked by policy_check() when asked for) within p's. */
 int64_t policy_timeout(const struct policy *p, int64_t asked_ms);
