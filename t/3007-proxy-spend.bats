@@ -790,6 +790,24 @@ two_proxies_race() {
 	refute_output --regexp '^[0-9a-f]{16} 0*[1-9]'
 }
 
+@test "spend: a request the user's ledger has no line for (64 proxies in flight) is refused, and leaves no reservation in the project's" {
+	api "$(stream_script 10 0 1)"
+	now=$(date +%s)
+	{
+		printf '%020d\n' 0
+		for i in $(seq 1 64); do printf '%016x %020d %020d\n' "$i" 1 $((now + 600)); done
+	} >"$T/user"
+	: >"$T/ledger"
+	start_recorded --ledger-fd 5 --user-ledger-fd 6 --budget-user 1 5<>"$T/ledger" 6<>"$T/user"
+	clients 1 ""
+	grep -q "your daily budget under the policy of 1.000000 USD cannot be kept" "$T/got.0"
+	stop_proxy
+	[ "$(ls "$T/rec" 2>/dev/null | wc -l)" = 0 ]
+	# nothing written to the project's ledger but its total: the two are decided as one
+	run tail -n +2 "$T/ledger"
+	assert_output ''
+}
+
 @test "spend: a reservation in the ledger holds other proxies back until it lapses (a proxy that died)" {
 	api "$(stream_script 10 0 1)"
 	# start before now, which date rounds down: the live reservation lapses at now + 4,

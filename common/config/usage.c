@@ -1667,6 +1667,15 @@ static int free_slot(const struct slot *sl, int nslots, time_t now)
 	return nslots < USAGE_LEDGER_SLOTS ? nslots : -1;
 }
 
+/* 1 when proxy id has its own slot, or free_slot() gives one. */
+static int has_slot(const struct slot *sl, int nslots, uint64_t id, time_t now)
+{
+	for (int i = 0; i < nslots; i++)
+		if (sl[i].id == id)
+			return 1;
+	return free_slot(sl, nslots, now) >= 0;
+}
+
 /* Set this proxy's slot (its own, else free_slot()'s) to nano; 0 frees it. */
 static int write_slot(int fd, struct slot *sl, int *nslots, uint64_t id, uint64_t nano, time_t now)
 {
@@ -1752,11 +1761,10 @@ static int ledger_store(int fd, struct ledger_state *st, uint64_t id, uint64_t a
 		if (add && fdatasync(fd) < 0)
 			return -errno;
 	}
-	if ((ret = write_flags(fd, st->sl, &st->nslots, &st->have, flags, now)) < 0)
-		return ret;
+	/* the reservation first: the flags do without a line when none is free, it cannot */
 	if (id && set_slot && (ret = write_slot(fd, st->sl, &st->nslots, id, resv, now)) < 0)
 		return ret;
-	return 0;
+	return write_flags(fd, st->sl, &st->nslots, &st->have, flags, now);
 }
 
 /*
@@ -1802,6 +1810,12 @@ static int ledgers_op(struct usage_ledger *l, size_t n, uint64_t id, uint64_t ad
 			verdict = USAGE_REFUSE;
 			if (which)
 				*which = i;
+		}
+	/* every ledger has a line for the reservation, or none is written (never half of it) */
+	for (size_t i = 0; id && verdict == USAGE_ADMIT && (admit ? want : mine) && i < n; i++)
+		if (!has_slot(st[i].sl, st[i].nslots, id, now)) {
+			ret = -ENOSPC;
+			goto out;
 		}
 	for (size_t i = 0; i < n; i++) {
 		if ((ret = ledger_store(l[i].fd, &st[i], id, add, floor, flags,
