@@ -808,7 +808,12 @@ two_proxies_race() {
 	assert_output ''
 }
 
-@test "spend: a reservation in the ledger holds other proxies back until it lapses (a proxy that died)" {
+# held_until_lapse LEDGER OPTS...: LEDGER with a reservation live for 4 s more and one
+# lapsed; a proxy with OPTS, $T/ledger on fd 5 and $T/user on fd 6; its one request is
+# held back until the live one lapsed (the lapsed one never held it), then passes
+held_until_lapse() {
+	local f=$1 start now end
+	shift
 	api "$(stream_script 10 0 1)"
 	# start before now, which date rounds down: the live reservation lapses at now + 4,
 	# more than 3 s after start whatever the second's fraction and the proxy's start-up took
@@ -817,17 +822,51 @@ two_proxies_race() {
 	{
 		printf '%020d\n' 0
 		printf '%016x %020d %020d\n' 255 1000000000000 $((now + 4)) 254 1000000000000 $((now - 1))
-	} >"$T/ledger"
-	exec 5<>"$T/ledger"
-	start_recorded --ledger-fd 5 --budget-day 1
-	exec 5>&-
+	} >"$f"
+	[ -e "$T/ledger" ] || : >"$T/ledger"
+	[ -e "$T/user" ] || : >"$T/user"
+	start_recorded "$@" 5<>"$T/ledger" 6<>"$T/user"
 	clients 1 ""
 	end=$(date +%s%N)
 	grep -q message_stop "$T/got.0"
-	# held back until the live one lapsed (the lapsed one never held it)
 	[ $(((end - start) / 1000000)) -ge 3000 ]
 	stop_proxy
 	[ "$(usage '[.requests, .refused]')" = '[1,0]' ]
+}
+
+@test "spend: a reservation in the ledger holds other proxies back until it lapses (a proxy that died)" {
+	held_until_lapse "$T/ledger" --ledger-fd 5 --budget-day 1
+}
+
+@test "spend: a reservation in the user's ledger holds the user's other proxies back until it lapses (a proxy of another project that died)" {
+	held_until_lapse "$T/user" --ledger-fd 5 --user-ledger-fd 6 --budget-user 1
+}
+
+@test "spend: --budget-user needs --user-ledger-fd on a well-formed ledger, another file than --ledger-fd's; one that goes bad refuses" {
+	export AIBOX_API_UPSTREAM=https://localhost:1
+	run aibox-proxy --key-env AIBOX_TEST_KEY --budget-user 1
+	[ "$status" -eq 2 ]
+	assert_output --partial "--budget-user needs --user-ledger-fd"
+	: >"$T/ledger"
+	run aibox-proxy --key-env AIBOX_TEST_KEY --ledger-fd 5 --user-ledger-fd 6 --budget-user 1 5<>"$T/ledger" 6<>"$T/ledger"
+	[ "$status" -eq 2 ]
+	assert_output --partial "--ledger-fd and --user-ledger-fd must be two different files"
+	printf 'garbage\n' >"$T/user"
+	run aibox-proxy --key-env AIBOX_TEST_KEY --ledger-fd 5 --user-ledger-fd 6 --budget-user 1 5<>"$T/ledger" 6<>"$T/user"
+	[ "$status" -eq 2 ]
+	assert_output --partial "cannot read the user's ledger on --user-ledger-fd 6"
+	# well-formed at the start, not reset when it goes bad: paid requests are refused
+	unset AIBOX_API_UPSTREAM
+	api '{"usage":{"input_tokens":10,"output_tokens":10}}'
+	printf '%020d\n' 0 >"$T/user"
+	start_recorded --ledger-fd 5 --user-ledger-fd 6 --budget-user 1 5<>"$T/ledger" 6<>"$T/user"
+	printf 'junk\n' >"$T/user"
+	run curl -sS -x "$PROXY" -H 'content-type: application/json' --data-binary '{"model":"m","messages":[]}' \
+		"http://127.0.0.1:3129/v1/messages"
+	assert_output --partial "so your daily budget under the policy of 1.000000 USD cannot be kept"
+	stop_proxy
+	[ "$(cat "$T/user")" = junk ]
+	[ ! -e "$T/rec" ] || [ "$(ls "$T/rec" | wc -l)" = 0 ]
 }
 
 @test "spend: hostile: bodies whose answers run other inferences (compaction, an advisor) run alone under a cap" {
