@@ -71,3 +71,26 @@ setup() {
 	size=$(stat -c %s "$ledger")
 	[ $(((size - 21) % 59)) -eq 0 ]
 }
+
+@test "ledger: the user's total is raised to the projects' sum only when below it, synced, and a bad ledger is not reset" {
+	command -v strace >/dev/null || skip "strace is not installed"
+	test-common ledger-add "$T/project" 2 "$now" >/dev/null
+	# below: raised, and on the disk before the call returns
+	ASAN_OPTIONS=detect_leaks=0 strace -o trace -e trace=fdatasync test-common ledger-raise "$T/project" 1000 "$now" >out
+	[ "$(cat out)" = 1000 ]
+	run grep -cE '^fdatasync\(' trace
+	assert_output 1
+	# above (a project's spend removed since): kept, nothing written
+	ASAN_OPTIONS=detect_leaks=0 strace -o trace -e trace=fdatasync,pwrite64 test-common ledger-raise "$T/project" 10 "$now" >out
+	[ "$(cat out)" = 1000 ]
+	run grep -cE '^(fdatasync|pwrite64)\(' trace
+	assert_output 0
+	# its reservation line is kept as it was
+	[ "$(head -1 "$ledger")" = "$(printf '%020d' 1000)" ]
+	[ $((($(stat -c %s "$ledger") - 21) % 59)) -eq 0 ]
+	printf 'garbage\n' >"$ledger"
+	run test-common ledger-raise "$T/project" 10 "$now"
+	assert_failure 1
+	assert_output "error: Invalid argument"
+	[ "$(cat "$ledger")" = garbage ]
+}

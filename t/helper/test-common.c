@@ -34,6 +34,10 @@
  *                                                  from the 4th the price flags too,
  *                                                  printing the total after each; "error:
  *                                                  REASON" (exit 1)
+ *   test-common ledger-raise DIR FLOOR [EPOCH]     raise the total of DIR's ledger of today
+ *                                                  (or EPOCH's day) to FLOOR when below
+ *                                                  (usage_ledger_raise()), printing it;
+ *                                                  "error: REASON" (exit 1)
  *   test-common json-get < LINES                   each line KIND|req or opt|JSON, KIND str,
  *	                                            int, real, bool, obj or list: member "k"
  *	                                            of JSON (\u0000 kept) by json_get, one
@@ -541,6 +545,25 @@ static int cmd_ledger_add(const char *dir, const char *count, const char *epoch)
 	return 0;
 }
 
+static int cmd_ledger_raise(const char *dir, const char *floor, const char *epoch)
+{
+	struct buf err = BUF_INIT;
+	time_t day = epoch ? (time_t)strtoll(epoch, NULL, 10) : time(NULL);
+	uint64_t total = 0;
+	int fd = usage_ledger_open(dir, day, &err), ret;
+
+	if (fd < 0)
+		die("%s", err.buf);
+	ret = usage_ledger_raise(fd, strtoull(floor, NULL, 10), &total);
+	close(fd);
+	if (ret < 0) {
+		printf("error: %s\n", strerror(-ret));
+		return 1;
+	}
+	printf("%llu\n", (unsigned long long)total);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	tool_init(argc, argv);
@@ -588,6 +611,8 @@ int main(int argc, char **argv)
 		return cmd_git_remote(argv[2]);
 	if (!strcmp(argv[1], "json-get") && argc == 2)
 		return cmd_json_get();
+	if (!strcmp(argv[1], "ledger-raise") && (argc == 4 || argc == 5))
+		return cmd_ledger_raise(argv[2], argv[3], argc == 5 ? argv[4] : NULL);
 	if (!strcmp(argv[1], "ledger-add") && (argc == 4 || argc == 5))
 		return cmd_ledger_add(argv[2], argv[3], argc == 5 ? argv[4] : NULL);
 	if (!strcmp(argv[1], "clock") && argc == 3)
