@@ -281,6 +281,26 @@ git:
 	assert_stopped_at_boot
 }
 
+@test "policy: budget.day goes to the task's proxy with the user's ledger, raised to the projects' sum; usage.json records it" {
+	no_vm_project
+	echo 'env: [ANTHROPIC_API_KEY]' >"$cfg"
+	policy $'budget:\n  day: 3.00'
+	mkdir -p "$AIBOX_HOME/projects/other/spend"
+	# started: today 2 USD spent by the other project (an older aibox's: no user's ledger yet)
+	started() {
+		rm -rf "$AIBOX_HOME/projects/repo/tasks" "$AIBOX_HOME/spend"
+		printf '%020d\n' 2000000000 >"$AIBOX_HOME/projects/other/spend/$(date +%F)"
+		run --separate-stderr aibox task x
+	}
+	on_one_day started
+	assert_stopped_at_boot
+	dir=$(ls -d "$AIBOX_HOME"/projects/repo/tasks/*-[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f])
+	[ "$(jq -c '[.caps.user_day_usd, .cap_user_nano, .user_nano_usd, .caps.task_usd]' "$dir/usage.json")" = \
+		'[3,3000000000,2000000000,null]' ]
+	run cat "$AIBOX_HOME"/spend/*
+	assert_output "$(printf '%020d' 2000000000)"
+}
+
 @test "policy: the Slurm node reads the policy again and refuses a task folder's config beyond it" {
 	# The node's entry point alone (aibox-task --slurm-node DIR), without Slurm:
 	# the folder as the submitting host leaves it.
