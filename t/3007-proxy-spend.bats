@@ -772,7 +772,7 @@ two_proxies_race() {
 
 @test "spend: the policy's daily cap holds across the proxies of several projects: 20 concurrent requests pass it by one answer at most" {
 	# two projects (a ledger each), one user: the user's ledger and cap (--user-ledger-fd,
-	# --budget-user), as aibox task and aibox run give them under a policy's budget.day
+	# --budget-user), as a task and aibox run are given them under a policy's budget.day
 	api "$(stream_script 10000 1 1)"
 	: >"$T/ledger"
 	: >"$T/ledger2"
