@@ -494,7 +494,7 @@ start_oauth() {
 	assert_output "aibox-proxy: --key-env or --key-fd, and a bearer token for the API on --secrets-fd 5: one of them"
 	run aibox-proxy --secrets-fd 5 --budget-task 1 5<"$T/secrets"
 	assert_failure 2
-	assert_output "aibox-proxy: --budget-task and --budget-day need key forwarding with a key (--key-env or --key-fd)"
+	assert_output "aibox-proxy: --budget-task, --budget-day and --budget-user need key forwarding with a key (--key-env or --key-fd)"
 	bad() {
 		printf "$1" >"$T/bad"
 		run aibox-proxy --secrets-fd 5 5<"$T/bad"
