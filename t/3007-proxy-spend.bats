@@ -1135,3 +1135,86 @@ million_usage() {
 	[ "$(usage '[.models[0].input, .models[0].cache_write_1h, .models[0].output, .nano_usd]')" = '[10,1000000,5000,12112560000]' ]
 	grep -Eq ' status=200 model=claude-sonnet-4-5 input=10 output=5000 .* usd=12.112560 charged=max_tokens,prompt ' "$T/proxy.log"
 }
+
+# stalled PORT OUT BODY...: a paid request on PORT whose head says a body of 1000
+# bytes, then BODY's pieces (printf %b) each a second apart, then nothing; what came
+# back (up to 30 s) in OUT, and the seconds it took on its last line
+stalled() {
+	python3 - "$@" <<-'PY'
+		import codecs, socket, sys, time
+		port, out, pieces = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
+		s = socket.create_connection(("127.0.0.1", port), timeout=30)
+		start = time.time()
+		s.sendall(b"POST http://127.0.0.1:3129/v1/messages HTTP/1.1\r\nHost: 127.0.0.1:3129\r\n"
+		          b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n")
+		for p in pieces:
+		    time.sleep(1)
+		    try:
+		        s.sendall(codecs.escape_decode(p.encode())[0])
+		    except OSError:
+		        break
+		got = b""
+		try:
+		    while True:
+		        b = s.recv(65536)
+		        if not b:
+		            break
+		        got += b
+		except (socket.timeout, OSError):
+		    pass
+		with open(out, "wb") as f:
+		    f.write(got + b"\n%d\n" % int(time.time() - start))
+	PY
+}
+
+# two_on_ledger OPTS...: two proxies with OPTS on $T/ledger (fd 5) and $T/user (fd 6),
+# the first recorded ($P1, $PID1), the second logging to $T/proxy2.log, waiting 20 s
+# at most ($P2)
+two_on_ledger() {
+	: >"$T/ledger"
+	: >"$T/user"
+	start_recorded "$@" 5<>"$T/ledger" 6<>"$T/user"
+	P1=$PROXY_PORT PID1=$PROXY_PID
+	PROXY_PID=
+	start_proxy --key-env AIBOX_TEST_KEY --idle-timeout 20s --log "$T/proxy2.log" "$@" \
+		5<>"$T/ledger" 6<>"$T/user"
+	P2=$PROXY_PORT
+}
+
+# stall_beside PIECES...: on two_on_ledger's proxies, a request on the first whose body
+# stalls (stalled PIECES...) and, 2 s later, one on the second, which is answered within
+# 10 s; the stalled one gets its 408 (in $T/stalled) and proxy.log says why
+stall_beside() {
+	local s start end
+	stalled "$P1" "$T/stalled" "$@" &
+	s=$!
+	sleep 2
+	start=$(date +%s)
+	clients 1 ""
+	end=$(date +%s)
+	grep -q message_stop "$T/got.0"
+	[ $((end - start)) -le 10 ]
+	wait "$s"
+	run cat "$T/stalled"
+	assert_line --index 0 "$(printf 'HTTP/1.1 408 Request Timeout\r')"
+	assert_output --partial "aibox-proxy refused this request: budget: the request body stalled 5 s in all"
+	[ "${lines[-1]}" -le 10 ]
+	grep -q ' refused localhost:3129 POST /v1/messages (budget: the request body stalled 5 s in all) status=408' "$T/proxy.log"
+}
+
+@test "spend: hostile: a paid request's body stalled mid-way holds the other proxies of the day back a few seconds at most, then is refused" {
+	api "$(stream_script 10 0 1)"
+	two_on_ledger --ledger-fd 5 --budget-day 1
+	stall_beside '{"model":'
+	# its reservation is gone from the ledger
+	run tail -n +2 "$T/ledger"
+	refute_output --regexp '^[0-9a-f]{16} 0*[1-9]'
+}
+
+@test "spend: hostile: a paid request's body trickled a byte a second, each gap under the bound, is refused once its gaps add up to 5 s" {
+	api "$(stream_script 10 0 1)"
+	two_on_ledger --ledger-fd 5 --user-ledger-fd 6 --budget-user 1
+	stall_beside '{' '"' 'm' 'o' 'd' 'e' 'l' '"' ':' '"' 'x' '"' ',' '"'
+	run tail -n +2 "$T/user" "$T/ledger"
+	refute_output --regexp '^[0-9a-f]{16} 0*[1-9]'
+}

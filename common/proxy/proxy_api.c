@@ -555,7 +555,38 @@ void px_spend_body_begin(struct conn *c)
 
 void px_spend_body_done(struct conn *c)
 {
+	px_spend_body_wait(c, 0);
 	spend_update(c);
+}
+
+void px_spend_body_wait(struct conn *c, int waiting)
+{
+	const struct usage_count *u = &c->px->cfg->report->usage;
+	int64_t now = c->px->now_ms;
+
+	/* with no cap, a slow body holds nothing back */
+	if (!c->admitted || waiting == c->body_waiting ||
+	    !(u->cap_task || u->cap_day || u->cap_user))
+		return;
+	if (waiting)
+		c->body_since = now;
+	else
+		c->body_waited += now - c->body_since;
+	c->body_waiting = waiting;
+}
+
+int px_spend_body_late(struct conn *c)
+{
+	struct buf why = BUF_INIT;
+
+	if (!c->admitted || c->req_done || !c->body_waiting ||
+	    c->body_waited + (c->px->now_ms - c->body_since) < PX_BODY_WAIT_MS)
+		return 0;
+	buf_addf(&why, "budget: the request body stalled %d s in all", PX_BODY_WAIT_MS / 1000);
+	px_respond(c, 408, "refused", why.buf);
+	buf_release(&why);
+	px_pump(c);
+	return 1;
 }
 
 /*

@@ -455,6 +455,7 @@ int px_fwd_request(struct conn *c)
 		{
 			ssize_t n = px_cl_read(c, c->in + c->in_len, HTTP_MAX_HEAD - c->in_len);
 
+			px_spend_body_wait(c, n == -EAGAIN);
 			if (n == -EAGAIN)
 				return 0;
 			if (n <= 0) {

@@ -72,6 +72,12 @@ struct ws_frames;
  * flight: reservations"); the ledger has it as it is, UINT64_MAX.
  */
 #define PX_RESV_ALONE UINT64_MAX
+/*
+ * How long in all a paid request admitted under a cap may wait for its body
+ * from the client: its reservation holds every other proxy of the day back
+ * until the body is read (docs/budget.md, "Requests in flight: reservations").
+ */
+#define PX_BODY_WAIT_MS 5000
 
 enum state {
 	ST_HEAD,    /* reading a request head from the client */
@@ -192,6 +198,9 @@ struct conn {
 	int charged_max; /* its final usage never came: charged its max_tokens (2: and
 	                    its prompt, none of its input having come either) */
 	int64_t wait_until; /* ST_WAIT: how long it may wait in all */
+	/* Admitted, its body not read: waiting for the client since body_since, and before. */
+	int body_waiting;
+	int64_t body_since, body_waited;
 	/* The client went away: the answer is read to its end for its usage. */
 	int draining;
 	int64_t drain_until;
@@ -464,6 +473,16 @@ void px_usage_done(struct conn *c);
 void px_spend_body_begin(struct conn *c);
 /* The paid request's body ended: its reservation from what the body says. */
 void px_spend_body_done(struct conn *c);
+/*
+ * The paid request c, admitted under a cap, waits for more of its body from the client (waiting
+ * set), or got some: the time it waited counts to PX_BODY_WAIT_MS.
+ */
+void px_spend_body_wait(struct conn *c, int waiting);
+/*
+ * Past PX_BODY_WAIT_MS, the admitted paid request c whose body is still
+ * awaited is answered 408 and its reservation ends: 1 then (c is answered).
+ */
+int px_spend_body_late(struct conn *c);
 /*
  * Once a round: write this proxy's reservations to the ledger when they
  * changed or are due a refresh, and let the waiting requests look again
