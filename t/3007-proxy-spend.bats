@@ -1218,3 +1218,17 @@ stall_beside() {
 	run tail -n +2 "$T/user" "$T/ledger"
 	refute_output --regexp '^[0-9a-f]{16} 0*[1-9]'
 }
+
+@test "spend: a day ledger that cannot be read is named in proxy.log, not taken for a cap reached" {
+	api '{"usage":{"input_tokens":10,"output_tokens":10}}'
+	printf '%020d\n' 0 >"$T/ledger"
+	start_recorded --ledger-fd 5 --budget-day 1 5<>"$T/ledger"
+	printf 'junk\n' >"$T/ledger"
+	run curl -sS -x "$PROXY" -H 'content-type: application/json' --data-binary '{"model":"m","messages":[]}' \
+		"http://127.0.0.1:3129/v1/messages"
+	assert_output --partial "the project's ledger of today's spend cannot be read"
+	stop_proxy
+	run grep ' refused localhost:3129 POST /v1/messages ' "$T/proxy.log"
+	assert_output --regexp "\(budget: the ledger of today's spend cannot be read \([^)]+\): the day cap of 1.000000 USD cannot be kept\) status=400"
+	refute_output --partial "is reached"
+}

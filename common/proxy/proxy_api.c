@@ -317,8 +317,15 @@ static void budget_refuse(struct conn *c, enum usage_capped which, uint64_t tota
 	text = body ? json_dumps(body, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
 	if (!text)
 		die_oom();
-	buf_addf(&why, "budget: the %s cap of %s USD is reached", usage_capped_name(which),
-	         cap.buf);
+	if (r < 0)
+		buf_addf(
+		    &why,
+		    "budget: the ledger of today's spend cannot be read (%s): the %s cap of %s "
+		    "USD cannot be kept",
+		    strerror(-r), usage_capped_name(which), cap.buf);
+	else
+		buf_addf(&why, "budget: the %s cap of %s USD is reached", usage_capped_name(which),
+		         cap.buf);
 	px_respond_with(c, 400, "refused", why.buf, text);
 	free(text);
 	json_decref(body);
