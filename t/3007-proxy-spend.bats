@@ -220,7 +220,7 @@ NANO=13872000
 	# the seconds at which the client had the first event, the huge one, and the end
 	python3 - "$PROXY_PORT" >"$T/times" <<-'PY'
 		import socket, sys, time, json
-		body = json.dumps({"model": "claude-sonnet-4-5", "stream": True, "tools": [{"name": "Bash"}],
+		body = json.dumps({"model": "claude-sonnet-4-5", "stream": True, "tools": [{"name": "Bash"}], "mcp_servers": [],
 		                   "messages": [{"role": "user", "content": "hi"}]}).encode()
 		s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=30)
 		s.sendall(b"POST http://127.0.0.1:3129/v1/messages HTTP/1.1\r\nHost: 127.0.0.1:3129\r\n"
@@ -1231,4 +1231,40 @@ stall_beside() {
 	run grep ' refused localhost:3129 POST /v1/messages ' "$T/proxy.log"
 	assert_output --regexp "\(budget: the ledger of today's spend cannot be read \([^)]+\): the day cap of 1.000000 USD cannot be kept\) status=400"
 	refute_output --partial "is reached"
+}
+
+@test "spend: hostile: a client that stops reading its paid answer holds the other proxies of the day back seconds, not the idle timeout; the answer is still counted" {
+	# an answer of 30 MB, more than the sockets between hold, to a body that does not
+	# bound its prompt (MCP servers): it runs alone
+	api "$(stream_script 10 0 3000)"
+	two_on_ledger --ledger-fd 5 --budget-day 1
+	stop_proxy
+	start_proxy --key-env AIBOX_TEST_KEY --idle-timeout 40s --log "$T/proxy2.log" \
+		--ledger-fd 5 --budget-day 1 5<>"$T/ledger"
+	P2=$PROXY_PORT
+	python3 - "$P1" <<-'PY' &
+		import json, socket, sys, time
+		body = json.dumps({"model": "claude-sonnet-4-5", "max_tokens": 32000, "stream": True, "tools": [{"name": "Bash"}], "mcp_servers": [],
+		                   "messages": [{"role": "user", "content": "hi"}]}).encode()
+		s = socket.socket()
+		s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+		s.connect(("127.0.0.1", int(sys.argv[1])))
+		s.sendall(b"POST http://127.0.0.1:3129/v1/messages HTTP/1.1\r\nHost: 127.0.0.1:3129\r\n"
+		          b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+		time.sleep(45)
+	PY
+	s=$!
+	sleep 2
+	start=$(date +%s)
+	PROXY_PORT=$P2 clients 1 ""
+	end=$(date +%s)
+	kill "$s"
+	wait "$s" || true
+	grep -q message_stop "$T/got.0"
+	[ $((end - start)) -le 25 ]
+	kill -TERM "$PID1"
+	wait "$PID1"
+	PID1=
+	# the unread answer was read to its end and counted
+	grep -q ' allowed localhost:3129 POST /v1/messages (budget: the client did not read its answer for 10 s in all; it was read to the end) status=200 model=claude-sonnet-4-5 input=10 output=10 ' "$T/proxy.log"
 }

@@ -332,7 +332,7 @@ static void sweep(struct proxy *px)
 	for (struct conn *c = px->conns, *next; c; c = next) {
 		next = c->next;
 		px_tunnel_sweep(c);
-		if (px_spend_body_late(c))
+		if (px_spend_client_late(c))
 			continue;
 		if (c->deadline_ms > px->now_ms)
 			continue;

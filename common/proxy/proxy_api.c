@@ -562,33 +562,53 @@ void px_spend_body_begin(struct conn *c)
 
 void px_spend_body_done(struct conn *c)
 {
-	px_spend_body_wait(c, 0);
+	c->cl_waiting = 0; /* its body's waits end with it */
 	spend_update(c);
 }
 
-void px_spend_body_wait(struct conn *c, int waiting)
+void px_spend_client_wait(struct conn *c, int answer, int waiting)
 {
 	const struct usage_count *u = &c->px->cfg->report->usage;
 	int64_t now = c->px->now_ms;
 
-	/* with no cap, a slow body holds nothing back */
-	if (!c->admitted || waiting == c->body_waiting ||
+	/* with no cap, a slow client holds nothing back */
+	if (!c->admitted || answer != c->req_done || waiting == c->cl_waiting ||
 	    !(u->cap_task || u->cap_day || u->cap_user))
 		return;
-	if (waiting)
-		c->body_since = now;
-	else
-		c->body_waited += now - c->body_since;
-	c->body_waiting = waiting;
+	if (waiting) {
+		c->cl_since = now;
+		c->cl_answer = answer;
+	} else if (c->cl_answer) {
+		c->answer_waited += now - c->cl_since;
+	} else {
+		c->body_waited += now - c->cl_since;
+	}
+	c->cl_waiting = waiting;
 }
 
-int px_spend_body_late(struct conn *c)
+int px_spend_client_late(struct conn *c)
 {
 	struct buf why = BUF_INIT;
+	int64_t waited;
 
-	if (!c->admitted || c->req_done || !c->body_waiting ||
-	    c->body_waited + (c->px->now_ms - c->body_since) < PX_BODY_WAIT_MS)
+	if (!c->admitted || !c->cl_waiting || c->draining)
 		return 0;
+	waited = c->px->now_ms - c->cl_since + (c->cl_answer ? c->answer_waited : c->body_waited);
+	if (waited < (c->cl_answer ? PX_ANSWER_WAIT_MS : PX_BODY_WAIT_MS))
+		return 0;
+	c->cl_waiting = 0;
+	if (c->cl_answer) {
+		static char drain_why[96];
+
+		snprintf(drain_why, sizeof(drain_why),
+		         "budget: the client did not read its answer for %d s in all; it was read "
+		         "to the end",
+		         PX_ANSWER_WAIT_MS / 1000);
+		c->drain_why = drain_why;
+		if (px_client_gone(c, c->drain_why) == 0)
+			px_pump(c);
+		return 1;
+	}
 	buf_addf(&why, "budget: the request body stalled %d s in all", PX_BODY_WAIT_MS / 1000);
 	px_respond(c, 408, "refused", why.buf);
 	buf_release(&why);

@@ -169,8 +169,9 @@ void px_reset_request(struct conn *c)
 	c->req_model[0] = '\0';
 	usage_req_init(&c->rq);
 	c->charged_max = 0; /* admitted and resv: px_usage_done() settled them */
-	c->body_waiting = 0;
-	c->body_waited = 0;
+	c->cl_waiting = 0;
+	c->body_waited = c->answer_waited = 0;
+	c->drain_why = NULL;
 	c->draining = 0;
 	c->drained = 0;
 	px_drop_replay(c);

@@ -188,8 +188,9 @@ void px_finish_request(struct conn *c)
 	int keep = !c->close_after && !c->client_close && c->req_done;
 
 	px_log_line(c, "allowed",
-	            c->draining ? "client went away: its answer was read to the end"
-	                        : c->cache_why);
+	            c->drain_why  ? c->drain_why
+	            : c->draining ? "client went away: its answer was read to the end"
+	                          : c->cache_why);
 	/* The API's connection, or an own fetch's, goes back to its pool (if clean). */
 	px_pool_put(c);
 	if (c->own) {
@@ -455,7 +456,7 @@ int px_fwd_request(struct conn *c)
 		{
 			ssize_t n = px_cl_read(c, c->in + c->in_len, HTTP_MAX_HEAD - c->in_len);
 
-			px_spend_body_wait(c, n == -EAGAIN);
+			px_spend_client_wait(c, 0, n == -EAGAIN);
 			if (n == -EAGAIN)
 				return 0;
 			if (n <= 0) {
@@ -627,6 +628,7 @@ int px_fwd_response(struct conn *c)
 				return -1;
 			continue;
 		}
+		px_spend_client_wait(c, 1, !f);
 		if (!f)
 			return 0;
 		if (c->zipck) {
@@ -683,6 +685,7 @@ int px_fwd_response(struct conn *c)
 			ssize_t w = c->draining ? (ssize_t)c->resp_ready
 			                        : px_cl_write(c, c->rb + c->rb_off, c->resp_ready);
 
+			px_spend_client_wait(c, 1, w == -EAGAIN);
 			if (w == -EAGAIN)
 				return 0;
 			if (w < 0) {

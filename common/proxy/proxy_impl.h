@@ -78,6 +78,12 @@ struct ws_frames;
  * until the body is read (docs/budget.md, "Requests in flight: reservations").
  */
 #define PX_BODY_WAIT_MS 5000
+/*
+ * And how long in all it may wait for the client to take its answer: past
+ * it the answer is read to its end without the client, counted, and its
+ * reservation ends with it (docs/budget.md).
+ */
+#define PX_ANSWER_WAIT_MS 10000
 
 enum state {
 	ST_HEAD,    /* reading a request head from the client */
@@ -198,9 +204,13 @@ struct conn {
 	int charged_max; /* its final usage never came: charged its max_tokens (2: and
 	                    its prompt, none of its input having come either) */
 	int64_t wait_until; /* ST_WAIT: how long it may wait in all */
-	/* Admitted, its body not read: waiting for the client since body_since, and before. */
-	int body_waiting;
-	int64_t body_since, body_waited;
+	/*
+	 * Admitted under a cap: waiting for the client (for its body, or to take
+	 * its answer: cl_answer) since cl_since, and how long before, each.
+	 */
+	int cl_waiting, cl_answer;
+	int64_t cl_since, body_waited, answer_waited;
+	const char *drain_why; /* why it is drained, when not because the client went away */
 	/* The client went away: the answer is read to its end for its usage. */
 	int draining;
 	int64_t drain_until;
@@ -474,15 +484,18 @@ void px_spend_body_begin(struct conn *c);
 /* The paid request's body ended: its reservation from what the body says. */
 void px_spend_body_done(struct conn *c);
 /*
- * The paid request c, admitted under a cap, waits for more of its body from the client (waiting
- * set), or got some: the time it waited counts to PX_BODY_WAIT_MS.
+ * The paid request c, admitted under a cap, waits for the client (waiting
+ * set), or the client moved: for more of its body (answer 0), or to take its
+ * answer (answer 1; a call for the other phase than c's is ignored).  The
+ * times add up to PX_BODY_WAIT_MS and PX_ANSWER_WAIT_MS.
  */
-void px_spend_body_wait(struct conn *c, int waiting);
+void px_spend_client_wait(struct conn *c, int answer, int waiting);
 /*
- * Past PX_BODY_WAIT_MS, the admitted paid request c whose body is still
- * awaited is answered 408 and its reservation ends: 1 then (c is answered).
+ * Past PX_BODY_WAIT_MS, c is answered 408 (its reservation ends); past
+ * PX_ANSWER_WAIT_MS, its answer is read to the end without the client
+ * (px_client_gone()).  1 when it did either.
  */
-int px_spend_body_late(struct conn *c);
+int px_spend_client_late(struct conn *c);
 /*
  * Once a round: write this proxy's reservations to the ledger when they
  * changed or are due a refresh, and let the waiting requests look again
