@@ -1268,3 +1268,29 @@ stall_beside() {
 	# the unread answer was read to its end and counted
 	grep -q ' allowed localhost:3129 POST /v1/messages (budget: the client did not read its answer for 10 s in all; it was read to the end) status=200 model=claude-sonnet-4-5 input=10 output=10 ' "$T/proxy.log"
 }
+
+@test "spend: hostile: paid requests stalled one after the other, each refused at the bound, do not starve the other proxies of the day" {
+	api "$(stream_script 10 0 1)"
+	two_on_ledger --ledger-fd 5 --budget-day 1
+	# a new stalled request as soon as the last is refused, for 25 s
+	python3 - "$P1" <<-'PY' &
+		import socket, sys, time
+		end = time.time() + 25
+		while time.time() < end:
+		    s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=30)
+		    s.sendall(b"POST http://127.0.0.1:3129/v1/messages HTTP/1.1\r\nHost: 127.0.0.1:3129\r\n"
+		              b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
+		    while s.recv(65536):
+		        pass
+		    s.close()
+	PY
+	s=$!
+	sleep 2
+	start=$(date +%s)
+	PROXY_PORT=$P2 clients 1 ""
+	end=$(date +%s)
+	kill "$s" 2>/dev/null || true
+	wait "$s" || true
+	grep -q message_stop "$T/got.0"
+	[ $((end - start)) -le 15 ]
+}

@@ -358,6 +358,8 @@ again:
 	}
 	if (u->cap_task && held && (held >= u->cap_task || u->nano + held >= u->cap_task))
 		return 2;
+	if (n && px->now_ms < px->paid_pause_until)
+		return 2;
 	resv = worst_cost(c);
 	if (n) {
 		uint64_t want = held > UINT64_MAX - resv ? UINT64_MAX : held + resv;
@@ -609,6 +611,7 @@ int px_spend_client_late(struct conn *c)
 			px_pump(c);
 		return 1;
 	}
+	c->px->paid_pause_until = c->px->now_ms + PX_STALL_PAUSE_MS;
 	buf_addf(&why, "budget: the request body stalled %d s in all", PX_BODY_WAIT_MS / 1000);
 	px_respond(c, 408, "refused", why.buf);
 	buf_release(&why);

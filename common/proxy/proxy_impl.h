@@ -84,6 +84,13 @@ struct ws_frames;
  * reservation ends with it (docs/budget.md).
  */
 #define PX_ANSWER_WAIT_MS 10000
+/*
+ * After a paid request is refused for its stalled body, the proxy starts no
+ * paid request of its own for this long, with others of the day in the
+ * ledgers: more than the second they take to look again, so that a VM
+ * stalling one request after another does not starve them.
+ */
+#define PX_STALL_PAUSE_MS 2500
 
 enum state {
 	ST_HEAD,    /* reading a request head from the client */
@@ -298,10 +305,11 @@ struct proxy {
 	uint64_t ledger_id;       /* this proxy's reservations in the ledger */
 	uint64_t ledger_reserved; /* as last written there */
 	int64_t ledger_synced_ms;
-	int budget_changed;    /* a reservation went down: the waiting requests look again */
-	unsigned flags_seen;   /* USAGE_PRICE_* some answer's usage asked for, this proxy's or
-	                          another's (the ledger's): reserved at since */
-	unsigned ledger_flags; /* the ledger's USAGE_PRICE_*, as last read there */
+	int64_t paid_pause_until; /* no paid request starts before (PX_STALL_PAUSE_MS) */
+	int budget_changed;       /* a reservation went down: the waiting requests look again */
+	unsigned flags_seen;      /* USAGE_PRICE_* some answer's usage asked for, this proxy's or
+	                             another's (the ledger's): reserved at since */
+	unsigned ledger_flags;    /* the ledger's USAGE_PRICE_*, as last read there */
 	/* Interception: the host certificates issued, the last few kept. */
 	struct {
 		char host[256];
