@@ -1137,16 +1137,17 @@ million_usage() {
 }
 
 # stalled PORT OUT BODY...: a paid request on PORT whose head says a body of 1000
-# bytes, then BODY's pieces (printf %b) each a second apart, then nothing; what came
-# back (up to 30 s) in OUT, and the seconds it took on its last line
+# bytes (or $STALL_HEAD), then BODY's pieces (printf %b) each a second apart, then
+# nothing; what came back (up to 30 s) in OUT, and the seconds it took on its last line
 stalled() {
 	python3 - "$@" <<-'PY'
-		import codecs, socket, sys, time
+		import codecs, os, socket, sys, time
 		port, out, pieces = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
+		head = os.environ.get("STALL_HEAD", "Content-Length: 1000").encode()
 		s = socket.create_connection(("127.0.0.1", port), timeout=30)
 		start = time.time()
 		s.sendall(b"POST http://127.0.0.1:3129/v1/messages HTTP/1.1\r\nHost: 127.0.0.1:3129\r\n"
-		          b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n")
+		          b"Content-Type: application/json\r\n%s\r\n\r\n" % head)
 		for p in pieces:
 		    time.sleep(1)
 		    try:
@@ -1196,7 +1197,7 @@ stall_beside() {
 	[ $((end - start)) -le 10 ]
 	wait "$s"
 	run cat "$T/stalled"
-	assert_line --index 0 "$(printf 'HTTP/1.1 408 Request Timeout\r')"
+	assert_line "$(printf 'HTTP/1.1 408 Request Timeout\r')"
 	assert_output --partial "aibox-proxy refused this request: budget: the request body stalled 5 s in all"
 	[ "${lines[-1]}" -le 10 ]
 	grep -q ' refused localhost:3129 POST /v1/messages (budget: the request body stalled 5 s in all) status=408' "$T/proxy.log"
@@ -1231,6 +1232,13 @@ stall_beside() {
 	run grep ' refused localhost:3129 POST /v1/messages ' "$T/proxy.log"
 	assert_output --regexp "\(budget: the ledger of today's spend cannot be read \([^)]+\): the day cap of 1.000000 USD cannot be kept\) status=400"
 	refute_output --partial "is reached"
+}
+
+@test "spend: hostile: a chunked paid body stalled in a chunk-size line, after Expect: 100-continue, is refused at the same bound" {
+	api "$(stream_script 10 0 1)"
+	two_on_ledger --ledger-fd 5 --budget-day 1
+	STALL_HEAD=$'Transfer-Encoding: chunked\r\nExpect: 100-continue' stall_beside '5\r\n{"mod\r\n' '3'
+	grep -q '^HTTP/1.1 100 Continue' "$T/stalled"
 }
 
 @test "spend: hostile: a client that stops reading its paid answer holds the other proxies of the day back seconds, not the idle timeout; the answer is still counted" {
