@@ -391,3 +391,28 @@ reflect_each_auth() {
 	run grep -cF -e "$tok" ok.txt
 	assert_output 0
 }
+
+@test "broker live: an answer in small writes, with a long token, costs the broker time linear in the answer" {
+	# A JWT-sized token (3000 bytes: its spellings up to 54 KB) and 2 MB that spell none of it,
+	# in 64-byte writes: a relay that scans its whole held-back tail again on each read
+	# spent 13 s of CPU here, against none for the same bytes in 8 KB writes.
+	tok=eyJ$(head -c 2250 /dev/urandom | base64 -w0 | tr '+/' '-_' | head -c 2997)
+	export GIT_TOKEN="$tok" UPSTREAM_TOKEN="$tok"
+	kill "$UP_PID"
+	wait "$UP_PID" || true
+	rm -f up.port
+	start_upstream --reflect --chunk 64 --pad 2000000
+	start_broker --remote "$UP_URL" --token-env GIT_TOKEN --fetch --auth bearer
+	run timeout 60 curl -sS -o "$T/ok.txt" "${BR_URL}info/refs?service=git-upload-pack"
+	assert_success
+	broker_settle
+	# The broker's CPU time, its children's included (ended or not), in clock ticks.
+	ticks=$(cat "/proc/$BR_PID/stat" $(sed 's|[0-9]*|/proc/&/stat|g' "/proc/$BR_PID/task/$BR_PID/children") |
+		awk '{ s += $14 + $15 + $16 + $17 } END { print s }')
+	[ "$ticks" -lt $((3 * $(getconf CLK_TCK))) ] || fail "the broker spent $ticks ticks"
+	assert_file_contains ok.txt '^auth: Bearer \*\*\*\*'
+	run grep -cF -e "$tok" ok.txt
+	assert_output 0
+	run awk '/^\.+$/ { print length($0) }' ok.txt
+	assert_output 2000000
+}

@@ -324,3 +324,39 @@ void scrub_runs_release(struct scrub_runs *runs)
 	free(runs->ks);
 	*runs = (struct scrub_runs)SCRUB_RUNS_INIT;
 }
+
+void scrub_stream_feed(struct scrub_stream *s, const struct buf *forms, size_t nforms,
+                       const char *in, size_t n, int last, struct buf *out)
+{
+	size_t cut, end = s->stars;
+	char *o;
+
+	buf_add(&s->held, in, n);
+	s->runs.nr = 0;
+	cut = scrub_find(forms, nforms, s->held.buf, s->held.len, &s->runs);
+	if (last)
+		cut = s->held.len;
+	buf_add(out, s->held.buf, cut);
+	o = out->buf + out->len - cut;
+	/* Every run that starts before the cut is found whole now; a run that crosses it is starred
+	 * on. */
+	memset(o, '*', s->stars < cut ? s->stars : cut);
+	for (size_t i = 0; i < s->runs.nr; i++) {
+		const struct scrub_run *r = &s->runs.v[i];
+
+		if (r->start >= cut)
+			continue;
+		memset(o + r->start, '*', (r->end < cut ? r->end : cut) - r->start);
+		if (r->end > end)
+			end = r->end;
+	}
+	s->stars = end > cut ? end - cut : 0;
+	buf_consume(&s->held, cut);
+}
+
+void scrub_stream_release(struct scrub_stream *s)
+{
+	buf_release(&s->held);
+	scrub_runs_release(&s->runs);
+	s->stars = 0;
+}

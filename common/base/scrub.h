@@ -82,4 +82,33 @@ size_t scrub_find(const struct buf *forms, size_t nforms, const char *in, size_t
 size_t scrub_span(const struct buf *secrets, size_t nsecrets, const char *in, char *out, size_t n,
                   size_t before);
 
+/*
+ * A stream passed on piece by piece with '*' for every byte of a run that
+ * spells one of the forms (scrub_find()), lengths kept (Content-Length and
+ * pkt-lines stay right): the broker's answers (docs/broker.md, "What the
+ * client sees").  The bytes from where scrub_find() cuts are held back as
+ * they came, so a run split between pieces is found once it came whole;
+ * what comes out does not depend on how the stream was cut.  Each piece
+ * costs scrub_find() on what is held and the piece: nothing is held in
+ * text that spells no part of a form at its end, at most
+ * SCRUB_SPELLING_MAX times the longest form's length when it does.
+ */
+struct scrub_stream {
+	struct buf held;        /* the stream's bytes not passed on yet, as they came */
+	size_t stars;           /* held's first bytes that a run passed on covers */
+	struct scrub_runs runs; /* scrub_find()'s, kept from piece to piece */
+};
+#define SCRUB_STREAM_INIT                                                                          \
+	{                                                                                          \
+		BUF_INIT, 0, SCRUB_RUNS_INIT                                                       \
+	}
+
+/*
+ * Take in[0..n), the stream's next piece, and append to out what of the
+ * stream may be passed on now (last: all of it, nothing held).
+ */
+void scrub_stream_feed(struct scrub_stream *s, const struct buf *forms, size_t nforms,
+                       const char *in, size_t n, int last, struct buf *out);
+void scrub_stream_release(struct scrub_stream *s);
+
 #endif

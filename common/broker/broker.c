@@ -248,42 +248,26 @@ static int send_chunk(struct hconn *c, const void *data, size_t n)
 }
 
 /*
- * An answer's body on its way to the client: the last secret_max - 1 bytes
- * are held back until more comes, so a token split between two reads is
- * found too, and a run that starts in them is left for the next read, which
- * finds it whole; held keeps the bytes as they came, so a run found once
- * the rest comes is found whatever was replaced before it.  Lengths do not
- * change (Content-Length and pkt-lines stay right).
+ * An answer's body on its way to the client, through the token scrub
+ * (common/base/scrub.h scrub_stream_feed(): held back only from where a
+ * spelling of a form may go on, each read costs what is held and its bytes).
  */
 struct scrub {
 	const struct broker_remote *rm;
-	struct buf hold, out;
-	size_t stars; /* the first bytes of hold a run passed on covers */
+	struct scrub_stream st;
+	struct buf out;
 };
 
 /* Pass n bytes on through sc (last: all of what is held).  0 or -errno. */
 static int relay(struct hconn *client, int chunked, struct scrub *sc, const char *data, size_t n,
                  int last)
 {
-	size_t keep = last || !sc->rm->secret_max ? 0 : sc->rm->secret_max - 1;
-	size_t ready, end;
-	int r;
-
-	buf_add(&sc->hold, data, n);
-	if (sc->hold.len <= keep)
+	buf_reset(&sc->out);
+	scrub_stream_feed(&sc->st, sc->rm->secrets, sc->rm->nsecrets, data, n, last, &sc->out);
+	if (!sc->out.len)
 		return 0;
-	ready = sc->hold.len - keep;
-	buf_grow(&sc->out, sc->hold.len);
-	end = scrub_span(sc->rm->secrets, sc->rm->nsecrets, sc->hold.buf, sc->out.buf, sc->hold.len,
-	                 ready);
-	memset(sc->out.buf, '*', sc->stars < sc->hold.len ? sc->stars : sc->hold.len);
-	if (end < sc->stars)
-		end = sc->stars;
-	sc->stars = end > ready ? end - ready : 0;
-	r = chunked ? send_chunk(client, sc->out.buf, ready)
-	            : hconn_write(client, sc->out.buf, ready);
-	buf_consume(&sc->hold, ready);
-	return r;
+	return chunked ? send_chunk(client, sc->out.buf, sc->out.len)
+	               : hconn_write(client, sc->out.buf, sc->out.len);
 }
 
 /* The TLS connection to the remote, certificate and host name checked.  0 or -errno. */
@@ -482,7 +466,7 @@ static int relay_answer(struct hconn *client, const struct request *rq,
                         const struct buf *ahead, long long out_len, struct fwd_result *res)
 {
 	struct buf head = BUF_INIT;
-	struct scrub sc = {rq->rm, BUF_INIT, BUF_INIT, 0};
+	struct scrub sc = {rq->rm, SCRUB_STREAM_INIT, BUF_INIT};
 	char *data = xmalloc(65536);
 	int r, chunked_out = 0;
 
@@ -522,7 +506,7 @@ static int relay_answer(struct hconn *client, const struct request *rq,
 out:
 	free(data);
 	buf_release(&head);
-	buf_release(&sc.hold);
+	scrub_stream_release(&sc.st);
 	buf_release(&sc.out);
 	return 0;
 }
@@ -1230,8 +1214,8 @@ out:
 /* ---- credentials ---- */
 
 /*
- * Remember s[0..n) as a secret for scrub_span() (common/base/scrub.h),
- * which finds it in spellings of at most SCRUB_SPELLING_MAX bytes a byte.
+ * Remember s[0..n) as a secret for the token scrub (common/base/scrub.h),
+ * which finds it in any spelling scrub_find() reads.
  */
 static void add_secret(struct broker_remote *rm, const char *s, size_t n)
 {
@@ -1242,8 +1226,6 @@ static void add_secret(struct broker_remote *rm, const char *s, size_t n)
 	buf_add(&b, s, n);
 	ALLOC_GROW(rm->secrets, rm->nsecrets + 1, rm->secrets_alloc);
 	rm->secrets[rm->nsecrets++] = b;
-	if (SCRUB_SPELLING_MAX * n > rm->secret_max)
-		rm->secret_max = SCRUB_SPELLING_MAX * n;
 }
 
 void broker_remote_credentials(struct broker_remote *rm)

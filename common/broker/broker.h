@@ -41,11 +41,10 @@ struct broker_remote {
 	/*
 	 * The token, the Basic credential and the token's base64 cores, in base64url's
 	 * alphabet too (docs/broker.md, "What the client sees"): replaced, in any spelling
-	 * scrub_span() finds (common/base/scrub.h), in whatever goes back to the client.
-	 * secret_max: the longest spelling, SCRUB_SPELLING_MAX bytes a byte.
+	 * scrub_find() finds (common/base/scrub.h), in whatever goes back to the client.
 	 */
 	struct buf *secrets;
-	size_t nsecrets, secrets_alloc, secret_max;
+	size_t nsecrets, secrets_alloc;
 };
 
 /*
