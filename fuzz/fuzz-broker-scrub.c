@@ -7,7 +7,8 @@
  * for each space, nor one with a space for each '+'.  And scrub_find()'s
  * cut, for the text cut short at each place: every run of the whole text
  * that starts before it ends in the part, and is found there (as far back
- * or further).
+ * or further).  And scrub_stream_feed() on the text fed in pieces (of 1 to
+ * 7 bytes, set by the text) passes on what scrub_span() makes of it whole.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -18,6 +19,29 @@
 #include "base/buf.h"
 #include "base/scrub.h"
 #include "base/banned.h"
+
+/* The text through a scrub_stream in pieces: the same as scrub_span() of it whole (want). */
+static void stream(const struct buf *secrets, size_t n, const char *text, size_t len,
+                   const char *want)
+{
+	struct scrub_stream st = SCRUB_STREAM_INIT;
+	struct buf out = BUF_INIT;
+	size_t at = 0;
+
+	while (at < len) {
+		size_t k = (unsigned char)text[at] % 7 + 1;
+
+		if (k > len - at)
+			k = len - at;
+		scrub_stream_feed(&st, secrets, n, text + at, k, 0, &out);
+		at += k;
+	}
+	scrub_stream_feed(&st, secrets, n, NULL, 0, 1, &out);
+	if (out.len != len || memcmp(out.buf, want, len))
+		abort();
+	scrub_stream_release(&st);
+	buf_release(&out);
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -79,6 +103,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		goto out;
 	cuts(secrets, n, (const char *)data + at, size - at);
 	scrub_span(secrets, n, (const char *)data + at, out, size - at, size - at);
+	stream(secrets, n, (const char *)data + at, size - at, out);
 	for (size_t i = 0; i < size - at; i++)
 		if (out[i] != (char)data[at + i] && out[i] != '*')
 			abort();
