@@ -1220,6 +1220,16 @@ stall_beside() {
 	refute_output --regexp '^[0-9a-f]{16} 0*[1-9]'
 }
 
+@test "spend: under a task cap alone a paid body sent slowly is waited for: it holds back no other proxy" {
+	api '{"usage":{"input_tokens":10,"output_tokens":10}}'
+	start_recorded --budget-task 1
+	# 27 bytes in 7 pieces a second apart: 7 s of waiting, past the day caps' 5 s
+	STALL_HEAD=$'Content-Length: 27\r\nConnection: close' stalled "$PROXY_PORT" "$T/slow" '{"model"' ':"m",' '"mess' 'ages"' ':' '[' ']}'
+	run cat "$T/slow"
+	assert_line "$(printf 'HTTP/1.1 200 OK\r')"
+	refute_output --partial "stalled"
+}
+
 @test "spend: a day ledger that cannot be read is named in proxy.log, not taken for a cap reached" {
 	api '{"usage":{"input_tokens":10,"output_tokens":10}}'
 	printf '%020d\n' 0 >"$T/ledger"

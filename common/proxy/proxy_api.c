@@ -573,9 +573,12 @@ void px_spend_client_wait(struct conn *c, int answer, int waiting)
 	const struct usage_count *u = &c->px->cfg->report->usage;
 	int64_t now = c->px->now_ms;
 
-	/* with no cap, a slow client holds nothing back */
+	/*
+	 * with no day cap, a slow client holds back no other proxy (a task cap
+	 * is its proxy's own: it holds back only its own VM's requests)
+	 */
 	if (!c->admitted || answer != c->req_done || waiting == c->cl_waiting ||
-	    !(u->cap_task || u->cap_day || u->cap_user))
+	    !(u->cap_day || u->cap_user))
 		return;
 	if (waiting) {
 		c->cl_since = now;
