@@ -254,14 +254,15 @@ static unsigned ledgers_flags(const struct usage_ledger *l, size_t n)
 static void ledgers_seen(struct proxy *px, const struct usage_ledger *l, size_t n)
 {
 	struct usage_count *u = &px->cfg->report->usage;
+	unsigned f = ledgers_flags(l, n);
 
 	for (size_t i = 0; i < n; i++)
 		if (l[i].fd == px->cfg->user_ledger_fd)
 			u->user_nano = l[i].v.total;
 		else
 			u->day_nano = l[i].v.total;
-	px->ledger_flags = ledgers_flags(l, n) | px->flags_seen;
-	flags_learn(px, ledgers_flags(l, n));
+	px->ledger_flags = f | px->flags_seen;
+	flags_learn(px, f);
 }
 
 /*
