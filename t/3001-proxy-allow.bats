@@ -461,24 +461,37 @@ in_dns_netns() {
 	refute_output --partial "corp.test"
 }
 
-@test "proxy: a name that resolves to an address of the machine itself gets nowhere" {
-	# 93.184.216.34, a public address, is the machine's own here, a service on it
-	run in_dns_netns 'ip addr add 93.184.216.34/32 dev lo &&
-		python3 -c "
-import socket, sys
-s = socket.socket()
-s.bind((\"93.184.216.34\", 443))
-s.listen(8)
-open(sys.argv[1], \"w\").write(\"ready\n\")
-while True:
-    c, _ = s.accept()
-    c.sendall(b\"SSH-2.0-the-machine-itself\r\n\")
-    c.close()
-" "$T/own.ready" >/dev/null 2>&1 &
+# own_service_refused SETUP: in the namespace, SETUP makes 93.184.216.34 (a
+# public address, which own.example.test resolves to) one the machine answers
+# on, and a service listens there; the proxy refuses to reach it.
+own_service_refused() {
+	cat >"$T/own.py" <<-'PY'
+		import socket, sys
+		s = socket.socket()
+		s.bind(("93.184.216.34", 443))
+		s.listen(8)
+		open(sys.argv[1], "w").write("ready\n")
+		while True:
+		    c, _ = s.accept()
+		    c.sendall(b"SSH-2.0-the-machine-itself\r\n")
+		    c.close()
+	PY
+	run in_dns_netns "$1"' &&
+		python3 "$T/own.py" "$T/own.ready" >/dev/null 2>&1 &
 		wait_until 10 file_or_gone "$T/own.ready" $!' '*.example.test' own.example.test
 	assert_success
 	assert_output "HTTP/1.1 403 Forbidden | aibox-proxy: the host resolves to an address of this machine"
 	grep -q "^[^ ]* refused own.example.test:443 CONNECT (the host resolves to an address of this machine)" "$T/proxy.log"
+}
+
+@test "proxy: a name that resolves to an address of the machine itself gets nowhere" {
+	own_service_refused 'ip addr add 93.184.216.34/32 dev lo'
+}
+
+@test "proxy: a name whose address a local route delivers to this machine, with another source address, gets nowhere" {
+	# AnyIP: a local route for a public range whose preferred source is
+	# another address; the machine answers on every address in it
+	own_service_refused 'ip route add table local local 93.184.216.0/24 dev lo src 127.0.0.1'
 }
 
 @test "proxy: a NAT64 address (64:ff9b::/96, as DNS64 answers) is judged by the IPv4 address it holds" {

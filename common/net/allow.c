@@ -3,6 +3,8 @@
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -395,6 +397,74 @@ int allow_addr_ok(const struct allow_entry *e, const struct sockaddr *sa)
 	return addr_is_public(sa);
 }
 
+/*
+ * Does the kernel deliver packets for sa to this machine (its route's type is
+ * RTN_LOCAL, as `ip route get` prints "local")?  1 or 0, or a negative errno.
+ * This catches a local route whose preferred source is another address
+ * (AnyIP: `ip route add table local local PREFIX dev lo src ...`), which the
+ * source address check below does not.
+ */
+static int route_is_local(const struct sockaddr *sa)
+{
+	struct {
+		struct nlmsghdr n;
+		struct rtmsg r;
+		char attrs[RTA_SPACE(16)];
+	} req = {0};
+	union {
+		struct nlmsghdr n;
+		char buf[4096];
+	} ans;
+	struct sockaddr_nl kernel = {.nl_family = AF_NETLINK};
+	struct rtattr *rta;
+	size_t alen = sa->sa_family == AF_INET ? 4 : 16;
+	ssize_t got;
+	int fd, ret;
+
+	req.n.nlmsg_len = NLMSG_LENGTH(sizeof(req.r)) + RTA_SPACE(alen);
+	req.n.nlmsg_type = RTM_GETROUTE;
+	req.n.nlmsg_flags = NLM_F_REQUEST;
+	req.n.nlmsg_seq = 1;
+	req.r.rtm_family = sa->sa_family;
+	req.r.rtm_dst_len = alen * 8;
+	rta = (struct rtattr *)((char *)&req + NLMSG_LENGTH(sizeof(req.r)));
+	rta->rta_type = RTA_DST;
+	rta->rta_len = RTA_LENGTH(alen);
+	memcpy(RTA_DATA(rta),
+	       sa->sa_family == AF_INET
+	           ? (const void *)&((const struct sockaddr_in *)sa)->sin_addr
+	           : (const void *)&((const struct sockaddr_in6 *)sa)->sin6_addr,
+	       alen);
+	fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+	if (fd < 0)
+		return -errno;
+	if (sendto(fd, &req, req.n.nlmsg_len, 0, (struct sockaddr *)&kernel, sizeof(kernel)) < 0) {
+		ret = -errno;
+		close(fd);
+		return ret;
+	}
+	do
+		got = recv(fd, &ans, sizeof(ans), 0);
+	while (got < 0 && errno == EINTR);
+	ret = got < 0 ? -errno : 0;
+	close(fd);
+	if (ret < 0)
+		return ret;
+	if (!NLMSG_OK(&ans.n, (size_t)got))
+		return -EPROTO;
+	if (ans.n.nlmsg_type == NLMSG_ERROR) {
+		const struct nlmsgerr *e = NLMSG_DATA(&ans.n);
+
+		if (ans.n.nlmsg_len < NLMSG_LENGTH(sizeof(*e)))
+			return -EPROTO;
+		return e->error < 0 ? e->error : -EPROTO;
+	}
+	if (ans.n.nlmsg_type != RTM_NEWROUTE ||
+	    ans.n.nlmsg_len < NLMSG_LENGTH(sizeof(struct rtmsg)))
+		return -EPROTO;
+	return ((const struct rtmsg *)NLMSG_DATA(&ans.n))->rtm_type == RTN_LOCAL;
+}
+
 int addr_is_own(const struct sockaddr *sa, socklen_t len)
 {
 	struct sockaddr_storage src;
@@ -409,15 +479,20 @@ int addr_is_own(const struct sockaddr *sa, socklen_t len)
 		return ret;
 	}
 	close(fd);
-	if (src.ss_family != sa->sa_family)
+	if (sa->sa_family != AF_INET && sa->sa_family != AF_INET6)
 		return 0;
-	if (sa->sa_family == AF_INET)
-		return !memcmp(&((struct sockaddr_in *)&src)->sin_addr,
-		               &((const struct sockaddr_in *)sa)->sin_addr, 4);
-	if (sa->sa_family == AF_INET6)
-		return !memcmp(&((struct sockaddr_in6 *)&src)->sin6_addr,
-		               &((const struct sockaddr_in6 *)sa)->sin6_addr, 16);
-	return 0;
+	if (src.ss_family == sa->sa_family &&
+	    (sa->sa_family == AF_INET ? !memcmp(&((struct sockaddr_in *)&src)->sin_addr,
+	                                        &((const struct sockaddr_in *)sa)->sin_addr, 4)
+	                              : !memcmp(&((struct sockaddr_in6 *)&src)->sin6_addr,
+	                                        &((const struct sockaddr_in6 *)sa)->sin6_addr, 16)))
+		return 1;
+	/*
+	 * The kernel routed it; only a local route with another source is left.
+	 * Where netlink cannot be asked (a sandbox without it), the source
+	 * check's answer stands.
+	 */
+	return route_is_local(sa) == 1;
 }
 
 int allow_addr_check(const struct allow_entry *e, const struct sockaddr *sa, socklen_t len)

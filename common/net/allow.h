@@ -118,7 +118,9 @@ int allow_addr_ok(const struct allow_entry *e, const struct sockaddr *sa);
  * Is sa (len bytes) an address of this machine, one the kernel routes to
  * itself?  Found by connecting a UDP socket to it, which sends nothing, and
  * reading the source address the kernel chose: for the machine's own
- * address that is the address itself.  1 or 0, or a negative errno when it
+ * address that is the address itself; else by asking the kernel's routing
+ * (netlink RTM_GETROUTE) whether it delivers sa here (a local route, whose
+ * source may be another address).  1 or 0, or a negative errno when it
  * cannot tell (no socket, no route).
  */
 int addr_is_own(const struct sockaddr *sa, socklen_t len);
