@@ -123,6 +123,10 @@ char *xstrndup(const char *s, size_t n);
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
+/* TOSTR(MACRO): the macro's value as a string literal, for building strings at compile time. */
+#define TOSTR_(x) #x
+#define TOSTR(x)  TOSTR_(x)
+
 /*
  * Start of every tool's main: sets progname from argv[0] (its basename),
  * makes sure fds 0, 1 and 2 are open (on /dev/null if not) so that no file

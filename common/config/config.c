@@ -27,9 +27,7 @@
 #include "config/usage.h"
 #include "base/banned.h"
 
-#define STR_(x)         #x
-#define STR(x)          STR_(x)
-#define PRESET_MAX_TEXT STR(ALLOW_PRESET_NAME_MAX)
+#define PRESET_MAX_TEXT TOSTR(ALLOW_PRESET_NAME_MAX)
 
 const char config_default_text[] =
     "# aibox project config.  docs/config.md in aibox describes every key.\n"

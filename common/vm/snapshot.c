@@ -52,8 +52,6 @@
 #define FD_IN    7
 #define FD_RAM   8
 #define PAGE     4096
-#define STR_(x)  #x
-#define TOSTR(x) STR_(x)
 
 struct snap {
 	struct buf file;     /* <image>/snapshot-<mem>m-<cpus>c.vmstate: device state */

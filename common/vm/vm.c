@@ -45,8 +45,6 @@ static const char *const qemu_env[] = {"PATH", "HOME", "TMPDIR", "LANG", "LC_ALL
 /* The fd numbers QEMU gets (spawn_give_fd). */
 #define FD_STATE 3
 #define FD_SSH   4
-#define STR_(x)  #x
-#define TOSTR(x) STR_(x)
 
 int vm_kvm_usable(void)
 {
