@@ -116,6 +116,28 @@ int oid_hex_valid(const char *s, size_t n)
 	return OID_HEX_LEN_OK(n) && hex_is_lower(s, n);
 }
 
+int advert_ref_parse(const char *p, size_t n, char *oid, const char **name, size_t *name_len)
+{
+	const char *sp = memchr(p, ' ', n), *end;
+	size_t olen;
+
+	if (!sp)
+		return -EBADMSG;
+	olen = (size_t)(sp - p);
+	if (!oid_hex_valid(p, olen))
+		return -EBADMSG;
+	end = memchr(sp + 1, '\0', n - olen - 1);
+	if (!end)
+		end = p + n - (n && p[n - 1] == '\n');
+	if (end <= sp + 1)
+		return -EBADMSG;
+	memcpy(oid, p, olen);
+	oid[olen] = '\0';
+	*name = sp + 1;
+	*name_len = (size_t)(end - sp - 1);
+	return 0;
+}
+
 int oid_is_null(const char *oid)
 {
 	if (!*oid)

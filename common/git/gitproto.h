@@ -136,6 +136,15 @@ int advert_find_caps(const char *data, size_t len, const char *service, size_t *
  */
 void advert_caps_rewrite(const char *p, size_t n, const char *name, struct buf *out);
 
+/*
+ * One ref line of a v0 advertisement, its pkt-line payload p[0..n): "<oid> SP
+ * <name>", then NUL and the capabilities (the first line) or nothing, then an
+ * optional LF.  The oid is copied into oid (OID_HEX_MAX + 1 bytes, 40 or 64
+ * lowercase hex digits), *name and *name_len point at the name in p.  0, or
+ * -EBADMSG for a line that is not one (a "version 1" line, "# service=...").
+ */
+int advert_ref_parse(const char *p, size_t n, char *oid, const char **name, size_t *name_len);
+
 /* Whether oid is all zeros (a ref that does not exist: creation or deletion). */
 int oid_is_null(const char *oid);
 
