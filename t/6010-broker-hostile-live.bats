@@ -416,3 +416,136 @@ reflect_each_auth() {
 	run awk '/^\.+$/ { print length($0) }' ok.txt
 	assert_output 2000000
 }
+
+# restart_upstream ARGS...: the remote again with ARGS, and a broker in front of it.
+restart_upstream() {
+	kill "$BR_PID" "$UP_PID"
+	wait "$BR_PID" "$UP_PID" 2>/dev/null || true
+	rm -f up.port
+	start_upstream "$@" || return 1
+	start_broker --remote "$UP_URL" --token-env GIT_TOKEN --fetch --push 'aibox/*'
+}
+
+# send_short FILE EXTRA: POST FILE as a receive-pack body whose Content-Length
+# says EXTRA bytes more, then end the connection's sending side.
+send_short() {
+	python3 - "$BR_PORT" "$1" "$2" <<-'EOF2'
+	import socket, sys
+	body = open(sys.argv[2], "rb").read()
+	s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+	s.sendall(b"POST /0/git-receive-pack HTTP/1.1\r\nHost: x\r\n"
+	          b"Content-Type: application/x-git-receive-pack-request\r\n"
+	          b"Content-Length: %d\r\n\r\n" % (len(body) + int(sys.argv[3])) + body)
+	s.shutdown(socket.SHUT_WR)
+	s.settimeout(60)
+	while s.recv(65536):
+	    pass
+	EOF2
+}
+
+# push_line: the broker.log line of the last push (waiting for one: a check
+# that waits on the remote leaves the broker's children asleep, not done).
+push_line() {
+	broker_settle
+	wait_until 30 grep -q 'op=push request=POST' broker.log
+	grep 'op=push request=POST' broker.log | tail -n 1
+}
+
+@test "broker live: a push body cut short after a whole pack, which the remote applies, is logged landed" {
+	raw_body body <<-EOF2
+	$PY_HEAD
+	out(pkt(Z + b" " + NEW + b" refs/heads/aibox/short\0report-status\n") + b"0000" + pack)
+	EOF2
+	send_short body 100
+	run push_line
+	assert_output --partial 'why="reading the request: Bad message"'
+	assert_output --partial 'result=landed'
+	assert_output --partial 'check="refs/heads/aibox/short landed"'
+	# t/git-https-upstream reads a short body as the end, as the log says.
+	assert_equal "$(git -C up/repo.git rev-parse refs/heads/aibox/short)" "$NEW"
+}
+
+# cut_push REF [FAKE ARGS...]: a remote started with --cut-push and FAKE ARGS, and
+# a push creating REF at NEW that it applies and then drops; the log's line into output.
+cut_push() {
+	local ref=$1
+	shift
+	restart_upstream --cut-push "$@"
+	raw_body body <<-EOF2
+	$PY_HEAD
+	out(pkt(Z + b" " + NEW + b" $ref\0report-status\n") + b"0000" + pack)
+	EOF2
+	run post git-receive-pack body
+	assert_output 502
+	run push_line
+}
+
+@test "broker live: a push the remote applies before it drops the connection is logged landed" {
+	cut_push refs/heads/aibox/cut
+	assert_equal "$(git -C up/repo.git rev-parse refs/heads/aibox/cut)" "$NEW"
+	assert_output --partial 'result=landed'
+	assert_output --partial 'check="refs/heads/aibox/cut landed"'
+	refute_output --partial 'result=failed'
+}
+
+@test "broker live: a push whose ref moved on at the remote before the check is logged unknown" {
+	cut_push refs/heads/aibox/moved --move-after-push "refs/heads/aibox/moved=$OLD"
+	assert_output --partial 'result=unknown'
+	assert_output --partial "check=\"refs/heads/aibox/moved unknown (the remote has $OLD)\""
+	assert_equal "$(git -C up/repo.git rev-parse refs/heads/aibox/moved)" "$OLD"
+}
+
+@test "broker live: a push the remote refused before it dropped the connection is logged not landed" {
+	# An object the remote does not have: receive-pack refuses the update.
+	restart_upstream --cut-push
+	raw_body body <<-EOF2
+	$PY_HEAD
+	out(pkt(Z + b" " + b"ab" * 20 + b" refs/heads/aibox/missing\0report-status\n") + b"0000" + pack)
+	EOF2
+	run post git-receive-pack body
+	assert_output 502
+	run git -C up/repo.git rev-parse -q --verify refs/heads/aibox/missing
+	assert_failure
+	run push_line
+	assert_output --partial 'result=failed'
+	assert_output --partial 'check="refs/heads/aibox/missing not landed"'
+}
+
+@test "broker live: the check of a push reads at most 16 MiB of the remote's refs" {
+	cut_push refs/heads/aibox/big --refs-pad $((17 << 20))
+	assert_output --partial 'result=unknown'
+	assert_output --partial 'check="refs/heads/aibox/big unknown (cannot check: its answer is longer than 16777216 bytes)"'
+	assert_equal "$(git -C up/repo.git rev-parse refs/heads/aibox/big)" "$NEW"
+}
+
+@test "broker live: the check of a push waits at most 10 s for the remote's refs" {
+	start=$(date +%s)
+	cut_push refs/heads/aibox/slow --refs-delay 30
+	assert_output --partial 'result=unknown'
+	assert_output --partial 'check="refs/heads/aibox/slow unknown (cannot check: '
+	[ $(($(date +%s) - start)) -lt 25 ]
+}
+
+@test "broker live: a check answered with what is no advertisement is logged unknown" {
+	cut_push refs/heads/aibox/garbage --refs-garbage
+	assert_output --partial 'result=unknown'
+	assert_output --partial 'check="refs/heads/aibox/garbage unknown (cannot check: its answer is not a receive-pack advertisement)"'
+}
+
+@test "broker live: a broker checks the remote's refs after at most 32 pushes that did not finish" {
+	raw_body body <<-EOF2
+	$PY_HEAD
+	out(pkt(Z + b" " + NEW + b" refs/heads/aibox/many\0report-status\n") + b"0000" + pack)
+	EOF2
+	for _ in $(seq 33); do
+		send_short body 100
+	done
+	broker_settle
+	run grep -c 'check="refs/heads/aibox/many landed"' broker.log
+	assert_output 32
+	run push_line
+	assert_output --partial 'result=unknown'
+	assert_output --partial 'check="refs/heads/aibox/many unknown (cannot check: the broker made its 32 checks)"'
+	run grep -c '"GET"' up-headers.jsonl
+	assert_output 32
+}

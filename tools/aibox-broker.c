@@ -629,6 +629,10 @@ static void start(struct broker *br, struct options *o, struct buf *addr)
 	                     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (br->log_count == MAP_FAILED)
 		die_errno("cannot map the log's count");
+	br->ref_checks = mmap(NULL, sizeof(*br->ref_checks), PROT_READ | PROT_WRITE,
+	                      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (br->ref_checks == MAP_FAILED)
+		die_errno("cannot map the count of ref checks");
 	if (o->handoff_fd >= 0) {
 		int type;
 		socklen_t tl = sizeof(type);

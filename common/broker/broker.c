@@ -229,6 +229,9 @@ struct fwd_result {
 	int status;
 	unsigned long long up_bytes, down_bytes;
 	struct buf why;
+	int reached;      /* the request went to the remote, which may have acted on it */
+	int client_broke; /* the client's body broke off while it was being forwarded */
+	struct buf check; /* a push's check of the remote's refs, escaped: check_push() */
 };
 
 static int send_chunk(struct hconn *c, const void *data, size_t n)
@@ -270,8 +273,13 @@ static int relay(struct hconn *client, int chunked, struct scrub *sc, const char
 	               : hconn_write(client, sc->out.buf, sc->out.len);
 }
 
-/* The TLS connection to the remote, certificate and host name checked.  0 or -errno. */
-static int upstream_connect(const struct request *rq, struct hconn *up, struct buf *err)
+/*
+ * The TLS connection to the remote, certificate and host name checked, each
+ * read and write of its socket bounded by io_ms (0: IO_TIMEOUT_S).  0 or
+ * -errno.
+ */
+static int upstream_connect(const struct request *rq, struct hconn *up, int64_t io_ms,
+                            struct buf *err)
 {
 	const struct broker_remote *rm = rq->rm;
 	int fd = -1, e = -ECONNREFUSED;
@@ -284,7 +292,13 @@ static int upstream_connect(const struct request *rq, struct hconn *up, struct b
 			e = -errno;
 			continue;
 		}
-		set_timeouts(fd, 0);
+		set_timeouts(fd, io_ms);
+		if (io_ms > 0) {
+			struct timeval tv = {(time_t)(io_ms / 1000),
+			                     (suseconds_t)(io_ms % 1000 * 1000)};
+
+			(void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+		}
 		if (!connect(fd, sa, rm->addrs.len[i]))
 			break;
 		e = -errno;
@@ -404,6 +418,7 @@ static int send_upstream(struct hconn *up, const struct request *rq, const struc
 	upstream_head(rq, length, &head);
 	r = hconn_write(up, head.buf, head.len);
 	buf_release(&head);
+	res->reached = 1;
 	if (r < 0 || strcmp(rq->method, "POST"))
 		goto out;
 	r = length >= 0 ? hconn_write(up, pre->buf, pre->len) : send_chunk(up, pre->buf, pre->len);
@@ -414,6 +429,7 @@ static int send_upstream(struct hconn *up, const struct request *rq, const struc
 
 		if (n < 0) {
 			buf_addf(&res->why, "reading the request: %s", strerror((int)-n));
+			res->client_broke = 1;
 			free(data);
 			return -1;
 		}
@@ -539,6 +555,8 @@ static int answer_refused(struct hconn *client, const struct request *rq,
 	int status = resp->status;
 
 	if (status == 401 || status == 407 || (status >= 300 && status < 400)) {
+		/* git-http-backend answers so before it reads the body: nothing was taken. */
+		res->reached = 0;
 		buf_addf(&res->why, "%s answered %d%s", rq->rm->hostport, status,
 		         status == 401 ? " (the token was not accepted)" : "");
 		res->status = 502;
@@ -552,6 +570,80 @@ static int answer_refused(struct hconn *client, const struct request *rq,
 		return 1;
 	}
 	return 0;
+}
+
+/* ---- a push that did not finish (docs/broker.md, "Log") ---- */
+
+/*
+ * What the check may cost: its time from the start of the connection, the
+ * bytes of the remote's answer, and the checks of one broker's life (counted
+ * across its children in br->ref_checks).
+ */
+#define CHECK_MS   10000
+#define CHECK_MAX  (16u << 20)
+#define CHECKS_MAX 32
+
+/* A connection to the remote for the check, and its deadline (clock_ms()). */
+struct check_conn {
+	struct hconn *up;
+	int64_t deadline;
+};
+
+/* hconn's wait hook on the check's connection: no read or write waits past the deadline. */
+static void check_wait(void *ctx, int waiting)
+{
+	const struct check_conn *ck = ctx;
+	int64_t left = ck->deadline - clock_ms();
+	struct timeval tv;
+
+	if (!waiting || ck->up->fd < 0)
+		return;
+	if (left < 1)
+		left = 1;
+	tv.tv_sec = (time_t)(left / 1000);
+	tv.tv_usec = (suseconds_t)(left % 1000 * 1000);
+	(void)setsockopt(ck->up->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	(void)setsockopt(ck->up->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+}
+
+/*
+ * After the client's body broke off: end what goes to the remote (TLS's
+ * close_notify, then the socket's sending side) and wait until the remote is
+ * done with the request: its answer read and dropped, up to its end,
+ * CHECK_MAX bytes or CHECK_MS.  So the check of its refs (check_push())
+ * comes after whatever the remote made of the body.
+ */
+static void upstream_finish(struct hconn *up)
+{
+	struct check_conn ck = {up, clock_ms() + CHECK_MS};
+	struct hconn_head resp = HCONN_HEAD_INIT;
+	struct hconn_body rb;
+	unsigned long long total = 0;
+	char *data;
+
+	if (up->ssl)
+		(void)SSL_shutdown(up->ssl);
+	(void)shutdown(up->fd, SHUT_WR);
+	up->wait = check_wait;
+	up->wait_ctx = &ck;
+	while (!hconn_read_head(up, 0, &resp) && resp.h.status < 200) {
+		hconn_head_release(&resp);
+		resp = (struct hconn_head)HCONN_HEAD_INIT;
+	}
+	if (resp.h.status >= 200) {
+		hconn_body_init(&rb, up, &resp.h, 0);
+		data = xmalloc(65536);
+		while (total < CHECK_MAX && clock_ms() < ck.deadline) {
+			ssize_t n = hconn_body_read(&rb, data, 65536);
+
+			if (n <= 0)
+				break;
+			total += (unsigned long long)n;
+		}
+		free(data);
+	}
+	up->wait = NULL;
+	hconn_head_release(&resp);
 }
 
 /*
@@ -572,7 +664,7 @@ static int forward(struct hconn *client, const struct request *rq, const struct 
 	long long out_len;
 
 	hconn_init(&up, -1);
-	if (upstream_connect(rq, &up, &res->why) < 0 ||
+	if (upstream_connect(rq, &up, 0, &res->why) < 0 ||
 	    send_upstream(&up, rq, pre, rest, length, res) < 0 ||
 	    read_answer_head(&up, rq, &resp, res) < 0)
 		goto out;
@@ -600,6 +692,8 @@ static int forward(struct hconn *client, const struct request *rq, const struct 
 	}
 	ret = relay_answer(client, rq, &resp.h, &rb, &ahead, out_len, res);
 out:
+	if (res->client_broke && up.fd >= 0)
+		upstream_finish(&up);
 	buf_release(&ahead);
 	hconn_head_release(&resp);
 	hconn_close(&up);
@@ -697,7 +791,7 @@ static const char *op_name(const struct request *rq)
 	return !strcmp(rq->service, "git-upload-pack") ? "fetch" : "push";
 }
 
-/* Log one operation; `refs` may be NULL. */
+/* Log one operation; `refs` may be NULL; res->check, when set, as check="...". */
 static void log_op(const struct request *rq, const char *result, const char *refs,
                    const struct fwd_result *res)
 {
@@ -717,6 +811,8 @@ static void log_op(const struct request *rq, const char *result, const char *ref
 		log_escape(&b, res->why.buf, res->why.len, LOG_WHY_MAX, LOG_ESCAPE_KEEP_SPACE);
 		buf_addch(&b, '"');
 	}
+	if (res->check.len)
+		buf_addf(&b, " check=\"%s\"", res->check.buf);
 	broker_log(rq->br, "%s", b.buf);
 	buf_release(&b);
 }
@@ -806,16 +902,226 @@ static int read_command_list(struct hconn_body *body, struct push_commands *pc, 
 	return r;
 }
 
-/* Forward pre, and the rest of body when it is not NULL; log as allowed or failed. */
+/* ---- the check of a push that did not finish (docs/broker.md, "Log") ---- */
+
+/* qsort_r()'s order of command indexes, by ref, for the commands in ctx. */
+static int cmd_cmp(const void *a, const void *b, void *ctx)
+{
+	const struct push_commands *pc = ctx;
+
+	return strcmp(pc->cmds[*(const size_t *)a].ref, pc->cmds[*(const size_t *)b].ref);
+}
+
+/* Set got[i] to oid for every command of pc (order[]: their indexes sorted by ref) on ref name. */
+static void check_note(const struct push_commands *pc, const size_t *order,
+                       char (*got)[OID_HEX_MAX + 1], const char *name, const char *oid)
+{
+	size_t lo = 0, hi = pc->nr;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (strcmp(pc->cmds[order[mid]].ref, name) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (; lo < pc->nr && !strcmp(pc->cmds[order[lo]].ref, name); lo++)
+		memcpy(got[order[lo]], oid, strlen(oid) + 1);
+}
+
+/*
+ * Read the remote's receive-pack advertisement from rb, and for each command
+ * of pc, the id the remote gives its ref into got[i] (left "" for a ref it
+ * does not list).  At most CHECK_MAX bytes, until ck's deadline.  0 once the
+ * ref list's flush came, or -1 with why.
+ */
+static int check_read_refs(struct check_conn *ck, struct hconn_body *rb,
+                           const struct push_commands *pc, char (*got)[OID_HEX_MAX + 1],
+                           struct buf *why)
+{
+	struct buf in = BUF_INIT, name = BUF_INIT;
+	char *data = xmalloc(65536), oid[OID_HEX_MAX + 1];
+	size_t off = 0, *order = xcalloc(pc->nr, sizeof(*order));
+	unsigned long long total = 0;
+	int flushes = 0, ret = -1;
+
+	for (size_t i = 0; i < pc->nr; i++)
+		order[i] = i;
+	qsort_r(order, pc->nr, sizeof(*order), cmd_cmp, (void *)pc);
+	for (;;) {
+		enum pkt_kind kind;
+		const char *p = NULL, *nm;
+		size_t n = 0, nlen;
+		int r = pkt_parse(in.buf + off, in.len - off, &kind, &p, &n);
+		ssize_t k;
+
+		if (r > 0) {
+			off += (size_t)r;
+			if (kind == PKT_FLUSH && ++flushes == 2) {
+				ret = 0;
+				break;
+			}
+			/* The "# service=" line before the first flush, and "version 1". */
+			if (kind == PKT_FLUSH || !flushes || (n >= 8 && !memcmp(p, "version ", 8)))
+				continue;
+			if (kind != PKT_DATA || advert_ref_parse(p, n, oid, &nm, &nlen) < 0) {
+				buf_addstr(why, "its answer is not a receive-pack advertisement");
+				break;
+			}
+			buf_reset(&name);
+			buf_add(&name, nm, nlen);
+			check_note(pc, order, got, name.buf, oid);
+			continue;
+		}
+		if (r < 0) {
+			buf_addstr(why, "its answer is not a receive-pack advertisement");
+			break;
+		}
+		if (total >= CHECK_MAX) {
+			buf_addf(why, "its answer is longer than %u bytes", CHECK_MAX);
+			break;
+		}
+		if (clock_ms() >= ck->deadline) {
+			buf_addf(why, "it did not answer within %d s", CHECK_MS / 1000);
+			break;
+		}
+		memmove(in.buf, in.buf + off, in.len - off);
+		buf_setlen(&in, in.len - off);
+		off = 0;
+		k = hconn_body_read(rb, data, 65536);
+		if (k <= 0) {
+			buf_addf(why, "reading its answer: %s",
+			         k == -ETIMEDOUT || k == -EAGAIN ? "timed out"
+			                                         : strerror(k ? (int)-k : ENODATA));
+			break;
+		}
+		total += (unsigned long long)k;
+		buf_add(&in, data, (size_t)k);
+	}
+	free(order);
+	free(data);
+	buf_release(&in);
+	buf_release(&name);
+	return ret;
+}
+
+/*
+ * Ask the remote for its refs (GET info/refs?service=git-receive-pack, with
+ * the token, bounded by check_read_refs()), into got[] as there.  0, or -1
+ * with why.
+ */
+static int check_fetch_refs(const struct request *rq, const struct push_commands *pc,
+                            char (*got)[OID_HEX_MAX + 1], struct buf *why)
+{
+	const struct broker_remote *rm = rq->rm;
+	struct hconn up;
+	struct check_conn ck = {&up, clock_ms() + CHECK_MS};
+	struct hconn_head resp = HCONN_HEAD_INIT;
+	struct hconn_body rb;
+	struct buf head = BUF_INIT;
+	struct fwd_result res = {0};
+	int ret = -1;
+
+	hconn_init(&up, -1);
+	up.wait = check_wait;
+	up.wait_ctx = &ck;
+	if (upstream_connect(rq, &up, CHECK_MS, why) < 0)
+		goto out;
+	buf_addf(&head,
+	         "GET %s/info/refs?service=git-receive-pack HTTP/1.1\r\nHost: %s\r\n%s"
+	         "User-Agent: aibox-broker\r\nConnection: close\r\n\r\n",
+	         rm->path, rm->hostport, rm->auth_header);
+	if (hconn_write(&up, head.buf, head.len) < 0) {
+		buf_addf(why, "cannot send to %s", rm->hostport);
+		goto out;
+	}
+	if (read_answer_head(&up, rq, &resp, &res) < 0) {
+		buf_add(why, res.why.buf, res.why.len);
+		goto out;
+	}
+	if (resp.h.status != 200 || answer_encoded(&resp.h)) {
+		buf_addf(why, "%s answered %d%s", rm->hostport, resp.h.status,
+		         resp.h.status == 200 ? " compressed" : "");
+		goto out;
+	}
+	hconn_body_init(&rb, &up, &resp.h, 0);
+	ret = check_read_refs(&ck, &rb, pc, got, why);
+out:
+	buf_release(&res.why);
+	buf_release(&head);
+	hconn_head_release(&resp);
+	hconn_close(&up);
+	return ret;
+}
+
+/*
+ * After a push (pc) that went to the remote and did not finish: whether each
+ * ref now holds its new id at the remote ("landed"), its old one ("not
+ * landed"), or something else or nothing can be told ("unknown"), into
+ * res->check (escaped for the log).  Returns the push's result for the log:
+ * "landed" when every ref landed, "failed" when none did, else "unknown".
+ */
+static const char *check_push(const struct request *rq, const struct push_commands *pc,
+                              struct fwd_result *res)
+{
+	char(*got)[OID_HEX_MAX + 1] = xcalloc(pc->nr, sizeof(*got));
+	struct buf why = BUF_INIT;
+	size_t landed = 0, not_landed = 0;
+	int r = -1;
+
+	if (rq->br->ref_checks &&
+	    __atomic_add_fetch(rq->br->ref_checks, 1, __ATOMIC_RELAXED) > CHECKS_MAX)
+		buf_addf(&why, "the broker made its %d checks", CHECKS_MAX);
+	else
+		r = check_fetch_refs(rq, pc, got, &why);
+	for (size_t i = 0; i < pc->nr; i++) {
+		const struct push_cmd *c = &pc->cmds[i];
+		const char *have = got[i][0] ? got[i] : "";
+
+		if (i)
+			buf_addstr(&res->check, "; ");
+		log_escape(&res->check, c->ref, strlen(c->ref), LOG_FIELD_MAX, 0);
+		if (r < 0) {
+			buf_addstr(&res->check, " unknown (cannot check: ");
+			log_escape(&res->check, why.buf, why.len, LOG_FIELD_MAX,
+			           LOG_ESCAPE_KEEP_SPACE);
+			buf_addch(&res->check, ')');
+		} else if (!strcmp(have, c->new_oid)) {
+			buf_addstr(&res->check, " landed");
+			landed++;
+		} else if (!strcmp(have, c->old_oid) || (!*have && oid_is_null(c->old_oid))) {
+			buf_addstr(&res->check, " not landed");
+			not_landed++;
+		} else {
+			buf_addf(&res->check, " unknown (the remote has %s)",
+			         *have ? have : "no such ref");
+		}
+	}
+	free(got);
+	buf_release(&why);
+	return landed == pc->nr ? "landed" : not_landed == pc->nr ? "failed" : "unknown";
+}
+
+/*
+ * Forward pre, and the rest of body when it is not NULL; log as allowed or
+ * failed.  A push (pc, NULL for others) whose exchange did not finish after
+ * it went to the remote is logged as its check of the remote's refs says
+ * (check_push()).
+ */
 static void forward_logged(struct hconn *client, const struct request *rq, const struct buf *pre,
                            struct hconn_body *body, long long length, const char *refs,
-                           struct fwd_result *res)
+                           const struct push_commands *pc, struct fwd_result *res)
 {
+	const char *result = "allowed";
+
 	if (forward(client, rq, pre, body, length, res) < 0 && !res->status) {
 		res->status = 502;
 		send_text(client, 502, "%s", res->why.buf);
 	}
-	log_op(rq, res->why.len ? "failed" : "allowed", refs, res);
+	if (res->why.len)
+		result = pc && pc->nr && res->reached ? check_push(rq, pc, res) : "failed";
+	log_op(rq, result, refs, res);
 }
 
 /* Refuse a command list that push_commands_parse() (or reading it) refused with r. */
@@ -926,7 +1232,7 @@ static void serve_push(struct hconn *client, const struct request *rq, struct hc
 			length = rq->m.h.content_length;
 	}
 	if (r == -ENODATA && is_probe(body, &pre)) {
-		forward_logged(client, rq, &pre, NULL, 4, "(probe)", res);
+		forward_logged(client, rq, &pre, NULL, 4, "(probe)", NULL, res);
 		goto out;
 	}
 	if (r < 0) {
@@ -942,7 +1248,7 @@ static void serve_push(struct hconn *client, const struct request *rq, struct hc
 		log_op(rq, "refused", refs.buf, res);
 		goto out;
 	}
-	forward_logged(client, rq, &pre, body, length, refs.buf, res);
+	forward_logged(client, rq, &pre, body, length, refs.buf, &pc, res);
 out:
 	free(why);
 	push_commands_release(&pc);
@@ -999,7 +1305,7 @@ static void serve_fetch_post(struct hconn *client, const struct request *rq,
 		log_op(rq, "refused", NULL, res);
 		goto out;
 	}
-	forward_logged(client, rq, &pre, NULL, (long long)pre.len, NULL, res);
+	forward_logged(client, rq, &pre, NULL, (long long)pre.len, NULL, NULL, res);
 out:
 	buf_release(&pre);
 }
@@ -1196,7 +1502,7 @@ void broker_serve(const struct broker *br, int fd, const char *prefix, size_t pr
 	if (rq.advert) {
 		struct buf none = BUF_INIT;
 
-		forward_logged(&client, &rq, &none, NULL, 0, NULL, &res);
+		forward_logged(&client, &rq, &none, NULL, 0, NULL, NULL, &res);
 	} else if (!strcmp(rq.service, "git-receive-pack")) {
 		serve_push(&client, &rq, &body, &res);
 	} else {
@@ -1207,6 +1513,7 @@ out:
 	free(rq.method);
 	free(rq.target);
 	buf_release(&res.why);
+	buf_release(&res.check);
 	hconn_head_release(&rq.m);
 	hconn_close(&client);
 }

@@ -80,6 +80,12 @@ struct broker {
 	int64_t client_timeout_ms;
 	struct broker_slot *slot;           /* the serving child's, or NULL */
 	struct broker_log_count *log_count; /* shared with the children; NULL: no cap */
+	/*
+	 * Checks of the remote's refs after pushes that did not finish
+	 * (docs/broker.md, "Log"), counted across the children in memory they
+	 * share; NULL: no cap.
+	 */
+	int64_t *ref_checks;
 };
 
 /*
