@@ -237,6 +237,26 @@ advert() {
 	assert_output more
 }
 
+@test "gitproto: a ref line of the advertisement gives its id and name, capabilities and LF left out" {
+	printf '%s refs/heads/main\0report-status delete-refs\n' "$A40" >line
+	run test-gitproto ref-line <line
+	assert_output "$A40 [refs/heads/main]"
+	printf '%s refs/heads/aibox/x\n' "$B40" >line
+	run test-gitproto ref-line <line
+	assert_output "$B40 [refs/heads/aibox/x]"
+	printf '%s%s refs/heads/sha256' "$A40" 111111111111111111111111 >line
+	run test-gitproto ref-line <line
+	assert_output "$A40""111111111111111111111111 [refs/heads/sha256]"
+	# Not a ref line: "version 1", a short or upper-case id, no space, no name.
+	for bad in 'version 1\n' '1111 refs/heads/x\n' "${A40:0:34}ABCDEF refs/heads/x\\n" \
+		"$A40" "$A40 \\n" "$A40 \\0caps\\n"; do
+		# shellcheck disable=SC2059
+		printf "$bad" >line
+		run test-gitproto ref-line <line
+		assert_output error
+	done
+}
+
 @test "gitproto: the log escaper leaves only printable ASCII, cut at its cap" {
 	printf 'GET\033[31m\r\n\x07\x7f\xc3\x28\xe2\x80\xae "q" \\b' >in
 	run test-gitproto log-escape 0 <in

@@ -147,6 +147,18 @@ int main(int argc, char **argv)
 		buf_release(&out);
 	} else if (argc == 2 && !strcmp(argv[1], "advert")) {
 		return cmd_advert();
+	} else if (argc == 2 && !strcmp(argv[1], "ref-line")) {
+		struct buf in = BUF_INIT;
+		char oid[OID_HEX_MAX + 1];
+		const char *name;
+		size_t nlen;
+
+		read_stdin(&in);
+		if (advert_ref_parse(in.buf, in.len, oid, &name, &nlen) < 0)
+			puts("error");
+		else
+			printf("%s [%.*s]\n", oid, (int)nlen, name);
+		buf_release(&in);
 	} else if ((argc == 3 || argc == 4) && !strcmp(argv[1], "log-escape")) {
 		struct buf in = BUF_INIT, out = BUF_INIT;
 
@@ -157,8 +169,8 @@ int main(int argc, char **argv)
 		buf_release(&in);
 		buf_release(&out);
 	} else
-		usage_die(
-		    "usage: test-gitproto "
-		    "match|pattern-ok|refname|commands|pkt|caps|caps-drop|advert|log-escape ...\n");
+		usage_die("usage: test-gitproto "
+		          "match|pattern-ok|refname|commands|pkt|caps|caps-drop|advert|ref-line|"
+		          "log-escape ...\n");
 	return 0;
 }
