@@ -443,6 +443,23 @@ send_short() {
 	EOF2
 }
 
+# send_chunked_short FILE: POST FILE as a chunked receive-pack body without
+# its last chunk, then end the connection's sending side.
+send_chunked_short() {
+	python3 - "$BR_PORT" "$1" <<-'EOF2'
+	import socket, sys
+	body = open(sys.argv[2], "rb").read()
+	s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+	s.sendall(b"POST /0/git-receive-pack HTTP/1.1\r\nHost: x\r\n"
+	          b"Content-Type: application/x-git-receive-pack-request\r\n"
+	          b"Transfer-Encoding: chunked\r\n\r\n" + b"%x\r\n%s\r\n" % (len(body), body))
+	s.shutdown(socket.SHUT_WR)
+	s.settimeout(60)
+	while s.recv(65536):
+	    pass
+	EOF2
+}
+
 # push_line: the broker.log line of the last push (waiting for one: a check
 # that waits on the remote leaves the broker's children asleep, not done).
 push_line() {
@@ -478,6 +495,19 @@ cut_push() {
 	run post git-receive-pack body
 	assert_output 502
 	run push_line
+}
+
+@test "broker live: a chunked push body without its last chunk is not applied, and logged not landed" {
+	raw_body body <<-EOF2
+	$PY_HEAD
+	out(pkt(Z + b" " + NEW + b" refs/heads/aibox/chunked\0report-status\n") + b"0000" + pack)
+	EOF2
+	send_chunked_short body
+	run push_line
+	assert_output --partial 'result=failed'
+	assert_output --partial 'check="refs/heads/aibox/chunked not landed"'
+	run git -C up/repo.git rev-parse -q --verify refs/heads/aibox/chunked
+	assert_failure
 }
 
 @test "broker live: a push the remote applies before it drops the connection is logged landed" {
