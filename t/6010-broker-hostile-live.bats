@@ -516,6 +516,9 @@ cut_push() {
 	assert_output --partial 'result=landed'
 	assert_output --partial 'check="refs/heads/aibox/cut landed"'
 	refute_output --partial 'result=failed'
+	# The check: the remote's refs for receive-pack, as git asks for them.
+	run grep '"GET".*info/refs?service=git-receive-pack.*git/aibox-broker' up-headers.jsonl
+	assert_success
 }
 
 @test "broker live: a push whose ref moved on at the remote before the check is logged unknown" {
@@ -578,4 +581,22 @@ cut_push() {
 	assert_output --partial 'check="refs/heads/aibox/many unknown (cannot check: the broker made its 32 checks)"'
 	run grep -c '"GET"' up-headers.jsonl
 	assert_output 32
+}
+
+@test "broker live: a push of 1000 refs that the remote applies before it drops the connection is checked ref by ref" {
+	restart_upstream --cut-push
+	raw_body body <<-EOF2
+	$PY_HEAD
+	cmds = b"".join(pkt(Z + b" " + NEW + b" refs/heads/aibox/r%d" % i + (b"\0report-status" if i == 0 else b"") + b"\n") for i in range(1000))
+	out(cmds + b"0000" + pack)
+	EOF2
+	start=$(date +%s)
+	run post git-receive-pack body
+	assert_output 502
+	run push_line
+	assert_output --partial 'result=landed'
+	run grep -o 'refs/heads/aibox/r[0-9]* landed' broker.log
+	assert_equal "$(printf '%s\n' "$output" | wc -l)" 1000
+	assert_equal "$(git -C up/repo.git for-each-ref refs/heads/aibox | wc -l)" 1000
+	[ $(($(date +%s) - start)) -lt 20 ]
 }

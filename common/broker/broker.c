@@ -1030,7 +1030,7 @@ static int check_fetch_refs(const struct request *rq, const struct push_commands
 		goto out;
 	buf_addf(&head,
 	         "GET %s/info/refs?service=git-receive-pack HTTP/1.1\r\nHost: %s\r\n%s"
-	         "User-Agent: aibox-broker\r\nConnection: close\r\n\r\n",
+	         "User-Agent: git/aibox-broker\r\nConnection: close\r\n\r\n",
 	         rm->path, rm->hostport, rm->auth_header);
 	if (hconn_write(&up, head.buf, head.len) < 0) {
 		buf_addf(why, "cannot send to %s", rm->hostport);
