@@ -621,6 +621,8 @@ static void upstream_finish(struct hconn *up)
 	unsigned long long total = 0;
 	char *data;
 
+	/* close_notify too waits at most until the deadline, on a remote that reads nothing. */
+	check_wait(&ck, 1);
 	if (up->ssl)
 		(void)SSL_shutdown(up->ssl);
 	(void)shutdown(up->fd, SHUT_WR);
