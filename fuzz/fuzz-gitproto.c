@@ -29,7 +29,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		(void)caps_have(pc.caps, "report-status");
 	}
 	push_commands_release(&pc);
-	(void)pkt_parse((const char *)data, size, &kind, &p, &n);
+	if (pkt_parse((const char *)data, size, &kind, &p, &n) > 0 && kind == PKT_DATA) {
+		char oid[OID_HEX_MAX + 1];
+		const char *name;
+		size_t nlen;
+
+		/* The broker's check of a push reads each ref line so. */
+		if (advert_ref_parse(p, n, oid, &name, &nlen) == 0 &&
+		    (!oid_hex_valid(oid, strlen(oid)) || !nlen || name < p || name + nlen > p + n ||
+		     memchr(name, '\0', nlen)))
+			BUG("advert_ref_parse() gave what is not in the line");
+	}
 	{
 		size_t at = 0, len = 0;
 
