@@ -99,39 +99,63 @@ holds() { test-cache get "$S" "$1" - | cmp -s - blob; }
 
 @test "dep cache: the fills of every process on the store share one cap; a filler killed half way holds none of it" {
 	head -c $((10 << 20)) /dev/urandom >big
-	# One filler holds 10 MiB of a 16 MiB cap (it waits on its input for more): a
-	# second filler's 10 MiB would pass the cap, and is refused.
+	# One filler holds 10 MiB of a 24 MiB cap (it waits on its input for more): a
+	# second filler's 10 MiB would leave 4 MiB free, less than it holds, and is refused.
 	mkfifo in
-	test-cache put "$S" 16M "$U.1" - <in >first &
+	test-cache put "$S" 24M "$U.1" - <in >first &
 	local pid=$!
 	exec 7>in
 	cat big >&7
 	wait_until 10 tmp_bytes_at_least $((10 << 20))
-	run test-cache put "$S" 16M "$U.2" - <big
-	assert_output "refused: the fills under way would take more than the cache's cap"
-	# Killed, it holds nothing: the same fill then has the cap.
+	run test-cache put "$S" 24M "$U.2" - <big
+	assert_output "refused: this process's fills under way would hold more of the cache's cap than they leave free"
+	# Killed, it holds nothing: the same fill then has room.
 	kill -KILL "$pid"
 	wait "$pid" || true
 	exec 7>&-
-	run test-cache put "$S" 16M "$U.2" - <big
+	run test-cache put "$S" 24M "$U.2" - <big
 	assert_output stored
 }
 
 @test "dep cache: a fill's header counts toward the cap before any byte comes: a fill with no room for it is refused" {
-	# One filler holds 2 KiB less than the cap of 16 MiB, its header included: another
-	# fill's header (4 KiB, written before upstream answers) has no room.
-	head -c $(((16 << 20) - 6144)) /dev/urandom >big
+	# One process holds fills of 1 MiB, 4 KiB at a time: exactly half the cap of 16
+	# MiB, headers included; the next fill's header (4 KiB, counted before upstream
+	# answers) would pass it.
 	mkfifo in
-	test-cache put "$S" 16M "$U.1" - <in >first &
+	test-cache hold "$S" 16M 1M <in >held &
 	local pid=$!
 	exec 7>in
-	cat big >&7
-	wait_until 10 tmp_bytes_at_least $(((16 << 20) - 2048))
-	run test-cache put "$S" 16M "$U.2" - </dev/null
-	kill -KILL "$pid"
-	wait "$pid" || true
+	wait_until 10 grep -q '^holding' held
 	exec 7>&-
-	assert_output "refused: the fills under way would take more than the cache's cap"
+	wait "$pid"
+	run cat held
+	assert_output "holding $((8 << 20)) bytes: this process's fills under way would hold more of the cache's cap than they leave free"
+}
+
+@test "dep cache: one process's fills hold at most what they leave free, so others' still have room; the bound of all is exact" {
+	# The first holds half the cap of 16 MiB, the second half of what is left, the
+	# third half of what those two leave: never all of it, whatever each does.
+	mkfifo in1 in2 in3
+	local i pids=()
+	for i in 1 2 3; do
+		test-cache hold "$S" 16M 1M <in$i >held$i &
+		pids+=($!)
+		eval "exec $((6 + i))>in$i"
+		wait_until 10 grep -q '^holding' held$i
+	done
+	run cat held1 held2 held3
+	assert_line --index 0 --regexp "^holding $((8 << 20)) bytes: "
+	assert_line --index 1 --regexp "^holding $((4 << 20)) bytes: "
+	assert_line --index 2 --regexp "^holding $((2 << 20)) bytes: "
+	# The second killed: its share is free at once, for a fill of up to half of
+	# what the others leave (16 - 8 - 2 = 6 MiB: 3 MiB).
+	kill -KILL "${pids[1]}"
+	wait "${pids[1]}" || true
+	head -c $(((3 << 20) - 4096)) /dev/urandom >mid
+	run test-cache put "$S" 16M "$U.mid" - <mid
+	assert_output stored
+	exec 7>&- 9>&-
+	wait "${pids[0]}" "${pids[2]}"
 }
 
 @test "dep cache: two fillers of one key at once: one reads upstream, both get the same bytes" {
@@ -167,9 +191,9 @@ holds() { test-cache get "$S" "$1" - | cmp -s - blob; }
 	run test-cache get "$S" "$U.c" -
 	assert_failure 1
 	assert_output miss
-	run test-cache put "$S" 12000 "$U.e" - <blob
+	run test-cache put "$S" 24000 "$U.e" - <blob
 	assert_failure 1
-	assert_output "refused: the artifact is bigger than the cache's cap"
+	assert_output "refused: the artifact is bigger than half the cache's cap"
 	run find "$S/v1" -name '.tmp.*'
 	assert_output ""
 }

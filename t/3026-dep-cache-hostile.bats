@@ -224,16 +224,22 @@ asks_upstream() {
 	assert_output 401
 }
 
-@test "cache hostile: a wheel's PEP 658 metadata file, beside it in PyPI's layout, is forwarded whole, not checked against the wheel's blake2b-256" {
+# demo_wheel: probe_registry, caching it as pypi, with the wheel demo 1.0 in PyPI's
+# layout, its path naming its own blake2b-256; d its folder (packages/...).
+demo_wheel() {
 	probe_registry
 	printf 'rule localhost:%s\ncache pypi\n' "$REG" >"$T/rules"
 	make_wheel "$T" demo 1.0
-	local b2 d
+	local b2
 	b2=$("$PY" -c 'import hashlib, sys; print(hashlib.blake2b(open(sys.argv[1], "rb").read(), digest_size=32).hexdigest())' \
 		"$T/demo-1.0-py3-none-any.whl")
 	d=packages/${b2:0:2}/${b2:2:2}/${b2:4}
 	mkdir -p "$T/reg/www/$d"
 	cp "$T/demo-1.0-py3-none-any.whl" "$T/reg/www/$d/"
+}
+
+@test "cache hostile: a wheel's PEP 658 metadata file, beside it in PyPI's layout, is forwarded whole, not checked against the wheel's blake2b-256" {
+	demo_wheel
 	# PyPI serves a wheel's core metadata at its URL and ".metadata" (pip fetches it first).
 	printf 'Metadata-Version: 2.1\nName: demo\nVersion: 1.0\n' >"$T/reg/www/$d/demo-1.0-py3-none-any.whl.metadata"
 	dep_task "$T/rules" "$T/deps"
@@ -373,6 +379,31 @@ end_hostile_filler() {
 	assert_output 00000000000000000000
 }
 
+@test "cache hostile: a task whose fills under way hold all it can still leaves another task's fills room to store" {
+	demo_wheel
+	d=/$d
+	# A hostile task's proxy (its VM reading many large artifacts, each up to just
+	# before the store would refuse it, and then no more) holds all the store lets
+	# one process's fills hold.
+	mkfifo "$T/hold.in"
+	test-cache hold "$T/deps" 16M 1M <"$T/hold.in" >"$T/hold.out" &
+	HOSTILE_PID=$!
+	exec 7>"$T/hold.in"
+	wait_until 10 grep -q '^holding' "$T/hold.out"
+	# Another task fetches a small artifact twice: stored the first time, a hit the second.
+	dep_task "$T/rules" "$T/deps" --cache-max 16M
+	run icurl -f -o /dev/null "https://localhost:$REG$d/demo-1.0-py3-none-any.whl" \
+		--next -x "$PROXY" --cacert "$T/taskca.pem" -f -o /dev/null "https://localhost:$REG$d/demo-1.0-py3-none-any.whl"
+	exec 7>&-
+	assert_success
+	run grep -c " cache=fill " "$T/proxy.log"
+	assert_output 1
+	run grep -c " cache=hit " "$T/proxy.log"
+	assert_output 1
+	run grep -c "^GET $d/demo-1.0-py3-none-any.whl " "$T/reg.log"
+	assert_output 1
+}
+
 # big_wheels N: N wheels of 15 MiB in PyPI's layout (each path names its own
 # blake2b-256) under the registry's root; their paths in $T/paths.
 big_wheels() {
@@ -429,17 +460,18 @@ store_bytes() {
 @test "cache hostile: the fills one task has under way at once take no more of the host's disk than the cache's cap" {
 	probe_registry
 	printf 'rule localhost:%s\ncache pypi\n' "$REG" >"$T/rules"
-	# Four wheels of 15 MiB, each under the cap of 16 MiB, the four far over it.
+	# Four wheels of 15 MiB, each under half the cap of 32 MiB, the four far over it.
 	big_wheels 4
-	dep_task "$T/rules" "$T/deps" --cache-max 16M
+	dep_task "$T/rules" "$T/deps" --cache-max 32M
 	# The VM takes 9 MiB of each, on four connections at once, then reads no more.
 	read_and_pause "$PROXY_PORT" "$T/taskca.pem" "$T/paused" "$REG" $(cat "$T/paths")
 	wait_until 60 test -e "$T/paused"
 	local held
 	held=$(store_bytes)
 	end_paused
-	[ "$held" -le $((16 << 20)) ] || fail "the fills hold $held bytes on disk, over the cap of $((16 << 20))"
-	# Those fills ended with their connections: the task's next fill has the whole cap.
+	# One task's fills hold at most half the cap (they leave as much free as they hold).
+	[ "$held" -le $((16 << 20)) ] || fail "the fills hold $held bytes on disk, over half the cap of $((32 << 20))"
+	# Those fills ended with their connections: the task's next fill has its room again.
 	run icurl -f -o /dev/null "https://localhost:$REG$(tail -1 "$T/paths")"
 	assert_success
 	run grep -c " cache=fill " "$T/proxy.log"

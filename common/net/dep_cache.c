@@ -155,9 +155,11 @@ static uint64_t share_line(const char *p)
 
 /*
  * Under the mutex: claim this handle's line when it has none, and set it to
- * want.  When check and want is more than the handle's filling, refused
- * (-EFBIG, the line unchanged) if the live lines of the others and want
- * together pass the cap.  0 or a negative errno.
+ * want.  When check and want is more than the handle's filling, refused (the
+ * line unchanged): -EFBIG if the live lines of the others and want together
+ * pass the cap; -EDQUOT if want is more than the cap leaves free beside the
+ * others and want (one handle's fills hold at most half of what the others
+ * leave: docs/cache.md, "Where it is, and its size").  0 or a negative errno.
  */
 static int share_set(struct dep_cache *c, uint64_t want, int check)
 {
@@ -199,6 +201,10 @@ static int share_set(struct dep_cache *c, uint64_t want, int check)
 		ret = -EFBIG;
 		goto out;
 	}
+	if (check && want > c->filling && want > c->max_bytes - others - want) {
+		ret = -EDQUOT;
+		goto out;
+	}
 	snprintf(line, sizeof(line), "%020llu\n", (unsigned long long)want);
 	do
 		n = pwrite(c->share_fd, line, SHARE_LINE, (off_t)c->share_slot * SHARE_LINE);
@@ -212,7 +218,8 @@ out:
 
 /*
  * Count n more bytes of this handle's fills under way: 0, -EFBIG when the
- * fills of every handle on the store would then pass the cap, or -errno;
+ * fills of every handle on the store would then pass the cap, or this
+ * handle's would hold more than they leave free (share_set()), or -errno;
  * the reason in err.
  */
 static int share_grow(struct dep_cache *c, uint64_t n, struct buf *err)
@@ -222,6 +229,10 @@ static int share_grow(struct dep_cache *c, uint64_t n, struct buf *err)
 	if (ret == -EFBIG)
 		return buf_refuse(err, -EFBIG,
 		                  "the fills under way would take more than the cache's cap");
+	if (ret == -EDQUOT)
+		return buf_refuse(err, -EFBIG,
+		                  "this process's fills under way would hold more of the cache's "
+		                  "cap than they leave free");
 	if (ret < 0 && err)
 		buf_addf(err, "cannot count the fill in '%s/filling': %s", c->root, strerror(-ret));
 	return ret;
@@ -765,9 +776,10 @@ int dep_cache_fill_write(struct dep_cache_fill *f, const void *data, size_t n, s
 		BUG("dep_cache_fill_write: no fill under way");
 	if (f->failed)
 		return -EIO;
-	if (n > f->c->max_bytes || f->size + DEP_CACHE_HEADER > f->c->max_bytes - n) {
+	/* No one handle's fills hold more than half the cap (share_set()). */
+	if (n > f->c->max_bytes / 2 || f->size + DEP_CACHE_HEADER > f->c->max_bytes / 2 - n) {
 		f->failed = 1;
-		return buf_refuse(err, -EFBIG, "the artifact is bigger than the cache's cap");
+		return buf_refuse(err, -EFBIG, "the artifact is bigger than half the cache's cap");
 	}
 	if ((ret = share_grow(f->c, n, err)) < 0) {
 		f->failed = 1;

@@ -66,7 +66,9 @@ struct dep_cache {
 	 * dep_cache_open(), before a lockdown; its line share_slot, -1 until its
 	 * first fill): the handles' lines that are live together at most
 	 * max_bytes, so all tasks' fills at once take no more of the disk than
-	 * the cap.
+	 * the cap; and a handle's own line at most what the cap leaves free
+	 * beside it and the others (at most half the cap), so no one task's
+	 * fills leave the others no room.
 	 */
 	uint64_t filling;
 	int share_fd, share_slot;
@@ -175,7 +177,8 @@ struct dep_cache_fill {
  * digest (OpenSSL's name: "sha256", "sha512", "sha1") computed over the bytes
  * for dep_cache_fill_commit() to compare, or is NULL.  -EFBIG when the
  * fill's header (DEP_CACHE_HEADER bytes, counted before it is written) would
- * take the fills under way of every handle on the store past the cap.  A
+ * take the fills under way of every handle on the store past the cap, or
+ * this handle's past what the cap leaves free beside them.  A
  * negative errno with the reason in err otherwise.
  */
 int dep_cache_fill_begin(struct dep_cache *c, const char *key, const char *scope,
@@ -183,10 +186,11 @@ int dep_cache_fill_begin(struct dep_cache *c, const char *key, const char *scope
                          struct dep_cache_entry *e, struct buf *err);
 
 /*
- * Append n bytes.  0, -EFBIG when the entry, or the fills under way through
- * every handle on the store together (struct dep_cache's filling and the
- * other handles' lines), would be bigger than the cap, or -errno.  The fill
- * has then failed: abort it.
+ * Append n bytes.  0, -EFBIG when the entry would be bigger than half the
+ * cap, the fills under way through every handle on the store together
+ * (struct dep_cache's filling and the other handles' lines) bigger than the
+ * cap, or this handle's fills more than the cap leaves free beside them and
+ * the others', or -errno.  The fill has then failed: abort it.
  */
 int dep_cache_fill_write(struct dep_cache_fill *f, const void *data, size_t n, struct buf *err);
 

@@ -9,6 +9,13 @@
  *	"stored", or "found" when another filler made the entry meanwhile, or
  *	"refused: WHY".  --slow sleeps MS ms after each 4 KiB; --cut N writes N
  *	bytes and then kills itself (a proxy killed half way).
+ *   test-cache hold ROOT MAX SIZE
+ *	one process (a task's proxy) begins fills of the keys hold.1, hold.2
+ *	... and writes SIZE bytes into each, 4 KiB at a time, until the store
+ *	refuses a piece (that fill is kept as it is, as a VM that stopped
+ *	reading would hold it) or the next fill's header; prints "holding N
+ *	bytes: WHY" (N its fills' bytes on disk, headers included), then holds
+ *	them, written nowhere, until stdin closes
  *   test-cache get ROOT KEY SCOPE
  *	the entry's bytes on stdout, exit 0; "miss" and exit 1 when there is
  *	none; "refused: WHY" and exit 2 when it cannot be read
@@ -140,6 +147,46 @@ out:
 	dep_cache_close(&c);
 	buf_release(&why);
 	return ret;
+}
+
+static int cmd_hold(int argc, char **argv)
+{
+	struct dep_cache c;
+	struct dep_cache_fill f[512];
+	struct dep_cache_entry e = DEP_CACHE_ENTRY_INIT;
+	struct buf why = BUF_INIT, key = BUF_INIT;
+	char chunk[4096] = {0};
+	uint64_t max, size;
+	size_t nr = 0;
+
+	if (argc != 5 || parse_size(argv[3], 0, UINT64_MAX, &max) < 0 ||
+	    parse_size(argv[4], 0, UINT64_MAX, &size) < 0)
+		die("usage: test-cache hold ROOT MAX SIZE");
+	if (dep_cache_open(&c, argv[2], max, &why) < 0)
+		die("%s", why.buf);
+	while (!why.len && nr < sizeof(f) / sizeof(*f)) {
+		buf_reset(&key);
+		buf_addf(&key, "https://registry.example/hold/-/hold-%ld-%zu.tgz", (long)getpid(),
+		         nr + 1);
+		if (dep_cache_fill_begin(&c, key.buf, "", NULL, 1, &f[nr], &e, &why) != 0)
+			break;
+		for (uint64_t done = 0; done < size && !why.len; done += sizeof(chunk))
+			dep_cache_fill_write(&f[nr], chunk,
+			                     size - done < sizeof(chunk) ? (size_t)(size - done)
+			                                                 : sizeof(chunk),
+			                     &why);
+		nr++;
+	}
+	printf("holding %llu bytes: %s\n", (unsigned long long)c.filling, why.buf);
+	fflush(stdout);
+	while (read(0, chunk, sizeof(chunk)) > 0)
+		;
+	for (size_t i = 0; i < nr; i++)
+		dep_cache_fill_abort(&f[i]);
+	dep_cache_close(&c);
+	buf_release(&why);
+	buf_release(&key);
+	return 0;
 }
 
 static int cmd_get(int argc, char **argv)
@@ -330,6 +377,8 @@ int main(int argc, char **argv)
 		return puts(dep_cache_scope_ok(argv[2]) ? "yes" : "no"), 0;
 	if (argc >= 2 && !strcmp(argv[1], "put"))
 		return cmd_put(argc, argv);
+	if (argc >= 2 && !strcmp(argv[1], "hold"))
+		return cmd_hold(argc, argv);
 	if (argc >= 2 && !strcmp(argv[1], "get"))
 		return cmd_get(argc, argv);
 	if (argc == 2 && !strcmp(argv[1], "request"))
