@@ -141,20 +141,33 @@ static int cmd_size(void)
 	return 0;
 }
 
+struct verify_ctx {
+	struct dep_cache *c;
+	size_t bad;
+};
+
 static int verify_one(const struct dep_cache_entry *e, void *data)
 {
 	struct buf why = BUF_INIT;
-	size_t *bad = data;
-
-	int ret = dep_cache_verify(e->path, &why);
+	struct verify_ctx *v = data;
+	struct dep_cache_id judged;
+	int ret = dep_cache_verify(e->path, &judged, &why);
 
 	if (ret == -ENOENT) {
-		/* Evicted or cleared since it was listed: gone, not bad. */
+		/* Evicted, cleared or filled anew since it was listed: gone, not bad. */
 		warning("%s: not checked", why.buf);
 	} else if (ret < 0) {
-		error("%s: removed", why.buf);
-		dep_cache_remove(e->path);
-		(*bad)++;
+		/* Only the file judged: never one a task's filler put in its place since. */
+		ret = dep_cache_remove(v->c, e->path, &judged);
+		if (ret == -ESTALE)
+			warning("%s: filled anew since, the new one left", why.buf);
+		else if (ret == -EAGAIN)
+			error("%s: left, a task's filler holds its lock", why.buf);
+		else if (ret < 0)
+			error("%s: cannot remove it: %s", why.buf, strerror(-ret));
+		else
+			error("%s: removed", why.buf);
+		v->bad += ret != -ESTALE;
 	}
 	buf_release(&why);
 	return 0;
@@ -163,14 +176,14 @@ static int verify_one(const struct dep_cache_entry *e, void *data)
 static int cmd_verify(void)
 {
 	struct dep_cache c;
+	struct verify_ctx v = {&c, 0};
 	struct buf why = BUF_INIT;
-	size_t bad = 0;
 
 	open_cache(&c);
-	if (dep_cache_walk(&c, verify_one, &bad, &why) < 0)
+	if (dep_cache_walk(&c, verify_one, &v, &why) < 0)
 		die("%s", why.buf);
 	dep_cache_close(&c);
-	return bad ? EXIT_REFUSED : 0;
+	return v.bad ? EXIT_REFUSED : 0;
 }
 
 static int cmd_clear(void)

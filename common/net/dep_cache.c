@@ -510,6 +510,18 @@ static int open_entry(int dirfd, const char *name, const char *path, struct buf 
 	return fd;
 }
 
+static void file_id(const struct stat *st, struct dep_cache_id *id)
+{
+	*id = (struct dep_cache_id){(uint64_t)st->st_dev, (uint64_t)st->st_ino,
+	                            (int64_t)st->st_mtim.tv_sec, (int64_t)st->st_mtim.tv_nsec};
+}
+
+static int same_file(const struct dep_cache_id *a, const struct dep_cache_id *b)
+{
+	return a->dev == b->dev && a->ino == b->ino && a->mtime_sec == b->mtime_sec &&
+	       a->mtime_nsec == b->mtime_nsec;
+}
+
 /*
  * Read and check the header of the entry open at fd (path for messages), and
  * its file's size: 0 with e's fields set, -EBADMSG with the reason, or -errno.
@@ -533,6 +545,7 @@ static int read_header(int fd, const char *path, struct dep_cache_entry *e, stru
 			buf_addf(err, "cannot stat '%s': %s", path, strerror(errno));
 		return -errno;
 	}
+	file_id(&st, &e->id);
 	if (n != DEP_CACHE_HEADER || strncmp(hdr, MAGIC, strlen(MAGIC)))
 		goto bad;
 	p += strlen(MAGIC);
@@ -935,6 +948,7 @@ static int walk_one(int dirfd, const char *name, const char *path, void *data)
 {
 	struct walk_ctx *w = data;
 	struct dep_cache_entry e = DEP_CACHE_ENTRY_INIT;
+	struct stat st;
 	int fd, ret;
 
 	if (strlen(name) != 64 || !hex_is_lower(name, 64))
@@ -943,6 +957,10 @@ static int walk_one(int dirfd, const char *name, const char *path, void *data)
 	if (fd == -ENOENT)
 		return 0; /* removed meanwhile */
 	ret = fd < 0 ? fd : read_header(fd, path, &e, NULL);
+	if (fd >= 0 && ret < 0 && fstat(fd, &st) == 0)
+		file_id(&st, &e.id); /* read_header() failed before its stat */
+	else if (fd < 0 && fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+		file_id(&st, &e.id); /* not opened: a symbolic link */
 	if (fd >= 0)
 		close(fd);
 	if (ret < 0) {
@@ -965,7 +983,7 @@ int dep_cache_walk(struct dep_cache *c, int (*fn)(const struct dep_cache_entry *
 	return walk_files(c, "v1", walk_one, &w, err);
 }
 
-int dep_cache_verify(const char *path, struct buf *err)
+int dep_cache_verify(const char *path, struct dep_cache_id *judged, struct buf *err)
 {
 	struct dep_cache_entry e = DEP_CACHE_ENTRY_INIT;
 	unsigned char md[32];
@@ -973,11 +991,29 @@ int dep_cache_verify(const char *path, struct buf *err)
 	char sha[65], chunk[65536];
 	const char *base;
 	EVP_MD_CTX *ctx;
+	struct stat st;
 	uint64_t seen = 0;
-	int fd = open_entry(AT_FDCWD, path, path, err), ret;
+	int fd, ret;
 
+	/* What is judged is the file at path now: the one opened, or, not opened, this one. */
+	if (lstat(path, &st) < 0) {
+		ret = -errno;
+		if (ret == -ENOENT && err)
+			buf_addf(err, "'%s' was removed before it was read", path);
+		else if (err)
+			buf_addf(err, "cannot stat '%s': %s", path, strerror(errno));
+		return ret;
+	}
+	file_id(&st, judged);
+	fd = open_entry(AT_FDCWD, path, path, err);
 	if (fd == -ENOENT && err)
 		buf_addf(err, "'%s' was removed before it was read", path);
+	if (fd >= 0 && (fstat(fd, &st) < 0 || (file_id(&st, &e.id), !same_file(&e.id, judged)))) {
+		close(fd);
+		fd = -ENOENT;
+		if (err)
+			buf_addf(err, "'%s' was filled anew before it was read", path);
+	}
 	if (fd < 0)
 		return fd;
 	ret = read_header(fd, path, &e, err);
@@ -1030,12 +1066,56 @@ out:
 	return ret;
 }
 
-int dep_cache_remove(const char *path)
+int dep_cache_remove(struct dep_cache *c, const char *path, const struct dep_cache_id *judged)
 {
-	return unlink(path) < 0 && errno != ENOENT ? -errno : 0;
+	struct buf lock = BUF_INIT;
+	const char *name = strrchr(path, '/');
+	struct dep_cache_id now;
+	struct stat st;
+	int fd = -1, ret;
+
+	name = name ? name + 1 : path;
+	if (strlen(name) != 64 || !hex_is_lower(name, 64))
+		BUG("dep_cache_remove: '%s' is not named as an entry", path);
+	/* The lock a filler of its key holds as it renames its entry into place. */
+	buf_addf(&lock, "%s/locks/%.2s", c->root, name);
+	if ((ret = mkdir_p(lock.buf, NULL)) < 0)
+		goto out;
+	buf_reset(&lock);
+	entry_path(c, name, "locks", "", &lock);
+	for (;;) {
+		fd = open(lock.buf, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+		if (fd < 0) {
+			ret = -errno;
+			goto out;
+		}
+		if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+			ret = errno == EWOULDBLOCK ? -EAGAIN : -errno;
+			close(fd);
+			fd = -1;
+			goto out;
+		}
+		if (lock_taken(fd, lock.buf))
+			break;
+		close(fd);
+	}
+	if (lstat(path, &st) < 0) {
+		ret = errno == ENOENT ? 0 : -errno;
+	} else {
+		file_id(&st, &now);
+		ret = !same_file(&now, judged)              ? -ESTALE
+		      : unlink(path) < 0 && errno != ENOENT ? -errno
+		                                            : 0;
+	}
+	unlink(lock.buf); /* held: as fill_clear() */
+	close(fd);
+out:
+	buf_release(&lock);
+	return ret;
 }
 
 struct drop_ctx {
+	struct dep_cache *c;
 	const char *scope;
 	size_t removed;
 };
@@ -1048,14 +1128,14 @@ static int drop_one(const struct dep_cache_entry *e, void *data)
 
 	/* The scope itself, or one dep_cache_secret_scope() made from it. */
 	if (!strncmp(e->scope, d->scope, n) && (!e->scope[n] || e->scope[n] == '/') &&
-	    !dep_cache_remove(e->path))
+	    !dep_cache_remove(d->c, e->path, &e->id))
 		d->removed++;
 	return 0;
 }
 
 int dep_cache_drop_scope(struct dep_cache *c, const char *scope, size_t *removed, struct buf *err)
 {
-	struct drop_ctx d = {scope, 0};
+	struct drop_ctx d = {c, scope, 0};
 	int ret;
 
 	if (!scope[0])
@@ -1068,6 +1148,7 @@ int dep_cache_drop_scope(struct dep_cache *c, const char *scope, size_t *removed
 
 struct trim_file {
 	char *path;
+	struct dep_cache_id id;
 	time_t atime;
 	uint64_t size;
 };
@@ -1134,7 +1215,9 @@ static int trim_one(int dirfd, const char *name, const char *path, void *data)
 		if (!t->v)
 			die_oom();
 	}
-	t->v[t->nr++] = (struct trim_file){xstrdup(path), st.st_atim.tv_sec, (uint64_t)st.st_size};
+	t->v[t->nr] =
+	    (struct trim_file){xstrdup(path), {0}, st.st_atim.tv_sec, (uint64_t)st.st_size};
+	file_id(&st, &t->v[t->nr++].id);
 	t->total += (uint64_t)st.st_size;
 	return 0;
 }
@@ -1164,7 +1247,7 @@ int dep_cache_trim(struct dep_cache *c, uint64_t max_bytes, size_t *removed, str
 	if (!ret) {
 		qsort(t.v, t.nr, sizeof(*t.v), by_atime);
 		for (size_t i = 0; i < t.nr && t.total > max_bytes; i++)
-			if (dep_cache_remove(t.v[i].path) == 0) {
+			if (dep_cache_remove(c, t.v[i].path, &t.v[i].id) == 0) {
 				t.total -= t.v[i].size;
 				t.removed++;
 			}

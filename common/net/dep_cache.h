@@ -78,8 +78,19 @@ struct dep_cache {
 /* The handles that may fill at once (lines of ROOT/filling); more are refused. */
 #define DEP_CACHE_SHARE_SLOTS 1024
 
+/*
+ * Which file an entry was when it was read (its device, inode and modification
+ * time): dep_cache_remove() removes that file only, never one a filler put at
+ * its path since.
+ */
+struct dep_cache_id {
+	uint64_t dev, ino;
+	int64_t mtime_sec, mtime_nsec;
+};
+
 /* What an entry's header says, and where it is. */
 struct dep_cache_entry {
+	struct dep_cache_id id;
 	int fd;        /* open for reading at DEP_CACHE_HEADER, or -1 */
 	uint64_t size; /* the bytes after the header */
 	char sha256[65];
@@ -89,7 +100,7 @@ struct dep_cache_entry {
 };
 #define DEP_CACHE_ENTRY_INIT                                                                       \
 	{                                                                                          \
-		-1                                                                                 \
+		.fd = -1                                                                           \
 	}
 
 void dep_cache_entry_clear(struct dep_cache_entry *e);
@@ -208,7 +219,8 @@ int dep_cache_fill_commit(struct dep_cache_fill *f, const unsigned char *want, s
 void dep_cache_fill_abort(struct dep_cache_fill *f);
 
 /*
- * Call fn for every entry (e->fd is -1; e is cleared after fn returns), in no
+ * Call fn for every entry (e->fd is -1, e->id the file read; e is cleared
+ * after fn returns), in no
  * order.  Files not named as entries are skipped; a file named as one that is
  * not a whole entry (a named pipe or a symbolic link too, never opened to
  * wait) is given with an empty key, to be verified or cleared.  fn returns 0 to go on, or a
@@ -222,11 +234,12 @@ int dep_cache_walk(struct dep_cache *c, int (*fn)(const struct dep_cache_entry *
  * and SHA-256, and its file's name with the hash of its header's key and
  * scope: 0 when they match, -EBADMSG with the reason in err when not (a file
  * that is not a regular one, a symbolic link included, is not an entry),
- * -ENOENT with the reason when there is no file at path (an entry removed
- * since it was listed: nothing wrong), or another negative errno.  Never
- * waits on a named pipe.
+ * -ENOENT with the reason when there is no file at path, or another file
+ * came there as it was opened (an entry removed or filled anew since it was
+ * listed: nothing wrong), or another negative errno.  *judged is the file
+ * judged (for dep_cache_remove()).  Never waits on a named pipe.
  */
-int dep_cache_verify(const char *path, struct buf *err);
+int dep_cache_verify(const char *path, struct dep_cache_id *judged, struct buf *err);
 
 /*
  * Remove every entry of scope (not ""), and of each scope made from it by
@@ -236,8 +249,15 @@ int dep_cache_verify(const char *path, struct buf *err);
  */
 int dep_cache_drop_scope(struct dep_cache *c, const char *scope, size_t *removed, struct buf *err);
 
-/* Remove the entry at path (an entry's path from a walk).  0 or -errno. */
-int dep_cache_remove(const char *path);
+/*
+ * Remove the entry at path (an entry's path from a walk) when it is still
+ * the file judged (read by a walk or dep_cache_verify()), under its key's
+ * fill lock taken without waiting, so that no filler puts another file there
+ * between the look and the removal.  0 when removed or gone; -ESTALE when
+ * another file is at path now (a filler's; left); -EAGAIN when a filler of
+ * its key is under way (left: that filler's entry replaces it); or -errno.
+ */
+int dep_cache_remove(struct dep_cache *c, const char *path, const struct dep_cache_id *judged);
 
 /*
  * Remove the entries least recently used until the store's files take at most
