@@ -37,15 +37,17 @@ make_wheel() {
 
 # dep_task RULES STORE [ARGS...]: a new task's aibox-proxy (start_recorded: its
 # record in $T/record.json, a new proxy.log) for the loopback registry on
-# localhost:$REG, RULES on --secrets-fd, the dependency store STORE; the task
-# CA it makes in $T/taskca.pem.
+# localhost:$REG, RULES on --secrets-fd, the dependency store STORE, the key of
+# its secrets' scopes $T/scope-key (the user's, outside the store, as a task's
+# is); the task CA it makes in $T/taskca.pem.
 dep_task() {
 	local st rules=$1 store=$2
 	shift 2
 	stop_proxy || true
 	rm -f "$T/proxy.log"
 	exec 5<"$rules" 6>"$T/taskca.pem"
-	start_recorded --allow "localhost:$REG" --secrets-fd 5 --ca-fd 6 --cache-dir "$store" "$@"
+	start_recorded --allow "localhost:$REG" --secrets-fd 5 --ca-fd 6 --cache-dir "$store" \
+		--cache-key "$T/scope-key" "$@"
 	st=$?
 	exec 5<&- 6>&-
 	return $st

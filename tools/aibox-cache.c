@@ -45,7 +45,7 @@ static void open_cache(struct dep_cache *c)
 
 	if (dep_cache_read_max(deps_cache_max_file(), &max, &why) < 0)
 		die("%s", why.buf);
-	if (dep_cache_open(c, deps_cache_dir(), max, &why) < 0)
+	if (dep_cache_open(c, deps_cache_dir(), max, NULL, &why) < 0)
 		die("%s", why.buf);
 }
 

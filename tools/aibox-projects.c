@@ -300,7 +300,7 @@ static int drop_cached(const char *name)
 	dep_cache_project_scope(name, &scope);
 	if (!scope.len || stat(deps_cache_dir(), &st) < 0)
 		goto out;
-	if (dep_cache_open(&c, deps_cache_dir(), DEP_CACHE_DEFAULT_MAX, &why) < 0 ||
+	if (dep_cache_open(&c, deps_cache_dir(), DEP_CACHE_DEFAULT_MAX, NULL, &why) < 0 ||
 	    (ret = dep_cache_drop_scope(&c, scope.buf, &removed, &why)) < 0) {
 		error("cannot remove the dependency cache's entries of project '%s': %s", name,
 		      why.buf);

@@ -49,7 +49,8 @@ static const char usage[] =
     "                   [--max-conns N] [--api-pool N] [--api-pool-idle T]\n"
     "                   [--drain-timeout T] [--drain-max BYTES] [--fill-wait T]\n"
     "                   [--secrets-fd N [--ca-fd N] [--ca-valid T]\n"
-    "                    [--cache-dir DIR [--cache-max SIZE] [--cache-scope S]]]\n"
+    "                    [--cache-dir DIR [--cache-max SIZE] [--cache-scope S]\n"
+    "                     [--cache-key FILE]]]\n"
     "                   [--broker-fd N] [--prices FILE] [--budget-task USD]\n"
     "                   [--budget-day USD --ledger-fd N]\n"
     "                   [--budget-user USD --user-ledger-fd N] [--no-sandbox]\n"
@@ -95,6 +96,9 @@ static const char usage[] =
     "  --cache-max SIZE     its cap (default 4G)\n"
     "  --cache-scope S      keep artifacts fetched with a secret under scope S\n"
     "                       (without it they are not kept)\n"
+    "  --cache-key FILE     the key of secrets' scopes, outside the store (made\n"
+    "                       when missing; without it, what a secret's value\n"
+    "                       fetched is not kept)\n"
     "  --own-fetch-max N    begin at most N metadata fetches of the proxy's own in\n"
     "                       the task (default 20000, at most 100000; for tests)\n"
     "  --broker-fd N        hand requests for git.aibox.internal to aibox-broker over\n"
@@ -141,6 +145,7 @@ enum {
 	OPT_CACHE_DIR,
 	OPT_CACHE_MAX,
 	OPT_CACHE_SCOPE,
+	OPT_CACHE_KEY,
 	OPT_PRICES,
 	OPT_BUDGET_TASK,
 	OPT_BUDGET_DAY,
@@ -200,6 +205,8 @@ static const struct opt_spec options[] = {
     {"cache-max", 0, OPT_TEXT, "SIZE", OPT_CACHE_MAX, "its cap (default 4G)"},
     {"cache-scope", 0, OPT_TEXT, "S", OPT_CACHE_SCOPE,
      "keep artifacts fetched with a secret under scope S"},
+    {"cache-key", 0, OPT_FILE, "FILE", OPT_CACHE_KEY,
+     "the key of secrets' scopes, outside the store"},
     {"prices", 0, OPT_FILE, "FILE", OPT_PRICES,
      "count key forwarding's spend with this price table"},
     {"budget-task", 0, OPT_TEXT, "USD", OPT_BUDGET_TASK,
@@ -384,7 +391,7 @@ static void read_key(struct proxy_config *cfg, const char *key_env, int key_fd)
 /* What the options ask for beyond struct proxy_config. */
 struct options {
 	const char *listen_spec, *log_path, *key_env, *presets, *prices_path;
-	const char *cache_dir, *cache_scope;
+	const char *cache_dir, *cache_scope, *cache_key;
 	uint64_t cache_max;
 	struct strvec allow_entries, allow_files;
 	int ready_fd, report_fd, key_fd, secrets_fd, ca_fd, no_sandbox;
@@ -507,6 +514,9 @@ static void one_option(int opt, const char *arg, struct proxy_config *cfg,
 	case OPT_CACHE_DIR:
 		o->cache_dir = arg;
 		break;
+	case OPT_CACHE_KEY:
+		o->cache_key = arg;
+		break;
 	case OPT_CACHE_MAX:
 		if (parse_size(arg, DEP_CACHE_MIN_MAX_MIB << 20, DEP_CACHE_MAX_MAX_MIB << 20,
 		               &o->cache_max) < 0)
@@ -590,8 +600,8 @@ static void parse_options(int argc, char **argv, struct proxy_config *cfg,
 		die("--ca-fd and --ca-valid need --secrets-fd");
 	if ((o->cache_dir || o->cache_max || o->cache_scope) && o->secrets_fd < 0)
 		die("--cache-dir, --cache-max and --cache-scope need --secrets-fd");
-	if ((o->cache_max || o->cache_scope) && !o->cache_dir)
-		die("--cache-max and --cache-scope need --cache-dir");
+	if ((o->cache_max || o->cache_scope || o->cache_key) && !o->cache_dir)
+		die("--cache-max, --cache-scope and --cache-key need --cache-dir");
 	if (report->usage.cap_day && cfg->ledger_fd < 0)
 		die("--budget-day needs --ledger-fd");
 	if (report->usage.cap_user && cfg->user_ledger_fd < 0)
@@ -858,7 +868,8 @@ int main(int argc, char **argv)
 		struct buf why = BUF_INIT;
 
 		if (dep_cache_open(&cache, o.cache_dir,
-		                   o.cache_max ? o.cache_max : DEP_CACHE_DEFAULT_MAX, &why) < 0)
+		                   o.cache_max ? o.cache_max : DEP_CACHE_DEFAULT_MAX, o.cache_key,
+		                   &why) < 0)
 			die("%s", why.buf);
 		/* A walk of the store now and then, not after every fill
 		 * (common/proxy/proxy_cache.c). */

@@ -179,3 +179,12 @@ const char *deps_cache_max_file(void)
 	buf_addf(&b, "%s/cache-max", aibox_home());
 	return b.buf;
 }
+
+const char *deps_scope_key_file(void)
+{
+	static struct buf b = BUF_INIT;
+
+	buf_reset(&b);
+	buf_addf(&b, "%s/cache-scope-key", aibox_home());
+	return b.buf;
+}

@@ -43,4 +43,10 @@ const char *deps_cache_dir(void);
 /* The user's cap on that folder's size (docs/cache.md): aibox_home()/cache-max. */
 const char *deps_cache_max_file(void);
 
+/*
+ * The key of the store's secret scopes (docs/cache.md, "Scopes"):
+ * aibox_home()/cache-scope-key, the user's, outside the store.
+ */
+const char *deps_scope_key_file(void);
+
 #endif

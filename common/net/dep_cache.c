@@ -261,7 +261,7 @@ static int scope_key_read(const char *path, unsigned char key[32], struct buf *e
 	if (n != 32) {
 		OPENSSL_cleanse(b, sizeof(b));
 		if (err)
-			buf_addf(err, "'%s' is not the store's scope key (32 bytes)", path);
+			buf_addf(err, "'%s' is not the cache's scope key (32 bytes)", path);
 		return -EINVAL;
 	}
 	memcpy(key, b, 32);
@@ -270,32 +270,38 @@ static int scope_key_read(const char *path, unsigned char key[32], struct buf *e
 }
 
 /*
- * The store's scope key, made when it has none: written whole and synced
- * under a name of its own, then linked into place (a second maker's link
- * fails, and both read the first's).  0 or a negative errno.
+ * The scope key at path, made when there is none: from the store's own old
+ * key (ROOT/scope-key, removed once moved) when it has one, else 32 random
+ * bytes; written whole and synced under a name of its own, then linked into
+ * place (a second maker's link fails, and both read the first's).  0 or a
+ * negative errno.
  */
-static int scope_key_load(const char *root, unsigned char key[32], struct buf *err)
+static int scope_key_load(const char *root, const char *path, unsigned char key[32],
+                          struct buf *err)
 {
-	struct buf path = BUF_INIT, tmp = BUF_INIT;
+	struct buf old = BUF_INIT, tmp = BUF_INIT;
 	unsigned char r[32];
 	ssize_t got;
-	int ret, fd;
+	int ret, fd, moved = 0;
 
-	buf_addf(&path, "%s/scope-key", root);
-	ret = scope_key_read(path.buf, key, err);
+	ret = scope_key_read(path, key, err);
 	if (ret)
 		goto out;
-	do
-		got = getrandom(r, sizeof(r), 0);
-	while (got < 0 && errno == EINTR);
-	if (got != (ssize_t)sizeof(r)) {
+	buf_addf(&old, "%s/scope-key", root);
+	ret = scope_key_read(old.buf, r, err);
+	if (ret < 0)
+		goto out;
+	moved = ret;
+	while (!moved && (got = getrandom(r, sizeof(r), 0)) != (ssize_t)sizeof(r)) {
+		if (got < 0 && errno == EINTR)
+			continue;
 		ret = got < 0 ? -errno : -EIO;
 		if (err)
-			buf_addf(err, "cannot make the store's scope key: %s", strerror(-ret));
+			buf_addf(err, "cannot make the cache's scope key: %s", strerror(-ret));
 		goto out;
 	}
 	/* Named by the process alone (no byte of the key); one left by a dead one goes. */
-	buf_addf(&tmp, "%s/.scope-key.%ld", root, (long)getpid());
+	buf_addf(&tmp, "%s.%ld", path, (long)getpid());
 	unlink(tmp.buf);
 	fd = open(tmp.buf, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0) {
@@ -308,23 +314,26 @@ static int scope_key_load(const char *root, unsigned char key[32], struct buf *e
 	      : errno                                                         ? -errno
 	                                                                      : -ENOSPC;
 	close(fd);
-	if (!ret && link(tmp.buf, path.buf) < 0 && errno != EEXIST)
+	if (!ret && link(tmp.buf, path) < 0 && errno != EEXIST)
 		ret = -errno;
 	unlink(tmp.buf);
 	if (ret < 0) {
 		if (err)
-			buf_addf(err, "cannot make '%s': %s", path.buf, strerror(-ret));
+			buf_addf(err, "cannot make '%s': %s", path, strerror(-ret));
 		goto out;
 	}
-	ret = scope_key_read(path.buf, key, err);
+	ret = scope_key_read(path, key, err);
 	if (ret == 0) {
 		ret = -ENOENT;
 		if (err)
-			buf_addf(err, "cannot read '%s': %s", path.buf, strerror(ENOENT));
+			buf_addf(err, "cannot read '%s': %s", path, strerror(ENOENT));
 	}
+	/* Moved out: a copy of the store no longer holds what its scopes were keyed with. */
+	if (ret > 0 && moved)
+		unlink(old.buf);
 out:
 	OPENSSL_cleanse(r, sizeof(r));
-	buf_release(&path);
+	buf_release(&old);
 	buf_release(&tmp);
 	return ret < 0 ? ret : 0;
 }
@@ -340,6 +349,8 @@ void dep_cache_secret_scope(const struct dep_cache *c, const char *base, const c
 
 	if (!n)
 		BUG("dep_cache_secret_scope: no secret");
+	if (!c->has_key)
+		return; /* no key to scope them with: not kept */
 	/* The project too: two projects with one secret show no common hash. */
 	buf_addf(&msg, "aibox-cache-scope 1\n%s\n", base);
 	for (size_t i = 0; i < n; i++)
@@ -355,7 +366,8 @@ void dep_cache_secret_scope(const struct dep_cache *c, const char *base, const c
 		buf_setlen(scope, at);
 }
 
-int dep_cache_open(struct dep_cache *c, const char *root, uint64_t max_bytes, struct buf *err)
+int dep_cache_open(struct dep_cache *c, const char *root, uint64_t max_bytes, const char *key_path,
+                   struct buf *err)
 {
 	struct buf b = BUF_INIT;
 	int ret;
@@ -378,7 +390,8 @@ int dep_cache_open(struct dep_cache *c, const char *root, uint64_t max_bytes, st
 		if (c->share_fd < 0)
 			ret = c->share_fd;
 	}
-	if (!ret && (ret = scope_key_load(root, c->scope_key, err)) < 0) {
+	c->has_key = 0;
+	if (!ret && key_path && (ret = scope_key_load(root, key_path, c->scope_key, err)) < 0) {
 		close(c->share_fd);
 		c->share_fd = -1;
 	}
@@ -386,6 +399,7 @@ int dep_cache_open(struct dep_cache *c, const char *root, uint64_t max_bytes, st
 	if (ret < 0)
 		return ret;
 	c->root = xstrdup(root);
+	c->has_key = key_path != NULL;
 	c->max_bytes = max_bytes;
 	c->trim_slack = c->since_trim = c->filling = 0;
 	c->share_slot = -1;
@@ -400,6 +414,7 @@ void dep_cache_close(struct dep_cache *c)
 		close(c->share_fd); /* its line's lock goes: the line counts no more */
 	c->share_fd = -1;
 	OPENSSL_cleanse(c->scope_key, sizeof(c->scope_key));
+	c->has_key = 0;
 }
 
 int dep_cache_read_max(const char *path, uint64_t *max_bytes, struct buf *err)

@@ -72,8 +72,9 @@ struct dep_cache {
 	 */
 	uint64_t filling;
 	int share_fd, share_slot;
-	/* The store's own random key for secrets' scopes (dep_cache_secret_scope()). */
+	/* The user's random key for secrets' scopes (dep_cache_secret_scope()), if loaded. */
 	unsigned char scope_key[32];
+	int has_key;
 };
 /* The handles that may fill at once (lines of ROOT/filling); more are refused. */
 #define DEP_CACHE_SHARE_SLOTS 1024
@@ -120,21 +121,25 @@ void dep_cache_project_scope(const char *name, struct buf *scope);
  * The scope of what a project's task fetches with the secrets whose values
  * are values[0..n) (n > 0; in an order that does not change from task to
  * task, such as by name): base (dep_cache_project_scope()'s), "/" and 32 hex
- * digits of HMAC-SHA256 over base and the values under the store's own random key
- * (ROOT/scope-key), appended to scope; nothing when that is no scope the
- * store takes.  So a secret rotated or removed reaches nothing its old value
- * fetched, and the store holds neither a value nor an unkeyed hash of one.
+ * digits of HMAC-SHA256 over base and the values under the user's random key
+ * (dep_cache_open()'s key_path, outside the store), appended to scope;
+ * nothing when that is no scope the store takes, or c has no key.  So a
+ * secret rotated or removed reaches nothing its old value fetched, and the
+ * store holds neither a value, nor an unkeyed hash of one, nor the key.
  */
 void dep_cache_secret_scope(const struct dep_cache *c, const char *base, const char *const *values,
                             size_t n, struct buf *scope);
 
 /*
  * Open the store at root (made with its folders, mode 0700, when missing)
- * with a cap of max_bytes; its count of the fills under way and its scope key
- * (made when missing: 32 random bytes, 0600) are opened and read now, before
- * a caller's lockdown.  0, or a negative errno with the reason in err.
+ * with a cap of max_bytes; its count of the fills under way is opened now,
+ * before a caller's lockdown, and so is the scope key at key_path, when not
+ * NULL: made when missing (32 random bytes, 0600), from the store's own old
+ * key (ROOT/scope-key, which then goes) when it has one, so that what it
+ * scoped is still reached.  0, or a negative errno with the reason in err.
  */
-int dep_cache_open(struct dep_cache *c, const char *root, uint64_t max_bytes, struct buf *err);
+int dep_cache_open(struct dep_cache *c, const char *root, uint64_t max_bytes, const char *key_path,
+                   struct buf *err);
 void dep_cache_close(struct dep_cache *c);
 
 /*

@@ -119,7 +119,8 @@ void helpers_proxy_args(struct strvec *args, const char *prog, const struct help
 	if (intercepts(o))
 		push_fd(args, "--ca-fd", HELPER_P_CA);
 	if (intercepts(o) && caches(o)) {
-		strvec_pushl(args, "--cache-dir", deps_cache_dir(), NULL);
+		strvec_pushl(args, "--cache-dir", deps_cache_dir(), "--cache-key",
+		             deps_scope_key_file(), NULL);
 		if (o->cache_max)
 			strvec_pushf(args, "--cache-max=%llu", (unsigned long long)o->cache_max);
 		if (o->cache_scope)

@@ -98,7 +98,7 @@ static int cmd_put(int argc, char **argv)
 			want[k] =
 			    (unsigned char)(hex_digit(hex[2 * k]) << 4 | hex_digit(hex[2 * k + 1]));
 	}
-	if (dep_cache_open(&c, argv[2], max, &why) < 0)
+	if (dep_cache_open(&c, argv[2], max, NULL, &why) < 0)
 		die("%s", why.buf);
 	ret = dep_cache_fill_begin(&c, argv[4], scope_arg(argv[5]), algo, 1, &f, &e, &why);
 	if (ret == 1) {
@@ -162,7 +162,7 @@ static int cmd_hold(int argc, char **argv)
 	if (argc != 5 || parse_size(argv[3], 0, UINT64_MAX, &max) < 0 ||
 	    parse_size(argv[4], 0, UINT64_MAX, &size) < 0)
 		die("usage: test-cache hold ROOT MAX SIZE");
-	if (dep_cache_open(&c, argv[2], max, &why) < 0)
+	if (dep_cache_open(&c, argv[2], max, NULL, &why) < 0)
 		die("%s", why.buf);
 	while (!why.len && nr < sizeof(f) / sizeof(*f)) {
 		buf_reset(&key);
@@ -199,7 +199,7 @@ static int cmd_get(int argc, char **argv)
 
 	if (argc != 5)
 		die("usage: test-cache get ROOT KEY SCOPE");
-	if (dep_cache_open(&c, argv[2], UINT64_MAX, &why) < 0)
+	if (dep_cache_open(&c, argv[2], UINT64_MAX, NULL, &why) < 0)
 		die("%s", why.buf);
 	ret = dep_cache_lookup(&c, argv[3], scope_arg(argv[4]), &e, &why);
 	if (ret <= 0) {
