@@ -322,27 +322,39 @@ holds() { test-cache get "$S" "$1" - | cmp -s - blob; }
 	[ "$(cat err)" = "aibox-cache: warning: '$f' was removed before it was read: not checked" ] || fail "$(cat err)"
 }
 
-@test "aibox cache: verify removes only the entry it judged bad, never one filled anew at its path meanwhile" {
-	command -v strace >/dev/null || skip "strace is not installed"
+# removal_meets_refill CMD...: the store holds U cut short (a lookup finds it
+# unreadable, so that a task's filler fills it anew); `aibox cache CMD` runs with
+# its removal of the entry held 3 s, and a filler of the key comes meanwhile.  f
+# the entry's path, st the command's status (its stderr in err).
+removal_meets_refill() {
 	test-cache put "$S" 1G "$U" - >/dev/null <blob
-	local f
 	f=$(entries)
-	# Cut short: verify judges it bad, and a lookup finds it unreadable, so that a
-	# task's filler fills it anew.
 	truncate -s 8000 "$f"
-	# verify's removal of the entry waits 3 s; a filler of its key comes meanwhile.
 	ASAN_OPTIONS=detect_leaks=0 strace -f -o trace -P "$f" -e trace=unlink,unlinkat \
-		-e inject=unlink,unlinkat:delay_enter=3000000:when=1 aibox cache verify >out 2>err &
+		-e inject=unlink,unlinkat:delay_enter=3000000:when=1 aibox cache "$@" >out 2>err &
 	local pid=$!
 	sleep 1
 	run test-cache put "$S" 1G "$U" - <blob
 	assert_output stored
-	local st=0
+	st=0
 	wait "$pid" || st=$?
 	grep -q DELAYED trace || fail "strace delayed no removal: $(cat trace)"
+}
+
+@test "aibox cache: verify removes only the entry it judged bad, never one filled anew at its path meanwhile" {
+	command -v strace >/dev/null || skip "strace is not installed"
+	removal_meets_refill verify
 	[ "$st" -eq 1 ] || fail "verify exit $st: $(cat err)"
 	grep -q "^aibox-cache: '$f' is cut short or too long" err || fail "$(cat err)"
 	# What the filler stored is there, whole.
+	holds "$U"
+}
+
+@test "aibox cache: clear removes only the entries it listed, never one filled anew at its path meanwhile" {
+	command -v strace >/dev/null || skip "strace is not installed"
+	removal_meets_refill clear
+	[ "$st" -eq 0 ] || fail "clear exit $st: $(cat err)"
+	# What the filler stored after clear listed the store is there, whole.
 	holds "$U"
 }
 
