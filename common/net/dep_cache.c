@@ -282,12 +282,12 @@ static int scope_key_load(const char *root, const char *path, unsigned char key[
 	struct buf old = BUF_INIT, tmp = BUF_INIT;
 	unsigned char r[32];
 	ssize_t got;
-	int ret, fd, moved = 0;
+	int ret, fd, moved;
 
+	buf_addf(&old, "%s/scope-key", root);
 	ret = scope_key_read(path, key, err);
 	if (ret)
 		goto out;
-	buf_addf(&old, "%s/scope-key", root);
 	ret = scope_key_read(old.buf, r, err);
 	if (ret < 0)
 		goto out;
@@ -328,10 +328,10 @@ static int scope_key_load(const char *root, const char *path, unsigned char key[
 		if (err)
 			buf_addf(err, "cannot read '%s': %s", path, strerror(ENOENT));
 	}
-	/* Moved out: a copy of the store no longer holds what its scopes were keyed with. */
-	if (ret > 0 && moved)
-		unlink(old.buf);
 out:
+	/* Moved out, or one no scope uses: a copy of the store holds no key. */
+	if (ret > 0)
+		unlink(old.buf);
 	OPENSSL_cleanse(r, sizeof(r));
 	buf_release(&old);
 	buf_release(&tmp);
