@@ -334,6 +334,7 @@ void scrub_stream_feed(struct scrub_stream *s, const struct buf *forms, size_t n
 	buf_add(&s->held, in, n);
 	s->runs.nr = 0;
 	cut = scrub_find(forms, nforms, s->held.buf, s->held.len, &s->runs);
+	s->examined += s->held.len * nforms;
 	if (last)
 		cut = s->held.len;
 	buf_add(out, s->held.buf, cut);

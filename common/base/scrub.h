@@ -97,10 +97,11 @@ struct scrub_stream {
 	struct buf held;        /* the stream's bytes not passed on yet, as they came */
 	size_t stars;           /* held's first bytes that a run passed on covers */
 	struct scrub_runs runs; /* scrub_find()'s, kept from piece to piece */
+	size_t examined;        /* the bytes the matcher read, each time it read one (tests) */
 };
 #define SCRUB_STREAM_INIT                                                                          \
 	{                                                                                          \
-		BUF_INIT, 0, SCRUB_RUNS_INIT                                                       \
+		BUF_INIT, 0, SCRUB_RUNS_INIT, 0                                                    \
 	}
 
 /*
