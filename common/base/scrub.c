@@ -182,117 +182,256 @@ static int escape_start(char c)
 	return c == '%' || c == '\\' || c == '&';
 }
 
+/* The text a feed reads: the bytes kept from before (tail, in a window with in's first ones), then
+ * in. */
+struct text {
+	const char *in;
+	size_t t, n;                          /* tail's length, in's */
+	char win[2 * SCRUB_SPELLING_MAX + 1]; /* the tail, then in's first bytes */
+	size_t winn;
+};
+
+/* Text at i (0: the tail's first byte), and how much of it may be read from there, into *avail. */
+static const char *text_at(const struct text *x, size_t i, size_t *avail)
+{
+	if (i < x->t) {
+		*avail = x->winn - i;
+		return x->win + i;
+	}
+	*avail = x->n - (i - x->t);
+	return x->in + (i - x->t);
+}
+
+/* A ring's entry set while a feed looks ahead (m->undo): put back as it was after. */
+static void ring_set(struct scrub_match *m, int ahead, size_t *at, size_t v)
+{
+	if (ahead) {
+		ALLOC_GROW(m->undo, m->undo_nr + 1, m->undo_alloc);
+		m->undo[m->undo_nr].at = at;
+		m->undo[m->undo_nr++].old = *at;
+	}
+	*at = v;
+}
+
 /*
- * Where the runs of one form s[0..n) (n >= 1) are, in p[0..len), read once
- * from left to right: at each place, for each k, the earliest start of a
- * spelling of s[0..k) that ends there.  Spellings are at most
- * SCRUB_SPELLING_MAX bytes, so only the next SCRUB_SPELLING_MAX places can
- * be reached from one: a ring of that many + 1 slots holds them.  Each place
- * costs at most (n + 1) * SPELLINGS_AT_MAX steps; a run found ends at its
- * earliest start, so the runs cover every match.  The ring (out's, kept
- * from call to call) is zeroed once, when made, and left zeroed: each piece
- * of an answer costs its own bytes, not a ring as long as a token (a JWT is
- * kilobytes) cleared again.  Returns where scrub_find() says to cut for
- * this form.
+ * Read the text's places from..to (relative to m->pos) for the form s[0..n)
+ * (n >= 1) in ring g, from left to right: at each place, for each k, the
+ * earliest start of a spelling of s[0..k) that ends there.  Spellings are at
+ * most SCRUB_SPELLING_MAX bytes, so only the next SCRUB_SPELLING_MAX places
+ * can be reached from one: a ring of that many + 1 slots (by the place in
+ * the stream) holds them.  Each place costs at most (n + 1) *
+ * SPELLINGS_AT_MAX steps; a run found ends at its earliest start, so the
+ * runs cover every match.  Runs found go to out (from the stream's start;
+ * those that start before `from` left out).  With ahead, the places are
+ * read as the text may yet go on (an escape cut short; how far back to cut,
+ * returned), every change to the ring logged in m->undo; else the places
+ * are read for good (the text after each is long enough, or ends there).
  */
-static size_t find_form(const unsigned char *s, size_t n, size_t form, const char *p, size_t len,
-                        struct scrub_runs *out)
+static size_t form_read(struct scrub_match *m, struct scrub_ring *g, const unsigned char *s,
+                        size_t n, size_t form, const struct text *x, size_t i0, size_t to,
+                        int ahead, size_t from, struct scrub_runs *out)
 {
 	enum { R = SCRUB_SPELLING_MAX + 1 };
-	/* [k * R + slot]: 1 + the earliest start of k of s's bytes ending there; 0: none. */
-	size_t *start;
-	size_t *ks; /* [slot * n + j]: the k set in a slot */
-	size_t nks[R] = {0}, live = 0, cut = len;
+	size_t *start = g->start, *ks = g->ks, base = m->pos, len = x->t + x->n, cut = SIZE_MAX;
 	/* The bytes a spelling of s[0] may start with: itself, or an escape's first byte. */
 	unsigned char may_start[256] = {['%'] = 1, ['\\'] = 1, ['&'] = 1};
 
-	if (out->ring_n < n) {
-		free(out->start);
-		free(out->ks);
-		out->start = xcalloc(R * n, sizeof(*out->start));
-		out->ks = xmalloc(R * n * sizeof(*out->ks));
-		out->ring_n = n;
-	}
-	start = out->start;
-	ks = out->ks;
 	may_start[s[0]] = 1;
 	if (s[0] == ' ' || s[0] == '+')
 		may_start[s[0] == ' ' ? '+' : ' '] = 1;
-	for (size_t i = 0; i < len; i++) {
-		size_t slot, *kl;
+	for (size_t i = i0; i < to; i++) {
+		size_t slot, *kl, avail, at = base + i;
 		struct spelling d[SPELLINGS_AT_MAX];
+		const char *p;
 		int nd, tail;
 
-		if (!live) {
-			/* Nothing under way: on to where a match may start. */
-			while (i < len && !may_start[(unsigned char)p[i]])
-				i++;
-			if (i == len)
-				break;
-		}
-		slot = i % R;
+		p = text_at(x, i, &avail);
+		m->examined++;
+		if (!g->live && !may_start[(unsigned char)p[0]])
+			continue; /* nothing under way, and no match starts here */
+		slot = at % R;
 		kl = ks + slot * n;
-		nd = spellings_at(p + i, len - i, d);
+		nd = spellings_at(p, avail, d);
 		/* An escape the text may end inside of: what it may yet spell is not known. */
-		tail = len - i < SCRUB_SPELLING_MAX && escape_start(p[i]);
-		if (tail && i < cut && may_spell_more(p + i, len - i, s[0]))
-			cut = i;
+		tail = ahead && len - i < SCRUB_SPELLING_MAX && escape_start(p[0]);
+		if (tail && at < cut && may_spell_more(p, len - i, s[0]))
+			cut = at;
 		/* k == 0: a match may start here; then the partial ones that reached here. */
-		for (size_t j = 0; j <= nks[slot]; j++) {
-			size_t k = j ? kl[j - 1] : 0, from = j ? start[k * R + slot] - 1 : i;
+		for (size_t j = 0; j <= g->nks[slot]; j++) {
+			size_t k = j ? kl[j - 1] : 0, st = j ? start[k * R + slot] - 1 : at;
 
-			if (j && tail && from < cut && may_spell_more(p + i, len - i, s[k]))
-				cut = from;
+			if (j && tail && st < cut && may_spell_more(p, len - i, s[k]))
+				cut = st;
 			for (int e = 0; e < nd; e++) {
-				size_t end = i + d[e].len, *to;
+				size_t end = at + d[e].len, *toe, es = end % R;
 
 				if (d[e].c != s[k])
 					continue;
 				if (k + 1 == n) {
+					if (st < from)
+						continue;
 					ALLOC_GROW(out->v, out->nr + 1, out->alloc);
-					out->v[out->nr++] = (struct scrub_run){from, end, form};
+					out->v[out->nr++] = (struct scrub_run){st, end, form};
 					continue;
 				}
-				to = &start[(k + 1) * R + end % R];
-				if (!*to) {
-					ks[(end % R) * n + nks[end % R]++] = k + 1;
-					*to = from + 1;
-					live++;
-				} else if (from + 1 < *to) {
-					*to = from + 1;
+				toe = &start[(k + 1) * R + es];
+				if (!*toe) {
+					ks[es * n + g->nks[es]] = k + 1;
+					ring_set(m, ahead, &g->nks[es], g->nks[es] + 1);
+					ring_set(m, ahead, toe, st + 1);
+					ring_set(m, ahead, &g->live, g->live + 1);
+				} else if (st + 1 < *toe) {
+					ring_set(m, ahead, toe, st + 1);
 				}
 			}
 		}
-		for (size_t j = 0; j < nks[slot]; j++)
-			start[kl[j] * R + slot] = 0;
-		live -= nks[slot];
-		nks[slot] = 0;
+		for (size_t j = 0; j < g->nks[slot]; j++)
+			ring_set(m, ahead, &start[kl[j] * R + slot], 0);
+		ring_set(m, ahead, &g->live, g->live - g->nks[slot]);
+		ring_set(m, ahead, &g->nks[slot], 0);
 	}
-	/* The partial matches the text ends with: the rest may come.  The ring is left zeroed. */
-	for (size_t j = 0; j < nks[len % R]; j++) {
-		size_t *at = &start[ks[(len % R) * n + j] * R + len % R];
+	if (!ahead || to != len)
+		return cut;
+	/* The partial matches the text ends with: the rest may come. */
+	{
+		size_t slot = (base + len) % R;
 
-		if (*at - 1 < cut)
-			cut = *at - 1;
-		*at = 0;
+		for (size_t j = 0; j < g->nks[slot]; j++) {
+			size_t st = start[ks[slot * n + j] * R + slot] - 1;
+
+			if (st < cut)
+				cut = st;
+		}
 	}
 	return cut;
+}
+
+/* Put back what form_read() changed while it looked ahead. */
+static void undo(struct scrub_match *m)
+{
+	while (m->undo_nr) {
+		m->undo_nr--;
+		*m->undo[m->undo_nr].at = m->undo[m->undo_nr].old;
+	}
+}
+
+/* Empty ring g (its entries zeroed: left so from then on). */
+static void ring_clear(struct scrub_ring *g)
+{
+	enum { R = SCRUB_SPELLING_MAX + 1 };
+
+	for (size_t slot = 0; slot < R; slot++) {
+		for (size_t j = 0; j < g->nks[slot]; j++)
+			g->start[g->ks[slot * g->n + j] * R + slot] = 0;
+		g->nks[slot] = 0;
+	}
+	g->live = 0;
+}
+
+size_t scrub_match_feed(struct scrub_match *m, const struct buf *forms, size_t nforms,
+                        const char *in, size_t n, int last, size_t from, struct scrub_runs *runs)
+{
+	enum { R = SCRUB_SPELLING_MAX + 1 };
+	struct text x;
+	size_t len, firm, cut, kept = 0;
+
+	if (m->nrings < nforms) {
+		m->rings = xrealloc(m->rings, nforms * sizeof(*m->rings));
+		memset(m->rings + m->nrings, 0, (nforms - m->nrings) * sizeof(*m->rings));
+		m->nrings = nforms;
+	}
+	x.in = in;
+	x.n = n;
+	x.t = m->len - m->pos;
+	memcpy(x.win, m->tail, x.t);
+	x.winn = x.t + (n < SCRUB_SPELLING_MAX + 1 ? n : SCRUB_SPELLING_MAX + 1);
+	memcpy(x.win + x.t, in, x.winn - x.t);
+	len = x.t + n;
+	/* Read for good up to the first escape that the text may end inside of. */
+	firm = len;
+	if (!last)
+		for (size_t i = len > SCRUB_SPELLING_MAX ? len - SCRUB_SPELLING_MAX + 1 : 0;
+		     i < len && firm == len; i++) {
+			size_t avail;
+
+			if (escape_start(*text_at(&x, i, &avail)))
+				firm = i;
+		}
+	/* The runs found for good before, that start at from or later, then the new ones. */
+	for (size_t i = 0; i < m->kept.nr; i++)
+		if (m->kept.v[i].start >= from)
+			m->kept.v[kept++] = m->kept.v[i];
+	m->kept.nr = kept;
+	cut = m->pos + len;
+	for (size_t f = 0; f < nforms; f++) {
+		struct scrub_ring *g = &m->rings[f];
+		size_t c, fn = forms[f].len;
+		const unsigned char *s = (const unsigned char *)forms[f].buf;
+
+		if (!fn)
+			continue;
+		if (g->n < fn) {
+			ring_clear(g);
+			free(g->start);
+			free(g->ks);
+			g->start = xcalloc(R * fn, sizeof(*g->start));
+			g->ks = xmalloc(R * fn * sizeof(*g->ks));
+			g->n = fn;
+		}
+		form_read(m, g, s, fn, f, &x, 0, firm, 0, from, &m->kept);
+		if (last) {
+			ring_clear(g);
+			continue;
+		}
+		c = form_read(m, g, s, fn, f, &x, firm, len, 1, from, runs);
+		undo(m);
+		if (c < cut)
+			cut = c;
+	}
+	for (size_t i = 0; i < m->kept.nr; i++) {
+		ALLOC_GROW(runs->v, runs->nr + 1, runs->alloc);
+		runs->v[runs->nr++] = m->kept.v[i];
+	}
+	/* What is read for good is left; what is not, kept (a few bytes) for the next feed. */
+	{
+		size_t avail;
+
+		for (size_t i = firm; i < len; i++)
+			m->tail[i - firm] = *text_at(&x, i, &avail);
+	}
+	m->pos += firm;
+	m->len = m->pos + (len - firm);
+	if (last)
+		m->kept.nr = 0;
+	return cut;
+}
+
+void scrub_match_release(struct scrub_match *m)
+{
+	for (size_t f = 0; f < m->nrings; f++) {
+		free(m->rings[f].start);
+		free(m->rings[f].ks);
+	}
+	free(m->rings);
+	free(m->kept.v);
+	free(m->undo);
+	memset(m->tail, 0, sizeof(m->tail));
+	*m = (struct scrub_match)SCRUB_MATCH_INIT;
 }
 
 size_t scrub_find(const struct buf *forms, size_t nforms, const char *in, size_t n,
                   struct scrub_runs *runs)
 {
-	size_t cut = n;
+	size_t cut;
 
-	for (size_t i = 0; i < nforms; i++) {
-		size_t c;
-
-		if (!forms[i].len)
-			continue;
-		c = find_form((const unsigned char *)forms[i].buf, forms[i].len, i, in, n, runs);
-		if (c < cut)
-			cut = c;
-	}
+	if (!runs->m)
+		runs->m = xcalloc(1, sizeof(*runs->m));
+	cut = scrub_match_feed(runs->m, forms, nforms, in, n, 0, 0, runs);
+	/* Each call reads its text alone: the rings are left empty for the next. */
+	for (size_t f = 0; f < runs->m->nrings; f++)
+		ring_clear(&runs->m->rings[f]);
+	runs->m->pos = runs->m->len = 0;
+	runs->m->kept.nr = 0;
 	return cut;
 }
 
@@ -320,8 +459,9 @@ size_t scrub_span(const struct buf *secrets, size_t nsecrets, const char *in, ch
 void scrub_runs_release(struct scrub_runs *runs)
 {
 	free(runs->v);
-	free(runs->start);
-	free(runs->ks);
+	if (runs->m)
+		scrub_match_release(runs->m);
+	free(runs->m);
 	*runs = (struct scrub_runs)SCRUB_RUNS_INIT;
 }
 
@@ -333,10 +473,7 @@ void scrub_stream_feed(struct scrub_stream *s, const struct buf *forms, size_t n
 
 	buf_add(&s->held, in, n);
 	s->runs.nr = 0;
-	cut = scrub_find(forms, nforms, s->held.buf, s->held.len, &s->runs);
-	s->examined += s->held.len * nforms;
-	if (last)
-		cut = s->held.len;
+	cut = scrub_match_feed(&s->m, forms, nforms, in, n, last, s->base, &s->runs) - s->base;
 	buf_add(out, s->held.buf, cut);
 	o = out->buf + out->len - cut;
 	/* Every run that starts before the cut is found whole now; a run that crosses it is starred
@@ -344,20 +481,24 @@ void scrub_stream_feed(struct scrub_stream *s, const struct buf *forms, size_t n
 	memset(o, '*', s->stars < cut ? s->stars : cut);
 	for (size_t i = 0; i < s->runs.nr; i++) {
 		const struct scrub_run *r = &s->runs.v[i];
+		size_t rs = r->start - s->base, re = r->end - s->base;
 
-		if (r->start >= cut)
+		if (rs >= cut)
 			continue;
-		memset(o + r->start, '*', (r->end < cut ? r->end : cut) - r->start);
-		if (r->end > end)
-			end = r->end;
+		memset(o + rs, '*', (re < cut ? re : cut) - rs);
+		if (re > end)
+			end = re;
 	}
 	s->stars = end > cut ? end - cut : 0;
 	buf_consume(&s->held, cut);
+	s->base += cut;
 }
 
 void scrub_stream_release(struct scrub_stream *s)
 {
 	buf_release(&s->held);
+	scrub_match_release(&s->m);
 	scrub_runs_release(&s->runs);
 	s->stars = 0;
+	s->base = 0;
 }

@@ -24,20 +24,21 @@ struct scrub_run {
 	size_t start, end, form;
 };
 
+struct scrub_match;
+
 /*
  * What scrub_find() found, and the memory it works in, kept for the next
- * call (zeroed between calls): a caller that calls it on each piece of a
- * stream keeps one, sets nr to 0 before each call, and releases it with
- * scrub_runs_release().
+ * call: a caller that calls it on each piece of a stream keeps one, sets nr
+ * to 0 before each call, and releases it with scrub_runs_release().
  */
 struct scrub_runs {
 	struct scrub_run *v;
 	size_t nr, alloc;
-	size_t *start, *ks, ring_n; /* the matcher's ring, for forms of up to ring_n bytes */
+	struct scrub_match *m; /* scrub_find()'s matcher, made on its first call */
 };
 #define SCRUB_RUNS_INIT                                                                            \
 	{                                                                                          \
-		NULL, 0, 0, NULL, NULL, 0                                                          \
+		NULL, 0, 0, NULL                                                                   \
 	}
 
 void scrub_runs_release(struct scrub_runs *runs);
@@ -71,6 +72,49 @@ size_t scrub_find(const struct buf *forms, size_t nforms, const char *in, size_t
                   struct scrub_runs *runs);
 
 /*
+ * The same matcher on a stream that comes in pieces, resumed where it
+ * stopped: each byte of the stream is read a bounded number of times (once
+ * for good, and again on each feed while it is one of the at most
+ * SCRUB_SPELLING_MAX - 1 last bytes and an escape may start at or before it
+ * there), whatever the pieces' sizes; it keeps, for each form, where the
+ * partial spellings under way started, and those last bytes.
+ */
+struct scrub_ring {
+	size_t *start, *ks, n; /* for forms of up to n bytes (see scrub.c form_read()) */
+	size_t nks[SCRUB_SPELLING_MAX + 1], live;
+};
+struct scrub_match {
+	struct scrub_ring *rings; /* one for each form */
+	size_t nrings;
+	size_t pos;                    /* the stream's bytes read for good */
+	size_t len;                    /* the stream's bytes fed */
+	char tail[SCRUB_SPELLING_MAX]; /* the stream's bytes from pos to len */
+	struct scrub_runs kept; /* runs found for good, not yet handed out for the last time */
+	struct scrub_undo {
+		size_t *at, old;
+	} * undo; /* what reading ahead changed in the rings */
+	size_t undo_nr, undo_alloc;
+	size_t examined; /* the bytes read, each time one was (for tests) */
+};
+#define SCRUB_MATCH_INIT                                                                           \
+	{                                                                                          \
+		NULL, 0, 0, 0, {0}, SCRUB_RUNS_INIT, NULL, 0, 0, 0                                 \
+	}
+
+/*
+ * Take in[0..n), the stream's next piece (forms the same on each call), and
+ * append to runs, with places counted from the stream's start, what
+ * scrub_find() finds on the stream's bytes from `from` on, as far as they
+ * came (runs that start before `from` left out: from never goes back).
+ * Returns scrub_find()'s cut, from the stream's start; with last (the
+ * stream ends with in) its length.  A stream is fed to its end (last) or
+ * released with scrub_match_release().
+ */
+size_t scrub_match_feed(struct scrub_match *m, const struct buf *forms, size_t nforms,
+                        const char *in, size_t n, int last, size_t from, struct scrub_runs *runs);
+void scrub_match_release(struct scrub_match *m);
+
+/*
  * Copy in[0..n) to out[0..n) (the same place, or another) with '*' for
  * every byte of a run of in that spells one of secrets[0..nsecrets)
  * (scrub_find()) and starts before `before` (n: every run).  Runs are found
@@ -88,20 +132,22 @@ size_t scrub_span(const struct buf *secrets, size_t nsecrets, const char *in, ch
  * pkt-lines stay right): the broker's answers (docs/broker.md, "What the
  * client sees").  The bytes from where scrub_find() cuts are held back as
  * they came, so a run split between pieces is found once it came whole;
- * what comes out does not depend on how the stream was cut.  Each piece
- * costs scrub_find() on what is held and the piece: nothing is held in
- * text that spells no part of a form at its end, at most
- * SCRUB_SPELLING_MAX times the longest form's length when it does.
+ * what comes out does not depend on how the stream was cut.  The matcher
+ * resumes where it stopped (scrub_match_feed()): each piece costs its own
+ * bytes, not what is held.  Nothing is held in text that spells no part of
+ * a form at its end, at most SCRUB_SPELLING_MAX times the longest form's
+ * length when it does.
  */
 struct scrub_stream {
 	struct buf held;        /* the stream's bytes not passed on yet, as they came */
+	size_t base;            /* where held starts in the stream */
 	size_t stars;           /* held's first bytes that a run passed on covers */
-	struct scrub_runs runs; /* scrub_find()'s, kept from piece to piece */
-	size_t examined;        /* the bytes the matcher read, each time it read one (tests) */
+	struct scrub_match m;   /* the matcher, resumed from piece to piece */
+	struct scrub_runs runs; /* what it found */
 };
 #define SCRUB_STREAM_INIT                                                                          \
 	{                                                                                          \
-		BUF_INIT, 0, SCRUB_RUNS_INIT, 0                                                    \
+		BUF_INIT, 0, 0, SCRUB_MATCH_INIT, SCRUB_RUNS_INIT                                  \
 	}
 
 /*

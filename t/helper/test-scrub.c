@@ -8,7 +8,7 @@
  *                                  N-byte pieces (scrub_stream_feed())
  *   test-scrub --work N SECRET... < text
  *                                  how many bytes of the text the matcher
- *                                  read doing that (scrub_stream.examined)
+ *                                  read doing that (its m.examined)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,7 +50,7 @@ int main(int argc, char **argv)
 		}
 		scrub_stream_feed(&st, secrets, (size_t)nsecrets, NULL, 0, 1, &out);
 		if (work)
-			printf("%zu\n", st.examined);
+			printf("%zu\n", st.m.examined);
 		else
 			fwrite(out.buf, 1, out.len, stdout);
 		scrub_stream_release(&st);
