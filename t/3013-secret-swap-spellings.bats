@@ -615,3 +615,19 @@ echo_as() {
 	refute_output --partial 's3cr t/Value 1'
 	assert_output "echo:Bearer $PH"
 }
+
+@test "swap spellings: echo: a long value echoed in 5-byte reads is read a bounded number of times a byte" {
+	# The value whole, over and over, 5 bytes a read: what is held back is one long partial
+	# spelling of it, which a matcher that starts over on each read reads again (about 300
+	# times each byte here).  It resumes where it stopped: about what one read of it all costs.
+	v=eyJ$(head -c 2250 /dev/urandom | base64 -w0 | tr '+/' '-_' | head -c 2997)
+	for _ in $(seq 340); do printf '%s' "$v"; done >"$T/answer"
+	run test-swap echo-work 16777216 "$v" PH1 <"$T/answer"
+	assert_success
+	whole=$output
+	run test-swap echo-work 5 "$v" PH1 <"$T/answer"
+	assert_success
+	[ "$output" -lt $((2 * whole)) ] || fail "the matcher read $output bytes, against $whole in one read"
+	run test-swap echo 5 "$v" PH1 <"$T/answer"
+	assert_output "$(for _ in $(seq 340); do printf PH1; done)"
+}

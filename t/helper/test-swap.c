@@ -12,6 +12,8 @@
  *   test-swap echo CHUNK VALUE PLACEHOLDER...
  *	stdin through swap_echo_feed() CHUNK bytes at a time, then
  *	swap_echo_end(), to stdout
+ *   test-swap echo-work CHUNK VALUE PLACEHOLDER...
+ *	the same, but prints how many bytes the matcher read doing it
  *   test-swap path TARGET
  *	swap_normalize_path(): the path, or "error"
  */
@@ -77,7 +79,7 @@ static int cmd_head(int argc, char **argv)
 	return ret < 0;
 }
 
-static int cmd_echo(int argc, char **argv)
+static int cmd_echo(int argc, char **argv, int work)
 {
 	struct swap_secret sec[8];
 	struct swap_echo e;
@@ -94,8 +96,11 @@ static int cmd_echo(int argc, char **argv)
 	for (size_t at = 0; at < in.len; at += chunk)
 		swap_echo_feed(&e, in.buf + at, in.len - at < chunk ? in.len - at : chunk, &out);
 	swap_echo_end(&e, &out);
+	if (work)
+		printf("%zu\n", e.found.m ? e.found.m->examined : 0);
+	else
+		fwrite(out.buf, 1, out.len, stdout);
 	swap_echo_release(&e);
-	fwrite(out.buf, 1, out.len, stdout);
 	buf_release(&in);
 	buf_release(&out);
 	return 0;
@@ -123,7 +128,9 @@ int main(int argc, char **argv)
 		return !ok;
 	}
 	if (argc >= 2 && !strcmp(argv[1], "echo"))
-		return cmd_echo(argc - 2, argv + 2);
+		return cmd_echo(argc - 2, argv + 2, 0);
+	if (argc >= 2 && !strcmp(argv[1], "echo-work"))
+		return cmd_echo(argc - 2, argv + 2, 1);
 	if (argc == 3 && !strcmp(argv[1], "path")) {
 		struct buf out = BUF_INIT;
 		int ret = swap_normalize_path(argv[2], &out);
