@@ -620,6 +620,7 @@ void swap_echo_init(struct swap_echo *e, const struct swap_secret *secrets, size
 {
 	memset(e, 0, sizeof(*e));
 	e->held = (struct buf)BUF_INIT;
+	e->m = (struct scrub_match)SCRUB_MATCH_INIT;
 	e->found = (struct scrub_runs)SCRUB_RUNS_INIT;
 	for (size_t i = 0; i < n; i++) {
 		const char *v = secrets[i].value;
@@ -661,16 +662,18 @@ static int run_order(const void *a, const void *b)
  * value's spelling can be is passed as '*' as far as it came, the rest of
  * it ('done' bytes of what is kept) as '*' when it comes.
  */
-static void echo_pass(struct swap_echo *e, int more, struct buf *out)
+static void echo_pass(struct swap_echo *e, const char *in, size_t len, int more, struct buf *out)
 {
 	struct scrub_runs *runs = &e->found;
 	const char *h = e->held.buf;
 	size_t cut, upto, pos = e->done, keep_from;
 
 	runs->nr = 0;
-	cut = scrub_find(e->forms, e->nforms, h, e->held.len, runs);
-	if (!more)
-		cut = e->held.len;
+	cut = scrub_match_feed(&e->m, e->forms, e->nforms, in, len, !more, e->base, runs) - e->base;
+	for (size_t i = 0; i < runs->nr; i++) {
+		runs->v[i].start -= e->base;
+		runs->v[i].end -= e->base;
+	}
 	upto = cut;
 	if (runs->nr > 1)
 		qsort(runs->v, runs->nr, sizeof(*runs->v), run_order);
@@ -715,6 +718,7 @@ static void echo_pass(struct swap_echo *e, int more, struct buf *out)
 	e->done = pos - keep_from;
 	memmove(e->held.buf, h + keep_from, e->held.len - keep_from);
 	buf_wipe_setlen(&e->held, e->held.len - keep_from);
+	e->base += keep_from;
 }
 
 void swap_echo_feed(struct swap_echo *e, const char *in, size_t len, struct buf *out)
@@ -724,12 +728,12 @@ void swap_echo_feed(struct swap_echo *e, const char *in, size_t len, struct buf 
 		return;
 	}
 	buf_add(&e->held, in, len);
-	echo_pass(e, 1, out);
+	echo_pass(e, in, len, 1, out);
 }
 
 void swap_echo_end(struct swap_echo *e, struct buf *out)
 {
-	echo_pass(e, 0, out);
+	echo_pass(e, NULL, 0, 0, out);
 	e->done = 0;
 }
 
@@ -751,6 +755,7 @@ void swap_echo_release(struct swap_echo *e)
 		buf_wipe_release(&e->forms[i]);
 	free(e->forms);
 	free(e->to);
+	scrub_match_release(&e->m);
 	scrub_runs_release(&e->found);
 	e->forms = NULL;
 	e->to = NULL;

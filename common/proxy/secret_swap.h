@@ -149,7 +149,9 @@ int swap_method_param(const char *s, size_t len);
  * passed now, keeping back from where a spelling may go on in what follows
  * (at most twice SCRUB_SPELLING_MAX times the longest form's length, and
  * nothing when the text ends in no part of one); what comes out does not
- * depend on how the answer was cut.  end() appends the rest.  release()
+ * depend on how the answer was cut, and each read costs its own bytes, not
+ * what is kept (the matcher resumes: scrub_match_feed()).  end() appends
+ * the rest.  release()
  * wipes what is kept and the forms.
  */
 struct swap_echo {
@@ -158,8 +160,10 @@ struct swap_echo {
 	size_t nforms;
 	size_t span;             /* the longest a form's spelling can be */
 	struct buf held;         /* the answer's bytes not passed on yet, as they came */
+	size_t base;             /* where held starts in the answer */
 	size_t done;             /* held's first bytes, already passed on as '*' */
-	struct scrub_runs found; /* scrub_find()'s, kept from read to read */
+	struct scrub_match m;    /* the matcher, resumed from read to read */
+	struct scrub_runs found; /* what it found, and scrub_find()'s for swap_echo_mask() */
 };
 void swap_echo_init(struct swap_echo *e, const struct swap_secret *secrets, size_t n);
 void swap_echo_feed(struct swap_echo *e, const char *in, size_t len, struct buf *out);

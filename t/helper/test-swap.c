@@ -97,7 +97,7 @@ static int cmd_echo(int argc, char **argv, int work)
 		swap_echo_feed(&e, in.buf + at, in.len - at < chunk ? in.len - at : chunk, &out);
 	swap_echo_end(&e, &out);
 	if (work)
-		printf("%zu\n", e.found.m ? e.found.m->examined : 0);
+		printf("%zu\n", e.m.examined);
 	else
 		fwrite(out.buf, 1, out.len, stdout);
 	swap_echo_release(&e);
