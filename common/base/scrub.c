@@ -345,7 +345,8 @@ size_t scrub_match_feed(struct scrub_match *m, const struct buf *forms, size_t n
 	x.t = m->len - m->pos;
 	memcpy(x.win, m->tail, x.t);
 	x.winn = x.t + (n < SCRUB_SPELLING_MAX + 1 ? n : SCRUB_SPELLING_MAX + 1);
-	memcpy(x.win + x.t, in, x.winn - x.t);
+	if (x.winn > x.t)
+		memcpy(x.win + x.t, in, x.winn - x.t);
 	len = x.t + n;
 	/* Read for good up to the first escape that the text may end inside of. */
 	firm = len;
