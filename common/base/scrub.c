@@ -275,6 +275,8 @@ static size_t form_read(struct scrub_match *m, struct scrub_ring *g, const unsig
 					continue;
 				}
 				toe = &start[(k + 1) * R + es];
+				if (k + 2 > g->top)
+					g->top = k + 2;
 				if (!*toe) {
 					ks[es * n + g->nks[es]] = k + 1;
 					ring_set(m, ahead, &g->nks[es], g->nks[es] + 1);
@@ -328,6 +330,9 @@ static void ring_clear(struct scrub_ring *g)
 	g->live = 0;
 }
 
+/* The most bytes a ring with nothing under way keeps of what it spread over. */
+#define RING_KEEP_MAX (64 * 1024)
+
 size_t scrub_match_feed(struct scrub_match *m, const struct buf *forms, size_t nforms,
                         const char *in, size_t n, int last, size_t from, struct scrub_runs *runs)
 {
@@ -376,6 +381,7 @@ size_t scrub_match_feed(struct scrub_match *m, const struct buf *forms, size_t n
 			free(g->start);
 			free(g->ks);
 			g->start = xcalloc(R * fn, sizeof(*g->start));
+			g->top = 0;
 			g->ks = xmalloc(R * fn * sizeof(*g->ks));
 			g->n = fn;
 		}
@@ -388,6 +394,16 @@ size_t scrub_match_feed(struct scrub_match *m, const struct buf *forms, size_t n
 		undo(m);
 		if (c < cut)
 			cut = c;
+		/*
+		 * A ring with nothing under way that a long partial spelling spread over many pages
+		 * is given back: what each form's ring holds stays in proportion to what is under
+		 * way, not to every form's length (a stream that spelled each form's most once).
+		 */
+		if (!g->live && g->top * R * sizeof(*g->start) > RING_KEEP_MAX) {
+			free(g->start);
+			free(g->ks);
+			*g = (struct scrub_ring){0};
+		}
 	}
 	for (size_t i = 0; i < m->kept.nr; i++) {
 		ALLOC_GROW(runs->v, runs->nr + 1, runs->alloc);

@@ -82,6 +82,7 @@ size_t scrub_find(const struct buf *forms, size_t nforms, const char *in, size_t
 struct scrub_ring {
 	size_t *start, *ks, n; /* for forms of up to n bytes (see scrub.c form_read()) */
 	size_t nks[SCRUB_SPELLING_MAX + 1], live;
+	size_t top; /* 1 + the most bytes of the form a partial spelling held since made */
 };
 struct scrub_match {
 	struct scrub_ring *rings; /* one for each form */
