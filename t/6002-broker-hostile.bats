@@ -547,3 +547,40 @@ all_closed() {
 	run grep -c '[^*]' pieces.txt
 	assert_output 0
 }
+
+@test "broker: the token scrub makes the same of a stream whatever the pieces it comes in" {
+	# Each spelling whole, cut short at each byte (the stream ending there), overlapping
+	# partial ones, an escape cut short: cut in two at each byte and in pieces of 1 to 36
+	# bytes, what comes out is what the whole text makes of it (the matcher resumes).
+	tok='a&b;c/d+e f"g\h<i'
+	python3 - "$tok" >spell.txt <<'PY'
+import sys
+tok = sys.argv[1]
+named = {"&": "&amp;", ";": "&semi;", "/": "&sol;", "+": "&plus;", '"': "&quot;",
+         "\\": "&bsol;", "<": "&lt;"}
+kinds = [lambda c: c, lambda c: "%%%02X" % ord(c), lambda c: "%%%02x" % ord(c),
+         lambda c: "\\u%04x" % ord(c), lambda c: "&#%d;" % ord(c), lambda c: "&#x%X" % ord(c),
+         lambda c: "&#000%d" % ord(c), lambda c: named.get(c, c),
+         lambda c: {"/": "\\/", '"': '\\"', "\\": "\\\\", " ": "+"}.get(c, c)]
+out = []
+for i, k in enumerate(kinds):
+    s = [k(c) for c in tok]
+    out.append("".join(s) + " ")
+    out.append("".join(s[:len(s) // 2]) + "".join(kinds[(i + 1) % len(kinds)](c) for c in tok[len(s) // 2:]))
+    out.append("x" + "".join(s[:5]) + "".join(s) + "&#" + "".join(s[:3]))
+sys.stdout.write("".join(out) + "".join(kinds[4](c) for c in tok)[:-3])
+PY
+	run test-scrub --splits "$tok" <spell.txt
+	assert_output same
+	for end in 1 2 5 9 13 17 20; do
+		head -c "$(($(stat -c %s spell.txt) - end))" spell.txt >cut.txt
+		run test-scrub --splits "$tok" <cut.txt
+		assert_output same
+	done
+	# And each spelling whole is found: what is left are the parts cut short (the text's
+	# last one has a '/').
+	test-scrub "$tok" <spell.txt | head -c -120 >whole.txt
+	run grep -cF -e 'd+e' -e '%2F' -e '%2f' -e '\u002f' -e '&#47;' -e '&#x2F' -e '&#00047' \
+		-e '&sol;' -e '\/' whole.txt
+	assert_output 0
+}
