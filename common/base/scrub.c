@@ -203,7 +203,7 @@ static const char *text_at(const struct text *x, size_t i, size_t *avail)
 }
 
 /* A ring's entry set while a feed looks ahead (m->undo): put back as it was after. */
-static void ring_set(struct scrub_match *m, int ahead, size_t *at, size_t v)
+static inline void ring_set(struct scrub_match *m, int ahead, size_t *at, size_t v)
 {
 	if (ahead) {
 		ALLOC_GROW(m->undo, m->undo_nr + 1, m->undo_alloc);
@@ -224,7 +224,8 @@ static void ring_set(struct scrub_match *m, int ahead, size_t *at, size_t v)
  * runs cover every match.  Runs found go to out (from the stream's start;
  * those that start before `from` left out).  With ahead, the places are
  * read as the text may yet go on (an escape cut short; how far back to cut,
- * returned), every change to the ring logged in m->undo; else the places
+ * returned), every change to the ring's entries logged in m->undo (its
+ * counts, g->nks and g->live, the caller saves); else the places
  * are read for good (the text after each is long enough, or ends there).
  */
 static size_t form_read(struct scrub_match *m, struct scrub_ring *g, const unsigned char *s,
@@ -233,21 +234,36 @@ static size_t form_read(struct scrub_match *m, struct scrub_ring *g, const unsig
 {
 	enum { R = SCRUB_SPELLING_MAX + 1 };
 	size_t *start = g->start, *ks = g->ks, base = m->pos, len = x->t + x->n, cut = SIZE_MAX;
+	size_t nks[R], live = g->live, examined = 0; /* g's, here apart from the ring's entries */
 	/* The bytes a spelling of s[0] may start with: itself, or an escape's first byte. */
 	unsigned char may_start[256] = {['%'] = 1, ['\\'] = 1, ['&'] = 1};
 
+	memcpy(nks, g->nks, sizeof(nks));
 	may_start[s[0]] = 1;
 	if (s[0] == ' ' || s[0] == '+')
 		may_start[s[0] == ' ' ? '+' : ' '] = 1;
 	for (size_t i = i0; i < to; i++) {
-		size_t slot, *kl, avail, at = base + i;
+		size_t slot, *kl, avail, at;
 		struct spelling d[SPELLINGS_AT_MAX];
 		const char *p;
 		int nd, tail;
 
+		if (!live && i >= x->t) {
+			/* Nothing under way: on to where a match may start. */
+			const unsigned char *q = (const unsigned char *)x->in + (i - x->t),
+			                    *e = (const unsigned char *)x->in + (to - x->t);
+
+			while (q < e && !may_start[*q])
+				q++;
+			examined += (size_t)(q - ((const unsigned char *)x->in + (i - x->t)));
+			i = (size_t)(q - (const unsigned char *)x->in) + x->t;
+			if (i == to)
+				break;
+		}
+		at = base + i;
 		p = text_at(x, i, &avail);
-		m->examined++;
-		if (!g->live && !may_start[(unsigned char)p[0]])
+		examined++;
+		if (!live && !may_start[(unsigned char)p[0]])
 			continue; /* nothing under way, and no match starts here */
 		slot = at % R;
 		kl = ks + slot * n;
@@ -257,7 +273,7 @@ static size_t form_read(struct scrub_match *m, struct scrub_ring *g, const unsig
 		if (tail && at < cut && may_spell_more(p, len - i, s[0]))
 			cut = at;
 		/* k == 0: a match may start here; then the partial ones that reached here. */
-		for (size_t j = 0; j <= g->nks[slot]; j++) {
+		for (size_t j = 0; j <= nks[slot]; j++) {
 			size_t k = j ? kl[j - 1] : 0, st = j ? start[k * R + slot] - 1 : at;
 
 			if (j && tail && st < cut && may_spell_more(p, len - i, s[k]))
@@ -278,20 +294,22 @@ static size_t form_read(struct scrub_match *m, struct scrub_ring *g, const unsig
 				if (k + 2 > g->top)
 					g->top = k + 2;
 				if (!*toe) {
-					ks[es * n + g->nks[es]] = k + 1;
-					ring_set(m, ahead, &g->nks[es], g->nks[es] + 1);
+					ks[es * n + nks[es]++] = k + 1;
 					ring_set(m, ahead, toe, st + 1);
-					ring_set(m, ahead, &g->live, g->live + 1);
+					live++;
 				} else if (st + 1 < *toe) {
 					ring_set(m, ahead, toe, st + 1);
 				}
 			}
 		}
-		for (size_t j = 0; j < g->nks[slot]; j++)
+		for (size_t j = 0; j < nks[slot]; j++)
 			ring_set(m, ahead, &start[kl[j] * R + slot], 0);
-		ring_set(m, ahead, &g->live, g->live - g->nks[slot]);
-		ring_set(m, ahead, &g->nks[slot], 0);
+		live -= nks[slot];
+		nks[slot] = 0;
 	}
+	m->examined += examined;
+	memcpy(g->nks, nks, sizeof(nks));
+	g->live = live;
 	if (!ahead || to != len)
 		return cut;
 	/* The partial matches the text ends with: the rest may come. */
@@ -338,7 +356,7 @@ size_t scrub_match_feed(struct scrub_match *m, const struct buf *forms, size_t n
 {
 	enum { R = SCRUB_SPELLING_MAX + 1 };
 	struct text x;
-	size_t len, firm, cut, kept = 0;
+	size_t len, firm, cut, kept = 0, counts[R], live;
 
 	if (m->nrings < nforms) {
 		m->rings = xrealloc(m->rings, nforms * sizeof(*m->rings));
@@ -390,8 +408,12 @@ size_t scrub_match_feed(struct scrub_match *m, const struct buf *forms, size_t n
 			ring_clear(g);
 			continue;
 		}
+		memcpy(counts, g->nks, sizeof(counts));
+		live = g->live;
 		c = form_read(m, g, s, fn, f, &x, firm, len, 1, from, runs);
 		undo(m);
+		memcpy(g->nks, counts, sizeof(counts));
+		g->live = live;
 		if (c < cut)
 			cut = c;
 		/*
