@@ -253,7 +253,8 @@ static int send_chunk(struct hconn *c, const void *data, size_t n)
 /*
  * An answer's body on its way to the client, through the token scrub
  * (common/base/scrub.h scrub_stream_feed(): held back only from where a
- * spelling of a form may go on, each read costs what is held and its bytes).
+ * spelling of a form may go on; the matcher resumes, so each read costs its
+ * own bytes, not what is held).
  */
 struct scrub {
 	const struct broker_remote *rm;
