@@ -461,6 +461,23 @@ ws() {
 	assert_output 1
 }
 
+@test "intercept: websocket: a long value echoed in 5-byte reads is read a bounded number of times a byte" {
+	# One message of a 3000-byte value, 100 times over, 5 bytes a read: what waits is one long
+	# partial spelling of it, which a matcher that starts over on each read reads again (about
+	# 300 times each byte here).  It resumes where it stopped: about what one read costs.
+	v=eyJ$(head -c 2250 /dev/urandom | base64 -w0 | tr '+/' '-_' | head -c 2997)
+	{
+		printf '\x81\x7f\x00\x00\x00\x00\x00\x04\x93\xe0'
+		for _ in $(seq 100); do printf '%s' "$v"; done
+	} >"$T/frames"
+	run test-swap ws-work 16777216 "$v" PH1 <"$T/frames"
+	assert_success
+	whole=$output
+	run test-swap ws-work 5 "$v" PH1 <"$T/frames"
+	assert_success
+	[ "$output" -lt $((2 * whole)) ] || fail "the matcher read $output bytes, against $whole in one read"
+}
+
 @test "intercept: websocket: the request's Sec-WebSocket-Extensions is not forwarded, and a 101 that agrees one anyway is a 502, logged" {
 	start_intercepting
 	run ws 127.0.0.1 '{"frames": [{"data": "a"}]}' "Bearer $PH" "Sec-WebSocket-Extensions: permessage-deflate; client_max_window_bits" \

@@ -14,6 +14,10 @@
  *	swap_echo_end(), to stdout
  *   test-swap echo-work CHUNK VALUE PLACEHOLDER...
  *	the same, but prints how many bytes the matcher read doing it
+ *   test-swap ws-work CHUNK VALUE PLACEHOLDER...
+ *	stdin, the host's WebSocket frames, through ws_scrub_feed() CHUNK
+ *	bytes at a time; prints how many bytes the matcher read doing it, or
+ *	"refused: WHY"
  *   test-swap path TARGET
  *	swap_normalize_path(): the path, or "error"
  */
@@ -26,6 +30,7 @@
 #include "config/config.h"
 #include "base/err.h"
 #include "proxy/secret_swap.h"
+#include "proxy/ws_scrub.h"
 #include "base/strvec.h"
 #include "base/banned.h"
 
@@ -106,6 +111,36 @@ static int cmd_echo(int argc, char **argv, int work)
 	return 0;
 }
 
+static int cmd_ws_work(int argc, char **argv)
+{
+	struct swap_secret sec[8];
+	struct ws_scrub w;
+	struct buf in = BUF_INIT, out = BUF_INIT, why = BUF_INIT;
+	size_t chunk, n = 0, read = 0;
+	int ret = 0;
+
+	if (argc < 3 || (argc - 1) % 2 || (argc - 1) / 2 > 8 || !(chunk = (size_t)atol(argv[0])))
+		die("usage: test-swap ws-work CHUNK VALUE PLACEHOLDER...");
+	for (int i = 1; i < argc; i += 2, n++)
+		sec[n] = (struct swap_secret){"S", argv[i + 1], argv[i], ALLOW_LIST_INIT};
+	if (buf_read_fd(&in, 0, 64 << 20) < 0)
+		die("cannot read stdin");
+	ws_scrub_init(&w, sec, n);
+	for (size_t at = 0; at < in.len && !ret; at += chunk)
+		ret = ws_scrub_feed(&w, in.buf + at, in.len - at < chunk ? in.len - at : chunk,
+		                    &out, &why);
+	read = w.echo.found.m ? w.echo.found.m->examined : 0;
+	if (ret < 0)
+		printf("refused: %s\n", why.buf);
+	else
+		printf("%zu\n", read);
+	ws_scrub_release(&w);
+	buf_release(&in);
+	buf_release(&out);
+	buf_release(&why);
+	return ret < 0;
+}
+
 int main(int argc, char **argv)
 {
 	tool_init(argc, argv);
@@ -129,6 +164,8 @@ int main(int argc, char **argv)
 	}
 	if (argc >= 2 && !strcmp(argv[1], "echo"))
 		return cmd_echo(argc - 2, argv + 2, 0);
+	if (argc >= 2 && !strcmp(argv[1], "ws-work"))
+		return cmd_ws_work(argc - 2, argv + 2);
 	if (argc >= 2 && !strcmp(argv[1], "echo-work"))
 		return cmd_echo(argc - 2, argv + 2, 1);
 	if (argc == 3 && !strcmp(argv[1], "path")) {
