@@ -136,6 +136,8 @@ void ws_scrub_init(struct ws_scrub *w, const struct swap_secret *secrets, size_t
 	w->pend = (struct buf)BUF_INIT;
 	w->kind = (struct buf)BUF_INIT;
 	w->held = (struct buf)BUF_INIT;
+	w->m = (struct scrub_match)SCRUB_MATCH_INIT;
+	w->runs = (struct scrub_runs)SCRUB_RUNS_INIT;
 }
 
 void ws_scrub_release(struct ws_scrub *w)
@@ -145,52 +147,64 @@ void ws_scrub_release(struct ws_scrub *w)
 	buf_wipe_release(&w->pend);
 	buf_release(&w->kind);
 	buf_wipe_release(&w->held);
+	free(w->at);
+	w->at = NULL;
+	scrub_match_release(&w->m);
+	scrub_runs_release(&w->runs);
 }
 
 /* Bytes for the VM behind what waits: k 1 for a data payload's. */
 static void pend_add(struct ws_scrub *w, const void *p, size_t n, int k)
 {
+	size_t from = w->pend.len;
+
 	buf_add(&w->pend, p, n);
 	buf_grow(&w->kind, n);
 	memset(w->kind.buf + w->kind.len, k, n);
 	buf_setlen(&w->kind, w->kind.len + n);
-	if (k)
-		buf_add(&w->held, p, n);
+	if (!k)
+		return;
+	ALLOC_GROW(w->at, w->held.len + n, w->at_alloc);
+	for (size_t i = 0; i < n; i++)
+		w->at[w->held.len + i] = from + i;
+	buf_add(&w->held, p, n);
 }
 
 /*
  * Mask what waits and pass on to out all of it but, with more (the message
  * goes on), the tail of its data payload that may begin a value, and what
- * came after that.
+ * came after that.  The matcher is fed only the data bytes that came since
+ * the last time (swap_echo_mask()'s spellings, resumed: scrub_match_feed()).
  */
 static void release(struct ws_scrub *w, int more, struct buf *out)
 {
-	struct buf masked = BUF_INIT;
-	size_t keep, n = 0, upto;
+	size_t keep, upto;
 
-	/* The data payload bytes as masked so far, in order. */
-	for (size_t i = 0; i < w->pend.len; i++)
-		if (w->kind.buf[i])
-			buf_addch(&masked, w->pend.buf[i]);
-	keep = swap_echo_mask(&w->echo, w->held.buf, masked.buf, masked.len, more);
-	for (size_t i = 0; i < w->pend.len; i++)
-		if (w->kind.buf[i])
-			w->pend.buf[i] = masked.buf[n++];
+	w->runs.nr = 0;
+	keep = scrub_match_feed(&w->m, w->echo.forms, w->echo.nforms, w->held.buf + w->fed,
+	                        w->held.len - w->fed, !more, w->base, &w->runs) -
+	       w->base;
+	w->fed = w->held.len;
+	for (size_t i = 0; i < w->runs.nr; i++)
+		for (size_t d = w->runs.v[i].start - w->base; d < w->runs.v[i].end - w->base; d++)
+			w->pend.buf[w->at[d]] = '*';
 	/* Up to the first data byte kept, or all. */
-	upto = w->pend.len;
-	for (size_t i = 0, d = 0; i < w->pend.len; i++)
-		if (w->kind.buf[i] && d++ == keep) {
-			upto = i;
-			break;
-		}
+	upto = keep < w->held.len ? w->at[keep] : w->pend.len;
 	buf_add(out, w->pend.buf, upto);
-	memmove(w->pend.buf, w->pend.buf + upto, w->pend.len - upto);
-	buf_wipe_setlen(&w->pend, w->pend.len - upto);
-	memmove(w->kind.buf, w->kind.buf + upto, w->kind.len - upto);
-	buf_setlen(&w->kind, w->kind.len - upto);
-	memmove(w->held.buf, w->held.buf + keep, w->held.len - keep);
-	buf_wipe_setlen(&w->held, w->held.len - keep);
-	buf_wipe_release(&masked);
+	if (upto) {
+		memmove(w->pend.buf, w->pend.buf + upto, w->pend.len - upto);
+		buf_wipe_setlen(&w->pend, w->pend.len - upto);
+		memmove(w->kind.buf, w->kind.buf + upto, w->kind.len - upto);
+		buf_setlen(&w->kind, w->kind.len - upto);
+		for (size_t d = keep; d < w->held.len; d++)
+			w->at[d - keep] = w->at[d] - upto;
+	}
+	if (keep) {
+		memmove(w->held.buf, w->held.buf + keep, w->held.len - keep);
+		buf_wipe_setlen(&w->held, w->held.len - keep);
+		w->base += keep;
+		w->fed -= keep;
+	}
 }
 
 /* The frame's payload has all come. */

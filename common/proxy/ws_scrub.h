@@ -25,7 +25,9 @@
  * them, is found.  Bytes that may begin a value wait for what follows until
  * the message ends; a frame that comes after them (a control frame between
  * two fragments included) waits behind them, so the order of the bytes
- * never changes.  A control frame's payload is looked at whole.  Refused
+ * never changes; the matcher resumes from read to read (scrub_match_feed()),
+ * so a read costs its own bytes, not what waits.  A control frame's payload
+ * is looked at whole.  Refused
  * besides: more than WS_PEND_MAX bytes waiting behind a possible value.
  */
 #ifndef AIBOX_WS_SCRUB_H
@@ -35,6 +37,7 @@
 #include <stdint.h>
 
 #include "base/buf.h"
+#include "base/scrub.h"
 #include "proxy/secret_swap.h"
 
 /* The longest frame taken from either side: its payload streams through, never held whole. */
@@ -80,6 +83,12 @@ struct ws_scrub {
 	struct buf pend;       /* bytes for the VM not passed yet, in order, masked so far */
 	struct buf kind;       /* a byte for each of pend's: 1 for a data payload's */
 	struct buf held;       /* pend's data payload bytes as they came (wiped) */
+	size_t *at;            /* for each of held's bytes, where it is in pend */
+	size_t at_alloc;
+	struct scrub_match m;   /* the matcher, resumed over the data payloads */
+	struct scrub_runs runs; /* what it found */
+	size_t base;            /* where held starts in what m was fed */
+	size_t fed;             /* held's first bytes m was fed */
 };
 
 void ws_scrub_init(struct ws_scrub *w, const struct swap_secret *secrets, size_t n);

@@ -129,7 +129,7 @@ static int cmd_ws_work(int argc, char **argv)
 	for (size_t at = 0; at < in.len && !ret; at += chunk)
 		ret = ws_scrub_feed(&w, in.buf + at, in.len - at < chunk ? in.len - at : chunk,
 		                    &out, &why);
-	read = w.echo.found.m ? w.echo.found.m->examined : 0;
+	read = (w.echo.found.m ? w.echo.found.m->examined : 0) + w.m.examined;
 	if (ret < 0)
 		printf("refused: %s\n", why.buf);
 	else
