@@ -478,6 +478,19 @@ ws() {
 	[ "$output" -lt $((2 * whole)) ] || fail "the matcher read $output bytes, against $whole in one read"
 }
 
+@test "intercept: websocket: text that spells a value only where a read cuts it short passes as the whole message makes it" {
+	# "&#x31" is '1', but "&#x31a" is no byte: a read that ends after "&#x31" must not make
+	# the message's bytes before it stars for good (a value that never came).
+	printf '\x81\x13s3cr3t-Value_&#x31a' >"$T/frames"
+	test-swap ws 4096 s3cr3t-Value_1 PH1 <"$T/frames" >"$T/whole"
+	run grep -c 's3cr3t-Value_&#x31a' "$T/whole"
+	assert_output 1
+	for chunk in 1 2 3 5 7 20; do
+		test-swap ws "$chunk" s3cr3t-Value_1 PH1 <"$T/frames" >"$T/pieces"
+		cmp "$T/whole" "$T/pieces" || fail "in reads of $chunk bytes"
+	done
+}
+
 @test "intercept: websocket: the request's Sec-WebSocket-Extensions is not forwarded, and a 101 that agrees one anyway is a 502, logged" {
 	start_intercepting
 	run ws 127.0.0.1 '{"frames": [{"data": "a"}]}' "Bearer $PH" "Sec-WebSocket-Extensions: permessage-deflate; client_max_window_bits" \

@@ -14,10 +14,11 @@
  *	swap_echo_end(), to stdout
  *   test-swap echo-work CHUNK VALUE PLACEHOLDER...
  *	the same, but prints how many bytes the matcher read doing it
- *   test-swap ws-work CHUNK VALUE PLACEHOLDER...
+ *   test-swap ws CHUNK VALUE PLACEHOLDER...
  *	stdin, the host's WebSocket frames, through ws_scrub_feed() CHUNK
- *	bytes at a time; prints how many bytes the matcher read doing it, or
- *	"refused: WHY"
+ *	bytes at a time, to stdout, or "refused: WHY"
+ *   test-swap ws-work CHUNK VALUE PLACEHOLDER...
+ *	the same, but prints how many bytes the matcher read doing it
  *   test-swap path TARGET
  *	swap_normalize_path(): the path, or "error"
  */
@@ -111,7 +112,7 @@ static int cmd_echo(int argc, char **argv, int work)
 	return 0;
 }
 
-static int cmd_ws_work(int argc, char **argv)
+static int cmd_ws(int argc, char **argv, int work)
 {
 	struct swap_secret sec[8];
 	struct ws_scrub w;
@@ -120,7 +121,7 @@ static int cmd_ws_work(int argc, char **argv)
 	int ret = 0;
 
 	if (argc < 3 || (argc - 1) % 2 || (argc - 1) / 2 > 8 || !(chunk = (size_t)atol(argv[0])))
-		die("usage: test-swap ws-work CHUNK VALUE PLACEHOLDER...");
+		die("usage: test-swap ws|ws-work CHUNK VALUE PLACEHOLDER...");
 	for (int i = 1; i < argc; i += 2, n++)
 		sec[n] = (struct swap_secret){"S", argv[i + 1], argv[i], ALLOW_LIST_INIT};
 	if (buf_read_fd(&in, 0, 64 << 20) < 0)
@@ -132,8 +133,10 @@ static int cmd_ws_work(int argc, char **argv)
 	read = (w.echo.found.m ? w.echo.found.m->examined : 0) + w.m.examined;
 	if (ret < 0)
 		printf("refused: %s\n", why.buf);
-	else
+	else if (work)
 		printf("%zu\n", read);
+	else
+		fwrite(out.buf, 1, out.len, stdout);
 	ws_scrub_release(&w);
 	buf_release(&in);
 	buf_release(&out);
@@ -164,8 +167,10 @@ int main(int argc, char **argv)
 	}
 	if (argc >= 2 && !strcmp(argv[1], "echo"))
 		return cmd_echo(argc - 2, argv + 2, 0);
+	if (argc >= 2 && !strcmp(argv[1], "ws"))
+		return cmd_ws(argc - 2, argv + 2, 0);
 	if (argc >= 2 && !strcmp(argv[1], "ws-work"))
-		return cmd_ws_work(argc - 2, argv + 2);
+		return cmd_ws(argc - 2, argv + 2, 1);
 	if (argc >= 2 && !strcmp(argv[1], "echo-work"))
 		return cmd_echo(argc - 2, argv + 2, 1);
 	if (argc == 3 && !strcmp(argv[1], "path")) {
