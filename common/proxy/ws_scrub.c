@@ -185,9 +185,16 @@ static void release(struct ws_scrub *w, int more, struct buf *out)
 	                        w->held.len - w->fed, !more, w->base, &w->runs) -
 	       w->base;
 	w->fed = w->held.len;
-	for (size_t i = 0; i < w->runs.nr; i++)
+	/*
+	 * A run that starts where the data is kept may be text cut short that more makes no
+	 * spelling ("&#x31" of "&#x31a"): it is masked once it starts before the cut, found again.
+	 */
+	for (size_t i = 0; i < w->runs.nr; i++) {
+		if (w->runs.v[i].start - w->base >= keep)
+			continue;
 		for (size_t d = w->runs.v[i].start - w->base; d < w->runs.v[i].end - w->base; d++)
 			w->pend.buf[w->at[d]] = '*';
+	}
 	/* Up to the first data byte kept, or all. */
 	upto = keep < w->held.len ? w->at[keep] : w->pend.len;
 	buf_add(out, w->pend.buf, upto);
