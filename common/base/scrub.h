@@ -105,8 +105,10 @@ struct scrub_match {
 /*
  * Take in[0..n), the stream's next piece (forms the same on each call), and
  * append to runs, with places counted from the stream's start, what
- * scrub_find() finds on the stream's bytes from `from` on, as far as they
- * came (runs that start before `from` left out: from never goes back).
+ * scrub_find() finds on the stream's bytes so far, but the runs that start
+ * before `from` (from never goes back; a caller passes where what it holds
+ * starts: a run it passed on before is not handed out again, and the part
+ * after `from` of one that crosses it is not handed out alone).
  * Returns scrub_find()'s cut, from the stream's start; with last (the
  * stream ends with in) its length.  A stream is fed to its end (last) or
  * released with scrub_match_release().
