@@ -549,6 +549,30 @@ EOF
 	refute_output --partial root
 }
 
+@test "tasks log: a transcript line of more JSON values than the bound is named, not parsed, memory within a bound" {
+	mk_task 20260101-100000-aaaaaa 'x'
+	record 20260101-100000-aaaaaa finished 0
+	# lines of 1 MiB of empty objects: jansson would make about 80 MB of each
+	python3 -c '
+import sys
+line = "{\"type\":\"assistant\",\"message\":{\"content\":[" + "{},"*349500 + "{}]}}"
+sys.stdout.write("{\"type\":\"assistant\",\"message\":{\"content\":\"before\"}}\n")
+sys.stdout.write((line + "\n") * 3)
+sys.stdout.write("{\"type\":\"result\",\"subtype\":\"success\",\"num_turns\":2," + "\"x\":[" + "{},"*349500 + "{}]}\n")
+sys.stdout.write("{\"type\":\"assistant\",\"message\":{\"content\":\"after\"}}\n")
+' >"$TK/20260101-100000-aaaaaa/transcript.jsonl"
+	run /usr/bin/time -f 'peak %M KiB' -o "$T/time" aibox tasks log aaaaaa
+	assert_success
+	peak=$(sed -n 's/^peak \([0-9]*\) KiB$/\1/p' "$T/time")
+	[ -n "$peak" ] || fail "no peak: $(cat "$T/time")"
+	[ "$peak" -lt 40000 ] || fail "aibox tasks log grew to $peak KiB"
+	assert_line --index 0 "before"
+	assert_line --index 1 "[a line of 1048547 bytes of over 65536 JSON values, not shown]"
+	assert_line --index 4 "[a line of 1048560 bytes of over 65536 JSON values, not shown]"
+	assert_line --index 5 "after"
+	assert_equal "${#lines[@]}" 6
+}
+
 @test "tasks log: a last transcript line over the bound without its newline is named, not dropped" {
 	mk_task 20260101-100000-aaaaaa 'x'
 	record 20260101-100000-aaaaaa finished 0

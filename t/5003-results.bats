@@ -182,6 +182,26 @@ aibox: no changes'
 	assert_output "test-task: cannot read 'result.json': File too large"
 }
 
+@test "results: a result.json of more JSON values than the bound is refused before it is parsed" {
+	# list ITEM N: result.json with a list of N ITEMs
+	list() {
+		python3 -c 'import sys; sys.stdout.write("{\"version\":1,\"steps\":[],\"x\":[" + (sys.argv[1] + ",")*(int(sys.argv[2]) - 1) + sys.argv[1] + "]}")' "$@" >result.json
+		run test-task results result.json
+	}
+	# 1 MiB of empty objects: jansson would make about 80 MB of them
+	list '{}' 349501
+	[ "$(stat -c %s result.json)" -le 1048576 ]
+	assert_failure
+	assert_output "refused: result.json: over 65536 JSON values"
+	# at the bound it is read (json_vm_loadb()'s count: one, and one for
+	# each '{', '[', ':' and ','), one value more is not
+	list 1 65528
+	assert_success
+	list 1 65529
+	assert_failure
+	assert_output "refused: result.json: over 65536 JSON values"
+}
+
 @test "results: the fetch command is quoted for a POSIX shell when the path needs it" {
 	good
 	for dir in "with space" "it's" 'a$HOME' 'back`tick`' "$(printf 'new\nline')" 'semi;colon' 'star*' '~tilde' '!bang' 'quo"te'; do

@@ -49,6 +49,20 @@ ended_folder() {
 	assert_failure
 }
 
+@test "hostile results: a result.json of 1 MiB of empty objects is refused unparsed, aibox's memory within a bound" {
+	ended_folder
+	# jansson makes about 230 bytes of each "{}": about 80 MB for 1 MiB
+	python3 -c 'import sys; sys.stdout.write("{\"version\":1,\"steps\":[],\"x\":[" + "{},"*349500 + "{}]}")' \
+		>"$DIR/result.json"
+	run --separate-stderr /usr/bin/time -f 'peak %M KiB' -o "$T/time" aibox tasks show --wait "$ID"
+	assert_equal "$status" 1
+	peak=$(sed -n 's/^peak \([0-9]*\) KiB$/\1/p' "$T/time")
+	[ -n "$peak" ] || fail "no peak: $(cat "$T/time")"
+	[ "$peak" -lt 40000 ] || fail "aibox's side grew to $peak KiB"
+	[[ $stderr == *"result.json refused: result.json: over 65536 JSON values"* ]] ||
+		fail "not refused: $stderr"
+}
+
 # hostile_session SIGNAL [WRAPPER...]: task_session_run() (run by WRAPPER)
 # against t/hostile-sshd, a guest's SSH server that sends good results, then
 # "exit-signal" SIGNAL.

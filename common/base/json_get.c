@@ -147,7 +147,8 @@ void json_error_why(const json_error_t *e, struct buf *out)
 	printable_ascii(out->buf + start, out->len - start, 0);
 }
 
-int json_values_over(const char *p, size_t n, size_t max)
+/* 1 when p[0..n) may hold more than max values (json_get.h, json_vm_loadb()). */
+static int values_over(const char *p, size_t n, size_t max)
 {
 	size_t values = 1;
 	int in_string = 0;
@@ -167,4 +168,13 @@ int json_values_over(const char *p, size_t n, size_t max)
 		}
 	}
 	return 0;
+}
+
+int json_vm_loadb(const char *p, size_t n, size_t flags, size_t max, json_t **out, json_error_t *e)
+{
+	*out = NULL;
+	if (values_over(p, n, max))
+		return -E2BIG;
+	*out = json_loadb(p, n, flags, e);
+	return *out ? 0 : -EINVAL;
 }

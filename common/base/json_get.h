@@ -58,12 +58,27 @@ const char *json_str_checked(json_t *v, size_t max);
 void json_error_why(const json_error_t *e, struct buf *out);
 
 /*
- * 1 when the JSON text p[0..n) may hold more than max values, else 0: the
- * '[', '{', ',' and ':' outside its strings, plus one, are at least the
- * values and keys jansson would make of it, valid or not.  For untrusted
- * text whose size alone does not bound the memory json_loadb() takes: each
- * "{}," of a list costs about 230 bytes, so 16 MiB of them 1.3 GB.
+ * The values of one JSON text from the VM, at most (json_vm_loadb()'s
+ * count), for every such text but a session file's line
+ * (SESSION_LINE_VALUES_MAX, common/base/session_file.h): result.json and a
+ * transcript line, each at most 1 MiB.  Parsing one takes jansson at most
+ * about 16 MiB whatever its shape; the init writes a few dozen values, and a
+ * line of Claude Code's holds one per content block, tool input member or
+ * line of a patch.
  */
-int json_values_over(const char *p, size_t n, size_t max);
+#define JSON_VM_VALUES_MAX (1 << 16)
+
+/*
+ * Parse p[0..n), a JSON text from the VM, with jansson's flags, but only
+ * when it may hold at most max values: the '[', '{', ',' and ':' outside its
+ * strings, plus one, are at least the values and keys jansson would make of
+ * it, valid or not.  Every parse of the VM's JSON goes through here, for its
+ * size alone does not bound what it costs: each "{}," of a list takes
+ * jansson about 230 bytes, so 1 MiB of them 80 MB.  0 with the value in
+ * *out (the caller's to json_decref()); -E2BIG, unparsed, when it may hold
+ * more than max values; -EINVAL when jansson cannot read it, its reason in
+ * *e when e is not NULL.  *out is NULL unless 0.
+ */
+int json_vm_loadb(const char *p, size_t n, size_t flags, size_t max, json_t **out, json_error_t *e);
 
 #endif

@@ -76,12 +76,12 @@ int session_file_check(const char *data, size_t len, char id[SESSION_ID_LEN + 1]
 			buf_addf(err, "line %zu is over %d MiB", line, SESSION_LINE_MAX >> 20);
 			return -EINVAL;
 		}
-		if (json_values_over(p, n, SESSION_LINE_VALUES_MAX)) {
+		if (json_vm_loadb(p, n, JSON_REJECT_DUPLICATES, SESSION_LINE_VALUES_MAX, &j,
+		                  NULL) == -E2BIG) {
 			buf_addf(err, "line %zu has over %d JSON values", line,
 			         SESSION_LINE_VALUES_MAX);
 			return -EINVAL;
 		}
-		j = json_loadb(p, n, JSON_REJECT_DUPLICATES, NULL);
 		if (!json_is_object(j)) {
 			json_decref(j);
 			buf_addf(err, "line %zu is not a JSON object", line);

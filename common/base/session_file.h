@@ -25,7 +25,7 @@ struct buf;
  */
 #define SESSION_LINE_MAX (16 << 20)
 /*
- * The JSON values in one line, at most (json_values_over()'s count), so that
+ * The JSON values in one line, at most (json_vm_loadb()'s count), so that
  * parsing one takes at most about 230 MiB whatever its shape.
  */
 #define SESSION_LINE_VALUES_MAX (1 << 20)

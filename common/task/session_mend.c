@@ -41,8 +41,13 @@ static void read_session(const char *data, size_t len, struct have *h)
 	for (const char *p = data, *end = data + len; p < end;) {
 		const char *nl = memchr(p, '\n', (size_t)(end - p));
 		size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
-		json_t *j = json_loadb(p, n, 0, NULL);
-		const char *u = uuid_of(j, "uuid"), *ts = timestamp_of(j);
+		json_t *j;
+		const char *u, *ts;
+
+		/* checked by session_file_check(): within its bounds */
+		json_vm_loadb(p, n, 0, SESSION_LINE_VALUES_MAX, &j, NULL);
+		u = uuid_of(j, "uuid");
+		ts = timestamp_of(j);
 
 		if (u) {
 			json_object_set_new(h->uuids, u, json_true());
@@ -86,8 +91,8 @@ static int each_line(const char *t, size_t tlen, size_t off,
 		off += n + 1;
 		if (!n)
 			continue;
-		if (n <= SESSION_LINE_MAX && !json_values_over(p, n, SESSION_LINE_VALUES_MAX))
-			j = json_loadb(p, n, 0, NULL);
+		if (n <= SESSION_LINE_MAX)
+			json_vm_loadb(p, n, 0, SESSION_LINE_VALUES_MAX, &j, NULL);
 		r = fn(ctx, json_is_object(j) ? j : NULL, off);
 		json_decref(j);
 	}

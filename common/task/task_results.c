@@ -227,7 +227,11 @@ int result_parse(const char *data, size_t len, struct task_result *r, struct buf
 		return -EFBIG;
 	}
 	/* jansson refuses \u0000 in strings unless told otherwise: good. */
-	root = json_loadb(data, len, JSON_REJECT_DUPLICATES, &jerr);
+	ret = json_vm_loadb(data, len, JSON_REJECT_DUPLICATES, JSON_VM_VALUES_MAX, &root, &jerr);
+	if (ret == -E2BIG) {
+		ret = refuse(&why, "over %d JSON values", JSON_VM_VALUES_MAX);
+		goto out;
+	}
 	if (!root) {
 		/* jansson's reason quotes the VM's token: json_error_why() bounds it */
 		buf_addstr(&why, "not JSON (");

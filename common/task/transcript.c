@@ -1,9 +1,11 @@
 #include "task/transcript.h"
 
+#include <errno.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/json_get.h"
 #include "base/banned.h"
 
 /*
@@ -79,7 +81,7 @@ int transcript_tool_calls(const char *line, size_t n, struct buf *out)
 
 	if (n > TRANSCRIPT_LINE_MAX || !memmem(line, n, "tool_use", 8))
 		return 0;
-	j = json_loadb(line, n, 0, NULL);
+	json_vm_loadb(line, n, 0, JSON_VM_VALUES_MAX, &j, NULL);
 	content = json_object_get(json_object_get(j, "message"), "content");
 	json_array_foreach(content, i, item)
 	{
@@ -180,7 +182,7 @@ void transcript_render_end(const char *line, size_t n, struct buf *out)
 
 	if (n > TRANSCRIPT_LINE_MAX)
 		return;
-	j = json_loadb(line, n, 0, NULL);
+	json_vm_loadb(line, n, 0, JSON_VM_VALUES_MAX, &j, NULL);
 	if (json_is_string(json_object_get(j, "type")) &&
 	    !strcmp(json_string_value(json_object_get(j, "type")), "result"))
 		add_result(out, j);
@@ -201,7 +203,11 @@ void transcript_render(const char *line, size_t n, struct buf *out)
 		buf_addf(out, "[a line of %zu bytes, not shown]\n", n);
 		return;
 	}
-	j = json_loadb(line, n, 0, NULL);
+	if (json_vm_loadb(line, n, 0, JSON_VM_VALUES_MAX, &j, NULL) == -E2BIG) {
+		buf_addf(out, "[a line of %zu bytes of over %d JSON values, not shown]\n", n,
+		         JSON_VM_VALUES_MAX);
+		return;
+	}
 	type = json_object_get(j, "type");
 	if (!j || !json_is_string(type)) {
 		buf_addf(out, "[a line that is not a transcript entry, %zu bytes]\n", n);
