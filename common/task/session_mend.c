@@ -44,11 +44,10 @@ static void read_session(const char *data, size_t len, struct have *h)
 		json_t *j;
 		const char *u, *ts;
 
-		/* checked by session_file_check(): within its bounds */
+		/* a line over the bound session_file_check() refuses is skipped, unparsed */
 		json_vm_loadb(p, n, 0, SESSION_LINE_VALUES_MAX, &j, NULL);
 		u = uuid_of(j, "uuid");
 		ts = timestamp_of(j);
-
 		if (u) {
 			json_object_set_new(h->uuids, u, json_true());
 			if (!json_is_true(json_object_get(j, "isSidechain")))
