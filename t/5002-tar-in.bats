@@ -137,6 +137,13 @@ setup() {
 	assert_output "refused: unexpected file 'vm.log\\x1b[2J'"
 }
 
+@test "tar-in: a long name of quoted bytes is named an unexpected file, not one with '..'" {
+	# 40 quotes, each \x27 in the message: the quoted name is cut with "..."
+	run test-task tar-in out < <($MKTAR "$(printf "'%.0s" {1..40})":size=1)
+	assert_failure
+	assert_output --regexp "^refused: unexpected file '(\\\\x27)+\\.\\.\\.'$"
+}
+
 @test "tar-in: sizes must be strictly octal: no base-256, no signs, no junk" {
 	for sf in 0000000001x 0000000009 -0000000001 "" "$(printf '\x80')"; do
 		run test-task tar-in out < <($MKTAR "vm.log:sizefield=$sf")

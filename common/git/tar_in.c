@@ -159,7 +159,8 @@ static int header(struct tar_in *t)
 		return refuse(t, -EPROTO, "'%s' has a path prefix", qname);
 	if (memchr(h + USTAR_NAME_OFF, '/', namelen))
 		return refuse(t, -EPROTO, "the file name '%s' has a slash", qname);
-	if (strstr(qname, ".."))
+	/* the name's own bytes: the quoted one may end in "..." where it is cut */
+	if (memmem(h + USTAR_NAME_OFF, namelen, "..", 2))
 		return refuse(t, -EPROTO, "the file name '%s' has '..'", qname);
 	for (size_t i = 0; i < t->nfiles; i++)
 		if (strlen(t->files[i].name) == namelen &&
