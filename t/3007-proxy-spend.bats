@@ -1312,3 +1312,50 @@ stall_beside() {
 	grep -q message_stop "$T/got.0"
 	[ $((end - start)) -le 15 ]
 }
+
+@test "spend: hostile: unbounded requests back to back on one proxy do not starve another proxy's request under the day's cap" {
+	# answers of 0.3 s, each to a body that does not bound its prompt (MCP servers): each
+	# runs alone, and with three sent at once the next starts the moment the last ends
+	api "$(stream_script 10 0.3 1)"
+	two_on_ledger --ledger-fd 5 --budget-day 1
+	python3 - "$P1" "$T/a.times" <<-'PY' &
+		import json, socket, sys, time
+		body = json.dumps({"model": "claude-sonnet-4-5", "max_tokens": 100, "stream": True, "mcp_servers": [],
+		                   "messages": [{"role": "user", "content": "hi"}]}).encode()
+		import threading
+		end = time.time() + 20
+		out = open(sys.argv[2], "w")
+		def loop():
+		    while time.time() < end:
+		        s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=30)
+		        s.sendall(b"POST http://127.0.0.1:3129/v1/messages HTTP/1.1\r\nHost: 127.0.0.1:3129\r\n"
+		                  b"Content-Type: application/json\r\nConnection: close\r\n"
+		                  b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+		        got = b""
+		        while True:
+		            b = s.recv(65536)
+		            if not b:
+		                break
+		            got += b
+		        s.close()
+		        if b"message_stop" in got:
+		            print(int(time.time()), file=out, flush=True)
+		# three at once: one runs, the other two wait in the proxy for its end
+		ts = [threading.Thread(target=loop) for _ in range(3)]
+		for t in ts:
+		    t.start()
+		for t in ts:
+		    t.join()
+	PY
+	s=$!
+	sleep 2
+	start=$(date +%s)
+	PROXY_PORT=$P2 clients 1 ""
+	end=$(date +%s)
+	wait "$s"
+	grep -q message_stop "$T/got.0"
+	[ $((end - start)) -le 6 ]
+	# and the first proxy's requests went on, before it and after
+	[ "$(awk -v t="$start" '$1 < t' "$T/a.times" | wc -l)" -ge 2 ]
+	[ "$(awk -v t="$end" '$1 > t + 1' "$T/a.times" | wc -l)" -ge 2 ]
+}

@@ -1576,6 +1576,20 @@ static int is_flags_slot(const struct slot *s)
 	return s->id >= USAGE_LEDGER_ID_MAX;
 }
 
+#define WAIT_SINCE_BITS 44
+#define WAIT_SINCE_MASK ((1ULL << WAIT_SINCE_BITS) - 1)
+
+/* A waiting line: an id of the waiting range that reserves nothing. */
+static int is_wait_slot(const struct slot *s)
+{
+	return s->id >= USAGE_LEDGER_WAIT_MIN && s->id < USAGE_LEDGER_ID_MAX && !s->nano;
+}
+
+uint64_t usage_ledger_wait_id(uint64_t since_ms, uint64_t tag)
+{
+	return USAGE_LEDGER_WAIT_MIN | (since_ms & WAIT_SINCE_MASK) << 8 | (tag & 0xff);
+}
+
 static int digits(const char *p, int n, int base, uint64_t *out)
 {
 	uint64_t v = 0;
@@ -1722,23 +1736,49 @@ struct ledger_state {
 	struct slot sl[USAGE_LEDGER_SLOTS];
 	uint64_t total, others;
 	int nslots, empty;
+	int older;   /* another proxy's live waiting line began before the turn's since */
+	int waiters; /* the live waiting lines */
 	unsigned have;
 };
 
-/* Read l's ledger (locked) into st: its total, flags and the other live proxies' reservations. */
-static int ledger_load(int fd, uint64_t id, time_t now, struct ledger_state *st)
+/* The request deciding: its proxy's waiting line (0: none), and since when it waits. */
+struct turn {
+	uint64_t wait_id, since_ms;
+};
+
+/*
+ * Read l's ledger (locked) into st: its total, flags, the other live
+ * proxies' reservations, and their waiting lines older than t's (t NULL: none).
+ */
+static int ledger_load(int fd, uint64_t id, const struct turn *t, time_t now,
+                       struct ledger_state *st)
 {
 	int ret;
 
 	st->others = 0;
 	st->have = 0;
+	st->older = 0;
+	st->waiters = 0;
 	if ((ret = ledger_read(fd, &st->total, st->sl, &st->nslots, &st->empty)) < 0)
 		return ret;
-	for (int i = 0; i < st->nslots; i++)
-		if (is_flags_slot(&st->sl[i]))
-			st->have |= (unsigned)st->sl[i].id & FLAGS_KNOWN;
-		else if (st->sl[i].id && st->sl[i].id != id && st->sl[i].until > (uint64_t)now)
-			st->others = sat_add(st->others, st->sl[i].nano);
+	for (int i = 0; i < st->nslots; i++) {
+		const struct slot *s = &st->sl[i];
+
+		if (is_flags_slot(s)) {
+			st->have |= (unsigned)s->id & FLAGS_KNOWN;
+			continue;
+		}
+		if (!s->id || s->until <= (uint64_t)now)
+			continue;
+		if (is_wait_slot(s)) {
+			st->waiters++;
+			if (t && s->id != t->wait_id &&
+			    (s->id >> 8 & WAIT_SINCE_MASK) < (t->since_ms & WAIT_SINCE_MASK))
+				st->older = 1;
+		} else if (s->id != id) {
+			st->others = sat_add(st->others, s->nano);
+		}
+	}
 	return 0;
 }
 
@@ -1767,30 +1807,46 @@ static int ledger_store(int fd, struct ledger_state *st, uint64_t id, uint64_t a
 	return write_flags(fd, st->sl, &st->nslots, &st->have, flags, now);
 }
 
-/*
- * The one ledger operation, on n ledgers at once (a project's, and the
- * user's under a policy), each under an exclusive lock taken in the order
- * given and held until all are written: read, decide an admission (admit:
- * each ledger's cap, mine, want; the first ledger whose verdict is not
- * USAGE_ADMIT in *which), add to each total (raised to floor first), add
- * the price flags, set this proxy's reservation.  The verdict, or a
- * negative errno.
- */
-static int ledgers_op(struct usage_ledger *l, size_t n, uint64_t id, uint64_t add, uint64_t floor,
-                      unsigned flags, int admit, uint64_t mine, uint64_t want, time_t now,
-                      size_t *which)
+/* Lock l[0..n) in that order, *locked of them so far; 0 or a negative errno. */
+static int lock_all(struct usage_ledger *l, size_t n, size_t *locked)
 {
-	struct ledger_state st[USAGE_LEDGERS];
-	size_t locked = 0;
-	int ret = 0, verdict = USAGE_ADMIT;
+	int ret;
 
 	if (n > USAGE_LEDGERS)
 		return -EINVAL;
-	for (; locked < n; locked++)
-		if ((ret = lock(l[locked].fd, LOCK_EX)) < 0)
-			goto out;
+	for (; *locked < n; (*locked)++)
+		if ((ret = lock(l[*locked].fd, LOCK_EX)) < 0)
+			return ret;
+	return 0;
+}
+
+static void unlock_all(struct usage_ledger *l, size_t locked)
+{
+	while (locked)
+		lock(l[--locked].fd, LOCK_UN);
+}
+
+/*
+ * The one ledger operation, on n ledgers at once (a project's, and the
+ * user's under a policy), each under an exclusive lock taken in the order
+ * given and held until all are written: read, decide an admission (admit
+ * not NULL: each ledger's cap, mine, want, the waiting lines older than
+ * admit's; the first ledger whose verdict is not USAGE_ADMIT in *which), add to each total (raised
+ * to floor first), add the price flags, set this proxy's reservation.  The verdict, or a negative
+ * errno.
+ */
+static int ledgers_op(struct usage_ledger *l, size_t n, uint64_t id, uint64_t add, uint64_t floor,
+                      unsigned flags, const struct turn *admit, uint64_t mine, uint64_t want,
+                      time_t now, size_t *which)
+{
+	struct ledger_state st[USAGE_LEDGERS];
+	size_t locked = 0;
+	int ret, verdict = USAGE_ADMIT;
+
+	if ((ret = lock_all(l, n, &locked)) < 0)
+		goto out;
 	for (size_t i = 0; i < n; i++)
-		if ((ret = ledger_load(l[i].fd, id, now, &st[i])) < 0)
+		if ((ret = ledger_load(l[i].fd, id, admit, now, &st[i])) < 0)
 			goto out;
 	for (size_t i = 0; admit && i < n && verdict == USAGE_ADMIT; i++) {
 		uint64_t held = sat_add(mine, st[i].others);
@@ -1800,6 +1856,10 @@ static int ledgers_op(struct usage_ledger *l, size_t n, uint64_t id, uint64_t ad
 		else if (l[i].cap && st[i].total >= l[i].cap)
 			verdict = USAGE_REFUSE;
 		else if (l[i].cap && held && sat_add(st[i].total, held) >= l[i].cap)
+			verdict = USAGE_WAIT;
+		/* an older waiter of another proxy goes first, unless this one leaves it room */
+		else if (l[i].cap && st[i].older &&
+		         sat_add(st[i].total, sat_add(st[i].others, want)) >= l[i].cap)
 			verdict = USAGE_WAIT;
 		if (verdict != USAGE_ADMIT && which)
 			*which = i;
@@ -1827,8 +1887,7 @@ static int ledgers_op(struct usage_ledger *l, size_t n, uint64_t id, uint64_t ad
 	}
 	ret = verdict;
 out:
-	while (locked)
-		lock(l[--locked].fd, LOCK_UN);
+	unlock_all(l, locked);
 	return ret;
 }
 
@@ -1836,7 +1895,8 @@ static int ledger_op(int fd, uint64_t id, uint64_t add, unsigned flags, int admi
                      uint64_t mine, uint64_t want, time_t now, struct usage_ledger_view *v)
 {
 	struct usage_ledger l = {.fd = fd, .cap = cap};
-	int ret = ledgers_op(&l, 1, id, add, 0, flags, admit, mine, want, now, NULL);
+	struct turn t = {0, 0};
+	int ret = ledgers_op(&l, 1, id, add, 0, flags, admit ? &t : NULL, mine, want, now, NULL);
 
 	*v = l.v;
 	return ret;
@@ -1845,19 +1905,65 @@ static int ledger_op(int fd, uint64_t id, uint64_t add, unsigned flags, int admi
 int usage_ledgers_sync(struct usage_ledger *l, size_t n, uint64_t id, uint64_t add,
                        uint64_t reserve, unsigned flags, time_t now)
 {
-	return ledgers_op(l, n, id, add, 0, flags, 0, reserve, 0, now, NULL);
+	return ledgers_op(l, n, id, add, 0, flags, NULL, reserve, 0, now, NULL);
 }
 
 int usage_ledgers_admit(struct usage_ledger *l, size_t n, uint64_t id, uint64_t mine, uint64_t want,
-                        unsigned flags, time_t now, size_t *which)
+                        unsigned flags, uint64_t wait_id, uint64_t since_ms, time_t now,
+                        size_t *which)
 {
-	return ledgers_op(l, n, id, 0, 0, flags, 1, mine, want, now, which);
+	struct turn t = {wait_id, since_ms};
+
+	return ledgers_op(l, n, id, 0, 0, flags, &t, mine, want, now, which);
+}
+
+int usage_ledgers_wait(struct usage_ledger *l, size_t n, uint64_t old, uint64_t wait_id, time_t now)
+{
+	struct ledger_state st;
+	size_t locked = 0;
+	int ret, full = 0;
+
+	if ((ret = lock_all(l, n, &locked)) < 0)
+		goto out;
+	for (size_t i = 0; i < n; i++) {
+		int at = -1;
+
+		if ((ret = ledger_load(l[i].fd, 0, NULL, now, &st)) < 0)
+			goto out;
+		for (int j = 0; j < st.nslots; j++) {
+			if (old && old != wait_id && st.sl[j].id == old &&
+			    is_wait_slot(&st.sl[j]) &&
+			    (ret = write_line(l[i].fd, st.sl, &st.nslots, j,
+			                      (struct slot){0, 0, 0})) < 0)
+				goto out;
+			if (wait_id && st.sl[j].id == wait_id && is_wait_slot(&st.sl[j]))
+				at = j;
+		}
+		if (!wait_id)
+			continue;
+		/* a new line only below the bound of waiters, in a free slot */
+		if (at < 0 && (st.waiters >= USAGE_LEDGER_WAITERS ||
+		               (at = free_slot(st.sl, st.nslots, now)) < 0)) {
+			full = 1;
+			continue;
+		}
+		if (st.empty && (ret = write_total(l[i].fd, 0)) < 0)
+			goto out;
+		if ((ret = write_line(
+		         l[i].fd, st.sl, &st.nslots, at,
+		         (struct slot){wait_id, 0, (uint64_t)now + USAGE_LEDGER_WAIT_TTL})) < 0)
+			goto out;
+	}
+	ret = full ? -ENOSPC : 0;
+out:
+	unlock_all(l, locked);
+	return ret;
 }
 
 int usage_ledger_raise(int fd, uint64_t floor, uint64_t *total)
 {
 	struct usage_ledger l = {.fd = fd};
-	int ret = ledgers_op(&l, 1, 0, 0, floor, 0, 0, 0, 0, time(NULL), NULL);
+	int ret = ledgers_op(&l, 1, 0, 0, floor, 0, NULL, 0, 0, time(NULL), NULL);
 
 	if (ret >= 0)
 		*total = l.v.total;

@@ -496,6 +496,17 @@ int usage_ledger_add(int fd, uint64_t nano, uint64_t *total);
 #define USAGE_LEDGER_SLOTS 64
 /* The ids from this one up name the line of the day's price flags, not a proxy. */
 #define USAGE_LEDGER_ID_MAX 0xffffffffffff0000ULL
+/*
+ * The ids from this one to USAGE_LEDGER_ID_MAX, on a line that reserves
+ * nothing, name a waiting line (usage_ledgers_wait()); a proxy's own id is
+ * below it.
+ */
+#define USAGE_LEDGER_WAIT_MIN 0xfff0000000000000ULL
+/* A waiting line lapses this long after it was last written (its proxy rewrites it each second). */
+#define USAGE_LEDGER_WAIT_TTL 5
+/* At most this many live waiting lines in a ledger at once: the rest of its lines stay for
+ * reservations. */
+#define USAGE_LEDGER_WAITERS 16
 
 struct usage_ledger_view {
 	uint64_t total;  /* the day's spend */
@@ -560,10 +571,32 @@ int usage_ledgers_sync(struct usage_ledger *l, size_t n, uint64_t id, uint64_t a
  * their locks at once: the verdict is USAGE_ADMIT only when every ledger's
  * is (only then is the reservation want written, to each), else the first
  * of USAGE_AGAIN, USAGE_REFUSE (any ledger's), USAGE_WAIT, with *which
- * the ledger that gave it.  The verdict, or a negative errno.
+ * the ledger that gave it.  Under a cap it is USAGE_WAIT too when another proxy's live
+ * waiting line began before since_ms (wall-clock ms the request began
+ * waiting, or now) and the total with every reservation and want reaches
+ * the cap: the older waiter goes first (docs/budget.md, "Waiting in
+ * turn").  wait_id: this proxy's own waiting line (0: none), never older.
+ * The verdict, or a negative errno.
  */
 int usage_ledgers_admit(struct usage_ledger *l, size_t n, uint64_t id, uint64_t mine, uint64_t want,
-                        unsigned flags, time_t now, size_t *which);
+                        unsigned flags, uint64_t wait_id, uint64_t since_ms, time_t now,
+                        size_t *which);
+
+/*
+ * The id of a waiting line of a proxy whose oldest waiting request began
+ * waiting at since_ms (wall-clock ms), tag: the proxy's (its low 8 bits).
+ */
+uint64_t usage_ledger_wait_id(uint64_t since_ms, uint64_t tag);
+
+/*
+ * Under all the locks of l[0..n): remove the waiting line old (0: none), and
+ * write wait_id's (0: none) lapsing at now + USAGE_LEDGER_WAIT_TTL, nothing
+ * reserved, in a free line and only while fewer than USAGE_LEDGER_WAITERS
+ * live waiting lines are there.  0, -ENOSPC when wait_id has no line in some
+ * ledger (the rest is done), or another negative errno.
+ */
+int usage_ledgers_wait(struct usage_ledger *l, size_t n, uint64_t old, uint64_t wait_id,
+                       time_t now);
 
 /*
  * Under the lock: raise the total to floor when it is below (a day whose

@@ -38,10 +38,27 @@ static int api_method_ok(const char *m, size_t n)
 /* This proxy's name in the ledger's reservations: random, never 0 or a flags line's. */
 static uint64_t ledger_id(struct proxy *px)
 {
-	while (!px->ledger_id || px->ledger_id >= USAGE_LEDGER_ID_MAX)
+	while (!px->ledger_id || px->ledger_id >= USAGE_LEDGER_WAIT_MIN)
 		if (RAND_bytes((unsigned char *)&px->ledger_id, sizeof(px->ledger_id)) != 1)
 			px->ledger_id = ((uint64_t)getpid() << 32) ^ (uint64_t)px->now_ms;
 	return px->ledger_id;
+}
+
+/* The wall clock in ms: the ledgers' waiting lines are compared across processes. */
+static int64_t wall_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Since when c waits in turn: from its first look, or the end of a stall's pause. */
+static uint64_t wait_since(struct conn *c)
+{
+	if (!c->wait_since)
+		c->wait_since = wall_ms();
+	return (uint64_t)(c->wait_since > c->px->wait_floor ? c->wait_since : c->px->wait_floor);
 }
 
 /*
@@ -351,6 +368,7 @@ static int budget_check(struct conn *c)
 	uint64_t resv, held;
 	int r = USAGE_ADMIT;
 
+	c->ledger_wait = 0;
 again:
 	held = px_reserved(px);
 	if (u->cap_task && u->nano >= u->cap_task) {
@@ -365,8 +383,8 @@ again:
 	if (n) {
 		uint64_t want = held > UINT64_MAX - resv ? UINT64_MAX : held + resv;
 
-		r = usage_ledgers_admit(l, n, ledger_id(px), held, want, px->flags_seen, time(NULL),
-		                        &which);
+		r = usage_ledgers_admit(l, n, ledger_id(px), held, want, px->flags_seen,
+		                        px->wait_line, wait_since(c), time(NULL), &which);
 		if (r == USAGE_AGAIN) {
 			/* another proxy's answer said a dearer price: reserve at it */
 			flags_learn(px, ledgers_flags(l, n));
@@ -390,12 +408,39 @@ again:
 		              l[which].v.total, 0);
 		return 0;
 	}
-	if (r == USAGE_WAIT)
+	if (r == USAGE_WAIT) {
+		c->ledger_wait = 1;
 		return 2;
+	}
 	c->admitted = 1;
 	c->resv = 0;
 	resv_set(c, resv);
 	return 1;
+}
+
+/*
+ * This proxy's waiting line in the ledgers l[0..n) (docs/budget.md, "Waiting
+ * in turn"): since its oldest request the ledgers made wait, rewritten each
+ * second while one waits; none while a stall's pause holds its requests back.
+ */
+static void wait_line_sync(struct proxy *px, struct usage_ledger *l, size_t n)
+{
+	uint64_t since = UINT64_MAX, want = 0;
+	int r;
+
+	if (px->now_ms >= px->paid_pause_until)
+		for (struct conn *c = px->conns; c; c = c->next)
+			if (c->state == ST_WAIT && c->ledger_wait && wait_since(c) < since)
+				since = wait_since(c);
+	if (since != UINT64_MAX)
+		want = usage_ledger_wait_id(since, ledger_id(px));
+	if (want == px->wait_line && (!want || px->now_ms - px->wait_line_ms < 1000))
+		return;
+	r = usage_ledgers_wait(l, n, px->wait_line, want, time(NULL));
+	if (r == 0 || r == -ENOSPC) {
+		px->wait_line = want;
+		px->wait_line_ms = px->now_ms;
+	}
 }
 
 void px_spend_round(struct proxy *px, int tick)
@@ -417,20 +462,20 @@ void px_spend_round(struct proxy *px, int tick)
 		}
 		ledgers_seen(px, l, n);
 	}
-	if (!px->budget_changed && !(tick && n))
-		return;
-	px->budget_changed = 0;
-	for (struct conn *c = px->conns; c && !waiting; c = c->next)
-		waiting = c->state == ST_WAIT;
-	if (!waiting)
-		return;
-	for (struct conn *c = px->conns, *next; c; c = next) {
-		next = c->next;
-		if (c->state != ST_WAIT)
-			continue;
-		c->state = ST_HEAD;
-		px_pump(c);
+	if (px->budget_changed || (tick && n)) {
+		px->budget_changed = 0;
+		for (struct conn *c = px->conns; c && !waiting; c = c->next)
+			waiting = c->state == ST_WAIT;
+		for (struct conn *c = px->conns, *next; waiting && c; c = next) {
+			next = c->next;
+			if (c->state != ST_WAIT)
+				continue;
+			c->state = ST_HEAD;
+			px_pump(c);
+		}
 	}
+	if (n)
+		wait_line_sync(px, l, n);
 }
 
 int px_api_request(struct conn *c, const struct http_head *h, const char *t, size_t tl,
@@ -616,6 +661,7 @@ int px_spend_client_late(struct conn *c)
 		return 1;
 	}
 	c->px->paid_pause_until = c->px->now_ms + PX_STALL_PAUSE_MS;
+	c->px->wait_floor = wall_ms() + PX_STALL_PAUSE_MS;
 	buf_addf(&why, "budget: the request body stalled %d s in all", PX_BODY_WAIT_MS / 1000);
 	px_respond(c, 408, "refused", why.buf);
 	buf_release(&why);

@@ -211,6 +211,8 @@ struct conn {
 	int charged_max; /* its final usage never came: charged its max_tokens (2: and
 	                    its prompt, none of its input having come either) */
 	int64_t wait_until; /* ST_WAIT: how long it may wait in all */
+	int64_t wait_since; /* a paid request: when it began waiting, wall-clock ms (0: not yet) */
+	int ledger_wait;    /* ST_WAIT: the day's ledgers made it wait (it has a waiting line) */
 	/*
 	 * Admitted under a cap: waiting for the client (for its body, or to take
 	 * its answer: cl_answer) since cl_since, and how long before, each.
@@ -306,6 +308,10 @@ struct proxy {
 	uint64_t ledger_reserved; /* as last written there */
 	int64_t ledger_synced_ms;
 	int64_t paid_pause_until; /* no paid request starts before (PX_STALL_PAUSE_MS) */
+	int64_t wait_floor;       /* wall-clock ms: the requests waiting through that pause wait
+	                             in turn from its end, not before */
+	uint64_t wait_line;       /* this proxy's waiting line in the ledgers (0: none) */
+	int64_t wait_line_ms;     /* when it was last written */
 	int budget_changed;       /* a reservation went down: the waiting requests look again */
 	unsigned flags_seen;      /* USAGE_PRICE_* some answer's usage asked for, this proxy's or
 	                             another's (the ledger's): reserved at since */

@@ -283,8 +283,10 @@ static void handle_request(struct conn *c, const struct http_head *h)
 				c->wait_until = px->now_ms + px->cfg->idle_timeout_ms;
 			c->deadline_ms = c->wait_until;
 		}
-		if (r != 2)
+		if (r != 2) {
 			c->wait_until = 0;
+			c->wait_since = 0;
+		}
 		buf_release(&path);
 		return;
 	}
