@@ -1841,13 +1841,15 @@ static int ledgers_op(struct usage_ledger *l, size_t n, uint64_t id, uint64_t ad
 {
 	struct ledger_state st[USAGE_LEDGERS];
 	size_t locked = 0;
-	int ret, verdict = USAGE_ADMIT;
+	int ret, verdict = USAGE_ADMIT, capped = 0;
 
 	if ((ret = lock_all(l, n, &locked)) < 0)
 		goto out;
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
 		if ((ret = ledger_load(l[i].fd, id, admit, now, &st[i])) < 0)
 			goto out;
+		capped |= !!l[i].cap;
+	}
 	for (size_t i = 0; admit && i < n && verdict == USAGE_ADMIT; i++) {
 		uint64_t held = sat_add(mine, st[i].others);
 
@@ -1871,11 +1873,19 @@ static int ledgers_op(struct usage_ledger *l, size_t n, uint64_t id, uint64_t ad
 			if (which)
 				*which = i;
 		}
-	/* every ledger has a line for the reservation, or none is written (never half of it) */
+	/*
+	 * every ledger has a line for the reservation, or none is written (never half
+	 * of it); under a cap, a request none is free for waits for one
+	 */
 	for (size_t i = 0; id && verdict == USAGE_ADMIT && (admit ? want : mine) && i < n; i++)
 		if (!has_slot(st[i].sl, st[i].nslots, id, now)) {
-			ret = -ENOSPC;
-			goto out;
+			if (!admit || !capped) {
+				ret = -ENOSPC;
+				goto out;
+			}
+			verdict = USAGE_WAIT;
+			if (which)
+				*which = i;
 		}
 	for (size_t i = 0; i < n; i++) {
 		if ((ret = ledger_store(l[i].fd, &st[i], id, add, floor, flags,

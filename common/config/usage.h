@@ -571,7 +571,8 @@ int usage_ledgers_sync(struct usage_ledger *l, size_t n, uint64_t id, uint64_t a
  * their locks at once: the verdict is USAGE_ADMIT only when every ledger's
  * is (only then is the reservation want written, to each), else the first
  * of USAGE_AGAIN, USAGE_REFUSE (any ledger's), USAGE_WAIT, with *which
- * the ledger that gave it.  Under a cap it is USAGE_WAIT too when another proxy's live
+ * the ledger that gave it.  Under a cap it is USAGE_WAIT too when a ledger
+ * has no line free for the reservation, and when another proxy's live
  * waiting line began before since_ms (wall-clock ms the request began
  * waiting, or now) and the total with every reservation and want reaches
  * the cap: the older waiter goes first (docs/budget.md, "Waiting in
