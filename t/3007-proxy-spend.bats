@@ -1320,16 +1320,28 @@ stall_beside() {
 	[ $((end - start)) -le 15 ]
 }
 
+# answered_beside PID SECONDS: 2 s into the background job PID (requests on two_on_ledger's
+# first proxy), one request on its second, answered within SECONDS ($start, $end: when it
+# was sent and answered); then PID is waited for
+answered_beside() {
+	sleep 2
+	start=$(date +%s)
+	PROXY_PORT=$P2 clients 1 ""
+	end=$(date +%s)
+	wait "$1"
+	grep -q message_stop "$T/got.0"
+	[ $((end - start)) -le "$2" ]
+}
+
 @test "spend: hostile: unbounded requests back to back on one proxy do not starve another proxy's request under the day's cap" {
 	# answers of 0.3 s, each to a body that does not bound its prompt (MCP servers): each
 	# runs alone, and with three sent at once the next starts the moment the last ends
 	api "$(stream_script 10 0.3 1)"
 	two_on_ledger --ledger-fd 5 --budget-day 1
 	python3 - "$P1" "$T/a.times" <<-'PY' &
-		import json, socket, sys, time
+		import json, socket, sys, threading, time
 		body = json.dumps({"model": "claude-sonnet-4-5", "max_tokens": 100, "stream": True, "mcp_servers": [],
 		                   "messages": [{"role": "user", "content": "hi"}]}).encode()
-		import threading
 		end = time.time() + 20
 		out = open(sys.argv[2], "w")
 		def loop():
@@ -1354,15 +1366,20 @@ stall_beside() {
 		for t in ts:
 		    t.join()
 	PY
-	s=$!
-	sleep 2
-	start=$(date +%s)
-	PROXY_PORT=$P2 clients 1 ""
-	end=$(date +%s)
-	wait "$s"
-	grep -q message_stop "$T/got.0"
-	[ $((end - start)) -le 6 ]
+	answered_beside $! 6
 	# and the first proxy's requests went on, before it and after
 	[ "$(awk -v t="$start" '$1 < t' "$T/a.times" | wc -l)" -ge 2 ]
 	[ "$(awk -v t="$end" '$1 > t + 1' "$T/a.times" | wc -l)" -ge 2 ]
+}
+
+@test "spend: hostile: unbounded requests queued at once on one proxy take turns with another proxy's request, not all before it" {
+	# 40 requests at once, each to a body that does not bound its prompt (MCP servers),
+	# answered in 0.3 s: run alone one after the other they take 12 s and more
+	api "$(stream_script 10 0.3 1)"
+	two_on_ledger --ledger-fd 5 --budget-day 1
+	mkdir "$T/a"
+	T=$T/a PROXY_PORT=$P1 clients 40 "" 100 claude-sonnet-4-5 true '"mcp_servers": []' &
+	answered_beside $! 5
+	# the first proxy's requests were all answered, some after it
+	[ "$(grep -l message_stop "$T"/a/got.* | wc -l)" = 40 ]
 }

@@ -53,12 +53,19 @@ static int64_t wall_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Since when c waits in turn: from its first look, or the end of a stall's pause. */
+/*
+ * Since when c waits in turn: from its first look, or its proxy's last
+ * admission or stall's pause's end when later; never after now, so that a
+ * clock set back leaves it no later than a request that comes now.
+ */
 static uint64_t wait_since(struct conn *c)
 {
+	int64_t now = wall_ms(), since;
+
 	if (!c->wait_since)
-		c->wait_since = wall_ms();
-	return (uint64_t)(c->wait_since > c->px->wait_floor ? c->wait_since : c->px->wait_floor);
+		c->wait_since = now;
+	since = c->wait_since > c->px->wait_floor ? c->wait_since : c->px->wait_floor;
+	return (uint64_t)(since < now ? since : now);
 }
 
 /*
@@ -394,6 +401,13 @@ again:
 			ledgers_seen(px, l, n);
 			px->ledger_reserved = want;
 			px->ledger_synced_ms = px->now_ms;
+		}
+		if (r == USAGE_ADMIT) {
+			/* its turn is taken: the requests it still has wait in turn from now */
+			int64_t t = wall_ms();
+
+			if (t > px->wait_floor)
+				px->wait_floor = t;
 		}
 		if (r < 0 && (u->cap_day || u->cap_user)) {
 			/* the ledgers are decided as one: either may be the one not read */
