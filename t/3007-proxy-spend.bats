@@ -1383,3 +1383,24 @@ answered_beside() {
 	# the first proxy's requests were all answered, some after it
 	[ "$(grep -l message_stop "$T"/a/got.* | wc -l)" = 40 ]
 }
+
+@test "spend: a waiting line whose proxy died holds the other proxies' requests back until it lapses, 5 s at most" {
+	api "$(stream_script 10 0 1)"
+	start=$(date +%s%N)
+	now=$(date +%s)
+	# an older waiter's line (fff, then when it began to wait in ms, then its proxy's 2
+	# digits), written now and never again: it lapses in 4 to 5 s
+	{
+		printf '%020d\n' 0
+		printf '%016x %020d %020d\n' $(((0xfff << 52) | ((now - 10) * 1000) << 8 | 7)) 0 $((now + 5))
+	} >"$T/ledger"
+	start_recorded --ledger-fd 5 --budget-day 1 5<>"$T/ledger"
+	# a request, reserved as unbounded until its body is read, would make it wait
+	clients 1 ""
+	end=$(date +%s%N)
+	grep -q message_stop "$T/got.0"
+	[ $(((end - start) / 1000000)) -ge 3000 ]
+	[ $(((end - start) / 1000000)) -le 7000 ]
+	stop_proxy
+	[ "$(usage '[.requests, .refused]')" = '[1,0]' ]
+}
