@@ -1404,3 +1404,20 @@ answered_beside() {
 	stop_proxy
 	[ "$(usage '[.requests, .refused]')" = '[1,0]' ]
 }
+
+@test "spend: 80 requests in flight across two proxies under the day's cap all start: the ledger holds a line per proxy, not per request" {
+	# each answer held open 2 s (the fake API's delay), a small one, under a cap of 100 USD
+	api '{"delay":2,"usage":{"input_tokens":10,"output_tokens":10}}'
+	two_on_ledger --ledger-fd 5 --user-ledger-fd 6 --budget-user 100
+	mkdir "$T/a"
+	start=$(date +%s)
+	T=$T/a PROXY_PORT=$P1 clients 40 "" 100 claude-sonnet-4-5 false &
+	a=$!
+	PROXY_PORT=$P2 clients 40 "" 100 claude-sonnet-4-5 false
+	wait "$a"
+	[ "$(grep -l '^HTTP/1.1 200 OK' "$T"/got.* "$T"/a/got.* | wc -l)" = 80 ]
+	# side by side, not one after the other
+	[ $(($(date +%s) - start)) -le 10 ]
+	run tail -n +2 "$T/user" "$T/ledger"
+	refute_output --regexp '^[0-9a-f]{16} 0*[1-9]'
+}

@@ -1773,7 +1773,8 @@ static int ledger_load(int fd, uint64_t id, const struct turn *t, time_t now,
 		if (is_wait_slot(s)) {
 			st->waiters++;
 			if (t && s->id != t->wait_id &&
-			    (s->id >> 8 & WAIT_SINCE_MASK) < (t->since_ms & WAIT_SINCE_MASK))
+			    (s->id >> 8 & WAIT_SINCE_MASK) + USAGE_LEDGER_WAIT_AGE_MS <
+			        (t->since_ms & WAIT_SINCE_MASK))
 				st->older = 1;
 		} else if (s->id != id) {
 			st->others = sat_add(st->others, s->nano);

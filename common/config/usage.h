@@ -504,6 +504,12 @@ int usage_ledger_add(int fd, uint64_t nano, uint64_t *total);
 #define USAGE_LEDGER_WAIT_MIN 0xfff0000000000000ULL
 /* A waiting line lapses this long after it was last written (its proxy rewrites it each second). */
 #define USAGE_LEDGER_WAIT_TTL 5
+/*
+ * A waiting line goes first only before requests that began waiting this
+ * much later (ms): more than the second a proxy takes to look again, so a
+ * request held back only while another's body was read holds no one back.
+ */
+#define USAGE_LEDGER_WAIT_AGE_MS 1500
 /* At most this many live waiting lines in a ledger at once: the rest of its lines stay for
  * reservations. */
 #define USAGE_LEDGER_WAITERS 16
@@ -573,11 +579,10 @@ int usage_ledgers_sync(struct usage_ledger *l, size_t n, uint64_t id, uint64_t a
  * of USAGE_AGAIN, USAGE_REFUSE (any ledger's), USAGE_WAIT, with *which
  * the ledger that gave it.  Under a cap it is USAGE_WAIT too when a ledger
  * has no line free for the reservation, and when another proxy's live
- * waiting line began before since_ms (wall-clock ms the request began
- * waiting, or now) and the total with every reservation and want reaches
- * the cap: the older waiter goes first (docs/budget.md, "Waiting in
- * turn").  wait_id: this proxy's own waiting line (0: none), never older.
- * The verdict, or a negative errno.
+ * waiting line began USAGE_LEDGER_WAIT_AGE_MS or more before since_ms
+ * (wall-clock ms the request began waiting, or now) and the total with every reservation and want
+ * reaches the cap: the older waiter goes first (docs/budget.md, "Waiting in turn").  wait_id: this
+ * proxy's own waiting line (0: none), never older. The verdict, or a negative errno.
  */
 int usage_ledgers_admit(struct usage_ledger *l, size_t n, uint64_t id, uint64_t mine, uint64_t want,
                         unsigned flags, uint64_t wait_id, uint64_t since_ms, time_t now,

@@ -202,6 +202,14 @@ static void resv_set(struct conn *c, uint64_t resv)
 {
 	struct proxy *px = c->px;
 
+	if (c->resv == PX_RESV_ALONE && resv != PX_RESV_ALONE && c->req_done &&
+	    usage_req_unbounded(&c->rq)) {
+		/* it ran alone: this proxy's turn was taken, its requests wait in turn from now */
+		int64_t t = wall_ms();
+
+		if (t > px->wait_floor)
+			px->wait_floor = t;
+	}
 	if (c->resv == PX_RESV_ALONE)
 		px->resv_alone--;
 	else
@@ -401,13 +409,6 @@ again:
 			ledgers_seen(px, l, n);
 			px->ledger_reserved = want;
 			px->ledger_synced_ms = px->now_ms;
-		}
-		if (r == USAGE_ADMIT) {
-			/* its turn is taken: the requests it still has wait in turn from now */
-			int64_t t = wall_ms();
-
-			if (t > px->wait_floor)
-				px->wait_floor = t;
 		}
 		if (r < 0 && (u->cap_day || u->cap_user)) {
 			/* the ledgers are decided as one: either may be the one not read */

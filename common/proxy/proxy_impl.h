@@ -309,7 +309,8 @@ struct proxy {
 	int64_t ledger_synced_ms;
 	int64_t paid_pause_until; /* no paid request starts before (PX_STALL_PAUSE_MS) */
 	int64_t wait_floor;       /* wall-clock ms: its requests wait in turn from then on, not
-	                             before (its last admission, or that pause's end) */
+	                             before (the end of its last request that ran alone, or
+	                             that pause's) */
 	uint64_t wait_line;       /* this proxy's waiting line in the ledgers (0: none) */
 	int64_t wait_line_ms;     /* when it was last written */
 	int budget_changed;       /* a reservation went down: the waiting requests look again */
