@@ -1421,3 +1421,27 @@ answered_beside() {
 	run tail -n +2 "$T/user" "$T/ledger"
 	refute_output --regexp '^[0-9a-f]{16} 0*[1-9]'
 }
+
+@test "spend: hostile: a request whose body never comes, queued behind its proxy's request that ran alone, does not take an older waiter's turn" {
+	# answers of 3 s; the first proxy's request runs alone (MCP servers)
+	api "$(stream_script 10 3 1)"
+	two_on_ledger --ledger-fd 5 --budget-day 1
+	mkdir "$T/a"
+	T=$T/a PROXY_PORT=$P1 clients 1 "" 100 claude-sonnet-4-5 true '"mcp_servers": []' &
+	a=$!
+	sleep 0.5
+	# then a request on the same proxy whose body stops after its first byte
+	stalled "$P1" "$T/stalled" '{' &
+	s=$!
+	sleep 0.5
+	start=$(date +%s%N)
+	PROXY_PORT=$P2 clients 1 ""
+	end=$(date +%s%N)
+	wait "$a"
+	wait "$s"
+	grep -q message_stop "$T/got.0"
+	grep -q message_stop "$T/a/got.0"
+	# it starts when the lone request ends, not after the stalled body's 5 s and pause too
+	[ $(((end - start) / 1000000)) -le 8000 ]
+	grep -q '^HTTP/1.1 408 Request Timeout' "$T/stalled"
+}
