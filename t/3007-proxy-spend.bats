@@ -1445,3 +1445,29 @@ answered_beside() {
 	[ $(((end - start) / 1000000)) -le 8000 ]
 	grep -q '^HTTP/1.1 408 Request Timeout' "$T/stalled"
 }
+
+@test "spend: hostile: bodies sent slowly one after the other on one proxy take turns with another proxy's request" {
+	api "$(stream_script 10 0 1)"
+	two_on_ledger --ledger-fd 5 --budget-day 1
+	body='{"model":"m","max_tokens":10,"messages":[]}'
+	# five requests at once, each body sent in 3 s (under the 5 s bound), each 3 s after the
+	# last one's began: each runs alone while its body comes
+	slow=()
+	for i in 0 1 2 3 4; do
+		wait_pieces=() # an empty piece: a second more before the body
+		for _ in $(seq $((3 * i))); do wait_pieces+=(''); done
+		STALL_HEAD="Content-Length: ${#body}" stalled "$P1" "$T/slow.$i" "${wait_pieces[@]}" \
+			'{"model":"m",' '"max_tokens":10,' '"messages":[]}' &
+		slow+=($!)
+	done
+	sleep 0.5
+	start=$(date +%s%N)
+	PROXY_PORT=$P2 clients 1 ""
+	end=$(date +%s%N)
+	wait "${slow[@]}"
+	grep -q message_stop "$T/got.0"
+	[ $(((end - start) / 1000000)) -le 7000 ]
+	# the first proxy's went on (which waits for which there is not said: a body whose
+	# wait passed its schedule's is refused at the bound)
+	[ "$(grep -l '^HTTP/1.1 200 OK' "$T"/slow.* | wc -l)" -ge 1 ]
+}

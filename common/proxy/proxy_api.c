@@ -202,9 +202,13 @@ static void resv_set(struct conn *c, uint64_t resv)
 {
 	struct proxy *px = c->px;
 
-	if (c->resv == PX_RESV_ALONE && resv != PX_RESV_ALONE && c->req_done &&
-	    usage_req_unbounded(&c->rq)) {
-		/* it ran alone: this proxy's turn was taken, its requests wait in turn from now */
+	if (c->resv == PX_RESV_ALONE && resv != PX_RESV_ALONE &&
+	    ((c->req_done && usage_req_unbounded(&c->rq)) ||
+	     px->now_ms - c->admitted_ms >= PX_TURN_MS)) {
+		/*
+		 * it ran alone (its body did not bound its prompt, or came slowly): this
+		 * proxy's turn was taken, its requests wait in turn from now
+		 */
 		int64_t t = wall_ms();
 
 		if (t > px->wait_floor)
@@ -428,6 +432,7 @@ again:
 		return 2;
 	}
 	c->admitted = 1;
+	c->admitted_ms = px->now_ms;
 	c->resv = 0;
 	resv_set(c, resv);
 	return 1;

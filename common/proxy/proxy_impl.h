@@ -91,6 +91,13 @@ struct ws_frames;
  * stalling one request after another does not starve them.
  */
 #define PX_STALL_PAUSE_MS 2500
+/*
+ * A paid request that ran alone this long (its body still coming) ends its
+ * proxy's turn, as one whose body does not bound its prompt does: the
+ * proxy's requests then wait in turn from its end (docs/budget.md,
+ * "Waiting in turn").  A body sent at once runs alone for milliseconds.
+ */
+#define PX_TURN_MS 1000
 
 enum state {
 	ST_HEAD,    /* reading a request head from the client */
@@ -210,9 +217,10 @@ struct conn {
 	uint64_t resv;   /* what it may still cost (its share of px->resv_sum), or PX_RESV_ALONE */
 	int charged_max; /* its final usage never came: charged its max_tokens (2: and
 	                    its prompt, none of its input having come either) */
-	int64_t wait_until; /* ST_WAIT: how long it may wait in all */
-	int64_t wait_since; /* a paid request: when it began waiting, wall-clock ms (0: not yet) */
-	int ledger_wait;    /* ST_WAIT: the day's ledgers made it wait (it has a waiting line) */
+	int64_t wait_until;  /* ST_WAIT: how long it may wait in all */
+	int64_t wait_since;  /* a paid request: when it began waiting, wall-clock ms (0: not yet) */
+	int ledger_wait;     /* ST_WAIT: the day's ledgers made it wait (it has a waiting line) */
+	int64_t admitted_ms; /* a paid request: when it was admitted (its body then unread) */
 	/*
 	 * Admitted under a cap: waiting for the client (for its body, or to take
 	 * its answer: cl_answer) since cl_since, and how long before, each.
