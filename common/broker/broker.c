@@ -375,13 +375,6 @@ static int advert_drop_push_options(struct hconn_body *rb, struct buf *out, size
 	return 0;
 }
 
-/*
- * Send the request to the remote with our credentials: `pre` first, then
- * the rest of the client's body from `rest` (NULL: none).  `length` is the
- * whole body's length, or -1 to send it chunked.  Then relay the answer.
- * Returns 0 when an answer reached the client, or -1 with res->why set
- * (nothing sent to the client yet when res->status is 0).
- */
 /* The request head for the remote: its path, our credentials, the client's headers that pass. */
 static void upstream_head(const struct request *rq, long long length, struct buf *head)
 {
