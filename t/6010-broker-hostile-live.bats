@@ -427,32 +427,19 @@ restart_upstream() {
 }
 
 # send_short FILE EXTRA: POST FILE as a receive-pack body whose Content-Length
-# says EXTRA bytes more, then end the connection's sending side.
+# says EXTRA bytes more (EXTRA "chunked": as a chunked body without its last
+# chunk), then end the connection's sending side.
 send_short() {
 	python3 - "$BR_PORT" "$1" "$2" <<-'EOF2'
 	import socket, sys
 	body = open(sys.argv[2], "rb").read()
+	if sys.argv[3] == "chunked":
+	    frame = b"Transfer-Encoding: chunked\r\n\r\n" + b"%x\r\n%s\r\n" % (len(body), body)
+	else:
+	    frame = b"Content-Length: %d\r\n\r\n" % (len(body) + int(sys.argv[3])) + body
 	s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
 	s.sendall(b"POST /0/git-receive-pack HTTP/1.1\r\nHost: x\r\n"
-	          b"Content-Type: application/x-git-receive-pack-request\r\n"
-	          b"Content-Length: %d\r\n\r\n" % (len(body) + int(sys.argv[3])) + body)
-	s.shutdown(socket.SHUT_WR)
-	s.settimeout(60)
-	while s.recv(65536):
-	    pass
-	EOF2
-}
-
-# send_chunked_short FILE: POST FILE as a chunked receive-pack body without
-# its last chunk, then end the connection's sending side.
-send_chunked_short() {
-	python3 - "$BR_PORT" "$1" <<-'EOF2'
-	import socket, sys
-	body = open(sys.argv[2], "rb").read()
-	s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
-	s.sendall(b"POST /0/git-receive-pack HTTP/1.1\r\nHost: x\r\n"
-	          b"Content-Type: application/x-git-receive-pack-request\r\n"
-	          b"Transfer-Encoding: chunked\r\n\r\n" + b"%x\r\n%s\r\n" % (len(body), body))
+	          b"Content-Type: application/x-git-receive-pack-request\r\n" + frame)
 	s.shutdown(socket.SHUT_WR)
 	s.settimeout(60)
 	while s.recv(65536):
@@ -502,7 +489,7 @@ cut_push() {
 	$PY_HEAD
 	out(pkt(Z + b" " + NEW + b" refs/heads/aibox/chunked\0report-status\n") + b"0000" + pack)
 	EOF2
-	send_chunked_short body
+	send_short body chunked
 	run push_line
 	assert_output --partial 'result=failed'
 	assert_output --partial 'check="refs/heads/aibox/chunked not landed"'
