@@ -449,9 +449,12 @@ static void wait_line_sync(struct proxy *px, struct usage_ledger *l, size_t n)
 	int r;
 
 	if (px->now_ms >= px->paid_pause_until)
-		for (struct conn *c = px->conns; c; c = c->next)
-			if (c->state == ST_WAIT && c->ledger_wait && wait_since(c) < since)
-				since = wait_since(c);
+		for (struct conn *c = px->conns; c; c = c->next) {
+			uint64_t s;
+
+			if (c->state == ST_WAIT && c->ledger_wait && (s = wait_since(c)) < since)
+				since = s;
+		}
 	if (since != UINT64_MAX)
 		want = usage_ledger_wait_id(since, ledger_id(px));
 	if (want == px->wait_line && (!want || px->now_ms - px->wait_line_ms < 1000))
@@ -669,13 +672,8 @@ int px_spend_client_late(struct conn *c)
 		return 0;
 	c->cl_waiting = 0;
 	if (c->cl_answer) {
-		static char drain_why[96];
-
-		snprintf(drain_why, sizeof(drain_why),
-		         "budget: the client did not read its answer for %d s in all; it was read "
-		         "to the end",
-		         PX_ANSWER_WAIT_MS / 1000);
-		c->drain_why = drain_why;
+		c->drain_why = "budget: the client did not read its answer for " TOSTR(
+		    PX_ANSWER_WAIT_S) " s in all; it was read to the end";
 		if (px_client_gone(c, c->drain_why) == 0)
 			px_pump(c);
 		return 1;

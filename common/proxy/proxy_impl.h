@@ -83,7 +83,8 @@ struct ws_frames;
  * it the answer is read to its end without the client, counted, and its
  * reservation ends with it (docs/budget.md).
  */
-#define PX_ANSWER_WAIT_MS 10000
+#define PX_ANSWER_WAIT_S  10
+#define PX_ANSWER_WAIT_MS (PX_ANSWER_WAIT_S * 1000)
 /*
  * After a paid request is refused for its stalled body, the proxy starts no
  * paid request of its own for this long, with others of the day in the
